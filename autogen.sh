@@ -1,0 +1,6 @@
+#!/bin/sh
+# Regenerate ./configure and the Makefile.in files from configure.ac and Makefile.am.
+set -e
+cd "$(dirname "$0")"
+mkdir -p m4 build-aux
+autoreconf -fi

@@ -1,0 +1,174 @@
+/* nnt CPU kernels: plain C99 on raw pointers.
+ *
+ * A kernel knows nothing about tiles, StarPU or tensors: it receives sizes, pointers and
+ * (where a layout is not contiguous) leading dimensions or strides, all counted in elements.
+ * Matrices are row-major. Every kernel has a CUDA twin in cuda/nnt_cuda.h with the same
+ * name after the prefix, the same arguments, and a trailing stream (and, for GEMM, cuBLAS
+ * handle) argument.
+ *
+ * Conventions:
+ *   - "set" outputs are overwritten; "+=" outputs are accumulated (parameter gradients,
+ *     running statistics), so callers can accumulate over tiles and micro-batches.
+ *   - int64_t for every size and offset; int32_t for token ids.
+ *   - Reductions accumulate in double internally where the comment says so.
+ *   - No kernel allocates more than O(rows) scratch on the stack; none aborts.
+ */
+#ifndef NNT_CPU_H
+#define NNT_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise, n contiguous elements ---------------------------------------------- */
+
+/* x[i] = value */
+void nnt_cpu_fill_f32(int64_t n, float value, float *x);
+/* x[i] *= alpha */
+void nnt_cpu_scale_f32(int64_t n, float alpha, float *x);
+/* y[i] = alpha * x[i] + beta * y[i]   (beta == 0: y is not read, so NaN in y is overwritten) */
+void nnt_cpu_axpby_f32(int64_t n, float alpha, const float *x, float beta, float *y);
+/* GELU, tanh approximation as in GPT-2:
+ * y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))                                     */
+void nnt_cpu_gelu_fwd_f32(int64_t n, const float *x, float *y);          /* y set */
+/* dx[i] = dy[i] * gelu'(x[i])                                                  dx set */
+void nnt_cpu_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx);
+
+/* ---- copies between layouts -------------------------------------------------------- */
+
+/* Copy an ndim-dimensional box of elements of elsize bytes:
+ *   dst[sum_d i_d * dst_stride[d]] = src[sum_d i_d * src_stride[d]]  for 0 <= i_d < shape[d].
+ * Strides in elements (may describe permutations, e.g. (B,T,NH,hd) -> (B,NH,T,hd)).
+ * 1 <= ndim <= 8. The innermost dimension with unit strides on both sides is copied with
+ * memcpy. Used for retiling and head transposes.                                          */
+void nnt_cpu_copy_box(int ndim, const int64_t *shape, size_t elsize,
+                      const void *src, const int64_t *src_stride,
+                      void *dst, const int64_t *dst_stride);
+
+/* ---- broadcast add and its reduction (bias, position embedding) ---------------------- */
+
+/* y[o, i] += x[i]   for o < outer, i < inner; y is (outer, inner) with leading dim ldy.   */
+void nnt_cpu_add_bcast_f32(int64_t outer, int64_t inner, const float *x, float *y, int64_t ldy);
+/* acc[i] += sum_o y[o, i]  (column sums, accumulated in double per column)           += */
+void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t ldy, float *acc);
+
+/* ---- GEMM ------------------------------------------------------------------------------ */
+
+/* For each of batch matrices (pointers advanced by stride_a/b/c elements):
+ *   C = alpha * op(A) * op(B) + beta * C,  op(X) = X or X^T (trans_x != 0), row-major,
+ *   op(A) is (m, k), op(B) is (k, n), C is (m, n). CPU: BLIS (CBLAS interface).
+ *   beta == 0: C is not read.                                                              */
+void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, int64_t stride_a,
+                      const float *b, int64_t ldb, int64_t stride_b, float beta,
+                      float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* Epilogue after the last k-step of a linear layer, applied to a hot (m, n) tile:
+ *   pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]).
+ * pre is kept for backward. pre and out have leading dim n.                                */
+void nnt_cpu_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out);
+
+/* ---- LayerNorm over the last dimension (whole rows) -------------------------------------- */
+
+/* y = (x - mean) * rstd * gamma + beta, per row of n; mean, rstd (rows) set.
+ * rstd = 1 / sqrt(var + eps), var the biased variance; statistics in double.               */
+void nnt_cpu_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
+                               const float *gamma, const float *beta, float *y,
+                               float *mean, float *rstd);
+/* dx set; dgamma, dbeta (n) +=.                                                              */
+void nnt_cpu_layernorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
+                               const float *gamma, const float *mean, const float *rstd,
+                               float *dx, float *dgamma, float *dbeta);
+
+/* ---- causal attention, flash style -----------------------------------------------------------
+ * nbh independent (batch, head) slabs. q, o: (nbh, tq, hd); k, v: (nbh, tk, hd) contiguous.
+ * q_pos0 / k_pos0: absolute sequence position of row 0 of the query / key block.
+ * Causal mask: key position > query position is masked out. scale usually 1/sqrt(hd).
+ * Per query row we keep m (running max of scaled scores), l (running sum of exp(s - m)) and
+ * an unnormalised accumulator o_acc. Before the first key block the caller sets m = -INFINITY,
+ * l = 0, o_acc = 0. Rows with every key masked so far keep m = -inf, l = 0.                 */
+void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale,
+                                const float *q, const float *k, const float *v,
+                                float *o_acc, float *m, float *l);
+/* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
+void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
+                                   const float *m, const float *l, float *lse);
+/* d[r] = sum_j dout[r, j] * o[r, j]  per row of (nbh*tq) rows                         set */
+void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
+                               const float *dout, float *d);
+/* Recompute p = exp(scale * q k^T - lse) for one (query block, key block) and accumulate
+ *   dv += p^T dout;  ds = p * (dout v^T - d);  dq += scale * ds k;  dk += scale * ds^T q.
+ * dq (nbh,tq,hd), dk, dv (nbh,tk,hd)                                                      += */
+void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale,
+                                const float *q, const float *k, const float *v,
+                                const float *dout, const float *lse, const float *d,
+                                float *dq, float *dk, float *dv);
+
+/* ---- softmax cross-entropy, vocabulary split over blocks ------------------------------------
+ * logits: (rows, nv) with leading dim ld, columns are vocabulary ids [v0, v0 + nv).
+ * targets: (rows) int32; a row whose target == ignore_index contributes nothing.
+ * m, s: running max and sum of exp(logit - m) per row (caller sets m = -INFINITY, s = 0);
+ * tgt: the target's logit, written by the block that holds the target.                    */
+void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
+                                int64_t ld, const int32_t *targets, float *m, float *s,
+                                float *tgt);
+/* loss[r] = m[r] + log(s[r]) - tgt[r], or 0 where targets[r] == ignore_index          set */
+void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
+                           const float *m, const float *s, const float *tgt, float *loss);
+/* dlogits[r, j] = scale * (exp(logit - m) / s - [v0 + j == target]); 0 for ignored rows.
+ * dlogits has leading dim ld. (scale = dloss / number of valid rows.)                  set */
+void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
+                                int64_t ld, const int32_t *targets, int32_t ignore_index,
+                                const float *m, const float *s, float scale, float *dlogits);
+
+/* ---- embedding, table split over vocabulary blocks -------------------------------------------
+ * table: (nv, nc) rows for vocabulary ids [v0, v0 + nv), leading dim ldt.
+ * out/dout: (ntok, nc), leading dim ldo. Tokens outside [v0, v0+nv) are skipped.         */
+/* out[i, :] = table[tok[i] - v0, :]                                   set (only those rows) */
+void nnt_cpu_embedding_gather_f32(int64_t ntok, int64_t nc, const int32_t *tok, int64_t v0,
+                                  int64_t nv, const float *table, int64_t ldt, float *out,
+                                  int64_t ldo);
+/* dtable[tok[i] - v0, :] += dout[i, :], i in increasing order (deterministic)            += */
+void nnt_cpu_embedding_scatter_add_f32(int64_t ntok, int64_t nc, const int32_t *tok,
+                                       int64_t v0, int64_t nv, const float *dout, int64_t ldo,
+                                       float *dtable, int64_t ldt);
+
+/* ---- reductions ------------------------------------------------------------------------------ */
+
+/* acc[0] += sum_i x[i]^2, summed in double                                                += */
+void nnt_cpu_sumsq_f32(int64_t n, const float *x, float *acc);
+
+/* ---- optimizer steps, one parameter block of n elements ----------------------------------------
+ * g is multiplied by grad_scale first (global-norm clipping); step t >= 1 gives the bias
+ * corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t (computed by the caller).
+ * AdamW (PyTorch semantics): p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   p -= lr * (m / bc1) / (sqrt(v / bc2) + eps).
+ * Adam (decoupled == 0): g += wd * p first, no decoupled decay.                             */
+void nnt_cpu_adam_step_f32(int64_t n, int decoupled, float lr, float beta1, float beta2,
+                           float eps, float weight_decay, float bc1, float bc2, float grad_scale,
+                           const float *g, float *p, float *m, float *v);
+/* SGD with momentum (PyTorch, dampening 0, no Nesterov): g' = grad_scale*g + wd*p;
+ * buf = momentum*buf + g' (buf = g' on the first step: first_step != 0); p -= lr * buf.     */
+void nnt_cpu_sgd_step_f32(int64_t n, float lr, float momentum, float weight_decay,
+                          float grad_scale, int first_step, const float *g, float *p,
+                          float *buf);
+
+/* ---- deterministic random fill ----------------------------------------------------------------
+ * Element with global linear index idx gets a value that depends only on (seed, idx), so any
+ * tiling yields the same tensor. The box is a tile: tile_shape[ndim] at tile_origin[ndim]
+ * inside a tensor of global_shape[ndim]; out is the contiguous tile.
+ * dist 0: uniform in [a, b); dist 1: normal with mean a, std b.                              */
+void nnt_cpu_fill_random_f32(int ndim, const int64_t *global_shape, const int64_t *tile_origin,
+                             const int64_t *tile_shape, uint64_t seed, int dist, float a,
+                             float b, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNT_CPU_H */

@@ -1,0 +1,128 @@
+/* Codelets that overwrite one tile: constant fill (fp32 on CPU and CUDA, int32 on CPU) and
+ * the deterministic random fill. */
+#include "../internal.h"
+#include "nnt_cpu.h"
+
+#include <string.h>
+
+struct fill_args {
+    double value;
+};
+
+struct fill_random_args {
+    int ndim;
+    int dist;
+    float a, b;
+    uint64_t seed;
+    int64_t global_shape[NNT_MAX_DIMS];
+    int64_t origin[NNT_MAX_DIMS];
+    int64_t shape[NNT_MAX_DIMS];
+};
+
+static void fill_f32_cpu(void *buffers[], void *cl_arg)
+{
+    const struct fill_args *args = cl_arg;
+    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
+    nnt_cpu_fill_f32(n, (float)args->value, x);
+}
+
+static void fill_i32_cpu(void *buffers[], void *cl_arg)
+{
+    const struct fill_args *args = cl_arg;
+    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    int32_t *x = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
+    int32_t value = (int32_t)args->value;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = value;
+}
+
+static void fill_random_cpu(void *buffers[], void *cl_arg)
+{
+    const struct fill_random_args *a = cl_arg;
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (tile shape)
+    nnt_cpu_fill_random_f32(a->ndim, a->global_shape, a->origin, a->shape, a->seed, a->dist,
+                            a->a, a->b, x);
+}
+
+#ifdef NNT_CUDA_CODELETS
+static void fill_f32_cuda(void *buffers[], void *cl_arg)
+{
+    const struct fill_args *args = cl_arg;
+    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int rc = nnt_cuda_fill_f32(n, (float)args->value, x, starpu_cuda_get_local_stream());
+    if (rc)
+        nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
+}
+
+static void fill_random_cuda(void *buffers[], void *cl_arg)
+{
+    const struct fill_random_args *a = cl_arg;
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int rc = nnt_cuda_fill_random_f32(a->ndim, a->global_shape, a->origin, a->shape, a->seed,
+                                      a->dist, a->a, a->b, x, starpu_cuda_get_local_stream());
+    if (rc)
+        nnt_task_error("nnt_fill_random", "CUDA kernel failed (%d)", rc);
+}
+#define NNT_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#else
+#define NNT_CUDA_FUNCS(f)
+#endif
+
+static struct starpu_perfmodel fill_f32_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_f32"};
+static struct starpu_perfmodel fill_i32_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_i32"};
+static struct starpu_perfmodel fill_random_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_random"};
+
+static struct starpu_codelet fill_f32_cl = {
+    .name = "nnt_fill_f32",
+    .cpu_funcs = {fill_f32_cpu},
+    NNT_CUDA_FUNCS(fill_f32_cuda)
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .model = &fill_f32_model,
+};
+
+static struct starpu_codelet fill_i32_cl = {
+    .name = "nnt_fill_i32",
+    .cpu_funcs = {fill_i32_cpu},
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .model = &fill_i32_model,
+};
+
+static struct starpu_codelet fill_random_cl = {
+    .name = "nnt_fill_random",
+    .cpu_funcs = {fill_random_cpu},
+    NNT_CUDA_FUNCS(fill_random_cuda)
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .model = &fill_random_model,
+};
+
+int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value)
+{
+    struct fill_args args = {value};
+    return nnt_submit_1(t, t->dtype == NNT_INT32 ? &fill_i32_cl : &fill_f32_cl, h, &args,
+                        sizeof args);
+}
+
+int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t *origin,
+                           const int64_t *tile_shape, uint64_t seed, int dist, float a,
+                           float b)
+{
+    struct fill_random_args args;
+    memset(&args, 0, sizeof args);
+    args.ndim = t->ndim;
+    args.dist = dist;
+    args.a = a;
+    args.b = b;
+    args.seed = seed;
+    memcpy(args.global_shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    memcpy(args.origin, origin, (size_t)t->ndim * sizeof *origin);
+    memcpy(args.shape, tile_shape, (size_t)t->ndim * sizeof *tile_shape);
+    return nnt_submit_1(t, &fill_random_cl, h, &args, sizeof args);
+}

@@ -1,0 +1,363 @@
+/* nnt_ctx: options, StarPU start-up and shut-down, the one live context per process. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static nnt_ctx *live_ctx;   /* the one started context, NULL when none */
+static int task_failed;     /* set by nnt_task_error, cleared by nnt_ctx_wait */
+
+void nnt_task_error(const char *codelet, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    nnt_log(NNT_LOG_ERROR, "task %s: %s", codelet, msg);
+    __atomic_store_n(&task_failed, 1, __ATOMIC_SEQ_CST);
+}
+
+int nnt_ctx_options_init(nnt_ctx_options *opts)
+{
+    static const nnt_ctx_options defaults = NNT_CTX_OPTIONS_INIT;
+    if (!opts)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_options_init: opts is NULL");
+    *opts = defaults;
+    return NNT_OK;
+}
+
+int nnt_ctx_check(const nnt_ctx *ctx, const char *func)
+{
+    pthread_mutex_lock(&live_lock);
+    int live = ctx && ctx == live_ctx;
+    pthread_mutex_unlock(&live_lock);
+    if (live)
+        return NNT_OK;
+    if (!func)
+        return NNT_E_STATE;
+    if (!ctx)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: context is NULL", func);
+    return nnt_fail(NULL, NNT_E_STATE, "%s: not a live context (destroyed already?)", func);
+}
+
+/* Copy the caller's options over the defaults, honouring its size field. */
+static int read_options(const nnt_ctx_options *user, nnt_ctx_options *opts)
+{
+    nnt_ctx_options_init(opts);
+    if (!user)
+        return NNT_OK;
+    if (user->size < sizeof *opts)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: options size %zu is smaller than "
+                        "%zu; initialise them with NNT_CTX_OPTIONS_INIT or nnt_ctx_options_init",
+                        user->size, sizeof *opts);
+    if (user->size > sizeof *opts)
+        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: options size %zu: the program "
+                        "was built against a newer nnt than the library (%s)", user->size,
+                        PACKAGE_VERSION);
+    *opts = *user;
+    return NNT_OK;
+}
+
+static int sched_exists(const char *name)
+{
+    struct starpu_sched_policy **policy = starpu_sched_get_predefined_policies();
+    for (; policy && *policy; policy++)
+        if (strcmp((*policy)->policy_name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static int check_dir(const char *what, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: %s '%s': %s", what, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: %s '%s' is not a directory", what, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: %s '%s' is not writable", what, dir);
+    return NNT_OK;
+}
+
+static int validate_options(const nnt_ctx_options *o)
+{
+    if (o->ncpus < -1)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: ncpus %d (use -1 for all cores)", o->ncpus);
+    if (o->ncuda < -1)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: ncuda %d (use -1 for all GPUs)", o->ncuda);
+    if (o->ncpus == 0 && o->ncuda == 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: ncpus and ncuda are both 0: no workers");
+#ifndef STARPU_USE_CUDA
+    if (o->ncuda > 0)
+        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: %d CUDA devices requested but "
+                        "StarPU was built without CUDA (configure nnt --with-starpu=PREFIX of a "
+                        "CUDA-enabled StarPU)", o->ncuda);
+#endif
+    if (o->sched && !sched_exists(o->sched))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: unknown scheduler '%s' (try lws, "
+                        "eager, dmda, dmdas)", o->sched);
+    if (o->mem_gpu_mib < 0 || o->mem_cpu_mib < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: negative memory budget "
+                        "(gpu %lld MiB, cpu %lld MiB)", (long long)o->mem_gpu_mib,
+                        (long long)o->mem_cpu_mib);
+    if (!o->swap_dir && o->swap_mib != 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld without swap_dir",
+                        (long long)o->swap_mib);
+    if (o->swap_dir) {
+        if (o->swap_mib * 1024 * 1024 < STARPU_DISK_SIZE_MIN)
+            return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld is below the "
+                            "minimum of %d MiB", (long long)o->swap_mib,
+                            STARPU_DISK_SIZE_MIN / (1024 * 1024));
+        return check_dir("swap directory", o->swap_dir);
+    }
+    return NNT_OK;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: bad directory path '%s'", path);
+    memcpy(buf, path, len + 1);
+    for (char *p = buf + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot create '%s': %s", buf,
+                                strerror(errno));
+            *p = saved;
+            if (saved == '\0')
+                break;
+        }
+    }
+    return NNT_OK;
+}
+
+/* StarPU reads its model directory and memory limits from the environment at start-up. */
+static int configure_environment(const nnt_ctx_options *o)
+{
+    char path[4096], num[32];
+    const char *dir = o->perfmodel_dir;
+    if (!dir && !getenv("STARPU_HOME")) {
+        const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (cache && *cache)
+            snprintf(path, sizeof path, "%s/nnt", cache);
+        else if (home && *home)
+            snprintf(path, sizeof path, "%s/.cache/nnt", home);
+        else
+            snprintf(path, sizeof path, "/tmp/nnt-%ld", (long)getuid());
+        dir = path;
+    }
+    if (dir) {
+        int rc = make_dirs(dir);
+        if (rc == 0)
+            rc = check_dir("performance-model directory", dir);
+        if (rc)
+            return rc;
+        setenv("STARPU_HOME", dir, 1);
+    }
+    if (o->mem_gpu_mib > 0) {
+        snprintf(num, sizeof num, "%lld", (long long)o->mem_gpu_mib);
+        setenv("STARPU_LIMIT_CUDA_MEM", num, 1);
+    }
+    if (o->mem_cpu_mib > 0) {
+        snprintf(num, sizeof num, "%lld", (long long)o->mem_cpu_mib);
+        setenv("STARPU_LIMIT_CPU_MEM", num, 1);
+    }
+    return NNT_OK;
+}
+
+static int start_starpu(const nnt_ctx_options *o)
+{
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.ncpus = o->ncpus;
+    conf.ncuda = o->ncuda;
+    conf.nopencl = 0;
+    conf.nmic = 0;
+    conf.nmpi_ms = 0;
+    if (o->sched)
+        conf.sched_policy_name = o->sched;
+    int rc = starpu_init(&conf);
+    if (rc == -ENODEV)
+        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: StarPU found no worker for "
+                        "ncpus=%d ncuda=%d", o->ncpus, o->ncuda);
+    if (rc != 0)
+        return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_create: starpu_init failed: %s",
+                        strerror(-rc));
+    return NNT_OK;
+}
+
+static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
+{
+    starpu_ssize_t bytes = (starpu_ssize_t)o->swap_mib * 1024 * 1024;
+    /* O_DIRECT keeps swapped tiles out of the page cache, which would otherwise eat the RAM
+     * the budget is meant to protect; plain unistd where the filesystem refuses O_DIRECT. */
+    int node = starpu_disk_register(&starpu_disk_unistd_o_direct_ops, (void *)o->swap_dir, bytes);
+    if (node < 0)
+        node = starpu_disk_register(&starpu_disk_unistd_ops, (void *)o->swap_dir, bytes);
+    if (node < 0)
+        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot use '%s' for disk swap",
+                        o->swap_dir);
+    ctx->disk_node = node;
+    return NNT_OK;
+}
+
+int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
+{
+    nnt_ctx_options opts;
+    if (!out)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: output pointer is NULL");
+    *out = NULL;
+    int rc = read_options(user_opts, &opts);
+    if (rc == 0)
+        rc = validate_options(&opts);
+    if (rc)
+        return rc;
+
+    nnt_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_ctx_create: out of host memory");
+    pthread_mutex_lock(&live_lock);
+    if (live_ctx) {
+        pthread_mutex_unlock(&live_lock);
+        free(ctx);
+        return nnt_fail(NULL, NNT_E_BUSY, "nnt_ctx_create: a context is already live in this "
+                        "process; destroy it first (one context per process)");
+    }
+    rc = configure_environment(&opts);
+    if (rc == 0)
+        rc = start_starpu(&opts);
+    if (rc) {
+        pthread_mutex_unlock(&live_lock);
+        free(ctx);
+        return rc;
+    }
+    ctx->magic = NNT_CTX_MAGIC;
+    ctx->disk_node = -1;
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->ncpus = (int)starpu_cpu_worker_get_count();
+    ctx->ncuda = (int)starpu_cuda_worker_get_count();
+    struct starpu_sched_policy *policy = starpu_sched_ctx_get_sched_policy(0);
+    ctx->sched = policy && policy->policy_name ? policy->policy_name : "unknown";
+    if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
+        starpu_shutdown();
+        pthread_mutex_destroy(&ctx->lock);
+        pthread_mutex_unlock(&live_lock);
+        free(ctx);
+        return rc;
+    }
+    live_ctx = ctx;
+    pthread_mutex_unlock(&live_lock);
+    nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s",
+            ctx->ncpus, ctx->ncuda, ctx->sched);
+    *out = ctx;
+    return NNT_OK;
+}
+
+void nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t)
+{
+    pthread_mutex_lock(&ctx->lock);
+    t->prev = NULL;
+    t->next = ctx->tensors;
+    if (ctx->tensors)
+        ctx->tensors->prev = t;
+    ctx->tensors = t;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
+{
+    pthread_mutex_lock(&ctx->lock);
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        ctx->tensors = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Release the tiles of every tensor still alive; the handles stay valid but unusable. */
+static void orphan_tensors(nnt_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    nnt_tensor *t = ctx->tensors;
+    ctx->tensors = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    while (t) {
+        nnt_tensor *next = t->next;
+        for (int64_t i = 0; i < t->ntiles; i++)
+            starpu_data_unregister_no_coherency(t->tiles[i].handle);
+        free(t->tiles);
+        t->tiles = NULL;
+        t->ctx = NULL;
+        t->prev = t->next = NULL;
+        t = next;
+    }
+}
+
+int nnt_ctx_destroy(nnt_ctx *ctx)
+{
+    if (!ctx)
+        return NNT_OK;
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_destroy");
+    if (rc)
+        return rc;
+    starpu_task_wait_for_all();
+    orphan_tensors(ctx);
+    pthread_mutex_lock(&live_lock);
+    live_ctx = NULL;
+    pthread_mutex_unlock(&live_lock);
+    starpu_shutdown();
+    pthread_mutex_destroy(&ctx->lock);
+    ctx->magic = 0;
+    free(ctx);
+    return NNT_OK;
+}
+
+int nnt_ctx_wait(nnt_ctx *ctx)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_wait");
+    if (rc)
+        return rc;
+    if (starpu_task_wait_for_all() != 0)
+        return nnt_fail(ctx, NNT_E_RUNTIME, "nnt_ctx_wait: waiting for tasks failed");
+    if (__atomic_exchange_n(&task_failed, 0, __ATOMIC_SEQ_CST))
+        return nnt_fail(ctx, NNT_E_RUNTIME, "nnt_ctx_wait: a task failed since the last wait "
+                        "(its error was logged)");
+    return NNT_OK;
+}
+
+int nnt_ctx_workers(const nnt_ctx *ctx, int *ncpus, int *ncuda)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_workers");
+    if (rc)
+        return rc;
+    if (ncpus)
+        *ncpus = ctx->ncpus;
+    if (ncuda)
+        *ncuda = ctx->ncuda;
+    return NNT_OK;
+}
+
+int nnt_ctx_sched(const nnt_ctx *ctx, const char **name)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_sched");
+    if (rc)
+        return rc;
+    if (!name)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_sched: name is NULL");
+    *name = ctx->sched;
+    return NNT_OK;
+}

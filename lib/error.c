@@ -1,0 +1,63 @@
+/* Status codes, their names, and the last-error messages (per context, per thread). */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Last failure in this thread, whatever the context (or none). */
+static __thread char thread_errmsg[NNT_ERRMSG_MAX];
+
+const char *nnt_strerror(int status)
+{
+    switch (status) {
+    case NNT_OK: return "success";
+    case NNT_E_INVAL: return "invalid argument";
+    case NNT_E_NOMEM: return "out of memory";
+    case NNT_E_IO: return "input/output error";
+    case NNT_E_FORMAT: return "malformed or truncated file";
+    case NNT_E_SHAPE: return "shape, tiling or dtype mismatch";
+    case NNT_E_UNSUPPORTED: return "not supported";
+    case NNT_E_RUNTIME: return "runtime failure";
+    case NNT_E_BUSY: return "resource busy";
+    case NNT_E_STATE: return "object in the wrong state";
+    default: return "unknown status code";
+    }
+}
+
+int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(thread_errmsg, sizeof thread_errmsg, fmt, ap);
+    va_end(ap);
+    if (ctx) {
+        nnt_ctx *mut = (nnt_ctx *)ctx;   /* the message buffer is not part of its value */
+        pthread_mutex_lock(&mut->lock);
+        memcpy(mut->errmsg, thread_errmsg, sizeof mut->errmsg);
+        pthread_mutex_unlock(&mut->lock);
+    }
+    nnt_log(NNT_LOG_DEBUG, "%s (%s)", thread_errmsg, nnt_strerror(status));
+    return status;
+}
+
+const char *nnt_ctx_last_error(const nnt_ctx *ctx)
+{
+    if (ctx && nnt_ctx_check(ctx, NULL) == 0) {
+        nnt_ctx *mut = (nnt_ctx *)ctx;
+        pthread_mutex_lock(&mut->lock);
+        memcpy(thread_errmsg, mut->errmsg, sizeof thread_errmsg);
+        pthread_mutex_unlock(&mut->lock);
+    }
+    return thread_errmsg;
+}
+
+int nnt_version(int *number, const char **string)
+{
+    if (!number && !string)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_version: both outputs are NULL");
+    if (number)
+        *number = NNT_VERSION_NUMBER;
+    if (string)
+        *string = PACKAGE_VERSION;
+    return NNT_OK;
+}

@@ -1,0 +1,359 @@
+/* nnt_tensor: a shape cut into a grid of tiles, one StarPU vector handle per tile. */
+#include "internal.h"
+#include "nnt_cpu.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t nnt_dtype_size(nnt_dtype dtype)
+{
+    switch (dtype) {
+    case NNT_FP32: return sizeof(float);
+    case NNT_INT32: return sizeof(int32_t);
+    default: return 0;
+    }
+}
+
+int nnt_tensor_check(const nnt_tensor *t, const char *func)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: tensor is NULL", func);
+    if (t->magic != NNT_TENSOR_MAGIC)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: not a tensor (destroyed already?)", func);
+    if (!t->ctx || nnt_ctx_check(t->ctx, NULL) != 0)
+        return nnt_fail(NULL, NNT_E_STATE, "%s: the tensor's context was destroyed", func);
+    return NNT_OK;
+}
+
+int nnt_tensor_check_readable(const nnt_tensor *t, const char *func)
+{
+    int rc = nnt_tensor_check(t, func);
+    if (rc == 0 && !t->written)
+        rc = nnt_fail(t->ctx, NNT_E_STATE, "%s: the tensor is read before anything was written "
+                      "to it (fill it or copy data into it first)", func);
+    return rc;
+}
+
+/* Validate shape and tile, fill t's geometry. */
+static int set_geometry(const nnt_ctx *ctx, nnt_tensor *t, int ndim, const int64_t *shape, const int64_t *tile)
+{
+    const char *fn = "nnt_tensor_create";
+    if (ndim < 1 || ndim > NNT_MAX_DIMS)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: ndim %d is not in 1..%d", fn, ndim, NNT_MAX_DIMS);
+    if (!shape)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: shape is NULL", fn);
+    int64_t numel = 1, tile_numel = 1, ntiles = 1;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] <= 0)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: shape[%d] = %lld must be positive", fn, d,
+                            (long long)shape[d]);
+        if (tile && tile[d] <= 0)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: tile[%d] = %lld must be positive", fn, d,
+                            (long long)tile[d]);
+        t->shape[d] = shape[d];
+        t->tile[d] = (!tile || tile[d] > shape[d]) ? shape[d] : tile[d];   /* clamp */
+        t->grid[d] = (shape[d] + t->tile[d] - 1) / t->tile[d];
+        if (numel > INT64_MAX / shape[d])
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: number of elements overflows", fn);
+        numel *= shape[d];
+        tile_numel *= t->tile[d];
+        ntiles *= t->grid[d];
+    }
+    if ((uint64_t)tile_numel > UINT32_MAX)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: a tile of %lld elements exceeds the limit of "
+                        "2^32-1 elements per tile; use smaller tiles", fn, (long long)tile_numel);
+    t->ntiles = ntiles;
+    return NNT_OK;
+}
+
+void nnt_tensor_tile_coord(const nnt_tensor *t, int64_t linear, int64_t *coord)
+{
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        coord[d] = linear % t->grid[d];
+        linear /= t->grid[d];
+    }
+}
+
+void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *origin,
+                         int64_t *shape)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        origin[d] = coord[d] * t->tile[d];
+        int64_t left = t->shape[d] - origin[d];
+        shape[d] = left < t->tile[d] ? left : t->tile[d];
+    }
+}
+
+static int64_t box_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    return n;
+}
+
+/* Register every tile lazily: home node -1, StarPU allocates on first write. */
+static void register_tiles(nnt_tensor *t)
+{
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        nnt_tensor_tile_coord(t, i, coord);
+        nnt_tensor_tile_box(t, coord, origin, shape);
+        starpu_vector_data_register(&t->tiles[i].handle, -1, 0,
+                                    (uint32_t)box_numel(t->ndim, shape), t->elsize);
+        t->tiles[i].owner = 0;
+    }
+}
+
+int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                      const int64_t *tile, nnt_tensor **out)
+{
+    const char *fn = "nnt_tensor_create";
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: output pointer is NULL", fn);
+    *out = NULL;
+    int rc = nnt_ctx_check(ctx, fn);
+    if (rc)
+        return rc;
+    if (dtype == NNT_BF16 || dtype == NNT_FP16)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: dtype %d (bf16/fp16) is reserved and not "
+                        "supported yet", fn, (int)dtype);
+    if (nnt_dtype_size(dtype) == 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown dtype %d", fn, (int)dtype);
+
+    nnt_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
+    rc = set_geometry(ctx, t, ndim, shape, tile);
+    if (rc) {
+        free(t);
+        return rc;
+    }
+    if ((uint64_t)t->ntiles > SIZE_MAX / sizeof *t->tiles ||
+        !(t->tiles = calloc((size_t)t->ntiles, sizeof *t->tiles))) {
+        long long ntiles = (long long)t->ntiles;
+        free(t);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: cannot allocate %lld tile records", fn, ntiles);
+    }
+    t->magic = NNT_TENSOR_MAGIC;
+    t->ctx = ctx;
+    t->dtype = dtype;
+    t->elsize = nnt_dtype_size(dtype);
+    register_tiles(t);
+    nnt_ctx_add_tensor(ctx, t);
+    *out = t;
+    return NNT_OK;
+}
+
+int nnt_tensor_destroy(nnt_tensor *t)
+{
+    if (!t)
+        return NNT_OK;
+    if (t->magic != NNT_TENSOR_MAGIC)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tensor_destroy: not a tensor (destroyed already?)");
+    if (t->ctx && nnt_ctx_check(t->ctx, NULL) == 0) {
+        nnt_ctx_remove_tensor(t->ctx, t);
+        for (int64_t i = 0; i < t->ntiles; i++)   /* waits for pending tasks on each tile */
+            starpu_data_unregister_no_coherency(t->tiles[i].handle);
+    }
+    free(t->tiles);
+    t->magic = 0;
+    free(t);
+    return NNT_OK;
+}
+
+/* ---- queries --------------------------------------------------------------------------- */
+
+/* Queries work on orphaned tensors too: the geometry outlives the context. */
+static int check_query(const nnt_tensor *t, const void *out, const char *fn)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: tensor is NULL", fn);
+    if (t->magic != NNT_TENSOR_MAGIC)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: not a tensor (destroyed already?)", fn);
+    if (!out)
+        return nnt_fail(t->ctx, NNT_E_INVAL, "%s: output pointer is NULL", fn);
+    return NNT_OK;
+}
+
+int nnt_tensor_dtype(const nnt_tensor *t, nnt_dtype *dtype)
+{
+    int rc = check_query(t, dtype, "nnt_tensor_dtype");
+    if (rc == 0)
+        *dtype = t->dtype;
+    return rc;
+}
+
+int nnt_tensor_ndim(const nnt_tensor *t, int *ndim)
+{
+    int rc = check_query(t, ndim, "nnt_tensor_ndim");
+    if (rc == 0)
+        *ndim = t->ndim;
+    return rc;
+}
+
+int nnt_tensor_shape(const nnt_tensor *t, int64_t *shape)
+{
+    int rc = check_query(t, shape, "nnt_tensor_shape");
+    if (rc == 0)
+        memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    return rc;
+}
+
+int nnt_tensor_tile_shape(const nnt_tensor *t, int64_t *tile)
+{
+    int rc = check_query(t, tile, "nnt_tensor_tile_shape");
+    if (rc == 0)
+        memcpy(tile, t->tile, (size_t)t->ndim * sizeof *tile);
+    return rc;
+}
+
+int nnt_tensor_grid(const nnt_tensor *t, int64_t *grid)
+{
+    int rc = check_query(t, grid, "nnt_tensor_grid");
+    if (rc == 0)
+        memcpy(grid, t->grid, (size_t)t->ndim * sizeof *grid);
+    return rc;
+}
+
+int nnt_tensor_numel(const nnt_tensor *t, int64_t *numel)
+{
+    int rc = check_query(t, numel, "nnt_tensor_numel");
+    if (rc == 0)
+        *numel = box_numel(t->ndim, t->shape);
+    return rc;
+}
+
+int nnt_tensor_ntiles(const nnt_tensor *t, int64_t *ntiles)
+{
+    int rc = check_query(t, ntiles, "nnt_tensor_ntiles");
+    if (rc == 0)
+        *ntiles = t->ntiles;
+    return rc;
+}
+
+/* ---- host copies ------------------------------------------------------------------------ */
+
+/* Strides (elements) of a contiguous row-major array of the given shape. */
+static void row_major_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= shape[d];
+    }
+}
+
+static int check_host_copy(const nnt_tensor *t, const void *buf, size_t bytes, int reading,
+                           const char *fn)
+{
+    int rc = reading ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
+    if (rc)
+        return rc;
+    if (!buf)
+        return nnt_fail(t->ctx, NNT_E_INVAL, "%s: host buffer is NULL", fn);
+    uint64_t want = (uint64_t)box_numel(t->ndim, t->shape) * t->elsize;
+    if ((uint64_t)bytes != want)
+        return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: buffer has %zu bytes, the tensor %llu", fn,
+                        bytes, (unsigned long long)want);
+    return NNT_OK;
+}
+
+/* Copy between the host array and every tile; to_tiles picks the direction. Each tile is
+ * acquired in RAM (waiting for the tasks that use it), copied, and released. */
+static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
+{
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    int64_t host_stride[NNT_MAX_DIMS], tile_stride[NNT_MAX_DIMS];
+    row_major_strides(t->ndim, t->shape, host_stride);
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        starpu_data_handle_t h = t->tiles[i].handle;
+        if (starpu_data_acquire(h, to_tiles ? STARPU_W : STARPU_R) != 0)
+            return nnt_fail(t->ctx, NNT_E_RUNTIME, "%s: cannot acquire tile %lld", fn,
+                            (long long)i);
+        nnt_tensor_tile_coord(t, i, coord);
+        nnt_tensor_tile_box(t, coord, origin, shape);
+        row_major_strides(t->ndim, shape, tile_stride);
+        int64_t offset = 0;
+        for (int d = 0; d < t->ndim; d++)
+            offset += origin[d] * host_stride[d];
+        char *tile_ptr = (char *)STARPU_VECTOR_GET_PTR(starpu_data_get_interface_on_node(h, STARPU_MAIN_RAM));
+        char *host_ptr = host + offset * (int64_t)t->elsize;
+        if (to_tiles)
+            nnt_cpu_copy_box(t->ndim, shape, t->elsize, host_ptr, host_stride, tile_ptr, tile_stride);
+        else
+            nnt_cpu_copy_box(t->ndim, shape, t->elsize, tile_ptr, tile_stride, host_ptr, host_stride);
+        starpu_data_release(h);
+    }
+    return NNT_OK;
+}
+
+int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)
+{
+    const char *fn = "nnt_tensor_copy_from_host";
+    int rc = check_host_copy(t, src, bytes, 0, fn);
+    if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0)
+        t->written = 1;
+    return rc;
+}
+
+int nnt_tensor_copy_to_host(nnt_tensor *t, void *dst, size_t bytes)
+{
+    const char *fn = "nnt_tensor_copy_to_host";
+    int rc = check_host_copy(t, dst, bytes, 1, fn);
+    return rc ? rc : host_copy(t, dst, 0, fn);
+}
+
+/* ---- fills ------------------------------------------------------------------------------- */
+
+int nnt_tensor_fill(nnt_tensor *t, double value)
+{
+    const char *fn = "nnt_tensor_fill";
+    int rc = nnt_tensor_check(t, fn);
+    if (rc)
+        return rc;
+    if (t->dtype == NNT_INT32 && !(value >= INT32_MIN && value <= INT32_MAX &&
+                                   value == (double)(int32_t)value))
+        return nnt_fail(t->ctx, NNT_E_INVAL, "%s: %g is not an int32 value", fn, value);
+    for (int64_t i = 0; i < t->ntiles && rc == 0; i++)
+        rc = nnt_insert_fill(t, t->tiles[i].handle, value);
+    if (rc == 0)
+        t->written = 1;
+    return rc;
+}
+
+static int fill_random(nnt_tensor *t, uint64_t seed, int dist, double a, double b,
+                       const char *fn)
+{
+    int rc = nnt_tensor_check(t, fn);
+    if (rc)
+        return rc;
+    if (t->dtype != NNT_FP32)
+        return nnt_fail(t->ctx, NNT_E_UNSUPPORTED, "%s: only NNT_FP32 tensors", fn);
+    if (dist == 0 && !(a <= b))
+        return nnt_fail(t->ctx, NNT_E_INVAL, "%s: low %g > high %g (or NaN)", fn, a, b);
+    if (dist == 1 && (!(b >= 0) || a != a))
+        return nnt_fail(t->ctx, NNT_E_INVAL, "%s: stddev %g must be >= 0 (mean %g)", fn, b, a);
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    for (int64_t i = 0; i < t->ntiles && rc == 0; i++) {
+        nnt_tensor_tile_coord(t, i, coord);
+        nnt_tensor_tile_box(t, coord, origin, shape);
+        rc = nnt_insert_fill_random(t, t->tiles[i].handle, origin, shape, seed, dist,
+                                    (float)a, (float)b);
+    }
+    if (rc == 0)
+        t->written = 1;
+    return rc;
+}
+
+int nnt_tensor_fill_uniform(nnt_tensor *t, uint64_t seed, double low, double high)
+{
+    return fill_random(t, seed, 0, low, high, "nnt_tensor_fill_uniform");
+}
+
+int nnt_tensor_fill_normal(nnt_tensor *t, uint64_t seed, double mean, double stddev)
+{
+    return fill_random(t, seed, 1, mean, stddev, "nnt_tensor_fill_normal");
+}

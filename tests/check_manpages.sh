@@ -1,0 +1,44 @@
+#!/bin/sh
+# Every public function has a man3 page (a page or a .so link); pages are mandoc-lint clean.
+set -u
+: "${top_srcdir:?}"
+man3="$top_srcdir/man/man3"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+sh "$top_srcdir/tests/public_functions.sh" "$top_srcdir/include/nnt.h" > "$tmp/declared"
+while read -r fn; do
+    page="$man3/$fn.3"
+    if [ ! -f "$page" ]; then
+        echo "FAIL: no man page for $fn (expected man/man3/$fn.3)"; fail=1; continue
+    fi
+    target=$(sed -n 's/^\.so man3\/\(.*\)$/\1/p' "$page")
+    if [ -n "$target" ] && [ ! -f "$man3/$target" ]; then
+        echo "FAIL: $fn.3 links to missing man3/$target"; fail=1
+    fi
+    page_doc=$page
+    [ -n "$target" ] && page_doc="$man3/$target"
+    if ! grep -q "^\.Fn $fn\b\|^\.Fo $fn\b" "$page_doc"; then
+        echo "FAIL: $(basename "$page_doc") does not document $fn in its synopsis"; fail=1
+    fi
+done < "$tmp/declared"
+for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1; do
+    rel=${page#"$top_srcdir"/}
+    grep -q "^[[:space:]]*$rel\b\|= $rel\b" "$top_srcdir/man/Makefile.inc" ||
+        { echo "FAIL: $rel is not installed (missing from man/Makefile.inc)"; fail=1; }
+done
+if [ -z "${MANDOC:-}" ] || [ ! -x "$MANDOC" ]; then
+    echo "SKIP: mandoc not found, pages not linted (Debian: apt-get install mandoc)"
+    [ $fail -eq 0 ] && exit 77
+    exit $fail
+fi
+for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1; do
+    [ -f "$page" ] || continue
+    grep -q '^\.so ' "$page" && continue
+    out=$("$MANDOC" -Tlint -Wwarning "$page" 2>&1)
+    if [ -n "$out" ]; then
+        echo "FAIL: mandoc -Tlint $(basename "$page"):"; echo "$out"; fail=1
+    fi
+done
+[ $fail -eq 0 ] && echo "ok: $(wc -l < "$tmp/declared") functions documented, pages lint-clean"
+exit $fail

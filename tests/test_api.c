@@ -1,0 +1,375 @@
+/* API misuse and bad input: every case returns an NNT_E_* code with a message, never crashes.
+ * Also: status names, version, logging, context life cycle. */
+#include "testutil.h"
+
+#include <math.h>
+#include <unistd.h>
+
+START_TEST(strerror_names_every_code)
+{
+    int codes[] = {NNT_OK, NNT_E_INVAL, NNT_E_NOMEM, NNT_E_IO, NNT_E_FORMAT, NNT_E_SHAPE,
+                   NNT_E_UNSUPPORTED, NNT_E_RUNTIME, NNT_E_BUSY, NNT_E_STATE};
+    int n = (int)(sizeof codes / sizeof *codes);
+    for (int i = 0; i < n; i++) {
+        const char *name = nnt_strerror(codes[i]);
+        ck_assert_ptr_nonnull(name);
+        ck_assert_str_ne(name, nnt_strerror(12345));
+        for (int j = 0; j < i; j++)
+            ck_assert_str_ne(name, nnt_strerror(codes[j]));
+    }
+    ck_assert_str_eq(nnt_strerror(-1000), "unknown status code");
+}
+END_TEST
+
+START_TEST(version_matches_header)
+{
+    int number = 0;
+    const char *string = NULL;
+    EXPECT_OK(nnt_version(&number, &string));
+    ck_assert_int_eq(number, NNT_VERSION_NUMBER);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", NNT_VERSION_MAJOR, NNT_VERSION_MINOR, NNT_VERSION_PATCH);
+    ck_assert_str_eq(string, want);
+    EXPECT_OK(nnt_version(&number, NULL));
+    EXPECT_FAIL_MSG(nnt_version(NULL, NULL), NNT_E_INVAL, "nnt_version");
+}
+END_TEST
+
+struct log_capture {
+    int calls;
+    int last_level;
+    char last[1024];
+};
+
+static void capture(int level, const char *msg, void *user)
+{
+    struct log_capture *c = user;
+    c->calls++;
+    c->last_level = level;
+    snprintf(c->last, sizeof c->last, "%s", msg);
+}
+
+START_TEST(log_hook_and_levels)
+{
+    struct log_capture cap = {0};
+    int level = -1;
+    EXPECT_OK(nnt_log_get_level(&level));
+    ck_assert_int_eq(level, NNT_LOG_WARN);
+    EXPECT_OK(nnt_log_set(capture, &cap));
+    nnt_tensor *t;
+    EXPECT_RC(nnt_tensor_create(NULL, NNT_FP32, 1, (int64_t[]){4}, NULL, &t), NNT_E_INVAL);
+    ck_assert_int_eq(cap.calls, 0);                /* errors are logged at debug level */
+    EXPECT_OK(nnt_log_set_level(NNT_LOG_DEBUG));
+    EXPECT_RC(nnt_tensor_create(NULL, NNT_FP32, 1, (int64_t[]){4}, NULL, &t), NNT_E_INVAL);
+    ck_assert_int_eq(cap.calls, 1);
+    ck_assert_int_eq(cap.last_level, NNT_LOG_DEBUG);
+    ck_assert_msg(strstr(cap.last, "nnt_tensor_create") != NULL, "log: %s", cap.last);
+    EXPECT_FAIL_MSG(nnt_log_set_level(7), NNT_E_INVAL, "nnt_log_set_level");
+    EXPECT_FAIL_MSG(nnt_log_set_level(-1), NNT_E_INVAL, "nnt_log_set_level");
+    EXPECT_FAIL_MSG(nnt_log_get_level(NULL), NNT_E_INVAL, "nnt_log_get_level");
+    EXPECT_OK(nnt_log_set(NULL, NULL));
+}
+END_TEST
+
+START_TEST(log_level_from_environment)
+{
+    int level = -1;
+    setenv("NNT_LOG_LEVEL", "debug", 1);   /* read on first use; each test runs in a fork */
+    EXPECT_OK(nnt_log_get_level(&level));
+    ck_assert_int_eq(level, NNT_LOG_DEBUG);
+}
+END_TEST
+
+START_TEST(log_level_from_environment_number)
+{
+    int level = -1;
+    setenv("NNT_LOG_LEVEL", "0", 1);
+    EXPECT_OK(nnt_log_get_level(&level));
+    ck_assert_int_eq(level, NNT_LOG_ERROR);
+}
+END_TEST
+
+/* ---- context options ----------------------------------------------------------------- */
+
+static void expect_bad_options(nnt_ctx_options *o, int want)
+{
+    nnt_ctx *ctx = (nnt_ctx *)&ctx;   /* must be reset to NULL on failure */
+    EXPECT_FAIL_MSG(nnt_ctx_create(o, &ctx), want, "nnt_ctx_create");
+    ck_assert_ptr_null(ctx);
+}
+
+START_TEST(ctx_rejects_bad_options)
+{
+    nnt_ctx_options o;
+    EXPECT_FAIL_MSG(nnt_ctx_options_init(NULL), NNT_E_INVAL, "nnt_ctx_options_init");
+    EXPECT_FAIL_MSG(nnt_ctx_create(NULL, NULL), NNT_E_INVAL, "nnt_ctx_create");
+
+    nnt_ctx_options_init(&o); o.size = 8;                      expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.size = sizeof o + 8;           expect_bad_options(&o, NNT_E_UNSUPPORTED);
+    nnt_ctx_options_init(&o); o.ncpus = -2;                    expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.ncuda = -5;                    expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.ncpus = 0; o.ncuda = 0;        expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.sched = "no-such-scheduler";   expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.mem_gpu_mib = -1;              expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.mem_cpu_mib = -1;              expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.swap_mib = 64;                 expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.swap_dir = "/nonexistent/nnt"; o.swap_mib = 64;
+    expect_bad_options(&o, NNT_E_IO);
+    nnt_ctx_options_init(&o); o.swap_dir = "/etc/hostname";    o.swap_mib = 64;
+    expect_bad_options(&o, NNT_E_IO);
+    nnt_ctx_options_init(&o); o.swap_dir = "/tmp";             o.swap_mib = 1;
+    expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.swap_dir = "/tmp";             o.swap_mib = 0;
+    expect_bad_options(&o, NNT_E_INVAL);
+    nnt_ctx_options_init(&o); o.perfmodel_dir = "/proc/nnt-cannot-create";
+    expect_bad_options(&o, NNT_E_IO);
+}
+END_TEST
+
+START_TEST(ctx_cuda_request_without_cuda_runtime)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncuda = 1;
+    o.ncpus = 1;
+    nnt_ctx *ctx = NULL;
+    int rc = nnt_ctx_create(&o, &ctx);
+    if (rc == NNT_OK) {      /* a CUDA-enabled StarPU on a machine with a GPU */
+        int ncuda = 0;
+        EXPECT_OK(nnt_ctx_workers(ctx, NULL, &ncuda));
+        ck_assert_int_eq(ncuda, 1);
+        EXPECT_OK(nnt_ctx_destroy(ctx));
+    } else {
+        ck_assert_msg(rc == NNT_E_UNSUPPORTED, "rc %d: %s", rc, nnt_ctx_last_error(NULL));
+        ck_assert_ptr_null(ctx);
+        ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "CUDA"));
+    }
+}
+END_TEST
+
+START_TEST(ctx_life_cycle)
+{
+    nnt_ctx *ctx = test_ctx(), *second = NULL;
+    int ncpus = -1, ncuda = -1;
+    const char *sched = NULL;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, &ncuda));
+    ck_assert_int_ge(ncpus, 1);
+    ck_assert_int_ge(ncuda, 0);
+    EXPECT_OK(nnt_ctx_workers(ctx, NULL, NULL));
+    EXPECT_OK(nnt_ctx_sched(ctx, &sched));
+    ck_assert_ptr_nonnull(sched);
+    EXPECT_FAIL_MSG(nnt_ctx_sched(ctx, NULL), NNT_E_INVAL, "nnt_ctx_sched");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "nnt_ctx_sched"));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+
+    EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &second), NNT_E_BUSY, "nnt_ctx_create");
+    ck_assert_ptr_null(second);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+
+    /* the destroyed pointer is recognised without being dereferenced */
+    EXPECT_FAIL_MSG(nnt_ctx_wait(ctx), NNT_E_STATE, "nnt_ctx_wait");
+    EXPECT_FAIL_MSG(nnt_ctx_workers(ctx, &ncpus, NULL), NNT_E_STATE, "nnt_ctx_workers");
+    EXPECT_FAIL_MSG(nnt_ctx_destroy(ctx), NNT_E_STATE, "nnt_ctx_destroy");
+    EXPECT_FAIL_MSG(nnt_ctx_wait(NULL), NNT_E_INVAL, "nnt_ctx_wait");
+    EXPECT_OK(nnt_ctx_destroy(NULL));
+
+    /* a new context can be started after the first one is gone */
+    ctx = test_ctx();
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+START_TEST(ctx_options_are_applied)
+{
+    char dir[] = "/tmp/nnt-test-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char models[sizeof dir + 16];
+    snprintf(models, sizeof models, "%s/models/a/b", dir);
+    nnt_ctx_options o;
+    EXPECT_OK(nnt_ctx_options_init(&o));
+    o.ncpus = 1;
+    o.sched = "eager";
+    o.mem_cpu_mib = 512;
+    o.swap_dir = dir;
+    o.swap_mib = 64;
+    o.perfmodel_dir = models;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    int ncpus = 0;
+    const char *sched;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, NULL));
+    ck_assert_int_eq(ncpus, 1);
+    EXPECT_OK(nnt_ctx_sched(ctx, &sched));
+    ck_assert_str_eq(sched, "eager");
+    ck_assert_str_eq(getenv("STARPU_HOME"), models);
+    ck_assert_int_eq(access(models, W_OK), 0);
+
+    /* with a 512 MiB RAM budget and disk swap, a tensor still round-trips */
+    nnt_tensor *t;
+    float in[300], out[300];
+    for (int i = 0; i < 300; i++)
+        in[i] = (float)i * 0.5f;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){300}, (int64_t[]){64}, &t));
+    EXPECT_OK(nnt_tensor_copy_from_host(t, in, sizeof in));
+    EXPECT_OK(nnt_tensor_copy_to_host(t, out, sizeof out));
+    ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+    EXPECT_OK(nnt_tensor_destroy(t));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* ---- tensor misuse --------------------------------------------------------------------- */
+
+START_TEST(tensor_create_rejects_bad_arguments)
+{
+    nnt_ctx *ctx = test_ctx();
+    nnt_tensor *t = NULL;
+    int64_t shape[9] = {4, 5, 6, 1, 1, 1, 1, 1, 1}, tile[3] = {2, 2, 2};
+    const char *fn = "nnt_tensor_create";
+    EXPECT_FAIL_MSG(nnt_tensor_create(NULL, NNT_FP32, 3, shape, tile, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, shape, tile, NULL), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 0, shape, tile, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 9, shape, NULL, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, NULL, tile, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, (nnt_dtype)99, 3, shape, tile, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_BF16, 3, shape, tile, &t), NNT_E_UNSUPPORTED, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP16, 3, shape, tile, &t), NNT_E_UNSUPPORTED, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){4, 0, 6}, tile, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){4, -5, 6}, tile, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, shape, (int64_t[]){2, 0, 2}, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, shape, (int64_t[]){2, -1, 2}, &t), NNT_E_INVAL, fn);
+    /* element count overflow, and a single tile of more than 2^32-1 elements */
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){1LL << 40, 1LL << 40, 1LL << 40},
+                                      (int64_t[]){1, 1, 1}, &t), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){1LL << 20, 1LL << 20}, NULL, &t),
+                    NNT_E_INVAL, fn);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), fn));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+START_TEST(tensor_tile_larger_than_shape_is_clamped)
+{
+    nnt_ctx *ctx = test_ctx();
+    nnt_tensor *t;
+    int64_t tile[2], grid[2], ntiles;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3, 10}, (int64_t[]){100, 4}, &t));
+    EXPECT_OK(nnt_tensor_tile_shape(t, tile));
+    EXPECT_OK(nnt_tensor_grid(t, grid));
+    EXPECT_OK(nnt_tensor_ntiles(t, &ntiles));
+    ck_assert_int_eq(tile[0], 3);
+    ck_assert_int_eq(tile[1], 4);
+    ck_assert_int_eq(grid[0], 1);
+    ck_assert_int_eq(grid[1], 3);
+    ck_assert_int_eq(ntiles, 3);
+    EXPECT_OK(nnt_tensor_destroy(t));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+START_TEST(tensor_calls_reject_bad_arguments)
+{
+    nnt_ctx *ctx = test_ctx();
+    nnt_tensor *f, *i;
+    float buf[24];
+    int64_t dims[2];
+    nnt_dtype dt;
+    int nd;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){4, 6}, (int64_t[]){3, 4}, &f));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, (int64_t[]){4, 6}, NULL, &i));
+
+    EXPECT_FAIL_MSG(nnt_tensor_copy_from_host(f, buf, sizeof buf - 4), NNT_E_SHAPE, "nnt_tensor_copy_from_host");
+    EXPECT_FAIL_MSG(nnt_tensor_copy_from_host(f, NULL, sizeof buf), NNT_E_INVAL, "nnt_tensor_copy_from_host");
+    EXPECT_FAIL_MSG(nnt_tensor_copy_from_host(NULL, buf, sizeof buf), NNT_E_INVAL, "nnt_tensor_copy_from_host");
+    /* reading a tensor nobody wrote is an error, not a runtime abort */
+    EXPECT_FAIL_MSG(nnt_tensor_copy_to_host(f, buf, sizeof buf), NNT_E_STATE, "nnt_tensor_copy_to_host");
+    EXPECT_OK(nnt_tensor_fill(f, 1.0));
+    EXPECT_FAIL_MSG(nnt_tensor_copy_to_host(f, buf, sizeof buf + 4), NNT_E_SHAPE, "nnt_tensor_copy_to_host");
+    EXPECT_FAIL_MSG(nnt_tensor_copy_to_host(f, NULL, sizeof buf), NNT_E_INVAL, "nnt_tensor_copy_to_host");
+
+    EXPECT_FAIL_MSG(nnt_tensor_fill(NULL, 1.0), NNT_E_INVAL, "nnt_tensor_fill");
+    EXPECT_FAIL_MSG(nnt_tensor_fill(i, 1.5), NNT_E_INVAL, "nnt_tensor_fill");
+    EXPECT_FAIL_MSG(nnt_tensor_fill(i, 1e12), NNT_E_INVAL, "nnt_tensor_fill");
+    EXPECT_FAIL_MSG(nnt_tensor_fill_uniform(i, 1, 0, 1), NNT_E_UNSUPPORTED, "nnt_tensor_fill_uniform");
+    EXPECT_FAIL_MSG(nnt_tensor_fill_uniform(f, 1, 2, 1), NNT_E_INVAL, "nnt_tensor_fill_uniform");
+    EXPECT_FAIL_MSG(nnt_tensor_fill_uniform(NULL, 1, 0, 1), NNT_E_INVAL, "nnt_tensor_fill_uniform");
+    EXPECT_FAIL_MSG(nnt_tensor_fill_normal(f, 1, 0, -1), NNT_E_INVAL, "nnt_tensor_fill_normal");
+    EXPECT_FAIL_MSG(nnt_tensor_fill_normal(f, 1, NAN, 1), NNT_E_INVAL, "nnt_tensor_fill_normal");
+
+    EXPECT_FAIL_MSG(nnt_tensor_shape(f, NULL), NNT_E_INVAL, "nnt_tensor_shape");
+    EXPECT_FAIL_MSG(nnt_tensor_shape(NULL, dims), NNT_E_INVAL, "nnt_tensor_shape");
+    EXPECT_FAIL_MSG(nnt_tensor_tile_shape(f, NULL), NNT_E_INVAL, "nnt_tensor_tile_shape");
+    EXPECT_FAIL_MSG(nnt_tensor_grid(f, NULL), NNT_E_INVAL, "nnt_tensor_grid");
+    EXPECT_FAIL_MSG(nnt_tensor_dtype(f, NULL), NNT_E_INVAL, "nnt_tensor_dtype");
+    EXPECT_FAIL_MSG(nnt_tensor_ndim(NULL, &nd), NNT_E_INVAL, "nnt_tensor_ndim");
+    EXPECT_FAIL_MSG(nnt_tensor_numel(f, NULL), NNT_E_INVAL, "nnt_tensor_numel");
+    EXPECT_FAIL_MSG(nnt_tensor_ntiles(f, NULL), NNT_E_INVAL, "nnt_tensor_ntiles");
+    EXPECT_OK(nnt_tensor_dtype(i, &dt));
+    ck_assert_int_eq(dt, NNT_INT32);
+    EXPECT_OK(nnt_tensor_destroy(NULL));
+    EXPECT_OK(nnt_tensor_destroy(f));
+    EXPECT_OK(nnt_tensor_destroy(i));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+START_TEST(tensor_outliving_its_context)
+{
+    nnt_ctx *ctx = test_ctx();
+    nnt_tensor *t, *never_written;
+    float buf[12];
+    int64_t shape[2];
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3, 4}, (int64_t[]){2, 2}, &t));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){5}, NULL, &never_written));
+    EXPECT_OK(nnt_tensor_fill_normal(t, 7, 0, 1));   /* pending work at destroy time */
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+
+    EXPECT_FAIL_MSG(nnt_tensor_copy_to_host(t, buf, sizeof buf), NNT_E_STATE, "nnt_tensor_copy_to_host");
+    EXPECT_FAIL_MSG(nnt_tensor_copy_from_host(t, buf, sizeof buf), NNT_E_STATE, "nnt_tensor_copy_from_host");
+    EXPECT_FAIL_MSG(nnt_tensor_fill(t, 0), NNT_E_STATE, "nnt_tensor_fill");
+    EXPECT_FAIL_MSG(nnt_tensor_fill_uniform(t, 1, 0, 1), NNT_E_STATE, "nnt_tensor_fill_uniform");
+    EXPECT_OK(nnt_tensor_shape(t, shape));          /* geometry stays readable */
+    ck_assert_int_eq(shape[0], 3);
+    ck_assert_int_eq(shape[1], 4);
+    EXPECT_OK(nnt_tensor_destroy(t));
+    EXPECT_OK(nnt_tensor_destroy(never_written));
+
+    /* a later context does not adopt tensors of the old one */
+    ctx = test_ctx();
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+static Suite *api_suite(void)
+{
+    Suite *s = suite_create("api");
+    TCase *basics = tcase_create("basics");
+    tcase_add_test(basics, strerror_names_every_code);
+    tcase_add_test(basics, version_matches_header);
+    tcase_add_test(basics, log_hook_and_levels);
+    tcase_add_test(basics, log_level_from_environment);
+    tcase_add_test(basics, log_level_from_environment_number);
+    suite_add_tcase(s, basics);
+    TCase *ctx = tcase_create("context");
+    tcase_add_test(ctx, ctx_rejects_bad_options);
+    tcase_add_test(ctx, ctx_cuda_request_without_cuda_runtime);
+    tcase_add_test(ctx, ctx_life_cycle);
+    tcase_add_test(ctx, ctx_options_are_applied);
+    suite_add_tcase(s, ctx);
+    TCase *tensor = tcase_create("tensor misuse");
+    tcase_add_test(tensor, tensor_create_rejects_bad_arguments);
+    tcase_add_test(tensor, tensor_tile_larger_than_shape_is_clamped);
+    tcase_add_test(tensor, tensor_calls_reject_bad_arguments);
+    tcase_add_test(tensor, tensor_outliving_its_context);
+    suite_add_tcase(s, tensor);
+    return s;
+}
+
+int main(void)
+{
+    unsetenv("NNT_LOG_LEVEL");
+    return run_suite(api_suite());
+}

@@ -1,0 +1,55 @@
+/* Shared helpers for the Check suites. */
+#ifndef NNT_TESTUTIL_H
+#define NNT_TESTUTIL_H
+
+#include <check.h>
+#include <nnt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Assert a call returned the expected status, showing the library's message otherwise. */
+#define EXPECT_RC(call, want)                                                              \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        ck_assert_msg(rc_ == (want), "%s returned %d (%s: %s), expected %d", #call, rc_,   \
+                      nnt_strerror(rc_), nnt_ctx_last_error(NULL), (want));               \
+    } while (0)
+#define EXPECT_OK(call) EXPECT_RC(call, NNT_OK)
+
+/* A failure must leave a non-empty message that names the function. */
+#define EXPECT_FAIL_MSG(call, want, fname)                                                 \
+    do {                                                                                   \
+        EXPECT_RC(call, want);                                                             \
+        const char *msg_ = nnt_ctx_last_error(NULL);                                       \
+        ck_assert_msg(strstr(msg_, fname) != NULL, "message '%s' does not name %s", msg_, \
+                      fname);                                                             \
+    } while (0)
+
+static inline nnt_ctx *test_ctx(void)
+{
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(NULL, &ctx));
+    ck_assert_ptr_nonnull(ctx);
+    return ctx;
+}
+
+/* Small deterministic generator for test data (xorshift64*). */
+static inline double test_rand(unsigned long long *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (double)((*state * 2685821657736338717ULL) >> 11) * 0x1p-53;
+}
+
+static inline int run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+#endif
