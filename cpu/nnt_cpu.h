@@ -11,6 +11,8 @@
  *     running statistics), so callers can accumulate over tiles and micro-batches.
  *   - int64_t for every size and offset; int32_t for token ids.
  *   - Reductions accumulate in double internally where the comment says so.
+ *   - In place is allowed where noted: gelu_fwd (y == x), gelu_bwd (dx == dy),
+ *     xent_bwd_block (dlogits == logits). Elsewhere outputs must not alias inputs.
  *   - No kernel allocates more than O(rows) scratch on the stack; none aborts.
  */
 #ifndef NNT_CPU_H
@@ -59,7 +61,9 @@ void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
 
 /* For each of batch matrices (pointers advanced by stride_a/b/c elements):
  *   C = alpha * op(A) * op(B) + beta * C,  op(X) = X or X^T (trans_x != 0), row-major,
- *   op(A) is (m, k), op(B) is (k, n), C is (m, n). CPU: BLIS (CBLAS interface).
+ *   op(A) is (m, k), op(B) is (k, n), C is (m, n). CPU: BLIS's bli_sgemm_ex with its
+ *   small-matrix path off (BLIS 0.9.0's sup kernels read past the end of A or C for some
+ *   shapes, flame/blis#635); threads from BLIS's settings (BLIS_NUM_THREADS, default 1).
  *   beta == 0: C is not read.                                                              */
 void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, int64_t stride_a,
@@ -153,7 +157,8 @@ void nnt_cpu_adam_step_f32(int64_t n, int decoupled, float lr, float beta1, floa
                            float eps, float weight_decay, float bc1, float bc2, float grad_scale,
                            const float *g, float *p, float *m, float *v);
 /* SGD with momentum (PyTorch, dampening 0, no Nesterov): g' = grad_scale*g + wd*p;
- * buf = momentum*buf + g' (buf = g' on the first step: first_step != 0); p -= lr * buf.     */
+ * buf = momentum*buf + g' (buf = g' on the first step: first_step != 0); p -= lr * buf.
+ * buf == NULL: plain SGD, p -= lr * g'.                                                    */
 void nnt_cpu_sgd_step_f32(int64_t n, float lr, float momentum, float weight_decay,
                           float grad_scale, int first_step, const float *g, float *p,
                           float *buf);

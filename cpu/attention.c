@@ -1,0 +1,239 @@
+/* nnt CPU kernels: causal attention in flash style (online softmax over key blocks).
+ *
+ * Query rows are processed in chunks of ATTN_CHUNK rows: the (chunk, tk) score block is
+ * built with one GEMM, the softmax is applied row by row, and the products with V (or the
+ * gradients) are again GEMMs. The heap scratch is O(ATTN_CHUNK * tk) floats. If it cannot
+ * be allocated, a scratch-free path handles one (query, key) pair at a time.
+ *
+ * Masking: query row i (absolute position q_pos0 + i) sees keys j < nvis(i), where
+ * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk).                                        */
+#include "nnt_cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define ATTN_CHUNK 64
+
+/* number of keys in the block visible to the query at absolute position qp */
+static inline int64_t nvis(int64_t qp, int64_t k_pos0, int64_t tk)
+{
+    int64_t n = qp - k_pos0 + 1;
+    return n < 0 ? 0 : (n > tk ? tk : n);
+}
+
+/* first query row with at least one visible key (tq if none) */
+static inline int64_t first_row(int64_t tq, int64_t q_pos0, int64_t k_pos0)
+{
+    int64_t i = k_pos0 - q_pos0;
+    return i < 0 ? 0 : (i > tq ? tq : i);
+}
+
+static inline float dot(int64_t n, const float *restrict a, const float *restrict b)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
+ * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). */
+static void fwd_chunk(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_pos0,
+                      int64_t k_pos0, float scale, const float *q, const float *k,
+                      const float *v, float *o, float *m, float *l, float *p)
+{
+    int64_t rows = i1 - i0;
+    int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk); /* widest row: the last one */
+    /* p (rows, nk) = scale * q[i0:i1] k[0:nk]^T */
+    nnt_cpu_gemm_f32(0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k, hd, 0, 0.0f, p, nk, 0,
+                     1);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t i = i0 + r, nv = nvis(q_pos0 + i, k_pos0, tk);
+        float *restrict pr = p + r * nk;
+        float bm = pr[0];
+        for (int64_t j = 1; j < nv; j++)
+            bm = pr[j] > bm ? pr[j] : bm;
+        float mnew = m[i] > bm ? m[i] : bm;
+        float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
+        float sum = 0.0f;
+        for (int64_t j = 0; j < nv; j++) {
+            pr[j] = expf(pr[j] - mnew);
+            sum += pr[j];
+        }
+        for (int64_t j = nv; j < nk; j++)
+            pr[j] = 0.0f;
+        l[i] = l[i] * alpha + sum;
+        m[i] = mnew;
+        float *restrict orow = o + i * hd;
+        for (int64_t c = 0; c < hd; c++)
+            orow[c] *= alpha;
+    }
+    /* o[i0:i1] (rows, hd) += p (rows, nk) v[0:nk] (nk, hd) */
+    nnt_cpu_gemm_f32(0, 0, rows, hd, nk, 1.0f, p, nk, 0, v, hd, 0, 1.0f, o + i0 * hd, hd, 0, 1);
+}
+
+/* Scratch-free fallback for one query row: online softmax one key at a time. */
+static void fwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *restrict qi,
+                              const float *restrict k, const float *restrict v,
+                              float *restrict oi, float *mi, float *li)
+{
+    for (int64_t j = 0; j < nv; j++) {
+        float s = scale * dot(hd, qi, k + j * hd);
+        if (s > *mi) {
+            float alpha = expf(*mi - s);
+            for (int64_t c = 0; c < hd; c++)
+                oi[c] *= alpha;
+            *li *= alpha;
+            *mi = s;
+        }
+        float pj = expf(s - *mi);
+        *li += pj;
+        const float *restrict vj = v + j * hd;
+        for (int64_t c = 0; c < hd; c++)
+            oi[c] += pj * vj[c];
+    }
+}
+
+void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                                const float *k, const float *v, float *o_acc, float *m,
+                                float *l)
+{
+    int64_t r0 = first_row(tq, q_pos0, k_pos0);
+    if (nbh <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
+        return; /* empty, or the whole block lies above the diagonal */
+    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
+    float *p = malloc((size_t)(ch * tk) * sizeof(float));
+    for (int64_t b = 0; b < nbh; b++) {
+        const float *qb = q + b * tq * hd, *kb = k + b * tk * hd, *vb = v + b * tk * hd;
+        float *ob = o_acc + b * tq * hd, *mb = m + b * tq, *lb = l + b * tq;
+        for (int64_t i0 = r0; i0 < tq; i0 += ch) {
+            int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
+            if (p) {
+                fwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, qb, kb, vb, ob, mb, lb, p);
+                continue;
+            }
+            for (int64_t i = i0; i < i1; i++)
+                fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk), hd, scale, qb + i * hd, kb,
+                                  vb, ob + i * hd, mb + i, lb + i);
+        }
+    }
+    free(p);
+}
+
+void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
+                                   const float *m, const float *l, float *lse)
+{
+    for (int64_t r = 0; r < nbh * tq; r++) {
+        float *restrict orow = o + r * hd;
+        if (l[r] > 0.0f) {
+            float inv = 1.0f / l[r];
+            for (int64_t c = 0; c < hd; c++)
+                orow[c] *= inv;
+            lse[r] = m[r] + logf(l[r]);
+        } else {
+            for (int64_t c = 0; c < hd; c++)
+                orow[c] = 0.0f;
+            lse[r] = -INFINITY;
+        }
+    }
+}
+
+/* ---- backward --------------------------------------------------------------------------- */
+
+void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
+                               const float *dout, float *d)
+{
+    for (int64_t r = 0; r < nbh * tq; r++) {
+        const float *restrict orow = o + r * hd, *restrict drow = dout + r * hd;
+        double s = 0.0;
+        for (int64_t c = 0; c < hd; c++)
+            s += (double)orow[c] * drow[c];
+        d[r] = (float)s;
+    }
+}
+
+/* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
+ * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
+static void bwd_chunk(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_pos0,
+                      int64_t k_pos0, float scale, const float *q, const float *k,
+                      const float *v, const float *dout, const float *lse, const float *d,
+                      float *dq, float *dk, float *dv, float *p, float *ds)
+{
+    int64_t rows = i1 - i0;
+    int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk);
+    const float *qc = q + i0 * hd, *doc = dout + i0 * hd;
+    /* p (rows, nk) = scale q k^T;  ds (rows, nk) = dout v^T */
+    nnt_cpu_gemm_f32(0, 1, rows, nk, hd, scale, qc, hd, 0, k, hd, 0, 0.0f, p, nk, 0, 1);
+    nnt_cpu_gemm_f32(0, 1, rows, nk, hd, 1.0f, doc, hd, 0, v, hd, 0, 0.0f, ds, nk, 0, 1);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t i = i0 + r;
+        int64_t nv = isinf(lse[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
+        float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
+        float li = lse[i], di = d[i];
+        for (int64_t j = 0; j < nv; j++) {
+            pr[j] = expf(pr[j] - li);
+            dsr[j] = pr[j] * (dsr[j] - di);
+        }
+        for (int64_t j = nv; j < nk; j++)
+            pr[j] = dsr[j] = 0.0f;
+    }
+    /* dv[0:nk] += p^T dout;  dq[i0:i1] += scale ds k[0:nk];  dk[0:nk] += scale ds^T q */
+    nnt_cpu_gemm_f32(1, 0, nk, hd, rows, 1.0f, p, nk, 0, doc, hd, 0, 1.0f, dv, hd, 0, 1);
+    nnt_cpu_gemm_f32(0, 0, rows, hd, nk, scale, ds, nk, 0, k, hd, 0, 1.0f, dq + i0 * hd, hd, 0,
+                     1);
+    nnt_cpu_gemm_f32(1, 0, nk, hd, rows, scale, ds, nk, 0, qc, hd, 0, 1.0f, dk, hd, 0, 1);
+}
+
+/* Scratch-free fallback for one query row, one key at a time. */
+static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *restrict qi,
+                              const float *restrict k, const float *restrict v,
+                              const float *restrict doi, float lsei, float di,
+                              float *restrict dqi, float *restrict dk, float *restrict dv)
+{
+    for (int64_t j = 0; j < nv; j++) {
+        const float *restrict kj = k + j * hd, *restrict vj = v + j * hd;
+        float *restrict dkj = dk + j * hd, *restrict dvj = dv + j * hd;
+        float pj = expf(scale * dot(hd, qi, kj) - lsei);
+        float dsj = pj * (dot(hd, doi, vj) - di);
+        for (int64_t c = 0; c < hd; c++) {
+            dvj[c] += pj * doi[c];
+            dqi[c] += scale * dsj * kj[c];
+            dkj[c] += scale * dsj * qi[c];
+        }
+    }
+}
+
+void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                                const float *k, const float *v, const float *dout,
+                                const float *lse, const float *d, float *dq, float *dk,
+                                float *dv)
+{
+    int64_t r0 = first_row(tq, q_pos0, k_pos0);
+    if (nbh <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
+        return;
+    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
+    float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
+    for (int64_t b = 0; b < nbh; b++) {
+        int64_t oq = b * tq * hd, ok = b * tk * hd;
+        const float *lb = lse + b * tq, *db = d + b * tq;
+        for (int64_t i0 = r0; i0 < tq; i0 += ch) {
+            int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
+            if (p) {
+                bwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, q + oq, k + ok, v + ok,
+                          dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p, p + ch * tk);
+                continue;
+            }
+            for (int64_t i = i0; i < i1; i++) {
+                int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
+                bwd_row_noscratch(nv, hd, scale, q + oq + i * hd, k + ok, v + ok,
+                                  dout + oq + i * hd, lb[i], db[i], dq + oq + i * hd, dk + ok,
+                                  dv + ok);
+            }
+        }
+    }
+    free(p);
+}

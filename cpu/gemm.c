@@ -1,0 +1,51 @@
+/* nnt CPU kernels: batched GEMM through BLIS.
+ *
+ * BLIS 0.9.0 (Debian 12) has out-of-bounds reads in its "sup" small-matrix kernels
+ * (flame/blis#635): cblas_sgemm reads up to one float past the end of A or C for some
+ * small shapes (valgrind shows it for e.g. m=7 n=3 k=7 with beta=1), which can fault
+ * when a tile ends at a page boundary. We therefore call BLIS's typed expert API with
+ * the sup path disabled; it takes 64-bit sizes and strides, and like BLAS it does not
+ * read C when beta == 0. Threading follows BLIS's global settings (BLIS_NUM_THREADS). */
+#include "nnt_cpu.h"
+
+#include <blis.h>
+
+/* C (m, n) = beta * C, without reading C when beta == 0 (used when k == 0) */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
+{
+    for (int64_t r = 0; r < m; r++) {
+        float *restrict row = c + r * ldc;
+        if (beta == 0.0f)
+            for (int64_t j = 0; j < n; j++)
+                row[j] = 0.0f;
+        else
+            for (int64_t j = 0; j < n; j++)
+                row[j] *= beta;
+    }
+}
+
+/* For each batch: C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C, all row-major:
+ * row stride = leading dim, column stride = 1; BLIS applies the transposes itself. */
+void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, int64_t stride_a, const float *b,
+                      int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                      int64_t stride_c, int64_t batch)
+{
+    if (m <= 0 || n <= 0 || batch <= 0)
+        return;
+    rntm_t rntm;
+    bli_rntm_init_from_global(&rntm);
+    bli_rntm_disable_l3_sup(&rntm);
+    trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+    trans_t tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+    for (int64_t i = 0; i < batch; i++) {
+        float *ci = c + i * stride_c;
+        if (k <= 0 || alpha == 0.0f) {
+            scale_c(m, n, beta, ci, ldc);
+            continue;
+        }
+        /* BLIS takes non-const operand pointers but only reads A and B */
+        bli_sgemm_ex(ta, tb, m, n, k, &alpha, (float *)(a + i * stride_a), lda, 1,
+                     (float *)(b + i * stride_b), ldb, 1, &beta, ci, ldc, 1, NULL, &rntm);
+    }
+}

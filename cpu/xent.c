@@ -1,0 +1,61 @@
+/* nnt CPU kernels: softmax cross-entropy with the vocabulary split over blocks. */
+#include "nnt_cpu.h"
+
+#include <math.h>
+
+/* logits (rows, nv; leading dim ld) hold vocabulary ids [v0, v0 + nv).
+ * Online logsumexp: m = max(m, block max); s = s exp(m_old - m) + sum exp(x - m).
+ * tgt[r] is written only by the block that holds targets[r]; an ignore_index outside
+ * every block (e.g. -100) is therefore never looked up. */
+void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
+                                int64_t ld, const int32_t *targets, float *m, float *s,
+                                float *tgt)
+{
+    if (nv <= 0)
+        return;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict x = logits + r * ld;
+        float bm = x[0];
+        for (int64_t j = 1; j < nv; j++)
+            bm = x[j] > bm ? x[j] : bm;
+        float mnew = m[r] > bm ? m[r] : bm;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < nv; j++)
+            sum += expf(x[j] - mnew);
+        s[r] = s[r] * expf(m[r] - mnew) + sum;
+        m[r] = mnew;
+        int64_t t = (int64_t)targets[r] - v0;
+        if (t >= 0 && t < nv)
+            tgt[r] = x[t];
+    }
+}
+
+void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
+                           const float *m, const float *s, const float *tgt, float *loss)
+{
+    for (int64_t r = 0; r < rows; r++)
+        loss[r] = targets[r] == ignore_index ? 0.0f : (m[r] - tgt[r]) + logf(s[r]);
+}
+
+/* dlogits (rows, nv; leading dim ld) = scale (softmax - onehot), 0 for ignored rows.
+ * dlogits may be logits itself (in place). */
+void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
+                                int64_t ld, const int32_t *targets, int32_t ignore_index,
+                                const float *m, const float *s, float scale, float *dlogits)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = logits + r * ld;
+        float *dx = dlogits + r * ld;
+        if (targets[r] == ignore_index) {
+            for (int64_t j = 0; j < nv; j++)
+                dx[j] = 0.0f;
+            continue;
+        }
+        float mr = m[r], c = scale / s[r];
+        for (int64_t j = 0; j < nv; j++)
+            dx[j] = c * expf(x[j] - mr);
+        int64_t t = (int64_t)targets[r] - v0;
+        if (t >= 0 && t < nv)
+            dx[t] -= scale;
+    }
+}

@@ -1,0 +1,1298 @@
+/* Tests of the nnt CPU kernels (cpu/nnt_cpu.h) against float64 references.
+ *
+ * Every kernel is compared with a straightforward double-precision reference on random
+ * inputs of awkward sizes. Backward kernels are compared either directly with central
+ * finite differences of a double reference forward, or with an analytic double reference
+ * that is itself checked against finite differences here.
+ *
+ * Tolerances (|got - ref| <= atol + rtol |ref|, atol given per check):
+ *   elementwise, copies, reductions, embedding, cross-entropy: rtol 1e-5
+ *   GEMM, LayerNorm, attention: rtol 1e-4, atol = rtol * max|ref| (normwise)
+ *   optimizer steps: rtol 1e-5 normwise; analytic references vs finite differences: 1e-6.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnt_cpu.h"
+
+/* A second copy of the attention kernels in which every malloc fails, so that the
+ * scratch-free fallback paths are tested too. */
+static void *failing_malloc(size_t n)
+{
+    (void)n;
+    return NULL;
+}
+#define malloc failing_malloc
+#define nnt_cpu_attn_fwd_block_f32 noscratch_attn_fwd_block
+#define nnt_cpu_attn_fwd_finalize_f32 noscratch_attn_fwd_finalize
+#define nnt_cpu_attn_bwd_prep_f32 noscratch_attn_bwd_prep
+#define nnt_cpu_attn_bwd_block_f32 noscratch_attn_bwd_block
+#undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
+#include "../cpu/attention.c"
+#undef malloc
+#undef nnt_cpu_attn_fwd_block_f32
+#undef nnt_cpu_attn_fwd_finalize_f32
+#undef nnt_cpu_attn_bwd_prep_f32
+#undef nnt_cpu_attn_bwd_block_f32
+
+#define RTOL_ELEM 1e-5
+#define RTOL_GEMM 1e-4
+#define RTOL_LN 1e-4
+#define RTOL_ATTN 1e-4
+#define RTOL_XENT 1e-5
+#define RTOL_OPT 1e-5
+#define RTOL_FD 1e-6
+
+static const int64_t SIZES[] = {1, 3, 7, 13, 37, 61, 130};
+#define NSIZES ((int)(sizeof SIZES / sizeof SIZES[0]))
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s)
+{
+    rng_state = s * 0x9E3779B97F4A7C15ull + 1;
+}
+
+/* splitmix64 */
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi), never exactly 0 */
+static float rng_uniform(float lo, float hi)
+{
+    double u = (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0);
+    float x = (float)(lo + (hi - lo) * u);
+    return x == 0.0f ? 0.125f : x;
+}
+
+static float *rand_f(int64_t n, float lo, float hi)
+{
+    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_uniform(lo, hi);
+    return x;
+}
+
+static double *alloc_d(int64_t n)
+{
+    double *x = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static float *alloc_f(int64_t n)
+{
+    float *x = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static double *to_d(int64_t n, const float *x)
+{
+    double *y = alloc_d(n);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
+}
+
+static float *dup_f(int64_t n, const float *x)
+{
+    float *y = alloc_f(n);
+    memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+static double maxabs(int64_t n, const double *x)
+{
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* |got - ref| <= atol + rtol |ref| for every element (NaN fails) */
+static void expect_close(const char *what, int64_t n, const float *got, const double *ref,
+                         double rtol, double atol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]);
+        ck_assert_msg(err <= atol + rtol * fabs(ref[i]),
+                      "%s: element %lld got %.9g expected %.9g (rtol %g atol %g)", what,
+                      (long long)i, (double)got[i], ref[i], rtol, atol);
+    }
+}
+
+/* normwise: atol = rtol * max|ref| */
+static void expect_close_norm(const char *what, int64_t n, const float *got, const double *ref,
+                              double rtol)
+{
+    expect_close(what, n, got, ref, rtol, rtol * maxabs(n, ref));
+}
+
+static void expect_close_dd(const char *what, int64_t n, const double *got, const double *ref,
+                            double rtol)
+{
+    double atol = rtol * maxabs(n, ref);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - ref[i]) <= atol + rtol * fabs(ref[i]),
+                      "%s: element %lld got %.12g expected %.12g", what, (long long)i, got[i],
+                      ref[i]);
+}
+
+/* Three uneven blocks covering [0, n): bounds b[0..3]; returns the number of blocks. */
+static int split3(int64_t n, int64_t *b)
+{
+    int64_t c1 = n / 5, c2 = n / 5 + (n * 3) / 5;
+    int nb = 0;
+    b[nb++] = 0;
+    if (c1 > 0)
+        b[nb++] = c1;
+    if (c2 > c1 && c2 < n)
+        b[nb++] = c2;
+    b[nb] = n;
+    return nb;
+}
+
+/* Block boundaries for splitting mode 0: whole, 1: three uneven, 2: blocks of 1.
+ * b needs room for n + 1 entries. */
+static int make_split(int mode, int64_t n, int64_t *b)
+{
+    if (mode == 0) {
+        b[0] = 0;
+        b[1] = n;
+        return 1;
+    }
+    if (mode == 1)
+        return split3(n, b);
+    for (int64_t i = 0; i <= n; i++)
+        b[i] = i;
+    return (int)n;
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+static double ref_gelu(double x)
+{
+    const double k0 = 0.79788456080286535588, k1 = 0.044715; /* sqrt(2/pi) */
+    return 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)));
+}
+
+START_TEST(test_fill_scale_axpby)
+{
+    rng_seed(1);
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t n = SIZES[si];
+        float *x = rand_f(n, -2, 2), *y = rand_f(n, -2, 2);
+        double *ref = alloc_d(n);
+
+        nnt_cpu_fill_f32(n, 1.5f, y);
+        for (int64_t i = 0; i < n; i++)
+            ref[i] = 1.5;
+        expect_close("fill", n, y, ref, 0.0, 0.0);
+
+        float *z = dup_f(n, x);
+        nnt_cpu_scale_f32(n, -0.3f, z);
+        for (int64_t i = 0; i < n; i++)
+            ref[i] = -0.3 * x[i];
+        expect_close("scale", n, z, ref, RTOL_ELEM, 0.0);
+
+        static const float betas[] = {0.0f, 1.0f, 0.3f};
+        for (int bi = 0; bi < 3; bi++) {
+            float beta = betas[bi];
+            float *y0 = rand_f(n, -2, 2), *yy = dup_f(n, y0);
+            if (beta == 0.0f)
+                for (int64_t i = 0; i < n; i++)
+                    yy[i] = NAN; /* must not be read */
+            nnt_cpu_axpby_f32(n, 0.7f, x, beta, yy);
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = 0.7 * x[i] + (beta == 0.0f ? 0.0 : (double)beta * y0[i]);
+            expect_close("axpby", n, yy, ref, RTOL_ELEM, 1e-7);
+            free(y0);
+            free(yy);
+        }
+        free(x);
+        free(y);
+        free(z);
+        free(ref);
+    }
+}
+END_TEST
+
+START_TEST(test_gelu)
+{
+    rng_seed(2);
+    const double h = 1e-4;
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t n = SIZES[si] * 7;
+        float *x = rand_f(n, -6, 6), *dy = rand_f(n, -1, 1), *y = alloc_f(n), *dx = alloc_f(n);
+        double *ref = alloc_d(n);
+        x[0] = -12.0f; /* deep in the tail, where 1 + tanh cancels */
+        nnt_cpu_gelu_fwd_f32(n, x, y);
+        for (int64_t i = 0; i < n; i++)
+            ref[i] = ref_gelu(x[i]);
+        expect_close("gelu_fwd", n, y, ref, RTOL_ELEM, 1e-30);
+
+        /* backward against central differences of the double forward */
+        nnt_cpu_gelu_bwd_f32(n, x, dy, dx);
+        for (int64_t i = 0; i < n; i++)
+            ref[i] = dy[i] * (ref_gelu(x[i] + h) - ref_gelu(x[i] - h)) / (2 * h);
+        expect_close("gelu_bwd", n, dx, ref, RTOL_ELEM, 1e-6);
+        /* in place gives the same bits */
+        float *z = dup_f(n, x);
+        nnt_cpu_gelu_fwd_f32(n, z, z);
+        ck_assert(memcmp(z, y, (size_t)n * sizeof(float)) == 0);
+        memcpy(z, dy, (size_t)n * sizeof(float));
+        nnt_cpu_gelu_bwd_f32(n, x, z, z);
+        ck_assert(memcmp(z, dx, (size_t)n * sizeof(float)) == 0);
+        free(z);
+        free(x);
+        free(dy);
+        free(y);
+        free(dx);
+        free(ref);
+    }
+}
+END_TEST
+
+START_TEST(test_bias_gelu)
+{
+    rng_seed(3);
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t m = SIZES[si], n = SIZES[(si + 3) % NSIZES];
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            float *pre0 = rand_f(m * n, -3, 3), *bias = rand_f(n, -1, 1);
+            float *pre = dup_f(m * n, pre0), *out = alloc_f(m * n);
+            double *rpre = alloc_d(m * n), *rout = alloc_d(m * n);
+            nnt_cpu_bias_gelu_f32(m, n, with_bias ? bias : NULL, pre, out);
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t j = 0; j < n; j++) {
+                    float p = pre0[r * n + j] + (with_bias ? bias[j] : 0.0f);
+                    rpre[r * n + j] = p;
+                    rout[r * n + j] = ref_gelu(p);
+                }
+            expect_close("bias_gelu pre", m * n, pre, rpre, RTOL_ELEM, 0.0);
+            expect_close("bias_gelu out", m * n, out, rout, RTOL_ELEM, 1e-30);
+            free(pre0);
+            free(bias);
+            free(pre);
+            free(out);
+            free(rpre);
+            free(rout);
+        }
+    }
+}
+END_TEST
+
+/* ---- broadcast add, column sums, sum of squares ------------------------------------------ */
+
+START_TEST(test_add_bcast_sum_outer)
+{
+    rng_seed(4);
+    const double h = 1e-3;
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t outer = SIZES[si], inner = SIZES[(si + 2) % NSIZES] * 3, ldy = inner + 5;
+        float *x = rand_f(inner, -1, 1), *y0 = rand_f(outer * ldy, -1, 1);
+        float *y = dup_f(outer * ldy, y0), *acc0 = rand_f(inner, -1, 1);
+        float *acc = dup_f(inner, acc0), *w = rand_f(outer * ldy, -1, 1);
+        double *ref = alloc_d(outer * ldy);
+
+        nnt_cpu_add_bcast_f32(outer, inner, x, y, ldy);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t i = 0; i < ldy; i++) /* padding columns stay untouched */
+                ref[o * ldy + i] = (double)y0[o * ldy + i] + (i < inner ? x[i] : 0.0);
+        expect_close("add_bcast", outer * ldy, y, ref, RTOL_ELEM, 0.0);
+
+        /* sum_outer is the gradient of L = sum(w .* add_bcast(x)) w.r.t. x: central
+         * differences of the double forward, plus the non-zero starting value of acc */
+        nnt_cpu_sum_outer_f32(outer, inner, w, ldy, acc);
+        for (int64_t i = 0; i < inner; i++) {
+            double lp = 0.0, lm = 0.0;
+            for (int64_t o = 0; o < outer; o++) {
+                double wo = w[o * ldy + i], yo = y0[o * ldy + i];
+                lp += wo * (yo + x[i] + h);
+                lm += wo * (yo + x[i] - h);
+            }
+            ref[i] = acc0[i] + (lp - lm) / (2 * h);
+        }
+        expect_close("sum_outer", inner, acc, ref, RTOL_ELEM, 1e-6);
+        free(x);
+        free(y0);
+        free(y);
+        free(acc0);
+        free(acc);
+        free(w);
+        free(ref);
+    }
+}
+END_TEST
+
+START_TEST(test_sumsq)
+{
+    rng_seed(5);
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t n = SIZES[si] * 11;
+        float *x = rand_f(n, -3, 3);
+        float acc = 2.5f;
+        double ref = 2.5;
+        for (int64_t i = 0; i < n; i++)
+            ref += (double)x[i] * x[i];
+        nnt_cpu_sumsq_f32(n, x, &acc);
+        expect_close("sumsq", 1, &acc, &ref, RTOL_ELEM, 0.0);
+        free(x);
+    }
+}
+END_TEST
+
+/* ---- copy_box ---------------------------------------------------------------------------- */
+
+/* Reference strided copy, one element at a time in odometer order. */
+static void ref_copy_box(int ndim, const int64_t *shape, size_t es, const char *src,
+                         const int64_t *ss, char *dst, const int64_t *ds)
+{
+    int64_t idx[8] = {0}, total = 1;
+    for (int d = 0; d < ndim; d++)
+        total *= shape[d];
+    for (int64_t e = 0; e < total; e++) {
+        int64_t so = 0, doff = 0, rem = e;
+        for (int d = ndim - 1; d >= 0; d--) {
+            idx[d] = rem % shape[d];
+            rem /= shape[d];
+            so += idx[d] * ss[d];
+            doff += idx[d] * ds[d];
+        }
+        memcpy(dst + doff * (int64_t)es, src + so * (int64_t)es, es);
+    }
+}
+
+static void fill_bytes(size_t n, unsigned char *p)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(rng_u64() & 0xff);
+}
+
+/* Copy a box, compare byte for byte with the reference (also the bytes outside it). */
+static void check_copy(const char *what, int ndim, const int64_t *shape, size_t es,
+                       size_t src_elems, const int64_t *ss, int64_t soff, size_t dst_elems,
+                       const int64_t *ds, int64_t doff)
+{
+    unsigned char *src = malloc(src_elems * es), *got = malloc(dst_elems * es);
+    unsigned char *ref = malloc(dst_elems * es);
+    ck_assert(src && got && ref);
+    fill_bytes(src_elems * es, src);
+    fill_bytes(dst_elems * es, got);
+    memcpy(ref, got, dst_elems * es);
+    nnt_cpu_copy_box(ndim, shape, es, src + soff * (int64_t)es, ss, got + doff * (int64_t)es,
+                     ds);
+    ref_copy_box(ndim, shape, es, (const char *)src + soff * (int64_t)es, ss,
+                 (char *)ref + doff * (int64_t)es, ds);
+    ck_assert_msg(memcmp(got, ref, dst_elems * es) == 0, "copy_box %s (elsize %zu)", what, es);
+    free(src);
+    free(got);
+    free(ref);
+}
+
+/* contiguous row-major strides of shape */
+static void row_major(int ndim, const int64_t *shape, int64_t *st)
+{
+    st[ndim - 1] = 1;
+    for (int d = ndim - 2; d >= 0; d--)
+        st[d] = st[d + 1] * shape[d + 1];
+}
+
+START_TEST(test_copy_box)
+{
+    rng_seed(6);
+    static const size_t elsizes[] = {4, 2, 8, 3};
+    for (int ei = 0; ei < 4; ei++) {
+        size_t es = elsizes[ei];
+        /* (B, T, NH, hd) -> (B, NH, T, hd) */
+        int64_t B = 3, T = 7, NH = 5, hd = 13;
+        int64_t sh[4] = {B, T, NH, hd}, sst[4], dsh[4] = {B, NH, T, hd}, dst4[4], dsp[4];
+        row_major(4, sh, sst);
+        row_major(4, dsh, dst4);
+        dsp[0] = dst4[0];
+        dsp[1] = dst4[2];
+        dsp[2] = dst4[1];
+        dsp[3] = dst4[3];
+        size_t tot = (size_t)(B * T * NH * hd);
+        check_copy("head transpose", 4, sh, es, tot, sst, 0, tot, dsp, 0);
+        /* and back, plus hd == 1 (no unit-stride inner dim on the transposed side) */
+        int64_t sh1[4] = {B, NH, T, 1}, s1[4], d1[4], dd1[4] = {B, T, NH, 1}, st1[4];
+        row_major(4, sh1, s1);
+        row_major(4, dd1, st1);
+        d1[0] = st1[0];
+        d1[1] = st1[2];
+        d1[2] = st1[1];
+        d1[3] = st1[3];
+        check_copy("transpose hd=1", 4, sh1, es, (size_t)(B * T * NH), s1, 0,
+                   (size_t)(B * T * NH), d1, 0);
+
+        /* sub-box (5, 6, 3) of a (13, 61, 7) tensor at (2, 37, 1) into a (7, 37, 3) tensor
+         * at (1, 3, 0) */
+        int64_t big[3] = {13, 61, 7}, small[3] = {7, 37, 3}, box[3] = {5, 6, 3};
+        int64_t bs[3], sm[3];
+        row_major(3, big, bs);
+        row_major(3, small, sm);
+        int64_t so = 2 * bs[0] + 37 * bs[1] + 1 * bs[2], dof = 1 * sm[0] + 3 * sm[1];
+        check_copy("sub-box", 3, box, es, 13 * 61 * 7, bs, so, 7 * 37 * 3, sm, dof);
+        /* whole rows of a sub-box merge into one memcpy; single element; 1-d strided */
+        int64_t rows[3] = {5, 6, 7};
+        check_copy("full rows", 3, rows, es, 13 * 61 * 7, bs, so - 1, 7 * 37 * 7, bs, 0);
+        int64_t one[2] = {1, 1};
+        check_copy("one element", 2, one, es, 13 * 61 * 7, bs, so, 7 * 37 * 3, sm, dof);
+        int64_t n1[1] = {37}, s3[1] = {3}, d2[1] = {2};
+        check_copy("1-d strided", 1, n1, es, 130, s3, 1, 130, d2, 3);
+        /* 8 dimensions, reversed order (full transpose) */
+        int64_t sh8[8] = {2, 3, 1, 2, 3, 2, 1, 3}, s8[8], r8[8], d8[8];
+        row_major(8, sh8, s8);
+        for (int d = 0; d < 8; d++)
+            r8[d] = sh8[7 - d];
+        row_major(8, r8, d8);
+        int64_t dperm[8];
+        for (int d = 0; d < 8; d++)
+            dperm[d] = d8[7 - d];
+        check_copy("8-d reverse", 8, sh8, es, 216, s8, 0, 216, dperm, 0);
+    }
+}
+END_TEST
+
+/* ---- GEMM -------------------------------------------------------------------------------- */
+
+static void check_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       float beta, int64_t batch, int tight)
+{
+    /* stored A is (m, k) or (k, m), with padding in the leading dim and between batches
+     * unless tight */
+    int64_t arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+    int64_t pad = tight ? 0 : 1;
+    int64_t lda = acols + 2 * pad, ldb = bcols + pad, ldc = n + 3 * pad;
+    int64_t sa = arows * lda + 5 * pad, sb = brows * ldb + pad, sc = m * ldc + 7 * pad;
+    float *a = rand_f(sa * batch, -1, 1), *b = rand_f(sb * batch, -1, 1);
+    float *c0 = rand_f(sc * batch, -1, 1), *c = dup_f(sc * batch, c0);
+    double *ref = alloc_d(sc * batch);
+    if (beta == 0.0f)
+        for (int64_t i = 0; i < sc * batch; i++)
+            c[i] = NAN; /* C must not be read; padding is compared below, so restore it */
+    for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t i = 0; i < sc; i++) {
+            int64_t r = i / ldc, j = i % ldc;
+            if (r >= m || j >= n) {
+                c[bi * sc + i] = c0[bi * sc + i];
+                ref[bi * sc + i] = c0[bi * sc + i];
+                continue;
+            }
+            double s = 0.0;
+            for (int64_t p = 0; p < k; p++) {
+                double av = ta ? a[bi * sa + p * lda + r] : a[bi * sa + r * lda + p];
+                double bv = tb ? b[bi * sb + j * ldb + p] : b[bi * sb + p * ldb + j];
+                s += av * bv;
+            }
+            ref[bi * sc + i] = alpha * s + (beta == 0.0f ? 0.0 : beta * (double)c0[bi * sc + i]);
+        }
+    nnt_cpu_gemm_f32(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    char what[96];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g batch=%lld", ta,
+             tb, (long long)m, (long long)n, (long long)k, beta, (long long)batch);
+    expect_close_norm(what, sc * batch, c, ref, RTOL_GEMM);
+    free(a);
+    free(b);
+    free(c0);
+    free(c);
+    free(ref);
+}
+
+START_TEST(test_gemm)
+{
+    rng_seed(7);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int si = 0; si < NSIZES; si++) {
+                int64_t m = SIZES[si], n = SIZES[(si + 2) % NSIZES];
+                int64_t k = SIZES[(si + 5) % NSIZES];
+                check_gemm(ta, tb, m, n, k, 0.7f, 0.0f, 1, 0);
+                check_gemm(ta, tb, m, n, k, 1.0f, 1.0f, 3, 0);
+                check_gemm(ta, tb, n, k, m, -1.3f, 0.5f, 2, 1);
+                check_gemm(ta, tb, m, 1, k, 1.0f, 1.0f, 2, 1);
+                check_gemm(ta, tb, 1, m, 1, 1.0f, 0.0f, 1, 1);
+            }
+    check_gemm(0, 0, 3, 7, 0, 1.0f, 0.0f, 2, 0); /* k == 0: C = beta C */
+    check_gemm(0, 1, 3, 7, 0, 1.0f, 2.0f, 2, 1);
+}
+END_TEST
+
+/* ---- LayerNorm --------------------------------------------------------------------------- */
+
+static void ref_ln_fwd(int64_t rows, int64_t n, double eps, const double *x, const double *g,
+                       const double *b, double *y, double *mean, double *rstd)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * n;
+        double mu = 0.0, var = 0.0;
+        for (int64_t j = 0; j < n; j++)
+            mu += xr[j];
+        mu /= (double)n;
+        for (int64_t j = 0; j < n; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        double rs = 1.0 / sqrt(var / (double)n + eps);
+        for (int64_t j = 0; j < n; j++)
+            y[r * n + j] = (xr[j] - mu) * rs * g[j] + b[j];
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+/* analytic backward; dx set, dg and db set (not accumulated) */
+static void ref_ln_bwd(int64_t rows, int64_t n, double eps, const double *x, const double *dy,
+                       const double *g, double *dx, double *dg, double *db)
+{
+    double *y = alloc_d(rows * n), *mean = alloc_d(rows), *rstd = alloc_d(rows);
+    double *b0 = alloc_d(n);
+    ref_ln_fwd(rows, n, eps, x, g, b0, y, mean, rstd);
+    for (int64_t j = 0; j < n; j++)
+        dg[j] = db[j] = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t j = 0; j < n; j++) {
+            double xh = (x[r * n + j] - mean[r]) * rstd[r], gg = dy[r * n + j] * g[j];
+            sg += gg;
+            sgx += gg * xh;
+            dg[j] += dy[r * n + j] * xh;
+            db[j] += dy[r * n + j];
+        }
+        for (int64_t j = 0; j < n; j++) {
+            double xh = (x[r * n + j] - mean[r]) * rstd[r];
+            dx[r * n + j] = rstd[r] * (dy[r * n + j] * g[j] - sg / n - xh * sgx / n);
+        }
+    }
+    free(y);
+    free(mean);
+    free(rstd);
+    free(b0);
+}
+
+static double ln_loss(int64_t rows, int64_t n, double eps, const double *x, const double *g,
+                      const double *b, const double *w)
+{
+    double *y = alloc_d(rows * n), *mean = alloc_d(rows), *rstd = alloc_d(rows), s = 0.0;
+    ref_ln_fwd(rows, n, eps, x, g, b, y, mean, rstd);
+    for (int64_t i = 0; i < rows * n; i++)
+        s += w[i] * y[i];
+    free(y);
+    free(mean);
+    free(rstd);
+    return s;
+}
+
+/* central difference of f along each element of p (n of them), into grad */
+#define FD_GRAD(n, p, grad, h, expr)                                                          \
+    for (int64_t fd_i = 0; fd_i < (n); fd_i++) {                                              \
+        double fd_save = (p)[fd_i];                                                           \
+        (p)[fd_i] = fd_save + (h);                                                            \
+        double fd_lp = (expr);                                                                \
+        (p)[fd_i] = fd_save - (h);                                                            \
+        double fd_lm = (expr);                                                                \
+        (p)[fd_i] = fd_save;                                                                  \
+        (grad)[fd_i] = (fd_lp - fd_lm) / (2 * (h));                                           \
+    }
+
+START_TEST(test_layernorm_ref_fd)
+{
+    rng_seed(8);
+    int64_t rows = 3, n = 7;
+    double eps = 1e-5, h = 1e-5;
+    float *xf = rand_f(rows * n, -2, 2), *gf = rand_f(n, -2, 2), *bf = rand_f(n, -1, 1);
+    float *wf = rand_f(rows * n, -1, 1);
+    double *x = to_d(rows * n, xf), *g = to_d(n, gf), *b = to_d(n, bf), *w = to_d(rows * n, wf);
+    double *dx = alloc_d(rows * n), *dg = alloc_d(n), *db = alloc_d(n);
+    double *fx = alloc_d(rows * n), *fg = alloc_d(n), *fb = alloc_d(n);
+    ref_ln_bwd(rows, n, eps, x, w, g, dx, dg, db);
+    FD_GRAD(rows * n, x, fx, h, ln_loss(rows, n, eps, x, g, b, w));
+    FD_GRAD(n, g, fg, h, ln_loss(rows, n, eps, x, g, b, w));
+    FD_GRAD(n, b, fb, h, ln_loss(rows, n, eps, x, g, b, w));
+    expect_close_dd("ln ref dx vs fd", rows * n, dx, fx, RTOL_FD);
+    expect_close_dd("ln ref dgamma vs fd", n, dg, fg, RTOL_FD);
+    expect_close_dd("ln ref dbeta vs fd", n, db, fb, RTOL_FD);
+    free(xf), free(gf), free(bf), free(wf), free(x), free(g), free(b), free(w);
+    free(dx), free(dg), free(db), free(fx), free(fg), free(fb);
+}
+END_TEST
+
+START_TEST(test_layernorm)
+{
+    rng_seed(9);
+    const float eps = 1e-5f;
+    for (int ri = 0; ri < 4; ri++)
+        for (int si = 0; si < NSIZES; si++) {
+            int64_t rows = SIZES[ri], n = SIZES[si];
+            float *x = rand_f(rows * n, 2, 5); /* offset mean: tests the two-pass variance */
+            float *g = rand_f(n, -2, 2), *b = rand_f(n, -1, 1), *dy = rand_f(rows * n, -1, 1);
+            float *y = alloc_f(rows * n), *mean = alloc_f(rows), *rstd = alloc_f(rows);
+            float *dx = alloc_f(rows * n), *dg0 = rand_f(n, -1, 1), *db0 = rand_f(n, -1, 1);
+            float *dg = dup_f(n, dg0), *db = dup_f(n, db0);
+            double *xd = to_d(rows * n, x), *gd = to_d(n, g), *bd = to_d(n, b);
+            double *dyd = to_d(rows * n, dy);
+            double *ry = alloc_d(rows * n), *rm = alloc_d(rows), *rr = alloc_d(rows);
+            double *rdx = alloc_d(rows * n), *rdg = alloc_d(n), *rdb = alloc_d(n);
+            char what[64];
+
+            nnt_cpu_layernorm_fwd_f32(rows, n, eps, x, g, b, y, mean, rstd);
+            ref_ln_fwd(rows, n, eps, xd, gd, bd, ry, rm, rr);
+            snprintf(what, sizeof what, "ln_fwd y rows=%lld n=%lld", (long long)rows,
+                     (long long)n);
+            expect_close_norm(what, rows * n, y, ry, RTOL_LN);
+            expect_close("ln_fwd mean", rows, mean, rm, RTOL_LN, 0.0);
+            expect_close("ln_fwd rstd", rows, rstd, rr, RTOL_LN, 0.0);
+
+            nnt_cpu_layernorm_bwd_f32(rows, n, x, dy, g, mean, rstd, dx, dg, db);
+            ref_ln_bwd(rows, n, eps, xd, dyd, gd, rdx, rdg, rdb);
+            for (int64_t j = 0; j < n; j++) {
+                rdg[j] += dg0[j]; /* += outputs started from non-zero values */
+                rdb[j] += db0[j];
+            }
+            snprintf(what, sizeof what, "ln_bwd dx rows=%lld n=%lld", (long long)rows,
+                     (long long)n);
+            expect_close_norm(what, rows * n, dx, rdx, RTOL_LN);
+            expect_close_norm("ln_bwd dgamma", n, dg, rdg, RTOL_LN);
+            expect_close_norm("ln_bwd dbeta", n, db, rdb, RTOL_LN);
+            free(x), free(g), free(b), free(dy), free(y), free(mean), free(rstd), free(dx);
+            free(dg0), free(db0), free(dg), free(db), free(xd), free(gd), free(bd), free(dyd);
+            free(ry), free(rm), free(rr), free(rdx), free(rdg), free(rdb);
+        }
+}
+END_TEST
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* One slab: q (tq, hd) at positions qp0.., k, v (tk, hd) at positions kp0..; causal
+ * attention over these keys only. o (tq, hd), lse (tq); rows with no visible key get
+ * o = 0, lse = -inf. */
+static void ref_attn_fwd(int64_t tq, int64_t tk, int64_t hd, int64_t qp0, int64_t kp0,
+                         double scale, const double *q, const double *k, const double *v,
+                         double *o, double *lse)
+{
+    double *p = alloc_d(tk);
+    for (int64_t i = 0; i < tq; i++) {
+        double mx = -INFINITY, sum = 0.0;
+        int64_t nv = 0;
+        for (int64_t j = 0; j < tk && kp0 + j <= qp0 + i; j++, nv++) {
+            double s = 0.0;
+            for (int64_t c = 0; c < hd; c++)
+                s += q[i * hd + c] * k[j * hd + c];
+            p[j] = scale * s;
+            mx = p[j] > mx ? p[j] : mx;
+        }
+        for (int64_t j = 0; j < nv; j++)
+            sum += (p[j] = exp(p[j] - mx));
+        for (int64_t c = 0; c < hd; c++) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < nv; j++)
+                acc += p[j] * v[j * hd + c];
+            o[i * hd + c] = nv ? acc / sum : 0.0;
+        }
+        lse[i] = nv ? mx + log(sum) : -INFINITY;
+    }
+    free(p);
+}
+
+/* Analytic backward of full self-attention of one slab (positions 0..T-1): dq, dk, dv set. */
+static void ref_attn_bwd(int64_t T, int64_t hd, double scale, const double *q, const double *k,
+                         const double *v, const double *dout, double *dq, double *dk,
+                         double *dv)
+{
+    double *o = alloc_d(T * hd), *lse = alloc_d(T), *p = alloc_d(T), *dp = alloc_d(T);
+    ref_attn_fwd(T, T, hd, 0, 0, scale, q, k, v, o, lse);
+    memset(dq, 0, (size_t)(T * hd) * sizeof(double));
+    memset(dk, 0, (size_t)(T * hd) * sizeof(double));
+    memset(dv, 0, (size_t)(T * hd) * sizeof(double));
+    for (int64_t i = 0; i < T; i++) {
+        double di = 0.0;
+        for (int64_t c = 0; c < hd; c++)
+            di += dout[i * hd + c] * o[i * hd + c];
+        for (int64_t j = 0; j <= i; j++) {
+            double s = 0.0, t = 0.0;
+            for (int64_t c = 0; c < hd; c++) {
+                s += q[i * hd + c] * k[j * hd + c];
+                t += dout[i * hd + c] * v[j * hd + c];
+            }
+            p[j] = exp(scale * s - lse[i]);
+            dp[j] = p[j] * (t - di); /* ds */
+        }
+        for (int64_t j = 0; j <= i; j++)
+            for (int64_t c = 0; c < hd; c++) {
+                dv[j * hd + c] += p[j] * dout[i * hd + c];
+                dq[i * hd + c] += scale * dp[j] * k[j * hd + c];
+                dk[j * hd + c] += scale * dp[j] * q[i * hd + c];
+            }
+    }
+    free(o), free(lse), free(p), free(dp);
+}
+
+static double attn_loss(int64_t T, int64_t hd, double scale, const double *q, const double *k,
+                        const double *v, const double *w)
+{
+    double *o = alloc_d(T * hd), *lse = alloc_d(T), s = 0.0;
+    ref_attn_fwd(T, T, hd, 0, 0, scale, q, k, v, o, lse);
+    for (int64_t i = 0; i < T * hd; i++)
+        s += w[i] * o[i];
+    free(o), free(lse);
+    return s;
+}
+
+START_TEST(test_attention_ref_fd)
+{
+    rng_seed(10);
+    int64_t T = 6, hd = 3;
+    double scale = 1.0 / sqrt((double)hd), h = 1e-5;
+    float *f[4];
+    double *x[4], *g[3], *fd[3];
+    for (int a = 0; a < 4; a++) {
+        f[a] = rand_f(T * hd, -2, 2);
+        x[a] = to_d(T * hd, f[a]);
+    }
+    for (int a = 0; a < 3; a++) {
+        g[a] = alloc_d(T * hd);
+        fd[a] = alloc_d(T * hd);
+    }
+    ref_attn_bwd(T, hd, scale, x[0], x[1], x[2], x[3], g[0], g[1], g[2]);
+    for (int a = 0; a < 3; a++) {
+        FD_GRAD(T * hd, x[a], fd[a], h, attn_loss(T, hd, scale, x[0], x[1], x[2], x[3]));
+        expect_close_dd("attn ref grad vs fd", T * hd, g[a], fd[a], RTOL_FD);
+    }
+    for (int a = 0; a < 4; a++)
+        free(f[a]), free(x[a]);
+    for (int a = 0; a < 3; a++)
+        free(g[a]), free(fd[a]);
+}
+END_TEST
+
+/* rows [a, b) of each slab of src (nbh, T, hd) <-> dst (nbh, b - a, hd) */
+static void get_rows(int64_t nbh, int64_t T, int64_t hd, int64_t a, int64_t b, const float *src,
+                     float *dst)
+{
+    for (int64_t s = 0; s < nbh; s++)
+        memcpy(dst + s * (b - a) * hd, src + (s * T + a) * hd,
+               (size_t)((b - a) * hd) * sizeof(float));
+}
+
+static void put_rows(int64_t nbh, int64_t T, int64_t hd, int64_t a, int64_t b, const float *src,
+                     float *dst)
+{
+    for (int64_t s = 0; s < nbh; s++)
+        memcpy(dst + (s * T + a) * hd, src + s * (b - a) * hd,
+               (size_t)((b - a) * hd) * sizeof(float));
+}
+
+typedef void (*attn_fwd_fn)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                            const float *, const float *, const float *, float *, float *,
+                            float *);
+typedef void (*attn_bwd_fn)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                            const float *, const float *, const float *, const float *,
+                            const float *, const float *, float *, float *, float *);
+
+/* Tiled forward over query blocks qb and key blocks kb (every pair, including those above
+ * the diagonal): o (nbh, T, hd), lse (nbh * T) set. */
+static void tiled_fwd(attn_fwd_fn fwd, int64_t nbh, int64_t T, int64_t hd, float scale,
+                      const float *q, const float *k, const float *v, int nq, const int64_t *qb,
+                      int nk, const int64_t *kb, float *o, float *lse)
+{
+    float *qt = alloc_f(nbh * T * hd), *kt = alloc_f(nbh * T * hd), *vt = alloc_f(nbh * T * hd);
+    float *ot = alloc_f(nbh * T * hd), *m = alloc_f(nbh * T), *l = alloc_f(nbh * T);
+    float *lt = alloc_f(nbh * T);
+    for (int a = 0; a < nq; a++) {
+        int64_t q0 = qb[a], tq = qb[a + 1] - q0;
+        get_rows(nbh, T, hd, q0, q0 + tq, q, qt);
+        for (int64_t i = 0; i < nbh * tq; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0.0f;
+        }
+        memset(ot, 0, (size_t)(nbh * tq * hd) * sizeof(float));
+        for (int c = 0; c < nk; c++) {
+            int64_t k0 = kb[c], tk = kb[c + 1] - k0;
+            get_rows(nbh, T, hd, k0, k0 + tk, k, kt);
+            get_rows(nbh, T, hd, k0, k0 + tk, v, vt);
+            fwd(nbh, tq, tk, hd, q0, k0, scale, qt, kt, vt, ot, m, l);
+        }
+        nnt_cpu_attn_fwd_finalize_f32(nbh, tq, hd, ot, m, l, lt);
+        put_rows(nbh, T, hd, q0, q0 + tq, ot, o);
+        put_rows(nbh, T, 1, q0, q0 + tq, lt, lse);
+    }
+    free(qt), free(kt), free(vt), free(ot), free(m), free(l), free(lt);
+}
+
+/* Tiled backward; dq, dk, dv (nbh, T, hd) +=. */
+static void tiled_bwd(attn_bwd_fn bwd, int64_t nbh, int64_t T, int64_t hd, float scale,
+                      const float *q, const float *k, const float *v, const float *dout,
+                      const float *lse, const float *d, int nq, const int64_t *qb, int nk,
+                      const int64_t *kb, float *dq, float *dk, float *dv)
+{
+    int64_t n = nbh * T * hd;
+    float *qt = alloc_f(n), *kt = alloc_f(n), *vt = alloc_f(n), *dot_ = alloc_f(n);
+    float *dqt = alloc_f(n), *dkt = alloc_f(n), *dvt = alloc_f(n);
+    float *lt = alloc_f(nbh * T), *dt = alloc_f(nbh * T);
+    for (int a = 0; a < nq; a++) {
+        int64_t q0 = qb[a], q1 = qb[a + 1], tq = q1 - q0;
+        get_rows(nbh, T, hd, q0, q1, q, qt);
+        get_rows(nbh, T, hd, q0, q1, dout, dot_);
+        get_rows(nbh, T, 1, q0, q1, lse, lt);
+        get_rows(nbh, T, 1, q0, q1, d, dt);
+        for (int c = 0; c < nk; c++) {
+            int64_t k0 = kb[c], k1 = kb[c + 1], tk = k1 - k0;
+            get_rows(nbh, T, hd, k0, k1, k, kt);
+            get_rows(nbh, T, hd, k0, k1, v, vt);
+            get_rows(nbh, T, hd, q0, q1, dq, dqt);
+            get_rows(nbh, T, hd, k0, k1, dk, dkt);
+            get_rows(nbh, T, hd, k0, k1, dv, dvt);
+            bwd(nbh, tq, tk, hd, q0, k0, scale, qt, kt, vt, dot_, lt, dt, dqt, dkt, dvt);
+            put_rows(nbh, T, hd, q0, q1, dqt, dq);
+            put_rows(nbh, T, hd, k0, k1, dkt, dk);
+            put_rows(nbh, T, hd, k0, k1, dvt, dv);
+        }
+    }
+    free(qt), free(kt), free(vt), free(dot_), free(dqt), free(dkt), free(dvt), free(lt);
+    free(dt);
+}
+
+/* Full check of one (T, hd) case for every pair of query and key splittings. */
+static void check_attention(attn_fwd_fn fwd, attn_bwd_fn bwd, int64_t nbh, int64_t T,
+                            int64_t hd)
+{
+    float scale = 1.0f / sqrtf((float)hd);
+    int64_t n = nbh * T * hd;
+    float *q = rand_f(n, -2, 2), *k = rand_f(n, -2, 2), *v = rand_f(n, -1, 1);
+    float *dout = rand_f(n, -1, 1), *o = alloc_f(n), *lse = alloc_f(nbh * T);
+    float *d = alloc_f(nbh * T);
+    float *dq0 = rand_f(n, -1, 1), *dk0 = rand_f(n, -1, 1), *dv0 = rand_f(n, -1, 1);
+    float *dq = alloc_f(n), *dk = alloc_f(n), *dv = alloc_f(n);
+    double *qd = to_d(n, q), *kd = to_d(n, k), *vd = to_d(n, v), *dod = to_d(n, dout);
+    double *ro = alloc_d(n), *rl = alloc_d(nbh * T), *rdq = alloc_d(n), *rdk = alloc_d(n);
+    double *rdv = alloc_d(n);
+    for (int64_t s = 0; s < nbh; s++) {
+        int64_t off = s * T * hd;
+        ref_attn_fwd(T, T, hd, 0, 0, scale, qd + off, kd + off, vd + off, ro + off, rl + s * T);
+        ref_attn_bwd(T, hd, scale, qd + off, kd + off, vd + off, dod + off, rdq + off,
+                     rdk + off, rdv + off);
+    }
+    for (int64_t i = 0; i < n; i++) { /* dq, dk, dv accumulate onto non-zero values */
+        rdq[i] += dq0[i];
+        rdk[i] += dk0[i];
+        rdv[i] += dv0[i];
+    }
+    int64_t *qb = malloc((size_t)(T + 1) * sizeof(int64_t));
+    int64_t *kb = malloc((size_t)(T + 1) * sizeof(int64_t));
+    ck_assert(qb && kb);
+    char what[96];
+    for (int qm = 0; qm < 3; qm++)
+        for (int km = 0; km < 3; km++) {
+            if (qm == 2 && km == 2 && T > 40)
+                continue; /* 1 x 1 blocks: quadratic number of calls */
+            int nq = make_split(qm, T, qb), nk = make_split(km, T, kb);
+            snprintf(what, sizeof what, "attn T=%lld hd=%lld qsplit=%d ksplit=%d",
+                     (long long)T, (long long)hd, qm, km);
+            tiled_fwd(fwd, nbh, T, hd, scale, q, k, v, nq, qb, nk, kb, o, lse);
+            expect_close_norm(what, n, o, ro, RTOL_ATTN);
+            expect_close(what, nbh * T, lse, rl, RTOL_ATTN, RTOL_ATTN);
+
+            nnt_cpu_attn_bwd_prep_f32(nbh, T, hd, o, dout, d);
+            memcpy(dq, dq0, (size_t)n * sizeof(float));
+            memcpy(dk, dk0, (size_t)n * sizeof(float));
+            memcpy(dv, dv0, (size_t)n * sizeof(float));
+            tiled_bwd(bwd, nbh, T, hd, scale, q, k, v, dout, lse, d, nq, qb, nk, kb, dq, dk,
+                      dv);
+            expect_close_norm(what, n, dq, rdq, RTOL_ATTN);
+            expect_close_norm(what, n, dk, rdk, RTOL_ATTN);
+            expect_close_norm(what, n, dv, rdv, RTOL_ATTN);
+        }
+    free(qb), free(kb), free(q), free(k), free(v), free(dout), free(o), free(lse), free(d);
+    free(dq0), free(dk0), free(dv0), free(dq), free(dk), free(dv), free(qd), free(kd);
+    free(vd), free(dod), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
+}
+
+static const int64_t ATTN_CASES[][2] = {{1, 1}, {37, 1}, {7, 3}, {13, 13}, {37, 7}, {61, 64}, {130, 16}};
+#define NATTN ((int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]))
+
+START_TEST(test_attention_tiled)
+{
+    rng_seed(11 + (uint64_t)_i);
+    check_attention(nnt_cpu_attn_fwd_block_f32, nnt_cpu_attn_bwd_block_f32, 2,
+                    ATTN_CASES[_i][0], ATTN_CASES[_i][1]);
+}
+END_TEST
+
+START_TEST(test_attention_noscratch)
+{
+    rng_seed(31 + (uint64_t)_i);
+    check_attention(noscratch_attn_fwd_block, noscratch_attn_bwd_block, 2, ATTN_CASES[_i][0],
+                    ATTN_CASES[_i][1]);
+}
+END_TEST
+
+/* One key block that starts after some query rows: those rows stay fully masked
+ * (m = -inf, l = 0, finalize gives o = 0, lse = -inf); a block entirely above the diagonal
+ * changes nothing; the other rows match attention restricted to the block's keys. */
+static void check_masked_rows(attn_fwd_fn fwd, attn_bwd_fn bwd)
+{
+    int64_t nbh = 2, tq = 37, tk = 13, hd = 5, q0 = 20, k0 = 27;
+    float scale = 0.4f;
+    float *q = rand_f(nbh * tq * hd, -2, 2), *k = rand_f(nbh * tk * hd, -2, 2);
+    float *v = rand_f(nbh * tk * hd, -1, 1), *o = alloc_f(nbh * tq * hd);
+    float *m = alloc_f(nbh * tq), *l = alloc_f(nbh * tq), *lse = alloc_f(nbh * tq);
+    double *qd = to_d(nbh * tq * hd, q), *kd = to_d(nbh * tk * hd, k);
+    double *vd = to_d(nbh * tk * hd, v), *ro = alloc_d(nbh * tq * hd), *rl = alloc_d(nbh * tq);
+    for (int64_t i = 0; i < nbh * tq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    /* above the diagonal: keys start after the last query */
+    fwd(nbh, tq, tk, hd, q0, q0 + tq, scale, q, k, v, o, m, l);
+    for (int64_t i = 0; i < nbh * tq; i++)
+        ck_assert(isinf(m[i]) && m[i] < 0 && l[i] == 0.0f);
+    for (int64_t i = 0; i < nbh * tq * hd; i++)
+        ck_assert(o[i] == 0.0f);
+    fwd(nbh, tq, tk, hd, q0, k0, scale, q, k, v, o, m, l);
+    for (int64_t s = 0; s < nbh; s++)
+        for (int64_t i = 0; i < k0 - q0; i++)
+            ck_assert(isinf(m[s * tq + i]) && m[s * tq + i] < 0 && l[s * tq + i] == 0.0f);
+    nnt_cpu_attn_fwd_finalize_f32(nbh, tq, hd, o, m, l, lse);
+    for (int64_t s = 0; s < nbh; s++)
+        ref_attn_fwd(tq, tk, hd, q0, k0, scale, qd + s * tq * hd, kd + s * tk * hd,
+                     vd + s * tk * hd, ro + s * tq * hd, rl + s * tq);
+    expect_close_norm("masked rows o", nbh * tq * hd, o, ro, RTOL_ATTN);
+    for (int64_t i = 0; i < nbh * tq; i++) {
+        if (isinf(rl[i]))
+            ck_assert_msg(isinf(lse[i]) && lse[i] < 0, "masked row lse");
+        else
+            expect_close("masked rows lse", 1, lse + i, rl + i, RTOL_ATTN, RTOL_ATTN);
+    }
+    /* backward of the same block with lse from it: masked rows get no dq; all finite */
+    float *dout = rand_f(nbh * tq * hd, -1, 1), *d = alloc_f(nbh * tq);
+    float *dq = alloc_f(nbh * tq * hd), *dk = alloc_f(nbh * tk * hd), *dv = alloc_f(nbh * tk * hd);
+    nnt_cpu_attn_bwd_prep_f32(nbh, tq, hd, o, dout, d);
+    bwd(nbh, tq, tk, hd, q0, q0 + tq, scale, q, k, v, dout, lse, d, dq, dk, dv);
+    bwd(nbh, tq, tk, hd, q0, k0, scale, q, k, v, dout, lse, d, dq, dk, dv);
+    for (int64_t s = 0; s < nbh; s++)
+        for (int64_t i = 0; i < tq * hd; i++)
+            ck_assert(isfinite(dq[s * tq * hd + i]) &&
+                      (i >= (k0 - q0) * hd || dq[s * tq * hd + i] == 0.0f));
+    for (int64_t i = 0; i < nbh * tk * hd; i++)
+        ck_assert(isfinite(dk[i]) && isfinite(dv[i]));
+    free(q), free(k), free(v), free(o), free(m), free(l), free(lse), free(qd), free(kd);
+    free(vd), free(ro), free(rl), free(dout), free(d), free(dq), free(dk), free(dv);
+}
+
+START_TEST(test_attention_masked_rows)
+{
+    rng_seed(12);
+    check_masked_rows(nnt_cpu_attn_fwd_block_f32, nnt_cpu_attn_bwd_block_f32);
+    check_masked_rows(noscratch_attn_fwd_block, noscratch_attn_bwd_block);
+}
+END_TEST
+
+/* ---- cross-entropy ----------------------------------------------------------------------- */
+
+/* loss[r] and dlogits (rows, V) = scale (softmax - onehot); ignored rows: 0 */
+static void ref_xent(int64_t rows, int64_t V, const double *x, const int32_t *t, int32_t ign,
+                     double scale, double *loss, double *dx)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * V;
+        double mx = xr[0], s = 0.0;
+        for (int64_t j = 1; j < V; j++)
+            mx = xr[j] > mx ? xr[j] : mx;
+        for (int64_t j = 0; j < V; j++)
+            s += exp(xr[j] - mx);
+        int valid = t[r] != ign;
+        loss[r] = valid ? mx + log(s) - xr[t[r]] : 0.0;
+        for (int64_t j = 0; j < V; j++)
+            dx[r * V + j] = valid ? scale * (exp(xr[j] - mx) / s - (j == t[r])) : 0.0;
+    }
+}
+
+static double xent_total(int64_t rows, int64_t V, const double *x, const int32_t *t,
+                         int32_t ign, double scale)
+{
+    double *loss = alloc_d(rows), *dx = alloc_d(rows * V), s = 0.0;
+    ref_xent(rows, V, x, t, ign, scale, loss, dx);
+    for (int64_t r = 0; r < rows; r++)
+        s += scale * loss[r];
+    free(loss), free(dx);
+    return s;
+}
+
+START_TEST(test_xent_ref_fd)
+{
+    rng_seed(13);
+    int64_t rows = 4, V = 7;
+    int32_t t[4] = {3, -100, 0, 6};
+    float *xf = rand_f(rows * V, -3, 3);
+    double *x = to_d(rows * V, xf), *loss = alloc_d(rows), *dx = alloc_d(rows * V);
+    double *fd = alloc_d(rows * V), scale = 0.37;
+    ref_xent(rows, V, x, t, -100, scale, loss, dx);
+    FD_GRAD(rows * V, x, fd, 1e-5, xent_total(rows, V, x, t, -100, scale));
+    expect_close_dd("xent ref grad vs fd", rows * V, dx, fd, RTOL_FD);
+    free(xf), free(x), free(loss), free(dx), free(fd);
+}
+END_TEST
+
+static void check_xent(int64_t rows, int64_t V, int32_t ign)
+{
+    int64_t ld = V + 3; /* leading dim wider than the vocabulary */
+    float *x = rand_f(rows * ld, -6, 6), *m = alloc_f(rows), *s = alloc_f(rows);
+    float *tgt = alloc_f(rows), *loss = alloc_f(rows), *dx = alloc_f(rows * ld);
+    int32_t *t = malloc((size_t)rows * sizeof(int32_t));
+    ck_assert_ptr_nonnull(t);
+    int64_t nvalid = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        t[r] = (r % 3 == 1) ? ign : (int32_t)(rng_u64() % (uint64_t)V);
+        nvalid += t[r] != ign;
+    }
+    float scale = 1.5f / (float)(nvalid ? nvalid : 1);
+    double *xd = alloc_d(rows * V), *rloss = alloc_d(rows), *rdx = alloc_d(rows * V);
+    double *rdx_ld = alloc_d(rows * ld);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < V; j++)
+            xd[r * V + j] = x[r * ld + j];
+    ref_xent(rows, V, xd, t, ign, scale, rloss, rdx);
+    int64_t *b = malloc((size_t)(V + 1) * sizeof(int64_t));
+    ck_assert_ptr_nonnull(b);
+    char what[96];
+    for (int mode = 0; mode < 3; mode++) {
+        int nb = make_split(mode, V, b);
+        for (int64_t r = 0; r < rows; r++) {
+            m[r] = -INFINITY;
+            s[r] = 0.0f;
+            tgt[r] = NAN; /* only read for valid rows, after the block with the target */
+        }
+        for (int64_t i = 0; i < rows * ld; i++) { /* padding columns must stay */
+            dx[i] = 7.0f;
+            rdx_ld[i] = 7.0;
+        }
+        for (int c = 0; c < nb; c++)
+            nnt_cpu_xent_fwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, m, s, tgt);
+        nnt_cpu_xent_loss_f32(rows, t, ign, m, s, tgt, loss);
+        snprintf(what, sizeof what, "xent loss rows=%lld V=%lld ign=%d split=%d",
+                 (long long)rows, (long long)V, (int)ign, mode);
+        expect_close(what, rows, loss, rloss, RTOL_XENT, 1e-6);
+        for (int c = 0; c < nb; c++)
+            nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, ign, m, s,
+                                       scale, dx + b[c]);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < V; j++)
+                rdx_ld[r * ld + j] = rdx[r * V + j];
+        snprintf(what, sizeof what, "xent dlogits rows=%lld V=%lld ign=%d split=%d",
+                 (long long)rows, (long long)V, (int)ign, mode);
+        expect_close(what, rows * ld, dx, rdx_ld, RTOL_XENT, 1e-7);
+    }
+    /* in place: dlogits written over the logits, block by block */
+    float *xi = dup_f(rows * ld, x);
+    int nb = make_split(1, V, b);
+    for (int c = 0; c < nb; c++)
+        nnt_cpu_xent_bwd_block_f32(rows, b[c + 1] - b[c], b[c], xi + b[c], ld, t, ign, m, s,
+                                   scale, xi + b[c]);
+    for (int64_t r = 0; r < rows; r++)
+        ck_assert(memcmp(xi + r * ld, dx + r * ld, (size_t)V * sizeof(float)) == 0);
+    free(xi);
+    free(x), free(m), free(s), free(tgt), free(loss), free(dx), free(t), free(xd), free(rloss);
+    free(rdx), free(rdx_ld), free(b);
+}
+
+START_TEST(test_xent)
+{
+    rng_seed(14);
+    for (int ri = 0; ri < 5; ri++)
+        for (int vi = 0; vi < NSIZES; vi++) {
+            check_xent(SIZES[ri], SIZES[vi], -100);
+            if (SIZES[vi] > 3)
+                check_xent(SIZES[ri], SIZES[vi], 2); /* ignore_index inside the vocabulary */
+        }
+}
+END_TEST
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+START_TEST(test_embedding)
+{
+    rng_seed(15);
+    for (int vi = 0; vi < NSIZES; vi++) {
+        int64_t V = SIZES[vi], nc = SIZES[(vi + 3) % NSIZES], ntok = 61;
+        int64_t ldt = nc + 2, ldo = nc + 1;
+        int32_t *tok = malloc((size_t)ntok * sizeof(int32_t));
+        ck_assert_ptr_nonnull(tok);
+        for (int64_t i = 0; i < ntok; i++)
+            tok[i] = (int32_t)(rng_u64() % (uint64_t)V);
+        tok[ntok - 1] = tok[0]; /* repeated token: contributions add up */
+        float *table = rand_f(V * ldt, -1, 1), *out = rand_f(ntok * ldo, -1, 1);
+        float *out0 = dup_f(ntok * ldo, out), *dout = rand_f(ntok * ldo, -1, 1);
+        float *dt0 = rand_f(V * ldt, -1, 1), *dt = alloc_f(V * ldt);
+        double *ref = alloc_d(V * ldt > ntok * ldo ? V * ldt : ntok * ldo);
+        double *td = to_d(V * ldt, table), *fd = alloc_d(V * ldt);
+        int64_t b[131];
+        for (int mode = 0; mode < 3; mode++) {
+            int nb = make_split(mode, V, b);
+            memcpy(out, out0, (size_t)(ntok * ldo) * sizeof(float));
+            memcpy(dt, dt0, (size_t)(V * ldt) * sizeof(float));
+            for (int c = 0; c < nb; c++) {
+                int64_t nv = b[c + 1] - b[c];
+                nnt_cpu_embedding_gather_f32(ntok, nc, tok, b[c], nv, table + b[c] * ldt, ldt,
+                                             out, ldo);
+                nnt_cpu_embedding_scatter_add_f32(ntok, nc, tok, b[c], nv, dout, ldo,
+                                                  dt + b[c] * ldt, ldt);
+            }
+            /* gather: exact copies, padding columns untouched */
+            for (int64_t i = 0; i < ntok; i++)
+                for (int64_t j = 0; j < ldo; j++)
+                    ref[i * ldo + j] = j < nc ? table[tok[i] * ldt + j] : out0[i * ldo + j];
+            expect_close("embedding gather", ntok * ldo, out, ref, 0.0, 0.0);
+            /* scatter: central differences of L = sum(dout .* gather(table)) in double */
+            for (int64_t e = 0; e < V * ldt; e++) {
+                double save = td[e], lp = 0.0, lm = 0.0;
+                for (int sgn = 0; sgn < 2; sgn++) {
+                    td[e] = save + (sgn ? -1e-3 : 1e-3);
+                    double acc = 0.0;
+                    for (int64_t i = 0; i < ntok; i++)
+                        if (e / ldt == tok[i] && e % ldt < nc)
+                            acc += dout[i * ldo + e % ldt] * td[e];
+                    *(sgn ? &lm : &lp) = acc;
+                }
+                td[e] = save;
+                fd[e] = dt0[e] + (lp - lm) / 2e-3;
+            }
+            expect_close("embedding scatter", V * ldt, dt, fd, RTOL_ELEM, 1e-6);
+        }
+        /* tokens outside a block are skipped */
+        memcpy(out, out0, (size_t)(ntok * ldo) * sizeof(float));
+        nnt_cpu_embedding_gather_f32(ntok, nc, tok, V, 5, table, ldt, out, ldo);
+        ck_assert(memcmp(out, out0, (size_t)(ntok * ldo) * sizeof(float)) == 0);
+        free(tok), free(table), free(out), free(out0), free(dout), free(dt0), free(dt);
+        free(ref), free(td), free(fd);
+    }
+}
+END_TEST
+
+/* ---- optimizers -------------------------------------------------------------------------- */
+
+/* PyTorch Adam/AdamW (torch.optim, foreach=False, amsgrad=False) in double */
+static void ref_adam(int64_t n, int decoupled, double lr, double b1, double b2, double eps,
+                     double wd, int step, double gs, const float *g, double *p, double *m,
+                     double *v)
+{
+    double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+    for (int64_t i = 0; i < n; i++) {
+        double gi = gs * g[i];
+        if (decoupled)
+            p[i] *= 1.0 - lr * wd;
+        else
+            gi += wd * p[i];
+        m[i] = b1 * m[i] + (1.0 - b1) * gi;
+        v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+        double denom = sqrt(v[i]) / sqrt(bc2) + eps;
+        p[i] -= (lr / bc1) * m[i] / denom;
+    }
+}
+
+START_TEST(test_adam)
+{
+    rng_seed(16);
+    for (int dec = 0; dec < 2; dec++)
+        for (int si = 0; si < NSIZES; si++) {
+            int64_t n = SIZES[si] * 5;
+            float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.8f;
+            float *p = rand_f(n, -1, 1), *m = alloc_f(n), *v = alloc_f(n);
+            double *pd = to_d(n, p), *md = alloc_d(n), *vd = alloc_d(n);
+            for (int step = 1; step <= 5; step++) {
+                float *g = rand_f(n, -1, 1);
+                float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
+                nnt_cpu_adam_step_f32(n, dec, lr, b1, b2, eps, wd, bc1, bc2, gs, g, p, m, v);
+                ref_adam(n, dec, lr, b1, b2, eps, wd, step, gs, g, pd, md, vd);
+                expect_close_norm(dec ? "adamw p" : "adam p", n, p, pd, RTOL_OPT);
+                expect_close_norm("adam m", n, m, md, RTOL_OPT);
+                expect_close_norm("adam v", n, v, vd, RTOL_OPT);
+                free(g);
+            }
+            free(p), free(m), free(v), free(pd), free(md), free(vd);
+        }
+}
+END_TEST
+
+START_TEST(test_sgd)
+{
+    rng_seed(17);
+    for (int si = 0; si < NSIZES; si++)
+        for (int with_buf = 0; with_buf < 2; with_buf++) {
+            int64_t n = SIZES[si] * 5;
+            float lr = 0.05f, mom = with_buf ? 0.9f : 0.0f, wd = 0.01f, gs = 0.5f;
+            float *p = rand_f(n, -1, 1), *buf = with_buf ? rand_f(n, -1, 1) : NULL;
+            double *pd = to_d(n, p), *bd = alloc_d(n);
+            if (buf)
+                for (int64_t i = 0; i < n; i++)
+                    buf[i] = NAN; /* not read on the first step */
+            for (int step = 1; step <= 5; step++) {
+                float *g = rand_f(n, -1, 1);
+                nnt_cpu_sgd_step_f32(n, lr, mom, wd, gs, step == 1, g, p, buf);
+                for (int64_t i = 0; i < n; i++) {
+                    double gi = gs * (double)g[i] + wd * pd[i];
+                    bd[i] = step == 1 ? gi : mom * bd[i] + gi;
+                    pd[i] -= lr * bd[i];
+                }
+                expect_close_norm("sgd p", n, p, pd, RTOL_OPT);
+                if (buf)
+                    expect_close_norm("sgd buf", n, buf, bd, RTOL_OPT);
+                free(g);
+            }
+            free(p), free(buf), free(pd), free(bd);
+        }
+}
+END_TEST
+
+/* ---- runner ------------------------------------------------------------------------------ */
+
+static Suite *cpu_suite(void)
+{
+    Suite *s = suite_create("cpu_kernels");
+    struct {
+        const char *name;
+        const TTest *fn;
+    } cases[] = {
+        {"elementwise", test_fill_scale_axpby}, {"gelu", test_gelu},
+        {"bias_gelu", test_bias_gelu},           {"bcast", test_add_bcast_sum_outer},
+        {"sumsq", test_sumsq},                   {"copy_box", test_copy_box},
+        {"gemm", test_gemm},                     {"layernorm_ref", test_layernorm_ref_fd},
+        {"layernorm", test_layernorm},           {"attention_ref", test_attention_ref_fd},
+        {"attention_masked", test_attention_masked_rows},
+        {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
+        {"embedding", test_embedding},           {"adam", test_adam},
+        {"sgd", test_sgd},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, cases[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    TCase *tc = tcase_create("attention");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_attention_tiled, 0, NATTN);
+    tcase_add_loop_test(tc, test_attention_noscratch, 0, NATTN);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cpu_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
