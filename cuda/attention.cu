@@ -1,0 +1,583 @@
+/* nnt CUDA kernels: causal attention, flash style, on one (query block, key block) pair.
+ *
+ * Thread layout shared by the three block kernels: 256 threads = 32 groups of 8 lanes. A group
+ * owns one "row" of the tile (a query row in the forward and dq kernels, a key row in the
+ * dk/dv kernel); each lane of the group computes 4 of the 32 scores of that row against the
+ * current chunk and owns the head-dimension entries d = lane8 + 8 u of the row's accumulators
+ * (u < HDMAX / 8, registers). Chunks of the other operand are staged in shared memory with an
+ * odd row pitch (no bank conflicts); the 8 lanes of a group live in one warp, so per-row
+ * reductions are 3 shuffles and the score row is passed through shared memory with __syncwarp.
+ *
+ *   fwd:   block = (32 query rows, slab); loops over 32-key chunks up to the causal limit;
+ *          online softmax update of (m, l, o_acc) exactly as the CPU kernel defines it.
+ *   dq:    block = (32 query rows, slab); loops over key chunks, recomputes p from lse,
+ *          ds = p (dout.v - d), dq += scale ds k.
+ *   dk/dv: block = (32 key rows, slab); loops over query chunks from the first query that can
+ *          see the tile, dv += p^T dout, dk += scale ds^T q.
+ * No atomics: every output element is owned by exactly one thread. head_dim <= 256; the
+ * register footprint is chosen by a template bucket (64, 128, 256). */
+#include "nnt_cuda.h"
+
+#include <math.h>
+
+namespace {
+
+const int kBR = 32;      /* rows per block */
+const int kBC = 32;      /* chunk length */
+const int kThreads = 256;
+const int kPerLane = 4;  /* scores per lane: kBC / 8 */
+
+inline int launch_status(void)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : -(int)e;
+}
+
+__host__ __device__ inline int pitch_for(int hd)
+{
+    return (hd % 2 == 0) ? hd + 1 : hd; /* odd pitch: 8 rows hit 8 different banks */
+}
+
+__device__ __forceinline__ float group_max(float v)
+{
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+    return v;
+}
+
+__device__ __forceinline__ float group_sum(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    return v;
+}
+
+/* rows [row0, row0 + nrows) of a (total, hd) matrix into shared memory, zero padded */
+__device__ __forceinline__ void load_rows(float *dst, int pitch, const float *src, int64_t row0,
+                                          int64_t total, int hd, int nrows)
+{
+    for (int idx = threadIdx.x; idx < nrows * hd; idx += kThreads) {
+        const int r = idx / hd, d = idx - r * hd;
+        const int64_t gr = row0 + r;
+        dst[r * pitch + d] = gr < total ? src[gr * hd + d] : 0.0f;
+    }
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+template <int HDMAX>
+__global__ void __launch_bounds__(kThreads)
+attn_fwd_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
+                float scale, const float *__restrict__ q, const float *__restrict__ k,
+                const float *__restrict__ v, float *__restrict__ o_acc, float *__restrict__ m,
+                float *__restrict__ l)
+{
+    constexpr int ND = HDMAX / 8;
+    extern __shared__ float smem[];
+    const int pitch = pitch_for(hd);
+    float *sQ = smem;
+    float *sK = sQ + kBR * pitch;
+    float *sV = sK + kBC * pitch;
+    float *sP = sV + kBC * pitch; /* kBR x (kBC + 1) */
+    const int tid = threadIdx.x, g = tid >> 3, l8 = tid & 7;
+    const int64_t r0 = (int64_t)blockIdx.x * kBR;
+    const int64_t row = r0 + g;
+    const bool valid = row < tq;
+    const int64_t qpos = q_pos0 + row;
+    const int64_t rlast = (r0 + kBR < tq ? r0 + kBR : tq) - 1;
+    /* keys visible to at least one row of the tile: positions <= q_pos0 + rlast */
+    int64_t kend = q_pos0 + rlast - k_pos0 + 1;
+    if (kend > tk)
+        kend = tk;
+
+    for (int64_t slab = blockIdx.y; slab < nbh; slab += gridDim.y) {
+        const float *qs = q + slab * tq * hd;
+        const float *ks = k + slab * tk * hd;
+        const float *vs = v + slab * tk * hd;
+        const int64_t ri = slab * tq + row;
+
+        __syncthreads(); /* previous slab done with shared memory */
+        load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
+
+        float mr = valid ? m[ri] : -INFINITY;
+        float lr = valid ? l[ri] : 0.0f;
+        float acc[ND];
+#pragma unroll
+        for (int u = 0; u < ND; ++u) {
+            const int d = l8 + 8 * u;
+            acc[u] = (valid && d < hd) ? o_acc[ri * hd + d] : 0.0f;
+        }
+
+        for (int64_t c0 = 0; c0 < kend; c0 += kBC) {
+            __syncthreads(); /* everyone done with the previous chunk */
+            load_rows(sK, pitch, ks, c0, tk, hd, kBC);
+            load_rows(sV, pitch, vs, c0, tk, hd, kBC);
+            __syncthreads();
+
+            float sc[kPerLane];
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj)
+                sc[jj] = 0.0f;
+            for (int d = 0; d < hd; ++d) {
+                const float qd = sQ[g * pitch + d];
+#pragma unroll
+                for (int jj = 0; jj < kPerLane; ++jj)
+                    sc[jj] += qd * sK[(l8 + 8 * jj) * pitch + d];
+            }
+            float cmax = -INFINITY;
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj) {
+                const int64_t key = c0 + l8 + 8 * jj;
+                const bool ok = valid && key < tk && k_pos0 + key <= qpos;
+                sc[jj] = ok ? scale * sc[jj] : -INFINITY;
+                cmax = fmaxf(cmax, sc[jj]);
+            }
+            cmax = group_max(cmax);
+            const float mnew = fmaxf(mr, cmax);
+            float alpha = 1.0f, psum = 0.0f;
+            if (mnew != -INFINITY) {
+                alpha = expf(mr - mnew); /* mr == -inf: 0 */
+#pragma unroll
+                for (int jj = 0; jj < kPerLane; ++jj) {
+                    const float p = expf(sc[jj] - mnew); /* masked: exp(-inf) = 0 */
+                    sP[g * (kBC + 1) + l8 + 8 * jj] = p;
+                    psum += p;
+                }
+            } else {
+#pragma unroll
+                for (int jj = 0; jj < kPerLane; ++jj)
+                    sP[g * (kBC + 1) + l8 + 8 * jj] = 0.0f;
+            }
+            psum = group_sum(psum);
+            if (mnew != -INFINITY) {
+                lr = lr * alpha + psum;
+                mr = mnew;
+            }
+            __syncwarp();
+#pragma unroll
+            for (int u = 0; u < ND; ++u)
+                acc[u] *= alpha;
+            const int cn = (int)(tk - c0 < kBC ? tk - c0 : kBC);
+            for (int c = 0; c < cn; ++c) {
+                const float p = sP[g * (kBC + 1) + c];
+#pragma unroll
+                for (int u = 0; u < ND; ++u) {
+                    const int d = l8 + 8 * u;
+                    if (d < hd)
+                        acc[u] += p * sV[c * pitch + d];
+                }
+            }
+        }
+
+        if (valid) {
+            if (l8 == 0) {
+                m[ri] = mr;
+                l[ri] = lr;
+            }
+#pragma unroll
+            for (int u = 0; u < ND; ++u) {
+                const int d = l8 + 8 * u;
+                if (d < hd)
+                    o_acc[ri * hd + d] = acc[u];
+            }
+        }
+    }
+}
+
+/* ---- backward: dq ------------------------------------------------------------------------- */
+
+template <int HDMAX>
+__global__ void __launch_bounds__(kThreads)
+attn_bwd_dq_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
+                   float scale, const float *__restrict__ q, const float *__restrict__ k,
+                   const float *__restrict__ v, const float *__restrict__ dout,
+                   const float *__restrict__ lse, const float *__restrict__ dd,
+                   float *__restrict__ dq)
+{
+    constexpr int ND = HDMAX / 8;
+    extern __shared__ float smem[];
+    const int pitch = pitch_for(hd);
+    float *sQ = smem;
+    float *sO = sQ + kBR * pitch; /* dout rows */
+    float *sK = sO + kBR * pitch;
+    float *sV = sK + kBC * pitch;
+    float *sS = sV + kBC * pitch; /* ds, kBR x (kBC + 1) */
+    const int tid = threadIdx.x, g = tid >> 3, l8 = tid & 7;
+    const int64_t r0 = (int64_t)blockIdx.x * kBR;
+    const int64_t row = r0 + g;
+    const bool valid = row < tq;
+    const int64_t qpos = q_pos0 + row;
+    const int64_t rlast = (r0 + kBR < tq ? r0 + kBR : tq) - 1;
+    int64_t kend = q_pos0 + rlast - k_pos0 + 1;
+    if (kend > tk)
+        kend = tk;
+    if (kend <= 0)
+        return; /* whole tile masked: nothing to add (uniform across the block) */
+
+    for (int64_t slab = blockIdx.y; slab < nbh; slab += gridDim.y) {
+        const float *qs = q + slab * tq * hd;
+        const float *os = dout + slab * tq * hd;
+        const float *ks = k + slab * tk * hd;
+        const float *vs = v + slab * tk * hd;
+        const int64_t ri = slab * tq + row;
+
+        __syncthreads();
+        load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
+        load_rows(sO, pitch, os, r0, tq, hd, kBR);
+        const float lr = valid ? lse[ri] : -INFINITY;
+        const float dr = valid ? dd[ri] : 0.0f;
+
+        float acc[ND];
+#pragma unroll
+        for (int u = 0; u < ND; ++u)
+            acc[u] = 0.0f;
+
+        for (int64_t c0 = 0; c0 < kend; c0 += kBC) {
+            __syncthreads();
+            load_rows(sK, pitch, ks, c0, tk, hd, kBC);
+            load_rows(sV, pitch, vs, c0, tk, hd, kBC);
+            __syncthreads();
+
+            float sc[kPerLane], dp[kPerLane];
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj) {
+                sc[jj] = 0.0f;
+                dp[jj] = 0.0f;
+            }
+            for (int d = 0; d < hd; ++d) {
+                const float qd = sQ[g * pitch + d];
+                const float od = sO[g * pitch + d];
+#pragma unroll
+                for (int jj = 0; jj < kPerLane; ++jj) {
+                    const int c = l8 + 8 * jj;
+                    sc[jj] += qd * sK[c * pitch + d];
+                    dp[jj] += od * sV[c * pitch + d];
+                }
+            }
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj) {
+                const int64_t key = c0 + l8 + 8 * jj;
+                const bool ok = valid && key < tk && k_pos0 + key <= qpos && lr != -INFINITY;
+                const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
+                sS[g * (kBC + 1) + l8 + 8 * jj] = p * (dp[jj] - dr);
+            }
+            __syncwarp();
+            const int cn = (int)(tk - c0 < kBC ? tk - c0 : kBC);
+            for (int c = 0; c < cn; ++c) {
+                const float ds = sS[g * (kBC + 1) + c];
+#pragma unroll
+                for (int u = 0; u < ND; ++u) {
+                    const int d = l8 + 8 * u;
+                    if (d < hd)
+                        acc[u] += ds * sK[c * pitch + d];
+                }
+            }
+        }
+
+        if (valid) {
+#pragma unroll
+            for (int u = 0; u < ND; ++u) {
+                const int d = l8 + 8 * u;
+                if (d < hd)
+                    dq[ri * hd + d] += scale * acc[u];
+            }
+        }
+    }
+}
+
+/* ---- backward: dk, dv --------------------------------------------------------------------- */
+
+template <int HDMAX>
+__global__ void __launch_bounds__(kThreads)
+attn_bwd_dkdv_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
+                     int64_t k_pos0, float scale, const float *__restrict__ q,
+                     const float *__restrict__ k, const float *__restrict__ v,
+                     const float *__restrict__ dout, const float *__restrict__ lse,
+                     const float *__restrict__ dd, float *__restrict__ dk,
+                     float *__restrict__ dv)
+{
+    constexpr int ND = HDMAX / 8;
+    extern __shared__ float smem[];
+    const int pitch = pitch_for(hd);
+    float *sK = smem;
+    float *sV = sK + kBC * pitch;
+    float *sQ = sV + kBC * pitch;
+    float *sO = sQ + kBR * pitch;
+    float *sP = sO + kBR * pitch;    /* p^T,  kBC x (kBR + 1) */
+    float *sS = sP + kBC * (kBR + 1); /* ds^T, kBC x (kBR + 1) */
+    float *sL = sS + kBC * (kBR + 1); /* lse of the query chunk */
+    float *sD = sL + kBR;             /* d of the query chunk */
+    const int tid = threadIdx.x, g = tid >> 3, l8 = tid & 7;
+    const int64_t c0 = (int64_t)blockIdx.x * kBC;
+    const int64_t key = c0 + g;
+    const bool valid = key < tk;
+    const int64_t kpos = k_pos0 + key;
+    /* first query row that sees the first key of the tile */
+    int64_t qstart = k_pos0 + c0 - q_pos0;
+    if (qstart < 0)
+        qstart = 0;
+    if (qstart >= tq)
+        return; /* whole tile masked (uniform across the block) */
+
+    for (int64_t slab = blockIdx.y; slab < nbh; slab += gridDim.y) {
+        const float *qs = q + slab * tq * hd;
+        const float *os = dout + slab * tq * hd;
+        const float *ks = k + slab * tk * hd;
+        const float *vs = v + slab * tk * hd;
+        const int64_t ki = slab * tk + key;
+
+        __syncthreads();
+        load_rows(sK, pitch, ks, c0, tk, hd, kBC);
+        load_rows(sV, pitch, vs, c0, tk, hd, kBC);
+
+        float adk[ND], adv[ND];
+#pragma unroll
+        for (int u = 0; u < ND; ++u) {
+            adk[u] = 0.0f;
+            adv[u] = 0.0f;
+        }
+
+        for (int64_t r0 = qstart; r0 < tq; r0 += kBR) {
+            __syncthreads();
+            load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
+            load_rows(sO, pitch, os, r0, tq, hd, kBR);
+            if (tid < kBR) {
+                const int64_t r = r0 + tid;
+                sL[tid] = r < tq ? lse[slab * tq + r] : -INFINITY;
+                sD[tid] = r < tq ? dd[slab * tq + r] : 0.0f;
+            }
+            __syncthreads();
+
+            float sc[kPerLane], dp[kPerLane];
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj) {
+                sc[jj] = 0.0f;
+                dp[jj] = 0.0f;
+            }
+            for (int d = 0; d < hd; ++d) {
+                const float kd = sK[g * pitch + d];
+                const float vd = sV[g * pitch + d];
+#pragma unroll
+                for (int jj = 0; jj < kPerLane; ++jj) {
+                    const int r = l8 + 8 * jj;
+                    sc[jj] += sQ[r * pitch + d] * kd;
+                    dp[jj] += sO[r * pitch + d] * vd;
+                }
+            }
+#pragma unroll
+            for (int jj = 0; jj < kPerLane; ++jj) {
+                const int r = l8 + 8 * jj;
+                const int64_t qr = r0 + r;
+                const float lr = sL[r];
+                const bool ok = valid && qr < tq && kpos <= q_pos0 + qr && lr != -INFINITY;
+                const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
+                sP[g * (kBR + 1) + r] = p;
+                sS[g * (kBR + 1) + r] = p * (dp[jj] - sD[r]);
+            }
+            __syncwarp();
+            const int rn = (int)(tq - r0 < kBR ? tq - r0 : kBR);
+            for (int r = 0; r < rn; ++r) {
+                const float p = sP[g * (kBR + 1) + r];
+                const float ds = sS[g * (kBR + 1) + r];
+#pragma unroll
+                for (int u = 0; u < ND; ++u) {
+                    const int d = l8 + 8 * u;
+                    if (d < hd) {
+                        adv[u] += p * sO[r * pitch + d];
+                        adk[u] += ds * sQ[r * pitch + d];
+                    }
+                }
+            }
+        }
+
+        if (valid) {
+#pragma unroll
+            for (int u = 0; u < ND; ++u) {
+                const int d = l8 + 8 * u;
+                if (d < hd) {
+                    dv[ki * hd + d] += adv[u];
+                    dk[ki * hd + d] += scale * adk[u];
+                }
+            }
+        }
+    }
+}
+
+/* ---- finalize and prep -------------------------------------------------------------------- */
+
+__global__ void attn_finalize_kernel(int64_t rows, int64_t hd, float *__restrict__ o,
+                                     const float *__restrict__ m, const float *__restrict__ l,
+                                     float *__restrict__ lse)
+{
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    for (int64_t t = t0; t < rows * hd; t += stride) {
+        const float lv = l[t / hd];
+        o[t] = lv > 0.0f ? o[t] * (1.0f / lv) : 0.0f;
+    }
+    for (int64_t r = t0; r < rows; r += stride)
+        lse[r] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+}
+
+__global__ void attn_prep_kernel(int64_t rows, int64_t hd, const float *__restrict__ o,
+                                 const float *__restrict__ dout, float *__restrict__ d)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t wpb = blockDim.x / 32;
+    for (int64_t r = blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += gridDim.x * wpb) {
+        float s = 0.0f;
+        for (int64_t j = lane; j < hd; j += 32)
+            s += dout[r * hd + j] * o[r * hd + j];
+        for (int off = 16; off > 0; off >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0)
+            d[r] = s;
+    }
+}
+
+/* ---- launch helpers ----------------------------------------------------------------------- */
+
+/* opt in to more than 48 KiB of dynamic shared memory (host-side attribute, no sync) */
+template <typename Kernel>
+int allow_smem(Kernel kernel, size_t smem)
+{
+    if (smem <= 48 * 1024)
+        return 0;
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    return e == cudaSuccess ? 0 : -(int)e;
+}
+
+inline dim3 grid_for(int64_t tiles, int64_t nbh)
+{
+    return dim3((unsigned)tiles, (unsigned)(nbh > 65535 ? 65535 : nbh));
+}
+
+bool bad_sizes(int64_t nbh, int64_t tq, int64_t tk, int64_t hd)
+{
+    return nbh < 0 || tq < 0 || tk < 0 || hd < 0 || hd > NNT_CUDA_ATTN_MAX_HD ||
+           (tq + kBR - 1) / kBR > 0x7fffffff || (tk + kBC - 1) / kBC > 0x7fffffff;
+}
+
+template <int HDMAX>
+int fwd_launch(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
+               float scale, const float *q, const float *k, const float *v, float *o_acc,
+               float *m, float *l, cudaStream_t stream)
+{
+    const int pitch = pitch_for(hd);
+    const size_t smem = sizeof(float) * ((size_t)(kBR + 2 * kBC) * pitch + kBR * (kBC + 1));
+    const dim3 grid = grid_for((tq + kBR - 1) / kBR, nbh);
+    int ret = allow_smem(attn_fwd_kernel<HDMAX>, smem);
+    if (ret)
+        return ret;
+    attn_fwd_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(nbh, tq, tk, hd, q_pos0, k_pos0,
+                                                            scale, q, k, v, o_acc, m, l);
+    return launch_status();
+}
+
+template <int HDMAX>
+int bwd_launch(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
+               float scale, const float *q, const float *k, const float *v, const float *dout,
+               const float *lse, const float *d, float *dq, float *dk, float *dv,
+               cudaStream_t stream)
+{
+    const int pitch = pitch_for(hd);
+    /* dq */
+    size_t smem = sizeof(float) * ((size_t)(2 * kBR + 2 * kBC) * pitch + kBR * (kBC + 1));
+    dim3 grid = grid_for((tq + kBR - 1) / kBR, nbh);
+    int ret = allow_smem(attn_bwd_dq_kernel<HDMAX>, smem);
+    if (ret)
+        return ret;
+    attn_bwd_dq_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
+        nbh, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq);
+    ret = launch_status();
+    if (ret)
+        return ret;
+    /* dk, dv */
+    smem = sizeof(float) *
+           ((size_t)(2 * kBR + 2 * kBC) * pitch + 2 * kBC * (kBR + 1) + 2 * kBR);
+    grid = grid_for((tk + kBC - 1) / kBC, nbh);
+    ret = allow_smem(attn_bwd_dkdv_kernel<HDMAX>, smem);
+    if (ret)
+        return ret;
+    attn_bwd_dkdv_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
+        nbh, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dk, dv);
+    return launch_status();
+}
+
+} /* namespace */
+
+extern "C" int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                           int64_t q_pos0, int64_t k_pos0, float scale,
+                                           const float *q, const float *k, const float *v,
+                                           float *o_acc, float *m, float *l,
+                                           cudaStream_t stream)
+{
+    if (bad_sizes(nbh, tq, tk, hd))
+        return -1;
+    if (nbh == 0 || tq == 0 || tk == 0 || hd == 0)
+        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
+    const int h = (int)hd;
+    if (h <= 64)
+        return fwd_launch<64>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
+                              stream);
+    if (h <= 128)
+        return fwd_launch<128>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
+                               stream);
+    return fwd_launch<256>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l, stream);
+}
+
+extern "C" int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
+                                              const float *m, const float *l, float *lse,
+                                              cudaStream_t stream)
+{
+    if (nbh < 0 || tq < 0 || hd < 0)
+        return -1;
+    const int64_t rows = nbh * tq;
+    if (rows == 0)
+        return 0;
+    int64_t work = rows * (hd > 1 ? hd : 1);
+    int64_t b = (work + 255) / 256;
+    if (b > (int64_t)1 << 19)
+        b = (int64_t)1 << 19;
+    attn_finalize_kernel<<<(unsigned)b, 256, 0, stream>>>(rows, hd, o, m, l, lse);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
+                                          const float *dout, float *d, cudaStream_t stream)
+{
+    if (nbh < 0 || tq < 0 || hd < 0)
+        return -1;
+    const int64_t rows = nbh * tq;
+    if (rows == 0)
+        return 0;
+    int64_t b = (rows + 7) / 8;
+    if (b > (int64_t)1 << 19)
+        b = (int64_t)1 << 19;
+    attn_prep_kernel<<<(unsigned)b, 256, 0, stream>>>(rows, hd, o, dout, d);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                           int64_t q_pos0, int64_t k_pos0, float scale,
+                                           const float *q, const float *k, const float *v,
+                                           const float *dout, const float *lse, const float *d,
+                                           float *dq, float *dk, float *dv, cudaStream_t stream)
+{
+    if (bad_sizes(nbh, tq, tk, hd))
+        return -1;
+    if (nbh == 0 || tq == 0 || tk == 0 || hd == 0)
+        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
+    const int h = (int)hd;
+    if (h <= 64)
+        return bwd_launch<64>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
+                              dk, dv, stream);
+    if (h <= 128)
+        return bwd_launch<128>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
+                               dk, dv, stream);
+    return bwd_launch<256>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq, dk,
+                           dv, stream);
+}

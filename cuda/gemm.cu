@@ -1,0 +1,201 @@
+/* nnt CUDA kernels: GEMM through cuBLAS / cuBLASLt.
+ *
+ * Row-major trick: a row-major (r, c) matrix with leading dimension ld is the column-major
+ * (c, r) matrix with the same ld, i.e. its transpose. So row-major C = op(A) op(B) is computed
+ * as column-major C^T = op(B)^T op(A)^T: pass B first, A second, and swap m and n. */
+#include "nnt_cuda.h"
+
+#include <limits.h>
+
+namespace {
+
+inline int launch_status(void)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : -(int)e;
+}
+
+inline int blas_status(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : -(int)s;
+}
+
+/* C = beta C (k == 0: no product to add); beta == 0 writes zeros without reading C. */
+__global__ void scale_c_kernel(int64_t m, int64_t n, float beta, float *c, int64_t ldc,
+                               int64_t stride_c, int64_t batch)
+{
+    int64_t per = m * n, total = per * batch;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t bi = t / per, r = t - bi * per;
+        int64_t i = r / n, j = r - i * n;
+        float *p = c + bi * stride_c + i * ldc + j;
+        *p = beta == 0.0f ? 0.0f : beta * *p;
+    }
+}
+
+} /* namespace */
+
+extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                 float alpha, const float *a, int64_t lda, int64_t stride_a,
+                                 const float *b, int64_t ldb, int64_t stride_b, float beta,
+                                 float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+                                 cublasHandle_t handle, cudaStream_t stream)
+{
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || !handle)
+        return -1;
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    if (k == 0) {
+        if (beta == 1.0f)
+            return 0;
+        int64_t total = m * n * batch;
+        int64_t blocks = (total + 255) / 256;
+        if (blocks > (int64_t)1 << 19)
+            blocks = (int64_t)1 << 19;
+        scale_c_kernel<<<(unsigned)blocks, 256, 0, stream>>>(m, n, beta, c, ldc, stride_c,
+                                                            batch);
+        return launch_status();
+    }
+    cublasStatus_t st = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return blas_status(st);
+    const cublasOperation_t opb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    /* column-major problem: (n x k) * (k x m) = (n x m), first operand B, second A */
+#if defined(CUBLAS_VER_MAJOR) && CUBLAS_VER_MAJOR >= 12
+    st = cublasSgemmStridedBatched_64(handle, opb, opa, n, m, k, &alpha, b, ldb, stride_b, a,
+                                      lda, stride_a, &beta, c, ldc, stride_c, batch);
+#else
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX || batch > INT_MAX)
+        return -1;
+    st = cublasSgemmStridedBatched(handle, opb, opa, (int)n, (int)m, (int)k, &alpha, b, (int)ldb,
+                                   stride_b, a, (int)lda, stride_a, &beta, c, (int)ldc,
+                                   stride_c, (int)batch);
+#endif
+    (void)stream; /* the handle is bound to the stream by the caller */
+    return blas_status(st);
+}
+
+namespace {
+
+/* One cuBLASLt matmul, column-major view: D (n x m, ld n) = opA(B) opB(A) [+ bias] with
+ * the given epilogue; aux (if any) gets the pre-activation with leading dimension n.
+ * Returns 0, a negated cublasStatus_t, or 1 when no algorithm / not supported (caller falls
+ * back).                                                                                    */
+int lt_matmul(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+              const float *a, int64_t lda, const float *b, int64_t ldb, const float *bias,
+              float *d, cublasLtEpilogue_t epi, float *aux, void *workspace,
+              size_t workspace_size, cudaStream_t stream)
+{
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t heur;
+    int nres = 0, ret = 0;
+    cublasStatus_t st;
+    const cublasOperation_t opa = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* Lt's A is our B */
+    const cublasOperation_t opb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* Lt's B is our A */
+    const float alpha = 1.0f, beta = 0.0f;
+    const int64_t ldd = n;
+    uint64_t rows, cols;
+
+#define LT_TRY(call)                                                                            \
+    do {                                                                                        \
+        st = (call);                                                                            \
+        if (st != CUBLAS_STATUS_SUCCESS) {                                                      \
+            ret = st == CUBLAS_STATUS_NOT_SUPPORTED ? 1 : -(int)st;                             \
+            goto done;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+    LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (bias)
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof(bias)));
+    if (aux) {
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                              sizeof(aux)));
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldd,
+                                              sizeof(ldd)));
+    }
+    /* stored (pre-op) shapes of the column-major views */
+    rows = (uint64_t)(trans_b ? k : n);
+    cols = (uint64_t)(trans_b ? n : k);
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, rows, cols, ldb));
+    rows = (uint64_t)(trans_a ? m : k);
+    cols = (uint64_t)(trans_a ? k : m);
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, rows, cols, lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, (uint64_t)n, (uint64_t)m, ldd));
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &workspace_size, sizeof(workspace_size)));
+    LT_TRY(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &nres));
+    if (nres < 1) {
+        ret = 1;
+        goto done;
+    }
+    LT_TRY(cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, d, ld, d, ld, &heur.algo,
+                          workspace, workspace_size, stream));
+#undef LT_TRY
+done:
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (ld)
+        cublasLtMatrixLayoutDestroy(ld);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+    return ret;
+}
+
+} /* namespace */
+
+extern "C" int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b,
+                                           int64_t m, int64_t n, int64_t k, const float *a,
+                                           int64_t lda, const float *b, int64_t ldb,
+                                           const float *bias, float *pre, float *out,
+                                           void *workspace, size_t workspace_size,
+                                           cudaStream_t stream)
+{
+    if (!lt || m < 0 || n < 0 || k < 0 || !pre || !out)
+        return -1;
+    if (m == 0 || n == 0)
+        return 0;
+    if (k == 0) {
+        /* no product: pre = bias (or 0), out = gelu(pre) */
+        cudaError_t e = cudaMemsetAsync(pre, 0, (size_t)(m * n) * sizeof(float), stream);
+        if (e != cudaSuccess)
+            return -(int)e;
+        return nnt_cuda_bias_gelu_f32(m, n, bias, pre, out, stream);
+    }
+    if (!workspace)
+        workspace_size = 0;
+
+    int ret = 1;
+    if (n % 8 == 0) { /* EPILOGUE_AUX_LD must be a multiple of 8 */
+        cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        ret = lt_matmul(lt, trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, out, epi, pre,
+                        workspace, workspace_size, stream);
+        if (ret == 0)
+            return 0;
+        /* any refusal of the fused epilogue (no algorithm, unsupported, invalid alignment)
+         * is reported synchronously before anything runs: fall back to the unfused path */
+    }
+    /* fallback: pre = op(A) op(B) (+ bias) by cuBLASLt, then out = gelu(pre) */
+    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    ret = lt_matmul(lt, trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, pre, epi, NULL,
+                    workspace, workspace_size, stream);
+    if (ret > 0)
+        return -(int)CUBLAS_STATUS_NOT_SUPPORTED;
+    if (ret < 0)
+        return ret;
+    return nnt_cuda_bias_gelu_f32(m, n, NULL, pre, out, stream);
+}

@@ -1,0 +1,199 @@
+/* nnt CUDA kernels: the twins of cpu/nnt_cpu.h on device pointers.
+ *
+ * Every nnt_cpu_X in cpu/nnt_cpu.h has a twin nnt_cuda_X here with the same arguments, in the
+ * same order and with the same semantics ("set" outputs overwritten, "+=" outputs accumulated,
+ * same shapes, leading dimensions and strides in elements), plus:
+ *   - every pointer argument to tensor data is a DEVICE pointer (shape / stride arrays such as
+ *     copy_box's shape[] and fill_random's global_shape[] stay HOST arrays, as on the CPU);
+ *   - a trailing cudaStream_t stream: all work is enqueued asynchronously on that stream;
+ *   - GEMM additionally takes a cublasHandle_t before the stream. The caller has already bound
+ *     the handle to the stream (cublasSetStream); the wrapper sets the handle's pointer mode to
+ *     host (alpha and beta are host values) and leaves its math mode alone (so TF32 is used only
+ *     if the caller enabled it on the handle or through NVIDIA_TF32_OVERRIDE).
+ *
+ * Return value: 0 on success; on a launch or library error the negated cudaError_t or
+ * cublasStatus_t value, or -1 for invalid / unsupported arguments (for example head_dim > 256
+ * in attention, ndim outside 1..8, or a size that does not fit the library's integer type).
+ * Errors of kernels that fail while running asynchronously surface later on the stream, as
+ * with any CUDA call. No function aborts, exits, synchronises the host or allocates memory.
+ *
+ * Determinism: every kernel is deterministic (no floating-point atomics): reductions use a fixed
+ * order per launch configuration, and embedding_scatter_add adds the tokens of each table row
+ * in increasing token order, exactly as the CPU kernel does (so it is bit-identical to it).
+ * fill_random_f32 reproduces the CPU values bit for bit (same integer hash, same double math,
+ * no FMA contraction; see the comment in cpu/nnt_cpu.h and cuda/random.cu). Where it costs
+ * nothing the float kernels round every operation as the CPU code does (__fmul_rn etc., no
+ * FMA contraction): fill, scale, axpby, add_bcast, copy_box, embedding, the optimizer steps
+ * and the LayerNorm output formula give the CPU's bits when the CPU build does not contract
+ * either; kernels using expf/logf/tanh or reordered sums agree to rounding only.
+ *
+ * This header is plain C99 and C++ (extern "C").
+ */
+#ifndef NNT_CUDA_H
+#define NNT_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest number of dimensions accepted by copy_box and fill_random. */
+#define NNT_CUDA_MAX_NDIM 8
+/* Largest head dimension accepted by the attention kernels (larger: return -1). */
+#define NNT_CUDA_ATTN_MAX_HD 256
+
+/* ---- elementwise, n contiguous elements (cuda/elementwise.cu) ---------------------------- */
+
+/* x[i] = value */
+int nnt_cuda_fill_f32(int64_t n, float value, float *x, cudaStream_t stream);
+/* x[i] *= alpha */
+int nnt_cuda_scale_f32(int64_t n, float alpha, float *x, cudaStream_t stream);
+/* y[i] = alpha * x[i] + beta * y[i]   (beta == 0: y is not read) */
+int nnt_cuda_axpby_f32(int64_t n, float alpha, const float *x, float beta, float *y,
+                       cudaStream_t stream);
+/* y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated like the CPU kernel as
+ * x sigmoid(2u) (full relative accuracy for x << 0)                                  y set */
+int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stream);
+/* dx[i] = dy[i] * gelu'(x[i])                                                        dx set */
+int nnt_cuda_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
+                          cudaStream_t stream);
+
+/* ---- copies between layouts (cuda/copy.cu) -------------------------------------------------
+ * shape, src_stride, dst_stride are HOST arrays of ndim (1..8) entries; src, dst device.
+ * Any elsize is accepted; contiguous runs are merged and copied in 16/8/4/2/1-byte words.   */
+int nnt_cuda_copy_box(int ndim, const int64_t *shape, size_t elsize,
+                      const void *src, const int64_t *src_stride,
+                      void *dst, const int64_t *dst_stride, cudaStream_t stream);
+
+/* ---- broadcast add and its reduction -------------------------------------------------------- */
+
+/* y[o, i] += x[i]; y (outer, inner), leading dim ldy            (cuda/elementwise.cu)     */
+int nnt_cuda_add_bcast_f32(int64_t outer, int64_t inner, const float *x, float *y, int64_t ldy,
+                           cudaStream_t stream);
+/* acc[i] += sum_o y[o, i]  (double per column)                  (cuda/reduce.cu)       += */
+int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t ldy,
+                           float *acc, cudaStream_t stream);
+
+/* ---- GEMM (cuda/gemm.cu) ---------------------------------------------------------------------
+ * Row-major C = alpha op(A) op(B) + beta C for batch matrices, via cublasSgemmStridedBatched on
+ * the transposed problem C^T = op(B)^T op(A)^T (column-major). beta == 0: C is not read.
+ * k == 0: C = beta C (C zeroed when beta == 0).                                               */
+int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, int64_t stride_a,
+                      const float *b, int64_t ldb, int64_t stride_b, float beta,
+                      float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+                      cublasHandle_t handle, cudaStream_t stream);
+
+/* pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]);
+ * pre, out (m, n) with leading dim n                            (cuda/elementwise.cu)     */
+int nnt_cuda_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out,
+                           cudaStream_t stream);
+
+/* Fused linear layer + GELU with cuBLASLt (cuda/gemm.cu), no CPU twin:
+ *   pre = op(A) op(B) + bias   (row-major (m, n), leading dim n; bias (n) over columns)  set
+ *   out = gelu_tanh(pre)       (row-major (m, n), leading dim n)                        set
+ * op(A) is (m, k) with leading dim lda, op(B) is (k, n) with leading dim ldb, as for gemm.
+ * Uses cublasLtMatmul with epilogue CUBLASLT_EPILOGUE_GELU_AUX_BIAS (out as D, pre as the
+ * "pre-GELU" auxiliary output, EPILOGUE_AUX_POINTER / EPILOGUE_AUX_LD = n), or
+ * CUBLASLT_EPILOGUE_GELU_AUX when bias == NULL (then pre = op(A) op(B)).
+ * cuBLASLt's GELU is the tanh approximation, as in GPT-2 and nnt_cpu_gelu_fwd_f32, but it is
+ * computed with cuBLASLt's own fast math: expect agreement to ~1e-6 relative, not bit-exactly.
+ * cuBLASLt requires the auxiliary leading dimension to be a multiple of 8 and may find no
+ * fused algorithm for some shapes or alignments: then the function computes pre with a plain
+ * cuBLASLt matmul (bias epilogue) and out with the GELU kernel, i.e. the same result unfused.
+ * workspace (device, may be NULL when workspace_size == 0) is cuBLASLt scratch; 32 MiB is
+ * plenty on Hopper. The cuBLASLt handle has no stream: the work runs on `stream`.             */
+int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m,
+                                int64_t n, int64_t k, const float *a, int64_t lda,
+                                const float *b, int64_t ldb, const float *bias, float *pre,
+                                float *out, void *workspace, size_t workspace_size,
+                                cudaStream_t stream);
+
+/* ---- LayerNorm over the last dimension (cuda/layernorm.cu) -------------------------------------
+ * One warp per row, statistics in double (two passes). gamma == NULL means 1, beta == NULL 0;
+ * in backward dgamma / dbeta may be NULL (not accumulated).                                   */
+/* y = (x - mean) * rstd * gamma + beta; mean, rstd (rows) set                                */
+int nnt_cuda_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
+                               const float *gamma, const float *beta, float *y,
+                               float *mean, float *rstd, cudaStream_t stream);
+/* dx set; dgamma, dbeta (n) += (column sums in double, fixed order)                         */
+int nnt_cuda_layernorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
+                               const float *gamma, const float *mean, const float *rstd,
+                               float *dx, float *dgamma, float *dbeta, cudaStream_t stream);
+
+/* ---- causal attention, flash style (cuda/attention.cu) -----------------------------------------
+ * Same layout and state conventions as the CPU kernels: q, o (nbh, tq, hd); k, v (nbh, tk, hd);
+ * m, l, lse, d (nbh * tq). hd <= NNT_CUDA_ATTN_MAX_HD (256), else -1.                         */
+int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale,
+                                const float *q, const float *k, const float *v,
+                                float *o_acc, float *m, float *l, cudaStream_t stream);
+/* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
+int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
+                                   const float *m, const float *l, float *lse,
+                                   cudaStream_t stream);
+/* d[r] = sum_j dout[r, j] * o[r, j]                                                      set */
+int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
+                               const float *dout, float *d, cudaStream_t stream);
+/* dv += p^T dout; ds = p (dout v^T - d); dq += scale ds k; dk += scale ds^T q            += */
+int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale,
+                                const float *q, const float *k, const float *v,
+                                const float *dout, const float *lse, const float *d,
+                                float *dq, float *dk, float *dv, cudaStream_t stream);
+
+/* ---- softmax cross-entropy (cuda/xent.cu) ------------------------------------------------------ */
+int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
+                                int64_t ld, const int32_t *targets, float *m, float *s,
+                                float *tgt, cudaStream_t stream);
+int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
+                           const float *m, const float *s, const float *tgt, float *loss,
+                           cudaStream_t stream);
+int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
+                                int64_t ld, const int32_t *targets, int32_t ignore_index,
+                                const float *m, const float *s, float scale, float *dlogits,
+                                cudaStream_t stream);
+
+/* ---- embedding (cuda/embedding.cu) ---------------------------------------------------------------- */
+int nnt_cuda_embedding_gather_f32(int64_t ntok, int64_t nc, const int32_t *tok, int64_t v0,
+                                  int64_t nv, const float *table, int64_t ldt, float *out,
+                                  int64_t ldo, cudaStream_t stream);
+/* Deterministic: each thread owns one (column, class of table rows) and adds that class's
+ * tokens in increasing order; no atomics. Bit-identical to the CPU kernel.                  += */
+int nnt_cuda_embedding_scatter_add_f32(int64_t ntok, int64_t nc, const int32_t *tok,
+                                       int64_t v0, int64_t nv, const float *dout, int64_t ldo,
+                                       float *dtable, int64_t ldt, cudaStream_t stream);
+
+/* ---- reductions (cuda/reduce.cu) ------------------------------------------------------------------
+ * acc[0] += sum_i x[i]^2: one block, per-thread double partial sums then a fixed-order block
+ * reduction (deterministic, no scratch memory needed).                                     += */
+int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, cudaStream_t stream);
+
+/* ---- optimizer steps (cuda/optim.cu) ------------------------------------------------------------ */
+int nnt_cuda_adam_step_f32(int64_t n, int decoupled, float lr, float beta1, float beta2,
+                           float eps, float weight_decay, float bc1, float bc2, float grad_scale,
+                           const float *g, float *p, float *m, float *v, cudaStream_t stream);
+int nnt_cuda_sgd_step_f32(int64_t n, float lr, float momentum, float weight_decay,
+                          float grad_scale, int first_step, const float *g, float *p,
+                          float *buf, cudaStream_t stream);
+
+/* ---- deterministic random fill (cuda/random.cu) ---------------------------------------------------
+ * global_shape, tile_origin, tile_shape are HOST arrays of ndim (1..8) entries; out device.
+ * Bit-identical to nnt_cpu_fill_random_f32 (double math on the device, no FMA contraction;
+ * log and cos come from CUDA's libdevice instead of the C library, both faithful to ~1 ulp of
+ * double, so a float result could in principle differ in its last bit when the double value
+ * lies within ~1e-16 relative of a float rounding boundary: odds ~1e-8 per normal sample).   */
+int nnt_cuda_fill_random_f32(int ndim, const int64_t *global_shape, const int64_t *tile_origin,
+                             const int64_t *tile_shape, uint64_t seed, int dist, float a,
+                             float b, float *out, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNT_CUDA_H */

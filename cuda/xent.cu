@@ -1,0 +1,160 @@
+/* nnt CUDA kernels: softmax cross-entropy with the vocabulary split over blocks.
+ * Forward block: one thread block per row, online log-sum-exp per thread, then a fixed-order
+ * (max, sum) combination across the block, merged into the running (m, s) of the row. */
+#include "nnt_cuda.h"
+
+#include <math.h>
+
+namespace {
+
+const int kThreads = 256;
+
+inline int launch_status(void)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : -(int)e;
+}
+
+inline unsigned row_grid(int64_t rows)
+{
+    return (unsigned)(rows > 65535 * 16 ? 65535 * 16 : rows);
+}
+
+/* merge (m2, s2) into (m1, s1): both are (max, sum exp(x - max)); (-inf, 0) is empty */
+__device__ __forceinline__ void lse_merge(float &m1, float &s1, float m2, float s2)
+{
+    const float mx = fmaxf(m1, m2);
+    if (mx == -INFINITY) {
+        m1 = mx;
+        s1 = 0.0f;
+        return;
+    }
+    s1 = s1 * expf(m1 - mx) + s2 * expf(m2 - mx);
+    m1 = mx;
+}
+
+__global__ void xent_fwd_kernel(int64_t rows, int64_t nv, int64_t v0,
+                                const float *__restrict__ logits, int64_t ld,
+                                const int32_t *__restrict__ targets, float *__restrict__ m,
+                                float *__restrict__ s, float *__restrict__ tgt)
+{
+    __shared__ float sm[kThreads / 32], ss[kThreads / 32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *row = logits + r * ld;
+        float mt = -INFINITY, st = 0.0f;
+        for (int64_t j = tid; j < nv; j += kThreads) {
+            const float x = row[j];
+            if (x > mt) {
+                st = st * expf(mt - x) + 1.0f; /* mt == -inf: 0 * 0 + 1 */
+                mt = x;
+            } else if (mt != -INFINITY) {
+                st += expf(x - mt);
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            float mo = __shfl_xor_sync(0xffffffffu, mt, off);
+            float so = __shfl_xor_sync(0xffffffffu, st, off);
+            lse_merge(mt, st, mo, so);
+        }
+        if (lane == 0) {
+            sm[warp] = mt;
+            ss[warp] = st;
+        }
+        __syncthreads();
+        if (tid == 0) {
+            float bm = sm[0], bs = ss[0];
+            for (int w = 1; w < kThreads / 32; ++w)
+                lse_merge(bm, bs, sm[w], ss[w]);
+            float rm = m[r], rs = s[r];
+            lse_merge(rm, rs, bm, bs);
+            m[r] = rm;
+            s[r] = rs;
+            const int64_t t = targets[r];
+            if (t >= v0 && t < v0 + nv)
+                tgt[r] = row[t - v0];
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void xent_loss_kernel(int64_t rows, const int32_t *__restrict__ targets,
+                                 int32_t ignore_index, const float *__restrict__ m,
+                                 const float *__restrict__ s, const float *__restrict__ tgt,
+                                 float *__restrict__ loss)
+{
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
+         r += (int64_t)gridDim.x * blockDim.x)
+        loss[r] = targets[r] == ignore_index ? 0.0f : (m[r] - tgt[r]) + logf(s[r]);
+}
+
+__global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
+                                const float *__restrict__ logits, int64_t ld,
+                                const int32_t *__restrict__ targets, int32_t ignore_index,
+                                const float *__restrict__ m, const float *__restrict__ s,
+                                float scale, float *__restrict__ dlogits)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int32_t t = targets[r];
+        float *drow = dlogits + r * ld;
+        if (t == ignore_index) {
+            for (int64_t j = threadIdx.x; j < nv; j += blockDim.x)
+                drow[j] = 0.0f;
+            continue;
+        }
+        const float *row = logits + r * ld;
+        const float mr = m[r], c = scale / s[r];
+        const int64_t jt = (int64_t)t - v0;
+        for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+            const float g = c * expf(row[j] - mr);
+            drow[j] = j == jt ? g - scale : g;
+        }
+    }
+}
+
+} /* namespace */
+
+extern "C" int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
+                                           const float *logits, int64_t ld,
+                                           const int32_t *targets, float *m, float *s,
+                                           float *tgt, cudaStream_t stream)
+{
+    if (rows < 0 || nv < 0)
+        return -1;
+    if (rows == 0 || nv == 0)
+        return 0;
+    xent_fwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(rows, nv, v0, logits, ld, targets, m,
+                                                             s, tgt);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets,
+                                      int32_t ignore_index, const float *m, const float *s,
+                                      const float *tgt, float *loss, cudaStream_t stream)
+{
+    if (rows < 0)
+        return -1;
+    if (rows == 0)
+        return 0;
+    int64_t b = (rows + kThreads - 1) / kThreads;
+    if (b > (int64_t)1 << 19)
+        b = (int64_t)1 << 19;
+    xent_loss_kernel<<<(unsigned)b, kThreads, 0, stream>>>(rows, targets, ignore_index, m, s, tgt,
+                                                           loss);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
+                                           const float *logits, int64_t ld,
+                                           const int32_t *targets, int32_t ignore_index,
+                                           const float *m, const float *s, float scale,
+                                           float *dlogits, cudaStream_t stream)
+{
+    if (rows < 0 || nv < 0)
+        return -1;
+    if (rows == 0 || nv == 0)
+        return 0;
+    xent_bwd_kernel<<<row_grid(rows), kThreads, 0, stream>>>(rows, nv, v0, logits, ld, targets,
+                                                             ignore_index, m, s, scale, dlogits);
+    return launch_status();
+}
