@@ -23,6 +23,67 @@ void nnt_task_error(const char *codelet, const char *fmt, ...)
     __atomic_store_n(&task_failed, 1, __ATOMIC_SEQ_CST);
 }
 
+#ifdef NNT_CUDA_CODELETS
+/* Per CUDA worker: a cuBLASLt handle and a workspace for fused GEMM epilogues. */
+#define NNT_LT_WORKSPACE (32u << 20)
+static struct {
+    cublasLtHandle_t handle;
+    void *workspace;
+} cuda_lt[STARPU_NMAXWORKERS];
+
+static void lt_init_worker(void *arg)
+{
+    (void)arg;
+    int w = starpu_worker_get_id();
+    if (cublasLtCreate(&cuda_lt[w].handle) != CUBLAS_STATUS_SUCCESS)
+        cuda_lt[w].handle = NULL;
+    if (cudaMalloc(&cuda_lt[w].workspace, NNT_LT_WORKSPACE) != cudaSuccess)
+        cuda_lt[w].workspace = NULL;
+}
+
+static void lt_free_worker(void *arg)
+{
+    (void)arg;
+    int w = starpu_worker_get_id();
+    if (cuda_lt[w].handle)
+        cublasLtDestroy(cuda_lt[w].handle);
+    if (cuda_lt[w].workspace)
+        cudaFree(cuda_lt[w].workspace);
+    cuda_lt[w].handle = NULL;
+    cuda_lt[w].workspace = NULL;
+}
+
+int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size)
+{
+    int w = starpu_worker_get_id();
+    if (w < 0 || !cuda_lt[w].handle || !cuda_lt[w].workspace)
+        return -1;
+    *handle = cuda_lt[w].handle;
+    *workspace = cuda_lt[w].workspace;
+    *workspace_size = NNT_LT_WORKSPACE;
+    return 0;
+}
+
+static void start_cuda_libraries(void)
+{
+    if (starpu_cuda_worker_get_count() == 0)
+        return;
+    starpu_cublas_init();
+    starpu_execute_on_each_worker(lt_init_worker, NULL, STARPU_CUDA);
+}
+
+static void stop_cuda_libraries(void)
+{
+    if (starpu_cuda_worker_get_count() == 0)
+        return;
+    starpu_execute_on_each_worker(lt_free_worker, NULL, STARPU_CUDA);
+    starpu_cublas_shutdown();
+}
+#else
+static void start_cuda_libraries(void) {}
+static void stop_cuda_libraries(void) {}
+#endif
+
 int nnt_ctx_options_init(nnt_ctx_options *opts)
 {
     static const nnt_ctx_options defaults = NNT_CTX_OPTIONS_INIT;
@@ -245,11 +306,13 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->magic = NNT_CTX_MAGIC;
     ctx->disk_node = -1;
     pthread_mutex_init(&ctx->lock, NULL);
+    start_cuda_libraries();
     ctx->ncpus = (int)starpu_cpu_worker_get_count();
     ctx->ncuda = (int)starpu_cuda_worker_get_count();
     struct starpu_sched_policy *policy = starpu_sched_ctx_get_sched_policy(0);
     ctx->sched = policy && policy->policy_name ? policy->policy_name : "unknown";
     if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
+        stop_cuda_libraries();
         starpu_shutdown();
         pthread_mutex_destroy(&ctx->lock);
         pthread_mutex_unlock(&live_lock);
@@ -319,6 +382,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     pthread_mutex_lock(&live_lock);
     live_ctx = NULL;
     pthread_mutex_unlock(&live_lock);
+    stop_cuda_libraries();
     starpu_shutdown();
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;

@@ -14,6 +14,7 @@
 #if defined(NNT_HAVE_CUDA) && defined(STARPU_USE_CUDA)
 #define NNT_CUDA_CODELETS 1
 #include "nnt_cuda.h"
+#include <starpu_cublas_v2.h>
 #endif
 
 #if defined(__GNUC__)
@@ -73,6 +74,11 @@ void nnt_task_error(const char *codelet, const char *fmt, ...) NNT_PRINTF(2, 3);
 
 /* ---- context (lib/ctx.c) ------------------------------------------------------------ */
 
+#ifdef NNT_CUDA_CODELETS
+/* The calling CUDA worker's cuBLASLt handle and workspace (created at context start). */
+int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size);
+#endif
+
 /* 0 if ctx is the live context, else a failure (recorded) naming the function. */
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
 void nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t);
@@ -91,16 +97,63 @@ void nnt_tensor_tile_coord(const nnt_tensor *t, int64_t linear, int64_t *coord);
 void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *origin,
                          int64_t *shape);
 
-/* ---- codelets (lib/codelets/) -------------------------------------------------------- */
+/* ---- codelets (lib/codelets/) -------------------------------------------------------- *
+ * A codelet file defines its starpu_codelet(s) with .nbuffers = STARPU_VARIABLE_NBUFFERS,
+ * a history-based perf model, CPU functions calling cpu/ kernels and, under
+ * NNT_CUDA_CODELETS, CUDA functions calling cuda/ kernels on starpu_cuda_get_local_stream()
+ * (flag STARPU_CUDA_ASYNC). Its nnt_insert_X() packs the tile sizes into an argument block
+ * and calls nnt_submit(). Task bodies report failures with nnt_task_error().            */
 
-/* Submit cl with one handle (W) and an argument block copied into the task; maps StarPU's
- * errors to NNT_E_*. */
-int nnt_submit_1(nnt_tensor *t, struct starpu_codelet *cl, starpu_data_handle_t h,
-                 const void *args, size_t args_size);
+/* Submit a task of cl on nbuf (handle, mode) pairs (any number: StarPU's dynamic handles
+ * beyond STARPU_NMAXBUFS) with a copy of args; maps StarPU's errors to NNT_E_*. */
+int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
+               const struct starpu_data_descr *bufs, const void *args, size_t args_size);
 
 int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value);
+
+/* One strided box of a copy task (lib/codelets/copy.c): shape in destination dimension
+ * order, element strides and offsets in the source tile (buffer 1 + src) and in the
+ * destination tile. */
+typedef struct nnt_copy_box {
+    int64_t shape[NNT_MAX_DIMS];
+    int64_t src_stride[NNT_MAX_DIMS];
+    int64_t dst_stride[NNT_MAX_DIMS];
+    int64_t src_offset, dst_offset;
+    int src;
+} nnt_copy_box;
+int nnt_insert_copy(nnt_ctx *ctx, starpu_data_handle_t dst, enum starpu_data_access_mode mode,
+                    int nsrc, const starpu_data_handle_t *src, int ndim, size_t elsize,
+                    int nbox, const nnt_copy_box *boxes);
 int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t *origin,
                            const int64_t *tile_shape, uint64_t seed, int dist, float a,
                            float b);
+
+/* ---- helpers for tensor operations (lib/ops/common.c) --------------------------------- */
+
+/* Number of elements of a box. */
+int64_t nnt_box_numel(int ndim, const int64_t *shape);
+/* Linear tile index of a grid coordinate. */
+int64_t nnt_tensor_tile_index(const nnt_tensor *t, const int64_t *coord);
+/* Shape of the tile at linear index i. */
+void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape);
+/* NNT_E_SHAPE (recorded, naming fn and the roles) unless a and b have equal shapes and
+ * tilings; also checks that both are usable. */
+int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *a,
+                          const char *role_b, const nnt_tensor *b);
+/* NNT_E_SHAPE unless t's dtype is dtype. */
+int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype);
+/* NNT_E_SHAPE unless dims [a0, a0+n) of a equal dims [b0, b0+n) of b in size and tile. */
+int nnt_check_dims(const char *fn, const char *role_a, const nnt_tensor *a, int a0,
+                   const char *role_b, const nnt_tensor *b, int b0, int n);
+/* An internal temporary tensor in t's context (not visible to the user). */
+int nnt_temp_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                    const int64_t *tile, nnt_tensor **out);
+/* Release a temporary without waiting: its tiles are freed once their tasks are done. */
+void nnt_temp_release(nnt_tensor *t);
+/* A temporary with src's shape and dtype but the given tiling, holding a copy of src
+ * (nnt_tensor_copy): how an op retiles an input whose tiling does not fit it. */
+int nnt_retile_temp(nnt_tensor *src, const int64_t *tile, nnt_tensor **out);
+/* Mark t as written (after its producing tasks were submitted). */
+static inline void nnt_tensor_mark_written(nnt_tensor *t) { t->written = 1; }
 
 #endif /* NNT_INTERNAL_H */

@@ -86,14 +86,6 @@ void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *ori
     }
 }
 
-static int64_t box_numel(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    return n;
-}
-
 /* Register every tile lazily: home node -1, StarPU allocates on first write. */
 static void register_tiles(nnt_tensor *t)
 {
@@ -102,7 +94,7 @@ static void register_tiles(nnt_tensor *t)
         nnt_tensor_tile_coord(t, i, coord);
         nnt_tensor_tile_box(t, coord, origin, shape);
         starpu_vector_data_register(&t->tiles[i].handle, -1, 0,
-                                    (uint32_t)box_numel(t->ndim, shape), t->elsize);
+                                    (uint32_t)nnt_box_numel(t->ndim, shape), t->elsize);
         t->tiles[i].owner = 0;
     }
 }
@@ -222,7 +214,7 @@ int nnt_tensor_numel(const nnt_tensor *t, int64_t *numel)
 {
     int rc = check_query(t, numel, "nnt_tensor_numel");
     if (rc == 0)
-        *numel = box_numel(t->ndim, t->shape);
+        *numel = nnt_box_numel(t->ndim, t->shape);
     return rc;
 }
 
@@ -254,7 +246,7 @@ static int check_host_copy(const nnt_tensor *t, const void *buf, size_t bytes, i
         return rc;
     if (!buf)
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: host buffer is NULL", fn);
-    uint64_t want = (uint64_t)box_numel(t->ndim, t->shape) * t->elsize;
+    uint64_t want = (uint64_t)nnt_box_numel(t->ndim, t->shape) * t->elsize;
     if ((uint64_t)bytes != want)
         return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: buffer has %zu bytes, the tensor %llu", fn,
                         bytes, (unsigned long long)want);

@@ -81,16 +81,14 @@ static struct starpu_codelet fill_f32_cl = {
     .name = "nnt_fill_f32",
     .cpu_funcs = {fill_f32_cpu},
     NNT_CUDA_FUNCS(fill_f32_cuda)
-    .nbuffers = 1,
-    .modes = {STARPU_W},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_f32_model,
 };
 
 static struct starpu_codelet fill_i32_cl = {
     .name = "nnt_fill_i32",
     .cpu_funcs = {fill_i32_cpu},
-    .nbuffers = 1,
-    .modes = {STARPU_W},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_i32_model,
 };
 
@@ -98,16 +96,16 @@ static struct starpu_codelet fill_random_cl = {
     .name = "nnt_fill_random",
     .cpu_funcs = {fill_random_cpu},
     NNT_CUDA_FUNCS(fill_random_cuda)
-    .nbuffers = 1,
-    .modes = {STARPU_W},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_random_model,
 };
 
 int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value)
 {
     struct fill_args args = {value};
-    return nnt_submit_1(t, t->dtype == NNT_INT32 ? &fill_i32_cl : &fill_f32_cl, h, &args,
-                        sizeof args);
+    struct starpu_data_descr buf = {h, STARPU_W};
+    return nnt_submit(t->ctx, t->dtype == NNT_INT32 ? &fill_i32_cl : &fill_f32_cl, 1, &buf,
+                      &args, sizeof args);
 }
 
 int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t *origin,
@@ -124,5 +122,6 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
     memcpy(args.global_shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
     memcpy(args.origin, origin, (size_t)t->ndim * sizeof *origin);
     memcpy(args.shape, tile_shape, (size_t)t->ndim * sizeof *tile_shape);
-    return nnt_submit_1(t, &fill_random_cl, h, &args, sizeof args);
+    struct starpu_data_descr buf = {h, STARPU_W};
+    return nnt_submit(t->ctx, &fill_random_cl, 1, &buf, &args, sizeof args);
 }

@@ -1,0 +1,107 @@
+/* Helpers shared by the tensor operations: tile geometry, layout checks, temporaries. */
+#include "../internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int64_t nnt_box_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    return n;
+}
+
+int64_t nnt_tensor_tile_index(const nnt_tensor *t, const int64_t *coord)
+{
+    int64_t i = 0;
+    for (int d = 0; d < t->ndim; d++)
+        i = i * t->grid[d] + coord[d];
+    return i;
+}
+
+void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape)
+{
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(t, i, coord);
+    nnt_tensor_tile_box(t, coord, origin, shape);
+}
+
+/* "(4, 5, 6) in tiles of (2, 5, 3)" into buf. */
+static const char *layout_str(const nnt_tensor *t, char *buf, size_t size)
+{
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const int64_t *v = pass ? t->tile : t->shape;
+        n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s(", pass ? " in tiles of " : "");
+        for (int d = 0; d < t->ndim; d++)
+            n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%lld", d ? ", " : "",
+                                  (long long)v[d]);
+        n += (size_t)snprintf(buf + n, n < size ? size - n : 0, ")");
+    }
+    return buf;
+}
+
+int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *a,
+                          const char *role_b, const nnt_tensor *b)
+{
+    int rc = nnt_tensor_check(a, fn);
+    if (rc == 0)
+        rc = nnt_tensor_check(b, fn);
+    if (rc)
+        return rc;
+    if (a->ndim != b->ndim)
+        return nnt_fail(a->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions, %s has %d", fn, role_a,
+                        a->ndim, role_b, b->ndim);
+    return nnt_check_dims(fn, role_a, a, 0, role_b, b, 0, a->ndim);
+}
+
+int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype)
+{
+    if (t->dtype == dtype)
+        return NNT_OK;
+    return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must be %s", fn, role,
+                    dtype == NNT_INT32 ? "NNT_INT32" : "NNT_FP32");
+}
+
+int nnt_check_dims(const char *fn, const char *role_a, const nnt_tensor *a, int a0,
+                   const char *role_b, const nnt_tensor *b, int b0, int n)
+{
+    char la[256], lb[256];
+    if (a0 < 0 || b0 < 0 || a0 + n > a->ndim || b0 + n > b->ndim)
+        return nnt_fail(a->ctx, NNT_E_SHAPE, "%s: %s %s and %s %s have too few dimensions", fn,
+                        role_a, layout_str(a, la, sizeof la), role_b, layout_str(b, lb, sizeof lb));
+    for (int d = 0; d < n; d++) {
+        if (a->shape[a0 + d] != b->shape[b0 + d])
+            return nnt_fail(a->ctx, NNT_E_SHAPE, "%s: dimension %d of %s %s differs from "
+                            "dimension %d of %s %s", fn, a0 + d, role_a,
+                            layout_str(a, la, sizeof la), b0 + d, role_b,
+                            layout_str(b, lb, sizeof lb));
+        if (a->tile[a0 + d] != b->tile[b0 + d])
+            return nnt_fail(a->ctx, NNT_E_SHAPE, "%s: the tiling of dimension %d of %s %s "
+                            "differs from dimension %d of %s %s (retile with nnt_tensor_copy)",
+                            fn, a0 + d, role_a, layout_str(a, la, sizeof la), b0 + d, role_b,
+                            layout_str(b, lb, sizeof lb));
+    }
+    return NNT_OK;
+}
+
+int nnt_temp_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                    const int64_t *tile, nnt_tensor **out)
+{
+    return nnt_tensor_create(ctx, dtype, ndim, shape, tile, out);
+}
+
+void nnt_temp_release(nnt_tensor *t)
+{
+    if (!t)
+        return;
+    if (t->ctx) {
+        nnt_ctx_remove_tensor(t->ctx, t);
+        for (int64_t i = 0; i < t->ntiles; i++)
+            starpu_data_unregister_submit(t->tiles[i].handle);
+    }
+    free(t->tiles);
+    t->magic = 0;
+    free(t);
+}
