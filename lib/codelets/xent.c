@@ -1,0 +1,173 @@
+/* Codelets of softmax cross-entropy with the vocabulary split over tiles. A logits tile is
+ * (rows, nv) holding vocabulary ids [v0, v0 + nv); targets, m, s, tgt, loss and lse tiles
+ * are (rows). Sizes come from the buffers. */
+#include "../internal.h"
+#include "nnt_cpu.h"
+
+#include <math.h>
+
+struct xent_args {
+    int64_t v0;            /* first vocabulary id of the logits tile                  */
+    int32_t ignore_index;
+    float scale;
+    int init;              /* forward block: m, s, tgt only written (first vocab tile) */
+    int in_place;          /* backward block: dlogits is the logits buffer            */
+};
+
+#define P(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
+#define CP(i) ((const float *)STARPU_VECTOR_GET_PTR(buffers[i]))
+#define TARGETS(i) ((const int32_t *)STARPU_VECTOR_GET_PTR(buffers[i]))
+
+/* buffers: logits (rows, nv) R, targets (rows) R, m, s, tgt (rows) RW (W with init) */
+static void fwd_block_cpu(void *buffers[], void *cl_arg)
+{
+    const struct xent_args *a = cl_arg;
+    int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
+    int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
+    if (a->init) {
+        nnt_cpu_fill_f32(rows, -INFINITY, P(2));
+        nnt_cpu_fill_f32(rows, 0.0f, P(3));
+        nnt_cpu_fill_f32(rows, NAN, P(4));   /* stays NaN for a target outside [0, V) */
+    }
+    nnt_cpu_xent_fwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), P(2), P(3), P(4));
+}
+
+/* buffers: targets R, m R, s R, tgt R, loss W, lse W (all (rows)) */
+static void finish_cpu(void *buffers[], void *cl_arg)
+{
+    const struct xent_args *a = cl_arg;
+    int64_t rows = STARPU_VECTOR_GET_NX(buffers[0]);
+    const float *m = CP(1), *s = CP(2);
+    float *lse = P(5);
+    nnt_cpu_xent_loss_f32(rows, TARGETS(0), a->ignore_index, m, s, CP(3), P(4));
+    for (int64_t r = 0; r < rows; r++)
+        lse[r] = m[r] + logf(s[r]);
+}
+
+/* buffers: logits (rows, nv) R (RW in place), targets R, lse R, ones R, [dlogits W] */
+static void bwd_block_cpu(void *buffers[], void *cl_arg)
+{
+    const struct xent_args *a = cl_arg;
+    int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
+    int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
+    float *dlogits = a->in_place ? P(0) : P(4);
+    nnt_cpu_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), a->ignore_index, CP(2),
+                               CP(3), a->scale, dlogits);
+}
+
+#ifdef NNT_CUDA_CODELETS
+static void fwd_block_cuda(void *buffers[], void *cl_arg)
+{
+    const struct xent_args *a = cl_arg;
+    int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
+    int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
+    cudaStream_t st = starpu_cuda_get_local_stream();
+    int rc = 0;
+    if (a->init) {
+        rc = nnt_cuda_fill_f32(rows, -INFINITY, P(2), st);
+        if (rc == 0)
+            rc = nnt_cuda_fill_f32(rows, 0.0f, P(3), st);
+        if (rc == 0)
+            rc = nnt_cuda_fill_f32(rows, NAN, P(4), st);
+    }
+    if (rc == 0)
+        rc = nnt_cuda_xent_fwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1), P(2), P(3),
+                                         P(4), st);
+    if (rc)
+        nnt_task_error("nnt_xent_fwd_block", "CUDA kernel failed (%d)", rc);
+}
+
+static void finish_cuda(void *buffers[], void *cl_arg)
+{
+    const struct xent_args *a = cl_arg;
+    int64_t rows = STARPU_VECTOR_GET_NX(buffers[0]);
+    cudaStream_t st = starpu_cuda_get_local_stream();
+    int rc = nnt_cuda_xent_loss_f32(rows, TARGETS(0), a->ignore_index, CP(1), CP(2), CP(3),
+                                    P(4), st);
+    /* lse = m + log(s): attention's finalize with head dim 0 (s >= 1 here) */
+    if (rc == 0)
+        rc = nnt_cuda_attn_fwd_finalize_f32(1, rows, 0, NULL, CP(1), CP(2), P(5), st);
+    if (rc)
+        nnt_task_error("nnt_xent_finish", "CUDA kernel failed (%d)", rc);
+}
+
+static void bwd_block_cuda(void *buffers[], void *cl_arg)
+{
+    const struct xent_args *a = cl_arg;
+    int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
+    int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
+    float *dlogits = a->in_place ? P(0) : P(4);
+    int rc = nnt_cuda_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1),
+                                         a->ignore_index, CP(2), CP(3), a->scale, dlogits,
+                                         starpu_cuda_get_local_stream());
+    if (rc)
+        nnt_task_error("nnt_xent_bwd_block", "CUDA kernel failed (%d)", rc);
+}
+#define NNT_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#else
+#define NNT_CUDA_FUNCS(f)
+#endif
+
+static struct starpu_perfmodel fwd_block_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_xent_fwd_block"};
+static struct starpu_perfmodel finish_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_xent_finish"};
+static struct starpu_perfmodel bwd_block_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_xent_bwd_block"};
+
+static struct starpu_codelet fwd_block_cl = {
+    .name = "nnt_xent_fwd_block",
+    .cpu_funcs = {fwd_block_cpu},
+    NNT_CUDA_FUNCS(fwd_block_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &fwd_block_model,
+};
+
+static struct starpu_codelet finish_cl = {
+    .name = "nnt_xent_finish",
+    .cpu_funcs = {finish_cpu},
+    NNT_CUDA_FUNCS(finish_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &finish_model,
+};
+
+static struct starpu_codelet bwd_block_cl = {
+    .name = "nnt_xent_bwd_block",
+    .cpu_funcs = {bwd_block_cpu},
+    NNT_CUDA_FUNCS(bwd_block_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &bwd_block_model,
+};
+
+/* h: logits, targets, m, s, tgt. init: m, s, tgt only written (first vocabulary tile). */
+int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
+                              int init)
+{
+    struct xent_args args = {v0, 0, 0.0f, init, 0};
+    enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
+    struct starpu_data_descr bufs[5] = {
+        {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], acc}, {h[3], acc}, {h[4], acc}};
+    return nnt_submit(ctx, &fwd_block_cl, 5, bufs, &args, sizeof args);
+}
+
+/* h: targets, m, s, tgt, loss, lse. */
+int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index)
+{
+    struct xent_args args = {0, ignore_index, 0.0f, 0, 0};
+    struct starpu_data_descr bufs[6] = {
+        {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R}, {h[3], STARPU_R},
+        {h[4], STARPU_W}, {h[5], STARPU_W}};
+    return nnt_submit(ctx, &finish_cl, 6, bufs, &args, sizeof args);
+}
+
+/* h: logits, targets, lse, ones, dlogits; dlogits == logits: one buffer, in place (RW). */
+int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
+                              int32_t ignore_index, float scale)
+{
+    int in_place = h[4] == h[0];
+    struct xent_args args = {v0, ignore_index, scale, 0, in_place};
+    struct starpu_data_descr bufs[5] = {
+        {h[0], in_place ? STARPU_RW : STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
+        {h[3], STARPU_R}, {h[4], STARPU_W}};
+    return nnt_submit(ctx, &bwd_block_cl, in_place ? 4 : 5, bufs, &args, sizeof args);
+}

@@ -1,0 +1,240 @@
+/* LayerNorm over the last dimension of a tiled tensor. The kernels need whole rows, so when
+ * the last dimension is split over tiles the operands are retiled into temporaries whose
+ * last-dimension tile is the full C (the leading tiling is kept, so the tiles of mean and
+ * rstd still match), and the results are copied back. One task per tile of rows. */
+#include "../internal.h"
+
+#include <math.h>
+
+/* lib/codelets/layernorm.c */
+int nnt_insert_layernorm_fwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t gamma,
+                             starpu_data_handle_t beta, float eps, starpu_data_handle_t y,
+                             starpu_data_handle_t mean, starpu_data_handle_t rstd);
+int nnt_insert_layernorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
+                             starpu_data_handle_t gamma, starpu_data_handle_t mean,
+                             starpu_data_handle_t rstd, starpu_data_handle_t dx,
+                             starpu_data_handle_t dgamma, starpu_data_handle_t dbeta);
+
+/* NNT_E_INVAL naming role if t is NULL; else a usable NNT_FP32 tensor (NNT_E_SHAPE). */
+static int check_f32(const char *fn, const char *role, const nnt_tensor *t)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
+    int rc = nnt_tensor_check(t, fn);
+    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
+}
+
+/* vec must be (C) with C the size of x's last dimension (any tiling). */
+static int check_row_vector(const char *fn, const char *role, const nnt_tensor *vec,
+                            const nnt_tensor *x)
+{
+    int64_t c = x->shape[x->ndim - 1];
+    if (vec->ndim != 1 || vec->shape[0] != c)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s must have shape (%lld), the last "
+                        "dimension of x", fn, role, (long long)c);
+    return NNT_OK;
+}
+
+/* stat (...) must have x's leading dims and their tiling. */
+static int check_row_stat(const char *fn, const char *role, const nnt_tensor *stat,
+                          const nnt_tensor *x)
+{
+    if (stat->ndim != x->ndim - 1)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions; it must have the %d "
+                        "leading dimensions of x", fn, role, stat->ndim, x->ndim - 1);
+    return nnt_check_dims(fn, "x", x, 0, role, stat, 0, x->ndim - 1);
+}
+
+/* Tile shape of t with the last dimension whole. */
+static void whole_row_tile(const nnt_tensor *t, int64_t *tile)
+{
+    for (int d = 0; d < t->ndim; d++)
+        tile[d] = t->tile[d];
+    tile[t->ndim - 1] = t->shape[t->ndim - 1];
+}
+
+/* *out = t if its rows are whole tiles, else a retiled copy (a temporary). */
+static int whole_rows_in(nnt_tensor *t, nnt_tensor **out)
+{
+    int64_t tile[NNT_MAX_DIMS];
+    *out = t;
+    if (t->grid[t->ndim - 1] == 1)
+        return NNT_OK;
+    whole_row_tile(t, tile);
+    return nnt_retile_temp(t, tile, out);
+}
+
+/* *out = t if its rows are whole tiles, else an unwritten temporary with whole rows. */
+static int whole_rows_out(nnt_tensor *t, nnt_tensor **out)
+{
+    int64_t tile[NNT_MAX_DIMS];
+    *out = t;
+    if (t->grid[t->ndim - 1] == 1)
+        return NNT_OK;
+    whole_row_tile(t, tile);
+    return nnt_temp_create(t->ctx, t->dtype, t->ndim, t->shape, tile, out);
+}
+
+/* After the tasks on tmp (a whole-row stand-in for dst) were submitted with status rc:
+ * copy the result into dst (when rc == 0) and release tmp. Returns the new status. */
+static int whole_rows_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc)
+{
+    if (!tmp || tmp == dst)
+        return rc;
+    if (rc == 0) {
+        nnt_tensor_mark_written(tmp);
+        rc = nnt_tensor_copy(tmp, dst);
+    }
+    nnt_temp_release(tmp);
+    return rc;
+}
+
+/* Release a retiled input (no-op when it is the tensor itself). */
+static void whole_rows_drop(nnt_tensor *tmp, nnt_tensor *orig)
+{
+    if (tmp && tmp != orig)
+        nnt_temp_release(tmp);
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+static int check_forward(const char *fn, nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *beta,
+                         double eps, nnt_tensor *y, nnt_tensor *mean, nnt_tensor *rstd)
+{
+    const char *roles[6] = {"x", "gamma", "beta", "y", "mean", "rstd"};
+    nnt_tensor *all[6] = {x, gamma, beta, y, mean, rstd};
+    int rc = 0;
+    for (int i = 0; i < 6 && rc == 0; i++)
+        rc = check_f32(fn, roles[i], all[i]);
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = nnt_tensor_check_readable(all[i], fn);
+    if (rc)
+        return rc;
+    if (x->ndim < 2)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: x must have at least 2 dimensions (..., C), "
+                        "not %d", fn, x->ndim);
+    if (!(eps >= 0 && isfinite(eps)))
+        return nnt_fail(x->ctx, NNT_E_INVAL, "%s: eps %g must be finite and >= 0", fn, eps);
+    for (int i = 3; i < 6; i++)
+        for (int j = 0; j < i; j++)
+            if (all[i] == all[j])
+                return nnt_fail(x->ctx, NNT_E_INVAL, "%s: %s and %s are the same tensor", fn,
+                                roles[j], roles[i]);
+    if ((rc = nnt_check_same_layout(fn, "x", x, "y", y)) ||
+        (rc = check_row_vector(fn, "gamma", gamma, x)) ||
+        (rc = check_row_vector(fn, "beta", beta, x)) ||
+        (rc = check_row_stat(fn, "mean", mean, x)) ||
+        (rc = check_row_stat(fn, "rstd", rstd, x)))
+        return rc;
+    return NNT_OK;
+}
+
+/* x, y (rows..., C) with whole rows per tile; gamma, beta single tiles. */
+static int submit_forward(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *beta, float eps,
+                          nnt_tensor *y, nnt_tensor *mean, nnt_tensor *rstd)
+{
+    int rc = 0;
+    for (int64_t i = 0; i < x->ntiles && rc == 0; i++)
+        rc = nnt_insert_layernorm_fwd(x->ctx, x->tiles[i].handle, gamma->tiles[0].handle,
+                                      beta->tiles[0].handle, eps, y->tiles[i].handle,
+                                      mean->tiles[i].handle, rstd->tiles[i].handle);
+    return rc;
+}
+
+int nnt_tensor_layernorm(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *beta, double eps,
+                         nnt_tensor *y, nnt_tensor *mean, nnt_tensor *rstd)
+{
+    const char *fn = "nnt_tensor_layernorm";
+    int rc = check_forward(fn, x, gamma, beta, eps, y, mean, rstd);
+    if (rc)
+        return rc;
+    nnt_tensor *xw = NULL, *gw = NULL, *bw = NULL, *yw = NULL;   /* whole-row views */
+    if ((rc = whole_rows_in(x, &xw)) == 0 && (rc = whole_rows_in(gamma, &gw)) == 0 &&
+        (rc = whole_rows_in(beta, &bw)) == 0 && (rc = whole_rows_out(y, &yw)) == 0)
+        rc = submit_forward(xw, gw, bw, (float)eps, yw, mean, rstd);
+    if (rc == 0) {
+        nnt_tensor_mark_written(mean);
+        nnt_tensor_mark_written(rstd);
+        nnt_tensor_mark_written(yw);
+    }
+    rc = whole_rows_finish(yw, y, rc);
+    whole_rows_drop(xw, x);
+    whole_rows_drop(gw, gamma);
+    whole_rows_drop(bw, beta);
+    return rc;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+static int check_backward(const char *fn, nnt_tensor *const *all)
+{
+    static const char *const roles[8] = {"x", "gamma", "mean", "rstd", "dy",
+                                         "dx", "dgamma", "dbeta"};
+    int rc = 0;
+    for (int i = 0; i < 8 && rc == 0; i++)
+        rc = check_f32(fn, roles[i], all[i]);
+    for (int i = 0; i < 8 && rc == 0; i++)
+        if (i != 5)   /* dx is only written; dgamma, dbeta accumulate */
+            rc = nnt_tensor_check_readable(all[i], fn);
+    if (rc)
+        return rc;
+    nnt_tensor *x = all[0];
+    if (x->ndim < 2)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: x must have at least 2 dimensions (..., C), "
+                        "not %d", fn, x->ndim);
+    for (int i = 5; i < 8; i++)
+        for (int j = 0; j < i; j++)
+            if (all[i] == all[j])
+                return nnt_fail(x->ctx, NNT_E_INVAL, "%s: %s and %s are the same tensor", fn,
+                                roles[j], roles[i]);
+    if ((rc = nnt_check_same_layout(fn, "x", x, "dy", all[4])) ||
+        (rc = nnt_check_same_layout(fn, "x", x, "dx", all[5])) ||
+        (rc = check_row_vector(fn, "gamma", all[1], x)) ||
+        (rc = check_row_vector(fn, "dgamma", all[6], x)) ||
+        (rc = check_row_vector(fn, "dbeta", all[7], x)) ||
+        (rc = check_row_stat(fn, "mean", all[2], x)) ||
+        (rc = check_row_stat(fn, "rstd", all[3], x)))
+        return rc;
+    return NNT_OK;
+}
+
+/* Whole-row views: x, dy, dx (rows..., C); gamma, dgamma, dbeta single tiles. One task per
+ * row tile; the tasks accumulate into dgamma and dbeta in submission order. */
+static int submit_backward(nnt_tensor *const *w)
+{
+    nnt_tensor *x = w[0], *gamma = w[1], *mean = w[2], *rstd = w[3], *dy = w[4], *dx = w[5],
+               *dgamma = w[6], *dbeta = w[7];
+    int rc = 0;
+    for (int64_t i = 0; i < x->ntiles && rc == 0; i++)
+        rc = nnt_insert_layernorm_bwd(x->ctx, x->tiles[i].handle, dy->tiles[i].handle,
+                                      gamma->tiles[0].handle, mean->tiles[i].handle,
+                                      rstd->tiles[i].handle, dx->tiles[i].handle,
+                                      dgamma->tiles[0].handle, dbeta->tiles[0].handle);
+    return rc;
+}
+
+int nnt_tensor_layernorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *mean,
+                                  nnt_tensor *rstd, nnt_tensor *dy, nnt_tensor *dx,
+                                  nnt_tensor *dgamma, nnt_tensor *dbeta)
+{
+    const char *fn = "nnt_tensor_layernorm_backward";
+    nnt_tensor *all[8] = {x, gamma, mean, rstd, dy, dx, dgamma, dbeta};
+    int rc = check_backward(fn, all);
+    if (rc)
+        return rc;
+    /* whole-row views; dgamma and dbeta are retiled copies (they accumulate) */
+    nnt_tensor *w[8] = {NULL, NULL, mean, rstd, NULL, NULL, NULL, NULL};
+    if ((rc = whole_rows_in(x, &w[0])) == 0 && (rc = whole_rows_in(gamma, &w[1])) == 0 &&
+        (rc = whole_rows_in(dy, &w[4])) == 0 && (rc = whole_rows_out(dx, &w[5])) == 0 &&
+        (rc = whole_rows_in(dgamma, &w[6])) == 0 && (rc = whole_rows_in(dbeta, &w[7])) == 0)
+        rc = submit_backward(w);
+    if (rc == 0)
+        nnt_tensor_mark_written(w[5]);
+    rc = whole_rows_finish(w[5], dx, rc);
+    rc = whole_rows_finish(w[6], dgamma, rc);
+    rc = whole_rows_finish(w[7], dbeta, rc);
+    whole_rows_drop(w[0], x);
+    whole_rows_drop(w[1], gamma);
+    whole_rows_drop(w[4], dy);
+    return rc;
+}

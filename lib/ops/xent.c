@@ -1,0 +1,145 @@
+/* Softmax cross-entropy over the last dimension of tiled logits (N..., V), with V split
+ * over any number of tiles. Forward, per row tile: one block task per vocabulary tile in
+ * increasing order (online max m and sum s, the target's logit tgt), then one task writing
+ * loss and lse = m + log(s). Backward: one task per (row tile, vocabulary tile) with
+ * m = lse and s = 1, writing dlogits (in place when dlogits is logits). */
+#include "../internal.h"
+
+#include <math.h>
+
+/* lib/codelets/xent.c */
+int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
+                              int init);
+int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index);
+int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
+                              int32_t ignore_index, float scale);
+
+/* NNT_E_INVAL naming role if t is NULL; else a usable tensor of dtype (NNT_E_SHAPE), also
+ * readable when it is read. */
+static int check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,
+                     int read)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
+    int rc = read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
+    return rc ? rc : nnt_check_dtype(fn, role, t, dtype);
+}
+
+/* logits (N..., V) with at least 2 dimensions; row (N...) with logits' leading layout. */
+static int check_rows(const char *fn, const nnt_tensor *logits, const char *role,
+                      const nnt_tensor *row)
+{
+    if (logits->ndim < 2)
+        return nnt_fail(logits->ctx, NNT_E_SHAPE, "%s: logits must have at least 2 dimensions "
+                        "(N..., V), not %d", fn, logits->ndim);
+    if (row->ndim != logits->ndim - 1)
+        return nnt_fail(logits->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions; it must have the "
+                        "%d leading dimensions of logits", fn, role, row->ndim,
+                        logits->ndim - 1);
+    return nnt_check_dims(fn, "logits", logits, 0, role, row, 0, row->ndim);
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* Tasks of row tile r; m, s, tgt: temporaries with targets' layout. */
+static int forward_row_tile(nnt_tensor *logits, nnt_tensor *targets, int32_t ignore_index,
+                            nnt_tensor *loss, nnt_tensor *lse, nnt_tensor *const *mst,
+                            int64_t r)
+{
+    int64_t nvt = logits->grid[logits->ndim - 1], vtile = logits->tile[logits->ndim - 1];
+    starpu_data_handle_t m = mst[0]->tiles[r].handle, s = mst[1]->tiles[r].handle,
+                         tgt = mst[2]->tiles[r].handle, tg = targets->tiles[r].handle;
+    int rc = 0;
+    for (int64_t vj = 0; vj < nvt && rc == 0; vj++) {
+        starpu_data_handle_t h[5] = {logits->tiles[r * nvt + vj].handle, tg, m, s, tgt};
+        rc = nnt_insert_xent_fwd_block(logits->ctx, h, vj * vtile, vj == 0);
+    }
+    if (rc)
+        return rc;
+    starpu_data_handle_t h[6] = {tg, m, s, tgt, loss->tiles[r].handle, lse->tiles[r].handle};
+    return nnt_insert_xent_finish(logits->ctx, h, ignore_index);
+}
+
+int nnt_tensor_cross_entropy(nnt_tensor *logits, nnt_tensor *targets, int32_t ignore_index,
+                             nnt_tensor *loss, nnt_tensor *lse)
+{
+    const char *fn = "nnt_tensor_cross_entropy";
+    int rc = check_arg(fn, "logits", logits, NNT_FP32, 1);
+    if (rc == 0)
+        rc = check_arg(fn, "targets", targets, NNT_INT32, 1);
+    if (rc == 0)
+        rc = check_arg(fn, "loss", loss, NNT_FP32, 0);
+    if (rc == 0)
+        rc = check_arg(fn, "lse", lse, NNT_FP32, 0);
+    if (rc == 0 && (loss == lse || loss == logits || lse == logits))
+        rc = nnt_fail(logits->ctx, NNT_E_INVAL, "%s: logits, loss and lse must be three "
+                      "different tensors", fn);
+    if (rc == 0)
+        rc = check_rows(fn, logits, "targets", targets);
+    if (rc == 0)
+        rc = check_rows(fn, logits, "loss", loss);
+    if (rc == 0)
+        rc = check_rows(fn, logits, "lse", lse);
+    if (rc)
+        return rc;
+    nnt_tensor *mst[3] = {NULL, NULL, NULL};   /* running max, running sum, target logit */
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = nnt_temp_create(logits->ctx, NNT_FP32, targets->ndim, targets->shape,
+                             targets->tile, &mst[i]);
+    for (int64_t r = 0; r < targets->ntiles && rc == 0; r++)
+        rc = forward_row_tile(logits, targets, ignore_index, loss, lse, mst, r);
+    for (int i = 0; i < 3; i++)
+        nnt_temp_release(mst[i]);
+    if (rc == 0) {
+        nnt_tensor_mark_written(loss);
+        nnt_tensor_mark_written(lse);
+    }
+    return rc;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
+                                      int32_t ignore_index, nnt_tensor *lse, double scale,
+                                      nnt_tensor *dlogits)
+{
+    const char *fn = "nnt_tensor_cross_entropy_backward";
+    int rc = check_arg(fn, "logits", logits, NNT_FP32, 1);
+    if (rc == 0)
+        rc = check_arg(fn, "targets", targets, NNT_INT32, 1);
+    if (rc == 0)
+        rc = check_arg(fn, "lse", lse, NNT_FP32, 1);
+    if (rc == 0)
+        rc = check_arg(fn, "dlogits", dlogits, NNT_FP32, 0);
+    if (rc == 0 && !isfinite(scale))
+        rc = nnt_fail(logits->ctx, NNT_E_INVAL, "%s: scale %g is not finite", fn, scale);
+    if (rc == 0 && lse == logits)
+        rc = nnt_fail(logits->ctx, NNT_E_INVAL, "%s: lse and logits are the same tensor", fn);
+    if (rc == 0)
+        rc = check_rows(fn, logits, "targets", targets);
+    if (rc == 0)
+        rc = check_rows(fn, logits, "lse", lse);
+    if (rc == 0 && dlogits != logits)
+        rc = nnt_check_same_layout(fn, "logits", logits, "dlogits", dlogits);
+    if (rc)
+        return rc;
+    nnt_tensor *ones = NULL;   /* the softmax sum s = 1 once m = lse; targets' layout */
+    rc = nnt_temp_create(logits->ctx, NNT_FP32, targets->ndim, targets->shape, targets->tile,
+                         &ones);
+    int64_t nvt = logits->grid[logits->ndim - 1], vtile = logits->tile[logits->ndim - 1];
+    for (int64_t r = 0; r < targets->ntiles && rc == 0; r++) {
+        rc = nnt_insert_fill(ones, ones->tiles[r].handle, 1.0);
+        for (int64_t vj = 0; vj < nvt && rc == 0; vj++) {
+            int64_t li = r * nvt + vj;
+            starpu_data_handle_t h[5] = {logits->tiles[li].handle, targets->tiles[r].handle,
+                                         lse->tiles[r].handle, ones->tiles[r].handle,
+                                         dlogits->tiles[li].handle};
+            rc = nnt_insert_xent_bwd_block(logits->ctx, h, vj * vtile, ignore_index,
+                                           (float)scale);
+        }
+    }
+    nnt_temp_release(ones);
+    if (rc == 0)
+        nnt_tensor_mark_written(dlogits);
+    return rc;
+}

@@ -1,0 +1,935 @@
+/* Tensor operations of the network layers: LayerNorm, embedding, causal attention and
+ * cross-entropy, forward and backward. Each op is compared with a float64 reference computed
+ * here on the whole (untiled) tensors, for several tilings (a single tile, partial edge
+ * tiles, split last dimensions that the op retiles or reduces over), and the tilings are
+ * compared with each other. The float64 backward references are themselves checked against
+ * central finite differences of the float64 forward references on tiny cases.
+ *
+ * Tolerance: 1e-4 relative to the largest magnitude of the reference (|got - want| <=
+ * 1e-4 * (|want| + max|want|)); the errors measured are below 2e-7 for every op. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#define RTOL 1e-4
+
+static nnt_ctx *ctx;
+
+static void setup(void) { ctx = test_ctx(); }
+static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
+
+/* ---- host helpers ------------------------------------------------------------------------ */
+
+static int64_t product(int n, const int64_t *v)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
+}
+
+static float *random_f32(int64_t n, unsigned long long seed, double lo, double hi)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    unsigned long long state = seed * 0x9E3779B97F4A7C15ULL + 1;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(lo + (hi - lo) * test_rand(&state));
+    return x;
+}
+
+static double *to_double(const float *x, int64_t n)
+{
+    double *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+static double *zeros(int64_t n) { return calloc((size_t)n, sizeof(double)); }
+
+static nnt_tensor *tensor_f32(int ndim, const int64_t *shape, const int64_t *tile,
+                              const float *data)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
+    if (data)
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)product(ndim, shape) * 4));
+    return t;
+}
+
+static nnt_tensor *tensor_i32(int ndim, const int64_t *shape, const int64_t *tile,
+                              const int32_t *data)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, ndim, shape, tile, &t));
+    if (data)
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)product(ndim, shape) * 4));
+    return t;
+}
+
+static float *to_host(nnt_tensor *t)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    float *x = malloc((size_t)n * sizeof *x);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, x, (size_t)n * sizeof *x));
+    return x;
+}
+
+/* |got - want| <= rtol (|want| + max |want|) everywhere. */
+static void expect_close(const char *what, int tiling, const float *got, const double *want,
+                         int64_t n, double rtol)
+{
+    double amax = 0;
+    for (int64_t i = 0; i < n; i++)
+        amax = fmax(amax, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= rtol * (fabs(want[i]) + amax),
+                      "%s, tiling %d, element %lld: got %.9g, want %.9g", what, tiling,
+                      (long long)i, got[i], want[i]);
+}
+
+/* Two tilings' results: equal to rounding (bitwise when exact). */
+static void expect_agree(const char *what, int tiling, const float *a, const float *b,
+                         int64_t n, int exact)
+{
+    if (exact) {
+        ck_assert_msg(memcmp(a, b, (size_t)n * sizeof *a) == 0,
+                      "%s: tiling %d differs bitwise from tiling 0", what, tiling);
+        return;
+    }
+    double *ad = to_double(a, n);
+    expect_close(what, tiling, b, ad, n, RTOL);
+    free(ad);
+}
+
+/* ---- float64 references ------------------------------------------------------------------ */
+
+static void ln_fwd_ref(int64_t rows, int64_t c, const double *x, const double *gamma,
+                       const double *beta, double eps, double *y, double *mean, double *rstd)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * c;
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < c; j++)
+            mu += xr[j];
+        mu /= (double)c;
+        for (int64_t j = 0; j < c; j++)
+            var += (xr[j] - mu) * (xr[j] - mu);
+        double rs = 1.0 / sqrt(var / (double)c + eps);
+        for (int64_t j = 0; j < c; j++)
+            y[r * c + j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+        if (mean)
+            mean[r] = mu;
+        if (rstd)
+            rstd[r] = rs;
+    }
+}
+
+/* dx set; dgamma, dbeta += */
+static void ln_bwd_ref(int64_t rows, int64_t c, const double *x, const double *gamma,
+                       double eps, const double *dy, double *dx, double *dgamma, double *dbeta)
+{
+    double *y = malloc((size_t)c * sizeof *y), mu, rs;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * c, *dyr = dy + r * c;
+        ln_fwd_ref(1, c, xr, gamma, gamma, eps, y, &mu, &rs);
+        double mg = 0, mgx = 0;
+        for (int64_t j = 0; j < c; j++) {
+            double xh = (xr[j] - mu) * rs, g = dyr[j] * gamma[j];
+            mg += g / (double)c;
+            mgx += g * xh / (double)c;
+            dgamma[j] += dyr[j] * xh;
+            dbeta[j] += dyr[j];
+        }
+        for (int64_t j = 0; j < c; j++) {
+            double xh = (xr[j] - mu) * rs;
+            dx[r * c + j] = rs * (dyr[j] * gamma[j] - mg - xh * mgx);
+        }
+    }
+    free(y);
+}
+
+/* q, k, v, o (nbh, t, hd); lse (nbh, t) */
+static void attn_fwd_ref(int64_t nbh, int64_t t, int64_t hd, double scale, const double *q,
+                         const double *k, const double *v, double *o, double *lse)
+{
+    double *p = malloc((size_t)t * sizeof *p);
+    for (int64_t b = 0; b < nbh; b++)
+        for (int64_t i = 0; i < t; i++) {
+            const double *qi = q + (b * t + i) * hd;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= i; j++) {
+                double s = 0;
+                for (int64_t c = 0; c < hd; c++)
+                    s += qi[c] * k[(b * t + j) * hd + c];
+                p[j] = scale * s;
+                mx = fmax(mx, p[j]);
+            }
+            for (int64_t j = 0; j <= i; j++)
+                sum += (p[j] = exp(p[j] - mx));
+            double *oi = o + (b * t + i) * hd;
+            for (int64_t c = 0; c < hd; c++) {
+                double acc = 0;
+                for (int64_t j = 0; j <= i; j++)
+                    acc += p[j] * v[(b * t + j) * hd + c];
+                oi[c] = acc / sum;
+            }
+            if (lse)
+                lse[b * t + i] = mx + log(sum);
+        }
+    free(p);
+}
+
+/* dq, dk, dv set */
+static void attn_bwd_ref(int64_t nbh, int64_t t, int64_t hd, double scale, const double *q,
+                         const double *k, const double *v, const double *dout, double *dq,
+                         double *dk, double *dv)
+{
+    int64_t n = nbh * t * hd;
+    double *o = malloc((size_t)n * sizeof *o), *lse = malloc((size_t)(nbh * t) * sizeof *lse);
+    attn_fwd_ref(nbh, t, hd, scale, q, k, v, o, lse);
+    memset(dq, 0, (size_t)n * sizeof *dq);
+    memset(dk, 0, (size_t)n * sizeof *dk);
+    memset(dv, 0, (size_t)n * sizeof *dv);
+    for (int64_t b = 0; b < nbh; b++)
+        for (int64_t i = 0; i < t; i++) {
+            int64_t qi = (b * t + i) * hd;
+            double d = 0;
+            for (int64_t c = 0; c < hd; c++)
+                d += dout[qi + c] * o[qi + c];
+            for (int64_t j = 0; j <= i; j++) {
+                int64_t kj = (b * t + j) * hd;
+                double s = 0, dp = 0;
+                for (int64_t c = 0; c < hd; c++) {
+                    s += q[qi + c] * k[kj + c];
+                    dp += dout[qi + c] * v[kj + c];
+                }
+                double p = exp(scale * s - lse[b * t + i]), ds = p * (dp - d);
+                for (int64_t c = 0; c < hd; c++) {
+                    dv[kj + c] += p * dout[qi + c];
+                    dq[qi + c] += scale * ds * k[kj + c];
+                    dk[kj + c] += scale * ds * q[qi + c];
+                }
+            }
+        }
+    free(o);
+    free(lse);
+}
+
+static void xent_fwd_ref(int64_t rows, int64_t nv, const double *x, const int32_t *tg,
+                         int32_t ignore, double *loss, double *lse)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * nv;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < nv; j++)
+            mx = fmax(mx, xr[j]);
+        for (int64_t j = 0; j < nv; j++)
+            sum += exp(xr[j] - mx);
+        double l = mx + log(sum);
+        if (lse)
+            lse[r] = l;
+        loss[r] = tg[r] == ignore ? 0.0 : l - xr[tg[r]];
+    }
+}
+
+static void xent_bwd_ref(int64_t rows, int64_t nv, const double *x, const int32_t *tg,
+                         int32_t ignore, double scale, double *dx)
+{
+    double *loss = malloc((size_t)rows * sizeof *loss), *lse = malloc((size_t)rows * sizeof *lse);
+    xent_fwd_ref(rows, nv, x, tg, ignore, loss, lse);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < nv; j++)
+            dx[r * nv + j] = tg[r] == ignore ? 0.0
+                             : scale * (exp(x[r * nv + j] - lse[r]) - (j == tg[r]));
+    free(loss);
+    free(lse);
+}
+
+/* ---- the references' gradients against finite differences -------------------------------- */
+
+/* Central difference of f along element i of p, with f = sum(out * w). */
+typedef double (*scalar_fn)(void *ctx);
+
+static double fd(scalar_fn f, void *c, double *p, int64_t i)
+{
+    const double h = 1e-6;
+    double keep = p[i];
+    p[i] = keep + h;
+    double up = f(c);
+    p[i] = keep - h;
+    double down = f(c);
+    p[i] = keep;
+    return (up - down) / (2 * h);
+}
+
+static void expect_fd(const char *what, scalar_fn f, void *c, double *p, const double *grad,
+                      int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double num = fd(f, c, p, i);
+        ck_assert_msg(fabs(num - grad[i]) <= 1e-6 * (1 + fabs(grad[i])),
+                      "%s[%lld]: analytic %.12g, finite difference %.12g", what, (long long)i,
+                      grad[i], num);
+    }
+}
+
+struct ln_case {
+    int64_t rows, c;
+    double x[10], gamma[5], beta[5], w[10];
+};
+
+static double ln_loss(void *p)
+{
+    struct ln_case *s = p;
+    double y[10], sum = 0;
+    ln_fwd_ref(s->rows, s->c, s->x, s->gamma, s->beta, 1e-5, y, NULL, NULL);
+    for (int i = 0; i < 10; i++)
+        sum += y[i] * s->w[i];
+    return sum;
+}
+
+struct attn_case {
+    int64_t nbh, t, hd;
+    double q[24], k[24], v[24], w[24];
+};
+
+static double attn_loss(void *p)
+{
+    struct attn_case *s = p;
+    double o[24], sum = 0;
+    attn_fwd_ref(s->nbh, s->t, s->hd, 0.7, s->q, s->k, s->v, o, NULL);
+    for (int i = 0; i < 24; i++)
+        sum += o[i] * s->w[i];
+    return sum;
+}
+
+struct xent_case {
+    double x[12];
+    int32_t tg[3];
+};
+
+static double xent_loss(void *p)
+{
+    struct xent_case *s = p;
+    double loss[3];
+    xent_fwd_ref(3, 4, s->x, s->tg, -100, loss, NULL);
+    return 0.25 * (loss[0] + loss[1] + loss[2]);
+}
+
+START_TEST(references_match_finite_differences)
+{
+    unsigned long long st = 77;
+    struct ln_case ln = {2, 5, {0}, {0}, {0}, {0}};
+    for (int i = 0; i < 10; i++) {
+        ln.x[i] = 4 * test_rand(&st) - 2;
+        ln.w[i] = 2 * test_rand(&st) - 1;
+    }
+    for (int i = 0; i < 5; i++) {
+        ln.gamma[i] = 0.5 + test_rand(&st);
+        ln.beta[i] = test_rand(&st) - 0.5;
+    }
+    double dx[10], dg[5] = {0}, db[5] = {0};
+    ln_bwd_ref(2, 5, ln.x, ln.gamma, 1e-5, ln.w, dx, dg, db);
+    expect_fd("layernorm dx", ln_loss, &ln, ln.x, dx, 10);
+    expect_fd("layernorm dgamma", ln_loss, &ln, ln.gamma, dg, 5);
+    expect_fd("layernorm dbeta", ln_loss, &ln, ln.beta, db, 5);
+
+    struct attn_case at = {2, 4, 3, {0}, {0}, {0}, {0}};
+    for (int i = 0; i < 24; i++) {
+        at.q[i] = 2 * test_rand(&st) - 1;
+        at.k[i] = 2 * test_rand(&st) - 1;
+        at.v[i] = 2 * test_rand(&st) - 1;
+        at.w[i] = 2 * test_rand(&st) - 1;
+    }
+    double dq[24], dk[24], dv[24];
+    attn_bwd_ref(2, 4, 3, 0.7, at.q, at.k, at.v, at.w, dq, dk, dv);
+    expect_fd("attention dq", attn_loss, &at, at.q, dq, 24);
+    expect_fd("attention dk", attn_loss, &at, at.k, dk, 24);
+    expect_fd("attention dv", attn_loss, &at, at.v, dv, 24);
+
+    struct xent_case xc = {{0}, {2, -100, 0}};
+    for (int i = 0; i < 12; i++)
+        xc.x[i] = 6 * test_rand(&st) - 3;
+    double dl[12];
+    xent_bwd_ref(3, 4, xc.x, xc.tg, -100, 0.25, dl);
+    expect_fd("cross-entropy dlogits", xent_loss, &xc, xc.x, dl, 12);
+}
+END_TEST
+
+/* ---- LayerNorm ----------------------------------------------------------------------------- */
+
+#define LN_B 3
+#define LN_T 7
+#define LN_C 37
+#define LN_ROWS (LN_B * LN_T)
+#define LN_N (LN_ROWS * LN_C)
+
+/* x tile (B, T, C) and gamma/beta/dgamma/dbeta tile (C) */
+static const int64_t ln_tilings[][4] = {
+    {3, 7, 37, 37},   /* one tile                                   */
+    {2, 3, 37, 37},   /* partial row tiles                          */
+    {1, 4, 10, 10},   /* C split: retiled; gamma split              */
+    {2, 7, 16, 37},   /* C split with a partial C tile              */
+    {3, 2, 37, 8},    /* whole rows, gamma split                    */
+};
+#define LN_NT ((int)(sizeof ln_tilings / sizeof *ln_tilings))
+
+START_TEST(layernorm_matches_reference_for_every_tiling)
+{
+    const int64_t xs[3] = {LN_B, LN_T, LN_C}, cs[1] = {LN_C};
+    const double eps = 1e-5;
+    float *x = random_f32(LN_N, 1, -2, 3), *gamma = random_f32(LN_C, 2, 0.5, 1.5),
+          *beta = random_f32(LN_C, 3, -0.5, 0.5), *dy = random_f32(LN_N, 4, -1, 1),
+          *dg0 = random_f32(LN_C, 5, -1, 1), *db0 = random_f32(LN_C, 6, -1, 1);
+    double *xd = to_double(x, LN_N), *gd = to_double(gamma, LN_C), *bd = to_double(beta, LN_C),
+           *dyd = to_double(dy, LN_N);
+    double *y_ref = zeros(LN_N), *mean_ref = zeros(LN_ROWS), *rstd_ref = zeros(LN_ROWS),
+           *dx_ref = zeros(LN_N), *dg_ref = to_double(dg0, LN_C), *db_ref = to_double(db0, LN_C);
+    ln_fwd_ref(LN_ROWS, LN_C, xd, gd, bd, eps, y_ref, mean_ref, rstd_ref);
+    ln_bwd_ref(LN_ROWS, LN_C, xd, gd, eps, dyd, dx_ref, dg_ref, db_ref);
+
+    float *first[6] = {NULL};
+    for (int k = 0; k < LN_NT; k++) {
+        const int64_t *tl = ln_tilings[k], ct[1] = {tl[3]};
+        nnt_tensor *tx = tensor_f32(3, xs, tl, x), *tg = tensor_f32(1, cs, ct, gamma),
+                   *tb = tensor_f32(1, cs, ct, beta), *ty = tensor_f32(3, xs, tl, NULL),
+                   *tm = tensor_f32(2, xs, tl, NULL), *tr = tensor_f32(2, xs, tl, NULL),
+                   *tdy = tensor_f32(3, xs, tl, dy), *tdx = tensor_f32(3, xs, tl, NULL),
+                   *tdg = tensor_f32(1, cs, ct, dg0), *tdb = tensor_f32(1, cs, ct, db0);
+        EXPECT_OK(nnt_tensor_layernorm(tx, tg, tb, eps, ty, tm, tr));
+        EXPECT_OK(nnt_tensor_layernorm_backward(tx, tg, tm, tr, tdy, tdx, tdg, tdb));
+        float *got[6] = {to_host(ty), to_host(tm), to_host(tr), to_host(tdx), to_host(tdg),
+                         to_host(tdb)};
+        expect_close("layernorm y", k, got[0], y_ref, LN_N, RTOL);
+        expect_close("layernorm mean", k, got[1], mean_ref, LN_ROWS, RTOL);
+        expect_close("layernorm rstd", k, got[2], rstd_ref, LN_ROWS, RTOL);
+        expect_close("layernorm dx", k, got[3], dx_ref, LN_N, RTOL);
+        expect_close("layernorm dgamma", k, got[4], dg_ref, LN_C, RTOL);
+        expect_close("layernorm dbeta", k, got[5], db_ref, LN_C, RTOL);
+        static const int64_t sizes[6] = {LN_N, LN_ROWS, LN_ROWS, LN_N, LN_C, LN_C};
+        for (int i = 0; i < 6; i++) {
+            if (k == 0) {
+                first[i] = got[i];
+                continue;
+            }
+            /* whole rows always: forward and dx are bitwise tiling-invariant; dgamma and
+             * dbeta sum over row tiles in a tiling-dependent grouping */
+            expect_agree("layernorm output", k, first[i], got[i], sizes[i], i < 4);
+            free(got[i]);
+        }
+        nnt_tensor *all[10] = {tx, tg, tb, ty, tm, tr, tdy, tdx, tdg, tdb};
+        for (int i = 0; i < 10; i++)
+            EXPECT_OK(nnt_tensor_destroy(all[i]));
+    }
+    for (int i = 0; i < 6; i++)
+        free(first[i]);
+    free(x), free(gamma), free(beta), free(dy), free(dg0), free(db0);
+    free(xd), free(gd), free(bd), free(dyd);
+    free(y_ref), free(mean_ref), free(rstd_ref), free(dx_ref), free(dg_ref), free(db_ref);
+}
+END_TEST
+
+START_TEST(layernorm_is_deterministic)
+{
+    const int64_t xs[2] = {40, 24}, tl[2] = {7, 24}, cs[1] = {24};
+    float *x = random_f32(960, 8, -1, 1), *dy = random_f32(960, 9, -1, 1);
+    nnt_tensor *tx = tensor_f32(2, xs, tl, x), *tg = tensor_f32(1, cs, NULL, NULL),
+               *tb = tensor_f32(1, cs, NULL, NULL), *ty = tensor_f32(2, xs, tl, NULL),
+               *tm = tensor_f32(1, xs, tl, NULL), *tr = tensor_f32(1, xs, tl, NULL),
+               *tdy = tensor_f32(2, xs, tl, dy), *tdx = tensor_f32(2, xs, tl, NULL),
+               *tdg = tensor_f32(1, cs, NULL, NULL), *tdb = tensor_f32(1, cs, NULL, NULL);
+    EXPECT_OK(nnt_tensor_fill(tg, 1.25));
+    EXPECT_OK(nnt_tensor_fill(tb, -0.5));
+    float *dg[3];
+    for (int run = 0; run < 3; run++) {
+        EXPECT_OK(nnt_tensor_fill(tdg, 0));
+        EXPECT_OK(nnt_tensor_fill(tdb, 0));
+        EXPECT_OK(nnt_tensor_layernorm(tx, tg, tb, 1e-5, ty, tm, tr));
+        EXPECT_OK(nnt_tensor_layernorm_backward(tx, tg, tm, tr, tdy, tdx, tdg, tdb));
+        dg[run] = to_host(tdg);
+    }
+    ck_assert_int_eq(memcmp(dg[0], dg[1], 24 * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(dg[0], dg[2], 24 * sizeof(float)), 0);
+    for (int run = 0; run < 3; run++)
+        free(dg[run]);
+    nnt_tensor *all[10] = {tx, tg, tb, ty, tm, tr, tdy, tdx, tdg, tdb};
+    for (int i = 0; i < 10; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+    free(x), free(dy);
+}
+END_TEST
+
+START_TEST(layernorm_rejects_bad_arguments)
+{
+    const char *fn = "nnt_tensor_layernorm", *bfn = "nnt_tensor_layernorm_backward";
+    const int64_t xs[3] = {2, 3, 8}, xt[3] = {1, 2, 8}, cs[1] = {8};
+    nnt_tensor *x = tensor_f32(3, xs, xt, NULL), *g = tensor_f32(1, cs, NULL, NULL),
+               *b = tensor_f32(1, cs, NULL, NULL), *y = tensor_f32(3, xs, xt, NULL),
+               *m = tensor_f32(2, xs, xt, NULL), *r = tensor_f32(2, xs, xt, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g, b, 1e-5, y, m, r), NNT_E_STATE, fn);
+    EXPECT_OK(nnt_tensor_fill(x, 1));
+    EXPECT_OK(nnt_tensor_fill(g, 1));
+    EXPECT_OK(nnt_tensor_fill(b, 0));
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(NULL, g, b, 1e-5, y, m, r), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g, b, 1e-5, y, m, NULL), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g, b, -1, y, m, r), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g, b, 1e-5, x, m, r), NNT_E_INVAL, fn);
+    nnt_tensor *xi = tensor_i32(3, xs, xt, NULL), *g7 = tensor_f32(1, (int64_t[]){7}, NULL, NULL),
+               *ybad = tensor_f32(3, xs, (int64_t[]){2, 2, 8}, NULL),
+               *mbad = tensor_f32(2, xs, (int64_t[]){2, 3}, NULL),
+               *x1 = tensor_f32(1, cs, NULL, NULL);
+    EXPECT_OK(nnt_tensor_fill(xi, 1));
+    EXPECT_OK(nnt_tensor_fill(g7, 1));
+    EXPECT_OK(nnt_tensor_fill(x1, 1));
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(xi, g, b, 1e-5, y, m, r), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g7, b, 1e-5, y, m, r), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g, b, 1e-5, ybad, m, r), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x, g, b, 1e-5, y, mbad, r), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm(x1, g, b, 1e-5, g7, m, r), NNT_E_SHAPE, fn);
+    EXPECT_OK(nnt_tensor_layernorm(x, g, b, 1e-5, y, m, r));
+    EXPECT_OK(nnt_tensor_fill(mbad, 1));
+    nnt_tensor *dx = tensor_f32(3, xs, xt, NULL), *dg = tensor_f32(1, cs, NULL, NULL),
+               *db = tensor_f32(1, cs, NULL, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm_backward(x, g, m, r, y, dx, dg, db), NNT_E_STATE, bfn);
+    EXPECT_OK(nnt_tensor_fill(dg, 0));
+    EXPECT_OK(nnt_tensor_fill(db, 0));
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm_backward(x, g, m, r, y, dx, NULL, db), NNT_E_INVAL,
+                    bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm_backward(x, g, m, r, y, y, dg, db), NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm_backward(x, g, m, r, y, dx, g7, db), NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm_backward(x, g, mbad, r, y, dx, dg, db), NNT_E_SHAPE,
+                    bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_layernorm_backward(x, g, m, r, y, ybad, dg, db), NNT_E_SHAPE,
+                    bfn);
+    EXPECT_OK(nnt_tensor_layernorm_backward(x, g, m, r, y, dx, dg, db));
+    nnt_tensor *all[15] = {x, g, b, y, m, r, xi, g7, ybad, mbad, x1, dx, dg, db, NULL};
+    for (int i = 0; i < 15; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+}
+END_TEST
+
+/* ---- embedding ----------------------------------------------------------------------------- */
+
+#define EM_B 3
+#define EM_T 9
+#define EM_C 13
+#define EM_V 11
+#define EM_MAXT 12
+
+/* out tile (B, T, C), then the wte vocabulary tile; wpe tiles are (T tile, C tile) */
+static const int64_t em_tilings[][4] = {
+    {3, 9, 13, 11},   /* one tile (wpe: rows 9 + 3)                     */
+    {2, 4, 5, 4},     /* partial tiles everywhere, V split               */
+    {1, 9, 13, 3},    /* V split in four, C whole                        */
+    {3, 2, 6, 11},    /* C split, T tiles of 2                           */
+};
+#define EM_NT ((int)(sizeof em_tilings / sizeof *em_tilings))
+
+/* out[b,t,:] = wte[tok] (0 outside [0, V)) + wpe[t] (if any) */
+static void em_fwd_ref(const int32_t *tok, const float *wte, const float *wpe, double *out)
+{
+    for (int64_t bt = 0; bt < EM_B * EM_T; bt++)
+        for (int64_t c = 0; c < EM_C; c++) {
+            int32_t id = tok[bt];
+            double v = id >= 0 && id < EM_V ? wte[id * EM_C + c] : 0.0;
+            out[bt * EM_C + c] = v + (wpe ? wpe[(bt % EM_T) * EM_C + c] : 0.0);
+        }
+}
+
+static void em_bwd_ref(const int32_t *tok, const float *dout, double *dwte, double *dwpe)
+{
+    for (int64_t bt = 0; bt < EM_B * EM_T; bt++)
+        for (int64_t c = 0; c < EM_C; c++) {
+            int32_t id = tok[bt];
+            if (id >= 0 && id < EM_V)
+                dwte[id * EM_C + c] += dout[bt * EM_C + c];
+            if (dwpe)
+                dwpe[(bt % EM_T) * EM_C + c] += dout[bt * EM_C + c];
+        }
+}
+
+START_TEST(embedding_matches_reference_for_every_tiling)
+{
+    int with_wpe = _i;   /* 0: wpe and dwpe NULL */
+    const int64_t ts[2] = {EM_B, EM_T}, os[3] = {EM_B, EM_T, EM_C}, vs[2] = {EM_V, EM_C},
+                  ps[2] = {EM_MAXT, EM_C};
+    const int64_t n = EM_B * EM_T * EM_C, nv = EM_V * EM_C, np = EM_MAXT * EM_C;
+    int32_t tok[EM_B * EM_T];
+    unsigned long long st = 42;
+    for (int i = 0; i < EM_B * EM_T; i++)   /* 27 tokens over 11 ids: many repeats */
+        tok[i] = (int32_t)(test_rand(&st) * EM_V);
+    tok[4] = -1, tok[13] = EM_V, tok[20] = 100000;   /* outside the table: zero rows */
+    tok[1] = tok[2] = tok[3] = 5;
+    float *wte = random_f32(nv, 11, -1, 1), *wpe = random_f32(np, 12, -1, 1),
+          *dout = random_f32(n, 13, -1, 1), *dwte0 = random_f32(nv, 14, -1, 1),
+          *dwpe0 = random_f32(np, 15, -1, 1);
+    double *out_ref = zeros(n), *dwte_ref = to_double(dwte0, nv), *dwpe_ref = to_double(dwpe0, np);
+    em_fwd_ref(tok, wte, with_wpe ? wpe : NULL, out_ref);
+    em_bwd_ref(tok, dout, dwte_ref, with_wpe ? dwpe_ref : NULL);
+
+    float *first[3] = {NULL};
+    for (int k = 0; k < EM_NT; k++) {
+        const int64_t *tl = em_tilings[k], wt[2] = {tl[3], tl[2]}, pt[2] = {tl[1], tl[2]};
+        nnt_tensor *ttok = tensor_i32(2, ts, tl, tok), *twte = tensor_f32(2, vs, wt, wte),
+                   *twpe = with_wpe ? tensor_f32(2, ps, pt, wpe) : NULL,
+                   *tout = tensor_f32(3, os, tl, NULL), *tdout = tensor_f32(3, os, tl, dout),
+                   *tdwte = tensor_f32(2, vs, wt, dwte0),
+                   *tdwpe = with_wpe ? tensor_f32(2, ps, pt, dwpe0) : NULL;
+        EXPECT_OK(nnt_tensor_embedding(ttok, twte, twpe, tout));
+        EXPECT_OK(nnt_tensor_embedding_backward(ttok, tdout, tdwte, tdwpe));
+        float *got[3] = {to_host(tout), to_host(tdwte), with_wpe ? to_host(tdwpe) : NULL};
+        expect_close("embedding out", k, got[0], out_ref, n, RTOL);
+        expect_close("embedding dwte", k, got[1], dwte_ref, nv, RTOL);
+        if (with_wpe)
+            expect_close("embedding dwpe", k, got[2], dwpe_ref, np, RTOL);
+        if (k == 0) {
+            memcpy(first, got, sizeof got);
+        } else {
+            expect_agree("embedding out", k, first[0], got[0], n, 1);
+            expect_agree("embedding dwte", k, first[1], got[1], nv, 0);
+            if (with_wpe)
+                expect_agree("embedding dwpe", k, first[2], got[2], np, 0);
+            for (int i = 0; i < 3; i++)
+                free(got[i]);
+        }
+        nnt_tensor *all[7] = {ttok, twte, twpe, tout, tdout, tdwte, tdwpe};
+        for (int i = 0; i < 7; i++)
+            EXPECT_OK(nnt_tensor_destroy(all[i]));
+    }
+    for (int i = 0; i < 3; i++)
+        free(first[i]);
+    free(wte), free(wpe), free(dout), free(dwte0), free(dwpe0);
+    free(out_ref), free(dwte_ref), free(dwpe_ref);
+}
+END_TEST
+
+START_TEST(embedding_rejects_bad_arguments)
+{
+    const char *fn = "nnt_tensor_embedding", *bfn = "nnt_tensor_embedding_backward";
+    const int64_t ts[2] = {2, 6}, tt[2] = {1, 3}, os[3] = {2, 6, 8}, ot[3] = {1, 3, 4},
+                  vs[2] = {10, 8}, vt[2] = {5, 4}, ps[2] = {8, 8}, pt[2] = {3, 4};
+    nnt_tensor *tok = tensor_i32(2, ts, tt, NULL), *wte = tensor_f32(2, vs, vt, NULL),
+               *wpe = tensor_f32(2, ps, pt, NULL), *out = tensor_f32(3, os, ot, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte, wpe, out), NNT_E_STATE, fn);
+    EXPECT_OK(nnt_tensor_fill(tok, 3));
+    EXPECT_OK(nnt_tensor_fill(wte, 1));
+    EXPECT_OK(nnt_tensor_fill(wpe, 1));
+    nnt_tensor *tokf = tensor_f32(2, ts, tt, NULL),
+               *wpe_short = tensor_f32(2, (int64_t[]){5, 8}, pt, NULL),
+               *wpe_rows = tensor_f32(2, ps, (int64_t[]){2, 4}, NULL),
+               *wte_c = tensor_f32(2, vs, (int64_t[]){5, 8}, NULL),
+               *out_bt = tensor_f32(3, os, (int64_t[]){2, 3, 4}, NULL),
+               *out2 = tensor_f32(2, ts, NULL, NULL);
+    nnt_tensor *filled[4] = {tokf, wpe_short, wpe_rows, wte_c};
+    for (int i = 0; i < 4; i++)
+        EXPECT_OK(nnt_tensor_fill(filled[i], 0));
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(NULL, wte, wpe, out), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte, wpe, NULL), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tokf, wte, wpe, out), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte, wpe_short, out), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte, wpe_rows, out), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte_c, wpe, out), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte, wpe, out_bt), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding(tok, wte, wpe, out2), NNT_E_SHAPE, fn);
+    EXPECT_OK(nnt_tensor_embedding(tok, wte, wpe, out));
+    EXPECT_OK(nnt_tensor_embedding(tok, wte, NULL, out));
+    EXPECT_FAIL_MSG(nnt_tensor_embedding_backward(tok, out, NULL, wpe), NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding_backward(tok, out, wte, wte), NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding_backward(tok, out, wte_c, wpe), NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding_backward(tok, out, wte, wpe_rows), NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_embedding_backward(tok, out_bt, wte, wpe), NNT_E_STATE, bfn);
+    EXPECT_OK(nnt_tensor_embedding_backward(tok, out, wte, wpe));
+    EXPECT_OK(nnt_tensor_embedding_backward(tok, out, wte, NULL));
+    nnt_tensor *all[10] = {tok, wte, wpe, out, tokf, wpe_short, wpe_rows, wte_c, out_bt, out2};
+    for (int i = 0; i < 10; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+}
+END_TEST
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+#define AT_B 2
+#define AT_H 3
+#define AT_T 11
+#define AT_D 8
+#define AT_N (AT_B * AT_H * AT_T * AT_D)
+#define AT_R (AT_B * AT_H * AT_T)
+
+/* q/k/v/o tile (B, NH, T, hd) */
+static const int64_t at_tilings[][4] = {
+    {2, 3, 11, 8},   /* one tile                                  */
+    {1, 2, 4, 8},    /* T in tiles 4, 4, 3; partial head tile      */
+    {2, 1, 3, 8},    /* T in tiles 3, 3, 3, 2                       */
+    {1, 3, 5, 3},    /* hd split (retiled), T in 5, 5, 1             */
+    {2, 3, 1, 8},    /* one query row per tile                       */
+};
+#define AT_NT ((int)(sizeof at_tilings / sizeof *at_tilings))
+
+START_TEST(attention_matches_reference_for_every_tiling)
+{
+    const int64_t s4[4] = {AT_B, AT_H, AT_T, AT_D};
+    const double scale = 1.0 / sqrt((double)AT_D);
+    float *q = random_f32(AT_N, 21, -1.5, 1.5), *k = random_f32(AT_N, 22, -1.5, 1.5),
+          *v = random_f32(AT_N, 23, -1, 1), *dout = random_f32(AT_N, 24, -1, 1);
+    double *qd = to_double(q, AT_N), *kd = to_double(k, AT_N), *vd = to_double(v, AT_N),
+           *dd = to_double(dout, AT_N);
+    double *o_ref = zeros(AT_N), *lse_ref = zeros(AT_R), *dq_ref = zeros(AT_N),
+           *dk_ref = zeros(AT_N), *dv_ref = zeros(AT_N);
+    attn_fwd_ref(AT_B * AT_H, AT_T, AT_D, scale, qd, kd, vd, o_ref, lse_ref);
+    attn_bwd_ref(AT_B * AT_H, AT_T, AT_D, scale, qd, kd, vd, dd, dq_ref, dk_ref, dv_ref);
+
+    float *first[5] = {NULL};
+    for (int t = 0; t < AT_NT; t++) {
+        const int64_t *tl = at_tilings[t];
+        nnt_tensor *tq = tensor_f32(4, s4, tl, q), *tk = tensor_f32(4, s4, tl, k),
+                   *tv = tensor_f32(4, s4, tl, v), *to = tensor_f32(4, s4, tl, NULL),
+                   *tlse = tensor_f32(3, s4, tl, NULL), *tdo = tensor_f32(4, s4, tl, dout),
+                   *tdq = tensor_f32(4, s4, tl, NULL), *tdk = tensor_f32(4, s4, tl, NULL),
+                   *tdv = tensor_f32(4, s4, tl, NULL);
+        EXPECT_OK(nnt_tensor_attention(tq, tk, tv, scale, to, tlse));
+        EXPECT_OK(nnt_tensor_attention_backward(tq, tk, tv, to, tlse, tdo, scale, tdq, tdk,
+                                                tdv));
+        float *got[5] = {to_host(to), to_host(tlse), to_host(tdq), to_host(tdk), to_host(tdv)};
+        expect_close("attention o", t, got[0], o_ref, AT_N, RTOL);
+        expect_close("attention lse", t, got[1], lse_ref, AT_R, RTOL);
+        expect_close("attention dq", t, got[2], dq_ref, AT_N, RTOL);
+        expect_close("attention dk", t, got[3], dk_ref, AT_N, RTOL);
+        expect_close("attention dv", t, got[4], dv_ref, AT_N, RTOL);
+        static const int64_t sizes[5] = {AT_N, AT_R, AT_N, AT_N, AT_N};
+        for (int i = 0; i < 5; i++) {
+            if (t == 0) {
+                first[i] = got[i];
+                continue;
+            }
+            expect_agree("attention output", t, first[i], got[i], sizes[i], 0);
+            free(got[i]);
+        }
+        nnt_tensor *all[9] = {tq, tk, tv, to, tlse, tdo, tdq, tdk, tdv};
+        for (int i = 0; i < 9; i++)
+            EXPECT_OK(nnt_tensor_destroy(all[i]));
+    }
+    for (int i = 0; i < 5; i++)
+        free(first[i]);
+    free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
+    free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref);
+}
+END_TEST
+
+START_TEST(attention_is_deterministic)
+{
+    const int64_t s4[4] = {1, 2, 40, 16}, tl[4] = {1, 1, 7, 16};
+    int64_t n = 1280;
+    float *x = random_f32(n, 31, -1, 1);
+    nnt_tensor *tq = tensor_f32(4, s4, tl, x), *to = tensor_f32(4, s4, tl, NULL),
+               *tlse = tensor_f32(3, s4, tl, NULL), *tdq = tensor_f32(4, s4, tl, NULL),
+               *tdk = tensor_f32(4, s4, tl, NULL), *tdv = tensor_f32(4, s4, tl, NULL);
+    float *res[2][2];
+    for (int run = 0; run < 2; run++) {
+        EXPECT_OK(nnt_tensor_attention(tq, tq, tq, 0.25, to, tlse));
+        EXPECT_OK(nnt_tensor_attention_backward(tq, tq, tq, to, tlse, tq, 0.25, tdq, tdk, tdv));
+        res[run][0] = to_host(tdq);
+        res[run][1] = to_host(tdk);
+    }
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(memcmp(res[0][i], res[1][i], (size_t)n * sizeof(float)), 0);
+        free(res[0][i]);
+        free(res[1][i]);
+    }
+    nnt_tensor *all[6] = {tq, to, tlse, tdq, tdk, tdv};
+    for (int i = 0; i < 6; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+    free(x);
+}
+END_TEST
+
+START_TEST(attention_rejects_bad_arguments)
+{
+    const char *fn = "nnt_tensor_attention", *bfn = "nnt_tensor_attention_backward";
+    const int64_t s4[4] = {2, 2, 6, 4}, t4[4] = {1, 2, 3, 4};
+    nnt_tensor *q = tensor_f32(4, s4, t4, NULL), *o = tensor_f32(4, s4, t4, NULL),
+               *lse = tensor_f32(3, s4, t4, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, q, q, 0.5, o, lse), NNT_E_STATE, fn);
+    EXPECT_OK(nnt_tensor_fill(q, 0.5));
+    nnt_tensor *kbad = tensor_f32(4, (int64_t[]){2, 2, 7, 4}, t4, NULL),
+               *ktile = tensor_f32(4, s4, (int64_t[]){1, 2, 2, 4}, NULL),
+               *lsebad = tensor_f32(3, s4, (int64_t[]){2, 2, 3}, NULL),
+               *q3 = tensor_f32(3, s4, t4, NULL), *qi = tensor_i32(4, s4, t4, NULL);
+    nnt_tensor *filled[4] = {kbad, ktile, q3, qi};
+    for (int i = 0; i < 4; i++)
+        EXPECT_OK(nnt_tensor_fill(filled[i], 0));
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, q, NULL, 0.5, o, lse), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, q, q, 0.5, q, lse), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, q, q, NAN, o, lse), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, kbad, q, 0.5, o, lse), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, ktile, q, 0.5, o, lse), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, q, q, 0.5, o, lsebad), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q3, q3, q3, 0.5, o, lse), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(qi, q, q, 0.5, o, lse), NNT_E_SHAPE, fn);
+    EXPECT_OK(nnt_tensor_attention(q, q, q, 0.5, o, lse));
+    nnt_tensor *dq = tensor_f32(4, s4, t4, NULL), *dk = tensor_f32(4, s4, t4, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, q, q, o, lse, q, 0.5, dq, dk, NULL),
+                    NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, q, q, o, lse, q, 0.5, dq, dk, dk),
+                    NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, q, q, o, lse, q, 0.5, dq, dk, o),
+                    NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, q, q, o, lse, ktile, 0.5, dq, dk, kbad),
+                    NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, q, q, o, lsebad, q, 0.5, dq, dk, o),
+                    NNT_E_STATE, bfn);
+    nnt_tensor *all[10] = {q, o, lse, kbad, ktile, lsebad, q3, qi, dq, dk};
+    for (int i = 0; i < 10; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+}
+END_TEST
+
+/* ---- cross-entropy --------------------------------------------------------------------------- */
+
+#define XE_A 3
+#define XE_B 5
+#define XE_V 37
+#define XE_R (XE_A * XE_B)
+#define XE_N (XE_R * XE_V)
+#define XE_IGNORE (-100)
+
+/* logits tile (A, B, V) */
+static const int64_t xe_tilings[][3] = {
+    {3, 5, 37},   /* one tile                          */
+    {2, 2, 10},   /* V split, partial tiles everywhere  */
+    {1, 5, 8},    /* V in five tiles                     */
+    {3, 3, 37},   /* whole V, partial row tiles          */
+};
+#define XE_NT ((int)(sizeof xe_tilings / sizeof *xe_tilings))
+
+START_TEST(cross_entropy_matches_reference_for_every_tiling)
+{
+    int in_place = _i;   /* 1: dlogits is logits */
+    const int64_t ls[3] = {XE_A, XE_B, XE_V};
+    float *x = random_f32(XE_N, 41, -4, 4);
+    for (int j = 0; j < XE_V; j++)   /* a row with large logits: the max must be subtracted */
+        x[2 * XE_V + j] += 80.0f;
+    int32_t tg[XE_R];
+    unsigned long long st = 43;
+    int nvalid = 0;
+    for (int r = 0; r < XE_R; r++) {
+        tg[r] = r % 4 == 1 ? XE_IGNORE : (int32_t)(test_rand(&st) * XE_V);
+        nvalid += tg[r] != XE_IGNORE;
+    }
+    tg[0] = 0, tg[3] = XE_V - 1, tg[6] = 9;   /* first, last, a tile boundary (V tiles of 10) */
+    double scale = 1.0 / nvalid;
+    double *xd = to_double(x, XE_N), *loss_ref = zeros(XE_R), *lse_ref = zeros(XE_R),
+           *dx_ref = zeros(XE_N);
+    xent_fwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, loss_ref, lse_ref);
+    xent_bwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, scale, dx_ref);
+    for (int r = 0; r < XE_R; r++)
+        if (tg[r] == XE_IGNORE)
+            ck_assert(loss_ref[r] == 0.0);
+
+    float *first[3] = {NULL};
+    for (int t = 0; t < XE_NT; t++) {
+        const int64_t *tl = xe_tilings[t];
+        nnt_tensor *tx = tensor_f32(3, ls, tl, x), *ttg = tensor_i32(2, ls, tl, tg),
+                   *tloss = tensor_f32(2, ls, tl, NULL), *tlse = tensor_f32(2, ls, tl, NULL),
+                   *tdx = in_place ? tx : tensor_f32(3, ls, tl, NULL);
+        EXPECT_OK(nnt_tensor_cross_entropy(tx, ttg, XE_IGNORE, tloss, tlse));
+        EXPECT_OK(nnt_tensor_cross_entropy_backward(tx, ttg, XE_IGNORE, tlse, scale, tdx));
+        float *got[3] = {to_host(tloss), to_host(tlse), to_host(tdx)};
+        expect_close("cross-entropy loss", t, got[0], loss_ref, XE_R, RTOL);
+        expect_close("cross-entropy lse", t, got[1], lse_ref, XE_R, RTOL);
+        expect_close("cross-entropy dlogits", t, got[2], dx_ref, XE_N, RTOL);
+        for (int r = 0; r < XE_R; r++)
+            if (tg[r] == XE_IGNORE)
+                ck_assert_float_eq(got[0][r], 0.0f);
+        static const int64_t sizes[3] = {XE_R, XE_R, XE_N};
+        for (int i = 0; i < 3; i++) {
+            if (t == 0) {
+                first[i] = got[i];
+                continue;
+            }
+            /* the online max/sum over vocabulary tiles rounds differently per V tiling */
+            expect_agree("cross-entropy output", t, first[i], got[i], sizes[i],
+                         tl[2] == XE_V);
+            free(got[i]);
+        }
+        nnt_tensor *all[5] = {tx, ttg, tloss, tlse, in_place ? NULL : tdx};
+        for (int i = 0; i < 5; i++)
+            EXPECT_OK(nnt_tensor_destroy(all[i]));
+    }
+    for (int i = 0; i < 3; i++)
+        free(first[i]);
+    free(x), free(xd), free(loss_ref), free(lse_ref), free(dx_ref);
+}
+END_TEST
+
+START_TEST(cross_entropy_rejects_bad_arguments)
+{
+    const char *fn = "nnt_tensor_cross_entropy", *bfn = "nnt_tensor_cross_entropy_backward";
+    const int64_t ls[2] = {6, 10}, lt[2] = {4, 3}, rs[1] = {6}, rt[1] = {4};
+    nnt_tensor *x = tensor_f32(2, ls, lt, NULL), *tg = tensor_i32(1, rs, rt, NULL),
+               *loss = tensor_f32(1, rs, rt, NULL), *lse = tensor_f32(1, rs, rt, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x, tg, -100, loss, lse), NNT_E_STATE, fn);
+    EXPECT_OK(nnt_tensor_fill(x, 0.5));
+    EXPECT_OK(nnt_tensor_fill(tg, 3));
+    nnt_tensor *tgf = tensor_f32(1, rs, rt, NULL), *loss_tile = tensor_f32(1, rs, NULL, NULL),
+               *loss_len = tensor_f32(1, (int64_t[]){5}, rt, NULL),
+               *x1 = tensor_f32(1, rs, rt, NULL),
+               *dx_tile = tensor_f32(2, ls, (int64_t[]){4, 5}, NULL);
+    EXPECT_OK(nnt_tensor_fill(tgf, 3));
+    EXPECT_OK(nnt_tensor_fill(x1, 0));
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(NULL, tg, -100, loss, lse), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x, tg, -100, loss, NULL), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x, tg, -100, loss, loss), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x, tgf, -100, loss, lse), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x, tg, -100, loss_tile, lse), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x, tg, -100, loss, loss_len), NNT_E_SHAPE, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy(x1, tg, -100, loss, lse), NNT_E_SHAPE, fn);
+    EXPECT_OK(nnt_tensor_cross_entropy(x, tg, -100, loss, lse));
+    nnt_tensor *dx = tensor_f32(2, ls, lt, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, 1.0, NULL),
+                    NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, INFINITY, dx),
+                    NNT_E_INVAL, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, 1.0, dx_tile),
+                    NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_backward(x, tgf, -100, lse, 1.0, dx), NNT_E_SHAPE,
+                    bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_cross_entropy_backward(x, tg, -100, loss_len, 1.0, dx),
+                    NNT_E_STATE, bfn);
+    EXPECT_OK(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, 1.0, dx));
+    EXPECT_OK(nnt_tensor_cross_entropy_backward(x, tg, -100, lse, 1.0, x));
+    nnt_tensor *all[10] = {x, tg, loss, lse, tgf, loss_tile, loss_len, x1, dx_tile, dx};
+    for (int i = 0; i < 10; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+}
+END_TEST
+
+static Suite *ops_nn_suite(void)
+{
+    Suite *s = suite_create("ops_nn");
+    TCase *ref = tcase_create("references");
+    tcase_add_test(ref, references_match_finite_differences);
+    suite_add_tcase(s, ref);
+    TCase *tc = tcase_create("ops");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, layernorm_matches_reference_for_every_tiling);
+    tcase_add_test(tc, layernorm_is_deterministic);
+    tcase_add_test(tc, layernorm_rejects_bad_arguments);
+    tcase_add_loop_test(tc, embedding_matches_reference_for_every_tiling, 0, 2);
+    tcase_add_test(tc, embedding_rejects_bad_arguments);
+    tcase_add_test(tc, attention_matches_reference_for_every_tiling);
+    tcase_add_test(tc, attention_is_deterministic);
+    tcase_add_test(tc, attention_rejects_bad_arguments);
+    tcase_add_loop_test(tc, cross_entropy_matches_reference_for_every_tiling, 0, 2);
+    tcase_add_test(tc, cross_entropy_rejects_bad_arguments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(ops_nn_suite());
+}
