@@ -73,15 +73,15 @@ __global__ void axpby_kernel(int64_t n, float alpha, const float *__restrict__ x
     }
 }
 
-__global__ void gelu_fwd_kernel(int64_t n, const float *__restrict__ x, float *__restrict__ y)
+__global__ void gelu_fwd_kernel(int64_t n, const float *x, float *y)  /* may run in place */
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         y[i] = gelu_f(x[i]);
 }
 
-__global__ void gelu_bwd_kernel(int64_t n, const float *__restrict__ x,
-                                const float *__restrict__ dy, float *__restrict__ dx)
+__global__ void gelu_bwd_kernel(int64_t n, const float *x, const float *dy,
+                                float *dx)  /* may run in place */
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)

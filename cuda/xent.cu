@@ -89,10 +89,10 @@ __global__ void xent_loss_kernel(int64_t rows, const int32_t *__restrict__ targe
 }
 
 __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
-                                const float *__restrict__ logits, int64_t ld,
+                                const float *logits, int64_t ld,
                                 const int32_t *__restrict__ targets, int32_t ignore_index,
                                 const float *__restrict__ m, const float *__restrict__ s,
-                                float scale, float *__restrict__ dlogits)
+                                float scale, float *dlogits)  /* may run in place */
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const int32_t t = targets[r];

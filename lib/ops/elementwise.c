@@ -1,0 +1,91 @@
+/* Elementwise tensor operations: scale, axpby, GELU and its backward. Operands of one call
+ * have equal shapes and tilings, so tile i of each operand holds the same elements: one
+ * task per tile, no ordering between tiles, and the result does not depend on the tiling. */
+#include "../internal.h"
+
+/* lib/codelets/elementwise.c */
+int nnt_insert_scale(nnt_ctx *ctx, starpu_data_handle_t x, float alpha);
+int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
+                     starpu_data_handle_t y);
+int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
+                        starpu_data_handle_t dx);
+
+/* A usable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role); readable too if must_read. */
+static int check_f32(const char *fn, const char *role, const nnt_tensor *t, int must_read)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
+    int rc = must_read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
+    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
+}
+
+/* x (...) = alpha x on every tile of x */
+static int scale_tiles(nnt_tensor *x, double alpha)
+{
+    int rc = NNT_OK;
+    for (int64_t i = 0; i < x->ntiles && rc == 0; i++)
+        rc = nnt_insert_scale(x->ctx, x->tiles[i].handle, (float)alpha);
+    return rc;
+}
+
+int nnt_tensor_scale(nnt_tensor *x, double alpha)
+{
+    int rc = check_f32("nnt_tensor_scale", "x", x, 1);
+    return rc ? rc : scale_tiles(x, alpha);
+}
+
+int nnt_tensor_axpby(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
+{
+    const char *fn = "nnt_tensor_axpby";
+    int rc = check_f32(fn, "x", x, 1);
+    if (rc == 0)
+        rc = check_f32(fn, "y", y, beta != 0.0);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "y", y);
+    if (rc)
+        return rc;
+    if (x == y)   /* y = alpha y + beta y: one factor, no aliased kernel arguments */
+        return scale_tiles(y, alpha + beta);
+    for (int64_t i = 0; i < y->ntiles && rc == 0; i++)
+        rc = nnt_insert_axpby(y->ctx, (float)alpha, x->tiles[i].handle, (float)beta,
+                              y->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(y);
+    return rc;
+}
+
+int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y)
+{
+    const char *fn = "nnt_tensor_gelu";
+    int rc = check_f32(fn, "x", x, 1);
+    if (rc == 0)
+        rc = check_f32(fn, "y", y, 0);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "y", y);
+    for (int64_t i = 0; rc == 0 && i < y->ntiles; i++)
+        rc = nnt_insert_gelu(y->ctx, x->tiles[i].handle, y->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(y);
+    return rc;
+}
+
+int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
+{
+    const char *fn = "nnt_tensor_gelu_backward";
+    int rc = check_f32(fn, "x", x, 1);
+    if (rc == 0)
+        rc = check_f32(fn, "dy", dy, 1);
+    if (rc == 0)
+        rc = check_f32(fn, "dx", dx, 0);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "dy", dy);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "dx", dx, "dy", dy);
+    for (int64_t i = 0; rc == 0 && i < dx->ntiles; i++)
+        rc = nnt_insert_gelu_bwd(dx->ctx, x->tiles[i].handle, dy->tiles[i].handle,
+                                 dx->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(dx);
+    return rc;
+}

@@ -1,0 +1,222 @@
+/* Broadcast add over leading dimensions, its reverse (sums over leading dimensions), and the
+ * sum of squares of a set of tensors.
+ *
+ * y (m..., n...) and x (n...) share the tiling of n..., so a tile of y is a contiguous
+ * (rows, inner) block whose inner part is exactly the x tile with the same trailing grid
+ * coordinates. add_broadcast: one task per y tile. sum_leading: per y tile one task for each
+ * x tile above it, submitted in row-major order of the leading tile coordinates with plain
+ * read-write access on y, so the sum is accumulated in a fixed order. sumsq: one task per
+ * tile into its own one-float partial, summed on the host in double in a fixed order. */
+#include "../internal.h"
+
+#include <stdlib.h>
+
+/* lib/codelets/reduce.c */
+int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
+                         int first, float beta);
+int nnt_insert_sumsq(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc);
+/* lib/codelets/elementwise.c */
+int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
+                     starpu_data_handle_t y);
+
+/* A usable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role); readable too if must_read. */
+static int check_f32(const char *fn, const char *role, const nnt_tensor *t, int must_read)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
+    int rc = must_read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
+    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
+}
+
+/* big (m..., n...) and small (n...): distinct, FP32, and small's shape and tiling equal the
+ * trailing dims of big's. */
+static int check_broadcast(const char *fn, const char *big_role, const nnt_tensor *big,
+                           const char *small_role, const nnt_tensor *small)
+{
+    if (big == small)
+        return nnt_fail(big->ctx, NNT_E_INVAL, "%s: %s and %s are the same tensor", fn,
+                        small_role, big_role);
+    if (small->ndim > big->ndim)
+        return nnt_fail(big->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions, more than the %d of %s",
+                        fn, small_role, small->ndim, big->ndim, big_role);
+    return nnt_check_dims(fn, small_role, small, 0, big_role, big, big->ndim - small->ndim,
+                          small->ndim);
+}
+
+/* Number of tiles of big over its leading (big.ndim - nsmall) dims. */
+static int64_t leading_tiles(const nnt_tensor *big, int nsmall)
+{
+    return nnt_box_numel(big->ndim - nsmall, big->grid);
+}
+
+/* Tile index in big of leading tile k (row-major over the leading grid) above the tile of
+ * small whose grid coordinates are small_coord. */
+static int64_t big_tile_index(const nnt_tensor *big, int nsmall, int64_t k,
+                              const int64_t *small_coord)
+{
+    int nlead = big->ndim - nsmall;
+    int64_t coord[NNT_MAX_DIMS];
+    for (int d = nlead - 1; d >= 0; d--) {
+        coord[d] = k % big->grid[d];
+        k /= big->grid[d];
+    }
+    for (int d = 0; d < nsmall; d++)
+        coord[nlead + d] = small_coord[d];
+    return nnt_tensor_tile_index(big, coord);
+}
+
+int nnt_tensor_add_broadcast(nnt_tensor *x, nnt_tensor *y)
+{
+    const char *fn = "nnt_tensor_add_broadcast";
+    int rc = check_f32(fn, "x", x, 1);
+    if (rc == 0)
+        rc = check_f32(fn, "y", y, 1);
+    if (rc == 0)
+        rc = check_broadcast(fn, "y", y, "x", x);
+    int64_t x_coord[NNT_MAX_DIMS], nlead = rc ? 0 : leading_tiles(y, x->ndim);
+    for (int64_t xi = 0; rc == 0 && xi < x->ntiles; xi++) {
+        nnt_tensor_tile_coord(x, xi, x_coord);
+        for (int64_t k = 0; rc == 0 && k < nlead; k++) {
+            int64_t yi = big_tile_index(y, x->ndim, k, x_coord);
+            rc = nnt_insert_add_bcast(y->ctx, x->tiles[xi].handle, y->tiles[yi].handle);
+        }
+    }
+    return rc;
+}
+
+/* acc (n...) = sum over m... of x (m..., n...) [+ beta acc]: per acc tile, the x tiles
+ * above it in a fixed order, the first one applying beta. */
+static int sum_leading_tiles(nnt_tensor *x, float beta, nnt_tensor *acc)
+{
+    int rc = NNT_OK;
+    int64_t coord[NNT_MAX_DIMS], nlead = leading_tiles(x, acc->ndim);
+    for (int64_t yi = 0; rc == 0 && yi < acc->ntiles; yi++) {
+        nnt_tensor_tile_coord(acc, yi, coord);
+        for (int64_t k = 0; rc == 0 && k < nlead; k++) {
+            int64_t xi = big_tile_index(x, acc->ndim, k, coord);
+            rc = nnt_insert_sum_outer(acc->ctx, x->tiles[xi].handle, acc->tiles[yi].handle,
+                                      k == 0, beta);
+        }
+    }
+    return rc;
+}
+
+/* y = alpha sums + beta y with alpha != 1: the sums go to a temporary with y's layout,
+ * then one axpby task per y tile. */
+static int sum_leading_scaled(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
+{
+    nnt_tensor *sums;   // (n...) in y's tiling
+    int rc = nnt_temp_create(y->ctx, NNT_FP32, y->ndim, y->shape, y->tile, &sums);
+    if (rc)
+        return rc;
+    rc = sum_leading_tiles(x, 0.0f, sums);
+    for (int64_t i = 0; rc == 0 && i < y->ntiles; i++)
+        rc = nnt_insert_axpby(y->ctx, (float)alpha, sums->tiles[i].handle, (float)beta,
+                              y->tiles[i].handle);
+    nnt_temp_release(sums);
+    return rc;
+}
+
+int nnt_tensor_sum_leading(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
+{
+    const char *fn = "nnt_tensor_sum_leading";
+    int rc = check_f32(fn, "x", x, 1);
+    if (rc == 0)
+        rc = check_f32(fn, "y", y, beta != 0.0);
+    if (rc == 0)
+        rc = check_broadcast(fn, "x", x, "y", y);
+    if (rc)
+        return rc;
+    if ((float)alpha == 1.0f)
+        rc = sum_leading_tiles(x, (float)beta, y);
+    else
+        rc = sum_leading_scaled(alpha, x, beta, y);
+    if (rc == 0)
+        nnt_tensor_mark_written(y);
+    return rc;
+}
+
+/* ---- sum of squares ------------------------------------------------------------------- */
+
+static int check_sumsq_args(const char *fn, int n, nnt_tensor *const *tensors,
+                            const double *sumsq, int64_t *ntiles)
+{
+    if (!sumsq)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: sumsq is NULL", fn);
+    if (n < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: n = %d is negative", fn, n);
+    if (n > 0 && !tensors)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: tensors is NULL (n = %d)", fn, n);
+    *ntiles = 0;
+    for (int t = 0; t < n; t++) {
+        if (!tensors[t])
+            return nnt_fail(NULL, NNT_E_INVAL, "%s: tensors[%d] is NULL", fn, t);
+        int rc = nnt_tensor_check_readable(tensors[t], fn);
+        if (rc == 0)
+            rc = nnt_check_dtype(fn, "every tensor", tensors[t], NNT_FP32);
+        if (rc)
+            return rc;
+        *ntiles += tensors[t]->ntiles;
+    }
+    return NNT_OK;
+}
+
+/* One partial per tile: register a one-float variable and submit its task. */
+static int submit_partials(int n, nnt_tensor *const *tensors, starpu_data_handle_t *partial,
+                           int64_t *nregistered)
+{
+    int rc = NNT_OK;
+    for (int t = 0; t < n; t++) {
+        nnt_tensor *x = tensors[t];
+        for (int64_t i = 0; rc == 0 && i < x->ntiles; i++) {
+            starpu_data_handle_t *h = &partial[(*nregistered)++];
+            starpu_variable_data_register(h, -1, 0, sizeof(float));
+            rc = nnt_insert_sumsq(x->ctx, x->tiles[i].handle, *h);
+        }
+    }
+    return rc;
+}
+
+/* Wait for each partial in order and add it in double. */
+static int gather_partials(nnt_ctx *ctx, int64_t count, starpu_data_handle_t *partial,
+                           double *sum)
+{
+    *sum = 0.0;
+    for (int64_t i = 0; i < count; i++) {
+        if (starpu_data_acquire(partial[i], STARPU_R) != 0)
+            return nnt_fail(ctx, NNT_E_RUNTIME, "nnt_tensors_sumsq: cannot acquire partial %lld",
+                            (long long)i);
+        void *iface = starpu_data_get_interface_on_node(partial[i], STARPU_MAIN_RAM);
+        *sum += *(const float *)STARPU_VARIABLE_GET_PTR(iface);
+        starpu_data_release(partial[i]);
+    }
+    return NNT_OK;
+}
+
+int nnt_tensors_sumsq(int n, nnt_tensor *const *tensors, double *sumsq)
+{
+    const char *fn = "nnt_tensors_sumsq";
+    int64_t ntiles = 0, nregistered = 0;
+    int rc = check_sumsq_args(fn, n, tensors, sumsq, &ntiles);
+    if (rc)
+        return rc;
+    if (ntiles == 0) {
+        *sumsq = 0.0;
+        return NNT_OK;
+    }
+    nnt_ctx *ctx = tensors[0]->ctx;
+    starpu_data_handle_t *partial = malloc((size_t)ntiles * sizeof *partial);   // (ntiles)
+    if (!partial)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
+    rc = submit_partials(n, tensors, partial, &nregistered);
+    double sum = 0.0;
+    if (rc == 0)
+        rc = gather_partials(ctx, ntiles, partial, &sum);
+    for (int64_t i = 0; i < nregistered; i++)
+        starpu_data_unregister(partial[i]);
+    free(partial);
+    if (rc == 0)
+        *sumsq = sum;
+    return rc;
+}
