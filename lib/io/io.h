@@ -1,0 +1,342 @@
+/* File formats of nnt (internal, not installed): safetensors, llm.c GPT-2 checkpoints, token
+ * data (llm.c shards, nanoGPT .bin, plain text with a byte-level tokenizer) and the small
+ * bounded JSON reader the safetensors header needs.
+ *
+ * Plain C99 + POSIX: no StarPU, no tensors, no config.h. Everything reads and writes host
+ * buffers, so the layer is tested alone (tests/test_io.c) and fuzzed (tests/fuzz_safetensors.c).
+ *
+ * Errors: every function that can fail returns 0 or a negative NNT_E_* code of nnt.h and
+ * writes a one-line message into the caller's buffer (err, errlen): the file, the field,
+ * the tensor and the byte offset where that applies. err may be NULL or errlen 0; a message
+ * longer than errlen is truncated. The messages are meant to be forwarded by the caller
+ * (nnt_fail needs a context, which this layer does not have). On success err is untouched.
+ *   NNT_E_INVAL        bad argument (NULL, bad name, window outside the data, ...)
+ *   NNT_E_NOMEM        allocation failed
+ *   NNT_E_IO           open/read/write/fsync/rename failed, or a file shrank while open
+ *   NNT_E_FORMAT       malformed, truncated or inconsistent file; a value that does not fit
+ *                      the requested type (I64 -> I32) or a token id >= vocab
+ *   NNT_E_UNSUPPORTED  valid file this layer cannot use: llm.c bf16 checkpoint (version 5),
+ *                      safetensors tensor of more than NNT_IO_MAXDIM dimensions, or a dtype
+ *                      conversion that is not implemented
+ *   NNT_E_STATE        writer used in the wrong order (add after data was written)
+ *
+ * Readers are immutable after open: concurrent reads from several threads are safe (pread).
+ * All multi-byte values in files are little-endian; big-endian hosts are handled.
+ * Writers write "PATH.tmp-XXXXXX" next to PATH, fsync it, rename it over PATH and fsync the
+ * directory: PATH is either the old file or the complete new one, and the temporary file is
+ * removed on every failure. A new file gets mode 0644 (or the mode of the file it replaces).
+ */
+#ifndef NNT_IO_H
+#define NNT_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nnt.h"
+
+#if defined(__GNUC__)
+#define NNT_IO_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define NNT_IO_PRINTF(f, a)
+#endif
+
+#define NNT_IO_ERRLEN 512          /* a good size for err buffers                          */
+#define NNT_IO_MAXDIM 8            /* most dimensions of a tensor                          */
+#define NNT_IO_MAXNAME 1024        /* longest tensor name / metadata key, bytes (no NUL)   */
+#define NNT_IO_MAXHEADER (100u << 20) /* largest safetensors JSON header, bytes            */
+#define NNT_JSON_MAXDEPTH 64       /* deepest nesting nnt_json_skip accepts                */
+
+/* ---- element types (the safetensors set of byte-sized types) ------------------------------ */
+typedef enum {
+    NNT_IO_BOOL = 0,
+    NNT_IO_U8,
+    NNT_IO_I8,
+    NNT_IO_F8_E5M2,
+    NNT_IO_F8_E4M3,
+    NNT_IO_I16,
+    NNT_IO_U16,
+    NNT_IO_F16,
+    NNT_IO_BF16,
+    NNT_IO_I32,
+    NNT_IO_U32,
+    NNT_IO_F32,
+    NNT_IO_F64,
+    NNT_IO_I64,
+    NNT_IO_U64,
+    NNT_IO_NDTYPES
+} nnt_io_dtype;
+
+const char *nnt_io_dtype_name(nnt_io_dtype t);     /* "F32", ...; "?" when out of range     */
+size_t nnt_io_dtype_size(nnt_io_dtype t);          /* bytes per element; 0 when out of range */
+/* Parse a safetensors dtype name of len bytes; 0 or -1 when unknown. */
+int nnt_io_dtype_parse(const char *s, size_t len, nnt_io_dtype *out);
+
+/* ---- safetensors reader -------------------------------------------------------------------- */
+typedef struct nnt_st_entry {
+    const char *name;              /* NUL-terminated UTF-8, 1..NNT_IO_MAXNAME bytes         */
+    nnt_io_dtype dtype;
+    int ndim;                      /* 0 (a scalar) .. NNT_IO_MAXDIM                         */
+    int64_t shape[NNT_IO_MAXDIM];  /* unused dimensions are 0                               */
+    uint64_t numel;                /* product of shape (1 for a scalar)                     */
+    uint64_t offset;               /* byte offset of the data from the start of the file    */
+    uint64_t nbytes;               /* numel * dtype size                                    */
+} nnt_st_entry;
+
+typedef struct nnt_st_reader nnt_st_reader;
+
+/* Open and validate a file: the header length (<= NNT_IO_MAXHEADER and <= file size - 8), the
+ * JSON (strict: a '{' first, no duplicate keys, no unknown keys in an entry, only whitespace
+ * after the object), every entry (known dtype, shape of non-negative integers, data_offsets
+ * [begin, end] with begin <= end, (end - begin) == numel * dtype size), and the data layout
+ * (entries sorted by begin tile the data section exactly: no gap, no overlap, nothing after).
+ * Only the header is read here; data is read by nnt_st_read with pread. */
+int nnt_st_open(const char *path, nnt_st_reader **out, char *err, size_t errlen);
+/* The same from a memory buffer of len bytes, which must outlive the reader (not copied). */
+int nnt_st_open_mem(const void *buf, size_t len, nnt_st_reader **out, char *err, size_t errlen);
+void nnt_st_close(nnt_st_reader *r);               /* accepts NULL                          */
+
+size_t nnt_st_count(const nnt_st_reader *r);
+/* Entries in file order (by data offset), i < nnt_st_count(r); NULL when out of range. */
+const nnt_st_entry *nnt_st_entry_at(const nnt_st_reader *r, size_t i);
+const nnt_st_entry *nnt_st_find(const nnt_st_reader *r, const char *name); /* NULL: absent */
+
+/* "__metadata__" pairs, sorted by key. */
+size_t nnt_st_metadata_count(const nnt_st_reader *r);
+int nnt_st_metadata_at(const nnt_st_reader *r, size_t i, const char **key, const char **value);
+const char *nnt_st_metadata_get(const nnt_st_reader *r, const char *key); /* NULL: absent */
+
+/* Read elements [first, first + count) of entry e (row-major) into dst, converted to `want`;
+ * dst holds count * nnt_io_dtype_size(want) bytes. Conversions: any type to itself (raw);
+ * F32 <- F16, BF16, F64 (rounded); I32 <- I64 (range checked: NNT_E_FORMAT naming the element),
+ * I8, U8, I16, U16, U32 (range checked); I64 <- I32, I8, U8, I16, U16, U32.
+ * Others: NNT_E_UNSUPPORTED. */
+int nnt_st_read(const nnt_st_reader *r, const nnt_st_entry *e, nnt_io_dtype want,
+                uint64_t first, uint64_t count, void *dst, char *err, size_t errlen);
+
+/* ---- safetensors writer -------------------------------------------------------------------- */
+typedef struct nnt_st_writer nnt_st_writer;
+
+/* Create PATH.tmp-XXXXXX. */
+int nnt_st_writer_begin(const char *path, nnt_st_writer **out, char *err, size_t errlen);
+/* A "__metadata__" pair (key unique, 1..NNT_IO_MAXNAME bytes; value any UTF-8 without NUL).
+ * Only before the first nnt_st_writer_write. */
+int nnt_st_writer_meta(nnt_st_writer *w, const char *key, const char *value, char *err,
+                       size_t errlen);
+/* Declare the next tensor (file order = call order). name: unique, 1..NNT_IO_MAXNAME bytes of
+ * UTF-8, not "__metadata__"; ndim 0..NNT_IO_MAXDIM; shape[i] >= 0. data: its elements in dtype,
+ * host byte order (written little-endian), borrowed until nnt_st_writer_finish; or NULL to
+ * stream them with nnt_st_writer_write. Only before the first nnt_st_writer_write
+ * (NNT_E_STATE after). */
+int nnt_st_writer_add(nnt_st_writer *w, const char *name, nnt_io_dtype dtype, int ndim,
+                      const int64_t *shape, const void *data, char *err, size_t errlen);
+/* Append the bytes of the tensors added with data == NULL, in order, in any chunking (a
+ * chunk may span tensors; on a big-endian host it must split only between elements). The
+ * first call writes the header: every tensor must be declared. */
+int nnt_st_writer_write(nnt_st_writer *w, const void *data, size_t nbytes, char *err,
+                        size_t errlen);
+/* Write what is left (header, borrowed data), check that every streamed tensor got all its
+ * bytes, fsync, rename over PATH. Frees w whatever happens; on failure PATH is unchanged and
+ * the temporary file is removed. */
+int nnt_st_writer_finish(nnt_st_writer *w, char *err, size_t errlen);
+/* Discard: remove the temporary file, free w. Accepts NULL. */
+void nnt_st_writer_abort(nnt_st_writer *w);
+
+/* ---- llm.c GPT-2 checkpoint (fp32, version 3) ---------------------------------------------- */
+#define NNT_LLMC_MAGIC 20240326
+#define NNT_LLMC_VERSION_FP32 3
+#define NNT_LLMC_VERSION_BF16 5
+#define NNT_LLMC_HEADER_BYTES 1024    /* 256 int32 */
+#define NNT_LLMC_NPARAMS 16
+
+typedef struct nnt_llmc_config {
+    int32_t max_seq_len;           /* maxT: header[2]                                       */
+    int32_t vocab_size;            /* V:    header[3]                                       */
+    int32_t num_layers;            /* L:    header[4]                                       */
+    int32_t num_heads;             /* NH:   header[5]                                       */
+    int32_t channels;              /* C:    header[6]                                       */
+    int32_t padded_vocab_size;     /* Vp:   header[7]                                       */
+} nnt_llmc_config;
+
+typedef struct nnt_llmc_param {
+    const char *name;              /* wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb,
+                                      ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw, lnfb      */
+    int ndim;                      /* 1..3                                                  */
+    int64_t shape[3];              /* e.g. qkvw (L, 3C, C): linear weights are (out, in)    */
+    uint64_t numel;
+    uint64_t offset;               /* byte offset in the file                               */
+} nnt_llmc_param;
+
+/* Validate a configuration (all positive, Vp >= V, C % NH == 0, total size without overflow)
+ * and lay the 16 parameters out; *total_params (may be NULL) gets the number of floats. */
+int nnt_llmc_layout(const nnt_llmc_config *cfg, nnt_llmc_param params[NNT_LLMC_NPARAMS],
+                    uint64_t *total_params, char *err, size_t errlen);
+
+typedef struct nnt_llmc_reader nnt_llmc_reader;
+
+/* Read the header and check it: magic, version 3 (5 = bf16: NNT_E_UNSUPPORTED; others
+ * NNT_E_FORMAT), the configuration, and file size == 1024 + 4 * total parameters exactly. */
+int nnt_llmc_open(const char *path, nnt_llmc_reader **out, char *err, size_t errlen);
+void nnt_llmc_close(nnt_llmc_reader *r);           /* accepts NULL                          */
+const nnt_llmc_config *nnt_llmc_config_of(const nnt_llmc_reader *r);
+/* i < NNT_LLMC_NPARAMS; NULL when out of range / name unknown. */
+const nnt_llmc_param *nnt_llmc_param_at(const nnt_llmc_reader *r, int i);
+const nnt_llmc_param *nnt_llmc_find(const nnt_llmc_reader *r, const char *name);
+/* Elements [first, first + count) of parameter i (row-major) into dst. */
+int nnt_llmc_read(const nnt_llmc_reader *r, int i, uint64_t first, uint64_t count, float *dst,
+                  char *err, size_t errlen);
+
+/* Streaming writer: begin writes the header (after nnt_llmc_layout's checks), write appends
+ * floats of the parameters in order in any chunking, finish checks the count, fsyncs and
+ * renames (and frees w whatever happens); abort discards. */
+typedef struct nnt_llmc_writer nnt_llmc_writer;
+int nnt_llmc_writer_begin(const char *path, const nnt_llmc_config *cfg, nnt_llmc_writer **out,
+                          char *err, size_t errlen);
+int nnt_llmc_writer_write(nnt_llmc_writer *w, const float *data, size_t count, char *err,
+                          size_t errlen);
+int nnt_llmc_writer_finish(nnt_llmc_writer *w, char *err, size_t errlen);
+void nnt_llmc_writer_abort(nnt_llmc_writer *w);    /* accepts NULL                          */
+/* All at once: params[i] holds parameter i (nnt_llmc_layout order). */
+int nnt_llmc_write(const char *path, const nnt_llmc_config *cfg,
+                   const float *const params[NNT_LLMC_NPARAMS], char *err, size_t errlen);
+
+/* ---- token data ------------------------------------------------------------------------------ */
+#define NNT_TOK_MAGIC 20240520
+#define NNT_TOK_VERSION 1
+#define NNT_TOK_HEADER_BYTES 1024     /* 256 int32 */
+
+typedef enum {
+    NNT_TOK_AUTO = 0,   /* llm.c magic in the first 4 bytes: LLMC; else name ends in ".bin":
+                           NANOGPT; else TEXT                                               */
+    NNT_TOK_LLMC = 1,   /* header 256 int32 (magic, version 1, count), then count uint16     */
+    NNT_TOK_NANOGPT = 2,/* uint16 stream, no header (nanoGPT train.bin / val.bin)            */
+    NNT_TOK_TEXT = 3    /* any bytes; byte-level tokenizer: token = byte value (vocab 256)   */
+} nnt_tok_format;
+
+typedef struct nnt_tok_reader nnt_tok_reader;
+
+/* Open and check the file (LLMC: magic, version, count >= 0, size == 1024 + 2 * count;
+ * NANOGPT: even size). vocab > 0: nnt_tok_read rejects ids >= vocab (NNT_E_FORMAT naming the
+ * position); vocab == 0: no check. The file is not loaded: windows are read with pread. */
+int nnt_tok_open(const char *path, nnt_tok_format format, int32_t vocab, nnt_tok_reader **out,
+                 char *err, size_t errlen);
+void nnt_tok_close(nnt_tok_reader *r);             /* accepts NULL                          */
+uint64_t nnt_tok_count(const nnt_tok_reader *r);
+nnt_tok_format nnt_tok_format_of(const nnt_tok_reader *r); /* the resolved format          */
+/* Tokens [start, start + count) into out (NNT_E_INVAL when the window leaves the file;
+ * wrapping around is the caller's business). */
+int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out,
+                 char *err, size_t errlen);
+/* Write n tokens in format (not AUTO) through temp + fsync + rename: LLMC and NANOGPT need
+ * ids in 0..65535 (LLMC: n <= INT32_MAX), TEXT ids in 0..255. */
+int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
+                  char *err, size_t errlen);
+
+/* ---- text: byte-level tokenizer and UTF-8 ------------------------------------------------- */
+#define NNT_TEXT_VOCAB 256
+/* out[i] = (unsigned char)s[i]. */
+void nnt_text_encode(const char *s, size_t n, int32_t *out);
+/* out[i] = tokens[i] as a byte (out gets no NUL); NNT_E_INVAL naming the first id > 255. */
+int nnt_text_decode(const int32_t *tokens, size_t n, char *out, char *err, size_t errlen);
+/* Decode one UTF-8 sequence of s[0..n): its length (1..4) with *cp set, or 0 when invalid
+ * (truncated, overlong, surrogate, > U+10FFFF, stray continuation byte). */
+int nnt_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* 1 when s[0..n) is valid UTF-8; else 0 with *bad (may be NULL) the first bad byte offset. */
+int nnt_utf8_valid(const char *s, size_t n, size_t *bad);
+
+/* ---- bounded JSON pull reader (json.c) ------------------------------------------------------ */
+/* Reads a text of len bytes held by the caller; positions in messages are `base` + offset, so
+ * a safetensors header reports file offsets. Messages start with `what` (e.g. the file). */
+typedef struct nnt_json {
+    const char *buf;
+    size_t len, pos, base;
+    const char *what;
+    char *err;
+    size_t errlen;
+} nnt_json;
+
+void nnt_json_init(nnt_json *j, const char *buf, size_t len, size_t base, const char *what,
+                   char *err, size_t errlen);
+/* Skip whitespace; the next byte (0..255) or -1 at the end. Does not consume it. */
+int nnt_json_peek(nnt_json *j);
+/* Skip whitespace and consume byte c; NNT_E_FORMAT "expected 'c' <context>" otherwise. */
+int nnt_json_expect(nnt_json *j, char c, const char *context);
+/* A string: escapes (\" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs) decoded, raw bytes
+ * UTF-8 checked, control characters rejected. *out (malloc'd, NUL-terminated, caller frees)
+ * and *outlen (may be NULL) get the decoded bytes; more than maxlen decoded bytes or an
+ * embedded NUL (\u0000) when nul_ok == 0 are NNT_E_FORMAT. */
+int nnt_json_string(nnt_json *j, char **out, size_t *outlen, size_t maxlen, int nul_ok,
+                    const char *context);
+/* A non-negative integer without fraction or exponent that fits in uint64_t. */
+int nnt_json_u64(nnt_json *j, uint64_t *out, const char *context);
+/* Skip one value of any type, validating it; nesting deeper than maxdepth (<=
+ * NNT_JSON_MAXDEPTH) is NNT_E_FORMAT. Iterative: no recursion. */
+int nnt_json_skip(nnt_json *j, int maxdepth, const char *context);
+/* Only whitespace is left. */
+int nnt_json_end(nnt_json *j);
+/* NNT_E_FORMAT with "<what>: <message> at byte <base + pos>". */
+int nnt_json_fail(nnt_json *j, const char *fmt, ...) NNT_IO_PRINTF(2, 3);
+
+/* ---- helpers shared by the io sources (defined in safetensors.c) ------------------------- */
+/* Format a message into err and return code. */
+int nnt_io_errf(char *err, size_t errlen, int code, const char *fmt, ...) NNT_IO_PRINTF(4, 5);
+/* Open a regular file read-only; *size gets its size. */
+int nnt_io_open_read(const char *path, int *fd, uint64_t *size, char *err, size_t errlen);
+/* Read exactly n bytes at off; a short read is NNT_E_IO ("file shrank"). */
+int nnt_io_pread(int fd, void *buf, size_t n, uint64_t off, const char *path, char *err,
+                 size_t errlen);
+
+typedef struct nnt_io_out nnt_io_out;  /* a file being written through temp + rename */
+int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errlen);
+int nnt_io_out_write(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen);
+/* Write n elements of elsize bytes (1, 2, 4, 8) held in host order, as little-endian. */
+int nnt_io_out_write_le(nnt_io_out *o, const void *buf, size_t n, size_t elsize, char *err,
+                        size_t errlen);
+uint64_t nnt_io_out_size(const nnt_io_out *o);     /* bytes written so far                  */
+/* Flush, fsync, close, rename over the path, fsync the directory; frees o. On failure the
+ * temporary file is removed. */
+int nnt_io_out_commit(nnt_io_out *o, char *err, size_t errlen);
+void nnt_io_out_abort(nnt_io_out *o);              /* remove the temporary file; NULL ok    */
+
+/* Little-endian loads and stores. */
+static inline uint16_t nnt_io_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t nnt_io_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t nnt_io_le64(const unsigned char *p)
+{
+    return (uint64_t)nnt_io_le32(p) | (uint64_t)nnt_io_le32(p + 4) << 32;
+}
+static inline void nnt_io_put_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+static inline void nnt_io_put_le64(unsigned char *p, uint64_t v)
+{
+    nnt_io_put_le32(p, (uint32_t)v);
+    nnt_io_put_le32(p + 4, (uint32_t)(v >> 32));
+}
+static inline int nnt_io_host_le(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+/* Reverse the bytes of n elements of elsize bytes in place (big-endian hosts). */
+static inline void nnt_io_bswap(void *buf, size_t n, size_t elsize)
+{
+    unsigned char *p = (unsigned char *)buf;
+    for (size_t i = 0; i < n; i++, p += elsize)
+        for (size_t a = 0, b = elsize - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+#endif

@@ -1,0 +1,247 @@
+/* Token data, one reader for three formats:
+ *   llm.c shards (dev/data/..., .bin): 256 little-endian int32 (magic 20240520, version 1, number
+ *     of tokens, zeros), then that many uint16 tokens, nothing else;
+ *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
+ *   text: any bytes, one token per byte (byte-level tokenizer, vocab 256).
+ * Windows are read with pread: files are never loaded whole. */
+#define _FILE_OFFSET_BITS 64
+#include "io.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct nnt_tok_reader {
+    int fd;
+    char *path;
+    nnt_tok_format format;
+    uint64_t count;                /* tokens                                                */
+    uint64_t data_off;             /* byte offset of token 0                                */
+    size_t elsize;                 /* 2 (uint16) or 1 (byte)                                */
+    int32_t vocab;                 /* > 0: ids must be below it                             */
+};
+
+static const char *format_name(nnt_tok_format f)
+{
+    switch (f) {
+    case NNT_TOK_LLMC: return "llm.c token shard";
+    case NNT_TOK_NANOGPT: return "nanoGPT token file";
+    case NNT_TOK_TEXT: return "text";
+    default: return "token data";
+    }
+}
+
+void nnt_tok_close(nnt_tok_reader *r)
+{
+    if (!r)
+        return;
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r->path);
+    free(r);
+}
+
+int nnt_tok_open(const char *path, nnt_tok_format format, int32_t vocab, nnt_tok_reader **out,
+                 char *err, size_t errlen)
+{
+    if (!out || !path)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
+    *out = NULL;
+    if ((unsigned)format > NNT_TOK_TEXT)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: unknown token format %d", path,
+                           (int)format);
+    if (vocab < 0)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: vocab %ld < 0", path, (long)vocab);
+    nnt_tok_reader *r = calloc(1, sizeof *r);
+    size_t len = strlen(path);
+    if (r)
+        r->path = malloc(len + 1);
+    if (!r || !r->path) {
+        free(r);
+        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(r->path, path, len + 1);
+    r->vocab = vocab;
+    uint64_t size;
+    int rc = nnt_io_open_read(path, &r->fd, &size, err, errlen);
+    if (rc)
+        goto fail;
+    if (format == NNT_TOK_AUTO) {
+        unsigned char m[4];
+        if (size >= 4 && (rc = nnt_io_pread(r->fd, m, 4, 0, path, err, errlen)) != 0)
+            goto fail;
+        if (size >= 4 && nnt_io_le32(m) == NNT_TOK_MAGIC)
+            format = NNT_TOK_LLMC;
+        else if (len >= 4 && strcmp(path + len - 4, ".bin") == 0)
+            format = NNT_TOK_NANOGPT;
+        else
+            format = NNT_TOK_TEXT;
+    }
+    r->format = format;
+    const char *what = format_name(format);
+    switch (format) {
+    case NNT_TOK_LLMC: {
+        unsigned char h[NNT_TOK_HEADER_BYTES];
+        if (size < sizeof h) {
+            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                             "%s (%s): %llu bytes: too short for the %d-byte header", path, what,
+                             (unsigned long long)size, NNT_TOK_HEADER_BYTES);
+            goto fail;
+        }
+        if ((rc = nnt_io_pread(r->fd, h, sizeof h, 0, path, err, errlen)) != 0)
+            goto fail;
+        int32_t magic = (int32_t)nnt_io_le32(h), version = (int32_t)nnt_io_le32(h + 4),
+                n = (int32_t)nnt_io_le32(h + 8);
+        if (magic != NNT_TOK_MAGIC) {
+            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                             "%s (%s): bad magic %ld in header[0] (expected %d)", path, what,
+                             (long)magic, NNT_TOK_MAGIC);
+            goto fail;
+        }
+        if (version != NNT_TOK_VERSION) {
+            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                             "%s (%s): unknown version %ld in header[1] (expected %d)", path,
+                             what, (long)version, NNT_TOK_VERSION);
+            goto fail;
+        }
+        if (n < 0) {
+            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                             "%s (%s): negative token count %ld in header[2]", path, what,
+                             (long)n);
+            goto fail;
+        }
+        uint64_t want = NNT_TOK_HEADER_BYTES + 2 * (uint64_t)n;
+        if (size != want) {
+            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                             "%s (%s): %llu bytes, but header[2] = %ld tokens needs 1024 + 2 * "
+                             "%ld = %llu bytes (%s)",
+                             path, what, (unsigned long long)size, (long)n, (long)n,
+                             (unsigned long long)want,
+                             size < want ? "truncated" : "extra bytes at the end");
+            goto fail;
+        }
+        r->count = (uint64_t)n;
+        r->data_off = NNT_TOK_HEADER_BYTES;
+        r->elsize = 2;
+        break;
+    }
+    case NNT_TOK_NANOGPT:
+        if (size % 2) {
+            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                             "%s (%s): odd size %llu bytes: not a stream of uint16 tokens "
+                             "(truncated?)",
+                             path, what, (unsigned long long)size);
+            goto fail;
+        }
+        r->count = size / 2;
+        r->elsize = 2;
+        break;
+    default: /* TEXT */
+        r->count = size;
+        r->elsize = 1;
+        break;
+    }
+    *out = r;
+    return 0;
+fail:
+    nnt_tok_close(r);
+    return rc;
+}
+
+uint64_t nnt_tok_count(const nnt_tok_reader *r) { return r ? r->count : 0; }
+
+nnt_tok_format nnt_tok_format_of(const nnt_tok_reader *r) { return r ? r->format : NNT_TOK_AUTO; }
+
+int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out, char *err,
+                 size_t errlen)
+{
+    if (!r || (!out && count))
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL reader or buffer");
+    if (start > r->count || count > r->count - start)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL,
+                           "%s: tokens [%llu, %llu + %zu) outside the %llu tokens of the file",
+                           r->path, (unsigned long long)start, (unsigned long long)start, count,
+                           (unsigned long long)r->count);
+    unsigned char buf[1 << 14];
+    size_t per = sizeof buf / r->elsize, done = 0;
+    while (done < count) {
+        size_t k = count - done < per ? count - done : per;
+        uint64_t pos = start + done;
+        int rc = nnt_io_pread(r->fd, buf, k * r->elsize, r->data_off + pos * r->elsize, r->path,
+                              err, errlen);
+        if (rc)
+            return rc;
+        int32_t *o = out + done;
+        if (r->elsize == 2)
+            for (size_t i = 0; i < k; i++)
+                o[i] = nnt_io_le16(buf + 2 * i);
+        else
+            for (size_t i = 0; i < k; i++)
+                o[i] = buf[i];
+        if (r->vocab > 0)
+            for (size_t i = 0; i < k; i++)
+                if (o[i] >= r->vocab)
+                    return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                                       "%s (%s): token %ld at position %llu (byte %llu) is not "
+                                       "below the vocabulary size %ld",
+                                       r->path, format_name(r->format), (long)o[i],
+                                       (unsigned long long)(pos + i),
+                                       (unsigned long long)(r->data_off + (pos + i) * r->elsize),
+                                       (long)r->vocab);
+        done += k;
+    }
+    return 0;
+}
+
+int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
+                  char *err, size_t errlen)
+{
+    if (!path || (!tokens && n))
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
+    if (format != NNT_TOK_LLMC && format != NNT_TOK_NANOGPT && format != NNT_TOK_TEXT)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: cannot write token format %d", path,
+                           (int)format);
+    int32_t max = format == NNT_TOK_TEXT ? 255 : 65535;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] > max)
+            return nnt_io_errf(err, errlen, NNT_E_INVAL,
+                               "%s (%s): token %ld at position %zu is outside 0..%ld", path,
+                               format_name(format), (long)tokens[i], i, (long)max);
+    if (format == NNT_TOK_LLMC && n > INT32_MAX)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL,
+                           "%s (%s): %zu tokens: at most 2^31 - 1 fit in a shard", path,
+                           format_name(format), n);
+    nnt_io_out *o;
+    int rc = nnt_io_out_begin(path, &o, err, errlen);
+    if (rc)
+        return rc;
+    if (format == NNT_TOK_LLMC) {
+        unsigned char h[NNT_TOK_HEADER_BYTES];
+        memset(h, 0, sizeof h);
+        nnt_io_put_le32(h, NNT_TOK_MAGIC);
+        nnt_io_put_le32(h + 4, NNT_TOK_VERSION);
+        nnt_io_put_le32(h + 8, (uint32_t)n);
+        rc = nnt_io_out_write(o, h, sizeof h, err, errlen);
+    }
+    unsigned char buf[1 << 14];
+    size_t es = format == NNT_TOK_TEXT ? 1 : 2, per = sizeof buf / es;
+    for (size_t done = 0; rc == 0 && done < n;) {
+        size_t k = n - done < per ? n - done : per;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t t = (uint32_t)tokens[done + i];
+            if (es == 2) {
+                buf[2 * i] = (unsigned char)t;
+                buf[2 * i + 1] = (unsigned char)(t >> 8);
+            } else {
+                buf[i] = (unsigned char)t;
+            }
+        }
+        rc = nnt_io_out_write(o, buf, k * es, err, errlen);
+        done += k;
+    }
+    if (rc) {
+        nnt_io_out_abort(o);
+        return rc;
+    }
+    return nnt_io_out_commit(o, err, errlen);
+}
