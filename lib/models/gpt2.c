@@ -1,0 +1,935 @@
+/* GPT-2 assembled from the public tensor operations (see gpt2.h for the model, the parameter
+ * layout and the tiling). Shapes in comments: B batch, T sequence, C channels, F = 4C MLP
+ * hidden, V vocabulary, NH heads, hd = C / NH head dimension, maxT rows of wpe. */
+#include "../internal.h"
+
+#include "../io/io.h"
+#include "gpt2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(call)                \
+    do {                         \
+        int rc_ = (call);        \
+        if (rc_)                 \
+            return rc_;          \
+    } while (0)
+
+/* ---- parameter kinds, in llm.c's order ------------------------------------------------ */
+
+enum {
+    WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB,
+    LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NKINDS
+};
+
+/* dims: one letter per dimension (see make_tensor); pieces: tensors per layer (q, k, v);
+ * decay: weight decay applies (the matrices); hf: Hugging Face name (after "h.<l>." for
+ * per-layer ones); hf_in: for HF Conv1D weights, stored (in, out) where llm.c stores
+ * (out, in), the letter of the in dimension, else 0. */
+static const struct kind {
+    const char *name;
+    const char *dims;
+    int per_layer, pieces, decay;
+    const char *hf;
+    char hf_in;
+} kinds[NKINDS] = {
+    {"wte", "VC", 0, 1, 1, "wte.weight", 0},
+    {"wpe", "PC", 0, 1, 1, "wpe.weight", 0},
+    {"ln1w", "C", 1, 1, 0, "ln_1.weight", 0},
+    {"ln1b", "C", 1, 1, 0, "ln_1.bias", 0},
+    {"qkvw", "NDC", 1, 3, 1, "attn.c_attn.weight", 'C'},
+    {"qkvb", "ND", 1, 3, 0, "attn.c_attn.bias", 0},
+    {"attprojw", "CND", 1, 1, 1, "attn.c_proj.weight", 'C'},
+    {"attprojb", "C", 1, 1, 0, "attn.c_proj.bias", 0},
+    {"ln2w", "C", 1, 1, 0, "ln_2.weight", 0},
+    {"ln2b", "C", 1, 1, 0, "ln_2.bias", 0},
+    {"fcw", "FC", 1, 1, 1, "mlp.c_fc.weight", 'C'},
+    {"fcb", "F", 1, 1, 0, "mlp.c_fc.bias", 0},
+    {"fcprojw", "CF", 1, 1, 1, "mlp.c_proj.weight", 'F'},
+    {"fcprojb", "C", 1, 1, 0, "mlp.c_proj.bias", 0},
+    {"lnfw", "C", 0, 1, 0, "ln_f.weight", 0},
+    {"lnfb", "C", 0, 1, 0, "ln_f.bias", 0},
+};
+
+/* A parameter tensor with its gradient and Adam moments (NULL until the first step). */
+typedef struct param {
+    nnt_tensor *p, *g, *m, *v;
+} param;
+
+/* What one layer's forward keeps for backward. */
+typedef struct layer_acts {
+    nnt_tensor *ln1, *ln1_mean, *ln1_rstd;  // (B, T, C), (B, T), (B, T)
+    nnt_tensor *qkv[3];                     // (B, NH, T, hd) each: q, k, v
+    nnt_tensor *atto;                       // (B, NH, T, hd) attention output
+    nnt_tensor *att_lse;                    // (B, NH, T)
+    nnt_tensor *atty;                       // (B, T, NH, hd) heads side by side
+    nnt_tensor *residual2;                  // (B, T, C)
+    nnt_tensor *ln2, *ln2_mean, *ln2_rstd;  // (B, T, C), (B, T), (B, T)
+    nnt_tensor *fch, *fch_gelu;             // (B, T, F) pre-activation, GELU output
+    nnt_tensor *residual3;                  // (B, T, C)
+} layer_acts;
+
+struct nnt_gpt2 {
+    nnt_ctx *ctx;
+    nnt_gpt2_config cfg;
+    nnt_gpt2_tiling tile;        /* resolved: every entry in 1..its dimension          */
+    int64_t B, T, hd;
+    param *params[NKINDS];       /* count_of(kind) entries: index layer * pieces + piece */
+    int64_t step;                /* AdamW steps done                                    */
+    int64_t nvalid;              /* targets != ignore in the last forward               */
+    int backward_ready;          /* the last forward had targets, no backward since     */
+
+    nnt_tensor *tokens, *targets;    // (B, T) int32
+    nnt_tensor *encoded;             // (B, T, C)
+    layer_acts *layers;              // [L]
+    nnt_tensor *lnf, *lnf_mean, *lnf_rstd;  // (B, T, C), (B, T), (B, T)
+    nnt_tensor *logits;              // (B, T, V); backward turns it into d loss / d logits
+    nnt_tensor *losses, *lse;        // (B, T)
+
+    /* scratch shared by all layers */
+    nnt_tensor *heads;               // (B, T, NH, hd): q/k/v before permute, their grads
+    nnt_tensor *dheads[4];           // (B, NH, T, hd): d atto, dq, dk, dv
+    nnt_tensor *dres;                // (B, T, C) d loss / d residual stream
+    nnt_tensor *dln;                 // (B, T, C) d loss / d LayerNorm output
+    nnt_tensor *dx;                  // (B, T, C) LayerNorm input grad before adding
+    nnt_tensor *dfch;                // (B, T, F)
+};
+
+static int count_of(const nnt_gpt2 *m, int kind)
+{
+    return (kinds[kind].per_layer ? (int)m->cfg.layers : 1) * kinds[kind].pieces;
+}
+
+static param *param_at(nnt_gpt2 *m, int kind, int64_t layer, int piece)
+{
+    return &m->params[kind][layer * kinds[kind].pieces + piece];
+}
+
+static int kind_by_name(const char *name)
+{
+    for (int k = 0; name && k < NKINDS; k++)
+        if (strcmp(kinds[k].name, name) == 0)
+            return k;
+    return -1;
+}
+
+/* ---- tensors by dimension letters ------------------------------------------------------
+ * B batch, T sequence, P maxT (wpe rows, sequence tiling), C channels, F hidden 4C,
+ * V vocabulary, N heads, D head dim. */
+
+static void dim_of(const nnt_gpt2 *m, char letter, int64_t *size, int64_t *tile)
+{
+    const nnt_gpt2_config *c = &m->cfg;
+    const nnt_gpt2_tiling *t = &m->tile;
+    switch (letter) {
+    case 'B': *size = m->B; *tile = t->batch; break;
+    case 'T': *size = m->T; *tile = t->seq; break;
+    case 'P': *size = c->max_seq; *tile = t->seq; break;
+    case 'C': *size = c->channels; *tile = t->channels; break;
+    case 'F': *size = 4 * c->channels; *tile = t->hidden; break;
+    case 'V': *size = c->vocab; *tile = t->vocab; break;
+    case 'N': *size = c->heads; *tile = t->heads; break;
+    default: *size = m->hd; *tile = t->head_dim; break; /* 'D' */
+    }
+}
+
+static int make_tensor(nnt_gpt2 *m, nnt_dtype dtype, const char *dims, nnt_tensor **out)
+{
+    int64_t shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
+    int ndim = (int)strlen(dims);
+    for (int d = 0; d < ndim; d++)
+        dim_of(m, dims[d], &shape[d], &tile[d]);
+    return nnt_tensor_create(m->ctx, dtype, ndim, shape, tile, out);
+}
+
+static int make_f32(nnt_gpt2 *m, const char *dims, nnt_tensor **out)
+{
+    return make_tensor(m, NNT_FP32, dims, out);
+}
+
+static int64_t numel_of(const nnt_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+/* ---- creation ------------------------------------------------------------------------- */
+
+static int check_config(nnt_ctx *ctx, const nnt_gpt2_config *c, int64_t B, int64_t T)
+{
+    const char *fn = "nnt_gpt2_create";
+    if (c->vocab < 1 || c->max_seq < 1 || c->layers < 0 || c->heads < 1 || c->channels < 1)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: bad configuration V=%lld maxT=%lld L=%lld "
+                        "NH=%lld C=%lld", fn, (long long)c->vocab, (long long)c->max_seq,
+                        (long long)c->layers, (long long)c->heads, (long long)c->channels);
+    if (c->channels % c->heads)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: C=%lld is not a multiple of NH=%lld", fn,
+                        (long long)c->channels, (long long)c->heads);
+    if (c->padded_vocab != 0 && c->padded_vocab < c->vocab)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: padded vocabulary %lld < V=%lld", fn,
+                        (long long)c->padded_vocab, (long long)c->vocab);
+    if (B < 1 || T < 1 || T > c->max_seq)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: B=%lld, T=%lld must be positive with T <= "
+                        "maxT=%lld", fn, (long long)B, (long long)T, (long long)c->max_seq);
+    return NNT_OK;
+}
+
+/* Tile sizes <= 0 or beyond the dimension become the whole dimension. */
+static int64_t resolve_tile(int64_t tile, int64_t size)
+{
+    return tile <= 0 || tile > size ? size : tile;
+}
+
+static void resolve_tiling(nnt_gpt2 *m, const nnt_gpt2_tiling *t)
+{
+    nnt_gpt2_tiling z = {0, 0, 0, 0, 0, 0, 0};
+    if (!t)
+        t = &z;
+    m->tile.batch = resolve_tile(t->batch, m->B);
+    m->tile.seq = resolve_tile(t->seq, m->T);   /* wpe rows: the same tile */
+    m->tile.channels = resolve_tile(t->channels, m->cfg.channels);
+    m->tile.hidden = resolve_tile(t->hidden, 4 * m->cfg.channels);
+    m->tile.vocab = resolve_tile(t->vocab, m->cfg.vocab);
+    m->tile.heads = resolve_tile(t->heads, m->cfg.heads);
+    m->tile.head_dim = resolve_tile(t->head_dim, m->hd);
+}
+
+/* Parameters (content undefined) and zero gradients. */
+static int create_params(nnt_gpt2 *m)
+{
+    for (int k = 0; k < NKINDS; k++) {
+        int n = count_of(m, k);
+        m->params[k] = calloc((size_t)n, sizeof(param));
+        if (!m->params[k])
+            return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
+        for (int i = 0; i < n; i++) {
+            param *p = &m->params[k][i];
+            TRY(make_f32(m, kinds[k].dims, &p->p));
+            TRY(make_f32(m, kinds[k].dims, &p->g));
+            TRY(nnt_tensor_fill(p->g, 0.0));
+        }
+    }
+    return NNT_OK;
+}
+
+static int create_layer_acts(nnt_gpt2 *m, layer_acts *a)
+{
+    TRY(make_f32(m, "BTC", &a->ln1));
+    TRY(make_f32(m, "BT", &a->ln1_mean));
+    TRY(make_f32(m, "BT", &a->ln1_rstd));
+    for (int i = 0; i < 3; i++)
+        TRY(make_f32(m, "BNTD", &a->qkv[i]));
+    TRY(make_f32(m, "BNTD", &a->atto));
+    TRY(make_f32(m, "BNT", &a->att_lse));
+    TRY(make_f32(m, "BTND", &a->atty));
+    TRY(make_f32(m, "BTC", &a->residual2));
+    TRY(make_f32(m, "BTC", &a->ln2));
+    TRY(make_f32(m, "BT", &a->ln2_mean));
+    TRY(make_f32(m, "BT", &a->ln2_rstd));
+    TRY(make_f32(m, "BTF", &a->fch));
+    TRY(make_f32(m, "BTF", &a->fch_gelu));
+    TRY(make_f32(m, "BTC", &a->residual3));
+    return NNT_OK;
+}
+
+static int create_acts(nnt_gpt2 *m)
+{
+    TRY(make_tensor(m, NNT_INT32, "BT", &m->tokens));
+    TRY(make_tensor(m, NNT_INT32, "BT", &m->targets));
+    TRY(make_f32(m, "BTC", &m->encoded));
+    m->layers = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(layer_acts));
+    if (!m->layers)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
+    for (int64_t l = 0; l < m->cfg.layers; l++)
+        TRY(create_layer_acts(m, &m->layers[l]));
+    TRY(make_f32(m, "BTC", &m->lnf));
+    TRY(make_f32(m, "BT", &m->lnf_mean));
+    TRY(make_f32(m, "BT", &m->lnf_rstd));
+    TRY(make_f32(m, "BTV", &m->logits));
+    TRY(make_f32(m, "BT", &m->losses));
+    TRY(make_f32(m, "BT", &m->lse));
+    TRY(make_f32(m, "BTND", &m->heads));
+    for (int i = 0; i < 4; i++)
+        TRY(make_f32(m, "BNTD", &m->dheads[i]));
+    TRY(make_f32(m, "BTC", &m->dres));
+    TRY(make_f32(m, "BTC", &m->dln));
+    TRY(make_f32(m, "BTC", &m->dx));
+    TRY(make_f32(m, "BTF", &m->dfch));
+    return NNT_OK;
+}
+
+int nnt_gpt2_create(nnt_ctx *ctx, const nnt_gpt2_config *cfg, const nnt_gpt2_tiling *tiling,
+                    int64_t B, int64_t T, nnt_gpt2 **out)
+{
+    if (!out || !cfg)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_gpt2_create: %s is NULL", out ? "cfg" : "out");
+    *out = NULL;
+    TRY(nnt_ctx_check(ctx, "nnt_gpt2_create"));
+    TRY(check_config(ctx, cfg, B, T));
+    nnt_gpt2 *m = calloc(1, sizeof *m);
+    if (!m)
+        return nnt_fail(ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    if (m->cfg.padded_vocab == 0)
+        m->cfg.padded_vocab = cfg->vocab;
+    m->B = B;
+    m->T = T;
+    m->hd = cfg->channels / cfg->heads;
+    resolve_tiling(m, tiling);
+    int rc = create_params(m);
+    if (rc == 0)
+        rc = create_acts(m);
+    if (rc) {
+        nnt_gpt2_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return NNT_OK;
+}
+
+static void destroy_layer_acts(layer_acts *a)
+{
+    nnt_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv[0], a->qkv[1], a->qkv[2],
+                         a->atto, a->att_lse, a->atty, a->residual2, a->ln2, a->ln2_mean,
+                         a->ln2_rstd, a->fch, a->fch_gelu, a->residual3};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nnt_tensor_destroy(all[i]);
+}
+
+void nnt_gpt2_destroy(nnt_gpt2 *m)
+{
+    if (!m)
+        return;
+    for (int k = 0; k < NKINDS; k++) {
+        for (int i = 0; m->params[k] && i < count_of(m, k); i++) {
+            param *p = &m->params[k][i];
+            nnt_tensor_destroy(p->p);
+            nnt_tensor_destroy(p->g);
+            nnt_tensor_destroy(p->m);
+            nnt_tensor_destroy(p->v);
+        }
+        free(m->params[k]);
+    }
+    for (int64_t l = 0; m->layers && l < m->cfg.layers; l++)
+        destroy_layer_acts(&m->layers[l]);
+    free(m->layers);
+    nnt_tensor *all[] = {m->tokens, m->targets, m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd,
+                         m->logits, m->losses, m->lse, m->heads, m->dheads[0], m->dheads[1],
+                         m->dheads[2], m->dheads[3], m->dres, m->dln, m->dx, m->dfch};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nnt_tensor_destroy(all[i]);
+    free(m);
+}
+
+void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg)
+{
+    *cfg = m->cfg;
+}
+
+int64_t nnt_gpt2_num_params(const nnt_gpt2 *m)
+{
+    int64_t n = 0;
+    for (int k = 0; k < NKINDS; k++)
+        n += count_of(m, k) * numel_of(m->params[k][0].p);
+    return n;
+}
+
+int64_t nnt_gpt2_step_count(const nnt_gpt2 *m)
+{
+    return m->step;
+}
+
+/* ---- parameters by llm.c name ------------------------------------------------------- */
+
+static int find_kind(nnt_gpt2 *m, const char *fn, const char *name)
+{
+    int k = kind_by_name(name);
+    if (k < 0)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: unknown parameter name '%s'", fn,
+                        name ? name : "(null)");
+    return k;
+}
+
+int nnt_gpt2_param_numel(const nnt_gpt2 *m, const char *name, int64_t *numel)
+{
+    int k = kind_by_name(name);
+    if (k < 0 || !numel)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "nnt_gpt2_param_numel: unknown parameter name "
+                        "'%s' or NULL numel", name ? name : "(null)");
+    *numel = count_of(m, k) * numel_of(m->params[k][0].p);
+    return NNT_OK;
+}
+
+/* Pieces of a kind lie one after the other in llm.c's layout (layer-major, then q, k, v). */
+static int check_count(nnt_gpt2 *m, const char *fn, int k, size_t count)
+{
+    int64_t want = count_of(m, k) * numel_of(m->params[k][0].p);
+    if ((int64_t)count != want)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: %s holds %lld floats, not %zu", fn,
+                        kinds[k].name, (long long)want, count);
+    return NNT_OK;
+}
+
+int nnt_gpt2_export(nnt_gpt2 *m, int which, const char *name, float *dst, size_t count)
+{
+    const char *fn = "nnt_gpt2_export";
+    int k = find_kind(m, fn, name);
+    if (k < 0)
+        return k;
+    if (!dst || (which != NNT_GPT2_PARAMS && which != NNT_GPT2_GRADS))
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: NULL dst or bad which = %d", fn, which);
+    TRY(check_count(m, fn, k, count));
+    int64_t n = numel_of(m->params[k][0].p);
+    for (int i = 0; i < count_of(m, k); i++) {
+        nnt_tensor *t = which == NNT_GPT2_PARAMS ? m->params[k][i].p : m->params[k][i].g;
+        TRY(nnt_tensor_copy_to_host(t, dst + i * n, (size_t)n * sizeof(float)));
+    }
+    return NNT_OK;
+}
+
+int nnt_gpt2_import(nnt_gpt2 *m, const char *name, const float *src, size_t count)
+{
+    const char *fn = "nnt_gpt2_import";
+    int k = find_kind(m, fn, name);
+    if (k < 0)
+        return k;
+    if (!src)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: src is NULL", fn);
+    TRY(check_count(m, fn, k, count));
+    int64_t n = numel_of(m->params[k][0].p);
+    for (int i = 0; i < count_of(m, k); i++)
+        TRY(nnt_tensor_copy_from_host(m->params[k][i].p, src + i * n, (size_t)n * sizeof(float)));
+    return NNT_OK;
+}
+
+/* ---- llm.c checkpoints -------------------------------------------------------------- */
+
+static int io_fail(nnt_ctx *ctx, const char *fn, int rc, const char *err)
+{
+    return nnt_fail(ctx, rc, "%s: %s", fn, err);
+}
+
+/* Read every parameter from the checkpoint; wte: its first V rows. */
+static int load_params(nnt_gpt2 *m, const nnt_llmc_reader *r, const char *fn)
+{
+    char err[NNT_IO_ERRLEN];
+    for (int k = 0; k < NKINDS; k++) {
+        int64_t n = count_of(m, k) * numel_of(m->params[k][0].p);
+        float *buf = malloc((size_t)n * sizeof(float));
+        if (!buf)
+            return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+        const nnt_llmc_param *p = nnt_llmc_find(r, kinds[k].name);
+        int rc = NNT_OK;
+        if (!p)
+            rc = nnt_fail(m->ctx, NNT_E_FORMAT, "%s: no parameter %s", fn, kinds[k].name);
+        else if ((rc = nnt_llmc_read(r, k, 0, (uint64_t)n, buf, err, sizeof err)))
+            rc = io_fail(m->ctx, fn, rc, err);
+        else
+            rc = nnt_gpt2_import(m, kinds[k].name, buf, (size_t)n);
+        free(buf);
+        TRY(rc);
+    }
+    return NNT_OK;
+}
+
+int nnt_gpt2_load_llmc(nnt_ctx *ctx, const char *path, const nnt_gpt2_tiling *tiling,
+                       int64_t B, int64_t T, nnt_gpt2 **out)
+{
+    const char *fn = "nnt_gpt2_load_llmc";
+    char err[NNT_IO_ERRLEN];
+    if (!path || !out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "out" : "path");
+    *out = NULL;
+    nnt_llmc_reader *r = NULL;
+    int rc = nnt_llmc_open(path, &r, err, sizeof err);
+    if (rc)
+        return io_fail(ctx, fn, rc, err);
+    const nnt_llmc_config *lc = nnt_llmc_config_of(r);
+    nnt_gpt2_config cfg = {lc->vocab_size, lc->padded_vocab_size, lc->max_seq_len,
+                           lc->num_layers, lc->num_heads, lc->channels};
+    nnt_gpt2 *m = NULL;
+    rc = nnt_gpt2_create(ctx, &cfg, tiling, B, T, &m);
+    if (rc == 0)
+        rc = load_params(m, r, fn);
+    nnt_llmc_close(r);
+    if (rc) {
+        nnt_gpt2_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return NNT_OK;
+}
+
+int nnt_gpt2_save_llmc(nnt_gpt2 *m, const char *path)
+{
+    const char *fn = "nnt_gpt2_save_llmc";
+    char err[NNT_IO_ERRLEN];
+    if (!path)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
+    nnt_llmc_config lc = {(int32_t)m->cfg.max_seq, (int32_t)m->cfg.vocab,
+                          (int32_t)m->cfg.layers, (int32_t)m->cfg.heads,
+                          (int32_t)m->cfg.channels, (int32_t)m->cfg.padded_vocab};
+    float *bufs[NKINDS] = {NULL};
+    int rc = NNT_OK;
+    for (int k = 0; k < NKINDS && rc == 0; k++) {
+        int64_t n = count_of(m, k) * numel_of(m->params[k][0].p);
+        int64_t alloc = k == WTE ? m->cfg.padded_vocab * m->cfg.channels : n;
+        bufs[k] = calloc((size_t)alloc, sizeof(float));   /* wte's padding rows stay 0 */
+        if (!bufs[k])
+            rc = nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+        else
+            rc = nnt_gpt2_export(m, NNT_GPT2_PARAMS, kinds[k].name, bufs[k], (size_t)n);
+    }
+    if (rc == 0 && (rc = nnt_llmc_write(path, &lc, (const float *const *)bufs, err, sizeof err)))
+        rc = io_fail(m->ctx, fn, rc, err);
+    for (int k = 0; k < NKINDS; k++)
+        free(bufs[k]);
+    return rc;
+}
+
+/* ---- Hugging Face safetensors ---------------------------------------------------- */
+
+/* The entry of kind k, layer l, with or without the "transformer." prefix; its name in
+ * name. */
+static const nnt_st_entry *hf_find(const nnt_st_reader *r, int k, int64_t l, char *name,
+                                   size_t len)
+{
+    static const char *const prefixes[2] = {"transformer.", ""};
+    for (int i = 0; i < 2; i++) {
+        if (kinds[k].per_layer)
+            snprintf(name, len, "%sh.%lld.%s", prefixes[i], (long long)l, kinds[k].hf);
+        else
+            snprintf(name, len, "%s%s", prefixes[i], kinds[k].hf);
+        const nnt_st_entry *e = nnt_st_find(r, name);
+        if (e)
+            return e;
+    }
+    return NULL;
+}
+
+/* The HF shape of one layer's slice of kind k (n floats): Conv1D weights (in, n / in),
+ * wte and wpe (n / C, C), the others (n). */
+static int hf_shape(const nnt_gpt2 *m, int k, int64_t n, int64_t *shape)
+{
+    int64_t in = 0, tile = 0;
+    if (kinds[k].hf_in) {
+        dim_of(m, kinds[k].hf_in, &in, &tile);
+        shape[0] = in;
+        shape[1] = n / in;
+        return 2;
+    }
+    if (k == WTE || k == WPE) {
+        shape[0] = n / m->cfg.channels;
+        shape[1] = m->cfg.channels;
+        return 2;
+    }
+    shape[0] = n;
+    return 1;
+}
+
+/* Layer l's slice of kind k (n floats) in llm.c layout into dst (tmp: n floats). */
+static int hf_read_slice(nnt_gpt2 *m, const nnt_st_reader *r, int k, int64_t l, int64_t n,
+                         float *dst, float *tmp, const char *fn)
+{
+    char name[NNT_IO_MAXNAME + 1], err[NNT_IO_ERRLEN];
+    const nnt_st_entry *e = hf_find(r, k, l, name, sizeof name);
+    if (!e)
+        return nnt_fail(m->ctx, NNT_E_FORMAT, "%s: no tensor %s", fn, name);
+    int64_t shape[2];
+    int ndim = hf_shape(m, k, n, shape);
+    if (e->ndim != ndim || e->shape[0] != shape[0] || (ndim == 2 && e->shape[1] != shape[1]))
+        return nnt_fail(m->ctx, NNT_E_FORMAT, "%s: %s has shape (%lld, %lld) (%d dims), "
+                        "expected (%lld, %lld) (%d dims)", fn, name, (long long)e->shape[0],
+                        (long long)(e->ndim > 1 ? e->shape[1] : 0), e->ndim,
+                        (long long)shape[0], (long long)(ndim > 1 ? shape[1] : 0), ndim);
+    float *into = kinds[k].hf_in ? tmp : dst;
+    int rc = nnt_st_read(r, e, NNT_IO_F32, 0, (uint64_t)n, into, err, sizeof err);
+    if (rc)
+        return io_fail(m->ctx, fn, rc, err);
+    if (kinds[k].hf_in) /* (in, out) -> (out, in) */
+        for (int64_t i = 0; i < shape[0]; i++)
+            for (int64_t o = 0; o < shape[1]; o++)
+                dst[o * shape[0] + i] = tmp[i * shape[1] + o];
+    return NNT_OK;
+}
+
+static int load_hf_params(nnt_gpt2 *m, const nnt_st_reader *r, const char *fn)
+{
+    for (int k = 0; k < NKINDS; k++) {
+        int64_t n = count_of(m, k) * numel_of(m->params[k][0].p);
+        int64_t nl = kinds[k].per_layer ? m->cfg.layers : 1;
+        int64_t slice = nl ? n / nl : 0;
+        float *buf = malloc((size_t)n * sizeof(float) + 1);
+        float *tmp = malloc((size_t)slice * sizeof(float) + 1);
+        int rc = buf && tmp ? NNT_OK : nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+        for (int64_t l = 0; l < nl && rc == 0; l++)
+            rc = hf_read_slice(m, r, k, l, slice, buf + l * slice, tmp, fn);
+        if (rc == 0)
+            rc = nnt_gpt2_import(m, kinds[k].name, buf, (size_t)n);
+        free(buf);
+        free(tmp);
+        TRY(rc);
+    }
+    return NNT_OK;
+}
+
+int nnt_gpt2_load_safetensors(nnt_ctx *ctx, const char *path, const nnt_gpt2_config *cfg,
+                              const nnt_gpt2_tiling *tiling, int64_t B, int64_t T,
+                              nnt_gpt2 **out)
+{
+    const char *fn = "nnt_gpt2_load_safetensors";
+    char err[NNT_IO_ERRLEN];
+    if (!path || !out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "out" : "path");
+    *out = NULL;
+    nnt_gpt2 *m = NULL;
+    TRY(nnt_gpt2_create(ctx, cfg, tiling, B, T, &m));
+    nnt_st_reader *r = NULL;
+    int rc = nnt_st_open(path, &r, err, sizeof err);
+    if (rc)
+        rc = io_fail(ctx, fn, rc, err);
+    else
+        rc = load_hf_params(m, r, fn);
+    nnt_st_close(r);
+    if (rc) {
+        nnt_gpt2_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return NNT_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------ */
+
+static const int SWAP_BT_NH[4] = {0, 2, 1, 3};   /* (B, T, NH, hd) <-> (B, NH, T, hd) */
+
+static nnt_tensor *p_of(nnt_gpt2 *m, int kind, int64_t layer, int piece)
+{
+    return param_at(m, kind, layer, piece)->p;
+}
+
+static nnt_tensor *g_of(nnt_gpt2 *m, int kind, int64_t layer, int piece)
+{
+    return param_at(m, kind, layer, piece)->g;
+}
+
+static double attention_scale(const nnt_gpt2 *m)
+{
+    return 1.0 / sqrt((double)m->hd);
+}
+
+/* x (B, T, C) -> q, k, v, atto, atty, residual2 = x + attn(ln_1(x)). */
+static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
+{
+    layer_acts *a = &m->layers[l];
+    TRY(nnt_tensor_layernorm(x, p_of(m, LN1W, l, 0), p_of(m, LN1B, l, 0), NNT_GPT2_LN_EPS,
+                             a->ln1, a->ln1_mean, a->ln1_rstd));
+    for (int i = 0; i < 3; i++) {
+        /* heads (B, T, NH, hd) = ln1 (B, T, C) W_i^T (NH, hd, C) + b_i (NH, hd) */
+        TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln1, p_of(m, QKVW, l, i), 0.0,
+                               m->heads, 1, 0, NNT_EPILOGUE_BIAS, p_of(m, QKVB, l, i), NULL));
+        TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, a->qkv[i]));
+    }
+    TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], attention_scale(m), a->atto,
+                             a->att_lse));
+    TRY(nnt_tensor_permute(a->atto, SWAP_BT_NH, a->atty));
+    /* residual2 (B, T, C) = x + atty (B, T, NH, hd) attprojw^T (C, NH, hd) + attprojb */
+    TRY(nnt_tensor_copy(x, a->residual2));
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, p_of(m, ATTPROJW, l, 0),
+                              1.0, a->residual2, 2, 0, NNT_EPILOGUE_BIAS,
+                              p_of(m, ATTPROJB, l, 0), NULL);
+}
+
+/* residual2 -> ln2, fch, fch_gelu, residual3 = residual2 + mlp(ln_2(residual2)). */
+static int forward_mlp(nnt_gpt2 *m, int64_t l)
+{
+    layer_acts *a = &m->layers[l];
+    TRY(nnt_tensor_layernorm(a->residual2, p_of(m, LN2W, l, 0), p_of(m, LN2B, l, 0),
+                             NNT_GPT2_LN_EPS, a->ln2, a->ln2_mean, a->ln2_rstd));
+    /* fch (B, T, F) = ln2 fcw^T (F, C) + fcb; fch_gelu = gelu(fch) */
+    TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, p_of(m, FCW, l, 0), 0.0,
+                           a->fch, 1, 0, NNT_EPILOGUE_BIAS_GELU, p_of(m, FCB, l, 0),
+                           a->fch_gelu));
+    /* residual3 (B, T, C) = residual2 + fch_gelu fcprojw^T (C, F) + fcprojb */
+    TRY(nnt_tensor_copy(a->residual2, a->residual3));
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->fch_gelu, p_of(m, FCPROJW, l, 0),
+                              1.0, a->residual3, 1, 0, NNT_EPILOGUE_BIAS, p_of(m, FCPROJB, l, 0),
+                              NULL);
+}
+
+/* Input of layer l's block: the embedding or the previous block's output. */
+static nnt_tensor *block_input(nnt_gpt2 *m, int64_t l)
+{
+    return l == 0 ? m->encoded : m->layers[l - 1].residual3;
+}
+
+/* (B, T) int32 src into the model's dst, checking the shape. */
+static int take_ids(nnt_gpt2 *m, const char *fn, const char *role, nnt_tensor *src,
+                    nnt_tensor *dst)
+{
+    TRY(nnt_tensor_check_readable(src, fn));
+    TRY(nnt_check_dtype(fn, role, src, NNT_INT32));
+    if (src->ndim != 2 || src->shape[0] != m->B || src->shape[1] != m->T)
+        return nnt_fail(m->ctx, NNT_E_SHAPE, "%s: %s must be (B, T) = (%lld, %lld)", fn, role,
+                        (long long)m->B, (long long)m->T);
+    return nnt_tensor_copy(src, dst);
+}
+
+/* Validate the targets on the host and count the positions that are not ignored. */
+static int count_targets(nnt_gpt2 *m, const char *fn)
+{
+    size_t n = (size_t)(m->B * m->T);
+    int32_t *ids = malloc(n * sizeof(int32_t));
+    if (!ids)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(m->targets, ids, n * sizeof(int32_t));
+    m->nvalid = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (ids[i] == NNT_GPT2_IGNORE)
+            continue;
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab)
+            rc = nnt_fail(m->ctx, NNT_E_INVAL, "%s: target %d at position %zu is outside "
+                          "[0, %lld)", fn, (int)ids[i], i, (long long)m->cfg.vocab);
+        m->nvalid++;
+    }
+    free(ids);
+    return rc;
+}
+
+/* Mean of the per-position losses over the valid positions, summed in double. */
+static int mean_loss(nnt_gpt2 *m, double *loss)
+{
+    size_t n = (size_t)(m->B * m->T);
+    float *l = malloc(n * sizeof(float));
+    if (!l)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_forward: out of memory");
+    int rc = nnt_tensor_copy_to_host(m->losses, l, n * sizeof(float));
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += l[i];   /* ignored positions hold 0 */
+    free(l);
+    *loss = m->nvalid ? sum / (double)m->nvalid : 0.0;
+    return rc;
+}
+
+int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss)
+{
+    const char *fn = "nnt_gpt2_forward";
+    if (!m || !tokens)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
+                        m ? "tokens" : "model");
+    m->backward_ready = 0;
+    TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
+    TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
+    for (int64_t l = 0; l < m->cfg.layers; l++) {
+        TRY(forward_attention(m, l, block_input(m, l)));
+        TRY(forward_mlp(m, l));
+    }
+    nnt_tensor *x = block_input(m, m->cfg.layers);
+    TRY(nnt_tensor_layernorm(x, p_of(m, LNFW, 0, 0), p_of(m, LNFB, 0, 0), NNT_GPT2_LN_EPS,
+                             m->lnf, m->lnf_mean, m->lnf_rstd));
+    /* logits (B, T, V) = lnf (B, T, C) wte^T (V, C) */
+    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, m->lnf, p_of(m, WTE, 0, 0), 0.0,
+                        m->logits, 1, 0));
+    if (!targets)
+        return NNT_OK;
+    TRY(take_ids(m, fn, "targets", targets, m->targets));
+    TRY(count_targets(m, fn));
+    TRY(nnt_tensor_cross_entropy(m->logits, m->targets, NNT_GPT2_IGNORE, m->losses, m->lse));
+    m->backward_ready = 1;
+    double l = 0.0;
+    TRY(mean_loss(m, &l));
+    if (loss)
+        *loss = l;
+    return NNT_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+/* Linear layer y = x W^T + b backward, x (B, T, in...), W (out..., in...), dy (B, T, out...):
+ * dx = dy W (written, or added with beta_dx = 1), dW += dy^T x, db += sum over (B, T) of dy.
+ * nout: the number of out dimensions (the contracted ones of dx = dy W). */
+static int linear_backward(nnt_tensor *x, nnt_tensor *w, nnt_tensor *dy, nnt_tensor *dx,
+                           double beta_dx, nnt_tensor *dw, nnt_tensor *db, int nout)
+{
+    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, w, beta_dx, dx, nout, 0));
+    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, dy, x, 1.0, dw, 2, 0));
+    return nnt_tensor_sum_leading(1.0, dy, 1.0, db);
+}
+
+/* dres holds d loss / d residual3 of layer l; on return d loss / d residual2. */
+static int backward_mlp(nnt_gpt2 *m, int64_t l)
+{
+    layer_acts *a = &m->layers[l];
+    /* dfch (B, T, F) = (dres fcprojw) * gelu'(fch) */
+    TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->dres, p_of(m, FCPROJW, l, 0),
+                           0.0, m->dfch, 1, 0, NNT_EPILOGUE_DGELU, NULL, a->fch));
+    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->dres, a->fch_gelu, 1.0,
+                        g_of(m, FCPROJW, l, 0), 2, 0));
+    TRY(nnt_tensor_sum_leading(1.0, m->dres, 1.0, g_of(m, FCPROJB, l, 0)));
+    /* dln (B, T, C) = dfch fcw; fcw, fcb grads */
+    TRY(linear_backward(a->ln2, p_of(m, FCW, l, 0), m->dfch, m->dln, 0.0, g_of(m, FCW, l, 0),
+                        g_of(m, FCB, l, 0), 1));
+    TRY(nnt_tensor_layernorm_backward(a->residual2, p_of(m, LN2W, l, 0), a->ln2_mean,
+                                      a->ln2_rstd, m->dln, m->dx, g_of(m, LN2W, l, 0),
+                                      g_of(m, LN2B, l, 0)));
+    return nnt_tensor_axpby(1.0, m->dx, 1.0, m->dres);
+}
+
+/* dres holds d loss / d residual2 of layer l; on return d loss / d x (the block input). */
+static int backward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
+{
+    layer_acts *a = &m->layers[l];
+    nnt_tensor *datto = m->dheads[0], *dqkv[3] = {m->dheads[1], m->dheads[2], m->dheads[3]};
+    /* heads (B, T, NH, hd) = d atty = dres (B, T, C) attprojw (C, NH, hd) */
+    TRY(linear_backward(a->atty, p_of(m, ATTPROJW, l, 0), m->dres, m->heads, 0.0,
+                        g_of(m, ATTPROJW, l, 0), g_of(m, ATTPROJB, l, 0), 1));
+    TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, datto));
+    TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->atto, a->att_lse,
+                                      datto, attention_scale(m), dqkv[0], dqkv[1], dqkv[2]));
+    for (int i = 0; i < 3; i++) {
+        /* dln (B, T, C) (+)= d heads_i (B, T, NH, hd) W_i (NH, hd, C) */
+        TRY(nnt_tensor_permute(dqkv[i], SWAP_BT_NH, m->heads));
+        TRY(linear_backward(a->ln1, p_of(m, QKVW, l, i), m->heads, m->dln, i ? 1.0 : 0.0,
+                            g_of(m, QKVW, l, i), g_of(m, QKVB, l, i), 2));
+    }
+    TRY(nnt_tensor_layernorm_backward(x, p_of(m, LN1W, l, 0), a->ln1_mean, a->ln1_rstd, m->dln,
+                                      m->dx, g_of(m, LN1W, l, 0), g_of(m, LN1B, l, 0)));
+    return nnt_tensor_axpby(1.0, m->dx, 1.0, m->dres);
+}
+
+int nnt_gpt2_backward(nnt_gpt2 *m)
+{
+    if (!m)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_backward: model is NULL");
+    if (!m->backward_ready)
+        return nnt_fail(m->ctx, NNT_E_STATE, "nnt_gpt2_backward: no forward with targets "
+                        "since the last backward");
+    m->backward_ready = 0;
+    double scale = m->nvalid ? 1.0 / (double)m->nvalid : 0.0;
+    /* logits becomes d loss / d logits (B, T, V) */
+    TRY(nnt_tensor_cross_entropy_backward(m->logits, m->targets, NNT_GPT2_IGNORE, m->lse, scale,
+                                          m->logits));
+    /* dln (B, T, C) = dlogits wte (V, C); dwte += dlogits^T lnf (lm_head half) */
+    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->logits, p_of(m, WTE, 0, 0), 0.0, m->dln,
+                        1, 0));
+    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->logits, m->lnf, 1.0, g_of(m, WTE, 0, 0),
+                        2, 0));
+    TRY(nnt_tensor_layernorm_backward(block_input(m, m->cfg.layers), p_of(m, LNFW, 0, 0),
+                                      m->lnf_mean, m->lnf_rstd, m->dln, m->dres,
+                                      g_of(m, LNFW, 0, 0), g_of(m, LNFB, 0, 0)));
+    for (int64_t l = m->cfg.layers - 1; l >= 0; l--) {
+        TRY(backward_mlp(m, l));
+        TRY(backward_attention(m, l, block_input(m, l)));
+    }
+    return nnt_tensor_embedding_backward(m->tokens, m->dres, g_of(m, WTE, 0, 0),
+                                         g_of(m, WPE, 0, 0));
+}
+
+/* ---- gradients and the optimizer ---------------------------------------------------- */
+
+int nnt_gpt2_zero_grad(nnt_gpt2 *m)
+{
+    if (!m)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_zero_grad: model is NULL");
+    for (int k = 0; k < NKINDS; k++)
+        for (int i = 0; i < count_of(m, k); i++)
+            TRY(nnt_tensor_fill(m->params[k][i].g, 0.0));
+    return NNT_OK;
+}
+
+int nnt_gpt2_grad_sumsq(nnt_gpt2 *m, double *sumsq)
+{
+    if (!m || !sumsq)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "nnt_gpt2_grad_sumsq: NULL argument");
+    int n = 0;
+    for (int k = 0; k < NKINDS; k++)
+        n += count_of(m, k);
+    nnt_tensor **all = malloc((size_t)n * sizeof *all);
+    if (!all)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_grad_sumsq: out of memory");
+    n = 0;
+    for (int k = 0; k < NKINDS; k++)
+        for (int i = 0; i < count_of(m, k); i++)
+            all[n++] = m->params[k][i].g;
+    int rc = nnt_tensors_sumsq(n, all, sumsq);
+    free(all);
+    return rc;
+}
+
+/* Zero moments for every parameter (first step). */
+static int create_moments(nnt_gpt2 *m)
+{
+    for (int k = 0; k < NKINDS; k++)
+        for (int i = 0; i < count_of(m, k); i++) {
+            param *p = &m->params[k][i];
+            if (p->m)
+                continue;
+            TRY(make_f32(m, kinds[k].dims, &p->m));
+            TRY(make_f32(m, kinds[k].dims, &p->v));
+            TRY(nnt_tensor_fill(p->m, 0.0));
+            TRY(nnt_tensor_fill(p->v, 0.0));
+        }
+    return NNT_OK;
+}
+
+int nnt_gpt2_adamw_step(nnt_gpt2 *m, const nnt_adam_options *opts)
+{
+    const char *fn = "nnt_gpt2_adamw_step";
+    if (!m || !opts)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: NULL argument", fn);
+    if (opts->size != sizeof(nnt_adam_options) || !opts->decoupled)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: options need size = sizeof(nnt_adam_options) "
+                        "and decoupled = 1", fn);
+    TRY(create_moments(m));
+    int64_t step = m->step + 1;
+    for (int k = 0; k < NKINDS; k++) {
+        nnt_adam_options o = *opts;
+        if (!kinds[k].decay)
+            o.weight_decay = 0.0;
+        for (int i = 0; i < count_of(m, k); i++) {
+            param *p = &m->params[k][i];
+            TRY(nnt_tensor_adam_step(&o, step, p->p, p->g, p->m, p->v));
+        }
+    }
+    m->step = step;
+    return NNT_OK;
+}
+
+/* ---- activations by name ------------------------------------------------------------ */
+
+static nnt_tensor *layer_activation(layer_acts *a, const char *name)
+{
+    static const char *names[] = {"ln1", "ln1_mean", "ln1_rstd", "q", "k", "v", "atto",
+                                  "att_lse", "atty", "residual2", "ln2", "ln2_mean",
+                                  "ln2_rstd", "fch", "fch_gelu", "residual3"};
+    nnt_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv[0], a->qkv[1], a->qkv[2],
+                         a->atto, a->att_lse, a->atty, a->residual2, a->ln2, a->ln2_mean,
+                         a->ln2_rstd, a->fch, a->fch_gelu, a->residual3};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], name) == 0)
+            return all[i];
+    return NULL;
+}
+
+nnt_tensor *nnt_gpt2_activation(nnt_gpt2 *m, const char *name)
+{
+    if (!m || !name)
+        return NULL;
+    int l = -1, used = 0;
+    if (sscanf(name, "h%d.%n", &l, &used) == 1 && used > 0)
+        return l >= 0 && l < m->cfg.layers ? layer_activation(&m->layers[l], name + used) : NULL;
+    static const char *names[] = {"encoded", "lnf", "lnf_mean", "lnf_rstd", "logits",
+                                  "losses"};
+    nnt_tensor *all[] = {m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->losses};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], name) == 0)
+            return all[i];
+    return NULL;
+}

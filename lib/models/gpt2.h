@@ -1,0 +1,134 @@
+/* GPT-2 on tiled tensors (internal, not installed): parameters, forward, backward, AdamW,
+ * llm.c checkpoints. Written only with the public tensor operations of nnt.h.
+ *
+ * The model
+ *   x = wte[tokens] + wpe[0..T)                                  // (B, T, C)
+ *   per layer: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))        // pre-LN blocks
+ *   logits = ln_f(x) wte^T                                        // (B, T, V), tied lm_head
+ *   loss = mean over positions with target != NNT_GPT2_IGNORE of cross-entropy
+ * GELU is the tanh approximation, LayerNorm eps 1e-5, attention causal with scale
+ * 1/sqrt(hd). Dropout does not exist here.
+ *
+ * Parameters are held in llm.c's order and memory layout, one tensor per layer:
+ *   wte (V, C)           wpe (maxT, C)        ln1w, ln1b (C)
+ *   qkvw: three tensors q, k, v (NH, hd, C)   -- llm.c's (3C, C) rows [0,C), [C,2C), [2C,3C)
+ *   qkvb: three tensors q, k, v (NH, hd)      -- llm.c's (3C) pieces
+ *   attprojw (C, NH, hd) -- llm.c's (C, C): out x in, in = heads side by side
+ *   attprojb (C)         ln2w, ln2b (C)       fcw (4C, C)   fcb (4C)
+ *   fcprojw (C, 4C)      fcprojb (C)          lnfw, lnfb (C)
+ * Splitting the head dimension out of the weights lets the GEMMs write q, k, v as
+ * (B, T, NH, hd) directly (one permute each to the attention's (B, NH, T, hd)) and read the
+ * re-joined heads (B, T, NH, hd) without a reshape. wte has V rows, not llm.c's padded Vp:
+ * the padding rows are dropped on load and written as zeros on save.
+ *
+ * Tiling. Every tensor of the model is cut with the tile sizes of nnt_gpt2_tiling, per kind
+ * of dimension: batch (B), seq (T and wpe's rows), channels (C), hidden (4C), vocab (V),
+ * heads (NH), head_dim (hd). Any tiling (partial edge tiles, channel tiles that cut through
+ * heads, split head dims) gives the same results up to rounding; the same tiling gives the
+ * same bits run to run.
+ *
+ * Usage (gradients accumulate, so micro-batches are several forward/backward pairs):
+ *   nnt_gpt2_load_llmc(ctx, path, &tiling, B, T, &m);
+ *   for each step: nnt_gpt2_zero_grad(m);
+ *                  nnt_gpt2_forward(m, tokens, targets, &loss); nnt_gpt2_backward(m);
+ *                  nnt_gpt2_adamw_step(m, &opts);
+ *   nnt_gpt2_destroy(m);
+ * Every function returns NNT_OK or a negative NNT_E_* code with the context's message set.
+ */
+#ifndef NNT_MODELS_GPT2_H
+#define NNT_MODELS_GPT2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nnt.h"
+
+/* Targets equal to this are ignored by the loss (and get no gradient). */
+#define NNT_GPT2_IGNORE (-1)
+#define NNT_GPT2_LN_EPS 1e-5
+
+typedef struct nnt_gpt2_config {
+    int64_t vocab;         /* V                                                     */
+    int64_t padded_vocab;  /* Vp >= V: rows of wte in llm.c files (0: V)            */
+    int64_t max_seq;       /* maxT: rows of wpe                                     */
+    int64_t layers;        /* L                                                     */
+    int64_t heads;         /* NH                                                    */
+    int64_t channels;      /* C, a multiple of NH; the MLP hidden size is 4C        */
+} nnt_gpt2_config;
+
+/* Tile sizes per kind of dimension; 0 (or more than the dimension) = one tile. */
+typedef struct nnt_gpt2_tiling {
+    int64_t batch, seq, channels, hidden, vocab, heads, head_dim;
+} nnt_gpt2_tiling;
+
+typedef struct nnt_gpt2 nnt_gpt2;
+
+/* A model for batches of B sequences of T <= maxT tokens: parameters (uninitialised),
+ * gradients (zero), activations. tiling may be NULL (one tile per dimension). */
+int nnt_gpt2_create(nnt_ctx *ctx, const nnt_gpt2_config *cfg, const nnt_gpt2_tiling *tiling,
+                    int64_t B, int64_t T, nnt_gpt2 **out);
+/* Release everything (waits for pending work). NULL is accepted. */
+void nnt_gpt2_destroy(nnt_gpt2 *m);
+void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg);
+
+/* nnt_gpt2_create with the configuration of an llm.c fp32 checkpoint (version 3), then its
+ * weights (wte's padding rows dropped). */
+int nnt_gpt2_load_llmc(nnt_ctx *ctx, const char *path, const nnt_gpt2_tiling *tiling,
+                       int64_t B, int64_t T, nnt_gpt2 **out);
+/* nnt_gpt2_create with cfg, then the weights of a Hugging Face GPT2LMHeadModel safetensors
+ * file (names with or without the "transformer." prefix; F32, F16, BF16 or F64; Conv1D
+ * weights (in, out) transposed to llm.c's (out, in); a tied lm_head.weight is not read).
+ * Every tensor must have the shape cfg implies (NNT_E_FORMAT naming it otherwise); cfg is
+ * needed because a safetensors file does not give the number of heads. */
+int nnt_gpt2_load_safetensors(nnt_ctx *ctx, const char *path, const nnt_gpt2_config *cfg,
+                              const nnt_gpt2_tiling *tiling, int64_t B, int64_t T,
+                              nnt_gpt2 **out);
+/* Write the parameters as an llm.c fp32 checkpoint (wte padded to Vp with zero rows). */
+int nnt_gpt2_save_llmc(nnt_gpt2 *m, const char *path);
+
+/* ---- parameters by llm.c name --------------------------------------------------------
+ * name: wte wpe ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb
+ * lnfw lnfb. The host buffer holds the whole llm.c tensor in llm.c layout, e.g. qkvw
+ * (L, 3C, C), except wte: (V, C), unpadded. count must be its number of floats
+ * (nnt_gpt2_param_numel). Export waits for the copy; import is done when it returns. */
+enum { NNT_GPT2_PARAMS = 0, NNT_GPT2_GRADS = 1 };
+int nnt_gpt2_param_numel(const nnt_gpt2 *m, const char *name, int64_t *numel);
+int nnt_gpt2_export(nnt_gpt2 *m, int which, const char *name, float *dst, size_t count);
+int nnt_gpt2_import(nnt_gpt2 *m, const char *name, const float *src, size_t count);
+/* Number of parameters (V, not Vp, rows of wte). */
+int64_t nnt_gpt2_num_params(const nnt_gpt2 *m);
+
+/* ---- training ------------------------------------------------------------------------ */
+
+/* Forward pass on tokens (B, T) NNT_INT32 (any tiling: copied into the model's tiling).
+ * targets (B, T) NNT_INT32 or NULL: with targets, *loss (may be NULL) gets the mean
+ * cross-entropy over the positions whose target is not NNT_GPT2_IGNORE (waits for it), and
+ * the activations for nnt_gpt2_backward are kept. Token ids must be in [0, V), targets in
+ * [0, V) or NNT_GPT2_IGNORE. */
+int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss);
+/* Gradients of the last forward's mean loss, ADDED to the gradients (NNT_E_STATE unless the
+ * last forward had targets; it consumes them: a second backward needs a new forward). */
+int nnt_gpt2_backward(nnt_gpt2 *m);
+/* Set every gradient to zero. */
+int nnt_gpt2_zero_grad(nnt_gpt2 *m);
+/* Sum of squares of all gradients (for the global norm). */
+int nnt_gpt2_grad_sumsq(nnt_gpt2 *m, double *sumsq);
+
+/* One AdamW step over all parameters (PyTorch semantics, bias corrections, decoupled decay,
+ * grad_scale for clipping). opts->weight_decay applies to the matrices only -- wte (also the
+ * lm_head), wpe, qkvw, attprojw, fcw, fcprojw -- never to biases or LayerNorm parameters;
+ * opts->decoupled must be 1. The step counter starts at 1 and the moments are created
+ * (zero) on the first call. */
+int nnt_gpt2_adamw_step(nnt_gpt2 *m, const nnt_adam_options *opts);
+int64_t nnt_gpt2_step_count(const nnt_gpt2 *m);
+
+/* ---- activations, for tests and debugging ---------------------------------------------
+ * The tensor holding an activation of the last forward, by llm.c-like name: "encoded",
+ * "h<l>.ln1", "h<l>.ln1_mean", "h<l>.ln1_rstd", "h<l>.q", "h<l>.k", "h<l>.v" (B, NH, T, hd),
+ * "h<l>.atto" (B, NH, T, hd), "h<l>.att_lse" (B, NH, T), "h<l>.atty" (B, T, NH, hd),
+ * "h<l>.residual2", "h<l>.ln2", "h<l>.ln2_mean", "h<l>.ln2_rstd", "h<l>.fch" (pre-GELU),
+ * "h<l>.fch_gelu", "h<l>.residual3", "lnf", "lnf_mean", "lnf_rstd", "logits" (until
+ * backward overwrites it with its gradient), "losses" (B, T). NULL if unknown. */
+nnt_tensor *nnt_gpt2_activation(nnt_gpt2 *m, const char *name);
+
+#endif
