@@ -1,0 +1,148 @@
+/* bench_gpt2: time training steps (forward + backward + AdamW) of a GPT-2 built with the
+ * internal model code (lib/models/gpt2.c) on random weights and tokens.
+ * Not a test: run by hand, results go to bench/RESULTS.md.
+ *
+ * Usage: bench_gpt2 [--layers L] [--channels C] [--heads NH] [--vocab V] [--context maxT]
+ *                   [--batch B] [--seq T] [--steps N] [--tile-batch n] [--tile-seq n]
+ *                   [--tile-channels n] [--tile-hidden n] [--tile-vocab n] [--tile-heads n]
+ *                   [--peak GFLOPS]
+ * Defaults: GPT-2 124M (12, 768, 12, 50257, 1024), B=4, T=64, 3 timed steps after one
+ * warm-up step, one tile per dimension, peak 175 GFLOP/s (BLIS sgemm, 2 cores). */
+#include "models/gpt2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "bench_gpt2: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
+    return 1;
+}
+
+static const char *const NAMES[16] = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb",
+    "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+/* Small random weights (LayerNorm gains 1): enough to time the math without NaNs. */
+static int init_weights(nnt_gpt2 *m, unsigned long long seed)
+{
+    for (int i = 0; i < 16; i++) {
+        int64_t n;
+        int rc = nnt_gpt2_param_numel(m, NAMES[i], &n);
+        if (rc)
+            return rc;
+        float *w = malloc((size_t)n * sizeof *w);
+        if (!w)
+            return NNT_E_NOMEM;
+        int gain = strcmp(NAMES[i], "ln1w") == 0 || strcmp(NAMES[i], "ln2w") == 0 ||
+                   strcmp(NAMES[i], "lnfw") == 0;
+        for (int64_t j = 0; j < n; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            float u = (float)((seed >> 40) * 0x1p-24) - 0.5f;
+            w[j] = gain ? 1.0f : 0.04f * u;
+        }
+        rc = nnt_gpt2_import(m, NAMES[i], w, (size_t)n);
+        free(w);
+        if (rc)
+            return rc;
+    }
+    return NNT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    nnt_gpt2_config cfg = {50257, 0, 1024, 12, 12, 768};
+    nnt_gpt2_tiling tiling = {0, 0, 0, 0, 0, 0, 0};
+    int64_t B = 4, T = 64, steps = 3;
+    double peak = 175.0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i];
+        double v = atof(argv[i + 1]);
+        if (!strcmp(k, "--layers")) cfg.layers = (int64_t)v;
+        else if (!strcmp(k, "--channels")) cfg.channels = (int64_t)v;
+        else if (!strcmp(k, "--heads")) cfg.heads = (int64_t)v;
+        else if (!strcmp(k, "--vocab")) cfg.vocab = (int64_t)v;
+        else if (!strcmp(k, "--context")) cfg.max_seq = (int64_t)v;
+        else if (!strcmp(k, "--batch")) B = (int64_t)v;
+        else if (!strcmp(k, "--seq")) T = (int64_t)v;
+        else if (!strcmp(k, "--steps")) steps = (int64_t)v;
+        else if (!strcmp(k, "--tile-batch")) tiling.batch = (int64_t)v;
+        else if (!strcmp(k, "--tile-seq")) tiling.seq = (int64_t)v;
+        else if (!strcmp(k, "--tile-channels")) tiling.channels = (int64_t)v;
+        else if (!strcmp(k, "--tile-hidden")) tiling.hidden = (int64_t)v;
+        else if (!strcmp(k, "--tile-vocab")) tiling.vocab = (int64_t)v;
+        else if (!strcmp(k, "--tile-heads")) tiling.heads = (int64_t)v;
+        else if (!strcmp(k, "--peak")) peak = v;
+        else {
+            fprintf(stderr, "bench_gpt2: unknown option %s\n", k);
+            return 2;
+        }
+    }
+    nnt_ctx *ctx;
+    nnt_gpt2 *m;
+    nnt_tensor *tok, *tgt;
+    int rc = nnt_ctx_create(NULL, &ctx);
+    if (rc)
+        return fail("context", rc);
+    if ((rc = nnt_gpt2_create(ctx, &cfg, &tiling, B, T, &m)) || (rc = init_weights(m, 42)))
+        return fail("model", rc);
+    int64_t bt[2] = {B, T};
+    int32_t *host = malloc((size_t)(B * T) * sizeof *host);
+    if ((rc = nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok)) ||
+        (rc = nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt)))
+        return fail("tokens", rc);
+    nnt_adam_options adam = NNT_ADAM_OPTIONS_INIT;
+    adam.lr = 1e-4;
+    adam.weight_decay = 0.1;
+    double nparams = (double)nnt_gpt2_num_params(m);
+    /* 6 N per token for the matrices, plus attention scores and values: 6 L T C per token
+     * forward-and-backward of QK^T and PV (causal half counted as full, as usual). */
+    double flops = 6.0 * nparams * (double)(B * T) +
+                   12.0 * (double)(cfg.layers * B * T * T * cfg.channels);
+    int ncpus = 0;
+    nnt_ctx_workers(ctx, &ncpus, NULL);
+    printf("GPT-2 L=%lld C=%lld NH=%lld V=%lld: %.1fM parameters; B=%lld T=%lld; %d CPU "
+           "workers; %.1f GFLOP/step\n", (long long)cfg.layers, (long long)cfg.channels,
+           (long long)cfg.heads, (long long)cfg.vocab, nparams / 1e6, (long long)B, (long long)T,
+           ncpus, flops / 1e9);
+    double total = 0;
+    for (int64_t s = 0; s <= steps; s++) {
+        unsigned long long seed = 7 + (unsigned long long)s;
+        for (int64_t j = 0; j < B * T; j++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            host[j] = (int32_t)((seed >> 33) % (unsigned long long)cfg.vocab);
+        }
+        double loss = 0, t0 = now();
+        if ((rc = nnt_tensor_copy_from_host(tok, host, (size_t)(B * T) * sizeof *host)) ||
+            (rc = nnt_tensor_copy_from_host(tgt, host, (size_t)(B * T) * sizeof *host)) ||
+            (rc = nnt_gpt2_zero_grad(m)) || (rc = nnt_gpt2_forward(m, tok, tgt, &loss)) ||
+            (rc = nnt_gpt2_backward(m)) || (rc = nnt_gpt2_adamw_step(m, &adam)) ||
+            (rc = nnt_ctx_wait(ctx)))
+            return fail("step", rc);
+        double dt = now() - t0;
+        if (s > 0)
+            total += dt;
+        printf("step %lld%s: loss %.4f, %.0f ms, %.0f tokens/s, %.1f GFLOP/s (MFU %.1f%% of "
+               "%.0f)\n", (long long)s, s == 0 ? " (warm-up)" : "", loss, dt * 1e3,
+               (double)(B * T) / dt, flops / dt / 1e9, 100 * flops / dt / 1e9 / peak, peak);
+    }
+    if (steps > 0)
+        printf("mean of %lld steps: %.0f ms/step, %.0f tokens/s, MFU %.1f%%\n", (long long)steps,
+               total / (double)steps * 1e3, (double)(B * T * steps) / total,
+               100 * flops * (double)steps / total / 1e9 / peak);
+    free(host);
+    nnt_tensor_destroy(tok);
+    nnt_tensor_destroy(tgt);
+    nnt_gpt2_destroy(m);
+    nnt_ctx_destroy(ctx);
+    return 0;
+}
