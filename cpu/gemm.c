@@ -36,6 +36,7 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     rntm_t rntm;
     bli_rntm_init_from_global(&rntm);
     bli_rntm_disable_l3_sup(&rntm);
+    bli_rntm_set_num_threads(1, &rntm);   /* one StarPU worker per core: never oversubscribe */
     trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
     trans_t tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
     for (int64_t i = 0; i < batch; i++) {

@@ -63,7 +63,8 @@ void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
  *   C = alpha * op(A) * op(B) + beta * C,  op(X) = X or X^T (trans_x != 0), row-major,
  *   op(A) is (m, k), op(B) is (k, n), C is (m, n). CPU: BLIS's bli_sgemm_ex with its
  *   small-matrix path off (BLIS 0.9.0's sup kernels read past the end of A or C for some
- *   shapes, flame/blis#635); threads from BLIS's settings (BLIS_NUM_THREADS, default 1).
+ *   shapes, flame/blis#635); always one thread (each StarPU worker owns a core, so
+ *   BLIS_NUM_THREADS / OMP_NUM_THREADS must not multiply the threads).
  *   beta == 0: C is not read.                                                              */
 void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, int64_t stride_a,

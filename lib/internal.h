@@ -128,6 +128,77 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
                            const int64_t *tile_shape, uint64_t seed, int dist, float a,
                            float b);
 
+/* lib/codelets/elementwise.c */
+int nnt_insert_scale(nnt_ctx *ctx, starpu_data_handle_t x, float alpha);
+int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
+                     starpu_data_handle_t y);
+int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
+                        starpu_data_handle_t dx);
+
+/* lib/codelets/reduce.c */
+int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
+                         int first, float beta);
+int nnt_insert_sumsq(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc);
+
+/* lib/codelets/optim.c */
+int nnt_insert_adam_step(nnt_ctx *ctx, int decoupled, float lr, float beta1, float beta2,
+                         float eps, float weight_decay, float bc1, float bc2, float grad_scale,
+                         starpu_data_handle_t p, starpu_data_handle_t g, starpu_data_handle_t m,
+                         starpu_data_handle_t v);
+int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_decay,
+                        float grad_scale, int first_step, starpu_data_handle_t p,
+                        starpu_data_handle_t g, starpu_data_handle_t buf);
+
+/* lib/codelets/gemm.c: mnkb = {m, n, k, batch} of the tiles; tiles = {A, B, C, bias or NULL,
+ * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task. */
+int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
+                    float beta, enum starpu_data_access_mode c_mode, int epilogue,
+                    const starpu_data_handle_t *tiles);
+
+/* lib/codelets/layernorm.c */
+int nnt_insert_layernorm_fwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t gamma,
+                             starpu_data_handle_t beta, float eps, starpu_data_handle_t y,
+                             starpu_data_handle_t mean, starpu_data_handle_t rstd);
+int nnt_insert_layernorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
+                             starpu_data_handle_t gamma, starpu_data_handle_t mean,
+                             starpu_data_handle_t rstd, starpu_data_handle_t dx,
+                             starpu_data_handle_t dgamma, starpu_data_handle_t dbeta);
+
+/* lib/codelets/embedding.c */
+int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
+                                starpu_data_handle_t table, int64_t v0, int zero_first,
+                                starpu_data_handle_t out);
+int nnt_insert_embedding_scatter(nnt_ctx *ctx, starpu_data_handle_t tokens,
+                                 starpu_data_handle_t dout, int64_t v0,
+                                 starpu_data_handle_t dtable);
+int nnt_insert_embedding_add_pos(nnt_ctx *ctx, starpu_data_handle_t wpe, int64_t nb,
+                                 int64_t inner, starpu_data_handle_t out);
+int nnt_insert_embedding_sum_pos(nnt_ctx *ctx, starpu_data_handle_t dout, int64_t nb,
+                                 int64_t inner, starpu_data_handle_t dwpe);
+
+/* lib/codelets/attention.c */
+int nnt_insert_attn_fwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale,
+                              const starpu_data_handle_t *h, int init);
+int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
+                                 starpu_data_handle_t o, starpu_data_handle_t m,
+                                 starpu_data_handle_t l, starpu_data_handle_t lse);
+int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
+                             starpu_data_handle_t o, starpu_data_handle_t dout,
+                             starpu_data_handle_t d);
+int nnt_insert_attn_bwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale,
+                              const starpu_data_handle_t *h, int init_dq, int init_dkv);
+
+/* lib/codelets/xent.c */
+int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
+                              int init);
+int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index);
+int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
+                              int32_t ignore_index, float scale);
+
 /* ---- helpers for tensor operations (lib/ops/common.c) --------------------------------- */
 
 /* Number of elements of a box. */

@@ -9,20 +9,6 @@
 
 #include <math.h>
 
-/* lib/codelets/attention.c */
-int nnt_insert_attn_fwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale,
-                              const starpu_data_handle_t *h, int init);
-int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
-                                 starpu_data_handle_t o, starpu_data_handle_t m,
-                                 starpu_data_handle_t l, starpu_data_handle_t lse);
-int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
-                             starpu_data_handle_t o, starpu_data_handle_t dout,
-                             starpu_data_handle_t d);
-int nnt_insert_attn_bwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale,
-                              const starpu_data_handle_t *h, int init_dq, int init_dkv);
-
 /* ---- argument checks ------------------------------------------------------------------------ */
 
 /* NNT_E_INVAL naming role if t is NULL; else a usable NNT_FP32 tensor. */

@@ -3,14 +3,6 @@
  * task per tile, no ordering between tiles, and the result does not depend on the tiling. */
 #include "../internal.h"
 
-/* lib/codelets/elementwise.c */
-int nnt_insert_scale(nnt_ctx *ctx, starpu_data_handle_t x, float alpha);
-int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
-                     starpu_data_handle_t y);
-int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
-int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
-                        starpu_data_handle_t dx);
-
 /* A usable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role); readable too if must_read. */
 static int check_f32(const char *fn, const char *role, const nnt_tensor *t, int must_read)
 {

@@ -6,18 +6,6 @@
  * task per b-tile. */
 #include "../internal.h"
 
-/* lib/codelets/embedding.c */
-int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
-                                starpu_data_handle_t table, int64_t v0, int zero_first,
-                                starpu_data_handle_t out);
-int nnt_insert_embedding_scatter(nnt_ctx *ctx, starpu_data_handle_t tokens,
-                                 starpu_data_handle_t dout, int64_t v0,
-                                 starpu_data_handle_t dtable);
-int nnt_insert_embedding_add_pos(nnt_ctx *ctx, starpu_data_handle_t wpe, int64_t nb,
-                                 int64_t inner, starpu_data_handle_t out);
-int nnt_insert_embedding_sum_pos(nnt_ctx *ctx, starpu_data_handle_t dout, int64_t nb,
-                                 int64_t inner, starpu_data_handle_t dwpe);
-
 /* NNT_E_INVAL naming role if t is NULL; else a usable, readable tensor of dtype and ndim
  * (NNT_E_SHAPE otherwise). */
 static int check_input(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,

@@ -6,15 +6,6 @@
 
 #include <math.h>
 
-/* lib/codelets/layernorm.c */
-int nnt_insert_layernorm_fwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t gamma,
-                             starpu_data_handle_t beta, float eps, starpu_data_handle_t y,
-                             starpu_data_handle_t mean, starpu_data_handle_t rstd);
-int nnt_insert_layernorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
-                             starpu_data_handle_t gamma, starpu_data_handle_t mean,
-                             starpu_data_handle_t rstd, starpu_data_handle_t dx,
-                             starpu_data_handle_t dgamma, starpu_data_handle_t dbeta);
-
 /* NNT_E_INVAL naming role if t is NULL; else a usable NNT_FP32 tensor (NNT_E_SHAPE). */
 static int check_f32(const char *fn, const char *role, const nnt_tensor *t)
 {

@@ -5,15 +5,6 @@
 
 #include <math.h>
 
-/* lib/codelets/optim.c */
-int nnt_insert_adam_step(nnt_ctx *ctx, int decoupled, float lr, float beta1, float beta2,
-                         float eps, float weight_decay, float bc1, float bc2, float grad_scale,
-                         starpu_data_handle_t p, starpu_data_handle_t g, starpu_data_handle_t m,
-                         starpu_data_handle_t v);
-int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_decay,
-                        float grad_scale, int first_step, starpu_data_handle_t p,
-                        starpu_data_handle_t g, starpu_data_handle_t buf);
-
 /* A usable, readable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role). */
 static int check_readable_f32(const char *fn, const char *role, const nnt_tensor *t)
 {

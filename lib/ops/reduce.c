@@ -11,15 +11,6 @@
 
 #include <stdlib.h>
 
-/* lib/codelets/reduce.c */
-int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
-int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
-                         int first, float beta);
-int nnt_insert_sumsq(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc);
-/* lib/codelets/elementwise.c */
-int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
-                     starpu_data_handle_t y);
-
 /* A usable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role); readable too if must_read. */
 static int check_f32(const char *fn, const char *role, const nnt_tensor *t, int must_read)
 {

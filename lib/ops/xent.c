@@ -7,13 +7,6 @@
 
 #include <math.h>
 
-/* lib/codelets/xent.c */
-int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
-                              int init);
-int nnt_insert_xent_finish(nnt_ctx *ctx, const starpu_data_handle_t *h, int32_t ignore_index);
-int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
-                              int32_t ignore_index, float scale);
-
 /* NNT_E_INVAL naming role if t is NULL; else a usable tensor of dtype (NNT_E_SHAPE), also
  * readable when it is read. */
 static int check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,

@@ -1,0 +1,301 @@
+/* Tiled GEMM over groups of dimensions, with fused epilogues:
+ *   C[b..., m..., n...] = alpha sum_k op(A)[b..., m..., k...] op(B)[b..., k..., n...]
+ *                         + beta C[b..., m..., n...]
+ * One task per (C tile, k tile): a tile of A is a contiguous row-major (b, m, k) block, i.e.
+ * a batch of (Mt, Kt) matrices, so each task is one batched GEMM call on its tiles. The k
+ * tasks of a C tile are submitted in increasing k order with plain read-write access on C,
+ * so they run in that order and the sum is bit-identical run to run. */
+#include "../internal.h"
+
+/* Access mode of C in the k tasks after the first. Plain RW keeps the k order fixed
+ * (deterministic); building with -DNNT_GEMM_K_COMMUTE lets StarPU run them in any order
+ * (RW | COMMUTE), which is how bench/RESULTS.md compared the two. */
+#ifdef NNT_GEMM_K_COMMUTE
+#define K_ACCUMULATE_MODE ((enum starpu_data_access_mode)(STARPU_RW | STARPU_COMMUTE))
+#else
+#define K_ACCUMULATE_MODE STARPU_RW
+#endif
+
+/* Where each group of dimensions starts in A, B and C, and how many dims it has. */
+struct gemm_dims {
+    int nb, nm, nn, nk;
+    int a_m, a_k;   /* A: (b, m, k) or (b, k, m) */
+    int b_k, b_n;   /* B: (b, k, n) or (b, n, k) */
+    int c_m, c_n;   /* C: (b, m, n)              */
+};
+
+static int check_trans(const char *fn, const nnt_ctx *ctx, const char *name, nnt_trans t)
+{
+    if (t == NNT_NOTRANS || t == NNT_TRANS)
+        return NNT_OK;
+    return nnt_fail(ctx, NNT_E_INVAL, "%s: %s = %d is neither NNT_NOTRANS nor NNT_TRANS", fn,
+                    name, (int)t);
+}
+
+/* Split the dimensions of A, B and C into groups; NNT_E_INVAL / NNT_E_SHAPE when the counts
+ * do not add up. */
+static int group_dims(const char *fn, nnt_trans trans_a, nnt_trans trans_b, const nnt_tensor *a,
+                      const nnt_tensor *b, const nnt_tensor *c, int ndim_k, int ndim_batch,
+                      struct gemm_dims *d)
+{
+    if (ndim_k < 1)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: ndim_k = %d must be at least 1", fn, ndim_k);
+    if (ndim_batch < 0)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: ndim_batch = %d must be >= 0", fn,
+                        ndim_batch);
+    d->nb = ndim_batch;
+    d->nk = ndim_k;
+    d->nm = a->ndim - ndim_batch - ndim_k;
+    d->nn = b->ndim - ndim_batch - ndim_k;
+    if (d->nm < 1)
+        return nnt_fail(c->ctx, NNT_E_SHAPE, "%s: A has %d dimensions: no m dimension is left "
+                        "after %d batch and %d k dimensions", fn, a->ndim, ndim_batch, ndim_k);
+    if (d->nn < 1)
+        return nnt_fail(c->ctx, NNT_E_SHAPE, "%s: B has %d dimensions: no n dimension is left "
+                        "after %d batch and %d k dimensions", fn, b->ndim, ndim_batch, ndim_k);
+    if (c->ndim != d->nb + d->nm + d->nn)
+        return nnt_fail(c->ctx, NNT_E_SHAPE, "%s: C has %d dimensions, expected %d batch + %d m "
+                        "+ %d n = %d", fn, c->ndim, d->nb, d->nm, d->nn,
+                        d->nb + d->nm + d->nn);
+    d->a_m = trans_a ? d->nb + d->nk : d->nb;
+    d->a_k = trans_a ? d->nb : d->nb + d->nm;
+    d->b_k = trans_b ? d->nb + d->nn : d->nb;
+    d->b_n = trans_b ? d->nb : d->nb + d->nk;
+    d->c_m = d->nb;
+    d->c_n = d->nb + d->nm;
+    return NNT_OK;
+}
+
+/* Every shared group must have equal sizes and tiles in the tensors that hold it. */
+static int check_groups(const char *fn, const nnt_tensor *a, const nnt_tensor *b,
+                        const nnt_tensor *c, const struct gemm_dims *d)
+{
+    int rc = nnt_check_dims(fn, "A[b...]", a, 0, "C[b...]", c, 0, d->nb);
+    if (rc == 0)
+        rc = nnt_check_dims(fn, "B[b...]", b, 0, "C[b...]", c, 0, d->nb);
+    if (rc == 0)
+        rc = nnt_check_dims(fn, "A[m...]", a, d->a_m, "C[m...]", c, d->c_m, d->nm);
+    if (rc == 0)
+        rc = nnt_check_dims(fn, "B[n...]", b, d->b_n, "C[n...]", c, d->c_n, d->nn);
+    if (rc == 0)
+        rc = nnt_check_dims(fn, "A[k...]", a, d->a_k, "B[k...]", b, d->b_k, d->nk);
+    return rc;
+}
+
+static int check_operands(const char *fn, nnt_trans trans_a, nnt_trans trans_b, nnt_tensor *a,
+                          nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k, int ndim_batch,
+                          struct gemm_dims *d)
+{
+    int rc = nnt_tensor_check(a, fn);
+    if (rc == 0)
+        rc = nnt_tensor_check(b, fn);
+    if (rc == 0)
+        rc = nnt_tensor_check(c, fn);
+    if (rc)
+        return rc;
+    if ((rc = check_trans(fn, c->ctx, "trans_a", trans_a)) ||
+        (rc = check_trans(fn, c->ctx, "trans_b", trans_b)))
+        return rc;
+    if ((rc = nnt_check_dtype(fn, "A", a, NNT_FP32)) ||
+        (rc = nnt_check_dtype(fn, "B", b, NNT_FP32)) ||
+        (rc = nnt_check_dtype(fn, "C", c, NNT_FP32)))
+        return rc;
+    if (c == a || c == b)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: C must not be A or B", fn);
+    if ((rc = group_dims(fn, trans_a, trans_b, a, b, c, ndim_k, ndim_batch, d)) ||
+        (rc = check_groups(fn, a, b, c, d)))
+        return rc;
+    if ((rc = nnt_tensor_check_readable(a, fn)) || (rc = nnt_tensor_check_readable(b, fn)))
+        return rc;
+    if (beta != 0.0 && (rc = nnt_tensor_check_readable(c, fn)))
+        return rc;
+    return NNT_OK;
+}
+
+static const char *epilogue_name(nnt_epilogue e)
+{
+    switch (e) {
+    case NNT_EPILOGUE_NONE: return "NNT_EPILOGUE_NONE";
+    case NNT_EPILOGUE_BIAS: return "NNT_EPILOGUE_BIAS";
+    case NNT_EPILOGUE_BIAS_GELU: return "NNT_EPILOGUE_BIAS_GELU";
+    case NNT_EPILOGUE_DGELU: return "NNT_EPILOGUE_DGELU";
+    default: return NULL;
+    }
+}
+
+/* Which of bias and aux the epilogue takes: 0 unused (must be NULL), 1 optional, 2 required. */
+static void epilogue_operands(nnt_epilogue e, int *bias_use, int *aux_use)
+{
+    *bias_use = e == NNT_EPILOGUE_BIAS ? 2 : e == NNT_EPILOGUE_BIAS_GELU ? 1 : 0;
+    *aux_use = e == NNT_EPILOGUE_BIAS_GELU || e == NNT_EPILOGUE_DGELU ? 2 : 0;
+}
+
+static int check_presence(const char *fn, const nnt_ctx *ctx, const char *role,
+                          const nnt_tensor *t, int use, const char *epi)
+{
+    if (use == 0 && t)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is not used by %s and must be NULL", fn, role,
+                        epi);
+    if (use == 2 && !t)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL but %s needs it", fn, role, epi);
+    return NNT_OK;
+}
+
+/* bias (n...) with C's n sizes and tiles. */
+static int check_bias(const char *fn, nnt_tensor *bias, const nnt_tensor *c,
+                      const struct gemm_dims *d)
+{
+    int rc = nnt_tensor_check(bias, fn);
+    if (rc == 0)
+        rc = nnt_check_dtype(fn, "bias", bias, NNT_FP32);
+    if (rc)
+        return rc;
+    if (bias == c)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: bias must not be C", fn);
+    if (bias->ndim != d->nn)
+        return nnt_fail(c->ctx, NNT_E_SHAPE, "%s: bias has %d dimensions, C has %d n "
+                        "dimensions", fn, bias->ndim, d->nn);
+    rc = nnt_check_dims(fn, "bias", bias, 0, "C[n...]", c, d->c_n, d->nn);
+    return rc ? rc : nnt_tensor_check_readable(bias, fn);
+}
+
+/* aux with C's shape and tiling; read by DGELU, written by BIAS_GELU. */
+static int check_aux(const char *fn, nnt_epilogue e, nnt_tensor *aux, const nnt_tensor *a,
+                     const nnt_tensor *b, const nnt_tensor *c, const nnt_tensor *bias)
+{
+    int rc = nnt_check_same_layout(fn, "aux", aux, "C", c);
+    if (rc == 0)
+        rc = nnt_check_dtype(fn, "aux", aux, NNT_FP32);
+    if (rc)
+        return rc;
+    if (aux == c)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: aux must not be C", fn);
+    if (e == NNT_EPILOGUE_DGELU)
+        return nnt_tensor_check_readable(aux, fn);
+    if (aux == a || aux == b || aux == bias)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: aux is written by %s and must not be A, B "
+                        "or bias", fn, epilogue_name(e));
+    return NNT_OK;
+}
+
+static int check_epilogue(const char *fn, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux,
+                          const nnt_tensor *a, const nnt_tensor *b, const nnt_tensor *c,
+                          const struct gemm_dims *d)
+{
+    const char *name = epilogue_name(e);
+    if (!name)
+        return nnt_fail(c->ctx, NNT_E_INVAL, "%s: unknown epilogue %d", fn, (int)e);
+    int bias_use, aux_use;
+    epilogue_operands(e, &bias_use, &aux_use);
+    int rc = check_presence(fn, c->ctx, "bias", bias, bias_use, name);
+    if (rc == 0)
+        rc = check_presence(fn, c->ctx, "aux", aux, aux_use, name);
+    if (rc == 0 && bias)
+        rc = check_bias(fn, bias, c, d);
+    if (rc == 0 && aux)
+        rc = check_aux(fn, e, aux, a, b, c, bias);
+    return rc;
+}
+
+static int64_t product(const int64_t *v, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
+}
+
+/* Number of tiles of the k group (from A's grid). */
+static int64_t k_tile_count(const nnt_tensor *a, const struct gemm_dims *d)
+{
+    return product(a->grid + d->a_k, d->nk);
+}
+
+/* Grid coordinates of the k-th k tile (row-major over A's k grid) into kc[nk]. */
+static void k_tile_coord(const nnt_tensor *a, const struct gemm_dims *d, int64_t kt,
+                         int64_t *kc)
+{
+    for (int i = d->nk - 1; i >= 0; i--) {
+        kc[i] = kt % a->grid[d->a_k + i];
+        kt /= a->grid[d->a_k + i];
+    }
+}
+
+/* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue. */
+static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
+                         nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
+                         int64_t ci, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
+{
+    int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
+    int64_t ac[NNT_MAX_DIMS], bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(c, ci, cc);
+    nnt_tensor_tile_box(c, cc, origin, cshape);
+    /* {m, n, k, batch} of this C tile; k is filled per k tile */
+    int64_t mnkb[4] = {product(cshape + d->c_m, d->nm), product(cshape + d->c_n, d->nn), 0,
+                       product(cshape, d->nb)};
+    starpu_data_handle_t tiles[5] = {NULL, NULL, c->tiles[ci].handle, NULL, NULL};
+    if (bias)
+        tiles[3] = bias->tiles[nnt_tensor_tile_index(bias, cc + d->c_n)].handle;
+    if (aux)
+        tiles[4] = aux->tiles[ci].handle;
+    for (int i = 0; i < d->nb; i++)
+        ac[i] = bc[i] = cc[i];
+    for (int i = 0; i < d->nm; i++)
+        ac[d->a_m + i] = cc[d->c_m + i];
+    for (int i = 0; i < d->nn; i++)
+        bc[d->b_n + i] = cc[d->c_n + i];
+    int64_t nkt = k_tile_count(a, d);
+    int rc = NNT_OK;
+    for (int64_t kt = 0; kt < nkt && rc == 0; kt++) {
+        k_tile_coord(a, d, kt, kc);
+        for (int i = 0; i < d->nk; i++) {
+            ac[d->a_k + i] = kc[i];
+            bc[d->b_k + i] = kc[i];
+        }
+        int64_t ai = nnt_tensor_tile_index(a, ac);
+        nnt_tensor_tile_shape_at(a, ai, ashape);
+        mnkb[2] = product(ashape + d->a_k, d->nk);
+        tiles[0] = a->tiles[ai].handle;
+        tiles[1] = b->tiles[nnt_tensor_tile_index(b, bc)].handle;
+        int first = kt == 0, last = kt == nkt - 1;
+        enum starpu_data_access_mode mode =
+            !first ? K_ACCUMULATE_MODE : beta == 0.0 ? STARPU_W : STARPU_RW;
+        rc = nnt_insert_gemm(c->ctx, trans_a, trans_b, mnkb, (float)alpha,
+                             first ? (float)beta : 1.0f, mode,
+                             last ? (int)e : NNT_EPILOGUE_NONE, tiles);
+    }
+    return rc;
+}
+
+static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
+                nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
+                int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
+{
+    struct gemm_dims d;
+    int rc = check_operands(fn, trans_a, trans_b, a, b, beta, c, ndim_k, ndim_batch, &d);
+    if (rc == 0)
+        rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
+    for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
+        rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux);
+    if (rc == 0) {
+        nnt_tensor_mark_written(c);
+        if (e == NNT_EPILOGUE_BIAS_GELU)
+            nnt_tensor_mark_written(aux);
+    }
+    return rc;
+}
+
+int nnt_tensor_gemm(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
+                    nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k, int ndim_batch)
+{
+    return gemm("nnt_tensor_gemm", trans_a, trans_b, alpha, a, b, beta, c, ndim_k, ndim_batch,
+                NNT_EPILOGUE_NONE, NULL, NULL);
+}
+
+int nnt_tensor_gemm_ex(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
+                       nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k, int ndim_batch,
+                       nnt_epilogue epilogue, nnt_tensor *bias, nnt_tensor *aux)
+{
+    return gemm("nnt_tensor_gemm_ex", trans_a, trans_b, alpha, a, b, beta, c, ndim_k,
+                ndim_batch, epilogue, bias, aux);
+}

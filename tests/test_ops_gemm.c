@@ -1,0 +1,580 @@
+/* nnt_tensor_gemm / nnt_tensor_gemm_ex: grouped-dims tiled GEMM against a float64 host
+ * reference, for the four transpose combinations, batch dims, several m / k / n dims, alpha
+ * and beta (beta == 0 with C never written), every epilogue and several tilings (a single
+ * tile, partial edge tiles, many k tiles) that must all agree; run-to-run bit-identity; and
+ * the argument checks. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdint.h>
+
+static nnt_ctx *ctx;
+
+static void setup(void) { ctx = test_ctx(); }
+static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
+
+/* ---- problem description -------------------------------------------------------------- */
+
+#define MAXG 3   /* dims per group in these tests */
+
+/* Sizes of the groups: C[b..., m..., n...] = sum_k A[b..., m..., k...] B[b..., k..., n...]. */
+struct dims {
+    int nb, nm, nk, nn;
+    int64_t b[MAXG], m[MAXG], k[MAXG], n[MAXG];
+};
+
+/* Tiles per group dimension (0: the whole dimension). */
+struct tiling {
+    int64_t b[MAXG], m[MAXG], k[MAXG], n[MAXG];
+};
+
+#define NTILINGS 4
+struct gcase {
+    const char *what;
+    struct dims d;
+    struct tiling t[NTILINGS];   /* t[0] is always a single tile (all zeros) */
+};
+
+static const struct gcase cases[] = {
+    {"matrix (13, 11) x (11, 9)",
+     {0, 1, 1, 1, {0}, {13}, {11}, {9}},
+     {{{0}, {0}, {0}, {0}},
+      {{0}, {5}, {4}, {4}},      /* partial tiles in m, k and n */
+      {{0}, {0}, {1}, {0}},      /* 11 k tiles */
+      {{0}, {13}, {3}, {2}}}},
+    {"batched (3, 7, 10) x (3, 10, 6)",
+     {1, 1, 1, 1, {3}, {7}, {10}, {6}},
+     {{{0}, {0}, {0}, {0}},
+      {{2}, {4}, {3}, {5}},      /* partial batch, m, k and n tiles */
+      {{1}, {7}, {2}, {6}},      /* 5 k tiles, one batch per tile */
+      {{3}, {1}, {10}, {4}}}},
+    {"linear x (2, 5, 12) W^T (7, 12) -> (2, 5, 7)",
+     {0, 2, 1, 1, {0}, {2, 5}, {12}, {7}},
+     {{{0}, {0}, {0}, {0}},
+      {{0}, {1, 3}, {5}, {4}},
+      {{0}, {2, 2}, {3}, {7}},
+      {{0}, {1, 5}, {12}, {3}}}},
+    {"weight gradient dY^T (2, 5, 7) X (2, 5, 12) -> (7, 12), k = (B, T)",
+     {0, 1, 2, 1, {0}, {7}, {2, 5}, {12}},
+     {{{0}, {0}, {0}, {0}},
+      {{0}, {3}, {1, 2}, {5}},   /* 6 k tiles, partial */
+      {{0}, {7}, {2, 1}, {12}},  /* 5 k tiles */
+      {{0}, {4}, {1, 5}, {8}}}},
+    {"several dims (4, 3 | 5, 2) x (5, 2 | 3, 2)",
+     {0, 2, 2, 2, {0}, {4, 3}, {5, 2}, {3, 2}},
+     {{{0}, {0}, {0}, {0}},
+      {{0}, {3, 2}, {2, 2}, {2, 1}},
+      {{0}, {4, 1}, {1, 1}, {3, 2}},
+      {{0}, {1, 3}, {5, 1}, {1, 2}}}},
+    {"batch 2 dims (2, 3 | 4 | 6 | 5)",
+     {2, 1, 1, 1, {2, 3}, {4}, {6}, {5}},
+     {{{0}, {0}, {0}, {0}},
+      {{1, 2}, {3}, {4}, {2}},
+      {{2, 3}, {4}, {1}, {5}},
+      {{1, 1}, {2}, {6}, {3}}}},
+};
+#define NCASES ((int)(sizeof cases / sizeof *cases))
+
+static int64_t prod(int n, const int64_t *v)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
+}
+
+/* Append the n entries of v to out at index at; returns the next index. */
+static int put(int64_t *out, int at, int n, const int64_t *v)
+{
+    for (int i = 0; i < n; i++)
+        out[at + i] = v[i];
+    return at + n;
+}
+
+/* Shapes (tile == NULL) or tiles of A, B, C in storage order. */
+static void layout(const struct dims *d, const struct tiling *t, int ta, int tb, int64_t *a,
+                   int64_t *b, int64_t *c, int64_t *bias)
+{
+    const int64_t *B = t ? t->b : d->b, *M = t ? t->m : d->m;
+    const int64_t *K = t ? t->k : d->k, *N = t ? t->n : d->n;
+    int i = put(a, 0, d->nb, B);
+    i = ta ? put(a, put(a, i, d->nk, K), d->nm, M) : put(a, put(a, i, d->nm, M), d->nk, K);
+    i = put(b, 0, d->nb, B);
+    i = tb ? put(b, put(b, i, d->nn, N), d->nk, K) : put(b, put(b, i, d->nk, K), d->nn, N);
+    put(c, put(c, put(c, 0, d->nb, B), d->nm, M), d->nn, N);
+    put(bias, 0, d->nn, N);
+}
+
+/* Replace zero tile entries by the dimension. */
+static void whole_dims(int n, const int64_t *shape, int64_t *tile)
+{
+    for (int i = 0; i < n; i++)
+        if (tile[i] == 0)
+            tile[i] = shape[i];
+}
+
+/* ---- host data and reference --------------------------------------------------------- */
+
+struct host {
+    int64_t nb, nm, nk, nn;   /* flattened group sizes */
+    float *a, *b, *c0, *bias, *aux0;
+};
+
+/* uniform in +-[0.25, 1): non-zero */
+static void rand_fill(float *x, int64_t n, unsigned long long *state)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double u = test_rand(state);
+        x[i] = (float)((u < 0.5 ? -1 : 1) * (0.25 + 1.5 * fabs(u - 0.5)));
+    }
+}
+
+static void host_init(struct host *h, const struct dims *d, unsigned long long seed)
+{
+    h->nb = prod(d->nb, d->b);
+    h->nm = prod(d->nm, d->m);
+    h->nk = prod(d->nk, d->k);
+    h->nn = prod(d->nn, d->n);
+    int64_t na = h->nb * h->nm * h->nk, nbb = h->nb * h->nk * h->nn, nc = h->nb * h->nm * h->nn;
+    h->a = malloc((size_t)na * sizeof(float));
+    h->b = malloc((size_t)nbb * sizeof(float));
+    h->c0 = malloc((size_t)nc * sizeof(float));
+    h->aux0 = malloc((size_t)nc * sizeof(float));
+    h->bias = malloc((size_t)h->nn * sizeof(float));
+    unsigned long long state = seed;
+    rand_fill(h->a, na, &state);
+    rand_fill(h->b, nbb, &state);
+    rand_fill(h->c0, nc, &state);
+    rand_fill(h->aux0, nc, &state);
+    rand_fill(h->bias, h->nn, &state);
+    for (int64_t i = 0; i < nc; i++)
+        h->aux0[i] *= 3.0f;   /* pre-activations over the interesting range of GELU */
+}
+
+static void host_free(struct host *h)
+{
+    free(h->a);
+    free(h->b);
+    free(h->c0);
+    free(h->aux0);
+    free(h->bias);
+}
+
+static double gelu(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_grad(double x)
+{
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    double t = tanh(u);
+    return 0.5 * (1.0 + t) +
+           0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+struct variant {
+    double alpha, beta;
+    nnt_epilogue epi;
+    int with_bias;
+};
+
+/* Reference C and aux in double, and a per-element error scale (sum of magnitudes). */
+static void reference(const struct host *h, int ta, int tb, const struct variant *v,
+                      double *c, double *aux, double *scale)
+{
+    for (int64_t bi = 0; bi < h->nb; bi++)
+        for (int64_t i = 0; i < h->nm; i++)
+            for (int64_t j = 0; j < h->nn; j++) {
+                double s = 0, mag = 0;
+                for (int64_t l = 0; l < h->nk; l++) {
+                    double x = ta ? h->a[(bi * h->nk + l) * h->nm + i]
+                                  : h->a[(bi * h->nm + i) * h->nk + l];
+                    double y = tb ? h->b[(bi * h->nn + j) * h->nk + l]
+                                  : h->b[(bi * h->nk + l) * h->nn + j];
+                    s += x * y;
+                    mag += fabs(x * y);
+                }
+                int64_t o = (bi * h->nm + i) * h->nn + j;
+                double r = v->alpha * s, sc = fabs(v->alpha) * mag;
+                if (v->beta != 0) {
+                    r += v->beta * h->c0[o];
+                    sc += fabs(v->beta * h->c0[o]);
+                }
+                if (v->with_bias) {
+                    r += h->bias[j];
+                    sc += fabs(h->bias[j]);
+                }
+                aux[o] = 0;
+                if (v->epi == NNT_EPILOGUE_BIAS_GELU)
+                    aux[o] = gelu(r);
+                if (v->epi == NNT_EPILOGUE_DGELU) {
+                    double g = gelu_grad(h->aux0[o]);
+                    r *= g;
+                    sc *= fabs(g);
+                }
+                c[o] = r;
+                scale[o] = sc + fabs(r);
+            }
+}
+
+/* ---- running one tiled product --------------------------------------------------------- */
+
+struct result {
+    float *c, *aux;
+};
+
+static nnt_tensor *make(int ndim, const int64_t *shape, const int64_t *tile, const float *data)
+{
+    nnt_tensor *t;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
+    if (data)
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)prod(ndim, shape) * sizeof(float)));
+    return t;
+}
+
+static struct result run_tiled(const struct dims *d, const struct tiling *tl, int ta, int tb,
+                               const struct host *h, const struct variant *v)
+{
+    int64_t sa[8], sb[8], sc[8], sbias[8], ta_[8], tb_[8], tc[8], tbias[8];
+    layout(d, NULL, ta, tb, sa, sb, sc, sbias);
+    layout(d, tl, ta, tb, ta_, tb_, tc, tbias);
+    int na = d->nb + d->nm + d->nk, nbd = d->nb + d->nk + d->nn, nc = d->nb + d->nm + d->nn;
+    whole_dims(na, sa, ta_);
+    whole_dims(nbd, sb, tb_);
+    whole_dims(nc, sc, tc);
+    whole_dims(d->nn, sbias, tbias);
+
+    nnt_tensor *a = make(na, sa, ta_, h->a), *b = make(nbd, sb, tb_, h->b);
+    nnt_tensor *c = make(nc, sc, tc, v->beta != 0 ? h->c0 : NULL);   /* beta 0: never written */
+    nnt_tensor *bias = v->with_bias ? make(d->nn, sbias, tbias, h->bias) : NULL;
+    nnt_tensor *aux = NULL;
+    if (v->epi == NNT_EPILOGUE_BIAS_GELU)
+        aux = make(nc, sc, tc, NULL);
+    if (v->epi == NNT_EPILOGUE_DGELU)
+        aux = make(nc, sc, tc, h->aux0);
+
+    if (v->epi == NNT_EPILOGUE_NONE)
+        EXPECT_OK(nnt_tensor_gemm(ta, tb, v->alpha, a, b, v->beta, c, d->nk, d->nb));
+    else
+        EXPECT_OK(nnt_tensor_gemm_ex(ta, tb, v->alpha, a, b, v->beta, c, d->nk, d->nb, v->epi,
+                                     bias, aux));
+    int64_t n = prod(nc, sc);
+    struct result r = {malloc((size_t)n * sizeof(float)), malloc((size_t)n * sizeof(float))};
+    EXPECT_OK(nnt_tensor_copy_to_host(c, r.c, (size_t)n * sizeof(float)));
+    if (v->epi == NNT_EPILOGUE_BIAS_GELU)
+        EXPECT_OK(nnt_tensor_copy_to_host(aux, r.aux, (size_t)n * sizeof(float)));
+    else
+        memset(r.aux, 0, (size_t)n * sizeof(float));
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    EXPECT_OK(nnt_tensor_destroy(bias));
+    EXPECT_OK(nnt_tensor_destroy(aux));
+    return r;
+}
+
+#define TOL 1e-5
+
+/* got vs want within TOL relative to the magnitude scale of each element */
+static void expect_close(const char *what, int64_t n, const float *got, const double *want,
+                         const double *scale, const char *ctxt)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        ck_assert_msg(err <= TOL * (scale[i] + 1e-3), "%s: %s[%lld] = %.9g, expected %.9g (%s)",
+                      ctxt, what, (long long)i, (double)got[i], want[i], what);
+    }
+}
+
+static const struct variant variants[] = {
+    {1.0, 0.0, NNT_EPILOGUE_NONE, 0},
+    {0.5, -1.5, NNT_EPILOGUE_NONE, 0},
+    {1.0, 0.0, NNT_EPILOGUE_BIAS, 1},
+    {-2.0, 1.0, NNT_EPILOGUE_BIAS, 1},
+    {1.0, 0.0, NNT_EPILOGUE_BIAS_GELU, 1},
+    {0.75, 0.5, NNT_EPILOGUE_BIAS_GELU, 0},   /* bias NULL */
+    {1.0, 0.0, NNT_EPILOGUE_DGELU, 0},
+    {1.5, 1.0, NNT_EPILOGUE_DGELU, 0},
+};
+#define NVARIANTS ((int)(sizeof variants / sizeof *variants))
+
+/* Loop index: case * 4 + transposes. Every variant, every tiling, against the reference and
+ * against tiling 0. */
+START_TEST(matches_reference)
+{
+    const struct gcase *gc = &cases[_i / 4];
+    int ta = (_i >> 1) & 1, tb = _i & 1;
+    for (int vi = 0; vi < NVARIANTS; vi++) {
+        const struct variant *v = &variants[vi];
+        struct host h;
+        host_init(&h, &gc->d, 0x9e3779b97f4a7c15ULL + (unsigned long long)(_i * 64 + vi));
+        int64_t n = h.nb * h.nm * h.nn;
+        double *want = malloc((size_t)n * sizeof *want), *want_aux = malloc((size_t)n * sizeof *want);
+        double *scale = malloc((size_t)n * sizeof *scale);
+        reference(&h, ta, tb, v, want, want_aux, scale);
+        struct result first = {NULL, NULL};
+        for (int ti = 0; ti < NTILINGS; ti++) {
+            char where[256];
+            snprintf(where, sizeof where, "%s, trans %d %d, variant %d (alpha %g beta %g epi %d), "
+                     "tiling %d", gc->what, ta, tb, vi, v->alpha, v->beta, (int)v->epi, ti);
+            struct result r = run_tiled(&gc->d, &gc->t[ti], ta, tb, &h, v);
+            expect_close("C", n, r.c, want, scale, where);
+            if (v->epi == NNT_EPILOGUE_BIAS_GELU)
+                expect_close("aux", n, r.aux, want_aux, scale, where);
+            if (ti == 0) {
+                first = r;
+                continue;
+            }
+            for (int64_t i = 0; i < n; i++) {   /* tilings agree with tiling 0 */
+                double tol = TOL * (scale[i] + 1e-3);
+                ck_assert_msg(fabs(r.c[i] - first.c[i]) <= tol &&
+                              fabs(r.aux[i] - first.aux[i]) <= tol,
+                              "%s: element %lld differs from the single tile", where, (long long)i);
+            }
+            free(r.c);
+            free(r.aux);
+        }
+        free(first.c);
+        free(first.aux);
+        free(want);
+        free(want_aux);
+        free(scale);
+        host_free(&h);
+    }
+}
+END_TEST
+
+/* The same tiling twice gives bit-identical results (fixed k order). */
+START_TEST(deterministic)
+{
+    const struct gcase *gc = &cases[3];   /* weight gradient: several k tiles */
+    const struct variant v = {1.0, 1.0, NNT_EPILOGUE_NONE, 0};
+    struct host h;
+    host_init(&h, &gc->d, 77);
+    int64_t n = h.nb * h.nm * h.nn;
+    for (int ti = 1; ti < NTILINGS; ti++) {
+        struct result r1 = run_tiled(&gc->d, &gc->t[ti], 1, 0, &h, &v);
+        for (int rep = 0; rep < 5; rep++) {
+            struct result r2 = run_tiled(&gc->d, &gc->t[ti], 1, 0, &h, &v);
+            ck_assert_msg(memcmp(r1.c, r2.c, (size_t)n * sizeof(float)) == 0,
+                          "tiling %d: run %d differs from run 0", ti, rep + 1);
+            free(r2.c);
+            free(r2.aux);
+        }
+        free(r1.c);
+        free(r1.aux);
+    }
+    host_free(&h);
+}
+END_TEST
+
+/* A bigger product with many tasks in flight over both workers, against the reference. */
+START_TEST(many_tasks)
+{
+    const struct dims d = {0, 1, 1, 1, {0}, {96}, {160}, {80}};
+    const struct tiling t = {{0}, {16}, {32}, {16}};
+    const struct variant v = {1.0, 0.0, NNT_EPILOGUE_BIAS_GELU, 1};
+    struct host h;
+    host_init(&h, &d, 1234);
+    int64_t n = h.nm * h.nn;
+    double *want = malloc((size_t)n * sizeof *want), *want_aux = malloc((size_t)n * sizeof *want);
+    double *scale = malloc((size_t)n * sizeof *scale);
+    reference(&h, 0, 1, &v, want, want_aux, scale);
+    struct result r = run_tiled(&d, &t, 0, 1, &h, &v);
+    expect_close("C", n, r.c, want, scale, "96x160x80 in 16x32x16 tiles");
+    expect_close("aux", n, r.aux, want_aux, scale, "96x160x80 in 16x32x16 tiles");
+    free(r.c);
+    free(r.aux);
+    free(want);
+    free(want_aux);
+    free(scale);
+    host_free(&h);
+}
+END_TEST
+
+/* ---- argument checks -------------------------------------------------------------------- */
+
+static nnt_tensor *filled(int ndim, const int64_t *shape, const int64_t *tile)
+{
+    nnt_tensor *t;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
+    EXPECT_OK(nnt_tensor_fill(t, 1.0));
+    return t;
+}
+
+#define EXPECT_FAIL_NAMING(call, want, fname, part)                                        \
+    do {                                                                                   \
+        EXPECT_FAIL_MSG(call, want, fname);                                                \
+        const char *m_ = nnt_ctx_last_error(NULL);                                         \
+        ck_assert_msg(strstr(m_, part) != NULL, "message '%s' does not mention '%s'", m_,  \
+                      part);                                                               \
+    } while (0)
+
+START_TEST(bad_shapes)
+{
+    const char *fn = "nnt_tensor_gemm";
+    nnt_tensor *a = filled(2, (int64_t[]){4, 6}, (int64_t[]){2, 3});
+    nnt_tensor *b = filled(2, (int64_t[]){6, 5}, (int64_t[]){3, 5});
+    nnt_tensor *c = filled(2, (int64_t[]){4, 5}, (int64_t[]){2, 5});
+    nnt_tensor *b_k = filled(2, (int64_t[]){7, 5}, (int64_t[]){3, 5});     /* k size 7 */
+    nnt_tensor *b_kt = filled(2, (int64_t[]){6, 5}, (int64_t[]){2, 5});    /* k tile 2 */
+    nnt_tensor *c_m = filled(2, (int64_t[]){3, 5}, (int64_t[]){2, 5});     /* m size 3 */
+    nnt_tensor *c_nt = filled(2, (int64_t[]){4, 5}, (int64_t[]){2, 4});    /* n tile 4 */
+    nnt_tensor *c_3 = filled(3, (int64_t[]){4, 5, 1}, NULL);
+    nnt_tensor *bat = filled(3, (int64_t[]){2, 4, 6}, NULL);
+    nnt_tensor *bbt = filled(3, (int64_t[]){3, 6, 5}, NULL);                /* batch 3 != 2 */
+    nnt_tensor *cbt = filled(3, (int64_t[]){2, 4, 5}, NULL);
+
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c, 1, 0));
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b_k, 0, c, 1, 0),
+                       NNT_E_SHAPE, fn, "k...");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b_kt, 0, c, 1, 0),
+                       NNT_E_SHAPE, fn, "tiling");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c_m, 1, 0),
+                       NNT_E_SHAPE, fn, "m...");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c_nt, 1, 0),
+                       NNT_E_SHAPE, fn, "n...");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c_3, 1, 0),
+                       NNT_E_SHAPE, fn, "C has 3 dimensions");
+    /* transposed, A (4, 6) is (k, m): its m dim 6 is not C's 4 */
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1, a, b, 0, c, 1, 0),
+                       NNT_E_SHAPE, fn, "A[m...]");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, bat, bbt, 0, cbt, 1, 1),
+                       NNT_E_SHAPE, fn, "b...");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c, 0, 0),
+                       NNT_E_INVAL, fn, "ndim_k");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c, 1, -1),
+                       NNT_E_INVAL, fn, "ndim_batch");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c, 2, 0),
+                       NNT_E_SHAPE, fn, "no m dimension");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c, 1, 1),
+                       NNT_E_SHAPE, fn, "no m dimension");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm((nnt_trans)2, NNT_NOTRANS, 1, a, b, 0, c, 1, 0),
+                       NNT_E_INVAL, fn, "trans_a");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, (nnt_trans)-1, 1, a, b, 0, c, 1, 0),
+                       NNT_E_INVAL, fn, "trans_b");
+    EXPECT_FAIL_MSG(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, NULL, b, 0, c, 1, 0),
+                    NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, NULL, 1, 0),
+                    NNT_E_INVAL, fn);
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, c, b, 0, c, 1, 0),
+                       NNT_E_INVAL, fn, "must not be");
+
+    nnt_tensor *tensors[] = {a, b, c, b_k, b_kt, c_m, c_nt, c_3, bat, bbt, cbt};
+    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
+        EXPECT_OK(nnt_tensor_destroy(tensors[i]));
+}
+END_TEST
+
+START_TEST(bad_dtype_and_state)
+{
+    const char *fn = "nnt_tensor_gemm";
+    nnt_tensor *a = filled(2, (int64_t[]){4, 6}, NULL);
+    nnt_tensor *b = filled(2, (int64_t[]){6, 5}, NULL);
+    nnt_tensor *c = filled(2, (int64_t[]){4, 5}, NULL);
+    nnt_tensor *ai, *fresh, *cfresh;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, (int64_t[]){4, 6}, NULL, &ai));
+    EXPECT_OK(nnt_tensor_fill(ai, 1));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){4, 6}, NULL, &fresh));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){4, 5}, NULL, &cfresh));
+
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, ai, b, 0, c, 1, 0),
+                       NNT_E_SHAPE, fn, "NNT_FP32");
+    EXPECT_FAIL_MSG(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, fresh, b, 0, c, 1, 0),
+                    NNT_E_STATE, fn);
+    /* beta != 0 reads C */
+    EXPECT_FAIL_MSG(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0.5, cfresh, 1, 0),
+                    NNT_E_STATE, fn);
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0.0, cfresh, 1, 0));
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0.5, cfresh, 1, 0));
+    float out[20];
+    EXPECT_OK(nnt_tensor_copy_to_host(cfresh, out, sizeof out));
+    for (int i = 0; i < 20; i++)   /* 6 + 0.5 * 6 */
+        ck_assert_float_eq(out[i], 9.0f);
+
+    EXPECT_OK(nnt_tensor_destroy(ai));
+    EXPECT_OK(nnt_tensor_destroy(fresh));
+    EXPECT_OK(nnt_tensor_destroy(cfresh));
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_tensor_destroy(c));
+}
+END_TEST
+
+START_TEST(bad_epilogue)
+{
+    const char *fn = "nnt_tensor_gemm_ex";
+    nnt_tensor *a = filled(3, (int64_t[]){2, 4, 6}, (int64_t[]){1, 2, 6});
+    nnt_tensor *b = filled(2, (int64_t[]){6, 5}, (int64_t[]){6, 2});
+    nnt_tensor *c = filled(3, (int64_t[]){2, 4, 5}, (int64_t[]){1, 2, 2});
+    nnt_tensor *aux = filled(3, (int64_t[]){2, 4, 5}, (int64_t[]){1, 2, 2});
+    nnt_tensor *aux_t = filled(3, (int64_t[]){2, 4, 5}, (int64_t[]){2, 2, 2});
+    nnt_tensor *bias = filled(1, (int64_t[]){5}, (int64_t[]){2});
+    nnt_tensor *bias_t = filled(1, (int64_t[]){5}, (int64_t[]){3});
+    nnt_tensor *bias_n = filled(1, (int64_t[]){4}, (int64_t[]){2});
+    nnt_tensor *bias_2 = filled(2, (int64_t[]){1, 5}, (int64_t[]){1, 2});
+    nnt_tensor *aux_fresh, *bias_i;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){2, 4, 5}, (int64_t[]){1, 2, 2},
+                                &aux_fresh));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 1, (int64_t[]){5}, (int64_t[]){2}, &bias_i));
+    EXPECT_OK(nnt_tensor_fill(bias_i, 0));
+    nnt_trans N = NNT_NOTRANS;
+
+    EXPECT_OK(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS, bias, NULL));
+    EXPECT_OK(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS_GELU, NULL,
+                                 aux_fresh));   /* aux is only written */
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS, NULL,
+                                          NULL), NNT_E_INVAL, fn, "bias is NULL");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS_GELU,
+                                          bias, NULL), NNT_E_INVAL, fn, "aux is NULL");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_DGELU, NULL,
+                                          NULL), NNT_E_INVAL, fn, "aux is NULL");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_NONE, bias,
+                                          NULL), NNT_E_INVAL, fn, "must be NULL");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_DGELU, bias,
+                                          aux), NNT_E_INVAL, fn, "must be NULL");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, (nnt_epilogue)9, NULL,
+                                          NULL), NNT_E_INVAL, fn, "epilogue");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS, bias_t,
+                                          NULL), NNT_E_SHAPE, fn, "tiling");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS, bias_n,
+                                          NULL), NNT_E_SHAPE, fn, "bias");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS, bias_2,
+                                          NULL), NNT_E_SHAPE, fn, "bias has 2 dimensions");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS, bias_i,
+                                          NULL), NNT_E_SHAPE, fn, "NNT_FP32");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_DGELU, NULL,
+                                          aux_t), NNT_E_SHAPE, fn, "aux");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_DGELU, NULL,
+                                          c), NNT_E_INVAL, fn, "aux must not be C");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_BIAS_GELU,
+                                          NULL, a), NNT_E_SHAPE, fn, "aux");
+    nnt_tensor *aux_unread;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){2, 4, 5}, (int64_t[]){1, 2, 2},
+                                &aux_unread));
+    EXPECT_FAIL_MSG(nnt_tensor_gemm_ex(N, N, 1, a, b, 0, c, 1, 0, NNT_EPILOGUE_DGELU, NULL,
+                                       aux_unread), NNT_E_STATE, fn);
+
+    nnt_tensor *tensors[] = {a, b, c, aux, aux_t, bias, bias_t, bias_n, bias_2, aux_fresh,
+                             bias_i, aux_unread};
+    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
+        EXPECT_OK(nnt_tensor_destroy(tensors[i]));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ops_gemm");
+    TCase *tc = tcase_create("gemm");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, matches_reference, 0, NCASES * 4);
+    tcase_add_test(tc, deterministic);
+    tcase_add_test(tc, many_tasks);
+    tcase_add_test(tc, bad_shapes);
+    tcase_add_test(tc, bad_dtype_and_state);
+    tcase_add_test(tc, bad_epilogue);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
