@@ -211,6 +211,10 @@ void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape);
  * tilings; also checks that both are usable. */
 int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *a,
                           const char *role_b, const nnt_tensor *b);
+/* NNT_E_INVAL naming role if t is NULL; else a usable tensor (also readable if must_read)
+ * of the given dtype (NNT_E_SHAPE otherwise). The usual first check of an op argument. */
+int nnt_check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,
+                  int must_read);
 /* NNT_E_SHAPE unless t's dtype is dtype. */
 int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype);
 /* NNT_E_SHAPE unless dims [a0, a0+n) of a equal dims [b0, b0+n) of b in size and tile. */

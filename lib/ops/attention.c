@@ -11,15 +11,6 @@
 
 /* ---- argument checks ------------------------------------------------------------------------ */
 
-/* NNT_E_INVAL naming role if t is NULL; else a usable NNT_FP32 tensor. */
-static int check_f32(const char *fn, const char *role, const nnt_tensor *t)
-{
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = nnt_tensor_check(t, fn);
-    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
-}
-
 /* n tensors (the first nread are read, so must have been written); all[0] is q
  * (B, NH, T, hd), all[lse_at] is lse (B, NH, T), the others have q's layout; the tensors
  * from first_out on are outputs and must differ from every other argument. */
@@ -28,7 +19,7 @@ static int check_args(const char *fn, int n, nnt_tensor *const *all, const char 
 {
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++)
-        rc = check_f32(fn, roles[i], all[i]);
+        rc = nnt_check_arg(fn, roles[i], all[i], NNT_FP32, 0);
     for (int i = 0; i < nread && rc == 0; i++)
         rc = nnt_tensor_check_readable(all[i], fn);
     if (rc)

@@ -64,6 +64,15 @@ int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_d
                     dtype == NNT_INT32 ? "NNT_INT32" : "NNT_FP32");
 }
 
+int nnt_check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,
+                  int must_read)
+{
+    if (!t)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
+    int rc = must_read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
+    return rc ? rc : nnt_check_dtype(fn, role, t, dtype);
+}
+
 int nnt_check_dims(const char *fn, const char *role_a, const nnt_tensor *a, int a0,
                    const char *role_b, const nnt_tensor *b, int b0, int n)
 {

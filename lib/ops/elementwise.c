@@ -3,15 +3,6 @@
  * task per tile, no ordering between tiles, and the result does not depend on the tiling. */
 #include "../internal.h"
 
-/* A usable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role); readable too if must_read. */
-static int check_f32(const char *fn, const char *role, const nnt_tensor *t, int must_read)
-{
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = must_read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
-    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
-}
-
 /* x (...) = alpha x on every tile of x */
 static int scale_tiles(nnt_tensor *x, double alpha)
 {
@@ -23,16 +14,16 @@ static int scale_tiles(nnt_tensor *x, double alpha)
 
 int nnt_tensor_scale(nnt_tensor *x, double alpha)
 {
-    int rc = check_f32("nnt_tensor_scale", "x", x, 1);
+    int rc = nnt_check_arg("nnt_tensor_scale", "x", x, NNT_FP32, 1);
     return rc ? rc : scale_tiles(x, alpha);
 }
 
 int nnt_tensor_axpby(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
 {
     const char *fn = "nnt_tensor_axpby";
-    int rc = check_f32(fn, "x", x, 1);
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_f32(fn, "y", y, beta != 0.0);
+        rc = nnt_check_arg(fn, "y", y, NNT_FP32, beta != 0.0);
     if (rc == 0)
         rc = nnt_check_same_layout(fn, "x", x, "y", y);
     if (rc)
@@ -50,9 +41,9 @@ int nnt_tensor_axpby(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
 int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y)
 {
     const char *fn = "nnt_tensor_gelu";
-    int rc = check_f32(fn, "x", x, 1);
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_f32(fn, "y", y, 0);
+        rc = nnt_check_arg(fn, "y", y, NNT_FP32, 0);
     if (rc == 0)
         rc = nnt_check_same_layout(fn, "x", x, "y", y);
     for (int64_t i = 0; rc == 0 && i < y->ntiles; i++)
@@ -65,11 +56,11 @@ int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y)
 int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
 {
     const char *fn = "nnt_tensor_gelu_backward";
-    int rc = check_f32(fn, "x", x, 1);
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_f32(fn, "dy", dy, 1);
+        rc = nnt_check_arg(fn, "dy", dy, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_f32(fn, "dx", dx, 0);
+        rc = nnt_check_arg(fn, "dx", dx, NNT_FP32, 0);
     if (rc == 0)
         rc = nnt_check_same_layout(fn, "x", x, "dy", dy);
     if (rc == 0)

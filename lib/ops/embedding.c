@@ -11,11 +11,7 @@
 static int check_input(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,
                        int ndim)
 {
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = nnt_tensor_check_readable(t, fn);
-    if (rc == 0)
-        rc = nnt_check_dtype(fn, role, t, dtype);
+    int rc = nnt_check_arg(fn, role, t, dtype, 1);
     if (rc == 0 && t->ndim != ndim)
         rc = nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must have %d dimensions, not %d", fn, role,
                       ndim, t->ndim);

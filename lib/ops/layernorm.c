@@ -6,15 +6,6 @@
 
 #include <math.h>
 
-/* NNT_E_INVAL naming role if t is NULL; else a usable NNT_FP32 tensor (NNT_E_SHAPE). */
-static int check_f32(const char *fn, const char *role, const nnt_tensor *t)
-{
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = nnt_tensor_check(t, fn);
-    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
-}
-
 /* vec must be (C) with C the size of x's last dimension (any tiling). */
 static int check_row_vector(const char *fn, const char *role, const nnt_tensor *vec,
                             const nnt_tensor *x)
@@ -96,7 +87,7 @@ static int check_forward(const char *fn, nnt_tensor *x, nnt_tensor *gamma, nnt_t
     nnt_tensor *all[6] = {x, gamma, beta, y, mean, rstd};
     int rc = 0;
     for (int i = 0; i < 6 && rc == 0; i++)
-        rc = check_f32(fn, roles[i], all[i]);
+        rc = nnt_check_arg(fn, roles[i], all[i], NNT_FP32, 0);
     for (int i = 0; i < 3 && rc == 0; i++)
         rc = nnt_tensor_check_readable(all[i], fn);
     if (rc)
@@ -163,7 +154,7 @@ static int check_backward(const char *fn, nnt_tensor *const *all)
                                          "dx", "dgamma", "dbeta"};
     int rc = 0;
     for (int i = 0; i < 8 && rc == 0; i++)
-        rc = check_f32(fn, roles[i], all[i]);
+        rc = nnt_check_arg(fn, roles[i], all[i], NNT_FP32, 0);
     for (int i = 0; i < 8 && rc == 0; i++)
         if (i != 5)   /* dx is only written; dgamma, dbeta accumulate */
             rc = nnt_tensor_check_readable(all[i], fn);

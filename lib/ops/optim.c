@@ -5,15 +5,6 @@
 
 #include <math.h>
 
-/* A usable, readable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role). */
-static int check_readable_f32(const char *fn, const char *role, const nnt_tensor *t)
-{
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = nnt_tensor_check_readable(t, fn);
-    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
-}
-
 /* t plays a role next to the parameter p: FP32, p's layout, not p itself. */
 static int check_like_param(const char *fn, const char *role, const nnt_tensor *t,
                             const nnt_tensor *p, int must_read)
@@ -93,7 +84,7 @@ static int check_adam_options(const char *fn, const nnt_adam_options *o)
 static int check_adam_tensors(const char *fn, const nnt_tensor *p, const nnt_tensor *g,
                               const nnt_tensor *m, const nnt_tensor *v)
 {
-    int rc = check_readable_f32(fn, "p", p);
+    int rc = nnt_check_arg(fn, "p", p, NNT_FP32, 1);
     if (rc == 0)
         rc = check_like_param(fn, "g", g, p, 1);
     if (rc == 0)
@@ -152,7 +143,7 @@ int nnt_tensor_sgd_step(double lr, double momentum, double weight_decay, double 
     const char *fn = "nnt_tensor_sgd_step";
     int rc = check_sgd_values(fn, lr, momentum, weight_decay, grad_scale, step);
     if (rc == 0)
-        rc = check_readable_f32(fn, "p", p);
+        rc = nnt_check_arg(fn, "p", p, NNT_FP32, 1);
     if (rc == 0)
         rc = check_like_param(fn, "g", g, p, 1);
     int first_step = step == 1;

@@ -11,15 +11,6 @@
 
 #include <stdlib.h>
 
-/* A usable NNT_FP32 tensor (NULL: NNT_E_INVAL naming role); readable too if must_read. */
-static int check_f32(const char *fn, const char *role, const nnt_tensor *t, int must_read)
-{
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = must_read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
-    return rc ? rc : nnt_check_dtype(fn, role, t, NNT_FP32);
-}
-
 /* big (m..., n...) and small (n...): distinct, FP32, and small's shape and tiling equal the
  * trailing dims of big's. */
 static int check_broadcast(const char *fn, const char *big_role, const nnt_tensor *big,
@@ -60,9 +51,9 @@ static int64_t big_tile_index(const nnt_tensor *big, int nsmall, int64_t k,
 int nnt_tensor_add_broadcast(nnt_tensor *x, nnt_tensor *y)
 {
     const char *fn = "nnt_tensor_add_broadcast";
-    int rc = check_f32(fn, "x", x, 1);
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_f32(fn, "y", y, 1);
+        rc = nnt_check_arg(fn, "y", y, NNT_FP32, 1);
     if (rc == 0)
         rc = check_broadcast(fn, "y", y, "x", x);
     int64_t x_coord[NNT_MAX_DIMS], nlead = rc ? 0 : leading_tiles(y, x->ndim);
@@ -112,9 +103,9 @@ static int sum_leading_scaled(double alpha, nnt_tensor *x, double beta, nnt_tens
 int nnt_tensor_sum_leading(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
 {
     const char *fn = "nnt_tensor_sum_leading";
-    int rc = check_f32(fn, "x", x, 1);
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_f32(fn, "y", y, beta != 0.0);
+        rc = nnt_check_arg(fn, "y", y, NNT_FP32, beta != 0.0);
     if (rc == 0)
         rc = check_broadcast(fn, "x", x, "y", y);
     if (rc)

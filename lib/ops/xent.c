@@ -7,17 +7,6 @@
 
 #include <math.h>
 
-/* NNT_E_INVAL naming role if t is NULL; else a usable tensor of dtype (NNT_E_SHAPE), also
- * readable when it is read. */
-static int check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,
-                     int read)
-{
-    if (!t)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, role);
-    int rc = read ? nnt_tensor_check_readable(t, fn) : nnt_tensor_check(t, fn);
-    return rc ? rc : nnt_check_dtype(fn, role, t, dtype);
-}
-
 /* logits (N..., V) with at least 2 dimensions; row (N...) with logits' leading layout. */
 static int check_rows(const char *fn, const nnt_tensor *logits, const char *role,
                       const nnt_tensor *row)
@@ -57,13 +46,13 @@ int nnt_tensor_cross_entropy(nnt_tensor *logits, nnt_tensor *targets, int32_t ig
                              nnt_tensor *loss, nnt_tensor *lse)
 {
     const char *fn = "nnt_tensor_cross_entropy";
-    int rc = check_arg(fn, "logits", logits, NNT_FP32, 1);
+    int rc = nnt_check_arg(fn, "logits", logits, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_arg(fn, "targets", targets, NNT_INT32, 1);
+        rc = nnt_check_arg(fn, "targets", targets, NNT_INT32, 1);
     if (rc == 0)
-        rc = check_arg(fn, "loss", loss, NNT_FP32, 0);
+        rc = nnt_check_arg(fn, "loss", loss, NNT_FP32, 0);
     if (rc == 0)
-        rc = check_arg(fn, "lse", lse, NNT_FP32, 0);
+        rc = nnt_check_arg(fn, "lse", lse, NNT_FP32, 0);
     if (rc == 0 && (loss == lse || loss == logits || lse == logits))
         rc = nnt_fail(logits->ctx, NNT_E_INVAL, "%s: logits, loss and lse must be three "
                       "different tensors", fn);
@@ -97,13 +86,13 @@ int nnt_tensor_cross_entropy_backward(nnt_tensor *logits, nnt_tensor *targets,
                                       nnt_tensor *dlogits)
 {
     const char *fn = "nnt_tensor_cross_entropy_backward";
-    int rc = check_arg(fn, "logits", logits, NNT_FP32, 1);
+    int rc = nnt_check_arg(fn, "logits", logits, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_arg(fn, "targets", targets, NNT_INT32, 1);
+        rc = nnt_check_arg(fn, "targets", targets, NNT_INT32, 1);
     if (rc == 0)
-        rc = check_arg(fn, "lse", lse, NNT_FP32, 1);
+        rc = nnt_check_arg(fn, "lse", lse, NNT_FP32, 1);
     if (rc == 0)
-        rc = check_arg(fn, "dlogits", dlogits, NNT_FP32, 0);
+        rc = nnt_check_arg(fn, "dlogits", dlogits, NNT_FP32, 0);
     if (rc == 0 && !isfinite(scale))
         rc = nnt_fail(logits->ctx, NNT_E_INVAL, "%s: scale %g is not finite", fn, scale);
     if (rc == 0 && lse == logits)
