@@ -933,3 +933,630 @@ nnt_tensor *nnt_gpt2_activation(nnt_gpt2 *m, const char *name)
             return all[i];
     return NULL;
 }
+
+/* ---- saving: Hugging Face safetensors and the training state ------------------------- */
+
+enum { FIELD_P, FIELD_M, FIELD_V, NFIELDS };   /* weights, Adam moments m and v */
+
+static nnt_tensor *field_of(const param *p, int field)
+{
+    return field == FIELD_P ? p->p : field == FIELD_M ? p->m : p->v;
+}
+
+/* Floats of one piece of kind k (e.g. one of q, k, v of qkvw) and of one layer's slice. */
+static int64_t piece_numel(const nnt_gpt2 *m, int k)
+{
+    int64_t n = 1, size = 0, tile = 0;
+    for (const char *d = kinds[k].dims; *d; d++) {
+        dim_of(m, *d, &size, &tile);
+        n *= size;
+    }
+    return n;
+}
+
+static int64_t slice_numel(const nnt_gpt2 *m, int k)
+{
+    return kinds[k].pieces * piece_numel(m, k);
+}
+
+static int64_t layers_of(const nnt_gpt2 *m, int k)
+{
+    return kinds[k].per_layer ? m->cfg.layers : 1;
+}
+
+/* The largest slice of any kind (wte's unless the MLP is bigger). */
+static int64_t max_slice_numel(const nnt_gpt2 *m)
+{
+    int64_t most = 1;
+    for (int k = 0; k < NKINDS; k++)
+        most = slice_numel(m, k) > most ? slice_numel(m, k) : most;
+    return most;
+}
+
+/* Layer l's slice of kind k (slice_numel floats, llm.c layout: the pieces one after the
+ * other) of one field into dst; moments the model does not have yet are zeros. */
+static int slice_to_host(nnt_gpt2 *m, int k, int64_t l, int field, float *dst)
+{
+    int64_t n = piece_numel(m, k);
+    for (int i = 0; i < kinds[k].pieces; i++) {
+        nnt_tensor *t = field_of(param_at(m, k, l, i), field);
+        if (!t)
+            memset(dst + i * n, 0, (size_t)n * sizeof(float));
+        else
+            TRY(nnt_tensor_copy_to_host(t, dst + i * n, (size_t)n * sizeof(float)));
+    }
+    return NNT_OK;
+}
+
+/* "transformer.h.<l>.<hf>" or "transformer.<hf>". */
+static void hf_name(int k, int64_t l, char *name, size_t len)
+{
+    if (kinds[k].per_layer)
+        snprintf(name, len, "transformer.h.%lld.%s", (long long)l, kinds[k].hf);
+    else
+        snprintf(name, len, "transformer.%s", kinds[k].hf);
+}
+
+/* llm.c (out, in) -> HF Conv1D (in, out), shape (in, out) given. */
+static void to_conv1d(const float *src, float *dst, const int64_t shape[2])
+{
+    for (int64_t i = 0; i < shape[0]; i++)
+        for (int64_t o = 0; o < shape[1]; o++)
+            dst[i * shape[1] + o] = src[o * shape[0] + i];
+}
+
+/* Declare every HF tensor (streamed), in llm.c's order, layer by layer. */
+static int hf_declare(nnt_gpt2 *m, nnt_st_writer *w, char *err, size_t errlen)
+{
+    char name[256];
+    for (int k = 0; k < NKINDS; k++)
+        for (int64_t l = 0; l < layers_of(m, k); l++) {
+            int64_t shape[2];
+            int ndim = hf_shape(m, k, slice_numel(m, k), shape);
+            hf_name(k, l, name, sizeof name);
+            int rc = nnt_st_writer_add(w, name, NNT_IO_F32, ndim, shape, NULL, err, errlen);
+            if (rc)
+                return rc;
+        }
+    return NNT_OK;
+}
+
+/* Stream the HF tensors declared by hf_declare. io: set when the failure is lib/io's (the
+ * message is in err), else the context has it. */
+static int hf_stream(nnt_gpt2 *m, nnt_st_writer *w, float *buf, float *tmp, int *io, char *err,
+                     size_t errlen)
+{
+    for (int k = 0; k < NKINDS; k++)
+        for (int64_t l = 0; l < layers_of(m, k); l++) {
+            int64_t n = slice_numel(m, k), shape[2];
+            TRY(slice_to_host(m, k, l, FIELD_P, buf));
+            hf_shape(m, k, n, shape);
+            if (kinds[k].hf_in)
+                to_conv1d(buf, tmp, shape);
+            *io = 1;
+            TRY(nnt_st_writer_write(w, kinds[k].hf_in ? tmp : buf, (size_t)n * sizeof(float),
+                                    err, errlen));
+            *io = 0;
+        }
+    return NNT_OK;
+}
+
+int nnt_gpt2_save_safetensors(nnt_gpt2 *m, const char *path)
+{
+    const char *fn = "nnt_gpt2_save_safetensors";
+    char err[NNT_IO_ERRLEN];
+    if (!m || !path)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
+                        m ? "path" : "model");
+    int64_t most = max_slice_numel(m);
+    float *buf = malloc((size_t)most * sizeof(float)), *tmp = malloc((size_t)most * sizeof(float));
+    if (!buf || !tmp) {
+        free(buf);
+        free(tmp);
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    nnt_st_writer *w = NULL;
+    int io = 1;
+    int rc = nnt_st_writer_begin(path, &w, err, sizeof err);
+    if (rc == 0)
+        rc = nnt_st_writer_meta(w, "format", "pt", err, sizeof err);
+    if (rc == 0)
+        rc = hf_declare(m, w, err, sizeof err);
+    if (rc == 0)
+        rc = hf_stream(m, w, buf, tmp, &io, err, sizeof err);
+    if (rc == 0) {
+        io = 1;
+        rc = nnt_st_writer_finish(w, err, sizeof err);   /* frees w */
+        w = NULL;
+    }
+    nnt_st_writer_abort(w);
+    free(buf);
+    free(tmp);
+    return rc && io ? io_fail(m->ctx, fn, rc, err) : rc;
+}
+
+/* ---- training state ------------------------------------------------------------------ */
+
+#define STATE_FORMAT "nnt-gpt2-train-state"
+#define STATE_VERSION "1"
+#define STATE_NTENSORS (NFIELDS * NKINDS)
+
+/* Metadata keys in checksum order; the two checksums last (not hashed). */
+enum {
+    META_FORMAT, META_VERSION, META_V, META_VP, META_MAXT, META_L, META_NH, META_C, META_STEP,
+    META_DATA_POS, META_RNG, META_OPTIONS, META_CHECKSUM, META_DATA_CHECKSUM, NMETA
+};
+static const char *const meta_keys[NMETA] = {
+    "format", "format_version", "V", "Vp", "maxT", "L", "NH", "C", "step", "data_pos", "rng",
+    "options", "meta_checksum", "data_checksum"};
+static const char *const field_prefix[NFIELDS] = {"param.", "adam_m.", "adam_v."};
+
+/* 64-bit FNV-1a, fed bytes (metadata) or 32-bit words (float bits). */
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+
+static uint64_t fnv_bytes(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
+    return h;
+}
+
+static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        h = (h ^ bits) * FNV_PRIME;
+    }
+    return h;
+}
+
+/* The metadata values in meta_keys order, each with its NUL. */
+static uint64_t hash_meta(const char *const values[NMETA])
+{
+    uint64_t h = FNV_OFFSET;
+    for (int i = 0; i < META_CHECKSUM; i++)
+        h = fnv_bytes(h, values[i], strlen(values[i]) + 1);
+    return h;
+}
+
+/* llm.c shape of kind k: (L, slice...) for per-layer kinds; slices are (out, in) matrices,
+ * (rows, C) for wte/wpe, or vectors. */
+static int llmc_shape(const nnt_gpt2 *m, int k, int64_t *shape)
+{
+    int nd = 0;
+    int64_t n = slice_numel(m, k), in = 0, tile = 0;
+    if (kinds[k].per_layer)
+        shape[nd++] = m->cfg.layers;
+    if (kinds[k].hf_in || k == WTE || k == WPE) {
+        if (kinds[k].hf_in)
+            dim_of(m, kinds[k].hf_in, &in, &tile);
+        else
+            in = m->cfg.channels;
+        shape[nd++] = n / in;
+        shape[nd++] = in;
+    } else {
+        shape[nd++] = n;
+    }
+    return nd;
+}
+
+static void state_tensor_name(int field, int k, char *name, size_t len)
+{
+    snprintf(name, len, "%s%s", field_prefix[field], kinds[k].name);
+}
+
+/* Checksum of every tensor, streamed in file order. */
+static int state_checksum(nnt_gpt2 *m, float *buf, uint64_t *sum)
+{
+    uint64_t h = FNV_OFFSET;
+    for (int f = 0; f < NFIELDS; f++)
+        for (int k = 0; k < NKINDS; k++)
+            for (int64_t l = 0; l < layers_of(m, k); l++) {
+                TRY(slice_to_host(m, k, l, f, buf));
+                h = fnv_floats(h, buf, (size_t)slice_numel(m, k));
+            }
+    *sum = h;
+    return NNT_OK;
+}
+
+/* Metadata pairs and tensor declarations (io errors: message in err). */
+static int state_declare(nnt_gpt2 *m, nnt_st_writer *w, const char *const values[NMETA],
+                         char *err, size_t errlen)
+{
+    char name[64];
+    int rc = NNT_OK;
+    for (int i = 0; i < NMETA && rc == 0; i++)
+        rc = nnt_st_writer_meta(w, meta_keys[i], values[i], err, errlen);
+    for (int f = 0; f < NFIELDS && rc == 0; f++)
+        for (int k = 0; k < NKINDS && rc == 0; k++) {
+            int64_t shape[3];
+            int ndim = llmc_shape(m, k, shape);
+            state_tensor_name(f, k, name, sizeof name);
+            rc = nnt_st_writer_add(w, name, NNT_IO_F32, ndim, shape, NULL, err, errlen);
+        }
+    return rc;
+}
+
+static int state_stream(nnt_gpt2 *m, nnt_st_writer *w, float *buf, int *io, char *err,
+                        size_t errlen)
+{
+    for (int f = 0; f < NFIELDS; f++)
+        for (int k = 0; k < NKINDS; k++)
+            for (int64_t l = 0; l < layers_of(m, k); l++) {
+                TRY(slice_to_host(m, k, l, f, buf));
+                *io = 1;
+                TRY(nnt_st_writer_write(w, buf, (size_t)slice_numel(m, k) * sizeof(float),
+                                        err, errlen));
+                *io = 0;
+            }
+    return NNT_OK;
+}
+
+/* Decimal strings of the metadata (text: NMETA buffers of 96 bytes, options apart). */
+static void state_values(const nnt_gpt2 *m, const nnt_gpt2_train_state *st,
+                         char text[][96], const char *values[NMETA])
+{
+    static const nnt_gpt2_train_state none = {0, {0, 0, 0, 0}, NULL};
+    const nnt_gpt2_config *c = &m->cfg;
+    const int64_t ints[] = {c->vocab, c->padded_vocab, c->max_seq, c->layers, c->heads,
+                            c->channels, m->step};
+    if (!st)
+        st = &none;
+    values[META_FORMAT] = STATE_FORMAT;
+    values[META_VERSION] = STATE_VERSION;
+    for (int i = META_V; i <= META_STEP; i++) {
+        snprintf(text[i], 96, "%lld", (long long)ints[i - META_V]);
+        values[i] = text[i];
+    }
+    snprintf(text[META_DATA_POS], 96, "%llu", (unsigned long long)st->data_pos);
+    snprintf(text[META_RNG], 96, "[%llu,%llu,%llu,%llu]", (unsigned long long)st->rng[0],
+             (unsigned long long)st->rng[1], (unsigned long long)st->rng[2],
+             (unsigned long long)st->rng[3]);
+    values[META_DATA_POS] = text[META_DATA_POS];
+    values[META_RNG] = text[META_RNG];
+    values[META_OPTIONS] = st->options ? st->options : "";
+    snprintf(text[META_CHECKSUM], 96, "%016llx", (unsigned long long)hash_meta(values));
+    values[META_CHECKSUM] = text[META_CHECKSUM];
+    values[META_DATA_CHECKSUM] = "";
+}
+
+int nnt_gpt2_save_state(nnt_gpt2 *m, const char *path, const nnt_gpt2_train_state *st)
+{
+    const char *fn = "nnt_gpt2_save_state";
+    char err[NNT_IO_ERRLEN], text[NMETA][96];
+    const char *values[NMETA];
+    if (!m || !path)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
+                        m ? "path" : "model");
+    state_values(m, st, text, values);
+    float *buf = malloc((size_t)max_slice_numel(m) * sizeof(float));
+    if (!buf)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    uint64_t sum = 0;
+    int rc = state_checksum(m, buf, &sum);   /* first pass: nothing written yet */
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    snprintf(text[META_DATA_CHECKSUM], 96, "%016llx", (unsigned long long)sum);
+    values[META_DATA_CHECKSUM] = text[META_DATA_CHECKSUM];
+    nnt_st_writer *w = NULL;
+    int io = 1;
+    rc = nnt_st_writer_begin(path, &w, err, sizeof err);
+    if (rc == 0)
+        rc = state_declare(m, w, values, err, sizeof err);
+    if (rc == 0)
+        rc = state_stream(m, w, buf, &io, err, sizeof err);
+    if (rc == 0) {
+        io = 1;
+        rc = nnt_st_writer_finish(w, err, sizeof err);   /* frees w */
+        w = NULL;
+    }
+    nnt_st_writer_abort(w);
+    free(buf);
+    return rc && io ? io_fail(m->ctx, fn, rc, err) : rc;
+}
+
+/* ---- reading a state ---------------------------------------------------------------- */
+
+typedef struct state_meta {
+    const char *values[NMETA];   /* borrowed from the reader */
+    nnt_gpt2_config cfg;
+    int64_t step;
+    uint64_t data_pos, rng[4], data_checksum;
+} state_meta;
+
+/* Strict decimal: digits only, no leading zero (but "0"), fits in uint64_t. *end: the byte
+ * after the digits. */
+static int parse_u64(const char *s, uint64_t *out, const char **end)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (p == s || (s[0] == '0' && p - s > 1))
+        return -1;
+    *out = v;
+    *end = p;
+    return 0;
+}
+
+static int parse_u64_all(const char *s, uint64_t *out)
+{
+    const char *end = NULL;
+    return parse_u64(s, out, &end) || *end ? -1 : 0;
+}
+
+/* "[a,b,c,d]" */
+static int parse_rng(const char *s, uint64_t rng[4])
+{
+    if (*s++ != '[')
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        if (parse_u64(s, &rng[i], &s) || *s++ != (i < 3 ? ',' : ']'))
+            return -1;
+    }
+    return *s ? -1 : 0;
+}
+
+/* 16 lowercase hex digits. */
+static int parse_hex64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    int i = 0;
+    for (; i < 16; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9')
+            v = v << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v << 4 | (uint64_t)(c - 'a' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return s[16] ? -1 : 0;
+}
+
+/* Parse and check every metadata value (NNT_E_FORMAT naming the key). */
+static int read_state_meta(nnt_ctx *ctx, const char *fn, const char *path,
+                           const nnt_st_reader *r, state_meta *sm)
+{
+    for (int i = 0; i < NMETA; i++) {
+        sm->values[i] = nnt_st_metadata_get(r, meta_keys[i]);
+        if (!sm->values[i])
+            return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no metadata key '%s' (not a GPT-2 "
+                            "training state)", fn, path, meta_keys[i]);
+    }
+    if (strcmp(sm->values[META_FORMAT], STATE_FORMAT) != 0)
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: format is '%s', not '%s'", fn, path,
+                        sm->values[META_FORMAT], STATE_FORMAT);
+    if (strcmp(sm->values[META_VERSION], STATE_VERSION) != 0)
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: format_version '%s' is not %s", fn, path,
+                        sm->values[META_VERSION], STATE_VERSION);
+    int64_t *ints[] = {&sm->cfg.vocab, &sm->cfg.padded_vocab, &sm->cfg.max_seq,
+                       &sm->cfg.layers, &sm->cfg.heads, &sm->cfg.channels, &sm->step};
+    for (int i = META_V; i <= META_STEP; i++) {
+        uint64_t v = 0;
+        if (parse_u64_all(sm->values[i], &v) || v > INT64_MAX)
+            return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not a "
+                            "non-negative integer", fn, path, meta_keys[i], sm->values[i]);
+        *ints[i - META_V] = (int64_t)v;
+    }
+    if (parse_u64_all(sm->values[META_DATA_POS], &sm->data_pos))
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata 'data_pos' = '%s' is not an "
+                        "unsigned 64-bit integer", fn, path, sm->values[META_DATA_POS]);
+    if (parse_rng(sm->values[META_RNG], sm->rng))
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata 'rng' = '%s' is not "
+                        "[s0,s1,s2,s3]", fn, path, sm->values[META_RNG]);
+    uint64_t meta_sum = 0;
+    for (int i = META_CHECKSUM; i <= META_DATA_CHECKSUM; i++)
+        if (parse_hex64(sm->values[i], i == META_CHECKSUM ? &meta_sum : &sm->data_checksum))
+            return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not 16 "
+                            "lowercase hex digits", fn, path, meta_keys[i], sm->values[i]);
+    if (meta_sum != hash_meta(sm->values))
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: the metadata checksum %016llx does not "
+                        "match (corrupted file)", fn, path, (unsigned long long)meta_sum);
+    const nnt_gpt2_config *c = &sm->cfg;
+    if (c->vocab < 1 || c->padded_vocab < c->vocab || c->max_seq < 1 || c->heads < 1 ||
+        c->channels < 1 || c->channels % c->heads)
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: bad configuration V=%lld Vp=%lld "
+                        "maxT=%lld L=%lld NH=%lld C=%lld", fn, path, (long long)c->vocab,
+                        (long long)c->padded_vocab, (long long)c->max_seq,
+                        (long long)c->layers, (long long)c->heads, (long long)c->channels);
+    return NNT_OK;
+}
+
+static int open_state(nnt_ctx *ctx, const char *fn, const char *path, nnt_st_reader **r,
+                      state_meta *sm)
+{
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_st_open(path, r, err, sizeof err);
+    if (rc)
+        return io_fail(ctx, fn, rc, err);
+    rc = read_state_meta(ctx, fn, path, *r, sm);
+    if (rc) {
+        nnt_st_close(*r);
+        *r = NULL;
+    }
+    return rc;
+}
+
+static int check_state_config(nnt_gpt2 *m, const char *fn, const char *path,
+                              const nnt_gpt2_config *c)
+{
+    const nnt_gpt2_config *h = &m->cfg;
+    if (c->vocab == h->vocab && c->max_seq == h->max_seq && c->layers == h->layers &&
+        c->heads == h->heads && c->channels == h->channels)
+        return NNT_OK;
+    return nnt_fail(m->ctx, NNT_E_SHAPE, "%s: %s holds a model with V=%lld maxT=%lld L=%lld "
+                    "NH=%lld C=%lld, this model has V=%lld maxT=%lld L=%lld NH=%lld C=%lld",
+                    fn, path, (long long)c->vocab, (long long)c->max_seq,
+                    (long long)c->layers, (long long)c->heads, (long long)c->channels,
+                    (long long)h->vocab, (long long)h->max_seq, (long long)h->layers,
+                    (long long)h->heads, (long long)h->channels);
+}
+
+/* Exactly the 3 x 16 tensors, F32, with the model's llm.c shapes. */
+static int check_state_tensors(nnt_gpt2 *m, const char *fn, const char *path,
+                               const nnt_st_reader *r)
+{
+    char name[64];
+    if (nnt_st_count(r) != STATE_NTENSORS)
+        return nnt_fail(m->ctx, NNT_E_FORMAT, "%s: %s holds %zu tensors, not %d", fn, path,
+                        nnt_st_count(r), STATE_NTENSORS);
+    for (int f = 0; f < NFIELDS; f++)
+        for (int k = 0; k < NKINDS; k++) {
+            int64_t shape[3];
+            int ndim = llmc_shape(m, k, shape), same = 1;
+            state_tensor_name(f, k, name, sizeof name);
+            const nnt_st_entry *e = nnt_st_find(r, name);
+            if (!e)
+                return nnt_fail(m->ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", fn, path, name);
+            for (int d = 0; d < ndim; d++)
+                same = same && e->ndim == ndim && e->shape[d] == shape[d];
+            if (e->dtype != NNT_IO_F32 || !same)
+                return nnt_fail(m->ctx, NNT_E_FORMAT, "%s: %s: tensor %s is %s with %d "
+                                "dimensions, not F32 of the model's llm.c shape (%d "
+                                "dimensions)", fn, path, name, nnt_io_dtype_name(e->dtype),
+                                e->ndim, ndim);
+        }
+    return NNT_OK;
+}
+
+/* Elements [first, first + n) of e into buf. */
+static int read_floats(nnt_ctx *ctx, const char *fn, const nnt_st_reader *r,
+                       const nnt_st_entry *e, uint64_t first, uint64_t n, float *buf)
+{
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_st_read(r, e, NNT_IO_F32, first, n, buf, err, sizeof err);
+    return rc ? io_fail(ctx, fn, rc, err) : NNT_OK;
+}
+
+/* The checksum over every tensor in file order must be the stored one. */
+static int verify_state_checksum(nnt_gpt2 *m, const char *fn, const char *path,
+                                 const nnt_st_reader *r, const state_meta *sm, float *buf,
+                                 uint64_t chunk)
+{
+    uint64_t h = FNV_OFFSET;
+    for (size_t i = 0; i < nnt_st_count(r); i++) {
+        const nnt_st_entry *e = nnt_st_entry_at(r, i);
+        for (uint64_t at = 0; at < e->numel; at += chunk) {
+            uint64_t n = e->numel - at < chunk ? e->numel - at : chunk;
+            TRY(read_floats(m->ctx, fn, r, e, at, n, buf));
+            h = fnv_floats(h, buf, (size_t)n);
+        }
+    }
+    if (h != sm->data_checksum)
+        return nnt_fail(m->ctx, NNT_E_FORMAT, "%s: %s: data checksum %016llx does not match "
+                        "the stored %016llx (corrupted file)", fn, path, (unsigned long long)h,
+                        (unsigned long long)sm->data_checksum);
+    return NNT_OK;
+}
+
+/* Every piece of every field from the file (buf: one piece). */
+static int import_state(nnt_gpt2 *m, const char *fn, const nnt_st_reader *r, float *buf)
+{
+    char name[64];
+    for (int f = 0; f < NFIELDS; f++)
+        for (int k = 0; k < NKINDS; k++) {
+            state_tensor_name(f, k, name, sizeof name);
+            const nnt_st_entry *e = nnt_st_find(r, name);
+            int64_t n = piece_numel(m, k);
+            for (int64_t l = 0; l < layers_of(m, k); l++)
+                for (int i = 0; i < kinds[k].pieces; i++) {
+                    uint64_t first = (uint64_t)((l * kinds[k].pieces + i) * n);
+                    TRY(read_floats(m->ctx, fn, r, e, first, (uint64_t)n, buf));
+                    TRY(nnt_tensor_copy_from_host(field_of(param_at(m, k, l, i), f), buf,
+                                                  (size_t)n * sizeof(float)));
+                }
+        }
+    return NNT_OK;
+}
+
+static int user_section(nnt_gpt2 *m, const char *fn, const state_meta *sm,
+                        nnt_gpt2_train_state *st)
+{
+    size_t n = strlen(sm->values[META_OPTIONS]);
+    char *options = malloc(n + 1);
+    if (!options)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    memcpy(options, sm->values[META_OPTIONS], n + 1);
+    st->data_pos = sm->data_pos;
+    memcpy(st->rng, sm->rng, sizeof st->rng);
+    st->options = options;
+    return NNT_OK;
+}
+
+/* Everything is checked before the model changes: structure, config, checksum. */
+static int load_state_from(nnt_gpt2 *m, const char *fn, const char *path,
+                           const nnt_st_reader *r, const state_meta *sm,
+                           nnt_gpt2_train_state *st)
+{
+    TRY(check_state_config(m, fn, path, &sm->cfg));
+    TRY(check_state_tensors(m, fn, path, r));
+    uint64_t chunk = (uint64_t)max_slice_numel(m);
+    float *buf = malloc((size_t)chunk * sizeof(float));
+    if (!buf)
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    nnt_gpt2_train_state got = {0, {0, 0, 0, 0}, NULL};
+    int rc = verify_state_checksum(m, fn, path, r, sm, buf, chunk);
+    if (rc == 0 && st)
+        rc = user_section(m, fn, sm, &got);
+    if (rc == 0)
+        rc = create_moments(m);
+    if (rc == 0)
+        rc = import_state(m, fn, r, buf);
+    if (rc == 0)
+        rc = nnt_gpt2_zero_grad(m);
+    free(buf);
+    if (rc) {
+        free(got.options);
+        return rc;
+    }
+    m->step = sm->step;
+    m->backward_ready = 0;
+    if (st)
+        *st = got;
+    return NNT_OK;
+}
+
+int nnt_gpt2_load_state(nnt_gpt2 *m, const char *path, nnt_gpt2_train_state *st)
+{
+    const char *fn = "nnt_gpt2_load_state";
+    if (!m || !path)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
+                        m ? "path" : "model");
+    nnt_st_reader *r = NULL;
+    state_meta sm;
+    TRY(open_state(m->ctx, fn, path, &r, &sm));
+    int rc = load_state_from(m, fn, path, r, &sm, st);
+    nnt_st_close(r);
+    return rc;
+}
+
+int nnt_gpt2_state_config(nnt_ctx *ctx, const char *path, nnt_gpt2_config *cfg)
+{
+    const char *fn = "nnt_gpt2_state_config";
+    if (!path || !cfg)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "cfg" : "path");
+    nnt_st_reader *r = NULL;
+    state_meta sm;
+    TRY(open_state(ctx, fn, path, &r, &sm));
+    nnt_st_close(r);
+    *cfg = sm.cfg;
+    return NNT_OK;
+}
+
+void nnt_gpt2_train_state_clear(nnt_gpt2_train_state *st)
+{
+    if (!st)
+        return;
+    free(st->options);
+    memset(st, 0, sizeof *st);
+}

@@ -85,6 +85,58 @@ int nnt_gpt2_load_safetensors(nnt_ctx *ctx, const char *path, const nnt_gpt2_con
                               nnt_gpt2 **out);
 /* Write the parameters as an llm.c fp32 checkpoint (wte padded to Vp with zero rows). */
 int nnt_gpt2_save_llmc(nnt_gpt2 *m, const char *path);
+/* Write the parameters as a Hugging Face GPT2LMHeadModel safetensors file, F32, metadata
+ * {"format": "pt"}: "transformer.wte.weight" (V, C), "transformer.wpe.weight" (maxT, C),
+ * "transformer.h.<l>.ln_1.weight" ... (Conv1D weights c_attn, c_proj, c_fc, mlp.c_proj in
+ * HF's (in, out) layout), "transformer.ln_f.weight" / ".bias"; no lm_head.weight (tied).
+ * Streamed one layer's tensor at a time (host memory: one tensor), written through
+ * temp + fsync + rename. nnt_gpt2_load_safetensors reads it back bit for bit. */
+int nnt_gpt2_save_safetensors(nnt_gpt2 *m, const char *path);
+
+/* ---- training state ------------------------------------------------------------------
+ * One safetensors file (F32 tensors, written through temp + fsync + rename: a crash leaves
+ * the previous file or the complete new one) holding, per llm.c parameter <name> in llm.c
+ * layout (wte unpadded (V, C), per-layer ones (L, ...), e.g. qkvw (L, 3C, C)):
+ *   "param.<name>"   the weights
+ *   "adam_m.<name>"  AdamW first moments  (zeros when the model has taken no step yet)
+ *   "adam_v.<name>"  AdamW second moments
+ * and the metadata (decimal strings unless said otherwise):
+ *   "format" = "nnt-gpt2-train-state", "format_version" = "1",
+ *   "V", "Vp", "maxT", "L", "NH", "C"   the configuration,
+ *   "step"      AdamW steps done (nnt_gpt2_step_count),
+ *   "data_pos"  the user's position in the training data,
+ *   "rng"       the user's RNG state as "[s0,s1,s2,s3]",
+ *   "options"   the user's free-form string (e.g. the training options as JSON),
+ *   "meta_checksum"  16 lowercase hex digits: 64-bit FNV-1a (h = (h ^ x) * 0x100000001b3
+ *               from 0xcbf29ce484222325) over the bytes of the metadata values above, in
+ *               that order, each followed by a NUL byte,
+ *   "data_checksum"  the same over the tensors in file order, x = each float's 32 bits.
+ * Tensor order in the file: all param.*, then adam_m.*, then adam_v.*, each in llm.c order.
+ * Gradients and activations are not saved. */
+typedef struct nnt_gpt2_train_state {
+    uint64_t data_pos;    /* position in the training data (the user's meaning)          */
+    uint64_t rng[4];      /* RNG state                                                    */
+    char *options;        /* NUL-terminated UTF-8 or NULL (saved as ""); after a load,
+                             malloc'd: release it with nnt_gpt2_train_state_clear         */
+} nnt_gpt2_train_state;
+
+/* Save the weights, the moments, the step counter and *st (NULL: zeros and ""). Host memory:
+ * one layer's slice of one parameter; the tensors are copied to the host twice (the data
+ * checksum goes into the header, which precedes the data). */
+int nnt_gpt2_save_state(nnt_gpt2 *m, const char *path, const nnt_gpt2_train_state *st);
+/* Restore a state saved by nnt_gpt2_save_state into m, whose configuration (V, maxT, L, NH,
+ * C) must be the file's (NNT_E_SHAPE naming both otherwise; B, T and the tiling may
+ * differ): weights, moments (created if m has none yet), the step counter; gradients are
+ * set to zero. st (may be NULL) gets the user section; its options are malloc'd. The whole
+ * file is checked (structure, metadata, checksums) before m is touched: a malformed,
+ * truncated or corrupted file is NNT_E_FORMAT and leaves m and st unchanged (only an I/O
+ * error while copying, e.g. the file shrinking meanwhile, can leave m partly loaded). */
+int nnt_gpt2_load_state(nnt_gpt2 *m, const char *path, nnt_gpt2_train_state *st);
+/* The configuration stored in a state file (to create a model to load it into); cfg's
+ * padded_vocab is the saved model's Vp. Checks the metadata only, not the tensors. */
+int nnt_gpt2_state_config(nnt_ctx *ctx, const char *path, nnt_gpt2_config *cfg);
+/* free(st->options), zero *st. NULL is accepted. */
+void nnt_gpt2_train_state_clear(nnt_gpt2_train_state *st);
 
 /* ---- parameters by llm.c name --------------------------------------------------------
  * name: wte wpe ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb
