@@ -339,4 +339,72 @@ static inline void nnt_io_bswap(void *buf, size_t n, size_t elsize)
         }
 }
 
+/* ---- GPT-2 byte-level BPE tokenizer (bpe.c) ------------------------------------------------ */
+/* Hugging Face / OpenAI GPT-2 tokenizer files, read locally (never downloaded):
+ *   vocab.json  one JSON object {"token": id, ...}: tokens are strings in GPT-2's byte-level
+ *               alphabet (every byte mapped to a printable character by bytes_to_unicode;
+ *               \uXXXX escapes and raw UTF-8 both accepted), ids non-negative integers below
+ *               NNT_BPE_MAXVOCAB, unique (gaps allowed); no duplicate or empty tokens; the 256
+ *               single-byte tokens must all be present.
+ *   merges.txt  lines "a b" (exactly one space; "\r\n" accepted), rank = order of the line;
+ *               lines starting with "#version" are skipped; a, b and "ab" must be tokens of
+ *               vocab.json. A final newline is optional; other empty lines are errors. A pair
+ *               listed twice keeps its later rank (as the tokenizers library does).
+ * Anything else is NNT_E_FORMAT naming the file and the byte offset (vocab.json) or the line
+ * (merges.txt); files larger than NNT_BPE_MAXFILE are NNT_E_FORMAT.
+ *
+ * Encoding is that of transformers' GPT2Tokenizer (tokenizers' ByteLevel pre-tokenizer with
+ * add_prefix_space=False and GPT-2's regex, then BPE: the lowest-ranked adjacent pair first,
+ * leftmost among equals, until no listed pair is left): the text is split at each literal
+ * "<|endoftext|>" (when that token is in vocab.json, and unless NNT_BPE_NO_SPECIAL), which
+ * becomes its id, and every piece is pre-tokenized with
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (hand-written matcher; \p{L} and \p{N} from tables measured on the tokenizers library, \s =
+ * U+0009..000D, 0020, 0085, 00A0, 1680, 2000..200A, 2028, 2029, 202F, 205F, 3000). Bytes that
+ * are not valid UTF-8 (which Hugging Face cannot receive) each count as one character of the
+ * [^\s\p{L}\p{N}] class. Every byte sequence is encodable, and decode(encode(t)) == t.
+ *
+ * The tokenizer is immutable after loading: concurrent encode/decode calls are safe. */
+#define NNT_BPE_MAXFILE (64u << 20)   /* largest vocab.json / merges.txt, bytes              */
+#define NNT_BPE_MAXVOCAB (1 << 22)    /* ids are 0 .. NNT_BPE_MAXVOCAB - 1                   */
+#define NNT_BPE_MAXTOKEN 4096         /* longest token of vocab.json / merges.txt, bytes     */
+#define NNT_BPE_EOT "<|endoftext|>"   /* the special token                                   */
+#define NNT_BPE_NO_SPECIAL 1u         /* encode flag: "<|endoftext|>" in text is plain text  */
+
+typedef struct nnt_bpe nnt_bpe;
+
+/* dir/vocab.json and dir/merges.txt. */
+int nnt_bpe_load(const char *dir, nnt_bpe **out, char *err, size_t errlen);
+int nnt_bpe_load_files(const char *vocab_path, const char *merges_path, nnt_bpe **out,
+                       char *err, size_t errlen);
+/* The same from memory (the buffers are not kept); messages name "vocab.json"/"merges.txt". */
+int nnt_bpe_load_mem(const char *vocab, size_t vocab_len, const char *merges, size_t merges_len,
+                     nnt_bpe **out, char *err, size_t errlen);
+void nnt_bpe_free(nnt_bpe *bpe);                   /* accepts NULL                          */
+/* Largest id + 1 (the embedding rows a model needs); 0 for NULL. */
+int32_t nnt_bpe_vocab_size(const nnt_bpe *bpe);
+size_t nnt_bpe_merge_count(const nnt_bpe *bpe);    /* distinct merge pairs                  */
+int32_t nnt_bpe_eot(const nnt_bpe *bpe);           /* id of "<|endoftext|>", or -1          */
+/* Id of a token spelled as in vocab.json (len bytes), or -1. */
+int32_t nnt_bpe_token_id(const nnt_bpe *bpe, const char *token, size_t len);
+
+/* Encode len bytes of text (any bytes; NUL is an ordinary byte) into ids. Never more ids than
+ * bytes, so cap >= len always suffices. *n gets the number of ids; when it exceeds cap the
+ * call still counts them all, stores the first cap, and returns NNT_E_INVAL (out may be NULL
+ * with cap 0 to size a buffer). NNT_E_NOMEM when the work arrays (about 20 bytes per byte of
+ * the longest pre-token) cannot be allocated. */
+int nnt_bpe_encode(const nnt_bpe *bpe, const char *text, size_t len, int32_t *out, size_t cap,
+                   size_t *n, char *err, size_t errlen);
+/* The same with flags (0 or NNT_BPE_NO_SPECIAL). */
+int nnt_bpe_encode_ex(const nnt_bpe *bpe, const char *text, size_t len, unsigned flags,
+                      int32_t *out, size_t cap, size_t *n, char *err, size_t errlen);
+/* Decode n ids into bytes (no NUL appended): each token's characters mapped back through
+ * bytes_to_unicode (a token with a character outside that alphabet gives its UTF-8 bytes as
+ * written). *len gets the byte count; when it exceeds cap nothing is written and the call
+ * returns NNT_E_INVAL (out may be NULL with cap 0). An id outside the vocabulary is
+ * NNT_E_INVAL naming its position. The bytes are not UTF-8 checked (Hugging Face replaces
+ * invalid sequences with U+FFFD). */
+int nnt_bpe_decode(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *out, size_t cap,
+                   size_t *len, char *err, size_t errlen);
+
 #endif
