@@ -35,7 +35,12 @@ What it does
    train.safetensors + train.json.
 5. Self-checks: reloads model.safetensors with from_pretrained and an
    independent numpy forward pass over gpt2_tiny.llmc.bin must both reproduce
-   the logits.  Writes SHA256SUMS and prints a summary.
+   the logits.
+6. Greedy generation with HF's model.generate (initial weights, B=1): 8 new
+   tokens after a fixed 5-token prompt, no eos/pad/bos token (nothing stops
+   early) -> generate.safetensors.  Checks that a forward without the KV
+   cache gives the same argmax at every step and prints the smallest top-2
+   logit margin.  Writes SHA256SUMS and prints a summary.
 
 Usage
 -----
@@ -80,6 +85,8 @@ MODEL_SEED = 1234          # torch.manual_seed before construction + re-init gen
 REF_DATA_SEED = 4321       # reference batch
 TRAIN_DATA_SEED = 8765     # training batches
 TRAIN_STEPS = 10
+GEN_PROMPT = [11, 42, 7, 3, 60]   # generation reference: fixed prompt, B=1
+GEN_NEW = 8                # max_new_tokens; prompt + 8 = 13 <= MAX_T
 LR = 1e-3
 BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -355,6 +362,51 @@ def train_run(init_state, weight_decay, tokens, targets):
     return torch.tensor(losses, dtype=torch.float32), final
 
 
+# -------------------------------------------------------------- generation
+def generate_reference(init_state):
+    """Greedy decoding with HF generate from the initial weights (own model copy).
+
+    Returns the tensors of generate.safetensors, its metadata string and the
+    smallest top-2 margin of the step logits."""
+    from transformers import GenerationConfig
+    model = build_model()
+    model.load_state_dict(init_state)
+    prompt = torch.tensor([GEN_PROMPT], dtype=torch.int64)
+    gcfg = GenerationConfig(max_new_tokens=GEN_NEW, do_sample=False, eos_token_id=None,
+                            pad_token_id=None, bos_token_id=None, use_cache=True,
+                            output_scores=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                             generation_config=gcfg)
+        seq = out.sequences                                   # (1, P + GEN_NEW)
+        scores = torch.stack(out.scores, 1)[0].float()        # (GEN_NEW, V)
+        full = model(input_ids=seq[:, :-1], use_cache=False).logits[0, len(GEN_PROMPT) - 1:]
+    P = len(GEN_PROMPT)
+    assert seq.shape == (1, P + GEN_NEW), seq.shape           # nothing stopped early
+    assert seq[0, :P].tolist() == GEN_PROMPT
+    assert torch.equal(scores.argmax(-1), seq[0, P:]), "scores do not give the tokens"
+    assert torch.equal(full.argmax(-1), seq[0, P:]), "cache-free forward disagrees"
+    cache_err = float((full - scores).abs().max())
+    assert cache_err < 1e-5, cache_err
+    top2 = scores.topk(2, -1).values
+    margin = float((top2[:, 0] - top2[:, 1]).min())
+    assert margin > 1e-3, f"greedy step too close to a tie: {margin}"
+    tensors = {
+        "prompt": seq[0, :P].to(torch.int32).contiguous(),
+        "tokens": seq[0].to(torch.int32).contiguous(),
+        "scores": scores.contiguous(),
+    }
+    info = {
+        "description": "nnt GPT-2 tiny greedy generation reference (tests/gen_fixtures.py)",
+        "call": ("model.generate(prompt, attention_mask=ones, GenerationConfig("
+                 f"max_new_tokens={GEN_NEW}, do_sample=False, eos_token_id=None, "
+                 "pad_token_id=None, bos_token_id=None, use_cache=True))"),
+        "weights": "initial (model.safetensors)", "B": "1", "prompt_len": str(P),
+        "new_tokens": str(GEN_NEW),
+    }
+    return tensors, json.dumps(info, sort_keys=True), margin, cache_err
+
+
 # ------------------------------------------------------------------ main
 def sha256(path):
     with open(path, "rb") as f:
@@ -482,6 +534,11 @@ def main():
     assert llmc_err < 1e-4, f"llm.c checkpoint forward mismatch {llmc_err}"
     assert abs(float(losses_wd0[0]) - float(losses_wd01[0])) == 0.0
 
+    # ---- 6. generation reference (after everything else: it leaves the files above alone)
+    gen, gen_info, gen_margin, gen_cache_err = generate_reference(init_state)
+    save_file(gen, os.path.join(out, "generate.safetensors"),  # one key: see above
+              metadata={"info": gen_info})
+
     # ---- checksums + summary
     files = sorted(f for f in os.listdir(out) if f != "SHA256SUMS")
     with open(os.path.join(out, "SHA256SUMS"), "w") as f:
@@ -503,6 +560,8 @@ def main():
     d = max((final_wd0[n] - final_wd01[n]).abs().max().item() for n in names)
     print(f"max |final_wd0 - final_wd01| = {d:.3g}")
     print(f"self-check: from_pretrained logits identical; numpy llm.c forward max err {llmc_err:.3g}")
+    print(f"generation: {gen['tokens'].tolist()} (prompt {GEN_PROMPT}); smallest top-2 margin "
+          f"{gen_margin:.3g}; KV-cache vs full forward logits max diff {gen_cache_err:.3g}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@
  *   for each step: nnt_gpt2_zero_grad(m);
  *                  nnt_gpt2_forward(m, tokens, targets, &loss); nnt_gpt2_backward(m);
  *                  nnt_gpt2_adamw_step(m, &opts);
+ *   nnt_gpt2_generate(m, prompt, nprompt, ngen, &sampling, out);   // a text sample
  *   nnt_gpt2_destroy(m);
  * Every function returns NNT_OK or a negative NNT_E_* code with the context's message set.
  */
@@ -173,6 +174,43 @@ int nnt_gpt2_grad_sumsq(nnt_gpt2 *m, double *sumsq);
  * (zero) on the first call. */
 int nnt_gpt2_adamw_step(nnt_gpt2 *m, const nnt_adam_options *opts);
 int64_t nnt_gpt2_step_count(const nnt_gpt2 *m);
+
+/* ---- text generation -----------------------------------------------------------------
+ * How the next token is picked from the logits l (V) of the last position. */
+typedef struct nnt_gpt2_sampling {
+    double temperature;   /* 0: greedy (argmax, lowest id on ties; top_k and seed unused);
+                             > 0: sample from softmax(l / temperature)                   */
+    int64_t top_k;        /* > 0: only the top_k largest logits (ties: lower id first);
+                             0 (or >= V): all                                           */
+    uint64_t seed;        /* PRNG seed: xoshiro256** seeded through splitmix64, one
+                             uniform draw u in [0, 1) per sampled token; the token is the
+                             first candidate (top-k: by logit, then id; all: by id) whose
+                             running sum of probabilities exceeds u                     */
+} nnt_gpt2_sampling;
+
+/* Append ngen tokens to prompt (nprompt >= 1 ids in [0, V)) and write them, without the
+ * prompt, to out[0..ngen). s NULL: greedy.
+ * Each new token is one nnt_gpt2_forward (no targets) on (B, T): row 0 holds the last
+ * w = min(T, n) tokens of the sequence so far (n tokens), at positions 0..w-1; the rest of
+ * row 0 and the other rows are token 0 and their outputs are ignored. The logits of
+ * position w-1 are picked out on the device (a GEMM with a one-hot (1, B, T) selector, exact)
+ * so that V floats come back per token, not (B, T, V); temperature, top-k, softmax and the
+ * draw are done on the host in double. There is no KV cache: the cost is ngen forwards of
+ * the full (B, T) whatever the prompt length, i.e. O(ngen * B * T) token computations where
+ * a cached decoder needs O(ngen). While nprompt + ngen - 1 <= T (every forward sees the
+ * whole sequence) this is exact GPT-2 decoding -- greedy equals Hugging Face's generate;
+ * beyond that the window slides (positions restart at 0, as llm.c and nanoGPT crop to the
+ * block size).
+ * Deterministic: the same weights, tiling, B, T, prompt and *s give the same tokens.
+ * Training state -- weights, gradients, AdamW moments, the step counter -- is untouched, but
+ * every activation (the "logits" of nnt_gpt2_activation included) is overwritten and a
+ * pending nnt_gpt2_backward is cancelled (NNT_E_STATE until the next forward with targets).
+ * ngen == 0 returns at once (out may then be NULL). Errors: NNT_E_INVAL for a NULL model,
+ * prompt or out, nprompt < 1, ngen < 0, a prompt id outside [0, V), a temperature that is
+ * negative or not finite, top_k < 0 (nothing is written to out); NNT_E_STATE if a logit is
+ * not finite (diverged weights; out holds the tokens generated before). */
+int nnt_gpt2_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64_t ngen,
+                      const nnt_gpt2_sampling *s, int32_t *out);
 
 /* ---- activations, for tests and debugging ---------------------------------------------
  * The tensor holding an activation of the last forward, by llm.c-like name: "encoded",
