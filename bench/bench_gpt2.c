@@ -5,15 +5,22 @@
  * Usage: bench_gpt2 [--layers L] [--channels C] [--heads NH] [--vocab V] [--context maxT]
  *                   [--batch B] [--seq T] [--steps N] [--tile-batch n] [--tile-seq n]
  *                   [--tile-channels n] [--tile-hidden n] [--tile-vocab n] [--tile-heads n]
- *                   [--peak GFLOPS]
+ *                   [--peak GFLOPS] [--cpus N] [--sched NAME] [--mem-cpu MiB]
+ *                   [--swap-dir DIR] [--swap-size MiB]
  * Defaults: GPT-2 124M (12, 768, 12, 50257, 1024), B=4, T=64, 3 timed steps after one
- * warm-up step, one tile per dimension, peak 175 GFLOP/s (BLIS sgemm, 2 cores). */
+ * warm-up step, one tile per dimension, peak 175 GFLOP/s (BLIS sgemm, 2 cores), all cores,
+ * StarPU's default scheduler, no RAM budget, no disk swap.
+ * --mem-cpu sets the RAM budget StarPU may use for tiles (nnt_ctx_options.mem_cpu_mib);
+ * --swap-dir/--swap-size give it a disk to evict tiles to (swap_dir, swap_mib).
+ * At the end it prints the peak RSS and the bytes this process read from and wrote to
+ * storage (/proc/self/io), to see how much went through the disk swap. */
 #include "models/gpt2.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static double now(void)
@@ -27,6 +34,26 @@ static int fail(const char *what, int rc)
 {
     fprintf(stderr, "bench_gpt2: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
     return 1;
+}
+
+/* Peak resident set (MiB) and storage bytes read and written so far (-1 if unknown). */
+static void report_memory_and_io(void)
+{
+    struct rusage ru;
+    long long rd = -1, wr = -1;
+    char key[64];
+    long long val;
+    FILE *f = fopen("/proc/self/io", "r");
+    while (f && fscanf(f, "%63[^:]: %lld\n", key, &val) == 2) {
+        if (!strcmp(key, "read_bytes")) rd = val;
+        else if (!strcmp(key, "write_bytes")) wr = val;
+    }
+    if (f)
+        fclose(f);
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        printf("peak RSS %.0f MiB; ", (double)ru.ru_maxrss / 1024.0);
+    printf("storage read %.1f MiB, written %.1f MiB\n", rd < 0 ? -1.0 : (double)rd / 1048576.0,
+           wr < 0 ? -1.0 : (double)wr / 1048576.0);
 }
 
 static const char *const NAMES[16] = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb",
@@ -64,6 +91,7 @@ int main(int argc, char **argv)
     nnt_gpt2_tiling tiling = {0, 0, 0, 0, 0, 0, 0};
     int64_t B = 4, T = 64, steps = 3;
     double peak = 175.0;
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i];
         double v = atof(argv[i + 1]);
@@ -82,6 +110,11 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--tile-vocab")) tiling.vocab = (int64_t)v;
         else if (!strcmp(k, "--tile-heads")) tiling.heads = (int64_t)v;
         else if (!strcmp(k, "--peak")) peak = v;
+        else if (!strcmp(k, "--cpus")) opts.ncpus = (int)v;
+        else if (!strcmp(k, "--sched")) opts.sched = argv[i + 1];
+        else if (!strcmp(k, "--mem-cpu")) opts.mem_cpu_mib = (int64_t)v;
+        else if (!strcmp(k, "--swap-dir")) opts.swap_dir = argv[i + 1];
+        else if (!strcmp(k, "--swap-size")) opts.swap_mib = (int64_t)v;
         else {
             fprintf(stderr, "bench_gpt2: unknown option %s\n", k);
             return 2;
@@ -90,7 +123,7 @@ int main(int argc, char **argv)
     nnt_ctx *ctx;
     nnt_gpt2 *m;
     nnt_tensor *tok, *tgt;
-    int rc = nnt_ctx_create(NULL, &ctx);
+    int rc = nnt_ctx_create(&opts, &ctx);
     if (rc)
         return fail("context", rc);
     if ((rc = nnt_gpt2_create(ctx, &cfg, &tiling, B, T, &m)) || (rc = init_weights(m, 42)))
@@ -109,11 +142,17 @@ int main(int argc, char **argv)
     double flops = 6.0 * nparams * (double)(B * T) +
                    12.0 * (double)(cfg.layers * B * T * T * cfg.channels);
     int ncpus = 0;
+    const char *sched = "?";
     nnt_ctx_workers(ctx, &ncpus, NULL);
+    nnt_ctx_sched(ctx, &sched);
     printf("GPT-2 L=%lld C=%lld NH=%lld V=%lld: %.1fM parameters; B=%lld T=%lld; %d CPU "
-           "workers; %.1f GFLOP/step\n", (long long)cfg.layers, (long long)cfg.channels,
+           "workers, %s; %.1f GFLOP/step\n", (long long)cfg.layers, (long long)cfg.channels,
            (long long)cfg.heads, (long long)cfg.vocab, nparams / 1e6, (long long)B, (long long)T,
-           ncpus, flops / 1e9);
+           ncpus, sched, flops / 1e9);
+    printf("state (params, grads, 2 Adam moments): %.0f MiB; RAM budget %lld MiB, swap %s "
+           "(%lld MiB)\n", 16.0 * nparams / 1048576.0, (long long)opts.mem_cpu_mib,
+           opts.swap_dir ? opts.swap_dir : "none", (long long)opts.swap_mib);
+    fflush(stdout);
     double total = 0;
     for (int64_t s = 0; s <= steps; s++) {
         unsigned long long seed = 7 + (unsigned long long)s;
@@ -134,6 +173,7 @@ int main(int argc, char **argv)
         printf("step %lld%s: loss %.4f, %.0f ms, %.0f tokens/s, %.1f GFLOP/s (MFU %.1f%% of "
                "%.0f)\n", (long long)s, s == 0 ? " (warm-up)" : "", loss, dt * 1e3,
                (double)(B * T) / dt, flops / dt / 1e9, 100 * flops / dt / 1e9 / peak, peak);
+        fflush(stdout);
     }
     if (steps > 0)
         printf("mean of %lld steps: %.0f ms/step, %.0f tokens/s, MFU %.1f%%\n", (long long)steps,
@@ -144,5 +184,6 @@ int main(int argc, char **argv)
     nnt_tensor_destroy(tgt);
     nnt_gpt2_destroy(m);
     nnt_ctx_destroy(ctx);
+    report_memory_and_io();
     return 0;
 }

@@ -162,7 +162,7 @@ def torch_peak(a):
 
 
 MEAN_RE = re.compile(r"mean of (\d+) steps: (\d+(?:\.\d+)?) ms/step")
-HEAD_RE = re.compile(r": ([\d.]+)M parameters;.* (\d+) CPU workers; ([\d.]+) GFLOP/step")
+HEAD_RE = re.compile(r": ([\d.]+)M parameters;.* (\d+) CPU workers[^;]*; ([\d.]+) GFLOP/step")
 
 
 def nnt_argv(a, config, tiling):

@@ -203,10 +203,44 @@ static int make_dirs(const char *path)
     return NNT_OK;
 }
 
+/* Memory budgets reach StarPU through environment variables read at start-up. The values
+ * they had before are put back when the context goes, so a later context in the same
+ * process does not inherit a budget it did not ask for. */
+static const char *const limit_vars[2] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM"};
+static struct {
+    int saved;       /* this context set the variable       */
+    char *previous;  /* its earlier value, NULL when unset  */
+} limit_saved[2];
+
+static void set_limit(int which, int64_t mib)
+{
+    char num[32];
+    const char *previous = getenv(limit_vars[which]);
+    limit_saved[which].saved = 1;
+    limit_saved[which].previous = previous ? strdup(previous) : NULL;
+    snprintf(num, sizeof num, "%lld", (long long)mib);
+    setenv(limit_vars[which], num, 1);
+}
+
+static void restore_limits(void)
+{
+    for (int i = 0; i < 2; i++) {
+        if (!limit_saved[i].saved)
+            continue;
+        if (limit_saved[i].previous)
+            setenv(limit_vars[i], limit_saved[i].previous, 1);
+        else
+            unsetenv(limit_vars[i]);
+        free(limit_saved[i].previous);
+        limit_saved[i].previous = NULL;
+        limit_saved[i].saved = 0;
+    }
+}
+
 /* StarPU reads its model directory and memory limits from the environment at start-up. */
 static int configure_environment(const nnt_ctx_options *o)
 {
-    char path[4096], num[32];
+    char path[4096];
     const char *dir = o->perfmodel_dir;
     if (!dir && !getenv("STARPU_HOME")) {
         const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -226,14 +260,10 @@ static int configure_environment(const nnt_ctx_options *o)
             return rc;
         setenv("STARPU_HOME", dir, 1);
     }
-    if (o->mem_gpu_mib > 0) {
-        snprintf(num, sizeof num, "%lld", (long long)o->mem_gpu_mib);
-        setenv("STARPU_LIMIT_CUDA_MEM", num, 1);
-    }
-    if (o->mem_cpu_mib > 0) {
-        snprintf(num, sizeof num, "%lld", (long long)o->mem_cpu_mib);
-        setenv("STARPU_LIMIT_CPU_MEM", num, 1);
-    }
+    if (o->mem_gpu_mib > 0)
+        set_limit(0, o->mem_gpu_mib);
+    if (o->mem_cpu_mib > 0)
+        set_limit(1, o->mem_cpu_mib);
     return NNT_OK;
 }
 
@@ -261,11 +291,11 @@ static int start_starpu(const nnt_ctx_options *o)
 static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
 {
     starpu_ssize_t bytes = (starpu_ssize_t)o->swap_mib * 1024 * 1024;
-    /* O_DIRECT keeps swapped tiles out of the page cache, which would otherwise eat the RAM
-     * the budget is meant to protect; plain unistd where the filesystem refuses O_DIRECT. */
-    int node = starpu_disk_register(&starpu_disk_unistd_o_direct_ops, (void *)o->swap_dir, bytes);
-    if (node < 0)
-        node = starpu_disk_register(&starpu_disk_unistd_ops, (void *)o->swap_dir, bytes);
+    /* Plain read/write. StarPU 1.3's O_DIRECT variant aborts the process on any transfer
+     * that is not a multiple of the page size, and tiles (biases, LayerNorm vectors, edge
+     * tiles) have arbitrary sizes. The cost: swapped tiles also pass through the page cache,
+     * which the kernel gives back under memory pressure. */
+    int node = starpu_disk_register(&starpu_disk_unistd_ops, (void *)o->swap_dir, bytes);
     if (node < 0)
         return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot use '%s' for disk swap",
                         o->swap_dir);
@@ -299,6 +329,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (rc == 0)
         rc = start_starpu(&opts);
     if (rc) {
+        restore_limits();
         pthread_mutex_unlock(&live_lock);
         free(ctx);
         return rc;
@@ -314,6 +345,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
         stop_cuda_libraries();
         starpu_shutdown();
+        restore_limits();
         pthread_mutex_destroy(&ctx->lock);
         pthread_mutex_unlock(&live_lock);
         free(ctx);
@@ -384,6 +416,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     pthread_mutex_unlock(&live_lock);
     stop_cuda_libraries();
     starpu_shutdown();
+    restore_limits();
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;
     free(ctx);

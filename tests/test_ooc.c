@@ -1,0 +1,227 @@
+/* Out-of-core training: a small GPT-2 trained with a RAM budget far below its state
+ * (parameters + gradients + two AdamW moments) and a disk swap directory must give losses
+ * and final parameters bit-identical to the same model, same tiling, trained without limits.
+ *
+ * The model (L=4, C=128, NH=4, V=1024, T=32) has 0.93M parameters: 14 MiB of training
+ * state, plus activations. The budget is 1 MiB, StarPU's smallest (STARPU_LIMIT_CPU_MEM is
+ * in MiB): 14 times below the state. The tiles are small enough (at most 64 KiB: logits and
+ * wte) that every task's buffers fit in it; a task whose buffers do not fit, or a swap too
+ * small for what does not fit in RAM, makes StarPU spin forever (see bench/RESULTS-ooc.md),
+ * which here would end in Check's timeout.
+ * The run with the budget must really have put data on the disk: the swap directory must
+ * hold at least half of the state when training ends.
+ * Both runs are done with the schedulers lws and dmda.
+ * (nnt's swap uses StarPU's plain unistd backend: the O_DIRECT one aborts the process on
+ * the first tile whose size is not a multiple of the page size.)
+ * Each test also checks that the budget of the limited run does not outlive its context. */
+#include "testutil.h"
+
+#include "models/gpt2.h"
+
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { V = 1024, MAXT = 32, L = 4, NH = 4, C = 128, B = 2, T = 32, NSTEPS = 4 };
+enum { BUDGET_MIB = 1, SWAP_MIB = 256 };
+
+static const nnt_gpt2_tiling TILING = {0, 0, 64, 128, 256, 0, 0};
+
+static const char *const NAMES[16] = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb",
+    "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+/* What one training run produced. */
+typedef struct run_result {
+    double loss[NSTEPS];
+    float *params[16];     /* final parameters, llm.c layout */
+    int64_t numel[16];
+    int64_t state_bytes;   /* 16 bytes per parameter */
+    int64_t swap_bytes;    /* bytes in the swap directory at the end (0 without swap) */
+    double seconds;        /* wall time of the whole run, context start to shutdown */
+} run_result;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void free_result(run_result *r)
+{
+    for (int i = 0; i < 16; i++)
+        free(r->params[i]);
+}
+
+/* Small random weights, LayerNorm gains 1, from a fixed seed. */
+static void init_weights(nnt_gpt2 *m)
+{
+    unsigned long long seed = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 16; i++) {
+        int64_t n = 0;
+        EXPECT_OK(nnt_gpt2_param_numel(m, NAMES[i], &n));
+        float *w = malloc((size_t)n * sizeof *w);
+        ck_assert_ptr_nonnull(w);
+        int gain = !strcmp(NAMES[i], "ln1w") || !strcmp(NAMES[i], "ln2w") ||
+                   !strcmp(NAMES[i], "lnfw");
+        for (int64_t j = 0; j < n; j++)
+            w[j] = gain ? 1.0f : (float)(0.08 * (test_rand(&seed) - 0.5));
+        EXPECT_OK(nnt_gpt2_import(m, NAMES[i], w, (size_t)n));
+        free(w);
+    }
+}
+
+/* Random tokens (B, T) and their targets (the next token; the last ignored). Every step
+ * trains on this one batch, so the loss must fall. */
+static void batch(int32_t *tok, int32_t *tgt)
+{
+    unsigned long long seed = 1000;
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)(test_rand(&seed) * V);
+    for (int i = 0; i < B * T; i++)
+        tgt[i] = i % T == T - 1 ? NNT_GPT2_IGNORE : tok[i + 1];
+}
+
+/* Bytes of the regular files under dir (StarPU's unistd backend keeps one file per tile
+ * in numbered subdirectories); with unlink_all, remove them and the directories too. */
+static int64_t walk_dir(const char *dir, int unlink_all, int depth)
+{
+    int64_t total = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[4096];
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path ||
+            lstat(path, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode) && depth < 4)
+            total += walk_dir(path, unlink_all, depth + 1);
+        else if (S_ISREG(st.st_mode)) {
+            total += (int64_t)st.st_size;
+            if (unlink_all)
+                unlink(path);
+        }
+    }
+    closedir(d);
+    if (unlink_all)
+        rmdir(dir);
+    return total;
+}
+
+/* Create a context with opts, train NSTEPS AdamW steps, export the parameters. */
+static void train(const nnt_ctx_options *opts, run_result *r)
+{
+    nnt_ctx *ctx = NULL;
+    nnt_gpt2 *m = NULL;
+    nnt_tensor *tok = NULL, *tgt = NULL;
+    nnt_gpt2_config cfg = {V, 0, MAXT, L, NH, C};
+    int64_t bt[2] = {B, T};
+    int32_t tok_host[B * T], tgt_host[B * T];
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    EXPECT_OK(nnt_ctx_create(opts, &ctx));
+    EXPECT_OK(nnt_gpt2_create(ctx, &cfg, &TILING, B, T, &m));
+    init_weights(m);
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt));
+    nnt_adam_options adam = NNT_ADAM_OPTIONS_INIT;
+    adam.lr = 1e-3;
+    adam.weight_decay = 0.1;
+    batch(tok_host, tgt_host);
+    EXPECT_OK(nnt_tensor_copy_from_host(tok, tok_host, sizeof tok_host));
+    EXPECT_OK(nnt_tensor_copy_from_host(tgt, tgt_host, sizeof tgt_host));
+    for (int s = 0; s < NSTEPS; s++) {
+        EXPECT_OK(nnt_gpt2_zero_grad(m));
+        EXPECT_OK(nnt_gpt2_forward(m, tok, tgt, &r->loss[s]));
+        EXPECT_OK(nnt_gpt2_backward(m));
+        EXPECT_OK(nnt_gpt2_adamw_step(m, &adam));
+        EXPECT_OK(nnt_ctx_wait(ctx));
+    }
+    for (int i = 0; i < 16; i++) {
+        EXPECT_OK(nnt_gpt2_param_numel(m, NAMES[i], &r->numel[i]));
+        r->params[i] = malloc((size_t)r->numel[i] * sizeof(float));
+        ck_assert_ptr_nonnull(r->params[i]);
+        EXPECT_OK(nnt_gpt2_export(m, NNT_GPT2_PARAMS, NAMES[i], r->params[i],
+                                  (size_t)r->numel[i]));
+    }
+    r->state_bytes = 16 * nnt_gpt2_num_params(m);
+    if (opts->swap_dir)
+        r->swap_bytes = walk_dir(opts->swap_dir, 0, 0);
+    nnt_tensor_destroy(tok);
+    nnt_tensor_destroy(tgt);
+    nnt_gpt2_destroy(m);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    r->seconds = now() - t0;
+}
+
+static const char *const SCHEDULERS[] = {"lws", "dmda"};
+
+START_TEST(test_budget_matches_ram)
+{
+    /* the reference: no budget, no swap (also none inherited from the environment) */
+    unsetenv("STARPU_LIMIT_CPU_MEM");
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
+    opts.ncuda = 0;
+    opts.sched = SCHEDULERS[_i];
+    run_result ram, ooc;
+    train(&opts, &ram);
+    ck_assert_int_gt(ram.state_bytes, 12 * BUDGET_MIB * 1048576LL);
+
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/nnt-test-ooc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    opts.mem_cpu_mib = BUDGET_MIB;
+    opts.swap_dir = dir;
+    opts.swap_mib = SWAP_MIB;
+    train(&opts, &ooc);
+    walk_dir(dir, 1, 0);
+    ck_assert_msg(getenv("STARPU_LIMIT_CPU_MEM") == NULL, "the budget outlived its context");
+
+    for (int s = 0; s < NSTEPS; s++)
+        ck_assert_msg(ram.loss[s] == ooc.loss[s], "%s: step %d: loss %.17g in RAM, %.17g with "
+                      "a %d MiB budget", SCHEDULERS[_i], s, ram.loss[s], ooc.loss[s],
+                      BUDGET_MIB);
+    for (int i = 0; i < 16; i++) {
+        ck_assert_int_eq(ram.numel[i], ooc.numel[i]);
+        ck_assert_msg(!memcmp(ram.params[i], ooc.params[i], (size_t)ram.numel[i] * sizeof(float)),
+                      "%s: parameter %s differs after %d steps", SCHEDULERS[_i], NAMES[i],
+                      NSTEPS);
+    }
+    fprintf(stderr, "%s: state %.1f MiB, RAM budget %d MiB, %.1f MiB in the swap directory "
+            "at the end; losses %.6f -> %.6f, bit-identical; %.1f s in RAM, %.1f s with the "
+            "budget\n", SCHEDULERS[_i],
+            (double)ooc.state_bytes / 1048576.0, BUDGET_MIB, (double)ooc.swap_bytes / 1048576.0,
+            ooc.loss[0], ooc.loss[NSTEPS - 1], ram.seconds, ooc.seconds);
+    /* the budget run must really have used the disk */
+    ck_assert_msg(2 * ooc.swap_bytes >= ooc.state_bytes, "%s: only %lld bytes in the swap "
+                  "directory for %lld bytes of state", SCHEDULERS[_i],
+                  (long long)ooc.swap_bytes, (long long)ooc.state_bytes);
+    /* and training must have trained */
+    ck_assert(ram.loss[NSTEPS - 1] < ram.loss[0]);
+    free_result(&ram);
+    free_result(&ooc);
+}
+END_TEST
+
+static Suite *ooc_suite(void)
+{
+    Suite *s = suite_create("ooc");
+    TCase *tc = tcase_create("budget");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_budget_matches_ram, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(ooc_suite());
+}
