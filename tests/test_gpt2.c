@@ -5,6 +5,7 @@
  * The model is loaded from gpt2_tiny.llmc.bin; the references are read with lib/io's
  * safetensors reader. */
 #include "testutil.h"
+#include "fixture.h"
 
 #include "io/io.h"
 #include "models/gpt2.h"
@@ -15,21 +16,6 @@
 
 /* The fixture's configuration. */
 enum { V = 67, MAXT = 16, L = 2, NH = 3, C = 24, B = 2, T = 12, NSTEPS = 10 };
-
-static const char *fixture_dir(void)
-{
-    static char dir[4096];
-    const char *top = getenv("top_srcdir");
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/gpt2_tiny", top ? top : ".");
-    return dir;
-}
-
-static char *fixture_path(const char *file)
-{
-    static char path[4200];
-    snprintf(path, sizeof path, "%s/%s", fixture_dir(), file);
-    return path;
-}
 
 static nnt_st_reader *open_st(const char *file)
 {
@@ -518,21 +504,6 @@ START_TEST(test_train_adamw)
 END_TEST
 
 /* ---- checkpoints and arguments ------------------------------------------------------ */
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* Saving the loaded fixture gives the same bytes (wte padded with zero rows again). */
 START_TEST(test_save_llmc_roundtrip)

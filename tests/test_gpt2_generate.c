@@ -12,6 +12,7 @@
  *     backward is cancelled;
  *   - bad arguments. */
 #include "testutil.h"
+#include "fixture.h"
 
 #include "io/io.h"
 #include "models/gpt2.h"
@@ -22,14 +23,6 @@
 
 /* The fixture's configuration and generation reference. */
 enum { V = 67, MAXT = 16, L = 2, NH = 3, C = 24, NPROMPT = 5, NGEN = 8 };
-
-static char *fixture_path(const char *file)
-{
-    static char path[4200];
-    const char *top = getenv("top_srcdir");
-    snprintf(path, sizeof path, "%s/tests/fixtures/gpt2_tiny/%s", top ? top : ".", file);
-    return path;
-}
 
 /* A whole entry of generate.safetensors converted to want, malloc'd; checks its size. */
 static void *read_entry(const char *name, nnt_io_dtype want, uint64_t numel)
@@ -275,21 +268,6 @@ START_TEST(test_long_prompt_window)
 END_TEST
 
 /* ---- the training state -------------------------------------------------------------- */
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 static const char *const LLMC_NAMES[16] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",

@@ -9,6 +9,7 @@
  *     (every header byte and samples of the data flipped), failed saves that must leave the
  *     previous file intact, bad arguments. */
 #include "testutil.h"
+#include "fixture.h"
 
 #include "io/io.h"
 #include "models/gpt2.h"
@@ -37,14 +38,6 @@ static const nnt_gpt2_tiling TILINGS[] = {
 
 /* ---- files ------------------------------------------------------------------------- */
 
-static char *fixture_path(const char *file)
-{
-    static char path[4200];
-    const char *top = getenv("top_srcdir");
-    snprintf(path, sizeof path, "%s/tests/fixtures/gpt2_tiny/%s", top ? top : ".", file);
-    return path;
-}
-
 static nnt_st_reader *open_st(const char *path)
 {
     char err[NNT_IO_ERRLEN];
@@ -64,21 +57,6 @@ static void *read_entry(const nnt_st_reader *r, const char *name, nnt_io_dtype w
     ck_assert_ptr_nonnull(buf);
     int rc = nnt_st_read(r, e, want, 0, e->numel, buf, err, sizeof err);
     ck_assert_msg(rc == 0, "reading %s: %s", name, err);
-    return buf;
-}
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
     return buf;
 }
 

@@ -1,0 +1,35 @@
+/* Helpers shared by the tests that read tests/fixtures/gpt2_tiny (Check assertions). */
+#ifndef NNT_TEST_FIXTURE_H
+#define NNT_TEST_FIXTURE_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Path of a file of tests/fixtures/gpt2_tiny (under $top_srcdir, set by make check). The
+ * result lives in a static buffer until the next call. */
+static inline char *fixture_path(const char *file)
+{
+    static char path[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/fixtures/gpt2_tiny/%s", top ? top : ".", file);
+    return path;
+}
+
+/* A whole file, malloc'd; *len its size. */
+static inline unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+#endif
