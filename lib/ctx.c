@@ -351,6 +351,9 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         free(ctx);
         return rc;
     }
+    const char *limit = getenv("STARPU_LIMIT_CPU_MEM");   /* ours or the user's */
+    ctx->ram_budget = limit ? atoll(limit) * 1024 * 1024 : 0;
+    ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     live_ctx = ctx;
     pthread_mutex_unlock(&live_lock);
     nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s",
@@ -359,20 +362,42 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     return NNT_OK;
 }
 
-void nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t)
+static int64_t tensor_bytes(const nnt_tensor *t)
 {
+    return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
+}
+
+int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
+{
+    const double mib = 1024.0 * 1024.0;
+    int64_t bytes = tensor_bytes(t);
     pthread_mutex_lock(&ctx->lock);
+    int64_t limit = ctx->swap_bytes > 0 ? ctx->swap_bytes : ctx->ram_budget;
+    int64_t used = ctx->tile_bytes;
+    if (ctx->ram_budget > 0 && used + bytes > limit) {
+        pthread_mutex_unlock(&ctx->lock);
+        /* StarPU would spin forever looking for memory to free: refuse instead */
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already) "
+                        "exceed the %s of %.0f MiB; give a %s", fn, (double)bytes / mib,
+                        (double)used / mib,
+                        ctx->swap_bytes > 0 ? "disk swap" : "RAM budget", (double)limit / mib,
+                        ctx->swap_bytes > 0 ? "larger swap_mib" : "larger mem_cpu_mib or a "
+                        "swap_dir");
+    }
+    ctx->tile_bytes += bytes;
     t->prev = NULL;
     t->next = ctx->tensors;
     if (ctx->tensors)
         ctx->tensors->prev = t;
     ctx->tensors = t;
     pthread_mutex_unlock(&ctx->lock);
+    return NNT_OK;
 }
 
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
 {
     pthread_mutex_lock(&ctx->lock);
+    ctx->tile_bytes -= tensor_bytes(t);
     if (t->prev)
         t->prev->next = t->next;
     else
@@ -389,6 +414,7 @@ static void orphan_tensors(nnt_ctx *ctx)
     pthread_mutex_lock(&ctx->lock);
     nnt_tensor *t = ctx->tensors;
     ctx->tensors = NULL;
+    ctx->tile_bytes = 0;
     pthread_mutex_unlock(&ctx->lock);
     while (t) {
         nnt_tensor *next = t->next;

@@ -58,6 +58,9 @@ struct nnt_ctx {
     pthread_mutex_t lock;         /* guards the tensor list and errmsg                   */
     nnt_tensor *tensors;          /* live tensors, to orphan them on destroy             */
     int disk_node;                /* StarPU disk memory node, -1 without swap            */
+    int64_t ram_budget;           /* bytes StarPU may use in RAM (0: no limit)           */
+    int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
+    int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
 };
 
 /* ---- errors and logging (lib/error.c, lib/log.c) ---------------------------------- */
@@ -81,7 +84,10 @@ int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *works
 
 /* 0 if ctx is the live context, else a failure (recorded) naming the function. */
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
-void nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t);
+/* Add t to the context's tensors, or fail with NNT_E_NOMEM (recorded, naming fn) when its
+ * tiles would not fit in the memory StarPU may use: the RAM budget without swap, the swap
+ * with one (StarPU keeps a disk copy of every evicted tile). Without a budget: no limit. */
+int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 
 /* ---- tensors (lib/tensor.c) --------------------------------------------------------- */

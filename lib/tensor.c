@@ -133,8 +133,12 @@ int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *sh
     t->ctx = ctx;
     t->dtype = dtype;
     t->elsize = nnt_dtype_size(dtype);
+    if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
+        free(t->tiles);
+        free(t);
+        return rc;
+    }
     register_tiles(t);
-    nnt_ctx_add_tensor(ctx, t);
     *out = t;
     return NNT_OK;
 }

@@ -220,6 +220,49 @@ START_TEST(ctx_options_are_applied)
 }
 END_TEST
 
+/* Budgets that cannot work give NNT_E_NOMEM instead of a runtime that waits forever. */
+START_TEST(ctx_budget_refuses_what_cannot_fit)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.mem_cpu_mib = 1;
+    nnt_ctx *ctx = NULL;
+    nnt_tensor *a = NULL, *b = NULL, *big = NULL;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    /* no swap: all tiles together must fit in the 1 MiB budget */
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){300000}, NULL, &big),
+                    NNT_E_NOMEM, "nnt_tensor_create");
+    ck_assert_ptr_null(big);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "RAM budget"));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){150000}, NULL, &a));
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){150000}, NULL, &b),
+                    NNT_E_NOMEM, "nnt_tensor_create");
+    EXPECT_OK(nnt_tensor_destroy(a));   /* its bytes are given back */
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){150000}, NULL, &b));
+    EXPECT_OK(nnt_tensor_fill(b, 1.0));
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ck_assert_ptr_null(getenv("STARPU_LIMIT_CPU_MEM"));   /* the budget ended with it */
+
+    /* with a swap: tensors up to the swap size, but one task must still fit in RAM */
+    char dir[] = "/tmp/nnt-test-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    o.swap_dir = dir;
+    o.swap_mib = 16;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){5 << 20}, (int64_t[]){1 << 16},
+                                      &big), NNT_E_NOMEM, "nnt_tensor_create");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "swap"));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){1 << 19}, NULL, &big));   /* 2 MiB, one tile */
+    EXPECT_FAIL_MSG(nnt_tensor_fill(big, 0.0), NNT_E_NOMEM, "nnt_fill");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "smaller tiles"));
+    EXPECT_OK(nnt_tensor_destroy(big));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* ---- tensor misuse --------------------------------------------------------------------- */
 
 START_TEST(tensor_create_rejects_bad_arguments)
@@ -358,6 +401,7 @@ static Suite *api_suite(void)
     tcase_add_test(ctx, ctx_cuda_request_without_cuda_runtime);
     tcase_add_test(ctx, ctx_life_cycle);
     tcase_add_test(ctx, ctx_options_are_applied);
+    tcase_add_test(ctx, ctx_budget_refuses_what_cannot_fit);
     suite_add_tcase(s, ctx);
     TCase *tensor = tcase_create("tensor misuse");
     tcase_add_test(tensor, tensor_create_rejects_bad_arguments);

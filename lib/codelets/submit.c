@@ -6,14 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* NNT_E_NOMEM when the tiles of one task exceed the RAM budget: StarPU would wait forever
+ * for memory that can never be freed. */
+static int check_task_fits(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
+                           const struct starpu_data_descr *bufs)
+{
+    if (ctx->ram_budget <= 0)
+        return NNT_OK;
+    int64_t bytes = 0;
+    for (int i = 0; i < nbuf; i++)
+        bytes += (int64_t)starpu_data_get_size(bufs[i].handle);
+    if (bytes <= ctx->ram_budget)
+        return NNT_OK;
+    return nnt_fail(ctx, NNT_E_NOMEM, "%s: one task needs %.2f MiB of tiles but the RAM budget "
+                    "is %.0f MiB; use smaller tiles or a larger mem_cpu_mib", cl->name,
+                    (double)bytes / 1048576.0, (double)ctx->ram_budget / 1048576.0);
+}
+
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
                const struct starpu_data_descr *bufs, const void *args, size_t args_size)
 {
+    int rc = check_task_fits(ctx, cl, nbuf, bufs);
+    if (rc)
+        return rc;
     void *copy = malloc(args_size ? args_size : 1);   /* freed by StarPU with the task */
     if (!copy)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", cl->name);
     memcpy(copy, args, args_size);
-    int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, bufs, nbuf,
+    rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, bufs, nbuf,
                                 STARPU_CL_ARGS, copy, args_size, 0);
     if (rc == -ENODEV)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no worker can run this task", cl->name);
