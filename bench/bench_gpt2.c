@@ -5,10 +5,12 @@
  * Usage: bench_gpt2 [--layers L] [--channels C] [--heads NH] [--vocab V] [--context maxT]
  *                   [--batch B] [--seq T] [--steps N] [--tile-batch n] [--tile-seq n]
  *                   [--tile-channels n] [--tile-hidden n] [--tile-vocab n] [--tile-heads n]
- *                   [--peak GFLOPS] [--cpus N] [--sched NAME] [--mem-cpu MiB]
+ *                   [--tile-head-dim n] [--no-auto-tiling] [--peak GFLOPS] [--cpus N] [--sched NAME] [--mem-cpu MiB]
  *                   [--swap-dir DIR] [--swap-size MiB]
  * Defaults: GPT-2 124M (12, 768, 12, 50257, 1024), B=4, T=64, 3 timed steps after one
- * warm-up step, one tile per dimension, peak 175 GFLOP/s (BLIS sgemm, 2 cores), all cores,
+ * warm-up step, the tiling of nnt_gpt2_auto_tiling for the number of CPU workers (each
+ * --tile-X given overrides that dimension; --no-auto-tiling: one tile per dimension
+ * unless given), peak 175 GFLOP/s (BLIS sgemm, 2 cores), all cores,
  * StarPU's default scheduler, no RAM budget, no disk swap.
  * --mem-cpu sets the RAM budget StarPU may use for tiles (nnt_ctx_options.mem_cpu_mib);
  * --swap-dir/--swap-size give it a disk to evict tiles to (swap_dir, swap_mib).
@@ -85,15 +87,38 @@ static int init_weights(nnt_gpt2 *m, unsigned long long seed)
     return NNT_OK;
 }
 
+/* Every entry of *given that is >= 0 replaces that of *t. */
+static void override_tiling(nnt_gpt2_tiling *t, const nnt_gpt2_tiling *given)
+{
+    int64_t *dst[7] = {&t->batch, &t->seq, &t->channels, &t->hidden, &t->vocab, &t->heads,
+                       &t->head_dim};
+    const int64_t src[7] = {given->batch, given->seq, given->channels, given->hidden,
+                            given->vocab, given->heads, given->head_dim};
+    for (int i = 0; i < 7; i++)
+        if (src[i] >= 0)
+            *dst[i] = src[i];
+}
+
 int main(int argc, char **argv)
 {
     nnt_gpt2_config cfg = {50257, 0, 1024, 12, 12, 768};
-    nnt_gpt2_tiling tiling = {0, 0, 0, 0, 0, 0, 0};
+    /* -1: not given on the command line (auto tiling or one tile) */
+    nnt_gpt2_tiling given = {-1, -1, -1, -1, -1, -1, -1}, tiling = {0, 0, 0, 0, 0, 0, 0};
+    int auto_tiling = 1;
     int64_t B = 4, T = 64, steps = 3;
     double peak = 175.0;
     nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i];
+        if (!strcmp(k, "--no-auto-tiling")) {
+            auto_tiling = 0;
+            i--;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_gpt2: option %s needs a value\n", k);
+            return 2;
+        }
         double v = atof(argv[i + 1]);
         if (!strcmp(k, "--layers")) cfg.layers = (int64_t)v;
         else if (!strcmp(k, "--channels")) cfg.channels = (int64_t)v;
@@ -103,12 +128,13 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--batch")) B = (int64_t)v;
         else if (!strcmp(k, "--seq")) T = (int64_t)v;
         else if (!strcmp(k, "--steps")) steps = (int64_t)v;
-        else if (!strcmp(k, "--tile-batch")) tiling.batch = (int64_t)v;
-        else if (!strcmp(k, "--tile-seq")) tiling.seq = (int64_t)v;
-        else if (!strcmp(k, "--tile-channels")) tiling.channels = (int64_t)v;
-        else if (!strcmp(k, "--tile-hidden")) tiling.hidden = (int64_t)v;
-        else if (!strcmp(k, "--tile-vocab")) tiling.vocab = (int64_t)v;
-        else if (!strcmp(k, "--tile-heads")) tiling.heads = (int64_t)v;
+        else if (!strcmp(k, "--tile-batch")) given.batch = (int64_t)v;
+        else if (!strcmp(k, "--tile-seq")) given.seq = (int64_t)v;
+        else if (!strcmp(k, "--tile-channels")) given.channels = (int64_t)v;
+        else if (!strcmp(k, "--tile-hidden")) given.hidden = (int64_t)v;
+        else if (!strcmp(k, "--tile-vocab")) given.vocab = (int64_t)v;
+        else if (!strcmp(k, "--tile-heads")) given.heads = (int64_t)v;
+        else if (!strcmp(k, "--tile-head-dim")) given.head_dim = (int64_t)v;
         else if (!strcmp(k, "--peak")) peak = v;
         else if (!strcmp(k, "--cpus")) opts.ncpus = (int)v;
         else if (!strcmp(k, "--sched")) opts.sched = argv[i + 1];
@@ -126,6 +152,18 @@ int main(int argc, char **argv)
     int rc = nnt_ctx_create(&opts, &ctx);
     if (rc)
         return fail("context", rc);
+    int ncpus = 0;
+    const char *sched = "?";
+    nnt_ctx_workers(ctx, &ncpus, NULL);
+    nnt_ctx_sched(ctx, &sched);
+    if (auto_tiling && (rc = nnt_gpt2_auto_tiling(&cfg, B, T, ncpus > 0 ? ncpus : 1, &tiling)))
+        return fail("auto tiling", rc);
+    override_tiling(&tiling, &given);
+    printf("tiling (%s; 0 = whole): batch %lld, seq %lld, channels %lld, hidden %lld, vocab "
+           "%lld, heads %lld, head_dim %lld\n", auto_tiling ? "auto" : "no auto",
+           (long long)tiling.batch, (long long)tiling.seq, (long long)tiling.channels,
+           (long long)tiling.hidden, (long long)tiling.vocab, (long long)tiling.heads,
+           (long long)tiling.head_dim);
     if ((rc = nnt_gpt2_create(ctx, &cfg, &tiling, B, T, &m)) || (rc = init_weights(m, 42)))
         return fail("model", rc);
     int64_t bt[2] = {B, T};
@@ -141,10 +179,6 @@ int main(int argc, char **argv)
      * forward-and-backward of QK^T and PV (causal half counted as full, as usual). */
     double flops = 6.0 * nparams * (double)(B * T) +
                    12.0 * (double)(cfg.layers * B * T * T * cfg.channels);
-    int ncpus = 0;
-    const char *sched = "?";
-    nnt_ctx_workers(ctx, &ncpus, NULL);
-    nnt_ctx_sched(ctx, &sched);
     printf("GPT-2 L=%lld C=%lld NH=%lld V=%lld: %.1fM parameters; B=%lld T=%lld; %d CPU "
            "workers, %s; %.1f GFLOP/step\n", (long long)cfg.layers, (long long)cfg.channels,
            (long long)cfg.heads, (long long)cfg.vocab, nparams / 1e6, (long long)B, (long long)T,

@@ -370,6 +370,106 @@ START_TEST(test_reference_step)
 }
 END_TEST
 
+/* nnt_gpt2_auto_tiling of the fixture's configuration for 1, 2 and 16 workers (_i): the
+ * loss and dlogits match the fixture like the hand-written tilings. (At C = 24 every GEMM
+ * is far below the 100 MFLOP task size, so the heuristic picks one tile everywhere.) */
+static const int AUTO_WORKERS[] = {1, 2, 16};
+
+START_TEST(test_auto_tiling_fixture)
+{
+    nnt_gpt2_config cfg = {V, 0, MAXT, L, NH, C};
+    nnt_gpt2_tiling t;
+    EXPECT_OK(nnt_gpt2_auto_tiling(&cfg, B, T, AUTO_WORKERS[_i], &t));
+    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_gpt2 *m = load_model(&t);
+    double loss = 0.0;
+    reference_forward(m, ref, &loss);
+    float *want_loss = read_f32(ref, "loss", NULL);
+    double le = fabs(loss - want_loss[0]) / fabs(want_loss[0]);
+    ck_assert_msg(le <= 1e-4, "auto %d workers: loss %.9g, fixture %.9g", AUTO_WORKERS[_i],
+                  loss, want_loss[0]);
+    EXPECT_OK(nnt_gpt2_backward(m));
+    double de = compare_activation(m, ref, "logits", "act_grad.logits");
+    ck_assert_msg(de <= 1e-4, "auto %d workers: dlogits relative error %g", AUTO_WORKERS[_i],
+                  de);
+    printf("test_gpt2 auto tiling [%d workers: %lld %lld %lld %lld %lld %lld %lld]: loss %.9f "
+           "(fixture %.9f, rel %.2e), dlogits rel %.2e\n", AUTO_WORKERS[_i],
+           (long long)t.batch, (long long)t.seq, (long long)t.channels, (long long)t.hidden,
+           (long long)t.vocab, (long long)t.heads, (long long)t.head_dim, loss, want_loss[0],
+           le, de);
+    free(want_loss);
+    nnt_gpt2_destroy(m);
+    nnt_st_close(ref);
+}
+END_TEST
+
+/* entry in 0..size (0 = whole) */
+static void expect_tile_in(int64_t tile, int64_t size, const char *what)
+{
+    ck_assert_msg(tile >= 0 && tile <= size, "%s tile %lld outside 0..%lld", what,
+                  (long long)tile, (long long)size);
+}
+
+/* The heuristic on bigger configurations (no model built): valid tile sizes everywhere,
+ * the documented choice for GPT-2 124M, and the bad arguments. */
+START_TEST(test_auto_tiling_rules)
+{
+    const nnt_gpt2_config cfgs[] = {
+        {50257, 50304, 1024, 12, 12, 768}, {50257, 0, 1024, 6, 8, 512},
+        {50257, 0, 1024, 24, 16, 1024}, {V, 0, MAXT, L, NH, C}, {1, 0, 1, 0, 1, 1}};
+    const int64_t bts[][2] = {{1, 1}, {4, 64}, {3, 7}, {16, 1024}, {1, 1024}};
+    const int workers[] = {1, 2, 3, 16, 64};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+        for (size_t b = 0; b < sizeof bts / sizeof bts[0]; b++)
+            for (size_t w = 0; w < sizeof workers / sizeof workers[0]; w++) {
+                const nnt_gpt2_config *g = &cfgs[c];
+                int64_t bb = bts[b][0], tt = bts[b][1];
+                if (tt > g->max_seq)
+                    continue;
+                nnt_gpt2_tiling t;
+                EXPECT_OK(nnt_gpt2_auto_tiling(g, bb, tt, workers[w], &t));
+                expect_tile_in(t.batch, bb, "batch");
+                expect_tile_in(t.seq, tt, "seq");
+                expect_tile_in(t.channels, g->channels, "channels");
+                expect_tile_in(t.hidden, 4 * g->channels, "hidden");
+                expect_tile_in(t.vocab, g->vocab, "vocab");
+                expect_tile_in(t.heads, g->heads, "heads");
+                expect_tile_in(t.head_dim, g->channels / g->heads, "head_dim");
+                ck_assert(t.channels == 0 && t.heads == 0 && t.head_dim == 0);
+            }
+    /* 124M, B=4, T=64, 2 workers: batch 2, hidden 1536, vocab 7 tiles of 7232 */
+    nnt_gpt2_tiling t;
+    EXPECT_OK(nnt_gpt2_auto_tiling(&cfgs[0], 4, 64, 2, &t));
+    ck_assert_int_eq(t.batch, 2);
+    ck_assert_int_eq(t.seq, 0);
+    ck_assert_int_eq(t.hidden, 1536);
+    ck_assert_int_eq(t.vocab, 7232);
+    /* one worker: one row tile; the lm head still in <= 8192-column tiles */
+    EXPECT_OK(nnt_gpt2_auto_tiling(&cfgs[0], 4, 64, 1, &t));
+    ck_assert_int_eq(t.batch, 0);
+    ck_assert_int_eq(t.seq, 0);
+    ck_assert(t.vocab > 0 && t.vocab <= 8192);
+    /* bad arguments leave *out untouched */
+    nnt_gpt2_config bad = cfgs[0];
+    nnt_gpt2_tiling keep = {7, 7, 7, 7, 7, 7, 7};
+    t = keep;
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling(NULL, 4, 64, 2, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling");
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling(&bad, 4, 64, 2, NULL), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling");
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling(&bad, 4, 64, 0, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling");
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling(&bad, 0, 64, 2, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling");
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling(&bad, 4, 1025, 2, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling");
+    bad.heads = 5;   /* C = 768 not a multiple of 5 */
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling(&bad, 4, 64, 2, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling");
+    ck_assert(memcmp(&t, &keep, sizeof t) == 0);
+}
+END_TEST
+
 /* Gradients accumulate: two forward/backward pairs without zero_grad give twice the
  * gradients; zero_grad resets them. */
 START_TEST(test_grad_accumulation)
@@ -618,6 +718,8 @@ static Suite *gpt2_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_reference_step, 0, NTILINGS);
+    tcase_add_loop_test(tc, test_auto_tiling_fixture, 0, 3);
+    tcase_add_test(tc, test_auto_tiling_rules);
     tcase_add_test(tc, test_grad_accumulation);
     tcase_add_test(tc, test_tilings_agree);
     tcase_add_test(tc, test_deterministic);

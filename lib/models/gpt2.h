@@ -64,6 +64,36 @@ typedef struct nnt_gpt2_tiling {
 
 typedef struct nnt_gpt2 nnt_gpt2;
 
+/* A tiling for B x T batches on nworkers CPU workers, by a fixed heuristic (a pure function:
+ * no context, no measurement). Rows below are M = B*T; every GEMM of the model is
+ * (M x N x K) with (N, K) among (C, C) q/k/v and attproj, (4C, C) fc, (C, 4C) fcproj,
+ * (V, C) lm head (and their transposes in backward). The rules, from bench/RESULTS.md
+ * (tasks at full single-core speed, ~80 GFLOP/s; 2.6 us runtime overhead per task):
+ *  - a GEMM task should do >= ~100 MFLOP (>= ~1 ms), so the overhead stays < 1%;
+ *  - channels, heads and head_dim stay whole: C is K of q/k/v, fc and the lm head (a K
+ *    split only adds accumulation tasks and C traffic); heads and head_dim are not GEMM
+ *    tile dimensions worth splitting (the attention tasks follow the batch/seq tiles);
+ *  - rows: with C whole, q/k/v, attproj and fcproj have one column tile and take their
+ *    parallelism from rows only, so M is cut into about nworkers row tiles (also at least
+ *    ceil(M / 512), i.e. <= ~512 rows a tile), but no tile under 64 rows and no fcproj
+ *    task (2 (M/tiles) 4C C flops) under 100 MFLOP (q/k/v and attproj tasks are then
+ *    >= 25 MFLOP, ~0.3 ms: overhead still ~1%; requiring 100 MFLOP of them too left one
+ *    core idle in those GEMMs at C = 512, B*T = 256, 8% slower); the batch is split
+ *    first, then each sequence in equal pieces;
+ *  - hidden (N of fc, K of fcproj): about 2 fc tasks per worker (hidden tiles =
+ *    ceil(2 nworkers / row tiles)), no more since each hidden tile is a k step of fcproj;
+ *  - vocab: >= 2 lm-head tasks per worker and tiles of <= 8192 columns;
+ *  - hidden and vocab tiles are >= 128 columns, >= 100 MFLOP a task, rounded up to a
+ *    multiple of 64; a tile covering the whole dimension is returned as 0.
+ * For GPT-2 124M at B=4, T=64 on 2 workers this gives batch 2, hidden 1536, vocab 7232
+ * (7 tiles), the rest 0 -- close to the hand-picked tiling of bench/RESULTS.md; small
+ * models (e.g. C = 24) get one tile everywhere. Every value is a valid tiling of the model.
+ * Errors (message through nnt_ctx_last_error(NULL)): NNT_E_INVAL for a NULL cfg or out, a
+ * configuration or B, T that nnt_gpt2_create would reject, nworkers < 1 (*out untouched). */
+int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int nworkers,
+                         nnt_gpt2_tiling *out);
+
+
 /* A model for batches of B sequences of T <= maxT tokens: parameters (uninitialised),
  * gradients (zero), activations. tiling may be NULL (one tile per dimension). */
 int nnt_gpt2_create(nnt_ctx *ctx, const nnt_gpt2_config *cfg, const nnt_gpt2_tiling *tiling,
