@@ -110,6 +110,16 @@ void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *ori
  * (flag STARPU_CUDA_ASYNC). Its nnt_insert_X() packs the tile sizes into an argument block
  * and calls nnt_submit(). Task bodies report failures with nnt_task_error().            */
 
+/* A codelet buffer (a tile: StarPU vector) as elements and as floats. */
+static inline int64_t nnt_tile_numel(void *buffer)
+{
+    return (int64_t)STARPU_VECTOR_GET_NX(buffer);
+}
+static inline float *nnt_tile_f32(void *buffer)
+{
+    return (float *)STARPU_VECTOR_GET_PTR(buffer);
+}
+
 /* Submit a task of cl on nbuf (handle, mode) pairs (any number: StarPU's dynamic handles
  * beyond STARPU_NMAXBUFS) with a copy of args; maps StarPU's errors to NNT_E_*. */
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
@@ -209,6 +219,8 @@ int nnt_insert_xent_bwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64
 
 /* Number of elements of a box. */
 int64_t nnt_box_numel(int ndim, const int64_t *shape);
+/* Element strides of a contiguous row-major array of the given shape. */
+void nnt_row_major_strides(int ndim, const int64_t *shape, int64_t *stride);
 /* Linear tile index of a grid coordinate. */
 int64_t nnt_tensor_tile_index(const nnt_tensor *t, const int64_t *coord);
 /* Shape of the tile at linear index i. */

@@ -232,16 +232,6 @@ int nnt_tensor_ntiles(const nnt_tensor *t, int64_t *ntiles)
 
 /* ---- host copies ------------------------------------------------------------------------ */
 
-/* Strides (elements) of a contiguous row-major array of the given shape. */
-static void row_major_strides(int ndim, const int64_t *shape, int64_t *stride)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        stride[d] = s;
-        s *= shape[d];
-    }
-}
-
 static int check_host_copy(const nnt_tensor *t, const void *buf, size_t bytes, int reading,
                            const char *fn)
 {
@@ -263,7 +253,7 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
 {
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
     int64_t host_stride[NNT_MAX_DIMS], tile_stride[NNT_MAX_DIMS];
-    row_major_strides(t->ndim, t->shape, host_stride);
+    nnt_row_major_strides(t->ndim, t->shape, host_stride);
     for (int64_t i = 0; i < t->ntiles; i++) {
         starpu_data_handle_t h = t->tiles[i].handle;
         if (starpu_data_acquire(h, to_tiles ? STARPU_W : STARPU_R) != 0)
@@ -271,7 +261,7 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
                             (long long)i);
         nnt_tensor_tile_coord(t, i, coord);
         nnt_tensor_tile_box(t, coord, origin, shape);
-        row_major_strides(t->ndim, shape, tile_stride);
+        nnt_row_major_strides(t->ndim, shape, tile_stride);
         int64_t offset = 0;
         for (int d = 0; d < t->ndim; d++)
             offset += origin[d] * host_stride[d];

@@ -41,47 +41,37 @@ static int add_buffer(struct starpu_data_descr *bufs, int *n, starpu_data_handle
     return (*n)++;
 }
 
-static int64_t tile_numel(void *buffer)
-{
-    return (int64_t)STARPU_VECTOR_GET_NX(buffer);
-}
-
-static float *tile_ptr(void *buffer)
-{
-    return (float *)STARPU_VECTOR_GET_PTR(buffer);
-}
-
 /* ---- CPU ------------------------------------------------------------------------------ */
 
 /* buffers: x (n) RW */
 static void scale_cpu(void *buffers[], void *cl_arg)
 {
     const struct scale_args *a = cl_arg;
-    nnt_cpu_scale_f32(tile_numel(buffers[0]), a->alpha, tile_ptr(buffers[0]));
+    nnt_cpu_scale_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]));
 }
 
 /* buffers: x (n) R, y (n) W (beta == 0) or RW */
 static void axpby_cpu(void *buffers[], void *cl_arg)
 {
     const struct axpby_args *a = cl_arg;
-    nnt_cpu_axpby_f32(tile_numel(buffers[0]), a->alpha, tile_ptr(buffers[0]), a->beta,
-                      tile_ptr(buffers[1]));
+    nnt_cpu_axpby_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]), a->beta,
+                      nnt_tile_f32(buffers[1]));
 }
 
 /* buffers: x (n) R and y (n) W, or one buffer RW when y == x */
 static void gelu_cpu(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    nnt_cpu_gelu_fwd_f32(tile_numel(buffers[a->x]), tile_ptr(buffers[a->x]),
-                         tile_ptr(buffers[a->out]));
+    nnt_cpu_gelu_fwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+                         nnt_tile_f32(buffers[a->out]));
 }
 
 /* buffers: x (n) R, dy (n) R, dx (n) W, shared ones merged (slots in the arguments) */
 static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    nnt_cpu_gelu_bwd_f32(tile_numel(buffers[a->x]), tile_ptr(buffers[a->x]),
-                         tile_ptr(buffers[a->dy]), tile_ptr(buffers[a->out]));
+    nnt_cpu_gelu_bwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+                         nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]));
 }
 
 /* ---- CUDA ----------------------------------------------------------------------------- */
@@ -90,7 +80,7 @@ static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
 static void scale_cuda(void *buffers[], void *cl_arg)
 {
     const struct scale_args *a = cl_arg;
-    int rc = nnt_cuda_scale_f32(tile_numel(buffers[0]), a->alpha, tile_ptr(buffers[0]),
+    int rc = nnt_cuda_scale_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]),
                                 starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_scale", "CUDA kernel failed (%d)", rc);
@@ -99,8 +89,8 @@ static void scale_cuda(void *buffers[], void *cl_arg)
 static void axpby_cuda(void *buffers[], void *cl_arg)
 {
     const struct axpby_args *a = cl_arg;
-    int rc = nnt_cuda_axpby_f32(tile_numel(buffers[0]), a->alpha, tile_ptr(buffers[0]),
-                                a->beta, tile_ptr(buffers[1]), starpu_cuda_get_local_stream());
+    int rc = nnt_cuda_axpby_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]),
+                                a->beta, nnt_tile_f32(buffers[1]), starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_axpby", "CUDA kernel failed (%d)", rc);
 }
@@ -108,8 +98,8 @@ static void axpby_cuda(void *buffers[], void *cl_arg)
 static void gelu_cuda(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    int rc = nnt_cuda_gelu_fwd_f32(tile_numel(buffers[a->x]), tile_ptr(buffers[a->x]),
-                                   tile_ptr(buffers[a->out]), starpu_cuda_get_local_stream());
+    int rc = nnt_cuda_gelu_fwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+                                   nnt_tile_f32(buffers[a->out]), starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_gelu", "CUDA kernel failed (%d)", rc);
 }
@@ -117,8 +107,8 @@ static void gelu_cuda(void *buffers[], void *cl_arg)
 static void gelu_bwd_cuda(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    int rc = nnt_cuda_gelu_bwd_f32(tile_numel(buffers[a->x]), tile_ptr(buffers[a->x]),
-                                   tile_ptr(buffers[a->dy]), tile_ptr(buffers[a->out]),
+    int rc = nnt_cuda_gelu_bwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+                                   nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]),
                                    starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_gelu_bwd", "CUDA kernel failed (%d)", rc);

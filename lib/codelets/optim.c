@@ -20,33 +20,23 @@ struct sgd_args {
     float lr, momentum, weight_decay, grad_scale;
 };
 
-static int64_t tile_numel(void *buffer)
-{
-    return (int64_t)STARPU_VECTOR_GET_NX(buffer);
-}
-
-static float *tile_ptr(void *buffer)
-{
-    return (float *)STARPU_VECTOR_GET_PTR(buffer);
-}
-
 /* ---- CPU ------------------------------------------------------------------------------ */
 
 static void adam_cpu(void *buffers[], void *cl_arg)
 {
     const struct adam_args *a = cl_arg;
-    nnt_cpu_adam_step_f32(tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1, a->beta2,
+    nnt_cpu_adam_step_f32(nnt_tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1, a->beta2,
                           a->eps, a->weight_decay, a->bc1, a->bc2, a->grad_scale,
-                          tile_ptr(buffers[1]), tile_ptr(buffers[0]), tile_ptr(buffers[2]),
-                          tile_ptr(buffers[3]));
+                          nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[2]),
+                          nnt_tile_f32(buffers[3]));
 }
 
 static void sgd_cpu(void *buffers[], void *cl_arg)
 {
     const struct sgd_args *a = cl_arg;
-    nnt_cpu_sgd_step_f32(tile_numel(buffers[0]), a->lr, a->momentum, a->weight_decay,
-                         a->grad_scale, a->first_step, tile_ptr(buffers[1]),
-                         tile_ptr(buffers[0]), a->has_buf ? tile_ptr(buffers[2]) : NULL);
+    nnt_cpu_sgd_step_f32(nnt_tile_numel(buffers[0]), a->lr, a->momentum, a->weight_decay,
+                         a->grad_scale, a->first_step, nnt_tile_f32(buffers[1]),
+                         nnt_tile_f32(buffers[0]), a->has_buf ? nnt_tile_f32(buffers[2]) : NULL);
 }
 
 /* ---- CUDA ----------------------------------------------------------------------------- */
@@ -55,10 +45,10 @@ static void sgd_cpu(void *buffers[], void *cl_arg)
 static void adam_cuda(void *buffers[], void *cl_arg)
 {
     const struct adam_args *a = cl_arg;
-    int rc = nnt_cuda_adam_step_f32(tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1,
+    int rc = nnt_cuda_adam_step_f32(nnt_tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1,
                                     a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2,
-                                    a->grad_scale, tile_ptr(buffers[1]), tile_ptr(buffers[0]),
-                                    tile_ptr(buffers[2]), tile_ptr(buffers[3]),
+                                    a->grad_scale, nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[0]),
+                                    nnt_tile_f32(buffers[2]), nnt_tile_f32(buffers[3]),
                                     starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_adam_step", "CUDA kernel failed (%d)", rc);
@@ -67,9 +57,9 @@ static void adam_cuda(void *buffers[], void *cl_arg)
 static void sgd_cuda(void *buffers[], void *cl_arg)
 {
     const struct sgd_args *a = cl_arg;
-    int rc = nnt_cuda_sgd_step_f32(tile_numel(buffers[0]), a->lr, a->momentum, a->weight_decay,
-                                   a->grad_scale, a->first_step, tile_ptr(buffers[1]),
-                                   tile_ptr(buffers[0]), a->has_buf ? tile_ptr(buffers[2]) : NULL,
+    int rc = nnt_cuda_sgd_step_f32(nnt_tile_numel(buffers[0]), a->lr, a->momentum, a->weight_decay,
+                                   a->grad_scale, a->first_step, nnt_tile_f32(buffers[1]),
+                                   nnt_tile_f32(buffers[0]), a->has_buf ? nnt_tile_f32(buffers[2]) : NULL,
                                    starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_sgd_step", "CUDA kernel failed (%d)", rc);

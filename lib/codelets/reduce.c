@@ -13,39 +13,29 @@ struct sum_outer_args {
     float beta;
 };
 
-static int64_t tile_numel(void *buffer)
-{
-    return (int64_t)STARPU_VECTOR_GET_NX(buffer);
-}
-
-static float *tile_ptr(void *buffer)
-{
-    return (float *)STARPU_VECTOR_GET_PTR(buffer);
-}
-
 /* ---- CPU ------------------------------------------------------------------------------ */
 
 /* buffers: x (inner) R, y (outer, inner) RW */
 static void add_bcast_cpu(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    int64_t inner = tile_numel(buffers[0]);
-    int64_t outer = tile_numel(buffers[1]) / inner;
-    nnt_cpu_add_bcast_f32(outer, inner, tile_ptr(buffers[0]), tile_ptr(buffers[1]), inner);
+    int64_t inner = nnt_tile_numel(buffers[0]);
+    int64_t outer = nnt_tile_numel(buffers[1]) / inner;
+    nnt_cpu_add_bcast_f32(outer, inner, nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[1]), inner);
 }
 
 /* buffers: x (outer, inner) R, y (inner) W (first task, beta == 0) or RW */
 static void sum_outer_cpu(void *buffers[], void *cl_arg)
 {
     const struct sum_outer_args *a = cl_arg;
-    int64_t inner = tile_numel(buffers[1]);
-    int64_t outer = tile_numel(buffers[0]) / inner;
-    float *y = tile_ptr(buffers[1]);   // (inner)
+    int64_t inner = nnt_tile_numel(buffers[1]);
+    int64_t outer = nnt_tile_numel(buffers[0]) / inner;
+    float *y = nnt_tile_f32(buffers[1]);   // (inner)
     if (a->first && a->beta == 0.0f)
         nnt_cpu_fill_f32(inner, 0.0f, y);
     else if (a->first && a->beta != 1.0f)
         nnt_cpu_scale_f32(inner, a->beta, y);
-    nnt_cpu_sum_outer_f32(outer, inner, tile_ptr(buffers[0]), inner, y);
+    nnt_cpu_sum_outer_f32(outer, inner, nnt_tile_f32(buffers[0]), inner, y);
 }
 
 /* buffers: x (n) R, acc (1, a StarPU variable) W */
@@ -54,7 +44,7 @@ static void sumsq_cpu(void *buffers[], void *cl_arg)
     (void)cl_arg;
     float *acc = (float *)STARPU_VARIABLE_GET_PTR(buffers[1]);
     *acc = 0.0f;
-    nnt_cpu_sumsq_f32(tile_numel(buffers[0]), tile_ptr(buffers[0]), acc);
+    nnt_cpu_sumsq_f32(nnt_tile_numel(buffers[0]), nnt_tile_f32(buffers[0]), acc);
 }
 
 /* ---- CUDA ----------------------------------------------------------------------------- */
@@ -63,9 +53,9 @@ static void sumsq_cpu(void *buffers[], void *cl_arg)
 static void add_bcast_cuda(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    int64_t inner = tile_numel(buffers[0]);
-    int64_t outer = tile_numel(buffers[1]) / inner;
-    int rc = nnt_cuda_add_bcast_f32(outer, inner, tile_ptr(buffers[0]), tile_ptr(buffers[1]),
+    int64_t inner = nnt_tile_numel(buffers[0]);
+    int64_t outer = nnt_tile_numel(buffers[1]) / inner;
+    int rc = nnt_cuda_add_bcast_f32(outer, inner, nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[1]),
                                     inner, starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_add_bcast", "CUDA kernel failed (%d)", rc);
@@ -75,16 +65,16 @@ static void sum_outer_cuda(void *buffers[], void *cl_arg)
 {
     const struct sum_outer_args *a = cl_arg;
     cudaStream_t stream = starpu_cuda_get_local_stream();
-    int64_t inner = tile_numel(buffers[1]);
-    int64_t outer = tile_numel(buffers[0]) / inner;
-    float *y = tile_ptr(buffers[1]);
+    int64_t inner = nnt_tile_numel(buffers[1]);
+    int64_t outer = nnt_tile_numel(buffers[0]) / inner;
+    float *y = nnt_tile_f32(buffers[1]);
     int rc = 0;
     if (a->first && a->beta == 0.0f)
         rc = nnt_cuda_fill_f32(inner, 0.0f, y, stream);
     else if (a->first && a->beta != 1.0f)
         rc = nnt_cuda_scale_f32(inner, a->beta, y, stream);
     if (rc == 0)
-        rc = nnt_cuda_sum_outer_f32(outer, inner, tile_ptr(buffers[0]), inner, y, stream);
+        rc = nnt_cuda_sum_outer_f32(outer, inner, nnt_tile_f32(buffers[0]), inner, y, stream);
     if (rc)
         nnt_task_error("nnt_sum_outer", "CUDA kernel failed (%d)", rc);
 }
@@ -96,7 +86,7 @@ static void sumsq_cuda(void *buffers[], void *cl_arg)
     float *acc = (float *)STARPU_VARIABLE_GET_PTR(buffers[1]);
     int rc = nnt_cuda_fill_f32(1, 0.0f, acc, stream);
     if (rc == 0)
-        rc = nnt_cuda_sumsq_f32(tile_numel(buffers[0]), tile_ptr(buffers[0]), acc, stream);
+        rc = nnt_cuda_sumsq_f32(nnt_tile_numel(buffers[0]), nnt_tile_f32(buffers[0]), acc, stream);
     if (rc)
         nnt_task_error("nnt_sumsq", "CUDA kernel failed (%d)", rc);
 }

@@ -12,6 +12,15 @@ int64_t nnt_box_numel(int ndim, const int64_t *shape)
     return n;
 }
 
+void nnt_row_major_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= shape[d];
+    }
+}
+
 int64_t nnt_tensor_tile_index(const nnt_tensor *t, const int64_t *coord)
 {
     int64_t i = 0;

@@ -8,15 +8,6 @@
 /* Source tiles per task; more overlaps are split into several tasks on the same tile. */
 #define SRC_PER_TASK 32
 
-static void row_major_strides(int ndim, const int64_t *shape, int64_t *stride)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        stride[d] = s;
-        s *= shape[d];
-    }
-}
-
 /* The box where src tile (src_origin, src_shape) overlaps the destination tile, whose
  * extent in source coordinates is [lo, hi). Destination dim d is source dim perm[d]. */
 static void overlap_box(int ndim, const int *perm, const int64_t *lo, const int64_t *src_origin,
@@ -24,7 +15,7 @@ static void overlap_box(int ndim, const int *perm, const int64_t *lo, const int6
                         const int64_t *dst_stride, const int64_t *hi, nnt_copy_box *box)
 {
     int64_t src_stride[NNT_MAX_DIMS], ov_lo[NNT_MAX_DIMS], ov_len[NNT_MAX_DIMS];
-    row_major_strides(ndim, src_shape, src_stride);
+    nnt_row_major_strides(ndim, src_shape, src_stride);
     box->src_offset = 0;
     for (int e = 0; e < ndim; e++) {
         int64_t a = lo[e] > src_origin[e] ? lo[e] : src_origin[e];
@@ -54,7 +45,7 @@ static int fill_dst_tile(nnt_tensor *src, const int *perm, nnt_tensor *dst, int6
     int64_t first[NNT_MAX_DIMS], last[NNT_MAX_DIMS], sc[NNT_MAX_DIMS];
     nnt_tensor_tile_coord(dst, i, coord);
     nnt_tensor_tile_box(dst, coord, dst_origin, dst_shape);
-    row_major_strides(nd, dst_shape, dst_stride);
+    nnt_row_major_strides(nd, dst_shape, dst_stride);
     for (int d = 0; d < nd; d++) {           /* the destination tile in source coordinates */
         int e = perm[d];
         lo[e] = dst_origin[d];

@@ -197,18 +197,10 @@ static int check_epilogue(const char *fn, nnt_epilogue e, nnt_tensor *bias, nnt_
     return rc;
 }
 
-static int64_t product(const int64_t *v, int n)
-{
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p *= v[i];
-    return p;
-}
-
 /* Number of tiles of the k group (from A's grid). */
 static int64_t k_tile_count(const nnt_tensor *a, const struct gemm_dims *d)
 {
-    return product(a->grid + d->a_k, d->nk);
+    return nnt_box_numel(d->nk, a->grid + d->a_k);
 }
 
 /* Grid coordinates of the k-th k tile (row-major over A's k grid) into kc[nk]. */
@@ -231,8 +223,8 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     nnt_tensor_tile_coord(c, ci, cc);
     nnt_tensor_tile_box(c, cc, origin, cshape);
     /* {m, n, k, batch} of this C tile; k is filled per k tile */
-    int64_t mnkb[4] = {product(cshape + d->c_m, d->nm), product(cshape + d->c_n, d->nn), 0,
-                       product(cshape, d->nb)};
+    int64_t mnkb[4] = {nnt_box_numel(d->nm, cshape + d->c_m),
+                       nnt_box_numel(d->nn, cshape + d->c_n), 0, nnt_box_numel(d->nb, cshape)};
     starpu_data_handle_t tiles[5] = {NULL, NULL, c->tiles[ci].handle, NULL, NULL};
     if (bias)
         tiles[3] = bias->tiles[nnt_tensor_tile_index(bias, cc + d->c_n)].handle;
@@ -254,7 +246,7 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
         }
         int64_t ai = nnt_tensor_tile_index(a, ac);
         nnt_tensor_tile_shape_at(a, ai, ashape);
-        mnkb[2] = product(ashape + d->a_k, d->nk);
+        mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
         tiles[0] = a->tiles[ai].handle;
         tiles[1] = b->tiles[nnt_tensor_tile_index(b, bc)].handle;
         int first = kt == 0, last = kt == nkt - 1;
