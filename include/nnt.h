@@ -30,7 +30,7 @@ extern "C" {
 /* ---- version ------------------------------------------------------------------------- */
 
 #define NNT_VERSION_MAJOR 0
-#define NNT_VERSION_MINOR 1
+#define NNT_VERSION_MINOR 2
 #define NNT_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define NNT_VERSION_NUMBER \
@@ -302,6 +302,321 @@ NNT_API int nnt_tensor_adam_step(const nnt_adam_options *opts, int64_t step, nnt
 NNT_API int nnt_tensor_sgd_step(double lr, double momentum, double weight_decay,
                                 double grad_scale, int64_t step, nnt_tensor *p, nnt_tensor *g,
                                 nnt_tensor *buf);
+
+/* ======================================================================================
+ * Everything below is new in 0.2 (version node NNT_0.2).
+ * ====================================================================================== */
+
+/* ---- tiling ---------------------------------------------------------------------------
+ * Tile sizes per kind of dimension of a transformer: batch (B), seq (T, and the rows of the
+ * position embedding), channels (C), hidden (the MLP's inner size, 4C in GPT-2), vocab (V),
+ * heads (NH), head_dim (hd = C / NH). Each entry: 0 = automatic (nnt_gpt_tiling's
+ * heuristic), -1 = one tile for the whole dimension, > 0 = that tile size (more than the
+ * dimension = one tile). Any values are valid: where a tile cuts through something an op
+ * needs whole (e.g. channel tiles that cut a head), the op retiles internally. */
+typedef struct nnt_tiling {
+    size_t size;                 /* sizeof(nnt_tiling), set by the init macro                */
+    int64_t batch, seq, channels, hidden, vocab, heads, head_dim;
+} nnt_tiling;
+
+#define NNT_TILING_INIT { sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0 }
+
+/* ---- layers ---------------------------------------------------------------------------
+ * A layer maps one input tensor to one output tensor and back-propagates through it. It
+ * owns its parameters, their gradients, what its forward keeps for backward, and its output
+ * and input-gradient tensors: forward returns a tensor owned by the layer, valid until the
+ * layer's next forward or backward or its destruction (never destroy it). Shapes: rows are
+ * any leading dimensions (B, T); the activations take the tiling of those dimensions from
+ * the input and are (re)allocated when the input's shape or tiling changes.
+ * Gradients ACCUMULATE: backward adds to them (micro-batches), nnt_layer_zero_grad clears.
+ * Composite layers (MLP, block, sequential, GPT) own their children and destroy them. */
+typedef struct nnt_layer nnt_layer;
+
+typedef enum nnt_layer_kind {
+    NNT_LAYER_EMBEDDING = 1,      /* tokens (B, T) int32 -> wte[tokens] + wpe[0..T) (B, T, C)  */
+    NNT_LAYER_LAYERNORM = 2,      /* (..., C) -> (..., C), eps, weight and bias              */
+    NNT_LAYER_LINEAR = 3,         /* (..., in) -> (..., out) = x W^T (+ b) (then GELU)        */
+    NNT_LAYER_ATTENTION = 4,      /* (B, T, C) -> causal multi-head self-attention, c_proj  */
+    NNT_LAYER_MLP = 5,            /* (..., C) -> linear(C, hidden) + GELU -> linear(hidden, C) */
+    NNT_LAYER_BLOCK = 6,          /* x + attn(ln_1(x)), then + mlp(ln_2(.)) (pre-LN)         */
+    NNT_LAYER_LM_HEAD = 7,        /* (..., C) -> (..., V) = x wte^T, wte of an embedding      */
+    NNT_LAYER_CROSS_ENTROPY = 8,  /* logits (..., V) -> per-position losses (...)            */
+    NNT_LAYER_SEQUENTIAL = 9,     /* children applied in order                               */
+    NNT_LAYER_GPT = 10            /* a whole GPT-2 model: nnt_gpt_create                      */
+} nnt_layer_kind;
+
+/* Flags of nnt_layer_linear_create. */
+#define NNT_LINEAR_BIAS 1u        /* add a bias (out)                                         */
+#define NNT_LINEAR_GELU 2u        /* GELU (tanh approximation) on the output, fused          */
+
+/* One parameter of a layer, as listed by nnt_layer_param. The strings and tensors belong
+ * to the layer. */
+typedef struct nnt_param_info {
+    size_t size;                 /* sizeof(nnt_param_info): set it before the call           */
+    const char *name;            /* unique within the layer tree, e.g. "h.3.mlp.c_fc.weight" */
+    nnt_tensor *value;           /* the parameter                                            */
+    nnt_tensor *grad;            /* its gradient, same shape and tiling                      */
+    int decay;                   /* 1: weight decay applies by default (matrices and
+                                    embeddings), 0: biases and LayerNorm parameters          */
+} nnt_param_info;
+
+/* Creation. tiling may be NULL (automatic). Parameters are created uninitialised-but-defined:
+ * weights by nnt_layer_init's rule with seed 0, so a fresh layer can be used at once. */
+NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
+                                       int64_t channels, const nnt_tiling *tiling,
+                                       nnt_layer **out);
+NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double eps,
+                                       const nnt_tiling *tiling, nnt_layer **out);
+NNT_API int nnt_layer_linear_create(nnt_ctx *ctx, int64_t in, int64_t out_features,
+                                    unsigned flags, const nnt_tiling *tiling,
+                                    nnt_layer **out);
+NNT_API int nnt_layer_attention_create(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                       const nnt_tiling *tiling, nnt_layer **out);
+NNT_API int nnt_layer_mlp_create(nnt_ctx *ctx, int64_t channels, int64_t hidden,
+                                 const nnt_tiling *tiling, nnt_layer **out);
+NNT_API int nnt_layer_block_create(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                   int64_t hidden, const nnt_tiling *tiling, nnt_layer **out);
+/* The LM head shares (ties) the token-embedding matrix of `embedding` (an
+ * NNT_LAYER_EMBEDDING layer): it has no parameter of its own, its gradient is added to the
+ * embedding's. The embedding must outlive the head (put both in one sequential). */
+NNT_API int nnt_layer_lm_head_create(nnt_layer *embedding, nnt_layer **out);
+/* Mean cross-entropy over the positions whose target is not ignore_index. Set the targets
+ * with nnt_layer_set_targets before forward. */
+NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index,
+                                           nnt_layer **out);
+/* A chain of n children; takes ownership of them (also on failure: they are destroyed). */
+NNT_API int nnt_layer_sequential_create(nnt_ctx *ctx, int n, nnt_layer *const *children,
+                                        nnt_layer **out);
+/* Release the layer, its children and everything it owns (waits for pending work). */
+NNT_API void nnt_layer_destroy(nnt_layer *layer);
+
+NNT_API int nnt_layer_kind_of(const nnt_layer *layer, nnt_layer_kind *kind);
+/* Number of direct children (0 for a leaf) and the i-th one (owned by layer). */
+NNT_API int nnt_layer_num_children(const nnt_layer *layer, int *n);
+NNT_API int nnt_layer_child(nnt_layer *layer, int i, nnt_layer **child);
+
+/* Targets (..., ) int32 of a layer ending in a cross-entropy (the cross-entropy layer, a
+ * sequential ending with one, a GPT). The tensor is copied. NULL: forget them (forward then
+ * computes no loss). */
+NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets);
+/* y = layer(x). y (may be NULL) gets the layer's output tensor (see above). For a layer
+ * with targets, forward also computes the mean loss (nnt_layer_loss). */
+NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y);
+/* Mean loss of the last forward with targets (waits for it). */
+NNT_API int nnt_layer_loss(nnt_layer *layer, double *loss);
+/* Given dy = d loss / d y of the last forward (NULL for a layer with targets: the gradient
+ * of the mean loss), add the parameter gradients and return dx = d loss / d x (owned by
+ * the layer; dx may be NULL; the embedding has no dx and sets *dx = NULL). Each backward
+ * needs its own forward (NNT_E_STATE otherwise). */
+NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx);
+NNT_API int nnt_layer_zero_grad(nnt_layer *layer);
+/* Parameters of the whole tree, each once (a tied matrix belongs to its embedding): count
+ * of tensors and total number of elements; either pointer may be NULL. */
+NNT_API int nnt_layer_num_params(const nnt_layer *layer, int64_t *count, int64_t *numel);
+NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
+/* GPT-2 initialisation of every parameter of the tree, deterministic in seed (and
+ * independent of the tiling): matrices and embeddings normal(0, 0.02), except the output
+ * projections of attention and MLP inside blocks normal(0, 0.02 / sqrt(2 L)) where L is
+ * the number of blocks in the tree; biases 0; LayerNorm weight 1, bias 0. */
+NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed);
+
+/* ---- GPT-2 models --------------------------------------------------------------------- */
+
+typedef struct nnt_gpt_config {
+    size_t size;                 /* sizeof(nnt_gpt_config), set by the init macro            */
+    int64_t vocab;               /* V                                                        */
+    int64_t max_seq;             /* maxT: rows of the position embedding                     */
+    int64_t layers;              /* L                                                        */
+    int64_t heads;               /* NH                                                       */
+    int64_t channels;            /* C, a multiple of NH; the MLP hidden size is 4C           */
+} nnt_gpt_config;
+
+/* GPT-2 124M. */
+#define NNT_GPT_CONFIG_INIT { sizeof(nnt_gpt_config), 50257, 1024, 12, 12, 768 }
+
+/* Configuration of a named preset: "gpt2" (124M), "gpt2-medium" (355M), "gpt2-large"
+ * (774M), "gpt2-xl" (1558M), "tiny" (L 2, C 64, NH 4, V 256, maxT 128: the demo). */
+NNT_API int nnt_gpt_preset(const char *name, nnt_gpt_config *cfg);
+/* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
+ * (B, T) on the context's workers, by the documented heuristic (nnt_gpt_tiling(3)); the
+ * result has every entry > 0. */
+NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *overrides, nnt_tiling *out);
+/* A GPT-2 (NNT_LAYER_GPT: embedding, L blocks, final LayerNorm, tied LM head, cross-entropy)
+ * for batches of B sequences of T <= maxT tokens, initialised by nnt_layer_init(seed 0).
+ * Its forward takes tokens (B, T) int32 and returns the logits (B, T, V). */
+NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, nnt_layer **out);
+NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg);
+/* Create from an llm.c fp32 checkpoint (its configuration and weights). */
+NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
+                              const nnt_tiling *tiling, nnt_layer **out);
+/* Create with cfg and load a Hugging Face GPT2LMHeadModel safetensors file. */
+NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
+                                     const nnt_gpt_config *cfg, int64_t B, int64_t T,
+                                     const nnt_tiling *tiling, nnt_layer **out);
+/* Write the weights as an llm.c fp32 checkpoint / HF safetensors file (temp + rename). */
+NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path);
+NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path);
+
+typedef struct nnt_sampling {
+    size_t size;                 /* sizeof(nnt_sampling), set by the init macro              */
+    double temperature;          /* 0: greedy; > 0: sample from softmax(logits / temp)       */
+    int64_t top_k;               /* > 0: only the top_k largest logits; 0: all               */
+    uint64_t seed;               /* seed of the sampling PRNG                                */
+} nnt_sampling;
+
+#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0 }
+
+/* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen);
+ * s NULL: greedy. Overwrites the activations; parameters and gradients are untouched. */
+NNT_API int nnt_gpt_generate(nnt_layer *gpt, const int32_t *prompt, int64_t nprompt,
+                             int64_t ngen, const nnt_sampling *s, int32_t *out);
+
+/* ---- optimizers ----------------------------------------------------------------------- */
+typedef struct nnt_optim nnt_optim;
+
+typedef enum nnt_optim_kind {
+    NNT_OPTIM_ADAMW = 0,          /* decoupled weight decay (PyTorch AdamW)                  */
+    NNT_OPTIM_ADAM = 1,           /* L2 weight decay added to the gradient (PyTorch Adam)    */
+    NNT_OPTIM_SGD = 2             /* SGD with momentum (PyTorch SGD, dampening 0)            */
+} nnt_optim_kind;
+
+typedef enum nnt_schedule {
+    NNT_SCHEDULE_CONSTANT = 0,    /* lr (after warmup)                                       */
+    NNT_SCHEDULE_COSINE = 1       /* after warmup, cosine from lr to min_lr at total_steps   */
+} nnt_schedule;
+
+typedef struct nnt_optim_options {
+    size_t size;                 /* sizeof(nnt_optim_options), set by the init macro         */
+    nnt_optim_kind kind;
+    double lr;                   /* peak learning rate                                       */
+    double beta1, beta2, eps;    /* Adam(W)                                                  */
+    double momentum;             /* SGD                                                      */
+    double weight_decay;         /* on parameters whose decay flag is set                    */
+    double grad_clip;            /* > 0: clip the global L2 norm of all gradients to this    */
+    nnt_schedule schedule;
+    int64_t warmup_steps;        /* linear warmup: lr * s / warmup_steps for steps s <= it   */
+    int64_t total_steps;         /* cosine: steps until min_lr (then min_lr)                 */
+    double min_lr;
+    int64_t accum_steps;         /* >= 1: gradients hold the sum over this many micro-batch
+                                    backwards and are divided by it before clipping          */
+} nnt_optim_options;
+
+#define NNT_OPTIM_OPTIONS_INIT \
+    { sizeof(nnt_optim_options), NNT_OPTIM_ADAMW, 3e-4, 0.9, 0.999, 1e-8, 0.0, 0.0, 0.0, \
+      NNT_SCHEDULE_CONSTANT, 0, 0, 0.0, 1 }
+
+NNT_API int nnt_optim_create(nnt_ctx *ctx, const nnt_optim_options *opts, nnt_optim **out);
+NNT_API void nnt_optim_destroy(nnt_optim *opt);
+/* Add a parameter (value and grad of one shape and tiling; name unique in this optimizer;
+ * decay: whether weight_decay applies). The tensors must outlive the optimizer. */
+NNT_API int nnt_optim_add_param(nnt_optim *opt, const char *name, nnt_tensor *value,
+                                nnt_tensor *grad, int decay);
+/* Add every parameter of a layer tree with its name and default decay flag. */
+NNT_API int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer);
+/* Turn weight decay on or off for one parameter by name (NNT_E_INVAL if unknown). */
+NNT_API int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay);
+/* One update of every parameter: step += 1, lr from the schedule, gradients divided by
+ * accum_steps, clipped to grad_clip, then the optimizer's rule. Gradients are not zeroed. */
+NNT_API int nnt_optim_step(nnt_optim *opt);
+
+typedef struct nnt_optim_stats {
+    size_t size;                 /* sizeof(nnt_optim_stats): set it before the call          */
+    int64_t step;                /* updates done                                             */
+    double lr;                   /* learning rate of the last update                         */
+    double grad_norm;            /* global gradient norm of the last update, before clipping
+                                    (after the division by accum_steps); 0 before any step   */
+} nnt_optim_stats;
+
+NNT_API int nnt_optim_stats_get(const nnt_optim *opt, nnt_optim_stats *stats);
+/* Learning rate the schedule gives at update number step (>= 1). */
+NNT_API int nnt_optim_lr_at(const nnt_optim *opt, int64_t step, double *lr);
+
+/* ---- training state: parameters + optimizer + data position ----------------------------- */
+typedef struct nnt_train_state {
+    size_t size;                 /* sizeof(nnt_train_state), set by the init macro           */
+    uint64_t data_pos;           /* position in the training data (the caller's meaning)     */
+    uint64_t rng[4];             /* the caller's RNG state                                   */
+    char *options;               /* NUL-terminated string or NULL; after a load, allocated
+                                    by the library: release with nnt_train_state_clear       */
+} nnt_train_state;
+
+#define NNT_TRAIN_STATE_INIT { sizeof(nnt_train_state), 0, { 0, 0, 0, 0 }, NULL }
+
+/* Save every parameter of opt, its optimizer state (moments, step) and *st (may be NULL) to
+ * one safetensors file, through a temporary file, fsync and rename. */
+NNT_API int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st);
+/* Restore what nnt_train_state_save wrote into opt's parameters (same names and shapes;
+ * tilings may differ) and opt; st (may be NULL) gets the caller's section. The file is
+ * checked completely (checksums) before anything is changed: a bad file is NNT_E_FORMAT. */
+NNT_API int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st);
+/* Release st->options and reset *st (size kept). NULL is accepted. */
+NNT_API void nnt_train_state_clear(nnt_train_state *st);
+
+/* ---- token data and tokenizers -------------------------------------------------------- */
+typedef struct nnt_tokenizer nnt_tokenizer;
+
+/* Byte-level tokenizer: token = byte value, vocab 256. */
+NNT_API int nnt_tokenizer_bytes_create(nnt_tokenizer **out);
+/* GPT-2 BPE tokenizer from a local vocab.json and merges.txt (vocab 50257). */
+NNT_API int nnt_tokenizer_bpe_load(const char *vocab_json, const char *merges_txt,
+                                   nnt_tokenizer **out);
+NNT_API void nnt_tokenizer_destroy(nnt_tokenizer *tok);
+NNT_API int nnt_tokenizer_vocab_size(const nnt_tokenizer *tok, int64_t *vocab);
+/* Encode len bytes of UTF-8 text; *n gets the number of tokens; ids may be NULL (count
+ * only), otherwise it holds cap entries (NNT_E_INVAL with *n set when too small). */
+NNT_API int nnt_tokenizer_encode(const nnt_tokenizer *tok, const char *text, size_t len,
+                                 int32_t *ids, size_t cap, size_t *n);
+/* Decode n ids into text (cap bytes, NUL-terminated; *len gets the length without the NUL,
+ * or the size needed when cap is too small: NNT_E_INVAL). */
+NNT_API int nnt_tokenizer_decode(const nnt_tokenizer *tok, const int32_t *ids, size_t n,
+                                 char *text, size_t cap, size_t *len);
+
+typedef enum nnt_data_format {
+    NNT_DATA_AUTO = 0,            /* llm.c magic: LLMC; name ending ".bin": NANOGPT; else TEXT */
+    NNT_DATA_TEXT = 1,            /* UTF-8 text through a tokenizer; a directory: its regular
+                                     files in name order, concatenated                       */
+    NNT_DATA_LLMC = 2,            /* llm.c token shard (magic 20240520, uint16 tokens)        */
+    NNT_DATA_NANOGPT = 3          /* nanoGPT train.bin / val.bin (uint16 stream)               */
+} nnt_data_format;
+
+typedef struct nnt_data nnt_data;
+
+/* Open a token source. tok is used for TEXT (NULL: bytes) and may be destroyed afterwards.
+ * vocab > 0: ids >= vocab are rejected with NNT_E_FORMAT naming the position. */
+NNT_API int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer *tok,
+                          int64_t vocab, nnt_data **out);
+NNT_API void nnt_data_close(nnt_data *data);
+NNT_API int nnt_data_num_tokens(const nnt_data *data, int64_t *n);
+/* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
+NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
+
+/* ---- tracing and memory statistics ----------------------------------------------------- */
+
+/* Record every task (worker, codelet, start/end, time waiting for data) from now on. */
+NNT_API int nnt_trace_start(nnt_ctx *ctx);
+/* Stop recording; write an SVG timeline (one row per worker, tasks coloured by kind, idle
+ * and data waits visible) to svg_path and a per-op table (count, total and mean ms, share)
+ * to table_path ("-" = stdout); either path may be NULL. */
+NNT_API int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path);
+
+#define NNT_MAX_MEM_NODES 16
+
+typedef struct nnt_mem_stats {
+    size_t size;                 /* sizeof(nnt_mem_stats): set it before the call            */
+    int nnodes;                  /* memory nodes described below                             */
+    struct {
+        char name[32];           /* "RAM", "CUDA0", "disk"                                   */
+        int64_t used_bytes;      /* allocated now                                            */
+        int64_t peak_bytes;      /* most allocated since nnt_ctx_create or the last reset    */
+        int64_t budget_bytes;    /* limit, 0 = none                                          */
+    } node[NNT_MAX_MEM_NODES];
+    int64_t bytes_moved;         /* bytes transferred between nodes since the last reset     */
+    double transfer_wait_s;      /* worker time spent waiting for data, seconds              */
+} nnt_mem_stats;
+
+NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,8 @@ while read -r fn; do
 done < "$tmp/declared"
 for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1; do
     rel=${page#"$top_srcdir"/}
-    cat "$top_srcdir/man/Makefile.inc" "$top_srcdir"/lib/*/*.am 2>/dev/null | grep -q "[[:space:]=]$rel\b" ||
-        { echo "FAIL: $rel is not installed (in no dist_man*_MANS of man/Makefile.inc or lib/*/*.am)"; fail=1; }
+    cat "$top_srcdir/man/Makefile.inc" "$top_srcdir"/lib/*/*.am "$top_srcdir"/examples/*.am 2>/dev/null | grep -q "[[:space:]=]$rel\b" ||
+        { echo "FAIL: $rel is not installed (in no dist_man*_MANS of man/Makefile.inc, lib/*/*.am or examples/*.am)"; fail=1; }
 done
 if [ -z "${MANDOC:-}" ] || [ ! -x "$MANDOC" ]; then
     echo "SKIP: mandoc not found, pages not linted (Debian: apt-get install mandoc)"
