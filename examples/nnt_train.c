@@ -1,0 +1,914 @@
+/* nnt-train: train a GPT-2 language model with nnt (the library's main program, and an
+ * example of its public API: nothing but nnt.h is used).
+ *
+ *   setup      tokenizer, model configuration, runtime context, model, data, optimizer,
+ *              an optional resumed training state
+ *   train      per step: zero the gradients; per micro-batch: load B*T+1 consecutive
+ *              tokens, forward with targets, backward; one optimizer update
+ *   report     a progress line per step, a CSV log, an SVG loss curve, a checkpoint,
+ *              a text sample, a trace
+ * See nnt-train(1) and nnt-train --help. */
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* Everything a run holds. */
+typedef struct trainer {
+    train_opts o;
+    FILE *info;                   /* summary, progress and sample; NULL with --quiet       */
+    nnt_ctx *ctx;
+    nnt_tokenizer *tok;
+    nnt_data *data;
+    int64_t ntokens;              /* tokens in the data                                   */
+    nnt_layer *gpt;
+    nnt_gpt_config cfg;
+    nnt_tiling tiling;            /* resolved: every entry > 0                            */
+    int64_t nparams;
+    nnt_optim *opt;
+    nnt_tensor *tokens, *targets; /* (B, T) int32                                         */
+    int32_t *window;              /* (B*T + 1) consecutive tokens                          */
+    uint64_t data_pos;            /* start of the next window, < ntokens                  */
+    uint64_t rng[4];              /* xoshiro256** state: the sample's seed                */
+    int64_t done;                 /* steps done before this run (resumed)                 */
+    int ncpus, ncuda;
+    double flops_per_token, peak_flops;
+    train_point *curve;           /* (steps of this run) loss per step                     */
+    double *step_ms;              /* (steps of this run)                                  */
+    int64_t ncurve;
+    FILE *csv;
+    int mem_nodes;                /* memory nodes in the CSV columns                      */
+    char *path_csv, *path_svg, *path_ckpt, *path_weights, *path_llmc, *path_trace_table;
+    int tracing;
+} trainer;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+    signal(SIGINT, SIG_DFL);   /* a second Ctrl-C ends the program at once */
+}
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static int lib_error(const trainer *t, const char *what, int rc)
+{
+    fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc),
+            nnt_ctx_last_error(t ? t->ctx : NULL));
+    return 1;
+}
+
+static void say(const trainer *t, const char *fmt, ...)
+{
+    if (!t->info)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(t->info, fmt, ap);
+    va_end(ap);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    for (char *s = p + 1; ; s++) {
+        char c = *s;
+        if (c == '/' || c == '\0') {
+            *s = '\0';
+            if (mkdir(p, 0777) && errno != EEXIST) {
+                free(p);
+                return -1;
+            }
+            *s = c;
+        }
+        if (!c)
+            break;
+    }
+    free(p);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t xoshiro_next(uint64_t s[4])
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3];
+    s[2] ^= t, s[3] = rotl(s[3], 45);
+    return result;
+}
+
+static void format_bytes(char *buf, size_t cap, int64_t bytes)
+{
+    double v = (double)bytes;
+    if (v >= 1024.0 * 1024 * 1024)
+        snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, cap, "%.1f MiB", v / (1024.0 * 1024));
+}
+
+/* ---- options that need the library: paths, tokenizer, model configuration -------------- */
+
+static int file_exists(const char *what, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return 0;
+    return train_usage_error("%s: cannot open '%s': %s", what, path, strerror(errno));
+}
+
+static int check_input_files(const train_opts *o)
+{
+    const char *data = o->data ? o->data : TRAIN_DEFAULT_DATA;
+    if (file_exists(o->data ? "--data" : "default corpus (give --data FILE)", data))
+        return 2;
+    if (o->load_llmc && file_exists("--load-llmc", o->load_llmc))
+        return 2;
+    if (o->load_safetensors && file_exists("--load-safetensors", o->load_safetensors))
+        return 2;
+    if (o->resume && file_exists("--resume", o->resume))
+        return 2;
+    if (o->bpe_vocab && file_exists("--bpe-vocab", o->bpe_vocab))
+        return 2;
+    if (o->bpe_merges && file_exists("--bpe-merges", o->bpe_merges))
+        return 2;
+    return 0;
+}
+
+static int make_output_paths(trainer *t)
+{
+    const train_opts *o = &t->o;
+    if (make_dirs(o->out_dir)) {
+        fprintf(stderr, "nnt-train: --out: cannot create directory '%s': %s\n", o->out_dir,
+                strerror(errno));
+        return 1;
+    }
+    t->path_csv = join_path(o->out_dir, "train.csv");
+    t->path_svg = join_path(o->out_dir, "loss.svg");
+    t->path_ckpt = o->save ? strdup(o->save) : join_path(o->out_dir, "checkpoint.safetensors");
+    t->path_weights = join_path(o->out_dir, "model.safetensors");
+    t->path_llmc = join_path(o->out_dir, "model.bin");
+    t->path_trace_table = join_path(o->out_dir, "trace-ops.txt");
+    if (!t->path_csv || !t->path_svg || !t->path_ckpt || !t->path_weights || !t->path_llmc ||
+        !t->path_trace_table) {
+        fprintf(stderr, "nnt-train: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int open_tokenizer(trainer *t)
+{
+    int rc = t->o.tokenizer == TOKENIZER_BPE
+                 ? nnt_tokenizer_bpe_load(t->o.bpe_vocab, t->o.bpe_merges, &t->tok)
+                 : nnt_tokenizer_bytes_create(&t->tok);
+    return rc ? lib_error(t, "cannot create the tokenizer", rc) : 0;
+}
+
+/* The configuration of a fresh or safetensors-loaded model: preset or the default small
+ * model, then the individual overrides. */
+static int model_config(trainer *t)
+{
+    const train_opts *o = &t->o;
+    nnt_gpt_config c = NNT_GPT_CONFIG_INIT;
+    int64_t tok_vocab = 0;
+    nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
+    if (o->model) {
+        if (nnt_gpt_preset(o->model, &c))
+            return train_usage_error("--model: unknown preset '%s' (tiny, gpt2, gpt2-medium, "
+                                     "gpt2-large, gpt2-xl)", o->model);
+    } else {
+        c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = tok_vocab;
+    }
+    if (o->layers > 0) c.layers = o->layers;
+    if (o->channels > 0) c.channels = o->channels;
+    if (o->heads > 0) c.heads = o->heads;
+    if (o->vocab > 0) c.vocab = o->vocab;
+    if (o->context > 0) c.max_seq = o->context;
+    if (c.channels % c.heads)
+        return train_usage_error("--channels %lld is not a multiple of --heads %lld",
+                                 (long long)c.channels, (long long)c.heads);
+    t->cfg = c;
+    return 0;
+}
+
+/* Checks once the configuration is known (also from an llm.c file). */
+static int check_config(trainer *t)
+{
+    int64_t tok_vocab = 0;
+    nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
+    if (t->o.seq < 0)
+        t->o.seq = t->cfg.max_seq < 128 ? t->cfg.max_seq : 128;
+    if (t->o.seq > t->cfg.max_seq)
+        return train_usage_error("--seq %lld is longer than the context %lld (--context)",
+                                 (long long)t->o.seq, (long long)t->cfg.max_seq);
+    if (tok_vocab > t->cfg.vocab)
+        return train_usage_error("the tokenizer has %lld tokens but the model's vocab is %lld "
+                                 "(--vocab, --tokenizer)", (long long)tok_vocab,
+                                 (long long)t->cfg.vocab);
+    return 0;
+}
+
+/* ---- runtime and model --------------------------------------------------------------- */
+
+static int start_runtime(trainer *t)
+{
+    const train_opts *o = &t->o;
+    nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
+    co.ncpus = (int)o->cpus, co.ncuda = (int)o->gpus, co.sched = o->sched;
+    co.mem_gpu_mib = o->mem_gpu, co.mem_cpu_mib = o->mem_cpu;
+    co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
+    int rc = nnt_ctx_create(&co, &t->ctx);
+    if (rc)
+        return lib_error(NULL, "cannot start the runtime", rc);
+    nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
+    return 0;
+}
+
+static nnt_tiling tiling_overrides(const train_opts *o)
+{
+    nnt_tiling tl = NNT_TILING_INIT;
+    tl.batch = o->tile_batch, tl.seq = o->tile_seq, tl.channels = o->tile_channels;
+    tl.hidden = o->tile_hidden, tl.vocab = o->tile_vocab, tl.heads = o->tile_heads;
+    return tl;
+}
+
+/* The configuration in an llm.c checkpoint's header (256 little-endian int32: magic
+ * 20240326, version 3, maxT, V, L, NH, C, Vp), so that the model is created once with the
+ * right tiling for it. */
+static int read_llmc_config(trainer *t)
+{
+    const char *path = t->o.load_llmc;
+    unsigned char h[7 * 4];
+    int32_t v[7];
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(h, 1, sizeof h, f) : 0;
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 7; i++)
+        v[i] = (int32_t)((uint32_t)h[4 * i] | (uint32_t)h[4 * i + 1] << 8 |
+                         (uint32_t)h[4 * i + 2] << 16 | (uint32_t)h[4 * i + 3] << 24);
+    if (got != sizeof h || v[0] != 20240326 || v[1] != 3 || v[2] < 1 || v[3] < 1 ||
+        v[4] < 1 || v[5] < 1 || v[6] < 1) {
+        fprintf(stderr, "nnt-train: --load-llmc %s: not an llm.c fp32 checkpoint (header magic "
+                "20240326, version 3)\n", path);
+        return 1;
+    }
+    nnt_gpt_config c = NNT_GPT_CONFIG_INIT;
+    c.max_seq = v[2], c.vocab = v[3], c.layers = v[4], c.heads = v[5], c.channels = v[6];
+    t->cfg = c;
+    return 0;
+}
+
+static int create_model(trainer *t)
+{
+    const train_opts *o = &t->o;
+    nnt_tiling over = tiling_overrides(o);
+    int rc;
+    if ((rc = check_config(t)))
+        return rc;
+    if ((rc = nnt_gpt_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
+        return lib_error(t, "nnt_gpt_tiling", rc);
+    if (o->load_llmc)
+        rc = nnt_gpt_load_llmc(t->ctx, o->load_llmc, o->batch, o->seq, &t->tiling, &t->gpt);
+    else if (o->load_safetensors)
+        rc = nnt_gpt_load_safetensors(t->ctx, o->load_safetensors, &t->cfg, o->batch, o->seq,
+                                      &t->tiling, &t->gpt);
+    else if (!(rc = nnt_gpt_create(t->ctx, &t->cfg, o->batch, o->seq, &t->tiling, &t->gpt)))
+        rc = nnt_layer_init(t->gpt, (uint64_t)o->seed);
+    if (rc)
+        return lib_error(t, o->load_llmc ? "--load-llmc" : o->load_safetensors
+                                ? "--load-safetensors" : "cannot create the model", rc);
+    nnt_layer_num_params(t->gpt, NULL, &t->nparams);
+    int64_t shape[2] = {o->batch, o->seq}, tile[2] = {t->tiling.batch, t->tiling.seq};
+    if ((rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->tokens)) ||
+        (rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->targets)))
+        return lib_error(t, "cannot create the batch tensors", rc);
+    t->window = malloc(((size_t)(o->batch * o->seq) + 1) * sizeof *t->window);
+    if (!t->window)
+        return lib_error(t, "batch buffer", NNT_E_NOMEM);
+    return 0;
+}
+
+static int open_data(trainer *t)
+{
+    const train_opts *o = &t->o;
+    const char *path = o->data ? o->data : TRAIN_DEFAULT_DATA;
+    nnt_data_format f = o->data ? (nnt_data_format)o->data_format
+                      : o->data_format == NNT_DATA_AUTO ? NNT_DATA_TEXT
+                                                        : (nnt_data_format)o->data_format;
+    int rc = nnt_data_open(path, f, t->tok, t->cfg.vocab, &t->data);
+    if (rc)
+        return lib_error(t, o->data ? "--data" : "default corpus", rc);
+    nnt_data_num_tokens(t->data, &t->ntokens);
+    if (t->ntokens < 2) {
+        fprintf(stderr, "nnt-train: %s: %lld tokens, at least 2 are needed\n", path,
+                (long long)t->ntokens);
+        return 2;
+    }
+    return 0;
+}
+
+static int create_optimizer(trainer *t)
+{
+    const train_opts *o = &t->o;
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.kind = (nnt_optim_kind)o->optim, oo.lr = o->lr;
+    oo.beta1 = o->beta1, oo.beta2 = o->beta2, oo.eps = o->eps, oo.momentum = o->momentum;
+    oo.weight_decay = o->weight_decay, oo.grad_clip = o->grad_clip;
+    oo.schedule = (nnt_schedule)o->schedule, oo.warmup_steps = o->warmup;
+    oo.total_steps = o->steps, oo.min_lr = o->min_lr, oo.accum_steps = o->accum;
+    int rc = nnt_optim_create(t->ctx, &oo, &t->opt);
+    if (!rc)
+        rc = nnt_optim_add_layer(t->opt, t->gpt);
+    return rc ? lib_error(t, "cannot create the optimizer", rc) : 0;
+}
+
+/* ---- training state ------------------------------------------------------------------ */
+
+static void json_string(char *buf, size_t cap, const char *s)
+{
+    size_t n = strlen(buf);
+    for (; *s && n + 3 < cap; s++) {
+        if (*s == '"' || *s == '\\')
+            buf[n++] = '\\';
+        buf[n++] = (unsigned char)*s < 0x20 ? '?' : *s;
+    }
+    buf[n] = '\0';
+}
+
+/* The training options as a JSON object: the model configuration is what a resume checks;
+ * the rest documents the run. */
+static char *options_string(const trainer *t, int64_t step)
+{
+    const train_opts *o = &t->o;
+    size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA);
+    char *s = malloc(cap);
+    if (!s)
+        return NULL;
+    snprintf(s, cap,
+             "{\"program\": \"nnt-train\", \"step\": %lld, \"model\": {\"vocab\": %lld, "
+             "\"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, \"channels\": %lld}, "
+             "\"batch\": %lld, \"seq\": %lld, \"accum\": %lld, \"steps\": %lld, "
+             "\"seed\": %lld, \"tokenizer\": \"%s\", \"optim\": \"%s\", \"lr\": %.17g, "
+             "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
+             "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
+             "\"warmup\": %lld, \"min_lr\": %.17g, \"data_format\": \"%s\", \"data\": \"",
+             (long long)step, (long long)t->cfg.vocab, (long long)t->cfg.max_seq,
+             (long long)t->cfg.layers, (long long)t->cfg.heads, (long long)t->cfg.channels,
+             (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
+             (long long)o->seed, train_choice_name("tokenizer", o->tokenizer),
+             train_choice_name("optim", o->optim), o->lr, o->beta1, o->beta2, o->eps,
+             o->weight_decay, o->momentum, o->grad_clip,
+             train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
+             train_choice_name("data-format", o->data_format));
+    json_string(s, cap - 4, o->data ? o->data : TRAIN_DEFAULT_DATA);
+    strcat(s, "\"}");
+    return s;
+}
+
+/* Integer value of "key": in a saved options string; -1 when absent. */
+static int64_t options_int(const char *s, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = s ? strstr(s, pat) : NULL;
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+static int save_state(trainer *t, int64_t step)
+{
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    st.data_pos = t->data_pos;
+    memcpy(st.rng, t->rng, sizeof st.rng);
+    st.options = options_string(t, step);
+    if (!st.options)
+        return lib_error(t, "checkpoint", NNT_E_NOMEM);
+    int rc = nnt_train_state_save(t->opt, t->path_ckpt, &st);
+    free(st.options);
+    return rc ? lib_error(t, "cannot save the checkpoint", rc) : 0;
+}
+
+/* The saved model configuration must be this run's; batches may change (with a note). */
+static int check_resumed_options(trainer *t, const char *saved)
+{
+    const char *keys[5] = {"vocab", "max_seq", "layers", "heads", "channels"};
+    const int64_t have[5] = {t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
+                             t->cfg.channels};
+    for (int i = 0; i < 5; i++) {
+        int64_t v = options_int(saved, keys[i]);
+        if (v != have[i])
+            return train_usage_error("--resume %s: the checkpoint's model has %s %lld, this "
+                                     "run %lld: give the same model options", t->o.resume,
+                                     keys[i], (long long)v, (long long)have[i]);
+    }
+    if (options_int(saved, "batch") != t->o.batch || options_int(saved, "seq") != t->o.seq ||
+        options_int(saved, "accum") != t->o.accum)
+        say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
+               "order differs from an uninterrupted run\n");
+    if (options_int(saved, "steps") != t->o.steps)
+        say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
+               "now ends at step %lld instead\n", (long long)options_int(saved, "steps"),
+            (long long)t->o.steps);
+    return 0;
+}
+
+static int resume_state(trainer *t)
+{
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    int rc = nnt_train_state_load(t->opt, t->o.resume, &st);
+    if (rc == NNT_E_SHAPE || rc == NNT_E_INVAL) {
+        fprintf(stderr, "nnt-train: --resume %s does not fit this model (give the same model "
+                "options): %s\n", t->o.resume, nnt_ctx_last_error(t->ctx));
+        return 2;
+    }
+    if (rc)
+        return lib_error(t, "--resume", rc);
+    rc = check_resumed_options(t, st.options);
+    t->data_pos = st.data_pos % (uint64_t)t->ntokens;
+    memcpy(t->rng, st.rng, sizeof t->rng);
+    nnt_train_state_clear(&st);
+    if (rc)
+        return rc;
+    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
+    nnt_optim_stats_get(t->opt, &stats);
+    t->done = stats.step;
+    if (t->done >= t->o.steps)
+        return train_usage_error("--resume %s is at step %lld: --steps %lld leaves nothing to "
+                                 "do (--steps is the total)", t->o.resume,
+                                 (long long)t->done, (long long)t->o.steps);
+    if (t->o.stop_after > 0 && t->done >= t->o.stop_after)
+        return train_usage_error("--resume %s is at step %lld: --stop-after %lld leaves "
+                                 "nothing to do", t->o.resume, (long long)t->done,
+                                 (long long)t->o.stop_after);
+    return 0;
+}
+
+/* ---- summary and reporting ----------------------------------------------------------- */
+
+static void print_summary(trainer *t)
+{
+    const train_opts *o = &t->o;
+    const nnt_gpt_config *c = &t->cfg;
+    const char *sched = "?", *version = "?";
+    nnt_ctx_sched(t->ctx, &sched);
+    nnt_version(NULL, &version);
+    int64_t per_step = o->batch * o->seq * o->accum;
+    say(t, "nnt-train %s\n", version);
+    say(t, "model:     GPT-2 L %lld, C %lld, NH %lld, V %lld, context %lld: %.3fM parameters "
+           "(%s)\n", (long long)c->layers, (long long)c->channels, (long long)c->heads,
+        (long long)c->vocab, (long long)c->max_seq, t->nparams / 1e6,
+        o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
+        : o->model ? o->model : "fresh init");
+    say(t, "data:      %s (%s tokenizer): %lld tokens; %lld tokens a step (B %lld x T %lld x "
+           "accum %lld), %.2f epochs in %lld steps\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
+        train_choice_name("tokenizer", o->tokenizer), (long long)t->ntokens,
+        (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
+        (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps);
+    say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
+           "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
+        (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
+        (long long)t->tiling.heads, (long long)t->tiling.head_dim);
+    say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s\n", t->ncpus, t->ncuda,
+        sched);
+    say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
+           "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
+        o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
+        o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
+    say(t, "MFU:       6 N + 12 L T C = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
+           "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
+        o->peak_gflops > 0 ? "--peak-gflops" : "87.5 GFLOP/s per CPU worker, BLIS sgemm");
+    if (t->done)
+        say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
+            (long long)t->done, (unsigned long long)t->data_pos);
+}
+
+static int open_csv(trainer *t)
+{
+    t->csv = fopen(t->path_csv, "w");
+    if (!t->csv) {
+        fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_csv, strerror(errno));
+        return 1;
+    }
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    if (nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0)
+        t->mem_nodes = ms.nnodes;
+    fputs("step,loss,lr,grad_norm,ms,tokens_per_s,mfu", t->csv);
+    for (int i = 0; i < t->mem_nodes; i++)
+        fprintf(t->csv, ",%s_used_mib,%s_peak_mib", ms.node[i].name, ms.node[i].name);
+    fputc('\n', t->csv);
+    return 0;
+}
+
+/* What one step measured. */
+typedef struct step_result {
+    int64_t step;
+    double loss, ms, lr, grad_norm;
+} step_result;
+
+static void report_step(trainer *t, const step_result *r)
+{
+    const train_opts *o = &t->o;
+    double tokens = (double)(o->batch * o->seq * o->accum);
+    double tok_s = tokens / (r->ms / 1e3), mfu = t->flops_per_token * tok_s / t->peak_flops;
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    int have_mem = nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0;
+    if (o->print_loss) {
+        printf("step %lld loss %.6f\n", (long long)r->step, r->loss);
+        fflush(stdout);
+    } else if (t->info) {
+        fprintf(t->info, "step %*lld/%lld  loss %.6f  lr %.3e  norm %7.4f  %8.1f ms  "
+                "%8.0f tok/s  MFU %5.1f%%", (int)snprintf(NULL, 0, "%lld", (long long)o->steps),
+                (long long)r->step, (long long)o->steps, r->loss, r->lr, r->grad_norm, r->ms,
+                tok_s, 100 * mfu);
+        for (int i = 0; have_mem && i < ms.nnodes; i++) {
+            char used[32];
+            format_bytes(used, sizeof used, ms.node[i].used_bytes);
+            fprintf(t->info, "  %s %s", ms.node[i].name, used);
+        }
+        fputc('\n', t->info);
+        fflush(t->info);
+    }
+    fprintf(t->csv, "%lld,%.9g,%.9g,%.9g,%.3f,%.1f,%.6f", (long long)r->step, r->loss, r->lr,
+            r->grad_norm, r->ms, tok_s, mfu);
+    for (int i = 0; i < t->mem_nodes; i++)
+        fprintf(t->csv, ",%.3f,%.3f", have_mem ? ms.node[i].used_bytes / 1048576.0 : 0.0,
+                have_mem ? ms.node[i].peak_bytes / 1048576.0 : 0.0);
+    fputc('\n', t->csv);
+    fflush(t->csv);
+}
+
+/* ---- training ------------------------------------------------------------------------ */
+
+/* Window of B*T+1 tokens from pos: inputs window[0..BT), targets window[1..BT]. */
+static int load_batch(trainer *t, uint64_t pos)
+{
+    int64_t bt = t->o.batch * t->o.seq;
+    size_t bytes = (size_t)bt * sizeof(int32_t);
+    int rc = nnt_data_read(t->data, (int64_t)(pos % (uint64_t)t->ntokens), t->window, bt + 1);
+    if (rc)
+        return lib_error(t, "cannot read the data", rc);
+    if ((rc = nnt_tensor_copy_from_host(t->tokens, t->window, bytes)) ||
+        (rc = nnt_tensor_copy_from_host(t->targets, t->window + 1, bytes)))
+        return lib_error(t, "cannot copy a batch", rc);
+    return 0;
+}
+
+static int micro_batch(trainer *t, uint64_t pos, double *loss)
+{
+    int rc = load_batch(t, pos);
+    if (rc)
+        return rc;
+    if ((rc = nnt_layer_set_targets(t->gpt, t->targets)) ||
+        (rc = nnt_layer_forward(t->gpt, t->tokens, NULL)) ||
+        (rc = nnt_layer_loss(t->gpt, loss)) ||
+        (rc = nnt_layer_backward(t->gpt, NULL, NULL)))
+        return lib_error(t, "forward/backward", rc);
+    return 0;
+}
+
+static int train_step(trainer *t, int64_t step, step_result *r)
+{
+    uint64_t bt = (uint64_t)(t->o.batch * t->o.seq);
+    double start = now_s(), sum = 0;
+    int rc = nnt_layer_zero_grad(t->gpt);
+    if (rc)
+        return lib_error(t, "nnt_layer_zero_grad", rc);
+    for (int64_t k = 0; k < t->o.accum; k++) {
+        double loss;
+        if ((rc = micro_batch(t, t->data_pos + (uint64_t)k * bt, &loss)))
+            return rc;
+        sum += loss;
+    }
+    if ((rc = nnt_optim_step(t->opt)) || (rc = nnt_ctx_wait(t->ctx)))
+        return lib_error(t, "optimizer step", rc);
+    t->data_pos = (t->data_pos + (uint64_t)t->o.accum * bt) % (uint64_t)t->ntokens;
+    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
+    nnt_optim_stats_get(t->opt, &stats);
+    r->step = step, r->loss = sum / (double)t->o.accum, r->ms = 1e3 * (now_s() - start);
+    r->lr = stats.lr, r->grad_norm = stats.grad_norm;
+    return 0;
+}
+
+/* The last step of this run: --steps, or --stop-after when it comes first. */
+static int64_t last_step(const trainer *t)
+{
+    const train_opts *o = &t->o;
+    return o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+}
+
+/* Tracing covers --trace-steps steps, from the second step of this run (the first one
+ * warms up), or the first when the run has a single step. */
+static int trace_control(trainer *t, int64_t step, int after)
+{
+    const train_opts *o = &t->o;
+    if (!o->trace)
+        return 0;
+    int64_t first = t->done + (last_step(t) - t->done > 1 ? 2 : 1);
+    int rc = 0;
+    if (!after && step == first && !t->tracing) {
+        if ((rc = nnt_trace_start(t->ctx)))
+            return lib_error(t, "nnt_trace_start", rc);
+        t->tracing = 1;
+    }
+    if (after && t->tracing && (step == first + o->trace_steps - 1 || step == last_step(t) ||
+                                interrupted)) {
+        t->tracing = 0;
+        if ((rc = nnt_trace_stop(t->ctx, o->trace, t->path_trace_table)))
+            return lib_error(t, "nnt_trace_stop", rc);
+    }
+    return 0;
+}
+
+static int train_loop(trainer *t)
+{
+    const train_opts *o = &t->o;
+    int rc;
+    int64_t last = last_step(t);
+    for (int64_t step = t->done + 1; step <= last && !interrupted; step++) {
+        step_result r;
+        if ((rc = trace_control(t, step, 0)) || (rc = train_step(t, step, &r)) ||
+            (rc = trace_control(t, step, 1)))
+            return rc;
+        t->curve[t->ncurve] = (train_point){step, r.loss};
+        t->step_ms[t->ncurve++] = r.ms;
+        report_step(t, &r);
+        if (!isfinite(r.loss)) {
+            fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
+                    (long long)step);
+            return 1;
+        }
+        if (o->save_every > 0 && step % o->save_every == 0 && step < last &&
+            (rc = save_state(t, step)))
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- after training: files, sample, trace table, final report ---------------------------- */
+
+static int write_outputs(trainer *t)
+{
+    const train_opts *o = &t->o;
+    int64_t last = t->done + t->ncurve;
+    int rc;
+    if (t->ncurve && (rc = save_state(t, last)))
+        return rc;
+    if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->gpt, t->path_weights)))
+        return lib_error(t, "--save-weights", rc);
+    if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->gpt, t->path_llmc)))
+        return lib_error(t, "--save-llmc", rc);
+    char title[160];
+    snprintf(title, sizeof title, "nnt-train: GPT-2 L%lld C%lld NH%lld, loss per step",
+             (long long)t->cfg.layers, (long long)t->cfg.channels, (long long)t->cfg.heads);
+    if (train_svg_write(t->path_svg, t->curve, t->ncurve, title)) {
+        fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_svg, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static int utf8_length(const unsigned char *s, size_t n)
+{
+    int len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (s[0] >= 0xf5 || (size_t)len > n)
+        return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* Text with newlines, tabs, printable ASCII and valid UTF-8 as they are; other bytes as
+ * \xHH, so that a sample cannot send control sequences to the terminal. */
+static void print_safely(FILE *f, const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        int n = s[i] >= 0x80 ? utf8_length(s + i, len - i) : 0;
+        if (n) {
+            fwrite(s + i, 1, (size_t)n, f);
+            i += (size_t)n;
+        } else {
+            if (s[i] == '\n' || s[i] == '\t' || (s[i] >= 0x20 && s[i] < 0x7f))
+                fputc(s[i], f);
+            else
+                fprintf(f, "\\x%02x", s[i]);
+            i++;
+        }
+    }
+}
+
+static int decode(trainer *t, const int32_t *ids, size_t n, char **text, size_t *len)
+{
+    size_t cap = 8 * n + 16;
+    for (int tries = 0; tries < 2; tries++) {
+        char *buf = realloc(*text, cap);
+        if (!buf)
+            return lib_error(t, "sample", NNT_E_NOMEM);
+        *text = buf;
+        int rc = nnt_tokenizer_decode(t->tok, ids, n, buf, cap, len);
+        if (rc == 0)
+            return 0;
+        if (rc != NNT_E_INVAL || *len < cap)
+            return lib_error(t, "nnt_tokenizer_decode", rc);
+        cap = *len + 1;
+    }
+    return lib_error(t, "nnt_tokenizer_decode", NNT_E_INVAL);
+}
+
+static int print_sample(trainer *t)
+{
+    const train_opts *o = &t->o;
+    size_t plen = strlen(o->prompt), nprompt = 0;
+    int32_t *ids = malloc((plen + 1 + (size_t)o->sample) * sizeof *ids);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = ids ? nnt_tokenizer_encode(t->tok, o->prompt, plen, ids, plen + 1, &nprompt)
+                 : NNT_E_NOMEM;
+    if (rc || nprompt == 0) {
+        free(ids);
+        return rc ? lib_error(t, "--prompt", rc)
+                  : train_usage_error("--prompt: gives no tokens");
+    }
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.temperature = o->temperature, s.top_k = o->top_k, s.seed = xoshiro_next(t->rng);
+    rc = nnt_gpt_generate(t->gpt, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
+    if (rc)
+        rc = lib_error(t, "nnt_gpt_generate", rc);
+    else if (!(rc = decode(t, ids, nprompt + (size_t)o->sample, &text, &len)) && t->info) {
+        fprintf(t->info, "---- sample: %lld tokens, temperature %g, top-k %lld ----\n",
+                (long long)o->sample, o->temperature, (long long)o->top_k);
+        print_safely(t->info, text, len);
+        fputs("\n----\n", t->info);
+    }
+    free(text);
+    free(ids);
+    return rc;
+}
+
+static void print_trace_table(trainer *t)
+{
+    FILE *f = fopen(t->path_trace_table, "r");
+    char line[512];
+    if (!f)
+        return;
+    say(t, "per-op table of the traced steps (%s):\n", t->path_trace_table);
+    while (fgets(line, sizeof line, f))
+        say(t, "%s", line);
+    fclose(f);
+}
+
+static void print_final_report(trainer *t, double total_s)
+{
+    const train_opts *o = &t->o;
+    double sum = 0;
+    for (int64_t i = 1; i < t->ncurve; i++)
+        sum += t->step_ms[i];
+    say(t, "\ntrained steps %lld..%lld in %.1f s", (long long)(t->done + 1),
+        (long long)(t->done + t->ncurve), total_s);
+    if (t->ncurve > 1) {
+        double ms = sum / (double)(t->ncurve - 1);
+        double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
+        say(t, ": %.1f ms/step, %.0f tokens/s, MFU %.1f%% (mean without the first step)", ms,
+            tok_s, 100 * t->flops_per_token * tok_s / t->peak_flops);
+    }
+    if (t->ncurve)
+        say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
+    say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
+           "  %s  (loss curve)\n", t->path_csv, t->path_svg);
+    if (t->ncurve)
+        say(t, "  %s  (checkpoint: continue with --resume)\n", t->path_ckpt);
+    if (o->save_weights)
+        say(t, "  %s  (weights, Hugging Face safetensors)\n", t->path_weights);
+    if (o->save_llmc)
+        say(t, "  %s  (weights, llm.c fp32 checkpoint)\n", t->path_llmc);
+    if (o->trace)
+        say(t, "  %s  (trace timeline)\n  %s  (per-op table)\n", o->trace, t->path_trace_table);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+static int setup(trainer *t)
+{
+    train_opts *o = &t->o;
+    int rc;
+    if ((rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors)) ||
+        (rc = check_input_files(o)) || (rc = make_output_paths(t)) ||
+        (rc = open_tokenizer(t)) || (rc = o->load_llmc ? read_llmc_config(t) : model_config(t)) ||
+        (rc = start_runtime(t)) || (rc = create_model(t)) || (rc = open_data(t)) ||
+        (rc = create_optimizer(t)))
+        return rc;
+    uint64_t sm = (uint64_t)o->seed;
+    for (int i = 0; i < 4; i++)
+        t->rng[i] = splitmix64(&sm);
+    if (o->resume && (rc = resume_state(t)))
+        return rc;
+    t->flops_per_token = 6.0 * (double)t->nparams +
+                         12.0 * (double)(t->cfg.layers * o->seq * t->cfg.channels);
+    t->peak_flops = 1e9 * (o->peak_gflops > 0 ? o->peak_gflops
+                                              : TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1));
+    size_t n = (size_t)(o->steps - t->done);
+    t->curve = malloc(n * sizeof *t->curve);
+    t->step_ms = malloc(n * sizeof *t->step_ms);
+    if (!t->curve || !t->step_ms)
+        return lib_error(t, "step history", NNT_E_NOMEM);
+    return open_csv(t);
+}
+
+static void teardown(trainer *t)
+{
+    if (t->csv)
+        fclose(t->csv);
+    nnt_optim_destroy(t->opt);
+    nnt_tensor_destroy(t->tokens);
+    nnt_tensor_destroy(t->targets);
+    nnt_layer_destroy(t->gpt);
+    nnt_data_close(t->data);
+    nnt_tokenizer_destroy(t->tok);
+    if (t->ctx)
+        nnt_ctx_destroy(t->ctx);
+    free(t->window), free(t->curve), free(t->step_ms);
+    free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
+    free(t->path_llmc), free(t->path_trace_table);
+}
+
+static int run(trainer *t)
+{
+    double start = now_s();
+    int rc = setup(t);
+    if (rc)
+        return rc;
+    print_summary(t);
+    signal(SIGINT, on_sigint);
+    rc = train_loop(t);
+    signal(SIGINT, SIG_DFL);
+    if (interrupted)
+        say(t, "interrupted after step %lld: saving\n", (long long)(t->done + t->ncurve));
+    if (!rc)
+        rc = write_outputs(t);
+    if (!rc && t->o.sample > 0 && !interrupted)
+        rc = print_sample(t);
+    if (!rc && t->o.trace)
+        print_trace_table(t);
+    if (!rc)
+        print_final_report(t, now_s() - start);
+    return rc ? rc : interrupted ? 130 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    trainer t;
+    memset(&t, 0, sizeof t);
+    int rc = train_opts_parse(argc, argv, &t.o);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    t.info = t.o.quiet ? NULL : t.o.print_loss ? stderr : stdout;
+    rc = run(&t);
+    teardown(&t);
+    return rc;
+}

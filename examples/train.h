@@ -1,0 +1,80 @@
+/* nnt-train: declarations shared by its source files (command-line options, the SVG loss
+ * curve). Only the public API of nnt.h is used. */
+#ifndef NNT_TRAIN_H
+#define NNT_TRAIN_H
+
+#include <nnt.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define TRAIN_DEFAULT_DATA "/usr/share/common-licenses"
+#define TRAIN_DEFAULT_OUT "nnt-train-out"
+#define TRAIN_CPU_CORE_GFLOPS 87.5   /* BLIS sgemm on one core of the reference machine */
+
+enum { TOKENIZER_BYTES = 0, TOKENIZER_BPE = 1 };
+
+/* Everything the command line can set. Integers that are -1 (reals < 0) after parsing were
+ * not given and get their documented defaults in train_opts_resolve. */
+typedef struct train_opts {
+    /* model */
+    const char *model;                       /* preset name or NULL                      */
+    int64_t layers, channels, heads, vocab, context;
+    int init;                                /* --init given                              */
+    const char *load_llmc, *load_safetensors;
+    /* data and tokenizer */
+    const char *data;
+    int data_format;                         /* nnt_data_format                           */
+    int tokenizer;                           /* TOKENIZER_*                               */
+    const char *bpe_vocab, *bpe_merges;
+    /* batches and steps */
+    int64_t batch, seq, steps, accum, seed;
+    /* optimizer */
+    int optim;                               /* nnt_optim_kind                            */
+    int schedule;                            /* nnt_schedule                              */
+    double lr, beta1, beta2, eps, weight_decay, momentum, grad_clip, min_lr;
+    int64_t warmup;
+    /* tiling overrides: 0 automatic, -1 one tile, > 0 tile size */
+    int64_t tile_batch, tile_seq, tile_channels, tile_hidden, tile_vocab, tile_heads;
+    /* runtime */
+    int64_t cpus, gpus, mem_gpu, mem_cpu, swap_size;
+    const char *sched, *swap_dir;
+    /* outputs */
+    const char *out_dir, *save, *resume, *trace;
+    int64_t save_every, trace_steps, stop_after;
+    int save_weights, save_llmc;
+    /* sampling */
+    int64_t sample, top_k;
+    const char *prompt;
+    double temperature;
+    /* reporting */
+    int quiet, print_loss;
+    double peak_gflops;
+} train_opts;
+
+/* Parse argv into *o (defaults first). Returns 0 to go on, 1 when --help or --version was
+ * printed (exit 0), 2 after printing a one-line error (exit 2). */
+int train_opts_parse(int argc, char **argv, train_opts *o);
+/* Fill the defaults that depend on other options (lr, warmup, min_lr, seq). Returns 0 or 2
+ * after printing an error about an inconsistent combination. */
+int train_opts_resolve(train_opts *o, int loaded_weights);
+/* Name of a choice value, e.g. train_choice_name("optim", NNT_OPTIM_SGD) = "sgd". */
+const char *train_choice_name(const char *option, int value);
+/* Print an error "nnt-train: ..." on stderr and return 2 (usage errors). */
+int train_usage_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* One point of the loss curve. */
+typedef struct train_point {
+    int64_t step;
+    double loss;
+} train_point;
+
+/* Write an SVG line chart of loss against step (axes, ticks, labels, the polyline) to path
+ * through a temporary file and rename. Returns 0, or -1 with errno set. */
+int train_svg_write(const char *path, const train_point *points, int64_t n, const char *title);
+
+#endif /* NNT_TRAIN_H */

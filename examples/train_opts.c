@@ -1,0 +1,359 @@
+/* nnt-train: command-line options (table-driven parsing, --help, defaults). */
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum opt_type { OPT_FLAG, OPT_INT, OPT_REAL, OPT_STR, OPT_CHOICE } opt_type;
+
+/* One option: where its value goes and which values are valid. Integers and reals must lie
+ * in [min, max] (max excluded when max_open); choices index `choices`. */
+typedef struct opt_def {
+    const char *name;
+    opt_type type;
+    void *dst;          /* int (FLAG, CHOICE), int64_t (INT), double (REAL), const char * */
+    double min, max;
+    int max_open;
+    const char *const *choices;
+} opt_def;
+
+static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NULL};
+static const char *const tokenizers[] = {"bytes", "bpe", NULL};
+static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
+static const char *const schedules[] = {"constant", "cosine", NULL};
+
+#define BIG 9.0e15   /* integers up to here are exact in a double */
+
+static const char usage_text[] =
+    "Usage: nnt-train [OPTION]...\n"
+    "Train a GPT-2 language model with nnt. Without options: a small model (4 layers, 128\n"
+    "channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 1000 steps\n"
+    "(a few minutes on 2 CPU cores), then writes a log, a loss curve and a checkpoint to\n"
+    "./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
+    "\n"
+    "Model (default: --layers 4 --channels 128 --heads 4 --context 128, vocab of the tokenizer):\n"
+    "  --model NAME          preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl\n"
+    "  --layers L --channels C --heads NH --vocab V --context maxT   override the preset\n"
+    "  --init                fresh GPT-2 initialisation from --seed (default)\n"
+    "  --load-llmc FILE      start from an llm.c fp32 checkpoint (gives the configuration)\n"
+    "  --load-safetensors FILE  start from a Hugging Face GPT2LMHeadModel safetensors file\n"
+    "Data:\n"
+    "  --data FILE|DIR       training tokens (default " TRAIN_DEFAULT_DATA ")\n"
+    "  --data-format F       auto|text|llmc|nanogpt (default auto)\n"
+    "  --tokenizer T         bytes|bpe, for text (default bytes)\n"
+    "  --bpe-vocab FILE --bpe-merges FILE   GPT-2 vocab.json and merges.txt for bpe\n"
+    "Training:\n"
+    "  --batch B             sequences per micro-batch (default 8)\n"
+    "  --seq T               tokens per sequence (default min(128, context))\n"
+    "  --steps N             total optimizer steps, resumed ones included (default 1000)\n"
+    "  --accum K             micro-batches per step (default 1)\n"
+    "  --seed S              initialisation and sampling seed (default 1)\n"
+    "  --optim O             adamw|adam|sgd (default adamw)\n"
+    "  --lr X                peak learning rate (default 1e-3; 3e-4 with --load-*)\n"
+    "  --beta1 X --beta2 X --eps X   Adam(W) (defaults 0.9, 0.95, 1e-8)\n"
+    "  --weight-decay X      on matrices and embeddings (default 0.1)\n"
+    "  --momentum X          SGD momentum (default 0)\n"
+    "  --grad-clip X         clip the global gradient norm; 0 = off (default 1)\n"
+    "  --warmup N            linear warmup steps (default steps/20)\n"
+    "  --schedule S          constant|cosine (default cosine)\n"
+    "  --min-lr X            cosine floor (default lr/10)\n"
+    "Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):\n"
+    "  --tile-batch N --tile-seq N --tile-channels N --tile-hidden N --tile-vocab N\n"
+    "  --tile-heads N\n"
+    "Runtime:\n"
+    "  --cpus N --gpus N     workers (default -1: all)\n"
+    "  --sched NAME          StarPU scheduler\n"
+    "  --mem-gpu MiB --mem-cpu MiB   memory budgets (default 0: none)\n"
+    "  --swap-dir DIR --swap-size MiB   disk swap for tiles that do not fit\n"
+    "Output:\n"
+    "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
+    "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"
+    "  --save-every N        also save every N steps (default 0: only at the end)\n"
+    "  --stop-after S        stop after step S (saved; the schedule still ends at --steps)\n"
+    "  --save-weights        also write OUT/model.safetensors (Hugging Face)\n"
+    "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint)\n"
+    "  --resume FILE         continue a checkpoint up to --steps (same model options)\n"
+    "  --trace FILE.svg      trace --trace-steps steps (default 3) after the first\n"
+    "  --sample N            tokens to generate at the end; 0 = none (default 256)\n"
+    "  --prompt TEXT         start of the sample (default \"The \")\n"
+    "  --temperature X       0 = greedy (default 0.8)\n"
+    "  --top-k N             0 = all tokens (default 40)\n"
+    "  --peak-gflops X       peak for MFU (default 87.5 per CPU worker)\n"
+    "  --print-loss          print only \"step N loss X\" lines on stdout\n"
+    "  --quiet               print errors only\n"
+    "  --help, --version\n"
+    "\n"
+    "MFU counts 6 N + 12 L T C FLOPs per token (N parameters; forward and backward, attention\n"
+    "included). Exit status: 0 done, 1 library or runtime error, 2 bad usage, 130 interrupted.\n"
+    "See nnt-train(1).\n";
+
+int train_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("nnt-train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+static void set_defaults(train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->layers = o->channels = o->heads = o->vocab = o->context = -1;
+    o->data_format = NNT_DATA_AUTO;
+    o->tokenizer = TOKENIZER_BYTES;
+    o->batch = 8, o->seq = -1, o->steps = 1000, o->accum = 1, o->seed = 1;
+    o->optim = NNT_OPTIM_ADAMW, o->schedule = NNT_SCHEDULE_COSINE;
+    o->lr = -1, o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8, o->weight_decay = 0.1;
+    o->momentum = 0, o->grad_clip = 1.0, o->min_lr = -1, o->warmup = -1;
+    o->cpus = -1, o->gpus = -1;
+    o->out_dir = TRAIN_DEFAULT_OUT;
+    o->trace_steps = 3;
+    o->sample = 256, o->top_k = 40, o->prompt = "The ", o->temperature = 0.8;
+    o->peak_gflops = -1;
+}
+
+/* The option table, pointing into *o. n gets the number of entries. */
+static const opt_def *option_table(train_opts *o, int *n)
+{
+    static opt_def t[80];
+    int i = 0;
+#define FLAG(nm, f) t[i++] = (opt_def){nm, OPT_FLAG, &o->f, 0, 0, 0, NULL}
+#define INT(nm, f, lo, hi) t[i++] = (opt_def){nm, OPT_INT, &o->f, lo, hi, 0, NULL}
+#define REAL(nm, f, lo, hi, open) t[i++] = (opt_def){nm, OPT_REAL, &o->f, lo, hi, open, NULL}
+#define STR(nm, f) t[i++] = (opt_def){nm, OPT_STR, &o->f, 0, 0, 0, NULL}
+#define CHOICE(nm, f, c) t[i++] = (opt_def){nm, OPT_CHOICE, &o->f, 0, 0, 0, c}
+    STR("model", model);
+    INT("layers", layers, 1, 1e6);
+    INT("channels", channels, 1, 1e7);
+    INT("heads", heads, 1, 1e6);
+    INT("vocab", vocab, 1, 2147483647.0);
+    INT("context", context, 1, 1e8);
+    FLAG("init", init);
+    STR("load-llmc", load_llmc);
+    STR("load-safetensors", load_safetensors);
+    STR("data", data);
+    CHOICE("data-format", data_format, data_formats);
+    CHOICE("tokenizer", tokenizer, tokenizers);
+    STR("bpe-vocab", bpe_vocab);
+    STR("bpe-merges", bpe_merges);
+    INT("batch", batch, 1, 1e8);
+    INT("seq", seq, 1, 1e8);
+    INT("steps", steps, 1, BIG);
+    INT("accum", accum, 1, 1e8);
+    INT("seed", seed, 0, BIG);
+    CHOICE("optim", optim, optimizers);
+    REAL("lr", lr, 0, 1e6, 0);
+    REAL("beta1", beta1, 0, 1, 1);
+    REAL("beta2", beta2, 0, 1, 1);
+    REAL("eps", eps, 0, 1, 0);
+    REAL("weight-decay", weight_decay, 0, 1e6, 0);
+    REAL("momentum", momentum, 0, 1, 1);
+    REAL("grad-clip", grad_clip, 0, 1e30, 0);
+    INT("warmup", warmup, 0, BIG);
+    CHOICE("schedule", schedule, schedules);
+    REAL("min-lr", min_lr, 0, 1e6, 0);
+    INT("tile-batch", tile_batch, -1, BIG);
+    INT("tile-seq", tile_seq, -1, BIG);
+    INT("tile-channels", tile_channels, -1, BIG);
+    INT("tile-hidden", tile_hidden, -1, BIG);
+    INT("tile-vocab", tile_vocab, -1, BIG);
+    INT("tile-heads", tile_heads, -1, BIG);
+    INT("cpus", cpus, -1, 4096);
+    INT("gpus", gpus, -1, 1024);
+    STR("sched", sched);
+    INT("mem-gpu", mem_gpu, 0, BIG);
+    INT("mem-cpu", mem_cpu, 0, BIG);
+    STR("swap-dir", swap_dir);
+    INT("swap-size", swap_size, 0, BIG);
+    STR("out", out_dir);
+    STR("save", save);
+    INT("save-every", save_every, 0, BIG);
+    INT("stop-after", stop_after, 1, BIG);
+    FLAG("save-weights", save_weights);
+    FLAG("save-llmc", save_llmc);
+    STR("resume", resume);
+    STR("trace", trace);
+    INT("trace-steps", trace_steps, 1, BIG);
+    INT("sample", sample, 0, 1e7);
+    STR("prompt", prompt);
+    REAL("temperature", temperature, 0, 1e6, 0);
+    INT("top-k", top_k, 0, 2147483647.0);
+    REAL("peak-gflops", peak_gflops, 1e-9, 1e12, 0);
+    FLAG("print-loss", print_loss);
+    FLAG("quiet", quiet);
+#undef FLAG
+#undef INT
+#undef REAL
+#undef STR
+#undef CHOICE
+    *n = i;
+    return t;
+}
+
+static const opt_def *find_option(const opt_def *t, int n, const char *name, size_t len)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(t[i].name) == len && !strncmp(t[i].name, name, len))
+            return &t[i];
+    return NULL;
+}
+
+static int parse_number(const opt_def *d, const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    if (d->type == OPT_INT) {
+        long long x = strtoll(s, &end, 10);
+        if (end == s || *end || errno)
+            return train_usage_error("--%s: '%s' is not an integer", d->name, s);
+        *v = (double)x;
+    } else {
+        *v = strtod(s, &end);
+        if (end == s || *end || errno || !isfinite(*v))
+            return train_usage_error("--%s: '%s' is not a finite number", d->name, s);
+    }
+    if (*v < d->min || *v > d->max || (d->max_open && *v == d->max))
+        return train_usage_error("--%s: %s is out of range (%g to %g%s)", d->name, s, d->min,
+                                 d->max, d->max_open ? ", excluded" : "");
+    return 0;
+}
+
+static int set_choice(const opt_def *d, const char *s)
+{
+    for (int k = 0; d->choices[k]; k++)
+        if (!strcmp(d->choices[k], s)) {
+            *(int *)d->dst = k;
+            return 0;
+        }
+    char list[128] = "";
+    for (int k = 0; d->choices[k]; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
+                 d->choices[k]);
+    return train_usage_error("--%s: '%s' is not one of %s", d->name, s, list);
+}
+
+/* Store the value s (NULL for flags) of option d. */
+static int set_option(const opt_def *d, const char *s)
+{
+    double v;
+    switch (d->type) {
+    case OPT_FLAG:
+        *(int *)d->dst = 1;
+        return 0;
+    case OPT_STR:
+        if (!*s)
+            return train_usage_error("--%s: empty value", d->name);
+        *(const char **)d->dst = s;
+        return 0;
+    case OPT_CHOICE:
+        return set_choice(d, s);
+    case OPT_INT:
+        if (parse_number(d, s, &v))
+            return 2;
+        *(int64_t *)d->dst = (int64_t)v;
+        return 0;
+    case OPT_REAL:
+        if (parse_number(d, s, &v))
+            return 2;
+        *(double *)d->dst = v;
+        return 0;
+    }
+    return 2;
+}
+
+static int print_version(void)
+{
+    const char *lib;
+    nnt_version(NULL, &lib);
+    printf("nnt-train (nnt) %d.%d.%d, library %s\n", NNT_VERSION_MAJOR, NNT_VERSION_MINOR,
+           NNT_VERSION_PATCH, lib ? lib : "?");
+    return 1;
+}
+
+int train_opts_parse(int argc, char **argv, train_opts *o)
+{
+    int n;
+    set_defaults(o);
+    const opt_def *table = option_table(o, &n);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return fputs(usage_text, stdout), 1;
+        if (!strcmp(arg, "--version") || !strcmp(arg, "-V"))
+            return print_version();
+        if (strncmp(arg, "--", 2) || !arg[2])
+            return train_usage_error("unexpected argument '%s' (see nnt-train --help)", arg);
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_def *d = find_option(table, n, name, len);
+        if (!d)
+            return train_usage_error("unknown option '--%.*s' (see nnt-train --help)",
+                                     (int)len, name);
+        const char *value = eq ? eq + 1 : NULL;
+        if (d->type == OPT_FLAG && value)
+            return train_usage_error("--%s takes no value", d->name);
+        if (d->type != OPT_FLAG && !value) {
+            if (i + 1 >= argc)
+                return train_usage_error("--%s needs a value", d->name);
+            value = argv[++i];
+        }
+        if (set_option(d, value))
+            return 2;
+    }
+    return 0;
+}
+
+const char *train_choice_name(const char *option, int value)
+{
+    const char *const *c = !strcmp(option, "data-format") ? data_formats
+                         : !strcmp(option, "tokenizer")   ? tokenizers
+                         : !strcmp(option, "optim")       ? optimizers
+                                                          : schedules;
+    for (int k = 0; c[k]; k++)
+        if (k == value)
+            return c[k];
+    return "?";
+}
+
+static int check_combinations(const train_opts *o)
+{
+    int model_opts = o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 ||
+                     o->vocab > 0 || o->context > 0;
+    if (o->load_llmc && o->load_safetensors)
+        return train_usage_error("--load-llmc and --load-safetensors exclude each other");
+    if (o->init && (o->load_llmc || o->load_safetensors))
+        return train_usage_error("--init and --load-* exclude each other");
+    if (o->load_llmc && model_opts)
+        return train_usage_error("--load-llmc takes the model configuration from the file: "
+                                 "drop --model/--layers/--channels/--heads/--vocab/--context");
+    if (o->tokenizer == TOKENIZER_BPE && (!o->bpe_vocab || !o->bpe_merges))
+        return train_usage_error("--tokenizer bpe needs --bpe-vocab FILE and --bpe-merges FILE");
+    if (o->tokenizer != TOKENIZER_BPE && (o->bpe_vocab || o->bpe_merges))
+        return train_usage_error("--bpe-vocab/--bpe-merges need --tokenizer bpe");
+    if ((o->swap_dir != NULL) != (o->swap_size > 0))
+        return train_usage_error("--swap-dir and --swap-size go together");
+    return 0;
+}
+
+int train_opts_resolve(train_opts *o, int loaded_weights)
+{
+    if (check_combinations(o))
+        return 2;
+    if (o->lr < 0)
+        o->lr = loaded_weights ? 3e-4 : 1e-3;
+    if (o->min_lr < 0)
+        o->min_lr = o->lr / 10;
+    if (o->warmup < 0)
+        o->warmup = o->steps / 20;
+    if (o->min_lr > o->lr)
+        return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
+    if (o->peak_gflops < 0)
+        o->peak_gflops = 0;   /* 0: TRAIN_CPU_CORE_GFLOPS per CPU worker, once known */
+    return 0;
+}
