@@ -39,9 +39,10 @@ typedef struct trainer {
     int64_t done;                 /* steps done before this run (resumed)                 */
     int ncpus, ncuda;
     double flops_per_token, peak_flops;
-    train_point *curve;           /* (steps of this run) loss per step                     */
-    double *step_ms;              /* (steps of this run)                                  */
-    int64_t ncurve;
+    train_point *curve;           /* (ncurve) loss per step, resumed log included          */
+    int64_t ncurve, cap_curve;
+    double *step_ms;              /* (nrun) time of each step of this run                 */
+    int64_t nrun;
     FILE *csv;
     int mem_nodes;                /* memory nodes in the CSV columns                      */
     char *path_csv, *path_svg, *path_ckpt, *path_weights, *path_llmc, *path_trace_table;
@@ -522,22 +523,93 @@ static void print_summary(trainer *t)
             (long long)t->done, (unsigned long long)t->data_pos);
 }
 
+/* Append a point to the loss curve (and, for steps of this run, the step time). */
+static int add_point(trainer *t, int64_t step, double loss)
+{
+    if (t->ncurve == t->cap_curve) {
+        int64_t cap = t->cap_curve ? 2 * t->cap_curve : 1024;
+        train_point *c = realloc(t->curve, (size_t)cap * sizeof *c);
+        if (!c)
+            return lib_error(t, "loss history", NNT_E_NOMEM);
+        t->curve = c, t->cap_curve = cap;
+    }
+    t->curve[t->ncurve++] = (train_point){step, loss};
+    return 0;
+}
+
+static int record_step(trainer *t, int64_t step, double loss, double ms)
+{
+    if (add_point(t, step, loss))
+        return 1;
+    double *m = realloc(t->step_ms, (size_t)t->cap_curve * sizeof *m);
+    if (!m)
+        return lib_error(t, "loss history", NNT_E_NOMEM);
+    t->step_ms = m;
+    t->step_ms[t->nrun++] = ms;
+    return 0;
+}
+
+/* On resume: the rows of steps 1..done of the existing log, when it has this run's columns,
+ * go into the loss curve and are written again, so that log and curve cover the whole
+ * training. Returns them as one string (NULL: nothing kept). */
+static char *previous_log(trainer *t, const char *header)
+{
+    FILE *f = t->done ? fopen(t->path_csv, "r") : NULL;
+    char line[1024];
+    size_t len = 0, cap = 0;
+    char *kept = NULL;
+    if (!f)
+        return NULL;
+    if (!fgets(line, sizeof line, f) || strcmp(line, header)) {
+        fclose(f);
+        return NULL;
+    }
+    int64_t prev = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *end;
+        int64_t step = strtoll(line, &end, 10);
+        double loss = *end == ',' ? strtod(end + 1, NULL) : NAN;
+        size_t n = strlen(line);
+        if (step <= prev || step > t->done || !isfinite(loss) || line[n - 1] != '\n')
+            break;
+        if (len + n + 1 > cap) {
+            char *k = realloc(kept, cap = 2 * (len + n + 1));
+            if (!k)
+                break;
+            kept = k;
+        }
+        memcpy(kept + len, line, n + 1);
+        len += n, prev = step;
+        if (add_point(t, step, loss))
+            break;
+    }
+    fclose(f);
+    return kept;
+}
+
 static int open_csv(trainer *t)
 {
-    t->csv = fopen(t->path_csv, "w");
-    if (!t->csv) {
-        fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_csv, strerror(errno));
-        return 1;
-    }
     nnt_mem_stats ms;
     memset(&ms, 0, sizeof ms);
     ms.size = sizeof ms;
     if (nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0)
         t->mem_nodes = ms.nnodes;
-    fputs("step,loss,lr,grad_norm,ms,tokens_per_s,mfu", t->csv);
+    char header[1024] = "step,loss,lr,grad_norm,ms,tokens_per_s,mfu";
     for (int i = 0; i < t->mem_nodes; i++)
-        fprintf(t->csv, ",%s_used_mib,%s_peak_mib", ms.node[i].name, ms.node[i].name);
-    fputc('\n', t->csv);
+        snprintf(header + strlen(header), sizeof header - strlen(header),
+                 ",%s_used_mib,%s_peak_mib", ms.node[i].name, ms.node[i].name);
+    strcat(header, "\n");
+    char *kept = previous_log(t, header);
+    t->csv = fopen(t->path_csv, "w");
+    if (!t->csv) {
+        free(kept);
+        fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_csv, strerror(errno));
+        return 1;
+    }
+    fputs(header, t->csv);
+    if (kept)
+        fputs(kept, t->csv);
+    free(kept);
     return 0;
 }
 
@@ -673,8 +745,8 @@ static int train_loop(trainer *t)
         if ((rc = trace_control(t, step, 0)) || (rc = train_step(t, step, &r)) ||
             (rc = trace_control(t, step, 1)))
             return rc;
-        t->curve[t->ncurve] = (train_point){step, r.loss};
-        t->step_ms[t->ncurve++] = r.ms;
+        if ((rc = record_step(t, step, r.loss, r.ms)))
+            return rc;
         report_step(t, &r);
         if (!isfinite(r.loss)) {
             fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
@@ -693,9 +765,9 @@ static int train_loop(trainer *t)
 static int write_outputs(trainer *t)
 {
     const train_opts *o = &t->o;
-    int64_t last = t->done + t->ncurve;
+    int64_t last = t->done + t->nrun;
     int rc;
-    if (t->ncurve && (rc = save_state(t, last)))
+    if (t->nrun && (rc = save_state(t, last)))
         return rc;
     if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->gpt, t->path_weights)))
         return lib_error(t, "--save-weights", rc);
@@ -807,21 +879,21 @@ static void print_final_report(trainer *t, double total_s)
 {
     const train_opts *o = &t->o;
     double sum = 0;
-    for (int64_t i = 1; i < t->ncurve; i++)
+    for (int64_t i = 1; i < t->nrun; i++)
         sum += t->step_ms[i];
     say(t, "\ntrained steps %lld..%lld in %.1f s", (long long)(t->done + 1),
-        (long long)(t->done + t->ncurve), total_s);
-    if (t->ncurve > 1) {
-        double ms = sum / (double)(t->ncurve - 1);
+        (long long)(t->done + t->nrun), total_s);
+    if (t->nrun > 1) {
+        double ms = sum / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
         say(t, ": %.1f ms/step, %.0f tokens/s, MFU %.1f%% (mean without the first step)", ms,
             tok_s, 100 * t->flops_per_token * tok_s / t->peak_flops);
     }
-    if (t->ncurve)
+    if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
     say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
            "  %s  (loss curve)\n", t->path_csv, t->path_svg);
-    if (t->ncurve)
+    if (t->nrun)
         say(t, "  %s  (checkpoint: continue with --resume)\n", t->path_ckpt);
     if (o->save_weights)
         say(t, "  %s  (weights, Hugging Face safetensors)\n", t->path_weights);
@@ -852,11 +924,6 @@ static int setup(trainer *t)
                          12.0 * (double)(t->cfg.layers * o->seq * t->cfg.channels);
     t->peak_flops = 1e9 * (o->peak_gflops > 0 ? o->peak_gflops
                                               : TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1));
-    size_t n = (size_t)(o->steps - t->done);
-    t->curve = malloc(n * sizeof *t->curve);
-    t->step_ms = malloc(n * sizeof *t->step_ms);
-    if (!t->curve || !t->step_ms)
-        return lib_error(t, "step history", NNT_E_NOMEM);
     return open_csv(t);
 }
 
@@ -888,7 +955,7 @@ static int run(trainer *t)
     rc = train_loop(t);
     signal(SIGINT, SIG_DFL);
     if (interrupted)
-        say(t, "interrupted after step %lld: saving\n", (long long)(t->done + t->ncurve));
+        say(t, "interrupted after step %lld: saving\n", (long long)(t->done + t->nrun));
     if (!rc)
         rc = write_outputs(t);
     if (!rc && t->o.sample > 0 && !interrupted)
