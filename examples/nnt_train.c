@@ -433,6 +433,11 @@ static int save_state(trainer *t, int64_t step)
 static int check_resumed_options(trainer *t, const char *saved)
 {
     const char *keys[5] = {"vocab", "max_seq", "layers", "heads", "channels"};
+    if (!saved || !strstr(saved, "\"program\": \"nnt-train\"")) {
+        say(t, "note: %s was not written by nnt-train: only its tensor shapes were checked\n",
+            t->o.resume);
+        return 0;
+    }
     const int64_t have[5] = {t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
                              t->cfg.channels};
     for (int i = 0; i < 5; i++) {
@@ -495,13 +500,18 @@ static void print_summary(trainer *t)
     nnt_version(NULL, &version);
     int64_t per_step = o->batch * o->seq * o->accum;
     say(t, "nnt-train %s\n", version);
-    say(t, "model:     GPT-2 L %lld, C %lld, NH %lld, V %lld, context %lld: %.3fM parameters "
-           "(%s)\n", (long long)c->layers, (long long)c->channels, (long long)c->heads,
+    say(t, "model:     GPT-2 L %lld, C %lld, NH %lld, V %lld, context %lld: %.3fM parameters; "
+           "%s%s", (long long)c->layers, (long long)c->channels, (long long)c->heads,
         (long long)c->vocab, (long long)c->max_seq, t->nparams / 1e6,
-        o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
-        : o->model ? o->model : "fresh init");
-    say(t, "data:      %s (%s tokenizer): %lld tokens; %lld tokens a step (B %lld x T %lld x "
+        o->resume ? "weights of " : o->load_llmc || o->load_safetensors ? "weights from " : "",
+        o->resume ? o->resume : o->load_llmc ? o->load_llmc
+        : o->load_safetensors ? o->load_safetensors : "fresh init");
+    if (!o->resume && !o->load_llmc && !o->load_safetensors)
+        say(t, " (seed %lld)", (long long)o->seed);
+    say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
+    say(t, "data:      %s%s, %s tokenizer: %lld tokens; %lld tokens a step (B %lld x T %lld x "
            "accum %lld), %.2f epochs in %lld steps\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
+        o->data ? "" : " (the default corpus)",
         train_choice_name("tokenizer", o->tokenizer), (long long)t->ntokens,
         (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
         (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps);
@@ -517,7 +527,9 @@ static void print_summary(trainer *t)
         o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
     say(t, "MFU:       6 N + 12 L T C = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
            "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
-        o->peak_gflops > 0 ? "--peak-gflops" : "87.5 GFLOP/s per CPU worker, BLIS sgemm");
+        o->peak_gflops > 0 ? "--peak-gflops"
+        : t->ncuda ? "87.5 GFLOP/s per CPU worker; GPUs not counted: give --peak-gflops"
+                   : "87.5 GFLOP/s per CPU worker, BLIS sgemm");
     if (t->done)
         say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
             (long long)t->done, (unsigned long long)t->data_pos);

@@ -62,6 +62,18 @@ else
     esac
 fi
 
+# ---- (1b) --accum K: step s averages the windows s*K-K+1 .. s*K of a run without it. With a
+# learning rate of 1e-30 the weights do not move, so the accum-2 losses are the means of
+# consecutive pairs of accum-1 losses.
+run acc1 $small --data "$tmp/corpus.txt" --steps 4 --lr 1e-30 --weight-decay 0 --out "$tmp/a1" --print-loss
+run acc2 $small --data "$tmp/corpus.txt" --steps 2 --accum 2 --lr 1e-30 --weight-decay 0 \
+    --out "$tmp/a2" --print-loss
+verdict=$(awk 'FNR == 1 { f++ } f == 1 { l[FNR] = $4 } f == 2 { m = (l[2 * FNR - 1] + l[2 * FNR]) / 2;
+               d = $4 - m; if (d < 0) d = -d; if (d > 2e-6) bad = 1; n++ }
+               END { print (n == 2 && !bad) ? "ok" : "bad" }' "$tmp/acc1.out" "$tmp/acc2.out")
+[ "$verdict" = ok ] && echo "ok: --accum 2 losses are the means of consecutive windows" ||
+    { fail "--accum 2:"; paste "$tmp/acc1.out" "$tmp/acc2.out"; cat "$tmp/acc2.err"; }
+
 # ---- (2) resume: 3 steps, save, resume to 6 == 6 uninterrupted steps, bit for bit -----------
 # (--steps is the total, so the first part stops after step 3 of the same 6-step schedule.)
 run full6 $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/full" --print-loss
