@@ -305,8 +305,6 @@ static int create_model(trainer *t)
     const train_opts *o = &t->o;
     nnt_tiling over = tiling_overrides(o);
     int rc;
-    if ((rc = check_config(t)))
-        return rc;
     if ((rc = nnt_gpt_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
         return lib_error(t, "nnt_gpt_tiling", rc);
     if (o->load_llmc)
@@ -922,10 +920,10 @@ static int setup(trainer *t)
     train_opts *o = &t->o;
     int rc;
     if ((rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors)) ||
-        (rc = check_input_files(o)) || (rc = make_output_paths(t)) ||
-        (rc = open_tokenizer(t)) || (rc = o->load_llmc ? read_llmc_config(t) : model_config(t)) ||
-        (rc = start_runtime(t)) || (rc = create_model(t)) || (rc = open_data(t)) ||
-        (rc = create_optimizer(t)))
+        (rc = check_input_files(o)) || (rc = open_tokenizer(t)) ||
+        (rc = o->load_llmc ? read_llmc_config(t) : model_config(t)) ||
+        (rc = check_config(t)) || (rc = make_output_paths(t)) || (rc = start_runtime(t)) ||
+        (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)))
         return rc;
     uint64_t sm = (uint64_t)o->seed;
     for (int i = 0; i < 4; i++)

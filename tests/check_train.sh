@@ -94,6 +94,9 @@ expect_error unknown_option "--frobnicate" $small --frobnicate
 expect_error steps_abc "abc" $small --steps abc
 expect_error missing_value "--lr" $small --lr
 expect_error out_of_range "--beta1" $small --beta1 1.5
+expect_error seq_too_long "--seq" $small --seq 64
+expect_error heads_channels "--heads" --layers 1 --channels 30 --heads 4
+expect_error bpe_files "--bpe-vocab" $small --tokenizer bpe
 expect_error missing_data "$tmp/no-such-file.txt" $small --data "$tmp/no-such-file.txt"
 ckpt="$tmp/half/checkpoint.safetensors"
 if [ -f "$ckpt" ]; then
