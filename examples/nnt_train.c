@@ -60,10 +60,11 @@ static void on_sigint(int sig)
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
-static int lib_error(const trainer *t, const char *what, int rc)
+/* A library call failed: its status and the message of the last failure in this thread
+ * (whichever context recorded it). */
+static int lib_error(const char *what, int rc)
 {
-    fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc),
-            nnt_ctx_last_error(t ? t->ctx : NULL));
+    fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
     return 1;
 }
 
@@ -202,7 +203,7 @@ static int open_tokenizer(trainer *t)
     int rc = t->o.tokenizer == TOKENIZER_BPE
                  ? nnt_tokenizer_bpe_load(t->o.bpe_vocab, t->o.bpe_merges, &t->tok)
                  : nnt_tokenizer_bytes_create(&t->tok);
-    return rc ? lib_error(t, "cannot create the tokenizer", rc) : 0;
+    return rc ? lib_error("cannot create the tokenizer", rc) : 0;
 }
 
 /* The configuration of a fresh or safetensors-loaded model: preset or the default small
@@ -260,7 +261,7 @@ static int start_runtime(trainer *t)
     co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
     int rc = nnt_ctx_create(&co, &t->ctx);
     if (rc)
-        return lib_error(NULL, "cannot start the runtime", rc);
+        return lib_error("cannot start the runtime", rc);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
     return 0;
 }
@@ -306,7 +307,7 @@ static int create_model(trainer *t)
     nnt_tiling over = tiling_overrides(o);
     int rc;
     if ((rc = nnt_gpt_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
-        return lib_error(t, "nnt_gpt_tiling", rc);
+        return lib_error("nnt_gpt_tiling", rc);
     if (o->load_llmc)
         rc = nnt_gpt_load_llmc(t->ctx, o->load_llmc, o->batch, o->seq, &t->tiling, &t->gpt);
     else if (o->load_safetensors)
@@ -315,16 +316,16 @@ static int create_model(trainer *t)
     else if (!(rc = nnt_gpt_create(t->ctx, &t->cfg, o->batch, o->seq, &t->tiling, &t->gpt)))
         rc = nnt_layer_init(t->gpt, (uint64_t)o->seed);
     if (rc)
-        return lib_error(t, o->load_llmc ? "--load-llmc" : o->load_safetensors
+        return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors
                                 ? "--load-safetensors" : "cannot create the model", rc);
     nnt_layer_num_params(t->gpt, NULL, &t->nparams);
     int64_t shape[2] = {o->batch, o->seq}, tile[2] = {t->tiling.batch, t->tiling.seq};
     if ((rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->tokens)) ||
         (rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->targets)))
-        return lib_error(t, "cannot create the batch tensors", rc);
+        return lib_error("cannot create the batch tensors", rc);
     t->window = malloc(((size_t)(o->batch * o->seq) + 1) * sizeof *t->window);
     if (!t->window)
-        return lib_error(t, "batch buffer", NNT_E_NOMEM);
+        return lib_error("batch buffer", NNT_E_NOMEM);
     return 0;
 }
 
@@ -337,7 +338,7 @@ static int open_data(trainer *t)
                                                         : (nnt_data_format)o->data_format;
     int rc = nnt_data_open(path, f, t->tok, t->cfg.vocab, &t->data);
     if (rc)
-        return lib_error(t, o->data ? "--data" : "default corpus", rc);
+        return lib_error(o->data ? "--data" : "default corpus", rc);
     nnt_data_num_tokens(t->data, &t->ntokens);
     if (t->ntokens < 2) {
         fprintf(stderr, "nnt-train: %s: %lld tokens, at least 2 are needed\n", path,
@@ -359,7 +360,7 @@ static int create_optimizer(trainer *t)
     int rc = nnt_optim_create(t->ctx, &oo, &t->opt);
     if (!rc)
         rc = nnt_optim_add_layer(t->opt, t->gpt);
-    return rc ? lib_error(t, "cannot create the optimizer", rc) : 0;
+    return rc ? lib_error("cannot create the optimizer", rc) : 0;
 }
 
 /* ---- training state ------------------------------------------------------------------ */
@@ -421,10 +422,10 @@ static int save_state(trainer *t, int64_t step)
     memcpy(st.rng, t->rng, sizeof st.rng);
     st.options = options_string(t, step);
     if (!st.options)
-        return lib_error(t, "checkpoint", NNT_E_NOMEM);
+        return lib_error("checkpoint", NNT_E_NOMEM);
     int rc = nnt_train_state_save(t->opt, t->path_ckpt, &st);
     free(st.options);
-    return rc ? lib_error(t, "cannot save the checkpoint", rc) : 0;
+    return rc ? lib_error("cannot save the checkpoint", rc) : 0;
 }
 
 /* The saved model configuration must be this run's; batches may change (with a note). */
@@ -462,11 +463,11 @@ static int resume_state(trainer *t)
     int rc = nnt_train_state_load(t->opt, t->o.resume, &st);
     if (rc == NNT_E_SHAPE || rc == NNT_E_INVAL) {
         fprintf(stderr, "nnt-train: --resume %s does not fit this model (give the same model "
-                "options): %s\n", t->o.resume, nnt_ctx_last_error(t->ctx));
+                "options): %s\n", t->o.resume, nnt_ctx_last_error(NULL));
         return 2;
     }
     if (rc)
-        return lib_error(t, "--resume", rc);
+        return lib_error("--resume", rc);
     rc = check_resumed_options(t, st.options);
     t->data_pos = st.data_pos % (uint64_t)t->ntokens;
     memcpy(t->rng, st.rng, sizeof t->rng);
@@ -540,7 +541,7 @@ static int add_point(trainer *t, int64_t step, double loss)
         int64_t cap = t->cap_curve ? 2 * t->cap_curve : 1024;
         train_point *c = realloc(t->curve, (size_t)cap * sizeof *c);
         if (!c)
-            return lib_error(t, "loss history", NNT_E_NOMEM);
+            return lib_error("loss history", NNT_E_NOMEM);
         t->curve = c, t->cap_curve = cap;
     }
     t->curve[t->ncurve++] = (train_point){step, loss};
@@ -553,7 +554,7 @@ static int record_step(trainer *t, int64_t step, double loss, double ms)
         return 1;
     double *m = realloc(t->step_ms, (size_t)t->cap_curve * sizeof *m);
     if (!m)
-        return lib_error(t, "loss history", NNT_E_NOMEM);
+        return lib_error("loss history", NNT_E_NOMEM);
     t->step_ms = m;
     t->step_ms[t->nrun++] = ms;
     return 0;
@@ -672,10 +673,10 @@ static int load_batch(trainer *t, uint64_t pos)
     size_t bytes = (size_t)bt * sizeof(int32_t);
     int rc = nnt_data_read(t->data, (int64_t)(pos % (uint64_t)t->ntokens), t->window, bt + 1);
     if (rc)
-        return lib_error(t, "cannot read the data", rc);
+        return lib_error("cannot read the data", rc);
     if ((rc = nnt_tensor_copy_from_host(t->tokens, t->window, bytes)) ||
         (rc = nnt_tensor_copy_from_host(t->targets, t->window + 1, bytes)))
-        return lib_error(t, "cannot copy a batch", rc);
+        return lib_error("cannot copy a batch", rc);
     return 0;
 }
 
@@ -688,7 +689,7 @@ static int micro_batch(trainer *t, uint64_t pos, double *loss)
         (rc = nnt_layer_forward(t->gpt, t->tokens, NULL)) ||
         (rc = nnt_layer_loss(t->gpt, loss)) ||
         (rc = nnt_layer_backward(t->gpt, NULL, NULL)))
-        return lib_error(t, "forward/backward", rc);
+        return lib_error("forward/backward", rc);
     return 0;
 }
 
@@ -698,7 +699,7 @@ static int train_step(trainer *t, int64_t step, step_result *r)
     double start = now_s(), sum = 0;
     int rc = nnt_layer_zero_grad(t->gpt);
     if (rc)
-        return lib_error(t, "nnt_layer_zero_grad", rc);
+        return lib_error("nnt_layer_zero_grad", rc);
     for (int64_t k = 0; k < t->o.accum; k++) {
         double loss;
         if ((rc = micro_batch(t, t->data_pos + (uint64_t)k * bt, &loss)))
@@ -706,7 +707,7 @@ static int train_step(trainer *t, int64_t step, step_result *r)
         sum += loss;
     }
     if ((rc = nnt_optim_step(t->opt)) || (rc = nnt_ctx_wait(t->ctx)))
-        return lib_error(t, "optimizer step", rc);
+        return lib_error("optimizer step", rc);
     t->data_pos = (t->data_pos + (uint64_t)t->o.accum * bt) % (uint64_t)t->ntokens;
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     nnt_optim_stats_get(t->opt, &stats);
@@ -733,14 +734,14 @@ static int trace_control(trainer *t, int64_t step, int after)
     int rc = 0;
     if (!after && step == first && !t->tracing) {
         if ((rc = nnt_trace_start(t->ctx)))
-            return lib_error(t, "nnt_trace_start", rc);
+            return lib_error("nnt_trace_start", rc);
         t->tracing = 1;
     }
     if (after && t->tracing && (step == first + o->trace_steps - 1 || step == last_step(t) ||
                                 interrupted)) {
         t->tracing = 0;
         if ((rc = nnt_trace_stop(t->ctx, o->trace, t->path_trace_table)))
-            return lib_error(t, "nnt_trace_stop", rc);
+            return lib_error("nnt_trace_stop", rc);
     }
     return 0;
 }
@@ -780,9 +781,9 @@ static int write_outputs(trainer *t)
     if (t->nrun && (rc = save_state(t, last)))
         return rc;
     if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->gpt, t->path_weights)))
-        return lib_error(t, "--save-weights", rc);
+        return lib_error("--save-weights", rc);
     if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->gpt, t->path_llmc)))
-        return lib_error(t, "--save-llmc", rc);
+        return lib_error("--save-llmc", rc);
     char title[160];
     snprintf(title, sizeof title, "nnt-train: GPT-2 L%lld C%lld NH%lld, loss per step",
              (long long)t->cfg.layers, (long long)t->cfg.channels, (long long)t->cfg.heads);
@@ -831,16 +832,16 @@ static int decode(trainer *t, const int32_t *ids, size_t n, char **text, size_t 
     for (int tries = 0; tries < 2; tries++) {
         char *buf = realloc(*text, cap);
         if (!buf)
-            return lib_error(t, "sample", NNT_E_NOMEM);
+            return lib_error("sample", NNT_E_NOMEM);
         *text = buf;
         int rc = nnt_tokenizer_decode(t->tok, ids, n, buf, cap, len);
         if (rc == 0)
             return 0;
         if (rc != NNT_E_INVAL || *len < cap)
-            return lib_error(t, "nnt_tokenizer_decode", rc);
+            return lib_error("nnt_tokenizer_decode", rc);
         cap = *len + 1;
     }
-    return lib_error(t, "nnt_tokenizer_decode", NNT_E_INVAL);
+    return lib_error("nnt_tokenizer_decode", NNT_E_INVAL);
 }
 
 static int print_sample(trainer *t)
@@ -854,14 +855,14 @@ static int print_sample(trainer *t)
                  : NNT_E_NOMEM;
     if (rc || nprompt == 0) {
         free(ids);
-        return rc ? lib_error(t, "--prompt", rc)
+        return rc ? lib_error("--prompt", rc)
                   : train_usage_error("--prompt: gives no tokens");
     }
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = o->temperature, s.top_k = o->top_k, s.seed = xoshiro_next(t->rng);
     rc = nnt_gpt_generate(t->gpt, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
     if (rc)
-        rc = lib_error(t, "nnt_gpt_generate", rc);
+        rc = lib_error("nnt_gpt_generate", rc);
     else if (!(rc = decode(t, ids, nprompt + (size_t)o->sample, &text, &len)) && t->info) {
         fprintf(t->info, "---- sample: %lld tokens, temperature %g, top-k %lld ----\n",
                 (long long)o->sample, o->temperature, (long long)o->top_k);

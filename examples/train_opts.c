@@ -351,6 +351,9 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
         o->min_lr = o->lr / 10;
     if (o->warmup < 0)
         o->warmup = o->steps / 20;
+    if (o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)
+        return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
+                                 "schedule", (long long)o->warmup, (long long)o->steps);
     if (o->min_lr > o->lr)
         return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->peak_gflops < 0)
