@@ -966,7 +966,8 @@ static int run(trainer *t)
     rc = train_loop(t);
     signal(SIGINT, SIG_DFL);
     if (interrupted)
-        say(t, "interrupted after step %lld: saving\n", (long long)(t->done + t->nrun));
+        say(t, "interrupted after step %lld: saving; continue with the same options and "
+               "--resume %s\n", (long long)(t->done + t->nrun), t->path_ckpt);
     if (!rc)
         rc = write_outputs(t);
     if (!rc && t->o.sample > 0 && !interrupted)
