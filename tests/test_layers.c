@@ -689,6 +689,79 @@ START_TEST(test_leaf_cross_entropy)
 }
 END_TEST
 
+/* ---- composites: any tilings give the same results ---------------------------------------- */
+
+/* One forward/backward of layer on random x (2, 6, 12) tiled x_tile and random dy tiled
+ * (2, 3, 3): *y, *dx and every gradient, concatenated, on the host. */
+static void run_composite(nnt_layer *l, const int64_t *x_tile, double **y, double **dx,
+                          double **grads, int64_t *ngrads)
+{
+    unsigned long long seed = 3;
+    int64_t shape[3] = {2, 6, 12}, count = 0, total = 0;
+    double *xh = random_doubles(2 * 6 * 12, &seed, -1.0, 1.0);
+    double *dyh = random_doubles(2 * 6 * 12, &seed, -1.0, 1.0);
+    nnt_tensor *x = f32_tensor(3, shape, x_tile, xh);
+    nnt_tensor *dy = f32_tensor(3, shape, (int64_t[3]){2, 3, 3}, dyh);
+    nnt_tensor *out = NULL, *din = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &out));
+    EXPECT_OK(nnt_layer_backward(l, dy, &din));
+    *y = to_host(out);
+    *dx = to_host(din);
+    EXPECT_OK(nnt_layer_num_params(l, &count, &total));
+    *grads = malloc((size_t)total * sizeof **grads);
+    ck_assert_ptr_nonnull(*grads);
+    *ngrads = 0;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(l, i, &info));
+        int64_t n = numel_of(info.grad);
+        double *g = to_host(info.grad);
+        memcpy(*grads + *ngrads, g, (size_t)n * sizeof *g);
+        *ngrads += n;
+        free(g);
+    }
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(dy);
+    free(xh);
+    free(dyh);
+}
+
+/* A block and an MLP (C 12, NH 3, hidden 20), whole tiles against tiles that cut heads,
+ * head vectors and features, with inputs whose C tiling differs from the parameters'
+ * (the layers retile): same outputs, input gradients and parameter gradients (the values
+ * of nnt_layer_init do not depend on the tiling). */
+START_TEST(test_composite_tilings)
+{
+    nnt_tiling odd = tiling_of(0, 0, 5, 7, 0, 2, 3);
+    const int64_t whole[3] = {2, 6, 12}, cut[3] = {1, 4, 8};
+    for (int kind = 0; kind < 2; kind++) {
+        double *y[2], *dx[2], *g[2];
+        int64_t n[2];
+        for (int v = 0; v < 2; v++) {
+            nnt_layer *l = NULL;
+            if (kind == 0)
+                EXPECT_OK(nnt_layer_block_create(ctx, 12, 3, 20, v ? &odd : NULL, &l));
+            else
+                EXPECT_OK(nnt_layer_mlp_create(ctx, 12, 20, v ? &odd : NULL, &l));
+            run_composite(l, v ? cut : whole, &y[v], &dx[v], &g[v], &n[v]);
+            nnt_layer_destroy(l);
+        }
+        ck_assert_int_eq(n[0], n[1]);
+        double ey = rel_err(y[1], y[0], 144), ex = rel_err(dx[1], dx[0], 144);
+        double eg = rel_err(g[1], g[0], n[0]);
+        printf("test_layers %s tilings: y rel %.2e, dx rel %.2e, grads rel %.2e\n",
+               kind ? "mlp" : "block", ey, ex, eg);
+        ck_assert_msg(ey <= 1e-6 && ex <= 1e-5 && eg <= 1e-5, "%s: y %g, dx %g, grads %g",
+                      kind ? "mlp" : "block", ey, ex, eg);
+        for (int v = 0; v < 2; v++) {
+            free(y[v]);
+            free(dx[v]);
+            free(g[v]);
+        }
+    }
+}
+END_TEST
+
 /* ---- composites: names, tree, init ------------------------------------------------------- */
 
 START_TEST(test_tree_and_names)
@@ -940,6 +1013,7 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_leaf_attention);
     tcase_add_test(tc, test_leaf_embedding_lm_head);
     tcase_add_test(tc, test_leaf_cross_entropy);
+    tcase_add_test(tc, test_composite_tilings);
     tcase_add_test(tc, test_tree_and_names);
     tcase_add_test(tc, test_train_deep);
     tcase_add_test(tc, test_train_wide);
