@@ -15,16 +15,12 @@ static int chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return NNT_OK;
 }
 
-/* dy NULL when the last child has targets; an embedding (no dx) may only come first. */
+/* dy NULL when the last child has targets. (A child without input gradient, an embedding,
+ * can only come first: it alone takes int32 tokens.) */
 static int chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
-    for (int i = l->nchildren - 1; i >= 0; i--) {
-        if (!dy && i < l->nchildren - 1)
-            return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: child %s of a %s layer "
-                            "gives no input gradient, yet child %d comes before it",
-                            l->child_names[i + 1], l->vt->kind_name, i);
+    for (int i = l->nchildren - 1; i >= 0; i--)
         TRY(nnt_layer_backward(l->children[i], dy, &dy));
-    }
     *dx = dy;
     return NNT_OK;
 }
