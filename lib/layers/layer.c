@@ -1,0 +1,524 @@
+/* The layer framework: the public functions that work on any nnt_layer, and the helpers
+ * the kinds build on (lib/layers/layer.h). */
+#include "layer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPT2_INIT_STD 0.02
+
+/* ---- helpers for the kinds ----------------------------------------------------------- */
+
+static char *dup_string(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+int nnt_layer_check(const nnt_layer *l, const char *fn)
+{
+    if (!l)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: layer is NULL", fn);
+    if (l->magic != NNT_LAYER_MAGIC)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: not a live layer (destroyed?)", fn);
+    return nnt_ctx_check(l->ctx, fn);
+}
+
+int nnt_layer_new(nnt_ctx *ctx, const nnt_layer_vt *vt, size_t impl_size, const char *fn,
+                  nnt_layer **out)
+{
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    int rc = nnt_ctx_check(ctx, fn);
+    if (rc)
+        return rc;
+    nnt_layer *l = calloc(1, sizeof *l);
+    void *impl = impl_size ? calloc(1, impl_size) : NULL;
+    if (!l || (impl_size && !impl)) {
+        free(l);
+        free(impl);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    l->magic = NNT_LAYER_MAGIC;
+    l->vt = vt;
+    l->ctx = ctx;
+    l->impl = impl;
+    *out = l;
+    return NNT_OK;
+}
+
+int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_tensor *grad,
+                        int decay, nnt_init_rule init, int owned)
+{
+    nnt_layer_param_rec *grown = realloc(l->params, (size_t)(l->nparams + 1) * sizeof *grown);
+    char *copy = dup_string(name);
+    if (!grown || !copy) {
+        free(copy);
+        if (grown)
+            l->params = grown;
+        return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer: out of memory adding %s", name);
+    }
+    l->params = grown;
+    nnt_layer_param_rec *p = &l->params[l->nparams++];
+    p->name = copy;
+    p->value = value;
+    p->grad = grad;
+    p->decay = decay;
+    p->init = init;
+    p->owned = owned;
+    return NNT_OK;
+}
+
+int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t *shape,
+                        const int64_t *tile, int decay, nnt_init_rule init,
+                        nnt_tensor **value, nnt_tensor **grad)
+{
+    nnt_tensor *v = NULL, *g = NULL;
+    int rc = nnt_tensor_create(l->ctx, NNT_FP32, ndim, shape, tile, &v);
+    if (!rc)
+        rc = nnt_tensor_create(l->ctx, NNT_FP32, ndim, shape, tile, &g);
+    if (!rc)
+        rc = nnt_tensor_fill(g, 0.0);
+    if (!rc)
+        rc = nnt_layer_add_param(l, name, v, g, decay, init, 1);
+    if (rc) {
+        nnt_tensor_destroy(v);
+        nnt_tensor_destroy(g);
+        return rc;
+    }
+    if (value)
+        *value = v;
+    if (grad)
+        *grad = g;
+    return NNT_OK;
+}
+
+int nnt_layer_add_child(nnt_layer *l, const char *name, nnt_layer *child)
+{
+    nnt_layer **kids = realloc(l->children, (size_t)(l->nchildren + 1) * sizeof *kids);
+    if (kids)
+        l->children = kids;
+    char **names = realloc(l->child_names, (size_t)(l->nchildren + 1) * sizeof *names);
+    if (names)
+        l->child_names = names;
+    char *copy = dup_string(name);
+    if (!kids || !names || !copy) {
+        free(copy);
+        return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer: out of memory adding child %s", name);
+    }
+    l->children[l->nchildren] = child;
+    l->child_names[l->nchildren] = copy;
+    l->nchildren++;
+    child->parent = l;
+    return NNT_OK;
+}
+
+static int same_layout(nnt_tensor *t, nnt_dtype dtype, int ndim, const int64_t *shape,
+                       const int64_t *tile)
+{
+    nnt_dtype have_dtype;
+    int have_ndim;
+    int64_t have_shape[NNT_MAX_DIMS], have_tile[NNT_MAX_DIMS];
+    if (nnt_tensor_dtype(t, &have_dtype) || nnt_tensor_ndim(t, &have_ndim) ||
+        nnt_tensor_shape(t, have_shape) || nnt_tensor_tile_shape(t, have_tile))
+        return 0;
+    if (have_dtype != dtype || have_ndim != ndim)
+        return 0;
+    for (int d = 0; d < ndim; d++) {
+        int64_t want_tile = tile[d] < shape[d] ? tile[d] : shape[d];  /* clamped */
+        if (have_shape[d] != shape[d] || have_tile[d] != want_tile)
+            return 0;
+    }
+    return 1;
+}
+
+int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
+                     const int64_t *shape, const int64_t *tile)
+{
+    if (*t && same_layout(*t, dtype, ndim, shape, tile))
+        return NNT_OK;
+    nnt_tensor_destroy(*t);
+    *t = NULL;
+    return nnt_tensor_create(l->ctx, dtype, ndim, shape, tile, t);
+}
+
+/* ---- tree queries ------------------------------------------------------------------------ */
+
+NNT_API int nnt_layer_kind_of(const nnt_layer *layer, nnt_layer_kind *kind)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_kind_of");
+    if (rc)
+        return rc;
+    if (!kind)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_kind_of: kind is NULL");
+    *kind = layer->vt->kind;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_num_children(const nnt_layer *layer, int *n)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_num_children");
+    if (rc)
+        return rc;
+    if (!n)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_num_children: n is NULL");
+    *n = layer->nchildren;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_child(nnt_layer *layer, int i, nnt_layer **child)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_child");
+    if (rc)
+        return rc;
+    if (!child)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_child: child is NULL");
+    if (i < 0 || i >= layer->nchildren)
+        return nnt_fail(layer->ctx, NNT_E_INVAL,
+                        "nnt_layer_child: index %d outside [0, %d) (a %s layer)", i,
+                        layer->nchildren, layer->vt->kind_name);
+    *child = layer->children[i];
+    return NNT_OK;
+}
+
+/* ---- targets, forward, loss, backward ----------------------------------------------------- */
+
+static nnt_layer *last_child(const nnt_layer *l)
+{
+    return l->nchildren > 0 ? l->children[l->nchildren - 1] : NULL;
+}
+
+static int has_targets(const nnt_layer *l)
+{
+    if (l->vt->has_targets)
+        return l->vt->has_targets(l);
+    const nnt_layer *last = last_child(l);
+    return last ? has_targets(last) : 0;
+}
+
+NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_set_targets");
+    if (rc)
+        return rc;
+    if (layer->vt->set_targets)
+        return layer->vt->set_targets(layer, targets);
+    nnt_layer *last = last_child(layer);
+    if (!last)
+        return nnt_fail(layer->ctx, NNT_E_INVAL,
+                        "nnt_layer_set_targets: a %s layer computes no loss (targets go to a "
+                        "cross-entropy layer, a sequential ending with one, or a GPT)",
+                        layer->vt->kind_name);
+    return nnt_layer_set_targets(last, targets);
+}
+
+NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_forward");
+    if (rc)
+        return rc;
+    if (!x)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_forward: x is NULL (a %s layer)",
+                        layer->vt->kind_name);
+    if ((rc = nnt_tensor_check_readable(x, "nnt_layer_forward")))
+        return rc;
+    nnt_tensor *out = NULL;
+    layer->forward_pending = 0;
+    rc = layer->vt->forward(layer, x, &out);
+    if (rc)
+        return rc;
+    layer->forward_pending = 1;
+    if (y)
+        *y = out;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_loss(nnt_layer *layer, double *loss)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_loss");
+    if (rc)
+        return rc;
+    if (!loss)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_loss: loss is NULL");
+    if (layer->vt->loss)
+        return layer->vt->loss(layer, loss);
+    nnt_layer *last = last_child(layer);
+    if (!last)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_loss: a %s layer computes no loss",
+                        layer->vt->kind_name);
+    return nnt_layer_loss(last, loss);
+}
+
+NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_backward");
+    if (rc)
+        return rc;
+    if (!layer->forward_pending)
+        return nnt_fail(layer->ctx, NNT_E_STATE,
+                        "nnt_layer_backward: no forward of this %s layer since its last "
+                        "backward (each backward needs its own forward)",
+                        layer->vt->kind_name);
+    int targets = has_targets(layer);
+    if (!dy && !targets)
+        return nnt_fail(layer->ctx, NNT_E_INVAL,
+                        "nnt_layer_backward: dy is NULL but this %s layer has no targets "
+                        "(no loss to differentiate)", layer->vt->kind_name);
+    if (dy && targets)
+        return nnt_fail(layer->ctx, NNT_E_INVAL,
+                        "nnt_layer_backward: dy given to a %s layer with targets (pass NULL: "
+                        "the gradient of its mean loss is used)", layer->vt->kind_name);
+    if (dy && (rc = nnt_tensor_check_readable(dy, "nnt_layer_backward")))
+        return rc;
+    nnt_tensor *grad_in = NULL;
+    rc = layer->vt->backward(layer, dy, &grad_in);
+    if (rc)
+        return rc;
+    layer->forward_pending = 0;
+    if (dx)
+        *dx = grad_in;
+    return NNT_OK;
+}
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+static void free_listing(nnt_layer *l)
+{
+    for (int64_t i = 0; i < l->nlisted; i++)
+        free(l->listed_names[i]);
+    free(l->listed_names);
+    free(l->listed);
+    l->listed_names = NULL;
+    l->listed = NULL;
+    l->nlisted = 0;
+}
+
+static int already_listed(const nnt_layer *root, const nnt_layer_param_rec *p)
+{
+    for (int64_t i = 0; i < root->nlisted; i++)
+        if (root->listed[i]->value == p->value)
+            return 1;
+    return 0;
+}
+
+static int list_append(nnt_layer *root, const char *prefix, nnt_layer_param_rec *p)
+{
+    if (already_listed(root, p))
+        return NNT_OK;
+    size_t n = strlen(prefix) + strlen(p->name) + 1;
+    char *full = malloc(n);
+    char **names = realloc(root->listed_names, (size_t)(root->nlisted + 1) * sizeof *names);
+    if (names)
+        root->listed_names = names;
+    nnt_layer_param_rec **recs = realloc(root->listed, (size_t)(root->nlisted + 1) * sizeof *recs);
+    if (recs)
+        root->listed = recs;
+    if (!full || !names || !recs) {
+        free(full);
+        return NNT_E_NOMEM;
+    }
+    memcpy(full, prefix, strlen(prefix));
+    memcpy(full + strlen(prefix), p->name, strlen(p->name) + 1);
+    root->listed_names[root->nlisted] = full;
+    root->listed[root->nlisted] = p;
+    root->nlisted++;
+    return NNT_OK;
+}
+
+/* Own parameters first, then the children's, depth first, in registration order. */
+static int list_subtree(nnt_layer *root, nnt_layer *l, const char *prefix)
+{
+    for (int i = 0; i < l->nparams; i++) {
+        int rc = list_append(root, prefix, &l->params[i]);
+        if (rc)
+            return rc;
+    }
+    for (int c = 0; c < l->nchildren; c++) {
+        size_t n = strlen(prefix) + strlen(l->child_names[c]) + 2;
+        char *sub = malloc(n);
+        if (!sub)
+            return NNT_E_NOMEM;
+        memcpy(sub, prefix, strlen(prefix));
+        memcpy(sub + strlen(prefix), l->child_names[c], strlen(l->child_names[c]));
+        sub[n - 2] = '.';
+        sub[n - 1] = '\0';
+        int rc = list_subtree(root, l->children[c], sub);
+        free(sub);
+        if (rc)
+            return rc;
+    }
+    return NNT_OK;
+}
+
+static int ensure_listing(nnt_layer *l, const char *fn)
+{
+    if (l->listed || (l->nparams == 0 && l->nchildren == 0))
+        return NNT_OK;
+    int rc = list_subtree(l, l, "");
+    if (rc) {
+        free_listing(l);
+        return nnt_fail(l->ctx, rc, "%s: out of memory listing parameters", fn);
+    }
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_num_params(const nnt_layer *layer, int64_t *count, int64_t *numel)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_num_params");
+    if (rc)
+        return rc;
+    nnt_layer *mut = (nnt_layer *)layer;   /* the listing is a cache, not part of its value */
+    if ((rc = ensure_listing(mut, "nnt_layer_num_params")))
+        return rc;
+    int64_t total = 0;
+    for (int64_t i = 0; i < mut->nlisted; i++) {
+        int64_t n = 0;
+        nnt_tensor_numel(mut->listed[i]->value, &n);
+        total += n;
+    }
+    if (count)
+        *count = mut->nlisted;
+    if (numel)
+        *numel = total;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_param");
+    if (rc)
+        return rc;
+    if (!info)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_param: info is NULL");
+    if (info->size < sizeof(nnt_param_info))
+        return nnt_fail(layer->ctx, NNT_E_INVAL,
+                        "nnt_layer_param: info->size %zu < sizeof(nnt_param_info) %zu (set "
+                        "it before the call)", info->size, sizeof(nnt_param_info));
+    if ((rc = ensure_listing(layer, "nnt_layer_param")))
+        return rc;
+    if (i < 0 || i >= layer->nlisted)
+        return nnt_fail(layer->ctx, NNT_E_INVAL,
+                        "nnt_layer_param: index %lld outside [0, %lld)", (long long)i,
+                        (long long)layer->nlisted);
+    const nnt_layer_param_rec *p = layer->listed[i];
+    info->name = layer->listed_names[i];
+    info->value = p->value;
+    info->grad = p->grad;
+    info->decay = p->decay;
+    return NNT_OK;
+}
+
+static int zero_grads(nnt_layer *l)
+{
+    for (int i = 0; i < l->nparams; i++) {
+        int rc = nnt_tensor_fill(l->params[i].grad, 0.0);
+        if (rc)
+            return rc;
+    }
+    for (int c = 0; c < l->nchildren; c++) {
+        int rc = zero_grads(l->children[c]);
+        if (rc)
+            return rc;
+    }
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_zero_grad(nnt_layer *layer)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_zero_grad");
+    return rc ? rc : zero_grads(layer);
+}
+
+/* ---- initialisation ------------------------------------------------------------------------- */
+
+static int64_t count_blocks(const nnt_layer *l)
+{
+    int64_t n = l->vt->num_blocks ? l->vt->num_blocks(l) : (l->vt->kind == NNT_LAYER_BLOCK);
+    for (int c = 0; c < l->nchildren; c++)
+        n += count_blocks(l->children[c]);
+    return n;
+}
+
+/* The seed of one parameter: the layer seed mixed with a hash of its full name, so each
+ * tensor gets its own stream whatever the enumeration order or the tiling. */
+static uint64_t param_seed(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a 64 */
+    for (const unsigned char *s = (const unsigned char *)name; *s; s++)
+        h = (h ^ *s) * 0x100000001b3ull;
+    uint64_t z = seed + h + 0x9e3779b97f4a7c15ull;   /* splitmix64 finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int init_param(const nnt_layer_param_rec *p, const char *name, uint64_t seed,
+                      int64_t nblocks)
+{
+    switch (p->init) {
+    case NNT_INIT_ZERO:
+        return nnt_tensor_fill(p->value, 0.0);
+    case NNT_INIT_ONE:
+        return nnt_tensor_fill(p->value, 1.0);
+    case NNT_INIT_NORMAL_PROJ:
+        return nnt_tensor_fill_normal(p->value, param_seed(seed, name), 0.0,
+                                      nblocks > 0 ? GPT2_INIT_STD / sqrt(2.0 * (double)nblocks)
+                                                  : GPT2_INIT_STD);
+    case NNT_INIT_NORMAL:
+    default:
+        return nnt_tensor_fill_normal(p->value, param_seed(seed, name), 0.0, GPT2_INIT_STD);
+    }
+}
+
+NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_init");
+    if (rc || (rc = ensure_listing(layer, "nnt_layer_init")))
+        return rc;
+    int64_t nblocks = count_blocks(layer);
+    for (int64_t i = 0; i < layer->nlisted; i++)
+        if ((rc = init_param(layer->listed[i], layer->listed_names[i], seed, nblocks)))
+            return rc;
+    return NNT_OK;
+}
+
+/* ---- destruction ---------------------------------------------------------------------------- */
+
+NNT_API void nnt_layer_destroy(nnt_layer *layer)
+{
+    if (!layer || layer->magic != NNT_LAYER_MAGIC)
+        return;
+    if (layer->parent && layer->parent->magic == NNT_LAYER_MAGIC) {
+        nnt_log(NNT_LOG_WARN, "nnt_layer_destroy: ignored on a %s layer owned by a %s layer "
+                "(destroy the outermost layer)", layer->vt->kind_name,
+                layer->parent->vt->kind_name);
+        return;
+    }
+    layer->parent = NULL;
+    if (layer->vt->destroy)
+        layer->vt->destroy(layer);
+    for (int i = 0; i < layer->nparams; i++) {
+        if (layer->params[i].owned) {
+            nnt_tensor_destroy(layer->params[i].value);
+            nnt_tensor_destroy(layer->params[i].grad);
+        }
+        free(layer->params[i].name);
+    }
+    free(layer->params);
+    for (int c = 0; c < layer->nchildren; c++) {
+        layer->children[c]->parent = NULL;
+        nnt_layer_destroy(layer->children[c]);
+        free(layer->child_names[c]);
+    }
+    free(layer->children);
+    free(layer->child_names);
+    free_listing(layer);
+    free(layer->impl);
+    layer->magic = 0;
+    free(layer);
+}

@@ -1,0 +1,115 @@
+/* The layer framework (internal): what every nnt_layer kind shares, and the vtable a kind
+ * fills in. The public functions of nnt.h's "layers" section that work on any layer
+ * (forward, backward, targets, loss, parameters, init, destroy, tree queries) live in
+ * lib/layers/layer.c and dispatch here; each kind lives in its own file and exposes only
+ * its nnt_layer_<kind>_create.
+ *
+ * A kind
+ *   - allocates the layer with nnt_layer_new (which also zeroes impl),
+ *   - registers its parameters with nnt_layer_add_param (value, grad, decay flag and the
+ *     initialisation rule; owned tensors are destroyed with the layer),
+ *   - registers its children with nnt_layer_add_child (a composite owns them),
+ *   - implements forward/backward with the public tensor operations only. Output and
+ *     input-gradient tensors belong to the layer; nnt_layer_ensure (re)creates such a
+ *     tensor when the shape or the tiling of the input changes.
+ * The framework checks arguments common to every kind, keeps the forward/backward order
+ * (a backward needs its own forward), enumerates parameters with their full dotted names
+ * ("h.3.mlp.c_fc.weight") and initialises them.
+ */
+#ifndef NNT_LAYERS_LAYER_H
+#define NNT_LAYERS_LAYER_H
+
+#include "../internal.h"
+
+#define NNT_LAYER_MAGIC 0x6e6e746cu /* "nntl" */
+
+/* How nnt_layer_init sets a parameter. */
+typedef enum nnt_init_rule {
+    NNT_INIT_NORMAL = 0,   /* normal(0, 0.02): matrices, embeddings                         */
+    NNT_INIT_NORMAL_PROJ,  /* normal(0, 0.02 / sqrt(2 L)), L = blocks in the tree (0.02 if
+                              none): the output projections of attention and MLP           */
+    NNT_INIT_ZERO,         /* biases, LayerNorm bias                                       */
+    NNT_INIT_ONE           /* LayerNorm weight                                             */
+} nnt_init_rule;
+
+typedef struct nnt_layer_param_rec {
+    char *name;            /* local name within its layer, e.g. "weight", "wte.weight"     */
+    nnt_tensor *value;
+    nnt_tensor *grad;      /* same shape and tiling as value                               */
+    int decay;             /* weight decay by default                                       */
+    nnt_init_rule init;
+    int owned;             /* destroy value and grad with the layer                         */
+} nnt_layer_param_rec;
+
+typedef struct nnt_layer_vt {
+    nnt_layer_kind kind;
+    const char *kind_name;                 /* "linear", for messages                         */
+    /* y = layer(x); *y is a tensor owned by the layer. Required. */
+    int (*forward)(nnt_layer *l, nnt_tensor *x, nnt_tensor **y);
+    /* Add parameter gradients; *dx (may be NULL) = d loss / d x, or NULL if none. dy is
+     * NULL only for layers with targets. Required. */
+    int (*backward)(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx);
+    /* Targets for a layer ending in a loss. NULL: composites pass them to their last child,
+     * leaves refuse them. */
+    int (*set_targets)(nnt_layer *l, nnt_tensor *targets);
+    /* Mean loss of the last forward with targets. NULL: as set_targets. */
+    int (*loss)(nnt_layer *l, double *loss);
+    /* 1 if this layer (or its last descendant) computes a loss from targets; NULL: as
+     * set_targets. */
+    int (*has_targets)(const nnt_layer *l);
+    /* Blocks this layer counts for NNT_INIT_NORMAL_PROJ, children excluded. NULL: 1 for
+     * NNT_LAYER_BLOCK, else 0. */
+    int64_t (*num_blocks)(const nnt_layer *l);
+    /* Release what the kind allocated besides registered parameters and children
+     * (activations, impl contents). May be NULL. */
+    void (*destroy)(nnt_layer *l);
+} nnt_layer_vt;
+
+struct nnt_layer {
+    unsigned magic;
+    const nnt_layer_vt *vt;
+    nnt_ctx *ctx;
+    nnt_layer *parent;                     /* the composite that owns it, or NULL            */
+    int nchildren;
+    nnt_layer **children;
+    char **child_names;                    /* "h.0", "attn", "0": prefix of their params    */
+    int nparams;
+    nnt_layer_param_rec *params;           /* this layer's own parameters                   */
+    int forward_pending;                   /* a forward whose backward has not run yet      */
+    /* Parameter listing of the subtree, built on the first nnt_layer_param call (the tree
+     * does not change after creation). */
+    int64_t nlisted;
+    char **listed_names;                   /* full dotted names                             */
+    nnt_layer_param_rec **listed;
+    void *impl;                            /* the kind's data                               */
+};
+
+/* A layer of kind vt in ctx with impl_size zeroed bytes of impl. */
+int nnt_layer_new(nnt_ctx *ctx, const nnt_layer_vt *vt, size_t impl_size, const char *fn,
+                  nnt_layer **out);
+/* Register a parameter (name copied). owned: the layer destroys value and grad. */
+int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_tensor *grad,
+                        int decay, nnt_init_rule init, int owned);
+/* Create an owned fp32 parameter and its gradient (zero) of the given shape and tiling and
+ * register them. *value / *grad (may be NULL) get the tensors. The value is left unwritten:
+ * every public create function of a kind with parameters ends with nnt_layer_init(l, 0)
+ * (composites: once, for the whole subtree, so the projection rule sees the block count). */
+int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t *shape,
+                        const int64_t *tile, int decay, nnt_init_rule init,
+                        nnt_tensor **value, nnt_tensor **grad);
+/* Append an owned child under name (copied). On failure the child is NOT destroyed. */
+int nnt_layer_add_child(nnt_layer *l, const char *name, nnt_layer *child);
+
+/* *t is a tensor of exactly (dtype, ndim, shape, tile) in l's context: kept if it already
+ * is one, else (re)created (the old one destroyed). Contents are undefined after a
+ * re-creation. */
+int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
+                     const int64_t *shape, const int64_t *tile);
+
+/* 0 if l is a live layer, else NNT_E_INVAL naming fn. */
+int nnt_layer_check(const nnt_layer *l, const char *fn);
+
+/* Composites run their children through the public nnt_layer_forward / nnt_layer_backward,
+ * which keep each child's own forward/backward order. */
+
+#endif
