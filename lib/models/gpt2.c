@@ -444,6 +444,25 @@ static int find_kind(nnt_gpt2 *m, const char *fn, const char *name)
     return k;
 }
 
+int nnt_gpt2_param_tensors(nnt_gpt2 *m, const char *name, int64_t layer, int piece,
+                           nnt_tensor **value, nnt_tensor **grad)
+{
+    const char *fn = "nnt_gpt2_param_tensors";
+    int k = find_kind(m, fn, name);
+    if (k < 0)
+        return k;
+    int64_t nlayers = kinds[k].per_layer ? m->cfg.layers : 1;
+    if (layer < 0 || layer >= nlayers || piece < 0 || piece >= kinds[k].pieces)
+        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: %s has no layer %lld piece %d", fn, name,
+                        (long long)layer, piece);
+    param *p = param_at(m, k, layer, piece);
+    if (value)
+        *value = p->p;
+    if (grad)
+        *grad = p->g;
+    return NNT_OK;
+}
+
 int nnt_gpt2_param_numel(const nnt_gpt2 *m, const char *name, int64_t *numel)
 {
     int k = kind_by_name(name);
@@ -551,6 +570,24 @@ int nnt_gpt2_load_llmc(nnt_ctx *ctx, const char *path, const nnt_gpt2_tiling *ti
         return rc;
     }
     *out = m;
+    return NNT_OK;
+}
+
+int nnt_gpt2_llmc_config(nnt_ctx *ctx, const char *path, nnt_gpt2_config *cfg)
+{
+    const char *fn = "nnt_gpt2_llmc_config";
+    char err[NNT_IO_ERRLEN];
+    if (!path || !cfg)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "cfg" : "path");
+    nnt_llmc_reader *r = NULL;
+    int rc = nnt_llmc_open(path, &r, err, sizeof err);
+    if (rc)
+        return io_fail(ctx, fn, rc, err);
+    const nnt_llmc_config *lc = nnt_llmc_config_of(r);
+    nnt_gpt2_config c = {lc->vocab_size, lc->padded_vocab_size, lc->max_seq_len,
+                         lc->num_layers, lc->num_heads, lc->channels};
+    nnt_llmc_close(r);
+    *cfg = c;
     return NNT_OK;
 }
 

@@ -180,6 +180,15 @@ int nnt_gpt2_export(nnt_gpt2 *m, int which, const char *name, float *dst, size_t
 int nnt_gpt2_import(nnt_gpt2 *m, const char *name, const float *src, size_t count);
 /* Number of parameters (V, not Vp, rows of wte). */
 int64_t nnt_gpt2_num_params(const nnt_gpt2 *m);
+/* The tensors of one parameter piece: name as above, layer (0 for wte, wpe, lnfw, lnfb),
+ * piece 0, 1, 2 = q, k, v of qkvw / qkvb (0 for the others). value / grad (either may be
+ * NULL) get the model's own tensors (shapes as in the layout above; destroyed with the
+ * model). NNT_E_INVAL for an unknown name or a layer or piece outside the model. */
+int nnt_gpt2_param_tensors(nnt_gpt2 *m, const char *name, int64_t layer, int piece,
+                           nnt_tensor **value, nnt_tensor **grad);
+/* The configuration of an llm.c checkpoint (its header only: to choose a tiling before
+ * nnt_gpt2_load_llmc). NNT_E_FORMAT / NNT_E_IO as nnt_gpt2_load_llmc. */
+int nnt_gpt2_llmc_config(nnt_ctx *ctx, const char *path, nnt_gpt2_config *cfg);
 
 /* ---- training ------------------------------------------------------------------------ */
 
