@@ -507,6 +507,16 @@ START_TEST(test_generate)
     ck_assert(memcmp(got, other, sizeof got) != 0);
     for (int i = 0; i < NGEN; i++)
         ck_assert(got[i] >= 0 && got[i] < V);
+    /* generation cancels a pending backward (the activations are overwritten) */
+    int32_t ids[2 * 13];
+    for (int i = 0; i < 2 * 13; i++)
+        ids[i] = (int32_t)(i % V);
+    nnt_tensor *tokens = ids_tensor(ids, 2, 13, 2, 13);
+    EXPECT_OK(nnt_layer_set_targets(gpt, tokens));
+    EXPECT_OK(nnt_layer_forward(gpt, tokens, NULL));
+    EXPECT_OK(nnt_gpt_generate(gpt, prompt, NPROMPT, 1, NULL, got));
+    EXPECT_FAIL_MSG(nnt_layer_backward(gpt, NULL, NULL), NNT_E_STATE, "nnt_layer_backward");
+    nnt_tensor_destroy(tokens);
     /* bad arguments */
     s.size = 0;
     EXPECT_FAIL_MSG(nnt_gpt_generate(gpt, prompt, NPROMPT, NGEN, &s, got), NNT_E_INVAL,
