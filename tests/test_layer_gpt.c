@@ -615,7 +615,8 @@ START_TEST(test_init)
 END_TEST
 
 /* A freshly created model trains: the loss of a batch goes down after a few SGD steps on
- * its gradient (written with the tensor ops: value -= lr * grad). */
+ * its gradient (written with the tensor ops: value -= lr * grad; lr 0.1: at 0.5 the loss
+ * overshoots back up after 3 steps). */
 START_TEST(test_create_forward_backward)
 {
     nnt_gpt_config cfg;

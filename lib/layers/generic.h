@@ -1,0 +1,46 @@
+/* Helpers shared by the generic layer kinds (embedding, layernorm, linear, attention,
+ * lm_head, cross_entropy, mlp, block, sequential), defined in lib/layers/leaf.c, and the
+ * creation functions the composites use: they build a child without initialising it, so
+ * that the composite initialises its whole subtree once (nnt_layer_init). */
+#ifndef NNT_LAYERS_GENERIC_H
+#define NNT_LAYERS_GENERIC_H
+
+#include "layer.h"
+
+#define TRY(call)                \
+    do {                         \
+        int rc_ = (call);        \
+        if (rc_)                 \
+            return rc_;          \
+    } while (0)
+
+/* *out = *tiling (all automatic if NULL); NNT_E_INVAL naming fn for a bad size field or an
+ * entry below -1. */
+int gl_tiling(nnt_ctx *ctx, const nnt_tiling *tiling, const char *fn, nnt_tiling *out);
+/* The tile of a dimension of size n from a tiling entry: 0 or -1 give the whole dimension
+ * (the generic layers have no heuristic), more than n too. */
+int64_t gl_tile(int64_t entry, int64_t n);
+
+/* *out = src if its tiling is tile (clamped), else *cache (a tensor of the layer, re-created
+ * when needed) holding a copy of src in that tiling. */
+int gl_retiled(nnt_layer *l, nnt_tensor *src, const int64_t *tile, nnt_tensor **cache,
+               nnt_tensor **out);
+/* dst += src for any two tilings of one shape; *tmp: the layer's scratch for a retiling. */
+int gl_add_into(nnt_layer *l, nnt_tensor *src, nnt_tensor *dst, nnt_tensor **tmp);
+/* NNT_E_SHAPE naming fn unless dy has y's shape (its tiling may differ); then *out is dy in
+ * y's tiling (dy itself or *cache). */
+int gl_dy_like(nnt_layer *l, nnt_tensor *dy, nnt_tensor *y, const char *fn, nnt_tensor **cache,
+               nnt_tensor **out);
+
+/* Leaves and composites without their final nnt_layer_init. in_tile / out_tile: the tiles
+ * of the linear layer's input and output features. */
+int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *t,
+                     const char *fn, nnt_layer **out);
+int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
+                  int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out);
+int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads, const nnt_tiling *t,
+                     const char *fn, nnt_layer **out);
+int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_tiling *t,
+               const char *fn, nnt_layer **out);
+
+#endif

@@ -1,0 +1,637 @@
+/* The generic leaf layers: embedding, layernorm, linear, lm_head (tied to an embedding) and
+ * cross_entropy, plus the helpers every generic kind shares (generic.h). Shapes: B batch,
+ * T sequence, C channels, V vocabulary; "..." are any leading (row) dimensions. */
+#include "generic.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+int gl_tiling(nnt_ctx *ctx, const nnt_tiling *tiling, const char *fn, nnt_tiling *out)
+{
+    static const nnt_tiling automatic = NNT_TILING_INIT;
+    *out = automatic;
+    if (!tiling)
+        return NNT_OK;
+    if (tiling->size != sizeof(nnt_tiling))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: tiling->size %zu is not sizeof(nnt_tiling) %zu "
+                        "(use NNT_TILING_INIT)", fn, tiling->size, sizeof(nnt_tiling));
+    const int64_t e[7] = {tiling->batch, tiling->seq, tiling->channels, tiling->hidden,
+                          tiling->vocab, tiling->heads, tiling->head_dim};
+    for (int i = 0; i < 7; i++)
+        if (e[i] < -1)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: tiling entry %d is %lld (0 or -1: whole "
+                            "dimension, > 0: tile size)", fn, i, (long long)e[i]);
+    *out = *tiling;
+    return NNT_OK;
+}
+
+int64_t gl_tile(int64_t entry, int64_t n)
+{
+    return entry > 0 && entry < n ? entry : n;
+}
+
+static int has_tiling(const nnt_tensor *t, const int64_t *tile)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->tile[d] != (tile[d] < t->shape[d] ? tile[d] : t->shape[d]))
+            return 0;
+    return 1;
+}
+
+int gl_retiled(nnt_layer *l, nnt_tensor *src, const int64_t *tile, nnt_tensor **cache,
+               nnt_tensor **out)
+{
+    if (has_tiling(src, tile)) {
+        *out = src;
+        return NNT_OK;
+    }
+    TRY(nnt_layer_ensure(l, cache, src->dtype, src->ndim, src->shape, tile));
+    *out = *cache;
+    return nnt_tensor_copy(src, *cache);
+}
+
+int gl_add_into(nnt_layer *l, nnt_tensor *src, nnt_tensor *dst, nnt_tensor **tmp)
+{
+    nnt_tensor *same = NULL;
+    TRY(gl_retiled(l, src, dst->tile, tmp, &same));
+    return nnt_tensor_axpby(1.0, same, 1.0, dst);
+}
+
+int gl_dy_like(nnt_layer *l, nnt_tensor *dy, nnt_tensor *y, const char *fn, nnt_tensor **cache,
+               nnt_tensor **out)
+{
+    int same = dy->dtype == NNT_FP32 && dy->ndim == y->ndim;
+    for (int d = 0; same && d < y->ndim; d++)
+        same = dy->shape[d] == y->shape[d];
+    if (!same)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: dy of a %s layer must be fp32 with the shape "
+                        "of its output (%d dims, last %lld)", fn, l->vt->kind_name, y->ndim,
+                        (long long)y->shape[y->ndim - 1]);
+    return gl_retiled(l, dy, y->tile, cache, out);
+}
+
+/* NNT_E_SHAPE unless x is fp32 with at least min_ndim dims and a last dim of `last`. */
+static int check_rows(nnt_layer *l, nnt_tensor *x, int min_ndim, int64_t last)
+{
+    if (x->dtype == NNT_FP32 && x->ndim >= min_ndim && x->shape[x->ndim - 1] == last)
+        return NNT_OK;
+    return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a %s layer takes fp32 (..., %lld) "
+                    "with at least %d dims (got %d dims, last %lld)", l->vt->kind_name,
+                    (long long)last, min_ndim, x->ndim, (long long)x->shape[x->ndim - 1]);
+}
+
+/* x's shape and tiling with the last dim of size last, tile last_tile. */
+static void rows_with(const nnt_tensor *x, int64_t last, int64_t last_tile, int64_t *shape,
+                      int64_t *tile)
+{
+    memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+    memcpy(tile, x->tile, (size_t)x->ndim * sizeof *tile);
+    shape[x->ndim - 1] = last;
+    tile[x->ndim - 1] = last_tile;
+}
+
+static void destroy_all(nnt_tensor **t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        nnt_tensor_destroy(t[i]);
+}
+
+/* A kind whose create failed half-way: destroy what exists, return rc. */
+static int abandon(nnt_layer *l, int rc)
+{
+    nnt_layer_destroy(l);
+    return rc;
+}
+
+/* ---- embedding ------------------------------------------------------------------------ */
+
+typedef struct embedding {
+    nnt_tensor *wte, *dwte;         // (V, C) tiles (vocab, channels)
+    nnt_tensor *wpe, *dwpe;         // (maxT, C) tiles (seq, channels)
+    nnt_tensor *tokens;             // (B, T) int32: a copy of the input
+    nnt_tensor *wpe_rows, *dwpe_rows;  // (maxT, C) in the input's T tiling, if it differs
+    nnt_tensor *out;                // (B, T, C)
+    nnt_tensor *dy_cache, *tmp;
+} embedding;
+
+static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    embedding *e = l->impl;
+    if (x->dtype != NNT_INT32 || x->ndim != 2 || x->shape[1] > e->wpe->shape[0])
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer takes "
+                        "int32 tokens (B, T) with T <= maxT = %lld", (long long)e->wpe->shape[0]);
+    int64_t C = e->wte->shape[1], ct = e->wte->tile[1];
+    int64_t shape[3] = {x->shape[0], x->shape[1], C}, tile[3] = {x->tile[0], x->tile[1], ct};
+    int64_t rows_tile[2] = {x->tile[1], ct};
+    nnt_tensor *wpe = NULL;
+    TRY(nnt_layer_ensure(l, &e->tokens, NNT_INT32, 2, x->shape, x->tile));
+    TRY(nnt_tensor_copy(x, e->tokens));
+    TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
+    TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
+    TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
+    *y = e->out;
+    return NNT_OK;
+}
+
+static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    embedding *e = l->impl;
+    nnt_tensor *dout = NULL;
+    TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
+    *dx = NULL;   /* tokens have no gradient */
+    if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
+        return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe);
+    /* position rows in the input's T tiling: accumulate apart, then add */
+    TRY(nnt_layer_ensure(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape, e->wpe_rows->tile));
+    TRY(nnt_tensor_fill(e->dwpe_rows, 0.0));
+    TRY(nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe_rows));
+    return gl_add_into(l, e->dwpe_rows, e->dwpe, &e->tmp);
+}
+
+static void embedding_destroy(nnt_layer *l)
+{
+    embedding *e = l->impl;
+    nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->dy_cache, e->tmp};
+    destroy_all(own, sizeof own / sizeof own[0]);
+}
+
+static const nnt_layer_vt embedding_vt = {
+    NNT_LAYER_EMBEDDING, "embedding", embedding_forward, embedding_backward,
+    NULL, NULL, NULL, NULL, embedding_destroy};
+
+NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
+                                       int64_t channels, const nnt_tiling *tiling,
+                                       nnt_layer **out)
+{
+    const char *fn = "nnt_layer_embedding_create";
+    nnt_tiling t;
+    nnt_layer *l = NULL;
+    TRY(nnt_layer_new(ctx, &embedding_vt, sizeof(embedding), fn, &l));
+    int rc = gl_tiling(ctx, tiling, fn, &t);
+    if (rc == 0 && (vocab < 1 || max_seq < 1 || channels < 1))
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: vocab %lld, max_seq %lld, channels %lld must be "
+                      ">= 1", fn, (long long)vocab, (long long)max_seq, (long long)channels);
+    embedding *e = l->impl;
+    int64_t ct = gl_tile(t.channels, channels);
+    int64_t wte_shape[2] = {vocab, channels}, wte_tile[2] = {gl_tile(t.vocab, vocab), ct};
+    int64_t wpe_shape[2] = {max_seq, channels}, wpe_tile[2] = {gl_tile(t.seq, max_seq), ct};
+    if (rc == 0)
+        rc = nnt_layer_new_param(l, "wte.weight", 2, wte_shape, wte_tile, 1, NNT_INIT_NORMAL,
+                                 &e->wte, &e->dwte);
+    if (rc == 0)
+        rc = nnt_layer_new_param(l, "wpe.weight", 2, wpe_shape, wpe_tile, 1, NNT_INIT_NORMAL,
+                                 &e->wpe, &e->dwpe);
+    if (rc == 0)
+        rc = nnt_layer_init(l, 0);
+    if (rc)
+        return abandon(l, rc);
+    *out = l;
+    return NNT_OK;
+}
+
+/* ---- layernorm ------------------------------------------------------------------------ */
+
+typedef struct layernorm {
+    double eps;
+    nnt_tensor *w, *b, *dw, *db;    // (C) tile channels
+    nnt_tensor *x;                  // the input of the last forward (not owned)
+    nnt_tensor *y, *dx;             // x's shape and tiling
+    nnt_tensor *mean, *rstd;        // (...) x's leading tiling
+    nnt_tensor *dy_cache;
+} layernorm;
+
+static int layernorm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    layernorm *n = l->impl;
+    TRY(check_rows(l, x, 2, n->w->shape[0]));
+    TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
+    TRY(nnt_layer_ensure(l, &n->mean, NNT_FP32, x->ndim - 1, x->shape, x->tile));
+    TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
+    TRY(nnt_tensor_layernorm(x, n->w, n->b, n->eps, n->y, n->mean, n->rstd));
+    n->x = x;
+    *y = n->y;
+    return NNT_OK;
+}
+
+static int layernorm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    layernorm *n = l->impl;
+    nnt_tensor *d = NULL;
+    TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
+    TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
+    TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, n->dw, n->db));
+    *dx = n->dx;
+    return NNT_OK;
+}
+
+static void layernorm_destroy(nnt_layer *l)
+{
+    layernorm *n = l->impl;
+    nnt_tensor *own[] = {n->y, n->dx, n->mean, n->rstd, n->dy_cache};
+    destroy_all(own, sizeof own / sizeof own[0]);
+}
+
+static const nnt_layer_vt layernorm_vt = {
+    NNT_LAYER_LAYERNORM, "layernorm", layernorm_forward, layernorm_backward,
+    NULL, NULL, NULL, NULL, layernorm_destroy};
+
+int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
+                     const char *fn, nnt_layer **out)
+{
+    nnt_tiling t;
+    nnt_layer *l = NULL;
+    TRY(nnt_layer_new(ctx, &layernorm_vt, sizeof(layernorm), fn, &l));
+    int rc = gl_tiling(ctx, tiling, fn, &t);
+    if (rc == 0 && (channels < 1 || !(eps >= 0.0) || !isfinite(eps)))
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be >= 1 and eps %g finite "
+                      "and >= 0", fn, (long long)channels, eps);
+    layernorm *n = l->impl;
+    int64_t shape[1] = {channels}, tile[1] = {gl_tile(t.channels, channels)};
+    n->eps = eps;
+    if (rc == 0)
+        rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0, NNT_INIT_ONE, &n->w, &n->dw);
+    if (rc == 0)
+        rc = nnt_layer_new_param(l, "bias", 1, shape, tile, 0, NNT_INIT_ZERO, &n->b, &n->db);
+    if (rc)
+        return abandon(l, rc);
+    *out = l;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double eps,
+                                       const nnt_tiling *tiling, nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    TRY(gl_layernorm_new(ctx, channels, eps, tiling, "nnt_layer_layernorm_create", &l));
+    int rc = nnt_layer_init(l, 0);
+    if (rc)
+        return abandon(l, rc);
+    *out = l;
+    return NNT_OK;
+}
+
+/* ---- linear --------------------------------------------------------------------------- */
+
+typedef struct linear {
+    unsigned flags;
+    nnt_tensor *w, *dw;             // (out, in) tiles (out_tile, in_tile)
+    nnt_tensor *b, *db;             // (out) or NULL
+    nnt_tensor *x;                  // the input of the last forward (not owned)
+    nnt_tensor *xin;                // x, or x_cache: x with the weight's in tiling
+    nnt_tensor *x_cache;
+    nnt_tensor *pre;                // (..., out) before the GELU
+    nnt_tensor *y;                  // (..., out)
+    nnt_tensor *dpre;               // (..., out) d loss / d pre (GELU)
+    nnt_tensor *dxin, *dx;          // xin's and x's layouts
+    nnt_tensor *dy_cache;
+} linear;
+
+static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    linear *n = l->impl;
+    int64_t in = n->w->shape[1], outf = n->w->shape[0], shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
+    TRY(check_rows(l, x, 2, in));
+    rows_with(x, in, n->w->tile[1], shape, tile);
+    TRY(gl_retiled(l, x, tile, &n->x_cache, &n->xin));
+    n->x = x;
+    rows_with(x, outf, n->w->tile[0], shape, tile);
+    TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, shape, tile));
+    *y = n->y;
+    if (!(n->flags & NNT_LINEAR_GELU))   /* y (..., out) = x W^T (+ b) */
+        return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, n->w, 0.0, n->y, 1, 0,
+                                  n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL);
+    /* pre (..., out) = x W^T (+ b), y = gelu(pre), in one pass */
+    TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, n->w, 0.0, n->pre, 1, 0,
+                              NNT_EPILOGUE_BIAS_GELU, n->b, n->y);
+}
+
+static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    linear *n = l->impl;
+    nnt_tensor *g = NULL;   // (..., out) d loss / d (x W^T + b)
+    TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &g));
+    if (n->flags & NNT_LINEAR_GELU) {
+        TRY(nnt_layer_ensure(l, &n->dpre, NNT_FP32, n->y->ndim, n->y->shape, n->y->tile));
+        TRY(nnt_tensor_gelu_backward(n->pre, g, n->dpre));
+        g = n->dpre;
+    }
+    /* dW (out, in) += g^T x over all rows; db += sum of g over rows */
+    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin, 1.0, n->dw, g->ndim - 1, 0));
+    if (n->b)
+        TRY(nnt_tensor_sum_leading(1.0, g, 1.0, n->db));
+    /* dx (..., in) = g W, in xin's tiling, then x's */
+    nnt_tensor **into = n->xin == n->x ? &n->dx : &n->dxin;
+    TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
+    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, n->w, 0.0, *into, 1, 0));
+    if (into == &n->dxin) {
+        TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
+        TRY(nnt_tensor_copy(n->dxin, n->dx));
+    }
+    *dx = n->dx;
+    return NNT_OK;
+}
+
+static void linear_destroy(nnt_layer *l)
+{
+    linear *n = l->impl;
+    nnt_tensor *own[] = {n->x_cache, n->pre, n->y, n->dpre, n->dxin, n->dx, n->dy_cache};
+    destroy_all(own, sizeof own / sizeof own[0]);
+}
+
+static const nnt_layer_vt linear_vt = {
+    NNT_LAYER_LINEAR, "linear", linear_forward, linear_backward,
+    NULL, NULL, NULL, NULL, linear_destroy};
+
+int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
+                  int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    TRY(nnt_layer_new(ctx, &linear_vt, sizeof(linear), fn, &l));
+    int rc = NNT_OK;
+    if (in < 1 || out_features < 1 || (flags & ~(NNT_LINEAR_BIAS | NNT_LINEAR_GELU)))
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: in %lld and out %lld must be >= 1, flags 0x%x "
+                      "only NNT_LINEAR_BIAS | NNT_LINEAR_GELU", fn, (long long)in,
+                      (long long)out_features, flags);
+    linear *n = l->impl;
+    n->flags = flags;
+    int64_t wshape[2] = {out_features, in}, wtile[2] = {out_tile, in_tile};
+    if (rc == 0)
+        rc = nnt_layer_new_param(l, "weight", 2, wshape, wtile, 1, NNT_INIT_NORMAL, &n->w,
+                                 &n->dw);
+    if (rc == 0 && (flags & NNT_LINEAR_BIAS))
+        rc = nnt_layer_new_param(l, "bias", 1, wshape, wtile, 0, NNT_INIT_ZERO, &n->b, &n->db);
+    if (rc)
+        return abandon(l, rc);
+    *out = l;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_linear_create(nnt_ctx *ctx, int64_t in, int64_t out_features,
+                                    unsigned flags, const nnt_tiling *tiling, nnt_layer **out)
+{
+    const char *fn = "nnt_layer_linear_create";
+    nnt_tiling t;
+    nnt_layer *l = NULL;
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    TRY(nnt_ctx_check(ctx, fn));
+    TRY(gl_tiling(ctx, tiling, fn, &t));
+    TRY(gl_linear_new(ctx, in, out_features, flags, gl_tile(t.channels, in),
+                      gl_tile(t.hidden, out_features), fn, &l));
+    int rc = nnt_layer_init(l, 0);
+    if (rc)
+        return abandon(l, rc);
+    *out = l;
+    return NNT_OK;
+}
+
+/* ---- lm_head -------------------------------------------------------------------------- */
+
+typedef struct lm_head {
+    nnt_layer *emb;                 // the embedding whose wte is used (not owned)
+    nnt_tensor *x;                  // the input of the last forward (not owned)
+    nnt_tensor *xin, *x_cache;      // x with wte's C tiling
+    nnt_tensor *y;                  // (..., V)
+    nnt_tensor *dxin, *dx;
+    nnt_tensor *dy_cache;
+} lm_head;
+
+static int lm_head_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    lm_head *h = l->impl;
+    TRY(nnt_layer_check(h->emb, "nnt_layer_forward (the lm_head's embedding)"));
+    nnt_tensor *wte = ((embedding *)h->emb->impl)->wte;   // (V, C)
+    int64_t shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
+    TRY(check_rows(l, x, 2, wte->shape[1]));
+    rows_with(x, wte->shape[1], wte->tile[1], shape, tile);
+    TRY(gl_retiled(l, x, tile, &h->x_cache, &h->xin));
+    h->x = x;
+    rows_with(x, wte->shape[0], wte->tile[0], shape, tile);
+    TRY(nnt_layer_ensure(l, &h->y, NNT_FP32, x->ndim, shape, tile));
+    /* logits (..., V) = x (..., C) wte^T */
+    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, h->xin, wte, 0.0, h->y, 1, 0));
+    *y = h->y;
+    return NNT_OK;
+}
+
+static int lm_head_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    lm_head *h = l->impl;
+    TRY(nnt_layer_check(h->emb, "nnt_layer_backward (the lm_head's embedding)"));
+    embedding *e = h->emb->impl;
+    nnt_tensor *g = NULL;
+    TRY(gl_dy_like(l, dy, h->y, "nnt_layer_backward", &h->dy_cache, &g));
+    /* dwte (V, C) += dlogits^T x, added to the embedding's own gradient */
+    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin, 1.0, e->dwte, g->ndim - 1, 0));
+    nnt_tensor **into = h->xin == h->x ? &h->dx : &h->dxin;
+    TRY(nnt_layer_ensure(l, into, NNT_FP32, h->xin->ndim, h->xin->shape, h->xin->tile));
+    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, e->wte, 0.0, *into, 1, 0));
+    if (into == &h->dxin) {
+        TRY(nnt_layer_ensure(l, &h->dx, NNT_FP32, h->x->ndim, h->x->shape, h->x->tile));
+        TRY(nnt_tensor_copy(h->dxin, h->dx));
+    }
+    *dx = h->dx;
+    return NNT_OK;
+}
+
+static void lm_head_destroy(nnt_layer *l)
+{
+    lm_head *h = l->impl;
+    nnt_tensor *own[] = {h->x_cache, h->y, h->dxin, h->dx, h->dy_cache};
+    destroy_all(own, sizeof own / sizeof own[0]);
+}
+
+static const nnt_layer_vt lm_head_vt = {
+    NNT_LAYER_LM_HEAD, "lm_head", lm_head_forward, lm_head_backward,
+    NULL, NULL, NULL, NULL, lm_head_destroy};
+
+NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
+{
+    const char *fn = "nnt_layer_lm_head_create";
+    if (out)
+        *out = NULL;
+    TRY(nnt_layer_check(emb, fn));
+    if (emb->vt != &embedding_vt)
+        return nnt_fail(emb->ctx, NNT_E_INVAL, "%s: the layer to tie is a %s layer, not an "
+                        "embedding", fn, emb->vt->kind_name);
+    nnt_layer *l = NULL;
+    TRY(nnt_layer_new(emb->ctx, &lm_head_vt, sizeof(lm_head), fn, &l));
+    ((lm_head *)l->impl)->emb = emb;
+    *out = l;
+    return NNT_OK;
+}
+
+/* ---- cross_entropy -------------------------------------------------------------------- */
+
+typedef struct xent {
+    int32_t ignore;
+    int have_targets;               /* set_targets gave targets (not NULL)                */
+    int32_t *ids;                   /* host copy of the targets                           */
+    int64_t nvalid;                 /* targets != ignore                                  */
+    nnt_tensor *targets;            /* device copy, the caller's tiling                  */
+    int with_loss;                  /* the last forward computed losses                   */
+    int64_t fwd_nvalid;
+    int loss_ready;
+    double loss;
+    nnt_tensor *logits;             // (..., V) input of the last forward (not owned)
+    nnt_tensor *fwd_targets;        // (...) int32, logits' leading tiling
+    nnt_tensor *losses, *lse;       // (...)
+    nnt_tensor *dlogits;            // (..., V)
+} xent;
+
+static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
+{
+    const char *fn = "nnt_layer_set_targets";
+    xent *c = l->impl;
+    if (!t) {
+        c->have_targets = 0;
+        return NNT_OK;
+    }
+    TRY(nnt_tensor_check_readable(t, fn));
+    if (t->dtype != NNT_INT32)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: targets must be int32", fn);
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids)
+        return nnt_fail(l->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_tensor_copy_to_host(t, ids, (size_t)n * sizeof *ids);
+    if (rc == 0)
+        rc = nnt_layer_ensure(l, &c->targets, NNT_INT32, t->ndim, t->shape, t->tile);
+    if (rc == 0)
+        rc = nnt_tensor_copy(t, c->targets);
+    if (rc) {
+        free(ids);
+        return rc;
+    }
+    free(c->ids);
+    c->ids = ids;
+    c->nvalid = 0;
+    for (int64_t i = 0; i < n; i++)
+        c->nvalid += ids[i] != c->ignore;
+    c->have_targets = 1;
+    return NNT_OK;
+}
+
+/* NNT_E_SHAPE / NNT_E_INVAL unless the targets fit logits (..., V). */
+static int xent_check_targets(nnt_layer *l, nnt_tensor *x)
+{
+    xent *c = l->impl;
+    nnt_tensor *t = c->targets;
+    int fits = t->ndim == x->ndim - 1;
+    for (int d = 0; fits && d < t->ndim; d++)
+        fits = t->shape[d] == x->shape[d];
+    if (!fits)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: targets (%d dims) must have "
+                        "the leading shape of the logits (%d dims)", t->ndim, x->ndim);
+    int64_t n = 1, V = x->shape[x->ndim - 1];
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    for (int64_t i = 0; i < n; i++)
+        if (c->ids[i] != c->ignore && (c->ids[i] < 0 || c->ids[i] >= V))
+            return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: target %d at position "
+                            "%lld is outside [0, %lld) and not the ignore index %d",
+                            (int)c->ids[i], (long long)i, (long long)V, (int)c->ignore);
+    return NNT_OK;
+}
+
+static int xent_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    xent *c = l->impl;
+    if (x->dtype != NNT_FP32 || x->ndim < 2)
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: a cross_entropy layer takes "
+                        "fp32 logits (..., V) with at least 2 dims");
+    c->with_loss = 0;
+    c->loss_ready = 0;
+    if (!c->have_targets) {   /* no targets: the logits pass through */
+        *y = x;
+        return NNT_OK;
+    }
+    TRY(xent_check_targets(l, x));
+    int nd = x->ndim - 1;
+    TRY(nnt_layer_ensure(l, &c->fwd_targets, NNT_INT32, nd, x->shape, x->tile));
+    TRY(nnt_tensor_copy(c->targets, c->fwd_targets));
+    TRY(nnt_layer_ensure(l, &c->losses, NNT_FP32, nd, x->shape, x->tile));
+    TRY(nnt_layer_ensure(l, &c->lse, NNT_FP32, nd, x->shape, x->tile));
+    TRY(nnt_tensor_cross_entropy(x, c->fwd_targets, c->ignore, c->losses, c->lse));
+    c->logits = x;
+    c->fwd_nvalid = c->nvalid;
+    c->with_loss = 1;
+    *y = c->losses;
+    return NNT_OK;
+}
+
+static int xent_loss(nnt_layer *l, double *loss)
+{
+    xent *c = l->impl;
+    if (!c->with_loss)
+        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_loss: no forward with targets yet "
+                        "(nnt_layer_set_targets, then nnt_layer_forward)");
+    if (!c->loss_ready) {
+        int64_t n = 1;
+        for (int d = 0; d < c->losses->ndim; d++)
+            n *= c->losses->shape[d];
+        float *v = malloc((size_t)n * sizeof *v);
+        if (!v)
+            return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_loss: out of memory");
+        int rc = nnt_tensor_copy_to_host(c->losses, v, (size_t)n * sizeof *v);
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            sum += v[i];   /* ignored positions hold 0 */
+        free(v);
+        TRY(rc);
+        c->loss = c->fwd_nvalid ? sum / (double)c->fwd_nvalid : 0.0;
+        c->loss_ready = 1;
+    }
+    *loss = c->loss;
+    return NNT_OK;
+}
+
+static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    xent *c = l->impl;
+    (void)dy;   /* NULL: the framework refuses dy for a layer with targets */
+    if (!c->with_loss)
+        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this "
+                        "cross_entropy layer had no targets");
+    nnt_tensor *x = c->logits;
+    double scale = c->fwd_nvalid ? 1.0 / (double)c->fwd_nvalid : 0.0;
+    TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
+    TRY(nnt_tensor_cross_entropy_backward(x, c->fwd_targets, c->ignore, c->lse, scale,
+                                          c->dlogits));
+    *dx = c->dlogits;
+    return NNT_OK;
+}
+
+static int xent_has_targets(const nnt_layer *l)
+{
+    (void)l;
+    return 1;
+}
+
+static void xent_destroy(nnt_layer *l)
+{
+    xent *c = l->impl;
+    nnt_tensor *own[] = {c->targets, c->fwd_targets, c->losses, c->lse, c->dlogits};
+    destroy_all(own, sizeof own / sizeof own[0]);
+    free(c->ids);
+}
+
+static const nnt_layer_vt xent_vt = {
+    NNT_LAYER_CROSS_ENTROPY, "cross_entropy", xent_forward, xent_backward,
+    xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy};
+
+NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    TRY(nnt_layer_new(ctx, &xent_vt, sizeof(xent), "nnt_layer_cross_entropy_create", &l));
+    ((xent *)l->impl)->ignore = ignore_index;
+    *out = l;
+    return NNT_OK;
+}

@@ -1,0 +1,1028 @@
+/* The generic layer kinds through the public API only:
+ *   - GPT-2 tiny assembled as a sequential (embedding, 2 blocks, layernorm, tied lm_head,
+ *     cross-entropy) with the fixture's llm.c weights: loss and every parameter gradient
+ *     against the fixture's llm.c debug state (computed by Hugging Face), for 3 tilings;
+ *   - each leaf (linear, layernorm, attention, embedding, lm_head, cross_entropy) against a
+ *     double-precision reference forward, gradients against central differences of that
+ *     reference, partial tiles everywhere, and gradient accumulation;
+ *   - two custom stacks that train (20 SGD steps done by hand with nnt_tensor_axpby);
+ *   - names, tree, init, and misuse. */
+#include "testutil.h"
+#include "fixture.h"
+
+#include <math.h>
+#include <stdint.h>
+
+static nnt_ctx *ctx;
+
+static void setup(void)
+{
+    ctx = test_ctx();
+}
+
+static void teardown(void)
+{
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ctx = NULL;
+}
+
+/* ---- host <-> tensors -------------------------------------------------------------------- */
+
+static int64_t numel_of(nnt_tensor *t)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    return n;
+}
+
+static nnt_tensor *f32_tensor(int ndim, const int64_t *shape, const int64_t *tile,
+                              const double *src)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
+    int64_t n = numel_of(t);
+    float *f = malloc((size_t)n * sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)src[i];
+    EXPECT_OK(nnt_tensor_copy_from_host(t, f, (size_t)n * sizeof *f));
+    free(f);
+    return t;
+}
+
+static nnt_tensor *i32_tensor(int ndim, const int64_t *shape, const int64_t *tile,
+                              const int32_t *src)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, ndim, shape, tile, &t));
+    EXPECT_OK(nnt_tensor_copy_from_host(t, src, (size_t)numel_of(t) * sizeof *src));
+    return t;
+}
+
+/* The tensor as doubles, malloc'd. */
+static double *to_host(nnt_tensor *t)
+{
+    int64_t n = numel_of(t);
+    float *f = malloc((size_t)n * sizeof *f);
+    double *d = malloc((size_t)n * sizeof *d);
+    ck_assert(f && d);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, f, (size_t)n * sizeof *f));
+    for (int64_t i = 0; i < n; i++)
+        d[i] = f[i];
+    free(f);
+    return d;
+}
+
+static void from_host(nnt_tensor *t, const double *src)
+{
+    int64_t n = numel_of(t);
+    float *f = malloc((size_t)n * sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)src[i];
+    EXPECT_OK(nnt_tensor_copy_from_host(t, f, (size_t)n * sizeof *f));
+    free(f);
+}
+
+static double *random_doubles(int64_t n, unsigned long long *seed, double lo, double hi)
+{
+    double *d = malloc((size_t)n * sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = lo + (hi - lo) * test_rand(seed);
+    return d;
+}
+
+/* ||got - want|| / ||want|| */
+static double rel_err(const double *got, const double *want, int64_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double norm_of(const double *v, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += v[i] * v[i];
+    return sqrt(s);
+}
+
+/* ---- GPT-2 tiny from the fixture ------------------------------------------------------------ */
+
+enum { FV = 67, FVP = 72, FMAXT = 16, FL = 2, FNH = 3, FC = 24, FB = 2, FT = 12 };
+#define LLMC_HEADER 256
+
+/* Offset and per-layer size (floats) of each llm.c tensor in the parameter block. */
+enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, APW, APB, LN2W, LN2B, FCW, FCB, FPW, FPB, LNFW, LNFB,
+       NK };
+static const int64_t KIND_SIZE[NK] = {
+    FVP * FC, FMAXT * FC, FC, FC, 3 * FC * FC, 3 * FC, FC * FC, FC, FC, FC, 4 * FC * FC,
+    4 * FC, 4 * FC * FC, FC, FC, FC};
+
+static int64_t kind_offset(int k)
+{
+    int64_t off = 0;
+    for (int i = 0; i < k; i++)
+        off += KIND_SIZE[i] * (i >= LN1W && i <= FPB ? FL : 1);
+    return off;
+}
+
+/* Offset in the llm.c parameter block of the parameter named (in the sequential) name. */
+static int64_t llmc_offset(const char *name)
+{
+    static const struct { const char *suffix; int kind; int piece; } per_layer[] = {
+        {"ln_1.weight", LN1W, 0}, {"ln_1.bias", LN1B, 0}, {"attn.q.weight", QKVW, 0},
+        {"attn.k.weight", QKVW, 1}, {"attn.v.weight", QKVW, 2}, {"attn.q.bias", QKVB, 0},
+        {"attn.k.bias", QKVB, 1}, {"attn.v.bias", QKVB, 2}, {"attn.c_proj.weight", APW, 0},
+        {"attn.c_proj.bias", APB, 0}, {"ln_2.weight", LN2W, 0}, {"ln_2.bias", LN2B, 0},
+        {"mlp.c_fc.weight", FCW, 0}, {"mlp.c_fc.bias", FCB, 0},
+        {"mlp.c_proj.weight", FPW, 0}, {"mlp.c_proj.bias", FPB, 0}};
+    if (!strcmp(name, "0.wte.weight"))
+        return kind_offset(WTE);
+    if (!strcmp(name, "0.wpe.weight"))
+        return kind_offset(WPE);
+    if (!strcmp(name, "3.weight"))
+        return kind_offset(LNFW);
+    if (!strcmp(name, "3.bias"))
+        return kind_offset(LNFB);
+    int block = name[0] - '1';
+    ck_assert_msg(block >= 0 && block < FL && name[1] == '.', "unexpected name %s", name);
+    for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++)
+        if (!strcmp(name + 2, per_layer[i].suffix)) {
+            int k = per_layer[i].kind;
+            int64_t piece = KIND_SIZE[k] / (k == QKVW || k == QKVB ? 3 : 1);
+            return kind_offset(k) + block * KIND_SIZE[k] + per_layer[i].piece * piece;
+        }
+    ck_abort_msg("unexpected name %s", name);
+    return -1;
+}
+
+/* GPT-2 as a sequential of the generic layers. */
+static nnt_layer *build_gpt(int64_t V, int64_t maxT, int L, int64_t NH, int64_t C,
+                            const nnt_tiling *t)
+{
+    nnt_layer *kids[16];
+    ck_assert_int_le(L + 4, 16);
+    EXPECT_OK(nnt_layer_embedding_create(ctx, V, maxT, C, t, &kids[0]));
+    for (int l = 0; l < L; l++)
+        EXPECT_OK(nnt_layer_block_create(ctx, C, NH, 4 * C, t, &kids[1 + l]));
+    EXPECT_OK(nnt_layer_layernorm_create(ctx, C, 1e-5, t, &kids[L + 1]));
+    EXPECT_OK(nnt_layer_lm_head_create(kids[0], &kids[L + 2]));
+    EXPECT_OK(nnt_layer_cross_entropy_create(ctx, -100, &kids[L + 3]));
+    nnt_layer *seq = NULL;
+    EXPECT_OK(nnt_layer_sequential_create(ctx, L + 4, kids, &seq));
+    return seq;
+}
+
+/* The fixture's float block (after the 256-int header) of file, malloc'd. */
+static float *fixture_floats(const char *file, size_t skip_bytes, size_t *n)
+{
+    size_t len = 0;
+    unsigned char *raw = slurp(fixture_path(file), &len);
+    size_t off = LLMC_HEADER * sizeof(int32_t) + skip_bytes;
+    ck_assert_uint_ge(len, off);
+    *n = (len - off) / sizeof(float);
+    float *f = malloc(*n * sizeof *f + 1);
+    ck_assert_ptr_nonnull(f);
+    memcpy(f, raw + off, *n * sizeof *f);
+    free(raw);
+    return f;
+}
+
+static const nnt_tiling FIXTURE_TILINGS[3] = {
+    {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0},
+    {sizeof(nnt_tiling), 1, 5, 5, 40, 10, 2, 3},
+    {sizeof(nnt_tiling), -1, 4, 12, 32, 33, 1, 5}};
+static const int64_t FIXTURE_TOKEN_TILES[3][2] = {{FB, FT}, {1, 5}, {2, 3}};
+
+START_TEST(test_gpt2_fixture)
+{
+    size_t np = 0, ns = 0;
+    float *params = fixture_floats("gpt2_tiny.llmc.bin", 0, &np);
+    ck_assert_uint_eq(np, 16608);
+    /* debug state: x, y (B, T) int32, logits (B, T, V), loss, grads */
+    size_t state_len = 0;
+    unsigned char *state = slurp(fixture_path("gpt2_tiny.llmc_debug_state.bin"), &state_len);
+    const int32_t *xy = (const int32_t *)(state + LLMC_HEADER * sizeof(int32_t));
+    size_t skip = 2 * FB * FT * sizeof(int32_t) + FB * FT * FV * sizeof(float);
+    float *rest = fixture_floats("gpt2_tiny.llmc_debug_state.bin", skip, &ns);
+    ck_assert_uint_eq(ns, 1 + 16608);
+    const float want_loss = rest[0], *want_grad = rest + 1;
+
+    nnt_layer *gpt = build_gpt(FV, FMAXT, FL, FNH, FC, &FIXTURE_TILINGS[_i]);
+    int64_t count = 0, total = 0;
+    EXPECT_OK(nnt_layer_num_params(gpt, &count, &total));
+    ck_assert_int_eq(count, 2 + FL * 16 + 2);
+    ck_assert_int_eq(total, 16488);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(gpt, i, &info));
+        int64_t n = numel_of(info.value);
+        EXPECT_OK(nnt_tensor_copy_from_host(info.value, params + llmc_offset(info.name),
+                                            (size_t)n * sizeof(float)));
+    }
+    int64_t shape[2] = {FB, FT};
+    nnt_tensor *x = i32_tensor(2, shape, FIXTURE_TOKEN_TILES[_i], xy);
+    nnt_tensor *y = i32_tensor(2, shape, (int64_t[2]){1, 7}, xy + FB * FT);
+    double loss = 0.0;
+    EXPECT_OK(nnt_layer_set_targets(gpt, y));
+    EXPECT_OK(nnt_layer_forward(gpt, x, NULL));
+    EXPECT_OK(nnt_layer_loss(gpt, &loss));
+    double le = fabs(loss - want_loss) / want_loss;
+    ck_assert_msg(le <= 1e-4, "tiling %d: loss %.9f, fixture %.9f", _i, loss, want_loss);
+    nnt_tensor *dx = x;
+    EXPECT_OK(nnt_layer_backward(gpt, NULL, &dx));
+    ck_assert_ptr_null(dx);   /* the embedding comes first: no input gradient */
+    double worst = 0.0;
+    const char *worst_name = "";
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(gpt, i, &info));
+        int64_t n = numel_of(info.grad);
+        double *got = to_host(info.grad), *want = malloc((size_t)n * sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        for (int64_t j = 0; j < n; j++)
+            want[j] = want_grad[llmc_offset(info.name) + j];
+        if (strstr(info.name, "attn.k.bias")) {   /* mathematically 0 */
+            for (int64_t j = 0; j < n; j++)
+                ck_assert_msg(fabs(got[j]) <= 1e-6, "%s[%lld] = %g", info.name, (long long)j,
+                              got[j]);
+        } else {
+            double e = rel_err(got, want, n);
+            ck_assert_msg(e <= 1e-3, "tiling %d: gradient of %s: relative error %g", _i,
+                          info.name, e);
+            if (e > worst) {
+                worst = e;
+                worst_name = info.name;
+            }
+        }
+        free(got);
+        free(want);
+    }
+    printf("test_layers gpt2 fixture [tiling %d]: loss %.9f (fixture %.9f, rel %.2e), worst "
+           "gradient rel error %.2e (%s)\n", _i, loss, want_loss, le, worst, worst_name);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(gpt);
+    free(params);
+    free(rest);
+    free(state);
+}
+END_TEST
+
+/* ---- leaves against double references ----------------------------------------------------- */
+
+/* What a reference forward sees: the layer's input (x, or int32 tokens) and parameters, in
+ * nnt_layer_param order of the parameter owner. */
+typedef struct ref_case {
+    int ndim;
+    int64_t shape[4];               /* input shape */
+    const int32_t *tokens;          /* embedding input, else NULL */
+    int64_t dims[4];                /* kind-specific sizes */
+    double *p[8];
+    int np;
+} ref_case;
+
+typedef void (*ref_forward)(const ref_case *c, const double *x, double *y);
+
+static int64_t rows_of(const ref_case *c)
+{
+    int64_t r = 1;
+    for (int d = 0; d < c->ndim - 1; d++)
+        r *= c->shape[d];
+    return r;
+}
+
+static double gelu(double v)
+{
+    return 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+}
+
+/* dims: in, out, gelu; p: weight (out, in), bias (out) or absent */
+static void ref_linear(const ref_case *c, const double *x, double *y)
+{
+    int64_t in = c->dims[0], out = c->dims[1];
+    for (int64_t r = 0; r < rows_of(c); r++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = c->np > 1 ? c->p[1][o] : 0.0;
+            for (int64_t i = 0; i < in; i++)
+                s += x[r * in + i] * c->p[0][o * in + i];
+            y[r * out + o] = c->dims[2] ? gelu(s) : s;
+        }
+}
+
+/* dims: C; p: weight, bias */
+static void ref_layernorm(const ref_case *c, const double *x, double *y)
+{
+    int64_t C = c->dims[0];
+    for (int64_t r = 0; r < rows_of(c); r++) {
+        const double *row = x + r * C;
+        double mean = 0.0, var = 0.0;
+        for (int64_t i = 0; i < C; i++)
+            mean += row[i] / (double)C;
+        for (int64_t i = 0; i < C; i++)
+            var += (row[i] - mean) * (row[i] - mean) / (double)C;
+        double rstd = 1.0 / sqrt(var + 1e-5);
+        for (int64_t i = 0; i < C; i++)
+            y[r * C + i] = (row[i] - mean) * rstd * c->p[0][i] + c->p[1][i];
+    }
+}
+
+/* out (rows, n) = in (rows, k) W^T (n, k) + b */
+static void ref_matmul(int64_t rows, int64_t k, int64_t n, const double *in, const double *w,
+                       const double *b, double *out)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < n; o++) {
+            double s = b[o];
+            for (int64_t i = 0; i < k; i++)
+                s += in[r * k + i] * w[o * k + i];
+            out[r * n + o] = s;
+        }
+}
+
+/* dims: C, NH; p: q, k, v weights (C, C), their biases, c_proj weight (C, C), bias */
+static void ref_attention(const ref_case *c, const double *x, double *y)
+{
+    int64_t B = c->shape[0], T = c->shape[1], C = c->dims[0], NH = c->dims[1], hd = C / NH;
+    int64_t n = B * T * C;
+    double *q = malloc(4 * (size_t)n * sizeof *q), *k = q + n, *v = k + n, *att = v + n;
+    ck_assert_ptr_nonnull(q);
+    ref_matmul(B * T, C, C, x, c->p[0], c->p[3], q);
+    ref_matmul(B * T, C, C, x, c->p[1], c->p[4], k);
+    ref_matmul(B * T, C, C, x, c->p[2], c->p[5], v);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < NH; h++)
+            for (int64_t i = 0; i < T; i++) {
+                double s[64], m = -INFINITY, sum = 0.0;
+                const double *qi = q + (b * T + i) * C + h * hd;
+                for (int64_t j = 0; j <= i; j++) {
+                    s[j] = 0.0;
+                    for (int64_t d = 0; d < hd; d++)
+                        s[j] += qi[d] * k[(b * T + j) * C + h * hd + d] / sqrt((double)hd);
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int64_t j = 0; j <= i; j++)
+                    sum += (s[j] = exp(s[j] - m));
+                for (int64_t d = 0; d < hd; d++) {
+                    double o = 0.0;
+                    for (int64_t j = 0; j <= i; j++)
+                        o += s[j] / sum * v[(b * T + j) * C + h * hd + d];
+                    att[(b * T + i) * C + h * hd + d] = o;
+                }
+            }
+    ref_matmul(B * T, C, C, att, c->p[6], c->p[7], y);
+    free(q);
+}
+
+/* dims: V, maxT, C; tokens; p: wte, wpe */
+static void ref_embedding(const ref_case *c, const double *x, double *y)
+{
+    (void)x;
+    int64_t B = c->shape[0], T = c->shape[1], C = c->dims[2];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < C; i++)
+                y[(b * T + t) * C + i] = c->p[0][c->tokens[b * T + t] * C + i] +
+                                         c->p[1][t * C + i];
+}
+
+/* dims: V, C; p: wte (V, C), wpe (unused) */
+static void ref_lm_head(const ref_case *c, const double *x, double *y)
+{
+    int64_t V = c->dims[0], C = c->dims[1];
+    for (int64_t r = 0; r < rows_of(c); r++)
+        for (int64_t v = 0; v < V; v++) {
+            double s = 0.0;
+            for (int64_t i = 0; i < C; i++)
+                s += x[r * C + i] * c->p[0][v * C + i];
+            y[r * V + v] = s;
+        }
+}
+
+/* sum_i y_i dy_i of the reference at the current x and parameters */
+static double ref_objective(const ref_case *c, ref_forward f, const double *x, const double *dy,
+                            int64_t ny, double *y)
+{
+    f(c, x, y);
+    double s = 0.0;
+    for (int64_t i = 0; i < ny; i++)
+        s += y[i] * dy[i];
+    return s;
+}
+
+/* Central difference of the objective with respect to every entry of v (n entries). */
+static void ref_gradient(const ref_case *c, ref_forward f, const double *x, double *v, int64_t n,
+                         const double *dy, int64_t ny, double *grad)
+{
+    const double h = 1e-6;
+    double *y = malloc((size_t)ny * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    for (int64_t i = 0; i < n; i++) {
+        double keep = v[i];
+        v[i] = keep + h;
+        double up = ref_objective(c, f, x, dy, ny, y);
+        v[i] = keep - h;
+        double down = ref_objective(c, f, x, dy, ny, y);
+        v[i] = keep;
+        grad[i] = (up - down) / (2.0 * h);
+    }
+    free(y);
+}
+
+/* Run layer l on x (fp32 tensor, host copy xh; or int32 tokens with xh NULL) with random
+ * parameters of owner (l itself, or the embedding of an lm_head), and check forward, dx
+ * and every parameter gradient against reference f, then the accumulation. */
+static void check_leaf(const char *what, nnt_layer *l, nnt_layer *owner, nnt_tensor *x,
+                       double *xh, ref_case *c, ref_forward f, const int64_t *dy_tile)
+{
+    unsigned long long seed = 77;
+    int64_t count = 0, nx = 1;
+    for (int d = 0; d < c->ndim; d++)
+        nx *= c->shape[d];
+    EXPECT_OK(nnt_layer_num_params(owner, &count, NULL));
+    ck_assert_int_le(count, 8);
+    nnt_param_info info[8];
+    c->np = (int)count;
+    for (int i = 0; i < c->np; i++) {   /* random values, so biases and gains matter */
+        info[i] = (nnt_param_info){sizeof info[i], NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(owner, i, &info[i]));
+        c->p[i] = random_doubles(numel_of(info[i].value), &seed, -0.6, 0.6);
+        from_host(info[i].value, c->p[i]);
+    }
+    nnt_tensor *y = NULL, *dx = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &y));
+    int ndim = 0;
+    int64_t yshape[NNT_MAX_DIMS], ny = numel_of(y);
+    EXPECT_OK(nnt_tensor_ndim(y, &ndim));
+    EXPECT_OK(nnt_tensor_shape(y, yshape));
+    double *got = to_host(y), *want = malloc((size_t)ny * sizeof *want);
+    ck_assert_ptr_nonnull(want);
+    f(c, xh, want);
+    double ey = rel_err(got, want, ny);
+    ck_assert_msg(ey <= 2e-6, "%s: forward relative error %g", what, ey);
+    /* backward of sum(y * dy), dy in another tiling than y */
+    double *dyh = random_doubles(ny, &seed, -1.0, 1.0);
+    nnt_tensor *dy = f32_tensor(ndim, yshape, dy_tile, dyh);
+    EXPECT_OK(nnt_layer_backward(l, dy, &dx));
+    double worst = 0.0;
+    if (xh) {
+        double *gx = to_host(dx), *rx = malloc((size_t)nx * sizeof *rx);
+        ck_assert_ptr_nonnull(rx);
+        ref_gradient(c, f, xh, xh, nx, dyh, ny, rx);
+        worst = rel_err(gx, rx, nx);
+        ck_assert_msg(worst <= 1e-4, "%s: dx relative error %g", what, worst);
+        free(gx);
+        free(rx);
+    } else {
+        ck_assert_ptr_null(dx);
+    }
+    double **first = calloc((size_t)c->np, sizeof *first);
+    ck_assert_ptr_nonnull(first);
+    for (int i = 0; i < c->np; i++) {
+        int64_t n = numel_of(info[i].grad);
+        double *rg = malloc((size_t)n * sizeof *rg);
+        ck_assert_ptr_nonnull(rg);
+        first[i] = to_host(info[i].grad);
+        ref_gradient(c, f, xh, c->p[i], n, dyh, ny, rg);
+        /* a gradient that is mathematically 0 (the key bias): compared absolutely */
+        double e = norm_of(rg, n) < 1e-8 ? norm_of(first[i], n) : rel_err(first[i], rg, n);
+        ck_assert_msg(e <= 1e-4, "%s: gradient of %s: relative error %g", what, info[i].name, e);
+        worst = e > worst ? e : worst;
+        free(rg);
+    }
+    /* a second forward/backward adds the same gradients again */
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_backward(l, dy, NULL));
+    for (int i = 0; i < c->np; i++) {
+        int64_t n = numel_of(info[i].grad);
+        double *twice = to_host(info[i].grad);
+        for (int64_t j = 0; j < n; j++)
+            first[i][j] *= 2.0;
+        double e = norm_of(first[i], n) < 1e-6 ? norm_of(twice, n) : rel_err(twice, first[i], n);
+        ck_assert_msg(e <= 1e-6, "%s: %s after two backwards: relative error %g from 2x", what,
+                      info[i].name, e);
+        free(twice);
+        free(first[i]);
+        free(c->p[i]);
+    }
+    printf("test_layers leaf [%s]: forward rel %.2e, worst gradient rel %.2e (%d params)\n",
+           what, ey, worst, c->np);
+    free(first);
+    free(got);
+    free(want);
+    free(dyh);
+    nnt_tensor_destroy(dy);
+}
+
+static nnt_tiling tiling_of(int64_t batch, int64_t seq, int64_t channels, int64_t hidden,
+                            int64_t vocab, int64_t heads, int64_t head_dim)
+{
+    nnt_tiling t = {sizeof t, batch, seq, channels, hidden, vocab, heads, head_dim};
+    return t;
+}
+
+/* A random fp32 input of shape (..., last) with tiles, and its host copy in *xh. */
+static nnt_tensor *random_input(ref_case *c, const int64_t *tile, double **xh)
+{
+    unsigned long long seed = 5;
+    int64_t n = 1;
+    for (int d = 0; d < c->ndim; d++)
+        n *= c->shape[d];
+    *xh = random_doubles(n, &seed, -1.5, 1.5);
+    return f32_tensor(c->ndim, c->shape, tile, *xh);
+}
+
+START_TEST(test_leaf_linear)
+{
+    /* (2, 5, 7) -> (2, 5, 5) with bias and GELU: x's C tile 4 is not the weight's 3 */
+    nnt_tiling t = tiling_of(0, 0, 3, 2, 0, 0, 0);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_layer_linear_create(ctx, 7, 5, NNT_LINEAR_BIAS | NNT_LINEAR_GELU, &t, &l));
+    ref_case c = {3, {2, 5, 7}, NULL, {7, 5, 1}, {NULL}, 0};
+    double *xh = NULL;
+    nnt_tensor *x = random_input(&c, (int64_t[3]){1, 3, 4}, &xh);
+    check_leaf("linear bias+gelu", l, l, x, xh, &c, ref_linear, (int64_t[3]){2, 2, 2});
+    nnt_tensor_destroy(x);
+    free(xh);
+    nnt_layer_destroy(l);
+    /* (3, 7) -> (3, 5), no bias, tiles that fit */
+    EXPECT_OK(nnt_layer_linear_create(ctx, 7, 5, 0, &t, &l));
+    ref_case c2 = {2, {3, 7}, NULL, {7, 5, 0}, {NULL}, 0};
+    x = random_input(&c2, (int64_t[2]){2, 3}, &xh);
+    check_leaf("linear plain", l, l, x, xh, &c2, ref_linear, (int64_t[2]){2, 2});
+    nnt_tensor_destroy(x);
+    free(xh);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+START_TEST(test_leaf_layernorm)
+{
+    nnt_tiling t = tiling_of(0, 0, 3, 0, 0, 0, 0);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_layer_layernorm_create(ctx, 7, 1e-5, &t, &l));
+    ref_case c = {3, {2, 5, 7}, NULL, {7}, {NULL}, 0};
+    double *xh = NULL;
+    nnt_tensor *x = random_input(&c, (int64_t[3]){1, 2, 4}, &xh);
+    check_leaf("layernorm", l, l, x, xh, &c, ref_layernorm, (int64_t[3]){2, 3, 7});
+    nnt_tensor_destroy(x);
+    free(xh);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+START_TEST(test_leaf_attention)
+{
+    /* C 6, NH 2 (hd 3): channel tile 4 cuts a head, head_dim tile 2 splits hd */
+    nnt_tiling t = tiling_of(0, 0, 4, 0, 0, 1, 2);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_layer_attention_create(ctx, 6, 2, &t, &l));
+    ref_case c = {3, {2, 5, 6}, NULL, {6, 2}, {NULL}, 0};
+    double *xh = NULL;
+    nnt_tensor *x = random_input(&c, (int64_t[3]){1, 3, 6}, &xh);
+    check_leaf("attention", l, l, x, xh, &c, ref_attention, (int64_t[3]){2, 2, 5});
+    nnt_tensor_destroy(x);
+    free(xh);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+START_TEST(test_leaf_embedding_lm_head)
+{
+    /* V 9, maxT 7, C 5: the tokens' T tile 2 is not wpe's row tile 3 */
+    nnt_tiling t = tiling_of(0, 3, 2, 0, 4, 0, 0);
+    nnt_layer *emb = NULL, *head = NULL;
+    EXPECT_OK(nnt_layer_embedding_create(ctx, 9, 7, 5, &t, &emb));
+    int32_t ids[10] = {0, 8, 3, 3, 5, 1, 8, 0, 2, 7};
+    int64_t shape[2] = {2, 5};
+    nnt_tensor *tok = i32_tensor(2, shape, (int64_t[2]){1, 2}, ids);
+    ref_case c = {2, {2, 5}, ids, {9, 7, 5}, {NULL}, 0};
+    check_leaf("embedding", emb, emb, tok, NULL, &c, ref_embedding, (int64_t[3]){2, 5, 3});
+    /* the tied head: its gradient goes into the embedding's wte */
+    EXPECT_OK(nnt_layer_zero_grad(emb));
+    EXPECT_OK(nnt_layer_lm_head_create(emb, &head));
+    int64_t count = -1;
+    EXPECT_OK(nnt_layer_num_params(head, &count, NULL));
+    ck_assert_int_eq(count, 0);
+    ref_case h = {3, {2, 3, 5}, NULL, {9, 5}, {NULL}, 0};
+    double *xh = NULL;
+    nnt_tensor *x = random_input(&h, (int64_t[3]){2, 2, 3}, &xh);
+    check_leaf("lm_head", head, emb, x, xh, &h, ref_lm_head, (int64_t[3]){1, 3, 9});
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(tok);
+    free(xh);
+    nnt_layer_destroy(head);
+    nnt_layer_destroy(emb);
+}
+END_TEST
+
+/* Cross-entropy: per-position losses, the mean over targets that are not ignored, and
+ * dlogits of the mean against central differences. */
+START_TEST(test_leaf_cross_entropy)
+{
+    enum { R = 10, V = 9 };
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_layer_cross_entropy_create(ctx, -1, &l));
+    unsigned long long seed = 9;
+    double *xh = random_doubles(R * V, &seed, -3.0, 3.0);
+    int32_t ids[R] = {0, 8, -1, 3, 5, 1, -1, 0, 2, 7};
+    int64_t shape[3] = {2, 5, V}, tshape[2] = {2, 5};
+    nnt_tensor *x = f32_tensor(3, shape, (int64_t[3]){1, 3, 4}, xh);
+    nnt_tensor *tgt = i32_tensor(2, tshape, (int64_t[2]){2, 2}, ids);
+    EXPECT_OK(nnt_layer_set_targets(l, tgt));
+    nnt_tensor *y = NULL, *dx = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &y));
+    double *losses = to_host(y), loss = 0.0, want_loss = 0.0, want[R];
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    for (int r = 0; r < R; r++) {
+        double m = -INFINITY, s = 0.0;
+        for (int v = 0; v < V; v++)
+            m = xh[r * V + v] > m ? xh[r * V + v] : m;
+        for (int v = 0; v < V; v++)
+            s += exp(xh[r * V + v] - m);
+        want[r] = ids[r] < 0 ? 0.0 : m + log(s) - xh[r * V + ids[r]];
+        want_loss += want[r] / 8.0;   /* 8 valid targets */
+        ck_assert_msg(fabs(losses[r] - want[r]) <= 1e-5, "loss[%d] %g, want %g", r, losses[r],
+                      want[r]);
+    }
+    ck_assert_msg(fabs(loss - want_loss) <= 1e-6, "mean loss %.9f, want %.9f", loss, want_loss);
+    EXPECT_OK(nnt_layer_backward(l, NULL, &dx));
+    double *g = to_host(dx), fd[R * V];
+    for (int i = 0; i < R * V; i++) {   /* d mean loss / d logits: central differences */
+        double keep = xh[i], up = 0.0, down = 0.0;
+        for (int side = 0; side < 2; side++) {
+            xh[i] = keep + (side ? -1e-6 : 1e-6);
+            int r = i / V;
+            double m = -INFINITY, s = 0.0;
+            for (int v = 0; v < V; v++)
+                m = xh[r * V + v] > m ? xh[r * V + v] : m;
+            for (int v = 0; v < V; v++)
+                s += exp(xh[r * V + v] - m);
+            double lr = ids[r] < 0 ? 0.0 : (m + log(s) - xh[r * V + ids[r]]) / 8.0;
+            *(side ? &down : &up) = lr;
+        }
+        xh[i] = keep;
+        fd[i] = (up - down) / 2e-6;
+    }
+    double e = rel_err(g, fd, R * V);
+    ck_assert_msg(e <= 1e-4, "dlogits relative error %g", e);
+    printf("test_layers leaf [cross_entropy]: mean loss %.9f (want %.9f), dlogits rel %.2e\n",
+           loss, want_loss, e);
+    /* without targets the logits pass through and there is no loss */
+    EXPECT_OK(nnt_layer_set_targets(l, NULL));
+    EXPECT_OK(nnt_layer_forward(l, x, &y));
+    ck_assert_ptr_eq(y, x);
+    EXPECT_FAIL_MSG(nnt_layer_loss(l, &loss), NNT_E_STATE, "nnt_layer_loss");
+    EXPECT_FAIL_MSG(nnt_layer_backward(l, NULL, NULL), NNT_E_STATE, "nnt_layer_backward");
+    free(g);
+    free(losses);
+    free(xh);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(tgt);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* ---- composites: any tilings give the same results ---------------------------------------- */
+
+/* One forward/backward of layer on random x (2, 6, 12) tiled x_tile and random dy tiled
+ * (2, 3, 3): *y, *dx and every gradient, concatenated, on the host. */
+static void run_composite(nnt_layer *l, const int64_t *x_tile, double **y, double **dx,
+                          double **grads, int64_t *ngrads)
+{
+    unsigned long long seed = 3;
+    int64_t shape[3] = {2, 6, 12}, count = 0, total = 0;
+    double *xh = random_doubles(2 * 6 * 12, &seed, -1.0, 1.0);
+    double *dyh = random_doubles(2 * 6 * 12, &seed, -1.0, 1.0);
+    nnt_tensor *x = f32_tensor(3, shape, x_tile, xh);
+    nnt_tensor *dy = f32_tensor(3, shape, (int64_t[3]){2, 3, 3}, dyh);
+    nnt_tensor *out = NULL, *din = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &out));
+    EXPECT_OK(nnt_layer_backward(l, dy, &din));
+    *y = to_host(out);
+    *dx = to_host(din);
+    EXPECT_OK(nnt_layer_num_params(l, &count, &total));
+    *grads = malloc((size_t)total * sizeof **grads);
+    ck_assert_ptr_nonnull(*grads);
+    *ngrads = 0;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(l, i, &info));
+        int64_t n = numel_of(info.grad);
+        double *g = to_host(info.grad);
+        memcpy(*grads + *ngrads, g, (size_t)n * sizeof *g);
+        *ngrads += n;
+        free(g);
+    }
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(dy);
+    free(xh);
+    free(dyh);
+}
+
+/* A block and an MLP (C 12, NH 3, hidden 20), whole tiles against tiles that cut heads,
+ * head vectors and features, with inputs whose C tiling differs from the parameters'
+ * (the layers retile): same outputs, input gradients and parameter gradients (the values
+ * of nnt_layer_init do not depend on the tiling). */
+START_TEST(test_composite_tilings)
+{
+    nnt_tiling odd = tiling_of(0, 0, 5, 7, 0, 2, 3);
+    const int64_t whole[3] = {2, 6, 12}, cut[3] = {1, 4, 8};
+    for (int kind = 0; kind < 2; kind++) {
+        double *y[2], *dx[2], *g[2];
+        int64_t n[2];
+        for (int v = 0; v < 2; v++) {
+            nnt_layer *l = NULL;
+            if (kind == 0)
+                EXPECT_OK(nnt_layer_block_create(ctx, 12, 3, 20, v ? &odd : NULL, &l));
+            else
+                EXPECT_OK(nnt_layer_mlp_create(ctx, 12, 20, v ? &odd : NULL, &l));
+            run_composite(l, v ? cut : whole, &y[v], &dx[v], &g[v], &n[v]);
+            nnt_layer_destroy(l);
+        }
+        ck_assert_int_eq(n[0], n[1]);
+        double ey = rel_err(y[1], y[0], 144), ex = rel_err(dx[1], dx[0], 144);
+        double eg = rel_err(g[1], g[0], n[0]);
+        printf("test_layers %s tilings: y rel %.2e, dx rel %.2e, grads rel %.2e\n",
+               kind ? "mlp" : "block", ey, ex, eg);
+        ck_assert_msg(ey <= 1e-6 && ex <= 1e-5 && eg <= 1e-5, "%s: y %g, dx %g, grads %g",
+                      kind ? "mlp" : "block", ey, ex, eg);
+        for (int v = 0; v < 2; v++) {
+            free(y[v]);
+            free(dx[v]);
+            free(g[v]);
+        }
+    }
+}
+END_TEST
+
+/* ---- composites: names, tree, init ------------------------------------------------------- */
+
+START_TEST(test_tree_and_names)
+{
+    nnt_layer *gpt = build_gpt(50, 16, 3, 3, 48, NULL);
+    int n = 0;
+    nnt_layer_kind kind = 0;
+    nnt_layer *child = NULL, *mlp = NULL;
+    EXPECT_OK(nnt_layer_num_children(gpt, &n));
+    ck_assert_int_eq(n, 7);
+    EXPECT_OK(nnt_layer_kind_of(gpt, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_SEQUENTIAL);
+    EXPECT_OK(nnt_layer_child(gpt, 2, &child));
+    EXPECT_OK(nnt_layer_kind_of(child, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_BLOCK);
+    EXPECT_OK(nnt_layer_num_children(child, &n));
+    ck_assert_int_eq(n, 4);
+    EXPECT_OK(nnt_layer_child(child, 3, &mlp));
+    EXPECT_OK(nnt_layer_kind_of(mlp, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_MLP);
+    EXPECT_OK(nnt_layer_child(gpt, 5, &child));
+    EXPECT_OK(nnt_layer_kind_of(child, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_LM_HEAD);
+    /* names, decay flags, count: V C + maxT C + L (12 C^2 + 13 C) + 2 C */
+    int64_t count = 0, numel = 0;
+    EXPECT_OK(nnt_layer_num_params(gpt, &count, &numel));
+    ck_assert_int_eq(count, 2 + 3 * 16 + 2);
+    ck_assert_int_eq(numel, 50 * 48 + 16 * 48 + 3 * (12 * 48 * 48 + 13 * 48) + 2 * 48);
+    static const struct { int64_t i; const char *name; int decay; } expect[] = {
+        {0, "0.wte.weight", 1}, {1, "0.wpe.weight", 1}, {2, "1.ln_1.weight", 0},
+        {3, "1.ln_1.bias", 0}, {4, "1.attn.q.weight", 1}, {7, "1.attn.q.bias", 0},
+        {10, "1.attn.c_proj.weight", 1}, {11, "1.attn.c_proj.bias", 0},
+        {14, "1.mlp.c_fc.weight", 1}, {15, "1.mlp.c_fc.bias", 0},
+        {16, "1.mlp.c_proj.weight", 1}, {17, "1.mlp.c_proj.bias", 0},
+        {20, "2.attn.q.weight", 1}, {50, "4.weight", 0}, {51, "4.bias", 0}};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(gpt, expect[i].i, &info));
+        ck_assert_str_eq(info.name, expect[i].name);
+        ck_assert_int_eq(info.decay, expect[i].decay);
+    }
+    /* init: the projections of 3 blocks have std 0.02 / sqrt(6), the others 0.02; LayerNorm
+     * weight 1, biases 0; blocks differ (the seed goes with the full name) */
+    EXPECT_OK(nnt_layer_init(gpt, 42));
+    const int64_t probe[] = {0, 4, 10, 16, 20, 2, 17};
+    const double want_std[] = {0.02, 0.02, 0.02 / sqrt(6.0), 0.02 / sqrt(6.0), 0.02, -1, -1};
+    double *first_q = NULL;
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(gpt, probe[i], &info));
+        int64_t m = numel_of(info.value);
+        double *v = to_host(info.value), s2 = 0.0;
+        for (int64_t j = 0; j < m; j++)
+            s2 += v[j] * v[j];
+        double std = sqrt(s2 / (double)m);
+        if (want_std[i] > 0)
+            ck_assert_msg(fabs(std - want_std[i]) <= 0.1 * want_std[i], "%s: std %g, want %g",
+                          info.name, std, want_std[i]);
+        for (int64_t j = 0; want_std[i] < 0 && j < m; j++)   /* ln_1.weight 1, a bias 0 */
+            ck_assert_msg(v[j] == (probe[i] == 2 ? 1.0 : 0.0), "%s[%lld] = %g", info.name,
+                          (long long)j, v[j]);
+        if (probe[i] == 4)
+            first_q = v;
+        else if (probe[i] == 20) {
+            ck_assert_msg(memcmp(first_q, v, (size_t)m * sizeof *v) != 0,
+                          "blocks 1 and 2 got the same q weights");
+            free(v);
+        } else {
+            free(v);
+        }
+    }
+    free(first_q);
+    nnt_layer_destroy(gpt);
+}
+END_TEST
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+/* 20 SGD steps (p -= lr g) on a fixed batch of a periodic sequence: the loss (about ln V
+ * at the start) must fall by more than 10%. */
+static void train_stack(int L, int64_t C, int64_t NH, const nnt_tiling *t, double lr)
+{
+    enum { V = 50, B = 2, T = 16, STEPS = 20 };
+    nnt_layer *gpt = build_gpt(V, T, L, NH, C, t);
+    EXPECT_OK(nnt_layer_init(gpt, 7));
+    int32_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)((i * 7 + i / T) % V);
+        tgt[i] = (int32_t)(((i + 1) * 7 + i / T) % V);
+    }
+    int64_t shape[2] = {B, T};
+    nnt_tensor *x = i32_tensor(2, shape, (int64_t[2]){1, 8}, tok);
+    nnt_tensor *y = i32_tensor(2, shape, NULL, tgt);
+    EXPECT_OK(nnt_layer_set_targets(gpt, y));
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(gpt, &count, NULL));
+    double first = 0.0, loss = 0.0;
+    for (int s = 0; s < STEPS; s++) {
+        EXPECT_OK(nnt_layer_zero_grad(gpt));
+        EXPECT_OK(nnt_layer_forward(gpt, x, NULL));
+        EXPECT_OK(nnt_layer_loss(gpt, &loss));
+        ck_assert(isfinite(loss));
+        if (s == 0)
+            first = loss;
+        EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
+        for (int64_t i = 0; i < count; i++) {
+            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+            EXPECT_OK(nnt_layer_param(gpt, i, &info));
+            EXPECT_OK(nnt_tensor_axpby(-lr, info.grad, 1.0, info.value));
+        }
+    }
+    printf("test_layers train [L %d, C %lld, NH %lld]: loss %.4f -> %.4f in %d SGD steps\n", L,
+           (long long)C, (long long)NH, first, loss, STEPS);
+    ck_assert_msg(first > 3.5 && loss < 0.9 * first, "loss %g -> %g", first, loss);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(gpt);
+}
+
+START_TEST(test_train_deep)
+{
+    nnt_tiling t = tiling_of(1, 8, 16, 64, 20, 2, 0);
+    train_stack(3, 48, 3, &t, 0.5);
+}
+END_TEST
+
+START_TEST(test_train_wide)
+{
+    train_stack(1, 96, 4, NULL, 0.5);
+}
+END_TEST
+
+/* ---- misuse ---------------------------------------------------------------------------------- */
+
+START_TEST(test_misuse)
+{
+    nnt_layer *lin = NULL, *l = NULL;
+    EXPECT_OK(nnt_layer_linear_create(ctx, 4, 3, NNT_LINEAR_BIAS, NULL, &lin));
+    int64_t shape[2] = {2, 4}, wrong[2] = {2, 5};
+    double zeros[10] = {0};
+    nnt_tensor *x = f32_tensor(2, shape, NULL, zeros), *xw = f32_tensor(2, wrong, NULL, zeros);
+    nnt_tensor *y = NULL;
+    /* backward before forward; wrong shapes; dy of the wrong shape */
+    EXPECT_FAIL_MSG(nnt_layer_backward(lin, x, NULL), NNT_E_STATE, "nnt_layer_backward");
+    EXPECT_FAIL_MSG(nnt_layer_forward(lin, xw, &y), NNT_E_SHAPE, "nnt_layer_forward");
+    EXPECT_OK(nnt_layer_forward(lin, x, &y));
+    EXPECT_FAIL_MSG(nnt_layer_backward(lin, x, NULL), NNT_E_SHAPE, "nnt_layer_backward");
+    EXPECT_FAIL_MSG(nnt_layer_backward(lin, NULL, NULL), NNT_E_INVAL, "nnt_layer_backward");
+    EXPECT_OK(nnt_layer_backward(lin, y, NULL));
+    EXPECT_FAIL_MSG(nnt_layer_backward(lin, y, NULL), NNT_E_STATE, "nnt_layer_backward");
+    EXPECT_FAIL_MSG(nnt_layer_set_targets(lin, x), NNT_E_INVAL, "nnt_layer_set_targets");
+    EXPECT_FAIL_MSG(nnt_layer_forward(lin, NULL, &y), NNT_E_INVAL, "nnt_layer_forward");
+    EXPECT_FAIL_MSG(nnt_layer_forward(NULL, x, &y), NNT_E_INVAL, "nnt_layer_forward");
+    /* bad creation arguments */
+    EXPECT_FAIL_MSG(nnt_layer_attention_create(ctx, 10, 3, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_attention_create");
+    EXPECT_FAIL_MSG(nnt_layer_attention_create(ctx, 12, 0, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_attention_create");
+    EXPECT_FAIL_MSG(nnt_layer_block_create(ctx, 10, 3, 40, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_block_create");
+    EXPECT_FAIL_MSG(nnt_layer_linear_create(ctx, 0, 3, 0, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_linear_create");
+    EXPECT_FAIL_MSG(nnt_layer_linear_create(ctx, 4, 3, 8u, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_linear_create");
+    EXPECT_FAIL_MSG(nnt_layer_layernorm_create(ctx, 4, -1.0, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_layernorm_create");
+    EXPECT_FAIL_MSG(nnt_layer_embedding_create(ctx, 0, 4, 4, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_embedding_create");
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create(ctx, 4, 0, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_mlp_create");
+    EXPECT_FAIL_MSG(nnt_layer_linear_create(ctx, 4, 3, 0, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_linear_create");
+    EXPECT_FAIL_MSG(nnt_layer_linear_create(NULL, 4, 3, 0, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_linear_create");
+    nnt_tiling t = NNT_TILING_INIT;
+    t.channels = -2;
+    EXPECT_FAIL_MSG(nnt_layer_linear_create(ctx, 4, 3, 0, &t, &l), NNT_E_INVAL,
+                    "nnt_layer_linear_create");
+    t = (nnt_tiling)NNT_TILING_INIT;
+    t.size = 8;
+    EXPECT_FAIL_MSG(nnt_layer_layernorm_create(ctx, 4, 1e-5, &t, &l), NNT_E_INVAL,
+                    "nnt_layer_layernorm_create");
+    ck_assert_ptr_null(l);
+    /* the lm head of a non-embedding; NULL */
+    EXPECT_FAIL_MSG(nnt_layer_lm_head_create(lin, &l), NNT_E_INVAL, "nnt_layer_lm_head_create");
+    EXPECT_FAIL_MSG(nnt_layer_lm_head_create(NULL, &l), NNT_E_INVAL, "nnt_layer_lm_head_create");
+    /* attention of a 2-d input; embedding of floats */
+    EXPECT_OK(nnt_layer_attention_create(ctx, 4, 2, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_layer_forward(l, x, NULL), NNT_E_SHAPE, "nnt_layer_forward");
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_layer_embedding_create(ctx, 5, 4, 4, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_layer_forward(l, x, NULL), NNT_E_SHAPE, "nnt_layer_forward");
+    nnt_layer_destroy(l);
+    /* loss: dy given to a layer with targets, targets of the wrong shape or range */
+    nnt_layer *ce = NULL;
+    EXPECT_OK(nnt_layer_cross_entropy_create(ctx, -100, &ce));
+    int32_t ids[2] = {1, 4};
+    nnt_tensor *t2 = i32_tensor(1, (int64_t[1]){2}, NULL, ids);
+    nnt_tensor *t3 = i32_tensor(1, (int64_t[1]){1}, NULL, ids);
+    EXPECT_FAIL_MSG(nnt_layer_set_targets(ce, x), NNT_E_SHAPE, "nnt_layer_set_targets");
+    EXPECT_OK(nnt_layer_set_targets(ce, t3));
+    EXPECT_FAIL_MSG(nnt_layer_forward(ce, x, NULL), NNT_E_SHAPE, "nnt_layer_forward");
+    EXPECT_OK(nnt_layer_set_targets(ce, t2));
+    EXPECT_FAIL_MSG(nnt_layer_forward(ce, x, NULL), NNT_E_INVAL, "target 4");
+    ids[1] = 3;
+    nnt_tensor_destroy(t2);
+    t2 = i32_tensor(1, (int64_t[1]){2}, NULL, ids);
+    EXPECT_OK(nnt_layer_set_targets(ce, t2));
+    EXPECT_OK(nnt_layer_forward(ce, x, NULL));
+    EXPECT_FAIL_MSG(nnt_layer_backward(ce, x, NULL), NNT_E_INVAL, "nnt_layer_backward");
+    EXPECT_OK(nnt_layer_backward(ce, NULL, NULL));
+    /* sequential: bad arguments destroy the children they were given */
+    nnt_layer *kids[2] = {NULL, NULL};
+    EXPECT_OK(nnt_layer_layernorm_create(ctx, 4, 1e-5, NULL, &kids[0]));
+    EXPECT_FAIL_MSG(nnt_layer_sequential_create(ctx, 2, kids, &l), NNT_E_INVAL,
+                    "nnt_layer_sequential_create");
+    ck_assert_ptr_null(l);
+    EXPECT_OK(nnt_layer_layernorm_create(ctx, 4, 1e-5, NULL, &kids[0]));
+    kids[1] = kids[0];
+    EXPECT_FAIL_MSG(nnt_layer_sequential_create(ctx, 2, kids, &l), NNT_E_INVAL,
+                    "nnt_layer_sequential_create");
+    EXPECT_FAIL_MSG(nnt_layer_sequential_create(ctx, 0, kids, &l), NNT_E_INVAL,
+                    "nnt_layer_sequential_create");
+    /* a child of another layer is refused (and left to its owner) */
+    EXPECT_OK(nnt_layer_sequential_create(ctx, 1, &lin, &l));
+    EXPECT_FAIL_MSG(nnt_layer_sequential_create(ctx, 1, &lin, &kids[0]), NNT_E_INVAL,
+                    "already belongs");
+    nnt_layer_destroy(lin);   /* ignored: owned by l */
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    nnt_layer_destroy(l);
+    nnt_layer_destroy(NULL);
+    nnt_layer_destroy(ce);
+    nnt_tensor_destroy(t2);
+    nnt_tensor_destroy(t3);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(xw);
+}
+END_TEST
+
+static Suite *layers_suite(void)
+{
+    Suite *s = suite_create("layers");
+    TCase *tc = tcase_create("layers");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_gpt2_fixture, 0, 3);
+    tcase_add_test(tc, test_leaf_linear);
+    tcase_add_test(tc, test_leaf_layernorm);
+    tcase_add_test(tc, test_leaf_attention);
+    tcase_add_test(tc, test_leaf_embedding_lm_head);
+    tcase_add_test(tc, test_leaf_cross_entropy);
+    tcase_add_test(tc, test_composite_tilings);
+    tcase_add_test(tc, test_tree_and_names);
+    tcase_add_test(tc, test_train_deep);
+    tcase_add_test(tc, test_train_wide);
+    tcase_add_test(tc, test_misuse);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(layers_suite());
+}
