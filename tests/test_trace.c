@@ -141,6 +141,8 @@ START_TEST(test_trace_gemm)
     ck_assert_ptr_nonnull(strstr(svg, "nnt_gemm"));
     ck_assert_ptr_nonnull(strstr(svg, "nnt_fill_f32"));
     ck_assert_ptr_nonnull(strstr(svg, "time (ms)"));
+    /* the fills allocate their tiles: data waits are drawn (besides the legend's) */
+    ck_assert_int_ge(count_of(svg, "class=\"wait\""), 2);
     /* one rectangle per task (or fewer, merged) plus a background per row, a legend entry
      * per codelet and the legend's data wait */
     int rects = count_of(svg, "<rect") - count_of(svg, "class=\"wait\"");
