@@ -22,7 +22,7 @@ typedef struct node_peak {
 static struct {
     pthread_mutex_t lock;         /* guards everything below                              */
     int on;                       /* a context is live                                    */
-    int tracing;                  /* between nnt_trace_start and nnt_trace_stop           */
+    int tracing;                  /* 1 after nnt_trace_start, 2 while nnt_trace_stop waits */
     nnt_trace_rec *recs;          /* (nrecs) of the trace in progress                     */
     size_t nrecs, cap;
     int oom;                      /* a record could not be stored                         */
@@ -220,7 +220,9 @@ int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path)
     if (rc)
         return rc;
     pthread_mutex_lock(&st.lock);
-    int tracing = st.tracing;
+    int tracing = st.tracing == 1;
+    if (tracing)
+        st.tracing = 2;   /* stopping: still recording, but claimed by this call */
     pthread_mutex_unlock(&st.lock);
     if (!tracing)
         return nnt_fail(ctx, NNT_E_STATE, "nnt_trace_stop: no trace is running (call "
