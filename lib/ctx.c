@@ -354,6 +354,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     const char *limit = getenv("STARPU_LIMIT_CPU_MEM");   /* ours or the user's */
     ctx->ram_budget = limit ? atoll(limit) * 1024 * 1024 : 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
+    nnt_stats_ctx_start(ctx);
     live_ctx = ctx;
     pthread_mutex_unlock(&live_lock);
     nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s",
@@ -436,6 +437,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     if (rc)
         return rc;
     starpu_task_wait_for_all();
+    nnt_stats_ctx_stop(ctx);
     orphan_tensors(ctx);
     pthread_mutex_lock(&live_lock);
     live_ctx = NULL;

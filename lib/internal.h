@@ -249,4 +249,14 @@ int nnt_retile_temp(nnt_tensor *src, const int64_t *tile, nnt_tensor **out);
 /* Mark t as written (after its producing tasks were submitted). */
 static inline void nnt_tensor_mark_written(nnt_tensor *t) { t->written = 1; }
 
+/* ---- task statistics, tracing and memory statistics (lib/trace/trace.c) ---------------- */
+
+/* Switch StarPU's task profiling on and zero the statistics (nnt_ctx_create, once StarPU
+ * runs); forget them and any unfinished trace (nnt_ctx_destroy, after the last wait). */
+void nnt_stats_ctx_start(nnt_ctx *ctx);
+void nnt_stats_ctx_stop(nnt_ctx *ctx);
+/* Give a task the completion callback that feeds the statistics and the trace
+ * (nnt_submit, before submission). */
+void nnt_stats_task_hook(struct starpu_task *task);
+
 #endif /* NNT_INTERNAL_H */

@@ -33,8 +33,17 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
     if (!copy)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", cl->name);
     memcpy(copy, args, args_size);
-    rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, bufs, nbuf,
-                                STARPU_CL_ARGS, copy, args_size, 0);
+    /* built, then submitted, so that the statistics hook can give it its callback */
+    struct starpu_task *task = starpu_task_build(cl, STARPU_DATA_MODE_ARRAY, bufs, nbuf,
+                                                 STARPU_CL_ARGS, copy, args_size, 0);
+    if (!task)   /* StarPU destroyed it, and the argument copy with it */
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no worker can run this task", cl->name);
+    nnt_stats_task_hook(task);
+    rc = starpu_task_submit(task);
+    if (rc != 0) {   /* as starpu_task_insert does: the task and its arguments are freed */
+        task->destroy = 0;
+        starpu_task_destroy(task);
+    }
     if (rc == -ENODEV)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no worker can run this task", cl->name);
     if (rc != 0)

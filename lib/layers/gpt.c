@@ -27,8 +27,6 @@ typedef struct gpt_impl {
     nnt_gpt2_tiling tile;    /* the model's tiling, every entry > 0                          */
     nnt_tensor *targets;     // (B, T) int32, batch/seq tiles of the model; NULL: none set
     int last_had_targets;    /* the last forward computed a loss (and can be backpropagated) */
-    int loss_valid;          /* loss holds the mean loss of a forward with targets          */
-    double loss;
 } gpt_impl;
 
 static gpt_impl *impl_of(const nnt_layer *l)
@@ -199,11 +197,8 @@ static int gpt_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     gpt_impl *g = impl_of(l);
     TRY(check_ids(l, "nnt_layer_forward", "tokens", x));
     g->last_had_targets = 0;
-    g->loss_valid = 0;
-    TRY_AS(l->ctx, "nnt_layer_forward",
-           nnt_gpt2_forward(g->model, x, g->targets, g->targets ? &g->loss : NULL));
+    TRY_AS(l->ctx, "nnt_layer_forward", nnt_gpt2_forward(g->model, x, g->targets, NULL));
     g->last_had_targets = g->targets != NULL;
-    g->loss_valid = g->last_had_targets;
     *y = nnt_gpt2_activation(g->model, "logits");   // (B, T, V)
     return NNT_OK;
 }
@@ -241,11 +236,7 @@ static int gpt_set_targets(nnt_layer *l, nnt_tensor *targets)
 
 static int gpt_loss(nnt_layer *l, double *loss)
 {
-    gpt_impl *g = impl_of(l);
-    if (!g->loss_valid)
-        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_loss: no forward with targets on this "
-                        "gpt layer (set them with nnt_layer_set_targets, then forward)");
-    *loss = g->loss;
+    TRY_AS(l->ctx, "nnt_layer_loss", nnt_gpt2_loss(impl_of(l)->model, loss));
     return NNT_OK;
 }
 
@@ -507,10 +498,9 @@ NNT_API int nnt_gpt_generate(nnt_layer *gpt, const int32_t *prompt, int64_t npro
         is.seed = s->seed;
     }
     gpt_impl *g = impl_of(gpt);
-    /* the activations are overwritten: no backward, no loss of an earlier forward */
+    /* the activations are overwritten: no backward of an earlier forward */
     gpt->forward_pending = 0;
     g->last_had_targets = 0;
-    g->loss_valid = 0;
     TRY_AS(gpt->ctx, fn,
            nnt_gpt2_generate(g->model, prompt, nprompt, ngen, s ? &is : NULL, out));
     return NNT_OK;

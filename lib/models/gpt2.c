@@ -81,6 +81,7 @@ struct nnt_gpt2 {
     int64_t step;                /* AdamW steps done                                    */
     int64_t nvalid;              /* targets != ignore in the last forward               */
     int backward_ready;          /* the last forward had targets, no backward since     */
+    int loss_ready;              /* losses holds the last forward with targets' losses  */
 
     nnt_tensor *tokens, *targets;    // (B, T) int32
     nnt_tensor *encoded;             // (B, T, C)
@@ -833,7 +834,7 @@ static int mean_loss(nnt_gpt2 *m, double *loss)
     size_t n = (size_t)(m->B * m->T);
     float *l = malloc(n * sizeof(float));
     if (!l)
-        return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_forward: out of memory");
+        return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_loss: out of memory");
     int rc = nnt_tensor_copy_to_host(m->losses, l, n * sizeof(float));
     double sum = 0.0;
     for (size_t i = 0; i < n; i++)
@@ -864,15 +865,23 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
                         m->logits, 1, 0));
     if (!targets)
         return NNT_OK;
+    m->loss_ready = 0;
     TRY(take_ids(m, fn, "targets", targets, m->targets));
     TRY(count_targets(m, fn));
     TRY(nnt_tensor_cross_entropy(m->logits, m->targets, NNT_GPT2_IGNORE, m->losses, m->lse));
     m->backward_ready = 1;
-    double l = 0.0;
-    TRY(mean_loss(m, &l));
-    if (loss)
-        *loss = l;
-    return NNT_OK;
+    m->loss_ready = 1;
+    return loss ? mean_loss(m, loss) : NNT_OK;
+}
+
+int nnt_gpt2_loss(nnt_gpt2 *m, double *loss)
+{
+    if (!m || !loss)
+        return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "nnt_gpt2_loss: %s is NULL",
+                        m ? "loss" : "model");
+    if (!m->loss_ready)
+        return nnt_fail(m->ctx, NNT_E_STATE, "nnt_gpt2_loss: no forward with targets");
+    return mean_loss(m, loss);
 }
 
 /* ---- backward ----------------------------------------------------------------------- */

@@ -193,11 +193,15 @@ int nnt_gpt2_llmc_config(nnt_ctx *ctx, const char *path, nnt_gpt2_config *cfg);
 /* ---- training ------------------------------------------------------------------------ */
 
 /* Forward pass on tokens (B, T) NNT_INT32 (any tiling: copied into the model's tiling).
- * targets (B, T) NNT_INT32 or NULL: with targets, *loss (may be NULL) gets the mean
- * cross-entropy over the positions whose target is not NNT_GPT2_IGNORE (waits for it), and
- * the activations for nnt_gpt2_backward are kept. Token ids must be in [0, V), targets in
- * [0, V) or NNT_GPT2_IGNORE. */
+ * targets (B, T) NNT_INT32 or NULL: with targets, *loss gets the mean cross-entropy over
+ * the positions whose target is not NNT_GPT2_IGNORE (waits for it; loss NULL: no wait for
+ * the forward's work, nnt_gpt2_loss gives it later), and the activations for
+ * nnt_gpt2_backward are kept. Token ids must be in [0, V), targets in [0, V) or
+ * NNT_GPT2_IGNORE (the targets are checked on the host). */
 int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss);
+/* The mean loss of the last forward with targets (waits for it); still valid after a
+ * backward and after forwards without targets. NNT_E_STATE before any. */
+int nnt_gpt2_loss(nnt_gpt2 *m, double *loss);
 /* Gradients of the last forward's mean loss, ADDED to the gradients (NNT_E_STATE unless the
  * last forward had targets; it consumes them: a second backward needs a new forward). */
 int nnt_gpt2_backward(nnt_gpt2 *m);

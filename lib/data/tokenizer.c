@@ -1,0 +1,155 @@
+/* nnt_tokenizer: the public face of the two tokenizers of lib/io, the byte-level one
+ * (token = byte value, vocab 256) and GPT-2's byte-level BPE (vocab.json + merges.txt).
+ * No context is involved: failures are recorded as the calling thread's last error
+ * (nnt_ctx_last_error(NULL)). A tokenizer is immutable after creation, so concurrent
+ * encode/decode calls on one tokenizer are safe. */
+#include "../internal.h"
+#include "../io/io.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { TOK_BYTES, TOK_BPE } tok_kind;
+
+struct nnt_tokenizer {
+    tok_kind kind;
+    nnt_bpe *bpe;                 /* TOK_BPE only                                          */
+};
+
+int nnt_tokenizer_bytes_create(nnt_tokenizer **out)
+{
+    if (!out)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_bytes_create: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_tokenizer_bytes_create: out of host memory");
+    (*out)->kind = TOK_BYTES;
+    return NNT_OK;
+}
+
+int nnt_tokenizer_bpe_load(const char *vocab_json, const char *merges_txt, nnt_tokenizer **out)
+{
+    if (!out)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_bpe_load: out is NULL");
+    *out = NULL;
+    if (!vocab_json || !merges_txt)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_bpe_load: %s path is NULL",
+                        vocab_json ? "merges.txt" : "vocab.json");
+    nnt_tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok)
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_tokenizer_bpe_load: out of host memory");
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_bpe_load_files(vocab_json, merges_txt, &tok->bpe, err, sizeof err);
+    if (rc) {
+        free(tok);
+        return nnt_fail(NULL, rc, "nnt_tokenizer_bpe_load: %s", err);
+    }
+    tok->kind = TOK_BPE;
+    *out = tok;
+    return NNT_OK;
+}
+
+void nnt_tokenizer_destroy(nnt_tokenizer *tok)
+{
+    if (!tok)
+        return;
+    nnt_bpe_free(tok->bpe);
+    free(tok);
+}
+
+int nnt_tokenizer_vocab_size(const nnt_tokenizer *tok, int64_t *vocab)
+{
+    if (!tok || !vocab)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_vocab_size: %s is NULL",
+                        tok ? "vocab" : "tokenizer");
+    *vocab = tok->kind == TOK_BPE ? nnt_bpe_vocab_size(tok->bpe) : NNT_TEXT_VOCAB;
+    return NNT_OK;
+}
+
+static int encode_bytes(const char *text, size_t len, int32_t *ids, size_t cap, size_t *n)
+{
+    *n = len;
+    if (!ids)
+        return NNT_OK;
+    nnt_text_encode(text, len < cap ? len : cap, ids);
+    if (len > cap)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_encode: %zu ids do not fit in a "
+                        "buffer of %zu", len, cap);
+    return NNT_OK;
+}
+
+static int encode_bpe(const nnt_bpe *bpe, const char *text, size_t len, int32_t *ids,
+                      size_t cap, size_t *n)
+{
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_bpe_encode(bpe, text, len, ids, ids ? cap : 0, n, err, sizeof err);
+    /* the arguments were checked, so NNT_E_INVAL means "did not fit": fine when counting */
+    if (rc == NNT_E_INVAL && !ids)
+        return NNT_OK;
+    if (rc)
+        return nnt_fail(NULL, rc, "nnt_tokenizer_encode: %s", err);
+    return NNT_OK;
+}
+
+int nnt_tokenizer_encode(const nnt_tokenizer *tok, const char *text, size_t len, int32_t *ids,
+                         size_t cap, size_t *n)
+{
+    if (n)
+        *n = 0;
+    if (!tok || !n || (!text && len))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_encode: %s is NULL",
+                        !tok ? "tokenizer" : !n ? "n" : "text");
+    if (tok->kind == TOK_BPE)
+        return encode_bpe(tok->bpe, text, len, ids, cap, n);
+    return encode_bytes(text, len, ids, cap, n);
+}
+
+static int decode_bytes(const int32_t *ids, size_t n, char *text, size_t cap, size_t *len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= NNT_TEXT_VOCAB)
+            return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_decode: id %ld at position %zu "
+                            "is not a byte (0..255)", (long)ids[i], i);
+    if (n >= cap) {
+        *len = n + 1;
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_decode: %zu bytes and the NUL do "
+                        "not fit in a buffer of %zu", n, cap);
+    }
+    for (size_t i = 0; i < n; i++)
+        text[i] = (char)(unsigned char)ids[i];
+    text[n] = '\0';
+    *len = n;
+    return NNT_OK;
+}
+
+static int decode_bpe(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *text, size_t cap,
+                      size_t *len)
+{
+    char err[NNT_IO_ERRLEN];
+    size_t room = cap ? cap - 1 : 0, need = 0;
+    int rc = nnt_bpe_decode(bpe, ids, n, cap ? text : NULL, room, &need, err, sizeof err);
+    /* nnt_bpe_decode sets need only once every id is valid */
+    if ((rc == NNT_E_INVAL && need > room) || (rc == 0 && cap == 0)) {
+        *len = need + 1;
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_decode: %zu bytes and the NUL do "
+                        "not fit in a buffer of %zu", need, cap);
+    }
+    if (rc)
+        return nnt_fail(NULL, rc, "nnt_tokenizer_decode: %s", err);
+    text[need] = '\0';
+    *len = need;
+    return NNT_OK;
+}
+
+int nnt_tokenizer_decode(const nnt_tokenizer *tok, const int32_t *ids, size_t n, char *text,
+                         size_t cap, size_t *len)
+{
+    if (len)
+        *len = 0;
+    if (!tok || !len || (!ids && n) || (!text && cap))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_decode: %s is NULL",
+                        !tok ? "tokenizer" : !len ? "len" : !text && cap ? "text" : "ids");
+    if (tok->kind == TOK_BPE)
+        return decode_bpe(tok->bpe, ids, n, text, cap, len);
+    return decode_bytes(ids, n, text, cap, len);
+}

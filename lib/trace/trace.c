@@ -1,0 +1,331 @@
+/* Task statistics, tracing and memory statistics of the live context.
+ *
+ * StarPU's task profiling is switched on when the context starts (nnt_stats_ctx_start), and
+ * nnt_submit gives every task a completion callback (nnt_stats_task_hook). The callback runs
+ * on the worker thread after the task body; from task->profiling_info it
+ *   - adds the time the worker spent fetching the task's input data (acquire_data_start_time
+ *     to acquire_data_end_time) to the transfer wait of nnt_ctx_mem_stats,
+ *   - samples the memory used on every node for the peaks of nnt_ctx_mem_stats,
+ *   - while a trace is on, appends a record (worker, codelet, data wait, start, end).
+ * One context is live per process (lib/ctx.c), so the state is this file's. */
+#include "../internal.h"
+#include "../io/io.h"
+#include "trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct node_peak {
+    int64_t peak;                 /* most used bytes seen since create / the last reset   */
+} node_peak;
+
+static struct {
+    pthread_mutex_t lock;         /* guards everything below                              */
+    int on;                       /* a context is live                                    */
+    int tracing;                  /* 1 after nnt_trace_start, 2 while nnt_trace_stop waits */
+    nnt_trace_rec *recs;          /* (nrecs) of the trace in progress                     */
+    size_t nrecs, cap;
+    int oom;                      /* a record could not be stored                         */
+    node_peak nodes[NNT_MAX_MEM_NODES];
+    int64_t bytes_moved;          /* bus counters summed since create / the last reset    */
+    int64_t wait_ns;              /* data waits of all tasks since create / the last reset */
+} st = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t ts_ns(const struct timespec *t)
+{
+    return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+static int mem_node_count(void)
+{
+    unsigned n = starpu_memory_nodes_get_count();
+    return n > NNT_MAX_MEM_NODES ? NNT_MAX_MEM_NODES : (int)n;
+}
+
+/* Bytes StarPU's memory manager holds on node (its total minus its available). */
+static int64_t node_used(unsigned node)
+{
+    starpu_ssize_t total = starpu_memory_get_total(node);
+    starpu_ssize_t avail = starpu_memory_get_available(node);
+    if (total < 0 || avail < 0)
+        return 0;
+    return (int64_t)(total - avail);
+}
+
+/* Update the peaks from the current use (st.lock held). */
+static void sample_peaks_locked(void)
+{
+    int n = mem_node_count();
+    for (int i = 0; i < n; i++) {
+        int64_t used = node_used((unsigned)i);
+        if (used > st.nodes[i].peak)
+            st.nodes[i].peak = used;
+    }
+}
+
+static void add_record_locked(const struct starpu_task *task,
+                              const struct starpu_profiling_task_info *p)
+{
+    if (st.nrecs == st.cap) {
+        size_t cap = st.cap ? 2 * st.cap : 4096;
+        nnt_trace_rec *grown = realloc(st.recs, cap * sizeof *grown);
+        if (!grown) {
+            st.oom = 1;
+            return;
+        }
+        st.recs = grown;
+        st.cap = cap;
+    }
+    nnt_trace_rec *r = &st.recs[st.nrecs++];
+    r->codelet = task->cl && task->cl->name ? task->cl->name : "(unnamed)";
+    r->worker = p->workerid;
+    r->start = ts_ns(&p->start_time);
+    r->end = ts_ns(&p->end_time);
+    r->wait_start = ts_ns(&p->acquire_data_start_time);
+    r->wait_end = ts_ns(&p->acquire_data_end_time);
+    if (r->wait_start <= 0 || r->wait_end < r->wait_start || r->wait_end > r->start)
+        r->wait_start = r->wait_end = r->start;   /* not measured: no wait drawn */
+}
+
+/* Completion callback of every task submitted by nnt_submit (a worker thread). */
+static void task_done(void *arg)
+{
+    const struct starpu_task *task = arg;
+    const struct starpu_profiling_task_info *p = task->profiling_info;
+    if (!p)
+        return;   /* submitted while profiling was off */
+    int64_t wait = ts_ns(&p->acquire_data_end_time) - ts_ns(&p->acquire_data_start_time);
+    pthread_mutex_lock(&st.lock);
+    if (st.on) {
+        if (wait > 0)
+            st.wait_ns += wait;
+        sample_peaks_locked();
+        if (st.tracing)
+            add_record_locked(task, p);
+    }
+    pthread_mutex_unlock(&st.lock);
+}
+
+void nnt_stats_task_hook(struct starpu_task *task)
+{
+    task->callback_func = task_done;
+    task->callback_arg = task;
+}
+
+static void reset_counters_locked(void)
+{
+    int n = mem_node_count();
+    for (int i = 0; i < NNT_MAX_MEM_NODES; i++)
+        st.nodes[i].peak = i < n ? node_used((unsigned)i) : 0;
+    st.bytes_moved = 0;
+    st.wait_ns = 0;
+}
+
+static void free_trace_locked(void)
+{
+    free(st.recs);
+    st.recs = NULL;
+    st.nrecs = st.cap = 0;
+    st.oom = 0;
+    st.tracing = 0;
+}
+
+void nnt_stats_ctx_start(nnt_ctx *ctx)
+{
+    (void)ctx;
+    starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    pthread_mutex_lock(&st.lock);
+    free_trace_locked();
+    reset_counters_locked();
+    int nbus = starpu_bus_get_count();
+    for (int b = 0; b < nbus; b++) {   /* reading the bus counters zeroes them */
+        struct starpu_profiling_bus_info info;
+        starpu_bus_get_profiling_info(b, &info);
+    }
+    st.on = 1;
+    pthread_mutex_unlock(&st.lock);
+}
+
+void nnt_stats_ctx_stop(nnt_ctx *ctx)
+{
+    (void)ctx;
+    pthread_mutex_lock(&st.lock);
+    st.on = 0;
+    free_trace_locked();
+    pthread_mutex_unlock(&st.lock);
+}
+
+/* ---- tracing ----------------------------------------------------------------------------- */
+
+int nnt_trace_start(nnt_ctx *ctx)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_trace_start");
+    if (rc)
+        return rc;
+    /* the user may have switched StarPU's profiling off; tasks need it to be traced */
+    if (starpu_profiling_status_get() != STARPU_PROFILING_ENABLE)
+        starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    pthread_mutex_lock(&st.lock);
+    int already = st.tracing;
+    if (!already) {
+        free_trace_locked();
+        st.tracing = 1;
+    }
+    pthread_mutex_unlock(&st.lock);
+    if (already)
+        return nnt_fail(ctx, NNT_E_STATE, "nnt_trace_start: a trace is already running "
+                        "(call nnt_trace_stop first)");
+    return NNT_OK;
+}
+
+static int by_worker_then_start(const void *pa, const void *pb)
+{
+    const nnt_trace_rec *a = pa, *b = pb;
+    if (a->worker != b->worker)
+        return a->worker < b->worker ? -1 : 1;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int make_log(nnt_trace_log *log)
+{
+    int nw = (int)starpu_worker_get_count();
+    log->nworkers = nw;
+    log->worker_names = calloc(nw > 0 ? (size_t)nw : 1, sizeof *log->worker_names);
+    if (!log->worker_names)
+        return NNT_E_NOMEM;
+    for (int w = 0; w < nw; w++)
+        starpu_worker_get_name(w, log->worker_names[w], sizeof log->worker_names[w]);
+    if (log->n)
+        qsort(log->recs, log->n, sizeof *log->recs, by_worker_then_start);
+    return NNT_OK;
+}
+
+static int write_outputs(nnt_ctx *ctx, nnt_trace_log *log, const char *svg_path,
+                         const char *table_path)
+{
+    char err[NNT_IO_ERRLEN];
+    if (make_log(log))
+        return nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory");
+    int rc = svg_path ? nnt_trace_write_svg(log, svg_path, err, sizeof err) : 0;
+    if (rc == 0 && table_path)
+        rc = nnt_trace_write_table(log, table_path, err, sizeof err);
+    if (rc)
+        return nnt_fail(ctx, rc, "nnt_trace_stop: %s", err);
+    return NNT_OK;
+}
+
+int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_trace_stop");
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&st.lock);
+    int tracing = st.tracing == 1;
+    if (tracing)
+        st.tracing = 2;   /* stopping: still recording, but claimed by this call */
+    pthread_mutex_unlock(&st.lock);
+    if (!tracing)
+        return nnt_fail(ctx, NNT_E_STATE, "nnt_trace_stop: no trace is running (call "
+                        "nnt_trace_start first)");
+    /* every task submitted so far ends, and its callback runs, before this returns */
+    starpu_task_wait_for_all();
+    nnt_trace_log log = {NULL, 0, 0, NULL};
+    pthread_mutex_lock(&st.lock);
+    int oom = st.oom;
+    log.recs = st.recs;
+    log.n = st.nrecs;
+    st.recs = NULL;
+    free_trace_locked();
+    pthread_mutex_unlock(&st.lock);
+    if (oom)
+        rc = nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory while recording "
+                      "(%zu tasks kept); nothing written", log.n);
+    else
+        rc = write_outputs(ctx, &log, svg_path, table_path);
+    free(log.recs);
+    free(log.worker_names);
+    return rc;
+}
+
+/* ---- memory statistics --------------------------------------------------------------------- */
+
+static void node_name(unsigned node, char *name, size_t size)
+{
+    enum starpu_node_kind kind = starpu_node_get_kind(node);
+    int devid = starpu_memory_node_get_devid(node);
+    if (kind == STARPU_CPU_RAM)
+        snprintf(name, size, devid > 0 ? "RAM%d" : "RAM", devid);
+    else if (kind == STARPU_CUDA_RAM)
+        snprintf(name, size, "CUDA%d", devid);
+    else if (kind == STARPU_DISK_RAM)
+        snprintf(name, size, "disk");
+    else if (starpu_memory_node_get_name(node, name, size) < 0)
+        snprintf(name, size, "node%u", node);
+}
+
+/* The limit nnt or the user gave StarPU for node, 0 when none (then StarPU's total is the
+ * size of the RAM or GPU memory, which is not a budget). */
+static int64_t node_budget(const nnt_ctx *ctx, unsigned node)
+{
+    enum starpu_node_kind kind = starpu_node_get_kind(node);
+    starpu_ssize_t total = starpu_memory_get_total(node);
+    int limited = 0;
+    if (kind == STARPU_CPU_RAM)
+        limited = ctx->ram_budget > 0;
+    else if (kind == STARPU_DISK_RAM)
+        limited = 1;
+    else if (kind == STARPU_CUDA_RAM) {
+        char var[64];
+        snprintf(var, sizeof var, "STARPU_LIMIT_CUDA_%d_MEM",
+                 starpu_memory_node_get_devid(node));
+        limited = getenv("STARPU_LIMIT_CUDA_MEM") || getenv(var);
+    }
+    return limited && total > 0 ? (int64_t)total : 0;
+}
+
+/* Add the bus counters (which StarPU zeroes at each read) to bytes_moved (st.lock held). */
+static void poll_buses_locked(void)
+{
+    int nbus = starpu_bus_get_count();
+    for (int b = 0; b < nbus; b++) {
+        struct starpu_profiling_bus_info info;
+        if (starpu_bus_get_profiling_info(b, &info) == 0 && info.transferred_bytes > 0)
+            st.bytes_moved += (int64_t)info.transferred_bytes;
+    }
+}
+
+int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_mem_stats");
+    if (rc)
+        return rc;
+    if (!stats)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats is NULL");
+    if (stats->size < sizeof *stats)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats->size %zu is smaller than "
+                        "%zu; set it to sizeof(nnt_mem_stats)", stats->size, sizeof *stats);
+    if (stats->size > sizeof *stats)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "nnt_ctx_mem_stats: stats->size %zu: the "
+                        "program was built against a newer nnt than the library (%s)",
+                        stats->size, PACKAGE_VERSION);
+    int n = mem_node_count();
+    memset(stats, 0, sizeof *stats);
+    stats->size = sizeof *stats;
+    stats->nnodes = n;
+    pthread_mutex_lock(&st.lock);
+    sample_peaks_locked();
+    poll_buses_locked();
+    for (int i = 0; i < n; i++) {
+        node_name((unsigned)i, stats->node[i].name, sizeof stats->node[i].name);
+        stats->node[i].used_bytes = node_used((unsigned)i);
+        stats->node[i].peak_bytes = st.nodes[i].peak > stats->node[i].used_bytes
+                                  ? st.nodes[i].peak : stats->node[i].used_bytes;
+        stats->node[i].budget_bytes = node_budget(ctx, (unsigned)i);
+    }
+    stats->bytes_moved = st.bytes_moved;
+    stats->transfer_wait_s = (double)st.wait_ns * 1e-9;
+    if (reset)
+        reset_counters_locked();
+    pthread_mutex_unlock(&st.lock);
+    return NNT_OK;
+}

@@ -1,0 +1,620 @@
+/* Tokenizers and token data (nnt_tokenizer_*, nnt_data_*), through the public API only.
+ * The byte tokenizer against byte values; the BPE tokenizer against the Hugging Face ids of
+ * tests/fixtures/bpe/cases.txt; token sources against files written here byte by byte
+ * (llm.c shards, nanoGPT .bin, text, a directory with links), with windows checked against
+ * (pos mod N) element by element. No context: errors come from nnt_ctx_last_error(NULL). */
+#define _DEFAULT_SOURCE
+#include "testutil.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LAST_ERROR() nnt_ctx_last_error(NULL)
+#define EXPECT_MSG(piece)                                                                  \
+    ck_assert_msg(strstr(LAST_ERROR(), piece) != NULL, "message '%s' lacks '%s'",          \
+                  LAST_ERROR(), piece)
+
+static char tmpdir[512];
+
+static void make_tmpdir(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/nnt-test-data-XXXXXX", t && *t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* tmpdir/name in a static buffer (one of four, so a few can be alive at once). */
+static const char *tmp_path(const char *name)
+{
+    static char buf[4][700];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* An llm.c token shard: 256 int32 header (magic, version, count), then uint16 tokens;
+ * count_field is what header[2] says (normally n). */
+static void write_llmc(const char *path, uint32_t magic, uint32_t version,
+                       uint32_t count_field, const uint16_t *tok, size_t n)
+{
+    size_t size = 1024 + 2 * n;
+    unsigned char *b = calloc(1, size);
+    ck_assert_ptr_nonnull(b);
+    put_le32(b, magic);
+    put_le32(b + 4, version);
+    put_le32(b + 8, count_field);
+    for (size_t i = 0; i < n; i++) {
+        b[1024 + 2 * i] = (unsigned char)tok[i];
+        b[1024 + 2 * i + 1] = (unsigned char)(tok[i] >> 8);
+    }
+    write_bytes(path, b, size);
+    free(b);
+}
+
+/* A nanoGPT .bin: uint16 little-endian tokens, no header. */
+static void write_nanogpt(const char *path, const uint16_t *tok, size_t n)
+{
+    unsigned char *b = malloc(2 * n + 1);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i < n; i++) {
+        b[2 * i] = (unsigned char)tok[i];
+        b[2 * i + 1] = (unsigned char)(tok[i] >> 8);
+    }
+    write_bytes(path, b, 2 * n);
+    free(b);
+}
+
+static const char *fixture(const char *name)
+{
+    static char p[2][1024];
+    static int next;
+    const char *top = getenv("top_srcdir");
+    char *b = p[next++ % 2];
+    snprintf(b, sizeof p[0], "%s/tests/fixtures/bpe/%s", top && *top ? top : ".", name);
+    return b;
+}
+
+/* ---- the byte tokenizer ------------------------------------------------------------------ */
+
+START_TEST(test_bytes_roundtrip)
+{
+    nnt_tokenizer *tok = NULL;
+    EXPECT_OK(nnt_tokenizer_bytes_create(&tok));
+    int64_t v = 0;
+    EXPECT_OK(nnt_tokenizer_vocab_size(tok, &v));
+    ck_assert_int_eq(v, 256);
+
+    /* all 256 byte values, NUL included */
+    char all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (char)(unsigned char)(255 - i);
+    int32_t ids[300];
+    size_t n = 0;
+    EXPECT_OK(nnt_tokenizer_encode(tok, all, 256, ids, 300, &n));
+    ck_assert_uint_eq(n, 256);
+    for (int i = 0; i < 256; i++)
+        ck_assert_int_eq(ids[i], 255 - i);
+    char back[300];
+    size_t len = 0;
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, back, sizeof back, &len));
+    ck_assert_uint_eq(len, 256);
+    ck_assert_int_eq(memcmp(back, all, 256), 0);
+    ck_assert_int_eq(back[256], 0);
+
+    /* UTF-8 text: one id per byte, the byte's value */
+    const char *s = "h\xc3\xa9llo, \xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x98\x80!";
+    size_t sl = strlen(s);
+    EXPECT_OK(nnt_tokenizer_encode(tok, s, sl, ids, 300, &n));
+    ck_assert_uint_eq(n, sl);
+    ck_assert_int_eq(ids[1], 0xc3);
+    ck_assert_int_eq(ids[2], 0xa9);
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, back, sizeof back, &len));
+    ck_assert_uint_eq(len, sl);
+    ck_assert_str_eq(back, s);
+
+    /* empty text */
+    EXPECT_OK(nnt_tokenizer_encode(tok, NULL, 0, NULL, 0, &n));
+    ck_assert_uint_eq(n, 0);
+    EXPECT_OK(nnt_tokenizer_decode(tok, NULL, 0, back, 1, &len));
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(back[0], 0);
+    nnt_tokenizer_destroy(tok);
+    nnt_tokenizer_destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_bytes_buffers)
+{
+    nnt_tokenizer *tok = NULL;
+    EXPECT_OK(nnt_tokenizer_bytes_create(&tok));
+    const char *s = "abcdef";
+    int32_t ids[8] = {-5, -5, -5, -5, -5, -5, -5, -5};
+    size_t n = 99;
+    EXPECT_OK(nnt_tokenizer_encode(tok, s, 6, NULL, 0, &n)); /* count only */
+    ck_assert_uint_eq(n, 6);
+    n = 0;
+    EXPECT_FAIL_MSG(nnt_tokenizer_encode(tok, s, 6, ids, 4, &n), NNT_E_INVAL,
+                    "nnt_tokenizer_encode");
+    ck_assert_uint_eq(n, 6);
+    ck_assert(ids[0] == 'a' && ids[3] == 'd' && ids[4] == -5); /* the first cap stored */
+
+    const int32_t hi[] = {'h', 'i'};
+    char buf[4] = "xyz";
+    size_t len = 0;
+    EXPECT_FAIL_MSG(nnt_tokenizer_decode(tok, hi, 2, NULL, 0, &len), NNT_E_INVAL,
+                    "nnt_tokenizer_decode");
+    ck_assert_uint_eq(len, 3); /* the size needed: 2 bytes and the NUL */
+    EXPECT_RC(nnt_tokenizer_decode(tok, hi, 2, buf, 2, &len), NNT_E_INVAL);
+    ck_assert_uint_eq(len, 3);
+    ck_assert_int_eq(buf[0], 'x');   /* nothing written */
+    EXPECT_OK(nnt_tokenizer_decode(tok, hi, 2, buf, 3, &len));
+    ck_assert_uint_eq(len, 2);
+    ck_assert_str_eq(buf, "hi");
+
+    const int32_t bad[] = {'a', 256, 'b'}, neg[] = {-1};
+    EXPECT_FAIL_MSG(nnt_tokenizer_decode(tok, bad, 3, buf, 4, &len), NNT_E_INVAL,
+                    "position 1");
+    EXPECT_RC(nnt_tokenizer_decode(tok, neg, 1, buf, 4, &len), NNT_E_INVAL);
+
+    /* NULL arguments */
+    int64_t v;
+    EXPECT_RC(nnt_tokenizer_bytes_create(NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_vocab_size(NULL, &v), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_vocab_size(tok, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_encode(NULL, s, 6, ids, 8, &n), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_encode(tok, NULL, 6, ids, 8, &n), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_encode(tok, s, 6, ids, 8, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_decode(NULL, hi, 2, buf, 4, &len), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_decode(tok, NULL, 2, buf, 4, &len), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_decode(tok, hi, 2, NULL, 4, &len), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_decode(tok, hi, 2, buf, 4, NULL), NNT_E_INVAL);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* ---- the BPE tokenizer --------------------------------------------------------------------- */
+
+static nnt_tokenizer *load_bpe(void)
+{
+    nnt_tokenizer *tok = NULL;
+    EXPECT_OK(nnt_tokenizer_bpe_load(fixture("vocab.json"), fixture("merges.txt"), &tok));
+    ck_assert_ptr_nonnull(tok);
+    return tok;
+}
+
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* One line "HEX|IDS" of cases.txt: the text (malloc'd) and the expected ids. */
+static char *parse_case(char *line, size_t *len, int32_t *expect, size_t *nexp, size_t cap)
+{
+    char *bar = strchr(line, '|');
+    ck_assert_ptr_nonnull(bar);
+    *len = (size_t)(bar - line) / 2;
+    char *text = malloc(*len + 1);
+    ck_assert_ptr_nonnull(text);
+    for (size_t i = 0; i < *len; i++)
+        text[i] = (char)(hexval(line[2 * i]) << 4 | hexval(line[2 * i + 1]));
+    *nexp = 0;
+    for (char *p = bar + 1; *p;) {
+        char *e;
+        long v = strtol(p, &e, 10);
+        ck_assert(e > p && *nexp < cap);
+        expect[(*nexp)++] = (int32_t)v;
+        p = *e == ' ' ? e + 1 : e;
+    }
+    return text;
+}
+
+START_TEST(test_bpe_fixture)
+{
+    nnt_tokenizer *tok = load_bpe();
+    int64_t v = 0;
+    EXPECT_OK(nnt_tokenizer_vocab_size(tok, &v));
+    ck_assert_int_eq(v, 973);
+
+    FILE *f = fopen(fixture("cases.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    static char line[1 << 16];
+    enum { CAP = 8192 };
+    static int32_t expect[CAP], got[CAP];
+    static char back[CAP * 8];
+    size_t ncases = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0] == '#')
+            continue;
+        size_t len, nexp, n = 0, bl = 0;
+        char *text = parse_case(line, &len, expect, &nexp, CAP);
+        EXPECT_OK(nnt_tokenizer_encode(tok, text, len, NULL, 0, &n)); /* count only */
+        ck_assert_uint_eq(n, nexp);
+        EXPECT_OK(nnt_tokenizer_encode(tok, text, len, got, CAP, &n));
+        ck_assert_msg(n == nexp && memcmp(got, expect, n * sizeof *got) == 0,
+                      "case %zu: %zu ids, Hugging Face %zu", ncases, n, nexp);
+        EXPECT_OK(nnt_tokenizer_decode(tok, got, n, back, sizeof back, &bl));
+        ck_assert_msg(bl == len && memcmp(back, text, len) == 0 && back[len] == 0,
+                      "case %zu: decode gives %zu bytes, not %zu", ncases, bl, len);
+        free(text);
+        ncases++;
+    }
+    fclose(f);
+    ck_assert_uint_eq(ncases, 284);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+START_TEST(test_bpe_buffers_and_errors)
+{
+    nnt_tokenizer *tok = load_bpe();
+    const char *s = "Hello, world! It's a test.<|endoftext|>";
+    size_t sl = strlen(s), n = 0, n2 = 0;
+    int32_t full[64], part[4] = {-7, -7, -7, -7};
+    EXPECT_OK(nnt_tokenizer_encode(tok, s, sl, full, 64, &n));
+    ck_assert_uint_gt(n, 4);
+    ck_assert_int_eq(full[n - 1], 972); /* the special token */
+    EXPECT_FAIL_MSG(nnt_tokenizer_encode(tok, s, sl, part, 3, &n2), NNT_E_INVAL,
+                    "nnt_tokenizer_encode");
+    ck_assert_uint_eq(n2, n);
+    ck_assert(part[0] == full[0] && part[2] == full[2] && part[3] == -7);
+
+    char buf[64];
+    size_t len = 0;
+    EXPECT_RC(nnt_tokenizer_decode(tok, full, n, NULL, 0, &len), NNT_E_INVAL);
+    ck_assert_uint_eq(len, sl + 1);
+    memset(buf, 'x', sizeof buf);
+    EXPECT_RC(nnt_tokenizer_decode(tok, full, n, buf, sl, &len), NNT_E_INVAL);
+    ck_assert_uint_eq(len, sl + 1);
+    ck_assert_int_eq(buf[0], 'x');
+    EXPECT_OK(nnt_tokenizer_decode(tok, full, n, buf, sl + 1, &len));
+    ck_assert_uint_eq(len, sl);
+    ck_assert_str_eq(buf, s);
+    const int32_t bad[] = {full[0], 973};
+    EXPECT_FAIL_MSG(nnt_tokenizer_decode(tok, bad, 2, buf, sizeof buf, &len), NNT_E_INVAL,
+                    "position 1");
+    EXPECT_RC(nnt_tokenizer_decode(tok, bad, 2, NULL, 0, &len), NNT_E_INVAL);
+    EXPECT_MSG("position 1");
+    nnt_tokenizer_destroy(tok);
+
+    /* loading: missing files, a corrupt file, NULL arguments */
+    nnt_tokenizer *t2 = (nnt_tokenizer *)buf;
+    EXPECT_FAIL_MSG(nnt_tokenizer_bpe_load("/nonexistent-nnt/vocab.json", fixture("merges.txt"),
+                                           &t2), NNT_E_IO, "nnt_tokenizer_bpe_load");
+    ck_assert_ptr_null(t2);
+    EXPECT_MSG("/nonexistent-nnt/vocab.json");
+    make_tmpdir();
+    write_bytes(tmp_path("vocab.json"), "{\"a\": 0}", 8);
+    EXPECT_RC(nnt_tokenizer_bpe_load(tmp_path("vocab.json"), fixture("merges.txt"), &t2),
+              NNT_E_FORMAT);
+    EXPECT_MSG("vocab.json");
+    write_bytes(tmp_path("merges.txt"), "#version: 0.2\nnot-a-pair\n", 25);
+    EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), tmp_path("merges.txt"), &t2),
+              NNT_E_FORMAT);
+    EXPECT_MSG("line 2");
+    remove_tmpdir();
+    EXPECT_RC(nnt_tokenizer_bpe_load(NULL, fixture("merges.txt"), &t2), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), NULL, &t2), NNT_E_INVAL);
+    EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), fixture("merges.txt"), NULL),
+              NNT_E_INVAL);
+}
+END_TEST
+
+/* ---- token data -------------------------------------------------------------------------- */
+
+static nnt_data *open_ok(const char *path, nnt_data_format fmt, const nnt_tokenizer *tok,
+                         int64_t vocab, int64_t want_count)
+{
+    nnt_data *d = NULL;
+    EXPECT_OK(nnt_data_open(path, fmt, tok, vocab, &d));
+    ck_assert_ptr_nonnull(d);
+    int64_t n = -1;
+    EXPECT_OK(nnt_data_num_tokens(d, &n));
+    ck_assert_msg(n == want_count, "%s: %lld tokens, expected %lld", path, (long long)n,
+                  (long long)want_count);
+    return d;
+}
+
+/* Windows at many positions (wrapping, several laps, negative) against ref[(pos mod N)]. */
+static void check_windows(nnt_data *d, const int32_t *ref, int64_t count)
+{
+    const int64_t pos[] = {0, 1, count / 2, count - 1, count - 3, count, count + 5,
+                           7 * count + 2, -1, -count - 4, INT64_MAX, INT64_MIN};
+    const int64_t lens[] = {0, 1, 5, count, count + 7, 2 * count + 3};
+    int32_t *got = malloc((size_t)(2 * count + 3) * sizeof *got);
+    ck_assert_ptr_nonnull(got);
+    for (size_t p = 0; p < sizeof pos / sizeof pos[0]; p++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            int64_t n = lens[l];
+            EXPECT_OK(nnt_data_read(d, pos[p], got, n));
+            int64_t start = pos[p] % count;
+            if (start < 0)
+                start += count;
+            for (int64_t i = 0; i < n; i++)
+                ck_assert_msg(got[i] == ref[(start + i) % count],
+                              "pos %lld, n %lld: token %lld is %d, expected %d",
+                              (long long)pos[p], (long long)n, (long long)i, got[i],
+                              ref[(start + i) % count]);
+        }
+    free(got);
+}
+
+START_TEST(test_llmc_and_nanogpt)
+{
+    make_tmpdir();
+    enum { N = 20011 }; /* crosses the reader's 8192-token chunks */
+    static uint16_t tok[N];
+    static int32_t ref[N];
+    for (int i = 0; i < N; i++) {
+        tok[i] = (uint16_t)((i * 7919u + 13u) % 50257u);
+        ref[i] = tok[i];
+    }
+    /* llm.c shard, named .bin (the magic wins) and with another name */
+    write_llmc(tmp_path("shard_000.bin"), 20240520, 1, N, tok, N);
+    write_llmc(tmp_path("shard.tokens"), 20240520, 1, N, tok, N);
+    nnt_data *d = open_ok(tmp_path("shard_000.bin"), NNT_DATA_AUTO, NULL, 50257, N);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+    d = open_ok(tmp_path("shard.tokens"), NNT_DATA_AUTO, NULL, 0, N);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+    d = open_ok(tmp_path("shard.tokens"), NNT_DATA_LLMC, NULL, 0, N);
+    nnt_data_close(d);
+
+    /* nanoGPT: AUTO by the .bin name; another name is text unless the format is given */
+    write_nanogpt(tmp_path("train.bin"), tok, N);
+    write_nanogpt(tmp_path("train.u16"), tok, N);
+    d = open_ok(tmp_path("train.bin"), NNT_DATA_AUTO, NULL, 50257, N);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+    d = open_ok(tmp_path("train.u16"), NNT_DATA_NANOGPT, NULL, 0, N);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+    d = open_ok(tmp_path("train.u16"), NNT_DATA_AUTO, NULL, 0, 2 * N); /* bytes */
+    int32_t two[2];
+    EXPECT_OK(nnt_data_read(d, 0, two, 2));
+    ck_assert_int_eq(two[0], tok[0] & 0xff);
+    ck_assert_int_eq(two[1], tok[0] >> 8);
+    nnt_data_close(d);
+    /* an llm.c shard read as nanoGPT: header words become tokens */
+    d = open_ok(tmp_path("shard.tokens"), NNT_DATA_NANOGPT, NULL, 0, 512 + N);
+    EXPECT_OK(nnt_data_read(d, 0, two, 2));
+    ck_assert_int_eq(two[0], 20240520 & 0xffff);
+    ck_assert_int_eq(two[1], 20240520 >> 16);
+    nnt_data_close(d);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_vocab_rejection)
+{
+    make_tmpdir();
+    uint16_t tok[40];
+    for (int i = 0; i < 40; i++)
+        tok[i] = (uint16_t)(i * 3);
+    tok[25] = 5000;
+    write_llmc(tmp_path("a.bin"), 20240520, 1, 40, tok, 40);
+    write_nanogpt(tmp_path("b.bin"), tok, 40);
+    for (int f = 0; f < 2; f++) {
+        /* checked when read: windows without position 25 are fine */
+        nnt_data *d = open_ok(tmp_path(f ? "b.bin" : "a.bin"), NNT_DATA_AUTO, NULL, 200, 40);
+        int32_t ids[80];
+        EXPECT_OK(nnt_data_read(d, 0, ids, 25));
+        EXPECT_OK(nnt_data_read(d, 26, ids, 39)); /* 26..39, then 0..24 */
+        EXPECT_FAIL_MSG(nnt_data_read(d, 20, ids, 10), NNT_E_FORMAT, "nnt_data_read");
+        EXPECT_MSG("position 25");
+        EXPECT_RC(nnt_data_read(d, 30, ids, 40), NNT_E_FORMAT); /* through the wrap */
+        EXPECT_MSG("position 25");
+        nnt_data_close(d);
+        d = open_ok(tmp_path(f ? "b.bin" : "a.bin"), NNT_DATA_AUTO, NULL, 5001, 40);
+        EXPECT_OK(nnt_data_read(d, 0, ids, 80));
+        ck_assert_int_eq(ids[65], 5000);
+        nnt_data_close(d);
+    }
+    /* text is checked at open */
+    const char *text = "hello world"; /* 'w' (119) at position 6 is the first id >= 112 */
+    write_bytes(tmp_path("t.txt"), text, strlen(text));
+    nnt_data *d = (nnt_data *)tok;
+    EXPECT_FAIL_MSG(nnt_data_open(tmp_path("t.txt"), NNT_DATA_TEXT, NULL, 112, &d),
+                    NNT_E_FORMAT, "nnt_data_open");
+    ck_assert_ptr_null(d);
+    EXPECT_MSG("position 6");
+    d = open_ok(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 120, 11);
+    nnt_data_close(d);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_text_and_directory)
+{
+    make_tmpdir();
+    const char *a = "First file: caf\xc3\xa9.\n", *b = "second, with \0 a NUL\n";
+    size_t al = strlen(a), bl = 21;
+    ck_assert_int_eq(mkdir(tmp_path("corpus"), 0755), 0);
+    write_bytes(tmp_path("corpus/b_second"), b, bl);
+    write_bytes(tmp_path("corpus/a_first.txt"), a, al);
+    ck_assert_int_eq(symlink("a_first.txt", tmp_path("corpus/c_link")), 0);  /* followed */
+    ck_assert_int_eq(symlink("missing", tmp_path("corpus/d_dangling")), 0);  /* skipped  */
+    ck_assert_int_eq(mkdir(tmp_path("corpus/e_subdir"), 0755), 0);           /* skipped  */
+    write_bytes(tmp_path("corpus/e_subdir/x"), "not read", 8);
+    ck_assert_int_eq(symlink("e_subdir", tmp_path("corpus/f_dirlink")), 0);  /* skipped  */
+    write_bytes(tmp_path("corpus/B_upper"), "UP", 2);   /* 'B' < 'a': bytewise order first */
+
+    /* bytes: ids are the bytes of B_upper, a_first.txt, b_second, c_link (= a) */
+    size_t total = 2 + al + bl + al;
+    char *cat = malloc(total);
+    memcpy(cat, "UP", 2);
+    memcpy(cat + 2, a, al);
+    memcpy(cat + 2 + al, b, bl);
+    memcpy(cat + 2 + al + bl, a, al);
+    int32_t *ref = malloc(total * sizeof *ref);
+    for (size_t i = 0; i < total; i++)
+        ref[i] = (unsigned char)cat[i];
+    for (int f = 0; f < 2; f++) {
+        nnt_data *d = open_ok(tmp_path("corpus"), f ? NNT_DATA_TEXT : NNT_DATA_AUTO, NULL, 256,
+                              (int64_t)total);
+        check_windows(d, ref, (int64_t)total);
+        nnt_data_close(d);
+    }
+    /* with a trailing slash, and through an explicit byte tokenizer */
+    nnt_tokenizer *bytes = NULL;
+    EXPECT_OK(nnt_tokenizer_bytes_create(&bytes));
+    char slash[700];
+    snprintf(slash, sizeof slash, "%s/", tmp_path("corpus"));
+    nnt_data *d = open_ok(slash, NNT_DATA_AUTO, bytes, 0, (int64_t)total);
+    nnt_tokenizer_destroy(bytes);  /* the source does not need it any more */
+    check_windows(d, ref, (int64_t)total);
+    nnt_data_close(d);
+
+    /* BPE: each file encoded on its own, the id sequences concatenated */
+    nnt_tokenizer *bpe = load_bpe();
+    const char *files[] = {"UP", a, b, a};
+    const size_t lens[] = {2, al, bl, al};
+    int32_t *bref = malloc(total * sizeof *bref);
+    size_t bn = 0, k;
+    for (int i = 0; i < 4; i++) {
+        EXPECT_OK(nnt_tokenizer_encode(bpe, files[i], lens[i], bref + bn, total - bn, &k));
+        bn += k;
+    }
+    ck_assert_uint_lt(bn, total);
+    d = open_ok(tmp_path("corpus"), NNT_DATA_AUTO, bpe, 973, (int64_t)bn);
+    check_windows(d, bref, (int64_t)bn);
+    nnt_data_close(d);
+    /* a single text file through BPE, AUTO and TEXT; vocab below the tokenizer's: rejected */
+    write_bytes(tmp_path("one.txt"), a, al);
+    EXPECT_OK(nnt_tokenizer_encode(bpe, a, al, bref, total, &k));
+    d = open_ok(tmp_path("one.txt"), NNT_DATA_AUTO, bpe, 0, (int64_t)k);
+    check_windows(d, bref, (int64_t)k);
+    nnt_data_close(d);
+    int64_t maxid = 0;
+    for (size_t i = 0; i < k; i++)
+        maxid = bref[i] > maxid ? bref[i] : maxid;
+    EXPECT_RC(nnt_data_open(tmp_path("one.txt"), NNT_DATA_TEXT, bpe, maxid, &d), NNT_E_FORMAT);
+    nnt_tokenizer_destroy(bpe);
+    free(bref);
+    free(ref);
+    free(cat);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_bad_files)
+{
+    make_tmpdir();
+    uint16_t tok[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    nnt_data *d = NULL;
+    /* missing */
+    EXPECT_FAIL_MSG(nnt_data_open(tmp_path("nope.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_IO,
+                    "nnt_data_open");
+    EXPECT_MSG("nope.bin");
+    ck_assert_ptr_null(d);
+    EXPECT_RC(nnt_data_open(tmp_path("nope"), NNT_DATA_TEXT, NULL, 0, &d), NNT_E_IO);
+    /* corrupt llm.c headers: version, count vs size (both ways), negative count */
+    write_llmc(tmp_path("v.bin"), 20240520, 2, 16, tok, 16);
+    EXPECT_RC(nnt_data_open(tmp_path("v.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("version");
+    write_llmc(tmp_path("c.bin"), 20240520, 1, 17, tok, 16);
+    EXPECT_RC(nnt_data_open(tmp_path("c.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("truncated");
+    write_llmc(tmp_path("c2.bin"), 20240520, 1, 15, tok, 16);
+    EXPECT_RC(nnt_data_open(tmp_path("c2.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(tmp_path("neg.bin"), 20240520, 1, 0xffffffffu, tok, 16);
+    EXPECT_RC(nnt_data_open(tmp_path("neg.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
+    /* LLMC forced on a file without the magic, or too short for the header */
+    write_llmc(tmp_path("m.bin"), 12345, 1, 16, tok, 16);
+    EXPECT_RC(nnt_data_open(tmp_path("m.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("magic");
+    write_bytes(tmp_path("short"), "\x88\xd8\x34\x01", 4); /* the magic, then nothing */
+    EXPECT_RC(nnt_data_open(tmp_path("short"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("header");
+    /* nanoGPT of odd size */
+    write_bytes(tmp_path("odd.bin"), "abcde", 5);
+    EXPECT_FAIL_MSG(nnt_data_open(tmp_path("odd.bin"), NNT_DATA_AUTO, NULL, 0, &d),
+                    NNT_E_FORMAT, "odd size");
+    /* no tokens: an empty file, an empty shard, a directory without regular files */
+    write_bytes(tmp_path("empty.txt"), "", 0);
+    EXPECT_RC(nnt_data_open(tmp_path("empty.txt"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("no tokens");
+    write_llmc(tmp_path("zero.bin"), 20240520, 1, 0, tok, 0);
+    EXPECT_RC(nnt_data_open(tmp_path("zero.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    ck_assert_int_eq(mkdir(tmp_path("emptydir"), 0755), 0);
+    ck_assert_int_eq(mkdir(tmp_path("emptydir/sub"), 0755), 0);
+    EXPECT_RC(nnt_data_open(tmp_path("emptydir"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("no regular files");
+    /* a directory is text only */
+    EXPECT_RC(nnt_data_open(tmp_path("emptydir"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_IO);
+    EXPECT_RC(nnt_data_open(tmp_path("emptydir"), NNT_DATA_NANOGPT, NULL, 0, &d), NNT_E_IO);
+    ck_assert_ptr_null(d);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_null_arguments)
+{
+    make_tmpdir();
+    write_bytes(tmp_path("t.txt"), "abc", 3);
+    nnt_data *d = NULL;
+    EXPECT_FAIL_MSG(nnt_data_open(NULL, NNT_DATA_AUTO, NULL, 0, &d), NNT_E_INVAL,
+                    "nnt_data_open");
+    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 0, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), (nnt_data_format)4, NULL, 0, &d), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), (nnt_data_format)-1, NULL, 0, &d), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, -1, &d), NNT_E_INVAL);
+    ck_assert_ptr_null(d);
+    d = open_ok(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 0, 3);
+    int64_t n;
+    int32_t ids[4];
+    EXPECT_FAIL_MSG(nnt_data_num_tokens(NULL, &n), NNT_E_INVAL, "nnt_data_num_tokens");
+    EXPECT_RC(nnt_data_num_tokens(d, NULL), NNT_E_INVAL);
+    EXPECT_FAIL_MSG(nnt_data_read(NULL, 0, ids, 1), NNT_E_INVAL, "nnt_data_read");
+    EXPECT_RC(nnt_data_read(d, 0, NULL, 1), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_read(d, 0, ids, -1), NNT_E_INVAL);
+    EXPECT_OK(nnt_data_read(d, 0, NULL, 0));
+    EXPECT_OK(nnt_data_read(d, 2, ids, 4));
+    ck_assert(ids[0] == 'c' && ids[1] == 'a' && ids[2] == 'b' && ids[3] == 'c');
+    nnt_data_close(d);
+    nnt_data_close(NULL);
+    remove_tmpdir();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("data");
+    TCase *tc = tcase_create("data");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_bytes_roundtrip);
+    tcase_add_test(tc, test_bytes_buffers);
+    tcase_add_test(tc, test_bpe_fixture);
+    tcase_add_test(tc, test_bpe_buffers_and_errors);
+    tcase_add_test(tc, test_llmc_and_nanogpt);
+    tcase_add_test(tc, test_vocab_rejection);
+    tcase_add_test(tc, test_text_and_directory);
+    tcase_add_test(tc, test_bad_files);
+    tcase_add_test(tc, test_null_arguments);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

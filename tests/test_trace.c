@@ -1,0 +1,356 @@
+/* Tracing (nnt_trace_start / nnt_trace_stop) and memory statistics (nnt_ctx_mem_stats):
+ * a tiled GEMM and fills under a trace, the task counts of the table against the tile
+ * counts worked out here, the SVG's structure (one row per worker, codelet names), the
+ * table's sums; memory used by a filled tensor of known size, peaks, the RAM budget, resets;
+ * misuse. */
+#define _DEFAULT_SOURCE
+#include "testutil.h"
+
+#include <math.h>
+#include <unistd.h>
+
+static char tmpdir[512];
+
+static void make_tmpdir(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/nnt-test-trace-XXXXXX", t && *t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char buf[2][700];
+    static int next;
+    char *p = buf[next++ % 2];
+    snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+/* The whole file, NUL-terminated (malloc'd). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static int count_of(const char *s, const char *piece)
+{
+    int n = 0;
+    for (const char *p = strstr(s, piece); p; p = strstr(p + 1, piece))
+        n++;
+    return n;
+}
+
+static nnt_tensor *filled(nnt_ctx *ctx, int64_t rows, int64_t cols, int64_t tr, int64_t tc,
+                          double value)
+{
+    const int64_t shape[2] = {rows, cols}, tile[2] = {tr, tc};
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, shape, tile, &t));
+    EXPECT_OK(nnt_tensor_fill(t, value));
+    return t;
+}
+
+/* The table row of a codelet: its count, total and mean ms and share; 0 when absent. */
+static int table_row(const char *table, const char *codelet, long *count, double *total,
+                     double *mean, double *share)
+{
+    size_t len = strlen(codelet);
+    for (const char *p = table; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, codelet, len) == 0 && p[len] == ' ')
+            return sscanf(p + len, "%ld %lf %lf %lf", count, total, mean, share) == 4;
+    return 0;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+START_TEST(test_trace_gemm)
+{
+    make_tmpdir();
+    nnt_ctx *ctx = test_ctx();
+    int ncpus = 0, ncuda = 0;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, &ncuda));
+    /* work before the trace is not in it */
+    nnt_tensor *before = filled(ctx, 64, 64, 16, 16, 1.0);
+    EXPECT_OK(nnt_ctx_wait(ctx));
+
+    const int64_t m = 96, n = 80, k = 72, tm = 32, tn = 16, tk = 24;
+    EXPECT_OK(nnt_trace_start(ctx));
+    nnt_tensor *a = filled(ctx, m, k, tm, tk, 0.5);        // (m, k)
+    nnt_tensor *b = filled(ctx, k, n, tk, tn, 2.0);        // (k, n)
+    const int64_t cshape[2] = {m, n}, ctile[2] = {tm, tn};
+    nnt_tensor *c = NULL;                                  // (m, n)
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, cshape, ctile, &c));
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a, b, 0.0, c, 1, 0));
+    EXPECT_OK(nnt_trace_stop(ctx, tmp_path("trace.svg"), tmp_path("table.txt")));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+
+    /* the product is right (the trace did not disturb it): every entry is k * 0.5 * 2 */
+    float *host = malloc((size_t)(m * n) * sizeof *host);
+    EXPECT_OK(nnt_tensor_copy_to_host(c, host, (size_t)(m * n) * sizeof *host));
+    for (int64_t i = 0; i < m * n; i++)
+        ck_assert_float_eq_tol(host[i], (float)k, 1e-4f);
+    free(host);
+
+    const long gemm_tasks = (long)(ceil_div(m, tm) * ceil_div(n, tn) * ceil_div(k, tk));
+    const long fill_tasks = (long)(ceil_div(m, tm) * ceil_div(k, tk) +
+                                   ceil_div(k, tk) * ceil_div(n, tn));
+    char *table = slurp(tmp_path("table.txt"));
+    long count = 0;
+    double total = 0, mean = 0, share = 0, share_sum = 0;
+    ck_assert_msg(table_row(table, "nnt_gemm", &count, &total, &mean, &share),
+                  "no nnt_gemm row in\n%s", table);
+    ck_assert_int_eq(count, gemm_tasks);
+    ck_assert(total > 0 && fabs(mean - total / (double)count) <= 1e-3 + 1e-3 * mean);
+    share_sum += share;
+    ck_assert(table_row(table, "nnt_fill_f32", &count, &total, &mean, &share));
+    ck_assert_int_eq(count, fill_tasks);   /* not the 16 tiles of `before` */
+    share_sum += share;
+    ck_assert_msg(fabs(share_sum - 100.0) < 0.25, "shares sum to %g", share_sum);
+    ck_assert_int_eq(count_of(table, "\nnnt_"), 2);   /* no other codelet ran */
+    ck_assert_ptr_nonnull(strstr(table, "busy %"));
+    free(table);
+
+    char *svg = slurp(tmp_path("trace.svg"));
+    ck_assert_int_eq(strncmp(svg, "<svg", 4), 0);
+    size_t len = strlen(svg);
+    while (len && (svg[len - 1] == '\n' || svg[len - 1] == ' '))
+        svg[--len] = 0;
+    ck_assert_str_eq(svg + len - 6, "</svg>");
+    ck_assert_int_eq(count_of(svg, "<svg"), 1);
+    ck_assert_int_eq(count_of(svg, "<g class=\"worker\""), ncpus + ncuda);
+    ck_assert_int_eq(count_of(svg, "<g "), count_of(svg, "</g>"));
+    ck_assert_ptr_nonnull(strstr(svg, "nnt_gemm"));
+    ck_assert_ptr_nonnull(strstr(svg, "nnt_fill_f32"));
+    ck_assert_ptr_nonnull(strstr(svg, "time (ms)"));
+    /* the fills allocate their tiles: data waits are drawn (besides the legend's) */
+    ck_assert_int_ge(count_of(svg, "class=\"wait\""), 2);
+    /* one rectangle per task (or fewer, merged) plus a background per row, a legend entry
+     * per codelet and the legend's data wait */
+    int rects = count_of(svg, "<rect") - count_of(svg, "class=\"wait\"");
+    ck_assert_int_le(rects, (int)(gemm_tasks + fill_tasks) + (ncpus + ncuda) + 2);
+    ck_assert_int_ge(rects, (ncpus + ncuda) + 2 + 1);
+    free(svg);
+
+    /* a second trace, to stdout for the table and without an SVG */
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_fill(before, 3.0));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, "-"));
+    /* an unwritable SVG path fails with NNT_E_IO, and the trace is over anyway */
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_FAIL_MSG(nnt_trace_stop(ctx, "/nonexistent-nnt-dir/t.svg", NULL), NNT_E_IO,
+                    "nnt_trace_stop");
+    EXPECT_RC(nnt_trace_stop(ctx, NULL, NULL), NNT_E_STATE);
+
+    nnt_tensor_destroy(a);
+    nnt_tensor_destroy(b);
+    nnt_tensor_destroy(c);
+    nnt_tensor_destroy(before);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    remove_tmpdir();
+}
+END_TEST
+
+/* Many small tasks: rectangles narrower than a pixel are merged, so the SVG stays small. */
+START_TEST(test_trace_many_tasks)
+{
+    make_tmpdir();
+    nnt_ctx *ctx = test_ctx();
+    nnt_tensor *t = filled(ctx, 100, 100, 1, 100, 0.0);   /* 100 tiles */
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_trace_start(ctx));
+    for (int i = 0; i < 100; i++)
+        EXPECT_OK(nnt_tensor_fill(t, (double)i));
+    EXPECT_OK(nnt_trace_stop(ctx, tmp_path("many.svg"), tmp_path("many.txt")));
+    char *table = slurp(tmp_path("many.txt"));
+    long count = 0;
+    double total, mean, share;
+    ck_assert(table_row(table, "nnt_fill_f32", &count, &total, &mean, &share));
+    ck_assert_int_eq(count, 10000);
+    ck_assert(fabs(share - 100.0) < 0.05);
+    free(table);
+    char *svg = slurp(tmp_path("many.svg"));
+    int ncpus = 0, ncuda = 0;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, &ncuda));
+    /* at most one merged task rectangle per pixel column of each row (1200 px), plus the
+     * row backgrounds and the legend */
+    ck_assert_int_le(count_of(svg, "<rect") - count_of(svg, "class=\"wait\""),
+                     (ncpus + ncuda) * (1200 + 2) + 2);
+    ck_assert_ptr_nonnull(strstr(svg, "tasks merged"));
+    free(svg);
+    nnt_tensor_destroy(t);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    remove_tmpdir();
+}
+END_TEST
+
+static nnt_mem_stats stats_of(nnt_ctx *ctx, int reset)
+{
+    nnt_mem_stats s;
+    memset(&s, 0xab, sizeof s);
+    s.size = sizeof s;
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &s, reset));
+    ck_assert_int_ge(s.nnodes, 1);
+    ck_assert_int_le(s.nnodes, NNT_MAX_MEM_NODES);
+    return s;
+}
+
+static int ram_node(const nnt_mem_stats *s)
+{
+    for (int i = 0; i < s->nnodes; i++)
+        if (strcmp(s->node[i].name, "RAM") == 0)
+            return i;
+    ck_abort_msg("no RAM node");
+    return -1;
+}
+
+START_TEST(test_mem_stats)
+{
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
+    opts.mem_cpu_mib = 256;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&opts, &ctx));
+    nnt_mem_stats s0 = stats_of(ctx, 0);
+    int ram = ram_node(&s0);
+    ck_assert_int_eq(s0.node[ram].budget_bytes, 256ll << 20);
+    for (int i = 0; i < s0.nnodes; i++) {
+        ck_assert(s0.node[i].used_bytes >= 0);
+        ck_assert(s0.node[i].peak_bytes >= s0.node[i].used_bytes);
+    }
+
+    /* a 1024 x 1024 fp32 tensor: 4 MiB in RAM once filled */
+    const int64_t bytes = 1024 * 1024 * 4;
+    nnt_tensor *t = filled(ctx, 1024, 1024, 256, 256, 1.5);
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    nnt_mem_stats s1 = stats_of(ctx, 0);
+    ck_assert_msg(s1.node[ram].used_bytes >= s0.node[ram].used_bytes + bytes,
+                  "RAM used %lld, before %lld", (long long)s1.node[ram].used_bytes,
+                  (long long)s0.node[ram].used_bytes);
+    ck_assert(s1.node[ram].peak_bytes >= s1.node[ram].used_bytes);
+    ck_assert(s1.node[ram].used_bytes <= s1.node[ram].budget_bytes);
+    ck_assert(s1.bytes_moved >= 0 && s1.transfer_wait_s >= 0.0);
+
+    /* reset: the peak restarts from what is used now, the counters from 0 */
+    nnt_tensor_destroy(t);
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    nnt_mem_stats s2 = stats_of(ctx, 1);
+    ck_assert(s2.node[ram].peak_bytes >= s1.node[ram].used_bytes);  /* before the reset */
+    nnt_mem_stats s3 = stats_of(ctx, 0);
+    for (int i = 0; i < s3.nnodes; i++)
+        ck_assert_int_eq(s3.node[i].peak_bytes, s3.node[i].used_bytes);
+    ck_assert_int_eq(s3.bytes_moved, 0);
+    ck_assert(s3.transfer_wait_s == 0.0);
+    ck_assert(s3.node[ram].used_bytes <= s2.node[ram].used_bytes);
+
+    /* misuse */
+    nnt_mem_stats bad;
+    bad.size = sizeof bad - 1;
+    EXPECT_FAIL_MSG(nnt_ctx_mem_stats(ctx, &bad, 0), NNT_E_INVAL, "nnt_ctx_mem_stats");
+    bad.size = 0;
+    EXPECT_RC(nnt_ctx_mem_stats(ctx, &bad, 0), NNT_E_INVAL);
+    EXPECT_RC(nnt_ctx_mem_stats(ctx, NULL, 0), NNT_E_INVAL);
+    bad.size = sizeof bad;
+    EXPECT_FAIL_MSG(nnt_ctx_mem_stats(NULL, &bad, 0), NNT_E_INVAL, "nnt_ctx_mem_stats");
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    EXPECT_RC(nnt_ctx_mem_stats(ctx, &bad, 0), NNT_E_STATE);  /* a dead context */
+}
+END_TEST
+
+START_TEST(test_mem_stats_no_budget)
+{
+    nnt_ctx *ctx = test_ctx();
+    if (getenv("STARPU_LIMIT_CPU_MEM") == NULL) {
+        nnt_mem_stats s = stats_of(ctx, 0);
+        ck_assert_int_eq(s.node[ram_node(&s)].budget_bytes, 0);
+    }
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+/* With disk swap: a "disk" node whose budget is the swap size. */
+START_TEST(test_mem_stats_swap)
+{
+    make_tmpdir();
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
+    opts.swap_dir = tmpdir;
+    opts.swap_mib = 64;
+    opts.mem_cpu_mib = 128;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&opts, &ctx));
+    nnt_mem_stats s = stats_of(ctx, 0);
+    int disk = -1;
+    for (int i = 0; i < s.nnodes; i++)
+        if (strcmp(s.node[i].name, "disk") == 0)
+            disk = i;
+    ck_assert_int_ge(disk, 0);
+    ck_assert_int_eq(s.node[disk].budget_bytes, 64ll << 20);
+    ck_assert_int_eq(s.node[ram_node(&s)].budget_bytes, 128ll << 20);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_trace_misuse)
+{
+    EXPECT_FAIL_MSG(nnt_trace_start(NULL), NNT_E_INVAL, "nnt_trace_start");
+    EXPECT_FAIL_MSG(nnt_trace_stop(NULL, NULL, NULL), NNT_E_INVAL, "nnt_trace_stop");
+    nnt_ctx *ctx = test_ctx();
+    EXPECT_FAIL_MSG(nnt_trace_stop(ctx, NULL, NULL), NNT_E_STATE, "nnt_trace_stop");
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_FAIL_MSG(nnt_trace_start(ctx), NNT_E_STATE, "nnt_trace_start");
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, NULL));
+    EXPECT_RC(nnt_trace_stop(ctx, NULL, NULL), NNT_E_STATE);
+    /* a trace left running ends with its context; the next context starts without one */
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    EXPECT_RC(nnt_trace_start(ctx), NNT_E_STATE);
+    ctx = test_ctx();
+    EXPECT_RC(nnt_trace_stop(ctx, NULL, NULL), NNT_E_STATE);
+    /* an empty trace still gives a valid SVG and table */
+    make_tmpdir();
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_trace_stop(ctx, tmp_path("e.svg"), tmp_path("e.txt")));
+    char *svg = slurp(tmp_path("e.svg"));
+    ck_assert_int_eq(strncmp(svg, "<svg", 4), 0);
+    ck_assert_ptr_nonnull(strstr(svg, "</svg>"));
+    free(svg);
+    char *table = slurp(tmp_path("e.txt"));
+    ck_assert_ptr_nonnull(strstr(table, "0 tasks"));
+    free(table);
+    remove_tmpdir();
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("trace");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_trace_gemm);
+    tcase_add_test(tc, test_trace_many_tasks);
+    tcase_add_test(tc, test_mem_stats);
+    tcase_add_test(tc, test_mem_stats_no_budget);
+    tcase_add_test(tc, test_mem_stats_swap);
+    tcase_add_test(tc, test_trace_misuse);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
