@@ -519,8 +519,7 @@ static int load_from(nnt_optim *opt, const char *fn, const char *path, const nnt
     restore_counters(opt, sm.step);
     if (st) {
         got.size = st->size;
-        free(st->options);
-        *st = got;
+        *st = got;   /* the caller's options pointer is overwritten, not freed */
     }
     return NNT_OK;
 }
