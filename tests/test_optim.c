@@ -175,6 +175,42 @@ static void expect_close(set *s, double tol, int step)
         }
 }
 
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(*len);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, *len, f), *len);
+    fclose(f);
+    return buf;
+}
+
+static void write_file(const char *path, const unsigned char *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static int contains(const unsigned char *buf, size_t len, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(buf + i, s, n) == 0)
+            return 1;
+    return 0;
+}
+
+static void state_path(char *path, size_t len, const char *name)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+}
+
 /* Options of case c (see optimizer_matches_reference). */
 static nnt_optim_options case_options(int c)
 {
@@ -364,17 +400,25 @@ START_TEST(add_layer_takes_names_and_decay_flags)
     nnt_optim_stats st = {sizeof st, 0, 0, 0};
     EXPECT_OK(nnt_optim_stats_get(opt, &st));
     ck_assert_double_eq(st.grad_norm, 0.0);
+    /* a state file names the tensors after the layer's parameters */
+    char path[128];
+    state_path(path, sizeof path, "layer.safetensors");
+    EXPECT_OK(nnt_train_state_save(opt, path, NULL));
+    size_t len = 0;
+    unsigned char *file = read_file(path, &len);
+    static const char *const want[] = {"\"param.weight\"", "\"param.bias\"",
+                                       "\"adam_m.weight\"", "\"adam_v.bias\"",
+                                       "\"optimizer\":\"adamw\"",
+                                       "\"format\":\"nnt-train-state\""};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(contains(file, len, want[i]), "%s not in the file", want[i]);
+    free(file);
     nnt_optim_destroy(opt);
     nnt_layer_destroy(lin);
 }
 END_TEST
 
 /* ---- training state ---------------------------------------------------------------------- */
-
-static void state_path(char *path, size_t len, const char *name)
-{
-    snprintf(path, len, "%s/%s", dir, name);
-}
 
 static void run_steps(nnt_optim *opt, set *s, int from, int to, int accum)
 {
@@ -432,9 +476,14 @@ START_TEST(save_load_resumes_bit_identical)
     /* a state saved before any update: no state tensors; loading restarts at step 0 */
     nnt_optim *oc = make_optim(&o, &a, decay);
     EXPECT_OK(nnt_train_state_save(oc, path, NULL));
-    EXPECT_OK(nnt_train_state_load(ob, path, NULL));
+    EXPECT_OK(nnt_train_state_load(ob, path, &got));
+    ck_assert_str_eq(got.options, "");
+    ck_assert_uint_eq(got.data_pos, 0);
+    ck_assert_uint_eq(got.rng[3], 0);
+    nnt_train_state_clear(&got);
     EXPECT_OK(nnt_optim_stats_get(ob, &stats));
     ck_assert_int_eq(stats.step, 0);
+    ck_assert_double_eq(stats.lr, 0.0);
     read_values(&b, y);
     for (int i = 0; i < NP; i++)
         ck_assert(memcmp(x[i], y[i], (size_t)numel(i) * sizeof(float)) == 0);
@@ -445,28 +494,6 @@ START_TEST(save_load_resumes_bit_identical)
     free_set(&b);
 }
 END_TEST
-
-static unsigned char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(*len);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, *len, f), *len);
-    fclose(f);
-    return buf;
-}
-
-static void write_file(const char *path, const unsigned char *buf, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
-}
 
 /* Loading path must fail with NNT_E_FORMAT (message containing what, if not NULL) and leave
  * the optimizer's parameters and step as they were. */
@@ -606,6 +633,10 @@ START_TEST(bad_options_are_rejected)
     nnt_optim_options o = d;
     o.size = sizeof o - 8;
     expect_bad_options(o, "size");
+    o.size = sizeof o + 8;   /* a program built against a newer library */
+    nnt_optim *none = NULL;
+    EXPECT_FAIL_MSG(nnt_optim_create(ctx, &o, &none), NNT_E_UNSUPPORTED, "nnt_optim_create");
+    ck_assert_ptr_null(none);
     o = d, o.kind = (nnt_optim_kind)7;
     expect_bad_options(o, "kind");
     o = d, o.lr = -1e-3;
