@@ -510,15 +510,19 @@ typedef struct nnt_optim_options {
 NNT_API int nnt_optim_create(nnt_ctx *ctx, const nnt_optim_options *opts, nnt_optim **out);
 NNT_API void nnt_optim_destroy(nnt_optim *opt);
 /* Add a parameter (value and grad of one shape and tiling; name unique in this optimizer;
- * decay: whether weight_decay applies). The tensors must outlive the optimizer. */
+ * decay: whether weight_decay applies). The tensors must outlive the optimizer. Only before
+ * the first update (NNT_E_STATE after it, or after loading a state with updates). */
 NNT_API int nnt_optim_add_param(nnt_optim *opt, const char *name, nnt_tensor *value,
                                 nnt_tensor *grad, int decay);
-/* Add every parameter of a layer tree with its name and default decay flag. */
+/* Add every parameter of a layer tree with its name and default decay flag (all or none). */
 NNT_API int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer);
 /* Turn weight decay on or off for one parameter by name (NNT_E_INVAL if unknown). */
 NNT_API int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay);
 /* One update of every parameter: step += 1, lr from the schedule, gradients divided by
- * accum_steps, clipped to grad_clip, then the optimizer's rule. Gradients are not zeroed. */
+ * accum_steps, clipped to grad_clip, then the optimizer's rule. Gradients are not zeroed.
+ * Clipping as PyTorch's clip_grad_norm_: with norm the global L2 norm (after the division),
+ * gradients are scaled by grad_clip / (norm + 1e-6) when that is < 1. The norm is computed
+ * also without clipping (stats): one wait for the gradients per update. */
 NNT_API int nnt_optim_step(nnt_optim *opt);
 
 typedef struct nnt_optim_stats {
@@ -526,7 +530,8 @@ typedef struct nnt_optim_stats {
     int64_t step;                /* updates done                                             */
     double lr;                   /* learning rate of the last update                         */
     double grad_norm;            /* global gradient norm of the last update, before clipping
-                                    (after the division by accum_steps); 0 before any step   */
+                                    (after the division by accum_steps); 0 before any step
+                                    and after a load                                         */
 } nnt_optim_stats;
 
 NNT_API int nnt_optim_stats_get(const nnt_optim *opt, nnt_optim_stats *stats);
@@ -545,11 +550,14 @@ typedef struct nnt_train_state {
 #define NNT_TRAIN_STATE_INIT { sizeof(nnt_train_state), 0, { 0, 0, 0, 0 }, NULL }
 
 /* Save every parameter of opt, its optimizer state (moments, step) and *st (may be NULL) to
- * one safetensors file, through a temporary file, fsync and rename. */
+ * one safetensors file, through a temporary file, fsync and rename. The format is in
+ * nnt_train_state_save(3); the optimizer's hyper-parameters are not saved. */
 NNT_API int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st);
 /* Restore what nnt_train_state_save wrote into opt's parameters (same names and shapes;
- * tilings may differ) and opt; st (may be NULL) gets the caller's section. The file is
- * checked completely (checksums) before anything is changed: a bad file is NNT_E_FORMAT. */
+ * tilings may differ) and opt (same optimizer kind); st (may be NULL) gets the caller's
+ * section (st->options is overwritten, not freed). The file is checked completely
+ * (checksums) before anything is changed: a bad file, or one of other parameters or another
+ * optimizer kind, is NNT_E_FORMAT. A file saved before any update resets opt to step 0. */
 NNT_API int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st);
 /* Release st->options and reset *st (size kept). NULL is accepted. */
 NNT_API void nnt_train_state_clear(nnt_train_state *st);

@@ -660,6 +660,58 @@ START_TEST(test_create_forward_backward)
 }
 END_TEST
 
+/* ---- training with the public optimizer against the fixture --------------------------------- */
+
+/* The fixture's protocol (train.json): 10 steps of torch.optim.AdamW, lr 1e-3, betas (0.9,
+ * 0.999), eps 1e-8, weight decay 0 (_i == 0) or 0.1 on the matrices and embeddings only;
+ * loss recorded before each update. Here through nnt_optim_add_layer (the layer's decay
+ * flags) and nnt_optim_step, two tilings. */
+START_TEST(test_train_adamw_fixture)
+{
+    const double wd = _i == 0 ? 0.0 : 0.1;
+    nnt_st_reader *tr = open_st("train.safetensors");
+    int32_t *tok = read_entry(tr, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_entry(tr, "train_targets", NNT_IO_I32, NULL);
+    float *want = read_entry(tr, _i == 0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
+    nnt_layer *gpt = load_fixture(&TILINGS[_i == 0 ? 0 : 1].t, B, T);
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-3;
+    oo.weight_decay = wd;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, gpt));
+    double worst = 0.0;
+    for (int s = 0; s < 10; s++) {
+        nnt_tensor *x = ids_tensor(tok + s * B * T, B, T, 1, 5);
+        nnt_tensor *y = ids_tensor(tgt + s * B * T, B, T, 2, 12);
+        double loss = 0.0;
+        EXPECT_OK(nnt_layer_zero_grad(gpt));
+        EXPECT_OK(nnt_layer_set_targets(gpt, y));
+        EXPECT_OK(nnt_layer_forward(gpt, x, NULL));
+        EXPECT_OK(nnt_layer_loss(gpt, &loss));
+        EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+        double d = fabs(loss - want[s]);
+        worst = d > worst ? d : worst;
+        ck_assert_msg(d <= 1e-4, "wd %g step %d: loss %.9f, fixture %.9f", wd, s, loss, want[s]);
+    }
+    nnt_optim_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    EXPECT_OK(nnt_optim_stats_get(opt, &st));
+    ck_assert_int_eq(st.step, 10);
+    printf("test_layer_gpt adamw [wd %g]: max |loss - fixture| %.3g over 10 steps\n", wd, worst);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(gpt);
+    nnt_st_close(tr);
+    free(tok);
+    free(tgt);
+    free(want);
+}
+END_TEST
+
 /* ---- presets and tiling ----------------------------------------------------------------------- */
 
 START_TEST(test_presets)
@@ -847,6 +899,7 @@ int main(void)
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_create_forward_backward);
+    tcase_add_loop_test(tc, test_train_adamw_fixture, 0, 2);
     tcase_add_test(tc, test_presets);
     tcase_add_test(tc, test_tiling);
     tcase_add_test(tc, test_errors);

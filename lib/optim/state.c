@@ -1,0 +1,559 @@
+/* Training state files: every parameter of an optimizer, its state tensors, its step and the
+ * caller's section (data position, RNG state, options string) in one safetensors file.
+ *
+ * Tensors (F32, each of its parameter's shape), in this order:
+ *   param.<name>                 every parameter, in the order they were added
+ *   adam_m.<name>, adam_v.<name> AdamW / Adam, only when step > 0
+ *   sgd_momentum.<name>          SGD with momentum > 0, only when step > 0
+ * Metadata (all strings): format "nnt-train-state", format_version "1", optimizer ("adamw",
+ * "adam", "sgd"), step, data_pos, rng "[a,b,c,d]", options, then meta_checksum (FNV-1a 64
+ * over the values before it, in this order, each with its NUL) and data_checksum (FNV-1a 64
+ * over the 32-bit words of every tensor in file order), both as 16 lowercase hex digits.
+ *
+ * Saving reads the tensors twice (checksum, then data), one tensor at a time on the host.
+ * Loading checks everything (structure, names, shapes, both checksums) before it changes
+ * the optimizer or a parameter, then copies one tensor at a time into the tensors, whose
+ * tilings may differ from those of the saving run.
+ */
+#include "optim.h"
+
+#include "../io/io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_FORMAT "nnt-train-state"
+#define STATE_VERSION "1"
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+#define MAXFIELDS 3      /* param + two state tensors */
+
+/* Metadata keys in checksum order; the two checksums last (not hashed). */
+enum {
+    META_FORMAT, META_VERSION, META_OPTIMIZER, META_STEP, META_DATA_POS, META_RNG,
+    META_OPTIONS, META_CHECKSUM, META_DATA_CHECKSUM, NMETA
+};
+static const char *const meta_keys[NMETA] = {
+    "format", "format_version", "optimizer", "step", "data_pos", "rng", "options",
+    "meta_checksum", "data_checksum"};
+
+static uint64_t fnv_bytes(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
+    return h;
+}
+
+static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        h = (h ^ bits) * FNV_PRIME;
+    }
+    return h;
+}
+
+static uint64_t hash_meta(const char *const values[NMETA])
+{
+    uint64_t h = FNV_OFFSET;
+    for (int i = 0; i < META_CHECKSUM; i++)
+        h = fnv_bytes(h, values[i], strlen(values[i]) + 1);
+    return h;
+}
+
+static int io_fail(nnt_ctx *ctx, const char *fn, int rc, const char *err)
+{
+    return nnt_fail(ctx, rc, "%s: %s", fn, err);
+}
+
+/* ---- the tensors of a file ------------------------------------------------------------ */
+
+/* Fields in the file for an optimizer at this step: 1 (parameters) + its state tensors. */
+static int nfields(const nnt_optim *opt, int64_t step)
+{
+    return 1 + (step > 0 ? nnt_optim_nstate(&opt->opts) : 0);
+}
+
+static const char *field_prefix(const nnt_optim *opt, int f)
+{
+    return f == 0 ? "param" : nnt_optim_state_prefix(&opt->opts, f - 1);
+}
+
+static nnt_tensor *field_tensor(const nnt_optim_param *p, int f)
+{
+    return f == 0 ? p->value : p->state[f - 1];
+}
+
+/* "<prefix>.<name>" in name (NNT_IO_MAXNAME + 1 bytes). */
+static void tensor_name(const nnt_optim *opt, int f, const nnt_optim_param *p, char *name)
+{
+    snprintf(name, NNT_IO_MAXNAME + 1, "%s.%s", field_prefix(opt, f), p->name);
+}
+
+/* Largest parameter, in elements (a host buffer for one tensor). */
+static int max_numel(const nnt_optim *opt, int64_t *max)
+{
+    *max = 1;
+    for (int i = 0; i < opt->nparams; i++) {
+        int64_t n = 0;
+        int rc = nnt_tensor_numel(opt->params[i].value, &n);
+        if (rc)
+            return rc;
+        if (n > *max)
+            *max = n;
+    }
+    return NNT_OK;
+}
+
+static int alloc_buffer(const nnt_optim *opt, const char *fn, float **buf, int64_t *numel)
+{
+    int rc = max_numel(opt, numel);
+    if (rc)
+        return rc;
+    *buf = malloc((size_t)*numel * sizeof(float));
+    return *buf ? NNT_OK : nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+}
+
+static int to_host(nnt_tensor *t, float *buf, int64_t *n)
+{
+    int rc = nnt_tensor_numel(t, n);
+    return rc ? rc : nnt_tensor_copy_to_host(t, buf, (size_t)*n * sizeof(float));
+}
+
+/* ---- save ------------------------------------------------------------------------------ */
+
+/* Checksum of every tensor in file order. */
+static int data_checksum(const nnt_optim *opt, float *buf, uint64_t *sum)
+{
+    uint64_t h = FNV_OFFSET;
+    for (int f = 0; f < nfields(opt, opt->step); f++)
+        for (int i = 0; i < opt->nparams; i++) {
+            int64_t n = 0;
+            int rc = to_host(field_tensor(&opt->params[i], f), buf, &n);
+            if (rc)
+                return rc;
+            h = fnv_floats(h, buf, (size_t)n);
+        }
+    *sum = h;
+    return NNT_OK;
+}
+
+/* Metadata values (text: NMETA buffers of 96 bytes; options borrowed from st). */
+static void meta_values(const nnt_optim *opt, const nnt_train_state *st, uint64_t data_sum,
+                        char text[][96], const char *values[NMETA])
+{
+    static const nnt_train_state none = NNT_TRAIN_STATE_INIT;
+    if (!st)
+        st = &none;
+    values[META_FORMAT] = STATE_FORMAT;
+    values[META_VERSION] = STATE_VERSION;
+    values[META_OPTIMIZER] = nnt_optim_kind_name(opt->opts.kind);
+    snprintf(text[META_STEP], 96, "%lld", (long long)opt->step);
+    snprintf(text[META_DATA_POS], 96, "%llu", (unsigned long long)st->data_pos);
+    snprintf(text[META_RNG], 96, "[%llu,%llu,%llu,%llu]", (unsigned long long)st->rng[0],
+             (unsigned long long)st->rng[1], (unsigned long long)st->rng[2],
+             (unsigned long long)st->rng[3]);
+    for (int i = META_STEP; i <= META_RNG; i++)
+        values[i] = text[i];
+    values[META_OPTIONS] = st->options ? st->options : "";
+    snprintf(text[META_CHECKSUM], 96, "%016llx", (unsigned long long)hash_meta(values));
+    snprintf(text[META_DATA_CHECKSUM], 96, "%016llx", (unsigned long long)data_sum);
+    values[META_CHECKSUM] = text[META_CHECKSUM];
+    values[META_DATA_CHECKSUM] = text[META_DATA_CHECKSUM];
+}
+
+static int declare(const nnt_optim *opt, nnt_st_writer *w, const char *const values[NMETA],
+                   char *err, size_t errlen)
+{
+    char name[NNT_IO_MAXNAME + 1];
+    int rc = NNT_OK;
+    for (int i = 0; i < NMETA && rc == 0; i++)
+        rc = nnt_st_writer_meta(w, meta_keys[i], values[i], err, errlen);
+    for (int f = 0; f < nfields(opt, opt->step) && rc == 0; f++)
+        for (int i = 0; i < opt->nparams && rc == 0; i++) {
+            const nnt_optim_param *p = &opt->params[i];
+            int ndim = 0;
+            int64_t shape[NNT_MAX_DIMS];
+            rc = nnt_tensor_ndim(p->value, &ndim);
+            if (rc == 0)
+                rc = nnt_tensor_shape(p->value, shape);
+            if (rc) {
+                snprintf(err, errlen, "parameter '%s': %s", p->name, nnt_ctx_last_error(NULL));
+                return rc;
+            }
+            tensor_name(opt, f, p, name);
+            rc = nnt_st_writer_add(w, name, NNT_IO_F32, ndim, shape, NULL, err, errlen);
+        }
+    return rc;
+}
+
+/* Tensor data in file order; *io: whether a failure comes from the writer (message in err). */
+static int stream(const nnt_optim *opt, nnt_st_writer *w, float *buf, int *io, char *err,
+                  size_t errlen)
+{
+    for (int f = 0; f < nfields(opt, opt->step); f++)
+        for (int i = 0; i < opt->nparams; i++) {
+            int64_t n = 0;
+            *io = 0;
+            int rc = to_host(field_tensor(&opt->params[i], f), buf, &n);
+            if (rc)
+                return rc;
+            *io = 1;
+            rc = nnt_st_writer_write(w, buf, (size_t)n * sizeof(float), err, errlen);
+            if (rc)
+                return rc;
+        }
+    return NNT_OK;
+}
+
+static int write_file(const nnt_optim *opt, const char *fn, const char *path,
+                      const char *const values[NMETA], float *buf)
+{
+    char err[NNT_IO_ERRLEN] = "";
+    nnt_st_writer *w = NULL;
+    int io = 1;
+    int rc = nnt_st_writer_begin(path, &w, err, sizeof err);
+    if (rc == 0)
+        rc = declare(opt, w, values, err, sizeof err);
+    if (rc == 0)
+        rc = stream(opt, w, buf, &io, err, sizeof err);
+    if (rc == 0) {
+        io = 1;
+        rc = nnt_st_writer_finish(w, err, sizeof err);   /* frees w */
+        w = NULL;
+    }
+    nnt_st_writer_abort(w);
+    return rc && io ? io_fail(opt->ctx, fn, rc, err) : rc;
+}
+
+int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st)
+{
+    const char *fn = "nnt_train_state_save";
+    int rc = nnt_optim_check(opt, fn);
+    if (rc)
+        return rc;
+    if (!path)
+        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
+    if (st && st->size < sizeof *st)
+        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) "
+                        "%zu (initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size,
+                        sizeof *st);
+    if (opt->nparams == 0)
+        return nnt_fail(opt->ctx, NNT_E_STATE, "%s: the optimizer has no parameters", fn);
+    float *buf = NULL;
+    int64_t cap = 0;
+    rc = alloc_buffer(opt, fn, &buf, &cap);
+    uint64_t sum = 0;
+    if (rc == 0)
+        rc = data_checksum(opt, buf, &sum);   /* first pass: nothing written yet */
+    if (rc == 0) {
+        char text[NMETA][96];
+        const char *values[NMETA];
+        meta_values(opt, st, sum, text, values);
+        rc = write_file(opt, fn, path, values, buf);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- load ------------------------------------------------------------------------------ */
+
+typedef struct state_meta {
+    const char *values[NMETA];   /* borrowed from the reader */
+    int64_t step;
+    uint64_t data_pos, rng[4], data_checksum;
+} state_meta;
+
+/* Strict decimal: digits only, no leading zero (but "0"), fits in uint64_t. *end: the byte
+ * after the digits. */
+static int parse_u64(const char *s, uint64_t *out, const char **end)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (p == s || (s[0] == '0' && p - s > 1))
+        return -1;
+    *out = v;
+    *end = p;
+    return 0;
+}
+
+static int parse_u64_all(const char *s, uint64_t *out)
+{
+    const char *end = NULL;
+    return parse_u64(s, out, &end) || *end ? -1 : 0;
+}
+
+/* "[a,b,c,d]" */
+static int parse_rng(const char *s, uint64_t rng[4])
+{
+    if (*s++ != '[')
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (parse_u64(s, &rng[i], &s) || *s++ != (i < 3 ? ',' : ']'))
+            return -1;
+    return *s ? -1 : 0;
+}
+
+/* 16 lowercase hex digits. */
+static int parse_hex64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9')
+            v = v << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v << 4 | (uint64_t)(c - 'a' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return s[16] ? -1 : 0;
+}
+
+static int bad_meta(const nnt_optim *opt, const char *fn, const char *path, int key,
+                    const char *value, const char *want)
+{
+    return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not %s", fn, path,
+                    meta_keys[key], value, want);
+}
+
+/* Every key present; format, version and optimizer kind those of opt. */
+static int read_meta_strings(const nnt_optim *opt, const char *fn, const char *path,
+                             const nnt_st_reader *r, state_meta *sm)
+{
+    for (int i = 0; i < NMETA; i++) {
+        sm->values[i] = nnt_st_metadata_get(r, meta_keys[i]);
+        if (!sm->values[i])
+            return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: no metadata key '%s' (not an nnt "
+                            "training state)", fn, path, meta_keys[i]);
+    }
+    const char **v = sm->values;
+    if (strcmp(v[META_FORMAT], STATE_FORMAT) != 0)
+        return bad_meta(opt, fn, path, META_FORMAT, v[META_FORMAT], "'" STATE_FORMAT "'");
+    if (strcmp(v[META_VERSION], STATE_VERSION) != 0)
+        return bad_meta(opt, fn, path, META_VERSION, v[META_VERSION], STATE_VERSION);
+    const char *kind = nnt_optim_kind_name(opt->opts.kind);
+    if (strcmp(v[META_OPTIMIZER], kind) != 0)
+        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: metadata 'optimizer' = '%s', but this "
+                        "optimizer is %s", fn, path, v[META_OPTIMIZER], kind);
+    return NNT_OK;
+}
+
+static int read_meta(const nnt_optim *opt, const char *fn, const char *path,
+                     const nnt_st_reader *r, state_meta *sm)
+{
+    int rc = read_meta_strings(opt, fn, path, r, sm);
+    if (rc)
+        return rc;
+    const char **v = sm->values;
+    uint64_t step = 0, meta_sum = 0;
+    if (parse_u64_all(v[META_STEP], &step) || step > INT64_MAX)
+        return bad_meta(opt, fn, path, META_STEP, v[META_STEP], "a non-negative integer");
+    sm->step = (int64_t)step;
+    if (parse_u64_all(v[META_DATA_POS], &sm->data_pos))
+        return bad_meta(opt, fn, path, META_DATA_POS, v[META_DATA_POS],
+                        "an unsigned 64-bit integer");
+    if (parse_rng(v[META_RNG], sm->rng))
+        return bad_meta(opt, fn, path, META_RNG, v[META_RNG], "[s0,s1,s2,s3]");
+    if (parse_hex64(v[META_CHECKSUM], &meta_sum))
+        return bad_meta(opt, fn, path, META_CHECKSUM, v[META_CHECKSUM], "16 hex digits");
+    if (parse_hex64(v[META_DATA_CHECKSUM], &sm->data_checksum))
+        return bad_meta(opt, fn, path, META_DATA_CHECKSUM, v[META_DATA_CHECKSUM],
+                        "16 hex digits");
+    if (meta_sum != hash_meta(v))
+        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: the metadata checksum %016llx does "
+                        "not match (corrupted file)", fn, path, (unsigned long long)meta_sum);
+    return NNT_OK;
+}
+
+/* e is F32 of the shape of value. */
+static int check_entry(const nnt_optim *opt, const char *fn, const char *path,
+                       const nnt_st_entry *e, const nnt_tensor *value)
+{
+    int ndim = 0, same = 1;
+    int64_t shape[NNT_MAX_DIMS];
+    int rc = nnt_tensor_ndim(value, &ndim);
+    if (rc == 0)
+        rc = nnt_tensor_shape(value, shape);
+    if (rc)
+        return rc;
+    same = e->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = e->shape[d] == shape[d];
+    if (e->dtype != NNT_IO_F32 || !same)
+        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: tensor %s is %s with %d dimensions "
+                        "(first %lld), not F32 of the parameter's shape (%d dimensions, first "
+                        "%lld)", fn, path, e->name, nnt_io_dtype_name(e->dtype), e->ndim,
+                        (long long)(e->ndim ? e->shape[0] : 0), ndim,
+                        (long long)(ndim ? shape[0] : 0));
+    return NNT_OK;
+}
+
+/* Exactly the tensors an optimizer like opt at sm->step writes, of its parameters' shapes. */
+static int check_tensors(const nnt_optim *opt, const char *fn, const char *path,
+                         const nnt_st_reader *r, const state_meta *sm)
+{
+    char name[NNT_IO_MAXNAME + 1];
+    int nf = nfields(opt, sm->step);
+    size_t want = (size_t)nf * (size_t)opt->nparams;
+    if (nnt_st_count(r) != want)
+        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s holds %zu tensors, not %zu (%d "
+                        "parameters, step %lld)", fn, path, nnt_st_count(r), want,
+                        opt->nparams, (long long)sm->step);
+    for (int f = 0; f < nf; f++)
+        for (int i = 0; i < opt->nparams; i++) {
+            tensor_name(opt, f, &opt->params[i], name);
+            const nnt_st_entry *e = nnt_st_find(r, name);
+            if (!e)
+                return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", fn, path,
+                                name);
+            int rc = check_entry(opt, fn, path, e, opt->params[i].value);
+            if (rc)
+                return rc;
+        }
+    return NNT_OK;
+}
+
+static int read_entry(const nnt_optim *opt, const char *fn, const nnt_st_reader *r,
+                      const nnt_st_entry *e, float *buf)
+{
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_st_read(r, e, NNT_IO_F32, 0, e->numel, buf, err, sizeof err);
+    return rc ? io_fail(opt->ctx, fn, rc, err) : NNT_OK;
+}
+
+/* The checksum over every tensor in file order must be the stored one. */
+static int verify_data(const nnt_optim *opt, const char *fn, const char *path,
+                       const nnt_st_reader *r, const state_meta *sm, float *buf)
+{
+    uint64_t h = FNV_OFFSET;
+    for (size_t i = 0; i < nnt_st_count(r); i++) {
+        const nnt_st_entry *e = nnt_st_entry_at(r, i);
+        int rc = read_entry(opt, fn, r, e, buf);
+        if (rc)
+            return rc;
+        h = fnv_floats(h, buf, (size_t)e->numel);
+    }
+    if (h != sm->data_checksum)
+        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: data checksum %016llx does not match "
+                        "the stored %016llx (corrupted file)", fn, path, (unsigned long long)h,
+                        (unsigned long long)sm->data_checksum);
+    return NNT_OK;
+}
+
+/* Every tensor of the file into its parameter or state tensor. */
+static int import(nnt_optim *opt, const char *fn, const nnt_st_reader *r, int64_t step,
+                  float *buf)
+{
+    char name[NNT_IO_MAXNAME + 1];
+    for (int f = 0; f < nfields(opt, step); f++)
+        for (int i = 0; i < opt->nparams; i++) {
+            tensor_name(opt, f, &opt->params[i], name);
+            const nnt_st_entry *e = nnt_st_find(r, name);
+            int rc = read_entry(opt, fn, r, e, buf);
+            if (rc == 0)
+                rc = nnt_tensor_copy_from_host(field_tensor(&opt->params[i], f), buf,
+                                               (size_t)e->numel * sizeof(float));
+            if (rc)
+                return rc;
+        }
+    return NNT_OK;
+}
+
+static int user_section(const nnt_optim *opt, const char *fn, const state_meta *sm,
+                        nnt_train_state *st)
+{
+    size_t n = strlen(sm->values[META_OPTIONS]);
+    char *options = malloc(n + 1);
+    if (!options)
+        return nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    memcpy(options, sm->values[META_OPTIONS], n + 1);
+    st->data_pos = sm->data_pos;
+    memcpy(st->rng, sm->rng, sizeof st->rng);
+    st->options = options;
+    return NNT_OK;
+}
+
+static void restore_counters(nnt_optim *opt, int64_t step)
+{
+    opt->step = step;
+    opt->last_lr = step > 0 ? nnt_optim_schedule(&opt->opts, step) : 0.0;
+    opt->last_grad_norm = 0.0;
+    for (int i = 0; i < opt->nparams; i++)
+        opt->params[i].state_written = step > 0;
+}
+
+/* Everything is checked before the optimizer and the parameters change. */
+static int load_from(nnt_optim *opt, const char *fn, const char *path, const nnt_st_reader *r,
+                     nnt_train_state *st)
+{
+    state_meta sm;
+    int rc = read_meta(opt, fn, path, r, &sm);
+    if (rc == 0)
+        rc = check_tensors(opt, fn, path, r, &sm);
+    float *buf = NULL;
+    int64_t cap = 0;
+    if (rc == 0)
+        rc = alloc_buffer(opt, fn, &buf, &cap);
+    if (rc == 0)
+        rc = verify_data(opt, fn, path, r, &sm, buf);
+    nnt_train_state got = NNT_TRAIN_STATE_INIT;
+    if (rc == 0 && st)
+        rc = user_section(opt, fn, &sm, &got);
+    if (rc == 0)
+        rc = import(opt, fn, r, sm.step, buf);
+    free(buf);
+    if (rc) {
+        free(got.options);
+        return rc;
+    }
+    restore_counters(opt, sm.step);
+    if (st) {
+        got.size = st->size;
+        *st = got;   /* the caller's options pointer is overwritten, not freed */
+    }
+    return NNT_OK;
+}
+
+int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st)
+{
+    const char *fn = "nnt_train_state_load";
+    int rc = nnt_optim_check(opt, fn);
+    if (rc)
+        return rc;
+    if (!path)
+        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
+    if (st && st->size < sizeof *st)
+        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) "
+                        "%zu (initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size,
+                        sizeof *st);
+    if (opt->nparams == 0)
+        return nnt_fail(opt->ctx, NNT_E_STATE, "%s: the optimizer has no parameters", fn);
+    char err[NNT_IO_ERRLEN];
+    nnt_st_reader *r = NULL;
+    rc = nnt_st_open(path, &r, err, sizeof err);
+    if (rc)
+        return io_fail(opt->ctx, fn, rc, err);
+    rc = load_from(opt, fn, path, r, st);
+    nnt_st_close(r);
+    return rc;
+}
+
+void nnt_train_state_clear(nnt_train_state *st)
+{
+    if (!st)
+        return;
+    size_t size = st->size;
+    free(st->options);
+    memset(st, 0, sizeof *st);
+    st->size = size;
+}
