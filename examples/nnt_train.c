@@ -461,9 +461,12 @@ static int resume_state(trainer *t)
 {
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
     int rc = nnt_train_state_load(t->opt, t->o.resume, &st);
-    if (rc == NNT_E_SHAPE || rc == NNT_E_INVAL) {
-        fprintf(stderr, "nnt-train: --resume %s does not fit this model (give the same model "
-                "options): %s\n", t->o.resume, nnt_ctx_last_error(NULL));
+    if (rc == NNT_E_FORMAT || rc == NNT_E_SHAPE) {
+        /* The library checks the whole file first: nothing was changed. */
+        fprintf(stderr, "nnt-train: --resume %s cannot be used: it is damaged, or it was saved "
+                "for another model or optimizer (give the same --model/--layers/--channels/"
+                "--heads/--vocab/--context and --optim): %s\n", t->o.resume,
+                nnt_ctx_last_error(NULL));
         return 2;
     }
     if (rc)

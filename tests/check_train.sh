@@ -102,18 +102,23 @@ ckpt="$tmp/half/checkpoint.safetensors"
 if [ -f "$ckpt" ]; then
     size=$(wc -c < "$ckpt")
     head -c $((size / 2)) "$ckpt" > "$tmp/truncated.safetensors"
-    expect_error truncated_resume "resume" $small --data "$tmp/corpus.txt" --steps 6 \
+    expect_error truncated_resume "--resume" $small --data "$tmp/corpus.txt" --steps 6 \
         --out "$tmp/bad1" --resume "$tmp/truncated.safetensors"
     # One byte changed in the middle of the tensor data.
     cp "$ckpt" "$tmp/corrupt.safetensors"
     printf '\377' | dd of="$tmp/corrupt.safetensors" bs=1 seek=$((size - size / 3)) conv=notrunc 2>/dev/null
-    expect_error corrupt_resume "resume" $small --data "$tmp/corpus.txt" --steps 6 \
+    expect_error corrupt_resume "checksum" $small --data "$tmp/corpus.txt" --steps 6 \
         --out "$tmp/bad2" --resume "$tmp/corrupt.safetensors"
     run other_model --layers 1 --channels 64 --heads 2 --context 32 --batch 2 --seq 16 \
         --sample 0 --data "$tmp/corpus.txt" --steps 6 --out "$tmp/bad3" --resume "$ckpt"
     [ $status -eq 2 ] && grep -q "resume" "$tmp/other_model.err" &&
         echo "ok: other model refused: $(head -n 1 "$tmp/other_model.err")" ||
         { fail "a checkpoint of another model: status $status (expected 2)"; cat "$tmp/other_model.err"; }
+    run other_heads --layers 1 --channels 32 --heads 4 --context 32 --batch 2 --seq 16 \
+        --sample 0 --data "$tmp/corpus.txt" --steps 6 --out "$tmp/bad4" --resume "$ckpt"
+    [ $status -eq 2 ] && grep -q "resume" "$tmp/other_heads.err" &&
+        echo "ok: other head count refused: $(head -n 1 "$tmp/other_heads.err" | cut -c1-100)" ||
+        { fail "a checkpoint with other heads: status $status (expected 2)"; cat "$tmp/other_heads.err"; }
 else
     fail "no checkpoint at $ckpt"
 fi
