@@ -532,6 +532,12 @@ static void print_summary(trainer *t)
         o->peak_gflops > 0 ? "--peak-gflops"
         : t->ncuda ? "87.5 GFLOP/s per CPU worker; GPUs not counted: give --peak-gflops"
                    : "87.5 GFLOP/s per CPU worker, BLIS sgemm");
+    int64_t tok_vocab = 0;
+    nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
+    if (o->sample > 0 && c->vocab > tok_vocab)
+        say(t, "note:      the model has %lld token ids, the %s tokenizer %lld: the sample "
+               "shows the others as <id>\n", (long long)c->vocab,
+            train_choice_name("tokenizer", o->tokenizer), (long long)tok_vocab);
     if (t->done)
         say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
             (long long)t->done, (unsigned long long)t->data_pos);
@@ -847,13 +853,34 @@ static int decode(trainer *t, const int32_t *ids, size_t n, char **text, size_t 
     return lib_error("nnt_tokenizer_decode", NNT_E_INVAL);
 }
 
+/* The text of n ids: runs of ids the tokenizer knows are decoded together (so that
+ * characters split over several tokens come out whole); other ids (a model vocabulary
+ * larger than the tokenizer's) are shown as <id>. */
+static int print_tokens(trainer *t, FILE *f, const int32_t *ids, size_t n)
+{
+    int64_t vocab = 0;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = nnt_tokenizer_vocab_size(t->tok, &vocab);
+    for (size_t i = 0; i < n && !rc;) {
+        size_t j = i;
+        while (j < n && ids[j] >= 0 && ids[j] < vocab)
+            j++;
+        if (j > i && !(rc = decode(t, ids + i, j - i, &text, &len)))
+            print_safely(f, text, len);
+        if (j < n)
+            fprintf(f, "<%d>", (int)ids[j++]);
+        i = j;
+    }
+    free(text);
+    return rc;
+}
+
 static int print_sample(trainer *t)
 {
     const train_opts *o = &t->o;
     size_t plen = strlen(o->prompt), nprompt = 0;
     int32_t *ids = malloc((plen + 1 + (size_t)o->sample) * sizeof *ids);
-    char *text = NULL;
-    size_t len = 0;
     int rc = ids ? nnt_tokenizer_encode(t->tok, o->prompt, plen, ids, plen + 1, &nprompt)
                  : NNT_E_NOMEM;
     if (rc || nprompt == 0) {
@@ -866,13 +893,12 @@ static int print_sample(trainer *t)
     rc = nnt_gpt_generate(t->gpt, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
     if (rc)
         rc = lib_error("nnt_gpt_generate", rc);
-    else if (!(rc = decode(t, ids, nprompt + (size_t)o->sample, &text, &len)) && t->info) {
+    else if (t->info) {
         fprintf(t->info, "---- sample: %lld tokens, temperature %g, top-k %lld ----\n",
                 (long long)o->sample, o->temperature, (long long)o->top_k);
-        print_safely(t->info, text, len);
+        rc = print_tokens(t, t->info, ids, nprompt + (size_t)o->sample);
         fputs("\n----\n", t->info);
     }
-    free(text);
     free(ids);
     return rc;
 }
@@ -895,7 +921,7 @@ static void print_final_report(trainer *t, double total_s)
     double sum = 0;
     for (int64_t i = 1; i < t->nrun; i++)
         sum += t->step_ms[i];
-    say(t, "\ntrained steps %lld..%lld in %.1f s", (long long)(t->done + 1),
+    say(t, "\ntrained steps %lld..%lld in %.2f s", (long long)(t->done + 1),
         (long long)(t->done + t->nrun), total_s);
     if (t->nrun > 1) {
         double ms = sum / (double)(t->nrun - 1);
