@@ -548,6 +548,13 @@ START_TEST(corrupt_files_are_rejected_untouched)
     }
     unsigned char *copy = malloc(len);
     ck_assert_ptr_nonnull(copy);
+    /* one bit flipped anywhere (every byte of the header, every 7th of the data) */
+    for (size_t at = 0; at < len; at += at < 600 ? 1 : 7) {
+        memcpy(copy, file, len);
+        copy[at] ^= 0x01;
+        write_file(bad, copy, len);
+        expect_rejected(opt, &a, bad, NULL);
+    }
     memcpy(copy, file, len);   /* a flipped bit in the last data byte */
     copy[len - 1] ^= 0x10;
     write_file(bad, copy, len);
