@@ -26,10 +26,15 @@ const char *nnt_strerror(int status)
 
 int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...)
 {
+    /* Format into a scratch buffer first: an argument may be the message of an earlier
+     * failure (nnt_ctx_last_error returns thread_errmsg), and vsnprintf must not write
+     * into the buffer it reads. */
+    char msg[NNT_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(thread_errmsg, sizeof thread_errmsg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(thread_errmsg, msg, sizeof thread_errmsg);
     if (ctx) {
         nnt_ctx *mut = (nnt_ctx *)ctx;   /* the message buffer is not part of its value */
         pthread_mutex_lock(&mut->lock);

@@ -548,6 +548,13 @@ START_TEST(corrupt_files_are_rejected_untouched)
     }
     unsigned char *copy = malloc(len);
     ck_assert_ptr_nonnull(copy);
+    /* one bit flipped anywhere (every byte of the header, every 7th of the data) */
+    for (size_t at = 0; at < len; at += at < 600 ? 1 : 7) {
+        memcpy(copy, file, len);
+        copy[at] ^= 0x01;
+        write_file(bad, copy, len);
+        expect_rejected(opt, &a, bad, NULL);
+    }
     memcpy(copy, file, len);   /* a flipped bit in the last data byte */
     copy[len - 1] ^= 0x10;
     write_file(bad, copy, len);
@@ -711,6 +718,10 @@ START_TEST(misuse_is_rejected)
     ck_assert_double_eq(st.grad_norm, 0.0);
     /* the gradient was never written: refused before anything changes */
     EXPECT_FAIL_MSG(nnt_optim_step(opt), NNT_E_STATE, "nnt_optim_step");
+    /* the message names the parameter and keeps the tensor check's reason intact */
+    const char *why = nnt_ctx_last_error(NULL);
+    ck_assert_msg(strncmp(why, "nnt_optim_step: parameter 'w': the tensor is read before "
+                          "anything was written to it", 83) == 0, "garbled message '%s'", why);
     EXPECT_OK(nnt_tensor_fill(s.grad[0], 1.0));
     EXPECT_OK(nnt_optim_step(opt));
     EXPECT_FAIL_MSG(nnt_optim_add_param(opt, "b", s.value[1], s.grad[1], 0), NNT_E_STATE, afn);

@@ -407,4 +407,21 @@ int nnt_bpe_encode_ex(const nnt_bpe *bpe, const char *text, size_t len, unsigned
 int nnt_bpe_decode(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *out, size_t cap,
                    size_t *len, char *err, size_t errlen);
 
+/* ---- checksums and strict numbers of checkpoint metadata (meta.c) ------------------------
+ * Training-state files (lib/models/gpt2.c, lib/optim/state.c) keep decimal numbers and
+ * 64-bit FNV-1a checksums as safetensors metadata strings. */
+#define NNT_FNV_OFFSET 0xcbf29ce484222325ULL
+/* h = (h ^ byte) * 0x100000001b3 over n bytes / over the 32 bits of each of n floats. */
+uint64_t nnt_fnv1a_bytes(uint64_t h, const char *s, size_t n);
+uint64_t nnt_fnv1a_floats(uint64_t h, const float *x, size_t n);
+/* Strict decimal: digits only, no leading zero (but "0"), fits in uint64_t; *end gets the
+ * byte after the digits. 0, or -1 when malformed. */
+int nnt_meta_parse_u64(const char *s, uint64_t *out, const char **end);
+/* The whole string is one such number. */
+int nnt_meta_parse_u64_all(const char *s, uint64_t *out);
+/* "[a,b,c,d]" of such numbers, nothing after. */
+int nnt_meta_parse_rng(const char *s, uint64_t rng[4]);
+/* Exactly 16 lowercase hex digits. */
+int nnt_meta_parse_hex64(const char *s, uint64_t *out);
+
 #endif

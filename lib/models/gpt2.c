@@ -1427,33 +1427,12 @@ static const char *const meta_keys[NMETA] = {
     "options", "meta_checksum", "data_checksum"};
 static const char *const field_prefix[NFIELDS] = {"param.", "adam_m.", "adam_v."};
 
-/* 64-bit FNV-1a, fed bytes (metadata) or 32-bit words (float bits). */
-#define FNV_OFFSET 0xcbf29ce484222325ULL
-#define FNV_PRIME 0x100000001b3ULL
-
-static uint64_t fnv_bytes(uint64_t h, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
-    return h;
-}
-
-static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &x[i], sizeof bits);
-        h = (h ^ bits) * FNV_PRIME;
-    }
-    return h;
-}
-
 /* The metadata values in meta_keys order, each with its NUL. */
 static uint64_t hash_meta(const char *const values[NMETA])
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = NNT_FNV_OFFSET;
     for (int i = 0; i < META_CHECKSUM; i++)
-        h = fnv_bytes(h, values[i], strlen(values[i]) + 1);
+        h = nnt_fnv1a_bytes(h, values[i], strlen(values[i]) + 1);
     return h;
 }
 
@@ -1486,12 +1465,12 @@ static void state_tensor_name(int field, int k, char *name, size_t len)
 /* Checksum of every tensor, streamed in file order. */
 static int state_checksum(nnt_gpt2 *m, float *buf, uint64_t *sum)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = NNT_FNV_OFFSET;
     for (int f = 0; f < NFIELDS; f++)
         for (int k = 0; k < NKINDS; k++)
             for (int64_t l = 0; l < layers_of(m, k); l++) {
                 TRY(slice_to_host(m, k, l, f, buf));
-                h = fnv_floats(h, buf, (size_t)slice_numel(m, k));
+                h = nnt_fnv1a_floats(h, buf, (size_t)slice_numel(m, k));
             }
     *sum = h;
     return NNT_OK;
@@ -1604,61 +1583,6 @@ typedef struct state_meta {
     uint64_t data_pos, rng[4], data_checksum;
 } state_meta;
 
-/* Strict decimal: digits only, no leading zero (but "0"), fits in uint64_t. *end: the byte
- * after the digits. */
-static int parse_u64(const char *s, uint64_t *out, const char **end)
-{
-    uint64_t v = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    if (p == s || (s[0] == '0' && p - s > 1))
-        return -1;
-    *out = v;
-    *end = p;
-    return 0;
-}
-
-static int parse_u64_all(const char *s, uint64_t *out)
-{
-    const char *end = NULL;
-    return parse_u64(s, out, &end) || *end ? -1 : 0;
-}
-
-/* "[a,b,c,d]" */
-static int parse_rng(const char *s, uint64_t rng[4])
-{
-    if (*s++ != '[')
-        return -1;
-    for (int i = 0; i < 4; i++) {
-        if (parse_u64(s, &rng[i], &s) || *s++ != (i < 3 ? ',' : ']'))
-            return -1;
-    }
-    return *s ? -1 : 0;
-}
-
-/* 16 lowercase hex digits. */
-static int parse_hex64(const char *s, uint64_t *out)
-{
-    uint64_t v = 0;
-    int i = 0;
-    for (; i < 16; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9')
-            v = v << 4 | (uint64_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v = v << 4 | (uint64_t)(c - 'a' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return s[16] ? -1 : 0;
-}
-
 /* Parse and check every metadata value (NNT_E_FORMAT naming the key). */
 static int read_state_meta(nnt_ctx *ctx, const char *fn, const char *path,
                            const nnt_st_reader *r, state_meta *sm)
@@ -1679,20 +1603,20 @@ static int read_state_meta(nnt_ctx *ctx, const char *fn, const char *path,
                        &sm->cfg.layers, &sm->cfg.heads, &sm->cfg.channels, &sm->step};
     for (int i = META_V; i <= META_STEP; i++) {
         uint64_t v = 0;
-        if (parse_u64_all(sm->values[i], &v) || v > INT64_MAX)
+        if (nnt_meta_parse_u64_all(sm->values[i], &v) || v > INT64_MAX)
             return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not a "
                             "non-negative integer", fn, path, meta_keys[i], sm->values[i]);
         *ints[i - META_V] = (int64_t)v;
     }
-    if (parse_u64_all(sm->values[META_DATA_POS], &sm->data_pos))
+    if (nnt_meta_parse_u64_all(sm->values[META_DATA_POS], &sm->data_pos))
         return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata 'data_pos' = '%s' is not an "
                         "unsigned 64-bit integer", fn, path, sm->values[META_DATA_POS]);
-    if (parse_rng(sm->values[META_RNG], sm->rng))
+    if (nnt_meta_parse_rng(sm->values[META_RNG], sm->rng))
         return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata 'rng' = '%s' is not "
                         "[s0,s1,s2,s3]", fn, path, sm->values[META_RNG]);
     uint64_t meta_sum = 0;
     for (int i = META_CHECKSUM; i <= META_DATA_CHECKSUM; i++)
-        if (parse_hex64(sm->values[i], i == META_CHECKSUM ? &meta_sum : &sm->data_checksum))
+        if (nnt_meta_parse_hex64(sm->values[i], i == META_CHECKSUM ? &meta_sum : &sm->data_checksum))
             return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not 16 "
                             "lowercase hex digits", fn, path, meta_keys[i], sm->values[i]);
     if (meta_sum != hash_meta(sm->values))
@@ -1779,13 +1703,13 @@ static int verify_state_checksum(nnt_gpt2 *m, const char *fn, const char *path,
                                  const nnt_st_reader *r, const state_meta *sm, float *buf,
                                  uint64_t chunk)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = NNT_FNV_OFFSET;
     for (size_t i = 0; i < nnt_st_count(r); i++) {
         const nnt_st_entry *e = nnt_st_entry_at(r, i);
         for (uint64_t at = 0; at < e->numel; at += chunk) {
             uint64_t n = e->numel - at < chunk ? e->numel - at : chunk;
             TRY(read_floats(m->ctx, fn, r, e, at, n, buf));
-            h = fnv_floats(h, buf, (size_t)n);
+            h = nnt_fnv1a_floats(h, buf, (size_t)n);
         }
     }
     if (h != sm->data_checksum)

@@ -25,8 +25,6 @@
 
 #define STATE_FORMAT "nnt-train-state"
 #define STATE_VERSION "1"
-#define FNV_OFFSET 0xcbf29ce484222325ULL
-#define FNV_PRIME 0x100000001b3ULL
 #define MAXFIELDS 3      /* param + two state tensors */
 
 /* Metadata keys in checksum order; the two checksums last (not hashed). */
@@ -38,28 +36,11 @@ static const char *const meta_keys[NMETA] = {
     "format", "format_version", "optimizer", "step", "data_pos", "rng", "options",
     "meta_checksum", "data_checksum"};
 
-static uint64_t fnv_bytes(uint64_t h, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
-    return h;
-}
-
-static uint64_t fnv_floats(uint64_t h, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &x[i], sizeof bits);
-        h = (h ^ bits) * FNV_PRIME;
-    }
-    return h;
-}
-
 static uint64_t hash_meta(const char *const values[NMETA])
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = NNT_FNV_OFFSET;
     for (int i = 0; i < META_CHECKSUM; i++)
-        h = fnv_bytes(h, values[i], strlen(values[i]) + 1);
+        h = nnt_fnv1a_bytes(h, values[i], strlen(values[i]) + 1);
     return h;
 }
 
@@ -127,14 +108,14 @@ static int to_host(nnt_tensor *t, float *buf, int64_t *n)
 /* Checksum of every tensor in file order. */
 static int data_checksum(const nnt_optim *opt, float *buf, uint64_t *sum)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = NNT_FNV_OFFSET;
     for (int f = 0; f < nfields(opt, opt->step); f++)
         for (int i = 0; i < opt->nparams; i++) {
             int64_t n = 0;
             int rc = to_host(field_tensor(&opt->params[i], f), buf, &n);
             if (rc)
                 return rc;
-            h = fnv_floats(h, buf, (size_t)n);
+            h = nnt_fnv1a_floats(h, buf, (size_t)n);
         }
     *sum = h;
     return NNT_OK;
@@ -266,59 +247,6 @@ typedef struct state_meta {
     uint64_t data_pos, rng[4], data_checksum;
 } state_meta;
 
-/* Strict decimal: digits only, no leading zero (but "0"), fits in uint64_t. *end: the byte
- * after the digits. */
-static int parse_u64(const char *s, uint64_t *out, const char **end)
-{
-    uint64_t v = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    if (p == s || (s[0] == '0' && p - s > 1))
-        return -1;
-    *out = v;
-    *end = p;
-    return 0;
-}
-
-static int parse_u64_all(const char *s, uint64_t *out)
-{
-    const char *end = NULL;
-    return parse_u64(s, out, &end) || *end ? -1 : 0;
-}
-
-/* "[a,b,c,d]" */
-static int parse_rng(const char *s, uint64_t rng[4])
-{
-    if (*s++ != '[')
-        return -1;
-    for (int i = 0; i < 4; i++)
-        if (parse_u64(s, &rng[i], &s) || *s++ != (i < 3 ? ',' : ']'))
-            return -1;
-    return *s ? -1 : 0;
-}
-
-/* 16 lowercase hex digits. */
-static int parse_hex64(const char *s, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 16; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9')
-            v = v << 4 | (uint64_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v = v << 4 | (uint64_t)(c - 'a' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return s[16] ? -1 : 0;
-}
-
 static int bad_meta(const nnt_optim *opt, const char *fn, const char *path, int key,
                     const char *value, const char *want)
 {
@@ -356,17 +284,17 @@ static int read_meta(const nnt_optim *opt, const char *fn, const char *path,
         return rc;
     const char **v = sm->values;
     uint64_t step = 0, meta_sum = 0;
-    if (parse_u64_all(v[META_STEP], &step) || step > INT64_MAX)
+    if (nnt_meta_parse_u64_all(v[META_STEP], &step) || step > INT64_MAX)
         return bad_meta(opt, fn, path, META_STEP, v[META_STEP], "a non-negative integer");
     sm->step = (int64_t)step;
-    if (parse_u64_all(v[META_DATA_POS], &sm->data_pos))
+    if (nnt_meta_parse_u64_all(v[META_DATA_POS], &sm->data_pos))
         return bad_meta(opt, fn, path, META_DATA_POS, v[META_DATA_POS],
                         "an unsigned 64-bit integer");
-    if (parse_rng(v[META_RNG], sm->rng))
+    if (nnt_meta_parse_rng(v[META_RNG], sm->rng))
         return bad_meta(opt, fn, path, META_RNG, v[META_RNG], "[s0,s1,s2,s3]");
-    if (parse_hex64(v[META_CHECKSUM], &meta_sum))
+    if (nnt_meta_parse_hex64(v[META_CHECKSUM], &meta_sum))
         return bad_meta(opt, fn, path, META_CHECKSUM, v[META_CHECKSUM], "16 hex digits");
-    if (parse_hex64(v[META_DATA_CHECKSUM], &sm->data_checksum))
+    if (nnt_meta_parse_hex64(v[META_DATA_CHECKSUM], &sm->data_checksum))
         return bad_meta(opt, fn, path, META_DATA_CHECKSUM, v[META_DATA_CHECKSUM],
                         "16 hex digits");
     if (meta_sum != hash_meta(v))
@@ -435,13 +363,13 @@ static int read_entry(const nnt_optim *opt, const char *fn, const nnt_st_reader 
 static int verify_data(const nnt_optim *opt, const char *fn, const char *path,
                        const nnt_st_reader *r, const state_meta *sm, float *buf)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = NNT_FNV_OFFSET;
     for (size_t i = 0; i < nnt_st_count(r); i++) {
         const nnt_st_entry *e = nnt_st_entry_at(r, i);
         int rc = read_entry(opt, fn, r, e, buf);
         if (rc)
             return rc;
-        h = fnv_floats(h, buf, (size_t)e->numel);
+        h = nnt_fnv1a_floats(h, buf, (size_t)e->numel);
     }
     if (h != sm->data_checksum)
         return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: data checksum %016llx does not match "
