@@ -89,13 +89,35 @@ static void write_escaped(FILE *f, const char *s)
     }
 }
 
+/* The loss of every step (light), and its mean over a sliding window of about n/50 steps
+ * (dark) when there are enough steps for it to differ, with a legend. */
 static void write_curve(FILE *f, const chart *c, const train_point *p, int64_t n)
 {
-    fputs("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"", f);
+    int64_t w = n / 50;
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"",
+            w > 1 ? "#6baed6" : "#1f77b4");
     for (int64_t i = 0; i < n; i++)
         if (isfinite(p[i].loss))
             fprintf(f, "%.1f,%.1f ", px(c, (double)p[i].step), py(c, p[i].loss));
     fputs("\"/>\n", f);
+    if (w <= 1)
+        return;
+    fputs("<polyline fill=\"none\" stroke=\"#08519c\" stroke-width=\"2\" points=\"", f);
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(p[i].loss))
+            sum += p[i].loss, count++;
+        if (i >= w && isfinite(p[i - w].loss))
+            sum -= p[i - w].loss, count--;
+        if (i >= w - 1 && count > 0)
+            fprintf(f, "%.1f,%.1f ", px(c, (double)p[i].step), py(c, sum / (double)count));
+    }
+    fputs("\"/>\n", f);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#08519c\">mean of %lld "
+               "steps</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#6baed6\">"
+               "each step</text>\n", WIDTH - RIGHT - 8, TOP + 16, (long long)w,
+            WIDTH - RIGHT - 8, TOP + 32);
 }
 
 static int write_chart(FILE *f, const train_point *p, int64_t n, const char *title)
