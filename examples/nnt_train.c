@@ -255,6 +255,11 @@ static int check_config(trainer *t)
 static int start_runtime(trainer *t)
 {
     const train_opts *o = &t->o;
+    if (o->swap_dir && make_dirs(o->swap_dir)) {
+        fprintf(stderr, "nnt-train: --swap-dir: cannot create directory '%s': %s\n",
+                o->swap_dir, strerror(errno));
+        return 1;
+    }
     nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
     co.ncpus = (int)o->cpus, co.ncuda = (int)o->gpus, co.sched = o->sched;
     co.mem_gpu_mib = o->mem_gpu, co.mem_cpu_mib = o->mem_cpu;
@@ -657,9 +662,12 @@ static void report_step(trainer *t, const step_result *r)
                 (long long)r->step, (long long)o->steps, r->loss, r->lr, r->grad_norm, r->ms,
                 tok_s, 100 * mfu);
         for (int i = 0; have_mem && i < ms.nnodes; i++) {
-            char used[32];
+            char used[32], budget[32];
             format_bytes(used, sizeof used, ms.node[i].used_bytes);
-            fprintf(t->info, "  %s %s", ms.node[i].name, used);
+            format_bytes(budget, sizeof budget, ms.node[i].budget_bytes);
+            fprintf(t->info, "  %s %s%s%s", ms.node[i].name, used,
+                    ms.node[i].budget_bytes > 0 ? " of " : "",
+                    ms.node[i].budget_bytes > 0 ? budget : "");
         }
         fputc('\n', t->info);
         fflush(t->info);
