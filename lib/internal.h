@@ -238,6 +238,10 @@ int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_d
 /* NNT_E_SHAPE unless dims [a0, a0+n) of a equal dims [b0, b0+n) of b in size and tile. */
 int nnt_check_dims(const char *fn, const char *role_a, const nnt_tensor *a, int a0,
                    const char *role_b, const nnt_tensor *b, int b0, int n);
+/* NNT_E_INVAL (naming fn, name and value) unless value is finite and lo <= value (lo < value
+ * if strict_lo) and value < hi (value <= hi if closed_hi); NaN fails. */
+int nnt_check_range(const char *fn, const char *name, double value, double lo, int strict_lo,
+                    double hi, int closed_hi);
 /* An internal temporary tensor in t's context (not visible to the user). */
 int nnt_temp_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                     const int64_t *tile, nnt_tensor **out);

@@ -15,32 +15,6 @@
     ck_assert_msg(strstr(LAST_ERROR(), piece) != NULL, "message '%s' lacks '%s'",          \
                   LAST_ERROR(), piece)
 
-static char tmpdir[512];
-
-static void make_tmpdir(void)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/nnt-test-data-XXXXXX", t && *t ? t : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-/* tmpdir/name in a static buffer (one of four, so a few can be alive at once). */
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][700];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
-    return p;
-}
-
 static void write_bytes(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -306,16 +280,16 @@ START_TEST(test_bpe_buffers_and_errors)
                                            &t2), NNT_E_IO, "nnt_tokenizer_bpe_load");
     ck_assert_ptr_null(t2);
     EXPECT_MSG("/nonexistent-nnt/vocab.json");
-    make_tmpdir();
-    write_bytes(tmp_path("vocab.json"), "{\"a\": 0}", 8);
-    EXPECT_RC(nnt_tokenizer_bpe_load(tmp_path("vocab.json"), fixture("merges.txt"), &t2),
+    test_make_tmpdir("test-data");
+    write_bytes(test_tmp_path("vocab.json"), "{\"a\": 0}", 8);
+    EXPECT_RC(nnt_tokenizer_bpe_load(test_tmp_path("vocab.json"), fixture("merges.txt"), &t2),
               NNT_E_FORMAT);
     EXPECT_MSG("vocab.json");
-    write_bytes(tmp_path("merges.txt"), "#version: 0.2\nnot-a-pair\n", 25);
-    EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), tmp_path("merges.txt"), &t2),
+    write_bytes(test_tmp_path("merges.txt"), "#version: 0.2\nnot-a-pair\n", 25);
+    EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), test_tmp_path("merges.txt"), &t2),
               NNT_E_FORMAT);
     EXPECT_MSG("line 2");
-    remove_tmpdir();
+    test_remove_tmpdir();
     EXPECT_RC(nnt_tokenizer_bpe_load(NULL, fixture("merges.txt"), &t2), NNT_E_INVAL);
     EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), NULL, &t2), NNT_E_INVAL);
     EXPECT_RC(nnt_tokenizer_bpe_load(fixture("vocab.json"), fixture("merges.txt"), NULL),
@@ -364,7 +338,7 @@ static void check_windows(nnt_data *d, const int32_t *ref, int64_t count)
 
 START_TEST(test_llmc_and_nanogpt)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-data");
     enum { N = 20011 }; /* crosses the reader's 8192-token chunks */
     static uint16_t tok[N];
     static int32_t ref[N];
@@ -373,54 +347,54 @@ START_TEST(test_llmc_and_nanogpt)
         ref[i] = tok[i];
     }
     /* llm.c shard, named .bin (the magic wins) and with another name */
-    write_llmc(tmp_path("shard_000.bin"), 20240520, 1, N, tok, N);
-    write_llmc(tmp_path("shard.tokens"), 20240520, 1, N, tok, N);
-    nnt_data *d = open_ok(tmp_path("shard_000.bin"), NNT_DATA_AUTO, NULL, 50257, N);
+    write_llmc(test_tmp_path("shard_000.bin"), 20240520, 1, N, tok, N);
+    write_llmc(test_tmp_path("shard.tokens"), 20240520, 1, N, tok, N);
+    nnt_data *d = open_ok(test_tmp_path("shard_000.bin"), NNT_DATA_AUTO, NULL, 50257, N);
     check_windows(d, ref, N);
     nnt_data_close(d);
-    d = open_ok(tmp_path("shard.tokens"), NNT_DATA_AUTO, NULL, 0, N);
+    d = open_ok(test_tmp_path("shard.tokens"), NNT_DATA_AUTO, NULL, 0, N);
     check_windows(d, ref, N);
     nnt_data_close(d);
-    d = open_ok(tmp_path("shard.tokens"), NNT_DATA_LLMC, NULL, 0, N);
+    d = open_ok(test_tmp_path("shard.tokens"), NNT_DATA_LLMC, NULL, 0, N);
     nnt_data_close(d);
 
     /* nanoGPT: AUTO by the .bin name; another name is text unless the format is given */
-    write_nanogpt(tmp_path("train.bin"), tok, N);
-    write_nanogpt(tmp_path("train.u16"), tok, N);
-    d = open_ok(tmp_path("train.bin"), NNT_DATA_AUTO, NULL, 50257, N);
+    write_nanogpt(test_tmp_path("train.bin"), tok, N);
+    write_nanogpt(test_tmp_path("train.u16"), tok, N);
+    d = open_ok(test_tmp_path("train.bin"), NNT_DATA_AUTO, NULL, 50257, N);
     check_windows(d, ref, N);
     nnt_data_close(d);
-    d = open_ok(tmp_path("train.u16"), NNT_DATA_NANOGPT, NULL, 0, N);
+    d = open_ok(test_tmp_path("train.u16"), NNT_DATA_NANOGPT, NULL, 0, N);
     check_windows(d, ref, N);
     nnt_data_close(d);
-    d = open_ok(tmp_path("train.u16"), NNT_DATA_AUTO, NULL, 0, 2 * N); /* bytes */
+    d = open_ok(test_tmp_path("train.u16"), NNT_DATA_AUTO, NULL, 0, 2 * N); /* bytes */
     int32_t two[2];
     EXPECT_OK(nnt_data_read(d, 0, two, 2));
     ck_assert_int_eq(two[0], tok[0] & 0xff);
     ck_assert_int_eq(two[1], tok[0] >> 8);
     nnt_data_close(d);
     /* an llm.c shard read as nanoGPT: header words become tokens */
-    d = open_ok(tmp_path("shard.tokens"), NNT_DATA_NANOGPT, NULL, 0, 512 + N);
+    d = open_ok(test_tmp_path("shard.tokens"), NNT_DATA_NANOGPT, NULL, 0, 512 + N);
     EXPECT_OK(nnt_data_read(d, 0, two, 2));
     ck_assert_int_eq(two[0], 20240520 & 0xffff);
     ck_assert_int_eq(two[1], 20240520 >> 16);
     nnt_data_close(d);
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_vocab_rejection)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-data");
     uint16_t tok[40];
     for (int i = 0; i < 40; i++)
         tok[i] = (uint16_t)(i * 3);
     tok[25] = 5000;
-    write_llmc(tmp_path("a.bin"), 20240520, 1, 40, tok, 40);
-    write_nanogpt(tmp_path("b.bin"), tok, 40);
+    write_llmc(test_tmp_path("a.bin"), 20240520, 1, 40, tok, 40);
+    write_nanogpt(test_tmp_path("b.bin"), tok, 40);
     for (int f = 0; f < 2; f++) {
         /* checked when read: windows without position 25 are fine */
-        nnt_data *d = open_ok(tmp_path(f ? "b.bin" : "a.bin"), NNT_DATA_AUTO, NULL, 200, 40);
+        nnt_data *d = open_ok(test_tmp_path(f ? "b.bin" : "a.bin"), NNT_DATA_AUTO, NULL, 200, 40);
         int32_t ids[80];
         EXPECT_OK(nnt_data_read(d, 0, ids, 25));
         EXPECT_OK(nnt_data_read(d, 26, ids, 39)); /* 26..39, then 0..24 */
@@ -429,39 +403,39 @@ START_TEST(test_vocab_rejection)
         EXPECT_RC(nnt_data_read(d, 30, ids, 40), NNT_E_FORMAT); /* through the wrap */
         EXPECT_MSG("position 25");
         nnt_data_close(d);
-        d = open_ok(tmp_path(f ? "b.bin" : "a.bin"), NNT_DATA_AUTO, NULL, 5001, 40);
+        d = open_ok(test_tmp_path(f ? "b.bin" : "a.bin"), NNT_DATA_AUTO, NULL, 5001, 40);
         EXPECT_OK(nnt_data_read(d, 0, ids, 80));
         ck_assert_int_eq(ids[65], 5000);
         nnt_data_close(d);
     }
     /* text is checked at open */
     const char *text = "hello world"; /* 'w' (119) at position 6 is the first id >= 112 */
-    write_bytes(tmp_path("t.txt"), text, strlen(text));
+    write_bytes(test_tmp_path("t.txt"), text, strlen(text));
     nnt_data *d = (nnt_data *)tok;
-    EXPECT_FAIL_MSG(nnt_data_open(tmp_path("t.txt"), NNT_DATA_TEXT, NULL, 112, &d),
+    EXPECT_FAIL_MSG(nnt_data_open(test_tmp_path("t.txt"), NNT_DATA_TEXT, NULL, 112, &d),
                     NNT_E_FORMAT, "nnt_data_open");
     ck_assert_ptr_null(d);
     EXPECT_MSG("position 6");
-    d = open_ok(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 120, 11);
+    d = open_ok(test_tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 120, 11);
     nnt_data_close(d);
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_text_and_directory)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-data");
     const char *a = "First file: caf\xc3\xa9.\n", *b = "second, with \0 a NUL\n";
     size_t al = strlen(a), bl = 21;
-    ck_assert_int_eq(mkdir(tmp_path("corpus"), 0755), 0);
-    write_bytes(tmp_path("corpus/b_second"), b, bl);
-    write_bytes(tmp_path("corpus/a_first.txt"), a, al);
-    ck_assert_int_eq(symlink("a_first.txt", tmp_path("corpus/c_link")), 0);  /* followed */
-    ck_assert_int_eq(symlink("missing", tmp_path("corpus/d_dangling")), 0);  /* skipped  */
-    ck_assert_int_eq(mkdir(tmp_path("corpus/e_subdir"), 0755), 0);           /* skipped  */
-    write_bytes(tmp_path("corpus/e_subdir/x"), "not read", 8);
-    ck_assert_int_eq(symlink("e_subdir", tmp_path("corpus/f_dirlink")), 0);  /* skipped  */
-    write_bytes(tmp_path("corpus/B_upper"), "UP", 2);   /* 'B' < 'a': bytewise order first */
+    ck_assert_int_eq(mkdir(test_tmp_path("corpus"), 0755), 0);
+    write_bytes(test_tmp_path("corpus/b_second"), b, bl);
+    write_bytes(test_tmp_path("corpus/a_first.txt"), a, al);
+    ck_assert_int_eq(symlink("a_first.txt", test_tmp_path("corpus/c_link")), 0);  /* followed */
+    ck_assert_int_eq(symlink("missing", test_tmp_path("corpus/d_dangling")), 0);  /* skipped  */
+    ck_assert_int_eq(mkdir(test_tmp_path("corpus/e_subdir"), 0755), 0);           /* skipped  */
+    write_bytes(test_tmp_path("corpus/e_subdir/x"), "not read", 8);
+    ck_assert_int_eq(symlink("e_subdir", test_tmp_path("corpus/f_dirlink")), 0);  /* skipped  */
+    write_bytes(test_tmp_path("corpus/B_upper"), "UP", 2);   /* 'B' < 'a': bytewise order first */
 
     /* bytes: ids are the bytes of B_upper, a_first.txt, b_second, c_link (= a) */
     size_t total = 2 + al + bl + al;
@@ -474,7 +448,7 @@ START_TEST(test_text_and_directory)
     for (size_t i = 0; i < total; i++)
         ref[i] = (unsigned char)cat[i];
     for (int f = 0; f < 2; f++) {
-        nnt_data *d = open_ok(tmp_path("corpus"), f ? NNT_DATA_TEXT : NNT_DATA_AUTO, NULL, 256,
+        nnt_data *d = open_ok(test_tmp_path("corpus"), f ? NNT_DATA_TEXT : NNT_DATA_AUTO, NULL, 256,
                               (int64_t)total);
         check_windows(d, ref, (int64_t)total);
         nnt_data_close(d);
@@ -483,7 +457,7 @@ START_TEST(test_text_and_directory)
     nnt_tokenizer *bytes = NULL;
     EXPECT_OK(nnt_tokenizer_bytes_create(&bytes));
     char slash[700];
-    snprintf(slash, sizeof slash, "%s/", tmp_path("corpus"));
+    snprintf(slash, sizeof slash, "%s/", test_tmp_path("corpus"));
     nnt_data *d = open_ok(slash, NNT_DATA_AUTO, bytes, 0, (int64_t)total);
     nnt_tokenizer_destroy(bytes);  /* the source does not need it any more */
     check_windows(d, ref, (int64_t)total);
@@ -500,91 +474,91 @@ START_TEST(test_text_and_directory)
         bn += k;
     }
     ck_assert_uint_lt(bn, total);
-    d = open_ok(tmp_path("corpus"), NNT_DATA_AUTO, bpe, 973, (int64_t)bn);
+    d = open_ok(test_tmp_path("corpus"), NNT_DATA_AUTO, bpe, 973, (int64_t)bn);
     check_windows(d, bref, (int64_t)bn);
     nnt_data_close(d);
     /* a single text file through BPE, AUTO and TEXT; vocab below the tokenizer's: rejected */
-    write_bytes(tmp_path("one.txt"), a, al);
+    write_bytes(test_tmp_path("one.txt"), a, al);
     EXPECT_OK(nnt_tokenizer_encode(bpe, a, al, bref, total, &k));
-    d = open_ok(tmp_path("one.txt"), NNT_DATA_AUTO, bpe, 0, (int64_t)k);
+    d = open_ok(test_tmp_path("one.txt"), NNT_DATA_AUTO, bpe, 0, (int64_t)k);
     check_windows(d, bref, (int64_t)k);
     nnt_data_close(d);
     int64_t maxid = 0;
     for (size_t i = 0; i < k; i++)
         maxid = bref[i] > maxid ? bref[i] : maxid;
-    EXPECT_RC(nnt_data_open(tmp_path("one.txt"), NNT_DATA_TEXT, bpe, maxid, &d), NNT_E_FORMAT);
+    EXPECT_RC(nnt_data_open(test_tmp_path("one.txt"), NNT_DATA_TEXT, bpe, maxid, &d), NNT_E_FORMAT);
     nnt_tokenizer_destroy(bpe);
     free(bref);
     free(ref);
     free(cat);
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_bad_files)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-data");
     uint16_t tok[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     nnt_data *d = NULL;
     /* missing */
-    EXPECT_FAIL_MSG(nnt_data_open(tmp_path("nope.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_IO,
+    EXPECT_FAIL_MSG(nnt_data_open(test_tmp_path("nope.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_IO,
                     "nnt_data_open");
     EXPECT_MSG("nope.bin");
     ck_assert_ptr_null(d);
-    EXPECT_RC(nnt_data_open(tmp_path("nope"), NNT_DATA_TEXT, NULL, 0, &d), NNT_E_IO);
+    EXPECT_RC(nnt_data_open(test_tmp_path("nope"), NNT_DATA_TEXT, NULL, 0, &d), NNT_E_IO);
     /* corrupt llm.c headers: version, count vs size (both ways), negative count */
-    write_llmc(tmp_path("v.bin"), 20240520, 2, 16, tok, 16);
-    EXPECT_RC(nnt_data_open(tmp_path("v.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(test_tmp_path("v.bin"), 20240520, 2, 16, tok, 16);
+    EXPECT_RC(nnt_data_open(test_tmp_path("v.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("version");
-    write_llmc(tmp_path("c.bin"), 20240520, 1, 17, tok, 16);
-    EXPECT_RC(nnt_data_open(tmp_path("c.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(test_tmp_path("c.bin"), 20240520, 1, 17, tok, 16);
+    EXPECT_RC(nnt_data_open(test_tmp_path("c.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("truncated");
-    write_llmc(tmp_path("c2.bin"), 20240520, 1, 15, tok, 16);
-    EXPECT_RC(nnt_data_open(tmp_path("c2.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
-    write_llmc(tmp_path("neg.bin"), 20240520, 1, 0xffffffffu, tok, 16);
-    EXPECT_RC(nnt_data_open(tmp_path("neg.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(test_tmp_path("c2.bin"), 20240520, 1, 15, tok, 16);
+    EXPECT_RC(nnt_data_open(test_tmp_path("c2.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(test_tmp_path("neg.bin"), 20240520, 1, 0xffffffffu, tok, 16);
+    EXPECT_RC(nnt_data_open(test_tmp_path("neg.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
     /* LLMC forced on a file without the magic, or too short for the header */
-    write_llmc(tmp_path("m.bin"), 12345, 1, 16, tok, 16);
-    EXPECT_RC(nnt_data_open(tmp_path("m.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(test_tmp_path("m.bin"), 12345, 1, 16, tok, 16);
+    EXPECT_RC(nnt_data_open(test_tmp_path("m.bin"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("magic");
-    write_bytes(tmp_path("short"), "\x88\xd8\x34\x01", 4); /* the magic, then nothing */
-    EXPECT_RC(nnt_data_open(tmp_path("short"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    write_bytes(test_tmp_path("short"), "\x88\xd8\x34\x01", 4); /* the magic, then nothing */
+    EXPECT_RC(nnt_data_open(test_tmp_path("short"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("header");
     /* nanoGPT of odd size */
-    write_bytes(tmp_path("odd.bin"), "abcde", 5);
-    EXPECT_FAIL_MSG(nnt_data_open(tmp_path("odd.bin"), NNT_DATA_AUTO, NULL, 0, &d),
+    write_bytes(test_tmp_path("odd.bin"), "abcde", 5);
+    EXPECT_FAIL_MSG(nnt_data_open(test_tmp_path("odd.bin"), NNT_DATA_AUTO, NULL, 0, &d),
                     NNT_E_FORMAT, "odd size");
     /* no tokens: an empty file, an empty shard, a directory without regular files */
-    write_bytes(tmp_path("empty.txt"), "", 0);
-    EXPECT_RC(nnt_data_open(tmp_path("empty.txt"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    write_bytes(test_tmp_path("empty.txt"), "", 0);
+    EXPECT_RC(nnt_data_open(test_tmp_path("empty.txt"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("no tokens");
-    write_llmc(tmp_path("zero.bin"), 20240520, 1, 0, tok, 0);
-    EXPECT_RC(nnt_data_open(tmp_path("zero.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
-    ck_assert_int_eq(mkdir(tmp_path("emptydir"), 0755), 0);
-    ck_assert_int_eq(mkdir(tmp_path("emptydir/sub"), 0755), 0);
-    EXPECT_RC(nnt_data_open(tmp_path("emptydir"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    write_llmc(test_tmp_path("zero.bin"), 20240520, 1, 0, tok, 0);
+    EXPECT_RC(nnt_data_open(test_tmp_path("zero.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    ck_assert_int_eq(mkdir(test_tmp_path("emptydir"), 0755), 0);
+    ck_assert_int_eq(mkdir(test_tmp_path("emptydir/sub"), 0755), 0);
+    EXPECT_RC(nnt_data_open(test_tmp_path("emptydir"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("no regular files");
     /* a directory is text only */
-    EXPECT_RC(nnt_data_open(tmp_path("emptydir"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_IO);
-    EXPECT_RC(nnt_data_open(tmp_path("emptydir"), NNT_DATA_NANOGPT, NULL, 0, &d), NNT_E_IO);
+    EXPECT_RC(nnt_data_open(test_tmp_path("emptydir"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_IO);
+    EXPECT_RC(nnt_data_open(test_tmp_path("emptydir"), NNT_DATA_NANOGPT, NULL, 0, &d), NNT_E_IO);
     ck_assert_ptr_null(d);
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_null_arguments)
 {
-    make_tmpdir();
-    write_bytes(tmp_path("t.txt"), "abc", 3);
+    test_make_tmpdir("test-data");
+    write_bytes(test_tmp_path("t.txt"), "abc", 3);
     nnt_data *d = NULL;
     EXPECT_FAIL_MSG(nnt_data_open(NULL, NNT_DATA_AUTO, NULL, 0, &d), NNT_E_INVAL,
                     "nnt_data_open");
-    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 0, NULL), NNT_E_INVAL);
-    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), (nnt_data_format)4, NULL, 0, &d), NNT_E_INVAL);
-    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), (nnt_data_format)-1, NULL, 0, &d), NNT_E_INVAL);
-    EXPECT_RC(nnt_data_open(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, -1, &d), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(test_tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 0, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(test_tmp_path("t.txt"), (nnt_data_format)4, NULL, 0, &d), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(test_tmp_path("t.txt"), (nnt_data_format)-1, NULL, 0, &d), NNT_E_INVAL);
+    EXPECT_RC(nnt_data_open(test_tmp_path("t.txt"), NNT_DATA_AUTO, NULL, -1, &d), NNT_E_INVAL);
     ck_assert_ptr_null(d);
-    d = open_ok(tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 0, 3);
+    d = open_ok(test_tmp_path("t.txt"), NNT_DATA_AUTO, NULL, 0, 3);
     int64_t n;
     int32_t ids[4];
     EXPECT_FAIL_MSG(nnt_data_num_tokens(NULL, &n), NNT_E_INVAL, "nnt_data_num_tokens");
@@ -597,7 +571,7 @@ START_TEST(test_null_arguments)
     ck_assert(ids[0] == 'c' && ids[1] == 'a' && ids[2] == 'b' && ids[3] == 'c');
     nnt_data_close(d);
     nnt_data_close(NULL);
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 

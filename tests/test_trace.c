@@ -9,31 +9,6 @@
 #include <math.h>
 #include <unistd.h>
 
-static char tmpdir[512];
-
-static void make_tmpdir(void)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/nnt-test-trace-XXXXXX", t && *t ? t : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[2][700];
-    static int next;
-    char *p = buf[next++ % 2];
-    snprintf(p, sizeof buf[0], "%s/%s", tmpdir, name);
-    return p;
-}
-
 /* The whole file, NUL-terminated (malloc'd). */
 static char *slurp(const char *path)
 {
@@ -84,7 +59,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 START_TEST(test_trace_gemm)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-trace");
     nnt_ctx *ctx = test_ctx();
     int ncpus = 0, ncuda = 0;
     EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, &ncuda));
@@ -100,7 +75,7 @@ START_TEST(test_trace_gemm)
     nnt_tensor *c = NULL;                                  // (m, n)
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, cshape, ctile, &c));
     EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a, b, 0.0, c, 1, 0));
-    EXPECT_OK(nnt_trace_stop(ctx, tmp_path("trace.svg"), tmp_path("table.txt")));
+    EXPECT_OK(nnt_trace_stop(ctx, test_tmp_path("trace.svg"), test_tmp_path("table.txt")));
     EXPECT_OK(nnt_ctx_wait(ctx));
 
     /* the product is right (the trace did not disturb it): every entry is k * 0.5 * 2 */
@@ -113,7 +88,7 @@ START_TEST(test_trace_gemm)
     const long gemm_tasks = (long)(ceil_div(m, tm) * ceil_div(n, tn) * ceil_div(k, tk));
     const long fill_tasks = (long)(ceil_div(m, tm) * ceil_div(k, tk) +
                                    ceil_div(k, tk) * ceil_div(n, tn));
-    char *table = slurp(tmp_path("table.txt"));
+    char *table = slurp(test_tmp_path("table.txt"));
     long count = 0;
     double total = 0, mean = 0, share = 0, share_sum = 0;
     ck_assert_msg(table_row(table, "nnt_gemm", &count, &total, &mean, &share),
@@ -129,7 +104,7 @@ START_TEST(test_trace_gemm)
     ck_assert_ptr_nonnull(strstr(table, "busy %"));
     free(table);
 
-    char *svg = slurp(tmp_path("trace.svg"));
+    char *svg = slurp(test_tmp_path("trace.svg"));
     ck_assert_int_eq(strncmp(svg, "<svg", 4), 0);
     size_t len = strlen(svg);
     while (len && (svg[len - 1] == '\n' || svg[len - 1] == ' '))
@@ -165,29 +140,29 @@ START_TEST(test_trace_gemm)
     nnt_tensor_destroy(c);
     nnt_tensor_destroy(before);
     EXPECT_OK(nnt_ctx_destroy(ctx));
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
 /* Many small tasks: rectangles narrower than a pixel are merged, so the SVG stays small. */
 START_TEST(test_trace_many_tasks)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-trace");
     nnt_ctx *ctx = test_ctx();
     nnt_tensor *t = filled(ctx, 100, 100, 1, 100, 0.0);   /* 100 tiles */
     EXPECT_OK(nnt_ctx_wait(ctx));
     EXPECT_OK(nnt_trace_start(ctx));
     for (int i = 0; i < 100; i++)
         EXPECT_OK(nnt_tensor_fill(t, (double)i));
-    EXPECT_OK(nnt_trace_stop(ctx, tmp_path("many.svg"), tmp_path("many.txt")));
-    char *table = slurp(tmp_path("many.txt"));
+    EXPECT_OK(nnt_trace_stop(ctx, test_tmp_path("many.svg"), test_tmp_path("many.txt")));
+    char *table = slurp(test_tmp_path("many.txt"));
     long count = 0;
     double total, mean, share;
     ck_assert(table_row(table, "nnt_fill_f32", &count, &total, &mean, &share));
     ck_assert_int_eq(count, 10000);
     ck_assert(fabs(share - 100.0) < 0.05);
     free(table);
-    char *svg = slurp(tmp_path("many.svg"));
+    char *svg = slurp(test_tmp_path("many.svg"));
     int ncpus = 0, ncuda = 0;
     EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, &ncuda));
     /* at most one merged task rectangle per pixel column of each row (1200 px), plus the
@@ -198,7 +173,7 @@ START_TEST(test_trace_many_tasks)
     free(svg);
     nnt_tensor_destroy(t);
     EXPECT_OK(nnt_ctx_destroy(ctx));
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
@@ -288,9 +263,9 @@ END_TEST
 /* With disk swap: a "disk" node whose budget is the swap size. */
 START_TEST(test_mem_stats_swap)
 {
-    make_tmpdir();
+    test_make_tmpdir("test-trace");
     nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
-    opts.swap_dir = tmpdir;
+    opts.swap_dir = test_tmpdir();
     opts.swap_mib = 64;
     opts.mem_cpu_mib = 128;
     nnt_ctx *ctx = NULL;
@@ -304,7 +279,7 @@ START_TEST(test_mem_stats_swap)
     ck_assert_int_eq(s.node[disk].budget_bytes, 64ll << 20);
     ck_assert_int_eq(s.node[ram_node(&s)].budget_bytes, 128ll << 20);
     EXPECT_OK(nnt_ctx_destroy(ctx));
-    remove_tmpdir();
+    test_remove_tmpdir();
 }
 END_TEST
 
@@ -325,17 +300,17 @@ START_TEST(test_trace_misuse)
     ctx = test_ctx();
     EXPECT_RC(nnt_trace_stop(ctx, NULL, NULL), NNT_E_STATE);
     /* an empty trace still gives a valid SVG and table */
-    make_tmpdir();
+    test_make_tmpdir("test-trace");
     EXPECT_OK(nnt_trace_start(ctx));
-    EXPECT_OK(nnt_trace_stop(ctx, tmp_path("e.svg"), tmp_path("e.txt")));
-    char *svg = slurp(tmp_path("e.svg"));
+    EXPECT_OK(nnt_trace_stop(ctx, test_tmp_path("e.svg"), test_tmp_path("e.txt")));
+    char *svg = slurp(test_tmp_path("e.svg"));
     ck_assert_int_eq(strncmp(svg, "<svg", 4), 0);
     ck_assert_ptr_nonnull(strstr(svg, "</svg>"));
     free(svg);
-    char *table = slurp(tmp_path("e.txt"));
+    char *table = slurp(test_tmp_path("e.txt"));
     ck_assert_ptr_nonnull(strstr(table, "0 tasks"));
     free(table);
-    remove_tmpdir();
+    test_remove_tmpdir();
     EXPECT_OK(nnt_ctx_destroy(ctx));
 }
 END_TEST

@@ -43,6 +43,38 @@ static inline double test_rand(unsigned long long *state)
     return (double)((*state * 2685821657736338717ULL) >> 11) * 0x1p-53;
 }
 
+/* A fresh temporary directory per test (under $TMPDIR or /tmp), paths inside it, and its
+ * removal. tag names the test program in the directory name. */
+static inline char *test_tmpdir(void)
+{
+    static char dir[512];
+    return dir;
+}
+
+static inline void test_make_tmpdir(const char *tag)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(test_tmpdir(), 512, "%s/nnt-%s-XXXXXX", t && *t ? t : "/tmp", tag);
+    ck_assert_ptr_nonnull(mkdtemp(test_tmpdir()));
+}
+
+static inline void test_remove_tmpdir(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir());
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* test_tmpdir()/name in a static buffer (one of four, so a few can be alive at once). */
+static inline const char *test_tmp_path(const char *name)
+{
+    static char buf[4][700];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, sizeof buf[0], "%s/%s", test_tmpdir(), name);
+    return p;
+}
+
 static inline int run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

@@ -1,6 +1,7 @@
 /* Helpers shared by the tensor operations: tile geometry, layout checks, temporaries. */
 #include "../internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -122,4 +123,15 @@ void nnt_temp_release(nnt_tensor *t)
     free(t->tiles);
     t->magic = 0;
     free(t);
+}
+
+int nnt_check_range(const char *fn, const char *name, double value, double lo, int strict_lo,
+                    double hi, int closed_hi)
+{
+    int ok = isfinite(value) && (strict_lo ? value > lo : value >= lo) &&
+             (closed_hi ? value <= hi : value < hi);
+    if (ok)
+        return NNT_OK;
+    return nnt_fail(NULL, NNT_E_INVAL, "%s: %s = %g is not in %c%g, %g%c", fn, name, value,
+                    strict_lo ? '(' : '[', lo, hi, closed_hi ? ']' : ')');
 }

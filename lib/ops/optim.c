@@ -21,19 +21,6 @@ static int check_like_param(const char *fn, const char *role, const nnt_tensor *
     return rc;
 }
 
-/* NNT_E_INVAL unless lo <= value (lo < value if strict_lo), value < hi (or <= hi if
- * closed_hi), and value finite; NaN fails. */
-static int check_range(const char *fn, const char *name, double value, double lo, int strict_lo,
-                       double hi, int closed_hi)
-{
-    int ok = isfinite(value) && (strict_lo ? value > lo : value >= lo) &&
-             (closed_hi ? value <= hi : value < hi);
-    if (ok)
-        return NNT_OK;
-    return nnt_fail(NULL, NNT_E_INVAL, "%s: %s = %g is not in %c%g, %g%c", fn, name, value,
-                    strict_lo ? '(' : '[', lo, hi, closed_hi ? ']' : ')');
-}
-
 static int check_step(const char *fn, int64_t step)
 {
     if (step >= 1)
@@ -63,17 +50,17 @@ static int read_adam_options(const char *fn, const nnt_adam_options *user, nnt_a
 
 static int check_adam_options(const char *fn, const nnt_adam_options *o)
 {
-    int rc = check_range(fn, "lr", o->lr, 0, 0, INFINITY, 0);
+    int rc = nnt_check_range(fn, "lr", o->lr, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "beta1", o->beta1, 0, 0, 1, 0);
+        rc = nnt_check_range(fn, "beta1", o->beta1, 0, 0, 1, 0);
     if (rc == 0)
-        rc = check_range(fn, "beta2", o->beta2, 0, 0, 1, 0);
+        rc = nnt_check_range(fn, "beta2", o->beta2, 0, 0, 1, 0);
     if (rc == 0)
-        rc = check_range(fn, "eps", o->eps, 0, 1, INFINITY, 0);
+        rc = nnt_check_range(fn, "eps", o->eps, 0, 1, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "weight_decay", o->weight_decay, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "weight_decay", o->weight_decay, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "grad_scale", o->grad_scale, -INFINITY, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "grad_scale", o->grad_scale, -INFINITY, 0, INFINITY, 0);
     if (rc == 0 && o->decoupled != 0 && o->decoupled != 1)
         rc = nnt_fail(NULL, NNT_E_INVAL, "%s: decoupled = %d is neither 0 nor 1", fn,
                       o->decoupled);
@@ -125,13 +112,13 @@ int nnt_tensor_adam_step(const nnt_adam_options *opts, int64_t step, nnt_tensor 
 static int check_sgd_values(const char *fn, double lr, double momentum, double weight_decay,
                             double grad_scale, int64_t step)
 {
-    int rc = check_range(fn, "lr", lr, 0, 0, INFINITY, 0);
+    int rc = nnt_check_range(fn, "lr", lr, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "momentum", momentum, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "momentum", momentum, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "weight_decay", weight_decay, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "weight_decay", weight_decay, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "grad_scale", grad_scale, -INFINITY, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "grad_scale", grad_scale, -INFINITY, 0, INFINITY, 0);
     if (rc == 0)
         rc = check_step(fn, step);
     return rc;

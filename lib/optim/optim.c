@@ -45,36 +45,23 @@ static int read_options(const char *fn, const nnt_optim_options *user, nnt_optim
     return NNT_OK;
 }
 
-/* NNT_E_INVAL unless value is finite and lo <= value (lo < value if strict_lo) and value < hi
- * (value <= hi if closed_hi); NaN fails. */
-static int check_range(const char *fn, const char *name, double value, double lo, int strict_lo,
-                       double hi, int closed_hi)
-{
-    int ok = isfinite(value) && (strict_lo ? value > lo : value >= lo) &&
-             (closed_hi ? value <= hi : value < hi);
-    if (ok)
-        return NNT_OK;
-    return nnt_fail(NULL, NNT_E_INVAL, "%s: %s = %g is not in %c%g, %g%c", fn, name, value,
-                    strict_lo ? '(' : '[', lo, hi, closed_hi ? ']' : ')');
-}
-
 static int check_real_options(const char *fn, const nnt_optim_options *o)
 {
-    int rc = check_range(fn, "lr", o->lr, 0, 0, INFINITY, 0);
+    int rc = nnt_check_range(fn, "lr", o->lr, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "beta1", o->beta1, 0, 0, 1, 0);
+        rc = nnt_check_range(fn, "beta1", o->beta1, 0, 0, 1, 0);
     if (rc == 0)
-        rc = check_range(fn, "beta2", o->beta2, 0, 0, 1, 0);
+        rc = nnt_check_range(fn, "beta2", o->beta2, 0, 0, 1, 0);
     if (rc == 0)
-        rc = check_range(fn, "eps", o->eps, 0, 1, INFINITY, 0);
+        rc = nnt_check_range(fn, "eps", o->eps, 0, 1, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "momentum", o->momentum, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "momentum", o->momentum, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "weight_decay", o->weight_decay, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "weight_decay", o->weight_decay, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "grad_clip", o->grad_clip, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "grad_clip", o->grad_clip, 0, 0, INFINITY, 0);
     if (rc == 0)
-        rc = check_range(fn, "min_lr", o->min_lr, 0, 0, INFINITY, 0);
+        rc = nnt_check_range(fn, "min_lr", o->min_lr, 0, 0, INFINITY, 0);
     return rc;
 }
 
