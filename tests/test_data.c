@@ -430,20 +430,25 @@ START_TEST(test_text_and_directory)
     ck_assert_int_eq(mkdir(test_tmp_path("corpus"), 0755), 0);
     write_bytes(test_tmp_path("corpus/b_second"), b, bl);
     write_bytes(test_tmp_path("corpus/a_first.txt"), a, al);
-    ck_assert_int_eq(symlink("a_first.txt", test_tmp_path("corpus/c_link")), 0);  /* followed */
+    const char *o = "outside the directory\n";
+    size_t ol = strlen(o);
+    write_bytes(test_tmp_path("outside.txt"), o, ol);
+    ck_assert_int_eq(symlink("../outside.txt", test_tmp_path("corpus/c_link")), 0); /* followed */
+    ck_assert_int_eq(symlink("a_first.txt", test_tmp_path("corpus/c_same")), 0);  /* a again: once */
     ck_assert_int_eq(symlink("missing", test_tmp_path("corpus/d_dangling")), 0);  /* skipped  */
     ck_assert_int_eq(mkdir(test_tmp_path("corpus/e_subdir"), 0755), 0);           /* skipped  */
     write_bytes(test_tmp_path("corpus/e_subdir/x"), "not read", 8);
     ck_assert_int_eq(symlink("e_subdir", test_tmp_path("corpus/f_dirlink")), 0);  /* skipped  */
     write_bytes(test_tmp_path("corpus/B_upper"), "UP", 2);   /* 'B' < 'a': bytewise order first */
 
-    /* bytes: ids are the bytes of B_upper, a_first.txt, b_second, c_link (= a) */
-    size_t total = 2 + al + bl + al;
+    /* bytes: ids are the bytes of B_upper, a_first.txt, b_second, c_link (= outside.txt);
+     * c_same is a_first.txt under another name: read once, at its first name */
+    size_t total = 2 + al + bl + ol;
     char *cat = malloc(total);
     memcpy(cat, "UP", 2);
     memcpy(cat + 2, a, al);
     memcpy(cat + 2 + al, b, bl);
-    memcpy(cat + 2 + al + bl, a, al);
+    memcpy(cat + 2 + al + bl, o, ol);
     int32_t *ref = malloc(total * sizeof *ref);
     for (size_t i = 0; i < total; i++)
         ref[i] = (unsigned char)cat[i];
@@ -465,8 +470,8 @@ START_TEST(test_text_and_directory)
 
     /* BPE: each file encoded on its own, the id sequences concatenated */
     nnt_tokenizer *bpe = load_bpe();
-    const char *files[] = {"UP", a, b, a};
-    const size_t lens[] = {2, al, bl, al};
+    const char *files[] = {"UP", a, b, o};
+    const size_t lens[] = {2, al, bl, ol};
     int32_t *bref = malloc(total * sizeof *bref);
     size_t bn = 0, k;
     for (int i = 0; i < 4; i++) {

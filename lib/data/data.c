@@ -155,14 +155,28 @@ static int list_dir(const char *dir, char ***out, size_t *count)
     return NNT_OK;
 }
 
-/* Every regular file of dir in name order; symbolic links are followed (a link to a regular
- * file counts as one, and a file reached through two names is read twice); subdirectories,
+/* 1 if (dev, ino) is among the first n of seen, else 0 and it is added at seen[n]. */
+static int seen_before(struct stat *seen, size_t n, const struct stat *st)
+{
+    for (size_t i = 0; i < n; i++)
+        if (seen[i].st_dev == st->st_dev && seen[i].st_ino == st->st_ino)
+            return 1;
+    seen[n] = *st;
+    return 0;
+}
+
+/* Every regular file of dir in name order, each once; symbolic links are followed (a link
+ * to a regular file counts as that file; a file reached through two names, e.g. GPL and
+ * GPL-3 in /usr/share/common-licenses, is read at its first name only); subdirectories,
  * dangling links and other kinds of file are skipped. */
 static int append_dir(text_buf *b, const char *dir, const nnt_tokenizer *tok)
 {
     char **names = NULL;
     size_t n = 0;
     int rc = list_dir(dir, &names, &n), files = 0;
+    struct stat *seen = rc == 0 ? malloc((n ? n : 1) * sizeof *seen) : NULL;
+    if (rc == 0 && !seen)
+        rc = nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", dir);
     size_t dl = strlen(dir);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         size_t size = dl + strlen(names[i]) + 2;
@@ -173,12 +187,14 @@ static int append_dir(text_buf *b, const char *dir, const nnt_tokenizer *tok)
         }
         snprintf(path, size, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", names[i]);
         struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+            !seen_before(seen, (size_t)files, &st)) {
             rc = append_file(b, path, tok);
             files++;
         }
         free(path);
     }
+    free(seen);
     free_names(names, n);
     if (rc == 0 && files == 0)
         rc = nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: directory %s has no regular files",
