@@ -304,6 +304,17 @@ static int read_meta(const nnt_optim *opt, const char *fn, const char *path,
 }
 
 /* e is F32 of the shape of value. */
+/* "(d0, d1, ...)" into buf. */
+static void format_shape(int ndim, const int64_t *shape, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "(");
+    for (int d = 0; d < ndim && used < cap; d++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", d ? ", " : "",
+                                 (long long)shape[d]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, ")");
+}
+
 static int check_entry(const nnt_optim *opt, const char *fn, const char *path,
                        const nnt_st_entry *e, const nnt_tensor *value)
 {
@@ -317,12 +328,14 @@ static int check_entry(const nnt_optim *opt, const char *fn, const char *path,
     same = e->ndim == ndim;
     for (int d = 0; same && d < ndim; d++)
         same = e->shape[d] == shape[d];
-    if (e->dtype != NNT_IO_F32 || !same)
-        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: tensor %s is %s with %d dimensions "
-                        "(first %lld), not F32 of the parameter's shape (%d dimensions, first "
-                        "%lld)", fn, path, e->name, nnt_io_dtype_name(e->dtype), e->ndim,
-                        (long long)(e->ndim ? e->shape[0] : 0), ndim,
-                        (long long)(ndim ? shape[0] : 0));
+    if (e->dtype != NNT_IO_F32 || !same) {
+        char file_shape[160], param_shape[160];
+        format_shape(e->ndim, e->shape, file_shape, sizeof file_shape);
+        format_shape(ndim, shape, param_shape, sizeof param_shape);
+        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: tensor %s is %s %s, the parameter is "
+                        "F32 %s", fn, path, e->name, nnt_io_dtype_name(e->dtype), file_shape,
+                        param_shape);
+    }
     return NNT_OK;
 }
 
