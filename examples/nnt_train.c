@@ -923,6 +923,30 @@ static void print_trace_table(trainer *t)
     fclose(f);
 }
 
+/* Peak bytes per memory node, bytes moved between nodes and time spent waiting for data
+ * since the runtime started (nnt_ctx_mem_stats). */
+static void print_memory_report(trainer *t)
+{
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    if (nnt_ctx_mem_stats(t->ctx, &ms, 0) != 0)
+        return;
+    say(t, "\nmemory:   ");
+    for (int i = 0; i < ms.nnodes; i++) {
+        char peak[32], budget[32];
+        format_bytes(peak, sizeof peak, ms.node[i].peak_bytes);
+        format_bytes(budget, sizeof budget, ms.node[i].budget_bytes);
+        say(t, "%s%s peak %s%s%s", i ? ", " : "", ms.node[i].name, peak,
+            ms.node[i].budget_bytes > 0 ? " of " : "",
+            ms.node[i].budget_bytes > 0 ? budget : "");
+    }
+    char moved[32];
+    format_bytes(moved, sizeof moved, ms.bytes_moved);
+    say(t, "; %s moved between nodes; %.3f s of worker time waiting for data", moved,
+        ms.transfer_wait_s);
+}
+
 static void print_final_report(trainer *t, double total_s)
 {
     const train_opts *o = &t->o;
@@ -939,6 +963,7 @@ static void print_final_report(trainer *t, double total_s)
     }
     if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
+    print_memory_report(t);
     say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
            "  %s  (loss curve)\n", t->path_csv, t->path_svg);
     if (t->nrun)
