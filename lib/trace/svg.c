@@ -144,9 +144,13 @@ static int summarize(const nnt_trace_log *log, summary *s)
 /* ---- colours -------------------------------------------------------------------------------- */
 static void op_colour(int i, char out[8])
 {
-    static const char *const palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
-                                          "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-                                          "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"};
+    /* 24 colours, neighbours far apart in hue and lightness, so that the ~20 codelets of a
+     * GPT-2 step (sorted by name) are told apart */
+    static const char *const palette[] = {
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+        "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78",
+        "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#393b79",
+        "#dbdb8d", "#9edae5", "#637939", "#843c39", "#7b4173", "#e7ba52"};
     const int np = (int)(sizeof palette / sizeof palette[0]);
     if (i < np) {
         memcpy(out, palette[i], 8);
