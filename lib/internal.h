@@ -96,6 +96,9 @@ void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 int nnt_tensor_check(const nnt_tensor *t, const char *func);
 /* nnt_tensor_check, plus: the tensor has been written (filled, copied into, computed). */
 int nnt_tensor_check_readable(const nnt_tensor *t, const char *func);
+/* Hint that t's tiles will not be used soon (starpu_data_wont_use on each): under a memory
+ * budget StarPU evicts them first. Only a hint: results do not change. NULL is accepted. */
+void nnt_tensor_wont_use(nnt_tensor *t);
 /* Element size of a dtype, 0 for unknown or unsupported. */
 size_t nnt_dtype_size(nnt_dtype dtype);
 /* Tile at grid multi-index coord; its shape and origin (element offset per dimension). */

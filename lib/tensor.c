@@ -343,3 +343,11 @@ int nnt_tensor_fill_normal(nnt_tensor *t, uint64_t seed, double mean, double std
 {
     return fill_random(t, seed, 1, mean, stddev, "nnt_tensor_fill_normal");
 }
+
+void nnt_tensor_wont_use(nnt_tensor *t)
+{
+    if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)
+        return;
+    for (int64_t i = 0; i < t->ntiles; i++)
+        starpu_data_wont_use(t->tiles[i].handle);
+}

@@ -439,7 +439,11 @@ static int update_param(const nnt_optim *opt, const nnt_optim_param *p, int64_t 
     a.weight_decay = decay;
     a.decoupled = o->kind == NNT_OPTIM_ADAMW;
     a.grad_scale = grad_scale;
-    return nnt_tensor_adam_step(&a, step, p->value, p->grad, p->state[0], p->state[1]);
+    int rc = nnt_tensor_adam_step(&a, step, p->value, p->grad, p->state[0], p->state[1]);
+    /* the moments are next needed at the next update: first to evict under a RAM budget */
+    nnt_tensor_wont_use(p->state[0]);
+    nnt_tensor_wont_use(p->state[1]);
+    return rc;
 }
 
 /* Factor that clip_grad_norm_ applies for this norm: min(1, clip / (norm + 1e-6)). */
