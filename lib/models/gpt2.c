@@ -844,6 +844,18 @@ static int mean_loss(nnt_gpt2 *m, double *loss)
     return rc;
 }
 
+/* Layer l's activations are next read by its backward, which runs in reverse layer order:
+ * mark them wont_use so that, under a memory budget, StarPU evicts the earliest layers'
+ * first. residual3 is the next layer's input, needed at once: not marked. A hint only. */
+static void hint_saved_for_backward(layer_acts *a)
+{
+    nnt_tensor *saved[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv[0], a->qkv[1], a->qkv[2],
+                           a->atto, a->att_lse, a->atty, a->residual2, a->ln2, a->ln2_mean,
+                           a->ln2_rstd, a->fch, a->fch_gelu};
+    for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+        nnt_tensor_wont_use(saved[i]);
+}
+
 int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss)
 {
     const char *fn = "nnt_gpt2_forward";
@@ -856,6 +868,7 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         TRY(forward_attention(m, l, block_input(m, l)));
         TRY(forward_mlp(m, l));
+        hint_saved_for_backward(&m->layers[l]);
     }
     nnt_tensor *x = block_input(m, m->cfg.layers);
     TRY(nnt_tensor_layernorm(x, p_of(m, LNFW, 0, 0), p_of(m, LNFB, 0, 0), NNT_GPT2_LN_EPS,
