@@ -113,14 +113,11 @@ static int read_options(const nnt_ctx_options *user, nnt_ctx_options *opts)
     nnt_ctx_options_init(opts);
     if (!user)
         return NNT_OK;
-    if (user->size < sizeof *opts)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: options size %zu is smaller than "
-                        "%zu; initialise them with NNT_CTX_OPTIONS_INIT or nnt_ctx_options_init",
-                        user->size, sizeof *opts);
-    if (user->size > sizeof *opts)
-        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: options size %zu: the program "
-                        "was built against a newer nnt than the library (%s)", user->size,
-                        PACKAGE_VERSION);
+    int rc = nnt_check_struct_size(NULL, "nnt_ctx_create", "options size", user->size,
+                                   sizeof *opts, "initialise them with NNT_CTX_OPTIONS_INIT or "
+                                   "nnt_ctx_options_init");
+    if (rc)
+        return rc;
     *opts = *user;
     return NNT_OK;
 }

@@ -45,6 +45,18 @@ int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...)
     return status;
 }
 
+int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
+                          size_t want, const char *how)
+{
+    if (have < want)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %zu is smaller than %zu; %s", fn, what, have,
+                        want, how);
+    if (have > want)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s %zu: the program was built against a "
+                        "newer nnt than the library (%s)", fn, what, have, PACKAGE_VERSION);
+    return NNT_OK;
+}
+
 const char *nnt_ctx_last_error(const nnt_ctx *ctx)
 {
     if (ctx && nnt_ctx_check(ctx, NULL) == 0) {

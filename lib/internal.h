@@ -69,6 +69,11 @@ struct nnt_ctx {
  * debug level, and return status (a negative NNT_E_* code). */
 int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...) NNT_PRINTF(3, 4);
 void nnt_log(int level, const char *fmt, ...) NNT_PRINTF(2, 3);
+/* The size field of an option or result structure: NNT_E_INVAL (naming fn and what, and
+ * saying how to set it) when the caller's have is smaller than the library's want,
+ * NNT_E_UNSUPPORTED when larger (the program was built against a newer nnt). */
+int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
+                          size_t want, const char *how);
 void nnt_vlog(int level, const char *fmt, va_list ap);
 
 /* A task body failed (it cannot return a status): log it and remember it, so that the next

@@ -33,14 +33,10 @@ static int read_options(const char *fn, const nnt_optim_options *user, nnt_optim
     *o = defaults;
     if (!user)
         return NNT_OK;
-    if (user->size < sizeof *o)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: options size %zu is smaller than %zu; "
-                        "initialise them with NNT_OPTIM_OPTIONS_INIT", fn, user->size,
-                        sizeof *o);
-    if (user->size > sizeof *o)
-        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: options size %zu: the program was built "
-                        "against a newer nnt than the library (%s)", fn, user->size,
-                        PACKAGE_VERSION);
+    int rc = nnt_check_struct_size(NULL, fn, "options size", user->size, sizeof *o,
+                                   "initialise them with NNT_OPTIM_OPTIONS_INIT");
+    if (rc)
+        return rc;
     *o = *user;
     return NNT_OK;
 }

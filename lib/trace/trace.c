@@ -301,13 +301,9 @@ int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
         return rc;
     if (!stats)
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats is NULL");
-    if (stats->size < sizeof *stats)
-        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats->size %zu is smaller than "
-                        "%zu; set it to sizeof(nnt_mem_stats)", stats->size, sizeof *stats);
-    if (stats->size > sizeof *stats)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "nnt_ctx_mem_stats: stats->size %zu: the "
-                        "program was built against a newer nnt than the library (%s)",
-                        stats->size, PACKAGE_VERSION);
+    if ((rc = nnt_check_struct_size(ctx, "nnt_ctx_mem_stats", "stats->size", stats->size,
+                                    sizeof *stats, "set it to sizeof(nnt_mem_stats)")))
+        return rc;
     int n = mem_node_count();
     memset(stats, 0, sizeof *stats);
     stats->size = sizeof *stats;
