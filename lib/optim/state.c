@@ -209,9 +209,11 @@ static int write_file(const nnt_optim *opt, const char *fn, const char *path,
     return rc && io ? io_fail(opt->ctx, fn, rc, err) : rc;
 }
 
-int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st)
+/* The arguments common to save and load: a live optimizer with parameters, a path, and a
+ * user section (may be NULL) whose size field is set. */
+static int check_call(const nnt_optim *opt, const char *fn, const char *path,
+                      const nnt_train_state *st)
 {
-    const char *fn = "nnt_train_state_save";
     int rc = nnt_optim_check(opt, fn);
     if (rc)
         return rc;
@@ -223,6 +225,15 @@ int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state
                         sizeof *st);
     if (opt->nparams == 0)
         return nnt_fail(opt->ctx, NNT_E_STATE, "%s: the optimizer has no parameters", fn);
+    return NNT_OK;
+}
+
+int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st)
+{
+    const char *fn = "nnt_train_state_save";
+    int rc = check_call(opt, fn, path, st);
+    if (rc)
+        return rc;
     float *buf = NULL;
     int64_t cap = 0;
     rc = alloc_buffer(opt, fn, &buf, &cap);
@@ -468,17 +479,9 @@ static int load_from(nnt_optim *opt, const char *fn, const char *path, const nnt
 int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st)
 {
     const char *fn = "nnt_train_state_load";
-    int rc = nnt_optim_check(opt, fn);
+    int rc = check_call(opt, fn, path, st);
     if (rc)
         return rc;
-    if (!path)
-        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    if (st && st->size < sizeof *st)
-        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) "
-                        "%zu (initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size,
-                        sizeof *st);
-    if (opt->nparams == 0)
-        return nnt_fail(opt->ctx, NNT_E_STATE, "%s: the optimizer has no parameters", fn);
     char err[NNT_IO_ERRLEN];
     nnt_st_reader *r = NULL;
     rc = nnt_st_open(path, &r, err, sizeof err);
