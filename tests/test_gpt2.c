@@ -5,9 +5,8 @@
  * The model is loaded from gpt2_tiny.llmc.bin; the references are read with lib/io's
  * safetensors reader. */
 #include "testutil.h"
-#include "fixture.h"
+#include "fixture_st.h"
 
-#include "io/io.h"
 #include "models/gpt2.h"
 
 #include <math.h>
@@ -17,34 +16,13 @@
 /* The fixture's configuration. */
 enum { V = 67, MAXT = 16, L = 2, NH = 3, C = 24, B = 2, T = 12, NSTEPS = 10 };
 
-static nnt_st_reader *open_st(const char *file)
-{
-    char err[NNT_IO_ERRLEN];
-    nnt_st_reader *r = NULL;
-    int rc = nnt_st_open(fixture_path(file), &r, err, sizeof err);
-    ck_assert_msg(rc == 0, "opening %s: %s", file, err);
-    return r;
-}
-
-/* A whole safetensors entry converted to want, malloc'd; *numel (may be NULL) its size. */
-static void *read_entry(const nnt_st_reader *r, const char *name, nnt_io_dtype want,
-                        int64_t *numel)
-{
-    char err[NNT_IO_ERRLEN];
-    const nnt_st_entry *e = nnt_st_find(r, name);
-    ck_assert_msg(e != NULL, "fixture has no tensor %s", name);
-    void *buf = malloc((size_t)e->numel * nnt_io_dtype_size(want) + 1);
-    ck_assert_ptr_nonnull(buf);
-    int rc = nnt_st_read(r, e, want, 0, e->numel, buf, err, sizeof err);
-    ck_assert_msg(rc == 0, "reading %s: %s", name, err);
-    if (numel)
-        *numel = (int64_t)e->numel;
-    return buf;
-}
-
 static float *read_f32(const nnt_st_reader *r, const char *name, int64_t *numel)
 {
-    return read_entry(r, name, NNT_IO_F32, numel);
+    const nnt_st_entry *e = NULL;
+    float *x = fixture_read(r, name, NNT_IO_F32, &e);
+    if (numel)
+        *numel = (int64_t)e->numel;
+    return x;
 }
 
 /* ---- llm.c names <-> HF names ------------------------------------------------------ */
@@ -211,8 +189,8 @@ static float *tensor_to_host(nnt_tensor *t, int64_t *numel)
 /* forward on the reference batch; *loss gets the loss */
 static void reference_forward(nnt_gpt2 *m, const nnt_st_reader *ref, double *loss)
 {
-    int32_t *tok = read_entry(ref, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_entry(ref, "targets", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read(ref, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read(ref, "targets", NNT_IO_I32, NULL);
     nnt_tensor *tokens = ids_tensor(tok, 1, 5), *targets = ids_tensor(tgt, 2, 12);
     EXPECT_OK(nnt_gpt2_forward(m, tokens, targets, loss));
     nnt_tensor_destroy(tokens);
@@ -349,7 +327,7 @@ static void check_gradients(nnt_gpt2 *m, const nnt_st_reader *ref, const char *w
 START_TEST(test_reference_step)
 {
     const tiling_case *tc = &TILINGS[_i];
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_gpt2 *m = load_model(&tc->t);
     double loss = 0.0;
     reference_forward(m, ref, &loss);
@@ -380,7 +358,7 @@ START_TEST(test_auto_tiling_fixture)
     nnt_gpt2_config cfg = {V, 0, MAXT, L, NH, C};
     nnt_gpt2_tiling t;
     EXPECT_OK(nnt_gpt2_auto_tiling(&cfg, B, T, AUTO_WORKERS[_i], &t));
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_gpt2 *m = load_model(&t);
     double loss = 0.0;
     reference_forward(m, ref, &loss);
@@ -474,7 +452,7 @@ END_TEST
  * gradients; zero_grad resets them. */
 START_TEST(test_grad_accumulation)
 {
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_gpt2 *m = load_model(&TILINGS[1].t);
     double loss = 0.0, s1 = 0.0, s2 = 0.0, s0 = -1.0;
     reference_forward(m, ref, &loss);
@@ -496,7 +474,7 @@ END_TEST
 /* The same forward loss (and logits) for every tiling: bit-identical or within 1e-6. */
 START_TEST(test_tilings_agree)
 {
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     double loss[NTILINGS];
     float *logits[NTILINGS];
     for (int i = 0; i < NTILINGS; i++) {
@@ -524,7 +502,7 @@ END_TEST
 /* The same tiling twice gives the same bits. */
 START_TEST(test_deterministic)
 {
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     double loss[2];
     float *grads[2];
     int64_t n = 0;
@@ -552,9 +530,9 @@ START_TEST(test_train_adamw)
     const char *tag = _i == 0 ? "wd0" : "wd01";
     const nnt_gpt2_tiling *tiling = &TILINGS[_i == 0 ? 0 : 1].t;
     char name[128];
-    nnt_st_reader *tr = open_st("train.safetensors");
-    int32_t *tok = read_entry(tr, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_entry(tr, "train_targets", NNT_IO_I32, NULL);
+    nnt_st_reader *tr = fixture_open_st("train.safetensors");
+    int32_t *tok = fixture_read(tr, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read(tr, "train_targets", NNT_IO_I32, NULL);
     snprintf(name, sizeof name, "losses_%s", tag);
     float *want = read_f32(tr, name, NULL);
     nnt_gpt2 *m = load_model(tiling);
@@ -631,7 +609,7 @@ END_TEST
  * and so the same loss. */
 START_TEST(test_load_safetensors)
 {
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_gpt2_config cfg = {V, 0, MAXT, L, NH, C};
     nnt_gpt2 *hf = NULL, *lc = load_model(&TILINGS[2].t);
     EXPECT_OK(nnt_gpt2_load_safetensors(ctx, fixture_path("model.safetensors"), &cfg,

@@ -12,9 +12,7 @@
  * The fixture files are read with lib/io's safetensors reader (hence the library objects
  * are linked); everything about the model goes through nnt.h. */
 #include "testutil.h"
-#include "fixture.h"
-
-#include "io/io.h"
+#include "fixture_st.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -39,31 +37,6 @@ static void teardown(void)
 }
 
 /* ---- fixture files ------------------------------------------------------------------ */
-
-static nnt_st_reader *open_st(const char *file)
-{
-    char err[NNT_IO_ERRLEN];
-    nnt_st_reader *r = NULL;
-    int rc = nnt_st_open(fixture_path(file), &r, err, sizeof err);
-    ck_assert_msg(rc == 0, "opening %s: %s", file, err);
-    return r;
-}
-
-/* A whole entry converted to want, malloc'd; e (may be NULL) gets its description. */
-static void *read_entry(const nnt_st_reader *r, const char *name, nnt_io_dtype want,
-                        const nnt_st_entry **e)
-{
-    char err[NNT_IO_ERRLEN];
-    const nnt_st_entry *ent = nnt_st_find(r, name);
-    ck_assert_msg(ent != NULL, "fixture has no tensor %s", name);
-    void *buf = malloc((size_t)ent->numel * nnt_io_dtype_size(want) + 1);
-    ck_assert_ptr_nonnull(buf);
-    int rc = nnt_st_read(r, ent, want, 0, ent->numel, buf, err, sizeof err);
-    ck_assert_msg(rc == 0, "reading %s: %s", name, err);
-    if (e)
-        *e = ent;
-    return buf;
-}
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
@@ -165,7 +138,7 @@ static float *hf_values(const nnt_st_reader *r, const char *prefix, const char *
     int64_t offset = 0;
     hf_source(name, prefix, hf, sizeof hf, &conv1d, &offset);
     const nnt_st_entry *e = NULL;
-    float *src = read_entry(r, hf, NNT_IO_F32, &e);
+    float *src = fixture_read(r, hf, NNT_IO_F32, &e);
     float *dst = malloc((size_t)numel * sizeof(float));
     ck_assert_ptr_nonnull(dst);
     if (conv1d) {
@@ -202,8 +175,8 @@ static const tiling_case TILINGS[] = {
 /* forward with the fixture's targets; returns the logits (host) */
 static float *reference_forward(nnt_layer *gpt, const nnt_st_reader *ref, double *loss)
 {
-    int32_t *tok = read_entry(ref, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_entry(ref, "targets", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read(ref, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read(ref, "targets", NNT_IO_I32, NULL);
     nnt_tensor *tokens = ids_tensor(tok, B, T, 1, 5), *targets = ids_tensor(tgt, B, T, 2, 12);
     EXPECT_OK(nnt_layer_set_targets(gpt, targets));
     nnt_tensor_destroy(targets);   /* the layer copied them */
@@ -259,12 +232,12 @@ static void check_gradients(nnt_layer *gpt, const nnt_st_reader *ref, const char
 START_TEST(test_reference_step)
 {
     const tiling_case *tc = &TILINGS[_i];
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_layer *gpt = load_fixture(tc->automatic ? NULL : &tc->t, B, T);
     double loss = 0.0;
     float *logits = reference_forward(gpt, ref, &loss);
-    float *want_logits = read_entry(ref, "logits", NNT_IO_F32, NULL);
-    float *want_loss = read_entry(ref, "loss", NNT_IO_F32, NULL);
+    float *want_logits = fixture_read(ref, "logits", NNT_IO_F32, NULL);
+    float *want_loss = fixture_read(ref, "loss", NNT_IO_F32, NULL);
     double le = fabs(loss - want_loss[0]) / fabs(want_loss[0]);
     double ge = rel_err(logits, want_logits, B * T * V);
     ck_assert_msg(le <= 1e-4, "%s: loss %.9g, fixture %.9g", tc->what, loss, want_loss[0]);
@@ -286,7 +259,7 @@ END_TEST
 /* Gradients accumulate over two backwards; zero_grad clears them; no targets: no loss. */
 START_TEST(test_accumulate_and_targets)
 {
-    nnt_st_reader *ref = open_st("reference.safetensors");
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_layer *gpt = load_fixture(NULL, B, T);
     double loss = 0.0, loss2 = 0.0;
     free(reference_forward(gpt, ref, &loss));
@@ -310,7 +283,7 @@ START_TEST(test_accumulate_and_targets)
     /* forgetting the targets: forward computes no loss (the loss stays the last forward's
      * with targets), backward has nothing to do */
     EXPECT_OK(nnt_layer_set_targets(gpt, NULL));
-    int32_t *tok = read_entry(ref, "tokens", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read(ref, "tokens", NNT_IO_I32, NULL);
     nnt_tensor *tokens = ids_tensor(tok, B, T, B, T);
     EXPECT_OK(nnt_layer_forward(gpt, tokens, NULL));
     EXPECT_OK(nnt_layer_loss(gpt, &loss2));
@@ -342,7 +315,7 @@ START_TEST(test_params)
     ck_assert(cfg.size == sizeof cfg && cfg.vocab == V && cfg.max_seq == MAXT &&
               cfg.layers == L && cfg.heads == NH && cfg.channels == C);
     /* HF's parameter count: every tensor of the fixture (lm_head is tied, not stored) */
-    nnt_st_reader *r = open_st("model.safetensors");
+    nnt_st_reader *r = fixture_open_st("model.safetensors");
     int64_t hf_numel = 0;
     for (size_t i = 0; i < nnt_st_count(r); i++)
         hf_numel += (int64_t)nnt_st_entry_at(r, i)->numel;
@@ -381,7 +354,7 @@ START_TEST(test_params)
         }
     }
     /* the weights are the fixture's */
-    r = open_st("model.safetensors");
+    r = fixture_open_st("model.safetensors");
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_at(gpt, i);
         int64_t n = 0;
@@ -479,9 +452,9 @@ enum { NPROMPT = 5, NGEN = 8 };
 
 START_TEST(test_generate)
 {
-    nnt_st_reader *r = open_st("generate.safetensors");
-    int32_t *prompt = read_entry(r, "prompt", NNT_IO_I32, NULL);
-    int32_t *want = read_entry(r, "tokens", NNT_IO_I32, NULL);
+    nnt_st_reader *r = fixture_open_st("generate.safetensors");
+    int32_t *prompt = fixture_read(r, "prompt", NNT_IO_I32, NULL);
+    int32_t *want = fixture_read(r, "tokens", NNT_IO_I32, NULL);
     nnt_st_close(r);
     nnt_layer *gpt = NULL;
     nnt_tiling t = tiling_of(1, 5, 5, 40, 10, 2, 3);
@@ -669,10 +642,10 @@ END_TEST
 START_TEST(test_train_adamw_fixture)
 {
     const double wd = _i == 0 ? 0.0 : 0.1;
-    nnt_st_reader *tr = open_st("train.safetensors");
-    int32_t *tok = read_entry(tr, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_entry(tr, "train_targets", NNT_IO_I32, NULL);
-    float *want = read_entry(tr, _i == 0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
+    nnt_st_reader *tr = fixture_open_st("train.safetensors");
+    int32_t *tok = fixture_read(tr, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read(tr, "train_targets", NNT_IO_I32, NULL);
+    float *want = fixture_read(tr, _i == 0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
     nnt_layer *gpt = load_fixture(&TILINGS[_i == 0 ? 0 : 1].t, B, T);
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-3;

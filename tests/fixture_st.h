@@ -1,0 +1,34 @@
+/* Reading the safetensors files of tests/fixtures/gpt2_tiny with lib/io's reader (for the
+ * tests that link the library's objects). Check assertions on every failure. */
+#ifndef NNT_TEST_FIXTURE_ST_H
+#define NNT_TEST_FIXTURE_ST_H
+
+#include "fixture.h"
+#include "io/io.h"
+
+static inline nnt_st_reader *fixture_open_st(const char *file)
+{
+    char err[NNT_IO_ERRLEN];
+    nnt_st_reader *r = NULL;
+    int rc = nnt_st_open(fixture_path(file), &r, err, sizeof err);
+    ck_assert_msg(rc == 0, "opening %s: %s", file, err);
+    return r;
+}
+
+/* A whole entry converted to want, malloc'd; e (may be NULL) gets its description. */
+static inline void *fixture_read(const nnt_st_reader *r, const char *name, nnt_io_dtype want,
+                                 const nnt_st_entry **e)
+{
+    char err[NNT_IO_ERRLEN];
+    const nnt_st_entry *ent = nnt_st_find(r, name);
+    ck_assert_msg(ent != NULL, "fixture has no tensor %s", name);
+    void *buf = malloc((size_t)ent->numel * nnt_io_dtype_size(want) + 1);
+    ck_assert_ptr_nonnull(buf);
+    int rc = nnt_st_read(r, ent, want, 0, ent->numel, buf, err, sizeof err);
+    ck_assert_msg(rc == 0, "reading %s: %s", name, err);
+    if (e)
+        *e = ent;
+    return buf;
+}
+
+#endif
