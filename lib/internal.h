@@ -63,6 +63,14 @@ struct nnt_ctx {
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
 };
 
+/* Return the status of call if it failed (the message is already recorded). */
+#define NNT_TRY(call)            \
+    do {                         \
+        int rc_ = (call);        \
+        if (rc_)                 \
+            return rc_;          \
+    } while (0)
+
 /* ---- errors and logging (lib/error.c, lib/log.c) ---------------------------------- */
 
 /* Record msg as the last error of ctx (may be NULL) and of the calling thread, log it at

@@ -35,12 +35,12 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
     int64_t heads[4] = {B, T, NH, hd}, heads_tile[4] = {bt, tt, nt, dt};
     int64_t bnth[4] = {B, NH, T, hd}, bnth_tile[4] = {bt, nt, tt, dt};
     int64_t y[3] = {B, T, a->pw->shape[0]}, y_tile[3] = {bt, tt, a->pw->tile[0]};
-    TRY(nnt_layer_ensure(l, &a->heads, NNT_FP32, 4, heads, heads_tile));
-    TRY(nnt_layer_ensure(l, &a->atty, NNT_FP32, 4, heads, heads_tile));
+    NNT_TRY(nnt_layer_ensure(l, &a->heads, NNT_FP32, 4, heads, heads_tile));
+    NNT_TRY(nnt_layer_ensure(l, &a->atty, NNT_FP32, 4, heads, heads_tile));
     for (int i = 0; i < 3; i++)
-        TRY(nnt_layer_ensure(l, &a->qkv[i], NNT_FP32, 4, bnth, bnth_tile));
-    TRY(nnt_layer_ensure(l, &a->o, NNT_FP32, 4, bnth, bnth_tile));
-    TRY(nnt_layer_ensure(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile));
+        NNT_TRY(nnt_layer_ensure(l, &a->qkv[i], NNT_FP32, 4, bnth, bnth_tile));
+    NNT_TRY(nnt_layer_ensure(l, &a->o, NNT_FP32, 4, bnth, bnth_tile));
+    NNT_TRY(nnt_layer_ensure(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile));
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
 
@@ -58,19 +58,19 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
                         "(B, T, C = %lld) (got %d dims, last %lld)", (long long)C, x->ndim,
                         (long long)x->shape[x->ndim - 1]);
     int64_t tile[3] = {x->tile[0], x->tile[1], a->w[0]->tile[2]};
-    TRY(gl_retiled(l, x, tile, &a->x_cache, &a->xin));
+    NNT_TRY(gl_retiled(l, x, tile, &a->x_cache, &a->xin));
     a->x = x;
-    TRY(ensure_acts(l, a, x));
+    NNT_TRY(ensure_acts(l, a, x));
     for (int i = 0; i < 3; i++) {
         /* heads (B, T, NH, hd) = x (B, T, C) W_i^T (NH, hd, C) + b_i (NH, hd) */
-        TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, a->w[i], 0.0, a->heads, 1,
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, a->w[i], 0.0, a->heads, 1,
                                0, NNT_EPILOGUE_BIAS, a->b[i], NULL));
-        TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->qkv[i]));
+        NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->qkv[i]));
     }
-    TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
-    TRY(nnt_tensor_permute(a->o, SWAP_BT_NH, a->atty));
+    NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
+    NNT_TRY(nnt_tensor_permute(a->o, SWAP_BT_NH, a->atty));
     /* y (B, T, C) = atty (B, T, NH, hd) c_proj^T (C, NH, hd) + c_proj.bias */
-    TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, a->pw, 0.0, a->y, 2, 0,
+    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, a->pw, 0.0, a->y, 2, 0,
                            NNT_EPILOGUE_BIAS, a->pb, NULL));
     *y = a->y;
     return NNT_OK;
@@ -79,9 +79,9 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 /* d heads (B, T, NH, hd) of projection i in a->heads: dxin (+)= dheads W_i; W_i, b_i grads. */
 static int backward_qkv(attention *a, int i)
 {
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a->heads, a->w[i], i ? 1.0 : 0.0,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a->heads, a->w[i], i ? 1.0 : 0.0,
                         a->dxin, 2, 0));
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, a->heads, a->xin, 1.0, a->dw[i], 2, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, a->heads, a->xin, 1.0, a->dw[i], 2, 0));
     return nnt_tensor_sum_leading(1.0, a->heads, 1.0, a->db[i]);
 }
 
@@ -89,28 +89,28 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     attention *a = l->impl;
     nnt_tensor *g = NULL;   // (B, T, C)
-    TRY(gl_dy_like(l, dy, a->y, "nnt_layer_backward", &a->dy_cache, &g));
+    NNT_TRY(gl_dy_like(l, dy, a->y, "nnt_layer_backward", &a->dy_cache, &g));
     for (int i = 0; i < 4; i++)
-        TRY(nnt_layer_ensure(l, &a->dh[i], NNT_FP32, 4, a->o->shape, a->o->tile));
+        NNT_TRY(nnt_layer_ensure(l, &a->dh[i], NNT_FP32, 4, a->o->shape, a->o->tile));
     /* c_proj: d atty (B, T, NH, hd) = g c_proj; c_proj grads */
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, a->pw, 0.0, a->heads, 1, 0));
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty, 1.0, a->dpw, 2, 0));
-    TRY(nnt_tensor_sum_leading(1.0, g, 1.0, a->dpb));
-    TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
-    TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse, a->dh[0],
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, a->pw, 0.0, a->heads, 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty, 1.0, a->dpw, 2, 0));
+    NNT_TRY(nnt_tensor_sum_leading(1.0, g, 1.0, a->dpb));
+    NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
+    NNT_TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse, a->dh[0],
                                       scale_of(a), a->dh[1], a->dh[2], a->dh[3]));
     /* d xin (B, T, C) = sum over q, k, v of d heads W_i, in xin's tiling, then x's */
-    TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
+    NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
-        TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, a->heads));
-        TRY(backward_qkv(a, i));
+        NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, a->heads));
+        NNT_TRY(backward_qkv(a, i));
     }
     if (a->xin == a->x) {
         *dx = a->dxin;
         return NNT_OK;
     }
-    TRY(nnt_layer_ensure(l, &a->dx, NNT_FP32, 3, a->x->shape, a->x->tile));
-    TRY(nnt_tensor_copy(a->dxin, a->dx));
+    NNT_TRY(nnt_layer_ensure(l, &a->dx, NNT_FP32, 3, a->x->shape, a->x->tile));
+    NNT_TRY(nnt_tensor_copy(a->dxin, a->dx));
     *dx = a->dx;
     return NNT_OK;
 }
@@ -138,12 +138,12 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH,
     int64_t w[3] = {NH, hd, C}, w_tile[3] = {nt, dt, ct};
     int64_t pw[3] = {C, NH, hd}, pw_tile[3] = {ct, nt, dt};
     for (int i = 0; i < 3; i++)
-        TRY(nnt_layer_new_param(l, QKV_WEIGHT[i], 3, w, w_tile, 1, NNT_INIT_NORMAL, &a->w[i],
+        NNT_TRY(nnt_layer_new_param(l, QKV_WEIGHT[i], 3, w, w_tile, 1, NNT_INIT_NORMAL, &a->w[i],
                                 &a->dw[i]));
     for (int i = 0; i < 3; i++)
-        TRY(nnt_layer_new_param(l, QKV_BIAS[i], 2, w, w_tile, 0, NNT_INIT_ZERO, &a->b[i],
+        NNT_TRY(nnt_layer_new_param(l, QKV_BIAS[i], 2, w, w_tile, 0, NNT_INIT_ZERO, &a->b[i],
                                 &a->db[i]));
-    TRY(nnt_layer_new_param(l, "c_proj.weight", 3, pw, pw_tile, 1, NNT_INIT_NORMAL_PROJ, &a->pw,
+    NNT_TRY(nnt_layer_new_param(l, "c_proj.weight", 3, pw, pw_tile, 1, NNT_INIT_NORMAL_PROJ, &a->pw,
                             &a->dpw));
     return nnt_layer_new_param(l, "c_proj.bias", 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,
                                &a->dpb);
@@ -154,7 +154,7 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads, const nnt_ti
 {
     nnt_tiling t;
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &attention_vt, sizeof(attention), fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, &attention_vt, sizeof(attention), fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
     if (rc == 0 && (channels < 1 || heads < 1 || channels % heads))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be a positive multiple of "
@@ -173,7 +173,7 @@ NNT_API int nnt_layer_attention_create(nnt_ctx *ctx, int64_t channels, int64_t h
                                        const nnt_tiling *tiling, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    TRY(gl_attention_new(ctx, channels, heads, tiling, "nnt_layer_attention_create", &l));
+    NNT_TRY(gl_attention_new(ctx, channels, heads, tiling, "nnt_layer_attention_create", &l));
     int rc = nnt_layer_init(l, 0);
     if (rc) {
         nnt_layer_destroy(l);

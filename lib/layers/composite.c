@@ -10,7 +10,7 @@
 static int chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     for (int i = 0; i < l->nchildren; i++)
-        TRY(nnt_layer_forward(l->children[i], x, &x));
+        NNT_TRY(nnt_layer_forward(l->children[i], x, &x));
     *y = x;
     return NNT_OK;
 }
@@ -20,7 +20,7 @@ static int chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 static int chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     for (int i = l->nchildren - 1; i >= 0; i--)
-        TRY(nnt_layer_backward(l->children[i], dy, &dy));
+        NNT_TRY(nnt_layer_backward(l->children[i], dy, &dy));
     *dx = dy;
     return NNT_OK;
 }
@@ -57,9 +57,9 @@ static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, const nnt_tilin
 {
     int64_t ct = gl_tile(t->channels, C), ht = gl_tile(t->hidden, hidden);
     nnt_layer *fc = NULL, *proj = NULL;
-    TRY(gl_linear_new(l->ctx, C, hidden, NNT_LINEAR_BIAS | NNT_LINEAR_GELU, ct, ht, fn, &fc));
-    TRY(adopt(l, "c_fc", fc));
-    TRY(gl_linear_new(l->ctx, hidden, C, NNT_LINEAR_BIAS, ht, ct, fn, &proj));
+    NNT_TRY(gl_linear_new(l->ctx, C, hidden, NNT_LINEAR_BIAS | NNT_LINEAR_GELU, ct, ht, fn, &fc));
+    NNT_TRY(adopt(l, "c_fc", fc));
+    NNT_TRY(gl_linear_new(l->ctx, hidden, C, NNT_LINEAR_BIAS, ht, ct, fn, &proj));
     proj->params[0].init = NNT_INIT_NORMAL_PROJ;   /* "weight" */
     return adopt(l, "c_proj", proj);
 }
@@ -69,7 +69,7 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_tiling 
 {
     nnt_tiling t;
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &mlp_vt, 0, fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, &mlp_vt, 0, fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
     if (rc == 0)
         rc = mlp_children(l, channels, hidden, &t, fn);
@@ -85,7 +85,7 @@ NNT_API int nnt_layer_mlp_create(nnt_ctx *ctx, int64_t channels, int64_t hidden,
                                  const nnt_tiling *tiling, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    TRY(gl_mlp_new(ctx, channels, hidden, tiling, "nnt_layer_mlp_create", &l));
+    NNT_TRY(gl_mlp_new(ctx, channels, hidden, tiling, "nnt_layer_mlp_create", &l));
     return finish(l, out);
 }
 
@@ -104,8 +104,8 @@ typedef struct block {
 /* *sum = a + b in a's layout (b in any tiling). */
 static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **sum)
 {
-    TRY(nnt_layer_ensure(l, sum, NNT_FP32, a->ndim, a->shape, a->tile));
-    TRY(nnt_tensor_copy(b, *sum));
+    NNT_TRY(nnt_layer_ensure(l, sum, NNT_FP32, a->ndim, a->shape, a->tile));
+    NNT_TRY(nnt_tensor_copy(b, *sum));
     return nnt_tensor_axpby(1.0, a, 1.0, *sum);
 }
 
@@ -113,12 +113,12 @@ static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
-    TRY(nnt_layer_forward(l->children[LN_1], x, &h));
-    TRY(nnt_layer_forward(l->children[ATTN], h, &h));
-    TRY(add_to_new(l, h, x, &k->r2));
-    TRY(nnt_layer_forward(l->children[LN_2], k->r2, &h));
-    TRY(nnt_layer_forward(l->children[MLP], h, &h));
-    TRY(add_to_new(l, h, k->r2, &k->y));
+    NNT_TRY(nnt_layer_forward(l->children[LN_1], x, &h));
+    NNT_TRY(nnt_layer_forward(l->children[ATTN], h, &h));
+    NNT_TRY(add_to_new(l, h, x, &k->r2));
+    NNT_TRY(nnt_layer_forward(l->children[LN_2], k->r2, &h));
+    NNT_TRY(nnt_layer_forward(l->children[MLP], h, &h));
+    NNT_TRY(add_to_new(l, h, k->r2, &k->y));
     k->x = x;
     *y = k->y;
     return NNT_OK;
@@ -128,13 +128,13 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     block *k = l->impl;
     nnt_tensor *g = NULL, *d = NULL;
-    TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
-    TRY(nnt_layer_backward(l->children[MLP], g, &d));
-    TRY(nnt_layer_backward(l->children[LN_2], d, &d));
-    TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
-    TRY(nnt_layer_backward(l->children[ATTN], k->dr2, &d));
-    TRY(nnt_layer_backward(l->children[LN_1], d, &d));
-    TRY(add_to_new(l, d, k->dr2, &k->dx));
+    NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
+    NNT_TRY(nnt_layer_backward(l->children[MLP], g, &d));
+    NNT_TRY(nnt_layer_backward(l->children[LN_2], d, &d));
+    NNT_TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
+    NNT_TRY(nnt_layer_backward(l->children[ATTN], k->dr2, &d));
+    NNT_TRY(nnt_layer_backward(l->children[LN_1], d, &d));
+    NNT_TRY(add_to_new(l, d, k->dr2, &k->dx));
     *dx = k->dx;
     return NNT_OK;
 }
@@ -158,12 +158,12 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
     for (int i = 0; i < 4; i++) {
         nnt_layer *child = NULL;
         if (i == ATTN)
-            TRY(gl_attention_new(l->ctx, C, NH, t, fn, &child));
+            NNT_TRY(gl_attention_new(l->ctx, C, NH, t, fn, &child));
         else if (i == MLP)
-            TRY(gl_mlp_new(l->ctx, C, hidden, t, fn, &child));
+            NNT_TRY(gl_mlp_new(l->ctx, C, hidden, t, fn, &child));
         else
-            TRY(gl_layernorm_new(l->ctx, C, 1e-5, t, fn, &child));
-        TRY(adopt(l, names[i], child));
+            NNT_TRY(gl_layernorm_new(l->ctx, C, 1e-5, t, fn, &child));
+        NNT_TRY(adopt(l, names[i], child));
     }
     return NNT_OK;
 }
@@ -173,7 +173,7 @@ NNT_API int nnt_layer_block_create(nnt_ctx *ctx, int64_t channels, int64_t heads
 {
     const char *fn = "nnt_layer_block_create";
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &block_vt, sizeof(block), fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, &block_vt, sizeof(block), fn, &l));
     int rc = block_children(l, channels, heads, hidden, tiling, fn);
     if (rc) {
         nnt_layer_destroy(l);
@@ -198,7 +198,7 @@ static int check_child(nnt_ctx *ctx, nnt_layer *const *children, int i, const ch
         if (children[j] == c)
             return nnt_fail(ctx, NNT_E_INVAL, "%s: children %d and %d are the same layer", fn,
                             j, i);
-    TRY(nnt_layer_check(c, fn));
+    NNT_TRY(nnt_layer_check(c, fn));
     if (c->ctx != ctx)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: child %d belongs to another context", fn, i);
     if (c->parent)
@@ -212,12 +212,12 @@ static int check_children(nnt_ctx *ctx, int n, nnt_layer *const *children, nnt_l
 {
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
-    TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(nnt_ctx_check(ctx, fn));
     if (n < 1 || !children)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: needs n >= 1 children (n = %d%s)", fn, n,
                         children ? "" : ", children NULL");
     for (int i = 0; i < n; i++)
-        TRY(check_child(ctx, children, i, fn));
+        NNT_TRY(check_child(ctx, children, i, fn));
     return NNT_OK;
 }
 

@@ -7,13 +7,6 @@
 
 #include "layer.h"
 
-#define TRY(call)                \
-    do {                         \
-        int rc_ = (call);        \
-        if (rc_)                 \
-            return rc_;          \
-    } while (0)
-
 /* *out = *tiling (all automatic if NULL); NNT_E_INVAL naming fn for a bad size field or an
  * entry below -1. */
 int gl_tiling(nnt_ctx *ctx, const nnt_tiling *tiling, const char *fn, nnt_tiling *out);

@@ -14,13 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                \
-    do {                         \
-        int rc_ = (call);        \
-        if (rc_)                 \
-            return rc_;          \
-    } while (0)
-
 typedef struct gpt_impl {
     nnt_gpt2 *model;
     int64_t B, T;
@@ -137,10 +130,10 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
                            const nnt_tiling *overrides, nnt_tiling *out)
 {
     const char *fn = "nnt_gpt_tiling";
-    TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(nnt_ctx_check(ctx, fn));
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
-    TRY(check_config(ctx, fn, cfg, B, T));
+    NNT_TRY(check_config(ctx, fn, cfg, B, T));
     if (overrides && overrides->size < sizeof(nnt_tiling))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: overrides->size %zu < sizeof(nnt_tiling) %zu "
                         "(initialise it with NNT_TILING_INIT)", fn, overrides->size,
@@ -148,20 +141,20 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     nnt_tiling none = NNT_TILING_INIT;
     const nnt_tiling *o = overrides ? overrides : &none;
     int ncpus = 0, ncuda = 0;
-    TRY(nnt_ctx_workers(ctx, &ncpus, &ncuda));
+    NNT_TRY(nnt_ctx_workers(ctx, &ncpus, &ncuda));
     int workers = ncpus + ncuda > 0 ? ncpus + ncuda : 1;
     nnt_gpt2_config ic = internal_config(cfg);
     nnt_gpt2_tiling a;
-    TRY(nnt_gpt2_auto_tiling(&ic, B, T, workers, &a));
+    NNT_TRY(nnt_gpt2_auto_tiling(&ic, B, T, workers, &a));
     nnt_tiling r = NNT_TILING_INIT;
     int64_t C = cfg->channels, NH = cfg->heads;
-    TRY(resolve_entry(ctx, fn, "batch", o->batch, a.batch, B, &r.batch));
-    TRY(resolve_entry(ctx, fn, "seq", o->seq, a.seq, T, &r.seq));
-    TRY(resolve_entry(ctx, fn, "channels", o->channels, a.channels, C, &r.channels));
-    TRY(resolve_entry(ctx, fn, "hidden", o->hidden, a.hidden, 4 * C, &r.hidden));
-    TRY(resolve_entry(ctx, fn, "vocab", o->vocab, a.vocab, cfg->vocab, &r.vocab));
-    TRY(resolve_entry(ctx, fn, "heads", o->heads, a.heads, NH, &r.heads));
-    TRY(resolve_entry(ctx, fn, "head_dim", o->head_dim, a.head_dim, C / NH, &r.head_dim));
+    NNT_TRY(resolve_entry(ctx, fn, "batch", o->batch, a.batch, B, &r.batch));
+    NNT_TRY(resolve_entry(ctx, fn, "seq", o->seq, a.seq, T, &r.seq));
+    NNT_TRY(resolve_entry(ctx, fn, "channels", o->channels, a.channels, C, &r.channels));
+    NNT_TRY(resolve_entry(ctx, fn, "hidden", o->hidden, a.hidden, 4 * C, &r.hidden));
+    NNT_TRY(resolve_entry(ctx, fn, "vocab", o->vocab, a.vocab, cfg->vocab, &r.vocab));
+    NNT_TRY(resolve_entry(ctx, fn, "heads", o->heads, a.heads, NH, &r.heads));
+    NNT_TRY(resolve_entry(ctx, fn, "head_dim", o->head_dim, a.head_dim, C / NH, &r.head_dim));
     *out = r;
     return NNT_OK;
 }
@@ -178,7 +171,7 @@ static nnt_gpt2_tiling internal_tiling(const nnt_tiling *t)
 static int check_ids(nnt_layer *l, const char *fn, const char *role, nnt_tensor *x)
 {
     gpt_impl *g = impl_of(l);
-    TRY(nnt_check_dtype(fn, role, x, NNT_INT32));
+    NNT_TRY(nnt_check_dtype(fn, role, x, NNT_INT32));
     if (x->ndim != 2 || x->shape[0] != g->B || x->shape[1] != g->T) {
         char got[64] = "";
         size_t n = 0;
@@ -195,7 +188,7 @@ static int check_ids(nnt_layer *l, const char *fn, const char *role, nnt_tensor 
 static int gpt_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     gpt_impl *g = impl_of(l);
-    TRY(check_ids(l, "nnt_layer_forward", "tokens", x));
+    NNT_TRY(check_ids(l, "nnt_layer_forward", "tokens", x));
     g->last_had_targets = 0;
     TRY_AS(l->ctx, "nnt_layer_forward", nnt_gpt2_forward(g->model, x, g->targets, NULL));
     g->last_had_targets = g->targets != NULL;
@@ -225,11 +218,11 @@ static int gpt_set_targets(nnt_layer *l, nnt_tensor *targets)
         g->targets = NULL;
         return NNT_OK;
     }
-    TRY(nnt_tensor_check_readable(targets, fn));
-    TRY(check_ids(l, fn, "targets", targets));
+    NNT_TRY(nnt_tensor_check_readable(targets, fn));
+    NNT_TRY(check_ids(l, fn, "targets", targets));
     if (!g->targets) {
         int64_t shape[2] = {g->B, g->T}, tile[2] = {g->tile.batch, g->tile.seq};
-        TRY(nnt_tensor_create(l->ctx, NNT_INT32, 2, shape, tile, &g->targets));
+        NNT_TRY(nnt_tensor_create(l->ctx, NNT_INT32, 2, shape, tile, &g->targets));
     }
     return nnt_tensor_copy(targets, g->targets);
 }
@@ -309,7 +302,7 @@ static int add_piece(nnt_layer *l, const struct piece *p, int64_t layer)
     else
         snprintf(name, sizeof name, "%s", p->name);
     nnt_tensor *value = NULL, *grad = NULL;
-    TRY(nnt_gpt2_param_tensors(impl_of(l)->model, p->llmc, layer, p->piece, &value, &grad));
+    NNT_TRY(nnt_gpt2_param_tensors(impl_of(l)->model, p->llmc, layer, p->piece, &value, &grad));
     return nnt_layer_add_param(l, name, value, grad, p->decay, p->init, 0);
 }
 
@@ -317,13 +310,13 @@ static int add_piece(nnt_layer *l, const struct piece *p, int64_t layer)
 static int register_params(nnt_layer *l, int64_t layers)
 {
     for (int i = 0; i < 2; i++)
-        TRY(add_piece(l, &PIECES[i], 0));
+        NNT_TRY(add_piece(l, &PIECES[i], 0));
     for (int64_t b = 0; b < layers; b++)
         for (int i = 0; i < NPIECES; i++)
             if (PIECES[i].per_layer)
-                TRY(add_piece(l, &PIECES[i], b));
+                NNT_TRY(add_piece(l, &PIECES[i], b));
     for (int i = NPIECES - 2; i < NPIECES; i++)
-        TRY(add_piece(l, &PIECES[i], 0));
+        NNT_TRY(add_piece(l, &PIECES[i], 0));
     return NNT_OK;
 }
 
@@ -373,15 +366,15 @@ NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
-    TRY(nnt_ctx_check(ctx, fn));
-    TRY(check_config(ctx, fn, cfg, B, T));
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(check_config(ctx, fn, cfg, B, T));
     nnt_gpt2_tiling t;
-    TRY(model_tiling(ctx, fn, cfg, B, T, tiling, &t));
+    NNT_TRY(model_tiling(ctx, fn, cfg, B, T, tiling, &t));
     nnt_gpt2_config ic = internal_config(cfg);
     nnt_gpt2 *model = NULL;
     TRY_AS(ctx, fn, nnt_gpt2_create(ctx, &ic, &t, B, T, &model));
     nnt_layer *l = NULL;
-    TRY(wrap_model(ctx, model, B, T, &t, fn, &l));
+    NNT_TRY(wrap_model(ctx, model, B, T, &t, fn, &l));
     int rc = nnt_layer_init(l, 0);
     if (rc) {
         nnt_layer_destroy(l);
@@ -393,7 +386,7 @@ NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
 
 static int check_gpt(const nnt_layer *gpt, const char *fn)
 {
-    TRY(nnt_layer_check(gpt, fn));
+    NNT_TRY(nnt_layer_check(gpt, fn));
     if (gpt->vt != &GPT_VT)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: a %s layer is not a gpt layer", fn,
                         gpt->vt->kind_name);
@@ -410,7 +403,7 @@ static nnt_gpt_config public_config(const nnt_gpt2_config *c)
 NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg)
 {
     const char *fn = "nnt_gpt_config_of";
-    TRY(check_gpt(gpt, fn));
+    NNT_TRY(check_gpt(gpt, fn));
     if (!cfg)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
     nnt_gpt2_config c;
@@ -426,15 +419,15 @@ NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
-    TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(nnt_ctx_check(ctx, fn));
     if (!path)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: path is NULL", fn);
     nnt_gpt2_config ic;
     TRY_AS(ctx, fn, nnt_gpt2_llmc_config(ctx, path, &ic));
     nnt_gpt_config cfg = public_config(&ic);
-    TRY(check_config(ctx, fn, &cfg, B, T));
+    NNT_TRY(check_config(ctx, fn, &cfg, B, T));
     nnt_gpt2_tiling t;
-    TRY(model_tiling(ctx, fn, &cfg, B, T, tiling, &t));
+    NNT_TRY(model_tiling(ctx, fn, &cfg, B, T, tiling, &t));
     nnt_gpt2 *model = NULL;
     TRY_AS(ctx, fn, nnt_gpt2_load_llmc(ctx, path, &t, B, T, &model));
     return wrap_model(ctx, model, B, T, &t, fn, out);
@@ -448,12 +441,12 @@ NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
-    TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(nnt_ctx_check(ctx, fn));
     if (!path)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    TRY(check_config(ctx, fn, cfg, B, T));
+    NNT_TRY(check_config(ctx, fn, cfg, B, T));
     nnt_gpt2_tiling t;
-    TRY(model_tiling(ctx, fn, cfg, B, T, tiling, &t));
+    NNT_TRY(model_tiling(ctx, fn, cfg, B, T, tiling, &t));
     nnt_gpt2_config ic = internal_config(cfg);
     nnt_gpt2 *model = NULL;
     TRY_AS(ctx, fn, nnt_gpt2_load_safetensors(ctx, path, &ic, &t, B, T, &model));
@@ -463,7 +456,7 @@ NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
 NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path)
 {
     const char *fn = "nnt_gpt_save_llmc";
-    TRY(check_gpt(gpt, fn));
+    NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
     TRY_AS(gpt->ctx, fn, nnt_gpt2_save_llmc(impl_of(gpt)->model, path));
@@ -473,7 +466,7 @@ NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path)
 NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
 {
     const char *fn = "nnt_gpt_save_safetensors";
-    TRY(check_gpt(gpt, fn));
+    NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
     TRY_AS(gpt->ctx, fn, nnt_gpt2_save_safetensors(impl_of(gpt)->model, path));
@@ -486,7 +479,7 @@ NNT_API int nnt_gpt_generate(nnt_layer *gpt, const int32_t *prompt, int64_t npro
                              int64_t ngen, const nnt_sampling *s, int32_t *out)
 {
     const char *fn = "nnt_gpt_generate";
-    TRY(check_gpt(gpt, fn));
+    NNT_TRY(check_gpt(gpt, fn));
     if (s && s->size < sizeof(nnt_sampling))
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: s->size %zu < sizeof(nnt_sampling) %zu "
                         "(initialise it with NNT_SAMPLING_INIT)", fn, s->size,

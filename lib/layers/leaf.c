@@ -48,7 +48,7 @@ int gl_retiled(nnt_layer *l, nnt_tensor *src, const int64_t *tile, nnt_tensor **
         *out = src;
         return NNT_OK;
     }
-    TRY(nnt_layer_ensure(l, cache, src->dtype, src->ndim, src->shape, tile));
+    NNT_TRY(nnt_layer_ensure(l, cache, src->dtype, src->ndim, src->shape, tile));
     *out = *cache;
     return nnt_tensor_copy(src, *cache);
 }
@@ -56,7 +56,7 @@ int gl_retiled(nnt_layer *l, nnt_tensor *src, const int64_t *tile, nnt_tensor **
 int gl_add_into(nnt_layer *l, nnt_tensor *src, nnt_tensor *dst, nnt_tensor **tmp)
 {
     nnt_tensor *same = NULL;
-    TRY(gl_retiled(l, src, dst->tile, tmp, &same));
+    NNT_TRY(gl_retiled(l, src, dst->tile, tmp, &same));
     return nnt_tensor_axpby(1.0, same, 1.0, dst);
 }
 
@@ -127,11 +127,11 @@ static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     int64_t shape[3] = {x->shape[0], x->shape[1], C}, tile[3] = {x->tile[0], x->tile[1], ct};
     int64_t rows_tile[2] = {x->tile[1], ct};
     nnt_tensor *wpe = NULL;
-    TRY(nnt_layer_ensure(l, &e->tokens, NNT_INT32, 2, x->shape, x->tile));
-    TRY(nnt_tensor_copy(x, e->tokens));
-    TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
-    TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
-    TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
+    NNT_TRY(nnt_layer_ensure(l, &e->tokens, NNT_INT32, 2, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_copy(x, e->tokens));
+    NNT_TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
+    NNT_TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
+    NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
     *y = e->out;
     return NNT_OK;
 }
@@ -140,14 +140,14 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     embedding *e = l->impl;
     nnt_tensor *dout = NULL;
-    TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
+    NNT_TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
     *dx = NULL;   /* tokens have no gradient */
     if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
         return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe);
     /* position rows in the input's T tiling: accumulate apart, then add */
-    TRY(nnt_layer_ensure(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape, e->wpe_rows->tile));
-    TRY(nnt_tensor_fill(e->dwpe_rows, 0.0));
-    TRY(nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe_rows));
+    NNT_TRY(nnt_layer_ensure(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape, e->wpe_rows->tile));
+    NNT_TRY(nnt_tensor_fill(e->dwpe_rows, 0.0));
+    NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe_rows));
     return gl_add_into(l, e->dwpe_rows, e->dwpe, &e->tmp);
 }
 
@@ -169,7 +169,7 @@ NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_
     const char *fn = "nnt_layer_embedding_create";
     nnt_tiling t;
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &embedding_vt, sizeof(embedding), fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, &embedding_vt, sizeof(embedding), fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
     if (rc == 0 && (vocab < 1 || max_seq < 1 || channels < 1))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: vocab %lld, max_seq %lld, channels %lld must be "
@@ -206,11 +206,11 @@ typedef struct layernorm {
 static int layernorm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     layernorm *n = l->impl;
-    TRY(check_rows(l, x, 2, n->w->shape[0]));
-    TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
-    TRY(nnt_layer_ensure(l, &n->mean, NNT_FP32, x->ndim - 1, x->shape, x->tile));
-    TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
-    TRY(nnt_tensor_layernorm(x, n->w, n->b, n->eps, n->y, n->mean, n->rstd));
+    NNT_TRY(check_rows(l, x, 2, n->w->shape[0]));
+    NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
+    NNT_TRY(nnt_layer_ensure(l, &n->mean, NNT_FP32, x->ndim - 1, x->shape, x->tile));
+    NNT_TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_layernorm(x, n->w, n->b, n->eps, n->y, n->mean, n->rstd));
     n->x = x;
     *y = n->y;
     return NNT_OK;
@@ -220,9 +220,9 @@ static int layernorm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     layernorm *n = l->impl;
     nnt_tensor *d = NULL;
-    TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
-    TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
-    TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, n->dw, n->db));
+    NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
+    NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
+    NNT_TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, n->dw, n->db));
     *dx = n->dx;
     return NNT_OK;
 }
@@ -243,7 +243,7 @@ int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tilin
 {
     nnt_tiling t;
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &layernorm_vt, sizeof(layernorm), fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, &layernorm_vt, sizeof(layernorm), fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
     if (rc == 0 && (channels < 1 || !(eps >= 0.0) || !isfinite(eps)))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be >= 1 and eps %g finite "
@@ -265,7 +265,7 @@ NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double ep
                                        const nnt_tiling *tiling, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    TRY(gl_layernorm_new(ctx, channels, eps, tiling, "nnt_layer_layernorm_create", &l));
+    NNT_TRY(gl_layernorm_new(ctx, channels, eps, tiling, "nnt_layer_layernorm_create", &l));
     int rc = nnt_layer_init(l, 0);
     if (rc)
         return abandon(l, rc);
@@ -293,18 +293,18 @@ static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     linear *n = l->impl;
     int64_t in = n->w->shape[1], outf = n->w->shape[0], shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
-    TRY(check_rows(l, x, 2, in));
+    NNT_TRY(check_rows(l, x, 2, in));
     rows_with(x, in, n->w->tile[1], shape, tile);
-    TRY(gl_retiled(l, x, tile, &n->x_cache, &n->xin));
+    NNT_TRY(gl_retiled(l, x, tile, &n->x_cache, &n->xin));
     n->x = x;
     rows_with(x, outf, n->w->tile[0], shape, tile);
-    TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, shape, tile));
+    NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, shape, tile));
     *y = n->y;
     if (!(n->flags & NNT_LINEAR_GELU))   /* y (..., out) = x W^T (+ b) */
         return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, n->w, 0.0, n->y, 1, 0,
                                   n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL);
     /* pre (..., out) = x W^T (+ b), y = gelu(pre), in one pass */
-    TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
+    NNT_TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, n->w, 0.0, n->pre, 1, 0,
                               NNT_EPILOGUE_BIAS_GELU, n->b, n->y);
 }
@@ -313,23 +313,23 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     linear *n = l->impl;
     nnt_tensor *g = NULL;   // (..., out) d loss / d (x W^T + b)
-    TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &g));
+    NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &g));
     if (n->flags & NNT_LINEAR_GELU) {
-        TRY(nnt_layer_ensure(l, &n->dpre, NNT_FP32, n->y->ndim, n->y->shape, n->y->tile));
-        TRY(nnt_tensor_gelu_backward(n->pre, g, n->dpre));
+        NNT_TRY(nnt_layer_ensure(l, &n->dpre, NNT_FP32, n->y->ndim, n->y->shape, n->y->tile));
+        NNT_TRY(nnt_tensor_gelu_backward(n->pre, g, n->dpre));
         g = n->dpre;
     }
     /* dW (out, in) += g^T x over all rows; db += sum of g over rows */
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin, 1.0, n->dw, g->ndim - 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin, 1.0, n->dw, g->ndim - 1, 0));
     if (n->b)
-        TRY(nnt_tensor_sum_leading(1.0, g, 1.0, n->db));
+        NNT_TRY(nnt_tensor_sum_leading(1.0, g, 1.0, n->db));
     /* dx (..., in) = g W, in xin's tiling, then x's */
     nnt_tensor **into = n->xin == n->x ? &n->dx : &n->dxin;
-    TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, n->w, 0.0, *into, 1, 0));
+    NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, n->w, 0.0, *into, 1, 0));
     if (into == &n->dxin) {
-        TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
-        TRY(nnt_tensor_copy(n->dxin, n->dx));
+        NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
+        NNT_TRY(nnt_tensor_copy(n->dxin, n->dx));
     }
     *dx = n->dx;
     return NNT_OK;
@@ -350,7 +350,7 @@ int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &linear_vt, sizeof(linear), fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, &linear_vt, sizeof(linear), fn, &l));
     int rc = NNT_OK;
     if (in < 1 || out_features < 1 || (flags & ~(NNT_LINEAR_BIAS | NNT_LINEAR_GELU)))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: in %lld and out %lld must be >= 1, flags 0x%x "
@@ -379,9 +379,9 @@ NNT_API int nnt_layer_linear_create(nnt_ctx *ctx, int64_t in, int64_t out_featur
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
-    TRY(nnt_ctx_check(ctx, fn));
-    TRY(gl_tiling(ctx, tiling, fn, &t));
-    TRY(gl_linear_new(ctx, in, out_features, flags, gl_tile(t.channels, in),
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(gl_tiling(ctx, tiling, fn, &t));
+    NNT_TRY(gl_linear_new(ctx, in, out_features, flags, gl_tile(t.channels, in),
                       gl_tile(t.hidden, out_features), fn, &l));
     int rc = nnt_layer_init(l, 0);
     if (rc)
@@ -404,17 +404,17 @@ typedef struct lm_head {
 static int lm_head_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     lm_head *h = l->impl;
-    TRY(nnt_layer_check(h->emb, "nnt_layer_forward (the lm_head's embedding)"));
+    NNT_TRY(nnt_layer_check(h->emb, "nnt_layer_forward (the lm_head's embedding)"));
     nnt_tensor *wte = ((embedding *)h->emb->impl)->wte;   // (V, C)
     int64_t shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
-    TRY(check_rows(l, x, 2, wte->shape[1]));
+    NNT_TRY(check_rows(l, x, 2, wte->shape[1]));
     rows_with(x, wte->shape[1], wte->tile[1], shape, tile);
-    TRY(gl_retiled(l, x, tile, &h->x_cache, &h->xin));
+    NNT_TRY(gl_retiled(l, x, tile, &h->x_cache, &h->xin));
     h->x = x;
     rows_with(x, wte->shape[0], wte->tile[0], shape, tile);
-    TRY(nnt_layer_ensure(l, &h->y, NNT_FP32, x->ndim, shape, tile));
+    NNT_TRY(nnt_layer_ensure(l, &h->y, NNT_FP32, x->ndim, shape, tile));
     /* logits (..., V) = x (..., C) wte^T */
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, h->xin, wte, 0.0, h->y, 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, h->xin, wte, 0.0, h->y, 1, 0));
     *y = h->y;
     return NNT_OK;
 }
@@ -422,18 +422,18 @@ static int lm_head_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 static int lm_head_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     lm_head *h = l->impl;
-    TRY(nnt_layer_check(h->emb, "nnt_layer_backward (the lm_head's embedding)"));
+    NNT_TRY(nnt_layer_check(h->emb, "nnt_layer_backward (the lm_head's embedding)"));
     embedding *e = h->emb->impl;
     nnt_tensor *g = NULL;
-    TRY(gl_dy_like(l, dy, h->y, "nnt_layer_backward", &h->dy_cache, &g));
+    NNT_TRY(gl_dy_like(l, dy, h->y, "nnt_layer_backward", &h->dy_cache, &g));
     /* dwte (V, C) += dlogits^T x, added to the embedding's own gradient */
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin, 1.0, e->dwte, g->ndim - 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin, 1.0, e->dwte, g->ndim - 1, 0));
     nnt_tensor **into = h->xin == h->x ? &h->dx : &h->dxin;
-    TRY(nnt_layer_ensure(l, into, NNT_FP32, h->xin->ndim, h->xin->shape, h->xin->tile));
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, e->wte, 0.0, *into, 1, 0));
+    NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, h->xin->ndim, h->xin->shape, h->xin->tile));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, e->wte, 0.0, *into, 1, 0));
     if (into == &h->dxin) {
-        TRY(nnt_layer_ensure(l, &h->dx, NNT_FP32, h->x->ndim, h->x->shape, h->x->tile));
-        TRY(nnt_tensor_copy(h->dxin, h->dx));
+        NNT_TRY(nnt_layer_ensure(l, &h->dx, NNT_FP32, h->x->ndim, h->x->shape, h->x->tile));
+        NNT_TRY(nnt_tensor_copy(h->dxin, h->dx));
     }
     *dx = h->dx;
     return NNT_OK;
@@ -455,12 +455,12 @@ NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
     const char *fn = "nnt_layer_lm_head_create";
     if (out)
         *out = NULL;
-    TRY(nnt_layer_check(emb, fn));
+    NNT_TRY(nnt_layer_check(emb, fn));
     if (emb->vt != &embedding_vt)
         return nnt_fail(emb->ctx, NNT_E_INVAL, "%s: the layer to tie is a %s layer, not an "
                         "embedding", fn, emb->vt->kind_name);
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(emb->ctx, &lm_head_vt, sizeof(lm_head), fn, &l));
+    NNT_TRY(nnt_layer_new(emb->ctx, &lm_head_vt, sizeof(lm_head), fn, &l));
     ((lm_head *)l->impl)->emb = emb;
     *out = l;
     return NNT_OK;
@@ -492,7 +492,7 @@ static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
         c->have_targets = 0;
         return NNT_OK;
     }
-    TRY(nnt_tensor_check_readable(t, fn));
+    NNT_TRY(nnt_tensor_check_readable(t, fn));
     if (t->dtype != NNT_INT32)
         return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: targets must be int32", fn);
     int64_t n = 1;
@@ -553,13 +553,13 @@ static int xent_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
         *y = x;
         return NNT_OK;
     }
-    TRY(xent_check_targets(l, x));
+    NNT_TRY(xent_check_targets(l, x));
     int nd = x->ndim - 1;
-    TRY(nnt_layer_ensure(l, &c->fwd_targets, NNT_INT32, nd, x->shape, x->tile));
-    TRY(nnt_tensor_copy(c->targets, c->fwd_targets));
-    TRY(nnt_layer_ensure(l, &c->losses, NNT_FP32, nd, x->shape, x->tile));
-    TRY(nnt_layer_ensure(l, &c->lse, NNT_FP32, nd, x->shape, x->tile));
-    TRY(nnt_tensor_cross_entropy(x, c->fwd_targets, c->ignore, c->losses, c->lse));
+    NNT_TRY(nnt_layer_ensure(l, &c->fwd_targets, NNT_INT32, nd, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_copy(c->targets, c->fwd_targets));
+    NNT_TRY(nnt_layer_ensure(l, &c->losses, NNT_FP32, nd, x->shape, x->tile));
+    NNT_TRY(nnt_layer_ensure(l, &c->lse, NNT_FP32, nd, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_cross_entropy(x, c->fwd_targets, c->ignore, c->losses, c->lse));
     c->logits = x;
     c->fwd_nvalid = c->nvalid;
     c->with_loss = 1;
@@ -585,7 +585,7 @@ static int xent_loss(nnt_layer *l, double *loss)
         for (int64_t i = 0; i < n; i++)
             sum += v[i];   /* ignored positions hold 0 */
         free(v);
-        TRY(rc);
+        NNT_TRY(rc);
         c->loss = c->fwd_nvalid ? sum / (double)c->fwd_nvalid : 0.0;
         c->loss_ready = 1;
     }
@@ -602,8 +602,8 @@ static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
                         "cross_entropy layer had no targets");
     nnt_tensor *x = c->logits;
     double scale = c->fwd_nvalid ? 1.0 / (double)c->fwd_nvalid : 0.0;
-    TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
-    TRY(nnt_tensor_cross_entropy_backward(x, c->fwd_targets, c->ignore, c->lse, scale,
+    NNT_TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_cross_entropy_backward(x, c->fwd_targets, c->ignore, c->lse, scale,
                                           c->dlogits));
     *dx = c->dlogits;
     return NNT_OK;
@@ -630,7 +630,7 @@ static const nnt_layer_vt xent_vt = {
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    TRY(nnt_layer_new(ctx, &xent_vt, sizeof(xent), "nnt_layer_cross_entropy_create", &l));
+    NNT_TRY(nnt_layer_new(ctx, &xent_vt, sizeof(xent), "nnt_layer_cross_entropy_create", &l));
     ((xent *)l->impl)->ignore = ignore_index;
     *out = l;
     return NNT_OK;

@@ -11,13 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                \
-    do {                         \
-        int rc_ = (call);        \
-        if (rc_)                 \
-            return rc_;          \
-    } while (0)
-
 /* ---- parameter kinds, in llm.c's order ------------------------------------------------ */
 
 enum {
@@ -210,9 +203,9 @@ static int create_params(nnt_gpt2 *m)
             return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
         for (int i = 0; i < n; i++) {
             param *p = &m->params[k][i];
-            TRY(make_f32(m, kinds[k].dims, &p->p));
-            TRY(make_f32(m, kinds[k].dims, &p->g));
-            TRY(nnt_tensor_fill(p->g, 0.0));
+            NNT_TRY(make_f32(m, kinds[k].dims, &p->p));
+            NNT_TRY(make_f32(m, kinds[k].dims, &p->g));
+            NNT_TRY(nnt_tensor_fill(p->g, 0.0));
         }
     }
     return NNT_OK;
@@ -220,47 +213,47 @@ static int create_params(nnt_gpt2 *m)
 
 static int create_layer_acts(nnt_gpt2 *m, layer_acts *a)
 {
-    TRY(make_f32(m, "BTC", &a->ln1));
-    TRY(make_f32(m, "BT", &a->ln1_mean));
-    TRY(make_f32(m, "BT", &a->ln1_rstd));
+    NNT_TRY(make_f32(m, "BTC", &a->ln1));
+    NNT_TRY(make_f32(m, "BT", &a->ln1_mean));
+    NNT_TRY(make_f32(m, "BT", &a->ln1_rstd));
     for (int i = 0; i < 3; i++)
-        TRY(make_f32(m, "BNTD", &a->qkv[i]));
-    TRY(make_f32(m, "BNTD", &a->atto));
-    TRY(make_f32(m, "BNT", &a->att_lse));
-    TRY(make_f32(m, "BTND", &a->atty));
-    TRY(make_f32(m, "BTC", &a->residual2));
-    TRY(make_f32(m, "BTC", &a->ln2));
-    TRY(make_f32(m, "BT", &a->ln2_mean));
-    TRY(make_f32(m, "BT", &a->ln2_rstd));
-    TRY(make_f32(m, "BTF", &a->fch));
-    TRY(make_f32(m, "BTF", &a->fch_gelu));
-    TRY(make_f32(m, "BTC", &a->residual3));
+        NNT_TRY(make_f32(m, "BNTD", &a->qkv[i]));
+    NNT_TRY(make_f32(m, "BNTD", &a->atto));
+    NNT_TRY(make_f32(m, "BNT", &a->att_lse));
+    NNT_TRY(make_f32(m, "BTND", &a->atty));
+    NNT_TRY(make_f32(m, "BTC", &a->residual2));
+    NNT_TRY(make_f32(m, "BTC", &a->ln2));
+    NNT_TRY(make_f32(m, "BT", &a->ln2_mean));
+    NNT_TRY(make_f32(m, "BT", &a->ln2_rstd));
+    NNT_TRY(make_f32(m, "BTF", &a->fch));
+    NNT_TRY(make_f32(m, "BTF", &a->fch_gelu));
+    NNT_TRY(make_f32(m, "BTC", &a->residual3));
     return NNT_OK;
 }
 
 static int create_acts(nnt_gpt2 *m)
 {
-    TRY(make_tensor(m, NNT_INT32, "BT", &m->tokens));
-    TRY(make_tensor(m, NNT_INT32, "BT", &m->targets));
-    TRY(make_f32(m, "BTC", &m->encoded));
+    NNT_TRY(make_tensor(m, NNT_INT32, "BT", &m->tokens));
+    NNT_TRY(make_tensor(m, NNT_INT32, "BT", &m->targets));
+    NNT_TRY(make_f32(m, "BTC", &m->encoded));
     m->layers = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(layer_acts));
     if (!m->layers)
         return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
     for (int64_t l = 0; l < m->cfg.layers; l++)
-        TRY(create_layer_acts(m, &m->layers[l]));
-    TRY(make_f32(m, "BTC", &m->lnf));
-    TRY(make_f32(m, "BT", &m->lnf_mean));
-    TRY(make_f32(m, "BT", &m->lnf_rstd));
-    TRY(make_f32(m, "BTV", &m->logits));
-    TRY(make_f32(m, "BT", &m->losses));
-    TRY(make_f32(m, "BT", &m->lse));
-    TRY(make_f32(m, "BTND", &m->heads));
+        NNT_TRY(create_layer_acts(m, &m->layers[l]));
+    NNT_TRY(make_f32(m, "BTC", &m->lnf));
+    NNT_TRY(make_f32(m, "BT", &m->lnf_mean));
+    NNT_TRY(make_f32(m, "BT", &m->lnf_rstd));
+    NNT_TRY(make_f32(m, "BTV", &m->logits));
+    NNT_TRY(make_f32(m, "BT", &m->losses));
+    NNT_TRY(make_f32(m, "BT", &m->lse));
+    NNT_TRY(make_f32(m, "BTND", &m->heads));
     for (int i = 0; i < 4; i++)
-        TRY(make_f32(m, "BNTD", &m->dheads[i]));
-    TRY(make_f32(m, "BTC", &m->dres));
-    TRY(make_f32(m, "BTC", &m->dln));
-    TRY(make_f32(m, "BTC", &m->dx));
-    TRY(make_f32(m, "BTF", &m->dfch));
+        NNT_TRY(make_f32(m, "BNTD", &m->dheads[i]));
+    NNT_TRY(make_f32(m, "BTC", &m->dres));
+    NNT_TRY(make_f32(m, "BTC", &m->dln));
+    NNT_TRY(make_f32(m, "BTC", &m->dx));
+    NNT_TRY(make_f32(m, "BTF", &m->dfch));
     return NNT_OK;
 }
 
@@ -270,8 +263,8 @@ int nnt_gpt2_create(nnt_ctx *ctx, const nnt_gpt2_config *cfg, const nnt_gpt2_til
     if (!out || !cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_gpt2_create: %s is NULL", out ? "cfg" : "out");
     *out = NULL;
-    TRY(nnt_ctx_check(ctx, "nnt_gpt2_create"));
-    TRY(check_config(ctx, "nnt_gpt2_create", cfg, B, T));
+    NNT_TRY(nnt_ctx_check(ctx, "nnt_gpt2_create"));
+    NNT_TRY(check_config(ctx, "nnt_gpt2_create", cfg, B, T));
     nnt_gpt2 *m = calloc(1, sizeof *m);
     if (!m)
         return nnt_fail(ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
@@ -362,7 +355,7 @@ int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int n
     const char *fn = "nnt_gpt2_auto_tiling";
     if (!cfg || !out)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, cfg ? "out" : "cfg");
-    TRY(check_config(NULL, fn, cfg, B, T));
+    NNT_TRY(check_config(NULL, fn, cfg, B, T));
     if (nworkers < 1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: nworkers=%d must be >= 1", fn, nworkers);
     nnt_gpt2_tiling t = {0, 0, 0, 0, 0, 0, 0};   /* channels, heads, head_dim: whole */
@@ -492,11 +485,11 @@ int nnt_gpt2_export(nnt_gpt2 *m, int which, const char *name, float *dst, size_t
         return k;
     if (!dst || (which != NNT_GPT2_PARAMS && which != NNT_GPT2_GRADS))
         return nnt_fail(m->ctx, NNT_E_INVAL, "%s: NULL dst or bad which = %d", fn, which);
-    TRY(check_count(m, fn, k, count));
+    NNT_TRY(check_count(m, fn, k, count));
     int64_t n = numel_of(m->params[k][0].p);
     for (int i = 0; i < count_of(m, k); i++) {
         nnt_tensor *t = which == NNT_GPT2_PARAMS ? m->params[k][i].p : m->params[k][i].g;
-        TRY(nnt_tensor_copy_to_host(t, dst + i * n, (size_t)n * sizeof(float)));
+        NNT_TRY(nnt_tensor_copy_to_host(t, dst + i * n, (size_t)n * sizeof(float)));
     }
     return NNT_OK;
 }
@@ -509,10 +502,10 @@ int nnt_gpt2_import(nnt_gpt2 *m, const char *name, const float *src, size_t coun
         return k;
     if (!src)
         return nnt_fail(m->ctx, NNT_E_INVAL, "%s: src is NULL", fn);
-    TRY(check_count(m, fn, k, count));
+    NNT_TRY(check_count(m, fn, k, count));
     int64_t n = numel_of(m->params[k][0].p);
     for (int i = 0; i < count_of(m, k); i++)
-        TRY(nnt_tensor_copy_from_host(m->params[k][i].p, src + i * n, (size_t)n * sizeof(float)));
+        NNT_TRY(nnt_tensor_copy_from_host(m->params[k][i].p, src + i * n, (size_t)n * sizeof(float)));
     return NNT_OK;
 }
 
@@ -541,7 +534,7 @@ static int load_params(nnt_gpt2 *m, const nnt_llmc_reader *r, const char *fn)
         else
             rc = nnt_gpt2_import(m, kinds[k].name, buf, (size_t)n);
         free(buf);
-        TRY(rc);
+        NNT_TRY(rc);
     }
     return NNT_OK;
 }
@@ -700,7 +693,7 @@ static int load_hf_params(nnt_gpt2 *m, const nnt_st_reader *r, const char *fn)
             rc = nnt_gpt2_import(m, kinds[k].name, buf, (size_t)n);
         free(buf);
         free(tmp);
-        TRY(rc);
+        NNT_TRY(rc);
     }
     return NNT_OK;
 }
@@ -715,7 +708,7 @@ int nnt_gpt2_load_safetensors(nnt_ctx *ctx, const char *path, const nnt_gpt2_con
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "out" : "path");
     *out = NULL;
     nnt_gpt2 *m = NULL;
-    TRY(nnt_gpt2_create(ctx, cfg, tiling, B, T, &m));
+    NNT_TRY(nnt_gpt2_create(ctx, cfg, tiling, B, T, &m));
     nnt_st_reader *r = NULL;
     int rc = nnt_st_open(path, &r, err, sizeof err);
     if (rc)
@@ -754,19 +747,19 @@ static double attention_scale(const nnt_gpt2 *m)
 static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
 {
     layer_acts *a = &m->layers[l];
-    TRY(nnt_tensor_layernorm(x, p_of(m, LN1W, l, 0), p_of(m, LN1B, l, 0), NNT_GPT2_LN_EPS,
+    NNT_TRY(nnt_tensor_layernorm(x, p_of(m, LN1W, l, 0), p_of(m, LN1B, l, 0), NNT_GPT2_LN_EPS,
                              a->ln1, a->ln1_mean, a->ln1_rstd));
     for (int i = 0; i < 3; i++) {
         /* heads (B, T, NH, hd) = ln1 (B, T, C) W_i^T (NH, hd, C) + b_i (NH, hd) */
-        TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln1, p_of(m, QKVW, l, i), 0.0,
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln1, p_of(m, QKVW, l, i), 0.0,
                                m->heads, 1, 0, NNT_EPILOGUE_BIAS, p_of(m, QKVB, l, i), NULL));
-        TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, a->qkv[i]));
+        NNT_TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, a->qkv[i]));
     }
-    TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], attention_scale(m), a->atto,
+    NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], attention_scale(m), a->atto,
                              a->att_lse));
-    TRY(nnt_tensor_permute(a->atto, SWAP_BT_NH, a->atty));
+    NNT_TRY(nnt_tensor_permute(a->atto, SWAP_BT_NH, a->atty));
     /* residual2 (B, T, C) = x + atty (B, T, NH, hd) attprojw^T (C, NH, hd) + attprojb */
-    TRY(nnt_tensor_copy(x, a->residual2));
+    NNT_TRY(nnt_tensor_copy(x, a->residual2));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, p_of(m, ATTPROJW, l, 0),
                               1.0, a->residual2, 2, 0, NNT_EPILOGUE_BIAS,
                               p_of(m, ATTPROJB, l, 0), NULL);
@@ -776,14 +769,14 @@ static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
 static int forward_mlp(nnt_gpt2 *m, int64_t l)
 {
     layer_acts *a = &m->layers[l];
-    TRY(nnt_tensor_layernorm(a->residual2, p_of(m, LN2W, l, 0), p_of(m, LN2B, l, 0),
+    NNT_TRY(nnt_tensor_layernorm(a->residual2, p_of(m, LN2W, l, 0), p_of(m, LN2B, l, 0),
                              NNT_GPT2_LN_EPS, a->ln2, a->ln2_mean, a->ln2_rstd));
     /* fch (B, T, F) = ln2 fcw^T (F, C) + fcb; fch_gelu = gelu(fch) */
-    TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, p_of(m, FCW, l, 0), 0.0,
+    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, p_of(m, FCW, l, 0), 0.0,
                            a->fch, 1, 0, NNT_EPILOGUE_BIAS_GELU, p_of(m, FCB, l, 0),
                            a->fch_gelu));
     /* residual3 (B, T, C) = residual2 + fch_gelu fcprojw^T (C, F) + fcprojb */
-    TRY(nnt_tensor_copy(a->residual2, a->residual3));
+    NNT_TRY(nnt_tensor_copy(a->residual2, a->residual3));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->fch_gelu, p_of(m, FCPROJW, l, 0),
                               1.0, a->residual3, 1, 0, NNT_EPILOGUE_BIAS, p_of(m, FCPROJB, l, 0),
                               NULL);
@@ -799,8 +792,8 @@ static nnt_tensor *block_input(nnt_gpt2 *m, int64_t l)
 static int take_ids(nnt_gpt2 *m, const char *fn, const char *role, nnt_tensor *src,
                     nnt_tensor *dst)
 {
-    TRY(nnt_tensor_check_readable(src, fn));
-    TRY(nnt_check_dtype(fn, role, src, NNT_INT32));
+    NNT_TRY(nnt_tensor_check_readable(src, fn));
+    NNT_TRY(nnt_check_dtype(fn, role, src, NNT_INT32));
     if (src->ndim != 2 || src->shape[0] != m->B || src->shape[1] != m->T)
         return nnt_fail(m->ctx, NNT_E_SHAPE, "%s: %s must be (B, T) = (%lld, %lld)", fn, role,
                         (long long)m->B, (long long)m->T);
@@ -863,25 +856,25 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
         return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
                         m ? "tokens" : "model");
     m->backward_ready = 0;
-    TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
-    TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
+    NNT_TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
+    NNT_TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
     for (int64_t l = 0; l < m->cfg.layers; l++) {
-        TRY(forward_attention(m, l, block_input(m, l)));
-        TRY(forward_mlp(m, l));
+        NNT_TRY(forward_attention(m, l, block_input(m, l)));
+        NNT_TRY(forward_mlp(m, l));
         hint_saved_for_backward(&m->layers[l]);
     }
     nnt_tensor *x = block_input(m, m->cfg.layers);
-    TRY(nnt_tensor_layernorm(x, p_of(m, LNFW, 0, 0), p_of(m, LNFB, 0, 0), NNT_GPT2_LN_EPS,
+    NNT_TRY(nnt_tensor_layernorm(x, p_of(m, LNFW, 0, 0), p_of(m, LNFB, 0, 0), NNT_GPT2_LN_EPS,
                              m->lnf, m->lnf_mean, m->lnf_rstd));
     /* logits (B, T, V) = lnf (B, T, C) wte^T (V, C) */
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, m->lnf, p_of(m, WTE, 0, 0), 0.0,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, m->lnf, p_of(m, WTE, 0, 0), 0.0,
                         m->logits, 1, 0));
     if (!targets)
         return NNT_OK;
     m->loss_ready = 0;
-    TRY(take_ids(m, fn, "targets", targets, m->targets));
-    TRY(count_targets(m, fn));
-    TRY(nnt_tensor_cross_entropy(m->logits, m->targets, NNT_GPT2_IGNORE, m->losses, m->lse));
+    NNT_TRY(take_ids(m, fn, "targets", targets, m->targets));
+    NNT_TRY(count_targets(m, fn));
+    NNT_TRY(nnt_tensor_cross_entropy(m->logits, m->targets, NNT_GPT2_IGNORE, m->losses, m->lse));
     m->backward_ready = 1;
     m->loss_ready = 1;
     return loss ? mean_loss(m, loss) : NNT_OK;
@@ -905,8 +898,8 @@ int nnt_gpt2_loss(nnt_gpt2 *m, double *loss)
 static int linear_backward(nnt_tensor *x, nnt_tensor *w, nnt_tensor *dy, nnt_tensor *dx,
                            double beta_dx, nnt_tensor *dw, nnt_tensor *db, int nout)
 {
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, w, beta_dx, dx, nout, 0));
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, dy, x, 1.0, dw, 2, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, w, beta_dx, dx, nout, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, dy, x, 1.0, dw, 2, 0));
     return nnt_tensor_sum_leading(1.0, dy, 1.0, db);
 }
 
@@ -915,15 +908,15 @@ static int backward_mlp(nnt_gpt2 *m, int64_t l)
 {
     layer_acts *a = &m->layers[l];
     /* dfch (B, T, F) = (dres fcprojw) * gelu'(fch) */
-    TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->dres, p_of(m, FCPROJW, l, 0),
+    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->dres, p_of(m, FCPROJW, l, 0),
                            0.0, m->dfch, 1, 0, NNT_EPILOGUE_DGELU, NULL, a->fch));
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->dres, a->fch_gelu, 1.0,
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->dres, a->fch_gelu, 1.0,
                         g_of(m, FCPROJW, l, 0), 2, 0));
-    TRY(nnt_tensor_sum_leading(1.0, m->dres, 1.0, g_of(m, FCPROJB, l, 0)));
+    NNT_TRY(nnt_tensor_sum_leading(1.0, m->dres, 1.0, g_of(m, FCPROJB, l, 0)));
     /* dln (B, T, C) = dfch fcw; fcw, fcb grads */
-    TRY(linear_backward(a->ln2, p_of(m, FCW, l, 0), m->dfch, m->dln, 0.0, g_of(m, FCW, l, 0),
+    NNT_TRY(linear_backward(a->ln2, p_of(m, FCW, l, 0), m->dfch, m->dln, 0.0, g_of(m, FCW, l, 0),
                         g_of(m, FCB, l, 0), 1));
-    TRY(nnt_tensor_layernorm_backward(a->residual2, p_of(m, LN2W, l, 0), a->ln2_mean,
+    NNT_TRY(nnt_tensor_layernorm_backward(a->residual2, p_of(m, LN2W, l, 0), a->ln2_mean,
                                       a->ln2_rstd, m->dln, m->dx, g_of(m, LN2W, l, 0),
                                       g_of(m, LN2B, l, 0)));
     return nnt_tensor_axpby(1.0, m->dx, 1.0, m->dres);
@@ -935,18 +928,18 @@ static int backward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
     layer_acts *a = &m->layers[l];
     nnt_tensor *datto = m->dheads[0], *dqkv[3] = {m->dheads[1], m->dheads[2], m->dheads[3]};
     /* heads (B, T, NH, hd) = d atty = dres (B, T, C) attprojw (C, NH, hd) */
-    TRY(linear_backward(a->atty, p_of(m, ATTPROJW, l, 0), m->dres, m->heads, 0.0,
+    NNT_TRY(linear_backward(a->atty, p_of(m, ATTPROJW, l, 0), m->dres, m->heads, 0.0,
                         g_of(m, ATTPROJW, l, 0), g_of(m, ATTPROJB, l, 0), 1));
-    TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, datto));
-    TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->atto, a->att_lse,
+    NNT_TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, datto));
+    NNT_TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->atto, a->att_lse,
                                       datto, attention_scale(m), dqkv[0], dqkv[1], dqkv[2]));
     for (int i = 0; i < 3; i++) {
         /* dln (B, T, C) (+)= d heads_i (B, T, NH, hd) W_i (NH, hd, C) */
-        TRY(nnt_tensor_permute(dqkv[i], SWAP_BT_NH, m->heads));
-        TRY(linear_backward(a->ln1, p_of(m, QKVW, l, i), m->heads, m->dln, i ? 1.0 : 0.0,
+        NNT_TRY(nnt_tensor_permute(dqkv[i], SWAP_BT_NH, m->heads));
+        NNT_TRY(linear_backward(a->ln1, p_of(m, QKVW, l, i), m->heads, m->dln, i ? 1.0 : 0.0,
                             g_of(m, QKVW, l, i), g_of(m, QKVB, l, i), 2));
     }
-    TRY(nnt_tensor_layernorm_backward(x, p_of(m, LN1W, l, 0), a->ln1_mean, a->ln1_rstd, m->dln,
+    NNT_TRY(nnt_tensor_layernorm_backward(x, p_of(m, LN1W, l, 0), a->ln1_mean, a->ln1_rstd, m->dln,
                                       m->dx, g_of(m, LN1W, l, 0), g_of(m, LN1B, l, 0)));
     return nnt_tensor_axpby(1.0, m->dx, 1.0, m->dres);
 }
@@ -961,19 +954,19 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
     m->backward_ready = 0;
     double scale = m->nvalid ? 1.0 / (double)m->nvalid : 0.0;
     /* logits becomes d loss / d logits (B, T, V) */
-    TRY(nnt_tensor_cross_entropy_backward(m->logits, m->targets, NNT_GPT2_IGNORE, m->lse, scale,
+    NNT_TRY(nnt_tensor_cross_entropy_backward(m->logits, m->targets, NNT_GPT2_IGNORE, m->lse, scale,
                                           m->logits));
     /* dln (B, T, C) = dlogits wte (V, C); dwte += dlogits^T lnf (lm_head half) */
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->logits, p_of(m, WTE, 0, 0), 0.0, m->dln,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->logits, p_of(m, WTE, 0, 0), 0.0, m->dln,
                         1, 0));
-    TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->logits, m->lnf, 1.0, g_of(m, WTE, 0, 0),
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->logits, m->lnf, 1.0, g_of(m, WTE, 0, 0),
                         2, 0));
-    TRY(nnt_tensor_layernorm_backward(block_input(m, m->cfg.layers), p_of(m, LNFW, 0, 0),
+    NNT_TRY(nnt_tensor_layernorm_backward(block_input(m, m->cfg.layers), p_of(m, LNFW, 0, 0),
                                       m->lnf_mean, m->lnf_rstd, m->dln, m->dres,
                                       g_of(m, LNFW, 0, 0), g_of(m, LNFB, 0, 0)));
     for (int64_t l = m->cfg.layers - 1; l >= 0; l--) {
-        TRY(backward_mlp(m, l));
-        TRY(backward_attention(m, l, block_input(m, l)));
+        NNT_TRY(backward_mlp(m, l));
+        NNT_TRY(backward_attention(m, l, block_input(m, l)));
     }
     return nnt_tensor_embedding_backward(m->tokens, m->dres, g_of(m, WTE, 0, 0),
                                          g_of(m, WPE, 0, 0));
@@ -987,7 +980,7 @@ int nnt_gpt2_zero_grad(nnt_gpt2 *m)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_zero_grad: model is NULL");
     for (int k = 0; k < NKINDS; k++)
         for (int i = 0; i < count_of(m, k); i++)
-            TRY(nnt_tensor_fill(m->params[k][i].g, 0.0));
+            NNT_TRY(nnt_tensor_fill(m->params[k][i].g, 0.0));
     return NNT_OK;
 }
 
@@ -1018,10 +1011,10 @@ static int create_moments(nnt_gpt2 *m)
             param *p = &m->params[k][i];
             if (p->m)
                 continue;
-            TRY(make_f32(m, kinds[k].dims, &p->m));
-            TRY(make_f32(m, kinds[k].dims, &p->v));
-            TRY(nnt_tensor_fill(p->m, 0.0));
-            TRY(nnt_tensor_fill(p->v, 0.0));
+            NNT_TRY(make_f32(m, kinds[k].dims, &p->m));
+            NNT_TRY(make_f32(m, kinds[k].dims, &p->v));
+            NNT_TRY(nnt_tensor_fill(p->m, 0.0));
+            NNT_TRY(nnt_tensor_fill(p->v, 0.0));
         }
     return NNT_OK;
 }
@@ -1034,7 +1027,7 @@ int nnt_gpt2_adamw_step(nnt_gpt2 *m, const nnt_adam_options *opts)
     if (opts->size != sizeof(nnt_adam_options) || !opts->decoupled)
         return nnt_fail(m->ctx, NNT_E_INVAL, "%s: options need size = sizeof(nnt_adam_options) "
                         "and decoupled = 1", fn);
-    TRY(create_moments(m));
+    NNT_TRY(create_moments(m));
     int64_t step = m->step + 1;
     for (int k = 0; k < NKINDS; k++) {
         nnt_adam_options o = *opts;
@@ -1042,7 +1035,7 @@ int nnt_gpt2_adamw_step(nnt_gpt2 *m, const nnt_adam_options *opts)
             o.weight_decay = 0.0;
         for (int i = 0; i < count_of(m, k); i++) {
             param *p = &m->params[k][i];
-            TRY(nnt_tensor_adam_step(&o, step, p->p, p->g, p->m, p->v));
+            NNT_TRY(nnt_tensor_adam_step(&o, step, p->p, p->g, p->m, p->v));
         }
     }
     m->step = step;
@@ -1136,8 +1129,8 @@ static int gen_alloc(nnt_gpt2 *m, const nnt_gpt2_sampling *s, gen_state *g)
     g->cand = malloc((size_t)V * sizeof *g->cand);
     if (!g->ids || !g->onehot || !g->logits || !g->cand)
         return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    TRY(make_tensor(m, NNT_INT32, "BT", &g->tokens));
-    TRY(nnt_tensor_create(m->ctx, NNT_FP32, 3, sel_shape, sel_tile, &g->select));
+    NNT_TRY(make_tensor(m, NNT_INT32, "BT", &g->tokens));
+    NNT_TRY(nnt_tensor_create(m->ctx, NNT_FP32, 3, sel_shape, sel_tile, &g->select));
     return nnt_tensor_create(m->ctx, NNT_FP32, 2, row_shape, row_tile, &g->row);
 }
 
@@ -1160,11 +1153,11 @@ static int gen_logits(nnt_gpt2 *m, gen_state *g, const int32_t *prompt, int64_t 
         g->ids[j] = gen_token_at(prompt, nprompt, out, n - w + j);
     memset(g->onehot, 0, (size_t)bt * sizeof *g->onehot);
     g->onehot[w - 1] = 1.0f;
-    TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)bt * sizeof *g->ids));
-    TRY(nnt_gpt2_forward(m, g->tokens, NULL, NULL));
-    TRY(nnt_tensor_copy_from_host(g->select, g->onehot, (size_t)bt * sizeof *g->onehot));
+    NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)bt * sizeof *g->ids));
+    NNT_TRY(nnt_gpt2_forward(m, g->tokens, NULL, NULL));
+    NNT_TRY(nnt_tensor_copy_from_host(g->select, g->onehot, (size_t)bt * sizeof *g->onehot));
     /* row (1, V) = select (1, B, T) . logits (B, T, V), contracting (B, T) */
-    TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g->select, m->logits, 0.0, g->row, 2,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g->select, m->logits, 0.0, g->row, 2,
                         0));
     return nnt_tensor_copy_to_host(g->row, g->logits, (size_t)V * sizeof *g->logits);
 }
@@ -1236,7 +1229,7 @@ int nnt_gpt2_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64
 {
     if (!m)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_generate: model is NULL");
-    TRY(check_generate(m, prompt, nprompt, ngen, s, out));
+    NNT_TRY(check_generate(m, prompt, nprompt, ngen, s, out));
     if (ngen == 0)
         return NNT_OK;
     gen_state g;
@@ -1332,7 +1325,7 @@ static int slice_to_host(nnt_gpt2 *m, int k, int64_t l, int field, float *dst)
         if (!t)
             memset(dst + i * n, 0, (size_t)n * sizeof(float));
         else
-            TRY(nnt_tensor_copy_to_host(t, dst + i * n, (size_t)n * sizeof(float)));
+            NNT_TRY(nnt_tensor_copy_to_host(t, dst + i * n, (size_t)n * sizeof(float)));
     }
     return NNT_OK;
 }
@@ -1378,12 +1371,12 @@ static int hf_stream(nnt_gpt2 *m, nnt_st_writer *w, float *buf, float *tmp, int 
     for (int k = 0; k < NKINDS; k++)
         for (int64_t l = 0; l < layers_of(m, k); l++) {
             int64_t n = slice_numel(m, k), shape[2];
-            TRY(slice_to_host(m, k, l, FIELD_P, buf));
+            NNT_TRY(slice_to_host(m, k, l, FIELD_P, buf));
             hf_shape(m, k, n, shape);
             if (kinds[k].hf_in)
                 to_conv1d(buf, tmp, shape);
             *io = 1;
-            TRY(nnt_st_writer_write(w, kinds[k].hf_in ? tmp : buf, (size_t)n * sizeof(float),
+            NNT_TRY(nnt_st_writer_write(w, kinds[k].hf_in ? tmp : buf, (size_t)n * sizeof(float),
                                     err, errlen));
             *io = 0;
         }
@@ -1482,7 +1475,7 @@ static int state_checksum(nnt_gpt2 *m, float *buf, uint64_t *sum)
     for (int f = 0; f < NFIELDS; f++)
         for (int k = 0; k < NKINDS; k++)
             for (int64_t l = 0; l < layers_of(m, k); l++) {
-                TRY(slice_to_host(m, k, l, f, buf));
+                NNT_TRY(slice_to_host(m, k, l, f, buf));
                 h = nnt_fnv1a_floats(h, buf, (size_t)slice_numel(m, k));
             }
     *sum = h;
@@ -1513,9 +1506,9 @@ static int state_stream(nnt_gpt2 *m, nnt_st_writer *w, float *buf, int *io, char
     for (int f = 0; f < NFIELDS; f++)
         for (int k = 0; k < NKINDS; k++)
             for (int64_t l = 0; l < layers_of(m, k); l++) {
-                TRY(slice_to_host(m, k, l, f, buf));
+                NNT_TRY(slice_to_host(m, k, l, f, buf));
                 *io = 1;
-                TRY(nnt_st_writer_write(w, buf, (size_t)slice_numel(m, k) * sizeof(float),
+                NNT_TRY(nnt_st_writer_write(w, buf, (size_t)slice_numel(m, k) * sizeof(float),
                                         err, errlen));
                 *io = 0;
             }
@@ -1721,7 +1714,7 @@ static int verify_state_checksum(nnt_gpt2 *m, const char *fn, const char *path,
         const nnt_st_entry *e = nnt_st_entry_at(r, i);
         for (uint64_t at = 0; at < e->numel; at += chunk) {
             uint64_t n = e->numel - at < chunk ? e->numel - at : chunk;
-            TRY(read_floats(m->ctx, fn, r, e, at, n, buf));
+            NNT_TRY(read_floats(m->ctx, fn, r, e, at, n, buf));
             h = nnt_fnv1a_floats(h, buf, (size_t)n);
         }
     }
@@ -1744,8 +1737,8 @@ static int import_state(nnt_gpt2 *m, const char *fn, const nnt_st_reader *r, flo
             for (int64_t l = 0; l < layers_of(m, k); l++)
                 for (int i = 0; i < kinds[k].pieces; i++) {
                     uint64_t first = (uint64_t)((l * kinds[k].pieces + i) * n);
-                    TRY(read_floats(m->ctx, fn, r, e, first, (uint64_t)n, buf));
-                    TRY(nnt_tensor_copy_from_host(field_of(param_at(m, k, l, i), f), buf,
+                    NNT_TRY(read_floats(m->ctx, fn, r, e, first, (uint64_t)n, buf));
+                    NNT_TRY(nnt_tensor_copy_from_host(field_of(param_at(m, k, l, i), f), buf,
                                                   (size_t)n * sizeof(float)));
                 }
         }
@@ -1771,8 +1764,8 @@ static int load_state_from(nnt_gpt2 *m, const char *fn, const char *path,
                            const nnt_st_reader *r, const state_meta *sm,
                            nnt_gpt2_train_state *st)
 {
-    TRY(check_state_config(m, fn, path, &sm->cfg));
-    TRY(check_state_tensors(m, fn, path, r));
+    NNT_TRY(check_state_config(m, fn, path, &sm->cfg));
+    NNT_TRY(check_state_tensors(m, fn, path, r));
     uint64_t chunk = (uint64_t)max_slice_numel(m);
     float *buf = malloc((size_t)chunk * sizeof(float));
     if (!buf)
@@ -1807,7 +1800,7 @@ int nnt_gpt2_load_state(nnt_gpt2 *m, const char *path, nnt_gpt2_train_state *st)
                         m ? "path" : "model");
     nnt_st_reader *r = NULL;
     state_meta sm;
-    TRY(open_state(m->ctx, fn, path, &r, &sm));
+    NNT_TRY(open_state(m->ctx, fn, path, &r, &sm));
     int rc = load_state_from(m, fn, path, r, &sm, st);
     nnt_st_close(r);
     return rc;
@@ -1820,7 +1813,7 @@ int nnt_gpt2_state_config(nnt_ctx *ctx, const char *path, nnt_gpt2_config *cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "cfg" : "path");
     nnt_st_reader *r = NULL;
     state_meta sm;
-    TRY(open_state(ctx, fn, path, &r, &sm));
+    NNT_TRY(open_state(ctx, fn, path, &r, &sm));
     nnt_st_close(r);
     *cfg = sm.cfg;
     return NNT_OK;
