@@ -31,9 +31,7 @@ static gpt_impl *impl_of(const nnt_layer *l)
  * (the internal function's name dropped from the message). */
 static int refail(const nnt_ctx *ctx, const char *fn, int rc)
 {
-    char msg[NNT_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", nnt_ctx_last_error(ctx));
-    const char *text = msg, *colon = strstr(msg, ": ");
+    const char *msg = nnt_ctx_last_error(ctx), *text = msg, *colon = strstr(msg, ": ");
     if (strncmp(msg, "nnt_gpt2_", 9) == 0 && colon)
         text = colon + 2;
     return nnt_fail(ctx, rc, "%s: %s", fn, text);

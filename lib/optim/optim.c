@@ -359,18 +359,16 @@ int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay)
 
 /* ---- one update ---------------------------------------------------------------------- */
 
-/* Repeat the failure just recorded (by a check given fn) with the parameter's name. The
- * message is copied first: nnt_fail formats into the buffer nnt_ctx_last_error returns. */
+/* Repeat the failure just recorded (by a check given fn) with the parameter's name (nnt_fail
+ * may format the message it is given from nnt_ctx_last_error). */
 static int fail_for_param(const nnt_optim *opt, const char *fn, const nnt_optim_param *p,
                           int rc)
 {
-    char why[NNT_ERRMSG_MAX];
     const char *msg = nnt_ctx_last_error(NULL);
     size_t skip = strlen(fn);
     if (strncmp(msg, fn, skip) == 0 && strncmp(msg + skip, ": ", 2) == 0)
         msg += skip + 2;   /* "fn: " once is enough */
-    snprintf(why, sizeof why, "%s", msg);
-    return nnt_fail(opt->ctx, rc, "%s: parameter '%s': %s", fn, p->name, why);
+    return nnt_fail(opt->ctx, rc, "%s: parameter '%s': %s", fn, p->name, msg);
 }
 
 /* Every value and gradient can be read (checked before anything is submitted). */
