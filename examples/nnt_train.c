@@ -795,7 +795,7 @@ static int write_outputs(trainer *t)
     const train_opts *o = &t->o;
     int64_t last = t->done + t->nrun;
     int rc;
-    if (t->nrun && (rc = save_state(t, last)))
+    if (t->nrun && !o->no_save && (rc = save_state(t, last)))
         return rc;
     if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->gpt, t->path_weights)))
         return lib_error("--save-weights", rc);
@@ -966,7 +966,7 @@ static void print_final_report(trainer *t, double total_s)
     print_memory_report(t);
     say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
            "  %s  (loss curve)\n", t->path_csv, t->path_svg);
-    if (t->nrun)
+    if (t->nrun && !o->no_save)
         say(t, "  %s  (checkpoint: continue with --resume)\n", t->path_ckpt);
     if (o->save_weights)
         say(t, "  %s  (weights, Hugging Face safetensors)\n", t->path_weights);
@@ -1027,7 +1027,10 @@ static int run(trainer *t)
     signal(SIGINT, on_sigint);
     rc = train_loop(t);
     signal(SIGINT, SIG_DFL);
-    if (interrupted)
+    if (interrupted && t->o.no_save)
+        say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
+            (long long)(t->done + t->nrun));
+    else if (interrupted)
         say(t, "interrupted after step %lld: saving; continue with the same options and "
                "--resume %s\n", (long long)(t->done + t->nrun), t->path_ckpt);
     if (!rc)

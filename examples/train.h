@@ -42,7 +42,7 @@ typedef struct train_opts {
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;
-    int save_weights, save_llmc;
+    int save_weights, save_llmc, no_save;
     /* sampling */
     int64_t sample, top_k;
     const char *prompt;

@@ -72,6 +72,7 @@ static const char usage_text[] =
     "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
     "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"
     "  --save-every N        also save every N steps (default 0: only at the end)\n"
+    "  --no-save             write no checkpoint (benchmarks, very large models)\n"
     "  --stop-after S        stop after step S (saved; the schedule still ends at --steps)\n"
     "  --save-weights        also write OUT/model.safetensors (Hugging Face)\n"
     "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint)\n"
@@ -178,6 +179,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     INT("stop-after", stop_after, 1, BIG);
     FLAG("save-weights", save_weights);
     FLAG("save-llmc", save_llmc);
+    FLAG("no-save", no_save);
     STR("resume", resume);
     STR("trace", trace);
     INT("trace-steps", trace_steps, 1, BIG);
@@ -337,6 +339,8 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--tokenizer bpe needs --bpe-vocab FILE and --bpe-merges FILE");
     if (o->tokenizer != TOKENIZER_BPE && (o->bpe_vocab || o->bpe_merges))
         return train_usage_error("--bpe-vocab/--bpe-merges need --tokenizer bpe");
+    if (o->no_save && (o->save || o->save_every || o->stop_after))
+        return train_usage_error("--no-save excludes --save, --save-every and --stop-after");
     if ((o->swap_dir != NULL) != (o->swap_size > 0))
         return train_usage_error("--swap-dir and --swap-size go together");
     return 0;
