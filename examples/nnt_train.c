@@ -323,6 +323,8 @@ static int create_model(trainer *t)
     if (rc)
         return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors
                                 ? "--load-safetensors" : "cannot create the model", rc);
+    if (o->recompute && (rc = nnt_gpt_set_recompute(t->gpt, 1)))
+        return lib_error("--recompute", rc);
     nnt_layer_num_params(t->gpt, NULL, &t->nparams);
     int64_t shape[2] = {o->batch, o->seq}, tile[2] = {t->tiling.batch, t->tiling.seq};
     if ((rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->tokens)) ||
@@ -526,8 +528,8 @@ static void print_summary(trainer *t)
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
         (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
         (long long)t->tiling.heads, (long long)t->tiling.head_dim);
-    say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s\n", t->ncpus, t->ncuda,
-        sched);
+    say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s%s\n", t->ncpus, t->ncuda,
+        sched, o->recompute ? "; activation recompute" : "");
     say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
            "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
         o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
@@ -702,10 +704,12 @@ static int micro_batch(trainer *t, uint64_t pos, double *loss)
     int rc = load_batch(t, pos);
     if (rc)
         return rc;
+    /* The loss is read after the backward is submitted, so that the workers have the
+     * backward's tasks while this thread waits for the forward's end. */
     if ((rc = nnt_layer_set_targets(t->gpt, t->targets)) ||
         (rc = nnt_layer_forward(t->gpt, t->tokens, NULL)) ||
-        (rc = nnt_layer_loss(t->gpt, loss)) ||
-        (rc = nnt_layer_backward(t->gpt, NULL, NULL)))
+        (rc = nnt_layer_backward(t->gpt, NULL, NULL)) ||
+        (rc = nnt_layer_loss(t->gpt, loss)))
         return lib_error("forward/backward", rc);
     return 0;
 }

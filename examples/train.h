@@ -29,6 +29,7 @@ typedef struct train_opts {
     const char *bpe_vocab, *bpe_merges;
     /* batches and steps */
     int64_t batch, seq, steps, accum, seed;
+    int recompute;                           /* activation recompute in the backward      */
     /* optimizer */
     int optim;                               /* nnt_optim_kind                            */
     int schedule;                            /* nnt_schedule                              */

@@ -50,6 +50,7 @@ static const char usage_text[] =
     "  --seq T               tokens per sequence (default min(128, context))\n"
     "  --steps N             total optimizer steps, resumed ones included (default 1000)\n"
     "  --accum K             micro-batches per step (default 1)\n"
+    "  --recompute           keep only block outputs, recompute in the backward\n"
     "  --seed S              initialisation and sampling seed (default 1)\n"
     "  --optim O             adamw|adam|sgd (default adamw)\n"
     "  --lr X                peak learning rate (default 1e-3; 3e-4 with --load-*)\n"
@@ -180,6 +181,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     FLAG("save-weights", save_weights);
     FLAG("save-llmc", save_llmc);
     FLAG("no-save", no_save);
+    FLAG("recompute", recompute);
     STR("resume", resume);
     STR("trace", trace);
     INT("trace-steps", trace_steps, 1, BIG);

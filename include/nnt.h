@@ -448,6 +448,11 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
 NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
                            const nnt_tiling *tiling, nnt_layer **out);
 NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg);
+/* Activation recompute: enable != 0 keeps only each block's output for the backward, which
+ * recomputes the block's forward first (about one more forward pass of work, much less
+ * activation memory; bit-identical results). 0 (the default) keeps every activation.
+ * NNT_E_STATE between a forward with targets and its backward. */
+NNT_API int nnt_gpt_set_recompute(nnt_layer *gpt, int enable);
 /* Create from an llm.c fp32 checkpoint (its configuration and weights). */
 NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
                               const nnt_tiling *tiling, nnt_layer **out);

@@ -62,6 +62,25 @@ else
     esac
 fi
 
+# ---- (1a) --recompute gives the same losses bit for bit; --no-save writes no checkpoint ----
+run plain20 $small --layers 3 --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r1" \
+    --print-loss --no-save
+run rec20 $small --layers 3 --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r2" \
+    --print-loss --no-save --recompute
+if [ $status -ne 0 ] || ! cmp -s "$tmp/plain20.out" "$tmp/rec20.out" ||
+   [ "$(wc -l < "$tmp/plain20.out")" -ne 20 ]; then
+    fail "--recompute: status $status, losses differ or missing:"
+    paste "$tmp/plain20.out" "$tmp/rec20.out"; cat "$tmp/rec20.err"
+else
+    echo "ok: --recompute: the 20 losses are identical"
+fi
+if [ -e "$tmp/r1/checkpoint.safetensors" ] || [ -e "$tmp/r2/checkpoint.safetensors" ] ||
+   [ ! -s "$tmp/r1/train.csv" ]; then
+    fail "--no-save: a checkpoint was written, or no train.csv"
+else
+    echo "ok: --no-save: train.csv but no checkpoint"
+fi
+
 # ---- (1b) --accum K: step s averages the windows s*K-K+1 .. s*K of a run without it. With a
 # learning rate of 1e-30 the weights do not move, so the accum-2 losses are the means of
 # consecutive pairs of accum-1 losses.
@@ -97,6 +116,7 @@ expect_error out_of_range "--beta1" $small --beta1 1.5
 expect_error seq_too_long "--seq" $small --seq 64
 expect_error heads_channels "--heads" --layers 1 --channels 30 --heads 4
 expect_error bpe_files "--bpe-vocab" $small --tokenizer bpe
+expect_error no_save_every "--no-save" $small --no-save --save-every 2
 expect_error missing_data "$tmp/no-such-file.txt" $small --data "$tmp/no-such-file.txt"
 ckpt="$tmp/half/checkpoint.safetensors"
 if [ -f "$ckpt" ]; then

@@ -299,6 +299,105 @@ START_TEST(test_accumulate_and_targets)
 }
 END_TEST
 
+/* ---- activation recompute ------------------------------------------------------------- */
+
+/* Every gradient of a bit for bit equal to b's. */
+static void expect_same_grads(nnt_layer *a, nnt_layer *b, const char *what)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(a, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info pa = param_at(a, i), pb = param_at(b, i);
+        int64_t n = 0;
+        float *ga = to_host(pa.grad, &n), *gb = to_host(pb.grad, NULL);
+        ck_assert_msg(memcmp(ga, gb, (size_t)n * sizeof(float)) == 0,
+                      "%s: gradient of %s differs with recompute", what, pa.name);
+        free(ga);
+        free(gb);
+    }
+}
+
+/* With recompute: the same loss, logits and gradients bit for bit, for tilings with one
+ * and with many tiles; no switching between a forward and its backward; switching off
+ * and on again between steps keeps it exact. */
+START_TEST(test_recompute)
+{
+    const tiling_case *tc = &TILINGS[_i];
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
+    nnt_layer *plain = load_fixture(&tc->t, B, T), *rec = load_fixture(&tc->t, B, T);
+    EXPECT_OK(nnt_gpt_set_recompute(rec, 1));
+    EXPECT_OK(nnt_gpt_set_recompute(rec, 1));   /* already on: nothing to do */
+    for (int round = 0; round < 2; round++) {
+        double loss_plain = 0.0, loss_rec = 0.0;
+        float *lp = reference_forward(plain, ref, &loss_plain);
+        float *lr = reference_forward(rec, ref, &loss_rec);
+        ck_assert_msg(loss_plain == loss_rec, "%s: loss %.9g vs %.9g with recompute", tc->what,
+                      loss_plain, loss_rec);
+        ck_assert(memcmp(lp, lr, (size_t)(B * T * V) * sizeof(float)) == 0);
+        EXPECT_FAIL_MSG(nnt_gpt_set_recompute(rec, 0), NNT_E_STATE, "nnt_gpt_set_recompute");
+        EXPECT_OK(nnt_layer_backward(plain, NULL, NULL));
+        EXPECT_OK(nnt_layer_backward(rec, NULL, NULL));
+        expect_same_grads(plain, rec, tc->what);
+        if (round == 0)
+            check_gradients(rec, ref, tc->what);
+        /* off and on again: the activations are recreated */
+        EXPECT_OK(nnt_gpt_set_recompute(rec, 0));
+        EXPECT_OK(nnt_gpt_set_recompute(rec, 7));
+        free(lp);
+        free(lr);
+    }
+    EXPECT_FAIL_MSG(nnt_gpt_set_recompute(NULL, 1), NNT_E_INVAL, "nnt_gpt_set_recompute");
+    nnt_layer *emb = NULL;
+    EXPECT_OK(nnt_layer_embedding_create(ctx, V, MAXT, C, NULL, &emb));
+    EXPECT_FAIL_MSG(nnt_gpt_set_recompute(emb, 1), NNT_E_INVAL, "nnt_gpt_set_recompute");
+    nnt_layer_destroy(emb);
+    nnt_layer_destroy(plain);
+    nnt_layer_destroy(rec);
+    nnt_st_close(ref);
+}
+END_TEST
+
+/* RAM taken by one forward + backward of a deeper model (L 6, random weights), measured
+ * as the growth of the context's RAM use from after creation to after the backward. */
+static int64_t step_memory(int recompute)
+{
+    nnt_gpt_config cfg = {sizeof cfg, 64, 32, 6, 2, 32};
+    nnt_layer *gpt = NULL;
+    EXPECT_OK(nnt_gpt_create(ctx, &cfg, 2, 32, NULL, &gpt));
+    EXPECT_OK(nnt_gpt_set_recompute(gpt, recompute));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    nnt_mem_stats before = {sizeof before, 0, {{"", 0, 0, 0}}, 0, 0}, after = before;
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &before, 0));
+    int32_t ids[2 * 32];
+    for (int i = 0; i < 2 * 32; i++)
+        ids[i] = (i * 7) % 64;
+    nnt_tensor *tokens = ids_tensor(ids, 2, 32, 2, 32);
+    EXPECT_OK(nnt_layer_set_targets(gpt, tokens));
+    EXPECT_OK(nnt_layer_forward(gpt, tokens, NULL));
+    EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &after, 0));
+    nnt_tensor_destroy(tokens);
+    nnt_layer_destroy(gpt);
+    return after.node[0].used_bytes - before.node[0].used_bytes;
+}
+
+/* Recompute must save at least 80% of the 16 (B, T, C)-sized tensors per block but one
+ * that it does not keep: 6 blocks -> (6 - 1) * 16 * B T C floats. Measured with recompute
+ * first, so that buffers StarPU may cache after the first model can only make the plain
+ * model's growth smaller (the check stricter). */
+START_TEST(test_recompute_memory)
+{
+    int64_t rec = step_memory(1), plain = step_memory(0);
+    int64_t expected = (6 - 1) * 16 * 2 * 32 * 32 * (int64_t)sizeof(float);
+    printf("test_layer_gpt recompute memory: forward + backward takes %lld bytes of RAM "
+           "without recompute, %lld with (expected saving %lld)\n", (long long)plain,
+           (long long)rec, (long long)expected);
+    ck_assert_msg(plain - rec >= expected * 8 / 10, "recompute saved %lld bytes, expected "
+                  "about %lld", (long long)(plain - rec), (long long)expected);
+}
+END_TEST
+
 /* ---- parameters -------------------------------------------------------------------------- */
 
 START_TEST(test_params)
@@ -867,6 +966,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_reference_step, 0, NTILINGS);
     tcase_add_test(tc, test_accumulate_and_targets);
+    tcase_add_loop_test(tc, test_recompute, 0, 3);
+    tcase_add_test(tc, test_recompute_memory);
     tcase_add_test(tc, test_params);
     tcase_add_test(tc, test_round_trips);
     tcase_add_test(tc, test_generate);

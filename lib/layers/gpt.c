@@ -410,6 +410,12 @@ NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg)
     return NNT_OK;
 }
 
+NNT_API int nnt_gpt_set_recompute(nnt_layer *gpt, int enable)
+{
+    NNT_TRY(check_gpt(gpt, "nnt_gpt_set_recompute"));
+    return nnt_gpt2_set_recompute(impl_of(gpt)->model, enable);
+}
+
 NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
                               const nnt_tiling *tiling, nnt_layer **out)
 {

@@ -75,10 +75,13 @@ struct nnt_gpt2 {
     int64_t nvalid;              /* targets != ignore in the last forward               */
     int backward_ready;          /* the last forward had targets, no backward since     */
     int loss_ready;              /* losses holds the last forward with targets' losses  */
+    int recompute;               /* layers keep only their output; backward recomputes  */
+    int acts_missing;            /* a failed nnt_gpt2_set_recompute left no activations  */
 
     nnt_tensor *tokens, *targets;    // (B, T) int32
     nnt_tensor *encoded;             // (B, T, C)
-    layer_acts *layers;              // [L]
+    layer_acts *layers;              // [L]; with recompute all but residual3 are shared's
+    layer_acts shared;               // with recompute: the one set of block activations
     nnt_tensor *lnf, *lnf_mean, *lnf_rstd;  // (B, T, C), (B, T), (B, T)
     nnt_tensor *logits;              // (B, T, V); backward turns it into d loss / d logits
     nnt_tensor *losses, *lse;        // (B, T)
@@ -211,7 +214,8 @@ static int create_params(nnt_gpt2 *m)
     return NNT_OK;
 }
 
-static int create_layer_acts(nnt_gpt2 *m, layer_acts *a)
+/* Everything but residual3 (the block output, next block's input). */
+static int create_block_scratch(nnt_gpt2 *m, layer_acts *a)
 {
     NNT_TRY(make_f32(m, "BTC", &a->ln1));
     NNT_TRY(make_f32(m, "BT", &a->ln1_mean));
@@ -227,7 +231,23 @@ static int create_layer_acts(nnt_gpt2 *m, layer_acts *a)
     NNT_TRY(make_f32(m, "BT", &a->ln2_rstd));
     NNT_TRY(make_f32(m, "BTF", &a->fch));
     NNT_TRY(make_f32(m, "BTF", &a->fch_gelu));
-    NNT_TRY(make_f32(m, "BTC", &a->residual3));
+    return NNT_OK;
+}
+
+/* Layer activations: each layer its own set, or, with recompute, each layer its own
+ * residual3 and the rest shared by all (m->shared). */
+static int create_layer_acts(nnt_gpt2 *m)
+{
+    if (m->recompute)
+        NNT_TRY(create_block_scratch(m, &m->shared));
+    for (int64_t l = 0; l < m->cfg.layers; l++) {
+        layer_acts *a = &m->layers[l];
+        if (m->recompute)
+            *a = m->shared;
+        else
+            NNT_TRY(create_block_scratch(m, a));
+        NNT_TRY(make_f32(m, "BTC", &a->residual3));
+    }
     return NNT_OK;
 }
 
@@ -239,8 +259,7 @@ static int create_acts(nnt_gpt2 *m)
     m->layers = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(layer_acts));
     if (!m->layers)
         return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
-    for (int64_t l = 0; l < m->cfg.layers; l++)
-        NNT_TRY(create_layer_acts(m, &m->layers[l]));
+    NNT_TRY(create_layer_acts(m));
     NNT_TRY(make_f32(m, "BTC", &m->lnf));
     NNT_TRY(make_f32(m, "BT", &m->lnf_mean));
     NNT_TRY(make_f32(m, "BT", &m->lnf_rstd));
@@ -375,13 +394,29 @@ int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int n
     return NNT_OK;
 }
 
-static void destroy_layer_acts(layer_acts *a)
+static void destroy_block_acts(layer_acts *a)
 {
     nnt_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv[0], a->qkv[1], a->qkv[2],
                          a->atto, a->att_lse, a->atty, a->residual2, a->ln2, a->ln2_mean,
                          a->ln2_rstd, a->fch, a->fch_gelu, a->residual3};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         nnt_tensor_destroy(all[i]);
+    memset(a, 0, sizeof *a);
+}
+
+/* The per-layer activations and, with recompute, the shared set (once). */
+static void destroy_layer_acts(nnt_gpt2 *m)
+{
+    for (int64_t l = 0; m->layers && l < m->cfg.layers; l++) {
+        layer_acts *a = &m->layers[l];
+        if (m->recompute) {
+            nnt_tensor_destroy(a->residual3);
+            memset(a, 0, sizeof *a);
+        } else {
+            destroy_block_acts(a);
+        }
+    }
+    destroy_block_acts(&m->shared);
 }
 
 void nnt_gpt2_destroy(nnt_gpt2 *m)
@@ -398,8 +433,7 @@ void nnt_gpt2_destroy(nnt_gpt2 *m)
         }
         free(m->params[k]);
     }
-    for (int64_t l = 0; m->layers && l < m->cfg.layers; l++)
-        destroy_layer_acts(&m->layers[l]);
+    destroy_layer_acts(m);
     free(m->layers);
     nnt_tensor *all[] = {m->tokens, m->targets, m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd,
                          m->logits, m->losses, m->lse, m->heads, m->dheads[0], m->dheads[1],
@@ -407,6 +441,35 @@ void nnt_gpt2_destroy(nnt_gpt2 *m)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         nnt_tensor_destroy(all[i]);
     free(m);
+}
+
+int nnt_gpt2_set_recompute(nnt_gpt2 *m, int enable)
+{
+    const char *fn = "nnt_gpt_set_recompute";   /* its public name: the only caller */
+    if (!m)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: model is NULL", fn);
+    enable = enable != 0;
+    if (enable == m->recompute)
+        return NNT_OK;
+    if (m->backward_ready)
+        return nnt_fail(m->ctx, NNT_E_STATE, "%s: between a forward with targets and its "
+                        "backward (the saved activations would be lost)", fn);
+    destroy_layer_acts(m);
+    m->recompute = enable;
+    m->acts_missing = 0;
+    int rc = create_layer_acts(m);
+    if (rc) {   /* leave no half-made set behind: back to the other mode */
+        destroy_layer_acts(m);
+        m->recompute = !enable;
+        if (create_layer_acts(m))
+            m->acts_missing = 1;   /* forward refuses to run */
+    }
+    return rc;
+}
+
+int nnt_gpt2_recompute(const nnt_gpt2 *m)
+{
+    return m ? m->recompute : 0;
 }
 
 void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg)
@@ -765,8 +828,9 @@ static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
                               p_of(m, ATTPROJB, l, 0), NULL);
 }
 
-/* residual2 -> ln2, fch, fch_gelu, residual3 = residual2 + mlp(ln_2(residual2)). */
-static int forward_mlp(nnt_gpt2 *m, int64_t l)
+/* residual2 -> ln2, fch, fch_gelu, and with output residual3 = residual2 +
+ * mlp(ln_2(residual2)) (a recompute in backward does not need residual3 again). */
+static int forward_mlp(nnt_gpt2 *m, int64_t l, int output)
 {
     layer_acts *a = &m->layers[l];
     NNT_TRY(nnt_tensor_layernorm(a->residual2, p_of(m, LN2W, l, 0), p_of(m, LN2B, l, 0),
@@ -775,6 +839,8 @@ static int forward_mlp(nnt_gpt2 *m, int64_t l)
     NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, p_of(m, FCW, l, 0), 0.0,
                            a->fch, 1, 0, NNT_EPILOGUE_BIAS_GELU, p_of(m, FCB, l, 0),
                            a->fch_gelu));
+    if (!output)
+        return NNT_OK;
     /* residual3 (B, T, C) = residual2 + fch_gelu fcprojw^T (C, F) + fcprojb */
     NNT_TRY(nnt_tensor_copy(a->residual2, a->residual3));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->fch_gelu, p_of(m, FCPROJW, l, 0),
@@ -856,12 +922,16 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
         return nnt_fail(m ? m->ctx : NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
                         m ? "tokens" : "model");
     m->backward_ready = 0;
+    if (m->acts_missing)
+        return nnt_fail(m->ctx, NNT_E_STATE, "%s: the activations could not be recreated by "
+                        "nnt_gpt2_set_recompute; call it again", fn);
     NNT_TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
     NNT_TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         NNT_TRY(forward_attention(m, l, block_input(m, l)));
-        NNT_TRY(forward_mlp(m, l));
-        hint_saved_for_backward(&m->layers[l]);
+        NNT_TRY(forward_mlp(m, l, 1));
+        if (!m->recompute)   /* the shared set is overwritten by the next layer at once */
+            hint_saved_for_backward(&m->layers[l]);
     }
     nnt_tensor *x = block_input(m, m->cfg.layers);
     NNT_TRY(nnt_tensor_layernorm(x, p_of(m, LNFW, 0, 0), p_of(m, LNFB, 0, 0), NNT_GPT2_LN_EPS,
@@ -965,6 +1035,11 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
                                       m->lnf_mean, m->lnf_rstd, m->dln, m->dres,
                                       g_of(m, LNFW, 0, 0), g_of(m, LNFB, 0, 0)));
     for (int64_t l = m->cfg.layers - 1; l >= 0; l--) {
+        /* The shared set still holds the last layer's activations from the forward. */
+        if (m->recompute && l < m->cfg.layers - 1) {
+            NNT_TRY(forward_attention(m, l, block_input(m, l)));
+            NNT_TRY(forward_mlp(m, l, 0));
+        }
         NNT_TRY(backward_mlp(m, l));
         NNT_TRY(backward_attention(m, l, block_input(m, l)));
     }

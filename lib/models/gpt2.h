@@ -101,6 +101,16 @@ int nnt_gpt2_create(nnt_ctx *ctx, const nnt_gpt2_config *cfg, const nnt_gpt2_til
 /* Release everything (waits for pending work). NULL is accepted. */
 void nnt_gpt2_destroy(nnt_gpt2 *m);
 void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg);
+/* Activation recompute (enable != 0) or not (0, the default). With recompute each block
+ * keeps only its output (B, T, C) for the backward; one set of block activations is shared
+ * by all layers and the backward recomputes each block's forward from its input before
+ * differentiating it: about one more forward pass of work, and activation memory of
+ * L + 16 instead of 17 L tensors of (B, T, C) size (a (B, T, 4C) counts 4). Results are
+ * bit-identical (same kernels, same tiling). Per-layer activations other than "residual3"
+ * (nnt_gpt2_activation) then hold the last block computed. NNT_E_STATE between a forward
+ * with targets and its backward. */
+int nnt_gpt2_set_recompute(nnt_gpt2 *m, int enable);
+int nnt_gpt2_recompute(const nnt_gpt2 *m);
 
 /* nnt_gpt2_create with the configuration of an llm.c fp32 checkpoint (version 3), then its
  * weights (wte's padding rows dropped). */
