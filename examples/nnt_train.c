@@ -1052,6 +1052,8 @@ int main(int argc, char **argv)
 {
     trainer t;
     memset(&t, 0, sizeof t);
+    /* One line per step even into a file or a pipe (tail -f of a long run's log). */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int rc = train_opts_parse(argc, argv, &t.o);
     if (rc)
         return rc == 1 ? 0 : 2;
