@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -143,6 +144,23 @@ static int check_dir(const char *what, const char *dir)
     return NNT_OK;
 }
 
+/* A swap larger than the free space of its file system would fail in the middle of a run,
+ * when StarPU writes a tile there (StarPU's disk backend aborts on a failed write), so it is
+ * refused here with the numbers. Space taken later by other programs is not foreseen. */
+static int check_free_space(const char *dir, int64_t swap_mib)
+{
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0)
+        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: swap directory '%s': %s", dir,
+                        strerror(errno));
+    double free_mib = (double)fs.f_bavail * (double)fs.f_frsize / (1024.0 * 1024.0);
+    if ((double)swap_mib > free_mib)
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_ctx_create: swap_mib %lld is more than the "
+                        "%.0f MiB free on the file system of '%s'", (long long)swap_mib,
+                        free_mib, dir);
+    return NNT_OK;
+}
+
 static int validate_options(const nnt_ctx_options *o)
 {
     if (o->ncpus < -1)
@@ -172,7 +190,8 @@ static int validate_options(const nnt_ctx_options *o)
             return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld is below the "
                             "minimum of %d MiB", (long long)o->swap_mib,
                             STARPU_DISK_SIZE_MIN / (1024 * 1024));
-        return check_dir("swap directory", o->swap_dir);
+        NNT_TRY(check_dir("swap directory", o->swap_dir));
+        return check_free_space(o->swap_dir, o->swap_mib);
     }
     return NNT_OK;
 }

@@ -121,6 +121,10 @@ START_TEST(ctx_rejects_bad_options)
     expect_bad_options(&o, NNT_E_INVAL);
     nnt_ctx_options_init(&o); o.swap_dir = "/tmp";             o.swap_mib = 0;
     expect_bad_options(&o, NNT_E_INVAL);
+    /* a swap larger than the free space of its file system (1 EiB) */
+    nnt_ctx_options_init(&o); o.swap_dir = "/tmp";             o.swap_mib = 1LL << 40;
+    expect_bad_options(&o, NNT_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "MiB free on the file system"));
     nnt_ctx_options_init(&o); o.perfmodel_dir = "/proc/nnt-cannot-create";
     expect_bad_options(&o, NNT_E_IO);
 }
