@@ -1,26 +1,56 @@
 #!/usr/bin/env python3
 """compare_pytorch.py: time one GPT-2 training step (forward + loss + backward + AdamW) of
-nnt (bench/bench_gpt2, the internal model) and of PyTorch (eager, fp32, Hugging Face
-transformers GPT2LMHeadModel) side by side on the CPU, and write a Markdown table.
+nnt's training program nnt-train and of PyTorch (eager, fp32, Hugging Face transformers
+GPT2LMHeadModel) side by side on the CPU, and write a Markdown table.
 
 Not a test and not run by CI: run by hand on a quiet machine, results go to
-bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built
-bench/bench_gpt2 (make bench/bench_gpt2 in a configured build directory).
+bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built nnt-train
+(make in a configured build directory: BUILD/nnt-train).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
-        [--rounds 3] [--configs 124M,small,wide] [--tilings none,split]
+        [--rounds 3] [--configs 124M,small,wide] [--tilings auto,none,split]
+        [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
 
-For every config the runs are interleaved (round 1: nnt tiling 1, PyTorch, nnt tiling 2,
-PyTorch, ...; round 2: the same), each run in a fresh process that does one warm-up step
-and then times --steps steps; the table gives, per side, the median over the rounds of the
-mean step time of each run, and for nnt the tiling with the lowest median.
+For every config the runs are interleaved (round 1: nnt tiling 1, PyTorch variant 1, nnt
+tiling 2, PyTorch variant 2, ...; round 2: the same), each run in a fresh process; the table
+gives, per side, the median over the rounds of the mean step time of each run, and for each
+side the variant (nnt tiling, PyTorch AdamW implementation) with the lowest median.
+
+The nnt side runs
+
+    nnt-train --layers L --channels C --heads NH --vocab V --context maxT --batch B --seq T
+        --steps N+1 --sample 0 --no-save --out DIR --cpus THREADS --gpus 0 --sched lws
+        --grad-clip G --warmup 0 --schedule constant --lr 1e-4 --beta2 0.999
+        --weight-decay 0.1 [tiling options] [--data FILE --data-format nanogpt]
+
+and reads the per-step wall times from the ms column of DIR/train.csv: the first step is the
+warm-up and is dropped, the mean of the other N (= --steps) is the run's step time (nnt-train
+times a whole step: loading the batch, zero grad, forward, loss, backward, the gradient norm,
+AdamW, waiting for every task). The PyTorch side (a worker process of this script) does one
+warm-up step and then times N steps the same way (random tokens, forward, loss, backward,
+[clip_grad_norm_], AdamW step, zero grad, loss.item()).
+
+nnt tilings: `auto` gives no tile option (nnt-train's own heuristic, nnt_gpt_tiling(3));
+`none` keeps every dimension in one tile (all tile options -1); `split` and `split-b1` are
+hand-picked tilings (see TILINGS), and the tile sizes nnt-train used are listed in the
+report. Data: with --nnt-data text (default) nnt-train reads its default corpus
+(/usr/share/common-licenses) with the byte tokenizer; nnt-train accepts a model vocabulary
+(50257) larger than the tokenizer's (256), so the model is the same and only token ids below
+256 occur. With --nnt-data random it reads uniform random tokens in [0, V), like PyTorch's,
+from a nanoGPT .bin file (uint16, no header) written to a temporary directory. The amount of
+work per step does not depend on the token values. Gradient clipping is off on both sides by default
+(--grad-clip 0); --grad-clip G > 0 turns it on on both sides (nnt-train --grad-clip G,
+torch.nn.utils.clip_grad_norm_(params, G)). nnt-train computes the global gradient norm
+every step even with clipping off (it logs it), PyTorch only when clipping.
 """
 
 import argparse
+import array
+import csv
 import datetime
 import json
 import os
-import platform
+import random
 import re
 import shlex
 import shutil
@@ -37,22 +67,34 @@ CONFIGS = {
     "wide": (4, 1536, 16, 50257, 1024),
 }
 
-# nnt tilings, as functions of (C, V) -> bench_gpt2 options. "split" is the best hand-picked
-# tiling of bench/RESULTS.md for 124M (batch 2, channels 768, hidden 1536, vocab 6400),
-# scaled: whole channels, hidden in two tiles (2C), vocab in ~8 tiles.
+# nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
+# automatic, -1: one tile). "split" is the best hand-picked tiling of bench/RESULTS.md for
+# 124M (batch 2, channels 768, hidden 1536, vocab 6400), scaled: whole channels, hidden in two
+# tiles (2C), vocab in ~8 tiles; dimensions it does not name stay whole, as they did in
+# bench_gpt2, which these tilings were first written for.
+WHOLE = "-1"
 TILINGS = {
-    "none": lambda C, V: [],
-    "split": lambda C, V: ["--tile-batch", "2", "--tile-channels", str(C),
-                           "--tile-hidden", str(2 * C), "--tile-vocab", "6400"],
-    "split-b1": lambda C, V: ["--tile-batch", "1", "--tile-hidden", str(2 * C),
-                              "--tile-vocab", "8192"],
+    "auto": lambda C: [],
+    "none": lambda C: ["--tile-batch", WHOLE, "--tile-seq", WHOLE, "--tile-channels", WHOLE,
+                       "--tile-hidden", WHOLE, "--tile-vocab", WHOLE, "--tile-heads", WHOLE],
+    "split": lambda C: ["--tile-batch", "2", "--tile-seq", WHOLE, "--tile-channels", WHOLE,
+                        "--tile-hidden", str(2 * C), "--tile-vocab", "6400",
+                        "--tile-heads", WHOLE],
+    "split-b1": lambda C: ["--tile-batch", "1", "--tile-seq", WHOLE, "--tile-channels", WHOLE,
+                           "--tile-hidden", str(2 * C), "--tile-vocab", "8192",
+                           "--tile-heads", WHOLE],
 }
 TILING_DESC = {
-    "none": ("one tile per dimension", "(none)"),
-    "split": ("batch 2, channels C, hidden 2C, vocab 6400",
-              "--tile-batch 2 --tile-channels C --tile-hidden 2C --tile-vocab 6400"),
-    "split-b1": ("batch 1, hidden 2C, vocab 8192",
-                 "--tile-batch 1 --tile-hidden 2C --tile-vocab 8192"),
+    "auto": ("nnt-train's automatic tiling (nnt_gpt_tiling(3))", "(no tile option)"),
+    "none": ("one tile per dimension",
+             "--tile-batch -1 --tile-seq -1 --tile-channels -1 --tile-hidden -1 "
+             "--tile-vocab -1 --tile-heads -1"),
+    "split": ("batch 2, hidden 2C, vocab 6400, the rest whole",
+              "--tile-batch 2 --tile-seq -1 --tile-channels -1 --tile-hidden 2C "
+              "--tile-vocab 6400 --tile-heads -1"),
+    "split-b1": ("batch 1, hidden 2C, vocab 8192, the rest whole",
+                 "--tile-batch 1 --tile-seq -1 --tile-channels -1 --tile-hidden 2C "
+                 "--tile-vocab 8192 --tile-heads -1"),
 }
 
 # PyTorch variants: extra keyword arguments of torch.optim.AdamW. "default" is what
@@ -103,6 +145,8 @@ def torch_worker(a):
         logits = model(input_ids=x).logits
         loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
         loss.backward()
+        if a.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.item()
@@ -147,7 +191,7 @@ def torch_argv(a, config, variant):
     return [sys.executable, os.path.abspath(__file__), "--torch-worker", "--config", config,
             "--variant", variant,
             "--threads", str(a.threads), "--steps", str(a.steps),
-            "--batch", str(a.batch), "--seq", str(a.seq)]
+            "--batch", str(a.batch), "--seq", str(a.seq), "--grad-clip", "%g" % a.grad_clip]
 
 
 def run_torch(a, config, variant):
@@ -161,28 +205,86 @@ def torch_peak(a):
     return json.loads(run_child(argv).strip().splitlines()[-1])["gflops"]
 
 
-MEAN_RE = re.compile(r"mean of (\d+) steps: (\d+(?:\.\d+)?) ms/step")
-HEAD_RE = re.compile(r": ([\d.]+)M parameters;.* (\d+) CPU workers[^;]*; ([\d.]+) GFLOP/step")
+# nnt-train's output: the model, tiling and runtime lines at start, the summary at the end.
+PARAMS_RE = re.compile(r"^model: .*: ([\d.]+)M parameters", re.M)
+DATA_RE = re.compile(r"^data: +(.*)$", re.M)
+TILING_RE = re.compile(r"^tiling: +(.*)$", re.M)
+RUNTIME_RE = re.compile(r"^runtime: +(\d+) CPU workers, (\d+) CUDA workers, scheduler (\S+)",
+                        re.M)
+MEAN_RE = re.compile(r"trained steps (\d+)\.\.(\d+) in [\d.]+ s: ([\d.]+) ms/step")
 
 
-def nnt_argv(a, config, tiling):
+def random_data(a, path):
+    """Uniform random tokens in [0, V) as a nanoGPT .bin file: uint16, little-endian, no
+    header; enough for every step of a run without wrapping around."""
+    V = max(CONFIGS[c][3] for c in a.config_list)
+    if V > 65536:
+        raise SystemExit("compare_pytorch: vocab %d does not fit uint16 tokens" % V)
+    n = max(1 << 18, (a.steps + 1) * a.batch * a.seq + 1)
+    rng = random.Random(7)
+    tokens = array.array("H", (rng.randrange(V) for _ in range(n)))
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    with open(path, "wb") as f:
+        tokens.tofile(f)
+
+
+def nnt_argv(a, config, tiling, tmp="TMP"):
+    """The nnt-train command of one run; tmp is the run's temporary directory (the default
+    is the placeholder used in the report)."""
     L, C, NH, V, maxT = CONFIGS[config]
-    return [a.nnt_bench, "--layers", str(L), "--channels", str(C), "--heads", str(NH),
+    argv = [a.nnt_train, "--layers", str(L), "--channels", str(C), "--heads", str(NH),
             "--vocab", str(V), "--context", str(maxT), "--batch", str(a.batch),
-            "--seq", str(a.seq), "--steps", str(a.steps)] + TILINGS[tiling](C, V)
+            "--seq", str(a.seq), "--steps", str(a.steps + 1), "--sample", "0", "--no-save",
+            "--out", os.path.join(tmp, "out"), "--cpus", str(a.threads), "--gpus", "0",
+            "--sched", "lws", "--grad-clip", "%g" % a.grad_clip, "--warmup", "0",
+            "--schedule", "constant", "--lr", "1e-4", "--beta2", "0.999",
+            "--weight-decay", "0.1"]
+    if a.nnt_data == "random":
+        argv += ["--data", os.path.join(tmp, "random.bin"), "--data-format", "nanogpt"]
+    return argv + TILINGS[tiling](C)
 
 
-def run_nnt(a, config, tiling, env):
-    out = run_child(nnt_argv(a, config, tiling), env=env)
-    m, h = MEAN_RE.search(out), HEAD_RE.search(out)
-    if not m or not h:
+def read_step_ms(path):
+    """The ms column of nnt-train's train.csv, one value per step, in step order."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [(int(r["step"]), float(r["ms"])) for r in rows]
+
+
+def run_nnt(a, config, tiling, env, tmp):
+    out_dir = os.path.join(tmp, "out")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    argv = nnt_argv(a, config, tiling, tmp)
+    out = run_child(argv, env=env)
+
+    def fail(why):
         sys.stderr.write(out)
-        raise SystemExit("compare_pytorch: cannot parse bench_gpt2 output")
-    if int(h.group(2)) != a.threads:
-        raise SystemExit("compare_pytorch: bench_gpt2 ran with %s CPU workers, wanted %d"
-                         % (h.group(2), a.threads))
-    return {"ms": float(m.group(2)), "mparams": float(h.group(1)),
-            "gflop": float(h.group(3))}
+        raise SystemExit("compare_pytorch: %s: %s" % (why, shlex.join(argv)))
+
+    pm, dm, tm, rm, mm = (PARAMS_RE.search(out), DATA_RE.search(out), TILING_RE.search(out),
+                          RUNTIME_RE.search(out), MEAN_RE.search(out))
+    if not (pm and dm and tm and rm and mm):
+        fail("cannot parse nnt-train's output")
+    if int(rm.group(1)) != a.threads or int(rm.group(2)) != 0:
+        fail("nnt-train ran with %s CPU and %s CUDA workers, wanted %d and 0"
+             % (rm.group(1), rm.group(2), a.threads))
+    steps = read_step_ms(os.path.join(out_dir, "train.csv"))
+    if [s for s, _ in steps] != list(range(1, a.steps + 2)):
+        fail("train.csv has steps %s, wanted 1..%d" % ([s for s, _ in steps], a.steps + 1))
+    ms = [m for _, m in steps[1:]]  # the first step warms up
+    mean = statistics.mean(ms)
+    # Cross-check with nnt-train's own summary (mean without the first step, printed %.1f;
+    # the csv has 3 decimals).
+    if abs(mean - float(mm.group(3))) > 0.06 + 1e-4 * mean:
+        fail("train.csv gives %.3f ms/step, nnt-train's summary %s" % (mean, mm.group(3)))
+    return {"ms": mean, "mparams": float(pm.group(1)), "data": dm.group(1).split(";")[0],
+            "tiling": tm.group(1), "sched": rm.group(3)}
+
+
+def nnt_version(a):
+    out = run_child([a.nnt_train, "--version"]).strip().splitlines()
+    return out[0] if out else "?"
 
 
 def machine():
@@ -212,23 +314,31 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", default="/tmp/b2",
-                   help="configured nnt build directory holding bench/bench_gpt2 "
+                   help="configured and built nnt build directory holding nnt-train "
                         "(default %(default)s)")
-    p.add_argument("--nnt-bench", help="the bench_gpt2 binary (default BUILD_DIR/bench/bench_gpt2)")
+    p.add_argument("--nnt-train", help="the nnt-train program (default BUILD_DIR/nnt-train)")
     p.add_argument("--threads", type=int, default=2,
-                   help="torch.set_num_threads and nnt CPU workers (STARPU_NCPU) (default 2)")
-    p.add_argument("--steps", type=int, default=3, help="timed steps per run (default 3)")
+                   help="torch.set_num_threads and nnt-train --cpus (default 2)")
+    p.add_argument("--steps", type=int, default=3,
+                   help="timed steps per run, after one warm-up step (default 3)")
     p.add_argument("--rounds", type=int, default=3,
                    help="interleaved runs per side, tiling and config; median reported "
                         "(default 3)")
     p.add_argument("--configs", default="124M,small,wide",
                    help="comma list of %s (default %%(default)s)" % ", ".join(CONFIGS))
-    p.add_argument("--tilings", default="none,split",
+    p.add_argument("--tilings", default="auto,none,split",
                    help="comma list of nnt tilings: %s (default %%(default)s)"
                         % ", ".join(TILINGS))
     p.add_argument("--torch-variants", default="default,fused",
                    help="comma list of PyTorch AdamW variants: %s (default %%(default)s)"
                         % ", ".join(TORCH_VARIANTS))
+    p.add_argument("--grad-clip", type=float, default=0.0,
+                   help="clip the global gradient norm to this on both sides; 0: no clipping "
+                        "on either side (default 0)")
+    p.add_argument("--nnt-data", choices=("text", "random"), default="text",
+                   help="nnt-train's data: its default text corpus with the byte tokenizer, "
+                        "or uniform random tokens in [0, V) in a nanoGPT .bin file "
+                        "(default %(default)s)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--output", default=os.path.join(here, "RESULTS-pytorch.md"),
@@ -243,11 +353,13 @@ def main():
     if a.peak_worker:
         return peak_worker(a)
 
-    a.nnt_bench = os.path.abspath(a.nnt_bench or os.path.join(a.build_dir, "bench", "bench_gpt2"))
-    if not os.access(a.nnt_bench, os.X_OK):
-        raise SystemExit("compare_pytorch: no bench_gpt2 at %s (make bench/bench_gpt2 in the "
-                         "build directory, or pass --nnt-bench)" % a.nnt_bench)
-    configs = a.configs.split(",")
+    a.nnt_train = os.path.abspath(a.nnt_train or os.path.join(a.build_dir, "nnt-train"))
+    if not os.access(a.nnt_train, os.X_OK):
+        raise SystemExit("compare_pytorch: no nnt-train at %s (make nnt-train in the build "
+                         "directory, or pass --nnt-train)" % a.nnt_train)
+    if a.steps < 1 or a.rounds < 1:
+        raise SystemExit("compare_pytorch: --steps and --rounds must be at least 1")
+    configs = a.config_list = a.configs.split(",")
     tilings = a.tilings.split(",")
     for c in configs:
         if c not in CONFIGS:
@@ -268,9 +380,19 @@ def main():
         if i < len(variants):
             order.append(("torch", variants[i]))
 
-    starpu_home = tempfile.mkdtemp(prefix="nnt-cmp-starpu-")
-    env = dict(os.environ, STARPU_SILENT="1", STARPU_HOME=starpu_home,
-               STARPU_NCPU=str(a.threads))
+    # One temporary directory for everything on the nnt side: StarPU's home, nnt-train's
+    # output directory (emptied before each run) and the random data.
+    tmp = tempfile.mkdtemp(prefix="nnt-cmp-")
+    try:
+        return compare(a, configs, tilings, variants, order, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compare(a, configs, tilings, variants, order, tmp):
+    env = dict(os.environ, STARPU_SILENT="1", STARPU_HOME=os.path.join(tmp, "starpu"))
+    if a.nnt_data == "random":
+        random_data(a, os.path.join(tmp, "random.bin"))
     cmdline = shlex.join([sys.executable] + sys.argv)
     start = datetime.datetime.now(datetime.timezone.utc)
     load_before = loadavg()
@@ -286,13 +408,15 @@ def main():
     for c in configs:
         L, C, NH, V, maxT = CONFIGS[c]
         r = results[c] = {"nnt": {t: [] for t in tilings}, "torch": {v: [] for v in variants},
-                          "params": None}
+                          "params": None, "tiling": {}}
         for rnd in range(a.rounds):
             for side, what in order:
                 if side == "nnt":
-                    nr = run_nnt(a, c, what, env)
+                    nr = run_nnt(a, c, what, env, tmp)
                     r["nnt"][what].append(nr["ms"] / 1e3)
                     r["nnt_mparams"] = nr["mparams"]
+                    r["tiling"][what] = nr["tiling"]
+                    nnt_data, nnt_sched = nr["data"].replace(tmp, "TMP"), nr["sched"]
                 else:
                     tr = run_torch(a, c, what)
                     r["params"] = tr["params"]
@@ -304,7 +428,6 @@ def main():
                       % (c, rnd + 1, side, what, r[side][what][-1], la), flush=True)
     peak1 = torch_peak(a)
     load_after = loadavg()
-    shutil.rmtree(starpu_home, ignore_errors=True)
     end = datetime.datetime.now(datetime.timezone.utc)
     peak = max(peak0, peak1)
 
@@ -327,13 +450,16 @@ def main():
     w = lines.append
     w("# nnt vs PyTorch: GPT-2 training step on the CPU")
     w("")
-    w("Generated by `bench/compare_pytorch.py` (issue 6). One training step = forward with "
-      "cross-entropy loss, backward, AdamW (lr 1e-4, weight decay 0.1), zero grad; fp32, "
-      "random tokens, B = %d, T = %d, %d timed steps after one warm-up step per run, "
-      "%d interleaved rounds (every run a fresh process; in each round the runs alternate "
-      "nnt, PyTorch, nnt, PyTorch), median over the rounds. For each side the table gives "
-      "the best variant (nnt tiling, PyTorch AdamW implementation) and names it; every "
-      "variant is listed further down." % (a.batch, a.seq, a.steps, a.rounds))
+    w("Generated by `bench/compare_pytorch.py` (issue 6); the nnt side is the training "
+      "program `nnt-train`. One training step = forward with cross-entropy loss, backward, "
+      "%s, AdamW (lr 1e-4, betas 0.9 0.999, weight decay 0.1), zero grad; fp32, B = %d, "
+      "T = %d, %d timed steps after one warm-up step per run, %d interleaved rounds (every "
+      "run a fresh process; in each round the runs alternate nnt, PyTorch, nnt, PyTorch), "
+      "median over the rounds. For each side the table gives the best variant (nnt tiling, "
+      "PyTorch AdamW implementation) and names it; every variant is listed further down."
+      % ("gradient clipping off on both sides" if a.grad_clip <= 0 else
+         "gradient norm clipped to %g on both sides" % a.grad_clip,
+         a.batch, a.seq, a.steps, a.rounds))
     w("")
     w("- Date: %s to %s UTC" % (start.strftime("%Y-%m-%d %H:%M"), end.strftime("%H:%M")))
     w("- Machine: %s, nproc %s; %d threads / CPU workers used" % (model, nproc, a.threads))
@@ -356,8 +482,17 @@ def main():
          "; ".join("`%s` = AdamW(lr=1e-4, weight_decay=0.1%s)"
                    % (v, "".join(", %s=%s" % kv for kv in TORCH_VARIANTS[v].items()))
                    for v in variants)))
-    w("- nnt: %s, StarPU lws scheduler, STARPU_NCPU=%d, BLIS single-threaded per worker"
-      % (a.nnt_bench, a.threads))
+    w("- nnt: %s (%s), StarPU %s scheduler, --cpus %d --gpus 0, BLIS single-threaded per "
+      "worker; data: %s. Step time: the ms column of nnt-train's train.csv (the wall time of "
+      "a whole step: loading the batch, zero grad, forward, loss, backward, gradient norm, "
+      "AdamW, waiting for every task), run with --steps %d, the first step dropped as warm-up"
+      % (a.nnt_train, nnt_version(a), nnt_sched, a.threads, nnt_data, a.steps + 1))
+    w("- Gradient clipping: %s"
+      % ("off on both sides (nnt-train --grad-clip 0; PyTorch: no clip_grad_norm_). nnt-train "
+         "still computes the global gradient norm every step for its log; PyTorch does not"
+         if a.grad_clip <= 0 else
+         "on on both sides, max norm %g (nnt-train --grad-clip %g; PyTorch "
+         "torch.nn.utils.clip_grad_norm_ before the AdamW step)" % (a.grad_clip, a.grad_clip)))
     w("- sgemm peak for MFU: torch.mm 1024 x 1024 x 1024 fp32 with %d threads, best of 50: "
       "%.1f GFLOP/s before, %.1f after (the higher, %.1f, is used); and %.0f GFLOP/s, "
       "BLIS sgemm with 2 threads on an idle machine of this kind (design.md)"
@@ -386,10 +521,13 @@ def main():
     w("MFU: achieved GFLOP/s over the %.0f GFLOP/s of design.md / over the torch.mm peak "
       "measured here. torch/nnt > 1 means nnt is faster." % DESIGN_PEAK)
     w("")
-    w("nnt tilings tried (bench_gpt2 options; C = channels):")
+    w("nnt tilings tried (nnt-train options; C = channels; -1: one tile) and the tile sizes "
+      "nnt-train reported:")
     w("")
     for t in tilings:
         w("- `%s`: %s: `%s`" % (t, TILING_DESC[t][0], TILING_DESC[t][1]))
+        for c in configs:
+            w("  - %s: %s" % (c, results[c]["tiling"][t]))
     w("")
     w("Every run, s/step (mean of the timed steps of one process), in round order:")
     w("")
@@ -405,7 +543,9 @@ def main():
             w("| %s | torch %s | %s | %.3f | %.3f | %.2f |"
               % (c, v, ", ".join("%.3f" % y for y in x), tmed[v], min(x), max(x) / min(x)))
     w("")
-    w("nnt commands (env STARPU_SILENT=1 STARPU_HOME=<temp dir> STARPU_NCPU=%d):" % a.threads)
+    w("nnt commands (TMP: a temporary directory, removed at the end; env STARPU_SILENT=1 "
+      "STARPU_HOME=TMP/starpu; TMP/out is emptied before each run%s):"
+      % (", TMP/random.bin holds the random tokens" if a.nnt_data == "random" else ""))
     w("")
     w("```sh")
     for c in configs:
@@ -421,12 +561,16 @@ def main():
             w(shlex.join(torch_argv(a, c, v)))
     w("```")
     w("")
-    w("Notes: nnt's parameter count (bench_gpt2) differs from PyTorch's only if the models "
-      "differ; here: %s. The PyTorch loss is over all T positions (targets are independent "
-      "random tokens), like bench_gpt2's; each side draws its own random tokens. nnt's weights "
-      "are small uniform random values, PyTorch's are GPT-2's initialisation: this does not "
-      "change the amount of work." % ", ".join(
-          "%s %.1fM vs %.1fM" % (row[0], row[5], row[4] / 1e6) for row in rows))
+    w("Notes: nnt's parameter count (nnt-train) differs from PyTorch's only if the models "
+      "differ; here: %s. Both losses are over all B x T positions. PyTorch draws independent "
+      "uniform random tokens in [0, V) for inputs and targets; nnt-train reads %s, targets "
+      "being the inputs shifted by one: the amount of work per step does not depend on the "
+      "token values. Both sides start from GPT-2's initialisation. nnt-train applies weight "
+      "decay to matrices and embeddings only, PyTorch's AdamW here to every parameter."
+      % (", ".join("%s %.1fM vs %.1fM" % (row[0], row[5], row[4] / 1e6) for row in rows),
+         "its default text corpus with the byte tokenizer (ids 0-255 of the model's V)"
+         if a.nnt_data == "text" else "uniform random tokens in [0, V) from a nanoGPT .bin "
+         "file"))
     text = "\n".join(lines) + "\n"
     print()
     print(text)
