@@ -367,8 +367,12 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         free(ctx);
         return rc;
     }
-    const char *limit = getenv("STARPU_LIMIT_CPU_MEM");   /* ours or the user's */
-    ctx->ram_budget = limit ? atoll(limit) * 1024 * 1024 : 0;
+    /* Ours or the user's; without one StarPU still limits itself to the memory it found
+     * available at start-up, and spins forever when tiles exceed that: use it too. */
+    const char *limit = getenv("STARPU_LIMIT_CPU_MEM");
+    starpu_ssize_t starpu_total = starpu_memory_get_total(STARPU_MAIN_RAM);
+    ctx->ram_budget = limit ? atoll(limit) * 1024 * 1024 : starpu_total > 0 ? starpu_total : 0;
+    ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     nnt_stats_ctx_start(ctx);
     live_ctx = ctx;
@@ -397,7 +401,11 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already) "
                         "exceed the %s of %.0f MiB; give a %s", fn, (double)bytes / mib,
                         (double)used / mib,
-                        ctx->swap_bytes > 0 ? "disk swap" : "RAM budget", (double)limit / mib,
+                        ctx->swap_bytes > 0 ? "disk swap"
+                        : ctx->ram_budget_default ? "default RAM budget (the memory available "
+                                                    "when the context started)"
+                                                  : "RAM budget",
+                        (double)limit / mib,
                         ctx->swap_bytes > 0 ? "larger swap_mib" : "larger mem_cpu_mib or a "
                         "swap_dir");
     }

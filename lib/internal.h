@@ -59,6 +59,7 @@ struct nnt_ctx {
     nnt_tensor *tensors;          /* live tensors, to orphan them on destroy             */
     int disk_node;                /* StarPU disk memory node, -1 without swap            */
     int64_t ram_budget;           /* bytes StarPU may use in RAM (0: no limit)           */
+    int ram_budget_default;       /* ram_budget is StarPU's own limit, none was given    */
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
 };
