@@ -113,11 +113,6 @@ int nnt_tensor_check_readable(const nnt_tensor *t, const char *func);
 /* Hint that t's tiles will not be used soon (starpu_data_wont_use on each): under a memory
  * budget StarPU evicts them first. Only a hint: results do not change. NULL is accepted. */
 void nnt_tensor_wont_use(nnt_tensor *t);
-/* Hint: once the tasks submitted so far that write trigger's first tile are done (i.e. when
- * the work that produces it starts to be consumed), bring every tile of the n tensors
- * into RAM from the disk swap, so that they are there when their tasks run. Without a swap
- * it does nothing. Failures are ignored (a hint only). */
-void nnt_tensors_prefetch_after(nnt_tensor *trigger, int n, nnt_tensor *const *targets);
 /* Element size of a dtype, 0 for unknown or unsupported. */
 size_t nnt_dtype_size(nnt_dtype dtype);
 /* Tile at grid multi-index coord; its shape and origin (element offset per dimension). */

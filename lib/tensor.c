@@ -344,60 +344,6 @@ int nnt_tensor_fill_normal(nnt_tensor *t, uint64_t seed, double mean, double std
     return fill_random(t, seed, 1, mean, stddev, "nnt_tensor_fill_normal");
 }
 
-/* ---- prefetch from the disk swap ----------------------------------------------------- */
-
-typedef struct prefetch_list {
-    int n;
-    starpu_data_handle_t handles[];
-} prefetch_list;
-
-static void prefetch_callback(void *arg)
-{
-    prefetch_list *list = arg;
-    for (int i = 0; i < list->n; i++)
-        starpu_data_prefetch_on_node(list->handles[i], STARPU_MAIN_RAM, 1);
-    free(list);
-}
-
-/* A task without an implementation: it only waits for its buffer, then runs the callback. */
-static struct starpu_codelet prefetch_marker_cl = {
-    .where = STARPU_NOWHERE,
-    .nbuffers = 1,
-    .modes = {STARPU_R},
-    .name = "prefetch_marker",
-};
-
-void nnt_tensors_prefetch_after(nnt_tensor *trigger, int n, nnt_tensor *const *targets)
-{
-    if (!trigger || trigger->magic != NNT_TENSOR_MAGIC || !trigger->ctx ||
-        trigger->ctx->disk_node < 0)
-        return;
-    int64_t count = 0;
-    for (int i = 0; i < n; i++)
-        count += targets[i] ? targets[i]->ntiles : 0;
-    prefetch_list *list = malloc(sizeof *list + (size_t)count * sizeof list->handles[0]);
-    if (!list)
-        return;
-    list->n = 0;
-    for (int i = 0; i < n; i++)
-        for (int64_t j = 0; targets[i] && j < targets[i]->ntiles; j++)
-            list->handles[list->n++] = targets[i]->tiles[j].handle;
-    struct starpu_task *task = starpu_task_create();
-    if (!task) {
-        free(list);
-        return;
-    }
-    task->cl = &prefetch_marker_cl;
-    task->handles[0] = trigger->tiles[0].handle;
-    task->callback_func = prefetch_callback;
-    task->callback_arg = list;
-    if (starpu_task_submit(task) != 0) {
-        task->destroy = 0;
-        starpu_task_destroy(task);
-        free(list);
-    }
-}
-
 void nnt_tensor_wont_use(nnt_tensor *t)
 {
     if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)

@@ -423,10 +423,6 @@ void nnt_gpt2_destroy(nnt_gpt2 *m)
 {
     if (!m)
         return;
-    /* prefetch callbacks (prefetch_block) name handles without accessing them as buffers:
-     * let them run before the handles go */
-    if (m->ctx && m->ctx->disk_node >= 0)
-        starpu_task_wait_for_all();
     for (int k = 0; k < NKINDS; k++) {
         for (int i = 0; m->params[k] && i < count_of(m, k); i++) {
             param *p = &m->params[k][i];
@@ -919,27 +915,6 @@ static void hint_saved_for_backward(layer_acts *a)
         nnt_tensor_wont_use(saved[i]);
 }
 
-/* Under a disk swap: when the work reaches `trigger`, bring block l's weights (and with
- * grads, their gradients) into RAM, so that the disk reads overlap the current block's
- * compute instead of stalling the workers. No block l (outside 0..L-1): nothing. */
-static void prefetch_block(nnt_gpt2 *m, nnt_tensor *trigger, int64_t l, int grads)
-{
-    if (l < 0 || l >= m->cfg.layers)
-        return;
-    nnt_tensor *list[2 * (NKINDS * 3)];
-    int n = 0;
-    for (int k = 0; k < NKINDS; k++) {
-        if (!kinds[k].per_layer)
-            continue;
-        for (int i = 0; i < kinds[k].pieces; i++) {
-            list[n++] = p_of(m, k, l, i);
-            if (grads)
-                list[n++] = g_of(m, k, l, i);
-        }
-    }
-    nnt_tensors_prefetch_after(trigger, n, list);
-}
-
 int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss)
 {
     const char *fn = "nnt_gpt2_forward";
@@ -953,7 +928,6 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
     NNT_TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
     NNT_TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
     for (int64_t l = 0; l < m->cfg.layers; l++) {
-        prefetch_block(m, block_input(m, l), l + 1, 0);
         NNT_TRY(forward_attention(m, l, block_input(m, l)));
         NNT_TRY(forward_mlp(m, l, 1));
         if (!m->recompute)   /* the shared set is overwritten by the next layer at once */
@@ -1061,7 +1035,6 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
                                       m->lnf_mean, m->lnf_rstd, m->dln, m->dres,
                                       g_of(m, LNFW, 0, 0), g_of(m, LNFB, 0, 0)));
     for (int64_t l = m->cfg.layers - 1; l >= 0; l--) {
-        prefetch_block(m, m->dres, l - 1, 1);
         /* The shared set still holds the last layer's activations from the forward. */
         if (m->recompute && l < m->cfg.layers - 1) {
             NNT_TRY(forward_attention(m, l, block_input(m, l)));

@@ -185,8 +185,6 @@ void nnt_optim_destroy(nnt_optim *opt)
 {
     if (!opt || opt->magic != NNT_OPTIM_MAGIC)
         return;
-    if (opt->ctx->disk_node >= 0)   /* pending prefetch callbacks name the moments */
-        starpu_task_wait_for_all();
     for (int i = 0; i < opt->nparams; i++)
         release_param(&opt->params[i]);
     free(opt->params);
@@ -442,20 +440,6 @@ static int update_param(const nnt_optim *opt, const nnt_optim_param *p, int64_t 
     return rc;
 }
 
-/* Updates ahead whose tensors are brought from the disk swap while earlier ones run. */
-#define PREFETCH_AHEAD 2
-
-/* Under a disk swap: when the work reaches parameter `after` (its update, submitted just
- * before, is done; -1: at once), bring parameter `ahead`'s tensors into RAM. */
-static void prefetch_param(const nnt_optim *opt, int after, int ahead)
-{
-    if (ahead >= opt->nparams)
-        return;
-    const nnt_optim_param *q = &opt->params[ahead];
-    nnt_tensor *list[4] = {q->value, q->grad, q->state[0], q->state[1]};
-    nnt_tensors_prefetch_after(opt->params[after < 0 ? ahead : after].value, 4, list);
-}
-
 /* Factor that clip_grad_norm_ applies for this norm: min(1, clip / (norm + 1e-6)). */
 static double clip_factor(double grad_clip, double norm)
 {
@@ -485,12 +469,8 @@ int nnt_optim_step(nnt_optim *opt)
     norm *= grad_scale;
     grad_scale *= clip_factor(opt->opts.grad_clip, norm);
     rc = zero_new_moments(opt);
-    for (int i = 0; i < PREFETCH_AHEAD; i++)
-        prefetch_param(opt, -1, i);
-    for (int i = 0; rc == 0 && i < opt->nparams; i++) {
+    for (int i = 0; rc == 0 && i < opt->nparams; i++)
         rc = update_param(opt, &opt->params[i], step, lr, grad_scale);
-        prefetch_param(opt, i, i + PREFETCH_AHEAD);
-    }
     if (rc)
         return rc;
     for (int i = 0; i < opt->nparams; i++)
