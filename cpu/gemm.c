@@ -10,6 +10,33 @@
 
 #include <blis.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
+/* AMD with the AVX-512 subsets of BLIS's skx kernels (cpu/nnt_cpu.h). */
+static int amd_with_avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
+const char *nnt_cpu_blis_setup(void)
+{
+    if (!getenv("BLIS_ARCH_TYPE") && amd_with_avx512()) {
+        char id[16];
+        snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_SKX);
+        setenv("BLIS_ARCH_TYPE", id, 0);
+    }
+    bli_init();   /* BLIS 0.9.0 aborts on bli_arch_query_id before its initialisation */
+    return bli_arch_string(bli_arch_query_id());
+}
+
 /* C (m, n) = beta * C, without reading C when beta == 0 (used when k == 0) */
 static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
 {

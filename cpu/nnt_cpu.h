@@ -59,6 +59,15 @@ void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
+/* Call before the first GEMM (BLIS picks its kernels once, at its first use). BLIS 0.9.0
+ * (Debian 12) recognises AMD CPUs by family and model and falls back to its portable
+ * "generic" kernels for newer ones: about 29 GFLOP/s a core on an AMD Zen 5 (family 0x1a)
+ * where its AVX-512 "skx" kernels reach about 150. When BLIS_ARCH_TYPE is not set and the
+ * CPU is an AMD one with the AVX-512 subsets skx uses (F, CD, DQ, BW, VL), this sets
+ * BLIS_ARCH_TYPE to skx. The user's BLIS_ARCH_TYPE always wins. Returns the name of the
+ * kernel set BLIS then uses (bli_arch_string), static storage. */
+const char *nnt_cpu_blis_setup(void);
+
 /* For each of batch matrices (pointers advanced by stride_a/b/c elements):
  *   C = alpha * op(A) * op(B) + beta * C,  op(X) = X or X^T (trans_x != 0), row-major,
  *   op(A) is (m, k), op(B) is (k, n), C is (m, n). CPU: BLIS's bli_sgemm_ex with its

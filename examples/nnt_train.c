@@ -518,10 +518,18 @@ static void print_summary(trainer *t)
     if (!o->resume && !o->load_llmc && !o->load_safetensors)
         say(t, " (seed %lld)", (long long)o->seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
-    say(t, "data:      %s%s, %s tokenizer: %lld tokens; %lld tokens a step (B %lld x T %lld x "
+    nnt_data_format format = NNT_DATA_TEXT;
+    nnt_data_format_of(t->data, &format);
+    char reading[64];
+    if (format == NNT_DATA_TEXT)
+        snprintf(reading, sizeof reading, "text, %s tokenizer",
+                 train_choice_name("tokenizer", o->tokenizer));
+    else
+        snprintf(reading, sizeof reading, "%s token file",
+                 format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
+    say(t, "data:      %s%s, %s: %lld tokens; %lld tokens a step (B %lld x T %lld x "
            "accum %lld), %.2f epochs in %lld steps\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
-        o->data ? "" : " (the default corpus)",
-        train_choice_name("tokenizer", o->tokenizer), (long long)t->ntokens,
+        o->data ? "" : " (the default corpus)", reading, (long long)t->ntokens,
         (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
         (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps);
     say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "

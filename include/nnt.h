@@ -602,6 +602,8 @@ NNT_API int nnt_data_open(const char *path, nnt_data_format format, const nnt_to
                           int64_t vocab, nnt_data **out);
 NNT_API void nnt_data_close(nnt_data *data);
 NNT_API int nnt_data_num_tokens(const nnt_data *data, int64_t *n);
+/* The format the source was read as: TEXT, LLMC or NANOGPT (NNT_DATA_AUTO resolved). */
+NNT_API int nnt_data_format_of(const nnt_data *data, nnt_data_format *format);
 /* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
 NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
 

@@ -1,5 +1,6 @@
 /* nnt_ctx: options, StarPU start-up and shut-down, the one live context per process. */
 #include "internal.h"
+#include "nnt_cpu.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -342,6 +343,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
                         "process; destroy it first (one context per process)");
     }
     rc = configure_environment(&opts);
+    const char *blis_arch = nnt_cpu_blis_setup();   /* before any task runs a GEMM */
     if (rc == 0)
         rc = start_starpu(&opts);
     if (rc) {
@@ -377,8 +379,8 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     nnt_stats_ctx_start(ctx);
     live_ctx = ctx;
     pthread_mutex_unlock(&live_lock);
-    nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s",
-            ctx->ncpus, ctx->ncuda, ctx->sched);
+    nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s, BLIS "
+            "kernels %s", ctx->ncpus, ctx->ncuda, ctx->sched, blis_arch);
     *out = ctx;
     return NNT_OK;
 }

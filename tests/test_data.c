@@ -299,6 +299,13 @@ END_TEST
 
 /* ---- token data -------------------------------------------------------------------------- */
 
+static void expect_format(const nnt_data *d, nnt_data_format want)
+{
+    nnt_data_format got = NNT_DATA_AUTO;
+    EXPECT_OK(nnt_data_format_of(d, &got));
+    ck_assert_int_eq(got, want);
+}
+
 static nnt_data *open_ok(const char *path, nnt_data_format fmt, const nnt_tokenizer *tok,
                          int64_t vocab, int64_t want_count)
 {
@@ -351,6 +358,7 @@ START_TEST(test_llmc_and_nanogpt)
     write_llmc(test_tmp_path("shard.tokens"), 20240520, 1, N, tok, N);
     nnt_data *d = open_ok(test_tmp_path("shard_000.bin"), NNT_DATA_AUTO, NULL, 50257, N);
     check_windows(d, ref, N);
+    expect_format(d, NNT_DATA_LLMC);
     nnt_data_close(d);
     d = open_ok(test_tmp_path("shard.tokens"), NNT_DATA_AUTO, NULL, 0, N);
     check_windows(d, ref, N);
@@ -363,11 +371,13 @@ START_TEST(test_llmc_and_nanogpt)
     write_nanogpt(test_tmp_path("train.u16"), tok, N);
     d = open_ok(test_tmp_path("train.bin"), NNT_DATA_AUTO, NULL, 50257, N);
     check_windows(d, ref, N);
+    expect_format(d, NNT_DATA_NANOGPT);
     nnt_data_close(d);
     d = open_ok(test_tmp_path("train.u16"), NNT_DATA_NANOGPT, NULL, 0, N);
     check_windows(d, ref, N);
     nnt_data_close(d);
     d = open_ok(test_tmp_path("train.u16"), NNT_DATA_AUTO, NULL, 0, 2 * N); /* bytes */
+    expect_format(d, NNT_DATA_TEXT);
     int32_t two[2];
     EXPECT_OK(nnt_data_read(d, 0, two, 2));
     ck_assert_int_eq(two[0], tok[0] & 0xff);
@@ -567,6 +577,9 @@ START_TEST(test_null_arguments)
     int64_t n;
     int32_t ids[4];
     EXPECT_FAIL_MSG(nnt_data_num_tokens(NULL, &n), NNT_E_INVAL, "nnt_data_num_tokens");
+    nnt_data_format fmt;
+    EXPECT_FAIL_MSG(nnt_data_format_of(NULL, &fmt), NNT_E_INVAL, "nnt_data_format_of");
+    EXPECT_FAIL_MSG(nnt_data_format_of(d, NULL), NNT_E_INVAL, "nnt_data_format_of");
     EXPECT_RC(nnt_data_num_tokens(d, NULL), NNT_E_INVAL);
     EXPECT_FAIL_MSG(nnt_data_read(NULL, 0, ids, 1), NNT_E_INVAL, "nnt_data_read");
     EXPECT_RC(nnt_data_read(d, 0, NULL, 1), NNT_E_INVAL);

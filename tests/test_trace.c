@@ -249,12 +249,23 @@ START_TEST(test_mem_stats)
 }
 END_TEST
 
+/* Without a budget the RAM budget is StarPU's own limit (the memory available at start):
+ * reported, at most the physical memory, and tensors beyond it are refused up front
+ * (StarPU would otherwise spin forever looking for memory to free). */
 START_TEST(test_mem_stats_no_budget)
 {
     nnt_ctx *ctx = test_ctx();
     if (getenv("STARPU_LIMIT_CPU_MEM") == NULL) {
         nnt_mem_stats s = stats_of(ctx, 0);
-        ck_assert_int_eq(s.node[ram_node(&s)].budget_bytes, 0);
+        int64_t budget = s.node[ram_node(&s)].budget_bytes;
+        int64_t physical = (int64_t)sysconf(_SC_PHYS_PAGES) * (int64_t)sysconf(_SC_PAGESIZE);
+        ck_assert_msg(budget > 0 && budget <= physical, "default RAM budget %lld, physical "
+                      "memory %lld", (long long)budget, (long long)physical);
+        int64_t shape[1] = {budget / 4 + 1024}, tile[1] = {1 << 20};
+        nnt_tensor *t = (nnt_tensor *)&t;
+        EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, shape, tile, &t), NNT_E_NOMEM,
+                        "nnt_tensor_create");
+        ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "default RAM budget"));
     }
     EXPECT_OK(nnt_ctx_destroy(ctx));
 }

@@ -325,6 +325,15 @@ int nnt_data_num_tokens(const nnt_data *data, int64_t *n)
     return NNT_OK;
 }
 
+int nnt_data_format_of(const nnt_data *data, nnt_data_format *format)
+{
+    if (!data || !format)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_data_format_of: %s is NULL",
+                        data ? "format" : "data");
+    *format = data->format;
+    return NNT_OK;
+}
+
 /* Tokens [start, start + n) of the source, inside it. */
 static int read_span(const nnt_data *d, int64_t start, int64_t n, int32_t *ids)
 {
