@@ -28,7 +28,10 @@ static int amd_with_avx512(void)
 
 const char *nnt_cpu_blis_setup(void)
 {
-    if (!getenv("BLIS_ARCH_TYPE") && amd_with_avx512()) {
+    /* BLIS 1.0 has Zen 4 and Zen 5 kernel sets of its own: only before it */
+    const char *version = bli_info_get_version_str();
+    int before_1_0 = version && version[0] == '0' && version[1] == '.';
+    if (before_1_0 && !getenv("BLIS_ARCH_TYPE") && amd_with_avx512()) {
         char id[16];
         snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_SKX);
         setenv("BLIS_ARCH_TYPE", id, 0);

@@ -64,7 +64,8 @@ void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
  * "generic" kernels for newer ones: about 29 GFLOP/s a core on an AMD Zen 5 (family 0x1a)
  * where its AVX-512 "skx" kernels reach about 150. When BLIS_ARCH_TYPE is not set and the
  * CPU is an AMD one with the AVX-512 subsets skx uses (F, CD, DQ, BW, VL), this sets
- * BLIS_ARCH_TYPE to skx. The user's BLIS_ARCH_TYPE always wins. Returns the name of the
+ * BLIS_ARCH_TYPE to skx -- with a BLIS before 1.0 only (1.0 has Zen 4 and Zen 5 kernels of
+ * its own). The user's BLIS_ARCH_TYPE always wins. Returns the name of the
  * kernel set BLIS then uses (bli_arch_string), static storage. */
 const char *nnt_cpu_blis_setup(void);
 
