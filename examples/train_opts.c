@@ -84,7 +84,7 @@ static const char usage_text[] =
     "  --prompt TEXT         start of the sample (default \"The \")\n"
     "  --temperature X       0 = greedy (default 0.8)\n"
     "  --top-k N             0 = all tokens (default 40)\n"
-    "  --peak-gflops X       peak for MFU (default 87.5 per CPU worker)\n"
+    "  --peak-gflops X       peak for MFU (default: measured at start on the CPU workers)\n"
     "  --print-loss          print only \"step N loss X\" lines on stdout\n"
     "  --quiet               print errors only\n"
     "  --help, --version\n"
