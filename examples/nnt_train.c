@@ -729,9 +729,10 @@ static int train_step(trainer *t, int64_t step, step_result *r)
 {
     uint64_t bt = (uint64_t)(t->o.batch * t->o.seq);
     double start = now_s(), sum = 0;
-    int rc = nnt_layer_zero_grad(t->gpt);
+    /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
+    int rc = nnt_layer_clear_grad(t->gpt);
     if (rc)
-        return lib_error("nnt_layer_zero_grad", rc);
+        return lib_error("nnt_layer_clear_grad", rc);
     for (int64_t k = 0; k < t->o.accum; k++) {
         double loss;
         if ((rc = micro_batch(t, t->data_pos + (uint64_t)k * bt, &loss)))

@@ -113,6 +113,10 @@ int nnt_tensor_check_readable(const nnt_tensor *t, const char *func);
 /* Hint that t's tiles will not be used soon (starpu_data_wont_use on each): under a memory
  * budget StarPU evicts them first. Only a hint: results do not change. NULL is accepted. */
 void nnt_tensor_wont_use(nnt_tensor *t);
+/* Drop t's contents (starpu_data_invalidate_submit on each tile, after the work already
+ * submitted on it): no copy is kept or written back anywhere, and t is unreadable
+ * (NNT_E_STATE) until written again, whose first write of each tile must not read it. */
+void nnt_tensor_invalidate(nnt_tensor *t);
 /* Element size of a dtype, 0 for unknown or unsupported. */
 size_t nnt_dtype_size(nnt_dtype dtype);
 /* Tile at grid multi-index coord; its shape and origin (element offset per dimension). */

@@ -398,6 +398,91 @@ START_TEST(test_recompute_memory)
 }
 END_TEST
 
+/* ---- clear_grad ---------------------------------------------------------------------------- */
+
+/* Every gradient of a equal (==: +0 and -0 alike) to b's. */
+static void expect_equal_grads(nnt_layer *a, nnt_layer *b, const char *what)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(a, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info pa = param_at(a, i), pb = param_at(b, i);
+        int64_t n = 0;
+        float *ga = to_host(pa.grad, &n), *gb = to_host(pb.grad, NULL);
+        for (int64_t j = 0; j < n; j++)
+            ck_assert_msg(ga[j] == gb[j], "%s: %s[%lld]: %.9g after zero_grad, %.9g after "
+                          "clear_grad", what, pa.name, (long long)j, ga[j], gb[j]);
+        free(ga);
+        free(gb);
+    }
+}
+
+/* clear_grad: the weight and bias gradients are unreadable until the backward, which then
+ * gives what zero_grad + backward gives, and a second backward adds; LayerNorm and wpe
+ * gradients read as 0; an optimizer step without a backward is refused. */
+START_TEST(test_clear_grad)
+{
+    const tiling_case *tc = &TILINGS[_i];
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
+    nnt_layer *zeroed = load_fixture(&tc->t, B, T), *cleared = load_fixture(&tc->t, B, T);
+    for (int round = 0; round < 2; round++) {
+        EXPECT_OK(nnt_layer_zero_grad(zeroed));
+        EXPECT_OK(nnt_layer_clear_grad(cleared));
+        int64_t count = 0;
+        EXPECT_OK(nnt_layer_num_params(cleared, &count, NULL));
+        for (int64_t i = 0; i < count; i++) {
+            nnt_param_info p = param_at(cleared, i);
+            int64_t n = 0;
+            EXPECT_OK(nnt_tensor_numel(p.grad, &n));
+            float *buf = malloc((size_t)n * sizeof(float));
+            ck_assert_ptr_nonnull(buf);
+            int dropped = strstr(p.name, "ln_") == NULL && strcmp(p.name, "wpe.weight") != 0;
+            int rc = nnt_tensor_copy_to_host(p.grad, buf, (size_t)n * sizeof(float));
+            if (dropped) {
+                ck_assert_msg(rc == NNT_E_STATE, "%s: reading a cleared gradient gave %d",
+                              p.name, rc);
+            } else {
+                ck_assert_msg(rc == NNT_OK, "%s: %s", p.name, nnt_ctx_last_error(ctx));
+                for (int64_t j = 0; j < n; j++)
+                    ck_assert(buf[j] == 0.0f);
+            }
+            free(buf);
+        }
+        if (round == 0) {   /* no backward yet: the optimizer cannot read the gradients */
+            nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+            nnt_optim *opt = NULL;
+            EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+            EXPECT_OK(nnt_optim_add_layer(opt, cleared));
+            EXPECT_RC(nnt_optim_step(opt), NNT_E_STATE);
+            nnt_optim_destroy(opt);
+        }
+        double lz = 0.0, lc = 0.0;
+        for (int pass = 0; pass < 2; pass++) {   /* the second backward adds */
+            free(reference_forward(zeroed, ref, &lz));
+            free(reference_forward(cleared, ref, &lc));
+            ck_assert(lz == lc);
+            EXPECT_OK(nnt_layer_backward(zeroed, NULL, NULL));
+            EXPECT_OK(nnt_layer_backward(cleared, NULL, NULL));
+            expect_equal_grads(zeroed, cleared, tc->what);
+        }
+    }
+    /* generic layers zero-fill */
+    nnt_layer *lin = NULL;
+    EXPECT_OK(nnt_layer_linear_create(ctx, 4, 3, NNT_LINEAR_BIAS, NULL, &lin));
+    EXPECT_OK(nnt_layer_clear_grad(lin));
+    nnt_param_info w = param_at(lin, 0);
+    float *g = to_host(w.grad, NULL);
+    for (int j = 0; j < 12; j++)
+        ck_assert(g[j] == 0.0f);
+    free(g);
+    nnt_layer_destroy(lin);
+    EXPECT_FAIL_MSG(nnt_layer_clear_grad(NULL), NNT_E_INVAL, "nnt_layer_clear_grad");
+    nnt_layer_destroy(zeroed);
+    nnt_layer_destroy(cleared);
+    nnt_st_close(ref);
+}
+END_TEST
+
 /* ---- parameters -------------------------------------------------------------------------- */
 
 START_TEST(test_params)
@@ -968,6 +1053,7 @@ int main(void)
     tcase_add_test(tc, test_accumulate_and_targets);
     tcase_add_loop_test(tc, test_recompute, 0, 3);
     tcase_add_test(tc, test_recompute_memory);
+    tcase_add_loop_test(tc, test_clear_grad, 0, 3);
     tcase_add_test(tc, test_params);
     tcase_add_test(tc, test_round_trips);
     tcase_add_test(tc, test_generate);

@@ -127,7 +127,7 @@ static void attention_destroy(nnt_layer *l)
 
 static const nnt_layer_vt attention_vt = {
     NNT_LAYER_ATTENTION, "attention", attention_forward, attention_backward,
-    NULL, NULL, NULL, NULL, attention_destroy};
+    NULL, NULL, NULL, NULL, attention_destroy, NULL};
 
 /* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias. */
 static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH,

@@ -49,7 +49,7 @@ static int finish(nnt_layer *l, nnt_layer **out)
 /* ---- mlp ---------------------------------------------------------------------------------- */
 
 static const nnt_layer_vt mlp_vt = {
-    NNT_LAYER_MLP, "mlp", chain_forward, chain_backward, NULL, NULL, NULL, NULL, NULL};
+    NNT_LAYER_MLP, "mlp", chain_forward, chain_backward, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
 static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, const nnt_tiling *t,
@@ -149,7 +149,7 @@ static void block_destroy(nnt_layer *l)
 
 static const nnt_layer_vt block_vt = {
     NNT_LAYER_BLOCK, "block", block_forward, block_backward, NULL, NULL, NULL, NULL,
-    block_destroy};
+    block_destroy, NULL};
 
 static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
                           const nnt_tiling *t, const char *fn)
@@ -186,7 +186,7 @@ NNT_API int nnt_layer_block_create(nnt_ctx *ctx, int64_t channels, int64_t heads
 
 static const nnt_layer_vt sequential_vt = {
     NNT_LAYER_SEQUENTIAL, "sequential", chain_forward, chain_backward, NULL, NULL, NULL, NULL,
-    NULL};
+    NULL, NULL};
 
 /* 0 if children[i] may join a new sequential of ctx, else a recorded failure. */
 static int check_child(nnt_ctx *ctx, nnt_layer *const *children, int i, const char *fn)

@@ -244,6 +244,12 @@ static int64_t gpt_num_blocks(const nnt_layer *l)
     return c.layers;
 }
 
+static int gpt_clear_grad(nnt_layer *l)
+{
+    TRY_AS(l->ctx, "nnt_layer_clear_grad", nnt_gpt2_clear_grad(impl_of(l)->model));
+    return NNT_OK;
+}
+
 static void gpt_destroy(nnt_layer *l)
 {
     gpt_impl *g = impl_of(l);
@@ -255,7 +261,7 @@ static void gpt_destroy(nnt_layer *l)
 
 static const nnt_layer_vt GPT_VT = {
     NNT_LAYER_GPT, "gpt", gpt_forward, gpt_backward, gpt_set_targets, gpt_loss,
-    gpt_has_targets, gpt_num_blocks, gpt_destroy,
+    gpt_has_targets, gpt_num_blocks, gpt_destroy, gpt_clear_grad,
 };
 
 /* ---- parameters ---------------------------------------------------------------------------- */

@@ -434,6 +434,25 @@ NNT_API int nnt_layer_zero_grad(nnt_layer *layer)
     return rc ? rc : zero_grads(layer);
 }
 
+static int clear_grads(nnt_layer *l)
+{
+    if (l->vt->clear_grad) {
+        NNT_TRY(l->vt->clear_grad(l));
+    } else {
+        for (int i = 0; i < l->nparams; i++)
+            NNT_TRY(nnt_tensor_fill(l->params[i].grad, 0.0));
+    }
+    for (int c = 0; c < l->nchildren; c++)
+        NNT_TRY(clear_grads(l->children[c]));
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_clear_grad(nnt_layer *layer)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_clear_grad");
+    return rc ? rc : clear_grads(layer);
+}
+
 /* ---- initialisation ------------------------------------------------------------------------- */
 
 static int64_t count_blocks(const nnt_layer *l)

@@ -63,6 +63,8 @@ typedef struct nnt_layer_vt {
     /* Release what the kind allocated besides registered parameters and children
      * (activations, impl contents). May be NULL. */
     void (*destroy)(nnt_layer *l);
+    /* nnt_layer_clear_grad for this layer's own parameters. NULL: zero-fill them. */
+    int (*clear_grad)(nnt_layer *l);
 } nnt_layer_vt;
 
 struct nnt_layer {

@@ -160,7 +160,7 @@ static void embedding_destroy(nnt_layer *l)
 
 static const nnt_layer_vt embedding_vt = {
     NNT_LAYER_EMBEDDING, "embedding", embedding_forward, embedding_backward,
-    NULL, NULL, NULL, NULL, embedding_destroy};
+    NULL, NULL, NULL, NULL, embedding_destroy, NULL};
 
 NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
                                        int64_t channels, const nnt_tiling *tiling,
@@ -236,7 +236,7 @@ static void layernorm_destroy(nnt_layer *l)
 
 static const nnt_layer_vt layernorm_vt = {
     NNT_LAYER_LAYERNORM, "layernorm", layernorm_forward, layernorm_backward,
-    NULL, NULL, NULL, NULL, layernorm_destroy};
+    NULL, NULL, NULL, NULL, layernorm_destroy, NULL};
 
 int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
                      const char *fn, nnt_layer **out)
@@ -344,7 +344,7 @@ static void linear_destroy(nnt_layer *l)
 
 static const nnt_layer_vt linear_vt = {
     NNT_LAYER_LINEAR, "linear", linear_forward, linear_backward,
-    NULL, NULL, NULL, NULL, linear_destroy};
+    NULL, NULL, NULL, NULL, linear_destroy, NULL};
 
 int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out)
@@ -448,7 +448,7 @@ static void lm_head_destroy(nnt_layer *l)
 
 static const nnt_layer_vt lm_head_vt = {
     NNT_LAYER_LM_HEAD, "lm_head", lm_head_forward, lm_head_backward,
-    NULL, NULL, NULL, NULL, lm_head_destroy};
+    NULL, NULL, NULL, NULL, lm_head_destroy, NULL};
 
 NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
 {
@@ -625,7 +625,7 @@ static void xent_destroy(nnt_layer *l)
 
 static const nnt_layer_vt xent_vt = {
     NNT_LAYER_CROSS_ENTROPY, "cross_entropy", xent_forward, xent_backward,
-    xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy};
+    xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy, NULL};
 
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)
 {

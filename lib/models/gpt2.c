@@ -50,6 +50,7 @@ static const struct kind {
 /* A parameter tensor with its gradient and Adam moments (NULL until the first step). */
 typedef struct param {
     nnt_tensor *p, *g, *m, *v;
+    int g_cleared;   /* g dropped by nnt_gpt2_clear_grad: the next backward writes it */
 } param;
 
 /* What one layer's forward keeps for backward. */
@@ -962,15 +963,28 @@ int nnt_gpt2_loss(nnt_gpt2 *m, double *loss)
 
 /* ---- backward ----------------------------------------------------------------------- */
 
-/* Linear layer y = x W^T + b backward, x (B, T, in...), W (out..., in...), dy (B, T, out...):
- * dx = dy W (written, or added with beta_dx = 1), dW += dy^T x, db += sum over (B, T) of dy.
- * nout: the number of out dimensions (the contracted ones of dx = dy W). */
-static int linear_backward(nnt_tensor *x, nnt_tensor *w, nnt_tensor *dy, nnt_tensor *dx,
-                           double beta_dx, nnt_tensor *dw, nnt_tensor *db, int nout)
+/* The beta of the first gradient contribution to a parameter in this backward: 0 (write)
+ * after nnt_gpt2_clear_grad dropped the gradient, else 1 (add). Consumes the mark. */
+static double grad_beta(nnt_gpt2 *m, int kind, int64_t layer, int piece)
 {
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, w, beta_dx, dx, nout, 0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, dy, x, 1.0, dw, 2, 0));
-    return nnt_tensor_sum_leading(1.0, dy, 1.0, db);
+    param *p = param_at(m, kind, layer, piece);
+    double beta = p->g_cleared ? 0.0 : 1.0;
+    p->g_cleared = 0;
+    return beta;
+}
+
+/* Linear layer y = x W^T + b backward, x (B, T, in...), W (out..., in...), dy (B, T, out...):
+ * dx = dy W (written, or added with beta_dx = 1), dW (+)= dy^T x, db (+)= sum over (B, T) of
+ * dy, for parameter pieces (kw, kb) of layer l (written after a clear_grad, else added).
+ * nout: the number of out dimensions (the contracted ones of dx = dy W). */
+static int linear_backward(nnt_gpt2 *m, nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx,
+                           double beta_dx, int kw, int kb, int64_t l, int piece, int nout)
+{
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, p_of(m, kw, l, piece), beta_dx,
+                            dx, nout, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, dy, x, grad_beta(m, kw, l, piece),
+                            g_of(m, kw, l, piece), 2, 0));
+    return nnt_tensor_sum_leading(1.0, dy, grad_beta(m, kb, l, piece), g_of(m, kb, l, piece));
 }
 
 /* dres holds d loss / d residual3 of layer l; on return d loss / d residual2. */
@@ -980,12 +994,12 @@ static int backward_mlp(nnt_gpt2 *m, int64_t l)
     /* dfch (B, T, F) = (dres fcprojw) * gelu'(fch) */
     NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->dres, p_of(m, FCPROJW, l, 0),
                            0.0, m->dfch, 1, 0, NNT_EPILOGUE_DGELU, NULL, a->fch));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->dres, a->fch_gelu, 1.0,
-                        g_of(m, FCPROJW, l, 0), 2, 0));
-    NNT_TRY(nnt_tensor_sum_leading(1.0, m->dres, 1.0, g_of(m, FCPROJB, l, 0)));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->dres, a->fch_gelu,
+                            grad_beta(m, FCPROJW, l, 0), g_of(m, FCPROJW, l, 0), 2, 0));
+    NNT_TRY(nnt_tensor_sum_leading(1.0, m->dres, grad_beta(m, FCPROJB, l, 0),
+                                   g_of(m, FCPROJB, l, 0)));
     /* dln (B, T, C) = dfch fcw; fcw, fcb grads */
-    NNT_TRY(linear_backward(a->ln2, p_of(m, FCW, l, 0), m->dfch, m->dln, 0.0, g_of(m, FCW, l, 0),
-                        g_of(m, FCB, l, 0), 1));
+    NNT_TRY(linear_backward(m, a->ln2, m->dfch, m->dln, 0.0, FCW, FCB, l, 0, 1));
     NNT_TRY(nnt_tensor_layernorm_backward(a->residual2, p_of(m, LN2W, l, 0), a->ln2_mean,
                                       a->ln2_rstd, m->dln, m->dx, g_of(m, LN2W, l, 0),
                                       g_of(m, LN2B, l, 0)));
@@ -998,16 +1012,15 @@ static int backward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
     layer_acts *a = &m->layers[l];
     nnt_tensor *datto = m->dheads[0], *dqkv[3] = {m->dheads[1], m->dheads[2], m->dheads[3]};
     /* heads (B, T, NH, hd) = d atty = dres (B, T, C) attprojw (C, NH, hd) */
-    NNT_TRY(linear_backward(a->atty, p_of(m, ATTPROJW, l, 0), m->dres, m->heads, 0.0,
-                        g_of(m, ATTPROJW, l, 0), g_of(m, ATTPROJB, l, 0), 1));
+    NNT_TRY(linear_backward(m, a->atty, m->dres, m->heads, 0.0, ATTPROJW, ATTPROJB, l, 0, 1));
     NNT_TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, datto));
     NNT_TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->atto, a->att_lse,
                                       datto, attention_scale(m), dqkv[0], dqkv[1], dqkv[2]));
     for (int i = 0; i < 3; i++) {
         /* dln (B, T, C) (+)= d heads_i (B, T, NH, hd) W_i (NH, hd, C) */
         NNT_TRY(nnt_tensor_permute(dqkv[i], SWAP_BT_NH, m->heads));
-        NNT_TRY(linear_backward(a->ln1, p_of(m, QKVW, l, i), m->heads, m->dln, i ? 1.0 : 0.0,
-                            g_of(m, QKVW, l, i), g_of(m, QKVB, l, i), 2));
+        NNT_TRY(linear_backward(m, a->ln1, m->heads, m->dln, i ? 1.0 : 0.0, QKVW, QKVB, l, i,
+                                2));
     }
     NNT_TRY(nnt_tensor_layernorm_backward(x, p_of(m, LN1W, l, 0), a->ln1_mean, a->ln1_rstd, m->dln,
                                       m->dx, g_of(m, LN1W, l, 0), g_of(m, LN1B, l, 0)));
@@ -1029,8 +1042,8 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
     /* dln (B, T, C) = dlogits wte (V, C); dwte += dlogits^T lnf (lm_head half) */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->logits, p_of(m, WTE, 0, 0), 0.0, m->dln,
                         1, 0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->logits, m->lnf, 1.0, g_of(m, WTE, 0, 0),
-                        2, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->logits, m->lnf,
+                            grad_beta(m, WTE, 0, 0), g_of(m, WTE, 0, 0), 2, 0));
     NNT_TRY(nnt_tensor_layernorm_backward(block_input(m, m->cfg.layers), p_of(m, LNFW, 0, 0),
                                       m->lnf_mean, m->lnf_rstd, m->dln, m->dres,
                                       g_of(m, LNFW, 0, 0), g_of(m, LNFB, 0, 0)));
@@ -1054,8 +1067,37 @@ int nnt_gpt2_zero_grad(nnt_gpt2 *m)
     if (!m)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_zero_grad: model is NULL");
     for (int k = 0; k < NKINDS; k++)
-        for (int i = 0; i < count_of(m, k); i++)
+        for (int i = 0; i < count_of(m, k); i++) {
+            m->params[k][i].g_cleared = 0;
             NNT_TRY(nnt_tensor_fill(m->params[k][i].g, 0.0));
+        }
+    return NNT_OK;
+}
+
+/* Gradients the backward writes first with a GEMM or a sum (beta 0 possible); the others
+ * (LayerNorm parameters, added by its backward kernel, and wpe, scattered into) are
+ * zero-filled by nnt_gpt2_clear_grad. */
+static int written_first(int kind)
+{
+    return kind == WTE || kind == QKVW || kind == QKVB || kind == ATTPROJW ||
+           kind == ATTPROJB || kind == FCW || kind == FCB || kind == FCPROJW || kind == FCPROJB;
+}
+
+int nnt_gpt2_clear_grad(nnt_gpt2 *m)
+{
+    if (!m)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_clear_grad: model is NULL");
+    for (int k = 0; k < NKINDS; k++)
+        for (int i = 0; i < count_of(m, k); i++) {
+            param *p = &m->params[k][i];
+            if (!written_first(k)) {
+                p->g_cleared = 0;
+                NNT_TRY(nnt_tensor_fill(p->g, 0.0));
+            } else {
+                p->g_cleared = 1;
+                nnt_tensor_invalidate(p->g);
+            }
+        }
     return NNT_OK;
 }
 

@@ -217,6 +217,12 @@ int nnt_gpt2_loss(nnt_gpt2 *m, double *loss);
 int nnt_gpt2_backward(nnt_gpt2 *m);
 /* Set every gradient to zero. */
 int nnt_gpt2_zero_grad(nnt_gpt2 *m);
+/* Drop the gradients instead of zeroing them: the next backward writes each one instead of
+ * adding to it (the same values as after nnt_gpt2_zero_grad), and until then the weight
+ * matrices' and biases' gradients are unreadable (NNT_E_STATE); the LayerNorm and wpe
+ * gradients are zero-filled. Under a memory budget the dropped values are neither kept nor
+ * written to disk. */
+int nnt_gpt2_clear_grad(nnt_gpt2 *m);
 /* Sum of squares of all gradients (for the global norm). */
 int nnt_gpt2_grad_sumsq(nnt_gpt2 *m, double *sumsq);
 
