@@ -112,16 +112,11 @@ int nnt_ctx_check(const nnt_ctx *ctx, const char *func)
 /* Copy the caller's options over the defaults, honouring its size field. */
 static int read_options(const nnt_ctx_options *user, nnt_ctx_options *opts)
 {
-    nnt_ctx_options_init(opts);
-    if (!user)
-        return NNT_OK;
-    int rc = nnt_check_struct_size(NULL, "nnt_ctx_create", "options size", user->size,
-                                   sizeof *opts, "initialise them with NNT_CTX_OPTIONS_INIT or "
-                                   "nnt_ctx_options_init");
-    if (rc)
-        return rc;
-    *opts = *user;
-    return NNT_OK;
+    nnt_ctx_options defaults;
+    nnt_ctx_options_init(&defaults);
+    return nnt_read_options("nnt_ctx_create", user, &defaults, opts, sizeof *opts,
+                            "initialise them with NNT_CTX_OPTIONS_INIT or "
+                            "nnt_ctx_options_init");
 }
 
 static int sched_exists(const char *name)

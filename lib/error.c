@@ -57,6 +57,20 @@ int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, 
     return NNT_OK;
 }
 
+int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
+                     size_t size, const char *how)
+{
+    const void *src = defaults;
+    if (user) {
+        size_t have;
+        memcpy(&have, user, sizeof have);
+        NNT_TRY(nnt_check_struct_size(NULL, fn, "options size", have, size, how));
+        src = user;
+    }
+    memcpy(out, src, size);
+    return NNT_OK;
+}
+
 const char *nnt_ctx_last_error(const nnt_ctx *ctx)
 {
     if (ctx && nnt_ctx_check(ctx, NULL) == 0) {

@@ -83,6 +83,10 @@ void nnt_log(int level, const char *fmt, ...) NNT_PRINTF(2, 3);
  * NNT_E_UNSUPPORTED when larger (the program was built against a newer nnt). */
 int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
                           size_t want, const char *how);
+/* out (size bytes) = the caller's options user, or defaults when user is NULL, after
+ * checking user's size field (the first member of every option structure) as above. */
+int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
+                     size_t size, const char *how);
 void nnt_vlog(int level, const char *fmt, va_list ap);
 
 /* A task body failed (it cannot return a status): log it and remember it, so that the next

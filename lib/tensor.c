@@ -344,19 +344,23 @@ int nnt_tensor_fill_normal(nnt_tensor *t, uint64_t seed, double mean, double std
     return fill_random(t, seed, 1, mean, stddev, "nnt_tensor_fill_normal");
 }
 
-void nnt_tensor_invalidate(nnt_tensor *t)
+/* fn on every tile handle of a live tensor; 0 if t is not one. */
+static int each_tile(nnt_tensor *t, void (*fn)(starpu_data_handle_t))
 {
     if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)
-        return;
+        return 0;
     for (int64_t i = 0; i < t->ntiles; i++)
-        starpu_data_invalidate_submit(t->tiles[i].handle);
-    t->written = 0;
+        fn(t->tiles[i].handle);
+    return 1;
+}
+
+void nnt_tensor_invalidate(nnt_tensor *t)
+{
+    if (each_tile(t, starpu_data_invalidate_submit))
+        t->written = 0;
 }
 
 void nnt_tensor_wont_use(nnt_tensor *t)
 {
-    if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)
-        return;
-    for (int64_t i = 0; i < t->ntiles; i++)
-        starpu_data_wont_use(t->tiles[i].handle);
+    each_tile(t, starpu_data_wont_use);
 }

@@ -413,44 +413,30 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info)
     return NNT_OK;
 }
 
-static int zero_grads(nnt_layer *l)
+/* Zero-fill the gradients of the tree, or (drop) let kinds with a clear_grad drop theirs. */
+static int reset_grads(nnt_layer *l, int drop)
 {
-    for (int i = 0; i < l->nparams; i++) {
-        int rc = nnt_tensor_fill(l->params[i].grad, 0.0);
-        if (rc)
-            return rc;
-    }
-    for (int c = 0; c < l->nchildren; c++) {
-        int rc = zero_grads(l->children[c]);
-        if (rc)
-            return rc;
-    }
-    return NNT_OK;
-}
-
-NNT_API int nnt_layer_zero_grad(nnt_layer *layer)
-{
-    int rc = nnt_layer_check(layer, "nnt_layer_zero_grad");
-    return rc ? rc : zero_grads(layer);
-}
-
-static int clear_grads(nnt_layer *l)
-{
-    if (l->vt->clear_grad) {
+    if (drop && l->vt->clear_grad) {
         NNT_TRY(l->vt->clear_grad(l));
     } else {
         for (int i = 0; i < l->nparams; i++)
             NNT_TRY(nnt_tensor_fill(l->params[i].grad, 0.0));
     }
     for (int c = 0; c < l->nchildren; c++)
-        NNT_TRY(clear_grads(l->children[c]));
+        NNT_TRY(reset_grads(l->children[c], drop));
     return NNT_OK;
+}
+
+NNT_API int nnt_layer_zero_grad(nnt_layer *layer)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_zero_grad");
+    return rc ? rc : reset_grads(layer, 0);
 }
 
 NNT_API int nnt_layer_clear_grad(nnt_layer *layer)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_clear_grad");
-    return rc ? rc : clear_grads(layer);
+    return rc ? rc : reset_grads(layer, 1);
 }
 
 /* ---- initialisation ------------------------------------------------------------------------- */

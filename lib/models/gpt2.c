@@ -468,11 +468,6 @@ int nnt_gpt2_set_recompute(nnt_gpt2 *m, int enable)
     return rc;
 }
 
-int nnt_gpt2_recompute(const nnt_gpt2 *m)
-{
-    return m ? m->recompute : 0;
-}
-
 void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg)
 {
     *cfg = m->cfg;
@@ -1062,18 +1057,6 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
 
 /* ---- gradients and the optimizer ---------------------------------------------------- */
 
-int nnt_gpt2_zero_grad(nnt_gpt2 *m)
-{
-    if (!m)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_zero_grad: model is NULL");
-    for (int k = 0; k < NKINDS; k++)
-        for (int i = 0; i < count_of(m, k); i++) {
-            m->params[k][i].g_cleared = 0;
-            NNT_TRY(nnt_tensor_fill(m->params[k][i].g, 0.0));
-        }
-    return NNT_OK;
-}
-
 /* Gradients the backward writes first with a GEMM or a sum (beta 0 possible); the others
  * (LayerNorm parameters, added by its backward kernel, and wpe, scattered into) are
  * zero-filled by nnt_gpt2_clear_grad. */
@@ -1083,22 +1066,31 @@ static int written_first(int kind)
            kind == ATTPROJB || kind == FCW || kind == FCB || kind == FCPROJW || kind == FCPROJB;
 }
 
-int nnt_gpt2_clear_grad(nnt_gpt2 *m)
+/* Zero every gradient, or (drop) drop those the backward can write first. */
+static int reset_grads(nnt_gpt2 *m, const char *fn, int drop)
 {
     if (!m)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_clear_grad: model is NULL");
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: model is NULL", fn);
     for (int k = 0; k < NKINDS; k++)
         for (int i = 0; i < count_of(m, k); i++) {
             param *p = &m->params[k][i];
-            if (!written_first(k)) {
-                p->g_cleared = 0;
-                NNT_TRY(nnt_tensor_fill(p->g, 0.0));
-            } else {
-                p->g_cleared = 1;
+            p->g_cleared = drop && written_first(k);
+            if (p->g_cleared)
                 nnt_tensor_invalidate(p->g);
-            }
+            else
+                NNT_TRY(nnt_tensor_fill(p->g, 0.0));
         }
     return NNT_OK;
+}
+
+int nnt_gpt2_zero_grad(nnt_gpt2 *m)
+{
+    return reset_grads(m, "nnt_gpt2_zero_grad", 0);
+}
+
+int nnt_gpt2_clear_grad(nnt_gpt2 *m)
+{
+    return reset_grads(m, "nnt_gpt2_clear_grad", 1);
 }
 
 int nnt_gpt2_grad_sumsq(nnt_gpt2 *m, double *sumsq)

@@ -110,7 +110,6 @@ void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg);
  * (nnt_gpt2_activation) then hold the last block computed. NNT_E_STATE between a forward
  * with targets and its backward. */
 int nnt_gpt2_set_recompute(nnt_gpt2 *m, int enable);
-int nnt_gpt2_recompute(const nnt_gpt2 *m);
 
 /* nnt_gpt2_create with the configuration of an llm.c fp32 checkpoint (version 3), then its
  * weights (wte's padding rows dropped). */

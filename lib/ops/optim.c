@@ -34,15 +34,8 @@ static int check_step(const char *fn, int64_t step)
 static int read_adam_options(const char *fn, const nnt_adam_options *user, nnt_adam_options *o)
 {
     static const nnt_adam_options defaults = NNT_ADAM_OPTIONS_INIT;
-    *o = defaults;
-    if (!user)
-        return NNT_OK;
-    int rc = nnt_check_struct_size(NULL, fn, "options size", user->size, sizeof *o,
-                                   "initialise them with NNT_ADAM_OPTIONS_INIT");
-    if (rc)
-        return rc;
-    *o = *user;
-    return NNT_OK;
+    return nnt_read_options(fn, user, &defaults, o, sizeof *o,
+                            "initialise them with NNT_ADAM_OPTIONS_INIT");
 }
 
 static int check_adam_options(const char *fn, const nnt_adam_options *o)

@@ -30,15 +30,8 @@
 static int read_options(const char *fn, const nnt_optim_options *user, nnt_optim_options *o)
 {
     static const nnt_optim_options defaults = NNT_OPTIM_OPTIONS_INIT;
-    *o = defaults;
-    if (!user)
-        return NNT_OK;
-    int rc = nnt_check_struct_size(NULL, fn, "options size", user->size, sizeof *o,
-                                   "initialise them with NNT_OPTIM_OPTIONS_INIT");
-    if (rc)
-        return rc;
-    *o = *user;
-    return NNT_OK;
+    return nnt_read_options(fn, user, &defaults, o, sizeof *o,
+                            "initialise them with NNT_OPTIM_OPTIONS_INIT");
 }
 
 static int check_real_options(const char *fn, const nnt_optim_options *o)
