@@ -174,18 +174,6 @@ static nnt_tensor *ids_tensor(const int32_t *ids, int64_t tb, int64_t tt)
     return x;
 }
 
-static float *tensor_to_host(nnt_tensor *t, int64_t *numel)
-{
-    int64_t n = 0;
-    EXPECT_OK(nnt_tensor_numel(t, &n));
-    float *buf = malloc((size_t)n * sizeof(float));
-    ck_assert_ptr_nonnull(buf);
-    EXPECT_OK(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(float)));
-    if (numel)
-        *numel = n;
-    return buf;
-}
-
 /* forward on the reference batch; *loss gets the loss */
 static void reference_forward(nnt_gpt2 *m, const nnt_st_reader *ref, double *loss)
 {
@@ -219,7 +207,7 @@ static double compare_activation(nnt_gpt2 *m, const nnt_st_reader *ref, const ch
     nnt_tensor *t = nnt_gpt2_activation(m, mine);
     ck_assert_msg(t != NULL, "no activation %s", mine);
     int64_t n = 0, nref = 0;
-    float *got = tensor_to_host(t, &n);
+    float *got = test_to_host(t, &n);
     float *want = read_f32(ref, theirs, &nref);
     ck_assert_int_eq(n, nref);
     double e = rel_err(got, want, n, NULL);
@@ -235,7 +223,7 @@ static double compare_qkv(nnt_gpt2 *m, const nnt_st_reader *ref, int l)
     ck_assert_ptr_nonnull(got);
     for (int part = 0; part < 3; part++) {
         snprintf(name, sizeof name, "h%d.%c", l, "qkv"[part]);
-        float *bnth = tensor_to_host(nnt_gpt2_activation(m, name), NULL);
+        float *bnth = test_to_host(nnt_gpt2_activation(m, name), NULL);
         scatter_heads(bnth, got, part);
         free(bnth);
     }
@@ -480,7 +468,7 @@ START_TEST(test_tilings_agree)
     for (int i = 0; i < NTILINGS; i++) {
         nnt_gpt2 *m = load_model(&TILINGS[i].t);
         reference_forward(m, ref, &loss[i]);
-        logits[i] = tensor_to_host(nnt_gpt2_activation(m, "logits"), NULL);
+        logits[i] = test_to_host(nnt_gpt2_activation(m, "logits"), NULL);
         nnt_gpt2_destroy(m);
     }
     for (int i = 0; i < NTILINGS; i++) {

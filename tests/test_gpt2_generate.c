@@ -78,18 +78,6 @@ static nnt_gpt2 *load_model(const model_case *mc)
     return m;
 }
 
-static float *tensor_to_host(nnt_tensor *t, int64_t *numel)
-{
-    int64_t n = 0;
-    EXPECT_OK(nnt_tensor_numel(t, &n));
-    float *buf = malloc((size_t)n * sizeof(float));
-    ck_assert_ptr_nonnull(buf);
-    EXPECT_OK(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(float)));
-    if (numel)
-        *numel = n;
-    return buf;
-}
-
 /* ---- greedy against Hugging Face ----------------------------------------------------- */
 
 START_TEST(test_greedy_matches_hf)
@@ -109,7 +97,7 @@ START_TEST(test_greedy_matches_hf)
     /* the last forward ran on prompt + 7 generated tokens: row 0's logits at positions
      * 4..11 are the scores of the 8 steps (causal attention) */
     int64_t n = 0;
-    float *logits = tensor_to_host(nnt_gpt2_activation(m, "logits"), &n);
+    float *logits = test_to_host(nnt_gpt2_activation(m, "logits"), &n);
     ck_assert_int_eq(n, mc->B * mc->T * V);
     double num = 0.0, den = 0.0, maxd = 0.0;
     for (int i = 0; i < NGEN; i++)
@@ -149,7 +137,7 @@ static void window_logits(nnt_gpt2 *m, const model_case *mc, const int32_t *seq,
     EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &tok));
     EXPECT_OK(nnt_tensor_copy_from_host(tok, ids, (size_t)(mc->B * mc->T) * sizeof(int32_t)));
     EXPECT_OK(nnt_gpt2_forward(m, tok, NULL, NULL));
-    float *all = tensor_to_host(nnt_gpt2_activation(m, "logits"), NULL);
+    float *all = test_to_host(nnt_gpt2_activation(m, "logits"), NULL);
     memcpy(row, all + (w - 1) * V, V * sizeof(float));
     free(all);
     nnt_tensor_destroy(tok);

@@ -58,18 +58,6 @@ static nnt_tensor *ids_tensor(const int32_t *ids, int64_t rows, int64_t cols, in
     return x;
 }
 
-static float *to_host(nnt_tensor *t, int64_t *numel)
-{
-    int64_t n = 0;
-    EXPECT_OK(nnt_tensor_numel(t, &n));
-    float *buf = malloc((size_t)n * sizeof(float));
-    ck_assert_ptr_nonnull(buf);
-    EXPECT_OK(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(float)));
-    if (numel)
-        *numel = n;
-    return buf;
-}
-
 /* ||got - want|| / ||want|| */
 static double rel_err(const float *got, const float *want, int64_t n)
 {
@@ -190,7 +178,7 @@ static float *reference_forward(nnt_layer *gpt, const nnt_st_reader *ref, double
     EXPECT_OK(nnt_tensor_shape(y, shape));
     ck_assert(shape[0] == B && shape[1] == T && shape[2] == V);
     EXPECT_OK(nnt_layer_loss(gpt, loss));
-    float *logits = to_host(y, NULL);
+    float *logits = test_to_host(y, NULL);
     nnt_tensor_destroy(tokens);
     free(tok);
     free(tgt);
@@ -208,7 +196,7 @@ static void check_gradients(nnt_layer *gpt, const nnt_st_reader *ref, const char
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_at(gpt, i);
         int64_t n = 0;
-        float *got = to_host(p.grad, &n);
+        float *got = test_to_host(p.grad, &n);
         float *want = hf_values(ref, "grad.", p.name, n);
         if (strstr(p.name, "attn.k.bias")) {
             for (int64_t j = 0; j < n; j++)
@@ -267,17 +255,17 @@ START_TEST(test_accumulate_and_targets)
     nnt_param_info p = param_at(gpt, 4);   /* h.0.attn.q.weight */
     ck_assert_str_eq(p.name, "h.0.attn.q.weight");
     int64_t n = 0;
-    float *once = to_host(p.grad, &n);
+    float *once = test_to_host(p.grad, &n);
     free(reference_forward(gpt, ref, &loss2));
     ck_assert(loss == loss2);
     EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
-    float *twice = to_host(p.grad, NULL);
+    float *twice = test_to_host(p.grad, NULL);
     for (int64_t i = 0; i < n; i++)
         ck_assert_msg(fabs(twice[i] - 2.0 * once[i]) <= 1e-6 + 1e-5 * fabs(once[i]),
                       "gradient %lld: %g after two backwards, %g after one", (long long)i,
                       twice[i], once[i]);
     EXPECT_OK(nnt_layer_zero_grad(gpt));
-    float *zero = to_host(p.grad, NULL);
+    float *zero = test_to_host(p.grad, NULL);
     for (int64_t i = 0; i < n; i++)
         ck_assert(zero[i] == 0.0f);
     /* forgetting the targets: forward computes no loss (the loss stays the last forward's
@@ -309,7 +297,7 @@ static void expect_grads_equal(nnt_layer *a, nnt_layer *b, int bits, const char 
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info pa = param_at(a, i), pb = param_at(b, i);
         int64_t n = 0;
-        float *ga = to_host(pa.grad, &n), *gb = to_host(pb.grad, NULL);
+        float *ga = test_to_host(pa.grad, &n), *gb = test_to_host(pb.grad, NULL);
         if (bits)
             ck_assert_msg(memcmp(ga, gb, (size_t)n * sizeof(float)) == 0,
                           "%s: gradient of %s differs", what, pa.name);
@@ -458,7 +446,7 @@ START_TEST(test_clear_grad)
     EXPECT_OK(nnt_layer_linear_create(ctx, 4, 3, NNT_LINEAR_BIAS, NULL, &lin));
     EXPECT_OK(nnt_layer_clear_grad(lin));
     nnt_param_info w = param_at(lin, 0);
-    float *g = to_host(w.grad, NULL);
+    float *g = test_to_host(w.grad, NULL);
     for (int j = 0; j < 12; j++)
         ck_assert(g[j] == 0.0f);
     free(g);
@@ -529,7 +517,7 @@ START_TEST(test_params)
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_at(gpt, i);
         int64_t n = 0;
-        float *got = to_host(p.value, &n);
+        float *got = test_to_host(p.value, &n);
         float *hf = hf_values(r, "", p.name, n);
         ck_assert_msg(memcmp(got, hf, (size_t)n * sizeof(float)) == 0, "%s differs from the "
                       "file", p.name);
@@ -547,7 +535,7 @@ static float *logits_of(nnt_layer *gpt, const int32_t *ids)
 {
     nnt_tensor *tokens = ids_tensor(ids, B, T, B, T), *y = NULL;
     EXPECT_OK(nnt_layer_forward(gpt, tokens, &y));
-    float *out = to_host(y, NULL);
+    float *out = test_to_host(y, NULL);
     nnt_tensor_destroy(tokens);
     return out;
 }
@@ -562,7 +550,7 @@ static void expect_same_params(nnt_layer *a, nnt_layer *b)
         nnt_param_info pa = param_at(a, i), pb = param_at(b, i);
         ck_assert_str_eq(pa.name, pb.name);
         int64_t n = 0;
-        float *va = to_host(pa.value, &n), *vb = to_host(pb.value, NULL);
+        float *va = test_to_host(pa.value, &n), *vb = test_to_host(pb.value, NULL);
         ck_assert_msg(memcmp(va, vb, (size_t)n * sizeof(float)) == 0, "%s differs", pa.name);
         free(va);
         free(vb);
@@ -697,7 +685,7 @@ static void moments(const float *x, int64_t n, double *mean, double *std)
 static void check_init_distribution(const nnt_param_info *p, int nblocks)
 {
     int64_t n = 0;
-    float *x = to_host(p->value, &n);
+    float *x = test_to_host(p->value, &n);
     const char *name = p->name;
     if (strstr(name, "ln_") && strstr(name, "weight")) {
         for (int64_t i = 0; i < n; i++)
@@ -735,18 +723,18 @@ START_TEST(test_init)
     /* seed 7: deterministic, tiling-independent, not seed 0's */
     nnt_param_info p0 = param_at(ga, 0);
     int64_t n = 0;
-    float *seed0 = to_host(p0.value, &n);
+    float *seed0 = test_to_host(p0.value, &n);
     EXPECT_OK(nnt_layer_init(ga, 7));
     EXPECT_OK(nnt_layer_init(gb, 7));
     expect_same_params(ga, gb);
-    float *seed7 = to_host(p0.value, NULL);
+    float *seed7 = test_to_host(p0.value, NULL);
     ck_assert(memcmp(seed0, seed7, (size_t)n * sizeof(float)) != 0);
     EXPECT_OK(nnt_layer_init(ga, 0));
-    float *again = to_host(p0.value, NULL);
+    float *again = test_to_host(p0.value, NULL);
     ck_assert(memcmp(seed0, again, (size_t)n * sizeof(float)) == 0);
     /* the parameters of two matrices of the same shape differ (own streams) */
     nnt_param_info q = param_at(ga, 4), k = param_at(ga, 5);
-    float *vq = to_host(q.value, &n), *vk = to_host(k.value, NULL);
+    float *vq = test_to_host(q.value, &n), *vk = test_to_host(k.value, NULL);
     ck_assert(memcmp(vq, vk, (size_t)n * sizeof(float)) != 0);
     free(seed0);
     free(seed7);

@@ -26,6 +26,20 @@
                       fname);                                                             \
     } while (0)
 
+/* A float tensor's elements copied to a malloc'd host array; *numel (may be NULL) gets
+ * their count. */
+static inline float *test_to_host(nnt_tensor *t, int64_t *numel)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    float *buf = malloc((size_t)n * sizeof(float));
+    ck_assert_ptr_nonnull(buf);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(float)));
+    if (numel)
+        *numel = n;
+    return buf;
+}
+
 static inline nnt_ctx *test_ctx(void)
 {
     nnt_ctx *ctx = NULL;
