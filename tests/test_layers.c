@@ -538,6 +538,17 @@ static nnt_tensor *random_input(ref_case *c, const int64_t *tile, double **xh)
     return f32_tensor(c->ndim, c->shape, tile, *xh);
 }
 
+/* check_leaf on a random input tiled x_tile. */
+static void check_leaf_random(const char *what, nnt_layer *l, nnt_layer *owner, ref_case *c,
+                              const int64_t *x_tile, ref_forward f, const int64_t *dy_tile)
+{
+    double *xh = NULL;
+    nnt_tensor *x = random_input(c, x_tile, &xh);
+    check_leaf(what, l, owner, x, xh, c, f, dy_tile);
+    nnt_tensor_destroy(x);
+    free(xh);
+}
+
 START_TEST(test_leaf_linear)
 {
     /* (2, 5, 7) -> (2, 5, 5) with bias and GELU: x's C tile 4 is not the weight's 3 */
@@ -545,19 +556,14 @@ START_TEST(test_leaf_linear)
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_layer_linear_create(ctx, 7, 5, NNT_LINEAR_BIAS | NNT_LINEAR_GELU, &t, &l));
     ref_case c = {3, {2, 5, 7}, NULL, {7, 5, 1}, {NULL}, 0};
-    double *xh = NULL;
-    nnt_tensor *x = random_input(&c, (int64_t[3]){1, 3, 4}, &xh);
-    check_leaf("linear bias+gelu", l, l, x, xh, &c, ref_linear, (int64_t[3]){2, 2, 2});
-    nnt_tensor_destroy(x);
-    free(xh);
+    check_leaf_random("linear bias+gelu", l, l, &c, (int64_t[3]){1, 3, 4}, ref_linear,
+                      (int64_t[3]){2, 2, 2});
     nnt_layer_destroy(l);
     /* (3, 7) -> (3, 5), no bias, tiles that fit */
     EXPECT_OK(nnt_layer_linear_create(ctx, 7, 5, 0, &t, &l));
     ref_case c2 = {2, {3, 7}, NULL, {7, 5, 0}, {NULL}, 0};
-    x = random_input(&c2, (int64_t[2]){2, 3}, &xh);
-    check_leaf("linear plain", l, l, x, xh, &c2, ref_linear, (int64_t[2]){2, 2});
-    nnt_tensor_destroy(x);
-    free(xh);
+    check_leaf_random("linear plain", l, l, &c2, (int64_t[2]){2, 3}, ref_linear,
+                      (int64_t[2]){2, 2});
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -568,11 +574,8 @@ START_TEST(test_leaf_layernorm)
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_layer_layernorm_create(ctx, 7, 1e-5, &t, &l));
     ref_case c = {3, {2, 5, 7}, NULL, {7}, {NULL}, 0};
-    double *xh = NULL;
-    nnt_tensor *x = random_input(&c, (int64_t[3]){1, 2, 4}, &xh);
-    check_leaf("layernorm", l, l, x, xh, &c, ref_layernorm, (int64_t[3]){2, 3, 7});
-    nnt_tensor_destroy(x);
-    free(xh);
+    check_leaf_random("layernorm", l, l, &c, (int64_t[3]){1, 2, 4}, ref_layernorm,
+                      (int64_t[3]){2, 3, 7});
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -584,11 +587,8 @@ START_TEST(test_leaf_attention)
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_layer_attention_create(ctx, 6, 2, &t, &l));
     ref_case c = {3, {2, 5, 6}, NULL, {6, 2}, {NULL}, 0};
-    double *xh = NULL;
-    nnt_tensor *x = random_input(&c, (int64_t[3]){1, 3, 6}, &xh);
-    check_leaf("attention", l, l, x, xh, &c, ref_attention, (int64_t[3]){2, 2, 5});
-    nnt_tensor_destroy(x);
-    free(xh);
+    check_leaf_random("attention", l, l, &c, (int64_t[3]){1, 3, 6}, ref_attention,
+                      (int64_t[3]){2, 2, 5});
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -611,12 +611,9 @@ START_TEST(test_leaf_embedding_lm_head)
     EXPECT_OK(nnt_layer_num_params(head, &count, NULL));
     ck_assert_int_eq(count, 0);
     ref_case h = {3, {2, 3, 5}, NULL, {9, 5}, {NULL}, 0};
-    double *xh = NULL;
-    nnt_tensor *x = random_input(&h, (int64_t[3]){2, 2, 3}, &xh);
-    check_leaf("lm_head", head, emb, x, xh, &h, ref_lm_head, (int64_t[3]){1, 3, 9});
-    nnt_tensor_destroy(x);
+    check_leaf_random("lm_head", head, emb, &h, (int64_t[3]){2, 2, 3}, ref_lm_head,
+                      (int64_t[3]){1, 3, 9});
     nnt_tensor_destroy(tok);
-    free(xh);
     nnt_layer_destroy(head);
     nnt_layer_destroy(emb);
 }
