@@ -174,11 +174,5 @@ NNT_API int nnt_layer_attention_create(nnt_ctx *ctx, int64_t channels, int64_t h
 {
     nnt_layer *l = NULL;
     NNT_TRY(gl_attention_new(ctx, channels, heads, tiling, "nnt_layer_attention_create", &l));
-    int rc = nnt_layer_init(l, 0);
-    if (rc) {
-        nnt_layer_destroy(l);
-        return rc;
-    }
-    *out = l;
-    return NNT_OK;
+    return nnt_layer_finish(l, 0, out);
 }

@@ -34,18 +34,6 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
     return rc;
 }
 
-/* A public create's last step: initialise the tree (or destroy it on failure). */
-static int finish(nnt_layer *l, nnt_layer **out)
-{
-    int rc = nnt_layer_init(l, 0);
-    if (rc) {
-        nnt_layer_destroy(l);
-        return rc;
-    }
-    *out = l;
-    return NNT_OK;
-}
-
 /* ---- mlp ---------------------------------------------------------------------------------- */
 
 static const nnt_layer_vt mlp_vt = {
@@ -86,7 +74,7 @@ NNT_API int nnt_layer_mlp_create(nnt_ctx *ctx, int64_t channels, int64_t hidden,
 {
     nnt_layer *l = NULL;
     NNT_TRY(gl_mlp_new(ctx, channels, hidden, tiling, "nnt_layer_mlp_create", &l));
-    return finish(l, out);
+    return nnt_layer_finish(l, 0, out);
 }
 
 /* ---- block -------------------------------------------------------------------------------- */
@@ -179,7 +167,7 @@ NNT_API int nnt_layer_block_create(nnt_ctx *ctx, int64_t channels, int64_t heads
         nnt_layer_destroy(l);
         return rc;
     }
-    return finish(l, out);
+    return nnt_layer_finish(l, 0, out);
 }
 
 /* ---- sequential --------------------------------------------------------------------------- */

@@ -379,13 +379,7 @@ NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     TRY_AS(ctx, fn, nnt_gpt2_create(ctx, &ic, &t, B, T, &model));
     nnt_layer *l = NULL;
     NNT_TRY(wrap_model(ctx, model, B, T, &t, fn, &l));
-    int rc = nnt_layer_init(l, 0);
-    if (rc) {
-        nnt_layer_destroy(l);
-        return rc;
-    }
-    *out = l;
-    return NNT_OK;
+    return nnt_layer_finish(l, 0, out);
 }
 
 static int check_gpt(const nnt_layer *gpt, const char *fn)

@@ -427,6 +427,18 @@ static int reset_grads(nnt_layer *l, int drop)
     return NNT_OK;
 }
 
+int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out)
+{
+    if (rc == 0)
+        rc = nnt_layer_init(l, 0);
+    if (rc) {
+        nnt_layer_destroy(l);
+        return rc;
+    }
+    *out = l;
+    return NNT_OK;
+}
+
 NNT_API int nnt_layer_zero_grad(nnt_layer *layer)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_zero_grad");

@@ -86,6 +86,9 @@ struct nnt_layer {
     void *impl;                            /* the kind's data                               */
 };
 
+/* A public create's last step: unless rc already says it failed, initialise l's tree
+ * (nnt_layer_init, seed 0); on any failure destroy l and return the status, else *out = l. */
+int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out);
 /* A layer of kind vt in ctx with impl_size zeroed bytes of impl. */
 int nnt_layer_new(nnt_ctx *ctx, const nnt_layer_vt *vt, size_t impl_size, const char *fn,
                   nnt_layer **out);

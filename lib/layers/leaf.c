@@ -184,12 +184,7 @@ NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_
     if (rc == 0)
         rc = nnt_layer_new_param(l, "wpe.weight", 2, wpe_shape, wpe_tile, 1, NNT_INIT_NORMAL,
                                  &e->wpe, &e->dwpe);
-    if (rc == 0)
-        rc = nnt_layer_init(l, 0);
-    if (rc)
-        return abandon(l, rc);
-    *out = l;
-    return NNT_OK;
+    return nnt_layer_finish(l, rc, out);
 }
 
 /* ---- layernorm ------------------------------------------------------------------------ */
@@ -266,11 +261,7 @@ NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double ep
 {
     nnt_layer *l = NULL;
     NNT_TRY(gl_layernorm_new(ctx, channels, eps, tiling, "nnt_layer_layernorm_create", &l));
-    int rc = nnt_layer_init(l, 0);
-    if (rc)
-        return abandon(l, rc);
-    *out = l;
-    return NNT_OK;
+    return nnt_layer_finish(l, 0, out);
 }
 
 /* ---- linear --------------------------------------------------------------------------- */
@@ -383,11 +374,7 @@ NNT_API int nnt_layer_linear_create(nnt_ctx *ctx, int64_t in, int64_t out_featur
     NNT_TRY(gl_tiling(ctx, tiling, fn, &t));
     NNT_TRY(gl_linear_new(ctx, in, out_features, flags, gl_tile(t.channels, in),
                       gl_tile(t.hidden, out_features), fn, &l));
-    int rc = nnt_layer_init(l, 0);
-    if (rc)
-        return abandon(l, rc);
-    *out = l;
-    return NNT_OK;
+    return nnt_layer_finish(l, 0, out);
 }
 
 /* ---- lm_head -------------------------------------------------------------------------- */
