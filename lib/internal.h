@@ -267,6 +267,9 @@ int nnt_check_dims(const char *fn, const char *role_a, const nnt_tensor *a, int 
  * if strict_lo) and value < hi (value <= hi if closed_hi); NaN fails. */
 int nnt_check_range(const char *fn, const char *name, double value, double lo, int strict_lo,
                     double hi, int closed_hi);
+/* The Adam hyperparameters shared by every options structure: lr >= 0, beta1 and beta2 in
+ * [0, 1), eps > 0 (nnt_check_range's errors). */
+int nnt_check_adam_hparams(const char *fn, double lr, double beta1, double beta2, double eps);
 /* An internal temporary tensor in t's context (not visible to the user). */
 int nnt_temp_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                     const int64_t *tile, nnt_tensor **out);

@@ -125,6 +125,18 @@ void nnt_temp_release(nnt_tensor *t)
     free(t);
 }
 
+int nnt_check_adam_hparams(const char *fn, double lr, double beta1, double beta2, double eps)
+{
+    int rc = nnt_check_range(fn, "lr", lr, 0, 0, INFINITY, 0);
+    if (rc == 0)
+        rc = nnt_check_range(fn, "beta1", beta1, 0, 0, 1, 0);
+    if (rc == 0)
+        rc = nnt_check_range(fn, "beta2", beta2, 0, 0, 1, 0);
+    if (rc == 0)
+        rc = nnt_check_range(fn, "eps", eps, 0, 1, INFINITY, 0);
+    return rc;
+}
+
 int nnt_check_range(const char *fn, const char *name, double value, double lo, int strict_lo,
                     double hi, int closed_hi)
 {

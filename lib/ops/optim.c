@@ -40,13 +40,7 @@ static int read_adam_options(const char *fn, const nnt_adam_options *user, nnt_a
 
 static int check_adam_options(const char *fn, const nnt_adam_options *o)
 {
-    int rc = nnt_check_range(fn, "lr", o->lr, 0, 0, INFINITY, 0);
-    if (rc == 0)
-        rc = nnt_check_range(fn, "beta1", o->beta1, 0, 0, 1, 0);
-    if (rc == 0)
-        rc = nnt_check_range(fn, "beta2", o->beta2, 0, 0, 1, 0);
-    if (rc == 0)
-        rc = nnt_check_range(fn, "eps", o->eps, 0, 1, INFINITY, 0);
+    int rc = nnt_check_adam_hparams(fn, o->lr, o->beta1, o->beta2, o->eps);
     if (rc == 0)
         rc = nnt_check_range(fn, "weight_decay", o->weight_decay, 0, 0, INFINITY, 0);
     if (rc == 0)

@@ -36,13 +36,7 @@ static int read_options(const char *fn, const nnt_optim_options *user, nnt_optim
 
 static int check_real_options(const char *fn, const nnt_optim_options *o)
 {
-    int rc = nnt_check_range(fn, "lr", o->lr, 0, 0, INFINITY, 0);
-    if (rc == 0)
-        rc = nnt_check_range(fn, "beta1", o->beta1, 0, 0, 1, 0);
-    if (rc == 0)
-        rc = nnt_check_range(fn, "beta2", o->beta2, 0, 0, 1, 0);
-    if (rc == 0)
-        rc = nnt_check_range(fn, "eps", o->eps, 0, 1, INFINITY, 0);
+    int rc = nnt_check_adam_hparams(fn, o->lr, o->beta1, o->beta2, o->eps);
     if (rc == 0)
         rc = nnt_check_range(fn, "momentum", o->momentum, 0, 0, INFINITY, 0);
     if (rc == 0)
