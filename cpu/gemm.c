@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* AMD with the AVX-512 subsets of BLIS's skx kernels (cpu/nnt_cpu.h). */
 static int amd_with_avx512(void)
@@ -78,5 +79,20 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
         /* BLIS takes non-const operand pointers but only reads A and B */
         bli_sgemm_ex(ta, tb, m, n, k, &alpha, (float *)(a + i * stride_a), lda, 1,
                      (float *)(b + i * stride_b), ldb, 1, &beta, ci, ldc, 1, NULL, &rntm);
+    }
+}
+
+void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y)
+{
+    const int drop = 23 - bits;   /* mantissa bits rounded away */
+    const uint32_t mask = ~((1u << drop) - 1u), half = (1u << (drop - 1)) - 1u;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u)   /* Inf stays; NaN: quiet bit survives mask */
+            u = (u & 0x007fffffu) ? (u | 0x00400000u) & mask : u;
+        else   /* carry into the exponent is correct: to the next binade or to Inf */
+            u = (u + half + ((u >> drop) & 1u)) & mask;
+        memcpy(&y[i], &u, sizeof u);
     }
 }

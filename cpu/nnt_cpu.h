@@ -81,6 +81,15 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                       const float *b, int64_t ldb, int64_t stride_b, float beta,
                       float *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+/* Precision of GEMM operands: y[i] = x[i] rounded to nearest, ties to even, to `bits`
+ * explicit mantissa bits (1..22), exponent range unchanged: bits = 7 gives the values of
+ * bfloat16, bits = 10 those of TF32. Infinities and zeros are kept, NaN stays NaN (made
+ * quiet), finite values past the largest representable one round to infinity. y may be x.
+ * The GEMM codelet rounds A and B with it (nnt_ctx_set_precision): every product of two
+ * rounded operands is then exact in float, so a float GEMM on them computes what bf16 /
+ * TF32 tensor cores compute, up to the order of the float accumulation.                  */
+void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
+
 /* Epilogue after the last k-step of a linear layer, applied to a hot (m, n) tile:
  *   pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]).
  * pre is kept for backward. pre and out have leading dim n.                                */

@@ -34,6 +34,94 @@ __global__ void scale_c_kernel(int64_t m, int64_t n, float beta, float *c, int64
     }
 }
 
+/* The cases without a product. Returns 0 when nothing is left to do (done: bad arguments
+ * give -1 or a launch status in *status), 1 when the caller must run the product. */
+int gemm_trivial(int64_t m, int64_t n, int64_t k, float beta, float *c, int64_t ldc,
+                 int64_t stride_c, int64_t batch, cublasHandle_t handle, cudaStream_t stream,
+                 int *status)
+{
+    *status = 0;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || !handle) {
+        *status = -1;
+        return 0;
+    }
+    if (m == 0 || n == 0 || batch == 0)
+        return 0;
+    if (k > 0)
+        return 1;
+    if (beta == 1.0f)
+        return 0;
+    int64_t total = m * n * batch;
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > (int64_t)1 << 19)
+        blocks = (int64_t)1 << 19;
+    scale_c_kernel<<<(unsigned)blocks, 256, 0, stream>>>(m, n, beta, c, ldc, stride_c, batch);
+    *status = launch_status();
+    return 0;
+}
+
+/* C = alpha op(A) op(B) + beta C through cublasGemmStridedBatchedEx: A and B of type ab,
+ * C float, the given compute type. Same row-major trick as nnt_cuda_gemm_f32. */
+int gemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb,
+            int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+            int64_t batch, cudaDataType_t ab, cublasComputeType_t compute,
+            cublasHandle_t handle, cudaStream_t stream)
+{
+    int status;
+    if (!gemm_trivial(m, n, k, beta, c, ldc, stride_c, batch, handle, stream, &status))
+        return status;
+    cublasStatus_t st = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return blas_status(st);
+    const cublasOperation_t opb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+#if defined(CUBLAS_VER_MAJOR) && CUBLAS_VER_MAJOR >= 12
+    st = cublasGemmStridedBatchedEx_64(handle, opb, opa, n, m, k, &alpha, b, ab, ldb, stride_b,
+                                       a, ab, lda, stride_a, &beta, c, CUDA_R_32F, ldc, stride_c,
+                                       batch, compute, CUBLAS_GEMM_DEFAULT);
+#else
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX || batch > INT_MAX)
+        return -1;
+    st = cublasGemmStridedBatchedEx(handle, opb, opa, (int)n, (int)m, (int)k, &alpha, b, ab,
+                                    (int)ldb, stride_b, a, ab, (int)lda, stride_a, &beta, c,
+                                    CUDA_R_32F, (int)ldc, stride_c, (int)batch, compute,
+                                    CUBLAS_GEMM_DEFAULT);
+#endif
+    (void)stream; /* the handle is bound to the stream by the caller */
+    return blas_status(st);
+}
+
+/* nnt_cpu_round_f32's rounding of one float's bits to `drop` fewer mantissa bits. */
+__device__ inline uint32_t round_bits(uint32_t u, int drop)
+{
+    const uint32_t mask = ~((1u << drop) - 1u), half = (1u << (drop - 1)) - 1u;
+    if ((u & 0x7f800000u) == 0x7f800000u)
+        return (u & 0x007fffffu) ? (u | 0x00400000u) & mask : u;
+    return (u + half + ((u >> drop) & 1u)) & mask;
+}
+
+__global__ void round_kernel(int64_t n, int drop, const float *x, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __uint_as_float(round_bits(__float_as_uint(x[i]), drop));
+}
+
+__global__ void to_bf16_kernel(int64_t n, const float *x, uint16_t *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = (uint16_t)(round_bits(__float_as_uint(x[i]), 16) >> 16);
+}
+
+unsigned blocks_for(int64_t n)
+{
+    int64_t blocks = (n + 255) / 256;
+    return (unsigned)(blocks > ((int64_t)1 << 16) ? ((int64_t)1 << 16) : blocks);
+}
+
 } /* namespace */
 
 extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
@@ -42,21 +130,9 @@ extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n,
                                  float *c, int64_t ldc, int64_t stride_c, int64_t batch,
                                  cublasHandle_t handle, cudaStream_t stream)
 {
-    if (m < 0 || n < 0 || k < 0 || batch < 0 || !handle)
-        return -1;
-    if (m == 0 || n == 0 || batch == 0)
-        return 0;
-    if (k == 0) {
-        if (beta == 1.0f)
-            return 0;
-        int64_t total = m * n * batch;
-        int64_t blocks = (total + 255) / 256;
-        if (blocks > (int64_t)1 << 19)
-            blocks = (int64_t)1 << 19;
-        scale_c_kernel<<<(unsigned)blocks, 256, 0, stream>>>(m, n, beta, c, ldc, stride_c,
-                                                            batch);
-        return launch_status();
-    }
+    int status;
+    if (!gemm_trivial(m, n, k, beta, c, ldc, stride_c, batch, handle, stream, &status))
+        return status;
     cublasStatus_t st = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST);
     if (st != CUBLAS_STATUS_SUCCESS)
         return blas_status(st);
@@ -76,6 +152,48 @@ extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n,
 #endif
     (void)stream; /* the handle is bound to the stream by the caller */
     return blas_status(st);
+}
+
+extern "C" int nnt_cuda_gemm_tf32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                  float alpha, const float *a, int64_t lda, int64_t stride_a,
+                                  const float *b, int64_t ldb, int64_t stride_b, float beta,
+                                  float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+                                  cublasHandle_t handle, cudaStream_t stream)
+{
+    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                   c, ldc, stride_c, batch, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, handle,
+                   stream);
+}
+
+extern "C" int nnt_cuda_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                  float alpha, const uint16_t *a, int64_t lda, int64_t stride_a,
+                                  const uint16_t *b, int64_t ldb, int64_t stride_b, float beta,
+                                  float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+                                  cublasHandle_t handle, cudaStream_t stream)
+{
+    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                   c, ldc, stride_c, batch, CUDA_R_16BF, CUBLAS_COMPUTE_32F, handle, stream);
+}
+
+extern "C" int nnt_cuda_round_f32(int64_t n, int bits, const float *x, float *y,
+                                  cudaStream_t stream)
+{
+    if (n < 0 || bits < 1 || bits > 22)
+        return -1;
+    if (n == 0)
+        return 0;
+    round_kernel<<<blocks_for(n), 256, 0, stream>>>(n, 23 - bits, x, y);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_f32_to_bf16(int64_t n, const float *x, uint16_t *y, cudaStream_t stream)
+{
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    to_bf16_kernel<<<blocks_for(n), 256, 0, stream>>>(n, x, y);
+    return launch_status();
 }
 
 namespace {

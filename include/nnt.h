@@ -639,6 +639,29 @@ typedef struct nnt_mem_stats {
 
 NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
 
+/* ---- precision -------------------------------------------------------------------- */
+
+/* Precision of the operands of matrix products: nnt_tensor_gemm, nnt_tensor_gemm_ex and
+ * the products inside layers (linear maps, the lm head; not the attention's own q k^T and
+ * p v, which stay fp32). Storage, accumulation, epilogues and every other op stay fp32.
+ *   NNT_PRECISION_FP32  full float operands (the default)
+ *   NNT_PRECISION_TF32  operands rounded to TF32 (10 mantissa bits): tensor cores on GPUs
+ *   NNT_PRECISION_BF16  operands rounded to bfloat16 (7 mantissa bits): bf16 tensor cores
+ * Operands are rounded to nearest (ties to even) on the CPU as on the GPU, so every
+ * product of two operands is exact in float and CPU and GPU tasks compute the same up to
+ * the order of the float sums. On the CPU the rounding is an extra pass over the operand
+ * tiles into per-worker scratch memory (outside the RAM budget): no faster than fp32. */
+typedef enum nnt_precision {
+    NNT_PRECISION_FP32 = 0,
+    NNT_PRECISION_TF32 = 1,
+    NNT_PRECISION_BF16 = 2
+} nnt_precision;
+
+/* Set the precision of the products submitted from now on (those already submitted keep
+ * theirs); a context starts with NNT_PRECISION_FP32. */
+NNT_API int nnt_ctx_set_precision(nnt_ctx *ctx, nnt_precision precision);
+NNT_API int nnt_ctx_precision(const nnt_ctx *ctx, nnt_precision *precision);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,67 @@ void nnt_task_error(const char *codelet, const char *fmt, ...)
     __atomic_store_n(&task_failed, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Per worker: scratch memory grown on demand (the GEMM codelet's rounded or converted
+ * operands), in RAM for CPU workers and on the GPU for CUDA workers. Only its own worker
+ * touches an entry while the runtime runs. */
+static struct {
+    void *ptr;
+    size_t bytes;
+    int on_gpu;
+} worker_scratch[STARPU_NMAXWORKERS];
+
+#ifdef NNT_CUDA_CODELETS
+/* stream-ordered, so the worker's earlier tasks may still use the old block */
+static void *grow_gpu_scratch(int w, size_t bytes)
+{
+    cudaStream_t stream = starpu_cuda_get_local_stream();
+    void *p = NULL;
+    if (worker_scratch[w].ptr)
+        cudaFreeAsync(worker_scratch[w].ptr, stream);
+    worker_scratch[w].ptr = NULL;
+    worker_scratch[w].bytes = 0;
+    if (cudaMallocAsync(&p, bytes, stream) != cudaSuccess)
+        return NULL;
+    worker_scratch[w].on_gpu = 1;
+    return p;
+}
+#endif
+
+void *nnt_worker_scratch(size_t bytes)
+{
+    int w = starpu_worker_get_id();
+    if (w < 0 || w >= STARPU_NMAXWORKERS)
+        return NULL;
+    if (worker_scratch[w].ptr && worker_scratch[w].bytes >= bytes)
+        return worker_scratch[w].ptr;
+    size_t want = bytes + bytes / 4;   /* headroom: tile sizes vary a little */
+    void *p;
+#ifdef NNT_CUDA_CODELETS
+    if (starpu_worker_get_type(w) == STARPU_CUDA_WORKER)
+        p = grow_gpu_scratch(w, want);
+    else
+#endif
+    {
+        free(worker_scratch[w].ptr);   /* the old content is not needed */
+        p = malloc(want);
+    }
+    worker_scratch[w].ptr = p;
+    worker_scratch[w].bytes = p ? want : 0;
+    return p;
+}
+
+/* After the runtime stopped: the RAM scratch (GPU scratch goes with the CUDA libraries). */
+static void free_cpu_scratch(void)
+{
+    for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
+        if (worker_scratch[w].on_gpu)
+            continue;
+        free(worker_scratch[w].ptr);
+        worker_scratch[w].ptr = NULL;
+        worker_scratch[w].bytes = 0;
+    }
+}
+
 #ifdef NNT_CUDA_CODELETS
 /* Per CUDA worker: a cuBLASLt handle and a workspace for fused GEMM epilogues. */
 #define NNT_LT_WORKSPACE (32u << 20)
@@ -53,6 +114,13 @@ static void lt_free_worker(void *arg)
         cudaFree(cuda_lt[w].workspace);
     cuda_lt[w].handle = NULL;
     cuda_lt[w].workspace = NULL;
+    if (worker_scratch[w].on_gpu && worker_scratch[w].ptr) {
+        cudaFreeAsync(worker_scratch[w].ptr, starpu_cuda_get_local_stream());
+        cudaStreamSynchronize(starpu_cuda_get_local_stream());
+    }
+    worker_scratch[w].ptr = NULL;
+    worker_scratch[w].bytes = 0;
+    worker_scratch[w].on_gpu = 0;
 }
 
 int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size)
@@ -358,6 +426,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
         stop_cuda_libraries();
         starpu_shutdown();
+        free_cpu_scratch();
         restore_limits();
         pthread_mutex_destroy(&ctx->lock);
         pthread_mutex_unlock(&live_lock);
@@ -465,6 +534,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     pthread_mutex_unlock(&live_lock);
     stop_cuda_libraries();
     starpu_shutdown();
+    free_cpu_scratch();
     restore_limits();
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;
@@ -505,5 +575,31 @@ int nnt_ctx_sched(const nnt_ctx *ctx, const char **name)
     if (!name)
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_sched: name is NULL");
     *name = ctx->sched;
+    return NNT_OK;
+}
+
+int nnt_ctx_set_precision(nnt_ctx *ctx, nnt_precision precision)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_set_precision");
+    if (rc)
+        return rc;
+    if (precision != NNT_PRECISION_FP32 && precision != NNT_PRECISION_TF32 &&
+        precision != NNT_PRECISION_BF16)
+        return nnt_fail(ctx, NNT_E_INVAL,
+                        "nnt_ctx_set_precision: precision %d is none of NNT_PRECISION_FP32 (0), "
+                        "NNT_PRECISION_TF32 (1), NNT_PRECISION_BF16 (2)",
+                        (int)precision);
+    ctx->precision = precision;
+    return NNT_OK;
+}
+
+int nnt_ctx_precision(const nnt_ctx *ctx, nnt_precision *precision)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_precision");
+    if (rc)
+        return rc;
+    if (!precision)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_precision: precision is NULL");
+    *precision = ctx->precision;
     return NNT_OK;
 }

@@ -62,6 +62,7 @@ struct nnt_ctx {
     int ram_budget_default;       /* ram_budget is StarPU's own limit, none was given    */
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
+    nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
 };
 
 /* Return the status of call if it failed (the message is already recorded). */
@@ -99,6 +100,12 @@ void nnt_task_error(const char *codelet, const char *fmt, ...) NNT_PRINTF(2, 3);
 /* The calling CUDA worker's cuBLASLt handle and workspace (created at context start). */
 int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size);
 #endif
+
+/* Scratch memory of the calling worker, at least bytes, in the worker's memory (RAM for a
+ * CPU worker, GPU memory for a CUDA worker, there allocated on the worker's stream). Kept
+ * and reused by the worker's later tasks, so contents do not survive a task; NULL when out
+ * of memory or not called from a worker. Freed when the context stops.                   */
+void *nnt_worker_scratch(size_t bytes);
 
 /* 0 if ctx is the live context, else a failure (recorded) naming the function. */
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
@@ -193,7 +200,8 @@ int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_dec
                         starpu_data_handle_t g, starpu_data_handle_t buf);
 
 /* lib/codelets/gemm.c: mnkb = {m, n, k, batch} of the tiles; tiles = {A, B, C, bias or NULL,
- * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task. */
+ * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task.
+ * The product's operands have ctx's precision (ctx->precision when submitted).            */
 int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
                     float beta, enum starpu_data_access_mode c_mode, int epilogue,
                     const starpu_data_handle_t *tiles);

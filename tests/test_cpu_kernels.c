@@ -513,6 +513,86 @@ static void check_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float al
     free(ref);
 }
 
+/* ---- operand rounding (GEMM precision) -------------------------------------------------- */
+
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Ties to even, carries, overflow, zeros, subnormals, infinities and NaN, as bit patterns;
+ * then random normal floats against an independent rounding (frexp / nearbyint). */
+START_TEST(test_round)
+{
+    static const struct {
+        int bits;
+        uint32_t in, want;
+    } cases[] = {
+        {7, 0x3F800000u, 0x3F800000u},   /* 1 */
+        {7, 0x3F808000u, 0x3F800000u},   /* 1 + 2^-8: tie, to even (down) */
+        {7, 0x3F818000u, 0x3F820000u},   /* tie, to even (up) */
+        {7, 0x3F808001u, 0x3F810000u},   /* just above the tie */
+        {7, 0x3F807FFFu, 0x3F800000u},   /* just below */
+        {7, 0xBF808000u, 0xBF800000u},   /* negative tie */
+        {7, 0xBF818000u, 0xBF820000u},
+        {7, 0x3FFFC000u, 0x40000000u},   /* carry into the exponent: 1.99.. -> 2 */
+        {7, 0x7F7FFFFFu, 0x7F800000u},   /* FLT_MAX overflows to +Inf */
+        {7, 0xFF7FFFFFu, 0xFF800000u},
+        {7, 0x7F7F0000u, 0x7F7F0000u},   /* the largest bfloat16 stays */
+        {7, 0x7F800000u, 0x7F800000u},   /* +-Inf */
+        {7, 0xFF800000u, 0xFF800000u},
+        {7, 0x7F800001u, 0x7FC00000u},   /* signalling NaN, payload below the cut: quiet NaN */
+        {7, 0xFFC12345u, 0xFFC10000u},   /* quiet NaN keeps sign and upper payload */
+        {7, 0x00000000u, 0x00000000u},   /* +-0 */
+        {7, 0x80000000u, 0x80000000u},
+        {7, 0x00000001u, 0x00000000u},   /* subnormals round as integers */
+        {7, 0x00008000u, 0x00000000u},
+        {7, 0x00018000u, 0x00020000u},
+        {7, 0x007FFFFFu, 0x00800000u},   /* largest subnormal -> smallest normal */
+        {10, 0x3F801000u, 0x3F800000u},  /* TF32: 1 + 2^-11, tie to even */
+        {10, 0x3F803000u, 0x3F804000u},
+        {10, 0x3F801001u, 0x3F802000u},
+        {10, 0x7F7FFFFFu, 0x7F800000u},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float x = float_of(cases[i].in), y = -1.0f, z = x;
+        nnt_cpu_round_f32(1, cases[i].bits, &x, &y);
+        nnt_cpu_round_f32(1, cases[i].bits, &z, &z);   /* in place */
+        ck_assert_msg(bits_of(y) == cases[i].want && bits_of(z) == cases[i].want,
+                      "round(0x%08X, %d bits) = 0x%08X, expected 0x%08X", cases[i].in,
+                      cases[i].bits, bits_of(y), cases[i].want);
+    }
+    rng_state = 404;
+    const int64_t n = 4096;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    for (int64_t i = 0; i < n; i++)   /* magnitudes 2^-40 .. 2^40, both signs */
+        x[i] = ldexpf(rng_uniform(-1.0f, 1.0f), (int)(rng_u64() % 81) - 40);
+    for (int bits = 7; bits <= 10; bits += 3) {
+        nnt_cpu_round_f32(n, bits, x, y);
+        for (int64_t i = 0; i < n; i++) {
+            int e;
+            double m = frexp(x[i], &e);
+            float want = (float)ldexp(nearbyint(ldexp(m, bits + 1)), e - bits - 1);
+            ck_assert_msg(bits_of(y[i]) == bits_of(want), "%d bits: %a -> %a, expected %a",
+                          bits, (double)x[i], (double)y[i], (double)want);
+        }
+    }
+    free(x);
+    free(y);
+}
+END_TEST
+
 START_TEST(test_gemm)
 {
     rng_seed(7);
@@ -1272,7 +1352,7 @@ static Suite *cpu_suite(void)
         {"attention_masked", test_attention_masked_rows},
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
-        {"sgd", test_sgd},
+        {"sgd", test_sgd},                       {"round", test_round},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -173,6 +173,15 @@ static double gelu_grad(double x)
            0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+/* The magnitude of the terms that gelu_grad adds up. */
+static double gelu_grad_terms(double x)
+{
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    double t = tanh(u);
+    return 0.5 * (1.0 + fabs(t)) +
+           fabs(0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x));
+}
+
 struct variant {
     double alpha, beta;
     nnt_epilogue epi;
@@ -209,9 +218,11 @@ static void reference(const struct host *h, int ta, int tb, const struct variant
                 if (v->epi == NNT_EPILOGUE_BIAS_GELU)
                     aux[o] = gelu(r);
                 if (v->epi == NNT_EPILOGUE_DGELU) {
+                    /* gelu' in float is exact only to the size of its terms: near its zero
+                     * (x ~ -0.75) the error of g, times r, dominates */
                     double g = gelu_grad(h->aux0[o]);
+                    sc = sc * fabs(g) + fabs(r) * gelu_grad_terms(h->aux0[o]);
                     r *= g;
-                    sc *= fabs(g);
                 }
                 c[o] = r;
                 scale[o] = sc + fabs(r);
@@ -389,6 +400,114 @@ START_TEST(many_tasks)
     free(want);
     free(want_aux);
     free(scale);
+    host_free(&h);
+}
+END_TEST
+
+/* ---- reduced precision (nnt_ctx_set_precision) ------------------------------------------ */
+
+/* Rounding of the operands, written independently of the library's integer version: scale
+ * the mantissa to an integer of bits + 1 bits and round it with nearbyint (ties to even in
+ * the default rounding mode). For the normal, finite values of these tests. */
+static float round_mantissa(float x, int bits)
+{
+    int e;
+    double m = frexp(x, &e);   /* x = m 2^e, 0.5 <= |m| < 1 */
+    return (float)ldexp(nearbyint(ldexp(m, bits + 1)), e - bits - 1);
+}
+
+static const struct {
+    nnt_precision precision;
+    int bits;
+    const char *name;
+} modes[] = {{NNT_PRECISION_TF32, 10, "tf32"}, {NNT_PRECISION_BF16, 7, "bf16"}};
+
+/* Loop index: (case * 4 + transposes) * 2 + mode. Every variant and tiling equals the
+ * reference on rounded operands (to float summation), and differs visibly from the one on
+ * full operands (so a mode that changed nothing would fail). */
+START_TEST(reduced_precision)
+{
+    const struct gcase *gc = &cases[_i / 8];
+    int ta = (_i >> 2) & 1, tb = (_i >> 1) & 1, mi = _i & 1;
+    double farthest = 0.0;   /* from the full-precision reference, in units of scale */
+    for (int vi = 0; vi < NVARIANTS; vi++) {
+        const struct variant *v = &variants[vi];
+        struct host h, hr;   /* full operands; the same rounded */
+        unsigned long long seed = 0x51ed270b27b6c1a5ULL + (unsigned long long)(_i * 64 + vi);
+        host_init(&h, &gc->d, seed);
+        host_init(&hr, &gc->d, seed);
+        int64_t n = h.nb * h.nm * h.nn;
+        double *full = malloc((size_t)n * sizeof *full), *want = malloc((size_t)n * sizeof *want);
+        double *want_aux = malloc((size_t)n * sizeof *want);
+        double *scale = malloc((size_t)n * sizeof *scale);
+        reference(&h, ta, tb, v, full, want_aux, scale);
+        for (int64_t i = 0; i < hr.nb * hr.nm * hr.nk; i++)
+            hr.a[i] = round_mantissa(hr.a[i], modes[mi].bits);
+        for (int64_t i = 0; i < hr.nb * hr.nk * hr.nn; i++)
+            hr.b[i] = round_mantissa(hr.b[i], modes[mi].bits);
+        reference(&hr, ta, tb, v, want, want_aux, scale);
+        for (int ti = 0; ti < NTILINGS; ti++) {
+            char where[256];
+            snprintf(where, sizeof where, "%s, %s, trans %d %d, variant %d, tiling %d",
+                     modes[mi].name, gc->what, ta, tb, vi, ti);
+            EXPECT_OK(nnt_ctx_set_precision(ctx, modes[mi].precision));
+            struct result r = run_tiled(&gc->d, &gc->t[ti], ta, tb, &h, v);   /* full operands */
+            EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+            expect_close("C", n, r.c, want, scale, where);
+            if (v->epi == NNT_EPILOGUE_BIAS_GELU)
+                expect_close("aux", n, r.aux, want_aux, scale, where);
+            for (int64_t i = 0; i < n; i++) {
+                double d = fabs(r.c[i] - full[i]) / (scale[i] + 1e-3);
+                farthest = d > farthest ? d : farthest;
+            }
+            free(r.c);
+            free(r.aux);
+        }
+        host_free(&h);
+        host_free(&hr);
+        free(full);
+        free(want);
+        free(want_aux);
+        free(scale);
+    }
+    ck_assert_msg(farthest > 3 * TOL, "%s: results within %g of full fp32: not rounded?",
+                  modes[mi].name, farthest);
+}
+END_TEST
+
+START_TEST(precision_setting)
+{
+    nnt_precision p = (nnt_precision)99;
+    EXPECT_OK(nnt_ctx_precision(ctx, &p));
+    ck_assert_int_eq(p, NNT_PRECISION_FP32);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    EXPECT_OK(nnt_ctx_precision(ctx, &p));
+    ck_assert_int_eq(p, NNT_PRECISION_BF16);
+    EXPECT_FAIL_MSG(nnt_ctx_set_precision(ctx, (nnt_precision)3), NNT_E_INVAL,
+                    "nnt_ctx_set_precision");
+    EXPECT_FAIL_MSG(nnt_ctx_set_precision(ctx, (nnt_precision)-1), NNT_E_INVAL,
+                    "nnt_ctx_set_precision");
+    EXPECT_FAIL_MSG(nnt_ctx_precision(ctx, NULL), NNT_E_INVAL, "nnt_ctx_precision");
+    EXPECT_FAIL_MSG(nnt_ctx_set_precision(NULL, NNT_PRECISION_FP32), NNT_E_INVAL,
+                    "nnt_ctx_set_precision");
+    EXPECT_OK(nnt_ctx_precision(ctx, &p));
+    ck_assert_int_eq(p, NNT_PRECISION_BF16);   /* refused calls change nothing */
+
+    /* back to fp32: the same bits as a context that never left it */
+    const struct gcase *gc = &cases[3];
+    const struct variant v = {1.0, 1.0, NNT_EPILOGUE_NONE, 0};
+    struct host h;
+    host_init(&h, &gc->d, 91);
+    int64_t n = h.nb * h.nm * h.nn;
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    struct result r1 = run_tiled(&gc->d, &gc->t[1], 1, 0, &h, &v);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    struct result r2 = run_tiled(&gc->d, &gc->t[1], 1, 0, &h, &v);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    struct result r3 = run_tiled(&gc->d, &gc->t[1], 1, 0, &h, &v);
+    ck_assert_msg(memcmp(r1.c, r3.c, (size_t)n * sizeof(float)) == 0, "fp32 changed");
+    ck_assert_msg(memcmp(r1.c, r2.c, (size_t)n * sizeof(float)) != 0, "bf16 gave fp32's bits");
+    free(r1.c), free(r1.aux), free(r2.c), free(r2.aux), free(r3.c), free(r3.aux);
     host_free(&h);
 }
 END_TEST
@@ -572,6 +691,8 @@ int main(void)
     tcase_add_loop_test(tc, matches_reference, 0, NCASES * 4);
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, many_tasks);
+    tcase_add_loop_test(tc, reduced_precision, 0, NCASES * 8);
+    tcase_add_test(tc, precision_setting);
     tcase_add_test(tc, bad_shapes);
     tcase_add_test(tc, bad_dtype_and_state);
     tcase_add_test(tc, bad_epilogue);

@@ -16,6 +16,7 @@ struct gemm_args {
     int epilogue;     /* nnt_epilogue run by this task after the product                   */
     int has_bias;     /* a bias tile (n) follows C                                          */
     int has_aux;      /* an aux tile (batch, m, n) follows                                  */
+    int precision;    /* nnt_precision of the operands                                      */
 };
 
 /* Buffer positions of the optional tiles. */
@@ -54,12 +55,52 @@ static void epilogue_cpu(const struct gemm_args *g, void *buffers[], float *c)
     }
 }
 
+/* Elements of the A and B tiles. */
+static int64_t numel_a(const struct gemm_args *g) { return g->batch * g->m * g->k; }
+static int64_t numel_b(const struct gemm_args *g) { return g->batch * g->k * g->n; }
+
+/* Mantissa bits the operands keep (nnt_cpu_round_f32), 0 for full fp32. */
+static int operand_bits(const struct gemm_args *g)
+{
+    switch (g->precision) {
+    case NNT_PRECISION_TF32:
+        return 10;
+    case NNT_PRECISION_BF16:
+        return 7;
+    default:
+        return 0;
+    }
+}
+
+/* A and B rounded to the task's precision into the worker's scratch; 0, or -1 when the
+ * scratch cannot be had (reported). */
+static int round_operands_cpu(const struct gemm_args *g, const float **a, const float **b)
+{
+    int bits = operand_bits(g);
+    int64_t na = numel_a(g), nb = numel_b(g);
+    if (bits == 0 || g->k == 0 || g->alpha == 0.0f)
+        return 0;
+    float *ws = nnt_worker_scratch((size_t)(na + nb) * sizeof(float));   // A then B
+    if (!ws) {
+        nnt_task_error("nnt_gemm", "no memory for the rounded operands (%lld bytes)",
+                       (long long)((na + nb) * (int64_t)sizeof(float)));
+        return -1;
+    }
+    nnt_cpu_round_f32(na, bits, *a, ws);
+    nnt_cpu_round_f32(nb, bits, *b, ws + na);
+    *a = ws;
+    *b = ws + na;
+    return 0;
+}
+
 static void gemm_cpu(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
     const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m)
     const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k)
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
+    if (round_operands_cpu(g, &a, &b))
+        return;
     nnt_cpu_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, ld_a(g),
                      g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n, g->m * g->n,
                      g->batch);
@@ -90,6 +131,42 @@ static int fusable_bias_gelu(const struct gemm_args *g)
            g->batch == 1 && g->k > 0;
 }
 
+/* The product with TF32 or bf16 operands: A and B are first rounded (converted) by our own
+ * kernel into the worker's GPU scratch, exactly as nnt_cpu_round_f32 does on the CPU, so the
+ * tensor cores see operands they represent exactly; then cuBLAS with float accumulation. */
+static int gemm_cuda_reduced(const struct gemm_args *g, const float *a, const float *b,
+                             float *c, cudaStream_t stream)
+{
+    cublasHandle_t h = starpu_cublas_get_local_handle();
+    int64_t na = numel_a(g), nb = numel_b(g);
+    int bf16 = g->precision == NNT_PRECISION_BF16;
+    size_t elsize = bf16 ? sizeof(uint16_t) : sizeof(float);
+    void *ws = nnt_worker_scratch((size_t)(na + nb) * elsize);   // A then B
+    if (!ws)
+        return 1;   /* kernels return 0 or negative: 1 is ours */
+    int rc;
+    if (bf16) {
+        uint16_t *a16 = ws, *b16 = a16 + na;
+        rc = nnt_cuda_f32_to_bf16(na, a, a16, stream);
+        if (rc == 0)
+            rc = nnt_cuda_f32_to_bf16(nb, b, b16, stream);
+        if (rc == 0)
+            rc = nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a16,
+                                    ld_a(g), g->m * g->k, b16, ld_b(g), g->k * g->n, g->beta,
+                                    c, g->n, g->m * g->n, g->batch, h, stream);
+        return rc;
+    }
+    float *a32 = ws, *b32 = a32 + na;
+    rc = nnt_cuda_round_f32(na, operand_bits(g), a, a32, stream);
+    if (rc == 0)
+        rc = nnt_cuda_round_f32(nb, operand_bits(g), b, b32, stream);
+    if (rc == 0)
+        rc = nnt_cuda_gemm_tf32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a32,
+                                ld_a(g), g->m * g->k, b32, ld_b(g), g->k * g->n, g->beta, c,
+                                g->n, g->m * g->n, g->batch, h, stream);
+    return rc;
+}
+
 static void gemm_cuda(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
@@ -98,7 +175,11 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
     cudaStream_t stream = starpu_cuda_get_local_stream();
     int rc;
-    if (fusable_bias_gelu(g)) {
+    if (g->precision != NNT_PRECISION_FP32) {
+        rc = gemm_cuda_reduced(g, a, b, c, stream);
+        if (rc == 0)
+            rc = epilogue_cuda(g, buffers, c, stream);
+    } else if (fusable_bias_gelu(g)) {
         cublasLtHandle_t lt;
         void *ws;
         size_t ws_size;
@@ -117,20 +198,22 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
         if (rc == 0)
             rc = epilogue_cuda(g, buffers, c, stream);
     }
-    if (rc)
+    if (rc == 1)
+        nnt_task_error("nnt_gemm", "no GPU memory for the rounded operands");
+    else if (rc)
         nnt_task_error("nnt_gemm", "CUDA GEMM or epilogue failed (%d)", rc);
 }
 #endif
 
-/* Tasks with equal buffer sizes can differ in transposes, m/n/k split, batch and epilogue:
- * hash all of them so the history-based model keeps them apart. */
+/* Tasks with equal buffer sizes can differ in transposes, m/n/k split, batch, epilogue and
+ * precision: hash all of them so the history-based model keeps them apart. */
 static uint32_t gemm_footprint(struct starpu_task *task)
 {
     const struct gemm_args *g = task->cl_arg;
-    int64_t key[8] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
-                      g->beta == 0.0f};
+    int64_t key[9] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
+                      g->beta == 0.0f, g->precision};
     uint32_t h = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         h = starpu_hash_crc32c_be((uint32_t)((uint64_t)key[i] >> 32), h);
         h = starpu_hash_crc32c_be((uint32_t)key[i], h);
     }
@@ -171,6 +254,7 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     g.epilogue = epilogue;
     g.has_bias = epilogue != NNT_EPILOGUE_NONE && tiles[3] != NULL;
     g.has_aux = epilogue == NNT_EPILOGUE_BIAS_GELU || epilogue == NNT_EPILOGUE_DGELU;
+    g.precision = ctx->precision;
 
     struct starpu_data_descr bufs[5];
     int nbuf = 0;
