@@ -269,6 +269,8 @@ static int start_runtime(trainer *t)
     if (rc)
         return lib_error("cannot start the runtime", rc);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
+    if ((rc = nnt_ctx_set_precision(t->ctx, (nnt_precision)o->precision)))
+        return lib_error("--precision", rc);
     return 0;
 }
 
@@ -537,8 +539,9 @@ static void print_summary(trainer *t)
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
         (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
         (long long)t->tiling.heads, (long long)t->tiling.head_dim);
-    say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s%s\n", t->ncpus, t->ncuda,
-        sched, o->recompute ? "; activation recompute" : "");
+    say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n",
+        t->ncpus, t->ncuda, sched, train_choice_name("precision", o->precision),
+        o->recompute ? "; activation recompute" : "");
     say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
            "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
         o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
@@ -548,7 +551,7 @@ static void print_summary(trainer *t)
         o->peak_gflops > 0 ? "--peak-gflops"
         : t->ncuda ? "87.5 GFLOP/s per CPU worker; GPUs not counted: give --peak-gflops"
         : t->peak_measured > 0 ? "measured at start: one 512 x 1024 x 1024 GEMM task per CPU "
-                                 "worker"
+                                 "worker, at the training's precision"
                                : "87.5 GFLOP/s per CPU worker: it could not be measured");
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);

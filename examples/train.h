@@ -30,6 +30,7 @@ typedef struct train_opts {
     /* batches and steps */
     int64_t batch, seq, steps, accum, seed;
     int recompute;                           /* activation recompute in the backward      */
+    int precision;                           /* nnt_precision of the GEMM operands        */
     /* optimizer */
     int optim;                               /* nnt_optim_kind                            */
     int schedule;                            /* nnt_schedule                              */

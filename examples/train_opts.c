@@ -24,6 +24,7 @@ static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NU
 static const char *const tokenizers[] = {"bytes", "bpe", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 
 #define BIG 9.0e15   /* integers up to here are exact in a double */
 
@@ -51,6 +52,7 @@ static const char usage_text[] =
     "  --steps N             total optimizer steps, resumed ones included (default 1000)\n"
     "  --accum K             micro-batches per step (default 1)\n"
     "  --recompute           keep only block outputs, recompute in the backward\n"
+    "  --precision P         fp32|tf32|bf16 operands of the matrix products (default fp32)\n"
     "  --seed S              initialisation and sampling seed (default 1)\n"
     "  --optim O             adamw|adam|sgd (default adamw)\n"
     "  --lr X                peak learning rate (default 1e-3; 3e-4 with --load-*)\n"
@@ -112,6 +114,7 @@ static void set_defaults(train_opts *o)
     o->tokenizer = TOKENIZER_BYTES;
     o->batch = 8, o->seq = -1, o->steps = 1000, o->accum = 1, o->seed = 1;
     o->optim = NNT_OPTIM_ADAMW, o->schedule = NNT_SCHEDULE_COSINE;
+    o->precision = NNT_PRECISION_FP32;
     o->lr = -1, o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8, o->weight_decay = 0.1;
     o->momentum = 0, o->grad_clip = 1.0, o->min_lr = -1, o->warmup = -1;
     o->cpus = -1, o->gpus = -1;
@@ -182,6 +185,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     FLAG("save-llmc", save_llmc);
     FLAG("no-save", no_save);
     FLAG("recompute", recompute);
+    CHOICE("precision", precision, precisions);
     STR("resume", resume);
     STR("trace", trace);
     INT("trace-steps", trace_steps, 1, BIG);
@@ -319,6 +323,7 @@ const char *train_choice_name(const char *option, int value)
     const char *const *c = !strcmp(option, "data-format") ? data_formats
                          : !strcmp(option, "tokenizer")   ? tokenizers
                          : !strcmp(option, "optim")       ? optimizers
+                         : !strcmp(option, "precision")   ? precisions
                                                           : schedules;
     for (int k = 0; c[k]; k++)
         if (k == value)

@@ -81,6 +81,24 @@ else
     echo "ok: --no-save: train.csv but no checkpoint"
 fi
 
+# ---- (1d) --precision tf32 / bf16: GEMM operands rounded, so the 20 losses differ from the
+# fp32 run's (above) but stay within 2e-2 of them --------------------------------------------
+for p in tf32 bf16; do
+    run "prec_$p" $small --layers 3 --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 \
+        --out "$tmp/p_$p" --print-loss --no-save --precision $p
+    verdict=$(awk 'FNR == 1 { f++ } f == 1 { l[FNR] = $4 } f == 2 { d = $4 - l[FNR];
+                   if (d < 0) d = -d; if (d > m) m = d; n++ }
+                   END { printf "%s %g", (n == 20 && m > 0 && m < 2e-2) ? "ok" : "bad", m }' \
+              "$tmp/plain20.out" "$tmp/prec_$p.out")
+    if [ $status -ne 0 ] || [ "${verdict%% *}" != ok ] ||
+       ! grep -q "$p GEMM operands" "$tmp/prec_$p.err"; then
+        fail "--precision $p: status $status, largest loss difference to fp32 ${verdict#* }:"
+        paste "$tmp/plain20.out" "$tmp/prec_$p.out"; tail -n 5 "$tmp/prec_$p.err"
+    else
+        echo "ok: --precision $p: the 20 losses are within ${verdict#* } of fp32's (< 2e-2, > 0)"
+    fi
+done
+
 # ---- (1c) out of core: a 1 MiB RAM budget (the state is about 2.6 MiB) with a disk swap and
 # --recompute gives the losses of the run in RAM, bit for bit -----------------------------
 ooc="--layers 3 --channels 64 --heads 2 --context 32 --batch 2 --seq 16 --sample 0 --no-save"

@@ -12,7 +12,9 @@
  *              only if the CPU build contracts multiply-adds into FMAs)
  *   1e-5:      GELU fwd/bwd (atol 1e-6), bias_gelu out, xent (s, loss, dlogits normwise),
  *              LayerNorm forward (normwise)
- *   1e-4 normwise: GEMM, gemm_bias_gelu (cuBLASLt GELU epilogue), LayerNorm backward,
+ *   bit-exact: round_f32, f32_to_bf16 (the same integer rounding as the CPU)
+ *   1e-4 normwise: GEMM (fp32; TF32 and bf16 against the CPU GEMM on rounded operands),
+ *              gemm_bias_gelu (cuBLASLt GELU epilogue), LayerNorm backward,
  *              attention forward / backward (different summation orders in float).
  */
 #include <check.h>
@@ -441,6 +443,88 @@ START_TEST(test_gemm)
                         free(b);
                         free(c);
                     }
+}
+END_TEST
+
+/* Operand rounding: the GPU twins give the CPU's bits (also for NaN, infinities, overflow and
+ * subnormals); then TF32 and bf16 products against the CPU GEMM on the rounded operands. */
+START_TEST(test_round_and_reduced_gemm)
+{
+    const int64_t n = 5000;
+    rng_seed(4242);
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)rng_u64();   /* every bit pattern: NaN, Inf, subnormal, ... */
+        if (i % 2)
+            u = (u & 0x807FFFFFu) | ((uint32_t)(100 + rng_u64() % 56) << 23);   /* normal */
+        memcpy(&x[i], &u, sizeof u);
+    }
+    float *dx = dup_d(x, n), *dy = dalloc((size_t)n * sizeof(float));
+    uint16_t *d16 = dalloc((size_t)n * sizeof(uint16_t));
+    uint16_t *h16 = xmalloc((size_t)n * sizeof(uint16_t));
+    float *want = xmalloc((size_t)n * sizeof(float)), *wide = xmalloc((size_t)n * sizeof(float));
+    for (int bits = 7; bits <= 10; bits += 3) {
+        nnt_cpu_round_f32(n, bits, x, want);
+        NNT_OK(nnt_cuda_round_f32(n, bits, dx, dy, g_stream));
+        float *got = fetch(dy, n);
+        check_exact_f(bits == 7 ? "round_f32 (7 bits)" : "round_f32 (10 bits)", got, want, n);
+        free(got);
+    }
+    nnt_cpu_round_f32(n, 7, x, want);
+    NNT_OK(nnt_cuda_f32_to_bf16(n, dx, d16, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    CUDA_OK(cudaMemcpy(h16, d16, (size_t)n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h16[i] << 16;
+        memcpy(&wide[i], &u, sizeof u);
+    }
+    check_exact_f("f32_to_bf16", wide, want, n);
+    dfree(dx), dfree(dy), dfree(d16), free(h16), free(want), free(wide), free(x);
+
+    static const int64_t mnk[][3] = {{1, 1, 1}, {3, 17, 61}, {61, 130, 17}, {130, 64, 130},
+                                     {5, 7, 0}};
+    int cs = 0;
+    for (int s = 0; s < (int)(sizeof mnk / sizeof mnk[0]); s++)
+        for (int tr = 0; tr < 4; tr++)
+            for (int bf16 = 0; bf16 < 2; bf16++) {
+                int ta = tr >> 1, tb = tr & 1, bits = bf16 ? 7 : 10;
+                int64_t m = mnk[s][0], nn = mnk[s][1], k = mnk[s][2], batch = 2;
+                int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? nn : k, bc = tb ? k : nn;
+                int64_t lda = ac + 1, ldb = bc + 2, ldc = nn + 1;
+                int64_t sa = ar * lda + 3, sb = br * ldb + 1, sc = m * ldc + 2;
+                float alpha = 1.25f, beta = s % 2 ? 0.5f : 0.0f;
+                rng_seed(900 + cs++);
+                float *a = rand_f(sa * batch, -2.0f, 2.0f), *b = rand_f(sb * batch, -2.0f, 2.0f);
+                float *c = rand_f(sc * batch, -1.0f, 1.0f);
+                float *da = dup_d(a, sa * batch), *db = dup_d(b, sb * batch);
+                float *dc = dup_d(c, sc * batch);
+                if (bf16) {
+                    uint16_t *a16 = dalloc((size_t)(sa * batch) * 2);
+                    uint16_t *b16 = dalloc((size_t)(sb * batch) * 2);
+                    NNT_OK(nnt_cuda_f32_to_bf16(sa * batch, da, a16, g_stream));
+                    NNT_OK(nnt_cuda_f32_to_bf16(sb * batch, db, b16, g_stream));
+                    NNT_OK(nnt_cuda_gemm_bf16(ta, tb, m, nn, k, alpha, a16, lda, sa, b16, ldb, sb,
+                                              beta, dc, ldc, sc, batch, g_blas, g_stream));
+                    CUDA_OK(cudaStreamSynchronize(g_stream));
+                    dfree(a16), dfree(b16);
+                } else {
+                    NNT_OK(nnt_cuda_round_f32(sa * batch, bits, da, da, g_stream));
+                    NNT_OK(nnt_cuda_round_f32(sb * batch, bits, db, db, g_stream));
+                    NNT_OK(nnt_cuda_gemm_tf32(ta, tb, m, nn, k, alpha, da, lda, sa, db, ldb, sb,
+                                              beta, dc, ldc, sc, batch, g_blas, g_stream));
+                }
+                nnt_cpu_round_f32(sa * batch, bits, a, a);
+                nnt_cpu_round_f32(sb * batch, bits, b, b);
+                nnt_cpu_gemm_f32(ta, tb, m, nn, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                                 batch);
+                float *got = fetch(dc, sc * batch);
+                for (int64_t q = 0; q < batch; q++)
+                    for (int64_t r = 0; r < m; r++)
+                        check_normwise(bf16 ? "gemm_bf16" : "gemm_tf32", got + q * sc + r * ldc,
+                                       c + q * sc + r * ldc, nn, 1e-4);
+                free(got), free(a), free(b), free(c);
+                dfree(da), dfree(db), dfree(dc);
+            }
 }
 END_TEST
 
@@ -1043,6 +1127,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_copy_box);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_bias_gelu);
+    tcase_add_test(tc, test_round_and_reduced_gemm);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_xent);

@@ -798,20 +798,22 @@ END_TEST
  * 0.999), eps 1e-8, weight decay 0 (_i == 0) or 0.1 on the matrices and embeddings only;
  * loss recorded before each update. Here through nnt_optim_add_layer (the layer's decay
  * flags) and nnt_optim_step, two tilings. */
-START_TEST(test_train_adamw_fixture)
+/* 10 fixture steps on tiling ti with weight decay wd and GEMM operands of the given
+ * precision; every loss within tol of the fixture's. Returns the largest difference. */
+static double train_fixture(int ti, double wd, nnt_precision precision, double tol)
 {
-    const double wd = _i == 0 ? 0.0 : 0.1;
     nnt_st_reader *tr = fixture_open_st("train.safetensors");
     int32_t *tok = fixture_read(tr, "train_tokens", NNT_IO_I32, NULL);
     int32_t *tgt = fixture_read(tr, "train_targets", NNT_IO_I32, NULL);
-    float *want = fixture_read(tr, _i == 0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
-    nnt_layer *gpt = load_fixture(&TILINGS[_i == 0 ? 0 : 1].t, B, T);
+    float *want = fixture_read(tr, wd == 0.0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
+    nnt_layer *gpt = load_fixture(&TILINGS[ti].t, B, T);
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-3;
     oo.weight_decay = wd;
     nnt_optim *opt = NULL;
     EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
     EXPECT_OK(nnt_optim_add_layer(opt, gpt));
+    EXPECT_OK(nnt_ctx_set_precision(ctx, precision));
     double worst = 0.0;
     for (int s = 0; s < 10; s++) {
         nnt_tensor *x = ids_tensor(tok + s * B * T, B, T, 1, 5);
@@ -827,20 +829,44 @@ START_TEST(test_train_adamw_fixture)
         nnt_tensor_destroy(y);
         double d = fabs(loss - want[s]);
         worst = d > worst ? d : worst;
-        ck_assert_msg(d <= 1e-4, "wd %g step %d: loss %.9f, fixture %.9f", wd, s, loss, want[s]);
+        ck_assert_msg(d <= tol, "precision %d, wd %g step %d: loss %.9f, fixture %.9f",
+                      (int)precision, wd, s, loss, want[s]);
     }
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
     nnt_optim_stats st;
     memset(&st, 0, sizeof st);
     st.size = sizeof st;
     EXPECT_OK(nnt_optim_stats_get(opt, &st));
     ck_assert_int_eq(st.step, 10);
-    printf("test_layer_gpt adamw [wd %g]: max |loss - fixture| %.3g over 10 steps\n", wd, worst);
     nnt_optim_destroy(opt);
     nnt_layer_destroy(gpt);
     nnt_st_close(tr);
     free(tok);
     free(tgt);
     free(want);
+    return worst;
+}
+
+START_TEST(test_train_adamw_fixture)
+{
+    const double wd = _i == 0 ? 0.0 : 0.1;
+    double worst = train_fixture(_i == 0 ? 0 : 1, wd, NNT_PRECISION_FP32, 1e-4);
+    printf("test_layer_gpt adamw [wd %g]: max |loss - fixture| %.3g over 10 steps\n", wd, worst);
+}
+END_TEST
+
+/* The same 10 steps with TF32 and bf16 GEMM operands: within 1e-2 of the fp32 losses of the
+ * fixture (the goal for bf16 training), and visibly away from them (the operands really were
+ * rounded: fp32 is within ~1e-6). Two tilings each. */
+START_TEST(test_train_precision)
+{
+    nnt_precision p = _i < 2 ? NNT_PRECISION_TF32 : NNT_PRECISION_BF16;
+    int ti = _i & 1;
+    double worst = train_fixture(ti, 0.1, p, 1e-2);
+    printf("test_layer_gpt adamw [%s, tiling %d]: max |loss - fp32 fixture| %.3g over 10 steps\n",
+           p == NNT_PRECISION_TF32 ? "tf32" : "bf16", ti, worst);
+    ck_assert_msg(worst > 2e-5, "%s losses within %g of fp32: operands not rounded?",
+                  p == NNT_PRECISION_TF32 ? "tf32" : "bf16", worst);
 }
 END_TEST
 
@@ -1034,6 +1060,7 @@ int main(void)
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_create_forward_backward);
+    tcase_add_loop_test(tc, test_train_precision, 0, 4);
     tcase_add_loop_test(tc, test_train_adamw_fixture, 0, 2);
     tcase_add_test(tc, test_presets);
     tcase_add_test(tc, test_tiling);
