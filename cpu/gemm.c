@@ -82,17 +82,39 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     }
 }
 
+/* x's bits rounded to nearest even with the `drop` low mantissa bits cleared (see
+ * nnt_cpu_round_f32 in nnt_cpu.h). */
+static uint32_t round_bits(uint32_t u, int drop)
+{
+    const uint32_t mask = ~((1u << drop) - 1u), half = (1u << (drop - 1)) - 1u;
+    if ((u & 0x7f800000u) == 0x7f800000u)   /* Inf stays; NaN: quiet bit survives mask */
+        return (u & 0x007fffffu) ? (u | 0x00400000u) & mask : u;
+    return (u + half + ((u >> drop) & 1u)) & mask;   /* a carry moves to the next binade/Inf */
+}
+
 void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y)
 {
-    const int drop = 23 - bits;   /* mantissa bits rounded away */
-    const uint32_t mask = ~((1u << drop) - 1u), half = (1u << (drop - 1)) - 1u;
     for (int64_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
-        if ((u & 0x7f800000u) == 0x7f800000u)   /* Inf stays; NaN: quiet bit survives mask */
-            u = (u & 0x007fffffu) ? (u | 0x00400000u) & mask : u;
-        else   /* carry into the exponent is correct: to the next binade or to Inf */
-            u = (u + half + ((u >> drop) & 1u)) & mask;
+        u = round_bits(u, 23 - bits);
+        memcpy(&y[i], &u, sizeof u);
+    }
+}
+
+void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        y[i] = (uint16_t)(round_bits(u, 16) >> 16);
+    }
+}
+
+void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
         memcpy(&y[i], &u, sizeof u);
     }
 }

@@ -29,6 +29,7 @@ extern "C" {
 
 /* x[i] = value */
 void nnt_cpu_fill_f32(int64_t n, float value, float *x);
+void nnt_cpu_fill_u16(int64_t n, uint16_t value, uint16_t *x);   /* e.g. bfloat16 bits */
 /* x[i] *= alpha */
 void nnt_cpu_scale_f32(int64_t n, float alpha, float *x);
 /* y[i] = alpha * x[i] + beta * y[i]   (beta == 0: y is not read, so NaN in y is overwritten) */
@@ -89,6 +90,10 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
  * rounded operands is then exact in float, so a float GEMM on them computes what bf16 /
  * TF32 tensor cores compute, up to the order of the float accumulation.                  */
 void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
+/* bfloat16 values as uint16_t bit patterns (the upper half of a float's bits):
+ * f32_to_bf16 rounds as nnt_cpu_round_f32 with 7 bits; bf16_to_f32 is exact.            */
+void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
+void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
 
 /* Epilogue after the last k-step of a linear layer, applied to a hot (m, n) tile:
  *   pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]).

@@ -116,6 +116,13 @@ __global__ void to_bf16_kernel(int64_t n, const float *x, uint16_t *y)
         y[i] = (uint16_t)(round_bits(__float_as_uint(x[i]), 16) >> 16);
 }
 
+__global__ void from_bf16_kernel(int64_t n, const uint16_t *x, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __uint_as_float((uint32_t)x[i] << 16);
+}
+
 unsigned blocks_for(int64_t n)
 {
     int64_t blocks = (n + 255) / 256;
@@ -316,4 +323,14 @@ extern "C" int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int
     if (ret < 0)
         return ret;
     return nnt_cuda_bias_gelu_f32(m, n, NULL, pre, out, stream);
+}
+
+extern "C" int nnt_cuda_bf16_to_f32(int64_t n, const uint16_t *x, float *y, cudaStream_t stream)
+{
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    from_bf16_kernel<<<blocks_for(n), 256, 0, stream>>>(n, x, y);
+    return launch_status();
 }

@@ -91,8 +91,8 @@ int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 
 /* GEMM operand precision (nnt_ctx_set_precision), cuda/gemm.cu.
  * round_f32: twin of nnt_cpu_round_f32 (bit-identical: the same integer rounding).
- * f32_to_bf16: y[i] = the upper 16 bits of nnt_cpu_round_f32(x[i], 7), i.e. x as bfloat16
- * (round to nearest even; NaN stays NaN). y holds n bfloat16 values (uint16_t bit patterns).
+ * f32_to_bf16, bf16_to_f32: twins of the CPU conversions (bfloat16 as uint16_t bit patterns;
+ * to bf16 rounds to nearest even as nnt_cpu_round_f32 with 7 bits, NaN stays NaN; back is exact).
  * gemm_tf32: nnt_cuda_gemm_f32 with compute type CUBLAS_COMPUTE_32F_FAST_TF32 (operands
  * rounded to TF32 by the tensor cores, float accumulation).
  * gemm_bf16: the same product on bfloat16 operands A and B (uint16_t bit patterns, e.g.
@@ -100,6 +100,7 @@ int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
  * result is nnt_cpu_gemm_f32 on nnt_cpu_round_f32(.., 7) operands up to summation order. */
 int nnt_cuda_round_f32(int64_t n, int bits, const float *x, float *y, cudaStream_t stream);
 int nnt_cuda_f32_to_bf16(int64_t n, const float *x, uint16_t *y, cudaStream_t stream);
+int nnt_cuda_bf16_to_f32(int64_t n, const uint16_t *x, float *y, cudaStream_t stream);
 int nnt_cuda_gemm_tf32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, int64_t stride_a,
                        const float *b, int64_t ldb, int64_t stride_b, float beta,

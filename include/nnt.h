@@ -126,7 +126,8 @@ typedef struct nnt_tensor nnt_tensor;
 typedef enum nnt_dtype {
     NNT_FP32 = 1,    /* float                                                             */
     NNT_INT32 = 2,   /* int32_t (token ids, targets)                                      */
-    NNT_BF16 = 3,    /* reserved: not yet supported (NNT_E_UNSUPPORTED)                   */
+    NNT_BF16 = 3,    /* bfloat16, stored as uint16_t bit patterns (new in 0.2): storage,
+                        copies, fills, nnt_tensor_convert and GEMM operands                */
     NNT_FP16 = 4     /* reserved: not yet supported (NNT_E_UNSUPPORTED)                   */
 } nnt_dtype;
 
@@ -176,6 +177,10 @@ NNT_API int nnt_tensor_fill_normal(nnt_tensor *tensor, uint64_t seed, double mea
 
 /* dst = src for any two tilings of the same shape and dtype (retiling). */
 NNT_API int nnt_tensor_copy(nnt_tensor *src, nnt_tensor *dst);
+/* dst = src converted between NNT_FP32 and NNT_BF16 (either way; equal dtypes: a copy),
+ * same shape and tiling. To bf16: rounded to nearest, ties to even (NaN stays NaN, values
+ * beyond bf16's range become infinities); to float: exact. New in 0.2. */
+NNT_API int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst);
 /* dst = src with dimensions permuted: dst dimension d is src dimension perm[d], so
  * dst.shape[d] == src.shape[perm[d]]; any tilings, any dtype (equal for both).
  * Example: (B, T, NH, hd) -> (B, NH, T, hd) is perm {0, 2, 1, 3}. */
@@ -219,7 +224,9 @@ typedef enum nnt_epilogue {
  * must have the same size and tile in all tensors that share it. Example, a linear layer
  * y = x W^T with x (B, T, C) and W (OC, C): gemm(NOTRANS, TRANS, 1, x, W, 0, y, 1, 0)
  * gives y (B, T, OC). beta == 0: C is only written. One task per (C tile, k tile) pair;
- * the k tiles of one C tile are accumulated in a fixed order (deterministic). */
+ * the k tiles of one C tile are accumulated in a fixed order (deterministic). A and B may
+ * be NNT_BF16 (new in 0.2); the operands take the context's precision
+ * (nnt_ctx_set_precision). */
 NNT_API int nnt_tensor_gemm(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
                             nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
                             int ndim_batch);

@@ -176,6 +176,10 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
                            const int64_t *tile_shape, uint64_t seed, int dist, float a,
                            float b);
 
+/* lib/codelets/convert.c: src tile float -> dst tile bf16 (to_bf16) or back, same numel */
+int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
+                       starpu_data_handle_t dst);
+
 /* lib/codelets/elementwise.c */
 int nnt_insert_scale(nnt_ctx *ctx, starpu_data_handle_t x, float alpha);
 int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
@@ -266,6 +270,8 @@ int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *
  * of the given dtype (NNT_E_SHAPE otherwise). The usual first check of an op argument. */
 int nnt_check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,
                   int must_read);
+/* "NNT_FP32", ... (static). */
+const char *nnt_dtype_name(nnt_dtype dtype);
 /* NNT_E_SHAPE unless t's dtype is dtype. */
 int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype);
 /* NNT_E_SHAPE unless dims [a0, a0+n) of a equal dims [b0, b0+n) of b in size and tile. */

@@ -11,6 +11,7 @@ size_t nnt_dtype_size(nnt_dtype dtype)
     switch (dtype) {
     case NNT_FP32: return sizeof(float);
     case NNT_INT32: return sizeof(int32_t);
+    case NNT_BF16: return sizeof(uint16_t);
     default: return 0;
     }
 }
@@ -109,9 +110,9 @@ int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *sh
     int rc = nnt_ctx_check(ctx, fn);
     if (rc)
         return rc;
-    if (dtype == NNT_BF16 || dtype == NNT_FP16)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: dtype %d (bf16/fp16) is reserved and not "
-                        "supported yet", fn, (int)dtype);
+    if (dtype == NNT_FP16)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: dtype NNT_FP16 is reserved and not "
+                        "supported yet", fn);
     if (nnt_dtype_size(dtype) == 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown dtype %d", fn, (int)dtype);
 

@@ -281,7 +281,6 @@ START_TEST(tensor_create_rejects_bad_arguments)
     EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 9, shape, NULL, &t), NNT_E_INVAL, fn);
     EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, NULL, tile, &t), NNT_E_INVAL, fn);
     EXPECT_FAIL_MSG(nnt_tensor_create(ctx, (nnt_dtype)99, 3, shape, tile, &t), NNT_E_INVAL, fn);
-    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_BF16, 3, shape, tile, &t), NNT_E_UNSUPPORTED, fn);
     EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP16, 3, shape, tile, &t), NNT_E_UNSUPPORTED, fn);
     EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){4, 0, 6}, tile, &t), NNT_E_INVAL, fn);
     EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[]){4, -5, 6}, tile, &t), NNT_E_INVAL, fn);

@@ -12,7 +12,7 @@
  *              only if the CPU build contracts multiply-adds into FMAs)
  *   1e-5:      GELU fwd/bwd (atol 1e-6), bias_gelu out, xent (s, loss, dlogits normwise),
  *              LayerNorm forward (normwise)
- *   bit-exact: round_f32, f32_to_bf16 (the same integer rounding as the CPU)
+ *   bit-exact: round_f32, f32_to_bf16 (the same integer rounding as the CPU), bf16_to_f32
  *   1e-4 normwise: GEMM (fp32; TF32 and bf16 against the CPU GEMM on rounded operands),
  *              gemm_bias_gelu (cuBLASLt GELU epilogue), LayerNorm backward,
  *              attention forward / backward (different summation orders in float).
@@ -479,6 +479,10 @@ START_TEST(test_round_and_reduced_gemm)
         memcpy(&wide[i], &u, sizeof u);
     }
     check_exact_f("f32_to_bf16", wide, want, n);
+    NNT_OK(nnt_cuda_bf16_to_f32(n, d16, dy, g_stream));   /* back: exact */
+    float *back = fetch(dy, n);
+    check_exact_f("bf16_to_f32", back, wide, n);
+    free(back);
     dfree(dx), dfree(dy), dfree(d16), free(h16), free(want), free(wide), free(x);
 
     static const int64_t mnk[][3] = {{1, 1, 1}, {3, 17, 61}, {61, 130, 17}, {130, 64, 130},

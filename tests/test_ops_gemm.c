@@ -475,6 +475,87 @@ START_TEST(reduced_precision)
 }
 END_TEST
 
+/* A float tensor, or (as_bf16) a bf16 one, from float host data; as bf16 the data must hold
+ * bf16 values (their upper halves are stored). */
+static nnt_tensor *make_as(int ndim, const int64_t *shape, const int64_t *tile, const float *data,
+                           int as_bf16)
+{
+    if (!as_bf16)
+        return make(ndim, shape, tile, data);
+    int64_t n = prod(ndim, shape);
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &data[i], sizeof u);
+        ck_assert_msg((u & 0xffffu) == 0, "not a bf16 value");
+        h[i] = (uint16_t)(u >> 16);
+    }
+    nnt_tensor *t;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, ndim, shape, tile, &t));
+    EXPECT_OK(nnt_tensor_copy_from_host(t, h, (size_t)n * sizeof *h));
+    free(h);
+    return t;
+}
+
+/* C = A B with A and/or B stored as NNT_BF16 (bits 0: A, 1: B), C fresh (beta 0). */
+static float *run_bf16_operands(const struct dims *d, const struct tiling *tl, int ta, int tb,
+                                const struct host *h, int which)
+{
+    int64_t sa[8], sb[8], sc[8], sbias[8], ta_[8], tb_[8], tc[8], tbias[8];
+    layout(d, NULL, ta, tb, sa, sb, sc, sbias);
+    layout(d, tl, ta, tb, ta_, tb_, tc, tbias);
+    int na = d->nb + d->nm + d->nk, nbd = d->nb + d->nk + d->nn, nc = d->nb + d->nm + d->nn;
+    whole_dims(na, sa, ta_);
+    whole_dims(nbd, sb, tb_);
+    whole_dims(nc, sc, tc);
+    nnt_tensor *a = make_as(na, sa, ta_, h->a, which & 1);
+    nnt_tensor *b = make_as(nbd, sb, tb_, h->b, which & 2);
+    nnt_tensor *c = make(nc, sc, tc, NULL);
+    EXPECT_OK(nnt_tensor_gemm(ta, tb, 1.0, a, b, 0.0, c, d->nk, d->nb));
+    int64_t n = prod(nc, sc);
+    float *out = malloc((size_t)n * sizeof *out);
+    EXPECT_OK(nnt_tensor_copy_to_host(c, out, (size_t)n * sizeof(float)));
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    return out;
+}
+
+/* Loop index: case * 4 + transposes. Operands stored as bf16 give the bits of float operands
+ * holding the same values, in every precision mode and tiling (A, B or both in bf16); the
+ * float operand is rounded by the mode as usual. */
+START_TEST(bf16_operands)
+{
+    static const nnt_precision ps[] = {NNT_PRECISION_FP32, NNT_PRECISION_TF32,
+                                       NNT_PRECISION_BF16};
+    const struct gcase *gc = &cases[_i / 4];
+    int ta = (_i >> 1) & 1, tb = _i & 1;
+    struct host h;
+    host_init(&h, &gc->d, 0xb16b00b5ULL + (unsigned long long)_i);
+    for (int64_t i = 0; i < h.nb * h.nm * h.nk; i++)
+        h.a[i] = round_mantissa(h.a[i], 7);
+    for (int64_t i = 0; i < h.nb * h.nk * h.nn; i++)
+        h.b[i] = round_mantissa(h.b[i], 7);
+    int64_t n = h.nb * h.nm * h.nn;
+    for (int pi = 0; pi < 3; pi++)
+        for (int ti = 0; ti < NTILINGS; ti++) {
+            EXPECT_OK(nnt_ctx_set_precision(ctx, ps[pi]));
+            float *want = run_bf16_operands(&gc->d, &gc->t[ti], ta, tb, &h, 0);
+            for (int which = 1; which <= 3; which++) {
+                float *got = run_bf16_operands(&gc->d, &gc->t[ti], ta, tb, &h, which);
+                ck_assert_msg(memcmp(got, want, (size_t)n * sizeof(float)) == 0,
+                              "%s, trans %d %d, precision %d, tiling %d, bf16 operands %d: "
+                              "not the bits of float operands", gc->what, ta, tb, (int)ps[pi],
+                              ti, which);
+                free(got);
+            }
+            free(want);
+        }
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    host_free(&h);
+}
+END_TEST
+
 START_TEST(precision_setting)
 {
     nnt_precision p = (nnt_precision)99;
@@ -599,7 +680,19 @@ START_TEST(bad_dtype_and_state)
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){4, 5}, NULL, &cfresh));
 
     EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, ai, b, 0, c, 1, 0),
-                       NNT_E_SHAPE, fn, "NNT_FP32");
+                       NNT_E_SHAPE, fn, "NNT_FP32 or NNT_BF16");
+    nnt_tensor *cb, *biasb;   /* C and bias stay float; A and B may be bf16 */
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, 2, (int64_t[]){4, 5}, NULL, &cb));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, 1, (int64_t[]){5}, NULL, &biasb));
+    EXPECT_OK(nnt_tensor_fill(cb, 0.0));
+    EXPECT_OK(nnt_tensor_fill(biasb, 0.0));
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, cb, 1, 0),
+                       NNT_E_SHAPE, fn, "NNT_BF16");
+    EXPECT_FAIL_NAMING(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1, a, b, 0, c, 1, 0,
+                                          NNT_EPILOGUE_BIAS, biasb, NULL),
+                       NNT_E_SHAPE, "nnt_tensor_gemm_ex", "bias");
+    EXPECT_OK(nnt_tensor_destroy(cb));
+    EXPECT_OK(nnt_tensor_destroy(biasb));
     EXPECT_FAIL_MSG(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1, fresh, b, 0, c, 1, 0),
                     NNT_E_STATE, fn);
     /* beta != 0 reads C */
@@ -693,6 +786,7 @@ int main(void)
     tcase_add_test(tc, many_tasks);
     tcase_add_loop_test(tc, reduced_precision, 0, NCASES * 8);
     tcase_add_test(tc, precision_setting);
+    tcase_add_loop_test(tc, bf16_operands, 0, NCASES * 4);
     tcase_add_test(tc, bad_shapes);
     tcase_add_test(tc, bad_dtype_and_state);
     tcase_add_test(tc, bad_epilogue);

@@ -1,5 +1,6 @@
 /* Tiled tensors: host round trips for many shapes and tilings (partial tiles included),
- * constant fills, and random fills that are identical for every tiling. */
+ * constant fills, random fills that are identical for every tiling, and bfloat16 tensors
+ * (storage, copies, fills, conversions). */
 #include "testutil.h"
 
 #include <math.h>
@@ -124,6 +125,126 @@ START_TEST(fill_constant)
     EXPECT_OK(nnt_tensor_destroy(ti));
     free(f);
     free(k);
+}
+END_TEST
+
+/* ---- bfloat16 tensors -------------------------------------------------------------------- */
+
+/* bfloat16 from a float by an independent rounding: frexp / nearbyint (ties to even), for
+ * the normal, finite values used here; the bits are the float's upper half. */
+static uint16_t bf16_of(float x)
+{
+    int e;
+    double m = frexp(x, &e);   /* before e is read */
+    float r = (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+    uint32_t u;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+static float float_of_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Host round trip (bit patterns), fill, copy to another tiling, permute, and conversions
+ * both ways against the independent rounding; float -> bf16 -> float is the rounding. */
+START_TEST(bf16_tensors)
+{
+    const struct case_ *c = &cases[_i];
+    int64_t n = product(c->ndim, c->shape);
+    float *in = malloc((size_t)n * sizeof *in), *back = malloc((size_t)n * sizeof *back);
+    uint16_t *h = malloc((size_t)n * sizeof *h), *got = malloc((size_t)n * sizeof *got);
+    unsigned long long state = 0xbf16ULL + (unsigned long long)_i;
+    for (int64_t k = 0; k < n; k++)
+        in[k] = (float)((test_rand(&state) * 2 - 1) * 1000.0);
+    nnt_tensor *f, *b, *b2, *f2;
+    nnt_dtype dt;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, c->ndim, c->shape, c->tile, &f));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, c->ndim, c->shape, c->tile, &b));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, c->ndim, c->shape, NULL, &b2));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, c->ndim, c->shape, c->tile, &f2));
+    EXPECT_OK(nnt_tensor_dtype(b, &dt));
+    ck_assert_int_eq(dt, NNT_BF16);
+
+    /* float -> bf16 -> host: the rounded bits; -> float: their exact values */
+    EXPECT_OK(nnt_tensor_copy_from_host(f, in, (size_t)n * sizeof *in));
+    EXPECT_OK(nnt_tensor_convert(f, b));
+    EXPECT_OK(nnt_tensor_copy_to_host(b, got, (size_t)n * sizeof *got));
+    EXPECT_OK(nnt_tensor_convert(b, f2));
+    EXPECT_OK(nnt_tensor_copy_to_host(f2, back, (size_t)n * sizeof *back));
+    for (int64_t k = 0; k < n; k++) {
+        ck_assert_msg(got[k] == bf16_of(in[k]), "element %lld: %a -> 0x%04x, expected 0x%04x",
+                      (long long)k, (double)in[k], got[k], bf16_of(in[k]));
+        ck_assert_msg(back[k] == float_of_bf16(got[k]), "element %lld back", (long long)k);
+    }
+    EXPECT_FAIL_MSG(nnt_tensor_copy_to_host(b, got, (size_t)n * sizeof(float)), NNT_E_SHAPE,
+                    "nnt_tensor_copy_to_host");   /* the byte count of floats */
+
+    /* host bits -> bf16 -> another tiling -> host */
+    for (int64_t k = 0; k < n; k++)
+        h[k] = (uint16_t)(k * 40503u + 7u);
+    EXPECT_OK(nnt_tensor_copy_from_host(b, h, (size_t)n * sizeof *h));
+    EXPECT_OK(nnt_tensor_copy(b, b2));
+    memset(got, 0, (size_t)n * sizeof *got);
+    EXPECT_OK(nnt_tensor_copy_to_host(b2, got, (size_t)n * sizeof *got));
+    ck_assert_int_eq(memcmp(h, got, (size_t)n * sizeof *h), 0);
+
+    /* fill: the value rounded once */
+    EXPECT_OK(nnt_tensor_fill(b, 1.0 + 1.0 / 256 + 1.0 / 1024));   /* above the tie: up */
+    EXPECT_OK(nnt_tensor_copy_to_host(b, got, (size_t)n * sizeof *got));
+    for (int64_t k = 0; k < n; k++)
+        ck_assert_uint_eq(got[k], 0x3F81u);
+
+    /* float ops refuse bf16 tensors, naming the dtypes */
+    EXPECT_FAIL_MSG(nnt_tensor_scale(b, 2.0), NNT_E_SHAPE, "nnt_tensor_scale");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "NNT_BF16"));
+    EXPECT_FAIL_MSG(nnt_tensor_fill_uniform(b, 1, 0.0, 1.0), NNT_E_UNSUPPORTED,
+                    "nnt_tensor_fill_uniform");
+    EXPECT_FAIL_MSG(nnt_tensor_copy(f, b), NNT_E_SHAPE, "nnt_tensor_copy");
+    int one_tile = 1;   /* b2 is a single tile: then the tilings agree */
+    for (int d = 0; d < c->ndim; d++)
+        one_tile &= c->tile[d] >= c->shape[d];
+    if (one_tile)
+        EXPECT_OK(nnt_tensor_convert(f, b2));
+    else
+        EXPECT_FAIL_MSG(nnt_tensor_convert(f, b2), NNT_E_SHAPE, "nnt_tensor_convert");
+    EXPECT_FAIL_MSG(nnt_tensor_convert(NULL, b), NNT_E_INVAL, "nnt_tensor_convert");
+    EXPECT_FAIL_MSG(nnt_tensor_convert(f, NULL), NNT_E_INVAL, "nnt_tensor_convert");
+    EXPECT_OK(nnt_tensor_destroy(f));
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_tensor_destroy(b2));
+    EXPECT_OK(nnt_tensor_destroy(f2));
+    free(in), free(back), free(h), free(got);
+}
+END_TEST
+
+/* int32 <-> bf16 is refused; a never-written source too; equal dtypes copy. */
+START_TEST(convert_errors)
+{
+    int64_t shape[2] = {4, 6}, tile[2] = {2, 3};
+    nnt_tensor *i32, *b, *f, *g;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &i32));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, 2, shape, tile, &b));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, shape, tile, &f));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, shape, tile, &g));
+    EXPECT_FAIL_MSG(nnt_tensor_convert(b, f), NNT_E_STATE, "nnt_tensor_convert");
+    EXPECT_OK(nnt_tensor_fill(i32, 3));
+    EXPECT_FAIL_MSG(nnt_tensor_convert(i32, b), NNT_E_SHAPE, "nnt_tensor_convert");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "NNT_INT32"));
+    EXPECT_OK(nnt_tensor_fill(f, -0.5));
+    EXPECT_OK(nnt_tensor_convert(f, g));   /* equal dtypes: a copy */
+    float out[24];
+    EXPECT_OK(nnt_tensor_copy_to_host(g, out, sizeof out));
+    for (int k = 0; k < 24; k++)
+        ck_assert_float_eq(out[k], -0.5f);
+    EXPECT_OK(nnt_tensor_destroy(i32));
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_tensor_destroy(f));
+    EXPECT_OK(nnt_tensor_destroy(g));
 }
 END_TEST
 
@@ -268,6 +389,8 @@ static Suite *tensor_suite(void)
     tcase_add_loop_test(tc, round_trip_fp32, 0, NCASES);
     tcase_add_loop_test(tc, round_trip_int32, 0, NCASES);
     tcase_add_loop_test(tc, fill_constant, 0, NCASES);
+    tcase_add_loop_test(tc, bf16_tensors, 0, NCASES);
+    tcase_add_test(tc, convert_errors);
     tcase_add_loop_test(tc, random_fill_is_tiling_invariant, 0, 2);
     tcase_add_test(tc, random_fill_statistics);
     tcase_add_test(tc, random_fill_follows_documented_stream);

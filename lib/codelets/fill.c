@@ -1,5 +1,5 @@
-/* Codelets that overwrite one tile: constant fill (fp32 on CPU and CUDA, int32 on CPU) and
- * the deterministic random fill. */
+/* Codelets that overwrite one tile: constant fill (fp32 on CPU and CUDA, int32 and bf16 on
+ * CPU) and the deterministic random fill. */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
@@ -35,6 +35,15 @@ static void fill_i32_cpu(void *buffers[], void *cl_arg)
     int32_t value = (int32_t)args->value;
     for (int64_t i = 0; i < n; i++)
         x[i] = value;
+}
+
+/* bf16: the value's bit pattern, rounded once by the submitter */
+static void fill_u16_cpu(void *buffers[], void *cl_arg)
+{
+    const struct fill_args *args = cl_arg;
+    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    uint16_t *x = (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
+    nnt_cpu_fill_u16(n, (uint16_t)args->value, x);
 }
 
 static void fill_random_cpu(void *buffers[], void *cl_arg)
@@ -74,6 +83,8 @@ static struct starpu_perfmodel fill_f32_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_f32"};
 static struct starpu_perfmodel fill_i32_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_i32"};
+static struct starpu_perfmodel fill_u16_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_u16"};
 static struct starpu_perfmodel fill_random_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_random"};
 
@@ -92,6 +103,13 @@ static struct starpu_codelet fill_i32_cl = {
     .model = &fill_i32_model,
 };
 
+static struct starpu_codelet fill_u16_cl = {
+    .name = "nnt_fill_u16",
+    .cpu_funcs = {fill_u16_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &fill_u16_model,
+};
+
 static struct starpu_codelet fill_random_cl = {
     .name = "nnt_fill_random",
     .cpu_funcs = {fill_random_cpu},
@@ -103,9 +121,18 @@ static struct starpu_codelet fill_random_cl = {
 int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value)
 {
     struct fill_args args = {value};
+    struct starpu_codelet *cl = &fill_f32_cl;
+    if (t->dtype == NNT_INT32)
+        cl = &fill_i32_cl;
+    if (t->dtype == NNT_BF16) {
+        float f = (float)value;
+        uint16_t bits;
+        nnt_cpu_f32_to_bf16(1, &f, &bits);
+        args.value = bits;
+        cl = &fill_u16_cl;
+    }
     struct starpu_data_descr buf = {h, STARPU_W};
-    return nnt_submit(t->ctx, t->dtype == NNT_INT32 ? &fill_i32_cl : &fill_f32_cl, 1, &buf,
-                      &args, sizeof args);
+    return nnt_submit(t->ctx, cl, 1, &buf, &args, sizeof args);
 }
 
 int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t *origin,

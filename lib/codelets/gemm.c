@@ -1,6 +1,6 @@
 /* Codelet: one GEMM step on tiles, C = alpha op(A) op(B) + beta C for a batch of matrices,
  * optionally followed by an epilogue on the finished C tile (bias, bias + GELU, GELU
- * backward). Buffers: 0 A tile, 1 B tile, 2 C tile, then the bias tile (R) if the task has
+ * backward). Buffers: 0 A tile, 1 B tile (float or bfloat16 each), 2 C tile, then the bias tile (R) if the task has
  * one, then the aux tile (W for BIAS_GELU, R for DGELU) if it has one. */
 #include "../internal.h"
 #include "nnt_cpu.h"
@@ -17,6 +17,7 @@ struct gemm_args {
     int has_bias;     /* a bias tile (n) follows C                                          */
     int has_aux;      /* an aux tile (batch, m, n) follows                                  */
     int precision;    /* nnt_precision of the operands                                      */
+    int a_bf16, b_bf16;   /* the A / B tile holds bfloat16 (NNT_BF16), not float            */
 };
 
 /* Buffer positions of the optional tiles. */
@@ -72,34 +73,46 @@ static int operand_bits(const struct gemm_args *g)
     }
 }
 
-/* A and B rounded to the task's precision into the worker's scratch; 0, or -1 when the
- * scratch cannot be had (reported). */
-static int round_operands_cpu(const struct gemm_args *g, const float **a, const float **b)
+/* One operand as floats for BLIS: a bf16 tile expanded (exact), a float tile rounded to
+ * `bits` mantissa bits, both into dst; a float tile at full precision (bits 0) as it is. */
+static const float *operand_cpu(const void *tile, int is_bf16, int64_t n, int bits, float *dst)
+{
+    if (is_bf16)
+        nnt_cpu_bf16_to_f32(n, tile, dst);
+    else if (bits)
+        nnt_cpu_round_f32(n, bits, tile, dst);
+    else
+        return tile;
+    return dst;
+}
+
+/* A and B as floats of the task's precision (in the worker's scratch where they must be
+ * copied); 0, or -1 when the scratch cannot be had (reported). */
+static int prepare_operands_cpu(const struct gemm_args *g, const float **a, const float **b)
 {
     int bits = operand_bits(g);
     int64_t na = numel_a(g), nb = numel_b(g);
-    if (bits == 0 || g->k == 0 || g->alpha == 0.0f)
+    int copy_a = g->a_bf16 || bits, copy_b = g->b_bf16 || bits;
+    if (!copy_a && !copy_b)
         return 0;
-    float *ws = nnt_worker_scratch((size_t)(na + nb) * sizeof(float));   // A then B
+    size_t bytes = (size_t)((copy_a ? na : 0) + (copy_b ? nb : 0)) * sizeof(float);
+    float *ws = nnt_worker_scratch(bytes);   // A (if copied) then B (if copied)
     if (!ws) {
-        nnt_task_error("nnt_gemm", "no memory for the rounded operands (%lld bytes)",
-                       (long long)((na + nb) * (int64_t)sizeof(float)));
+        nnt_task_error("nnt_gemm", "no memory for the operands in float (%zu bytes)", bytes);
         return -1;
     }
-    nnt_cpu_round_f32(na, bits, *a, ws);
-    nnt_cpu_round_f32(nb, bits, *b, ws + na);
-    *a = ws;
-    *b = ws + na;
+    *a = operand_cpu(*a, g->a_bf16, na, bits, ws);
+    *b = operand_cpu(*b, g->b_bf16, nb, bits, ws + (copy_a ? na : 0));
     return 0;
 }
 
 static void gemm_cpu(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
-    const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m)
-    const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k)
+    const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m); bf16 if a_bf16
+    const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k); bf16 if b_bf16
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
-    if (round_operands_cpu(g, &a, &b))
+    if (prepare_operands_cpu(g, &a, &b))
         return;
     nnt_cpu_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, ld_a(g),
                      g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n, g->m * g->n,
@@ -131,40 +144,65 @@ static int fusable_bias_gelu(const struct gemm_args *g)
            g->batch == 1 && g->k > 0;
 }
 
-/* The product with TF32 or bf16 operands: A and B are first rounded (converted) by our own
- * kernel into the worker's GPU scratch, exactly as nnt_cpu_round_f32 does on the CPU, so the
- * tensor cores see operands they represent exactly; then cuBLAS with float accumulation. */
-static int gemm_cuda_reduced(const struct gemm_args *g, const float *a, const float *b,
-                             float *c, cudaStream_t stream)
+/* One operand for a product with bf16 operands: a bf16 tile as it is, a float tile
+ * converted into dst. */
+static const uint16_t *operand_bf16_cuda(const void *tile, int is_bf16, int64_t n,
+                                         uint16_t *dst, cudaStream_t stream, int *rc)
+{
+    if (is_bf16)
+        return tile;
+    if (*rc == 0)
+        *rc = nnt_cuda_f32_to_bf16(n, tile, dst, stream);
+    return dst;
+}
+
+/* One operand for a float or TF32 product: a bf16 tile expanded (exact) into dst, a float
+ * tile rounded to `bits` into dst, or (bits 0) the float tile itself. */
+static const float *operand_f32_cuda(const void *tile, int is_bf16, int64_t n, int bits,
+                                     float *dst, cudaStream_t stream, int *rc)
+{
+    if (!is_bf16 && !bits)
+        return tile;
+    if (*rc == 0)
+        *rc = is_bf16 ? nnt_cuda_bf16_to_f32(n, tile, dst, stream)
+                      : nnt_cuda_round_f32(n, bits, tile, dst, stream);
+    return dst;
+}
+
+/* The product when an operand is rounded or held in bf16: the operands are first rounded,
+ * converted or expanded by our own kernels into the worker's GPU scratch, exactly as the
+ * CPU codelet does (so the tensor cores see operands they represent exactly); then cuBLAS
+ * with float accumulation: bf16 x bf16 for NNT_PRECISION_BF16, else TF32 or float. */
+static int gemm_cuda_prepared(const struct gemm_args *g, const void *a, const void *b,
+                              float *c, cudaStream_t stream)
 {
     cublasHandle_t h = starpu_cublas_get_local_handle();
     int64_t na = numel_a(g), nb = numel_b(g);
-    int bf16 = g->precision == NNT_PRECISION_BF16;
+    int bf16 = g->precision == NNT_PRECISION_BF16, bits = operand_bits(g), rc = 0;
     size_t elsize = bf16 ? sizeof(uint16_t) : sizeof(float);
-    void *ws = nnt_worker_scratch((size_t)(na + nb) * elsize);   // A then B
+    char *ws = nnt_worker_scratch((size_t)(na + nb) * elsize);   // A's slot, then B's
     if (!ws)
         return 1;   /* kernels return 0 or negative: 1 is ours */
-    int rc;
     if (bf16) {
-        uint16_t *a16 = ws, *b16 = a16 + na;
-        rc = nnt_cuda_f32_to_bf16(na, a, a16, stream);
-        if (rc == 0)
-            rc = nnt_cuda_f32_to_bf16(nb, b, b16, stream);
-        if (rc == 0)
-            rc = nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a16,
-                                    ld_a(g), g->m * g->k, b16, ld_b(g), g->k * g->n, g->beta,
-                                    c, g->n, g->m * g->n, g->batch, h, stream);
-        return rc;
+        const uint16_t *a16 = operand_bf16_cuda(a, g->a_bf16, na, (uint16_t *)ws, stream, &rc);
+        const uint16_t *b16 = operand_bf16_cuda(b, g->b_bf16, nb, (uint16_t *)ws + na, stream,
+                                                &rc);
+        return rc ? rc : nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha,
+                                            a16, ld_a(g), g->m * g->k, b16, ld_b(g),
+                                            g->k * g->n, g->beta, c, g->n, g->m * g->n,
+                                            g->batch, h, stream);
     }
-    float *a32 = ws, *b32 = a32 + na;
-    rc = nnt_cuda_round_f32(na, operand_bits(g), a, a32, stream);
-    if (rc == 0)
-        rc = nnt_cuda_round_f32(nb, operand_bits(g), b, b32, stream);
-    if (rc == 0)
-        rc = nnt_cuda_gemm_tf32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a32,
-                                ld_a(g), g->m * g->k, b32, ld_b(g), g->k * g->n, g->beta, c,
-                                g->n, g->m * g->n, g->batch, h, stream);
-    return rc;
+    const float *a32 = operand_f32_cuda(a, g->a_bf16, na, bits, (float *)ws, stream, &rc);
+    const float *b32 = operand_f32_cuda(b, g->b_bf16, nb, bits, (float *)ws + na, stream, &rc);
+    if (rc)
+        return rc;
+    if (bits)
+        return nnt_cuda_gemm_tf32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a32,
+                                  ld_a(g), g->m * g->k, b32, ld_b(g), g->k * g->n, g->beta, c,
+                                  g->n, g->m * g->n, g->batch, h, stream);
+    return nnt_cuda_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a32, ld_a(g),
+                             g->m * g->k, b32, ld_b(g), g->k * g->n, g->beta, c, g->n,
+                             g->m * g->n, g->batch, h, stream);
 }
 
 static void gemm_cuda(void *buffers[], void *cl_arg)
@@ -175,8 +213,8 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
     cudaStream_t stream = starpu_cuda_get_local_stream();
     int rc;
-    if (g->precision != NNT_PRECISION_FP32) {
-        rc = gemm_cuda_reduced(g, a, b, c, stream);
+    if (g->precision != NNT_PRECISION_FP32 || g->a_bf16 || g->b_bf16) {
+        rc = gemm_cuda_prepared(g, a, b, c, stream);
         if (rc == 0)
             rc = epilogue_cuda(g, buffers, c, stream);
     } else if (fusable_bias_gelu(g)) {
@@ -205,15 +243,16 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-/* Tasks with equal buffer sizes can differ in transposes, m/n/k split, batch, epilogue and
- * precision: hash all of them so the history-based model keeps them apart. */
+/* Tasks with equal buffer sizes can differ in transposes, m/n/k split, batch, epilogue,
+ * precision and operand dtypes: hash all of them so the history-based model keeps them
+ * apart. */
 static uint32_t gemm_footprint(struct starpu_task *task)
 {
     const struct gemm_args *g = task->cl_arg;
-    int64_t key[9] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
-                      g->beta == 0.0f, g->precision};
+    int64_t key[10] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
+                       g->beta == 0.0f, g->precision, g->a_bf16 + 2 * g->b_bf16};
     uint32_t h = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         h = starpu_hash_crc32c_be((uint32_t)((uint64_t)key[i] >> 32), h);
         h = starpu_hash_crc32c_be((uint32_t)key[i], h);
     }
@@ -255,6 +294,8 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     g.has_bias = epilogue != NNT_EPILOGUE_NONE && tiles[3] != NULL;
     g.has_aux = epilogue == NNT_EPILOGUE_BIAS_GELU || epilogue == NNT_EPILOGUE_DGELU;
     g.precision = ctx->precision;
+    g.a_bf16 = starpu_vector_get_elemsize(tiles[0]) == sizeof(uint16_t);
+    g.b_bf16 = starpu_vector_get_elemsize(tiles[1]) == sizeof(uint16_t);
 
     struct starpu_data_descr bufs[5];
     int nbuf = 0;

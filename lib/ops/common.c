@@ -66,12 +66,28 @@ int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *
     return nnt_check_dims(fn, role_a, a, 0, role_b, b, 0, a->ndim);
 }
 
+const char *nnt_dtype_name(nnt_dtype dtype)
+{
+    switch (dtype) {
+    case NNT_FP32:
+        return "NNT_FP32";
+    case NNT_INT32:
+        return "NNT_INT32";
+    case NNT_BF16:
+        return "NNT_BF16";
+    case NNT_FP16:
+        return "NNT_FP16";
+    default:
+        return "an unknown dtype";
+    }
+}
+
 int nnt_check_dtype(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype)
 {
     if (t->dtype == dtype)
         return NNT_OK;
-    return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must be %s", fn, role,
-                    dtype == NNT_INT32 ? "NNT_INT32" : "NNT_FP32");
+    return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must be %s, not %s", fn, role,
+                    nnt_dtype_name(dtype), nnt_dtype_name(t->dtype));
 }
 
 int nnt_check_arg(const char *fn, const char *role, const nnt_tensor *t, nnt_dtype dtype,

@@ -1,5 +1,6 @@
 /* nnt_tensor_copy and nnt_tensor_permute: every destination tile is filled by one task per
- * chunk of the source tiles it overlaps, each overlap one strided box. Any tilings. */
+ * chunk of the source tiles it overlaps, each overlap one strided box. Any tilings.
+ * nnt_tensor_convert: float <-> bfloat16, one task per tile (equal tilings). */
 #include "../internal.h"
 
 #include <stdlib.h>
@@ -131,6 +132,33 @@ int nnt_tensor_copy(nnt_tensor *src, nnt_tensor *dst)
 {
     static const int identity[NNT_MAX_DIMS] = {0, 1, 2, 3, 4, 5, 6, 7};
     return permute_copy(src, identity, dst, "nnt_tensor_copy");
+}
+
+int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst)
+{
+    const char *fn = "nnt_tensor_convert";
+    int rc = nnt_check_arg(fn, "src", src, src ? src->dtype : NNT_FP32, 1);
+    if (rc == 0 && !dst)
+        rc = nnt_fail(src->ctx, NNT_E_INVAL, "%s: dst is NULL", fn);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "src", src, "dst", dst);
+    if (rc)
+        return rc;
+    if (src->dtype == dst->dtype)
+        return nnt_tensor_copy(src, dst);
+    int to_bf16 = src->dtype == NNT_FP32 && dst->dtype == NNT_BF16;
+    if (!to_bf16 && !(src->dtype == NNT_BF16 && dst->dtype == NNT_FP32))
+        return nnt_fail(src->ctx, NNT_E_SHAPE, "%s: from %s to %s: only NNT_FP32 <-> NNT_BF16 "
+                        "(or equal dtypes)", fn, nnt_dtype_name(src->dtype),
+                        nnt_dtype_name(dst->dtype));
+    if (src == dst)
+        return nnt_fail(src->ctx, NNT_E_INVAL, "%s: source and destination are the same tensor",
+                        fn);
+    for (int64_t i = 0; i < src->ntiles && rc == 0; i++)
+        rc = nnt_insert_convert(src->ctx, to_bf16, src->tiles[i].handle, dst->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(dst);
+    return rc;
 }
 
 int nnt_retile_temp(nnt_tensor *src, const int64_t *tile, nnt_tensor **out)

@@ -82,6 +82,15 @@ static int check_groups(const char *fn, const nnt_tensor *a, const nnt_tensor *b
     return rc;
 }
 
+/* A and B: NNT_FP32 or NNT_BF16 (used as they are, or expanded exactly). */
+static int check_operand_dtype(const char *fn, const char *role, const nnt_tensor *t)
+{
+    if (t->dtype == NNT_FP32 || t->dtype == NNT_BF16)
+        return NNT_OK;
+    return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must be NNT_FP32 or NNT_BF16, not %s", fn,
+                    role, nnt_dtype_name(t->dtype));
+}
+
 static int check_operands(const char *fn, nnt_trans trans_a, nnt_trans trans_b, nnt_tensor *a,
                           nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k, int ndim_batch,
                           struct gemm_dims *d)
@@ -96,8 +105,7 @@ static int check_operands(const char *fn, nnt_trans trans_a, nnt_trans trans_b, 
     if ((rc = check_trans(fn, c->ctx, "trans_a", trans_a)) ||
         (rc = check_trans(fn, c->ctx, "trans_b", trans_b)))
         return rc;
-    if ((rc = nnt_check_dtype(fn, "A", a, NNT_FP32)) ||
-        (rc = nnt_check_dtype(fn, "B", b, NNT_FP32)) ||
+    if ((rc = check_operand_dtype(fn, "A", a)) || (rc = check_operand_dtype(fn, "B", b)) ||
         (rc = nnt_check_dtype(fn, "C", c, NNT_FP32)))
         return rc;
     if (c == a || c == b)

@@ -1,0 +1,60 @@
+/* Codelet: one tile converted between float and bfloat16 (buffer 0 the source tile, read;
+ * buffer 1 the destination tile of the other dtype, written; same number of elements). */
+#include "../internal.h"
+#include "nnt_cpu.h"
+
+struct convert_args {
+    int to_bf16;   /* 1: float -> bf16 (round to nearest even), 0: bf16 -> float (exact) */
+};
+
+static void convert_cpu(void *buffers[], void *cl_arg)
+{
+    const struct convert_args *c = cl_arg;
+    int64_t n = nnt_tile_numel(buffers[0]);
+    void *src = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
+    void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);   // (n)
+    if (c->to_bf16)
+        nnt_cpu_f32_to_bf16(n, src, dst);
+    else
+        nnt_cpu_bf16_to_f32(n, src, dst);
+}
+
+#ifdef NNT_CUDA_CODELETS
+static void convert_cuda(void *buffers[], void *cl_arg)
+{
+    const struct convert_args *c = cl_arg;
+    int64_t n = nnt_tile_numel(buffers[0]);
+    void *src = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    cudaStream_t stream = starpu_cuda_get_local_stream();
+    int rc = c->to_bf16 ? nnt_cuda_f32_to_bf16(n, src, dst, stream)
+                        : nnt_cuda_bf16_to_f32(n, src, dst, stream);
+    if (rc)
+        nnt_task_error("nnt_convert", "CUDA kernel failed (%d)", rc);
+}
+#endif
+
+/* The default footprint (the buffers' sizes in order) tells the two directions apart. */
+static struct starpu_perfmodel convert_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_convert",
+};
+
+static struct starpu_codelet convert_cl = {
+    .name = "nnt_convert",
+    .cpu_funcs = {convert_cpu},
+#ifdef NNT_CUDA_CODELETS
+    .cuda_funcs = {convert_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &convert_model,
+};
+
+int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
+                       starpu_data_handle_t dst)
+{
+    struct convert_args c = {to_bf16};
+    struct starpu_data_descr bufs[2] = {{src, STARPU_R}, {dst, STARPU_W}};
+    return nnt_submit(ctx, &convert_cl, 2, bufs, &c, sizeof c);
+}
