@@ -509,6 +509,84 @@ START_TEST(test_deterministic)
 }
 END_TEST
 
+/* ---- bf16 storage of product operands ------------------------------------------------- */
+
+/* One bf16 forward + backward with the product operands stored as bf16 (storage 1) or float:
+ * the loss, the logits, every gradient; and the RAM the step's tiles took. With recompute
+ * the shared block activations are the ones stored. */
+struct bf16_run {
+    double loss;
+    float *logits, *grads[16];
+    int64_t numel[16];
+    int64_t ram;
+};
+
+static struct bf16_run bf16_step(const nnt_gpt2_tiling *t, int recompute, int storage)
+{
+    struct bf16_run r;
+    nnt_st_reader *ref = fixture_open_st("reference.safetensors");
+    nnt_mem_stats before, after;
+    memset(&before, 0, sizeof before);
+    before.size = after.size = sizeof before;
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &before, 0));
+    nnt_gpt2 *m = load_model(t);
+    EXPECT_OK(nnt_gpt2_set_recompute(m, recompute));
+    EXPECT_OK(nnt_gpt2_set_float_operands(m, !storage));
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    reference_forward(m, ref, &r.loss);
+    EXPECT_OK(nnt_gpt2_backward(m));
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    nnt_dtype dt;
+    EXPECT_OK(nnt_tensor_dtype(nnt_gpt2_activation(m, "lnf"), &dt));
+    ck_assert_int_eq(dt, storage ? NNT_BF16 : NNT_FP32);
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &after, 0));
+    r.ram = after.node[0].used_bytes - before.node[0].used_bytes;
+    r.logits = test_to_host(nnt_gpt2_activation(m, "logits"), NULL);
+    for (int k = 0; k < 16; k++)
+        r.grads[k] = export_all(m, NNT_GPT2_GRADS, LLMC_NAMES[k], &r.numel[k]);
+    nnt_gpt2_destroy(m);
+    nnt_st_close(ref);
+    return r;
+}
+
+static void bf16_free(struct bf16_run *r)
+{
+    free(r->logits);
+    for (int k = 0; k < 16; k++)
+        free(r->grads[k]);
+}
+
+/* Loop index: tiling * 2 + recompute. With NNT_PRECISION_BF16 the GPT stores the activations
+ * that only products read (ln1, atty, ln2, fch_gelu, lnf) as bf16: the loss, the logits and
+ * every gradient are the bits of the run that keeps them float (whose products round them
+ * to bf16 anyway), and the step takes less RAM. */
+START_TEST(test_bf16_storage)
+{
+    const nnt_gpt2_tiling *t = &TILINGS[_i / 2].t;
+    int recompute = _i & 1;
+    struct bf16_run keep = bf16_step(t, recompute, 0), half = bf16_step(t, recompute, 1);
+    ck_assert_msg(half.loss == keep.loss, "loss %.9g with bf16 storage, %.9g without",
+                  half.loss, keep.loss);
+    ck_assert(memcmp(half.logits, keep.logits, (size_t)(B * T * V) * sizeof(float)) == 0);
+    for (int k = 0; k < 16; k++)
+        ck_assert_msg(memcmp(half.grads[k], keep.grads[k], (size_t)keep.numel[k] *
+                             sizeof(float)) == 0, "%s gradient differs", LLMC_NAMES[k]);
+    /* per block ln1, atty, ln2 (B T C each) and fch_gelu (4 B T C) once per stored set, plus
+     * lnf (B T C): half their bytes are saved */
+    int64_t sets = recompute ? 1 : L, btc = (int64_t)B * T * C;
+    int64_t saved = (sets * 7 * btc + btc) * 2;
+    printf("test_gpt2 bf16 storage [%s, recompute %d]: step RAM %lld -> %lld bytes (expected "
+           "saving %lld)\n", TILINGS[_i / 2].what, recompute, (long long)keep.ram,
+           (long long)half.ram, (long long)saved);
+    ck_assert_msg(keep.ram - half.ram >= saved * 8 / 10, "bf16 storage saved %lld bytes, "
+                  "expected about %lld", (long long)(keep.ram - half.ram), (long long)saved);
+    bf16_free(&keep);
+    bf16_free(&half);
+}
+END_TEST
+
 /* ---- training ----------------------------------------------------------------------- */
 
 /* 10 AdamW steps as the fixture's protocol, with weight decay 0 (_i == 0) or 0.1. */
@@ -689,6 +767,7 @@ static Suite *gpt2_suite(void)
     tcase_add_test(tc, test_grad_accumulation);
     tcase_add_test(tc, test_tilings_agree);
     tcase_add_test(tc, test_deterministic);
+    tcase_add_loop_test(tc, test_bf16_storage, 0, 2 * NTILINGS);
     tcase_add_loop_test(tc, test_train_adamw, 0, 2);
     tcase_add_test(tc, test_save_llmc_roundtrip);
     tcase_add_test(tc, test_load_safetensors);

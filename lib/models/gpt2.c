@@ -78,6 +78,8 @@ struct nnt_gpt2 {
     int loss_ready;              /* losses holds the last forward with targets' losses  */
     int recompute;               /* layers keep only their output; backward recomputes  */
     int acts_missing;            /* a failed nnt_gpt2_set_recompute left no activations  */
+    int acts_bf16;               /* ln1, atty, ln2, fch_gelu, lnf are stored as bf16     */
+    int float_operands;          /* keep them float even with NNT_PRECISION_BF16 (tests) */
 
     nnt_tensor *tokens, *targets;    // (B, T) int32
     nnt_tensor *encoded;             // (B, T, C)
@@ -146,6 +148,15 @@ static int make_tensor(nnt_gpt2 *m, nnt_dtype dtype, const char *dims, nnt_tenso
 static int make_f32(nnt_gpt2 *m, const char *dims, nnt_tensor **out)
 {
     return make_tensor(m, NNT_FP32, dims, out);
+}
+
+/* The activations that only matrix products read (ln1, atty, ln2, fch_gelu, lnf): stored
+ * as bf16 after a forward with NNT_PRECISION_BF16, whose products round them so anyway --
+ * the same bits at half the memory. The float results they are converted from pass through
+ * scratch that exists anyway (dx, heads, dfch). */
+static int make_operand(nnt_gpt2 *m, const char *dims, nnt_tensor **out)
+{
+    return make_tensor(m, m->acts_bf16 ? NNT_BF16 : NNT_FP32, dims, out);
 }
 
 static int64_t numel_of(const nnt_tensor *t)
@@ -218,20 +229,20 @@ static int create_params(nnt_gpt2 *m)
 /* Everything but residual3 (the block output, next block's input). */
 static int create_block_scratch(nnt_gpt2 *m, layer_acts *a)
 {
-    NNT_TRY(make_f32(m, "BTC", &a->ln1));
+    NNT_TRY(make_operand(m, "BTC", &a->ln1));
     NNT_TRY(make_f32(m, "BT", &a->ln1_mean));
     NNT_TRY(make_f32(m, "BT", &a->ln1_rstd));
     for (int i = 0; i < 3; i++)
         NNT_TRY(make_f32(m, "BNTD", &a->qkv[i]));
     NNT_TRY(make_f32(m, "BNTD", &a->atto));
     NNT_TRY(make_f32(m, "BNT", &a->att_lse));
-    NNT_TRY(make_f32(m, "BTND", &a->atty));
+    NNT_TRY(make_operand(m, "BTND", &a->atty));
     NNT_TRY(make_f32(m, "BTC", &a->residual2));
-    NNT_TRY(make_f32(m, "BTC", &a->ln2));
+    NNT_TRY(make_operand(m, "BTC", &a->ln2));
     NNT_TRY(make_f32(m, "BT", &a->ln2_mean));
     NNT_TRY(make_f32(m, "BT", &a->ln2_rstd));
     NNT_TRY(make_f32(m, "BTF", &a->fch));
-    NNT_TRY(make_f32(m, "BTF", &a->fch_gelu));
+    NNT_TRY(make_operand(m, "BTF", &a->fch_gelu));
     return NNT_OK;
 }
 
@@ -261,7 +272,7 @@ static int create_acts(nnt_gpt2 *m)
     if (!m->layers)
         return nnt_fail(m->ctx, NNT_E_NOMEM, "nnt_gpt2_create: out of memory");
     NNT_TRY(create_layer_acts(m));
-    NNT_TRY(make_f32(m, "BTC", &m->lnf));
+    NNT_TRY(make_operand(m, "BTC", &m->lnf));
     NNT_TRY(make_f32(m, "BT", &m->lnf_mean));
     NNT_TRY(make_f32(m, "BT", &m->lnf_rstd));
     NNT_TRY(make_f32(m, "BTV", &m->logits));
@@ -444,6 +455,38 @@ void nnt_gpt2_destroy(nnt_gpt2 *m)
     free(m);
 }
 
+/* Activations for the given recompute and bf16-storage settings (their contents are lost);
+ * on failure the old settings again, or, failing that too, none (forward then refuses). */
+static int rebuild_acts(nnt_gpt2 *m, int recompute, int bf16)
+{
+    int old_recompute = m->recompute, old_bf16 = m->acts_bf16, first_rc = NNT_OK;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        destroy_layer_acts(m);
+        nnt_tensor_destroy(m->lnf);
+        m->lnf = NULL;
+        m->recompute = attempt ? old_recompute : recompute;
+        m->acts_bf16 = attempt ? old_bf16 : bf16;
+        m->acts_missing = 0;
+        int rc = create_layer_acts(m);
+        if (rc == 0)
+            rc = make_operand(m, "BTC", &m->lnf);
+        if (rc == 0)
+            return first_rc;   /* NNT_OK, or why the new settings failed */
+        if (attempt == 0)
+            first_rc = rc;
+        m->acts_missing = 1;
+    }
+    return first_rc;
+}
+
+int nnt_gpt2_set_float_operands(nnt_gpt2 *m, int keep)
+{
+    if (!m)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_set_float_operands: model is NULL");
+    m->float_operands = keep != 0;
+    return NNT_OK;
+}
+
 int nnt_gpt2_set_recompute(nnt_gpt2 *m, int enable)
 {
     const char *fn = "nnt_gpt_set_recompute";   /* its public name: the only caller */
@@ -455,17 +498,7 @@ int nnt_gpt2_set_recompute(nnt_gpt2 *m, int enable)
     if (m->backward_ready)
         return nnt_fail(m->ctx, NNT_E_STATE, "%s: between a forward with targets and its "
                         "backward (the saved activations would be lost)", fn);
-    destroy_layer_acts(m);
-    m->recompute = enable;
-    m->acts_missing = 0;
-    int rc = create_layer_acts(m);
-    if (rc) {   /* leave no half-made set behind: back to the other mode */
-        destroy_layer_acts(m);
-        m->recompute = !enable;
-        if (create_layer_acts(m))
-            m->acts_missing = 1;   /* forward refuses to run */
-    }
-    return rc;
+    return rebuild_acts(m, enable, m->acts_bf16);
 }
 
 void nnt_gpt2_get_config(const nnt_gpt2 *m, nnt_gpt2_config *cfg)
@@ -802,12 +835,22 @@ static double attention_scale(const nnt_gpt2 *m)
     return 1.0 / sqrt((double)m->hd);
 }
 
+/* y = LayerNorm(x) with the parameters (kw, kb) of layer l; into a bf16 y through the float
+ * scratch dx (free in the forward; in a recompute its backward use is already done). */
+static int layernorm_into(nnt_gpt2 *m, nnt_tensor *x, int kw, int kb, int64_t l, nnt_tensor *y,
+                          nnt_tensor *mean, nnt_tensor *rstd)
+{
+    nnt_tensor *out = y->dtype == NNT_FP32 ? y : m->dx;   // (B, T, C)
+    NNT_TRY(nnt_tensor_layernorm(x, p_of(m, kw, l, 0), p_of(m, kb, l, 0), NNT_GPT2_LN_EPS, out,
+                                 mean, rstd));
+    return out == y ? NNT_OK : nnt_tensor_convert(out, y);
+}
+
 /* x (B, T, C) -> q, k, v, atto, atty, residual2 = x + attn(ln_1(x)). */
 static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
 {
     layer_acts *a = &m->layers[l];
-    NNT_TRY(nnt_tensor_layernorm(x, p_of(m, LN1W, l, 0), p_of(m, LN1B, l, 0), NNT_GPT2_LN_EPS,
-                             a->ln1, a->ln1_mean, a->ln1_rstd));
+    NNT_TRY(layernorm_into(m, x, LN1W, LN1B, l, a->ln1, a->ln1_mean, a->ln1_rstd));
     for (int i = 0; i < 3; i++) {
         /* heads (B, T, NH, hd) = ln1 (B, T, C) W_i^T (NH, hd, C) + b_i (NH, hd) */
         NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln1, p_of(m, QKVW, l, i), 0.0,
@@ -816,7 +859,12 @@ static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
     }
     NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], attention_scale(m), a->atto,
                              a->att_lse));
-    NNT_TRY(nnt_tensor_permute(a->atto, SWAP_BT_NH, a->atty));
+    if (a->atty->dtype == NNT_FP32) {
+        NNT_TRY(nnt_tensor_permute(a->atto, SWAP_BT_NH, a->atty));
+    } else {   /* through heads (B, T, NH, hd), free once q, k, v are permuted out */
+        NNT_TRY(nnt_tensor_permute(a->atto, SWAP_BT_NH, m->heads));
+        NNT_TRY(nnt_tensor_convert(m->heads, a->atty));
+    }
     /* residual2 (B, T, C) = x + atty (B, T, NH, hd) attprojw^T (C, NH, hd) + attprojb */
     NNT_TRY(nnt_tensor_copy(x, a->residual2));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, p_of(m, ATTPROJW, l, 0),
@@ -829,12 +877,14 @@ static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
 static int forward_mlp(nnt_gpt2 *m, int64_t l, int output)
 {
     layer_acts *a = &m->layers[l];
-    NNT_TRY(nnt_tensor_layernorm(a->residual2, p_of(m, LN2W, l, 0), p_of(m, LN2B, l, 0),
-                             NNT_GPT2_LN_EPS, a->ln2, a->ln2_mean, a->ln2_rstd));
-    /* fch (B, T, F) = ln2 fcw^T (F, C) + fcb; fch_gelu = gelu(fch) */
+    NNT_TRY(layernorm_into(m, a->residual2, LN2W, LN2B, l, a->ln2, a->ln2_mean, a->ln2_rstd));
+    /* fch (B, T, F) = ln2 fcw^T (F, C) + fcb; fch_gelu = gelu(fch), into a bf16 fch_gelu
+     * through the float scratch dfch (its backward use comes after a recompute) */
+    nnt_tensor *gelu = a->fch_gelu->dtype == NNT_FP32 ? a->fch_gelu : m->dfch;   // (B, T, F)
     NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, p_of(m, FCW, l, 0), 0.0,
-                           a->fch, 1, 0, NNT_EPILOGUE_BIAS_GELU, p_of(m, FCB, l, 0),
-                           a->fch_gelu));
+                           a->fch, 1, 0, NNT_EPILOGUE_BIAS_GELU, p_of(m, FCB, l, 0), gelu));
+    if (gelu != a->fch_gelu)
+        NNT_TRY(nnt_tensor_convert(gelu, a->fch_gelu));
     if (!output)
         return NNT_OK;
     /* residual3 (B, T, C) = residual2 + fch_gelu fcprojw^T (C, F) + fcprojb */
@@ -919,8 +969,13 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
                         m ? "tokens" : "model");
     m->backward_ready = 0;
     if (m->acts_missing)
-        return nnt_fail(m->ctx, NNT_E_STATE, "%s: the activations could not be recreated by "
-                        "nnt_gpt2_set_recompute; call it again", fn);
+        return nnt_fail(m->ctx, NNT_E_STATE, "%s: the activations could not be recreated (by "
+                        "nnt_gpt2_set_recompute or a change of precision); call it again", fn);
+    nnt_precision precision = NNT_PRECISION_FP32;
+    nnt_ctx_precision(m->ctx, &precision);
+    int bf16 = precision == NNT_PRECISION_BF16 && !m->float_operands;
+    if (bf16 != m->acts_bf16)
+        NNT_TRY(rebuild_acts(m, m->recompute, bf16));
     NNT_TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
     NNT_TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
     for (int64_t l = 0; l < m->cfg.layers; l++) {
@@ -930,8 +985,7 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
             hint_saved_for_backward(&m->layers[l]);
     }
     nnt_tensor *x = block_input(m, m->cfg.layers);
-    NNT_TRY(nnt_tensor_layernorm(x, p_of(m, LNFW, 0, 0), p_of(m, LNFB, 0, 0), NNT_GPT2_LN_EPS,
-                             m->lnf, m->lnf_mean, m->lnf_rstd));
+    NNT_TRY(layernorm_into(m, x, LNFW, LNFB, 0, m->lnf, m->lnf_mean, m->lnf_rstd));
     /* logits (B, T, V) = lnf (B, T, C) wte^T (V, C) */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, m->lnf, p_of(m, WTE, 0, 0), 0.0,
                         m->logits, 1, 0));
