@@ -365,6 +365,13 @@ static int start_starpu(const nnt_ctx_options *o)
     if (rc != 0)
         return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_create: starpu_init failed: %s",
                         strerror(-rc));
+    /* A CUDA-enabled StarPU starts without the GPUs it cannot use (no device, no driver) */
+    int got = (int)starpu_cuda_worker_get_count();
+    if (o->ncuda > 0 && got < o->ncuda) {
+        starpu_shutdown();
+        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: %d CUDA devices requested, "
+                        "StarPU could start %d (no usable GPU or CUDA driver?)", o->ncuda, got);
+    }
     return NNT_OK;
 }
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Pack a CUDA build of nnt into a self-contained folder that runs on a GPU machine without
+# building anything there: the real programs (nnt-train, every test program), libnnt, the
+# CUDA-enabled StarPU and the Debian libraries they need that a plain CUDA image lacks
+# (BLIS, hwloc, libsubunit, ...), plus run.sh (scripts/gpu-run.sh) to run the checks.
+#
+# Usage: scripts/gpu-bundle.sh BUILD [DEST]          (default DEST: $PWD/gpu-bundle)
+#   BUILD  a build directory configured with --with-starpu=PREFIX (a CUDA StarPU from
+#          scripts/build-starpu-cuda.sh) and NVCC found; this script runs
+#          `make -C BUILD all` and `make -C BUILD check TESTS=` (builds, runs no test).
+# Then, on the GPU machine, from the source tree that holds DEST:
+#   OUT=/some/dir bash gpu-bundle/run.sh info test bench ooc
+# (see scripts/gpu-run.sh for the phases). Left out on purpose: the CUDA libraries (cudart,
+# cuBLAS, cuBLASLt: hundreds of MB; run.sh finds the machine's own) and glibc/libstdc++.
+#
+# The bundle is plain files: copy it with the source tree (tests read tests/fixtures/).
+set -euo pipefail
+
+build=${1:?usage: scripts/gpu-bundle.sh BUILD [DEST]}
+dest=${2:-$PWD/gpu-bundle}
+build=$(cd "$build" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+grep -q '^#define NNT_HAVE_CUDA 1' "$build/config.h" ||
+    { echo "gpu-bundle: $build was configured without CUDA (no NVCC?)" >&2; exit 1; }
+grep -q 'with-starpu' "$build/config.log" ||
+    echo "gpu-bundle: warning: $build was not configured with --with-starpu (a CUDA StarPU)" >&2
+
+echo "==> building in $build"
+make -C "$build" -j"$(nproc)" all >/dev/null
+make -C "$build" -j"$(nproc)" check TESTS= >/dev/null
+
+rm -rf "$dest"
+mkdir -p "$dest/lib" "$dest/tests"
+
+# The ELF behind a libtool wrapper (BUILD/x -> BUILD/.libs/x), or the program itself.
+real_program() {
+    local p=$1 d b
+    d=$(dirname "$p") b=$(basename "$p")
+    if [ -f "$d/.libs/$b" ]; then echo "$d/.libs/$b"; else echo "$p"; fi
+}
+
+cp "$(real_program "$build/nnt-train")" "$dest/nnt-train.bin"
+for t in "$build"/tests/test_*; do
+    case $t in *.log | *.trs | *.o | *.starpu) continue ;; esac
+    [ -x "$t" ] && [ -f "$t" ] || continue
+    cp "$(real_program "$t")" "$dest/tests/$(basename "$t")"
+done
+cp "$src"/tests/check_train.sh "$dest/tests/"
+cp -L "$build/.libs/libnnt.so.0" "$dest/lib/"   # the soname, as a file: links may not travel
+
+# Libraries the programs load, minus the C runtime and CUDA's own (the GPU machine has
+# those): resolved here with the build's libnnt first.
+export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{
+    ldd "$dest/nnt-train.bin"
+    for t in "$dest"/tests/test_*; do ldd "$t"; done
+} | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+while read -r name path; do
+    case $name in
+    libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | \
+    libstdc++.so* | libgcc_s.so* | libcuda.so* | libcudart.so* | libcublas.so* | \
+    libcublasLt.so* | libnnt.so*) continue ;;
+    esac
+    cp -L "$path" "$dest/lib/$name"
+done
+missing=$(ldd "$dest/nnt-train.bin" | grep 'not found' || true)
+[ -z "$missing" ] || { echo "gpu-bundle: unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
+
+cp "$src/scripts/gpu-run.sh" "$dest/run.sh"
+chmod +x "$dest/run.sh"
+# nnt-train for scripts (check_train.sh, bench/compare_pytorch.py): the program with the
+# bundle's libraries, wherever the bundle is.
+cat > "$dest/nnt-train" <<'EOF'
+#!/bin/sh
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib/env.sh"
+exec "$here/nnt-train.bin" "$@"
+EOF
+chmod +x "$dest/nnt-train"
+cp "$src/scripts/gpu-env.sh" "$dest/lib/env.sh"
+{
+    echo "bundle made $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
+    echo "source: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+         "$(git -C "$src" status --porcelain 2>/dev/null | grep -q . && echo '(modified)')"
+    echo "build: $build"
+    grep -E '^ *\$ .*configure' "$build/config.log" | head -1
+    nvcc --version 2>/dev/null | tail -1
+} > "$dest/BUILD-INFO"
+echo "==> $dest: $(du -sh "$dest" | cut -f1)"
+ls -la "$dest" "$dest/lib" | sed 's/^/    /'
