@@ -61,7 +61,8 @@ int gemm_trivial(int64_t m, int64_t n, int64_t k, float beta, float *c, int64_t 
 }
 
 /* C = alpha op(A) op(B) + beta C through cublasGemmStridedBatchedEx: A and B of type ab,
- * C float, the given compute type. Same row-major trick as nnt_cuda_gemm_f32. */
+ * C float, the given compute type. Row-major trick (top of the file): the column-major
+ * problem (n x k) (k x m) = (n x m), first operand B, second A. */
 int gemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb,
             int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
@@ -137,28 +138,8 @@ extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n,
                                  float *c, int64_t ldc, int64_t stride_c, int64_t batch,
                                  cublasHandle_t handle, cudaStream_t stream)
 {
-    int status;
-    if (!gemm_trivial(m, n, k, beta, c, ldc, stride_c, batch, handle, stream, &status))
-        return status;
-    cublasStatus_t st = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return blas_status(st);
-    const cublasOperation_t opb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t opa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    /* column-major problem: (n x k) * (k x m) = (n x m), first operand B, second A */
-#if defined(CUBLAS_VER_MAJOR) && CUBLAS_VER_MAJOR >= 12
-    st = cublasSgemmStridedBatched_64(handle, opb, opa, n, m, k, &alpha, b, ldb, stride_b, a,
-                                      lda, stride_a, &beta, c, ldc, stride_c, batch);
-#else
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX || batch > INT_MAX)
-        return -1;
-    st = cublasSgemmStridedBatched(handle, opb, opa, (int)n, (int)m, (int)k, &alpha, b, (int)ldb,
-                                   stride_b, a, (int)lda, stride_a, &beta, c, (int)ldc,
-                                   stride_c, (int)batch);
-#endif
-    (void)stream; /* the handle is bound to the stream by the caller */
-    return blas_status(st);
+    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                   c, ldc, stride_c, batch, CUDA_R_32F, CUBLAS_COMPUTE_32F, handle, stream);
 }
 
 extern "C" int nnt_cuda_gemm_tf32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,

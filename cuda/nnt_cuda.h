@@ -8,8 +8,8 @@
  *   - a trailing cudaStream_t stream: all work is enqueued asynchronously on that stream;
  *   - GEMM additionally takes a cublasHandle_t before the stream. The caller has already bound
  *     the handle to the stream (cublasSetStream); the wrapper sets the handle's pointer mode to
- *     host (alpha and beta are host values) and leaves its math mode alone (so TF32 is used only
- *     if the caller enabled it on the handle or through NVIDIA_TF32_OVERRIDE).
+ *     host (alpha and beta are host values) and leaves its math mode alone (so gemm_f32 uses
+ *     TF32 only if the caller enabled it on the handle; gemm_tf32 asks for it).
  *
  * Return value: 0 on success; on a launch or library error the negated cudaError_t or
  * cublasStatus_t value, or -1 for invalid / unsupported arguments (for example head_dim > 256
@@ -80,8 +80,10 @@ int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
                            float *acc, cudaStream_t stream);
 
 /* ---- GEMM (cuda/gemm.cu) ---------------------------------------------------------------------
- * Row-major C = alpha op(A) op(B) + beta C for batch matrices, via cublasSgemmStridedBatched on
- * the transposed problem C^T = op(B)^T op(A)^T (column-major). beta == 0: C is not read.
+ * Row-major C = alpha op(A) op(B) + beta C for batch matrices, via cublasGemmStridedBatchedEx
+ * (float operands, CUBLAS_COMPUTE_32F: full float, no TF32 unless the caller set TF32 math on
+ * the handle) on the transposed problem C^T = op(B)^T op(A)^T (column-major). beta == 0: C is
+ * not read.
  * k == 0: C = beta C (C zeroed when beta == 0).                                               */
 int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, int64_t stride_a,

@@ -244,18 +244,34 @@ static nnt_tensor *make(int ndim, const int64_t *shape, const int64_t *tile, con
     return t;
 }
 
+/* Shapes and tiles of A, B, C and bias for a tiling, with their numbers of dimensions. */
+struct layouts {
+    int64_t sa[8], sb[8], sc[8], sbias[8], ta[8], tb[8], tc[8], tbias[8];
+    int na, nb, nc;
+};
+
+static void layouts_of(const struct dims *d, const struct tiling *tl, int ta, int tb,
+                       struct layouts *l)
+{
+    layout(d, NULL, ta, tb, l->sa, l->sb, l->sc, l->sbias);
+    layout(d, tl, ta, tb, l->ta, l->tb, l->tc, l->tbias);
+    l->na = d->nb + d->nm + d->nk;
+    l->nb = d->nb + d->nk + d->nn;
+    l->nc = d->nb + d->nm + d->nn;
+    whole_dims(l->na, l->sa, l->ta);
+    whole_dims(l->nb, l->sb, l->tb);
+    whole_dims(l->nc, l->sc, l->tc);
+    whole_dims(d->nn, l->sbias, l->tbias);
+}
+
 static struct result run_tiled(const struct dims *d, const struct tiling *tl, int ta, int tb,
                                const struct host *h, const struct variant *v)
 {
-    int64_t sa[8], sb[8], sc[8], sbias[8], ta_[8], tb_[8], tc[8], tbias[8];
-    layout(d, NULL, ta, tb, sa, sb, sc, sbias);
-    layout(d, tl, ta, tb, ta_, tb_, tc, tbias);
-    int na = d->nb + d->nm + d->nk, nbd = d->nb + d->nk + d->nn, nc = d->nb + d->nm + d->nn;
-    whole_dims(na, sa, ta_);
-    whole_dims(nbd, sb, tb_);
-    whole_dims(nc, sc, tc);
-    whole_dims(d->nn, sbias, tbias);
-
+    struct layouts l;
+    layouts_of(d, tl, ta, tb, &l);
+    int na = l.na, nbd = l.nb, nc = l.nc;
+    const int64_t *sa = l.sa, *sb = l.sb, *sc = l.sc, *sbias = l.sbias;
+    const int64_t *ta_ = l.ta, *tb_ = l.tb, *tc = l.tc, *tbias = l.tbias;
     nnt_tensor *a = make(na, sa, ta_, h->a), *b = make(nbd, sb, tb_, h->b);
     nnt_tensor *c = make(nc, sc, tc, v->beta != 0 ? h->c0 : NULL);   /* beta 0: never written */
     nnt_tensor *bias = v->with_bias ? make(d->nn, sbias, tbias, h->bias) : NULL;
@@ -501,13 +517,10 @@ static nnt_tensor *make_as(int ndim, const int64_t *shape, const int64_t *tile, 
 static float *run_bf16_operands(const struct dims *d, const struct tiling *tl, int ta, int tb,
                                 const struct host *h, int which)
 {
-    int64_t sa[8], sb[8], sc[8], sbias[8], ta_[8], tb_[8], tc[8], tbias[8];
-    layout(d, NULL, ta, tb, sa, sb, sc, sbias);
-    layout(d, tl, ta, tb, ta_, tb_, tc, tbias);
-    int na = d->nb + d->nm + d->nk, nbd = d->nb + d->nk + d->nn, nc = d->nb + d->nm + d->nn;
-    whole_dims(na, sa, ta_);
-    whole_dims(nbd, sb, tb_);
-    whole_dims(nc, sc, tc);
+    struct layouts l;
+    layouts_of(d, tl, ta, tb, &l);
+    int na = l.na, nbd = l.nb, nc = l.nc;
+    const int64_t *sa = l.sa, *sb = l.sb, *sc = l.sc, *ta_ = l.ta, *tb_ = l.tb, *tc = l.tc;
     nnt_tensor *a = make_as(na, sa, ta_, h->a, which & 1);
     nnt_tensor *b = make_as(nbd, sb, tb_, h->b, which & 2);
     nnt_tensor *c = make(nc, sc, tc, NULL);
