@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
 """compare_pytorch.py: time one GPT-2 training step (forward + loss + backward + AdamW) of
-nnt's training program nnt-train and of PyTorch (eager, fp32, Hugging Face transformers
-GPT2LMHeadModel) side by side on the CPU, and write a Markdown table.
+nnt's training program nnt-train and of PyTorch (eager, Hugging Face transformers
+GPT2LMHeadModel) side by side, on the CPU or on one NVIDIA GPU, and write a Markdown table.
 
 Not a test and not run by CI: run by hand on a quiet machine, results go to
 bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built nnt-train
-(make in a configured build directory: BUILD/nnt-train).
+(make in a configured build directory: BUILD/nnt-train; --nnt-train may also name a shell
+script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
         [--rounds 3] [--configs 124M,small,wide] [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
+        [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
+        [--sched S] [--peak-tflops X] [--calibrate-steps N] [--starpu-home DIR]
+
+On a GPU machine (one H100 / H200; nnt-train built with CUDA), for example:
+
+    python3 bench/compare_pytorch.py --device cuda --precision bf16 \
+        --nnt-train BUNDLE/nnt-train --configs 124M,1558M --batch 8 --seq 1024 \
+        --steps 5 --rounds 2 --output $OUT/RESULTS-gpu.md
 
 For every config the runs are interleaved (round 1: nnt tiling 1, PyTorch variant 1, nnt
 tiling 2, PyTorch variant 2, ...; round 2: the same), each run in a fresh process; the table
@@ -19,16 +28,53 @@ side the variant (nnt tiling, PyTorch AdamW implementation) with the lowest medi
 The nnt side runs
 
     nnt-train --layers L --channels C --heads NH --vocab V --context maxT --batch B --seq T
-        --steps N+1 --sample 0 --no-save --out DIR --cpus THREADS --gpus 0 --sched lws
+        --steps N+1 --sample 0 --no-save --out DIR --cpus THREADS --gpus G --sched S
         --grad-clip G --warmup 0 --schedule constant --lr 1e-4 --beta2 0.999
-        --weight-decay 0.1 [tiling options] [--data FILE --data-format nanogpt]
+        --weight-decay 0.1 --precision P [--peak-gflops X] [tiling options]
+        [--data FILE --data-format nanogpt]
 
 and reads the per-step wall times from the ms column of DIR/train.csv: the first step is the
 warm-up and is dropped, the mean of the other N (= --steps) is the run's step time (nnt-train
 times a whole step: loading the batch, zero grad, forward, loss, backward, the gradient norm,
 AdamW, waiting for every task). The PyTorch side (a worker process of this script) does one
 warm-up step and then times N steps the same way (random tokens, forward, loss, backward,
-[clip_grad_norm_], AdamW step, zero grad, loss.item()).
+[clip_grad_norm_], AdamW step, zero grad, loss.item(); on the GPU with
+torch.cuda.synchronize() before each clock reading).
+
+Device (--device, default cpu):
+  cpu   nnt-train --cpus THREADS --gpus 0, default scheduler lws; PyTorch on the CPU with
+        torch.set_num_threads(THREADS). Default configs 124M,small,wide, tilings
+        auto,none,split.
+  cuda  nnt-train --cpus THREADS --gpus 1 (the CPU workers run tasks too), default
+        scheduler dmdas; PyTorch model and data on torch.device("cuda"). Default configs
+        124M,1558M, tilings auto,none. Fails at once if torch.cuda.is_available() is False.
+  --sched S overrides the scheduler. dmda-family schedulers use StarPU performance models
+  kept in STARPU_HOME (by default a temporary directory shared by every run of this
+  invocation, removed at the end): the first run of each config and tiling calibrates them
+  (its tasks are also sent to the CPU workers to time them), later rounds use them.
+  --calibrate-steps N runs nnt-train once per config and tiling with N steps, untimed,
+  before round 1; --starpu-home DIR keeps the models (and StarPU's bus calibration) in DIR
+  across invocations.
+
+Precision (--precision, default fp32; nnt-train always gets --precision P):
+  fp32  nnt: float operands. PyTorch: torch.backends.cuda.matmul.allow_tf32 = False,
+        torch.backends.cudnn.allow_tf32 = False, float32 matmul precision "highest".
+  tf32  nnt: operands of every matrix product rounded to TF32 (float accumulation).
+        PyTorch: both allow_tf32 flags True, torch.set_float32_matmul_precision("high")
+        (on the CPU this is usually still full fp32).
+  bf16  nnt: operands rounded to bf16, float accumulation, float master weights and Adam
+        moments. PyTorch: fp32 parameters and AdamW, torch.autocast(device_type,
+        dtype=torch.bfloat16) around forward + loss, backward outside it; allow_tf32 off.
+  Sizes: --batch B --seq T (default 4 and 64, for 2 CPU cores; on a GPU e.g. --batch 16
+  --seq 1024; T <= the config's context 1024).
+
+Peaks for MFU: on the CPU, torch.mm 1024^3 fp32 with THREADS threads (best of 50) measured
+before and after the runs, and the 175 GFLOP/s of design.md; nnt-train measures its own
+(no --peak-gflops) unless --peak-tflops is given. On the GPU, torch.mm 8192^3 at the
+precision (fp32 with TF32 off, fp32 with TF32 on, bf16) timed with CUDA events, best of 5
+batches of 10, before and after the runs, and the nominal dense peak --peak-tflops (default:
+H100 SXM dense peaks: fp32 67, tf32 495, bf16 989 TFLOP/s; the H200 has the same; an H100
+PCIe has 51 / 378 / 756), which is also given to nnt-train as --peak-gflops.
 
 nnt tilings: `auto` gives no tile option (nnt-train's own heuristic, nnt_gpt_tiling(3));
 `none` keeps every dimension in one tile (all tile options -1); `split` and `split-b1` are
@@ -46,6 +92,7 @@ every step even with clipping off (it logs it), PyTorch only when clipping.
 
 import argparse
 import array
+import contextlib
 import csv
 import datetime
 import json
@@ -65,6 +112,7 @@ CONFIGS = {
     "124M": (12, 768, 12, 50257, 1024),
     "small": (6, 512, 8, 50257, 1024),
     "wide": (4, 1536, 16, 50257, 1024),
+    "1558M": (48, 1600, 25, 50257, 1024),  # GPT-2 XL, for the GPU
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -98,9 +146,9 @@ TILING_DESC = {
 }
 
 # PyTorch variants: extra keyword arguments of torch.optim.AdamW. "default" is what
-# AdamW(params, lr, weight_decay) gives on the CPU (the per-tensor for-loop implementation);
-# "fused" is the fused CPU kernel (fused=True, PyTorch >= 2.4), the counterpart of nnt's
-# one-pass AdamW task.
+# AdamW(params, lr, weight_decay) gives (on the CPU the per-tensor for-loop implementation,
+# on CUDA the foreach one); "fused" is the fused kernel (fused=True; CPU since PyTorch 2.4,
+# CUDA), the counterpart of nnt's one-pass AdamW task.
 TORCH_VARIANTS = {
     "default": {},
     "fused": {"fused": True},
@@ -108,6 +156,22 @@ TORCH_VARIANTS = {
 }
 
 DESIGN_PEAK = 175.0  # GFLOP/s, BLIS sgemm with 2 threads on this kind of machine (design.md)
+
+# Default --peak-tflops on the GPU: the dense (no sparsity) peaks of an H100 SXM (the same on
+# an H200), per precision: fp32 on the CUDA cores, TF32 and bf16 on the tensor cores.
+GPU_PEAK_TFLOPS = {"fp32": 67.0, "tf32": 495.0, "bf16": 989.0}
+
+# Defaults that depend on --device.
+DEVICE_DEFAULTS = {
+    "cpu": {"sched": "lws", "configs": "124M,small,wide", "tilings": "auto,none,split"},
+    "cuda": {"sched": "dmdas", "configs": "124M,1558M", "tilings": "auto,none"},
+}
+
+PRECISION_DESC = {
+    "fp32": "fp32",
+    "tf32": "fp32 with TF32 matrix products",
+    "bf16": "bf16 matrix products (fp32 master weights and AdamW moments)",
+}
 
 
 def flops_per_step(params, L, C, B, T):
@@ -121,29 +185,67 @@ def loadavg():
 
 # ---- PyTorch side (runs in a child process: --torch-worker / --peak-worker) -----------------
 
+def torch_device(torch, device):
+    """torch.device(device), failing clearly when CUDA is asked for and not usable."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("compare_pytorch: --device cuda, but torch.cuda.is_available() is "
+                         "False (torch %s, built for CUDA %s): no usable NVIDIA GPU here"
+                         % (torch.__version__, torch.version.cuda))
+    return torch.device(device)
+
+
+def set_precision(torch, precision):
+    """fp32 and bf16: no TF32 anywhere; tf32: TF32 for float32 matrix products (cuBLAS and
+    cuDNN). bf16 itself comes from autocast in torch_worker."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    return {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
 def torch_worker(a):
     import torch
     import torch.nn.functional as F
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    dev = torch_device(torch, a.device)
+    cuda = dev.type == "cuda"
     torch.set_num_threads(a.threads)
+    flags = set_precision(torch, a.precision)
     torch.manual_seed(0)
     L, C, NH, V, maxT = CONFIGS[a.config]
     cfg = GPT2Config(vocab_size=V, n_positions=maxT, n_embd=C, n_layer=L, n_head=NH,
                      activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
                      attn_pdrop=0.0, use_cache=False)
-    model = GPT2LMHeadModel(cfg).float()
+    if cuda:
+        with torch.device(dev):  # initialised on the GPU: 1558M takes long on the CPU
+            model = GPT2LMHeadModel(cfg).float()
+    else:
+        model = GPT2LMHeadModel(cfg).float()
     model.train()
     params = sum(p.numel() for p in model.parameters())  # wte and lm_head tied: counted once
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1,
                             **TORCH_VARIANTS[a.variant])
-    g = torch.Generator().manual_seed(7)
+    g = torch.Generator(device=dev).manual_seed(7)
+
+    def autocast():
+        if a.precision == "bf16":
+            return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     def step():
-        x = torch.randint(0, V, (a.batch, a.seq), generator=g)
-        y = torch.randint(0, V, (a.batch, a.seq), generator=g)
-        logits = model(input_ids=x).logits
-        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        x = torch.randint(0, V, (a.batch, a.seq), generator=g, device=dev)
+        y = torch.randint(0, V, (a.batch, a.seq), generator=g, device=dev)
+        with autocast():
+            logits = model(input_ids=x).logits
+            loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
@@ -152,18 +254,50 @@ def torch_worker(a):
         return loss.item()
 
     step()  # warm-up
+    sync()
     times = []
     for _ in range(a.steps):
+        sync()
         t0 = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - t0)
     print(json.dumps({"params": params, "times": times, "threads": torch.get_num_threads(),
-                      "attn": getattr(cfg, "_attn_implementation", None)}))
+                      "attn": getattr(cfg, "_attn_implementation", None), "flags": flags,
+                      "max_mem": torch.cuda.max_memory_allocated(dev) if cuda else None}))
+
+
+def cuda_peak(torch, a):
+    """torch.mm 8192^3 on the GPU at the precision, timed with CUDA events: best of 5
+    batches of 10 products."""
+    dev = torch_device(torch, "cuda")
+    set_precision(torch, a.precision)
+    n, reps = 8192, 10
+    dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
+    x = torch.randn(n, n, device=dev, dtype=dtype)
+    y = torch.randn(n, n, device=dev, dtype=dtype)
+    z = torch.empty(n, n, device=dev, dtype=dtype)
+    for _ in range(3):
+        torch.mm(x, y, out=z)
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(5):
+        t0.record()
+        for _ in range(reps):
+            torch.mm(x, y, out=z)
+        t1.record()
+        t1.synchronize()
+        best = min(best, t0.elapsed_time(t1) / 1e3 / reps)
+    return 2.0 * n ** 3 / best / 1e9
 
 
 def peak_worker(a):
     import torch
     torch.set_num_threads(a.threads)
+    if a.device == "cuda":
+        print(json.dumps({"gflops": cuda_peak(torch, a)}))
+        return
     n = 1024
     x, y = torch.randn(n, n), torch.randn(n, n)
     for _ in range(5):
@@ -189,7 +323,7 @@ def run_child(argv, env=None):
 
 def torch_argv(a, config, variant):
     return [sys.executable, os.path.abspath(__file__), "--torch-worker", "--config", config,
-            "--variant", variant,
+            "--variant", variant, "--device", a.device, "--precision", a.precision,
             "--threads", str(a.threads), "--steps", str(a.steps),
             "--batch", str(a.batch), "--seq", str(a.seq), "--grad-clip", "%g" % a.grad_clip]
 
@@ -201,7 +335,7 @@ def run_torch(a, config, variant):
 
 def torch_peak(a):
     argv = [sys.executable, os.path.abspath(__file__), "--peak-worker",
-            "--threads", str(a.threads)]
+            "--threads", str(a.threads), "--device", a.device, "--precision", a.precision]
     return json.loads(run_child(argv).strip().splitlines()[-1])["gflops"]
 
 
@@ -209,8 +343,9 @@ def torch_peak(a):
 PARAMS_RE = re.compile(r"^model: .*: ([\d.]+)M parameters", re.M)
 DATA_RE = re.compile(r"^data: +(.*)$", re.M)
 TILING_RE = re.compile(r"^tiling: +(.*)$", re.M)
-RUNTIME_RE = re.compile(r"^runtime: +(\d+) CPU workers, (\d+) CUDA workers, scheduler (\S+)",
-                        re.M)
+RUNTIME_RE = re.compile(r"^runtime: +(\d+) CPU workers, (\d+) CUDA workers, scheduler "
+                        r"([^\s;]+)(?:; (\S+) GEMM operands)?", re.M)
+MFU_RE = re.compile(r"^MFU: .* against a peak of ([\d.]+) GFLOP/s \((.*)\)$", re.M)
 MEAN_RE = re.compile(r"trained steps (\d+)\.\.(\d+) in [\d.]+ s: ([\d.]+) ms/step")
 
 
@@ -220,7 +355,7 @@ def random_data(a, path):
     V = max(CONFIGS[c][3] for c in a.config_list)
     if V > 65536:
         raise SystemExit("compare_pytorch: vocab %d does not fit uint16 tokens" % V)
-    n = max(1 << 18, (a.steps + 1) * a.batch * a.seq + 1)
+    n = max(1 << 18, max(a.steps + 1, a.calibrate_steps) * a.batch * a.seq + 1)
     rng = random.Random(7)
     tokens = array.array("H", (rng.randrange(V) for _ in range(n)))
     if sys.byteorder != "little":
@@ -229,17 +364,20 @@ def random_data(a, path):
         tokens.tofile(f)
 
 
-def nnt_argv(a, config, tiling, tmp="TMP"):
+def nnt_argv(a, config, tiling, tmp="TMP", steps=None):
     """The nnt-train command of one run; tmp is the run's temporary directory (the default
-    is the placeholder used in the report)."""
+    is the placeholder used in the report); steps: --steps (default: the timed steps and
+    the warm-up step)."""
     L, C, NH, V, maxT = CONFIGS[config]
     argv = [a.nnt_train, "--layers", str(L), "--channels", str(C), "--heads", str(NH),
             "--vocab", str(V), "--context", str(maxT), "--batch", str(a.batch),
-            "--seq", str(a.seq), "--steps", str(a.steps + 1), "--sample", "0", "--no-save",
-            "--out", os.path.join(tmp, "out"), "--cpus", str(a.threads), "--gpus", "0",
-            "--sched", "lws", "--grad-clip", "%g" % a.grad_clip, "--warmup", "0",
-            "--schedule", "constant", "--lr", "1e-4", "--beta2", "0.999",
-            "--weight-decay", "0.1"]
+            "--seq", str(a.seq), "--steps", str(steps or a.steps + 1), "--sample", "0",
+            "--no-save", "--out", os.path.join(tmp, "out"), "--cpus", str(a.threads),
+            "--gpus", str(a.gpus), "--sched", a.sched, "--grad-clip", "%g" % a.grad_clip,
+            "--warmup", "0", "--schedule", "constant", "--lr", "1e-4", "--beta2", "0.999",
+            "--weight-decay", "0.1", "--precision", a.precision]
+    if a.peak_tflops:
+        argv += ["--peak-gflops", "%g" % (1e3 * a.peak_tflops)]
     if a.nnt_data == "random":
         argv += ["--data", os.path.join(tmp, "random.bin"), "--data-format", "nanogpt"]
     return argv + TILINGS[tiling](C)
@@ -266,9 +404,12 @@ def run_nnt(a, config, tiling, env, tmp):
                           RUNTIME_RE.search(out), MEAN_RE.search(out))
     if not (pm and dm and tm and rm and mm):
         fail("cannot parse nnt-train's output")
-    if int(rm.group(1)) != a.threads or int(rm.group(2)) != 0:
-        fail("nnt-train ran with %s CPU and %s CUDA workers, wanted %d and 0"
-             % (rm.group(1), rm.group(2), a.threads))
+    if int(rm.group(1)) != a.threads or int(rm.group(2)) != a.gpus:
+        fail("nnt-train ran with %s CPU and %s CUDA workers, wanted %d and %d"
+             % (rm.group(1), rm.group(2), a.threads, a.gpus))
+    if rm.group(4) and rm.group(4) != a.precision:
+        fail("nnt-train ran with %s GEMM operands, wanted %s" % (rm.group(4), a.precision))
+    fm = MFU_RE.search(out)
     steps = read_step_ms(os.path.join(out_dir, "train.csv"))
     if [s for s, _ in steps] != list(range(1, a.steps + 2)):
         fail("train.csv has steps %s, wanted 1..%d" % ([s for s, _ in steps], a.steps + 1))
@@ -279,7 +420,17 @@ def run_nnt(a, config, tiling, env, tmp):
     if abs(mean - float(mm.group(3))) > 0.06 + 1e-4 * mean:
         fail("train.csv gives %.3f ms/step, nnt-train's summary %s" % (mean, mm.group(3)))
     return {"ms": mean, "mparams": float(pm.group(1)), "data": dm.group(1).split(";")[0],
-            "tiling": tm.group(1), "sched": rm.group(3)}
+            "tiling": tm.group(1), "sched": rm.group(3),
+            "peak": "%s GFLOP/s (%s)" % fm.groups() if fm else "?"}
+
+
+def calibrate_nnt(a, config, tiling, env, tmp):
+    """One untimed nnt-train run of --calibrate-steps steps: StarPU's performance models
+    (in STARPU_HOME) are calibrated for the timed runs. Returns its wall time in s."""
+    shutil.rmtree(os.path.join(tmp, "out"), ignore_errors=True)
+    t0 = time.perf_counter()
+    run_child(nnt_argv(a, config, tiling, tmp, steps=a.calibrate_steps), env=env)
+    return time.perf_counter() - t0
 
 
 def nnt_version(a):
@@ -301,12 +452,33 @@ def machine():
     return model, nproc
 
 
-def lib_versions():
-    out = run_child([sys.executable, "-c",
-                     "import torch, transformers; print(torch.__version__, "
-                     "transformers.__version__, torch.backends.mkl.is_available(), "
-                     "torch.backends.cpu.get_cpu_capability())"])
-    return out.split()
+LIB_VERSIONS = """
+import json, sys, torch, transformers
+v = {"torch": torch.__version__, "transformers": transformers.__version__,
+     "mkl": torch.backends.mkl.is_available(),
+     "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+     "cuda_build": torch.version.cuda, "cuda_available": None, "gpu": None, "cudnn": None}
+if sys.argv[1] == "cuda":
+    v["cuda_available"] = torch.cuda.is_available()
+    if v["cuda_available"]:
+        v["gpu"] = torch.cuda.get_device_name(0)
+        v["gpu_count"] = torch.cuda.device_count()
+        v["cudnn"] = torch.backends.cudnn.version()
+print(json.dumps(v))
+"""
+
+
+def lib_versions(a):
+    """torch's and transformers' versions (and the GPU with --device cuda) from a child
+    Python; fails clearly when --device cuda has no usable GPU."""
+    v = json.loads(run_child([sys.executable, "-c", LIB_VERSIONS, a.device])
+                   .strip().splitlines()[-1])
+    if a.device == "cuda" and not v["cuda_available"]:
+        raise SystemExit("compare_pytorch: --device cuda, but torch.cuda.is_available() is "
+                         "False (torch %s, built for CUDA %s): no usable NVIDIA GPU here; "
+                         "run with --device cpu or on a GPU machine"
+                         % (v["torch"], v["cuda_build"]))
+    return v
 
 
 def main():
@@ -324,11 +496,14 @@ def main():
     p.add_argument("--rounds", type=int, default=3,
                    help="interleaved runs per side, tiling and config; median reported "
                         "(default 3)")
-    p.add_argument("--configs", default="124M,small,wide",
-                   help="comma list of %s (default %%(default)s)" % ", ".join(CONFIGS))
-    p.add_argument("--tilings", default="auto,none,split",
-                   help="comma list of nnt tilings: %s (default %%(default)s)"
-                        % ", ".join(TILINGS))
+    p.add_argument("--configs",
+                   help="comma list of %s (default %s on cpu, %s on cuda)"
+                        % (", ".join(CONFIGS), DEVICE_DEFAULTS["cpu"]["configs"],
+                           DEVICE_DEFAULTS["cuda"]["configs"]))
+    p.add_argument("--tilings",
+                   help="comma list of nnt tilings: %s (default %s on cpu, %s on cuda)"
+                        % (", ".join(TILINGS), DEVICE_DEFAULTS["cpu"]["tilings"],
+                           DEVICE_DEFAULTS["cuda"]["tilings"]))
     p.add_argument("--torch-variants", default="default,fused",
                    help="comma list of PyTorch AdamW variants: %s (default %%(default)s)"
                         % ", ".join(TORCH_VARIANTS))
@@ -339,8 +514,35 @@ def main():
                    help="nnt-train's data: its default text corpus with the byte tokenizer, "
                         "or uniform random tokens in [0, V) in a nanoGPT .bin file "
                         "(default %(default)s)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu: nnt-train --gpus 0, PyTorch on the CPU; cuda: nnt-train "
+                        "--gpus 1 (and --cpus THREADS), PyTorch on the GPU "
+                        "(default %(default)s)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                   help="operands of the matrix products: nnt-train --precision P; PyTorch "
+                        "fp32 (TF32 off), TF32 on, or bf16 autocast around forward + loss "
+                        "(default %(default)s)")
+    p.add_argument("--sched",
+                   help="nnt-train's StarPU scheduler (default %s on cpu, %s on cuda)"
+                        % (DEVICE_DEFAULTS["cpu"]["sched"], DEVICE_DEFAULTS["cuda"]["sched"]))
+    p.add_argument("--peak-tflops", type=float,
+                   help="nominal peak for MFU, also nnt-train --peak-gflops (default on cuda: "
+                        "H100 SXM dense %s TFLOP/s; on cpu: none, nnt-train measures its own "
+                        "and the table uses design.md's %.0f GFLOP/s)"
+                        % (", ".join("%s %g" % kv for kv in GPU_PEAK_TFLOPS.items()),
+                           DESIGN_PEAK))
+    p.add_argument("--calibrate-steps", type=int, default=0,
+                   help="before round 1, run nnt-train once per config and tiling with this "
+                        "many steps, untimed, to calibrate StarPU's performance models "
+                        "(dmda-family schedulers); 0: none (default %(default)s)")
+    p.add_argument("--starpu-home",
+                   help="STARPU_HOME of the nnt runs, kept (performance models, bus "
+                        "calibration); default: a temporary directory removed at the end")
+    p.add_argument("--batch", type=int, default=4,
+                   help="sequences per step, both sides (default %(default)s; on a GPU e.g. 16)")
+    p.add_argument("--seq", type=int, default=64,
+                   help="tokens per sequence, at most the context 1024 (default %(default)s; "
+                        "on a GPU e.g. 1024)")
     p.add_argument("--output", default=os.path.join(here, "RESULTS-pytorch.md"),
                    help="Markdown file to write (default %(default)s); '-' for stdout only")
     p.add_argument("--config", help=argparse.SUPPRESS)
@@ -353,17 +555,32 @@ def main():
     if a.peak_worker:
         return peak_worker(a)
 
+    for k, v in DEVICE_DEFAULTS[a.device].items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    a.gpus = 1 if a.device == "cuda" else 0
+    a.peak_default = a.peak_tflops is None and a.device == "cuda"
+    if a.peak_default:
+        a.peak_tflops = GPU_PEAK_TFLOPS[a.precision]
+    if a.peak_tflops is not None and a.peak_tflops <= 0:
+        raise SystemExit("compare_pytorch: --peak-tflops must be positive")
     a.nnt_train = os.path.abspath(a.nnt_train or os.path.join(a.build_dir, "nnt-train"))
     if not os.access(a.nnt_train, os.X_OK):
         raise SystemExit("compare_pytorch: no nnt-train at %s (make nnt-train in the build "
                          "directory, or pass --nnt-train)" % a.nnt_train)
     if a.steps < 1 or a.rounds < 1:
         raise SystemExit("compare_pytorch: --steps and --rounds must be at least 1")
+    if a.batch < 1 or a.seq < 1 or a.calibrate_steps < 0:
+        raise SystemExit("compare_pytorch: --batch and --seq must be at least 1, "
+                         "--calibrate-steps at least 0")
     configs = a.config_list = a.configs.split(",")
     tilings = a.tilings.split(",")
     for c in configs:
         if c not in CONFIGS:
             raise SystemExit("compare_pytorch: unknown config %s" % c)
+        if a.seq > CONFIGS[c][4]:
+            raise SystemExit("compare_pytorch: --seq %d is longer than config %s's context %d"
+                             % (a.seq, c, CONFIGS[c][4]))
     for t in tilings:
         if t not in TILINGS:
             raise SystemExit("compare_pytorch: unknown tiling %s" % t)
@@ -380,31 +597,59 @@ def main():
         if i < len(variants):
             order.append(("torch", variants[i]))
 
-    # One temporary directory for everything on the nnt side: StarPU's home, nnt-train's
-    # output directory (emptied before each run) and the random data.
+    # Before anything else: torch's versions, and whether the GPU is there.
+    versions = lib_versions(a)
+    if a.device == "cuda":
+        print("GPU: %s (torch %s, CUDA %s)" % (versions["gpu"], versions["torch"],
+                                               versions["cuda_build"]), flush=True)
+
+    # One temporary directory for everything on the nnt side: StarPU's home (unless
+    # --starpu-home), nnt-train's output directory (emptied before each run) and the random
+    # data.
     tmp = tempfile.mkdtemp(prefix="nnt-cmp-")
     try:
-        return compare(a, configs, tilings, variants, order, tmp)
+        return compare(a, configs, tilings, variants, order, tmp, versions)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def compare(a, configs, tilings, variants, order, tmp):
-    env = dict(os.environ, STARPU_SILENT="1", STARPU_HOME=os.path.join(tmp, "starpu"))
+def peak_desc(a):
+    """What torch_peak measures, in words."""
+    if a.device == "cuda":
+        return "torch.mm 8192 x 8192 x 8192 %s on the GPU" % {
+            "fp32": "fp32 (TF32 off)", "tf32": "fp32 with TF32", "bf16": "bf16"}[a.precision]
+    return "torch.mm 1024 x 1024 x 1024 fp32 with %d threads" % a.threads
+
+
+def compare(a, configs, tilings, variants, order, tmp, versions):
+    starpu_home = (os.path.abspath(a.starpu_home) if a.starpu_home
+                   else os.path.join(tmp, "starpu"))
+    env = dict(os.environ, STARPU_SILENT="1", STARPU_HOME=starpu_home)
     if a.nnt_data == "random":
         random_data(a, os.path.join(tmp, "random.bin"))
     cmdline = shlex.join([sys.executable] + sys.argv)
     start = datetime.datetime.now(datetime.timezone.utc)
     load_before = loadavg()
     model, nproc = machine()
-    versions = lib_versions()
     peak0 = torch_peak(a)
-    print("torch.mm 1024^3 fp32, %d threads: %.1f GFLOP/s; load %s"
-          % (a.threads, peak0, load_before), flush=True)
+    if a.device == "cuda":
+        print("%s: %.1f TFLOP/s; load %s" % (peak_desc(a), peak0 / 1e3, load_before),
+              flush=True)
+    else:
+        print("torch.mm 1024^3 fp32, %d threads: %.1f GFLOP/s; load %s"
+              % (a.threads, peak0, load_before), flush=True)
+
+    calibrated = {}
+    if a.calibrate_steps > 0:
+        for c in configs:
+            for t in tilings:
+                calibrated[(c, t)] = calibrate_nnt(a, c, t, env, tmp)
+                print("%s calibration nnt %-8s %d steps in %.1f s"
+                      % (c, t, a.calibrate_steps, calibrated[(c, t)]), flush=True)
 
     results = {}
     load_max = max(load_before)
-    attn = None
+    attn = flags = None
     for c in configs:
         L, C, NH, V, maxT = CONFIGS[c]
         r = results[c] = {"nnt": {t: [] for t in tilings}, "torch": {v: [] for v in variants},
@@ -417,10 +662,13 @@ def compare(a, configs, tilings, variants, order, tmp):
                     r["nnt_mparams"] = nr["mparams"]
                     r["tiling"][what] = nr["tiling"]
                     nnt_data, nnt_sched = nr["data"].replace(tmp, "TMP"), nr["sched"]
+                    nnt_peak = nr["peak"]
                 else:
                     tr = run_torch(a, c, what)
                     r["params"] = tr["params"]
-                    attn = tr["attn"]
+                    attn, flags = tr["attn"], tr["flags"]
+                    if tr.get("max_mem") is not None:
+                        r["torch_mem"] = max(r.get("torch_mem", 0), tr["max_mem"])
                     r["torch"][what].append(statistics.mean(tr["times"]))
                 la = loadavg()[0]
                 load_max = max(load_max, la)
@@ -430,6 +678,11 @@ def compare(a, configs, tilings, variants, order, tmp):
     load_after = loadavg()
     end = datetime.datetime.now(datetime.timezone.utc)
     peak = max(peak0, peak1)
+    # The nominal peak of the MFU column: --peak-tflops, or design.md's on the CPU.
+    if a.peak_tflops:
+        nominal, nominal_label = 1e3 * a.peak_tflops, "%g TFLOP/s" % a.peak_tflops
+    else:
+        nominal, nominal_label = DESIGN_PEAK, "%.0f" % DESIGN_PEAK
 
     # ---- report --------------------------------------------------------------------------
     toks = a.batch * a.seq
@@ -448,21 +701,43 @@ def compare(a, configs, tilings, variants, order, tmp):
 
     lines = []
     w = lines.append
-    w("# nnt vs PyTorch: GPT-2 training step on the CPU")
+    w("# nnt vs PyTorch: GPT-2 training step on the %s"
+      % ("GPU" if a.device == "cuda" else "CPU"))
     w("")
     w("Generated by `bench/compare_pytorch.py` (issue 6); the nnt side is the training "
       "program `nnt-train`. One training step = forward with cross-entropy loss, backward, "
-      "%s, AdamW (lr 1e-4, betas 0.9 0.999, weight decay 0.1), zero grad; fp32, B = %d, "
+      "%s, AdamW (lr 1e-4, betas 0.9 0.999, weight decay 0.1), zero grad; %s, B = %d, "
       "T = %d, %d timed steps after one warm-up step per run, %d interleaved rounds (every "
       "run a fresh process; in each round the runs alternate nnt, PyTorch, nnt, PyTorch), "
       "median over the rounds. For each side the table gives the best variant (nnt tiling, "
       "PyTorch AdamW implementation) and names it; every variant is listed further down."
       % ("gradient clipping off on both sides" if a.grad_clip <= 0 else
          "gradient norm clipped to %g on both sides" % a.grad_clip,
-         a.batch, a.seq, a.steps, a.rounds))
+         PRECISION_DESC[a.precision], a.batch, a.seq, a.steps, a.rounds))
     w("")
     w("- Date: %s to %s UTC" % (start.strftime("%Y-%m-%d %H:%M"), end.strftime("%H:%M")))
     w("- Machine: %s, nproc %s; %d threads / CPU workers used" % (model, nproc, a.threads))
+    if a.device == "cuda":
+        w("- Device: GPU %s (torch.cuda.get_device_name(0); %d visible, the first used), "
+          "torch built for CUDA %s, cuDNN %s; nnt-train --gpus 1 with %d CPU workers beside "
+          "it, PyTorch on torch.device('cuda'), timed with torch.cuda.synchronize() before "
+          "each clock reading"
+          % (versions["gpu"], versions.get("gpu_count", 1), versions["cuda_build"],
+             versions["cudnn"], a.threads))
+    else:
+        w("- Device: CPU (nnt-train --gpus 0, PyTorch on the CPU)")
+    w("- Precision: %s. nnt-train --precision %s (%s). PyTorch: %s; settings %s"
+      % (a.precision, a.precision,
+         {"fp32": "float operands",
+          "tf32": "the operands of every matrix product rounded to TF32, float accumulation",
+          "bf16": "the operands of every matrix product rounded to bf16, float accumulation, "
+                  "float master weights and Adam moments"}[a.precision],
+         {"fp32": "fp32, TF32 off",
+          "tf32": "fp32 parameters, TF32 on (allow_tf32, set_float32_matmul_precision('high')"
+                  "%s)" % ("; no TF32 on the CPU: in effect fp32" if a.device == "cpu" else ""),
+          "bf16": "fp32 parameters and AdamW, torch.autocast('%s', dtype=torch.bfloat16) "
+                  "around forward + loss, backward outside it, TF32 off" % a.device}[a.precision],
+         ", ".join("%s=%s" % kv for kv in flags.items()) if flags else "?"))
     w("- Load average (1, 5, 15 min): before %s, after %s; highest 1-min value seen "
       "between runs %.2f" % (", ".join("%.2f" % x for x in load_before),
                              ", ".join("%.2f" % x for x in load_after), load_max))
@@ -478,25 +753,54 @@ def compare(a, configs, tilings, variants, order, tmp):
     w("- PyTorch %s, transformers %s (MKL %s, CPU capability %s), eager, "
       "GPT2LMHeadModel(GPT2Config(activation_function='gelu_new', dropouts 0)), "
       "attention implementation %s, torch.optim.AdamW (variants: %s)"
-      % (versions[0], versions[1], versions[2], versions[3], attn,
+      % (versions["torch"], versions["transformers"], versions["mkl"],
+         versions["cpu_capability"], attn,
          "; ".join("`%s` = AdamW(lr=1e-4, weight_decay=0.1%s)"
                    % (v, "".join(", %s=%s" % kv for kv in TORCH_VARIANTS[v].items()))
                    for v in variants)))
-    w("- nnt: %s (%s), StarPU %s scheduler, --cpus %d --gpus 0, BLIS single-threaded per "
-      "worker; data: %s. Step time: the ms column of nnt-train's train.csv (the wall time of "
-      "a whole step: loading the batch, zero grad, forward, loss, backward, gradient norm, "
-      "AdamW, waiting for every task), run with --steps %d, the first step dropped as warm-up"
-      % (a.nnt_train, nnt_version(a), nnt_sched, a.threads, nnt_data, a.steps + 1))
+    if a.device == "cuda":
+        w("- PyTorch peak GPU memory allocated (torch.cuda.max_memory_allocated, highest over "
+          "the runs): %s" % ", ".join("%s %.1f GiB" % (c, results[c].get("torch_mem", 0) / 2**30)
+                                      for c in configs))
+    w("- nnt: %s (%s), StarPU %s scheduler, --cpus %d --gpus %d --precision %s, BLIS "
+      "single-threaded per worker; data: %s. Step time: the ms column of nnt-train's "
+      "train.csv (the wall time of a whole step: loading the batch, zero grad, forward, loss, "
+      "backward, gradient norm, AdamW, waiting for every task), run with --steps %d, the "
+      "first step dropped as warm-up. nnt-train's own MFU peak: %s"
+      % (a.nnt_train, nnt_version(a), nnt_sched, a.threads, a.gpus, a.precision, nnt_data,
+         a.steps + 1, nnt_peak))
+    if a.calibrate_steps > 0:
+        w("- StarPU performance models (STARPU_HOME %s): calibrated before round 1 by one "
+          "untimed nnt-train run of %d steps per config and tiling (%s)"
+          % (a.starpu_home or "TMP/starpu", a.calibrate_steps,
+             ", ".join("%s %s %.0f s" % (c, t, x) for (c, t), x in calibrated.items())))
+    elif nnt_sched.startswith("dm"):
+        w("- StarPU performance models (STARPU_HOME %s): %s"
+          % (a.starpu_home or "TMP/starpu",
+             "kept from earlier invocations where present; otherwise the first run of each "
+             "config and tiling calibrated them (no --calibrate-steps), later rounds used them"
+             if a.starpu_home else "new: the first run of each config and tiling calibrated "
+             "them (no --calibrate-steps), later rounds used them"))
     w("- Gradient clipping: %s"
       % ("off on both sides (nnt-train --grad-clip 0; PyTorch: no clip_grad_norm_). nnt-train "
          "still computes the global gradient norm every step for its log; PyTorch does not"
          if a.grad_clip <= 0 else
          "on on both sides, max norm %g (nnt-train --grad-clip %g; PyTorch "
          "torch.nn.utils.clip_grad_norm_ before the AdamW step)" % (a.grad_clip, a.grad_clip)))
-    w("- sgemm peak for MFU: torch.mm 1024 x 1024 x 1024 fp32 with %d threads, best of 50: "
-      "%.1f GFLOP/s before, %.1f after (the higher, %.1f, is used); and %.0f GFLOP/s, "
-      "BLIS sgemm with 2 threads on an idle machine of this kind (design.md)"
-      % (a.threads, peak0, peak1, peak, DESIGN_PEAK))
+    if a.device == "cuda":
+        w("- GEMM peak for MFU: %s, CUDA events, best of 5 batches of 10: %.1f TFLOP/s "
+          "before, %.1f after (the higher, %.1f, is used); and the nominal %g TFLOP/s "
+          "(--peak-tflops%s; also nnt-train --peak-gflops)"
+          % (peak_desc(a), peak0 / 1e3, peak1 / 1e3, peak / 1e3, a.peak_tflops,
+             ", the default: H100 SXM dense peak for %s" % a.precision
+             if a.peak_default else ""))
+    else:
+        w("- sgemm peak for MFU: torch.mm 1024 x 1024 x 1024 fp32 with %d threads, best of "
+          "50: %.1f GFLOP/s before, %.1f after (the higher, %.1f, is used); and %s"
+          % (a.threads, peak0, peak1, peak,
+             "%g TFLOP/s (--peak-tflops; also nnt-train --peak-gflops)" % a.peak_tflops
+             if a.peak_tflops else "%.0f GFLOP/s, BLIS sgemm with 2 threads on an idle "
+             "machine of this kind (design.md)" % DESIGN_PEAK))
     w("- FLOPs per step = 6 * params * B * T + 12 * L * B * T^2 * C (params: PyTorch's "
       "count, wte tied with the LM head)")
     w("")
@@ -507,19 +811,21 @@ def compare(a, configs, tilings, variants, order, tmp):
     w("```")
     w("")
     w("| config | params | GFLOP/step | s/step nnt | s/step torch | tokens/s nnt | "
-      "tokens/s torch | MFU nnt (%.0f / meas.) | MFU torch (%.0f / meas.) | "
-      "torch/nnt | nnt tiling | torch AdamW |" % (DESIGN_PEAK, DESIGN_PEAK))
+      "tokens/s torch | MFU nnt (%s / meas.) | MFU torch (%s / meas.) | "
+      "torch/nnt | nnt tiling | torch AdamW |" % (nominal_label, nominal_label))
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for c, L, C, NH, params, _, fl, tn, tt, best, med, r, tbest, tmed in rows:
         def mfu(t):
             g = fl / t / 1e9
-            return "%.1f%% / %.1f%%" % (100 * g / DESIGN_PEAK, 100 * g / peak)
+            return "%.1f%% / %.1f%%" % (100 * g / nominal, 100 * g / peak)
         w("| %s (L%d C%d NH%d) | %.1fM | %.1f | %.3f | %.3f | %.0f | %.0f | %s | %s | %.2f | "
           "%s | %s |" % (c, L, C, NH, params / 1e6, fl / 1e9, tn, tt, toks / tn, toks / tt,
                          mfu(tn), mfu(tt), tt / tn, best, tbest))
     w("")
-    w("MFU: achieved GFLOP/s over the %.0f GFLOP/s of design.md / over the torch.mm peak "
-      "measured here. torch/nnt > 1 means nnt is faster." % DESIGN_PEAK)
+    w("MFU: achieved GFLOP/s over %s / over the torch.mm peak measured here. torch/nnt > 1 "
+      "means nnt is faster."
+      % ("the nominal %g TFLOP/s (--peak-tflops)" % a.peak_tflops if a.peak_tflops
+         else "the %.0f GFLOP/s of design.md" % DESIGN_PEAK))
     w("")
     w("nnt tilings tried (nnt-train options; C = channels; -1: one tile) and the tile sizes "
       "nnt-train reported:")
@@ -544,14 +850,19 @@ def compare(a, configs, tilings, variants, order, tmp):
               % (c, v, ", ".join("%.3f" % y for y in x), tmed[v], min(x), max(x) / min(x)))
     w("")
     w("nnt commands (TMP: a temporary directory, removed at the end; env STARPU_SILENT=1 "
-      "STARPU_HOME=TMP/starpu; TMP/out is emptied before each run%s):"
-      % (", TMP/random.bin holds the random tokens" if a.nnt_data == "random" else ""))
+      "STARPU_HOME=%s; TMP/out is emptied before each run%s):"
+      % (a.starpu_home or "TMP/starpu",
+         ", TMP/random.bin holds the random tokens" if a.nnt_data == "random" else ""))
     w("")
     w("```sh")
     for c in configs:
         for t in tilings:
             w(shlex.join(nnt_argv(a, c, t)))
     w("```")
+    if a.calibrate_steps > 0:
+        w("")
+        w("Calibration runs before round 1 (untimed): the same commands with --steps %d."
+          % a.calibrate_steps)
     w("")
     w("PyTorch runs (one process each; the worker is part of this script):")
     w("")
