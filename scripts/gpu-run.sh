@@ -12,8 +12,9 @@
 #           and CUDA workers) and check_train.sh; tests.txt lists PASS/FAIL/SKIP
 #   bench   GPT-2 124M and 1558M training steps on the GPU in fp32, tf32 and bf16
 #           (nnt-train), tokens/s and MFU; bench.txt
-#   torch   the same models through bench/compare_pytorch.py (nnt-train vs PyTorch on
-#           the GPU, bf16); RESULTS-gpu.md
+#   torch   bench/compare_pytorch.py: nnt-train vs PyTorch on the GPU, bf16 (or
+#           NNT_TORCH_PRECISION), GPT-2 124M (or NNT_TORCH_CONFIGS, e.g. 1558M: one config
+#           per call keeps it under 10 minutes); RESULTS-gpu-CONFIGS.md
 #   ooc     out of core: GPT-2 1558M with a GPU budget (--mem-gpu 8192) far below its 25 GB
 #           of state, then the largest model whose state fits the host RAM budget
 #           (NNT_OOC_LAYERS x NNT_OOC_CHANNELS, default L22 C5120 NH40: 7.2B parameters,
@@ -122,9 +123,12 @@ peak() {
 }
 
 phase_torch() {
+    local configs=${NNT_TORCH_CONFIGS:-124M}
     (cd "$repo" && PYTHONUNBUFFERED=1 python3 bench/compare_pytorch.py --device cuda \
-        --precision bf16 --nnt-train "$train" --configs 124M,1558M --batch 8 --seq 1024 \
-        --steps 5 --rounds 2 --output "$out/RESULTS-gpu.md") > "$out/torch.log" 2>&1
+        --precision "${NNT_TORCH_PRECISION:-bf16}" --nnt-train "$train" --configs "$configs" \
+        --batch 8 --seq 1024 --steps 5 --rounds 2 --tilings auto --torch-variants fused \
+        --calibrate-steps 2 --starpu-home "$STARPU_HOME" \
+        --output "$out/RESULTS-gpu-${configs//,/-}.md") > "$out/torch.log" 2>&1
     say "torch: exit $? ($(tail -n 1 "$out/torch.log"))"
 }
 
