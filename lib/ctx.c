@@ -58,7 +58,7 @@ void *nnt_worker_scratch(size_t bytes)
         return NULL;
     if (worker_scratch[w].ptr && worker_scratch[w].bytes >= bytes)
         return worker_scratch[w].ptr;
-    size_t want = bytes + bytes / 4;   /* headroom: tile sizes vary a little */
+    size_t want = bytes + bytes / 4 + 64;   /* headroom: tile sizes vary a little; never 0 */
     void *p;
 #ifdef NNT_CUDA_CODELETS
     if (starpu_worker_get_type(w) == STARPU_CUDA_WORKER)

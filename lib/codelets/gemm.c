@@ -1,7 +1,8 @@
 /* Codelet: one GEMM step on tiles, C = alpha op(A) op(B) + beta C for a batch of matrices,
  * optionally followed by an epilogue on the finished C tile (bias, bias + GELU, GELU
- * backward). Buffers: 0 A tile, 1 B tile (float or bfloat16 each), 2 C tile, then the bias tile (R) if the task has
- * one, then the aux tile (W for BIAS_GELU, R for DGELU) if it has one. */
+ * backward). Buffers: 0 A tile, 1 B tile (float or bfloat16 each), 2 C tile, then the bias
+ * tile (R) if the task has one, then the aux tile (W for BIAS_GELU, R for DGELU) if it has
+ * one. The operands take the precision the task was submitted with (nnt_ctx_set_precision). */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
