@@ -86,7 +86,8 @@ typedef struct nnt_ctx_options {
     size_t size;                 /* sizeof(nnt_ctx_options), set by the init macro          */
     int ncpus;                   /* CPU workers; -1 = one per available core                */
     int ncuda;                   /* CUDA devices; 0 = CPU only, -1 = all available          */
-    const char *sched;           /* StarPU scheduler ("lws", "dmdas", ...); NULL = default  */
+    const char *sched;           /* StarPU scheduler ("lws", "dmdas", ...); NULL = StarPU's
+                                    default, dmdas when GPUs are used                      */
     int64_t mem_gpu_mib;         /* per-GPU memory budget in MiB; 0 = StarPU default        */
     int64_t mem_cpu_mib;         /* RAM budget in MiB; 0 = RAM available at start-up        */
     const char *swap_dir;        /* directory for disk swap; NULL = no disk swap            */

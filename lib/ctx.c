@@ -358,6 +358,14 @@ static int start_starpu(const nnt_ctx_options *o)
     conf.nmpi_ms = 0;
     if (o->sched)
         conf.sched_policy_name = o->sched;
+#ifdef NNT_CUDA_CODELETS
+    /* With GPUs, a scheduler that weighs task times and transfers (its perf models) instead
+     * of letting CPU workers take GPU-sized tasks; the user's choice or STARPU_SCHED wins. */
+    int ndev = 0;
+    if (!o->sched && !getenv("STARPU_SCHED") && o->ncuda != 0 &&
+        cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
+        conf.sched_policy_name = "dmdas";
+#endif
     int rc = starpu_init(&conf);
     if (rc == -ENODEV)
         return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: StarPU found no worker for "

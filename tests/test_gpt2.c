@@ -436,6 +436,57 @@ START_TEST(test_auto_tiling_rules)
 }
 END_TEST
 
+/* The GPU rule: valid tilings everywhere; one row tile per GPU (none under 64 rows), every
+ * other dimension whole but the vocabulary (<= 8192 columns, multiples of 64); the documented
+ * example; the bad arguments. */
+START_TEST(test_auto_tiling_gpu)
+{
+    const nnt_gpt2_config cfgs[] = {
+        {50257, 50304, 1024, 12, 12, 768}, {50257, 0, 1024, 48, 25, 1600}, {V, 0, MAXT, L, NH, C},
+        {1, 0, 1, 0, 1, 1}};
+    const int64_t bts[][2] = {{1, 1}, {4, 64}, {3, 7}, {8, 1024}, {1, 1024}};
+    const int gpus[] = {1, 2, 8};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+        for (size_t b = 0; b < sizeof bts / sizeof bts[0]; b++)
+            for (size_t w = 0; w < sizeof gpus / sizeof gpus[0]; w++) {
+                const nnt_gpt2_config *g = &cfgs[c];
+                int64_t bb = bts[b][0], tt = bts[b][1];
+                if (tt > g->max_seq)
+                    continue;
+                nnt_gpt2_tiling t;
+                EXPECT_OK(nnt_gpt2_auto_tiling_gpu(g, bb, tt, gpus[w], &t));
+                expect_tile_in(t.batch, bb, "batch");
+                expect_tile_in(t.seq, tt, "seq");
+                expect_tile_in(t.vocab, g->vocab, "vocab");
+                ck_assert(t.channels == 0 && t.hidden == 0 && t.heads == 0 && t.head_dim == 0);
+                int64_t rb = t.batch ? t.batch : bb, rt = t.seq ? t.seq : tt;
+                int64_t row_tiles = ((bb + rb - 1) / rb) * ((tt + rt - 1) / rt);
+                ck_assert_int_le(row_tiles, gpus[w]);
+                if (row_tiles > 1)
+                    ck_assert_int_ge(rb * rt, 64);
+                ck_assert(t.vocab == 0 || (t.vocab <= 8192 && t.vocab % 64 == 0));
+            }
+    /* GPT-2 at B = 8, T = 1024 on one GPU: one row tile, vocab 7 tiles of 7232 */
+    nnt_gpt2_tiling t;
+    EXPECT_OK(nnt_gpt2_auto_tiling_gpu(&cfgs[0], 8, 1024, 1, &t));
+    ck_assert(t.batch == 0 && t.seq == 0 && t.hidden == 0);
+    ck_assert_int_eq(t.vocab, 7232);
+    /* two GPUs: the batch in two */
+    EXPECT_OK(nnt_gpt2_auto_tiling_gpu(&cfgs[0], 8, 1024, 2, &t));
+    ck_assert_int_eq(t.batch, 4);
+    ck_assert_int_eq(t.seq, 0);
+    nnt_gpt2_tiling keep = {7, 7, 7, 7, 7, 7, 7};
+    t = keep;
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling_gpu(&cfgs[0], 8, 1024, 0, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling_gpu");
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling_gpu(NULL, 8, 1024, 1, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling_gpu");
+    EXPECT_FAIL_MSG(nnt_gpt2_auto_tiling_gpu(&cfgs[0], 8, 1025, 1, &t), NNT_E_INVAL,
+                    "nnt_gpt2_auto_tiling_gpu");
+    ck_assert(memcmp(&t, &keep, sizeof t) == 0);
+}
+END_TEST
+
 /* Gradients accumulate: two forward/backward pairs without zero_grad give twice the
  * gradients; zero_grad resets them. */
 START_TEST(test_grad_accumulation)
@@ -764,6 +815,7 @@ static Suite *gpt2_suite(void)
     tcase_add_loop_test(tc, test_reference_step, 0, NTILINGS);
     tcase_add_loop_test(tc, test_auto_tiling_fixture, 0, 3);
     tcase_add_test(tc, test_auto_tiling_rules);
+    tcase_add_test(tc, test_auto_tiling_gpu);
     tcase_add_test(tc, test_grad_accumulation);
     tcase_add_test(tc, test_tilings_agree);
     tcase_add_test(tc, test_deterministic);

@@ -143,7 +143,10 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     int workers = ncpus + ncuda > 0 ? ncpus + ncuda : 1;
     nnt_gpt2_config ic = internal_config(cfg);
     nnt_gpt2_tiling a;
-    NNT_TRY(nnt_gpt2_auto_tiling(&ic, B, T, workers, &a));
+    if (ncuda > 0)   /* GPU tasks must be large: see nnt_gpt2_auto_tiling_gpu */
+        NNT_TRY(nnt_gpt2_auto_tiling_gpu(&ic, B, T, ncuda, &a));
+    else
+        NNT_TRY(nnt_gpt2_auto_tiling(&ic, B, T, workers, &a));
     nnt_tiling r = NNT_TILING_INIT;
     int64_t C = cfg->channels, NH = cfg->heads;
     NNT_TRY(resolve_entry(ctx, fn, "batch", o->batch, a.batch, B, &r.batch));

@@ -406,6 +406,29 @@ int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int n
     return NNT_OK;
 }
 
+int nnt_gpt2_auto_tiling_gpu(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int ngpus,
+                             nnt_gpt2_tiling *out)
+{
+    const char *fn = "nnt_gpt2_auto_tiling_gpu";
+    if (!cfg || !out)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, cfg ? "out" : "cfg");
+    NNT_TRY(check_config(NULL, fn, cfg, B, T));
+    if (ngpus < 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: ngpus=%d must be >= 1", fn, ngpus);
+    nnt_gpt2_tiling t = {0, 0, 0, 0, 0, 0, 0};   /* channels, hidden, heads, head_dim: whole */
+    int64_t M = B * T, V = cfg->vocab;
+    auto_split_rows(B, T, max64(1, min64(ngpus, M / AUTO_MIN_ROWS)), &t);
+    int64_t nv = ceil_div(V, AUTO_MAX_VOCAB);
+    int64_t vt = ceil_div(ceil_div(V, nv), AUTO_ALIGN) * AUTO_ALIGN;
+    t.vocab = vt >= V ? 0 : vt;
+    if (t.batch >= B)
+        t.batch = 0;
+    if (t.seq >= T)
+        t.seq = 0;
+    *out = t;
+    return NNT_OK;
+}
+
 static void destroy_block_acts(layer_acts *a)
 {
     nnt_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv[0], a->qkv[1], a->qkv[2],

@@ -92,6 +92,17 @@ typedef struct nnt_gpt2 nnt_gpt2;
  * configuration or B, T that nnt_gpt2_create would reject, nworkers < 1 (*out untouched). */
 int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int nworkers,
                          nnt_gpt2_tiling *out);
+/* The tiling when ngpus >= 1 CUDA workers run the model: a GPU does a 100 MFLOP task in well
+ * under a microsecond while StarPU spends several on each task, so a GPU task must be as
+ * large as memory allows. Rows (B*T) are cut into ngpus row tiles (at least 64 rows each;
+ * the batch first, then the sequence) and every other dimension stays whole, except the
+ * vocabulary, cut into tiles of at most 8192 columns (rounded up to a multiple of 64) to
+ * bound the logits tile: for GPT-2 at B = 8, T = 1024 on one GPU, one (8192, 7232) tile of
+ * logits (237 MB) per vocab tile. The CPU workers are then left the small tasks that only
+ * have CPU code; a dmda-family scheduler (nnt_ctx_create's default with GPUs) keeps the
+ * large ones on the GPUs. Errors as nnt_gpt2_auto_tiling (ngpus < 1 instead of nworkers). */
+int nnt_gpt2_auto_tiling_gpu(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int ngpus,
+                             nnt_gpt2_tiling *out);
 
 
 /* A model for batches of B sequences of T <= maxT tokens: parameters (uninitialised),
