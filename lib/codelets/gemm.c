@@ -59,6 +59,9 @@ static void epilogue_cpu(const struct gemm_args *g, void *buffers[], float *c)
 
 /* Elements of the A and B tiles. */
 static int64_t numel_a(const struct gemm_args *g) { return g->batch * g->m * g->k; }
+/* Scratch elements for A's copy: rounded up so that B's copy after it starts 256-byte
+ * aligned (for 2- and 4-byte elements), as cuBLAS's tensor-core kernels want. */
+static int64_t slot_a(const struct gemm_args *g) { return (numel_a(g) + 127) / 128 * 128; }
 static int64_t numel_b(const struct gemm_args *g) { return g->batch * g->k * g->n; }
 
 /* Mantissa bits the operands keep (nnt_cpu_round_f32), 0 for full fp32. */
@@ -96,14 +99,14 @@ static int prepare_operands_cpu(const struct gemm_args *g, const float **a, cons
     int copy_a = g->a_bf16 || bits, copy_b = g->b_bf16 || bits;
     if (!copy_a && !copy_b)
         return 0;
-    size_t bytes = (size_t)((copy_a ? na : 0) + (copy_b ? nb : 0)) * sizeof(float);
+    size_t bytes = (size_t)((copy_a ? slot_a(g) : 0) + (copy_b ? nb : 0)) * sizeof(float);
     float *ws = nnt_worker_scratch(bytes);   // A (if copied) then B (if copied)
     if (!ws) {
         nnt_task_error("nnt_gemm", "no memory for the operands in float (%zu bytes)", bytes);
         return -1;
     }
     *a = operand_cpu(*a, g->a_bf16, na, bits, ws);
-    *b = operand_cpu(*b, g->b_bf16, nb, bits, ws + (copy_a ? na : 0));
+    *b = operand_cpu(*b, g->b_bf16, nb, bits, ws + (copy_a ? slot_a(g) : 0));
     return 0;
 }
 
@@ -181,12 +184,13 @@ static int gemm_cuda_prepared(const struct gemm_args *g, const void *a, const vo
     int64_t na = numel_a(g), nb = numel_b(g);
     int bf16 = g->precision == NNT_PRECISION_BF16, bits = operand_bits(g), rc = 0;
     size_t elsize = bf16 ? sizeof(uint16_t) : sizeof(float);
-    char *ws = nnt_worker_scratch((size_t)(na + nb) * elsize);   // A's slot, then B's
+    int64_t sa = slot_a(g);
+    char *ws = nnt_worker_scratch((size_t)(sa + nb) * elsize);   // A's slot, then B's
     if (!ws)
         return 1;   /* kernels return 0 or negative: 1 is ours */
     if (bf16) {
         const uint16_t *a16 = operand_bf16_cuda(a, g->a_bf16, na, (uint16_t *)ws, stream, &rc);
-        const uint16_t *b16 = operand_bf16_cuda(b, g->b_bf16, nb, (uint16_t *)ws + na, stream,
+        const uint16_t *b16 = operand_bf16_cuda(b, g->b_bf16, nb, (uint16_t *)ws + sa, stream,
                                                 &rc);
         return rc ? rc : nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha,
                                             a16, ld_a(g), g->m * g->k, b16, ld_b(g),
@@ -194,7 +198,7 @@ static int gemm_cuda_prepared(const struct gemm_args *g, const void *a, const vo
                                             g->batch, h, stream);
     }
     const float *a32 = operand_f32_cuda(a, g->a_bf16, na, bits, (float *)ws, stream, &rc);
-    const float *b32 = operand_f32_cuda(b, g->b_bf16, nb, bits, (float *)ws + na, stream, &rc);
+    const float *b32 = operand_f32_cuda(b, g->b_bf16, nb, bits, (float *)ws + sa, stream, &rc);
     if (rc)
         return rc;
     if (bits)
