@@ -12,6 +12,12 @@ void nnt_cpu_fill_f32(int64_t n, float value, float *restrict x)
         x[i] = value;
 }
 
+void nnt_cpu_fill_i32(int64_t n, int32_t value, int32_t *restrict x)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = value;
+}
+
 void nnt_cpu_fill_u16(int64_t n, uint16_t value, uint16_t *restrict x)
 {
     for (int64_t i = 0; i < n; i++)

@@ -29,6 +29,7 @@ extern "C" {
 
 /* x[i] = value */
 void nnt_cpu_fill_f32(int64_t n, float value, float *x);
+void nnt_cpu_fill_i32(int64_t n, int32_t value, int32_t *x);
 void nnt_cpu_fill_u16(int64_t n, uint16_t value, uint16_t *x);   /* e.g. bfloat16 bits */
 /* x[i] *= alpha */
 void nnt_cpu_scale_f32(int64_t n, float alpha, float *x);

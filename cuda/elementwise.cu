@@ -44,7 +44,7 @@ __device__ __forceinline__ float gelu_grad_f(float x)
     return sig + 2.0f * x * sig * (1.0f - sig) * du;
 }
 
-__global__ void fill_kernel(int64_t n, float value, float *x)
+template <typename T> __global__ void fill_kernel(int64_t n, T value, T *x)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -122,7 +122,23 @@ int nnt_cuda_fill_f32(int64_t n, float value, float *x, cudaStream_t stream)
 {
     if (n <= 0)
         return n < 0 ? -1 : 0;
-    fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, value, x);
+    fill_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(n, value, x);
+    return launch_status();
+}
+
+int nnt_cuda_fill_i32(int64_t n, int32_t value, int32_t *x, cudaStream_t stream)
+{
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    fill_kernel<int32_t><<<grid_for(n), kThreads, 0, stream>>>(n, value, x);
+    return launch_status();
+}
+
+int nnt_cuda_fill_u16(int64_t n, uint16_t value, uint16_t *x, cudaStream_t stream)
+{
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream>>>(n, value, x);
     return launch_status();
 }
 

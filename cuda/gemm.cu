@@ -186,14 +186,25 @@ extern "C" int nnt_cuda_f32_to_bf16(int64_t n, const float *x, uint16_t *y, cuda
 
 namespace {
 
-/* One cuBLASLt matmul, column-major view: D (n x m, ld n) = opA(B) opB(A) [+ bias] with
- * the given epilogue; aux (if any) gets the pre-activation with leading dimension n.
- * Returns 0, a negated cublasStatus_t, or 1 when no algorithm / not supported (caller falls
- * back).                                                                                    */
-int lt_matmul(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-              const float *a, int64_t lda, const float *b, int64_t ldb, const float *bias,
-              float *d, cublasLtEpilogue_t epi, float *aux, void *workspace,
-              size_t workspace_size, cudaStream_t stream)
+/* One cuBLASLt matmul, column-major view (top of the file): D (n x m, ld n) =
+ * epi(alpha opA(B) opB(A) + beta C [+ bias]) with C == D (the row-major (m, n) c); aux (if
+ * any) is the epilogue's auxiliary matrix, leading dimension n (GELU_AUX: written, the
+ * pre-activation; DGELU: read). Operands of type ab, float C/D, the given compute type.
+ * Returns 0, a negated cublasStatus_t, or 1 when cuBLASLt has no algorithm for it or does
+ * not support it (refused before anything runs: the caller falls back).                   */
+struct lt_problem {
+    int trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha, beta;
+    const void *a, *b;
+    int64_t lda, ldb;
+    cudaDataType_t ab;
+    cublasComputeType_t compute;
+};
+
+int lt_matmul(cublasLtHandle_t lt, const lt_problem &p, const float *bias, float *d,
+              cublasLtEpilogue_t epi, float *aux, void *workspace, size_t workspace_size,
+              cudaStream_t stream)
 {
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
@@ -201,10 +212,9 @@ int lt_matmul(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m, int64_t 
     cublasLtMatmulHeuristicResult_t heur;
     int nres = 0, ret = 0;
     cublasStatus_t st;
-    const cublasOperation_t opa = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* Lt's A is our B */
-    const cublasOperation_t opb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* Lt's B is our A */
-    const float alpha = 1.0f, beta = 0.0f;
-    const int64_t ldd = n;
+    const cublasOperation_t opa = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* Lt's A is our B */
+    const cublasOperation_t opb = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N; /* Lt's B is our A */
+    const int64_t ldd = p.n;
     uint64_t rows, cols;
 
 #define LT_TRY(call)                                                                            \
@@ -216,7 +226,7 @@ int lt_matmul(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m, int64_t 
         }                                                                                       \
     } while (0)
 
-    LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_TRY(cublasLtMatmulDescCreate(&op, p.compute, CUDA_R_32F));
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
@@ -230,13 +240,13 @@ int lt_matmul(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m, int64_t 
                                               sizeof(ldd)));
     }
     /* stored (pre-op) shapes of the column-major views */
-    rows = (uint64_t)(trans_b ? k : n);
-    cols = (uint64_t)(trans_b ? n : k);
-    LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, rows, cols, ldb));
-    rows = (uint64_t)(trans_a ? m : k);
-    cols = (uint64_t)(trans_a ? k : m);
-    LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, rows, cols, lda));
-    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, (uint64_t)n, (uint64_t)m, ldd));
+    rows = (uint64_t)(p.trans_b ? p.k : p.n);
+    cols = (uint64_t)(p.trans_b ? p.n : p.k);
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, p.ab, rows, cols, p.ldb));
+    rows = (uint64_t)(p.trans_a ? p.m : p.k);
+    cols = (uint64_t)(p.trans_a ? p.k : p.m);
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, p.ab, rows, cols, p.lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, (uint64_t)p.n, (uint64_t)p.m, ldd));
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                 &workspace_size, sizeof(workspace_size)));
@@ -245,7 +255,7 @@ int lt_matmul(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m, int64_t 
         ret = 1;
         goto done;
     }
-    LT_TRY(cublasLtMatmul(lt, op, &alpha, b, la, a, lb, &beta, d, ld, d, ld, &heur.algo,
+    LT_TRY(cublasLtMatmul(lt, op, &p.alpha, p.b, la, p.a, lb, &p.beta, d, ld, d, ld, &heur.algo,
                           workspace, workspace_size, stream));
 #undef LT_TRY
 done:
@@ -262,7 +272,66 @@ done:
     return ret;
 }
 
+/* Operand type and compute type of a math mode. */
+int lt_math(int math, cudaDataType_t *ab, cublasComputeType_t *compute)
+{
+    switch (math) {
+    case NNT_CUDA_MATH_F32:
+        *ab = CUDA_R_32F;
+        *compute = CUBLAS_COMPUTE_32F;
+        return 0;
+    case NNT_CUDA_MATH_TF32:
+        *ab = CUDA_R_32F;
+        *compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+        return 0;
+    case NNT_CUDA_MATH_BF16:
+        *ab = CUDA_R_16BF;
+        *compute = CUBLAS_COMPUTE_32F;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
 } /* namespace */
+
+extern "C" int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int trans_a,
+                                int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                const void *a, int64_t lda, const void *b, int64_t ldb,
+                                float beta, float *c, const float *bias, float *aux,
+                                void *workspace, size_t workspace_size, cudaStream_t stream)
+{
+    lt_problem p = {trans_a, trans_b, m, n, k, alpha, beta, a, b, lda, ldb, CUDA_R_32F,
+                    CUBLAS_COMPUTE_32F};
+    if (!lt || m < 0 || n < 0 || k < 0 || !c || lt_math(math, &p.ab, &p.compute))
+        return -1;
+    if (m == 0 || n == 0 || k == 0)
+        return 1; /* nothing for cuBLASLt: the plain path handles the trivial cases */
+    if (!workspace)
+        workspace_size = 0;
+    switch (epilogue) {
+    case NNT_CUDA_EPI_NONE:
+        return lt_matmul(lt, p, NULL, c, CUBLASLT_EPILOGUE_DEFAULT, NULL, workspace,
+                         workspace_size, stream);
+    case NNT_CUDA_EPI_BIAS:
+        return lt_matmul(lt, p, bias, c, bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT,
+                         NULL, workspace, workspace_size, stream);
+    case NNT_CUDA_EPI_BIAS_GELU:
+        /* the product must be whole and fresh; EPILOGUE_AUX_LD a multiple of 8 */
+        if (!aux || alpha != 1.0f || beta != 0.0f || n % 8 != 0)
+            return 1;
+        return lt_matmul(lt, p, bias, aux,
+                         bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, c,
+                         workspace, workspace_size, stream);
+    case NNT_CUDA_EPI_DGELU:
+        if (!aux || alpha != 1.0f || beta != 0.0f || n % 8 != 0)
+            return 1;
+        return lt_matmul(lt, p, NULL, c, CUBLASLT_EPILOGUE_DGELU, aux, workspace,
+                         workspace_size, stream);
+    default:
+        return -1;
+    }
+}
 
 extern "C" int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b,
                                            int64_t m, int64_t n, int64_t k, const float *a,
@@ -282,23 +351,17 @@ extern "C" int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int
             return -(int)e;
         return nnt_cuda_bias_gelu_f32(m, n, bias, pre, out, stream);
     }
-    if (!workspace)
-        workspace_size = 0;
-
-    int ret = 1;
-    if (n % 8 == 0) { /* EPILOGUE_AUX_LD must be a multiple of 8 */
-        cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-        ret = lt_matmul(lt, trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, out, epi, pre,
-                        workspace, workspace_size, stream);
-        if (ret == 0)
-            return 0;
-        /* any refusal of the fused epilogue (no algorithm, unsupported, invalid alignment)
-         * is reported synchronously before anything runs: fall back to the unfused path */
-    }
-    /* fallback: pre = op(A) op(B) (+ bias) by cuBLASLt, then out = gelu(pre) */
-    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    ret = lt_matmul(lt, trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, pre, epi, NULL,
-                    workspace, workspace_size, stream);
+    int ret = nnt_cuda_gemm_lt(lt, NNT_CUDA_MATH_F32, NNT_CUDA_EPI_BIAS_GELU, trans_a, trans_b,
+                               m, n, k, 1.0f, a, lda, b, ldb, 0.0f, pre, bias, out, workspace,
+                               workspace_size, stream);
+    if (ret <= 0)
+        return ret;
+    /* any refusal of the fused epilogue (no algorithm, unsupported, invalid alignment) is
+     * reported synchronously before anything runs: pre = op(A) op(B) (+ bias) by cuBLASLt,
+     * then out = gelu(pre) */
+    ret = nnt_cuda_gemm_lt(lt, NNT_CUDA_MATH_F32, NNT_CUDA_EPI_BIAS, trans_a, trans_b, m, n, k,
+                           1.0f, a, lda, b, ldb, 0.0f, pre, bias, NULL, workspace,
+                           workspace_size, stream);
     if (ret > 0)
         return -(int)CUBLAS_STATUS_NOT_SUPPORTED;
     if (ret < 0)

@@ -51,6 +51,8 @@ extern "C" {
 
 /* x[i] = value */
 int nnt_cuda_fill_f32(int64_t n, float value, float *x, cudaStream_t stream);
+int nnt_cuda_fill_i32(int64_t n, int32_t value, int32_t *x, cudaStream_t stream);
+int nnt_cuda_fill_u16(int64_t n, uint16_t value, uint16_t *x, cudaStream_t stream); /* bf16 bits */
 /* x[i] *= alpha */
 int nnt_cuda_scale_f32(int64_t n, float alpha, float *x, cudaStream_t stream);
 /* y[i] = alpha * x[i] + beta * y[i]   (beta == 0: y is not read) */
@@ -138,6 +140,30 @@ int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b, i
                                 const float *b, int64_t ldb, const float *bias, float *pre,
                                 float *out, void *workspace, size_t workspace_size,
                                 cudaStream_t stream);
+
+/* One product with a fused epilogue through cuBLASLt (cuda/gemm.cu), batch 1, row-major:
+ *   c (m, n), leading dim n  = epi(alpha op(A) op(B) + beta c)
+ * op(A), op(B) and their leading dims as for gemm. math: NNT_CUDA_MATH_F32 (float a, b,
+ * CUBLAS_COMPUTE_32F), _TF32 (float a, b, CUBLAS_COMPUTE_32F_FAST_TF32), _BF16 (a, b
+ * bfloat16 bit patterns, CUBLAS_COMPUTE_32F); c, bias and aux are float. epilogue:
+ *   NNT_CUDA_EPI_NONE       nothing more
+ *   NNT_CUDA_EPI_BIAS       + bias[j] on every row (bias NULL: nothing)
+ *   NNT_CUDA_EPI_BIAS_GELU  c = pre = product (+ bias), aux (m, n) = gelu_tanh(pre)
+ *                           (CUBLASLT_EPILOGUE_GELU_AUX[_BIAS]: aux is Lt's D, c its AUX)
+ *   NNT_CUDA_EPI_DGELU      c = product * gelu_tanh'(aux), aux (m, n) the pre-activation
+ *                           (CUBLASLT_EPILOGUE_DGELU)
+ * The two GELU epilogues need alpha 1, beta 0 (the whole product in this call) and n a
+ * multiple of 8 (Lt's EPILOGUE_AUX_LD). Returns 0 when the work is enqueued on `stream`, a
+ * negative status on error, 1 when cuBLASLt cannot do it (no algorithm, unsupported, those
+ * conditions, or m, n or k 0): nothing was enqueued, the caller runs the unfused path.
+ * cuBLASLt's GELU and its derivative use its own fast math: ~1e-6 relative to the kernels. */
+enum { NNT_CUDA_MATH_F32 = 0, NNT_CUDA_MATH_TF32 = 1, NNT_CUDA_MATH_BF16 = 2 };
+enum { NNT_CUDA_EPI_NONE = 0, NNT_CUDA_EPI_BIAS = 1, NNT_CUDA_EPI_BIAS_GELU = 2,
+       NNT_CUDA_EPI_DGELU = 3 };
+int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int trans_a, int trans_b,
+                     int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                     const void *b, int64_t ldb, float beta, float *c, const float *bias,
+                     float *aux, void *workspace, size_t workspace_size, cudaStream_t stream);
 
 /* ---- LayerNorm over the last dimension (cuda/layernorm.cu) -------------------------------------
  * One warp per row, statistics in double (two passes). gamma == NULL means 1, beta == NULL 0;

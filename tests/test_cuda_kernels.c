@@ -6,15 +6,17 @@
  * same inputs. The suite runs with CK_NOFORK: a CUDA context must not be inherited by fork().
  *
  * Tolerances, |got - ref| <= atol + rtol |ref| per element ("normwise": atol = rtol max|ref|):
- *   bit-exact: fill, scale, add_bcast, copy_box, embedding gather / scatter-add, bias add of
- *              bias_gelu (pre), fill_random (uniform; normal: see test_fill_random)
+ *   bit-exact: fill (f32, i32, u16), scale, add_bcast, copy_box, embedding gather /
+ *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform; normal:
+ *              see test_fill_random)
  *   1e-6:      axpby, sum_outer, sumsq, optimizer steps (same operations, rounding differences
  *              only if the CPU build contracts multiply-adds into FMAs)
  *   1e-5:      GELU fwd/bwd (atol 1e-6), bias_gelu out, xent (s, loss, dlogits normwise),
  *              LayerNorm forward (normwise)
  *   bit-exact: round_f32, f32_to_bf16 (the same integer rounding as the CPU), bf16_to_f32
  *   1e-4 normwise: GEMM (fp32; TF32 and bf16 against the CPU GEMM on rounded operands),
- *              gemm_bias_gelu (cuBLASLt GELU epilogue), LayerNorm backward,
+ *              gemm_bias_gelu and gemm_lt (cuBLASLt epilogues, every math mode),
+ *              LayerNorm backward,
  *              attention forward / backward (different summation orders in float).
  */
 #include <check.h>
@@ -206,6 +208,32 @@ START_TEST(test_elementwise)
         got = fetch(dz, n);
         check_exact_f("fill", got, ref, n);
         free(got);
+
+        /* fill of int32 and of bf16 bit patterns (odd n: the u16 kernel's last element) */
+        {
+            int32_t *ri = xmalloc((size_t)n * 4), *gi = xmalloc((size_t)n * 4);
+            uint16_t *ru = xmalloc((size_t)n * 2), *gu = xmalloc((size_t)n * 2);
+            NNT_OK(nnt_cuda_fill_i32(n, -50257, (int32_t *)dz, g_stream));
+            nnt_cpu_fill_i32(n, -50257, ri);
+            CUDA_OK(cudaStreamSynchronize(g_stream));
+            CUDA_OK(cudaMemcpy(gi, dz, (size_t)n * 4, cudaMemcpyDeviceToHost));
+            ck_assert_msg(memcmp(gi, ri, (size_t)n * 4) == 0, "fill_i32 differs (n %lld)",
+                          (long long)n);
+            NNT_OK(nnt_cuda_fill_f32(n, 0.0f, dz, g_stream));
+            NNT_OK(nnt_cuda_fill_u16(n, 0xbf80u, (uint16_t *)dz, g_stream));
+            nnt_cpu_fill_u16(n, 0xbf80u, ru);
+            CUDA_OK(cudaStreamSynchronize(g_stream));
+            CUDA_OK(cudaMemcpy(gu, dz, (size_t)n * 2, cudaMemcpyDeviceToHost));
+            ck_assert_msg(memcmp(gu, ru, (size_t)n * 2) == 0, "fill_u16 differs (n %lld)",
+                          (long long)n);
+            /* the u16 fill writes n elements, not one more */
+            CUDA_OK(cudaMemcpy(gu, (uint16_t *)dz + n, 2, cudaMemcpyDeviceToHost));
+            ck_assert_msg(gu[0] == 0, "fill_u16 wrote past n (n %lld)", (long long)n);
+            free(ri);
+            free(gi);
+            free(ru);
+            free(gu);
+        }
 
         /* scale */
         memcpy(ref, x, (size_t)n * 4);
@@ -575,6 +603,97 @@ START_TEST(test_gemm_bias_gelu)
                     free(pre);
                     free(out);
                 }
+}
+END_TEST
+
+/* nnt_cuda_gemm_lt: every math mode and epilogue against the CPU GEMM on operands rounded as
+ * the mode rounds them, then the CPU epilogue. A refusal (1) must leave c untouched. */
+static void lt_reference(int math, int epi, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                         float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                         float beta, float *c, const float *bias, float *aux)
+{
+    int64_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb;
+    float *ar = xmalloc((size_t)na * 4), *br = xmalloc((size_t)nb * 4);
+    int bits = math == NNT_CUDA_MATH_BF16 ? 7 : math == NNT_CUDA_MATH_TF32 ? 10 : 0;
+    memcpy(ar, a, (size_t)na * 4);
+    memcpy(br, b, (size_t)nb * 4);
+    if (bits) {
+        nnt_cpu_round_f32(na, bits, ar, ar);
+        nnt_cpu_round_f32(nb, bits, br, br);
+    }
+    nnt_cpu_gemm_f32(ta, tb, m, n, k, alpha, ar, lda, 0, br, ldb, 0, beta, c, n, 0, 1);
+    if (epi == NNT_CUDA_EPI_BIAS && bias)
+        nnt_cpu_add_bcast_f32(m, n, bias, c, n);
+    if (epi == NNT_CUDA_EPI_BIAS_GELU)
+        nnt_cpu_bias_gelu_f32(m, n, bias, c, aux);
+    if (epi == NNT_CUDA_EPI_DGELU)
+        nnt_cpu_gelu_bwd_f32(m * n, aux, c, c);
+    free(ar);
+    free(br);
+}
+
+START_TEST(test_gemm_lt)
+{
+    static const int64_t mnk[][3] = {{1, 8, 1}, {3, 16, 61}, {61, 128, 17}, {17, 61, 3},
+                                     {64, 96, 768}};
+    static const char *const names[] = {"none", "bias", "bias_gelu", "dgelu"};
+    int cs = 0, fused = 0, refused = 0;
+    for (int s = 0; s < (int)(sizeof mnk / sizeof mnk[0]); s++)
+        for (int math = 0; math < 3; math++)
+            for (int epi = 0; epi < 4; epi++)
+                for (int tr = 0; tr < 4; tr++) {
+                    int ta = tr >> 1, tb = tr & 1;
+                    int64_t m = mnk[s][0], n = mnk[s][1], k = mnk[s][2], mn = m * n;
+                    int64_t lda = ta ? m : k, ldb = tb ? k : n;
+                    int64_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb;
+                    int gelu = epi >= NNT_CUDA_EPI_BIAS_GELU;
+                    float beta = gelu ? 0.0f : (tr % 2 ? 0.5f : 0.0f);
+                    float alpha = gelu ? 1.0f : 1.25f;
+                    rng_seed(700 + cs++);
+                    float *a = rand_f(na, -1.0f, 1.0f), *b = rand_f(nb, -1.0f, 1.0f);
+                    float *bias = rand_f(n, -1.0f, 1.0f), *c = rand_f(mn, -1.0f, 1.0f);
+                    float *aux = rand_f(mn, -3.0f, 3.0f);
+                    float *da = dup_d(a, na), *db = dup_d(b, nb), *dbias = dup_d(bias, n);
+                    float *dc = dup_d(c, mn), *daux = dup_d(aux, mn);
+                    const void *pa = da, *pb = db;
+                    uint16_t *a16 = NULL, *b16 = NULL;
+                    if (math == NNT_CUDA_MATH_BF16) {
+                        a16 = dalloc((size_t)na * 2);
+                        b16 = dalloc((size_t)nb * 2);
+                        NNT_OK(nnt_cuda_f32_to_bf16(na, da, a16, g_stream));
+                        NNT_OK(nnt_cuda_f32_to_bf16(nb, db, b16, g_stream));
+                        pa = a16, pb = b16;
+                    } else if (math == NNT_CUDA_MATH_TF32) {
+                        NNT_OK(nnt_cuda_round_f32(na, 10, da, da, g_stream));
+                        NNT_OK(nnt_cuda_round_f32(nb, 10, db, db, g_stream));
+                    }
+                    int rc = nnt_cuda_gemm_lt(g_lt, math, epi, ta, tb, m, n, k, alpha, pa, lda,
+                                              pb, ldb, beta, dc, epi ? dbias : NULL, daux, g_ws,
+                                              g_ws_size, g_stream);
+                    ck_assert_msg(rc == 0 || rc == 1, "gemm_lt math %d %s: status %d", math,
+                                  names[epi], rc);
+                    float *got = fetch(dc, mn);
+                    if (rc == 1) {
+                        refused++;
+                        check_exact_f("gemm_lt refused: c untouched", got, c, mn);
+                    } else {
+                        fused++;
+                        lt_reference(math, epi, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                     epi ? bias : NULL, aux);
+                        check_normwise(names[epi], got, c, mn, 1e-4);
+                        if (epi == NNT_CUDA_EPI_BIAS_GELU) {
+                            free(got);
+                            got = fetch(daux, mn);
+                            check_normwise("bias_gelu out", got, aux, mn, 1e-4);
+                        }
+                    }
+                    free(got), free(a), free(b), free(bias), free(c), free(aux);
+                    dfree(da), dfree(db), dfree(dbias), dfree(dc), dfree(daux);
+                    if (a16)
+                        dfree(a16), dfree(b16);
+                }
+    printf("gemm_lt: %d products fused by cuBLASLt, %d refused (unfused path)\n", fused, refused);
+    ck_assert_msg(fused > 0, "cuBLASLt took none of the products");
 }
 END_TEST
 
@@ -1131,6 +1250,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_copy_box);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_bias_gelu);
+    tcase_add_test(tc, test_gemm_lt);
     tcase_add_test(tc, test_round_and_reduced_gemm);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_attention);

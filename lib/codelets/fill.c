@@ -1,5 +1,5 @@
-/* Codelets that overwrite one tile: constant fill (fp32 on CPU and CUDA, int32 and bf16 on
- * CPU) and the deterministic random fill. */
+/* Codelets that overwrite one tile: constant fill (fp32, int32, bf16 bits) and the
+ * deterministic random fill, each on CPU and CUDA. */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
@@ -32,9 +32,7 @@ static void fill_i32_cpu(void *buffers[], void *cl_arg)
     const struct fill_args *args = cl_arg;
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
     int32_t *x = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
-    int32_t value = (int32_t)args->value;
-    for (int64_t i = 0; i < n; i++)
-        x[i] = value;
+    nnt_cpu_fill_i32(n, (int32_t)args->value, x);
 }
 
 /* bf16: the value's bit pattern, rounded once by the submitter */
@@ -61,6 +59,26 @@ static void fill_f32_cuda(void *buffers[], void *cl_arg)
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
     float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
     int rc = nnt_cuda_fill_f32(n, (float)args->value, x, starpu_cuda_get_local_stream());
+    if (rc)
+        nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
+}
+
+static void fill_i32_cuda(void *buffers[], void *cl_arg)
+{
+    const struct fill_args *args = cl_arg;
+    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    int32_t *x = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int rc = nnt_cuda_fill_i32(n, (int32_t)args->value, x, starpu_cuda_get_local_stream());
+    if (rc)
+        nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
+}
+
+static void fill_u16_cuda(void *buffers[], void *cl_arg)
+{
+    const struct fill_args *args = cl_arg;
+    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    uint16_t *x = (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int rc = nnt_cuda_fill_u16(n, (uint16_t)args->value, x, starpu_cuda_get_local_stream());
     if (rc)
         nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
 }
@@ -99,6 +117,7 @@ static struct starpu_codelet fill_f32_cl = {
 static struct starpu_codelet fill_i32_cl = {
     .name = "nnt_fill_i32",
     .cpu_funcs = {fill_i32_cpu},
+    NNT_CUDA_FUNCS(fill_i32_cuda)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_i32_model,
 };
@@ -106,6 +125,7 @@ static struct starpu_codelet fill_i32_cl = {
 static struct starpu_codelet fill_u16_cl = {
     .name = "nnt_fill_u16",
     .cpu_funcs = {fill_u16_cpu},
+    NNT_CUDA_FUNCS(fill_u16_cuda)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_u16_model,
 };

@@ -141,13 +141,6 @@ static int epilogue_cuda(const struct gemm_args *g, void *buffers[], float *c, c
     }
 }
 
-/* The whole product in this one task with a fresh C: cuBLASLt can fuse bias and GELU. */
-static int fusable_bias_gelu(const struct gemm_args *g)
-{
-    return g->epilogue == NNT_EPILOGUE_BIAS_GELU && g->beta == 0.0f && g->alpha == 1.0f &&
-           g->batch == 1 && g->k > 0;
-}
-
 /* One operand for a product with bf16 operands: a bf16 tile as it is, a float tile
  * converted into dst. */
 static const uint16_t *operand_bf16_cuda(const void *tile, int is_bf16, int64_t n,
@@ -173,77 +166,108 @@ static const float *operand_f32_cuda(const void *tile, int is_bf16, int64_t n, i
     return dst;
 }
 
-/* The product when an operand is rounded or held in bf16: the operands are first rounded,
- * converted or expanded by our own kernels into the worker's GPU scratch, exactly as the
- * CPU codelet does (so the tensor cores see operands they represent exactly); then cuBLAS
- * with float accumulation: bf16 x bf16 for NNT_PRECISION_BF16, else TF32 or float. */
-static int gemm_cuda_prepared(const struct gemm_args *g, const void *a, const void *b,
-                              float *c, cudaStream_t stream)
+/* The operands as the GPU's product will read them, and its math mode. */
+struct cuda_operands {
+    const void *a, *b;
+    int math;   /* NNT_CUDA_MATH_* */
+};
+
+/* When an operand is rounded or held in bf16, it is first rounded, converted or expanded by
+ * our own kernels into the worker's GPU scratch, exactly as the CPU codelet does (so the
+ * tensor cores see operands they represent exactly): bf16 x bf16 for NNT_PRECISION_BF16,
+ * else TF32 or float operands. Returns 0, 1 (no scratch memory), or a kernel's status. */
+static int prepare_operands_cuda(const struct gemm_args *g, const void *a, const void *b,
+                                 cudaStream_t stream, struct cuda_operands *op)
 {
-    cublasHandle_t h = starpu_cublas_get_local_handle();
-    int64_t na = numel_a(g), nb = numel_b(g);
     int bf16 = g->precision == NNT_PRECISION_BF16, bits = operand_bits(g), rc = 0;
+    op->a = a;
+    op->b = b;
+    op->math = bf16 ? NNT_CUDA_MATH_BF16 : bits ? NNT_CUDA_MATH_TF32 : NNT_CUDA_MATH_F32;
+    if (!bf16 && !bits && !g->a_bf16 && !g->b_bf16)
+        return 0;   /* float tiles in a float product: used in place */
+    int64_t na = numel_a(g), nb = numel_b(g), sa = slot_a(g);
     size_t elsize = bf16 ? sizeof(uint16_t) : sizeof(float);
-    int64_t sa = slot_a(g);
     char *ws = nnt_worker_scratch((size_t)(sa + nb) * elsize);   // A's slot, then B's
     if (!ws)
-        return 1;   /* kernels return 0 or negative: 1 is ours */
+        return 1;
     if (bf16) {
-        const uint16_t *a16 = operand_bf16_cuda(a, g->a_bf16, na, (uint16_t *)ws, stream, &rc);
-        const uint16_t *b16 = operand_bf16_cuda(b, g->b_bf16, nb, (uint16_t *)ws + sa, stream,
-                                                &rc);
-        return rc ? rc : nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha,
-                                            a16, ld_a(g), g->m * g->k, b16, ld_b(g),
-                                            g->k * g->n, g->beta, c, g->n, g->m * g->n,
-                                            g->batch, h, stream);
+        op->a = operand_bf16_cuda(a, g->a_bf16, na, (uint16_t *)ws, stream, &rc);
+        op->b = operand_bf16_cuda(b, g->b_bf16, nb, (uint16_t *)ws + sa, stream, &rc);
+    } else {
+        op->a = operand_f32_cuda(a, g->a_bf16, na, bits, (float *)ws, stream, &rc);
+        op->b = operand_f32_cuda(b, g->b_bf16, nb, bits, (float *)ws + sa, stream, &rc);
     }
-    const float *a32 = operand_f32_cuda(a, g->a_bf16, na, bits, (float *)ws, stream, &rc);
-    const float *b32 = operand_f32_cuda(b, g->b_bf16, nb, bits, (float *)ws + sa, stream, &rc);
-    if (rc)
-        return rc;
-    if (bits)
-        return nnt_cuda_gemm_tf32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a32,
-                                  ld_a(g), g->m * g->k, b32, ld_b(g), g->k * g->n, g->beta, c,
-                                  g->n, g->m * g->n, g->batch, h, stream);
-    return nnt_cuda_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a32, ld_a(g),
-                             g->m * g->k, b32, ld_b(g), g->k * g->n, g->beta, c, g->n,
-                             g->m * g->n, g->batch, h, stream);
+    return rc;
+}
+
+/* The product by cuBLAS (any batch), without epilogue. */
+static int product_cuda(const struct gemm_args *g, const struct cuda_operands *op, float *c,
+                        cudaStream_t stream)
+{
+    cublasHandle_t h = starpu_cublas_get_local_handle();
+    int64_t sa = g->m * g->k, sb = g->k * g->n, sc = g->m * g->n;
+    switch (op->math) {
+    case NNT_CUDA_MATH_BF16:
+        return nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
+                                  ld_a(g), sa, op->b, ld_b(g), sb, g->beta, c, g->n, sc,
+                                  g->batch, h, stream);
+    case NNT_CUDA_MATH_TF32:
+        return nnt_cuda_gemm_tf32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
+                                  ld_a(g), sa, op->b, ld_b(g), sb, g->beta, c, g->n, sc,
+                                  g->batch, h, stream);
+    default:
+        return nnt_cuda_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
+                                 ld_a(g), sa, op->b, ld_b(g), sb, g->beta, c, g->n, sc,
+                                 g->batch, h, stream);
+    }
+}
+
+/* The product and its epilogue in one cuBLASLt matmul when it can: one matrix (batch 1)
+ * and an epilogue. Returns 1 when it cannot (nothing enqueued). */
+static int product_epilogue_lt(const struct gemm_args *g, void *buffers[],
+                               const struct cuda_operands *op, float *c, cudaStream_t stream)
+{
+    static const int lt_epilogue[] = {
+        [NNT_EPILOGUE_BIAS] = NNT_CUDA_EPI_BIAS,
+        [NNT_EPILOGUE_BIAS_GELU] = NNT_CUDA_EPI_BIAS_GELU,
+        [NNT_EPILOGUE_DGELU] = NNT_CUDA_EPI_DGELU,
+    };
+    if (g->batch != 1 || g->epilogue <= NNT_EPILOGUE_NONE ||
+        g->epilogue >= (int)(sizeof lt_epilogue / sizeof lt_epilogue[0]))
+        return 1;
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t ws_size;
+    if (nnt_cuda_worker_lt(&lt, &ws, &ws_size))
+        return 1;
+    const float *bias = g->has_bias ? buffer_f32(buffers, BIAS_BUFFER) : NULL;   // (n)
+    float *aux = g->has_aux ? buffer_f32(buffers, aux_index(g)) : NULL;           // (m, n)
+    return nnt_cuda_gemm_lt(lt, op->math, lt_epilogue[g->epilogue], g->trans_a, g->trans_b,
+                            g->m, g->n, g->k, g->alpha, op->a, ld_a(g), op->b, ld_b(g), g->beta,
+                            c, bias, aux, ws, ws_size, stream);
 }
 
 static void gemm_cuda(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
-    const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m)
-    const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k)
-    float *c = buffer_f32(buffers, 2);         // (batch, m, n)
+    const void *a = (const void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (batch, m, k)|(k, m)
+    const void *b = (const void *)STARPU_VECTOR_GET_PTR(buffers[1]);   // (batch, k, n)|(n, k)
+    float *c = buffer_f32(buffers, 2);                                  // (batch, m, n)
     cudaStream_t stream = starpu_cuda_get_local_stream();
-    int rc;
-    if (g->precision != NNT_PRECISION_FP32 || g->a_bf16 || g->b_bf16) {
-        rc = gemm_cuda_prepared(g, a, b, c, stream);
-        if (rc == 0)
-            rc = epilogue_cuda(g, buffers, c, stream);
-    } else if (fusable_bias_gelu(g)) {
-        cublasLtHandle_t lt;
-        void *ws;
-        size_t ws_size;
-        rc = nnt_cuda_worker_lt(&lt, &ws, &ws_size);
-        if (rc == 0) {
-            const float *bias = g->has_bias ? buffer_f32(buffers, BIAS_BUFFER) : NULL;
-            rc = nnt_cuda_gemm_bias_gelu_f32(lt, g->trans_a, g->trans_b, g->m, g->n, g->k, a,
-                                             ld_a(g), b, ld_b(g), bias, c,
-                                             buffer_f32(buffers, aux_index(g)), ws, ws_size,
-                                             stream);
-        }
-    } else {
-        rc = nnt_cuda_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, ld_a(g),
-                               g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n,
-                               g->m * g->n, g->batch, starpu_cublas_get_local_handle(), stream);
+    struct cuda_operands op;
+    int rc = prepare_operands_cuda(g, a, b, stream, &op);
+    if (rc == 1) {
+        nnt_task_error("nnt_gemm", "no GPU memory for the rounded operands");
+        return;
+    }
+    if (rc == 0)
+        rc = product_epilogue_lt(g, buffers, &op, c, stream);
+    if (rc == 1) {   /* not fused: the product, then our epilogue kernel */
+        rc = product_cuda(g, &op, c, stream);
         if (rc == 0)
             rc = epilogue_cuda(g, buffers, c, stream);
     }
-    if (rc == 1)
-        nnt_task_error("nnt_gemm", "no GPU memory for the rounded operands");
-    else if (rc)
+    if (rc)
         nnt_task_error("nnt_gemm", "CUDA GEMM or epilogue failed (%d)", rc);
 }
 #endif
