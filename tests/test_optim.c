@@ -720,8 +720,9 @@ START_TEST(misuse_is_rejected)
     EXPECT_FAIL_MSG(nnt_optim_step(opt), NNT_E_STATE, "nnt_optim_step");
     /* the message names the parameter and keeps the tensor check's reason intact */
     const char *why = nnt_ctx_last_error(NULL);
-    ck_assert_msg(strncmp(why, "nnt_optim_step: parameter 'w': the tensor is read before "
-                          "anything was written to it", 83) == 0, "garbled message '%s'", why);
+    const char *want = "nnt_optim_step: parameter 'w': the tensor holds no data: nothing was "
+                       "written to it";
+    ck_assert_msg(strncmp(why, want, strlen(want)) == 0, "garbled message '%s'", why);
     EXPECT_OK(nnt_tensor_fill(s.grad[0], 1.0));
     EXPECT_OK(nnt_optim_step(opt));
     EXPECT_FAIL_MSG(nnt_optim_add_param(opt, "b", s.value[1], s.grad[1], 0), NNT_E_STATE, afn);
