@@ -147,9 +147,11 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
 void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, float *m, float *s,
                                 float *tgt);
-/* loss[r] = m[r] + log(s[r]) - tgt[r], or 0 where targets[r] == ignore_index          set */
+/* loss[r] = m[r] + log(s[r]) - tgt[r], or 0 where targets[r] == ignore_index;
+ * lse[r] = m[r] + log(s[r]) for every row (lse may be NULL: not written)              set */
 void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
-                           const float *m, const float *s, const float *tgt, float *loss);
+                           const float *m, const float *s, const float *tgt, float *loss,
+                           float *lse);
 /* dlogits[r, j] = scale * (exp(logit - m) / s - [v0 + j == target]); 0 for ignored rows.
  * dlogits has leading dim ld. (scale = dloss / number of valid rows.)                  set */
 void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,

@@ -31,10 +31,15 @@ void nnt_cpu_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
 }
 
 void nnt_cpu_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
-                           const float *m, const float *s, const float *tgt, float *loss)
+                           const float *m, const float *s, const float *tgt, float *loss,
+                           float *lse)
 {
-    for (int64_t r = 0; r < rows; r++)
-        loss[r] = targets[r] == ignore_index ? 0.0f : (m[r] - tgt[r]) + logf(s[r]);
+    for (int64_t r = 0; r < rows; r++) {
+        float log_s = logf(s[r]);
+        loss[r] = targets[r] == ignore_index ? 0.0f : (m[r] - tgt[r]) + log_s;
+        if (lse)
+            lse[r] = m[r] + log_s;
+    }
 }
 
 /* dlogits (rows, nv; leading dim ld) = scale (softmax - onehot), 0 for ignored rows.

@@ -34,11 +34,12 @@ __global__ void scale_c_kernel(int64_t m, int64_t n, float beta, float *c, int64
     }
 }
 
-/* The cases without a product. Returns 0 when nothing is left to do (done: bad arguments
- * give -1 or a launch status in *status), 1 when the caller must run the product. */
-int gemm_trivial(int64_t m, int64_t n, int64_t k, float beta, float *c, int64_t ldc,
-                 int64_t stride_c, int64_t batch, cublasHandle_t handle, cudaStream_t stream,
-                 int *status)
+/* The cases without a product (k == 0 or alpha == 0). Returns 0 when nothing is left to do
+ * (done: bad arguments give -1 or a launch status in *status), 1 when the caller must run
+ * the product. */
+int gemm_trivial(int64_t m, int64_t n, int64_t k, float alpha, float beta, float *c,
+                 int64_t ldc, int64_t stride_c, int64_t batch, cublasHandle_t handle,
+                 cudaStream_t stream, int *status)
 {
     *status = 0;
     if (m < 0 || n < 0 || k < 0 || batch < 0 || !handle) {
@@ -47,8 +48,8 @@ int gemm_trivial(int64_t m, int64_t n, int64_t k, float beta, float *c, int64_t 
     }
     if (m == 0 || n == 0 || batch == 0)
         return 0;
-    if (k > 0)
-        return 1;
+    if (k > 0 && alpha != 0.0f)
+        return 1;   /* alpha 0: A and B are not read (NaN in them does not leak), as on the CPU */
     if (beta == 1.0f)
         return 0;
     int64_t total = m * n * batch;
@@ -70,7 +71,7 @@ int gemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alp
             cublasHandle_t handle, cudaStream_t stream)
 {
     int status;
-    if (!gemm_trivial(m, n, k, beta, c, ldc, stride_c, batch, handle, stream, &status))
+    if (!gemm_trivial(m, n, k, alpha, beta, c, ldc, stride_c, batch, handle, stream, &status))
         return status;
     cublasStatus_t st = cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST);
     if (st != CUBLAS_STATUS_SUCCESS)
@@ -190,8 +191,10 @@ namespace {
  * epi(alpha opA(B) opB(A) + beta C [+ bias]) with C == D (the row-major (m, n) c); aux (if
  * any) is the epilogue's auxiliary matrix, leading dimension n (GELU_AUX: written, the
  * pre-activation; DGELU: read). Operands of type ab, float C/D, the given compute type.
- * Returns 0, a negated cublasStatus_t, or 1 when cuBLASLt has no algorithm for it or does
- * not support it (refused before anything runs: the caller falls back).                   */
+ * Returns 0, or 1 when cuBLASLt refuses it in any way (no algorithm, not supported, an
+ * attribute it rejects for this combination of types and epilogue): cuBLASLt checks before
+ * it launches, so nothing was enqueued and the caller falls back to the unfused path, which
+ * reports a real CUDA failure itself.                                                      */
 struct lt_problem {
     int trans_a, trans_b;
     int64_t m, n, k;
@@ -221,7 +224,7 @@ int lt_matmul(cublasLtHandle_t lt, const lt_problem &p, const float *bias, float
     do {                                                                                        \
         st = (call);                                                                            \
         if (st != CUBLAS_STATUS_SUCCESS) {                                                      \
-            ret = st == CUBLAS_STATUS_NOT_SUPPORTED ? 1 : -(int)st;                             \
+            ret = 1; /* refused (not supported, invalid value for this combination, ...) */     \
             goto done;                                                                          \
         }                                                                                       \
     } while (0)
@@ -305,7 +308,7 @@ extern "C" int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int
                     CUBLAS_COMPUTE_32F};
     if (!lt || m < 0 || n < 0 || k < 0 || !c || lt_math(math, &p.ab, &p.compute))
         return -1;
-    if (m == 0 || n == 0 || k == 0)
+    if (m == 0 || n == 0 || k == 0 || alpha == 0.0f)
         return 1; /* nothing for cuBLASLt: the plain path handles the trivial cases */
     if (!workspace)
         workspace_size = 0;

@@ -86,7 +86,7 @@ int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
  * (float operands, CUBLAS_COMPUTE_32F: full float, no TF32 unless the caller set TF32 math on
  * the handle) on the transposed problem C^T = op(B)^T op(A)^T (column-major). beta == 0: C is
  * not read.
- * k == 0: C = beta C (C zeroed when beta == 0).                                               */
+ * k == 0 or alpha == 0: C = beta C (C zeroed when beta == 0), A and B not read.             */
 int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, int64_t stride_a,
                       const float *b, int64_t ldb, int64_t stride_b, float beta,
@@ -153,9 +153,10 @@ int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b, i
  *   NNT_CUDA_EPI_DGELU      c = product * gelu_tanh'(aux), aux (m, n) the pre-activation
  *                           (CUBLASLT_EPILOGUE_DGELU)
  * The two GELU epilogues need alpha 1, beta 0 (the whole product in this call) and n a
- * multiple of 8 (Lt's EPILOGUE_AUX_LD). Returns 0 when the work is enqueued on `stream`, a
- * negative status on error, 1 when cuBLASLt cannot do it (no algorithm, unsupported, those
- * conditions, or m, n or k 0): nothing was enqueued, the caller runs the unfused path.
+ * multiple of 8 (Lt's EPILOGUE_AUX_LD). Returns 0 when the work is enqueued on `stream`, -1
+ * on bad arguments, 1 when cuBLASLt cannot or will not do it (any cuBLASLt error: no
+ * algorithm, unsupported, rejected; those conditions; m, n or k 0; alpha 0): nothing was
+ * enqueued, the caller runs the unfused path.
  * cuBLASLt's GELU and its derivative use its own fast math: ~1e-6 relative to the kernels. */
 enum { NNT_CUDA_MATH_F32 = 0, NNT_CUDA_MATH_TF32 = 1, NNT_CUDA_MATH_BF16 = 2 };
 enum { NNT_CUDA_EPI_NONE = 0, NNT_CUDA_EPI_BIAS = 1, NNT_CUDA_EPI_BIAS_GELU = 2,
@@ -204,7 +205,7 @@ int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
                                 float *tgt, cudaStream_t stream);
 int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets, int32_t ignore_index,
                            const float *m, const float *s, const float *tgt, float *loss,
-                           cudaStream_t stream);
+                           float *lse, cudaStream_t stream);
 int nnt_cuda_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, int32_t ignore_index,
                                 const float *m, const float *s, float scale, float *dlogits,
@@ -221,9 +222,13 @@ int nnt_cuda_embedding_scatter_add_f32(int64_t ntok, int64_t nc, const int32_t *
                                        float *dtable, int64_t ldt, cudaStream_t stream);
 
 /* ---- reductions (cuda/reduce.cu) ------------------------------------------------------------------
- * acc[0] += sum_i x[i]^2: one block, per-thread double partial sums then a fixed-order block
- * reduction (deterministic, no scratch memory needed).                                     += */
-int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, cudaStream_t stream);
+ * acc[0] += sum_i x[i]^2 in double: up to NNT_CUDA_SUMSQ_PARTIALS blocks of at least 64K
+ * elements each write their sum (fixed-order block reduction) to partials (device memory,
+ * NNT_CUDA_SUMSQ_PARTIALS doubles), then one warp adds them in a fixed order: deterministic,
+ * the split depends on n only. partials NULL: one block does it all (slow for large n). += */
+#define NNT_CUDA_SUMSQ_PARTIALS 512
+int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, double *partials,
+                       cudaStream_t stream);
 
 /* ---- optimizer steps (cuda/optim.cu) ------------------------------------------------------------ */
 int nnt_cuda_adam_step_f32(int64_t n, int decoupled, float lr, float beta1, float beta2,

@@ -1,6 +1,6 @@
 /* nnt CUDA kernels: deterministic reductions (column sums, sum of squares).
- * No atomics and no scratch memory: the summation order depends only on the sizes, so repeated
- * runs give bit-identical results. */
+ * No atomics: the summation order depends only on the sizes, so repeated runs give
+ * bit-identical results. */
 #include "nnt_cuda.h"
 
 namespace {
@@ -41,10 +41,10 @@ __global__ void sum_outer_kernel(int64_t outer, int64_t inner, const float *__re
     }
 }
 
-/* One block: per-thread double partial sums (float4 loads when aligned), then a fixed-order
- * warp-shuffle + shared-memory reduction. */
-__global__ void __launch_bounds__(kSumsqThreads)
-sumsq_kernel(int64_t n, const float *__restrict__ x, float *__restrict__ acc)
+/* Sum of squares of x[0, n) by one block: per-thread double partial sums (float4 loads when
+ * aligned), then a fixed-order warp-shuffle + shared-memory reduction. The total is
+ * returned in thread 0. */
+__device__ double block_sumsq(int64_t n, const float *__restrict__ x)
 {
     __shared__ double warp_part[kSumsqThreads / 32];
     const int tid = threadIdx.x;
@@ -76,13 +76,43 @@ sumsq_kernel(int64_t n, const float *__restrict__ x, float *__restrict__ acc)
     if ((tid & 31) == 0)
         warp_part[tid >> 5] = s;
     __syncthreads();
+    double t = 0.0;
     if (tid < 32) {
-        double t = warp_part[tid];
+        t = warp_part[tid];
         for (int off = 16; off > 0; off >>= 1)
             t += __shfl_xor_sync(0xffffffffu, t, off);
-        if (tid == 0)
+    }
+    return t;
+}
+
+/* Block b sums chunk b of x (chunk elements, a multiple of 4 so that aligned chunks stay
+ * aligned): into part[b], or with part NULL (one block) straight into acc[0]. */
+__global__ void __launch_bounds__(kSumsqThreads)
+sumsq_kernel(int64_t n, int64_t chunk, const float *__restrict__ x, double *__restrict__ part,
+             float *__restrict__ acc)
+{
+    const int64_t begin = (int64_t)blockIdx.x * chunk;
+    const int64_t len = n - begin < chunk ? n - begin : chunk;
+    double t = block_sumsq(len, x + begin);
+    if (threadIdx.x == 0) {
+        if (part)
+            part[blockIdx.x] = t;
+        else
             acc[0] = (float)((double)acc[0] + t);
     }
+}
+
+/* acc[0] += sum of part[0, nparts) in a fixed order (one warp). */
+__global__ void sumsq_finish_kernel(int nparts, const double *__restrict__ part,
+                                    float *__restrict__ acc)
+{
+    double t = 0.0;
+    for (int i = threadIdx.x; i < nparts; i += 32)
+        t += part[i];
+    for (int off = 16; off > 0; off >>= 1)
+        t += __shfl_xor_sync(0xffffffffu, t, off);
+    if (threadIdx.x == 0)
+        acc[0] = (float)((double)acc[0] + t);
 }
 
 } /* namespace */
@@ -102,12 +132,25 @@ extern "C" int nnt_cuda_sum_outer_f32(int64_t outer, int64_t inner, const float 
     return launch_status();
 }
 
-extern "C" int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, cudaStream_t stream)
+extern "C" int nnt_cuda_sumsq_f32(int64_t n, const float *x, float *acc, double *partials,
+                                  cudaStream_t stream)
 {
     if (n < 0)
         return -1;
     if (n == 0)
         return 0;
-    sumsq_kernel<<<1, kSumsqThreads, 0, stream>>>(n, x, acc);
+    /* blocks of at least 64K elements, at most NNT_CUDA_SUMSQ_PARTIALS: both depend on n only */
+    int64_t nparts = partials ? (n + 65535) / 65536 : 1;
+    if (nparts > NNT_CUDA_SUMSQ_PARTIALS)
+        nparts = NNT_CUDA_SUMSQ_PARTIALS;
+    int64_t chunk = (n + nparts - 1) / nparts;
+    chunk = (chunk + 3) / 4 * 4;
+    nparts = (n + chunk - 1) / chunk;
+    if (nparts == 1) {
+        sumsq_kernel<<<1, kSumsqThreads, 0, stream>>>(n, n, x, NULL, acc);
+        return launch_status();
+    }
+    sumsq_kernel<<<(unsigned)nparts, kSumsqThreads, 0, stream>>>(n, chunk, x, partials, acc);
+    sumsq_finish_kernel<<<1, 32, 0, stream>>>((int)nparts, partials, acc);
     return launch_status();
 }

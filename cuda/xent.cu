@@ -81,11 +81,15 @@ __global__ void xent_fwd_kernel(int64_t rows, int64_t nv, int64_t v0,
 __global__ void xent_loss_kernel(int64_t rows, const int32_t *__restrict__ targets,
                                  int32_t ignore_index, const float *__restrict__ m,
                                  const float *__restrict__ s, const float *__restrict__ tgt,
-                                 float *__restrict__ loss)
+                                 float *__restrict__ loss, float *__restrict__ lse)
 {
     for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
-         r += (int64_t)gridDim.x * blockDim.x)
-        loss[r] = targets[r] == ignore_index ? 0.0f : (m[r] - tgt[r]) + logf(s[r]);
+         r += (int64_t)gridDim.x * blockDim.x) {
+        const float log_s = logf(s[r]);
+        loss[r] = targets[r] == ignore_index ? 0.0f : (m[r] - tgt[r]) + log_s;
+        if (lse)
+            lse[r] = m[r] + log_s;
+    }
 }
 
 __global__ void xent_bwd_kernel(int64_t rows, int64_t nv, int64_t v0,
@@ -130,7 +134,8 @@ extern "C" int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0,
 
 extern "C" int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets,
                                       int32_t ignore_index, const float *m, const float *s,
-                                      const float *tgt, float *loss, cudaStream_t stream)
+                                      const float *tgt, float *loss, float *lse,
+                                      cudaStream_t stream)
 {
     if (rows < 0)
         return -1;
@@ -140,7 +145,7 @@ extern "C" int nnt_cuda_xent_loss_f32(int64_t rows, const int32_t *targets,
     if (b > (int64_t)1 << 19)
         b = (int64_t)1 << 19;
     xent_loss_kernel<<<(unsigned)b, kThreads, 0, stream>>>(rows, targets, ignore_index, m, s, tgt,
-                                                           loss);
+                                                           loss, lse);
     return launch_status();
 }
 

@@ -88,7 +88,7 @@ typedef struct nnt_ctx_options {
     int ncuda;                   /* CUDA devices; 0 = CPU only, -1 = all available          */
     const char *sched;           /* StarPU scheduler ("lws", "dmdas", ...); NULL = StarPU's
                                     default, dmdas when GPUs are used                      */
-    int64_t mem_gpu_mib;         /* per-GPU memory budget in MiB; 0 = StarPU default        */
+    int64_t mem_gpu_mib;         /* per-GPU memory budget in MiB; 0 = the card less a reserve */
     int64_t mem_cpu_mib;         /* RAM budget in MiB; 0 = RAM available at start-up        */
     const char *swap_dir;        /* directory for disk swap; NULL = no disk swap            */
     int64_t swap_mib;            /* disk swap size in MiB; required with swap_dir           */

@@ -44,8 +44,10 @@ static void *grow_gpu_scratch(int w, size_t bytes)
         cudaFreeAsync(worker_scratch[w].ptr, stream);
     worker_scratch[w].ptr = NULL;
     worker_scratch[w].bytes = 0;
-    if (cudaMallocAsync(&p, bytes, stream) != cudaSuccess)
+    if (cudaMallocAsync(&p, bytes, stream) != cudaSuccess) {
+        (void)cudaGetLastError();   /* not sticky: do not leave it to the next launch check */
         return NULL;
+    }
     worker_scratch[w].on_gpu = 1;
     return p;
 }
@@ -121,6 +123,12 @@ static void lt_free_worker(void *arg)
     worker_scratch[w].ptr = NULL;
     worker_scratch[w].bytes = 0;
     worker_scratch[w].on_gpu = 0;
+}
+
+cudaStream_t nnt_cuda_task_stream(void)
+{
+    (void)cudaGetLastError();
+    return starpu_cuda_get_local_stream();
 }
 
 int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size)
@@ -317,6 +325,33 @@ static void restore_limits(void)
     }
 }
 
+int64_t nnt_default_gpu_budget_mib(int64_t total_mib)
+{
+    int64_t reserve = total_mib / 16 > 1536 ? total_mib / 16 : 1536;
+    return total_mib > 2 * reserve ? total_mib - reserve : total_mib / 2;
+}
+
+#ifdef NNT_CUDA_CODELETS
+/* Memory of the smallest visible GPU in MiB, 0 if none can be asked (no context created). */
+static int64_t smallest_gpu_mib(void)
+{
+    int count = 0;
+    int64_t smallest = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess)
+        count = 0;
+    for (int d = 0; d < count; d++) {
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
+            continue;
+        int64_t mib = (int64_t)(prop.totalGlobalMem >> 20);
+        if (smallest == 0 || mib < smallest)
+            smallest = mib;
+    }
+    (void)cudaGetLastError();   /* a failed query must not linger in the error slot */
+    return smallest;
+}
+#endif
+
 /* StarPU reads its model directory and memory limits from the environment at start-up. */
 static int configure_environment(const nnt_ctx_options *o)
 {
@@ -340,8 +375,17 @@ static int configure_environment(const nnt_ctx_options *o)
             return rc;
         setenv("STARPU_HOME", dir, 1);
     }
-    if (o->mem_gpu_mib > 0)
+    if (o->mem_gpu_mib > 0) {
         set_limit(0, o->mem_gpu_mib);
+    } else {
+#ifdef NNT_CUDA_CODELETS
+        /* StarPU's own default is the whole card, but it does not count the CUDA context,
+         * the cuBLAS / cuBLASLt workspaces or nnt's GEMM operand scratch */
+        int64_t total = o->ncuda != 0 && !getenv(limit_vars[0]) ? smallest_gpu_mib() : 0;
+        if (total > 0)
+            set_limit(0, nnt_default_gpu_budget_mib(total));
+#endif
+    }
     if (o->mem_cpu_mib > 0)
         set_limit(1, o->mem_cpu_mib);
     return NNT_OK;

@@ -99,7 +99,19 @@ void nnt_task_error(const char *codelet, const char *fmt, ...) NNT_PRINTF(2, 3);
 #ifdef NNT_CUDA_CODELETS
 /* The calling CUDA worker's cuBLASLt handle and workspace (created at context start). */
 int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size);
+/* The stream a CUDA codelet enqueues its work on (StarPU's local stream), with the CUDA
+ * runtime's last-error slot cleared first: StarPU polls cudaEventQuery in this same thread
+ * and leaves its "not ready" there (and a failed allocation's error), which the kernels'
+ * launch checks (cudaGetLastError) would otherwise report as their own. Real faults are
+ * sticky and still reported. Every CUDA codelet takes its stream from here. */
+cudaStream_t nnt_cuda_task_stream(void);
 #endif
+
+/* Default per-GPU memory budget (when nnt_ctx_options.mem_gpu_mib is 0 and
+ * STARPU_LIMIT_CUDA_MEM unset) for a card of total_mib: less a reserve of 1.5 GiB or 1/16 of
+ * the card, whichever is more, for what StarPU does not count (the CUDA context, cuBLAS and
+ * cuBLASLt workspaces, the GEMM operand scratch); half of a card smaller than two reserves. */
+int64_t nnt_default_gpu_budget_mib(int64_t total_mib);
 
 /* Scratch memory of the calling worker, at least bytes, in the worker's memory (RAM for a
  * CPU worker, GPU memory for a CUDA worker, there allocated on the worker's stream). Kept

@@ -1160,7 +1160,7 @@ static void check_xent(int64_t rows, int64_t V, int32_t ign)
         }
         for (int c = 0; c < nb; c++)
             nnt_cpu_xent_fwd_block_f32(rows, b[c + 1] - b[c], b[c], x + b[c], ld, t, m, s, tgt);
-        nnt_cpu_xent_loss_f32(rows, t, ign, m, s, tgt, loss);
+        nnt_cpu_xent_loss_f32(rows, t, ign, m, s, tgt, loss, NULL);
         snprintf(what, sizeof what, "xent loss rows=%lld V=%lld ign=%d split=%d",
                  (long long)rows, (long long)V, (int)ign, mode);
         expect_close(what, rows, loss, rloss, RTOL_XENT, 1e-6);

@@ -471,6 +471,22 @@ START_TEST(test_gemm)
                         free(b);
                         free(c);
                     }
+    /* alpha == 0: A and B are not read (NaN there does not leak), C = beta C as on the CPU */
+    {
+        const int64_t m = 5, n = 7, k = 3;
+        float *a = xmalloc(m * k * 4), *b = xmalloc(k * n * 4), *c = rand_f(m * n, -1.0f, 1.0f);
+        for (int64_t i = 0; i < m * k; i++)
+            a[i] = NAN;
+        for (int64_t i = 0; i < k * n; i++)
+            b[i] = 1.0f;
+        float *da = dup_d(a, m * k), *db = dup_d(b, k * n), *dc = dup_d(c, m * n);
+        NNT_OK(nnt_cuda_gemm_f32(0, 0, m, n, k, 0.0f, da, k, 0, db, n, 0, 0.5f, dc, n, 0, 1,
+                                 g_blas, g_stream));
+        nnt_cpu_gemm_f32(0, 0, m, n, k, 0.0f, a, k, 0, b, n, 0, 0.5f, c, n, 0, 1);
+        float *got = fetch(dc, m * n);
+        check_exact_f("gemm alpha 0", got, c, m * n);
+        free(got), free(a), free(b), free(c), dfree(da), dfree(db), dfree(dc);
+    }
 }
 END_TEST
 
@@ -976,11 +992,16 @@ START_TEST(test_xent)
             free(got);
             CUDA_OK(cudaMemcpy(d_s, s, (size_t)rows * 4, cudaMemcpyHostToDevice));
 
-            NNT_OK(nnt_cuda_xent_loss_f32(rows, d_tg, ignore, d_m, d_s, d_tgt, d_loss, g_stream));
-            nnt_cpu_xent_loss_f32(rows, tg, ignore, m, s, tgt, loss);
+            float *lse = xmalloc((size_t)rows * 4), *d_lse = dalloc((size_t)rows * 4);
+            NNT_OK(nnt_cuda_xent_loss_f32(rows, d_tg, ignore, d_m, d_s, d_tgt, d_loss, d_lse,
+                                          g_stream));
+            nnt_cpu_xent_loss_f32(rows, tg, ignore, m, s, tgt, loss, lse);
             got = fetch(d_loss, rows);
             check_close("xent loss", got, loss, rows, 1e-5, 1e-5);
             free(got);
+            got = fetch(d_lse, rows);
+            check_close("xent lse", got, lse, rows, 1e-5, 1e-5);
+            free(got), free(lse), dfree(d_lse);
 
             const float scale = 1.0f / (float)rows;
             float *dl = rand_f(rows * ld, -1.0f, 1.0f); /* padding columns keep their values */
@@ -1067,14 +1088,16 @@ END_TEST
 
 START_TEST(test_sumsq)
 {
-    static const int64_t ns[] = {1, 3, 17, 61, 130, 4099, (1 << 20) + 7};
+    /* up to 64K: one block; then several partial sums; 40M: NNT_CUDA_SUMSQ_PARTIALS blocks */
+    static const int64_t ns[] = {1, 3, 17, 61, 130, 4099, 65537, (1 << 20) + 7, 40000003};
+    double *d_part = dalloc(NNT_CUDA_SUMSQ_PARTIALS * sizeof(double));
     for (int t = 0; t < (int)(sizeof ns / sizeof ns[0]); t++)
         for (int off = 0; off < 2; off++) { /* off = 1: not 16-byte aligned */
             int64_t n = ns[t];
             rng_seed(1000 + 2 * t + off);
             float *x = rand_f(n + 1, -2.0f, 2.0f), acc = 0.5f;
             float *d_x = dup_d(x, n + 1), *d_acc = dup_d(&acc, 1);
-            NNT_OK(nnt_cuda_sumsq_f32(n, d_x + off, d_acc, g_stream));
+            NNT_OK(nnt_cuda_sumsq_f32(n, d_x + off, d_acc, d_part, g_stream));
             nnt_cpu_sumsq_f32(n, x + off, &acc);
             float *got = fetch(d_acc, 1);
             check_close("sumsq", got, &acc, 1, 1e-6, 0.0);
@@ -1082,14 +1105,21 @@ START_TEST(test_sumsq)
             float first = got[0];
             free(got);
             CUDA_OK(cudaMemcpy(d_acc, &(float){0.5f}, 4, cudaMemcpyHostToDevice));
-            NNT_OK(nnt_cuda_sumsq_f32(n, d_x + off, d_acc, g_stream));
+            NNT_OK(nnt_cuda_sumsq_f32(n, d_x + off, d_acc, d_part, g_stream));
             got = fetch(d_acc, 1);
             check_exact_f("sumsq repeat", got, &first, 1);
+            free(got);
+            /* without partials: one block, the same sum up to rounding */
+            CUDA_OK(cudaMemcpy(d_acc, &(float){0.5f}, 4, cudaMemcpyHostToDevice));
+            NNT_OK(nnt_cuda_sumsq_f32(n, d_x + off, d_acc, NULL, g_stream));
+            got = fetch(d_acc, 1);
+            check_close("sumsq one block", got, &acc, 1, 1e-6, 0.0);
             free(got);
             dfree(d_x);
             dfree(d_acc);
             free(x);
         }
+    dfree(d_part);
 }
 END_TEST
 

@@ -211,12 +211,29 @@ START_TEST(test_budget_matches_ram)
 }
 END_TEST
 
+int64_t nnt_default_gpu_budget_mib(int64_t total_mib);   /* lib/internal.h (needs StarPU's) */
+
+/* The default GPU budget leaves max(1.5 GiB, 1/16 of the card) to what StarPU does not count;
+ * a card smaller than two reserves gets half. */
+START_TEST(test_default_gpu_budget)
+{
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(81559), 81559 - 81559 / 16);   /* H100 80 GB */
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(143771), 143771 - 143771 / 16); /* H200 */
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(16384), 16384 - 1536);
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(24576), 24576 - 1536);         /* 1/16 = 1536 */
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(4096), 4096 - 1536);
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(3072), 1536);
+    ck_assert_int_eq(nnt_default_gpu_budget_mib(2048), 1024);
+}
+END_TEST
+
 static Suite *ooc_suite(void)
 {
     Suite *s = suite_create("ooc");
     TCase *tc = tcase_create("budget");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_budget_matches_ram, 0, 2);
+    tcase_add_test(tc, test_default_gpu_budget);
     suite_add_tcase(s, tc);
     return s;
 }

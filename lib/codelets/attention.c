@@ -81,7 +81,7 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
 static void fwd_block_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
-    cudaStream_t s = starpu_cuda_get_local_stream();
+    cudaStream_t s = nnt_cuda_task_stream();
     int rc = 0;
     if (a->init) {
         rc = nnt_cuda_fill_f32(a->nbh * a->tq * a->hd, 0.0f, P(3), s);
@@ -101,7 +101,7 @@ static void fwd_finalize_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_rows_args *a = cl_arg;
     int rc = nnt_cuda_attn_fwd_finalize_f32(a->nbh, a->tq, a->hd, P(0), CP(1), CP(2), P(3),
-                                            starpu_cuda_get_local_stream());
+                                            nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_attn_fwd_finalize", "CUDA kernel failed (%d)", rc);
 }
@@ -110,7 +110,7 @@ static void bwd_prep_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_rows_args *a = cl_arg;
     int rc = nnt_cuda_attn_bwd_prep_f32(a->nbh, a->tq, a->hd, CP(0), CP(1), P(2),
-                                        starpu_cuda_get_local_stream());
+                                        nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_attn_bwd_prep", "CUDA kernel failed (%d)", rc);
 }
@@ -118,7 +118,7 @@ static void bwd_prep_cuda(void *buffers[], void *cl_arg)
 static void bwd_block_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
-    cudaStream_t s = starpu_cuda_get_local_stream();
+    cudaStream_t s = nnt_cuda_task_stream();
     int rc = 0;
     if (a->init & INIT_DQ)
         rc = nnt_cuda_fill_f32(a->nbh * a->tq * a->hd, 0.0f, P(6), s);
@@ -133,9 +133,27 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     if (rc)
         nnt_task_error("nnt_attn_bwd_block", "CUDA kernel failed (%d)", rc);
 }
-#define NNT_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+/* The CUDA kernels take head dimensions up to NNT_CUDA_ATTN_MAX_HD: larger ones run on the
+ * CPU workers only (StarPU asks before it places a task). */
+static int block_can_execute(unsigned worker, struct starpu_task *task, unsigned nimpl)
+{
+    (void)nimpl;
+    const struct attn_block_args *a = task->cl_arg;
+    return starpu_worker_get_type((int)worker) != STARPU_CUDA_WORKER ||
+           a->hd <= NNT_CUDA_ATTN_MAX_HD;
+}
+
+static int rows_can_execute(unsigned worker, struct starpu_task *task, unsigned nimpl)
+{
+    (void)nimpl;
+    const struct attn_rows_args *a = task->cl_arg;
+    return starpu_worker_get_type((int)worker) != STARPU_CUDA_WORKER ||
+           a->hd <= NNT_CUDA_ATTN_MAX_HD;
+}
+#define NNT_CUDA_FUNCS(f, can) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC}, \
+                               .can_execute = can,
 #else
-#define NNT_CUDA_FUNCS(f)
+#define NNT_CUDA_FUNCS(f, can)
 #endif
 
 static struct starpu_perfmodel fwd_block_model = {
@@ -152,7 +170,7 @@ static struct starpu_perfmodel bwd_block_model = {
 static struct starpu_codelet fwd_block_cl = {
     .name = "nnt_attn_fwd_block",
     .cpu_funcs = {fwd_block_cpu},
-    NNT_CUDA_FUNCS(fwd_block_cuda)
+    NNT_CUDA_FUNCS(fwd_block_cuda, block_can_execute)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fwd_block_model,
 };
@@ -160,7 +178,7 @@ static struct starpu_codelet fwd_block_cl = {
 static struct starpu_codelet fwd_finalize_cl = {
     .name = "nnt_attn_fwd_finalize",
     .cpu_funcs = {fwd_finalize_cpu},
-    NNT_CUDA_FUNCS(fwd_finalize_cuda)
+    NNT_CUDA_FUNCS(fwd_finalize_cuda, rows_can_execute)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fwd_finalize_model,
 };
@@ -168,7 +186,7 @@ static struct starpu_codelet fwd_finalize_cl = {
 static struct starpu_codelet bwd_prep_cl = {
     .name = "nnt_attn_bwd_prep",
     .cpu_funcs = {bwd_prep_cpu},
-    NNT_CUDA_FUNCS(bwd_prep_cuda)
+    NNT_CUDA_FUNCS(bwd_prep_cuda, rows_can_execute)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &bwd_prep_model,
 };
@@ -176,7 +194,7 @@ static struct starpu_codelet bwd_prep_cl = {
 static struct starpu_codelet bwd_block_cl = {
     .name = "nnt_attn_bwd_block",
     .cpu_funcs = {bwd_block_cpu},
-    NNT_CUDA_FUNCS(bwd_block_cuda)
+    NNT_CUDA_FUNCS(bwd_block_cuda, block_can_execute)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &bwd_block_model,
 };

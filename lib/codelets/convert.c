@@ -26,7 +26,7 @@ static void convert_cuda(void *buffers[], void *cl_arg)
     int64_t n = nnt_tile_numel(buffers[0]);
     void *src = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);
     void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    cudaStream_t stream = starpu_cuda_get_local_stream();
+    cudaStream_t stream = nnt_cuda_task_stream();
     int rc = c->to_bf16 ? nnt_cuda_f32_to_bf16(n, src, dst, stream)
                         : nnt_cuda_bf16_to_f32(n, src, dst, stream);
     if (rc)

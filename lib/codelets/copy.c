@@ -32,7 +32,7 @@ static void copy_cuda(void *buffers[], void *cl_arg)
 {
     const struct copy_args *a = cl_arg;
     char *dst = (char *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    cudaStream_t stream = starpu_cuda_get_local_stream();
+    cudaStream_t stream = nnt_cuda_task_stream();
     for (int i = 0; i < a->nbox; i++) {
         const nnt_copy_box *b = &a->box[i];
         const char *src = (const char *)STARPU_VECTOR_GET_PTR(buffers[1 + b->src]);

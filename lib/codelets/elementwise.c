@@ -81,7 +81,7 @@ static void scale_cuda(void *buffers[], void *cl_arg)
 {
     const struct scale_args *a = cl_arg;
     int rc = nnt_cuda_scale_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]),
-                                starpu_cuda_get_local_stream());
+                                nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_scale", "CUDA kernel failed (%d)", rc);
 }
@@ -90,7 +90,7 @@ static void axpby_cuda(void *buffers[], void *cl_arg)
 {
     const struct axpby_args *a = cl_arg;
     int rc = nnt_cuda_axpby_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]),
-                                a->beta, nnt_tile_f32(buffers[1]), starpu_cuda_get_local_stream());
+                                a->beta, nnt_tile_f32(buffers[1]), nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_axpby", "CUDA kernel failed (%d)", rc);
 }
@@ -99,7 +99,7 @@ static void gelu_cuda(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
     int rc = nnt_cuda_gelu_fwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
-                                   nnt_tile_f32(buffers[a->out]), starpu_cuda_get_local_stream());
+                                   nnt_tile_f32(buffers[a->out]), nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_gelu", "CUDA kernel failed (%d)", rc);
 }
@@ -109,7 +109,7 @@ static void gelu_bwd_cuda(void *buffers[], void *cl_arg)
     const struct gelu_args *a = cl_arg;
     int rc = nnt_cuda_gelu_bwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
                                    nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]),
-                                   starpu_cuda_get_local_stream());
+                                   nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_gelu_bwd", "CUDA kernel failed (%d)", rc);
 }

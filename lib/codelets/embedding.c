@@ -67,7 +67,7 @@ static void gather_cuda(void *buffers[], void *cl_arg)
     int64_t nc = STARPU_VECTOR_GET_NX(buffers[2]) / ntok;
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[1]) / nc;
     float *out = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    cudaStream_t stream = starpu_cuda_get_local_stream();
+    cudaStream_t stream = nnt_cuda_task_stream();
     int rc = a->zero_first ? nnt_cuda_fill_f32(ntok * nc, 0.0f, out, stream) : 0;
     if (rc == 0)
         rc = nnt_cuda_embedding_gather_f32(ntok, nc,
@@ -88,7 +88,7 @@ static void scatter_cuda(void *buffers[], void *cl_arg)
     int rc = nnt_cuda_embedding_scatter_add_f32(
         ntok, nc, (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]), a->v0, nv,
         (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), nc,
-        (float *)STARPU_VECTOR_GET_PTR(buffers[2]), nc, starpu_cuda_get_local_stream());
+        (float *)STARPU_VECTOR_GET_PTR(buffers[2]), nc, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_embedding_scatter", "CUDA kernel failed (%d)", rc);
 }
@@ -99,7 +99,7 @@ static void add_pos_cuda(void *buffers[], void *cl_arg)
     int rc = nnt_cuda_add_bcast_f32(a->nb, a->inner,
                                     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                                     (float *)STARPU_VECTOR_GET_PTR(buffers[1]), a->inner,
-                                    starpu_cuda_get_local_stream());
+                                    nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_embedding_add_pos", "CUDA kernel failed (%d)", rc);
 }
@@ -110,7 +110,7 @@ static void sum_pos_cuda(void *buffers[], void *cl_arg)
     int rc = nnt_cuda_sum_outer_f32(a->nb, a->inner,
                                     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->inner,
                                     (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                                    starpu_cuda_get_local_stream());
+                                    nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_embedding_sum_pos", "CUDA kernel failed (%d)", rc);
 }

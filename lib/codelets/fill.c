@@ -58,7 +58,7 @@ static void fill_f32_cuda(void *buffers[], void *cl_arg)
     const struct fill_args *args = cl_arg;
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
     float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rc = nnt_cuda_fill_f32(n, (float)args->value, x, starpu_cuda_get_local_stream());
+    int rc = nnt_cuda_fill_f32(n, (float)args->value, x, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
 }
@@ -68,7 +68,7 @@ static void fill_i32_cuda(void *buffers[], void *cl_arg)
     const struct fill_args *args = cl_arg;
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
     int32_t *x = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rc = nnt_cuda_fill_i32(n, (int32_t)args->value, x, starpu_cuda_get_local_stream());
+    int rc = nnt_cuda_fill_i32(n, (int32_t)args->value, x, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
 }
@@ -78,7 +78,7 @@ static void fill_u16_cuda(void *buffers[], void *cl_arg)
     const struct fill_args *args = cl_arg;
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
     uint16_t *x = (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rc = nnt_cuda_fill_u16(n, (uint16_t)args->value, x, starpu_cuda_get_local_stream());
+    int rc = nnt_cuda_fill_u16(n, (uint16_t)args->value, x, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
 }
@@ -88,7 +88,7 @@ static void fill_random_cuda(void *buffers[], void *cl_arg)
     const struct fill_random_args *a = cl_arg;
     float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
     int rc = nnt_cuda_fill_random_f32(a->ndim, a->global_shape, a->origin, a->shape, a->seed,
-                                      a->dist, a->a, a->b, x, starpu_cuda_get_local_stream());
+                                      a->dist, a->a, a->b, x, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_fill_random", "CUDA kernel failed (%d)", rc);
 }

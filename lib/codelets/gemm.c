@@ -253,16 +253,15 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
     const void *a = (const void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (batch, m, k)|(k, m)
     const void *b = (const void *)STARPU_VECTOR_GET_PTR(buffers[1]);   // (batch, k, n)|(n, k)
     float *c = buffer_f32(buffers, 2);                                  // (batch, m, n)
-    cudaStream_t stream = starpu_cuda_get_local_stream();
+    cudaStream_t stream = nnt_cuda_task_stream();
     struct cuda_operands op;
     int rc = prepare_operands_cuda(g, a, b, stream, &op);
     if (rc == 1) {
         nnt_task_error("nnt_gemm", "no GPU memory for the rounded operands");
         return;
     }
-    if (rc == 0)
-        rc = product_epilogue_lt(g, buffers, &op, c, stream);
-    if (rc == 1) {   /* not fused: the product, then our epilogue kernel */
+    if (rc == 0 && product_epilogue_lt(g, buffers, &op, c, stream) != 0) {
+        /* not fused (nothing enqueued): the product, then our epilogue kernel */
         rc = product_cuda(g, &op, c, stream);
         if (rc == 0)
             rc = epilogue_cuda(g, buffers, c, stream);

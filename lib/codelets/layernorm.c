@@ -54,7 +54,7 @@ static void layernorm_fwd_cuda(void *buffers[], void *cl_arg)
                                         (float *)STARPU_VECTOR_GET_PTR(buffers[3]),
                                         (float *)STARPU_VECTOR_GET_PTR(buffers[4]),
                                         (float *)STARPU_VECTOR_GET_PTR(buffers[5]),
-                                        starpu_cuda_get_local_stream());
+                                        nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_layernorm_fwd", "CUDA kernel failed (%d)", rc);
 }
@@ -72,7 +72,7 @@ static void layernorm_bwd_cuda(void *buffers[], void *cl_arg)
                                         (float *)STARPU_VECTOR_GET_PTR(buffers[5]),
                                         (float *)STARPU_VECTOR_GET_PTR(buffers[6]),
                                         (float *)STARPU_VECTOR_GET_PTR(buffers[7]),
-                                        starpu_cuda_get_local_stream());
+                                        nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_layernorm_bwd", "CUDA kernel failed (%d)", rc);
 }

@@ -49,7 +49,7 @@ static void adam_cuda(void *buffers[], void *cl_arg)
                                     a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2,
                                     a->grad_scale, nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[0]),
                                     nnt_tile_f32(buffers[2]), nnt_tile_f32(buffers[3]),
-                                    starpu_cuda_get_local_stream());
+                                    nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_adam_step", "CUDA kernel failed (%d)", rc);
 }
@@ -60,7 +60,7 @@ static void sgd_cuda(void *buffers[], void *cl_arg)
     int rc = nnt_cuda_sgd_step_f32(nnt_tile_numel(buffers[0]), a->lr, a->momentum, a->weight_decay,
                                    a->grad_scale, a->first_step, nnt_tile_f32(buffers[1]),
                                    nnt_tile_f32(buffers[0]), a->has_buf ? nnt_tile_f32(buffers[2]) : NULL,
-                                   starpu_cuda_get_local_stream());
+                                   nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_sgd_step", "CUDA kernel failed (%d)", rc);
 }

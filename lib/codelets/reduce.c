@@ -56,7 +56,7 @@ static void add_bcast_cuda(void *buffers[], void *cl_arg)
     int64_t inner = nnt_tile_numel(buffers[0]);
     int64_t outer = nnt_tile_numel(buffers[1]) / inner;
     int rc = nnt_cuda_add_bcast_f32(outer, inner, nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[1]),
-                                    inner, starpu_cuda_get_local_stream());
+                                    inner, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_add_bcast", "CUDA kernel failed (%d)", rc);
 }
@@ -64,7 +64,7 @@ static void add_bcast_cuda(void *buffers[], void *cl_arg)
 static void sum_outer_cuda(void *buffers[], void *cl_arg)
 {
     const struct sum_outer_args *a = cl_arg;
-    cudaStream_t stream = starpu_cuda_get_local_stream();
+    cudaStream_t stream = nnt_cuda_task_stream();
     int64_t inner = nnt_tile_numel(buffers[1]);
     int64_t outer = nnt_tile_numel(buffers[0]) / inner;
     float *y = nnt_tile_f32(buffers[1]);
@@ -82,11 +82,15 @@ static void sum_outer_cuda(void *buffers[], void *cl_arg)
 static void sumsq_cuda(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    cudaStream_t stream = starpu_cuda_get_local_stream();
+    cudaStream_t stream = nnt_cuda_task_stream();
     float *acc = (float *)STARPU_VARIABLE_GET_PTR(buffers[1]);
+    /* the partial sums in the worker's scratch (stream-ordered: no earlier task still uses
+     * it); without scratch memory, one block does the whole tile */
+    double *partials = nnt_worker_scratch(NNT_CUDA_SUMSQ_PARTIALS * sizeof(double));
     int rc = nnt_cuda_fill_f32(1, 0.0f, acc, stream);
     if (rc == 0)
-        rc = nnt_cuda_sumsq_f32(nnt_tile_numel(buffers[0]), nnt_tile_f32(buffers[0]), acc, stream);
+        rc = nnt_cuda_sumsq_f32(nnt_tile_numel(buffers[0]), nnt_tile_f32(buffers[0]), acc,
+                                partials, stream);
     if (rc)
         nnt_task_error("nnt_sumsq", "CUDA kernel failed (%d)", rc);
 }

@@ -37,11 +37,7 @@ static void finish_cpu(void *buffers[], void *cl_arg)
 {
     const struct xent_args *a = cl_arg;
     int64_t rows = STARPU_VECTOR_GET_NX(buffers[0]);
-    const float *m = CP(1), *s = CP(2);
-    float *lse = P(5);
-    nnt_cpu_xent_loss_f32(rows, TARGETS(0), a->ignore_index, m, s, CP(3), P(4));
-    for (int64_t r = 0; r < rows; r++)
-        lse[r] = m[r] + logf(s[r]);
+    nnt_cpu_xent_loss_f32(rows, TARGETS(0), a->ignore_index, CP(1), CP(2), CP(3), P(4), P(5));
 }
 
 /* buffers: logits (rows, nv) R (RW in place), targets R, lse R, ones R, [dlogits W] */
@@ -61,7 +57,7 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
     const struct xent_args *a = cl_arg;
     int64_t rows = STARPU_VECTOR_GET_NX(buffers[1]);
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[0]) / rows;
-    cudaStream_t st = starpu_cuda_get_local_stream();
+    cudaStream_t st = nnt_cuda_task_stream();
     int rc = 0;
     if (a->init) {
         rc = nnt_cuda_fill_f32(rows, -INFINITY, P(2), st);
@@ -81,12 +77,9 @@ static void finish_cuda(void *buffers[], void *cl_arg)
 {
     const struct xent_args *a = cl_arg;
     int64_t rows = STARPU_VECTOR_GET_NX(buffers[0]);
-    cudaStream_t st = starpu_cuda_get_local_stream();
+    cudaStream_t st = nnt_cuda_task_stream();
     int rc = nnt_cuda_xent_loss_f32(rows, TARGETS(0), a->ignore_index, CP(1), CP(2), CP(3),
-                                    P(4), st);
-    /* lse = m + log(s): attention's finalize with head dim 0 (s >= 1 here) */
-    if (rc == 0)
-        rc = nnt_cuda_attn_fwd_finalize_f32(1, rows, 0, NULL, CP(1), CP(2), P(5), st);
+                                    P(4), P(5), st);
     if (rc)
         nnt_task_error("nnt_xent_finish", "CUDA kernel failed (%d)", rc);
 }
@@ -99,7 +92,7 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     float *dlogits = a->in_place ? P(0) : P(4);
     int rc = nnt_cuda_xent_bwd_block_f32(rows, nv, a->v0, CP(0), nv, TARGETS(1),
                                          a->ignore_index, CP(2), CP(3), a->scale, dlogits,
-                                         starpu_cuda_get_local_stream());
+                                         nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_xent_bwd_block", "CUDA kernel failed (%d)", rc);
 }
