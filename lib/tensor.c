@@ -32,8 +32,8 @@ int nnt_tensor_check_readable(const nnt_tensor *t, const char *func)
     int rc = nnt_tensor_check(t, func);
     if (rc == 0 && !t->written)
         rc = nnt_fail(t->ctx, NNT_E_STATE, "%s: the tensor holds no data: nothing was written "
-                      "to it, or its contents were dropped (e.g. a model's activations after "
-                      "its backward); fill it or copy data into it first", func);
+                      "to it, or its contents were dropped (e.g. gradients by nnt_layer_"
+                      "clear_grad); fill it or copy data into it first", func);
     return rc;
 }
 

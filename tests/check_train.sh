@@ -102,7 +102,7 @@ done
 # ---- (1c) out of core: a 1 MiB RAM budget (the state is about 2.6 MiB) with a disk swap,
 # with and without --recompute, gives the losses of the run in RAM, bit for bit (without
 # recompute the activations saved for the backward are hinted wont_use, which under a swap
-# queues StarPU prefetches to the disk that the backward's drops must not race) ---------
+# queues StarPU prefetches to the disk: none of those handles may be invalidated) -------
 ooc="--layers 3 --channels 64 --heads 2 --context 32 --batch 2 --seq 16 --sample 0 --no-save"
 run ram6 $ooc --data "$tmp/corpus.txt" --steps 6 --out "$tmp/ram" --print-loss
 for rec in --recompute ""; do

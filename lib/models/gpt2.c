@@ -984,35 +984,6 @@ static void hint_saved_for_backward(layer_acts *a)
         nnt_tensor_wont_use(saved[i]);
 }
 
-/* After layer l's backward its output (the next layer's input, whose backward is done) and,
- * with recompute, the shared set (which the next recompute writes again) are dead until the
- * next forward writes them: drop them, so that under a memory budget StarPU neither keeps
- * nor writes them back. Reading one is then NNT_E_STATE.
- * Without recompute the saved set was marked wont_use by the forward and must be kept:
- * StarPU 1.3's wont_use on an out-of-core handle queues an idle prefetch to the disk node
- * that is not ordered with later accesses, and if it runs after an invalidation it reads
- * a handle with no valid copy (assertion "handle->initialized", design.md). */
-static void drop_after_backward(nnt_gpt2 *m, layer_acts *a)
-{
-    nnt_tensor *dead[] = {a->residual3, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv[0], a->qkv[1],
-                          a->qkv[2], a->atto, a->att_lse, a->atty, a->residual2, a->ln2,
-                          a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu};
-    size_t n = m->recompute ? sizeof dead / sizeof dead[0] : 1;
-    for (size_t i = 0; i < n; i++)
-        nnt_tensor_invalidate(dead[i]);
-}
-
-/* At the end of the backward: the embedding output, the final LayerNorm's activations and
- * the backward's scratch are dead too (the logits, now d loss / d logits, stay readable). */
-static void drop_model_scratch(nnt_gpt2 *m)
-{
-    nnt_tensor *dead[] = {m->encoded, m->lnf, m->lnf_mean, m->lnf_rstd, m->heads,
-                          m->dheads[0], m->dheads[1], m->dheads[2], m->dheads[3], m->dres,
-                          m->dln, m->dx, m->dfch};
-    for (size_t i = 0; i < sizeof dead / sizeof dead[0]; i++)
-        nnt_tensor_invalidate(dead[i]);
-}
-
 int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss)
 {
     const char *fn = "nnt_gpt2_forward";
@@ -1156,12 +1127,9 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
         }
         NNT_TRY(backward_mlp(m, l));
         NNT_TRY(backward_attention(m, l, block_input(m, l)));
-        drop_after_backward(m, &m->layers[l]);
     }
-    NNT_TRY(nnt_tensor_embedding_backward(m->tokens, m->dres, g_of(m, WTE, 0, 0),
-                                          g_of(m, WPE, 0, 0)));
-    drop_model_scratch(m);
-    return NNT_OK;
+    return nnt_tensor_embedding_backward(m->tokens, m->dres, g_of(m, WTE, 0, 0),
+                                         g_of(m, WPE, 0, 0));
 }
 
 /* ---- gradients and the optimizer ---------------------------------------------------- */

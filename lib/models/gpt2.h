@@ -287,10 +287,7 @@ int nnt_gpt2_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64
  * "h<l>.atto" (B, NH, T, hd), "h<l>.att_lse" (B, NH, T), "h<l>.atty" (B, T, NH, hd),
  * "h<l>.residual2", "h<l>.ln2", "h<l>.ln2_mean", "h<l>.ln2_rstd", "h<l>.fch" (pre-GELU),
  * "h<l>.fch_gelu", "h<l>.residual3", "lnf", "lnf_mean", "lnf_rstd", "logits" (until
- * backward overwrites it with its gradient), "losses" (B, T). NULL if unknown. The backward
- * drops the block outputs (residual3), with recompute the whole shared block set, and at its
- * end encoded and the lnf ones (nothing is kept or written back under a memory budget):
- * reading one is then NNT_E_STATE until the next forward writes it. */
+ * backward overwrites it with its gradient), "losses" (B, T). NULL if unknown. */
 /* Storage of the activations only products read (ln1, atty, ln2, fch_gelu, lnf): a forward
  * with NNT_PRECISION_BF16 stores them as NNT_BF16 (its products round them to bf16 anyway,
  * so the results are the same bits at half their memory); other precisions as NNT_FP32.
