@@ -268,6 +268,12 @@ START_TEST(test_elementwise)
         got = fetch(dz, n);
         check_close("gelu_bwd", got, ref, n, 1e-5, 1e-6);
         free(got);
+        /* in place, as the GEMM's DGELU epilogue runs it (dx == dy) */
+        CUDA_OK(cudaMemcpy(dz, y, (size_t)n * 4, cudaMemcpyHostToDevice));
+        NNT_OK(nnt_cuda_gelu_bwd_f32(n, dx, dz, dz, g_stream));
+        got = fetch(dz, n);
+        check_close("gelu_bwd in place", got, ref, n, 1e-5, 1e-6);
+        free(got);
 
         dfree(dx);
         dfree(dy);
@@ -954,11 +960,12 @@ START_TEST(test_xent)
 {
     static const int64_t rows_[] = {1, 3, 17, 61};
     static const int64_t vs[] = {2, 17, 130, 1000, 5003};
-    const int32_t ignore = -100;
     int cs = 0;
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < (int)(sizeof vs / sizeof vs[0]); b++) {
             int64_t rows = rows_[a], V = vs[b], ld = V + 3, split = V / 3 + 1;
+            /* ignore_index -100, or a real vocabulary id (1): its targets are ignored too */
+            const int32_t ignore = (a + b) % 2 ? -100 : 1;
             rng_seed(800 + cs++);
             float *logits = rand_f(rows * ld, -6.0f, 6.0f);
             int32_t *tg = xmalloc((size_t)rows * 4);
@@ -1015,6 +1022,17 @@ START_TEST(test_xent)
             }
             got = fetch(d_dl, rows * ld);
             check_close("xent dlogits", got, dl, rows * ld, 1e-5, 1e-6 * scale);
+            free(got);
+            /* in place, as the codelet runs it (dlogits == logits): the same values */
+            for (int blk = 0; blk < 2; blk++) {
+                int64_t v0 = blk ? split : 0, nv = blk ? V - split : split;
+                NNT_OK(nnt_cuda_xent_bwd_block_f32(rows, nv, v0, d_lg + v0, ld, d_tg, ignore,
+                                                   d_m, d_s, scale, d_lg + v0, g_stream));
+            }
+            got = fetch(d_lg, rows * ld);
+            for (int64_t r = 0; r < rows; r++)
+                check_close("xent dlogits in place", got + r * ld, dl + r * ld, V, 1e-5,
+                            1e-6 * scale);
             free(got);
 
             dfree(d_lg);
