@@ -84,7 +84,7 @@ run_test() {
 # check_train"), or NNT_TESTS is unset (all)
 wanted() {
     [ -z "${NNT_TESTS:-}" ] && return 0
-    case " $NNT_TESTS " in *" $1 "*) return 0 ;; esac
+    case " $NNT_TESTS " in *" $1 "* | *" test_$1 "*) return 0 ;; esac
     return 1
 }
 
@@ -96,6 +96,11 @@ phase_test() {
         [ "$name" = cuda_kernels ] || ! wanted "$name" || run_test "$name" "$t"
     done
     wanted check_train && run_test check_train sh "$here/tests/check_train.sh"
+    if ! grep -qE '^(PASS|FAIL|SKIP):' "$out/summary.txt" 2>/dev/null; then
+        say "test: no test program matches NNT_TESTS=\"${NNT_TESTS:-}\" (names as in" \
+            "\"cuda_kernels ops_gemm check_train\")"
+        return 1
+    fi
     grep -E '^(PASS|FAIL|SKIP):' "$out/summary.txt" > "$out/tests.txt"
 }
 
