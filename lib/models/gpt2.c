@@ -47,9 +47,11 @@ static const struct kind {
     {"lnfb", "C", 0, 1, 0, "ln_f.bias", 0},
 };
 
-/* A parameter tensor with its gradient and Adam moments (NULL until the first step). */
+/* A parameter tensor with its gradient and Adam moments (NULL until the first step), and
+ * for the matrices read by products its bf16 copy under NNT_PRECISION_BF16 (else NULL). */
 typedef struct param {
     nnt_tensor *p, *g, *m, *v;
+    nnt_tensor *p16;
     int g_cleared;   /* g dropped by nnt_gpt2_clear_grad: the next backward writes it */
 } param;
 
@@ -465,6 +467,7 @@ void nnt_gpt2_destroy(nnt_gpt2 *m)
             nnt_tensor_destroy(p->g);
             nnt_tensor_destroy(p->m);
             nnt_tensor_destroy(p->v);
+            nnt_tensor_destroy(p->p16);
         }
         free(m->params[k]);
     }
@@ -848,6 +851,13 @@ static nnt_tensor *p_of(nnt_gpt2 *m, int kind, int64_t layer, int piece)
     return param_at(m, kind, layer, piece)->p;
 }
 
+/* A weight as a matrix product's operand: its bf16 copy when the forward made one. */
+static nnt_tensor *w_of(nnt_gpt2 *m, int kind, int64_t layer, int piece)
+{
+    param *p = param_at(m, kind, layer, piece);
+    return p->p16 ? p->p16 : p->p;
+}
+
 static nnt_tensor *g_of(nnt_gpt2 *m, int kind, int64_t layer, int piece)
 {
     return param_at(m, kind, layer, piece)->g;
@@ -876,7 +886,7 @@ static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
     NNT_TRY(layernorm_into(m, x, LN1W, LN1B, l, a->ln1, a->ln1_mean, a->ln1_rstd));
     for (int i = 0; i < 3; i++) {
         /* heads (B, T, NH, hd) = ln1 (B, T, C) W_i^T (NH, hd, C) + b_i (NH, hd) */
-        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln1, p_of(m, QKVW, l, i), 0.0,
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln1, w_of(m, QKVW, l, i), 0.0,
                                m->heads, 1, 0, NNT_EPILOGUE_BIAS, p_of(m, QKVB, l, i), NULL));
         NNT_TRY(nnt_tensor_permute(m->heads, SWAP_BT_NH, a->qkv[i]));
     }
@@ -890,7 +900,7 @@ static int forward_attention(nnt_gpt2 *m, int64_t l, nnt_tensor *x)
     }
     /* residual2 (B, T, C) = x + atty (B, T, NH, hd) attprojw^T (C, NH, hd) + attprojb */
     NNT_TRY(nnt_tensor_copy(x, a->residual2));
-    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, p_of(m, ATTPROJW, l, 0),
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, w_of(m, ATTPROJW, l, 0),
                               1.0, a->residual2, 2, 0, NNT_EPILOGUE_BIAS,
                               p_of(m, ATTPROJB, l, 0), NULL);
 }
@@ -904,7 +914,7 @@ static int forward_mlp(nnt_gpt2 *m, int64_t l, int output)
     /* fch (B, T, F) = ln2 fcw^T (F, C) + fcb; fch_gelu = gelu(fch), into a bf16 fch_gelu
      * through the float scratch dfch (its backward use comes after a recompute) */
     nnt_tensor *gelu = a->fch_gelu->dtype == NNT_FP32 ? a->fch_gelu : m->dfch;   // (B, T, F)
-    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, p_of(m, FCW, l, 0), 0.0,
+    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->ln2, w_of(m, FCW, l, 0), 0.0,
                            a->fch, 1, 0, NNT_EPILOGUE_BIAS_GELU, p_of(m, FCB, l, 0), gelu));
     if (gelu != a->fch_gelu)
         NNT_TRY(nnt_tensor_convert(gelu, a->fch_gelu));
@@ -912,7 +922,7 @@ static int forward_mlp(nnt_gpt2 *m, int64_t l, int output)
         return NNT_OK;
     /* residual3 (B, T, C) = residual2 + fch_gelu fcprojw^T (C, F) + fcprojb */
     NNT_TRY(nnt_tensor_copy(a->residual2, a->residual3));
-    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->fch_gelu, p_of(m, FCPROJW, l, 0),
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->fch_gelu, w_of(m, FCPROJW, l, 0),
                               1.0, a->residual3, 1, 0, NNT_EPILOGUE_BIAS, p_of(m, FCPROJB, l, 0),
                               NULL);
 }
@@ -984,6 +994,38 @@ static void hint_saved_for_backward(layer_acts *a)
         nnt_tensor_wont_use(saved[i]);
 }
 
+static int is_product_weight(int kind)
+{
+    return kind == WTE || kind == QKVW || kind == ATTPROJW || kind == FCW || kind == FCPROJW;
+}
+
+/* bf16 != 0: the weight matrices the products read get bf16 copies, converted from the fp32
+ * master weights once per forward (round to nearest even: the bits each product's own
+ * rounding of the fp32 tile would give, so results do not change) and read by the forward,
+ * the recompute and the backward; the optimizer keeps updating the fp32 masters. bf16 == 0
+ * (or a failure): no copies, the products read the masters. */
+static int sync_bf16_weights(nnt_gpt2 *m, int bf16)
+{
+    int rc = NNT_OK;
+    for (int k = 0; k < NKINDS; k++)
+        for (int i = 0; is_product_weight(k) && i < count_of(m, k); i++) {
+            param *p = &m->params[k][i];
+            if (bf16 && rc == NNT_OK && !p->p16)
+                rc = nnt_tensor_create(m->ctx, NNT_BF16, p->p->ndim, p->p->shape, p->p->tile,
+                                       &p->p16);
+            if (bf16 && rc == NNT_OK)
+                rc = nnt_tensor_convert(p->p, p->p16);
+        }
+    if (bf16 && rc == NNT_OK)
+        return NNT_OK;
+    for (int k = 0; k < NKINDS; k++)
+        for (int i = 0; is_product_weight(k) && i < count_of(m, k); i++) {
+            nnt_tensor_destroy(m->params[k][i].p16);
+            m->params[k][i].p16 = NULL;
+        }
+    return rc;
+}
+
 int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, double *loss)
 {
     const char *fn = "nnt_gpt2_forward";
@@ -1000,6 +1042,7 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
     if (bf16 != m->acts_bf16)
         NNT_TRY(rebuild_acts(m, m->recompute, bf16));
     NNT_TRY(take_ids(m, fn, "tokens", tokens, m->tokens));
+    NNT_TRY(sync_bf16_weights(m, bf16));
     NNT_TRY(nnt_tensor_embedding(m->tokens, p_of(m, WTE, 0, 0), p_of(m, WPE, 0, 0), m->encoded));
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         NNT_TRY(forward_attention(m, l, block_input(m, l)));
@@ -1010,7 +1053,7 @@ int nnt_gpt2_forward(nnt_gpt2 *m, nnt_tensor *tokens, nnt_tensor *targets, doubl
     nnt_tensor *x = block_input(m, m->cfg.layers);
     NNT_TRY(layernorm_into(m, x, LNFW, LNFB, 0, m->lnf, m->lnf_mean, m->lnf_rstd));
     /* logits (B, T, V) = lnf (B, T, C) wte^T (V, C) */
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, m->lnf, p_of(m, WTE, 0, 0), 0.0,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, m->lnf, w_of(m, WTE, 0, 0), 0.0,
                         m->logits, 1, 0));
     if (!targets)
         return NNT_OK;
@@ -1052,7 +1095,7 @@ static double grad_beta(nnt_gpt2 *m, int kind, int64_t layer, int piece)
 static int linear_backward(nnt_gpt2 *m, nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx,
                            double beta_dx, int kw, int kb, int64_t l, int piece, int nout)
 {
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, p_of(m, kw, l, piece), beta_dx,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, w_of(m, kw, l, piece), beta_dx,
                             dx, nout, 0));
     NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, dy, x, grad_beta(m, kw, l, piece),
                             g_of(m, kw, l, piece), 2, 0));
@@ -1064,7 +1107,7 @@ static int backward_mlp(nnt_gpt2 *m, int64_t l)
 {
     layer_acts *a = &m->layers[l];
     /* dfch (B, T, F) = (dres fcprojw) * gelu'(fch) */
-    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->dres, p_of(m, FCPROJW, l, 0),
+    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->dres, w_of(m, FCPROJW, l, 0),
                            0.0, m->dfch, 1, 0, NNT_EPILOGUE_DGELU, NULL, a->fch));
     NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->dres, a->fch_gelu,
                             grad_beta(m, FCPROJW, l, 0), g_of(m, FCPROJW, l, 0), 2, 0));
@@ -1112,7 +1155,7 @@ int nnt_gpt2_backward(nnt_gpt2 *m)
     NNT_TRY(nnt_tensor_cross_entropy_backward(m->logits, m->targets, NNT_GPT2_IGNORE, m->lse, scale,
                                           m->logits));
     /* dln (B, T, C) = dlogits wte (V, C); dwte += dlogits^T lnf (lm_head half) */
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->logits, p_of(m, WTE, 0, 0), 0.0, m->dln,
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, m->logits, w_of(m, WTE, 0, 0), 0.0, m->dln,
                         1, 0));
     NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, m->logits, m->lnf,
                             grad_beta(m, WTE, 0, 0), g_of(m, WTE, 0, 0), 2, 0));

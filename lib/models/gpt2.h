@@ -290,9 +290,11 @@ int nnt_gpt2_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64
  * backward overwrites it with its gradient), "losses" (B, T). NULL if unknown. */
 /* Storage of the activations only products read (ln1, atty, ln2, fch_gelu, lnf): a forward
  * with NNT_PRECISION_BF16 stores them as NNT_BF16 (its products round them to bf16 anyway,
- * so the results are the same bits at half their memory); other precisions as NNT_FP32.
- * Changing it recreates the activations at the next forward. keep != 0 keeps them float
- * in every precision: for tests that check the bf16 storage changes no bit. */
+ * so the results are the same bits at half their memory) and gives the products bf16 copies
+ * of the weight matrices, converted from the fp32 masters at the start of the forward;
+ * other precisions store them as NNT_FP32 and use no copies. Changing it recreates the
+ * activations at the next forward. keep != 0 keeps activations and weights float in every
+ * precision: for tests that check the bf16 storage changes no bit. */
 int nnt_gpt2_set_float_operands(nnt_gpt2 *m, int keep);
 nnt_tensor *nnt_gpt2_activation(nnt_gpt2 *m, const char *name);
 
