@@ -19,9 +19,9 @@
 #           per call keeps it under 10 minutes); RESULTS-gpu-CONFIGS.md
 #   ooc     out of core: GPT-2 1558M with a GPU budget (--mem-gpu 8192) far below its 25 GB
 #           of state, then the largest model whose state fits the host RAM budget
-#           (NNT_OOC_LAYERS x NNT_OOC_CHANNELS, default L22 C5120 NH40: 7.2B parameters,
-#           115 GB of fp32 weights, gradients and Adam moments under NNT_OOC_RAM_MIB,
-#           default 114688); ooc.txt. A disk swap does not raise that limit: StarPU's disk
+#           (NNT_OOC_LAYERS x NNT_OOC_CHANNELS, default L19 C5120 NH40: 6.2B parameters,
+#           100 GB of fp32 weights, gradients and Adam moments plus 12.5 GB of bf16 weight
+#           copies under NNT_OOC_RAM_MIB, default 114688 = 120 GB); ooc.txt. A disk swap does not raise that limit: StarPU's disk
 #           node keeps a copy of every tile it evicts, so the whole state must fit the swap,
 #           and the lent machines have 128 GiB of RAM and 64 GB of disk.
 # Environment: NNT_BENCH_STEPS (default 6).
@@ -148,7 +148,7 @@ phase_torch() {
 }
 
 phase_ooc() {
-    local layers=${NNT_OOC_LAYERS:-22} channels=${NNT_OOC_CHANNELS:-5120}
+    local layers=${NNT_OOC_LAYERS:-19} channels=${NNT_OOC_CHANNELS:-5120}
     local ram=${NNT_OOC_RAM_MIB:-114688}
     # 1558M: 25 GB of state (weights, gradients, Adam moments) under an 8 GiB GPU budget
     bench_one "ooc-1558M-gpu8g" --model gpt2-xl --batch 4 --seq 1024 --precision bf16 \
