@@ -5,8 +5,11 @@
 
 #include <string.h>
 
+/* The value to fill with, as the tile's dtype takes it (bf16: its bit pattern, rounded once
+ * by the submitter). */
 struct fill_args {
     double value;
+    int dtype;   /* nnt_dtype of the tile */
 };
 
 struct fill_random_args {
@@ -19,29 +22,22 @@ struct fill_random_args {
     int64_t shape[NNT_MAX_DIMS];
 };
 
-static void fill_f32_cpu(void *buffers[], void *cl_arg)
+static void fill_cpu(void *buffers[], void *cl_arg)
 {
     const struct fill_args *args = cl_arg;
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
-    nnt_cpu_fill_f32(n, (float)args->value, x);
-}
-
-static void fill_i32_cpu(void *buffers[], void *cl_arg)
-{
-    const struct fill_args *args = cl_arg;
-    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    int32_t *x = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
-    nnt_cpu_fill_i32(n, (int32_t)args->value, x);
-}
-
-/* bf16: the value's bit pattern, rounded once by the submitter */
-static void fill_u16_cpu(void *buffers[], void *cl_arg)
-{
-    const struct fill_args *args = cl_arg;
-    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    uint16_t *x = (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
-    nnt_cpu_fill_u16(n, (uint16_t)args->value, x);
+    void *x = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (n)
+    switch (args->dtype) {
+    case NNT_INT32:
+        nnt_cpu_fill_i32(n, (int32_t)args->value, x);
+        break;
+    case NNT_BF16:
+        nnt_cpu_fill_u16(n, (uint16_t)args->value, x);
+        break;
+    default:
+        nnt_cpu_fill_f32(n, (float)args->value, x);
+        break;
+    }
 }
 
 static void fill_random_cpu(void *buffers[], void *cl_arg)
@@ -53,32 +49,24 @@ static void fill_random_cpu(void *buffers[], void *cl_arg)
 }
 
 #ifdef NNT_CUDA_CODELETS
-static void fill_f32_cuda(void *buffers[], void *cl_arg)
+static void fill_cuda(void *buffers[], void *cl_arg)
 {
     const struct fill_args *args = cl_arg;
     int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rc = nnt_cuda_fill_f32(n, (float)args->value, x, nnt_cuda_task_stream());
-    if (rc)
-        nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
-}
-
-static void fill_i32_cuda(void *buffers[], void *cl_arg)
-{
-    const struct fill_args *args = cl_arg;
-    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    int32_t *x = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rc = nnt_cuda_fill_i32(n, (int32_t)args->value, x, nnt_cuda_task_stream());
-    if (rc)
-        nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
-}
-
-static void fill_u16_cuda(void *buffers[], void *cl_arg)
-{
-    const struct fill_args *args = cl_arg;
-    int64_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    uint16_t *x = (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rc = nnt_cuda_fill_u16(n, (uint16_t)args->value, x, nnt_cuda_task_stream());
+    void *x = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    cudaStream_t stream = nnt_cuda_task_stream();
+    int rc;
+    switch (args->dtype) {
+    case NNT_INT32:
+        rc = nnt_cuda_fill_i32(n, (int32_t)args->value, x, stream);
+        break;
+    case NNT_BF16:
+        rc = nnt_cuda_fill_u16(n, (uint16_t)args->value, x, stream);
+        break;
+    default:
+        rc = nnt_cuda_fill_f32(n, (float)args->value, x, stream);
+        break;
+    }
     if (rc)
         nnt_task_error("nnt_fill", "CUDA kernel failed (%d)", rc);
 }
@@ -106,26 +94,27 @@ static struct starpu_perfmodel fill_u16_model = {
 static struct starpu_perfmodel fill_random_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_random"};
 
+/* One codelet per dtype (names and models of their own, as traces show them), one function. */
 static struct starpu_codelet fill_f32_cl = {
     .name = "nnt_fill_f32",
-    .cpu_funcs = {fill_f32_cpu},
-    NNT_CUDA_FUNCS(fill_f32_cuda)
+    .cpu_funcs = {fill_cpu},
+    NNT_CUDA_FUNCS(fill_cuda)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_f32_model,
 };
 
 static struct starpu_codelet fill_i32_cl = {
     .name = "nnt_fill_i32",
-    .cpu_funcs = {fill_i32_cpu},
-    NNT_CUDA_FUNCS(fill_i32_cuda)
+    .cpu_funcs = {fill_cpu},
+    NNT_CUDA_FUNCS(fill_cuda)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_i32_model,
 };
 
 static struct starpu_codelet fill_u16_cl = {
     .name = "nnt_fill_u16",
-    .cpu_funcs = {fill_u16_cpu},
-    NNT_CUDA_FUNCS(fill_u16_cuda)
+    .cpu_funcs = {fill_cpu},
+    NNT_CUDA_FUNCS(fill_cuda)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &fill_u16_model,
 };
@@ -140,7 +129,7 @@ static struct starpu_codelet fill_random_cl = {
 
 int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value)
 {
-    struct fill_args args = {value};
+    struct fill_args args = {value, t->dtype};
     struct starpu_codelet *cl = &fill_f32_cl;
     if (t->dtype == NNT_INT32)
         cl = &fill_i32_cl;
