@@ -131,7 +131,42 @@ unsigned blocks_for(int64_t n)
     return (unsigned)(blocks > ((int64_t)1 << 16) ? ((int64_t)1 << 16) : blocks);
 }
 
+/* Operand type and compute type of a math mode. */
+int math_types(int math, cudaDataType_t *ab, cublasComputeType_t *compute)
+{
+    switch (math) {
+    case NNT_CUDA_MATH_F32:
+        *ab = CUDA_R_32F;
+        *compute = CUBLAS_COMPUTE_32F;
+        return 0;
+    case NNT_CUDA_MATH_TF32:
+        *ab = CUDA_R_32F;
+        *compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+        return 0;
+    case NNT_CUDA_MATH_BF16:
+        *ab = CUDA_R_16BF;
+        *compute = CUBLAS_COMPUTE_32F;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
 } /* namespace */
+
+extern "C" int nnt_cuda_gemm(int math, int trans_a, int trans_b, int64_t m, int64_t n,
+                             int64_t k, float alpha, const void *a, int64_t lda,
+                             int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                             float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch,
+                             cublasHandle_t handle, cudaStream_t stream)
+{
+    cudaDataType_t ab;
+    cublasComputeType_t compute;
+    if (math_types(math, &ab, &compute))
+        return -1;
+    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                   c, ldc, stride_c, batch, ab, compute, handle, stream);
+}
 
 extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                                  float alpha, const float *a, int64_t lda, int64_t stride_a,
@@ -139,8 +174,8 @@ extern "C" int nnt_cuda_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n,
                                  float *c, int64_t ldc, int64_t stride_c, int64_t batch,
                                  cublasHandle_t handle, cudaStream_t stream)
 {
-    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
-                   c, ldc, stride_c, batch, CUDA_R_32F, CUBLAS_COMPUTE_32F, handle, stream);
+    return nnt_cuda_gemm(NNT_CUDA_MATH_F32, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                         b, ldb, stride_b, beta, c, ldc, stride_c, batch, handle, stream);
 }
 
 extern "C" int nnt_cuda_gemm_tf32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
@@ -149,9 +184,8 @@ extern "C" int nnt_cuda_gemm_tf32(int trans_a, int trans_b, int64_t m, int64_t n
                                   float *c, int64_t ldc, int64_t stride_c, int64_t batch,
                                   cublasHandle_t handle, cudaStream_t stream)
 {
-    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
-                   c, ldc, stride_c, batch, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, handle,
-                   stream);
+    return nnt_cuda_gemm(NNT_CUDA_MATH_TF32, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                         b, ldb, stride_b, beta, c, ldc, stride_c, batch, handle, stream);
 }
 
 extern "C" int nnt_cuda_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
@@ -160,8 +194,8 @@ extern "C" int nnt_cuda_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n
                                   float *c, int64_t ldc, int64_t stride_c, int64_t batch,
                                   cublasHandle_t handle, cudaStream_t stream)
 {
-    return gemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
-                   c, ldc, stride_c, batch, CUDA_R_16BF, CUBLAS_COMPUTE_32F, handle, stream);
+    return nnt_cuda_gemm(NNT_CUDA_MATH_BF16, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                         b, ldb, stride_b, beta, c, ldc, stride_c, batch, handle, stream);
 }
 
 extern "C" int nnt_cuda_round_f32(int64_t n, int bits, const float *x, float *y,
@@ -275,27 +309,6 @@ done:
     return ret;
 }
 
-/* Operand type and compute type of a math mode. */
-int lt_math(int math, cudaDataType_t *ab, cublasComputeType_t *compute)
-{
-    switch (math) {
-    case NNT_CUDA_MATH_F32:
-        *ab = CUDA_R_32F;
-        *compute = CUBLAS_COMPUTE_32F;
-        return 0;
-    case NNT_CUDA_MATH_TF32:
-        *ab = CUDA_R_32F;
-        *compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-        return 0;
-    case NNT_CUDA_MATH_BF16:
-        *ab = CUDA_R_16BF;
-        *compute = CUBLAS_COMPUTE_32F;
-        return 0;
-    default:
-        return -1;
-    }
-}
-
 } /* namespace */
 
 extern "C" int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int trans_a,
@@ -306,7 +319,7 @@ extern "C" int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int
 {
     lt_problem p = {trans_a, trans_b, m, n, k, alpha, beta, a, b, lda, ldb, CUDA_R_32F,
                     CUBLAS_COMPUTE_32F};
-    if (!lt || m < 0 || n < 0 || k < 0 || !c || lt_math(math, &p.ab, &p.compute))
+    if (!lt || m < 0 || n < 0 || k < 0 || !c || math_types(math, &p.ab, &p.compute))
         return -1;
     if (m == 0 || n == 0 || k == 0 || alpha == 0.0f)
         return 1; /* nothing for cuBLASLt: the plain path handles the trivial cases */
@@ -334,42 +347,6 @@ extern "C" int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int
     default:
         return -1;
     }
-}
-
-extern "C" int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b,
-                                           int64_t m, int64_t n, int64_t k, const float *a,
-                                           int64_t lda, const float *b, int64_t ldb,
-                                           const float *bias, float *pre, float *out,
-                                           void *workspace, size_t workspace_size,
-                                           cudaStream_t stream)
-{
-    if (!lt || m < 0 || n < 0 || k < 0 || !pre || !out)
-        return -1;
-    if (m == 0 || n == 0)
-        return 0;
-    if (k == 0) {
-        /* no product: pre = bias (or 0), out = gelu(pre) */
-        cudaError_t e = cudaMemsetAsync(pre, 0, (size_t)(m * n) * sizeof(float), stream);
-        if (e != cudaSuccess)
-            return -(int)e;
-        return nnt_cuda_bias_gelu_f32(m, n, bias, pre, out, stream);
-    }
-    int ret = nnt_cuda_gemm_lt(lt, NNT_CUDA_MATH_F32, NNT_CUDA_EPI_BIAS_GELU, trans_a, trans_b,
-                               m, n, k, 1.0f, a, lda, b, ldb, 0.0f, pre, bias, out, workspace,
-                               workspace_size, stream);
-    if (ret <= 0)
-        return ret;
-    /* any refusal of the fused epilogue (no algorithm, unsupported, invalid alignment) is
-     * reported synchronously before anything runs: pre = op(A) op(B) (+ bias) by cuBLASLt,
-     * then out = gelu(pre) */
-    ret = nnt_cuda_gemm_lt(lt, NNT_CUDA_MATH_F32, NNT_CUDA_EPI_BIAS, trans_a, trans_b, m, n, k,
-                           1.0f, a, lda, b, ldb, 0.0f, pre, bias, NULL, workspace,
-                           workspace_size, stream);
-    if (ret > 0)
-        return -(int)CUBLAS_STATUS_NOT_SUPPORTED;
-    if (ret < 0)
-        return ret;
-    return nnt_cuda_bias_gelu_f32(m, n, NULL, pre, out, stream);
 }
 
 extern "C" int nnt_cuda_bf16_to_f32(int64_t n, const uint16_t *x, float *y, cudaStream_t stream)

@@ -116,30 +116,18 @@ int nnt_cuda_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k
                        float *c, int64_t ldc, int64_t stride_c, int64_t batch,
                        cublasHandle_t handle, cudaStream_t stream);
 
+/* Math modes of a product: operand type and compute type. nnt_cuda_gemm is gemm_f32,
+ * gemm_tf32 or gemm_bf16 by mode, with A and B float (F32, TF32) or bfloat16 (BF16).    */
+enum { NNT_CUDA_MATH_F32 = 0, NNT_CUDA_MATH_TF32 = 1, NNT_CUDA_MATH_BF16 = 2 };
+int nnt_cuda_gemm(int math, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
+                  int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                  int64_t stride_c, int64_t batch, cublasHandle_t handle, cudaStream_t stream);
+
 /* pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]);
  * pre, out (m, n) with leading dim n                            (cuda/elementwise.cu)     */
 int nnt_cuda_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out,
                            cudaStream_t stream);
-
-/* Fused linear layer + GELU with cuBLASLt (cuda/gemm.cu), no CPU twin:
- *   pre = op(A) op(B) + bias   (row-major (m, n), leading dim n; bias (n) over columns)  set
- *   out = gelu_tanh(pre)       (row-major (m, n), leading dim n)                        set
- * op(A) is (m, k) with leading dim lda, op(B) is (k, n) with leading dim ldb, as for gemm.
- * Uses cublasLtMatmul with epilogue CUBLASLT_EPILOGUE_GELU_AUX_BIAS (out as D, pre as the
- * "pre-GELU" auxiliary output, EPILOGUE_AUX_POINTER / EPILOGUE_AUX_LD = n), or
- * CUBLASLT_EPILOGUE_GELU_AUX when bias == NULL (then pre = op(A) op(B)).
- * cuBLASLt's GELU is the tanh approximation, as in GPT-2 and nnt_cpu_gelu_fwd_f32, but it is
- * computed with cuBLASLt's own fast math: expect agreement to ~1e-6 relative, not bit-exactly.
- * cuBLASLt requires the auxiliary leading dimension to be a multiple of 8 and may find no
- * fused algorithm for some shapes or alignments: then the function computes pre with a plain
- * cuBLASLt matmul (bias epilogue) and out with the GELU kernel, i.e. the same result unfused.
- * workspace (device, may be NULL when workspace_size == 0) is cuBLASLt scratch; 32 MiB is
- * plenty on Hopper. The cuBLASLt handle has no stream: the work runs on `stream`.             */
-int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b, int64_t m,
-                                int64_t n, int64_t k, const float *a, int64_t lda,
-                                const float *b, int64_t ldb, const float *bias, float *pre,
-                                float *out, void *workspace, size_t workspace_size,
-                                cudaStream_t stream);
 
 /* One product with a fused epilogue through cuBLASLt (cuda/gemm.cu), batch 1, row-major:
  *   c (m, n), leading dim n  = epi(alpha op(A) op(B) + beta c)
@@ -158,7 +146,6 @@ int nnt_cuda_gemm_bias_gelu_f32(cublasLtHandle_t lt, int trans_a, int trans_b, i
  * algorithm, unsupported, rejected; those conditions; m, n or k 0; alpha 0): nothing was
  * enqueued, the caller runs the unfused path.
  * cuBLASLt's GELU and its derivative use its own fast math: ~1e-6 relative to the kernels. */
-enum { NNT_CUDA_MATH_F32 = 0, NNT_CUDA_MATH_TF32 = 1, NNT_CUDA_MATH_BF16 = 2 };
 enum { NNT_CUDA_EPI_NONE = 0, NNT_CUDA_EPI_BIAS = 1, NNT_CUDA_EPI_BIAS_GELU = 2,
        NNT_CUDA_EPI_DGELU = 3 };
 int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int trans_a, int trans_b,

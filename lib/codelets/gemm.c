@@ -204,22 +204,9 @@ static int prepare_operands_cuda(const struct gemm_args *g, const void *a, const
 static int product_cuda(const struct gemm_args *g, const struct cuda_operands *op, float *c,
                         cudaStream_t stream)
 {
-    cublasHandle_t h = starpu_cublas_get_local_handle();
-    int64_t sa = g->m * g->k, sb = g->k * g->n, sc = g->m * g->n;
-    switch (op->math) {
-    case NNT_CUDA_MATH_BF16:
-        return nnt_cuda_gemm_bf16(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
-                                  ld_a(g), sa, op->b, ld_b(g), sb, g->beta, c, g->n, sc,
-                                  g->batch, h, stream);
-    case NNT_CUDA_MATH_TF32:
-        return nnt_cuda_gemm_tf32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
-                                  ld_a(g), sa, op->b, ld_b(g), sb, g->beta, c, g->n, sc,
-                                  g->batch, h, stream);
-    default:
-        return nnt_cuda_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
-                                 ld_a(g), sa, op->b, ld_b(g), sb, g->beta, c, g->n, sc,
-                                 g->batch, h, stream);
-    }
+    return nnt_cuda_gemm(op->math, g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, op->a,
+                         ld_a(g), g->m * g->k, op->b, ld_b(g), g->k * g->n, g->beta, c, g->n,
+                         g->m * g->n, g->batch, starpu_cublas_get_local_handle(), stream);
 }
 
 /* The product and its epilogue in one cuBLASLt matmul when it can: one matrix (batch 1)
