@@ -382,15 +382,22 @@ static int64_t auto_col_tile(int64_t N, int64_t C, int64_t rowtile, int64_t tile
     return t >= N ? 0 : t;
 }
 
-int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int nworkers,
-                         nnt_gpt2_tiling *out)
+/* The arguments of the automatic tilings; units: the workers or GPUs to feed. */
+static int check_auto_args(const char *fn, const nnt_gpt2_config *cfg, int64_t B, int64_t T,
+                           const char *units_name, int units, const nnt_gpt2_tiling *out)
 {
-    const char *fn = "nnt_gpt2_auto_tiling";
     if (!cfg || !out)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, cfg ? "out" : "cfg");
     NNT_TRY(check_config(NULL, fn, cfg, B, T));
-    if (nworkers < 1)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: nworkers=%d must be >= 1", fn, nworkers);
+    if (units < 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s=%d must be >= 1", fn, units_name, units);
+    return NNT_OK;
+}
+
+int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int nworkers,
+                         nnt_gpt2_tiling *out)
+{
+    NNT_TRY(check_auto_args("nnt_gpt2_auto_tiling", cfg, B, T, "nworkers", nworkers, out));
     nnt_gpt2_tiling t = {0, 0, 0, 0, 0, 0, 0};   /* channels, heads, head_dim: whole */
     int64_t M = B * T, C = cfg->channels, F = 4 * C, V = cfg->vocab;
     int64_t rows = auto_split_rows(B, T, auto_row_tiles(M, C, nworkers), &t);
@@ -411,12 +418,7 @@ int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int n
 int nnt_gpt2_auto_tiling_gpu(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int ngpus,
                              nnt_gpt2_tiling *out)
 {
-    const char *fn = "nnt_gpt2_auto_tiling_gpu";
-    if (!cfg || !out)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, cfg ? "out" : "cfg");
-    NNT_TRY(check_config(NULL, fn, cfg, B, T));
-    if (ngpus < 1)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: ngpus=%d must be >= 1", fn, ngpus);
+    NNT_TRY(check_auto_args("nnt_gpt2_auto_tiling_gpu", cfg, B, T, "ngpus", ngpus, out));
     nnt_gpt2_tiling t = {0, 0, 0, 0, 0, 0, 0};   /* channels, hidden, heads, head_dim: whole */
     int64_t M = B * T, V = cfg->vocab;
     auto_split_rows(B, T, max64(1, min64(ngpus, M / AUTO_MIN_ROWS)), &t);
