@@ -89,6 +89,55 @@ static inline const char *test_tmp_path(const char *name)
     return p;
 }
 
+/* ---- Numerical tolerances ----------------------------------------------------------------
+ * The rule for every suite: a tolerance is about 10x the largest error measured for that
+ * check (on the CPU kinds and BLIS kernel sets named in the comment beside it), so that a
+ * one-line numerical bug (a missing eps, an off-by-one) fails it; the issue's limits are
+ * ceilings, not targets. Checks made through EXPECT_TOL / test_tol_note append a line
+ * "file:line<TAB>err<TAB>tol" to the file named by NNT_TOL_REPORT when it is set;
+ * tests/tolerances.sh runs the suites that way under several BLIS kernel sets and prints
+ * the largest err/tol of every check (about 0.1 is the aim). */
+static inline void test_tol_note(const char *file, int line, double err, double tol)
+{
+    const char *path = getenv("NNT_TOL_REPORT");
+    if (!path || !*path)
+        return;
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return;
+    fprintf(f, "%s:%d\t%.3e\t%.3e\n", file, line, err, tol);
+    fclose(f);
+}
+
+/* err <= tol (a NaN err fails), reported as above; the message names the check (printf
+ * format and arguments) and shows both numbers. */
+#define EXPECT_TOL(err, tol, ...)                                                          \
+    do {                                                                                   \
+        double e_ = (err), t_ = (tol);                                                     \
+        char what_[256];                                                                   \
+        snprintf(what_, sizeof what_, __VA_ARGS__);                                        \
+        test_tol_note(__FILE__, __LINE__, e_, t_);                                         \
+        ck_assert_msg(e_ <= t_, "%s: error %.4g above the tolerance %.4g", what_, e_, t_); \
+    } while (0)
+
+/* The largest |got - want| / (atol + rtol |want|) over n elements (NaN if any got is NaN):
+ * 1 is the limit of an elementwise check with those tolerances. */
+static inline double test_max_ratio(int64_t n, const float *got, const double *want,
+                                    double rtol, double atol)
+{
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        d = d < 0 ? -d : d;
+        double w = want[i] < 0 ? -want[i] : want[i];
+        double r = d / (atol + rtol * w);
+        if (r != r)
+            return r;
+        worst = r > worst ? r : worst;
+    }
+    return worst;
+}
+
 static inline int run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

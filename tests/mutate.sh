@@ -1,0 +1,100 @@
+#!/bin/sh
+# Mutation check of the test suite (not run by make check; takes a few minutes a mutation).
+#
+#   tests/mutate.sh [-k] [-t "TEST ..."] [MUTATION ...]
+#
+# Copies the source tree (git ls-files plus uncommitted changes) to a scratch directory,
+# builds it once out of tree, then for each mutation (all of them by default; names below)
+# applies a one-line numerical bug to the copy, rebuilds, runs the tests (the Check suites
+# and check_train.sh, or the TESTs given with -t) and reports which of them fail, i.e.
+# catch the bug; the copy is restored before the next mutation. Every mutation must be
+# caught by at least one suite; the report ends "caught N of M" and the exit status is 1
+# if any mutation survived. -k keeps the scratch directory (path printed).
+# NNT_MUTATE_DIR selects the scratch directory (default: a new one under $TMPDIR or /tmp).
+# The last result is recorded in tests/README.
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+keep=0
+only_tests=
+while [ $# -gt 0 ]; do
+    case $1 in
+        -k) keep=1; shift;;
+        -t) only_tests=$2; shift 2;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0;;
+        *) break;;
+    esac
+done
+
+# name|file|sed expression|what it does. Each expression must change exactly one line.
+MUTATIONS='
+ln_no_eps|cpu/layernorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double)n)@|LayerNorm forward without eps
+attn_dk_sign|cpu/attention.c|s@nnt_cpu_gemm_f32(1, 0, nk, hd, rows, scale, ds, nk@nnt_cpu_gemm_f32(1, 0, nk, hd, rows, -scale, ds, nk@|attention backward: dk with its sign flipped
+attn_future_key|cpu/attention.c|s@int64_t n = qp - k_pos0 + 1;@int64_t n = qp - k_pos0 + 2;@|causal mask: each query sees one future key
+adamw_bc_step|lib/ops/optim.c|s@float bc1 = (float)(1.0 - pow(o.beta1, (double)step));@float bc1 = (float)(1.0 - pow(o.beta1, (double)(step + 1)));@|AdamW: first-moment bias correction one step ahead
+xent_vocab_edge|cpu/xent.c|0,/if (t >= 0 \&\& t < nv)/s@if (t >= 0 \&\& t < nv)@if (t > 0 \&\& t < nv)@|cross-entropy forward: a target on the first id of a vocabulary tile is missed
+ln_var_n1|cpu/layernorm.c|s@double rs = 1.0 / sqrt(sq / (double)n + (double)eps);@double rs = 1.0 / sqrt(sq / (double)(n - 1) + (double)eps);@|LayerNorm forward: variance divided by n - 1
+gelu_coef|cpu/elementwise.c|s@0.044715@0.04471@|GELU: tanh coefficient 0.044715 -> 0.04471
+adam_eps_inside|cpu/optim.c|s@p\[i\] = pi - step \* mi / (sqrtf(vi) \* inv_sqrt_bc2 + eps);@p[i] = pi - step * mi / sqrtf(vi * inv_sqrt_bc2 * inv_sqrt_bc2 + eps);@|Adam: eps inside the square root
+'
+
+list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
+names=$*
+[ -n "$names" ] || names=$(list | cut -d'|' -f1)
+for n in $names; do
+    list | grep -q "^$n|" || { echo "unknown mutation '$n'; known: $(list | cut -d'|' -f1 | tr '\n' ' ')" >&2; exit 2; }
+done
+
+work=${NNT_MUTATE_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/nnt-mutate-XXXXXX")} || exit 2
+[ $keep -eq 1 ] && echo "scratch directory: $work" || trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/src" "$work/build"
+(cd "$src" && git ls-files -co --exclude-standard | grep -v '^gpu-bundle/\|^starpu-cuda/' |
+    tar cf - -T -) | (cd "$work/src" && tar xf -) || exit 2
+cd "$work/src" && { [ -x configure ] || ./autogen.sh > "$work/autogen.log" 2>&1; } || {
+    echo "autogen failed: $work/autogen.log" >&2; exit 2; }
+cd "$work/build" && "$work/src/configure" -q > "$work/configure.log" 2>&1 &&
+    make -j"$(nproc)" > "$work/make.log" 2>&1 && make -j"$(nproc)" check TESTS= > "$work/make.log" 2>&1 || {
+    echo "the unmutated tree does not build: $work/make.log" >&2; exit 2; }
+if [ -z "$only_tests" ]; then
+    only_tests=$(cd "$work/build" && ls tests/test_* | grep -v '\.' | grep -v test_cuda_kernels | tr '\n' ' ')
+    only_tests="$only_tests tests/check_train.sh"
+fi
+
+caught_all=0 total=0
+for n in $names; do
+    line=$(list | grep "^$n|")
+    file=$(printf "%s\n" "$line" | cut -d'|' -f2)
+    expr=$(printf "%s\n" "$line" | cut -d'|' -f3)
+    what=$(printf "%s\n" "$line" | cut -d'|' -f4)
+    total=$((total + 1))
+    cp "$work/src/$file" "$work/orig"
+    sed -e "$expr" "$work/orig" > "$work/src/$file"
+    changed=$(diff "$work/orig" "$work/src/$file" | grep -c '^<')
+    if [ "$changed" -ne 1 ]; then
+        echo "$n: the expression changed $changed lines of $file (must be 1): mutation out of date"
+        cp "$work/orig" "$work/src/$file"
+        continue
+    fi
+    if ! (cd "$work/build" && make -j"$(nproc)" > "$work/make-$n.log" 2>&1 &&
+          make -j"$(nproc)" check TESTS= >> "$work/make-$n.log" 2>&1); then
+        echo "$n: the mutated tree does not build ($work/make-$n.log)"
+        cp "$work/orig" "$work/src/$file"
+        continue
+    fi
+    caught=
+    for t in $only_tests; do
+        t=tests/${t#tests/}
+        (cd "$work/build" && make check TESTS="$t" > "$work/check-$n-${t#tests/}.log" 2>&1) ||
+            caught="$caught ${t#tests/}"
+    done
+    if [ -n "$caught" ]; then
+        caught_all=$((caught_all + 1))
+        echo "$n ($what): caught by$caught"
+    else
+        echo "$n ($what): NOT CAUGHT"
+    fi
+    cp "$work/orig" "$work/src/$file"
+    touch "$work/src/$file"
+done
+(cd "$work/build" && make -j"$(nproc)" > /dev/null 2>&1)
+echo "caught $caught_all of $total"
+[ "$caught_all" -eq "$total" ]
