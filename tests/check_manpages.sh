@@ -6,7 +6,13 @@ man3="$top_srcdir/man/man3"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-sh "$top_srcdir/tests/public_functions.sh" "$top_srcdir/include/nnt.h" > "$tmp/declared"
+sh "$top_srcdir/tests/public_functions.sh" "$top_srcdir/include/nnt.h" > "$tmp/declared" ||
+    { echo "FAIL: tests/public_functions.sh failed on include/nnt.h"; exit 1; }
+ndeclared=$(wc -l < "$tmp/declared")
+if [ "$ndeclared" -lt 10 ]; then
+    echo "FAIL: tests/public_functions.sh found $ndeclared public functions in include/nnt.h (the parser no longer matches the header?)"
+    exit 1
+fi
 while read -r fn; do
     page="$man3/$fn.3"
     if [ ! -f "$page" ]; then

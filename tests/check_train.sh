@@ -1,7 +1,12 @@
 #!/bin/sh
-# Smoke test of nnt-train on a tiny model: the --print-loss format and a decreasing loss,
-# bit-exact resume, errors on bad usage and bad files, and the output files of a (short) run
-# with the default model and corpus.
+# Smoke test of nnt-train on a tiny model: the --print-loss format and a decreasing loss, the
+# 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
+# recompute / precision / out-of-core / accumulation runs against it, bit-exact resume, and
+# errors on bad usage and bad files. Every run's exit status is checked. (The default run
+# with the default corpus is tests/check_train_default.sh.)
+#
+# NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
+# (after a reviewed change of nnt-train's numerics; say why in the commit).
 set -u
 : "${top_builddir:?}"
 prog="$top_builddir/nnt-train"
@@ -26,6 +31,12 @@ run() {
     name=$1; shift
     "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
     status=$?
+}
+
+# run_ok NAME ARGS...: as run, and a failure unless the status is 0 (stderr shown).
+run_ok() {
+    run "$@"
+    [ $status -eq 0 ] || { fail "$1: exit status $status"; tail -n 5 "$tmp/$1.err"; }
 }
 
 # expect_error NAME PATTERN ARGS...: nonzero status and PATTERN in the error message.
@@ -62,10 +73,37 @@ else
     esac
 fi
 
-# ---- (1a) --recompute gives the same losses bit for bit; --no-save writes no checkpoint ----
-run plain20 $small --layers 3 --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r1" \
+# ---- (1a) a run tiled with partial tiles (vocabulary 256 in tiles of 100, sequence, channel
+# and hidden tiles): its 20 losses (train.csv, 9 digits) equal the committed reference within
+# 1e-6. Measured: the losses of BLIS's zen3, haswell and generic kernels with 1 or 2 CPU
+# workers differ by at most 8e-8 (AMD Zen 3), so 1e-6 is about 10x that; a one-line bug in
+# LayerNorm, attention, cross-entropy, GELU or AdamW moves them by 1e-5 or more (tests/README).
+# --recompute gives the same losses bit for bit; --no-save writes no checkpoint.
+tiled="--layers 3 --tile-vocab 100 --tile-seq 8 --tile-channels 24 --tile-hidden 48"
+ref="$top_srcdir/tests/fixtures/train_losses.txt"
+run_ok plain20 $small $tiled --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r1" \
     --print-loss --no-save
-run rec20 $small --layers 3 --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r2" \
+if [ -n "${NNT_WRITE_TRAIN_REFERENCE:-}" ]; then
+    { echo "# nnt-train losses (train.csv) of check_train.sh's run 'plain20': $small $tiled"
+      echo "# --steps 20 --lr 3e-3 on its generated corpus; written by NNT_WRITE_TRAIN_REFERENCE=1"
+      echo "# on $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(date -u +%Y-%m-%d)"
+      tail -n +2 "$tmp/r1/train.csv" | cut -d, -f1,2 | tr , ' '; } > "$ref"
+    echo "note: wrote $ref"
+fi
+verdict=$(tail -n +2 "$tmp/r1/train.csv" | cut -d, -f1,2 | tr , ' ' |
+          awk 'FNR == 1 { f++ } f == 1 && !/^#/ { want[$1] = $2; nw++ }
+               f == 2 { d = $2 - want[$1]; if (d < 0) d = -d; if (!($1 in want)) d = 1;
+                        if (d > m) { m = d; at = $1 } n++ }
+               END { printf "%s %d %d %.3g %s", (n == 20 && nw == 20 && m <= 1e-6) ? "ok" : "bad",
+                     n, nw, m, at }' "$ref" -)
+set -- $verdict
+if [ "$1" = ok ]; then
+    echo "ok: tiled run: the 20 losses are within $4 of the reference (<= 1e-6)"
+else
+    fail "tiled run: $2 losses against $3 in $ref, largest difference $4 (step $5; limit 1e-6):"
+    paste "$tmp/r1/train.csv" "$ref" | head -n 22
+fi
+run_ok rec20 $small $tiled --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r2" \
     --print-loss --no-save --recompute
 if [ $status -ne 0 ] || ! cmp -s "$tmp/plain20.out" "$tmp/rec20.out" ||
    [ "$(wc -l < "$tmp/plain20.out")" -ne 20 ]; then
@@ -82,20 +120,23 @@ else
 fi
 
 # ---- (1d) --precision tf32 / bf16: GEMM operands rounded, so the 20 losses differ from the
-# fp32 run's (above) but stay within 2e-2 of them --------------------------------------------
-for p in tf32 bf16; do
-    run "prec_$p" $small --layers 3 --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 \
+# fp32 run's (above) by more than LOW (rounding happened) and less than HIGH. Measured on the
+# tiled run (AMD Zen 3; BLIS zen3, haswell, generic): tf32 8.4e-5..8.6e-5, bf16 6.4e-4;
+# HIGH is about 10x that, LOW about a tenth. ----------------------------------------------------
+for spec in tf32:1e-3:1e-5 bf16:6e-3:6e-5; do
+    p=${spec%%:*} hi=${spec#*:}; lo=${hi#*:}; hi=${hi%:*}
+    run_ok "prec_$p" $small $tiled --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 \
         --out "$tmp/p_$p" --print-loss --no-save --precision $p
-    verdict=$(awk 'FNR == 1 { f++ } f == 1 { l[FNR] = $4 } f == 2 { d = $4 - l[FNR];
-                   if (d < 0) d = -d; if (d > m) m = d; n++ }
-                   END { printf "%s %g", (n == 20 && m > 0 && m < 2e-2) ? "ok" : "bad", m }' \
+    verdict=$(awk -v hi="$hi" -v lo="$lo" 'FNR == 1 { f++ } f == 1 { l[FNR] = $4 }
+                   f == 2 { d = $4 - l[FNR]; if (d < 0) d = -d; if (d > m) m = d; n++ }
+                   END { printf "%s %g", (n == 20 && m > lo + 0 && m < hi + 0) ? "ok" : "bad", m }' \
               "$tmp/plain20.out" "$tmp/prec_$p.out")
     if [ $status -ne 0 ] || [ "${verdict%% *}" != ok ] ||
        ! grep -q "$p GEMM operands" "$tmp/prec_$p.err"; then
-        fail "--precision $p: status $status, largest loss difference to fp32 ${verdict#* }:"
+        fail "--precision $p: status $status, largest loss difference to fp32 ${verdict#* } (expected $lo..$hi):"
         paste "$tmp/plain20.out" "$tmp/prec_$p.out"; tail -n 5 "$tmp/prec_$p.err"
     else
-        echo "ok: --precision $p: the 20 losses are within ${verdict#* } of fp32's (< 2e-2, > 0)"
+        echo "ok: --precision $p: the 20 losses are within ${verdict#* } of fp32's ($lo..$hi)"
     fi
 done
 
@@ -104,7 +145,7 @@ done
 # recompute the activations saved for the backward are hinted wont_use, which under a swap
 # queues StarPU prefetches to the disk: none of those handles may be invalidated) -------
 ooc="--layers 3 --channels 64 --heads 2 --context 32 --batch 2 --seq 16 --sample 0 --no-save"
-run ram6 $ooc --data "$tmp/corpus.txt" --steps 6 --out "$tmp/ram" --print-loss
+run_ok ram6 $ooc --data "$tmp/corpus.txt" --steps 6 --out "$tmp/ram" --print-loss
 for rec in --recompute ""; do
     run ooc6 $ooc --data "$tmp/corpus.txt" --steps 6 --out "$tmp/ooc" --print-loss $rec \
         --mem-cpu 1 --swap-dir "$tmp/swap" --swap-size 64
@@ -124,20 +165,25 @@ done
 
 # ---- (1b) --accum K: step s averages the windows s*K-K+1 .. s*K of a run without it. With a
 # learning rate of 1e-30 the weights do not move, so the accum-2 losses are the means of
-# consecutive pairs of accum-1 losses.
-run acc1 $small --data "$tmp/corpus.txt" --steps 4 --lr 1e-30 --weight-decay 0 --out "$tmp/a1" --print-loss
-run acc2 $small --data "$tmp/corpus.txt" --steps 2 --accum 2 --lr 1e-30 --weight-decay 0 \
+# consecutive pairs of accum-1 losses (train.csv, 9 digits). Measured: at most 5e-9 apart
+# (the printing resolution; Zen 3, three BLIS kernel sets): limit 5e-8.
+run_ok acc1 $small --data "$tmp/corpus.txt" --steps 4 --lr 1e-30 --weight-decay 0 --out "$tmp/a1" --print-loss
+run_ok acc2 $small --data "$tmp/corpus.txt" --steps 2 --accum 2 --lr 1e-30 --weight-decay 0 \
     --out "$tmp/a2" --print-loss
-verdict=$(awk 'FNR == 1 { f++ } f == 1 { l[FNR] = $4 } f == 2 { m = (l[2 * FNR - 1] + l[2 * FNR]) / 2;
-               d = $4 - m; if (d < 0) d = -d; if (d > 2e-6) bad = 1; n++ }
-               END { print (n == 2 && !bad) ? "ok" : "bad" }' "$tmp/acc1.out" "$tmp/acc2.out")
-[ "$verdict" = ok ] && echo "ok: --accum 2 losses are the means of consecutive windows" ||
-    { fail "--accum 2:"; paste "$tmp/acc1.out" "$tmp/acc2.out"; cat "$tmp/acc2.err"; }
+tail -n +2 "$tmp/a1/train.csv" | cut -d, -f2 > "$tmp/acc1.loss"
+tail -n +2 "$tmp/a2/train.csv" | cut -d, -f2 > "$tmp/acc2.loss"
+verdict=$(awk 'FNR == 1 { f++ } f == 1 { l[FNR] = $1 } f == 2 { m = (l[2 * FNR - 1] + l[2 * FNR]) / 2;
+               d = $1 - m; if (d < 0) d = -d; if (d > w) w = d; n++ }
+               END { printf "%s %g", (n == 2 && w <= 5e-8) ? "ok" : "bad", w }' \
+          "$tmp/acc1.loss" "$tmp/acc2.loss")
+[ "${verdict%% *}" = ok ] &&
+    echo "ok: --accum 2 losses are the means of consecutive windows (within ${verdict#* })" ||
+    { fail "--accum 2 (largest difference ${verdict#* }, limit 5e-8):"; paste "$tmp/acc1.loss" "$tmp/acc2.loss"; cat "$tmp/acc2.err"; }
 
 # ---- (2) resume: 3 steps, save, resume to 6 == 6 uninterrupted steps, bit for bit -----------
 # (--steps is the total, so the first part stops after step 3 of the same 6-step schedule.)
-run full6 $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/full" --print-loss
-run first3 $small --data "$tmp/corpus.txt" --steps 6 --stop-after 3 --out "$tmp/half" --print-loss
+run_ok full6 $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/full" --print-loss
+run_ok first3 $small --data "$tmp/corpus.txt" --steps 6 --stop-after 3 --out "$tmp/half" --print-loss
 run resume6 $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/half2" --print-loss \
     --resume "$tmp/half/checkpoint.safetensors"
 if [ $status -ne 0 ]; then
@@ -182,23 +228,6 @@ if [ -f "$ckpt" ]; then
         { fail "a checkpoint with other heads: status $status (expected 2)"; cat "$tmp/other_heads.err"; }
 else
     fail "no checkpoint at $ckpt"
-fi
-
-# ---- (4) the default run, shortened: files written, sample printed ----------------------
-if [ -d /usr/share/common-licenses ]; then
-    run defaults --steps 2 --sample 8 --out "$tmp/def"
-    if [ $status -ne 0 ]; then
-        fail "default run: exit status $status"; cat "$tmp/defaults.err"
-    else
-        [ "$(wc -l < "$tmp/def/train.csv")" -eq 3 ] || fail "train.csv has not 1 + 2 lines"
-        grep -q '<polyline' "$tmp/def/loss.svg" || fail "loss.svg has no curve"
-        [ -s "$tmp/def/checkpoint.safetensors" ] || fail "no checkpoint"
-        grep -q -- '---- sample' "$tmp/defaults.out" || fail "no sample printed"
-        grep -q 'written' "$tmp/defaults.out" || fail "no list of the files written"
-        echo "ok: default run (2 steps): $(grep -c '^step' "$tmp/defaults.out") progress lines, files written"
-    fi
-else
-    echo "note: /usr/share/common-licenses missing, default run not tested"
 fi
 
 # ---- --help and --version ----------------------------------------------------------------
