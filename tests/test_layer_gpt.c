@@ -1,9 +1,13 @@
 /* The GPT layer (NNT_LAYER_GPT) and the nnt_gpt_* functions, through the public API only,
  * against the Hugging Face fixtures of tests/fixtures/gpt2_tiny (see the README there):
- *   - nnt_gpt_load_safetensors, targets, forward: logits and loss within 1e-4 relative of
- *     GPT2LMHeadModel's; backward: every gradient, enumerated with nnt_layer_param and
- *     mapped to its HF name, within 1e-3 normwise relative, for several tilings (channel
- *     tiles cutting heads, split head dims, automatic);
+ *   - nnt_gpt_load_safetensors, targets, forward: logits within 3e-6 normwise relative and
+ *     the loss within 3e-7 relative of GPT2LMHeadModel's; backward: every gradient,
+ *     enumerated with nnt_layer_param and mapped to its HF name, within 8e-6 normwise
+ *     relative, for several tilings (channel tiles cutting heads, split head dims, targets
+ *     on vocabulary tile edges, automatic); each tolerance about 10x the error measured
+ *     (see "tolerances" below);
+ *   - 10 AdamW steps against torch.optim.AdamW's losses (within 2e-5), and with TF32 and
+ *     bf16 GEMM operands (within 4e-3 and 1e-2 of the fp32 losses, and not within 2e-5);
  *   - the parameter names, count (HF's), decay flags;
  *   - llm.c and safetensors save/load round trips give identical weights and logits;
  *   - greedy generation equals HF's generate; sampling is deterministic per seed;
@@ -35,6 +39,40 @@ static void teardown(void)
     EXPECT_OK(nnt_ctx_destroy(ctx));
     ctx = NULL;
 }
+
+/* ---- tolerances -----------------------------------------------------------------------
+ * About 10x the largest error measured (tests/tolerances.sh) on AMD Zen 3 under the BLIS
+ * kernel sets zen3, haswell and generic, over several runs; "Zen 5" is the figure measured
+ * on another host (Intel/AMD Zen 5) with the old suite. The fixture is PyTorch's fp32
+ * output, so each error includes PyTorch's rounding as well as ours. With these, LayerNorm
+ * without eps (loss off by 2e-6 relative, logits by ~5e-5, gradients by ~8e-5) fails every
+ * reference step; the GELU coefficient 0.04471 for 0.044715 (logits 1.2e-6, gradients
+ * 3.2e-6: 4x the rounding) does not, test_layers' leaf does. */
+#define LOSS_TOL 3e-7          /* |loss - fixture| / fixture: 3.3e-8 (Zen 3, Zen 5) */
+#define LOGITS_TOL 3e-6        /* normwise relative: 2.9e-7 (Zen 3, generic; 2.7e-7 zen3 and
+                                * haswell, Zen 5) */
+#define GRAD_TOL 8e-6          /* normwise relative, the worst parameter (h.0.attn.k.weight):
+                                * 7.7e-7 (Zen 3, generic; 7.1e-7 zen3 and haswell; 6.5e-7
+                                * Zen 5) */
+#define GRAD_KBIAS_TOL 7e-8    /* max |key bias gradient| (exactly 0 in exact arithmetic):
+                                * 6.8e-9 (Zen 3, generic; 6.2e-9 zen3 and haswell) */
+#define ACCUM_TOL 1e-7         /* normwise relative, two backwards vs 2x one: 0, bit-identical
+                                * on Zen 3 (one tile: the second gradient is added in one
+                                * exact step); one float rounding for a backend that
+                                * accumulates inside the GEMM */
+#define ADAMW_TOL 2e-5         /* max |loss - fixture| over 10 fp32 AdamW steps: 2.2e-6 (Zen
+                                * 3, generic; 2.1e-6 zen3 and haswell, Zen 5) */
+#define TF32_TOL 4e-3          /* max |loss - fp32 fixture|, TF32 operands: 3.7e-4 (Zen 3;
+                                * 2.8e-4 generic) */
+#define BF16_TOL 1e-2          /* the same, bf16 operands: 2.3e-3 (Zen 3; 1.8e-3 Zen 5, with V
+                                * tile 10 then): 10x would pass the goal for bf16 training,
+                                * 1e-2, which stays (ratio 0.23) */
+/* Statistical bounds on nnt_layer_init's values, not rounding errors: the generator is the
+ * library's own, so the measured deviations are the same on every host. */
+#define INIT_STD_TOL 0.06      /* |std - want| / want, >= 4096 samples, so one standard error
+                                * is ~1.1%: about 5 of them; measured 0.016 */
+#define INIT_MEAN_SIGMAS 5.0   /* |mean| in standard errors: measured 2.3 (of 42 tensors) */
+#define INIT_LOSS_TOL 0.2      /* |initial loss - ln V| of a fresh model: measured 0.057 */
 
 /* ---- fixture files ------------------------------------------------------------------ */
 
@@ -151,10 +189,14 @@ typedef struct tiling_case {
     int automatic;          /* use NULL (automatic) instead of t */
 } tiling_case;
 
+/* The vocabulary tile 9 of the second puts targets of the fixture's batch on the first id
+ * of a tile (36, 54) and on the last (17, 26, 44, 53): a tile edge off by one in the
+ * cross-entropy changes the loss (the tile edges of the other tilings, 0, 32, 33, 65 and
+ * 66, hold no target of the batch). */
 static const tiling_case TILINGS[] = {
     {"whole dimensions", {sizeof(nnt_tiling), -1, -1, -1, -1, -1, -1, -1}, 0},
-    {"all partial, C tile 5 cuts heads, hd split 3", {sizeof(nnt_tiling), 1, 5, 5, 40, 10, 2, 3},
-     0},
+    {"all partial, C tile 5 cuts heads, hd split 3, V tile 9",
+     {sizeof(nnt_tiling), 1, 5, 5, 40, 9, 2, 3}, 0},
     {"C tile 12 cuts head 1, T tiles 4", {sizeof(nnt_tiling), 2, 4, 12, 32, 33, 1, 8}, 0},
     {"automatic", {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0}, 1},
 };
@@ -185,8 +227,8 @@ static float *reference_forward(nnt_layer *gpt, const nnt_st_reader *ref, double
     return logits;
 }
 
-/* Every gradient within 1e-3 normwise relative of the fixture's; the key biases
- * (mathematically 0, rounding noise in the fixture) within 1e-6 absolute. */
+/* Every gradient within GRAD_TOL normwise relative of the fixture's; the key biases
+ * (mathematically 0, rounding noise in the fixture) within GRAD_KBIAS_TOL absolute. */
 static void check_gradients(nnt_layer *gpt, const nnt_st_reader *ref, const char *what)
 {
     int64_t count = 0;
@@ -199,12 +241,13 @@ static void check_gradients(nnt_layer *gpt, const nnt_st_reader *ref, const char
         float *got = test_to_host(p.grad, &n);
         float *want = hf_values(ref, "grad.", p.name, n);
         if (strstr(p.name, "attn.k.bias")) {
+            double big = 0.0;
             for (int64_t j = 0; j < n; j++)
-                ck_assert_msg(fabs(got[j]) <= 1e-6, "%s: %s[%lld] = %g is not ~0", what,
-                              p.name, (long long)j, got[j]);
+                big = fabs(got[j]) > big ? fabs(got[j]) : big;
+            EXPECT_TOL(big, GRAD_KBIAS_TOL, "%s: %s is not ~0", what, p.name);
         } else {
             double e = rel_err(got, want, n);
-            ck_assert_msg(e <= 1e-3, "%s: gradient of %s: relative error %g", what, p.name, e);
+            EXPECT_TOL(e, GRAD_TOL, "%s: gradient of %s, relative error", what, p.name);
             if (e > worst) {
                 worst = e;
                 worst_name = p.name;
@@ -228,8 +271,9 @@ START_TEST(test_reference_step)
     float *want_loss = fixture_read(ref, "loss", NNT_IO_F32, NULL);
     double le = fabs(loss - want_loss[0]) / fabs(want_loss[0]);
     double ge = rel_err(logits, want_logits, B * T * V);
-    ck_assert_msg(le <= 1e-4, "%s: loss %.9g, fixture %.9g", tc->what, loss, want_loss[0]);
-    ck_assert_msg(ge <= 1e-4, "%s: logits relative error %g", tc->what, ge);
+    EXPECT_TOL(le, LOSS_TOL, "%s: loss %.9g, fixture %.9g, relative error", tc->what, loss,
+               want_loss[0]);
+    EXPECT_TOL(ge, LOGITS_TOL, "%s: logits relative error", tc->what);
     nnt_tensor *dx = (nnt_tensor *)&dx;   /* must become NULL */
     EXPECT_OK(nnt_layer_backward(gpt, NULL, &dx));
     ck_assert_ptr_null(dx);
@@ -261,9 +305,9 @@ START_TEST(test_accumulate_and_targets)
     EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
     float *twice = test_to_host(p.grad, NULL);
     for (int64_t i = 0; i < n; i++)
-        ck_assert_msg(fabs(twice[i] - 2.0 * once[i]) <= 1e-6 + 1e-5 * fabs(once[i]),
-                      "gradient %lld: %g after two backwards, %g after one", (long long)i,
-                      twice[i], once[i]);
+        once[i] *= 2.0f;   /* exact */
+    EXPECT_TOL(rel_err(twice, once, n), ACCUM_TOL, "gradient after two backwards vs 2x after "
+               "one, normwise relative");
     EXPECT_OK(nnt_layer_zero_grad(gpt));
     float *zero = test_to_host(p.grad, NULL);
     for (int64_t i = 0; i < n; i++)
@@ -698,8 +742,10 @@ static void check_init_distribution(const nnt_param_info *p, int nblocks)
         double want = strstr(name, "c_proj") ? 0.02 / sqrt(2.0 * nblocks) : 0.02;
         moments(x, n, &mean, &std);
         /* n >= 4096 samples: the std estimate is within ~1.1% (1 sigma) */
-        ck_assert_msg(fabs(std - want) <= 0.06 * want, "%s: std %g, want %g", name, std, want);
-        ck_assert_msg(fabs(mean) <= 5.0 * want / sqrt((double)n), "%s: mean %g", name, mean);
+        EXPECT_TOL(fabs(std - want) / want, INIT_STD_TOL, "%s: std %g, want %g, relative "
+                   "deviation", name, std, want);
+        EXPECT_TOL(fabs(mean) / (want / sqrt((double)n)), INIT_MEAN_SIGMAS,
+                   "%s: mean %g, in standard errors", name, mean);
     }
     free(x);
 }
@@ -783,8 +829,8 @@ START_TEST(test_create_forward_backward)
         }
     }
     /* untrained: about ln(V) */
-    ck_assert_msg(fabs(first - log(32.0)) < 0.2, "initial loss %g, ln V = %g", first,
-                  log(32.0));
+    EXPECT_TOL(fabs(first - log(32.0)), INIT_LOSS_TOL, "initial loss %g, ln V = %g", first,
+               log(32.0));
     ck_assert_msg(last < first - 0.1, "loss %g -> %g did not go down", first, last);
     nnt_tensor_destroy(tokens);
     nnt_tensor_destroy(targets);
@@ -799,8 +845,8 @@ END_TEST
  * loss recorded before each update. Here through nnt_optim_add_layer (the layer's decay
  * flags) and nnt_optim_step, two tilings. */
 /* 10 fixture steps on tiling ti with weight decay wd and GEMM operands of the given
- * precision; every loss within tol of the fixture's. Returns the largest difference. */
-static double train_fixture(int ti, double wd, nnt_precision precision, double tol)
+ * precision. Returns the largest |loss - fixture's| over the steps, *at its step. */
+static double train_fixture(int ti, double wd, nnt_precision precision, int *at)
 {
     nnt_st_reader *tr = fixture_open_st("train.safetensors");
     int32_t *tok = fixture_read(tr, "train_tokens", NNT_IO_I32, NULL);
@@ -828,9 +874,12 @@ static double train_fixture(int ti, double wd, nnt_precision precision, double t
         nnt_tensor_destroy(x);
         nnt_tensor_destroy(y);
         double d = fabs(loss - want[s]);
-        worst = d > worst ? d : worst;
-        ck_assert_msg(d <= tol, "precision %d, wd %g step %d: loss %.9f, fixture %.9f",
-                      (int)precision, wd, s, loss, want[s]);
+        if (d > worst || s == 0) {
+            worst = d;
+            *at = s;
+        }
+        ck_assert_msg(isfinite(loss), "precision %d, wd %g step %d: loss %g", (int)precision,
+                      wd, s, loss);
     }
     EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
     nnt_optim_stats st;
@@ -850,21 +899,27 @@ static double train_fixture(int ti, double wd, nnt_precision precision, double t
 START_TEST(test_train_adamw_fixture)
 {
     const double wd = _i == 0 ? 0.0 : 0.1;
-    double worst = train_fixture(_i == 0 ? 0 : 1, wd, NNT_PRECISION_FP32, 1e-4);
+    int at = 0;
+    double worst = train_fixture(_i == 0 ? 0 : 1, wd, NNT_PRECISION_FP32, &at);
     printf("test_layer_gpt adamw [wd %g]: max |loss - fixture| %.3g over 10 steps\n", wd, worst);
+    EXPECT_TOL(worst, ADAMW_TOL, "fp32, wd %g, step %d: |loss - fixture|", wd, at);
 }
 END_TEST
 
-/* The same 10 steps with TF32 and bf16 GEMM operands: within 1e-2 of the fp32 losses of the
- * fixture (the goal for bf16 training), and visibly away from them (the operands really were
- * rounded: fp32 is within ~1e-6). Two tilings each. */
+/* The same 10 steps with TF32 and bf16 GEMM operands: within TF32_TOL and BF16_TOL of the
+ * fp32 losses of the fixture (1e-2 is the goal for bf16 training), and visibly away from
+ * them (the operands really were rounded: fp32 is within ~2e-6). Two tilings each. */
 START_TEST(test_train_precision)
 {
     nnt_precision p = _i < 2 ? NNT_PRECISION_TF32 : NNT_PRECISION_BF16;
-    int ti = _i & 1;
-    double worst = train_fixture(ti, 0.1, p, 1e-2);
+    int ti = _i & 1, at = 0;
+    double worst = train_fixture(ti, 0.1, p, &at);
     printf("test_layer_gpt adamw [%s, tiling %d]: max |loss - fp32 fixture| %.3g over 10 steps\n",
            p == NNT_PRECISION_TF32 ? "tf32" : "bf16", ti, worst);
+    if (p == NNT_PRECISION_TF32)
+        EXPECT_TOL(worst, TF32_TOL, "tf32, tiling %d, step %d: |loss - fp32 fixture|", ti, at);
+    else
+        EXPECT_TOL(worst, BF16_TOL, "bf16, tiling %d, step %d: |loss - fp32 fixture|", ti, at);
     ck_assert_msg(worst > 2e-5, "%s losses within %g of fp32: operands not rounded?",
                   p == NNT_PRECISION_TF32 ? "tf32" : "bf16", worst);
 }

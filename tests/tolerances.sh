@@ -14,6 +14,8 @@ set -u
 build=${1:?usage: tests/tolerances.sh BUILD_DIR [TEST ...]}
 shift
 build=$(cd "$build" && pwd) || exit 2
+top_srcdir=$(cd "$(dirname "$0")/.." && pwd)   # the fixtures' tree (this script's)
+export top_srcdir
 tests=$*
 [ -n "$tests" ] || tests=$(cd "$build/tests" && ls test_* 2>/dev/null | grep -v '\.' )
 if [ -z "${NNT_TOL_ARCHES:-}" ]; then
