@@ -1,9 +1,18 @@
 /* GPT-2 end to end against the Hugging Face fixtures of tests/fixtures/gpt2_tiny (see the
  * README there): forward (activations, logits, loss), backward (every parameter gradient),
  * 10 AdamW steps (losses, final parameters) with and without weight decay, agreement across
- * tilings, llm.c checkpoint round trip, bad arguments.
+ * tilings, the bf16 step against the fp32 one, llm.c checkpoint round trip, bad arguments.
  * The model is loaded from gpt2_tiny.llmc.bin; the references are read with lib/io's
- * safetensors reader. */
+ * safetensors reader.
+ * Tolerances (tests/README: about 10x the largest error measured, which is written beside
+ * each; measured on a Zen 3 with the BLIS kernel sets zen3, haswell and generic; the issue
+ * measured up to 4.5e-7 over the activations on a Zen 5): activations 1e-6..5e-6 normwise
+ * relative (each its own), the loss 3e-7 relative, d loss / d logits 1e-6, gradients
+ * 1.5e-6..5e-6 normwise relative (each its own), the key bias gradient 7e-8 absolute, the
+ * GELU on the model's own fch 5e-7, losses over 10 AdamW steps 2e-5 and final parameters
+ * 2.4e-6 absolute, tilings against each other 8e-7 (loss) and 1.2e-5 (logits) absolute;
+ * bf16 against fp32: loss 2e-4, logits 8e-3, gradients 7e-2 relative, and at least 8e-5
+ * (logits) and 2e-4 (gradients) away from fp32. */
 #include "testutil.h"
 #include "fixture_st.h"
 
@@ -140,6 +149,9 @@ static const tiling_case TILINGS[] = {
     {"all partial, C tile 5 cuts heads, hd split 3", {1, 5, 5, 40, 10, 2, 3}},
     {"C tile 12 cuts head 1, aligned T tiles", {2, 4, 12, 32, 33, 1, 8}},
     {"odd tiles everywhere", {1, 7, 9, 25, 67, 3, 5}},
+    /* the reference targets 5 (twice) and 15 are the first ids of vocabulary tiles, 4, 24,
+     * 34, 44, 54 and 59 the last ones */
+    {"vocab tiles of 5, heads split in 2", {2, 3, 8, 48, 5, 1, 4}},
 };
 #define NTILINGS ((int)(sizeof TILINGS / sizeof TILINGS[0]))
 
@@ -235,32 +247,105 @@ static double compare_qkv(nnt_gpt2 *m, const nnt_st_reader *ref, int l)
     return e;
 }
 
-/* Every activation the fixture has (except the attention probabilities, which a flash
- * attention never forms) within 1e-4 relative. */
-static void check_activations(nnt_gpt2 *m, const nnt_st_reader *ref)
+/* A check made at line: err <= tol (NaN fails), reported by tests/tolerances.sh under that
+ * line, i.e. the line of the table row that holds the tolerance. */
+#define EXPECT_TOL_AT(line, err, tol, ...)                                                 \
+    do {                                                                                   \
+        double e_ = (err), t_ = (tol);                                                     \
+        char what_[256];                                                                   \
+        snprintf(what_, sizeof what_, __VA_ARGS__);                                        \
+        test_tol_note(__FILE__, (line), e_, t_);                                           \
+        ck_assert_msg(e_ <= t_, "%s: error %.4g above the tolerance %.4g", what_, e_, t_); \
+    } while (0)
+
+/* An activation compared with the fixture: normwise relative error <= tol. The tolerances
+ * are 10x the largest error measured over the five tilings, both layers and BLIS kernel sets
+ * zen3, haswell and generic on a Zen 3 (the comment beside each); the other CPU kind of the
+ * issue (Zen 5) measured up to 4.5e-7 over all activations. */
+typedef struct act_tol {
+    const char *mine, *theirs;
+    double tol;
+    int line;
+} act_tol;
+#define ACT(mine, theirs, tol) {mine, theirs, tol, __LINE__}
+
+/* Per layer: names after "h{l}." (mine) and "act.h{l}." (the fixture's). */
+static const act_tol PER_LAYER_ACT[] = {
+    ACT("ln1", "ln1", 3e-6),                 /* 3.1e-7 */
+    ACT("ln1_mean", "ln1_mean", 3e-6),       /* 2.6e-7 */
+    ACT("ln1_rstd", "ln1_rstd", 1.3e-6),     /* 1.3e-7 */
+    ACT("atty", "atty", 3e-6),               /* 2.9e-7 */
+    ACT("residual2", "residual2", 3e-6),     /* 2.9e-7 */
+    ACT("ln2", "ln2", 3e-6),                 /* 2.9e-7 */
+    ACT("ln2_mean", "ln2_mean", 5e-6),       /* 4.6e-7 */
+    ACT("ln2_rstd", "ln2_rstd", 1e-6),       /* 1.1e-7 */
+    ACT("fch", "fch", 3e-6),                 /* 3.1e-7 */
+    ACT("fch_gelu", "fch_gelu", 3e-6),       /* 3.4e-7 (see GELU_TOL) */
+    ACT("residual3", "residual3", 3e-6),     /* 3.0e-7 */
+};
+static const act_tol QKV_ACT = ACT("q, k, v", "qkv", 3e-6);   /* 3.2e-7 */
+static const act_tol GLOBAL_ACT[] = {
+    ACT("encoded", "act.encoded", 0.0),      /* wte + wpe, one addition: bit-identical */
+    ACT("lnf", "act.lnf", 3e-6),             /* 2.9e-7 */
+    ACT("lnf_mean", "act.lnf_mean", 5e-6),   /* 4.6e-7 */
+    ACT("lnf_rstd", "act.lnf_rstd", 1e-6),   /* 1.2e-7 */
+    ACT("logits", "logits", 3e-6),           /* 3.1e-7 */
+};
+/* d loss / d logits, normwise relative */
+static const act_tol DLOGITS = ACT("logits", "act_grad.logits", 1e-6);   /* 9.9e-8 */
+/* the loss, relative: measured 3.3e-8 (Zen 3, kernel sets as above); 10x */
+#define LOSS_TOL 3e-7
+/* The model's fch_gelu against gelu_new of its own fch computed in double (normwise
+ * relative): the GELU's own rounding, which the fixture comparison above hides under the
+ * error fch brings along (a 1e-4 relative change of the tanh coefficient 0.044715 moves
+ * fch_gelu by 2e-6 here). Measured 4.9e-8 (Zen 3, kernel sets as above); 10x. */
+#define GELU_TOL 5e-7
+
+/* ||fch_gelu - gelu_new(fch)|| / ||gelu_new(fch)|| of layer l, gelu_new(x) =
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in double (sqrt(2/pi) = 0.79788456...). */
+static double gelu_self_err(nnt_gpt2 *m, int l)
 {
-    static const char *const per_layer[][2] = {
-        {"ln1", "ln1"}, {"ln1_mean", "ln1_mean"}, {"ln1_rstd", "ln1_rstd"},
-        {"atty", "atty"}, {"residual2", "residual2"}, {"ln2", "ln2"},
-        {"ln2_mean", "ln2_mean"}, {"ln2_rstd", "ln2_rstd"}, {"fch", "fch"},
-        {"fch_gelu", "fch_gelu"}, {"residual3", "residual3"}};
-    static const char *const global[][2] = {
-        {"encoded", "act.encoded"}, {"lnf", "act.lnf"}, {"lnf_mean", "act.lnf_mean"},
-        {"lnf_rstd", "act.lnf_rstd"}, {"logits", "logits"}};
+    char name[64];
+    int64_t n = 0, n2 = 0;
+    snprintf(name, sizeof name, "h%d.fch", l);
+    float *x = test_to_host(nnt_gpt2_activation(m, name), &n);
+    snprintf(name, sizeof name, "h%d.fch_gelu", l);
+    float *y = test_to_host(nnt_gpt2_activation(m, name), &n2);
+    ck_assert_int_eq(n, n2);
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        double g = 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+        num += (y[i] - g) * (y[i] - g);
+        den += g * g;
+    }
+    free(x);
+    free(y);
+    return sqrt(num / den);
+}
+
+/* Every activation the fixture has (except the attention probabilities, which a flash
+ * attention never forms), each within its tolerance above. */
+static void check_activations(nnt_gpt2 *m, const nnt_st_reader *ref, const char *what)
+{
     char mine[64], theirs[64];
     for (int l = 0; l < L; l++) {
-        for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++) {
-            snprintf(mine, sizeof mine, "h%d.%s", l, per_layer[i][0]);
-            snprintf(theirs, sizeof theirs, "act.h%d.%s", l, per_layer[i][1]);
-            double e = compare_activation(m, ref, mine, theirs);
-            ck_assert_msg(e <= 1e-4, "activation %s: relative error %g", theirs, e);
+        for (size_t i = 0; i < sizeof PER_LAYER_ACT / sizeof PER_LAYER_ACT[0]; i++) {
+            const act_tol *a = &PER_LAYER_ACT[i];
+            snprintf(mine, sizeof mine, "h%d.%s", l, a->mine);
+            snprintf(theirs, sizeof theirs, "act.h%d.%s", l, a->theirs);
+            EXPECT_TOL_AT(a->line, compare_activation(m, ref, mine, theirs), a->tol,
+                          "%s: activation %s, normwise relative", what, theirs);
         }
-        double e = compare_qkv(m, ref, l);
-        ck_assert_msg(e <= 1e-4, "activation act.h%d.qkv: relative error %g", l, e);
+        EXPECT_TOL_AT(QKV_ACT.line, compare_qkv(m, ref, l), QKV_ACT.tol,
+                      "%s: activation act.h%d.qkv, normwise relative", what, l);
+        EXPECT_TOL(gelu_self_err(m, l), GELU_TOL, "%s: layer %d: fch_gelu against gelu_new(fch) "
+                   "in double, normwise relative", what, l);
     }
-    for (size_t i = 0; i < sizeof global / sizeof global[0]; i++) {
-        double e = compare_activation(m, ref, global[i][0], global[i][1]);
-        ck_assert_msg(e <= 1e-4, "activation %s: relative error %g", global[i][1], e);
+    for (size_t i = 0; i < sizeof GLOBAL_ACT / sizeof GLOBAL_ACT[0]; i++) {
+        const act_tol *a = &GLOBAL_ACT[i];
+        EXPECT_TOL_AT(a->line, compare_activation(m, ref, a->mine, a->theirs), a->tol,
+                      "%s: activation %s, normwise relative", what, a->theirs);
     }
 }
 
@@ -277,8 +362,39 @@ static float *export_all(nnt_gpt2 *m, int which, const char *name, int64_t *nume
     return buf;
 }
 
-/* Every gradient within 1e-3 normwise relative; the key bias (mathematically 0, rounding
- * noise in the fixture) within 1e-6 absolute. */
+/* Every parameter gradient against the fixture: normwise relative error <= tol, in llm.c
+ * order (the key bias slices of qkvb excluded: see KEY_BIAS_TOL). 10x the largest error
+ * measured over the five tilings and BLIS kernel sets zen3, haswell and generic on a Zen 3
+ * (beside each). */
+typedef struct grad_tol {
+    const char *name;
+    double tol;
+    int line;
+} grad_tol;
+#define GRAD(name, tol) {name, tol, __LINE__}
+static const grad_tol GRAD_TOL[16] = {
+    GRAD("wte", 3e-6),          /* 3.4e-7 */
+    GRAD("wpe", 4e-6),          /* 4.4e-7 */
+    GRAD("ln1w", 5e-6),         /* 5.4e-7 */
+    GRAD("ln1b", 4e-6),         /* 4.2e-7 */
+    GRAD("qkvw", 5e-6),         /* 5.1e-7 */
+    GRAD("qkvb", 5e-6),         /* 4.9e-7 */
+    GRAD("attprojw", 4e-6),     /* 3.9e-7 */
+    GRAD("attprojb", 4e-6),     /* 3.6e-7 */
+    GRAD("ln2w", 5e-6),         /* 5.5e-7 */
+    GRAD("ln2b", 3e-6),         /* 3.3e-7 */
+    GRAD("fcw", 4e-6),          /* 4.7e-7 */
+    GRAD("fcb", 3e-6),          /* 3.0e-7 */
+    GRAD("fcprojw", 4e-6),      /* 4.4e-7 */
+    GRAD("fcprojb", 3e-6),      /* 3.0e-7 */
+    GRAD("lnfw", 2e-6),         /* 2.1e-7 */
+    GRAD("lnfb", 1.5e-6),       /* 1.5e-7 */
+};
+/* The key bias gradient is mathematically 0 (softmax is invariant to a per-query constant)
+ * and rounding noise in the fixture: max |gradient| <= this. Measured 7.1e-9 (Zen 3, kernel
+ * sets as above); 10x. */
+#define KEY_BIAS_TOL 7e-8
+
 static void check_gradients(nnt_gpt2 *m, const nnt_st_reader *ref, const char *what)
 {
     char *kmask = key_bias_mask();
@@ -286,13 +402,15 @@ static void check_gradients(nnt_gpt2 *m, const nnt_st_reader *ref, const char *w
     int worst_k = 0;
     for (int k = 0; k < 16; k++) {
         int64_t n = 0;
+        ck_assert_str_eq(GRAD_TOL[k].name, LLMC_NAMES[k]);
         float *got = export_all(m, NNT_GPT2_GRADS, LLMC_NAMES[k], &n);
         float *want = malloc((size_t)n * sizeof(float));
         ck_assert_ptr_nonnull(want);
         hf_to_llmc(ref, "grad.", LLMC_NAMES[k], want, n);
         int is_qkvb = strcmp(LLMC_NAMES[k], "qkvb") == 0;
         double e = rel_err(got, want, n, is_qkvb ? kmask : NULL);
-        ck_assert_msg(e <= 1e-3, "%s: gradient of %s: relative error %g", what, LLMC_NAMES[k], e);
+        EXPECT_TOL_AT(GRAD_TOL[k].line, e, GRAD_TOL[k].tol,
+                      "%s: gradient of %s, normwise relative", what, LLMC_NAMES[k]);
         if (e > worst) {
             worst = e;
             worst_k = k;
@@ -301,7 +419,7 @@ static void check_gradients(nnt_gpt2 *m, const nnt_st_reader *ref, const char *w
             for (int64_t i = 0; i < n; i++)
                 if (kmask[i] && fabs(got[i]) > kb)
                     kb = fabs(got[i]);
-            ck_assert_msg(kb <= 1e-6, "%s: key bias gradient %g is not ~0", what, kb);
+            EXPECT_TOL(kb, KEY_BIAS_TOL, "%s: key bias gradient (should be ~0)", what);
         }
         free(got);
         free(want);
@@ -321,12 +439,13 @@ START_TEST(test_reference_step)
     reference_forward(m, ref, &loss);
     float *want_loss = read_f32(ref, "loss", NULL);
     double le = fabs(loss - want_loss[0]) / fabs(want_loss[0]);
-    ck_assert_msg(le <= 1e-4, "%s: loss %.9g, fixture %.9g", tc->what, loss, want_loss[0]);
-    check_activations(m, ref);
+    EXPECT_TOL(le, LOSS_TOL, "%s: loss %.9g, fixture %.9g, relative", tc->what, loss,
+               want_loss[0]);
+    check_activations(m, ref, tc->what);
     EXPECT_OK(nnt_gpt2_backward(m));
     /* backward turned the logits into d loss / d logits */
-    double de = compare_activation(m, ref, "logits", "act_grad.logits");
-    ck_assert_msg(de <= 1e-4, "%s: dlogits relative error %g", tc->what, de);
+    double de = compare_activation(m, ref, DLOGITS.mine, DLOGITS.theirs);
+    EXPECT_TOL(de, DLOGITS.tol, "%s: dlogits, normwise relative", tc->what);
     check_gradients(m, ref, tc->what);
     printf("test_gpt2 reference [%s]: loss %.9f (fixture %.9f, rel %.2e), dlogits rel %.2e\n",
            tc->what, loss, want_loss[0], le, de);
@@ -352,12 +471,12 @@ START_TEST(test_auto_tiling_fixture)
     reference_forward(m, ref, &loss);
     float *want_loss = read_f32(ref, "loss", NULL);
     double le = fabs(loss - want_loss[0]) / fabs(want_loss[0]);
-    ck_assert_msg(le <= 1e-4, "auto %d workers: loss %.9g, fixture %.9g", AUTO_WORKERS[_i],
-                  loss, want_loss[0]);
+    EXPECT_TOL(le, LOSS_TOL, "auto %d workers: loss %.9g, fixture %.9g, relative",
+               AUTO_WORKERS[_i], loss, want_loss[0]);
     EXPECT_OK(nnt_gpt2_backward(m));
-    double de = compare_activation(m, ref, "logits", "act_grad.logits");
-    ck_assert_msg(de <= 1e-4, "auto %d workers: dlogits relative error %g", AUTO_WORKERS[_i],
-                  de);
+    double de = compare_activation(m, ref, DLOGITS.mine, DLOGITS.theirs);
+    EXPECT_TOL(de, DLOGITS.tol, "auto %d workers: dlogits, normwise relative",
+               AUTO_WORKERS[_i]);
     printf("test_gpt2 auto tiling [%d workers: %lld %lld %lld %lld %lld %lld %lld]: loss %.9f "
            "(fixture %.9f, rel %.2e), dlogits rel %.2e\n", AUTO_WORKERS[_i],
            (long long)t.batch, (long long)t.seq, (long long)t.channels, (long long)t.hidden,
@@ -500,8 +619,9 @@ START_TEST(test_grad_accumulation)
     reference_forward(m, ref, &loss);
     EXPECT_OK(nnt_gpt2_backward(m));
     EXPECT_OK(nnt_gpt2_grad_sumsq(m, &s2));
-    ck_assert_msg(fabs(s2 - 4.0 * s1) <= 1e-5 * s2, "sumsq %g after two backwards, %g after "
-                  "one", s2, s1);
+    /* measured 4.8e-9 (Zen 3, BLIS zen3/haswell/generic); 10x */
+    EXPECT_TOL(fabs(s2 - 4.0 * s1) / s2, 5e-8, "sumsq %g after two backwards, %g after one, "
+               "relative", s2, s1);
     EXPECT_OK(nnt_gpt2_zero_grad(m));
     EXPECT_OK(nnt_gpt2_grad_sumsq(m, &s0));
     ck_assert(s0 == 0.0);
@@ -510,7 +630,7 @@ START_TEST(test_grad_accumulation)
 }
 END_TEST
 
-/* The same forward loss (and logits) for every tiling: bit-identical or within 1e-6. */
+/* The same forward loss and logits for every tiling: within 8e-7 and 1.2e-5 absolute. */
 START_TEST(test_tilings_agree)
 {
     nnt_st_reader *ref = fixture_open_st("reference.safetensors");
@@ -528,9 +648,10 @@ START_TEST(test_tilings_agree)
         printf("test_gpt2 tiling [%s]: loss %.9f, |loss - loss[0]| %.3g%s, max |logits - "
                "logits[0]| %.3g\n", TILINGS[i].what, loss[i], dl,
                loss[i] == loss[0] ? " (bit-identical)" : "", dg);
-        ck_assert_msg(dl <= 1e-6, "%s: loss %.12g differs from %.12g", TILINGS[i].what,
-                      loss[i], loss[0]);
-        ck_assert_msg(dg <= 1e-5, "%s: logits differ by %g", TILINGS[i].what, dg);
+        /* measured 7.9e-8 and 1.2e-6 (Zen 3, BLIS zen3/haswell/generic); 10x */
+        EXPECT_TOL(dl, 8e-7, "%s: loss %.12g against %.12g", TILINGS[i].what, loss[i],
+                   loss[0]);
+        EXPECT_TOL(dg, 1.2e-5, "%s: max |logits - logits of single tiles|", TILINGS[i].what);
     }
     for (int i = 0; i < NTILINGS; i++)
         free(logits[i]);
@@ -562,19 +683,21 @@ END_TEST
 
 /* ---- bf16 storage of product operands ------------------------------------------------- */
 
-/* One bf16 forward + backward with the product operands stored as bf16 (storage 1) or float:
- * the loss, the logits, every gradient; and the RAM the step's tiles took. With recompute
- * the shared block activations are the ones stored. */
-struct bf16_run {
+/* One forward + backward on the reference batch at precision prec, with the product operands
+ * stored as bf16 (storage 1, bf16 only) or float: the loss, the logits, every gradient; and
+ * the RAM the step's tiles took. With recompute the shared block activations are the ones
+ * stored. */
+struct step_run {
     double loss;
     float *logits, *grads[16];
     int64_t numel[16];
     int64_t ram;
 };
 
-static struct bf16_run bf16_step(const nnt_gpt2_tiling *t, int recompute, int storage)
+static struct step_run run_step(const nnt_gpt2_tiling *t, int recompute, nnt_precision prec,
+                                int storage)
 {
-    struct bf16_run r;
+    struct step_run r;
     nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_mem_stats before, after;
     memset(&before, 0, sizeof before);
@@ -584,7 +707,7 @@ static struct bf16_run bf16_step(const nnt_gpt2_tiling *t, int recompute, int st
     nnt_gpt2 *m = load_model(t);
     EXPECT_OK(nnt_gpt2_set_recompute(m, recompute));
     EXPECT_OK(nnt_gpt2_set_float_operands(m, !storage));
-    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    EXPECT_OK(nnt_ctx_set_precision(ctx, prec));
     reference_forward(m, ref, &r.loss);
     EXPECT_OK(nnt_gpt2_backward(m));
     EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
@@ -602,29 +725,70 @@ static struct bf16_run bf16_step(const nnt_gpt2_tiling *t, int recompute, int st
     return r;
 }
 
-static void bf16_free(struct bf16_run *r)
+static void step_free(struct step_run *r)
 {
     free(r->logits);
     for (int k = 0; k < 16; k++)
         free(r->grads[k]);
 }
 
+/* The bf16 step against the fp32 step of the same model, tiling and batch (relative loss,
+ * normwise relative logits and gradients, the key bias excluded): at most 10x the largest
+ * difference measured (Zen 3, BLIS zen3/haswell/generic, every tiling: loss 1.8e-5, logits
+ * 8.2e-4, gradients 2.2e-3 (lnfb) .. 7.3e-3 (ln2w)), and at least a tenth of the smallest
+ * (the operands really were rounded: fp32 steps agree with the fixture to ~5e-7). */
+#define BF16_LOSS_TOL 2e-4
+#define BF16_LOGITS_TOL 8e-3
+#define BF16_GRAD_TOL 7e-2
+#define BF16_LOGITS_MIN 8e-5
+#define BF16_GRAD_MIN 2e-4
+
 /* Loop index: tiling * 2 + recompute. With NNT_PRECISION_BF16 the GPT stores the activations
  * that only products read (ln1, atty, ln2, fch_gelu, lnf) as bf16 and gives the products
  * bf16 copies of the weight matrices: the loss, the logits and every gradient are the bits
  * of the run that keeps both float (whose products round them to bf16 anyway), and the RAM
- * changes by exactly the bytes expected. */
+ * changes by exactly the bytes expected. Both are within the BF16_ tolerances of the fp32
+ * step, and visibly away from it. */
 START_TEST(test_bf16_storage)
 {
     const nnt_gpt2_tiling *t = &TILINGS[_i / 2].t;
+    const char *what = TILINGS[_i / 2].what;
     int recompute = _i & 1;
-    struct bf16_run keep = bf16_step(t, recompute, 0), half = bf16_step(t, recompute, 1);
+    struct step_run keep = run_step(t, recompute, NNT_PRECISION_BF16, 0),
+                    half = run_step(t, recompute, NNT_PRECISION_BF16, 1),
+                    full = run_step(t, recompute, NNT_PRECISION_FP32, 0);
     ck_assert_msg(half.loss == keep.loss, "loss %.9g with bf16 storage, %.9g without",
                   half.loss, keep.loss);
     ck_assert(memcmp(half.logits, keep.logits, (size_t)(B * T * V) * sizeof(float)) == 0);
     for (int k = 0; k < 16; k++)
         ck_assert_msg(memcmp(half.grads[k], keep.grads[k], (size_t)keep.numel[k] *
                              sizeof(float)) == 0, "%s gradient differs", LLMC_NAMES[k]);
+    /* against fp32 */
+    char *kmask = key_bias_mask();
+    double dloss = fabs(half.loss - full.loss) / fabs(full.loss);
+    double dlogits = rel_err(half.logits, full.logits, B * T * V, NULL);
+    double dgrad = 0.0, dgrad_min = INFINITY;
+    int worst_k = 0;
+    EXPECT_TOL(dloss, BF16_LOSS_TOL, "%s, recompute %d: bf16 loss %.9g, fp32 %.9g, relative",
+               what, recompute, half.loss, full.loss);
+    EXPECT_TOL(dlogits, BF16_LOGITS_TOL, "%s, recompute %d: bf16 logits against fp32, "
+               "normwise relative", what, recompute);
+    for (int k = 0; k < 16; k++) {
+        double e = rel_err(half.grads[k], full.grads[k], full.numel[k],
+                           strcmp(LLMC_NAMES[k], "qkvb") ? NULL : kmask);
+        EXPECT_TOL(e, BF16_GRAD_TOL, "%s, recompute %d: bf16 gradient of %s against fp32, "
+                   "normwise relative", what, recompute, LLMC_NAMES[k]);
+        if (e > dgrad) {
+            dgrad = e;
+            worst_k = k;
+        }
+        dgrad_min = e < dgrad_min ? e : dgrad_min;
+    }
+    ck_assert_msg(dlogits > BF16_LOGITS_MIN, "%s: bf16 logits within %g of fp32: operands not "
+                  "rounded?", what, dlogits);
+    ck_assert_msg(dgrad_min > BF16_GRAD_MIN, "%s: a bf16 gradient within %g of fp32: operands "
+                  "not rounded?", what, dgrad_min);
+    free(kmask);
     /* per block ln1, atty, ln2 (B T C each) and fch_gelu (4 B T C) once per stored set, plus
      * lnf (B T C): half their bytes are saved; the bf16 weight copies of wte (V C) and per
      * block qkvw, attprojw, fcw, fcprojw (12 C C) take 2 bytes a weight more */
@@ -632,13 +796,16 @@ START_TEST(test_bf16_storage)
     int64_t saved = (sets * 7 * btc + btc) * 2;
     int64_t copies = ((int64_t)V * C + 12LL * L * C * C) * 2;
     printf("test_gpt2 bf16 storage [%s, recompute %d]: step RAM %lld -> %lld bytes (activations "
-           "save %lld, weight copies take %lld)\n", TILINGS[_i / 2].what, recompute,
-           (long long)keep.ram, (long long)half.ram, (long long)saved, (long long)copies);
+           "save %lld, weight copies take %lld); against fp32: loss %.2e, logits %.2e, "
+           "gradients %.2e (%s) .. %.2e relative\n", what, recompute, (long long)keep.ram,
+           (long long)half.ram, (long long)saved, (long long)copies, dloss, dlogits, dgrad,
+           LLMC_NAMES[worst_k], dgrad_min);
     ck_assert_msg(keep.ram - half.ram == saved - copies, "bf16 storage saved %lld bytes, "
                   "expected %lld - %lld", (long long)(keep.ram - half.ram), (long long)saved,
                   (long long)copies);
-    bf16_free(&keep);
-    bf16_free(&half);
+    step_free(&keep);
+    step_free(&half);
+    step_free(&full);
 }
 END_TEST
 
@@ -672,7 +839,8 @@ START_TEST(test_train_adamw)
         nnt_tensor_destroy(y);
         double d = fabs(loss - want[s]);
         maxd = d > maxd ? d : maxd;
-        ck_assert_msg(d <= 1e-4, "%s step %d: loss %.9f, fixture %.9f", tag, s, loss, want[s]);
+        /* measured 2.2e-6 (Zen 3, BLIS zen3/haswell/generic); 10x */
+        EXPECT_TOL(d, 2e-5, "%s step %d: loss %.9f, fixture %.9f", tag, s, loss, want[s]);
     }
     ck_assert_int_eq(nnt_gpt2_step_count(m), NSTEPS);
     /* final parameters, except the key bias (its updates are Adam-normalised noise) */
@@ -687,7 +855,8 @@ START_TEST(test_train_adamw)
         hf_to_llmc(tr, name, LLMC_NAMES[k], ref, n);
         double d = max_abs_diff(got, ref, n, strcmp(LLMC_NAMES[k], "qkvb") ? NULL : kmask);
         maxp = d > maxp ? d : maxp;
-        ck_assert_msg(d <= 1e-5, "%s: final %s differs by %g", tag, LLMC_NAMES[k], d);
+        /* measured 2.4e-7 (Zen 3, BLIS zen3/haswell/generic); 10x */
+        EXPECT_TOL(d, 2.4e-6, "%s: final %s, max |difference|", tag, LLMC_NAMES[k]);
         free(got);
         free(ref);
     }

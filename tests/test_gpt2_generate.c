@@ -2,12 +2,14 @@
  * there):
  *   - greedy decoding equals Hugging Face's generate token for token (generate.safetensors),
  *     for several tilings, batch sizes and sequence lengths T >= 12, and the last forward's
- *     logits (row 0) equal the scores generate took the argmax of;
+ *     logits (row 0) equal the scores generate took the argmax of (within 4e-6 normwise
+ *     relative: 10x the 3.6e-7 measured on a Zen 3 with BLIS zen3/haswell/generic);
  *   - sampling (temperature 1, top_k 5) is deterministic for a seed, differs between seeds,
  *     and only ever picks one of the 5 largest logits, checked by recomputing every step's
  *     logits with nnt_gpt2_forward on the window the documentation describes (also past T,
  *     where the window slides); top_k 1 is greedy; over 400 seeds the first token's
- *     frequencies match softmax(top-5 logits / temperature) for temperatures 1 and 0.5;
+ *     frequencies match softmax(top-5 logits / temperature) for temperatures 1 and 0.5
+ *     (within 4 standard deviations: a statistical bound);
  *   - the training state (weights, gradients, AdamW moments, step) is untouched, a pending
  *     backward is cancelled;
  *   - bad arguments. */
@@ -107,8 +109,9 @@ START_TEST(test_greedy_matches_hf)
             den += (double)scores[i * V + v] * scores[i * V + v];
             maxd = fabs(d) > maxd ? fabs(d) : maxd;
         }
-    ck_assert_msg(sqrt(num / den) <= 1e-5, "%s: step logits differ from HF's scores: "
-                  "relative %g", mc->what, sqrt(num / den));
+    /* measured 3.6e-7 (Zen 3, BLIS zen3/haswell/generic, the three cases); 10x */
+    EXPECT_TOL(sqrt(num / den), 4e-6, "%s: step logits against HF's scores, normwise "
+               "relative", mc->what);
     /* greedy = temperature 0 whatever top_k and seed; and the same again */
     EXPECT_OK(nnt_gpt2_generate(m, prompt, NPROMPT, NGEN, &greedy, again));
     ck_assert(memcmp(got, again, sizeof got) == 0);
@@ -202,7 +205,11 @@ END_TEST
 
 /* The first token over NSEEDS seeds follows softmax(top-5 logits / temperature): each
  * frequency within 4 standard deviations of its probability (the seeds are fixed, so this
- * is deterministic; it catches a wrong temperature, normalisation or candidate set). */
+ * is deterministic; it catches a wrong temperature, normalisation or candidate set). This
+ * bound is statistical, not a rounding tolerance: the measured worst, 2.4 standard
+ * deviations (temperature 1; 1.2 at 0.5), is sampling noise of 400 draws that no
+ * tightening can remove, so it stays at 4 (a rounding change of the logits would have to
+ * move a draw across a cumulative-probability boundary to change it at all). */
 enum { NSEEDS = 400 };
 
 START_TEST(test_sampling_distribution)
@@ -222,6 +229,7 @@ START_TEST(test_sampling_distribution)
         counts[tok]++;
     }
     double max = row[0], z = 0.0, worst = 0.0;
+    int worst_v = 0;
     for (int v = 0; v < V; v++)
         max = row[v] > max ? row[v] : max;
     for (int v = 0; v < V; v++)
@@ -230,10 +238,15 @@ START_TEST(test_sampling_distribution)
         double p = rank_of(row, v) < 5 ? exp((row[v] - max) / temperature) / z : 0.0;
         double f = (double)counts[v] / NSEEDS, sd = sqrt(p * (1.0 - p) / NSEEDS);
         ck_assert_msg(p > 0.0 || counts[v] == 0, "token %d outside the top 5 sampled", v);
-        ck_assert_msg(fabs(f - p) <= 4.0 * sd + 1e-12, "temperature %g: token %d sampled "
-                      "with frequency %.4f, probability %.4f", temperature, v, f, p);
-        worst = p > 0.0 && fabs(f - p) / sd > worst ? fabs(f - p) / sd : worst;
+        if (p > 0.0 && fabs(f - p) / sd > worst) {
+            worst = fabs(f - p) / sd;
+            worst_v = v;
+        }
     }
+    EXPECT_TOL(worst, 4.0, "temperature %g: token %d sampled with frequency %.4f, probability "
+               "%.4f: |difference| in standard deviations", temperature, worst_v,
+               (double)counts[worst_v] / NSEEDS,
+               exp((row[worst_v] - max) / temperature) / z);
     printf("test_gpt2_generate distribution [temperature %g]: %d seeds, worst |frequency - "
            "probability| = %.2f standard deviations\n", temperature, NSEEDS, worst);
     nnt_gpt2_destroy(m);
