@@ -12,7 +12,9 @@
  *   - int64_t for every size and offset; int32_t for token ids.
  *   - Reductions accumulate in double internally where the comment says so.
  *   - In place is allowed where noted: gelu_fwd (y == x), gelu_bwd (dx == dy),
- *     xent_bwd_block (dlogits == logits). Elsewhere outputs must not alias inputs.
+ *     xent_bwd_block (dlogits == logits), swiglu (any output may be an input; the two
+ *     outputs of the backward must differ), rope (y_lo == x_lo, y_hi == x_hi). Elsewhere
+ *     outputs must not alias inputs.
  *   - No kernel allocates more than O(rows) scratch on the stack; none aborts.
  */
 #ifndef NNT_CPU_H
@@ -112,6 +114,37 @@ void nnt_cpu_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *
 void nnt_cpu_layernorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
                                const float *gamma, const float *mean, const float *rstd,
                                float *dx, float *dgamma, float *dbeta);
+
+/* ---- RMSNorm over the last dimension (whole rows) ------------------------------------------ */
+
+/* y = x * rstd * gamma, per row of n; rstd (rows) set, rstd = 1 / sqrt(mean(x^2) + eps),
+ * the mean square in double.                                                                 */
+void nnt_cpu_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
+                             const float *gamma, float *y, float *rstd);
+/* xhat = x rstd, g = dy gamma: dx = rstd (g - xhat mean_j(g xhat)) set (row mean in double);
+ * dgamma (n) += sum over rows of dy xhat.                                                    */
+void nnt_cpu_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
+                             const float *gamma, const float *rstd, float *dx, float *dgamma);
+
+/* ---- SwiGLU, n contiguous elements ----------------------------------------------------------- */
+
+/* y = silu(gate) * up, silu(g) = g / (1 + exp(-g))                                      y set */
+void nnt_cpu_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
+/* s = sigmoid(g): dgate = dy up s (1 + g (1 - s)), dup = dy silu(g)           dgate, dup set */
+void nnt_cpu_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                            float *dgate, float *dup);
+
+/* ---- rotary position embedding, rotate-half pairs (Hugging Face convention) ------------------
+ * nbh slabs of nt rows; row r = s * nt + t has position pos0 + t. Pair i < n of row r is
+ * (x_lo[r * ldx + i], x_hi[r * ldx + i]); a = pos * inv_freq[i] and its cosine and sine are
+ * computed in double, then rounded to float (c, s; s negated when sign < 0):
+ *   y_lo = x_lo c - x_hi s,  y_hi = x_hi c + x_lo s     (float, each operation rounded)
+ * sign > 0 rotates by +a (forward), sign < 0 by -a (the inverse: the backward pass). For a
+ * whole head vector of hd: n = hd / 2, x_hi = x_lo + hd / 2, ldx = hd. inv_freq (n) is a
+ * host array. y_lo may be x_lo and y_hi x_hi (in place).                                 set */
+void nnt_cpu_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
+                      const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
+                      float *y_lo, float *y_hi, int64_t ldy);
 
 /* ---- causal attention, flash style -----------------------------------------------------------
  * nbh independent (batch, head) slabs. q, o: (nbh, tq, hd); k, v: (nbh, tk, hd) contiguous.
