@@ -157,6 +157,28 @@ void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 int64_t q_pos0, int64_t k_pos0, float scale,
                                 const float *q, const float *k, const float *v,
                                 float *o_acc, float *m, float *l);
+/* Grouped-query attention without copies: which q slabs a block call covers and which kv
+ * slab each one reads. Slab (b, h), b < nb, h < nh, is q-side slab b * q_hs + q_h0 + h of
+ * q, o, m, l (and dout, lse, d, dq) and reads kv-side slab b * kv_hs + (gofs + h) / group
+ * of k, v (and dk, dv): q_hs and kv_hs are the heads per batch row of the q-side and kv-side
+ * blocks, group = NH / NKV q heads per kv head, gofs = (global q head of h = 0) - group *
+ * (global kv head of the kv block's first head). The _gqa kernels process the slabs in
+ * order (b, then h); multi-head attention over nbh slabs is {nbh, 1, 1, 0, 1, 1, 0}, which
+ * the _block kernels use. Shared with cuda/nnt_cuda.h.                                    */
+#ifndef NNT_ATTN_MAP_DEFINED
+#define NNT_ATTN_MAP_DEFINED
+typedef struct nnt_attn_map {
+    int64_t nb, nh;       /* batch rows and q heads covered                               */
+    int64_t q_hs, q_h0;   /* heads per batch row of the q-side block; first head covered  */
+    int64_t kv_hs;        /* heads per batch row of the kv-side block                     */
+    int64_t group, gofs;  /* q heads per kv head; q head offset of h = 0 (see above)      */
+} nnt_attn_map;
+#endif
+/* nnt_cpu_attn_fwd_block_f32 on the slabs of map (q, o_acc, m, l q-side; k, v kv-side). */
+void nnt_cpu_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, float *o_acc, float *m,
+                              float *l);
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse);
@@ -171,6 +193,13 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *q, const float *k, const float *v,
                                 const float *dout, const float *lse, const float *d,
                                 float *dq, float *dk, float *dv);
+/* nnt_cpu_attn_bwd_block_f32 on the slabs of map; q heads sharing a kv slab add into its
+ * dk, dv in increasing h.                                                                 += */
+void nnt_cpu_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, const float *dout,
+                              const float *lse, const float *d, float *dq, float *dk,
+                              float *dv);
 
 /* ---- softmax cross-entropy, vocabulary split over blocks ------------------------------------
  * logits: (rows, nv) with leading dim ld, columns are vocabulary ids [v0, v0 + nv).

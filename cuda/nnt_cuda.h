@@ -200,6 +200,22 @@ int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 int64_t q_pos0, int64_t k_pos0, float scale,
                                 const float *q, const float *k, const float *v,
                                 float *o_acc, float *m, float *l, cudaStream_t stream);
+/* Grouped-query attention: the slabs of map (struct as in cpu/nnt_cpu.h, a HOST pointer);
+ * fwd and dq run over the q slabs, dk/dv over the kv slabs, each adding the q heads that read
+ * it in increasing order (no atomics).                                                       */
+#ifndef NNT_ATTN_MAP_DEFINED
+#define NNT_ATTN_MAP_DEFINED
+typedef struct nnt_attn_map {
+    int64_t nb, nh;
+    int64_t q_hs, q_h0;
+    int64_t kv_hs;
+    int64_t group, gofs;
+} nnt_attn_map;
+#endif
+int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, float *o_acc, float *m,
+                              float *l, cudaStream_t stream);
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse,
@@ -213,6 +229,11 @@ int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *q, const float *k, const float *v,
                                 const float *dout, const float *lse, const float *d,
                                 float *dq, float *dk, float *dv, cudaStream_t stream);
+int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, const float *dout,
+                              const float *lse, const float *d, float *dq, float *dk,
+                              float *dv, cudaStream_t stream);
 
 /* ---- softmax cross-entropy (cuda/xent.cu) ------------------------------------------------------ */
 int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,

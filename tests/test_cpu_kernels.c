@@ -31,6 +31,8 @@ static void *failing_malloc(size_t n)
 #define nnt_cpu_attn_fwd_finalize_f32 noscratch_attn_fwd_finalize
 #define nnt_cpu_attn_bwd_prep_f32 noscratch_attn_bwd_prep
 #define nnt_cpu_attn_bwd_block_f32 noscratch_attn_bwd_block
+#define nnt_cpu_attn_fwd_gqa_f32 noscratch_attn_fwd_gqa
+#define nnt_cpu_attn_bwd_gqa_f32 noscratch_attn_bwd_gqa
 #undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
 #include "../cpu/attention.c"
 #undef malloc
@@ -38,6 +40,8 @@ static void *failing_malloc(size_t n)
 #undef nnt_cpu_attn_fwd_finalize_f32
 #undef nnt_cpu_attn_bwd_prep_f32
 #undef nnt_cpu_attn_bwd_block_f32
+#undef nnt_cpu_attn_fwd_gqa_f32
+#undef nnt_cpu_attn_bwd_gqa_f32
 
 #define RTOL_ELEM 1e-5
 #define RTOL_GEMM 1e-4
