@@ -260,12 +260,17 @@ NNT_API int nnt_tensor_embedding_backward(nnt_tensor *tokens, nnt_tensor *dout,
                                           nnt_tensor *dwte, nnt_tensor *dwpe);
 
 /* Causal self-attention per (batch, head), flash style (no T x T matrix is stored):
- * o = softmax(scale * q k^T, keys after the query masked) v. q, k, v, o: (B, NH, T, hd), same
- * shape and tiling; lse (B, NH, T) with their leading tiling: the log-sum-exp of each query
- * row, saved for backward. hd may be split over tiles (the op then retiles internally). */
+ * o = softmax(scale * q k^T, keys after the query masked) v. q, o: (B, NH, T, hd), same
+ * shape and tiling; k, v: (B, NKV, T, hd), same shape and tiling, NKV dividing NH, with q's
+ * B and T tiling (head and hd tiling free): NKV == NH is multi-head attention, NKV < NH
+ * grouped-query attention, q head h reading kv head h / (NH / NKV) (Hugging Face's
+ * repeat_kv) in place, without copies. lse (B, NH, T) with q's leading tiling: the
+ * log-sum-exp of each query row, saved for backward. hd may be split over tiles (the op then
+ * retiles internally). */
 NNT_API int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double scale,
                                  nnt_tensor *o, nnt_tensor *lse);
-/* dq, dk, dv (written) from dout, recomputing the probabilities from lse. */
+/* dq (q's layout), dk, dv (k's layout) written from dout, recomputing the probabilities from
+ * lse; a kv head's gradients sum those of its q heads, in a fixed order (deterministic). */
 NNT_API int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
                                           nnt_tensor *o, nnt_tensor *lse, nnt_tensor *dout,
                                           double scale, nnt_tensor *dq, nnt_tensor *dk,
