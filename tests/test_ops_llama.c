@@ -1,12 +1,16 @@
-/* Tensor operations of the Llama family: RMSNorm, SwiGLU and rotary position embedding
- * (RoPE), forward and backward. Each op is compared with a float64 reference written here on
+/* Tensor operations of the Llama family: RMSNorm, SwiGLU, rotary position embedding (RoPE)
+ * and grouped-query attention (GQA: nnt_tensor_attention with fewer kv heads), forward and
+ * backward. Each op is compared with a float64 reference written here on
  * the whole (untiled) tensors, for several tilings (a single tile, partial edge tiles, a split
  * last dimension, hd cut into halves and quarters, tiles that cut through heads), and the
  * tilings are compared with each other (bitwise where every element is computed the same
  * way). The float64 backward references are checked against central finite differences of
  * the float64 forward references. RoPE's frequency tables (default and Llama 3.1 scaling)
  * are checked against values worked out by hand, its pos_offset against the rows of a longer
- * sequence, and rope_backward against the inverse of rope.
+ * sequence, and rope_backward against the inverse of rope. GQA (NH 6, NKV 1, 2, 3, 6) is
+ * checked against a float64 repeat_kv reference for tilings that cut groups and tile k, v
+ * apart from q, against the multi-head path run on k, v repeated per q head (o, lse, dq
+ * bitwise; dk, dv against its group sums), run to run (bitwise) and for argument errors.
  *
  * Every numerical check goes through EXPECT_TOL: the error is normwise,
  * max |got - want| / max |want| over the checked tensor (relative per value for the frequency
@@ -14,7 +18,7 @@
  * (tests/tolerances.sh on an AMD EPYC host: default BLIS kernels, haswell and generic), the
  * measured value in the comment beside it. Results that must not depend on the tiling, on
  * in place or on pos_offset are compared bitwise (no tolerance). One-line bugs in these ops
- * (tests/mutate.sh: rms_*, swiglu_*, rope_*) fail this suite. */
+ * (tests/mutate.sh: rms_*, swiglu_*, rope_*, gqa_*) fail this suite. */
 #include "testutil.h"
 
 #include <math.h>
@@ -868,11 +872,350 @@ START_TEST(rope_rejects_bad_arguments)
 }
 END_TEST
 
+/* ---- grouped-query attention -------------------------------------------------------------- */
+
+/* One (t, hd) slab of causal attention in float64: o, lse set (either may be NULL); with
+ * dout, dq set and dk, dv added to (several q heads share a kv slab). */
+static void attn_slab_ref(int64_t t, int64_t hd, double scale, const double *q,
+                          const double *k, const double *v, double *o, double *lse,
+                          const double *dout, double *dq, double *dk, double *dv)
+{
+    double *p = malloc((size_t)t * sizeof *p);
+    for (int64_t i = 0; i < t; i++) {
+        const double *qi = q + i * hd;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; j++) {
+            double sc = 0;
+            for (int64_t c = 0; c < hd; c++)
+                sc += qi[c] * k[j * hd + c];
+            p[j] = scale * sc;
+            mx = fmax(mx, p[j]);
+        }
+        for (int64_t j = 0; j <= i; j++)
+            sum += (p[j] = exp(p[j] - mx));
+        for (int64_t j = 0; j <= i; j++)
+            p[j] /= sum;
+        double oi[64] = {0}, dsum = 0;   /* hd <= 64 here */
+        for (int64_t c = 0; c < hd; c++)
+            for (int64_t j = 0; j <= i; j++)
+                oi[c] += p[j] * v[j * hd + c];
+        if (o)
+            memcpy(o + i * hd, oi, (size_t)hd * sizeof *oi);
+        if (lse)
+            lse[i] = mx + log(sum);
+        if (!dout)
+            continue;
+        const double *di = dout + i * hd;
+        for (int64_t c = 0; c < hd; c++) {
+            dsum += di[c] * oi[c];
+            dq[i * hd + c] = 0;
+        }
+        for (int64_t j = 0; j <= i; j++) {
+            double dp = 0;
+            for (int64_t c = 0; c < hd; c++)
+                dp += di[c] * v[j * hd + c];
+            double ds = p[j] * (dp - dsum);
+            for (int64_t c = 0; c < hd; c++) {
+                dq[i * hd + c] += scale * ds * k[j * hd + c];
+                dk[j * hd + c] += scale * ds * qi[c];
+                dv[j * hd + c] += p[j] * di[c];
+            }
+        }
+    }
+    free(p);
+}
+
+/* Grouped-query attention, Hugging Face's repeat_kv semantics: q, o, dout, dq (b, nh, t, hd);
+ * k, v, dk, dv (b, nkv, t, hd); q head h reads kv head h / (nh / nkv). o, lse, dq, dk, dv
+ * set (dout NULL: forward only). */
+static void gqa_ref(int64_t b, int64_t nh, int64_t nkv, int64_t t, int64_t hd, double scale,
+                    const double *q, const double *k, const double *v, double *o, double *lse,
+                    const double *dout, double *dq, double *dk, double *dv)
+{
+    int64_t g = nh / nkv, sq = t * hd;
+    if (dout) {
+        memset(dk, 0, (size_t)(b * nkv * sq) * sizeof *dk);
+        memset(dv, 0, (size_t)(b * nkv * sq) * sizeof *dv);
+    }
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < nh; h++) {
+            int64_t qs = bi * nh + h, ks = bi * nkv + h / g;
+            attn_slab_ref(t, hd, scale, q + qs * sq, k + ks * sq, v + ks * sq,
+                          o ? o + qs * sq : NULL, lse ? lse + qs * t : NULL,
+                          dout ? dout + qs * sq : NULL, dout ? dq + qs * sq : NULL,
+                          dout ? dk + ks * sq : NULL, dout ? dv + ks * sq : NULL);
+        }
+}
+
+/* tiny case for finite differences: b 1, nh 4, nkv 2 (groups of 2), t 3, hd 2 */
+struct gqa_case {
+    double q[24], k[12], v[12], w[24];
+};
+
+static double gqa_loss(void *p)
+{
+    struct gqa_case *s = p;
+    double o[24], sum = 0;
+    gqa_ref(1, 4, 2, 3, 2, 0.8, s->q, s->k, s->v, o, NULL, NULL, NULL, NULL, NULL);
+    for (int i = 0; i < 24; i++)
+        sum += o[i] * s->w[i];
+    return sum;
+}
+
+/* Measured dq 3.0e-10, dk 4.6e-10, dv 2.7e-10; a gradient missing a q head of a group is
+ * off by O(1). */
+#define FD_TOL_GQA 4.6e-9
+
+START_TEST(gqa_reference_matches_finite_differences)
+{
+    unsigned long long st = 97;
+    struct gqa_case c;
+    for (int i = 0; i < 24; i++) {
+        c.q[i] = 2 * test_rand(&st) - 1;
+        c.w[i] = 2 * test_rand(&st) - 1;
+    }
+    for (int i = 0; i < 12; i++) {
+        c.k[i] = 2 * test_rand(&st) - 1;
+        c.v[i] = 2 * test_rand(&st) - 1;
+    }
+    double o[24], lse[12], dq[24], dk[12], dv[12];
+    gqa_ref(1, 4, 2, 3, 2, 0.8, c.q, c.k, c.v, o, lse, c.w, dq, dk, dv);
+    EXPECT_TOL(fd_err(gqa_loss, &c, c.q, dq, 24), FD_TOL_GQA, "gqa dq");
+    EXPECT_TOL(fd_err(gqa_loss, &c, c.k, dk, 12), FD_TOL_GQA, "gqa dk");
+    EXPECT_TOL(fd_err(gqa_loss, &c, c.v, dv, 12), FD_TOL_GQA, "gqa dv");
+}
+END_TEST
+
+#define GQ_B 2
+#define GQ_H 6
+#define GQ_T 11
+#define GQ_D 8
+#define GQ_NQ (GQ_B * GQ_H * GQ_T * GQ_D)
+#define GQ_R (GQ_B * GQ_H * GQ_T)
+
+static const int gq_nkv[4] = {1, 2, 3, 6};
+
+/* q tile (B, NH, T, hd), then the kv head tile and kv hd tile (clamped to NKV and hd); k and
+ * v share q's B and T tiles */
+static const int64_t gq_tilings[][6] = {
+    {2, 6, 11, 8, 6, 8},   /* one tile each                                                 */
+    {1, 6, 4, 8, 6, 8},    /* T in 4, 4, 3                                                  */
+    {2, 4, 5, 8, 1, 8},    /* q heads 4 + 2 (cut groups of 3 and 6), one kv head a tile     */
+    {1, 3, 3, 8, 2, 8},    /* q heads in threes (cut groups of 2), kv heads in twos (NKV 3:
+                              2 + 1; NKV 6: a q tile spans two kv tiles)                    */
+    {2, 5, 6, 3, 1, 4},    /* hd split differently for q (3, 3, 2) and k, v (4, 4)           */
+    {1, 1, 7, 8, 4, 2},    /* one q head a tile; kv heads 4 + 2; kv hd in quarters           */
+    {2, 2, 11, 8, 3, 8},   /* q heads in twos, kv heads in threes: NKV 6 spans tiles (G 1)   */
+};
+#define GQ_NT ((int)(sizeof gq_tilings / sizeof *gq_tilings))
+
+/* Against the float64 reference (normwise, max over NKV, tilings and BLIS kernel sets),
+ * measured: o 1.5e-7, lse 1.0e-7, dq 2.7e-7, dk 2.8e-7, dv 1.7e-7. */
+#define GQ_TOL_O 1.5e-6
+#define GQ_TOL_LSE 1e-6
+#define GQ_TOL_DQ 2.7e-6
+#define GQ_TOL_DK 2.8e-6
+#define GQ_TOL_DV 1.7e-6
+/* dk, dv against the group sums of the multi-head run on repeated k, v (the same products
+ * added in another order), measured dk 2.1e-7, dv 2.4e-7 */
+#define GQ_TOL_SUM_DK 2.1e-6
+#define GQ_TOL_SUM_DV 2.4e-6
+
+struct gqa_run {
+    float *o, *lse, *dq, *dk, *dv;
+};
+
+static void gqa_run_free(struct gqa_run *r)
+{
+    free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
+}
+
+/* Forward and backward through the op: q, dout (B, NH, T, hd) with tile qt; k, v
+ * (B, nkv, T, hd) with tile kt. */
+static struct gqa_run gqa_op(int64_t nkv, const int64_t *qt, const int64_t *kt, double scale,
+                             const float *q, const float *k, const float *v, const float *dout)
+{
+    const int64_t qs[4] = {GQ_B, GQ_H, GQ_T, GQ_D}, ks[4] = {GQ_B, nkv, GQ_T, GQ_D};
+    nnt_tensor *tq = tensor_f32(4, qs, qt, q), *tk = tensor_f32(4, ks, kt, k),
+               *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL),
+               *tl = tensor_f32(3, qs, qt, NULL), *tdo = tensor_f32(4, qs, qt, dout),
+               *tdq = tensor_f32(4, qs, qt, NULL), *tdk = tensor_f32(4, ks, kt, NULL),
+               *tdv = tensor_f32(4, ks, kt, NULL);
+    EXPECT_OK(nnt_tensor_attention(tq, tk, tv, scale, to, tl));
+    EXPECT_OK(nnt_tensor_attention_backward(tq, tk, tv, to, tl, tdo, scale, tdq, tdk, tdv));
+    struct gqa_run r = {to_host(to), to_host(tl), to_host(tdq), to_host(tdk), to_host(tdv)};
+    nnt_tensor *all[9] = {tq, tk, tv, to, tl, tdo, tdq, tdk, tdv};
+    destroy_all(9, all);
+    return r;
+}
+
+/* k (B, nkv, T, hd) repeated to (B, NH, T, hd) as repeat_kv does */
+static float *repeat_kv(const float *k, int64_t nkv)
+{
+    int64_t g = GQ_H / nkv, sl = GQ_T * GQ_D;
+    float *e = malloc((size_t)GQ_NQ * sizeof *e);
+    for (int64_t b = 0; b < GQ_B; b++)
+        for (int64_t h = 0; h < GQ_H; h++)
+            memcpy(e + (b * GQ_H + h) * sl, k + (b * nkv + h / g) * sl,
+                   (size_t)sl * sizeof *e);
+    return e;
+}
+
+/* the sum over each group of q heads of a (B, NH, T, hd) gradient: (B, nkv, T, hd) */
+static double *group_sum(const float *dx, int64_t nkv)
+{
+    int64_t g = GQ_H / nkv, sl = GQ_T * GQ_D;
+    double *s = zeros(GQ_B * nkv * sl);
+    for (int64_t b = 0; b < GQ_B; b++)
+        for (int64_t h = 0; h < GQ_H; h++)
+            for (int64_t e = 0; e < sl; e++)
+                s[(b * nkv + h / g) * sl + e] += dx[(b * GQ_H + h) * sl + e];
+    return s;
+}
+
+/* _i indexes gq_nkv */
+START_TEST(gqa_matches_reference_for_every_tiling)
+{
+    const int64_t nkv = gq_nkv[_i], nk = GQ_B * nkv * GQ_T * GQ_D;
+    const double scale = 1.0 / sqrt((double)GQ_D);
+    float *q = random_f32(GQ_NQ, 41, -1.5, 1.5), *k = random_f32(nk, 42, -1.5, 1.5),
+          *v = random_f32(nk, 43, -1, 1), *dout = random_f32(GQ_NQ, 44, -1, 1);
+    double *qd = to_double(q, GQ_NQ), *kd = to_double(k, nk), *vd = to_double(v, nk),
+           *dd = to_double(dout, GQ_NQ);
+    double *o_ref = zeros(GQ_NQ), *lse_ref = zeros(GQ_R), *dq_ref = zeros(GQ_NQ),
+           *dk_ref = zeros(nk), *dv_ref = zeros(nk);
+    gqa_ref(GQ_B, GQ_H, nkv, GQ_T, GQ_D, scale, qd, kd, vd, o_ref, lse_ref, dd, dq_ref, dk_ref,
+            dv_ref);
+    float *ke = repeat_kv(k, nkv), *ve = repeat_kv(v, nkv);
+
+    for (int t = 0; t < GQ_NT; t++) {
+        const int64_t *tl = gq_tilings[t];
+        const int64_t kt[4] = {tl[0], tl[4], tl[2], tl[5]};
+        struct gqa_run r = gqa_op(nkv, tl, kt, scale, q, k, v, dout);
+        EXPECT_TOL(rel_err(r.o, o_ref, GQ_NQ), GQ_TOL_O, "gqa o, NKV %d, tiling %d", (int)nkv, t);
+        EXPECT_TOL(rel_err(r.lse, lse_ref, GQ_R), GQ_TOL_LSE, "gqa lse, NKV %d, tiling %d",
+                   (int)nkv, t);
+        EXPECT_TOL(rel_err(r.dq, dq_ref, GQ_NQ), GQ_TOL_DQ, "gqa dq, NKV %d, tiling %d",
+                   (int)nkv, t);
+        EXPECT_TOL(rel_err(r.dk, dk_ref, nk), GQ_TOL_DK, "gqa dk, NKV %d, tiling %d", (int)nkv,
+                   t);
+        EXPECT_TOL(rel_err(r.dv, dv_ref, nk), GQ_TOL_DV, "gqa dv, NKV %d, tiling %d", (int)nkv,
+                   t);
+
+        /* the multi-head path on k, v repeated per q head, with q's tiling: every q slab
+         * computes the same operations on the same values (bitwise); dk, dv are its
+         * gradients summed over each group (bitwise when NKV == NH: nothing to sum) */
+        struct gqa_run e = gqa_op(GQ_H, tl, tl, scale, q, ke, ve, dout);
+        expect_same_bits("gqa o vs multi-head on repeated k, v", t, e.o, r.o, GQ_NQ);
+        expect_same_bits("gqa lse vs multi-head on repeated k, v", t, e.lse, r.lse, GQ_R);
+        expect_same_bits("gqa dq vs multi-head on repeated k, v", t, e.dq, r.dq, GQ_NQ);
+        if (nkv == GQ_H) {
+            expect_same_bits("dk vs multi-head", t, e.dk, r.dk, nk);
+            expect_same_bits("dv vs multi-head", t, e.dv, r.dv, nk);
+        }
+        double *sk = group_sum(e.dk, nkv), *sv = group_sum(e.dv, nkv);
+        EXPECT_TOL(rel_err(r.dk, sk, nk), GQ_TOL_SUM_DK,
+                   "gqa dk vs the group sums of multi-head dk, NKV %d, tiling %d", (int)nkv, t);
+        EXPECT_TOL(rel_err(r.dv, sv, nk), GQ_TOL_SUM_DV,
+                   "gqa dv vs the group sums of multi-head dv, NKV %d, tiling %d", (int)nkv, t);
+        free(sk), free(sv);
+        gqa_run_free(&r);
+        gqa_run_free(&e);
+    }
+    free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
+    free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref), free(ke), free(ve);
+}
+END_TEST
+
+/* Several q head tiles and query tiles add into each dk, dv tile: the same bits every run. */
+START_TEST(gqa_is_deterministic)
+{
+    const int64_t nkv = 2, nk = GQ_B * nkv * GQ_T * GQ_D;
+    const int64_t qt[4] = {1, 2, 3, 4}, kt[4] = {1, 2, 3, 8};   /* 3 q head tiles a kv tile */
+    float *q = random_f32(GQ_NQ, 51, -1, 1), *k = random_f32(nk, 52, -1, 1),
+          *v = random_f32(nk, 53, -1, 1), *dout = random_f32(GQ_NQ, 54, -1, 1);
+    struct gqa_run r[3];
+    for (int run = 0; run < 3; run++)
+        r[run] = gqa_op(nkv, qt, kt, 0.3, q, k, v, dout);
+    for (int run = 1; run < 3; run++) {
+        expect_same_bits("gqa o, run", run, r[0].o, r[run].o, GQ_NQ);
+        expect_same_bits("gqa lse, run", run, r[0].lse, r[run].lse, GQ_R);
+        expect_same_bits("gqa dq, run", run, r[0].dq, r[run].dq, GQ_NQ);
+        expect_same_bits("gqa dk, run", run, r[0].dk, r[run].dk, nk);
+        expect_same_bits("gqa dv, run", run, r[0].dv, r[run].dv, nk);
+    }
+    for (int run = 0; run < 3; run++)
+        gqa_run_free(&r[run]);
+    free(q), free(k), free(v), free(dout);
+}
+END_TEST
+
+START_TEST(gqa_rejects_bad_arguments)
+{
+    const char *fn = "nnt_tensor_attention", *bfn = "nnt_tensor_attention_backward";
+    const int64_t qs[4] = {2, 6, 5, 4}, qt[4] = {1, 3, 3, 4};
+    const int64_t ks[4] = {2, 2, 5, 4}, kt[4] = {1, 1, 3, 4};
+    nnt_tensor *q = tensor_f32(4, qs, qt, NULL), *k = tensor_f32(4, ks, kt, NULL),
+               *v = tensor_f32(4, ks, kt, NULL), *o = tensor_f32(4, qs, qt, NULL),
+               *lse = tensor_f32(3, qs, qt, NULL);
+    nnt_tensor *bad[] = {
+        tensor_f32(4, (int64_t[]){2, 4, 5, 4}, kt, NULL),   /* 0: 4 kv heads: 6 % 4 != 0  */
+        tensor_f32(4, (int64_t[]){2, 3, 5, 4}, kt, NULL),   /* 1: 3 kv heads (not k's 2)  */
+        tensor_f32(4, ks, (int64_t[]){1, 2, 3, 4}, NULL),   /* 2: k's heads tiled apart   */
+        tensor_f32(4, (int64_t[]){2, 2, 6, 4}, kt, NULL),   /* 3: T 6, not 5              */
+        tensor_f32(4, (int64_t[]){2, 2, 5, 3}, kt, NULL),   /* 4: hd 3, not 4             */
+        tensor_f32(4, ks, (int64_t[]){2, 1, 3, 4}, NULL),   /* 5: B tiled apart from q    */
+        tensor_f32(4, ks, (int64_t[]){1, 1, 2, 4}, NULL),   /* 6: T tiled apart from q    */
+        tensor_f32(4, (int64_t[]){2, 12, 5, 4}, kt, NULL),  /* 7: more kv heads than q's  */
+        tensor_f32(3, ks, kt, NULL),                        /* 8: 3 dimensions            */
+    };
+    const int nbad = (int)(sizeof bad / sizeof *bad);
+    EXPECT_OK(nnt_tensor_fill(q, 0.5));
+    EXPECT_OK(nnt_tensor_fill(k, 0.25));
+    EXPECT_OK(nnt_tensor_fill(v, 1));
+    for (int i = 0; i < nbad; i++)
+        EXPECT_OK(nnt_tensor_fill(bad[i], 1));
+    EXPECT_OK(nnt_tensor_attention(q, k, v, 0.5, o, lse));
+    for (int i = 0; i < nbad; i++) {
+        if (i != 1 && i != 2) {   /* both k and v bad */
+            EXPECT_FAIL_MSG(nnt_tensor_attention(q, bad[i], bad[i], 0.5, o, lse), NNT_E_SHAPE,
+                            fn);
+        }
+        EXPECT_FAIL_MSG(nnt_tensor_attention(q, k, bad[i], 0.5, o, lse), NNT_E_SHAPE, fn);
+        EXPECT_FAIL_MSG(nnt_tensor_attention(q, bad[i], v, 0.5, o, lse), NNT_E_SHAPE, fn);
+    }
+    nnt_tensor *dq = tensor_f32(4, qs, qt, NULL), *dk = tensor_f32(4, ks, kt, NULL),
+               *dv = tensor_f32(4, ks, kt, NULL);
+    for (int i = 0; i < nbad; i++) {
+        EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, k, v, o, lse, o, 0.5, dq, bad[i], dv),
+                        NNT_E_SHAPE, bfn);
+        EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, k, v, o, lse, o, 0.5, dq, dk, bad[i]),
+                        NNT_E_SHAPE, bfn);
+        EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, bad[i], v, o, lse, o, 0.5, dq, dk, dv),
+                        NNT_E_SHAPE, bfn);
+    }
+    /* kv-side outputs in q's shape, q-side in k's */
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, k, v, o, lse, o, 0.5, dq, dq, dv),
+                    NNT_E_INVAL, bfn);
+    nnt_tensor *dq2 = tensor_f32(4, qs, qt, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, k, v, o, lse, o, 0.5, dq, dq2, dv),
+                    NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward(q, k, v, o, lse, o, 0.5, dk, dq, dv),
+                    NNT_E_SHAPE, bfn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention(q, k, v, 0.5, dk, lse), NNT_E_SHAPE, fn);
+    EXPECT_OK(nnt_tensor_attention_backward(q, k, v, o, lse, o, 0.5, dq, dk, dv));
+    nnt_tensor *all[9] = {q, k, v, o, lse, dq, dk, dv, dq2};
+    destroy_all(9, all);
+    destroy_all(nbad, bad);
+}
+END_TEST
+
 static Suite *ops_llama_suite(void)
 {
     Suite *s = suite_create("ops_llama");
     TCase *ref = tcase_create("references");
     tcase_add_test(ref, references_match_finite_differences);
+    tcase_add_test(ref, gqa_reference_matches_finite_differences);
     suite_add_tcase(s, ref);
     TCase *tc = tcase_create("ops");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -888,6 +1231,9 @@ static Suite *ops_llama_suite(void)
     tcase_add_test(tc, rope_pos_offset_matches_longer_sequence);
     tcase_add_test(tc, rope_tables_match_hand_checked_values);
     tcase_add_test(tc, rope_rejects_bad_arguments);
+    tcase_add_loop_test(tc, gqa_matches_reference_for_every_tiling, 0, 4);
+    tcase_add_test(tc, gqa_is_deterministic);
+    tcase_add_test(tc, gqa_rejects_bad_arguments);
     suite_add_tcase(s, tc);
     return s;
 }
