@@ -19,7 +19,8 @@
  *              gemm_lt (cuBLASLt epilogues, every math mode; bias + GELU also with the
  *              unfused fallback),
  *              LayerNorm and RMSNorm backward,
- *              attention forward / backward (different summation orders in float).
+ *              attention forward / backward, multi-head and grouped-query (different
+ *              summation orders in float).
  */
 #include <check.h>
 #include <math.h>
@@ -1157,6 +1158,123 @@ START_TEST(test_attention)
 }
 END_TEST
 
+/* Grouped-query attention: the slabs of a map (some q heads of a q-side block of nb * q_hs
+ * slabs, each reading its kv slab of a kv-side block of nb * kv_hs slabs in place), one key
+ * block, forward and backward against the CPU _gqa kernels on identical inputs. Slabs the map
+ * does not cover must keep their values on both sides. */
+static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, int64_t q_pos0,
+                         int64_t k_pos0, uint64_t seed)
+{
+    char what[200];
+    const float scale = 1.0f / sqrtf((float)hd);
+    int64_t qsl = mp.nb * mp.q_hs, kvsl = mp.nb * mp.kv_hs;
+    int64_t nq = qsl * tq * hd, nk = kvsl * tk * hd, rows = qsl * tq;
+    rng_seed(seed);
+    float *q = rand_f(nq, -1.5f, 1.5f), *dout = rand_f(nq, -1.0f, 1.0f);
+    float *k = rand_f(nk, -1.5f, 1.5f), *v = rand_f(nk, -1.0f, 1.0f);
+    float *o = xmalloc((size_t)nq * 4), *m = xmalloc((size_t)rows * 4);
+    float *l = xmalloc((size_t)rows * 4), *lse = xmalloc((size_t)rows * 4);
+    float *d = xmalloc((size_t)rows * 4), *got;
+    for (int64_t i = 0; i < nq; i++)
+        o[i] = 0.0f;
+    for (int64_t i = 0; i < rows; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    float *d_q = dup_d(q, nq), *d_dout = dup_d(dout, nq), *d_o = dup_d(o, nq);
+    float *d_k = dup_d(k, nk), *d_v = dup_d(v, nk), *d_m = dup_d(m, rows), *d_l = dup_d(l, rows);
+    snprintf(what, sizeof what,
+             "gqa fwd o (nb %lld nh %lld q_hs %lld q_h0 %lld kv_hs %lld group %lld gofs %lld "
+             "tq %lld tk %lld hd %lld)", (long long)mp.nb, (long long)mp.nh, (long long)mp.q_hs,
+             (long long)mp.q_h0, (long long)mp.kv_hs, (long long)mp.group, (long long)mp.gofs,
+             (long long)tq, (long long)tk, (long long)hd);
+
+    NNT_OK(nnt_cuda_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
+                                     d_o, d_m, d_l, g_stream));
+    nnt_cpu_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o, m, l);
+    got = fetch(d_o, nq);
+    check_normwise(what, got, o, nq, 1e-4);
+    free(got);
+    what[8] = 'm';
+    got = fetch(d_m, rows);
+    check_close(what, got, m, rows, 1e-5, 1e-5);
+    free(got);
+    what[8] = 'l';
+    got = fetch(d_l, rows);
+    check_close(what, got, l, rows, 1e-4, 1e-5);
+    free(got);
+
+    /* backward from the CPU's forward state */
+    nnt_cpu_attn_fwd_finalize_f32(qsl, tq, hd, o, m, l, lse);
+    nnt_cpu_attn_bwd_prep_f32(qsl, tq, hd, o, dout, d);
+    float *d_lse = dup_d(lse, rows), *d_d = dup_d(d, rows);
+    float *dq = rand_f(nq, -0.1f, 0.1f), *dk = rand_f(nk, -0.1f, 0.1f);
+    float *dv = rand_f(nk, -0.1f, 0.1f);
+    float *d_dq = dup_d(dq, nq), *d_dk = dup_d(dk, nk), *d_dv = dup_d(dv, nk);
+    NNT_OK(nnt_cuda_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
+                                     d_dout, d_lse, d_d, d_dq, d_dk, d_dv, g_stream));
+    nnt_cpu_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
+                             dk, dv);
+    memcpy(what, "gqa bwd dq", 10);
+    got = fetch(d_dq, nq);
+    check_normwise(what, got, dq, nq, 1e-4);
+    free(got);
+    what[9] = 'k';
+    got = fetch(d_dk, nk);
+    check_normwise(what, got, dk, nk, 1e-4);
+    free(got);
+    what[9] = 'v';
+    got = fetch(d_dv, nk);
+    check_normwise(what, got, dv, nk, 1e-4);
+    free(got);
+
+    float *dev[13] = {d_q, d_dout, d_o, d_k, d_v, d_m, d_l, d_lse, d_d, d_dq, d_dk, d_dv, NULL};
+    for (int i = 0; dev[i]; i++)
+        dfree(dev[i]);
+    float *host[13] = {q, dout, k, v, o, m, l, lse, d, dq, dk, dv, NULL};
+    for (int i = 0; host[i]; i++)
+        free(host[i]);
+}
+
+START_TEST(test_attention_gqa)
+{
+    static const struct {
+        nnt_attn_map mp;
+        int64_t tq, tk, hd, q_pos0, k_pos0;
+    } cases[] = {
+        /* whole tiles: 6 q heads, 2 kv heads (groups of 3), self-attention diagonal block */
+        {{2, 6, 6, 0, 2, 3, 0}, 17, 17, 64, 0, 0},
+        /* multi-query: 8 q heads read one kv head; hd > 128 bucket; every key visible */
+        {{1, 8, 8, 0, 1, 8, 0}, 61, 40, 130, 100, 0},
+        /* a q tile of heads [0, 3) with groups of 2: the range that kv tile 1 (one head)
+         * serves is q head 2 alone */
+        {{2, 1, 3, 2, 1, 2, 0}, 33, 70, 17, 40, 0},
+        /* q heads [2, 6) of a q tile, kv tile of 3 heads, groups of 2: kv heads 1, 1, 2, 2;
+         * partially masked, first rows see no key */
+        {{1, 4, 4, 0, 3, 2, 2}, 40, 33, 3, 0, 10},
+        /* multi-head through the map (group 1, sub-range of heads), hd 256 */
+        {{2, 2, 4, 1, 4, 1, 1}, 20, 20, 256, 0, 0},
+        /* 40 q heads over 5 kv heads (groups of 8), one-row blocks, hd 1 */
+        {{3, 40, 40, 0, 5, 8, 0}, 1, 2, 1, 1, 0},
+    };
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        run_gqa_case(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,
+                     cases[c].k_pos0, 900 + (uint64_t)c);
+    /* a bad map or head dimension */
+    const nnt_attn_map bad = {1, 2, 2, 0, 1, 0, 0};   /* group 0 */
+    const nnt_attn_map ok = {1, 2, 2, 0, 1, 2, 0};
+    ck_assert_int_eq(nnt_cuda_attn_fwd_gqa_f32(&bad, 1, 1, 8, 0, 0, 1.0f, NULL, NULL, NULL,
+                                               NULL, NULL, NULL, g_stream),
+                     -1);
+    ck_assert_int_eq(nnt_cuda_attn_bwd_gqa_f32(&ok, 1, 1, 257, 0, 0, 1.0f, NULL, NULL, NULL,
+                                               NULL, NULL, NULL, NULL, NULL, NULL, g_stream),
+                     -1);
+    ck_assert_int_eq(nnt_cuda_attn_fwd_gqa_f32(NULL, 1, 1, 8, 0, 0, 1.0f, NULL, NULL, NULL,
+                                               NULL, NULL, NULL, g_stream),
+                     -1);
+}
+END_TEST
+
 /* ---- cross-entropy ---------------------------------------------------------------------------- */
 
 START_TEST(test_xent)
@@ -1508,6 +1626,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_attention_gqa);
     tcase_add_test(tc, test_xent);
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_sumsq);
