@@ -45,6 +45,9 @@ rope_pair_tile|lib/ops/rope.c|s@ihi = split ? lo + j + split : lo;@ihi = split ?
 rope_bwd_sign|lib/ops/rope.c|s@"dx", dx, -1);@"dx", dx, 1);@|RoPE backward rotates forward
 rope_freq_exponent|lib/ops/rope.c|s@float e = (float)(2 \* i) / (float)hd;@float e = (float)(2 * i + 1) / (float)hd;@|RoPE: frequency exponent off by one
 rope_llama3_smooth|lib/ops/rope.c|s@f = (1.0f - s) \* f / factor + s \* f;@f = (1.0f - s) * f + s * f / factor;@|RoPE llama3: smoothing weights swapped
+gqa_kv_head|cpu/attention.c|s@return b \* mp->kv_hs + (mp->gofs + h) / mp->group;@return b * mp->kv_hs + (mp->gofs + h) % mp->kv_hs;@|grouped-query attention: q head h reads kv head h mod NKV (interleaved; whole kv tiles) instead of h / G
+gqa_span|lib/ops/attention.c|s@\*last = (h1 - 1) / g / k->tile\[1\];@*last = h0 / g / k->tile[1];@|grouped-query attention: a q head tile that spans two kv head tiles reads only the first
+gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
