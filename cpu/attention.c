@@ -6,7 +6,11 @@
  * be allocated, a scratch-free path handles one (query, key) pair at a time.
  *
  * Masking: query row i (absolute position q_pos0 + i) sees keys j < nvis(i), where
- * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk).                                        */
+ * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk).
+ *
+ * Grouped-query attention: the _gqa entry points take an nnt_attn_map that names the kv slab
+ * each q slab reads (several q heads read the same k, v slab in place; nothing is copied),
+ * and add the gradients of those q heads into its dk, dv one after another (increasing h). */
 #include "nnt_cpu.h"
 
 #include <math.h>
@@ -96,31 +100,55 @@ static void fwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *
     }
 }
 
+/* q slab and kv slab of slab s = b * nh + h of a map */
+static inline int64_t map_q_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
+{
+    return b * mp->q_hs + mp->q_h0 + h;
+}
+
+static inline int64_t map_kv_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
+{
+    return b * mp->kv_hs + (mp->gofs + h) / mp->group;
+}
+
+void nnt_cpu_attn_fwd_gqa_f32(const nnt_attn_map *mp, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, float *o_acc, float *m,
+                              float *l)
+{
+    int64_t r0 = first_row(tq, q_pos0, k_pos0);
+    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
+        return; /* empty, or the whole block lies above the diagonal */
+    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
+    float *p = malloc((size_t)(ch * tk) * sizeof(float));
+    for (int64_t b = 0; b < mp->nb; b++)
+        for (int64_t h = 0; h < mp->nh; h++) {
+            int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
+            const float *qb = q + sq * tq * hd, *kb = k + skv * tk * hd,
+                        *vb = v + skv * tk * hd;
+            float *ob = o_acc + sq * tq * hd, *mb = m + sq * tq, *lb = l + sq * tq;
+            for (int64_t i0 = r0; i0 < tq; i0 += ch) {
+                int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
+                if (p) {
+                    fwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, qb, kb, vb, ob, mb, lb,
+                              p);
+                    continue;
+                }
+                for (int64_t i = i0; i < i1; i++)
+                    fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk), hd, scale, qb + i * hd,
+                                      kb, vb, ob + i * hd, mb + i, lb + i);
+            }
+        }
+    free(p);
+}
+
 void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
                                 const float *k, const float *v, float *o_acc, float *m,
                                 float *l)
 {
-    int64_t r0 = first_row(tq, q_pos0, k_pos0);
-    if (nbh <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
-        return; /* empty, or the whole block lies above the diagonal */
-    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
-    float *p = malloc((size_t)(ch * tk) * sizeof(float));
-    for (int64_t b = 0; b < nbh; b++) {
-        const float *qb = q + b * tq * hd, *kb = k + b * tk * hd, *vb = v + b * tk * hd;
-        float *ob = o_acc + b * tq * hd, *mb = m + b * tq, *lb = l + b * tq;
-        for (int64_t i0 = r0; i0 < tq; i0 += ch) {
-            int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
-            if (p) {
-                fwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, qb, kb, vb, ob, mb, lb, p);
-                continue;
-            }
-            for (int64_t i = i0; i < i1; i++)
-                fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk), hd, scale, qb + i * hd, kb,
-                                  vb, ob + i * hd, mb + i, lb + i);
-        }
-    }
-    free(p);
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    nnt_cpu_attn_fwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l);
 }
 
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
@@ -206,34 +234,47 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *
     }
 }
 
+void nnt_cpu_attn_bwd_gqa_f32(const nnt_attn_map *mp, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, const float *dout,
+                              const float *lse, const float *d, float *dq, float *dk,
+                              float *dv)
+{
+    int64_t r0 = first_row(tq, q_pos0, k_pos0);
+    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
+        return;
+    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
+    float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
+    for (int64_t b = 0; b < mp->nb; b++)
+        for (int64_t h = 0; h < mp->nh; h++) {
+            int64_t sq = map_q_slab(mp, b, h);
+            int64_t oq = sq * tq * hd, ok = map_kv_slab(mp, b, h) * tk * hd;
+            const float *lb = lse + sq * tq, *db = d + sq * tq;
+            for (int64_t i0 = r0; i0 < tq; i0 += ch) {
+                int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
+                if (p) {
+                    bwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, q + oq, k + ok, v + ok,
+                              dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p, p + ch * tk);
+                    continue;
+                }
+                for (int64_t i = i0; i < i1; i++) {
+                    int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
+                    bwd_row_noscratch(nv, hd, scale, q + oq + i * hd, k + ok, v + ok,
+                                      dout + oq + i * hd, lb[i], db[i], dq + oq + i * hd,
+                                      dk + ok, dv + ok);
+                }
+            }
+        }
+    free(p);
+}
+
 void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
                                 const float *k, const float *v, const float *dout,
                                 const float *lse, const float *d, float *dq, float *dk,
                                 float *dv)
 {
-    int64_t r0 = first_row(tq, q_pos0, k_pos0);
-    if (nbh <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
-        return;
-    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
-    float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
-    for (int64_t b = 0; b < nbh; b++) {
-        int64_t oq = b * tq * hd, ok = b * tk * hd;
-        const float *lb = lse + b * tq, *db = d + b * tq;
-        for (int64_t i0 = r0; i0 < tq; i0 += ch) {
-            int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
-            if (p) {
-                bwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, q + oq, k + ok, v + ok,
-                          dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p, p + ch * tk);
-                continue;
-            }
-            for (int64_t i = i0; i < i1; i++) {
-                int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
-                bwd_row_noscratch(nv, hd, scale, q + oq + i * hd, k + ok, v + ok,
-                                  dout + oq + i * hd, lb[i], db[i], dq + oq + i * hd, dk + ok,
-                                  dv + ok);
-            }
-        }
-    }
-    free(p);
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    nnt_cpu_attn_bwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d,
+                             dq, dk, dv);
 }

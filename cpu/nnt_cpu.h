@@ -12,7 +12,9 @@
  *   - int64_t for every size and offset; int32_t for token ids.
  *   - Reductions accumulate in double internally where the comment says so.
  *   - In place is allowed where noted: gelu_fwd (y == x), gelu_bwd (dx == dy),
- *     xent_bwd_block (dlogits == logits). Elsewhere outputs must not alias inputs.
+ *     xent_bwd_block (dlogits == logits), swiglu (any output may be an input; the two
+ *     outputs of the backward must differ), rope (y_lo == x_lo, y_hi == x_hi). Elsewhere
+ *     outputs must not alias inputs.
  *   - No kernel allocates more than O(rows) scratch on the stack; none aborts.
  */
 #ifndef NNT_CPU_H
@@ -113,6 +115,37 @@ void nnt_cpu_layernorm_bwd_f32(int64_t rows, int64_t n, const float *x, const fl
                                const float *gamma, const float *mean, const float *rstd,
                                float *dx, float *dgamma, float *dbeta);
 
+/* ---- RMSNorm over the last dimension (whole rows) ------------------------------------------ */
+
+/* y = x * rstd * gamma, per row of n; rstd (rows) set, rstd = 1 / sqrt(mean(x^2) + eps),
+ * the mean square in double.                                                                 */
+void nnt_cpu_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
+                             const float *gamma, float *y, float *rstd);
+/* xhat = x rstd, g = dy gamma: dx = rstd (g - xhat mean_j(g xhat)) set (row mean in double);
+ * dgamma (n) += sum over rows of dy xhat.                                                    */
+void nnt_cpu_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
+                             const float *gamma, const float *rstd, float *dx, float *dgamma);
+
+/* ---- SwiGLU, n contiguous elements ----------------------------------------------------------- */
+
+/* y = silu(gate) * up, silu(g) = g / (1 + exp(-g))                                      y set */
+void nnt_cpu_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
+/* s = sigmoid(g): dgate = dy up s (1 + g (1 - s)), dup = dy silu(g)           dgate, dup set */
+void nnt_cpu_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                            float *dgate, float *dup);
+
+/* ---- rotary position embedding, rotate-half pairs (Hugging Face convention) ------------------
+ * nbh slabs of nt rows; row r = s * nt + t has position pos0 + t. Pair i < n of row r is
+ * (x_lo[r * ldx + i], x_hi[r * ldx + i]); a = pos * inv_freq[i] and its cosine and sine are
+ * computed in double, then rounded to float (c, s; s negated when sign < 0):
+ *   y_lo = x_lo c - x_hi s,  y_hi = x_hi c + x_lo s     (float, each operation rounded)
+ * sign > 0 rotates by +a (forward), sign < 0 by -a (the inverse: the backward pass). For a
+ * whole head vector of hd: n = hd / 2, x_hi = x_lo + hd / 2, ldx = hd. inv_freq (n) is a
+ * host array. y_lo may be x_lo and y_hi x_hi (in place).                                 set */
+void nnt_cpu_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
+                      const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
+                      float *y_lo, float *y_hi, int64_t ldy);
+
 /* ---- causal attention, flash style -----------------------------------------------------------
  * nbh independent (batch, head) slabs. q, o: (nbh, tq, hd); k, v: (nbh, tk, hd) contiguous.
  * q_pos0 / k_pos0: absolute sequence position of row 0 of the query / key block.
@@ -124,6 +157,28 @@ void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 int64_t q_pos0, int64_t k_pos0, float scale,
                                 const float *q, const float *k, const float *v,
                                 float *o_acc, float *m, float *l);
+/* Grouped-query attention without copies: which q slabs a block call covers and which kv
+ * slab each one reads. Slab (b, h), b < nb, h < nh, is q-side slab b * q_hs + q_h0 + h of
+ * q, o, m, l (and dout, lse, d, dq) and reads kv-side slab b * kv_hs + (gofs + h) / group
+ * of k, v (and dk, dv): q_hs and kv_hs are the heads per batch row of the q-side and kv-side
+ * blocks, group = NH / NKV q heads per kv head, gofs = (global q head of h = 0) - group *
+ * (global kv head of the kv block's first head). The _gqa kernels process the slabs in
+ * order (b, then h); multi-head attention over nbh slabs is {nbh, 1, 1, 0, 1, 1, 0}, which
+ * the _block kernels use. Shared with cuda/nnt_cuda.h.                                    */
+#ifndef NNT_ATTN_MAP_DEFINED
+#define NNT_ATTN_MAP_DEFINED
+typedef struct nnt_attn_map {
+    int64_t nb, nh;       /* batch rows and q heads covered                               */
+    int64_t q_hs, q_h0;   /* heads per batch row of the q-side block; first head covered  */
+    int64_t kv_hs;        /* heads per batch row of the kv-side block                     */
+    int64_t group, gofs;  /* q heads per kv head; q head offset of h = 0 (see above)      */
+} nnt_attn_map;
+#endif
+/* nnt_cpu_attn_fwd_block_f32 on the slabs of map (q, o_acc, m, l q-side; k, v kv-side). */
+void nnt_cpu_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, float *o_acc, float *m,
+                              float *l);
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse);
@@ -138,6 +193,13 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *q, const float *k, const float *v,
                                 const float *dout, const float *lse, const float *d,
                                 float *dq, float *dk, float *dv);
+/* nnt_cpu_attn_bwd_block_f32 on the slabs of map; q heads sharing a kv slab add into its
+ * dk, dv in increasing h.                                                                 += */
+void nnt_cpu_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, const float *dout,
+                              const float *lse, const float *d, float *dq, float *dk,
+                              float *dv);
 
 /* ---- softmax cross-entropy, vocabulary split over blocks ------------------------------------
  * logits: (rows, nv) with leading dim ld, columns are vocabulary ids [v0, v0 + nv).

@@ -12,8 +12,12 @@
  *          online softmax update of (m, l, o_acc) exactly as the CPU kernel defines it.
  *   dq:    block = (32 query rows, slab); loops over key chunks, recomputes p from lse,
  *          ds = p (dout.v - d), dq += scale ds k.
- *   dk/dv: block = (32 key rows, slab); loops over query chunks from the first query that can
- *          see the tile, dv += p^T dout, dk += scale ds^T q.
+ *   dk/dv: block = (32 key rows, kv slab); loops over the q heads that read the kv slab (in
+ *          increasing order) and, for each, over query chunks from the first query that can
+ *          see the tile: dv += p^T dout, dk += scale ds^T q.
+ * Grouped-query attention: the slabs come from an nnt_attn_map (cpu/nnt_cpu.h): fwd and dq
+ * blocks run over the q slabs and read the kv slab each one maps to; dk/dv blocks run over
+ * the kv slabs, so the q heads of a group add into registers of one thread, in a fixed order.
  * No atomics: every output element is owned by exactly one thread. head_dim <= 256; the
  * register footprint is chosen by a template bucket (64, 128, 256). */
 #include "nnt_cuda.h"
@@ -65,11 +69,35 @@ __device__ __forceinline__ void load_rows(float *dst, int pitch, const float *sr
     }
 }
 
+/* q slab / kv slab of slab s = b * nh + h of a map (cpu/nnt_cpu.h) */
+__device__ __forceinline__ int64_t q_slab_of(const nnt_attn_map &mp, int64_t s)
+{
+    const int64_t b = s / mp.nh, h = s - b * mp.nh;
+    return b * mp.q_hs + mp.q_h0 + h;
+}
+
+__device__ __forceinline__ int64_t kv_slab_of(const nnt_attn_map &mp, int64_t s)
+{
+    const int64_t b = s / mp.nh, h = s - b * mp.nh;
+    return b * mp.kv_hs + (mp.gofs + h) / mp.group;
+}
+
+/* kv heads (relative to the kv block's first) that the q heads of a map read: [lo, lo + n) */
+__host__ __device__ inline int64_t kv_first(const nnt_attn_map &mp)
+{
+    return mp.gofs / mp.group;
+}
+
+__host__ __device__ inline int64_t kv_count(const nnt_attn_map &mp)
+{
+    return mp.nh > 0 ? (mp.gofs + mp.nh - 1) / mp.group - mp.gofs / mp.group + 1 : 0;
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
-attn_fwd_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
+attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
                 float scale, const float *__restrict__ q, const float *__restrict__ k,
                 const float *__restrict__ v, float *__restrict__ o_acc, float *__restrict__ m,
                 float *__restrict__ l)
@@ -92,10 +120,12 @@ attn_fwd_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int
     if (kend > tk)
         kend = tk;
 
-    for (int64_t slab = blockIdx.y; slab < nbh; slab += gridDim.y) {
+    const int64_t nslab = mp.nb * mp.nh;
+    for (int64_t s = blockIdx.y; s < nslab; s += gridDim.y) {
+        const int64_t slab = q_slab_of(mp, s), kslab = kv_slab_of(mp, s);
         const float *qs = q + slab * tq * hd;
-        const float *ks = k + slab * tk * hd;
-        const float *vs = v + slab * tk * hd;
+        const float *ks = k + kslab * tk * hd;
+        const float *vs = v + kslab * tk * hd;
         const int64_t ri = slab * tq + row;
 
         __syncthreads(); /* previous slab done with shared memory */
@@ -190,8 +220,8 @@ attn_fwd_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int
 
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
-attn_bwd_dq_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
-                   float scale, const float *__restrict__ q, const float *__restrict__ k,
+attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
+                   int64_t k_pos0, float scale, const float *__restrict__ q, const float *__restrict__ k,
                    const float *__restrict__ v, const float *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ dd,
                    float *__restrict__ dq)
@@ -216,11 +246,13 @@ attn_bwd_dq_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, 
     if (kend <= 0)
         return; /* whole tile masked: nothing to add (uniform across the block) */
 
-    for (int64_t slab = blockIdx.y; slab < nbh; slab += gridDim.y) {
+    const int64_t nslab = mp.nb * mp.nh;
+    for (int64_t s = blockIdx.y; s < nslab; s += gridDim.y) {
+        const int64_t slab = q_slab_of(mp, s), kslab = kv_slab_of(mp, s);
         const float *qs = q + slab * tq * hd;
         const float *os = dout + slab * tq * hd;
-        const float *ks = k + slab * tk * hd;
-        const float *vs = v + slab * tk * hd;
+        const float *ks = k + kslab * tk * hd;
+        const float *vs = v + kslab * tk * hd;
         const int64_t ri = slab * tq + row;
 
         __syncthreads();
@@ -291,7 +323,7 @@ attn_bwd_dq_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, 
 
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
-attn_bwd_dkdv_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
+attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
                      int64_t k_pos0, float scale, const float *__restrict__ q,
                      const float *__restrict__ k, const float *__restrict__ v,
                      const float *__restrict__ dout, const float *__restrict__ lse,
@@ -321,12 +353,17 @@ attn_bwd_dkdv_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0
     if (qstart >= tq)
         return; /* whole tile masked (uniform across the block) */
 
-    for (int64_t slab = blockIdx.y; slab < nbh; slab += gridDim.y) {
-        const float *qs = q + slab * tq * hd;
-        const float *os = dout + slab * tq * hd;
-        const float *ks = k + slab * tk * hd;
-        const float *vs = v + slab * tk * hd;
-        const int64_t ki = slab * tk + key;
+    /* one kv slab per s: kv head j of batch row b, read by the q heads [hlo, hhi) */
+    const int64_t nkv = kv_count(mp), kv0 = kv_first(mp), nslab = mp.nb * nkv;
+    for (int64_t s = blockIdx.y; s < nslab; s += gridDim.y) {
+        const int64_t b = s / nkv, j = kv0 + (s - b * nkv);
+        const int64_t kslab = b * mp.kv_hs + j;
+        int64_t hlo = j * mp.group - mp.gofs, hhi = hlo + mp.group;
+        hlo = hlo < 0 ? 0 : hlo;
+        hhi = hhi > mp.nh ? mp.nh : hhi;
+        const float *ks = k + kslab * tk * hd;
+        const float *vs = v + kslab * tk * hd;
+        const int64_t ki = kslab * tk + key;
 
         __syncthreads();
         load_rows(sK, pitch, ks, c0, tk, hd, kBC);
@@ -339,58 +376,63 @@ attn_bwd_dkdv_kernel(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0
             adv[u] = 0.0f;
         }
 
-        for (int64_t r0 = qstart; r0 < tq; r0 += kBR) {
-            __syncthreads();
-            load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
-            load_rows(sO, pitch, os, r0, tq, hd, kBR);
-            if (tid < kBR) {
-                const int64_t r = r0 + tid;
-                sL[tid] = r < tq ? lse[slab * tq + r] : -INFINITY;
-                sD[tid] = r < tq ? dd[slab * tq + r] : 0.0f;
-            }
-            __syncthreads();
+        for (int64_t h = hlo; h < hhi; ++h) {
+            const int64_t slab = b * mp.q_hs + mp.q_h0 + h;
+            const float *qs = q + slab * tq * hd;
+            const float *os = dout + slab * tq * hd;
+            for (int64_t r0 = qstart; r0 < tq; r0 += kBR) {
+                __syncthreads();
+                load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
+                load_rows(sO, pitch, os, r0, tq, hd, kBR);
+                if (tid < kBR) {
+                    const int64_t r = r0 + tid;
+                    sL[tid] = r < tq ? lse[slab * tq + r] : -INFINITY;
+                    sD[tid] = r < tq ? dd[slab * tq + r] : 0.0f;
+                }
+                __syncthreads();
 
-            float sc[kPerLane], dp[kPerLane];
+                float sc[kPerLane], dp[kPerLane];
 #pragma unroll
-            for (int jj = 0; jj < kPerLane; ++jj) {
-                sc[jj] = 0.0f;
-                dp[jj] = 0.0f;
-            }
-            for (int d = 0; d < hd; ++d) {
-                const float kd = sK[g * pitch + d];
-                const float vd = sV[g * pitch + d];
+                for (int jj = 0; jj < kPerLane; ++jj) {
+                    sc[jj] = 0.0f;
+                    dp[jj] = 0.0f;
+                }
+                for (int d = 0; d < hd; ++d) {
+                    const float kd = sK[g * pitch + d];
+                    const float vd = sV[g * pitch + d];
+#pragma unroll
+                    for (int jj = 0; jj < kPerLane; ++jj) {
+                        const int r = l8 + 8 * jj;
+                        sc[jj] += sQ[r * pitch + d] * kd;
+                        dp[jj] += sO[r * pitch + d] * vd;
+                    }
+                }
 #pragma unroll
                 for (int jj = 0; jj < kPerLane; ++jj) {
                     const int r = l8 + 8 * jj;
-                    sc[jj] += sQ[r * pitch + d] * kd;
-                    dp[jj] += sO[r * pitch + d] * vd;
+                    const int64_t qr = r0 + r;
+                    const float lr = sL[r];
+                    const bool ok = valid && qr < tq && kpos <= q_pos0 + qr && lr != -INFINITY;
+                    const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
+                    sP[g * (kBR + 1) + r] = p;
+                    sS[g * (kBR + 1) + r] = p * (dp[jj] - sD[r]);
                 }
-            }
+                __syncwarp();
+                const int rn = (int)(tq - r0 < kBR ? tq - r0 : kBR);
+                for (int r = 0; r < rn; ++r) {
+                    const float p = sP[g * (kBR + 1) + r];
+                    const float ds = sS[g * (kBR + 1) + r];
 #pragma unroll
-            for (int jj = 0; jj < kPerLane; ++jj) {
-                const int r = l8 + 8 * jj;
-                const int64_t qr = r0 + r;
-                const float lr = sL[r];
-                const bool ok = valid && qr < tq && kpos <= q_pos0 + qr && lr != -INFINITY;
-                const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
-                sP[g * (kBR + 1) + r] = p;
-                sS[g * (kBR + 1) + r] = p * (dp[jj] - sD[r]);
-            }
-            __syncwarp();
-            const int rn = (int)(tq - r0 < kBR ? tq - r0 : kBR);
-            for (int r = 0; r < rn; ++r) {
-                const float p = sP[g * (kBR + 1) + r];
-                const float ds = sS[g * (kBR + 1) + r];
-#pragma unroll
-                for (int u = 0; u < ND; ++u) {
-                    const int d = l8 + 8 * u;
-                    if (d < hd) {
-                        adv[u] += p * sO[r * pitch + d];
-                        adk[u] += ds * sQ[r * pitch + d];
+                    for (int u = 0; u < ND; ++u) {
+                        const int d = l8 + 8 * u;
+                        if (d < hd) {
+                            adv[u] += p * sO[r * pitch + d];
+                            adk[u] += ds * sQ[r * pitch + d];
+                        }
                     }
                 }
             }
-        }
+        } /* q heads of the kv slab */
 
         if (valid) {
 #pragma unroll
@@ -455,59 +497,82 @@ inline dim3 grid_for(int64_t tiles, int64_t nbh)
     return dim3((unsigned)tiles, (unsigned)(nbh > 65535 ? 65535 : nbh));
 }
 
-bool bad_sizes(int64_t nbh, int64_t tq, int64_t tk, int64_t hd)
+bool bad_sizes(const nnt_attn_map &mp, int64_t tq, int64_t tk, int64_t hd)
 {
-    return nbh < 0 || tq < 0 || tk < 0 || hd < 0 || hd > NNT_CUDA_ATTN_MAX_HD ||
-           (tq + kBR - 1) / kBR > 0x7fffffff || (tk + kBC - 1) / kBC > 0x7fffffff;
+    return mp.nb < 0 || mp.nh < 0 || mp.q_hs < 0 || mp.q_h0 < 0 || mp.kv_hs < 0 ||
+           mp.group <= 0 || mp.gofs < 0 || tq < 0 || tk < 0 || hd < 0 ||
+           hd > NNT_CUDA_ATTN_MAX_HD || (tq + kBR - 1) / kBR > 0x7fffffff ||
+           (tk + kBC - 1) / kBC > 0x7fffffff;
 }
 
 template <int HDMAX>
-int fwd_launch(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
-               float scale, const float *q, const float *k, const float *v, float *o_acc,
-               float *m, float *l, cudaStream_t stream)
+int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
+               int64_t k_pos0, float scale, const float *q, const float *k, const float *v,
+               float *o_acc, float *m, float *l, cudaStream_t stream)
 {
     const int pitch = pitch_for(hd);
     const size_t smem = sizeof(float) * ((size_t)(kBR + 2 * kBC) * pitch + kBR * (kBC + 1));
-    const dim3 grid = grid_for((tq + kBR - 1) / kBR, nbh);
+    const dim3 grid = grid_for((tq + kBR - 1) / kBR, mp.nb * mp.nh);
     int ret = allow_smem(attn_fwd_kernel<HDMAX>, smem);
     if (ret)
         return ret;
-    attn_fwd_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(nbh, tq, tk, hd, q_pos0, k_pos0,
+    attn_fwd_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(mp, tq, tk, hd, q_pos0, k_pos0,
                                                             scale, q, k, v, o_acc, m, l);
     return launch_status();
 }
 
 template <int HDMAX>
-int bwd_launch(int64_t nbh, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
-               float scale, const float *q, const float *k, const float *v, const float *dout,
-               const float *lse, const float *d, float *dq, float *dk, float *dv,
-               cudaStream_t stream)
+int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
+               int64_t k_pos0, float scale, const float *q, const float *k, const float *v,
+               const float *dout, const float *lse, const float *d, float *dq, float *dk,
+               float *dv, cudaStream_t stream)
 {
     const int pitch = pitch_for(hd);
-    /* dq */
+    /* dq: one block row per q slab */
     size_t smem = sizeof(float) * ((size_t)(2 * kBR + 2 * kBC) * pitch + kBR * (kBC + 1));
-    dim3 grid = grid_for((tq + kBR - 1) / kBR, nbh);
+    dim3 grid = grid_for((tq + kBR - 1) / kBR, mp.nb * mp.nh);
     int ret = allow_smem(attn_bwd_dq_kernel<HDMAX>, smem);
     if (ret)
         return ret;
     attn_bwd_dq_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        nbh, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq);
+        mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq);
     ret = launch_status();
     if (ret)
         return ret;
-    /* dk, dv */
+    /* dk, dv: one block row per kv slab read */
     smem = sizeof(float) *
            ((size_t)(2 * kBR + 2 * kBC) * pitch + 2 * kBC * (kBR + 1) + 2 * kBR);
-    grid = grid_for((tk + kBC - 1) / kBC, nbh);
+    grid = grid_for((tk + kBC - 1) / kBC, mp.nb * kv_count(mp));
     ret = allow_smem(attn_bwd_dkdv_kernel<HDMAX>, smem);
     if (ret)
         return ret;
     attn_bwd_dkdv_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        nbh, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dk, dv);
+        mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dk, dv);
     return launch_status();
 }
 
 } /* namespace */
+
+extern "C" int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+                                         int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                         float scale, const float *q, const float *k,
+                                         const float *v, float *o_acc, float *m, float *l,
+                                         cudaStream_t stream)
+{
+    if (!map || bad_sizes(*map, tq, tk, hd))
+        return -1;
+    const nnt_attn_map mp = *map;
+    if (mp.nb == 0 || mp.nh == 0 || tq == 0 || tk == 0 || hd == 0)
+        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
+    const int h = (int)hd;
+    if (h <= 64)
+        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
+                              stream);
+    if (h <= 128)
+        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
+                               stream);
+    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l, stream);
+}
 
 extern "C" int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                            int64_t q_pos0, int64_t k_pos0, float scale,
@@ -515,18 +580,9 @@ extern "C" int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, 
                                            float *o_acc, float *m, float *l,
                                            cudaStream_t stream)
 {
-    if (bad_sizes(nbh, tq, tk, hd))
-        return -1;
-    if (nbh == 0 || tq == 0 || tk == 0 || hd == 0)
-        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
-    const int h = (int)hd;
-    if (h <= 64)
-        return fwd_launch<64>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
-                              stream);
-    if (h <= 128)
-        return fwd_launch<128>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
-                               stream);
-    return fwd_launch<256>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l, stream);
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    return nnt_cuda_attn_fwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o_acc,
+                                     m, l, stream);
 }
 
 extern "C" int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
@@ -561,23 +617,36 @@ extern "C" int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, c
     return launch_status();
 }
 
+extern "C" int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+                                         int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                         float scale, const float *q, const float *k,
+                                         const float *v, const float *dout, const float *lse,
+                                         const float *d, float *dq, float *dk, float *dv,
+                                         cudaStream_t stream)
+{
+    if (!map || bad_sizes(*map, tq, tk, hd))
+        return -1;
+    const nnt_attn_map mp = *map;
+    if (mp.nb == 0 || mp.nh == 0 || tq == 0 || tk == 0 || hd == 0)
+        return 0; /* as on the CPU: nothing to do */
+    const int h = (int)hd;
+    if (h <= 64)
+        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
+                              dk, dv, stream);
+    if (h <= 128)
+        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
+                               dk, dv, stream);
+    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq, dk,
+                           dv, stream);
+}
+
 extern "C" int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                            int64_t q_pos0, int64_t k_pos0, float scale,
                                            const float *q, const float *k, const float *v,
                                            const float *dout, const float *lse, const float *d,
                                            float *dq, float *dk, float *dv, cudaStream_t stream)
 {
-    if (bad_sizes(nbh, tq, tk, hd))
-        return -1;
-    if (nbh == 0 || tq == 0 || tk == 0 || hd == 0)
-        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
-    const int h = (int)hd;
-    if (h <= 64)
-        return bwd_launch<64>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
-                              dk, dv, stream);
-    if (h <= 128)
-        return bwd_launch<128>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
-                               dk, dv, stream);
-    return bwd_launch<256>(nbh, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq, dk,
-                           dv, stream);
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    return nnt_cuda_attn_bwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
+                                     lse, d, dq, dk, dv, stream);
 }

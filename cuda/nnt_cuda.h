@@ -165,6 +165,34 @@ int nnt_cuda_layernorm_bwd_f32(int64_t rows, int64_t n, const float *x, const fl
                                const float *gamma, const float *mean, const float *rstd,
                                float *dx, float *dgamma, float *dbeta, cudaStream_t stream);
 
+/* ---- RMSNorm over the last dimension (cuda/rmsnorm.cu) -----------------------------------------
+ * One warp per row, the mean square in double; dgamma (n) += column sums in double (fixed
+ * order), NULL: not accumulated.                                                            */
+/* y = x * rstd * gamma; rstd (rows) set                                                       */
+int nnt_cuda_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
+                             const float *gamma, float *y, float *rstd, cudaStream_t stream);
+/* dx set; dgamma (n) +=                                                                       */
+int nnt_cuda_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
+                             const float *gamma, const float *rstd, float *dx, float *dgamma,
+                             cudaStream_t stream);
+
+/* ---- SwiGLU, n contiguous elements (cuda/swiglu.cu) ---------------------------------------------
+ * Any output may be one of the inputs; the two outputs of the backward must differ.          */
+/* y = silu(gate) * up                                                                    y set */
+int nnt_cuda_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y,
+                            cudaStream_t stream);
+/* dgate = dy up silu'(gate), dup = dy silu(gate)                               dgate, dup set */
+int nnt_cuda_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                            float *dgate, float *dup, cudaStream_t stream);
+
+/* ---- rotary position embedding (cuda/rope.cu) --------------------------------------------------
+ * Twin of nnt_cpu_rope_f32; inv_freq is a HOST array of n <= NNT_CUDA_ROPE_MAX_N entries
+ * (larger n: -1), passed to the kernel by value. y_lo may be x_lo and y_hi x_hi.        set */
+#define NNT_CUDA_ROPE_MAX_N 512
+int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
+                      const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
+                      float *y_lo, float *y_hi, int64_t ldy, cudaStream_t stream);
+
 /* ---- causal attention, flash style (cuda/attention.cu) -----------------------------------------
  * Same layout and state conventions as the CPU kernels: q, o (nbh, tq, hd); k, v (nbh, tk, hd);
  * m, l, lse, d (nbh * tq). hd <= NNT_CUDA_ATTN_MAX_HD (256), else -1.                         */
@@ -172,6 +200,22 @@ int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 int64_t q_pos0, int64_t k_pos0, float scale,
                                 const float *q, const float *k, const float *v,
                                 float *o_acc, float *m, float *l, cudaStream_t stream);
+/* Grouped-query attention: the slabs of map (struct as in cpu/nnt_cpu.h, a HOST pointer);
+ * fwd and dq run over the q slabs, dk/dv over the kv slabs, each adding the q heads that read
+ * it in increasing order (no atomics).                                                       */
+#ifndef NNT_ATTN_MAP_DEFINED
+#define NNT_ATTN_MAP_DEFINED
+typedef struct nnt_attn_map {
+    int64_t nb, nh;
+    int64_t q_hs, q_h0;
+    int64_t kv_hs;
+    int64_t group, gofs;
+} nnt_attn_map;
+#endif
+int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, float *o_acc, float *m,
+                              float *l, cudaStream_t stream);
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse,
@@ -185,6 +229,11 @@ int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *q, const float *k, const float *v,
                                 const float *dout, const float *lse, const float *d,
                                 float *dq, float *dk, float *dv, cudaStream_t stream);
+int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                              const float *k, const float *v, const float *dout,
+                              const float *lse, const float *d, float *dq, float *dk,
+                              float *dv, cudaStream_t stream);
 
 /* ---- softmax cross-entropy (cuda/xent.cu) ------------------------------------------------------ */
 int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,

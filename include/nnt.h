@@ -260,12 +260,17 @@ NNT_API int nnt_tensor_embedding_backward(nnt_tensor *tokens, nnt_tensor *dout,
                                           nnt_tensor *dwte, nnt_tensor *dwpe);
 
 /* Causal self-attention per (batch, head), flash style (no T x T matrix is stored):
- * o = softmax(scale * q k^T, keys after the query masked) v. q, k, v, o: (B, NH, T, hd), same
- * shape and tiling; lse (B, NH, T) with their leading tiling: the log-sum-exp of each query
- * row, saved for backward. hd may be split over tiles (the op then retiles internally). */
+ * o = softmax(scale * q k^T, keys after the query masked) v. q, o: (B, NH, T, hd), same
+ * shape and tiling; k, v: (B, NKV, T, hd), same shape and tiling, NKV dividing NH, with q's
+ * B and T tiling (head and hd tiling free): NKV == NH is multi-head attention, NKV < NH
+ * grouped-query attention, q head h reading kv head h / (NH / NKV) (Hugging Face's
+ * repeat_kv) in place, without copies. lse (B, NH, T) with q's leading tiling: the
+ * log-sum-exp of each query row, saved for backward. hd may be split over tiles (the op then
+ * retiles internally). */
 NNT_API int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double scale,
                                  nnt_tensor *o, nnt_tensor *lse);
-/* dq, dk, dv (written) from dout, recomputing the probabilities from lse. */
+/* dq (q's layout), dk, dv (k's layout) written from dout, recomputing the probabilities from
+ * lse; a kv head's gradients sum those of its q heads, in a fixed order (deterministic). */
 NNT_API int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
                                           nnt_tensor *o, nnt_tensor *lse, nnt_tensor *dout,
                                           double scale, nnt_tensor *dq, nnt_tensor *dk,
@@ -669,6 +674,66 @@ typedef enum nnt_precision {
  * theirs); a context starts with NNT_PRECISION_FP32. */
 NNT_API int nnt_ctx_set_precision(nnt_ctx *ctx, nnt_precision precision);
 NNT_API int nnt_ctx_precision(const nnt_ctx *ctx, nnt_precision *precision);
+
+/* ======================================================================================
+ * Everything below is new in 0.3 (version node NNT_0.3).
+ * ====================================================================================== */
+
+/* ---- Llama-family operations ------------------------------------------------------- */
+
+/* RMSNorm over the last dimension of x (..., C), as Hugging Face's LlamaRMSNorm:
+ * y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps) (mean over C, in double).
+ * gamma: (C), any tiling. rstd: x's leading dims (...) and tiling, saved for backward.
+ * eps > 0. Correct when C is split over several tiles. */
+NNT_API int nnt_tensor_rmsnorm(nnt_tensor *x, nnt_tensor *gamma, double eps, nnt_tensor *y,
+                               nnt_tensor *rstd);
+/* dx = d(loss)/dx (written); dgamma (C) accumulates. */
+NNT_API int nnt_tensor_rmsnorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *rstd,
+                                        nnt_tensor *dy, nnt_tensor *dx, nnt_tensor *dgamma);
+
+/* SwiGLU, the gated activation of the Llama MLP: y = silu(gate) * up with
+ * silu(g) = g / (1 + exp(-g)). gate, up, y: one shape and tiling (any). y may be gate or up. */
+NNT_API int nnt_tensor_swiglu(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
+/* dgate = dy * up * silu'(gate), dup = dy * silu(gate) (both written, not accumulated); all
+ * five of one shape and tiling. dgate and dup must differ; each may be any of gate, up, dy
+ * (in place). */
+NNT_API int nnt_tensor_swiglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
+                                       nnt_tensor *dgate, nnt_tensor *dup);
+
+/* Scaling of the RoPE frequencies (nnt_rope_options.scaling). */
+typedef enum nnt_rope_scaling {
+    NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
+    NNT_ROPE_SCALING_LLAMA3 = 1   /* Llama 3.1's: Hugging Face rope_type "llama3"          */
+} nnt_rope_scaling;
+
+typedef struct nnt_rope_options {
+    size_t size;            /* sizeof(nnt_rope_options), set by the init macro            */
+    double theta;           /* base of the frequencies (rope_theta), > 0                   */
+    int scaling;            /* NNT_ROPE_SCALING_NONE or NNT_ROPE_SCALING_LLAMA3            */
+    double factor;          /* llama3 only (rope_scaling.factor), > 0                      */
+    double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
+    int64_t original_max_position;  /* llama3 only (original_max_position_embeddings) > 0 */
+} nnt_rope_options;
+
+/* theta 10000, no scaling; the llama3 fields hold Llama 3.1's values (factor 8, low 1,
+ * high 4, original 8192), used only with NNT_ROPE_SCALING_LLAMA3. */
+#define NNT_ROPE_OPTIONS_INIT \
+    { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192 }
+
+/* Rotary position embedding, Hugging Face's rotate-half convention, on x (B, NH, T, hd) of
+ * the attention layout: for every head vector at sequence index t (position
+ * pos = t + pos_offset) and i < hd/2, with a = pos * inv_freq[i],
+ *   y[i]        = x[i] cos(a) - x[i + hd/2] sin(a)
+ *   y[i + hd/2] = x[i + hd/2] cos(a) + x[i] sin(a).
+ * inv_freq as Hugging Face computes it in float (opts; NULL: NNT_ROPE_OPTIONS_INIT); angle,
+ * cosine and sine in double. y: x's shape and tiling; y may be x (in place). hd even; its
+ * tile hd (whole vectors) or a divisor of hd/2; any B, NH, T tiling. pos_offset >= 0 (a KV
+ * cache's length). */
+NNT_API int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t pos_offset,
+                            nnt_tensor *y);
+/* dx = the inverse rotation of dy (the gradient of nnt_tensor_rope); dx may be dy. */
+NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts,
+                                     int64_t pos_offset, nnt_tensor *dx);
 
 #ifdef __cplusplus
 }

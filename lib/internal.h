@@ -169,6 +169,23 @@ static inline float *nnt_tile_f32(void *buffer)
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
                const struct starpu_data_descr *bufs, const void *args, size_t args_size);
 
+/* Add handle h with mode to bufs (*n entries so far) unless it is there already, in which
+ * case the modes are merged (read + write = RW); returns the handle's slot. For tasks that
+ * accept one tile in several roles (in place). */
+static inline int nnt_buffer_slot(struct starpu_data_descr *bufs, int *n, starpu_data_handle_t h,
+                                  enum starpu_data_access_mode mode)
+{
+    for (int i = 0; i < *n; i++) {
+        if (bufs[i].handle == h) {
+            bufs[i].mode = (enum starpu_data_access_mode)(bufs[i].mode | mode);
+            return i;
+        }
+    }
+    bufs[*n].handle = h;
+    bufs[*n].mode = mode;
+    return (*n)++;
+}
+
 int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value);
 
 /* One strided box of a copy task (lib/codelets/copy.c): shape in destination dimension
@@ -231,6 +248,33 @@ int nnt_insert_layernorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_h
                              starpu_data_handle_t rstd, starpu_data_handle_t dx,
                              starpu_data_handle_t dgamma, starpu_data_handle_t dbeta);
 
+/* lib/codelets/rmsnorm.c */
+int nnt_insert_rmsnorm_fwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t gamma,
+                           float eps, starpu_data_handle_t y, starpu_data_handle_t rstd);
+int nnt_insert_rmsnorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
+                           starpu_data_handle_t gamma, starpu_data_handle_t rstd,
+                           starpu_data_handle_t dx, starpu_data_handle_t dgamma);
+
+/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup */
+int nnt_insert_swiglu(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
+                      starpu_data_handle_t y);
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
+                          starpu_data_handle_t dy, starpu_data_handle_t dgate,
+                          starpu_data_handle_t dup);
+
+/* lib/codelets/rope.c: one task on nbh slabs of nt rows (positions pos0, pos0 + 1, ...) of
+ * n pairs; rows of ld floats. whole: the tile holds whole head vectors (x_hi == x_lo,
+ * y_hi == y_lo, the hi half at offset n, ld = 2n); else lo and hi are two tiles (ld = n).
+ * inv_freq: the n frequencies of the task's pairs. y may be x (in place). */
+typedef struct nnt_rope_task {
+    int64_t nbh, nt, n, pos0, ld;
+    int sign;    /* +1: rotate by +angle (forward), -1: by -angle (backward) */
+    int whole;
+} nnt_rope_task;
+int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
+                    starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
+                    starpu_data_handle_t y_lo, starpu_data_handle_t y_hi);
+
 /* lib/codelets/embedding.c */
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
                                 starpu_data_handle_t table, int64_t v0, int zero_first,
@@ -243,9 +287,10 @@ int nnt_insert_embedding_add_pos(nnt_ctx *ctx, starpu_data_handle_t wpe, int64_t
 int nnt_insert_embedding_sum_pos(nnt_ctx *ctx, starpu_data_handle_t dout, int64_t nb,
                                  int64_t inner, starpu_data_handle_t dwpe);
 
-/* lib/codelets/attention.c */
-int nnt_insert_attn_fwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale,
+/* lib/codelets/attention.c; map: the slabs of a block task (cpu/nnt_cpu.h) */
+struct nnt_attn_map;
+int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0, float scale,
                               const starpu_data_handle_t *h, int init);
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                                  starpu_data_handle_t o, starpu_data_handle_t m,
@@ -253,8 +298,8 @@ int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t 
 int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                              starpu_data_handle_t o, starpu_data_handle_t dout,
                              starpu_data_handle_t d);
-int nnt_insert_attn_bwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale,
+int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0, float scale,
                               const starpu_data_handle_t *h, int init_dq, int init_dkv);
 
 /* lib/codelets/xent.c */

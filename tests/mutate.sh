@@ -35,6 +35,19 @@ xent_vocab_edge|cpu/xent.c|0,/if (t >= 0 \&\& t < nv)/s@if (t >= 0 \&\& t < nv)@
 ln_var_n1|cpu/layernorm.c|s@double rs = 1.0 / sqrt(sq / (double)n + (double)eps);@double rs = 1.0 / sqrt(sq / (double)(n - 1) + (double)eps);@|LayerNorm forward: variance divided by n - 1
 gelu_coef|cpu/elementwise.c|s@0.044715@0.04471@|GELU: tanh coefficient 0.044715 -> 0.04471
 adam_eps_inside|cpu/optim.c|s@p\[i\] = pi - step \* mi / (sqrtf(vi) \* inv_sqrt_bc2 + eps);@p[i] = pi - step * mi / sqrtf(vi * inv_sqrt_bc2 * inv_sqrt_bc2 + eps);@|Adam: eps inside the square root
+rms_no_eps|cpu/rmsnorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double)n)@|RMSNorm forward without eps
+rms_dx_sign|cpu/rmsnorm.c|s@(dyr\[j\] \* gamma\[j\] - xh \* mgx)@(dyr[j] * gamma[j] + xh * mgx)@|RMSNorm backward: the projection term of dx with its sign flipped
+swiglu_dsilu|cpu/swiglu.c|s@float ds = s \* (1.0f + g \* (1.0f - s));@float ds = s * (1.0f + g * s);@|SwiGLU backward: the derivative of silu with s in place of 1 - s
+rope_sign|cpu/rope.c|s@yl\[i\] = lo \* c\[i\] - hi \* s\[i\];@yl[i] = lo * c[i] + hi * s[i];@|RoPE: the sine term of the first half with its sign flipped
+rope_position|cpu/rope.c|s@double pos = (double)(pos0 + t);@double pos = (double)(pos0 + t + 1);@|RoPE: positions off by one
+rope_hi_offset|lib/codelets/rope.c|s@a->hi_offset = t->whole ? t->n : 0;@a->hi_offset = t->whole ? t->n - 1 : 0;@|RoPE, whole head vectors: pair partner i + hd/2 - 1
+rope_pair_tile|lib/ops/rope.c|s@ihi = split ? lo + j + split : lo;@ihi = split ? lo + j + split - 1 : lo;@|RoPE, split head vectors: the partner tile off by one
+rope_bwd_sign|lib/ops/rope.c|s@"dx", dx, -1);@"dx", dx, 1);@|RoPE backward rotates forward
+rope_freq_exponent|lib/ops/rope.c|s@float e = (float)(2 \* i) / (float)hd;@float e = (float)(2 * i + 1) / (float)hd;@|RoPE: frequency exponent off by one
+rope_llama3_smooth|lib/ops/rope.c|s@f = (1.0f - s) \* f / factor + s \* f;@f = (1.0f - s) * f + s * f / factor;@|RoPE llama3: smoothing weights swapped
+gqa_kv_head|cpu/attention.c|s@return b \* mp->kv_hs + (mp->gofs + h) / mp->group;@return b * mp->kv_hs + (mp->gofs + h) % mp->kv_hs;@|grouped-query attention: q head h reads kv head h mod NKV (interleaved; whole kv tiles) instead of h / G
+gqa_span|lib/ops/attention.c|s@\*last = (h1 - 1) / g / k->tile\[1\];@*last = h0 / g / k->tile[1];@|grouped-query attention: a q head tile that spans two kv head tiles reads only the first
+gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -37,6 +37,8 @@ static void *failing_malloc(size_t n)
 #define nnt_cpu_attn_fwd_finalize_f32 noscratch_attn_fwd_finalize
 #define nnt_cpu_attn_bwd_prep_f32 noscratch_attn_bwd_prep
 #define nnt_cpu_attn_bwd_block_f32 noscratch_attn_bwd_block
+#define nnt_cpu_attn_fwd_gqa_f32 noscratch_attn_fwd_gqa
+#define nnt_cpu_attn_bwd_gqa_f32 noscratch_attn_bwd_gqa
 #undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
 #include "../cpu/attention.c"
 #undef malloc
@@ -44,6 +46,8 @@ static void *failing_malloc(size_t n)
 #undef nnt_cpu_attn_fwd_finalize_f32
 #undef nnt_cpu_attn_bwd_prep_f32
 #undef nnt_cpu_attn_bwd_block_f32
+#undef nnt_cpu_attn_fwd_gqa_f32
+#undef nnt_cpu_attn_bwd_gqa_f32
 
 /* Tolerances: each about 10x the largest error measured for its check (tests/tolerances.sh)
  * on Zen 3 under the BLIS kernel sets zen3, haswell and generic; the errors are the same

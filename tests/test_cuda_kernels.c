@@ -12,13 +12,15 @@
  *   1e-6:      axpby, sum_outer, sumsq, optimizer steps (same operations, rounding differences
  *              only if the CPU build contracts multiply-adds into FMAs)
  *   1e-5:      GELU fwd/bwd (atol 1e-6), bias_gelu out, xent (s, loss, dlogits normwise),
- *              LayerNorm forward (normwise)
+ *              LayerNorm and RMSNorm forward (normwise), SwiGLU fwd/bwd (atol 1e-6)
+ *   1e-6 normwise: RoPE (angle, cos, sin in double on both sides)
  *   bit-exact: round_f32, f32_to_bf16 (the same integer rounding as the CPU), bf16_to_f32
  *   1e-4 normwise: GEMM (fp32; TF32 and bf16 against the CPU GEMM on rounded operands),
  *              gemm_lt (cuBLASLt epilogues, every math mode; bias + GELU also with the
  *              unfused fallback),
- *              LayerNorm backward,
- *              attention forward / backward (different summation orders in float).
+ *              LayerNorm and RMSNorm backward,
+ *              attention forward / backward, multi-head and grouped-query (different
+ *              summation orders in float).
  */
 #include <check.h>
 #include <math.h>
@@ -805,6 +807,197 @@ START_TEST(test_layernorm)
 }
 END_TEST
 
+/* ---- Llama-family ops: RMSNorm, SwiGLU, RoPE ----------------------------------------------- */
+
+START_TEST(test_rmsnorm)
+{
+    static const int64_t rows_[] = {1, 3, 17, 61};
+    static const int64_t ns[] = {1, 3, 17, 61, 130, 768, 1000};
+    int cs = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < (int)(sizeof ns / sizeof ns[0]); b++) {
+            int64_t rows = rows_[a], n = ns[b], rn = rows * n;
+            rng_seed(1600 + cs++);
+            float *x = rand_f(rn, -2.0f, 3.0f), *dy = rand_f(rn, -1.0f, 1.0f);
+            float *gamma = rand_f(n, 0.5f, 1.5f), *dgamma = rand_f(n, -1.0f, 1.0f);
+            float *y = xmalloc((size_t)rn * 4), *dx = xmalloc((size_t)rn * 4);
+            float *rstd = xmalloc((size_t)rows * 4);
+            float *d_x = dup_d(x, rn), *d_dy = dup_d(dy, rn), *d_g = dup_d(gamma, n);
+            float *d_dg = dup_d(dgamma, n);
+            float *d_y = dalloc((size_t)rn * 4), *d_dx = dalloc((size_t)rn * 4);
+            float *d_rstd = dalloc((size_t)rows * 4);
+            float *got;
+
+            NNT_OK(nnt_cuda_rmsnorm_fwd_f32(rows, n, 1e-5f, d_x, d_g, d_y, d_rstd, g_stream));
+            nnt_cpu_rmsnorm_fwd_f32(rows, n, 1e-5f, x, gamma, y, rstd);
+            got = fetch(d_y, rn);
+            check_normwise("rmsnorm y", got, y, rn, 1e-5);
+            free(got);
+            got = fetch(d_rstd, rows);
+            check_close("rmsnorm rstd", got, rstd, rows, 1e-5, 0.0);
+            free(got);
+
+            /* backward from the CPU rstd, so both sides see the same inputs */
+            CUDA_OK(cudaMemcpy(d_rstd, rstd, (size_t)rows * 4, cudaMemcpyHostToDevice));
+            NNT_OK(nnt_cuda_rmsnorm_bwd_f32(rows, n, d_x, d_dy, d_g, d_rstd, d_dx, d_dg,
+                                            g_stream));
+            nnt_cpu_rmsnorm_bwd_f32(rows, n, x, dy, gamma, rstd, dx, dgamma);
+            got = fetch(d_dx, rn);
+            check_normwise("rmsnorm dx", got, dx, rn, 1e-4);
+            free(got);
+            got = fetch(d_dg, n);
+            check_normwise("rmsnorm dgamma", got, dgamma, n, 1e-4);
+            free(got);
+
+            dfree(d_x);
+            dfree(d_dy);
+            dfree(d_g);
+            dfree(d_dg);
+            dfree(d_y);
+            dfree(d_dx);
+            dfree(d_rstd);
+            free(x);
+            free(dy);
+            free(gamma);
+            free(dgamma);
+            free(y);
+            free(dx);
+            free(rstd);
+        }
+}
+END_TEST
+
+/* out of place, then in place (y = gate; dgate = gate, dup = up) as the codelets run it */
+START_TEST(test_swiglu)
+{
+    static const int64_t ns[] = {1, 3, 17, 61, 130, 4099, (1 << 20) + 3};
+    for (int t = 0; t < (int)(sizeof ns / sizeof ns[0]); t++) {
+        int64_t n = ns[t];
+        rng_seed(1700 + t);
+        float *g = rand_f(n, -8.0f, 8.0f), *u = rand_f(n, -2.0f, 2.0f), *dy = rand_f(n, -1, 1);
+        if (n > 4) {   /* saturated gates */
+            g[0] = -100.0f;
+            g[1] = 100.0f;
+            g[2] = -30.0f;
+        }
+        float *y = xmalloc((size_t)n * 4), *dg = xmalloc((size_t)n * 4),
+              *du = xmalloc((size_t)n * 4);
+        nnt_cpu_swiglu_fwd_f32(n, g, u, y);
+        nnt_cpu_swiglu_bwd_f32(n, g, u, dy, dg, du);
+        float *d_g = dup_d(g, n), *d_u = dup_d(u, n), *d_dy = dup_d(dy, n);
+        float *d_y = dalloc((size_t)n * 4), *d_dg = dalloc((size_t)n * 4),
+              *d_du = dalloc((size_t)n * 4), *got;
+        NNT_OK(nnt_cuda_swiglu_fwd_f32(n, d_g, d_u, d_y, g_stream));
+        got = fetch(d_y, n);
+        check_close("swiglu y", got, y, n, 1e-5, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_swiglu_bwd_f32(n, d_g, d_u, d_dy, d_dg, d_du, g_stream));
+        got = fetch(d_dg, n);
+        check_close("swiglu dgate", got, dg, n, 1e-5, 1e-6);
+        free(got);
+        got = fetch(d_du, n);
+        check_close("swiglu dup", got, du, n, 1e-5, 1e-6);
+        free(got);
+        /* in place: dgate = gate, dup = up */
+        NNT_OK(nnt_cuda_swiglu_bwd_f32(n, d_g, d_u, d_dy, d_g, d_u, g_stream));
+        got = fetch(d_g, n);
+        check_close("swiglu dgate in place", got, dg, n, 1e-5, 1e-6);
+        free(got);
+        got = fetch(d_u, n);
+        check_close("swiglu dup in place", got, du, n, 1e-5, 1e-6);
+        free(got);
+        CUDA_OK(cudaMemcpy(d_g, g, (size_t)n * 4, cudaMemcpyHostToDevice));
+        NNT_OK(nnt_cuda_swiglu_fwd_f32(n, d_g, d_u, d_g, g_stream));   /* d_u holds dup now */
+        nnt_cpu_swiglu_fwd_f32(n, g, du, y);
+        got = fetch(d_g, n);
+        check_close("swiglu y in place", got, y, n, 1e-5, 1e-6);
+        free(got);
+        dfree(d_g);
+        dfree(d_u);
+        dfree(d_dy);
+        dfree(d_y);
+        dfree(d_dg);
+        dfree(d_du);
+        free(g);
+        free(u);
+        free(dy);
+        free(y);
+        free(dg);
+        free(du);
+    }
+}
+END_TEST
+
+/* Whole head vectors (one buffer, hi half at n) and split ones (two buffers), forward and
+ * inverse, out of place and in place, at small and large positions. Angle, cos and sin in
+ * double on both sides: equal to an ulp of cos / sin. */
+START_TEST(test_rope)
+{
+    static const int64_t hds[] = {2, 16, 128, 2 * NNT_CUDA_ROPE_MAX_N};
+    static const int64_t nbhs[] = {1, 3}, nts[] = {1, 17};
+    static const int64_t pos0s[] = {0, 100000};
+    int cs = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 2; c++)
+                for (int p = 0; p < 2; p++) {
+                    int64_t hd = hds[a], n = hd / 2, nbh = nbhs[b], nt = nts[c];
+                    int64_t rn = nbh * nt * hd;
+                    int sign = (cs & 1) ? -1 : 1;
+                    rng_seed(1800 + cs++);
+                    float *x = rand_f(rn, -2.0f, 2.0f), *inv = xmalloc((size_t)n * 4);
+                    for (int64_t i = 0; i < n; i++)
+                        inv[i] = (float)pow(10000.0, -2.0 * (double)i / (double)hd);
+                    float *y = xmalloc((size_t)rn * 4), *got;
+                    float *d_x = dup_d(x, rn), *d_y = dalloc((size_t)rn * 4);
+                    /* whole vectors: lo = x, hi = x + n, ld = hd */
+                    nnt_cpu_rope_f32(nbh, nt, n, pos0s[p], sign, inv, x, x + n, hd, y, y + n, hd);
+                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, inv, d_x, d_x + n, hd,
+                                             d_y, d_y + n, hd, g_stream));
+                    got = fetch(d_y, rn);
+                    check_normwise("rope whole", got, y, rn, 1e-6);
+                    free(got);
+                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, inv, d_x, d_x + n, hd,
+                                             d_x, d_x + n, hd, g_stream));
+                    got = fetch(d_x, rn);
+                    check_normwise("rope whole in place", got, y, rn, 1e-6);
+                    free(got);
+                    /* split: the halves of (nbh * nt, hd) stored as two (nbh * nt, n) buffers */
+                    int64_t rows = nbh * nt, hn = rows * n;
+                    float *lo = xmalloc((size_t)hn * 4), *hi = xmalloc((size_t)hn * 4);
+                    for (int64_t r = 0; r < rows; r++) {
+                        memcpy(lo + r * n, x + r * hd, (size_t)n * 4);
+                        memcpy(hi + r * n, x + r * hd + n, (size_t)n * 4);
+                    }
+                    float *d_lo = dup_d(lo, hn), *d_hi = dup_d(hi, hn);
+                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, inv, d_lo, d_hi, n,
+                                             d_lo, d_hi, n, g_stream));
+                    nnt_cpu_rope_f32(nbh, nt, n, pos0s[p], sign, inv, lo, hi, n, lo, hi, n);
+                    got = fetch(d_lo, hn);
+                    check_normwise("rope split lo", got, lo, hn, 1e-6);
+                    free(got);
+                    got = fetch(d_hi, hn);
+                    check_normwise("rope split hi", got, hi, hn, 1e-6);
+                    free(got);
+                    dfree(d_x);
+                    dfree(d_y);
+                    dfree(d_lo);
+                    dfree(d_hi);
+                    free(x);
+                    free(inv);
+                    free(y);
+                    free(lo);
+                    free(hi);
+                }
+    /* more pairs than the kernel's parameter table holds: refused */
+    float f = 1.0f;
+    ck_assert_int_eq(nnt_cuda_rope_f32(1, 1, NNT_CUDA_ROPE_MAX_N + 1, 0, 1, &f, NULL, NULL,
+                                       NNT_CUDA_ROPE_MAX_N + 1, NULL, NULL,
+                                       NNT_CUDA_ROPE_MAX_N + 1, g_stream),
+                     -1);
+}
+END_TEST
+
 /* ---- attention ---------------------------------------------------------------------------- */
 
 /* One query block against a key range split in two key blocks [0, tk1) and [tk1, tk):
@@ -961,6 +1154,123 @@ START_TEST(test_attention)
                      -1);
     ck_assert_int_eq(nnt_cuda_attn_bwd_block_f32(1, 1, 1, 300, 0, 0, 1.0f, NULL, NULL, NULL,
                                                  NULL, NULL, NULL, NULL, NULL, NULL, g_stream),
+                     -1);
+}
+END_TEST
+
+/* Grouped-query attention: the slabs of a map (some q heads of a q-side block of nb * q_hs
+ * slabs, each reading its kv slab of a kv-side block of nb * kv_hs slabs in place), one key
+ * block, forward and backward against the CPU _gqa kernels on identical inputs. Slabs the map
+ * does not cover must keep their values on both sides. */
+static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, int64_t q_pos0,
+                         int64_t k_pos0, uint64_t seed)
+{
+    char what[200];
+    const float scale = 1.0f / sqrtf((float)hd);
+    int64_t qsl = mp.nb * mp.q_hs, kvsl = mp.nb * mp.kv_hs;
+    int64_t nq = qsl * tq * hd, nk = kvsl * tk * hd, rows = qsl * tq;
+    rng_seed(seed);
+    float *q = rand_f(nq, -1.5f, 1.5f), *dout = rand_f(nq, -1.0f, 1.0f);
+    float *k = rand_f(nk, -1.5f, 1.5f), *v = rand_f(nk, -1.0f, 1.0f);
+    float *o = xmalloc((size_t)nq * 4), *m = xmalloc((size_t)rows * 4);
+    float *l = xmalloc((size_t)rows * 4), *lse = xmalloc((size_t)rows * 4);
+    float *d = xmalloc((size_t)rows * 4), *got;
+    for (int64_t i = 0; i < nq; i++)
+        o[i] = 0.0f;
+    for (int64_t i = 0; i < rows; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    float *d_q = dup_d(q, nq), *d_dout = dup_d(dout, nq), *d_o = dup_d(o, nq);
+    float *d_k = dup_d(k, nk), *d_v = dup_d(v, nk), *d_m = dup_d(m, rows), *d_l = dup_d(l, rows);
+    snprintf(what, sizeof what,
+             "gqa fwd o (nb %lld nh %lld q_hs %lld q_h0 %lld kv_hs %lld group %lld gofs %lld "
+             "tq %lld tk %lld hd %lld)", (long long)mp.nb, (long long)mp.nh, (long long)mp.q_hs,
+             (long long)mp.q_h0, (long long)mp.kv_hs, (long long)mp.group, (long long)mp.gofs,
+             (long long)tq, (long long)tk, (long long)hd);
+
+    NNT_OK(nnt_cuda_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
+                                     d_o, d_m, d_l, g_stream));
+    nnt_cpu_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o, m, l);
+    got = fetch(d_o, nq);
+    check_normwise(what, got, o, nq, 1e-4);
+    free(got);
+    what[8] = 'm';
+    got = fetch(d_m, rows);
+    check_close(what, got, m, rows, 1e-5, 1e-5);
+    free(got);
+    what[8] = 'l';
+    got = fetch(d_l, rows);
+    check_close(what, got, l, rows, 1e-4, 1e-5);
+    free(got);
+
+    /* backward from the CPU's forward state */
+    nnt_cpu_attn_fwd_finalize_f32(qsl, tq, hd, o, m, l, lse);
+    nnt_cpu_attn_bwd_prep_f32(qsl, tq, hd, o, dout, d);
+    float *d_lse = dup_d(lse, rows), *d_d = dup_d(d, rows);
+    float *dq = rand_f(nq, -0.1f, 0.1f), *dk = rand_f(nk, -0.1f, 0.1f);
+    float *dv = rand_f(nk, -0.1f, 0.1f);
+    float *d_dq = dup_d(dq, nq), *d_dk = dup_d(dk, nk), *d_dv = dup_d(dv, nk);
+    NNT_OK(nnt_cuda_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
+                                     d_dout, d_lse, d_d, d_dq, d_dk, d_dv, g_stream));
+    nnt_cpu_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
+                             dk, dv);
+    memcpy(what, "gqa bwd dq", 10);
+    got = fetch(d_dq, nq);
+    check_normwise(what, got, dq, nq, 1e-4);
+    free(got);
+    what[9] = 'k';
+    got = fetch(d_dk, nk);
+    check_normwise(what, got, dk, nk, 1e-4);
+    free(got);
+    what[9] = 'v';
+    got = fetch(d_dv, nk);
+    check_normwise(what, got, dv, nk, 1e-4);
+    free(got);
+
+    float *dev[13] = {d_q, d_dout, d_o, d_k, d_v, d_m, d_l, d_lse, d_d, d_dq, d_dk, d_dv, NULL};
+    for (int i = 0; dev[i]; i++)
+        dfree(dev[i]);
+    float *host[13] = {q, dout, k, v, o, m, l, lse, d, dq, dk, dv, NULL};
+    for (int i = 0; host[i]; i++)
+        free(host[i]);
+}
+
+START_TEST(test_attention_gqa)
+{
+    static const struct {
+        nnt_attn_map mp;
+        int64_t tq, tk, hd, q_pos0, k_pos0;
+    } cases[] = {
+        /* whole tiles: 6 q heads, 2 kv heads (groups of 3), self-attention diagonal block */
+        {{2, 6, 6, 0, 2, 3, 0}, 17, 17, 64, 0, 0},
+        /* multi-query: 8 q heads read one kv head; hd > 128 bucket; every key visible */
+        {{1, 8, 8, 0, 1, 8, 0}, 61, 40, 130, 100, 0},
+        /* a q tile of heads [0, 3) with groups of 2: the range that kv tile 1 (one head)
+         * serves is q head 2 alone */
+        {{2, 1, 3, 2, 1, 2, 0}, 33, 70, 17, 40, 0},
+        /* q heads [2, 6) of a q tile, kv tile of 3 heads, groups of 2: kv heads 1, 1, 2, 2;
+         * partially masked, first rows see no key */
+        {{1, 4, 4, 0, 3, 2, 2}, 40, 33, 3, 0, 10},
+        /* multi-head through the map (group 1, sub-range of heads), hd 256 */
+        {{2, 2, 4, 1, 4, 1, 1}, 20, 20, 256, 0, 0},
+        /* 40 q heads over 5 kv heads (groups of 8), one-row blocks, hd 1 */
+        {{3, 40, 40, 0, 5, 8, 0}, 1, 2, 1, 1, 0},
+    };
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        run_gqa_case(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,
+                     cases[c].k_pos0, 900 + (uint64_t)c);
+    /* a bad map or head dimension */
+    const nnt_attn_map bad = {1, 2, 2, 0, 1, 0, 0};   /* group 0 */
+    const nnt_attn_map ok = {1, 2, 2, 0, 1, 2, 0};
+    ck_assert_int_eq(nnt_cuda_attn_fwd_gqa_f32(&bad, 1, 1, 8, 0, 0, 1.0f, NULL, NULL, NULL,
+                                               NULL, NULL, NULL, g_stream),
+                     -1);
+    ck_assert_int_eq(nnt_cuda_attn_bwd_gqa_f32(&ok, 1, 1, 257, 0, 0, 1.0f, NULL, NULL, NULL,
+                                               NULL, NULL, NULL, NULL, NULL, NULL, g_stream),
+                     -1);
+    ck_assert_int_eq(nnt_cuda_attn_fwd_gqa_f32(NULL, 1, 1, 8, 0, 0, 1.0f, NULL, NULL, NULL,
+                                               NULL, NULL, NULL, g_stream),
                      -1);
 }
 END_TEST
@@ -1312,7 +1622,11 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_gemm_lt);
     tcase_add_test(tc, test_round_and_reduced_gemm);
     tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_attention_gqa);
     tcase_add_test(tc, test_xent);
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_sumsq);

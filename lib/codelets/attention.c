@@ -1,13 +1,18 @@
 /* Codelets of causal flash attention. Tiles of q, k, v, o, dq, dk, dv are
  * (nbh, t, hd) with nbh = b-tile * h-tile rows of slabs; m, l, lse, d are (nbh, t).
- * q_pos0 / k_pos0 are the sequence positions of the first query / key row of the tiles. */
+ * q_pos0 / k_pos0 are the sequence positions of the first query / key row of the tiles.
+ * A block task covers the q slabs of an nnt_attn_map (cpu/nnt_cpu.h): all of its q-side
+ * tile, or (grouped-query attention, kv heads cut by tiles) the q heads that one kv-side
+ * tile serves; the kernels read each q head's kv slab in place. */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
 #include <math.h>
 
 struct attn_block_args {
-    int64_t nbh, tq, tk, hd;
+    nnt_attn_map map;   /* slabs covered; the q-side tile has map.nb * map.q_hs slabs, the
+                           kv-side tile map.nb * map.kv_hs */
+    int64_t tq, tk, hd;
     int64_t q_pos0, k_pos0;
     float scale;
     int init;       /* forward: o, m, l only written: start from 0, -inf, 0;
@@ -25,7 +30,10 @@ enum { INIT_DQ = 1, INIT_DKV = 2 };
 static uint32_t block_footprint(struct starpu_task *task)
 {
     const struct attn_block_args *a = task->cl_arg;
-    uint32_t h = starpu_hash_crc32c_be_n(&a->nbh, sizeof a->nbh, 0);
+    int64_t nbh = a->map.nb * a->map.nh;   /* slabs computed */
+    uint32_t h = starpu_hash_crc32c_be_n(&nbh, sizeof nbh, 0);
+    if (a->map.group != 1)   /* multi-head footprints as before */
+        h = starpu_hash_crc32c_be_n(&a->map.group, sizeof a->map.group, h);
     h = starpu_hash_crc32c_be_n(&a->tq, sizeof a->tq, h);
     h = starpu_hash_crc32c_be_n(&a->tk, sizeof a->tk, h);
     h = starpu_hash_crc32c_be_n(&a->hd, sizeof a->hd, h);
@@ -40,13 +48,14 @@ static uint32_t block_footprint(struct starpu_task *task)
 static void fwd_block_cpu(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
+    int64_t qrows = a->map.nb * a->map.q_hs * a->tq;   /* of the whole q-side tile */
     if (a->init) {
-        nnt_cpu_fill_f32(a->nbh * a->tq * a->hd, 0.0f, P(3));
-        nnt_cpu_fill_f32(a->nbh * a->tq, -INFINITY, P(4));
-        nnt_cpu_fill_f32(a->nbh * a->tq, 0.0f, P(5));
+        nnt_cpu_fill_f32(qrows * a->hd, 0.0f, P(3));
+        nnt_cpu_fill_f32(qrows, -INFINITY, P(4));
+        nnt_cpu_fill_f32(qrows, 0.0f, P(5));
     }
-    nnt_cpu_attn_fwd_block_f32(a->nbh, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0, a->scale,
-                               CP(0), CP(1), CP(2), P(3), P(4), P(5));
+    nnt_cpu_attn_fwd_gqa_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0, a->scale,
+                             CP(0), CP(1), CP(2), P(3), P(4), P(5));
 }
 
 /* buffers: o RW, m R, l R, lse W */
@@ -67,14 +76,16 @@ static void bwd_prep_cpu(void *buffers[], void *cl_arg)
 static void bwd_block_cpu(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
+    int64_t nq = a->map.nb * a->map.q_hs * a->tq * a->hd;
+    int64_t nkv = a->map.nb * a->map.kv_hs * a->tk * a->hd;
     if (a->init & INIT_DQ)
-        nnt_cpu_fill_f32(a->nbh * a->tq * a->hd, 0.0f, P(6));
+        nnt_cpu_fill_f32(nq, 0.0f, P(6));
     if (a->init & INIT_DKV) {
-        nnt_cpu_fill_f32(a->nbh * a->tk * a->hd, 0.0f, P(7));
-        nnt_cpu_fill_f32(a->nbh * a->tk * a->hd, 0.0f, P(8));
+        nnt_cpu_fill_f32(nkv, 0.0f, P(7));
+        nnt_cpu_fill_f32(nkv, 0.0f, P(8));
     }
-    nnt_cpu_attn_bwd_block_f32(a->nbh, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0, a->scale,
-                               CP(0), CP(1), CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8));
+    nnt_cpu_attn_bwd_gqa_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0, a->scale,
+                             CP(0), CP(1), CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8));
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -82,17 +93,18 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
     cudaStream_t s = nnt_cuda_task_stream();
+    int64_t qrows = a->map.nb * a->map.q_hs * a->tq;
     int rc = 0;
     if (a->init) {
-        rc = nnt_cuda_fill_f32(a->nbh * a->tq * a->hd, 0.0f, P(3), s);
+        rc = nnt_cuda_fill_f32(qrows * a->hd, 0.0f, P(3), s);
         if (rc == 0)
-            rc = nnt_cuda_fill_f32(a->nbh * a->tq, -INFINITY, P(4), s);
+            rc = nnt_cuda_fill_f32(qrows, -INFINITY, P(4), s);
         if (rc == 0)
-            rc = nnt_cuda_fill_f32(a->nbh * a->tq, 0.0f, P(5), s);
+            rc = nnt_cuda_fill_f32(qrows, 0.0f, P(5), s);
     }
     if (rc == 0)
-        rc = nnt_cuda_attn_fwd_block_f32(a->nbh, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                         a->scale, CP(0), CP(1), CP(2), P(3), P(4), P(5), s);
+        rc = nnt_cuda_attn_fwd_gqa_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                       a->scale, CP(0), CP(1), CP(2), P(3), P(4), P(5), s);
     if (rc)
         nnt_task_error("nnt_attn_fwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -119,17 +131,19 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
     cudaStream_t s = nnt_cuda_task_stream();
+    int64_t nq = a->map.nb * a->map.q_hs * a->tq * a->hd;
+    int64_t nkv = a->map.nb * a->map.kv_hs * a->tk * a->hd;
     int rc = 0;
     if (a->init & INIT_DQ)
-        rc = nnt_cuda_fill_f32(a->nbh * a->tq * a->hd, 0.0f, P(6), s);
+        rc = nnt_cuda_fill_f32(nq, 0.0f, P(6), s);
     if (rc == 0 && (a->init & INIT_DKV))
-        rc = nnt_cuda_fill_f32(a->nbh * a->tk * a->hd, 0.0f, P(7), s);
+        rc = nnt_cuda_fill_f32(nkv, 0.0f, P(7), s);
     if (rc == 0 && (a->init & INIT_DKV))
-        rc = nnt_cuda_fill_f32(a->nbh * a->tk * a->hd, 0.0f, P(8), s);
+        rc = nnt_cuda_fill_f32(nkv, 0.0f, P(8), s);
     if (rc == 0)
-        rc = nnt_cuda_attn_bwd_block_f32(a->nbh, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                         a->scale, CP(0), CP(1), CP(2), CP(3), CP(4), CP(5),
-                                         P(6), P(7), P(8), s);
+        rc = nnt_cuda_attn_bwd_gqa_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                       a->scale, CP(0), CP(1), CP(2), CP(3), CP(4), CP(5),
+                                       P(6), P(7), P(8), s);
     if (rc)
         nnt_task_error("nnt_attn_bwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -199,13 +213,14 @@ static struct starpu_codelet bwd_block_cl = {
     .model = &bwd_block_model,
 };
 
-/* One (query tile, key tile) pair: (nbh, tq, hd) queries at q_pos0 against (nbh, tk, hd)
- * keys at k_pos0. h: q, k, v, o, m, l. init: o, m, l are only written (first key tile). */
-int nnt_insert_attn_fwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale,
+/* One (query tile, key tile) pair: the q slabs of map, (tq, hd) queries each at q_pos0,
+ * against their (tk, hd) key slabs at k_pos0. h: q, k, v, o, m, l. init: o, m, l are only
+ * written (the tile's first task: the whole tile is initialised). */
+int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
+                              int64_t hd, int64_t q_pos0, int64_t k_pos0, float scale,
                               const starpu_data_handle_t *h, int init)
 {
-    struct attn_block_args args = {nbh, tq, tk, hd, q_pos0, k_pos0, scale, init};
+    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, scale, init};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[6] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
@@ -232,13 +247,14 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
     return nnt_submit(ctx, &bwd_prep_cl, 3, bufs, &args, sizeof args);
 }
 
-/* h: q, k, v, dout, lse, d, dq, dk, dv. init_dq / init_dkv: dq / dk and dv only written. */
-int nnt_insert_attn_bwd_block(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale,
+/* h: q, k, v, dout, lse, d, dq, dk, dv. init_dq / init_dkv: dq / dk and dv only written
+ * (the whole tiles are zeroed first: the first task on each). */
+int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
+                              int64_t hd, int64_t q_pos0, int64_t k_pos0, float scale,
                               const starpu_data_handle_t *h, int init_dq, int init_dkv)
 {
     int init = (init_dq ? INIT_DQ : 0) | (init_dkv ? INIT_DKV : 0);
-    struct attn_block_args args = {nbh, tq, tk, hd, q_pos0, k_pos0, scale, init};
+    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, scale, init};
     enum starpu_data_access_mode mq = init_dq ? STARPU_W : STARPU_RW;
     enum starpu_data_access_mode mkv = init_dkv ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[9] = {

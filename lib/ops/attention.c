@@ -1,21 +1,33 @@
 /* Causal self-attention on tiled (B, NH, T, hd) tensors, flash style: no (T, T) matrix is
  * stored. The kernels need whole head vectors, so when hd is split over tiles the operands
  * are retiled into temporaries with a single hd tile and the results are copied back.
- * Forward, per query tile i (b-tile, h-tile, t-tile): one block task per key tile j <= i
- * (the first starts the running max m, sum l and accumulator o), then a finalize task.
- * Backward: a prep task per query tile (d = rowsum(dout * o)), then one block task per
- * pair (i, j <= i) in a fixed order, accumulating into dq_i, dk_j and dv_j. */
+ * Grouped-query attention: k, v (dk, dv) may have NKV heads, NKV dividing NH; q head h
+ * reads kv head h / G, G = NH / NKV (Hugging Face's repeat_kv), in place: a block task
+ * covers the q heads of its q tile that one kv head tile serves (an nnt_attn_map), so a q
+ * head tile that spans several kv head tiles gets one task per kv head tile.
+ * Forward, per query tile i (b-tile, h-tile, t-tile): one block task per kv head range and
+ * key tile j <= i (the first starts the running max m, sum l and accumulator o), then a
+ * finalize task. Backward: a prep task per query tile (d = rowsum(dout * o)), then one
+ * block task per (i, head range, j <= i) in a fixed order, accumulating into dq_i, dk_j
+ * and dv_j (RW, in submission order: the G q heads of a kv head and the query tiles add in
+ * a fixed order, so results are bit-identical run to run). */
 #include "../internal.h"
+#include "nnt_cpu.h" /* nnt_attn_map */
 
 #include <math.h>
+#include <stdlib.h>
 
 /* ---- argument checks ------------------------------------------------------------------------ */
 
-/* n tensors (the first nread are read, so must have been written); all[0] is q
- * (B, NH, T, hd), all[lse_at] is lse (B, NH, T), the others have q's layout; the tensors
- * from first_out on are outputs and must differ from every other argument. */
+enum { SIDE_Q, SIDE_KV, SIDE_LSE };
+
+/* n tensors (the first nread are read, so must have been written); side[i] says what
+ * all[i] is: q-side (q's layout (B, NH, T, hd); all[0] is q), kv-side (k's layout
+ * (B, NKV, T, hd), NKV dividing NH, B and T as q's; the first kv-side tensor is k) or lse
+ * (B, NH, T); the tensors from first_out on are outputs and must differ from every other
+ * argument. */
 static int check_args(const char *fn, int n, nnt_tensor *const *all, const char *const *roles,
-                      int nread, int lse_at, int first_out, double scale)
+                      const int *side, int nread, int first_out, double scale)
 {
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++)
@@ -24,7 +36,11 @@ static int check_args(const char *fn, int n, nnt_tensor *const *all, const char 
         rc = nnt_tensor_check_readable(all[i], fn);
     if (rc)
         return rc;
-    nnt_tensor *q = all[0];
+    nnt_tensor *q = all[0], *k = NULL;
+    const char *krole = NULL;
+    for (int i = 0; i < n && !k; i++)
+        if (side[i] == SIDE_KV)
+            k = all[i], krole = roles[i];
     if (q->ndim != 4)
         return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: q must have 4 dimensions (B, NH, T, hd), "
                         "not %d", fn, q->ndim);
@@ -35,9 +51,25 @@ static int check_args(const char *fn, int n, nnt_tensor *const *all, const char 
             if (all[i] == all[j])
                 return nnt_fail(q->ctx, NNT_E_INVAL, "%s: %s and %s are the same tensor", fn,
                                 roles[j], roles[i]);
+    /* k against q: B and T (shape and tiling) and hd (shape) equal, NKV dividing NH */
+    if (k->ndim != 4)
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: %s must have 4 dimensions (B, NKV, T, hd), "
+                        "not %d", fn, krole, k->ndim);
+    if ((rc = nnt_check_dims(fn, "q", q, 0, krole, k, 0, 1)) != 0 ||
+        (rc = nnt_check_dims(fn, "q", q, 2, krole, k, 2, 1)) != 0)
+        return rc;
+    if (k->shape[3] != q->shape[3])
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: %s has head dimension %lld, q %lld", fn,
+                        krole, (long long)k->shape[3], (long long)q->shape[3]);
+    if (k->shape[1] < 1 || q->shape[1] % k->shape[1] != 0)
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: the %lld kv heads of %s do not divide the "
+                        "%lld heads of q", fn, (long long)k->shape[1], krole,
+                        (long long)q->shape[1]);
     for (int i = 1; i < n && rc == 0; i++) {
-        if (i != lse_at)
+        if (side[i] == SIDE_Q)
             rc = nnt_check_same_layout(fn, "q", q, roles[i], all[i]);
+        else if (side[i] == SIDE_KV)
+            rc = nnt_check_same_layout(fn, krole, k, roles[i], all[i]);
         else if (all[i]->ndim != 3)
             rc = nnt_fail(q->ctx, NNT_E_SHAPE, "%s: %s must have 3 dimensions (B, NH, T), "
                           "not %d", fn, roles[i], all[i]->ndim);
@@ -116,26 +148,59 @@ static struct seq_tile seq_tile(const nnt_tensor *t, int64_t bi, int64_t hi, int
     return s;
 }
 
+/* ---- head ranges -------------------------------------------------------------------------- */
+
+/* The kv head tiles that q head tile hi reads: [*first, *last]. */
+static void kv_tiles_of(const nnt_tensor *q, const nnt_tensor *k, int64_t hi, int64_t *first,
+                        int64_t *last)
+{
+    int64_t g = q->shape[1] / k->shape[1];
+    int64_t h0 = hi * q->tile[1], h1 = h0 + q->tile[1];
+    h1 = h1 < q->shape[1] ? h1 : q->shape[1];
+    *first = h0 / g / k->tile[1];
+    *last = (h1 - 1) / g / k->tile[1];
+}
+
+/* The slabs of query tile (bi, hi) that kv head tile hk serves, as a block task's map. */
+static nnt_attn_map head_range(const nnt_tensor *q, const nnt_tensor *k, int64_t bi,
+                               int64_t hi, int64_t hk)
+{
+    int64_t g = q->shape[1] / k->shape[1], shape[4];
+    nnt_tensor_tile_shape_at(q, (bi * q->grid[1] + hi) * q->grid[2] * q->grid[3], shape);
+    int64_t h0 = hi * q->tile[1], h1 = h0 + shape[1];          /* q heads of the tile      */
+    int64_t k0 = hk * k->tile[1], k1 = k0 + k->tile[1];         /* kv heads of kv tile hk   */
+    k1 = k1 < k->shape[1] ? k1 : k->shape[1];
+    int64_t a = h0 > k0 * g ? h0 : k0 * g, b = h1 < k1 * g ? h1 : k1 * g;   /* served */
+    nnt_attn_map m = {shape[0], b - a, shape[1], a - h0, k1 - k0, g, a - k0 * g};
+    return m;
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* Tasks of query tile (bi, hi, i); q, k, v, o with one hd tile, m, l, lse (B, NH, T). */
+/* Tasks of query tile (bi, hi, i); q, o with one hd tile (B, NH, T, hd), k, v with one
+ * hd tile (B, NKV, T, hd), m, l, lse (B, NH, T). */
 static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l,
                               nnt_tensor *lse, float scale, int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
-    int64_t hd = q->shape[3];
+    int64_t hd = q->shape[3], hk0, hk1;
     struct seq_tile qt = seq_tile(q, bi, hi, i);
     /* the lse, m, l tile has the same index: same leading grid, hd grid 1 */
-    int rc = 0;
-    for (int64_t j = 0; j <= i && rc == 0; j++) {
-        struct seq_tile kt = seq_tile(k, bi, hi, j);
-        if (kt.pos0 > qt.pos0 + qt.rows - 1)
-            break;   /* every key after every query: fully masked */
-        starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
-                                     v->tiles[kt.index].handle, o->tiles[qt.index].handle,
-                                     m->tiles[qt.index].handle, l->tiles[qt.index].handle};
-        rc = nnt_insert_attn_fwd_block(q->ctx, qt.nbh, qt.rows, kt.rows, hd, qt.pos0, kt.pos0,
-                                       scale, h, j == 0);
+    int rc = 0, first = 1;
+    kv_tiles_of(q, k, hi, &hk0, &hk1);
+    for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
+        nnt_attn_map map = head_range(q, k, bi, hi, hk);
+        for (int64_t j = 0; j <= i && rc == 0; j++) {
+            struct seq_tile kt = seq_tile(k, bi, hk, j);
+            if (kt.pos0 > qt.pos0 + qt.rows - 1)
+                break;   /* every key after every query: fully masked */
+            starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
+                                         v->tiles[kt.index].handle, o->tiles[qt.index].handle,
+                                         m->tiles[qt.index].handle, l->tiles[qt.index].handle};
+            rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, qt.pos0,
+                                           kt.pos0, scale, h, first);
+            first = 0;
+        }
     }
     if (rc == 0)
         rc = nnt_insert_attn_fwd_finalize(q->ctx, qt.nbh, qt.rows, hd,
@@ -164,8 +229,9 @@ int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double sca
 {
     const char *fn = "nnt_tensor_attention";
     static const char *const roles[5] = {"q", "k", "v", "o", "lse"};
+    static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
     nnt_tensor *all[5] = {q, k, v, o, lse};
-    int rc = check_args(fn, 5, all, roles, 3, 4, 3, scale);
+    int rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
     if (rc)
         return rc;
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
@@ -188,6 +254,10 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale)
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *lse = w[4], *dout = w[5],
                *dq = w[6], *dk = w[7], *dv = w[8];
     int64_t hd = q->shape[3];
+    /* touched[t]: dk, dv tile t has had its first (initialising) task */
+    char *touched = calloc((size_t)dk->ntiles, 1);
+    if (!touched)
+        return nnt_fail(q->ctx, NNT_E_NOMEM, "nnt_tensor_attention_backward: out of memory");
     int rc = 0;
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
@@ -198,20 +268,35 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale)
                                               dout->tiles[qt.index].handle,
                                               d->tiles[qt.index].handle);
             }
-    /* pairs (i, j <= i), i then j increasing: dq_i starts at j = 0, dk_j and dv_j at i = j */
+    /* (q head tile, i, kv head tile, j <= i), each increasing: dq_i starts with its first
+     * task, dk_j and dv_j with theirs (multi-head: at i = j) */
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
-        for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
-            for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                for (int64_t j = 0; j <= i && rc == 0; j++) {
-                    struct seq_tile qt = seq_tile(q, bi, hi, i), kt = seq_tile(k, bi, hi, j);
-                    int64_t qi = qt.index, kj = kt.index;
-                    starpu_data_handle_t h[9] = {
-                        q->tiles[qi].handle, k->tiles[kj].handle, v->tiles[kj].handle,
-                        dout->tiles[qi].handle, lse->tiles[qi].handle, d->tiles[qi].handle,
-                        dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
-                    rc = nnt_insert_attn_bwd_block(q->ctx, qt.nbh, qt.rows, kt.rows, hd,
-                                                   qt.pos0, kt.pos0, scale, h, j == 0, i == j);
+        for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++) {
+            int64_t hk0, hk1;
+            kv_tiles_of(q, k, hi, &hk0, &hk1);
+            for (int64_t i = 0; i < q->grid[2] && rc == 0; i++) {
+                struct seq_tile qt = seq_tile(q, bi, hi, i);
+                int64_t qi = qt.index;
+                int first = 1;
+                for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
+                    nnt_attn_map map = head_range(q, k, bi, hi, hk);
+                    for (int64_t j = 0; j <= i && rc == 0; j++) {
+                        struct seq_tile kt = seq_tile(k, bi, hk, j);
+                        int64_t kj = kt.index;
+                        starpu_data_handle_t h[9] = {
+                            q->tiles[qi].handle, k->tiles[kj].handle, v->tiles[kj].handle,
+                            dout->tiles[qi].handle, lse->tiles[qi].handle, d->tiles[qi].handle,
+                            dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
+                        rc = nnt_insert_attn_bwd_block(q->ctx, &map, qt.rows, kt.rows, hd,
+                                                       qt.pos0, kt.pos0, scale, h, first,
+                                                       !touched[kj]);
+                        first = 0;
+                        touched[kj] = 1;
+                    }
                 }
+            }
+        }
+    free(touched);
     return rc;
 }
 
@@ -221,8 +306,10 @@ int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, n
 {
     const char *fn = "nnt_tensor_attention_backward";
     static const char *const roles[9] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
+    static const int side[9] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE,
+                                SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
     nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
-    int rc = check_args(fn, 9, all, roles, 6, 4, 6, scale);
+    int rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
     if (rc)
         return rc;
     nnt_tensor *w[9] = {NULL, NULL, NULL, NULL, lse, NULL, NULL, NULL, NULL}, *d = NULL;

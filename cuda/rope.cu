@@ -1,0 +1,71 @@
+/* nnt CUDA kernels: rotary position embedding, rotate-half pairs (the twin of cpu/rope.c).
+ * One thread per pair (row, i), grid-stride over int64 indices. The frequency table (at most
+ * NNT_CUDA_ROPE_MAX_N entries, a host array) travels by value in the kernel's parameters,
+ * so nothing is allocated or copied. Angle, cosine and sine in double as on the CPU (CUDA's
+ * cos / sin, like the C library's, are within an ulp of double), rounded to float; the
+ * rotation in float with each operation rounded (no FMA contraction), as on the CPU. */
+#include "nnt_cuda.h"
+
+namespace {
+
+const int kThreads = 256;
+
+struct freq_table {
+    float f[NNT_CUDA_ROPE_MAX_N];
+};
+
+inline unsigned grid_for(int64_t n)
+{
+    int64_t b = (n + kThreads - 1) / kThreads;
+    if (b > (int64_t)1 << 19)
+        b = (int64_t)1 << 19; /* grid-stride loops cover the rest */
+    if (b < 1)
+        b = 1;
+    return (unsigned)b;
+}
+
+inline int launch_status(void)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : -(int)e;
+}
+
+/* No __restrict__: y_lo may be x_lo and y_hi x_hi (in place); a thread reads both values of
+ * its pair before writing them, and no other thread touches them. */
+__global__ void rope_kernel(int64_t rows, int64_t nt, int64_t n, int64_t pos0, int sign,
+                            freq_table tab, const float *x_lo, const float *x_hi, int64_t ldx,
+                            float *y_lo, float *y_hi, int64_t ldy)
+{
+    const int64_t total = rows * n;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < total;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = k / n, i = k - r * n;
+        const double a = (double)(pos0 + r % nt) * (double)tab.f[i];
+        const float c = (float)cos(a);
+        const float s = (float)(sign < 0 ? -sin(a) : sin(a));
+        const float lo = x_lo[r * ldx + i], hi = x_hi[r * ldx + i];
+        y_lo[r * ldy + i] = __fsub_rn(__fmul_rn(lo, c), __fmul_rn(hi, s));
+        y_hi[r * ldy + i] = __fadd_rn(__fmul_rn(hi, c), __fmul_rn(lo, s));
+    }
+}
+
+} /* namespace */
+
+extern "C" int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
+                                 const float *inv_freq, const float *x_lo, const float *x_hi,
+                                 int64_t ldx, float *y_lo, float *y_hi, int64_t ldy,
+                                 cudaStream_t stream)
+{
+    if (nbh < 0 || nt < 0 || n < 0 || n > NNT_CUDA_ROPE_MAX_N || ldx < n || ldy < n)
+        return -1;
+    if (nbh == 0 || nt == 0 || n == 0)
+        return 0;
+    freq_table tab;
+    for (int64_t i = 0; i < n; i++)
+        tab.f[i] = inv_freq[i];
+    for (int64_t i = n; i < NNT_CUDA_ROPE_MAX_N; i++)
+        tab.f[i] = 0.0f;
+    rope_kernel<<<grid_for(nbh * nt * n), kThreads, 0, stream>>>(
+        nbh * nt, nt, n, pos0, sign, tab, x_lo, x_hi, ldx, y_lo, y_hi, ldy);
+    return launch_status();
+}

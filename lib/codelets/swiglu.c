@@ -1,0 +1,124 @@
+/* Codelets of SwiGLU, y = silu(gate) * up, and its gradient: one task per tile of n
+ * contiguous floats (gate, up, y, dy, dgate, dup share one layout).
+ *
+ * In place: any output may be given the same tile as an input (y == gate, dgate == gate,
+ * dup == up, dgate == dy, ...). StarPU gets each distinct handle once, with the union of the
+ * access modes, and the task body finds each role's buffer through a slot index in its
+ * arguments (as the GELU codelets do). The kernels read each element before writing it. */
+#include "../internal.h"
+#include "nnt_cpu.h"
+
+/* Buffer slot of each role; forward: gate, up, y (out0); backward: gate, up, dy, dgate
+ * (out0), dup (out1). */
+struct swiglu_args {
+    int gate, up, dy, out0, out1;
+};
+
+/* ---- CPU ------------------------------------------------------------------------------ */
+
+static void swiglu_fwd_cpu(void *buffers[], void *cl_arg)
+{
+    const struct swiglu_args *a = cl_arg;
+    nnt_cpu_swiglu_fwd_f32(nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
+                           nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->out0]));
+}
+
+static void swiglu_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    const struct swiglu_args *a = cl_arg;
+    nnt_cpu_swiglu_bwd_f32(nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
+                           nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->dy]),
+                           nnt_tile_f32(buffers[a->out0]), nnt_tile_f32(buffers[a->out1]));
+}
+
+/* ---- CUDA ----------------------------------------------------------------------------- */
+
+#ifdef NNT_CUDA_CODELETS
+static void swiglu_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    const struct swiglu_args *a = cl_arg;
+    int rc = nnt_cuda_swiglu_fwd_f32(nnt_tile_numel(buffers[a->gate]),
+                                     nnt_tile_f32(buffers[a->gate]), nnt_tile_f32(buffers[a->up]),
+                                     nnt_tile_f32(buffers[a->out0]), nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_swiglu", "CUDA kernel failed (%d)", rc);
+}
+
+static void swiglu_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    const struct swiglu_args *a = cl_arg;
+    int rc = nnt_cuda_swiglu_bwd_f32(nnt_tile_numel(buffers[a->gate]),
+                                     nnt_tile_f32(buffers[a->gate]), nnt_tile_f32(buffers[a->up]),
+                                     nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out0]),
+                                     nnt_tile_f32(buffers[a->out1]), nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_swiglu_bwd", "CUDA kernel failed (%d)", rc);
+}
+#define NNT_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#else
+#define NNT_CUDA_FUNCS(f)
+#endif
+
+/* ---- codelets ------------------------------------------------------------------------- */
+
+/* In place or not changes the memory traffic: hash the number of distinct buffers. */
+static uint32_t swiglu_footprint(struct starpu_task *task)
+{
+    uint32_t n = (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0));
+    return starpu_hash_crc32c_be((uint32_t)STARPU_TASK_GET_NBUFFERS(task),
+                                 starpu_hash_crc32c_be(n, 0));
+}
+
+static struct starpu_perfmodel swiglu_fwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_swiglu", .footprint = swiglu_footprint};
+static struct starpu_perfmodel swiglu_bwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_swiglu_bwd", .footprint = swiglu_footprint};
+
+static struct starpu_codelet swiglu_fwd_cl = {
+    .name = "nnt_swiglu",
+    .cpu_funcs = {swiglu_fwd_cpu},
+    NNT_CUDA_FUNCS(swiglu_fwd_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &swiglu_fwd_model,
+};
+
+static struct starpu_codelet swiglu_bwd_cl = {
+    .name = "nnt_swiglu_bwd",
+    .cpu_funcs = {swiglu_bwd_cpu},
+    NNT_CUDA_FUNCS(swiglu_bwd_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &swiglu_bwd_model,
+};
+
+/* ---- submission ----------------------------------------------------------------------- */
+
+/* y = silu(gate) up on one tile; y may be gate or up */
+int nnt_insert_swiglu(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
+                      starpu_data_handle_t y)
+{
+    struct starpu_data_descr bufs[3];
+    struct swiglu_args args = {0, 0, 0, 0, 0};
+    int n = 0;
+    args.gate = nnt_buffer_slot(bufs, &n, gate, STARPU_R);
+    args.up = nnt_buffer_slot(bufs, &n, up, STARPU_R);
+    args.out0 = nnt_buffer_slot(bufs, &n, y, STARPU_W);
+    args.dy = args.out1 = args.out0;   /* unused */
+    return nnt_submit(ctx, &swiglu_fwd_cl, n, bufs, &args, sizeof args);
+}
+
+/* dgate = dy up silu'(gate), dup = dy silu(gate) on one tile; dgate != dup, each may be any
+ * of the inputs */
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
+                          starpu_data_handle_t dy, starpu_data_handle_t dgate,
+                          starpu_data_handle_t dup)
+{
+    struct starpu_data_descr bufs[5];
+    struct swiglu_args args = {0, 0, 0, 0, 0};
+    int n = 0;
+    args.gate = nnt_buffer_slot(bufs, &n, gate, STARPU_R);
+    args.up = nnt_buffer_slot(bufs, &n, up, STARPU_R);
+    args.dy = nnt_buffer_slot(bufs, &n, dy, STARPU_R);
+    args.out0 = nnt_buffer_slot(bufs, &n, dgate, STARPU_W);
+    args.out1 = nnt_buffer_slot(bufs, &n, dup, STARPU_W);
+    return nnt_submit(ctx, &swiglu_bwd_cl, n, bufs, &args, sizeof args);
+}

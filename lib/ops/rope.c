@@ -1,0 +1,166 @@
+/* Rotary position embedding (Hugging Face's rotate-half convention) on tiled tensors of the
+ * attention layout (B, NH, T, hd), and its gradient (the inverse rotation).
+ *
+ * The frequency table inv_freq (hd/2) is computed on the host once per call, as Hugging
+ * Face computes it in float32 (and with Llama 3.1's scaling, _compute_llama3_parameters),
+ * and each task gets the slice it needs in its argument block. The kernels take the angle,
+ * its cosine and sine in double. Tiling: hd whole (one task per tile) or in tiles of a
+ * divisor w of hd/2 (one task per pair of tiles j and j + hd/(2w), which hold the two
+ * halves of the same pairs); any B, NH, T tiling. Every element is computed the same way
+ * whatever the tiling, so results are bit-identical across tilings. */
+#include "../internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+/* ---- options and the frequency table -------------------------------------------------------- */
+
+static int read_rope_options(const char *fn, const nnt_rope_options *user, nnt_rope_options *o)
+{
+    static const nnt_rope_options defaults = NNT_ROPE_OPTIONS_INIT;
+    int rc = nnt_read_options(fn, user, &defaults, o, sizeof *o,
+                              "initialise them with NNT_ROPE_OPTIONS_INIT");
+    if (rc == 0)
+        rc = nnt_check_range(fn, "theta", o->theta, 0, 1, INFINITY, 0);
+    if (rc == 0 && o->scaling != NNT_ROPE_SCALING_NONE && o->scaling != NNT_ROPE_SCALING_LLAMA3)
+        rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is neither NNT_ROPE_SCALING_NONE nor "
+                      "NNT_ROPE_SCALING_LLAMA3", fn, o->scaling);
+    if (rc || o->scaling != NNT_ROPE_SCALING_LLAMA3)
+        return rc;
+    if ((rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0)) ||
+        (rc = nnt_check_range(fn, "low_freq_factor", o->low_freq_factor, 0, 1, INFINITY, 0)) ||
+        (rc = nnt_check_range(fn, "high_freq_factor", o->high_freq_factor, 0, 1, INFINITY, 0)))
+        return rc;
+    if (!(o->high_freq_factor > o->low_freq_factor))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: high_freq_factor %g must be larger than "
+                        "low_freq_factor %g", fn, o->high_freq_factor, o->low_freq_factor);
+    if (o->original_max_position <= 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: original_max_position %lld must be > 0", fn,
+                        (long long)o->original_max_position);
+    return NNT_OK;
+}
+
+/* inv[i], i < hd/2, with Hugging Face's float32 operations (transformers'
+ * _compute_default_rope_parameters and _compute_llama3_parameters):
+ *   inv = 1 / base ** (float(2i) / hd)
+ * and with llama3 scaling, wavelen = 2 pi / inv (torch: reciprocal(inv) * 2 pi):
+ *   wavelen > orig / low:   inv / factor                          (low frequencies)
+ *   wavelen < orig / high:  inv                                   (high frequencies)
+ *   otherwise:              (1 - s) inv / factor + s inv,  s = (orig / wavelen - low) / (high - low)
+ * The power is taken in double and rounded (torch's float pow may differ by an ulp). */
+static void rope_table(const nnt_rope_options *o, int64_t hd, float *inv)
+{
+    const double base = (float)o->theta;   /* torch casts the scalar base to float32 */
+    const float two_pi = (float)(2.0 * M_PI), orig = (float)o->original_max_position;
+    const float low = (float)o->low_freq_factor;
+    const float factor = (float)o->factor;
+    const float low_wavelen = (float)((double)o->original_max_position / o->low_freq_factor);
+    const float high_wavelen = (float)((double)o->original_max_position / o->high_freq_factor);
+    const float span = (float)(o->high_freq_factor - o->low_freq_factor);
+    for (int64_t i = 0; i < hd / 2; i++) {
+        float e = (float)(2 * i) / (float)hd;
+        float f = 1.0f / (float)pow(base, (double)e);
+        if (o->scaling == NNT_ROPE_SCALING_LLAMA3) {
+            float wavelen = (1.0f / f) * two_pi;
+            if (wavelen > low_wavelen) {
+                f = f / factor;
+            } else if (!(wavelen < high_wavelen)) {
+                float s = ((1.0f / wavelen) * orig - low) / span;
+                f = (1.0f - s) * f / factor + s * f;
+            }
+        }
+        inv[i] = f;
+    }
+}
+
+/* ---- the operation ---------------------------------------------------------------------------- */
+
+/* x (B, NH, T, hd) read, y written with x's layout (may be x); hd even, its tile hd or a
+ * divisor of hd/2. *split = hd/(2 w) tile pairs, or 0 for whole head vectors. */
+static int check_args(const char *fn, const char *xrole, nnt_tensor *x, const char *yrole,
+                      nnt_tensor *y, int64_t pos_offset, int64_t *split)
+{
+    int rc = nnt_check_arg(fn, xrole, x, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, yrole, y, NNT_FP32, 0);
+    if (rc)
+        return rc;
+    if (x->ndim != 4)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s must have 4 dimensions (B, NH, T, hd), "
+                        "not %d", fn, xrole, x->ndim);
+    if ((rc = nnt_check_same_layout(fn, xrole, x, yrole, y)))
+        return rc;
+    int64_t hd = x->shape[3], w = x->tile[3];
+    if (hd % 2)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: the head dimension hd = %lld of %s must be "
+                        "even", fn, (long long)hd, xrole);
+    if (pos_offset < 0 || pos_offset > INT64_MAX - x->shape[2])
+        return nnt_fail(x->ctx, NNT_E_INVAL, "%s: pos_offset %lld must be >= 0 (and the last "
+                        "position must fit int64_t)", fn, (long long)pos_offset);
+    *split = 0;
+    if (x->grid[3] == 1)
+        return NNT_OK;
+    if ((hd / 2) % w != 0)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: hd = %lld of %s is split into tiles of %lld; "
+                        "the hd tile must be hd (whole head vectors) or divide hd/2 = %lld", fn,
+                        (long long)hd, xrole, (long long)w, (long long)(hd / 2));
+    *split = hd / 2 / w;
+    return NNT_OK;
+}
+
+static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
+                      const nnt_rope_options *opts, int64_t pos_offset, const char *yrole,
+                      nnt_tensor *y, int sign)
+{
+    nnt_rope_options o;
+    int64_t split = 0;
+    int rc = read_rope_options(fn, opts, &o);
+    if (rc == 0)
+        rc = check_args(fn, xrole, x, yrole, y, pos_offset, &split);
+    if (rc)
+        return rc;
+    int64_t hd = x->shape[3];
+    float *inv = malloc((size_t)(hd / 2) * sizeof *inv);
+    if (!inv)
+        return nnt_fail(x->ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
+    rope_table(&o, hd, inv);
+    int64_t nlead = x->grid[0] * x->grid[1] * x->grid[2], npairs = split ? split : 1;
+    for (int64_t l = 0; l < nlead && rc == 0; l++) {
+        int64_t lo = l * x->grid[3], shape[4];
+        nnt_tensor_tile_shape_at(x, lo, shape);
+        nnt_rope_task t;
+        t.nbh = shape[0] * shape[1];
+        t.nt = shape[2];
+        t.pos0 = pos_offset + (l % x->grid[2]) * x->tile[2];
+        t.sign = sign;
+        t.whole = split == 0;
+        t.n = split ? shape[3] : hd / 2;
+        t.ld = shape[3];
+        for (int64_t j = 0; j < npairs && rc == 0; j++) {
+            int64_t ilo = lo + j, ihi = split ? lo + j + split : lo;
+            rc = nnt_insert_rope(x->ctx, &t, inv + j * t.n, x->tiles[ilo].handle,
+                                 x->tiles[ihi].handle, y->tiles[ilo].handle,
+                                 y->tiles[ihi].handle);
+        }
+    }
+    free(inv);
+    if (rc == 0)
+        nnt_tensor_mark_written(y);
+    return rc;
+}
+
+int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t pos_offset,
+                    nnt_tensor *y)
+{
+    return rope_apply("nnt_tensor_rope", "x", x, opts, pos_offset, "y", y, 1);
+}
+
+int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts, int64_t pos_offset,
+                             nnt_tensor *dx)
+{
+    return rope_apply("nnt_tensor_rope_backward", "dy", dy, opts, pos_offset, "dx", dx, -1);
+}
