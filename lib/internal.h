@@ -349,6 +349,23 @@ void nnt_temp_release(nnt_tensor *t);
 /* A temporary with src's shape and dtype but the given tiling, holding a copy of src
  * (nnt_tensor_copy): how an op retiles an input whose tiling does not fit it. */
 int nnt_retile_temp(nnt_tensor *src, const int64_t *tile, nnt_tensor **out);
+/* Ops whose kernels need the last dimension whole (LayerNorm, RMSNorm, attention's hd).
+ * nnt_check_row_vector: vec must be (C), C = x's last dimension (any tiling).
+ * nnt_check_row_stat: stat (...) must have x's leading dimensions and their tiling. */
+int nnt_check_row_vector(const char *fn, const char *role, const nnt_tensor *vec,
+                         const nnt_tensor *x);
+int nnt_check_row_stat(const char *fn, const char *role, const nnt_tensor *stat,
+                       const nnt_tensor *x);
+/* *out = t if its last dimension is one tile, else a retiled copy of t (a temporary). */
+int nnt_whole_last_in(nnt_tensor *t, nnt_tensor **out);
+/* *out = t if its last dimension is one tile, else an unwritten temporary with it whole. */
+int nnt_whole_last_out(nnt_tensor *t, nnt_tensor **out);
+/* After the tasks writing tmp (the stand-in of output dst, or dst itself) were submitted
+ * with status rc: mark tmp written and, if it is a stand-in, copy it into dst and release
+ * it. Returns the new status. */
+int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc);
+/* Release a stand-in input (no-op when it is the tensor itself or NULL). */
+void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
 /* Mark t as written (after its producing tasks were submitted). */
 static inline void nnt_tensor_mark_written(nnt_tensor *t) { t->written = 1; }
 

@@ -79,57 +79,6 @@ static int check_args(const char *fn, int n, nnt_tensor *const *all, const char 
     return rc;
 }
 
-/* ---- whole head vectors ------------------------------------------------------------------- */
-
-static void whole_hd_tile(const nnt_tensor *t, int64_t *tile)
-{
-    for (int d = 0; d < 3; d++)
-        tile[d] = t->tile[d];
-    tile[3] = t->shape[3];
-}
-
-/* *out = t if hd is one tile, else a retiled copy (a temporary). */
-static int whole_hd_in(nnt_tensor *t, nnt_tensor **out)
-{
-    int64_t tile[4];
-    *out = t;
-    if (t->grid[3] == 1)
-        return NNT_OK;
-    whole_hd_tile(t, tile);
-    return nnt_retile_temp(t, tile, out);
-}
-
-/* *out = t if hd is one tile, else an unwritten temporary with one hd tile. */
-static int whole_hd_out(nnt_tensor *t, nnt_tensor **out)
-{
-    int64_t tile[4];
-    *out = t;
-    if (t->grid[3] == 1)
-        return NNT_OK;
-    whole_hd_tile(t, tile);
-    return nnt_temp_create(t->ctx, t->dtype, 4, t->shape, tile, out);
-}
-
-/* After the tasks on tmp (the stand-in of output dst) were submitted with status rc: mark
- * tmp written and copy it into dst, then release tmp. Returns the new status. */
-static int whole_hd_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc)
-{
-    if (tmp && rc == 0)
-        nnt_tensor_mark_written(tmp);
-    if (!tmp || tmp == dst)
-        return rc;
-    if (rc == 0)
-        rc = nnt_tensor_copy(tmp, dst);
-    nnt_temp_release(tmp);
-    return rc;
-}
-
-static void whole_hd_drop(nnt_tensor *tmp, nnt_tensor *orig)
-{
-    if (tmp && tmp != orig)
-        nnt_temp_release(tmp);
-}
-
 /* Geometry of query / key tile (bi, hi, ti) of a tensor with one hd tile: tile index, slab
  * count nbh, rows, first sequence position. */
 struct seq_tile {
@@ -235,14 +184,14 @@ int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double sca
     if (rc)
         return rc;
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
-    if ((rc = whole_hd_in(q, &w[0])) == 0 && (rc = whole_hd_in(k, &w[1])) == 0 &&
-        (rc = whole_hd_in(v, &w[2])) == 0 && (rc = whole_hd_out(o, &w[3])) == 0)
+    if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
+        (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
         rc = submit_forward(w, lse, (float)scale);
     if (rc == 0)
         nnt_tensor_mark_written(lse);
-    rc = whole_hd_finish(w[3], o, rc);
+    rc = nnt_whole_last_finish(w[3], o, rc);
     for (int i = 0; i < 3; i++)
-        whole_hd_drop(w[i], all[i]);
+        nnt_whole_last_drop(w[i], all[i]);
     return rc;
 }
 
@@ -315,16 +264,16 @@ int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, n
     nnt_tensor *w[9] = {NULL, NULL, NULL, NULL, lse, NULL, NULL, NULL, NULL}, *d = NULL;
     for (int i = 0; i < 9 && rc == 0; i++)
         if (i != 4)
-            rc = i < 6 ? whole_hd_in(all[i], &w[i]) : whole_hd_out(all[i], &w[i]);
+            rc = i < 6 ? nnt_whole_last_in(all[i], &w[i]) : nnt_whole_last_out(all[i], &w[i]);
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
     if (rc == 0)
         rc = submit_backward(w, d, (float)scale);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
-        rc = whole_hd_finish(w[i], all[i], rc);
+        rc = nnt_whole_last_finish(w[i], all[i], rc);
     for (int i = 0; i < 6; i++)
         if (i != 4)
-            whole_hd_drop(w[i], all[i]);
+            nnt_whole_last_drop(w[i], all[i]);
     return rc;
 }

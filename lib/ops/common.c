@@ -163,3 +163,70 @@ int nnt_check_range(const char *fn, const char *name, double value, double lo, i
     return nnt_fail(NULL, NNT_E_INVAL, "%s: %s = %g is not in %c%g, %g%c", fn, name, value,
                     strict_lo ? '(' : '[', lo, hi, closed_hi ? ']' : ')');
 }
+
+/* ---- ops whose kernels need the last dimension whole (LayerNorm, RMSNorm, attention) ----- */
+
+int nnt_check_row_vector(const char *fn, const char *role, const nnt_tensor *vec,
+                         const nnt_tensor *x)
+{
+    int64_t c = x->shape[x->ndim - 1];
+    if (vec->ndim != 1 || vec->shape[0] != c)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s must have shape (%lld), the last "
+                        "dimension of x", fn, role, (long long)c);
+    return NNT_OK;
+}
+
+int nnt_check_row_stat(const char *fn, const char *role, const nnt_tensor *stat,
+                       const nnt_tensor *x)
+{
+    if (stat->ndim != x->ndim - 1)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions; it must have the %d "
+                        "leading dimensions of x", fn, role, stat->ndim, x->ndim - 1);
+    return nnt_check_dims(fn, "x", x, 0, role, stat, 0, x->ndim - 1);
+}
+
+/* Tile shape of t with the last dimension whole. */
+static void whole_last_tile(const nnt_tensor *t, int64_t *tile)
+{
+    for (int d = 0; d < t->ndim; d++)
+        tile[d] = t->tile[d];
+    tile[t->ndim - 1] = t->shape[t->ndim - 1];
+}
+
+int nnt_whole_last_in(nnt_tensor *t, nnt_tensor **out)
+{
+    int64_t tile[NNT_MAX_DIMS];
+    *out = t;
+    if (t->grid[t->ndim - 1] == 1)
+        return NNT_OK;
+    whole_last_tile(t, tile);
+    return nnt_retile_temp(t, tile, out);
+}
+
+int nnt_whole_last_out(nnt_tensor *t, nnt_tensor **out)
+{
+    int64_t tile[NNT_MAX_DIMS];
+    *out = t;
+    if (t->grid[t->ndim - 1] == 1)
+        return NNT_OK;
+    whole_last_tile(t, tile);
+    return nnt_temp_create(t->ctx, t->dtype, t->ndim, t->shape, tile, out);
+}
+
+int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc)
+{
+    if (tmp && rc == 0)
+        nnt_tensor_mark_written(tmp);
+    if (!tmp || tmp == dst)
+        return rc;
+    if (rc == 0)
+        rc = nnt_tensor_copy(tmp, dst);
+    nnt_temp_release(tmp);
+    return rc;
+}
+
+void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig)
+{
+    if (tmp && tmp != orig)
+        nnt_temp_release(tmp);
+}

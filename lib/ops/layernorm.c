@@ -6,78 +6,6 @@
 
 #include <math.h>
 
-/* vec must be (C) with C the size of x's last dimension (any tiling). */
-static int check_row_vector(const char *fn, const char *role, const nnt_tensor *vec,
-                            const nnt_tensor *x)
-{
-    int64_t c = x->shape[x->ndim - 1];
-    if (vec->ndim != 1 || vec->shape[0] != c)
-        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s must have shape (%lld), the last "
-                        "dimension of x", fn, role, (long long)c);
-    return NNT_OK;
-}
-
-/* stat (...) must have x's leading dims and their tiling. */
-static int check_row_stat(const char *fn, const char *role, const nnt_tensor *stat,
-                          const nnt_tensor *x)
-{
-    if (stat->ndim != x->ndim - 1)
-        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: %s has %d dimensions; it must have the %d "
-                        "leading dimensions of x", fn, role, stat->ndim, x->ndim - 1);
-    return nnt_check_dims(fn, "x", x, 0, role, stat, 0, x->ndim - 1);
-}
-
-/* Tile shape of t with the last dimension whole. */
-static void whole_row_tile(const nnt_tensor *t, int64_t *tile)
-{
-    for (int d = 0; d < t->ndim; d++)
-        tile[d] = t->tile[d];
-    tile[t->ndim - 1] = t->shape[t->ndim - 1];
-}
-
-/* *out = t if its rows are whole tiles, else a retiled copy (a temporary). */
-static int whole_rows_in(nnt_tensor *t, nnt_tensor **out)
-{
-    int64_t tile[NNT_MAX_DIMS];
-    *out = t;
-    if (t->grid[t->ndim - 1] == 1)
-        return NNT_OK;
-    whole_row_tile(t, tile);
-    return nnt_retile_temp(t, tile, out);
-}
-
-/* *out = t if its rows are whole tiles, else an unwritten temporary with whole rows. */
-static int whole_rows_out(nnt_tensor *t, nnt_tensor **out)
-{
-    int64_t tile[NNT_MAX_DIMS];
-    *out = t;
-    if (t->grid[t->ndim - 1] == 1)
-        return NNT_OK;
-    whole_row_tile(t, tile);
-    return nnt_temp_create(t->ctx, t->dtype, t->ndim, t->shape, tile, out);
-}
-
-/* After the tasks on tmp (a whole-row stand-in for dst) were submitted with status rc:
- * copy the result into dst (when rc == 0) and release tmp. Returns the new status. */
-static int whole_rows_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc)
-{
-    if (!tmp || tmp == dst)
-        return rc;
-    if (rc == 0) {
-        nnt_tensor_mark_written(tmp);
-        rc = nnt_tensor_copy(tmp, dst);
-    }
-    nnt_temp_release(tmp);
-    return rc;
-}
-
-/* Release a retiled input (no-op when it is the tensor itself). */
-static void whole_rows_drop(nnt_tensor *tmp, nnt_tensor *orig)
-{
-    if (tmp && tmp != orig)
-        nnt_temp_release(tmp);
-}
-
 /* ---- forward ------------------------------------------------------------------------------ */
 
 static int check_forward(const char *fn, nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *beta,
@@ -103,10 +31,10 @@ static int check_forward(const char *fn, nnt_tensor *x, nnt_tensor *gamma, nnt_t
                 return nnt_fail(x->ctx, NNT_E_INVAL, "%s: %s and %s are the same tensor", fn,
                                 roles[j], roles[i]);
     if ((rc = nnt_check_same_layout(fn, "x", x, "y", y)) ||
-        (rc = check_row_vector(fn, "gamma", gamma, x)) ||
-        (rc = check_row_vector(fn, "beta", beta, x)) ||
-        (rc = check_row_stat(fn, "mean", mean, x)) ||
-        (rc = check_row_stat(fn, "rstd", rstd, x)))
+        (rc = nnt_check_row_vector(fn, "gamma", gamma, x)) ||
+        (rc = nnt_check_row_vector(fn, "beta", beta, x)) ||
+        (rc = nnt_check_row_stat(fn, "mean", mean, x)) ||
+        (rc = nnt_check_row_stat(fn, "rstd", rstd, x)))
         return rc;
     return NNT_OK;
 }
@@ -131,18 +59,18 @@ int nnt_tensor_layernorm(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *beta, dou
     if (rc)
         return rc;
     nnt_tensor *xw = NULL, *gw = NULL, *bw = NULL, *yw = NULL;   /* whole-row views */
-    if ((rc = whole_rows_in(x, &xw)) == 0 && (rc = whole_rows_in(gamma, &gw)) == 0 &&
-        (rc = whole_rows_in(beta, &bw)) == 0 && (rc = whole_rows_out(y, &yw)) == 0)
+    if ((rc = nnt_whole_last_in(x, &xw)) == 0 && (rc = nnt_whole_last_in(gamma, &gw)) == 0 &&
+        (rc = nnt_whole_last_in(beta, &bw)) == 0 && (rc = nnt_whole_last_out(y, &yw)) == 0)
         rc = submit_forward(xw, gw, bw, (float)eps, yw, mean, rstd);
     if (rc == 0) {
         nnt_tensor_mark_written(mean);
         nnt_tensor_mark_written(rstd);
         nnt_tensor_mark_written(yw);
     }
-    rc = whole_rows_finish(yw, y, rc);
-    whole_rows_drop(xw, x);
-    whole_rows_drop(gw, gamma);
-    whole_rows_drop(bw, beta);
+    rc = nnt_whole_last_finish(yw, y, rc);
+    nnt_whole_last_drop(xw, x);
+    nnt_whole_last_drop(gw, gamma);
+    nnt_whole_last_drop(bw, beta);
     return rc;
 }
 
@@ -171,11 +99,11 @@ static int check_backward(const char *fn, nnt_tensor *const *all)
                                 roles[j], roles[i]);
     if ((rc = nnt_check_same_layout(fn, "x", x, "dy", all[4])) ||
         (rc = nnt_check_same_layout(fn, "x", x, "dx", all[5])) ||
-        (rc = check_row_vector(fn, "gamma", all[1], x)) ||
-        (rc = check_row_vector(fn, "dgamma", all[6], x)) ||
-        (rc = check_row_vector(fn, "dbeta", all[7], x)) ||
-        (rc = check_row_stat(fn, "mean", all[2], x)) ||
-        (rc = check_row_stat(fn, "rstd", all[3], x)))
+        (rc = nnt_check_row_vector(fn, "gamma", all[1], x)) ||
+        (rc = nnt_check_row_vector(fn, "dgamma", all[6], x)) ||
+        (rc = nnt_check_row_vector(fn, "dbeta", all[7], x)) ||
+        (rc = nnt_check_row_stat(fn, "mean", all[2], x)) ||
+        (rc = nnt_check_row_stat(fn, "rstd", all[3], x)))
         return rc;
     return NNT_OK;
 }
@@ -206,17 +134,17 @@ int nnt_tensor_layernorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *
         return rc;
     /* whole-row views; dgamma and dbeta are retiled copies (they accumulate) */
     nnt_tensor *w[8] = {NULL, NULL, mean, rstd, NULL, NULL, NULL, NULL};
-    if ((rc = whole_rows_in(x, &w[0])) == 0 && (rc = whole_rows_in(gamma, &w[1])) == 0 &&
-        (rc = whole_rows_in(dy, &w[4])) == 0 && (rc = whole_rows_out(dx, &w[5])) == 0 &&
-        (rc = whole_rows_in(dgamma, &w[6])) == 0 && (rc = whole_rows_in(dbeta, &w[7])) == 0)
+    if ((rc = nnt_whole_last_in(x, &w[0])) == 0 && (rc = nnt_whole_last_in(gamma, &w[1])) == 0 &&
+        (rc = nnt_whole_last_in(dy, &w[4])) == 0 && (rc = nnt_whole_last_out(dx, &w[5])) == 0 &&
+        (rc = nnt_whole_last_in(dgamma, &w[6])) == 0 && (rc = nnt_whole_last_in(dbeta, &w[7])) == 0)
         rc = submit_backward(w);
     if (rc == 0)
         nnt_tensor_mark_written(w[5]);
-    rc = whole_rows_finish(w[5], dx, rc);
-    rc = whole_rows_finish(w[6], dgamma, rc);
-    rc = whole_rows_finish(w[7], dbeta, rc);
-    whole_rows_drop(w[0], x);
-    whole_rows_drop(w[1], gamma);
-    whole_rows_drop(w[4], dy);
+    rc = nnt_whole_last_finish(w[5], dx, rc);
+    rc = nnt_whole_last_finish(w[6], dgamma, rc);
+    rc = nnt_whole_last_finish(w[7], dbeta, rc);
+    nnt_whole_last_drop(w[0], x);
+    nnt_whole_last_drop(w[1], gamma);
+    nnt_whole_last_drop(w[4], dy);
     return rc;
 }
