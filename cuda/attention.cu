@@ -21,21 +21,17 @@
  * No atomics: every output element is owned by exactly one thread. head_dim <= 256; the
  * register footprint is chosen by a template bucket (64, 128, 256). */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 #include <math.h>
 
 namespace {
 
+using namespace nnt_cu;
+
 const int kBR = 32;      /* rows per block */
 const int kBC = 32;      /* chunk length */
-const int kThreads = 256;
 const int kPerLane = 4;  /* scores per lane: kBC / 8 */
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
 
 __host__ __device__ inline int pitch_for(int hd)
 {

@@ -6,10 +6,12 @@
  * outer strides and both base addresses. The kernel copies words with a grid-stride loop over
  * the linear index of the (at most 9-dimensional) box. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
+using namespace nnt_cu;
+
 const int kMaxDims = NNT_CUDA_MAX_NDIM + 1;
 
 struct Box {

@@ -1,26 +1,11 @@
 /* nnt CUDA kernels: elementwise ops, GELU, broadcast add, bias+GELU epilogue.
  * Grid-stride loops over int64 indices; every wrapper only enqueues work on `stream`. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
-
-inline unsigned grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    if (b > (int64_t)1 << 19)
-        b = (int64_t)1 << 19; /* grid-stride loops cover the rest */
-    if (b < 1)
-        b = 1;
-    return (unsigned)b;
-}
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
+using namespace nnt_cu;
 
 /* GELU, tanh approximation, in the sigmoid form used by the CPU kernel:
  * 0.5 (1 + tanh(u)) == sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3); this keeps full

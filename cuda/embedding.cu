@@ -6,19 +6,15 @@
  * Tokens are staged in shared memory in chunks; the class test is uniform across the block,
  * so the walk does not diverge. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
+using namespace nnt_cu;
+
 const int kScatterThreads = 128;
 const int kTokChunk = 1024;
 const int64_t kMaxClasses = 64;
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
 
 __global__ void gather_kernel(int64_t ntok, int64_t nc, const int32_t *__restrict__ tok,
                               int64_t v0, int64_t nv, const float *__restrict__ table,

@@ -4,16 +4,13 @@
  * (c, r) matrix with the same ld, i.e. its transpose. So row-major C = op(A) op(B) is computed
  * as column-major C^T = op(B)^T op(A)^T: pass B first, A second, and swap m and n. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 #include <limits.h>
 
 namespace {
 
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
+using namespace nnt_cu;
 
 inline int blas_status(cublasStatus_t s)
 {

@@ -3,25 +3,15 @@
  * dgamma / dbeta: one thread block per 32 columns, 16 row groups, double partial sums reduced
  * in a fixed order (deterministic, no atomics). */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
+
+using namespace nnt_cu;
 
 const int kWarpsPerBlock = 8;
 const int kColTile = 32;
 const int kRowGroups = 16;
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
-
-__device__ __forceinline__ double warp_sum(double v)
-{
-    for (int off = 16; off > 0; off >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
 
 __global__ void ln_fwd_kernel(int64_t rows, int64_t n, float eps, const float *__restrict__ x,
                               const float *__restrict__ gamma, const float *__restrict__ beta,

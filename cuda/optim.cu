@@ -1,25 +1,12 @@
 /* nnt CUDA kernels: optimizer steps on one parameter block (grid-stride, elementwise). */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 #include <math.h>
 
 namespace {
 
-const int kThreads = 256;
-
-inline unsigned grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    if (b > (int64_t)1 << 19)
-        b = (int64_t)1 << 19;
-    return (unsigned)(b < 1 ? 1 : b);
-}
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
+using namespace nnt_cu;
 
 /* Same operations in the same order as the CPU kernel, each rounded separately (__f*_rn
  * stop nvcc from contracting into FMAs; sqrtf and '/' are IEEE on the device), so the GPU

@@ -9,10 +9,11 @@
  * All arithmetic in double with explicit round-to-nearest intrinsics so that nvcc cannot
  * contract a multiply and an add into an FMA (the CPU rounds each operation separately). */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
+using namespace nnt_cu;
 
 struct TileDesc {
     int ndim;

@@ -2,18 +2,15 @@
  * No atomics: the summation order depends only on the sizes, so repeated runs give
  * bit-identical results. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
+
+using namespace nnt_cu;
 
 const int kColTile = 32;
 const int kRowGroups = 16;
 const int kSumsqThreads = 1024;
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
 
 /* blockDim (32, 16): column i = blockIdx.x * 32 + tx; rows o = ty, ty + 16, ...; the 16 row
  * group sums are then added in order by ty == 0. */

@@ -5,30 +5,15 @@
  * cos / sin, like the C library's, are within an ulp of double), rounded to float; the
  * rotation in float with each operation rounded (no FMA contraction), as on the CPU. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
+using namespace nnt_cu;
 
 struct freq_table {
     float f[NNT_CUDA_ROPE_MAX_N];
 };
-
-inline unsigned grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    if (b > (int64_t)1 << 19)
-        b = (int64_t)1 << 19; /* grid-stride loops cover the rest */
-    if (b < 1)
-        b = 1;
-    return (unsigned)b;
-}
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
 
 /* No __restrict__: y_lo may be x_lo and y_hi x_hi (in place); a thread reads both values of
  * its pair before writing them, and no other thread touches them. */

@@ -3,26 +3,11 @@
  * inputs (each element is read before it is written). expf is CUDA's (not bit-identical to
  * the C library's): results agree with the CPU to rounding. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 namespace {
 
-const int kThreads = 256;
-
-inline unsigned grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    if (b > (int64_t)1 << 19)
-        b = (int64_t)1 << 19; /* grid-stride loops cover the rest */
-    if (b < 1)
-        b = 1;
-    return (unsigned)b;
-}
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
+using namespace nnt_cu;
 
 __global__ void swiglu_fwd_kernel(int64_t n, const float *gate, const float *up, float *y)
 {

@@ -2,18 +2,13 @@
  * Forward block: one thread block per row, online log-sum-exp per thread, then a fixed-order
  * (max, sum) combination across the block, merged into the running (m, s) of the row. */
 #include "nnt_cuda.h"
+#include "kernel_util.cuh"
 
 #include <math.h>
 
 namespace {
 
-const int kThreads = 256;
-
-inline int launch_status(void)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : -(int)e;
-}
+using namespace nnt_cu;
 
 inline unsigned row_grid(int64_t rows)
 {
