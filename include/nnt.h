@@ -30,7 +30,7 @@ extern "C" {
 /* ---- version ------------------------------------------------------------------------- */
 
 #define NNT_VERSION_MAJOR 0
-#define NNT_VERSION_MINOR 2
+#define NNT_VERSION_MINOR 3
 #define NNT_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define NNT_VERSION_NUMBER \
