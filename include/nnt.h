@@ -355,7 +355,8 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_LM_HEAD = 7,        /* (..., C) -> (..., V) = x wte^T, wte of an embedding      */
     NNT_LAYER_CROSS_ENTROPY = 8,  /* logits (..., V) -> per-position losses (...)            */
     NNT_LAYER_SEQUENTIAL = 9,     /* children applied in order                               */
-    NNT_LAYER_GPT = 10            /* a whole GPT-2 model: nnt_gpt_create                      */
+    NNT_LAYER_GPT = 10,           /* a whole GPT-2 model: nnt_gpt_create                      */
+    NNT_LAYER_RMSNORM = 11        /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -374,7 +375,8 @@ typedef struct nnt_param_info {
 } nnt_param_info;
 
 /* Creation. tiling may be NULL (automatic). Parameters are created uninitialised-but-defined:
- * weights by nnt_layer_init's rule with seed 0, so a fresh layer can be used at once. */
+ * weights by nnt_layer_init's rule with seed 0, so a fresh layer can be used at once.
+ * Embedding: max_seq 0 (new in 0.3) means no position table ("wpe.weight"): any T. */
 NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
                                        int64_t channels, const nnt_tiling *tiling,
                                        nnt_layer **out);
@@ -734,6 +736,75 @@ NNT_API int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t
 /* dx = the inverse rotation of dy (the gradient of nnt_tensor_rope); dx may be dy. */
 NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts,
                                      int64_t pos_offset, nnt_tensor *dx);
+
+/* ---- Llama-family layers ----------------------------------------------------------- */
+
+/* RMSNorm layer (NNT_LAYER_RMSNORM): (..., C) -> (..., C) = x * rstd * weight, as
+ * nnt_tensor_rmsnorm. Parameter "weight" (C), initialised to 1, no weight decay. eps > 0. */
+NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
+                                     const nnt_tiling *tiling, nnt_layer **out);
+
+/* Normalisation of a block (nnt_block_options.norm). */
+typedef enum nnt_norm_kind {
+    NNT_NORM_LAYERNORM = 0,       /* GPT-2: weight and bias                                 */
+    NNT_NORM_RMSNORM = 1          /* Llama: weight only                                     */
+} nnt_norm_kind;
+
+/* Kind of MLP (nnt_mlp_options.kind). */
+typedef enum nnt_mlp_kind {
+    NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
+    NNT_MLP_SWIGLU = 1            /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+} nnt_mlp_kind;
+
+/* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
+typedef struct nnt_attention_options {
+    size_t size;                  /* sizeof(nnt_attention_options), set by the init macro   */
+    int64_t kv_heads;             /* key/value heads NKV dividing heads; 0: = heads          */
+    int qkv_bias;                 /* biases on the q, k, v projections                      */
+    int out_bias;                 /* bias on the output projection                          */
+    const nnt_rope_options *rope; /* rotary positions on q and k; NULL: none                */
+} nnt_attention_options;
+
+/* GPT-2's attention: multi-head, all biases, no rotary positions. */
+#define NNT_ATTENTION_OPTIONS_INIT { sizeof(nnt_attention_options), 0, 1, 1, NULL }
+
+/* Options of nnt_layer_mlp_create_ex. */
+typedef struct nnt_mlp_options {
+    size_t size;                  /* sizeof(nnt_mlp_options), set by the init macro         */
+    int kind;                     /* nnt_mlp_kind                                           */
+    int bias;                     /* biases on the projections                              */
+} nnt_mlp_options;
+
+#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1 }
+
+/* Options of nnt_layer_block_create_ex. */
+typedef struct nnt_block_options {
+    size_t size;                  /* sizeof(nnt_block_options), set by the init macro       */
+    int norm;                     /* nnt_norm_kind of both norms                            */
+    double norm_eps;              /* > 0 (LayerNorm: >= 0)                                  */
+    const nnt_attention_options *attention;  /* NULL: NNT_ATTENTION_OPTIONS_INIT            */
+    const nnt_mlp_options *mlp;   /* NULL: NNT_MLP_OPTIONS_INIT                             */
+} nnt_block_options;
+
+#define NNT_BLOCK_OPTIONS_INIT \
+    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL }
+
+/* The attention, MLP and block layers with options (NULL: the INIT values, which give
+ * exactly nnt_layer_attention_create / _mlp_create / _block_create). Without GPT-2's options
+ * the parameters take Hugging Face Llama's names: attention "q_proj.weight" (NH, hd, C),
+ * "k_proj.weight", "v_proj.weight" (NKV, hd, C), "o_proj.weight" (C, NH, hd), biases
+ * "q_proj.bias" ...; the SwiGLU MLP has linear children "gate_proj", "up_proj" (C -> hidden)
+ * and "down_proj" (hidden -> C); an RMSNorm block has children "input_layernorm",
+ * "self_attn", "post_attention_layernorm", "mlp". See nnt_layer_block_create_ex(3). */
+NNT_API int nnt_layer_attention_create_ex(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                          const nnt_attention_options *opts,
+                                          const nnt_tiling *tiling, nnt_layer **out);
+NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidden,
+                                    const nnt_mlp_options *opts, const nnt_tiling *tiling,
+                                    nnt_layer **out);
+NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                      int64_t hidden, const nnt_block_options *opts,
+                                      const nnt_tiling *tiling, nnt_layer **out);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,12 @@
  *     double-precision reference forward, gradients against central differences of that
  *     reference, partial tiles everywhere, and gradient accumulation;
  *   - two custom stacks that train (20 SGD steps done by hand with nnt_tensor_axpby);
- *   - names, tree, init, and misuse.
+ *   - names, tree, init, and misuse;
+ *   - the Llama-family kinds (new in 0.3): the RMSNorm leaf, attention with options
+ *     (grouped-query, rope, optional biases), the SwiGLU MLP and an RMSNorm block against
+ *     double references and central differences over tilings that cut heads, GQA groups
+ *     and features; the _ex functions with GPT-2's options bit-identical to the old ones;
+ *     an embedding without position table; argument errors.
  * Every numerical tolerance is about 10x the error measured for its check (the list under
  * "tolerances" below), so that a one-line numerical bug fails it. */
 #include "testutil.h"
@@ -67,6 +72,17 @@ static void teardown(void)
 #define MLP_TILINGS_Y_TOL 1.3e-6     /* 1.3e-7 */
 #define MLP_TILINGS_DX_TOL 1.2e-6    /* 1.2e-7 (generic; 1.1e-7 zen3) */
 #define MLP_TILINGS_GRAD_TOL 5e-7    /* 5.1e-8 */
+/* Llama-family layers against double references (as the leaves above; measured with the
+ * kernel sets default, haswell and generic of this host, the largest shown) */
+#define RMSNORM_TOLS ((leaf_tols){5e-7, 7e-7, 8e-7, 9e-7})
+        /* measured 5.3e-8, 7.3e-8, 8.4e-8, 9.2e-8 */
+#define LLAMA_ATTENTION_TOLS ((leaf_tols){1.3e-6, 2.4e-6, 1.2e-5, 3e-6})
+        /* measured 1.3e-7, 2.4e-7, 1.2e-6 (the worst of five cases: multi-query with q/k/v
+         * biases and rope over hd 2 in tiles of 1), 3.1e-7 */
+#define SWIGLU_TOLS ((leaf_tols){1.4e-6, 1.1e-6, 2e-6, 7e-7})
+        /* measured 1.35e-7, 1.1e-7, 1.9e-7, 7.0e-8 */
+#define LLAMA_BLOCK_TOLS ((leaf_tols){7e-7, 6e-7, 3.5e-6, 1e-6})
+        /* measured 7.0e-8, 5.7e-8, 3.5e-7, 1.0e-7 (worst of three tilings) */
 /* nnt_layer_init's std, a statistical bound (not a rounding error; the generator is the
  * library's, so the value is the same on every host): >= 2400 samples, one standard error
  * ~1.4%, the bound ~7 of them; measured 0.011 */
@@ -331,8 +347,8 @@ typedef struct ref_case {
     int ndim;
     int64_t shape[4];               /* input shape */
     const int32_t *tokens;          /* embedding input, else NULL */
-    int64_t dims[4];                /* kind-specific sizes */
-    double *p[8];
+    int64_t dims[6];                /* kind-specific sizes */
+    double *p[16];
     int np;
 } ref_case;
 
@@ -515,8 +531,8 @@ static void check_leaf_at(int line, const char *what, nnt_layer *l, nnt_layer *o
     for (int d = 0; d < c->ndim; d++)
         nx *= c->shape[d];
     EXPECT_OK(nnt_layer_num_params(owner, &count, NULL));
-    ck_assert_int_le(count, 8);
-    nnt_param_info info[8];
+    ck_assert_int_le(count, 16);
+    nnt_param_info info[16];
     c->np = (int)count;
     for (int i = 0; i < c->np; i++) {   /* random values, so biases and gains matter */
         info[i] = (nnt_param_info){sizeof info[i], NULL, NULL, NULL, 0};
@@ -774,6 +790,460 @@ START_TEST(test_leaf_cross_entropy)
     free(xh);
     nnt_tensor_destroy(x);
     nnt_tensor_destroy(tgt);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* ---- Llama-family layers: RMSNorm, attention with options, SwiGLU MLP, block ------------ */
+
+/* dims: C; p: weight. eps 1e-5. */
+static void ref_rmsnorm(const ref_case *c, const double *x, double *y)
+{
+    int64_t C = c->dims[0];
+    for (int64_t r = 0; r < rows_of(c); r++) {
+        const double *row = x + r * C;
+        double ms = 0.0;
+        for (int64_t i = 0; i < C; i++)
+            ms += row[i] * row[i] / (double)C;
+        double rstd = 1.0 / sqrt(ms + 1e-5);
+        for (int64_t i = 0; i < C; i++)
+            y[r * C + i] = row[i] * rstd * c->p[0][i];
+    }
+}
+
+/* Rotary positions of the reference attention (NULL: none). */
+static const nnt_rope_options *ref_rope;
+
+/* Rotate-half RoPE of one head vector v (hd) at position pos, theta of ref_rope. */
+static void ref_rotate(double *v, int64_t hd, int64_t pos)
+{
+    for (int64_t i = 0; i < hd / 2; i++) {
+        double inv = pow(ref_rope->theta, -2.0 * (double)i / (double)hd);
+        double a = (double)pos * inv, x0 = v[i], x1 = v[i + hd / 2];
+        v[i] = x0 * cos(a) - x1 * sin(a);
+        v[i + hd / 2] = x1 * cos(a) + x0 * sin(a);
+    }
+}
+
+enum { REF_QKV_BIAS = 1, REF_OUT_BIAS = 2, REF_ROPE = 4 };
+
+/* dims: C, NH, NKV, flags (REF_*); p: q (NH hd, C), k, v (NKV hd, C) weights, [q, k, v
+ * biases], o (C, NH hd) weight, [o bias]. Grouped-query: q head h reads kv head h / (NH/NKV). */
+static void ref_llama_attention(const ref_case *c, const double *x, double *y)
+{
+    int64_t B = c->shape[0], T = c->shape[1], C = c->dims[0], NH = c->dims[1];
+    int64_t NKV = c->dims[2], flags = c->dims[3], hd = C / NH, KC = NKV * hd, R = B * T;
+    int nb = flags & REF_QKV_BIAS ? 3 : 0;
+    double *zeros = calloc((size_t)C, sizeof *zeros);
+    double *q = malloc((size_t)(R * C * 2 + R * KC * 2) * sizeof *q);
+    ck_assert(q && zeros);
+    double *att = q + R * C, *k = att + R * C, *v = k + R * KC;
+    ref_matmul(R, C, C, x, c->p[0], nb ? c->p[3] : zeros, q);
+    ref_matmul(R, C, KC, x, c->p[1], nb ? c->p[4] : zeros, k);
+    ref_matmul(R, C, KC, x, c->p[2], nb ? c->p[5] : zeros, v);
+    if (flags & REF_ROPE)
+        for (int64_t r = 0; r < R; r++) {
+            for (int64_t h = 0; h < NH; h++)
+                ref_rotate(q + r * C + h * hd, hd, r % T);
+            for (int64_t h = 0; h < NKV; h++)
+                ref_rotate(k + r * KC + h * hd, hd, r % T);
+        }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < NH; h++)
+            for (int64_t i = 0; i < T; i++) {
+                int64_t kh = h / (NH / NKV);
+                double s[64], m = -INFINITY, sum = 0.0;
+                const double *qi = q + (b * T + i) * C + h * hd;
+                for (int64_t j = 0; j <= i; j++) {
+                    s[j] = 0.0;
+                    for (int64_t d = 0; d < hd; d++)
+                        s[j] += qi[d] * k[(b * T + j) * KC + kh * hd + d] / sqrt((double)hd);
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int64_t j = 0; j <= i; j++)
+                    sum += (s[j] = exp(s[j] - m));
+                for (int64_t d = 0; d < hd; d++) {
+                    double o = 0.0;
+                    for (int64_t j = 0; j <= i; j++)
+                        o += s[j] / sum * v[(b * T + j) * KC + kh * hd + d];
+                    att[(b * T + i) * C + h * hd + d] = o;
+                }
+            }
+    ref_matmul(R, C, C, att, c->p[3 + nb], flags & REF_OUT_BIAS ? c->p[4 + nb] : zeros, y);
+    free(q);
+    free(zeros);
+}
+
+/* dims: C, hidden, bias; p: gate weight [bias], up weight [bias], down weight [bias] */
+static void ref_swiglu(const ref_case *c, const double *x, double *y)
+{
+    int64_t C = c->dims[0], H = c->dims[1], R = rows_of(c), nb = c->dims[2] ? 2 : 1;
+    double *zeros = calloc((size_t)(C > H ? C : H), sizeof *zeros);
+    double *g = malloc((size_t)(2 * R * H) * sizeof *g), *u = g + R * H;
+    ck_assert(g && zeros);
+    ref_matmul(R, C, H, x, c->p[0], nb > 1 ? c->p[1] : zeros, g);
+    ref_matmul(R, C, H, x, c->p[nb], nb > 1 ? c->p[nb + 1] : zeros, u);
+    for (int64_t i = 0; i < R * H; i++)
+        g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+    ref_matmul(R, H, C, g, c->p[2 * nb], nb > 1 ? c->p[2 * nb + 1] : zeros, y);
+    free(g);
+    free(zeros);
+}
+
+/* dims: C, NH, NKV, attention flags (REF_*), hidden; p: input_layernorm weight, the attention's,
+ * post_attention_layernorm weight, gate, up, down weights (no MLP bias):
+ *   r = x + attn(rms_1(x)), y = r + mlp(rms_2(r)). */
+static void ref_llama_block(const ref_case *c, const double *x, double *y)
+{
+    int64_t C = c->dims[0], n = rows_of(c) * C, flags = c->dims[3];
+    int na = 4 + (flags & REF_QKV_BIAS ? 3 : 0) + (flags & REF_OUT_BIAS ? 1 : 0);
+    ref_case rn = *c, at = *c, ml = *c;
+    rn.dims[0] = C;
+    at.np = na;
+    for (int i = 0; i < na; i++)
+        at.p[i] = c->p[1 + i];
+    ml.dims[0] = C;
+    ml.dims[1] = c->dims[4];
+    ml.dims[2] = 0;
+    for (int i = 0; i < 3; i++)
+        ml.p[i] = c->p[2 + na + i];
+    double *h = malloc(3 * (size_t)n * sizeof *h), *a = h + n, *r = a + n;
+    ck_assert_ptr_nonnull(h);
+    rn.p[0] = c->p[0];
+    ref_rmsnorm(&rn, x, h);
+    ref_llama_attention(&at, h, a);
+    for (int64_t i = 0; i < n; i++)
+        r[i] = x[i] + a[i];
+    rn.p[0] = c->p[1 + na];
+    ref_rmsnorm(&rn, r, h);
+    ref_swiglu(&ml, h, a);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = r[i] + a[i];
+    free(h);
+}
+
+START_TEST(test_leaf_rmsnorm)
+{
+    /* C 7 in tiles of 3 (partial), x's C tile 4 */
+    nnt_tiling t = tiling_of(0, 0, 3, 0, 0, 0, 0);
+    nnt_layer *l = NULL;
+    nnt_layer_kind kind = 0;
+    EXPECT_OK(nnt_layer_rmsnorm_create(ctx, 7, 1e-5, &t, &l));
+    EXPECT_OK(nnt_layer_kind_of(l, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_RMSNORM);
+    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_eq(count, 1);
+    EXPECT_OK(nnt_layer_param(l, 0, &info));
+    ck_assert_str_eq(info.name, "weight");
+    ck_assert_int_eq(info.decay, 0);
+    double *w = to_host(info.value);
+    for (int i = 0; i < 7; i++)
+        ck_assert(w[i] == 1.0);
+    free(w);
+    ref_case c = {3, {2, 5, 7}, NULL, {7}, {NULL}, 0};
+    check_leaf_random("rmsnorm", l, l, &c, (int64_t[3]){1, 2, 4}, ref_rmsnorm,
+                      (int64_t[3]){2, 3, 7}, &RMSNORM_TOLS);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* Attention with options: C 8, NH 4 (hd 2); tilings whose head tiles cut GQA groups. */
+START_TEST(test_leaf_llama_attention)
+{
+    static const nnt_rope_options rope = {sizeof rope, 10000.0, NNT_ROPE_SCALING_NONE,
+                                          8.0, 1.0, 4.0, 8192};
+    static const nnt_rope_options rope_hi = {sizeof rope, 3.0, NNT_ROPE_SCALING_NONE,
+                                             8.0, 1.0, 4.0, 8192};
+    struct {
+        int64_t nkv, flags;
+        const nnt_rope_options *rope;
+        nnt_tiling t;
+        int64_t x_tile[3];
+    } cases[] = {
+        /* GQA 4/2, rope, no bias; whole tiles */
+        {2, REF_ROPE, &rope_hi, tiling_of(0, 0, 0, 0, 0, 0, 0), {2, 5, 8}},
+        /* GQA 4/2, head tile 3 cuts a group (q tiles 3+1, kv one tile), partial C tiles */
+        {2, REF_ROPE, &rope_hi, tiling_of(0, 0, 3, 0, 0, 3, 0), {1, 3, 5}},
+        /* multi-query 4/1, q/k/v biases, rope; head tile 1, hd tile 1 (divides hd/2) */
+        {1, REF_ROPE | REF_QKV_BIAS, &rope, tiling_of(0, 0, 5, 0, 0, 1, 1), {2, 2, 8}},
+        /* NKV = NH with rope and an o bias only (Llama names) */
+        {4, REF_ROPE | REF_OUT_BIAS, &rope_hi, tiling_of(0, 0, 4, 0, 0, 2, 0), {1, 5, 3}},
+        /* GQA without rope, all biases */
+        {2, REF_QKV_BIAS | REF_OUT_BIAS, NULL, tiling_of(0, 0, 0, 0, 0, 3, 0), {2, 4, 8}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nnt_attention_options o = NNT_ATTENTION_OPTIONS_INIT;
+        o.kv_heads = cases[i].nkv;
+        o.qkv_bias = (cases[i].flags & REF_QKV_BIAS) != 0;
+        o.out_bias = (cases[i].flags & REF_OUT_BIAS) != 0;
+        o.rope = cases[i].rope;
+        nnt_layer *l = NULL;
+        EXPECT_OK(nnt_layer_attention_create_ex(ctx, 8, 4, &o, &cases[i].t, &l));
+        ref_rope = cases[i].rope;
+        ref_case c = {3, {2, 5, 8}, NULL, {8, 4, cases[i].nkv, cases[i].flags}, {NULL}, 0};
+        char what[64];
+        snprintf(what, sizeof what, "llama attention case %zu", i);
+        check_leaf_random(what, l, l, &c, cases[i].x_tile, ref_llama_attention,
+                          (int64_t[3]){2, 2, 3}, &LLAMA_ATTENTION_TOLS);
+        nnt_layer_destroy(l);
+    }
+    ref_rope = NULL;
+}
+END_TEST
+
+START_TEST(test_leaf_swiglu)
+{
+    /* C 7, hidden 10: channel tile 3, hidden tile 4 (both partial) */
+    nnt_tiling t = tiling_of(0, 0, 3, 4, 0, 0, 0);
+    for (int bias = 0; bias < 2; bias++) {
+        nnt_mlp_options o = NNT_MLP_OPTIONS_INIT;
+        o.kind = NNT_MLP_SWIGLU;
+        o.bias = bias;
+        nnt_layer *l = NULL;
+        EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 7, 10, &o, bias ? &t : NULL, &l));
+        ref_case c = {3, {2, 3, 7}, NULL, {7, 10, bias}, {NULL}, 0};
+        check_leaf_random(bias ? "swiglu mlp, biases" : "swiglu mlp", l, l, &c,
+                          (int64_t[3]){1, 2, 4}, ref_swiglu, (int64_t[3]){2, 2, 2},
+                          &SWIGLU_TOLS);
+        nnt_layer_destroy(l);
+    }
+}
+END_TEST
+
+/* A Llama block (RMSNorm, GQA attention with rope, SwiGLU) against the double reference for
+ * several tilings: whole, partial channel / hidden tiles, head tiles cutting groups. */
+START_TEST(test_llama_block)
+{
+    static const nnt_rope_options rope = {sizeof rope, 5.0, NNT_ROPE_SCALING_NONE,
+                                          8.0, 1.0, 4.0, 8192};
+    nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
+    ao.kv_heads = 2;
+    ao.qkv_bias = 0;
+    ao.out_bias = 0;
+    ao.rope = &rope;
+    nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
+    mo.kind = NNT_MLP_SWIGLU;
+    mo.bias = 0;
+    nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
+    bo.norm = NNT_NORM_RMSNORM;
+    bo.norm_eps = 1e-5;
+    bo.attention = &ao;
+    bo.mlp = &mo;
+    const nnt_tiling tilings[3] = {tiling_of(0, 0, 0, 0, 0, 0, 0),
+                                   tiling_of(0, 0, 3, 5, 0, 3, 0),
+                                   tiling_of(0, 0, 5, 4, 0, 1, 1)};
+    const int64_t x_tiles[3][3] = {{2, 4, 8}, {1, 3, 8}, {2, 2, 3}};
+    static const char *const names[9] = {
+        "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+        "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+        "mlp.down_proj.weight"};
+    ref_rope = &rope;
+    for (int i = 0; i < 3; i++) {
+        nnt_layer *l = NULL;
+        EXPECT_OK(nnt_layer_block_create_ex(ctx, 8, 4, 12, &bo, &tilings[i], &l));
+        int64_t count = 0;
+        EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+        ck_assert_int_eq(count, 9);
+        for (int j = 0; j < 9; j++) {
+            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+            EXPECT_OK(nnt_layer_param(l, j, &info));
+            ck_assert_str_eq(info.name, names[j]);
+        }
+        ref_case c = {3, {2, 4, 8}, NULL, {8, 4, 2, REF_ROPE, 12}, {NULL}, 0};
+        char what[64];
+        snprintf(what, sizeof what, "llama block tiling %d", i);
+        check_leaf_random(what, l, l, &c, x_tiles[i], ref_llama_block, (int64_t[3]){2, 3, 3},
+                          &LLAMA_BLOCK_TOLS);
+        nnt_layer_destroy(l);
+    }
+    ref_rope = NULL;
+}
+END_TEST
+
+/* One forward and backward on fixed data: output, dx and gradients on the host (float bits
+ * as doubles), and the parameter names joined. */
+static void run_exact(nnt_layer *l, const int64_t *shape, const int64_t *tile, double **out,
+                      int64_t *nout, char *names, size_t names_size)
+{
+    unsigned long long seed = 11;
+    int64_t n = shape[0] * shape[1] * shape[2], count = 0, total = 0;
+    double *xh = random_doubles(n, &seed, -1.0, 1.0), *dyh = random_doubles(n, &seed, -1, 1);
+    EXPECT_OK(nnt_layer_init(l, 42));
+    nnt_tensor *x = f32_tensor(3, shape, tile, xh), *dy = f32_tensor(3, shape, tile, dyh);
+    nnt_tensor *y = NULL, *dx = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &y));
+    EXPECT_OK(nnt_layer_backward(l, dy, &dx));
+    EXPECT_OK(nnt_layer_num_params(l, &count, &total));
+    *out = malloc((size_t)(2 * n + total) * sizeof **out);
+    ck_assert_ptr_nonnull(*out);
+    double *yh = to_host(y), *dxh = to_host(dx);
+    memcpy(*out, yh, (size_t)n * sizeof *yh);
+    memcpy(*out + n, dxh, (size_t)n * sizeof *dxh);
+    *nout = 2 * n;
+    names[0] = 0;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        EXPECT_OK(nnt_layer_param(l, i, &info));
+        double *g = to_host(info.grad);
+        memcpy(*out + *nout, g, (size_t)numel_of(info.grad) * sizeof *g);
+        *nout += numel_of(info.grad);
+        free(g);
+        strncat(names, info.name, names_size - strlen(names) - 2);
+        strcat(names, " ");
+    }
+    free(yh);
+    free(dxh);
+    free(xh);
+    free(dyh);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(dy);
+}
+
+/* The _ex functions with GPT-2's options (NULL or the INIT macros) are the old functions,
+ * bit for bit, with the same names. */
+START_TEST(test_ex_gpt2_identity)
+{
+    nnt_tiling t = tiling_of(0, 0, 5, 7, 0, 2, 3);
+    const int64_t shape[3] = {2, 5, 12}, tile[3] = {1, 3, 5};
+    nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
+    nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
+    nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
+    nnt_block_options bo_full = NNT_BLOCK_OPTIONS_INIT;
+    ao.kv_heads = 3;   /* == heads: still GPT-2's */
+    bo_full.attention = &ao;
+    bo_full.mlp = &mo;
+    for (int kind = 0; kind < 3; kind++)
+        for (int v = 0; v < 3; v++) {
+            nnt_layer *l[2] = {NULL, NULL};
+            double *r[2];
+            int64_t n[2];
+            char names[2][2048];
+            if (kind == 0) {
+                EXPECT_OK(nnt_layer_attention_create(ctx, 12, 3, &t, &l[0]));
+                EXPECT_OK(nnt_layer_attention_create_ex(ctx, 12, 3, v == 0 ? NULL : &ao, &t,
+                                                        &l[1]));
+            } else if (kind == 1) {
+                EXPECT_OK(nnt_layer_mlp_create(ctx, 12, 20, &t, &l[0]));
+                EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 12, 20, v == 0 ? NULL : &mo, &t, &l[1]));
+            } else {
+                EXPECT_OK(nnt_layer_block_create(ctx, 12, 3, 20, &t, &l[0]));
+                EXPECT_OK(nnt_layer_block_create_ex(ctx, 12, 3, 20,
+                                                    v == 0 ? NULL : v == 1 ? &bo : &bo_full, &t,
+                                                    &l[1]));
+            }
+            for (int j = 0; j < 2; j++) {
+                run_exact(l[j], shape, tile, &r[j], &n[j], names[j], sizeof names[j]);
+                nnt_layer_destroy(l[j]);
+            }
+            ck_assert_str_eq(names[0], names[1]);
+            ck_assert_int_eq(n[0], n[1]);
+            ck_assert_msg(memcmp(r[0], r[1], (size_t)n[0] * sizeof *r[0]) == 0,
+                          "kind %d variant %d: the _ex result differs from the old create", kind,
+                          v);
+            free(r[0]);
+            free(r[1]);
+        }
+}
+END_TEST
+
+START_TEST(test_llama_misuse)
+{
+    nnt_layer *l = NULL;
+    nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
+    nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
+    nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
+    nnt_rope_options ro = NNT_ROPE_OPTIONS_INIT;
+    const char *fa = "nnt_layer_attention_create_ex", *fm = "nnt_layer_mlp_create_ex";
+    const char *fb = "nnt_layer_block_create_ex";
+    EXPECT_FAIL_MSG(nnt_layer_rmsnorm_create(ctx, 4, 0.0, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_rmsnorm_create");
+    EXPECT_FAIL_MSG(nnt_layer_rmsnorm_create(ctx, 0, 1e-5, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_rmsnorm_create");
+    EXPECT_FAIL_MSG(nnt_layer_rmsnorm_create(ctx, 4, 1e-5, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_rmsnorm_create");
+    ao.size = 8;
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    ao = (nnt_attention_options)NNT_ATTENTION_OPTIONS_INIT;
+    ao.kv_heads = 3;   /* does not divide 4 */
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    ao.kv_heads = 8;
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    ao.kv_heads = -1;
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    ao.kv_heads = 2;
+    ao.rope = &ro;   /* hd 3 is odd */
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 12, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    nnt_tiling t = tiling_of(0, 0, 0, 0, 0, 0, 3);   /* hd 8: tile 3 does not divide 4 */
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 16, 2, &ao, &t, &l), NNT_E_INVAL, fa);
+    ro.theta = 0.0;
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    ro = (nnt_rope_options)NNT_ROPE_OPTIONS_INIT;
+    ro.scaling = 7;
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    ro.size = 4;
+    ro.scaling = 0;
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l), NNT_E_INVAL, fa);
+    mo.size = 1;
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 8, 4, &mo, NULL, &l), NNT_E_INVAL, fm);
+    mo = (nnt_mlp_options)NNT_MLP_OPTIONS_INIT;
+    mo.kind = 2;
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 8, 4, &mo, NULL, &l), NNT_E_INVAL, fm);
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(NULL, 8, 4, NULL, NULL, &l), NNT_E_INVAL, fm);
+    bo.size = 0;
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL, fb);
+    bo = (nnt_block_options)NNT_BLOCK_OPTIONS_INIT;
+    bo.norm = 5;
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL, fb);
+    bo.norm = NNT_NORM_RMSNORM;
+    bo.norm_eps = 0.0;
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL, fb);
+    bo.norm_eps = 1e-6;
+    bo.mlp = &mo;   /* kind 2 */
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL, fb);
+    ao.rope = NULL;
+    ao.kv_heads = 3;
+    bo.mlp = NULL;
+    bo.attention = &ao;
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL, fb);
+    ck_assert_ptr_null(l);
+    /* options are copied at create time: changing them afterwards changes nothing */
+    ro = (nnt_rope_options)NNT_ROPE_OPTIONS_INIT;
+    ao.kv_heads = 2;
+    ao.rope = &ro;
+    EXPECT_OK(nnt_layer_attention_create_ex(ctx, 8, 4, &ao, NULL, &l));
+    ro.theta = -1.0;
+    ao.kv_heads = 3;
+    int64_t shape[3] = {1, 3, 8};
+    double xh[24] = {0};
+    nnt_tensor *x = f32_tensor(3, shape, NULL, xh);
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    nnt_layer_destroy(l);
+    /* an embedding without a position table: no "wpe.weight", any T */
+    EXPECT_FAIL_MSG(nnt_layer_embedding_create(ctx, 5, -1, 4, NULL, &l), NNT_E_INVAL,
+                    "nnt_layer_embedding_create");
+    EXPECT_OK(nnt_layer_embedding_create(ctx, 5, 0, 4, NULL, &l));
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_eq(count, 1);
+    int32_t ids[40] = {0, 1, 2, 3, 4};
+    nnt_tensor *tok = i32_tensor(2, (int64_t[2]){1, 40}, NULL, ids);
+    nnt_tensor *y = NULL;
+    EXPECT_OK(nnt_layer_forward(l, tok, &y));
+    double *yh = to_host(y);
+    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+    EXPECT_OK(nnt_layer_param(l, 0, &info));
+    ck_assert_str_eq(info.name, "wte.weight");
+    double *w = to_host(info.value);
+    for (int i = 0; i < 40 * 4; i++)
+        ck_assert(yh[i] == w[ids[i / 4] * 4 + i % 4]);
+    EXPECT_OK(nnt_layer_backward(l, y, NULL));
+    free(yh);
+    free(w);
+    nnt_tensor_destroy(tok);
+    nnt_tensor_destroy(x);
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -1115,6 +1585,12 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_train_deep);
     tcase_add_test(tc, test_train_wide);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_leaf_rmsnorm);
+    tcase_add_test(tc, test_leaf_llama_attention);
+    tcase_add_test(tc, test_leaf_swiglu);
+    tcase_add_test(tc, test_llama_block);
+    tcase_add_test(tc, test_ex_gpt2_identity);
+    tcase_add_test(tc, test_llama_misuse);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,44 +1,67 @@
-/* The generic attention layer: causal multi-head self-attention with its output projection
- * (GPT-2's attn: c_attn split into q, k, v, then c_proj). Shapes: B batch, T sequence,
- * C channels, NH heads, hd = C / NH head dimension. */
+/* The generic attention layer: causal self-attention with its output projection. With
+ * GPT-2's options (NNT_ATTENTION_OPTIONS_INIT) it is GPT-2's attn (c_attn split into q, k, v,
+ * then c_proj); with others the Llama layout under Hugging Face's names: q_proj, k_proj,
+ * v_proj (NKV key/value heads: grouped-query attention, done by the attention op itself),
+ * o_proj, optional biases, rotary positions on q and k. Shapes: B batch, T sequence,
+ * C channels, NH heads, NKV key/value heads, hd = C / NH head dimension. */
 #include "generic.h"
 
 #include <math.h>
 
-static const char *const QKV_WEIGHT[3] = {"q.weight", "k.weight", "v.weight"};
-static const char *const QKV_BIAS[3] = {"q.bias", "k.bias", "v.bias"};
+/* names: [0] GPT-2's, [1] the Llama layout's */
+static const char *const QKV_WEIGHT[2][3] = {{"q.weight", "k.weight", "v.weight"},
+                                             {"q_proj.weight", "k_proj.weight", "v_proj.weight"}};
+static const char *const QKV_BIAS[2][3] = {{"q.bias", "k.bias", "v.bias"},
+                                           {"q_proj.bias", "k_proj.bias", "v_proj.bias"}};
+static const char *const OUT_WEIGHT[2] = {"c_proj.weight", "o_proj.weight"};
+static const char *const OUT_BIAS[2] = {"c_proj.bias", "o_proj.bias"};
 static const int SWAP_BT_NH[4] = {0, 2, 1, 3};   /* (B, T, NH, hd) <-> (B, NH, T, hd) */
 
 typedef struct attention {
-    nnt_tensor *w[3], *dw[3];       // (NH, hd, C) q, k, v weights
-    nnt_tensor *b[3], *db[3];       // (NH, hd)
-    nnt_tensor *pw, *dpw;           // (C, NH, hd) c_proj weight
-    nnt_tensor *pb, *dpb;           // (C)
+    int has_rope;
+    nnt_rope_options rope;          // a copy of the options' rope
+    nnt_tensor *w[3], *dw[3];       // (NH, hd, C) q weight, (NKV, hd, C) k, v weights
+    nnt_tensor *b[3], *db[3];       // (NH, hd), (NKV, hd), or NULL (no q/k/v bias)
+    nnt_tensor *pw, *dpw;           // (C, NH, hd) c_proj / o_proj weight
+    nnt_tensor *pb, *dpb;           // (C) or NULL
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin, *x_cache;      // x with the weights' C tiling
     nnt_tensor *heads;              // (B, T, NH, hd) scratch: q/k/v before permute, grads
-    nnt_tensor *qkv[3], *o;         // (B, NH, T, hd)
+    nnt_tensor *kv_heads;           // (B, T, NKV, hd) the same for k, v when NKV < NH
+    nnt_tensor *qkv[3], *o;         // (B, NH, T, hd) q, o; (B, NKV, T, hd) k, v
     nnt_tensor *lse;                // (B, NH, T)
     nnt_tensor *atty;               // (B, T, NH, hd) heads side by side
     nnt_tensor *y;                  // (B, T, C)
-    nnt_tensor *dh[4];              // (B, NH, T, hd): d o, dq, dk, dv
+    nnt_tensor *dh[4];              // d o, dq (B, NH, T, hd); dk, dv (B, NKV, T, hd)
     nnt_tensor *dxin, *dx, *dy_cache;
 } attention;
 
+/* The (B, T, heads, hd) scratch of projection i: q's heads, or k's / v's. */
+static nnt_tensor *scratch_of(attention *a, int i)
+{
+    return i && a->kv_heads ? a->kv_heads : a->heads;
+}
+
 /* Layouts of the activations for x (B, T, C): heads (B, T, NH, hd), bnth (B, NH, T, hd),
- * lse (B, NH, T). */
+ * lse (B, NH, T); k, v with NKV heads. */
 static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
 {
-    const nnt_tensor *w = a->w[0];
+    const nnt_tensor *w = a->w[0], *wk = a->w[1];
     int64_t B = x->shape[0], T = x->shape[1], NH = w->shape[0], hd = w->shape[1];
+    int64_t NKV = wk->shape[0], kt = wk->tile[0], kdt = wk->tile[1];
     int64_t bt = x->tile[0], tt = x->tile[1], nt = w->tile[0], dt = w->tile[1];
     int64_t heads[4] = {B, T, NH, hd}, heads_tile[4] = {bt, tt, nt, dt};
     int64_t bnth[4] = {B, NH, T, hd}, bnth_tile[4] = {bt, nt, tt, dt};
+    int64_t kvh[4] = {B, T, NKV, hd}, kvh_tile[4] = {bt, tt, kt, kdt};
+    int64_t kv[4] = {B, NKV, T, hd}, kv_tile[4] = {bt, kt, tt, kdt};
     int64_t y[3] = {B, T, a->pw->shape[0]}, y_tile[3] = {bt, tt, a->pw->tile[0]};
     NNT_TRY(nnt_layer_ensure(l, &a->heads, NNT_FP32, 4, heads, heads_tile));
+    if (NKV != NH)
+        NNT_TRY(nnt_layer_ensure(l, &a->kv_heads, NNT_FP32, 4, kvh, kvh_tile));
     NNT_TRY(nnt_layer_ensure(l, &a->atty, NNT_FP32, 4, heads, heads_tile));
-    for (int i = 0; i < 3; i++)
-        NNT_TRY(nnt_layer_ensure(l, &a->qkv[i], NNT_FP32, 4, bnth, bnth_tile));
+    NNT_TRY(nnt_layer_ensure(l, &a->qkv[0], NNT_FP32, 4, bnth, bnth_tile));
+    for (int i = 1; i < 3; i++)
+        NNT_TRY(nnt_layer_ensure(l, &a->qkv[i], NNT_FP32, 4, kv, kv_tile));
     NNT_TRY(nnt_layer_ensure(l, &a->o, NNT_FP32, 4, bnth, bnth_tile));
     NNT_TRY(nnt_layer_ensure(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile));
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
@@ -62,27 +85,35 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     a->x = x;
     NNT_TRY(ensure_acts(l, a, x));
     for (int i = 0; i < 3; i++) {
-        /* heads (B, T, NH, hd) = x (B, T, C) W_i^T (NH, hd, C) + b_i (NH, hd) */
-        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, a->w[i], 0.0, a->heads, 1,
-                               0, NNT_EPILOGUE_BIAS, a->b[i], NULL));
-        NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->qkv[i]));
+        /* heads (B, T, NH or NKV, hd) = x (B, T, C) W_i^T (NH or NKV, hd, C) (+ b_i) */
+        nnt_tensor *h = scratch_of(a, i);
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, a->w[i], 0.0, h, 1, 0,
+                               a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
+        NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, a->qkv[i]));
     }
+    if (a->has_rope) {   /* q and k rotated in place, positions 0 .. T-1 */
+        NNT_TRY(nnt_tensor_rope(a->qkv[0], &a->rope, 0, a->qkv[0]));
+        NNT_TRY(nnt_tensor_rope(a->qkv[1], &a->rope, 0, a->qkv[1]));
+    }
+    /* NKV < NH: q head h reads kv head h / (NH / NKV) inside the op (no copies) */
     NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
     NNT_TRY(nnt_tensor_permute(a->o, SWAP_BT_NH, a->atty));
-    /* y (B, T, C) = atty (B, T, NH, hd) c_proj^T (C, NH, hd) + c_proj.bias */
+    /* y (B, T, C) = atty (B, T, NH, hd) c_proj^T (C, NH, hd) (+ c_proj.bias) */
     NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, a->pw, 0.0, a->y, 2, 0,
-                           NNT_EPILOGUE_BIAS, a->pb, NULL));
+                           a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));
     *y = a->y;
     return NNT_OK;
 }
 
-/* d heads (B, T, NH, hd) of projection i in a->heads: dxin (+)= dheads W_i; W_i, b_i grads. */
+/* d heads (B, T, NH or NKV, hd) of projection i in its scratch: dxin (+)= dheads W_i;
+ * W_i, b_i grads. */
 static int backward_qkv(attention *a, int i)
 {
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a->heads, a->w[i], i ? 1.0 : 0.0,
-                        a->dxin, 2, 0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, a->heads, a->xin, 1.0, a->dw[i], 2, 0));
-    return nnt_tensor_sum_leading(1.0, a->heads, 1.0, a->db[i]);
+    nnt_tensor *h = scratch_of(a, i);
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, h, a->w[i], i ? 1.0 : 0.0, a->dxin, 2,
+                        0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin, 1.0, a->dw[i], 2, 0));
+    return a->db[i] ? nnt_tensor_sum_leading(1.0, h, 1.0, a->db[i]) : NNT_OK;
 }
 
 static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -90,19 +121,26 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     attention *a = l->impl;
     nnt_tensor *g = NULL;   // (B, T, C)
     NNT_TRY(gl_dy_like(l, dy, a->y, "nnt_layer_backward", &a->dy_cache, &g));
-    for (int i = 0; i < 4; i++)
-        NNT_TRY(nnt_layer_ensure(l, &a->dh[i], NNT_FP32, 4, a->o->shape, a->o->tile));
+    for (int i = 0; i < 4; i++) {
+        const nnt_tensor *like = i < 2 ? a->o : a->qkv[1];
+        NNT_TRY(nnt_layer_ensure(l, &a->dh[i], NNT_FP32, 4, like->shape, like->tile));
+    }
     /* c_proj: d atty (B, T, NH, hd) = g c_proj; c_proj grads */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, a->pw, 0.0, a->heads, 1, 0));
     NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty, 1.0, a->dpw, 2, 0));
-    NNT_TRY(nnt_tensor_sum_leading(1.0, g, 1.0, a->dpb));
+    if (a->dpb)
+        NNT_TRY(nnt_tensor_sum_leading(1.0, g, 1.0, a->dpb));
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
     NNT_TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse, a->dh[0],
                                       scale_of(a), a->dh[1], a->dh[2], a->dh[3]));
+    if (a->has_rope) {   /* back through the rotations of q and k, in place */
+        NNT_TRY(nnt_tensor_rope_backward(a->dh[1], &a->rope, 0, a->dh[1]));
+        NNT_TRY(nnt_tensor_rope_backward(a->dh[2], &a->rope, 0, a->dh[2]));
+    }
     /* d xin (B, T, C) = sum over q, k, v of d heads W_i, in xin's tiling, then x's */
     NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
-        NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, a->heads));
+        NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, scratch_of(a, i)));
         NNT_TRY(backward_qkv(a, i));
     }
     if (a->xin == a->x) {
@@ -118,9 +156,9 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void attention_destroy(nnt_layer *l)
 {
     attention *a = l->impl;
-    nnt_tensor *own[] = {a->x_cache, a->heads, a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse,
-                         a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3], a->dxin,
-                         a->dx, a->dy_cache};
+    nnt_tensor *own[] = {a->x_cache, a->heads, a->kv_heads, a->qkv[0], a->qkv[1], a->qkv[2],
+                         a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
+                         a->dxin, a->dx, a->dy_cache};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
 }
@@ -129,38 +167,103 @@ static const nnt_layer_vt attention_vt = {
     NNT_LAYER_ATTENTION, "attention", attention_forward, attention_backward,
     NULL, NULL, NULL, NULL, attention_destroy, NULL};
 
-/* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias. */
-static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH,
-                            const nnt_tiling *t)
+/* GPT-2's options: multi-head, all biases, no rope (GPT-2's names). */
+static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 {
+    return (o->kv_heads == 0 || o->kv_heads == NH) && o->qkv_bias && o->out_bias && !o->rope;
+}
+
+/* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias (GPT-2's
+ * names), or q_proj, k_proj, v_proj, their biases if any, o_proj weight and bias if any. */
+static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, int64_t NKV,
+                            const nnt_attention_options *o, const nnt_tiling *t)
+{
+    int n = !is_gpt2(o, NH);
     int64_t hd = C / NH, ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
-    int64_t dt = gl_tile(t->head_dim, hd);
+    int64_t kt = gl_tile(t->heads, NKV), dt = gl_tile(t->head_dim, hd);
     int64_t w[3] = {NH, hd, C}, w_tile[3] = {nt, dt, ct};
+    int64_t wk[3] = {NKV, hd, C}, wk_tile[3] = {kt, dt, ct};
     int64_t pw[3] = {C, NH, hd}, pw_tile[3] = {ct, nt, dt};
     for (int i = 0; i < 3; i++)
-        NNT_TRY(nnt_layer_new_param(l, QKV_WEIGHT[i], 3, w, w_tile, 1, NNT_INIT_NORMAL, &a->w[i],
-                                &a->dw[i]));
-    for (int i = 0; i < 3; i++)
-        NNT_TRY(nnt_layer_new_param(l, QKV_BIAS[i], 2, w, w_tile, 0, NNT_INIT_ZERO, &a->b[i],
-                                &a->db[i]));
-    NNT_TRY(nnt_layer_new_param(l, "c_proj.weight", 3, pw, pw_tile, 1, NNT_INIT_NORMAL_PROJ, &a->pw,
-                            &a->dpw));
-    return nnt_layer_new_param(l, "c_proj.bias", 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,
+        NNT_TRY(nnt_layer_new_param(l, QKV_WEIGHT[n][i], 3, i ? wk : w, i ? wk_tile : w_tile, 1,
+                                NNT_INIT_NORMAL, &a->w[i], &a->dw[i]));
+    for (int i = 0; o->qkv_bias && i < 3; i++)
+        NNT_TRY(nnt_layer_new_param(l, QKV_BIAS[n][i], 2, i ? wk : w, i ? wk_tile : w_tile, 0,
+                                NNT_INIT_ZERO, &a->b[i], &a->db[i]));
+    NNT_TRY(nnt_layer_new_param(l, OUT_WEIGHT[n], 3, pw, pw_tile, 1, NNT_INIT_NORMAL_PROJ,
+                            &a->pw, &a->dpw));
+    if (!o->out_bias)
+        return NNT_OK;
+    return nnt_layer_new_param(l, OUT_BIAS[n], 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,
                                &a->dpb);
 }
 
-int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads, const nnt_tiling *tiling,
+int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,
+                         nnt_attention_options *out)
+{
+    static const nnt_attention_options gpt2 = NNT_ATTENTION_OPTIONS_INIT;
+    *out = gpt2;
+    if (!opts)
+        return NNT_OK;
+    if (opts->size < sizeof(nnt_attention_options))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: attention options size %zu is below "
+                        "sizeof(nnt_attention_options) %zu (use NNT_ATTENTION_OPTIONS_INIT)",
+                        fn, opts->size, sizeof(nnt_attention_options));
+    *out = *opts;
+    out->size = sizeof *out;
+    if (out->kv_heads < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads %lld is negative", fn,
+                        (long long)out->kv_heads);
+    const nnt_rope_options *r = opts->rope;
+    if (r && r->size < sizeof(nnt_rope_options))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rope options size %zu is below "
+                        "sizeof(nnt_rope_options) %zu (use NNT_ROPE_OPTIONS_INIT)", fn, r->size,
+                        sizeof(nnt_rope_options));
+    if (r && (!(r->theta > 0.0) || !isfinite(r->theta) ||
+              (r->scaling != NNT_ROPE_SCALING_NONE && r->scaling != NNT_ROPE_SCALING_LLAMA3)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rope theta %g must be finite and > 0, scaling "
+                        "%d NNT_ROPE_SCALING_NONE or _LLAMA3", fn, r->theta, r->scaling);
+    if (r && r->scaling == NNT_ROPE_SCALING_LLAMA3 &&
+        !(r->factor > 0.0 && r->low_freq_factor > 0.0 &&
+          r->high_freq_factor > r->low_freq_factor && r->original_max_position > 0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: llama3 rope scaling needs factor > 0, "
+                        "0 < low_freq_factor < high_freq_factor, original_max_position > 0", fn);
+    return NNT_OK;
+}
+
+int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                     const nnt_attention_options *opts, const nnt_tiling *tiling,
                      const char *fn, nnt_layer **out)
 {
     nnt_tiling t;
+    nnt_attention_options o;
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &attention_vt, sizeof(attention), fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
+    if (rc == 0)
+        rc = gl_attention_options(ctx, opts, fn, &o);
+    int64_t nkv = o.kv_heads ? o.kv_heads : heads;
     if (rc == 0 && (channels < 1 || heads < 1 || channels % heads))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be a positive multiple of "
                       "heads %lld", fn, (long long)channels, (long long)heads);
+    if (rc == 0 && heads % nkv)
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads %lld does not divide heads %lld", fn,
+                      (long long)nkv, (long long)heads);
+    if (rc == 0 && o.rope) {
+        int64_t hd = channels / heads, dt = gl_tile(t.head_dim, hd);
+        if (hd % 2 || (dt != hd && (hd / 2) % dt))
+            rc = nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head dimension "
+                          "(%lld) whose tile (%lld) is whole or divides hd / 2", fn,
+                          (long long)hd, (long long)dt);
+    }
+    attention *a = l->impl;
+    if (rc == 0 && o.rope) {
+        a->has_rope = 1;
+        a->rope = *o.rope;
+        a->rope.size = sizeof a->rope;
+    }
     if (rc == 0)
-        rc = attention_params(l, l->impl, channels, heads, &t);
+        rc = attention_params(l, a, channels, heads, nkv, &o, &t);
     if (rc) {
         nnt_layer_destroy(l);
         return rc;
@@ -173,6 +276,17 @@ NNT_API int nnt_layer_attention_create(nnt_ctx *ctx, int64_t channels, int64_t h
                                        const nnt_tiling *tiling, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    NNT_TRY(gl_attention_new(ctx, channels, heads, tiling, "nnt_layer_attention_create", &l));
+    NNT_TRY(gl_attention_new(ctx, channels, heads, NULL, tiling, "nnt_layer_attention_create",
+                         &l));
+    return nnt_layer_finish(l, 0, out);
+}
+
+NNT_API int nnt_layer_attention_create_ex(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                          const nnt_attention_options *opts,
+                                          const nnt_tiling *tiling, nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    NNT_TRY(gl_attention_new(ctx, channels, heads, opts, tiling,
+                         "nnt_layer_attention_create_ex", &l));
     return nnt_layer_finish(l, 0, out);
 }

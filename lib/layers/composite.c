@@ -1,8 +1,11 @@
-/* The generic composite layers: mlp (c_fc, c_proj), block (ln_1, attn, ln_2, mlp, with the
- * two residual connections) and sequential (any chain). Children run through the public
+/* The generic composite layers: mlp (c_fc, c_proj; or SwiGLU's gate_proj, up_proj,
+ * down_proj), block (ln_1, attn, ln_2, mlp, with the two residual connections; Llama's
+ * input_layernorm, self_attn, post_attention_layernorm, mlp with RMSNorm) and sequential
+ * (any chain). Children run through the public
  * nnt_layer_forward / nnt_layer_backward, which keep each child's forward/backward order. */
 #include "generic.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* ---- chains (mlp, sequential) ------------------------------------------------------------ */
@@ -40,27 +43,125 @@ static const nnt_layer_vt mlp_vt = {
     NNT_LAYER_MLP, "mlp", chain_forward, chain_backward, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
-static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, const nnt_tiling *t,
-                        const char *fn)
+static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
+                        const nnt_tiling *t, const char *fn)
 {
     int64_t ct = gl_tile(t->channels, C), ht = gl_tile(t->hidden, hidden);
     nnt_layer *fc = NULL, *proj = NULL;
-    NNT_TRY(gl_linear_new(l->ctx, C, hidden, NNT_LINEAR_BIAS | NNT_LINEAR_GELU, ct, ht, fn, &fc));
+    NNT_TRY(gl_linear_new(l->ctx, C, hidden, bias | NNT_LINEAR_GELU, ct, ht, fn, &fc));
     NNT_TRY(adopt(l, "c_fc", fc));
-    NNT_TRY(gl_linear_new(l->ctx, hidden, C, NNT_LINEAR_BIAS, ht, ct, fn, &proj));
+    NNT_TRY(gl_linear_new(l->ctx, hidden, C, bias, ht, ct, fn, &proj));
     proj->params[0].init = NNT_INIT_NORMAL_PROJ;   /* "weight" */
     return adopt(l, "c_proj", proj);
 }
 
-int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_tiling *tiling,
-               const char *fn, nnt_layer **out)
+/* SwiGLU: children gate_proj, up_proj (C -> hidden), down_proj (hidden -> C):
+ * y = down_proj(silu(gate_proj(x)) * up_proj(x)). */
+enum { GATE, UP, DOWN };
+
+typedef struct swiglu {
+    nnt_tensor *g, *u;              // (..., hidden) the outputs of gate_proj, up_proj (not owned)
+    nnt_tensor *h;                  // (..., hidden) silu(g) * u
+    nnt_tensor *dg, *du;            // (..., hidden)
+    nnt_tensor *dx;                 // (..., C) x's layout
+} swiglu;
+
+static int swiglu_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    swiglu *m = l->impl;
+    NNT_TRY(nnt_layer_forward(l->children[GATE], x, &m->g));
+    NNT_TRY(nnt_layer_forward(l->children[UP], x, &m->u));
+    NNT_TRY(nnt_layer_ensure(l, &m->h, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
+    NNT_TRY(nnt_tensor_swiglu(m->g, m->u, m->h));
+    return nnt_layer_forward(l->children[DOWN], m->h, y);
+}
+
+static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    swiglu *m = l->impl;
+    nnt_tensor *dh = NULL, *dxg = NULL, *dxu = NULL;
+    NNT_TRY(nnt_layer_backward(l->children[DOWN], dy, &dh));
+    NNT_TRY(nnt_layer_ensure(l, &m->dg, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
+    NNT_TRY(nnt_layer_ensure(l, &m->du, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
+    /* dh has h's layout (down_proj's input) */
+    NNT_TRY(nnt_tensor_swiglu_backward(m->g, m->u, dh, m->dg, m->du));
+    NNT_TRY(nnt_layer_backward(l->children[GATE], m->dg, &dxg));
+    NNT_TRY(nnt_layer_backward(l->children[UP], m->du, &dxu));
+    /* dx = dxg + dxu, both in x's layout */
+    NNT_TRY(nnt_layer_ensure(l, &m->dx, NNT_FP32, dxg->ndim, dxg->shape, dxg->tile));
+    NNT_TRY(nnt_tensor_copy(dxg, m->dx));
+    NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));
+    *dx = m->dx;
+    return NNT_OK;
+}
+
+static void swiglu_destroy(nnt_layer *l)
+{
+    swiglu *m = l->impl;
+    nnt_tensor *own[] = {m->h, m->dg, m->du, m->dx};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        nnt_tensor_destroy(own[i]);
+}
+
+static const nnt_layer_vt swiglu_vt = {
+    NNT_LAYER_MLP, "mlp", swiglu_forward, swiglu_backward, NULL, NULL, NULL, NULL,
+    swiglu_destroy, NULL};
+
+static int swiglu_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
+                           const nnt_tiling *t, const char *fn)
+{
+    static const char *const names[3] = {"gate_proj", "up_proj", "down_proj"};
+    int64_t ct = gl_tile(t->channels, C), ht = gl_tile(t->hidden, hidden);
+    for (int i = 0; i < 3; i++) {
+        nnt_layer *child = NULL;
+        if (i == DOWN)
+            NNT_TRY(gl_linear_new(l->ctx, hidden, C, bias, ht, ct, fn, &child));
+        else
+            NNT_TRY(gl_linear_new(l->ctx, C, hidden, bias, ct, ht, fn, &child));
+        if (i == DOWN)
+            child->params[0].init = NNT_INIT_NORMAL_PROJ;   /* "weight" */
+        NNT_TRY(adopt(l, names[i], child));
+    }
+    return NNT_OK;
+}
+
+static int mlp_options(nnt_ctx *ctx, const nnt_mlp_options *opts, const char *fn,
+                       nnt_mlp_options *out)
+{
+    static const nnt_mlp_options gpt2 = NNT_MLP_OPTIONS_INIT;
+    *out = gpt2;
+    if (!opts)
+        return NNT_OK;
+    if (opts->size < sizeof(nnt_mlp_options))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: mlp options size %zu is below "
+                        "sizeof(nnt_mlp_options) %zu (use NNT_MLP_OPTIONS_INIT)", fn, opts->size,
+                        sizeof(nnt_mlp_options));
+    if (opts->kind != NNT_MLP_GELU && opts->kind != NNT_MLP_SWIGLU)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU or "
+                        "NNT_MLP_SWIGLU)", fn, opts->kind);
+    *out = *opts;
+    out->size = sizeof *out;
+    return NNT_OK;
+}
+
+int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *opts,
+               const nnt_tiling *tiling, const char *fn, nnt_layer **out)
 {
     nnt_tiling t;
+    nnt_mlp_options o;
     nnt_layer *l = NULL;
-    NNT_TRY(nnt_layer_new(ctx, &mlp_vt, 0, fn, &l));
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(mlp_options(ctx, opts, fn, &o));
+    int glu = o.kind == NNT_MLP_SWIGLU;
+    unsigned bias = o.bias ? NNT_LINEAR_BIAS : 0;
+    NNT_TRY(nnt_layer_new(ctx, glu ? &swiglu_vt : &mlp_vt, glu ? sizeof(swiglu) : 0, fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
     if (rc == 0)
-        rc = mlp_children(l, channels, hidden, &t, fn);
+        rc = glu ? swiglu_children(l, channels, hidden, bias, &t, fn)
+                 : mlp_children(l, channels, hidden, bias, &t, fn);
     if (rc) {
         nnt_layer_destroy(l);
         return rc;
@@ -73,7 +174,16 @@ NNT_API int nnt_layer_mlp_create(nnt_ctx *ctx, int64_t channels, int64_t hidden,
                                  const nnt_tiling *tiling, nnt_layer **out)
 {
     nnt_layer *l = NULL;
-    NNT_TRY(gl_mlp_new(ctx, channels, hidden, tiling, "nnt_layer_mlp_create", &l));
+    NNT_TRY(gl_mlp_new(ctx, channels, hidden, NULL, tiling, "nnt_layer_mlp_create", &l));
+    return nnt_layer_finish(l, 0, out);
+}
+
+NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidden,
+                                    const nnt_mlp_options *opts, const nnt_tiling *tiling,
+                                    nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    NNT_TRY(gl_mlp_new(ctx, channels, hidden, opts, tiling, "nnt_layer_mlp_create_ex", &l));
     return nnt_layer_finish(l, 0, out);
 }
 
@@ -140,34 +250,78 @@ static const nnt_layer_vt block_vt = {
     block_destroy, NULL};
 
 static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
-                          const nnt_tiling *t, const char *fn)
+                          const nnt_block_options *o, const nnt_tiling *t, const char *fn)
 {
-    static const char *const names[4] = {"ln_1", "attn", "ln_2", "mlp"};
+    static const char *const names[2][4] = {
+        {"ln_1", "attn", "ln_2", "mlp"},
+        {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp"}};
+    int rms = o->norm == NNT_NORM_RMSNORM;
     for (int i = 0; i < 4; i++) {
         nnt_layer *child = NULL;
         if (i == ATTN)
-            NNT_TRY(gl_attention_new(l->ctx, C, NH, t, fn, &child));
+            NNT_TRY(gl_attention_new(l->ctx, C, NH, o->attention, t, fn, &child));
         else if (i == MLP)
-            NNT_TRY(gl_mlp_new(l->ctx, C, hidden, t, fn, &child));
+            NNT_TRY(gl_mlp_new(l->ctx, C, hidden, o->mlp, t, fn, &child));
+        else if (rms)
+            NNT_TRY(gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child));
         else
-            NNT_TRY(gl_layernorm_new(l->ctx, C, 1e-5, t, fn, &child));
-        NNT_TRY(adopt(l, names[i], child));
+            NNT_TRY(gl_layernorm_new(l->ctx, C, o->norm_eps, t, fn, &child));
+        NNT_TRY(adopt(l, names[rms][i], child));
     }
     return NNT_OK;
 }
 
-NNT_API int nnt_layer_block_create(nnt_ctx *ctx, int64_t channels, int64_t heads,
-                                   int64_t hidden, const nnt_tiling *tiling, nnt_layer **out)
+static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char *fn,
+                         nnt_block_options *out)
 {
-    const char *fn = "nnt_layer_block_create";
+    static const nnt_block_options gpt2 = NNT_BLOCK_OPTIONS_INIT;
+    *out = gpt2;
+    if (!opts)
+        return NNT_OK;
+    if (opts->size < sizeof(nnt_block_options))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: block options size %zu is below "
+                        "sizeof(nnt_block_options) %zu (use NNT_BLOCK_OPTIONS_INIT)", fn,
+                        opts->size, sizeof(nnt_block_options));
+    if (opts->norm != NNT_NORM_LAYERNORM && opts->norm != NNT_NORM_RMSNORM)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown norm kind %d (NNT_NORM_LAYERNORM or "
+                        "NNT_NORM_RMSNORM)", fn, opts->norm);
+    if (!(opts->norm_eps > 0.0) || !isfinite(opts->norm_eps))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
+                        opts->norm_eps);
+    *out = *opts;
+    out->size = sizeof *out;
+    return NNT_OK;
+}
+
+static int block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
+                     const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,
+                     nnt_layer **out)
+{
+    nnt_block_options o;
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &block_vt, sizeof(block), fn, &l));
-    int rc = block_children(l, channels, heads, hidden, tiling, fn);
+    int rc = block_options(ctx, opts, fn, &o);
+    if (rc == 0)
+        rc = block_children(l, channels, heads, hidden, &o, tiling, fn);
     if (rc) {
         nnt_layer_destroy(l);
         return rc;
     }
     return nnt_layer_finish(l, 0, out);
+}
+
+NNT_API int nnt_layer_block_create(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                   int64_t hidden, const nnt_tiling *tiling, nnt_layer **out)
+{
+    return block_new(ctx, channels, heads, hidden, NULL, tiling, "nnt_layer_block_create", out);
+}
+
+NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                                      int64_t hidden, const nnt_block_options *opts,
+                                      const nnt_tiling *tiling, nnt_layer **out)
+{
+    return block_new(ctx, channels, heads, hidden, opts, tiling, "nnt_layer_block_create_ex",
+                     out);
 }
 
 /* ---- sequential --------------------------------------------------------------------------- */

@@ -29,11 +29,19 @@ int gl_dy_like(nnt_layer *l, nnt_tensor *dy, nnt_tensor *y, const char *fn, nnt_
  * of the linear layer's input and output features. */
 int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *t,
                      const char *fn, nnt_layer **out);
+int gl_rmsnorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *t,
+                   const char *fn, nnt_layer **out);
 int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out);
-int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads, const nnt_tiling *t,
-                     const char *fn, nnt_layer **out);
-int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_tiling *t,
-               const char *fn, nnt_layer **out);
+/* opts NULL: the INIT options (GPT-2's). */
+int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
+                     const nnt_attention_options *opts, const nnt_tiling *t, const char *fn,
+                     nnt_layer **out);
+int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *opts,
+               const nnt_tiling *t, const char *fn, nnt_layer **out);
+/* *out = *opts (NNT_ATTENTION_OPTIONS_INIT if NULL), checked; NNT_E_INVAL naming fn. The
+ * rope pointer is copied as is (the caller copies what it points to). */
+int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,
+                         nnt_attention_options *out);
 
 #endif

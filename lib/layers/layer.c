@@ -429,6 +429,9 @@ static int reset_grads(nnt_layer *l, int drop)
 
 int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out)
 {
+    /* the kinds that build into a local first have not seen out yet */
+    if (rc == 0 && !out)
+        rc = nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_%s_create: out is NULL", l->vt->kind_name);
     if (rc == 0)
         rc = nnt_layer_init(l, 0);
     if (rc) {

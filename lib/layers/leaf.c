@@ -120,9 +120,10 @@ typedef struct embedding {
 static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     embedding *e = l->impl;
-    if (x->dtype != NNT_INT32 || x->ndim != 2 || x->shape[1] > e->wpe->shape[0])
+    if (x->dtype != NNT_INT32 || x->ndim != 2 || (e->wpe && x->shape[1] > e->wpe->shape[0]))
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer takes "
-                        "int32 tokens (B, T) with T <= maxT = %lld", (long long)e->wpe->shape[0]);
+                        "int32 tokens (B, T) with T <= maxT = %lld",
+                        (long long)(e->wpe ? e->wpe->shape[0] : 0));
     int64_t C = e->wte->shape[1], ct = e->wte->tile[1];
     int64_t shape[3] = {x->shape[0], x->shape[1], C}, tile[3] = {x->tile[0], x->tile[1], ct};
     int64_t rows_tile[2] = {x->tile[1], ct};
@@ -130,7 +131,8 @@ static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_layer_ensure(l, &e->tokens, NNT_INT32, 2, x->shape, x->tile));
     NNT_TRY(nnt_tensor_copy(x, e->tokens));
     NNT_TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
-    NNT_TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
+    if (e->wpe)   /* max_seq 0: no position table */
+        NNT_TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
     NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
     *y = e->out;
     return NNT_OK;
@@ -142,6 +144,8 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     nnt_tensor *dout = NULL;
     NNT_TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
     *dx = NULL;   /* tokens have no gradient */
+    if (!e->wpe)
+        return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, NULL);
     if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
         return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe);
     /* position rows in the input's T tiling: accumulate apart, then add */
@@ -171,17 +175,19 @@ NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &embedding_vt, sizeof(embedding), fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
-    if (rc == 0 && (vocab < 1 || max_seq < 1 || channels < 1))
-        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: vocab %lld, max_seq %lld, channels %lld must be "
-                      ">= 1", fn, (long long)vocab, (long long)max_seq, (long long)channels);
+    if (rc == 0 && (vocab < 1 || max_seq < 0 || channels < 1))
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: vocab %lld and channels %lld must be >= 1, "
+                      "max_seq %lld >= 0 (0: no position table)", fn, (long long)vocab,
+                      (long long)channels, (long long)max_seq);
     embedding *e = l->impl;
     int64_t ct = gl_tile(t.channels, channels);
     int64_t wte_shape[2] = {vocab, channels}, wte_tile[2] = {gl_tile(t.vocab, vocab), ct};
     int64_t wpe_shape[2] = {max_seq, channels}, wpe_tile[2] = {gl_tile(t.seq, max_seq), ct};
+    /* lm_head reads wte only; wpe stays NULL without a position table */
     if (rc == 0)
         rc = nnt_layer_new_param(l, "wte.weight", 2, wte_shape, wte_tile, 1, NNT_INIT_NORMAL,
                                  &e->wte, &e->dwte);
-    if (rc == 0)
+    if (rc == 0 && max_seq > 0)
         rc = nnt_layer_new_param(l, "wpe.weight", 2, wpe_shape, wpe_tile, 1, NNT_INIT_NORMAL,
                                  &e->wpe, &e->dwpe);
     return nnt_layer_finish(l, rc, out);
@@ -261,6 +267,80 @@ NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double ep
 {
     nnt_layer *l = NULL;
     NNT_TRY(gl_layernorm_new(ctx, channels, eps, tiling, "nnt_layer_layernorm_create", &l));
+    return nnt_layer_finish(l, 0, out);
+}
+
+/* ---- rmsnorm -------------------------------------------------------------------------- */
+
+typedef struct rmsnorm {
+    double eps;
+    nnt_tensor *w, *dw;             // (C) tile channels
+    nnt_tensor *x;                  // the input of the last forward (not owned)
+    nnt_tensor *y, *dx;             // x's shape and tiling
+    nnt_tensor *rstd;               // (...) x's leading tiling
+    nnt_tensor *dy_cache;
+} rmsnorm;
+
+static int rmsnorm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    rmsnorm *n = l->impl;
+    NNT_TRY(check_rows(l, x, 2, n->w->shape[0]));
+    NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
+    NNT_TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_rmsnorm(x, n->w, n->eps, n->y, n->rstd));
+    n->x = x;
+    *y = n->y;
+    return NNT_OK;
+}
+
+static int rmsnorm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    rmsnorm *n = l->impl;
+    nnt_tensor *d = NULL;
+    NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
+    NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
+    NNT_TRY(nnt_tensor_rmsnorm_backward(n->x, n->w, n->rstd, d, n->dx, n->dw));
+    *dx = n->dx;
+    return NNT_OK;
+}
+
+static void rmsnorm_destroy(nnt_layer *l)
+{
+    rmsnorm *n = l->impl;
+    nnt_tensor *own[] = {n->y, n->dx, n->rstd, n->dy_cache};
+    destroy_all(own, sizeof own / sizeof own[0]);
+}
+
+static const nnt_layer_vt rmsnorm_vt = {
+    NNT_LAYER_RMSNORM, "rmsnorm", rmsnorm_forward, rmsnorm_backward,
+    NULL, NULL, NULL, NULL, rmsnorm_destroy, NULL};
+
+int gl_rmsnorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
+                   const char *fn, nnt_layer **out)
+{
+    nnt_tiling t;
+    nnt_layer *l = NULL;
+    NNT_TRY(nnt_layer_new(ctx, &rmsnorm_vt, sizeof(rmsnorm), fn, &l));
+    int rc = gl_tiling(ctx, tiling, fn, &t);
+    if (rc == 0 && (channels < 1 || !(eps > 0.0) || !isfinite(eps)))
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be >= 1 and eps %g finite "
+                      "and > 0", fn, (long long)channels, eps);
+    rmsnorm *n = l->impl;
+    int64_t shape[1] = {channels}, tile[1] = {gl_tile(t.channels, channels)};
+    n->eps = eps;
+    if (rc == 0)
+        rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0, NNT_INIT_ONE, &n->w, &n->dw);
+    if (rc)
+        return abandon(l, rc);
+    *out = l;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
+                                     const nnt_tiling *tiling, nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    NNT_TRY(gl_rmsnorm_new(ctx, channels, eps, tiling, "nnt_layer_rmsnorm_create", &l));
     return nnt_layer_finish(l, 0, out);
 }
 

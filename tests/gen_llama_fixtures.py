@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Generate tests/fixtures/llama_tiny/: tiny Hugging Face LlamaForCausalLM models and what
+transformers computes with them (logits, loss, every parameter's gradient, 10 AdamW steps).
+
+Not run by CI (it needs PyTorch + transformers); run once and commit the output. No
+downloads: the models are random (fixed seeds), single-threaded, deterministic algorithms.
+
+    /tmp/venv-torch/bin/python tests/gen_llama_fixtures.py [--out tests/fixtures/llama_tiny]
+
+Per model NAME (gqa, mqa) it writes:
+  NAME.config.json             the LlamaConfig (transformers' own JSON)
+  NAME.model.safetensors       the parameters under HF names (lm_head.weight absent when tied)
+  NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
+                               grad.<HF name> for every parameter (tied: one wte gradient)
+  NAME.train.safetensors       train_tokens, train_targets (10, B, T) int32; losses_wd0 and
+                               losses_wd01 (10) float32: torch.optim.AdamW lr 1e-3, betas
+                               (0.9, 0.999), eps 1e-8, weight decay 0, or 0.1 on the
+                               parameters of 2 or more dims only (matrices, embeddings: nnt's
+                               decay flags); the loss recorded before each update
+Loss: mean cross-entropy over all B*T positions, targets given explicitly (no HF shift).
+"""
+import argparse
+import hashlib
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+B, T, STEPS = 2, 8, 10
+
+MODELS = {
+    # (a) grouped-query NH 4 / NKV 2, untied head, no biases, rope theta 500000
+    "gqa": dict(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False,
+                mlp_bias=False,
+                rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+    # (b) multi-query NH 4 / NKV 1, tied embeddings, attention biases (q, k, v and o),
+    # Llama 3.1 rope scaling with original 16 positions so that hd 6's three frequencies
+    # fall into the three regimes (kept, smoothed, divided by the factor), theta 10000
+    "mqa": dict(vocab_size=53, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=64,
+                rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=True,
+                mlp_bias=False,
+                rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                 "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 16}),
+}
+
+
+def build(name, seed):
+    cfg = LlamaConfig(**MODELS[name], attn_implementation="eager", bos_token_id=None,
+                      eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).float()
+    # random values everywhere (biases and norm gains too) so that every term matters
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("norm.weight") or "layernorm" in pname:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif pname.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.08 * torch.randn(p.shape, generator=g))
+    return cfg, model
+
+
+def loss_of(model, tokens, targets):
+    logits = model(input_ids=tokens).logits
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def params_by_name(model):
+    """HF names of the distinct parameters (a tied lm_head.weight is listed once, as
+    model.embed_tokens.weight)."""
+    return dict(model.named_parameters())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
+                                                  "llama_tiny"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    sums = []
+    for i, name in enumerate(MODELS):
+        cfg, model = build(name, 1000 + i)
+        V = cfg.vocab_size
+        g = torch.Generator().manual_seed(2000 + i)
+        seq = torch.randint(0, V, (B, T + 1), generator=g)
+        tokens, targets = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+        params = params_by_name(model)
+        if cfg.tie_word_embeddings:
+            assert "lm_head.weight" not in params
+            assert model.lm_head.weight is model.model.embed_tokens.weight
+        files = {}
+        # the model
+        state = {k: v.detach().clone().contiguous() for k, v in params.items()}
+        files["model.safetensors"] = state
+        cfg.to_json_file(os.path.join(args.out, f"{name}.config.json"))
+        # forward, backward
+        model.zero_grad()
+        logits, loss = loss_of(model, tokens, targets)
+        loss.backward()
+        ref = {"tokens": tokens.to(torch.int32), "targets": targets.to(torch.int32),
+               "logits": logits.detach().contiguous(), "loss": loss.detach().reshape(1)}
+        for k, p in params.items():
+            ref["grad." + k] = p.grad.detach().clone().contiguous()
+        files["reference.safetensors"] = ref
+        # the saved model reloads to the same logits, bit for bit
+        save_file(state, os.path.join(args.out, f"{name}.model.safetensors"))
+        _, again = build(name, 1000 + i)
+        again.load_state_dict(load_file(os.path.join(args.out, f"{name}.model.safetensors")),
+                              strict=False)
+        if cfg.tie_word_embeddings:
+            again.tie_weights()
+        with torch.no_grad():
+            assert torch.equal(again(input_ids=tokens).logits, logits.detach())
+        # 10 AdamW steps, from the same start, without and with weight decay
+        train_seq = torch.randint(0, V, (STEPS, B, T + 1), generator=g)
+        train = {"train_tokens": train_seq[..., :-1].contiguous().to(torch.int32),
+                 "train_targets": train_seq[..., 1:].contiguous().to(torch.int32)}
+        for key, wd in (("losses_wd0", 0.0), ("losses_wd01", 0.1)):
+            _, m = build(name, 1000 + i)
+            ps = params_by_name(m)
+            decay = [p for p in ps.values() if p.dim() >= 2]
+            rest = [p for p in ps.values() if p.dim() < 2]
+            opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
+                                     {"params": rest, "weight_decay": 0.0}],
+                                    lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+            losses = []
+            for s in range(STEPS):
+                opt.zero_grad()
+                _, l = loss_of(m, train_seq[s, :, :-1], train_seq[s, :, 1:])
+                losses.append(l.item())
+                l.backward()
+                opt.step()
+            train[key] = torch.tensor(losses, dtype=torch.float32)
+            print(f"{name} AdamW wd {wd}: {losses[0]:.6f} -> {losses[-1]:.6f}")
+        files["train.safetensors"] = train
+        for f, tensors in files.items():
+            if f != "model.safetensors":
+                save_file(tensors, os.path.join(args.out, f"{name}.{f}"))
+        print(f"{name}: {sum(p.numel() for p in params.values())} parameters, loss "
+              f"{loss.item():.6f}")
+    for f in sorted(os.listdir(args.out)):
+        if f == "SHA256SUMS":
+            continue
+        with open(os.path.join(args.out, f), "rb") as fh:
+            sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {f}\n")
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
+        fh.writelines(sums)
+    meta = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
+    print(json.dumps(meta))
+
+
+if __name__ == "__main__":
+    main()
