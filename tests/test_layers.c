@@ -1503,6 +1503,17 @@ START_TEST(test_misuse)
                     "nnt_layer_linear_create");
     EXPECT_FAIL_MSG(nnt_layer_linear_create(NULL, 4, 3, 0, NULL, &l), NNT_E_INVAL,
                     "nnt_layer_linear_create");
+    /* out NULL: the message names the function called, _ex ones included */
+    EXPECT_FAIL_MSG(nnt_layer_layernorm_create(ctx, 4, 1e-5, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_layernorm_create");
+    EXPECT_FAIL_MSG(nnt_layer_attention_create_ex(ctx, 8, 2, NULL, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_attention_create_ex");
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 4, 8, NULL, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_mlp_create_ex");
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 2, 16, NULL, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_block_create_ex");
+    EXPECT_FAIL_MSG(nnt_layer_block_create(ctx, 8, 2, 16, NULL, NULL), NNT_E_INVAL,
+                    "nnt_layer_block_create");
     nnt_tiling t = NNT_TILING_INIT;
     t.channels = -2;
     EXPECT_FAIL_MSG(nnt_layer_linear_create(ctx, 4, 3, 0, &t, &l), NNT_E_INVAL,

@@ -48,6 +48,7 @@ int nnt_layer_new(nnt_ctx *ctx, const nnt_layer_vt *vt, size_t impl_size, const 
     l->vt = vt;
     l->ctx = ctx;
     l->impl = impl;
+    l->create_fn = fn;
     *out = l;
     return NNT_OK;
 }
@@ -431,7 +432,7 @@ int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out)
 {
     /* the kinds that build into a local first have not seen out yet */
     if (rc == 0 && !out)
-        rc = nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_%s_create: out is NULL", l->vt->kind_name);
+        rc = nnt_fail(l->ctx, NNT_E_INVAL, "%s: out is NULL", l->create_fn);
     if (rc == 0)
         rc = nnt_layer_init(l, 0);
     if (rc) {

@@ -78,6 +78,7 @@ struct nnt_layer {
     int nparams;
     nnt_layer_param_rec *params;           /* this layer's own parameters                   */
     int forward_pending;                   /* a forward whose backward has not run yet      */
+    const char *create_fn;                 /* the public function creating it (a literal)  */
     /* Parameter listing of the subtree, built on the first nnt_layer_param call (the tree
      * does not change after creation). */
     int64_t nlisted;
