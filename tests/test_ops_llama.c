@@ -31,40 +31,13 @@ static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
 
 /* ---- host helpers ------------------------------------------------------------------------ */
 
-static int64_t product(int n, const int64_t *v)
-{
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p *= v[i];
-    return p;
-}
-
-static float *random_f32(int64_t n, unsigned long long seed, double lo, double hi)
-{
-    float *x = malloc((size_t)n * sizeof *x);
-    unsigned long long state = seed * 0x9E3779B97F4A7C15ULL + 1;
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)(lo + (hi - lo) * test_rand(&state));
-    return x;
-}
-
-static double *to_double(const float *x, int64_t n)
-{
-    double *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = x[i];
-    return d;
-}
-
-static double *zeros(int64_t n) { return calloc((size_t)n, sizeof(double)); }
-
 static nnt_tensor *tensor_f32(int ndim, const int64_t *shape, const int64_t *tile,
                               const float *data)
 {
     nnt_tensor *t = NULL;
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
     if (data)
-        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)product(ndim, shape) * 4));
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)test_product(ndim, shape) * 4));
     return t;
 }
 
@@ -335,16 +308,16 @@ static const int64_t rn_tilings[][4] = {
 START_TEST(rmsnorm_matches_reference_for_every_tiling)
 {
     const int64_t xs[3] = {RN_B, RN_T, RN_C}, cs[1] = {RN_C};
-    float *x = random_f32(RN_N, 1, -2, 3), *gamma = random_f32(RN_C, 2, 0.5, 1.5),
-          *dy = random_f32(RN_N, 4, -1, 1), *dg0 = random_f32(RN_C, 5, -1, 1);
+    float *x = test_random_f32(RN_N, 1, -2, 3), *gamma = test_random_f32(RN_C, 2, 0.5, 1.5),
+          *dy = test_random_f32(RN_N, 4, -1, 1), *dg0 = test_random_f32(RN_C, 5, -1, 1);
     /* rows of small values: mean(x^2) ~ 1e-5, where eps 1e-5 halves rstd */
     for (int j = 0; j < RN_C; j++) {
         x[4 * RN_C + j] *= 1e-3f;
         x[17 * RN_C + j] *= 3e-3f;
     }
-    double *xd = to_double(x, RN_N), *gd = to_double(gamma, RN_C), *dyd = to_double(dy, RN_N);
-    double *y_ref = zeros(RN_N), *rstd_ref = zeros(RN_ROWS), *dx_ref = zeros(RN_N),
-           *dg_ref = to_double(dg0, RN_C);
+    double *xd = test_to_double(x, RN_N), *gd = test_to_double(gamma, RN_C), *dyd = test_to_double(dy, RN_N);
+    double *y_ref = test_zeros(RN_N), *rstd_ref = test_zeros(RN_ROWS), *dx_ref = test_zeros(RN_N),
+           *dg_ref = test_to_double(dg0, RN_C);
     rms_fwd_ref(RN_ROWS, RN_C, xd, gd, RN_EPS, y_ref, rstd_ref);
     rms_bwd_ref(RN_ROWS, RN_C, xd, gd, RN_EPS, dyd, dx_ref, dg_ref);
 
@@ -388,7 +361,7 @@ END_TEST
 START_TEST(rmsnorm_is_deterministic)
 {
     const int64_t xs[2] = {40, 24}, tl[2] = {7, 24}, cs[1] = {24};
-    float *x = random_f32(960, 8, -1, 1), *dy = random_f32(960, 9, -1, 1);
+    float *x = test_random_f32(960, 8, -1, 1), *dy = test_random_f32(960, 9, -1, 1);
     nnt_tensor *tx = tensor_f32(2, xs, tl, x), *tg = tensor_f32(1, cs, NULL, NULL),
                *ty = tensor_f32(2, xs, tl, NULL), *tr = tensor_f32(1, xs, tl, NULL),
                *tdy = tensor_f32(2, xs, tl, dy), *tdx = tensor_f32(2, xs, tl, NULL),
@@ -485,12 +458,12 @@ START_TEST(swiglu_matches_reference_for_every_tiling)
 {
     int alias = _i;
     const int64_t s3[3] = {SW_A, SW_B, SW_C};
-    float *g = random_f32(SW_N, 11, -6, 6), *u = random_f32(SW_N, 12, -2, 2),
-          *dy = random_f32(SW_N, 13, -1, 1);
+    float *g = test_random_f32(SW_N, 11, -6, 6), *u = test_random_f32(SW_N, 12, -2, 2),
+          *dy = test_random_f32(SW_N, 13, -1, 1);
     /* saturated gates: exp(-g) overflows (g << 0) or vanishes (g >> 0) */
     g[0] = -100.0f, g[1] = -30.0f, g[2] = 30.0f, g[3] = 100.0f, g[4] = 0.0f;
-    double *gd = to_double(g, SW_N), *ud = to_double(u, SW_N), *dyd = to_double(dy, SW_N);
-    double *y_ref = zeros(SW_N), *dg_ref = zeros(SW_N), *du_ref = zeros(SW_N);
+    double *gd = test_to_double(g, SW_N), *ud = test_to_double(u, SW_N), *dyd = test_to_double(dy, SW_N);
+    double *y_ref = test_zeros(SW_N), *dg_ref = test_zeros(SW_N), *du_ref = test_zeros(SW_N);
     swiglu_fwd_ref(SW_N, gd, ud, y_ref);
     swiglu_bwd_ref(SW_N, gd, ud, dyd, dg_ref, du_ref);
 
@@ -602,11 +575,11 @@ START_TEST(rope_matches_reference_for_every_tiling)
 {
     int in_place = _i;
     const int64_t s4[4] = {RP_B, RP_H, RP_T, RP_D};
-    float *x = random_f32(RP_N, 21, -2, 2), *dy = random_f32(RP_N, 22, -1, 1);
+    float *x = test_random_f32(RP_N, 21, -2, 2), *dy = test_random_f32(RP_N, 22, -1, 1);
     double inv[RP_D / 2];
     rope_table_ref(10000.0, RP_D, inv);
-    double *xd = to_double(x, RP_N), *dyd = to_double(dy, RP_N);
-    double *y_ref = zeros(RP_N), *dx_ref = zeros(RP_N);
+    double *xd = test_to_double(x, RP_N), *dyd = test_to_double(dy, RP_N);
+    double *y_ref = test_zeros(RP_N), *dx_ref = test_zeros(RP_N);
     rope_ref(RP_B * RP_H, RP_T, RP_D, inv, RP_OFF, 1, xd, y_ref);
     rope_ref(RP_B * RP_H, RP_T, RP_D, inv, RP_OFF, -1, dyd, dx_ref);
 
@@ -644,8 +617,8 @@ END_TEST
 START_TEST(rope_in_place_equals_out_of_place)
 {
     const int64_t s4[4] = {2, 2, 9, 12}, tl[4] = {1, 2, 4, 3};   /* hd in quarters (3 | 6) */
-    int64_t n = product(4, s4);
-    float *x = random_f32(n, 25, -1, 1);
+    int64_t n = test_product(4, s4);
+    float *x = test_random_f32(n, 25, -1, 1);
     nnt_rope_options ro = NNT_ROPE_OPTIONS_INIT;
     ro.theta = 500000.0;
     ro.scaling = NNT_ROPE_SCALING_LLAMA3;
@@ -671,9 +644,9 @@ END_TEST
 START_TEST(rope_backward_inverts_rope)
 {
     const int64_t s4[4] = {1, 2, 50, 64}, tl[4] = {1, 1, 16, 32};
-    int64_t n = product(4, s4);
-    float *x = random_f32(n, 27, -1, 1);
-    double *xd = to_double(x, n);
+    int64_t n = test_product(4, s4);
+    float *x = test_random_f32(n, 27, -1, 1);
+    double *xd = test_to_double(x, n);
     nnt_rope_options ro = NNT_ROPE_OPTIONS_INIT;
     ro.theta = 500000.0;
     ro.scaling = NNT_ROPE_SCALING_LLAMA3;
@@ -699,8 +672,8 @@ START_TEST(rope_pos_offset_matches_longer_sequence)
 {
     const int64_t o = 9, tshort = 6, tlong = 20, hd = 8, nbh = 2 * 2;
     const int64_t sl[4] = {2, 2, tlong, hd}, ss[4] = {2, 2, tshort, hd};
-    int64_t nl = product(4, sl), ns = product(4, ss);
-    float *xl = random_f32(nl, 29, -1, 1), *xs = malloc((size_t)ns * sizeof *xs);
+    int64_t nl = test_product(4, sl), ns = test_product(4, ss);
+    float *xl = test_random_f32(nl, 29, -1, 1), *xs = malloc((size_t)ns * sizeof *xs);
     for (int64_t b = 0; b < nbh; b++)
         memcpy(xs + b * tshort * hd, xl + (b * tlong + o) * hd,
                (size_t)(tshort * hd) * sizeof *xs);
@@ -1065,7 +1038,7 @@ static float *repeat_kv(const float *k, int64_t nkv)
 static double *group_sum(const float *dx, int64_t nkv)
 {
     int64_t g = GQ_H / nkv, sl = GQ_T * GQ_D;
-    double *s = zeros(GQ_B * nkv * sl);
+    double *s = test_zeros(GQ_B * nkv * sl);
     for (int64_t b = 0; b < GQ_B; b++)
         for (int64_t h = 0; h < GQ_H; h++)
             for (int64_t e = 0; e < sl; e++)
@@ -1078,12 +1051,12 @@ START_TEST(gqa_matches_reference_for_every_tiling)
 {
     const int64_t nkv = gq_nkv[_i], nk = GQ_B * nkv * GQ_T * GQ_D;
     const double scale = 1.0 / sqrt((double)GQ_D);
-    float *q = random_f32(GQ_NQ, 41, -1.5, 1.5), *k = random_f32(nk, 42, -1.5, 1.5),
-          *v = random_f32(nk, 43, -1, 1), *dout = random_f32(GQ_NQ, 44, -1, 1);
-    double *qd = to_double(q, GQ_NQ), *kd = to_double(k, nk), *vd = to_double(v, nk),
-           *dd = to_double(dout, GQ_NQ);
-    double *o_ref = zeros(GQ_NQ), *lse_ref = zeros(GQ_R), *dq_ref = zeros(GQ_NQ),
-           *dk_ref = zeros(nk), *dv_ref = zeros(nk);
+    float *q = test_random_f32(GQ_NQ, 41, -1.5, 1.5), *k = test_random_f32(nk, 42, -1.5, 1.5),
+          *v = test_random_f32(nk, 43, -1, 1), *dout = test_random_f32(GQ_NQ, 44, -1, 1);
+    double *qd = test_to_double(q, GQ_NQ), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk),
+           *dd = test_to_double(dout, GQ_NQ);
+    double *o_ref = test_zeros(GQ_NQ), *lse_ref = test_zeros(GQ_R), *dq_ref = test_zeros(GQ_NQ),
+           *dk_ref = test_zeros(nk), *dv_ref = test_zeros(nk);
     gqa_ref(GQ_B, GQ_H, nkv, GQ_T, GQ_D, scale, qd, kd, vd, o_ref, lse_ref, dd, dq_ref, dk_ref,
             dv_ref);
     float *ke = repeat_kv(k, nkv), *ve = repeat_kv(v, nkv);
@@ -1132,8 +1105,8 @@ START_TEST(gqa_is_deterministic)
 {
     const int64_t nkv = 2, nk = GQ_B * nkv * GQ_T * GQ_D;
     const int64_t qt[4] = {1, 2, 3, 4}, kt[4] = {1, 2, 3, 8};   /* 3 q head tiles a kv tile */
-    float *q = random_f32(GQ_NQ, 51, -1, 1), *k = random_f32(nk, 52, -1, 1),
-          *v = random_f32(nk, 53, -1, 1), *dout = random_f32(GQ_NQ, 54, -1, 1);
+    float *q = test_random_f32(GQ_NQ, 51, -1, 1), *k = test_random_f32(nk, 52, -1, 1),
+          *v = test_random_f32(nk, 53, -1, 1), *dout = test_random_f32(GQ_NQ, 54, -1, 1);
     struct gqa_run r[3];
     for (int run = 0; run < 3; run++)
         r[run] = gqa_op(nkv, qt, kt, 0.3, q, k, v, dout);

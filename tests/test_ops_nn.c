@@ -75,40 +75,13 @@ static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
 
 /* ---- host helpers ------------------------------------------------------------------------ */
 
-static int64_t product(int n, const int64_t *v)
-{
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p *= v[i];
-    return p;
-}
-
-static float *random_f32(int64_t n, unsigned long long seed, double lo, double hi)
-{
-    float *x = malloc((size_t)n * sizeof *x);
-    unsigned long long state = seed * 0x9E3779B97F4A7C15ULL + 1;
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)(lo + (hi - lo) * test_rand(&state));
-    return x;
-}
-
-static double *to_double(const float *x, int64_t n)
-{
-    double *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = x[i];
-    return d;
-}
-
-static double *zeros(int64_t n) { return calloc((size_t)n, sizeof(double)); }
-
 static nnt_tensor *tensor_f32(int ndim, const int64_t *shape, const int64_t *tile,
                               const float *data)
 {
     nnt_tensor *t = NULL;
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
     if (data)
-        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)product(ndim, shape) * 4));
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)test_product(ndim, shape) * 4));
     return t;
 }
 
@@ -118,7 +91,7 @@ static nnt_tensor *tensor_i32(int ndim, const int64_t *shape, const int64_t *til
     nnt_tensor *t = NULL;
     EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, ndim, shape, tile, &t));
     if (data)
-        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)product(ndim, shape) * 4));
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)test_product(ndim, shape) * 4));
     return t;
 }
 
@@ -168,7 +141,7 @@ static void expect_agree_at(int line, const char *what, int tiling, const float 
                       "%s: tiling %d differs bitwise from tiling 0", what, tiling);
         return;
     }
-    double *ad = to_double(a, n);
+    double *ad = test_to_double(a, n);
     expect_close_at(line, what, tiling, b, ad, n, rtol);
     free(ad);
 }
@@ -458,13 +431,13 @@ START_TEST(layernorm_matches_reference_for_every_tiling)
 {
     const int64_t xs[3] = {LN_B, LN_T, LN_C}, cs[1] = {LN_C};
     const double eps = 1e-5;
-    float *x = random_f32(LN_N, 1, -2, 3), *gamma = random_f32(LN_C, 2, 0.5, 1.5),
-          *beta = random_f32(LN_C, 3, -0.5, 0.5), *dy = random_f32(LN_N, 4, -1, 1),
-          *dg0 = random_f32(LN_C, 5, -1, 1), *db0 = random_f32(LN_C, 6, -1, 1);
-    double *xd = to_double(x, LN_N), *gd = to_double(gamma, LN_C), *bd = to_double(beta, LN_C),
-           *dyd = to_double(dy, LN_N);
-    double *y_ref = zeros(LN_N), *mean_ref = zeros(LN_ROWS), *rstd_ref = zeros(LN_ROWS),
-           *dx_ref = zeros(LN_N), *dg_ref = to_double(dg0, LN_C), *db_ref = to_double(db0, LN_C);
+    float *x = test_random_f32(LN_N, 1, -2, 3), *gamma = test_random_f32(LN_C, 2, 0.5, 1.5),
+          *beta = test_random_f32(LN_C, 3, -0.5, 0.5), *dy = test_random_f32(LN_N, 4, -1, 1),
+          *dg0 = test_random_f32(LN_C, 5, -1, 1), *db0 = test_random_f32(LN_C, 6, -1, 1);
+    double *xd = test_to_double(x, LN_N), *gd = test_to_double(gamma, LN_C), *bd = test_to_double(beta, LN_C),
+           *dyd = test_to_double(dy, LN_N);
+    double *y_ref = test_zeros(LN_N), *mean_ref = test_zeros(LN_ROWS), *rstd_ref = test_zeros(LN_ROWS),
+           *dx_ref = test_zeros(LN_N), *dg_ref = test_to_double(dg0, LN_C), *db_ref = test_to_double(db0, LN_C);
     ln_fwd_ref(LN_ROWS, LN_C, xd, gd, bd, eps, y_ref, mean_ref, rstd_ref);
     ln_bwd_ref(LN_ROWS, LN_C, xd, gd, eps, dyd, dx_ref, dg_ref, db_ref);
 
@@ -527,15 +500,15 @@ START_TEST(layernorm_eps_dominates_small_variance)
     static const double spread[LNS_ROWS] = {1e-3, 3e-4, 0, 3e-3, 1e-2,
                                             2e-3, 5e-4, 1e-3, 0, 6e-3};
     const double eps = 1e-5;
-    float *x = random_f32(LNS_N, 51, -1, 1), *gamma = random_f32(LN_C, 52, 0.5, 1.5),
-          *beta = random_f32(LN_C, 53, -0.5, 0.5), *dy = random_f32(LNS_N, 54, -1, 1);
+    float *x = test_random_f32(LNS_N, 51, -1, 1), *gamma = test_random_f32(LN_C, 52, 0.5, 1.5),
+          *beta = test_random_f32(LN_C, 53, -0.5, 0.5), *dy = test_random_f32(LNS_N, 54, -1, 1);
     for (int r = 0; r < LNS_ROWS; r++)
         for (int j = 0; j < LN_C; j++)   /* offsets 0, +-0.01 */
             x[r * LN_C + j] = (float)(0.01 * (r % 3 - 1) + spread[r] * x[r * LN_C + j]);
-    double *xd = to_double(x, LNS_N), *gd = to_double(gamma, LN_C),
-           *bd = to_double(beta, LN_C), *dyd = to_double(dy, LNS_N);
-    double *y_ref = zeros(LNS_N), *rstd_ref = zeros(LNS_ROWS), *dx_ref = zeros(LNS_N),
-           *dg_ref = zeros(LN_C), *db_ref = zeros(LN_C);
+    double *xd = test_to_double(x, LNS_N), *gd = test_to_double(gamma, LN_C),
+           *bd = test_to_double(beta, LN_C), *dyd = test_to_double(dy, LNS_N);
+    double *y_ref = test_zeros(LNS_N), *rstd_ref = test_zeros(LNS_ROWS), *dx_ref = test_zeros(LNS_N),
+           *dg_ref = test_zeros(LN_C), *db_ref = test_zeros(LN_C);
     ln_fwd_ref(LNS_ROWS, LN_C, xd, gd, bd, eps, y_ref, NULL, rstd_ref);
     ln_bwd_ref(LNS_ROWS, LN_C, xd, gd, eps, dyd, dx_ref, dg_ref, db_ref);
     for (int k = 0; k < 2; k++) {
@@ -567,7 +540,7 @@ END_TEST
 START_TEST(layernorm_is_deterministic)
 {
     const int64_t xs[2] = {40, 24}, tl[2] = {7, 24}, cs[1] = {24};
-    float *x = random_f32(960, 8, -1, 1), *dy = random_f32(960, 9, -1, 1);
+    float *x = test_random_f32(960, 8, -1, 1), *dy = test_random_f32(960, 9, -1, 1);
     nnt_tensor *tx = tensor_f32(2, xs, tl, x), *tg = tensor_f32(1, cs, NULL, NULL),
                *tb = tensor_f32(1, cs, NULL, NULL), *ty = tensor_f32(2, xs, tl, NULL),
                *tm = tensor_f32(1, xs, tl, NULL), *tr = tensor_f32(1, xs, tl, NULL),
@@ -696,10 +669,10 @@ START_TEST(embedding_matches_reference_for_every_tiling)
         tok[i] = (int32_t)(test_rand(&st) * EM_V);
     tok[4] = -1, tok[13] = EM_V, tok[20] = 100000;   /* outside the table: zero rows */
     tok[1] = tok[2] = tok[3] = 5;
-    float *wte = random_f32(nv, 11, -1, 1), *wpe = random_f32(np, 12, -1, 1),
-          *dout = random_f32(n, 13, -1, 1), *dwte0 = random_f32(nv, 14, -1, 1),
-          *dwpe0 = random_f32(np, 15, -1, 1);
-    double *out_ref = zeros(n), *dwte_ref = to_double(dwte0, nv), *dwpe_ref = to_double(dwpe0, np);
+    float *wte = test_random_f32(nv, 11, -1, 1), *wpe = test_random_f32(np, 12, -1, 1),
+          *dout = test_random_f32(n, 13, -1, 1), *dwte0 = test_random_f32(nv, 14, -1, 1),
+          *dwpe0 = test_random_f32(np, 15, -1, 1);
+    double *out_ref = test_zeros(n), *dwte_ref = test_to_double(dwte0, nv), *dwpe_ref = test_to_double(dwpe0, np);
     em_fwd_ref(tok, wte, with_wpe ? wpe : NULL, out_ref);
     em_bwd_ref(tok, dout, dwte_ref, with_wpe ? dwpe_ref : NULL);
 
@@ -805,12 +778,12 @@ START_TEST(attention_matches_reference_for_every_tiling)
 {
     const int64_t s4[4] = {AT_B, AT_H, AT_T, AT_D};
     const double scale = 1.0 / sqrt((double)AT_D);
-    float *q = random_f32(AT_N, 21, -1.5, 1.5), *k = random_f32(AT_N, 22, -1.5, 1.5),
-          *v = random_f32(AT_N, 23, -1, 1), *dout = random_f32(AT_N, 24, -1, 1);
-    double *qd = to_double(q, AT_N), *kd = to_double(k, AT_N), *vd = to_double(v, AT_N),
-           *dd = to_double(dout, AT_N);
-    double *o_ref = zeros(AT_N), *lse_ref = zeros(AT_R), *dq_ref = zeros(AT_N),
-           *dk_ref = zeros(AT_N), *dv_ref = zeros(AT_N);
+    float *q = test_random_f32(AT_N, 21, -1.5, 1.5), *k = test_random_f32(AT_N, 22, -1.5, 1.5),
+          *v = test_random_f32(AT_N, 23, -1, 1), *dout = test_random_f32(AT_N, 24, -1, 1);
+    double *qd = test_to_double(q, AT_N), *kd = test_to_double(k, AT_N), *vd = test_to_double(v, AT_N),
+           *dd = test_to_double(dout, AT_N);
+    double *o_ref = test_zeros(AT_N), *lse_ref = test_zeros(AT_R), *dq_ref = test_zeros(AT_N),
+           *dk_ref = test_zeros(AT_N), *dv_ref = test_zeros(AT_N);
     attn_fwd_ref(AT_B * AT_H, AT_T, AT_D, scale, qd, kd, vd, o_ref, lse_ref);
     attn_bwd_ref(AT_B * AT_H, AT_T, AT_D, scale, qd, kd, vd, dd, dq_ref, dk_ref, dv_ref);
 
@@ -857,7 +830,7 @@ START_TEST(attention_is_deterministic)
 {
     const int64_t s4[4] = {1, 2, 40, 16}, tl[4] = {1, 1, 7, 16};
     int64_t n = 1280;
-    float *x = random_f32(n, 31, -1, 1);
+    float *x = test_random_f32(n, 31, -1, 1);
     nnt_tensor *tq = tensor_f32(4, s4, tl, x), *to = tensor_f32(4, s4, tl, NULL),
                *tlse = tensor_f32(3, s4, tl, NULL), *tdq = tensor_f32(4, s4, tl, NULL),
                *tdk = tensor_f32(4, s4, tl, NULL), *tdv = tensor_f32(4, s4, tl, NULL);
@@ -943,7 +916,7 @@ START_TEST(cross_entropy_matches_reference_for_every_tiling)
 {
     int in_place = _i;   /* 1: dlogits is logits */
     const int64_t ls[3] = {XE_A, XE_B, XE_V};
-    float *x = random_f32(XE_N, 41, -4, 4);
+    float *x = test_random_f32(XE_N, 41, -4, 4);
     for (int j = 0; j < XE_V; j++)   /* a row with large logits: the max must be subtracted */
         x[2 * XE_V + j] += 80.0f;
     int32_t tg[XE_R];
@@ -955,8 +928,8 @@ START_TEST(cross_entropy_matches_reference_for_every_tiling)
     }
     tg[0] = 0, tg[3] = XE_V - 1, tg[6] = 9;   /* first, last, a tile boundary (V tiles of 10) */
     double scale = 1.0 / nvalid;
-    double *xd = to_double(x, XE_N), *loss_ref = zeros(XE_R), *lse_ref = zeros(XE_R),
-           *dx_ref = zeros(XE_N);
+    double *xd = test_to_double(x, XE_N), *loss_ref = test_zeros(XE_R), *lse_ref = test_zeros(XE_R),
+           *dx_ref = test_zeros(XE_N);
     xent_fwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, loss_ref, lse_ref);
     xent_bwd_ref(XE_R, XE_V, xd, tg, XE_IGNORE, scale, dx_ref);
     for (int r = 0; r < XE_R; r++)

@@ -120,23 +120,34 @@ static inline void test_tol_note(const char *file, int line, double err, double 
         ck_assert_msg(e_ <= t_, "%s: error %.4g above the tolerance %.4g", what_, e_, t_); \
     } while (0)
 
-/* The largest |got - want| / (atol + rtol |want|) over n elements (NaN if any got is NaN):
- * 1 is the limit of an elementwise check with those tolerances. */
-static inline double test_max_ratio(int64_t n, const float *got, const double *want,
-                                    double rtol, double atol)
+/* Host-side helpers of the op suites (malloc'd arrays; the caller frees them). */
+static inline int64_t test_product(int n, const int64_t *v)
 {
-    double worst = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)got[i] - want[i];
-        d = d < 0 ? -d : d;
-        double w = want[i] < 0 ? -want[i] : want[i];
-        double r = d / (atol + rtol * w);
-        if (r != r)
-            return r;
-        worst = r > worst ? r : worst;
-    }
-    return worst;
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
 }
+
+/* n floats uniform in [lo, hi) from seed (test_rand). */
+static inline float *test_random_f32(int64_t n, unsigned long long seed, double lo, double hi)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    unsigned long long state = seed * 0x9E3779B97F4A7C15ULL + 1;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(lo + (hi - lo) * test_rand(&state));
+    return x;
+}
+
+static inline double *test_to_double(const float *x, int64_t n)
+{
+    double *d = malloc((size_t)n * sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+static inline double *test_zeros(int64_t n) { return calloc((size_t)n, sizeof(double)); }
 
 static inline int run_suite(Suite *s)
 {
