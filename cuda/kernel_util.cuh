@@ -37,6 +37,16 @@ __device__ __forceinline__ double warp_sum(double v)
     return v;
 }
 
+/* Blocks of warps_per_block warps for one warp per row over rows rows (grid-stride loops
+ * cover what is past the 65535 * 8 cap). */
+inline unsigned warp_row_blocks(int64_t rows, int warps_per_block)
+{
+    int64_t b = (rows + warps_per_block - 1) / warps_per_block;
+    if (b > 65535 * 8)
+        b = 65535 * 8;
+    return (unsigned)b;
+}
+
 } // namespace nnt_cu
 
 #endif

@@ -121,14 +121,6 @@ __global__ void ln_bwd_params_kernel(int64_t rows, int64_t n, const float *__res
     }
 }
 
-inline unsigned row_blocks(int64_t rows)
-{
-    int64_t b = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (b > 65535 * 8)
-        b = 65535 * 8;
-    return (unsigned)b;
-}
-
 } /* namespace */
 
 extern "C" int nnt_cuda_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
@@ -139,7 +131,8 @@ extern "C" int nnt_cuda_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, co
         return -1;
     if (rows == 0 || n == 0)
         return 0;
-    ln_fwd_kernel<<<row_blocks(rows), 32 * kWarpsPerBlock, 0, stream>>>(rows, n, eps, x, gamma,
+    const unsigned blocks = warp_row_blocks(rows, kWarpsPerBlock);
+    ln_fwd_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(rows, n, eps, x, gamma,
                                                                         beta, y, mean, rstd);
     return launch_status();
 }
@@ -153,7 +146,8 @@ extern "C" int nnt_cuda_layernorm_bwd_f32(int64_t rows, int64_t n, const float *
         return -1;
     if (rows == 0 || n == 0)
         return 0;
-    ln_bwd_dx_kernel<<<row_blocks(rows), 32 * kWarpsPerBlock, 0, stream>>>(rows, n, x, dy, gamma,
+    const unsigned blocks = warp_row_blocks(rows, kWarpsPerBlock);
+    ln_bwd_dx_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(rows, n, x, dy, gamma,
                                                                            mean, rstd, dx);
     int ret = launch_status();
     if (ret || (!dgamma && !dbeta))

@@ -94,14 +94,6 @@ __global__ void rms_bwd_gamma_kernel(int64_t rows, int64_t n, const float *__res
     }
 }
 
-inline unsigned row_blocks(int64_t rows)
-{
-    int64_t b = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (b > 65535 * 8)
-        b = 65535 * 8;
-    return (unsigned)b;
-}
-
 } /* namespace */
 
 extern "C" int nnt_cuda_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
@@ -112,7 +104,8 @@ extern "C" int nnt_cuda_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, cons
         return -1;
     if (rows == 0 || n == 0)
         return 0;
-    rms_fwd_kernel<<<row_blocks(rows), 32 * kWarpsPerBlock, 0, stream>>>(rows, n, eps, x, gamma,
+    const unsigned blocks = warp_row_blocks(rows, kWarpsPerBlock);
+    rms_fwd_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(rows, n, eps, x, gamma,
                                                                          y, rstd);
     return launch_status();
 }
@@ -125,7 +118,8 @@ extern "C" int nnt_cuda_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x,
         return -1;
     if (rows == 0 || n == 0)
         return 0;
-    rms_bwd_dx_kernel<<<row_blocks(rows), 32 * kWarpsPerBlock, 0, stream>>>(rows, n, x, dy,
+    const unsigned blocks = warp_row_blocks(rows, kWarpsPerBlock);
+    rms_bwd_dx_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(rows, n, x, dy,
                                                                             gamma, rstd, dx);
     int ret = launch_status();
     if (ret || !dgamma)
