@@ -1,4 +1,4 @@
-/* Reading the safetensors files of tests/fixtures/gpt2_tiny with lib/io's reader (for the
+/* Reading the safetensors files of tests/fixtures (gpt2_tiny by name, others by path) with lib/io's reader (for the
  * tests that link the library's objects). Check assertions on every failure. */
 #ifndef NNT_TEST_FIXTURE_ST_H
 #define NNT_TEST_FIXTURE_ST_H
@@ -6,13 +6,20 @@
 #include "fixture.h"
 #include "io/io.h"
 
-static inline nnt_st_reader *fixture_open_st(const char *file)
+/* The safetensors file at path (any fixture directory). */
+static inline nnt_st_reader *fixture_open_st_path(const char *path)
 {
     char err[NNT_IO_ERRLEN];
     nnt_st_reader *r = NULL;
-    int rc = nnt_st_open(fixture_path(file), &r, err, sizeof err);
-    ck_assert_msg(rc == 0, "opening %s: %s", file, err);
+    int rc = nnt_st_open(path, &r, err, sizeof err);
+    ck_assert_msg(rc == 0, "opening %s: %s", path, err);
     return r;
+}
+
+/* A file of tests/fixtures/gpt2_tiny. */
+static inline nnt_st_reader *fixture_open_st(const char *file)
+{
+    return fixture_open_st_path(fixture_path(file));
 }
 
 /* A whole entry converted to want, malloc'd; e (may be NULL) gets its description. */

@@ -15,7 +15,7 @@
  * fp32 output, so each error includes PyTorch's rounding. The issue's ceilings were 1e-4
  * (logits, loss, relative), 1e-3 (gradients), 1e-4 (AdamW losses, absolute). */
 #include "testutil.h"
-#include "io/io.h"
+#include "fixture_st.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -62,26 +62,18 @@ static void teardown(void)
 
 static nnt_st_reader *open_st(const fix_model *m, const char *what)
 {
-    char path[4200], err[NNT_IO_ERRLEN];
+    char path[4200];
     const char *top = getenv("top_srcdir");
     snprintf(path, sizeof path, "%s/tests/fixtures/llama_tiny/%s.%s.safetensors",
              top ? top : ".", m->name, what);
-    nnt_st_reader *r = NULL;
-    int rc = nnt_st_open(path, &r, err, sizeof err);
-    ck_assert_msg(rc == 0, "opening %s: %s", path, err);
-    return r;
+    return fixture_open_st_path(path);
 }
 
 /* A whole entry as want (malloc'd); *n (may be NULL) its element count. */
 static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
 {
-    char err[NNT_IO_ERRLEN];
-    const nnt_st_entry *e = nnt_st_find(r, name);
-    ck_assert_msg(e != NULL, "fixture has no tensor %s", name);
-    void *buf = malloc((size_t)e->numel * nnt_io_dtype_size(want) + 1);
-    ck_assert_ptr_nonnull(buf);
-    int rc = nnt_st_read(r, e, want, 0, e->numel, buf, err, sizeof err);
-    ck_assert_msg(rc == 0, "reading %s: %s", name, err);
+    const nnt_st_entry *e = NULL;
+    void *buf = fixture_read(r, name, want, &e);
     if (n)
         *n = (int64_t)e->numel;
     return buf;
