@@ -88,6 +88,9 @@ int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, 
  * checking user's size field (the first member of every option structure) as above. */
 int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
                      size_t size, const char *how);
+/* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
+ * (lib/ops/rope.c; also the attention layer's, at creation). */
+int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);
 void nnt_vlog(int level, const char *fmt, va_list ap);
 
 /* A task body failed (it cannot return a status): log it and remember it, so that the next

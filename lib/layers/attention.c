@@ -214,20 +214,10 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
     if (out->kv_heads < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads %lld is negative", fn,
                         (long long)out->kv_heads);
-    const nnt_rope_options *r = opts->rope;
-    if (r && r->size < sizeof(nnt_rope_options))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rope options size %zu is below "
-                        "sizeof(nnt_rope_options) %zu (use NNT_ROPE_OPTIONS_INIT)", fn, r->size,
-                        sizeof(nnt_rope_options));
-    if (r && (!(r->theta > 0.0) || !isfinite(r->theta) ||
-              (r->scaling != NNT_ROPE_SCALING_NONE && r->scaling != NNT_ROPE_SCALING_LLAMA3)))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rope theta %g must be finite and > 0, scaling "
-                        "%d NNT_ROPE_SCALING_NONE or _LLAMA3", fn, r->theta, r->scaling);
-    if (r && r->scaling == NNT_ROPE_SCALING_LLAMA3 &&
-        !(r->factor > 0.0 && r->low_freq_factor > 0.0 &&
-          r->high_freq_factor > r->low_freq_factor && r->original_max_position > 0))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: llama3 rope scaling needs factor > 0, "
-                        "0 < low_freq_factor < high_freq_factor, original_max_position > 0", fn);
+    if (opts->rope) {   /* the checks of nnt_tensor_rope */
+        nnt_rope_options rope;
+        return nnt_rope_options_read(fn, opts->rope, &rope);
+    }
     return NNT_OK;
 }
 
@@ -259,8 +249,7 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
     attention *a = l->impl;
     if (rc == 0 && o.rope) {
         a->has_rope = 1;
-        a->rope = *o.rope;
-        a->rope.size = sizeof a->rope;
+        rc = nnt_rope_options_read(fn, o.rope, &a->rope);
     }
     if (rc == 0)
         rc = attention_params(l, a, channels, heads, nkv, &o, &t);

@@ -19,7 +19,7 @@
 
 /* ---- options and the frequency table -------------------------------------------------------- */
 
-static int read_rope_options(const char *fn, const nnt_rope_options *user, nnt_rope_options *o)
+int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o)
 {
     static const nnt_rope_options defaults = NNT_ROPE_OPTIONS_INIT;
     int rc = nnt_read_options(fn, user, &defaults, o, sizeof *o,
@@ -118,7 +118,7 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
 {
     nnt_rope_options o;
     int64_t split = 0;
-    int rc = read_rope_options(fn, opts, &o);
+    int rc = nnt_rope_options_read(fn, opts, &o);
     if (rc == 0)
         rc = check_args(fn, xrole, x, yrole, y, pos_offset, &split);
     if (rc)
