@@ -193,73 +193,102 @@ NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_
     return nnt_layer_finish(l, rc, out);
 }
 
-/* ---- layernorm ------------------------------------------------------------------------ */
+/* ---- layernorm and rmsnorm --------------------------------------------------------------
+ * One leaf, two kinds: LayerNorm (weight and bias; mean and rstd saved) and RMSNorm (weight
+ * only; rstd saved). The kind is the vtable's. */
 
-typedef struct layernorm {
+typedef struct norm {
     double eps;
-    nnt_tensor *w, *b, *dw, *db;    // (C) tile channels
+    nnt_tensor *w, *b, *dw, *db;    // (C) tile channels; b, db NULL for RMSNorm
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *y, *dx;             // x's shape and tiling
-    nnt_tensor *mean, *rstd;        // (...) x's leading tiling
+    nnt_tensor *mean, *rstd;        // (...) x's leading tiling; mean NULL for RMSNorm
     nnt_tensor *dy_cache;
-} layernorm;
+} norm;
 
-static int layernorm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+static int is_rms(const nnt_layer *l) { return l->vt->kind == NNT_LAYER_RMSNORM; }
+
+static int norm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
-    layernorm *n = l->impl;
+    norm *n = l->impl;
     NNT_TRY(check_rows(l, x, 2, n->w->shape[0]));
     NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
-    NNT_TRY(nnt_layer_ensure(l, &n->mean, NNT_FP32, x->ndim - 1, x->shape, x->tile));
     NNT_TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
-    NNT_TRY(nnt_tensor_layernorm(x, n->w, n->b, n->eps, n->y, n->mean, n->rstd));
+    if (is_rms(l)) {
+        NNT_TRY(nnt_tensor_rmsnorm(x, n->w, n->eps, n->y, n->rstd));
+    } else {
+        NNT_TRY(nnt_layer_ensure(l, &n->mean, NNT_FP32, x->ndim - 1, x->shape, x->tile));
+        NNT_TRY(nnt_tensor_layernorm(x, n->w, n->b, n->eps, n->y, n->mean, n->rstd));
+    }
     n->x = x;
     *y = n->y;
     return NNT_OK;
 }
 
-static int layernorm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+static int norm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
-    layernorm *n = l->impl;
+    norm *n = l->impl;
     nnt_tensor *d = NULL;
     NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
     NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
-    NNT_TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, n->dw, n->db));
+    if (is_rms(l))
+        NNT_TRY(nnt_tensor_rmsnorm_backward(n->x, n->w, n->rstd, d, n->dx, n->dw));
+    else
+        NNT_TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, n->dw,
+                                              n->db));
     *dx = n->dx;
     return NNT_OK;
 }
 
-static void layernorm_destroy(nnt_layer *l)
+static void norm_destroy(nnt_layer *l)
 {
-    layernorm *n = l->impl;
+    norm *n = l->impl;
     nnt_tensor *own[] = {n->y, n->dx, n->mean, n->rstd, n->dy_cache};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
 static const nnt_layer_vt layernorm_vt = {
-    NNT_LAYER_LAYERNORM, "layernorm", layernorm_forward, layernorm_backward,
-    NULL, NULL, NULL, NULL, layernorm_destroy, NULL};
+    NNT_LAYER_LAYERNORM, "layernorm", norm_forward, norm_backward,
+    NULL, NULL, NULL, NULL, norm_destroy, NULL};
+static const nnt_layer_vt rmsnorm_vt = {
+    NNT_LAYER_RMSNORM, "rmsnorm", norm_forward, norm_backward,
+    NULL, NULL, NULL, NULL, norm_destroy, NULL};
 
-int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
-                     const char *fn, nnt_layer **out)
+/* LayerNorm takes eps >= 0, RMSNorm eps > 0 (as their ops). */
+static int norm_new(nnt_ctx *ctx, const nnt_layer_vt *vt, int64_t channels, double eps,
+                    const nnt_tiling *tiling, const char *fn, nnt_layer **out)
 {
     nnt_tiling t;
     nnt_layer *l = NULL;
-    NNT_TRY(nnt_layer_new(ctx, &layernorm_vt, sizeof(layernorm), fn, &l));
+    NNT_TRY(nnt_layer_new(ctx, vt, sizeof(norm), fn, &l));
+    int rms = is_rms(l);
     int rc = gl_tiling(ctx, tiling, fn, &t);
-    if (rc == 0 && (channels < 1 || !(eps >= 0.0) || !isfinite(eps)))
+    if (rc == 0 && (channels < 1 || !(rms ? eps > 0.0 : eps >= 0.0) || !isfinite(eps)))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be >= 1 and eps %g finite "
-                      "and >= 0", fn, (long long)channels, eps);
-    layernorm *n = l->impl;
+                      "and %s 0", fn, (long long)channels, eps, rms ? ">" : ">=");
+    norm *n = l->impl;
     int64_t shape[1] = {channels}, tile[1] = {gl_tile(t.channels, channels)};
     n->eps = eps;
     if (rc == 0)
         rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0, NNT_INIT_ONE, &n->w, &n->dw);
-    if (rc == 0)
+    if (rc == 0 && !rms)
         rc = nnt_layer_new_param(l, "bias", 1, shape, tile, 0, NNT_INIT_ZERO, &n->b, &n->db);
     if (rc)
         return abandon(l, rc);
     *out = l;
     return NNT_OK;
+}
+
+int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
+                     const char *fn, nnt_layer **out)
+{
+    return norm_new(ctx, &layernorm_vt, channels, eps, tiling, fn, out);
+}
+
+int gl_rmsnorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
+                   const char *fn, nnt_layer **out)
+{
+    return norm_new(ctx, &rmsnorm_vt, channels, eps, tiling, fn, out);
 }
 
 NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double eps,
@@ -268,72 +297,6 @@ NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double ep
     nnt_layer *l = NULL;
     NNT_TRY(gl_layernorm_new(ctx, channels, eps, tiling, "nnt_layer_layernorm_create", &l));
     return nnt_layer_finish(l, 0, out);
-}
-
-/* ---- rmsnorm -------------------------------------------------------------------------- */
-
-typedef struct rmsnorm {
-    double eps;
-    nnt_tensor *w, *dw;             // (C) tile channels
-    nnt_tensor *x;                  // the input of the last forward (not owned)
-    nnt_tensor *y, *dx;             // x's shape and tiling
-    nnt_tensor *rstd;               // (...) x's leading tiling
-    nnt_tensor *dy_cache;
-} rmsnorm;
-
-static int rmsnorm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
-{
-    rmsnorm *n = l->impl;
-    NNT_TRY(check_rows(l, x, 2, n->w->shape[0]));
-    NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
-    NNT_TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
-    NNT_TRY(nnt_tensor_rmsnorm(x, n->w, n->eps, n->y, n->rstd));
-    n->x = x;
-    *y = n->y;
-    return NNT_OK;
-}
-
-static int rmsnorm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
-{
-    rmsnorm *n = l->impl;
-    nnt_tensor *d = NULL;
-    NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
-    NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
-    NNT_TRY(nnt_tensor_rmsnorm_backward(n->x, n->w, n->rstd, d, n->dx, n->dw));
-    *dx = n->dx;
-    return NNT_OK;
-}
-
-static void rmsnorm_destroy(nnt_layer *l)
-{
-    rmsnorm *n = l->impl;
-    nnt_tensor *own[] = {n->y, n->dx, n->rstd, n->dy_cache};
-    destroy_all(own, sizeof own / sizeof own[0]);
-}
-
-static const nnt_layer_vt rmsnorm_vt = {
-    NNT_LAYER_RMSNORM, "rmsnorm", rmsnorm_forward, rmsnorm_backward,
-    NULL, NULL, NULL, NULL, rmsnorm_destroy, NULL};
-
-int gl_rmsnorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
-                   const char *fn, nnt_layer **out)
-{
-    nnt_tiling t;
-    nnt_layer *l = NULL;
-    NNT_TRY(nnt_layer_new(ctx, &rmsnorm_vt, sizeof(rmsnorm), fn, &l));
-    int rc = gl_tiling(ctx, tiling, fn, &t);
-    if (rc == 0 && (channels < 1 || !(eps > 0.0) || !isfinite(eps)))
-        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be >= 1 and eps %g finite "
-                      "and > 0", fn, (long long)channels, eps);
-    rmsnorm *n = l->impl;
-    int64_t shape[1] = {channels}, tile[1] = {gl_tile(t.channels, channels)};
-    n->eps = eps;
-    if (rc == 0)
-        rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0, NNT_INIT_ONE, &n->w, &n->dw);
-    if (rc)
-        return abandon(l, rc);
-    *out = l;
-    return NNT_OK;
 }
 
 NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
