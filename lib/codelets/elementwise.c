@@ -23,24 +23,6 @@ struct gelu_args {
     int x, dy, out;
 };
 
-/* ---- buffer lists with shared handles ------------------------------------------------- */
-
-/* Add handle h with mode to bufs (n entries so far) unless it is there already, in which
- * case the modes are merged; returns the handle's slot. */
-static int add_buffer(struct starpu_data_descr *bufs, int *n, starpu_data_handle_t h,
-                      enum starpu_data_access_mode mode)
-{
-    for (int i = 0; i < *n; i++) {
-        if (bufs[i].handle == h) {
-            bufs[i].mode = (enum starpu_data_access_mode)(bufs[i].mode | mode);
-            return i;
-        }
-    }
-    bufs[*n].handle = h;
-    bufs[*n].mode = mode;
-    return (*n)++;
-}
-
 /* ---- CPU ------------------------------------------------------------------------------ */
 
 /* buffers: x (n) RW */
@@ -203,8 +185,8 @@ int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y
     struct gelu_args args;
     int n = 0;
     memset(&args, 0, sizeof args);
-    args.x = add_buffer(bufs, &n, x, STARPU_R);
-    args.out = add_buffer(bufs, &n, y, STARPU_W);
+    args.x = nnt_buffer_slot(bufs, &n, x, STARPU_R);
+    args.out = nnt_buffer_slot(bufs, &n, y, STARPU_W);
     args.dy = args.x;   /* unused */
     return nnt_submit(ctx, &gelu_cl, n, bufs, &args, sizeof args);
 }
@@ -217,8 +199,8 @@ int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle
     struct gelu_args args;
     int n = 0;
     memset(&args, 0, sizeof args);
-    args.x = add_buffer(bufs, &n, x, STARPU_R);
-    args.dy = add_buffer(bufs, &n, dy, STARPU_R);
-    args.out = add_buffer(bufs, &n, dx, STARPU_W);
+    args.x = nnt_buffer_slot(bufs, &n, x, STARPU_R);
+    args.dy = nnt_buffer_slot(bufs, &n, dy, STARPU_R);
+    args.out = nnt_buffer_slot(bufs, &n, dx, STARPU_W);
     return nnt_submit(ctx, &gelu_bwd_cl, n, bufs, &args, sizeof args);
 }
