@@ -356,7 +356,8 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_CROSS_ENTROPY = 8,  /* logits (..., V) -> per-position losses (...)            */
     NNT_LAYER_SEQUENTIAL = 9,     /* children applied in order                               */
     NNT_LAYER_GPT = 10,           /* a whole GPT-2 model: nnt_gpt_create                      */
-    NNT_LAYER_RMSNORM = 11        /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
+    NNT_LAYER_RMSNORM = 11,       /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
+    NNT_LAYER_MODEL = 12          /* a transformer of nnt_model_create (new in 0.3)           */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -805,6 +806,84 @@ NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidd
 NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t heads,
                                       int64_t hidden, const nnt_block_options *opts,
                                       const nnt_tiling *tiling, nnt_layer **out);
+
+
+/* ---- transformer models of every family --------------------------------------------
+ * One configuration for GPT-2 and the Llama family; a model is a configuration of the
+ * layers above (embedding, blocks, final norm, head, cross-entropy), not a second
+ * implementation of them. */
+
+/* Family of a model (nnt_model_config.family): its layout and its parameter names. */
+typedef enum nnt_model_family {
+    NNT_FAMILY_GPT2 = 0,          /* GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP,
+                                     all biases, tied head                                   */
+    NNT_FAMILY_LLAMA = 1          /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
+                                     attention (also Mistral without sliding window, Qwen2
+                                     with qkv_bias, SmolLM, TinyLlama)                       */
+} nnt_model_family;
+
+typedef struct nnt_model_config {
+    size_t size;                  /* sizeof(nnt_model_config), set by the init macro         */
+    int family;                   /* nnt_model_family                                        */
+    int64_t vocab;                /* V                                                       */
+    int64_t max_seq;              /* longest sequence T; GPT-2: rows of the position table   */
+    int64_t layers;               /* L                                                       */
+    int64_t heads;                /* NH                                                      */
+    int64_t kv_heads;             /* NKV key/value heads dividing NH; 0: NH (GPT-2: 0 or NH) */
+    int64_t channels;             /* C, a multiple of NH; head_dim = C / NH                   */
+    int64_t hidden;               /* inner size of the MLP; 0: 4C                            */
+    double norm_eps;              /* of every LayerNorm / RMSNorm, > 0                       */
+    int tied;                     /* the head is the token embedding (GPT-2: 1)              */
+    int qkv_bias;                 /* biases on q, k, v (GPT-2: 1)                            */
+    int out_bias;                 /* bias on the attention output projection (GPT-2: 1)     */
+    int mlp_bias;                 /* biases on the MLP's projections (GPT-2: 1)             */
+    nnt_rope_options rope;        /* rotary positions (Llama family; ignored for GPT-2)      */
+} nnt_model_config;
+
+/* GPT-2 124M (nnt_model_preset "gpt2"). */
+#define NNT_MODEL_CONFIG_INIT \
+    { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
+      NNT_ROPE_OPTIONS_INIT }
+
+/* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
+ * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
+ * V 256: tests and demos), "smollm2-135m", "tinyllama-1.1b", "llama-3.2-1b"; see
+ * nnt_model_preset(3). */
+NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg);
+/* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
+ * (B, T) on the context's workers (the heuristic of nnt_gpt_tiling(3), with the model's
+ * MLP size); every entry of the result is > 0. */
+NNT_API int nnt_model_tiling(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
+                             const nnt_tiling *overrides, nnt_tiling *out);
+/* A model for batches of B sequences of T <= max_seq tokens (tiling: NULL or with 0 entries
+ * = automatic), initialised by nnt_layer_init(seed 0). Its forward takes tokens (B, T)
+ * int32 and returns the logits (B, T, V); with targets set it also computes the mean
+ * cross-entropy. A GPT-2 configuration gives an NNT_LAYER_GPT layer (as nnt_gpt_create),
+ * a Llama one an NNT_LAYER_MODEL layer whose parameters carry Hugging Face's names
+ * ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight" when untied). */
+NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
+                             const nnt_tiling *tiling, nnt_layer **out);
+/* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
+NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
+/* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
+ * MistralForCausalLM, Qwen2ForCausalLM). A configuration nnt cannot train (another
+ * architecture, a rope type other than "default"/"llama3", a sliding window, head_dim other
+ * than C / NH, ...) is NNT_E_UNSUPPORTED with a message naming the key. */
+NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
+/* Create a model from a Hugging Face directory: config.json and model.safetensors (fp32,
+ * bf16 or fp16 tensors, converted to fp32). Every tensor is checked (names, shapes, sizes)
+ * before the model is returned; on any failure nothing is created. */
+NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
+                              const nnt_tiling *tiling, nnt_layer **out);
+/* Write dir/config.json and dir/model.safetensors (fp32) that transformers loads
+ * (from_pretrained); dir is created if missing; each file through a temporary file and a
+ * rename. */
+NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
+/* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen); s
+ * NULL: greedy. Each new token runs the model over the last max_seq tokens (no KV cache).
+ * Overwrites the activations; parameters and gradients are untouched. */
+NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
+                               int64_t ngen, const nnt_sampling *s, int32_t *out);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 
 /* ---- chains (mlp, sequential) ------------------------------------------------------------ */
 
-static int chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     for (int i = 0; i < l->nchildren; i++)
         NNT_TRY(nnt_layer_forward(l->children[i], x, &x));
@@ -18,9 +18,7 @@ static int chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return NNT_OK;
 }
 
-/* dy NULL when the last child has targets. (A child without input gradient, an embedding,
- * can only come first: it alone takes int32 tokens.) */
-static int chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     for (int i = l->nchildren - 1; i >= 0; i--)
         NNT_TRY(nnt_layer_backward(l->children[i], dy, &dy));
@@ -40,7 +38,7 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
 /* ---- mlp ---------------------------------------------------------------------------------- */
 
 static const nnt_layer_vt mlp_vt = {
-    NNT_LAYER_MLP, "mlp", chain_forward, chain_backward, NULL, NULL, NULL, NULL, NULL, NULL};
+    NNT_LAYER_MLP, "mlp", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
 static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
@@ -293,9 +291,9 @@ static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char
     return NNT_OK;
 }
 
-static int block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
-                     const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,
-                     nnt_layer **out)
+int gl_block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
+                 const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,
+                 nnt_layer **out)
 {
     nnt_block_options o;
     nnt_layer *l = NULL;
@@ -307,6 +305,16 @@ static int block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidd
         nnt_layer_destroy(l);
         return rc;
     }
+    *out = l;
+    return NNT_OK;
+}
+
+static int block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
+                     const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,
+                     nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    NNT_TRY(gl_block_new(ctx, channels, heads, hidden, opts, tiling, fn, &l));
     return nnt_layer_finish(l, 0, out);
 }
 
@@ -327,7 +335,7 @@ NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t he
 /* ---- sequential --------------------------------------------------------------------------- */
 
 static const nnt_layer_vt sequential_vt = {
-    NNT_LAYER_SEQUENTIAL, "sequential", chain_forward, chain_backward, NULL, NULL, NULL, NULL,
+    NNT_LAYER_SEQUENTIAL, "sequential", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL,
     NULL, NULL};
 
 /* 0 if children[i] may join a new sequential of ctx, else a recorded failure. */

@@ -39,6 +39,22 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
                      nnt_layer **out);
 int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *opts,
                const nnt_tiling *t, const char *fn, nnt_layer **out);
+/* A block (opts NULL: GPT-2's), not initialised. */
+int gl_block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
+                 const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,
+                 nnt_layer **out);
+/* An embedding whose token table is the parameter table_name ("wte.weight" in
+ * nnt_layer_embedding_create), not initialised. */
+int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t channels,
+                     const nnt_tiling *tiling, const char *table_name, const char *fn,
+                     nnt_layer **out);
+/* The tied LM head of an embedding made here. */
+int gl_lm_head_new(nnt_layer *embedding, const char *fn, nnt_layer **out);
+/* Run the children in order (forward), in reverse order (backward; dy NULL when the last
+ * child has targets). A child without input gradient, an embedding, can only come first:
+ * it alone takes int32 tokens. */
+int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y);
+int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx);
 /* *out = *opts (NNT_ATTENTION_OPTIONS_INIT if NULL), checked; NNT_E_INVAL naming fn. The
  * rope pointer is copied as is (the caller copies what it points to). */
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,

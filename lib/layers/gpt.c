@@ -9,6 +9,7 @@
 #include "layer.h"
 
 #include "../models/gpt2.h"
+#include "../models/models.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -111,19 +112,6 @@ static nnt_gpt2_config internal_config(const nnt_gpt_config *cfg)
 
 /* ---- tiling ---------------------------------------------------------------------------- */
 
-/* One entry: 0 takes the automatic value (0 there: the whole dimension), -1 the whole
- * dimension, > 0 that size clamped to the dimension. */
-static int resolve_entry(nnt_ctx *ctx, const char *fn, const char *what, int64_t want,
-                         int64_t automatic, int64_t size, int64_t *out)
-{
-    if (want < -1)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: tiling %s = %lld (use 0 automatic, -1 whole "
-                        "dimension or a tile size > 0)", fn, what, (long long)want);
-    int64_t t = want == 0 ? automatic : want;
-    *out = t <= 0 || t > size ? size : t;
-    return NNT_OK;
-}
-
 NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
                            const nnt_tiling *overrides, nnt_tiling *out)
 {
@@ -132,32 +120,8 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
-    if (overrides && overrides->size < sizeof(nnt_tiling))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: overrides->size %zu < sizeof(nnt_tiling) %zu "
-                        "(initialise it with NNT_TILING_INIT)", fn, overrides->size,
-                        sizeof(nnt_tiling));
-    nnt_tiling none = NNT_TILING_INIT;
-    const nnt_tiling *o = overrides ? overrides : &none;
-    int ncpus = 0, ncuda = 0;
-    NNT_TRY(nnt_ctx_workers(ctx, &ncpus, &ncuda));
-    int workers = ncpus + ncuda > 0 ? ncpus + ncuda : 1;
-    nnt_gpt2_config ic = internal_config(cfg);
-    nnt_gpt2_tiling a;
-    if (ncuda > 0)   /* GPU tasks must be large: see nnt_gpt2_auto_tiling_gpu */
-        NNT_TRY(nnt_gpt2_auto_tiling_gpu(&ic, B, T, ncuda, &a));
-    else
-        NNT_TRY(nnt_gpt2_auto_tiling(&ic, B, T, workers, &a));
-    nnt_tiling r = NNT_TILING_INIT;
-    int64_t C = cfg->channels, NH = cfg->heads;
-    NNT_TRY(resolve_entry(ctx, fn, "batch", o->batch, a.batch, B, &r.batch));
-    NNT_TRY(resolve_entry(ctx, fn, "seq", o->seq, a.seq, T, &r.seq));
-    NNT_TRY(resolve_entry(ctx, fn, "channels", o->channels, a.channels, C, &r.channels));
-    NNT_TRY(resolve_entry(ctx, fn, "hidden", o->hidden, a.hidden, 4 * C, &r.hidden));
-    NNT_TRY(resolve_entry(ctx, fn, "vocab", o->vocab, a.vocab, cfg->vocab, &r.vocab));
-    NNT_TRY(resolve_entry(ctx, fn, "heads", o->heads, a.heads, NH, &r.heads));
-    NNT_TRY(resolve_entry(ctx, fn, "head_dim", o->head_dim, a.head_dim, C / NH, &r.head_dim));
-    *out = r;
-    return NNT_OK;
+    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads};
+    return nnt_model_resolve_tiling(ctx, fn, &d, overrides, out);
 }
 
 static nnt_gpt2_tiling internal_tiling(const nnt_tiling *t)

@@ -166,11 +166,10 @@ static const nnt_layer_vt embedding_vt = {
     NNT_LAYER_EMBEDDING, "embedding", embedding_forward, embedding_backward,
     NULL, NULL, NULL, NULL, embedding_destroy, NULL};
 
-NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
-                                       int64_t channels, const nnt_tiling *tiling,
-                                       nnt_layer **out)
+int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t channels,
+                     const nnt_tiling *tiling, const char *table_name, const char *fn,
+                     nnt_layer **out)
 {
-    const char *fn = "nnt_layer_embedding_create";
     nnt_tiling t;
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &embedding_vt, sizeof(embedding), fn, &l));
@@ -185,12 +184,27 @@ NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_
     int64_t wpe_shape[2] = {max_seq, channels}, wpe_tile[2] = {gl_tile(t.seq, max_seq), ct};
     /* lm_head reads wte only; wpe stays NULL without a position table */
     if (rc == 0)
-        rc = nnt_layer_new_param(l, "wte.weight", 2, wte_shape, wte_tile, 1, NNT_INIT_NORMAL,
+        rc = nnt_layer_new_param(l, table_name, 2, wte_shape, wte_tile, 1, NNT_INIT_NORMAL,
                                  &e->wte, &e->dwte);
     if (rc == 0 && max_seq > 0)
         rc = nnt_layer_new_param(l, "wpe.weight", 2, wpe_shape, wpe_tile, 1, NNT_INIT_NORMAL,
                                  &e->wpe, &e->dwpe);
-    return nnt_layer_finish(l, rc, out);
+    if (rc) {
+        nnt_layer_destroy(l);
+        return rc;
+    }
+    *out = l;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
+                                       int64_t channels, const nnt_tiling *tiling,
+                                       nnt_layer **out)
+{
+    const char *fn = "nnt_layer_embedding_create";
+    nnt_layer *l = NULL;
+    NNT_TRY(gl_embedding_new(ctx, vocab, max_seq, channels, tiling, "wte.weight", fn, &l));
+    return nnt_layer_finish(l, 0, out);
 }
 
 /* ---- layernorm and rmsnorm --------------------------------------------------------------
@@ -480,11 +494,8 @@ static const nnt_layer_vt lm_head_vt = {
     NNT_LAYER_LM_HEAD, "lm_head", lm_head_forward, lm_head_backward,
     NULL, NULL, NULL, NULL, lm_head_destroy, NULL};
 
-NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
+int gl_lm_head_new(nnt_layer *emb, const char *fn, nnt_layer **out)
 {
-    const char *fn = "nnt_layer_lm_head_create";
-    if (out)
-        *out = NULL;
     NNT_TRY(nnt_layer_check(emb, fn));
     if (emb->vt != &embedding_vt)
         return nnt_fail(emb->ctx, NNT_E_INVAL, "%s: the layer to tie is a %s layer, not an "
@@ -494,6 +505,17 @@ NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
     ((lm_head *)l->impl)->emb = emb;
     *out = l;
     return NNT_OK;
+}
+
+NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
+{
+    const char *fn = "nnt_layer_lm_head_create";
+    if (out)
+        *out = NULL;
+    NNT_TRY(nnt_layer_check(emb, fn));
+    if (!out)
+        return nnt_fail(emb->ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    return gl_lm_head_new(emb, fn, out);
 }
 
 /* ---- cross_entropy -------------------------------------------------------------------- */

@@ -5,6 +5,7 @@
 
 #include "../io/io.h"
 #include "gpt2.h"
+#include "models.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -320,67 +321,7 @@ int nnt_gpt2_create(nnt_ctx *ctx, const nnt_gpt2_config *cfg, const nnt_gpt2_til
     return NNT_OK;
 }
 
-/* ---- automatic tiling (see nnt_gpt2_auto_tiling in gpt2.h for the rules) ------------- */
-
-#define AUTO_MIN_TASK_FLOP 1e8      /* ~1.25 ms at ~80 GFLOP/s per core                  */
-#define AUTO_MIN_ROWS 64            /* rows (B*T) per row tile                             */
-#define AUTO_MAX_ROWS 512           /* beyond this, more row tiles even with few workers   */
-#define AUTO_MIN_COLS 128           /* hidden / vocab tile widths                          */
-#define AUTO_MAX_VOCAB 8192         /* vocab tile width cap (logits tile rows x 8192)      */
-#define AUTO_ALIGN 64               /* hidden / vocab tiles: multiples of 64 columns       */
-
-static int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-
-static int64_t max64(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
-
-/* Number of row tiles wanted over M = B*T rows: one per worker (the GEMMs whose columns are
- * the whole C -- q, k, v, attproj, fcproj -- get their parallelism from rows only), at most
- * AUTO_MAX_ROWS rows a tile, at least AUTO_MIN_ROWS, and an fcproj task (2 rows 4C C flops)
- * of at least AUTO_MIN_TASK_FLOP (q/k/v and attproj tasks are then >= a quarter of it). */
-static int64_t auto_row_tiles(int64_t M, int64_t C, int nworkers)
-{
-    int64_t want = max64(nworkers, ceil_div(M, AUTO_MAX_ROWS));
-    double fcproj = 2.0 * (double)M * (double)C * 4.0 * (double)C;
-    int64_t by_flops = (int64_t)(fcproj / AUTO_MIN_TASK_FLOP);
-    int64_t cap = max64(1, min64(M / AUTO_MIN_ROWS, by_flops));
-    return min64(want, cap);
-}
-
-/* Batch and seq tiles giving at most `rows` row tiles: split the batch first, then the
- * sequence (each sequence in equal pieces). Returns the row tiles obtained. */
-static int64_t auto_split_rows(int64_t B, int64_t T, int64_t rows, nnt_gpt2_tiling *out)
-{
-    if (rows <= B) {
-        out->batch = ceil_div(B, rows);
-        out->seq = T;
-        return ceil_div(B, out->batch);
-    }
-    out->batch = 1;
-    out->seq = ceil_div(T, ceil_div(rows, B));
-    return B * ceil_div(T, out->seq);
-}
-
-/* Column tile for a GEMM with N columns, K = C, `rowtile` rows a task: `tiles` tiles wanted,
- * widened to AUTO_MIN_COLS and to AUTO_MIN_TASK_FLOP a task, rounded up to AUTO_ALIGN. */
-static int64_t auto_col_tile(int64_t N, int64_t C, int64_t rowtile, int64_t tiles)
-{
-    int64_t t = ceil_div(N, max64(tiles, 1));
-    int64_t by_flops = (int64_t)ceil(AUTO_MIN_TASK_FLOP / (2.0 * (double)rowtile * (double)C));
-    t = max64(t, max64(AUTO_MIN_COLS, by_flops));
-    t = ceil_div(t, AUTO_ALIGN) * AUTO_ALIGN;
-    return t >= N ? 0 : t;
-}
+/* ---- automatic tiling (the rules: nnt_gpt2_auto_tiling in gpt2.h; lib/models/tiling.c) -- */
 
 /* The arguments of the automatic tilings; units: the workers or GPUs to feed. */
 static int check_auto_args(const char *fn, const nnt_gpt2_config *cfg, int64_t B, int64_t T,
@@ -394,24 +335,27 @@ static int check_auto_args(const char *fn, const nnt_gpt2_config *cfg, int64_t B
     return NNT_OK;
 }
 
+static nnt_model_dims dims_of(const nnt_gpt2_config *cfg, int64_t B, int64_t T)
+{
+    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads};
+    return d;
+}
+
+static nnt_gpt2_tiling from_tiling(const nnt_tiling *t)
+{
+    nnt_gpt2_tiling r = {t->batch, t->seq, t->channels, t->hidden, t->vocab, t->heads,
+                         t->head_dim};
+    return r;
+}
+
 int nnt_gpt2_auto_tiling(const nnt_gpt2_config *cfg, int64_t B, int64_t T, int nworkers,
                          nnt_gpt2_tiling *out)
 {
     NNT_TRY(check_auto_args("nnt_gpt2_auto_tiling", cfg, B, T, "nworkers", nworkers, out));
-    nnt_gpt2_tiling t = {0, 0, 0, 0, 0, 0, 0};   /* channels, heads, head_dim: whole */
-    int64_t M = B * T, C = cfg->channels, F = 4 * C, V = cfg->vocab;
-    int64_t rows = auto_split_rows(B, T, auto_row_tiles(M, C, nworkers), &t);
-    int64_t rowtile = ceil_div(M, rows);
-    /* fc (N = F): >= 2 tasks per worker; hidden is also K of fcproj, so no more */
-    t.hidden = auto_col_tile(F, C, rowtile, ceil_div(2 * (int64_t)nworkers, rows));
-    /* lm head (N = V): >= 2 tasks per worker and tiles of at most AUTO_MAX_VOCAB columns */
-    int64_t nv = max64(ceil_div(2 * (int64_t)nworkers, rows), ceil_div(V, AUTO_MAX_VOCAB));
-    t.vocab = auto_col_tile(V, C, rowtile, nv);
-    if (t.batch >= B)
-        t.batch = 0;
-    if (t.seq >= T)
-        t.seq = 0;
-    *out = t;
+    nnt_model_dims d = dims_of(cfg, B, T);
+    nnt_tiling t;
+    nnt_auto_tiling_cpu(&d, nworkers, &t);
+    *out = from_tiling(&t);
     return NNT_OK;
 }
 
@@ -419,17 +363,10 @@ int nnt_gpt2_auto_tiling_gpu(const nnt_gpt2_config *cfg, int64_t B, int64_t T, i
                              nnt_gpt2_tiling *out)
 {
     NNT_TRY(check_auto_args("nnt_gpt2_auto_tiling_gpu", cfg, B, T, "ngpus", ngpus, out));
-    nnt_gpt2_tiling t = {0, 0, 0, 0, 0, 0, 0};   /* channels, hidden, heads, head_dim: whole */
-    int64_t M = B * T, V = cfg->vocab;
-    auto_split_rows(B, T, max64(1, min64(ngpus, M / AUTO_MIN_ROWS)), &t);
-    int64_t nv = ceil_div(V, AUTO_MAX_VOCAB);
-    int64_t vt = ceil_div(ceil_div(V, nv), AUTO_ALIGN) * AUTO_ALIGN;
-    t.vocab = vt >= V ? 0 : vt;
-    if (t.batch >= B)
-        t.batch = 0;
-    if (t.seq >= T)
-        t.seq = 0;
-    *out = t;
+    nnt_model_dims d = dims_of(cfg, B, T);
+    nnt_tiling t;
+    nnt_auto_tiling_gpu(&d, ngpus, &t);
+    *out = from_tiling(&t);
     return NNT_OK;
 }
 

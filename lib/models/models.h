@@ -1,0 +1,33 @@
+/* What the model files share (internal): the automatic tiling of a transformer of any family
+ * (lib/models/tiling.c) and the transformer models of nnt_model_create
+ * (lib/models/transformer.c). */
+#ifndef NNT_MODELS_MODELS_H
+#define NNT_MODELS_MODELS_H
+
+#include "../internal.h"
+
+/* The sizes the automatic tiling looks at: rows (B, T), channels C, MLP inner size F,
+ * vocabulary V, heads NH (head_dim = C / NH). All >= 1, C a multiple of NH. */
+typedef struct nnt_model_dims {
+    int64_t B, T, C, F, V, NH;
+} nnt_model_dims;
+
+/* Automatic tile sizes (0 = the whole dimension) for nworkers CPU workers / ngpus GPUs:
+ * the rules of nnt_gpt2_auto_tiling / nnt_gpt2_auto_tiling_gpu (lib/models/gpt2.h), with F
+ * in place of GPT-2's 4C. */
+void nnt_auto_tiling_cpu(const nnt_model_dims *d, int nworkers, nnt_tiling *out);
+void nnt_auto_tiling_gpu(const nnt_model_dims *d, int ngpus, nnt_tiling *out);
+/* The overrides (NULL: all automatic; 0 automatic, -1 whole, > 0 a size) resolved against
+ * the automatic tiling for ctx's workers: every entry of *out > 0. Errors name fn. */
+int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims *d,
+                             const nnt_tiling *overrides, nnt_tiling *out);
+
+/* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's
+ * tiling overrides (NULL: automatic). Errors name fn. */
+int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                    int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
+ * resolved (never 0). Errors name fn. */
+int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);
+
+#endif

@@ -1,0 +1,354 @@
+/* Transformer models of every family (nnt_model_* in nnt.h): presets, the checks of a
+ * configuration, the automatic tiling, and the layer tree a configuration describes. The
+ * tree is made of the generic layers (lib/layers/), which hold all of the math; this file
+ * only says which layers, with which options and names.
+ *
+ * A Llama-family model (NNT_LAYER_MODEL) has the children
+ *   "model.embed_tokens"   embedding without position table, parameter "weight" (V, C)
+ *   "model.layers.<i>"     L blocks: RMSNorm, attention with RoPE and NKV kv heads, SwiGLU
+ *   "model.norm"           RMSNorm
+ *   "lm_head"              tied: the embedding's table (no parameter); untied: a linear
+ *                          layer without bias, parameter "weight" (V, C)
+ *   "loss"                 cross-entropy (ignore index -1)
+ * so that every parameter carries its Hugging Face LlamaForCausalLM name. A GPT-2
+ * configuration is built by nnt_gpt_create (NNT_LAYER_GPT). */
+#include "models.h"
+
+#include "../layers/generic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define IGNORE_INDEX (-1)
+
+typedef struct model_impl {
+    nnt_model_config cfg;
+} model_impl;
+
+/* ---- presets ------------------------------------------------------------------------------ */
+
+typedef struct preset {
+    const char *name;
+    int family;
+    int64_t vocab, max_seq, layers, heads, kv_heads, channels, hidden;
+    double eps;
+    int tied;
+    double theta;
+    int llama3;               /* Llama 3.1's rope scaling: factor 32, low 1, high 4, 8192 */
+} preset;
+
+static const preset PRESETS[] = {
+    {"gpt2", NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 0, 0},
+    {"gpt2-medium", NNT_FAMILY_GPT2, 50257, 1024, 24, 16, 0, 1024, 0, 1e-5, 1, 0, 0},
+    {"gpt2-large", NNT_FAMILY_GPT2, 50257, 1024, 36, 20, 0, 1280, 0, 1e-5, 1, 0, 0},
+    {"gpt2-xl", NNT_FAMILY_GPT2, 50257, 1024, 48, 25, 0, 1600, 0, 1e-5, 1, 0, 0},
+    {"tiny", NNT_FAMILY_GPT2, 256, 128, 2, 4, 0, 64, 0, 1e-5, 1, 0, 0},
+    {"llama-tiny", NNT_FAMILY_LLAMA, 256, 256, 2, 4, 2, 64, 172, 1e-5, 1, 10000.0, 0},
+    /* HuggingFaceTB/SmolLM2-135M */
+    {"smollm2-135m", NNT_FAMILY_LLAMA, 49152, 8192, 30, 9, 3, 576, 1536, 1e-5, 1, 100000.0, 0},
+    /* TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T */
+    {"tinyllama-1.1b", NNT_FAMILY_LLAMA, 32000, 2048, 22, 32, 4, 2048, 5632, 1e-5, 0, 10000.0,
+     0},
+    /* meta-llama/Llama-3.2-1B */
+    {"llama-3.2-1b", NNT_FAMILY_LLAMA, 128256, 131072, 16, 32, 8, 2048, 8192, 1e-5, 1,
+     500000.0, 1},
+};
+#define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+static void preset_config(const preset *p, nnt_model_config *c)
+{
+    nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+    *c = init;
+    int llama = p->family == NNT_FAMILY_LLAMA;
+    c->family = p->family;
+    c->vocab = p->vocab;
+    c->max_seq = p->max_seq;
+    c->layers = p->layers;
+    c->heads = p->heads;
+    c->kv_heads = llama ? p->kv_heads : 0;
+    c->channels = p->channels;
+    c->hidden = llama ? p->hidden : 0;
+    c->norm_eps = p->eps;
+    c->tied = p->tied;
+    c->qkv_bias = c->out_bias = c->mlp_bias = !llama;
+    if (llama)
+        c->rope.theta = p->theta;
+    if (p->llama3) {
+        c->rope.scaling = NNT_ROPE_SCALING_LLAMA3;
+        c->rope.factor = 32.0;
+        c->rope.low_freq_factor = 1.0;
+        c->rope.high_freq_factor = 4.0;
+        c->rope.original_max_position = 8192;
+    }
+}
+
+NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg)
+{
+    const char *fn = "nnt_model_preset";
+    if (!name || !cfg)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, name ? "cfg" : "name");
+    for (int i = 0; i < NPRESETS; i++) {
+        if (strcmp(PRESETS[i].name, name) == 0) {
+            preset_config(&PRESETS[i], cfg);
+            return NNT_OK;
+        }
+    }
+    char valid[256] = "";
+    for (int i = 0; i < NPRESETS; i++) {
+        size_t n = strlen(valid);
+        snprintf(valid + n, sizeof valid - n, "%s%s", i ? ", " : "", PRESETS[i].name);
+    }
+    return nnt_fail(NULL, NNT_E_INVAL, "%s: unknown preset '%s' (valid: %s)", fn, name, valid);
+}
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
+static int64_t hidden_of(const nnt_model_config *c)
+{
+    return c->hidden ? c->hidden : 4 * c->channels;
+}
+
+static int64_t kv_heads_of(const nnt_model_config *c)
+{
+    return c->kv_heads ? c->kv_heads : c->heads;
+}
+
+static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    if (c->vocab < 1 || c->max_seq < 1 || c->layers < 0 || c->heads < 1 || c->channels < 1 ||
+        c->kv_heads < 0 || c->hidden < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: bad configuration vocab=%lld max_seq=%lld "
+                        "layers=%lld heads=%lld kv_heads=%lld channels=%lld hidden=%lld", fn,
+                        (long long)c->vocab, (long long)c->max_seq, (long long)c->layers,
+                        (long long)c->heads, (long long)c->kv_heads, (long long)c->channels,
+                        (long long)c->hidden);
+    if (c->channels % c->heads)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: channels=%lld is not a multiple of heads=%lld",
+                        fn, (long long)c->channels, (long long)c->heads);
+    if (c->heads % kv_heads_of(c))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads=%lld does not divide heads=%lld", fn,
+                        (long long)c->kv_heads, (long long)c->heads);
+    if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
+                        c->norm_eps);
+    return NNT_OK;
+}
+
+/* GPT-2 is what nnt_gpt_create builds: no other MLP size, head, biases or eps. */
+static int check_gpt2(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    const char *field = NULL;
+    if (c->hidden != 0 && c->hidden != 4 * c->channels)
+        field = "hidden (GPT-2: 0 or 4 * channels)";
+    else if (kv_heads_of(c) != c->heads)
+        field = "kv_heads (GPT-2: 0 or heads)";
+    else if (!c->tied)
+        field = "tied (GPT-2: 1)";
+    else if (!c->qkv_bias || !c->out_bias || !c->mlp_bias)
+        field = "qkv_bias, out_bias and mlp_bias (GPT-2: 1)";
+    else if (c->norm_eps != 1e-5)
+        field = "norm_eps (GPT-2: 1e-5)";
+    if (field)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a GPT-2 model has no other %s", fn, field);
+    return NNT_OK;
+}
+
+static int check_llama(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    if ((c->channels / c->heads) % 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim "
+                        "(channels / heads = %lld)", fn, (long long)(c->channels / c->heads));
+    /* the rope options' own checks run in the attention layer, naming the field */
+    return NNT_OK;
+}
+
+/* cfg is a readable configuration nnt can build, for batches of (B, T) when B > 0. */
+static int check_config(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                        int64_t T)
+{
+    if (!cfg)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
+    if (cfg->size < sizeof(nnt_model_config))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg->size %zu < sizeof(nnt_model_config) %zu "
+                        "(initialise it with NNT_MODEL_CONFIG_INIT or nnt_model_preset)", fn,
+                        cfg->size, sizeof(nnt_model_config));
+    if (cfg->family != NNT_FAMILY_GPT2 && cfg->family != NNT_FAMILY_LLAMA)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown family %d (NNT_FAMILY_GPT2 or "
+                        "NNT_FAMILY_LLAMA)", fn, cfg->family);
+    NNT_TRY(check_sizes(ctx, fn, cfg));
+    if (cfg->family == NNT_FAMILY_GPT2)
+        NNT_TRY(check_gpt2(ctx, fn, cfg));
+    else
+        NNT_TRY(check_llama(ctx, fn, cfg));
+    if (B < 1 || T < 1 || T > cfg->max_seq)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: B=%lld, T=%lld must be positive with T <= "
+                        "max_seq=%lld", fn, (long long)B, (long long)T,
+                        (long long)cfg->max_seq);
+    return NNT_OK;
+}
+
+static nnt_gpt_config gpt_config(const nnt_model_config *c)
+{
+    nnt_gpt_config g = {sizeof(nnt_gpt_config), c->vocab, c->max_seq, c->layers, c->heads,
+                        c->channels};
+    return g;
+}
+
+/* ---- tiling ------------------------------------------------------------------------------- */
+
+static int resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                          int64_t T, const nnt_tiling *overrides, nnt_tiling *out)
+{
+    nnt_model_dims d = {B, T, cfg->channels, hidden_of(cfg), cfg->vocab, cfg->heads};
+    return nnt_model_resolve_tiling(ctx, fn, &d, overrides, out);
+}
+
+NNT_API int nnt_model_tiling(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
+                             const nnt_tiling *overrides, nnt_tiling *out)
+{
+    const char *fn = "nnt_model_tiling";
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    NNT_TRY(check_config(ctx, fn, cfg, B, T));
+    return resolve_tiling(ctx, fn, cfg, B, T, overrides, out);
+}
+
+/* ---- the Llama-family tree ---------------------------------------------------------------- */
+
+static const nnt_layer_vt model_vt = {
+    NNT_LAYER_MODEL, "model", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL,
+    NULL, NULL};
+
+/* Adopt child under name; on failure the child is destroyed. */
+static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
+{
+    int rc = nnt_layer_add_child(l, name, child);
+    if (rc)
+        nnt_layer_destroy(child);
+    return rc;
+}
+
+static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
+                      const char *fn)
+{
+    nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
+    ao.kv_heads = kv_heads_of(c);
+    ao.qkv_bias = c->qkv_bias;
+    ao.out_bias = c->out_bias;
+    ao.rope = &c->rope;
+    nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
+    mo.kind = NNT_MLP_SWIGLU;
+    mo.bias = c->mlp_bias;
+    nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
+    bo.norm = NNT_NORM_RMSNORM;
+    bo.norm_eps = c->norm_eps;
+    bo.attention = &ao;
+    bo.mlp = &mo;
+    for (int64_t i = 0; i < c->layers; i++) {
+        char name[40];
+        nnt_layer *block = NULL;
+        snprintf(name, sizeof name, "model.layers.%lld", (long long)i);
+        NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
+        NNT_TRY(adopt(l, name, block));
+    }
+    return NNT_OK;
+}
+
+static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *c,
+                    const nnt_tiling *t, const char *fn)
+{
+    nnt_layer *head = NULL, *loss = NULL;
+    if (c->tied)
+        NNT_TRY(gl_lm_head_new(embedding, fn, &head));
+    else
+        NNT_TRY(gl_linear_new(l->ctx, c->channels, c->vocab, 0, gl_tile(t->channels, c->channels),
+                              gl_tile(t->vocab, c->vocab), fn, &head));
+    NNT_TRY(adopt(l, "lm_head", head));
+    NNT_TRY(nnt_layer_cross_entropy_create(l->ctx, IGNORE_INDEX, &loss));
+    return adopt(l, "loss", loss);
+}
+
+static int llama_children(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
+                          const char *fn)
+{
+    nnt_layer *emb = NULL, *norm = NULL;
+    NNT_TRY(gl_embedding_new(l->ctx, c->vocab, 0, c->channels, t, "weight", fn, &emb));
+    NNT_TRY(adopt(l, "model.embed_tokens", emb));
+    NNT_TRY(add_blocks(l, c, t, fn));
+    NNT_TRY(gl_rmsnorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
+    NNT_TRY(adopt(l, "model.norm", norm));
+    return add_head(l, emb, c, t, fn);
+}
+
+static int llama_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tiling *t,
+                        const char *fn, nnt_layer **out)
+{
+    nnt_layer *l = NULL;
+    NNT_TRY(nnt_layer_new(ctx, &model_vt, sizeof(model_impl), fn, &l));
+    model_impl *m = l->impl;
+    m->cfg = *cfg;
+    m->cfg.size = sizeof m->cfg;
+    m->cfg.kv_heads = kv_heads_of(cfg);
+    m->cfg.hidden = hidden_of(cfg);
+    return nnt_layer_finish(l, llama_children(l, &m->cfg, t, fn), out);
+}
+
+int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                    int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+{
+    nnt_tiling t;
+    NNT_TRY(check_config(ctx, fn, cfg, B, T));
+    NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
+    if (cfg->family == NNT_FAMILY_GPT2) {
+        nnt_gpt_config g = gpt_config(cfg);
+        return nnt_gpt_create(ctx, &g, B, T, &t, out);
+    }
+    return llama_create(ctx, cfg, &t, fn, out);
+}
+
+NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
+                             const nnt_tiling *tiling, nnt_layer **out)
+{
+    const char *fn = "nnt_model_create";
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    return nnt_model_build(ctx, fn, cfg, B, T, tiling, out);
+}
+
+/* ---- queries ------------------------------------------------------------------------------ */
+
+int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg)
+{
+    NNT_TRY(nnt_layer_check(model, fn));
+    if (!cfg)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
+    if (model->vt == &model_vt) {
+        *cfg = ((const model_impl *)model->impl)->cfg;
+        return NNT_OK;
+    }
+    if (model->vt->kind != NNT_LAYER_GPT)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the layer is a %s layer, not a model "
+                        "(nnt_model_create, nnt_model_load_hf, nnt_gpt_create)", fn,
+                        model->vt->kind_name);
+    nnt_gpt_config g = NNT_GPT_CONFIG_INIT;
+    NNT_TRY(nnt_gpt_config_of(model, &g));
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.vocab = g.vocab;
+    c.max_seq = g.max_seq;
+    c.layers = g.layers;
+    c.heads = g.heads;
+    c.kv_heads = g.heads;
+    c.channels = g.channels;
+    c.hidden = 4 * g.channels;
+    *cfg = c;
+    return NNT_OK;
+}
+
+NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg)
+{
+    return nnt_model_config_get(model, "nnt_model_config_of", cfg);
+}
