@@ -1,4 +1,4 @@
-/* nnt-train: train a GPT-2 language model with nnt (the library's main program, and an
+/* nnt-train: train a GPT-2 or Llama-family language model with nnt (the library's main program, and an
  * example of its public API: nothing but nnt.h is used).
  *
  *   setup      tokenizer, model configuration, runtime context, model, data, optimizer,
@@ -27,8 +27,8 @@ typedef struct trainer {
     nnt_tokenizer *tok;
     nnt_data *data;
     int64_t ntokens;              /* tokens in the data                                   */
-    nnt_layer *gpt;
-    nnt_gpt_config cfg;
+    nnt_layer *model;
+    nnt_model_config cfg;
     nnt_tiling tiling;            /* resolved: every entry > 0                            */
     int64_t nparams;
     nnt_optim *opt;
@@ -168,6 +168,8 @@ static int check_input_files(const train_opts *o)
         return 2;
     if (o->load_safetensors && file_exists("--load-safetensors", o->load_safetensors))
         return 2;
+    if (o->load_hf && file_exists("--load-hf", o->load_hf))
+        return 2;
     if (o->resume && file_exists("--resume", o->resume))
         return 2;
     if (o->bpe_vocab && file_exists("--bpe-vocab", o->bpe_vocab))
@@ -207,30 +209,70 @@ static int open_tokenizer(trainer *t)
     return rc ? lib_error("cannot create the tokenizer", rc) : 0;
 }
 
+static int is_llama(const trainer *t)
+{
+    return t->cfg.family == NNT_FAMILY_LLAMA;
+}
+
 /* The configuration of a fresh or safetensors-loaded model: preset or the default small
- * model, then the individual overrides. */
+ * GPT-2, then the individual overrides. */
 static int model_config(trainer *t)
 {
     const train_opts *o = &t->o;
-    nnt_gpt_config c = NNT_GPT_CONFIG_INIT;
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
     if (o->model) {
-        if (nnt_gpt_preset(o->model, &c))
+        if (nnt_model_preset(o->model, &c))
             return train_usage_error("--model: unknown preset '%s' (tiny, gpt2, gpt2-medium, "
-                                     "gpt2-large, gpt2-xl)", o->model);
+                                     "gpt2-large, gpt2-xl, llama-tiny, smollm2-135m, "
+                                     "tinyllama-1.1b, llama-3.2-1b)", o->model);
     } else {
         c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = tok_vocab;
     }
+    if (c.family != NNT_FAMILY_LLAMA && (o->kv_heads > 0 || o->hidden > 0))
+        return train_usage_error("--kv-heads and --hidden apply to Llama-family models "
+                                 "(--model llama-tiny, ...); GPT-2 has kv heads = heads and "
+                                 "hidden = 4 C");
     if (o->layers > 0) c.layers = o->layers;
     if (o->channels > 0) c.channels = o->channels;
     if (o->heads > 0) c.heads = o->heads;
+    if (o->kv_heads > 0) c.kv_heads = o->kv_heads;
+    if (o->hidden > 0) c.hidden = o->hidden;
     if (o->vocab > 0) c.vocab = o->vocab;
     if (o->context > 0) c.max_seq = o->context;
     if (c.channels % c.heads)
         return train_usage_error("--channels %lld is not a multiple of --heads %lld",
                                  (long long)c.channels, (long long)c.heads);
+    if (c.kv_heads > 0 && c.heads % c.kv_heads)
+        return train_usage_error("--kv-heads %lld does not divide --heads %lld",
+                                 (long long)c.kv_heads, (long long)c.heads);
     t->cfg = c;
+    return 0;
+}
+
+/* The configuration of --load-hf DIR (its config.json). */
+static int read_hf_config(trainer *t)
+{
+    int rc = nnt_model_hf_config(NULL, t->o.load_hf, &t->cfg);
+    if (rc)
+        return lib_error("--load-hf", rc);
+    return 0;
+}
+
+/* Options that only the GPT-2 model has. */
+static int check_family_options(trainer *t)
+{
+    const train_opts *o = &t->o;
+    if (!is_llama(t))
+        return 0;
+    const char *opt = o->recompute ? "--recompute" : o->save_weights ? "--save-weights"
+                    : o->save_llmc ? "--save-llmc" : o->load_safetensors ? "--load-safetensors"
+                    : NULL;
+    if (opt)
+        return train_usage_error("%s is not available for Llama-family models yet%s", opt,
+                                 o->save_weights || o->load_safetensors
+                                     ? " (use --save-hf DIR / --load-hf DIR)" : "");
     return 0;
 }
 
@@ -239,6 +281,8 @@ static int check_config(trainer *t)
 {
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
+    if (check_family_options(t))
+        return 2;
     if (t->o.seq < 0)
         t->o.seq = t->cfg.max_seq < 128 ? t->cfg.max_seq : 128;
     if (t->o.seq > t->cfg.max_seq)
@@ -303,7 +347,7 @@ static int read_llmc_config(trainer *t)
                 "20240326, version 3)\n", path);
         return 1;
     }
-    nnt_gpt_config c = NNT_GPT_CONFIG_INIT;
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     c.max_seq = v[2], c.vocab = v[3], c.layers = v[4], c.heads = v[5], c.channels = v[6];
     t->cfg = c;
     return 0;
@@ -314,21 +358,27 @@ static int create_model(trainer *t)
     const train_opts *o = &t->o;
     nnt_tiling over = tiling_overrides(o);
     int rc;
-    if ((rc = nnt_gpt_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
-        return lib_error("nnt_gpt_tiling", rc);
+    if ((rc = nnt_model_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
+        return lib_error("nnt_model_tiling", rc);
+    nnt_gpt_config g = {sizeof g, t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
+                        t->cfg.channels};
     if (o->load_llmc)
-        rc = nnt_gpt_load_llmc(t->ctx, o->load_llmc, o->batch, o->seq, &t->tiling, &t->gpt);
+        rc = nnt_gpt_load_llmc(t->ctx, o->load_llmc, o->batch, o->seq, &t->tiling, &t->model);
     else if (o->load_safetensors)
-        rc = nnt_gpt_load_safetensors(t->ctx, o->load_safetensors, &t->cfg, o->batch, o->seq,
-                                      &t->tiling, &t->gpt);
-    else if (!(rc = nnt_gpt_create(t->ctx, &t->cfg, o->batch, o->seq, &t->tiling, &t->gpt)))
-        rc = nnt_layer_init(t->gpt, (uint64_t)o->seed);
+        rc = nnt_gpt_load_safetensors(t->ctx, o->load_safetensors, &g, o->batch, o->seq,
+                                      &t->tiling, &t->model);
+    else if (o->load_hf)
+        rc = nnt_model_load_hf(t->ctx, o->load_hf, o->batch, o->seq, &t->tiling, &t->model);
+    else if (!(rc = nnt_model_create(t->ctx, &t->cfg, o->batch, o->seq, &t->tiling,
+                                     &t->model)))
+        rc = nnt_layer_init(t->model, (uint64_t)o->seed);
     if (rc)
-        return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors
-                                ? "--load-safetensors" : "cannot create the model", rc);
-    if (o->recompute && (rc = nnt_gpt_set_recompute(t->gpt, 1)))
+        return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors ? "--load-safetensors"
+                         : o->load_hf ? "--load-hf" : "cannot create the model", rc);
+    if (o->recompute && (rc = nnt_gpt_set_recompute(t->model, 1)))
         return lib_error("--recompute", rc);
-    nnt_layer_num_params(t->gpt, NULL, &t->nparams);
+    nnt_model_config_of(t->model, &t->cfg);   /* kv_heads and hidden resolved */
+    nnt_layer_num_params(t->model, NULL, &t->nparams);
     int64_t shape[2] = {o->batch, o->seq}, tile[2] = {t->tiling.batch, t->tiling.seq};
     if ((rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->tokens)) ||
         (rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->targets)))
@@ -369,7 +419,7 @@ static int create_optimizer(trainer *t)
     oo.total_steps = o->steps, oo.min_lr = o->min_lr, oo.accum_steps = o->accum;
     int rc = nnt_optim_create(t->ctx, &oo, &t->opt);
     if (!rc)
-        rc = nnt_optim_add_layer(t->opt, t->gpt);
+        rc = nnt_optim_add_layer(t->opt, t->model);
     return rc ? lib_error("cannot create the optimizer", rc) : 0;
 }
 
@@ -396,15 +446,17 @@ static char *options_string(const trainer *t, int64_t step)
     if (!s)
         return NULL;
     snprintf(s, cap,
-             "{\"program\": \"nnt-train\", \"step\": %lld, \"model\": {\"vocab\": %lld, "
-             "\"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, \"channels\": %lld}, "
+             "{\"program\": \"nnt-train\", \"step\": %lld, \"model\": {\"family\": %d, "
+             "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
+             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld}, "
              "\"batch\": %lld, \"seq\": %lld, \"accum\": %lld, \"steps\": %lld, "
              "\"seed\": %lld, \"tokenizer\": \"%s\", \"optim\": \"%s\", \"lr\": %.17g, "
              "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
              "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
              "\"warmup\": %lld, \"min_lr\": %.17g, \"data_format\": \"%s\", \"data\": \"",
-             (long long)step, (long long)t->cfg.vocab, (long long)t->cfg.max_seq,
-             (long long)t->cfg.layers, (long long)t->cfg.heads, (long long)t->cfg.channels,
+             (long long)step, t->cfg.family, (long long)t->cfg.vocab,
+             (long long)t->cfg.max_seq, (long long)t->cfg.layers, (long long)t->cfg.heads,
+             (long long)t->cfg.kv_heads, (long long)t->cfg.channels, (long long)t->cfg.hidden,
              (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
              (long long)o->seed, train_choice_name("tokenizer", o->tokenizer),
              train_choice_name("optim", o->optim), o->lr, o->beta1, o->beta2, o->eps,
@@ -441,17 +493,19 @@ static int save_state(trainer *t, int64_t step)
 /* The saved model configuration must be this run's; batches may change (with a note). */
 static int check_resumed_options(trainer *t, const char *saved)
 {
-    const char *keys[5] = {"vocab", "max_seq", "layers", "heads", "channels"};
+    /* family, kv_heads and hidden: absent from checkpoints of nnt-train 0.2 (GPT-2 only) */
+    const char *keys[8] = {"vocab", "max_seq", "layers", "heads", "channels", "family",
+                           "kv_heads", "hidden"};
     if (!saved || !strstr(saved, "\"program\": \"nnt-train\"")) {
         say(t, "note: %s was not written by nnt-train: only its tensor shapes were checked\n",
             t->o.resume);
         return 0;
     }
-    const int64_t have[5] = {t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
-                             t->cfg.channels};
-    for (int i = 0; i < 5; i++) {
+    const int64_t have[8] = {t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
+                             t->cfg.channels, t->cfg.family, t->cfg.kv_heads, t->cfg.hidden};
+    for (int i = 0; i < 8; i++) {
         int64_t v = options_int(saved, keys[i]);
-        if (v != have[i])
+        if (v != have[i] && (i < 5 || v != -1))
             return train_usage_error("--resume %s: the checkpoint's model has %s %lld, this "
                                      "run %lld: give the same model options", t->o.resume,
                                      keys[i], (long long)v, (long long)have[i]);
@@ -506,19 +560,30 @@ static int resume_state(trainer *t)
 static void print_summary(trainer *t)
 {
     const train_opts *o = &t->o;
-    const nnt_gpt_config *c = &t->cfg;
+    const nnt_model_config *c = &t->cfg;
     const char *sched = "?", *version = "?";
     nnt_ctx_sched(t->ctx, &sched);
     nnt_version(NULL, &version);
     int64_t per_step = o->batch * o->seq * o->accum;
     say(t, "nnt-train %s\n", version);
-    say(t, "model:     GPT-2 L %lld, C %lld, NH %lld, V %lld, context %lld: %.3fM parameters; "
-           "%s%s", (long long)c->layers, (long long)c->channels, (long long)c->heads,
-        (long long)c->vocab, (long long)c->max_seq, t->nparams / 1e6,
-        o->resume ? "weights of " : o->load_llmc || o->load_safetensors ? "weights from " : "",
-        o->resume ? o->resume : o->load_llmc ? o->load_llmc
-        : o->load_safetensors ? o->load_safetensors : "fresh init");
-    if (!o->resume && !o->load_llmc && !o->load_safetensors)
+    const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
+                       : o->load_hf;
+    char shape[160];
+    if (is_llama(t))
+        snprintf(shape, sizeof shape, "Llama L %lld, C %lld, NH %lld, NKV %lld, hidden %lld, "
+                 "V %lld, context %lld, %s head, rope theta %g%s", (long long)c->layers,
+                 (long long)c->channels, (long long)c->heads, (long long)c->kv_heads,
+                 (long long)c->hidden, (long long)c->vocab, (long long)c->max_seq,
+                 c->tied ? "tied" : "untied", c->rope.theta,
+                 c->rope.scaling == NNT_ROPE_SCALING_LLAMA3 ? " (llama3 scaling)" : "");
+    else
+        snprintf(shape, sizeof shape, "GPT-2 L %lld, C %lld, NH %lld, V %lld, context %lld",
+                 (long long)c->layers, (long long)c->channels, (long long)c->heads,
+                 (long long)c->vocab, (long long)c->max_seq);
+    say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->nparams / 1e6,
+        o->resume ? "weights of " : loaded ? "weights from " : "",
+        o->resume ? o->resume : loaded ? loaded : "fresh init");
+    if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
     nnt_data_format format = NNT_DATA_TEXT;
@@ -720,10 +785,10 @@ static int micro_batch(trainer *t, uint64_t pos, double *loss)
         return rc;
     /* The loss is read after the backward is submitted, so that the workers have the
      * backward's tasks while this thread waits for the forward's end. */
-    if ((rc = nnt_layer_set_targets(t->gpt, t->targets)) ||
-        (rc = nnt_layer_forward(t->gpt, t->tokens, NULL)) ||
-        (rc = nnt_layer_backward(t->gpt, NULL, NULL)) ||
-        (rc = nnt_layer_loss(t->gpt, loss)))
+    if ((rc = nnt_layer_set_targets(t->model, t->targets)) ||
+        (rc = nnt_layer_forward(t->model, t->tokens, NULL)) ||
+        (rc = nnt_layer_backward(t->model, NULL, NULL)) ||
+        (rc = nnt_layer_loss(t->model, loss)))
         return lib_error("forward/backward", rc);
     return 0;
 }
@@ -733,7 +798,7 @@ static int train_step(trainer *t, int64_t step, step_result *r)
     uint64_t bt = (uint64_t)(t->o.batch * t->o.seq);
     double start = now_s(), sum = 0;
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
-    int rc = nnt_layer_clear_grad(t->gpt);
+    int rc = nnt_layer_clear_grad(t->model);
     if (rc)
         return lib_error("nnt_layer_clear_grad", rc);
     for (int64_t k = 0; k < t->o.accum; k++) {
@@ -816,13 +881,16 @@ static int write_outputs(trainer *t)
     int rc;
     if (t->nrun && !o->no_save && (rc = save_state(t, last)))
         return rc;
-    if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->gpt, t->path_weights)))
+    if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->model, t->path_weights)))
         return lib_error("--save-weights", rc);
-    if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->gpt, t->path_llmc)))
+    if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->model, t->path_llmc)))
         return lib_error("--save-llmc", rc);
+    if (o->save_hf && (rc = nnt_model_save_hf(t->model, o->save_hf)))
+        return lib_error("--save-hf", rc);
     char title[160];
-    snprintf(title, sizeof title, "nnt-train: GPT-2 L%lld C%lld NH%lld, loss per step",
-             (long long)t->cfg.layers, (long long)t->cfg.channels, (long long)t->cfg.heads);
+    snprintf(title, sizeof title, "nnt-train: %s L%lld C%lld NH%lld, loss per step",
+             is_llama(t) ? "Llama" : "GPT-2", (long long)t->cfg.layers,
+             (long long)t->cfg.channels, (long long)t->cfg.heads);
     if (train_svg_write(t->path_svg, t->curve, t->ncurve, title)) {
         fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_svg, strerror(errno));
         return 1;
@@ -917,9 +985,9 @@ static int print_sample(trainer *t)
     }
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = o->temperature, s.top_k = o->top_k, s.seed = xoshiro_next(t->rng);
-    rc = nnt_gpt_generate(t->gpt, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
+    rc = nnt_model_generate(t->model, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
     if (rc)
-        rc = lib_error("nnt_gpt_generate", rc);
+        rc = lib_error("nnt_model_generate", rc);
     else if (t->info) {
         fprintf(t->info, "---- sample: %lld tokens, temperature %g, top-k %lld ----\n",
                 (long long)o->sample, o->temperature, (long long)o->top_k);
@@ -1037,9 +1105,10 @@ static int setup(trainer *t)
 {
     train_opts *o = &t->o;
     int rc;
-    if ((rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors)) ||
+    if ((rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors || o->load_hf)) ||
         (rc = check_input_files(o)) || (rc = open_tokenizer(t)) ||
-        (rc = o->load_llmc ? read_llmc_config(t) : model_config(t)) ||
+        (rc = o->load_llmc ? read_llmc_config(t) : o->load_hf ? read_hf_config(t)
+                                                                : model_config(t)) ||
         (rc = check_config(t)) || (rc = make_output_paths(t)) || (rc = start_runtime(t)) ||
         (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)))
         return rc;
@@ -1066,7 +1135,7 @@ static void teardown(trainer *t)
     nnt_optim_destroy(t->opt);
     nnt_tensor_destroy(t->tokens);
     nnt_tensor_destroy(t->targets);
-    nnt_layer_destroy(t->gpt);
+    nnt_layer_destroy(t->model);
     nnt_data_close(t->data);
     nnt_tokenizer_destroy(t->tok);
     if (t->ctx)

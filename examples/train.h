@@ -19,9 +19,9 @@ enum { TOKENIZER_BYTES = 0, TOKENIZER_BPE = 1 };
 typedef struct train_opts {
     /* model */
     const char *model;                       /* preset name or NULL                      */
-    int64_t layers, channels, heads, vocab, context;
+    int64_t layers, channels, heads, kv_heads, hidden, vocab, context;
     int init;                                /* --init given                              */
-    const char *load_llmc, *load_safetensors;
+    const char *load_llmc, *load_safetensors, *load_hf;
     /* data and tokenizer */
     const char *data;
     int data_format;                         /* nnt_data_format                           */
@@ -45,6 +45,7 @@ typedef struct train_opts {
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;
     int save_weights, save_llmc, no_save;
+    const char *save_hf;                     /* --save-hf DIR                             */
     /* sampling */
     int64_t sample, top_k;
     const char *prompt;

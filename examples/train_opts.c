@@ -30,15 +30,19 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = n
 
 static const char usage_text[] =
     "Usage: nnt-train [OPTION]...\n"
-    "Train a GPT-2 language model with nnt. Without options: a small model (4 layers, 128\n"
-    "channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 1000 steps\n"
+    "Train a GPT-2 or Llama-family language model with nnt. Without options: a small GPT-2\n"
+    "(4 layers, 128 channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 1000 steps\n"
     "(a few minutes on 2 CPU cores), then writes a log, a loss curve and a checkpoint to\n"
     "./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
     "\n"
     "Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):\n"
-    "  --model NAME          preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl\n"
+    "  --model NAME          preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2);\n"
+    "                        llama-tiny, smollm2-135m, tinyllama-1.1b, llama-3.2-1b (Llama)\n"
     "  --layers L --channels C --heads NH --vocab V --context maxT   override the preset\n"
-    "  --init                fresh GPT-2 initialisation from --seed (default)\n"
+    "  --kv-heads NKV --hidden F   Llama family: key/value heads, MLP inner size\n"
+    "  --init                fresh initialisation from --seed (default)\n"
+    "  --load-hf DIR         start from a Hugging Face model directory (config.json and\n"
+    "                        model.safetensors: GPT-2, Llama, Mistral, Qwen2)\n"
     "  --load-llmc FILE      start from an llm.c fp32 checkpoint (gives the configuration)\n"
     "  --load-safetensors FILE  start from a Hugging Face GPT2LMHeadModel safetensors file\n"
     "Data:\n"
@@ -51,7 +55,7 @@ static const char usage_text[] =
     "  --seq T               tokens per sequence (default min(128, context))\n"
     "  --steps N             total optimizer steps, resumed ones included (default 1000)\n"
     "  --accum K             micro-batches per step (default 1)\n"
-    "  --recompute           keep only block outputs, recompute in the backward\n"
+    "  --recompute           keep only block outputs, recompute in the backward (GPT-2)\n"
     "  --precision P         fp32|tf32|bf16 operands of the matrix products (default fp32)\n"
     "  --seed S              initialisation and sampling seed (default 1)\n"
     "  --optim O             adamw|adam|sgd (default adamw)\n"
@@ -77,8 +81,10 @@ static const char usage_text[] =
     "  --save-every N        also save every N steps (default 0: only at the end)\n"
     "  --no-save             write no checkpoint (benchmarks, very large models)\n"
     "  --stop-after S        stop after step S (saved; the schedule still ends at --steps)\n"
-    "  --save-weights        also write OUT/model.safetensors (Hugging Face)\n"
-    "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint)\n"
+    "  --save-hf DIR         also write a Hugging Face model directory (config.json,\n"
+    "                        model.safetensors) that transformers loads\n"
+    "  --save-weights        also write OUT/model.safetensors (Hugging Face, GPT-2)\n"
+    "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)\n"
     "  --resume FILE         continue a checkpoint up to --steps (same model options)\n"
     "  --trace FILE.svg      trace --trace-steps steps (default 3) after the first\n"
     "  --trace-steps N       number of steps traced\n"
@@ -109,7 +115,7 @@ int train_usage_error(const char *fmt, ...)
 static void set_defaults(train_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->layers = o->channels = o->heads = o->vocab = o->context = -1;
+    o->layers = o->channels = o->heads = o->kv_heads = o->hidden = o->vocab = o->context = -1;
     o->data_format = NNT_DATA_AUTO;
     o->tokenizer = TOKENIZER_BYTES;
     o->batch = 8, o->seq = -1, o->steps = 1000, o->accum = 1, o->seed = 1;
@@ -138,11 +144,14 @@ static const opt_def *option_table(train_opts *o, int *n)
     INT("layers", layers, 1, 1e6);
     INT("channels", channels, 1, 1e7);
     INT("heads", heads, 1, 1e6);
+    INT("kv-heads", kv_heads, 1, 1e6);
+    INT("hidden", hidden, 1, 1e8);
     INT("vocab", vocab, 1, 2147483647.0);
     INT("context", context, 1, 1e8);
     FLAG("init", init);
     STR("load-llmc", load_llmc);
     STR("load-safetensors", load_safetensors);
+    STR("load-hf", load_hf);
     STR("data", data);
     CHOICE("data-format", data_format, data_formats);
     CHOICE("tokenizer", tokenizer, tokenizers);
@@ -183,6 +192,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     INT("stop-after", stop_after, 1, BIG);
     FLAG("save-weights", save_weights);
     FLAG("save-llmc", save_llmc);
+    STR("save-hf", save_hf);
     FLAG("no-save", no_save);
     FLAG("recompute", recompute);
     CHOICE("precision", precision, precisions);
@@ -334,14 +344,18 @@ const char *train_choice_name(const char *option, int value)
 static int check_combinations(const train_opts *o)
 {
     int model_opts = o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 ||
-                     o->vocab > 0 || o->context > 0;
-    if (o->load_llmc && o->load_safetensors)
-        return train_usage_error("--load-llmc and --load-safetensors exclude each other");
-    if (o->init && (o->load_llmc || o->load_safetensors))
+                     o->kv_heads > 0 || o->hidden > 0 || o->vocab > 0 || o->context > 0;
+    int loads = (o->load_llmc != NULL) + (o->load_safetensors != NULL) + (o->load_hf != NULL);
+    if (loads > 1)
+        return train_usage_error("--load-llmc, --load-safetensors and --load-hf exclude each "
+                                 "other");
+    if (o->init && loads)
         return train_usage_error("--init and --load-* exclude each other");
-    if (o->load_llmc && model_opts)
-        return train_usage_error("--load-llmc takes the model configuration from the file: "
-                                 "drop --model/--layers/--channels/--heads/--vocab/--context");
+    if ((o->load_llmc || o->load_hf) && model_opts)
+        return train_usage_error("--%s takes the model configuration from the %s: drop "
+                                 "--model/--layers/--channels/--heads/--kv-heads/--hidden/"
+                                 "--vocab/--context", o->load_llmc ? "load-llmc" : "load-hf",
+                                 o->load_llmc ? "file" : "directory");
     if (o->tokenizer == TOKENIZER_BPE && (!o->bpe_vocab || !o->bpe_merges))
         return train_usage_error("--tokenizer bpe needs --bpe-vocab FILE and --bpe-merges FILE");
     if (o->tokenizer != TOKENIZER_BPE && (o->bpe_vocab || o->bpe_merges))
