@@ -879,9 +879,11 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
  * (from_pretrained); dir is created if missing; each file through a temporary file and a
  * rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
-/* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen); s
- * NULL: greedy. Each new token runs the model over the last max_seq tokens (no KV cache).
- * Overwrites the activations; parameters and gradients are untouched. */
+/* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
+ * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate; a Llama-family
+ * model runs one forward per new token over the last min(n, max_seq) tokens at positions
+ * 0.. (no KV cache; past max_seq the window slides). Overwrites the activations (a pending
+ * backward is cancelled); parameters, gradients and the targets set are untouched. */
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
 

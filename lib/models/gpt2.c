@@ -6,6 +6,7 @@
 #include "../io/io.h"
 #include "gpt2.h"
 #include "models.h"
+#include "sample.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1212,53 +1213,6 @@ int nnt_gpt2_adamw_step(nnt_gpt2 *m, const nnt_adam_options *opts)
 
 /* ---- text generation ---------------------------------------------------------------- */
 
-/* xoshiro256** (Blackman and Vigna), its state seeded through splitmix64. */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl64(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t xoshiro_next(uint64_t s[4])
-{
-    uint64_t result = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double xoshiro_uniform(uint64_t s[4])
-{
-    return (double)(xoshiro_next(s) >> 11) * 0x1p-53;
-}
-
-/* A candidate token for top-k: its logit and id. */
-typedef struct gen_cand {
-    double logit;
-    int32_t id;
-} gen_cand;
-
-/* Larger logit first, then the lower id: a total order, so qsort's result is unique. */
-static int cand_cmp(const void *pa, const void *pb)
-{
-    const gen_cand *a = pa, *b = pb;
-    if (a->logit != b->logit)
-        return a->logit > b->logit ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
-}
-
 /* What one nnt_gpt2_generate call holds. */
 typedef struct gen_state {
     nnt_tensor *tokens;    // (B, T) int32: the window in row 0, token 0 elsewhere
@@ -1266,9 +1220,7 @@ typedef struct gen_state {
     nnt_tensor *row;       // (1, V) logits of that position: select . logits
     int32_t *ids;          // (B, T) host copy of tokens
     float *onehot;         // (B, T) host copy of select
-    float *logits;         // (V) host copy of row
-    gen_cand *cand;        // (V) candidates of the sampling
-    uint64_t rng[4];
+    nnt_sampler sm;        // its logits: the host copy of row
 } gen_state;
 
 static void gen_free(gen_state *g)
@@ -1278,8 +1230,7 @@ static void gen_free(gen_state *g)
     nnt_tensor_destroy(g->row);
     free(g->ids);
     free(g->onehot);
-    free(g->logits);
-    free(g->cand);
+    nnt_sampler_free(&g->sm);
 }
 
 static int gen_alloc(nnt_gpt2 *m, const nnt_gpt2_sampling *s, gen_state *g)
@@ -1288,28 +1239,20 @@ static int gen_alloc(nnt_gpt2 *m, const nnt_gpt2_sampling *s, gen_state *g)
     int64_t V = m->cfg.vocab, n = m->B * m->T;
     int64_t sel_shape[3] = {1, m->B, m->T}, sel_tile[3] = {1, m->tile.batch, m->tile.seq};
     int64_t row_shape[2] = {1, V}, row_tile[2] = {1, m->tile.vocab};
-    uint64_t x = s ? s->seed : 0;
-    for (int i = 0; i < 4; i++)
-        g->rng[i] = splitmix64(&x);
+    if (s)
+        NNT_TRY(nnt_sampler_init(&g->sm, m->ctx, fn, V, s->temperature, s->top_k, s->seed));
+    else
+        NNT_TRY(nnt_sampler_init(&g->sm, m->ctx, fn, V, 0.0, 0, 0));
     g->ids = calloc((size_t)n, sizeof *g->ids);
     g->onehot = calloc((size_t)n, sizeof *g->onehot);
-    g->logits = malloc((size_t)V * sizeof *g->logits);
-    g->cand = malloc((size_t)V * sizeof *g->cand);
-    if (!g->ids || !g->onehot || !g->logits || !g->cand)
+    if (!g->ids || !g->onehot)
         return nnt_fail(m->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     NNT_TRY(make_tensor(m, NNT_INT32, "BT", &g->tokens));
     NNT_TRY(nnt_tensor_create(m->ctx, NNT_FP32, 3, sel_shape, sel_tile, &g->select));
     return nnt_tensor_create(m->ctx, NNT_FP32, 2, row_shape, row_tile, &g->row);
 }
 
-/* Token i of the sequence so far: the prompt, then what has been generated. */
-static int32_t gen_token_at(const int32_t *prompt, int64_t nprompt, const int32_t *out,
-                            int64_t i)
-{
-    return i < nprompt ? prompt[i] : out[i - nprompt];
-}
-
-/* The logits (V) after the first n tokens of the sequence into g->logits: a forward on
+/* The logits (V) after the first n tokens of the sequence into g->sm.logits: a forward on
  * the last w = min(T, n) of them in row 0, then row = onehot(0, w - 1) . logits on the
  * device (exact: every other term is 0 times a finite logit) so that only V floats come
  * back instead of (B, T, V). */
@@ -1318,7 +1261,7 @@ static int gen_logits(nnt_gpt2 *m, gen_state *g, const int32_t *prompt, int64_t 
 {
     int64_t w = n < m->T ? n : m->T, V = m->cfg.vocab, bt = m->B * m->T;
     for (int64_t j = 0; j < w; j++)   /* the rest of ids stays 0 (padding) */
-        g->ids[j] = gen_token_at(prompt, nprompt, out, n - w + j);
+        g->ids[j] = nnt_generate_token_at(prompt, nprompt, out, n - w + j);
     memset(g->onehot, 0, (size_t)bt * sizeof *g->onehot);
     g->onehot[w - 1] = 1.0f;
     NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)bt * sizeof *g->ids));
@@ -1327,77 +1270,17 @@ static int gen_logits(nnt_gpt2 *m, gen_state *g, const int32_t *prompt, int64_t 
     /* row (1, V) = select (1, B, T) . logits (B, T, V), contracting (B, T) */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g->select, m->logits, 0.0, g->row, 2,
                         0));
-    return nnt_tensor_copy_to_host(g->row, g->logits, (size_t)V * sizeof *g->logits);
-}
-
-/* Pick the next token from g->logits (V) as s says; NNT_E_STATE for a non-finite logit. */
-static int gen_pick(nnt_gpt2 *m, gen_state *g, const nnt_gpt2_sampling *s, int32_t *token)
-{
-    int64_t V = m->cfg.vocab, best = 0;
-    for (int64_t v = 0; v < V; v++) {
-        if (!isfinite(g->logits[v]))
-            return nnt_fail(m->ctx, NNT_E_STATE, "nnt_gpt2_generate: logit of token %lld "
-                            "is %g (diverged weights?)", (long long)v, (double)g->logits[v]);
-        g->cand[v].logit = g->logits[v];
-        g->cand[v].id = (int32_t)v;
-        best = g->logits[v] > g->logits[best] ? v : best;   /* the lowest id on ties */
-    }
-    if (!s || s->temperature == 0.0) {
-        *token = (int32_t)best;
-        return NNT_OK;
-    }
-    int64_t k = V;
-    if (s->top_k > 0 && s->top_k < V) {   /* the k best first, in (logit, id) order */
-        qsort(g->cand, (size_t)V, sizeof *g->cand, cand_cmp);
-        k = s->top_k;
-    }
-    /* softmax((l - max) / temperature) over the k candidates, in double, summed in order */
-    double max = g->logits[best], sum = 0.0;
-    for (int64_t j = 0; j < k; j++) {
-        g->cand[j].logit = exp((g->cand[j].logit - max) / s->temperature);
-        sum += g->cand[j].logit;
-    }
-    double r = xoshiro_uniform(g->rng) * sum, acc = 0.0;
-    int64_t pick = -1;
-    for (int64_t j = 0; j < k && pick < 0; j++) {
-        acc += g->cand[j].logit;
-        pick = acc > r ? j : -1;
-    }
-    for (int64_t j = k - 1; pick < 0 && j >= 0; j--)   /* rounding: the last possible one */
-        pick = g->cand[j].logit > 0.0 ? j : -1;
-    *token = g->cand[pick].id;
-    return NNT_OK;
-}
-
-static int check_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64_t ngen,
-                          const nnt_gpt2_sampling *s, const int32_t *out)
-{
-    const char *fn = "nnt_gpt2_generate";
-    if (!prompt || (!out && ngen > 0))
-        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: %s is NULL", fn, prompt ? "out" : "prompt");
-    if (nprompt < 1 || ngen < 0 || ngen > INT64_MAX - nprompt)
-        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: nprompt = %lld must be >= 1 and ngen = %lld "
-                        ">= 0", fn, (long long)nprompt, (long long)ngen);
-    if (s && !(s->temperature >= 0.0 && isfinite(s->temperature)))
-        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: temperature %g must be finite and >= 0", fn,
-                        s->temperature);
-    if (s && s->top_k < 0)
-        return nnt_fail(m->ctx, NNT_E_INVAL, "%s: top_k = %lld must be >= 0 (0: all)", fn,
-                        (long long)s->top_k);
-    for (int64_t i = 0; i < nprompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab)
-            return nnt_fail(m->ctx, NNT_E_INVAL, "%s: prompt token %d at position %lld is "
-                            "outside [0, %lld)", fn, (int)prompt[i], (long long)i,
-                            (long long)m->cfg.vocab);
-    return NNT_OK;
+    return nnt_tensor_copy_to_host(g->row, g->sm.logits, (size_t)V * sizeof *g->sm.logits);
 }
 
 int nnt_gpt2_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64_t ngen,
                       const nnt_gpt2_sampling *s, int32_t *out)
 {
+    const char *fn = "nnt_gpt2_generate";
     if (!m)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_gpt2_generate: model is NULL");
-    NNT_TRY(check_generate(m, prompt, nprompt, ngen, s, out));
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: model is NULL", fn);
+    NNT_TRY(nnt_generate_check(m->ctx, fn, m->cfg.vocab, prompt, nprompt, ngen,
+                               s ? s->temperature : 0.0, s ? s->top_k : 0, out));
     if (ngen == 0)
         return NNT_OK;
     gen_state g;
@@ -1406,7 +1289,7 @@ int nnt_gpt2_generate(nnt_gpt2 *m, const int32_t *prompt, int64_t nprompt, int64
     for (int64_t i = 0; i < ngen && rc == 0; i++) {
         rc = gen_logits(m, &g, prompt, nprompt, out, nprompt + i);
         if (rc == 0)
-            rc = gen_pick(m, &g, s, &out[i]);
+            rc = nnt_sampler_pick(&g.sm, m->ctx, fn, &out[i]);
     }
     gen_free(&g);
     return rc;

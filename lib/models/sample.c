@@ -1,0 +1,144 @@
+/* The next token of text generation from the logits of the last position, and the argument
+ * checks every generate function shares (sample.h). */
+#include "sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* ---- xoshiro256** (Blackman and Vigna), its state seeded through splitmix64 ------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl64(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t xoshiro_next(uint64_t s[4])
+{
+    uint64_t result = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double xoshiro_uniform(uint64_t s[4])
+{
+    return (double)(xoshiro_next(s) >> 11) * 0x1p-53;
+}
+
+/* ---- checks ------------------------------------------------------------------------------ */
+
+int nnt_generate_check(const nnt_ctx *ctx, const char *fn, int64_t V, const int32_t *prompt,
+                       int64_t nprompt, int64_t ngen, double temperature, int64_t top_k,
+                       const int32_t *out)
+{
+    if (!prompt || (!out && ngen > 0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, prompt ? "out" : "prompt");
+    if (nprompt < 1 || ngen < 0 || ngen > INT64_MAX - nprompt)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: nprompt = %lld must be >= 1 and ngen = %lld "
+                        ">= 0", fn, (long long)nprompt, (long long)ngen);
+    if (!(temperature >= 0.0 && isfinite(temperature)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: temperature %g must be finite and >= 0", fn,
+                        temperature);
+    if (top_k < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: top_k = %lld must be >= 0 (0: all)", fn,
+                        (long long)top_k);
+    for (int64_t i = 0; i < nprompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: prompt token %d at position %lld is "
+                            "outside [0, %lld)", fn, (int)prompt[i], (long long)i,
+                            (long long)V);
+    return NNT_OK;
+}
+
+/* ---- the sampler ------------------------------------------------------------------------- */
+
+int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
+                     double temperature, int64_t top_k, uint64_t seed)
+{
+    uint64_t x = seed;
+    sm->temperature = temperature;
+    sm->top_k = top_k;
+    sm->V = V;
+    for (int i = 0; i < 4; i++)
+        sm->rng[i] = splitmix64(&x);
+    sm->logits = malloc((size_t)V * sizeof *sm->logits);
+    sm->cand = malloc((size_t)V * sizeof *sm->cand);
+    if (!sm->logits || !sm->cand)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    return NNT_OK;
+}
+
+void nnt_sampler_free(nnt_sampler *sm)
+{
+    free(sm->logits);
+    free(sm->cand);
+    sm->logits = NULL;
+    sm->cand = NULL;
+}
+
+/* Larger logit first, then the lower id: a total order, so qsort's result is unique. */
+static int cand_cmp(const void *pa, const void *pb)
+{
+    const nnt_sample_cand *a = pa, *b = pb;
+    if (a->logit != b->logit)
+        return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Draw one of the first k candidates with weights softmax((logit - max) / temperature). */
+static int32_t draw(nnt_sampler *sm, int64_t k, double max)
+{
+    nnt_sample_cand *c = sm->cand;
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; j++) {   /* in double, summed in order */
+        c[j].logit = exp((c[j].logit - max) / sm->temperature);
+        sum += c[j].logit;
+    }
+    double r = xoshiro_uniform(sm->rng) * sum, acc = 0.0;
+    int64_t pick = -1;
+    for (int64_t j = 0; j < k && pick < 0; j++) {
+        acc += c[j].logit;
+        pick = acc > r ? j : -1;
+    }
+    for (int64_t j = k - 1; pick < 0 && j >= 0; j--)   /* rounding: the last possible one */
+        pick = c[j].logit > 0.0 ? j : -1;
+    return c[pick].id;
+}
+
+int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token)
+{
+    const float *l = sm->logits;
+    int64_t V = sm->V, best = 0;
+    for (int64_t v = 0; v < V; v++) {
+        if (!isfinite(l[v]))
+            return nnt_fail(ctx, NNT_E_STATE, "%s: logit of token %lld is %g (diverged "
+                            "weights?)", fn, (long long)v, (double)l[v]);
+        sm->cand[v].logit = l[v];
+        sm->cand[v].id = (int32_t)v;
+        best = l[v] > l[best] ? v : best;   /* the lowest id on ties */
+    }
+    if (sm->temperature == 0.0) {
+        *token = (int32_t)best;
+        return NNT_OK;
+    }
+    int64_t k = V;
+    if (sm->top_k > 0 && sm->top_k < V) {   /* the k best first, in (logit, id) order */
+        qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
+        k = sm->top_k;
+    }
+    *token = draw(sm, k, l[best]);
+    return NNT_OK;
+}

@@ -1,0 +1,54 @@
+/* Text generation's shared parts (internal, lib/models/sample.c): the argument checks and
+ * the choice of the next token from the logits of the last position, for
+ * nnt_gpt2_generate (lib/models/gpt2.c) and nnt_model_generate (lib/models/generate.c).
+ *
+ * The choice: temperature 0 is greedy (argmax, lowest id on ties; top_k and the PRNG
+ * unused). Otherwise one uniform draw u in [0, 1) from xoshiro256** (seeded through
+ * splitmix64 with seed) per token, and the token is the first candidate whose running sum
+ * of softmax((logit - max) / temperature) exceeds u times the sum; the candidates are the
+ * top_k largest logits ordered by logit then id (top_k > 0 and < V), else every token by id.
+ * Everything in double on the host. */
+#ifndef NNT_MODELS_SAMPLE_H
+#define NNT_MODELS_SAMPLE_H
+
+#include "../internal.h"
+
+/* A candidate token: its logit (then its weight) and id. */
+typedef struct nnt_sample_cand {
+    double logit;
+    int32_t id;
+} nnt_sample_cand;
+
+typedef struct nnt_sampler {
+    double temperature;       /* 0: greedy                                                  */
+    int64_t top_k;            /* > 0: only the top_k largest logits; 0: all                 */
+    int64_t V;
+    uint64_t rng[4];          /* xoshiro256** state                                        */
+    float *logits;            // (V) the caller writes the last position's logits here
+    nnt_sample_cand *cand;    // (V)
+} nnt_sampler;
+
+/* The checks of a generate call over a vocabulary of V, errors NNT_E_INVAL naming fn: prompt
+ * and out (when ngen > 0) not NULL, nprompt >= 1, ngen >= 0, every prompt id in [0, V),
+ * temperature finite and >= 0, top_k >= 0 (greedy: pass 0 and 0). */
+int nnt_generate_check(const nnt_ctx *ctx, const char *fn, int64_t V, const int32_t *prompt,
+                       int64_t nprompt, int64_t ngen, double temperature, int64_t top_k,
+                       const int32_t *out);
+
+/* A sampler over V tokens (NNT_E_NOMEM naming fn); free it with nnt_sampler_free, also after
+ * a failure. */
+int nnt_sampler_init(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int64_t V,
+                     double temperature, int64_t top_k, uint64_t seed);
+void nnt_sampler_free(nnt_sampler *sm);
+
+/* The next token from sm->logits; NNT_E_STATE naming fn if a logit is not finite. */
+int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token);
+
+/* Token i of the sequence so far: the prompt, then what has been generated. */
+static inline int32_t nnt_generate_token_at(const int32_t *prompt, int64_t nprompt,
+                                            const int32_t *out, int64_t i)
+{
+    return i < nprompt ? prompt[i] : out[i - nprompt];
+}
+
+#endif

@@ -1,0 +1,423 @@
+/* nnt_model_generate (lib/models/generate.c):
+ *   - Llama-family trees with the weights of tests/fixtures/llama_tiny (gqa, mqa; loaded by
+ *     parameter name, nnt's names being Hugging Face's): greedy decoding of 20 tokens equals
+ *     transformers' generate(do_sample=False) (generate.safetensors, written by
+ *     tests/gen_llama_generate.py), and with max_seq 8 (the window slides past 8 tokens)
+ *     equals the fixture's loop of forwards on the last 8 tokens; three tilings (whole;
+ *     partial channel / hidden / vocabulary tiles; one head per tile) so that the last row
+ *     is gathered from several channel tiles. The fixture's smallest top-1/top-2 logit
+ *     margin is 3.1e-3 (logits about 1.3), so the token equality does not hang on rounding;
+ *   - a prompt longer than max_seq gives what its last max_seq tokens give;
+ *   - sampling: the same seed gives the same tokens, top_k 1 and temperature 0 are greedy,
+ *     other seeds give other tokens;
+ *   - a GPT-2 model (nnt_model_create with a GPT-2 configuration) gives nnt_gpt_generate's
+ *     tokens, greedy and sampled;
+ *   - parameters and gradients are untouched, a pending backward is cancelled, and the
+ *     targets stay set: the training step after a generation has the loss and gradients of
+ *     the one before it;
+ *   - bad arguments, with messages naming nnt_model_generate. */
+#include "testutil.h"
+#include "fixture_st.h"
+
+#include <math.h>
+#include <stdint.h>
+
+typedef struct fix_model {
+    const char *name;
+    int64_t V, C, L, NH, NKV, hidden;
+    double eps;
+    int tied, bias;
+    nnt_rope_options rope;
+} fix_model;
+
+static const fix_model MODELS[2] = {
+    {"gqa", 61, 32, 2, 4, 2, 48, 1e-5, 0, 0,
+     {sizeof(nnt_rope_options), 500000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192}},
+    {"mqa", 53, 24, 2, 4, 1, 40, 1e-6, 1, 1,
+     {sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16}},
+};
+
+/* The fixture's sizes: prompt, new tokens, window of the sliding reference; the (B, T) of
+ * gqa.reference.safetensors. */
+enum { NPROMPT = 5, NGEN = 20, WINDOW = 8, MAXPOS = 64, B = 2, T = 8 };
+
+/* channels, hidden, vocab, heads, head_dim tiles (0: automatic) */
+static const nnt_tiling TILINGS[3] = {
+    {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0},
+    {sizeof(nnt_tiling), 0, 0, 5, 7, 9, 3, 0},
+    {sizeof(nnt_tiling), 0, 0, 8, 16, 10, 1, 1},
+};
+
+static nnt_ctx *ctx;
+
+static void setup(void)
+{
+    ctx = test_ctx();
+}
+
+static void teardown(void)
+{
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ctx = NULL;
+}
+
+/* ---- fixtures and models ------------------------------------------------------------------ */
+
+static nnt_st_reader *open_fixture(const char *file)
+{
+    char path[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/fixtures/llama_tiny/%s", top ? top : ".", file);
+    return fixture_open_st_path(path);
+}
+
+/* Entry "<model>.<what>" of generate.safetensors as int32 (malloc'd), n elements. */
+static int32_t *read_ids(const fix_model *m, const char *what, int64_t n)
+{
+    nnt_st_reader *r = open_fixture("generate.safetensors");
+    char name[64];
+    const nnt_st_entry *e = NULL;
+    snprintf(name, sizeof name, "%s.%s", m->name, what);
+    int32_t *v = fixture_read(r, name, NNT_IO_I32, &e);
+    ck_assert_int_eq((int64_t)e->numel, n);
+    nnt_st_close(r);
+    return v;
+}
+
+static float read_min_margin(const fix_model *m, const char *what)
+{
+    nnt_st_reader *r = open_fixture("generate.safetensors");
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s_margin", m->name, what);
+    float *v = fixture_read(r, name, NNT_IO_F32, NULL), min = INFINITY;
+    for (int i = 0; i < NGEN; i++)
+        min = v[i] < min ? v[i] : min;
+    free(v);
+    nnt_st_close(r);
+    return min;
+}
+
+static nnt_param_info param_at(nnt_layer *l, int64_t i)
+{
+    nnt_param_info p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    EXPECT_OK(nnt_layer_param(l, i, &p));
+    return p;
+}
+
+/* The Llama model of m for (b, t) with max_seq, tiling *tl, the fixture's weights loaded by
+ * name: every parameter found with its element count, as many as the file has. */
+static nnt_layer *load(const fix_model *m, int64_t max_seq, int64_t b, int64_t t,
+                       const nnt_tiling *tl)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.family = NNT_FAMILY_LLAMA;
+    c.vocab = m->V;
+    c.max_seq = max_seq;
+    c.layers = m->L;
+    c.heads = m->NH;
+    c.kv_heads = m->NKV;
+    c.channels = m->C;
+    c.hidden = m->hidden;
+    c.norm_eps = m->eps;
+    c.tied = m->tied;
+    c.qkv_bias = c.out_bias = m->bias;
+    c.mlp_bias = 0;
+    c.rope = m->rope;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, b, t, tl, &l));
+    char file[64];
+    snprintf(file, sizeof file, "%s.model.safetensors", m->name);
+    nnt_st_reader *r = open_fixture(file);
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_eq(count, (int64_t)nnt_st_count(r));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = param_at(l, i);
+        const nnt_st_entry *e = NULL;
+        float *v = fixture_read(r, p.name, NNT_IO_F32, &e);
+        int64_t want = 0;
+        EXPECT_OK(nnt_tensor_numel(p.value, &want));
+        ck_assert_msg((int64_t)e->numel == want, "%s: %lld elements, fixture %lld", p.name,
+                      (long long)want, (long long)e->numel);
+        EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)want * sizeof *v));
+        free(v);
+    }
+    nnt_st_close(r);
+    return l;
+}
+
+static void expect_ids(const int32_t *got, const int32_t *want, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s: token %lld is %d, expected %d", what,
+                      (long long)i, (int)got[i], (int)want[i]);
+}
+
+static int same_ids(const int32_t *a, const int32_t *b, int64_t n)
+{
+    return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+/* ---- greedy against transformers --------------------------------------------------------- */
+
+/* _i = (model * 3 + tiling) * 2 + slide */
+START_TEST(test_greedy_hf)
+{
+    const fix_model *m = &MODELS[_i / 6];
+    int ti = _i / 2 % 3, slide = _i % 2;
+    const char *what = slide ? "slide" : "greedy";
+    int64_t max_seq = slide ? WINDOW : MAXPOS;
+    int32_t *prompt = read_ids(m, "prompt", NPROMPT), *want = read_ids(m, what, NGEN);
+    int32_t got[NGEN];
+    nnt_layer *l = load(m, max_seq, 1, slide ? WINDOW : NPROMPT + NGEN, &TILINGS[ti]);
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, NULL, got));
+    char label[64];
+    snprintf(label, sizeof label, "%s %s tiling %d", m->name, what, ti);
+    expect_ids(got, want, NGEN, label);
+    printf("test_model_generate %s: %d tokens equal (smallest margin %.2e)\n", label, NGEN,
+           (double)read_min_margin(m, what));
+    nnt_layer_destroy(l);
+    free(prompt);
+    free(want);
+}
+END_TEST
+
+/* Past max_seq only the last max_seq tokens count: a long prompt gives what its tail does. */
+START_TEST(test_long_prompt)
+{
+    const fix_model *m = &MODELS[0];
+    nnt_layer *l = load(m, WINDOW, 1, WINDOW, &TILINGS[1]);
+    int32_t prompt[13], a[10], b[10];
+    for (int i = 0; i < 13; i++)
+        prompt[i] = (int32_t)((i * 17 + 3) % m->V);
+    EXPECT_OK(nnt_model_generate(l, prompt, 13, 10, NULL, a));
+    EXPECT_OK(nnt_model_generate(l, prompt + 13 - WINDOW, WINDOW, 10, NULL, b));
+    expect_ids(a, b, 10, "13-token prompt vs its last 8");
+    prompt[0] = (int32_t)((prompt[0] + 1) % m->V);   /* outside every window */
+    EXPECT_OK(nnt_model_generate(l, prompt, 13, 10, NULL, b));
+    expect_ids(a, b, 10, "a change before the window");
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* ---- sampling ------------------------------------------------------------------------------ */
+
+START_TEST(test_sampling)
+{
+    const fix_model *m = &MODELS[0];
+    int32_t *prompt = read_ids(m, "prompt", NPROMPT), *greedy = read_ids(m, "greedy", NGEN);
+    nnt_layer *l = load(m, MAXPOS, 1, NPROMPT + NGEN, NULL);
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    int32_t a[NGEN], b[NGEN];
+    s.temperature = 1.0;
+    s.top_k = 0;
+    s.seed = 11;
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, b));
+    expect_ids(b, a, NGEN, "the same seed");
+    ck_assert_msg(!same_ids(a, greedy, NGEN), "temperature 1 over all tokens gave the greedy "
+                  "tokens");
+    int differ = 0;
+    for (uint64_t seed = 12; seed < 16; seed++) {
+        s.seed = seed;
+        EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, b));
+        differ += !same_ids(a, b, NGEN);
+    }
+    ck_assert_msg(differ == 4, "only %d of 4 other seeds gave other tokens", differ);
+    s.top_k = 1;
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, b));
+    expect_ids(b, greedy, NGEN, "top_k 1");
+    s.top_k = 5;
+    s.temperature = 0.0;
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, b));
+    expect_ids(b, greedy, NGEN, "temperature 0");
+    nnt_layer_destroy(l);
+    free(prompt);
+    free(greedy);
+}
+END_TEST
+
+/* ---- the GPT-2 path -------------------------------------------------------------------------- */
+
+START_TEST(test_gpt2_path)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.vocab = 67;
+    c.max_seq = 16;
+    c.layers = 2;
+    c.heads = 3;
+    c.channels = 24;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 2, 12, NULL, &l));
+    nnt_layer_kind kind;
+    EXPECT_OK(nnt_layer_kind_of(l, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_GPT);
+    EXPECT_OK(nnt_layer_init(l, 5));
+    int32_t prompt[3] = {1, 40, 7}, a[NGEN], b[NGEN];   /* 23 tokens: slides past T 12 */
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.top_k = 5;
+    s.seed = 3;
+    const nnt_sampling *ss[2] = {NULL, &s};
+    for (int i = 0; i < 2; i++) {
+        EXPECT_OK(nnt_model_generate(l, prompt, 3, NGEN, ss[i], a));
+        EXPECT_OK(nnt_gpt_generate(l, prompt, 3, NGEN, ss[i], b));
+        expect_ids(a, b, NGEN, i ? "gpt2 sampled" : "gpt2 greedy");
+    }
+    s.temperature = -1.0;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 3, NGEN, &s, a), NNT_E_INVAL,
+                    "nnt_model_generate: temperature");
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* ---- training state ---------------------------------------------------------------------- */
+
+/* Every parameter's value (grad 0) or gradient (grad 1), concatenated (malloc'd). */
+static float *snapshot(nnt_layer *l, int grad, int64_t *total)
+{
+    int64_t count = 0, numel = 0, at = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, &numel));
+    float *all = malloc((size_t)numel * sizeof *all);
+    ck_assert_ptr_nonnull(all);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = param_at(l, i);
+        int64_t n = 0;
+        EXPECT_OK(nnt_tensor_numel(p.value, &n));
+        EXPECT_OK(nnt_tensor_copy_to_host(grad ? p.grad : p.value, all + at,
+                                          (size_t)n * sizeof *all));
+        at += n;
+    }
+    *total = numel;
+    return all;
+}
+
+static nnt_tensor *ids_tensor(const int32_t *ids)
+{
+    int64_t shape[2] = {B, T};
+    nnt_tensor *x = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, shape, &x));
+    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, sizeof(int32_t) * B * T));
+    return x;
+}
+
+static double train_step(nnt_layer *l, nnt_tensor *x)
+{
+    double loss = 0.0;
+    EXPECT_OK(nnt_layer_zero_grad(l));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    return loss;
+}
+
+/* _i = model */
+START_TEST(test_training_state)
+{
+    const fix_model *m = &MODELS[_i];
+    char file[64];
+    snprintf(file, sizeof file, "%s.reference.safetensors", m->name);
+    nnt_st_reader *r = open_fixture(file);
+    int32_t *tok = fixture_read(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read(r, "targets", NNT_IO_I32, NULL);
+    float *want = fixture_read(r, "loss", NNT_IO_F32, NULL);
+    nnt_st_close(r);
+    nnt_layer *l = load(m, MAXPOS, B, T, &TILINGS[1]);
+    nnt_tensor *x = ids_tensor(tok), *y = ids_tensor(tgt);
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    double before = train_step(l, x);
+    ck_assert_msg(fabs(before - want[0]) < 1e-5 * want[0], "loss %.9g, fixture %.9g", before,
+                  (double)want[0]);
+    int64_t np = 0, ng = 0;
+    float *p0 = snapshot(l, 0, &np), *g0 = snapshot(l, 1, &ng);
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));   /* pending: generation cancels it */
+    int32_t prompt[3] = {1, 2, 3}, out[NGEN];
+    EXPECT_OK(nnt_model_generate(l, prompt, 3, NGEN, NULL, out));
+    EXPECT_FAIL_MSG(nnt_layer_backward(l, NULL, NULL), NNT_E_STATE, "nnt_layer_backward");
+    float *p1 = snapshot(l, 0, &np), *g1 = snapshot(l, 1, &ng);
+    ck_assert_msg(memcmp(p0, p1, (size_t)np * sizeof *p0) == 0, "parameters changed");
+    ck_assert_msg(memcmp(g0, g1, (size_t)ng * sizeof *g0) == 0, "gradients changed");
+    /* the targets are still set: the same step again */
+    double after = train_step(l, x);
+    float *g2 = snapshot(l, 1, &ng);
+    ck_assert_msg(after == before, "loss %.9g after generation, %.9g before", after, before);
+    ck_assert_msg(memcmp(g0, g2, (size_t)ng * sizeof *g0) == 0, "gradients after generation "
+                  "differ");
+    free(p0);
+    free(p1);
+    free(g0);
+    free(g1);
+    free(g2);
+    free(tok);
+    free(tgt);
+    free(want);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+START_TEST(test_errors)
+{
+    const char *fn = "nnt_model_generate";
+    const fix_model *m = &MODELS[1];
+    nnt_layer *l = load(m, WINDOW, 1, WINDOW, NULL), *lin = NULL;
+    int32_t prompt[2] = {3, 4}, out[4];
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    EXPECT_FAIL_MSG(nnt_model_generate(NULL, prompt, 2, 4, NULL, out), NNT_E_INVAL, fn);
+    EXPECT_OK(nnt_layer_linear_create(ctx, 4, 4, 0, NULL, &lin));
+    EXPECT_FAIL_MSG(nnt_model_generate(lin, prompt, 2, 4, NULL, out), NNT_E_INVAL,
+                    "nnt_model_generate: the layer is a linear layer, not a model");
+    EXPECT_FAIL_MSG(nnt_model_generate(l, NULL, 2, 4, NULL, out), NNT_E_INVAL,
+                    "nnt_model_generate: prompt is NULL");
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, 4, NULL, NULL), NNT_E_INVAL,
+                    "nnt_model_generate: out is NULL");
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 0, 4, NULL, out), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, -1, NULL, out), NNT_E_INVAL, fn);
+    prompt[1] = (int32_t)m->V;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, 4, NULL, out), NNT_E_INVAL,
+                    "nnt_model_generate: prompt token 53 at position 1 is outside [0, 53)");
+    prompt[1] = -1;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, 4, NULL, out), NNT_E_INVAL, fn);
+    prompt[1] = 4;
+    s.size = sizeof s - 1;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, 4, &s, out), NNT_E_INVAL,
+                    "nnt_model_generate: s->size");
+    s.size = sizeof s;
+    s.temperature = NAN;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, 4, &s, out), NNT_E_INVAL,
+                    "nnt_model_generate: temperature");
+    s.temperature = 1.0;
+    s.top_k = -1;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, 2, 4, &s, out), NNT_E_INVAL,
+                    "nnt_model_generate: top_k");
+    /* nothing to do: out may be NULL */
+    EXPECT_OK(nnt_model_generate(l, prompt, 2, 0, NULL, NULL));
+    nnt_layer_destroy(lin);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+static Suite *generate_suite(void)
+{
+    Suite *s = suite_create("model_generate");
+    TCase *tc = tcase_create("model_generate");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_greedy_hf, 0, 12);
+    tcase_add_test(tc, test_long_prompt);
+    tcase_add_test(tc, test_sampling);
+    tcase_add_test(tc, test_gpt2_path);
+    tcase_add_loop_test(tc, test_training_state, 0, 2);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(generate_suite());
+}
