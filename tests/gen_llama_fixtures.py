@@ -23,8 +23,8 @@ Per model NAME (gqa, mqa) it writes:
 and for mqa two more directories (nnt_model_load_hf's dtype conversions):
   mqa_bf16/, mqa_fp16/         config.json + model.safetensors of the model cast to bfloat16 /
                                float16 (save_pretrained), and reference.safetensors: logits
-                               (B, T, V) of that model cast back to float32 on the tokens
-                               of mqa.reference.safetensors
+                               (B, T, V) of that directory loaded by from_pretrained with
+                               dtype float32, on the tokens of mqa.reference.safetensors
 Loss: mean cross-entropy over all B*T positions, targets given explicitly (no HF shift).
 
 --check-saved DIR loads a directory that nnt_model_save_hf wrote with AutoModelForCausalLM
@@ -108,7 +108,10 @@ def cast_dirs(out, name, model, tokens, logits32):
         path = os.path.join(out, f"{name}_{suffix}")
         low = copy.deepcopy(model).to(dtype)
         save_dir(low, path)
-        back = low.float()
+        # from the file, upcast to float32 as transformers loads it (the rope's inv_freq is
+        # computed in float32 again: a cast model would keep a rounded one)
+        back = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                attn_implementation="eager")
         with torch.no_grad():
             lg = back(input_ids=tokens).logits.contiguous()
         save_file({"logits": lg}, os.path.join(path, "reference.safetensors"))

@@ -84,7 +84,7 @@ static const jkey *jobj_find(const jobj *o, const char *name)
 static int parse_member(nnt_json *j, jobj *o)
 {
     char *name = NULL;
-    NNT_TRY(nnt_json_string(j, &name, NULL, NNT_IO_MAXNAME, 0, "(a key)"));
+    NNT_TRY(nnt_json_string(j, &name, NULL, NNT_IO_MAXNAME, 0, "(a key)"));   /* j: in buf + base */
     if (jobj_find(o, name)) {
         int rc = nnt_json_fail(j, "duplicate key \"%s%s\"", o->prefix, name);
         free(name);
@@ -94,14 +94,14 @@ static int parse_member(nnt_json *j, jobj *o)
     size_t start = 0;
     if (rc == 0) {
         nnt_json_peek(j);
-        start = j->pos;
+        start = j->base + j->pos;
         rc = nnt_json_skip(j, NNT_JSON_MAXDEPTH, name);
     }
     if (rc) {
         free(name);
         return rc;
     }
-    return jobj_add(o, name, start, j->pos);
+    return jobj_add(o, name, start, j->base + j->pos);
 }
 
 /* The object j is at (a '{' next): every member into o. JSON errors are in err. */
@@ -764,21 +764,30 @@ static void jt_add(jtext *t, const char *fmt, ...)
     t->len += (size_t)n;
 }
 
-/* The shortest decimal text that reads back as v, with a '.' or an exponent (a JSON float). */
-static void jt_double(jtext *t, const char *key, double v)
+/* v as a JSON float that reads back as v: integral values as "10000.0", others in the
+ * shortest %g form (with a '.' whatever the locale). */
+static void double_text(double v, char *s, size_t size)
 {
-    char s[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(s, sizeof s, "%.*g", prec, v);
-        if (span_double(s, strlen(s)) == v)
-            break;
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(s, size, "%.1f", v);
+    } else {
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(s, size, "%.*g", prec, v);
+            if (span_double(s, strlen(s)) == v)
+                break;
+        }
     }
     char point = localeconv()->decimal_point[0];
     for (char *p = s; *p; p++)
         if (*p == point)
             *p = '.';
-    int has_point = strchr(s, '.') || strchr(s, 'e');
-    jt_add(t, ",\n  \"%s\": %s%s", key, s, has_point ? "" : ".0");
+}
+
+static void jt_double(jtext *t, const char *key, double v)
+{
+    char s[40];
+    double_text(v, s, sizeof s);
+    jt_add(t, ",\n  \"%s\": %s", key, s);
 }
 
 static void jt_int(jtext *t, const char *key, int64_t v)
@@ -811,6 +820,11 @@ static void gpt2_json(jtext *t, const nnt_model_config *c)
     jt_double(t, "embd_pdrop", 0.0);
     jt_double(t, "attn_pdrop", 0.0);
     jt_bool(t, "tie_word_embeddings", 1);
+    /* GPT2Config's default bos/eos 50256 (<|endoftext|>) only where the vocabulary has it */
+    if (c->vocab > 50256)
+        jt_add(t, ",\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256");
+    else
+        jt_add(t, ",\n  \"bos_token_id\": null,\n  \"eos_token_id\": null");
 }
 
 static void rope_json(jtext *t, const nnt_rope_options *r)
@@ -820,10 +834,14 @@ static void rope_json(jtext *t, const nnt_rope_options *r)
         jt_add(t, ",\n  \"rope_scaling\": null");
         return;
     }
-    jt_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.17g, "
-           "\"low_freq_factor\": %.17g, \"high_freq_factor\": %.17g, "
-           "\"original_max_position_embeddings\": %lld}", r->factor, r->low_freq_factor,
-           r->high_freq_factor, (long long)r->original_max_position);
+    char f[40], lo[40], hi[40];
+    double_text(r->factor, f, sizeof f);
+    double_text(r->low_freq_factor, lo, sizeof lo);
+    double_text(r->high_freq_factor, hi, sizeof hi);
+    jt_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %s, "
+           "\"low_freq_factor\": %s, \"high_freq_factor\": %s, "
+           "\"original_max_position_embeddings\": %lld}", f, lo, hi,
+           (long long)r->original_max_position);
 }
 
 /* Llama (q, k, v, o biases all or none) or Qwen2 (q, k, v biases, no o or MLP bias). */
