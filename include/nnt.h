@@ -866,18 +866,24 @@ NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
- * MistralForCausalLM, Qwen2ForCausalLM). A configuration nnt cannot train (another
+ * MistralForCausalLM, Qwen2ForCausalLM; architectures[0], else model_type); the result
+ * passes nnt_model_create's checks. A configuration nnt cannot train (another
  * architecture, a rope type other than "default"/"llama3", a sliding window, head_dim other
- * than C / NH, ...) is NNT_E_UNSUPPORTED with a message naming the key. */
+ * than C / NH, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a message naming
+ * the key and value; malformed JSON, a missing or wrong-typed key NNT_E_FORMAT; no file
+ * NNT_E_IO. See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
 /* Create a model from a Hugging Face directory: config.json and model.safetensors (fp32,
- * bf16 or fp16 tensors, converted to fp32). Every tensor is checked (names, shapes, sizes)
- * before the model is returned; on any failure nothing is created. */
+ * bf16 or fp16 tensors, converted to fp32; HF's 2-D shapes). Every tensor is checked
+ * (present, dtype, shape; no unknown tensor) before any parameter is written; on any
+ * failure nothing is created and *out is NULL. Sharded checkpoints (an index.json) are
+ * NNT_E_UNSUPPORTED. */
 NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
                               const nnt_tiling *tiling, nnt_layer **out);
-/* Write dir/config.json and dir/model.safetensors (fp32) that transformers loads
- * (from_pretrained); dir is created if missing; each file through a temporary file and a
- * rename. */
+/* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
+ * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,
+ * LlamaForCausalLM, or Qwen2ForCausalLM for q/k/v biases without an o_proj bias. dir is
+ * created if missing (one level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
  * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate; a Llama-family

@@ -6,10 +6,13 @@ Not run by CI (it needs PyTorch + transformers); run once and commit the output.
 downloads: the models are random (fixed seeds), single-threaded, deterministic algorithms.
 
     /tmp/venv-torch/bin/python tests/gen_llama_fixtures.py [--out tests/fixtures/llama_tiny]
+    /tmp/venv-torch/bin/python tests/gen_llama_fixtures.py --check-saved DIR \
+        --reference tests/fixtures/llama_tiny/gqa.reference.safetensors
 
 Per model NAME (gqa, mqa) it writes:
-  NAME.config.json             the LlamaConfig (transformers' own JSON)
-  NAME.model.safetensors       the parameters under HF names (lm_head.weight absent when tied)
+  NAME/config.json,            a Hugging Face model directory, written by save_pretrained
+  NAME/model.safetensors       (safe_serialization): the parameters under HF names
+                               (lm_head.weight absent when tied)
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
                                grad.<HF name> for every parameter (tied: one wte gradient)
   NAME.train.safetensors       train_tokens, train_targets (10, B, T) int32; losses_wd0 and
@@ -17,9 +20,20 @@ Per model NAME (gqa, mqa) it writes:
                                (0.9, 0.999), eps 1e-8, weight decay 0, or 0.1 on the
                                parameters of 2 or more dims only (matrices, embeddings: nnt's
                                decay flags); the loss recorded before each update
+and for mqa two more directories (nnt_model_load_hf's dtype conversions):
+  mqa_bf16/, mqa_fp16/         config.json + model.safetensors of the model cast to bfloat16 /
+                               float16 (save_pretrained), and reference.safetensors: logits
+                               (B, T, V) of that directory loaded by from_pretrained with
+                               dtype float32, on the tokens of mqa.reference.safetensors
 Loss: mean cross-entropy over all B*T positions, targets given explicitly (no HF shift).
+
+--check-saved DIR loads a directory that nnt_model_save_hf wrote with AutoModelForCausalLM
+.from_pretrained (float32, eager attention) and compares its logits on the reference's
+tokens with the reference's logits (--reference FILE: a NAME.reference.safetensors here, or
+tests/fixtures/gpt2_tiny/reference.safetensors); exits 1 beyond --tol (relative norm).
 """
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -27,7 +41,7 @@ import os
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 B, T, STEPS = 2, 8, 10
 
@@ -80,11 +94,57 @@ def params_by_name(model):
     return dict(model.named_parameters())
 
 
+def save_dir(model, path):
+    """A Hugging Face model directory: config.json and model.safetensors only."""
+    model.save_pretrained(path, safe_serialization=True)
+    for f in os.listdir(path):
+        if f not in ("config.json", "model.safetensors"):
+            os.remove(os.path.join(path, f))
+
+
+def cast_dirs(out, name, model, tokens, logits32):
+    """NAME_bf16/ and NAME_fp16/: the model in that dtype and its logits upcast to fp32."""
+    for suffix, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        path = os.path.join(out, f"{name}_{suffix}")
+        low = copy.deepcopy(model).to(dtype)
+        save_dir(low, path)
+        # from the file, upcast to float32 as transformers loads it (the rope's inv_freq is
+        # computed in float32 again: a cast model would keep a rounded one)
+        back = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                attn_implementation="eager")
+        with torch.no_grad():
+            lg = back(input_ids=tokens).logits.contiguous()
+        save_file({"logits": lg}, os.path.join(path, "reference.safetensors"))
+        rel = ((lg - logits32).norm() / logits32.norm()).item()
+        print(f"{name}_{suffix}: logits vs fp32 model, normwise relative {rel:.3g}")
+
+
+def check_saved(path, reference, tol):
+    """Load a directory nnt saved and compare its logits with the reference's."""
+    ref = load_file(reference)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                 attn_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        lg = model(input_ids=ref["tokens"].long()).logits
+    want = ref["logits"]
+    rel = ((lg - want).norm() / want.norm()).item()
+    print(f"{path}: {type(model).__name__}, logits vs {reference}: normwise relative "
+          f"{rel:.3g}, max |diff| {(lg - want).abs().max().item():.3g}")
+    return 0 if rel <= tol else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
                                                   "llama_tiny"))
+    ap.add_argument("--check-saved", metavar="DIR")
+    ap.add_argument("--reference", metavar="FILE")
+    ap.add_argument("--tol", type=float, default=1e-5)
     args = ap.parse_args()
+    if args.check_saved:
+        torch.set_num_threads(1)
+        raise SystemExit(check_saved(args.check_saved, args.reference, args.tol))
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -102,8 +162,7 @@ def main():
         files = {}
         # the model
         state = {k: v.detach().clone().contiguous() for k, v in params.items()}
-        files["model.safetensors"] = state
-        cfg.to_json_file(os.path.join(args.out, f"{name}.config.json"))
+        save_dir(model, os.path.join(args.out, name))
         # forward, backward
         model.zero_grad()
         logits, loss = loss_of(model, tokens, targets)
@@ -113,13 +172,13 @@ def main():
         for k, p in params.items():
             ref["grad." + k] = p.grad.detach().clone().contiguous()
         files["reference.safetensors"] = ref
-        # the saved model reloads to the same logits, bit for bit
-        save_file(state, os.path.join(args.out, f"{name}.model.safetensors"))
-        _, again = build(name, 1000 + i)
-        again.load_state_dict(load_file(os.path.join(args.out, f"{name}.model.safetensors")),
-                              strict=False)
-        if cfg.tie_word_embeddings:
-            again.tie_weights()
+        # the saved directory holds exactly the parameters and reloads to the same logits,
+        # bit for bit
+        saved = load_file(os.path.join(args.out, name, "model.safetensors"))
+        assert sorted(saved) == sorted(state)
+        assert all(torch.equal(saved[k], v) for k, v in state.items())
+        again = LlamaForCausalLM.from_pretrained(os.path.join(args.out, name),
+                                                 attn_implementation="eager")
         with torch.no_grad():
             assert torch.equal(again(input_ids=tokens).logits, logits.detach())
         # 10 AdamW steps, from the same start, without and with weight decay
@@ -145,15 +204,18 @@ def main():
             print(f"{name} AdamW wd {wd}: {losses[0]:.6f} -> {losses[-1]:.6f}")
         files["train.safetensors"] = train
         for f, tensors in files.items():
-            if f != "model.safetensors":
-                save_file(tensors, os.path.join(args.out, f"{name}.{f}"))
+            save_file(tensors, os.path.join(args.out, f"{name}.{f}"))
+        if name == "mqa":
+            cast_dirs(args.out, name, model, tokens, logits.detach())
         print(f"{name}: {sum(p.numel() for p in params.values())} parameters, loss "
               f"{loss.item():.6f}")
-    for f in sorted(os.listdir(args.out)):
-        if f == "SHA256SUMS":
-            continue
-        with open(os.path.join(args.out, f), "rb") as fh:
-            sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {f}\n")
+    for root, _, names in sorted(os.walk(args.out)):
+        for f in sorted(names):
+            rel = os.path.relpath(os.path.join(root, f), args.out)
+            if rel == "SHA256SUMS":
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {rel}\n")
     with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
         fh.writelines(sums)
     meta = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}

@@ -60,12 +60,13 @@ static void teardown(void)
 
 /* ---- fixture files ---------------------------------------------------------------------- */
 
+/* NAME.<what>.safetensors; "model": the Hugging Face directory's NAME/model.safetensors. */
 static nnt_st_reader *open_st(const fix_model *m, const char *what)
 {
     char path[4200];
     const char *top = getenv("top_srcdir");
-    snprintf(path, sizeof path, "%s/tests/fixtures/llama_tiny/%s.%s.safetensors",
-             top ? top : ".", m->name, what);
+    snprintf(path, sizeof path, "%s/tests/fixtures/llama_tiny/%s%s%s.safetensors",
+             top ? top : ".", m->name, strcmp(what, "model") ? "." : "/", what);
     return fixture_open_st_path(path);
 }
 

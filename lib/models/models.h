@@ -22,6 +22,9 @@ void nnt_auto_tiling_gpu(const nnt_model_dims *d, int ngpus, nnt_tiling *out);
 int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims *d,
                              const nnt_tiling *overrides, nnt_tiling *out);
 
+/* The checks of nnt_model_create without a batch: cfg is a configuration nnt can build,
+ * its rope options included (Llama family). Errors name fn. */
+int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's
  * tiling overrides (NULL: automatic). Errors name fn. */
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,

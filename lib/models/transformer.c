@@ -163,9 +163,9 @@ static int check_llama(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
-/* cfg is a readable configuration nnt can build, for batches of (B, T) when B > 0. */
-static int check_config(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
-                        int64_t T)
+/* cfg is a readable configuration nnt can build (the rope options are checked by the
+ * attention layer, or by nnt_model_check). */
+static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
 {
     if (!cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
@@ -181,11 +181,28 @@ static int check_config(nnt_ctx *ctx, const char *fn, const nnt_model_config *cf
         NNT_TRY(check_gpt2(ctx, fn, cfg));
     else
         NNT_TRY(check_llama(ctx, fn, cfg));
+    return NNT_OK;
+}
+
+/* ... and for batches of (B, T). */
+static int check_config(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                        int64_t T)
+{
+    NNT_TRY(check_model(ctx, fn, cfg));
     if (B < 1 || T < 1 || T > cfg->max_seq)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: B=%lld, T=%lld must be positive with T <= "
                         "max_seq=%lld", fn, (long long)B, (long long)T,
                         (long long)cfg->max_seq);
     return NNT_OK;
+}
+
+int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
+{
+    NNT_TRY(check_model(ctx, fn, cfg));
+    nnt_rope_options rope;
+    int rc = cfg->family == NNT_FAMILY_LLAMA ? nnt_rope_options_read(fn, &cfg->rope, &rope) : 0;
+    /* the reader records its message without a context */
+    return rc ? nnt_fail(ctx, rc, "%s", nnt_ctx_last_error(NULL)) : NNT_OK;
 }
 
 static nnt_gpt_config gpt_config(const nnt_model_config *c)
