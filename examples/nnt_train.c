@@ -1059,6 +1059,9 @@ static void print_final_report(trainer *t, double total_s)
         say(t, "  %s  (weights, Hugging Face safetensors)\n", t->path_weights);
     if (o->save_llmc)
         say(t, "  %s  (weights, llm.c fp32 checkpoint)\n", t->path_llmc);
+    if (o->save_hf)
+        say(t, "  %s/  (Hugging Face model directory: config.json, model.safetensors)\n",
+            o->save_hf);
     if (o->trace)
         say(t, "  %s  (trace timeline)\n  %s  (per-op table)\n", o->trace, t->path_trace_table);
 }

@@ -871,7 +871,8 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
  * architecture, a rope type other than "default"/"llama3", a sliding window, head_dim other
  * than C / NH, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a message naming
  * the key and value; malformed JSON, a missing or wrong-typed key NNT_E_FORMAT; no file
- * NNT_E_IO. See nnt_model_hf_config(3) for the keys read. */
+ * NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
+ * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
 /* Create a model from a Hugging Face directory: config.json and model.safetensors (fp32,
  * bf16 or fp16 tensors, converted to fp32; HF's 2-D shapes). Every tensor is checked

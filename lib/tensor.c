@@ -362,7 +362,15 @@ void nnt_tensor_invalidate(nnt_tensor *t)
         t->written = 0;
 }
 
+/* Only under a RAM budget or with a swap, the only case where the hint helps: without
+ * one, StarPU's wont_use (a non-blocking read acquire) raced with the destruction of the
+ * tensor and the reuse of its handles, and aborted in StarPU ("handle ... is not
+ * initialized while trying to read it"; seen in tests/test_model, several optimizers
+ * created and destroyed in turn). */
 void nnt_tensor_wont_use(nnt_tensor *t)
 {
-    each_tile(t, starpu_data_wont_use);
+    if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)
+        return;
+    if ((t->ctx->ram_budget > 0 && !t->ctx->ram_budget_default) || t->ctx->disk_node >= 0)
+        each_tile(t, starpu_data_wont_use);
 }

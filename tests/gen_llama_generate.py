@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate tests/fixtures/llama_tiny/generate.safetensors: what transformers generates with
-the committed tiny Llama models (NAME.config.json + NAME.model.safetensors, written by
+the committed tiny Llama models (NAME/config.json + NAME/model.safetensors, written by
 tests/gen_llama_fixtures.py), for tests/test_model_generate.c.
 
 Not run by CI (it needs PyTorch + transformers); run once and commit the output. No
@@ -38,10 +38,10 @@ PROMPT_SEED = {"gqa": 1, "mqa": 8}
 
 
 def load(directory, name):
-    cfg = LlamaConfig.from_json_file(os.path.join(directory, f"{name}.config.json"))
+    cfg = LlamaConfig.from_json_file(os.path.join(directory, name, "config.json"))
     cfg._attn_implementation = "eager"
     model = LlamaForCausalLM(cfg).float().eval()
-    state = load_file(os.path.join(directory, f"{name}.model.safetensors"))
+    state = load_file(os.path.join(directory, name, "model.safetensors"))
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     if cfg.tie_word_embeddings:

@@ -352,8 +352,6 @@ START_TEST(test_train_tilings)
 {
     double ref[TSTEPS], got[TSTEPS];
     train_losses(NULL, ref);
-    if (getenv("ONLY"))
-        for (int k = atoi(getenv("ONLY")); ; ) { train_losses(&TILINGS[k], got); return; }
     ck_assert_msg(ref[TSTEPS - 1] < ref[0] - 0.5, "loss %g -> %g: not learning", ref[0],
                   ref[TSTEPS - 1]);
     for (int k = 0; k < (int)(sizeof TILINGS / sizeof TILINGS[0]); k++) {
@@ -374,15 +372,14 @@ static Suite *model_suite(void)
     TCase *tc = tcase_create("model");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    const char *m = getenv("MASK") ? getenv("MASK") : "11111111";
-    if (m[0]=='1') tcase_add_loop_test(tc, test_presets, 0, NPRESETS);
-    if (m[1]=='1') tcase_add_test(tc, test_preset_errors);
-    if (m[2]=='1') tcase_add_test(tc, test_config_errors);
-    if (m[3]=='1') tcase_add_test(tc, test_llama_tree);
-    if (m[4]=='1') tcase_add_test(tc, test_smollm2_size);
-    if (m[5]=='1') tcase_add_test(tc, test_config_of);
-    if (m[6]=='1') tcase_add_test(tc, test_tiling);
-    if (m[7]=='1') tcase_add_test(tc, test_train_tilings);
+    tcase_add_loop_test(tc, test_presets, 0, NPRESETS);
+    tcase_add_test(tc, test_preset_errors);
+    tcase_add_test(tc, test_config_errors);
+    tcase_add_test(tc, test_llama_tree);
+    tcase_add_test(tc, test_smollm2_size);
+    tcase_add_test(tc, test_config_of);
+    tcase_add_test(tc, test_tiling);
+    tcase_add_test(tc, test_train_tilings);
     suite_add_tcase(s, tc);
     return s;
 }

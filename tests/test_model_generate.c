@@ -128,7 +128,7 @@ static nnt_layer *load(const fix_model *m, int64_t max_seq, int64_t b, int64_t t
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_create(ctx, &c, b, t, tl, &l));
     char file[64];
-    snprintf(file, sizeof file, "%s.model.safetensors", m->name);
+    snprintf(file, sizeof file, "%s/model.safetensors", m->name);
     nnt_st_reader *r = open_fixture(file);
     int64_t count = 0;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));

@@ -523,7 +523,8 @@ static int hf_config(nnt_ctx *ctx, const char *fn, const char *dir, nnt_model_co
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg)
 {
     const char *fn = "nnt_model_hf_config";
-    NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (ctx)   /* NULL: no context yet (the message goes to nnt_ctx_last_error(NULL)) */
+        NNT_TRY(nnt_ctx_check(ctx, fn));
     if (!dir || !cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, dir ? "cfg" : "dir");
     return hf_config(ctx, fn, dir, cfg);
