@@ -22,20 +22,14 @@
 #include <math.h>
 #include <stdint.h>
 
+/* The fixture models: Hugging Face directories tests/fixtures/llama_tiny/NAME (gqa: V 61,
+ * grouped-query, untied, theta 5e5; mqa: V 53, one kv head, tied, biases, llama3). */
 typedef struct fix_model {
     const char *name;
-    int64_t V, C, L, NH, NKV, hidden;
-    double eps;
-    int tied, bias;
-    nnt_rope_options rope;
+    int64_t V;
 } fix_model;
 
-static const fix_model MODELS[2] = {
-    {"gqa", 61, 32, 2, 4, 2, 48, 1e-5, 0, 0,
-     {sizeof(nnt_rope_options), 500000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192}},
-    {"mqa", 53, 24, 2, 4, 1, 40, 1e-6, 1, 1,
-     {sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16}},
-};
+static const fix_model MODELS[2] = {{"gqa", 61}, {"mqa", 53}};
 
 /* The fixture's sizes: prompt, new tokens, window of the sliding reference; the (B, T) of
  * gqa.reference.safetensors. */
@@ -106,25 +100,19 @@ static nnt_param_info param_at(nnt_layer *l, int64_t i)
     return p;
 }
 
-/* The Llama model of m for (b, t) with max_seq, tiling *tl, the fixture's weights loaded by
- * name: every parameter found with its element count, as many as the file has. */
+/* The Llama model of m's config.json for (b, t) with max_seq, tiling *tl, the fixture's
+ * weights loaded by name: every parameter found with its element count, as many as the
+ * file has. (nnt_model_load_hf cannot change max_seq, which the sliding case needs.) */
 static nnt_layer *load(const fix_model *m, int64_t max_seq, int64_t b, int64_t t,
                        const nnt_tiling *tl)
 {
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    c.family = NNT_FAMILY_LLAMA;
-    c.vocab = m->V;
+    char dir[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/llama_tiny/%s", top ? top : ".", m->name);
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &c));   /* config.json */
+    ck_assert_int_eq(c.vocab, m->V);
     c.max_seq = max_seq;
-    c.layers = m->L;
-    c.heads = m->NH;
-    c.kv_heads = m->NKV;
-    c.channels = m->C;
-    c.hidden = m->hidden;
-    c.norm_eps = m->eps;
-    c.tied = m->tied;
-    c.qkv_bias = c.out_bias = m->bias;
-    c.mlp_bias = 0;
-    c.rope = m->rope;
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_create(ctx, &c, b, t, tl, &l));
     char file[64];
