@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""compare_pytorch.py: time one GPT-2 training step (forward + loss + backward + AdamW) of
-nnt's training program nnt-train and of PyTorch (eager, Hugging Face transformers
-GPT2LMHeadModel) side by side, on the CPU or on one NVIDIA GPU, and write a Markdown table.
+"""compare_pytorch.py: time one GPT-2 or Llama-family training step (forward + loss +
+backward + AdamW) of nnt's training program nnt-train and of PyTorch (eager, Hugging Face
+transformers GPT2LMHeadModel or LlamaForCausalLM) side by side, on the CPU or on one NVIDIA
+GPU, and write a Markdown table.
 
 Not a test and not run by CI: run by hand on a quiet machine, results go to
 bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built nnt-train
@@ -9,7 +10,8 @@ bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built
 script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
-        [--rounds 3] [--configs 124M,small,wide] [--tilings auto,none,split]
+        [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny]
+        [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
         [--sched S] [--peak-tflops X] [--calibrate-steps N] [--starpu-home DIR]
@@ -33,13 +35,23 @@ The nnt side runs
         --weight-decay 0.1 --precision P [--peak-gflops X] [tiling options]
         [--data FILE --data-format nanogpt]
 
-and reads the per-step wall times from the ms column of DIR/train.csv: the first step is the
+or, for a Llama-family config (smollm2-135m, llama-tiny: nnt-train's presets of the same
+names), the same with --model NAME in place of --layers ... --context, and reads the
+per-step wall times from the ms column of DIR/train.csv: the first step is the
 warm-up and is dropped, the mean of the other N (= --steps) is the run's step time (nnt-train
 times a whole step: loading the batch, zero grad, forward, loss, backward, the gradient norm,
 AdamW, waiting for every task). The PyTorch side (a worker process of this script) does one
 warm-up step and then times N steps the same way (random tokens, forward, loss, backward,
 [clip_grad_norm_], AdamW step, zero grad, loss.item(); on the GPU with
 torch.cuda.synchronize() before each clock reading).
+
+Llama-family configs: PyTorch builds transformers.LlamaForCausalLM(LlamaConfig(...)) with
+the preset's sizes (smollm2-135m: vocab 49152, hidden 576, intermediate 1536, 30 layers, 9
+heads, 3 key/value heads, context 8192, rope_theta 100000, tied embeddings, rms_norm_eps
+1e-5, no biases), random init, fp32, the default attention implementation (as for GPT-2).
+Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
+6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
+projections, which params counts; the attention products still have C = heads * head_dim).
 
 Device (--device, default cpu):
   cpu   nnt-train --cpus THREADS --gpus 0, default scheduler lws; PyTorch on the CPU with
@@ -113,6 +125,19 @@ CONFIGS = {
     "small": (6, 512, 8, 50257, 1024),
     "wide": (4, 1536, 16, 50257, 1024),
     "1558M": (48, 1600, 25, 50257, 1024),  # GPT-2 XL, for the GPU
+    # Llama family (nnt-train --model NAME; the rest in LLAMA)
+    "smollm2-135m": (30, 576, 9, 49152, 8192),
+    "llama-tiny": (2, 64, 4, 256, 256),
+}
+
+# Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
+# key/value heads, MLP inner size, rope theta, RMSNorm epsilon, tied LM head (nnt's presets
+# in lib/models/transformer.c).
+LLAMA = {
+    "smollm2-135m": {"kv_heads": 3, "hidden": 1536, "rope_theta": 100000.0, "eps": 1e-5,
+                     "tied": True},
+    "llama-tiny": {"kv_heads": 2, "hidden": 172, "rope_theta": 10000.0, "eps": 1e-5,
+                   "tied": True},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -209,7 +234,7 @@ def set_precision(torch, precision):
 def torch_worker(a):
     import torch
     import torch.nn.functional as F
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -217,14 +242,25 @@ def torch_worker(a):
     flags = set_precision(torch, a.precision)
     torch.manual_seed(0)
     L, C, NH, V, maxT = CONFIGS[a.config]
-    cfg = GPT2Config(vocab_size=V, n_positions=maxT, n_embd=C, n_layer=L, n_head=NH,
-                     activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
-                     attn_pdrop=0.0, use_cache=False)
+    if a.config in LLAMA:
+        ll = LLAMA[a.config]
+        cfg = LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=ll["hidden"],
+                          num_hidden_layers=L, num_attention_heads=NH,
+                          num_key_value_heads=ll["kv_heads"], max_position_embeddings=maxT,
+                          rope_theta=ll["rope_theta"], tie_word_embeddings=ll["tied"],
+                          rms_norm_eps=ll["eps"], attention_bias=False, mlp_bias=False,
+                          attention_dropout=0.0, use_cache=False)
+        model_class = LlamaForCausalLM
+    else:
+        cfg = GPT2Config(vocab_size=V, n_positions=maxT, n_embd=C, n_layer=L, n_head=NH,
+                         activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+                         attn_pdrop=0.0, use_cache=False)
+        model_class = GPT2LMHeadModel
     if cuda:
         with torch.device(dev):  # initialised on the GPU: 1558M takes long on the CPU
-            model = GPT2LMHeadModel(cfg).float()
+            model = model_class(cfg).float()
     else:
-        model = GPT2LMHeadModel(cfg).float()
+        model = model_class(cfg).float()
     model.train()
     params = sum(p.numel() for p in model.parameters())  # wte and lm_head tied: counted once
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1,
@@ -369,9 +405,12 @@ def nnt_argv(a, config, tiling, tmp="TMP", steps=None):
     is the placeholder used in the report); steps: --steps (default: the timed steps and
     the warm-up step)."""
     L, C, NH, V, maxT = CONFIGS[config]
-    argv = [a.nnt_train, "--layers", str(L), "--channels", str(C), "--heads", str(NH),
-            "--vocab", str(V), "--context", str(maxT), "--batch", str(a.batch),
-            "--seq", str(a.seq), "--steps", str(steps or a.steps + 1), "--sample", "0",
+    if config in LLAMA:
+        model = ["--model", config]
+    else:
+        model = ["--layers", str(L), "--channels", str(C), "--heads", str(NH),
+                 "--vocab", str(V), "--context", str(maxT)]
+    argv = [a.nnt_train] + model + ["--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(steps or a.steps + 1), "--sample", "0",
             "--no-save", "--out", os.path.join(tmp, "out"), "--cpus", str(a.threads),
             "--gpus", str(a.gpus), "--sched", a.sched, "--grad-clip", "%g" % a.grad_clip,
             "--warmup", "0", "--schedule", "constant", "--lr", "1e-4", "--beta2", "0.999",
@@ -501,7 +540,8 @@ def main():
                         % (", ".join(CONFIGS), DEVICE_DEFAULTS["cpu"]["configs"],
                            DEVICE_DEFAULTS["cuda"]["configs"]))
     p.add_argument("--tilings",
-                   help="comma list of nnt tilings: %s (default %s on cpu, %s on cuda)"
+                   help="comma list of nnt tilings: %s (default %s on cpu, %s on cuda; "
+                        "auto when every config is a Llama one)"
                         % (", ".join(TILINGS), DEVICE_DEFAULTS["cpu"]["tilings"],
                            DEVICE_DEFAULTS["cuda"]["tilings"]))
     p.add_argument("--torch-variants", default="default,fused",
@@ -555,6 +595,8 @@ def main():
     if a.peak_worker:
         return peak_worker(a)
 
+    if a.tilings is None and a.configs and all(c in LLAMA for c in a.configs.split(",")):
+        a.tilings = "auto"  # Llama configs only: nnt-train's automatic tiling
     for k, v in DEVICE_DEFAULTS[a.device].items():
         if getattr(a, k) is None:
             setattr(a, k, v)
@@ -701,8 +743,10 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
 
     lines = []
     w = lines.append
-    w("# nnt vs PyTorch: GPT-2 training step on the %s"
-      % ("GPU" if a.device == "cuda" else "CPU"))
+    fams = [f for f in ("GPT-2", "Llama")
+            if any((c in LLAMA) == (f == "Llama") for c in configs)]
+    w("# nnt vs PyTorch: %s training step on the %s"
+      % (" and ".join(fams), "GPU" if a.device == "cuda" else "CPU"))
     w("")
     w("Generated by `bench/compare_pytorch.py` (issue 6); the nnt side is the training "
       "program `nnt-train`. One training step = forward with cross-entropy loss, backward, "
@@ -750,11 +794,24 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         w("- **The load average was above 1.5: the machine was shared with other work "
           "during this run, so the timings are noisy and probably pessimistic for both sides. "
           "Re-run the command below on a quiet machine.**")
-    w("- PyTorch %s, transformers %s (MKL %s, CPU capability %s), eager, "
-      "GPT2LMHeadModel(GPT2Config(activation_function='gelu_new', dropouts 0)), "
-      "attention implementation %s, torch.optim.AdamW (variants: %s)"
+    models = []
+    if any(c not in LLAMA for c in configs):
+        models.append("GPT2LMHeadModel(GPT2Config(activation_function='gelu_new', dropouts 0))")
+    for c in configs:
+        if c in LLAMA:
+            L, C, NH, V, maxT = CONFIGS[c]
+            ll = LLAMA[c]
+            models.append("%s: LlamaForCausalLM(LlamaConfig(vocab_size=%d, hidden_size=%d, "
+                          "intermediate_size=%d, num_hidden_layers=%d, num_attention_heads=%d, "
+                          "num_key_value_heads=%d, max_position_embeddings=%d, rope_theta=%g, "
+                          "tie_word_embeddings=%s, rms_norm_eps=%g, attention_bias=False, "
+                          "mlp_bias=False)), random init"
+                          % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"], maxT,
+                             ll["rope_theta"], ll["tied"], ll["eps"]))
+    w("- PyTorch %s, transformers %s (MKL %s, CPU capability %s), eager, %s, "
+      "attention implementation %s (the default), torch.optim.AdamW (variants: %s)"
       % (versions["torch"], versions["transformers"], versions["mkl"],
-         versions["cpu_capability"], attn,
+         versions["cpu_capability"], "; ".join(models), attn,
          "; ".join("`%s` = AdamW(lr=1e-4, weight_decay=0.1%s)"
                    % (v, "".join(", %s=%s" % kv for kv in TORCH_VARIANTS[v].items()))
                    for v in variants)))
@@ -802,7 +859,11 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
              if a.peak_tflops else "%.0f GFLOP/s, BLIS sgemm with 2 threads on an idle "
              "machine of this kind (design.md)" % DESIGN_PEAK))
     w("- FLOPs per step = 6 * params * B * T + 12 * L * B * T^2 * C (params: PyTorch's "
-      "count, wte tied with the LM head)")
+      "count, the token embedding tied with the LM head%s)"
+      % ("; the same formula for the Llama configs: grouped-query attention only shrinks the "
+         "K/V projections, which params counts, and the attention products still have "
+         "C = heads * head_dim; RMSNorm, RoPE and SwiGLU's elementwise work are not counted"
+         if any(c in LLAMA for c in configs) else ""))
     w("")
     w("Command:")
     w("")
@@ -876,7 +937,8 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
       "differ; here: %s. Both losses are over all B x T positions. PyTorch draws independent "
       "uniform random tokens in [0, V) for inputs and targets; nnt-train reads %s, targets "
       "being the inputs shifted by one: the amount of work per step does not depend on the "
-      "token values. Both sides start from GPT-2's initialisation. nnt-train applies weight "
+      "token values. Both sides start from a random initialisation (GPT-2's scheme for GPT-2; "
+      "nnt's and transformers' own for Llama). nnt-train applies weight "
       "decay to matrices and embeddings only, PyTorch's AdamW here to every parameter."
       % (", ".join("%s %.1fM vs %.1fM" % (row[0], row[5], row[4] / 1e6) for row in rows),
          "its default text corpus with the byte tokenizer (ids 0-255 of the model's V)"
