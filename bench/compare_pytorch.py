@@ -88,7 +88,7 @@ batches of 10, before and after the runs, and the nominal dense peak --peak-tflo
 H100 SXM dense peaks: fp32 67, tf32 495, bf16 989 TFLOP/s; the H200 has the same; an H100
 PCIe has 51 / 378 / 756), which is also given to nnt-train as --peak-gflops.
 
-nnt tilings: `auto` gives no tile option (nnt-train's own heuristic, nnt_gpt_tiling(3));
+nnt tilings: `auto` gives no tile option (nnt-train's own heuristic, nnt_model_tiling(3));
 `none` keeps every dimension in one tile (all tile options -1); `split` and `split-b1` are
 hand-picked tilings (see TILINGS), and the tile sizes nnt-train used are listed in the
 report. Data: with --nnt-data text (default) nnt-train reads its default corpus
@@ -158,7 +158,7 @@ TILINGS = {
                            "--tile-heads", WHOLE],
 }
 TILING_DESC = {
-    "auto": ("nnt-train's automatic tiling (nnt_gpt_tiling(3))", "(no tile option)"),
+    "auto": ("nnt-train's automatic tiling (nnt_model_tiling(3), the rule of nnt_gpt_tiling(3) with the model's MLP size)", "(no tile option)"),
     "none": ("one tile per dimension",
              "--tile-batch -1 --tile-seq -1 --tile-channels -1 --tile-hidden -1 "
              "--tile-vocab -1 --tile-heads -1"),
