@@ -266,7 +266,7 @@ static int check_family_options(trainer *t)
     const train_opts *o = &t->o;
     if (!is_llama(t))
         return 0;
-    const char *opt = o->recompute ? "--recompute" : o->save_weights ? "--save-weights"
+    const char *opt = o->save_weights ? "--save-weights"
                     : o->save_llmc ? "--save-llmc" : o->load_safetensors ? "--load-safetensors"
                     : NULL;
     if (opt)
@@ -375,7 +375,7 @@ static int create_model(trainer *t)
     if (rc)
         return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors ? "--load-safetensors"
                          : o->load_hf ? "--load-hf" : "cannot create the model", rc);
-    if (o->recompute && (rc = nnt_gpt_set_recompute(t->model, 1)))
+    if (o->recompute && (rc = nnt_layer_set_recompute(t->model, 1)))
         return lib_error("--recompute", rc);
     nnt_model_config_of(t->model, &t->cfg);   /* kv_heads and hidden resolved */
     nnt_layer_num_params(t->model, NULL, &t->nparams);

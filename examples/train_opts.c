@@ -55,7 +55,7 @@ static const char usage_text[] =
     "  --seq T               tokens per sequence (default min(128, context))\n"
     "  --steps N             total optimizer steps, resumed ones included (default 1000)\n"
     "  --accum K             micro-batches per step (default 1)\n"
-    "  --recompute           keep only block outputs, recompute in the backward (GPT-2)\n"
+    "  --recompute           keep only block outputs, recompute in the backward\n"
     "  --precision P         fp32|tf32|bf16 operands of the matrix products (default fp32)\n"
     "  --seed S              initialisation and sampling seed (default 1)\n"
     "  --optim O             adamw|adam|sgd (default adamw)\n"

@@ -808,6 +808,16 @@ NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t he
                                       const nnt_tiling *tiling, nnt_layer **out);
 
 
+/* Activation recompute for every transformer block of a layer tree (the layer itself, a
+ * model, a sequential; a GPT layer: nnt_gpt_set_recompute). enable != 0: each block keeps
+ * only its output for the backward and drops the rest once its forward is done (under a
+ * memory budget StarPU reuses that memory); its backward first reruns the block's forward
+ * from the block's input, so a step does about one more forward of work, with bit-identical
+ * losses and gradients. 0 (the default) keeps every activation. NNT_E_INVAL for a tree
+ * without a block; NNT_E_STATE when turning it off while a block that dropped its
+ * activations still awaits its backward. */
+NNT_API int nnt_layer_set_recompute(nnt_layer *layer, int enable);
+
 /* ---- transformer models of every family --------------------------------------------
  * One configuration for GPT-2 and the Llama family; a model is a configuration of the
  * layers above (embedding, blocks, final norm, head, cross-entropy), not a second

@@ -302,7 +302,7 @@ enum { TB = 2, TT = 12, TSTEPS = 8 };
 
 /* Losses of TSTEPS AdamW steps of a llama-tiny variant (GQA, untied, biases, llama3
  * scaling) on a fixed batch, from seed 5, with the tiling t. */
-static void train_losses(const nnt_tiling *t, double *losses)
+static void train_losses_ex(const nnt_tiling *t, int recompute, double *losses)
 {
     nnt_model_config c;
     EXPECT_OK(nnt_model_preset("llama-tiny", &c));
@@ -311,6 +311,8 @@ static void train_losses(const nnt_tiling *t, double *losses)
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_create(ctx, &c, TB, TT, t, &l));
     EXPECT_OK(nnt_layer_init(l, 5));
+    if (recompute)
+        EXPECT_OK(nnt_layer_set_recompute(l, 1));
     int32_t ids[TB * (TT + 1)];
     for (int i = 0; i < TB * (TT + 1); i++)
         ids[i] = (int32_t)((i * 7 + i / 5) % c.vocab);
@@ -337,6 +339,11 @@ static void train_losses(const nnt_tiling *t, double *losses)
     nnt_tensor_destroy(x);
     nnt_tensor_destroy(y);
     nnt_layer_destroy(l);
+}
+
+static void train_losses(const nnt_tiling *t, double *losses)
+{
+    train_losses_ex(t, 0, losses);
 }
 
 /* Tilings that cut rows, channels inside a head, the hidden and vocabulary dimensions
@@ -366,6 +373,47 @@ START_TEST(test_train_tilings)
 }
 END_TEST
 
+/* Recompute reruns the same kernels on the same tiles: bit-identical losses (and so
+ * gradients and updates) over 8 AdamW steps, untiled and tiled. */
+START_TEST(test_recompute)
+{
+    const nnt_tiling *t = _i ? &TILINGS[1] : NULL;
+    double ref[TSTEPS], got[TSTEPS];
+    train_losses_ex(t, 0, ref);
+    train_losses_ex(t, 1, got);
+    for (int s = 0; s < TSTEPS; s++)
+        ck_assert_msg(got[s] == ref[s], "step %d: loss %.17g with recompute, %.17g without", s,
+                      got[s], ref[s]);
+}
+END_TEST
+
+START_TEST(test_recompute_errors)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    nnt_layer *l = NULL, *lin = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 4, NULL, &l));
+    EXPECT_OK(nnt_layer_set_recompute(l, 1));
+    int32_t ids[4] = {1, 2, 3, 4};
+    int64_t shape[2] = {1, 4};
+    nnt_tensor *x = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &x));
+    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, sizeof ids));
+    EXPECT_OK(nnt_layer_set_targets(l, x));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_FAIL_MSG(nnt_layer_set_recompute(l, 0), NNT_E_STATE, "nnt_layer_set_recompute");
+    EXPECT_OK(nnt_layer_set_recompute(l, 1));   /* on again: harmless */
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    EXPECT_OK(nnt_layer_set_recompute(l, 0));
+    EXPECT_OK(nnt_layer_linear_create(ctx, 4, 4, 0, NULL, &lin));
+    EXPECT_FAIL_MSG(nnt_layer_set_recompute(lin, 1), NNT_E_INVAL, "nnt_layer_set_recompute");
+    EXPECT_FAIL_MSG(nnt_layer_set_recompute(NULL, 1), NNT_E_INVAL, "nnt_layer_set_recompute");
+    nnt_tensor_destroy(x);
+    nnt_layer_destroy(lin);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -380,6 +428,8 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);
     tcase_add_test(tc, test_train_tilings);
+    tcase_add_loop_test(tc, test_recompute, 0, 2);
+    tcase_add_test(tc, test_recompute_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -190,6 +190,7 @@ NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidd
 enum { LN_1, ATTN, LN_2, MLP };
 
 typedef struct block {
+    int recompute;                  /* keep only y; the backward reruns the forward first */
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x))
     nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2))
@@ -205,7 +206,7 @@ static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **s
     return nnt_tensor_axpby(1.0, a, 1.0, *sum);
 }
 
-static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+static int block_compute(nnt_layer *l, nnt_tensor *x)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
@@ -214,7 +215,19 @@ static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(add_to_new(l, h, x, &k->r2));
     NNT_TRY(nnt_layer_forward(l->children[LN_2], k->r2, &h));
     NNT_TRY(nnt_layer_forward(l->children[MLP], h, &h));
-    NNT_TRY(add_to_new(l, h, k->r2, &k->y));
+    return add_to_new(l, h, k->r2, &k->y);
+}
+
+/* With recompute, everything but the output is dropped once computed (released: its memory
+ * serves the next block); the backward recomputes it from the input (which the previous
+ * layer keeps: its output), and drops it again with its own scratch, keeping the output and
+ * the input gradient. So at most one block's activations exist at a time. */
+static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    block *k = l->impl;
+    NNT_TRY(block_compute(l, x));
+    if (k->recompute)
+        nnt_layer_drop_activations(l, k->y, NULL);
     k->x = x;
     *y = k->y;
     return NNT_OK;
@@ -224,6 +237,8 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     block *k = l->impl;
     nnt_tensor *g = NULL, *d = NULL;
+    if (k->recompute)   /* the same kernels on the same tiles: the same bits */
+        NNT_TRY(block_compute(l, k->x));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
     NNT_TRY(nnt_layer_backward(l->children[MLP], g, &d));
     NNT_TRY(nnt_layer_backward(l->children[LN_2], d, &d));
@@ -231,6 +246,8 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(nnt_layer_backward(l->children[ATTN], k->dr2, &d));
     NNT_TRY(nnt_layer_backward(l->children[LN_1], d, &d));
     NNT_TRY(add_to_new(l, d, k->dr2, &k->dx));
+    if (k->recompute)
+        nnt_layer_drop_activations(l, k->y, k->dx);
     *dx = k->dx;
     return NNT_OK;
 }
@@ -246,6 +263,58 @@ static void block_destroy(nnt_layer *l)
 static const nnt_layer_vt block_vt = {
     NNT_LAYER_BLOCK, "block", block_forward, block_backward, NULL, NULL, NULL, NULL,
     block_destroy, NULL};
+
+int gl_block_set_recompute(nnt_layer *l, int enable)
+{
+    if (l->vt != &block_vt)
+        return 0;
+    ((block *)l->impl)->recompute = enable != 0;
+    return 1;
+}
+
+/* A block of the subtree whose pending backward needs the recompute it has (its
+ * activations were dropped), or NULL. */
+static const nnt_layer *dropped_pending(const nnt_layer *l)
+{
+    if (l->vt == &block_vt && l->forward_pending && ((const block *)l->impl)->recompute)
+        return l;
+    for (int c = 0; c < l->nchildren; c++) {
+        const nnt_layer *b = dropped_pending(l->children[c]);
+        if (b)
+            return b;
+    }
+    return NULL;
+}
+
+static int set_recompute(nnt_layer *l, int enable, int64_t *blocks)
+{
+    if (l->vt->kind == NNT_LAYER_GPT) {
+        NNT_TRY(nnt_gpt_set_recompute(l, enable));
+        (*blocks)++;
+        return NNT_OK;
+    }
+    *blocks += gl_block_set_recompute(l, enable);
+    for (int c = 0; c < l->nchildren; c++)
+        NNT_TRY(set_recompute(l->children[c], enable, blocks));
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_set_recompute(nnt_layer *layer, int enable)
+{
+    const char *fn = "nnt_layer_set_recompute";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    if (!enable && dropped_pending(layer))
+        return nnt_fail(layer->ctx, NNT_E_STATE, "%s: a block's forward dropped its "
+                        "activations and its backward has not run yet: run the backward "
+                        "first (it recomputes them)", fn);
+    int64_t blocks = 0;
+    NNT_TRY(set_recompute(layer, enable, &blocks));
+    if (blocks == 0)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: the %s layer has no transformer block "
+                        "(nothing to recompute)", fn, layer->vt->kind_name);
+    return NNT_OK;
+}
+
 
 static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
                           const nnt_block_options *o, const nnt_tiling *t, const char *fn)

@@ -43,6 +43,8 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
 int gl_block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
                  const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,
                  nnt_layer **out);
+/* Set the recompute flag of a block (1), or do nothing for another kind (0). */
+int gl_block_set_recompute(nnt_layer *l, int enable);
 /* An embedding whose token table is the parameter table_name ("wte.weight" in
  * nnt_layer_embedding_create), not initialised. */
 int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t channels,

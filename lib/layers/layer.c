@@ -138,9 +138,41 @@ static int same_layout(nnt_tensor *t, nnt_dtype dtype, int ndim, const int64_t *
     return 1;
 }
 
+/* Remember t among l's activations (once). */
+static int track_activation(nnt_layer *l, nnt_tensor **t)
+{
+    for (int i = 0; i < l->nacts; i++)
+        if (l->acts[i] == t)
+            return NNT_OK;
+    if (l->nacts == l->cap_acts) {
+        int cap = l->cap_acts ? 2 * l->cap_acts : 8;
+        nnt_tensor ***grown = realloc(l->acts, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return nnt_fail(l->ctx, NNT_E_NOMEM, "%s: out of memory", l->vt->kind_name);
+        l->acts = grown;
+        l->cap_acts = cap;
+    }
+    l->acts[l->nacts++] = t;
+    return NNT_OK;
+}
+
+void nnt_layer_drop_activations(nnt_layer *l, const nnt_tensor *keep,
+                                const nnt_tensor *keep2)
+{
+    for (int i = 0; i < l->nacts; i++) {
+        if (*l->acts[i] && *l->acts[i] != keep && *l->acts[i] != keep2) {
+            nnt_temp_release(*l->acts[i]);
+            *l->acts[i] = NULL;
+        }
+    }
+    for (int c = 0; c < l->nchildren; c++)
+        nnt_layer_drop_activations(l->children[c], keep, keep2);
+}
+
 int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
                      const int64_t *shape, const int64_t *tile)
 {
+    NNT_TRY(track_activation(l, t));
     if (*t && same_layout(*t, dtype, ndim, shape, tile))
         return NNT_OK;
     nnt_tensor_destroy(*t);
@@ -539,6 +571,7 @@ NNT_API void nnt_layer_destroy(nnt_layer *layer)
     free(layer->children);
     free(layer->child_names);
     free_listing(layer);
+    free(layer->acts);
     free(layer->impl);
     layer->magic = 0;
     free(layer);

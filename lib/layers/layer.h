@@ -85,6 +85,10 @@ struct nnt_layer {
     char **listed_names;                   /* full dotted names                             */
     nnt_layer_param_rec **listed;
     void *impl;                            /* the kind's data                               */
+    /* The tensors nnt_layer_ensure made for this layer (addresses of the kind's fields), so
+     * that a recomputing block can drop its subtree's activations. */
+    int nacts, cap_acts;
+    nnt_tensor ***acts;
 };
 
 /* A public create's last step: unless rc already says it failed, initialise l's tree
@@ -108,9 +112,19 @@ int nnt_layer_add_child(nnt_layer *l, const char *name, nnt_layer *child);
 
 /* *t is a tensor of exactly (dtype, ndim, shape, tile) in l's context: kept if it already
  * is one, else (re)created (the old one destroyed). Contents are undefined after a
- * re-creation. */
+ * re-creation. t must be a field of the layer's impl (it is remembered, for
+ * nnt_layer_drop_activations): every tensor made this way is an activation or scratch that
+ * a forward recomputes. */
 int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
                      const int64_t *shape, const int64_t *tile);
+
+/* Drop every tensor that nnt_layer_ensure made in l's subtree, except keep and keep2 (either
+ * may be NULL): each is released
+ * (nnt_temp_release: its tiles unregistered after the work already submitted on them, its
+ * memory and its share of the context's budget given back) and its field set to NULL, so
+ * that the next forward creates it again. */
+void nnt_layer_drop_activations(nnt_layer *l, const nnt_tensor *keep,
+                                const nnt_tensor *keep2);
 
 /* 0 if l is a live layer, else NNT_E_INVAL naming fn. */
 int nnt_layer_check(const nnt_layer *l, const char *fn);
