@@ -248,12 +248,12 @@ static const nnt_layer_vt model_vt = {
 typedef struct family_names {
     const char *embedding;    /* "" for GPT-2: its parameters are named wte / wpe already */
     const char *table;        /* the embedding's token-table parameter                     */
-    const char *block;        /* printf format of block i                                  */
+    const char *block;        /* block i is "<block><i>"                                   */
     const char *norm;         /* the final norm                                            */
 } family_names;
 
-static const family_names GPT2_NAMES = {"", "wte.weight", "h.%lld", "ln_f"};
-static const family_names LLAMA_NAMES = {"model.embed_tokens", "weight", "model.layers.%lld",
+static const family_names GPT2_NAMES = {"", "wte.weight", "h.", "ln_f"};
+static const family_names LLAMA_NAMES = {"model.embed_tokens", "weight", "model.layers.",
                                          "model.norm"};
 
 /* Adopt child under name; on failure the child is destroyed. */
@@ -287,7 +287,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const family_name
     for (int64_t i = 0; i < c->layers; i++) {
         char name[40];
         nnt_layer *block = NULL;
-        snprintf(name, sizeof name, names->block, (long long)i);
+        snprintf(name, sizeof name, "%s%lld", names->block, (long long)i);
         NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
         NNT_TRY(adopt(l, name, block));
     }
