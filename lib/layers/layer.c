@@ -363,7 +363,8 @@ static int list_append(nnt_layer *root, const char *prefix, nnt_layer_param_rec 
     return NNT_OK;
 }
 
-/* Own parameters first, then the children's, depth first, in registration order. */
+/* Own parameters first, then the children's, depth first, in registration order. A child
+ * named "" adds no prefix: its parameters are listed under its parent's. */
 static int list_subtree(nnt_layer *root, nnt_layer *l, const char *prefix)
 {
     for (int i = 0; i < l->nparams; i++) {
@@ -372,13 +373,15 @@ static int list_subtree(nnt_layer *root, nnt_layer *l, const char *prefix)
             return rc;
     }
     for (int c = 0; c < l->nchildren; c++) {
-        size_t n = strlen(prefix) + strlen(l->child_names[c]) + 2;
+        size_t len = strlen(l->child_names[c]);
+        size_t n = strlen(prefix) + len + (len ? 2 : 1);   /* "prefix" "name" "." NUL */
         char *sub = malloc(n);
         if (!sub)
             return NNT_E_NOMEM;
         memcpy(sub, prefix, strlen(prefix));
-        memcpy(sub + strlen(prefix), l->child_names[c], strlen(l->child_names[c]));
-        sub[n - 2] = '.';
+        memcpy(sub + strlen(prefix), l->child_names[c], len);
+        if (len)
+            sub[n - 2] = '.';
         sub[n - 1] = '\0';
         int rc = list_subtree(root, l->children[c], sub);
         free(sub);

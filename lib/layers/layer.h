@@ -74,7 +74,8 @@ struct nnt_layer {
     nnt_layer *parent;                     /* the composite that owns it, or NULL            */
     int nchildren;
     nnt_layer **children;
-    char **child_names;                    /* "h.0", "attn", "0": prefix of their params    */
+    char **child_names;                    /* "h.0", "attn", "0": prefix of their params;
+                                              "": none                                       */
     int nparams;
     nnt_layer_param_rec *params;           /* this layer's own parameters                   */
     int forward_pending;                   /* a forward whose backward has not run yet      */
@@ -107,7 +108,10 @@ int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_t
 int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t *shape,
                         const int64_t *tile, int decay, nnt_init_rule init,
                         nnt_tensor **value, nnt_tensor **grad);
-/* Append an owned child under name (copied). On failure the child is NOT destroyed. */
+/* Append an owned child under name (copied). Its parameters are listed as
+ * "<name>.<its name>"; name "" adds no prefix (GPT-2's embedding, whose parameters are
+ * "wte.weight" and "wpe.weight" already), so the caller keeps the full names unique: nothing
+ * checks it. On failure the child is NOT destroyed. */
 int nnt_layer_add_child(nnt_layer *l, const char *name, nnt_layer *child);
 
 /* *t is a tensor of exactly (dtype, ndim, shape, tile) in l's context: kept if it already

@@ -29,6 +29,12 @@ int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
  * tiling overrides (NULL: automatic). Errors name fn. */
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* The tree of generic layers (NNT_LAYER_MODEL) of either family, checked as
+ * nnt_model_create checks cfg: a Llama configuration gives what nnt_model_create gives; a
+ * GPT-2 one the parameters of nnt_gpt_create (names, shapes, order, decay flags), not yet
+ * what nnt_model_create returns for it. Tiling as nnt_model_build. Errors name fn. */
+int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                         int64_t T, const nnt_tiling *tiling, nnt_layer **out);
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
 int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);

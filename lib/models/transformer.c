@@ -3,15 +3,21 @@
  * tree is made of the generic layers (lib/layers/), which hold all of the math; this file
  * only says which layers, with which options and names.
  *
- * A Llama-family model (NNT_LAYER_MODEL) has the children
+ * A model tree (NNT_LAYER_MODEL) has the children, Llama family / GPT-2:
  *   "model.embed_tokens"   embedding without position table, parameter "weight" (V, C)
+ *   / ""                   (no prefix) embedding with "wte.weight" (V, C) and the position
+ *                          table "wpe.weight" (max_seq, C)
  *   "model.layers.<i>"     L blocks: RMSNorm, attention with RoPE and NKV kv heads, SwiGLU
- *   "model.norm"           RMSNorm
+ *   / "h.<i>"              L blocks: LayerNorm, multi-head attention, GELU MLP (ln_1, attn
+ *                          with q, k, v, c_proj; ln_2, mlp with c_fc, c_proj)
+ *   "model.norm" / "ln_f"  RMSNorm / LayerNorm
  *   "lm_head"              tied: the embedding's table (no parameter); untied: a linear
  *                          layer without bias, parameter "weight" (V, C)
  *   "loss"                 cross-entropy (ignore index -1)
- * so that every parameter carries its Hugging Face LlamaForCausalLM name. A GPT-2
- * configuration is built by nnt_gpt_create (NNT_LAYER_GPT). */
+ * so that every Llama parameter carries its Hugging Face LlamaForCausalLM name and every
+ * GPT-2 parameter the name, shape and place in the list of nnt_gpt_create's (a train state
+ * of one loads into the other). nnt_model_create still builds a GPT-2 configuration with
+ * nnt_gpt_create (NNT_LAYER_GPT); the GPT-2 tree comes from nnt_model_build_tree only. */
 #include "models.h"
 
 #include "../layers/generic.h"
@@ -232,11 +238,23 @@ NNT_API int nnt_model_tiling(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
     return resolve_tiling(ctx, fn, cfg, B, T, overrides, out);
 }
 
-/* ---- the Llama-family tree ---------------------------------------------------------------- */
+/* ---- the tree of either family ----------------------------------------------------------- */
 
 static const nnt_layer_vt model_vt = {
     NNT_LAYER_MODEL, "model", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL,
     NULL, NULL};
+
+/* What a family names its children and its token table. */
+typedef struct family_names {
+    const char *embedding;    /* "" for GPT-2: its parameters are named wte / wpe already */
+    const char *table;        /* the embedding's token-table parameter                     */
+    const char *block;        /* block i is "<block><i>"                                   */
+    const char *norm;         /* the final norm                                            */
+} family_names;
+
+static const family_names GPT2_NAMES = {"", "wte.weight", "h.", "ln_f"};
+static const family_names LLAMA_NAMES = {"model.embed_tokens", "weight", "model.layers.",
+                                         "model.norm"};
 
 /* Adopt child under name; on failure the child is destroyed. */
 static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
@@ -247,30 +265,44 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
     return rc;
 }
 
-static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
-                      const char *fn)
+/* GPT-2: LayerNorm, multi-head attention without rope (its q/k/v/c_proj names), GELU MLP;
+ * Llama: RMSNorm, grouped-query attention with rope, SwiGLU. Biases as configured. */
+static int add_blocks(nnt_layer *l, const nnt_model_config *c, const family_names *names,
+                      const nnt_tiling *t, const char *fn)
 {
+    int llama = c->family == NNT_FAMILY_LLAMA;
     nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
     ao.kv_heads = kv_heads_of(c);
     ao.qkv_bias = c->qkv_bias;
     ao.out_bias = c->out_bias;
-    ao.rope = &c->rope;
+    ao.rope = llama ? &c->rope : NULL;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
-    mo.kind = NNT_MLP_SWIGLU;
+    mo.kind = llama ? NNT_MLP_SWIGLU : NNT_MLP_GELU;
     mo.bias = c->mlp_bias;
     nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
-    bo.norm = NNT_NORM_RMSNORM;
+    bo.norm = llama ? NNT_NORM_RMSNORM : NNT_NORM_LAYERNORM;
     bo.norm_eps = c->norm_eps;
     bo.attention = &ao;
     bo.mlp = &mo;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[40];
         nnt_layer *block = NULL;
-        snprintf(name, sizeof name, "model.layers.%lld", (long long)i);
+        snprintf(name, sizeof name, "%s%lld", names->block, (long long)i);
         NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
         NNT_TRY(adopt(l, name, block));
     }
     return NNT_OK;
+}
+
+static int add_norm(nnt_layer *l, const nnt_model_config *c, const family_names *names,
+                    const nnt_tiling *t, const char *fn)
+{
+    nnt_layer *norm = NULL;
+    if (c->family == NNT_FAMILY_LLAMA)
+        NNT_TRY(gl_rmsnorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
+    else
+        NNT_TRY(gl_layernorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
+    return adopt(l, names->norm, norm);
 }
 
 static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *c,
@@ -287,20 +319,25 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
     return adopt(l, "loss", loss);
 }
 
-static int llama_children(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
-                          const char *fn)
+/* The embedding (GPT-2: with the (max_seq, C) position table), the blocks, the final norm,
+ * the head and the loss. */
+static int tree_children(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
+                         const char *fn)
 {
-    nnt_layer *emb = NULL, *norm = NULL;
-    NNT_TRY(gl_embedding_new(l->ctx, c->vocab, 0, c->channels, t, "weight", fn, &emb));
-    NNT_TRY(adopt(l, "model.embed_tokens", emb));
-    NNT_TRY(add_blocks(l, c, t, fn));
-    NNT_TRY(gl_rmsnorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
-    NNT_TRY(adopt(l, "model.norm", norm));
+    const family_names *names = c->family == NNT_FAMILY_LLAMA ? &LLAMA_NAMES : &GPT2_NAMES;
+    int64_t positions = c->family == NNT_FAMILY_LLAMA ? 0 : c->max_seq;
+    nnt_layer *emb = NULL;
+    NNT_TRY(gl_embedding_new(l->ctx, c->vocab, positions, c->channels, t, names->table, fn,
+                             &emb));
+    NNT_TRY(adopt(l, names->embedding, emb));
+    NNT_TRY(add_blocks(l, c, names, t, fn));
+    NNT_TRY(add_norm(l, c, names, t, fn));
     return add_head(l, emb, c, t, fn);
 }
 
-static int llama_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tiling *t,
-                        const char *fn, nnt_layer **out)
+/* The tree of a checked configuration with a resolved tiling. */
+static int tree_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tiling *t,
+                       const char *fn, nnt_layer **out)
 {
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &model_vt, sizeof(model_impl), fn, &l));
@@ -309,7 +346,24 @@ static int llama_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_til
     m->cfg.size = sizeof m->cfg;
     m->cfg.kv_heads = kv_heads_of(cfg);
     m->cfg.hidden = hidden_of(cfg);
-    return nnt_layer_finish(l, llama_children(l, &m->cfg, t, fn), out);
+    if (cfg->family == NNT_FAMILY_GPT2) {   /* ignored: as nnt_model_config_of of a GPT layer */
+        nnt_rope_options none = NNT_ROPE_OPTIONS_INIT;
+        m->cfg.rope = none;
+    }
+    return nnt_layer_finish(l, tree_children(l, &m->cfg, t, fn), out);
+}
+
+int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                         int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+{
+    nnt_tiling t;
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    NNT_TRY(check_config(ctx, fn, cfg, B, T));
+    NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
+    return tree_create(ctx, cfg, &t, fn, out);
 }
 
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
@@ -322,7 +376,7 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
         nnt_gpt_config g = gpt_config(cfg);
         return nnt_gpt_create(ctx, &g, B, T, &t, out);
     }
-    return llama_create(ctx, cfg, &t, fn, out);
+    return tree_create(ctx, cfg, &t, fn, out);
 }
 
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,

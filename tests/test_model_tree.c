@@ -1,0 +1,497 @@
+/* The GPT-2 tree of generic layers (nnt_model_build_tree, lib/models/transformer.c) against
+ * the fused GPT layer (nnt_model_create with a GPT-2 configuration, i.e. nnt_gpt_create),
+ * for the "tiny" preset and a configuration whose vocabulary is no multiple of the vocab
+ * tile (V 97, C 48, NH 4, L 2, max_seq 32), each with the automatic tiling and with partial
+ * tiles cutting channels, hidden, vocabulary and heads:
+ *   - the parameter lists are the same: count, names (unique), shapes, decay flags, order;
+ *     nnt_model_config_of gives the same configuration;
+ *   - with the fused model's values copied into the tree by name, 5 AdamW steps give the same
+ *     losses, and the first backward the same gradients (up to the kernels' order);
+ *   - a train state saved from either optimizer loads into the other's (names and shapes
+ *     are the key), and training goes on with the same losses;
+ *   - nnt_model_generate gives the same greedy tokens on both, also past max_seq (T =
+ *     max_seq: the fused layer's window is T, the tree's max_seq);
+ *   - the Llama tree is still what nnt_model_create builds (same names).
+ * It calls the internal builder, so it links the library's objects. */
+#include "testutil.h"
+
+#include "models/models.h"
+
+#include <math.h>
+#include <stdint.h>
+
+enum { B = 2, T = 16, STEPS = 5 };
+
+static nnt_ctx *ctx;
+
+static void setup(void)
+{
+    ctx = test_ctx();
+}
+
+static void teardown(void)
+{
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ctx = NULL;
+}
+
+/* _i / 2 picks the configuration: the "tiny" preset (V 256, C 64, NH 4, L 2, max_seq 128)
+ * or V 97, C 48, NH 4, L 2, max_seq 32. */
+static nnt_model_config config(int which)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("tiny", &c));
+    if (which) {
+        c.vocab = 97;
+        c.channels = 48;
+        c.max_seq = 32;
+    }
+    return c;
+}
+
+/* _i % 2 picks the tiling: automatic, or partial tiles (batch 1, seq 5, channels 20,
+ * hidden 72, vocab 40, heads 3, head_dim 5) that cut every dimension they can. */
+static const nnt_tiling TILINGS[2] = {
+    {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0},
+    {sizeof(nnt_tiling), 1, 5, 20, 72, 40, 3, 5},
+};
+
+static nnt_param_info param_at(nnt_layer *l, int64_t i)
+{
+    nnt_param_info p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    EXPECT_OK(nnt_layer_param(l, i, &p));
+    return p;
+}
+
+static int64_t num_params(nnt_layer *l)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &n, NULL));
+    return n;
+}
+
+/* The parameter of l named name (fails the test if none). */
+static nnt_param_info param_named(nnt_layer *l, const char *name)
+{
+    int64_t n = num_params(l);
+    for (int64_t i = 0; i < n; i++) {
+        nnt_param_info p = param_at(l, i);
+        if (strcmp(p.name, name) == 0)
+            return p;
+    }
+    ck_abort_msg("no parameter %s", name);
+    return param_at(l, 0);
+}
+
+/* The fused model and the tree of cfg for (b, t) with the same tiling overrides. */
+static void make_pair(const nnt_model_config *cfg, int64_t b, int64_t t, const nnt_tiling *tl,
+                      nnt_layer **fused, nnt_layer **tree)
+{
+    nnt_layer_kind kind;
+    EXPECT_OK(nnt_model_create(ctx, cfg, b, t, tl, fused));
+    EXPECT_OK(nnt_layer_kind_of(*fused, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_GPT);   /* nnt_model_create is not switched yet */
+    EXPECT_OK(nnt_model_build_tree(ctx, "test_model_tree", cfg, b, t, tl, tree));
+    EXPECT_OK(nnt_layer_kind_of(*tree, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_MODEL);
+}
+
+static int64_t numel_of(nnt_tensor *t)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    return n;
+}
+
+/* Copy every parameter value of src into the parameter of dst of the same name. */
+static void copy_params(nnt_layer *src, nnt_layer *dst)
+{
+    int64_t n = num_params(src);
+    for (int64_t i = 0; i < n; i++) {
+        nnt_param_info p = param_at(src, i), q = param_named(dst, p.name);
+        int64_t k = 0;
+        float *v = test_to_host(p.value, &k);
+        ck_assert_int_eq(numel_of(q.value), k);
+        EXPECT_OK(nnt_tensor_copy_from_host(q.value, v, (size_t)k * sizeof *v));
+        free(v);
+    }
+}
+
+/* The largest, over the parameters of a, of max |a - b| / max(max |a|, floor) for their
+ * values (grad 0) or gradients (grad 1) and the same-named ones of b, floor being 1e-4 of
+ * the largest max |a| of all: a tensor whose gradient is 0 in exact arithmetic (attn.k.bias:
+ * the softmax ignores the same shift q.b of every key) holds rounding noise only. *worst
+ * names that parameter. */
+static double max_rel_diff(nnt_layer *a, nnt_layer *b, int grad, const char **worst)
+{
+    int64_t n = num_params(a);
+    double *d = calloc((size_t)n, sizeof *d), *m = calloc((size_t)n, sizeof *m), top = 0.0;
+    ck_assert(d && m);
+    for (int64_t i = 0; i < n; i++) {
+        nnt_param_info p = param_at(a, i), q = param_named(b, p.name);
+        int64_t k = 0;
+        float *x = test_to_host(grad ? p.grad : p.value, &k);
+        float *y = test_to_host(grad ? q.grad : q.value, NULL);
+        for (int64_t j = 0; j < k; j++) {
+            d[i] = fmax(d[i], fabs((double)x[j] - (double)y[j]));
+            m[i] = fmax(m[i], fabs((double)x[j]));
+            if (isnan(x[j]) || isnan(y[j]))
+                d[i] = INFINITY;
+        }
+        top = fmax(top, m[i]);
+        free(x);
+        free(y);
+    }
+    double worst_rel = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double rel = d[i] > 0.0 ? d[i] / fmax(m[i], 1e-4 * top) : 0.0;
+        if (getenv("TREE_DEBUG") && rel > 1e-7)
+            printf("  %s: max|diff| %.3e max|a| %.3e\n", param_at(a, i).name, d[i], m[i]);
+        if (rel > worst_rel) {
+            worst_rel = rel;
+            *worst = param_at(a, i).name;
+        }
+    }
+    free(d);
+    free(m);
+    return worst_rel;
+}
+
+/* ---- the parameter lists -------------------------------------------------------------------- */
+
+static void expect_same_lists(nnt_layer *fused, nnt_layer *tree)
+{
+    int64_t n = num_params(fused), numel_f = 0, numel_t = 0;
+    ck_assert_int_eq(num_params(tree), n);
+    EXPECT_OK(nnt_layer_num_params(fused, NULL, &numel_f));
+    EXPECT_OK(nnt_layer_num_params(tree, NULL, &numel_t));
+    ck_assert_int_eq(numel_t, numel_f);
+    for (int64_t i = 0; i < n; i++) {
+        nnt_param_info p = param_at(fused, i), q = param_at(tree, i);
+        ck_assert_msg(strcmp(p.name, q.name) == 0, "parameter %lld: %s in the tree, %s fused",
+                      (long long)i, q.name, p.name);
+        ck_assert_msg(p.decay == q.decay, "%s: decay %d in the tree, %d fused", p.name, q.decay,
+                      p.decay);
+        int nd = 0, nq = 0;
+        int64_t sp[NNT_MAX_DIMS], sq[NNT_MAX_DIMS];
+        EXPECT_OK(nnt_tensor_ndim(p.value, &nd));
+        EXPECT_OK(nnt_tensor_ndim(q.value, &nq));
+        ck_assert_int_eq(nq, nd);
+        EXPECT_OK(nnt_tensor_shape(p.value, sp));
+        EXPECT_OK(nnt_tensor_shape(q.value, sq));
+        for (int d = 0; d < nd; d++)
+            ck_assert_msg(sp[d] == sq[d], "%s: dim %d is %lld in the tree, %lld fused", p.name,
+                          d, (long long)sq[d], (long long)sp[d]);
+        for (int64_t j = 0; j < i; j++)
+            ck_assert_msg(strcmp(param_at(tree, j).name, q.name) != 0, "%s listed twice",
+                          q.name);
+    }
+}
+
+static void expect_same_config(const nnt_model_config *a, const nnt_model_config *b)
+{
+    const int64_t ia[] = {a->family, a->vocab, a->max_seq, a->layers, a->heads, a->kv_heads,
+                          a->channels, a->hidden, a->tied, a->qkv_bias, a->out_bias,
+                          a->mlp_bias, a->rope.scaling, a->rope.original_max_position};
+    const int64_t ib[] = {b->family, b->vocab, b->max_seq, b->layers, b->heads, b->kv_heads,
+                          b->channels, b->hidden, b->tied, b->qkv_bias, b->out_bias,
+                          b->mlp_bias, b->rope.scaling, b->rope.original_max_position};
+    for (size_t i = 0; i < sizeof ia / sizeof ia[0]; i++)
+        ck_assert_msg(ia[i] == ib[i], "nnt_model_config_of: field %zu is %lld fused, %lld in "
+                      "the tree", i, (long long)ia[i], (long long)ib[i]);
+    const double da[] = {a->norm_eps, a->rope.theta, a->rope.factor, a->rope.low_freq_factor,
+                         a->rope.high_freq_factor};
+    const double db[] = {b->norm_eps, b->rope.theta, b->rope.factor, b->rope.low_freq_factor,
+                         b->rope.high_freq_factor};
+    for (size_t i = 0; i < sizeof da / sizeof da[0]; i++)
+        ck_assert_msg(da[i] == db[i], "nnt_model_config_of: double field %zu is %g fused, %g "
+                      "in the tree", i, da[i], db[i]);
+}
+
+START_TEST(test_params)
+{
+    nnt_model_config cfg = config(_i / 2), got_f, got_t;
+    nnt_layer *fused = NULL, *tree = NULL;
+    make_pair(&cfg, B, T, &TILINGS[_i % 2], &fused, &tree);
+    expect_same_lists(fused, tree);
+    /* first, last and a block's names as nnt_gpt_create(3) lists them */
+    int64_t n = num_params(tree);
+    ck_assert_int_eq(n, 2 + 16 * cfg.layers + 2);
+    ck_assert_str_eq(param_at(tree, 0).name, "wte.weight");
+    ck_assert_str_eq(param_at(tree, 1).name, "wpe.weight");
+    ck_assert_str_eq(param_at(tree, 6).name, "h.0.attn.v.weight");
+    ck_assert_str_eq(param_at(tree, 17).name, "h.0.mlp.c_proj.bias");
+    ck_assert_str_eq(param_at(tree, n - 1).name, "ln_f.bias");
+    /* the same names get the same initial values (nnt_layer_init seeds by name) */
+    const char *worst = "";
+    double d = max_rel_diff(fused, tree, 0, &worst);
+    ck_assert_msg(d == 0.0, "initial values differ by %g (%s)", d, worst);
+    /* nnt_model_config_of: the same configuration, hidden and kv_heads resolved */
+    EXPECT_OK(nnt_model_config_of(fused, &got_f));
+    EXPECT_OK(nnt_model_config_of(tree, &got_t));
+    ck_assert_int_eq(got_t.family, NNT_FAMILY_GPT2);
+    ck_assert_int_eq(got_t.hidden, 4 * cfg.channels);
+    ck_assert_int_eq(got_t.kv_heads, cfg.heads);
+    expect_same_config(&got_f, &got_t);
+    nnt_layer_destroy(fused);
+    nnt_layer_destroy(tree);
+}
+END_TEST
+
+/* The builder checks as nnt_model_create does, naming its caller. */
+START_TEST(test_errors)
+{
+    nnt_model_config cfg = config(0);
+    nnt_layer *tree = (nnt_layer *)&cfg;
+    cfg.hidden = 100;
+    EXPECT_FAIL_MSG(nnt_model_build_tree(ctx, "caller_fn", &cfg, B, T, NULL, &tree),
+                    NNT_E_UNSUPPORTED, "caller_fn");
+    ck_assert_ptr_null(tree);
+    cfg = config(0);
+    EXPECT_FAIL_MSG(nnt_model_build_tree(ctx, "caller_fn", &cfg, B, cfg.max_seq + 1, NULL,
+                                         &tree), NNT_E_INVAL, "caller_fn");
+    EXPECT_FAIL_MSG(nnt_model_build_tree(ctx, "caller_fn", NULL, B, T, NULL, &tree),
+                    NNT_E_INVAL, "caller_fn");
+    EXPECT_FAIL_MSG(nnt_model_build_tree(ctx, "caller_fn", &cfg, B, T, NULL, NULL),
+                    NNT_E_INVAL, "caller_fn");
+}
+END_TEST
+
+/* The Llama tree of the builder has nnt_model_create's parameters. */
+START_TEST(test_llama_same)
+{
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
+    cfg.tied = 0;
+    nnt_layer *a = NULL, *b = NULL;
+    nnt_tiling tl = TILINGS[1];
+    tl.head_dim = 0;   /* rope: whole head_dim tiles or tiles dividing hd / 2 */
+    EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, &tl, &a));
+    EXPECT_OK(nnt_model_build_tree(ctx, "test_model_tree", &cfg, B, T, &tl, &b));
+    expect_same_lists(a, b);
+    ck_assert_str_eq(param_at(b, 0).name, "model.embed_tokens.weight");
+    ck_assert_str_eq(param_at(b, num_params(b) - 1).name, "lm_head.weight");
+    nnt_layer_destroy(a);
+    nnt_layer_destroy(b);
+}
+END_TEST
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+/* Token ids and targets of step s, tiled as the model's batches. */
+typedef struct batches {
+    nnt_tensor *tok[STEPS + 2], *tgt[STEPS + 2];
+} batches;
+
+static void make_batches(const nnt_model_config *cfg, const nnt_tiling *tl, batches *bt)
+{
+    nnt_tiling r;
+    EXPECT_OK(nnt_model_tiling(ctx, cfg, B, T, tl, &r));
+    int64_t shape[2] = {B, T}, tile[2] = {r.batch, r.seq};
+    unsigned long long state = 0x5eed1234ull;
+    int32_t ids[2 * B * T];
+    for (int s = 0; s < STEPS + 2; s++) {
+        for (int i = 0; i < 2 * B * T; i++)
+            ids[i] = (int32_t)(test_rand(&state) * (double)cfg->vocab);
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &bt->tok[s]));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &bt->tgt[s]));
+        EXPECT_OK(nnt_tensor_copy_from_host(bt->tok[s], ids, sizeof ids / 2));
+        EXPECT_OK(nnt_tensor_copy_from_host(bt->tgt[s], ids + B * T, sizeof ids / 2));
+    }
+}
+
+static void free_batches(batches *bt)
+{
+    for (int s = 0; s < STEPS + 2; s++) {
+        nnt_tensor_destroy(bt->tok[s]);
+        nnt_tensor_destroy(bt->tgt[s]);
+    }
+}
+
+static nnt_optim *make_optim(nnt_layer *model)
+{
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-3;
+    oo.weight_decay = 0.1;
+    oo.grad_clip = 1.0;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, model));
+    return opt;
+}
+
+/* Forward and backward of batch s; returns the loss. */
+static double forward_backward(nnt_layer *m, const batches *bt, int s)
+{
+    double loss = 0.0;
+    EXPECT_OK(nnt_layer_zero_grad(m));
+    EXPECT_OK(nnt_layer_set_targets(m, bt->tgt[s]));
+    EXPECT_OK(nnt_layer_forward(m, bt->tok[s], NULL));
+    EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
+    EXPECT_OK(nnt_layer_loss(m, &loss));
+    return loss;
+}
+
+/* Both models train on the same batches s0 .. s1 - 1; the losses must agree. */
+static double train_both(nnt_layer *fused, nnt_optim *of, nnt_layer *tree, nnt_optim *ot,
+                         const batches *bt, int s0, int s1, const char *what)
+{
+    double worst = 0.0;
+    for (int s = s0; s < s1; s++) {
+        double lf = forward_backward(fused, bt, s), lt = forward_backward(tree, bt, s);
+        double rel = fabs(lf - lt) / fabs(lf);
+        printf("test_model_tree %s step %d: loss %.7f fused, %.7f tree (rel diff %.2e)\n",
+               what, s, lf, lt, rel);
+        worst = fmax(worst, rel);
+        if (s == 0) {
+            const char *name = "";
+            double g = max_rel_diff(fused, tree, 1, &name);
+            printf("test_model_tree %s: first gradients, largest max|diff| / max|grad| "
+                   "%.2e (%s)\n", what, g, name);
+            /* measured (CPU, this machine): 0 with the automatic tiling (the same
+             * kernels in the same order), 9.9e-7 with the partial tiles (attn.k.bias, pure
+             * rounding noise ~3e-11 against the floor 1e-4 * 0.4; the other tensors at most
+             * 5e-7, e.g. ln_1.weight 7e-10 / 1.5e-3) */
+            EXPECT_TOL(g, 1e-5, "%s: gradient of %s", what, name);
+        }
+        EXPECT_OK(nnt_optim_step(of));
+        EXPECT_OK(nnt_optim_step(ot));
+    }
+    return worst;
+}
+
+START_TEST(test_training)
+{
+    nnt_model_config cfg = config(_i / 2);
+    const nnt_tiling *tl = &TILINGS[_i % 2];
+    nnt_layer *fused = NULL, *tree = NULL;
+    make_pair(&cfg, B, T, tl, &fused, &tree);
+    EXPECT_OK(nnt_layer_init(fused, 42));   /* other values than the tree's */
+    copy_params(fused, tree);
+    batches bt;
+    make_batches(&cfg, tl, &bt);
+    nnt_optim *of = make_optim(fused), *ot = make_optim(tree);
+    char what[64];
+    snprintf(what, sizeof what, "config %d tiling %d", _i / 2, _i % 2);
+    double worst = train_both(fused, of, tree, ot, &bt, 0, STEPS, what);
+    /* measured: at most 2.9e-8 relative (half an fp32 ulp of losses ~5.5 and ~4.6) over
+     * the four cases; 0 at step 0 with the automatic tiling */
+    EXPECT_TOL(worst, 3e-7, "%s: losses of %d AdamW steps", what, STEPS);
+    nnt_optim_destroy(of);
+    nnt_optim_destroy(ot);
+    free_batches(&bt);
+    nnt_layer_destroy(fused);
+    nnt_layer_destroy(tree);
+}
+END_TEST
+
+/* ---- train state across --------------------------------------------------------------------- */
+
+/* _i: 0 fused -> tree, 1 tree -> fused. */
+START_TEST(test_state_across)
+{
+    nnt_model_config cfg = config(1);
+    const nnt_tiling *tl = &TILINGS[_i % 2 ? 0 : 1];
+    nnt_layer *fused = NULL, *tree = NULL;
+    make_pair(&cfg, B, T, tl, &fused, &tree);
+    nnt_layer *src = _i ? tree : fused, *dst = _i ? fused : tree;
+    EXPECT_OK(nnt_layer_init(src, 3));
+    batches bt;
+    make_batches(&cfg, tl, &bt);
+    nnt_optim *os = make_optim(src), *od = make_optim(dst);
+    for (int s = 0; s < 2; s++) {
+        forward_backward(src, &bt, s);
+        EXPECT_OK(nnt_optim_step(os));
+    }
+    test_make_tmpdir("model_tree");
+    const char *path = test_tmp_path("state.safetensors");
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    st.data_pos = 1234;
+    EXPECT_OK(nnt_train_state_save(os, path, &st));
+    nnt_train_state back = NNT_TRAIN_STATE_INIT;
+    EXPECT_OK(nnt_train_state_load(od, path, &back));
+    ck_assert_int_eq(back.data_pos, 1234);
+    nnt_train_state_clear(&back);
+    nnt_optim_stats stats = {sizeof stats, 0, 0.0, 0.0};
+    EXPECT_OK(nnt_optim_stats_get(od, &stats));
+    ck_assert_int_eq(stats.step, 2);
+    const char *worst = "";
+    double d = max_rel_diff(src, dst, 0, &worst);
+    ck_assert_msg(d == 0.0, "loaded values differ by %g (%s)", d, worst);
+    /* the moments came along: the next updates give the same losses */
+    nnt_layer *fz = _i ? dst : src, *tr = _i ? src : dst;
+    nnt_optim *ofz = _i ? od : os, *otr = _i ? os : od;
+    double rel = train_both(fz, ofz, tr, otr, &bt, 2, STEPS, _i ? "tree -> fused" :
+                            "fused -> tree");
+    /* measured: at most 2.0e-8 */
+    EXPECT_TOL(rel, 2e-7, "losses after the load");
+    test_remove_tmpdir();
+    nnt_optim_destroy(os);
+    nnt_optim_destroy(od);
+    free_batches(&bt);
+    nnt_layer_destroy(fused);
+    nnt_layer_destroy(tree);
+}
+END_TEST
+
+/* ---- generation ------------------------------------------------------------------------------ */
+
+/* _i % 2: the tiling; _i / 2: 0 a short generation (B 2, T 16), 1 one past max_seq 32 with
+ * T = max_seq, so that both windows slide alike (the fused layer's window is T, the
+ * tree's max_seq). */
+START_TEST(test_generate)
+{
+    nnt_model_config cfg = config(1);
+    int slide = _i / 2;
+    int64_t b = slide ? 1 : B, t = slide ? cfg.max_seq : T, ngen = slide ? 40 : 10;
+    nnt_layer *fused = NULL, *tree = NULL;
+    make_pair(&cfg, b, t, &TILINGS[_i % 2], &fused, &tree);
+    /* the head is tied: with small positions the next token is the current one; large
+     * ones make it depend on the position, so that the tokens differ */
+    EXPECT_OK(nnt_layer_init(fused, 11));
+    EXPECT_OK(nnt_tensor_scale(param_named(fused, "wpe.weight").value, 20.0));
+    copy_params(fused, tree);
+    int32_t prompt[5] = {3, 14, 15, 92, 65}, a[40], c[40];
+    EXPECT_OK(nnt_model_generate(fused, prompt, 5, ngen, NULL, a));
+    EXPECT_OK(nnt_model_generate(tree, prompt, 5, ngen, NULL, c));
+    int distinct = 0;
+    for (int64_t i = 0; i < ngen; i++) {
+        ck_assert_msg(a[i] == c[i], "token %lld: %d fused, %d tree", (long long)i, (int)a[i],
+                      (int)c[i]);
+        int seen = 0;
+        for (int64_t j = 0; j < i; j++)
+            seen |= a[j] == a[i];
+        distinct += !seen;
+        if (getenv("TREE_DEBUG"))
+            printf(" %d", (int)a[i]);
+    }
+    printf("test_model_tree generate %d: %lld tokens equal, %d distinct\n", _i,
+           (long long)ngen, distinct);
+    ck_assert_msg(distinct > 2, "only %d distinct tokens", distinct);
+    nnt_layer_destroy(fused);
+    nnt_layer_destroy(tree);
+}
+END_TEST
+
+static Suite *tree_suite(void)
+{
+    Suite *s = suite_create("model_tree");
+    TCase *tc = tcase_create("model_tree");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_params, 0, 4);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_llama_same);
+    tcase_add_loop_test(tc, test_training, 0, 4);
+    tcase_add_loop_test(tc, test_state_across, 0, 2);
+    tcase_add_loop_test(tc, test_generate, 0, 4);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(tree_suite());
+}
