@@ -362,19 +362,27 @@ static double train_both(nnt_layer *fused, nnt_optim *of, nnt_layer *tree, nnt_o
     return worst;
 }
 
+/* _i % 4: (config, tiling); _i >= 4: both with activation recompute (nnt_layer_set_recompute:
+ * the fused layer's own, the tree's blocks'), which changes no bit on either side. */
 START_TEST(test_training)
 {
-    nnt_model_config cfg = config(_i / 2);
+    int recompute = _i >= 4;
+    nnt_model_config cfg = config(_i % 4 / 2);
     const nnt_tiling *tl = &TILINGS[_i % 2];
     nnt_layer *fused = NULL, *tree = NULL;
     make_pair(&cfg, B, T, tl, &fused, &tree);
+    if (recompute) {
+        EXPECT_OK(nnt_layer_set_recompute(fused, 1));
+        EXPECT_OK(nnt_layer_set_recompute(tree, 1));
+    }
     EXPECT_OK(nnt_layer_init(fused, 42));   /* other values than the tree's */
     copy_params(fused, tree);
     batches bt;
     make_batches(&cfg, tl, &bt);
     nnt_optim *of = make_optim(fused), *ot = make_optim(tree);
     char what[64];
-    snprintf(what, sizeof what, "config %d tiling %d", _i / 2, _i % 2);
+    snprintf(what, sizeof what, "config %d tiling %d%s", _i % 4 / 2, _i % 2,
+             recompute ? " recompute" : "");
     double worst = train_both(fused, of, tree, ot, &bt, 0, STEPS, what);
     /* measured: at most 2.9e-8 relative (half an fp32 ulp of losses ~5.5 and ~4.6) over
      * the four cases; 0 at step 0 with the automatic tiling */
@@ -484,7 +492,7 @@ static Suite *tree_suite(void)
     tcase_add_loop_test(tc, test_params, 0, 4);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_llama_same);
-    tcase_add_loop_test(tc, test_training, 0, 4);
+    tcase_add_loop_test(tc, test_training, 0, 8);
     tcase_add_loop_test(tc, test_state_across, 0, 2);
     tcase_add_loop_test(tc, test_generate, 0, 4);
     suite_add_tcase(s, tc);
