@@ -1,8 +1,9 @@
 /* Text generation for every model (nnt_model_generate): a GPT layer delegates to
- * nnt_gpt_generate; a Llama-family tree (NNT_LAYER_MODEL, transformer.c) is run here.
+ * nnt_gpt_generate; a tree of the generic layers (NNT_LAYER_MODEL, transformer.c: the
+ * Llama family, and GPT-2 built as a tree) is run here.
  *
  * Per new token, on the last w = min(n, max_seq) tokens of the n so far, as tokens (1, w)
- * in one tile: the children up to "model.norm" give the hidden states (1, w, C); their last
+ * in one tile: the children up to the final norm give the hidden states (1, w, C); their last
  * row is copied on the device into (1, 1, C) and only that row goes through "lm_head", so
  * that V logits are computed and come back instead of (1, w, V) (the head is also w times
  * cheaper). The "loss" child is not run: the targets set for training stay set. There is
