@@ -8,7 +8,9 @@
  *   (d0 * ... * d(k-1), dk)   weights of q/k/v_proj (NH, hd, C), embeddings, MLP, lm_head
  *   (d0, d1 * ... * dk)       o_proj.weight (C, NH, hd)
  *   (d0 * ... * dk)           biases and norms (1-D in HF).
- * GPT-2 models go through nnt_gpt_load_safetensors / nnt_gpt_save_safetensors. */
+ * A fused GPT-2 layer (NNT_LAYER_GPT) goes through nnt_gpt_load_safetensors /
+ * nnt_gpt_save_safetensors; a GPT-2 tree (nnt_model_build_tree) is mapped here onto the
+ * same HF GPT2LMHeadModel file (GPT2_HF: c_attn = q, k, v; Conv1D weights transposed). */
 #include "models.h"
 
 #include "../io/io.h"
@@ -699,6 +701,289 @@ static int weights_path(nnt_ctx *ctx, const char *fn, const char *dir, char *pat
     return NNT_OK;
 }
 
+/* ---- GPT-2 as a tree of generic layers (nnt_model_build_tree) ---------------------------- */
+
+/* The HF GPT2LMHeadModel tensors in nnt_gpt_save_safetensors's order (kind by kind, block by
+ * block): hf after "transformer." or "transformer.h.<l>.", made of the nnt parameters nnt
+ * (after "h.<l>." for a block's; q, k, v one after the other for c_attn); in: for a Conv1D
+ * weight, HF's (in, out) where nnt has (out, in), the number of trailing nnt dimensions
+ * that make in (else 0). */
+static const struct gpt2_hf {
+    const char *hf;
+    const char *nnt[3];
+    int block, in;
+} GPT2_HF[] = {
+    {"wte.weight", {"wte.weight"}, 0, 0},
+    {"wpe.weight", {"wpe.weight"}, 0, 0},
+    {"ln_1.weight", {"ln_1.weight"}, 1, 0},
+    {"ln_1.bias", {"ln_1.bias"}, 1, 0},
+    {"attn.c_attn.weight", {"attn.q.weight", "attn.k.weight", "attn.v.weight"}, 1, 1},
+    {"attn.c_attn.bias", {"attn.q.bias", "attn.k.bias", "attn.v.bias"}, 1, 0},
+    {"attn.c_proj.weight", {"attn.c_proj.weight"}, 1, 2},   /* nnt (C, NH, hd) */
+    {"attn.c_proj.bias", {"attn.c_proj.bias"}, 1, 0},
+    {"ln_2.weight", {"ln_2.weight"}, 1, 0},
+    {"ln_2.bias", {"ln_2.bias"}, 1, 0},
+    {"mlp.c_fc.weight", {"mlp.c_fc.weight"}, 1, 1},
+    {"mlp.c_fc.bias", {"mlp.c_fc.bias"}, 1, 0},
+    {"mlp.c_proj.weight", {"mlp.c_proj.weight"}, 1, 1},
+    {"mlp.c_proj.bias", {"mlp.c_proj.bias"}, 1, 0},
+    {"ln_f.weight", {"ln_f.weight"}, 0, 0},
+    {"ln_f.bias", {"ln_f.bias"}, 0, 0},
+};
+#define GPT2_NHF ((int)(sizeof GPT2_HF / sizeof GPT2_HF[0]))
+
+/* One HF tensor of a GPT-2 tree: its name (without "transformer."), its nnt pieces (numel
+ * n each), its HF shape (nd dims), its Conv1D in size (0: none). */
+typedef struct gpt2_tensor {
+    char name[NNT_IO_MAXNAME + 1];
+    nnt_param_info p[3];
+    int np, nd;
+    int64_t n, shape[2], in;
+} gpt2_tensor;
+
+static int64_t param_index(nnt_layer *model, int64_t count, const char *name)
+{
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = param_of(model, i);
+        if (p.name && strcmp(p.name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The HF shape of t from its first piece's nnt shape. */
+static int gpt2_shape(nnt_ctx *ctx, const char *fn, gpt2_tensor *t, int in_dims)
+{
+    int nd = 0;
+    int64_t s[NNT_MAX_DIMS];
+    NNT_TRY(nnt_tensor_ndim(t->p[0].value, &nd));
+    NNT_TRY(nnt_tensor_shape(t->p[0].value, s));
+    NNT_TRY(nnt_tensor_numel(t->p[0].value, &t->n));
+    if (nd <= in_dims)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: parameter %s has %d dims", fn, t->p[0].name, nd);
+    t->in = 1;
+    for (int d = nd - in_dims; d < nd && in_dims; d++)
+        t->in *= s[d];
+    int64_t total = t->n * t->np;
+    if (in_dims) {   /* Conv1D (in, out) */
+        t->nd = 2;
+        t->shape[0] = t->in;
+        t->shape[1] = total / t->in;
+    } else if (nd == 2 && t->np == 1 && !ends_with(t->name, ".bias")) {   /* wte, wpe */
+        t->nd = 2;
+        t->shape[0] = s[0];
+        t->shape[1] = s[1];
+    } else {
+        t->nd = 1;
+        t->shape[0] = total;
+    }
+    if (!in_dims)
+        t->in = 0;
+    return NNT_OK;
+}
+
+/* HF tensor k of block l (l ignored for the others) of a GPT-2 tree of count parameters. */
+static int gpt2_tensor_at(nnt_layer *model, const char *fn, int64_t count, int k, int64_t l,
+                          gpt2_tensor *t)
+{
+    const struct gpt2_hf *h = &GPT2_HF[k];
+    char block[32] = "", pname[NNT_IO_MAXNAME + 1];
+    if (h->block)
+        snprintf(block, sizeof block, "h.%lld.", (long long)l);
+    snprintf(t->name, sizeof t->name, "%s%s", block, h->hf);
+    for (t->np = 0; t->np < 3 && h->nnt[t->np]; t->np++) {
+        snprintf(pname, sizeof pname, "%s%s", block, h->nnt[t->np]);
+        int64_t i = param_index(model, count, pname);
+        if (i < 0)
+            return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the GPT-2 model has no parameter %s",
+                            fn, pname);
+        t->p[t->np] = param_of(model, i);
+    }
+    return gpt2_shape(model->ctx, fn, t, h->in);
+}
+
+/* (rows, cols) row-major -> (cols, rows). */
+static void transpose(const float *src, float *dst, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[c * rows + r] = src[r * cols + c];
+}
+
+/* Calls f on every HF tensor of a GPT-2 tree, in file order; stops at the first failure. */
+typedef int (*gpt2_visit)(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg);
+
+static int gpt2_each(nnt_layer *model, const char *fn, gpt2_visit f, void *arg)
+{
+    nnt_model_config c;
+    int64_t count = 0;
+    NNT_TRY(nnt_model_config_get(model, fn, &c));
+    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
+    for (int k = 0; k < GPT2_NHF; k++)
+        for (int64_t l = 0; l < (GPT2_HF[k].block ? c.layers : 1); l++) {
+            gpt2_tensor t;
+            NNT_TRY(gpt2_tensor_at(model, fn, count, k, l, &t));
+            NNT_TRY(f(model, fn, &t, arg));
+        }
+    return NNT_OK;
+}
+
+/* ---- saving a GPT-2 tree ---- */
+
+typedef struct gpt2_save {
+    nnt_st_writer *w;
+    float *buf, *tmp;   /* most floats each (NULL while declaring) */
+    int64_t most;
+    int io;             /* the failure is lib/io's (message in err) */
+    char err[NNT_IO_ERRLEN];
+} gpt2_save;
+
+static int gpt2_declare(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
+{
+    (void)model;
+    (void)fn;
+    gpt2_save *s = arg;
+    char name[NNT_IO_MAXNAME + 16];
+    snprintf(name, sizeof name, "transformer.%s", t->name);
+    s->most = t->n * t->np > s->most ? t->n * t->np : s->most;
+    s->io = 1;
+    return nnt_st_writer_add(s->w, name, NNT_IO_F32, t->nd, t->shape, NULL, s->err,
+                             sizeof s->err);
+}
+
+static int gpt2_stream(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
+{
+    (void)model;
+    (void)fn;
+    gpt2_save *s = arg;
+    s->io = 0;
+    for (int i = 0; i < t->np; i++)
+        NNT_TRY(nnt_tensor_copy_to_host(t->p[i].value, s->buf + i * t->n,
+                                        (size_t)t->n * sizeof(float)));
+    int64_t total = t->n * t->np;
+    if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
+        transpose(s->buf, s->tmp, total / t->in, t->in);
+    s->io = 1;
+    return nnt_st_writer_write(s->w, t->in ? s->tmp : s->buf, (size_t)total * sizeof(float),
+                               s->err, sizeof s->err);
+}
+
+/* model.safetensors of a GPT-2 tree: what nnt_gpt_save_safetensors writes for the fused
+ * layer with the same weights. */
+static int save_gpt2_tree(nnt_layer *model, const char *fn, const char *path)
+{
+    gpt2_save s = {NULL, NULL, NULL, 1, 1, ""};
+    int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
+    if (rc == 0)
+        rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
+    if (rc == 0)
+        rc = gpt2_each(model, fn, gpt2_declare, &s);
+    if (rc == 0) {
+        s.buf = malloc((size_t)s.most * sizeof(float));
+        s.tmp = malloc((size_t)s.most * sizeof(float));
+        if (!s.buf || !s.tmp)
+            rc = nnt_io_errf(s.err, sizeof s.err, NNT_E_NOMEM, "out of memory");
+    }
+    if (rc == 0)
+        rc = gpt2_each(model, fn, gpt2_stream, &s);
+    if (rc == 0) {
+        s.io = 1;
+        rc = nnt_st_writer_finish(s.w, s.err, sizeof s.err);   /* frees w */
+        s.w = NULL;
+    }
+    nnt_st_writer_abort(s.w);
+    free(s.buf);
+    free(s.tmp);
+    return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
+}
+
+/* ---- loading a GPT-2 tree ---- */
+
+typedef struct gpt2_reading {
+    const nnt_st_reader *r;
+    const char *path;
+} gpt2_reading;
+
+/* The file's tensor of t, with or without the "transformer." prefix; NULL if absent. */
+static const nnt_st_entry *gpt2_find(const nnt_st_reader *r, const gpt2_tensor *t)
+{
+    char name[NNT_IO_MAXNAME + 16];
+    snprintf(name, sizeof name, "transformer.%s", t->name);
+    const nnt_st_entry *e = nnt_st_find(r, name);
+    return e ? e : nnt_st_find(r, t->name);
+}
+
+static int gpt2_check(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
+{
+    gpt2_reading *g = arg;
+    const nnt_st_entry *e = gpt2_find(g->r, t);
+    if (!e)
+        return nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: no tensor transformer.%s", fn,
+                        g->path, t->name);
+    if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
+        return nnt_fail(model->ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, BF16 or "
+                        "F16 only)", fn, g->path, e->name, nnt_io_dtype_name(e->dtype));
+    if (e->ndim != t->nd || e->shape[0] != t->shape[0] ||
+        (t->nd == 2 && e->shape[1] != t->shape[1])) {
+        char got[200], exp[64];
+        shape_text(e->ndim, e->shape, got, sizeof got);
+        shape_text(t->nd, t->shape, exp, sizeof exp);
+        return nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: tensor %s has shape %s, expected %s",
+                        fn, g->path, e->name, got, exp);
+    }
+    return NNT_OK;
+}
+
+/* The (checked) tensor of t into its pieces, converted to fp32. */
+static int gpt2_fill(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
+{
+    gpt2_reading *g = arg;
+    const nnt_st_entry *e = gpt2_find(g->r, t);
+    int64_t total = t->n * t->np;
+    char err[NNT_IO_ERRLEN];
+    float *buf = malloc((size_t)total * sizeof(float) + 1);
+    float *tmp = malloc((size_t)total * sizeof(float) + 1);
+    int rc = buf && tmp ? NNT_OK : nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    if (rc == 0 && (rc = nnt_st_read(g->r, e, NNT_IO_F32, 0, (uint64_t)total,
+                                     t->in ? tmp : buf, err, sizeof err)))
+        rc = nnt_fail(model->ctx, rc, "%s: %s", fn, err);
+    if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
+        transpose(tmp, buf, t->in, total / t->in);
+    for (int i = 0; i < t->np && rc == 0; i++)
+        rc = nnt_tensor_copy_from_host(t->p[i].value, buf + i * t->n,
+                                       (size_t)t->n * sizeof(float));
+    free(buf);
+    free(tmp);
+    return rc;
+}
+
+/* The GPT-2 tree of c from path: every tensor checked before any is read. Tensors of the
+ * file that are none of the model's are ignored, as nnt_gpt_load_safetensors does. */
+static int gpt2_tree_load(nnt_ctx *ctx, const char *fn, const char *path,
+                          const nnt_model_config *c, int64_t B, int64_t T,
+                          const nnt_tiling *tiling, nnt_layer **out)
+{
+    char err[NNT_IO_ERRLEN];
+    nnt_st_reader *r = NULL;
+    int rc = nnt_st_open(path, &r, err, sizeof err);
+    if (rc)
+        return nnt_fail(ctx, rc, "%s: %s", fn, err);
+    nnt_layer *model = NULL;
+    gpt2_reading g = {r, path};
+    rc = nnt_model_build_tree(ctx, fn, c, B, T, tiling, &model);
+    if (rc == 0)
+        rc = gpt2_each(model, fn, gpt2_check, &g);
+    if (rc == 0)
+        rc = gpt2_each(model, fn, gpt2_fill, &g);
+    nnt_st_close(r);
+    if (rc) {
+        nnt_layer_destroy(model);
+        return rc;
+    }
+    *out = model;
+    return NNT_OK;
+}
+
 static int gpt2_load(nnt_ctx *ctx, const char *fn, const char *path, const nnt_model_config *c,
                      int64_t B, int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
@@ -711,10 +996,10 @@ static int gpt2_load(nnt_ctx *ctx, const char *fn, const char *path, const nnt_m
     return nnt_fail(ctx, rc, "%s: %s", fn, colon ? colon + 2 : msg);
 }
 
-NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
-                              const nnt_tiling *tiling, nnt_layer **out)
+/* nnt_model_load_hf (tree 0: GPT-2 as the fused layer) or nnt_model_load_hf_tree. */
+static int load_hf(nnt_ctx *ctx, const char *fn, const char *dir, int64_t B, int64_t T,
+                   const nnt_tiling *tiling, int tree, nnt_layer **out)
 {
-    const char *fn = "nnt_model_load_hf";
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
@@ -725,9 +1010,23 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
     char path[PATH_MAX_BYTES];
     NNT_TRY(hf_config(ctx, fn, dir, &cfg));
     NNT_TRY(weights_path(ctx, fn, dir, path));
+    if (cfg.family == NNT_FAMILY_GPT2 && tree)
+        return gpt2_tree_load(ctx, fn, path, &cfg, B, T, tiling, out);
     if (cfg.family == NNT_FAMILY_GPT2)
         return gpt2_load(ctx, fn, path, &cfg, B, T, tiling, out);
     return llama_load(ctx, fn, path, &cfg, B, T, tiling, out);
+}
+
+NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
+                              const nnt_tiling *tiling, nnt_layer **out)
+{
+    return load_hf(ctx, "nnt_model_load_hf", dir, B, T, tiling, 0, out);
+}
+
+int nnt_model_load_hf_tree(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, nnt_layer **out)
+{
+    return load_hf(ctx, "nnt_model_load_hf_tree", dir, B, T, tiling, 1, out);
 }
 
 /* ---- saving --------------------------------------------------------------------------- */
@@ -1006,8 +1305,12 @@ NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)
     NNT_TRY(make_dir(model->ctx, fn, dir));
     NNT_TRY(join(model->ctx, fn, dir, "model.safetensors", path));
     /* the weights first: config.json, written last, says what they are */
+    nnt_layer_kind kind = NNT_LAYER_GPT;
+    NNT_TRY(nnt_layer_kind_of(model, &kind));
     if (cfg.family == NNT_FAMILY_LLAMA) {
         NNT_TRY(save_llama(model, fn, path));
+    } else if (kind == NNT_LAYER_MODEL) {
+        NNT_TRY(save_gpt2_tree(model, fn, path));
     } else {
         int rc = nnt_gpt_save_safetensors(model, path);
         if (rc) {

@@ -35,6 +35,11 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
  * what nnt_model_create returns for it. Tiling as nnt_model_build. Errors name fn. */
 int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                          int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* nnt_model_load_hf, but a GPT-2 directory gives the tree of nnt_model_build_tree (filled
+ * from the same HF GPT2LMHeadModel file) instead of the fused layer. Errors name
+ * nnt_model_load_hf_tree. */
+int nnt_model_load_hf_tree(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, nnt_layer **out);
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
 int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);
