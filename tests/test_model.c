@@ -414,6 +414,85 @@ START_TEST(test_recompute_errors)
 }
 END_TEST
 
+/* nnt_layer_clear_grad drops the gradients that the linear and attention layers write with
+ * a GEMM or row sum (the first backward then writes them with beta 0) and zero-fills the
+ * rest: the same bits as nnt_layer_zero_grad, with two micro-batches a step (the second
+ * backward accumulates). Also through recompute. */
+START_TEST(test_clear_grad)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    c.vocab = 53, c.tied = _i, c.qkv_bias = 1, c.out_bias = 1, c.mlp_bias = 1, c.hidden = 40;
+    nnt_layer *m[2] = {NULL, NULL};
+    nnt_optim *opt[2] = {NULL, NULL};
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-2, oo.accum_steps = 2;
+    for (int k = 0; k < 2; k++) {
+        EXPECT_OK(nnt_model_create(ctx, &c, TB, TT, &TILINGS[1], &m[k]));
+        EXPECT_OK(nnt_layer_init(m[k], 9));
+        EXPECT_OK(nnt_layer_set_recompute(m[k], _i));
+        EXPECT_OK(nnt_optim_create(ctx, &oo, &opt[k]));
+        EXPECT_OK(nnt_optim_add_layer(opt[k], m[k]));
+    }
+    int32_t ids[2 * TB * (TT + 1)];
+    for (int i = 0; i < 2 * TB * (TT + 1); i++)
+        ids[i] = (int32_t)((i * 11 + i / 7) % c.vocab);
+    nnt_tensor *x[2], *y[2];
+    int64_t shape[2] = {TB, TT};
+    for (int b = 0; b < 2; b++) {
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &x[b]));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &y[b]));
+        const int32_t *w = ids + b * TB * (TT + 1);
+        EXPECT_OK(nnt_tensor_copy_from_host(x[b], w, sizeof(int32_t) * TB * TT));
+        EXPECT_OK(nnt_tensor_copy_from_host(y[b], w + 1, sizeof(int32_t) * TB * TT));
+    }
+    for (int s = 0; s < 4; s++) {
+        double loss[2][2];
+        for (int k = 0; k < 2; k++) {
+            EXPECT_OK(k ? nnt_layer_clear_grad(m[k]) : nnt_layer_zero_grad(m[k]));
+            if (k == 1 && s == 0) {   /* dropped, not zero-filled: unreadable until written */
+                nnt_param_info q = {sizeof q, NULL, NULL, NULL, 0};
+                EXPECT_OK(nnt_layer_param(m[k], 2, &q));
+                ck_assert_str_eq(q.name, "model.layers.0.self_attn.q_proj.weight");
+                float one;
+                EXPECT_RC(nnt_tensor_copy_to_host(q.grad, &one, sizeof one), NNT_E_STATE);
+            }
+            for (int b = 0; b < 2; b++) {
+                EXPECT_OK(nnt_layer_set_targets(m[k], y[b]));
+                EXPECT_OK(nnt_layer_forward(m[k], x[b], NULL));
+                EXPECT_OK(nnt_layer_backward(m[k], NULL, NULL));
+                EXPECT_OK(nnt_layer_loss(m[k], &loss[k][b]));
+            }
+        }
+        int64_t n = 0;
+        EXPECT_OK(nnt_layer_num_params(m[0], &n, NULL));
+        for (int64_t i = 0; s == 0 && i < n; i++) {   /* every gradient, bit for bit */
+            nnt_param_info p[2] = {{sizeof p[0], NULL, NULL, NULL, 0},
+                                   {sizeof p[1], NULL, NULL, NULL, 0}};
+            EXPECT_OK(nnt_layer_param(m[0], i, &p[0]));
+            EXPECT_OK(nnt_layer_param(m[1], i, &p[1]));
+            int64_t ne = 0;
+            float *g0 = test_to_host(p[0].grad, &ne), *g1 = test_to_host(p[1].grad, NULL);
+            ck_assert_msg(memcmp(g0, g1, (size_t)ne * sizeof *g0) == 0, "%s: gradients differ",
+                          p[0].name);
+            free(g0);
+            free(g1);
+        }
+        for (int b = 0; b < 2; b++)
+            ck_assert_msg(loss[0][b] == loss[1][b], "step %d batch %d: %.17g vs %.17g", s, b,
+                          loss[0][b], loss[1][b]);
+        EXPECT_OK(nnt_optim_step(opt[0]));
+        EXPECT_OK(nnt_optim_step(opt[1]));
+    }
+    for (int k = 0; k < 2; k++) {
+        nnt_tensor_destroy(x[k]);
+        nnt_tensor_destroy(y[k]);
+        nnt_optim_destroy(opt[k]);
+        nnt_layer_destroy(m[k]);
+    }
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -430,6 +509,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_train_tilings);
     tcase_add_loop_test(tc, test_recompute, 0, 2);
     tcase_add_test(tc, test_recompute_errors);
+    tcase_add_loop_test(tc, test_clear_grad, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

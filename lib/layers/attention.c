@@ -107,13 +107,15 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 
 /* d heads (B, T, NH or NKV, hd) of projection i in its scratch: dxin (+)= dheads W_i;
  * W_i, b_i grads. */
-static int backward_qkv(attention *a, int i)
+static int backward_qkv(nnt_layer *l, attention *a, int i)
 {
     nnt_tensor *h = scratch_of(a, i);
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, h, a->w[i], i ? 1.0 : 0.0, a->dxin, 2,
                         0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin, 1.0, a->dw[i], 2, 0));
-    return a->db[i] ? nnt_tensor_sum_leading(1.0, h, 1.0, a->db[i]) : NNT_OK;
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin,
+                            nnt_layer_grad_beta(l, a->dw[i]), a->dw[i], 2, 0));
+    return a->db[i] ? nnt_tensor_sum_leading(1.0, h, nnt_layer_grad_beta(l, a->db[i]), a->db[i])
+                    : NNT_OK;
 }
 
 static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -127,9 +129,10 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     }
     /* c_proj: d atty (B, T, NH, hd) = g c_proj; c_proj grads */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, a->pw, 0.0, a->heads, 1, 0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty, 1.0, a->dpw, 2, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty,
+                            nnt_layer_grad_beta(l, a->dpw), a->dpw, 2, 0));
     if (a->dpb)
-        NNT_TRY(nnt_tensor_sum_leading(1.0, g, 1.0, a->dpb));
+        NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, a->dpb), a->dpb));
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
     NNT_TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse, a->dh[0],
                                       scale_of(a), a->dh[1], a->dh[2], a->dh[3]));
@@ -141,7 +144,7 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
         NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, scratch_of(a, i)));
-        NNT_TRY(backward_qkv(a, i));
+        NNT_TRY(backward_qkv(l, a, i));
     }
     if (a->xin == a->x) {
         *dx = a->dxin;
@@ -165,7 +168,7 @@ static void attention_destroy(nnt_layer *l)
 
 static const nnt_layer_vt attention_vt = {
     NNT_LAYER_ATTENTION, "attention", attention_forward, attention_backward,
-    NULL, NULL, NULL, NULL, attention_destroy, NULL};
+    NULL, NULL, NULL, NULL, attention_destroy, nnt_layer_drop_grads};
 
 /* GPT-2's options: multi-head, all biases, no rope (GPT-2's names). */
 static int is_gpt2(const nnt_attention_options *o, int64_t NH)

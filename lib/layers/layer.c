@@ -455,8 +455,10 @@ static int reset_grads(nnt_layer *l, int drop)
     if (drop && l->vt->clear_grad) {
         NNT_TRY(l->vt->clear_grad(l));
     } else {
-        for (int i = 0; i < l->nparams; i++)
+        for (int i = 0; i < l->nparams; i++) {
             NNT_TRY(nnt_tensor_fill(l->params[i].grad, 0.0));
+            l->params[i].grad_dropped = 0;
+        }
     }
     for (int c = 0; c < l->nchildren; c++)
         NNT_TRY(reset_grads(l->children[c], drop));
@@ -476,6 +478,26 @@ int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out)
     }
     *out = l;
     return NNT_OK;
+}
+
+int nnt_layer_drop_grads(nnt_layer *l)
+{
+    for (int i = 0; i < l->nparams; i++) {
+        nnt_tensor_invalidate(l->params[i].grad);
+        l->params[i].grad_dropped = 1;
+    }
+    return NNT_OK;
+}
+
+double nnt_layer_grad_beta(nnt_layer *l, const nnt_tensor *grad)
+{
+    for (int i = 0; i < l->nparams; i++) {
+        if (l->params[i].grad == grad && l->params[i].grad_dropped) {
+            l->params[i].grad_dropped = 0;
+            return 0.0;
+        }
+    }
+    return 1.0;
 }
 
 NNT_API int nnt_layer_zero_grad(nnt_layer *layer)

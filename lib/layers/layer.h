@@ -39,6 +39,7 @@ typedef struct nnt_layer_param_rec {
     int decay;             /* weight decay by default                                       */
     nnt_init_rule init;
     int owned;             /* destroy value and grad with the layer                         */
+    int grad_dropped;      /* nnt_layer_clear_grad dropped grad: the next backward writes it */
 } nnt_layer_param_rec;
 
 typedef struct nnt_layer_vt {
@@ -129,6 +130,16 @@ int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
  * that the next forward creates it again. */
 void nnt_layer_drop_activations(nnt_layer *l, const nnt_tensor *keep,
                                 const nnt_tensor *keep2);
+
+/* A kind's clear_grad for parameters whose gradients its backward writes with a beta
+ * (GEMMs, row sums): every gradient of l's own parameters is dropped (invalidated: no
+ * zero-fill pass, nothing kept or written back under a memory budget) and marked, and the
+ * kind's backward takes the beta of each from nnt_layer_grad_beta. */
+int nnt_layer_drop_grads(nnt_layer *l);
+/* The beta with which a backward adds into the gradient grad of one of l's parameters: 0
+ * (write) for the first backward after nnt_layer_drop_grads, which this call records, else 1
+ * (accumulate). */
+double nnt_layer_grad_beta(nnt_layer *l, const nnt_tensor *grad);
 
 /* 0 if l is a live layer, else NNT_E_INVAL naming fn. */
 int nnt_layer_check(const nnt_layer *l, const char *fn);

@@ -368,9 +368,10 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         g = n->dpre;
     }
     /* dW (out, in) += g^T x over all rows; db += sum of g over rows */
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin, 1.0, n->dw, g->ndim - 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin,
+                            nnt_layer_grad_beta(l, n->dw), n->dw, g->ndim - 1, 0));
     if (n->b)
-        NNT_TRY(nnt_tensor_sum_leading(1.0, g, 1.0, n->db));
+        NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, n->db), n->db));
     /* dx (..., in) = g W, in xin's tiling, then x's */
     nnt_tensor **into = n->xin == n->x ? &n->dx : &n->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
@@ -392,7 +393,7 @@ static void linear_destroy(nnt_layer *l)
 
 static const nnt_layer_vt linear_vt = {
     NNT_LAYER_LINEAR, "linear", linear_forward, linear_backward,
-    NULL, NULL, NULL, NULL, linear_destroy, NULL};
+    NULL, NULL, NULL, NULL, linear_destroy, nnt_layer_drop_grads};
 
 int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out)
