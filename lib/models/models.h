@@ -40,6 +40,16 @@ int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
  * nnt_model_load_hf_tree. */
 int nnt_model_load_hf_tree(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
                            const nnt_tiling *tiling, nnt_layer **out);
+/* An llm.c GPT-2 checkpoint (fp32, version 3) as the tree of nnt_model_build_tree for
+ * (B, T): configuration from the header, every parameter from its slice of the file (q, k,
+ * v: rows [0, C), [C, 2C), [2C, 3C) of each layer's qkvw; wte: the first V of Vp rows).
+ * Nothing half-loaded: on failure *out is NULL. Errors name fn (and the file). */
+int nnt_model_load_llmc_tree(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
+                             int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* A GPT-2 tree as an llm.c checkpoint (temporary file, fsync, rename): the bytes
+ * nnt_gpt_save_llmc writes for the fused layer of nnt_gpt_create with the same weights
+ * (Vp = V, as gpt2.c's created models). Errors name fn. */
+int nnt_model_save_llmc_tree(nnt_layer *model, const char *fn, const char *path);
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
 int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);

@@ -1,0 +1,295 @@
+/* llm.c GPT-2 checkpoints (fp32, version 3: lib/io's nnt_llmc_*) for the GPT-2 tree of
+ * nnt_model_build_tree, whose parameters carry the fused GPT layer's names. The file holds
+ * 16 parameters, each all layers stacked: wte (Vp, C), wpe (maxT, C), ln1w, ln1b (L, C),
+ * qkvw (L, 3C, C), qkvb (L, 3C), attprojw (L, C, C), attprojb (L, C), ln2w, ln2b (L, C),
+ * fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C), fcprojb (L, C), lnfw, lnfb (C); linear
+ * weights (out, in) as nnt's, so a tree parameter is a contiguous slice of one of them
+ * (LLMC_MAP). wte's Vp - V padding rows are skipped on load and written as zeros. */
+#include "models.h"
+
+#include "../io/io.h"
+#include "../layers/layer.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The llm.c parameters in file order (nnt_llmc_layout's). */
+enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
+       FCPROJB, LNFW, LNFB };
+
+/* Every tree parameter in file order: its name (after "h.<l>." for a block's, i.e. llm.c
+ * parameters LN1W..FCPROJB), the llm.c parameter k it is a slice of, and its row offset in
+ * that parameter's layer slice, counted in the parameter's own rows (q, k, v: rows 0, C, 2C
+ * of qkvw's (3C, C) and elements 0, C, 2C of qkvb's (3C)). */
+static const struct llmc_map {
+    const char *name;
+    int k, offset;
+} LLMC_MAP[] = {
+    {"wte.weight", WTE, 0},
+    {"wpe.weight", WPE, 0},
+    {"ln_1.weight", LN1W, 0},
+    {"ln_1.bias", LN1B, 0},
+    {"attn.q.weight", QKVW, 0},   /* nnt (NH, hd, C) = C rows of C */
+    {"attn.k.weight", QKVW, 1},
+    {"attn.v.weight", QKVW, 2},
+    {"attn.q.bias", QKVB, 0},     /* nnt (NH, hd) */
+    {"attn.k.bias", QKVB, 1},
+    {"attn.v.bias", QKVB, 2},
+    {"attn.c_proj.weight", ATTPROJW, 0},   /* nnt (C, NH, hd) */
+    {"attn.c_proj.bias", ATTPROJB, 0},
+    {"ln_2.weight", LN2W, 0},
+    {"ln_2.bias", LN2B, 0},
+    {"mlp.c_fc.weight", FCW, 0},
+    {"mlp.c_fc.bias", FCB, 0},
+    {"mlp.c_proj.weight", FCPROJW, 0},
+    {"mlp.c_proj.bias", FCPROJB, 0},
+    {"ln_f.weight", LNFW, 0},
+    {"ln_f.bias", LNFB, 0},
+};
+#define NMAP ((int)(sizeof LLMC_MAP / sizeof LLMC_MAP[0]))
+
+static int per_layer(int k)
+{
+    return k >= LN1W && k <= FCPROJB;
+}
+
+/* The padded vocabulary written for V: V itself, as gpt2.c's models made by
+ * nnt_gpt_create do (padded_vocab 0 = V), so that both write the same bytes. */
+static int64_t padded_vocab(int64_t V)
+{
+    return V;
+}
+
+/* One tree parameter at its place in the file: value (n floats) at element first of llm.c
+ * parameter k. */
+typedef struct llmc_piece {
+    char name[64];
+    nnt_tensor *value;
+    int k;
+    int64_t n;
+    uint64_t first;
+} llmc_piece;
+
+static int find_param(nnt_layer *model, const char *fn, const char *name, nnt_tensor **value)
+{
+    int64_t count = 0;
+    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        NNT_TRY(nnt_layer_param(model, i, &p));
+        if (strcmp(p.name, name) == 0) {
+            *value = p.value;
+            return NNT_OK;
+        }
+    }
+    return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the GPT-2 model has no parameter %s", fn,
+                    name);
+}
+
+/* Entry m of LLMC_MAP for block l in the layout lp (per-layer slices of L layers): its
+ * tensor and place, checked to lie inside the slice (wte: its first V rows of Vp). */
+static int piece_at(nnt_layer *model, const char *fn, const nnt_llmc_param *lp, int64_t L,
+                    int m, int64_t l, llmc_piece *p)
+{
+    const struct llmc_map *e = &LLMC_MAP[m];
+    int64_t slice = (int64_t)lp[e->k].numel / (per_layer(e->k) ? L : 1);
+    if (per_layer(e->k))
+        snprintf(p->name, sizeof p->name, "h.%lld.%s", (long long)l, e->name);
+    else
+        snprintf(p->name, sizeof p->name, "%s", e->name);
+    p->k = e->k;
+    NNT_TRY(find_param(model, fn, p->name, &p->value));
+    NNT_TRY(nnt_tensor_numel(p->value, &p->n));
+    if ((e->offset + 1) * p->n > slice)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: parameter %s (%lld floats) does not fit "
+                        "llm.c's %s", fn, p->name, (long long)p->n, lp[e->k].name);
+    p->first = (uint64_t)((per_layer(e->k) ? l : 0) * slice + e->offset * p->n);
+    return NNT_OK;
+}
+
+/* Calls f on every piece in file order (llm.c parameter by parameter, layer by layer, the
+ * entries of LLMC_MAP of that parameter in turn); stops at the first failure. */
+typedef int (*llmc_visit)(nnt_layer *model, const char *fn, const llmc_piece *p, void *arg);
+
+static int each_piece(nnt_layer *model, const char *fn, const nnt_llmc_param *lp, int64_t L,
+                      llmc_visit f, void *arg)
+{
+    for (int m = 0, next; m < NMAP; m = next) {
+        int k = LLMC_MAP[m].k;
+        for (next = m; next < NMAP && LLMC_MAP[next].k == k; next++)
+            ;
+        for (int64_t l = 0; l < (per_layer(k) ? L : 1); l++)
+            for (int e = m; e < next; e++) {
+                llmc_piece p;
+                NNT_TRY(piece_at(model, fn, lp, L, e, l, &p));
+                NNT_TRY(f(model, fn, &p, arg));
+            }
+    }
+    return NNT_OK;
+}
+
+/* ---- loading ---- */
+
+static int fill_piece(nnt_layer *model, const char *fn, const llmc_piece *p, void *arg)
+{
+    const nnt_llmc_reader *r = arg;
+    char err[NNT_IO_ERRLEN];
+    float *buf = malloc((size_t)p->n * sizeof *buf);
+    if (!buf)
+        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = nnt_llmc_read(r, p->k, p->first, (uint64_t)p->n, buf, err, sizeof err);
+    if (rc)
+        rc = nnt_fail(model->ctx, rc, "%s: %s", fn, err);
+    else
+        rc = nnt_tensor_copy_from_host(p->value, buf, (size_t)p->n * sizeof *buf);
+    free(buf);
+    return rc;
+}
+
+/* The GPT-2 configuration of an llm.c header. */
+static nnt_model_config config_of(const nnt_llmc_config *lc)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.vocab = lc->vocab_size;
+    c.max_seq = lc->max_seq_len;
+    c.layers = lc->num_layers;
+    c.heads = lc->num_heads;
+    c.kv_heads = lc->num_heads;
+    c.channels = lc->channels;
+    c.hidden = 4 * (int64_t)lc->channels;
+    return c;
+}
+
+int nnt_model_load_llmc_tree(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
+                             int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+{
+    char err[NNT_IO_ERRLEN];
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (!path)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: path is NULL", fn);
+    nnt_llmc_reader *r = NULL;
+    int rc = nnt_llmc_open(path, &r, err, sizeof err);   /* its messages name path */
+    if (rc)
+        return nnt_fail(ctx, rc, "%s: %s", fn, err);
+    const nnt_llmc_config *lc = nnt_llmc_config_of(r);
+    nnt_model_config c = config_of(lc);
+    nnt_llmc_param lp[NNT_LLMC_NPARAMS];
+    for (int k = 0; k < NNT_LLMC_NPARAMS; k++)
+        lp[k] = *nnt_llmc_param_at(r, k);
+    nnt_layer *model = NULL;
+    rc = nnt_model_build_tree(ctx, fn, &c, B, T, tiling, &model);
+    if (rc == 0)
+        rc = each_piece(model, fn, lp, c.layers, fill_piece, r);
+    nnt_llmc_close(r);
+    if (rc) {
+        nnt_layer_destroy(model);
+        return rc;
+    }
+    *out = model;
+    return NNT_OK;
+}
+
+/* ---- saving ---- */
+
+typedef struct llmc_save {
+    nnt_llmc_writer *w;
+    int64_t padding;     /* floats of zeros after wte: (Vp - V) * C */
+    int64_t most;        /* floats in buf: the largest piece */
+    float *buf;
+    int io;              /* the failure is lib/io's (message in err) */
+    char err[NNT_IO_ERRLEN];
+} llmc_save;
+
+static int most_floats(nnt_layer *model, const char *fn, const llmc_piece *p, void *arg)
+{
+    (void)model;
+    (void)fn;
+    llmc_save *s = arg;
+    s->most = p->n > s->most ? p->n : s->most;
+    return NNT_OK;
+}
+
+/* wte's padding rows: zeros, buf at a time. */
+static int write_padding(llmc_save *s)
+{
+    memset(s->buf, 0, (size_t)s->most * sizeof *s->buf);
+    s->io = 1;
+    for (int64_t left = s->padding, n; left > 0; left -= n) {
+        n = left < s->most ? left : s->most;
+        NNT_TRY(nnt_llmc_writer_write(s->w, s->buf, (size_t)n, s->err, sizeof s->err));
+    }
+    return NNT_OK;
+}
+
+static int write_piece(nnt_layer *model, const char *fn, const llmc_piece *p, void *arg)
+{
+    (void)model;
+    (void)fn;
+    llmc_save *s = arg;
+    s->io = 0;
+    NNT_TRY(nnt_tensor_copy_to_host(p->value, s->buf, (size_t)p->n * sizeof *s->buf));
+    s->io = 1;
+    NNT_TRY(nnt_llmc_writer_write(s->w, s->buf, (size_t)p->n, s->err, sizeof s->err));
+    return p->k == WTE ? write_padding(s) : NNT_OK;
+}
+
+/* The llm.c header of a GPT-2 configuration; every size must fit an int32. */
+static int header_of(nnt_layer *model, const char *fn, const nnt_model_config *c,
+                     nnt_llmc_config *lc)
+{
+    int64_t vp = padded_vocab(c->vocab);
+    if (c->family != NNT_FAMILY_GPT2)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: llm.c checkpoints hold GPT-2 models "
+                        "only, not this Llama-family one", fn);
+    if (vp > INT32_MAX || c->max_seq > INT32_MAX || c->layers > INT32_MAX ||
+        c->channels > INT32_MAX)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the model is too large for an llm.c "
+                        "header (int32 sizes)", fn);
+    lc->max_seq_len = (int32_t)c->max_seq;
+    lc->vocab_size = (int32_t)c->vocab;
+    lc->num_layers = (int32_t)c->layers;
+    lc->num_heads = (int32_t)c->heads;
+    lc->channels = (int32_t)c->channels;
+    lc->padded_vocab_size = (int32_t)vp;
+    return NNT_OK;
+}
+
+int nnt_model_save_llmc_tree(nnt_layer *model, const char *fn, const char *path)
+{
+    nnt_model_config c;
+    nnt_llmc_config lc;
+    nnt_llmc_param lp[NNT_LLMC_NPARAMS];
+    NNT_TRY(nnt_model_config_get(model, fn, &c));
+    if (model->vt->kind != NNT_LAYER_MODEL)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a tree of generic layers "
+                        "(nnt_gpt_save_llmc saves the fused GPT layer)", fn);
+    if (!path)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
+    NNT_TRY(header_of(model, fn, &c, &lc));
+    llmc_save s = {NULL, 0, 0, NULL, 1, ""};
+    s.padding = ((int64_t)lc.padded_vocab_size - lc.vocab_size) * lc.channels;
+    int rc = nnt_llmc_layout(&lc, lp, NULL, s.err, sizeof s.err);
+    if (rc)
+        return nnt_fail(model->ctx, rc, "%s: %s", fn, s.err);
+    NNT_TRY(each_piece(model, fn, lp, c.layers, most_floats, &s));
+    if (!(s.buf = malloc((size_t)s.most * sizeof *s.buf)))
+        return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    rc = nnt_llmc_writer_begin(path, &lc, &s.w, s.err, sizeof s.err);
+    if (rc == 0)
+        rc = each_piece(model, fn, lp, c.layers, write_piece, &s);
+    if (rc == 0) {
+        s.io = 1;
+        rc = nnt_llmc_writer_finish(s.w, s.err, sizeof s.err);   /* frees w */
+        s.w = NULL;
+    }
+    nnt_llmc_writer_abort(s.w);
+    free(s.buf);
+    return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
+}
