@@ -429,10 +429,10 @@ NNT_API int nnt_layer_zero_grad(nnt_layer *layer);
 /* Like nnt_layer_zero_grad for the next backward, which then writes the gradients instead of
  * adding to them (the same results), but a layer may drop them instead of zero-filling:
  * until that backward they may be unreadable (NNT_E_STATE). GPT layers drop their weight
- * and bias matrices' gradients, linear and attention layers (so also the MLPs, blocks and
- * models made of them; new in 0.3) their weights' and biases', so that no zero-fill pass
- * runs and under a memory budget they are neither kept nor written to disk; the other
- * kinds (embeddings, norms) zero-fill. */
+ * and bias matrices' gradients; since 0.3 linear and attention layers (so also the MLPs,
+ * blocks and models made of them) drop their weights' and biases', embeddings their token
+ * table's: no zero-fill pass runs for them, and under a memory budget they are neither
+ * kept nor written to disk. Norms and position tables zero-fill. */
 NNT_API int nnt_layer_clear_grad(nnt_layer *layer);
 /* Parameters of the whole tree, each once (a tied matrix belongs to its embedding): count
  * of tensors and total number of elements; either pointer may be NULL. */

@@ -415,9 +415,10 @@ START_TEST(test_recompute_errors)
 END_TEST
 
 /* nnt_layer_clear_grad drops the gradients that the linear and attention layers write with
- * a GEMM or row sum (the first backward then writes them with beta 0) and zero-fills the
- * rest: the same bits as nnt_layer_zero_grad, with two micro-batches a step (the second
- * backward accumulates). Also through recompute. */
+ * a GEMM or row sum (the first backward then writes them with beta 0) and the token
+ * table's (written by the tied head, _i = 1, or zero-filled by the embedding's backward,
+ * _i = 0), and zero-fills the norms': the same bits as nnt_layer_zero_grad, with two
+ * micro-batches a step (the second backward accumulates). _i = 1 also with recompute. */
 START_TEST(test_clear_grad)
 {
     nnt_model_config c;
@@ -452,9 +453,12 @@ START_TEST(test_clear_grad)
             EXPECT_OK(k ? nnt_layer_clear_grad(m[k]) : nnt_layer_zero_grad(m[k]));
             if (k == 1 && s == 0) {   /* dropped, not zero-filled: unreadable until written */
                 nnt_param_info q = {sizeof q, NULL, NULL, NULL, 0};
+                float one;
                 EXPECT_OK(nnt_layer_param(m[k], 2, &q));
                 ck_assert_str_eq(q.name, "model.layers.0.self_attn.q_proj.weight");
-                float one;
+                EXPECT_RC(nnt_tensor_copy_to_host(q.grad, &one, sizeof one), NNT_E_STATE);
+                EXPECT_OK(nnt_layer_param(m[k], 0, &q));
+                ck_assert_str_eq(q.name, "model.embed_tokens.weight");
                 EXPECT_RC(nnt_tensor_copy_to_host(q.grad, &one, sizeof one), NNT_E_STATE);
             }
             for (int b = 0; b < 2; b++) {

@@ -144,6 +144,8 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     nnt_tensor *dout = NULL;
     NNT_TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
     *dx = NULL;   /* tokens have no gradient */
+    if (nnt_layer_grad_beta(l, e->dwte) == 0.0)   /* dropped, not yet written by a tied head */
+        NNT_TRY(nnt_tensor_fill(e->dwte, 0.0));
     if (!e->wpe)
         return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, NULL);
     if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
@@ -162,9 +164,22 @@ static void embedding_destroy(nnt_layer *l)
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
+/* The token table's gradient is dropped (a tied head's backward, which runs first, writes
+ * it with beta 0; otherwise the embedding's backward zero-fills it before adding); the
+ * position table's, a scatter-add target, is zero-filled. */
+static int embedding_clear_grad(nnt_layer *l)
+{
+    NNT_TRY(nnt_layer_drop_grads(l));
+    if (l->nparams > 1) {
+        NNT_TRY(nnt_tensor_fill(l->params[1].grad, 0.0));   /* "wpe.weight" */
+        l->params[1].grad_dropped = 0;
+    }
+    return NNT_OK;
+}
+
 static const nnt_layer_vt embedding_vt = {
     NNT_LAYER_EMBEDDING, "embedding", embedding_forward, embedding_backward,
-    NULL, NULL, NULL, NULL, embedding_destroy, NULL};
+    NULL, NULL, NULL, NULL, embedding_destroy, embedding_clear_grad};
 
 int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t channels,
                      const nnt_tiling *tiling, const char *table_name, const char *fn,
@@ -472,7 +487,8 @@ static int lm_head_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     nnt_tensor *g = NULL;
     NNT_TRY(gl_dy_like(l, dy, h->y, "nnt_layer_backward", &h->dy_cache, &g));
     /* dwte (V, C) += dlogits^T x, added to the embedding's own gradient */
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin, 1.0, e->dwte, g->ndim - 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin,
+                            nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));
     nnt_tensor **into = h->xin == h->x ? &h->dx : &h->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, h->xin->ndim, h->xin->shape, h->xin->tile));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, e->wte, 0.0, *into, 1, 0));
