@@ -1,8 +1,9 @@
 #!/bin/sh
 # Smoke test of nnt-train on a tiny model: the --print-loss format and a decreasing loss, the
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
-# recompute / precision / out-of-core / accumulation runs against it, bit-exact resume, and
-# errors on bad usage and bad files. Every run's exit status is checked. (The default run
+# recompute / precision / out-of-core / accumulation runs against it, bit-exact resume,
+# errors on bad usage and bad files, and a Llama-family model (training, recompute,
+# --save-hf / --load-hf, resume). Every run's exit status is checked. (The default run
 # with the default corpus is tests/check_train_default.sh.)
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
@@ -229,6 +230,48 @@ if [ -f "$ckpt" ]; then
 else
     fail "no checkpoint at $ckpt"
 fi
+
+# ---- (4) the Llama family: a preset trains (the loss decreases), --recompute changes no bit,
+# --save-hf writes a Llama directory that --load-hf reads back with its configuration, resume
+# is bit-exact, GPT-2-only options and model options beside --load-hf are refused --------
+llama="--model llama-tiny --layers 1 --channels 32 --heads 4 --kv-heads 2 --hidden 48
+    --context 32 --batch 2 --seq 16 --sample 0 --cpus 1"
+run_ok llama8 $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l1" \
+    --print-loss --save-hf "$tmp/l1/hf"
+run_ok llama8r $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l2" \
+    --print-loss --no-save --recompute
+if [ "$(wc -l < "$tmp/llama8.out")" -ne 8 ] || ! cmp -s "$tmp/llama8.out" "$tmp/llama8r.out"; then
+    fail "llama: 8 losses with and without --recompute differ or are missing:"
+    paste "$tmp/llama8.out" "$tmp/llama8r.out"
+elif ! awk 'NR == 1 { a = $4 } END { exit !($4 < a) }' "$tmp/llama8.out"; then
+    fail "llama: the loss does not decrease:"; cat "$tmp/llama8.out"
+else
+    echo "ok: llama: 8 steps, loss $(head -n 1 "$tmp/llama8.out" | cut -d' ' -f4) ->" \
+        "$(tail -n 1 "$tmp/llama8.out" | cut -d' ' -f4), identical with --recompute"
+fi
+if [ -s "$tmp/l1/hf/config.json" ] && [ -s "$tmp/l1/hf/model.safetensors" ] &&
+   grep -q LlamaForCausalLM "$tmp/l1/hf/config.json"; then
+    run_ok llama_hf --load-hf "$tmp/l1/hf" --batch 2 --seq 16 --sample 4 --cpus 1 \
+        --data "$tmp/corpus.txt" --steps 2 --out "$tmp/l3" --print-loss
+    grep -q "Llama L 1, C 32, NH 4, NKV 2, hidden 48" "$tmp/llama_hf.err" &&
+        echo "ok: llama: --save-hf directory loads with --load-hf" ||
+        { fail "llama: --load-hf of the saved directory:"; cat "$tmp/llama_hf.err"; }
+else
+    fail "llama: --save-hf wrote no Llama directory in $tmp/l1/hf"
+fi
+run_ok llama4 $llama --data "$tmp/corpus.txt" --steps 8 --stop-after 4 --lr 3e-3 \
+    --out "$tmp/l4" --print-loss
+run llama_resume $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l5" \
+    --print-loss --resume "$tmp/l4/checkpoint.safetensors"
+if [ $status -eq 0 ] && tail -n 4 "$tmp/llama8.out" | cmp -s - "$tmp/llama_resume.out"; then
+    echo "ok: llama: resume bit-exact"
+else
+    fail "llama: resume (status $status) is not bit-exact:"
+    paste "$tmp/llama8.out" "$tmp/llama_resume.out"; cat "$tmp/llama_resume.err"
+fi
+expect_error llama_weights "--save-hf" $llama --steps 1 --save-weights
+expect_error llama_kv_gpt2 "--kv-heads" $small --kv-heads 2
+expect_error llama_hf_opts "--load-hf" --load-hf "$tmp/l1/hf" --layers 2
 
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
