@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 /* Everything a run holds. */
@@ -48,6 +49,9 @@ typedef struct trainer {
     int mem_nodes;                /* memory nodes in the CSV columns                      */
     char *path_csv, *path_svg, *path_ckpt, *path_weights, *path_llmc, *path_trace_table;
     int tracing;
+    int live;                     /* info is a terminal: one progress line redrawn in place */
+    int line_open;                /* that line is on screen without its newline            */
+    double loss_ema;              /* smoothed loss for the live line                        */
 } trainer;
 
 static volatile sig_atomic_t interrupted;
@@ -69,10 +73,14 @@ static int lib_error(const char *what, int rc)
     return 1;
 }
 
-static void say(const trainer *t, const char *fmt, ...)
+static void say(trainer *t, const char *fmt, ...)
 {
     if (!t->info)
         return;
+    if (t->line_open) {   /* end the live progress line first */
+        fputc('\n', t->info);
+        t->line_open = 0;
+    }
     va_list ap;
     va_start(ap, fmt);
     vfprintf(t->info, fmt, ap);
@@ -307,12 +315,21 @@ static int start_runtime(trainer *t)
     }
     nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
     co.ncpus = (int)o->cpus, co.ncuda = (int)o->gpus, co.sched = o->sched;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (o->cpus > 0 && cores > 0 && o->cpus > cores) {   /* more workers than cores: slower */
+        fprintf(stderr, "nnt-train: warning: --cpus %lld: this machine has %ld cores online; "
+                "using %ld CPU workers\n", (long long)o->cpus, cores, cores);
+        co.ncpus = (int)cores;
+    }
     co.mem_gpu_mib = o->mem_gpu, co.mem_cpu_mib = o->mem_cpu;
     co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
     int rc = nnt_ctx_create(&co, &t->ctx);
     if (rc)
         return lib_error("cannot start the runtime", rc);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
+    if (co.ncpus > 0 && t->ncpus < co.ncpus)
+        fprintf(stderr, "nnt-train: warning: --cpus %d: StarPU started %d CPU workers (its "
+                "limit STARPU_MAXCPUS, or cores kept for GPUs)\n", co.ncpus, t->ncpus);
     if ((rc = nnt_ctx_set_precision(t->ctx, (nnt_precision)o->precision)))
         return lib_error("--precision", rc);
     return 0;
@@ -725,6 +742,54 @@ typedef struct step_result {
     double loss, ms, lr, grad_norm;
 } step_result;
 
+/* On a terminal, a full line every this many steps (and at the last); the others redraw
+ * one line in place. */
+static int64_t full_line_every(const trainer *t)
+{
+    int64_t n = t->o.steps / 10;
+    return n > 0 ? n : 1;
+}
+
+/* "12m05s" / "3.2s": the time the remaining steps take at this run's mean step time. */
+static void format_eta(const trainer *t, int64_t step, char *buf, size_t cap)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < t->nrun; i++)
+        sum += t->step_ms[i];
+    double s = t->nrun ? sum / (double)t->nrun * (double)(t->o.steps - step) / 1e3 : 0;
+    if (s >= 60)
+        snprintf(buf, cap, "%lldm%02llds", (long long)(s / 60), (long long)s % 60);
+    else
+        snprintf(buf, cap, "%.1fs", s);
+}
+
+static void print_memory(trainer *t, const nnt_mem_stats *ms)
+{
+    for (int i = 0; i < ms->nnodes; i++) {
+        char used[32], budget[32];
+        format_bytes(used, sizeof used, ms->node[i].used_bytes);
+        format_bytes(budget, sizeof budget, ms->node[i].budget_bytes);
+        fprintf(t->info, "  %s %s%s%s", ms->node[i].name, used,
+                ms->node[i].budget_bytes > 0 ? " of " : "",
+                ms->node[i].budget_bytes > 0 ? budget : "");
+    }
+}
+
+/* The live line: step, loss, smoothed loss, tok/s, MFU, memory, ETA; redrawn in place. */
+static void report_live(trainer *t, const step_result *r, double tok_s, double mfu,
+                        const nnt_mem_stats *ms, int have_mem)
+{
+    char eta[32];
+    format_eta(t, r->step, eta, sizeof eta);
+    fprintf(t->info, "\rstep %lld/%lld  loss %.4f (avg %.4f)  %.0f tok/s  MFU %.1f%%",
+            (long long)r->step, (long long)t->o.steps, r->loss, t->loss_ema, tok_s, 100 * mfu);
+    if (have_mem)
+        print_memory(t, ms);
+    fprintf(t->info, "  ETA %s\033[K", eta);
+    fflush(t->info);
+    t->line_open = 1;
+}
+
 static void report_step(trainer *t, const step_result *r)
 {
     const train_opts *o = &t->o;
@@ -734,22 +799,23 @@ static void report_step(trainer *t, const step_result *r)
     memset(&ms, 0, sizeof ms);
     ms.size = sizeof ms;
     int have_mem = nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0;
+    t->loss_ema = t->nrun > 1 ? 0.9 * t->loss_ema + 0.1 * r->loss : r->loss;
+    int full = !t->live || r->step % full_line_every(t) == 0 || r->step == o->steps;
     if (o->print_loss) {
         printf("step %lld loss %.6f\n", (long long)r->step, r->loss);
         fflush(stdout);
+    } else if (t->info && !full) {
+        report_live(t, r, tok_s, mfu, &ms, have_mem);
     } else if (t->info) {
+        if (t->line_open)
+            fputs("\r\033[K", t->info);   /* the full line replaces the live one */
+        t->line_open = 0;
         fprintf(t->info, "step %*lld/%lld  loss %.6f  lr %.3e  norm %7.4f  %8.1f ms  "
                 "%8.0f tok/s  MFU %5.1f%%", (int)snprintf(NULL, 0, "%lld", (long long)o->steps),
                 (long long)r->step, (long long)o->steps, r->loss, r->lr, r->grad_norm, r->ms,
                 tok_s, 100 * mfu);
-        for (int i = 0; have_mem && i < ms.nnodes; i++) {
-            char used[32], budget[32];
-            format_bytes(used, sizeof used, ms.node[i].used_bytes);
-            format_bytes(budget, sizeof budget, ms.node[i].budget_bytes);
-            fprintf(t->info, "  %s %s%s%s", ms.node[i].name, used,
-                    ms.node[i].budget_bytes > 0 ? " of " : "",
-                    ms.node[i].budget_bytes > 0 ? budget : "");
-        }
+        if (have_mem)
+            print_memory(t, &ms);
         fputc('\n', t->info);
         fflush(t->info);
     }
@@ -1185,6 +1251,10 @@ int main(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : 2;
     t.info = t.o.quiet ? NULL : t.o.print_loss ? stderr : stdout;
+    /* On a terminal one progress line is redrawn in place (NNT_TRAIN_LIVE=0: one line per
+     * step, as into a file or a pipe). */
+    const char *live = getenv("NNT_TRAIN_LIVE");
+    t.live = t.info && !t.o.print_loss && isatty(fileno(t.info)) && !(live && !strcmp(live, "0"));
     rc = run(&t);
     teardown(&t);
     return rc;

@@ -273,6 +273,37 @@ expect_error llama_weights "--save-hf" $llama --steps 1 --save-weights
 expect_error llama_kv_gpt2 "--kv-heads" $small --kv-heads 2
 expect_error llama_hf_opts "--load-hf" --load-hf "$tmp/l1/hf" --layers 2
 
+# ---- (5) progress output: one line per step into a file; on a terminal one line redrawn in
+# place (carriage return, erase to end of line) with a full line every steps/10 and at the end
+run_ok lines12 $small --data "$tmp/corpus.txt" --steps 12 --out "$tmp/p1" --no-save
+n=$(grep -c '^step ' "$tmp/lines12.out")
+if [ "$n" -eq 12 ] && ! grep -q "$(printf '\r')" "$tmp/lines12.out"; then
+    echo "ok: progress into a file: 12 lines for 12 steps, no carriage return"
+else
+    fail "progress into a file: $n step lines for 12 steps, or carriage returns:"
+    cat -v "$tmp/lines12.out"
+fi
+if command -v script > /dev/null 2>&1 &&
+   script -q -e -c true /dev/null > /dev/null 2>&1; then
+    script -q -e -c "$prog $small --data $tmp/corpus.txt --steps 30 --out $tmp/p2 --no-save" \
+        /dev/null > "$tmp/pty.out" 2>&1
+    status=$?
+    esc=$(printf '\033')
+    tr '\r' '\n' < "$tmp/pty.out" | sed "s/$esc\[K//g" > "$tmp/pty.lines"
+    full=$(grep -c '^step .*  lr ' "$tmp/pty.lines")
+    live=$(grep -c '^step .*(avg .* ETA ' "$tmp/pty.lines")
+    # 30 steps: a full line every 3 steps (10), the 20 others live
+    if [ $status -eq 0 ] && [ "$full" -eq 10 ] && [ "$live" -eq 20 ] &&
+       grep -q "$esc\[K" "$tmp/pty.out" && grep -q '^step 30/30  loss' "$tmp/pty.lines"; then
+        echo "ok: progress on a terminal: $live live updates in place, $full full lines"
+    else
+        fail "progress on a terminal (status $status, $full full lines, $live live; want 10, 20):"
+        cat -v "$tmp/pty.out"
+    fi
+else
+    echo "skip: progress on a terminal: no working script(1) to run nnt-train on a pty"
+fi
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
