@@ -291,14 +291,17 @@ static int make_dirs(const char *path)
     return NNT_OK;
 }
 
-/* Memory budgets reach StarPU through environment variables read at start-up. The values
- * they had before are put back when the context goes, so a later context in the same
- * process does not inherit a budget it did not ask for. */
-static const char *const limit_vars[2] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM"};
+/* Memory budgets reach StarPU through environment variables read at start-up, and so does
+ * its verbosity (STARPU_SILENT). The values they had before are put back when the context
+ * goes, so a later context in the same process does not inherit a budget it did not ask
+ * for. */
+enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NVARS };
+static const char *const limit_vars[NVARS] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM",
+                                              "STARPU_SILENT"};
 static struct {
     int saved;       /* this context set the variable       */
     char *previous;  /* its earlier value, NULL when unset  */
-} limit_saved[2];
+} limit_saved[NVARS];
 
 static void set_limit(int which, int64_t mib)
 {
@@ -312,7 +315,7 @@ static void set_limit(int which, int64_t mib)
 
 static void restore_limits(void)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NVARS; i++) {
         if (!limit_saved[i].saved)
             continue;
         if (limit_saved[i].previous)
@@ -388,6 +391,13 @@ static int configure_environment(const nnt_ctx_options *o)
     }
     if (o->mem_cpu_mib > 0)
         set_limit(1, o->mem_cpu_mib);
+    /* StarPU's own warnings (a slow transfer, memory purged under a budget) are expected
+     * under a budget and drown nnt's messages: shown at the debug log level only, unless the
+     * user set STARPU_SILENT */
+    int level = NNT_LOG_WARN;
+    nnt_log_get_level(&level);
+    if (level < NNT_LOG_DEBUG && !getenv(limit_vars[SILENT]))
+        set_limit(SILENT, 1);
     return NNT_OK;
 }
 
