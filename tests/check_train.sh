@@ -164,6 +164,23 @@ for rec in --recompute ""; do
     fi
 done
 
+# StarPU's own warnings under the budget: silenced by default, shown at NNT_LOG_LEVEL=debug
+# (make check exports STARPU_SILENT=1 itself: unset here)
+for lvl in warn debug; do
+    env -u STARPU_SILENT NNT_LOG_LEVEL=$lvl "$prog" $ooc --data "$tmp/corpus.txt" --steps 2 \
+        --out "$tmp/ooc_$lvl" --print-loss --mem-cpu 1 --swap-dir "$tmp/swap" \
+        --swap-size 64 > "$tmp/ooc_$lvl.out" 2> "$tmp/ooc_$lvl.err" ||
+        fail "NNT_LOG_LEVEL=$lvl under a budget: exit status $?"
+done
+if grep -q '^\[starpu\]' "$tmp/ooc_warn.err"; then
+    fail "StarPU's warnings are shown at the default log level:"; cat "$tmp/ooc_warn.err"
+elif ! grep -q '^\[starpu\]' "$tmp/ooc_debug.err"; then
+    fail "StarPU's warnings are not shown at NNT_LOG_LEVEL=debug:"; cat "$tmp/ooc_debug.err"
+else
+    echo "ok: StarPU's warnings under a budget: none by default, shown at debug ($(grep -c \
+'^\[starpu\]' "$tmp/ooc_debug.err") lines)"
+fi
+
 # ---- (1b) --accum K: step s averages the windows s*K-K+1 .. s*K of a run without it. With a
 # learning rate of 1e-30 the weights do not move, so the accum-2 losses are the means of
 # consecutive pairs of accum-1 losses (train.csv, 9 digits). Measured: at most 5e-9 apart
