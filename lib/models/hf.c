@@ -830,22 +830,59 @@ static int gpt2_each(nnt_layer *model, const char *fn, gpt2_visit f, void *arg)
 
 /* ---- saving a GPT-2 tree ---- */
 
-typedef struct gpt2_save {
+/* One model.safetensors being written: lib/io's writer (temp file + rename), the host
+ * buffers, and where a failure's message is. */
+typedef struct st_save {
     nnt_st_writer *w;
-    float *buf, *tmp;   /* most floats each (NULL while declaring) */
-    int64_t most;
-    int io;             /* the failure is lib/io's (message in err) */
+    float *buf, *tmp;   /* most floats each (NULL while declaring; tmp only if transposing) */
+    int64_t most;       /* the largest tensor's floats, found while declaring           */
+    int transposes;     /* a declared tensor is stored transposed: tmp is needed        */
+    int io;             /* the failure is lib/io's (message in err)                     */
     char err[NNT_IO_ERRLEN];
-} gpt2_save;
+} st_save;
+
+/* A pass over the tensors of a model: declare each (name, shape, s->most), or write each. */
+typedef int (*st_pass)(nnt_layer *model, const char *fn, st_save *s);
+
+/* Write model.safetensors at path: the header ("format": "pt" and what declare declares),
+ * then the data that stream writes, in the same order. */
+static int save_st(nnt_layer *model, const char *fn, const char *path, st_pass declare,
+                   st_pass stream)
+{
+    st_save s = {NULL, NULL, NULL, 1, 0, 1, ""};
+    int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
+    if (rc == 0)
+        rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
+    if (rc == 0)
+        rc = declare(model, fn, &s);
+    if (rc == 0) {
+        s.buf = malloc((size_t)s.most * sizeof(float));
+        s.tmp = s.transposes ? malloc((size_t)s.most * sizeof(float)) : NULL;
+        if (!s.buf || (s.transposes && !s.tmp))
+            rc = nnt_io_errf(s.err, sizeof s.err, NNT_E_NOMEM, "out of memory");
+    }
+    if (rc == 0)
+        rc = stream(model, fn, &s);
+    if (rc == 0) {
+        s.io = 1;
+        rc = nnt_st_writer_finish(s.w, s.err, sizeof s.err);   /* frees w */
+        s.w = NULL;
+    }
+    nnt_st_writer_abort(s.w);
+    free(s.buf);
+    free(s.tmp);
+    return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
+}
 
 static int gpt2_declare(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
 {
     (void)model;
     (void)fn;
-    gpt2_save *s = arg;
+    st_save *s = arg;
     char name[NNT_IO_MAXNAME + 16];
     snprintf(name, sizeof name, "transformer.%s", t->name);
     s->most = t->n * t->np > s->most ? t->n * t->np : s->most;
+    s->transposes |= t->in != 0;
     s->io = 1;
     return nnt_st_writer_add(s->w, name, NNT_IO_F32, t->nd, t->shape, NULL, s->err,
                              sizeof s->err);
@@ -855,7 +892,7 @@ static int gpt2_stream(nnt_layer *model, const char *fn, gpt2_tensor *t, void *a
 {
     (void)model;
     (void)fn;
-    gpt2_save *s = arg;
+    st_save *s = arg;
     s->io = 0;
     for (int i = 0; i < t->np; i++)
         NNT_TRY(nnt_tensor_copy_to_host(t->p[i].value, s->buf + i * t->n,
@@ -868,33 +905,21 @@ static int gpt2_stream(nnt_layer *model, const char *fn, gpt2_tensor *t, void *a
                                s->err, sizeof s->err);
 }
 
+static int gpt2_declare_all(nnt_layer *model, const char *fn, st_save *s)
+{
+    return gpt2_each(model, fn, gpt2_declare, s);
+}
+
+static int gpt2_stream_all(nnt_layer *model, const char *fn, st_save *s)
+{
+    return gpt2_each(model, fn, gpt2_stream, s);
+}
+
 /* model.safetensors of a GPT-2 tree: what nnt_gpt_save_safetensors writes for the fused
  * layer with the same weights. */
 static int save_gpt2_tree(nnt_layer *model, const char *fn, const char *path)
 {
-    gpt2_save s = {NULL, NULL, NULL, 1, 1, ""};
-    int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
-    if (rc == 0)
-        rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
-    if (rc == 0)
-        rc = gpt2_each(model, fn, gpt2_declare, &s);
-    if (rc == 0) {
-        s.buf = malloc((size_t)s.most * sizeof(float));
-        s.tmp = malloc((size_t)s.most * sizeof(float));
-        if (!s.buf || !s.tmp)
-            rc = nnt_io_errf(s.err, sizeof s.err, NNT_E_NOMEM, "out of memory");
-    }
-    if (rc == 0)
-        rc = gpt2_each(model, fn, gpt2_stream, &s);
-    if (rc == 0) {
-        s.io = 1;
-        rc = nnt_st_writer_finish(s.w, s.err, sizeof s.err);   /* frees w */
-        s.w = NULL;
-    }
-    nnt_st_writer_abort(s.w);
-    free(s.buf);
-    free(s.tmp);
-    return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
+    return save_st(model, fn, path, gpt2_declare_all, gpt2_stream_all);
 }
 
 /* ---- loading a GPT-2 tree ---- */
@@ -1218,66 +1243,52 @@ static int save_config(nnt_ctx *ctx, const char *fn, const char *dir, const nnt_
     return rc;
 }
 
-/* Declare every parameter under its HF name and shape; *most gets the largest numel. */
-static int declare_params(nnt_layer *model, nnt_st_writer *w, int64_t count, int64_t *most,
-                          char *err, size_t errlen)
+/* Declare every parameter under its HF name and shape (s->most: the largest). */
+static int declare_params(nnt_layer *model, const char *fn, st_save *s)
 {
-    *most = 1;
+    (void)fn;
+    int64_t count = 0;
+    s->io = 0;   /* a library failure: its message is recorded already */
+    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
+    s->io = 1;
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_of(model, i);
         int64_t shape[2];
         int nd = p.name ? hf_shape(p.value, p.name, shape) : 0;
         if (nd == 0)
-            return nnt_io_errf(err, errlen, NNT_E_INVAL, "parameter %lld unreadable",
-                               (long long)i);
+            return nnt_io_errf(s->err, sizeof s->err, NNT_E_INVAL,
+                               "parameter %lld unreadable", (long long)i);
         int64_t n = nd == 2 ? shape[0] * shape[1] : shape[0];
-        *most = n > *most ? n : *most;
-        NNT_TRY(nnt_st_writer_add(w, p.name, NNT_IO_F32, nd, shape, NULL, err, errlen));
+        s->most = n > s->most ? n : s->most;
+        NNT_TRY(nnt_st_writer_add(s->w, p.name, NNT_IO_F32, nd, shape, NULL, s->err,
+                                  sizeof s->err));
     }
     return NNT_OK;
 }
 
-/* Stream the declared parameters. *io: the failure is lib/io's (message in err). */
-static int stream_params(nnt_layer *model, nnt_st_writer *w, int64_t count, float *buf,
-                         int *io, char *err, size_t errlen)
+/* Stream the declared parameters (HF's memory order is nnt's). */
+static int stream_params(nnt_layer *model, const char *fn, st_save *s)
 {
+    (void)fn;
+    int64_t count = 0;
+    s->io = 0;
+    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_of(model, i);
         int64_t n = 0;
-        *io = 0;
+        s->io = 0;
         NNT_TRY(nnt_tensor_numel(p.value, &n));
-        NNT_TRY(nnt_tensor_copy_to_host(p.value, buf, (size_t)n * sizeof(float)));
-        *io = 1;
-        NNT_TRY(nnt_st_writer_write(w, buf, (size_t)n * sizeof(float), err, errlen));
+        NNT_TRY(nnt_tensor_copy_to_host(p.value, s->buf, (size_t)n * sizeof(float)));
+        s->io = 1;
+        NNT_TRY(nnt_st_writer_write(s->w, s->buf, (size_t)n * sizeof(float), s->err,
+                                    sizeof s->err));
     }
     return NNT_OK;
 }
 
 static int save_llama(nnt_layer *model, const char *fn, const char *path)
 {
-    char err[NNT_IO_ERRLEN];
-    int64_t count = 0, most = 1;
-    float *buf = NULL;
-    nnt_st_writer *w = NULL;
-    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
-    int io = 1;
-    int rc = nnt_st_writer_begin(path, &w, err, sizeof err);
-    if (rc == 0)
-        rc = nnt_st_writer_meta(w, "format", "pt", err, sizeof err);
-    if (rc == 0)
-        rc = declare_params(model, w, count, &most, err, sizeof err);
-    if (rc == 0 && !(buf = malloc((size_t)most * sizeof(float))))
-        rc = nnt_io_errf(err, sizeof err, NNT_E_NOMEM, "out of memory");
-    if (rc == 0)
-        rc = stream_params(model, w, count, buf, &io, err, sizeof err);
-    if (rc == 0) {
-        io = 1;
-        rc = nnt_st_writer_finish(w, err, sizeof err);   /* frees w */
-        w = NULL;
-    }
-    nnt_st_writer_abort(w);
-    free(buf);
-    return rc && io ? nnt_fail(model->ctx, rc, "%s: %s", fn, err) : rc;
+    return save_st(model, fn, path, declare_params, stream_params);
 }
 
 static int make_dir(nnt_ctx *ctx, const char *fn, const char *dir)

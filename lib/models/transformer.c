@@ -369,14 +369,13 @@ int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
+    if (!cfg || cfg->family != NNT_FAMILY_GPT2)
+        return nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, out);
     nnt_tiling t;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    if (cfg->family == NNT_FAMILY_GPT2) {
-        nnt_gpt_config g = gpt_config(cfg);
-        return nnt_gpt_create(ctx, &g, B, T, &t, out);
-    }
-    return tree_create(ctx, cfg, &t, fn, out);
+    nnt_gpt_config g = gpt_config(cfg);
+    return nnt_gpt_create(ctx, &g, B, T, &t, out);
 }
 
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
