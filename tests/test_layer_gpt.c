@@ -96,18 +96,6 @@ static nnt_tensor *ids_tensor(const int32_t *ids, int64_t rows, int64_t cols, in
     return x;
 }
 
-/* ||got - want|| / ||want|| */
-static double rel_err(const float *got, const float *want, int64_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
 static nnt_param_info param_at(nnt_layer *gpt, int64_t i)
 {
     nnt_param_info p;
@@ -246,7 +234,7 @@ static void check_gradients(nnt_layer *gpt, const nnt_st_reader *ref, const char
                 big = fabs(got[j]) > big ? fabs(got[j]) : big;
             EXPECT_TOL(big, GRAD_KBIAS_TOL, "%s: %s is not ~0", what, p.name);
         } else {
-            double e = rel_err(got, want, n);
+            double e = test_rel_err(got, want, n);
             EXPECT_TOL(e, GRAD_TOL, "%s: gradient of %s, relative error", what, p.name);
             if (e > worst) {
                 worst = e;
@@ -270,7 +258,7 @@ START_TEST(test_reference_step)
     float *want_logits = fixture_read(ref, "logits", NNT_IO_F32, NULL);
     float *want_loss = fixture_read(ref, "loss", NNT_IO_F32, NULL);
     double le = fabs(loss - want_loss[0]) / fabs(want_loss[0]);
-    double ge = rel_err(logits, want_logits, B * T * V);
+    double ge = test_rel_err(logits, want_logits, B * T * V);
     EXPECT_TOL(le, LOSS_TOL, "%s: loss %.9g, fixture %.9g, relative error", tc->what, loss,
                want_loss[0]);
     EXPECT_TOL(ge, LOGITS_TOL, "%s: logits relative error", tc->what);
@@ -306,7 +294,7 @@ START_TEST(test_accumulate_and_targets)
     float *twice = test_to_host(p.grad, NULL);
     for (int64_t i = 0; i < n; i++)
         once[i] *= 2.0f;   /* exact */
-    EXPECT_TOL(rel_err(twice, once, n), ACCUM_TOL, "gradient after two backwards vs 2x after "
+    EXPECT_TOL(test_rel_err(twice, once, n), ACCUM_TOL, "gradient after two backwards vs 2x after "
                "one, normwise relative");
     EXPECT_OK(nnt_layer_zero_grad(gpt));
     float *zero = test_to_host(p.grad, NULL);

@@ -190,18 +190,6 @@ static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
     return x;
 }
 
-/* ||got - want|| / ||want|| */
-static double rel_err(const float *got, const float *want, int64_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* ---- logits, loss, gradients ------------------------------------------------------------ */
 
 /* _i = model * 3 + tiling */
@@ -223,7 +211,7 @@ START_TEST(test_reference)
     int64_t n = 0;
     float *logits = test_to_host(out, &n);
     ck_assert_int_eq(n, B * T * m->V);
-    double el = rel_err(logits, want_logits, n);
+    double el = test_rel_err(logits, want_logits, n);
     /* with targets: the loss, then every gradient */
     double loss = 0.0;
     EXPECT_OK(nnt_layer_zero_grad(l));
@@ -243,7 +231,7 @@ START_TEST(test_reference)
         int64_t ng = 0, nw = 0;
         float *want = read_st(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
         ck_assert_int_eq(ng, nw);
-        double e = rel_err(got, want, ng);
+        double e = test_rel_err(got, want, ng);
         if (e >= eg) {
             eg = e;
             snprintf(worst, sizeof worst, "%s", name);

@@ -104,18 +104,6 @@ static nnt_tensor *ids_tensor(const int32_t *ids, int64_t b, int64_t t)
     return x;
 }
 
-/* ||got - want|| / ||want|| */
-static double rel_err(const float *got, const float *want, int64_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * want[i];
-    }
-    return sqrt(num / den);
-}
-
 /* The model's logits (and *loss) on the reference's tokens and targets (b, t); the logits'
  * normwise relative error against want_logits (want_n elements). */
 static double run(nnt_layer *l, const nnt_st_reader *ref, const float *want_logits,
@@ -129,7 +117,7 @@ static double run(nnt_layer *l, const nnt_st_reader *ref, const float *want_logi
     int64_t n = 0;
     float *logits = test_to_host(out, &n);
     ck_assert_int_eq(n, want_n);
-    double err = rel_err(logits, want_logits, n);
+    double err = test_rel_err(logits, want_logits, n);
     EXPECT_OK(nnt_layer_set_targets(l, y));
     EXPECT_OK(nnt_layer_forward(l, x, NULL));
     EXPECT_OK(nnt_layer_loss(l, loss));
@@ -213,7 +201,7 @@ START_TEST(test_half)
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fix(dir), B, T, &TILINGS[1], &l));
     double loss = 0.0, e = run(l, tokens, want, B * T * 53, B, T, &loss);
-    double e32 = rel_err(want, want32, B * T * 53);
+    double e32 = test_rel_err(want, want32, B * T * 53);
     printf("test_model_hf %s: logits rel %.2e (the fp32 model's differ by %.2e)\n", dir, e,
            e32);
     EXPECT_TOL(e, LOGITS_TOL, "%s: logits", dir);

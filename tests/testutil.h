@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <nnt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,18 @@ static inline double *test_to_double(const float *x, int64_t n)
 }
 
 static inline double *test_zeros(int64_t n) { return calloc((size_t)n, sizeof(double)); }
+
+/* Normwise relative error ||got - want|| / ||want|| (||got - want|| when want is 0). */
+static inline double test_rel_err(const float *got, const float *want, int64_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
 
 static inline int run_suite(Suite *s)
 {
