@@ -636,6 +636,28 @@ static float *gpt2_logits(nnt_layer *l, int64_t *n)
     return v;
 }
 
+/* A tree loaded from a file against the fused layer loaded from it: the same parameter list
+ * and values; returns the normwise relative difference of their logits on the fixture's
+ * tokens. */
+static double loaded_logits_rel(nnt_layer *fused, nnt_layer *tree)
+{
+    nnt_layer_kind kind;
+    EXPECT_OK(nnt_layer_kind_of(tree, &kind));
+    ck_assert_int_eq(kind, NNT_LAYER_MODEL);
+    expect_same_lists(fused, tree);
+    const char *worst = "";
+    double d = max_rel_diff(fused, tree, 0, &worst);
+    ck_assert_msg(d == 0.0, "loaded values differ by %g (%s)", d, worst);
+    int64_t n = 0, m = 0;
+    float *a = gpt2_logits(fused, &n), *b = gpt2_logits(tree, &m);
+    ck_assert_int_eq(n, 2 * 12 * 67);
+    ck_assert_int_eq(m, n);
+    double rel = test_rel_err(b, a, n);
+    free(a);
+    free(b);
+    return rel;
+}
+
 /* _i: 0 the fixture, 1 its BF16 copy, 2 names without "transformer.": the tree and the
  * fused layer load the same parameters and give the same logits. */
 START_TEST(test_load_hf)
@@ -648,28 +670,11 @@ START_TEST(test_load_hf)
     EXPECT_OK(nnt_layer_kind_of(fused, &kind));
     ck_assert_int_eq(kind, NNT_LAYER_GPT);
     EXPECT_OK(nnt_model_load_hf_tree(ctx, dir, 2, 12, NULL, &tree));
-    EXPECT_OK(nnt_layer_kind_of(tree, &kind));
-    ck_assert_int_eq(kind, NNT_LAYER_MODEL);
-    expect_same_lists(fused, tree);
-    const char *worst = "";
-    double d = max_rel_diff(fused, tree, 0, &worst);
-    ck_assert_msg(d == 0.0, "loaded values differ by %g (%s)", d, worst);
-    int64_t n = 0, m = 0;
-    float *a = fused ? gpt2_logits(fused, &n) : NULL, *b = gpt2_logits(tree, &m);
-    ck_assert_int_eq(n, 2 * 12 * 67);
-    ck_assert_int_eq(m, n);
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)a[i] * a[i];
-    }
-    double rel = sqrt(num / den);
+    double rel = loaded_logits_rel(fused, tree);
     printf("test_model_tree load_hf %d: logits tree vs fused, normwise rel %.2e\n", _i, rel);
     /* measured (CPU, this machine): 1.96e-7 (F32, either naming), 1.68e-7 (BF16): the
      * tree's kernels in another order than the fused layer's */
     EXPECT_TOL(rel, 2e-6, "gpt2_tiny logits, tree against fused");
-    free(a);
-    free(b);
     nnt_layer_destroy(fused);
     nnt_layer_destroy(tree);
     test_remove_tmpdir();
@@ -740,31 +745,13 @@ START_TEST(test_load_llmc)
 {
     const char *path = fix("gpt2_tiny/gpt2_tiny.llmc.bin");
     nnt_layer *fused = NULL, *tree = NULL;
-    nnt_layer_kind kind;
     EXPECT_OK(nnt_gpt_load_llmc(ctx, path, 2, 12, &TILINGS[_i % 2], &fused));
     EXPECT_OK(nnt_model_load_llmc_tree(ctx, "test_load_llmc", path, 2, 12, &TILINGS[_i % 2],
                                        &tree));
-    EXPECT_OK(nnt_layer_kind_of(tree, &kind));
-    ck_assert_int_eq(kind, NNT_LAYER_MODEL);
-    expect_same_lists(fused, tree);
-    const char *worst = "";
-    double d = max_rel_diff(fused, tree, 0, &worst);
-    ck_assert_msg(d == 0.0, "loaded values differ by %g (%s)", d, worst);
-    int64_t n = 0, m = 0;
-    float *a = gpt2_logits(fused, &n), *b = gpt2_logits(tree, &m);
-    ck_assert_int_eq(n, 2 * 12 * 67);
-    ck_assert_int_eq(m, n);
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)a[i] * a[i];
-    }
-    double rel = sqrt(num / den);
+    double rel = loaded_logits_rel(fused, tree);
     printf("test_model_tree load_llmc %d: logits tree vs fused, normwise rel %.2e\n", _i, rel);
     /* measured (CPU, this machine): 1.96e-7 (automatic tiling), 2.03e-7 (partial tiles) */
     EXPECT_TOL(rel, 2e-6, "gpt2_tiny.llmc.bin logits, tree against fused");
-    free(a);
-    free(b);
     nnt_layer_destroy(fused);
     nnt_layer_destroy(tree);
 }
