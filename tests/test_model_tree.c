@@ -1,5 +1,7 @@
 /* The GPT-2 tree of generic layers (nnt_model_build_tree, lib/models/transformer.c) against
- * the fused GPT layer (nnt_model_create with a GPT-2 configuration, i.e. nnt_gpt_create),
+ * the GPT layer (nnt_model_create with a GPT-2 configuration, i.e. nnt_gpt_create), which
+ * wraps such a tree and must add nothing to it (written when the GPT layer was a separate
+ * fused implementation, lib/models/gpt2.c: the checks now guard the wrapper),
  * for the "tiny" preset and a configuration whose vocabulary is no multiple of the vocab
  * tile (V 97, C 48, NH 4, L 2, max_seq 32), each with the automatic tiling and with partial
  * tiles cutting channels, hidden, vocabulary and heads:
@@ -16,8 +18,8 @@
  *     weights; nnt_model_load_hf_tree of tests/fixtures/gpt2_tiny (F32, BF16, names without
  *     "transformer.") gives the fused loader's parameters bit for bit and its logits, and
  *     refuses a missing or misshaped tensor by name;
- *   - nnt_model_save_llmc_tree writes the bytes of nnt_gpt_save_llmc with the same weights;
- *     nnt_model_load_llmc_tree of gpt2_tiny.llmc.bin gives nnt_gpt_load_llmc's parameters bit
+ *   - nnt_model_save_llmc of a tree writes the bytes of nnt_gpt_save_llmc with the same
+ *     weights; nnt_model_load_llmc (tree) of gpt2_tiny.llmc.bin gives nnt_gpt_load_llmc's parameters bit
  *     for bit and its logits, and refuses a truncated file or a bad magic naming the file.
  * It calls the internal builder, so it links the library's objects. */
 #include "testutil.h"
@@ -721,17 +723,14 @@ START_TEST(test_save_llmc)
     snprintf(a, sizeof a, "%s", test_tmp_path("fused.bin"));
     snprintf(b, sizeof b, "%s", test_tmp_path("tree.bin"));
     EXPECT_OK(nnt_gpt_save_llmc(fused, a));
-    EXPECT_OK(nnt_model_save_llmc_tree(tree, "test_save_llmc", b));
+    EXPECT_OK(nnt_model_save_llmc(tree, "test_save_llmc", b));
     expect_same_file(a, b);
-    EXPECT_OK(nnt_model_load_llmc_tree(ctx, "test_save_llmc", b, B, T, &TILINGS[_i % 2],
-                                       &back));
+    EXPECT_OK(nnt_model_load_llmc(ctx, "test_save_llmc", b, B, T, &TILINGS[_i % 2], 1,
+                                  &back));
     expect_same_lists(tree, back);
     const char *worst = "";
     double d = max_rel_diff(tree, back, 0, &worst);
     ck_assert_msg(d == 0.0, "read back: %s differs by %g", worst, d);
-    /* the fused layer is not a tree */
-    EXPECT_FAIL_MSG(nnt_model_save_llmc_tree(fused, "test_save_llmc", b), NNT_E_INVAL,
-                    "test_save_llmc: not a tree");
     nnt_layer_destroy(back);
     test_remove_tmpdir();
     nnt_layer_destroy(fused);
@@ -746,8 +745,8 @@ START_TEST(test_load_llmc)
     const char *path = fix("gpt2_tiny/gpt2_tiny.llmc.bin");
     nnt_layer *fused = NULL, *tree = NULL;
     EXPECT_OK(nnt_gpt_load_llmc(ctx, path, 2, 12, &TILINGS[_i % 2], &fused));
-    EXPECT_OK(nnt_model_load_llmc_tree(ctx, "test_load_llmc", path, 2, 12, &TILINGS[_i % 2],
-                                       &tree));
+    EXPECT_OK(nnt_model_load_llmc(ctx, "test_load_llmc", path, 2, 12, &TILINGS[_i % 2], 1,
+                                  &tree));
     double rel = loaded_logits_rel(fused, tree);
     printf("test_model_tree load_llmc %d: logits tree vs fused, normwise rel %.2e\n", _i, rel);
     /* measured (CPU, this machine): 1.96e-7 (automatic tiling), 2.03e-7 (partial tiles) */
@@ -781,34 +780,34 @@ START_TEST(test_load_llmc_bad)
     test_make_tmpdir("model_tree_llmc");
     nnt_layer *l = (nnt_layer *)&l;
     const char *path = llmc_copy("short.bin", 4, 0);
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad", path, 2, 12, NULL, &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad", path, 2, 12, NULL, 1, &l),
                     NNT_E_FORMAT, "test_load_llmc_bad: ");
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad", path, 2, 12, NULL, &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad", path, 2, 12, NULL, 1, &l),
                     NNT_E_FORMAT, path);
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad", path, 2, 12, NULL, &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad", path, 2, 12, NULL, 1, &l),
                     NNT_E_FORMAT, "truncated");
     ck_assert_ptr_null(l);
     l = (nnt_layer *)&l;
     path = llmc_copy("magic.bin", 0, 20240327);
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad", path, 2, 12, NULL, &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad", path, 2, 12, NULL, 1, &l),
                     NNT_E_FORMAT, "test_load_llmc_bad: ");
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad", path, 2, 12, NULL, &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad", path, 2, 12, NULL, 1, &l),
                     NNT_E_FORMAT, path);
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad", path, 2, 12, NULL, &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad", path, 2, 12, NULL, 1, &l),
                     NNT_E_FORMAT, "bad magic");
     ck_assert_ptr_null(l);
     l = (nnt_layer *)&l;   /* T 17 > maxT 16 */
-    EXPECT_FAIL_MSG(nnt_model_load_llmc_tree(ctx, "test_load_llmc_bad",
-                                             fix("gpt2_tiny/gpt2_tiny.llmc.bin"), 2, 17, NULL,
-                                             &l),
+    EXPECT_FAIL_MSG(nnt_model_load_llmc(ctx, "test_load_llmc_bad",
+                                        fix("gpt2_tiny/gpt2_tiny.llmc.bin"), 2, 17, NULL, 1,
+                                        &l),
                     NNT_E_INVAL, "test_load_llmc_bad");
     ck_assert_ptr_null(l);
     nnt_model_config c;
     nnt_layer *llama = NULL;
     EXPECT_OK(nnt_model_preset("llama-tiny", &c));
     EXPECT_OK(nnt_model_build_tree(ctx, "test_load_llmc_bad", &c, 1, 8, NULL, &llama));
-    EXPECT_FAIL_MSG(nnt_model_save_llmc_tree(llama, "test_load_llmc_bad",
-                                             test_tmp_path("llama.bin")),
+    EXPECT_FAIL_MSG(nnt_model_save_llmc(llama, "test_load_llmc_bad",
+                                        test_tmp_path("llama.bin")),
                     NNT_E_INVAL, "GPT-2 models only");
     nnt_layer_destroy(llama);
     test_remove_tmpdir();

@@ -57,6 +57,9 @@ int gl_lm_head_new(nnt_layer *embedding, const char *fn, nnt_layer **out);
  * it alone takes int32 tokens. */
 int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y);
 int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx);
+/* 1 if l is a cross_entropy layer whose targets are set (nnt_layer_set_targets with a
+ * tensor, not NULL), else 0. */
+int gl_cross_entropy_has_targets(const nnt_layer *l);
 /* *out = *opts (NNT_ATTENTION_OPTIONS_INIT if NULL), checked; NNT_E_INVAL naming fn. The
  * rope pointer is copied as is (the caller copies what it points to). */
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,

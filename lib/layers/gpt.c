@@ -1,14 +1,13 @@
 /* The GPT layer kind (NNT_LAYER_GPT) and the nnt_gpt_* functions of nnt.h: a whole GPT-2
- * (embedding, L pre-LN blocks, final LayerNorm, tied LM head, cross-entropy) as one fused
- * layer. It wraps the fidelity-tested model of lib/models/gpt2.c, whose math it does not
- * repeat: the layer registers the model's parameter tensors under GPT-2's dotted names
- * (owned by the model), forwards tokens to nnt_gpt2_forward and the loss gradient to
- * nnt_gpt2_backward. The same architecture can be assembled from the generic layers
- * (embedding, block, layernorm, lm_head, cross_entropy in a sequential) with the same
- * parameter names; this kind has no children. */
+ * (embedding, L pre-LN blocks, final LayerNorm, tied LM head, cross-entropy) as one layer
+ * without children. It holds the GPT-2 tree of generic layers that lib/models/transformer.c
+ * builds (nnt_model_build_tree), where all of the math lives, and adds none: it registers
+ * the tree's parameters (same tensors, names, order, decay flags and init rules), checks
+ * that tokens and targets are (B, T), copies the tokens into the model's tiling and
+ * forwards the rest to the tree. Files (llm.c, safetensors) and generation are the model
+ * code's (lib/models/llmc.c, hf.c, generate.c), which reads the parameters by name. */
 #include "layer.h"
 
-#include "../models/gpt2.h"
 #include "../models/models.h"
 
 #include <math.h>
@@ -16,10 +15,11 @@
 #include <string.h>
 
 typedef struct gpt_impl {
-    nnt_gpt2 *model;
-    int64_t B, T;
-    nnt_gpt2_tiling tile;    /* the model's tiling, every entry > 0                          */
-    nnt_tensor *targets;     // (B, T) int32, batch/seq tiles of the model; NULL: none set
+    nnt_layer *tree;         /* NNT_LAYER_MODEL of the GPT-2 configuration (owned)           */
+    int64_t B, T, layers;
+    nnt_tiling tile;         /* the model's tiling, every entry > 0                          */
+    nnt_tensor *tokens;      // (B, T) int32, batch/seq tiles of the model
+    int targets_set;         /* nnt_layer_set_targets gave targets (not NULL)                */
     int last_had_targets;    /* the last forward computed a loss (and can be backpropagated) */
 } gpt_impl;
 
@@ -27,24 +27,6 @@ static gpt_impl *impl_of(const nnt_layer *l)
 {
     return (gpt_impl *)l->impl;
 }
-
-/* A failure rc of an internal nnt_gpt2_* call, reported again under the public function fn
- * (the internal function's name dropped from the message). */
-static int refail(const nnt_ctx *ctx, const char *fn, int rc)
-{
-    const char *msg = nnt_ctx_last_error(ctx), *text = msg, *colon = strstr(msg, ": ");
-    if (strncmp(msg, "nnt_gpt2_", 9) == 0 && colon)
-        text = colon + 2;
-    return nnt_fail(ctx, rc, "%s: %s", fn, text);
-}
-
-/* Run an internal call; on failure return its status with the message under fn. */
-#define TRY_AS(ctx, fn, call)                     \
-    do {                                          \
-        int rc_ = (call);                         \
-        if (rc_)                                  \
-            return refail((ctx), (fn), rc_);      \
-    } while (0)
 
 /* ---- presets and configurations --------------------------------------------------------- */
 
@@ -104,9 +86,15 @@ static int check_config(nnt_ctx *ctx, const char *fn, const nnt_gpt_config *cfg,
     return NNT_OK;
 }
 
-static nnt_gpt2_config internal_config(const nnt_gpt_config *cfg)
+/* The nnt_model_config of a GPT-2 configuration. */
+static nnt_model_config model_config(const nnt_gpt_config *cfg)
 {
-    nnt_gpt2_config c = {cfg->vocab, 0, cfg->max_seq, cfg->layers, cfg->heads, cfg->channels};
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.vocab = cfg->vocab;
+    c.max_seq = cfg->max_seq;
+    c.layers = cfg->layers;
+    c.heads = cfg->heads;
+    c.channels = cfg->channels;
     return c;
 }
 
@@ -122,13 +110,6 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads};
     return nnt_model_resolve_tiling(ctx, fn, &d, overrides, out);
-}
-
-static nnt_gpt2_tiling internal_tiling(const nnt_tiling *t)
-{
-    nnt_gpt2_tiling r = {t->batch, t->seq, t->channels, t->hidden, t->vocab, t->heads,
-                         t->head_dim};
-    return r;
 }
 
 /* ---- the layer's vtable ------------------------------------------------------------------ */
@@ -150,14 +131,16 @@ static int check_ids(nnt_layer *l, const char *fn, const char *role, nnt_tensor 
     return NNT_OK;
 }
 
+/* The tokens (B, T), any tiling, go to the tree in the model's tiling; it returns the
+ * logits (B, T, V) and, with targets set, computes the loss. */
 static int gpt_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     gpt_impl *g = impl_of(l);
     NNT_TRY(check_ids(l, "nnt_layer_forward", "tokens", x));
     g->last_had_targets = 0;
-    TRY_AS(l->ctx, "nnt_layer_forward", nnt_gpt2_forward(g->model, x, g->targets, NULL));
-    g->last_had_targets = g->targets != NULL;
-    *y = nnt_gpt2_activation(g->model, "logits");   // (B, T, V)
+    NNT_TRY(nnt_tensor_copy(x, g->tokens));
+    NNT_TRY(nnt_layer_forward(g->tree, g->tokens, y));
+    g->last_had_targets = g->targets_set;
     return NNT_OK;
 }
 
@@ -168,7 +151,7 @@ static int gpt_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (!g->last_had_targets)
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this gpt "
                         "layer had no targets (set them with nnt_layer_set_targets first)");
-    TRY_AS(l->ctx, "nnt_layer_backward", nnt_gpt2_backward(g->model));
+    NNT_TRY(nnt_layer_backward(g->tree, NULL, NULL));
     g->last_had_targets = 0;
     *dx = NULL;   /* tokens have no gradient */
     return NNT_OK;
@@ -177,25 +160,18 @@ static int gpt_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static int gpt_set_targets(nnt_layer *l, nnt_tensor *targets)
 {
     gpt_impl *g = impl_of(l);
-    const char *fn = "nnt_layer_set_targets";
-    if (!targets) {
-        nnt_tensor_destroy(g->targets);
-        g->targets = NULL;
-        return NNT_OK;
+    if (targets) {
+        NNT_TRY(nnt_tensor_check_readable(targets, "nnt_layer_set_targets"));
+        NNT_TRY(check_ids(l, "nnt_layer_set_targets", "targets", targets));
     }
-    NNT_TRY(nnt_tensor_check_readable(targets, fn));
-    NNT_TRY(check_ids(l, fn, "targets", targets));
-    if (!g->targets) {
-        int64_t shape[2] = {g->B, g->T}, tile[2] = {g->tile.batch, g->tile.seq};
-        NNT_TRY(nnt_tensor_create(l->ctx, NNT_INT32, 2, shape, tile, &g->targets));
-    }
-    return nnt_tensor_copy(targets, g->targets);
+    NNT_TRY(nnt_layer_set_targets(g->tree, targets));
+    g->targets_set = targets != NULL;
+    return NNT_OK;
 }
 
 static int gpt_loss(nnt_layer *l, double *loss)
 {
-    TRY_AS(l->ctx, "nnt_layer_loss", nnt_gpt2_loss(impl_of(l)->model, loss));
-    return NNT_OK;
+    return nnt_layer_loss(impl_of(l)->tree, loss);
 }
 
 static int gpt_has_targets(const nnt_layer *l)
@@ -206,24 +182,21 @@ static int gpt_has_targets(const nnt_layer *l)
 
 static int64_t gpt_num_blocks(const nnt_layer *l)
 {
-    nnt_gpt2_config c;
-    nnt_gpt2_get_config(impl_of(l)->model, &c);
-    return c.layers;
+    return impl_of(l)->layers;
 }
 
 static int gpt_clear_grad(nnt_layer *l)
 {
-    TRY_AS(l->ctx, "nnt_layer_clear_grad", nnt_gpt2_clear_grad(impl_of(l)->model));
-    return NNT_OK;
+    return nnt_layer_clear_grad(impl_of(l)->tree);
 }
 
 static void gpt_destroy(nnt_layer *l)
 {
     gpt_impl *g = impl_of(l);
-    nnt_tensor_destroy(g->targets);
-    nnt_gpt2_destroy(g->model);
-    g->targets = NULL;
-    g->model = NULL;
+    nnt_tensor_destroy(g->tokens);
+    nnt_layer_destroy(g->tree);
+    g->tokens = NULL;
+    g->tree = NULL;
 }
 
 static const nnt_layer_vt GPT_VT = {
@@ -231,104 +204,62 @@ static const nnt_layer_vt GPT_VT = {
     gpt_has_targets, gpt_num_blocks, gpt_destroy, gpt_clear_grad,
 };
 
-/* ---- parameters ---------------------------------------------------------------------------- */
+/* ---- creation ------------------------------------------------------------------------------ */
 
-/* The model's parameter pieces in registration order: llm.c name, piece, GPT-2 name (after
- * "h.<l>." for per-layer ones), decay, init rule. */
-static const struct piece {
-    const char *llmc;
-    int piece, per_layer;
-    const char *name;
-    int decay;
-    nnt_init_rule init;
-} PIECES[] = {
-    {"wte", 0, 0, "wte.weight", 1, NNT_INIT_NORMAL},
-    {"wpe", 0, 0, "wpe.weight", 1, NNT_INIT_NORMAL},
-    {"ln1w", 0, 1, "ln_1.weight", 0, NNT_INIT_ONE},
-    {"ln1b", 0, 1, "ln_1.bias", 0, NNT_INIT_ZERO},
-    {"qkvw", 0, 1, "attn.q.weight", 1, NNT_INIT_NORMAL},
-    {"qkvw", 1, 1, "attn.k.weight", 1, NNT_INIT_NORMAL},
-    {"qkvw", 2, 1, "attn.v.weight", 1, NNT_INIT_NORMAL},
-    {"qkvb", 0, 1, "attn.q.bias", 0, NNT_INIT_ZERO},
-    {"qkvb", 1, 1, "attn.k.bias", 0, NNT_INIT_ZERO},
-    {"qkvb", 2, 1, "attn.v.bias", 0, NNT_INIT_ZERO},
-    {"attprojw", 0, 1, "attn.c_proj.weight", 1, NNT_INIT_NORMAL_PROJ},
-    {"attprojb", 0, 1, "attn.c_proj.bias", 0, NNT_INIT_ZERO},
-    {"ln2w", 0, 1, "ln_2.weight", 0, NNT_INIT_ONE},
-    {"ln2b", 0, 1, "ln_2.bias", 0, NNT_INIT_ZERO},
-    {"fcw", 0, 1, "mlp.c_fc.weight", 1, NNT_INIT_NORMAL},
-    {"fcb", 0, 1, "mlp.c_fc.bias", 0, NNT_INIT_ZERO},
-    {"fcprojw", 0, 1, "mlp.c_proj.weight", 1, NNT_INIT_NORMAL_PROJ},
-    {"fcprojb", 0, 1, "mlp.c_proj.bias", 0, NNT_INIT_ZERO},
-    {"lnfw", 0, 0, "ln_f.weight", 0, NNT_INIT_ONE},
-    {"lnfb", 0, 0, "ln_f.bias", 0, NNT_INIT_ZERO},
-};
-#define NPIECES ((int)(sizeof PIECES / sizeof PIECES[0]))
-
-static int add_piece(nnt_layer *l, const struct piece *p, int64_t layer)
+/* Register every parameter of the tree, in its order, under its name (not owned). */
+static int register_params(nnt_layer *l, nnt_layer *tree)
 {
-    char name[96];
-    if (p->per_layer)
-        snprintf(name, sizeof name, "h.%lld.%s", (long long)layer, p->name);
-    else
-        snprintf(name, sizeof name, "%s", p->name);
-    nnt_tensor *value = NULL, *grad = NULL;
-    NNT_TRY(nnt_gpt2_param_tensors(impl_of(l)->model, p->llmc, layer, p->piece, &value, &grad));
-    return nnt_layer_add_param(l, name, value, grad, p->decay, p->init, 0);
-}
-
-/* Register every tensor of the model: wte, wpe, the blocks in order, ln_f. */
-static int register_params(nnt_layer *l, int64_t layers)
-{
-    for (int i = 0; i < 2; i++)
-        NNT_TRY(add_piece(l, &PIECES[i], 0));
-    for (int64_t b = 0; b < layers; b++)
-        for (int i = 0; i < NPIECES; i++)
-            if (PIECES[i].per_layer)
-                NNT_TRY(add_piece(l, &PIECES[i], b));
-    for (int i = NPIECES - 2; i < NPIECES; i++)
-        NNT_TRY(add_piece(l, &PIECES[i], 0));
+    int64_t count = 0;
+    NNT_TRY(nnt_layer_num_params(tree, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        const nnt_layer_param_rec *p = tree->listed[i];
+        NNT_TRY(nnt_layer_add_param(l, tree->listed_names[i], p->value, p->grad, p->decay,
+                                    p->init, 0));
+    }
     return NNT_OK;
 }
 
-/* Wrap a created model (taken over: destroyed on failure too). */
-static int wrap_model(nnt_ctx *ctx, nnt_gpt2 *model, int64_t B, int64_t T,
-                      const nnt_gpt2_tiling *tile, const char *fn, nnt_layer **out)
+/* The layer around tree (taken over: destroyed on failure too), for (B, T) tiled as t. */
+static int wrap_tree(nnt_ctx *ctx, nnt_layer *tree, int64_t B, int64_t T, const nnt_tiling *t,
+                     const char *fn, nnt_layer **out)
 {
     nnt_layer *l = NULL;
     int rc = nnt_layer_new(ctx, &GPT_VT, sizeof(gpt_impl), fn, &l);
     if (rc) {
-        nnt_gpt2_destroy(model);
+        nnt_layer_destroy(tree);
         return rc;
     }
     gpt_impl *g = impl_of(l);
-    g->model = model;
+    g->tree = tree;
+    nnt_model_config c;
     g->B = B;
     g->T = T;
-    g->tile = *tile;
-    nnt_gpt2_config c;
-    nnt_gpt2_get_config(model, &c);
-    if ((rc = register_params(l, c.layers))) {
+    g->tile = *t;
+    rc = nnt_model_config_get(tree, fn, &c);
+    g->layers = c.layers;
+    int64_t shape[2] = {B, T}, tile[2] = {t->batch, t->seq};
+    if (rc == 0)
+        rc = nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &g->tokens);
+    if (rc == 0)
+        rc = register_params(l, tree);
+    if (rc) {
         nnt_layer_destroy(l);
         return rc;
     }
-    *out = l;
+    *out = l;   /* initialised already: the tree was, with the same names and rules */
     return NNT_OK;
 }
 
-/* The resolved internal tiling for cfg at (B, T). */
-static int model_tiling(nnt_ctx *ctx, const char *fn, const nnt_gpt_config *cfg, int64_t B,
-                        int64_t T, const nnt_tiling *tiling, nnt_gpt2_tiling *out)
+int nnt_gpt_layer_new(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                      int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
-    nnt_tiling r;
-    int rc = nnt_gpt_tiling(ctx, cfg, B, T, tiling, &r);
-    if (rc)
-        return nnt_fail(ctx, rc, "%s: %s", fn, nnt_ctx_last_error(ctx));
-    *out = internal_tiling(&r);
-    return NNT_OK;
+    nnt_tiling t;
+    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads};
+    NNT_TRY(nnt_model_resolve_tiling(ctx, fn, &d, tiling, &t));
+    nnt_layer *tree = NULL;
+    NNT_TRY(nnt_model_build_tree(ctx, fn, cfg, B, T, &t, &tree));
+    return wrap_tree(ctx, tree, B, T, &t, fn, out);
 }
-
-/* ---- creation and checkpoints ------------------------------------------------------------- */
 
 NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
                            const nnt_tiling *tiling, nnt_layer **out)
@@ -339,14 +270,8 @@ NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     *out = NULL;
     NNT_TRY(nnt_ctx_check(ctx, fn));
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
-    nnt_gpt2_tiling t;
-    NNT_TRY(model_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    nnt_gpt2_config ic = internal_config(cfg);
-    nnt_gpt2 *model = NULL;
-    TRY_AS(ctx, fn, nnt_gpt2_create(ctx, &ic, &t, B, T, &model));
-    nnt_layer *l = NULL;
-    NNT_TRY(wrap_model(ctx, model, B, T, &t, fn, &l));
-    return nnt_layer_finish(l, 0, out);
+    nnt_model_config c = model_config(cfg);
+    return nnt_gpt_layer_new(ctx, fn, &c, B, T, tiling, out);
 }
 
 static int check_gpt(const nnt_layer *gpt, const char *fn)
@@ -358,11 +283,22 @@ static int check_gpt(const nnt_layer *gpt, const char *fn)
     return NNT_OK;
 }
 
-static nnt_gpt_config public_config(const nnt_gpt2_config *c)
+nnt_layer *nnt_gpt_tree(nnt_layer *gpt, int64_t *T)
 {
-    nnt_gpt_config r = {sizeof(nnt_gpt_config), c->vocab, c->max_seq, c->layers, c->heads,
-                        c->channels};
-    return r;
+    if (gpt->vt != &GPT_VT)
+        return NULL;
+    gpt_impl *g = impl_of(gpt);
+    if (T)
+        *T = g->T;
+    return g->tree;
+}
+
+void nnt_gpt_cancel_backward(nnt_layer *gpt)
+{
+    if (gpt->vt != &GPT_VT)
+        return;
+    gpt->forward_pending = 0;
+    impl_of(gpt)->last_had_targets = 0;
 }
 
 NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg)
@@ -371,37 +307,39 @@ NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg)
     NNT_TRY(check_gpt(gpt, fn));
     if (!cfg)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
-    nnt_gpt2_config c;
-    nnt_gpt2_get_config(impl_of(gpt)->model, &c);
-    *cfg = public_config(&c);
+    nnt_model_config c;
+    NNT_TRY(nnt_model_config_get(impl_of(gpt)->tree, fn, &c));
+    nnt_gpt_config r = {sizeof(nnt_gpt_config), c.vocab, c.max_seq, c.layers, c.heads,
+                        c.channels};
+    *cfg = r;
     return NNT_OK;
 }
 
 NNT_API int nnt_gpt_set_recompute(nnt_layer *gpt, int enable)
 {
-    NNT_TRY(check_gpt(gpt, "nnt_gpt_set_recompute"));
-    return nnt_gpt2_set_recompute(impl_of(gpt)->model, enable);
+    const char *fn = "nnt_gpt_set_recompute";
+    NNT_TRY(check_gpt(gpt, fn));
+    gpt_impl *g = impl_of(gpt);
+    if (gpt->forward_pending && g->last_had_targets)
+        return nnt_fail(gpt->ctx, NNT_E_STATE, "%s: between a forward with targets and its "
+                        "backward (run the backward first)", fn);
+    if (g->layers == 0)   /* no block: nothing to recompute, nothing to refuse */
+        return NNT_OK;
+    int rc = nnt_layer_set_recompute(g->tree, enable);
+    if (rc) {
+        char text[NNT_ERRMSG_MAX];
+        snprintf(text, sizeof text, "%s", nnt_ctx_last_error(gpt->ctx));
+        return nnt_fail(gpt->ctx, rc, "%s: %s", fn, text);
+    }
+    return NNT_OK;
 }
+
+/* ---- checkpoints ------------------------------------------------------------------------------ */
 
 NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
                               const nnt_tiling *tiling, nnt_layer **out)
 {
-    const char *fn = "nnt_gpt_load_llmc";
-    if (!out)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
-    *out = NULL;
-    NNT_TRY(nnt_ctx_check(ctx, fn));
-    if (!path)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    nnt_gpt2_config ic;
-    TRY_AS(ctx, fn, nnt_gpt2_llmc_config(ctx, path, &ic));
-    nnt_gpt_config cfg = public_config(&ic);
-    NNT_TRY(check_config(ctx, fn, &cfg, B, T));
-    nnt_gpt2_tiling t;
-    NNT_TRY(model_tiling(ctx, fn, &cfg, B, T, tiling, &t));
-    nnt_gpt2 *model = NULL;
-    TRY_AS(ctx, fn, nnt_gpt2_load_llmc(ctx, path, &t, B, T, &model));
-    return wrap_model(ctx, model, B, T, &t, fn, out);
+    return nnt_model_load_llmc(ctx, "nnt_gpt_load_llmc", path, B, T, tiling, 0, out);
 }
 
 NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
@@ -416,12 +354,8 @@ NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
     if (!path)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: path is NULL", fn);
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
-    nnt_gpt2_tiling t;
-    NNT_TRY(model_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    nnt_gpt2_config ic = internal_config(cfg);
-    nnt_gpt2 *model = NULL;
-    TRY_AS(ctx, fn, nnt_gpt2_load_safetensors(ctx, path, &ic, &t, B, T, &model));
-    return wrap_model(ctx, model, B, T, &t, fn, out);
+    nnt_model_config c = model_config(cfg);
+    return nnt_model_load_gpt2_st(ctx, fn, path, &c, B, T, tiling, 0, out);
 }
 
 NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path)
@@ -430,8 +364,7 @@ NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path)
     NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    TRY_AS(gpt->ctx, fn, nnt_gpt2_save_llmc(impl_of(gpt)->model, path));
-    return NNT_OK;
+    return nnt_model_save_llmc(gpt, fn, path);
 }
 
 NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
@@ -440,8 +373,7 @@ NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
     NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    TRY_AS(gpt->ctx, fn, nnt_gpt2_save_safetensors(impl_of(gpt)->model, path));
-    return NNT_OK;
+    return nnt_model_save_gpt2_st(gpt, fn, path);
 }
 
 /* ---- generation ------------------------------------------------------------------------------ */
@@ -451,21 +383,5 @@ NNT_API int nnt_gpt_generate(nnt_layer *gpt, const int32_t *prompt, int64_t npro
 {
     const char *fn = "nnt_gpt_generate";
     NNT_TRY(check_gpt(gpt, fn));
-    if (s && s->size < sizeof(nnt_sampling))
-        return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: s->size %zu < sizeof(nnt_sampling) %zu "
-                        "(initialise it with NNT_SAMPLING_INIT)", fn, s->size,
-                        sizeof(nnt_sampling));
-    nnt_gpt2_sampling is = {0.0, 0, 0};
-    if (s) {
-        is.temperature = s->temperature;
-        is.top_k = s->top_k;
-        is.seed = s->seed;
-    }
-    gpt_impl *g = impl_of(gpt);
-    /* the activations are overwritten: no backward of an earlier forward */
-    gpt->forward_pending = 0;
-    g->last_had_targets = 0;
-    TRY_AS(gpt->ctx, fn,
-           nnt_gpt2_generate(g->model, prompt, nprompt, ngen, s ? &is : NULL, out));
-    return NNT_OK;
+    return nnt_model_run_generate(gpt, fn, prompt, nprompt, ngen, s, out);
 }

@@ -696,6 +696,11 @@ static const nnt_layer_vt xent_vt = {
     NNT_LAYER_CROSS_ENTROPY, "cross_entropy", xent_forward, xent_backward,
     xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy, NULL};
 
+int gl_cross_entropy_has_targets(const nnt_layer *l)
+{
+    return l->vt == &xent_vt && ((const xent *)l->impl)->have_targets;
+}
+
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)
 {
     nnt_layer *l = NULL;

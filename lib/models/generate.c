@@ -1,13 +1,13 @@
-/* Text generation for every model (nnt_model_generate): a GPT layer delegates to
- * nnt_gpt_generate; a tree of the generic layers (NNT_LAYER_MODEL, transformer.c: the
- * Llama family, and GPT-2 built as a tree) is run here.
+/* Text generation for every model (nnt_model_generate, nnt_gpt_generate): a tree of the
+ * generic layers (NNT_LAYER_MODEL, transformer.c), or the one inside a GPT layer.
  *
- * Per new token, on the last w = min(n, max_seq) tokens of the n so far, as tokens (1, w)
- * in one tile: the children up to the final norm give the hidden states (1, w, C); their last
- * row is copied on the device into (1, 1, C) and only that row goes through "lm_head", so
- * that V logits are computed and come back instead of (1, w, V) (the head is also w times
- * cheaper). The "loss" child is not run: the targets set for training stay set. There is
- * no key/value cache: every token is a forward over the whole window. */
+ * Per new token, on the last w = min(n, window) tokens of the n so far (window: max_seq for
+ * a tree, T for a GPT layer), as tokens (1, w) in one tile: the children up to the final
+ * norm give the hidden states (1, w, C); their last row is copied on the device into
+ * (1, 1, C) and only that row goes through "lm_head", so that V logits are computed and come
+ * back instead of (1, w, V) (the head is also w times cheaper). The "loss" child is not run:
+ * the targets set for training stay set. There is no key/value cache: every token is a
+ * forward over the whole window. */
 #include "models.h"
 #include "sample.h"
 
@@ -18,8 +18,8 @@
 /* What one generation holds. */
 typedef struct gen {
     nnt_layer *model;
-    int64_t max_seq;
-    int32_t *ids;            // (max_seq) host copy of the window
+    int64_t window;          /* the most tokens a forward sees                            */
+    int32_t *ids;            // (window) host copy of the window
     nnt_tensor *tokens;      // (1, w) int32, one tile
     nnt_tensor *last;        // (1, 1, C) the final norm's output at the last position
     nnt_sampler sm;
@@ -85,7 +85,7 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
                       int64_t n)
 {
     nnt_layer *m = g->model;
-    int64_t w = n < g->max_seq ? n : g->max_seq, shape[2] = {1, w};
+    int64_t w = n < g->window ? n : g->window, shape[2] = {1, w};
     for (int64_t j = 0; j < w; j++)
         g->ids[j] = nnt_generate_token_at(prompt, nprompt, out, n - w + j);
     NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
@@ -98,10 +98,10 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
     return nnt_tensor_copy_to_host(logits, g->sm.logits, (size_t)g->sm.V * sizeof(float));
 }
 
-static int tree_generate(nnt_layer *model, const nnt_model_config *cfg, const int32_t *prompt,
-                         int64_t nprompt, int64_t ngen, const nnt_sampling *s, int32_t *out)
+static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64_t V,
+                         const int32_t *prompt, int64_t nprompt, int64_t ngen,
+                         const nnt_sampling *s, int32_t *out)
 {
-    const char *fn = "nnt_model_generate";
     nnt_layer *loss = model->nchildren >= 3 ? model->children[model->nchildren - 1] : NULL;
     if (!loss || loss->vt->kind != NNT_LAYER_CROSS_ENTROPY)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the model does not end in a head and a "
@@ -109,11 +109,10 @@ static int tree_generate(nnt_layer *model, const nnt_model_config *cfg, const in
     gen g;
     memset(&g, 0, sizeof g);
     g.model = model;
-    g.max_seq = cfg->max_seq;
-    int rc = s ? nnt_sampler_init(&g.sm, model->ctx, fn, cfg->vocab, s->temperature, s->top_k,
-                                  s->seed)
-               : nnt_sampler_init(&g.sm, model->ctx, fn, cfg->vocab, 0.0, 0, 0);
-    g.ids = rc ? NULL : malloc((size_t)g.max_seq * sizeof *g.ids);
+    g.window = window;
+    int rc = s ? nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed)
+               : nnt_sampler_init(&g.sm, model->ctx, fn, V, 0.0, 0, 0);
+    g.ids = rc ? NULL : malloc((size_t)window * sizeof *g.ids);
     if (rc == 0 && !g.ids)
         rc = nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     for (int64_t i = 0; i < ngen && rc == 0; i++) {
@@ -126,25 +125,10 @@ static int tree_generate(nnt_layer *model, const nnt_model_config *cfg, const in
     return rc;
 }
 
-/* nnt_gpt_generate, its failures reported again under nnt_model_generate. */
-static int gpt_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt, int64_t ngen,
-                        const nnt_sampling *s, int32_t *out)
+int nnt_model_run_generate(nnt_layer *model, const char *fn, const int32_t *prompt,
+                           int64_t nprompt, int64_t ngen, const nnt_sampling *s,
+                           int32_t *out)
 {
-    int rc = nnt_gpt_generate(model, prompt, nprompt, ngen, s, out);
-    if (rc == 0)
-        return NNT_OK;
-    const char *msg = nnt_ctx_last_error(model->ctx), *prefix = "nnt_gpt_generate: ";
-    if (strncmp(msg, prefix, strlen(prefix)) == 0)
-        msg += strlen(prefix);
-    char text[NNT_ERRMSG_MAX];
-    snprintf(text, sizeof text, "%s", msg);
-    return nnt_fail(model->ctx, rc, "nnt_model_generate: %s", text);
-}
-
-NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
-                               int64_t ngen, const nnt_sampling *s, int32_t *out)
-{
-    const char *fn = "nnt_model_generate";
     nnt_model_config cfg;
     NNT_TRY(nnt_model_config_get(model, fn, &cfg));
     if (s)
@@ -154,7 +138,16 @@ NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t 
                                s ? s->temperature : 0.0, s ? s->top_k : 0, out));
     if (ngen == 0)
         return NNT_OK;
-    if (model->vt->kind == NNT_LAYER_GPT)
-        return gpt_generate(model, prompt, nprompt, ngen, s, out);
-    return tree_generate(model, &cfg, prompt, nprompt, ngen, s, out);
+    int64_t window = cfg.max_seq;
+    nnt_layer *tree = nnt_gpt_tree(model, &window);
+    if (tree)   /* the layer's activations are the tree's: no backward after this */
+        nnt_gpt_cancel_backward(model);
+    return tree_generate(tree ? tree : model, fn, window, cfg.vocab, prompt, nprompt, ngen, s,
+                         out);
+}
+
+NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
+                               int64_t ngen, const nnt_sampling *s, int32_t *out)
+{
+    return nnt_model_run_generate(model, "nnt_model_generate", prompt, nprompt, ngen, s, out);
 }

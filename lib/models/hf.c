@@ -8,9 +8,10 @@
  *   (d0 * ... * d(k-1), dk)   weights of q/k/v_proj (NH, hd, C), embeddings, MLP, lm_head
  *   (d0, d1 * ... * dk)       o_proj.weight (C, NH, hd)
  *   (d0 * ... * dk)           biases and norms (1-D in HF).
- * A fused GPT-2 layer (NNT_LAYER_GPT) goes through nnt_gpt_load_safetensors /
- * nnt_gpt_save_safetensors; a GPT-2 tree (nnt_model_build_tree) is mapped here onto the
- * same HF GPT2LMHeadModel file (GPT2_HF: c_attn = q, k, v; Conv1D weights transposed). */
+ * A GPT-2 model (the GPT layer of nnt_gpt_create, or the tree of nnt_model_build_tree inside
+ * it: the same parameter names) is mapped onto HF's GPT2LMHeadModel file (GPT2_HF: c_attn =
+ * q, k, v; Conv1D weights transposed); nnt_gpt_load_safetensors and
+ * nnt_gpt_save_safetensors are these functions too. */
 #include "models.h"
 
 #include "../io/io.h"
@@ -701,7 +702,7 @@ static int weights_path(nnt_ctx *ctx, const char *fn, const char *dir, char *pat
     return NNT_OK;
 }
 
-/* ---- GPT-2 as a tree of generic layers (nnt_model_build_tree) ---------------------------- */
+/* ---- GPT-2 (the GPT layer or its tree) ------------------------------------------------------ */
 
 /* The HF GPT2LMHeadModel tensors in nnt_gpt_save_safetensors's order (kind by kind, block by
  * block): hf after "transformer." or "transformer.h.<l>.", made of the nnt parameters nnt
@@ -915,14 +916,12 @@ static int gpt2_stream_all(nnt_layer *model, const char *fn, st_save *s)
     return gpt2_each(model, fn, gpt2_stream, s);
 }
 
-/* model.safetensors of a GPT-2 tree: what nnt_gpt_save_safetensors writes for the fused
- * layer with the same weights. */
-static int save_gpt2_tree(nnt_layer *model, const char *fn, const char *path)
+int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path)
 {
     return save_st(model, fn, path, gpt2_declare_all, gpt2_stream_all);
 }
 
-/* ---- loading a GPT-2 tree ---- */
+/* ---- loading a GPT-2 model ---- */
 
 typedef struct gpt2_reading {
     const nnt_st_reader *r;
@@ -982,11 +981,9 @@ static int gpt2_fill(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg
     return rc;
 }
 
-/* The GPT-2 tree of c from path: every tensor checked before any is read. Tensors of the
- * file that are none of the model's are ignored, as nnt_gpt_load_safetensors does. */
-static int gpt2_tree_load(nnt_ctx *ctx, const char *fn, const char *path,
-                          const nnt_model_config *c, int64_t B, int64_t T,
-                          const nnt_tiling *tiling, nnt_layer **out)
+int nnt_model_load_gpt2_st(nnt_ctx *ctx, const char *fn, const char *path,
+                           const nnt_model_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, int tree, nnt_layer **out)
 {
     char err[NNT_IO_ERRLEN];
     nnt_st_reader *r = NULL;
@@ -995,7 +992,8 @@ static int gpt2_tree_load(nnt_ctx *ctx, const char *fn, const char *path,
         return nnt_fail(ctx, rc, "%s: %s", fn, err);
     nnt_layer *model = NULL;
     gpt2_reading g = {r, path};
-    rc = nnt_model_build_tree(ctx, fn, c, B, T, tiling, &model);
+    rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
+              : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
     if (rc == 0)
         rc = gpt2_each(model, fn, gpt2_check, &g);
     if (rc == 0)
@@ -1009,19 +1007,7 @@ static int gpt2_tree_load(nnt_ctx *ctx, const char *fn, const char *path,
     return NNT_OK;
 }
 
-static int gpt2_load(nnt_ctx *ctx, const char *fn, const char *path, const nnt_model_config *c,
-                     int64_t B, int64_t T, const nnt_tiling *tiling, nnt_layer **out)
-{
-    nnt_gpt_config g = {sizeof(nnt_gpt_config), c->vocab, c->max_seq, c->layers, c->heads,
-                        c->channels};
-    int rc = nnt_gpt_load_safetensors(ctx, path, &g, B, T, tiling, out);
-    if (rc == 0)
-        return NNT_OK;
-    const char *msg = nnt_ctx_last_error(ctx), *colon = strstr(msg, ": ");
-    return nnt_fail(ctx, rc, "%s: %s", fn, colon ? colon + 2 : msg);
-}
-
-/* nnt_model_load_hf (tree 0: GPT-2 as the fused layer) or nnt_model_load_hf_tree. */
+/* nnt_model_load_hf (tree 0: GPT-2 as the GPT layer) or nnt_model_load_hf_tree. */
 static int load_hf(nnt_ctx *ctx, const char *fn, const char *dir, int64_t B, int64_t T,
                    const nnt_tiling *tiling, int tree, nnt_layer **out)
 {
@@ -1035,10 +1021,8 @@ static int load_hf(nnt_ctx *ctx, const char *fn, const char *dir, int64_t B, int
     char path[PATH_MAX_BYTES];
     NNT_TRY(hf_config(ctx, fn, dir, &cfg));
     NNT_TRY(weights_path(ctx, fn, dir, path));
-    if (cfg.family == NNT_FAMILY_GPT2 && tree)
-        return gpt2_tree_load(ctx, fn, path, &cfg, B, T, tiling, out);
     if (cfg.family == NNT_FAMILY_GPT2)
-        return gpt2_load(ctx, fn, path, &cfg, B, T, tiling, out);
+        return nnt_model_load_gpt2_st(ctx, fn, path, &cfg, B, T, tiling, tree, out);
     return llama_load(ctx, fn, path, &cfg, B, T, tiling, out);
 }
 
@@ -1316,18 +1300,9 @@ NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)
     NNT_TRY(make_dir(model->ctx, fn, dir));
     NNT_TRY(join(model->ctx, fn, dir, "model.safetensors", path));
     /* the weights first: config.json, written last, says what they are */
-    nnt_layer_kind kind = NNT_LAYER_GPT;
-    NNT_TRY(nnt_layer_kind_of(model, &kind));
-    if (cfg.family == NNT_FAMILY_LLAMA) {
+    if (cfg.family == NNT_FAMILY_LLAMA)
         NNT_TRY(save_llama(model, fn, path));
-    } else if (kind == NNT_LAYER_MODEL) {
-        NNT_TRY(save_gpt2_tree(model, fn, path));
-    } else {
-        int rc = nnt_gpt_save_safetensors(model, path);
-        if (rc) {
-            const char *msg = nnt_ctx_last_error(model->ctx), *colon = strstr(msg, ": ");
-            return nnt_fail(model->ctx, rc, "%s: %s", fn, colon ? colon + 2 : msg);
-        }
-    }
+    else
+        NNT_TRY(nnt_model_save_gpt2_st(model, fn, path));
     return save_config(model->ctx, fn, dir, &cfg);
 }

@@ -1,5 +1,6 @@
-/* llm.c GPT-2 checkpoints (fp32, version 3: lib/io's nnt_llmc_*) for the GPT-2 tree of
- * nnt_model_build_tree, whose parameters carry the fused GPT layer's names. The file holds
+/* llm.c GPT-2 checkpoints (fp32, version 3: lib/io's nnt_llmc_*) for GPT-2 models: the GPT
+ * layer and the tree of nnt_model_build_tree inside it, whose parameters carry the same
+ * names. The file holds
  * 16 parameters, each all layers stacked: wte (Vp, C), wpe (maxT, C), ln1w, ln1b (L, C),
  * qkvw (L, 3C, C), qkvb (L, 3C), attprojw (L, C, C), attprojb (L, C), ln2w, ln2b (L, C),
  * fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C), fcprojb (L, C), lnfw, lnfb (C); linear
@@ -55,8 +56,8 @@ static int per_layer(int k)
     return k >= LN1W && k <= FCPROJB;
 }
 
-/* The padded vocabulary written for V: V itself, as gpt2.c's models made by
- * nnt_gpt_create do (padded_vocab 0 = V), so that both write the same bytes. */
+/* The padded vocabulary written for V: V itself (llm.c pads to a multiple of 128 for speed;
+ * its reader takes any Vp >= V). */
 static int64_t padded_vocab(int64_t V)
 {
     return V;
@@ -164,8 +165,8 @@ static nnt_model_config config_of(const nnt_llmc_config *lc)
     return c;
 }
 
-int nnt_model_load_llmc_tree(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
-                             int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
+                        int64_t T, const nnt_tiling *tiling, int tree, nnt_layer **out)
 {
     char err[NNT_IO_ERRLEN];
     if (!out)
@@ -184,7 +185,8 @@ int nnt_model_load_llmc_tree(nnt_ctx *ctx, const char *fn, const char *path, int
     for (int k = 0; k < NNT_LLMC_NPARAMS; k++)
         lp[k] = *nnt_llmc_param_at(r, k);
     nnt_layer *model = NULL;
-    rc = nnt_model_build_tree(ctx, fn, &c, B, T, tiling, &model);
+    rc = tree ? nnt_model_build_tree(ctx, fn, &c, B, T, tiling, &model)
+              : nnt_model_build(ctx, fn, &c, B, T, tiling, &model);
     if (rc == 0)
         rc = each_piece(model, fn, lp, c.layers, fill_piece, r);
     nnt_llmc_close(r);
@@ -261,15 +263,12 @@ static int header_of(nnt_layer *model, const char *fn, const nnt_model_config *c
     return NNT_OK;
 }
 
-int nnt_model_save_llmc_tree(nnt_layer *model, const char *fn, const char *path)
+int nnt_model_save_llmc(nnt_layer *model, const char *fn, const char *path)
 {
     nnt_model_config c;
     nnt_llmc_config lc;
     nnt_llmc_param lp[NNT_LLMC_NPARAMS];
     NNT_TRY(nnt_model_config_get(model, fn, &c));
-    if (model->vt->kind != NNT_LAYER_MODEL)
-        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: not a tree of generic layers "
-                        "(nnt_gpt_save_llmc saves the fused GPT layer)", fn);
     if (!path)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
     NNT_TRY(header_of(model, fn, &c, &lc));

@@ -35,21 +35,49 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
  * what nnt_model_create returns for it. Tiling as nnt_model_build. Errors name fn. */
 int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                          int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* The GPT layer (NNT_LAYER_GPT, lib/layers/gpt.c) around the tree of nnt_model_build_tree
+ * for a checked GPT-2 configuration; what nnt_gpt_create and nnt_model_build make. */
+int nnt_gpt_layer_new(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                      int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* The tree inside a GPT layer and the layer's T (NULL if gpt is another kind). */
+nnt_layer *nnt_gpt_tree(nnt_layer *gpt, int64_t *T);
+/* A GPT layer's pending backward is cancelled (its activations were overwritten). */
+void nnt_gpt_cancel_backward(nnt_layer *gpt);
+
 /* nnt_model_load_hf, but a GPT-2 directory gives the tree of nnt_model_build_tree (filled
- * from the same HF GPT2LMHeadModel file) instead of the fused layer. Errors name
+ * from the same HF GPT2LMHeadModel file) instead of the GPT layer. Errors name
  * nnt_model_load_hf_tree. */
 int nnt_model_load_hf_tree(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
                            const nnt_tiling *tiling, nnt_layer **out);
-/* An llm.c GPT-2 checkpoint (fp32, version 3) as the tree of nnt_model_build_tree for
- * (B, T): configuration from the header, every parameter from its slice of the file (q, k,
- * v: rows [0, C), [C, 2C), [2C, 3C) of each layer's qkvw; wte: the first V of Vp rows).
- * Nothing half-loaded: on failure *out is NULL. Errors name fn (and the file). */
-int nnt_model_load_llmc_tree(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
-                             int64_t T, const nnt_tiling *tiling, nnt_layer **out);
-/* A GPT-2 tree as an llm.c checkpoint (temporary file, fsync, rename): the bytes
- * nnt_gpt_save_llmc writes for the fused layer of nnt_gpt_create with the same weights
- * (Vp = V, as gpt2.c's created models). Errors name fn. */
-int nnt_model_save_llmc_tree(nnt_layer *model, const char *fn, const char *path);
+/* A GPT-2 model (tree != 0: the tree of nnt_model_build_tree; 0: the GPT layer) of cfg for
+ * (B, T) from a Hugging Face GPT2LMHeadModel safetensors file (names with or without
+ * "transformer."; F32, BF16 or F16; Conv1D weights (in, out) transposed to nnt's (out, in);
+ * other tensors, e.g. a tied lm_head.weight, ignored). Every tensor is checked (present,
+ * dtype, shape) before any is read; on failure *out is NULL. Errors name fn and the file. */
+int nnt_model_load_gpt2_st(nnt_ctx *ctx, const char *fn, const char *path,
+                           const nnt_model_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, int tree, nnt_layer **out);
+/* The parameters of a GPT-2 model (GPT layer or tree) as a Hugging Face GPT2LMHeadModel
+ * safetensors file, F32, "transformer." names, Conv1D weights (in, out), no lm_head.weight,
+ * metadata {"format": "pt"}; one tensor in host memory at a time; temporary file, fsync,
+ * rename. Errors name fn. */
+int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path);
+/* An llm.c GPT-2 checkpoint (fp32, version 3) as a model for (B, T) (tree != 0: the tree of
+ * nnt_model_build_tree; 0: the GPT layer): configuration from the header, every parameter
+ * from its slice of the file (q, k, v: rows [0, C), [C, 2C), [2C, 3C) of each layer's qkvw;
+ * wte: the first V of Vp rows). Nothing half-loaded: on failure *out is NULL. Errors name
+ * fn (and the file). */
+int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
+                        int64_t T, const nnt_tiling *tiling, int tree, nnt_layer **out);
+/* A GPT-2 model (GPT layer or tree) as an llm.c checkpoint (temporary file, fsync, rename),
+ * Vp = V. Errors name fn. */
+int nnt_model_save_llmc(nnt_layer *model, const char *fn, const char *path);
+/* nnt_model_generate for any model, its errors naming fn: the argument checks, then one
+ * forward per new token over the last min(n, w) tokens, w the layer's T for a GPT layer and
+ * max_seq for a tree. */
+int nnt_model_run_generate(nnt_layer *model, const char *fn, const int32_t *prompt,
+                           int64_t nprompt, int64_t ngen, const nnt_sampling *s,
+                           int32_t *out);
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
 int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);

@@ -15,9 +15,10 @@
  *                          layer without bias, parameter "weight" (V, C)
  *   "loss"                 cross-entropy (ignore index -1)
  * so that every Llama parameter carries its Hugging Face LlamaForCausalLM name and every
- * GPT-2 parameter the name, shape and place in the list of nnt_gpt_create's (a train state
- * of one loads into the other). nnt_model_create still builds a GPT-2 configuration with
- * nnt_gpt_create (NNT_LAYER_GPT); the GPT-2 tree comes from nnt_model_build_tree only. */
+ * GPT-2 parameter its llm.c-derived name ("h.0.attn.q.weight"). nnt_model_create (and
+ * nnt_gpt_create) wraps a GPT-2 tree in the GPT layer (NNT_LAYER_GPT, lib/layers/gpt.c),
+ * which lists the same parameters and adds no math; nnt_model_build_tree gives the bare
+ * tree. */
 #include "models.h"
 
 #include "../layers/generic.h"
@@ -30,6 +31,7 @@
 
 typedef struct model_impl {
     nnt_model_config cfg;
+    int with_loss;            /* the last forward ran the loss (targets were set)          */
 } model_impl;
 
 /* ---- presets ------------------------------------------------------------------------------ */
@@ -211,13 +213,6 @@ int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
     return rc ? nnt_fail(ctx, rc, "%s", nnt_ctx_last_error(NULL)) : NNT_OK;
 }
 
-static nnt_gpt_config gpt_config(const nnt_model_config *c)
-{
-    nnt_gpt_config g = {sizeof(nnt_gpt_config), c->vocab, c->max_seq, c->layers, c->heads,
-                        c->channels};
-    return g;
-}
-
 /* ---- tiling ------------------------------------------------------------------------------- */
 
 static int resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
@@ -240,9 +235,37 @@ NNT_API int nnt_model_tiling(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
 
 /* ---- the tree of either family ----------------------------------------------------------- */
 
+/* The children up to the head give the logits (B, T, V), the forward's output; the "loss"
+ * child (the last) runs only when targets are set, so that a forward without targets leaves
+ * the loss of the last one with targets readable. */
+static int model_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    model_impl *m = l->impl;
+    nnt_layer *loss = l->children[l->nchildren - 1];
+    for (int i = 0; i < l->nchildren - 1; i++)
+        NNT_TRY(nnt_layer_forward(l->children[i], x, &x));   // (B, T) -> ... -> (B, T, V)
+    m->with_loss = 0;
+    if (gl_cross_entropy_has_targets(loss)) {
+        NNT_TRY(nnt_layer_forward(loss, x, NULL));
+        m->with_loss = 1;
+    }
+    *y = x;
+    return NNT_OK;
+}
+
+static int model_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    model_impl *m = l->impl;
+    if (!m->with_loss)
+        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this "
+                        "model had no targets (set them with nnt_layer_set_targets first)");
+    m->with_loss = 0;
+    return gl_chain_backward(l, dy, dx);
+}
+
 static const nnt_layer_vt model_vt = {
-    NNT_LAYER_MODEL, "model", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL,
-    NULL, NULL};
+    NNT_LAYER_MODEL, "model", model_forward, model_backward, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 
 /* What a family names its children and its token table. */
 typedef struct family_names {
@@ -374,8 +397,7 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
     nnt_tiling t;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    nnt_gpt_config g = gpt_config(cfg);
-    return nnt_gpt_create(ctx, &g, B, T, &t, out);
+    return nnt_gpt_layer_new(ctx, fn, cfg, B, T, &t, out);
 }
 
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
@@ -396,25 +418,14 @@ int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_confi
     NNT_TRY(nnt_layer_check(model, fn));
     if (!cfg)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
-    if (model->vt == &model_vt) {
-        *cfg = ((const model_impl *)model->impl)->cfg;
-        return NNT_OK;
-    }
-    if (model->vt->kind != NNT_LAYER_GPT)
+    const nnt_layer *tree = nnt_gpt_tree((nnt_layer *)model, NULL);
+    if (tree)
+        model = tree;
+    if (model->vt != &model_vt)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the layer is a %s layer, not a model "
                         "(nnt_model_create, nnt_model_load_hf, nnt_gpt_create)", fn,
                         model->vt->kind_name);
-    nnt_gpt_config g = NNT_GPT_CONFIG_INIT;
-    NNT_TRY(nnt_gpt_config_of(model, &g));
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    c.vocab = g.vocab;
-    c.max_seq = g.max_seq;
-    c.layers = g.layers;
-    c.heads = g.heads;
-    c.kv_heads = g.heads;
-    c.channels = g.channels;
-    c.hidden = 4 * g.channels;
-    *cfg = c;
+    *cfg = ((const model_impl *)model->impl)->cfg;
     return NNT_OK;
 }
 
