@@ -720,6 +720,84 @@ START_TEST(test_leaf_embedding_lm_head)
 }
 END_TEST
 
+/* Under NNT_PRECISION_BF16 the products of linear and lm_head read bf16 copies of their
+ * weights, converted once per forward: the results must be the bits of the same products on
+ * the fp32 weights, rounded by each GEMM task (nnt_tensor_gemm under bf16), forward (y) and
+ * backward (dx), with partial tiles; and back in fp32 the layers read the fp32 weights
+ * again. A conversion that truncated instead of rounding to nearest even, or a stale copy
+ * (weights changed after the forward that made it), changes bits. */
+static void expect_same_bits(nnt_tensor *got, nnt_tensor *want, const char *what)
+{
+    int64_t n = 0;
+    float *g = test_to_host(got, &n), *w = test_to_host(want, NULL);
+    ck_assert_msg(memcmp(g, w, (size_t)n * sizeof *g) == 0, "%s: not the bits of the "
+                  "product on the fp32 weights", what);
+    free(g);
+    free(w);
+}
+
+/* y and dx of layer l (weight w (out, in) read as y = x w^T, dx = dy w) against nnt_tensor_gemm
+ * on the fp32 weight in the context's current precision. */
+static void check_weight_products(nnt_layer *l, nnt_tensor *w, nnt_tensor *x, nnt_tensor *dy,
+                                  const char *what)
+{
+    nnt_tensor *y = NULL, *dx = NULL, *y_ref = NULL, *dx_ref = NULL;
+    int64_t ws[2], ytile[3], dxtile[3];
+    EXPECT_OK(nnt_tensor_shape(w, ws));
+    EXPECT_OK(nnt_layer_forward(l, x, &y));
+    EXPECT_OK(nnt_layer_backward(l, dy, &dx));
+    EXPECT_OK(nnt_tensor_tile_shape(y, ytile));
+    EXPECT_OK(nnt_tensor_tile_shape(dx, dxtile));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[3]){2, 5, ws[0]}, ytile, &y_ref));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 3, (int64_t[3]){2, 5, ws[1]}, dxtile, &dx_ref));
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, x, w, 0.0, y_ref, 1, 0));
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, dy, w, 0.0, dx_ref, 1, 0));
+    expect_same_bits(y, y_ref, what);
+    expect_same_bits(dx, dx_ref, what);
+    nnt_tensor_destroy(y_ref);
+    nnt_tensor_destroy(dx_ref);
+}
+
+START_TEST(test_bf16_weight_copies)
+{
+    unsigned long long seed = 41;
+    nnt_tiling t = tiling_of(0, 3, 4, 0, 0, 0, 0);   /* C tile 4 of 7: partial */
+    nnt_layer *lin = NULL, *emb = NULL, *head = NULL;
+    EXPECT_OK(nnt_layer_linear_create(ctx, 7, 6, 0, &t, &lin));
+    EXPECT_OK(nnt_layer_embedding_create(ctx, 6, 5, 7, &t, &emb));
+    EXPECT_OK(nnt_layer_lm_head_create(emb, &head));
+    nnt_param_info wl = {sizeof wl, NULL, NULL, NULL, 0}, we = wl;
+    EXPECT_OK(nnt_layer_param(lin, 0, &wl));
+    EXPECT_OK(nnt_layer_param(emb, 0, &we));
+    ck_assert_str_eq(we.name, "wte.weight");
+    double *xh = random_doubles(2 * 5 * 7, &seed, -1.0, 1.0);
+    double *dyh = random_doubles(2 * 5 * 6, &seed, -1.0, 1.0);
+    nnt_tensor *x = f32_tensor(3, (int64_t[3]){2, 5, 7}, (int64_t[3]){1, 3, 4}, xh);
+    nnt_tensor *dy = f32_tensor(3, (int64_t[3]){2, 5, 6}, (int64_t[3]){1, 3, 6}, dyh);
+    const nnt_precision order[3] = {NNT_PRECISION_BF16, NNT_PRECISION_BF16,
+                                    NNT_PRECISION_FP32};
+    for (int round = 0; round < 3; round++) {
+        /* new weights each round: a copy made by an earlier forward must not be read */
+        double *wh = random_doubles(6 * 7, &seed, -1.0, 1.0);
+        from_host(wl.value, wh);
+        from_host(we.value, wh);
+        free(wh);
+        EXPECT_OK(nnt_ctx_set_precision(ctx, order[round]));
+        check_weight_products(lin, wl.value, x, dy, order[round] ? "linear, bf16" :
+                              "linear, fp32");
+        check_weight_products(head, we.value, x, dy, order[round] ? "lm_head, bf16" :
+                              "lm_head, fp32");
+    }
+    free(xh);
+    free(dyh);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(dy);
+    nnt_layer_destroy(lin);
+    nnt_layer_destroy(head);
+    nnt_layer_destroy(emb);
+}
+END_TEST
+
 /* Cross-entropy: per-position losses, the mean over targets that are not ignored, and
  * dlogits of the mean against central differences. */
 START_TEST(test_leaf_cross_entropy)
@@ -1589,6 +1667,7 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_leaf_linear);
     tcase_add_test(tc, test_leaf_layernorm);
     tcase_add_test(tc, test_leaf_attention);
+    tcase_add_test(tc, test_bf16_weight_copies);
     tcase_add_test(tc, test_leaf_embedding_lm_head);
     tcase_add_test(tc, test_leaf_cross_entropy);
     tcase_add_test(tc, test_composite_tilings);

@@ -22,6 +22,7 @@ typedef struct attention {
     nnt_rope_options rope;          // a copy of the options' rope
     nnt_tensor *w[3], *dw[3];       // (NH, hd, C) q weight, (NKV, hd, C) k, v weights
     nnt_tensor *b[3], *db[3];       // (NH, hd), (NKV, hd), or NULL (no q/k/v bias)
+    nnt_tensor *w16[3], *pw16;      // bf16 copies of w, pw under NNT_PRECISION_BF16, else NULL
     nnt_tensor *pw, *dpw;           // (C, NH, hd) c_proj / o_proj weight
     nnt_tensor *pb, *dpb;           // (C) or NULL
     nnt_tensor *x;                  // the input of the last forward (not owned)
@@ -86,8 +87,9 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(ensure_acts(l, a, x));
     for (int i = 0; i < 3; i++) {
         /* heads (B, T, NH or NKV, hd) = x (B, T, C) W_i^T (NH or NKV, hd, C) (+ b_i) */
-        nnt_tensor *h = scratch_of(a, i);
-        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, a->w[i], 0.0, h, 1, 0,
+        nnt_tensor *h = scratch_of(a, i), *w = NULL;
+        NNT_TRY(gl_weight_operand(l, a->w[i], &a->w16[i], &w));
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0, h, 1, 0,
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
         NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, a->qkv[i]));
     }
@@ -99,7 +101,9 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
     NNT_TRY(nnt_tensor_permute(a->o, SWAP_BT_NH, a->atty));
     /* y (B, T, C) = atty (B, T, NH, hd) c_proj^T (C, NH, hd) (+ c_proj.bias) */
-    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, a->pw, 0.0, a->y, 2, 0,
+    nnt_tensor *pw = NULL;
+    NNT_TRY(gl_weight_operand(l, a->pw, &a->pw16, &pw));
+    NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, pw, 0.0, a->y, 2, 0,
                            a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));
     *y = a->y;
     return NNT_OK;
@@ -110,8 +114,8 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 static int backward_qkv(nnt_layer *l, attention *a, int i)
 {
     nnt_tensor *h = scratch_of(a, i);
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, h, a->w[i], i ? 1.0 : 0.0, a->dxin, 2,
-                        0));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, h, gl_weight_read(a->w[i], a->w16[i]),
+                            i ? 1.0 : 0.0, a->dxin, 2, 0));
     NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin,
                             nnt_layer_grad_beta(l, a->dw[i]), a->dw[i], 2, 0));
     return a->db[i] ? nnt_tensor_sum_leading(1.0, h, nnt_layer_grad_beta(l, a->db[i]), a->db[i])
@@ -128,7 +132,8 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_layer_ensure(l, &a->dh[i], NNT_FP32, 4, like->shape, like->tile));
     }
     /* c_proj: d atty (B, T, NH, hd) = g c_proj; c_proj grads */
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, a->pw, 0.0, a->heads, 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(a->pw, a->pw16), 0.0,
+                            a->heads, 1, 0));
     NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty,
                             nnt_layer_grad_beta(l, a->dpw), a->dpw, 2, 0));
     if (a->dpb)
@@ -161,7 +166,8 @@ static void attention_destroy(nnt_layer *l)
     attention *a = l->impl;
     nnt_tensor *own[] = {a->x_cache, a->heads, a->kv_heads, a->qkv[0], a->qkv[1], a->qkv[2],
                          a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
-                         a->dxin, a->dx, a->dy_cache};
+                         a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
+                         a->pw16};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
 }

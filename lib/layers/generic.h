@@ -57,6 +57,17 @@ int gl_lm_head_new(nnt_layer *embedding, const char *fn, nnt_layer **out);
  * it alone takes int32 tokens. */
 int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y);
 int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx);
+/* The tensor a forward's products read for the weight w: w itself, or under
+ * NNT_PRECISION_BF16 its bf16 copy *copy (an activation of l: nnt_layer_ensure), converted
+ * from w now, once for all the tasks that read it. The conversion rounds to nearest even,
+ * the bits each product's own rounding of the fp32 tile gives, so results do not change:
+ * the products read half the bytes and round nothing. In other precisions *copy is
+ * released. The backward of that forward reads gl_weight_read(w, *copy). */
+int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor **operand);
+static inline nnt_tensor *gl_weight_read(nnt_tensor *w, nnt_tensor *copy)
+{
+    return copy ? copy : w;
+}
 /* 1 if l is a cross_entropy layer whose targets are set (nnt_layer_set_targets with a
  * tensor, not NULL), else 0. */
 int gl_cross_entropy_has_targets(const nnt_layer *l);

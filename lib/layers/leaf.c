@@ -74,6 +74,22 @@ int gl_dy_like(nnt_layer *l, nnt_tensor *dy, nnt_tensor *y, const char *fn, nnt_
 }
 
 /* NNT_E_SHAPE unless x is fp32 with at least min_ndim dims and a last dim of `last`. */
+int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor **operand)
+{
+    nnt_precision precision = NNT_PRECISION_FP32;
+    NNT_TRY(nnt_ctx_precision(l->ctx, &precision));
+    if (precision != NNT_PRECISION_BF16) {
+        nnt_tensor_destroy(*copy);
+        *copy = NULL;
+        *operand = w;
+        return NNT_OK;
+    }
+    NNT_TRY(nnt_layer_ensure(l, copy, NNT_BF16, w->ndim, w->shape, w->tile));
+    NNT_TRY(nnt_tensor_convert(w, *copy));
+    *operand = *copy;
+    return NNT_OK;
+}
+
 static int check_rows(nnt_layer *l, nnt_tensor *x, int min_ndim, int64_t last)
 {
     if (x->dtype == NNT_FP32 && x->ndim >= min_ndim && x->shape[x->ndim - 1] == last)
@@ -341,6 +357,7 @@ NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
 typedef struct linear {
     unsigned flags;
     nnt_tensor *w, *dw;             // (out, in) tiles (out_tile, in_tile)
+    nnt_tensor *w16;                // w's bf16 copy under NNT_PRECISION_BF16, else NULL
     nnt_tensor *b, *db;             // (out) or NULL
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin;                // x, or x_cache: x with the weight's in tiling
@@ -363,12 +380,14 @@ static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     rows_with(x, outf, n->w->tile[0], shape, tile);
     NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, shape, tile));
     *y = n->y;
+    nnt_tensor *w = NULL;
+    NNT_TRY(gl_weight_operand(l, n->w, &n->w16, &w));
     if (!(n->flags & NNT_LINEAR_GELU))   /* y (..., out) = x W^T (+ b) */
-        return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, n->w, 0.0, n->y, 1, 0,
+        return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->y, 1, 0,
                                   n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL);
     /* pre (..., out) = x W^T (+ b), y = gelu(pre), in one pass */
     NNT_TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
-    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, n->w, 0.0, n->pre, 1, 0,
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->pre, 1, 0,
                               NNT_EPILOGUE_BIAS_GELU, n->b, n->y);
 }
 
@@ -390,7 +409,8 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     /* dx (..., in) = g W, in xin's tiling, then x's */
     nnt_tensor **into = n->xin == n->x ? &n->dx : &n->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, n->w, 0.0, *into, 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(n->w, n->w16), 0.0,
+                            *into, 1, 0));
     if (into == &n->dxin) {
         NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
         NNT_TRY(nnt_tensor_copy(n->dxin, n->dx));
@@ -402,7 +422,7 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void linear_destroy(nnt_layer *l)
 {
     linear *n = l->impl;
-    nnt_tensor *own[] = {n->x_cache, n->pre, n->y, n->dpre, n->dxin, n->dx, n->dy_cache};
+    nnt_tensor *own[] = {n->x_cache, n->pre, n->y, n->dpre, n->dxin, n->dx, n->dy_cache, n->w16};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
@@ -456,6 +476,7 @@ typedef struct lm_head {
     nnt_layer *emb;                 // the embedding whose wte is used (not owned)
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin, *x_cache;      // x with wte's C tiling
+    nnt_tensor *wte16;              // wte's bf16 copy under NNT_PRECISION_BF16, else NULL
     nnt_tensor *y;                  // (..., V)
     nnt_tensor *dxin, *dx;
     nnt_tensor *dy_cache;
@@ -474,7 +495,9 @@ static int lm_head_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     rows_with(x, wte->shape[0], wte->tile[0], shape, tile);
     NNT_TRY(nnt_layer_ensure(l, &h->y, NNT_FP32, x->ndim, shape, tile));
     /* logits (..., V) = x (..., C) wte^T */
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, h->xin, wte, 0.0, h->y, 1, 0));
+    nnt_tensor *w = NULL;
+    NNT_TRY(gl_weight_operand(l, wte, &h->wte16, &w));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, h->xin, w, 0.0, h->y, 1, 0));
     *y = h->y;
     return NNT_OK;
 }
@@ -491,7 +514,8 @@ static int lm_head_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
                             nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));
     nnt_tensor **into = h->xin == h->x ? &h->dx : &h->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, h->xin->ndim, h->xin->shape, h->xin->tile));
-    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, e->wte, 0.0, *into, 1, 0));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(e->wte, h->wte16),
+                            0.0, *into, 1, 0));
     if (into == &h->dxin) {
         NNT_TRY(nnt_layer_ensure(l, &h->dx, NNT_FP32, h->x->ndim, h->x->shape, h->x->tile));
         NNT_TRY(nnt_tensor_copy(h->dxin, h->dx));
@@ -503,7 +527,7 @@ static int lm_head_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void lm_head_destroy(nnt_layer *l)
 {
     lm_head *h = l->impl;
-    nnt_tensor *own[] = {h->x_cache, h->y, h->dxin, h->dx, h->dy_cache};
+    nnt_tensor *own[] = {h->x_cache, h->y, h->dxin, h->dx, h->dy_cache, h->wte16};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
