@@ -1,6 +1,7 @@
-/* bench_gpt2: time training steps (forward + backward + AdamW) of a GPT-2 built with the
- * internal model code (lib/models/gpt2.c) on random weights and tokens.
- * Not a test: run by hand, results go to bench/RESULTS.md.
+/* bench_gpt2: time training steps (forward + backward + AdamW) of a GPT-2 layer
+ * (nnt_gpt_create, nnt_optim AdamW; public API only) on random weights and tokens.
+ * Not a test: run by hand, results go to bench/RESULTS.md (older results there were taken
+ * with the internal model code, lib/models/gpt2.c, which this program used to call).
  *
  * Usage: bench_gpt2 [--layers L] [--channels C] [--heads NH] [--vocab V] [--context maxT]
  *                   [--batch B] [--seq T] [--steps N] [--tile-batch n] [--tile-seq n]
@@ -8,15 +9,16 @@
  *                   [--tile-head-dim n] [--no-auto-tiling] [--peak GFLOPS] [--cpus N] [--sched NAME] [--mem-cpu MiB]
  *                   [--swap-dir DIR] [--swap-size MiB]
  * Defaults: GPT-2 124M (12, 768, 12, 50257, 1024), B=4, T=64, 3 timed steps after one
- * warm-up step, the tiling of nnt_gpt2_auto_tiling for the number of CPU workers (each
- * --tile-X given overrides that dimension; --no-auto-tiling: one tile per dimension
- * unless given), peak 175 GFLOP/s (BLIS sgemm, 2 cores), all cores,
+ * warm-up step, the automatic tiling of nnt_gpt_tiling for the context's workers (each
+ * --tile-X given overrides that dimension, 0 = one tile over the whole dimension;
+ * --no-auto-tiling: one tile per dimension unless given), peak 175 GFLOP/s (BLIS sgemm,
+ * 2 cores), all cores,
  * StarPU's default scheduler, no RAM budget, no disk swap.
  * --mem-cpu sets the RAM budget StarPU may use for tiles (nnt_ctx_options.mem_cpu_mib);
  * --swap-dir/--swap-size give it a disk to evict tiles to (swap_dir, swap_mib).
  * At the end it prints the peak RSS and the bytes this process read from and wrote to
  * storage (/proc/self/io), to see how much went through the disk swap. */
-#include "models/gpt2.h"
+#include <nnt.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -58,52 +60,55 @@ static void report_memory_and_io(void)
            wr < 0 ? -1.0 : (double)wr / 1048576.0);
 }
 
-static const char *const NAMES[16] = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb",
-    "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
 
 /* Small random weights (LayerNorm gains 1): enough to time the math without NaNs. */
-static int init_weights(nnt_gpt2 *m, unsigned long long seed)
+static int init_weights(nnt_layer *m, unsigned long long seed)
 {
-    for (int i = 0; i < 16; i++) {
-        int64_t n;
-        int rc = nnt_gpt2_param_numel(m, NAMES[i], &n);
-        if (rc)
+    int64_t count = 0;
+    int rc = nnt_layer_num_params(m, &count, NULL);
+    for (int64_t i = 0; rc == 0 && i < count; i++) {
+        nnt_param_info p;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        int64_t n = 0;
+        if ((rc = nnt_layer_param(m, i, &p)) || (rc = nnt_tensor_numel(p.value, &n)))
             return rc;
         float *w = malloc((size_t)n * sizeof *w);
         if (!w)
             return NNT_E_NOMEM;
-        int gain = strcmp(NAMES[i], "ln1w") == 0 || strcmp(NAMES[i], "ln2w") == 0 ||
-                   strcmp(NAMES[i], "lnfw") == 0;
+        int gain = ends_with(p.name, "ln_1.weight") || ends_with(p.name, "ln_2.weight") ||
+                   ends_with(p.name, "ln_f.weight");
         for (int64_t j = 0; j < n; j++) {
             seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
             float u = (float)((seed >> 40) * 0x1p-24) - 0.5f;
             w[j] = gain ? 1.0f : 0.04f * u;
         }
-        rc = nnt_gpt2_import(m, NAMES[i], w, (size_t)n);
+        rc = nnt_tensor_copy_from_host(p.value, w, (size_t)n * sizeof *w);
         free(w);
-        if (rc)
-            return rc;
     }
-    return NNT_OK;
+    return rc;
 }
 
-/* Every entry of *given that is >= 0 replaces that of *t. */
-static void override_tiling(nnt_gpt2_tiling *t, const nnt_gpt2_tiling *given)
+/* The overrides of nnt_gpt_tiling: a tile given on the command line (0 = whole dimension,
+ * nnt_tiling's -1), else automatic (0) or, without auto tiling, the whole dimension. */
+static int64_t override_of(int64_t given, int auto_tiling)
 {
-    int64_t *dst[7] = {&t->batch, &t->seq, &t->channels, &t->hidden, &t->vocab, &t->heads,
-                       &t->head_dim};
-    const int64_t src[7] = {given->batch, given->seq, given->channels, given->hidden,
-                            given->vocab, given->heads, given->head_dim};
-    for (int i = 0; i < 7; i++)
-        if (src[i] >= 0)
-            *dst[i] = src[i];
+    if (given > 0)
+        return given;
+    return given == 0 || !auto_tiling ? -1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    nnt_gpt2_config cfg = {50257, 0, 1024, 12, 12, 768};
+    nnt_gpt_config cfg = NNT_GPT_CONFIG_INIT;
     /* -1: not given on the command line (auto tiling or one tile) */
-    nnt_gpt2_tiling given = {-1, -1, -1, -1, -1, -1, -1}, tiling = {0, 0, 0, 0, 0, 0, 0};
+    nnt_tiling given = {sizeof(nnt_tiling), -1, -1, -1, -1, -1, -1, -1};
+    nnt_tiling tiling = NNT_TILING_INIT;
     int auto_tiling = 1;
     int64_t B = 4, T = 64, steps = 3;
     double peak = 175.0;
@@ -147,7 +152,8 @@ int main(int argc, char **argv)
         }
     }
     nnt_ctx *ctx;
-    nnt_gpt2 *m;
+    nnt_layer *m;
+    nnt_optim *opt;
     nnt_tensor *tok, *tgt;
     int rc = nnt_ctx_create(&opts, &ctx);
     if (rc)
@@ -156,25 +162,34 @@ int main(int argc, char **argv)
     const char *sched = "?";
     nnt_ctx_workers(ctx, &ncpus, NULL);
     nnt_ctx_sched(ctx, &sched);
-    if (auto_tiling && (rc = nnt_gpt2_auto_tiling(&cfg, B, T, ncpus > 0 ? ncpus : 1, &tiling)))
-        return fail("auto tiling", rc);
-    override_tiling(&tiling, &given);
-    printf("tiling (%s; 0 = whole): batch %lld, seq %lld, channels %lld, hidden %lld, vocab "
+    nnt_tiling over = {sizeof(nnt_tiling), override_of(given.batch, auto_tiling),
+        override_of(given.seq, auto_tiling), override_of(given.channels, auto_tiling),
+        override_of(given.hidden, auto_tiling), override_of(given.vocab, auto_tiling),
+        override_of(given.heads, auto_tiling), override_of(given.head_dim, auto_tiling)};
+    if ((rc = nnt_gpt_tiling(ctx, &cfg, B, T, &over, &tiling)))
+        return fail("tiling", rc);
+    printf("tiling (%s; tile sizes): batch %lld, seq %lld, channels %lld, hidden %lld, vocab "
            "%lld, heads %lld, head_dim %lld\n", auto_tiling ? "auto" : "no auto",
            (long long)tiling.batch, (long long)tiling.seq, (long long)tiling.channels,
            (long long)tiling.hidden, (long long)tiling.vocab, (long long)tiling.heads,
            (long long)tiling.head_dim);
-    if ((rc = nnt_gpt2_create(ctx, &cfg, &tiling, B, T, &m)) || (rc = init_weights(m, 42)))
+    if ((rc = nnt_gpt_create(ctx, &cfg, B, T, &tiling, &m)) || (rc = init_weights(m, 42)))
         return fail("model", rc);
     int64_t bt[2] = {B, T};
     int32_t *host = malloc((size_t)(B * T) * sizeof *host);
     if ((rc = nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok)) ||
         (rc = nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt)))
         return fail("tokens", rc);
-    nnt_adam_options adam = NNT_ADAM_OPTIONS_INIT;
+    nnt_optim_options adam = NNT_OPTIM_OPTIONS_INIT;
+    adam.kind = NNT_OPTIM_ADAMW;
     adam.lr = 1e-4;
     adam.weight_decay = 0.1;
-    double nparams = (double)nnt_gpt2_num_params(m);
+    if ((rc = nnt_optim_create(ctx, &adam, &opt)) || (rc = nnt_optim_add_layer(opt, m)))
+        return fail("optimizer", rc);
+    int64_t numel = 0;
+    if ((rc = nnt_layer_num_params(m, NULL, &numel)))
+        return fail("model", rc);
+    double nparams = (double)numel;
     /* 6 N per token for the matrices, plus attention scores and values: 6 L T C per token
      * forward-and-backward of QK^T and PV (causal half counted as full, as usual). */
     double flops = 6.0 * nparams * (double)(B * T) +
@@ -197,8 +212,9 @@ int main(int argc, char **argv)
         double loss = 0, t0 = now();
         if ((rc = nnt_tensor_copy_from_host(tok, host, (size_t)(B * T) * sizeof *host)) ||
             (rc = nnt_tensor_copy_from_host(tgt, host, (size_t)(B * T) * sizeof *host)) ||
-            (rc = nnt_gpt2_zero_grad(m)) || (rc = nnt_gpt2_forward(m, tok, tgt, &loss)) ||
-            (rc = nnt_gpt2_backward(m)) || (rc = nnt_gpt2_adamw_step(m, &adam)) ||
+            (rc = nnt_layer_set_targets(m, tgt)) || (rc = nnt_layer_zero_grad(m)) ||
+            (rc = nnt_layer_forward(m, tok, NULL)) || (rc = nnt_layer_loss(m, &loss)) ||
+            (rc = nnt_layer_backward(m, NULL, NULL)) || (rc = nnt_optim_step(opt)) ||
             (rc = nnt_ctx_wait(ctx)))
             return fail("step", rc);
         double dt = now() - t0;
@@ -216,7 +232,8 @@ int main(int argc, char **argv)
     free(host);
     nnt_tensor_destroy(tok);
     nnt_tensor_destroy(tgt);
-    nnt_gpt2_destroy(m);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
     nnt_ctx_destroy(ctx);
     report_memory_and_io();
     return 0;
