@@ -356,6 +356,18 @@ static int each_tile(nnt_tensor *t, void (*fn)(starpu_data_handle_t))
     return 1;
 }
 
+int nnt_tensor_wait_written(nnt_tensor *t)
+{
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        starpu_data_handle_t h = t->tiles[i].handle;
+        if (starpu_data_acquire_on_node(h, STARPU_ACQUIRE_NO_NODE, STARPU_R) != 0)
+            return nnt_fail(t->ctx, NNT_E_RUNTIME, "cannot wait for tile %lld of a tensor",
+                            (long long)i);
+        starpu_data_release_on_node(h, STARPU_ACQUIRE_NO_NODE);
+    }
+    return NNT_OK;
+}
+
 void nnt_tensor_invalidate(nnt_tensor *t)
 {
     if (each_tile(t, starpu_data_invalidate_submit))

@@ -408,7 +408,7 @@ int nnt_bpe_decode(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *out, 
                    size_t *len, char *err, size_t errlen);
 
 /* ---- checksums and strict numbers of checkpoint metadata (meta.c) ------------------------
- * Training-state files (lib/models/gpt2.c, lib/optim/state.c) keep decimal numbers and
+ * Training-state files (lib/optim/state.c) keep decimal numbers and
  * 64-bit FNV-1a checksums as safetensors metadata strings. */
 #define NNT_FNV_OFFSET 0xcbf29ce484222325ULL
 /* h = (h ^ byte) * 0x100000001b3 over n bytes / over the 32 bits of each of n floats. */

@@ -237,7 +237,13 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     block *k = l->impl;
     nnt_tensor *g = NULL, *d = NULL;
-    if (k->recompute)   /* the same kernels on the same tiles: the same bits */
+    /* Recompute: the same kernels on the same tiles, the same bits. Not before the incoming
+     * gradient exists: otherwise StarPU would run the recomputes of all blocks as soon as
+     * they are submitted (they only read the kept block inputs), every block's activations
+     * would be alive at once, and recompute would save no memory. */
+    if (k->recompute && dy)
+        NNT_TRY(nnt_tensor_wait_written(dy));
+    if (k->recompute)
         NNT_TRY(block_compute(l, k->x));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
     NNT_TRY(nnt_layer_backward(l->children[MLP], g, &d));
@@ -246,8 +252,11 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(nnt_layer_backward(l->children[ATTN], k->dr2, &d));
     NNT_TRY(nnt_layer_backward(l->children[LN_1], d, &d));
     NNT_TRY(add_to_new(l, d, k->dr2, &k->dx));
-    if (k->recompute)
-        nnt_layer_drop_activations(l, k->y, k->dx);
+    /* Nothing of this block is read again before its next forward but its output (the
+     * caller's y) and the input gradient: the rest -- forward activations and backward
+     * scratch -- is released, so that the next block's backward reuses the memory (StarPU
+     * recycles chunks of the same size) instead of every block keeping its own. */
+    nnt_layer_drop_activations(l, k->y, k->dx);
     *dx = k->dx;
     return NNT_OK;
 }

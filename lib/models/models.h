@@ -12,9 +12,38 @@ typedef struct nnt_model_dims {
     int64_t B, T, C, F, V, NH;
 } nnt_model_dims;
 
-/* Automatic tile sizes (0 = the whole dimension) for nworkers CPU workers / ngpus GPUs:
- * the rules of nnt_gpt2_auto_tiling / nnt_gpt2_auto_tiling_gpu (lib/models/gpt2.h), with F
- * in place of GPT-2's 4C. */
+/* Automatic tile sizes (0 = the whole dimension) for nworkers CPU workers (a pure function:
+ * no context, no measurement). Rows below are M = B*T; every GEMM of the model is
+ * (M x N x K) with (N, K) among (C, C) q/k/v and the attention output, (F, C) the MLP's
+ * first products, (C, F) its last, (V, C) the lm head (and their transposes in backward).
+ * The rules, from bench/RESULTS.md (tasks at full single-core speed, ~80 GFLOP/s; 2.6 us
+ * runtime overhead per task):
+ *  - a GEMM task should do >= ~100 MFLOP (>= ~1 ms), so the overhead stays < 1%;
+ *  - channels, heads and head_dim stay whole: C is K of q/k/v, the MLP and the lm head (a K
+ *    split only adds accumulation tasks and C traffic); heads and head_dim are not GEMM
+ *    tile dimensions worth splitting (the attention tasks follow the batch/seq tiles);
+ *  - rows: with C whole, q/k/v, the attention output and the MLP's last product have one
+ *    column tile and take their parallelism from rows only, so M is cut into about nworkers
+ *    row tiles (also at least ceil(M / 512), i.e. <= ~512 rows a tile), but no tile under 64
+ *    rows and no (C, F) task (2 (M/tiles) F C flops) under 100 MFLOP (q/k/v tasks are then
+ *    >= 25 MFLOP at F = 4C, ~0.3 ms: overhead still ~1%; requiring 100 MFLOP of them too
+ *    left one core idle at C = 512, B*T = 256, 8% slower); the batch is split first, then
+ *    each sequence in equal pieces;
+ *  - hidden (N of the first MLP products, K of the last): about 2 tasks per worker (hidden
+ *    tiles = ceil(2 nworkers / row tiles)), no more since each hidden tile is a k step;
+ *  - vocab: >= 2 lm-head tasks per worker and tiles of <= 8192 columns;
+ *  - hidden and vocab tiles are >= 128 columns, >= 100 MFLOP a task, rounded up to a
+ *    multiple of 64; a tile covering the whole dimension is returned as 0.
+ * For GPT-2 124M at B=4, T=64 on 2 workers this gives batch 2, hidden 1536, vocab 7232
+ * (7 tiles), the rest 0; small models (e.g. C = 24) get one tile everywhere.
+ * nnt_auto_tiling_gpu is the rule when ngpus >= 1 CUDA workers run the model: a GPU does a
+ * 100 MFLOP task in well under a microsecond while StarPU spends several on each task, so
+ * a GPU task must be as large as memory allows. Rows (B*T) are cut into ngpus row tiles
+ * (at least 64 rows each; the batch first, then the sequence) and every other dimension
+ * stays whole, except the vocabulary, cut into tiles of at most 8192 columns (rounded up to
+ * a multiple of 64) to bound the logits tile. The CPU workers are then left the small tasks
+ * that only have CPU code; a dmda-family scheduler (nnt_ctx_create's default with GPUs)
+ * keeps the large ones on the GPUs. */
 void nnt_auto_tiling_cpu(const nnt_model_dims *d, int nworkers, nnt_tiling *out);
 void nnt_auto_tiling_gpu(const nnt_model_dims *d, int ngpus, nnt_tiling *out);
 /* The overrides (NULL: all automatic; 0 automatic, -1 whole, > 0 a size) resolved against

@@ -1,6 +1,6 @@
 /* Text generation's shared parts (internal, lib/models/sample.c): the argument checks and
  * the choice of the next token from the logits of the last position, for
- * nnt_gpt2_generate (lib/models/gpt2.c) and nnt_model_generate (lib/models/generate.c).
+ * nnt_model_generate and nnt_gpt_generate (lib/models/generate.c).
  *
  * The choice: temperature 0 is greedy (argmax, lowest id on ties; top_k and the PRNG
  * unused). Otherwise one uniform draw u in [0, 1) from xoshiro256** (seeded through

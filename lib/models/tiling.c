@@ -1,7 +1,6 @@
-/* Automatic tiling of a transformer (any family): the rules of nnt_gpt2_auto_tiling in
- * lib/models/gpt2.h, written for a model of C channels, an MLP of F inner columns and V
- * vocabulary columns, and the resolution of a caller's overrides against them
- * (nnt_gpt_tiling, nnt_model_tiling). */
+/* Automatic tiling of a transformer (any family): the rules documented in models.h, for a
+ * model of C channels, an MLP of F inner columns and V vocabulary columns, and the
+ * resolution of a caller's overrides against them (nnt_gpt_tiling, nnt_model_tiling). */
 #include "models.h"
 
 #include <math.h>
@@ -125,7 +124,7 @@ int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims 
     const nnt_tiling *o = overrides ? overrides : &none;
     int ncpus = 0, ncuda = 0;
     NNT_TRY(nnt_ctx_workers(ctx, &ncpus, &ncuda));
-    if (ncuda > 0)   /* GPU tasks must be large: see nnt_gpt2_auto_tiling_gpu */
+    if (ncuda > 0)   /* GPU tasks must be large: see nnt_auto_tiling_gpu */
         nnt_auto_tiling_gpu(d, ncuda, &a);
     else
         nnt_auto_tiling_cpu(d, ncpus > 0 ? ncpus : 1, &a);
