@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench_train.sh: time nnt-train (the installed program's code path: public API, GPT layer,
 # nnt_optim) on GPT-2 124M at B=4, T=64 on the CPU cores, once per StarPU scheduler, in
-# interleaved rounds, next to the internal-model benchmark bench/bench_gpt2 as a peer.
+# interleaved rounds, next to bench/bench_gpt2 (the same model and optimizer through the
+# library's API, without nnt-train's loop) as a peer.
 # Usage (from a build directory): sh ../bench/bench_train.sh [ROUNDS] [STEPS]
 # Environment: SCHEDS (default "lws dmda dmdas eager"), PRECISIONS (GEMM operand precision,
 # nnt-train --precision; default "fp32"): one run per scheduler and precision per round.
@@ -39,13 +40,13 @@ for r in $(seq 1 "$rounds"); do
     if [ -x bench/bench_gpt2 ]; then
         ms=$(bench/bench_gpt2 --steps 3 2>&1 | grep '^mean of' |
             sed -E 's/.*: ([0-9.]+) ms\/step, ([0-9.]+) tokens\/s, MFU ([0-9.]+)%.*/\1 \2 \3/')
-        echo "round $r sched internal(bench_gpt2): $ms" | tee -a "$out/runs"
+        echo "round $r sched bench_gpt2: $ms" | tee -a "$out/runs"
     fi
 done
 echo "# median over rounds: scheduler[/precision], ms/step, tokens/s, MFU % (nnt-train's: against the GEMM rate it measures at start)"
 labels=$runs
 [ "$precisions" = fp32 ] && labels=$scheds
-for s in $labels "internal(bench_gpt2)"; do
+for s in $labels "bench_gpt2"; do
     # the median run by ms/step (tokens/s and MFU follow it); POSIX awk, no gawk needed
     grep -F "sched $s:" "$out/runs" | awk '{print $5, $6, $7}' | sort -n > "$out/sorted" || true
     n=$(wc -l < "$out/sorted")
