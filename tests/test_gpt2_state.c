@@ -122,15 +122,6 @@ static int64_t step_of(const nnt_optim *opt)
     return st.step;
 }
 
-static nnt_param_info param_at(nnt_layer *m, int64_t i)
-{
-    nnt_param_info p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    EXPECT_OK(nnt_layer_param(m, i, &p));
-    return p;
-}
-
 static int64_t param_count(const nnt_layer *m)
 {
     int64_t n = 0;
@@ -146,7 +137,7 @@ static float *export_params(nnt_layer *m, int64_t *total)
     float *all = malloc((size_t)n * sizeof(float));
     ck_assert_ptr_nonnull(all);
     for (int64_t i = 0; i < count; i++) {
-        nnt_tensor *v = param_at(m, i).value;
+        nnt_tensor *v = test_param_at(m, i).value;
         int64_t k = 0;
         EXPECT_OK(nnt_tensor_numel(v, &k));
         ck_assert_int_le(at + k, n);
@@ -164,7 +155,7 @@ static void expect_same_params(nnt_layer *a, nnt_layer *b, const char *what)
     int64_t count = param_count(a);
     ck_assert_int_eq(count, param_count(b));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info pa = param_at(a, i), pb = param_at(b, i);
+        nnt_param_info pa = test_param_at(a, i), pb = test_param_at(b, i);
         ck_assert_str_eq(pa.name, pb.name);
         int64_t na = 0, nb = 0;
         float *va = test_to_host(pa.value, &na), *vb = test_to_host(pb.value, &nb);
@@ -457,7 +448,7 @@ START_TEST(test_user_section)
     nnt_st_reader *r = fixture_open_st_path(path);
     ck_assert_uint_eq(nnt_st_count(r), (size_t)count);
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(m, i);
+        nnt_param_info p = test_param_at(m, i);
         expect_entry(r, "param", p.name, p.value, 1);
     }
     const nnt_st_entry *e = nnt_st_find(r, "param.wte.weight");
@@ -480,7 +471,7 @@ START_TEST(test_user_section)
     r = fixture_open_st_path(path);
     ck_assert_uint_eq(nnt_st_count(r), 3 * (size_t)count);
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(m, i);
+        nnt_param_info p = test_param_at(m, i);
         expect_entry(r, "param", p.name, p.value, 1);
         expect_entry(r, "adam_m", p.name, p.value, 0);
         expect_entry(r, "adam_v", p.name, p.value, 0);
@@ -528,9 +519,9 @@ START_TEST(test_config_mismatch)
             snprintf(want2, sizeof want2, "not %lld", (long long)ocount);
         } else {
             for (int64_t k = 0; k < ocount && !*want1; k++) {
-                nnt_param_info po = param_at(o, k);
+                nnt_param_info po = test_param_at(o, k);
                 for (int64_t j = 0; j < count; j++) {
-                    nnt_param_info pm = param_at(m, j);
+                    nnt_param_info pm = test_param_at(m, j);
                     if (strcmp(pm.name, po.name))
                         continue;
                     shape_str(pm.value, want1, sizeof want1);

@@ -147,15 +147,6 @@ static nnt_layer *build(const fix_model *m, const nnt_tiling *t)
     return seq;
 }
 
-static nnt_param_info param_at(nnt_layer *l, int64_t i)
-{
-    nnt_param_info p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    EXPECT_OK(nnt_layer_param(l, i, &p));
-    return p;
-}
-
 /* The model of m in tiling t with the fixture's weights: every parameter found under its
  * HF name with its element count, and as many parameters as the file has tensors. */
 static nnt_layer *load(const fix_model *m, const nnt_tiling *t)
@@ -166,7 +157,7 @@ static nnt_layer *load(const fix_model *m, const nnt_tiling *t)
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     ck_assert_int_eq(count, (int64_t)nnt_st_count(r));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(l, i);
+        nnt_param_info p = test_param_at(l, i);
         char name[256];
         int64_t n = 0, want = 0;
         hf_name(m, p.name, name, sizeof name);
@@ -224,7 +215,7 @@ START_TEST(test_reference)
     int64_t count = 0;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(l, i);
+        nnt_param_info p = test_param_at(l, i);
         char name[256], gname[300];
         hf_name(m, p.name, name, sizeof name);
         snprintf(gname, sizeof gname, "grad.%s", name);

@@ -91,15 +91,6 @@ static float read_min_margin(const fix_model *m, const char *what)
     return min;
 }
 
-static nnt_param_info param_at(nnt_layer *l, int64_t i)
-{
-    nnt_param_info p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    EXPECT_OK(nnt_layer_param(l, i, &p));
-    return p;
-}
-
 /* The Llama model of m's config.json for (b, t) with max_seq, tiling *tl, the fixture's
  * weights loaded by name: every parameter found with its element count, as many as the
  * file has. (nnt_model_load_hf cannot change max_seq, which the sliding case needs.) */
@@ -122,7 +113,7 @@ static nnt_layer *load(const fix_model *m, int64_t max_seq, int64_t b, int64_t t
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     ck_assert_int_eq(count, (int64_t)nnt_st_count(r));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(l, i);
+        nnt_param_info p = test_param_at(l, i);
         const nnt_st_entry *e = NULL;
         float *v = fixture_read(r, p.name, NNT_IO_F32, &e);
         int64_t want = 0;
@@ -270,7 +261,7 @@ static float *snapshot(nnt_layer *l, int grad, int64_t *total)
     float *all = malloc((size_t)numel * sizeof *all);
     ck_assert_ptr_nonnull(all);
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(l, i);
+        nnt_param_info p = test_param_at(l, i);
         int64_t n = 0;
         EXPECT_OK(nnt_tensor_numel(p.value, &n));
         EXPECT_OK(nnt_tensor_copy_to_host(grad ? p.grad : p.value, all + at,

@@ -68,15 +68,6 @@ static const nnt_tiling TILINGS[2] = {
     {sizeof(nnt_tiling), 1, 5, 20, 72, 40, 3, 5},
 };
 
-static nnt_param_info param_at(nnt_layer *l, int64_t i)
-{
-    nnt_param_info p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    EXPECT_OK(nnt_layer_param(l, i, &p));
-    return p;
-}
-
 static int64_t num_params(nnt_layer *l)
 {
     int64_t n = 0;
@@ -89,12 +80,12 @@ static nnt_param_info param_named(nnt_layer *l, const char *name)
 {
     int64_t n = num_params(l);
     for (int64_t i = 0; i < n; i++) {
-        nnt_param_info p = param_at(l, i);
+        nnt_param_info p = test_param_at(l, i);
         if (strcmp(p.name, name) == 0)
             return p;
     }
     ck_abort_msg("no parameter %s", name);
-    return param_at(l, 0);
+    return test_param_at(l, 0);
 }
 
 /* The fused model and the tree of cfg for (b, t) with the same tiling overrides. */
@@ -122,7 +113,7 @@ static void copy_params(nnt_layer *src, nnt_layer *dst)
 {
     int64_t n = num_params(src);
     for (int64_t i = 0; i < n; i++) {
-        nnt_param_info p = param_at(src, i), q = param_named(dst, p.name);
+        nnt_param_info p = test_param_at(src, i), q = param_named(dst, p.name);
         int64_t k = 0;
         float *v = test_to_host(p.value, &k);
         ck_assert_int_eq(numel_of(q.value), k);
@@ -142,7 +133,7 @@ static double max_rel_diff(nnt_layer *a, nnt_layer *b, int grad, const char **wo
     double *d = calloc((size_t)n, sizeof *d), *m = calloc((size_t)n, sizeof *m), top = 0.0;
     ck_assert(d && m);
     for (int64_t i = 0; i < n; i++) {
-        nnt_param_info p = param_at(a, i), q = param_named(b, p.name);
+        nnt_param_info p = test_param_at(a, i), q = param_named(b, p.name);
         int64_t k = 0;
         float *x = test_to_host(grad ? p.grad : p.value, &k);
         float *y = test_to_host(grad ? q.grad : q.value, NULL);
@@ -160,10 +151,10 @@ static double max_rel_diff(nnt_layer *a, nnt_layer *b, int grad, const char **wo
     for (int64_t i = 0; i < n; i++) {
         double rel = d[i] > 0.0 ? d[i] / fmax(m[i], 1e-4 * top) : 0.0;
         if (getenv("TREE_DEBUG") && rel > 1e-7)
-            printf("  %s: max|diff| %.3e max|a| %.3e\n", param_at(a, i).name, d[i], m[i]);
+            printf("  %s: max|diff| %.3e max|a| %.3e\n", test_param_at(a, i).name, d[i], m[i]);
         if (rel > worst_rel) {
             worst_rel = rel;
-            *worst = param_at(a, i).name;
+            *worst = test_param_at(a, i).name;
         }
     }
     free(d);
@@ -181,7 +172,7 @@ static void expect_same_lists(nnt_layer *fused, nnt_layer *tree)
     EXPECT_OK(nnt_layer_num_params(tree, NULL, &numel_t));
     ck_assert_int_eq(numel_t, numel_f);
     for (int64_t i = 0; i < n; i++) {
-        nnt_param_info p = param_at(fused, i), q = param_at(tree, i);
+        nnt_param_info p = test_param_at(fused, i), q = test_param_at(tree, i);
         ck_assert_msg(strcmp(p.name, q.name) == 0, "parameter %lld: %s in the tree, %s fused",
                       (long long)i, q.name, p.name);
         ck_assert_msg(p.decay == q.decay, "%s: decay %d in the tree, %d fused", p.name, q.decay,
@@ -197,7 +188,7 @@ static void expect_same_lists(nnt_layer *fused, nnt_layer *tree)
             ck_assert_msg(sp[d] == sq[d], "%s: dim %d is %lld in the tree, %lld fused", p.name,
                           d, (long long)sq[d], (long long)sp[d]);
         for (int64_t j = 0; j < i; j++)
-            ck_assert_msg(strcmp(param_at(tree, j).name, q.name) != 0, "%s listed twice",
+            ck_assert_msg(strcmp(test_param_at(tree, j).name, q.name) != 0, "%s listed twice",
                           q.name);
     }
 }
@@ -231,11 +222,11 @@ START_TEST(test_params)
     /* first, last and a block's names as nnt_gpt_create(3) lists them */
     int64_t n = num_params(tree);
     ck_assert_int_eq(n, 2 + 16 * cfg.layers + 2);
-    ck_assert_str_eq(param_at(tree, 0).name, "wte.weight");
-    ck_assert_str_eq(param_at(tree, 1).name, "wpe.weight");
-    ck_assert_str_eq(param_at(tree, 6).name, "h.0.attn.v.weight");
-    ck_assert_str_eq(param_at(tree, 17).name, "h.0.mlp.c_proj.bias");
-    ck_assert_str_eq(param_at(tree, n - 1).name, "ln_f.bias");
+    ck_assert_str_eq(test_param_at(tree, 0).name, "wte.weight");
+    ck_assert_str_eq(test_param_at(tree, 1).name, "wpe.weight");
+    ck_assert_str_eq(test_param_at(tree, 6).name, "h.0.attn.v.weight");
+    ck_assert_str_eq(test_param_at(tree, 17).name, "h.0.mlp.c_proj.bias");
+    ck_assert_str_eq(test_param_at(tree, n - 1).name, "ln_f.bias");
     /* the same names get the same initial values (nnt_layer_init seeds by name) */
     const char *worst = "";
     double d = max_rel_diff(fused, tree, 0, &worst);
@@ -283,8 +274,8 @@ START_TEST(test_llama_same)
     EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, &tl, &a));
     EXPECT_OK(nnt_model_build_tree(ctx, "test_model_tree", &cfg, B, T, &tl, &b));
     expect_same_lists(a, b);
-    ck_assert_str_eq(param_at(b, 0).name, "model.embed_tokens.weight");
-    ck_assert_str_eq(param_at(b, num_params(b) - 1).name, "lm_head.weight");
+    ck_assert_str_eq(test_param_at(b, 0).name, "model.embed_tokens.weight");
+    ck_assert_str_eq(test_param_at(b, num_params(b) - 1).name, "lm_head.weight");
     nnt_layer_destroy(a);
     nnt_layer_destroy(b);
 }

@@ -65,15 +65,6 @@ static int ends_with(const char *s, const char *tail)
     return n >= k && !strcmp(s + n - k, tail);
 }
 
-static nnt_param_info param_at(nnt_layer *m, int64_t i)
-{
-    nnt_param_info p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    EXPECT_OK(nnt_layer_param(m, i, &p));
-    return p;
-}
-
 /* Small random weights (biases included), LayerNorm gains 1, from a fixed seed. */
 static void init_weights(nnt_layer *m)
 {
@@ -81,7 +72,7 @@ static void init_weights(nnt_layer *m)
     int64_t count = 0;
     EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = param_at(m, i);
+        nnt_param_info p = test_param_at(m, i);
         int64_t n = 0;
         EXPECT_OK(nnt_tensor_numel(p.value, &n));
         float *w = malloc((size_t)n * sizeof *w);
@@ -176,7 +167,7 @@ static void train(const nnt_ctx_options *opts, run_result *r)
     ck_assert_int_le(count, MAXP);
     r->nparams = (int)count;
     for (int i = 0; i < r->nparams; i++) {
-        nnt_param_info p = param_at(m, i);
+        nnt_param_info p = test_param_at(m, i);
         r->names[i] = strdup(p.name);
         r->params[i] = test_to_host(p.value, &r->numel[i]);
     }

@@ -41,6 +41,16 @@ static inline float *test_to_host(nnt_tensor *t, int64_t *numel)
     return buf;
 }
 
+/* Parameter i of a layer tree (nnt_layer_param, checked). */
+static inline nnt_param_info test_param_at(nnt_layer *l, int64_t i)
+{
+    nnt_param_info p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    EXPECT_OK(nnt_layer_param(l, i, &p));
+    return p;
+}
+
 static inline nnt_ctx *test_ctx(void)
 {
     nnt_ctx *ctx = NULL;
