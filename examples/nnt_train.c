@@ -428,6 +428,9 @@ static int open_data(trainer *t)
 static int create_optimizer(trainer *t)
 {
     const train_opts *o = &t->o;
+    int loaded = o->load_llmc || o->load_safetensors || o->load_hf;
+    if (train_opts_resolve_lr(&t->o, loaded, t->nparams))
+        return 2;
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.kind = (nnt_optim_kind)o->optim, oo.lr = o->lr;
     oo.beta1 = o->beta1, oo.beta2 = o->beta2, oo.eps = o->eps, oo.momentum = o->momentum;

@@ -58,9 +58,12 @@ typedef struct train_opts {
 /* Parse argv into *o (defaults first). Returns 0 to go on, 1 when --help or --version was
  * printed (exit 0), 2 after printing a one-line error (exit 2). */
 int train_opts_parse(int argc, char **argv, train_opts *o);
-/* Fill the defaults that depend on other options (lr, warmup, min_lr, seq). Returns 0 or 2
- * after printing an error about an inconsistent combination. */
+/* Fill the defaults that depend on other options (warmup, seq). Returns 0 or 2 after
+ * printing an error about an inconsistent combination. */
 int train_opts_resolve(train_opts *o, int loaded_weights);
+/* Fill the learning rate's defaults (lr by the model's size nparams, min_lr = lr / 10) once
+ * the model exists; 0, or 2 after printing an error (--min-lr above the lr). */
+int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams);
 /* Name of a choice value, e.g. train_choice_name("optim", NNT_OPTIM_SGD) = "sgd". */
 const char *train_choice_name(const char *option, int value);
 /* Print an error "nnt-train: ..." on stderr and return 2 (usage errors). */

@@ -31,7 +31,7 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = n
 static const char usage_text[] =
     "Usage: nnt-train [OPTION]...\n"
     "Train a GPT-2 or Llama-family language model with nnt. Without options: a small GPT-2\n"
-    "(4 layers, 128 channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 1000 steps\n"
+    "(4 layers, 128 channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 2000 steps\n"
     "(a few minutes on 2 CPU cores), then writes a log, a loss curve and a checkpoint to\n"
     "./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
     "\n"
@@ -53,13 +53,14 @@ static const char usage_text[] =
     "Training:\n"
     "  --batch B             sequences per micro-batch (default 8)\n"
     "  --seq T               tokens per sequence (default min(128, context))\n"
-    "  --steps N             total optimizer steps, resumed ones included (default 1000)\n"
+    "  --steps N             total optimizer steps, resumed ones included (default 2000)\n"
     "  --accum K             micro-batches per step (default 1)\n"
     "  --recompute           keep only block outputs, recompute in the backward\n"
     "  --precision P         fp32|tf32|bf16 operands of the matrix products (default fp32)\n"
     "  --seed S              initialisation and sampling seed (default 1)\n"
     "  --optim O             adamw|adam|sgd (default adamw)\n"
-    "  --lr X                peak learning rate (default 1e-3; 3e-4 with --load-*)\n"
+    "  --lr X                peak learning rate (default by size: 3e-3 under 10M parameters,\n"
+    "                        6e-4 under 200M, else 3e-4; 3e-4 with --load-*)\n"
     "  --beta1 X --beta2 X --eps X   Adam(W) (defaults 0.9, 0.95, 1e-8)\n"
     "  --weight-decay X      on matrices and embeddings (default 0.1)\n"
     "  --momentum X          SGD momentum (default 0)\n"
@@ -118,7 +119,7 @@ static void set_defaults(train_opts *o)
     o->layers = o->channels = o->heads = o->kv_heads = o->hidden = o->vocab = o->context = -1;
     o->data_format = NNT_DATA_AUTO;
     o->tokenizer = TOKENIZER_BYTES;
-    o->batch = 8, o->seq = -1, o->steps = 1000, o->accum = 1, o->seed = 1;
+    o->batch = 8, o->seq = -1, o->steps = 2000, o->accum = 1, o->seed = 1;
     o->optim = NNT_OPTIM_ADAMW, o->schedule = NNT_SCHEDULE_COSINE;
     o->precision = NNT_PRECISION_FP32;
     o->lr = -1, o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8, o->weight_decay = 0.1;
@@ -371,18 +372,36 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
 {
     if (check_combinations(o))
         return 2;
-    if (o->lr < 0)
-        o->lr = loaded_weights ? 3e-4 : 1e-3;
-    if (o->min_lr < 0)
-        o->min_lr = o->lr / 10;
+    (void)loaded_weights;   /* the learning rate waits for the model: train_opts_resolve_lr */
     if (o->warmup < 0)
         o->warmup = o->steps / 20;
     if (o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)
         return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
                                  "schedule", (long long)o->warmup, (long long)o->steps);
-    if (o->min_lr > o->lr)
+    if (o->lr >= 0 && o->min_lr > o->lr)
         return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->peak_gflops < 0)
         o->peak_gflops = 0;   /* 0: TRAIN_CPU_CORE_GFLOPS per CPU worker, once known */
+    return 0;
+}
+
+/* The default peak learning rate: fine-tuning loaded weights 3e-4; from scratch by size, as
+ * small models take larger steps (char-level models ~3e-3; GPT-2 124M 6e-4, as nanoGPT and
+ * llm.c; GPT-3's 350M and above 3e-4 or less). */
+static double default_lr(int loaded_weights, int64_t nparams)
+{
+    if (loaded_weights)
+        return 3e-4;
+    return nparams < 10000000 ? 3e-3 : nparams < 200000000 ? 6e-4 : 3e-4;
+}
+
+int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams)
+{
+    if (o->lr < 0)
+        o->lr = default_lr(loaded_weights, nparams);
+    if (o->min_lr < 0)
+        o->min_lr = o->lr / 10;
+    if (o->min_lr > o->lr)
+        return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
     return 0;
 }

@@ -222,6 +222,11 @@ expect_error seq_too_long "--seq" $small --seq 64
 expect_error heads_channels "--heads" --layers 1 --channels 30 --heads 4
 expect_error bpe_files "--bpe-vocab" $small --tokenizer bpe
 expect_error no_save_every "--no-save" $small --no-save --save-every 2
+expect_error min_lr_above "--min-lr" $small --data "$tmp/corpus.txt" --steps 2 --min-lr 0.5
+# the default learning rate by size: 3e-3 for a small model from scratch, lr / 10 its floor
+run_ok default_lr $small --data "$tmp/corpus.txt" --steps 2 --out "$tmp/dlr"
+grep -q "lr 0.003 (cosine schedule, warmup 0, min 0.0003)" "$tmp/default_lr.out" \
+    "$tmp/default_lr.err" || fail "default_lr: the header does not show lr 0.003, min 0.0003"
 expect_error missing_data "$tmp/no-such-file.txt" $small --data "$tmp/no-such-file.txt"
 ckpt="$tmp/half/checkpoint.safetensors"
 if [ -f "$ckpt" ]; then
