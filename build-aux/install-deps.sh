@@ -3,8 +3,12 @@
 # Runs apt-get as root, or through sudo for another user. The CUDA toolkit is not a Debian
 # package here: configure uses it when nvcc is found (PATH or /usr/local/cuda/bin).
 set -e
+# build and test; consumers from CMake and Meson (tests/check_consumer.sh); the Debian
+# packaging check that make distcheck runs (tests/check_deb.sh, packaging/build-deb.sh)
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libstarpu-dev libblis-dev libhwloc-dev check mandoc abigail-tools"
+libstarpu-dev libblis-dev libhwloc-dev check mandoc abigail-tools \
+cmake meson ninja-build \
+dpkg-dev debhelper lintian"
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=

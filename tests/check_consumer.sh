@@ -37,5 +37,63 @@ for src in "$stage"/example*.c; do
             { echo "FAIL: $prog did not load the staged libnnt"; exit 1; }
     done
 done
+
+# The same minimal example (README's first block) from CMake (pkg_check_modules with an
+# imported target) and Meson (dependency('nnt')), each as C and C++, built and run.
+ran=
+if command -v cmake > /dev/null; then
+    mkdir -p "$stage/cmake"
+    cp "$stage/example1.c" "$stage/example1.cpp" "$stage/cmake/"
+    cat > "$stage/cmake/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(nnt_consumer C CXX)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(NNT REQUIRED IMPORTED_TARGET nnt)
+add_executable(example1_c example1.c)
+set_property(TARGET example1_c PROPERTY C_STANDARD 99)
+target_link_libraries(example1_c PRIVATE PkgConfig::NNT)
+add_executable(example1_cxx example1.cpp)
+target_link_libraries(example1_cxx PRIVATE PkgConfig::NNT)
+CMAKE
+    if ! (cd "$stage/cmake" && cmake -S . -B build > cmake.log 2>&1 &&
+          cmake --build build >> cmake.log 2>&1); then
+        cat "$stage/cmake/cmake.log"; echo "FAIL: the CMake consumer does not build"; exit 1
+    fi
+    for prog in example1_c example1_cxx; do
+        (cd "$stage/cmake" && "./build/$prog") > "$stage/cmake/$prog.out" 2>&1 ||
+            { cat "$stage/cmake/$prog.out"; echo "FAIL: CMake-built $prog failed"; exit 1; }
+        ldd "$stage/cmake/build/$prog" | grep -q "$stage/root" ||
+            { echo "FAIL: CMake-built $prog did not load the staged libnnt"; exit 1; }
+    done
+    ran="$ran CMake"
+else
+    echo "SKIP (part): cmake not found (Debian: apt-get install cmake): no CMake consumer check"
+fi
+if command -v meson > /dev/null && command -v ninja > /dev/null; then
+    mkdir -p "$stage/meson"
+    cp "$stage/example1.c" "$stage/example1.cpp" "$stage/meson/"
+    cat > "$stage/meson/meson.build" <<'MESON'
+project('nnt_consumer', 'c', 'cpp', default_options: ['c_std=c99'])
+nnt = dependency('nnt')
+executable('example1_c', 'example1.c', dependencies: nnt)
+executable('example1_cxx', 'example1.cpp', dependencies: nnt)
+MESON
+    if ! (cd "$stage/meson" && meson setup build > meson.log 2>&1 &&
+          ninja -C build >> meson.log 2>&1); then
+        cat "$stage/meson/meson.log"; echo "FAIL: the Meson consumer does not build"; exit 1
+    fi
+    for prog in example1_c example1_cxx; do
+        (cd "$stage/meson" && "./build/$prog") > "$stage/meson/$prog.out" 2>&1 ||
+            { cat "$stage/meson/$prog.out"; echo "FAIL: Meson-built $prog failed"; exit 1; }
+        ldd "$stage/meson/build/$prog" | grep -q "$stage/root" ||
+            { echo "FAIL: Meson-built $prog did not load the staged libnnt"; exit 1; }
+    done
+    ran="$ran Meson"
+else
+    echo "SKIP (part): meson or ninja not found (Debian: apt-get install meson ninja-build): no Meson consumer check"
+fi
+# pkg-config --static: the private flags of the dependencies must resolve
+$PKG_CONFIG --static --libs nnt > /dev/null ||
+    { echo "FAIL: pkg-config --static --libs nnt fails"; exit 1; }
 rm -rf "$stage"
-echo "ok: installed library consumed from C and C++ via pkg-config"
+echo "ok: installed library consumed from C and C++ via pkg-config${ran:+, and via$ran}"
