@@ -4,7 +4,7 @@
 # package here: configure uses it when nvcc is found (PATH or /usr/local/cuda/bin).
 set -e
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libstarpu-dev libblis-dev libhwloc-dev check mandoc abigail-tools"
+libstarpu-dev libblis-dev libhwloc-dev libpcre2-dev check mandoc abigail-tools"
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=
