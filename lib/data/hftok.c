@@ -203,7 +203,7 @@ struct nnt_hftok {
     size_t *tokoff;               /* per id: offset of its spelling in arena (SIZE_MAX: gap)  */
     uint32_t *toklen;
     sbuf arena;
-    int32_t *vslot;               /* open addressing: spelling -> id, -1 empty               */
+    uint64_t *vslot;              /* open addressing: hash << 32 | id of a spelling, 0 empty  */
     size_t vmask;
     uint64_t *mkey;               /* (a << 32 | b) + 1, 0 empty                              */
     uint64_t *mval;               /* rank << 32 | merged id                                  */
@@ -243,13 +243,19 @@ static uint64_t mix(uint64_t k)
     return k;
 }
 
+/* The slot word of a spelling's hash: the high 32 bits (never 0) and room for the id. */
+static uint64_t vocab_tag(uint64_t h) { return (h & 0xffffffff00000000ULL) | 1ULL << 32; }
+
 static int32_t vocab_find(const nnt_hftok *t, const char *s, size_t n)
 {
-    for (size_t i = fnv(s, n) & t->vmask;; i = (i + 1) & t->vmask) {
-        int32_t id = t->vslot[i];
-        if (id < 0)
+    uint64_t h = fnv(s, n), tag = vocab_tag(h);
+    for (size_t i = h & t->vmask;; i = (i + 1) & t->vmask) {
+        uint64_t v = t->vslot[i];
+        if (v == 0)
             return -1;
-        if (t->toklen[id] == n && memcmp(t->arena.p + t->tokoff[id], s, n) == 0)
+        int32_t id = (int32_t)(uint32_t)v;
+        if ((v & 0xffffffff00000000ULL) == tag && t->toklen[id] == n &&
+            memcmp(t->arena.p + t->tokoff[id], s, n) == 0)
             return id;
     }
 }
@@ -855,26 +861,27 @@ static int build_vocab(loader *l, const ventry *ve, size_t nve)
     t->tokoff = malloc(nid * sizeof *t->tokoff);
     t->toklen = calloc(nid, sizeof *t->toklen);
     t->vmask = pow2_at_least(2 * nve + 2) - 1;
-    t->vslot = malloc((t->vmask + 1) * sizeof *t->vslot);
+    t->vslot = calloc(t->vmask + 1, sizeof *t->vslot);
     if (!t->tokoff || !t->toklen || !t->vslot)
         return nomem(l);
     for (size_t i = 0; i < nid; i++)
         t->tokoff[i] = SIZE_MAX;
-    memset(t->vslot, 0xff, (t->vmask + 1) * sizeof *t->vslot);
     for (size_t i = 0; i < nve; i++) {
         const char *s = t->arena.p + ve[i].off;
-        char k[64];
-        snprintf(k, sizeof k, "model.vocab id %ld", (long)ve[i].id);
-        if (t->tokoff[ve[i].id] != SIZE_MAX)
+        if (t->tokoff[ve[i].id] != SIZE_MAX) {
+            char k[64];
+            snprintf(k, sizeof k, "model.vocab id %ld", (long)ve[i].id);
             return bad(l, k, "is given to two tokens");
+        }
         if (vocab_find(t, s, ve[i].len) >= 0)
             return bad(l, "model.vocab", "lists a token twice");
         t->tokoff[ve[i].id] = ve[i].off;
         t->toklen[ve[i].id] = ve[i].len;
-        size_t h = fnv(s, ve[i].len) & t->vmask;
-        while (t->vslot[h] >= 0)
+        uint64_t hash = fnv(s, ve[i].len);
+        size_t h = hash & t->vmask;
+        while (t->vslot[h] != 0)
             h = (h + 1) & t->vmask;
-        t->vslot[h] = ve[i].id;
+        t->vslot[h] = vocab_tag(hash) | (uint32_t)ve[i].id;
     }
     return 0;
 }
