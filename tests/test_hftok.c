@@ -368,6 +368,57 @@ START_TEST(test_large_load)
 }
 END_TEST
 
+/* Truncated and corrupted files: a clean error or a working tokenizer, never a crash. */
+START_TEST(test_mutations)
+{
+    test_make_tmpdir("hftok");
+    char path[1024], tpath[1100];
+    size_t len;
+    fixture_path(path, sizeof path, _i ? "llama2" : "llama3", "json");
+    char *buf = slurp(path, &len);
+    snprintf(tpath, sizeof tpath, "%s/mutant.json", test_tmpdir());
+    unsigned long long rng = 15;
+    const char *text = "Hello, wörld 123 <|eot_id|> <s> ▁x \xff";
+    for (int k = 0; k < 400; k++) {
+        char *m = malloc(len);
+        memcpy(m, buf, len);
+        size_t mlen = len;
+        if (k < 100) {
+            mlen = (size_t)(test_rand(&rng) * (double)len);
+        } else {
+            static const char repl[] = "{}[]\",:0-9\\ \x80\xff" "a";
+            for (int r = 0; r < 1 + k % 3; r++)
+                m[(size_t)(test_rand(&rng) * (double)len)] =
+                    repl[(size_t)(test_rand(&rng) * (sizeof repl - 1))];
+        }
+        FILE *f = fopen(tpath, "wb");
+        fwrite(m, 1, mlen, f);
+        fclose(f);
+        free(m);
+        nnt_tokenizer *tok = NULL;
+        int rc = nnt_tokenizer_hf_load(tpath, &tok);
+        ck_assert_msg(rc == 0 || rc == NNT_E_FORMAT || rc == NNT_E_UNSUPPORTED,
+                      "mutant %d: rc %d (%s)", k, rc, nnt_ctx_last_error(NULL));
+        if (rc) {
+            ck_assert_msg(strstr(nnt_ctx_last_error(NULL), tpath) != NULL,
+                          "mutant %d: message '%s' does not name the file", k,
+                          nnt_ctx_last_error(NULL));
+            continue;
+        }
+        int32_t ids[256];
+        char out[1024];
+        size_t n = 0, olen;
+        rc = nnt_tokenizer_encode(tok, text, strlen(text), ids, 256, &n);
+        ck_assert_msg(rc == 0 || rc == NNT_E_INVAL, "mutant %d: encode rc %d", k, rc);
+        if (rc == 0)
+            nnt_tokenizer_decode(tok, ids, n, out, sizeof out, &olen);
+        nnt_tokenizer_destroy(tok);
+    }
+    free(buf);
+    test_remove_tmpdir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hftok");
@@ -378,6 +429,7 @@ int main(void)
     tcase_add_test(tc, test_null_and_empty);
     tcase_add_test(tc, test_invalid_utf8_without_byte_tokens);
     tcase_add_test(tc, test_data_text);
+    tcase_add_loop_test(tc, test_mutations, 0, 2);
     tcase_add_test(tc, test_large_load);
     suite_add_tcase(s, tc);
     return run_suite(s);
