@@ -36,7 +36,7 @@ SPECIAL3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
 
 
 def corpus_lines():
-    files = ["README"] + sorted(glob.glob("man/man3/*.3"))[:80] + ["shared/design.md"]
+    files = ["README"] + sorted(glob.glob("man/man3/*.3"))[:80]
     lines = []
     for f in files:
         if os.path.exists(f):
