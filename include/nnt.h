@@ -907,7 +907,8 @@ NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t 
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
 
 /* ---- Hugging Face tokenizer.json -------------------------------------------------------- */
-/* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format), used with
+/* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
+ * directory: its tokenizer.json), used with
  * nnt_tokenizer_encode/_decode/_vocab_size and nnt_data_open. BPE models with ByteLevel,
  * Split (PCRE2 regex), Digits and Metaspace pre-tokenizers, Prepend/Replace normalizers,
  * byte_fallback, added and special tokens, and the ByteLevel, Replace, ByteFallback, Fuse,

@@ -4,6 +4,7 @@
  * and value; NULL and empty input; token data read through nnt_data; a large file loads. */
 #include "testutil.h"
 
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,8 +191,14 @@ START_TEST(test_refusals)
     free(buf);
     nnt_tokenizer *tok = NULL;
     EXPECT_FAIL_MSG(nnt_tokenizer_hf_load(tpath, &tok), F, tpath);
+    /* a directory: its tokenizer.json (the last variant written) */
+    EXPECT_FAIL_MSG(nnt_tokenizer_hf_load(test_tmpdir(), &tok), F, "tokenizer.json");
     snprintf(tpath, sizeof tpath, "%s/missing.json", test_tmpdir());
     EXPECT_FAIL_MSG(nnt_tokenizer_hf_load(tpath, &tok), NNT_E_IO, tpath);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/empty", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    EXPECT_FAIL_MSG(nnt_tokenizer_hf_load(dir, &tok), NNT_E_IO, "empty/tokenizer.json");
     test_remove_tmpdir();
 }
 END_TEST
@@ -253,6 +260,9 @@ START_TEST(test_invalid_utf8_without_byte_tokens)
     int32_t ids[16];
     size_t n;
     EXPECT_OK(nnt_tokenizer_encode(tok, "ab", 2, ids, 16, &n));
+    nnt_tokenizer *again = NULL;
+    EXPECT_OK(nnt_tokenizer_hf_load(test_tmpdir(), &again)); /* the directory's tokenizer.json */
+    nnt_tokenizer_destroy(again);
     EXPECT_FAIL_MSG(nnt_tokenizer_encode(tok, "ab\xff", 3, ids, 16, &n), NNT_E_INVAL,
                     "offset 2");
     EXPECT_FAIL_MSG(nnt_tokenizer_encode(tok, "ab\xff", 3, NULL, 0, &n), NNT_E_INVAL,

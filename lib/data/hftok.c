@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- byte buffers --------------------------------------------------------------------------- */
@@ -1184,11 +1185,29 @@ int nnt_hftok_load_mem(const char *buf, size_t len, const char *what, nnt_hftok 
     return 0;
 }
 
+static int nnt_hftok_load_file(const char *path, nnt_hftok **out, char *err, size_t errlen);
+
 int nnt_hftok_load(const char *path, nnt_hftok **out, char *err, size_t errlen)
+{
+    struct stat st;
+    char *joined = NULL;
+    *out = NULL;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* a model directory */
+        size_t n = strlen(path);
+        if (!(joined = malloc(n + 16)))
+            return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of host memory", path);
+        snprintf(joined, n + 16, "%s/tokenizer.json", path);
+        path = joined;
+    }
+    int rc = nnt_hftok_load_file(path, out, err, errlen);
+    free(joined);
+    return rc;
+}
+
+static int nnt_hftok_load_file(const char *path, nnt_hftok **out, char *err, size_t errlen)
 {
     int fd;
     uint64_t size;
-    *out = NULL;
     int rc = nnt_io_open_read(path, &fd, &size, err, errlen);
     if (rc)
         return rc;

@@ -12,7 +12,7 @@
 
 typedef struct nnt_hftok nnt_hftok;
 
-/* Read and check a whole tokenizer.json; NNT_E_FORMAT (malformed, inconsistent),
+/* Read and check a whole tokenizer.json (path, or a directory holding one); NNT_E_FORMAT (malformed, inconsistent),
  * NNT_E_UNSUPPORTED (a valid component this reader does not implement), NNT_E_IO, NNT_E_NOMEM. */
 int nnt_hftok_load(const char *path, nnt_hftok **out, char *err, size_t errlen);
 /* The same from memory; messages name `what`. */
