@@ -272,6 +272,45 @@ START_TEST(test_invalid_utf8_without_byte_tokens)
 }
 END_TEST
 
+/* ignore_merges: a pre-token that is a token is taken whole, even when the merges would not
+ * reach it; no decoder: tokens joined with spaces. Expected values printed by the package. */
+START_TEST(test_ignore_merges)
+{
+    test_make_tmpdir("hftok");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tokenizer.json", test_tmpdir());
+    for (int im = 0; im < 2; im++) {
+        FILE *f = fopen(path, "wb");
+        fprintf(f, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+                "\"pre_tokenizer\":null,\"post_processor\":null,\"decoder\":null,\"model\":"
+                "{\"type\":\"BPE\",\"ignore_merges\":%s,\"vocab\":{\"a\":0,\"b\":1,\"c\":2,"
+                "\"ab\":3,\"bc\":4,\"abc\":5},\"merges\":[\"b c\",\"a b\"]}}",
+                im ? "true" : "false");
+        fclose(f);
+        nnt_tokenizer *tok = NULL;
+        EXPECT_OK(nnt_tokenizer_hf_load(path, &tok));
+        int32_t ids[8];
+        size_t n, len;
+        char text[32];
+        EXPECT_OK(nnt_tokenizer_encode(tok, "abc", 3, ids, 8, &n));
+        if (im) {
+            ck_assert_uint_eq(n, 1);
+            ck_assert_int_eq(ids[0], 5);
+        } else {
+            ck_assert_uint_eq(n, 2);
+            ck_assert_int_eq(ids[0], 0);
+            ck_assert_int_eq(ids[1], 4);
+        }
+        EXPECT_OK(nnt_tokenizer_encode(tok, "abcabc", 6, ids, 8, &n));
+        ck_assert_uint_eq(n, 4);
+        EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+        ck_assert_str_eq(text, "a bc a bc");
+        nnt_tokenizer_destroy(tok);
+    }
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* nnt_data reads text through the tokenizer: the same ids as encode. */
 START_TEST(test_data_text)
 {
@@ -438,6 +477,7 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_null_and_empty);
     tcase_add_test(tc, test_invalid_utf8_without_byte_tokens);
+    tcase_add_test(tc, test_ignore_merges);
     tcase_add_test(tc, test_data_text);
     tcase_add_loop_test(tc, test_mutations, 0, 2);
     tcase_add_test(tc, test_large_load);
