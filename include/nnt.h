@@ -906,6 +906,20 @@ NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
 
+/* ---- Hugging Face tokenizer.json -------------------------------------------------------- */
+/* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
+ * directory: its tokenizer.json), used with
+ * nnt_tokenizer_encode/_decode/_vocab_size and nnt_data_open. BPE models with ByteLevel,
+ * Split (PCRE2 regex), Digits and Metaspace pre-tokenizers, Prepend/Replace normalizers,
+ * byte_fallback, added and special tokens, and the ByteLevel, Replace, ByteFallback, Fuse,
+ * Strip and Metaspace decoders (GPT-2, Llama 2/3, Mistral, Qwen2, SmolLM2 layouts). Encoding
+ * is the package's encode(text, add_special_tokens=False); decoding its decode(ids,
+ * skip_special_tokens=False) except that invalid UTF-8 is returned as bytes. Invalid UTF-8
+ * input: see nnt_tokenizer_hf_load(3). Malformed JSON or an inconsistent file is
+ * NNT_E_FORMAT naming the file (and byte offset or key); a component this reader does not
+ * implement NNT_E_UNSUPPORTED naming the key and the value; no file NNT_E_IO. */
+NNT_API int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **out);
+
 #ifdef __cplusplus
 }
 #endif

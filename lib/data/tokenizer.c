@@ -1,19 +1,22 @@
-/* nnt_tokenizer: the public face of the two tokenizers of lib/io, the byte-level one
- * (token = byte value, vocab 256) and GPT-2's byte-level BPE (vocab.json + merges.txt).
+/* nnt_tokenizer: the public face of the tokenizers: the byte-level one (token = byte value,
+ * vocab 256), GPT-2's byte-level BPE of lib/io (vocab.json + merges.txt) and Hugging Face
+ * tokenizer.json files (hftok.c).
  * No context is involved: failures are recorded as the calling thread's last error
  * (nnt_ctx_last_error(NULL)). A tokenizer is immutable after creation, so concurrent
  * encode/decode calls on one tokenizer are safe. */
 #include "../internal.h"
 #include "../io/io.h"
+#include "hftok.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { TOK_BYTES, TOK_BPE } tok_kind;
+typedef enum { TOK_BYTES, TOK_BPE, TOK_HF } tok_kind;
 
 struct nnt_tokenizer {
     tok_kind kind;
     nnt_bpe *bpe;                 /* TOK_BPE only                                          */
+    nnt_hftok *hf;                /* TOK_HF only                                           */
 };
 
 int nnt_tokenizer_bytes_create(nnt_tokenizer **out)
@@ -49,10 +52,32 @@ int nnt_tokenizer_bpe_load(const char *vocab_json, const char *merges_txt, nnt_t
     return NNT_OK;
 }
 
+int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **out)
+{
+    if (!out)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_hf_load: out is NULL");
+    *out = NULL;
+    if (!tokenizer_json)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_hf_load: tokenizer_json is NULL");
+    nnt_tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok)
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_tokenizer_hf_load: out of host memory");
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_hftok_load(tokenizer_json, &tok->hf, err, sizeof err);
+    if (rc) {
+        free(tok);
+        return nnt_fail(NULL, rc, "nnt_tokenizer_hf_load: %s", err);
+    }
+    tok->kind = TOK_HF;
+    *out = tok;
+    return NNT_OK;
+}
+
 void nnt_tokenizer_destroy(nnt_tokenizer *tok)
 {
     if (!tok)
         return;
+    nnt_hftok_free(tok->hf);
     nnt_bpe_free(tok->bpe);
     free(tok);
 }
@@ -62,7 +87,9 @@ int nnt_tokenizer_vocab_size(const nnt_tokenizer *tok, int64_t *vocab)
     if (!tok || !vocab)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_vocab_size: %s is NULL",
                         tok ? "vocab" : "tokenizer");
-    *vocab = tok->kind == TOK_BPE ? nnt_bpe_vocab_size(tok->bpe) : NNT_TEXT_VOCAB;
+    *vocab = tok->kind == TOK_BPE  ? nnt_bpe_vocab_size(tok->bpe)
+           : tok->kind == TOK_HF ? nnt_hftok_vocab_size(tok->hf)
+                                 : NNT_TEXT_VOCAB;
     return NNT_OK;
 }
 
@@ -78,13 +105,15 @@ static int encode_bytes(const char *text, size_t len, int32_t *ids, size_t cap, 
     return NNT_OK;
 }
 
-static int encode_bpe(const nnt_bpe *bpe, const char *text, size_t len, int32_t *ids,
+static int encode_bpe(const nnt_tokenizer *tok, const char *text, size_t len, int32_t *ids,
                       size_t cap, size_t *n)
 {
     char err[NNT_IO_ERRLEN];
-    int rc = nnt_bpe_encode(bpe, text, len, ids, ids ? cap : 0, n, err, sizeof err);
+    int rc = tok->kind == TOK_HF
+                 ? nnt_hftok_encode(tok->hf, text, len, ids, ids ? cap : 0, n, err, sizeof err)
+                 : nnt_bpe_encode(tok->bpe, text, len, ids, ids ? cap : 0, n, err, sizeof err);
     /* the arguments were checked, so NNT_E_INVAL means "did not fit": fine when counting */
-    if (rc == NNT_E_INVAL && !ids)
+    if (rc == NNT_E_INVAL && !ids && tok->kind == TOK_BPE)
         return NNT_OK;
     if (rc)
         return nnt_fail(NULL, rc, "nnt_tokenizer_encode: %s", err);
@@ -99,8 +128,8 @@ int nnt_tokenizer_encode(const nnt_tokenizer *tok, const char *text, size_t len,
     if (!tok || !n || (!text && len))
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_encode: %s is NULL",
                         !tok ? "tokenizer" : !n ? "n" : "text");
-    if (tok->kind == TOK_BPE)
-        return encode_bpe(tok->bpe, text, len, ids, cap, n);
+    if (tok->kind != TOK_BYTES)
+        return encode_bpe(tok, text, len, ids, cap, n);
     return encode_bytes(text, len, ids, cap, n);
 }
 
@@ -122,13 +151,17 @@ static int decode_bytes(const int32_t *ids, size_t n, char *text, size_t cap, si
     return NNT_OK;
 }
 
-static int decode_bpe(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *text, size_t cap,
-                      size_t *len)
+static int decode_bpe(const nnt_tokenizer *tok, const int32_t *ids, size_t n, char *text,
+                      size_t cap, size_t *len)
 {
     char err[NNT_IO_ERRLEN];
     size_t room = cap ? cap - 1 : 0, need = 0;
-    int rc = nnt_bpe_decode(bpe, ids, n, cap ? text : NULL, room, &need, err, sizeof err);
-    /* nnt_bpe_decode sets need only once every id is valid */
+    int rc = tok->kind == TOK_HF
+                 ? nnt_hftok_decode(tok->hf, ids, n, cap ? text : NULL, room, &need, err,
+                                    sizeof err)
+                 : nnt_bpe_decode(tok->bpe, ids, n, cap ? text : NULL, room, &need, err,
+                                  sizeof err);
+    /* the decoders set need only once every id is valid */
     if ((rc == NNT_E_INVAL && need > room) || (rc == 0 && cap == 0)) {
         *len = need + 1;
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_decode: %zu bytes and the NUL do "
@@ -149,7 +182,7 @@ int nnt_tokenizer_decode(const nnt_tokenizer *tok, const int32_t *ids, size_t n,
     if (!tok || !len || (!ids && n) || (!text && cap))
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_decode: %s is NULL",
                         !tok ? "tokenizer" : !len ? "len" : !text && cap ? "text" : "ids");
-    if (tok->kind == TOK_BPE)
-        return decode_bpe(tok->bpe, ids, n, text, cap, len);
+    if (tok->kind != TOK_BYTES)
+        return decode_bpe(tok, ids, n, text, cap, len);
     return decode_bytes(ids, n, text, cap, len);
 }
