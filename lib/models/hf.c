@@ -853,8 +853,8 @@ static int st_declare(st_save *s, const char *name, int nd, const int64_t *shape
     s->io = 1;
     if (s->plan) {
         s->ord++;
-        return nnt_hf_plan_add(s->plan, name, (uint64_t)n * sizeof(float), s->err,
-                               sizeof s->err);
+        return nnt_hf_plan_add(s->plan, name, (uint64_t)n, (uint64_t)n * sizeof(float),
+                               s->err, sizeof s->err);
     }
     if (!st_mine(s))
         return NNT_OK;

@@ -421,8 +421,8 @@ void nnt_hf_plan_free(nnt_hf_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-int nnt_hf_plan_add(nnt_hf_plan *p, const char *name, uint64_t bytes, char *err,
-                    size_t errlen)
+int nnt_hf_plan_add(nnt_hf_plan *p, const char *name, uint64_t numel, uint64_t bytes,
+                    char *err, size_t errlen)
 {
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 256;
@@ -443,6 +443,7 @@ int nnt_hf_plan_add(nnt_hf_plan *p, const char *name, uint64_t bytes, char *err,
     p->bytes[p->n] = bytes;
     p->shard[p->n] = 0;
     p->total += bytes;
+    p->elements += numel;
     p->n++;
     return NNT_OK;
 }
@@ -496,9 +497,10 @@ static int put_json_string(nnt_io_out *o, const char *s, char *err, size_t errle
 static int index_text(nnt_io_out *o, const nnt_hf_plan *p, const hf_ref *order, char *err,
                       size_t errlen)
 {
-    char line[128], shard[64];
-    snprintf(line, sizeof line, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  "
-             "\"weight_map\": {", (unsigned long long)p->total);
+    char line[160], shard[64];
+    snprintf(line, sizeof line, "{\n  \"metadata\": {\n    \"total_parameters\": %llu,\n    "
+             "\"total_size\": %llu\n  },\n  \"weight_map\": {",
+             (unsigned long long)p->elements, (unsigned long long)p->total);
     NNT_TRY(nnt_io_out_write(o, line, strlen(line), err, errlen));
     for (size_t i = 0; i < p->n; i++) {
         NNT_TRY(nnt_io_out_write(o, i ? ",\n    " : "\n    ", i ? 6 : 5, err, errlen));

@@ -56,20 +56,22 @@ typedef struct nnt_hf_plan {
     size_t n, cap;
     int nshards;
     uint64_t total;           /* sum of bytes                                            */
+    uint64_t elements;        /* sum of the tensors' elements                            */
 } nnt_hf_plan;
 
 void nnt_hf_plan_free(nnt_hf_plan *p);                /* the arrays; p itself is the caller's */
-/* Append a tensor (name copied). NNT_E_NOMEM with a message in err. */
-int nnt_hf_plan_add(nnt_hf_plan *p, const char *name, uint64_t bytes, char *err,
-                    size_t errlen);
+/* Append a tensor of numel elements, bytes bytes (name copied). NNT_E_NOMEM with a message
+ * in err. */
+int nnt_hf_plan_add(nnt_hf_plan *p, const char *name, uint64_t numel, uint64_t bytes,
+                    char *err, size_t errlen);
 /* Split in file order as transformers does: a shard takes tensors while its data stays
  * within max_bytes; a tensor larger than max_bytes gets a shard of its own; max_bytes 0: one
  * shard. More than NNT_HF_MAX_SHARDS shards: NNT_E_INVAL. */
 int nnt_hf_plan_split(nnt_hf_plan *p, uint64_t max_bytes, char *err, size_t errlen);
 /* "model-%05d-of-%05d.safetensors" of shard k (0-based) of n into name. */
 void nnt_hf_shard_name(int k, int n, char *name, size_t size);
-/* Write path (the index) through temp + fsync + rename: metadata.total_size and the
- * weight_map, names sorted. */
+/* Write path (the index) through temp + fsync + rename: metadata (total_parameters,
+ * total_size) and the weight_map, names sorted, as transformers writes it. */
 int nnt_hf_index_write(const nnt_hf_plan *p, const char *path, char *err, size_t errlen);
 /* Remove from dir what an earlier save left that the current one did not write: nshards 0
  * (a single model.safetensors was written): the index and every model-NNNNN-of-MMMMM
