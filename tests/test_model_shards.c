@@ -383,6 +383,8 @@ static const struct {
     {NULL, "{\"weight_map\": {", NNT_E_FORMAT, "model.safetensors.index.json", "at byte"},
     {NULL, "[]", NNT_E_FORMAT, "model.safetensors.index.json", "the index must be an object"},
     {NULL, "{}", NNT_E_FORMAT, "model.safetensors.index.json: no key weight_map", NULL},
+    {"model-00005-of-00005.safetensors\"\n  }", "model-00005-of-00005.safetensors\"\n  },",
+     NNT_E_FORMAT, "model.safetensors.index.json", "(a key)"},   /* a trailing comma */
     {NULL, "{\"weight_map\": {}}", NNT_E_FORMAT, "weight_map is empty", NULL},
     {NULL, "{\"weight_map\": []}", NNT_E_FORMAT, "weight_map must be an object", NULL},
     {NULL, "{\"weight_map\": {\"a\": 1}}", NNT_E_FORMAT, "weight_map[\"a\"] must be a string",

@@ -259,7 +259,7 @@ static int index_object(index_read *x)
 {
     int seen_map = 0, seen_meta = 0;
     NNT_TRY(nnt_json_expect(&x->j, '{', "(the index must be an object)"));
-    while (nnt_json_peek(&x->j) != '}') {
+    for (int c = nnt_json_peek(&x->j); c != '}';) {   /* members, ',' between them */
         char *key = NULL;
         NNT_TRY(nnt_json_string(&x->j, &key, NULL, NNT_IO_MAXNAME, 0, "(a key)"));
         int is_map = strcmp(key, "weight_map") == 0, is_meta = strcmp(key, "metadata") == 0;
@@ -268,7 +268,7 @@ static int index_object(index_read *x)
             return nnt_json_fail(&x->j, "duplicate key \"%s\"", is_map ? "weight_map"
                                                                      : "metadata");
         NNT_TRY(nnt_json_expect(&x->j, ':', "after a key"));
-        int c = nnt_json_peek(&x->j);
+        c = nnt_json_peek(&x->j);
         if (is_meta && c != '{' && c != 'n')
             return nnt_json_fail(&x->j, "metadata must be an object or null");
         if (is_map)
@@ -277,7 +277,7 @@ static int index_object(index_read *x)
             NNT_TRY(nnt_json_skip(&x->j, NNT_JSON_MAXDEPTH, is_meta ? "metadata" : "a value"));
         seen_map |= is_map;
         seen_meta |= is_meta;
-        if (nnt_json_peek(&x->j) != '}')
+        if ((c = nnt_json_peek(&x->j)) != '}')
             NNT_TRY(nnt_json_expect(&x->j, ',', "or '}' after a value"));
     }
     x->j.pos++;
