@@ -954,7 +954,9 @@ static int write_outputs(trainer *t)
         return lib_error("--save-weights", rc);
     if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->model, t->path_llmc)))
         return lib_error("--save-llmc", rc);
-    if (o->save_hf && (rc = nnt_model_save_hf(t->model, o->save_hf)))
+    nnt_hf_save_options hf = NNT_HF_SAVE_OPTIONS_INIT;
+    hf.max_shard_bytes = o->save_hf_shard_bytes;
+    if (o->save_hf && (rc = nnt_model_save_hf_ex(t->model, o->save_hf, &hf)))
         return lib_error("--save-hf", rc);
     char title[160];
     snprintf(title, sizeof title, "nnt-train: %s L%lld C%lld NH%lld, loss per step",
@@ -1129,8 +1131,9 @@ static void print_final_report(trainer *t, double total_s)
     if (o->save_llmc)
         say(t, "  %s  (weights, llm.c fp32 checkpoint)\n", t->path_llmc);
     if (o->save_hf)
-        say(t, "  %s/  (Hugging Face model directory: config.json, model.safetensors)\n",
-            o->save_hf);
+        say(t, "  %s/  (Hugging Face model directory: config.json, %s)\n", o->save_hf,
+            o->save_hf_shard_bytes ? "weights in shards when above --save-hf-shard-size"
+                                   : "model.safetensors");
     if (o->trace)
         say(t, "  %s  (trace timeline)\n  %s  (per-op table)\n", o->trace, t->path_trace_table);
 }

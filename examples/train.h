@@ -46,6 +46,8 @@ typedef struct train_opts {
     int64_t save_every, trace_steps, stop_after;
     int save_weights, save_llmc, no_save;
     const char *save_hf;                     /* --save-hf DIR                             */
+    const char *save_hf_shard_size;          /* --save-hf-shard-size SIZE (text)          */
+    uint64_t save_hf_shard_bytes;            /* its value in bytes; 0: one file           */
     /* sampling */
     int64_t sample, top_k;
     const char *prompt;

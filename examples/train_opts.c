@@ -42,7 +42,7 @@ static const char usage_text[] =
     "  --kv-heads NKV --hidden F   Llama family: key/value heads, MLP inner size\n"
     "  --init                fresh initialisation from --seed (default)\n"
     "  --load-hf DIR         start from a Hugging Face model directory (config.json and\n"
-    "                        model.safetensors: GPT-2, Llama, Mistral, Qwen2)\n"
+    "                        model.safetensors or sharded: GPT-2, Llama, Mistral, Qwen2)\n"
     "  --load-llmc FILE      start from an llm.c fp32 checkpoint (gives the configuration)\n"
     "  --load-safetensors FILE  start from a Hugging Face GPT2LMHeadModel safetensors file\n"
     "Data:\n"
@@ -84,6 +84,8 @@ static const char usage_text[] =
     "  --stop-after S        stop after step S (saved; the schedule still ends at --steps)\n"
     "  --save-hf DIR         also write a Hugging Face model directory (config.json,\n"
     "                        model.safetensors) that transformers loads\n"
+    "  --save-hf-shard-size SIZE  split --save-hf's weights into shards of at most SIZE\n"
+    "                        (e.g. 2GB, 500MB, 4GiB; bytes without a unit) and an index\n"
     "  --save-weights        also write OUT/model.safetensors (Hugging Face, GPT-2)\n"
     "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)\n"
     "  --resume FILE         continue a checkpoint up to --steps (same model options)\n"
@@ -194,6 +196,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     FLAG("save-weights", save_weights);
     FLAG("save-llmc", save_llmc);
     STR("save-hf", save_hf);
+    STR("save-hf-shard-size", save_hf_shard_size);
     FLAG("no-save", no_save);
     FLAG("recompute", recompute);
     CHOICE("precision", precision, precisions);
@@ -342,6 +345,37 @@ const char *train_choice_name(const char *option, int value)
     return "?";
 }
 
+/* A size as transformers' max_shard_size writes it: an integer, then nothing (bytes) or
+ * one of B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), any
+ * case. > 0; 0 or -1 when malformed. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *unit; uint64_t mult; } units[] = {
+        {"", 1}, {"b", 1}, {"kb", 1000}, {"mb", 1000000}, {"gb", 1000000000},
+        {"tb", 1000000000000ULL}, {"kib", 1ULL << 10}, {"mib", 1ULL << 20},
+        {"gib", 1ULL << 30}, {"tib", 1ULL << 40}};
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || v == 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        size_t n = strlen(units[i].unit);
+        if (strlen(end) != n)
+            continue;
+        int same = 1;
+        for (size_t k = 0; k < n; k++)
+            same &= (end[k] | 0x20) == units[i].unit[k];
+        if (same && v <= UINT64_MAX / units[i].mult) {
+            *out = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static int check_combinations(const train_opts *o)
 {
     int model_opts = o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 ||
@@ -365,6 +399,8 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--no-save excludes --save, --save-every and --stop-after");
     if ((o->swap_dir != NULL) != (o->swap_size > 0))
         return train_usage_error("--swap-dir and --swap-size go together");
+    if (o->save_hf_shard_size && !o->save_hf)
+        return train_usage_error("--save-hf-shard-size needs --save-hf DIR");
     return 0;
 }
 
@@ -373,6 +409,10 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
     if (check_combinations(o))
         return 2;
     (void)loaded_weights;   /* the learning rate waits for the model: train_opts_resolve_lr */
+    if (o->save_hf_shard_size && parse_size(o->save_hf_shard_size, &o->save_hf_shard_bytes))
+        return train_usage_error("--save-hf-shard-size: '%s' is not a size (a positive integer "
+                                 "and B, KB, MB, GB, TB, KiB, MiB, GiB or TiB, e.g. 2GB)",
+                                 o->save_hf_shard_size);
     if (o->warmup < 0)
         o->warmup = o->steps / 20;
     if (o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)

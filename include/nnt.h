@@ -886,11 +886,12 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
  * NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
  * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
-/* Create a model from a Hugging Face directory: config.json and model.safetensors (fp32,
- * bf16 or fp16 tensors, converted to fp32; HF's 2-D shapes). Every tensor is checked
- * (present, dtype, shape; no unknown tensor) before any parameter is written; on any
- * failure nothing is created and *out is NULL. Sharded checkpoints (an index.json) are
- * NNT_E_UNSUPPORTED. */
+/* Create a model from a Hugging Face directory: config.json and model.safetensors, or the
+ * shards of model.safetensors.index.json when there is no model.safetensors (fp32, bf16 or
+ * fp16 tensors, converted to fp32; HF's 2-D shapes). Every tensor is checked (present,
+ * dtype, shape; no unknown tensor; sharded: the index, every shard, each tensor in exactly
+ * the shard the index names) before any parameter is written; tensors are then read one at
+ * a time. On any failure nothing is created and *out is NULL. */
 NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
                               const nnt_tiling *tiling, nnt_layer **out);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
@@ -919,6 +920,27 @@ NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t 
  * NNT_E_FORMAT naming the file (and byte offset or key); a component this reader does not
  * implement NNT_E_UNSUPPORTED naming the key and the value; no file NNT_E_IO. */
 NNT_API int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **out);
+
+/* ---- sharded Hugging Face checkpoints ------------------------------------------------- */
+
+/* How nnt_model_save_hf_ex writes the weights. */
+typedef struct nnt_hf_save_options {
+    size_t size;                  /* sizeof(nnt_hf_save_options), set by the init macro      */
+    uint64_t max_shard_bytes;     /* most tensor bytes a file holds; 0: one model.safetensors */
+} nnt_hf_save_options;
+#define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0 }
+
+/* nnt_model_save_hf with options (NULL: NNT_HF_SAVE_OPTIONS_INIT). When the weights exceed
+ * max_shard_bytes they are split as transformers' save_pretrained(max_shard_size) splits
+ * them: model-00001-of-0000N.safetensors, ... (in order, each up to max_shard_bytes of
+ * tensor data; a larger tensor alone in its shard) and model.safetensors.index.json
+ * (metadata.total_size, weight_map), written last; one tensor in host memory at a time.
+ * A directory holds one checkpoint: a sharded save removes the old index before its first
+ * shard and, after its index, model.safetensors and the shards of other counts; a
+ * one-file save removes an index and every shard after writing model.safetensors.
+ * config.json comes last. */
+NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
+                                 const nnt_hf_save_options *opts);
 
 #ifdef __cplusplus
 }

@@ -254,8 +254,9 @@ else
 fi
 
 # ---- (4) the Llama family: a preset trains (the loss decreases), --recompute changes no bit,
-# --save-hf writes a Llama directory that --load-hf reads back with its configuration, resume
-# is bit-exact, GPT-2-only options and model options beside --load-hf are refused --------
+# --save-hf writes a Llama directory (one file or shards) that --load-hf reads back with its
+# configuration, resume is bit-exact, GPT-2-only options and model options beside --load-hf
+# are refused --------------------------------------------------------------------------------
 llama="--model llama-tiny --layers 1 --channels 32 --heads 4 --kv-heads 2 --hidden 48
     --context 32 --batch 2 --seq 16 --sample 0 --cpus 1"
 run_ok llama8 $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l1" \
@@ -294,6 +295,22 @@ fi
 expect_error llama_weights "--save-hf" $llama --steps 1 --save-weights
 expect_error llama_kv_gpt2 "--kv-heads" $small --kv-heads 2
 expect_error llama_hf_opts "--load-hf" --load-hf "$tmp/l1/hf" --layers 2
+# --save-hf-shard-size: the same training saved in shards (an index, no model.safetensors)
+# that --load-hf reads to the same weights as the one-file directory (the same losses)
+run_ok llama8s $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l6" \
+    --no-save --print-loss --save-hf "$tmp/l6/hf" --save-hf-shard-size 10KB
+nshards=$(ls "$tmp/l6/hf" | grep -c '^model-000..-of-000..\.safetensors$')
+run llama_hf_s --load-hf "$tmp/l6/hf" --batch 2 --seq 16 --sample 4 --cpus 1 \
+    --data "$tmp/corpus.txt" --steps 2 --out "$tmp/l7" --print-loss
+if [ $status -eq 0 ] && [ "$nshards" -ge 2 ] && [ -s "$tmp/l6/hf/model.safetensors.index.json" ] &&
+   [ ! -e "$tmp/l6/hf/model.safetensors" ] && cmp -s "$tmp/llama_hf.out" "$tmp/llama_hf_s.out"; then
+    echo "ok: llama: --save-hf-shard-size 10KB wrote $nshards shards; --load-hf reads them"
+else
+    fail "llama: sharded --save-hf ($nshards shards, status $status):"; ls "$tmp/l6/hf"
+    cat "$tmp/llama_hf_s.err"
+fi
+expect_error shard_size "not a size" $llama --steps 1 --save-hf "$tmp/x" --save-hf-shard-size 2XB
+expect_error shard_alone "needs --save-hf" $llama --steps 1 --save-hf-shard-size 2GB
 
 # ---- (5) progress output: one line per step into a file; on a terminal one line redrawn in
 # place (carriage return, erase to end of line) with a full line every steps/10 and at the end

@@ -492,11 +492,11 @@ START_TEST(test_bad_weights)
     /* truncated file */
     copy_file(fix("llama_tiny/gqa/model.safetensors"), in_tmp("w/model.safetensors"), 100);
     expect_load_refused(dir, NNT_E_FORMAT, "model.safetensors");
-    /* no weights; a sharded checkpoint */
+    /* no weights; an index without a weight_map (sharded: tests/test_model_shards.c) */
     unlink(in_tmp("w/model.safetensors"));
     expect_load_refused(dir, NNT_E_IO, "model.safetensors");
     write_file(in_tmp("w/model.safetensors.index.json"), "{}", 2);
-    expect_load_refused(dir, NNT_E_UNSUPPORTED, "sharded checkpoints are not supported yet");
+    expect_load_refused(dir, NNT_E_FORMAT, "model.safetensors.index.json: no key weight_map");
     /* a batch the model cannot take */
     copy_file(fix("llama_tiny/gqa/model.safetensors"), in_tmp("w/model.safetensors"), 0);
     EXPECT_FAIL_MSG(nnt_model_load_hf(ctx, dir, B, 65, NULL, &l), NNT_E_INVAL, "max_seq=64");

@@ -13,6 +13,7 @@
  * q, k, v; Conv1D weights transposed); nnt_gpt_load_safetensors and
  * nnt_gpt_save_safetensors are these functions too. */
 #include "models.h"
+#include "hf_shards.h"
 
 #include "../io/io.h"
 #include "../layers/layer.h"
@@ -582,13 +583,15 @@ static void shape_text(int nd, const int64_t *shape, char *out, size_t size)
         snprintf(out + n, size - n, ")");
 }
 
-/* The file's tensor for parameter p: present, convertible to F32, of its HF shape. */
-static int check_tensor(nnt_ctx *ctx, const char *fn, const char *path, const nnt_st_reader *r,
-                        const nnt_param_info *p)
+/* The checkpoint's tensor for parameter p: present, convertible to F32, of its HF shape.
+ * what: the directory's weights file or index (messages). */
+static int check_tensor(nnt_ctx *ctx, const char *fn, const char *what,
+                        const nnt_hf_weights *w, const nnt_param_info *p)
 {
-    const nnt_st_entry *e = nnt_st_find(r, p->name);
+    const char *path = what;
+    const nnt_st_entry *e = nnt_hf_weights_find(w, p->name, NULL, &path);
     if (!e)
-        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", fn, path, p->name);
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", fn, what, p->name);
     if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, BF16 or F16 "
                         "only)", fn, path, p->name, nnt_io_dtype_name(e->dtype));
@@ -622,33 +625,36 @@ static int is_param(nnt_layer *model, int64_t count, const char *name)
     return 0;
 }
 
-/* Every parameter's tensor checked, and every tensor of the file is a parameter. */
+/* Every parameter's tensor checked, and every tensor of the checkpoint is a parameter. */
 static int check_file(nnt_layer *model, const char *fn, const char *path,
-                      const nnt_st_reader *r, int tied, int64_t count)
+                      const nnt_hf_weights *w, int tied, int64_t count)
 {
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_of(model, i);
         if (!p.name)
             return nnt_fail(model->ctx, NNT_E_INVAL, "%s: parameter %lld unreadable", fn,
                             (long long)i);
-        NNT_TRY(check_tensor(model->ctx, fn, path, r, &p));
+        NNT_TRY(check_tensor(model->ctx, fn, path, w, &p));
     }
-    for (size_t i = 0; i < nnt_st_count(r); i++) {
-        const char *name = nnt_st_entry_at(r, i)->name;
+    for (size_t i = 0; i < nnt_hf_weights_count(w); i++) {
+        const char *name = nnt_hf_weights_name(w, i), *file = path;
+        nnt_hf_weights_find(w, name, NULL, &file);
         if (!ignorable(name, tied) && !is_param(model, count, name))
             return nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: unknown tensor %s (no parameter "
-                            "of the model has that name)", fn, path, name);
+                            "of the model has that name)", fn, file, name);
     }
     return NNT_OK;
 }
 
-/* Every parameter from its (checked) tensor, converted to fp32. */
-static int load_params(nnt_layer *model, const char *fn, const nnt_st_reader *r, int64_t count)
+/* Every parameter from its (checked) tensor, converted to fp32, one at a time. */
+static int load_params(nnt_layer *model, const char *fn, const nnt_hf_weights *w,
+                       int64_t count)
 {
     char err[NNT_IO_ERRLEN];
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p = param_of(model, i);
-        const nnt_st_entry *e = nnt_st_find(r, p.name);
+        const nnt_st_reader *r = NULL;
+        const nnt_st_entry *e = nnt_hf_weights_find(w, p.name, &r, NULL);
         float *buf = malloc((size_t)e->numel * sizeof(float) + 1);
         if (!buf)
             return nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
@@ -663,42 +669,25 @@ static int load_params(nnt_layer *model, const char *fn, const nnt_st_reader *r,
     return NNT_OK;
 }
 
-static int llama_load(nnt_ctx *ctx, const char *fn, const char *path, const nnt_model_config *c,
-                      int64_t B, int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+/* A Llama-family model from the checked weights w (what: their file or index). */
+static int llama_load(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w, const char *what,
+                      const nnt_model_config *c, int64_t B, int64_t T,
+                      const nnt_tiling *tiling, nnt_layer **out)
 {
-    char err[NNT_IO_ERRLEN];
-    nnt_st_reader *r = NULL;
-    int rc = nnt_st_open(path, &r, err, sizeof err);
-    if (rc)
-        return nnt_fail(ctx, rc, "%s: %s", fn, err);
     nnt_layer *model = NULL;
     int64_t count = 0;
-    rc = nnt_model_build(ctx, fn, c, B, T, tiling, &model);
+    int rc = nnt_model_build(ctx, fn, c, B, T, tiling, &model);
     if (rc == 0)
         rc = nnt_layer_num_params(model, &count, NULL);
     if (rc == 0)
-        rc = check_file(model, fn, path, r, c->tied, count);
+        rc = check_file(model, fn, what, w, c->tied, count);
     if (rc == 0)
-        rc = load_params(model, fn, r, count);
-    nnt_st_close(r);
+        rc = load_params(model, fn, w, count);
     if (rc) {
         nnt_layer_destroy(model);
         return rc;
     }
     *out = model;
-    return NNT_OK;
-}
-
-/* dir/model.safetensors; a sharded checkpoint (an index, no single file) is refused. */
-static int weights_path(nnt_ctx *ctx, const char *fn, const char *dir, char *path)
-{
-    char index[PATH_MAX_BYTES];
-    struct stat st;
-    NNT_TRY(join(ctx, fn, dir, "model.safetensors", path));
-    NNT_TRY(join(ctx, fn, dir, "model.safetensors.index.json", index));
-    if (stat(path, &st) != 0 && stat(index, &st) == 0)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: sharded checkpoints are not supported "
-                        "yet (only a single model.safetensors)", fn, index);
     return NNT_OK;
 }
 
@@ -831,26 +820,54 @@ static int gpt2_each(nnt_layer *model, const char *fn, gpt2_visit f, void *arg)
 
 /* ---- saving a GPT-2 tree ---- */
 
-/* One model.safetensors being written: lib/io's writer (temp file + rename), the host
- * buffers, and where a failure's message is. */
+/* One safetensors file being written (model.safetensors or a shard): lib/io's writer (temp
+ * file + rename), the host buffers, and where a failure's message is. A pass visits every
+ * tensor of the model in file order (ordinal ord); only those in [lo, hi) go to this file.
+ * With plan set, declaring records (name, bytes) there instead (the split of a sharded
+ * save) and nothing is written. */
 typedef struct st_save {
     nnt_st_writer *w;
     float *buf, *tmp;   /* most floats each (NULL while declaring; tmp only if transposing) */
     int64_t most;       /* the largest tensor's floats, found while declaring           */
     int transposes;     /* a declared tensor is stored transposed: tmp is needed        */
     int io;             /* the failure is lib/io's (message in err)                     */
+    int64_t ord, lo, hi;   /* the tensor being visited; this file's ordinals            */
+    nnt_hf_plan *plan;
     char err[NNT_IO_ERRLEN];
 } st_save;
 
 /* A pass over the tensors of a model: declare each (name, shape, s->most), or write each. */
 typedef int (*st_pass)(nnt_layer *model, const char *fn, st_save *s);
 
-/* Write model.safetensors at path: the header ("format": "pt" and what declare declares),
- * then the data that stream writes, in the same order. */
-static int save_st(nnt_layer *model, const char *fn, const char *path, st_pass declare,
-                   st_pass stream)
+/* The next tensor of a pass is this file's. */
+static int st_mine(st_save *s)
 {
-    st_save s = {NULL, NULL, NULL, 1, 0, 1, ""};
+    int64_t ord = s->ord++;
+    return ord >= s->lo && ord < s->hi;
+}
+
+/* Declare the next tensor (n floats): into the plan, or to the writer when it is this
+ * file's. */
+static int st_declare(st_save *s, const char *name, int nd, const int64_t *shape, int64_t n)
+{
+    s->io = 1;
+    if (s->plan) {
+        s->ord++;
+        return nnt_hf_plan_add(s->plan, name, (uint64_t)n, (uint64_t)n * sizeof(float),
+                               s->err, sizeof s->err);
+    }
+    if (!st_mine(s))
+        return NNT_OK;
+    s->most = n > s->most ? n : s->most;
+    return nnt_st_writer_add(s->w, name, NNT_IO_F32, nd, shape, NULL, s->err, sizeof s->err);
+}
+
+/* Write the file at path with the tensors [lo, hi) of the passes: the header ("format":
+ * "pt" and what declare declares), then the data that stream writes, in the same order. */
+static int save_st_range(nnt_layer *model, const char *fn, const char *path, st_pass declare,
+                         st_pass stream, int64_t lo, int64_t hi)
+{
+    st_save s = {NULL, NULL, NULL, 1, 0, 1, 0, lo, hi, NULL, ""};
     int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
     if (rc == 0)
         rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
@@ -862,6 +879,7 @@ static int save_st(nnt_layer *model, const char *fn, const char *path, st_pass d
         if (!s.buf || (s.transposes && !s.tmp))
             rc = nnt_io_errf(s.err, sizeof s.err, NNT_E_NOMEM, "out of memory");
     }
+    s.ord = 0;
     if (rc == 0)
         rc = stream(model, fn, &s);
     if (rc == 0) {
@@ -875,6 +893,21 @@ static int save_st(nnt_layer *model, const char *fn, const char *path, st_pass d
     return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
 }
 
+/* All the tensors in one file at path. */
+static int save_st(nnt_layer *model, const char *fn, const char *path, st_pass declare,
+                   st_pass stream)
+{
+    return save_st_range(model, fn, path, declare, stream, 0, INT64_MAX);
+}
+
+/* The names and sizes of the tensors declare declares, in file order, into plan. */
+static int plan_tensors(nnt_layer *model, const char *fn, st_pass declare, nnt_hf_plan *plan)
+{
+    st_save s = {NULL, NULL, NULL, 1, 0, 1, 0, 0, 0, plan, ""};
+    int rc = declare(model, fn, &s);
+    return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
+}
+
 static int gpt2_declare(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
 {
     (void)model;
@@ -882,11 +915,8 @@ static int gpt2_declare(nnt_layer *model, const char *fn, gpt2_tensor *t, void *
     st_save *s = arg;
     char name[NNT_IO_MAXNAME + 16];
     snprintf(name, sizeof name, "transformer.%s", t->name);
-    s->most = t->n * t->np > s->most ? t->n * t->np : s->most;
     s->transposes |= t->in != 0;
-    s->io = 1;
-    return nnt_st_writer_add(s->w, name, NNT_IO_F32, t->nd, t->shape, NULL, s->err,
-                             sizeof s->err);
+    return st_declare(s, name, t->nd, t->shape, t->n * t->np);
 }
 
 static int gpt2_stream(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
@@ -895,6 +925,8 @@ static int gpt2_stream(nnt_layer *model, const char *fn, gpt2_tensor *t, void *a
     (void)fn;
     st_save *s = arg;
     s->io = 0;
+    if (!st_mine(s))
+        return NNT_OK;
     for (int i = 0; i < t->np; i++)
         NNT_TRY(nnt_tensor_copy_to_host(t->p[i].value, s->buf + i * t->n,
                                         (size_t)t->n * sizeof(float)));
@@ -924,36 +956,39 @@ int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path)
 /* ---- loading a GPT-2 model ---- */
 
 typedef struct gpt2_reading {
-    const nnt_st_reader *r;
-    const char *path;
+    const nnt_hf_weights *w;
+    const char *what;   /* the file or index (messages) */
 } gpt2_reading;
 
-/* The file's tensor of t, with or without the "transformer." prefix; NULL if absent. */
-static const nnt_st_entry *gpt2_find(const nnt_st_reader *r, const gpt2_tensor *t)
+/* The checkpoint's tensor of t, with or without the "transformer." prefix, its reader and
+ * file (r, path may be NULL); NULL if absent. */
+static const nnt_st_entry *gpt2_find(const nnt_hf_weights *w, const gpt2_tensor *t,
+                                     const nnt_st_reader **r, const char **path)
 {
     char name[NNT_IO_MAXNAME + 16];
     snprintf(name, sizeof name, "transformer.%s", t->name);
-    const nnt_st_entry *e = nnt_st_find(r, name);
-    return e ? e : nnt_st_find(r, t->name);
+    const nnt_st_entry *e = nnt_hf_weights_find(w, name, r, path);
+    return e ? e : nnt_hf_weights_find(w, t->name, r, path);
 }
 
 static int gpt2_check(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
 {
     gpt2_reading *g = arg;
-    const nnt_st_entry *e = gpt2_find(g->r, t);
+    const char *path = g->what;
+    const nnt_st_entry *e = gpt2_find(g->w, t, NULL, &path);
     if (!e)
         return nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: no tensor transformer.%s", fn,
-                        g->path, t->name);
+                        g->what, t->name);
     if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
         return nnt_fail(model->ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, BF16 or "
-                        "F16 only)", fn, g->path, e->name, nnt_io_dtype_name(e->dtype));
+                        "F16 only)", fn, path, e->name, nnt_io_dtype_name(e->dtype));
     if (e->ndim != t->nd || e->shape[0] != t->shape[0] ||
         (t->nd == 2 && e->shape[1] != t->shape[1])) {
         char got[200], exp[64];
         shape_text(e->ndim, e->shape, got, sizeof got);
         shape_text(t->nd, t->shape, exp, sizeof exp);
         return nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: tensor %s has shape %s, expected %s",
-                        fn, g->path, e->name, got, exp);
+                        fn, path, e->name, got, exp);
     }
     return NNT_OK;
 }
@@ -962,13 +997,14 @@ static int gpt2_check(nnt_layer *model, const char *fn, gpt2_tensor *t, void *ar
 static int gpt2_fill(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg)
 {
     gpt2_reading *g = arg;
-    const nnt_st_entry *e = gpt2_find(g->r, t);
+    const nnt_st_reader *r = NULL;
+    const nnt_st_entry *e = gpt2_find(g->w, t, &r, NULL);
     int64_t total = t->n * t->np;
     char err[NNT_IO_ERRLEN];
     float *buf = malloc((size_t)total * sizeof(float) + 1);
     float *tmp = malloc((size_t)total * sizeof(float) + 1);
     int rc = buf && tmp ? NNT_OK : nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    if (rc == 0 && (rc = nnt_st_read(g->r, e, NNT_IO_F32, 0, (uint64_t)total,
+    if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, 0, (uint64_t)total,
                                      t->in ? tmp : buf, err, sizeof err)))
         rc = nnt_fail(model->ctx, rc, "%s: %s", fn, err);
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
@@ -981,30 +1017,36 @@ static int gpt2_fill(nnt_layer *model, const char *fn, gpt2_tensor *t, void *arg
     return rc;
 }
 
-int nnt_model_load_gpt2_st(nnt_ctx *ctx, const char *fn, const char *path,
-                           const nnt_model_config *cfg, int64_t B, int64_t T,
-                           const nnt_tiling *tiling, int tree, nnt_layer **out)
+/* A GPT-2 model from the weights w (what: their file or index); see nnt_model_load_gpt2_st. */
+static int gpt2_load(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w, const char *what,
+                     const nnt_model_config *cfg, int64_t B, int64_t T,
+                     const nnt_tiling *tiling, int tree, nnt_layer **out)
 {
-    char err[NNT_IO_ERRLEN];
-    nnt_st_reader *r = NULL;
-    int rc = nnt_st_open(path, &r, err, sizeof err);
-    if (rc)
-        return nnt_fail(ctx, rc, "%s: %s", fn, err);
     nnt_layer *model = NULL;
-    gpt2_reading g = {r, path};
-    rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
-              : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
+    gpt2_reading g = {w, what};
+    int rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
+                  : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
     if (rc == 0)
         rc = gpt2_each(model, fn, gpt2_check, &g);
     if (rc == 0)
         rc = gpt2_each(model, fn, gpt2_fill, &g);
-    nnt_st_close(r);
     if (rc) {
         nnt_layer_destroy(model);
         return rc;
     }
     *out = model;
     return NNT_OK;
+}
+
+int nnt_model_load_gpt2_st(nnt_ctx *ctx, const char *fn, const char *path,
+                           const nnt_model_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, int tree, nnt_layer **out)
+{
+    nnt_hf_weights *w = NULL;
+    NNT_TRY(nnt_hf_weights_open_file(ctx, fn, path, &w));
+    int rc = gpt2_load(ctx, fn, w, path, cfg, B, T, tiling, tree, out);
+    nnt_hf_weights_close(w);
+    return rc;
 }
 
 /* nnt_model_load_hf (tree 0: GPT-2 as the GPT layer) or nnt_model_load_hf_tree. */
@@ -1018,12 +1060,15 @@ static int load_hf(nnt_ctx *ctx, const char *fn, const char *dir, int64_t B, int
     if (!dir)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dir is NULL", fn);
     nnt_model_config cfg;
-    char path[PATH_MAX_BYTES];
+    nnt_hf_weights *w = NULL;
     NNT_TRY(hf_config(ctx, fn, dir, &cfg));
-    NNT_TRY(weights_path(ctx, fn, dir, path));
-    if (cfg.family == NNT_FAMILY_GPT2)
-        return nnt_model_load_gpt2_st(ctx, fn, path, &cfg, B, T, tiling, tree, out);
-    return llama_load(ctx, fn, path, &cfg, B, T, tiling, out);
+    NNT_TRY(nnt_hf_weights_open(ctx, fn, dir, &w));
+    const char *what = nnt_hf_weights_source(w);   /* a missing tensor's messages name it */
+    int rc = cfg.family == NNT_FAMILY_GPT2
+                 ? gpt2_load(ctx, fn, w, what, &cfg, B, T, tiling, tree, out)
+                 : llama_load(ctx, fn, w, what, &cfg, B, T, tiling, out);
+    nnt_hf_weights_close(w);
+    return rc;
 }
 
 NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
@@ -1243,9 +1288,7 @@ static int declare_params(nnt_layer *model, const char *fn, st_save *s)
             return nnt_io_errf(s->err, sizeof s->err, NNT_E_INVAL,
                                "parameter %lld unreadable", (long long)i);
         int64_t n = nd == 2 ? shape[0] * shape[1] : shape[0];
-        s->most = n > s->most ? n : s->most;
-        NNT_TRY(nnt_st_writer_add(s->w, p.name, NNT_IO_F32, nd, shape, NULL, s->err,
-                                  sizeof s->err));
+        NNT_TRY(st_declare(s, p.name, nd, shape, n));
     }
     return NNT_OK;
 }
@@ -1261,6 +1304,8 @@ static int stream_params(nnt_layer *model, const char *fn, st_save *s)
         nnt_param_info p = param_of(model, i);
         int64_t n = 0;
         s->io = 0;
+        if (!st_mine(s))
+            continue;
         NNT_TRY(nnt_tensor_numel(p.value, &n));
         NNT_TRY(nnt_tensor_copy_to_host(p.value, s->buf, (size_t)n * sizeof(float)));
         s->io = 1;
@@ -1268,11 +1313,6 @@ static int stream_params(nnt_layer *model, const char *fn, st_save *s)
                                     sizeof s->err));
     }
     return NNT_OK;
-}
-
-static int save_llama(nnt_layer *model, const char *fn, const char *path)
-{
-    return save_st(model, fn, path, declare_params, stream_params);
 }
 
 static int make_dir(nnt_ctx *ctx, const char *fn, const char *dir)
@@ -1286,23 +1326,94 @@ static int make_dir(nnt_ctx *ctx, const char *fn, const char *dir)
     return NNT_OK;
 }
 
-NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)
+/* A lib/io or hf_shards failure (message in err) recorded under fn. */
+static int io_fail(nnt_ctx *ctx, const char *fn, int rc, const char *err)
 {
-    const char *fn = "nnt_model_save_hf";
+    return rc ? nnt_fail(ctx, rc, "%s: %s", fn, err) : NNT_OK;
+}
+
+/* dir/model.safetensors, then what an earlier sharded save left removed. */
+static int save_single(nnt_layer *model, const char *fn, const char *dir, st_pass declare,
+                       st_pass stream)
+{
+    char path[PATH_MAX_BYTES], err[NNT_IO_ERRLEN];
+    NNT_TRY(join(model->ctx, fn, dir, NNT_HF_SINGLE, path));
+    NNT_TRY(save_st(model, fn, path, declare, stream));
+    return io_fail(model->ctx, fn, nnt_hf_remove_stale(dir, 0, err, sizeof err), err);
+}
+
+/* The shards of plan (split), then the index, then what an earlier save left removed. The
+ * old index goes first: a save interrupted midway leaves shards without an index (which
+ * does not load) rather than an index over a mix of old and new shards. */
+static int save_sharded(nnt_layer *model, const char *fn, const char *dir, st_pass declare,
+                        st_pass stream, const nnt_hf_plan *plan)
+{
+    char path[PATH_MAX_BYTES], err[NNT_IO_ERRLEN], name[64];
+    NNT_TRY(io_fail(model->ctx, fn, nnt_hf_remove_index(dir, err, sizeof err), err));
+    size_t lo = 0;
+    for (int k = 0; k < plan->nshards; k++) {
+        size_t hi = lo;
+        while (hi < plan->n && plan->shard[hi] == k)
+            hi++;
+        nnt_hf_shard_name(k, plan->nshards, name, sizeof name);
+        NNT_TRY(join(model->ctx, fn, dir, name, path));
+        NNT_TRY(save_st_range(model, fn, path, declare, stream, (int64_t)lo, (int64_t)hi));
+        lo = hi;
+    }
+    NNT_TRY(join(model->ctx, fn, dir, NNT_HF_INDEX, path));
+    NNT_TRY(io_fail(model->ctx, fn, nnt_hf_index_write(plan, path, err, sizeof err), err));
+    return io_fail(model->ctx, fn, nnt_hf_remove_stale(dir, plan->nshards, err, sizeof err),
+                   err);
+}
+
+/* The weights: one file (max_bytes 0, or all fit), else shards of <= max_bytes of data. */
+static int save_weights(nnt_layer *model, const char *fn, const char *dir,
+                        const nnt_model_config *cfg, uint64_t max_bytes)
+{
+    st_pass declare = cfg->family == NNT_FAMILY_LLAMA ? declare_params : gpt2_declare_all;
+    st_pass stream = cfg->family == NNT_FAMILY_LLAMA ? stream_params : gpt2_stream_all;
+    if (max_bytes == 0)
+        return save_single(model, fn, dir, declare, stream);
+    char err[NNT_IO_ERRLEN];
+    nnt_hf_plan plan;
+    memset(&plan, 0, sizeof plan);
+    int rc = plan_tensors(model, fn, declare, &plan);
+    if (rc == 0)
+        rc = io_fail(model->ctx, fn, nnt_hf_plan_split(&plan, max_bytes, err, sizeof err), err);
+    if (rc == 0)
+        rc = plan.nshards == 1 ? save_single(model, fn, dir, declare, stream)
+                               : save_sharded(model, fn, dir, declare, stream, &plan);
+    nnt_hf_plan_free(&plan);
+    return rc;
+}
+
+static int save_hf(nnt_layer *model, const char *fn, const char *dir,
+                   const nnt_hf_save_options *opts)
+{
     nnt_model_config cfg;
     NNT_TRY(nnt_model_config_get(model, fn, &cfg));
     if (!dir)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: dir is NULL", fn);
-    char path[PATH_MAX_BYTES];
+    if (opts && opts->size < sizeof(nnt_hf_save_options))
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: options size %zu is below "
+                        "sizeof(nnt_hf_save_options) %zu (use NNT_HF_SAVE_OPTIONS_INIT)", fn,
+                        opts->size, sizeof(nnt_hf_save_options));
     int arch = cfg.family == NNT_FAMILY_LLAMA ? llama_arch(model->ctx, fn, &cfg) : ARCH_GPT2;
     if (arch < 0)
         return arch;
     NNT_TRY(make_dir(model->ctx, fn, dir));
-    NNT_TRY(join(model->ctx, fn, dir, "model.safetensors", path));
     /* the weights first: config.json, written last, says what they are */
-    if (cfg.family == NNT_FAMILY_LLAMA)
-        NNT_TRY(save_llama(model, fn, path));
-    else
-        NNT_TRY(nnt_model_save_gpt2_st(model, fn, path));
+    NNT_TRY(save_weights(model, fn, dir, &cfg, opts ? opts->max_shard_bytes : 0));
     return save_config(model->ctx, fn, dir, &cfg);
+}
+
+NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)
+{
+    return save_hf(model, "nnt_model_save_hf", dir, NULL);
+}
+
+NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
+                                 const nnt_hf_save_options *opts)
+{
+    return save_hf(model, "nnt_model_save_hf_ex", dir, opts);
 }
