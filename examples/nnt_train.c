@@ -209,11 +209,31 @@ static int make_output_paths(trainer *t)
     return 0;
 }
 
+/* --tokenizer auto: the tokenizer.json of --load-hf DIR if it has one, else bytes. */
+static void resolve_tokenizer(train_opts *o)
+{
+    if (o->tokenizer != TOKENIZER_AUTO)
+        return;
+    o->tokenizer = o->tokenizer_json ? TOKENIZER_JSON : TOKENIZER_BYTES;
+    if (o->tokenizer_json || !o->load_hf)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf);
+    if (access(path, R_OK) == 0)
+        o->tokenizer = TOKENIZER_JSON;
+}
+
 static int open_tokenizer(trainer *t)
 {
-    int rc = t->o.tokenizer == TOKENIZER_BPE
-                 ? nnt_tokenizer_bpe_load(t->o.bpe_vocab, t->o.bpe_merges, &t->tok)
-                 : nnt_tokenizer_bytes_create(&t->tok);
+    train_opts *o = &t->o;
+    int rc;
+    resolve_tokenizer(o);
+    if (o->tokenizer == TOKENIZER_BPE)
+        rc = nnt_tokenizer_bpe_load(o->bpe_vocab, o->bpe_merges, &t->tok);
+    else if (o->tokenizer == TOKENIZER_JSON)   /* a directory means its tokenizer.json */
+        rc = nnt_tokenizer_hf_load(o->tokenizer_json ? o->tokenizer_json : o->load_hf, &t->tok);
+    else
+        rc = nnt_tokenizer_bytes_create(&t->tok);
     return rc ? lib_error("cannot create the tokenizer", rc) : 0;
 }
 
@@ -943,6 +963,49 @@ static int train_loop(trainer *t)
 
 /* ---- after training: files, sample, trace table, final report ---------------------------- */
 
+/* The json tokenizer's file, copied into the --save-hf directory as tokenizer.json (through
+ * a temporary file and a rename), so that the directory is complete for --load-hf and for
+ * transformers. Nothing to do for other tokenizers or a file already there. */
+static int copy_tokenizer_json(const train_opts *o)
+{
+    if (o->tokenizer != TOKENIZER_JSON)
+        return 0;
+    char src[4096], dst[4096], tmp[4200];
+    const char *from = o->tokenizer_json ? o->tokenizer_json : o->load_hf;
+    struct stat st;
+    if (stat(from, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(src, sizeof src, "%s/tokenizer.json", from);
+    else
+        snprintf(src, sizeof src, "%s", from);
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", o->save_hf);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    struct stat ss, ds;
+    if (stat(src, &ss) == 0 && stat(dst, &ds) == 0 && ss.st_dev == ds.st_dev &&
+        ss.st_ino == ds.st_ino)
+        return 0;   /* --save-hf is the directory the tokenizer came from */
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
+    int ok = in && out;
+    char buf[1 << 16];
+    for (size_t n; ok && (n = fread(buf, 1, sizeof buf, in)) > 0;)
+        ok = fwrite(buf, 1, n, out) == n;
+    ok = ok && !ferror(in);
+    if (in)
+        fclose(in);
+    if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0))
+        ok = 0;
+    if (out && fclose(out) != 0)
+        ok = 0;
+    if (ok && rename(tmp, dst) != 0)
+        ok = 0;
+    if (!ok) {
+        fprintf(stderr, "nnt-train: --save-hf: cannot copy %s to %s: %s\n", src, dst,
+                strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    return 0;
+}
+
 static int write_outputs(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -958,6 +1021,8 @@ static int write_outputs(trainer *t)
     hf.max_shard_bytes = o->save_hf_shard_bytes;
     if (o->save_hf && (rc = nnt_model_save_hf_ex(t->model, o->save_hf, &hf)))
         return lib_error("--save-hf", rc);
+    if (o->save_hf && copy_tokenizer_json(o))
+        return 1;
     char title[160];
     snprintf(title, sizeof title, "nnt-train: %s L%lld C%lld NH%lld, loss per step",
              is_llama(t) ? "Llama" : "GPT-2", (long long)t->cfg.layers,

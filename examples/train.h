@@ -12,7 +12,8 @@
 #define TRAIN_DEFAULT_OUT "nnt-train-out"
 #define TRAIN_CPU_CORE_GFLOPS 87.5   /* BLIS sgemm on one core of the reference machine */
 
-enum { TOKENIZER_BYTES = 0, TOKENIZER_BPE = 1 };
+/* TOKENIZER_AUTO: json when --load-hf DIR has a tokenizer.json, else bytes */
+enum { TOKENIZER_BYTES = 0, TOKENIZER_BPE = 1, TOKENIZER_JSON = 2, TOKENIZER_AUTO = -1 };
 
 /* Everything the command line can set. Integers that are -1 (reals < 0) after parsing were
  * not given and get their documented defaults in train_opts_resolve. */
@@ -27,6 +28,7 @@ typedef struct train_opts {
     int data_format;                         /* nnt_data_format                           */
     int tokenizer;                           /* TOKENIZER_*                               */
     const char *bpe_vocab, *bpe_merges;
+    const char *tokenizer_json;              /* --tokenizer-json FILE|DIR                 */
     /* batches and steps */
     int64_t batch, seq, steps, accum, seed;
     int recompute;                           /* activation recompute in the backward      */

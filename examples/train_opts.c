@@ -21,7 +21,7 @@ typedef struct opt_def {
 } opt_def;
 
 static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NULL};
-static const char *const tokenizers[] = {"bytes", "bpe", NULL};
+static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
@@ -48,8 +48,10 @@ static const char usage_text[] =
     "Data:\n"
     "  --data FILE|DIR       training tokens (default " TRAIN_DEFAULT_DATA ")\n"
     "  --data-format F       auto|text|llmc|nanogpt (default auto)\n"
-    "  --tokenizer T         bytes|bpe, for text (default bytes)\n"
+    "  --tokenizer T         bytes|bpe|json, for text (default bytes; json when --load-hf\n"
+    "                        DIR has a tokenizer.json)\n"
     "  --bpe-vocab FILE --bpe-merges FILE   GPT-2 vocab.json and merges.txt for bpe\n"
+    "  --tokenizer-json F    a Hugging Face tokenizer.json (or its directory) for json\n"
     "Training:\n"
     "  --batch B             sequences per micro-batch (default 8)\n"
     "  --seq T               tokens per sequence (default min(128, context))\n"
@@ -120,7 +122,7 @@ static void set_defaults(train_opts *o)
     memset(o, 0, sizeof *o);
     o->layers = o->channels = o->heads = o->kv_heads = o->hidden = o->vocab = o->context = -1;
     o->data_format = NNT_DATA_AUTO;
-    o->tokenizer = TOKENIZER_BYTES;
+    o->tokenizer = TOKENIZER_AUTO;
     o->batch = 8, o->seq = -1, o->steps = 2000, o->accum = 1, o->seed = 1;
     o->optim = NNT_OPTIM_ADAMW, o->schedule = NNT_SCHEDULE_COSINE;
     o->precision = NNT_PRECISION_FP32;
@@ -159,6 +161,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     CHOICE("data-format", data_format, data_formats);
     CHOICE("tokenizer", tokenizer, tokenizers);
     STR("bpe-vocab", bpe_vocab);
+    STR("tokenizer-json", tokenizer_json);
     STR("bpe-merges", bpe_merges);
     INT("batch", batch, 1, 1e8);
     INT("seq", seq, 1, 1e8);
@@ -395,6 +398,11 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--tokenizer bpe needs --bpe-vocab FILE and --bpe-merges FILE");
     if (o->tokenizer != TOKENIZER_BPE && (o->bpe_vocab || o->bpe_merges))
         return train_usage_error("--bpe-vocab/--bpe-merges need --tokenizer bpe");
+    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json && !o->load_hf)
+        return train_usage_error("--tokenizer json needs --tokenizer-json FILE (or --load-hf "
+                                 "DIR with a tokenizer.json)");
+    if (o->tokenizer_json && o->tokenizer != TOKENIZER_JSON && o->tokenizer != TOKENIZER_AUTO)
+        return train_usage_error("--tokenizer-json goes with --tokenizer json");
     if (o->no_save && (o->save || o->save_every || o->stop_after))
         return train_usage_error("--no-save excludes --save, --save-every and --stop-after");
     if ((o->swap_dir != NULL) != (o->swap_size > 0))

@@ -343,6 +343,24 @@ else
     echo "skip: progress on a terminal: no working script(1) to run nnt-train on a pty"
 fi
 
+# ---- (6) a Hugging Face tokenizer.json: --tokenizer json trains on text with it, --save-hf
+# copies it into the directory, --load-hf of that directory picks it up by itself; a
+# vocabulary larger than the model's and --tokenizer-json beside another tokenizer are refused
+tokjson="$top_srcdir/tests/fixtures/hftok/llama3.json"   # 1201 tokens
+run_ok tokjson $llama --vocab 1201 --tokenizer json --tokenizer-json "$tokjson" \
+    --data "$tmp/corpus.txt" --steps 2 --out "$tmp/tj" --save-hf "$tmp/tj/hf"
+grep -q "json tokenizer" "$tmp/tokjson.out" "$tmp/tokjson.err" ||
+    fail "tokjson: the header does not name the json tokenizer"
+cmp -s "$tokjson" "$tmp/tj/hf/tokenizer.json" || fail "tokjson: --save-hf did not copy tokenizer.json"
+run_ok tokjson_load --load-hf "$tmp/tj/hf" --data "$tmp/corpus.txt" --steps 1 --batch 2 \
+    --seq 16 --sample 0 --out "$tmp/tj2"
+grep -q "json tokenizer" "$tmp/tokjson_load.out" "$tmp/tokjson_load.err" ||
+    fail "tokjson_load: --load-hf did not use the directory's tokenizer.json"
+expect_error tokjson_vocab "vocab" $llama --tokenizer json --tokenizer-json "$tokjson" \
+    --data "$tmp/corpus.txt" --steps 1 --out "$tmp/tj3"
+expect_error tokjson_bytes "--tokenizer-json" $small --tokenizer bytes --tokenizer-json "$tokjson" \
+    --data "$tmp/corpus.txt" --steps 1
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
