@@ -906,6 +906,17 @@ NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
 
+/* ---- generation with a key/value cache (issue 15) ----------------------------------------- */
+
+/* Causal attention of Tq queries that follow cached keys: query i of q (B, NH, Tq, hd) sits
+ * at position past + i and attends keys 0 .. past + i of k, v (B, NKV, Tk, hd), past + Tq
+ * <= Tk (keys after the last query are ignored: a cache of Tk preallocated rows is passed
+ * whole). o (B, NH, Tq, hd), q's layout. Grouped-query attention as nnt_tensor_attention
+ * (kv head h / (NH / NKV), in place). k, v: q's batch size and tiling; any head, sequence
+ * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
+NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
+                                    double scale, nnt_tensor *o);
+
 #ifdef __cplusplus
 }
 #endif
