@@ -493,9 +493,15 @@ typedef struct nnt_sampling {
     double temperature;          /* 0: greedy; > 0: sample from softmax(logits / temp)       */
     int64_t top_k;               /* > 0: only the top_k largest logits; 0: all               */
     uint64_t seed;               /* seed of the sampling PRNG                                */
+    /* new in 0.3 (a size without them, as 0.2 set, gets their defaults) */
+    double top_p;                /* in (0, 1): only the most likely tokens whose probabilities
+                                    (after temperature and top_k) sum to >= top_p; 1: all     */
+    int32_t eos;                 /* >= 0: stop after this token, out's rest set to it; -1 none */
+    int no_cache;                /* 1: no key/value cache: every token a forward over the
+                                    whole window (the 0.2 behaviour, slower; for comparison)  */
 } nnt_sampling;
 
-#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0 }
+#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0 }
 
 /* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen);
  * s NULL: greedy. Overwrites the activations; parameters and gradients are untouched. */
@@ -899,10 +905,12 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
  * created if missing (one level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
- * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate; a Llama-family
- * model runs one forward per new token over the last min(n, max_seq) tokens at positions
- * 0.. (no KV cache; past max_seq the window slides). Overwrites the activations (a pending
- * backward is cancelled); parameters, gradients and the targets set are untouched. */
+ * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value
+ * cache: the prompt in one forward, then one forward per new token at its position, while
+ * the sequence fits max_seq (T for a GPT layer); past it the window slides (positions
+ * restart at 0): each token is a forward over the last max_seq tokens. Overwrites the
+ * activations (a pending backward is cancelled); parameters, gradients and the targets set
+ * are untouched. */
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
 
