@@ -8,7 +8,8 @@
  *
  * Key/value cache (window: max_seq for a tree, T for a GPT layer): while n <= window, the
  * prompt is run once (prefill: tokens (1, n) at positions 0 .., every attention layer
- * writing its keys and values into caches of window rows, gl_forward_cached), then each new
+ * writing its keys and values into caches of min(window, the longest sequence decoded) rows,
+ * gl_forward_cached), then each new
  * token alone (1, 1) at position n - 1 against the cached keys. Past the window the window
  * slides and positions restart at 0, so every key and value changes: each token is then a
  * forward over the last window tokens at positions 0 .. window - 1 (the ordinary forward,
@@ -27,6 +28,7 @@ typedef struct gen {
     int64_t window;          /* the most tokens a forward sees                            */
     int use_cache;
     int64_t cached;          /* positions in the caches (0: none)                         */
+    int64_t cache_len;       /* rows of the caches: the most positions decoded, <= window */
     int32_t *ids;            // (window) host copy of the window
     nnt_tensor *tokens;      // (1, w) int32, one tile
     nnt_tensor *last;        // (1, 1, C) the final norm's output at the last position
@@ -97,7 +99,7 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
     int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0;
     int prefill = g->use_cache && n <= g->window && !decode;
     int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {1, w};
-    gl_cache_pos at = {decode ? n - 1 : 0, g->window, 0};
+    gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0};
     for (int64_t j = 0; j < w; j++)
         g->ids[j] = nnt_generate_token_at(prompt, nprompt, out, n - w + j);
     NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
@@ -126,6 +128,7 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
     g.model = model;
     g.window = window;
     g.use_cache = !s->no_cache;
+    g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
     int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
     g.sm.top_p = s->top_p;
     g.ids = rc ? NULL : malloc((size_t)window * sizeof *g.ids);
