@@ -19,7 +19,7 @@
  *   - the key/value cache: 48 greedy tokens equal transformers' (greedy_long), with and
  *     without the cache; on GPT-2 (random) and the untied GQA model, 40 new tokens past a
  *     window of 24 under three tilings: the cached tokens (greedy and sampled) equal the
- *     uncached ones (no_cache), the logits within 1e-5 (measured: equal) while it fits the
+ *     uncached ones (no_cache), the logits within 1e-5 (measured 6e-7) while it fits the
  *     window and bitwise equal once it slides (the same forwards); top_p, eos and the 0.2
  *     size of nnt_sampling. */
 #include "testutil.h"
@@ -404,9 +404,9 @@ static nnt_layer *kv_model(int model, const nnt_tiling *tl, int64_t *V)
     return l;
 }
 
-/* Measured (every model and tiling here): 0 within the window too (the decode step computes
- * each logit with the same products and sums as the whole forward: the masked keys of a
- * chunk add zeros); bigger models may differ in the last bits. Once it slides: 0. */
+/* Measured (max over models, tilings, greedy and sampled): 6.0e-7 within the window (the
+ * one-row products of the decode steps round differently: BLIS's gemv); once it slides 0
+ * (the same forwards). */
 #define KV_LOGIT_TOL 1e-5
 
 /* Cached against uncached, greedy and sampled. _i = model * 3 + tiling */
