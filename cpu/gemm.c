@@ -55,6 +55,20 @@ static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
     }
 }
 
+/* One row (m == 1): c (n) = alpha a op(B) + beta c through BLIS's gemv, which streams B once
+ * (the gemm path packs B and pads the row to a whole micro-tile: several times the work;
+ * the decode steps of generation with a key/value cache are all one-row products). a is
+ * the row of op(A): stride inca. beta == 0: c is not read. */
+static void gemv_row(int trans_b, int64_t n, int64_t k, float alpha, const float *a,
+                     int64_t inca, const float *b, int64_t ldb, float beta, float *c,
+                     rntm_t *rntm)
+{
+    /* trans_b: op(B) = B^T, B (n, k): c = B a; else B (k, n): c = B^T a */
+    bli_sgemv_ex(trans_b ? BLIS_NO_TRANSPOSE : BLIS_TRANSPOSE, BLIS_NO_CONJUGATE,
+                 trans_b ? n : k, trans_b ? k : n, &alpha, (float *)b, ldb, 1, (float *)a,
+                 inca, &beta, c, 1, NULL, rntm);
+}
+
 /* For each batch: C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C, all row-major:
  * row stride = leading dim, column stride = 1; BLIS applies the transposes itself. */
 void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -74,6 +88,11 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
         float *ci = c + i * stride_c;
         if (k <= 0 || alpha == 0.0f) {
             scale_c(m, n, beta, ci, ldc);
+            continue;
+        }
+        if (m == 1) {
+            gemv_row(trans_b, n, k, alpha, a + i * stride_a, trans_a ? lda : 1,
+                     b + i * stride_b, ldb, beta, ci, &rntm);
             continue;
         }
         /* BLIS takes non-const operand pointers but only reads A and B */

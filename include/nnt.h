@@ -493,9 +493,15 @@ typedef struct nnt_sampling {
     double temperature;          /* 0: greedy; > 0: sample from softmax(logits / temp)       */
     int64_t top_k;               /* > 0: only the top_k largest logits; 0: all               */
     uint64_t seed;               /* seed of the sampling PRNG                                */
+    /* new in 0.3 (a size without them, as 0.2 set, gets their defaults) */
+    double top_p;                /* in (0, 1): only the most likely tokens whose probabilities
+                                    (after temperature and top_k) sum to >= top_p; 1: all     */
+    int32_t eos;                 /* >= 0: stop after this token, out's rest set to it; -1 none */
+    int no_cache;                /* 1: no key/value cache: every token a forward over the
+                                    whole window (the 0.2 behaviour, slower; for comparison)  */
 } nnt_sampling;
 
-#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0 }
+#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0 }
 
 /* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen);
  * s NULL: greedy. Overwrites the activations; parameters and gradients are untouched. */
@@ -900,10 +906,12 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
  * created if missing (one level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
- * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate; a Llama-family
- * model runs one forward per new token over the last min(n, max_seq) tokens at positions
- * 0.. (no KV cache; past max_seq the window slides). Overwrites the activations (a pending
- * backward is cancelled); parameters, gradients and the targets set are untouched. */
+ * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value
+ * cache: the prompt in one forward, then one forward per new token at its position, while
+ * the sequence fits max_seq (T for a GPT layer); past it the window slides (positions
+ * restart at 0): each token is a forward over the last max_seq tokens. Overwrites the
+ * activations (a pending backward is cancelled); parameters, gradients and the targets set
+ * are untouched. */
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
 
@@ -941,6 +949,17 @@ typedef struct nnt_hf_save_options {
  * config.json comes last. */
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
+
+/* ---- generation with a key/value cache (issue 15) ----------------------------------------- */
+
+/* Causal attention of Tq queries that follow cached keys: query i of q (B, NH, Tq, hd) sits
+ * at position past + i and attends keys 0 .. past + i of k, v (B, NKV, Tk, hd), past + Tq
+ * <= Tk (keys after the last query are ignored: a cache of Tk preallocated rows is passed
+ * whole). o (B, NH, Tq, hd), q's layout. Grouped-query attention as nnt_tensor_attention
+ * (kv head h / (NH / NKV), in place). k, v: q's batch size and tiling; any head, sequence
+ * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
+NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
+                                    double scale, nnt_tensor *o);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,10 @@ Per model NAME (gqa, mqa), int32 tensors:
                  of the sequence, at positions 0..WINDOW-1 (what nnt_model_generate does
                  when the sequence is longer than its max_seq = WINDOW): a loop of forwards
                  on the window, argmax of the last position's logits
+  NAME.greedy_long (NGEN_LONG) the same as greedy, NGEN_LONG new tokens (the key/value cache
+                 test of tests/test_model_generate.c: >= 32 tokens)
 and float32:
+  NAME.greedy_long_margin (NGEN_LONG) its margins, as below
   NAME.greedy_margin, NAME.slide_margin  (NGEN) largest minus second largest logit at each
                  step: how far each argmax is from a tie (printed, and read by the test to
                  say how robust the token equality is)
@@ -31,6 +34,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 NAMES = ("gqa", "mqa")
 NPROMPT, NGEN, WINDOW = 5, 20, 8
+NGEN_LONG = 48
 # Seeds of the prompts, picked from 0..59 by hand: varied tokens (random weights make mqa
 # repeat one token for most prompts), a sliding run that differs from the whole-sequence
 # one, every margin (below) >= 0.003 with logits of about 1.3: far from a tie in fp32.
@@ -55,12 +59,12 @@ def margin(scores):
     return (top[0] - top[1]).item()
 
 
-def hf_greedy(model, prompt):
+def hf_greedy(model, prompt, ngen=NGEN):
     # an explicit mask: without one generate masks the prompt's ids equal to pad_token_id
     out = model.generate(prompt.unsqueeze(0), attention_mask=torch.ones(1, NPROMPT,
                                                                         dtype=torch.long),
-                         do_sample=False, max_new_tokens=NGEN,
-                         min_new_tokens=NGEN, output_scores=True, return_dict_in_generate=True,
+                         do_sample=False, max_new_tokens=ngen,
+                         min_new_tokens=ngen, output_scores=True, return_dict_in_generate=True,
                          pad_token_id=0, eos_token_id=None)
     tokens = out.sequences[0, NPROMPT:]
     margins = [margin(s[0]) for s in out.scores]
@@ -87,12 +91,13 @@ def main():
     out = {}
     for name in NAMES:
         cfg, model = load(args.dir, name)
-        assert NPROMPT + NGEN <= cfg.max_position_embeddings
+        assert NPROMPT + NGEN_LONG <= cfg.max_position_embeddings
         g = torch.Generator().manual_seed(PROMPT_SEED[name])
         prompt = torch.randint(0, cfg.vocab_size, (NPROMPT,), generator=g)
         with torch.no_grad():
             greedy, gm = hf_greedy(model, prompt)
             slide, sm = slide_greedy(model, prompt, WINDOW)
+            long, lm = hf_greedy(model, prompt, NGEN_LONG)
             # the loop agrees with generate while the window holds the whole sequence
             whole, _ = slide_greedy(model, prompt, NPROMPT + NGEN)
         assert torch.equal(whole, greedy), (whole, greedy)
@@ -101,8 +106,12 @@ def main():
         out[f"{name}.slide"] = slide.to(torch.int32)
         out[f"{name}.greedy_margin"] = torch.tensor(gm, dtype=torch.float32)
         out[f"{name}.slide_margin"] = torch.tensor(sm, dtype=torch.float32)
+        assert torch.equal(long[:NGEN], greedy), (long, greedy)
+        out[f"{name}.greedy_long"] = long.to(torch.int32).contiguous()
+        out[f"{name}.greedy_long_margin"] = torch.tensor(lm, dtype=torch.float32)
         print(f"{name}: prompt {prompt.tolist()}\n  greedy {greedy.tolist()} min margin "
-              f"{min(gm):.3g}\n  slide {WINDOW} {slide.tolist()} min margin {min(sm):.3g}")
+              f"{min(gm):.3g}\n  slide {WINDOW} {slide.tolist()} min margin {min(sm):.3g}\n"
+              f"  greedy {NGEN_LONG} {long.tolist()} min margin {min(lm):.3g}")
     save_file(out, os.path.join(args.dir, "generate.safetensors"))
 
 

@@ -1256,6 +1256,11 @@ START_TEST(test_attention_gqa)
         {{2, 2, 4, 1, 4, 1, 1}, 20, 20, 256, 0, 0},
         /* 40 q heads over 5 kv heads (groups of 8), one-row blocks, hd 1 */
         {{3, 40, 40, 0, 5, 8, 0}, 1, 2, 1, 1, 0},
+        /* generation with a key/value cache (nnt_tensor_attention_kv): one query at position
+         * 70 against a cache block of 96 rows (keys 71.. masked), 9 heads over 3 kv heads */
+        {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0},
+        /* 4 queries at 30..33 against the cache block of rows 32..95 (partly masked) */
+        {{1, 12, 12, 0, 12, 1, 0}, 4, 64, 64, 30, 32},
     };
     for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         run_gqa_case(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,

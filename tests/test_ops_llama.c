@@ -1183,6 +1183,139 @@ START_TEST(gqa_rejects_bad_arguments)
 }
 END_TEST
 
+/* ---- attention after cached keys (nnt_tensor_attention_kv) ---------------------------------- */
+
+#define KV_TK 16   /* cache rows; positions 0 .. GQ_T - 1 hold keys */
+
+/* (past, Tq, kv sequence tile) */
+static const int64_t kv_cases[][3] = {
+    {0, GQ_T, 16}, {0, GQ_T, 5}, {7, 4, 3}, {10, 1, 16}, {10, 1, 4}, {3, 5, 7}, {5, 1, 2},
+};
+#define KV_NC ((int)(sizeof kv_cases / sizeof *kv_cases))
+
+/* rows [r0, r0 + n) of every (rows, hd) slab of x (nslab slabs of t rows) into a buffer of
+ * nslab (n_out, hd) slabs at row d0, the other rows NaN */
+static float *slab_rows(const float *x, int64_t nslab, int64_t t, int64_t r0, int64_t n,
+                        int64_t n_out, int64_t d0)
+{
+    float *y = malloc((size_t)(nslab * n_out * GQ_D) * sizeof *y);
+    for (int64_t i = 0; i < nslab * n_out * GQ_D; i++)
+        y[i] = NAN;
+    for (int64_t s = 0; s < nslab; s++)
+        memcpy(y + (s * n_out + d0) * GQ_D, x + (s * t + r0) * GQ_D,
+               (size_t)(n * GQ_D) * sizeof *y);
+    return y;
+}
+
+/* The last Tq of past + Tq queries against a cache of KV_TK rows whose rows from past + Tq
+ * on are NaN (never read): the rows of the float64 reference over all GQ_T positions, for
+ * every tiling of the GQA test (its kv head and hd tiles, the case's sequence tile).
+ * _i indexes gq_nkv. */
+START_TEST(attention_kv_matches_reference_rows)
+{
+    const int64_t nkv = gq_nkv[_i], nk = GQ_B * nkv * GQ_T * GQ_D;
+    const double scale = 1.0 / sqrt((double)GQ_D);
+    float *q = test_random_f32(GQ_NQ, 61, -1.5, 1.5), *k = test_random_f32(nk, 62, -1.5, 1.5),
+          *v = test_random_f32(nk, 63, -1, 1);
+    double *qd = test_to_double(q, GQ_NQ), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk);
+    double *o_ref = test_zeros(GQ_NQ);
+    gqa_ref(GQ_B, GQ_H, nkv, GQ_T, GQ_D, scale, qd, kd, vd, o_ref, NULL, NULL, NULL, NULL, NULL);
+    for (int c = 0; c < KV_NC; c++) {
+        int64_t past = kv_cases[c][0], tq = kv_cases[c][1], n = past + tq;
+        float *qc = slab_rows(q, GQ_B * GQ_H, GQ_T, past, tq, tq, 0);
+        float *kc = slab_rows(k, GQ_B * nkv, GQ_T, 0, n, KV_TK, 0);
+        float *vc = slab_rows(v, GQ_B * nkv, GQ_T, 0, n, KV_TK, 0);
+        double *want = malloc((size_t)(GQ_B * GQ_H * tq * GQ_D) * sizeof *want);
+        for (int64_t sl = 0; sl < GQ_B * GQ_H; sl++)
+            memcpy(want + sl * tq * GQ_D, o_ref + (sl * GQ_T + past) * GQ_D,
+                   (size_t)(tq * GQ_D) * sizeof *want);
+        for (int t = 0; t < GQ_NT; t++) {
+            const int64_t *tl = gq_tilings[t];
+            const int64_t qs[4] = {GQ_B, GQ_H, tq, GQ_D}, ks[4] = {GQ_B, nkv, KV_TK, GQ_D};
+            const int64_t kt[4] = {tl[0], tl[4], kv_cases[c][2], tl[5]};
+            nnt_tensor *tq_ = tensor_f32(4, qs, tl, qc), *tk = tensor_f32(4, ks, kt, kc),
+                       *tv = tensor_f32(4, ks, kt, vc), *to = tensor_f32(4, qs, tl, NULL);
+            EXPECT_OK(nnt_tensor_attention_kv(tq_, tk, tv, past, scale, to));
+            float *got = to_host(to);
+            EXPECT_TOL(rel_err(got, want, GQ_B * GQ_H * tq * GQ_D), GQ_TOL_O,
+                       "attention_kv o, NKV %d, past %d, Tq %d, tiling %d", (int)nkv, (int)past,
+                       (int)tq, t);
+            free(got);
+            nnt_tensor *all[4] = {tq_, tk, tv, to};
+            destroy_all(4, all);
+        }
+        free(qc), free(kc), free(vc), free(want);
+    }
+    free(q), free(k), free(v), free(qd), free(kd), free(vd), free(o_ref);
+}
+END_TEST
+
+/* past 0 and Tk = Tq: the same tasks as nnt_tensor_attention, the same bits, every tiling */
+START_TEST(attention_kv_without_past_is_attention)
+{
+    const int64_t nkv = gq_nkv[_i], nk = GQ_B * nkv * GQ_T * GQ_D;
+    float *q = test_random_f32(GQ_NQ, 71, -2, 2), *k = test_random_f32(nk, 72, -2, 2),
+          *v = test_random_f32(nk, 73, -1, 1);
+    for (int t = 0; t < GQ_NT; t++) {
+        const int64_t *tl = gq_tilings[t];
+        const int64_t qs[4] = {GQ_B, GQ_H, GQ_T, GQ_D}, ks[4] = {GQ_B, nkv, GQ_T, GQ_D};
+        const int64_t kt[4] = {tl[0], tl[4], tl[2], tl[5]};
+        nnt_tensor *tq = tensor_f32(4, qs, tl, q), *tk = tensor_f32(4, ks, kt, k),
+                   *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, tl, NULL),
+                   *to2 = tensor_f32(4, qs, tl, NULL), *tl_ = tensor_f32(3, qs, tl, NULL);
+        EXPECT_OK(nnt_tensor_attention(tq, tk, tv, 0.4, to, tl_));
+        EXPECT_OK(nnt_tensor_attention_kv(tq, tk, tv, 0, 0.4, to2));
+        float *a = to_host(to), *b = to_host(to2);
+        expect_same_bits("attention_kv o vs attention o, tiling", t, a, b, GQ_NQ);
+        free(a), free(b);
+        nnt_tensor *all[6] = {tq, tk, tv, to, to2, tl_};
+        destroy_all(6, all);
+    }
+    free(q), free(k), free(v);
+}
+END_TEST
+
+START_TEST(attention_kv_rejects_bad_arguments)
+{
+    const char *fn = "nnt_tensor_attention_kv";
+    const int64_t qs[4] = {2, 6, 2, 4}, qt[4] = {1, 3, 1, 4};
+    const int64_t ks[4] = {2, 2, 8, 4}, kt[4] = {1, 1, 3, 4};
+    nnt_tensor *q = tensor_f32(4, qs, qt, NULL), *k = tensor_f32(4, ks, kt, NULL),
+               *v = tensor_f32(4, ks, kt, NULL), *o = tensor_f32(4, qs, qt, NULL);
+    nnt_tensor *bad[] = {
+        tensor_f32(4, (int64_t[]){2, 4, 8, 4}, kt, NULL),   /* 0: 4 kv heads: 6 % 4 != 0  */
+        tensor_f32(4, (int64_t[]){2, 2, 8, 3}, kt, NULL),   /* 1: hd 3, not 4             */
+        tensor_f32(4, ks, (int64_t[]){2, 1, 3, 4}, NULL),   /* 2: B tiled apart from q    */
+        tensor_f32(4, (int64_t[]){1, 2, 8, 4}, kt, NULL),   /* 3: B 1, not 2              */
+        tensor_f32(3, ks, kt, NULL),                        /* 4: 3 dimensions            */
+    };
+    const int nbad = (int)(sizeof bad / sizeof *bad);
+    EXPECT_OK(nnt_tensor_fill(q, 0.5));
+    EXPECT_OK(nnt_tensor_fill(k, 0.25));
+    EXPECT_OK(nnt_tensor_fill(v, 1));
+    for (int i = 0; i < nbad; i++)
+        EXPECT_OK(nnt_tensor_fill(bad[i], 1));
+    EXPECT_OK(nnt_tensor_attention_kv(q, k, v, 6, 0.5, o));   /* past + Tq = Tk */
+    for (int i = 0; i < nbad; i++) {
+        EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, bad[i], bad[i], 0, 0.5, o), NNT_E_SHAPE, fn);
+        EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, bad[i], 0, 0.5, o), NNT_E_SHAPE, fn);
+    }
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, 7, 0.5, o), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, -1, 0.5, o), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, 0, NAN, o), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, 0, 0.5, q), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, 0, 0.5, NULL), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, 0, 0.5, k), NNT_E_INVAL, fn);
+    nnt_tensor *o2 = tensor_f32(4, qs, (int64_t[]){1, 2, 1, 4}, NULL);   /* o tiled apart */
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, k, v, 0, 0.5, o2), NNT_E_SHAPE, fn);
+    nnt_tensor *unwritten = tensor_f32(4, ks, kt, NULL);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv(q, unwritten, v, 0, 0.5, o), NNT_E_STATE, fn);
+    nnt_tensor *all[6] = {q, k, v, o, o2, unwritten};
+    destroy_all(6, all);
+    destroy_all(nbad, bad);
+}
+END_TEST
+
 static Suite *ops_llama_suite(void)
 {
     Suite *s = suite_create("ops_llama");
@@ -1207,6 +1340,9 @@ static Suite *ops_llama_suite(void)
     tcase_add_loop_test(tc, gqa_matches_reference_for_every_tiling, 0, 4);
     tcase_add_test(tc, gqa_is_deterministic);
     tcase_add_test(tc, gqa_rejects_bad_arguments);
+    tcase_add_loop_test(tc, attention_kv_matches_reference_rows, 0, 4);
+    tcase_add_loop_test(tc, attention_kv_without_past_is_attention, 0, 4);
+    tcase_add_test(tc, attention_kv_rejects_bad_arguments);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -35,6 +35,7 @@ typedef struct attention {
     nnt_tensor *y;                  // (B, T, C)
     nnt_tensor *dh[4];              // d o, dq (B, NH, T, hd); dk, dv (B, NKV, T, hd)
     nnt_tensor *dxin, *dx, *dy_cache;
+    nnt_tensor *cache[2];           // (B, NKV, len, hd) keys, values of generation (owned)
 } attention;
 
 /* The (B, T, heads, hd) scratch of projection i: q's heads, or k's / v's. */
@@ -73,9 +74,10 @@ static double scale_of(const attention *a)
     return 1.0 / sqrt((double)a->w[0]->shape[1]);
 }
 
-static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+/* q (B, NH, T, hd), k, v (B, NKV, T, hd) of x (B, T, C) into a->qkv, with rotary positions
+ * past .. past + T - 1 (if any). */
+static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
 {
-    attention *a = l->impl;
     int64_t C = a->pw->shape[0];
     if (x->dtype != NNT_FP32 || x->ndim != 3 || x->shape[2] != C)
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an attention layer takes fp32 "
@@ -93,12 +95,16 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
         NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, a->qkv[i]));
     }
-    if (a->has_rope) {   /* q and k rotated in place, positions 0 .. T-1 */
-        NNT_TRY(nnt_tensor_rope(a->qkv[0], &a->rope, 0, a->qkv[0]));
-        NNT_TRY(nnt_tensor_rope(a->qkv[1], &a->rope, 0, a->qkv[1]));
+    if (a->has_rope) {   /* q and k rotated in place */
+        NNT_TRY(nnt_tensor_rope(a->qkv[0], &a->rope, past, a->qkv[0]));
+        NNT_TRY(nnt_tensor_rope(a->qkv[1], &a->rope, past, a->qkv[1]));
     }
-    /* NKV < NH: q head h reads kv head h / (NH / NKV) inside the op (no copies) */
-    NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
+    return NNT_OK;
+}
+
+/* y (B, T, C) from the attention output a->o (B, NH, T, hd). */
+static int project_out(nnt_layer *l, attention *a, nnt_tensor **y)
+{
     NNT_TRY(nnt_tensor_permute(a->o, SWAP_BT_NH, a->atty));
     /* y (B, T, C) = atty (B, T, NH, hd) c_proj^T (C, NH, hd) (+ c_proj.bias) */
     nnt_tensor *pw = NULL;
@@ -107,6 +113,80 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
                            a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));
     *y = a->y;
     return NNT_OK;
+}
+
+static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    attention *a = l->impl;
+    NNT_TRY(project_qkv(l, a, x, 0));
+    /* NKV < NH: q head h reads kv head h / (NH / NKV) inside the op (no copies) */
+    NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
+    return project_out(l, a, y);
+}
+
+/* The key/value caches (B, NKV, len, hd), tiles (x's B tile, k's head tile, seq_tile, hd),
+ * zeroed; kept when they already have that layout. */
+static int ensure_cache(nnt_layer *l, attention *a, const nnt_tensor *x, int64_t len,
+                        int64_t seq_tile)
+{
+    const nnt_tensor *wk = a->w[1];
+    int64_t shape[4] = {x->shape[0], wk->shape[0], len, wk->shape[1]};
+    int64_t tile[4] = {x->tile[0], wk->tile[0], seq_tile > 0 && seq_tile < len ? seq_tile : len,
+                       wk->shape[1]};
+    for (int i = 0; i < 2; i++) {
+        nnt_tensor *c = a->cache[i];
+        int same = c != NULL;
+        for (int d = 0; same && d < 4; d++)
+            same = c->shape[d] == shape[d] && c->tile[d] == tile[d];
+        if (same)
+            continue;
+        nnt_tensor_destroy(c);
+        a->cache[i] = NULL;
+        NNT_TRY(nnt_tensor_create(l->ctx, NNT_FP32, 4, shape, tile, &a->cache[i]));
+        NNT_TRY(nnt_tensor_fill(a->cache[i], 0.0));
+    }
+    return NNT_OK;
+}
+
+static const nnt_layer_vt attention_vt;
+
+int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at,
+                                nnt_tensor **y)
+{
+    NNT_TRY(nnt_layer_check(l, "nnt_layer_forward"));
+    if (l->vt != &attention_vt)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: a %s layer has no key/value "
+                        "cache", l->vt->kind_name);
+    attention *a = l->impl;
+    int64_t T = x->ndim == 3 ? x->shape[1] : 0;
+    if (at->past < 0 || at->past + T > at->len)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: %lld cached and %lld new "
+                        "positions do not fit a key/value cache of %lld", (long long)at->past,
+                        (long long)T, (long long)at->len);
+    if (at->past == 0)
+        NNT_TRY(ensure_cache(l, a, x, at->len, at->seq_tile));
+    else if (!a->cache[0] || a->cache[0]->shape[2] != at->len ||
+             a->cache[0]->shape[0] != x->shape[0])
+        return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_forward: no key/value cache of %lld "
+                        "positions to continue at %lld (start at position 0)",
+                        (long long)at->len, (long long)at->past);
+    NNT_TRY(project_qkv(l, a, x, at->past));
+    for (int i = 0; i < 2; i++)   /* k, v of the new positions into cache rows past .. */
+        NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, 0, a->cache[i], at->past, T));
+    NNT_TRY(nnt_tensor_attention_kv(a->qkv[0], a->cache[0], a->cache[1], at->past, scale_of(a),
+                                    a->o));
+    return project_out(l, a, y);
+}
+
+void gl_attention_release_cache(nnt_layer *l)
+{
+    if (l->vt != &attention_vt)
+        return;
+    attention *a = l->impl;
+    for (int i = 0; i < 2; i++) {
+        nnt_tensor_destroy(a->cache[i]);
+        a->cache[i] = NULL;
+    }
 }
 
 /* d heads (B, T, NH or NKV, hd) of projection i in its scratch: dxin (+)= dheads W_i;
@@ -167,7 +247,7 @@ static void attention_destroy(nnt_layer *l)
     nnt_tensor *own[] = {a->x_cache, a->heads, a->kv_heads, a->qkv[0], a->qkv[1], a->qkv[2],
                          a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
-                         a->pw16};
+                         a->pw16, a->cache[0], a->cache[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
 }

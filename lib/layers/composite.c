@@ -206,12 +206,16 @@ static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **s
     return nnt_tensor_axpby(1.0, a, 1.0, *sum);
 }
 
-static int block_compute(nnt_layer *l, nnt_tensor *x)
+/* at: NULL, or the positions of a forward with key/value caches (the attention's). */
+static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
     NNT_TRY(nnt_layer_forward(l->children[LN_1], x, &h));
-    NNT_TRY(nnt_layer_forward(l->children[ATTN], h, &h));
+    if (at)
+        NNT_TRY(gl_forward_cached(l->children[ATTN], h, at, &h));
+    else
+        NNT_TRY(nnt_layer_forward(l->children[ATTN], h, &h));
     NNT_TRY(add_to_new(l, h, x, &k->r2));
     NNT_TRY(nnt_layer_forward(l->children[LN_2], k->r2, &h));
     NNT_TRY(nnt_layer_forward(l->children[MLP], h, &h));
@@ -225,7 +229,7 @@ static int block_compute(nnt_layer *l, nnt_tensor *x)
 static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     block *k = l->impl;
-    NNT_TRY(block_compute(l, x));
+    NNT_TRY(block_compute(l, x, NULL));
     if (k->recompute)
         nnt_layer_drop_activations(l, k->y, NULL);
     k->x = x;
@@ -244,7 +248,7 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (k->recompute && dy)
         NNT_TRY(nnt_tensor_wait_written(dy));
     if (k->recompute)
-        NNT_TRY(block_compute(l, k->x));
+        NNT_TRY(block_compute(l, k->x, NULL));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
     NNT_TRY(nnt_layer_backward(l->children[MLP], g, &d));
     NNT_TRY(nnt_layer_backward(l->children[LN_2], d, &d));
@@ -486,4 +490,36 @@ NNT_API int nnt_layer_sequential_create(nnt_ctx *ctx, int n, nnt_layer *const *c
     }
     *out = l;
     return NNT_OK;
+}
+
+/* ---- forward with key/value caches ---------------------------------------------------------- */
+
+int gl_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at, nnt_tensor **y)
+{
+    NNT_TRY(nnt_layer_check(l, "nnt_layer_forward"));
+    switch (l->vt->kind) {
+    case NNT_LAYER_EMBEDDING:
+        return gl_embedding_forward_at(l, x, at->past, y);
+    case NNT_LAYER_ATTENTION:
+        return gl_attention_forward_cached(l, x, at, y);
+    case NNT_LAYER_BLOCK:
+        NNT_TRY(block_compute(l, x, at));
+        *y = ((block *)l->impl)->y;
+        return NNT_OK;
+    case NNT_LAYER_SEQUENTIAL:
+        for (int i = 0; i < l->nchildren; i++)
+            NNT_TRY(gl_forward_cached(l->children[i], x, at, &x));
+        *y = x;
+        return NNT_OK;
+    default:
+        return nnt_layer_forward(l, x, y);
+    }
+}
+
+void gl_release_caches(nnt_layer *l)
+{
+    if (l->vt->kind == NNT_LAYER_ATTENTION)
+        gl_attention_release_cache(l);
+    for (int i = 0; i < l->nchildren; i++)
+        gl_release_caches(l->children[i]);
 }

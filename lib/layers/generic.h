@@ -76,4 +76,29 @@ int gl_cross_entropy_has_targets(const nnt_layer *l);
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,
                          nnt_attention_options *out);
 
+/* ---- forward with a key/value cache (generation) ---- */
+
+/* Where a cached forward's T new positions go: after past cached ones, in caches of len
+ * positions whose sequence tile is seq_tile (0: one tile). */
+typedef struct gl_cache_pos {
+    int64_t past, len, seq_tile;
+} gl_cache_pos;
+/* Rows [r0, r0 + n) of dimension dim of src into rows [d0, d0 + n) of dst (the other
+ * dimensions equal in size; any tilings): one copy task per meeting pair of tiles. */
+int gl_copy_rows(nnt_tensor *src, int dim, int64_t r0, nnt_tensor *dst, int64_t d0, int64_t n);
+/* The embedding's forward for tokens at positions past .. past + T - 1 (wpe rows). */
+int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor **y);
+/* The attention layer's forward of x (B, T, C) at positions at->past ..: its k, v written
+ * into its caches (created, zeroed, at past 0), queries against all cached keys
+ * (nnt_tensor_attention_kv). No backward may follow. */
+int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at,
+                                nnt_tensor **y);
+void gl_attention_release_cache(nnt_layer *l);
+/* The forward of l at positions at->past ..: an embedding at an offset, an attention layer or
+ * a block (its attention) with the caches, a sequential layer child by child, any other
+ * kind (position-free) its ordinary forward. */
+int gl_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at, nnt_tensor **y);
+/* Free the key/value caches of the subtree. */
+void gl_release_caches(nnt_layer *l);
+
 #endif

@@ -74,6 +74,66 @@ int gl_dy_like(nnt_layer *l, nnt_tensor *dy, nnt_tensor *y, const char *fn, nnt_
 }
 
 /* NNT_E_SHAPE unless x is fp32 with at least min_ndim dims and a last dim of `last`. */
+/* The box of src tile (so, ss) that lands in dst tile (dor, ds) when src rows [r0, r0 + n)
+ * of dimension dim go to dst rows [d0, d0 + n); 0 if they do not meet. */
+static int rows_box(int nd, int dim, int64_t r0, int64_t d0, int64_t n, const int64_t *so,
+                    const int64_t *ss, const int64_t *dor, const int64_t *ds, nnt_copy_box *b)
+{
+    int64_t sst[NNT_MAX_DIMS], dst[NNT_MAX_DIMS];
+    nnt_row_major_strides(nd, ss, sst);
+    nnt_row_major_strides(nd, ds, dst);
+    memset(b, 0, sizeof *b);
+    for (int e = 0; e < nd; e++) {   /* the overlap [a, z) in dst coordinates */
+        int64_t shift = e == dim ? r0 - d0 : 0;
+        int64_t a = dor[e] > so[e] - shift ? dor[e] : so[e] - shift;
+        int64_t z = dor[e] + ds[e] < so[e] + ss[e] - shift ? dor[e] + ds[e] : so[e] + ss[e] - shift;
+        if (e == dim) {
+            a = a > d0 ? a : d0;
+            z = z < d0 + n ? z : d0 + n;
+        }
+        if (a >= z)
+            return 0;
+        b->shape[e] = z - a;
+        b->src_stride[e] = sst[e];
+        b->dst_stride[e] = dst[e];
+        b->src_offset += (a + shift - so[e]) * sst[e];
+        b->dst_offset += (a - dor[e]) * dst[e];
+    }
+    return 1;
+}
+
+int gl_copy_rows(nnt_tensor *src, int dim, int64_t r0, nnt_tensor *dst, int64_t d0, int64_t n)
+{
+    int nd = src->ndim, same = src->dtype == dst->dtype && nd == dst->ndim && dim >= 0 &&
+                               dim < nd && n >= 0 && r0 >= 0 && d0 >= 0;
+    for (int e = 0; same && e < nd; e++)
+        same = e == dim ? r0 + n <= src->shape[e] && d0 + n <= dst->shape[e]
+                        : src->shape[e] == dst->shape[e];
+    if (!same)
+        return nnt_fail(src->ctx, NNT_E_SHAPE, "nnt: rows [%lld, %lld) of dimension %d do not "
+                        "fit the shapes of a row copy", (long long)r0, (long long)(r0 + n), dim);
+    int rc = nnt_tensor_check_readable(src, "nnt_layer_forward");
+    if (rc == 0 && !dst->written)   /* the tasks read and write the tiles they touch */
+        rc = nnt_tensor_fill(dst, 0.0);
+    for (int64_t i = 0; i < dst->ntiles && rc == 0; i++) {
+        int64_t dc[NNT_MAX_DIMS], dor[NNT_MAX_DIMS], ds[NNT_MAX_DIMS];
+        nnt_tensor_tile_coord(dst, i, dc);
+        nnt_tensor_tile_box(dst, dc, dor, ds);
+        for (int64_t j = 0; j < src->ntiles && rc == 0; j++) {
+            int64_t sc[NNT_MAX_DIMS], so[NNT_MAX_DIMS], ss[NNT_MAX_DIMS];
+            nnt_copy_box b;
+            nnt_tensor_tile_coord(src, j, sc);
+            nnt_tensor_tile_box(src, sc, so, ss);
+            if (rows_box(nd, dim, r0, d0, n, so, ss, dor, ds, &b))
+                rc = nnt_insert_copy(dst->ctx, dst->tiles[i].handle, STARPU_RW, 1,
+                                     &src->tiles[j].handle, nd, dst->elsize, 1, &b);
+        }
+    }
+    if (rc == 0)
+        nnt_tensor_mark_written(dst);
+    return rc;
+}
+
 int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor **operand)
 {
     nnt_precision precision = NNT_PRECISION_FP32;
@@ -130,6 +190,7 @@ typedef struct embedding {
     nnt_tensor *tokens;             // (B, T) int32: a copy of the input
     nnt_tensor *wpe_rows, *dwpe_rows;  // (maxT, C) in the input's T tiling, if it differs
     nnt_tensor *out;                // (B, T, C)
+    nnt_tensor *pos_rows;           // (T, C) wpe rows past .. past + T - 1 (cached forward)
     nnt_tensor *dy_cache, *tmp;
 } embedding;
 
@@ -150,6 +211,35 @@ static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     if (e->wpe)   /* max_seq 0: no position table */
         NNT_TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
     NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
+    *y = e->out;
+    return NNT_OK;
+}
+
+static const nnt_layer_vt embedding_vt;
+
+int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor **y)
+{
+    embedding *e = l->impl;
+    NNT_TRY(nnt_layer_check(l, "nnt_layer_forward"));
+    if (l->vt != &embedding_vt)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: a %s layer takes no position "
+                        "offset", l->vt->kind_name);
+    if (past == 0 || !e->wpe)   /* positions 0 .. T-1, or none: the ordinary forward */
+        return embedding_forward(l, x, y);
+    if (past < 0 || x->dtype != NNT_INT32 || x->ndim != 2 || past + x->shape[1] > e->wpe->shape[0])
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer at position "
+                        "%lld takes int32 tokens (B, T) with %lld + T <= maxT = %lld",
+                        (long long)past, (long long)past, (long long)e->wpe->shape[0]);
+    int64_t T = x->shape[1], C = e->wte->shape[1];
+    int64_t shape[3] = {x->shape[0], T, C}, tile[3] = {x->tile[0], x->tile[1], e->wte->tile[1]};
+    int64_t rows[2] = {T, C}, rows_tile[2] = {x->tile[1], e->wte->tile[1]};
+    NNT_TRY(nnt_layer_ensure(l, &e->tokens, NNT_INT32, 2, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_copy(x, e->tokens));
+    NNT_TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
+    /* wpe rows past .. past + T - 1, in the input's T tiling */
+    NNT_TRY(nnt_layer_ensure(l, &e->pos_rows, NNT_FP32, 2, rows, rows_tile));
+    NNT_TRY(gl_copy_rows(e->wpe, 0, past, e->pos_rows, 0, T));
+    NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, e->pos_rows, e->out));
     *y = e->out;
     return NNT_OK;
 }
@@ -176,7 +266,8 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void embedding_destroy(nnt_layer *l)
 {
     embedding *e = l->impl;
-    nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->dy_cache, e->tmp};
+    nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->pos_rows,
+                         e->dy_cache, e->tmp};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 

@@ -1,24 +1,34 @@
 /* Text generation for every model (nnt_model_generate, nnt_gpt_generate): a tree of the
  * generic layers (NNT_LAYER_MODEL, transformer.c), or the one inside a GPT layer.
  *
- * Per new token, on the last w = min(n, window) tokens of the n so far (window: max_seq for
- * a tree, T for a GPT layer), as tokens (1, w) in one tile: the children up to the final
- * norm give the hidden states (1, w, C); their last row is copied on the device into
+ * The logits after the first n tokens come from the children up to the final norm, which
+ * give hidden states (1, w, C) for w tokens; their last row is copied on the device into
  * (1, 1, C) and only that row goes through "lm_head", so that V logits are computed and come
- * back instead of (1, w, V) (the head is also w times cheaper). The "loss" child is not run:
- * the targets set for training stay set. There is no key/value cache: every token is a
- * forward over the whole window. */
+ * back instead of (1, w, V). The "loss" child is not run: the targets set stay set.
+ *
+ * Key/value cache (window: max_seq for a tree, T for a GPT layer): while n <= window, the
+ * prompt is run once (prefill: tokens (1, n) at positions 0 .., every attention layer
+ * writing its keys and values into caches of min(window, the longest sequence decoded) rows,
+ * gl_forward_cached), then each new
+ * token alone (1, 1) at position n - 1 against the cached keys. Past the window the window
+ * slides and positions restart at 0, so every key and value changes: each token is then a
+ * forward over the last window tokens at positions 0 .. window - 1 (the ordinary forward,
+ * as without a cache). nnt_sampling's no_cache runs every token that way. */
 #include "models.h"
 #include "sample.h"
 
-#include "../layers/layer.h"
+#include "../layers/generic.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* What one generation holds. */
 typedef struct gen {
     nnt_layer *model;
     int64_t window;          /* the most tokens a forward sees                            */
+    int use_cache;
+    int64_t cached;          /* positions in the caches (0: none)                         */
+    int64_t cache_len;       /* rows of the caches: the most positions decoded, <= window */
     int32_t *ids;            // (window) host copy of the window
     nnt_tensor *tokens;      // (1, w) int32, one tile
     nnt_tensor *last;        // (1, 1, C) the final norm's output at the last position
@@ -29,6 +39,7 @@ static void gen_free(gen *g)
 {
     nnt_tensor_destroy(g->tokens);
     nnt_tensor_destroy(g->last);
+    gl_release_caches(g->model);
     free(g->ids);
     nnt_sampler_free(&g->sm);
 }
@@ -85,14 +96,20 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
                       int64_t n)
 {
     nnt_layer *m = g->model;
-    int64_t w = n < g->window ? n : g->window, shape[2] = {1, w};
+    int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0;
+    int prefill = g->use_cache && n <= g->window && !decode;
+    int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {1, w};
+    gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0};
     for (int64_t j = 0; j < w; j++)
         g->ids[j] = nnt_generate_token_at(prompt, nprompt, out, n - w + j);
     NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
     NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)w * sizeof *g->ids));
     nnt_tensor *x = g->tokens, *logits = NULL;   // (1, w) -> (1, w, C)
+    g->cached = 0;   /* until this forward has been submitted whole */
     for (int i = 0; i < m->nchildren - 2; i++)
-        NNT_TRY(nnt_layer_forward(m->children[i], x, &x));
+        NNT_TRY(decode || prefill ? gl_forward_cached(m->children[i], x, &at, &x)
+                                  : nnt_layer_forward(m->children[i], x, &x));
+    g->cached = decode || prefill ? n : 0;
     NNT_TRY(copy_last_row(m->ctx, x, &g->last));
     NNT_TRY(nnt_layer_forward(m->children[m->nchildren - 2], g->last, &logits));   // (1, 1, V)
     return nnt_tensor_copy_to_host(logits, g->sm.logits, (size_t)g->sm.V * sizeof(float));
@@ -100,7 +117,7 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
 
 static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64_t V,
                          const int32_t *prompt, int64_t nprompt, int64_t ngen,
-                         const nnt_sampling *s, int32_t *out)
+                         const nnt_sampling *s, int32_t *out, float *trace)
 {
     nnt_layer *loss = model->nchildren >= 3 ? model->children[model->nchildren - 1] : NULL;
     if (!loss || loss->vt->kind != NNT_LAYER_CROSS_ENTROPY)
@@ -110,40 +127,81 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
     memset(&g, 0, sizeof g);
     g.model = model;
     g.window = window;
-    int rc = s ? nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed)
-               : nnt_sampler_init(&g.sm, model->ctx, fn, V, 0.0, 0, 0);
+    g.use_cache = !s->no_cache;
+    g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
+    int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
+    g.sm.top_p = s->top_p;
     g.ids = rc ? NULL : malloc((size_t)window * sizeof *g.ids);
     if (rc == 0 && !g.ids)
         rc = nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     for (int64_t i = 0; i < ngen && rc == 0; i++) {
         rc = gen_logits(&g, prompt, nprompt, out, nprompt + i);
+        if (rc == 0 && trace)
+            memcpy(trace + i * V, g.sm.logits, (size_t)V * sizeof *trace);
         if (rc == 0)
             rc = nnt_sampler_pick(&g.sm, model->ctx, fn, &out[i]);
+        if (rc == 0 && s->eos >= 0 && out[i] == s->eos) {   /* the rest is eos, unrun */
+            for (int64_t j = i + 1; j < ngen; j++)
+                out[j] = s->eos;
+            break;
+        }
     }
     cancel_backward(model);
     gen_free(&g);
     return rc;
 }
 
+/* *out = *s with the fields a smaller (older) size lacks at their defaults; greedy with the
+ * defaults if s is NULL. Checks them. */
+static int read_sampling(const nnt_ctx *ctx, const char *fn, const nnt_sampling *s, int64_t V,
+                         nnt_sampling *out)
+{
+    static const nnt_sampling defaults = NNT_SAMPLING_INIT;
+    *out = defaults;
+    if (!s) {
+        out->temperature = 0.0;
+        out->top_k = 0;
+        return NNT_OK;
+    }
+    size_t v02 = offsetof(nnt_sampling, top_p);   /* the 0.2 struct ends there */
+    if (s->size != v02)
+        NNT_TRY(nnt_check_struct_size(ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
+                                      "initialise it with NNT_SAMPLING_INIT"));
+    memcpy(out, s, s->size);
+    out->size = sizeof *out;
+    if (!(out->top_p > 0.0 && out->top_p <= 1.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: top_p %g must be in (0, 1] (1: all tokens)", fn,
+                        out->top_p);
+    if (out->eos < -1 || out->eos >= V)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: eos %d must be -1 (none) or in [0, %lld)", fn,
+                        (int)out->eos, (long long)V);
+    return NNT_OK;
+}
+
 int nnt_model_run_generate(nnt_layer *model, const char *fn, const int32_t *prompt,
-                           int64_t nprompt, int64_t ngen, const nnt_sampling *s,
-                           int32_t *out)
+                           int64_t nprompt, int64_t ngen, const nnt_sampling *s, int32_t *out)
+{
+    return nnt_model_generate_trace(model, fn, prompt, nprompt, ngen, s, out, NULL);
+}
+
+int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
+                             int64_t nprompt, int64_t ngen, const nnt_sampling *user,
+                             int32_t *out, float *trace)
 {
     nnt_model_config cfg;
+    nnt_sampling s;
     NNT_TRY(nnt_model_config_get(model, fn, &cfg));
-    if (s)
-        NNT_TRY(nnt_check_struct_size(model->ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
-                                      "initialise it with NNT_SAMPLING_INIT"));
-    NNT_TRY(nnt_generate_check(model->ctx, fn, cfg.vocab, prompt, nprompt, ngen,
-                               s ? s->temperature : 0.0, s ? s->top_k : 0, out));
+    NNT_TRY(read_sampling(model->ctx, fn, user, cfg.vocab, &s));
+    NNT_TRY(nnt_generate_check(model->ctx, fn, cfg.vocab, prompt, nprompt, ngen, s.temperature,
+                               s.top_k, out));
     if (ngen == 0)
         return NNT_OK;
     int64_t window = cfg.max_seq;
     nnt_layer *tree = nnt_gpt_tree(model, &window);
     if (tree)   /* the layer's activations are the tree's: no backward after this */
         nnt_gpt_cancel_backward(model);
-    return tree_generate(tree ? tree : model, fn, window, cfg.vocab, prompt, nprompt, ngen, s,
-                         out);
+    return tree_generate(tree ? tree : model, fn, window, cfg.vocab, prompt, nprompt, ngen, &s,
+                         out, trace);
 }
 
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,

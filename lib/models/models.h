@@ -101,12 +101,16 @@ int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t 
 /* A GPT-2 model (GPT layer or tree) as an llm.c checkpoint (temporary file, fsync, rename),
  * Vp = V. Errors name fn. */
 int nnt_model_save_llmc(nnt_layer *model, const char *fn, const char *path);
-/* nnt_model_generate for any model, its errors naming fn: the argument checks, then one
- * forward per new token over the last min(n, w) tokens, w the layer's T for a GPT layer and
- * max_seq for a tree. */
+/* nnt_model_generate for any model, its errors naming fn: the argument checks, then the
+ * tokens with a key/value cache while the sequence fits w, the layer's T for a GPT layer and
+ * max_seq for a tree, then one forward per new token over the last w tokens. */
 int nnt_model_run_generate(nnt_layer *model, const char *fn, const int32_t *prompt,
                            int64_t nprompt, int64_t ngen, const nnt_sampling *s,
                            int32_t *out);
+/* The same, the logits of every step written to trace (ngen, V) (tests; NULL: none). */
+int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
+                             int64_t nprompt, int64_t ngen, const nnt_sampling *s,
+                             int32_t *out, float *trace);
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
 int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);

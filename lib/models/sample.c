@@ -118,6 +118,22 @@ static int32_t draw(nnt_sampler *sm, int64_t k, double max)
     return c[pick].id;
 }
 
+/* The fewest of the first k (sorted) candidates whose weights sum to >= top_p times the
+ * weights of all k (at least 1). */
+static int64_t nucleus_size(const nnt_sampler *sm, int64_t k, double max)
+{
+    const nnt_sample_cand *c = sm->cand;
+    double sum = 0.0, acc = 0.0;
+    for (int64_t j = 0; j < k; j++)
+        sum += exp((c[j].logit - max) / sm->temperature);
+    for (int64_t j = 0; j < k; j++) {
+        acc += exp((c[j].logit - max) / sm->temperature);
+        if (acc >= sm->top_p * sum)
+            return j + 1;
+    }
+    return k;
+}
+
 int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_t *token)
 {
     const float *l = sm->logits;
@@ -135,10 +151,13 @@ int nnt_sampler_pick(nnt_sampler *sm, const nnt_ctx *ctx, const char *fn, int32_
         return NNT_OK;
     }
     int64_t k = V;
-    if (sm->top_k > 0 && sm->top_k < V) {   /* the k best first, in (logit, id) order */
+    int nucleus = sm->top_p > 0.0 && sm->top_p < 1.0;
+    if ((sm->top_k > 0 && sm->top_k < V) || nucleus)   /* in (logit, id) order */
         qsort(sm->cand, (size_t)V, sizeof *sm->cand, cand_cmp);
+    if (sm->top_k > 0 && sm->top_k < V)   /* the k best */
         k = sm->top_k;
-    }
+    if (nucleus)
+        k = nucleus_size(sm, k, l[best]);
     *token = draw(sm, k, l[best]);
     return NNT_OK;
 }

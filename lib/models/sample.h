@@ -6,7 +6,9 @@
  * unused). Otherwise one uniform draw u in [0, 1) from xoshiro256** (seeded through
  * splitmix64 with seed) per token, and the token is the first candidate whose running sum
  * of softmax((logit - max) / temperature) exceeds u times the sum; the candidates are the
- * top_k largest logits ordered by logit then id (top_k > 0 and < V), else every token by id.
+ * top_k largest logits ordered by logit then id (top_k > 0 and < V), else every token by id;
+ * with top_p in (0, 1) (set after nnt_sampler_init), only the first of those in (logit, id)
+ * order whose weights sum to >= top_p times the candidates' total (at least one).
  * Everything in double on the host. */
 #ifndef NNT_MODELS_SAMPLE_H
 #define NNT_MODELS_SAMPLE_H
@@ -22,6 +24,7 @@ typedef struct nnt_sample_cand {
 typedef struct nnt_sampler {
     double temperature;       /* 0: greedy                                                  */
     int64_t top_k;            /* > 0: only the top_k largest logits; 0: all                 */
+    double top_p;             /* in (0, 1): nucleus of the candidates; else all             */
     int64_t V;
     uint64_t rng[4];          /* xoshiro256** state                                        */
     float *logits;            // (V) the caller writes the last position's logits here

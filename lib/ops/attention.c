@@ -277,3 +277,112 @@ int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, n
             nnt_whole_last_drop(w[i], all[i]);
     return rc;
 }
+
+/* ---- queries after cached keys -------------------------------------------------------------- */
+
+/* q, o (B, NH, Tq, hd) of one layout; k, v (B, NKV, Tk, hd) of one layout, B and its tiling
+ * as q's, NKV dividing NH, hd as q's; past >= 0, past + Tq <= Tk. */
+static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, double scale)
+{
+    static const char *const roles[4] = {"q", "k", "v", "o"};
+    int rc = 0;
+    for (int i = 0; i < 4 && rc == 0; i++)
+        rc = nnt_check_arg(fn, roles[i], all[i], NNT_FP32, 0);
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = nnt_tensor_check_readable(all[i], fn);
+    if (rc)
+        return rc;
+    nnt_tensor *q = all[0], *k = all[1];
+    for (int i = 0; i < 4; i++)
+        if (all[i]->ndim != 4)
+            return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: %s must have 4 dimensions (B, heads, T, "
+                            "hd), not %d", fn, roles[i], all[i]->ndim);
+    for (int i = 0; i < 3; i++)
+        if (all[3] == all[i])
+            return nnt_fail(q->ctx, NNT_E_INVAL, "%s: %s and o are the same tensor", fn,
+                            roles[i]);
+    if (!isfinite(scale))
+        return nnt_fail(q->ctx, NNT_E_INVAL, "%s: scale %g is not finite", fn, scale);
+    if ((rc = nnt_check_dims(fn, "q", q, 0, "k", k, 0, 1)) != 0 ||
+        (rc = nnt_check_same_layout(fn, "k", k, "v", all[2])) != 0 ||
+        (rc = nnt_check_same_layout(fn, "q", q, "o", all[3])) != 0)
+        return rc;
+    if (k->shape[3] != q->shape[3])
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: k has head dimension %lld, q %lld", fn,
+                        (long long)k->shape[3], (long long)q->shape[3]);
+    if (q->shape[1] % k->shape[1] != 0)
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: the %lld kv heads of k do not divide the "
+                        "%lld heads of q", fn, (long long)k->shape[1], (long long)q->shape[1]);
+    if (past < 0 || past > k->shape[2] - q->shape[2])
+        return nnt_fail(q->ctx, NNT_E_INVAL, "%s: past %lld and the %lld queries of q do not "
+                        "fit in the %lld keys of k (0 <= past <= Tk - Tq)", fn,
+                        (long long)past, (long long)q->shape[2], (long long)k->shape[2]);
+    return NNT_OK;
+}
+
+/* Tasks of query tile (bi, hi, i), its rows at positions past + i * tile: one block task per
+ * kv head range and key tile holding a key at or before its last query, then a finalize. */
+static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t past,
+                         float scale, int64_t bi, int64_t hi, int64_t i)
+{
+    nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *m = mll[0], *l = mll[1];
+    int64_t hd = q->shape[3], hk0, hk1;
+    struct seq_tile qt = seq_tile(q, bi, hi, i);
+    int64_t q_pos0 = past + qt.pos0, q_last = q_pos0 + qt.rows - 1;
+    int rc = 0, first = 1;
+    kv_tiles_of(q, k, hi, &hk0, &hk1);
+    for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
+        nnt_attn_map map = head_range(q, k, bi, hi, hk);
+        for (int64_t j = 0; j < k->grid[2] && j * k->tile[2] <= q_last && rc == 0; j++) {
+            struct seq_tile kt = seq_tile(k, bi, hk, j);
+            starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
+                                         v->tiles[kt.index].handle, o->tiles[qt.index].handle,
+                                         m->tiles[qt.index].handle, l->tiles[qt.index].handle};
+            rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, q_pos0,
+                                           kt.pos0, scale, h, first);
+            first = 0;
+        }
+    }
+    if (rc == 0)
+        rc = nnt_insert_attn_fwd_finalize(q->ctx, qt.nbh, qt.rows, hd,
+                                          o->tiles[qt.index].handle, m->tiles[qt.index].handle,
+                                          l->tiles[qt.index].handle,
+                                          mll[2]->tiles[qt.index].handle);
+    return rc;
+}
+
+/* w: q, k, v, o with one hd tile; m, l and the (unused) lse are temporaries (B, NH, Tq). */
+static int submit_kv(nnt_tensor *const *w, int64_t past, float scale)
+{
+    nnt_tensor *q = w[0], *mll[3] = {NULL, NULL, NULL};
+    int64_t shape[3] = {q->shape[0], q->shape[1], q->shape[2]};
+    int64_t tile[3] = {q->tile[0], q->tile[1], q->tile[2]};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = nnt_temp_create(q->ctx, NNT_FP32, 3, shape, tile, &mll[i]);
+    for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
+        for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
+            for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
+                rc = kv_query_tile(w, mll, past, scale, bi, hi, i);
+    for (int i = 0; i < 3; i++)
+        nnt_temp_release(mll[i]);
+    return rc;
+}
+
+int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
+                            double scale, nnt_tensor *o)
+{
+    const char *fn = "nnt_tensor_attention_kv";
+    nnt_tensor *all[4] = {q, k, v, o};
+    int rc = check_kv_args(fn, all, past, scale);
+    if (rc)
+        return rc;
+    nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
+    if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
+        (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
+        rc = submit_kv(w, past, (float)scale);
+    rc = nnt_whole_last_finish(w[3], o, rc);
+    for (int i = 0; i < 3; i++)
+        nnt_whole_last_drop(w[i], all[i]);
+    return rc;
+}

@@ -1,0 +1,103 @@
+/* bench_generate: time text generation (nnt_model_generate, public API only) of a model of a
+ * preset's shapes with random weights (nnt_layer_init), with and without the key/value cache.
+ * Not a test: run by hand (bench/bench_generate.sh), results go to bench/RESULTS-generate.md.
+ *
+ * Usage: bench_generate [--model PRESET] [--prompt N] [--new N] [--cpus N] [--no-cache]
+ *                       [--rounds N] [--seed S]
+ * Defaults: gpt2, prompt 64 random ids, 128 new tokens (greedy), 2 CPU workers, the cache, one
+ * untimed warm-up generation of 8 tokens, then 1 timed round. Prints per round the time of
+ * the whole call (prefill included) and new tokens / s, and the first new ids (so that runs
+ * with and without the cache can be compared). */
+#include <nnt.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "bench_generate: %s: %s: %s\n", what, nnt_strerror(rc),
+            nnt_ctx_last_error(NULL));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *preset = "gpt2";
+    long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--no-cache")) {
+            no_cache = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_generate: %s needs a value\n", k);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(k, "--model")) preset = v;
+        else if (!strcmp(k, "--prompt")) nprompt = atol(v);
+        else if (!strcmp(k, "--new")) ngen = atol(v);
+        else if (!strcmp(k, "--cpus")) cpus = atol(v);
+        else if (!strcmp(k, "--rounds")) rounds = atol(v);
+        else if (!strcmp(k, "--seed")) seed = atol(v);
+        else {
+            fprintf(stderr, "bench_generate: unknown option %s\n", k);
+            return 2;
+        }
+    }
+    if (nprompt < 1 || ngen < 1 || rounds < 1) {
+        fprintf(stderr, "bench_generate: --prompt, --new and --rounds must be >= 1\n");
+        return 2;
+    }
+    nnt_model_config cfg;
+    int rc = nnt_model_preset(preset, &cfg);
+    if (rc)
+        return fail("nnt_model_preset", rc);
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
+    opts.ncpus = (int)cpus;
+    nnt_ctx *ctx = NULL;
+    if ((rc = nnt_ctx_create(&opts, &ctx)))
+        return fail("nnt_ctx_create", rc);
+    nnt_layer *model = NULL;
+    int64_t T = nprompt + ngen < cfg.max_seq ? nprompt + ngen : cfg.max_seq;
+    if ((rc = nnt_model_create(ctx, &cfg, 1, T, NULL, &model)) ||
+        (rc = nnt_layer_init(model, (uint64_t)seed)))
+        return fail("nnt_model_create", rc);
+    int32_t *prompt = malloc((size_t)nprompt * sizeof *prompt);
+    int32_t *out = malloc((size_t)ngen * sizeof *out);
+    srand((unsigned)seed);
+    for (long i = 0; i < nprompt; i++)
+        prompt[i] = (int32_t)(rand() % cfg.vocab);
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.temperature = 0.0;   /* greedy */
+    s.no_cache = (int)no_cache;
+    if ((rc = nnt_model_generate(model, prompt, nprompt, ngen < 8 ? ngen : 8, &s, out)))
+        return fail("nnt_model_generate (warm-up)", rc);
+    printf("# %s, prompt %ld, %ld new tokens, greedy, %ld CPU workers, %s\n", preset, nprompt,
+           ngen, cpus, no_cache ? "no cache" : "key/value cache");
+    for (long r = 0; r < rounds; r++) {
+        double t0 = now();
+        if ((rc = nnt_model_generate(model, prompt, nprompt, ngen, &s, out)))
+            return fail("nnt_model_generate", rc);
+        double dt = now() - t0;
+        printf("round %ld: %.3f s, %.2f tokens/s; first ids", r + 1, dt, (double)ngen / dt);
+        for (long i = 0; i < ngen && i < 8; i++)
+            printf(" %d", (int)out[i]);
+        printf("\n");
+    }
+    free(prompt);
+    free(out);
+    nnt_layer_destroy(model);
+    nnt_ctx_destroy(ctx);
+    return 0;
+}

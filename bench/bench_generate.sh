@@ -1,0 +1,40 @@
+#!/bin/sh
+# bench_generate.sh: generation tokens/s at THREADS threads (default 2) for a gpt2-124M-shaped
+# and a smollm2-135m-shaped random model, prompt 64, 128 new tokens, greedy: nnt with the
+# key/value cache, nnt without it (nnt_sampling.no_cache, the 0.2 behaviour), and Hugging
+# Face transformers' generate(use_cache=True, do_sample=False) with torch.set_num_threads,
+# in one run.
+# Usage (from a build directory): sh ../bench/bench_generate.sh [PYTHON]
+# PYTHON: an interpreter with torch and transformers (default /tmp/venv-torch/bin/python).
+# Environment: MODELS (default "gpt2 smollm2-135m"), THREADS, PROMPT, NEW, ROUNDS,
+# SKIP_NO_CACHE=1.
+# Results go to bench/RESULTS-generate.md by hand.
+set -eu
+py=${1:-/tmp/venv-torch/bin/python}
+models=${MODELS:-"gpt2 smollm2-135m"}
+threads=${THREADS:-2}
+prompt=${PROMPT:-64}
+new=${NEW:-128}
+here=$(dirname "$0")
+export STARPU_SILENT=1
+STARPU_HOME=${STARPU_HOME:-$(mktemp -d)}
+export STARPU_HOME
+[ -x bench/bench_generate ] || { echo "bench_generate.sh: run it from a build directory" >&2; exit 2; }
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# prompt $prompt, $new new tokens, greedy, $threads threads"
+# ROUNDS rounds (default 3), nnt with the cache and transformers interleaved (the machine's
+# load changes; compare the medians); nnt without the cache once, in the first round.
+rounds=${ROUNDS:-3}
+for r in $(seq 1 "$rounds"); do
+    for m in $models; do
+        echo "## round $r: $m (load $(cut -d' ' -f1 /proc/loadavg))"
+        bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" --cpus "$threads" |
+            sed -n "s/^round 1/nnt cache $m/p"
+        if [ "$r" = 1 ] && [ "${SKIP_NO_CACHE:-0}" != 1 ]; then
+            bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" \
+                --cpus "$threads" --no-cache | sed -n "s/^round 1/nnt no cache $m/p"
+        fi
+        "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads"
+    done
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

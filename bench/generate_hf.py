@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Hugging Face transformers' generate(use_cache=True, do_sample=False) tokens/s on a model of
+the shapes of nnt's presets (random weights), the peer of bench/bench_generate.c; run by
+bench/bench_generate.sh (needs PyTorch + transformers, e.g. /tmp/venv-torch/bin/python).
+
+    generate_hf.py MODEL PROMPT NEW THREADS     MODEL: gpt2 | smollm2-135m
+Prints one line: "hf MODEL: S s, R tokens/s" (the whole generate call, prefill included,
+after an untimed warm-up generation of 8 tokens)."""
+import sys
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+
+def model_of(name):
+    if name == "gpt2":
+        return GPT2LMHeadModel(GPT2Config())  # 124M: V 50257, 1024 positions, 12 x 768
+    if name == "smollm2-135m":  # HuggingFaceTB/SmolLM2-135M's config.json
+        return LlamaForCausalLM(LlamaConfig(
+            vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+            num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+            rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True))
+    raise SystemExit(f"generate_hf.py: unknown model {name}")
+
+
+def main():
+    name, nprompt, ngen, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = model_of(name).float().eval()
+    prompt = torch.randint(0, model.config.vocab_size, (1, nprompt))
+    mask = torch.ones_like(prompt)
+
+    def run(n):
+        return model.generate(prompt, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
+                              do_sample=False, use_cache=True, pad_token_id=0)
+
+    with torch.inference_mode():
+        run(8)
+        t0 = time.perf_counter()
+        out = run(ngen)
+        dt = time.perf_counter() - t0
+    assert out.shape[1] == nprompt + ngen
+    print(f"hf {name}: {dt:.3f} s, {ngen / dt:.2f} tokens/s (torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Smoke test of nnt-generate: 48 greedy tokens of the tiny GQA Llama fixture
+# (tests/fixtures/llama_tiny/gqa) equal transformers' (gqa.greedy_long of generate.safetensors,
+# tests/gen_llama_generate.py), with and without the key/value cache; --eos stops; a GPT-2
+# directory gives the same ids with and without the cache; bad usage exits 2, a missing
+# model directory 1, and both say why.
+set -u
+: "${top_builddir:?}" "${top_srcdir:?}"
+prog="$top_builddir/nnt-generate"
+[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+export STARPU_SILENT=1
+STARPU_HOME=${STARPU_HOME:-$tmp/starpu}
+export STARPU_HOME
+fail=0
+fail() { echo "FAIL: $*"; fail=1; }
+gqa="$top_srcdir/tests/fixtures/llama_tiny/gqa"
+gpt2="$top_srcdir/tests/fixtures/gpt2_tiny"
+# gqa.prompt and gqa.greedy_long
+prompt="59 15 1 58 30"
+want="24 26 16 8 32 24 26 16 19 32 56 32 56 32 56 32 56 13 31 12"
+want="$want 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56 56"
+
+# expect NAME WANT ARGS...: exit status 0 and stdout WANT
+expect() {
+    name=$1 w=$2; shift 2
+    got=$("$prog" "$@" 2> "$tmp/$name.err")
+    status=$?
+    [ $status -eq 0 ] || { fail "$name: exit status $status"; cat "$tmp/$name.err"; return; }
+    [ "$got" = "$w" ] || fail "$name: got '$got', expected '$w'"
+}
+expect greedy "$want" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --temperature 0 --print-ids --cpus 2
+expect no-cache "$want" --load-hf "$gqa" --prompt-ids "59,15,1,58,30" --max-new-tokens 48 \
+    --temperature 0 --print-ids --no-cache --cpus 2
+expect eos "24 26 16 8" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --temperature 0 --eos 8 --print-ids --cpus 2
+a=$("$prog" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 --seed 3 \
+    --top-k 5 --print-ids --cpus 2 2> "$tmp/gpt2.err") || fail "gpt2: exit status $?"
+expect gpt2-no-cache "$a" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 \
+    --seed 3 --top-k 5 --print-ids --no-cache --cpus 2
+[ "$(echo "$a" | wc -w)" -eq 12 ] || fail "gpt2: '$a' is not 12 ids"
+
+# usage errors: status 2 and a message; a missing directory: status 1 naming it
+bad() {
+    want_status=$1 pattern=$2; shift 2
+    "$prog" "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"
+    status=$?
+    [ $status -eq "$want_status" ] || fail "$*: exit status $status, expected $want_status"
+    grep -q -- "$pattern" "$tmp/bad.err" || { fail "$*: no '$pattern' in:"; cat "$tmp/bad.err"; }
+    [ -s "$tmp/bad.out" ] && fail "$*: wrote to stdout"
+}
+bad 2 "give one of --load-hf" --prompt-ids 1
+bad 2 "give one of --prompt and --prompt-ids" --load-hf "$gqa"
+bad 2 "--prompt needs a tokenizer" --load-hf "$gqa" --prompt "hello"
+bad 2 "bad value for --top-p" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "bad id list" --load-hf "$gqa" --prompt-ids "1 x"
+bad 2 "unknown option --frobnicate" --load-hf "$gqa" --prompt-ids 1 --frobnicate 1
+bad 1 "$tmp/missing" --load-hf "$tmp/missing" --prompt-ids 1
+bad 1 "nnt_model_generate" --load-hf "$gqa" --prompt-ids "1 999"
+[ $fail -eq 0 ] && echo "ok: nnt-generate"
+exit $fail
