@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 typedef struct opts {
-    const char *load_hf, *load_llmc, *prompt, *prompt_ids, *vocab, *merges;
+    const char *load_hf, *load_llmc, *prompt, *prompt_ids, *vocab, *merges, *tokenizer_json;
     long long max_new, top_k, seed, eos;
     double temperature, top_p;
     int print_ids, no_cache, cpus;
@@ -19,7 +19,8 @@ typedef struct opts {
 static const char USAGE[] =
     "usage: nnt-generate (--load-hf DIR | --load-llmc FILE) (--prompt TEXT | --prompt-ids IDS)\n"
     "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                    [--seed S] [--eos ID] [--vocab FILE --merges FILE] [--print-ids]\n"
+    "                    [--seed S] [--eos ID] [--vocab FILE --merges FILE]\n"
+    "                    [--tokenizer-json FILE] [--print-ids]\n"
     "                    [--cpus N] [--no-cache]\n";
 
 static int usage(const char *fmt, const char *arg)
@@ -77,6 +78,7 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(k, "--prompt-ids")) o->prompt_ids = v;
         else if (!strcmp(k, "--vocab")) o->vocab = v;
         else if (!strcmp(k, "--merges")) o->merges = v;
+        else if (!strcmp(k, "--tokenizer-json")) o->tokenizer_json = v;
         else if (!strcmp(k, "--max-new-tokens")) bad = parse_ll(v, &o->max_new) || o->max_new < 0;
         else if (!strcmp(k, "--top-k")) bad = parse_ll(v, &o->top_k) || o->top_k < 0;
         else if (!strcmp(k, "--seed")) bad = parse_ll(v, &o->seed) || o->seed < 0;
@@ -99,6 +101,8 @@ static int parse_args(int argc, char **argv, opts *o)
         return usage("%s", "give one of --prompt and --prompt-ids");
     if (!o->vocab != !o->merges)
         return usage("%s", "--vocab and --merges go together");
+    if (o->tokenizer_json && o->vocab)
+        return usage("%s", "--tokenizer-json excludes --vocab and --merges");
     return 0;
 }
 
@@ -135,30 +139,41 @@ static char *path_in(const char *dir, const char *name)
     return p;
 }
 
-/* The GPT-2 BPE tokenizer of --vocab / --merges, else of the HF directory's vocab.json and
+/* The tokenizer: --tokenizer-json FILE (a Hugging Face tokenizer.json), --vocab / --merges
+ * (GPT-2 BPE), else the --load-hf directory's tokenizer.json, else its vocab.json and
  * merges.txt when both exist; *tok NULL if none (2: --prompt needs one). */
 static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
 {
     *tok = NULL;
-    char *v = NULL, *m = NULL;
-    if (o->vocab) {
+    char *v = NULL, *m = NULL, *j = NULL;
+    if (o->tokenizer_json) {
+        j = strdup(o->tokenizer_json);
+    } else if (o->vocab) {
         v = strdup(o->vocab);
         m = strdup(o->merges);
     } else if (o->load_hf) {
-        v = path_in(o->load_hf, "vocab.json");
-        m = path_in(o->load_hf, "merges.txt");
+        j = path_in(o->load_hf, "tokenizer.json");
+        if (j && access(j, R_OK)) {
+            free(j);
+            j = NULL;
+            v = path_in(o->load_hf, "vocab.json");
+            m = path_in(o->load_hf, "merges.txt");
+        }
         if (v && m && (access(v, R_OK) || access(m, R_OK))) {
             free(v), free(m);
             v = m = NULL;
         }
     }
     int rc = 0;
-    if (v && m && (rc = nnt_tokenizer_bpe_load(v, m, tok)))
+    if (j && (rc = nnt_tokenizer_hf_load(j, tok)))
+        rc = lib_error("nnt_tokenizer_hf_load", rc);
+    else if (!j && v && m && (rc = nnt_tokenizer_bpe_load(v, m, tok)))
         rc = lib_error("nnt_tokenizer_bpe_load", rc);
     else if (!*tok && o->prompt)
-        rc = usage("%s", "--prompt needs a tokenizer: --vocab and --merges (GPT-2 BPE), or a "
-                   "--load-hf directory with vocab.json and merges.txt; or use --prompt-ids");
-    free(v), free(m);
+        rc = usage("%s", "--prompt needs a tokenizer: --tokenizer-json FILE, --vocab and "
+                   "--merges (GPT-2 BPE), or a --load-hf directory with tokenizer.json or "
+                   "vocab.json and merges.txt; or use --prompt-ids");
+    free(v), free(m), free(j);
     return rc;
 }
 

@@ -42,6 +42,27 @@ expect gpt2-no-cache "$a" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-ne
     --seed 3 --top-k 5 --print-ids --no-cache --cpus 2
 [ "$(echo "$a" | wc -w)" -eq 12 ] || fail "gpt2: '$a' is not 12 ids"
 
+# A Hugging Face tokenizer.json: a model of its vocabulary (1201) saved by nnt-train with
+# --save-hf (which copies the tokenizer into the directory); --prompt TEXT is encoded with the
+# directory's tokenizer.json by itself, or with --tokenizer-json: the same greedy ids.
+tokjson="$top_srcdir/tests/fixtures/hftok/llama3.json"
+if "$top_builddir/nnt-train" --model llama-tiny --layers 1 --vocab 1201 --tokenizer json \
+        --tokenizer-json "$tokjson" --data "$top_srcdir/README" --steps 1 --batch 2 --seq 16 \
+        --sample 0 --no-save --out "$tmp/tj" --save-hf "$tmp/tj/hf" > "$tmp/tj.log" 2>&1; then
+    a=$("$prog" --load-hf "$tmp/tj/hf" --prompt "The tiled tensors" --max-new-tokens 6 \
+        --temperature 0 --print-ids --cpus 2 2> "$tmp/tj1.err") || fail "tokenizer.json: exit status $?"
+    b=$("$prog" --load-hf "$tmp/tj/hf" --tokenizer-json "$tokjson" --prompt "The tiled tensors" \
+        --max-new-tokens 6 --temperature 0 --print-ids --cpus 2 2> "$tmp/tj2.err") ||
+        fail "--tokenizer-json: exit status $?"
+    [ "$(echo "$a" | wc -w)" -eq 6 ] && [ "$a" = "$b" ] ||
+        fail "tokenizer.json: '$a' and '$b' (want 6 equal ids)"
+    text=$("$prog" --load-hf "$tmp/tj/hf" --prompt "The tiled tensors" --max-new-tokens 6 \
+        --temperature 0 --cpus 2 2> "$tmp/tj3.err") || fail "tokenizer.json text: exit status $?"
+    [ -n "$text" ] || fail "tokenizer.json: no text printed"
+else
+    fail "nnt-train could not make the tokenizer.json model:"; tail -n 5 "$tmp/tj.log"
+fi
+
 # usage errors: status 2 and a message; a missing directory: status 1 naming it
 bad() {
     want_status=$1 pattern=$2; shift 2
@@ -54,6 +75,9 @@ bad() {
 bad 2 "give one of --load-hf" --prompt-ids 1
 bad 2 "give one of --prompt and --prompt-ids" --load-hf "$gqa"
 bad 2 "--prompt needs a tokenizer" --load-hf "$gqa" --prompt "hello"
+bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-json x \
+    --vocab v --merges m
+bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
 bad 2 "bad value for --top-p" --load-hf "$gqa" --prompt-ids 1 --top-p 0
 bad 2 "bad id list" --load-hf "$gqa" --prompt-ids "1 x"
 bad 2 "unknown option --frobnicate" --load-hf "$gqa" --prompt-ids 1 --frobnicate 1
