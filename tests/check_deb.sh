@@ -2,7 +2,7 @@
 # The Debian packages (packaging/build-deb.sh): built from a dist tarball, lintian clean (no
 # error, no warning), the three packages present, and the installed library usable: the
 # packages unpacked into a scratch root (dpkg -x), README's minimal example compiled there
-# as C and C++ with nothing but pkg-config and run, nnt-train --help run.
+# as C and C++ with nothing but pkg-config and run, nnt-train --help and nnt-generate run.
 # Only when configure had --enable-deb-check (make distcheck passes it); SKIP without
 # dpkg-buildpackage / debhelper / lintian.
 set -u
@@ -50,6 +50,9 @@ for prog in ex_c ex_cxx; do
 done
 "$tmp/root/usr/bin/nnt-train" --help > /dev/null ||
     { echo "FAIL: the packaged nnt-train --help"; exit 1; }
+"$tmp/root/usr/bin/nnt-generate" > /dev/null 2> "$tmp/gen.err"
+[ $? -eq 2 ] && grep -q "usage: nnt-generate" "$tmp/gen.err" ||
+    { echo "FAIL: the packaged nnt-generate does not start (no usage message)"; exit 1; }
 for f in "$tmp/root/usr/lib/$multiarch"/libnnt.so.0.* "$tmp/root/usr/bin/nnt-train"; do
     readelf -d "$f" | grep -qi 'rpath\|runpath' &&
         { echo "FAIL: the packaged $(basename "$f") has an rpath"; exit 1; }
