@@ -10,7 +10,6 @@
 
 #include "../models/models.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,34 +29,20 @@ static gpt_impl *impl_of(const nnt_layer *l)
 
 /* ---- presets and configurations --------------------------------------------------------- */
 
-static const struct preset {
-    const char *name;
-    int64_t vocab, max_seq, layers, heads, channels;
-} PRESETS[] = {
-    {"gpt2", 50257, 1024, 12, 12, 768},
-    {"gpt2-medium", 50257, 1024, 24, 16, 1024},
-    {"gpt2-large", 50257, 1024, 36, 20, 1280},
-    {"gpt2-xl", 50257, 1024, 48, 25, 1600},
-    {"tiny", 256, 128, 2, 4, 64},
-};
-#define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
-
+/* The GPT-2 presets of nnt_model_preset (lib/models/transformer.c holds the table). */
 NNT_API int nnt_gpt_preset(const char *name, nnt_gpt_config *cfg)
 {
     const char *fn = "nnt_gpt_preset";
     if (!name || !cfg)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, name ? "cfg" : "name");
-    for (int i = 0; i < NPRESETS; i++) {
-        if (strcmp(PRESETS[i].name, name) != 0)
-            continue;
-        const struct preset *p = &PRESETS[i];
-        nnt_gpt_config c = {sizeof(nnt_gpt_config), p->vocab, p->max_seq, p->layers,
-                            p->heads, p->channels};
-        *cfg = c;
-        return NNT_OK;
-    }
-    return nnt_fail(NULL, NNT_E_INVAL, "%s: unknown preset '%s' (valid: gpt2, gpt2-medium, "
-                    "gpt2-large, gpt2-xl, tiny)", fn, name);
+    nnt_model_config c;
+    if (nnt_model_preset(name, &c) != NNT_OK || c.family != NNT_FAMILY_GPT2)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: unknown preset '%s' (valid: gpt2, gpt2-medium, "
+                        "gpt2-large, gpt2-xl, tiny)", fn, name);
+    nnt_gpt_config g = {sizeof(nnt_gpt_config), c.vocab, c.max_seq, c.layers, c.heads,
+                        c.channels};
+    *cfg = g;
+    return NNT_OK;
 }
 
 /* cfg is a readable nnt_gpt_config with a valid model for (B, T). */
