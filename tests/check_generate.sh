@@ -1,7 +1,8 @@
 #!/bin/sh
 # Smoke test of nnt-generate: 48 greedy tokens of the tiny GQA Llama fixture
 # (tests/fixtures/llama_tiny/gqa) equal transformers' (gqa.greedy_long of generate.safetensors,
-# tests/gen_llama_generate.py), with and without the key/value cache; --eos stops; a GPT-2
+# tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,
+# tests/gen_gpt2_generate.py), with and without the key/value cache; --eos stops; a GPT-2
 # directory gives the same ids with and without the cache; bad usage exits 2, a missing
 # model directory 1, and both say why.
 set -u
@@ -36,6 +37,13 @@ expect no-cache "$want" --load-hf "$gqa" --prompt-ids "59,15,1,58,30" --max-new-
     --temperature 0 --print-ids --no-cache --cpus 2
 expect eos "24 26 16 8" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos 8 --print-ids --cpus 2
+# GPT-2: 40 greedy tokens equal transformers' (tests/fixtures/gpt2_gen, gen_gpt2_generate.py)
+gen="$top_srcdir/tests/fixtures/gpt2_gen"
+gprompt=$(sed -n 1p "$gen/greedy.txt") gwant=$(sed -n 2p "$gen/greedy.txt")
+expect gpt2_greedy "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" --max-new-tokens 40 \
+    --temperature 0 --print-ids --cpus 2
+expect gpt2_greedy_nocache "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" \
+    --max-new-tokens 40 --temperature 0 --print-ids --no-cache --cpus 2
 a=$("$prog" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 --seed 3 \
     --top-k 5 --print-ids --cpus 2 2> "$tmp/gpt2.err") || fail "gpt2: exit status $?"
 expect gpt2-no-cache "$a" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 \
