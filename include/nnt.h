@@ -620,7 +620,9 @@ typedef enum nnt_data_format {
     NNT_DATA_AUTO = 0,            /* llm.c magic: LLMC; name ending ".bin": NANOGPT; else TEXT */
     NNT_DATA_TEXT = 1,            /* UTF-8 text through a tokenizer; a directory: its regular
                                      files in name order, concatenated                       */
-    NNT_DATA_LLMC = 2,            /* llm.c token shard (magic 20240520, uint16 tokens)        */
+    NNT_DATA_LLMC = 2,            /* llm.c token shard: magic 20240520 version 1, uint16
+                                     tokens, or magic 20240801 version 7, uint32 tokens (for
+                                     vocabularies above 65535; nnt-tokenize(1) writes both)    */
     NNT_DATA_NANOGPT = 3          /* nanoGPT train.bin / val.bin (uint16 stream)               */
 } nnt_data_format;
 

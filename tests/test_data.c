@@ -393,6 +393,61 @@ START_TEST(test_llmc_and_nanogpt)
 }
 END_TEST
 
+/* 32-bit llm.c shards (magic 20240801, version 7, uint32 ids: Llama 3's 128256 ids) */
+static void write_llmc32(const char *path, uint32_t magic, uint32_t version,
+                         uint32_t count_field, const int32_t *tok, size_t n)
+{
+    size_t size = 1024 + 4 * n;
+    unsigned char *b = calloc(1, size);
+    ck_assert_ptr_nonnull(b);
+    put_le32(b, magic);
+    put_le32(b + 4, version);
+    put_le32(b + 8, count_field);
+    for (size_t i = 0; i < n; i++)
+        put_le32(b + 1024 + 4 * i, (uint32_t)tok[i]);
+    write_bytes(path, b, size);
+    free(b);
+}
+
+START_TEST(test_llmc32)
+{
+    test_make_tmpdir("test-data");
+    enum { N = 20011 };
+    static int32_t ref[N];
+    for (int i = 0; i < N; i++)
+        ref[i] = (int32_t)((i * 104729u + 5u) % 128256u);
+    ref[17] = 128255;
+    ref[18] = 65536; /* would be 0 if read as 16-bit */
+    write_llmc32(test_tmp_path("l3_000.bin"), 20240801, 7, N, ref, N);
+    nnt_data *d = open_ok(test_tmp_path("l3_000.bin"), NNT_DATA_AUTO, NULL, 128256, N);
+    expect_format(d, NNT_DATA_LLMC);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+    d = open_ok(test_tmp_path("l3_000.bin"), NNT_DATA_LLMC, NULL, 0, N);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+    /* the vocabulary is checked above 65536 too: 128255 is not below 128255 */
+    d = open_ok(test_tmp_path("l3_000.bin"), NNT_DATA_AUTO, NULL, 128255, N);
+    int32_t got[32];
+    EXPECT_OK(nnt_data_read(d, 0, got, 17));
+    EXPECT_RC(nnt_data_read(d, 0, got, 32), NNT_E_FORMAT);
+    EXPECT_MSG("token 128255 at position 17");
+    nnt_data_close(d);
+    /* refusals name the file: truncated, wrong version for the magic */
+    write_llmc32(test_tmp_path("l3_cut.bin"), 20240801, 7, N + 1, ref, N);
+    EXPECT_RC(nnt_data_open(test_tmp_path("l3_cut.bin"), NNT_DATA_AUTO, NULL, 0, &d),
+              NNT_E_FORMAT);
+    EXPECT_MSG("l3_cut.bin");
+    EXPECT_MSG("truncated");
+    ck_assert_ptr_null(d);
+    write_llmc32(test_tmp_path("l3_v.bin"), 20240801, 1, 16, ref, 16);
+    EXPECT_RC(nnt_data_open(test_tmp_path("l3_v.bin"), NNT_DATA_LLMC, NULL, 0, &d),
+              NNT_E_FORMAT);
+    EXPECT_MSG("l3_v.bin");
+    EXPECT_MSG("unknown version 1");
+}
+END_TEST
+
 START_TEST(test_vocab_rejection)
 {
     test_make_tmpdir("test-data");
@@ -603,6 +658,7 @@ int main(void)
     tcase_add_test(tc, test_bpe_fixture);
     tcase_add_test(tc, test_bpe_buffers_and_errors);
     tcase_add_test(tc, test_llmc_and_nanogpt);
+    tcase_add_test(tc, test_llmc32);
     tcase_add_test(tc, test_vocab_rejection);
     tcase_add_test(tc, test_text_and_directory);
     tcase_add_test(tc, test_bad_files);

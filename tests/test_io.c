@@ -1397,8 +1397,9 @@ START_TEST(tok_round_trip)
         {NNT_TOK_LLMC, "shard_000001.bin", 65535, 1024, 2},
         {NNT_TOK_NANOGPT, "train.bin", 65535, 0, 2},
         {NNT_TOK_TEXT, "input.txt", 255, 0, 1},
+        {NNT_TOK_LLMC32, "llama3_000001.bin", 128255, 1024, 4}, /* Llama 3's last id */
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < (int)(sizeof fm / sizeof *fm); k++) {
         int32_t *t = tok_data(fm[k].max);
         const char *p = path_of(fm[k].name);
         IO_OK(nnt_tok_write(p, fm[k].f, t, NTOK, err, sizeof err));
@@ -1406,16 +1407,18 @@ START_TEST(tok_round_trip)
         size_t n;
         unsigned char *b = read_bytes(p, &n);
         ck_assert_uint_eq(n, fm[k].header + fm[k].es * NTOK);
-        if (fm[k].f == NNT_TOK_LLMC) {
-            ck_assert_int_eq(nnt_io_le32(b), 20240520);
-            ck_assert_int_eq(nnt_io_le32(b + 4), 1);
+        if (fm[k].header) {
+            int wide = fm[k].f == NNT_TOK_LLMC32;
+            ck_assert_int_eq(nnt_io_le32(b), wide ? 20240801 : 20240520);
+            ck_assert_int_eq(nnt_io_le32(b + 4), wide ? 7 : 1);
             ck_assert_int_eq(nnt_io_le32(b + 8), NTOK);
             for (int i = 3; i < 256; i++)
                 ck_assert_int_eq(nnt_io_le32(b + 4 * i), 0);
         }
         for (int i = 0; i < NTOK; i++)
-            ck_assert_int_eq(fm[k].es == 2 ? nnt_io_le16(b + fm[k].header + 2 * (size_t)i)
-                                           : b[i],
+            ck_assert_int_eq(fm[k].es == 4   ? (int32_t)nnt_io_le32(b + 1024 + 4 * (size_t)i)
+                             : fm[k].es == 2 ? nnt_io_le16(b + fm[k].header + 2 * (size_t)i)
+                                             : b[i],
                              t[i]);
         free(b);
         for (int autodetect = 0; autodetect < 2; autodetect++) {
@@ -1547,10 +1550,46 @@ START_TEST(tok_corrupt)
             "negative token count -1 in header[2]");
     shard(q, 20240326, 1, 100, 100);
     IO_FAIL(nnt_tok_open(q, NNT_TOK_LLMC, 0, &r, err, sizeof err), NNT_E_FORMAT,
-            "bad magic 20240326 in header[0] (expected 20240520)");
+            "bad magic 20240326 in header[0] (expected 20240520 for 16-bit or 20240801 for 32-bit "
+            "tokens)");
     shard(q, 20240520, 2, 100, 100);
     IO_FAIL(nnt_tok_open(q, NNT_TOK_LLMC, 0, &r, err, sizeof err), NNT_E_FORMAT,
             "unknown version 2 in header[1]");
+    /* 32-bit shards: every prefix refused, version and size tied to the magic, ids < 2^31 */
+    IO_OK(nnt_tok_write(p, NNT_TOK_LLMC32, t, 100, err, sizeof err));
+    b = read_bytes(p, &n);
+    ck_assert_uint_eq(n, 1024 + 4 * 100);
+    for (size_t len = 0; len < n; len++) {
+        write_bytes(q, b, len);
+        err[0] = 0;
+        int rc = nnt_tok_open(q, NNT_TOK_LLMC32, 0, &r, err, sizeof err);
+        ck_assert_msg(rc == NNT_E_FORMAT && strstr(err, q) &&
+                          strstr(err, "(llm.c 32-bit token shard)") &&
+                          strstr(err, len < 1024 ? "too short for the 1024-byte header"
+                                                 : "needs 1024 + 4 * 100 = 1424 bytes (truncated)"),
+                      "prefix %zu: %d (%s)", len, rc, err);
+    }
+    nnt_io_put_le32(b + 1024 + 4 * 7, 0x80000000u);
+    write_bytes(q, b, n);
+    IO_OK(nnt_tok_open(q, NNT_TOK_LLMC, 0, &r, err, sizeof err)); /* LLMC opens either kind */
+    ck_assert_int_eq(nnt_tok_format_of(r), NNT_TOK_LLMC32);
+    int32_t w[8];
+    IO_OK(nnt_tok_read(r, 0, 7, w, err, sizeof err));
+    ck_assert_int_eq(w[6], 6 * 600);
+    IO_FAIL(nnt_tok_read(r, 0, 8, w, err, sizeof err), NNT_E_FORMAT,
+            "token 2147483648 at position 7 is above 2^31 - 1");
+    nnt_tok_close(r);
+    free(b);
+    shard(q, 20240801, 1, 100, 100);
+    IO_FAIL(nnt_tok_open(q, NNT_TOK_AUTO, 0, &r, err, sizeof err), NNT_E_FORMAT,
+            "unknown version 1 in header[1] (expected 7 after magic 20240801)");
+    shard(q, 20240520, 7, 100, 100);
+    IO_FAIL(nnt_tok_open(q, NNT_TOK_LLMC32, 0, &r, err, sizeof err), NNT_E_FORMAT,
+            "unknown version 7 in header[1] (expected 1 after magic 20240520)");
+    shard(q, 20240801, 7, 50, 100); /* 200 token bytes: 50 uint32 */
+    IO_OK(nnt_tok_open(q, NNT_TOK_AUTO, 0, &r, err, sizeof err));
+    ck_assert_uint_eq(nnt_tok_count(r), 50);
+    nnt_tok_close(r);
     /* AUTO on a .bin without the magic: nanoGPT, and an odd size is an error */
     write_bytes(q, "abc", 3);
     IO_FAIL(nnt_tok_open(q, NNT_TOK_AUTO, 0, &r, err, sizeof err), NNT_E_FORMAT,

@@ -239,13 +239,13 @@ static int open_tokens(const char *path, nnt_data_format format, int64_t vocab, 
     char err[NNT_IO_ERRLEN];
     nnt_tok_format f = format == NNT_DATA_LLMC ? NNT_TOK_LLMC
                      : format == NNT_DATA_NANOGPT ? NNT_TOK_NANOGPT : NNT_TOK_AUTO;
-    /* ids are below 65536 in these files: a larger vocab checks nothing */
-    int32_t v = vocab > 65536 ? 0 : (int32_t)vocab;
+    /* 16-bit files hold ids below 65536 anyway; 32-bit shards are checked against any vocab */
+    int32_t v = vocab > INT32_MAX ? 0 : (int32_t)vocab;
     int rc = nnt_tok_open(path, f, v, &d->reader, err, sizeof err);
     if (rc)
         return nnt_fail(NULL, rc, "nnt_data_open: %s", err);
     f = nnt_tok_format_of(d->reader);
-    d->format = f == NNT_TOK_LLMC ? NNT_DATA_LLMC
+    d->format = f == NNT_TOK_LLMC || f == NNT_TOK_LLMC32 ? NNT_DATA_LLMC
               : f == NNT_TOK_NANOGPT ? NNT_DATA_NANOGPT : NNT_DATA_TEXT;
     d->count = (int64_t)nnt_tok_count(d->reader);
     return NNT_OK;

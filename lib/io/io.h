@@ -203,18 +203,25 @@ int nnt_llmc_write(const char *path, const nnt_llmc_config *cfg,
 #define NNT_TOK_MAGIC 20240520
 #define NNT_TOK_VERSION 1
 #define NNT_TOK_HEADER_BYTES 1024     /* 256 int32 */
+/* 32-bit tokens (vocabularies above 65535): llm.c's Llama 3 shard header (tokens.c says why) */
+#define NNT_TOK_MAGIC32 20240801
+#define NNT_TOK_VERSION32 7
 
 typedef enum {
     NNT_TOK_AUTO = 0,   /* llm.c magic in the first 4 bytes: LLMC; else name ends in ".bin":
                            NANOGPT; else TEXT                                               */
     NNT_TOK_LLMC = 1,   /* header 256 int32 (magic, version 1, count), then count uint16     */
     NNT_TOK_NANOGPT = 2,/* uint16 stream, no header (nanoGPT train.bin / val.bin)            */
-    NNT_TOK_TEXT = 3    /* any bytes; byte-level tokenizer: token = byte value (vocab 256)   */
+    NNT_TOK_TEXT = 3,   /* any bytes; byte-level tokenizer: token = byte value (vocab 256)   */
+    NNT_TOK_LLMC32 = 4  /* header 256 int32 (magic 20240801, version 7, count), then count
+                           uint32 (ids 0..2^31 - 1). Opening as LLMC or LLMC32 reads either
+                           kind, as the magic says; AUTO finds both by the magic             */
 } nnt_tok_format;
 
 typedef struct nnt_tok_reader nnt_tok_reader;
 
-/* Open and check the file (LLMC: magic, version, count >= 0, size == 1024 + 2 * count;
+/* Open and check the file (LLMC: magic, version, count >= 0, size == 1024 + 2 * count, or
+ * 4 * count for LLMC32;
  * NANOGPT: even size). vocab > 0: nnt_tok_read rejects ids >= vocab (NNT_E_FORMAT naming the
  * position); vocab == 0: no check. The file is not loaded: windows are read with pread. */
 int nnt_tok_open(const char *path, nnt_tok_format format, int32_t vocab, nnt_tok_reader **out,
@@ -227,9 +234,11 @@ nnt_tok_format nnt_tok_format_of(const nnt_tok_reader *r); /* the resolved forma
 int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out,
                  char *err, size_t errlen);
 /* Write n tokens in format (not AUTO) through temp + fsync + rename: LLMC and NANOGPT need
- * ids in 0..65535 (LLMC: n <= INT32_MAX), TEXT ids in 0..255. */
+ * ids in 0..65535 (LLMC: n <= INT32_MAX), LLMC32 ids >= 0, TEXT ids in 0..255. */
 int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
                   char *err, size_t errlen);
+/* The 1024-byte llm.c header for n tokens: 16-bit (wide == 0) or 32-bit (wide != 0). */
+void nnt_tok_header(unsigned char h[NNT_TOK_HEADER_BYTES], int wide, size_t n);
 
 /* ---- text: byte-level tokenizer and UTF-8 ------------------------------------------------- */
 #define NNT_TEXT_VOCAB 256

@@ -1,6 +1,13 @@
-/* Token data, one reader for three formats:
- *   llm.c shards (dev/data/..., .bin): 256 little-endian int32 (magic 20240520, version 1, number
- *     of tokens, zeros), then that many uint16 tokens, nothing else;
+/* Token data, one reader for four formats:
+ *   llm.c shards (dev/data/..., .bin): a 1024-byte header of 256 little-endian int32
+ *       header[0] magic, header[1] version, header[2] number of tokens n (0..2^31 - 1),
+ *       header[3..255] zero (not checked on reading),
+ *     then n tokens, nothing else. Two kinds, told apart by magic and version:
+ *       16-bit (GPT-2 vocabulary): magic 20240520, version 1, n little-endian uint16;
+ *       32-bit (vocabularies above 65535, e.g. Llama 3's 128256): magic 20240801, version 7,
+ *         n little-endian uint32 (ids below 2^31). This is the header llm.c's own data scripts
+ *         (dev/data/data_common.py, "llama-3") write, so their Llama 3 shards read as they are;
+ *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
  *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
  *   text: any bytes, one token per byte (byte-level tokenizer, vocab 256).
  * Windows are read with pread: files are never loaded whole. */
@@ -17,7 +24,7 @@ struct nnt_tok_reader {
     nnt_tok_format format;
     uint64_t count;                /* tokens                                                */
     uint64_t data_off;             /* byte offset of token 0                                */
-    size_t elsize;                 /* 2 (uint16) or 1 (byte)                                */
+    size_t elsize;                 /* 4 (uint32), 2 (uint16) or 1 (byte)                    */
     int32_t vocab;                 /* > 0: ids must be below it                             */
 };
 
@@ -25,6 +32,7 @@ static const char *format_name(nnt_tok_format f)
 {
     switch (f) {
     case NNT_TOK_LLMC: return "llm.c token shard";
+    case NNT_TOK_LLMC32: return "llm.c 32-bit token shard";
     case NNT_TOK_NANOGPT: return "nanoGPT token file";
     case NNT_TOK_TEXT: return "text";
     default: return "token data";
@@ -41,13 +49,60 @@ void nnt_tok_close(nnt_tok_reader *r)
     free(r);
 }
 
+/* The llm.c header: either kind (16- or 32-bit) whatever was asked, as the magic says; the
+ * size must match the count exactly. Sets format, count, data_off, elsize. */
+static int open_llmc(nnt_tok_reader *r, uint64_t size, char *err, size_t errlen)
+{
+    const char *path = r->path, *what = format_name(r->format);
+    unsigned char h[NNT_TOK_HEADER_BYTES];
+    if (size < sizeof h)
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                           "%s (%s): %llu bytes: too short for the %d-byte header", path, what,
+                           (unsigned long long)size, NNT_TOK_HEADER_BYTES);
+    int rc = nnt_io_pread(r->fd, h, sizeof h, 0, path, err, errlen);
+    if (rc)
+        return rc;
+    int32_t magic = (int32_t)nnt_io_le32(h), version = (int32_t)nnt_io_le32(h + 4),
+            n = (int32_t)nnt_io_le32(h + 8);
+    if (magic != NNT_TOK_MAGIC && magic != NNT_TOK_MAGIC32)
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                           "%s (%s): bad magic %ld in header[0] (expected %d for 16-bit or %d "
+                           "for 32-bit tokens)",
+                           path, what, (long)magic, NNT_TOK_MAGIC, NNT_TOK_MAGIC32);
+    int wide = magic == NNT_TOK_MAGIC32;
+    r->format = wide ? NNT_TOK_LLMC32 : NNT_TOK_LLMC;
+    what = format_name(r->format);
+    int32_t want_version = wide ? NNT_TOK_VERSION32 : NNT_TOK_VERSION;
+    if (version != want_version)
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                           "%s (%s): unknown version %ld in header[1] (expected %ld after "
+                           "magic %ld)",
+                           path, what, (long)version, (long)want_version, (long)magic);
+    if (n < 0)
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                           "%s (%s): negative token count %ld in header[2]", path, what,
+                           (long)n);
+    r->elsize = wide ? 4 : 2;
+    uint64_t want = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n;
+    if (size != want)
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                           "%s (%s): %llu bytes, but header[2] = %ld tokens needs 1024 + %zu * "
+                           "%ld = %llu bytes (%s)",
+                           path, what, (unsigned long long)size, (long)n, r->elsize, (long)n,
+                           (unsigned long long)want,
+                           size < want ? "truncated" : "extra bytes at the end");
+    r->count = (uint64_t)n;
+    r->data_off = NNT_TOK_HEADER_BYTES;
+    return 0;
+}
+
 int nnt_tok_open(const char *path, nnt_tok_format format, int32_t vocab, nnt_tok_reader **out,
                  char *err, size_t errlen)
 {
     if (!out || !path)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
     *out = NULL;
-    if ((unsigned)format > NNT_TOK_TEXT)
+    if ((unsigned)format > NNT_TOK_LLMC32)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: unknown token format %d", path,
                            (int)format);
     if (vocab < 0)
@@ -72,6 +127,8 @@ int nnt_tok_open(const char *path, nnt_tok_format format, int32_t vocab, nnt_tok
             goto fail;
         if (size >= 4 && nnt_io_le32(m) == NNT_TOK_MAGIC)
             format = NNT_TOK_LLMC;
+        else if (size >= 4 && nnt_io_le32(m) == NNT_TOK_MAGIC32)
+            format = NNT_TOK_LLMC32;
         else if (len >= 4 && strcmp(path + len - 4, ".bin") == 0)
             format = NNT_TOK_NANOGPT;
         else
@@ -80,51 +137,11 @@ int nnt_tok_open(const char *path, nnt_tok_format format, int32_t vocab, nnt_tok
     r->format = format;
     const char *what = format_name(format);
     switch (format) {
-    case NNT_TOK_LLMC: {
-        unsigned char h[NNT_TOK_HEADER_BYTES];
-        if (size < sizeof h) {
-            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
-                             "%s (%s): %llu bytes: too short for the %d-byte header", path, what,
-                             (unsigned long long)size, NNT_TOK_HEADER_BYTES);
+    case NNT_TOK_LLMC:
+    case NNT_TOK_LLMC32:
+        if ((rc = open_llmc(r, size, err, errlen)) != 0)
             goto fail;
-        }
-        if ((rc = nnt_io_pread(r->fd, h, sizeof h, 0, path, err, errlen)) != 0)
-            goto fail;
-        int32_t magic = (int32_t)nnt_io_le32(h), version = (int32_t)nnt_io_le32(h + 4),
-                n = (int32_t)nnt_io_le32(h + 8);
-        if (magic != NNT_TOK_MAGIC) {
-            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
-                             "%s (%s): bad magic %ld in header[0] (expected %d)", path, what,
-                             (long)magic, NNT_TOK_MAGIC);
-            goto fail;
-        }
-        if (version != NNT_TOK_VERSION) {
-            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
-                             "%s (%s): unknown version %ld in header[1] (expected %d)", path,
-                             what, (long)version, NNT_TOK_VERSION);
-            goto fail;
-        }
-        if (n < 0) {
-            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
-                             "%s (%s): negative token count %ld in header[2]", path, what,
-                             (long)n);
-            goto fail;
-        }
-        uint64_t want = NNT_TOK_HEADER_BYTES + 2 * (uint64_t)n;
-        if (size != want) {
-            rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
-                             "%s (%s): %llu bytes, but header[2] = %ld tokens needs 1024 + 2 * "
-                             "%ld = %llu bytes (%s)",
-                             path, what, (unsigned long long)size, (long)n, (long)n,
-                             (unsigned long long)want,
-                             size < want ? "truncated" : "extra bytes at the end");
-            goto fail;
-        }
-        r->count = (uint64_t)n;
-        r->data_off = NNT_TOK_HEADER_BYTES;
-        r->elsize = 2;
         break;
-    }
     case NNT_TOK_NANOGPT:
         if (size % 2) {
             rc = nnt_io_errf(err, errlen, NNT_E_FORMAT,
@@ -172,7 +189,17 @@ int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t 
         if (rc)
             return rc;
         int32_t *o = out + done;
-        if (r->elsize == 2)
+        if (r->elsize == 4) {
+            for (size_t i = 0; i < k; i++) {
+                uint32_t t = nnt_io_le32(buf + 4 * i);
+                if (t > INT32_MAX)
+                    return nnt_io_errf(err, errlen, NNT_E_FORMAT,
+                                       "%s (%s): token %lu at position %llu is above 2^31 - 1",
+                                       r->path, format_name(r->format), (unsigned long)t,
+                                       (unsigned long long)(pos + i));
+                o[i] = (int32_t)t;
+            }
+        } else if (r->elsize == 2)
             for (size_t i = 0; i < k; i++)
                 o[i] = nnt_io_le16(buf + 2 * i);
         else
@@ -198,16 +225,18 @@ int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens
 {
     if (!path || (!tokens && n))
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
-    if (format != NNT_TOK_LLMC && format != NNT_TOK_NANOGPT && format != NNT_TOK_TEXT)
+    if (format != NNT_TOK_LLMC && format != NNT_TOK_LLMC32 && format != NNT_TOK_NANOGPT &&
+        format != NNT_TOK_TEXT)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: cannot write token format %d", path,
                            (int)format);
-    int32_t max = format == NNT_TOK_TEXT ? 255 : 65535;
+    int32_t max = format == NNT_TOK_TEXT ? 255 : format == NNT_TOK_LLMC32 ? INT32_MAX : 65535;
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] > max)
             return nnt_io_errf(err, errlen, NNT_E_INVAL,
                                "%s (%s): token %ld at position %zu is outside 0..%ld", path,
                                format_name(format), (long)tokens[i], i, (long)max);
-    if (format == NNT_TOK_LLMC && n > INT32_MAX)
+    int llmc = format == NNT_TOK_LLMC || format == NNT_TOK_LLMC32;
+    if (llmc && n > INT32_MAX)
         return nnt_io_errf(err, errlen, NNT_E_INVAL,
                            "%s (%s): %zu tokens: at most 2^31 - 1 fit in a shard", path,
                            format_name(format), n);
@@ -215,21 +244,21 @@ int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens
     int rc = nnt_io_out_begin(path, &o, err, errlen);
     if (rc)
         return rc;
-    if (format == NNT_TOK_LLMC) {
+    if (llmc) {
         unsigned char h[NNT_TOK_HEADER_BYTES];
-        memset(h, 0, sizeof h);
-        nnt_io_put_le32(h, NNT_TOK_MAGIC);
-        nnt_io_put_le32(h + 4, NNT_TOK_VERSION);
-        nnt_io_put_le32(h + 8, (uint32_t)n);
+        nnt_tok_header(h, format == NNT_TOK_LLMC32, n);
         rc = nnt_io_out_write(o, h, sizeof h, err, errlen);
     }
     unsigned char buf[1 << 14];
-    size_t es = format == NNT_TOK_TEXT ? 1 : 2, per = sizeof buf / es;
+    size_t es = format == NNT_TOK_TEXT ? 1 : format == NNT_TOK_LLMC32 ? 4 : 2,
+           per = sizeof buf / es;
     for (size_t done = 0; rc == 0 && done < n;) {
         size_t k = n - done < per ? n - done : per;
         for (size_t i = 0; i < k; i++) {
             uint32_t t = (uint32_t)tokens[done + i];
-            if (es == 2) {
+            if (es == 4) {
+                nnt_io_put_le32(buf + 4 * i, t);
+            } else if (es == 2) {
                 buf[2 * i] = (unsigned char)t;
                 buf[2 * i + 1] = (unsigned char)(t >> 8);
             } else {
@@ -244,4 +273,12 @@ int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens
         return rc;
     }
     return nnt_io_out_commit(o, err, errlen);
+}
+
+void nnt_tok_header(unsigned char h[NNT_TOK_HEADER_BYTES], int wide, size_t n)
+{
+    memset(h, 0, NNT_TOK_HEADER_BYTES);
+    nnt_io_put_le32(h, wide ? NNT_TOK_MAGIC32 : NNT_TOK_MAGIC);
+    nnt_io_put_le32(h + 4, wide ? NNT_TOK_VERSION32 : NNT_TOK_VERSION);
+    nnt_io_put_le32(h + 8, (uint32_t)n);
 }

@@ -1,0 +1,681 @@
+/* nnt-tokenize: text files or directories -> one llm.c token file (16-bit, or 32-bit for
+ * vocabularies above 65536) that nnt-train --data reads, or ids on stdout (--print).
+ * Each file is encoded on its own (as nnt_data_open does) and the ids follow the input order.
+ * A file is cut into chunks at line starts (after a newline, before a byte that is not white
+ * space), which byte-level BPE pre-tokenizers never join across; the chunks are encoded on
+ * --threads threads and written in order, so the output does not depend on the thread count.
+ * A tokenizer that fails a probe of that property at start (Metaspace, Prepend normalizers)
+ * gets one chunk per file.
+ * See man/man1/nnt-tokenize.1. Exit status: 0 done, 1 error (library, files), 2 bad usage. */
+#define _FILE_OFFSET_BITS 64
+#define _POSIX_C_SOURCE 200809L
+#include <nnt.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAGIC16 20240520
+#define VERSION16 1
+#define MAGIC32 20240801
+#define VERSION32 7
+#define HEADER_BYTES 1024
+#define BATCH_BYTES (64u << 20) /* text read and encoded at a time (more when one file is) */
+
+typedef struct opts {
+    const char *tokenizer, *json, *vocab, *merges, *out;
+    int print, threads, bits;
+    size_t chunk;
+    char **inputs;
+    int ninputs;
+} opts;
+
+static const char USAGE[] =
+    "usage: nnt-tokenize [--tokenizer bytes|bpe|json] [--tokenizer-json FILE]\n"
+    "                    [--bpe-vocab FILE --bpe-merges FILE] (--out FILE | --print)\n"
+    "                    [--threads N] [--token-bits 16|32] [--chunk-bytes N] INPUT...\n"
+    "INPUT: text files, or directories (their regular files in name order, not recursive).\n";
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "nnt-tokenize: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", USAGE);
+    return 2;
+}
+
+static int lib_error(const char *what, int rc)
+{
+    fprintf(stderr, "nnt-tokenize: %s: %s: %s\n", what, nnt_strerror(rc),
+            nnt_ctx_last_error(NULL));
+    return 1;
+}
+
+static int sys_error(const char *path, const char *what)
+{
+    fprintf(stderr, "nnt-tokenize: %s: %s: %s\n", path, what, strerror(errno));
+    return 1;
+}
+
+/* *v = the whole of s as a number in [lo, hi]; 0 on success. */
+static int parse_int(const char *s, long long lo, long long hi, long long *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtoll(s, &end, 10);
+    return errno || end == s || *end || *v < lo || *v > hi ? -1 : 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->threads = 2;
+    o->chunk = 1u << 20;
+    o->inputs = argv + argc;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        const char *k = argv[i];
+        long long n;
+        if (!strcmp(k, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(k, "--print")) {
+            o->print = 1;
+            continue;
+        }
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            fputs(USAGE, stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc)
+            return usage("%s needs a value", k);
+        const char *v = argv[++i];
+        if (!strcmp(k, "--tokenizer")) {
+            if (strcmp(v, "bytes") && strcmp(v, "bpe") && strcmp(v, "json"))
+                return usage("--tokenizer %s: expected bytes, bpe or json", v);
+            o->tokenizer = v;
+        } else if (!strcmp(k, "--tokenizer-json"))
+            o->json = v;
+        else if (!strcmp(k, "--bpe-vocab") || !strcmp(k, "--vocab"))
+            o->vocab = v;
+        else if (!strcmp(k, "--bpe-merges") || !strcmp(k, "--merges"))
+            o->merges = v;
+        else if (!strcmp(k, "--out") || !strcmp(k, "-o"))
+            o->out = v;
+        else if (!strcmp(k, "--threads")) {
+            if (parse_int(v, 1, 256, &n))
+                return usage("--threads %s: expected 1 to 256", v);
+            o->threads = (int)n;
+        } else if (!strcmp(k, "--token-bits")) {
+            if (parse_int(v, 16, 32, &n) || (n != 16 && n != 32))
+                return usage("--token-bits %s: expected 16 or 32", v);
+            o->bits = (int)n;
+        } else if (!strcmp(k, "--chunk-bytes")) {
+            if (parse_int(v, 1, 1LL << 30, &n))
+                return usage("--chunk-bytes %s: expected 1 to 2^30", v);
+            o->chunk = (size_t)n;
+        } else
+            return usage("unknown option %s", k);
+    }
+    o->inputs = argv + i;
+    o->ninputs = argc - i;
+    if (!o->ninputs)
+        return usage("%s", "no INPUT");
+    if (!o->out == !o->print)
+        return usage("%s", "give one of --out FILE and --print");
+    if (!o->tokenizer)
+        o->tokenizer = o->json ? "json" : o->vocab || o->merges ? "bpe" : "bytes";
+    if (!strcmp(o->tokenizer, "json") && (!o->json || o->vocab || o->merges))
+        return usage("%s", "--tokenizer json needs --tokenizer-json FILE (and no --bpe-*)");
+    if (!strcmp(o->tokenizer, "bpe") && (!o->vocab || !o->merges || o->json))
+        return usage("%s", "--tokenizer bpe needs --bpe-vocab and --bpe-merges (and no "
+                     "--tokenizer-json)");
+    if (!strcmp(o->tokenizer, "bytes") && (o->json || o->vocab || o->merges))
+        return usage("%s", "--tokenizer bytes takes no tokenizer file");
+    return 0;
+}
+
+static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
+{
+    int rc;
+    if (!strcmp(o->tokenizer, "json"))
+        return (rc = nnt_tokenizer_hf_load(o->json, tok)) ? lib_error("nnt_tokenizer_hf_load", rc)
+                                                          : 0;
+    if (!strcmp(o->tokenizer, "bpe"))
+        return (rc = nnt_tokenizer_bpe_load(o->vocab, o->merges, tok))
+                   ? lib_error("nnt_tokenizer_bpe_load", rc)
+                   : 0;
+    return (rc = nnt_tokenizer_bytes_create(tok)) ? lib_error("nnt_tokenizer_bytes_create", rc)
+                                                  : 0;
+}
+
+/* ---- encoding one piece of text ----------------------------------------------------------- */
+
+/* ids of text[0..len) into a fresh array (*ids, *n); a failure leaves the library's message. */
+static int encode(const nnt_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                  size_t *n)
+{
+    size_t cap = len + 16;
+    for (;;) {
+        int32_t *buf = malloc(cap * sizeof *buf);
+        if (!buf)
+            return NNT_E_NOMEM;
+        int rc = nnt_tokenizer_encode(tok, text, len, buf, cap, n);
+        if (rc == NNT_E_INVAL && *n > cap) { /* more ids than bytes: room for them all */
+            free(buf);
+            cap = *n;
+            continue;
+        }
+        if (rc) {
+            free(buf);
+            return rc;
+        }
+        *ids = buf;
+        return 0;
+    }
+}
+
+/* 1 when encoding a + b equals encoding a, then b, for texts cut after a newline before a
+ * byte that is not white space: probed on a few texts. */
+static int splits_at_lines(const nnt_tokenizer *tok)
+{
+    static const char *const texts[] = {
+        "Hello world.\nNext line, again\n",     "a\n\nb c\n",
+        "x.\n\n\nY z!\n",                       "  indented\nText 123\n",
+        "1234\n5678\n",                         "caf\xc3\xa9\n\xc3\xbc" "ber\n",
+        "end;\r\nthen\tsome\n",                 "<|endoftext|>\nafter\n",
+    };
+    for (size_t k = 0; k < sizeof texts / sizeof *texts; k++) {
+        const char *t = texts[k], *cut = NULL;
+        size_t len = strlen(t);
+        for (size_t i = 1; i < len && !cut; i++)
+            if (t[i - 1] == '\n' && !strchr(" \t\r\n\v\f", t[i]))
+                cut = t + i;
+        int32_t *w = NULL, *a = NULL, *b = NULL;
+        size_t nw, na, nb;
+        int same = !encode(tok, t, len, &w, &nw) && !encode(tok, t, (size_t)(cut - t), &a, &na) &&
+                   !encode(tok, cut, len - (size_t)(cut - t), &b, &nb) && nw == na + nb &&
+                   !memcmp(w, a, na * sizeof *w) && !memcmp(w + na, b, nb * sizeof *w);
+        free(w);
+        free(a);
+        free(b);
+        if (!same)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- inputs ------------------------------------------------------------------------------- */
+
+typedef struct files {
+    char **path;
+    size_t n, cap;
+} files;
+
+static int add_file(files *f, const char *dir, const char *name)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 64;
+        char **p = realloc(f->path, cap * sizeof *p);
+        if (!p)
+            return sys_error(name, "out of memory");
+        f->path = p;
+        f->cap = cap;
+    }
+    size_t size = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+    char *p = malloc(size);
+    if (!p)
+        return sys_error(name, "out of memory");
+    if (dir)
+        snprintf(p, size, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name);
+    else
+        snprintf(p, size, "%s", name);
+    f->path[f->n++] = p;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* dir's regular files (links followed; one name per file) in bytewise name order. */
+static int add_dir(files *f, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return sys_error(dir, "cannot open directory");
+    files names = {NULL, 0, 0};
+    struct dirent *e;
+    int rc = 0;
+    errno = 0;
+    while (!rc && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            rc = add_file(&names, NULL, e->d_name);
+    if (!rc && errno)
+        rc = sys_error(dir, "cannot read directory");
+    closedir(d);
+    if (names.n)
+        qsort(names.path, names.n, sizeof *names.path, by_name);
+    struct stat *seen = malloc((names.n + 1) * sizeof *seen);
+    size_t nseen = 0, first = f->n;
+    if (!seen && !rc)
+        rc = sys_error(dir, "out of memory");
+    for (size_t i = 0; !rc && i < names.n; i++) {
+        rc = add_file(f, dir, names.path[i]);
+        struct stat st;
+        if (rc)
+            break;
+        int keep = stat(f->path[f->n - 1], &st) == 0 && S_ISREG(st.st_mode);
+        for (size_t j = 0; keep && j < nseen; j++)
+            keep = !(seen[j].st_dev == st.st_dev && seen[j].st_ino == st.st_ino);
+        if (keep)
+            seen[nseen++] = st;
+        else
+            free(f->path[--f->n]);
+    }
+    for (size_t i = 0; i < names.n; i++)
+        free(names.path[i]);
+    free(names.path);
+    free(seen);
+    if (!rc && f->n == first) {
+        fprintf(stderr, "nnt-tokenize: directory %s has no regular files\n", dir);
+        rc = 1;
+    }
+    return rc;
+}
+
+static int gather(const opts *o, files *f, uint64_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < o->ninputs; i++) {
+        struct stat st;
+        const char *p = o->inputs[i];
+        if (stat(p, &st))
+            return sys_error(p, "cannot open");
+        int rc = S_ISDIR(st.st_mode) ? add_dir(f, p)
+               : S_ISREG(st.st_mode) ? add_file(f, NULL, p)
+                                     : (fprintf(stderr, "nnt-tokenize: %s: not a regular file or "
+                                                "a directory\n", p), 1);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < f->n; i++) {
+        struct stat st;
+        if (stat(f->path[i], &st))
+            return sys_error(f->path[i], "cannot open");
+        *total += (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
+/* The whole of path in a fresh buffer. */
+static int read_all(const char *path, char **text, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return sys_error(path, "cannot open");
+    struct stat st;
+    if (fstat(fd, &st)) {
+        close(fd);
+        return sys_error(path, "cannot stat");
+    }
+    size_t size = (size_t)st.st_size, done = 0;
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return sys_error(path, "out of memory for the text");
+    }
+    while (done < size) {
+        ssize_t k = read(fd, buf + done, size - done);
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO; /* shrank while read */
+            free(buf);
+            close(fd);
+            return sys_error(path, "cannot read");
+        }
+        done += (size_t)k;
+    }
+    close(fd);
+    *text = buf;
+    *len = size;
+    return 0;
+}
+
+/* ---- the output --------------------------------------------------------------------------- */
+
+typedef struct output {
+    const char *path;
+    char *tmp;
+    FILE *f;
+    int bits, print;
+    uint64_t count;
+} output;
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int out_header(output *o)
+{
+    unsigned char h[HEADER_BYTES];
+    memset(h, 0, sizeof h);
+    put_le32(h, o->bits == 32 ? MAGIC32 : MAGIC16);
+    put_le32(h + 4, o->bits == 32 ? VERSION32 : VERSION16);
+    put_le32(h + 8, (uint32_t)o->count);
+    if (fwrite(h, 1, sizeof h, o->f) != sizeof h)
+        return sys_error(o->tmp, "cannot write");
+    return 0;
+}
+
+static int out_begin(output *o)
+{
+    if (o->print) {
+        o->f = stdout;
+        return 0;
+    }
+    size_t size = strlen(o->path) + 16;
+    o->tmp = malloc(size);
+    if (!o->tmp)
+        return sys_error(o->path, "out of memory");
+    snprintf(o->tmp, size, "%s.tmp.XXXXXX", o->path);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0)
+        return sys_error(o->tmp, "cannot create");
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    o->f = fdopen(fd, "wb");
+    if (!o->f) {
+        close(fd);
+        return sys_error(o->tmp, "cannot open");
+    }
+    return out_header(o); /* the count is filled in at the end */
+}
+
+static int out_ids(output *o, const int32_t *ids, size_t n)
+{
+    if (o->print) {
+        for (size_t i = 0; i < n; i++)
+            if (printf("%s%ld", o->count + i ? " " : "", (long)ids[i]) < 0)
+                return sys_error("stdout", "cannot write");
+        o->count += n;
+        return 0;
+    }
+    unsigned char buf[1 << 15];
+    size_t es = o->bits / 8, per = sizeof buf / es;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < per ? n - done : per;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t t = (uint32_t)ids[done + i];
+            if (es == 4)
+                put_le32(buf + 4 * i, t);
+            else {
+                buf[2 * i] = (unsigned char)t;
+                buf[2 * i + 1] = (unsigned char)(t >> 8);
+            }
+        }
+        if (fwrite(buf, es, k, o->f) != k)
+            return sys_error(o->tmp, "cannot write");
+        done += k;
+    }
+    o->count += n;
+    return 0;
+}
+
+static int out_commit(output *o)
+{
+    if (o->print)
+        return fputs("\n", stdout) < 0 || fflush(stdout) ? sys_error("stdout", "cannot write")
+                                                         : 0;
+    if (o->count > INT32_MAX) {
+        fprintf(stderr, "nnt-tokenize: %s: %llu tokens: an llm.c token file holds at most "
+                "2^31 - 1\n", o->path, (unsigned long long)o->count);
+        return 1;
+    }
+    if (fseeko(o->f, 0, SEEK_SET) || out_header(o) || fflush(o->f) || fsync(fileno(o->f)))
+        return sys_error(o->tmp, "cannot write");
+    int rc = fclose(o->f);
+    o->f = NULL;
+    if (rc)
+        return sys_error(o->tmp, "cannot write");
+    if (rename(o->tmp, o->path))
+        return sys_error(o->path, "cannot rename the temporary file to");
+    free(o->tmp);
+    o->tmp = NULL;
+    return 0;
+}
+
+static void out_abort(output *o)
+{
+    if (o->print || !o->tmp)
+        return;
+    if (o->f)
+        fclose(o->f);
+    unlink(o->tmp);
+    free(o->tmp);
+}
+
+/* ---- chunks encoded on threads, written in order ------------------------------------------ */
+
+typedef struct chunk {
+    const char *text;
+    size_t len;
+    const char *path;             /* the file it is from, for messages                      */
+    int32_t *ids;
+    size_t n;
+    int done, rc;
+    char msg[512];
+} chunk;
+
+typedef struct pool {
+    const nnt_tokenizer *tok;
+    chunk *c;
+    size_t nc, next;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} pool;
+
+static void *worker(void *arg)
+{
+    pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t i = p->next < p->nc ? p->next++ : p->nc;
+        pthread_mutex_unlock(&p->mu);
+        if (i == p->nc)
+            return NULL;
+        chunk *c = &p->c[i];
+        int rc = encode(p->tok, c->text, c->len, &c->ids, &c->n);
+        if (rc)
+            snprintf(c->msg, sizeof c->msg, "%s", nnt_ctx_last_error(NULL));
+        pthread_mutex_lock(&p->mu);
+        c->rc = rc;
+        c->done = 1;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+typedef struct progress {
+    int on;
+    uint64_t done, total;
+    struct timespec t0;
+} progress;
+
+static void show(progress *pr, uint64_t add, int last)
+{
+    pr->done += add;
+    if (!pr->on)
+        return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double s = (double)(t.tv_sec - pr->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - pr->t0.tv_nsec);
+    fprintf(stderr, "\rnnt-tokenize: %.1f / %.1f MB (%3.0f%%), %.1f MB/s%s",
+            (double)pr->done / 1e6, (double)pr->total / 1e6,
+            pr->total ? 100.0 * (double)pr->done / (double)pr->total : 100.0,
+            s > 0 ? (double)pr->done / 1e6 / s : 0.0, last ? "\n" : "");
+}
+
+/* Cut text into chunks of about `size` bytes at line starts (all of it when !split). */
+static int cut(const char *text, size_t len, const char *path, size_t size, int split,
+               chunk **c, size_t *nc, size_t *cap)
+{
+    size_t start = 0;
+    while (start < len || (len == 0 && start == 0)) {
+        size_t end = len;
+        if (split && len - start > size) {
+            end = start + size;
+            while (end < len && !(text[end - 1] == '\n' && !strchr(" \t\r\n\v\f", text[end])))
+                end++;
+        }
+        if (*nc == *cap) {
+            *cap = *cap ? 2 * *cap : 256;
+            chunk *g = realloc(*c, *cap * sizeof *g);
+            if (!g)
+                return sys_error(path, "out of memory");
+            *c = g;
+        }
+        chunk *k = &(*c)[(*nc)++];
+        memset(k, 0, sizeof *k);
+        k->text = text + start;
+        k->len = end - start;
+        k->path = path;
+        start = end;
+        if (len == 0)
+            break;
+    }
+    return 0;
+}
+
+/* Encode the chunks on o->threads threads; write each, in order, as soon as it is done. */
+static int run_batch(const opts *o, const nnt_tokenizer *tok, chunk *c, size_t nc, output *out,
+                     progress *pr)
+{
+    pool p = {tok, c, nc, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    pthread_t th[256];
+    int nt = 0, rc = 0;
+    for (; nt < o->threads && (size_t)nt < nc; nt++)
+        if (pthread_create(&th[nt], NULL, worker, &p)) {
+            if (nt == 0) {
+                worker(&p); /* no thread at all: encode here */
+            }
+            break;
+        }
+    for (size_t i = 0; i < nc; i++) {
+        pthread_mutex_lock(&p.mu);
+        while (!c[i].done)
+            pthread_cond_wait(&p.cv, &p.mu);
+        pthread_mutex_unlock(&p.mu);
+        if (c[i].rc) {
+            fprintf(stderr, "%snnt-tokenize: %s: nnt_tokenizer_encode: %s: %s\n",
+                    pr->on ? "\n" : "", c[i].path, nnt_strerror(c[i].rc), c[i].msg);
+            rc = 1;
+        }
+        if (!rc && (rc = out_ids(out, c[i].ids, c[i].n)) == 0)
+            show(pr, c[i].len, 0);
+        free(c[i].ids);
+        c[i].ids = NULL;
+        if (rc) { /* the threads stop after their chunk */
+            pthread_mutex_lock(&p.mu);
+            p.next = nc;
+            pthread_mutex_unlock(&p.mu);
+            break;
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        pthread_join(th[t], NULL);
+    for (size_t i = 0; i < nc; i++)
+        free(c[i].ids); /* after an error: chunks encoded but not written */
+    return rc;
+}
+
+static int tokenize(const opts *o, const nnt_tokenizer *tok, const files *f, output *out,
+                    progress *pr)
+{
+    int split = splits_at_lines(tok), rc = 0;
+    char **text = calloc(f->n + 1, sizeof *text);
+    chunk *c = NULL;
+    size_t nc = 0, cap = 0;
+    if (!text)
+        return sys_error("nnt-tokenize", "out of memory");
+    for (size_t i = 0, first = 0; !rc && i < f->n; i++) {
+        size_t len, batch = 0;
+        if ((rc = read_all(f->path[i], &text[i], &len)) != 0)
+            break;
+        rc = cut(text[i], len, f->path[i], o->chunk, split, &c, &nc, &cap);
+        for (size_t k = 0; k < nc; k++)
+            batch += c[k].len;
+        if (!rc && (batch >= BATCH_BYTES || i + 1 == f->n)) {
+            /* the threads take new chunks while the earlier ones are written */
+            rc = run_batch(o, tok, c, nc, out, pr);
+            for (size_t k = first; k <= i; k++) {
+                free(text[k]);
+                text[k] = NULL;
+            }
+            first = i + 1;
+            nc = 0;
+        }
+    }
+    for (size_t k = 0; k < f->n; k++)
+        free(text[k]);
+    free(text);
+    free(c);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc)
+        return rc;
+    nnt_tokenizer *tok = NULL;
+    if ((rc = load_tokenizer(&o, &tok)) != 0)
+        return rc;
+    int64_t vocab = 0;
+    if ((rc = nnt_tokenizer_vocab_size(tok, &vocab)) != 0) {
+        nnt_tokenizer_destroy(tok);
+        return lib_error("nnt_tokenizer_vocab_size", rc);
+    }
+    if (o.bits == 16 && vocab > 65536) {
+        nnt_tokenizer_destroy(tok);
+        fprintf(stderr, "nnt-tokenize: --token-bits 16: the vocabulary has %lld ids, above "
+                "65536\n", (long long)vocab);
+        return 2;
+    }
+    files f = {NULL, 0, 0};
+    uint64_t total = 0;
+    output out = {o.out, NULL, NULL, o.bits ? o.bits : vocab > 65536 ? 32 : 16, o.print, 0};
+    progress pr = {isatty(2) && !o.print, 0, 0, {0, 0}};
+    clock_gettime(CLOCK_MONOTONIC, &pr.t0);
+    rc = gather(&o, &f, &total);
+    pr.total = total;
+    if (!rc)
+        rc = out_begin(&out);
+    if (!rc)
+        rc = tokenize(&o, tok, &f, &out, &pr);
+    if (!rc)
+        rc = out_commit(&out);
+    if (rc)
+        out_abort(&out);
+    else
+        show(&pr, 0, 1);
+    for (size_t i = 0; i < f.n; i++)
+        free(f.path[i]);
+    free(f.path);
+    nnt_tokenizer_destroy(tok);
+    return rc;
+}

@@ -1,0 +1,162 @@
+#!/bin/sh
+# Smoke test of nnt-tokenize: the bytes tokenizer and the Llama 3 tokenizer.json fixture; the
+# token file holds the ids --print gives (16-bit and, with --token-bits 32, 32-bit headers);
+# chunked and multi-threaded output equals one chunk on one thread, and a directory equals its
+# files in name order; nnt-train reads the file; refusals (exit 1 naming the file, 2 for bad
+# usage, no output file left); the progress line on a terminal only.
+set -u
+: "${top_builddir:?}" "${top_srcdir:?}"
+prog="$top_builddir/nnt-tokenize"
+[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+export STARPU_SILENT=1
+STARPU_HOME=${STARPU_HOME:-$tmp/starpu}
+export STARPU_HOME
+fail=0
+fail() { echo "FAIL: $*"; fail=1; }
+json="$top_srcdir/tests/fixtures/hftok/llama3.json"
+# The GPT-2 fixture with one more merge, newline + space (its tiny vocabulary has none across
+# line ends): a cut between "\n" and "  indented" would change the ids.
+nl=$(printf '\304\212') sp=$(printf '\304\240') # the byte-level symbols of "\n" and " "
+sed "s/\"vocab\":{/\"vocab\":{\"$nl$sp\":800,/; s/\"merges\":\[\[/\"merges\":[[\"$nl\",\"$sp\"],[/" \
+    "$top_srcdir/tests/fixtures/hftok/gpt2.json" > "$tmp/gpt2nl.json"
+
+# A text with blank lines, indentation, digits, punctuation runs and UTF-8, over several files.
+mkdir "$tmp/corpus" "$tmp/corpus/sub"
+i=0
+while [ $i -lt 200 ]; do
+    printf 'line %d: the quick brown fox.\n\n\n  indented %d\tcaf\303\251 \360\237\230\200!!\n' \
+        $i $((i * 7919))
+    i=$((i + 1))
+done > "$tmp/corpus/b.txt"
+printf 'second file, no final newline' > "$tmp/corpus/a.txt"
+printf 'skipped: a subdirectory\n' > "$tmp/corpus/sub/c.txt"
+cat "$tmp/corpus/a.txt" "$tmp/corpus/b.txt" > "$tmp/ab.txt"
+
+# run NAME ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $status.
+run() {
+    name=$1; shift
+    "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
+    status=$?
+}
+run_ok() {
+    run "$@"
+    [ $status -eq 0 ] || { fail "$1: exit status $status"; cat "$tmp/$1.err"; }
+}
+# expect_error NAME STATUS PATTERN ARGS...
+expect_error() {
+    name=$1 want=$2 pattern=$3; shift 3
+    run "$name" "$@"
+    if [ $status -ne "$want" ]; then
+        fail "$name: exit status $status, expected $want"
+    elif ! grep -q -- "$pattern" "$tmp/$name.err"; then
+        fail "$name: the message does not name '$pattern':"
+        cat "$tmp/$name.err"
+    fi
+}
+# ids FILE BITS: the tokens of an llm.c token file, one line, space-separated, checking the
+# header (magic, version, count) on the way.
+ids() {
+    set -- $(od -An -v -t u4 -N 12 "$1") "$1" "$2"
+    if [ "$5" = 32 ]; then m=20240801 v=7; else m=20240520 v=1; fi
+    [ "$1" = $m ] && [ "$2" = $v ] || fail "$4: header magic $1 version $2, expected $m $v"
+    n=$(od -An -v -t "u$(($5 / 8))" -j 1024 "$4" | wc -w)
+    [ "$3" = "$n" ] || fail "$4: header count $3, but $n tokens follow"
+    od -An -v -t "u$(($5 / 8))" -j 1024 "$4" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'
+}
+
+for tok in bytes json gpt2nl; do
+    case $tok in
+    bytes) t="--tokenizer bytes" ;;
+    json) t="--tokenizer-json $json" ;;
+    gpt2nl) t="--tokenizer-json $tmp/gpt2nl.json" ;;
+    esac
+    run_ok $tok-print $t --print --threads 1 --chunk-bytes 1000000000 "$tmp/ab.txt"
+    want=$(cat "$tmp/$tok-print.out")
+    [ -n "$want" ] || fail "$tok: --print wrote nothing"
+    n=$(echo "$want" | wc -w)
+    # the bytes tokenizer: the byte values
+    if [ $tok = bytes ]; then
+        b=$(od -An -v -t u1 "$tmp/ab.txt" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//')
+        [ "$want" = "$b" ] || fail "bytes: --print is not the byte values"
+    else
+        [ "$n" -lt "$(wc -c < "$tmp/ab.txt")" ] || fail "$tok: $n ids: no merges happened"
+    fi
+    if [ $tok = gpt2nl ]; then
+        echo "$want" | tr ' ' '\n' | grep -qx 800 || fail "gpt2nl: the added merge is not used"
+    fi
+    # chunks of 1 byte (a cut at every line start), 50 and 7 bytes on 1, 2 and 3 threads:
+    # the ids of one chunk on one thread
+    for c in 1:1 2:50 3:7 2:1; do
+        th=${c%:*} cb=${c#*:}
+        run_ok $tok-t$th-c$cb $t --print --threads $th --chunk-bytes $cb "$tmp/ab.txt"
+        [ "$(cat "$tmp/$tok-t$th-c$cb.out")" = "$want" ] ||
+            fail "$tok: --threads $th --chunk-bytes $cb differs from one chunk on one thread"
+    done
+    # a directory: its files, each encoded on its own, in name order (not ab.txt's ids when
+    # a.txt's last word runs into b.txt's first)
+    run_ok $tok-files $t --print --threads 1 --chunk-bytes 1000000000 "$tmp/corpus/a.txt" \
+        "$tmp/corpus/b.txt"
+    wantdir=$(cat "$tmp/$tok-files.out")
+    run_ok $tok-dir $t --print --threads 2 --chunk-bytes 100 "$tmp/corpus"
+    [ "$(cat "$tmp/$tok-dir.out")" = "$wantdir" ] ||
+        fail "$tok: the directory differs from a.txt b.txt"
+    if [ $tok != bytes ]; then
+        [ "$wantdir" != "$want" ] || fail "$tok: a.txt b.txt encoded as one text"
+    fi
+    # the token file: 16-bit, and 32-bit when asked
+    run_ok $tok-out $t --out "$tmp/$tok.bin" --threads 2 --chunk-bytes 100 "$tmp/ab.txt"
+    [ ! -s "$tmp/$tok-out.out" ] || fail "$tok: --out wrote to stdout"
+    [ "$(ids "$tmp/$tok.bin" 16)" = "$want" ] || fail "$tok: the 16-bit file's ids differ"
+    run_ok $tok-out32 $t --out "$tmp/$tok.32.bin" --token-bits 32 "$tmp/corpus"
+    [ "$(ids "$tmp/$tok.32.bin" 32)" = "$wantdir" ] || fail "$tok: the 32-bit file's ids differ"
+    n=$(echo "$wantdir" | wc -w)
+    [ "$(wc -c < "$tmp/$tok.32.bin")" -eq $((1024 + 4 * n)) ] || fail "$tok: 32-bit file size"
+    [ -z "$(ls "$tmp" | grep '\.tmp\.')" ] || fail "$tok: a temporary file was left behind"
+done
+
+# nnt-train reads both kinds of file (nnt_data: 16- and 32-bit llm.c shards)
+train="$top_builddir/nnt-train"
+small="--layers 1 --channels 32 --heads 2 --context 16 --batch 1 --seq 8 --sample 0 --no-save"
+for f in bytes.bin bytes.32.bin; do
+    if "$train" $small --data "$tmp/$f" --steps 1 --out "$tmp/train-$f" > "$tmp/train.out" \
+        2>&1; then
+        echo "ok: nnt-train --data $f"
+    else
+        fail "nnt-train --data $f:"
+        tail -n 5 "$tmp/train.out"
+    fi
+done
+
+# refusals: exit 1 naming the file; bad usage exit 2; an old output survives a failed run
+cp "$tmp/bytes.bin" "$tmp/keep.bin"
+expect_error missing 1 "$tmp/nope.txt" --out "$tmp/keep.bin" "$tmp/ab.txt" "$tmp/nope.txt"
+cmp -s "$tmp/bytes.bin" "$tmp/keep.bin" || fail "missing: the old output file was changed"
+printf '{"model": {"type": "BPE", "vocab": ' > "$tmp/bad.json"
+expect_error badjson 1 "bad.json" --tokenizer-json "$tmp/bad.json" --print "$tmp/ab.txt"
+expect_error nobpe 1 "nope.json" --bpe-vocab "$tmp/nope.json" --bpe-merges "$tmp/m.txt" --print \
+    "$tmp/ab.txt"
+mkdir "$tmp/empty"
+expect_error emptydir 1 "has no regular files" --print "$tmp/empty"
+expect_error noout 2 "give one of --out FILE and --print" "$tmp/ab.txt"
+expect_error noinput 2 "no INPUT" --print
+expect_error badtok 2 "expected bytes, bpe or json" --tokenizer sp --print "$tmp/ab.txt"
+expect_error nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab.txt"
+expect_error threads 2 "expected 1 to 256" --threads 0 --print "$tmp/ab.txt"
+expect_error bits 2 "expected 16 or 32" --token-bits 8 --print "$tmp/ab.txt"
+expect_error unknown 2 "unknown option --fast" --fast --print "$tmp/ab.txt"
+[ -z "$(ls "$tmp" | grep '\.tmp\.')" ] || fail "refusals: a temporary file was left behind"
+
+# progress: none into a file; on a terminal, a line with MB/s
+run_ok quiet --out "$tmp/q.bin" "$tmp/ab.txt"
+[ ! -s "$tmp/quiet.err" ] || fail "stderr not a terminal: progress written anyway"
+if command -v script > /dev/null 2>&1 && script -q -e -c true /dev/null > /dev/null 2>&1; then
+    script -q -e -c "$prog --out $tmp/pty.bin $tmp/ab.txt" /dev/null > "$tmp/pty.out" 2>&1
+    grep -q 'MB/s' "$tmp/pty.out" || { fail "no progress line on a terminal:"; cat "$tmp/pty.out"; }
+else
+    echo "skip: progress on a terminal: no working script(1)"
+fi
+
+[ $fail -eq 0 ] && echo "ok: nnt-tokenize"
+exit $fail
