@@ -177,28 +177,53 @@ static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
     return rc;
 }
 
-/* Write ids (--print-ids: as numbers) or their decoded text to stdout. */
-static int print_out(const opts *o, const nnt_tokenizer *tok, const int32_t *ids, size_t n)
+/* Printing the new tokens as they are chosen (nnt_sampling's on_token): ids as numbers
+ * (--print-ids, or without a tokenizer), or text: the new tokens so far are decoded whole
+ * each time and the bytes beyond those already printed are written, so the streamed text is
+ * the text of the whole sequence for the decoders that extend a prefix's text (all those
+ * nnt reads). */
+typedef struct stream {
+    const nnt_tokenizer *tok;    /* NULL: ids                                             */
+    int32_t *ids;                /* the new tokens so far                                 */
+    size_t n, printed;           /* tokens; bytes of text written                         */
+    char *text;
+    size_t cap;
+    int failed;                  /* a decode failed: the error is reported at the end     */
+} stream;
+
+static void print_token(void *arg, int64_t i, int32_t token)
 {
-    if (o->print_ids || !tok) {
-        for (size_t i = 0; i < n; i++)
-            printf("%s%d", i ? " " : "", (int)ids[i]);
-        printf("\n");
-        return 0;
+    stream *st = arg;
+    st->ids[st->n++] = token;
+    if (!st->tok) {
+        printf("%s%d", i ? " " : "", (int)token);
+        fflush(stdout);
+        return;
     }
     size_t len = 0;
-    int rc = nnt_tokenizer_decode(tok, ids, n, NULL, 0, &len);
-    if (rc && rc != NNT_E_INVAL)
-        return lib_error("nnt_tokenizer_decode", rc);
-    char *text = malloc(len + 1);
-    if (!text || (rc = nnt_tokenizer_decode(tok, ids, n, text, len + 1, &len))) {
-        free(text);
-        return text ? lib_error("nnt_tokenizer_decode", rc) : 1;
+    int rc = nnt_tokenizer_decode(st->tok, st->ids, st->n, NULL, 0, &len);
+    if (rc && rc != NNT_E_INVAL) {
+        st->failed = rc;
+        return;
     }
-    fwrite(text, 1, len, stdout);
-    printf("\n");
-    free(text);
-    return 0;
+    if (len + 1 > st->cap) {
+        char *grown = realloc(st->text, 2 * (len + 1));
+        if (!grown) {
+            st->failed = NNT_E_NOMEM;
+            return;
+        }
+        st->text = grown;
+        st->cap = 2 * (len + 1);
+    }
+    if ((rc = nnt_tokenizer_decode(st->tok, st->ids, st->n, st->text, st->cap, &len))) {
+        st->failed = rc;
+        return;
+    }
+    if (len > st->printed) {
+        fwrite(st->text + st->printed, 1, len - st->printed, stdout);
+        fflush(stdout);
+        st->printed = len;
+    }
 }
 
 static int run(const opts *o, nnt_tokenizer *tok, const int32_t *prompt, size_t nprompt)
@@ -235,19 +260,27 @@ static int run(const opts *o, nnt_tokenizer *tok, const int32_t *prompt, size_t 
     s.seed = (uint64_t)o->seed;
     s.eos = (int32_t)o->eos;
     s.no_cache = o->no_cache;
+    stream st = {o->print_ids ? NULL : tok, NULL, 0, 0, NULL, 0, 0};
+    s.on_token = print_token;
+    s.on_token_arg = &st;
     int status = 0;
     if (rc)
         status = lib_error(o->load_hf ? "--load-hf" : "--load-llmc", rc);
     else if (!out)
         status = lib_error("out of memory", NNT_E_NOMEM);
-    else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
-        status = lib_error("nnt_model_generate", rc);
-    else {
-        size_t n = (size_t)o->max_new;
-        for (size_t i = 0; o->eos >= 0 && i < n; i++)
-            if (out[i] == (int32_t)o->eos)
-                n = i + 1;   /* up to and with the first eos */
-        status = print_out(o, tok, out, n);
+    else {   /* the tokens are printed as they come, up to and with the first eos */
+        int32_t *ids = malloc(((size_t)o->max_new + 1) * sizeof *ids);
+        st.ids = ids;
+        if (!ids)
+            status = lib_error("out of memory", NNT_E_NOMEM);
+        else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
+            status = lib_error("nnt_model_generate", rc);
+        if (ids && (st.n || !rc))
+            printf("\n");
+        if (status == 0 && st.failed)
+            status = lib_error("nnt_tokenizer_decode", st.failed);
+        free(ids);
+        free(st.text);
     }
     free(out);
     nnt_layer_destroy(model);

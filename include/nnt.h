@@ -499,9 +499,14 @@ typedef struct nnt_sampling {
     int32_t eos;                 /* >= 0: stop after this token, out's rest set to it; -1 none */
     int no_cache;                /* 1: no key/value cache: every token a forward over the
                                     whole window (the 0.2 behaviour, slower; for comparison)  */
+    void (*on_token)(void *arg, int64_t i, int32_t token);
+                                 /* NULL, or called with on_token_arg as each new token i is
+                                    chosen, in order, before the next forward: to show the
+                                    text as it is produced (an eos token too, then no more)   */
+    void *on_token_arg;
 } nnt_sampling;
 
-#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0 }
+#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL }
 
 /* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen);
  * s NULL: greedy. Overwrites the activations; parameters and gradients are untouched. */

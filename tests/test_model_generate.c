@@ -444,6 +444,21 @@ START_TEST(test_cache_equals_no_cache)
 }
 END_TEST
 
+/* What on_token saw: the tokens in order, and whether each index came in turn. */
+typedef struct seen {
+    int32_t ids[64];
+    int n, out_of_order;
+} seen;
+
+static void record_token(void *arg, int64_t i, int32_t token)
+{
+    seen *w = arg;
+    if (i != w->n || w->n >= 64)
+        w->out_of_order = 1;
+    else
+        w->ids[w->n++] = token;
+}
+
 START_TEST(test_top_p_eos)
 {
     const fix_model *m = &MODELS[0];
@@ -472,6 +487,19 @@ START_TEST(test_top_p_eos)
     for (int i = first + 1; i < NGEN; i++)
         ck_assert_msg(a[i] == s.eos, "eos: token %d is %d, not eos %d", i, (int)a[i],
                       (int)s.eos);
+    /* on_token: every new token in order as it is chosen, the eos token the last call */
+    seen w = {{0}, 0, 0};
+    s.on_token = record_token;
+    s.on_token_arg = &w;
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    ck_assert_msg(!w.out_of_order && w.n == first + 1, "on_token with eos: %d calls, want %d",
+                  w.n, first + 1);
+    expect_ids(w.ids, a, first + 1, "on_token with eos");
+    s.eos = -1;
+    w.n = 0;
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    ck_assert_msg(!w.out_of_order && w.n == NGEN, "on_token: %d calls, want %d", w.n, NGEN);
+    expect_ids(w.ids, greedy, NGEN, "on_token");
     /* the 0.2 size: greedy as before */
     s = (nnt_sampling)NNT_SAMPLING_INIT;
     s.temperature = 0.0;

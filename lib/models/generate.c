@@ -140,6 +140,8 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
             memcpy(trace + i * V, g.sm.logits, (size_t)V * sizeof *trace);
         if (rc == 0)
             rc = nnt_sampler_pick(&g.sm, model->ctx, fn, &out[i]);
+        if (rc == 0 && s->on_token)
+            s->on_token(s->on_token_arg, i, out[i]);
         if (rc == 0 && s->eos >= 0 && out[i] == s->eos) {   /* the rest is eos, unrun */
             for (int64_t j = i + 1; j < ngen; j++)
                 out[j] = s->eos;
