@@ -63,6 +63,9 @@ struct nnt_ctx {
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
+    int weights_fixed;            /* no parameter changes until cleared (text generation
+                                     after its first forward): layers may reuse the bf16
+                                     weight copies they made (gl_weight_operand)          */
 };
 
 /* Return the status of call if it failed (the message is already recorded). */

@@ -61,8 +61,9 @@ int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx);
  * NNT_PRECISION_BF16 its bf16 copy *copy (an activation of l: nnt_layer_ensure), converted
  * from w now, once for all the tasks that read it. The conversion rounds to nearest even,
  * the bits each product's own rounding of the fp32 tile gives, so results do not change:
- * the products read half the bytes and round nothing. In other precisions *copy is
- * released. The backward of that forward reads gl_weight_read(w, *copy). */
+ * the products read half the bytes and round nothing. While the context's weights_fixed
+ * is set (generation after its first forward) an existing copy is read as it is, not
+ * converted again for every token. In other precisions *copy is released. The backward of that forward reads gl_weight_read(w, *copy). */
 int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor **operand);
 static inline nnt_tensor *gl_weight_read(nnt_tensor *w, nnt_tensor *copy)
 {

@@ -144,8 +144,10 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
         *operand = w;
         return NNT_OK;
     }
-    NNT_TRY(nnt_layer_ensure(l, copy, NNT_BF16, w->ndim, w->shape, w->tile));
-    NNT_TRY(nnt_tensor_convert(w, *copy));
+    if (!(*copy && l->ctx->weights_fixed)) {   /* else the copy still holds w's values */
+        NNT_TRY(nnt_layer_ensure(l, copy, NNT_BF16, w->ndim, w->shape, w->tile));
+        NNT_TRY(nnt_tensor_convert(w, *copy));
+    }
     *operand = *copy;
     return NNT_OK;
 }

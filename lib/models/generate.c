@@ -136,6 +136,9 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
         rc = nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     for (int64_t i = 0; i < ngen && rc == 0; i++) {
         rc = gen_logits(&g, prompt, nprompt, out, nprompt + i);
+        /* the weights do not change while generating: their bf16 copies (made by the first
+         * forward under NNT_PRECISION_BF16) serve every later token */
+        model->ctx->weights_fixed = 1;
         if (rc == 0 && trace)
             memcpy(trace + i * V, g.sm.logits, (size_t)V * sizeof *trace);
         if (rc == 0)
@@ -148,6 +151,7 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
             break;
         }
     }
+    model->ctx->weights_fixed = 0;
     cancel_backward(model);
     gen_free(&g);
     return rc;
