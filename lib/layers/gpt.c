@@ -74,13 +74,8 @@ static int check_config(nnt_ctx *ctx, const char *fn, const nnt_gpt_config *cfg,
 /* The nnt_model_config of a GPT-2 configuration. */
 static nnt_model_config model_config(const nnt_gpt_config *cfg)
 {
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    c.vocab = cfg->vocab;
-    c.max_seq = cfg->max_seq;
-    c.layers = cfg->layers;
-    c.heads = cfg->heads;
-    c.channels = cfg->channels;
-    return c;
+    return nnt_gpt2_model_config(cfg->vocab, cfg->max_seq, cfg->layers, cfg->heads,
+                                 cfg->channels);
 }
 
 /* ---- tiling ---------------------------------------------------------------------------- */

@@ -154,15 +154,8 @@ static int fill_piece(nnt_layer *model, const char *fn, const llmc_piece *p, voi
 /* The GPT-2 configuration of an llm.c header. */
 static nnt_model_config config_of(const nnt_llmc_config *lc)
 {
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    c.vocab = lc->vocab_size;
-    c.max_seq = lc->max_seq_len;
-    c.layers = lc->num_layers;
-    c.heads = lc->num_heads;
-    c.kv_heads = lc->num_heads;
-    c.channels = lc->channels;
-    c.hidden = 4 * (int64_t)lc->channels;
-    return c;
+    return nnt_gpt2_model_config(lc->vocab_size, lc->max_seq_len, lc->num_layers,
+                                 lc->num_heads, lc->channels);
 }
 
 int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,

@@ -51,6 +51,10 @@ void nnt_auto_tiling_gpu(const nnt_model_dims *d, int ngpus, nnt_tiling *out);
 int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims *d,
                              const nnt_tiling *overrides, nnt_tiling *out);
 
+/* The GPT-2 configuration of these sizes (the rest GPT-2's: MLP 4C, all biases, tied head,
+ * eps 1e-5): what nnt_gpt_config and an llm.c header describe. */
+nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t layers,
+                                       int64_t heads, int64_t channels);
 /* The checks of nnt_model_create without a batch: cfg is a configuration nnt can build,
  * its rope options included (Llama family). Errors name fn. */
 int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);

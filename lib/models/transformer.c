@@ -110,6 +110,18 @@ NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg)
     return nnt_fail(NULL, NNT_E_INVAL, "%s: unknown preset '%s' (valid: %s)", fn, name, valid);
 }
 
+nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t layers,
+                                       int64_t heads, int64_t channels)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;   /* GPT-2 124M: the family's defaults */
+    c.vocab = vocab;
+    c.max_seq = max_seq;
+    c.layers = layers;
+    c.heads = heads;
+    c.channels = channels;
+    return c;
+}
+
 /* ---- checks ------------------------------------------------------------------------------- */
 
 static int64_t hidden_of(const nnt_model_config *c)
