@@ -217,10 +217,10 @@ static void resolve_tokenizer(train_opts *o)
     o->tokenizer = o->tokenizer_json ? TOKENIZER_JSON : TOKENIZER_BYTES;
     if (o->tokenizer_json || !o->load_hf)
         return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf);
-    if (access(path, R_OK) == 0)
+    char *path = join_path(o->load_hf, "tokenizer.json");
+    if (path && access(path, R_OK) == 0)
         o->tokenizer = TOKENIZER_JSON;
+    free(path);
 }
 
 static int open_tokenizer(trainer *t)
@@ -966,29 +966,16 @@ static int train_loop(trainer *t)
 /* The json tokenizer's file, copied into the --save-hf directory as tokenizer.json (through
  * a temporary file and a rename), so that the directory is complete for --load-hf and for
  * transformers. Nothing to do for other tokenizers or a file already there. */
-static int copy_tokenizer_json(const train_opts *o)
+/* Copy src to dst through tmp (fsync, rename); 0 or -1 with errno set. */
+static int copy_file(const char *src, const char *dst, const char *tmp)
 {
-    if (o->tokenizer != TOKENIZER_JSON)
-        return 0;
-    char src[4096], dst[4096], tmp[4200];
-    const char *from = o->tokenizer_json ? o->tokenizer_json : o->load_hf;
-    struct stat st;
-    if (stat(from, &st) == 0 && S_ISDIR(st.st_mode))
-        snprintf(src, sizeof src, "%s/tokenizer.json", from);
-    else
-        snprintf(src, sizeof src, "%s", from);
-    snprintf(dst, sizeof dst, "%s/tokenizer.json", o->save_hf);
-    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-    struct stat ss, ds;
-    if (stat(src, &ss) == 0 && stat(dst, &ds) == 0 && ss.st_dev == ds.st_dev &&
-        ss.st_ino == ds.st_ino)
-        return 0;   /* --save-hf is the directory the tokenizer came from */
     FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
     int ok = in && out;
     char buf[1 << 16];
     for (size_t n; ok && (n = fread(buf, 1, sizeof buf, in)) > 0;)
         ok = fwrite(buf, 1, n, out) == n;
-    ok = ok && !ferror(in);
+    if (in && ferror(in))
+        ok = 0;
     if (in)
         fclose(in);
     if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0))
@@ -997,13 +984,35 @@ static int copy_tokenizer_json(const train_opts *o)
         ok = 0;
     if (ok && rename(tmp, dst) != 0)
         ok = 0;
-    if (!ok) {
+    if (!ok && out)
+        remove(tmp);
+    return ok ? 0 : -1;
+}
+
+static int copy_tokenizer_json(const train_opts *o)
+{
+    if (o->tokenizer != TOKENIZER_JSON)
+        return 0;
+    const char *from = o->tokenizer_json ? o->tokenizer_json : o->load_hf;
+    struct stat st, ds;
+    int dir = stat(from, &st) == 0 && S_ISDIR(st.st_mode);
+    char *src = dir ? join_path(from, "tokenizer.json") : strdup(from);
+    char *dst = join_path(o->save_hf, "tokenizer.json");
+    char *tmp = join_path(o->save_hf, "tokenizer.json.tmp");
+    int rc = 0;
+    if (!src || !dst || !tmp) {
+        fprintf(stderr, "nnt-train: --save-hf: out of memory\n");
+        rc = 1;
+    } else if (stat(src, &st) == 0 && stat(dst, &ds) == 0 && st.st_dev == ds.st_dev &&
+             st.st_ino == ds.st_ino)
+        rc = 0;   /* --save-hf is the directory the tokenizer came from */
+    else if (copy_file(src, dst, tmp) != 0) {
         fprintf(stderr, "nnt-train: --save-hf: cannot copy %s to %s: %s\n", src, dst,
                 strerror(errno));
-        remove(tmp);
-        return 1;
+        rc = 1;
     }
-    return 0;
+    free(src), free(dst), free(tmp);
+    return rc;
 }
 
 static int write_outputs(trainer *t)
