@@ -67,27 +67,12 @@ static int ensure(nnt_ctx *ctx, nnt_tensor **t, nnt_dtype dtype, int ndim,
     return nnt_tensor_create(ctx, dtype, ndim, shape, tile, t);
 }
 
-/* dst (1, 1, C), tiles (1, 1, src's C tile) = the last row of src (1, w, C), any tiling: one
- * copy task per C tile from the tile holding row w - 1. */
+/* dst (1, 1, C), tiles (1, 1, src's C tile) = the last row of src (1, w, C), any tiling. */
 static int copy_last_row(nnt_ctx *ctx, nnt_tensor *src, nnt_tensor **dst)
 {
-    int64_t w = src->shape[1], C = src->shape[2];
-    int64_t shape[3] = {1, 1, C}, tile[3] = {1, 1, src->tile[2]};
+    int64_t shape[3] = {1, 1, src->shape[2]}, tile[3] = {1, 1, src->tile[2]};
     NNT_TRY(ensure(ctx, dst, NNT_FP32, 3, shape, tile));
-    for (int64_t j = 0; j < src->grid[2]; j++) {
-        int64_t coord[3] = {0, (w - 1) / src->tile[1], j}, origin[3], box[3];
-        nnt_tensor_tile_box(src, coord, origin, box);
-        nnt_copy_box b;
-        memset(&b, 0, sizeof b);
-        b.shape[0] = box[2];
-        b.src_stride[0] = b.dst_stride[0] = 1;
-        b.src_offset = (w - 1 - origin[1]) * box[2];   /* row w - 1 of the (1, rows, c) tile */
-        starpu_data_handle_t h = src->tiles[nnt_tensor_tile_index(src, coord)].handle;
-        NNT_TRY(nnt_insert_copy(ctx, (*dst)->tiles[j].handle, STARPU_W, 1, &h, 1, src->elsize,
-                                1, &b));
-    }
-    nnt_tensor_mark_written(*dst);
-    return NNT_OK;
+    return gl_copy_rows(src, 1, src->shape[1] - 1, *dst, 0, 1);
 }
 
 /* The logits (V) after the first n tokens into g->sm.logits. Children: the embedding,
