@@ -912,6 +912,20 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
  * LlamaForCausalLM, or Qwen2ForCausalLM for q/k/v biases without an o_proj bias. dir is
  * created if missing (one level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
+/* The model configuration a training-state file records: nnt_train_state_save(3) records it
+ * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model
+ * of nnt_model_create, nnt_model_load_hf, nnt_gpt_* or this function, and nothing else
+ * added). A file without one (other parameters, or nnt 0.2) is NNT_E_FORMAT saying so;
+ * a damaged one NNT_E_FORMAT naming the file and key; no file NNT_E_IO. ctx may be NULL. */
+NNT_API int nnt_model_train_state_config(nnt_ctx *ctx, const char *path, nnt_model_config *cfg);
+/* A model for batches of (B, T) (tiling as nnt_model_create) from a training-state file: the
+ * configuration it records and its parameters (the optimizer's moments are checked, not
+ * read). The whole file is checked first (structure, shapes, both checksums); on any failure
+ * nothing is created and *out is NULL. st (may be NULL) gets the caller's section as
+ * nnt_train_state_load gives it (release with nnt_train_state_clear). */
+NNT_API int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
+                                       const nnt_tiling *tiling, nnt_train_state *st,
+                                       nnt_layer **out);
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
  * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value
  * cache: the prompt in one forward, then one forward per new token at its position, while

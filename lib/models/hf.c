@@ -507,6 +507,19 @@ static int config_from(jobj *o, nnt_model_config *cfg)
     return NNT_OK;
 }
 
+/* A config.json text (len bytes) as a configuration nnt can build; errors name fn and what
+ * (the file). */
+int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
+                           size_t len, nnt_model_config *cfg)
+{
+    jobj o = {ctx, fn, what, "", text, NULL, 0, 0};
+    int rc = jobj_parse(&o, 0, len, 1);
+    if (rc == 0)
+        rc = config_from(&o, cfg);
+    jobj_free(&o);
+    return rc;
+}
+
 /* dir/config.json as a configuration nnt can build; errors name fn. */
 static int hf_config(nnt_ctx *ctx, const char *fn, const char *dir, nnt_model_config *cfg)
 {
@@ -515,11 +528,7 @@ static int hf_config(nnt_ctx *ctx, const char *fn, const char *dir, nnt_model_co
     size_t len = 0;
     NNT_TRY(join(ctx, fn, dir, "config.json", path));
     NNT_TRY(read_file(ctx, fn, path, &buf, &len));
-    jobj o = {ctx, fn, path, "", buf, NULL, 0, 0};
-    int rc = jobj_parse(&o, 0, len, 1);
-    if (rc == 0)
-        rc = config_from(&o, cfg);
-    jobj_free(&o);
+    int rc = nnt_model_config_parse(ctx, fn, path, buf, len, cfg);
     free(buf);
     return rc;
 }
@@ -1250,11 +1259,11 @@ static int write_text(nnt_ctx *ctx, const char *fn, const char *path, const jtex
     return rc ? nnt_fail(ctx, rc, "%s: %s", fn, err) : NNT_OK;
 }
 
-static int save_config(nnt_ctx *ctx, const char *fn, const char *dir, const nnt_model_config *c)
+/* The config.json text of c (malloc'd, NUL-terminated) in *out; errors name fn. */
+int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *c, char **out)
 {
-    char path[PATH_MAX_BYTES];
-    NNT_TRY(join(ctx, fn, dir, "config.json", path));
     int arch = ARCH_GPT2;
+    *out = NULL;
     if (c->family == NNT_FAMILY_LLAMA) {
         arch = llama_arch(ctx, fn, c);
         if (arch < 0)
@@ -1266,9 +1275,23 @@ static int save_config(nnt_ctx *ctx, const char *fn, const char *dir, const nnt_
     else
         llama_json(&t, arch, c);
     jt_add(&t, ",\n  \"torch_dtype\": \"float32\"\n}\n");
-    int rc = t.oom ? nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn)
-                   : write_text(ctx, fn, path, &t);
-    free(t.buf);
+    if (t.oom) {
+        free(t.buf);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    *out = t.buf;
+    return NNT_OK;
+}
+
+static int save_config(nnt_ctx *ctx, const char *fn, const char *dir, const nnt_model_config *c)
+{
+    char path[PATH_MAX_BYTES];
+    NNT_TRY(join(ctx, fn, dir, "config.json", path));
+    char *text = NULL;
+    NNT_TRY(nnt_model_config_text(ctx, fn, c, &text));
+    jtext t = {text, strlen(text), 0, 0};
+    int rc = write_text(ctx, fn, path, &t);
+    free(text);
     return rc;
 }
 

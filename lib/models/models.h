@@ -55,6 +55,14 @@ int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims 
  * eps 1e-5): what nnt_gpt_config and an llm.c header describe. */
 nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t layers,
                                        int64_t heads, int64_t channels);
+/* cfg as the config.json text that nnt_model_save_hf writes (malloc'd, NUL-terminated), and
+ * such a text (len bytes; what: the file, for messages) back as a configuration nnt can
+ * build (nnt_model_hf_config's reading); also the "model" record of training-state files.
+ * Errors name fn. */
+int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
+                          char **out);
+int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
+                           size_t len, nnt_model_config *cfg);
 /* The checks of nnt_model_create without a batch: cfg is a configuration nnt can build,
  * its rope options included (Llama family). Errors name fn. */
 int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);

@@ -301,7 +301,21 @@ int nnt_optim_add_param(nnt_optim *opt, const char *name, nnt_tensor *value, nnt
 {
     const char *fn = "nnt_optim_add_param";
     int rc = nnt_optim_check(opt, fn);
-    return rc ? rc : add_param(opt, fn, name, value, grad, decay);
+    if (rc == 0 && (rc = add_param(opt, fn, name, value, grad, decay)) == 0)
+        opt->has_model = 0;   /* the parameters are no longer one model's alone */
+    return rc;
+}
+
+/* Whether the parameters are exactly one model's (alone: the layer's are the only ones). */
+static void note_model(nnt_optim *opt, nnt_layer *layer, int alone)
+{
+    nnt_layer_kind kind;
+    opt->has_model = 0;
+    if (!alone || nnt_layer_kind_of(layer, &kind) ||
+        (kind != NNT_LAYER_GPT && kind != NNT_LAYER_MODEL))
+        return;
+    opt->model.size = sizeof opt->model;
+    opt->has_model = nnt_model_config_of(layer, &opt->model) == 0;
 }
 
 /* Every parameter of the tree, or none: a failure removes those this call added. */
@@ -326,6 +340,8 @@ int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer)
     }
     while (rc && opt->nparams > first)
         release_param(&opt->params[--opt->nparams]);
+    if (rc == 0)
+        note_model(opt, layer, first == 0);
     return rc;
 }
 

@@ -22,6 +22,8 @@
  * included, must fit in a safetensors name (lib/io: NNT_IO_MAXNAME = 1024 bytes). */
 #define NNT_OPTIM_MAXNAME 1000
 
+#define NNT_OPTIM_NKINDS 3            /* nnt_optim_kind values 0 .. NNT_OPTIM_NKINDS - 1        */
+
 typedef struct nnt_optim_param {
     char *name;                  /* unique within the optimizer                              */
     nnt_tensor *value, *grad;    /* borrowed; same shape and tiling                           */
@@ -38,6 +40,10 @@ struct nnt_optim {
     nnt_optim_param *params;     /* in the order they were added                              */
     int64_t step;                /* updates done (or restored by a load)                      */
     double last_lr, last_grad_norm;
+    int has_model;               /* the parameters are exactly those of one model (added by
+                                    nnt_optim_add_layer alone): its configuration below is
+                                    recorded in training-state files                          */
+    nnt_model_config model;
 };
 
 /* 0 if opt is a live optimizer whose context is alive, else a recorded failure naming fn

@@ -5,10 +5,13 @@
  *   param.<name>                 every parameter, in the order they were added
  *   adam_m.<name>, adam_v.<name> AdamW / Adam, only when step > 0
  *   sgd_momentum.<name>          SGD with momentum > 0, only when step > 0
- * Metadata (all strings): format "nnt-train-state", format_version "1", optimizer ("adamw",
- * "adam", "sgd"), step, data_pos, rng "[a,b,c,d]", options, then meta_checksum (FNV-1a 64
- * over the values before it, in this order, each with its NUL) and data_checksum (FNV-1a 64
- * over the 32-bit words of every tensor in file order), both as 16 lowercase hex digits.
+ * Metadata (all strings): format "nnt-train-state", format_version "1" or "2", optimizer
+ * ("adamw", "adam", "sgd"), step, data_pos, rng "[a,b,c,d]", options, in version 2 model
+ * (the model's configuration as the config.json text nnt_model_save_hf writes: the
+ * optimizer's parameters were exactly one model's), then meta_checksum (FNV-1a 64 over the
+ * values before it, in this order, each with its NUL) and data_checksum (FNV-1a 64 over the
+ * 32-bit words of every tensor in file order), both as 16 lowercase hex digits. Files
+ * without a model are written as version 1, byte for byte as before version 2 existed.
  *
  * Saving reads the tensors twice (checksum, then data), one tensor at a time on the host.
  * Loading checks everything (structure, names, shapes, both checksums) before it changes
@@ -18,29 +21,33 @@
 #include "optim.h"
 
 #include "../io/io.h"
+#include "../models/models.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define STATE_FORMAT "nnt-train-state"
-#define STATE_VERSION "1"
+#define STATE_VERSION "1"        /* without a model record                              */
+#define STATE_VERSION_MODEL "2"  /* with one                                             */
 #define MAXFIELDS 3      /* param + two state tensors */
 
 /* Metadata keys in checksum order; the two checksums last (not hashed). */
 enum {
     META_FORMAT, META_VERSION, META_OPTIMIZER, META_STEP, META_DATA_POS, META_RNG,
-    META_OPTIONS, META_CHECKSUM, META_DATA_CHECKSUM, NMETA
+    META_OPTIONS, META_MODEL, META_CHECKSUM, META_DATA_CHECKSUM, NMETA
 };
 static const char *const meta_keys[NMETA] = {
-    "format", "format_version", "optimizer", "step", "data_pos", "rng", "options",
+    "format", "format_version", "optimizer", "step", "data_pos", "rng", "options", "model",
     "meta_checksum", "data_checksum"};
 
+/* The values before the checksums; the model only where present (version 2). */
 static uint64_t hash_meta(const char *const values[NMETA])
 {
     uint64_t h = NNT_FNV_OFFSET;
     for (int i = 0; i < META_CHECKSUM; i++)
-        h = nnt_fnv1a_bytes(h, values[i], strlen(values[i]) + 1);
+        if (values[i])
+            h = nnt_fnv1a_bytes(h, values[i], strlen(values[i]) + 1);
     return h;
 }
 
@@ -121,15 +128,16 @@ static int data_checksum(const nnt_optim *opt, float *buf, uint64_t *sum)
     return NNT_OK;
 }
 
-/* Metadata values (text: NMETA buffers of 96 bytes; options borrowed from st). */
-static void meta_values(const nnt_optim *opt, const nnt_train_state *st, uint64_t data_sum,
-                        char text[][96], const char *values[NMETA])
+/* Metadata values (text: NMETA buffers of 96 bytes; options borrowed from st; model: the
+ * model record or NULL). */
+static void meta_values(const nnt_optim *opt, const nnt_train_state *st, const char *model,
+                        uint64_t data_sum, char text[][96], const char *values[NMETA])
 {
     static const nnt_train_state none = NNT_TRAIN_STATE_INIT;
     if (!st)
         st = &none;
     values[META_FORMAT] = STATE_FORMAT;
-    values[META_VERSION] = STATE_VERSION;
+    values[META_VERSION] = model ? STATE_VERSION_MODEL : STATE_VERSION;
     values[META_OPTIMIZER] = nnt_optim_kind_name(opt->opts.kind);
     snprintf(text[META_STEP], 96, "%lld", (long long)opt->step);
     snprintf(text[META_DATA_POS], 96, "%llu", (unsigned long long)st->data_pos);
@@ -139,6 +147,7 @@ static void meta_values(const nnt_optim *opt, const nnt_train_state *st, uint64_
     for (int i = META_STEP; i <= META_RNG; i++)
         values[i] = text[i];
     values[META_OPTIONS] = st->options ? st->options : "";
+    values[META_MODEL] = model;
     snprintf(text[META_CHECKSUM], 96, "%016llx", (unsigned long long)hash_meta(values));
     snprintf(text[META_DATA_CHECKSUM], 96, "%016llx", (unsigned long long)data_sum);
     values[META_CHECKSUM] = text[META_CHECKSUM];
@@ -151,7 +160,8 @@ static int declare(const nnt_optim *opt, nnt_st_writer *w, const char *const val
     char name[NNT_IO_MAXNAME + 1];
     int rc = NNT_OK;
     for (int i = 0; i < NMETA && rc == 0; i++)
-        rc = nnt_st_writer_meta(w, meta_keys[i], values[i], err, errlen);
+        if (values[i])
+            rc = nnt_st_writer_meta(w, meta_keys[i], values[i], err, errlen);
     for (int f = 0; f < nfields(opt, opt->step) && rc == 0; f++)
         for (int i = 0; i < opt->nparams && rc == 0; i++) {
             const nnt_optim_param *p = &opt->params[i];
@@ -228,6 +238,23 @@ static int check_call(const nnt_optim *opt, const char *fn, const char *path,
     return NNT_OK;
 }
 
+/* The JSON text on one line: newlines and the indentation after them dropped (a newline
+ * would be stored as a \u000a escape, whose hex digits JSON reads in either case: one
+ * flipped bit there would not change the value the checksum covers). */
+static void one_line(char *json)
+{
+    char *out = json;
+    for (const char *in = json; *in; in++) {
+        if (*in == '\n') {
+            while (in[1] == ' ')
+                in++;
+            continue;
+        }
+        *out++ = *in;
+    }
+    *out = '\0';
+}
+
 int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st)
 {
     const char *fn = "nnt_train_state_save";
@@ -238,14 +265,19 @@ int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state
     int64_t cap = 0;
     rc = alloc_buffer(opt, fn, &buf, &cap);
     uint64_t sum = 0;
+    char *model = NULL;
+    if (rc == 0 && opt->has_model && (rc = nnt_model_config_text(opt->ctx, fn, &opt->model,
+                                                                   &model)) == 0)
+        one_line(model);
     if (rc == 0)
         rc = data_checksum(opt, buf, &sum);   /* first pass: nothing written yet */
     if (rc == 0) {
         char text[NMETA][96];
         const char *values[NMETA];
-        meta_values(opt, st, sum, text, values);
+        meta_values(opt, st, model, sum, text, values);
         rc = write_file(opt, fn, path, values, buf);
     }
+    free(model);
     free(buf);
     return rc;
 }
@@ -258,58 +290,71 @@ typedef struct state_meta {
     uint64_t data_pos, rng[4], data_checksum;
 } state_meta;
 
-static int bad_meta(const nnt_optim *opt, const char *fn, const char *path, int key,
+static int bad_meta(nnt_ctx *ctx, const char *fn, const char *path, int key,
                     const char *value, const char *want)
 {
-    return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not %s", fn, path,
+    return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata '%s' = '%s' is not %s", fn, path,
                     meta_keys[key], value, want);
 }
 
-/* Every key present; format, version and optimizer kind those of opt. */
-static int read_meta_strings(const nnt_optim *opt, const char *fn, const char *path,
+/* Every key of the file's version present (model: only in version 2); format and version
+ * known; the optimizer kind one nnt knows, and kind's when kind is not NULL. */
+static int read_meta_strings(nnt_ctx *ctx, const char *kind, const char *fn, const char *path,
                              const nnt_st_reader *r, state_meta *sm)
 {
+    const char **v = sm->values;
     for (int i = 0; i < NMETA; i++) {
-        sm->values[i] = nnt_st_metadata_get(r, meta_keys[i]);
-        if (!sm->values[i])
-            return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: no metadata key '%s' (not an nnt "
+        v[i] = nnt_st_metadata_get(r, meta_keys[i]);
+        if (!v[i] && i != META_MODEL)
+            return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no metadata key '%s' (not an nnt "
                             "training state)", fn, path, meta_keys[i]);
     }
-    const char **v = sm->values;
     if (strcmp(v[META_FORMAT], STATE_FORMAT) != 0)
-        return bad_meta(opt, fn, path, META_FORMAT, v[META_FORMAT], "'" STATE_FORMAT "'");
-    if (strcmp(v[META_VERSION], STATE_VERSION) != 0)
-        return bad_meta(opt, fn, path, META_VERSION, v[META_VERSION], STATE_VERSION);
-    const char *kind = nnt_optim_kind_name(opt->opts.kind);
-    if (strcmp(v[META_OPTIMIZER], kind) != 0)
-        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: metadata 'optimizer' = '%s', but this "
+        return bad_meta(ctx, fn, path, META_FORMAT, v[META_FORMAT], "'" STATE_FORMAT "'");
+    int with_model = strcmp(v[META_VERSION], STATE_VERSION_MODEL) == 0;
+    if (!with_model && strcmp(v[META_VERSION], STATE_VERSION) != 0)
+        return bad_meta(ctx, fn, path, META_VERSION, v[META_VERSION],
+                        STATE_VERSION " or " STATE_VERSION_MODEL);
+    if (with_model && !v[META_MODEL])
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no metadata key 'model' (format_version "
+                        STATE_VERSION_MODEL " has one)", fn, path);
+    if (!with_model)
+        v[META_MODEL] = NULL;   /* not part of a version 1 file */
+    int known = 0;
+    for (int k = 0; k < NNT_OPTIM_NKINDS; k++)
+        known |= strcmp(v[META_OPTIMIZER], nnt_optim_kind_name((nnt_optim_kind)k)) == 0;
+    if (!known)
+        return bad_meta(ctx, fn, path, META_OPTIMIZER, v[META_OPTIMIZER],
+                        "an optimizer nnt knows (adamw, adam, sgd)");
+    if (kind && strcmp(v[META_OPTIMIZER], kind) != 0)
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: metadata 'optimizer' = '%s', but this "
                         "optimizer is %s", fn, path, v[META_OPTIMIZER], kind);
     return NNT_OK;
 }
 
-static int read_meta(const nnt_optim *opt, const char *fn, const char *path,
+static int read_meta(nnt_ctx *ctx, const char *kind, const char *fn, const char *path,
                      const nnt_st_reader *r, state_meta *sm)
 {
-    int rc = read_meta_strings(opt, fn, path, r, sm);
+    int rc = read_meta_strings(ctx, kind, fn, path, r, sm);
     if (rc)
         return rc;
     const char **v = sm->values;
     uint64_t step = 0, meta_sum = 0;
     if (nnt_meta_parse_u64_all(v[META_STEP], &step) || step > INT64_MAX)
-        return bad_meta(opt, fn, path, META_STEP, v[META_STEP], "a non-negative integer");
+        return bad_meta(ctx, fn, path, META_STEP, v[META_STEP], "a non-negative integer");
     sm->step = (int64_t)step;
     if (nnt_meta_parse_u64_all(v[META_DATA_POS], &sm->data_pos))
-        return bad_meta(opt, fn, path, META_DATA_POS, v[META_DATA_POS],
+        return bad_meta(ctx, fn, path, META_DATA_POS, v[META_DATA_POS],
                         "an unsigned 64-bit integer");
     if (nnt_meta_parse_rng(v[META_RNG], sm->rng))
-        return bad_meta(opt, fn, path, META_RNG, v[META_RNG], "[s0,s1,s2,s3]");
+        return bad_meta(ctx, fn, path, META_RNG, v[META_RNG], "[s0,s1,s2,s3]");
     if (nnt_meta_parse_hex64(v[META_CHECKSUM], &meta_sum))
-        return bad_meta(opt, fn, path, META_CHECKSUM, v[META_CHECKSUM], "16 hex digits");
+        return bad_meta(ctx, fn, path, META_CHECKSUM, v[META_CHECKSUM], "16 hex digits");
     if (nnt_meta_parse_hex64(v[META_DATA_CHECKSUM], &sm->data_checksum))
-        return bad_meta(opt, fn, path, META_DATA_CHECKSUM, v[META_DATA_CHECKSUM],
+        return bad_meta(ctx, fn, path, META_DATA_CHECKSUM, v[META_DATA_CHECKSUM],
                         "16 hex digits");
     if (meta_sum != hash_meta(v))
-        return nnt_fail(opt->ctx, NNT_E_FORMAT, "%s: %s: the metadata checksum %016llx does "
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: the metadata checksum %016llx does "
                         "not match (corrupted file)", fn, path, (unsigned long long)meta_sum);
     return NNT_OK;
 }
@@ -402,12 +447,12 @@ static int verify_data(const nnt_optim *opt, const char *fn, const char *path,
     return NNT_OK;
 }
 
-/* Every tensor of the file into its parameter or state tensor. */
-static int import(nnt_optim *opt, const char *fn, const nnt_st_reader *r, int64_t step,
-                  float *buf)
+/* The tensors of the first nf fields of the file (1: the parameters; nfields: all) into the
+ * parameters and state tensors. */
+static int import(nnt_optim *opt, const char *fn, const nnt_st_reader *r, int nf, float *buf)
 {
     char name[NNT_IO_MAXNAME + 1];
-    for (int f = 0; f < nfields(opt, step); f++)
+    for (int f = 0; f < nf; f++)
         for (int i = 0; i < opt->nparams; i++) {
             tensor_name(opt, f, &opt->params[i], name);
             const nnt_st_entry *e = nnt_st_find(r, name);
@@ -421,13 +466,13 @@ static int import(nnt_optim *opt, const char *fn, const nnt_st_reader *r, int64_
     return NNT_OK;
 }
 
-static int user_section(const nnt_optim *opt, const char *fn, const state_meta *sm,
+static int user_section(nnt_ctx *ctx, const char *fn, const state_meta *sm,
                         nnt_train_state *st)
 {
     size_t n = strlen(sm->values[META_OPTIONS]);
     char *options = malloc(n + 1);
     if (!options)
-        return nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     memcpy(options, sm->values[META_OPTIONS], n + 1);
     st->data_pos = sm->data_pos;
     memcpy(st->rng, sm->rng, sizeof st->rng);
@@ -449,7 +494,7 @@ static int load_from(nnt_optim *opt, const char *fn, const char *path, const nnt
                      nnt_train_state *st)
 {
     state_meta sm;
-    int rc = read_meta(opt, fn, path, r, &sm);
+    int rc = read_meta(opt->ctx, nnt_optim_kind_name(opt->opts.kind), fn, path, r, &sm);
     if (rc == 0)
         rc = check_tensors(opt, fn, path, r, &sm);
     float *buf = NULL;
@@ -460,9 +505,9 @@ static int load_from(nnt_optim *opt, const char *fn, const char *path, const nnt
         rc = verify_data(opt, fn, path, r, &sm, buf);
     nnt_train_state got = NNT_TRAIN_STATE_INIT;
     if (rc == 0 && st)
-        rc = user_section(opt, fn, &sm, &got);
+        rc = user_section(opt->ctx, fn, &sm, &got);
     if (rc == 0)
-        rc = import(opt, fn, r, sm.step, buf);
+        rc = import(opt, fn, r, nfields(opt, sm.step), buf);
     free(buf);
     if (rc) {
         free(got.options);
@@ -500,4 +545,150 @@ void nnt_train_state_clear(nnt_train_state *st)
     free(st->options);
     memset(st, 0, sizeof *st);
     st->size = size;
+}
+
+/* ---- a model from a training state ------------------------------------------------------ */
+
+/* The file's metadata, and the model configuration it records, parsed. */
+static int read_model_meta(nnt_ctx *ctx, const char *fn, const char *path,
+                           const nnt_st_reader *r, state_meta *sm, nnt_model_config *cfg)
+{
+    NNT_TRY(read_meta(ctx, NULL, fn, path, r, sm));
+    const char *text = sm->values[META_MODEL];
+    if (!text)
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s records no model configuration (format_"
+                        "version 1: its optimizer's parameters were not those of one model "
+                        "alone, or nnt 0.2 wrote it); load it with nnt_train_state_load into "
+                        "an optimizer of the same model instead", fn, path);
+    size_t what_len = strlen(path) + 32;
+    char *what = malloc(what_len);
+    if (!what)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    snprintf(what, what_len, "%s (metadata 'model')", path);
+    int rc = nnt_model_config_parse(ctx, fn, what, text, strlen(text), cfg);
+    free(what);
+    return rc;
+}
+
+static int open_model_state(nnt_ctx *ctx, const char *fn, const char *path, nnt_st_reader **r,
+                            state_meta *sm, nnt_model_config *cfg)
+{
+    char err[NNT_IO_ERRLEN];
+    int rc = nnt_st_open(path, r, err, sizeof err);
+    if (rc)
+        return io_fail(ctx, fn, rc, err);
+    rc = read_model_meta(ctx, fn, path, *r, sm, cfg);
+    if (rc) {
+        nnt_st_close(*r);
+        *r = NULL;
+    }
+    return rc;
+}
+
+/* An optimizer view of model's parameters (values only, names borrowed from the model, no
+ * state tensors) of the file's optimizer kind, for check_tensors, verify_data and import;
+ * view->params is malloc'd. */
+static int model_view(nnt_ctx *ctx, const char *fn, nnt_layer *model, const nnt_st_reader *r,
+                      const state_meta *sm, nnt_optim *view)
+{
+    static const nnt_optim_options defaults = NNT_OPTIM_OPTIONS_INIT;
+    memset(view, 0, sizeof *view);
+    view->ctx = ctx;
+    view->opts = defaults;
+    for (int k = 0; k < NNT_OPTIM_NKINDS; k++)
+        if (strcmp(sm->values[META_OPTIMIZER], nnt_optim_kind_name((nnt_optim_kind)k)) == 0)
+            view->opts.kind = (nnt_optim_kind)k;
+    int64_t count = 0;
+    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
+    view->params = calloc((size_t)count + 1, sizeof *view->params);
+    if (!view->params)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info;
+        memset(&info, 0, sizeof info);
+        info.size = sizeof info;
+        NNT_TRY(nnt_layer_param(model, i, &info));
+        view->params[i].name = (char *)info.name;   /* borrowed: never released */
+        view->params[i].value = info.value;
+        view->nparams++;
+    }
+    if (view->opts.kind == NNT_OPTIM_SGD && view->nparams > 0) {
+        /* SGD keeps a momentum buffer only with momentum > 0: the file tells */
+        char name[NNT_IO_MAXNAME + 1];
+        snprintf(name, sizeof name, "sgd_momentum.%s", view->params[0].name);
+        view->opts.momentum = nnt_st_find(r, name) ? 0.9 : 0.0;
+    }
+    return NNT_OK;
+}
+
+/* Check the whole file against the model (structure, shapes, checksums), then copy its
+ * parameters in. */
+static int load_model_params(nnt_ctx *ctx, const char *fn, const char *path,
+                             const nnt_st_reader *r, const state_meta *sm, nnt_layer *model)
+{
+    nnt_optim view;
+    int rc = model_view(ctx, fn, model, r, sm, &view);
+    if (rc == 0)
+        rc = check_tensors(&view, fn, path, r, sm);
+    float *buf = NULL;
+    int64_t cap = 0;
+    if (rc == 0)
+        rc = alloc_buffer(&view, fn, &buf, &cap);
+    if (rc == 0)
+        rc = verify_data(&view, fn, path, r, sm, buf);
+    if (rc == 0)
+        rc = import(&view, fn, r, 1, buf);
+    free(buf);
+    free(view.params);
+    return rc;
+}
+
+int nnt_model_train_state_config(nnt_ctx *ctx, const char *path, nnt_model_config *cfg)
+{
+    const char *fn = "nnt_model_train_state_config";
+    if (ctx)   /* NULL: no context yet (the message goes to nnt_ctx_last_error(NULL)) */
+        NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (!path || !cfg)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "cfg" : "path");
+    nnt_st_reader *r = NULL;
+    state_meta sm;
+    NNT_TRY(open_model_state(ctx, fn, path, &r, &sm, cfg));
+    nnt_st_close(r);
+    return NNT_OK;
+}
+
+int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
+                               const nnt_tiling *tiling, nnt_train_state *st, nnt_layer **out)
+{
+    const char *fn = "nnt_model_load_train_state";
+    if (out)
+        *out = NULL;
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (!path || !out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "out" : "path");
+    if (st && st->size < sizeof *st)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) %zu "
+                        "(initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size, sizeof *st);
+    nnt_st_reader *r = NULL;
+    state_meta sm;
+    nnt_model_config cfg;
+    NNT_TRY(open_model_state(ctx, fn, path, &r, &sm, &cfg));
+    nnt_layer *model = NULL;
+    nnt_train_state got = NNT_TRAIN_STATE_INIT;
+    int rc = nnt_model_build(ctx, fn, &cfg, B, T, tiling, &model);
+    if (rc == 0)
+        rc = load_model_params(ctx, fn, path, r, &sm, model);
+    if (rc == 0 && st)
+        rc = user_section(ctx, fn, &sm, &got);
+    nnt_st_close(r);
+    if (rc) {
+        nnt_layer_destroy(model);
+        return rc;
+    }
+    if (st) {
+        got.size = st->size;
+        *st = got;   /* the caller's options pointer is overwritten, not freed */
+    }
+    *out = model;
+    return NNT_OK;
 }
