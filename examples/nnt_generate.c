@@ -1,5 +1,6 @@
-/* nnt-generate: continue a prompt with a model (a Hugging Face directory or an llm.c
- * checkpoint) through nnt_model_generate: the key/value cache, greedy or sampled decoding.
+/* nnt-generate: continue a prompt with a model (a Hugging Face directory, an llm.c
+ * checkpoint, or an nnt-train training checkpoint) through nnt_model_generate: the key/value
+ * cache, greedy or sampled decoding.
  * See man/man1/nnt-generate.1. Exit status: 0 done, 1 error (library, files), 2 bad usage. */
 #include <nnt.h>
 
@@ -7,17 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct opts {
-    const char *load_hf, *load_llmc, *prompt, *prompt_ids, *vocab, *merges, *tokenizer_json;
+    const char *load_hf, *load_llmc, *checkpoint, *prompt, *prompt_ids, *vocab, *merges,
+        *tokenizer_json;
     long long max_new, top_k, seed, eos;
     double temperature, top_p;
     int print_ids, no_cache, cpus;
 } opts;
 
 static const char USAGE[] =
-    "usage: nnt-generate (--load-hf DIR | --load-llmc FILE) (--prompt TEXT | --prompt-ids IDS)\n"
+    "usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
+    "                    (--prompt TEXT | --prompt-ids IDS)\n"
     "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                    [--seed S] [--eos ID] [--vocab FILE --merges FILE]\n"
     "                    [--tokenizer-json FILE] [--print-ids]\n"
@@ -74,6 +78,7 @@ static int parse_args(int argc, char **argv, opts *o)
         int bad = 0;
         if (!strcmp(k, "--load-hf")) o->load_hf = v;
         else if (!strcmp(k, "--load-llmc")) o->load_llmc = v;
+        else if (!strcmp(k, "--checkpoint")) o->checkpoint = v;
         else if (!strcmp(k, "--prompt")) o->prompt = v;
         else if (!strcmp(k, "--prompt-ids")) o->prompt_ids = v;
         else if (!strcmp(k, "--vocab")) o->vocab = v;
@@ -95,8 +100,8 @@ static int parse_args(int argc, char **argv, opts *o)
         if (bad)
             return usage("bad value for %s", k);
     }
-    if (!o->load_hf == !o->load_llmc)
-        return usage("%s", "give one of --load-hf and --load-llmc");
+    if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
+        return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
     if (!o->prompt == !o->prompt_ids)
         return usage("%s", "give one of --prompt and --prompt-ids");
     if (!o->vocab != !o->merges)
@@ -139,13 +144,58 @@ static char *path_in(const char *dir, const char *name)
     return p;
 }
 
+/* The string value of "key" in an nnt-train options string (the escapes nnt-train writes:
+ * \" and \\), malloc'd; NULL when absent. */
+static char *options_str(const char *options, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = options ? strstr(options, pat) : NULL;
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    char *out = malloc(strlen(p) + 1), *q = out;
+    if (!out)
+        return NULL;
+    for (; *p && *p != '"'; p++)
+        *q++ = *p == '\\' && p[1] ? *++p : *p;
+    *q = '\0';
+    return out;
+}
+
+static int readable(const char *path)
+{
+    return path && access(path, R_OK) == 0;
+}
+
+/* The tokenizer an nnt-train checkpoint was trained with (options: its options string):
+ * bytes, or the tokenizer.json / vocab.json + merges.txt it names when they are still there.
+ * *tok NULL if none applies; *kind the tokenizer's name (malloc'd, may be NULL). */
+static int checkpoint_tokenizer(const char *options, nnt_tokenizer **tok, char **kind)
+{
+    *kind = options_str(options, "tokenizer");
+    char *j = options_str(options, "tokenizer_json"), *v = options_str(options, "bpe_vocab");
+    char *m = options_str(options, "bpe_merges");
+    int rc = 0;
+    if (*kind && !strcmp(*kind, "bytes") && (rc = nnt_tokenizer_bytes_create(tok)))
+        rc = lib_error("nnt_tokenizer_bytes_create", rc);
+    else if (*kind && !strcmp(*kind, "json") && readable(j) && (rc = nnt_tokenizer_hf_load(j, tok)))
+        rc = lib_error("nnt_tokenizer_hf_load", rc);
+    else if (*kind && !strcmp(*kind, "bpe") && readable(v) && readable(m) &&
+             (rc = nnt_tokenizer_bpe_load(v, m, tok)))
+        rc = lib_error("nnt_tokenizer_bpe_load", rc);
+    free(j), free(v), free(m);
+    return rc;
+}
+
 /* The tokenizer: --tokenizer-json FILE (a Hugging Face tokenizer.json), --vocab / --merges
  * (GPT-2 BPE), else the --load-hf directory's tokenizer.json, else its vocab.json and
- * merges.txt when both exist; *tok NULL if none (2: --prompt needs one). */
-static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
+ * merges.txt when both exist, else (--checkpoint) the one the checkpoint was trained with;
+ * *tok NULL if none (2: --prompt needs one). trained: the checkpoint's options or NULL. */
+static int load_tokenizer(const opts *o, const char *trained, nnt_tokenizer **tok)
 {
     *tok = NULL;
-    char *v = NULL, *m = NULL, *j = NULL;
+    char *v = NULL, *m = NULL, *j = NULL, *kind = NULL;
     if (o->tokenizer_json) {
         j = strdup(o->tokenizer_json);
     } else if (o->vocab) {
@@ -169,11 +219,19 @@ static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
         rc = lib_error("nnt_tokenizer_hf_load", rc);
     else if (!j && v && m && (rc = nnt_tokenizer_bpe_load(v, m, tok)))
         rc = lib_error("nnt_tokenizer_bpe_load", rc);
-    else if (!*tok && o->prompt)
-        rc = usage("%s", "--prompt needs a tokenizer: --tokenizer-json FILE, --vocab and "
-                   "--merges (GPT-2 BPE), or a --load-hf directory with tokenizer.json or "
-                   "vocab.json and merges.txt; or use --prompt-ids");
-    free(v), free(m), free(j);
+    else if (!j && !v && trained)
+        rc = checkpoint_tokenizer(trained, tok, &kind);
+    if (rc == 0 && !*tok && o->prompt) {
+        if (kind)
+            rc = usage("--prompt needs a tokenizer: the checkpoint was trained with --tokenizer "
+                       "%s, whose files are not where it was trained; give --tokenizer-json "
+                       "FILE or --vocab and --merges, or use --prompt-ids", kind);
+        else
+            rc = usage("%s", "--prompt needs a tokenizer: --tokenizer-json FILE, --vocab and "
+                       "--merges (GPT-2 BPE), or a --load-hf directory with tokenizer.json or "
+                       "vocab.json and merges.txt; or use --prompt-ids");
+    }
+    free(v), free(m), free(j), free(kind);
     return rc;
 }
 
@@ -226,33 +284,58 @@ static void print_token(void *arg, int64_t i, int32_t token)
     }
 }
 
-static int run(const opts *o, nnt_tokenizer *tok, const int32_t *prompt, size_t nprompt)
+/* --checkpoint FILE|DIR (DIR: its checkpoint.safetensors, as nnt-train --out writes it):
+ * the model at its whole context (the window of generation; memory follows the tokens
+ * decoded) and the options the training run saved (*trained, malloc'd). */
+static int load_checkpoint(nnt_ctx *ctx, const opts *o, nnt_layer **model, char **trained)
 {
-    nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
-    co.ncpus = o->cpus;
-    nnt_ctx *ctx = NULL;
-    nnt_layer *model = NULL;
-    int rc = nnt_ctx_create(&co, &ctx);
+    struct stat sb;
+    char *path = stat(o->checkpoint, &sb) == 0 && S_ISDIR(sb.st_mode)
+                     ? path_in(o->checkpoint, "checkpoint.safetensors")
+                     : strdup(o->checkpoint);
+    if (!path)
+        return lib_error("out of memory", NNT_E_NOMEM);
+    nnt_model_config cfg;
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    int rc = nnt_model_train_state_config(ctx, path, &cfg);
+    if (rc == 0)
+        rc = nnt_model_load_train_state(ctx, path, 1, cfg.max_seq, NULL, &st, model);
+    free(path);
     if (rc)
-        return lib_error("nnt_ctx_create", rc);
-    /* B 1; a GPT layer's window is its T: the whole sequence, up to max_seq */
-    int64_t T = (int64_t)nprompt + o->max_new;
+        return lib_error("--checkpoint", rc);
+    *trained = st.options;   /* ours now: freed by the caller */
+    return 0;
+}
+
+/* --load-hf / --load-llmc for a sequence of T tokens: B 1; a GPT layer's window is its T
+ * (the whole sequence, up to max_seq). */
+static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
+{
+    int rc;
     if (o->load_hf) {
         nnt_model_config cfg;
         if ((rc = nnt_model_hf_config(ctx, o->load_hf, &cfg)) == 0)
             rc = nnt_model_load_hf(ctx, o->load_hf, 1, T < cfg.max_seq ? T : cfg.max_seq, NULL,
-                                   &model);
+                                   model);
     } else {   /* the configuration is in the checkpoint: load it, then at its maxT */
         nnt_gpt_config cfg;
-        if ((rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, 1, NULL, &model)) == 0 &&
-            (rc = nnt_gpt_config_of(model, &cfg)) == 0 && T > 1) {
-            nnt_layer_destroy(model);
-            model = NULL;
+        if ((rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, 1, NULL, model)) == 0 &&
+            (rc = nnt_gpt_config_of(*model, &cfg)) == 0 && T > 1) {
+            nnt_layer_destroy(*model);
+            *model = NULL;
             rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, T < cfg.max_seq ? T : cfg.max_seq,
-                                   NULL, &model);
+                                   NULL, model);
         }
     }
-    int32_t *out = rc ? NULL : malloc(((size_t)o->max_new + 1) * sizeof *out);
+    return rc ? lib_error(o->load_hf ? "--load-hf" : "--load-llmc", rc) : 0;
+}
+
+/* Generate and stream the new tokens (text through tok, or ids). */
+static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const int32_t *prompt,
+                    size_t nprompt)
+{
+    int32_t *out = malloc(((size_t)o->max_new + 1) * sizeof *out);
+    int32_t *ids = malloc(((size_t)o->max_new + 1) * sizeof *ids);
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = o->temperature;
     s.top_k = o->top_k;
@@ -260,32 +343,37 @@ static int run(const opts *o, nnt_tokenizer *tok, const int32_t *prompt, size_t 
     s.seed = (uint64_t)o->seed;
     s.eos = (int32_t)o->eos;
     s.no_cache = o->no_cache;
-    stream st = {o->print_ids ? NULL : tok, NULL, 0, 0, NULL, 0, 0};
+    stream st = {o->print_ids ? NULL : tok, ids, 0, 0, NULL, 0, 0};
     s.on_token = print_token;
     s.on_token_arg = &st;
-    int status = 0;
-    if (rc)
-        status = lib_error(o->load_hf ? "--load-hf" : "--load-llmc", rc);
-    else if (!out)
+    int status = 0, rc = 0;
+    if (!out || !ids)
         status = lib_error("out of memory", NNT_E_NOMEM);
-    else {   /* the tokens are printed as they come, up to and with the first eos */
-        int32_t *ids = malloc(((size_t)o->max_new + 1) * sizeof *ids);
-        st.ids = ids;
-        if (!ids)
-            status = lib_error("out of memory", NNT_E_NOMEM);
-        else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
-            status = lib_error("nnt_model_generate", rc);
-        if (ids && (st.n || !rc))
-            printf("\n");
-        if (status == 0 && st.failed)
-            status = lib_error("nnt_tokenizer_decode", st.failed);
-        free(ids);
-        free(st.text);
-    }
+    else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
+        status = lib_error("nnt_model_generate", rc);
+    if (out && ids && (st.n || !rc))   /* the tokens are printed as they come */
+        printf("\n");
+    if (status == 0 && st.failed)
+        status = lib_error("nnt_tokenizer_decode", st.failed);
+    free(st.text);
+    free(ids);
     free(out);
-    nnt_layer_destroy(model);
-    nnt_ctx_destroy(ctx);
     return status;
+}
+
+/* The prompt's ids: --prompt-ids, or --prompt through tok. */
+static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
+                         size_t *nprompt)
+{
+    if (o->prompt_ids)
+        return parse_ids(o->prompt_ids, prompt, nprompt);
+    int e = nnt_tokenizer_encode(tok, o->prompt, strlen(o->prompt), NULL, 0, nprompt);
+    *prompt = e ? NULL : malloc((*nprompt + 1) * sizeof **prompt);
+    if (e || !*prompt ||
+        (e = nnt_tokenizer_encode(tok, o->prompt, strlen(o->prompt), *prompt, *nprompt,
+                                  nprompt)))
+        return lib_error("nnt_tokenizer_encode", e ? e : NNT_E_NOMEM);
+    return *nprompt ? 0 : usage("%s", "--prompt encodes to no token");
 }
 
 int main(int argc, char **argv)
@@ -300,26 +388,30 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc;
+    nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
+    co.ncpus = o.cpus;
+    nnt_ctx *ctx = NULL;
+    if ((rc = nnt_ctx_create(&co, &ctx)))
+        return lib_error("nnt_ctx_create", rc);
+    nnt_layer *model = NULL;
     nnt_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     size_t nprompt = 0;
-    if ((rc = load_tokenizer(&o, &tok)))
-        return rc;
-    if (o.prompt_ids)
-        rc = parse_ids(o.prompt_ids, &prompt, &nprompt);
-    else {
-        int e = nnt_tokenizer_encode(tok, o.prompt, strlen(o.prompt), NULL, 0, &nprompt);
-        prompt = e ? NULL : malloc((nprompt + 1) * sizeof *prompt);
-        if (e || !prompt ||
-            (e = nnt_tokenizer_encode(tok, o.prompt, strlen(o.prompt), prompt, nprompt,
-                                      &nprompt)))
-            rc = lib_error("nnt_tokenizer_encode", e ? e : NNT_E_NOMEM);
-        else if (nprompt == 0)
-            rc = usage("%s", "--prompt encodes to no token");
-    }
+    char *trained = NULL;   /* a checkpoint's training options: its tokenizer */
+    if (o.checkpoint)
+        rc = load_checkpoint(ctx, &o, &model, &trained);
     if (rc == 0)
-        rc = run(&o, tok, prompt, nprompt);
+        rc = load_tokenizer(&o, trained, &tok);
+    if (rc == 0)
+        rc = prompt_tokens(&o, tok, &prompt, &nprompt);
+    if (rc == 0 && !model)
+        rc = load_model(ctx, &o, (int64_t)nprompt + o.max_new, &model);
+    if (rc == 0)
+        rc = generate(&o, model, tok, prompt, nprompt);
     free(prompt);
+    free(trained);
     nnt_tokenizer_destroy(tok);
+    nnt_layer_destroy(model);
+    nnt_ctx_destroy(ctx);
     return rc;
 }

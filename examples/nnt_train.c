@@ -8,6 +8,7 @@
  *   report     a progress line per step, a CSV log, an SVG loss curve, a checkpoint,
  *              a text sample, a trace
  * See nnt-train(1) and nnt-train --help. */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "train.h"
 
 #include <errno.h>
@@ -476,12 +477,26 @@ static void json_string(char *buf, size_t cap, const char *s)
     buf[n] = '\0';
 }
 
+/* Append , "key": "<path made absolute>" to the options string s (room for cap bytes). */
+static void options_path(char *s, size_t cap, const char *key, const char *path)
+{
+    char *abs = path ? realpath(path, NULL) : NULL;
+    const char *p = abs ? abs : path;
+    size_t n = strlen(s);
+    if (p && n + strlen(key) + 2 * strlen(p) + 16 < cap) {
+        snprintf(s + n, cap - n, ", \"%s\": \"", key);
+        json_string(s, cap - 4, p);
+        strcat(s, "\"");
+    }
+    free(abs);
+}
+
 /* The training options as a JSON object: the model configuration is what a resume checks;
  * the rest documents the run. */
 static char *options_string(const trainer *t, int64_t step)
 {
     const train_opts *o = &t->o;
-    size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA);
+    size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA) + 4 * 4096;
     char *s = malloc(cap);
     if (!s)
         return NULL;
@@ -504,7 +519,15 @@ static char *options_string(const trainer *t, int64_t step)
              train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
              train_choice_name("data-format", o->data_format));
     json_string(s, cap - 4, o->data ? o->data : TRAIN_DEFAULT_DATA);
-    strcat(s, "\"}");
+    strcat(s, "\"");
+    /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
+    if (o->tokenizer == TOKENIZER_JSON)
+        options_path(s, cap, "tokenizer_json", o->tokenizer_json ? o->tokenizer_json : o->load_hf);
+    if (o->tokenizer == TOKENIZER_BPE) {
+        options_path(s, cap, "bpe_vocab", o->bpe_vocab);
+        options_path(s, cap, "bpe_merges", o->bpe_merges);
+    }
+    strcat(s, "}");
     return s;
 }
 
@@ -1199,7 +1222,8 @@ static void print_final_report(trainer *t, double total_s)
     say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
            "  %s  (loss curve)\n", t->path_csv, t->path_svg);
     if (t->nrun && !o->no_save)
-        say(t, "  %s  (checkpoint: continue with --resume)\n", t->path_ckpt);
+        say(t, "  %s  (checkpoint: continue with --resume, generate with nnt-generate "
+               "--checkpoint)\n", t->path_ckpt);
     if (o->save_weights)
         say(t, "  %s  (weights, Hugging Face safetensors)\n", t->path_weights);
     if (o->save_llmc)

@@ -71,6 +71,45 @@ else
     fail "nnt-train could not make the tokenizer.json model:"; tail -n 5 "$tmp/tj.log"
 fi
 
+# An nnt-train checkpoint (--checkpoint FILE or its --out DIR): the same sampled ids as the
+# --save-hf export of the same weights, for a Llama and a GPT-2 model; its tokenizer (bytes,
+# or the tokenizer.json it names) is used by itself.
+for model in llama-tiny tiny; do
+    ck="$tmp/ck-$model"
+    if "$top_builddir/nnt-train" --model $model --layers 1 --data "$top_srcdir/README" \
+            --steps 3 --batch 2 --seq 16 --sample 0 --out "$ck" --save-hf "$ck/hf" \
+            > "$tmp/ck-$model.log" 2>&1; then
+        # sampled (seeded): equal ids need equal distributions at every step
+        a=$("$prog" --checkpoint "$ck" --prompt "The model" --max-new-tokens 8 --seed 3 \
+            --top-k 50 --print-ids --cpus 2 2> "$tmp/ck1.err") ||
+            { fail "--checkpoint $model: exit $?"; cat "$tmp/ck1.err"; }
+        b=$("$prog" --load-hf "$ck/hf" --prompt-ids "84 104 101 32 109 111 100 101 108" \
+            --max-new-tokens 8 --seed 3 --top-k 50 --print-ids --cpus 2 2> "$tmp/ck2.err") ||
+            fail "--load-hf $model: exit status $?"
+        c=$("$prog" --checkpoint "$ck/checkpoint.safetensors" --prompt "The model" \
+            --max-new-tokens 8 --temperature 0 --cpus 2 2> "$tmp/ck3.err") ||
+            fail "--checkpoint FILE $model: exit status $?"
+        [ "$(echo "$a" | wc -w)" -eq 8 ] && [ "$a" = "$b" ] ||
+            fail "--checkpoint $model: '$a', the HF export '$b' (want 8 equal ids)"
+        [ "$(echo "$a" | tr ' ' '\n' | sort -u | wc -l)" -gt 2 ] ||
+            fail "--checkpoint $model: '$a' is too uniform to compare"
+        [ -n "$c" ] || fail "--checkpoint $model: no text printed"
+    else
+        fail "nnt-train could not make the $model checkpoint:"; tail -n 5 "$tmp/ck-$model.log"
+    fi
+done
+# trained with --tokenizer json on a copy of the file, which the checkpoint names
+cp "$tokjson" "$tmp/tok.json"
+"$top_builddir/nnt-train" --model llama-tiny --layers 1 --vocab 1201 --tokenizer json \
+    --tokenizer-json "$tmp/tok.json" --data "$top_srcdir/README" --steps 1 --batch 2 --seq 16 \
+    --sample 0 --out "$tmp/tjc" > "$tmp/tjc.log" 2>&1 || fail "nnt-train --tokenizer json"
+a=$("$prog" --checkpoint "$tmp/tjc" --prompt "The tiled tensors" --max-new-tokens 4 \
+    --temperature 0 --print-ids --cpus 2 2> "$tmp/tjc1.err") || fail "tokenizer_json: exit $?"
+b=$("$prog" --checkpoint "$tmp/tjc" --tokenizer-json "$tokjson" --prompt "The tiled tensors" \
+    --max-new-tokens 4 --temperature 0 --print-ids --cpus 2 2> "$tmp/tjc2.err")
+[ "$(echo "$a" | wc -w)" -eq 4 ] && [ "$a" = "$b" ] ||
+    fail "--checkpoint with tokenizer.json: '$a' and '$b' (want 4 equal ids)"
+
 # usage errors: status 2 and a message; a missing directory: status 1 naming it
 bad() {
     want_status=$1 pattern=$2; shift 2
@@ -91,5 +130,11 @@ bad 2 "bad id list" --load-hf "$gqa" --prompt-ids "1 x"
 bad 2 "unknown option --frobnicate" --load-hf "$gqa" --prompt-ids 1 --frobnicate 1
 bad 1 "$tmp/missing" --load-hf "$tmp/missing" --prompt-ids 1
 bad 1 "nnt_model_generate" --load-hf "$gqa" --prompt-ids "1 999"
+bad 2 "give one of --load-hf, --load-llmc and --checkpoint" --load-hf "$gqa" --checkpoint x \
+    --prompt-ids 1
+bad 1 "$tmp/missing.safetensors" --checkpoint "$tmp/missing.safetensors" --prompt-ids 1
+bad 1 "not an nnt" --checkpoint "$gqa/model.safetensors" --prompt-ids 1
+rm -f "$tmp/tok.json"   # the checkpoint's tokenizer.json is gone
+bad 2 "trained with --tokenizer json" --checkpoint "$tmp/tjc" --prompt "hello"
 [ $fail -eq 0 ] && echo "ok: nnt-generate"
 exit $fail
