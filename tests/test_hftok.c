@@ -334,6 +334,21 @@ START_TEST(test_data_text)
     EXPECT_OK(nnt_data_read(d, 0, got, (int64_t)n));
     ck_assert_mem_eq(got, want, n * sizeof *got);
     nnt_data_close(d);
+    /* more ids than bytes: a Metaspace tokenizer prepends its word marker ("a" -> 2 ids) */
+    const char *one = "a";
+    f = fopen(path, "wb");
+    fputs(one, f);
+    fclose(f);
+    tok = load_kind("metaspace");
+    EXPECT_OK(nnt_tokenizer_encode(tok, one, 1, want, 128, &n));
+    ck_assert_uint_gt(n, 1);
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_TEXT, tok, 0, &d));
+    nnt_tokenizer_destroy(tok);
+    EXPECT_OK(nnt_data_num_tokens(d, &nt));
+    ck_assert_int_eq(nt, (int64_t)n);
+    EXPECT_OK(nnt_data_read(d, 0, got, (int64_t)n));
+    ck_assert_mem_eq(got, want, n * sizeof *got);
+    nnt_data_close(d);
     test_remove_tmpdir();
 }
 END_TEST

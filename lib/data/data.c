@@ -76,8 +76,10 @@ static int read_file(const char *path, char **out, size_t *len)
     return NNT_OK;
 }
 
-/* Append the ids of one text file; tok NULL: bytes. Both tokenizers give at most one id per
- * byte, so len ids of room suffice. */
+/* Append the ids of one text file; tok NULL: bytes. Byte-level and BPE tokenizers give at
+ * most one id per byte, so len ids of room suffice at first; a tokenizer that gives more (a
+ * Metaspace one prepends a word marker) says how many, and the text is encoded again into
+ * that room. */
 static int append_file(text_buf *b, const char *path, const nnt_tokenizer *tok)
 {
     char *text;
@@ -87,6 +89,8 @@ static int append_file(text_buf *b, const char *path, const nnt_tokenizer *tok)
         rc = reserve(b, len, path);
     if (rc == 0 && tok) {
         rc = nnt_tokenizer_encode(tok, text, len, b->ids + b->n, len, &n);
+        if (rc == NNT_E_INVAL && n > len && (rc = reserve(b, n, path)) == 0)
+            rc = nnt_tokenizer_encode(tok, text, len, b->ids + b->n, n, &n);
         if (rc)
             rc = nnt_fail(NULL, rc, "nnt_data_open: %s: %s", path, nnt_ctx_last_error(NULL));
     } else if (rc == 0) {
