@@ -16,15 +16,15 @@ typedef struct opts {
         *tokenizer_json;
     long long max_new, top_k, seed, eos;
     double temperature, top_p;
-    int print_ids, no_cache, cpus;
+    int print_ids, no_cache, cpus, bytes;   /* bytes: --tokenizer bytes */
 } opts;
 
 static const char USAGE[] =
     "usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
     "                    (--prompt TEXT | --prompt-ids IDS)\n"
     "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                    [--seed S] [--eos ID] [--vocab FILE --merges FILE]\n"
-    "                    [--tokenizer-json FILE] [--print-ids]\n"
+    "                    [--seed S] [--eos ID] [--tokenizer bytes|bpe|json]\n"
+    "                    [--vocab FILE --merges FILE] [--tokenizer-json FILE] [--print-ids]\n"
     "                    [--cpus N] [--no-cache]\n";
 
 static int usage(const char *fmt, const char *arg)
@@ -61,6 +61,7 @@ static int parse_d(const char *s, double *v)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
+    const char *tok_kind = NULL;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--print-ids") || !strcmp(k, "--no-cache")) {
@@ -81,8 +82,14 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(k, "--checkpoint")) o->checkpoint = v;
         else if (!strcmp(k, "--prompt")) o->prompt = v;
         else if (!strcmp(k, "--prompt-ids")) o->prompt_ids = v;
-        else if (!strcmp(k, "--vocab")) o->vocab = v;
-        else if (!strcmp(k, "--merges")) o->merges = v;
+        else if (!strcmp(k, "--vocab") || !strcmp(k, "--bpe-vocab")) o->vocab = v;
+        else if (!strcmp(k, "--merges") || !strcmp(k, "--bpe-merges")) o->merges = v;
+        else if (!strcmp(k, "--tokenizer")) {
+            /* as nnt-train's: the files come with --tokenizer-json / --vocab --merges */
+            bad = strcmp(v, "bytes") && strcmp(v, "bpe") && strcmp(v, "json");
+            o->bytes = !strcmp(v, "bytes");
+            tok_kind = v;
+        }
         else if (!strcmp(k, "--tokenizer-json")) o->tokenizer_json = v;
         else if (!strcmp(k, "--max-new-tokens")) bad = parse_ll(v, &o->max_new) || o->max_new < 0;
         else if (!strcmp(k, "--top-k")) bad = parse_ll(v, &o->top_k) || o->top_k < 0;
@@ -108,6 +115,13 @@ static int parse_args(int argc, char **argv, opts *o)
         return usage("%s", "--vocab and --merges go together");
     if (o->tokenizer_json && o->vocab)
         return usage("%s", "--tokenizer-json excludes --vocab and --merges");
+    if (tok_kind && o->bytes && (o->tokenizer_json || o->vocab))
+        return usage("%s", "--tokenizer bytes takes no tokenizer file");
+    if (tok_kind && !strcmp(tok_kind, "bpe") && !o->vocab)
+        return usage("%s", "--tokenizer bpe needs --vocab FILE and --merges FILE");
+    if (tok_kind && !strcmp(tok_kind, "json") && !o->tokenizer_json && !o->load_hf)
+        return usage("%s", "--tokenizer json needs --tokenizer-json FILE (or a --load-hf "
+                     "directory with a tokenizer.json)");
     return 0;
 }
 
@@ -196,6 +210,10 @@ static int load_tokenizer(const opts *o, const char *trained, nnt_tokenizer **to
 {
     *tok = NULL;
     char *v = NULL, *m = NULL, *j = NULL, *kind = NULL;
+    if (o->bytes) {
+        int rc = nnt_tokenizer_bytes_create(tok);
+        return rc ? lib_error("nnt_tokenizer_bytes_create", rc) : 0;
+    }
     if (o->tokenizer_json) {
         j = strdup(o->tokenizer_json);
     } else if (o->vocab) {

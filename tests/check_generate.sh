@@ -94,6 +94,9 @@ for model in llama-tiny tiny; do
         [ "$(echo "$a" | tr ' ' '\n' | sort -u | wc -l)" -gt 2 ] ||
             fail "--checkpoint $model: '$a' is too uniform to compare"
         [ -n "$c" ] || fail "--checkpoint $model: no text printed"
+        d=$("$prog" --load-hf "$ck/hf" --tokenizer bytes --prompt "The model" \
+            --max-new-tokens 8 --seed 3 --top-k 50 --print-ids --cpus 2 2> "$tmp/ck4.err")
+        [ "$d" = "$b" ] || fail "--tokenizer bytes $model: '$d', with the ids '$b'"
     else
         fail "nnt-train could not make the $model checkpoint:"; tail -n 5 "$tmp/ck-$model.log"
     fi
@@ -126,6 +129,9 @@ bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-
     --vocab v --merges m
 bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
 bad 2 "bad value for --top-p" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "bad value for --tokenizer" --load-hf "$gqa" --prompt-ids 1 --tokenizer words
+bad 2 "--tokenizer bytes takes no" --load-hf "$gqa" --prompt x --tokenizer bytes \
+    --tokenizer-json "$tokjson"
 bad 2 "bad id list" --load-hf "$gqa" --prompt-ids "1 x"
 bad 2 "unknown option --frobnicate" --load-hf "$gqa" --prompt-ids 1 --frobnicate 1
 bad 1 "$tmp/missing" --load-hf "$tmp/missing" --prompt-ids 1
