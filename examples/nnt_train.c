@@ -31,6 +31,8 @@ typedef struct trainer {
     int64_t ntokens;              /* tokens in the data                                   */
     nnt_layer *model;
     nnt_model_config cfg;
+    int cfg_resumed;              /* cfg is the one the --resume checkpoint records         */
+    char *resume_tok[3];          /* tokenizer files recorded by the resumed run (owned)    */
     nnt_tiling tiling;            /* resolved: every entry > 0                            */
     int64_t nparams;
     nnt_optim *opt;
@@ -592,7 +594,7 @@ static int resume_state(trainer *t)
         /* The library checks the whole file first: nothing was changed. */
         fprintf(stderr, "nnt-train: --resume %s cannot be used: it is damaged, or it was saved "
                 "for another model or optimizer (give the same --model/--layers/--channels/"
-                "--heads/--vocab/--context and --optim): %s\n", t->o.resume,
+                "--heads/--vocab/--context and --optim, or no model options): %s\n", t->o.resume,
                 nnt_ctx_last_error(NULL));
         return 2;
     }
@@ -1274,14 +1276,94 @@ static double measure_cpu_peak(trainer *t)
     return best;
 }
 
+/* The string value of "key" in a saved options string (the escapes json_string writes),
+ * malloc'd; NULL when absent. */
+static char *options_str(const char *s, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = s ? strstr(s, pat) : NULL;
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    char *out = malloc(strlen(p) + 1), *q = out;
+    if (!out)
+        return NULL;
+    for (; *p && *p != '"'; p++)
+        *q++ = *p == '\\' && p[1] ? *++p : *p;
+    *q = '\0';
+    return out;
+}
+
+static int model_options_given(const train_opts *o)
+{
+    return o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 || o->kv_heads > 0 ||
+           o->hidden > 0 || o->vocab > 0 || o->context > 0 || o->load_llmc ||
+           o->load_safetensors || o->load_hf;
+}
+
+/* The tokenizer of the resumed run (saved: its options) when this run names none. */
+static int resume_tokenizer(trainer *t, const char *saved)
+{
+    train_opts *o = &t->o;
+    if (o->tokenizer != TOKENIZER_AUTO || o->tokenizer_json || o->bpe_vocab || o->load_hf)
+        return 0;
+    char *kind = options_str(saved, "tokenizer");
+    const char *keys[3] = {"tokenizer_json", "bpe_vocab", "bpe_merges"};
+    for (int i = 0; i < 3; i++)
+        t->resume_tok[i] = options_str(saved, keys[i]);
+    int rc = 0;
+    if (kind && !strcmp(kind, "json")) {
+        if (!t->resume_tok[0] || access(t->resume_tok[0], R_OK))
+            rc = train_usage_error("--resume %s was trained with --tokenizer json%s%s, which "
+                                   "is not there: give --tokenizer json --tokenizer-json FILE",
+                                   o->resume, t->resume_tok[0] ? " on " : "",
+                                   t->resume_tok[0] ? t->resume_tok[0] : "");
+        o->tokenizer = TOKENIZER_JSON, o->tokenizer_json = t->resume_tok[0];
+    } else if (kind && !strcmp(kind, "bpe")) {
+        if (!t->resume_tok[1] || !t->resume_tok[2] || access(t->resume_tok[1], R_OK) ||
+            access(t->resume_tok[2], R_OK))
+            rc = train_usage_error("--resume %s was trained with --tokenizer bpe on files that "
+                                   "are not there: give --tokenizer bpe --bpe-vocab FILE "
+                                   "--bpe-merges FILE", o->resume);
+        o->tokenizer = TOKENIZER_BPE;
+        o->bpe_vocab = t->resume_tok[1], o->bpe_merges = t->resume_tok[2];
+    }
+    free(kind);
+    return rc;
+}
+
+/* --resume without model options: the model the checkpoint records (nnt 0.3 checkpoints);
+ * without tokenizer options: the tokenizer that run used. */
+static int resume_defaults(trainer *t)
+{
+    train_opts *o = &t->o;
+    if (!o->resume)
+        return 0;
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    int rc = nnt_train_state_info(NULL, o->resume, &st);
+    if (rc) {
+        fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", o->resume,
+                nnt_ctx_last_error(NULL));
+        return rc == NNT_E_FORMAT ? 2 : 1;
+    }
+    if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
+        rc = resume_tokenizer(t, st.options);
+    nnt_train_state_clear(&st);
+    if (rc || model_options_given(o))
+        return rc;
+    t->cfg_resumed = nnt_model_train_state_config(NULL, o->resume, &t->cfg) == 0;
+    return 0;
+}
+
 static int setup(trainer *t)
 {
     train_opts *o = &t->o;
     int rc;
     if ((rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors || o->load_hf)) ||
-        (rc = check_input_files(o)) || (rc = open_tokenizer(t)) ||
+        (rc = check_input_files(o)) || (rc = resume_defaults(t)) || (rc = open_tokenizer(t)) ||
         (rc = o->load_llmc ? read_llmc_config(t) : o->load_hf ? read_hf_config(t)
-                                                                : model_config(t)) ||
+              : t->cfg_resumed ? 0 : model_config(t)) ||
         (rc = check_config(t)) || (rc = make_output_paths(t)) || (rc = start_runtime(t)) ||
         (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)))
         return rc;
@@ -1316,6 +1398,8 @@ static void teardown(trainer *t)
     free(t->window), free(t->curve), free(t->step_ms);
     free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
     free(t->path_llmc), free(t->path_trace_table);
+    for (int i = 0; i < 3; i++)
+        free(t->resume_tok[i]);
 }
 
 static int run(trainer *t)

@@ -601,6 +601,10 @@ NNT_API int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_tra
 NNT_API int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st);
 /* Release st->options and reset *st (size kept). NULL is accepted. */
 NNT_API void nnt_train_state_clear(nnt_train_state *st);
+/* The caller's section of a training-state file (data position, RNG words, options string;
+ * release with nnt_train_state_clear) without loading it: its metadata are checked (format,
+ * version, optimizer kind, metadata checksum), its tensors are not. ctx may be NULL. */
+NNT_API int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st);
 
 /* ---- token data and tokenizers -------------------------------------------------------- */
 typedef struct nnt_tokenizer nnt_tokenizer;

@@ -292,6 +292,16 @@ else
     fail "llama: resume (status $status) is not bit-exact:"
     paste "$tmp/llama8.out" "$tmp/llama_resume.out"; cat "$tmp/llama_resume.err"
 fi
+# the same resume without the model options: the checkpoint records its model
+run llama_resume_bare --batch 2 --seq 16 --sample 0 --cpus 1 --data "$tmp/corpus.txt" \
+    --steps 8 --lr 3e-3 --out "$tmp/l5b" --print-loss --resume "$tmp/l4/checkpoint.safetensors"
+if [ $status -eq 0 ] && tail -n 4 "$tmp/llama8.out" | cmp -s - "$tmp/llama_resume_bare.out" &&
+   grep -q "Llama L 1, C 32, NH 4, NKV 2, hidden 48" "$tmp/llama_resume_bare.err"; then
+    echo "ok: llama: resume without model options: the checkpoint's model, bit-exact"
+else
+    fail "llama: resume without model options (status $status):"
+    paste "$tmp/llama8.out" "$tmp/llama_resume_bare.out"; cat "$tmp/llama_resume_bare.err"
+fi
 expect_error llama_weights "--save-hf" $llama --steps 1 --save-weights
 expect_error llama_kv_gpt2 "--kv-heads" $small --kv-heads 2
 expect_error llama_hf_opts "--load-hf" --load-hf "$tmp/l1/hf" --layers 2

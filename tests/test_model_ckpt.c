@@ -145,6 +145,14 @@ START_TEST(test_roundtrip)
     EXPECT_OK(nnt_model_train_state_config(ctx, path, &got));
     expect_same_config(&want, &got);
 
+    /* the caller's section alone, without a context */
+    nnt_train_state info = NNT_TRAIN_STATE_INIT;
+    EXPECT_OK(nnt_train_state_info(NULL, path, &info));
+    ck_assert_str_eq(info.options, "run 7");
+    ck_assert_uint_eq(info.data_pos, 1234);
+    ck_assert_uint_eq(info.rng[2], 99);
+    nnt_train_state_clear(&info);
+
     /* rebuilt on another tiling and (B, T): the same parameters, the caller's section */
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
     nnt_layer *back = NULL;
@@ -332,6 +340,13 @@ START_TEST(test_damaged)
     fclose(f);
     expect_refused(bad, NNT_E_FORMAT, "metadata checksum");
     expect_refused(test_tmp_path("missing.safetensors"), NNT_E_IO, "missing.safetensors");
+    nnt_train_state info = NNT_TRAIN_STATE_INIT;
+    EXPECT_FAIL_MSG(nnt_train_state_info(ctx, bad, &info), NNT_E_FORMAT, "metadata checksum");
+    ck_assert_ptr_null(info.options);
+    EXPECT_FAIL_MSG(nnt_train_state_info(NULL, NULL, &info), NNT_E_INVAL, "nnt_train_state_info");
+    EXPECT_FAIL_MSG(nnt_train_state_info(NULL, path, NULL), NNT_E_INVAL, "nnt_train_state_info");
+    info.size = 4;
+    EXPECT_FAIL_MSG(nnt_train_state_info(NULL, path, &info), NNT_E_INVAL, "nnt_train_state_info");
     nnt_layer_destroy(m);
 }
 END_TEST

@@ -547,6 +547,34 @@ void nnt_train_state_clear(nnt_train_state *st)
     st->size = size;
 }
 
+int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st)
+{
+    const char *fn = "nnt_train_state_info";
+    if (ctx)   /* NULL: no context yet (the message goes to nnt_ctx_last_error(NULL)) */
+        NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (!path || !st)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "st" : "path");
+    if (st->size < sizeof *st)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) %zu "
+                        "(initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size, sizeof *st);
+    char err[NNT_IO_ERRLEN];
+    nnt_st_reader *r = NULL;
+    int rc = nnt_st_open(path, &r, err, sizeof err);
+    if (rc)
+        return io_fail(ctx, fn, rc, err);
+    state_meta sm;
+    nnt_train_state got = NNT_TRAIN_STATE_INIT;
+    rc = read_meta(ctx, NULL, fn, path, r, &sm);
+    if (rc == 0)
+        rc = user_section(ctx, fn, &sm, &got);
+    nnt_st_close(r);
+    if (rc == 0) {
+        got.size = st->size;
+        *st = got;   /* the caller's options pointer is overwritten, not freed */
+    }
+    return rc;
+}
+
 /* ---- a model from a training state ------------------------------------------------------ */
 
 /* The file's metadata, and the model configuration it records, parsed. */
