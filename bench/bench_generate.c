@@ -3,7 +3,7 @@
  * Not a test: run by hand (bench/bench_generate.sh), results go to bench/RESULTS-generate.md.
  *
  * Usage: bench_generate [--model PRESET] [--prompt N] [--new N] [--cpus N] [--no-cache]
- *                       [--rounds N] [--seed S]
+ *                       [--rounds N] [--seed S] [--tile-channels N] [--tile-hidden N]
  * Defaults: gpt2, prompt 64 random ids, 128 new tokens (greedy), 2 CPU workers, the cache, one
  * untimed warm-up generation of 8 tokens, then 1 timed round. Prints per round the time of
  * the whole call (prefill included) and new tokens / s, and the first new ids (so that runs
@@ -33,6 +33,7 @@ int main(int argc, char **argv)
 {
     const char *preset = "gpt2";
     long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1;
+    nnt_tiling tl = NNT_TILING_INIT;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--no-cache")) {
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--cpus")) cpus = atol(v);
         else if (!strcmp(k, "--rounds")) rounds = atol(v);
         else if (!strcmp(k, "--seed")) seed = atol(v);
+        else if (!strcmp(k, "--tile-channels")) tl.channels = atol(v);
+        else if (!strcmp(k, "--tile-hidden")) tl.hidden = atol(v);
         else {
             fprintf(stderr, "bench_generate: unknown option %s\n", k);
             return 2;
@@ -70,7 +73,13 @@ int main(int argc, char **argv)
         return fail("nnt_ctx_create", rc);
     nnt_layer *model = NULL;
     int64_t T = nprompt + ngen < cfg.max_seq ? nprompt + ngen : cfg.max_seq;
-    if ((rc = nnt_model_create(ctx, &cfg, 1, T, NULL, &model)) ||
+    nnt_tiling used;
+    if ((rc = nnt_model_tiling(ctx, &cfg, 1, T, &tl, &used)))
+        return fail("nnt_model_tiling", rc);
+    printf("# tiling: batch %lld seq %lld channels %lld hidden %lld vocab %lld heads %lld\n",
+           (long long)used.batch, (long long)used.seq, (long long)used.channels,
+           (long long)used.hidden, (long long)used.vocab, (long long)used.heads);
+    if ((rc = nnt_model_create(ctx, &cfg, 1, T, &tl, &model)) ||
         (rc = nnt_layer_init(model, (uint64_t)seed)))
         return fail("nnt_model_create", rc);
     int32_t *prompt = malloc((size_t)nprompt * sizeof *prompt);
