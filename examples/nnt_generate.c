@@ -4,6 +4,8 @@
  * See man/man1/nnt-generate.1. Exit status: 0 done, 1 error (library, files), 2 bad usage. */
 #include <nnt.h>
 
+#include "saved_options.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,25 +160,6 @@ static char *path_in(const char *dir, const char *name)
     return p;
 }
 
-/* The string value of "key" in an nnt-train options string (the escapes nnt-train writes:
- * \" and \\), malloc'd; NULL when absent. */
-static char *options_str(const char *options, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": \"", key);
-    const char *p = options ? strstr(options, pat) : NULL;
-    if (!p)
-        return NULL;
-    p += strlen(pat);
-    char *out = malloc(strlen(p) + 1), *q = out;
-    if (!out)
-        return NULL;
-    for (; *p && *p != '"'; p++)
-        *q++ = *p == '\\' && p[1] ? *++p : *p;
-    *q = '\0';
-    return out;
-}
-
 static int readable(const char *path)
 {
     return path && access(path, R_OK) == 0;
@@ -187,13 +170,14 @@ static int readable(const char *path)
  * *tok NULL if none applies; *kind the tokenizer's name (malloc'd, may be NULL). */
 static int checkpoint_tokenizer(const char *options, nnt_tokenizer **tok, char **kind)
 {
-    *kind = options_str(options, "tokenizer");
-    char *j = options_str(options, "tokenizer_json"), *v = options_str(options, "bpe_vocab");
-    char *m = options_str(options, "bpe_merges");
+    *kind = saved_option_str(options, "tokenizer");
+    char *j = saved_option_str(options, "tokenizer_json");
+    char *v = saved_option_str(options, "bpe_vocab"), *m = saved_option_str(options, "bpe_merges");
     int rc = 0;
     if (*kind && !strcmp(*kind, "bytes") && (rc = nnt_tokenizer_bytes_create(tok)))
         rc = lib_error("nnt_tokenizer_bytes_create", rc);
-    else if (*kind && !strcmp(*kind, "json") && readable(j) && (rc = nnt_tokenizer_hf_load(j, tok)))
+    else if (*kind && !strcmp(*kind, "json") && readable(j) &&
+             (rc = nnt_tokenizer_hf_load(j, tok)))
         rc = lib_error("nnt_tokenizer_hf_load", rc);
     else if (*kind && !strcmp(*kind, "bpe") && readable(v) && readable(m) &&
              (rc = nnt_tokenizer_bpe_load(v, m, tok)))

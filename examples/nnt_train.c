@@ -10,6 +10,7 @@
  * See nnt-train(1) and nnt-train --help. */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "train.h"
+#include "saved_options.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1276,25 +1277,6 @@ static double measure_cpu_peak(trainer *t)
     return best;
 }
 
-/* The string value of "key" in a saved options string (the escapes json_string writes),
- * malloc'd; NULL when absent. */
-static char *options_str(const char *s, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": \"", key);
-    const char *p = s ? strstr(s, pat) : NULL;
-    if (!p)
-        return NULL;
-    p += strlen(pat);
-    char *out = malloc(strlen(p) + 1), *q = out;
-    if (!out)
-        return NULL;
-    for (; *p && *p != '"'; p++)
-        *q++ = *p == '\\' && p[1] ? *++p : *p;
-    *q = '\0';
-    return out;
-}
-
 static int model_options_given(const train_opts *o)
 {
     return o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 || o->kv_heads > 0 ||
@@ -1308,10 +1290,10 @@ static int resume_tokenizer(trainer *t, const char *saved)
     train_opts *o = &t->o;
     if (o->tokenizer != TOKENIZER_AUTO || o->tokenizer_json || o->bpe_vocab || o->load_hf)
         return 0;
-    char *kind = options_str(saved, "tokenizer");
+    char *kind = saved_option_str(saved, "tokenizer");
     const char *keys[3] = {"tokenizer_json", "bpe_vocab", "bpe_merges"};
     for (int i = 0; i < 3; i++)
-        t->resume_tok[i] = options_str(saved, keys[i]);
+        t->resume_tok[i] = saved_option_str(saved, keys[i]);
     int rc = 0;
     if (kind && !strcmp(kind, "json")) {
         if (!t->resume_tok[0] || access(t->resume_tok[0], R_OK))

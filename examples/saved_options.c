@@ -1,0 +1,24 @@
+/* The options string nnt-train saves in its checkpoints (nnt_train_state.options): reading
+ * its values back, for nnt-train --resume and nnt-generate --checkpoint. */
+#include "saved_options.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *saved_option_str(const char *options, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = options ? strstr(options, pat) : NULL;
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    char *out = malloc(strlen(p) + 1), *q = out;
+    if (!out)
+        return NULL;
+    for (; *p && *p != '"'; p++)
+        *q++ = *p == '\\' && p[1] ? *++p : *p;
+    *q = '\0';
+    return out;
+}
