@@ -300,10 +300,10 @@ static int make_dirs(const char *path)
  * its verbosity (STARPU_SILENT). The values they had before are put back when the context
  * goes, so a later context in the same process does not inherit a budget it did not ask
  * for. */
-enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, RANK_HOME, NVARS };
+enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, MPI_NOBIND, RANK_HOME, NVARS };
 static const char *const limit_vars[NVARS] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM",
                                               "STARPU_SILENT", "STARPU_WORKERS_NOBIND",
-                                              "STARPU_HOME"};
+                                              "STARPU_MPI_NOBIND", "STARPU_HOME"};
 static struct {
     int saved;       /* this context set the variable       */
     char *previous;  /* its earlier value, NULL when unset  */
@@ -368,8 +368,9 @@ static int64_t smallest_gpu_mib(void)
 
 /* StarPU reads its model directory and memory limits from the environment at start-up.
  * rank >= 0 (one rank of several): the models go to a subdirectory per rank (ranks sharing a
- * directory lose samples and race on the bus calibration), and workers are not bound to
- * cores unless the user binds them (StarPU would pin every rank's workers to the same ones). */
+ * directory lose samples and race on the bus calibration), and workers and the MPI thread
+ * are not bound to cores unless the user binds them (StarPU would pin every rank's threads
+ * to the same cores). */
 static int configure_environment(const nnt_ctx_options *o, int rank)
 {
     char path[4096], rank_path[4200];
@@ -392,6 +393,10 @@ static int configure_environment(const nnt_ctx_options *o, int rank)
     }
     if (rank >= 0 && !getenv(limit_vars[NOBIND]) && !getenv("STARPU_WORKERS_CPUID"))
         set_limit(NOBIND, 1);
+    /* likewise StarPU-MPI's communication thread (twice as fast with 2 ranks on 2 cores) */
+    if (rank >= 0 && !getenv(limit_vars[MPI_NOBIND]) && !getenv("STARPU_MPI_THREAD_CPUID") &&
+        !getenv("STARPU_MPI_THREAD_COREID"))
+        set_limit(MPI_NOBIND, 1);
     if (dir) {
         int rc = make_dirs(dir);
         if (rc == 0)
