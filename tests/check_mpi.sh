@@ -4,7 +4,8 @@
 # of the root one) against the single-process run of the same tiling (within 1e-6; the
 # difference is printed), the parameters read back on every rank (equal on both ranks and
 # to the single process), the bytes each rank owns (<= 0.6 x the single process), and
-# options that differ across ranks (NNT_E_INVAL on every rank, no hang). A library built
+# options that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under
+# mpirun (same --print-loss lines and checkpoint, resume). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
 # it is without mpirun.
 set -u
@@ -96,6 +97,43 @@ owned "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
 $TIMEOUT $MPIRUN "$prog" options > "$tmp/options.log" 2>&1 ||
     { fail "options: exit status $?"; tail -n 15 "$tmp/options.log"; }
 grep 'as expected' "$tmp/options.log"
+
+# nnt-train under mpirun: --print-loss the same lines as one process, only rank 0's files,
+# the checkpoint the same bytes; a one-process checkpoint resumed by 2 ranks continues as
+# the uninterrupted run.
+train_prog="$top_builddir/nnt-train"
+i=0
+while [ $i -lt 200 ]; do
+    echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
+    i=$((i + 1))
+done > "$tmp/corpus.txt"
+small="--data $tmp/corpus.txt --layers 1 --channels 32 --heads 2 --context 32 --batch 2 --seq 16
+--sample 0 --steps 6 --tile-channels 16 --tile-batch 1 --cpus 1 --print-loss"
+# run_train NAME MPI ARGS...
+run_train() {
+    name=$1 mpi=$2; shift 2
+    if [ "$mpi" = 1 ]; then
+        $TIMEOUT $MPIRUN "$train_prog" $small "$@" > "$tmp/$name.txt" 2> "$tmp/$name.err"
+    else
+        $TIMEOUT "$train_prog" $small "$@" > "$tmp/$name.txt" 2> "$tmp/$name.err"
+    fi
+    status=$?
+    [ $status -eq 0 ] || { fail "nnt-train $name: exit status $status"; tail -n 5 "$tmp/$name.err"; }
+}
+run_train t_one 0 --out "$tmp/t_one"
+run_train t_two 1 --out "$tmp/t_two"
+[ "$(grep -c '^step [0-9]* loss ' "$tmp/t_two.txt")" -eq 6 ] ||
+    fail "nnt-train -np 2: not 6 loss lines (only rank 0 prints)"
+cmp -s "$tmp/t_one.txt" "$tmp/t_two.txt" || fail "nnt-train -np 2: other losses than one process"
+cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_two/checkpoint.safetensors" ||
+    fail "nnt-train -np 2: the checkpoint differs from one process's"
+ls -d "${TMPDIR:-/tmp}"/nnt-train-rank1-* > /dev/null 2>&1 &&
+    fail "nnt-train -np 2: rank 1 left its private directory"
+run_train t_part 0 --out "$tmp/t_res" --stop-after 3
+run_train t_rest 1 --out "$tmp/t_res" --resume "$tmp/t_res/checkpoint.safetensors"
+cat "$tmp/t_part.txt" "$tmp/t_rest.txt" | cmp -s - "$tmp/t_one.txt" ||
+    fail "nnt-train: resumed by 2 ranks, the losses differ from the uninterrupted run"
+echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
 
 [ $fail -eq 0 ] && echo "PASS: check_mpi"
 exit $fail
