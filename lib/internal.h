@@ -67,8 +67,8 @@ struct nnt_ctx {
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
-    /* several processes (lib/mpi.c): every rank creates the same tensors in the same order,
-     * so the counters below agree across ranks */
+    /* several processes (lib/mpi/mpi.c): every rank creates the same tensors in the same
+     * order, so the counters below agree across ranks */
     int mpi;                      /* running over StarPU-MPI                              */
     int rank, nranks;             /* this process's rank, the job's size (0, 1 without)   */
     int distribution;             /* nnt_distribution of the tiles of new tensors         */
@@ -142,7 +142,7 @@ int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
 int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 
-/* ---- several processes (lib/mpi.c; no-ops or failures without NNT_HAVE_MPI) ---------- */
+/* ---- several processes (lib/mpi/mpi.c; no-ops or failures without NNT_HAVE_MPI) ------ */
 
 /* Rank owning tile `tile` of the tensor_seq-th tensor of ctx (0 without MPI). */
 int nnt_tile_owner(const nnt_ctx *ctx, int64_t tensor_seq, int64_t tile);
@@ -150,7 +150,8 @@ int nnt_tile_owner(const nnt_ctx *ctx, int64_t tensor_seq, int64_t tile);
  * rank and size, and agree across ranks (collective): local_rc is this rank's own option
  * check; NNT_E_INVAL on every rank when another failed or the options differ. */
 int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks);
-/* starpu_mpi_init_conf / starpu_mpi_shutdown / starpu_mpi_wait_for_all on MPI_COMM_WORLD. */
+/* starpu_mpi_init_conf / starpu_mpi_shutdown on MPI_COMM_WORLD; the wait for this rank's
+ * tasks (nnt_ctx_wait, nnt_ctx_destroy). */
 int nnt_mpi_init_runtime(struct starpu_conf *conf);
 void nnt_mpi_shutdown_runtime(void);
 int nnt_mpi_wait_all(void);

@@ -2,7 +2,7 @@
  * tags, task submission (owner computes) and the collective steps of host copies. Without
  * StarPU-MPI compiled in (NNT_HAVE_MPI unset) the same functions exist and a request for MPI
  * fails with NNT_E_UNSUPPORTED; nothing else is called with ctx->mpi = 0. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdlib.h>
 #include <string.h>
