@@ -7,11 +7,12 @@
 # options that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under
 # mpirun (same --print-loss lines and checkpoint, resume). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
-# it is without mpirun.
+# it is without mpirun. Any build: nnt_ctx_rank and the option checks without MPI.
 set -u
 : "${top_builddir:?}"
 prog="$top_builddir/tests/test_mpi"
 [ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
+"$prog" local || { echo "FAIL: nnt_ctx_rank / MPI options without MPI"; exit 1; }
 if ! grep -q '^#define NNT_HAVE_MPI 1' "$top_builddir/config.h"; then
     "$prog" unsupported || { echo "FAIL: mpi = 1 without StarPU-MPI"; exit 1; }
     echo "SKIP: nnt was built without StarPU-MPI (configure --with-mpi; Debian: libopenmpi-dev)"

@@ -12,6 +12,9 @@
  *       alone gives an invalid distribution: it gets its own message, rank 0 "another rank".
  *   test_mpi unsupported
  *       A library built without StarPU-MPI refuses mpi = 1 with NNT_E_UNSUPPORTED.
+ *   test_mpi local
+ *       Without MPI (any build): nnt_ctx_rank gives 0 of 1 and refuses a NULL context; mpi
+ *       and distribution values out of range are refused.
  * Exit 0 on success, 1 on failure (the reason on stderr). */
 #include "nnt.h"
 
@@ -191,6 +194,32 @@ static int unsupported(void)
     return expect_create_fails(&o, NNT_E_UNSUPPORTED, "without StarPU-MPI");
 }
 
+static int local(void)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.distribution = 7;
+    if (expect_create_fails(&o, NNT_E_INVAL, "distribution 7 is none of"))
+        return 1;
+    o.distribution = NNT_DIST_SHARDED, o.mpi = 2;
+    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0 or 1)"))
+        return 1;
+    o.mpi = 0;
+    nnt_ctx *ctx = NULL;
+    int rank = -1, size = -1;
+    TRY(nnt_ctx_create(&o, &ctx));
+    int rc = nnt_ctx_rank(ctx, &rank, &size);
+    int rc_null = nnt_ctx_rank(NULL, &rank, NULL);
+    int rc_nulls = nnt_ctx_rank(ctx, NULL, NULL);
+    TRY(nnt_ctx_destroy(ctx));
+    if (rc || rank != 0 || size != 1 || rc_null != NNT_E_INVAL || rc_nulls) {
+        fprintf(stderr, "test_mpi: nnt_ctx_rank without MPI: %d, %d of %d; NULL context %d; "
+                "NULL outputs %d\n", rc, rank, size, rc_null, rc_nulls);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "train") == 0)
@@ -199,6 +228,8 @@ int main(int argc, char **argv)
         return options();
     if (argc == 2 && strcmp(argv[1], "unsupported") == 0)
         return unsupported();
-    fprintf(stderr, "usage: test_mpi train ... | options | unsupported\n");
+    if (argc == 2 && strcmp(argv[1], "local") == 0)
+        return local();
+    fprintf(stderr, "usage: test_mpi train ... | options | unsupported | local\n");
     return 2;
 }
