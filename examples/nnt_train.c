@@ -662,6 +662,7 @@ static void print_summary(trainer *t)
            "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
         o->peak_gflops > 0 ? "--peak-gflops"
         : t->ncuda ? "87.5 GFLOP/s per CPU worker; GPUs not counted: give --peak-gflops"
+        : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
         : t->peak_measured > 0 ? "measured at start: one 512 x 1024 x 1024 GEMM task per CPU "
                                  "worker, at the training's precision"
                                : "87.5 GFLOP/s per CPU worker: it could not be measured");
@@ -1275,12 +1276,15 @@ static int setup(trainer *t)
         return rc;
     t->flops_per_token = 6.0 * (double)t->nparams +
                          12.0 * (double)(t->cfg.layers * o->seq * t->cfg.channels);
+    /* over MPI the GEMM timing would time one rank's share of the tiles only: the nominal
+     * peak of every rank's workers instead */
     if (o->peak_gflops > 0)
         t->peak_flops = 1e9 * o->peak_gflops;
-    else if (!t->ncuda && (t->peak_measured = measure_cpu_peak(t)) > 0)
+    else if (!t->ncuda && !t->mpi && (t->peak_measured = measure_cpu_peak(t)) > 0)
         t->peak_flops = t->peak_measured;
     else
-        t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1);
+        t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
+                        (t->nranks > 1 ? t->nranks : 1);
     return open_csv(t);
 }
 
