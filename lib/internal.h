@@ -178,7 +178,7 @@ int nnt_tensor_check_readable(const nnt_tensor *t, const char *func);
  * budget StarPU evicts them first. Only a hint: results do not change. NULL is accepted. */
 void nnt_tensor_wont_use(nnt_tensor *t);
 /* Block until the tasks submitted so far that write t are done (no transfer: the tiles are
- * not fetched anywhere). NNT_E_RUNTIME if StarPU refuses. */
+ * not fetched anywhere; under MPI, this rank's tiles). NNT_E_RUNTIME if StarPU refuses. */
 int nnt_tensor_wait_written(nnt_tensor *t);
 /* Drop t's contents (starpu_data_invalidate_submit on each tile, after the work already
  * submitted on it): no copy is kept or written back anywhere, and t is unreadable

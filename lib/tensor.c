@@ -389,6 +389,10 @@ int nnt_tensor_wait_written(nnt_tensor *t)
 {
     for (int64_t i = 0; i < t->ntiles; i++) {
         starpu_data_handle_t h = t->tiles[i].handle;
+        /* under MPI only the owner writes a tile (elsewhere it may hold no data, which
+         * StarPU refuses to acquire) */
+        if (t->tiles[i].owner != t->ctx->rank)
+            continue;
         if (starpu_data_acquire_on_node(h, STARPU_ACQUIRE_NO_NODE, STARPU_R) != 0)
             return nnt_fail(t->ctx, NNT_E_RUNTIME, "cannot wait for tile %lld of a tensor",
                             (long long)i);
@@ -415,6 +419,9 @@ void nnt_tensor_wont_use(nnt_tensor *t)
 {
     if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)
         return;
-    if ((t->ctx->ram_budget > 0 && !t->ctx->ram_budget_default) || t->ctx->disk_node >= 0)
-        each_tile(t, starpu_data_wont_use);
+    if (!((t->ctx->ram_budget > 0 && !t->ctx->ram_budget_default) || t->ctx->disk_node >= 0))
+        return;
+    for (int64_t i = 0; i < t->ntiles; i++)   /* a read: under MPI only where the data is */
+        if (t->tiles[i].owner == t->ctx->rank)
+            starpu_data_wont_use(t->tiles[i].handle);
 }

@@ -29,7 +29,9 @@ MPIRUN="mpirun --oversubscribe -np 2"
 TIMEOUT=
 command -v timeout > /dev/null 2>&1 && TIMEOUT="timeout 150"
 STARPU_HOME="$tmp/starpu"
-export STARPU_HOME
+TMPDIR="$tmp/tmpdir"   # where nnt-train's ranks > 0 keep their private outputs
+mkdir -p "$TMPDIR"
+export STARPU_HOME TMPDIR
 
 # field FILE KEY: the values of the lines "KEY STEP VALUE" (or "KEY VALUE"), one per line
 field() { awk -v k="$2" '$1 == k { print $NF }' "$1"; }
@@ -128,8 +130,13 @@ run_train t_two 1 --out "$tmp/t_two"
 cmp -s "$tmp/t_one.txt" "$tmp/t_two.txt" || fail "nnt-train -np 2: other losses than one process"
 cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_two/checkpoint.safetensors" ||
     fail "nnt-train -np 2: the checkpoint differs from one process's"
-ls -d "${TMPDIR:-/tmp}"/nnt-train-rank1-* > /dev/null 2>&1 &&
+ls -d "$TMPDIR"/nnt-train-rank1-* > /dev/null 2>&1 &&
     fail "nnt-train -np 2: rank 1 left its private directory"
+# recompute (a block waits for its incoming gradient) and a RAM budget (wont_use hints)
+run_train t_rc1 0 --out "$tmp/t_rc1" --recompute --mem-cpu 2048
+run_train t_rc2 1 --out "$tmp/t_rc2" --recompute --mem-cpu 2048
+cmp -s "$tmp/t_rc1.txt" "$tmp/t_rc2.txt" ||
+    fail "nnt-train -np 2 --recompute --mem-cpu: other losses than one process"
 run_train t_part 0 --out "$tmp/t_res" --stop-after 3
 run_train t_rest 1 --out "$tmp/t_res" --resume "$tmp/t_res/checkpoint.safetensors"
 cat "$tmp/t_part.txt" "$tmp/t_rest.txt" | cmp -s - "$tmp/t_one.txt" ||

@@ -12,7 +12,7 @@
  *       alone gives an invalid distribution: it gets its own message, rank 0 "another rank".
  *   test_mpi unsupported
  *       A library built without StarPU-MPI refuses mpi = 1 with NNT_E_UNSUPPORTED.
- *   test_mpi local
+ *   test_mpi [local]
  *       Without MPI (any build): nnt_ctx_rank gives 0 of 1 and refuses a NULL context; mpi
  *       and distribution values out of range are refused.
  * Exit 0 on success, 1 on failure (the reason on stderr). */
@@ -228,8 +228,8 @@ int main(int argc, char **argv)
         return options();
     if (argc == 2 && strcmp(argv[1], "unsupported") == 0)
         return unsupported();
-    if (argc == 2 && strcmp(argv[1], "local") == 0)
-        return local();
+    if (argc == 1 || (argc == 2 && strcmp(argv[1], "local") == 0))
+        return local();   /* also what make check runs (test_mpi is a check program) */
     fprintf(stderr, "usage: test_mpi train ... | options | unsupported | local\n");
     return 2;
 }
