@@ -1325,9 +1325,10 @@ static void remove_flat_dir(const char *dir)
     rmdir(dir);
 }
 
-/* Only rank 0 prints and keeps files. Every rank takes part in the collective reads of a
- * save, so ranks > 0 write theirs (the same bytes) into a private temporary directory that
- * is removed at the end, and print nothing but errors. */
+/* Only rank 0 prints and keeps files. Ranks > 0 print nothing but errors; the library writes
+ * checkpoints and weights on rank 0 only (every rank takes part in the reads of a save),
+ * and this program's own files (log, loss curve) go to a private temporary directory,
+ * removed at the end. */
 static int quiet_rank(trainer *t, int rank)
 {
     train_opts *o = &t->o;

@@ -995,7 +995,9 @@ typedef enum nnt_distribution {
  * must call it with the same mpi and distribution options (checked: NNT_E_INVAL on every
  * rank otherwise). Host copies are collective too: nnt_tensor_copy_to_host returns the
  * whole tensor on every rank; nnt_tensor_copy_from_host takes each tile from its owner's
- * buffer (every rank passes the same values). A library built without StarPU-MPI
+ * buffer (every rank passes the same values). Saves (checkpoints, weights, model
+ * directories) are called on every rank, whose reads they need, and rank 0 alone writes
+ * the files. A library built without StarPU-MPI
  * (configure --with-mpi=no) returns NNT_E_UNSUPPORTED from nnt_ctx_create with mpi = 1. */
 NNT_API int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size);
 

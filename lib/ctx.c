@@ -1,5 +1,6 @@
 /* nnt_ctx: options, StarPU start-up and shut-down, the one live context per process. */
 #include "internal.h"
+#include "io/io.h"
 #include "nnt_cpu.h"
 
 #include <errno.h>
@@ -534,6 +535,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->nranks = nranks;
     ctx->distribution = opts.distribution;
     ctx->next_tag = 1;
+    nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     pthread_mutex_init(&ctx->lock, NULL);
     start_cuda_libraries();
     ctx->ncpus = (int)starpu_cpu_worker_get_count();
@@ -662,6 +664,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     shutdown_runtime(ctx->mpi);
     free_cpu_scratch();
     restore_limits();
+    nnt_io_set_writer(1);
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;
     free(ctx);

@@ -3,7 +3,8 @@
 # clipping, two tilings; the losses of the sharded distribution (and, for the first tiling,
 # of the root one) against the single-process run of the same tiling (within 1e-6; the
 # difference is printed), the parameters read back on every rank (equal on both ranks and
-# to the single process), the bytes each rank owns (<= 0.6 x the single process), and
+# to the single process), a checkpoint (rank 0's the same bytes as one process's, none from
+# rank 1), the bytes each rank owns (<= 0.6 x the single process), and
 # options that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under
 # mpirun (same --print-loss lines and checkpoint, resume). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
@@ -52,6 +53,9 @@ compare() {
             *) echo "$name: rank $r: largest loss difference to one process: $diff"
                awk -v d="$diff" 'BEGIN { exit !(d <= 1e-6) }' || fail "$name: losses differ by $diff";;
         esac
+        [ "$r" = 0 ] && ! cmp -s "$ref.ckpt.0" "$run.ckpt.0" &&
+            fail "$name: rank 0's checkpoint differs from one process's"
+        [ "$r" = 1 ] && [ -e "$run.ckpt.1" ] && fail "$name: rank 1 wrote a checkpoint"
         [ "$(field "$run.$r" params)" = "$(field "$ref.0" params)" ] ||
             fail "$name: rank $r read parameters summing to $(field "$run.$r" params), one process $(field "$ref.0" params)"
     done

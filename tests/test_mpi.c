@@ -5,7 +5,8 @@
  *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded. Each rank writes
  *       OUT.<rank>: "rank R of N", "owned BYTES" (nnt_mem_stats.owned_bytes after the first
  *       step: parameters, gradients, moments, activations), "loss S %.17g", "norm S %.17g"
- *       and "params %a" (sum of every parameter read back on this rank after the steps).
+ *       and "params %a" (sum of every parameter read back on this rank after the steps);
+ *       then nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file).
  *   test_mpi options
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
@@ -63,7 +64,7 @@ static int params_sum(nnt_layer *model, double *sum)
     return 0;
 }
 
-static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out)
+static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const char *ckpt)
 {
     nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
     TRY(nnt_model_preset("tiny", &cfg));
@@ -107,6 +108,7 @@ static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out)
     double sum = 0;
     TRY(params_sum(model, &sum));
     fprintf(out, "params %a\n", sum);
+    TRY(nnt_train_state_save(opt, ckpt, NULL));   /* under MPI rank 0 alone writes */
     nnt_optim_destroy(opt);
     nnt_tensor_destroy(x);
     nnt_tensor_destroy(y);
@@ -144,7 +146,8 @@ static int train(int argc, char **argv)
         return 1;
     }
     fprintf(out, "rank %d of %d\n", rank, size);
-    int rc = train_steps(ctx, &tiling, out);
+    snprintf(path, sizeof path, "%s.ckpt.%d", argv[2], rank);
+    int rc = train_steps(ctx, &tiling, out, path);
     if (fclose(out) != 0)
         rc = 1;
     int drc = nnt_ctx_destroy(ctx);
