@@ -535,7 +535,6 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->nranks = nranks;
     ctx->distribution = opts.distribution;
     ctx->next_tag = 1;
-    nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     pthread_mutex_init(&ctx->lock, NULL);
     start_cuda_libraries();
     ctx->ncpus = (int)starpu_cpu_worker_get_count();
@@ -560,6 +559,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     nnt_stats_ctx_start(ctx);
+    nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     live_ctx = ctx;
     pthread_mutex_unlock(&live_lock);
     nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s, BLIS "
