@@ -7,6 +7,7 @@ set -e
 # packaging check that make distcheck runs (tests/check_deb.sh, packaging/build-deb.sh)
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libstarpu-dev libblis-dev libhwloc-dev libpcre2-dev check mandoc abigail-tools \
+libopenmpi-dev openmpi-bin \
 cmake meson ninja-build \
 dpkg-dev debhelper lintian"
 SUDO=

@@ -13,6 +13,7 @@
 #include "saved_options.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -56,6 +57,9 @@ typedef struct trainer {
     int live;                     /* info is a terminal: one progress line redrawn in place */
     int line_open;                /* that line is on screen without its newline            */
     double loss_ema;              /* smoothed loss for the live line                        */
+    int mpi;                      /* one rank of an MPI job (--distribute or several ranks) */
+    int rank, nranks;             /* from the context (0, 1 without MPI)                    */
+    char *private_dir;            /* rank > 0: where its outputs go, removed at the end     */
 } trainer;
 
 static volatile sig_atomic_t interrupted;
@@ -347,9 +351,12 @@ static int start_runtime(trainer *t)
     }
     co.mem_gpu_mib = o->mem_gpu, co.mem_cpu_mib = o->mem_cpu;
     co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
+    co.mpi = t->mpi;
+    co.distribution = o->distribute >= 0 ? o->distribute : NNT_DIST_SHARDED;
     int rc = nnt_ctx_create(&co, &t->ctx);
     if (rc)
         return lib_error("cannot start the runtime", rc);
+    nnt_ctx_rank(t->ctx, &t->rank, &t->nranks);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
     if (co.ncpus > 0 && t->ncpus < co.ncpus)
         fprintf(stderr, "nnt-train: warning: --cpus %d: StarPU started %d CPU workers (its "
@@ -681,6 +688,7 @@ static void print_summary(trainer *t)
            "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
         o->peak_gflops > 0 ? "--peak-gflops"
         : t->ncuda ? "87.5 GFLOP/s per CPU worker; GPUs not counted: give --peak-gflops"
+        : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
         : t->peak_measured > 0 ? "measured at start: one 512 x 1024 x 1024 GEMM task per CPU "
                                  "worker, at the training's precision"
                                : "87.5 GFLOP/s per CPU worker: it could not be measured");
@@ -1356,13 +1364,85 @@ static int setup(trainer *t)
         return rc;
     t->flops_per_token = 6.0 * (double)t->nparams +
                          12.0 * (double)(t->cfg.layers * o->seq * t->cfg.channels);
+    /* over MPI the GEMM timing would time one rank's share of the tiles only: the nominal
+     * peak of every rank's workers instead */
     if (o->peak_gflops > 0)
         t->peak_flops = 1e9 * o->peak_gflops;
-    else if (!t->ncuda && (t->peak_measured = measure_cpu_peak(t)) > 0)
+    else if (!t->ncuda && !t->mpi && (t->peak_measured = measure_cpu_peak(t)) > 0)
         t->peak_flops = t->peak_measured;
     else
-        t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1);
+        t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
+                        (t->nranks > 1 ? t->nranks : 1);
     return open_csv(t);
+}
+
+/* ---- several ranks (mpirun, srun) ------------------------------------------------------ */
+
+/* This process's rank and the job's size from the launcher's environment (Open MPI's mpirun,
+ * PMI as srun and MPICH set it, Slurm's own): 0 and 1 when not started as an MPI job. */
+static void launcher_rank(int *rank, int *size)
+{
+    static const char *const vars[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                          {"PMI_RANK", "PMI_SIZE"},
+                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
+    *rank = 0, *size = 1;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *r = getenv(vars[i][0]), *n = getenv(vars[i][1]);
+        if (r && n && atoi(n) >= 1) {
+            *rank = atoi(r), *size = atoi(n);
+            return;
+        }
+    }
+}
+
+/* Remove a directory of files (a rank's private outputs: no subdirectories). */
+static void remove_flat_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *path = join_path(dir, e->d_name);
+        if (path)
+            remove(path);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Only rank 0 prints and keeps files. Ranks > 0 print nothing but errors; the library writes
+ * checkpoints and weights on rank 0 only (every rank takes part in the reads of a save),
+ * and this program's own files (log, loss curve) go to a private temporary directory,
+ * removed at the end. */
+static int quiet_rank(trainer *t, int rank)
+{
+    train_opts *o = &t->o;
+    const char *tmpdir = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/nnt-train-rank%d-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp",
+             rank);
+    if (!mkdtemp(tmpl)) {
+        fprintf(stderr, "nnt-train: rank %d: cannot create a directory %s: %s\n", rank, tmpl,
+                strerror(errno));
+        return 1;
+    }
+    if (!(t->private_dir = strdup(tmpl)) || !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "nnt-train: rank %d: cannot silence its output\n", rank);
+        return 1;
+    }
+    t->info = NULL;
+    t->live = 0;
+    o->out_dir = t->private_dir;
+    if (o->save)
+        o->save = NULL;   /* the checkpoint goes to out_dir */
+    if (o->save_hf)
+        o->save_hf = t->private_dir;
+    if (o->trace)
+        o->trace = NULL;
+    return 0;
 }
 
 static void teardown(trainer *t)
@@ -1382,6 +1462,9 @@ static void teardown(trainer *t)
     free(t->path_llmc), free(t->path_trace_table);
     for (int i = 0; i < 3; i++)
         free(t->resume_tok[i]);
+    if (t->private_dir)
+        remove_flat_dir(t->private_dir);
+    free(t->private_dir);
 }
 
 static int run(trainer *t)
@@ -1425,7 +1508,12 @@ int main(int argc, char **argv)
      * step, as into a file or a pipe). */
     const char *live = getenv("NNT_TRAIN_LIVE");
     t.live = t.info && !t.o.print_loss && isatty(fileno(t.info)) && !(live && !strcmp(live, "0"));
-    rc = run(&t);
+    int rank, size;
+    launcher_rank(&rank, &size);
+    t.mpi = t.o.distribute >= 0 || size > 1;
+    rc = t.mpi && rank > 0 ? quiet_rank(&t, rank) : 0;
+    if (!rc)
+        rc = run(&t);
     teardown(&t);
     return rc;
 }

@@ -43,6 +43,8 @@ typedef struct train_opts {
     /* runtime */
     int64_t cpus, gpus, mem_gpu, mem_cpu, swap_size;
     const char *sched, *swap_dir;
+    int distribute;                          /* --distribute: nnt_distribution, -1 = none
+                                                (sharded when started as several ranks)   */
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;

@@ -25,6 +25,7 @@ static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
+static const char *const distributions[] = {"root", "sharded", NULL};   /* = nnt_distribution */
 
 #define BIG 9.0e15   /* integers up to here are exact in a double */
 
@@ -78,6 +79,8 @@ static const char usage_text[] =
     "  --sched NAME          StarPU scheduler\n"
     "  --mem-gpu MiB --mem-cpu MiB   memory budgets (default 0: none)\n"
     "  --swap-dir DIR --swap-size MiB   disk swap for tiles that do not fit\n"
+    "  --distribute D        sharded|root: one rank of an MPI job (mpirun, srun; default\n"
+    "                        sharded when started as several ranks)\n"
     "Output:\n"
     "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
     "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"
@@ -127,6 +130,7 @@ static void set_defaults(train_opts *o)
     o->batch = 8, o->seq = -1, o->steps = 2000, o->accum = 1, o->seed = 1;
     o->optim = NNT_OPTIM_ADAMW, o->schedule = NNT_SCHEDULE_COSINE;
     o->precision = NNT_PRECISION_FP32;
+    o->distribute = -1;
     o->lr = -1, o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8, o->weight_decay = 0.1;
     o->momentum = 0, o->grad_clip = 1.0, o->min_lr = -1, o->warmup = -1;
     o->cpus = -1, o->gpus = -1;
@@ -193,6 +197,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     INT("mem-cpu", mem_cpu, 0, BIG);
     STR("swap-dir", swap_dir);
     INT("swap-size", swap_size, 0, BIG);
+    CHOICE("distribute", distribute, distributions);
     STR("out", out_dir);
     STR("save", save);
     INT("save-every", save_every, 0, BIG);

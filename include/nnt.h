@@ -94,10 +94,13 @@ typedef struct nnt_ctx_options {
     int64_t swap_mib;            /* disk swap size in MiB; required with swap_dir           */
     const char *perfmodel_dir;   /* StarPU performance models; NULL = $STARPU_HOME if set,
                                     else $XDG_CACHE_HOME/nnt, else ~/.cache/nnt             */
+    int mpi;                     /* 1: one rank of an MPI job (StarPU-MPI; see nnt_ctx_rank) */
+    int distribution;            /* under MPI, which rank owns each tile: an
+                                    nnt_distribution (NNT_DIST_ROOT, NNT_DIST_SHARDED)      */
 } nnt_ctx_options;
 
 #define NNT_CTX_OPTIONS_INIT \
-    { sizeof(nnt_ctx_options), -1, -1, NULL, 0, 0, NULL, 0, NULL }
+    { sizeof(nnt_ctx_options), -1, -1, NULL, 0, 0, NULL, 0, NULL, 0, 0 }
 
 NNT_API int nnt_ctx_options_init(nnt_ctx_options *opts);
 
@@ -670,6 +673,8 @@ typedef struct nnt_mem_stats {
     } node[NNT_MAX_MEM_NODES];
     int64_t bytes_moved;         /* bytes transferred between nodes since the last reset     */
     double transfer_wait_s;      /* worker time spent waiting for data, seconds              */
+    int64_t owned_bytes;         /* bytes of the live tensors' tiles this process owns (all
+                                    of them without MPI; its share under MPI)               */
 } nnt_mem_stats;
 
 NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
@@ -985,6 +990,34 @@ NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
  * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
 NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
                                     double scale, nnt_tensor *o);
+
+/* ---- several processes: StarPU-MPI (issue 17) --------------------------------------------- */
+
+/* Which rank owns (stores and computes) each tile of a tensor when a context runs over MPI
+ * (nnt_ctx_options.mpi = 1). Every rank calls the same nnt functions in the same order; a
+ * task runs on the rank that owns the tile it writes, and StarPU-MPI sends the tiles it
+ * reads from their owners. Results are the same as in one process (the same tasks in the
+ * same order), whatever the distribution.
+ *   NNT_DIST_ROOT     rank 0 owns every tile (the other ranks only follow): a reference
+ *   NNT_DIST_SHARDED  tile i of the k-th tensor created in the context belongs to rank
+ *                     (k + i) mod size: parameters, gradients, optimizer moments and
+ *                     activations are spread over the ranks (about 1/size of the state
+ *                     each) and weights travel to where they are used */
+typedef enum nnt_distribution {
+    NNT_DIST_ROOT = 0,
+    NNT_DIST_SHARDED = 1
+} nnt_distribution;
+
+/* This process's rank in the context's MPI job and the number of ranks (0 and 1 without
+ * MPI); either pointer may be NULL. Under MPI, nnt_ctx_create is collective: every rank
+ * must call it with the same mpi and distribution options (checked: NNT_E_INVAL on every
+ * rank otherwise). Host copies are collective too: nnt_tensor_copy_to_host returns the
+ * whole tensor on every rank; nnt_tensor_copy_from_host takes each tile from its owner's
+ * buffer (every rank passes the same values). Saves (checkpoints, weights, model
+ * directories) are called on every rank, whose reads they need, and rank 0 alone writes
+ * the files. A library built without StarPU-MPI
+ * (configure --with-mpi=no) returns NNT_E_UNSUPPORTED from nnt_ctx_create with mpi = 1. */
+NNT_API int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size);
 
 #ifdef __cplusplus
 }

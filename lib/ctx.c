@@ -1,5 +1,6 @@
 /* nnt_ctx: options, StarPU start-up and shut-down, the one live context per process. */
 #include "internal.h"
+#include "io/io.h"
 #include "nnt_cpu.h"
 
 #include <errno.h>
@@ -265,6 +266,11 @@ static int validate_options(const nnt_ctx_options *o)
         NNT_TRY(check_dir("swap directory", o->swap_dir));
         return check_free_space(o->swap_dir, o->swap_mib);
     }
+    if (o->mpi != 0 && o->mpi != 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: mpi %d (use 0 or 1)", o->mpi);
+    if (o->distribution != NNT_DIST_ROOT && o->distribution != NNT_DIST_SHARDED)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: distribution %d is none of "
+                        "NNT_DIST_ROOT (0), NNT_DIST_SHARDED (1)", o->distribution);
     return NNT_OK;
 }
 
@@ -295,22 +301,28 @@ static int make_dirs(const char *path)
  * its verbosity (STARPU_SILENT). The values they had before are put back when the context
  * goes, so a later context in the same process does not inherit a budget it did not ask
  * for. */
-enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NVARS };
+enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, MPI_NOBIND, RANK_HOME, NVARS };
 static const char *const limit_vars[NVARS] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM",
-                                              "STARPU_SILENT"};
+                                              "STARPU_SILENT", "STARPU_WORKERS_NOBIND",
+                                              "STARPU_MPI_NOBIND", "STARPU_HOME"};
 static struct {
     int saved;       /* this context set the variable       */
     char *previous;  /* its earlier value, NULL when unset  */
 } limit_saved[NVARS];
 
-static void set_limit(int which, int64_t mib)
+static void set_var(int which, const char *value)
 {
-    char num[32];
     const char *previous = getenv(limit_vars[which]);
     limit_saved[which].saved = 1;
     limit_saved[which].previous = previous ? strdup(previous) : NULL;
+    setenv(limit_vars[which], value, 1);
+}
+
+static void set_limit(int which, int64_t mib)
+{
+    char num[32];
     snprintf(num, sizeof num, "%lld", (long long)mib);
-    setenv(limit_vars[which], num, 1);
+    set_var(which, num);
 }
 
 static void restore_limits(void)
@@ -355,10 +367,14 @@ static int64_t smallest_gpu_mib(void)
 }
 #endif
 
-/* StarPU reads its model directory and memory limits from the environment at start-up. */
-static int configure_environment(const nnt_ctx_options *o)
+/* StarPU reads its model directory and memory limits from the environment at start-up.
+ * rank >= 0 (one rank of several): the models go to a subdirectory per rank (ranks sharing a
+ * directory lose samples and race on the bus calibration), and workers and the MPI thread
+ * are not bound to cores unless the user binds them (StarPU would pin every rank's threads
+ * to the same cores). */
+static int configure_environment(const nnt_ctx_options *o, int rank)
 {
-    char path[4096];
+    char path[4096], rank_path[4200];
     const char *dir = o->perfmodel_dir;
     if (!dir && !getenv("STARPU_HOME")) {
         const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -370,13 +386,28 @@ static int configure_environment(const nnt_ctx_options *o)
             snprintf(path, sizeof path, "/tmp/nnt-%ld", (long)getuid());
         dir = path;
     }
+    if (!dir && rank >= 0)
+        dir = getenv("STARPU_HOME");
+    if (dir && rank >= 0) {
+        snprintf(rank_path, sizeof rank_path, "%s/rank%d", dir, rank);
+        dir = rank_path;
+    }
+    if (rank >= 0 && !getenv(limit_vars[NOBIND]) && !getenv("STARPU_WORKERS_CPUID"))
+        set_limit(NOBIND, 1);
+    /* likewise StarPU-MPI's communication thread (twice as fast with 2 ranks on 2 cores) */
+    if (rank >= 0 && !getenv(limit_vars[MPI_NOBIND]) && !getenv("STARPU_MPI_THREAD_CPUID") &&
+        !getenv("STARPU_MPI_THREAD_COREID"))
+        set_limit(MPI_NOBIND, 1);
     if (dir) {
         int rc = make_dirs(dir);
         if (rc == 0)
             rc = check_dir("performance-model directory", dir);
         if (rc)
             return rc;
-        setenv("STARPU_HOME", dir, 1);
+        if (rank >= 0)
+            set_var(RANK_HOME, dir);   /* put back at destroy: no rank0/rank0 next time */
+        else
+            setenv("STARPU_HOME", dir, 1);
     }
     if (o->mem_gpu_mib > 0) {
         set_limit(0, o->mem_gpu_mib);
@@ -401,8 +432,17 @@ static int configure_environment(const nnt_ctx_options *o)
     return NNT_OK;
 }
 
+static void shutdown_runtime(int mpi)
+{
+    if (mpi)
+        nnt_mpi_shutdown_runtime();
+    else
+        starpu_shutdown();
+}
+
 static int start_starpu(const nnt_ctx_options *o)
 {
+    int mpi = o->mpi;
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     conf.ncpus = o->ncpus;
@@ -420,7 +460,7 @@ static int start_starpu(const nnt_ctx_options *o)
         cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
         conf.sched_policy_name = "dmdas";
 #endif
-    int rc = starpu_init(&conf);
+    int rc = mpi ? nnt_mpi_init_runtime(&conf) : starpu_init(&conf);
     if (rc == -ENODEV)
         return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: StarPU found no worker for "
                         "ncpus=%d ncuda=%d", o->ncpus, o->ncuda);
@@ -430,7 +470,7 @@ static int start_starpu(const nnt_ctx_options *o)
     /* A CUDA-enabled StarPU starts without the GPUs it cannot use (no device, no driver) */
     int got = (int)starpu_cuda_worker_get_count();
     if (o->ncuda > 0 && got < o->ncuda) {
-        starpu_shutdown();
+        shutdown_runtime(mpi);
         return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: %d CUDA devices requested, "
                         "StarPU could start %d (no usable GPU or CUDA driver?)", o->ncuda, got);
     }
@@ -459,8 +499,12 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: output pointer is NULL");
     *out = NULL;
     int rc = read_options(user_opts, &opts);
-    if (rc == 0)
-        rc = validate_options(&opts);
+    if (rc)
+        return rc;
+    rc = validate_options(&opts);
+    int rank = 0, nranks = 1;
+    if (opts.mpi)   /* collective: every rank learns whether all can go on */
+        rc = nnt_mpi_agree(&opts, rc, &rank, &nranks);
     if (rc)
         return rc;
 
@@ -474,7 +518,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         return nnt_fail(NULL, NNT_E_BUSY, "nnt_ctx_create: a context is already live in this "
                         "process; destroy it first (one context per process)");
     }
-    rc = configure_environment(&opts);
+    rc = configure_environment(&opts, opts.mpi && nranks > 1 ? rank : -1);
     const char *blis_arch = nnt_cpu_blis_setup();   /* before any task runs a GEMM */
     if (rc == 0)
         rc = start_starpu(&opts);
@@ -486,6 +530,11 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     }
     ctx->magic = NNT_CTX_MAGIC;
     ctx->disk_node = -1;
+    ctx->mpi = opts.mpi;
+    ctx->rank = rank;
+    ctx->nranks = nranks;
+    ctx->distribution = opts.distribution;
+    ctx->next_tag = 1;
     pthread_mutex_init(&ctx->lock, NULL);
     start_cuda_libraries();
     ctx->ncpus = (int)starpu_cpu_worker_get_count();
@@ -494,7 +543,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->sched = policy && policy->policy_name ? policy->policy_name : "unknown";
     if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
         stop_cuda_libraries();
-        starpu_shutdown();
+        shutdown_runtime(ctx->mpi);
         free_cpu_scratch();
         restore_limits();
         pthread_mutex_destroy(&ctx->lock);
@@ -510,10 +559,12 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     nnt_stats_ctx_start(ctx);
+    nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     live_ctx = ctx;
     pthread_mutex_unlock(&live_lock);
     nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s, BLIS "
-            "kernels %s", ctx->ncpus, ctx->ncuda, ctx->sched, blis_arch);
+            "kernels %s%s (rank %d of %d)", ctx->ncpus, ctx->ncuda, ctx->sched, blis_arch,
+            ctx->mpi ? ", over MPI" : "", ctx->rank, ctx->nranks);
     *out = ctx;
     return NNT_OK;
 }
@@ -558,6 +609,7 @@ void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
 {
     pthread_mutex_lock(&ctx->lock);
     ctx->tile_bytes -= tensor_bytes(t);
+    ctx->owned_bytes -= t->owned_bytes;
     if (t->prev)
         t->prev->next = t->next;
     else
@@ -575,6 +627,7 @@ static void orphan_tensors(nnt_ctx *ctx)
     nnt_tensor *t = ctx->tensors;
     ctx->tensors = NULL;
     ctx->tile_bytes = 0;
+    ctx->owned_bytes = 0;
     pthread_mutex_unlock(&ctx->lock);
     while (t) {
         nnt_tensor *next = t->next;
@@ -588,6 +641,12 @@ static void orphan_tensors(nnt_ctx *ctx)
     }
 }
 
+/* Every task submitted so far; under MPI also every transfer, on every rank (collective). */
+static int wait_all(nnt_ctx *ctx)
+{
+    return ctx->mpi ? nnt_mpi_wait_all() : starpu_task_wait_for_all();
+}
+
 int nnt_ctx_destroy(nnt_ctx *ctx)
 {
     if (!ctx)
@@ -595,16 +654,17 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     int rc = nnt_ctx_check(ctx, "nnt_ctx_destroy");
     if (rc)
         return rc;
-    starpu_task_wait_for_all();
+    wait_all(ctx);
     nnt_stats_ctx_stop(ctx);
     orphan_tensors(ctx);
     pthread_mutex_lock(&live_lock);
     live_ctx = NULL;
     pthread_mutex_unlock(&live_lock);
     stop_cuda_libraries();
-    starpu_shutdown();
+    shutdown_runtime(ctx->mpi);
     free_cpu_scratch();
     restore_limits();
+    nnt_io_set_writer(1);
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;
     free(ctx);
@@ -616,7 +676,7 @@ int nnt_ctx_wait(nnt_ctx *ctx)
     int rc = nnt_ctx_check(ctx, "nnt_ctx_wait");
     if (rc)
         return rc;
-    if (starpu_task_wait_for_all() != 0)
+    if (wait_all(ctx) != 0)
         return nnt_fail(ctx, NNT_E_RUNTIME, "nnt_ctx_wait: waiting for tasks failed");
     if (__atomic_exchange_n(&task_failed, 0, __ATOMIC_SEQ_CST))
         return nnt_fail(ctx, NNT_E_RUNTIME, "nnt_ctx_wait: a task failed since the last wait "

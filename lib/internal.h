@@ -45,6 +45,7 @@ struct nnt_tensor {
     int64_t grid[NNT_MAX_DIMS];   /* tiles per dimension = ceil(shape / tile)            */
     int64_t ntiles;
     nnt_tile *tiles;              /* (grid) row-major                                    */
+    int64_t owned_bytes;          /* bytes of the tiles this rank owns                   */
     int written;                  /* every tile has been written once: readable. StarPU
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
@@ -66,6 +67,14 @@ struct nnt_ctx {
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
+    /* several processes (lib/mpi/mpi.c): every rank creates the same tensors in the same
+     * order, so the counters below agree across ranks */
+    int mpi;                      /* running over StarPU-MPI                              */
+    int rank, nranks;             /* this process's rank, the job's size (0, 1 without)   */
+    int distribution;             /* nnt_distribution of the tiles of new tensors         */
+    int64_t tensors_created;      /* tensors created so far: the cyclic owners' offset    */
+    int64_t next_tag;             /* StarPU-MPI tag of the next registered handle         */
+    int64_t owned_bytes;          /* bytes of live tiles this rank owns (guarded by lock) */
 };
 
 /* Return the status of call if it failed (the message is already recorded). */
@@ -133,6 +142,32 @@ int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
 int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 
+/* ---- several processes (lib/mpi/mpi.c; no-ops or failures without NNT_HAVE_MPI) ------ */
+
+/* Rank owning tile `tile` of the tensor_seq-th tensor of ctx (0 without MPI). */
+int nnt_tile_owner(const nnt_ctx *ctx, int64_t tensor_seq, int64_t tile);
+/* nnt_ctx_create with mpi = 1, before StarPU starts: start MPI (once per process), set
+ * rank and size, and agree across ranks (collective): local_rc is this rank's own option
+ * check; NNT_E_INVAL on every rank when another failed or the options differ. */
+int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks);
+/* starpu_mpi_init_conf / starpu_mpi_shutdown on MPI_COMM_WORLD; the wait for this rank's
+ * tasks (nnt_ctx_wait, nnt_ctx_destroy). */
+int nnt_mpi_init_runtime(struct starpu_conf *conf);
+void nnt_mpi_shutdown_runtime(void);
+int nnt_mpi_wait_all(void);
+/* Give h (a tile or a partial result) the context's next tag and its owner rank. */
+void nnt_mpi_register(nnt_ctx *ctx, starpu_data_handle_t h, int owner);
+/* Collective, before every rank reads h on the host: the owner sends h to every other rank
+ * (detached; a later acquire of h waits for it). */
+void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner);
+/* Collective, before the owner writes h on the host: other ranks drop their copies. */
+void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h);
+/* nnt_submit under MPI (owner computes); args is a malloc'ed copy the task frees. Returns
+ * StarPU-MPI's status; *submit_rc the local starpu_task_submit's (0 where not run here). */
+int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
+                   const struct starpu_data_descr *bufs, void *args, size_t args_size,
+                   int *submit_rc);
+
 /* ---- tensors (lib/tensor.c) --------------------------------------------------------- */
 
 /* 0 if t is a usable tensor (its context alive), else a recorded failure. */
@@ -143,7 +178,7 @@ int nnt_tensor_check_readable(const nnt_tensor *t, const char *func);
  * budget StarPU evicts them first. Only a hint: results do not change. NULL is accepted. */
 void nnt_tensor_wont_use(nnt_tensor *t);
 /* Block until the tasks submitted so far that write t are done (no transfer: the tiles are
- * not fetched anywhere). NNT_E_RUNTIME if StarPU refuses. */
+ * not fetched anywhere; under MPI, this rank's tiles). NNT_E_RUNTIME if StarPU refuses. */
 int nnt_tensor_wait_written(nnt_tensor *t);
 /* Drop t's contents (starpu_data_invalidate_submit on each tile, after the work already
  * submitted on it): no copy is kept or written back anywhere, and t is unreadable

@@ -88,17 +88,29 @@ void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *ori
     }
 }
 
-/* Register every tile lazily: home node -1, StarPU allocates on first write. */
+/* Register every tile lazily: home node -1, StarPU allocates on first write. Each tile gets
+ * its owner rank (the context's distribution) and, under MPI, a tag. */
 static void register_tiles(nnt_tensor *t)
 {
+    nnt_ctx *ctx = t->ctx;
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    pthread_mutex_lock(&ctx->lock);
+    int64_t seq = ctx->tensors_created++;
+    pthread_mutex_unlock(&ctx->lock);
+    t->owned_bytes = 0;
     for (int64_t i = 0; i < t->ntiles; i++) {
         nnt_tensor_tile_coord(t, i, coord);
         nnt_tensor_tile_box(t, coord, origin, shape);
-        starpu_vector_data_register(&t->tiles[i].handle, -1, 0,
-                                    (uint32_t)nnt_box_numel(t->ndim, shape), t->elsize);
-        t->tiles[i].owner = 0;
+        int64_t numel = nnt_box_numel(t->ndim, shape);
+        starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)numel, t->elsize);
+        t->tiles[i].owner = nnt_tile_owner(ctx, seq, i);
+        nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
+        if (t->tiles[i].owner == ctx->rank)
+            t->owned_bytes += numel * (int64_t)t->elsize;
     }
+    pthread_mutex_lock(&ctx->lock);
+    ctx->owned_bytes += t->owned_bytes;
+    pthread_mutex_unlock(&ctx->lock);
 }
 
 int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
@@ -249,6 +261,19 @@ static int check_host_copy(const nnt_tensor *t, const void *buf, size_t bytes, i
     return NNT_OK;
 }
 
+/* Under MPI (collective): before a read every owner sends its tiles to every other rank,
+ * so that each has the whole tensor; before a write the other ranks drop the copies they
+ * received, and only the owner writes a tile. */
+static void host_copy_exchange(nnt_tensor *t, int to_tiles)
+{
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        if (to_tiles)
+            nnt_mpi_forget_copies(t->ctx, t->tiles[i].handle);
+        else
+            nnt_mpi_share(t->ctx, t->tiles[i].handle, t->tiles[i].owner);
+    }
+}
+
 /* Copy between the host array and every tile; to_tiles picks the direction. Each tile is
  * acquired in RAM (waiting for the tasks that use it), copied, and released. */
 static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
@@ -256,8 +281,12 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
     int64_t host_stride[NNT_MAX_DIMS], tile_stride[NNT_MAX_DIMS];
     nnt_row_major_strides(t->ndim, t->shape, host_stride);
+    if (t->ctx->mpi)
+        host_copy_exchange(t, to_tiles);
     for (int64_t i = 0; i < t->ntiles; i++) {
         starpu_data_handle_t h = t->tiles[i].handle;
+        if (to_tiles && t->tiles[i].owner != t->ctx->rank)
+            continue;   /* under MPI: another rank's tile, written from its buffer */
         if (starpu_data_acquire(h, to_tiles ? STARPU_W : STARPU_R) != 0)
             return nnt_fail(t->ctx, NNT_E_RUNTIME, "%s: cannot acquire tile %lld", fn,
                             (long long)i);
@@ -360,6 +389,10 @@ int nnt_tensor_wait_written(nnt_tensor *t)
 {
     for (int64_t i = 0; i < t->ntiles; i++) {
         starpu_data_handle_t h = t->tiles[i].handle;
+        /* under MPI only the owner writes a tile (elsewhere it may hold no data, which
+         * StarPU refuses to acquire) */
+        if (t->tiles[i].owner != t->ctx->rank)
+            continue;
         if (starpu_data_acquire_on_node(h, STARPU_ACQUIRE_NO_NODE, STARPU_R) != 0)
             return nnt_fail(t->ctx, NNT_E_RUNTIME, "cannot wait for tile %lld of a tensor",
                             (long long)i);
@@ -370,6 +403,9 @@ int nnt_tensor_wait_written(nnt_tensor *t)
 
 void nnt_tensor_invalidate(nnt_tensor *t)
 {
+    if (t && t->magic == NNT_TENSOR_MAGIC && t->ctx && t->ctx->mpi)
+        for (int64_t i = 0; i < t->ntiles; i++)   /* no rank keeps a stale copy */
+            nnt_mpi_forget_copies(t->ctx, t->tiles[i].handle);
     if (each_tile(t, starpu_data_invalidate_submit))
         t->written = 0;
 }
@@ -383,6 +419,9 @@ void nnt_tensor_wont_use(nnt_tensor *t)
 {
     if (!t || t->magic != NNT_TENSOR_MAGIC || !t->ctx)
         return;
-    if ((t->ctx->ram_budget > 0 && !t->ctx->ram_budget_default) || t->ctx->disk_node >= 0)
-        each_tile(t, starpu_data_wont_use);
+    if (!((t->ctx->ram_budget > 0 && !t->ctx->ram_budget_default) || t->ctx->disk_node >= 0))
+        return;
+    for (int64_t i = 0; i < t->ntiles; i++)   /* a read: under MPI only where the data is */
+        if (t->tiles[i].owner == t->ctx->rank)
+            starpu_data_wont_use(t->tiles[i].handle);
 }

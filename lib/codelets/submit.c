@@ -33,6 +33,16 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
     if (!copy)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", cl->name);
     memcpy(copy, args, args_size);
+    if (ctx->mpi) {
+        int submitted = 0;
+        rc = nnt_mpi_submit(ctx, cl, nbuf, bufs, copy, args_size, &submitted);
+        if (submitted == -ENODEV)
+            return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no worker can run this task", cl->name);
+        if (rc != 0 || submitted != 0)
+            return nnt_fail(ctx, NNT_E_RUNTIME, "%s: task submission over MPI failed: %s",
+                            cl->name, strerror(-(rc ? rc : submitted)));
+        return NNT_OK;
+    }
     /* built, then submitted, so that the statistics hook can give it its callback */
     struct starpu_task *task = starpu_task_build(cl, STARPU_DATA_MODE_ARRAY, bufs, nbuf,
                                                  STARPU_CL_ARGS, copy, args_size, 0);

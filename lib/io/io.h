@@ -295,6 +295,12 @@ int nnt_io_pread(int fd, void *buf, size_t n, uint64_t off, const char *path, ch
                  size_t errlen);
 
 typedef struct nnt_io_out nnt_io_out;  /* a file being written through temp + rename */
+/* Whether this process writes files (1, the default). 0 on the ranks > 0 of an MPI job
+ * (nnt_ctx_create): they take part in every collective read of a save, and nnt_io_out_*
+ * then discard the bytes (no file, no temporary), and the savers create and remove
+ * nothing, so that rank 0 alone writes each file. */
+void nnt_io_set_writer(int writes);
+int nnt_io_writes(void);
 int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errlen);
 int nnt_io_out_write(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen);
 /* Write n elements of elsize bytes (1, 2, 4, 8) held in host order, as little-endian. */

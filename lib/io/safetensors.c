@@ -92,15 +92,30 @@ int nnt_io_pread(int fd, void *buf, size_t n, uint64_t off, const char *path, ch
 #define OUT_BUF (1u << 16)
 struct nnt_io_out {
     int fd;
+    int discard;                  /* a rank that does not write (nnt_io_set_writer)      */
     char *path, *tmp;
     uint64_t size;
     size_t used;
     unsigned char buf[OUT_BUF];
 };
 
+static int io_writer = 1;   /* process-wide: see nnt_io_set_writer */
+
+void nnt_io_set_writer(int writes)
+{
+    __atomic_store_n(&io_writer, writes ? 1 : 0, __ATOMIC_SEQ_CST);
+}
+
+int nnt_io_writes(void)
+{
+    return __atomic_load_n(&io_writer, __ATOMIC_SEQ_CST);
+}
+
 static int write_all(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen)
 {
     const unsigned char *p = buf;
+    if (o->discard)
+        return 0;   /* a rank that does not write: the bytes are dropped */
     while (n > 0) {
         size_t chunk = n > (size_t)1 << 30 ? (size_t)1 << 30 : n;
         ssize_t put = write(o->fd, p, chunk);
@@ -132,6 +147,11 @@ int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errle
     memcpy(p, path, len + 1);
     memcpy(t, path, len);
     memcpy(t + len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
+    if (!nnt_io_writes()) {   /* a sink with the same accounting */
+        o->fd = -1, o->discard = 1, o->path = p, o->tmp = t, o->size = 0, o->used = 0;
+        *out = o;
+        return 0;
+    }
     int fd = mkstemp(t);
     if (fd < 0) {
         int e = errno;
@@ -151,6 +171,7 @@ int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errle
         /* not fatal: the data is what matters */
     }
     o->fd = fd;
+    o->discard = 0;
     o->path = p;
     o->tmp = t;
     o->size = 0;
@@ -219,13 +240,18 @@ void nnt_io_out_abort(nnt_io_out *o)
         return;
     if (o->fd >= 0)
         close(o->fd);
-    unlink(o->tmp);
+    if (!o->discard)
+        unlink(o->tmp);
     out_free(o);
 }
 
 int nnt_io_out_commit(nnt_io_out *o, char *err, size_t errlen)
 {
     int rc = 0;
+    if (o->discard) {
+        out_free(o);
+        return 0;
+    }
     if (o->used)
         rc = write_all(o, o->buf, o->used, err, errlen);
     o->used = 0;

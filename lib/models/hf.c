@@ -1341,6 +1341,8 @@ static int stream_params(nnt_layer *model, const char *fn, st_save *s)
 static int make_dir(nnt_ctx *ctx, const char *fn, const char *dir)
 {
     struct stat st;
+    if (!nnt_io_writes())
+        return NNT_OK;   /* rank > 0 of an MPI job: rank 0 creates it */
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return nnt_fail(ctx, NNT_E_IO, "%s: cannot create directory %s: %s", fn, dir,
                         strerror(errno));

@@ -572,6 +572,8 @@ static int remove_file(const char *dir, const char *name, char *err, size_t errl
     int n = snprintf(path, sizeof path, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sizeof path)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "path %s/%s is too long", dir, name);
+    if (!nnt_io_writes())
+        return NNT_OK;   /* rank > 0 of an MPI job: rank 0 removes it */
     if (unlink(path) != 0 && errno != ENOENT)
         return nnt_io_errf(err, errlen, NNT_E_IO, "cannot remove %s: %s", path,
                            strerror(errno));

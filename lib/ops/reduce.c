@@ -146,7 +146,7 @@ static int check_sumsq_args(const char *fn, int n, nnt_tensor *const *tensors,
 
 /* One partial per tile: register a one-float variable and submit its task. */
 static int submit_partials(int n, nnt_tensor *const *tensors, starpu_data_handle_t *partial,
-                           int64_t *nregistered)
+                           int *owner, int64_t *nregistered)
 {
     int rc = NNT_OK;
     for (int t = 0; t < n; t++) {
@@ -154,17 +154,22 @@ static int submit_partials(int n, nnt_tensor *const *tensors, starpu_data_handle
         for (int64_t i = 0; rc == 0 && i < x->ntiles; i++) {
             starpu_data_handle_t *h = &partial[(*nregistered)++];
             starpu_variable_data_register(h, -1, 0, sizeof(float));
+            owner[*nregistered - 1] = x->tiles[i].owner;   /* computed where the tile is */
+            nnt_mpi_register(x->ctx, *h, x->tiles[i].owner);
             rc = nnt_insert_sumsq(x->ctx, x->tiles[i].handle, *h);
         }
     }
     return rc;
 }
 
-/* Wait for each partial in order and add it in double. */
+/* Wait for each partial in order and add it in double (under MPI every rank receives every
+ * partial first and adds them in the same order: the same sum everywhere). */
 static int gather_partials(nnt_ctx *ctx, int64_t count, starpu_data_handle_t *partial,
-                           double *sum)
+                           const int *owner, double *sum)
 {
     *sum = 0.0;
+    for (int64_t i = 0; ctx->mpi && i < count; i++)
+        nnt_mpi_share(ctx, partial[i], owner[i]);
     for (int64_t i = 0; i < count; i++) {
         if (starpu_data_acquire(partial[i], STARPU_R) != 0)
             return nnt_fail(ctx, NNT_E_RUNTIME, "nnt_tensors_sumsq: cannot acquire partial %lld",
@@ -189,15 +194,20 @@ int nnt_tensors_sumsq(int n, nnt_tensor *const *tensors, double *sumsq)
     }
     nnt_ctx *ctx = tensors[0]->ctx;
     starpu_data_handle_t *partial = malloc((size_t)ntiles * sizeof *partial);   // (ntiles)
-    if (!partial)
+    int *owner = malloc((size_t)ntiles * sizeof *owner);                        // (ntiles)
+    if (!partial || !owner) {
+        free(partial);
+        free(owner);
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
-    rc = submit_partials(n, tensors, partial, &nregistered);
+    }
+    rc = submit_partials(n, tensors, partial, owner, &nregistered);
     double sum = 0.0;
     if (rc == 0)
-        rc = gather_partials(ctx, ntiles, partial, &sum);
+        rc = gather_partials(ctx, ntiles, partial, owner, &sum);
     for (int64_t i = 0; i < nregistered; i++)
         starpu_data_unregister(partial[i]);
     free(partial);
+    free(owner);
     if (rc == 0)
         *sumsq = sum;
     return rc;

@@ -320,6 +320,9 @@ int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
     }
     stats->bytes_moved = st.bytes_moved;
     stats->transfer_wait_s = (double)st.wait_ns * 1e-9;
+    pthread_mutex_lock(&ctx->lock);
+    stats->owned_bytes = ctx->owned_bytes;
+    pthread_mutex_unlock(&ctx->lock);
     if (reset)
         reset_counters_locked();
     pthread_mutex_unlock(&st.lock);

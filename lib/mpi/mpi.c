@@ -1,0 +1,224 @@
+/* Several processes over StarPU-MPI: start-up and the cross-rank option check, tile owners and
+ * tags, task submission (owner computes) and the collective steps of host copies. Without
+ * StarPU-MPI compiled in (NNT_HAVE_MPI unset) the same functions exist and a request for MPI
+ * fails with NNT_E_UNSUPPORTED; nothing else is called with ctx->mpi = 0. */
+#include "../internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef NNT_HAVE_MPI
+#include <starpu_mpi.h>
+#endif
+
+int nnt_tile_owner(const nnt_ctx *ctx, int64_t tensor_seq, int64_t tile)
+{
+    if (!ctx->mpi || ctx->distribution == NNT_DIST_ROOT)
+        return 0;
+    return (int)((tensor_seq + tile) % ctx->nranks);   /* NNT_DIST_SHARDED: cyclic */
+}
+
+int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_rank");
+    if (rc)
+        return rc;
+    if (rank)
+        *rank = ctx->rank;
+    if (size)
+        *size = ctx->nranks;
+    return NNT_OK;
+}
+
+#ifdef NNT_HAVE_MPI
+
+/* FNV-1a over the options every rank must agree on (and the library version). */
+static uint64_t options_hash(const nnt_ctx_options *o)
+{
+    const int fields[] = {o->mpi, o->distribution, NNT_VERSION_MAJOR, NNT_VERSION_MINOR,
+                          NNT_VERSION_PATCH};
+    const unsigned char *p = (const unsigned char *)fields;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof fields; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void finalize_mpi(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+}
+
+/* MPI started once per process (StarPU-MPI is then started and stopped with each context):
+ * MPI cannot be initialised twice, so it is finalised at exit. */
+static int init_mpi(void)
+{
+    int initialized = 0, provided = 0;
+    MPI_Initialized(&initialized);
+    if (initialized)
+        return NNT_OK;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_create: MPI_Init_thread failed");
+    atexit(finalize_mpi);
+    return NNT_OK;
+}
+
+int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks)
+{
+    int rc = init_mpi();
+    if (rc)
+        return rc;
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, nranks);
+    /* max of (hash, -hash, failed): equal hashes iff max(hash) == -max(-hash) */
+    uint64_t h = options_hash(o) >> 2;   /* fits a signed 64-bit value and its negation */
+    long long mine[3] = {(long long)h, -(long long)h, local_rc != 0};
+    long long all[3];
+    if (MPI_Allreduce(mine, all, 3, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_create: MPI_Allreduce of the options "
+                        "failed");
+    if (local_rc)
+        return local_rc;   /* this rank's own message stands */
+    if (all[2])
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: another rank of this MPI job "
+                        "failed to create its context (its own message says why; rank %d of "
+                        "%d)", *rank, *nranks);
+    if (all[0] != -all[1])
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: the ranks of this MPI job were "
+                        "given different options (mpi, distribution) or run different nnt "
+                        "versions; every rank must create its context alike (rank %d of %d)",
+                        *rank, *nranks);
+    return NNT_OK;
+}
+
+int nnt_mpi_init_runtime(struct starpu_conf *conf)
+{
+    return starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
+}
+
+void nnt_mpi_shutdown_runtime(void)
+{
+    starpu_mpi_shutdown();
+}
+
+/* The local tasks only. starpu_mpi_wait_for_all deadlocked here (1 run in 3, 2 ranks): its
+ * barrier blocks StarPU-MPI's one communication thread, so a send that becomes ready just
+ * after the local tasks finished is never posted, and the peer waits for it forever. The
+ * ranks need no barrier: every transfer a rank waits for is posted by its peer's own flow. */
+int nnt_mpi_wait_all(void)
+{
+    return starpu_task_wait_for_all();
+}
+
+void nnt_mpi_register(nnt_ctx *ctx, starpu_data_handle_t h, int owner)
+{
+    if (!ctx->mpi)
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    starpu_mpi_tag_t tag = (starpu_mpi_tag_t)ctx->next_tag++;
+    pthread_mutex_unlock(&ctx->lock);
+    starpu_mpi_data_register(h, tag, owner);
+}
+
+void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner)
+{
+    if (!ctx->mpi)
+        return;
+    for (int r = 0; r < ctx->nranks; r++)
+        if (r != owner)
+            starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, r, NULL, NULL);
+}
+
+void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
+{
+    if (ctx->mpi)
+        starpu_mpi_cache_flush(MPI_COMM_WORLD, h);
+}
+
+/* The task runs on the rank that owns the tile it writes (StarPU-MPI sends it the tiles it
+ * reads and sends written tiles back to other owners); the other ranks only take part in
+ * those transfers, and free the argument copy the task would have owned. */
+int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
+                   const struct starpu_data_descr *bufs, void *args, size_t args_size,
+                   int *submit_rc)
+{
+    (void)ctx;
+    *submit_rc = 0;
+    struct starpu_task *task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_DATA_MODE_ARRAY,
+                                                     bufs, nbuf, STARPU_CL_ARGS, args,
+                                                     args_size, 0);
+    if (task) {
+        /* StarPU-MPI's build marks every argument for freeing; the hook's callback argument
+         * is the task itself */
+        task->callback_arg_free = 0;
+        task->prologue_callback_arg_free = 0;
+        task->prologue_callback_pop_arg_free = 0;
+        nnt_stats_task_hook(task);
+        *submit_rc = starpu_task_submit(task);
+        if (*submit_rc != 0) {
+            task->destroy = 0;
+            starpu_task_destroy(task);
+        }
+    } else {
+        free(args);
+    }
+    /* args is not read again: the call only decodes the buffers */
+    return starpu_mpi_task_post_build(MPI_COMM_WORLD, cl, STARPU_DATA_MODE_ARRAY, bufs, nbuf,
+                                      STARPU_CL_ARGS, args, args_size, 0);
+}
+
+#else /* !NNT_HAVE_MPI */
+
+int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks)
+{
+    (void)o;
+    *rank = 0;
+    *nranks = 1;
+    if (local_rc)
+        return local_rc;
+    return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: mpi = 1 but this nnt was built "
+                    "without StarPU-MPI (install libopenmpi-dev and configure --with-mpi)");
+}
+
+int nnt_mpi_init_runtime(struct starpu_conf *conf)
+{
+    (void)conf;
+    return -1;
+}
+
+void nnt_mpi_shutdown_runtime(void) {}
+
+int nnt_mpi_wait_all(void)
+{
+    return -1;
+}
+
+void nnt_mpi_register(nnt_ctx *ctx, starpu_data_handle_t h, int owner)
+{
+    (void)ctx, (void)h, (void)owner;
+}
+
+void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner)
+{
+    (void)ctx, (void)h, (void)owner;
+}
+
+void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
+{
+    (void)ctx, (void)h;
+}
+
+int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
+                   const struct starpu_data_descr *bufs, void *args, size_t args_size,
+                   int *submit_rc)
+{
+    (void)ctx, (void)cl, (void)nbuf, (void)bufs, (void)args_size;
+    free(args);
+    *submit_rc = -1;
+    return -1;
+}
+
+#endif

@@ -1,0 +1,151 @@
+#!/bin/sh
+# Training over StarPU-MPI on this machine (mpirun -np 2): GPT-2 "tiny", 10 AdamW steps with
+# clipping, two tilings; the losses of the sharded distribution (and, for the first tiling,
+# of the root one) against the single-process run of the same tiling (within 1e-6; the
+# difference is printed), the parameters read back on every rank (equal on both ranks and
+# to the single process), a checkpoint (rank 0's the same bytes as one process's, none from
+# rank 1), the bytes each rank owns (<= 0.6 x the single process), and
+# options that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under
+# mpirun (same --print-loss lines and checkpoint, resume). A library built
+# without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
+# it is without mpirun. Any build: nnt_ctx_rank and the option checks without MPI.
+set -u
+: "${top_builddir:?}"
+prog="$top_builddir/tests/test_mpi"
+[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
+"$prog" local || { echo "FAIL: nnt_ctx_rank / MPI options without MPI"; exit 1; }
+if ! grep -q '^#define NNT_HAVE_MPI 1' "$top_builddir/config.h"; then
+    "$prog" unsupported || { echo "FAIL: mpi = 1 without StarPU-MPI"; exit 1; }
+    echo "SKIP: nnt was built without StarPU-MPI (configure --with-mpi; Debian: libopenmpi-dev)"
+    exit 77
+fi
+command -v mpirun > /dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+fail() { echo "FAIL: $*"; fail=1; }
+
+MPIRUN="mpirun --oversubscribe -np 2"
+[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+TIMEOUT=
+command -v timeout > /dev/null 2>&1 && TIMEOUT="timeout 150"
+STARPU_HOME="$tmp/starpu"
+TMPDIR="$tmp/tmpdir"   # where nnt-train's ranks > 0 keep their private outputs
+mkdir -p "$TMPDIR"
+export STARPU_HOME TMPDIR
+
+# field FILE KEY: the values of the lines "KEY STEP VALUE" (or "KEY VALUE"), one per line
+field() { awk -v k="$2" '$1 == k { print $NF }' "$1"; }
+
+# compare NAME REF RUN: losses within 1e-6 (the largest difference printed), parameters
+# equal on every rank and to the single process, owned bytes <= 0.6 x.
+compare() {
+    name=$1 ref=$2 run=$3
+    for r in 0 1; do
+        [ -s "$run.$r" ] || { fail "$name: rank $r wrote nothing"; return; }
+        diff=$(awk 'NR == FNR { if ($1 == "loss") ref[$2] = $3; next }
+                    $1 == "loss" && ($2 in ref) { d = $3 - ref[$2]; if (d < 0) d = -d
+                                                  if (d > m) m = d; c++ }
+                    END { if (c != 10) print "count"; else printf "%.3g\n", m }' \
+               "$ref.0" "$run.$r")
+        case $diff in
+            count) fail "$name: rank $r has not the 10 losses of the single process";;
+            *) echo "$name: rank $r: largest loss difference to one process: $diff"
+               awk -v d="$diff" 'BEGIN { exit !(d <= 1e-6) }' || fail "$name: losses differ by $diff";;
+        esac
+        [ "$r" = 0 ] && ! cmp -s "$ref.ckpt.0" "$run.ckpt.0" &&
+            fail "$name: rank 0's checkpoint differs from one process's"
+        [ "$r" = 1 ] && [ -e "$run.ckpt.1" ] && fail "$name: rank 1 wrote a checkpoint"
+        [ "$(field "$run.$r" params)" = "$(field "$ref.0" params)" ] ||
+            fail "$name: rank $r read parameters summing to $(field "$run.$r" params), one process $(field "$ref.0" params)"
+    done
+}
+
+# owned NAME REF RUN: each rank's owned bytes <= 0.6 x the single process's
+owned() {
+    one=$(field "$2.0" owned)
+    for r in 0 1; do
+        mine=$(field "$3.$r" owned)
+        echo "$1: rank $r owns $mine bytes, one process $one"
+        awk -v a="$mine" -v b="$one" 'BEGIN { exit !(a > 0 && a <= 0.6 * b) }' ||
+            fail "$1: rank $r owns $mine bytes, more than 0.6 x $one"
+    done
+}
+
+# train NAME MPI DIST TILING...: OUT is $tmp/NAME
+train() {
+    name=$1 mpi=$2; shift 2
+    if [ "$mpi" = 1 ]; then
+        $TIMEOUT $MPIRUN "$prog" train "$tmp/$name" 1 "$@" > "$tmp/$name.log" 2>&1
+    else
+        $TIMEOUT "$prog" train "$tmp/$name" 0 "$@" > "$tmp/$name.log" 2>&1
+    fi
+    status=$?
+    [ $status -eq 0 ] || { fail "$name: exit status $status"; tail -n 15 "$tmp/$name.log"; }
+}
+
+# tiling 1: batch 2 seq 16 channels 32 hidden 64 vocab 128 (several tiles per dimension)
+t1="2 16 32 64 128"
+train one1 0 sharded $t1
+train sharded1 1 sharded $t1
+compare "tiling 1, sharded" "$tmp/one1" "$tmp/sharded1"
+owned "tiling 1, sharded" "$tmp/one1" "$tmp/sharded1"
+train root1 1 root $t1
+compare "tiling 1, root" "$tmp/one1" "$tmp/root1"
+
+# tiling 2: batch 1 seq 32 channels 16 hidden 128 vocab 64
+t2="1 32 16 128 64"
+train one2 0 sharded $t2
+train sharded2 1 sharded $t2
+compare "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
+owned "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
+
+# options that differ across ranks, or invalid on one rank: an error on every rank
+$TIMEOUT $MPIRUN "$prog" options > "$tmp/options.log" 2>&1 ||
+    { fail "options: exit status $?"; tail -n 15 "$tmp/options.log"; }
+grep 'as expected' "$tmp/options.log"
+
+# nnt-train under mpirun: --print-loss the same lines as one process, only rank 0's files,
+# the checkpoint the same bytes; a one-process checkpoint resumed by 2 ranks continues as
+# the uninterrupted run.
+train_prog="$top_builddir/nnt-train"
+i=0
+while [ $i -lt 200 ]; do
+    echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
+    i=$((i + 1))
+done > "$tmp/corpus.txt"
+small="--data $tmp/corpus.txt --layers 1 --channels 32 --heads 2 --context 32 --batch 2 --seq 16
+--sample 0 --steps 6 --tile-channels 16 --tile-batch 1 --cpus 1 --print-loss"
+# run_train NAME MPI ARGS...
+run_train() {
+    name=$1 mpi=$2; shift 2
+    if [ "$mpi" = 1 ]; then
+        $TIMEOUT $MPIRUN "$train_prog" $small "$@" > "$tmp/$name.txt" 2> "$tmp/$name.err"
+    else
+        $TIMEOUT "$train_prog" $small "$@" > "$tmp/$name.txt" 2> "$tmp/$name.err"
+    fi
+    status=$?
+    [ $status -eq 0 ] || { fail "nnt-train $name: exit status $status"; tail -n 5 "$tmp/$name.err"; }
+}
+run_train t_one 0 --out "$tmp/t_one"
+run_train t_two 1 --out "$tmp/t_two"
+[ "$(grep -c '^step [0-9]* loss ' "$tmp/t_two.txt")" -eq 6 ] ||
+    fail "nnt-train -np 2: not 6 loss lines (only rank 0 prints)"
+cmp -s "$tmp/t_one.txt" "$tmp/t_two.txt" || fail "nnt-train -np 2: other losses than one process"
+cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_two/checkpoint.safetensors" ||
+    fail "nnt-train -np 2: the checkpoint differs from one process's"
+ls -d "$TMPDIR"/nnt-train-rank1-* > /dev/null 2>&1 &&
+    fail "nnt-train -np 2: rank 1 left its private directory"
+# recompute (a block waits for its incoming gradient) and a RAM budget (wont_use hints)
+run_train t_rc1 0 --out "$tmp/t_rc1" --recompute --mem-cpu 2048
+run_train t_rc2 1 --out "$tmp/t_rc2" --recompute --mem-cpu 2048
+cmp -s "$tmp/t_rc1.txt" "$tmp/t_rc2.txt" ||
+    fail "nnt-train -np 2 --recompute --mem-cpu: other losses than one process"
+run_train t_part 0 --out "$tmp/t_res" --stop-after 3
+run_train t_rest 1 --out "$tmp/t_res" --resume "$tmp/t_res/checkpoint.safetensors"
+cat "$tmp/t_part.txt" "$tmp/t_rest.txt" | cmp -s - "$tmp/t_one.txt" ||
+    fail "nnt-train: resumed by 2 ranks, the losses differ from the uninterrupted run"
+echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
+
+[ $fail -eq 0 ] && echo "PASS: check_mpi"
+exit $fail

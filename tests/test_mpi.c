@@ -1,0 +1,238 @@
+/* Runs under mpirun (tests/check_mpi.sh) or alone; not a Check suite (Check forks, MPI
+ * does not survive a fork). Modes:
+ *   test_mpi train OUT MPI DIST BATCH SEQ CHANNELS HIDDEN VOCAB
+ *       GPT-2 "tiny" on fixed tokens (B 4, T 32), 10 AdamW steps with gradient clipping,
+ *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded. Each rank writes
+ *       OUT.<rank>: "rank R of N", "owned BYTES" (nnt_mem_stats.owned_bytes after the first
+ *       step: parameters, gradients, moments, activations), "loss S %.17g", "norm S %.17g"
+ *       and "params %a" (sum of every parameter read back on this rank after the steps);
+ *       then nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file).
+ *   test_mpi options
+ *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
+ *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
+ *       alone gives an invalid distribution: it gets its own message, rank 0 "another rank".
+ *   test_mpi unsupported
+ *       A library built without StarPU-MPI refuses mpi = 1 with NNT_E_UNSUPPORTED.
+ *   test_mpi [local]
+ *       Without MPI (any build): nnt_ctx_rank gives 0 of 1 and refuses a NULL context; mpi
+ *       and distribution values out of range are refused.
+ * Exit 0 on success, 1 on failure (the reason on stderr). */
+#include "nnt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define B 4
+#define T 32
+#define STEPS 10
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "test_mpi: %s: %s (%s)\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
+    return 1;
+}
+
+#define TRY(call)                        \
+    do {                                 \
+        int rc_ = (call);                \
+        if (rc_)                         \
+            return fail(#call, rc_);     \
+    } while (0)
+
+/* Sum of every parameter in double, read back on this rank (a collective read). */
+static int params_sum(nnt_layer *model, double *sum)
+{
+    int64_t count = 0;
+    TRY(nnt_layer_num_params(model, &count, NULL));
+    *sum = 0.0;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        int64_t n = 0;
+        TRY(nnt_layer_param(model, i, &info));
+        TRY(nnt_tensor_numel(info.value, &n));
+        float *v = malloc((size_t)n * sizeof *v);
+        if (!v)
+            return fail("malloc", NNT_E_NOMEM);
+        int rc = nnt_tensor_copy_to_host(info.value, v, (size_t)n * sizeof *v);
+        for (int64_t j = 0; rc == 0 && j < n; j++)
+            *sum += v[j];
+        free(v);
+        TRY(rc);
+    }
+    return 0;
+}
+
+static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const char *ckpt)
+{
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    TRY(nnt_model_preset("tiny", &cfg));
+    nnt_layer *model = NULL;
+    TRY(nnt_model_create(ctx, &cfg, B, T, tiling, &model));
+    TRY(nnt_layer_init(model, 7));
+    int32_t ids[B * (T + 1)];
+    for (int i = 0; i < B * (T + 1); i++)
+        ids[i] = (int32_t)((i * 7 + i / 5 + (i * i) % 11) % cfg.vocab);
+    int64_t shape[2] = {B, T}, tile[2] = {tiling->batch ? tiling->batch : B, T};
+    nnt_tensor *x = NULL, *y = NULL;
+    TRY(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
+    TRY(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &y));
+    TRY(nnt_tensor_copy_from_host(x, ids, sizeof(int32_t) * B * T));
+    TRY(nnt_tensor_copy_from_host(y, ids + B, sizeof(int32_t) * B * T));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-2, oo.weight_decay = 0.1, oo.grad_clip = 1.0;
+    nnt_optim *opt = NULL;
+    TRY(nnt_optim_create(ctx, &oo, &opt));
+    TRY(nnt_optim_add_layer(opt, model));
+    for (int s = 0; s < STEPS; s++) {
+        double loss = 0;
+        nnt_optim_stats st = {sizeof st, 0, 0, 0};
+        TRY(nnt_layer_zero_grad(model));
+        TRY(nnt_layer_set_targets(model, y));
+        TRY(nnt_layer_forward(model, x, NULL));
+        TRY(nnt_layer_backward(model, NULL, NULL));
+        TRY(nnt_layer_loss(model, &loss));
+        TRY(nnt_optim_step(opt));
+        TRY(nnt_optim_stats_get(opt, &st));
+        if (s == 0) {
+            nnt_mem_stats ms;
+            memset(&ms, 0, sizeof ms);
+            ms.size = sizeof ms;
+            TRY(nnt_ctx_wait(ctx));
+            TRY(nnt_ctx_mem_stats(ctx, &ms, 0));
+            fprintf(out, "owned %lld\n", (long long)ms.owned_bytes);
+        }
+        fprintf(out, "loss %d %.17g\nnorm %d %.17g\n", s + 1, loss, s + 1, st.grad_norm);
+    }
+    double sum = 0;
+    TRY(params_sum(model, &sum));
+    fprintf(out, "params %a\n", sum);
+    TRY(nnt_train_state_save(opt, ckpt, NULL));   /* under MPI rank 0 alone writes */
+    nnt_optim_destroy(opt);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(model);
+    return 0;
+}
+
+static int train(int argc, char **argv)
+{
+    if (argc != 10) {
+        fprintf(stderr, "usage: test_mpi train OUT MPI DIST BATCH SEQ CHANNELS HIDDEN VOCAB\n");
+        return 2;
+    }
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = atoi(argv[3]);
+    o.distribution = strcmp(argv[4], "sharded") == 0 ? NNT_DIST_SHARDED : NNT_DIST_ROOT;
+    nnt_tiling tiling = NNT_TILING_INIT;
+    tiling.batch = atoll(argv[5]), tiling.seq = atoll(argv[6]);
+    tiling.channels = atoll(argv[7]), tiling.hidden = atoll(argv[8]);
+    tiling.vocab = atoll(argv[9]);
+    nnt_ctx *ctx = NULL;
+    TRY(nnt_ctx_create(&o, &ctx));
+    int rank = -1, size = -1;
+    TRY(nnt_ctx_rank(ctx, &rank, &size));
+    if (!o.mpi && (rank != 0 || size != 1)) {
+        fprintf(stderr, "test_mpi: nnt_ctx_rank without MPI gave %d of %d\n", rank, size);
+        return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", argv[2], rank);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        perror(path);
+        return 1;
+    }
+    fprintf(out, "rank %d of %d\n", rank, size);
+    snprintf(path, sizeof path, "%s.ckpt.%d", argv[2], rank);
+    int rc = train_steps(ctx, &tiling, out, path);
+    if (fclose(out) != 0)
+        rc = 1;
+    int drc = nnt_ctx_destroy(ctx);
+    return rc ? rc : drc ? fail("nnt_ctx_destroy", drc) : 0;
+}
+
+/* create with o, expect want and a message containing needle */
+static int expect_create_fails(const nnt_ctx_options *o, int want, const char *needle)
+{
+    nnt_ctx *ctx = NULL;
+    int rc = nnt_ctx_create(o, &ctx);
+    const char *msg = nnt_ctx_last_error(NULL);
+    if (rc != want || !strstr(msg, needle)) {
+        fprintf(stderr, "test_mpi: nnt_ctx_create gave %d (%s), expected %d with '%s'\n", rc,
+                msg, want, needle);
+        if (rc == 0)
+            nnt_ctx_destroy(ctx);
+        return 1;
+    }
+    fprintf(stderr, "test_mpi: as expected: %s\n", msg);
+    return 0;
+}
+
+static int options(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) {
+        fprintf(stderr, "test_mpi: options must run under Open MPI's mpirun\n");
+        return 1;
+    }
+    int rank = atoi(r);
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = 1;
+    o.distribution = rank == 1 ? NNT_DIST_SHARDED : NNT_DIST_ROOT;
+    if (expect_create_fails(&o, NNT_E_INVAL, "different options"))
+        return 1;
+    o.distribution = rank == 1 ? 7 : NNT_DIST_ROOT;
+    return expect_create_fails(&o, NNT_E_INVAL, rank == 1 ? "distribution 7" : "another rank");
+}
+
+static int unsupported(void)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = 1;
+    return expect_create_fails(&o, NNT_E_UNSUPPORTED, "without StarPU-MPI");
+}
+
+static int local(void)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.distribution = 7;
+    if (expect_create_fails(&o, NNT_E_INVAL, "distribution 7 is none of"))
+        return 1;
+    o.distribution = NNT_DIST_SHARDED, o.mpi = 2;
+    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0 or 1)"))
+        return 1;
+    o.mpi = 0;
+    nnt_ctx *ctx = NULL;
+    int rank = -1, size = -1;
+    TRY(nnt_ctx_create(&o, &ctx));
+    int rc = nnt_ctx_rank(ctx, &rank, &size);
+    int rc_null = nnt_ctx_rank(NULL, &rank, NULL);
+    int rc_nulls = nnt_ctx_rank(ctx, NULL, NULL);
+    TRY(nnt_ctx_destroy(ctx));
+    if (rc || rank != 0 || size != 1 || rc_null != NNT_E_INVAL || rc_nulls) {
+        fprintf(stderr, "test_mpi: nnt_ctx_rank without MPI: %d, %d of %d; NULL context %d; "
+                "NULL outputs %d\n", rc, rank, size, rc_null, rc_nulls);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "train") == 0)
+        return train(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "options") == 0)
+        return options();
+    if (argc == 2 && strcmp(argv[1], "unsupported") == 0)
+        return unsupported();
+    if (argc == 1 || (argc == 2 && strcmp(argv[1], "local") == 0))
+        return local();   /* also what make check runs (test_mpi is a check program) */
+    fprintf(stderr, "usage: test_mpi train ... | options | unsupported | local\n");
+    return 2;
+}
