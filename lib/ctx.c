@@ -163,13 +163,38 @@ static void start_cuda_libraries(void) {}
 static void stop_cuda_libraries(void) {}
 #endif
 
-int nnt_ctx_options_init(nnt_ctx_options *opts)
+/* nnt_ctx_options grew in 0.3 (mpi, distribution). A program built against 0.2 passes the
+ * shorter structure to nnt_ctx_options_init, which must not write past it: the symbol keeps
+ * its 0.2 behaviour at version NNT_0.1 (the defaults of the 0.2 fields, size = their size),
+ * and programs built now bind to the NNT_0.3 version, which fills the whole structure.
+ * nnt_ctx_create accepts both sizes. */
+static int options_init(nnt_ctx_options *opts, size_t size)
 {
     static const nnt_ctx_options defaults = NNT_CTX_OPTIONS_INIT;
     if (!opts)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_options_init: opts is NULL");
-    *opts = defaults;
+    memcpy(opts, &defaults, size);
+    opts->size = size;
     return NNT_OK;
+}
+
+#ifdef NNT_SYMBOL_VERSIONS   /* ELF with GNU symbol versions (the shared library's build) */
+NNT_API int nnt_ctx_options_init_v0_1(nnt_ctx_options *opts);
+NNT_API int nnt_ctx_options_init_v0_3(nnt_ctx_options *opts);
+__asm__(".symver nnt_ctx_options_init_v0_1,nnt_ctx_options_init@NNT_0.1");
+__asm__(".symver nnt_ctx_options_init_v0_3,nnt_ctx_options_init@@NNT_0.3");
+
+int nnt_ctx_options_init_v0_1(nnt_ctx_options *opts)
+{
+    return options_init(opts, offsetof(nnt_ctx_options, mpi));
+}
+
+int nnt_ctx_options_init_v0_3(nnt_ctx_options *opts)
+#else
+int nnt_ctx_options_init(nnt_ctx_options *opts)
+#endif
+{
+    return options_init(opts, sizeof *opts);
 }
 
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func)
@@ -191,7 +216,9 @@ static int read_options(const nnt_ctx_options *user, nnt_ctx_options *opts)
 {
     nnt_ctx_options defaults;
     nnt_ctx_options_init(&defaults);
+    /* 0.2 ended the structure before mpi and distribution */
     return nnt_read_options("nnt_ctx_create", user, &defaults, opts, sizeof *opts,
+                            offsetof(nnt_ctx_options, mpi),
                             "initialise them with NNT_CTX_OPTIONS_INIT or "
                             "nnt_ctx_options_init");
 }

@@ -58,16 +58,17 @@ int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, 
 }
 
 int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
-                     size_t size, const char *how)
+                     size_t size, size_t size_v02, const char *how)
 {
-    const void *src = defaults;
-    if (user) {
-        size_t have;
-        memcpy(&have, user, sizeof have);
+    memcpy(out, defaults, size);
+    if (!user)
+        return NNT_OK;
+    size_t have;
+    memcpy(&have, user, sizeof have);
+    if (size_v02 == 0 || have != size_v02)
         NNT_TRY(nnt_check_struct_size(NULL, fn, "options size", have, size, how));
-        src = user;
-    }
-    memcpy(out, src, size);
+    memcpy(out, user, have);   /* the fields the caller knows; the rest keep the defaults */
+    memcpy(out, &size, sizeof size);
     return NNT_OK;
 }
 

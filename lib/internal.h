@@ -97,9 +97,12 @@ void nnt_log(int level, const char *fmt, ...) NNT_PRINTF(2, 3);
 int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
                           size_t want, const char *how);
 /* out (size bytes) = the caller's options user, or defaults when user is NULL, after
- * checking user's size field (the first member of every option structure) as above. */
+ * checking user's size field (the first member of every option structure) as above; a
+ * caller built against an older release whose structure was shorter (size_v02 bytes, the
+ * size it had in 0.2; 0: none) gets the defaults for the fields added since. out's size
+ * field is size either way. */
 int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
-                     size_t size, const char *how);
+                     size_t size, size_t size_v02, const char *how);
 /* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
  * (lib/ops/rope.c; also the attention layer's, at creation). */
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);

@@ -1,8 +1,11 @@
 /* API misuse and bad input: every case returns an NNT_E_* code with a message, never crashes.
  * Also: status names, version, logging, context life cycle. */
+#define _GNU_SOURCE   /* dlvsym */
 #include "testutil.h"
 
+#include <dlfcn.h>
 #include <math.h>
+#include <stddef.h>
 #include <unistd.h>
 
 START_TEST(strerror_names_every_code)
@@ -127,6 +130,51 @@ START_TEST(ctx_rejects_bad_options)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "MiB free on the file system"));
     nnt_ctx_options_init(&o); o.perfmodel_dir = "/proc/nnt-cannot-create";
     expect_bad_options(&o, NNT_E_IO);
+}
+END_TEST
+
+/* A program built against 0.2 has the shorter nnt_ctx_options (without mpi and distribution)
+ * and nnt_mem_stats (without owned_bytes), and binds nnt_ctx_options_init@NNT_0.1: nothing
+ * past its structures is written, and both sizes are accepted. */
+START_TEST(ctx_accepts_0_2_programs)
+{
+    typedef int (*init_fn)(nnt_ctx_options *);
+    init_fn init_v01 = (init_fn)dlvsym(RTLD_DEFAULT, "nnt_ctx_options_init", "NNT_0.1");
+    ck_assert_msg(init_v01 != NULL, "no nnt_ctx_options_init@NNT_0.1: %s", dlerror());
+    const size_t v02 = offsetof(nnt_ctx_options, mpi);
+    union { nnt_ctx_options o; unsigned char b[sizeof(nnt_ctx_options) + 16]; } u;
+    memset(u.b, 0xab, sizeof u.b);
+    EXPECT_OK(init_v01(&u.o));
+    ck_assert_uint_eq(u.o.size, v02);
+    for (size_t i = v02; i < sizeof u.b; i++)
+        ck_assert_msg(u.b[i] == 0xab, "byte %zu past the 0.2 structure was written", i);
+    ck_assert_int_eq(u.o.ncpus, -1);
+    u.o.ncpus = 1;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&u.o, &ctx));   /* mpi, distribution: the defaults, not 0xab.. */
+    int ncpus = 0;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, NULL));
+    ck_assert_int_eq(ncpus, 1);
+
+    const size_t s02 = offsetof(nnt_mem_stats, owned_bytes);
+    union { nnt_mem_stats s; unsigned char b[sizeof(nnt_mem_stats) + 16]; } m;
+    memset(m.b, 0xcd, sizeof m.b);
+    m.s.size = s02;
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &m.s, 0));
+    ck_assert_uint_eq(m.s.size, s02);
+    ck_assert_int_ge(m.s.nnodes, 1);
+    for (size_t i = s02; i < sizeof m.b; i++)
+        ck_assert_msg(m.b[i] == 0xcd, "byte %zu past the 0.2 nnt_mem_stats was written", i);
+    m.s.size = s02 + 1;   /* neither size */
+    EXPECT_FAIL_MSG(nnt_ctx_mem_stats(ctx, &m.s, 0), NNT_E_INVAL, "nnt_ctx_mem_stats");
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+
+    /* built now: the whole structure */
+    nnt_ctx_options now;
+    memset(&now, 0xab, sizeof now);
+    EXPECT_OK(nnt_ctx_options_init(&now));
+    ck_assert_uint_eq(now.size, sizeof now);
+    ck_assert_int_eq(now.mpi, 0);
 }
 END_TEST
 
@@ -401,6 +449,7 @@ static Suite *api_suite(void)
     suite_add_tcase(s, basics);
     TCase *ctx = tcase_create("context");
     tcase_add_test(ctx, ctx_rejects_bad_options);
+    tcase_add_test(ctx, ctx_accepts_0_2_programs);
     tcase_add_test(ctx, ctx_cuda_request_without_cuda_runtime);
     tcase_add_test(ctx, ctx_life_cycle);
     tcase_add_test(ctx, ctx_options_are_applied);

@@ -34,7 +34,7 @@ static int check_step(const char *fn, int64_t step)
 static int read_adam_options(const char *fn, const nnt_adam_options *user, nnt_adam_options *o)
 {
     static const nnt_adam_options defaults = NNT_ADAM_OPTIONS_INIT;
-    return nnt_read_options(fn, user, &defaults, o, sizeof *o,
+    return nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
                             "initialise them with NNT_ADAM_OPTIONS_INIT");
 }
 

@@ -22,7 +22,7 @@
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o)
 {
     static const nnt_rope_options defaults = NNT_ROPE_OPTIONS_INIT;
-    int rc = nnt_read_options(fn, user, &defaults, o, sizeof *o,
+    int rc = nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
                               "initialise them with NNT_ROPE_OPTIONS_INIT");
     if (rc == 0)
         rc = nnt_check_range(fn, "theta", o->theta, 0, 1, INFINITY, 0);

@@ -30,7 +30,7 @@
 static int read_options(const char *fn, const nnt_optim_options *user, nnt_optim_options *o)
 {
     static const nnt_optim_options defaults = NNT_OPTIM_OPTIONS_INIT;
-    return nnt_read_options(fn, user, &defaults, o, sizeof *o,
+    return nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
                             "initialise them with NNT_OPTIM_OPTIONS_INIT");
 }
 

@@ -294,16 +294,9 @@ static void poll_buses_locked(void)
     }
 }
 
-int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
+/* Every field of *stats (sizeof *stats). */
+static int fill_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
 {
-    int rc = nnt_ctx_check(ctx, "nnt_ctx_mem_stats");
-    if (rc)
-        return rc;
-    if (!stats)
-        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats is NULL");
-    if ((rc = nnt_check_struct_size(ctx, "nnt_ctx_mem_stats", "stats->size", stats->size,
-                                    sizeof *stats, "set it to sizeof(nnt_mem_stats)")))
-        return rc;
     int n = mem_node_count();
     memset(stats, 0, sizeof *stats);
     stats->size = sizeof *stats;
@@ -327,4 +320,24 @@ int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
         reset_counters_locked();
     pthread_mutex_unlock(&st.lock);
     return NNT_OK;
+}
+
+int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_mem_stats");
+    if (rc)
+        return rc;
+    if (!stats)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats is NULL");
+    /* a program built against 0.2 has the structure without owned_bytes: it gets that much */
+    size_t have = stats->size, v02 = offsetof(nnt_mem_stats, owned_bytes);
+    if (have != v02 && (rc = nnt_check_struct_size(ctx, "nnt_ctx_mem_stats", "stats->size",
+                                                   have, sizeof *stats,
+                                                   "set it to sizeof(nnt_mem_stats)")))
+        return rc;
+    nnt_mem_stats full;
+    rc = fill_mem_stats(ctx, &full, reset);
+    memcpy(stats, &full, have);
+    stats->size = have;
+    return rc;
 }
