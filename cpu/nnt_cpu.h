@@ -98,13 +98,17 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
  * beta C; beta == 0: C not read), one OpenMP thread. Returns 0, or -1 when oneDNN cannot
  * (not compiled in, no bf16 matmul on this CPU, strides it refuses, no memory): C is then
  * untouched and the caller computes the product otherwise. */
+#ifndef NNT_DNNL_CACHE_TYPEDEF   /* once, though tests include this header twice */
+#define NNT_DNNL_CACHE_TYPEDEF
 typedef struct nnt_dnnl_cache nnt_dnnl_cache;
+#endif
 /* The CPU GEMM backend, chosen at context start (after nnt_cpu_blis_setup, before workers
  * run): NNT_GEMM=blis|onednn in the environment forces one; otherwise oneDNN when compiled
  * in and faster than BLIS on a few GPT-2 tile products timed here on one core (once a
  * process, a few ms). Returns 0 with the reason in why, or -1 with the error in why (an
  * NNT_GEMM that is neither, or onednn without a usable oneDNN). */
-enum { NNT_GEMM_BLIS, NNT_GEMM_ONEDNN };
+#define NNT_GEMM_BLIS 0
+#define NNT_GEMM_ONEDNN 1
 int nnt_cpu_gemm_choose(char *why, size_t len);
 int nnt_cpu_gemm_backend(void);          /* NNT_GEMM_*                                     */
 int nnt_cpu_dnnl_available(void);        /* compiled in and its CPU engine works           */
