@@ -226,7 +226,9 @@ static int time_backends(double *blis, double *dnnl)
     return rc;
 }
 
-/* The automatic choice, measured once a process (later contexts reuse it). */
+/* NNT_GEMM=measure: the faster on the probes, measured once a process (later contexts
+ * reuse it). Noise can make two runs choose differently, and their results then differ in
+ * the last bits. */
 static int measured = -1;
 static char measured_why[200];
 
@@ -242,8 +244,25 @@ static void choose_by_measurement(void)
     for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++)
         flop += 2.0 * (double)probe[p].m * (double)probe[p].n * (double)probe[p].k;
     measured = td < tb ? NNT_GEMM_ONEDNN : NNT_GEMM_BLIS;
-    snprintf(measured_why, sizeof measured_why, "measured at start: oneDNN %.1f, BLIS %.1f "
+    snprintf(measured_why, sizeof measured_why, "measured: oneDNN %.1f, BLIS %.1f "
              "GFLOP/s a core on GPT-2 tile products", flop / td * 1e-9, flop / tb * 1e-9);
+}
+
+/* The default where oneDNN is compiled in, by feature test (the same on every run of a
+ * host, so results are reproducible from one process to the next): oneDNN where its
+ * instruction set has AVX-512 (measured on an AVX-512 + AMX Xeon at 2 threads: f32 390-433
+ * GFLOP/s against BLIS skx's 300-365, and bf16 operands multiplied directly where the CPU
+ * has bf16 dot products); BLIS on AVX2 hosts, where the two are within the noise of each
+ * other (AMD Zen 3, GPT-2 124M tile products and training steps: bench/RESULTS-cpu-kernels.md). */
+static int default_backend(char *why, size_t len)
+{
+    const char *isa = nnt_cpu_dnnl_isa();
+    if (strncmp(isa, "avx512", 6) == 0) {
+        snprintf(why, len, "oneDNN's ISA %s has AVX-512", isa);
+        return NNT_GEMM_ONEDNN;
+    }
+    snprintf(why, len, "oneDNN's ISA %s has no AVX-512: BLIS is as fast here", isa);
+    return NNT_GEMM_BLIS;
 }
 
 int nnt_cpu_gemm_choose(char *why, size_t len)
@@ -256,18 +275,26 @@ int nnt_cpu_gemm_choose(char *why, size_t len)
             snprintf(why, len, "NNT_GEMM=blis");
             return 0;
         }
-        if (strcmp(env, "onednn") != 0) {
-            snprintf(why, len, "NNT_GEMM='%s' is not a GEMM backend: use blis or onednn", env);
+        if (strcmp(env, "onednn") != 0 && strcmp(env, "measure") != 0) {
+            snprintf(why, len, "NNT_GEMM='%s' is not a GEMM backend: use blis, onednn or "
+                     "measure", env);
             return -1;
         }
         if (!have) {
-            snprintf(why, len, "NNT_GEMM=onednn, but %s", NNT_CPU_DNNL_COMPILED
+            snprintf(why, len, "NNT_GEMM=%s, but %s", env, NNT_CPU_DNNL_COMPILED
                      ? "oneDNN's CPU engine could not be created"
                      : "this nnt was built without oneDNN (configure --with-onednn)");
             return -1;
         }
-        gemm_backend = NNT_GEMM_ONEDNN;
-        snprintf(why, len, "NNT_GEMM=onednn");
+        if (strcmp(env, "onednn") == 0) {
+            gemm_backend = NNT_GEMM_ONEDNN;
+            snprintf(why, len, "NNT_GEMM=onednn");
+            return 0;
+        }
+        if (measured < 0)   /* NNT_GEMM=measure */
+            choose_by_measurement();
+        gemm_backend = measured;
+        snprintf(why, len, "NNT_GEMM=measure: %s", measured_why);
         return 0;
     }
     if (!have) {
@@ -275,9 +302,6 @@ int nnt_cpu_gemm_choose(char *why, size_t len)
         snprintf(why, len, "built without oneDNN");
         return 0;
     }
-    if (measured < 0)
-        choose_by_measurement();
-    gemm_backend = measured;
-    snprintf(why, len, "%s", measured_why);
+    gemm_backend = default_backend(why, len);
     return 0;
 }

@@ -103,10 +103,11 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 typedef struct nnt_dnnl_cache nnt_dnnl_cache;
 #endif
 /* The CPU GEMM backend, chosen at context start (after nnt_cpu_blis_setup, before workers
- * run): NNT_GEMM=blis|onednn in the environment forces one; otherwise oneDNN when compiled
- * in and faster than BLIS on a few GPT-2 tile products timed here on one core (once a
- * process, a few ms). Returns 0 with the reason in why, or -1 with the error in why (an
- * NNT_GEMM that is neither, or onednn without a usable oneDNN). */
+ * run): NNT_GEMM=blis|onednn in the environment forces one, NNT_GEMM=measure takes the
+ * faster on a few GPT-2 tile products timed on one core (once a process, a few ms);
+ * otherwise, by feature test, oneDNN when compiled in and its instruction set has AVX-512,
+ * else BLIS. Returns 0 with the reason in why, or -1 with the error in why (another
+ * NNT_GEMM, or onednn / measure without a usable oneDNN). */
 #define NNT_GEMM_BLIS 0
 #define NNT_GEMM_ONEDNN 1
 int nnt_cpu_gemm_choose(char *why, size_t len);

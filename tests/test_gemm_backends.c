@@ -324,9 +324,17 @@ START_TEST(test_choice)
     EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
     ck_assert_msg(strstr(desc, "CPU GEMM oneDNN (ISA "), "kernels: %s", desc);
     EXPECT_OK(nnt_ctx_destroy(ctx));
-    ctx = test_ctx();   /* no NNT_GEMM: a measurement decides */
+    ctx = ctx_with("measure");
     EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
-    ck_assert_msg(strstr(desc, "measured at start"), "kernels: %s", desc);
+    ck_assert_msg(strstr(desc, "NNT_GEMM=measure: measured: oneDNN "), "kernels: %s", desc);
+    printf("test_gemm_backends measure: %s\n", desc);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    unsetenv("NNT_GEMM");
+    ctx = test_ctx();   /* no NNT_GEMM: the feature test decides */
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    int avx512 = strncmp(nnt_cpu_dnnl_isa(), "avx512", 6) == 0;
+    ck_assert_msg(strstr(desc, avx512 ? "CPU GEMM oneDNN (ISA avx512" : "CPU GEMM BLIS: oneDNN's "
+                         "ISA"), "kernels (oneDNN ISA %s): %s", nnt_cpu_dnnl_isa(), desc);
     printf("test_gemm_backends default: %s\n", desc);
     EXPECT_OK(nnt_ctx_destroy(ctx));
     setenv("NNT_GEMM", "mkl", 1);
