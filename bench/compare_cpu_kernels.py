@@ -11,10 +11,13 @@ transformers, results to bench/RESULTS-cpu-kernels.md:
 
     python bench/compare_cpu_kernels.py --build-dir BUILD [--threads 2] [--steps 3]
         [--rounds 3] [--config 124M] [--batch 4] [--seq 64] [--output FILE|-]
+        [--torch-bf16-rounds N] [--torch-bf16-steps N]
 
 Each round runs, each in a fresh process: nnt fp32 BLIS, PyTorch fp32, nnt fp32 oneDNN,
 nnt bf16 BLIS, PyTorch bf16 autocast, nnt bf16 oneDNN. nnt-train uses its automatic tiling
-and the lws scheduler; PyTorch's AdamW is the default (for-loop) one.
+and the lws scheduler; PyTorch's AdamW is the default (for-loop) one. On a CPU without bf16
+instructions (AMD Zen 3) a PyTorch bf16 autocast step takes minutes: --torch-bf16-rounds and
+--torch-bf16-steps limit those runs.
 """
 
 import argparse
@@ -90,9 +93,18 @@ def main():
                                                        if c not in cp.LLAMA])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--torch-bf16-rounds", type=int,
+                   help="rounds that run PyTorch bf16 autocast (default: every round; on a "
+                        "CPU without bf16 instructions a step takes minutes)")
+    p.add_argument("--torch-bf16-steps", type=int,
+                   help="timed steps of the PyTorch bf16 autocast runs (default: --steps)")
     p.add_argument("--output", default=os.path.join(HERE, "RESULTS-cpu-kernels.md"))
     a = p.parse_args()
     a.nnt_train = os.path.abspath(a.nnt_train or os.path.join(a.build_dir, "nnt-train"))
+    if a.torch_bf16_rounds is None:
+        a.torch_bf16_rounds = a.rounds
+    if a.torch_bf16_steps is None:
+        a.torch_bf16_steps = a.steps
     if not os.access(a.nnt_train, os.X_OK):
         raise SystemExit("compare_cpu_kernels: no nnt-train at %s" % a.nnt_train)
     tmp = tempfile.mkdtemp(prefix="nnt-kern-")
@@ -129,6 +141,10 @@ def report(a, tmp):
                 m = KERNELS_RE.search(_last_out[0])
                 kernels[gemm] = m.group(1) if m else "?"
             else:
+                if prec == "bf16":
+                    if rnd >= a.torch_bf16_rounds:
+                        continue
+                    pa.steps = a.torch_bf16_steps
                 r = cp.run_torch(pa, a.config, "default")
                 times[label].append(statistics.mean(r["times"]))
             la = cp.loadavg()[0]
@@ -137,7 +153,7 @@ def report(a, tmp):
                                                              la), flush=True)
     end = datetime.datetime.now(datetime.timezone.utc)
     load_after = cp.loadavg()
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
     L, C, NH, V, maxT = cp.CONFIGS[a.config]
 
     lines = []
@@ -171,11 +187,16 @@ def report(a, tmp):
     w("|---|---:|---:|---:|---|---:|---:|")
     for label, *_ in RUNS:
         x = times[label]
+        if not x:
+            w("| %s | not run | | | | | |" % label)
+            continue
         w("| %s | %.3f | %.3f | %.2f | %s | %.2f | %.2f |"
           % (label, med[label], min(x), max(x) / min(x), ", ".join("%.3f" % y for y in x),
              med["torch fp32 eager"] / med[label], med["torch bf16 autocast"] / med[label]))
     w("")
-    w("vs torch X: PyTorch's median over nnt's (> 1: nnt faster).")
+    w("vs torch X: PyTorch's median over nnt's (> 1: nnt faster). PyTorch bf16 autocast: "
+      "%d of the %d rounds, %d timed steps a run." % (min(a.torch_bf16_rounds, a.rounds),
+                                                     a.rounds, a.torch_bf16_steps))
     text = "\n".join(lines) + "\n"
     print()
     print(text)

@@ -468,7 +468,7 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
     return NNT_OK;
 }
 
-/* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a measurement), described in
+/* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in
  * ctx->kernels; a bad NNT_GEMM fails the creation. */
 static int choose_kernels(nnt_ctx *ctx)
 {
