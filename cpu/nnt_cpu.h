@@ -105,8 +105,8 @@ typedef struct nnt_dnnl_cache nnt_dnnl_cache;
 /* The CPU GEMM backend, chosen at context start (after nnt_cpu_blis_setup, before workers
  * run): NNT_GEMM=blis|onednn in the environment forces one, NNT_GEMM=measure takes the
  * faster on a few GPT-2 tile products timed on one core (once a process, a few ms);
- * otherwise, by feature test, oneDNN when compiled in and its instruction set has AVX-512,
- * else BLIS. Returns 0 with the reason in why, or -1 with the error in why (another
+ * otherwise, by feature test, oneDNN when compiled in and its instruction set has AVX2 or
+ * AVX-512, else BLIS. Returns 0 with the reason in why, or -1 with the error in why (another
  * NNT_GEMM, or onednn / measure without a usable oneDNN). */
 #define NNT_GEMM_BLIS 0
 #define NNT_GEMM_ONEDNN 1
