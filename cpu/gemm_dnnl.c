@@ -360,10 +360,11 @@ static int run_entry(nnt_dnnl_cache *c, struct cache_entry *e, const void *a, co
     return bad ? -1 : 0;
 }
 
-int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
-                      int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-                      int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
-                      float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16,
+                           int b_bf16, int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *a, int64_t lda, int64_t stride_a, const void *b,
+                           int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                           int64_t stride_c, int64_t batch)
 {
     if (m <= 0 || n <= 0 || batch <= 0)
         return 0;
@@ -373,7 +374,7 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf1
     }
     if (!cache || (batch > 1 && stride_c == 0))
         return -1;
-    omp_set_num_threads(1);   /* this thread's OpenMP teams: one thread (one core a worker) */
+
     /* a float operand beside a bf16 one becomes bf16 (dense), as the precision rounds it */
     int any_bf16 = a_bf16 || b_bf16;
     int64_t ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
@@ -404,6 +405,22 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf1
         b = buf + head + round64(conv_a);
     }
     return run_entry(cache, e, a, b, c, buf);
+}
+
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+                      int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                      int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                      float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    /* this thread's OpenMP teams, for the primitives created (oneDNN plans for the thread
+     * count of their creation) and run: one thread (one core a worker); the caller's
+     * setting back afterwards (the start-up measurement runs in the application's thread) */
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = gemm_one_thread(cache, trans_a, trans_b, a_bf16, b_bf16, m, n, k, alpha, a, lda,
+                             stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+    omp_set_num_threads(threads);
+    return rc;
 }
 
 #else /* !NNT_HAVE_ONEDNN: the backend is absent; callers check nnt_cpu_dnnl_available */
