@@ -10,32 +10,57 @@
 
 #include <blis.h>
 
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-/* AMD with the AVX-512 subsets of BLIS's skx kernels (cpu/nnt_cpu.h). */
-static int amd_with_avx512(void)
+#ifdef NNT_HAVE_ONEDNN
+#define NNT_CPU_DNNL_COMPILED 1
+#else
+#define NNT_CPU_DNNL_COMPILED 0
+#endif
+
+/* The AVX-512 subsets BLIS's skx kernels use (F, CD, DQ, BW, VL), on a CPU that is not a
+ * Xeon Phi (AVX512-ER: BLIS has knl kernels for it). A feature test, whatever the vendor. */
+static int has_skx_features(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && !__builtin_cpu_supports("avx512er");
 #else
     return 0;
 #endif
 }
 
+static const char *blis_reason = "";
+
+const char *nnt_cpu_blis_reason(void)
+{
+    return blis_reason;
+}
+
 const char *nnt_cpu_blis_setup(void)
 {
-    /* BLIS 1.0 has Zen 4 and Zen 5 kernel sets of its own: only before it */
+    /* BLIS 1.0 has Zen 4 and Zen 5 kernel sets of its own: only before it. BLIS 0.9 picks
+     * skx only for Intel CPUs it knows to have two FMA units (else haswell: "FMA units
+     * unknown", e.g. under KVM) and generic for AMD models it does not know (Zen 4, 5). */
     const char *version = bli_info_get_version_str();
     int before_1_0 = version && version[0] == '0' && version[1] == '.';
-    if (before_1_0 && !getenv("BLIS_ARCH_TYPE") && amd_with_avx512()) {
+    blis_reason = "BLIS's own choice";
+    if (getenv("BLIS_ARCH_TYPE"))
+        blis_reason = "BLIS_ARCH_TYPE set";
+    else if (before_1_0 && has_skx_features()) {
         char id[16];
         snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_SKX);
         setenv("BLIS_ARCH_TYPE", id, 0);
+        blis_reason = "skx forced: the CPU has AVX-512 F/CD/DQ/BW/VL and BLIS is before 1.0";
     }
     bli_init();   /* BLIS 0.9.0 aborts on bli_arch_query_id before its initialisation */
     return bli_arch_string(bli_arch_query_id());
@@ -136,4 +161,148 @@ void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y)
         uint32_t u = (uint32_t)x[i] << 16;
         memcpy(&y[i], &u, sizeof u);
     }
+}
+
+/* ---- the backend: BLIS or oneDNN ------------------------------------------------------------- */
+
+static int gemm_backend = NNT_GEMM_BLIS;
+
+int nnt_cpu_gemm_backend(void)
+{
+    return gemm_backend;
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The shapes timed at start: GPT-2 124M's products as the automatic tiling cuts them for a
+ * few workers (C = 768, 128-row tiles): forward x W^T, the input gradient dY W and the
+ * weight gradient dY^T x. */
+static const struct { int ta, tb; int64_t m, n, k; } probe[] = {
+    {0, 1, 128, 768, 768}, {0, 0, 128, 768, 768}, {1, 0, 768, 768, 128}};
+#define PROBE_ROUNDS 4
+
+/* Seconds of the probe products on each backend (best of PROBE_ROUNDS interleaved rounds,
+ * the first a warm-up, summed over the shapes). -1 when oneDNN failed. */
+static int time_backends(double *blis, double *dnnl)
+{
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    size_t cap = 768 * 768;
+    float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
+    int rc = cache && a && b && c ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < cap; i++) {
+        a[i] = (float)(i % 13) * 0.01f;
+        b[i] = (float)(i % 7) * 0.02f;
+    }
+    *blis = *dnnl = 0.0;
+    for (size_t p = 0; rc == 0 && p < sizeof probe / sizeof probe[0]; p++) {
+        int64_t m = probe[p].m, n = probe[p].n, k = probe[p].k;
+        int64_t lda = probe[p].ta ? m : k, ldb = probe[p].tb ? k : n;
+        double best_b = 1e30, best_d = 1e30;
+        for (int r = 0; r < PROBE_ROUNDS && rc == 0; r++) {
+            double t0 = seconds();
+            nnt_cpu_gemm_f32(probe[p].ta, probe[p].tb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0,
+                             0.0f, c, n, 0, 1);
+            double t1 = seconds();
+            rc = nnt_cpu_gemm_dnnl(cache, probe[p].ta, probe[p].tb, 0, 0, m, n, k, 1.0f, a, lda,
+                                   0, b, ldb, 0, 0.0f, c, n, 0, 1);
+            double t2 = seconds();
+            if (r > 0) {
+                best_b = t1 - t0 < best_b ? t1 - t0 : best_b;
+                best_d = t2 - t1 < best_d ? t2 - t1 : best_d;
+            }
+        }
+        *blis += best_b;
+        *dnnl += best_d;
+    }
+    free(a);
+    free(b);
+    free(c);
+    nnt_cpu_dnnl_cache_destroy(cache);
+    return rc;
+}
+
+/* NNT_GEMM=measure: the faster on the probes, measured once a process (later contexts
+ * reuse it). Noise can make two runs choose differently, and their results then differ in
+ * the last bits. */
+static int measured = -1;
+static char measured_why[200];
+
+static void choose_by_measurement(void)
+{
+    double tb, td;
+    if (time_backends(&tb, &td)) {
+        measured = NNT_GEMM_BLIS;
+        snprintf(measured_why, sizeof measured_why, "oneDNN failed its start-up probe");
+        return;
+    }
+    double flop = 0.0;
+    for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++)
+        flop += 2.0 * (double)probe[p].m * (double)probe[p].n * (double)probe[p].k;
+    measured = td < tb ? NNT_GEMM_ONEDNN : NNT_GEMM_BLIS;
+    snprintf(measured_why, sizeof measured_why, "measured: oneDNN %.1f, BLIS %.1f "
+             "GFLOP/s a core on GPT-2 tile products", flop / td * 1e-9, flop / tb * 1e-9);
+}
+
+/* The default where oneDNN is compiled in, by feature test (the same on every run of a
+ * host, so results are reproducible from one process to the next): oneDNN where its
+ * instruction set has AVX2 or AVX-512, else BLIS. Measured: on an AVX-512 + AMX Xeon at 2
+ * threads f32 390-433 GFLOP/s against BLIS skx's 300-365 (and bf16 operands multiplied
+ * directly where the CPU has bf16 dot products); on AMD Zen 3 (AVX2) GPT-2 124M training
+ * steps 8 % (fp32) and 14 % (bf16 operands) faster, medians of 9 interleaved pairs on a
+ * shared host (bench/RESULTS-cpu-kernels.md). */
+static int default_backend(char *why, size_t len)
+{
+    const char *isa = nnt_cpu_dnnl_isa();
+    if (strncmp(isa, "avx512", 6) == 0 || strncmp(isa, "avx2", 4) == 0) {
+        snprintf(why, len, "default for oneDNN's ISA %s", isa);
+        return NNT_GEMM_ONEDNN;
+    }
+    snprintf(why, len, "default: oneDNN's ISA %s has neither AVX2 nor AVX-512", isa);
+    return NNT_GEMM_BLIS;
+}
+
+int nnt_cpu_gemm_choose(char *why, size_t len)
+{
+    const char *env = getenv("NNT_GEMM");
+    int have = nnt_cpu_dnnl_available();
+    if (env && *env) {
+        if (strcmp(env, "blis") == 0) {
+            gemm_backend = NNT_GEMM_BLIS;
+            snprintf(why, len, "NNT_GEMM=blis");
+            return 0;
+        }
+        if (strcmp(env, "onednn") != 0 && strcmp(env, "measure") != 0) {
+            snprintf(why, len, "NNT_GEMM='%s' is not a GEMM backend: use blis, onednn or "
+                     "measure", env);
+            return -1;
+        }
+        if (!have) {
+            snprintf(why, len, "NNT_GEMM=%s, but %s", env, NNT_CPU_DNNL_COMPILED
+                     ? "oneDNN's CPU engine could not be created"
+                     : "this nnt was built without oneDNN (configure --with-onednn)");
+            return -1;
+        }
+        if (strcmp(env, "onednn") == 0) {
+            gemm_backend = NNT_GEMM_ONEDNN;
+            snprintf(why, len, "NNT_GEMM=onednn");
+            return 0;
+        }
+        if (measured < 0)   /* NNT_GEMM=measure */
+            choose_by_measurement();
+        gemm_backend = measured;
+        snprintf(why, len, "NNT_GEMM=measure: %s", measured_why);
+        return 0;
+    }
+    if (!have) {
+        gemm_backend = NNT_GEMM_BLIS;
+        snprintf(why, len, "built without oneDNN");
+        return 0;
+    }
+    gemm_backend = default_backend(why, len);
+    return 0;
 }

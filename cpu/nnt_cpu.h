@@ -64,14 +64,17 @@ void nnt_cpu_sum_outer_f32(int64_t outer, int64_t inner, const float *y, int64_t
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
 /* Call before the first GEMM (BLIS picks its kernels once, at its first use). BLIS 0.9.0
- * (Debian 12) recognises AMD CPUs by family and model and falls back to its portable
- * "generic" kernels for newer ones: about 29 GFLOP/s a core on an AMD Zen 5 (family 0x1a)
- * where its AVX-512 "skx" kernels reach about 150. When BLIS_ARCH_TYPE is not set and the
- * CPU is an AMD one with the AVX-512 subsets skx uses (F, CD, DQ, BW, VL), this sets
- * BLIS_ARCH_TYPE to skx -- with a BLIS before 1.0 only (1.0 has Zen 4 and Zen 5 kernels of
- * its own). The user's BLIS_ARCH_TYPE always wins. Returns the name of the
- * kernel set BLIS then uses (bli_arch_string), static storage. */
+ * (Debian 12) picks its AVX-512 "skx" kernels only on Intel CPUs it knows to have two FMA
+ * units: "haswell" elsewhere (e.g. an AVX-512 + AMX Xeon under KVM, "FMA units unknown":
+ * 210-231 GFLOP/s at 2 threads where skx gives 300-365) and its portable "generic" kernels
+ * on AMD models it does not know (about 29 GFLOP/s a core on a Zen 5 where skx reaches
+ * about 150). When BLIS_ARCH_TYPE is not set, the BLIS is before 1.0 (1.0 has Zen 4 and
+ * Zen 5 kernels of its own) and the CPU has the AVX-512 subsets skx uses (F, CD, DQ, BW,
+ * VL; a feature test, any vendor), this sets BLIS_ARCH_TYPE to skx. The user's
+ * BLIS_ARCH_TYPE always wins. Returns the name of the kernel set BLIS then uses
+ * (bli_arch_string), static storage; nnt_cpu_blis_reason says why (static string). */
 const char *nnt_cpu_blis_setup(void);
+const char *nnt_cpu_blis_reason(void);
 
 /* For each of batch matrices (pointers advanced by stride_a/b/c elements):
  *   C = alpha * op(A) * op(B) + beta * C,  op(X) = X or X^T (trans_x != 0), row-major,
@@ -84,6 +87,44 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                       const float *a, int64_t lda, int64_t stride_a,
                       const float *b, int64_t ldb, int64_t stride_b, float beta,
                       float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* The same products through oneDNN's matmul (cpu/gemm_dnnl.c; configure --with-onednn),
+ * for a backend chosen at context start (nnt_cpu_gemm_choose). A cache holds one thread's
+ * primitives (keyed by shape, strides, transposes, dtypes, alpha and beta), its stream and
+ * its scratchpad: use each cache from one thread at a time. a_bf16 / b_bf16: that operand
+ * holds bfloat16 bit patterns (uint16_t) instead of floats; when exactly one does, the
+ * float one is converted to bfloat16 (nnt_cpu_f32_to_bf16's rounding) first. Products in
+ * float, C float; same contract as nnt_cpu_gemm_f32 otherwise (k == 0 or alpha == 0: C =
+ * beta C; beta == 0: C not read), one OpenMP thread. Returns 0, or -1 when oneDNN cannot
+ * (not compiled in, no bf16 matmul on this CPU, strides it refuses, no memory): C is then
+ * untouched and the caller computes the product otherwise. */
+#ifndef NNT_DNNL_CACHE_TYPEDEF   /* once, though tests include this header twice */
+#define NNT_DNNL_CACHE_TYPEDEF
+typedef struct nnt_dnnl_cache nnt_dnnl_cache;
+#endif
+/* The CPU GEMM backend, chosen at context start (after nnt_cpu_blis_setup, before workers
+ * run): NNT_GEMM=blis|onednn in the environment forces one, NNT_GEMM=measure takes the
+ * faster on a few GPT-2 tile products timed on one core (once a process, a few ms);
+ * otherwise, by feature test, oneDNN when compiled in and its instruction set has AVX2 or
+ * AVX-512, else BLIS. Returns 0 with the reason in why, or -1 with the error in why (another
+ * NNT_GEMM, or onednn / measure without a usable oneDNN). */
+#define NNT_GEMM_BLIS 0
+#define NNT_GEMM_ONEDNN 1
+int nnt_cpu_gemm_choose(char *why, size_t len);
+int nnt_cpu_gemm_backend(void);          /* NNT_GEMM_*                                     */
+int nnt_cpu_dnnl_available(void);        /* compiled in and its CPU engine works           */
+int nnt_cpu_dnnl_bf16_native(void);      /* bf16 dot products in hardware (AVX512-BF16/AMX) */
+const char *nnt_cpu_dnnl_isa(void);      /* oneDNN's instruction set here, static string   */
+nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void);   /* NULL when unavailable or no memory */
+void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *cache);
+/* B goes through a reorder into the layout the matmul prefers when that layout is blocked
+ * (AVX-512 hosts); a preferred plain layout is ignored (B used as stored) unless tests turn
+ * this on (then the reorder path runs on any host). Affects primitives created after it. */
+void nnt_cpu_dnnl_reorder_plain(int on);
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+                      int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                      int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                      float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 /* Precision of GEMM operands: y[i] = x[i] rounded to nearest, ties to even, to `bits`
  * explicit mantissa bits (1..22), exponent range unchanged: bits = 7 gives the values of

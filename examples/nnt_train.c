@@ -680,6 +680,9 @@ static void print_summary(trainer *t)
     say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n",
         t->ncpus, t->ncuda, sched, train_choice_name("precision", o->precision),
         o->recompute ? "; activation recompute" : "");
+    const char *kernels = "?";
+    nnt_ctx_kernels(t->ctx, &kernels);
+    say(t, "kernels:   %s\n", kernels);
     say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
            "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
         o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,

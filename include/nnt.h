@@ -1019,6 +1019,17 @@ typedef enum nnt_distribution {
  * (configure --with-mpi=no) returns NNT_E_UNSUPPORTED from nnt_ctx_create with mpi = 1. */
 NNT_API int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size);
 
+/* ---- CPU kernels (issue 16) --------------------------------------------------------------- */
+
+/* The CPU kernels this context chose at creation, in words (static storage of the context,
+ * valid until nnt_ctx_destroy): the GEMM backend (oneDNN or BLIS) and why -- the
+ * environment's NNT_GEMM=blis|onednn|measure (measure: both timed on one core at start), a
+ * build without oneDNN, or by default a feature test (oneDNN where its instruction set has
+ * AVX2 or AVX-512) -- then BLIS's kernel set and why (its own choice, BLIS_ARCH_TYPE, or
+ * skx forced on a CPU with the AVX-512 subsets it needs). Also logged at info level. A bad
+ * NNT_GEMM makes nnt_ctx_create fail with NNT_E_INVAL. */
+NNT_API int nnt_ctx_kernels(const nnt_ctx *ctx, const char **desc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,9 +77,25 @@ void *nnt_worker_scratch(size_t bytes)
     return p;
 }
 
+static nnt_dnnl_cache *worker_dnnl[STARPU_NMAXWORKERS];
+
+nnt_dnnl_cache *nnt_worker_dnnl_cache(void)
+{
+    int w = starpu_worker_get_id();
+    if (w < 0 || w >= STARPU_NMAXWORKERS)
+        return NULL;
+    if (!worker_dnnl[w])
+        worker_dnnl[w] = nnt_cpu_dnnl_cache_create();
+    return worker_dnnl[w];
+}
+
 /* After the runtime stopped: the RAM scratch (GPU scratch goes with the CUDA libraries). */
 static void free_cpu_scratch(void)
 {
+    for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
+        nnt_cpu_dnnl_cache_destroy(worker_dnnl[w]);
+        worker_dnnl[w] = NULL;
+    }
     for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
         if (worker_scratch[w].on_gpu)
             continue;
@@ -519,6 +535,25 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
     return NNT_OK;
 }
 
+/* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in
+ * ctx->kernels; a bad NNT_GEMM fails the creation. */
+static int choose_kernels(nnt_ctx *ctx)
+{
+    const char *blis_arch = nnt_cpu_blis_setup();
+    char why[200];
+    int rc = nnt_cpu_gemm_choose(why, sizeof why);
+    if (rc)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
+    int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
+    char dnnl_desc[64] = "";
+    if (dnnl)
+        snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s)", nnt_cpu_dnnl_isa(),
+                 nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded to fp32");
+    snprintf(ctx->kernels, sizeof ctx->kernels, "CPU GEMM %s%s: %s; BLIS kernels %s (%s)",
+             dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch, nnt_cpu_blis_reason());
+    return NNT_OK;
+}
+
 int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
 {
     nnt_ctx_options opts;
@@ -546,7 +581,8 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
                         "process; destroy it first (one context per process)");
     }
     rc = configure_environment(&opts, opts.mpi && nranks > 1 ? rank : -1);
-    const char *blis_arch = nnt_cpu_blis_setup();   /* before any task runs a GEMM */
+    if (rc == 0)
+        rc = choose_kernels(ctx);   /* before any task runs a GEMM, before workers poll */
     if (rc == 0)
         rc = start_starpu(&opts);
     if (rc) {
@@ -589,8 +625,8 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     live_ctx = ctx;
     pthread_mutex_unlock(&live_lock);
-    nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s, BLIS "
-            "kernels %s%s (rank %d of %d)", ctx->ncpus, ctx->ncuda, ctx->sched, blis_arch,
+    nnt_log(NNT_LOG_INFO, "context: %d CPU workers, %d CUDA workers, scheduler %s; %s%s "
+            "(rank %d of %d)", ctx->ncpus, ctx->ncuda, ctx->sched, ctx->kernels,
             ctx->mpi ? ", over MPI" : "", ctx->rank, ctx->nranks);
     *out = ctx;
     return NNT_OK;
@@ -731,6 +767,17 @@ int nnt_ctx_sched(const nnt_ctx *ctx, const char **name)
     if (!name)
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_sched: name is NULL");
     *name = ctx->sched;
+    return NNT_OK;
+}
+
+int nnt_ctx_kernels(const nnt_ctx *ctx, const char **desc)
+{
+    int rc = nnt_ctx_check(ctx, "nnt_ctx_kernels");
+    if (rc)
+        return rc;
+    if (!desc)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_kernels: desc is NULL");
+    *desc = ctx->kernels;
     return NNT_OK;
 }
 

@@ -55,6 +55,7 @@ struct nnt_ctx {
     unsigned magic;
     int ncpus, ncuda;
     const char *sched;
+    char kernels[320];            /* CPU kernels chosen at start (nnt_ctx_kernels)       */
     char errmsg[NNT_ERRMSG_MAX];
     pthread_mutex_t lock;         /* guards the tensor list and errmsg                   */
     nnt_tensor *tensors;          /* live tensors, to orphan them on destroy             */
@@ -136,6 +137,10 @@ int64_t nnt_default_gpu_budget_mib(int64_t total_mib);
  * and reused by the worker's later tasks, so contents do not survive a task; NULL when out
  * of memory or not called from a worker. Freed when the context stops.                   */
 void *nnt_worker_scratch(size_t bytes);
+/* The calling CPU worker's oneDNN primitives (nnt_cpu_gemm_dnnl), created at its first
+ * use; NULL when not called from a worker or oneDNN is unusable. Freed when the context
+ * stops. */
+struct nnt_dnnl_cache *nnt_worker_dnnl_cache(void);
 
 /* 0 if ctx is the live context, else a failure (recorded) naming the function. */
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func);

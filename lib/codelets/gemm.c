@@ -110,17 +110,47 @@ static int prepare_operands_cpu(const struct gemm_args *g, const float **a, cons
     return 0;
 }
 
+/* The product by oneDNN with bf16 operands as they are (a float tile is rounded to bf16 by
+ * the kernel, as NNT_PRECISION_BF16 rounds it): when oneDNN is the backend and the CPU has
+ * bf16 dot products, for bf16-precision products and for two bf16 tiles (exact either way).
+ * 0 done; -1 not done (not applicable, or oneDNN declined: C untouched). */
+static int product_bf16_direct(const struct gemm_args *g, const void *a, const void *b,
+                               float *c)
+{
+    int bf16_math = g->precision == NNT_PRECISION_BF16 || (g->a_bf16 && g->b_bf16);
+    if (nnt_cpu_gemm_backend() != NNT_GEMM_ONEDNN || !bf16_math || !nnt_cpu_dnnl_bf16_native())
+        return -1;
+    /* bf16 precision with two float tiles: both are converted; a bf16 tile is used as is */
+    int a16 = g->a_bf16 || !g->b_bf16, b16 = g->b_bf16 || !g->a_bf16;
+    return nnt_cpu_gemm_dnnl(nnt_worker_dnnl_cache(), g->trans_a, g->trans_b, a16, b16, g->m,
+                             g->n, g->k, g->alpha, a, ld_a(g), g->m * g->k, b, ld_b(g),
+                             g->k * g->n, g->beta, c, g->n, g->m * g->n, g->batch);
+}
+
+/* The product on float operands: oneDNN when it is the backend (BLIS if it declines). */
+static void product_f32(const struct gemm_args *g, const float *a, const float *b, float *c)
+{
+    if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN &&
+        nnt_cpu_gemm_dnnl(nnt_worker_dnnl_cache(), g->trans_a, g->trans_b, 0, 0, g->m, g->n,
+                          g->k, g->alpha, a, ld_a(g), g->m * g->k, b, ld_b(g), g->k * g->n,
+                          g->beta, c, g->n, g->m * g->n, g->batch) == 0)
+        return;
+    nnt_cpu_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, ld_a(g),
+                     g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n, g->m * g->n,
+                     g->batch);
+}
+
 static void gemm_cpu(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
     const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m); bf16 if a_bf16
     const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k); bf16 if b_bf16
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
-    if (prepare_operands_cpu(g, &a, &b))
-        return;
-    nnt_cpu_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, ld_a(g),
-                     g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n, g->m * g->n,
-                     g->batch);
+    if (product_bf16_direct(g, a, b, c) != 0) {
+        if (prepare_operands_cpu(g, &a, &b))
+            return;
+        product_f32(g, a, b, c);
+    }
     epilogue_cpu(g, buffers, c);
 }
 

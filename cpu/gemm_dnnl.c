@@ -1,0 +1,446 @@
+/* nnt CPU kernels: batched GEMM through oneDNN's matmul primitive (configure
+ * --with-onednn; NNT_HAVE_ONEDNN). Same contract as nnt_cpu_gemm_f32, plus bfloat16 operands.
+ *
+ * oneDNN 2.6 (Debian libdnnl-dev, OpenMP runtime) facts this module follows (design.md):
+ * - a primitive used by two threads at once needs dnnl_scratchpad_mode_user and a scratchpad
+ *   per thread, else it crashes or gives wrong results: every primitive here is created in
+ *   user scratchpad mode, and each cache (one per thread) owns its scratchpad;
+ * - creating the same primitive again is cheap (oneDNN's primitive cache): each thread keeps
+ *   its own small cache of primitives keyed by shape, strides, transposes, dtypes, alpha, beta;
+ * - a row-major B can run at half the speed of B in the layout the primitive prefers: the
+ *   matmul is created with B in format "any" and, when the preferred layout differs, B is
+ *   reordered into it first (one pass over B).
+ * Each call runs one OpenMP thread (each StarPU worker owns a core: never oversubscribe). */
+#include "nnt_cpu.h"
+
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#ifdef NNT_HAVE_ONEDNN
+
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_SLOTS 48   /* distinct GEMM shapes of one training step fit (GPT-2: ~30) */
+
+/* What makes two products the same primitive. */
+struct gemm_key {
+    int64_t trans_a, trans_b, m, n, k, lda, ldb, ldc, sa, sb, sc, batch, dtypes;
+    uint32_t alpha_bits, beta_bits;
+};
+
+struct cache_entry {
+    struct gemm_key key;
+    int used;                     /* 0: empty slot                                            */
+    uint64_t last_use;            /* for least-recently-used replacement                      */
+    dnnl_primitive_t matmul;
+    dnnl_primitive_t reorder_b;   /* B -> the matmul's preferred layout, or NULL               */
+    size_t packed_b_bytes;        /* size of B in that layout                                 */
+    size_t scratch_bytes;         /* largest scratchpad of the two primitives                  */
+    dnnl_memory_t a, b, c, b_packed, scratch, scratch_reorder;
+};
+
+struct nnt_dnnl_cache {
+    dnnl_stream_t stream;
+    uint64_t clock;
+    struct cache_entry slot[CACHE_SLOTS];
+    void *scratch;                /* scratchpad, then packed B, then converted operands        */
+    size_t scratch_bytes;
+};
+
+static dnnl_engine_t engine;
+static int engine_ok;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+
+static void create_engine(void)
+{
+    engine_ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
+}
+
+int nnt_cpu_dnnl_available(void)
+{
+    pthread_once(&engine_once, create_engine);
+    return engine_ok;
+}
+
+int nnt_cpu_dnnl_bf16_native(void)
+{
+    if (!nnt_cpu_dnnl_available())
+        return 0;
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
+           (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
+const char *nnt_cpu_dnnl_isa(void)
+{
+    if (!nnt_cpu_dnnl_available())
+        return "unavailable";
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx512_core_amx:
+        return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_bf16:
+        return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_vnni:
+        return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core:
+        return "avx512_core";
+    case dnnl_cpu_isa_avx2_vnni:
+        return "avx2_vnni";
+    case dnnl_cpu_isa_avx2:
+        return "avx2";
+    default:
+        return "other";
+    }
+}
+
+nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void)
+{
+    if (!nnt_cpu_dnnl_available())
+        return NULL;
+    nnt_dnnl_cache *c = calloc(1, sizeof *c);
+    if (c && dnnl_stream_create(&c->stream, engine, dnnl_stream_default_flags) != dnnl_success) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+static void entry_clear(struct cache_entry *e)
+{
+    if (e->matmul)
+        dnnl_primitive_destroy(e->matmul);
+    if (e->reorder_b)
+        dnnl_primitive_destroy(e->reorder_b);
+    dnnl_memory_t *mems[] = {&e->a, &e->b, &e->c, &e->b_packed, &e->scratch, &e->scratch_reorder};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        if (*mems[i])
+            dnnl_memory_destroy(*mems[i]);
+    memset(e, 0, sizeof *e);
+}
+
+void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        entry_clear(&c->slot[i]);
+    dnnl_stream_destroy(c->stream);
+    free(c->scratch);
+    free(c);
+}
+
+/* ---- descriptors --------------------------------------------------------------------------- */
+
+/* A stored row-major matrix of `rows` x `cols` as the logical (batch, r, c) operand: op(X) =
+ * X^T swaps the strides. A batch stride of 0 with batch > 1 broadcasts (batch dim 1). */
+static int operand_md(dnnl_memory_desc_t *md, int trans, int64_t r, int64_t c, int64_t ld,
+                      int64_t batch_stride, int64_t batch, dnnl_data_type_t dt)
+{
+    int64_t rs = trans ? 1 : ld, cs = trans ? ld : 1;
+    if (batch == 1) {
+        dnnl_dims_t dims = {r, c}, strides = {rs, cs};
+        return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) != dnnl_success;
+    }
+    dnnl_dims_t dims = {batch_stride ? batch : 1, r, c};
+    dnnl_dims_t strides = {batch_stride ? batch_stride : r * c, rs, cs};
+    return dnnl_memory_desc_init_by_strides(md, 3, dims, dt, strides) != dnnl_success;
+}
+
+/* The attributes: user scratchpad; output scale alpha; beta != 0: a sum post-op (C read). */
+static dnnl_primitive_attr_t make_attr(float alpha, float beta)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    int bad = dnnl_primitive_attr_create(&attr) != dnnl_success;
+    bad = bad || dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (!bad && alpha != 1.0f)
+        bad = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) != dnnl_success;
+    if (!bad && beta != 0.0f) {
+        bad = dnnl_post_ops_create(&ops) != dnnl_success ||
+              dnnl_post_ops_append_sum(ops, beta) != dnnl_success ||
+              dnnl_primitive_attr_set_post_ops(attr, ops) != dnnl_success;
+        if (ops)
+            dnnl_post_ops_destroy(ops);
+    }
+    if (bad && attr) {
+        dnnl_primitive_attr_destroy(attr);
+        attr = NULL;
+    }
+    return attr;
+}
+
+static size_t scratchpad_bytes(const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    return md ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+/* A memory object of descriptor md with no data yet (the handle is set at each call); none
+ * (NULL, success) for an empty descriptor (a primitive without scratchpad). */
+static int make_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t *md)
+{
+    if (!md || dnnl_memory_desc_get_size(md) == 0)
+        return 0;
+    return dnnl_memory_create(mem, md, engine, DNNL_MEMORY_NONE) != dnnl_success;
+}
+
+/* Reorder user B into the matmul's layout `want` (when it differs): the reorder primitive
+ * and its memory objects. 0 or -1. */
+static int make_reorder_b(struct cache_entry *e, const dnnl_memory_desc_t *user,
+                          const dnnl_memory_desc_t *want)
+{
+    dnnl_primitive_attr_t attr = make_attr(1.0f, 0.0f);
+    dnnl_primitive_desc_t pd = NULL;
+    int bad = !attr || dnnl_reorder_primitive_desc_create(&pd, user, engine, want, engine,
+                                                           attr) != dnnl_success;
+    bad = bad || dnnl_primitive_create(&e->reorder_b, pd) != dnnl_success;
+    if (!bad) {
+        size_t s = scratchpad_bytes(pd);
+        if (s > e->scratch_bytes)
+            e->scratch_bytes = s;
+        bad = make_memory(&e->scratch_reorder,
+                          dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    e->packed_b_bytes = dnnl_memory_desc_get_size(want);
+    return bad || make_memory(&e->b_packed, want) ? -1 : 0;
+}
+
+/* Whether the matmul of pd wants B in a blocked (packed) layout. */
+static int is_blocked(const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    return md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks > 0;
+}
+
+/* Tests: reorder B also into a preferred plain layout (else B is used as stored then). */
+static int reorder_plain;
+void nnt_cpu_dnnl_reorder_plain(int on) { reorder_plain = on; }
+
+/* The matmul for key (and B's reorder when the matmul prefers another layout). 0 or -1. */
+static int entry_build(struct cache_entry *e, const struct gemm_key *key, float alpha, float beta)
+{
+    dnnl_data_type_t ta = (key->dtypes & 1) ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t tb = (key->dtypes & 2) ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t a_md, b_md, b_any, c_md;
+    if (operand_md(&a_md, (int)key->trans_a, key->m, key->k, key->lda, key->sa, key->batch, ta) ||
+        operand_md(&b_md, (int)key->trans_b, key->k, key->n, key->ldb, key->sb, key->batch, tb) ||
+        operand_md(&c_md, 0, key->m, key->n, key->ldc, key->sc, key->batch, dnnl_f32))
+        return -1;
+    b_any = b_md;
+    if (dnnl_memory_desc_init_by_tag(&b_any, b_md.ndims, b_md.dims, tb, dnnl_format_tag_any))
+        return -1;
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &a_md, &b_any, NULL, &c_md) != dnnl_success)
+        return -1;
+    dnnl_primitive_attr_t attr = make_attr(alpha, beta);
+    dnnl_primitive_desc_t pd = NULL;
+    int bad = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
+    if (!bad && !reorder_plain && !is_blocked(pd)) {
+        /* it wants a plain layout (a GEMM-based implementation): B as it is stored */
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        bad = dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) != dnnl_success ||
+              dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
+    }
+    bad = bad || dnnl_primitive_create(&e->matmul, pd) != dnnl_success;
+    if (!bad) {
+        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        e->scratch_bytes = scratchpad_bytes(pd);
+        bad = make_memory(&e->a, &a_md) || make_memory(&e->b, &b_md) ||
+              make_memory(&e->c, &c_md) ||
+              make_memory(&e->scratch, dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+        if (!bad && !dnnl_memory_desc_equal(want, &b_md))
+            bad = make_reorder_b(e, &b_md, want);
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    e->key = *key;
+    e->used = 1;
+    return bad ? -1 : 0;
+}
+
+/* The entry for key: found, or built in the least recently used slot. NULL on failure. */
+static struct cache_entry *lookup(nnt_dnnl_cache *c, const struct gemm_key *key, float alpha,
+                                  float beta)
+{
+    struct cache_entry *victim = &c->slot[0];
+    c->clock++;
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        struct cache_entry *e = &c->slot[i];
+        if (e->used && memcmp(&e->key, key, sizeof *key) == 0) {
+            e->last_use = c->clock;
+            return e;
+        }
+        if (!e->used || (victim->used && e->last_use < victim->last_use))
+            victim = e;
+    }
+    entry_clear(victim);
+    if (entry_build(victim, key, alpha, beta)) {
+        entry_clear(victim);
+        return NULL;
+    }
+    victim->last_use = c->clock;
+    return victim;
+}
+
+/* ---- execution --------------------------------------------------------------------------- */
+
+/* The cache's buffer of at least `bytes` (64-byte aligned), or NULL. */
+static void *cache_buffer(nnt_dnnl_cache *c, size_t bytes)
+{
+    if (c->scratch && c->scratch_bytes >= bytes)
+        return c->scratch;
+    free(c->scratch);
+    size_t want = (bytes + bytes / 4 + 4096 + 63) / 64 * 64;
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    if (posix_memalign(&c->scratch, 64, want) == 0)
+        c->scratch_bytes = want;
+    return c->scratch;
+}
+
+static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* A float operand converted to bf16 densely into dst, batch by batch, row by row (stored
+ * rows x cols with leading dimension ld); the new ld is cols, the new batch stride rows*cols. */
+static void to_bf16_dense(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                          int64_t batch, uint16_t *dst)
+{
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t r = 0; r < rows; r++)
+            nnt_cpu_f32_to_bf16(cols, x + b * stride + r * ld, dst + (b * rows + r) * cols);
+}
+
+/* C = beta C for each batch without reading C when beta == 0 (k == 0 or alpha == 0). */
+static void scale_only(int64_t m, int64_t n, float beta, float *c, int64_t ldc, int64_t sc,
+                       int64_t batch)
+{
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t r = 0; r < m; r++) {
+            float *row = c + i * sc + r * ldc;
+            for (int64_t j = 0; j < n; j++)
+                row[j] = beta == 0.0f ? 0.0f : row[j] * beta;
+        }
+}
+
+static int run_entry(nnt_dnnl_cache *c, struct cache_entry *e, const void *a, const void *b,
+                     float *cm, void *buf)
+{
+    char *scratch = buf, *packed = scratch + round64(e->scratch_bytes);
+    int bad = dnnl_memory_set_data_handle(e->a, (void *)a) ||
+              dnnl_memory_set_data_handle(e->b, (void *)b) ||
+              dnnl_memory_set_data_handle(e->c, cm) ||
+              (e->scratch && dnnl_memory_set_data_handle(e->scratch, scratch));
+    if (!bad && e->reorder_b) {
+        bad = dnnl_memory_set_data_handle(e->b_packed, packed) ||
+              (e->scratch_reorder && dnnl_memory_set_data_handle(e->scratch_reorder, scratch));
+        dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, e->b}, {DNNL_ARG_TO, e->b_packed},
+                                   {DNNL_ARG_SCRATCHPAD, e->scratch_reorder}};
+        bad = bad || dnnl_primitive_execute(e->reorder_b, c->stream, e->scratch_reorder ? 3 : 2,
+                                            rargs);
+    }
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, e->a},
+                              {DNNL_ARG_WEIGHTS, e->reorder_b ? e->b_packed : e->b},
+                              {DNNL_ARG_DST, e->c},
+                              {DNNL_ARG_SCRATCHPAD, e->scratch}};
+    bad = bad || dnnl_primitive_execute(e->matmul, c->stream, e->scratch ? 4 : 3, args);
+    bad = bad || dnnl_stream_wait(c->stream);
+    return bad ? -1 : 0;
+}
+
+static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16,
+                           int b_bf16, int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *a, int64_t lda, int64_t stride_a, const void *b,
+                           int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                           int64_t stride_c, int64_t batch)
+{
+    if (m <= 0 || n <= 0 || batch <= 0)
+        return 0;
+    if (k <= 0 || alpha == 0.0f) {
+        scale_only(m, n, beta, c, ldc, stride_c, batch);
+        return 0;
+    }
+    if (!cache || (batch > 1 && stride_c == 0))
+        return -1;
+
+    /* a float operand beside a bf16 one becomes bf16 (dense), as the precision rounds it */
+    int any_bf16 = a_bf16 || b_bf16;
+    int64_t ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
+    size_t conv_a = any_bf16 && !a_bf16 ? (size_t)(batch * ar * ac) * 2 : 0;
+    size_t conv_b = any_bf16 && !b_bf16 ? (size_t)(batch * br * bc) * 2 : 0;
+    struct gemm_key key;
+    memset(&key, 0, sizeof key);
+    key = (struct gemm_key){trans_a != 0, trans_b != 0, m, n, k,
+                            conv_a ? ac : lda, conv_b ? bc : ldb, ldc,
+                            batch > 1 ? (conv_a ? ar * ac : stride_a) : 0,
+                            batch > 1 ? (conv_b ? br * bc : stride_b) : 0,
+                            batch > 1 ? stride_c : 0, batch, any_bf16 ? 3 : 0, 0, 0};
+    memcpy(&key.alpha_bits, &alpha, sizeof alpha);
+    memcpy(&key.beta_bits, &beta, sizeof beta);
+    struct cache_entry *e = lookup(cache, &key, alpha, beta);
+    if (!e)
+        return -1;
+    size_t head = round64(e->scratch_bytes) + round64(e->packed_b_bytes);
+    char *buf = cache_buffer(cache, head + round64(conv_a) + conv_b);
+    if (!buf)
+        return -1;
+    if (conv_a) {
+        to_bf16_dense(a, ar, ac, lda, stride_a, batch, (uint16_t *)(buf + head));
+        a = buf + head;
+    }
+    if (conv_b) {
+        to_bf16_dense(b, br, bc, ldb, stride_b, batch, (uint16_t *)(buf + head + round64(conv_a)));
+        b = buf + head + round64(conv_a);
+    }
+    return run_entry(cache, e, a, b, c, buf);
+}
+
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+                      int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                      int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                      float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    /* this thread's OpenMP teams, for the primitives created (oneDNN plans for the thread
+     * count of their creation) and run: one thread (one core a worker); the caller's
+     * setting back afterwards (the start-up measurement runs in the application's thread) */
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = gemm_one_thread(cache, trans_a, trans_b, a_bf16, b_bf16, m, n, k, alpha, a, lda,
+                             stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+    omp_set_num_threads(threads);
+    return rc;
+}
+
+#else /* !NNT_HAVE_ONEDNN: the backend is absent; callers check nnt_cpu_dnnl_available */
+
+int nnt_cpu_dnnl_available(void) { return 0; }
+int nnt_cpu_dnnl_bf16_native(void) { return 0; }
+const char *nnt_cpu_dnnl_isa(void) { return "not compiled in"; }
+nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
+void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c) { (void)c; }
+void nnt_cpu_dnnl_reorder_plain(int on) { (void)on; }
+
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+                      int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                      int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                      float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    (void)cache, (void)trans_a, (void)trans_b, (void)a_bf16, (void)b_bf16, (void)m, (void)n;
+    (void)k, (void)alpha, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
+    (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c, (void)batch;
+    return -1;
+}
+
+#endif

@@ -1,0 +1,456 @@
+/* CPU GEMM backends (issue 16): oneDNN's kernel (cpu/gemm_dnnl.c) against BLIS's
+ * (nnt_cpu_gemm_f32) and a naive double reference on many shapes; its bf16-operand variant;
+ * its per-thread caches; and through the public API the backend choice (NNT_GEMM) and a
+ * small model's training losses under each backend. Skips (77) when built without oneDNN. */
+#include "testutil.h"
+#include "fixture.h"
+#include "nnt_cpu.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+struct shape {
+    int ta, tb;
+    int64_t m, n, k, batch;
+    int64_t pad_a, pad_b, pad_c;   /* extra elements at the end of each stored row         */
+    float alpha, beta;
+};
+
+struct problem {
+    struct shape s;
+    int64_t lda, ldb, ldc, sa, sb, sc;
+    float *a, *b, *c0;   /* operands and C's initial contents                                 */
+};
+
+static float *random_floats(int64_t n, unsigned long long *state)
+{
+    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(2.0 * test_rand(state) - 1.0);
+    return x;
+}
+
+static struct problem make_problem(const struct shape *s, unsigned long long seed)
+{
+    struct problem p;
+    p.s = *s;
+    int64_t ar = s->ta ? s->k : s->m, ac = s->ta ? s->m : s->k;
+    int64_t br = s->tb ? s->n : s->k, bc = s->tb ? s->k : s->n;
+    p.lda = ac + s->pad_a;
+    p.ldb = bc + s->pad_b;
+    p.ldc = s->n + s->pad_c;
+    p.sa = ar * p.lda + 3;   /* batch strides with a gap, to catch a dense assumption */
+    p.sb = br * p.ldb + 5;
+    p.sc = s->m * p.ldc + 7;
+    p.a = random_floats(p.sa * s->batch, &seed);
+    p.b = random_floats(p.sb * s->batch, &seed);
+    p.c0 = random_floats(p.sc * s->batch, &seed);
+    return p;
+}
+
+static void free_problem(struct problem *p)
+{
+    free(p->a);
+    free(p->b);
+    free(p->c0);
+}
+
+/* C's initial contents; with beta == 0 NaN, which the product must not read. */
+static float *initial_c(const struct problem *p)
+{
+    int64_t n = p->sc * p->s.batch;
+    float *c = malloc((size_t)n * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    for (int64_t i = 0; i < n; i++)
+        c[i] = p->s.beta == 0.0f ? NAN : p->c0[i];
+    return c;
+}
+
+static double a_at(const struct problem *p, int64_t bi, int64_t i, int64_t l)
+{
+    return p->a[bi * p->sa + (p->s.ta ? l * p->lda + i : i * p->lda + l)];
+}
+
+static double b_at(const struct problem *p, int64_t bi, int64_t l, int64_t j)
+{
+    return p->b[bi * p->sb + (p->s.tb ? j * p->ldb + l : l * p->ldb + j)];
+}
+
+/* Largest |got - exact| over C's elements, each divided by |alpha| sum |a||b| + |beta c0|
+ * (the size of what float rounding acts on); cells outside C (padding, gaps) must be as
+ * they were. */
+static double scaled_error(const struct problem *p, const float *got)
+{
+    const struct shape *s = &p->s;
+    double worst = 0.0;
+    for (int64_t bi = 0; bi < s->batch; bi++)
+        for (int64_t i = 0; i < s->m; i++)
+            for (int64_t j = 0; j < s->n; j++) {
+                double sum = 0.0, mag = 0.0;
+                for (int64_t l = 0; l < s->k; l++) {
+                    double t = a_at(p, bi, i, l) * b_at(p, bi, l, j);
+                    sum += t;
+                    mag += fabs(t);
+                }
+                double c0 = s->beta == 0.0f ? 0.0 : p->c0[bi * p->sc + i * p->ldc + j];
+                double want = s->alpha * sum + s->beta * c0;
+                double scale = fabs(s->alpha) * mag + fabs(s->beta * c0) + 1e-30;
+                double e = fabs(got[bi * p->sc + i * p->ldc + j] - want) / scale;
+                if (!(e <= worst))   /* NaN counts as the worst */
+                    worst = isnan(e) ? INFINITY : e;
+            }
+    return worst;
+}
+
+/* Cells outside the m x n matrices unchanged (the padding of each row, the batch gaps). */
+static void expect_outside_untouched(const struct problem *p, const float *got,
+                                     const float *before, const char *what)
+{
+    for (int64_t bi = 0; bi < p->s.batch; bi++)
+        for (int64_t off = 0; off < p->sc; off++) {
+            int64_t i = off / p->ldc, j = off % p->ldc;
+            if (i < p->s.m && j < p->s.n)
+                continue;
+            int64_t at = bi * p->sc + off;
+            ck_assert_msg(memcmp(&got[at], &before[at], sizeof(float)) == 0,
+                          "%s: element %lld outside C was written", what, (long long)at);
+        }
+}
+
+static int run_dnnl(nnt_dnnl_cache *cache, const struct problem *p, float *c)
+{
+    const struct shape *s = &p->s;
+    return nnt_cpu_gemm_dnnl(cache, s->ta, s->tb, 0, 0, s->m, s->n, s->k, s->alpha, p->a,
+                             p->lda, p->sa, p->b, p->ldb, p->sb, s->beta, c, p->ldc, p->sc,
+                             s->batch);
+}
+
+static void run_blis(const struct problem *p, float *c)
+{
+    const struct shape *s = &p->s;
+    nnt_cpu_gemm_f32(s->ta, s->tb, s->m, s->n, s->k, s->alpha, p->a, p->lda, p->sa, p->b,
+                     p->ldb, p->sb, s->beta, c, p->ldc, p->sc, s->batch);
+}
+
+/* ---- f32: oneDNN against BLIS and the reference ------------------------------------------- */
+
+/* Every transpose pair on: odd sizes, padded rows, batches with gaps, beta 0 / 1 / other,
+ * alpha 1 / other, k 0, m 1 (BLIS's gemv path), n 1. */
+static const struct shape SHAPES[] = {
+    {0, 0, 7, 3, 7, 1, 0, 0, 0, 1.0f, 1.0f},     {0, 1, 13, 17, 19, 1, 1, 2, 3, 1.0f, 0.0f},
+    {1, 0, 33, 5, 64, 2, 0, 3, 1, 0.5f, 1.0f},   {1, 1, 1, 29, 31, 3, 2, 0, 0, 1.0f, 0.0f},
+    {0, 1, 1, 40, 24, 1, 0, 0, 0, 1.0f, 1.0f},   {0, 0, 65, 1, 33, 1, 1, 1, 1, 1.0f, -0.75f},
+    {0, 0, 5, 6, 0, 2, 0, 0, 2, 1.0f, 0.0f},     {1, 0, 9, 4, 0, 1, 0, 0, 0, 1.0f, 2.0f},
+    {0, 1, 128, 96, 64, 1, 0, 0, 0, 0.125f, 0.0f}, {1, 0, 96, 64, 128, 1, 4, 4, 4, 1.0f, 1.0f},
+    {0, 0, 64, 80, 96, 4, 0, 0, 0, 1.0f, 0.0f},  {1, 1, 31, 37, 41, 2, 3, 5, 7, -1.0f, 0.5f},
+    {0, 1, 12, 12, 8, 6, 0, 0, 0, 0.353553f, 0.0f}, {0, 0, 2, 300, 3, 1, 0, 0, 0, 1.0f, 1.0f},
+};
+#define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
+
+/* Measured on Zen 3 (oneDNN 2.6.3, avx2; BLIS 0.9 zen3) over SHAPES: largest scaled error
+ * 2.1e-7 for oneDNN and for BLIS (float rounding: a few units of 2^-24 relative to
+ * sum |a||b|). A wrong transpose, stride or beta gives errors of order 1. */
+#define F32_TOL 2e-6
+
+static void check_shape(nnt_dnnl_cache *cache, const struct shape *s, int idx, double *worst)
+{
+    struct problem p = make_problem(s, 1000 + (unsigned long long)idx);
+    float *cd = initial_c(&p), *cb = initial_c(&p), *before = initial_c(&p);
+    ck_assert_int_eq(run_dnnl(cache, &p, cd), 0);
+    run_blis(&p, cb);
+    double ed = scaled_error(&p, cd), eb = scaled_error(&p, cb);
+    char what[96];
+    snprintf(what, sizeof what, "shape %d (%s%s m %lld n %lld k %lld batch %lld beta %g)", idx,
+             s->ta ? "T" : "N", s->tb ? "T" : "N", (long long)s->m, (long long)s->n,
+             (long long)s->k, (long long)s->batch, s->beta);
+    EXPECT_TOL(ed, F32_TOL, "oneDNN %s against the reference", what);
+    EXPECT_TOL(eb, F32_TOL, "BLIS %s against the reference", what);
+    expect_outside_untouched(&p, cd, before, what);
+    worst[0] = ed > worst[0] ? ed : worst[0];
+    worst[1] = eb > worst[1] ? eb : worst[1];
+    free(cd);
+    free(cb);
+    free(before);
+    free_problem(&p);
+}
+
+/* _i 0: B as stored; 1: B reordered first into the layout the matmul prefers (the path of
+ * AVX-512 hosts, whose matmul wants B blocked; here it is forced). */
+START_TEST(test_f32_shapes)
+{
+    nnt_cpu_dnnl_reorder_plain(_i);
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    ck_assert_ptr_nonnull(cache);
+    double worst[2] = {0.0, 0.0};
+    for (int i = 0; i < NSHAPES; i++)
+        check_shape(cache, &SHAPES[i], i, worst);
+    for (int i = NSHAPES - 1; i >= 0; i--)   /* again, from the cache, in another order */
+        check_shape(cache, &SHAPES[i], i, worst);
+    printf("test_gemm_backends f32 (%s B): largest scaled error oneDNN %.2e, BLIS %.2e\n",
+           _i ? "reordered" : "stored", worst[0], worst[1]);
+    nnt_cpu_dnnl_cache_destroy(cache);
+    nnt_cpu_dnnl_reorder_plain(0);
+}
+END_TEST
+
+/* More distinct products than a cache holds, twice: entries are replaced and rebuilt, and
+ * every result stays right. */
+START_TEST(test_cache_replacement)
+{
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    double worst[2] = {0.0, 0.0};
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 70; i++) {
+            struct shape s = {i % 2, (i / 2) % 2, 3 + i, 5 + i % 7, 4 + i % 5, 1, 0, 0, 0,
+                              1.0f, (float)(i % 3 == 0)};
+            check_shape(cache, &s, i, worst);
+        }
+    nnt_cpu_dnnl_cache_destroy(cache);
+}
+END_TEST
+
+/* ---- threads: one cache each, the same primitive at once ----------------------------------- */
+
+struct thread_job {
+    struct problem *p;
+    float *c;
+    int rc;
+};
+
+static void *thread_main(void *arg)
+{
+    struct thread_job *job = arg;
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    job->rc = cache ? 0 : -1;
+    for (int r = 0; r < 20 && job->rc == 0; r++)
+        job->rc = run_dnnl(cache, job->p, job->c);
+    nnt_cpu_dnnl_cache_destroy(cache);
+    return NULL;
+}
+
+START_TEST(test_threads)
+{
+    struct shape s = {0, 1, 96, 160, 200, 2, 0, 0, 0, 1.0f, 0.0f};
+    struct problem p = make_problem(&s, 77);
+    struct thread_job job[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        job[t] = (struct thread_job){&p, initial_c(&p), -1};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, thread_main, &job[t]), 0);
+    }
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(job[t].rc, 0);
+        EXPECT_TOL(scaled_error(&p, job[t].c), F32_TOL, "thread %d's product", t);
+        free(job[t].c);
+    }
+    free_problem(&p);
+}
+END_TEST
+
+/* ---- bf16 operands ----------------------------------------------------------------------- */
+
+/* _i: which operands are bf16 (1 A, 2 B, 3 both); a float operand is rounded to bf16 by the
+ * kernel. Against BLIS on the operands expanded to float: the same products, summed in
+ * another order. On a CPU without bf16 dot products oneDNN has no bf16 matmul: the kernel
+ * must decline (-1) and leave C alone. */
+#define BF16_TOL 1e-6   /* scaled, as F32_TOL: float summation only (not measured here) */
+START_TEST(test_bf16_operands)
+{
+    int a16 = _i & 1, b16 = (_i >> 1) & 1;
+    const int64_t m = 37, n = 45, k = 70, batch = 2;
+    unsigned long long seed = 9;
+    float *af = random_floats(batch * m * k, &seed), *bf = random_floats(batch * n * k, &seed);
+    uint16_t *ah = malloc((size_t)(batch * m * k) * 2), *bh = malloc((size_t)(batch * n * k) * 2);
+    nnt_cpu_f32_to_bf16(batch * m * k, af, ah);
+    nnt_cpu_f32_to_bf16(batch * n * k, bf, bh);
+    float *ax = malloc((size_t)(batch * m * k) * 4), *bx = malloc((size_t)(batch * n * k) * 4);
+    nnt_cpu_bf16_to_f32(batch * m * k, ah, ax);   /* what the expanded path multiplies */
+    nnt_cpu_bf16_to_f32(batch * n * k, bh, bx);
+    float *cd = calloc((size_t)(batch * m * n), 4), *cb = calloc((size_t)(batch * m * n), 4);
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    int rc = nnt_cpu_gemm_dnnl(cache, 0, 1, a16, b16, m, n, k, 1.0f, a16 ? (void *)ah : af, k,
+                               m * k, b16 ? (void *)bh : bf, k, n * k, 0.0f, cd, n, m * n, batch);
+    if (!nnt_cpu_dnnl_bf16_native()) {
+        printf("test_gemm_backends bf16: oneDNN ISA %s has no bf16 dot products: the kernel "
+               "declined (%d) as it must; the bf16 products themselves are not tested here\n",
+               nnt_cpu_dnnl_isa(), rc);
+        ck_assert_int_eq(rc, -1);
+        for (int64_t i = 0; i < batch * m * n; i++)
+            ck_assert_msg(cd[i] == 0.0f, "C written by a declined bf16 product");
+    } else {
+        ck_assert_int_eq(rc, 0);
+        nnt_cpu_gemm_f32(0, 1, m, n, k, 1.0f, ax, k, m * k, bx, k, n * k, 0.0f, cb, n, m * n,
+                         batch);
+        double worst = 0.0;
+        for (int64_t i = 0; i < batch * m * n; i++) {
+            double e = fabs((double)cd[i] - cb[i]) / (fabs(cb[i]) + 1.0);
+            worst = e > worst ? e : worst;
+        }
+        EXPECT_TOL(worst, BF16_TOL, "bf16 operands (A %d, B %d) against the expanded product",
+                   a16, b16);
+        printf("test_gemm_backends bf16 (A %d, B %d): %.2e from the expanded product\n", a16,
+               b16, worst);
+    }
+    nnt_cpu_dnnl_cache_destroy(cache);
+    free(af), free(bf), free(ah), free(bh), free(ax), free(bx), free(cd), free(cb);
+}
+END_TEST
+
+/* ---- the backend through the public API ------------------------------------------------- */
+
+static nnt_ctx *ctx_with(const char *gemm)
+{
+    setenv("NNT_GEMM", gemm, 1);
+    nnt_ctx *ctx = test_ctx();
+    unsetenv("NNT_GEMM");
+    return ctx;
+}
+
+START_TEST(test_choice)
+{
+    const char *desc = NULL;
+    nnt_ctx *ctx = ctx_with("blis");
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    ck_assert_msg(strstr(desc, "CPU GEMM BLIS: NNT_GEMM=blis"), "kernels: %s", desc);
+    ck_assert_msg(strstr(desc, "BLIS kernels "), "kernels: %s", desc);
+    EXPECT_FAIL_MSG(nnt_ctx_kernels(ctx, NULL), NNT_E_INVAL, "nnt_ctx_kernels");
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    EXPECT_FAIL_MSG(nnt_ctx_kernels(NULL, &desc), NNT_E_INVAL, "nnt_ctx_kernels");
+    ctx = ctx_with("onednn");
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    ck_assert_msg(strstr(desc, "CPU GEMM oneDNN (ISA "), "kernels: %s", desc);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ctx = ctx_with("measure");
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    ck_assert_msg(strstr(desc, "NNT_GEMM=measure: measured: oneDNN "), "kernels: %s", desc);
+    printf("test_gemm_backends measure: %s\n", desc);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    unsetenv("NNT_GEMM");
+    ctx = test_ctx();   /* no NNT_GEMM: the feature test decides */
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    const char *isa = nnt_cpu_dnnl_isa();
+    int avx = strncmp(isa, "avx512", 6) == 0 || strncmp(isa, "avx2", 4) == 0;
+    ck_assert_msg(strstr(desc, avx ? "CPU GEMM oneDNN (ISA avx" : "CPU GEMM BLIS: default"),
+                  "kernels (oneDNN ISA %s): %s", isa, desc);
+    printf("test_gemm_backends default: %s\n", desc);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    setenv("NNT_GEMM", "mkl", 1);
+    nnt_ctx *bad = NULL;
+    EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &bad), NNT_E_INVAL, "nnt_ctx_create");
+    ck_assert_msg(strstr(nnt_ctx_last_error(NULL), "NNT_GEMM='mkl'"), "%s",
+                  nnt_ctx_last_error(NULL));
+    ck_assert_ptr_null(bad);
+    unsetenv("NNT_GEMM");
+}
+END_TEST
+
+/* The fixture's tiny GPT-2 (V 67, C 24, 2 layers), B 2 x T 12, trained 6 AdamW steps on
+ * one batch of random tokens: its losses. */
+enum { V = 67, B = 2, T = 12, STEPS = 6 };
+
+static void train_losses(const char *gemm, nnt_precision prec, double *loss)
+{
+    nnt_ctx *ctx = ctx_with(gemm);
+    nnt_layer *gpt = NULL;
+    EXPECT_OK(nnt_gpt_load_llmc(ctx, fixture_path("gpt2_tiny.llmc.bin"), B, T, NULL, &gpt));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, gpt));
+    EXPECT_OK(nnt_ctx_set_precision(ctx, prec));
+    unsigned long long seed = 5;
+    int64_t shape[2] = {B, T};
+    int32_t tok[B * T], tgt[B * T];   /* one batch, learnt step after step */
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)(test_rand(&seed) * V);
+        tgt[i] = (int32_t)(test_rand(&seed) * V);
+    }
+    for (int s = 0; s < STEPS; s++) {
+        nnt_tensor *x = NULL, *y = NULL;
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, shape, &x));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, shape, &y));
+        EXPECT_OK(nnt_tensor_copy_from_host(x, tok, sizeof tok));
+        EXPECT_OK(nnt_tensor_copy_from_host(y, tgt, sizeof tgt));
+        EXPECT_OK(nnt_layer_zero_grad(gpt));
+        EXPECT_OK(nnt_layer_set_targets(gpt, y));
+        EXPECT_OK(nnt_layer_forward(gpt, x, NULL));
+        EXPECT_OK(nnt_layer_loss(gpt, &loss[s]));
+        EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+    }
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(gpt);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+/* Relative loss differences, BLIS against oneDNN (fallback forced either way), measured on
+ * Zen 3 over the 6 steps: fp32 9.6e-9, bf16 operands 4.2e-9 (float summation order only:
+ * the operands are rounded identically; here both expand bf16 to fp32). On a CPU with bf16
+ * dot products oneDNN multiplies the bf16 operands itself (not measured: no such host
+ * here), hence the wider bf16 bound. A product computed wrongly moves them by >1e-3. */
+#define LOSS_F32_TOL 1e-7
+#define LOSS_BF16_TOL 1e-6
+
+/* _i 0: fp32, 1: bf16 operands */
+START_TEST(test_model_losses)
+{
+    nnt_precision prec = _i ? NNT_PRECISION_BF16 : NNT_PRECISION_FP32;
+    double lb[STEPS], ld[STEPS], worst = 0.0;
+    train_losses("blis", prec, lb);
+    train_losses("onednn", prec, ld);
+    for (int s = 0; s < STEPS; s++) {
+        double e = fabs(ld[s] - lb[s]) / fabs(lb[s]);
+        EXPECT_TOL(e, _i ? LOSS_BF16_TOL : LOSS_F32_TOL, "%s step %d: loss oneDNN %.9g, "
+                   "BLIS %.9g, relative", _i ? "bf16" : "fp32", s, ld[s], lb[s]);
+        worst = e > worst ? e : worst;
+    }
+    ck_assert_msg(lb[STEPS - 1] < lb[0], "training did not lower the loss (%g -> %g)", lb[0],
+                  lb[STEPS - 1]);
+    /* oneDNN really computed the fp32 products: its summation order shows in some loss's
+     * last bits (5 of the 6 differ on Zen 3; bf16 operands make fewer products inexact) */
+    int differ = 0;
+    for (int s = 0; s < STEPS; s++)
+        differ += ld[s] != lb[s];
+    ck_assert_msg(_i == 1 || differ > 0, "fp32: the same bits under both backends: did the "
+                  "GEMM codelet use oneDNN?");
+    printf("test_gemm_backends model %s: losses %.6f .. %.6f, oneDNN vs BLIS at most %.2e "
+           "relative\n", _i ? "bf16" : "fp32", lb[0], lb[STEPS - 1], worst);
+}
+END_TEST
+
+static Suite *backends_suite(void)
+{
+    Suite *s = suite_create("gemm_backends");
+    TCase *k = tcase_create("kernel");
+    tcase_add_loop_test(k, test_f32_shapes, 0, 2);
+    tcase_add_test(k, test_cache_replacement);
+    tcase_add_test(k, test_threads);
+    tcase_add_loop_test(k, test_bf16_operands, 1, 4);
+    suite_add_tcase(s, k);
+    TCase *api = tcase_create("api");
+    tcase_add_test(api, test_choice);
+    tcase_add_loop_test(api, test_model_losses, 0, 2);
+    suite_add_tcase(s, api);
+    return s;
+}
+
+int main(void)
+{
+    if (!nnt_cpu_dnnl_available()) {
+        printf("SKIP: this nnt was built without oneDNN (configure --with-onednn; Debian "
+               "libdnnl-dev): only BLIS computes CPU products\n");
+        return 77;
+    }
+    nnt_cpu_blis_setup();
+    SRunner *sr = srunner_create(backends_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
