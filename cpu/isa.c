@@ -41,6 +41,8 @@ void nnt_cpu_isa_force(int level)
     if (level == NNT_CPU_ISA_AVX2 && !cpu_has_avx2())
         level = NNT_CPU_ISA_GENERIC;
     isa_forced = level < 0 ? -1 : level;
+    if (level < 0)
+        isa_level = -1; /* NNT_CPU_ISA is read again at the next call */
 }
 
 const char *nnt_cpu_isa_name(void)

@@ -43,7 +43,8 @@ extern "C" {
 #define NNT_CPU_ISA_AVX2 1
 int nnt_cpu_isa(void);                   /* NNT_CPU_ISA_*                                       */
 const char *nnt_cpu_isa_name(void);      /* "generic" or "avx2", a static string               */
-/* Tests: force a level (one the CPU lacks gives generic); -1 returns to the default.       */
+/* Tests: force a level (one the CPU lacks gives generic); -1 returns to the default (and
+ * reads NNT_CPU_ISA again at the next call).                                               */
 void nnt_cpu_isa_force(int level);
 
 /* ---- elementwise, n contiguous elements ---------------------------------------------- */
