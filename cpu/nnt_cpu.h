@@ -27,6 +27,26 @@
 extern "C" {
 #endif
 
+/* ---- instruction set of the elementwise kernels --------------------------------------------
+ * GELU, SwiGLU, LayerNorm, RMSNorm, cross-entropy and the optimizer steps have a portable C
+ * path (the reference, any CPU) and, on x86-64 built with GCC or clang, an AVX2 + FMA path
+ * chosen at run time when the CPU has both (no -march flag: the library runs on any x86-64).
+ * The environment variable NNT_CPU_ISA=generic forces the portable path (read at the first
+ * kernel call). Both paths give the same results within float rounding; the AVX2 exp
+ * (cpu/simd_avx2.h) has a measured error of a few ulp (tests/test_cpu_kernels.c).          */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define NNT_CPU_X86 1
+#else
+#define NNT_CPU_X86 0
+#endif
+#define NNT_CPU_ISA_GENERIC 0
+#define NNT_CPU_ISA_AVX2 1
+int nnt_cpu_isa(void);                   /* NNT_CPU_ISA_*                                       */
+const char *nnt_cpu_isa_name(void);      /* "generic" or "avx2", a static string               */
+/* Tests: force a level (one the CPU lacks gives generic); -1 returns to the default (and
+ * reads NNT_CPU_ISA again at the next call).                                               */
+void nnt_cpu_isa_force(int level);
+
 /* ---- elementwise, n contiguous elements ---------------------------------------------- */
 
 /* x[i] = value */

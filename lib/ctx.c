@@ -536,7 +536,7 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
 }
 
 /* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in
- * ctx->kernels; a bad NNT_GEMM fails the creation. */
+ * ctx->kernels with the elementwise kernels' instruction set (nnt_cpu_isa); a bad NNT_GEMM fails the creation. */
 static int choose_kernels(nnt_ctx *ctx)
 {
     const char *blis_arch = nnt_cpu_blis_setup();
@@ -549,8 +549,10 @@ static int choose_kernels(nnt_ctx *ctx)
     if (dnnl)
         snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s)", nnt_cpu_dnnl_isa(),
                  nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded to fp32");
-    snprintf(ctx->kernels, sizeof ctx->kernels, "CPU GEMM %s%s: %s; BLIS kernels %s (%s)",
-             dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch, nnt_cpu_blis_reason());
+    snprintf(ctx->kernels, sizeof ctx->kernels,
+             "CPU GEMM %s%s: %s; BLIS kernels %s (%s); elementwise kernels %s",
+             dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch, nnt_cpu_blis_reason(),
+             nnt_cpu_isa_name());
     return NNT_OK;
 }
 

@@ -1483,6 +1483,202 @@ START_TEST(test_sgd)
 }
 END_TEST
 
+/* ---- the AVX2 paths against the portable ones (nnt_cpu_isa) -------------------------------- */
+
+#define TOL_ISA_EXP 7e-7        /* relative, vs double exp; measured 7.2e-8 */
+#define TOL_ISA_ELEM 8e-6       /* relative (lo 1e-3 or 0.1), AVX2 vs portable; measured 8.5e-7 */
+#define TOL_ISA_NORM 1e-6       /* normwise, AVX2 vs portable; measured 0 (same bits here) */
+#define TOL_ISA_XENT 1.5e-5     /* relative, sums and dlogits; measured 1.5e-6 (the portable
+                                  * loop's one float sum of 2 n terms) */
+
+#if NNT_CPU_X86
+#include "simd_avx2.h"
+
+static NNT_AVX2 void exp8(const float *x, float *y)
+{
+    _mm256_storeu_ps(y, nnt_avx2_exp(_mm256_loadu_ps(x)));
+}
+#endif
+
+/* 1 and the AVX2 path forced when the CPU has it; 0 (and a message) when it has not */
+static int force_avx2(const char *test)
+{
+    nnt_cpu_isa_force(NNT_CPU_ISA_AVX2);
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+        return 1;
+    printf("%s: this CPU (or build) has no AVX2 + FMA path: only the portable one is tested\n",
+           test);
+    nnt_cpu_isa_force(-1);
+    return 0;
+}
+
+START_TEST(test_isa_exp)
+{
+    if (!force_avx2("isa_exp"))
+        return;
+#if NNT_CPU_X86
+    enum { N = 8 * 4096 };
+    float *x = alloc_f(N), *y = alloc_f(N);
+    double *ref = alloc_d(N);
+    for (int64_t i = 0; i < N; i++) /* [-87.3, 88.7], plus the ends of the reduction's range */
+        x[i] = -87.3f + (88.7f + 87.3f) * (float)i / (float)(N - 1);
+    x[1] = 0.0f, x[2] = 0.34657359f, x[3] = -0.34657359f, x[4] = 1e-8f, x[5] = 88.72f;
+    for (int64_t i = 0; i < N; i += 8)
+        exp8(x + i, y + i);
+    for (int64_t i = 0; i < N; i++)
+        ref[i] = exp((double)x[i]);
+    expect_close("avx2 exp", N, y, ref, TOL_ISA_EXP, 0.0);
+    ck_assert(y[1] == 1.0f);
+    /* overflow, underflow, NaN, infinities */
+    float sx[8] = {89.0f, -88.0f, NAN, INFINITY, -INFINITY, 1000.0f, -1000.0f, 1.0f}, sy[8];
+    exp8(sx, sy);
+    ck_assert(isinf(sy[0]) && sy[0] > 0 && sy[1] == 0.0f && isnan(sy[2]));
+    ck_assert(isinf(sy[3]) && sy[4] == 0.0f && isinf(sy[5]) && sy[6] == 0.0f);
+    ck_assert(fabsf(sy[7] - 2.7182817f) <= 3e-7f);
+    free(x), free(y), free(ref);
+#endif
+    nnt_cpu_isa_force(-1);
+}
+END_TEST
+
+/* got (AVX2) against ref (portable), as doubles for expect_close */
+#define expect_path(what, n, got, ref, tol, lo)                                                \
+    do {                                                                                       \
+        double *rd_ = to_d(n, ref);                                                            \
+        expect_close_at(__LINE__, what, n, got, rd_, tol, lo);                                 \
+        free(rd_);                                                                             \
+    } while (0)
+
+/* Every kernel with an AVX2 path, on sizes that leave every tail length, against the
+ * portable path on the same inputs. */
+START_TEST(test_isa_paths)
+{
+    if (!force_avx2("isa_paths"))
+        return;
+    rng_seed(31);
+    const int64_t ns[] = {1, 7, 8, 13, 64, 771, 1536 + 5};
+    for (size_t si = 0; si < sizeof ns / sizeof ns[0]; si++) {
+        int64_t n = ns[si], rows = 3, nn = rows * n;
+        float *x = rand_f(nn, -9, 9), *u = rand_f(nn, -2, 2), *dy = rand_f(nn, -1, 1);
+        float *g = rand_f(n, 0.5f, 1.5f), *b = rand_f(n, -1, 1);
+        float *a[2][6];
+        float st[2][4][3];
+        x[0] = -30.0f; /* GELU's and SiLU's far tails */
+        if (nn > 1)
+            x[1] = 30.0f;
+        for (int path = 0; path < 2; path++) {
+            nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+            for (int k = 0; k < 6; k++)
+                a[path][k] = alloc_f(nn);
+            nnt_cpu_gelu_fwd_f32(nn, x, a[path][0]);
+            nnt_cpu_gelu_bwd_f32(nn, x, dy, a[path][1]);
+            nnt_cpu_swiglu_fwd_f32(nn, x, u, a[path][2]);
+            nnt_cpu_swiglu_bwd_f32(nn, x, u, dy, a[path][3], a[path][4]);
+            nnt_cpu_layernorm_fwd_f32(rows, n, 1e-5f, x, g, b, a[path][5], st[path][0],
+                                      st[path][1]);
+        }
+        expect_path("gelu fwd", nn, a[1][0], a[0][0], TOL_ISA_ELEM, 1e-3);
+        expect_path("gelu bwd", nn, a[1][1], a[0][1], TOL_ISA_ELEM, 0.1);
+        expect_path("swiglu fwd", nn, a[1][2], a[0][2], TOL_ISA_ELEM, 1e-3);
+        expect_path("swiglu dgate", nn, a[1][3], a[0][3], TOL_ISA_ELEM, 0.1);
+        expect_path("swiglu dup", nn, a[1][4], a[0][4], TOL_ISA_ELEM, 1e-3);
+        expect_path("layernorm y", nn, a[1][5], a[0][5], TOL_ISA_NORM, 1.0);
+        expect_path("layernorm mean", rows, st[1][0], st[0][0], TOL_ISA_NORM, 1.0);
+        expect_path("layernorm rstd", rows, st[1][1], st[0][1], TOL_ISA_NORM, 0.0);
+        for (int path = 0; path < 2; path++)
+            for (int k = 0; k < 6; k++)
+                free(a[path][k]);
+
+        /* norm backwards (dgamma, dbeta accumulate onto the same start), RMSNorm */
+        float *gb[2][6];
+        for (int path = 0; path < 2; path++) {
+            nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+            gb[path][0] = alloc_f(nn);
+            gb[path][1] = dup_f(n, b);
+            gb[path][2] = dup_f(n, g);
+            gb[path][3] = alloc_f(nn);
+            gb[path][4] = dup_f(n, b);
+            gb[path][5] = alloc_f(nn);
+            nnt_cpu_layernorm_bwd_f32(rows, n, x, dy, g, st[0][0], st[0][1], gb[path][0],
+                                      gb[path][1], gb[path][2]);
+            nnt_cpu_rmsnorm_fwd_f32(rows, n, 1e-5f, x, g, gb[path][3], st[path][2]);
+            nnt_cpu_rmsnorm_bwd_f32(rows, n, x, dy, g, st[0][2], gb[path][5], gb[path][4]);
+        }
+        expect_path("layernorm dx", nn, gb[1][0], gb[0][0], TOL_ISA_NORM, 1.0);
+        expect_path("layernorm dgamma", n, gb[1][1], gb[0][1], TOL_ISA_NORM, 1.0);
+        expect_path("layernorm dbeta", n, gb[1][2], gb[0][2], TOL_ISA_NORM, 1.0);
+        expect_path("rmsnorm y", nn, gb[1][3], gb[0][3], TOL_ISA_NORM, 1.0);
+        expect_path("rmsnorm rstd", rows, st[1][2], st[0][2], TOL_ISA_NORM, 0.0);
+        expect_path("rmsnorm dgamma", n, gb[1][4], gb[0][4], TOL_ISA_NORM, 1.0);
+        expect_path("rmsnorm dx", nn, gb[1][5], gb[0][5], TOL_ISA_NORM, 1.0);
+        for (int path = 0; path < 2; path++)
+            for (int k = 0; k < 6; k++)
+                free(gb[path][k]);
+
+        /* cross-entropy over two vocabulary blocks of n (rows of ld = 2 n + 1) */
+        int64_t ld = 2 * n + 1;
+        float *lg = rand_f(rows * ld, -12, 12), xs[2][3][3], *dl[2];
+        int32_t t[3] = {0, (int32_t)(2 * n - 1), -100};
+        for (int path = 0; path < 2; path++) {
+            nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+            for (int r = 0; r < 3; r++)
+                xs[path][0][r] = -INFINITY, xs[path][1][r] = 0.0f, xs[path][2][r] = 0.0f;
+            for (int c = 0; c < 2; c++)
+                nnt_cpu_xent_fwd_block_f32(rows, n, c * n, lg + c * n, ld, t, xs[path][0],
+                                           xs[path][1], xs[path][2]);
+            dl[path] = alloc_f(rows * ld);
+            for (int c = 0; c < 2; c++)
+                nnt_cpu_xent_bwd_block_f32(rows, n, c * n, lg + c * n, ld, t, -100, xs[0][0],
+                                           xs[0][1], 0.5f, dl[path] + c * n);
+        }
+        expect_path("xent max", rows, xs[1][0], xs[0][0], 0.0, 0.0);
+        expect_path("xent sum", rows, xs[1][1], xs[0][1], TOL_ISA_XENT, 0.0);
+        expect_path("xent target", rows, xs[1][2], xs[0][2], 0.0, 0.0);
+        expect_path("xent dlogits", rows * ld, dl[1], dl[0], TOL_ISA_XENT, 1e-30);
+        free(dl[0]), free(dl[1]), free(lg);
+
+        /* Adam and AdamW: the same bits */
+        for (int dec = 0; dec < 2; dec++) {
+            float *p[2], *m[2], *v[2];
+            for (int path = 0; path < 2; path++) {
+                nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+                p[path] = dup_f(nn, u), m[path] = dup_f(nn, dy), v[path] = dup_f(nn, g);
+                for (int64_t i = 0; i < nn; i++)
+                    v[path][i] = fabsf(x[i]);
+                nnt_cpu_adam_step_f32(nn, dec, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.19f, 0.002f,
+                                      0.7f, x, p[path], m[path], v[path]);
+            }
+            ck_assert(memcmp(p[0], p[1], (size_t)nn * sizeof(float)) == 0);
+            ck_assert(memcmp(m[0], m[1], (size_t)nn * sizeof(float)) == 0);
+            ck_assert(memcmp(v[0], v[1], (size_t)nn * sizeof(float)) == 0);
+            for (int path = 0; path < 2; path++)
+                free(p[path]), free(m[path]), free(v[path]);
+        }
+        free(x), free(u), free(dy), free(g), free(b);
+    }
+    nnt_cpu_isa_force(-1);
+}
+END_TEST
+
+/* NNT_CPU_ISA=generic forces the portable path; unset, the CPU decides */
+START_TEST(test_isa_env)
+{
+    ck_assert_int_eq(setenv("NNT_CPU_ISA", "generic", 1), 0);
+    nnt_cpu_isa_force(-1);
+    ck_assert_int_eq(nnt_cpu_isa(), NNT_CPU_ISA_GENERIC);
+    ck_assert_str_eq(nnt_cpu_isa_name(), "generic");
+    ck_assert_int_eq(unsetenv("NNT_CPU_ISA"), 0);
+    nnt_cpu_isa_force(-1);
+#if NNT_CPU_X86
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    int avx2 = 0;
+#endif
+    ck_assert_int_eq(nnt_cpu_isa(), avx2 ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+    ck_assert_str_eq(nnt_cpu_isa_name(), avx2 ? "avx2" : "generic");
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -1503,6 +1699,8 @@ static Suite *cpu_suite(void)
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
         {"sgd", test_sgd},                       {"round", test_round},
+        {"isa_exp", test_isa_exp},               {"isa_paths", test_isa_paths},
+        {"isa_env", test_isa_env},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
@@ -1518,11 +1716,22 @@ static Suite *cpu_suite(void)
     return s;
 }
 
+/* The whole suite on the default path (AVX2 where the CPU has it), then again on the portable
+ * one (the children Check forks inherit the forced level). */
 int main(void)
 {
-    SRunner *sr = srunner_create(cpu_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (nnt_cpu_isa() == NNT_CPU_ISA_GENERIC)
+                break;
+            nnt_cpu_isa_force(NNT_CPU_ISA_GENERIC);
+            printf("again with the portable kernels (nnt_cpu_isa forced to generic)\n");
+        }
+        SRunner *sr = srunner_create(cpu_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        failed += srunner_ntests_failed(sr);
+        srunner_free(sr);
+    }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,0 +1,51 @@
+/* nnt CPU kernels: which instruction set the elementwise kernels use (run-time choice). */
+#include "nnt_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* -1: not chosen yet. Every thread that races here computes the same value. */
+static int isa_level = -1;
+static int isa_forced = -1;
+
+static int cpu_has_avx2(void)
+{
+#if NNT_CPU_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+static int isa_detect(void)
+{
+    const char *env = getenv("NNT_CPU_ISA");
+    if (env && strcmp(env, "generic") == 0)
+        return NNT_CPU_ISA_GENERIC;
+    return cpu_has_avx2() ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC;
+}
+
+int nnt_cpu_isa(void)
+{
+    int level = isa_forced >= 0 ? isa_forced : isa_level;
+    if (level < 0) {
+        level = isa_detect();
+        isa_level = level;
+    }
+    return level;
+}
+
+void nnt_cpu_isa_force(int level)
+{
+    if (level == NNT_CPU_ISA_AVX2 && !cpu_has_avx2())
+        level = NNT_CPU_ISA_GENERIC;
+    isa_forced = level < 0 ? -1 : level;
+    if (level < 0)
+        isa_level = -1; /* NNT_CPU_ISA is read again at the next call */
+}
+
+const char *nnt_cpu_isa_name(void)
+{
+    return nnt_cpu_isa() == NNT_CPU_ISA_AVX2 ? "avx2" : "generic";
+}
