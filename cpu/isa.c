@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* -1: not chosen yet. Every thread that races here computes the same value. */
+/* -1: not chosen yet. nnt_ctx_create names the choice (nnt_cpu_isa_name) before StarPU
+ * starts its workers, so the workers see the value written then (thread creation orders
+ * it); a kernel called outside a context (tests) computes the same value if it races. */
 static int isa_level = -1;
 static int isa_forced = -1;
 
