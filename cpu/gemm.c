@@ -10,6 +10,10 @@
 
 #include <blis.h>
 
+#if NNT_CPU_X86
+#include "simd_avx2.h"
+#endif
+
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -136,9 +140,70 @@ static uint32_t round_bits(uint32_t u, int drop)
     return (u + half + ((u >> drop) & 1u)) & mask;   /* a carry moves to the next binade/Inf */
 }
 
+#if NNT_CPU_X86
+/* round_bits on 8 floats' bits, the same results: an infinity rounds to itself without a
+ * special case (its low bits are 0, the added half never carries), NaN keeps its quiet bit. */
+static inline NNT_AVX2 __m256i round_bits_avx2(__m256i u, int drop)
+{
+    const __m128i count = _mm_cvtsi32_si128(drop);
+    const __m256i mask = _mm256_set1_epi32((int)~((1u << drop) - 1u));
+    const __m256i half = _mm256_set1_epi32((int)((1u << (drop - 1)) - 1u));
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(u, count), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, half), lsb), mask);
+    __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i is_nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+    __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), mask);
+    return _mm256_blendv_epi8(rounded, quiet, is_nan);
+}
+
+/* The AVX2 loops return how many elements they did (a multiple of 8); the portable loops
+ * finish the rest. */
+static NNT_AVX2 int64_t round_avx2(int64_t n, int drop, const float *x, float *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        _mm256_storeu_si256((__m256i *)(y + i), round_bits_avx2(u, drop));
+    }
+    return i;
+}
+
+static NNT_AVX2 int64_t to_bf16_avx2(int64_t n, const float *x, uint16_t *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i hi = _mm256_srli_epi32(round_bits_avx2(u, 16), 16);   // 8 values <= 0xffff
+        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(hi, hi), 0x08);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_castsi256_si128(packed));
+    }
+    return i;
+}
+
+static NNT_AVX2 int64_t from_bf16_avx2(int64_t n, const uint16_t *x, float *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_si256((__m256i *)(y + i), _mm256_slli_epi32(w, 16));
+    }
+    return i;
+}
+
+static int use_avx2(void)
+{
+    return nnt_cpu_isa() == NNT_CPU_ISA_AVX2;
+}
+#endif
+
 void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y)
 {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+#if NNT_CPU_X86
+    if (use_avx2())
+        i = round_avx2(n, 23 - bits, x, y);
+#endif
+    for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
         u = round_bits(u, 23 - bits);
@@ -148,7 +213,12 @@ void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y)
 
 void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y)
 {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+#if NNT_CPU_X86
+    if (use_avx2())
+        i = to_bf16_avx2(n, x, y);
+#endif
+    for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
         y[i] = (uint16_t)(round_bits(u, 16) >> 16);
@@ -157,7 +227,12 @@ void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y)
 
 void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y)
 {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+#if NNT_CPU_X86
+    if (use_avx2())
+        i = from_bf16_avx2(n, x, y);
+#endif
+    for (; i < n; i++) {
         uint32_t u = (uint32_t)x[i] << 16;
         memcpy(&y[i], &u, sizeof u);
     }

@@ -1541,6 +1541,55 @@ START_TEST(test_isa_exp)
 }
 END_TEST
 
+/* The operand roundings of the precision modes (TF32: 10 bits, bf16: 7) and the bf16
+ * conversions: the AVX2 path gives the portable path's bits, specials and ties included. */
+START_TEST(test_isa_convert)
+{
+    if (!force_avx2("isa_convert"))
+        return;
+    enum { N = 4099 };
+    float *x = rand_f(N, -1e3f, 1e3f);
+    const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu,
+                                0x00000001u, 0x80000000u, 0x7f7fffffu, 0x3f808000u, 0x3f818000u,
+                                0x3f807fffu, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0x7f7f8000u};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        memcpy(&x[3 * i + 1], &special[i], sizeof special[i]);
+    float *r[2][2];
+    uint16_t *h[2];
+    float *back[2];
+    for (int path = 0; path < 2; path++) {
+        nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+        r[path][0] = alloc_f(N), r[path][1] = alloc_f(N), back[path] = alloc_f(N);
+        h[path] = calloc(N, sizeof(uint16_t));
+        for (int64_t n = N - 8; n <= N; n++) {   /* every tail length */
+            nnt_cpu_round_f32(n, 10, x, r[path][0]);
+            nnt_cpu_round_f32(n, 7, x, r[path][1]);
+            nnt_cpu_f32_to_bf16(n, x, h[path]);
+            nnt_cpu_bf16_to_f32(n, h[path], back[path]);
+        }
+    }
+    ck_assert(memcmp(r[0][0], r[1][0], N * sizeof(float)) == 0);
+    ck_assert(memcmp(r[0][1], r[1][1], N * sizeof(float)) == 0);
+    ck_assert(memcmp(h[0], h[1], N * sizeof(uint16_t)) == 0);
+    ck_assert(memcmp(back[0], back[1], N * sizeof(float)) == 0);
+    /* and the bf16 bits are the 7-bit rounding's upper half */
+    for (int64_t i = 0; i < N; i++) {
+        uint32_t u;
+        memcpy(&u, &r[1][1][i], sizeof u);
+        ck_assert_msg((uint16_t)(u >> 16) == h[1][i], "element %lld", (long long)i);
+    }
+    uint32_t tie;   /* 0x3f808000: a tie to even (down), 0x3f818000: a tie up */
+    memcpy(&tie, &back[1][3 * 8 + 1], sizeof tie);
+    ck_assert_uint_eq(tie, 0x3f800000u);
+    memcpy(&tie, &back[1][3 * 9 + 1], sizeof tie);
+    ck_assert_uint_eq(tie, 0x3f820000u);
+    for (int path = 0; path < 2; path++)
+        free(r[path][0]), free(r[path][1]), free(h[path]), free(back[path]);
+    free(x);
+    nnt_cpu_isa_force(-1);
+}
+END_TEST
+
 /* got (AVX2) against ref (portable), as doubles for expect_close */
 #define expect_path(what, n, got, ref, tol, lo)                                                \
     do {                                                                                       \
@@ -1700,7 +1749,7 @@ static Suite *cpu_suite(void)
         {"embedding", test_embedding},           {"adam", test_adam},
         {"sgd", test_sgd},                       {"round", test_round},
         {"isa_exp", test_isa_exp},               {"isa_paths", test_isa_paths},
-        {"isa_env", test_isa_env},
+        {"isa_env", test_isa_env},               {"isa_convert", test_isa_convert},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
