@@ -103,7 +103,7 @@ static void register_tiles(nnt_tensor *t)
         nnt_tensor_tile_box(t, coord, origin, shape);
         int64_t numel = nnt_box_numel(t->ndim, shape);
         starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)numel, t->elsize);
-        t->tiles[i].owner = nnt_tile_owner(ctx, seq, i);
+        t->tiles[i].owner = nnt_tile_owner(t, seq, i);
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
         if (t->tiles[i].owner == ctx->rank)
             t->owned_bytes += numel * (int64_t)t->elsize;
@@ -115,6 +115,12 @@ static void register_tiles(nnt_tensor *t)
 
 int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                       const int64_t *tile, nnt_tensor **out)
+{
+    return nnt_tensor_create_placed(ctx, dtype, ndim, shape, tile, 0, out);
+}
+
+int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, unsigned rows, nnt_tensor **out)
 {
     const char *fn = "nnt_tensor_create";
     if (!out)
@@ -147,6 +153,7 @@ int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *sh
     t->ctx = ctx;
     t->dtype = dtype;
     t->elsize = nnt_dtype_size(dtype);
+    t->rows = rows & ((1u << ndim) - 1u);
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
         free(t->tiles);
         free(t);
