@@ -90,13 +90,16 @@ void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *ori
 
 /* Register every tile lazily: home node -1, StarPU allocates on first write. Each tile gets
  * its owner rank (the context's distribution) and, under MPI, a tag. */
-static void register_tiles(nnt_tensor *t)
+static void register_tiles(nnt_tensor *t, const nnt_tensor *beside)
 {
     nnt_ctx *ctx = t->ctx;
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
     pthread_mutex_lock(&ctx->lock);
     int64_t seq = ctx->tensors_created++;
     pthread_mutex_unlock(&ctx->lock);
+    if (beside)
+        seq = beside->place_seq;
+    t->place_seq = seq;
     t->owned_bytes = 0;
     for (int64_t i = 0; i < t->ntiles; i++) {
         nnt_tensor_tile_coord(t, i, coord);
@@ -119,8 +122,25 @@ int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *sh
     return nnt_tensor_create_placed(ctx, dtype, ndim, shape, tile, 0, out);
 }
 
+static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                  const int64_t *tile, unsigned rows, const nnt_tensor *beside,
+                  nnt_tensor **out);
+
 int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                              const int64_t *tile, unsigned rows, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, rows, NULL, out);
+}
+
+int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, out);
+}
+
+static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                  const int64_t *tile, unsigned rows, const nnt_tensor *beside,
+                  nnt_tensor **out)
 {
     const char *fn = "nnt_tensor_create";
     if (!out)
@@ -159,7 +179,7 @@ int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int6
         free(t);
         return rc;
     }
-    register_tiles(t);
+    register_tiles(t, beside);
     *out = t;
     return NNT_OK;
 }

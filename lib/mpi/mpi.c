@@ -11,7 +11,7 @@
 #include <starpu_mpi.h>
 #endif
 
-/* NNT_DIST_DATA, an activation: the tile's row (its coordinates along the hinted batch and
+/* An activation (NNT_DIST_DATA, NNT_DIST_SHARDED): the tile's row (its coordinates along the hinted batch and
  * sequence dimensions, row-major) in contiguous blocks of rows per rank, so that a rank's
  * rows are the same in every activation of the same (B, T) tiling, and a product summed
  * over rows meets few owners (one run of rows per rank). */
@@ -32,7 +32,7 @@ int nnt_tile_owner(const nnt_tensor *t, int64_t tensor_seq, int64_t tile)
     const nnt_ctx *ctx = t->ctx;
     if (!ctx->mpi || ctx->distribution == NNT_DIST_ROOT)
         return 0;
-    if (ctx->distribution == NNT_DIST_DATA && t->rows)
+    if (t->rows)   /* NNT_DIST_DATA or NNT_DIST_SHARDED */
         return row_owner(t, tile);
     return (int)((tensor_seq + tile) % ctx->nranks);   /* cyclic */
 }
