@@ -25,7 +25,7 @@ static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
-static const char *const distributions[] = {"root", "sharded", NULL};   /* = nnt_distribution */
+static const char *const distributions[] = {"root", "sharded", "data", NULL};   /* = nnt_distribution */
 
 #define BIG 9.0e15   /* integers up to here are exact in a double */
 
@@ -79,8 +79,8 @@ static const char usage_text[] =
     "  --sched NAME          StarPU scheduler\n"
     "  --mem-gpu MiB --mem-cpu MiB   memory budgets (default 0: none)\n"
     "  --swap-dir DIR --swap-size MiB   disk swap for tiles that do not fit\n"
-    "  --distribute D        sharded|root: one rank of an MPI job (mpirun, srun; default\n"
-    "                        sharded when started as several ranks)\n"
+    "  --distribute D        sharded|data|root: one rank of an MPI job (mpirun, srun;\n"
+    "                        default sharded when started as several ranks)\n"
     "Output:\n"
     "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
     "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"

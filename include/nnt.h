@@ -96,7 +96,7 @@ typedef struct nnt_ctx_options {
                                     else $XDG_CACHE_HOME/nnt, else ~/.cache/nnt             */
     int mpi;                     /* 1: one rank of an MPI job (StarPU-MPI; see nnt_ctx_rank) */
     int distribution;            /* under MPI, which rank owns each tile: an
-                                    nnt_distribution (NNT_DIST_ROOT, NNT_DIST_SHARDED)      */
+                                    nnt_distribution (NNT_DIST_ROOT, _SHARDED, _DATA)       */
 } nnt_ctx_options;
 
 #define NNT_CTX_OPTIONS_INIT \
@@ -997,15 +997,30 @@ NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  * (nnt_ctx_options.mpi = 1). Every rank calls the same nnt functions in the same order; a
  * task runs on the rank that owns the tile it writes, and StarPU-MPI sends the tiles it
  * reads from their owners. Results are the same as in one process (the same tasks in the
- * same order), whatever the distribution.
+ * same order), with NNT_DIST_ROOT and NNT_DIST_SHARDED.
  *   NNT_DIST_ROOT     rank 0 owns every tile (the other ranks only follow): a reference
  *   NNT_DIST_SHARDED  tile i of the k-th tensor created in the context belongs to rank
- *                     (k + i) mod size: parameters, gradients, optimizer moments and
+ *                     (k + i) mod size (a parameter's gradient and optimizer moments
+ *                     where the parameter is), except the activations that layers create
+ *                     (and a model's tokens): by their (batch, sequence) tile, in blocks
+ *                     of rows per rank. Parameters, gradients, optimizer moments and
  *                     activations are spread over the ranks (about 1/size of the state
- *                     each) and weights travel to where they are used */
+ *                     each) and weights travel to where they are used; a weight gradient
+ *                     is computed on its owner, from activations sent there
+ *   NNT_DIST_DATA     data parallel: the same placement as NNT_DIST_SHARDED, so each rank
+ *                     runs the forward and backward of its share of every batch and
+ *                     updates its share of the parameters (sent to the others when they
+ *                     read them), but a product summed over rows owned by several
+ *                     ranks (weight gradients dW = dY^T X) is summed by each rank into a
+ *                     partial tile of its own, then the partials are added in rank order
+ *                     on the owner of the result: a fixed order, so results do not depend
+ *                     on timing, but not the one-process order (GPT-2 tiny: the first
+ *                     loss identical, 10 steps within 4e-6, not bit for bit). Tensors
+ *                     created through nnt_tensor_create are cyclic over their tiles. */
 typedef enum nnt_distribution {
     NNT_DIST_ROOT = 0,
-    NNT_DIST_SHARDED = 1
+    NNT_DIST_SHARDED = 1,
+    NNT_DIST_DATA = 2
 } nnt_distribution;
 
 /* This process's rank in the context's MPI job and the number of ranks (0 and 1 without

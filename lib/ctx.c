@@ -311,9 +311,11 @@ static int validate_options(const nnt_ctx_options *o)
     }
     if (o->mpi != 0 && o->mpi != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: mpi %d (use 0 or 1)", o->mpi);
-    if (o->distribution != NNT_DIST_ROOT && o->distribution != NNT_DIST_SHARDED)
+    if (o->distribution != NNT_DIST_ROOT && o->distribution != NNT_DIST_SHARDED &&
+        o->distribution != NNT_DIST_DATA)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: distribution %d is none of "
-                        "NNT_DIST_ROOT (0), NNT_DIST_SHARDED (1)", o->distribution);
+                        "NNT_DIST_ROOT (0), NNT_DIST_SHARDED (1), NNT_DIST_DATA (2)",
+                        o->distribution);
     return NNT_OK;
 }
 

@@ -46,6 +46,13 @@ struct nnt_tensor {
     int64_t ntiles;
     nnt_tile *tiles;              /* (grid) row-major                                    */
     int64_t owned_bytes;          /* bytes of the tiles this rank owns                   */
+    unsigned rows;                /* placement hint: bit d set when dimension d is a batch
+                                     or sequence dimension of an activation (NNT_DIST_DATA
+                                     and _SHARDED place such a tile by those coordinates); 0: a
+                                     parameter or anything else (cyclic over tiles)       */
+    int64_t place_seq;            /* the cyclic owners' offset: the tensor's creation rank
+                                     in its context, or that of the tensor it was created
+                                     beside (nnt_tensor_create_beside)                    */
     int written;                  /* every tile has been written once: readable. StarPU
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
@@ -152,8 +159,14 @@ void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 
 /* ---- several processes (lib/mpi/mpi.c; no-ops or failures without NNT_HAVE_MPI) ------ */
 
-/* Rank owning tile `tile` of the tensor_seq-th tensor of ctx (0 without MPI). */
-int nnt_tile_owner(const nnt_ctx *ctx, int64_t tensor_seq, int64_t tile);
+/* Rank owning tile `tile` of t, the tensor_seq-th tensor of its context (0 without MPI):
+ * cyclic over tiles, or with a placement hint (t->rows) by blocks of the tiles'
+ * coordinates along the hinted dimensions. */
+int nnt_tile_owner(const nnt_tensor *t, int64_t tensor_seq, int64_t tile);
+/* Under NNT_DIST_DATA, a temporary tile for partial sums owned by rank `owner`: a lazily
+ * allocated vector of numel floats, registered with the context's next tag (every rank
+ * registers it alike). Unregistered with starpu_data_unregister_submit. */
+starpu_data_handle_t nnt_mpi_partial_tile(nnt_ctx *ctx, int64_t numel, int owner);
 /* nnt_ctx_create with mpi = 1, before StarPU starts: start MPI (once per process), set
  * rank and size, and agree across ranks (collective): local_rc is this rank's own option
  * check; NNT_E_INVAL on every rank when another failed or the options differ. */
@@ -178,6 +191,19 @@ int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
 
 /* ---- tensors (lib/tensor.c) --------------------------------------------------------- */
 
+/* nnt_tensor_create with a placement hint (nnt_tensor.rows: bit d for a batch or
+ * sequence dimension d of an activation; 0 as nnt_tensor_create). */
+int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, unsigned rows, nnt_tensor **out);
+/* nnt_tensor_create with the placement of beside (which has the same shape and tiling):
+ * each tile on the rank of beside's, so that a gradient or an optimizer moment is where its
+ * parameter is (the optimizer's tasks read and write them together). */
+int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out);
+/* The hint of an activation (B, T, ...) created by the layers: dimensions 0 and 1. */
+#define NNT_ROWS_BT 3u
+/* ... and of one laid out (B, heads, T, ...): dimensions 0 and 2. */
+#define NNT_ROWS_BHT 5u
 /* 0 if t is a usable tensor (its context alive), else a recorded failure. */
 int nnt_tensor_check(const nnt_tensor *t, const char *func);
 /* nnt_tensor_check, plus: the tensor has been written (filled, copied into, computed). */

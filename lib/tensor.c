@@ -90,20 +90,23 @@ void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *ori
 
 /* Register every tile lazily: home node -1, StarPU allocates on first write. Each tile gets
  * its owner rank (the context's distribution) and, under MPI, a tag. */
-static void register_tiles(nnt_tensor *t)
+static void register_tiles(nnt_tensor *t, const nnt_tensor *beside)
 {
     nnt_ctx *ctx = t->ctx;
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
     pthread_mutex_lock(&ctx->lock);
     int64_t seq = ctx->tensors_created++;
     pthread_mutex_unlock(&ctx->lock);
+    if (beside)
+        seq = beside->place_seq;
+    t->place_seq = seq;
     t->owned_bytes = 0;
     for (int64_t i = 0; i < t->ntiles; i++) {
         nnt_tensor_tile_coord(t, i, coord);
         nnt_tensor_tile_box(t, coord, origin, shape);
         int64_t numel = nnt_box_numel(t->ndim, shape);
         starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)numel, t->elsize);
-        t->tiles[i].owner = nnt_tile_owner(ctx, seq, i);
+        t->tiles[i].owner = nnt_tile_owner(t, seq, i);
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
         if (t->tiles[i].owner == ctx->rank)
             t->owned_bytes += numel * (int64_t)t->elsize;
@@ -115,6 +118,29 @@ static void register_tiles(nnt_tensor *t)
 
 int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                       const int64_t *tile, nnt_tensor **out)
+{
+    return nnt_tensor_create_placed(ctx, dtype, ndim, shape, tile, 0, out);
+}
+
+static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                  const int64_t *tile, unsigned rows, const nnt_tensor *beside,
+                  nnt_tensor **out);
+
+int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, unsigned rows, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, rows, NULL, out);
+}
+
+int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, out);
+}
+
+static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                  const int64_t *tile, unsigned rows, const nnt_tensor *beside,
+                  nnt_tensor **out)
 {
     const char *fn = "nnt_tensor_create";
     if (!out)
@@ -147,12 +173,13 @@ int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *sh
     t->ctx = ctx;
     t->dtype = dtype;
     t->elsize = nnt_dtype_size(dtype);
+    t->rows = rows & ((1u << ndim) - 1u);
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
         free(t->tiles);
         free(t);
         return rc;
     }
-    register_tiles(t);
+    register_tiles(t, beside);
     *out = t;
     return NNT_OK;
 }

@@ -2,11 +2,13 @@
 # Training over StarPU-MPI on this machine (mpirun -np 2): GPT-2 "tiny", 10 AdamW steps with
 # clipping, two tilings; the losses of the sharded distribution (and, for the first tiling,
 # of the root one) against the single-process run of the same tiling (within 1e-6; the
-# difference is printed), the parameters read back on every rank (equal on both ranks and
-# to the single process), a checkpoint (rank 0's the same bytes as one process's, none from
-# rank 1), the bytes each rank owns (<= 0.6 x the single process), and
+# difference is printed) and those of the data distribution (close: see compare_data), the
+# parameters read back on every rank (equal on both ranks and, but for the data
+# distribution, to the single process), a checkpoint (rank 0's the same bytes as one
+# process's, none from rank 1), the bytes each rank owns (<= 0.6 x the single process), and
 # options that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under
-# mpirun (same --print-loss lines and checkpoint, resume). A library built
+# mpirun (same --print-loss lines and checkpoint, resume; --distribute data and its
+# checkpoint resumed by one process, close). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
 # it is without mpirun. Any build: nnt_ctx_rank and the option checks without MPI.
 set -u
@@ -100,6 +102,42 @@ train sharded2 1 sharded $t2
 compare "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
 owned "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
 
+# data distribution: rows of activations by rank, weight gradients summed from per-rank
+# partials in rank order (another order than one process's). Step 1 (the same weights) is
+# bit-identical, step 2 within 1e-6 (measured 1.1e-7), all 10 steps within 3e-5 (measured
+# 2.4e-6 and 3.4e-6 at the two tilings: the training amplifies rounding differences; one
+# process at tiling 2 differs from tiling 1 by up to 2.2e-5). Both ranks read the same
+# parameters, and each owns about half the bytes.
+compare_data() {
+    name=$1 ref=$2 run=$3
+    for r in 0 1; do
+        [ -s "$run.$r" ] || { fail "$name: rank $r wrote nothing"; return; }
+        res=$(awk 'NR == FNR { if ($1 == "loss") ref[$2] = $3; next }
+                   $1 == "loss" && ($2 in ref) { d = $3 - ref[$2]; if (d < 0) d = -d
+                                                 if (d > m) m = d; if ($2 == 1) d1 = d
+                                                 if ($2 == 2) d2 = d; c++ }
+                   END { if (c != 10) print "count"
+                         else printf "%.3g %.3g %.3g\n", d1, d2, m }' "$ref.0" "$run.$r")
+        case $res in
+            count) fail "$name: rank $r has not the 10 losses of the single process";;
+            *) set -- $res
+               echo "$name: rank $r: loss difference to one process: step 1 $1, step 2 $2, largest $3"
+               awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN { exit !(a == 0 && b <= 1e-6 && m <= 3e-5) }' ||
+                   fail "$name: losses differ by $1 (step 1), $2 (step 2), $3 (largest)";;
+        esac
+    done
+    [ "$(field "$run.0" params)" = "$(field "$run.1" params)" ] ||
+        fail "$name: the ranks read different parameters"
+    [ -e "$run.ckpt.1" ] && fail "$name: rank 1 wrote a checkpoint"
+    [ -s "$run.ckpt.0" ] || fail "$name: rank 0 wrote no checkpoint"
+}
+train data1 1 data $t1
+compare_data "tiling 1, data" "$tmp/one1" "$tmp/data1"
+owned "tiling 1, data" "$tmp/one1" "$tmp/data1"
+train data2 1 data $t2
+compare_data "tiling 2, data" "$tmp/one2" "$tmp/data2"
+owned "tiling 2, data" "$tmp/one2" "$tmp/data2"
+
 # options that differ across ranks, or invalid on one rank: an error on every rank
 $TIMEOUT $MPIRUN "$prog" options > "$tmp/options.log" 2>&1 ||
     { fail "options: exit status $?"; tail -n 15 "$tmp/options.log"; }
@@ -145,6 +183,25 @@ run_train t_part 0 --out "$tmp/t_res" --stop-after 3
 run_train t_rest 1 --out "$tmp/t_res" --resume "$tmp/t_res/checkpoint.safetensors"
 cat "$tmp/t_part.txt" "$tmp/t_rest.txt" | cmp -s - "$tmp/t_one.txt" ||
     fail "nnt-train: resumed by 2 ranks, the losses differ from the uninterrupted run"
+# --distribute data: the losses within 3e-5 of one process's; its checkpoint (saved by 2
+# ranks after 3 steps) resumed by 1 process continues within 3e-5 of the uninterrupted run.
+# lossdiff A B: the largest difference of the "step N loss X" lines (or "count")
+lossdiff() {
+    awk 'NR == FNR { if ($1 == "step") ref[$2] = $4; next }
+         $1 == "step" && ($2 in ref) { d = $4 - ref[$2]; if (d < 0) d = -d; if (d > m) m = d; c++ }
+         END { if (c != 6) print "count"; else printf "%.3g\n", m }' "$1" "$2"
+}
+run_train t_data 1 --out "$tmp/t_data" --distribute data
+run_train t_dpart 1 --out "$tmp/t_dres" --distribute data --stop-after 3
+run_train t_drest 0 --out "$tmp/t_dres" --resume "$tmp/t_dres/checkpoint.safetensors"
+cat "$tmp/t_dpart.txt" "$tmp/t_drest.txt" > "$tmp/t_dboth.txt"
+for pair in "t_data:-np 2 --distribute data" "t_dboth:data checkpoint resumed by 1 process"; do
+    f=${pair%%:*} what=${pair#*:}
+    d=$(lossdiff "$tmp/t_one.txt" "$tmp/$f.txt")
+    echo "nnt-train $what: largest loss difference to one process: $d"
+    [ "$d" != count ] && awk -v d="$d" 'BEGIN { exit !(d <= 3e-5) }' ||
+        fail "nnt-train $what: losses differ from one process's by $d"
+done
 echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
 
 [ $fail -eq 0 ] && echo "PASS: check_mpi"

@@ -2,7 +2,7 @@
  * does not survive a fork). Modes:
  *   test_mpi train OUT MPI DIST BATCH SEQ CHANNELS HIDDEN VOCAB
  *       GPT-2 "tiny" on fixed tokens (B 4, T 32), 10 AdamW steps with gradient clipping,
- *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded. Each rank writes
+ *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded|data. Each rank writes
  *       OUT.<rank>: "rank R of N", "owned BYTES" (nnt_mem_stats.owned_bytes after the first
  *       step: parameters, gradients, moments, activations), "loss S %.17g", "norm S %.17g"
  *       and "params %a" (sum of every parameter read back on this rank after the steps);
@@ -125,7 +125,9 @@ static int train(int argc, char **argv)
     nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
     o.ncpus = 1;
     o.mpi = atoi(argv[3]);
-    o.distribution = strcmp(argv[4], "sharded") == 0 ? NNT_DIST_SHARDED : NNT_DIST_ROOT;
+    o.distribution = strcmp(argv[4], "sharded") == 0 ? NNT_DIST_SHARDED
+                     : strcmp(argv[4], "data") == 0  ? NNT_DIST_DATA
+                                                     : NNT_DIST_ROOT;
     nnt_tiling tiling = NNT_TILING_INIT;
     tiling.batch = atoll(argv[5]), tiling.seq = atoll(argv[6]);
     tiling.channels = atoll(argv[7]), tiling.hidden = atoll(argv[8]);

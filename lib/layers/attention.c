@@ -61,11 +61,11 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
     if (NKV != NH)
         NNT_TRY(nnt_layer_ensure(l, &a->kv_heads, NNT_FP32, 4, kvh, kvh_tile));
     NNT_TRY(nnt_layer_ensure(l, &a->atty, NNT_FP32, 4, heads, heads_tile));
-    NNT_TRY(nnt_layer_ensure(l, &a->qkv[0], NNT_FP32, 4, bnth, bnth_tile));
+    NNT_TRY(nnt_layer_ensure_placed(l, &a->qkv[0], NNT_FP32, 4, bnth, bnth_tile, NNT_ROWS_BHT));
     for (int i = 1; i < 3; i++)
-        NNT_TRY(nnt_layer_ensure(l, &a->qkv[i], NNT_FP32, 4, kv, kv_tile));
-    NNT_TRY(nnt_layer_ensure(l, &a->o, NNT_FP32, 4, bnth, bnth_tile));
-    NNT_TRY(nnt_layer_ensure(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile));
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->qkv[i], NNT_FP32, 4, kv, kv_tile, NNT_ROWS_BHT));
+    NNT_TRY(nnt_layer_ensure_placed(l, &a->o, NNT_FP32, 4, bnth, bnth_tile, NNT_ROWS_BHT));
+    NNT_TRY(nnt_layer_ensure_placed(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile, NNT_ROWS_BHT));
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
 
@@ -209,7 +209,8 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(gl_dy_like(l, dy, a->y, "nnt_layer_backward", &a->dy_cache, &g));
     for (int i = 0; i < 4; i++) {
         const nnt_tensor *like = i < 2 ? a->o : a->qkv[1];
-        NNT_TRY(nnt_layer_ensure(l, &a->dh[i], NNT_FP32, 4, like->shape, like->tile));
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->dh[i], NNT_FP32, 4, like->shape, like->tile,
+                                        NNT_ROWS_BHT));
     }
     /* c_proj: d atty (B, T, NH, hd) = g c_proj; c_proj grads */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(a->pw, a->pw16), 0.0,

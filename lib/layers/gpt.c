@@ -219,7 +219,8 @@ static int wrap_tree(nnt_ctx *ctx, nnt_layer *tree, int64_t B, int64_t T, const 
     g->layers = c.layers;
     int64_t shape[2] = {B, T}, tile[2] = {t->batch, t->seq};
     if (rc == 0)
-        rc = nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &g->tokens);
+        rc = nnt_tensor_create_placed(ctx, NNT_INT32, 2, shape, tile, NNT_ROWS_BT,
+                                      &g->tokens);
     if (rc == 0)
         rc = register_params(l, tree);
     if (rc) {

@@ -82,7 +82,7 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
     nnt_tensor *v = NULL, *g = NULL;
     int rc = nnt_tensor_create(l->ctx, NNT_FP32, ndim, shape, tile, &v);
     if (!rc)
-        rc = nnt_tensor_create(l->ctx, NNT_FP32, ndim, shape, tile, &g);
+        rc = nnt_tensor_create_beside(l->ctx, NNT_FP32, ndim, shape, tile, v, &g);
     if (!rc)
         rc = nnt_tensor_fill(g, 0.0);
     if (!rc)
@@ -169,15 +169,22 @@ void nnt_layer_drop_activations(nnt_layer *l, const nnt_tensor *keep,
         nnt_layer_drop_activations(l->children[c], keep, keep2);
 }
 
-int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
-                     const int64_t *shape, const int64_t *tile)
+int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
+                            const int64_t *shape, const int64_t *tile, unsigned rows)
 {
     NNT_TRY(track_activation(l, t));
-    if (*t && same_layout(*t, dtype, ndim, shape, tile))
+    if (*t && same_layout(*t, dtype, ndim, shape, tile) &&
+        (*t)->rows == (rows & ((1u << ndim) - 1u)))
         return NNT_OK;
     nnt_tensor_destroy(*t);
     *t = NULL;
-    return nnt_tensor_create(l->ctx, dtype, ndim, shape, tile, t);
+    return nnt_tensor_create_placed(l->ctx, dtype, ndim, shape, tile, rows, t);
+}
+
+int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
+                     const int64_t *shape, const int64_t *tile)
+{
+    return nnt_layer_ensure_placed(l, t, dtype, ndim, shape, tile, NNT_ROWS_BT);
 }
 
 /* ---- tree queries ------------------------------------------------------------------------ */

@@ -122,6 +122,11 @@ int nnt_layer_add_child(nnt_layer *l, const char *name, nnt_layer *child);
  * a forward recomputes. */
 int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
                      const int64_t *shape, const int64_t *tile);
+/* nnt_layer_ensure with the placement hint of the tensor it creates (nnt_tensor.rows);
+ * nnt_layer_ensure itself creates activations (B, T, ...): NNT_ROWS_BT. 0 for what is
+ * shaped like a parameter (weight copies, position rows). */
+int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
+                            const int64_t *shape, const int64_t *tile, unsigned rows);
 
 /* Drop every tensor that nnt_layer_ensure made in l's subtree, except keep and keep2 (either
  * may be NULL): each is released

@@ -48,7 +48,8 @@ int gl_retiled(nnt_layer *l, nnt_tensor *src, const int64_t *tile, nnt_tensor **
         *out = src;
         return NNT_OK;
     }
-    NNT_TRY(nnt_layer_ensure(l, cache, src->dtype, src->ndim, src->shape, tile));
+    NNT_TRY(nnt_layer_ensure_placed(l, cache, src->dtype, src->ndim, src->shape, tile,
+                                    src->rows));
     *out = *cache;
     return nnt_tensor_copy(src, *cache);
 }
@@ -145,7 +146,7 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
         return NNT_OK;
     }
     if (!(*copy && l->ctx->weights_fixed)) {   /* else the copy still holds w's values */
-        NNT_TRY(nnt_layer_ensure(l, copy, NNT_BF16, w->ndim, w->shape, w->tile));
+        NNT_TRY(nnt_layer_ensure_placed(l, copy, NNT_BF16, w->ndim, w->shape, w->tile, 0));
         NNT_TRY(nnt_tensor_convert(w, *copy));
     }
     *operand = *copy;
@@ -239,7 +240,7 @@ int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tenso
     NNT_TRY(nnt_tensor_copy(x, e->tokens));
     NNT_TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
     /* wpe rows past .. past + T - 1, in the input's T tiling */
-    NNT_TRY(nnt_layer_ensure(l, &e->pos_rows, NNT_FP32, 2, rows, rows_tile));
+    NNT_TRY(nnt_layer_ensure_placed(l, &e->pos_rows, NNT_FP32, 2, rows, rows_tile, 0));
     NNT_TRY(gl_copy_rows(e->wpe, 0, past, e->pos_rows, 0, T));
     NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, e->pos_rows, e->out));
     *y = e->out;
@@ -259,7 +260,8 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
         return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe);
     /* position rows in the input's T tiling: accumulate apart, then add */
-    NNT_TRY(nnt_layer_ensure(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape, e->wpe_rows->tile));
+    NNT_TRY(nnt_layer_ensure_placed(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape,
+                                    e->wpe_rows->tile, 0));
     NNT_TRY(nnt_tensor_fill(e->dwpe_rows, 0.0));
     NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe_rows));
     return gl_add_into(l, e->dwpe_rows, e->dwpe, &e->tmp);

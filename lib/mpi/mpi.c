@@ -11,11 +11,38 @@
 #include <starpu_mpi.h>
 #endif
 
-int nnt_tile_owner(const nnt_ctx *ctx, int64_t tensor_seq, int64_t tile)
+/* An activation (NNT_DIST_DATA, NNT_DIST_SHARDED): the tile's row (its coordinates along the hinted batch and
+ * sequence dimensions, row-major) in contiguous blocks of rows per rank, so that a rank's
+ * rows are the same in every activation of the same (B, T) tiling, and a product summed
+ * over rows meets few owners (one run of rows per rank). */
+static int row_owner(const nnt_tensor *t, int64_t tile)
 {
+    int64_t coord[NNT_MAX_DIMS], row = 0, nrows = 1;
+    nnt_tensor_tile_coord(t, tile, coord);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->rows & (1u << d)) {
+            row = row * t->grid[d] + coord[d];
+            nrows *= t->grid[d];
+        }
+    return (int)(row * t->ctx->nranks / nrows);
+}
+
+int nnt_tile_owner(const nnt_tensor *t, int64_t tensor_seq, int64_t tile)
+{
+    const nnt_ctx *ctx = t->ctx;
     if (!ctx->mpi || ctx->distribution == NNT_DIST_ROOT)
         return 0;
-    return (int)((tensor_seq + tile) % ctx->nranks);   /* NNT_DIST_SHARDED: cyclic */
+    if (t->rows)   /* NNT_DIST_DATA or NNT_DIST_SHARDED */
+        return row_owner(t, tile);
+    return (int)((tensor_seq + tile) % ctx->nranks);   /* cyclic */
+}
+
+starpu_data_handle_t nnt_mpi_partial_tile(nnt_ctx *ctx, int64_t numel, int owner)
+{
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, -1, 0, (uint32_t)numel, sizeof(float));
+    nnt_mpi_register(ctx, h, owner);
+    return h;
 }
 
 int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size)

@@ -267,6 +267,90 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     return rc;
 }
 
+/* Index of the A tile of the kt-th k tile for C tile coordinates cc. */
+static int64_t a_tile_of(const nnt_tensor *a, const struct gemm_dims *d, const int64_t *cc,
+                         int64_t kt)
+{
+    int64_t ac[NNT_MAX_DIMS], kc[NNT_MAX_DIMS];
+    for (int i = 0; i < d->nb; i++)
+        ac[i] = cc[i];
+    for (int i = 0; i < d->nm; i++)
+        ac[d->a_m + i] = cc[d->c_m + i];
+    k_tile_coord(a, d, kt, kc);
+    for (int i = 0; i < d->nk; i++)
+        ac[d->a_k + i] = kc[i];
+    return nnt_tensor_tile_index(a, ac);
+}
+
+/* NNT_DIST_DATA: C (a parameter-like tensor, e.g. a weight gradient) summed over k tiles of
+ * A that belong to other ranks than C's tile (activation rows): each rank sums its own k
+ * tiles into a partial tile it owns (in increasing k order), then C's owner adds the
+ * partials in rank order, C = beta C + p_0 + p_1 + ..., so that no activation moves and
+ * the order is fixed. 1 when tile ci takes that path. */
+static int partial_path(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
+                        int64_t ci, nnt_epilogue e)
+{
+    const nnt_ctx *ctx = c->ctx;
+    if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
+        e != NNT_EPILOGUE_NONE)
+        return 0;
+    int64_t cc[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(c, ci, cc);
+    for (int64_t kt = 0; kt < k_tile_count(a, d); kt++)
+        if (a->tiles[a_tile_of(a, d, cc, kt)].owner != c->tiles[ci].owner)
+            return 1;
+    return 0;   /* every k tile is on C's owner already */
+}
+
+static int submit_partials(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
+                           nnt_tensor *b, double beta, nnt_tensor *c,
+                           const struct gemm_dims *d, int64_t ci)
+{
+    nnt_ctx *ctx = c->ctx;
+    int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
+    int64_t bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(c, ci, cc);
+    nnt_tensor_tile_box(c, cc, origin, cshape);
+    int64_t mnkb[4] = {nnt_box_numel(d->nm, cshape + d->c_m),
+                       nnt_box_numel(d->nn, cshape + d->c_n), 0, nnt_box_numel(d->nb, cshape)};
+    for (int i = 0; i < d->nb; i++)
+        bc[i] = cc[i];
+    for (int i = 0; i < d->nn; i++)
+        bc[d->b_n + i] = cc[d->c_n + i];
+    int64_t nkt = k_tile_count(a, d), numel = nnt_box_numel(c->ndim, cshape);
+    int first_add = 1, rc = NNT_OK;
+    for (int r = 0; r < ctx->nranks && rc == 0; r++) {
+        starpu_data_handle_t tiles[5] = {NULL, NULL, NULL, NULL, NULL};
+        int started = 0;
+        for (int64_t kt = 0; kt < nkt && rc == 0; kt++) {
+            int64_t ai = a_tile_of(a, d, cc, kt);
+            if (a->tiles[ai].owner != r)
+                continue;
+            if (!tiles[2])
+                tiles[2] = nnt_mpi_partial_tile(ctx, numel, r);
+            k_tile_coord(a, d, kt, kc);
+            for (int i = 0; i < d->nk; i++)
+                bc[d->b_k + i] = kc[i];
+            nnt_tensor_tile_shape_at(a, ai, ashape);
+            mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
+            tiles[0] = a->tiles[ai].handle;
+            tiles[1] = b->tiles[nnt_tensor_tile_index(b, bc)].handle;
+            rc = nnt_insert_gemm(ctx, trans_a, trans_b, mnkb, (float)alpha,
+                                 started ? 1.0f : 0.0f, started ? STARPU_RW : STARPU_W,
+                                 NNT_EPILOGUE_NONE, tiles);
+            started = 1;
+        }
+        if (!tiles[2])
+            continue;
+        if (rc == 0)
+            rc = nnt_insert_axpby(ctx, 1.0f, tiles[2], first_add ? (float)beta : 1.0f,
+                                  c->tiles[ci].handle);
+        first_add = 0;
+        starpu_data_unregister_submit(tiles[2]);
+    }
+    return rc;
+}
+
 static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
                 nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
                 int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
@@ -276,7 +360,9 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
-        rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux);
+        rc = partial_path(a, c, &d, ci, e)
+                 ? submit_partials(trans_a, trans_b, alpha, a, b, beta, c, &d, ci)
+                 : submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux);
     if (rc == 0) {
         nnt_tensor_mark_written(c);
         if (e == NNT_EPILOGUE_BIAS_GELU)
