@@ -1011,12 +1011,12 @@ NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  *                     runs the forward and backward of its share of every batch and
  *                     updates its share of the parameters (sent to the others when they
  *                     read them), but a product summed over rows owned by several
- *                     ranks (weight gradients dW = dY^T X) is summed by each rank into a
- *                     partial tile of its own, then the partials are added in rank order
- *                     on the owner of the result: a fixed order, so results do not depend
- *                     on timing, but not the one-process order (GPT-2 tiny: the first
- *                     loss identical, 10 steps within 4e-6, not bit for bit). Tensors
- *                     created through nnt_tensor_create are cyclic over their tiles. */
+ *                     ranks (weight gradients dW = dY^T X) is summed where the rows are:
+ *                     the result's tile travels to each rank in turn, which adds its own
+ *                     rows in one process's order, and back to its owner (no activation
+ *                     moves): the same sums in the same order, so the same results as one
+ *                     process, bit for bit. Tensors created through nnt_tensor_create are
+ *                     cyclic over their tiles. */
 typedef enum nnt_distribution {
     NNT_DIST_ROOT = 0,
     NNT_DIST_SHARDED = 1,

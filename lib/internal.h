@@ -163,10 +163,10 @@ void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
  * cyclic over tiles, or with a placement hint (t->rows) by blocks of the tiles'
  * coordinates along the hinted dimensions. */
 int nnt_tile_owner(const nnt_tensor *t, int64_t tensor_seq, int64_t tile);
-/* Under NNT_DIST_DATA, a temporary tile for partial sums owned by rank `owner`: a lazily
- * allocated vector of numel floats, registered with the context's next tag (every rank
- * registers it alike). Unregistered with starpu_data_unregister_submit. */
-starpu_data_handle_t nnt_mpi_partial_tile(nnt_ctx *ctx, int64_t numel, int owner);
+/* Under MPI (collective, in submission order): h's tile moves to rank, which owns it from
+ * then on (the tasks that write it run there) until the next migration; keep 0: its value
+ * is not sent (the next task overwrites it; it may hold no data, e.g. a dropped gradient). */
+void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep);
 /* nnt_ctx_create with mpi = 1, before StarPU starts: start MPI (once per process), set
  * rank and size, and agree across ranks (collective): local_rc is this rank's own option
  * check; NNT_E_INVAL on every rank when another failed or the options differ. */

@@ -37,14 +37,6 @@ int nnt_tile_owner(const nnt_tensor *t, int64_t tensor_seq, int64_t tile)
     return (int)((tensor_seq + tile) % ctx->nranks);   /* cyclic */
 }
 
-starpu_data_handle_t nnt_mpi_partial_tile(nnt_ctx *ctx, int64_t numel, int owner)
-{
-    starpu_data_handle_t h;
-    starpu_vector_data_register(&h, -1, 0, (uint32_t)numel, sizeof(float));
-    nnt_mpi_register(ctx, h, owner);
-    return h;
-}
-
 int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size)
 {
     int rc = nnt_ctx_check(ctx, "nnt_ctx_rank");
@@ -165,6 +157,16 @@ void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
         starpu_mpi_cache_flush(MPI_COMM_WORLD, h);
 }
 
+void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
+{
+    if (!ctx->mpi)
+        return;
+    if (keep)
+        starpu_mpi_data_migrate(MPI_COMM_WORLD, h, rank);
+    else   /* about to be overwritten (maybe holding no data: a dropped gradient) */
+        starpu_mpi_data_set_rank(h, rank);
+}
+
 /* The task runs on the rank that owns the tile it writes (StarPU-MPI sends it the tiles it
  * reads and sends written tiles back to other owners); the other ranks only take part in
  * those transfers, and free the argument copy the task would have owned. */
@@ -236,6 +238,11 @@ void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner)
 void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
 {
     (void)ctx, (void)h;
+}
+
+void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
+{
+    (void)ctx, (void)h, (void)rank, (void)keep;
 }
 
 int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,

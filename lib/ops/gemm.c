@@ -283,11 +283,13 @@ static int64_t a_tile_of(const nnt_tensor *a, const struct gemm_dims *d, const i
 }
 
 /* NNT_DIST_DATA: C (a parameter-like tensor, e.g. a weight gradient) summed over k tiles of
- * A that belong to other ranks than C's tile (activation rows): each rank sums its own k
- * tiles into a partial tile it owns (in increasing k order), then C's owner adds the
- * partials in rank order, C = beta C + p_0 + p_1 + ..., so that no activation moves and
- * the order is fixed. 1 when tile ci takes that path. */
-static int partial_path(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
+ * A that belong to other ranks than C's tile (activation rows). C's tile travels: it
+ * migrates to the rank of each k tile in turn (starpu_mpi_data_migrate, only when the rank
+ * changes: once per rank, as ranks own contiguous blocks of rows), where that rank adds its
+ * own k tiles exactly as one process does (the first with beta, the others with 1, in
+ * increasing k order), and comes back to its owner. No activation moves, and the sum is
+ * one process's in its order: the same bits. 1 when tile ci takes that path. */
+static int chain_path(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
                         int64_t ci, nnt_epilogue e)
 {
     const nnt_ctx *ctx = c->ctx;
@@ -302,9 +304,9 @@ static int partial_path(const nnt_tensor *a, const nnt_tensor *c, const struct g
     return 0;   /* every k tile is on C's owner already */
 }
 
-static int submit_partials(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
-                           nnt_tensor *b, double beta, nnt_tensor *c,
-                           const struct gemm_dims *d, int64_t ci)
+static int submit_chain(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
+                        nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
+                        int64_t ci)
 {
     nnt_ctx *ctx = c->ctx;
     int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
@@ -317,37 +319,29 @@ static int submit_partials(nnt_trans trans_a, nnt_trans trans_b, double alpha, n
         bc[i] = cc[i];
     for (int i = 0; i < d->nn; i++)
         bc[d->b_n + i] = cc[d->c_n + i];
-    int64_t nkt = k_tile_count(a, d), numel = nnt_box_numel(c->ndim, cshape);
-    int first_add = 1, rc = NNT_OK;
-    for (int r = 0; r < ctx->nranks && rc == 0; r++) {
-        starpu_data_handle_t tiles[5] = {NULL, NULL, NULL, NULL, NULL};
-        int started = 0;
-        for (int64_t kt = 0; kt < nkt && rc == 0; kt++) {
-            int64_t ai = a_tile_of(a, d, cc, kt);
-            if (a->tiles[ai].owner != r)
-                continue;
-            if (!tiles[2])
-                tiles[2] = nnt_mpi_partial_tile(ctx, numel, r);
-            k_tile_coord(a, d, kt, kc);
-            for (int i = 0; i < d->nk; i++)
-                bc[d->b_k + i] = kc[i];
-            nnt_tensor_tile_shape_at(a, ai, ashape);
-            mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
-            tiles[0] = a->tiles[ai].handle;
-            tiles[1] = b->tiles[nnt_tensor_tile_index(b, bc)].handle;
-            rc = nnt_insert_gemm(ctx, trans_a, trans_b, mnkb, (float)alpha,
-                                 started ? 1.0f : 0.0f, started ? STARPU_RW : STARPU_W,
-                                 NNT_EPILOGUE_NONE, tiles);
-            started = 1;
+    starpu_data_handle_t ch = c->tiles[ci].handle;
+    const int home = c->tiles[ci].owner;
+    int at = home, rc = NNT_OK;
+    for (int64_t kt = 0; kt < k_tile_count(a, d) && rc == 0; kt++) {
+        int64_t ai = a_tile_of(a, d, cc, kt);
+        double tile_beta = kt == 0 ? beta : 1.0;
+        if (a->tiles[ai].owner != at) {
+            at = a->tiles[ai].owner;
+            nnt_mpi_migrate(ctx, ch, at, tile_beta != 0.0);
         }
-        if (!tiles[2])
-            continue;
-        if (rc == 0)
-            rc = nnt_insert_axpby(ctx, 1.0f, tiles[2], first_add ? (float)beta : 1.0f,
-                                  c->tiles[ci].handle);
-        first_add = 0;
-        starpu_data_unregister_submit(tiles[2]);
+        k_tile_coord(a, d, kt, kc);
+        for (int i = 0; i < d->nk; i++)
+            bc[d->b_k + i] = kc[i];
+        nnt_tensor_tile_shape_at(a, ai, ashape);
+        mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
+        starpu_data_handle_t tiles[5] = {a->tiles[ai].handle,
+                                         b->tiles[nnt_tensor_tile_index(b, bc)].handle, ch, NULL,
+                                         NULL};
+        rc = nnt_insert_gemm(ctx, trans_a, trans_b, mnkb, (float)alpha, (float)tile_beta,
+                             tile_beta == 0.0 ? STARPU_W : STARPU_RW, NNT_EPILOGUE_NONE, tiles);
     }
+    if (at != home)
+        nnt_mpi_migrate(ctx, ch, home, 1);
     return rc;
 }
 
@@ -360,8 +354,8 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
-        rc = partial_path(a, c, &d, ci, e)
-                 ? submit_partials(trans_a, trans_b, alpha, a, b, beta, c, &d, ci)
+        rc = chain_path(a, c, &d, ci, e)
+                 ? submit_chain(trans_a, trans_b, alpha, a, b, beta, c, &d, ci)
                  : submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux);
     if (rc == 0) {
         nnt_tensor_mark_written(c);
