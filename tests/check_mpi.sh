@@ -1,14 +1,13 @@
 #!/bin/sh
 # Training over StarPU-MPI on this machine (mpirun -np 2): GPT-2 "tiny", 10 AdamW steps with
-# clipping, two tilings; the losses of the sharded distribution (and, for the first tiling,
-# of the root one) against the single-process run of the same tiling (within 1e-6; the
-# difference is printed) and those of the data distribution (close: see compare_data), the
-# parameters read back on every rank (equal on both ranks and, but for the data
-# distribution, to the single process), a checkpoint (rank 0's the same bytes as one
-# process's, none from rank 1), the bytes each rank owns (<= 0.6 x the single process), and
-# options that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under
-# mpirun (same --print-loss lines and checkpoint, resume; --distribute data and its
-# checkpoint resumed by one process, close). A library built
+# clipping, two tilings; the losses of the sharded and data distributions (and, for the first
+# tiling, of the root one) against the single-process run of the same tiling (equal bit for
+# bit; the difference is printed), the parameters read back on every rank (equal on both
+# ranks and to the single process), a checkpoint (rank 0's the same bytes as one process's,
+# none from rank 1), the bytes each rank owns (<= 0.6 x the single process), and options
+# that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under mpirun (same
+# --print-loss lines and checkpoint, resume; --distribute data and its checkpoint resumed by
+# one process; a Llama-family model under both distributions). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
 # it is without mpirun. Any build: nnt_ctx_rank and the option checks without MPI.
 set -u
@@ -204,6 +203,17 @@ done
 cmp -s "$tmp/t_one.txt" "$tmp/t_data.txt" || fail "nnt-train -np 2 --distribute data: other loss lines"
 cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_data/checkpoint.safetensors" ||
     fail "nnt-train -np 2 --distribute data: the checkpoint differs from one process's"
+# the Llama family (GQA, RMSNorm, RoPE, SwiGLU) under both distributions: one process's
+# losses and checkpoint, bit for bit
+llama="--model llama-tiny --kv-heads 2 --hidden 48"
+run_train t_lone 0 --out "$tmp/t_lone" $llama
+for dist in sharded data; do
+    run_train "t_l$dist" 1 --out "$tmp/t_l$dist" $llama --distribute $dist
+    cmp -s "$tmp/t_lone.txt" "$tmp/t_l$dist.txt" ||
+        fail "nnt-train -np 2 llama --distribute $dist: other losses than one process"
+    cmp -s "$tmp/t_lone/checkpoint.safetensors" "$tmp/t_l$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 llama --distribute $dist: the checkpoint differs"
+done
 echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
 
 [ $fail -eq 0 ] && echo "PASS: check_mpi"
