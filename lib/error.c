@@ -46,8 +46,10 @@ int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...)
 }
 
 int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
-                          size_t want, const char *how)
+                          size_t want, size_t want_v02, const char *how)
 {
+    if (want_v02 != 0 && have == want_v02)
+        return NNT_OK;
     if (have < want)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %zu is smaller than %zu; %s", fn, what, have,
                         want, how);
@@ -65,8 +67,7 @@ int nnt_read_options(const char *fn, const void *user, const void *defaults, voi
         return NNT_OK;
     size_t have;
     memcpy(&have, user, sizeof have);
-    if (size_v02 == 0 || have != size_v02)
-        NNT_TRY(nnt_check_struct_size(NULL, fn, "options size", have, size, how));
+    NNT_TRY(nnt_check_struct_size(NULL, fn, "options size", have, size, size_v02, how));
     memcpy(out, user, have);   /* the fields the caller knows; the rest keep the defaults */
     memcpy(out, &size, sizeof size);
     return NNT_OK;

@@ -101,9 +101,11 @@ int nnt_fail(const nnt_ctx *ctx, int status, const char *fmt, ...) NNT_PRINTF(3,
 void nnt_log(int level, const char *fmt, ...) NNT_PRINTF(2, 3);
 /* The size field of an option or result structure: NNT_E_INVAL (naming fn and what, and
  * saying how to set it) when the caller's have is smaller than the library's want,
- * NNT_E_UNSUPPORTED when larger (the program was built against a newer nnt). */
+ * NNT_E_UNSUPPORTED when larger (the program was built against a newer nnt). want_v02 (0:
+ * none) is also accepted: the size of the structure in 0.2, before it grew, for programs
+ * built against that release. */
 int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
-                          size_t want, const char *how);
+                          size_t want, size_t want_v02, const char *how);
 /* out (size bytes) = the caller's options user, or defaults when user is NULL, after
  * checking user's size field (the first member of every option structure) as above; a
  * caller built against an older release whose structure was shorter (size_v02 bytes, the

@@ -154,10 +154,10 @@ static int read_sampling(const nnt_ctx *ctx, const char *fn, const nnt_sampling 
         out->top_k = 0;
         return NNT_OK;
     }
-    size_t v02 = offsetof(nnt_sampling, top_p);   /* the 0.2 struct ends there */
-    if (s->size != v02)
-        NNT_TRY(nnt_check_struct_size(ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
-                                      "initialise it with NNT_SAMPLING_INIT"));
+    /* the 0.2 struct ends before top_p */
+    NNT_TRY(nnt_check_struct_size(ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
+                                  offsetof(nnt_sampling, top_p),
+                                  "initialise it with NNT_SAMPLING_INIT"));
     memcpy(out, s, s->size);
     out->size = sizeof *out;
     if (!(out->top_p > 0.0 && out->top_p <= 1.0))

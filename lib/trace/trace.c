@@ -330,10 +330,10 @@ int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
     if (!stats)
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_ctx_mem_stats: stats is NULL");
     /* a program built against 0.2 has the structure without owned_bytes: it gets that much */
-    size_t have = stats->size, v02 = offsetof(nnt_mem_stats, owned_bytes);
-    if (have != v02 && (rc = nnt_check_struct_size(ctx, "nnt_ctx_mem_stats", "stats->size",
-                                                   have, sizeof *stats,
-                                                   "set it to sizeof(nnt_mem_stats)")))
+    size_t have = stats->size;
+    if ((rc = nnt_check_struct_size(ctx, "nnt_ctx_mem_stats", "stats->size", have,
+                                    sizeof *stats, offsetof(nnt_mem_stats, owned_bytes),
+                                    "set it to sizeof(nnt_mem_stats)")))
         return rc;
     nnt_mem_stats full;
     rc = fill_mem_stats(ctx, &full, reset);
