@@ -219,6 +219,12 @@ static int write_file(const nnt_optim *opt, const char *fn, const char *path,
     return rc && io ? io_fail(opt->ctx, fn, rc, err) : rc;
 }
 
+static int bad_section_size(nnt_ctx *ctx, const char *fn, const nnt_train_state *st)
+{
+    return nnt_fail(ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) %zu "
+                    "(initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size, sizeof *st);
+}
+
 /* The arguments common to save and load: a live optimizer with parameters, a path, and a
  * user section (may be NULL) whose size field is set. */
 static int check_call(const nnt_optim *opt, const char *fn, const char *path,
@@ -230,9 +236,7 @@ static int check_call(const nnt_optim *opt, const char *fn, const char *path,
     if (!path)
         return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
     if (st && st->size < sizeof *st)
-        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) "
-                        "%zu (initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size,
-                        sizeof *st);
+        return bad_section_size(opt->ctx, fn, st);
     if (opt->nparams == 0)
         return nnt_fail(opt->ctx, NNT_E_STATE, "%s: the optimizer has no parameters", fn);
     return NNT_OK;
@@ -555,8 +559,7 @@ int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st)
     if (!path || !st)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "st" : "path");
     if (st->size < sizeof *st)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) %zu "
-                        "(initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size, sizeof *st);
+        return bad_section_size(ctx, fn, st);
     char err[NNT_IO_ERRLEN];
     nnt_st_reader *r = NULL;
     int rc = nnt_st_open(path, &r, err, sizeof err);
@@ -695,8 +698,7 @@ int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B, int64_
     if (!path || !out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, path ? "out" : "path");
     if (st && st->size < sizeof *st)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: st->size %zu < sizeof(nnt_train_state) %zu "
-                        "(initialise it with NNT_TRAIN_STATE_INIT)", fn, st->size, sizeof *st);
+        return bad_section_size(ctx, fn, st);
     nnt_st_reader *r = NULL;
     state_meta sm;
     nnt_model_config cfg;
