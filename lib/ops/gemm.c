@@ -221,10 +221,13 @@ static void k_tile_coord(const nnt_tensor *a, const struct gemm_dims *d, int64_t
     }
 }
 
-/* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue. */
+/* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
+ * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
+ * changes, and back to its owner at the end. */
 static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
                          nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
-                         int64_t ci, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
+                         int64_t ci, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux,
+                         int travel)
 {
     int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
     int64_t ac[NNT_MAX_DIMS], bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
@@ -245,7 +248,8 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     for (int i = 0; i < d->nn; i++)
         bc[d->b_n + i] = cc[d->c_n + i];
     int64_t nkt = k_tile_count(a, d);
-    int rc = NNT_OK;
+    const int home = c->tiles[ci].owner;
+    int rc = NNT_OK, at = home;
     for (int64_t kt = 0; kt < nkt && rc == 0; kt++) {
         k_tile_coord(a, d, kt, kc);
         for (int i = 0; i < d->nk; i++) {
@@ -258,12 +262,18 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
         tiles[0] = a->tiles[ai].handle;
         tiles[1] = b->tiles[nnt_tensor_tile_index(b, bc)].handle;
         int first = kt == 0, last = kt == nkt - 1;
+        if (travel && a->tiles[ai].owner != at) {   /* C's tile moves to the k tile's rank */
+            at = a->tiles[ai].owner;
+            nnt_mpi_migrate(c->ctx, tiles[2], at, !(first && beta == 0.0));
+        }
         enum starpu_data_access_mode mode =
             !first ? K_ACCUMULATE_MODE : beta == 0.0 ? STARPU_W : STARPU_RW;
         rc = nnt_insert_gemm(c->ctx, trans_a, trans_b, mnkb, (float)alpha,
                              first ? (float)beta : 1.0f, mode,
                              last ? (int)e : NNT_EPILOGUE_NONE, tiles);
     }
+    if (at != home)
+        nnt_mpi_migrate(c->ctx, tiles[2], home, 1);
     return rc;
 }
 
@@ -288,9 +298,9 @@ static int64_t a_tile_of(const nnt_tensor *a, const struct gemm_dims *d, const i
  * changes: once per rank, as ranks own contiguous blocks of rows), where that rank adds its
  * own k tiles exactly as one process does (the first with beta, the others with 1, in
  * increasing k order), and comes back to its owner. No activation moves, and the sum is
- * one process's in its order: the same bits. 1 when tile ci takes that path. */
-static int chain_path(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
-                        int64_t ci, nnt_epilogue e)
+ * one process's in its order: the same bits. 1 when tile ci travels (submit_c_tile). */
+static int travels(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
+                   int64_t ci, nnt_epilogue e)
 {
     const nnt_ctx *ctx = c->ctx;
     if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
@@ -304,47 +314,6 @@ static int chain_path(const nnt_tensor *a, const nnt_tensor *c, const struct gem
     return 0;   /* every k tile is on C's owner already */
 }
 
-static int submit_chain(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
-                        nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
-                        int64_t ci)
-{
-    nnt_ctx *ctx = c->ctx;
-    int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
-    int64_t bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
-    nnt_tensor_tile_coord(c, ci, cc);
-    nnt_tensor_tile_box(c, cc, origin, cshape);
-    int64_t mnkb[4] = {nnt_box_numel(d->nm, cshape + d->c_m),
-                       nnt_box_numel(d->nn, cshape + d->c_n), 0, nnt_box_numel(d->nb, cshape)};
-    for (int i = 0; i < d->nb; i++)
-        bc[i] = cc[i];
-    for (int i = 0; i < d->nn; i++)
-        bc[d->b_n + i] = cc[d->c_n + i];
-    starpu_data_handle_t ch = c->tiles[ci].handle;
-    const int home = c->tiles[ci].owner;
-    int at = home, rc = NNT_OK;
-    for (int64_t kt = 0; kt < k_tile_count(a, d) && rc == 0; kt++) {
-        int64_t ai = a_tile_of(a, d, cc, kt);
-        double tile_beta = kt == 0 ? beta : 1.0;
-        if (a->tiles[ai].owner != at) {
-            at = a->tiles[ai].owner;
-            nnt_mpi_migrate(ctx, ch, at, tile_beta != 0.0);
-        }
-        k_tile_coord(a, d, kt, kc);
-        for (int i = 0; i < d->nk; i++)
-            bc[d->b_k + i] = kc[i];
-        nnt_tensor_tile_shape_at(a, ai, ashape);
-        mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
-        starpu_data_handle_t tiles[5] = {a->tiles[ai].handle,
-                                         b->tiles[nnt_tensor_tile_index(b, bc)].handle, ch, NULL,
-                                         NULL};
-        rc = nnt_insert_gemm(ctx, trans_a, trans_b, mnkb, (float)alpha, (float)tile_beta,
-                             tile_beta == 0.0 ? STARPU_W : STARPU_RW, NNT_EPILOGUE_NONE, tiles);
-    }
-    if (at != home)
-        nnt_mpi_migrate(ctx, ch, home, 1);
-    return rc;
-}
-
 static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
                 nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
                 int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
@@ -354,9 +323,8 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
-        rc = chain_path(a, c, &d, ci, e)
-                 ? submit_chain(trans_a, trans_b, alpha, a, b, beta, c, &d, ci)
-                 : submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux);
+        rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
+                           travels(a, c, &d, ci, e));
     if (rc == 0) {
         nnt_tensor_mark_written(c);
         if (e == NNT_EPILOGUE_BIAS_GELU)
