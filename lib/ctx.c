@@ -505,7 +505,12 @@ static int start_starpu(const nnt_ctx_options *o)
         cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
         conf.sched_policy_name = "dmdas";
 #endif
-    int rc = mpi ? nnt_mpi_init_runtime(&conf) : starpu_init(&conf);
+    nnt_topology_fix fix;
+    int rc = nnt_topology_fix_begin(&fix);
+    if (rc)
+        return rc;
+    rc = mpi ? nnt_mpi_init_runtime(&conf) : starpu_init(&conf);
+    nnt_topology_fix_end(&fix);
     if (rc == -ENODEV)
         return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: StarPU found no worker for "
                         "ncpus=%d ncuda=%d", o->ncpus, o->ncuda);
@@ -623,6 +628,8 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     const char *limit = getenv("STARPU_LIMIT_CPU_MEM");
     starpu_ssize_t starpu_total = starpu_memory_get_total(STARPU_MAIN_RAM);
     ctx->ram_budget = limit ? atoll(limit) * 1024 * 1024 : starpu_total > 0 ? starpu_total : 0;
+    if (starpu_total > 0 && ctx->ram_budget > starpu_total)
+        ctx->ram_budget = starpu_total;   /* StarPU holds to the smaller of the two */
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     nnt_stats_ctx_start(ctx);
