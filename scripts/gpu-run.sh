@@ -11,7 +11,10 @@
 #   test    every test program (GPU kernels against the CPU, then the whole suite with CPU
 #           and CUDA workers) and check_train.sh, at most 5 minutes each; tests.txt lists
 #           PASS/FAIL/SKIP as they finish (NNT_TESTS="ops_gemm layer_gpt ..." runs only
-#           those: to go on after a call that hit its time limit)
+#           those: to go on after a call that hit its time limit; NNT_TEST_JOBS=N runs N
+#           programs at once, NNT_TEST_TIMEOUT=S limits each, default 300 (NNT_CK_TIMEOUT:
+#           each test function; CK_VERBOSITY=verbose names each as it ends); each program's
+#           measured errors go to tolerances-NAME.txt, see NNT_TOL_REPORT in tests/testutil.h)
 #   bench   GPT-2 124M and 1558M training steps on the GPU in fp32, tf32 and bf16
 #           (nnt-train), tokens/s and MFU; bench.txt
 #   torch   bench/compare_pytorch.py: nnt-train vs PyTorch on the GPU, bf16 (or
@@ -69,8 +72,10 @@ run_test() {
     local name=$1 rc start
     shift
     start=$(date +%s)
-    top_srcdir="$repo" top_builddir="$here" CK_DEFAULT_TIMEOUT=300 TMPDIR=/tmp \
-        timeout 300 "$@" > "$out/test-$name.log" 2>&1
+    local limit=${NNT_TEST_TIMEOUT:-300}
+    top_srcdir="$repo" top_builddir="$here" CK_DEFAULT_TIMEOUT=${NNT_CK_TIMEOUT:-$limit} \
+        TMPDIR=/tmp NNT_TOL_REPORT="$out/tolerances-$name.txt" \
+        timeout "$limit" stdbuf -oL -eL "$@" > "$out/test-$name.log" 2>&1
     rc=$?
     local verdict=FAIL
     [ $rc -eq 0 ] && verdict=PASS
@@ -89,12 +94,18 @@ wanted() {
 }
 
 phase_test() {
+    local jobs=${NNT_TEST_JOBS:-1} running=0
     wanted cuda_kernels && run_test cuda_kernels "$here/tests/test_cuda_kernels"
     for t in "$here"/tests/test_*; do
         name=$(basename "$t")
         name=${name#test_}
-        [ "$name" = cuda_kernels ] || ! wanted "$name" || run_test "$name" "$t"
+        [ "$name" = cuda_kernels ] || ! wanted "$name" || {
+            run_test "$name" "$t" &
+            running=$((running + 1))
+            [ "$running" -lt "$jobs" ] || { wait -n; running=$((running - 1)); }
+        }
     done
+    wait
     wanted check_train && run_test check_train sh "$here/tests/check_train.sh"
     if ! grep -qE '^(PASS|FAIL|SKIP):' "$out/summary.txt" 2>/dev/null; then
         say "test: no test program matches NNT_TESTS=\"${NNT_TESTS:-}\" (names as in" \

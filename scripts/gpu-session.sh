@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One time-boxed device call of a GPU bundle (scripts/gpu-bundle.sh), for a session whose GPU
+# time is short (the lent machines give a session 15 minutes, start included): the phases of
+# gpu-bundle/run.sh, each under its own limit, with everything packed into DEST/run.tgz
+# after each step, so that a call stopped at its limit still returns what it finished.
+#
+# Usage, from the source tree that holds gpu-bundle/:
+#   DEST=$OUT bash scripts/gpu-session.sh STEP...
+# Steps (run in the order given):
+#   info     GPU, driver, libraries, a 3-step nnt-train run on the GPU (60 s)
+#   kernels  test_cuda_kernels: every CUDA kernel against the CPU kernel (90 s)
+#   suite    every other test program with CUDA workers, NNT_TEST_JOBS at once (default 4),
+#            NNT_TEST_TIMEOUT each (default 120 s), all within NNT_SUITE_LIMIT (240 s)
+#   torch    bench/compare_pytorch.py, GPT-2 NNT_TORCH_CONFIGS (default 124M) B8 T1024,
+#            NNT_TORCH_PRECISION (default bf16), one round (NNT_TORCH_LIMIT s, default 180)
+#   bench    run.sh bench (fp32, tf32, bf16 step times and MFU; NNT_BENCH_LIMIT, 240 s)
+#   ooc      run.sh ooc (NNT_OOC_LIMIT, 300 s)
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+dest=${DEST:?DEST: the folder that comes back (OUT of the device tool)}
+work=/tmp/nnt-gpu-session
+export OUT=$work/r
+mkdir -p "$OUT"
+run="$here/gpu-bundle/run.sh"
+cp "$here/scripts/gpu-run.sh" "$run"   # the source tree's, newer than the bundle's
+pack() { tar czf "$dest/run.tgz" -C "$work" r; }
+
+for step in "$@"; do
+    echo "== $step ($(date -u +%H:%M:%S))"
+    case $step in
+    info) timeout 60 bash "$run" info ;;
+    kernels) NNT_TESTS=cuda_kernels NNT_TEST_TIMEOUT=90 bash "$run" test ;;
+    suite)
+        names=$(cd "$here/gpu-bundle/tests" && ls test_* | sed 's/^test_//' |
+            grep -vx cuda_kernels | tr '\n' ' ')
+        CK_VERBOSITY=verbose NNT_TESTS=$names NNT_TEST_JOBS=${NNT_TEST_JOBS:-4} \
+            NNT_TEST_TIMEOUT=${NNT_TEST_TIMEOUT:-120} timeout "${NNT_SUITE_LIMIT:-240}" \
+            bash "$run" test ;;
+    torch)
+        (cd "$here" && PYTHONUNBUFFERED=1 timeout "${NNT_TORCH_LIMIT:-180}" python3 \
+            bench/compare_pytorch.py --device cuda \
+            --precision "${NNT_TORCH_PRECISION:-bf16}" --nnt-train gpu-bundle/nnt-train \
+            --configs "${NNT_TORCH_CONFIGS:-124M}" --batch 8 --seq 1024 --steps 5 --rounds 1 \
+            --tilings auto --torch-variants fused --calibrate-steps 2 \
+            --starpu-home "$OUT/starpu-home" --output "$OUT/RESULTS-gpu-torch.md") \
+            > "$OUT/torch.log" 2>&1
+        echo "torch: exit $?"; tail -n 25 "$OUT/torch.log" ;;
+    bench) timeout "${NNT_BENCH_LIMIT:-240}" bash "$run" bench ;;
+    ooc) timeout "${NNT_OOC_LIMIT:-300}" bash "$run" ooc ;;
+    *) echo "gpu-session: unknown step '$step'" >&2 ;;
+    esac
+    pack
+done
+# the largest measured errors in units of their tolerance (1 = at the limit)
+cat "$OUT"/tolerances-*.txt 2>/dev/null | awk -F'\t' '{
+    r = ($1 ~ /^cuda:/) ? $2 : ($3 > 0 ? $2 / $3 : 0); printf "%.3g\t%s\n", r, $0 }' |
+    sort -g -r | head -n 40
+pack
