@@ -13,6 +13,12 @@
 #            NNT_TEST_TIMEOUT each (default 120 s), all within NNT_SUITE_LIMIT (240 s)
 #   torch    bench/compare_pytorch.py, GPT-2 NNT_TORCH_CONFIGS (default 124M) B8 T1024,
 #            NNT_TORCH_PRECISION (default bf16), one round (NNT_TORCH_LIMIT s, default 180)
+#   probe    what made the first H200 runs slow (2026-11-26: the test programs took over 100 s
+#            each with a CUDA worker, 2 calibration steps of GPT-2 124M 111 s): GPT-2 124M
+#            bf16 B8 T1024, 4 steps, per-step times, with StarPU's pinned host allocations
+#            (cudaHostAlloc per tile, its default) and without (STARPU_DISABLE_PINNING=1), with
+#            2 CPU workers (dmdas calibrates every task size on them too) and with none
+#            (--cpus 0); then test_layer_gpt with and without pinning (60 s each; ~5 min)
 #   bench    run.sh bench (fp32, tf32, bf16 step times and MFU; NNT_BENCH_LIMIT, 240 s)
 #   ooc      run.sh ooc (NNT_OOC_LIMIT, 300 s)
 set -u
@@ -45,6 +51,24 @@ for step in "$@"; do
             --starpu-home "$OUT/starpu-home" --output "$OUT/RESULTS-gpu-torch.md") \
             > "$OUT/torch.log" 2>&1
         echo "torch: exit $?"; tail -n 25 "$OUT/torch.log" ;;
+    probe)
+        for v in "cpus0 --cpus 0" "cpus0-nopin --cpus 0" "cpus2 --cpus 2" "cpus2-nopin --cpus 2"; do
+            set -- $v
+            tag=$1
+            shift
+            case $tag in *nopin) nopin=1 ;; *) nopin=0 ;; esac
+            STARPU_DISABLE_PINNING=$nopin STARPU_HOME="$OUT/probe-home-$tag" timeout 60 \
+                "$here/gpu-bundle/nnt-train" --model gpt2 --batch 8 --seq 1024 --precision bf16 \
+                --gpus 1 "$@" --steps 4 --sample 0 --no-save --out "$OUT/probe-$tag" \
+                > "$OUT/probe-$tag.log" 2>&1
+            echo "probe $tag: exit $?, ms per step: $(grep -E '^step [0-9]' "$OUT/probe-$tag.log" |
+                awk '{for (i = 2; i <= NF; i++) if ($i == "ms") printf "%s ", $(i - 1)}')"
+        done
+        for nopin in 0 1; do
+            STARPU_NCPU=2 STARPU_DISABLE_PINNING=$nopin NNT_TESTS=layer_gpt \
+                NNT_TEST_TIMEOUT=60 OUT="$OUT/probe-tests-nopin$nopin" bash "$run" test |
+                sed "s/^/probe STARPU_DISABLE_PINNING=$nopin /"
+        done ;;
     bench) timeout "${NNT_BENCH_LIMIT:-240}" bash "$run" bench ;;
     ooc) timeout "${NNT_OOC_LIMIT:-300}" bash "$run" ooc ;;
     *) echo "gpu-session: unknown step '$step'" >&2 ;;

@@ -612,9 +612,10 @@ START_TEST(test_grad_accumulation)
     free(reference_forward(m, ref, &loss));
     EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
     EXPECT_OK(nnt_tensors_sumsq(ng, g, &s2));
-    /* measured 4.8e-9 (Zen 3, BLIS zen3/haswell/generic); 10x */
-    EXPECT_TOL(fabs(s2 - 4.0 * s1) / s2, 5e-8, "sumsq %g after two backwards, %g after one, "
-               "relative", s2, s1);
+    /* measured 4.8e-9 (Zen 3, BLIS zen3/haswell/generic), 4.3e-8 with a CUDA worker (H200);
+     * 10x */
+    EXPECT_TOL(fabs(s2 - 4.0 * s1) / s2, test_ctx_has_cuda(ctx) ? 4e-7 : 5e-8,
+               "sumsq %g after two backwards, %g after one, relative", s2, s1);
     EXPECT_OK(nnt_layer_zero_grad(m));
     EXPECT_OK(nnt_tensors_sumsq(ng, g, &s0));
     ck_assert(s0 == 0.0);

@@ -388,8 +388,10 @@ START_TEST(test_training)
              recompute ? " recompute" : "");
     double worst = train_both(fused, of, tree, ot, &bt, 0, STEPS, what);
     /* measured: at most 2.9e-8 relative (half an fp32 ulp of losses ~5.5 and ~4.6) over
-     * the four cases; 0 at step 0 with the automatic tiling */
-    EXPECT_TOL(worst, 3e-7, "%s: losses of %d AdamW steps", what, STEPS);
+     * the four cases, 0 at step 0 with the automatic tiling; 1.9e-7 with a CUDA worker
+     * (H200) */
+    EXPECT_TOL(worst, test_ctx_has_cuda(ctx) ? 2e-6 : 3e-7, "%s: losses of %d AdamW steps",
+               what, STEPS);
     nnt_optim_destroy(of);
     nnt_optim_destroy(ot);
     free_batches(&bt);

@@ -59,6 +59,15 @@ static inline nnt_ctx *test_ctx(void)
     return ctx;
 }
 
+/* 1 when ctx runs CUDA workers. Where GPU arithmetic (cuBLAS, tasks split differently
+ * between CPU and GPU workers from run to run) errs more than the CPU, a check takes its
+ * tolerance measured on a GPU (bench/RESULTS-gpu.md) instead of the CPU's. */
+static inline int test_ctx_has_cuda(nnt_ctx *ctx)
+{
+    int ncuda = 0;
+    return nnt_ctx_workers(ctx, NULL, &ncuda) == NNT_OK && ncuda > 0;
+}
+
 /* Small deterministic generator for test data (xorshift64*). */
 static inline double test_rand(unsigned long long *state)
 {
