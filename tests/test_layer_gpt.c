@@ -381,9 +381,8 @@ START_TEST(test_recompute)
 }
 END_TEST
 
-/* Memory taken by one forward + backward of a deeper model (L 6, random weights), measured
- * as the growth of the context's peak use (RAM, and GPUs where there are CUDA workers)
- * during them over its use after creation (the
+/* RAM taken by one forward + backward of a deeper model (L 6, random weights), measured
+ * as the growth of the context's peak RAM use during them over its use after creation (the
  * peak, not the use after the backward: since blocks release their activations once their
  * backward is done, with or without recompute, both models end the backward with about the
  * same use). */
@@ -407,10 +406,7 @@ static int64_t step_memory(int recompute)
     EXPECT_OK(nnt_ctx_mem_stats(ctx, &after, 0));
     nnt_tensor_destroy(tokens);
     nnt_layer_destroy(gpt);
-    int64_t growth = 0;   /* over every memory node: with GPUs the activations live there */
-    for (int i = 0; i < after.nnodes; i++)
-        growth += after.node[i].peak_bytes - before.node[i].used_bytes;
-    return growth;
+    return after.node[0].peak_bytes - before.node[0].used_bytes;
 }
 
 /* Recompute must save at least 80% of the 16 (B, T, C)-sized tensors per block but one
@@ -419,9 +415,17 @@ static int64_t step_memory(int recompute)
  * model's growth smaller (the check stricter). */
 START_TEST(test_recompute_memory)
 {
+    if (test_ctx_has_cuda(ctx)) {
+        /* StarPU takes pinned RAM and GPU memory in 32 MiB chunks and places tiles of up to
+         * 4 MiB inside them: the memory statistics do not move for this model (0 and 0
+         * bytes on an H200) */
+        printf("test_layer_gpt recompute memory: NOT MEASURED with CUDA workers (StarPU "
+               "allocates 32 MiB chunks there)\n");
+        return;
+    }
     int64_t rec = step_memory(1), plain = step_memory(0);
     int64_t expected = (6 - 1) * 16 * 2 * 32 * 32 * (int64_t)sizeof(float);
-    printf("test_layer_gpt recompute memory: forward + backward takes %lld bytes of memory "
+    printf("test_layer_gpt recompute memory: forward + backward takes %lld bytes of RAM "
            "without recompute, %lld with (expected saving %lld)\n", (long long)plain,
            (long long)rec, (long long)expected);
     ck_assert_msg(plain - rec >= expected * 8 / 10, "recompute saved %lld bytes, expected "
