@@ -5,7 +5,8 @@
 # bit; the difference is printed), the parameters read back on every rank (equal on both
 # ranks and to the single process), a checkpoint (rank 0's the same bytes as one process's,
 # none from rank 1), the bytes each rank owns (<= 0.6 x the single process), and options
-# that differ across ranks (NNT_E_INVAL on every rank, no hang); nnt-train under mpirun (same
+# that differ across ranks (NNT_E_INVAL on every rank, no hang), a rank killed mid-run (the
+# job ends, naming it); nnt-train under mpirun (same
 # --print-loss lines and checkpoint, resume; --distribute data and its checkpoint resumed by
 # one process; a Llama-family model under both distributions). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
@@ -215,6 +216,34 @@ for dist in sharded data; do
         fail "nnt-train -np 2 llama --distribute $dist: the checkpoint differs"
 done
 echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
+
+# a rank that dies ends the job: rank 1 killed (SIGKILL) after a few steps of a long run;
+# mpirun must end every rank with a non-zero status and name the rank, not hang (measured:
+# 2 s after the kill)
+$TIMEOUT $MPIRUN "$train_prog" $small --steps 100000 --print-loss --no-save \
+    --out "$tmp/t_kill" > "$tmp/t_kill.txt" 2> "$tmp/t_kill.err" &
+job=$!
+n=0
+while [ "$(grep -c '^step' "$tmp/t_kill.txt" 2>/dev/null)" -lt 3 ] && [ $n -lt 600 ]; do
+    sleep 0.1; n=$((n + 1))
+done
+killed=
+for p in $(pgrep -f "$tmp/t_kill"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
+        kill -9 "$p" && killed=$p
+done
+start=$(date +%s)
+wait $job
+status=$?
+took=$(( $(date +%s) - start ))
+if [ -z "$killed" ]; then
+    fail "rank death: rank 1 of the job was not found (or the job made no 3 steps)"
+else
+    echo "rank death: rank 1 (pid $killed) killed; the job ended with status $status after $took s"
+    [ $status -ne 0 ] && [ $status -ne 124 ] || fail "rank death: the job ended with status $status"
+    [ $took -le 60 ] || fail "rank death: the job took $took s to end"
+    grep -q 'rank 1' "$tmp/t_kill.err" || fail "rank death: no message names rank 1"
+fi
 
 [ $fail -eq 0 ] && echo "PASS: check_mpi"
 exit $fail
