@@ -68,6 +68,14 @@ static inline int test_ctx_has_cuda(nnt_ctx *ctx)
     return nnt_ctx_workers(ctx, NULL, &ncuda) == NNT_OK && ncuda > 0;
 }
 
+/* The CPU workers a context asked for `asked` gets: StarPU's STARPU_NCPU, when set, wins
+ * over nnt_ctx_options.ncpus (as StarPU's variables win over its configuration). */
+static inline int test_expected_ncpus(int asked)
+{
+    const char *env = getenv("STARPU_NCPU");
+    return env && *env ? atoi(env) : asked;
+}
+
 /* Small deterministic generator for test data (xorshift64*). */
 static inline double test_rand(unsigned long long *state)
 {
