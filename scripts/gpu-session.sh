@@ -18,7 +18,9 @@
 #            bf16 B8 T1024, 4 steps, per-step times, with StarPU's pinned host allocations
 #            (cudaHostAlloc per tile, its default) and without (STARPU_DISABLE_PINNING=1), with
 #            2 CPU workers (dmdas calibrates every task size on them too) and with none
-#            (--cpus 0); then test_layer_gpt with and without pinning (60 s each; ~5 min)
+#            (--cpus 0); test_api's 1 MiB RAM-budget test with a CUDA worker with and
+#            without pinning (NNT_TEST_BUDGET_CUDA=1); test_layer_gpt with and without pinning
+#            (60 s each; ~6 min)
 #   bench    run.sh bench (fp32, tf32, bf16 step times and MFU; NNT_BENCH_LIMIT, 240 s)
 #   ooc      run.sh ooc (NNT_OOC_LIMIT, 300 s)
 set -u
@@ -63,6 +65,13 @@ for step in "$@"; do
                 > "$OUT/probe-$tag.log" 2>&1
             echo "probe $tag: exit $?, ms per step: $(grep -E '^step [0-9]' "$OUT/probe-$tag.log" |
                 awk '{for (i = 2; i <= NF; i++) if ($i == "ms") printf "%s ", $(i - 1)}')"
+        done
+        # the RAM-budget test with a CUDA worker (1 MiB budget): hangs with pinning?
+        for nopin in 0 1; do
+            STARPU_NCPU=2 STARPU_DISABLE_PINNING=$nopin NNT_TEST_BUDGET_CUDA=1 \
+                CK_RUN_CASE=context NNT_TESTS=api NNT_TEST_TIMEOUT=40 NNT_CK_TIMEOUT=15 \
+                OUT="$OUT/probe-budget-nopin$nopin" bash "$run" test |
+                sed "s/^/probe budget STARPU_DISABLE_PINNING=$nopin /"
         done
         for nopin in 0 1; do
             STARPU_NCPU=2 STARPU_DISABLE_PINNING=$nopin NNT_TESTS=layer_gpt \

@@ -278,8 +278,11 @@ START_TEST(ctx_budget_refuses_what_cannot_fit)
     nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
     o.mem_cpu_mib = 1;
     /* RAM accounting alone: with a CUDA worker and a 1 MiB RAM budget the context did not
-     * come back within 12 s on an H200 (2026-11-26; cause not yet found, see issue 19) */
-    o.ncuda = 0;
+     * come back within 12 s on an H200 (2026-11-26; likely StarPU's 32 MiB pinned chunks,
+     * bench/RESULTS-gpu.md). NNT_TEST_BUDGET_CUDA=1 keeps the CUDA workers, to check that. */
+    const char *with_cuda = getenv("NNT_TEST_BUDGET_CUDA");
+    if (!(with_cuda && strcmp(with_cuda, "1") == 0))
+        o.ncuda = 0;
     nnt_ctx *ctx = NULL;
     nnt_tensor *a = NULL, *b = NULL, *big = NULL;
     EXPECT_OK(nnt_ctx_create(&o, &ctx));
