@@ -23,6 +23,9 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 
 grep -q '^#define NNT_HAVE_CUDA 1' "$build/config.h" ||
     { echo "gpu-bundle: $build was configured without CUDA (no NVCC?)" >&2; exit 1; }
+grep -q '^#define NNT_HAVE_ONEDNN 1' "$build/config.h" &&
+    echo "gpu-bundle: warning: $build uses oneDNN (libdnnl, 40 MB in the bundle); for a GPU" \
+         "bundle configure --without-onednn --without-mpi" >&2
 grep -q 'with-starpu' "$build/config.log" ||
     echo "gpu-bundle: warning: $build was not configured with --with-starpu (a CUDA StarPU)" >&2
 
@@ -66,6 +69,11 @@ while read -r name path; do
 done
 missing=$(ldd "$dest/nnt-train.bin" | grep 'not found' || true)
 [ -z "$missing" ] || { echo "gpu-bundle: unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
+
+# Symbols off (57 -> 35 MB for a CUDA build): a device call carries at most 64 MiB with
+# the source tree.
+strip --strip-unneeded "$dest/nnt-train.bin" "$dest"/tests/test_* "$dest"/lib/*.so* 2>/dev/null ||
+    echo "gpu-bundle: warning: strip failed; the bundle keeps its symbols" >&2
 
 cp "$src/scripts/gpu-run.sh" "$dest/run.sh"
 chmod +x "$dest/run.sh"
