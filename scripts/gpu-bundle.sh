@@ -14,24 +14,41 @@
 # cuBLAS, cuBLASLt: hundreds of MB; run.sh finds the machine's own) and glibc/libstdc++.
 #
 # The bundle is plain files: copy it with the source tree (tests read tests/fixtures/).
+#
+# scripts/gpu-bundle.sh --cpu BUILD [DEST] (default DEST: $PWD/cpu-bundle) packs nnt-train
+# alone, for CPU measurements on such a machine's host CPU (issue 16: the lent GPU machines
+# have AVX-512 CPUs): BUILD configured --with-onednn --without-mpi (no CUDA needed); about
+# 58 MB with libdnnl. Then bench/compare_cpu_kernels.py --nnt-train cpu-bundle/nnt-train,
+# or scripts/gpu-session.sh's cpubench step.
 set -euo pipefail
 
-build=${1:?usage: scripts/gpu-bundle.sh BUILD [DEST]}
-dest=${2:-$PWD/gpu-bundle}
+cpu_only=0
+if [ "${1:-}" = --cpu ]; then
+    cpu_only=1
+    shift
+fi
+build=${1:?usage: scripts/gpu-bundle.sh [--cpu] BUILD [DEST]}
+if [ $cpu_only = 1 ]; then dest=${2:-$PWD/cpu-bundle}; else dest=${2:-$PWD/gpu-bundle}; fi
 build=$(cd "$build" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 
-grep -q '^#define NNT_HAVE_CUDA 1' "$build/config.h" ||
-    { echo "gpu-bundle: $build was configured without CUDA (no NVCC?)" >&2; exit 1; }
-grep -q '^#define NNT_HAVE_ONEDNN 1' "$build/config.h" &&
-    echo "gpu-bundle: warning: $build uses oneDNN (libdnnl, 40 MB in the bundle); for a GPU" \
-         "bundle configure --without-onednn --without-mpi" >&2
-grep -q 'with-starpu' "$build/config.log" ||
-    echo "gpu-bundle: warning: $build was not configured with --with-starpu (a CUDA StarPU)" >&2
+if [ $cpu_only = 1 ]; then
+    grep -q '^#define NNT_HAVE_ONEDNN 1' "$build/config.h" ||
+        echo "gpu-bundle: warning: $build has no oneDNN (configure --with-onednn)" >&2
+else
+    grep -q '^#define NNT_HAVE_CUDA 1' "$build/config.h" ||
+        { echo "gpu-bundle: $build was configured without CUDA (no NVCC?)" >&2; exit 1; }
+    grep -q '^#define NNT_HAVE_ONEDNN 1' "$build/config.h" &&
+        echo "gpu-bundle: warning: $build uses oneDNN (libdnnl, 40 MB in the bundle); for a" \
+             "GPU bundle configure --without-onednn --without-mpi" >&2
+    grep -q 'with-starpu' "$build/config.log" ||
+        echo "gpu-bundle: warning: $build was not configured with --with-starpu (a CUDA" \
+             "StarPU)" >&2
+fi
 
 echo "==> building in $build"
 make -C "$build" -j"$(nproc)" all >/dev/null
-make -C "$build" -j"$(nproc)" check TESTS= >/dev/null
+[ $cpu_only = 1 ] || make -C "$build" -j"$(nproc)" check TESTS= >/dev/null
 
 rm -rf "$dest"
 mkdir -p "$dest/lib" "$dest/tests"
@@ -44,12 +61,12 @@ real_program() {
 }
 
 cp "$(real_program "$build/nnt-train")" "$dest/nnt-train.bin"
-for t in "$build"/tests/test_*; do
+[ $cpu_only = 1 ] || for t in "$build"/tests/test_*; do
     case $t in *.log | *.trs | *.o | *.starpu) continue ;; esac
     [ -x "$t" ] && [ -f "$t" ] || continue
     cp "$(real_program "$t")" "$dest/tests/$(basename "$t")"
 done
-cp "$src"/tests/check_train.sh "$dest/tests/"
+[ $cpu_only = 1 ] || cp "$src"/tests/check_train.sh "$dest/tests/"
 cp -L "$build/.libs/libnnt.so.0" "$dest/lib/"   # the soname, as a file: links may not travel
 
 # Libraries the programs load, minus the C runtime and CUDA's own (the GPU machine has
@@ -57,7 +74,7 @@ cp -L "$build/.libs/libnnt.so.0" "$dest/lib/"   # the soname, as a file: links m
 export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 {
     ldd "$dest/nnt-train.bin"
-    for t in "$dest"/tests/test_*; do ldd "$t"; done
+    for t in "$dest"/tests/test_*; do if [ -e "$t" ]; then ldd "$t"; fi; done
 } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
 while read -r name path; do
     case $name in
@@ -72,7 +89,8 @@ missing=$(ldd "$dest/nnt-train.bin" | grep 'not found' || true)
 
 # Symbols off (57 -> 35 MB for a CUDA build): a device call carries at most 64 MiB with
 # the source tree.
-strip --strip-unneeded "$dest/nnt-train.bin" "$dest"/tests/test_* "$dest"/lib/*.so* 2>/dev/null ||
+strip --strip-unneeded "$dest/nnt-train.bin" $(ls "$dest"/tests/test_* 2>/dev/null) \
+    "$dest"/lib/*.so* 2>/dev/null ||
     echo "gpu-bundle: warning: strip failed; the bundle keeps its symbols" >&2
 
 cp "$src/scripts/gpu-run.sh" "$dest/run.sh"

@@ -19,8 +19,14 @@
 #            (cudaHostAlloc per tile, its default) and without (STARPU_DISABLE_PINNING=1), with
 #            2 CPU workers (dmdas calibrates every task size on them too) and with none
 #            (--cpus 0); test_api's 1 MiB RAM-budget test with a CUDA worker with and
-#            without pinning (NNT_TEST_BUDGET_CUDA=1); test_layer_gpt with and without pinning
-#            (60 s each; ~6 min)
+#            without pinning (NNT_TEST_BUDGET_CUDA=1); test_layer_gpt with and without pinning;
+#            a context's start and end with and without the GPU, and test_ops_gemm (102 test
+#            functions) with and without a process per test function (CK_FORK; ~8 min)
+#   cpubench issue 16 on the machine's host CPU (AVX-512; perhaps AMX): bench/
+#            compare_cpu_kernels.py with cpu-bundle/nnt-train (scripts/gpu-bundle.sh --cpu,
+#            carried as cpu-bundle), NNT_CPU_THREADS threads (default 2, as in the issue), 2
+#            rounds (NNT_CPUBENCH_LIMIT s, default 300; NNT_CPUBENCH_ARGS: more options of
+#            the script); lscpu first
 #   bench    run.sh bench (fp32, tf32, bf16 step times and MFU; NNT_BENCH_LIMIT, 240 s)
 #   ooc      run.sh ooc (NNT_OOC_LIMIT, 300 s)
 set -u
@@ -30,7 +36,8 @@ work=/tmp/nnt-gpu-session
 export OUT=$work/r
 mkdir -p "$OUT"
 run="$here/gpu-bundle/run.sh"
-cp "$here/scripts/gpu-run.sh" "$run"   # the source tree's, newer than the bundle's
+[ -d "$here/gpu-bundle" ] &&
+    cp "$here/scripts/gpu-run.sh" "$run"   # the source tree's, newer than the bundle's
 pack() { tar czf "$dest/run.tgz" -C "$work" r; }
 
 for step in "$@"; do
@@ -66,6 +73,20 @@ for step in "$@"; do
             echo "probe $tag: exit $?, ms per step: $(grep -E '^step [0-9]' "$OUT/probe-$tag.log" |
                 awk '{for (i = 2; i <= NF; i++) if ($i == "ms") printf "%s ", $(i - 1)}')"
         done
+        # start-up and shut-down of a context with and without the GPU (each test function of
+        # a Check program starts one, in a fresh process unless CK_FORK=no)
+        for g in 0 1; do
+            start=$(date +%s.%N)
+            STARPU_HOME="$OUT/probe-home-tiny" timeout 60 "$here/gpu-bundle/nnt-train" \
+                --layers 1 --channels 32 --heads 2 --steps 1 --sample 0 --no-save --gpus $g \
+                --cpus 2 --out "$OUT/probe-tiny-gpus$g" > "$OUT/probe-tiny-gpus$g.log" 2>&1
+            echo "probe nnt-train 1 tiny step --gpus $g: exit $?, $(awk -v a="$start" \
+                -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s in all"
+        done
+        for fork in yes no; do
+            CK_FORK=$fork STARPU_NCPU=2 NNT_TESTS=ops_gemm NNT_TEST_TIMEOUT=60 \
+                OUT="$OUT/probe-fork-$fork" bash "$run" test | sed "s/^/probe CK_FORK=$fork /"
+        done
         # the RAM-budget test with a CUDA worker (1 MiB budget): hangs with pinning?
         for nopin in 0 1; do
             STARPU_NCPU=2 STARPU_DISABLE_PINNING=$nopin NNT_TEST_BUDGET_CUDA=1 \
@@ -78,6 +99,15 @@ for step in "$@"; do
                 NNT_TEST_TIMEOUT=60 OUT="$OUT/probe-tests-nopin$nopin" bash "$run" test |
                 sed "s/^/probe STARPU_DISABLE_PINNING=$nopin /"
         done ;;
+    cpubench)
+        lscpu > "$OUT/lscpu.txt" 2>&1
+        grep -E '^(Model name|Flags)' "$OUT/lscpu.txt" | cut -c1-400
+        (cd "$here" && PYTHONUNBUFFERED=1 timeout "${NNT_CPUBENCH_LIMIT:-300}" python3 \
+            bench/compare_cpu_kernels.py --nnt-train cpu-bundle/nnt-train \
+            --threads "${NNT_CPU_THREADS:-2}" --rounds 2 --steps 3 \
+            --output "$OUT/RESULTS-cpu-kernels.md" ${NNT_CPUBENCH_ARGS:-}) \
+            > "$OUT/cpubench.log" 2>&1
+        echo "cpubench: exit $?"; tail -n 30 "$OUT/cpubench.log" ;;
     bench) timeout "${NNT_BENCH_LIMIT:-240}" bash "$run" bench ;;
     ooc) timeout "${NNT_OOC_LIMIT:-300}" bash "$run" ooc ;;
     *) echo "gpu-session: unknown step '$step'" >&2 ;;
