@@ -16,7 +16,8 @@
 #   probe    what made the first H200 runs slow (2026-11-26: the test programs took over 100 s
 #            each with a CUDA worker, 2 calibration steps of GPT-2 124M 111 s): GPT-2 124M
 #            bf16 B8 T1024, 4 steps, per-step times, with StarPU's pinned host allocations
-#            (cudaHostAlloc per tile, its default) and without (STARPU_DISABLE_PINNING=1), with
+#            (its default: cudaHostAlloc for each tile over 4 MiB and for 32 MiB chunks that
+#            hold the smaller ones) and without (STARPU_DISABLE_PINNING=1), with
 #            2 CPU workers (dmdas calibrates every task size on them too) and with none
 #            (--cpus 0); test_api's 1 MiB RAM-budget test with a CUDA worker with and
 #            without pinning (NNT_TEST_BUDGET_CUDA=1); test_layer_gpt with and without pinning;
