@@ -47,7 +47,8 @@ phase_info() {
         echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n)"
         cat "$here/BUILD-INFO"
         nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-        nproc; free -g | head -2; df -h /tmp | tail -1
+        nproc; lscpu | grep -E '^(Model name|Vendor ID|CPU family|Model:|Flags)' | cut -c1-600
+        free -g | head -2; df -h /tmp | tail -1
         echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
         ldd "$here/nnt-train.bin"
     } > "$out/info.txt" 2>&1
