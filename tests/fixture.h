@@ -16,7 +16,7 @@ static inline char *fixture_path(const char *file)
     return path;
 }
 
-/* A whole file, malloc'd; *len its size. */
+/* A whole file, malloc'd and NUL-terminated (one byte past *len, its size). */
 static inline unsigned char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -28,6 +28,7 @@ static inline unsigned char *slurp(const char *path, size_t *len)
     ck_assert_ptr_nonnull(buf);
     ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
     fclose(f);
+    buf[n] = 0;   /* callers use text files as strings (strstr, fputs) */
     *len = (size_t)n;
     return buf;
 }
