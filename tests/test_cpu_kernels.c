@@ -1691,7 +1691,7 @@ START_TEST(test_isa_paths)
             float *p[2], *m[2], *v[2];
             for (int path = 0; path < 2; path++) {
                 nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
-                p[path] = dup_f(nn, u), m[path] = dup_f(nn, dy), v[path] = dup_f(nn, g);
+                p[path] = dup_f(nn, u), m[path] = dup_f(nn, dy), v[path] = alloc_f(nn);
                 for (int64_t i = 0; i < nn; i++)
                     v[path][i] = fabsf(x[i]);
                 nnt_cpu_adam_step_f32(nn, dec, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.19f, 0.002f,

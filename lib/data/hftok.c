@@ -1936,7 +1936,8 @@ int nnt_hftok_decode(const nnt_hftok *t, const int32_t *ids, size_t n, char *out
         for (size_t i = 0; i < a.n; i++) {
             if (!t->has_decoder && i > 0) /* no decoder: the package joins with spaces */
                 out[p++] = ' ';
-            memcpy(out + p, a.b.p + a.off[i], a.len[i]);
+            if (a.len[i] > 0)   /* an empty list may have no buffer (memcpy from NULL) */
+                memcpy(out + p, a.b.p + a.off[i], a.len[i]);
             p += a.len[i];
         }
         *len = total;
