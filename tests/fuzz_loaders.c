@@ -1,0 +1,207 @@
+/* Mutation fuzzing of nnt's file readers, for a sanitizer build (not part of make check).
+ *
+ * Each iteration copies one fixture, mutates it (a truncation, or 1-4 bytes: a bit flip, a
+ * random byte, JSON punctuation, NUL, a UTF-8 continuation byte, or a letter or digit for
+ * another), and loads it: a tokenizer.json (then encodes and decodes a text, and decodes
+ * out-of-range ids), a Llama config.json beside an intact model.safetensors, or a
+ * model.safetensors whose header region is mutated. Loads may succeed or fail; what it
+ * looks for is a crash, a hang or a sanitizer report. Build and run (iterations and seed
+ * optional):
+ *
+ *   BUILD configured with CFLAGS="-O1 -g -fsanitize=address,undefined" LDFLAGS=same
+ *   make -C BUILD tests/fuzz_loaders
+ *   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 \
+ *       BUILD/tests/fuzz_loaders SRCDIR [ITERATIONS [SEED]]
+ *
+ * 2026-11-26, 9000 iterations: no report (tokenizer 482 loaded / 2518 refused, config
+ * 653 / 2347, safetensors 141 / 2859). */
+#include <nnt.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static unsigned char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fuzz_loaders: cannot open %s\n", path);
+        exit(2);
+    }
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    if (!b || fread(b, 1, *n, f) != *n) {
+        fprintf(stderr, "fuzz_loaders: cannot read %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+    return b;
+}
+
+static void write_all(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(b, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "fuzz_loaders: cannot write %s\n", path);
+        exit(2);
+    }
+}
+
+/* Mutates b (n bytes) within its first span bytes (0: all); returns the new length. */
+static size_t mutate(unsigned char *b, size_t n, size_t span)
+{
+    static const char punct[] = "{}[]\",:0123456789-eE.\\u";
+    if (n == 0)
+        return 0;
+    if (span == 0 || span > n)
+        span = n;
+    int kind = (int)(next() % 9);
+    if (kind == 0)
+        return (size_t)(next() % n);   /* truncated */
+    for (int k = 1 + (int)(next() % 4); k > 0; k--) {
+        size_t at = (size_t)(next() % span);
+        unsigned char c = b[at];
+        switch (kind) {
+        case 1: b[at] = (unsigned char)(c ^ (1u << (next() % 8))); break;
+        case 2: b[at] = (unsigned char)next(); break;
+        case 3: b[at] = (unsigned char)punct[next() % (sizeof punct - 1)]; break;
+        case 4: b[at] = 0; break;
+        case 5: b[at] = (unsigned char)(0x80 | (next() & 0x3f)); break;
+        default:   /* same class, other value: keeps most JSON valid */
+            if (c >= 'a' && c <= 'z')
+                b[at] = (unsigned char)('a' + next() % 26);
+            else if (c >= '0' && c <= '9')
+                b[at] = (unsigned char)('0' + next() % 10);
+        }
+    }
+    return n;
+}
+
+/* Copy of src mutated within its first span bytes, written to dst. */
+static void mutated_copy(const char *src, const char *dst, size_t span_of_header)
+{
+    size_t n;
+    unsigned char *b = read_all(src, &n);
+    size_t span = 0;
+    if (span_of_header && n >= 8) {   /* safetensors: 8-byte length, then the JSON header */
+        uint64_t len = 0;
+        memcpy(&len, b, 8);
+        span = len < n - 8 ? (size_t)len + 8 : n;
+    }
+    n = mutate(b, n, span);
+    write_all(dst, b, n);
+    free(b);
+}
+
+static void plain_copy(const char *src, const char *dst)
+{
+    size_t n;
+    unsigned char *b = read_all(src, &n);
+    write_all(dst, b, n);
+    free(b);
+}
+
+/* 1 when the mutated tokenizer loaded (and was used), 0 when refused. */
+static int try_tokenizer(const char *path)
+{
+    nnt_tokenizer *tok = NULL;
+    if (nnt_tokenizer_hf_load(path, &tok) != NNT_OK)
+        return 0;
+    static const char text[] = "Hello, world! \xc3\x84\xc3\x96 12345 \n\t  the quick brown fox";
+    int32_t ids[512];
+    size_t nids = 0, len = 0;
+    char out[4096];
+    if (nnt_tokenizer_encode(tok, text, sizeof text - 1, ids, 512, &nids) == NNT_OK)
+        nnt_tokenizer_decode(tok, ids, nids, out, sizeof out, &len);
+    const int32_t odd[8] = {0, 1, 2, 3, 100000, -1, 5, 7};
+    nnt_tokenizer_decode(tok, odd, 8, out, sizeof out, &len);
+    nnt_tokenizer_destroy(tok);
+    return 1;
+}
+
+static int try_model(nnt_ctx *ctx, const char *dir)
+{
+    nnt_layer *model = NULL;
+    if (nnt_model_load_hf(ctx, dir, 2, 8, NULL, &model) != NNT_OK)
+        return 0;
+    nnt_layer_destroy(model);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: fuzz_loaders SRCDIR [ITERATIONS [SEED]]\n");
+        return 2;
+    }
+    const char *src = argv[1];
+    long iters = argc > 2 ? atol(argv[2]) : 3000;
+    if (argc > 3)
+        rng = strtoull(argv[3], NULL, 10) | 1;
+    static const char *const toks[] = {"gpt2", "llama2", "llama3", "metaspace", "smollm"};
+    char work[] = "/tmp/nnt-fuzz-XXXXXX";
+    if (!mkdtemp(work))
+        return 2;
+    char tok_path[512], model_dir[512], cfg[1024], st[1024], fix_cfg[1024], fix_st[1024];
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", work);
+    snprintf(model_dir, sizeof model_dir, "%s/model", work);
+    snprintf(cfg, sizeof cfg, "%s/config.json", model_dir);
+    snprintf(st, sizeof st, "%s/model.safetensors", model_dir);
+    snprintf(fix_cfg, sizeof fix_cfg, "%s/tests/fixtures/llama_tiny/gqa/config.json", src);
+    snprintf(fix_st, sizeof fix_st, "%s/tests/fixtures/llama_tiny/gqa/model.safetensors", src);
+    mkdir(model_dir, 0755);
+
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
+    opts.ncpus = 1;
+    nnt_ctx *ctx = NULL;
+    if (nnt_ctx_create(&opts, &ctx) != NNT_OK) {
+        fprintf(stderr, "fuzz_loaders: %s\n", nnt_ctx_last_error(NULL));
+        return 2;
+    }
+    nnt_log_set_level(NNT_LOG_ERROR);
+    long loaded[3] = {0, 0, 0}, refused[3] = {0, 0, 0};
+    for (long it = 0; it < iters; it++) {
+        int what = (int)(it % 3);
+        int ok;
+        if (what == 0) {
+            char fix[1024];
+            snprintf(fix, sizeof fix, "%s/tests/fixtures/hftok/%s.json", src, toks[next() % 5]);
+            mutated_copy(fix, tok_path, 0);
+            ok = try_tokenizer(tok_path);
+        } else if (what == 1) {
+            mutated_copy(fix_cfg, cfg, 0);
+            plain_copy(fix_st, st);
+            ok = try_model(ctx, model_dir);
+        } else {
+            plain_copy(fix_cfg, cfg);
+            mutated_copy(fix_st, st, 1);
+            ok = try_model(ctx, model_dir);
+        }
+        ok ? loaded[what]++ : refused[what]++;
+    }
+    printf("fuzz_loaders: %ld iterations: tokenizer.json %ld loaded / %ld refused, config.json "
+           "%ld / %ld, safetensors header %ld / %ld\n", iters, loaded[0], refused[0], loaded[1],
+           refused[1], loaded[2], refused[2]);
+    nnt_ctx_destroy(ctx);
+    unlink(tok_path);
+    unlink(cfg);
+    unlink(st);
+    rmdir(model_dir);
+    rmdir(work);
+    return 0;
+}
