@@ -687,14 +687,18 @@ static void print_summary(trainer *t)
            "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
         o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
         o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
-    say(t, "MFU:       6 N + 12 L T C = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
-           "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
-        o->peak_gflops > 0 ? "--peak-gflops"
-        : t->ncuda ? "87.5 GFLOP/s per CPU worker; GPUs not counted: give --peak-gflops"
-        : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
-        : t->peak_measured > 0 ? "measured at start: one 512 x 1024 x 1024 GEMM task per CPU "
-                                 "worker, at the training's precision"
-                               : "87.5 GFLOP/s per CPU worker: it could not be measured");
+    if (t->peak_flops <= 0) {
+        say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
+               "(give --peak-gflops)\n");
+    } else {
+        say(t, "MFU:       6 N + 12 L T C = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
+               "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
+            o->peak_gflops > 0 ? "--peak-gflops"
+            : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
+            : t->peak_measured > 0 ? "measured at start: one 512 x 1024 x 1024 GEMM task per "
+                                     "CPU worker, at the training's precision"
+                                   : "87.5 GFLOP/s per CPU worker: it could not be measured");
+    }
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
     if (o->sample > 0 && c->vocab > tok_vocab)
@@ -835,14 +839,26 @@ static void print_memory(trainer *t, const nnt_mem_stats *ms)
     }
 }
 
+/* "MFU 12.3%" (the number width wide), or "MFU -" when the peak is not known (CUDA
+ * workers without --peak-gflops: mfu is NaN). */
+static const char *mfu_text(double mfu, int width, char *buf, size_t len)
+{
+    if (isnan(mfu))
+        snprintf(buf, len, "MFU %*s", width + 1, "-");
+    else
+        snprintf(buf, len, "MFU %*.1f%%", width, 100 * mfu);
+    return buf;
+}
+
 /* The live line: step, loss, smoothed loss, tok/s, MFU, memory, ETA; redrawn in place. */
 static void report_live(trainer *t, const step_result *r, double tok_s, double mfu,
                         const nnt_mem_stats *ms, int have_mem)
 {
-    char eta[32];
+    char eta[32], mfu_buf[32];
     format_eta(t, r->step, eta, sizeof eta);
-    fprintf(t->info, "\rstep %lld/%lld  loss %.4f (avg %.4f)  %.0f tok/s  MFU %.1f%%",
-            (long long)r->step, (long long)t->o.steps, r->loss, t->loss_ema, tok_s, 100 * mfu);
+    fprintf(t->info, "\rstep %lld/%lld  loss %.4f (avg %.4f)  %.0f tok/s  %s",
+            (long long)r->step, (long long)t->o.steps, r->loss, t->loss_ema, tok_s,
+            mfu_text(mfu, 0, mfu_buf, sizeof mfu_buf));
     if (have_mem)
         print_memory(t, ms);
     fprintf(t->info, "  ETA %s\033[K", eta);
@@ -854,7 +870,8 @@ static void report_step(trainer *t, const step_result *r)
 {
     const train_opts *o = &t->o;
     double tokens = (double)(o->batch * o->seq * o->accum);
-    double tok_s = tokens / (r->ms / 1e3), mfu = t->flops_per_token * tok_s / t->peak_flops;
+    double tok_s = tokens / (r->ms / 1e3);
+    double mfu = t->peak_flops > 0 ? t->flops_per_token * tok_s / t->peak_flops : NAN;
     nnt_mem_stats ms;
     memset(&ms, 0, sizeof ms);
     ms.size = sizeof ms;
@@ -870,17 +887,20 @@ static void report_step(trainer *t, const step_result *r)
         if (t->line_open)
             fputs("\r\033[K", t->info);   /* the full line replaces the live one */
         t->line_open = 0;
+        char mfu_buf[32];
         fprintf(t->info, "step %*lld/%lld  loss %.6f  lr %.3e  norm %7.4f  %8.1f ms  "
-                "%8.0f tok/s  MFU %5.1f%%", (int)snprintf(NULL, 0, "%lld", (long long)o->steps),
+                "%8.0f tok/s  %s", (int)snprintf(NULL, 0, "%lld", (long long)o->steps),
                 (long long)r->step, (long long)o->steps, r->loss, r->lr, r->grad_norm, r->ms,
-                tok_s, 100 * mfu);
+                tok_s, mfu_text(mfu, 5, mfu_buf, sizeof mfu_buf));
         if (have_mem)
             print_memory(t, &ms);
         fputc('\n', t->info);
         fflush(t->info);
     }
-    fprintf(t->csv, "%lld,%.9g,%.9g,%.9g,%.3f,%.1f,%.6f", (long long)r->step, r->loss, r->lr,
-            r->grad_norm, r->ms, tok_s, mfu);
+    fprintf(t->csv, "%lld,%.9g,%.9g,%.9g,%.3f,%.1f,", (long long)r->step, r->loss, r->lr,
+            r->grad_norm, r->ms, tok_s);
+    if (!isnan(mfu))   /* empty when the peak is not known */
+        fprintf(t->csv, "%.6f", mfu);
     for (int i = 0; i < t->mem_nodes; i++)
         fprintf(t->csv, ",%.3f,%.3f", have_mem ? ms.node[i].used_bytes / 1048576.0 : 0.0,
                 have_mem ? ms.node[i].peak_bytes / 1048576.0 : 0.0);
@@ -1227,8 +1247,11 @@ static void print_final_report(trainer *t, double total_s)
     if (t->nrun > 1) {
         double ms = sum / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
-        say(t, ": %.1f ms/step, %.0f tokens/s, MFU %.1f%% (mean without the first step)", ms,
-            tok_s, 100 * t->flops_per_token * tok_s / t->peak_flops);
+        if (t->peak_flops > 0)
+            say(t, ": %.1f ms/step, %.0f tokens/s, MFU %.1f%% (mean without the first step)", ms,
+                tok_s, 100 * t->flops_per_token * tok_s / t->peak_flops);
+        else
+            say(t, ": %.1f ms/step, %.0f tokens/s (mean without the first step)", ms, tok_s);
     }
     if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
@@ -1371,7 +1394,9 @@ static int setup(trainer *t)
      * peak of every rank's workers instead */
     if (o->peak_gflops > 0)
         t->peak_flops = 1e9 * o->peak_gflops;
-    else if (!t->ncuda && !t->mpi && (t->peak_measured = measure_cpu_peak(t)) > 0)
+    else if (t->ncuda)
+        t->peak_flops = 0;   /* GPUs run tasks and their peak is not known: no MFU */
+    else if (!t->mpi && (t->peak_measured = measure_cpu_peak(t)) > 0)
         t->peak_flops = t->peak_measured;
     else
         t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
