@@ -18,8 +18,8 @@
 #            bf16 B8 T1024, 4 steps, per-step times, with StarPU's pinned host allocations
 #            (its default: cudaHostAlloc for each tile over 4 MiB and for 32 MiB chunks that
 #            hold the smaller ones) and without (STARPU_DISABLE_PINNING=1), with
-#            2 CPU workers (dmdas calibrates every task size on them too) and with none
-#            (--cpus 0); test_api's 1 MiB RAM-budget test with a CUDA worker with and
+#            2 CPU workers (dmdas calibrates every task size on them too, 10 runs each:
+#            STARPU_CALIBRATE_MINIMUM; also with 1) and with none (--cpus 0); test_api's 1 MiB RAM-budget test with a CUDA worker with and
 #            without pinning (NNT_TEST_BUDGET_CUDA=1); test_layer_gpt with and without pinning;
 #            a context's start and end with and without the GPU, and test_ops_gemm (102 test
 #            functions) with and without a process per test function (CK_FORK; ~8 min)
@@ -62,12 +62,15 @@ for step in "$@"; do
             > "$OUT/torch.log" 2>&1
         echo "torch: exit $?"; tail -n 25 "$OUT/torch.log" ;;
     probe)
-        for v in "cpus0 --cpus 0" "cpus0-nopin --cpus 0" "cpus2 --cpus 2" "cpus2-nopin --cpus 2"; do
+        for v in "cpus0 --cpus 0" "cpus0-nopin --cpus 0" "cpus2 --cpus 2" "cpus2-nopin --cpus 2" \
+                 "cpus2-cal1 --cpus 2"; do
             set -- $v
             tag=$1
             shift
             case $tag in *nopin) nopin=1 ;; *) nopin=0 ;; esac
-            STARPU_DISABLE_PINNING=$nopin STARPU_HOME="$OUT/probe-home-$tag" timeout 60 \
+            case $tag in *cal1) cal=1 ;; *) cal=10 ;; esac   # StarPU's default: 10 samples
+            STARPU_DISABLE_PINNING=$nopin STARPU_CALIBRATE_MINIMUM=$cal \
+                STARPU_HOME="$OUT/probe-home-$tag" timeout 60 \
                 "$here/gpu-bundle/nnt-train" --model gpt2 --batch 8 --seq 1024 --precision bf16 \
                 --gpus 1 "$@" --steps 4 --sample 0 --no-save --out "$OUT/probe-$tag" \
                 > "$OUT/probe-$tag.log" 2>&1
