@@ -13,7 +13,7 @@
 #           PASS/FAIL/SKIP as they finish (NNT_TESTS="ops_gemm layer_gpt ..." runs only
 #           those: to go on after a call that hit its time limit; NNT_TEST_JOBS=N runs N
 #           programs at once, NNT_TEST_TIMEOUT=S limits each, default 300 (NNT_CK_TIMEOUT:
-#           each test function; CK_VERBOSITY=verbose names each as it ends); each program's
+#           each test function; CK_VERBOSITY=verbose lists every test); each program's
 #           measured errors go to tolerances-NAME.txt, see NNT_TOL_REPORT in tests/testutil.h)
 #   bench   GPT-2 124M and 1558M training steps on the GPU in fp32, tf32 and bf16
 #           (nnt-train), tokens/s and MFU; bench.txt

@@ -1778,7 +1778,7 @@ int main(void)
             printf("again with the portable kernels (nnt_cpu_isa forced to generic)\n");
         }
         SRunner *sr = srunner_create(cpu_suite());
-        srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose names each test as it ends */
+        srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose: every test and its result */
         failed += srunner_ntests_failed(sr);
         srunner_free(sr);
     }

@@ -1695,7 +1695,7 @@ int main(void)
 
     SRunner *sr = srunner_create(cuda_suite());
     srunner_set_fork_status(sr, CK_NOFORK); /* CUDA contexts do not survive fork() */
-    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose names each test as it ends */
+    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose: every test and its result */
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
 

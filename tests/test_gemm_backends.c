@@ -449,7 +449,7 @@ int main(void)
     }
     nnt_cpu_blis_setup();
     SRunner *sr = srunner_create(backends_suite());
-    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose names each test as it ends */
+    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose: every test and its result */
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

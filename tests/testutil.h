@@ -192,7 +192,7 @@ static inline double test_rel_err(const float *got, const float *want, int64_t n
 static inline int run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose names each test as it ends */
+    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose: every test and its result */
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
