@@ -3,22 +3,89 @@
 
 #include <math.h>
 
+/* The scalar steps of a row from element j on (the portable path from 0, the AVX2 path for
+ * the tail past its last group of 8): two-pass statistics in double, the float formulas. */
+static inline double ln_sum(int64_t j, int64_t n, const float *restrict xr, double sum)
+{
+    for (; j < n; j++)
+        sum += xr[j];
+    return sum;
+}
+
+static inline double ln_sq(int64_t j, int64_t n, const float *restrict xr, double mu, double sq)
+{
+    for (; j < n; j++) {
+        double t = xr[j] - mu;
+        sq += t * t;
+    }
+    return sq;
+}
+
+static inline void ln_y(int64_t j, int64_t n, const float *restrict xr,
+                        const float *restrict gamma, const float *restrict beta, float mu,
+                        float rs, float *restrict yr)
+{
+    for (; j < n; j++)
+        yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+}
+
+/* sg += g, sgx += g xhat; dgamma += dy xhat; dbeta += dy */
+static inline void ln_bwd_sums(int64_t j, int64_t n, const float *restrict xr,
+                               const float *restrict dyr, const float *restrict gamma, float mu,
+                               float rs, double *sg, double *sgx, float *restrict dgamma,
+                               float *restrict dbeta)
+{
+    double a = *sg, b = *sgx;
+    for (; j < n; j++) {
+        float xh = (xr[j] - mu) * rs;
+        float g = dyr[j] * gamma[j];
+        a += g;
+        b += (double)g * xh;
+        dgamma[j] += dyr[j] * xh;
+        dbeta[j] += dyr[j];
+    }
+    *sg = a;
+    *sgx = b;
+}
+
+static inline void ln_bwd_dx(int64_t j, int64_t n, const float *restrict xr,
+                             const float *restrict dyr, const float *restrict gamma, float mu,
+                             float rs, float mg, float mgx, float *restrict dxr)
+{
+    for (; j < n; j++) {
+        float xh = (xr[j] - mu) * rs;
+        dxr[j] = rs * (dyr[j] * gamma[j] - mg - xh * mgx);
+    }
+}
+
+static void ln_fwd_row(int64_t n, float eps, const float *restrict xr,
+                       const float *restrict gamma, const float *restrict beta,
+                       float *restrict yr, float *mean, float *rstd)
+{
+    double mu = ln_sum(0, n, xr, 0.0) / (double)n;
+    double rs = 1.0 / sqrt(ln_sq(0, n, xr, mu, 0.0) / (double)n + (double)eps);
+    float muf = (float)mu, rsf = (float)rs;
+    ln_y(0, n, xr, gamma, beta, muf, rsf, yr);
+    *mean = muf;
+    *rstd = rsf;
+}
+
+static void ln_bwd_row(int64_t n, const float *restrict xr, const float *restrict dyr,
+                       const float *restrict gamma, float mu, float rs, float *restrict dxr,
+                       float *restrict dgamma, float *restrict dbeta)
+{
+    double sg = 0.0, sgx = 0.0;
+    ln_bwd_sums(0, n, xr, dyr, gamma, mu, rs, &sg, &sgx, dgamma, dbeta);
+    float mg = (float)(sg / (double)n), mgx = (float)(sgx / (double)n);
+    ln_bwd_dx(0, n, xr, dyr, gamma, mu, rs, mg, mgx, dxr);
+}
+
 #if NNT_CPU_X86
 #include "simd_avx2.h"
 
-/* The portable loops 8 floats at a time: double sums in 4-lane partial sums (a different
+/* The portable row 8 floats at a time: double sums in 4-lane partial sums (a different
  * order of the same double additions), the float formulas with the same operations (no FMA
  * contraction), so y, dx, dgamma, dbeta match the portable path to float rounding. */
-static inline NNT_AVX2 __m256d lo_pd(__m256 v)
-{
-    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-}
-
-static inline NNT_AVX2 __m256d hi_pd(__m256 v)
-{
-    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-}
-
 static NNT_AVX2 void ln_fwd_row_avx2(int64_t n, float eps, const float *restrict xr,
                                      const float *restrict gamma, const float *restrict beta,
                                      float *restrict yr, float *mean, float *rstd)
@@ -27,27 +94,21 @@ static NNT_AVX2 void ln_fwd_row_avx2(int64_t n, float eps, const float *restrict
     int64_t j = 0, n8 = n & ~(int64_t)7;
     for (; j < n8; j += 8) {
         __m256 v = _mm256_loadu_ps(xr + j);
-        s0 = _mm256_add_pd(s0, lo_pd(v));
-        s1 = _mm256_add_pd(s1, hi_pd(v));
+        s0 = _mm256_add_pd(s0, nnt_avx2_lo_pd(v));
+        s1 = _mm256_add_pd(s1, nnt_avx2_hi_pd(v));
     }
-    double sum = nnt_avx2_hsum_pd(_mm256_add_pd(s0, s1));
-    for (; j < n; j++)
-        sum += xr[j];
-    double mu = sum / (double)n;
+    double mu = ln_sum(n8, n, xr, nnt_avx2_hsum_pd(_mm256_add_pd(s0, s1))) / (double)n;
     __m256d vmu = _mm256_set1_pd(mu);
     s0 = _mm256_setzero_pd();
     s1 = _mm256_setzero_pd();
     for (j = 0; j < n8; j += 8) {
         __m256 v = _mm256_loadu_ps(xr + j);
-        __m256d t0 = _mm256_sub_pd(lo_pd(v), vmu), t1 = _mm256_sub_pd(hi_pd(v), vmu);
+        __m256d t0 = _mm256_sub_pd(nnt_avx2_lo_pd(v), vmu);
+        __m256d t1 = _mm256_sub_pd(nnt_avx2_hi_pd(v), vmu);
         s0 = _mm256_add_pd(s0, _mm256_mul_pd(t0, t0));
         s1 = _mm256_add_pd(s1, _mm256_mul_pd(t1, t1));
     }
-    double sq = nnt_avx2_hsum_pd(_mm256_add_pd(s0, s1));
-    for (; j < n; j++) {
-        double t = xr[j] - mu;
-        sq += t * t;
-    }
+    double sq = ln_sq(n8, n, xr, mu, nnt_avx2_hsum_pd(_mm256_add_pd(s0, s1)));
     double rs = 1.0 / sqrt(sq / (double)n + (double)eps);
     float muf = (float)mu, rsf = (float)rs;
     __m256 vmuf = _mm256_set1_ps(muf), vrs = _mm256_set1_ps(rsf);
@@ -57,8 +118,7 @@ static NNT_AVX2 void ln_fwd_row_avx2(int64_t n, float eps, const float *restrict
                           _mm256_loadu_ps(beta + j));
         _mm256_storeu_ps(yr + j, t);
     }
-    for (; j < n; j++)
-        yr[j] = (xr[j] - muf) * rsf * gamma[j] + beta[j];
+    ln_y(n8, n, xr, gamma, beta, muf, rsf, yr);
     *mean = muf;
     *rstd = rsf;
 }
@@ -76,24 +136,17 @@ static NNT_AVX2 void ln_bwd_row_avx2(int64_t n, const float *restrict xr,
         __m256 dy = _mm256_loadu_ps(dyr + j);
         __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vmu), vrs);
         __m256 g = _mm256_mul_ps(dy, _mm256_loadu_ps(gamma + j));
-        g0 = _mm256_add_pd(g0, lo_pd(g));
-        g1 = _mm256_add_pd(g1, hi_pd(g));
-        h0 = _mm256_add_pd(h0, _mm256_mul_pd(lo_pd(g), lo_pd(xh)));
-        h1 = _mm256_add_pd(h1, _mm256_mul_pd(hi_pd(g), hi_pd(xh)));
+        g0 = _mm256_add_pd(g0, nnt_avx2_lo_pd(g));
+        g1 = _mm256_add_pd(g1, nnt_avx2_hi_pd(g));
+        h0 = _mm256_add_pd(h0, _mm256_mul_pd(nnt_avx2_lo_pd(g), nnt_avx2_lo_pd(xh)));
+        h1 = _mm256_add_pd(h1, _mm256_mul_pd(nnt_avx2_hi_pd(g), nnt_avx2_hi_pd(xh)));
         _mm256_storeu_ps(dgamma + j,
                          _mm256_add_ps(_mm256_loadu_ps(dgamma + j), _mm256_mul_ps(dy, xh)));
         _mm256_storeu_ps(dbeta + j, _mm256_add_ps(_mm256_loadu_ps(dbeta + j), dy));
     }
     double sg = nnt_avx2_hsum_pd(_mm256_add_pd(g0, g1));
     double sgx = nnt_avx2_hsum_pd(_mm256_add_pd(h0, h1));
-    for (; j < n; j++) {
-        float xh = (xr[j] - mu) * rs;
-        float g = dyr[j] * gamma[j];
-        sg += g;
-        sgx += (double)g * xh;
-        dgamma[j] += dyr[j] * xh;
-        dbeta[j] += dyr[j];
-    }
+    ln_bwd_sums(n8, n, xr, dyr, gamma, mu, rs, &sg, &sgx, dgamma, dbeta);
     float mg = (float)(sg / (double)n), mgx = (float)(sgx / (double)n);
     __m256 vmg = _mm256_set1_ps(mg), vmgx = _mm256_set1_ps(mgx);
     for (j = 0; j < n8; j += 8) {
@@ -102,10 +155,7 @@ static NNT_AVX2 void ln_bwd_row_avx2(int64_t n, const float *restrict xr,
         __m256 t = _mm256_sub_ps(_mm256_sub_ps(g, vmg), _mm256_mul_ps(xh, vmgx));
         _mm256_storeu_ps(dxr + j, _mm256_mul_ps(vrs, t));
     }
-    for (; j < n; j++) {
-        float xh = (xr[j] - mu) * rs;
-        dxr[j] = rs * (dyr[j] * gamma[j] - mg - xh * mgx);
-    }
+    ln_bwd_dx(n8, n, xr, dyr, gamma, mu, rs, mg, mgx, dxr);
 }
 #endif
 
@@ -114,31 +164,14 @@ void nnt_cpu_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *
                                const float *restrict gamma, const float *restrict beta,
                                float *restrict y, float *restrict mean, float *restrict rstd)
 {
+    void (*row)(int64_t, float, const float *, const float *, const float *, float *, float *,
+                float *) = ln_fwd_row;
 #if NNT_CPU_X86
-    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
-        for (int64_t r = 0; r < rows; r++)
-            ln_fwd_row_avx2(n, eps, x + r * n, gamma, beta, y + r * n, mean + r, rstd + r);
-        return;
-    }
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+        row = ln_fwd_row_avx2;
 #endif
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * n;
-        float *restrict yr = y + r * n;
-        double sum = 0.0, sq = 0.0;
-        for (int64_t j = 0; j < n; j++)
-            sum += xr[j];
-        double mu = sum / (double)n;
-        for (int64_t j = 0; j < n; j++) {
-            double t = xr[j] - mu;
-            sq += t * t;
-        }
-        double rs = 1.0 / sqrt(sq / (double)n + (double)eps);
-        float muf = (float)mu, rsf = (float)rs;
-        for (int64_t j = 0; j < n; j++)
-            yr[j] = (xr[j] - muf) * rsf * gamma[j] + beta[j];
-        mean[r] = muf;
-        rstd[r] = rsf;
-    }
+    for (int64_t r = 0; r < rows; r++)
+        row(n, eps, x + r * n, gamma, beta, y + r * n, mean + r, rstd + r);
 }
 
 /* xhat = (x - mean) rstd, g = dy gamma:
@@ -149,32 +182,12 @@ void nnt_cpu_layernorm_bwd_f32(int64_t rows, int64_t n, const float *restrict x,
                                float *restrict dx, float *restrict dgamma,
                                float *restrict dbeta)
 {
+    void (*row)(int64_t, const float *, const float *, const float *, float, float, float *,
+                float *, float *) = ln_bwd_row;
 #if NNT_CPU_X86
-    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
-        for (int64_t r = 0; r < rows; r++)
-            ln_bwd_row_avx2(n, x + r * n, dy + r * n, gamma, mean[r], rstd[r], dx + r * n,
-                            dgamma, dbeta);
-        return;
-    }
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+        row = ln_bwd_row_avx2;
 #endif
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict xr = x + r * n;
-        const float *restrict dyr = dy + r * n;
-        float *restrict dxr = dx + r * n;
-        float mu = mean[r], rs = rstd[r];
-        double sg = 0.0, sgx = 0.0;
-        for (int64_t j = 0; j < n; j++) {
-            float xh = (xr[j] - mu) * rs;
-            float g = dyr[j] * gamma[j];
-            sg += g;
-            sgx += (double)g * xh;
-            dgamma[j] += dyr[j] * xh;
-            dbeta[j] += dyr[j];
-        }
-        float mg = (float)(sg / (double)n), mgx = (float)(sgx / (double)n);
-        for (int64_t j = 0; j < n; j++) {
-            float xh = (xr[j] - mu) * rs;
-            dxr[j] = rs * (dyr[j] * gamma[j] - mg - xh * mgx);
-        }
-    }
+    for (int64_t r = 0; r < rows; r++)
+        row(n, x + r * n, dy + r * n, gamma, mean[r], rstd[r], dx + r * n, dgamma, dbeta);
 }

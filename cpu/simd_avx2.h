@@ -58,6 +58,17 @@ static inline NNT_AVX2 double nnt_avx2_hsum_pd(__m256d v)
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
+/* the low and the high 4 floats of v as doubles */
+static inline NNT_AVX2 __m256d nnt_avx2_lo_pd(__m256 v)
+{
+    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+}
+
+static inline NNT_AVX2 __m256d nnt_avx2_hi_pd(__m256 v)
+{
+    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+}
+
 /* the first n < 8 lanes set, for masked loads and stores of a tail */
 static inline NNT_AVX2 __m256i nnt_avx2_tail_mask(int64_t n)
 {
