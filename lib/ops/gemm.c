@@ -221,6 +221,20 @@ static void k_tile_coord(const nnt_tensor *a, const struct gemm_dims *d, int64_t
     }
 }
 
+/* Index of the A tile for C tile coordinates cc and k tile coordinates kc. */
+static int64_t a_tile_of(const nnt_tensor *a, const struct gemm_dims *d, const int64_t *cc,
+                         const int64_t *kc)
+{
+    int64_t ac[NNT_MAX_DIMS];
+    for (int i = 0; i < d->nb; i++)
+        ac[i] = cc[i];
+    for (int i = 0; i < d->nm; i++)
+        ac[d->a_m + i] = cc[d->c_m + i];
+    for (int i = 0; i < d->nk; i++)
+        ac[d->a_k + i] = kc[i];
+    return nnt_tensor_tile_index(a, ac);
+}
+
 /* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
  * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
  * changes, and back to its owner at the end. */
@@ -230,7 +244,7 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
                          int travel)
 {
     int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
-    int64_t ac[NNT_MAX_DIMS], bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
+    int64_t bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
     nnt_tensor_tile_coord(c, ci, cc);
     nnt_tensor_tile_box(c, cc, origin, cshape);
     /* {m, n, k, batch} of this C tile; k is filled per k tile */
@@ -242,9 +256,7 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     if (aux)
         tiles[4] = aux->tiles[ci].handle;
     for (int i = 0; i < d->nb; i++)
-        ac[i] = bc[i] = cc[i];
-    for (int i = 0; i < d->nm; i++)
-        ac[d->a_m + i] = cc[d->c_m + i];
+        bc[i] = cc[i];
     for (int i = 0; i < d->nn; i++)
         bc[d->b_n + i] = cc[d->c_n + i];
     int64_t nkt = k_tile_count(a, d);
@@ -252,11 +264,9 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     int rc = NNT_OK, at = home;
     for (int64_t kt = 0; kt < nkt && rc == 0; kt++) {
         k_tile_coord(a, d, kt, kc);
-        for (int i = 0; i < d->nk; i++) {
-            ac[d->a_k + i] = kc[i];
+        for (int i = 0; i < d->nk; i++)
             bc[d->b_k + i] = kc[i];
-        }
-        int64_t ai = nnt_tensor_tile_index(a, ac);
+        int64_t ai = a_tile_of(a, d, cc, kc);
         nnt_tensor_tile_shape_at(a, ai, ashape);
         mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
         tiles[0] = a->tiles[ai].handle;
@@ -277,21 +287,6 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     return rc;
 }
 
-/* Index of the A tile of the kt-th k tile for C tile coordinates cc. */
-static int64_t a_tile_of(const nnt_tensor *a, const struct gemm_dims *d, const int64_t *cc,
-                         int64_t kt)
-{
-    int64_t ac[NNT_MAX_DIMS], kc[NNT_MAX_DIMS];
-    for (int i = 0; i < d->nb; i++)
-        ac[i] = cc[i];
-    for (int i = 0; i < d->nm; i++)
-        ac[d->a_m + i] = cc[d->c_m + i];
-    k_tile_coord(a, d, kt, kc);
-    for (int i = 0; i < d->nk; i++)
-        ac[d->a_k + i] = kc[i];
-    return nnt_tensor_tile_index(a, ac);
-}
-
 /* NNT_DIST_DATA: C (a parameter-like tensor, e.g. a weight gradient) summed over k tiles of
  * A that belong to other ranks than C's tile (activation rows). C's tile travels: it
  * migrates to the rank of each k tile in turn (starpu_mpi_data_migrate, only when the rank
@@ -306,11 +301,13 @@ static int travels(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_d
     if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
         e != NNT_EPILOGUE_NONE)
         return 0;
-    int64_t cc[NNT_MAX_DIMS];
+    int64_t cc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS];
     nnt_tensor_tile_coord(c, ci, cc);
-    for (int64_t kt = 0; kt < k_tile_count(a, d); kt++)
-        if (a->tiles[a_tile_of(a, d, cc, kt)].owner != c->tiles[ci].owner)
+    for (int64_t kt = 0; kt < k_tile_count(a, d); kt++) {
+        k_tile_coord(a, d, kt, kc);
+        if (a->tiles[a_tile_of(a, d, cc, kc)].owner != c->tiles[ci].owner)
             return 1;
+    }
     return 0;   /* every k tile is on C's owner already */
 }
 
