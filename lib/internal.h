@@ -215,6 +215,11 @@ int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int6
  * parameter is (the optimizer's tasks read and write them together). */
 int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                              const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out);
+/* The hint a tensor of ndim dimensions keeps of rows (the bits of its dimensions). */
+static inline unsigned nnt_rows_hint(unsigned rows, int ndim)
+{
+    return rows & ((1u << ndim) - 1u);
+}
 /* The hint of an activation (B, T, ...) created by the layers: dimensions 0 and 1. */
 #define NNT_ROWS_BT 3u
 /* ... and of one laid out (B, heads, T, ...): dimensions 0 and 2. */

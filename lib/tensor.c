@@ -116,28 +116,8 @@ static void register_tiles(nnt_tensor *t, const nnt_tensor *beside)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                      const int64_t *tile, nnt_tensor **out)
-{
-    return nnt_tensor_create_placed(ctx, dtype, ndim, shape, tile, 0, out);
-}
-
-static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                  const int64_t *tile, unsigned rows, const nnt_tensor *beside,
-                  nnt_tensor **out);
-
-int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                             const int64_t *tile, unsigned rows, nnt_tensor **out)
-{
-    return create(ctx, dtype, ndim, shape, tile, rows, NULL, out);
-}
-
-int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out)
-{
-    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, out);
-}
-
+/* nnt_tensor_create with a placement hint (rows) and, when beside is not NULL, beside's
+ * tile owners (nnt_tensor_create_placed / _beside in internal.h). */
 static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                   const int64_t *tile, unsigned rows, const nnt_tensor *beside,
                   nnt_tensor **out)
@@ -173,7 +153,7 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     t->ctx = ctx;
     t->dtype = dtype;
     t->elsize = nnt_dtype_size(dtype);
-    t->rows = rows & ((1u << ndim) - 1u);
+    t->rows = nnt_rows_hint(rows, ndim);
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
         free(t->tiles);
         free(t);
@@ -182,6 +162,24 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     register_tiles(t, beside);
     *out = t;
     return NNT_OK;
+}
+
+int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                      const int64_t *tile, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, 0, NULL, out);
+}
+
+int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, unsigned rows, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, rows, NULL, out);
+}
+
+int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
+                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out)
+{
+    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, out);
 }
 
 int nnt_tensor_destroy(nnt_tensor *t)

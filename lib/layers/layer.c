@@ -174,7 +174,7 @@ int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int n
 {
     NNT_TRY(track_activation(l, t));
     if (*t && same_layout(*t, dtype, ndim, shape, tile) &&
-        (*t)->rows == (rows & ((1u << ndim) - 1u)))
+        (*t)->rows == nnt_rows_hint(rows, ndim))
         return NNT_OK;
     nnt_tensor_destroy(*t);
     *t = NULL;
