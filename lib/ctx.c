@@ -342,14 +342,16 @@ static int make_dirs(const char *path)
     return NNT_OK;
 }
 
-/* Memory budgets reach StarPU through environment variables read at start-up, and so does
- * its verbosity (STARPU_SILENT). The values they had before are put back when the context
- * goes, so a later context in the same process does not inherit a budget it did not ask
- * for. */
-enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, MPI_NOBIND, RANK_HOME, NVARS };
+/* Memory budgets reach StarPU through environment variables read at start-up, and so do
+ * its verbosity (STARPU_SILENT) and the topology it loads (HWLOC_XMLFILE, put back right
+ * after start-up). The values they had before are put back when the context goes, so a
+ * later context in the same process does not inherit a budget it did not ask for. */
+enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, MPI_NOBIND, RANK_HOME, HWLOC_XML, HWLOC_THIS,
+       NVARS };
 static const char *const limit_vars[NVARS] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM",
                                               "STARPU_SILENT", "STARPU_WORKERS_NOBIND",
-                                              "STARPU_MPI_NOBIND", "STARPU_HOME"};
+                                              "STARPU_MPI_NOBIND", "STARPU_HOME",
+                                              "HWLOC_XMLFILE", "HWLOC_THISSYSTEM"};
 static struct {
     int saved;       /* this context set the variable       */
     char *previous;  /* its earlier value, NULL when unset  */
@@ -370,19 +372,24 @@ static void set_limit(int which, int64_t mib)
     set_var(which, num);
 }
 
+/* The variable's earlier value back, if this context set it. */
+static void restore_var(int which)
+{
+    if (!limit_saved[which].saved)
+        return;
+    if (limit_saved[which].previous)
+        setenv(limit_vars[which], limit_saved[which].previous, 1);
+    else
+        unsetenv(limit_vars[which]);
+    free(limit_saved[which].previous);
+    limit_saved[which].previous = NULL;
+    limit_saved[which].saved = 0;
+}
+
 static void restore_limits(void)
 {
-    for (int i = 0; i < NVARS; i++) {
-        if (!limit_saved[i].saved)
-            continue;
-        if (limit_saved[i].previous)
-            setenv(limit_vars[i], limit_saved[i].previous, 1);
-        else
-            unsetenv(limit_vars[i]);
-        free(limit_saved[i].previous);
-        limit_saved[i].previous = NULL;
-        limit_saved[i].saved = 0;
-    }
+    for (int i = 0; i < NVARS; i++)
+        restore_var(i);
 }
 
 int64_t nnt_default_gpu_budget_mib(int64_t total_mib)
@@ -505,12 +512,22 @@ static int start_starpu(const nnt_ctx_options *o)
         cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
         conf.sched_policy_name = "dmdas";
 #endif
-    nnt_topology_fix fix;
-    int rc = nnt_topology_fix_begin(&fix);
+    /* StarPU loads hwloc's topology once, at start: a corrected copy where hwloc counts less
+     * main memory than the machine has (lib/topology.c), only for that */
+    char topology[512];
+    int rc = nnt_topology_file(topology, sizeof topology);
     if (rc)
         return rc;
+    if (topology[0]) {
+        set_var(HWLOC_XML, topology);
+        set_var(HWLOC_THIS, "1");
+    }
     rc = mpi ? nnt_mpi_init_runtime(&conf) : starpu_init(&conf);
-    nnt_topology_fix_end(&fix);
+    if (topology[0]) {
+        restore_var(HWLOC_XML);
+        restore_var(HWLOC_THIS);
+        unlink(topology);
+    }
     if (rc == -ENODEV)
         return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: StarPU found no worker for "
                         "ncpus=%d ncuda=%d", o->ncpus, o->ncuda);

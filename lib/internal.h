@@ -141,18 +141,12 @@ cudaStream_t nnt_cuda_task_stream(void);
  * cuBLASLt workspaces, the GEMM operand scratch); half of a card smaller than two reserves. */
 int64_t nnt_default_gpu_budget_mib(int64_t total_mib);
 
-/* lib/topology.c: around starpu_init, a topology whose main memory is the kernel's (or
- * NNT_HOST_RAM_MIB's) where hwloc's NUMA nodes count less (some virtual machines). */
-typedef struct nnt_topology_fix {
-    int applied;          /* HWLOC_XMLFILE points at path until nnt_topology_fix_end */
-    char path[512];
-    char *prev_xml, *prev_this;
-    int had_xml, had_this;
-    int64_t hwloc_bytes;  /* hwloc's main memory */
-    int64_t host_bytes;   /* what StarPU is given */
-} nnt_topology_fix;
-int nnt_topology_fix_begin(nnt_topology_fix *fix);
-void nnt_topology_fix_end(nnt_topology_fix *fix);
+/* lib/topology.c: where hwloc's NUMA nodes count less main memory than the kernel (some
+ * virtual machines) or than NNT_HOST_RAM_MIB, a copy of this machine's hwloc topology with
+ * that memory in a new temporary file, its path in path (len bytes), for StarPU to start on
+ * (HWLOC_XMLFILE); path "" when none is needed or it could not be written (logged). 0, or
+ * NNT_E_INVAL for an NNT_HOST_RAM_MIB that is not a positive number. */
+int nnt_topology_file(char *path, size_t len);
 
 /* Scratch memory of the calling worker, at least bytes, in the worker's memory (RAM for a
  * CPU worker, GPU memory for a CUDA worker, there allocated on the worker's stream). Kept
