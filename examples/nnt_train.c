@@ -839,8 +839,14 @@ static void print_memory(trainer *t, const nnt_mem_stats *ms)
     }
 }
 
-/* "MFU 12.3%" (the number width wide), or "MFU -" when the peak is not known (CUDA
- * workers without --peak-gflops: mfu is NaN). */
+/* The model FLOP utilisation at tok_s tokens a second; NaN when the peak is not known (CUDA
+ * workers without --peak-gflops). */
+static double mfu_of(const trainer *t, double tok_s)
+{
+    return t->peak_flops > 0 ? t->flops_per_token * tok_s / t->peak_flops : NAN;
+}
+
+/* "MFU 12.3%" (the number width wide), or "MFU -" for NaN. */
 static const char *mfu_text(double mfu, int width, char *buf, size_t len)
 {
     if (isnan(mfu))
@@ -871,7 +877,7 @@ static void report_step(trainer *t, const step_result *r)
     const train_opts *o = &t->o;
     double tokens = (double)(o->batch * o->seq * o->accum);
     double tok_s = tokens / (r->ms / 1e3);
-    double mfu = t->peak_flops > 0 ? t->flops_per_token * tok_s / t->peak_flops : NAN;
+    double mfu = mfu_of(t, tok_s);
     nnt_mem_stats ms;
     memset(&ms, 0, sizeof ms);
     ms.size = sizeof ms;
@@ -1247,11 +1253,10 @@ static void print_final_report(trainer *t, double total_s)
     if (t->nrun > 1) {
         double ms = sum / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
-        if (t->peak_flops > 0)
-            say(t, ": %.1f ms/step, %.0f tokens/s, MFU %.1f%% (mean without the first step)", ms,
-                tok_s, 100 * t->flops_per_token * tok_s / t->peak_flops);
-        else
-            say(t, ": %.1f ms/step, %.0f tokens/s (mean without the first step)", ms, tok_s);
+        double mfu = mfu_of(t, tok_s);
+        char mfu_buf[32];
+        say(t, ": %.1f ms/step, %.0f tokens/s%s%s (mean without the first step)", ms, tok_s,
+            isnan(mfu) ? "" : ", ", isnan(mfu) ? "" : mfu_text(mfu, 0, mfu_buf, sizeof mfu_buf));
     }
     if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
