@@ -39,17 +39,25 @@ export STARPU_HOME TMPDIR
 # field FILE KEY: the values of the lines "KEY STEP VALUE" (or "KEY VALUE"), one per line
 field() { awk -v k="$2" '$1 == k { print $NF }' "$1"; }
 
+# lossdiffs REF RUN: the "loss STEP VALUE" lines of RUN against REF's: "D1 D2 MAX" (the
+# differences at steps 1 and 2 and the largest), or "count" unless there are 10.
+lossdiffs() {
+    awk 'NR == FNR { if ($1 == "loss") ref[$2] = $3; next }
+         $1 == "loss" && ($2 in ref) { d = $3 - ref[$2]; if (d < 0) d = -d
+                                       if (d > m) m = d; if ($2 == 1) d1 = d
+                                       if ($2 == 2) d2 = d; c++ }
+         END { if (c != 10) print "count"; else printf "%.3g %.3g %.3g\n", d1, d2, m }' \
+        "$1" "$2"
+}
+
 # compare NAME REF RUN: losses within 1e-6 (the largest difference printed), parameters
 # equal on every rank and to the single process, owned bytes <= 0.6 x.
 compare() {
     name=$1 ref=$2 run=$3
     for r in 0 1; do
         [ -s "$run.$r" ] || { fail "$name: rank $r wrote nothing"; return; }
-        diff=$(awk 'NR == FNR { if ($1 == "loss") ref[$2] = $3; next }
-                    $1 == "loss" && ($2 in ref) { d = $3 - ref[$2]; if (d < 0) d = -d
-                                                  if (d > m) m = d; c++ }
-                    END { if (c != 10) print "count"; else printf "%.3g\n", m }' \
-               "$ref.0" "$run.$r")
+        diff=$(lossdiffs "$ref.0" "$run.$r")
+        diff=${diff##* }   # the largest
         case $diff in
             count) fail "$name: rank $r has not the 10 losses of the single process";;
             *) echo "$name: rank $r: largest loss difference to one process: $diff"
@@ -111,12 +119,7 @@ compare_data() {
     name=$1 ref=$2 run=$3
     for r in 0 1; do
         [ -s "$run.$r" ] || { fail "$name: rank $r wrote nothing"; return; }
-        res=$(awk 'NR == FNR { if ($1 == "loss") ref[$2] = $3; next }
-                   $1 == "loss" && ($2 in ref) { d = $3 - ref[$2]; if (d < 0) d = -d
-                                                 if (d > m) m = d; if ($2 == 1) d1 = d
-                                                 if ($2 == 2) d2 = d; c++ }
-                   END { if (c != 10) print "count"
-                         else printf "%.3g %.3g %.3g\n", d1, d2, m }' "$ref.0" "$run.$r")
+        res=$(lossdiffs "$ref.0" "$run.$r")
         case $res in
             count) fail "$name: rank $r has not the 10 losses of the single process";;
             *) set -- $res
