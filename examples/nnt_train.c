@@ -677,8 +677,13 @@ static void print_summary(trainer *t)
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
         (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
         (long long)t->tiling.heads, (long long)t->tiling.head_dim);
-    say(t, "runtime:   %d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n",
-        t->ncpus, t->ncuda, sched, train_choice_name("precision", o->precision),
+    char ranks[96] = "";
+    if (t->mpi)
+        snprintf(ranks, sizeof ranks, "%d MPI ranks (distribution %s), each ", t->nranks,
+                 train_choice_name("distribute", o->distribute >= 0 ? o->distribute
+                                                                    : NNT_DIST_SHARDED));
+    say(t, "runtime:   %s%d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n",
+        ranks, t->ncpus, t->ncuda, sched, train_choice_name("precision", o->precision),
         o->recompute ? "; activation recompute" : "");
     const char *kernels = "?";
     nnt_ctx_kernels(t->ctx, &kernels);

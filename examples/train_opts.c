@@ -347,8 +347,10 @@ const char *train_choice_name(const char *option, int value)
                          : !strcmp(option, "tokenizer")   ? tokenizers
                          : !strcmp(option, "optim")       ? optimizers
                          : !strcmp(option, "precision")   ? precisions
-                                                          : schedules;
-    for (int k = 0; c[k]; k++)
+                         : !strcmp(option, "distribute")  ? distributions
+                         : !strcmp(option, "schedule")    ? schedules
+                                                          : NULL;
+    for (int k = 0; c && c[k]; k++)
         if (k == value)
             return c[k];
     return "?";

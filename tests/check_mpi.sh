@@ -26,6 +26,7 @@ tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 fail() { echo "FAIL: $*"; fail=1; }
+. "$top_srcdir/tests/mpi_procs.sh"
 
 MPIRUN="mpirun --oversubscribe -np 2"
 [ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
@@ -221,51 +222,13 @@ done
 echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
 
 # a rank that dies ends the job: rank 1 killed (SIGKILL) after a few steps of a long run;
-# mpirun must end every rank with a non-zero status and name the rank, not hang (measured:
-# 1-2 s after the kill). The ranks carry a tag in their environment (mpirun -x) by which
-# rank 1 is found in /proc (no pgrep: procps may be missing).
-fail_before=$fail fail=0
-NNT_CHECK_MPI_KILL=$tmp
-export NNT_CHECK_MPI_KILL
-$TIMEOUT $MPIRUN -x NNT_CHECK_MPI_KILL "$train_prog" $small --steps 100000 --print-loss \
-    --no-save --out "$tmp/t_kill" > "$tmp/t_kill.txt" 2> "$tmp/t_kill.err" &
-job=$!
-n=0
-while [ "$(grep -c '^step' "$tmp/t_kill.txt" 2>/dev/null)" -lt 3 ] && [ $n -lt 600 ]; do
-    kill -0 $job 2>/dev/null || break   # the job ended by itself: reported below
-    sleep 0.1; n=$((n + 1))
-done
-steps=$(grep -c '^step' "$tmp/t_kill.txt" 2>/dev/null)
-# rank_pids N: the processes of this job whose MPI rank is N
-rank_pids() {
-    for env in /proc/[0-9]*/environ; do
-        tr '\0' '\n' 2> /dev/null < "$env" |
-            awk -v tag="NNT_CHECK_MPI_KILL=$tmp" -v rank="OMPI_COMM_WORLD_RANK=$1" \
-                '$0 == tag { t = 1 } $0 == rank { r = 1 } END { exit !(t && r) }' &&
-            { p=${env#/proc/}; echo "${p%/environ}"; }
-    done
-}
-killed=
-for p in $(rank_pids 1); do
-    kill -9 "$p" 2>/dev/null && killed="$killed $p"
-done
-start=$(date +%s)
-wait $job
-status=$?
-took=$(( $(date +%s) - start ))
-if [ -z "$killed" ]; then
-    fail "rank death: rank 1 of the job was not found ($steps steps printed in $((n / 10)) s; the job ended with status $status)"
-else
-    echo "rank death: rank 1 (pid$killed) killed after $steps steps; the job ended with status $status after $took s"
-    [ $status -ne 0 ] && [ $status -ne 124 ] || fail "rank death: the job ended with status $status"
-    [ $took -le 60 ] || fail "rank death: the job took $took s to end"
-    # mpirun names the killed rank ("process rank 1 ... exited on signal 9"), unless rank 0
-    # noticed first and mpirun reports its exit: either says the job was ended for it
-    grep -q 'rank 1\|exited on signal\|non-zero exit\|non-zero status' "$tmp/t_kill.err" ||
-        fail "rank death: mpirun printed no message on the rank's death"
-fi
-[ $fail -eq 0 ] || { echo "---- the killed job's stderr:"; tail -n 30 "$tmp/t_kill.err"; }
-fail=$((fail | fail_before))
+# mpirun must end every rank with a non-zero status and say why, not hang (measured: 1-2 s
+# after the kill). It names the killed rank ("process rank 1 ... exited on signal 9"), or,
+# had rank 0 noticed first, reports rank 0's exit: either says the job was ended for it.
+rank_death rank_death OMPI_COMM_WORLD_RANK \
+    'rank 1\|exited on signal\|non-zero exit\|non-zero status' \
+    $TIMEOUT $MPIRUN -x NNT_CHECK_TAG "$train_prog" $small --steps 100000 --no-save \
+    --out "$tmp/t_kill"
 
 [ $fail -eq 0 ] && echo "PASS: check_mpi"
 exit $fail

@@ -1,0 +1,54 @@
+# Shell helpers (sourced) of the tests that start nnt-train as 2 ranks: check_mpi.sh (mpirun)
+# and check_srun.sh (Slurm's srun). They expect $tmp (a scratch directory) and fail().
+
+# tagged_pids VAR=VALUE: the processes started by this test (NNT_CHECK_TAG=$tmp in their
+# environment) whose environment also holds VAR=VALUE (a rank: OMPI_COMM_WORLD_RANK=1,
+# SLURM_PROCID=1). From /proc, not pgrep: procps may be missing.
+tagged_pids() {
+    for env in /proc/[0-9]*/environ; do
+        tr '\0' '\n' 2> /dev/null < "$env" |
+            awk -v tag="NNT_CHECK_TAG=$tmp" -v want="$1" \
+                '$0 == tag { t = 1 } $0 == want { w = 1 } END { exit !(t && w) }' &&
+            { p=${env#/proc/}; echo "${p%/environ}"; }
+    done
+}
+
+# rank_death NAME RANKVAR MESSAGE LAUNCH...: LAUNCH... starts nnt-train as 2 ranks for a long
+# run, printing --print-loss "step" lines; after 3 steps the rank whose RANKVAR is 1 is
+# killed (SIGKILL). The job must end within 60 s with a status neither 0 nor 124 (timeout),
+# and its stderr must match the grep pattern MESSAGE (the launcher saying why it ended).
+rank_death() {
+    rd_name=$1 rd_var=$2 rd_msg=$3; shift 3
+    rd_fail=$fail fail=0
+    NNT_CHECK_TAG=$tmp
+    export NNT_CHECK_TAG
+    "$@" > "$tmp/$rd_name.txt" 2> "$tmp/$rd_name.err" &
+    rd_job=$!
+    rd_n=0
+    while [ "$(grep -c '^step' "$tmp/$rd_name.txt" 2> /dev/null)" -lt 3 ] && [ $rd_n -lt 600 ]; do
+        kill -0 $rd_job 2> /dev/null || break   # the job ended by itself: reported below
+        sleep 0.1; rd_n=$((rd_n + 1))
+    done
+    rd_steps=$(grep -c '^step' "$tmp/$rd_name.txt" 2> /dev/null)
+    rd_killed=
+    for p in $(tagged_pids "$rd_var=1"); do
+        kill -9 "$p" 2> /dev/null && rd_killed="$rd_killed $p"
+    done
+    rd_start=$(date +%s)
+    wait $rd_job
+    rd_status=$?
+    rd_took=$(( $(date +%s) - rd_start ))
+    if [ -z "$rd_killed" ]; then
+        fail "$rd_name: rank 1 of the job was not found ($rd_steps steps printed in $((rd_n / 10)) s; the job ended with status $rd_status)"
+    else
+        echo "$rd_name: rank 1 (pid$rd_killed) killed after $rd_steps steps; the job ended with status $rd_status after $rd_took s"
+        [ $rd_status -ne 0 ] && [ $rd_status -ne 124 ] ||
+            fail "$rd_name: the job ended with status $rd_status"
+        [ $rd_took -le 60 ] || fail "$rd_name: the job took $rd_took s to end"
+        grep -q "$rd_msg" "$tmp/$rd_name.err" ||
+            fail "$rd_name: no message on the rank's death (none matches '$rd_msg')"
+    fi
+    [ $fail -eq 0 ] || { echo "---- $rd_name: the job's stderr:"; tail -n 30 "$tmp/$rd_name.err"; }
+    fail=$((fail | rd_fail))
+    unset NNT_CHECK_TAG
+}
