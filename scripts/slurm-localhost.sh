@@ -7,6 +7,11 @@
 set -e
 if [ "${1:-start}" = stop ]; then
     pkill -x slurmd || true; pkill -x slurmctld || true; pkill -x munged || true
+    i=0   # slurmctld saves its state before it ends
+    while { pgrep -x slurmd || pgrep -x slurmctld || pgrep -x munged; } > /dev/null &&
+          [ $i -lt 30 ]; do
+        sleep 1; i=$((i + 1))
+    done
     exit 0
 fi
 [ "$(id -u)" -eq 0 ] || { echo "slurm-localhost: run as root" >&2; exit 1; }
@@ -40,13 +45,23 @@ NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=local Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
 [ -s /etc/munge/munge.key ] || { dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2> /dev/null; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
-pgrep -x munged > /dev/null || su -s /bin/sh munge -c /usr/sbin/munged
-pgrep -x slurmctld > /dev/null || slurmctld
-pgrep -x slurmd > /dev/null || slurmd
+# each daemon that is not running (again: one may have been ending when first looked at)
+start_daemons() {
+    pgrep -x munged > /dev/null || su -s /bin/sh munge -c /usr/sbin/munged || true
+    pgrep -x slurmctld > /dev/null || slurmctld || true
+    pgrep -x slurmd > /dev/null || slurmd || true
+}
+start_daemons
 i=0
-until sinfo -h -o %T 2> /dev/null | grep -q 'idle\|mix\|alloc'; do
-    i=$((i + 1)); [ $i -gt 30 ] && { echo "slurm-localhost: the node did not come up (see /var/log/slurm)" >&2; sinfo >&2; exit 1; }
+until timeout 5 sinfo -h -o %T 2> /dev/null | grep -q 'idle\|mix\|alloc'; do
+    i=$((i + 1))
+    if [ $i -gt 20 ]; then
+        echo "slurm-localhost: the node did not come up (see /var/log/slurm)" >&2
+        timeout 5 sinfo >&2
+        exit 1
+    fi
     sleep 1
+    start_daemons
 done
 timeout 60 srun -n 1 true ||
     { echo "slurm-localhost: the node is up but srun -n 1 true failed (see /var/log/slurm)" >&2; exit 1; }
