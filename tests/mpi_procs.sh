@@ -13,6 +13,13 @@ tagged_pids() {
     done
 }
 
+# steps_in FILE: the number of "step" lines in FILE, 0 while it does not exist yet (the
+# background job's redirection may not have made it when first looked at)
+steps_in() {
+    si_n=$(grep -c '^step' "$1" 2> /dev/null)
+    echo "${si_n:-0}"
+}
+
 # rank_death NAME RANKVAR MESSAGE LAUNCH...: LAUNCH... starts nnt-train as 2 ranks for a long
 # run, printing --print-loss "step" lines; after 3 steps the rank whose RANKVAR is 1 is
 # killed (SIGKILL). The job must end within 60 s with a status neither 0 nor 124 (timeout),
@@ -25,11 +32,11 @@ rank_death() {
     "$@" > "$tmp/$rd_name.txt" 2> "$tmp/$rd_name.err" &
     rd_job=$!
     rd_n=0
-    while [ "$(grep -c '^step' "$tmp/$rd_name.txt" 2> /dev/null)" -lt 3 ] && [ $rd_n -lt 600 ]; do
+    while [ "$(steps_in "$tmp/$rd_name.txt")" -lt 3 ] && [ $rd_n -lt 600 ]; do
         kill -0 $rd_job 2> /dev/null || break   # the job ended by itself: reported below
         sleep 0.1; rd_n=$((rd_n + 1))
     done
-    rd_steps=$(grep -c '^step' "$tmp/$rd_name.txt" 2> /dev/null)
+    rd_steps=$(steps_in "$tmp/$rd_name.txt")
     rd_killed=
     for p in $(tagged_pids "$rd_var=1"); do
         kill -9 "$p" 2> /dev/null && rd_killed="$rd_killed $p"
