@@ -1247,14 +1247,15 @@ static void print_memory_report(trainer *t)
         ms.transfer_wait_s);
 }
 
-static void print_final_report(trainer *t, double total_s)
+/* The times: the steps (train_s), the sample (sample_s, 0 without one), all (total_s). */
+static void print_final_report(trainer *t, double train_s, double sample_s, double total_s)
 {
     const train_opts *o = &t->o;
     double sum = 0;
     for (int64_t i = 1; i < t->nrun; i++)
         sum += t->step_ms[i];
     say(t, "\ntrained steps %lld..%lld in %.2f s", (long long)(t->done + 1),
-        (long long)(t->done + t->nrun), total_s);
+        (long long)(t->done + t->nrun), train_s);
     if (t->nrun > 1) {
         double ms = sum / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
@@ -1265,6 +1266,10 @@ static void print_final_report(trainer *t, double total_s)
     }
     if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
+    if (sample_s > 0)
+        say(t, "\nsample:   %lld tokens in %.2f s (%.1f tokens/s)", (long long)o->sample,
+            sample_s, (double)o->sample / sample_s);
+    say(t, "\ntotal:    %.2f s with start-up and files", total_s);
     print_memory_report(t);
     say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
            "  %s  (loss curve)\n", t->path_csv, t->path_svg);
@@ -1513,7 +1518,9 @@ static int run(trainer *t)
         return rc;
     print_summary(t);
     signal(SIGINT, on_sigint);
+    double train_start = now_s();
     rc = train_loop(t);
+    double train_s = now_s() - train_start, sample_s = 0;
     signal(SIGINT, SIG_DFL);
     if (interrupted && t->o.no_save)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
@@ -1523,12 +1530,15 @@ static int run(trainer *t)
                "--resume %s\n", (long long)(t->done + t->nrun), t->path_ckpt);
     if (!rc)
         rc = write_outputs(t);
-    if (!rc && t->o.sample > 0 && !interrupted)
+    if (!rc && t->o.sample > 0 && !interrupted) {
+        double sample_start = now_s();
         rc = print_sample(t);
+        sample_s = now_s() - sample_start;
+    }
     if (!rc && t->o.trace)
         print_trace_table(t);
     if (!rc)
-        print_final_report(t, now_s() - start);
+        print_final_report(t, train_s, sample_s, now_s() - start);
     return rc ? rc : interrupted ? 130 : 0;
 }
 

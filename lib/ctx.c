@@ -591,8 +591,11 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         return rc;
     rc = validate_options(&opts);
     int rank = 0, nranks = 1;
+    /* this rank's main memory for tiles (its RAM budget, else the machine's); under MPI the
+     * smallest rank's */
+    int64_t ram_mib = opts.mem_cpu_mib > 0 ? opts.mem_cpu_mib : nnt_host_ram_bytes() >> 20;
     if (opts.mpi)   /* collective: every rank learns whether all can go on */
-        rc = nnt_mpi_agree(&opts, rc, &rank, &nranks);
+        rc = nnt_mpi_agree(&opts, rc, &rank, &nranks, &ram_mib);
     if (rc)
         return rc;
 
@@ -623,6 +626,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->rank = rank;
     ctx->nranks = nranks;
     ctx->distribution = opts.distribution;
+    ctx->min_rank_ram = ram_mib << 20;
     ctx->next_tag = 1;
     pthread_mutex_init(&ctx->lock, NULL);
     start_cuda_libraries();

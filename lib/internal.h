@@ -83,6 +83,8 @@ struct nnt_ctx {
     int64_t tensors_created;      /* tensors created so far: the cyclic owners' offset    */
     int64_t next_tag;             /* StarPU-MPI tag of the next registered handle         */
     int64_t owned_bytes;          /* bytes of live tiles this rank owns (guarded by lock) */
+    int64_t min_rank_ram;         /* main memory of the smallest rank, bytes (the same on
+                                     every rank: decisions that must agree use it)        */
 };
 
 /* Return the status of call if it failed (the message is already recorded). */
@@ -147,6 +149,9 @@ int64_t nnt_default_gpu_budget_mib(int64_t total_mib);
  * (HWLOC_XMLFILE); path "" when none is needed or it could not be written (logged). 0, or
  * NNT_E_INVAL for an NNT_HOST_RAM_MIB that is not a positive number. */
 int nnt_topology_file(char *path, size_t len);
+/* The machine's main memory in bytes: NNT_HOST_RAM_MIB when it is a number, else the
+ * kernel's MemTotal (0 when unknown). */
+int64_t nnt_host_ram_bytes(void);
 
 /* Scratch memory of the calling worker, at least bytes, in the worker's memory (RAM for a
  * CPU worker, GPU memory for a CUDA worker, there allocated on the worker's stream). Kept
@@ -178,8 +183,10 @@ int nnt_tile_owner(const nnt_tensor *t, int64_t tensor_seq, int64_t tile);
 void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep);
 /* nnt_ctx_create with mpi = 1, before StarPU starts: start MPI (once per process), set
  * rank and size, and agree across ranks (collective): local_rc is this rank's own option
- * check; NNT_E_INVAL on every rank when another failed or the options differ. */
-int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks);
+ * check; NNT_E_INVAL on every rank when another failed or the options differ. *ram_mib:
+ * this rank's main memory in, the smallest rank's out. */
+int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks,
+                  int64_t *ram_mib);
 /* starpu_mpi_init_conf / starpu_mpi_shutdown on MPI_COMM_WORLD; the wait for this rank's
  * tasks (nnt_ctx_wait, nnt_ctx_destroy). */
 int nnt_mpi_init_runtime(struct starpu_conf *conf);

@@ -83,23 +83,43 @@ static int export_topology(int64_t want, const char *source, char *path, size_t 
 }
 #endif
 
+/* NNT_HOST_RAM_MIB in bytes: 0 when unset, -1 when not a number of MiB. */
+static int64_t ram_from_env(const char *env)
+{
+    if (!env || !*env)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long mib = strtoll(env, &end, 10);
+    if (errno || *end || mib <= 0 || mib > (1LL << 40))
+        return -1;
+    return (int64_t)mib * 1024 * 1024;
+}
+
+/* The kernel's MemTotal in bytes, 0 when unknown. */
+static int64_t kernel_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+}
+
+int64_t nnt_host_ram_bytes(void)
+{
+    int64_t env = ram_from_env(getenv("NNT_HOST_RAM_MIB"));
+    return env > 0 ? env : kernel_ram();
+}
+
 int nnt_topology_file(char *path, size_t len)
 {
     path[0] = 0;
     const char *env = getenv("NNT_HOST_RAM_MIB");
-    int64_t want;
-    if (env && *env) {
-        char *end = NULL;
-        errno = 0;
-        long long mib = strtoll(env, &end, 10);
-        if (errno || *end || mib <= 0 || mib > (1LL << 40))
-            return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_HOST_RAM_MIB=\"%s\" is "
-                            "not a number of MiB", env);
-        want = (int64_t)mib * 1024 * 1024;
-    } else {
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t want = ram_from_env(env);
+    if (want < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_HOST_RAM_MIB=\"%s\" is not a "
+                        "number of MiB", env);
+    if (want == 0) {
         int64_t listed = sysfs_numa_bytes();
-        want = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+        want = kernel_ram();
         /* hwloc's figure differs from the kernel's by the memory it reserves: 10 % is slack */
         if (listed == 0 || listed >= want - want / 10)
             return NNT_OK;

@@ -221,6 +221,34 @@ for dist in sharded data; do
 done
 echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
 
+# generation under MPI (nnt-train's sample): the tensors it creates go to rank 0, which
+# runs every token's tasks, when a rank's share of the tiles and every weight fit in 3/4 of
+# the smallest rank's memory (the info log says which); otherwise they stay spread
+# (--mem-cpu 15: 6.5 MiB of tiles a rank + 6.3 MiB of weights > 11.25 MiB). The sample is
+# one process's, token for token, either way.
+gen="--data $tmp/corpus.txt --layers 2 --channels 256 --heads 4 --context 32 --batch 2
+--seq 16 --tile-channels 128 --cpus 1 --steps 2 --no-save --sample 24 --optim sgd"
+sample_of() { sed -n '/^---- sample/,/^----$/p' "$1"; }
+$TIMEOUT "$train_prog" $gen --out "$tmp/g_one" > "$tmp/g_one.txt" 2> "$tmp/g_one.err" ||
+    fail "nnt-train --sample, one process: exit status $?"
+[ "$(sample_of "$tmp/g_one.txt" | wc -l)" -ge 3 ] || fail "nnt-train --sample: no sample printed"
+for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the ranks"; do
+    set -- $run
+    dist=$1 mem=$2; shift 2
+    where="$*"
+    NNT_LOG_LEVEL=info $TIMEOUT $MPIRUN -x NNT_LOG_LEVEL "$train_prog" $gen --distribute $dist \
+        --mem-cpu $mem --out "$tmp/g_$dist$mem" > "$tmp/g_$dist$mem.txt" 2> "$tmp/g_$dist$mem.err" ||
+        { fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: exit status $?"
+          tail -n 5 "$tmp/g_$dist$mem.err"; continue; }
+    grep -q "generation under MPI: $where" "$tmp/g_$dist$mem.err" ||
+        fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: not generated $where ($(grep 'generation under' "$tmp/g_$dist$mem.err" | head -n 1))"
+    if [ "$(sample_of "$tmp/g_one.txt")" = "$(sample_of "$tmp/g_$dist$mem.txt")" ]; then
+        echo "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: generated $where, the sample of one process"
+    else
+        fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: another sample than one process's"
+    fi
+done
+
 # a rank that dies ends the job: rank 1 killed (SIGKILL) after a few steps of a long run;
 # mpirun must end every rank with a non-zero status and say why, not hang (measured: 1-2 s
 # after the kill). It names the killed rank ("process rank 1 ... exited on signal 9"), or,

@@ -85,20 +85,22 @@ static int init_mpi(void)
     return NNT_OK;
 }
 
-int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks)
+int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks,
+                  int64_t *ram_mib)
 {
     int rc = init_mpi();
     if (rc)
         return rc;
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, nranks);
-    /* max of (hash, -hash, failed): equal hashes iff max(hash) == -max(-hash) */
+    /* max of (hash, -hash, failed, -RAM): equal hashes iff max(hash) == -max(-hash) */
     uint64_t h = options_hash(o) >> 2;   /* fits a signed 64-bit value and its negation */
-    long long mine[3] = {(long long)h, -(long long)h, local_rc != 0};
-    long long all[3];
-    if (MPI_Allreduce(mine, all, 3, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    long long mine[4] = {(long long)h, -(long long)h, local_rc != 0, -(long long)*ram_mib};
+    long long all[4];
+    if (MPI_Allreduce(mine, all, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
         return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_create: MPI_Allreduce of the options "
                         "failed");
+    *ram_mib = -all[3];
     if (local_rc)
         return local_rc;   /* this rank's own message stands */
     if (all[2])
@@ -201,9 +203,11 @@ int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
 
 #else /* !NNT_HAVE_MPI */
 
-int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks)
+int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks,
+                  int64_t *ram_mib)
 {
     (void)o;
+    (void)ram_mib;
     *rank = 0;
     *nranks = 1;
     if (local_rc)
