@@ -100,6 +100,15 @@ t1="2 16 32 64 128"
 train one1 0 sharded $t1
 train sharded1 1 sharded $t1
 compare "tiling 1, sharded" "$tmp/one1" "$tmp/sharded1"
+# Open MPI's yield_when_idle: set to 1 by nnt for MPI_Init, a value the user gave stands
+for r in 0 1; do
+    [ "$(field "$tmp/sharded1.$r" yield)" = 1 ] ||
+        fail "rank $r: OMPI_MCA_mpi_yield_when_idle is $(field "$tmp/sharded1.$r" yield), not 1"
+done
+OMPI_MCA_mpi_yield_when_idle=0 train yield0 1 sharded $t1
+[ "$(field "$tmp/yield0.1" yield)" = 0 ] ||
+    fail "OMPI_MCA_mpi_yield_when_idle=0 became $(field "$tmp/yield0.1" yield)"
+echo "Open MPI yield_when_idle: 1 by default, the user's 0 kept"
 owned "tiling 1, sharded" "$tmp/one1" "$tmp/sharded1"
 train root1 1 root $t1
 compare "tiling 1, root" "$tmp/one1" "$tmp/root1"

@@ -3,7 +3,8 @@
  *   test_mpi train OUT MPI DIST BATCH SEQ CHANNELS HIDDEN VOCAB
  *       GPT-2 "tiny" on fixed tokens (B 4, T 32), 10 AdamW steps with gradient clipping,
  *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded|data. Each rank writes
- *       OUT.<rank>: "rank R of N", "owned BYTES" (nnt_mem_stats.owned_bytes after the first
+ *       OUT.<rank>: "rank R of N", "yield V" (OMPI_MCA_mpi_yield_when_idle after the
+ *       context's creation), "owned BYTES" (nnt_mem_stats.owned_bytes after the first
  *       step: parameters, gradients, moments, activations), "loss S %.17g", "norm S %.17g"
  *       and "params %a" (sum of every parameter read back on this rank after the steps);
  *       then nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file).
@@ -148,6 +149,9 @@ static int train(int argc, char **argv)
         return 1;
     }
     fprintf(out, "rank %d of %d\n", rank, size);
+    /* Open MPI's yield_when_idle as nnt left it for MPI_Init (1 unless the user set it) */
+    const char *yield = getenv("OMPI_MCA_mpi_yield_when_idle");
+    fprintf(out, "yield %s\n", yield ? yield : "unset");
     snprintf(path, sizeof path, "%s.ckpt.%d", argv[2], rank);
     int rc = train_steps(ctx, &tiling, out, path);
     if (fclose(out) != 0)
