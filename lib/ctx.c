@@ -298,17 +298,6 @@ static int validate_options(const nnt_ctx_options *o)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: negative memory budget "
                         "(gpu %lld MiB, cpu %lld MiB)", (long long)o->mem_gpu_mib,
                         (long long)o->mem_cpu_mib);
-    if (!o->swap_dir && o->swap_mib != 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld without swap_dir",
-                        (long long)o->swap_mib);
-    if (o->swap_dir) {
-        if (o->swap_mib * 1024 * 1024 < STARPU_DISK_SIZE_MIN)
-            return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld is below the "
-                            "minimum of %d MiB", (long long)o->swap_mib,
-                            STARPU_DISK_SIZE_MIN / (1024 * 1024));
-        NNT_TRY(check_dir("swap directory", o->swap_dir));
-        return check_free_space(o->swap_dir, o->swap_mib);
-    }
     if (o->mpi != 0 && o->mpi != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: mpi %d (use 0 or 1)", o->mpi);
     if (o->distribution != NNT_DIST_ROOT && o->distribution != NNT_DIST_SHARDED &&
@@ -316,6 +305,17 @@ static int validate_options(const nnt_ctx_options *o)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: distribution %d is none of "
                         "NNT_DIST_ROOT (0), NNT_DIST_SHARDED (1), NNT_DIST_DATA (2)",
                         o->distribution);
+    if (!o->swap_dir && o->swap_mib != 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld without swap_dir",
+                        (long long)o->swap_mib);
+    if (o->swap_dir) {   /* last: it looks at the disk */
+        if (o->swap_mib * 1024 * 1024 < STARPU_DISK_SIZE_MIN)
+            return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld is below the "
+                            "minimum of %d MiB", (long long)o->swap_mib,
+                            STARPU_DISK_SIZE_MIN / (1024 * 1024));
+        NNT_TRY(check_dir("swap directory", o->swap_dir));
+        return check_free_space(o->swap_dir, o->swap_mib);
+    }
     return NNT_OK;
 }
 

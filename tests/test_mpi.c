@@ -213,6 +213,15 @@ static int local(void)
     o.distribution = NNT_DIST_SHARDED, o.mpi = 2;
     if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0 or 1)"))
         return 1;
+    /* checked with a swap directory too (its checks used to end the validation) */
+    const char *tmpdir = getenv("TMPDIR");
+    o.swap_dir = tmpdir && *tmpdir ? tmpdir : "/tmp", o.swap_mib = 1024;
+    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0 or 1)"))
+        return 1;
+    o.mpi = 0, o.distribution = 7;
+    if (expect_create_fails(&o, NNT_E_INVAL, "distribution 7 is none of"))
+        return 1;
+    o.distribution = NNT_DIST_SHARDED, o.swap_dir = NULL, o.swap_mib = 0;
     o.mpi = 0;
     nnt_ctx *ctx = NULL;
     int rank = -1, size = -1;
