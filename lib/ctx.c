@@ -678,10 +678,12 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
     int64_t used = ctx->tile_bytes;
     if (ctx->ram_budget > 0 && used + bytes > limit) {
         pthread_mutex_unlock(&ctx->lock);
-        /* StarPU would spin forever looking for memory to free: refuse instead */
-        return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already) "
+        /* StarPU would spin forever looking for memory to free: refuse instead. Under MPI
+         * every rank counts every rank's tiles: a rank may come to hold copies of any of
+         * them (the weights it reads, the rows it needs), and all ranks must decide alike */
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
                         "exceed the %s of %.0f MiB; give a %s", fn, (double)bytes / mib,
-                        (double)used / mib,
+                        (double)used / mib, ctx->mpi ? ", every rank's tiles counted" : "",
                         ctx->swap_bytes > 0 ? "disk swap"
                         : ctx->ram_budget_default ? "default RAM budget (the memory available "
                                                     "when the context started)"

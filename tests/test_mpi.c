@@ -12,6 +12,8 @@
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
  *       alone gives an invalid distribution: it gets its own message, rank 0 "another rank".
+ *       Then a sharded context with a 32 MiB RAM budget: a 48 MiB tensor (24 MiB a rank)
+ *       is refused on every rank (NNT_E_NOMEM, every rank's tiles counted), 16 MiB fit.
  *   test_mpi unsupported
  *       A library built without StarPU-MPI refuses mpi = 1 with NNT_E_UNSUPPORTED.
  *   test_mpi [local]
@@ -192,7 +194,31 @@ static int options(void)
     if (expect_create_fails(&o, NNT_E_INVAL, "different options"))
         return 1;
     o.distribution = rank == 1 ? 7 : NNT_DIST_ROOT;
-    return expect_create_fails(&o, NNT_E_INVAL, rank == 1 ? "distribution 7" : "another rank");
+    if (expect_create_fails(&o, NNT_E_INVAL, rank == 1 ? "distribution 7" : "another rank"))
+        return 1;
+    /* the RAM budget counts every rank's tiles on every rank, so all refuse alike: 2 x 24
+     * MiB of a sharded tensor (24 MiB a rank) exceed 32 MiB; 2 x 8 MiB fit */
+    o.distribution = NNT_DIST_SHARDED, o.mem_cpu_mib = 32;
+    nnt_ctx *ctx = NULL;
+    TRY(nnt_ctx_create(&o, &ctx));
+    int64_t big[1] = {2 * 6 * 1024 * 1024}, half[1] = {6 * 1024 * 1024};
+    int64_t small[1] = {2 * 2 * 1024 * 1024}, small_tile[1] = {2 * 1024 * 1024};
+    nnt_tensor *t = NULL;
+    int rc = nnt_tensor_create(ctx, NNT_FP32, 1, big, half, &t);
+    const char *msg = nnt_ctx_last_error(ctx);
+    if (rc != NNT_E_NOMEM || t || !strstr(msg, "every rank's tiles counted")) {
+        fprintf(stderr, "test_mpi: 48 MiB under a 32 MiB budget gave %d (%s)\n", rc, msg);
+        rc = 1;
+    } else {
+        fprintf(stderr, "test_mpi: as expected: %s\n", msg);
+        rc = nnt_tensor_create(ctx, NNT_FP32, 1, small, small_tile, &t);
+        if (rc)
+            fprintf(stderr, "test_mpi: 16 MiB under a 32 MiB budget gave %d (%s)\n", rc,
+                    nnt_ctx_last_error(ctx));
+        nnt_tensor_destroy(t);
+    }
+    int drc = nnt_ctx_destroy(ctx);
+    return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
 }
 
 static int unsupported(void)
