@@ -159,13 +159,8 @@ grep 'as expected' "$tmp/options.log"
 # the checkpoint the same bytes; a one-process checkpoint resumed by 2 ranks continues as
 # the uninterrupted run.
 train_prog="$top_builddir/nnt-train"
-i=0
-while [ $i -lt 200 ]; do
-    echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
-    i=$((i + 1))
-done > "$tmp/corpus.txt"
-small="--data $tmp/corpus.txt --layers 1 --channels 32 --heads 2 --context 32 --batch 2 --seq 16
---sample 0 --steps 6 --tile-channels 16 --tile-batch 1 --cpus 1 --print-loss"
+small_model
+small="$small --steps 6"
 # run_train NAME MPI ARGS...
 run_train() {
     name=$1 mpi=$2; shift 2

@@ -23,13 +23,7 @@ mkdir -p "$TMPDIR"
 export STARPU_HOME TMPDIR
 
 train_prog="$top_builddir/nnt-train"
-i=0
-while [ $i -lt 200 ]; do
-    echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
-    i=$((i + 1))
-done > "$tmp/corpus.txt"
-small="--data $tmp/corpus.txt --layers 1 --channels 32 --heads 2 --context 32 --batch 2 --seq 16
---sample 0 --tile-channels 16 --tile-batch 1 --cpus 1 --print-loss"
+small_model
 # -n 2 on one node: the job may share its cores (a 2-core machine has one per task)
 SRUN="srun -n 2 --mpi=pmix --oversubscribe --time=5"
 

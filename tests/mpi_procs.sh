@@ -1,6 +1,19 @@
 # Shell helpers (sourced) of the tests that start nnt-train as 2 ranks: check_mpi.sh (mpirun)
 # and check_srun.sh (Slurm's srun). They expect $tmp (a scratch directory) and fail().
 
+# small_model: writes $tmp/corpus.txt (200 lines) and sets $small to nnt-train's options
+# of a 1-layer GPT-2 (C 32) on it, tiles of 16 channels and 1 sequence, one CPU worker,
+# no sample, --print-loss (the steps are the caller's)
+small_model() {
+    sm_i=0
+    while [ $sm_i -lt 200 ]; do
+        echo "line $sm_i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
+        sm_i=$((sm_i + 1))
+    done > "$tmp/corpus.txt"
+    small="--data $tmp/corpus.txt --layers 1 --channels 32 --heads 2 --context 32 --batch 2
+--seq 16 --sample 0 --tile-channels 16 --tile-batch 1 --cpus 1 --print-loss"
+}
+
 # tagged_pids VAR=VALUE: the processes started by this test (NNT_CHECK_TAG=$tmp in their
 # environment) whose environment also holds VAR=VALUE (a rank: OMPI_COMM_WORLD_RANK=1,
 # SLURM_PROCID=1). From /proc, not pgrep: procps may be missing.
