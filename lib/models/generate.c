@@ -20,8 +20,8 @@
  * that rank 0 runs every task of a token: the weights it reads from other ranks come once
  * (StarPU-MPI keeps received copies until their owner writes them) and a token costs one
  * transfer (its logits, which every rank samples alike) instead of one per tile that
- * changes rank - 9x faster on 2 ranks. Not when rank 0 might lack the memory for the
- * copies: then the tensors stay spread as in training. */
+ * changes rank: 14-25x faster on 2 ranks (bench/RESULTS-mpi.md). Not when rank 0 might
+ * lack the memory for the copies: then the tensors stay spread as in training. */
 #include "models.h"
 #include "sample.h"
 
