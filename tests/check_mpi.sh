@@ -22,20 +22,12 @@ if ! grep -q '^#define NNT_HAVE_MPI 1' "$top_builddir/config.h"; then
     exit 77
 fi
 command -v mpirun > /dev/null 2>&1 || { echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-fail() { echo "FAIL: $*"; fail=1; }
-. "$top_srcdir/tests/mpi_procs.sh"
+. "$top_srcdir/tests/mpi_procs.sh"   # $tmp, fail(), STARPU_HOME and TMPDIR in $tmp
 
 MPIRUN="mpirun --oversubscribe -np 2"
 [ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
 TIMEOUT=
 command -v timeout > /dev/null 2>&1 && TIMEOUT="timeout 150"
-STARPU_HOME="$tmp/starpu"
-TMPDIR="$tmp/tmpdir"   # where nnt-train's ranks > 0 keep their private outputs
-mkdir -p "$TMPDIR"
-export STARPU_HOME TMPDIR
 
 # field FILE KEY: the values of the lines "KEY STEP VALUE" (or "KEY VALUE"), one per line
 field() { awk -v k="$2" '$1 == k { print $NF }' "$1"; }
@@ -235,7 +227,8 @@ gen="--data $tmp/corpus.txt --layers 2 --channels 256 --heads 4 --context 32 --b
 sample_of() { sed -n '/^---- sample/,/^----$/p' "$1"; }
 $TIMEOUT "$train_prog" $gen --out "$tmp/g_one" > "$tmp/g_one.txt" 2> "$tmp/g_one.err" ||
     fail "nnt-train --sample, one process: exit status $?"
-[ "$(sample_of "$tmp/g_one.txt" | wc -l)" -ge 3 ] || fail "nnt-train --sample: no sample printed"
+one_sample=$(sample_of "$tmp/g_one.txt")
+[ "$(echo "$one_sample" | wc -l)" -ge 3 ] || fail "nnt-train --sample: no sample printed"
 for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the ranks"; do
     set -- $run
     dist=$1 mem=$2; shift 2
@@ -246,7 +239,7 @@ for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the 
           tail -n 5 "$tmp/g_$dist$mem.err"; continue; }
     grep -q "generation under MPI: $where" "$tmp/g_$dist$mem.err" ||
         fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: not generated $where ($(grep 'generation under' "$tmp/g_$dist$mem.err" | head -n 1))"
-    if [ "$(sample_of "$tmp/g_one.txt")" = "$(sample_of "$tmp/g_$dist$mem.txt")" ]; then
+    if [ "$one_sample" = "$(sample_of "$tmp/g_$dist$mem.txt")" ]; then
         echo "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: generated $where, the sample of one process"
     else
         fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: another sample than one process's"

@@ -12,15 +12,7 @@ command -v srun > /dev/null 2>&1 || { echo "SKIP: srun not found (Debian: slurm-
 command -v timeout > /dev/null 2>&1 || { echo "SKIP: timeout not found"; exit 77; }
 timeout 20 sinfo -h -o %T 2> /dev/null | grep -q 'idle\|mix' ||
     { echo "SKIP: no Slurm node is up here (scripts/slurm-localhost.sh starts one)"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-fail() { echo "FAIL: $*"; fail=1; }
-. "$top_srcdir/tests/mpi_procs.sh"
-STARPU_HOME="$tmp/starpu"
-TMPDIR="$tmp/tmpdir"   # where nnt-train's ranks > 0 keep their private outputs
-mkdir -p "$TMPDIR"
-export STARPU_HOME TMPDIR
+. "$top_srcdir/tests/mpi_procs.sh"   # $tmp, fail(), STARPU_HOME and TMPDIR in $tmp
 
 train_prog="$top_builddir/nnt-train"
 small_model
@@ -40,13 +32,13 @@ for dist in sharded data; do
     fi
     grep -q "runtime:   2 MPI ranks (distribution $dist)" "$tmp/$dist.err" ||
         fail "srun --distribute $dist: nnt-train does not report 2 ranks ($(grep runtime: "$tmp/$dist.err"))"
-    [ "$(grep -c '^step' "$tmp/$dist.txt")" -eq 6 ] ||
-        fail "srun --distribute $dist: $(grep -c '^step' "$tmp/$dist.txt") loss lines, not 6"
+    steps=$(steps_in "$tmp/$dist.txt")
+    [ "$steps" -eq 6 ] || fail "srun --distribute $dist: $steps loss lines, not 6"
     cmp -s "$tmp/one.txt" "$tmp/$dist.txt" ||
         fail "srun --distribute $dist: other losses than one process"
     cmp -s "$tmp/one/checkpoint.safetensors" "$tmp/$dist/checkpoint.safetensors" ||
         fail "srun --distribute $dist: the checkpoint differs from one process's"
-    echo "srun -n 2 --distribute $dist: $(grep -c '^step' "$tmp/$dist.txt") loss lines and the checkpoint as one process's"
+    echo "srun -n 2 --distribute $dist: $steps loss lines and the checkpoint as one process's"
 done
 
 # a rank that dies ends the job, naming it ("srun: error: HOST: task 1: Killed"); the pmix

@@ -1,5 +1,15 @@
-# Shell helpers (sourced) of the tests that start nnt-train as 2 ranks: check_mpi.sh (mpirun)
-# and check_srun.sh (Slurm's srun). They expect $tmp (a scratch directory) and fail().
+# Shell helpers (sourced, after the caller's SKIP checks) of the tests that start nnt-train
+# as 2 ranks: check_mpi.sh (mpirun) and check_srun.sh (Slurm's srun). Sourcing makes the
+# scratch directory $tmp (removed at exit), fail() (records a failure in $fail), and points
+# StarPU's home and TMPDIR (where nnt-train's ranks > 0 keep their private outputs) into it.
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+fail() { echo "FAIL: $*"; fail=1; }
+STARPU_HOME="$tmp/starpu"
+TMPDIR="$tmp/tmpdir"
+mkdir -p "$TMPDIR"
+export STARPU_HOME TMPDIR
 
 # small_model: writes $tmp/corpus.txt (200 lines) and sets $small to nnt-train's options
 # of a 1-layer GPT-2 (C 32) on it, tiles of 16 channels and 1 sequence, one CPU worker,
