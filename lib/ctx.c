@@ -4,6 +4,7 @@
 #include "nnt_cpu.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,8 +485,50 @@ static int configure_environment(const nnt_ctx_options *o, int rank)
     return NNT_OK;
 }
 
+/* ---- idle CPU workers ------------------------------------------------------------------
+ * StarPU 1.3 as Debian builds it (STARPU_NON_BLOCKING_DRIVERS) has an idle CPU worker poll
+ * for work without ever giving its core away. Where threads outnumber cores that poll holds
+ * a core the threads that would give it work need: StarPU-MPI's progress thread, the other
+ * ranks of the node, the thread submitting tasks. Measured on 2 cores, GPT-2 124M, 2 ranks
+ * x 1 worker: idle workers took a third of all CPU time while each transfer waited a time
+ * slice for its progress thread (bench/RESULTS-mpi.md). So each empty poll calls
+ * sched_yield: the core goes to any other runnable thread, and the worker polls on at once
+ * when there is none (one process x 2 workers: the same speed). NNT_WORKER_IDLE=spin keeps
+ * StarPU's own behaviour. */
+static int idle_hook = -1;   /* StarPU's id of the hook, -1 when none is registered */
+static int idle_yield;       /* chosen by choose_idle for the context being started */
+
+static unsigned yield_when_idle(void *arg)
+{
+    (void)arg;
+    sched_yield();
+    return 1;   /* a worker that can block may still do so */
+}
+
+static int choose_idle(void)
+{
+    const char *v = getenv("NNT_WORKER_IDLE");
+    if (v && strcmp(v, "yield") && strcmp(v, "spin"))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_WORKER_IDLE=%s: expected "
+                        "'yield' (the default) or 'spin'", v);
+    idle_yield = !v || strcmp(v, "spin") != 0;
+    return NNT_OK;
+}
+
+static void register_idle_hook(void)
+{
+    if (idle_yield && idle_hook < 0)
+        idle_hook = starpu_idle_hook_register(yield_when_idle, NULL);
+    if (idle_yield && idle_hook < 0)
+        nnt_log(NNT_LOG_WARN, "StarPU has no room for another idle hook: idle CPU workers "
+                "will spin");
+}
+
 static void shutdown_runtime(int mpi)
 {
+    if (idle_hook >= 0)
+        starpu_idle_hook_deregister(idle_hook);
+    idle_hook = -1;
     if (mpi)
         nnt_mpi_shutdown_runtime();
     else
@@ -534,6 +577,7 @@ static int start_starpu(const nnt_ctx_options *o)
     if (rc != 0)
         return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_create: starpu_init failed: %s",
                         strerror(-rc));
+    register_idle_hook();
     /* A CUDA-enabled StarPU starts without the GPUs it cannot use (no device, no driver) */
     int got = (int)starpu_cuda_worker_get_count();
     if (o->ncuda > 0 && got < o->ncuda) {
@@ -560,7 +604,8 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
 }
 
 /* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in
- * ctx->kernels with the elementwise kernels' instruction set (nnt_cpu_isa); a bad NNT_GEMM fails the creation. */
+ * ctx->kernels with the elementwise kernels' instruction set (nnt_cpu_isa) and what idle
+ * workers do (NNT_WORKER_IDLE); a bad NNT_GEMM or NNT_WORKER_IDLE fails the creation. */
 static int choose_kernels(nnt_ctx *ctx)
 {
     const char *blis_arch = nnt_cpu_blis_setup();
@@ -568,15 +613,17 @@ static int choose_kernels(nnt_ctx *ctx)
     int rc = nnt_cpu_gemm_choose(why, sizeof why);
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
+    if ((rc = choose_idle()))
+        return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
     char dnnl_desc[64] = "";
     if (dnnl)
         snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s)", nnt_cpu_dnnl_isa(),
                  nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded to fp32");
     snprintf(ctx->kernels, sizeof ctx->kernels,
-             "CPU GEMM %s%s: %s; BLIS kernels %s (%s); elementwise kernels %s",
-             dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch, nnt_cpu_blis_reason(),
-             nnt_cpu_isa_name());
+             "CPU GEMM %s%s: %s; BLIS kernels %s (%s); elementwise kernels %s; idle CPU "
+             "workers %s", dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch,
+             nnt_cpu_blis_reason(), nnt_cpu_isa_name(), idle_yield ? "yield" : "spin");
     return NNT_OK;
 }
 
