@@ -508,6 +508,8 @@ static unsigned yield_when_idle(void *arg)
 static int choose_idle(void)
 {
     const char *v = getenv("NNT_WORKER_IDLE");
+    if (v && !*v)
+        v = NULL;   /* set but empty: the default, as for NNT_GEMM */
     if (v && strcmp(v, "yield") && strcmp(v, "spin"))
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_WORKER_IDLE=%s: expected "
                         "'yield' (the default) or 'spin'", v);

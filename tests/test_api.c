@@ -543,12 +543,13 @@ START_TEST(ctx_idle_workers_give_way)
     nnt_ctx *ctx = NULL;
     EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &ctx), NNT_E_INVAL, "NNT_WORKER_IDLE=sleep");
     ck_assert_ptr_null(ctx);
-    unsetenv("NNT_WORKER_IDLE");
+    setenv("NNT_WORKER_IDLE", "", 1);   /* set but empty: the default */
     ctx = test_ctx();
     const char *kernels = NULL;
     EXPECT_OK(nnt_ctx_kernels(ctx, &kernels));
     ck_assert_msg(strstr(kernels, "idle CPU workers yield"), "kernels: %s", kernels);
     EXPECT_OK(nnt_ctx_destroy(ctx));
+    unsetenv("NNT_WORKER_IDLE");
 
     /* this thread and the worker it starts on one core, where StarPU leaves them */
     cpu_set_t all, one;
