@@ -513,15 +513,17 @@ static int choose_idle(void)
     if (v && strcmp(v, "yield") && strcmp(v, "spin"))
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_WORKER_IDLE=%s: expected "
                         "'yield' (the default) or 'spin'", v);
-    idle_yield = !v || strcmp(v, "spin") != 0;
+    idle_yield = !v || !strcmp(v, "yield");
     return NNT_OK;
 }
 
+/* After starpu_init; shutdown_runtime deregisters it */
 static void register_idle_hook(void)
 {
-    if (idle_yield && idle_hook < 0)
-        idle_hook = starpu_idle_hook_register(yield_when_idle, NULL);
-    if (idle_yield && idle_hook < 0)
+    if (!idle_yield)
+        return;
+    idle_hook = starpu_idle_hook_register(yield_when_idle, NULL);
+    if (idle_hook < 0)
         nnt_log(NNT_LOG_WARN, "StarPU has no room for another idle hook: idle CPU workers "
                 "will spin");
 }

@@ -503,6 +503,11 @@ START_TEST(tensor_outliving_its_context)
 }
 END_TEST
 
+static double seconds_between(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
+}
+
 /* Share of one core the calling thread gets while it computes for 0.3 s, under NNT_WORKER_IDLE
  * = mode, beside a context whose one CPU worker sits idle on the same core. */
 static double main_thread_share(const char *mode, const char *kernels_want)
@@ -524,13 +529,11 @@ static double main_thread_share(const char *mode, const char *kernels_want)
         for (int i = 0; i < 100000; i++)
             sink += 1e-9 * i;
         clock_gettime(CLOCK_MONOTONIC, &w1);
-    } while ((double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec) < 0.3);
+    } while (seconds_between(&w0, &w1) < 0.3);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
     EXPECT_OK(nnt_ctx_destroy(ctx));
     unsetenv("NNT_WORKER_IDLE");
-    double wall = (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec);
-    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
-    return cpu / wall;
+    return seconds_between(&c0, &c1) / seconds_between(&w0, &w1);
 }
 
 /* An idle CPU worker gives its core to other threads (NNT_WORKER_IDLE=yield, the default):
