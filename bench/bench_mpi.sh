@@ -3,11 +3,14 @@
 # step at 1 process x 2 CPU workers against 2 ranks x 1 worker (--distribute D for each D of
 # $DISTS, default "sharded data"), the losses, and the bytes the ranks send each other per
 # step (StarPU-MPI's STARPU_COMM_STATS counters: a run of S2 steps minus a run of S1 steps,
-# so that start-up, the first step's allocations and the final reads cancel). By hand, from
-# the build directory: sh ../bench/bench_mpi.sh [S1 S2]   (a few minutes on 2 cores)
+# so that start-up, the first step's allocations and the final reads cancel). RELEASE=1:
+# the ranks run with --release-weights. By hand, from the build directory:
+# sh ../bench/bench_mpi.sh [S1 S2]   (a few minutes on 2 cores)
 set -eu
 S1=${1:-1} S2=${2:-3}
 DISTS=${DISTS:-sharded data}
+release=
+[ "${RELEASE:-0}" = 1 ] && release=--release-weights
 prog=${NNT_TRAIN:-./nnt-train}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,7 +33,8 @@ sent() { awk '/starpu_comm_stats.*TOTAL/ { s += $3 } END { printf "%.0f\n", s }'
 # mpi_run DIST STEPS ERRFILE: 2 ranks x 1 worker, the losses on stdout
 mpi_run() {
     STARPU_HOME=$tmp/h2 STARPU_COMM_STATS=1 STARPU_SILENT=0 $MPIRUN -x STARPU_COMM_STATS \
-        -x STARPU_SILENT "$prog" $args --distribute "$1" --steps "$2" --cpus 1 2> "$3"
+        -x STARPU_SILENT "$prog" $args --distribute "$1" --steps "$2" --cpus 1 $release \
+        2> "$3"
 }
 
 STARPU_HOME=$tmp/h1 "$prog" $args --steps "$S2" --cpus 2 > "$tmp/one.txt" 2> "$tmp/one.err"

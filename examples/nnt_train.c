@@ -353,11 +353,17 @@ static int start_runtime(trainer *t)
     co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
     co.mpi = t->mpi;
     co.distribution = o->distribute >= 0 ? o->distribute : NNT_DIST_SHARDED;
+    co.release_weights = o->release_weights;
     int rc = nnt_ctx_create(&co, &t->ctx);
     if (rc)
         return lib_error("cannot start the runtime", rc);
     nnt_ctx_rank(t->ctx, &t->rank, &t->nranks);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
+    if (o->release_weights && t->rank == 0 &&
+        (t->nranks < 2 || co.distribution == NNT_DIST_ROOT))
+        fprintf(stderr, "nnt-train: warning: --release-weights: %s; nothing to release\n",
+                t->nranks < 2 ? "one process holds every tile" : "--distribute root keeps "
+                "every tile on rank 0");
     if (co.ncpus > 0 && t->ncpus < co.ncpus)
         fprintf(stderr, "nnt-train: warning: --cpus %d: StarPU started %d CPU workers (its "
                 "limit STARPU_MAXCPUS, or cores kept for GPUs)\n", co.ncpus, t->ncpus);
@@ -677,11 +683,12 @@ static void print_summary(trainer *t)
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
         (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
         (long long)t->tiling.heads, (long long)t->tiling.head_dim);
-    char ranks[96] = "";
+    char ranks[128] = "";
     if (t->mpi)
-        snprintf(ranks, sizeof ranks, "%d MPI ranks (distribution %s), each ", t->nranks,
+        snprintf(ranks, sizeof ranks, "%d MPI ranks (distribution %s%s), each ", t->nranks,
                  train_choice_name("distribute", o->distribute >= 0 ? o->distribute
-                                                                    : NNT_DIST_SHARDED));
+                                                                    : NNT_DIST_SHARDED),
+                 o->release_weights ? ", weights released after use" : "");
     say(t, "runtime:   %s%d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n",
         ranks, t->ncpus, t->ncuda, sched, train_choice_name("precision", o->precision),
         o->recompute ? "; activation recompute" : "");

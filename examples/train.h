@@ -45,6 +45,7 @@ typedef struct train_opts {
     const char *sched, *swap_dir;
     int distribute;                          /* --distribute: nnt_distribution, -1 = none
                                                 (sharded when started as several ranks)   */
+    int release_weights;                     /* --release-weights                         */
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;

@@ -81,6 +81,9 @@ static const char usage_text[] =
     "  --swap-dir DIR --swap-size MiB   disk swap for tiles that do not fit\n"
     "  --distribute D        sharded|data|root: one rank of an MPI job (mpirun, srun;\n"
     "                        default sharded when started as several ranks)\n"
+    "  --release-weights     under MPI: drop the weights a rank received once a layer has\n"
+    "                        used them, gather them again for the backward (less RAM per\n"
+    "                        rank, more bytes sent; ZeRO-3 / FSDP full sharding)\n"
     "Output:\n"
     "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
     "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"
@@ -198,6 +201,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     STR("swap-dir", swap_dir);
     INT("swap-size", swap_size, 0, BIG);
     CHOICE("distribute", distribute, distributions);
+    FLAG("release-weights", release_weights);
     STR("out", out_dir);
     STR("save", save);
     INT("save-every", save_every, 0, BIG);

@@ -97,10 +97,18 @@ typedef struct nnt_ctx_options {
     int mpi;                     /* 1: one rank of an MPI job (StarPU-MPI; see nnt_ctx_rank) */
     int distribution;            /* under MPI, which rank owns each tile: an
                                     nnt_distribution (NNT_DIST_ROOT, _SHARDED, _DATA)       */
+    int release_weights;         /* under MPI with NNT_DIST_SHARDED or _DATA: 1 = a rank drops
+                                    the parameter tiles it received as soon as a layer's
+                                    forward or backward has used them, and gathers them
+                                    again for the next use (ZeRO-3 / FSDP full sharding:
+                                    per-rank RAM about the rank's share of the state plus
+                                    a window of two layers, for a second gather of the
+                                    weights each step); 0 = keep them until their owner
+                                    updates them (the default)                             */
 } nnt_ctx_options;
 
 #define NNT_CTX_OPTIONS_INIT \
-    { sizeof(nnt_ctx_options), -1, -1, NULL, 0, 0, NULL, 0, NULL, 0, 0 }
+    { sizeof(nnt_ctx_options), -1, -1, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0 }
 
 NNT_API int nnt_ctx_options_init(nnt_ctx_options *opts);
 

@@ -306,6 +306,9 @@ static int validate_options(const nnt_ctx_options *o)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: distribution %d is none of "
                         "NNT_DIST_ROOT (0), NNT_DIST_SHARDED (1), NNT_DIST_DATA (2)",
                         o->distribution);
+    if (o->release_weights != 0 && o->release_weights != 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: release_weights %d (use 0 or 1)",
+                        o->release_weights);
     if (!o->swap_dir && o->swap_mib != 0)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld without swap_dir",
                         (long long)o->swap_mib);
@@ -677,6 +680,9 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->rank = rank;
     ctx->nranks = nranks;
     ctx->distribution = opts.distribution;
+    /* only where tiles have other owners than the rank using them */
+    ctx->release_weights = opts.release_weights && opts.mpi && nranks > 1 &&
+                           opts.distribution != NNT_DIST_ROOT;
     ctx->min_rank_ram = ram_mib << 20;
     ctx->next_tag = 1;
     pthread_mutex_init(&ctx->lock, NULL);

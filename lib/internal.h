@@ -80,6 +80,8 @@ struct nnt_ctx {
     int mpi;                      /* running over StarPU-MPI                              */
     int rank, nranks;             /* this process's rank, the job's size (0, 1 without)   */
     int distribution;             /* nnt_distribution of the tiles of new tensors         */
+    int release_weights;          /* drop received parameter copies after each layer's use
+                                     (nnt_ctx_options.release_weights; 0 in one process)  */
     int64_t tensors_created;      /* tensors created so far: the cyclic owners' offset    */
     int64_t next_tag;             /* StarPU-MPI tag of the next registered handle         */
     int64_t owned_bytes;          /* bytes of live tiles this rank owns (guarded by lock) */
@@ -235,6 +237,10 @@ void nnt_tensor_wont_use(nnt_tensor *t);
 /* Block until the tasks submitted so far that write t are done (no transfer: the tiles are
  * not fetched anywhere; under MPI, this rank's tiles). NNT_E_RUNTIME if StarPU refuses. */
 int nnt_tensor_wait_written(nnt_tensor *t);
+/* Under MPI: every rank but each tile's owner drops the copy it received of the tile
+ * (starpu_mpi_cache_flush, after the work already submitted on it); the next task that
+ * reads it there receives it again. Collective. NULL is accepted. */
+void nnt_tensor_forget_copies(nnt_tensor *t);
 /* Drop t's contents (starpu_data_invalidate_submit on each tile, after the work already
  * submitted on it): no copy is kept or written back anywhere, and t is unreadable
  * (NNT_E_STATE) until written again, whose first write of each tile must not read it. */

@@ -329,6 +329,8 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
             nnt_cpu_copy_box(t->ndim, shape, t->elsize, tile_ptr, tile_stride, host_ptr, host_stride);
         starpu_data_release(h);
     }
+    if (!to_tiles && t->ctx->release_weights)
+        nnt_tensor_forget_copies(t);   /* a checkpoint's tensors, one at a time on each rank */
     return NNT_OK;
 }
 
@@ -426,11 +428,16 @@ int nnt_tensor_wait_written(nnt_tensor *t)
     return NNT_OK;
 }
 
-void nnt_tensor_invalidate(nnt_tensor *t)
+void nnt_tensor_forget_copies(nnt_tensor *t)
 {
     if (t && t->magic == NNT_TENSOR_MAGIC && t->ctx && t->ctx->mpi)
-        for (int64_t i = 0; i < t->ntiles; i++)   /* no rank keeps a stale copy */
+        for (int64_t i = 0; i < t->ntiles; i++)
             nnt_mpi_forget_copies(t->ctx, t->tiles[i].handle);
+}
+
+void nnt_tensor_invalidate(nnt_tensor *t)
+{
+    nnt_tensor_forget_copies(t);   /* no rank keeps a stale copy */
     if (each_tile(t, starpu_data_invalidate_submit))
         t->written = 0;
 }

@@ -2,23 +2,28 @@
  * does not survive a fork). Modes:
  *   test_mpi train OUT MPI DIST BATCH SEQ CHANNELS HIDDEN VOCAB
  *       GPT-2 "tiny" on fixed tokens (B 4, T 32), 10 AdamW steps with gradient clipping,
- *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded|data. Each rank writes
+ *       the given tiling (0: automatic). MPI 0/1, DIST root|sharded|data, or
+ *       sharded-release|data-release (nnt_ctx_options.release_weights). Each rank writes
  *       OUT.<rank>: "rank R of N", "yield V" (OMPI_MCA_mpi_yield_when_idle after the
  *       context's creation), "owned BYTES" (nnt_mem_stats.owned_bytes after the first
- *       step: parameters, gradients, moments, activations), "loss S %.17g", "norm S %.17g"
- *       and "params %a" (sum of every parameter read back on this rank after the steps);
- *       then nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file).
+ *       step: parameters, gradients, moments, activations), "held BYTES" (the RAM node's
+ *       used_bytes after the second step's backward, before its update), "loss S %.17g",
+ *       "norm S %.17g", "peak BYTES" (the RAM node's peak_bytes over the steps), "params %a"
+ *       (sum of every parameter read back on this rank after the steps) and "param_bytes
+ *       BYTES" (4 x the model's parameter count); then
+ *       nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file).
  *   test_mpi options
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
- *       alone gives an invalid distribution: it gets its own message, rank 0 "another rank".
+ *       alone gives an invalid distribution: it gets its own message, rank 0 "another rank";
+ *       the same for release_weights.
  *       Then a sharded context with a 32 MiB RAM budget: a 48 MiB tensor (24 MiB a rank)
  *       is refused on every rank (NNT_E_NOMEM, every rank's tiles counted), 16 MiB fit.
  *   test_mpi unsupported
  *       A library built without StarPU-MPI refuses mpi = 1 with NNT_E_UNSUPPORTED.
  *   test_mpi [local]
- *       Without MPI (any build): nnt_ctx_rank gives 0 of 1 and refuses a NULL context; mpi
- *       and distribution values out of range are refused.
+ *       Without MPI (any build): nnt_ctx_rank gives 0 of 1 and refuses a NULL context; mpi,
+ *       distribution and release_weights values out of range are refused.
  * Exit 0 on success, 1 on failure (the reason on stderr). */
 #include "nnt.h"
 
@@ -96,6 +101,14 @@ static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const 
         TRY(nnt_layer_forward(model, x, NULL));
         TRY(nnt_layer_backward(model, NULL, NULL));
         TRY(nnt_layer_loss(model, &loss));
+        if (s == 1) {   /* what a backward leaves allocated, before the update */
+            nnt_mem_stats ms;
+            memset(&ms, 0, sizeof ms);
+            ms.size = sizeof ms;
+            TRY(nnt_ctx_wait(ctx));
+            TRY(nnt_ctx_mem_stats(ctx, &ms, 0));
+            fprintf(out, "held %lld\n", (long long)ms.node[0].used_bytes);
+        }
         TRY(nnt_optim_step(opt));
         TRY(nnt_optim_stats_get(opt, &st));
         if (s == 0) {
@@ -108,9 +121,18 @@ static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const 
         }
         fprintf(out, "loss %d %.17g\nnorm %d %.17g\n", s + 1, loss, s + 1, st.grad_norm);
     }
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    TRY(nnt_ctx_wait(ctx));
+    TRY(nnt_ctx_mem_stats(ctx, &ms, 0));
+    fprintf(out, "peak %lld\n", (long long)ms.node[0].peak_bytes);
     double sum = 0;
     TRY(params_sum(model, &sum));
     fprintf(out, "params %a\n", sum);
+    int64_t numel = 0;
+    TRY(nnt_layer_num_params(model, NULL, &numel));
+    fprintf(out, "param_bytes %lld\n", (long long)numel * 4);
     TRY(nnt_train_state_save(opt, ckpt, NULL));   /* under MPI rank 0 alone writes */
     nnt_optim_destroy(opt);
     nnt_tensor_destroy(x);
@@ -128,9 +150,10 @@ static int train(int argc, char **argv)
     nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
     o.ncpus = 1;
     o.mpi = atoi(argv[3]);
-    o.distribution = strcmp(argv[4], "sharded") == 0 ? NNT_DIST_SHARDED
-                     : strcmp(argv[4], "data") == 0  ? NNT_DIST_DATA
-                                                     : NNT_DIST_ROOT;
+    o.distribution = strncmp(argv[4], "sharded", 7) == 0 ? NNT_DIST_SHARDED
+                     : strncmp(argv[4], "data", 4) == 0  ? NNT_DIST_DATA
+                                                         : NNT_DIST_ROOT;
+    o.release_weights = strstr(argv[4], "-release") != NULL;
     nnt_tiling tiling = NNT_TILING_INIT;
     tiling.batch = atoll(argv[5]), tiling.seq = atoll(argv[6]);
     tiling.channels = atoll(argv[7]), tiling.hidden = atoll(argv[8]);
@@ -196,6 +219,14 @@ static int options(void)
     o.distribution = rank == 1 ? 7 : NNT_DIST_ROOT;
     if (expect_create_fails(&o, NNT_E_INVAL, rank == 1 ? "distribution 7" : "another rank"))
         return 1;
+    o.distribution = NNT_DIST_SHARDED, o.release_weights = rank == 1;
+    if (expect_create_fails(&o, NNT_E_INVAL, "different options (mpi, distribution, "
+                                             "release_weights)"))
+        return 1;
+    o.release_weights = rank == 1 ? -1 : 0;
+    if (expect_create_fails(&o, NNT_E_INVAL, rank == 1 ? "release_weights -1" : "another rank"))
+        return 1;
+    o.release_weights = 0;
     /* the RAM budget counts every rank's tiles on every rank, so all refuse alike: 2 x 24
      * MiB of a sharded tensor (24 MiB a rank) exceed 32 MiB; 2 x 8 MiB fit */
     o.distribution = NNT_DIST_SHARDED, o.mem_cpu_mib = 32;
@@ -247,6 +278,10 @@ static int local(void)
     o.mpi = 0, o.distribution = 7;
     if (expect_create_fails(&o, NNT_E_INVAL, "distribution 7 is none of"))
         return 1;
+    o.distribution = NNT_DIST_SHARDED, o.release_weights = 2;
+    if (expect_create_fails(&o, NNT_E_INVAL, "release_weights 2 (use 0 or 1)"))
+        return 1;
+    o.release_weights = 0;
     o.distribution = NNT_DIST_SHARDED, o.swap_dir = NULL, o.swap_mib = 0;
     o.mpi = 0;
     nnt_ctx *ctx = NULL;

@@ -10,20 +10,41 @@
 
 /* ---- chains (mlp, sequential) ------------------------------------------------------------ */
 
-int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y, int window)
 {
-    for (int i = 0; i < l->nchildren; i++)
+    nnt_tensor *prev_x = NULL;   // the input of the child submitted last
+    for (int i = 0; i < l->nchildren; i++) {
+        if (window)
+            NNT_TRY(nnt_layer_release_window(l, prev_x));
+        prev_x = x;
         NNT_TRY(nnt_layer_forward(l->children[i], x, &x));
+    }
     *y = x;
     return NNT_OK;
 }
 
-int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx, int window)
 {
-    for (int i = l->nchildren - 1; i >= 0; i--)
+    nnt_tensor *prev_dy = NULL;   // the incoming gradient of the child submitted last
+    for (int i = l->nchildren - 1; i >= 0; i--) {
+        if (window)
+            NNT_TRY(nnt_layer_release_window(l, prev_dy));
+        prev_dy = dy;
         NNT_TRY(nnt_layer_backward(l->children[i], dy, &dy));
+    }
     *dx = dy;
     return NNT_OK;
+}
+
+/* An MLP's two or three products follow each other closely: no window inside a block. */
+static int mlp_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    return gl_chain_forward(l, x, y, 0);
+}
+
+static int mlp_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    return gl_chain_backward(l, dy, dx, 0);
 }
 
 /* Adopt child under name; on failure the child is destroyed. */
@@ -38,7 +59,7 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
 /* ---- mlp ---------------------------------------------------------------------------------- */
 
 static const nnt_layer_vt mlp_vt = {
-    NNT_LAYER_MLP, "mlp", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL, NULL, NULL};
+    NNT_LAYER_MLP, "mlp", mlp_forward, mlp_backward, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
 static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
@@ -416,9 +437,21 @@ NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t he
 
 /* ---- sequential --------------------------------------------------------------------------- */
 
+/* A chain of layers (blocks, typically): under release_weights at most two children's
+ * parameter gathers ahead of the computation (nnt_layer_release_window). */
+static int sequential_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    return gl_chain_forward(l, x, y, 1);
+}
+
+static int sequential_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    return gl_chain_backward(l, dy, dx, 1);
+}
+
 static const nnt_layer_vt sequential_vt = {
-    NNT_LAYER_SEQUENTIAL, "sequential", gl_chain_forward, gl_chain_backward, NULL, NULL, NULL, NULL,
-    NULL, NULL};
+    NNT_LAYER_SEQUENTIAL, "sequential", sequential_forward, sequential_backward, NULL, NULL,
+    NULL, NULL, NULL, NULL};
 
 /* 0 if children[i] may join a new sequential of ctx, else a recorded failure. */
 static int check_child(nnt_ctx *ctx, nnt_layer *const *children, int i, const char *fn)

@@ -54,9 +54,10 @@ int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t chann
 int gl_lm_head_new(nnt_layer *embedding, const char *fn, nnt_layer **out);
 /* Run the children in order (forward), in reverse order (backward; dy NULL when the last
  * child has targets). A child without input gradient, an embedding, can only come first:
- * it alone takes int32 tokens. */
-int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y);
-int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx);
+ * it alone takes int32 tokens. window: nnt_layer_release_window before each child (a chain of
+ * blocks; not the products inside one). */
+int gl_chain_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y, int window);
+int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx, int window);
 /* The tensor a forward's products read for the weight w: w itself, or under
  * NNT_PRECISION_BF16 its bf16 copy *copy (an activation of l: nnt_layer_ensure), converted
  * from w now, once for all the tasks that read it. The conversion rounds to nearest even,

@@ -257,6 +257,59 @@ NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets)
     return nnt_layer_set_targets(last, targets);
 }
 
+/* ---- releasing received weights ---------------------------------------------------------- */
+
+static int releasing(const nnt_ctx *ctx)
+{
+    return ctx->release_weights && !ctx->weights_fixed;
+}
+
+int nnt_layer_note_weight_read(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy)
+{
+    for (int i = 0; i < l->nweight_reads; i++)
+        if (l->weight_reads[i].copy == copy) {
+            l->weight_reads[i].weight = w;
+            return NNT_OK;
+        }
+    if (l->nweight_reads == NNT_LAYER_MAX_WEIGHT_READS)
+        return nnt_fail(l->ctx, NNT_E_RUNTIME, "a %s layer reads more than %d weights "
+                        "(internal limit)", l->vt->kind_name, NNT_LAYER_MAX_WEIGHT_READS);
+    l->weight_reads[l->nweight_reads].weight = w;
+    l->weight_reads[l->nweight_reads].copy = copy;
+    l->nweight_reads++;
+    return NNT_OK;
+}
+
+static int is_own_param(const nnt_layer *l, const nnt_tensor *t)
+{
+    for (int i = 0; i < l->nparams; i++)
+        if (l->params[i].value == t)
+            return 1;
+    return 0;
+}
+
+/* After l's forward or backward was submitted. Collective: every rank submits the same
+ * layers in the same order. */
+static void release_weights(nnt_layer *l)
+{
+    if (!releasing(l->ctx))
+        return;
+    for (int i = 0; i < l->nparams; i++)
+        nnt_tensor_forget_copies(l->params[i].value);
+    for (int i = 0; i < l->nweight_reads; i++) {
+        if (!is_own_param(l, l->weight_reads[i].weight))
+            nnt_tensor_forget_copies(l->weight_reads[i].weight);
+        nnt_tensor_forget_copies(*l->weight_reads[i].copy);
+    }
+}
+
+int nnt_layer_release_window(nnt_layer *l, nnt_tensor *prev_input)
+{
+    if (!prev_input || !releasing(l->ctx))
+        return NNT_OK;
+    return nnt_tensor_wait_written(prev_input);
+}
+
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_forward");
@@ -272,6 +325,7 @@ NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
     rc = layer->vt->forward(layer, x, &out);
     if (rc)
         return rc;
+    release_weights(layer);
     layer->forward_pending = 1;
     if (y)
         *y = out;
@@ -319,6 +373,7 @@ NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx
     rc = layer->vt->backward(layer, dy, &grad_in);
     if (rc)
         return rc;
+    release_weights(layer);
     layer->forward_pending = 0;
     if (dx)
         *dx = grad_in;

@@ -22,6 +22,7 @@
 #include "../internal.h"
 
 #define NNT_LAYER_MAGIC 0x6e6e746cu /* "nntl" */
+#define NNT_LAYER_MAX_WEIGHT_READS 8   /* attention: q, k, v and the output projection */
 
 /* How nnt_layer_init sets a parameter. */
 typedef enum nnt_init_rule {
@@ -91,6 +92,14 @@ struct nnt_layer {
      * that a recomputing block can drop its subtree's activations. */
     int nacts, cap_acts;
     nnt_tensor ***acts;
+    /* The weights its products read through gl_weight_operand (its own parameters, or
+     * another layer's: a tied table) and the slots of their bf16 copies: what the
+     * layer releases after each use besides its own parameters (release_weights). */
+    int nweight_reads;
+    struct {
+        nnt_tensor *weight;
+        nnt_tensor **copy;
+    } weight_reads[NNT_LAYER_MAX_WEIGHT_READS];
 };
 
 /* A public create's last step: unless rc already says it failed, initialise l's tree
@@ -145,6 +154,20 @@ int nnt_layer_drop_grads(nnt_layer *l);
  * (write) for the first backward after nnt_layer_drop_grads, which this call records, else 1
  * (accumulate). */
 double nnt_layer_grad_beta(nnt_layer *l, const nnt_tensor *grad);
+
+/* Releasing received weights (nnt_ctx_options.release_weights; every call below does
+ * nothing without it, or while the context's weights_fixed is set: generation reads every
+ * weight for each token and keeps them). nnt_layer_forward and nnt_layer_backward make
+ * every rank drop the copies it received of the weights the layer just used: its own
+ * parameters and those noted here. */
+/* Note that l's products read w, or *copy (its bf16 copy, a field of l's impl) when that is
+ * set. Kept across forwards (once per copy slot). */
+int nnt_layer_note_weight_read(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy);
+/* Before a chain submits its next child: wait until prev_input (the input of the child it
+ * submitted last, NULL for none) is computed on this rank, so that the gathers of at most
+ * two children's weights are ahead of the computation (without it every gather of a
+ * forward or backward would be posted at once, and held at once). */
+int nnt_layer_release_window(nnt_layer *l, nnt_tensor *prev_input);
 
 /* 0 if l is a live layer, else NNT_E_INVAL naming fn. */
 int nnt_layer_check(const nnt_layer *l, const char *fn);

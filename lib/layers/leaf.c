@@ -139,6 +139,7 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
 {
     nnt_precision precision = NNT_PRECISION_FP32;
     NNT_TRY(nnt_ctx_precision(l->ctx, &precision));
+    NNT_TRY(nnt_layer_note_weight_read(l, w, copy));
     if (precision != NNT_PRECISION_BF16) {
         nnt_tensor_destroy(*copy);
         *copy = NULL;

@@ -254,8 +254,12 @@ static int model_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     model_impl *m = l->impl;
     nnt_layer *loss = l->children[l->nchildren - 1];
-    for (int i = 0; i < l->nchildren - 1; i++)
+    nnt_tensor *prev_x = NULL;   // the input of the child submitted last
+    for (int i = 0; i < l->nchildren - 1; i++) {
+        NNT_TRY(nnt_layer_release_window(l, prev_x));
+        prev_x = x;
         NNT_TRY(nnt_layer_forward(l->children[i], x, &x));   // (B, T) -> ... -> (B, T, V)
+    }
     m->with_loss = 0;
     if (gl_cross_entropy_has_targets(loss)) {
         NNT_TRY(nnt_layer_forward(loss, x, NULL));
@@ -272,7 +276,7 @@ static int model_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this "
                         "model had no targets (set them with nnt_layer_set_targets first)");
     m->with_loss = 0;
-    return gl_chain_backward(l, dy, dx);
+    return gl_chain_backward(l, dy, dx, 1);
 }
 
 static const nnt_layer_vt model_vt = {

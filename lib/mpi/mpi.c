@@ -54,8 +54,8 @@ int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size)
 /* FNV-1a over the options every rank must agree on (and the library version). */
 static uint64_t options_hash(const nnt_ctx_options *o)
 {
-    const int fields[] = {o->mpi, o->distribution, NNT_VERSION_MAJOR, NNT_VERSION_MINOR,
-                          NNT_VERSION_PATCH};
+    const int fields[] = {o->mpi, o->distribution, o->release_weights, NNT_VERSION_MAJOR,
+                          NNT_VERSION_MINOR, NNT_VERSION_PATCH};
     const unsigned char *p = (const unsigned char *)fields;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof fields; i++)
@@ -114,8 +114,9 @@ int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks
                         "%d)", *rank, *nranks);
     if (all[0] != -all[1])
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: the ranks of this MPI job were "
-                        "given different options (mpi, distribution) or run different nnt "
-                        "versions; every rank must create its context alike (rank %d of %d)",
+                        "given different options (mpi, distribution, release_weights) or run "
+                        "different nnt versions; every rank must create its context alike "
+                        "(rank %d of %d)",
                         *rank, *nranks);
     return NNT_OK;
 }
