@@ -1008,10 +1008,12 @@ NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  * same order), with NNT_DIST_ROOT and NNT_DIST_SHARDED.
  *   NNT_DIST_ROOT     rank 0 owns every tile (the other ranks only follow): a reference
  *   NNT_DIST_SHARDED  tile i of the k-th tensor created in the context belongs to rank
- *                     (k + i) mod size (a parameter's gradient and optimizer moments
- *                     where the parameter is), except the activations that layers create
- *                     (and a model's tokens): by their (batch, sequence) tile, in blocks
- *                     of rows per rank. Parameters, gradients, optimizer moments and
+ *                     (k + i) mod size, except the parameters that layers create (each
+ *                     tile on the rank holding the fewest bytes of parameter tiles so far;
+ *                     a parameter's gradient and optimizer moments where the parameter
+ *                     is) and the activations that layers create (and a model's tokens):
+ *                     by their (batch, sequence) tile, in blocks of rows per rank.
+ *                     Parameters, gradients, optimizer moments and
  *                     activations are spread over the ranks (about 1/size of the state
  *                     each) and weights travel to where they are used; a weight gradient
  *                     is computed on its owner, from activations sent there

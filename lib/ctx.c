@@ -653,7 +653,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (rc)
         return rc;
 
-    nnt_ctx *ctx = calloc(1, sizeof *ctx);
+    nnt_ctx *ctx = calloc(1, sizeof *ctx + (size_t)nranks * sizeof ctx->param_bytes[0]);
     if (!ctx)
         return nnt_fail(NULL, NNT_E_NOMEM, "nnt_ctx_create: out of host memory");
     pthread_mutex_lock(&live_lock);

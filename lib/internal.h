@@ -87,6 +87,8 @@ struct nnt_ctx {
     int64_t owned_bytes;          /* bytes of live tiles this rank owns (guarded by lock) */
     int64_t min_rank_ram;         /* main memory of the smallest rank, bytes (the same on
                                      every rank: decisions that must agree use it)        */
+    int64_t param_bytes[];        /* per rank: bytes of the parameter tiles placed on it
+                                     (nnt_tensor_create_param; guarded by lock)            */
 };
 
 /* Return the status of call if it failed (the message is already recorded). */
@@ -213,6 +215,12 @@ int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
  * sequence dimension d of an activation; 0 as nnt_tensor_create). */
 int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                              const int64_t *tile, unsigned rows, nnt_tensor **out);
+/* A layer's parameter: under NNT_DIST_SHARDED and _DATA each tile goes to the rank with
+ * the fewest bytes of parameter tiles so far (ties: the cyclic rank), so that every rank
+ * holds about 1/N of the parameters, and of the gradients and moments created beside
+ * them, whatever the sizes of a model's single-tile parameters. */
+int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
+                            nnt_tensor **out);
 /* nnt_tensor_create with the placement of beside (which has the same shape and tiling):
  * each tile on the rank of beside's, so that a gradient or an optimizer moment is where its
  * parameter is (the optimizer's tasks read and write them together). */

@@ -88,12 +88,29 @@ void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *ori
     }
 }
 
+/* The rank with the fewest bytes of parameter tiles, from the cyclic one on (ctx->lock
+ * held); bytes are added to it. The same on every rank: all place the same tiles in the
+ * same order. */
+static int least_loaded_rank(nnt_ctx *ctx, int cyclic, int64_t bytes)
+{
+    int best = cyclic;
+    for (int k = 1; k < ctx->nranks; k++) {
+        int r = (cyclic + k) % ctx->nranks;
+        if (ctx->param_bytes[r] < ctx->param_bytes[best])
+            best = r;
+    }
+    ctx->param_bytes[best] += bytes;
+    return best;
+}
+
 /* Register every tile lazily: home node -1, StarPU allocates on first write. Each tile gets
- * its owner rank (the context's distribution) and, under MPI, a tag. */
-static void register_tiles(nnt_tensor *t, const nnt_tensor *beside)
+ * its owner rank (the context's distribution, beside's, or balanced for a parameter) and,
+ * under MPI, a tag. */
+static void register_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
 {
     nnt_ctx *ctx = t->ctx;
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    int balanced = param && ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
     pthread_mutex_lock(&ctx->lock);
     int64_t seq = ctx->tensors_created++;
     pthread_mutex_unlock(&ctx->lock);
@@ -106,7 +123,16 @@ static void register_tiles(nnt_tensor *t, const nnt_tensor *beside)
         nnt_tensor_tile_box(t, coord, origin, shape);
         int64_t numel = nnt_box_numel(t->ndim, shape);
         starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)numel, t->elsize);
-        t->tiles[i].owner = nnt_tile_owner(t, seq, i);
+        if (beside) {
+            t->tiles[i].owner = beside->tiles[i].owner;
+        } else if (balanced) {
+            pthread_mutex_lock(&ctx->lock);
+            t->tiles[i].owner = least_loaded_rank(ctx, nnt_tile_owner(t, seq, i),
+                                                  numel * (int64_t)t->elsize);
+            pthread_mutex_unlock(&ctx->lock);
+        } else {
+            t->tiles[i].owner = nnt_tile_owner(t, seq, i);
+        }
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
         if (t->tiles[i].owner == ctx->rank)
             t->owned_bytes += numel * (int64_t)t->elsize;
@@ -119,7 +145,7 @@ static void register_tiles(nnt_tensor *t, const nnt_tensor *beside)
 /* nnt_tensor_create with a placement hint (rows) and, when beside is not NULL, beside's
  * tile owners (nnt_tensor_create_placed / _beside in internal.h). */
 static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                  const int64_t *tile, unsigned rows, const nnt_tensor *beside,
+                  const int64_t *tile, unsigned rows, const nnt_tensor *beside, int param,
                   nnt_tensor **out)
 {
     const char *fn = "nnt_tensor_create";
@@ -159,7 +185,7 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
         free(t);
         return rc;
     }
-    register_tiles(t, beside);
+    register_tiles(t, beside, param);
     *out = t;
     return NNT_OK;
 }
@@ -167,19 +193,25 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
 int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                       const int64_t *tile, nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, 0, NULL, out);
+    return create(ctx, dtype, ndim, shape, tile, 0, NULL, 0, out);
 }
 
 int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                              const int64_t *tile, unsigned rows, nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, rows, NULL, out);
+    return create(ctx, dtype, ndim, shape, tile, rows, NULL, 0, out);
 }
 
 int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                              const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, out);
+    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, 0, out);
+}
+
+int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
+                            nnt_tensor **out)
+{
+    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, out);
 }
 
 int nnt_tensor_destroy(nnt_tensor *t)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Training over StarPU-MPI on this machine (mpirun -np 2): GPT-2 "tiny", 10 AdamW steps with
-# clipping, two tilings; the losses of the sharded and data distributions (and, for the first
+# clipping, two tilings (a third: single-tile parameters); the losses of the sharded and data distributions (and, for the first
 # tiling, of the root one) against the single-process run of the same tiling (equal bit for
 # bit; the difference is printed), the parameters read back on every rank (equal on both
 # ranks and to the single process), a checkpoint (rank 0's the same bytes as one process's,
@@ -135,6 +135,16 @@ train one2 0 sharded $t2
 train sharded2 1 sharded $t2
 compare "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
 owned "tiling 2, sharded" "$tmp/one2" "$tmp/sharded2"
+
+# tiling 3: one tile along channels, hidden and vocabulary: every parameter is a single
+# tile. Cyclic placement over (tensor + tile) put 0.87 of the state on rank 0 here (every
+# parameter is created beside its gradient, so all had the same parity); parameters are
+# placed by bytes now: 0.499 and 0.501.
+t3="2 32 -1 -1 -1"
+train one3 0 sharded $t3
+train sharded3 1 sharded $t3
+compare "tiling 3, sharded" "$tmp/one3" "$tmp/sharded3"
+owned "tiling 3, sharded" "$tmp/one3" "$tmp/sharded3"
 
 # data distribution: rows of activations by rank; a weight-gradient tile travels to each
 # rank in turn (starpu_mpi_data_migrate), which adds its own rows in one process's order:

@@ -80,7 +80,7 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
                         nnt_tensor **value, nnt_tensor **grad)
 {
     nnt_tensor *v = NULL, *g = NULL;
-    int rc = nnt_tensor_create(l->ctx, NNT_FP32, ndim, shape, tile, &v);
+    int rc = nnt_tensor_create_param(l->ctx, ndim, shape, tile, &v);
     if (!rc)
         rc = nnt_tensor_create_beside(l->ctx, NNT_FP32, ndim, shape, tile, v, &g);
     if (!rc)
