@@ -653,7 +653,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (rc)
         return rc;
 
-    nnt_ctx *ctx = calloc(1, sizeof *ctx + (size_t)nranks * sizeof ctx->param_bytes[0]);
+    nnt_ctx *ctx = calloc(1, sizeof *ctx + (size_t)nranks * sizeof ctx->ranks[0]);
     if (!ctx)
         return nnt_fail(NULL, NNT_E_NOMEM, "nnt_ctx_create: out of host memory");
     pthread_mutex_lock(&live_lock);
@@ -726,21 +726,65 @@ static int64_t tensor_bytes(const nnt_tensor *t)
     return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
 }
 
+/* Add sign x t's tiles to the context's counts (lock held). */
+static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
+{
+    int64_t bytes = tensor_bytes(t);
+    ctx->tile_bytes += sign * bytes;
+    if (!t->stays)
+        return;
+    ctx->stays_bytes += sign * bytes;
+    if (sign > 0 && bytes > ctx->largest_stays)
+        ctx->largest_stays = bytes;
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        nnt_tensor_tile_coord(t, i, coord);
+        nnt_tensor_tile_box(t, coord, origin, shape);
+        ctx->ranks[t->tiles[i].owner].stays +=
+            sign * nnt_box_numel(t->ndim, shape) * (int64_t)t->elsize;
+    }
+}
+
+/* The most bytes of tiles one rank may come to hold (lock held): in one process, or when
+ * rank 0 owns everything, all of them; else, for the rank where it is largest, its own tiles
+ * of the tensors that stay on their owners (optimizer moments; gradients under
+ * NNT_DIST_SHARDED), every tile of the others (it may receive a copy of any tile it reads:
+ * weights, rows), and the largest tensor that stays (a host read brings one whole to every
+ * rank). */
+static int64_t most_held(const nnt_ctx *ctx)
+{
+    if (!ctx->mpi || ctx->nranks < 2 || ctx->distribution == NNT_DIST_ROOT)
+        return ctx->tile_bytes;
+    int64_t most = 0;
+    for (int r = 0; r < ctx->nranks; r++)
+        if (ctx->ranks[r].stays > most)
+            most = ctx->ranks[r].stays;
+    return ctx->tile_bytes - ctx->stays_bytes + most + ctx->largest_stays;
+}
+
 int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
 {
     const double mib = 1024.0 * 1024.0;
-    int64_t bytes = tensor_bytes(t);
     pthread_mutex_lock(&ctx->lock);
     int64_t limit = ctx->swap_bytes > 0 ? ctx->swap_bytes : ctx->ram_budget;
-    int64_t used = ctx->tile_bytes;
-    if (ctx->ram_budget > 0 && used + bytes > limit) {
+    int64_t before = most_held(ctx);
+    count_tiles(ctx, t, 1);
+    int64_t after = most_held(ctx);
+    if (ctx->ram_budget > 0 && after > limit) {
+        count_tiles(ctx, t, -1);
         pthread_mutex_unlock(&ctx->lock);
         /* StarPU would spin forever looking for memory to free: refuse instead. Under MPI
-         * every rank counts every rank's tiles: a rank may come to hold copies of any of
-         * them (the weights it reads, the rows it needs), and all ranks must decide alike */
+         * every rank takes the same decision (it counts every rank's tiles alike) */
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
-                        "exceed the %s of %.0f MiB; give a %s", fn, (double)bytes / mib,
-                        (double)used / mib, ctx->mpi ? ", every rank's tiles counted" : "",
+                        "exceed the %s of %.0f MiB; give a %s", fn,
+                        (double)(after - before) / mib, (double)before / mib,
+                        most_held(ctx) == ctx->tile_bytes
+                            ? (ctx->mpi ? ", every rank's tiles counted" : "")
+                        : ctx->distribution == NNT_DIST_SHARDED
+                            ? ", on the rank that may hold the most: its share of the "
+                              "gradients and optimizer moments, every other tile it may read"
+                            : ", on the rank that may hold the most: its share of the "
+                              "optimizer moments, every other tile it may read",
                         ctx->swap_bytes > 0 ? "disk swap"
                         : ctx->ram_budget_default ? "default RAM budget (the memory available "
                                                     "when the context started)"
@@ -749,7 +793,6 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
                         ctx->swap_bytes > 0 ? "larger swap_mib" : "larger mem_cpu_mib or a "
                         "swap_dir");
     }
-    ctx->tile_bytes += bytes;
     t->prev = NULL;
     t->next = ctx->tensors;
     if (ctx->tensors)
@@ -762,7 +805,7 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
 {
     pthread_mutex_lock(&ctx->lock);
-    ctx->tile_bytes -= tensor_bytes(t);
+    count_tiles(ctx, t, -1);
     ctx->owned_bytes -= t->owned_bytes;
     if (t->prev)
         t->prev->next = t->next;
@@ -781,6 +824,7 @@ static void orphan_tensors(nnt_ctx *ctx)
     nnt_tensor *t = ctx->tensors;
     ctx->tensors = NULL;
     ctx->tile_bytes = 0;
+    ctx->stays_bytes = 0;
     ctx->owned_bytes = 0;
     pthread_mutex_unlock(&ctx->lock);
     while (t) {

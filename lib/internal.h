@@ -46,6 +46,10 @@ struct nnt_tensor {
     int64_t ntiles;
     nnt_tile *tiles;              /* (grid) row-major                                    */
     int64_t owned_bytes;          /* bytes of the tiles this rank owns                   */
+    int stays;                    /* under MPI, no rank but a tile's owner reads it in a
+                                     task (optimizer moments; gradients under
+                                     NNT_DIST_SHARDED): the RAM budget counts it on its
+                                     owner only                                          */
     unsigned rows;                /* placement hint: bit d set when dimension d is a batch
                                      or sequence dimension of an activation (NNT_DIST_DATA
                                      and _SHARDED place such a tile by those coordinates); 0: a
@@ -87,8 +91,15 @@ struct nnt_ctx {
     int64_t owned_bytes;          /* bytes of live tiles this rank owns (guarded by lock) */
     int64_t min_rank_ram;         /* main memory of the smallest rank, bytes (the same on
                                      every rank: decisions that must agree use it)        */
-    int64_t param_bytes[];        /* per rank: bytes of the parameter tiles placed on it
-                                     (nnt_tensor_create_param; guarded by lock)            */
+    int64_t stays_bytes;          /* bytes of the tiles of tensors that stay on their owners
+                                     (nnt_tensor.stays; guarded by lock)                  */
+    int64_t largest_stays;        /* the largest such tensor so far, bytes (a host read
+                                     brings one whole to every rank)                      */
+    struct {
+        int64_t params;           /* bytes of the parameter tiles placed on the rank
+                                     (nnt_tensor_create_param)                            */
+        int64_t stays;            /* bytes of the tiles of tensors that stay, it owns     */
+    } ranks[];                    /* per rank (one without MPI; guarded by lock)          */
 };
 
 /* Return the status of call if it failed (the message is already recorded). */
@@ -223,9 +234,11 @@ int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const 
                             nnt_tensor **out);
 /* nnt_tensor_create with the placement of beside (which has the same shape and tiling):
  * each tile on the rank of beside's, so that a gradient or an optimizer moment is where its
- * parameter is (the optimizer's tasks read and write them together). */
+ * parameter is (the optimizer's tasks read and write them together). stays: no other rank
+ * reads its tiles in a task (nnt_tensor.stays). */
 int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out);
+                             const int64_t *tile, const nnt_tensor *beside, int stays,
+                             nnt_tensor **out);
 /* The hint a tensor of ndim dimensions keeps of rows (the bits of its dimensions). */
 static inline unsigned nnt_rows_hint(unsigned rows, int ndim)
 {

@@ -96,46 +96,63 @@ static int least_loaded_rank(nnt_ctx *ctx, int cyclic, int64_t bytes)
     int best = cyclic;
     for (int k = 1; k < ctx->nranks; k++) {
         int r = (cyclic + k) % ctx->nranks;
-        if (ctx->param_bytes[r] < ctx->param_bytes[best])
+        if (ctx->ranks[r].params < ctx->ranks[best].params)
             best = r;
     }
-    ctx->param_bytes[best] += bytes;
+    ctx->ranks[best].params += bytes;
     return best;
 }
 
-/* Register every tile lazily: home node -1, StarPU allocates on first write. Each tile gets
- * its owner rank (the context's distribution, beside's, or balanced for a parameter) and,
- * under MPI, a tag. */
-static void register_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
+static int64_t tile_bytes_at(const nnt_tensor *t, int64_t i)
+{
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    nnt_tensor_tile_coord(t, i, coord);
+    nnt_tensor_tile_box(t, coord, origin, shape);
+    return nnt_box_numel(t->ndim, shape) * (int64_t)t->elsize;
+}
+
+/* Each tile's owner rank: the context's distribution, beside's, or balanced for a
+ * parameter (param: 1 place it, -1 take back a placement that was refused). */
+static void place_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
 {
     nnt_ctx *ctx = t->ctx;
-    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
     int balanced = param && ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
     pthread_mutex_lock(&ctx->lock);
+    if (param < 0) {
+        for (int64_t i = 0; balanced && i < t->ntiles; i++)
+            ctx->ranks[t->tiles[i].owner].params -= tile_bytes_at(t, i);
+        pthread_mutex_unlock(&ctx->lock);
+        return;
+    }
     int64_t seq = ctx->tensors_created++;
-    pthread_mutex_unlock(&ctx->lock);
     if (beside)
         seq = beside->place_seq;
     t->place_seq = seq;
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        if (beside)
+            t->tiles[i].owner = beside->tiles[i].owner;
+        else if (balanced)
+            t->tiles[i].owner = least_loaded_rank(ctx, nnt_tile_owner(t, seq, i),
+                                                  tile_bytes_at(t, i));
+        else
+            t->tiles[i].owner = nnt_tile_owner(t, seq, i);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Register every tile lazily: home node -1, StarPU allocates on first write; under MPI
+ * with its owner and a tag. */
+static void register_tiles(nnt_tensor *t)
+{
+    nnt_ctx *ctx = t->ctx;
     t->owned_bytes = 0;
     for (int64_t i = 0; i < t->ntiles; i++) {
-        nnt_tensor_tile_coord(t, i, coord);
-        nnt_tensor_tile_box(t, coord, origin, shape);
-        int64_t numel = nnt_box_numel(t->ndim, shape);
-        starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)numel, t->elsize);
-        if (beside) {
-            t->tiles[i].owner = beside->tiles[i].owner;
-        } else if (balanced) {
-            pthread_mutex_lock(&ctx->lock);
-            t->tiles[i].owner = least_loaded_rank(ctx, nnt_tile_owner(t, seq, i),
-                                                  numel * (int64_t)t->elsize);
-            pthread_mutex_unlock(&ctx->lock);
-        } else {
-            t->tiles[i].owner = nnt_tile_owner(t, seq, i);
-        }
+        int64_t bytes = tile_bytes_at(t, i);
+        starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)(bytes / t->elsize),
+                                    t->elsize);
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
         if (t->tiles[i].owner == ctx->rank)
-            t->owned_bytes += numel * (int64_t)t->elsize;
+            t->owned_bytes += bytes;
     }
     pthread_mutex_lock(&ctx->lock);
     ctx->owned_bytes += t->owned_bytes;
@@ -143,10 +160,10 @@ static void register_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
 }
 
 /* nnt_tensor_create with a placement hint (rows) and, when beside is not NULL, beside's
- * tile owners (nnt_tensor_create_placed / _beside in internal.h). */
+ * tile owners (nnt_tensor_create_placed / _beside / _param in internal.h). */
 static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                   const int64_t *tile, unsigned rows, const nnt_tensor *beside, int param,
-                  nnt_tensor **out)
+                  int stays, nnt_tensor **out)
 {
     const char *fn = "nnt_tensor_create";
     if (!out)
@@ -180,12 +197,16 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     t->dtype = dtype;
     t->elsize = nnt_dtype_size(dtype);
     t->rows = nnt_rows_hint(rows, ndim);
+    t->stays = stays && ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
+    place_tiles(t, beside, param);   /* the budget check counts each rank's tiles */
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
+        if (param)
+            place_tiles(t, beside, -1);
         free(t->tiles);
         free(t);
         return rc;
     }
-    register_tiles(t, beside, param);
+    register_tiles(t);
     *out = t;
     return NNT_OK;
 }
@@ -193,25 +214,26 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
 int nnt_tensor_create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                       const int64_t *tile, nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, 0, NULL, 0, out);
+    return create(ctx, dtype, ndim, shape, tile, 0, NULL, 0, 0, out);
 }
 
 int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                              const int64_t *tile, unsigned rows, nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, rows, NULL, 0, out);
+    return create(ctx, dtype, ndim, shape, tile, rows, NULL, 0, 0, out);
 }
 
 int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                             const int64_t *tile, const nnt_tensor *beside, nnt_tensor **out)
+                             const int64_t *tile, const nnt_tensor *beside, int stays,
+                             nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, 0, out);
+    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, 0, stays, out);
 }
 
 int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
                             nnt_tensor **out)
 {
-    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, out);
+    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, 0, out);
 }
 
 int nnt_tensor_destroy(nnt_tensor *t)
@@ -361,8 +383,10 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
             nnt_cpu_copy_box(t->ndim, shape, t->elsize, tile_ptr, tile_stride, host_ptr, host_stride);
         starpu_data_release(h);
     }
-    if (!to_tiles && t->ctx->release_weights)
-        nnt_tensor_forget_copies(t);   /* a checkpoint's tensors, one at a time on each rank */
+    /* a checkpoint's tensors, one at a time on each rank (the RAM budget counts a tensor
+     * that stays on its owners on other ranks only for such a read) */
+    if (!to_tiles && (t->ctx->release_weights || t->stays))
+        nnt_tensor_forget_copies(t);
     return NNT_OK;
 }
 

@@ -8,7 +8,8 @@
 # (the same losses, less memory held after a backward), and options
 # that differ across ranks (NNT_E_INVAL on every rank, no hang), a rank killed mid-run (the
 # job ends, naming it); nnt-train under mpirun (same
-# --print-loss lines and checkpoint, resume, --release-weights; --distribute data and its
+# --print-loss lines and checkpoint, resume, --release-weights, a RAM budget that one
+# process cannot train in but 2 sharded ranks can; --distribute data and its
 # checkpoint resumed by
 # one process; a Llama-family model under both distributions). A library built
 # without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
@@ -210,6 +211,26 @@ cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_two/checkpoint.safetensors" |
     fail "nnt-train -np 2: the checkpoint differs from one process's"
 ls -d "$TMPDIR"/nnt-train-rank1-* > /dev/null 2>&1 &&
     fail "nnt-train -np 2: rank 1 left its private directory"
+# A RAM budget counts, for the rank that may hold the most, its own share of the tiles that
+# stay on their owners (optimizer moments; gradients under sharded) and every other tile:
+# sharded over 2 ranks, a model that one process cannot hold in 20 MiB trains in 20 MiB a
+# rank (measured: one process needs 25.7 MiB, refused at 24; rank 0's peak 17.6 MiB of 20;
+# 18 MiB refused on both ranks), with the losses of one process without a budget.
+budget="--data $tmp/corpus.txt --tokenizer bytes --layers 2 --channels 256 --heads 4
+--context 64 --batch 2 --seq 16 --steps 3 --sample 0 --no-save --print-loss --cpus 1"
+$TIMEOUT "$train_prog" $budget --out "$tmp/b_one" > "$tmp/b_one.txt" 2> "$tmp/b_one.err" ||
+    fail "nnt-train (budget model, one process): exit status $?"
+if $TIMEOUT "$train_prog" $budget --out "$tmp/b_one20" --mem-cpu 20 > /dev/null 2> "$tmp/b_one20.err"; then
+    fail "nnt-train --mem-cpu 20, one process: the model fitted (it should need more)"
+fi
+grep -q 'exceed the RAM budget of 20 MiB' "$tmp/b_one20.err" ||
+    fail "nnt-train --mem-cpu 20, one process: no budget message ($(tail -n 1 "$tmp/b_one20.err"))"
+$TIMEOUT $MPIRUN "$train_prog" $budget --out "$tmp/b_two" --mem-cpu 20 > "$tmp/b_two.txt" \
+    2> "$tmp/b_two.err" || { fail "nnt-train -np 2 --mem-cpu 20: exit status $?"; tail -n 3 "$tmp/b_two.err"; }
+cmp -s "$tmp/b_one.txt" "$tmp/b_two.txt" ||
+    fail "nnt-train -np 2 --mem-cpu 20: other losses than one process without a budget"
+echo "RAM budget: one process refused at 20 MiB, 2 sharded ranks trained in 20 MiB each"
+
 # --release-weights: the same lines
 run_train t_rel 1 --out "$tmp/t_rel" --release-weights
 cmp -s "$tmp/t_one.txt" "$tmp/t_rel.txt" ||

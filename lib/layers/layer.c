@@ -82,7 +82,11 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
     nnt_tensor *v = NULL, *g = NULL;
     int rc = nnt_tensor_create_param(l->ctx, ndim, shape, tile, &v);
     if (!rc)
-        rc = nnt_tensor_create_beside(l->ctx, NNT_FP32, ndim, shape, tile, v, &g);
+        /* a weight gradient travels through the ranks of its rows under NNT_DIST_DATA;
+         * otherwise its tasks (products, sums, the norm's partials, the update) run on
+         * its owner */
+        rc = nnt_tensor_create_beside(l->ctx, NNT_FP32, ndim, shape, tile, v,
+                                      l->ctx->distribution != NNT_DIST_DATA, &g);
     if (!rc)
         rc = nnt_tensor_fill(g, 0.0);
     if (!rc)
