@@ -1502,8 +1502,7 @@ static int quiet_rank(trainer *t, int rank)
         o->save = NULL;   /* the checkpoint goes to out_dir */
     if (o->save_hf)
         o->save_hf = t->private_dir;
-    if (o->trace)
-        o->trace = NULL;
+    /* --trace stays: tracing is collective under MPI (rank 0 writes every rank's tasks) */
     return 0;
 }
 

@@ -665,7 +665,8 @@ NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
 NNT_API int nnt_trace_start(nnt_ctx *ctx);
 /* Stop recording; write an SVG timeline (one row per worker, tasks coloured by kind, idle
  * and data waits visible) to svg_path and a per-op table (count, total and mean ms, share)
- * to table_path ("-" = stdout); either path may be NULL. */
+ * to table_path ("-" = stdout); either path may be NULL. Under MPI both calls are
+ * collective and rank 0 writes every rank's workers ("rank R CPU 0"); see nnt_trace_start(3). */
 NNT_API int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path);
 
 #define NNT_MAX_MEM_NODES 16

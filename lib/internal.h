@@ -214,6 +214,12 @@ void nnt_mpi_register(nnt_ctx *ctx, starpu_data_handle_t h, int owner);
 void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner);
 /* Collective, before the owner writes h on the host: other ranks drop their copies. */
 void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h);
+/* Collective: rank 0 receives every rank's buffer (mine, len >= 1 bytes), in rank order,
+ * through StarPU-MPI. On rank 0 *all is a malloc'ed copy of them all, rank r's at
+ * offsets[r] (offsets has nranks + 1 entries, the last the total); elsewhere *all is NULL.
+ * Every rank takes part even when it fails (NNT_E_NOMEM on rank 0 for the copy: the
+ * transfers still complete, into memory StarPU allocates and frees). */
+int nnt_mpi_gather(nnt_ctx *ctx, const void *mine, int64_t len, char **all, int64_t *offsets);
 /* nnt_submit under MPI (owner computes); args is a malloc'ed copy the task frees. Returns
  * StarPU-MPI's status; *submit_rc the local starpu_task_submit's (0 where not run here). */
 int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,

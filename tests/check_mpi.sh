@@ -1,19 +1,19 @@
 #!/bin/sh
 # Training over StarPU-MPI on this machine (mpirun -np 2): GPT-2 "tiny", 10 AdamW steps with
-# clipping, two tilings (a third: single-tile parameters); the losses of the sharded and data distributions (and, for the first
-# tiling, of the root one) against the single-process run of the same tiling (equal bit for
-# bit; the difference is printed), the parameters read back on every rank (equal on both
-# ranks and to the single process), a checkpoint (rank 0's the same bytes as one process's,
-# none from rank 1), the bytes each rank owns (<= 0.6 x the single process), release_weights
-# (the same losses, less memory held after a backward), and options
-# that differ across ranks (NNT_E_INVAL on every rank, no hang), a rank killed mid-run (the
-# job ends, naming it); nnt-train under mpirun (same
-# --print-loss lines and checkpoint, resume, --release-weights, a RAM budget that one
-# process cannot train in but 2 sharded ranks can; --distribute data and its
-# checkpoint resumed by
-# one process; a Llama-family model under both distributions). A library built
-# without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is skipped, as
-# it is without mpirun. Any build: nnt_ctx_rank and the option checks without MPI.
+# clipping, two tilings and a third of single-tile parameters; the losses of the sharded and
+# data distributions (and, for the first tiling, of the root one) against the
+# single-process run of the same tiling (equal bit for bit; the difference is printed), the
+# parameters read back on every rank (equal on both ranks and to the single process), a
+# checkpoint (rank 0's the same bytes as one process's, none from rank 1), the bytes each
+# rank owns (<= 0.6 x the single process), release_weights (the same losses, less memory
+# held after a backward), and options that differ across ranks (NNT_E_INVAL on every rank,
+# no hang), a rank killed mid-run (the job ends, naming it); nnt-train under mpirun (the
+# same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
+# a RAM budget that one process cannot train in but 2 sharded ranks can; --distribute data
+# and its checkpoint resumed by one process; a Llama-family model under both
+# distributions). A library built without StarPU-MPI must refuse mpi = 1
+# (NNT_E_UNSUPPORTED); then the rest is skipped, as it is without mpirun. Any build:
+# nnt_ctx_rank and the option checks without MPI.
 set -u
 : "${top_builddir:?}"
 prog="$top_builddir/tests/test_mpi"
@@ -230,6 +230,17 @@ $TIMEOUT $MPIRUN "$train_prog" $budget --out "$tmp/b_two" --mem-cpu 20 > "$tmp/b
 cmp -s "$tmp/b_one.txt" "$tmp/b_two.txt" ||
     fail "nnt-train -np 2 --mem-cpu 20: other losses than one process without a budget"
 echo "RAM budget: one process refused at 20 MiB, 2 sharded ranks trained in 20 MiB each"
+
+# --trace under mpirun: collective; rank 0 writes both ranks' tasks (workers "rank R ...")
+run_train t_trace 1 --out "$tmp/t_trace" --trace "$tmp/t_trace/trace.svg" --trace-steps 2
+for r in 0 1; do
+    grep -q "^rank $r CPU 0 " "$tmp/t_trace/trace-ops.txt" ||
+        fail "nnt-train -np 2 --trace: no row of rank $r's worker in the per-op table"
+    grep -q ">rank $r CPU 0<" "$tmp/t_trace/trace.svg" ||
+        fail "nnt-train -np 2 --trace: no row of rank $r's worker in the timeline"
+done
+cmp -s "$tmp/t_one.txt" "$tmp/t_trace.txt" || fail "nnt-train -np 2 --trace: other losses"
+echo "nnt-train -np 2 --trace: $(grep -c '^rank [01] CPU' "$tmp/t_trace/trace-ops.txt") worker rows (ranks 0 and 1)"
 
 # --release-weights: the same lines
 run_train t_rel 1 --out "$tmp/t_rel" --release-weights

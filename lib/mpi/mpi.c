@@ -175,6 +175,60 @@ void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
         starpu_mpi_data_set_rank(h, rank);
 }
 
+/* Register one handle per rank, owned by it (home: bufs[r] of sizes[r] bytes, or of size
+ * bytes when sizes is NULL; none when bufs[r] is NULL), bring each to rank 0 (blocking; the
+ * others do nothing for it) and unregister them, which leaves rank 0's buffers filled. */
+static void bring_to_root(nnt_ctx *ctx, void **bufs, const int64_t *sizes, int64_t size)
+{
+    int n = ctx->nranks;
+    starpu_data_handle_t h[n];
+    memset(h, 0, sizeof h);
+    for (int r = 0; r < n; r++) {
+        starpu_vector_data_register(&h[r], bufs[r] ? STARPU_MAIN_RAM : -1,
+                                    (uintptr_t)bufs[r], (uint32_t)(sizes ? sizes[r] : size), 1);
+        nnt_mpi_register(ctx, h[r], r);
+    }
+    for (int r = 1; r < n; r++)
+        starpu_mpi_get_data_on_node(MPI_COMM_WORLD, h[r], 0);
+    for (int r = 0; r < n; r++)
+        starpu_data_unregister(h[r]);
+}
+
+int nnt_mpi_gather(nnt_ctx *ctx, const void *mine, int64_t len, char **all, int64_t *offsets)
+{
+    int n = ctx->nranks, me = ctx->rank;
+    int64_t lens[n];
+    void *bufs[n];
+    for (int r = 0; r < n; r++) {   /* first the lengths */
+        lens[r] = r == me ? len : 0;
+        bufs[r] = (r == me || me == 0) ? (void *)&lens[r] : NULL;
+    }
+    bring_to_root(ctx, bufs, NULL, sizeof lens[0]);
+    *all = NULL;
+    offsets[0] = 0;
+    for (int r = 0; r < n; r++)
+        offsets[r + 1] = offsets[r] + (me == 0 ? lens[r] : 0);
+    char *copy = me == 0 ? malloc((size_t)offsets[n]) : NULL;
+    for (int r = 0; r < n; r++) {   /* then the bytes, each of its own length */
+        if (r == me) {
+            bufs[r] = (void *)(uintptr_t)mine;
+        } else if (me == 0) {
+            bufs[r] = copy ? copy + offsets[r] : NULL;   /* NULL: StarPU allocates */
+        } else {
+            bufs[r] = NULL;
+            lens[r] = 1;   /* a placeholder: this rank takes no part in r's transfer */
+        }
+    }
+    bring_to_root(ctx, bufs, lens, 0);
+    if (me == 0 && !copy)
+        return nnt_fail(ctx, NNT_E_NOMEM, "out of host memory gathering %lld bytes from the "
+                        "ranks", (long long)offsets[n]);
+    if (me == 0)
+        memcpy(copy, mine, (size_t)len);
+    *all = copy;
+    return NNT_OK;
+}
+
 /* The task runs on the rank that owns the tile it writes (StarPU-MPI sends it the tiles it
  * reads and sends written tiles back to other owners); the other ranks only take part in
  * those transfers, and free the argument copy the task would have owned. */
@@ -253,6 +307,13 @@ void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
 void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
 {
     (void)ctx, (void)h, (void)rank, (void)keep;
+}
+
+int nnt_mpi_gather(nnt_ctx *ctx, const void *mine, int64_t len, char **all, int64_t *offsets)
+{
+    (void)ctx, (void)mine, (void)len, (void)offsets;
+    *all = NULL;
+    return NNT_E_UNSUPPORTED;
 }
 
 int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,

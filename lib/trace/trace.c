@@ -12,8 +12,10 @@
 #include "../io/io.h"
 #include "trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct node_peak {
     int64_t peak;                 /* most used bytes seen since create / the last reset   */
@@ -186,7 +188,8 @@ static int by_worker_then_start(const void *pa, const void *pb)
     return a->start < b->start ? -1 : a->start > b->start;
 }
 
-static int make_log(nnt_trace_log *log)
+/* This process's worker names into log (the records are already there). */
+static int name_workers(nnt_trace_log *log)
 {
     int nw = (int)starpu_worker_get_count();
     log->nworkers = nw;
@@ -195,8 +198,118 @@ static int make_log(nnt_trace_log *log)
         return NNT_E_NOMEM;
     for (int w = 0; w < nw; w++)
         starpu_worker_get_name(w, log->worker_names[w], sizeof log->worker_names[w]);
-    if (log->n)
-        qsort(log->recs, log->n, sizeof *log->recs, by_worker_then_start);
+    return NNT_OK;
+}
+
+/* ---- the ranks' records on rank 0 (under MPI) ---------------------------------------------- */
+
+/* A record as it travels: the codelet's name by value. */
+typedef struct packed_rec {
+    char codelet[48];
+    int32_t worker, unused;
+    int64_t wait_start, wait_end, start, end;
+} packed_rec;
+
+/* What a rank sends: this header, its worker names, its records. */
+typedef struct packed_head {
+    int64_t nrecs;
+    int64_t nworkers;
+    int64_t realtime_offset;      /* CLOCK_REALTIME - CLOCK_MONOTONIC (StarPU's clock), ns */
+} packed_head;
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return ts_ns(&t);
+}
+
+/* log (records and worker names) as one buffer; NULL when out of memory. */
+static char *pack_log(const nnt_trace_log *log, int64_t *len)
+{
+    packed_head head = {(int64_t)log->n, log->nworkers,
+                        clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)};
+    size_t names = (size_t)log->nworkers * sizeof *log->worker_names;
+    *len = (int64_t)(sizeof head + names + log->n * sizeof(packed_rec));
+    char *buf = calloc(1, (size_t)*len);
+    if (!buf)
+        return NULL;
+    memcpy(buf, &head, sizeof head);
+    memcpy(buf + sizeof head, log->worker_names, names);
+    packed_rec *out = (packed_rec *)(buf + sizeof head + names);
+    for (size_t i = 0; i < log->n; i++) {
+        const nnt_trace_rec *r = &log->recs[i];
+        snprintf(out[i].codelet, sizeof out[i].codelet, "%s", r->codelet);
+        out[i].worker = r->worker;
+        out[i].wait_start = r->wait_start, out[i].wait_end = r->wait_end;
+        out[i].start = r->start, out[i].end = r->end;
+    }
+    return buf;
+}
+
+/* Rank 0: the gathered buffers as one log, each rank's workers after the previous ranks'
+ * ("rank R CPU 0") and its times moved to rank 0's clock through the realtime clock (one
+ * clock on one machine; on several, as close as their clocks are synchronised). The
+ * records point into all, which must outlive the log. */
+static int unpack_logs(nnt_ctx *ctx, char *all, const int64_t *offsets, nnt_trace_log *log)
+{
+    int64_t nrecs = 0, nworkers = 0, base_offset = 0;
+    for (int r = 0; r < ctx->nranks; r++) {
+        packed_head head;
+        memcpy(&head, all + offsets[r], sizeof head);
+        nrecs += head.nrecs, nworkers += head.nworkers;
+        if (r == 0)
+            base_offset = head.realtime_offset;
+    }
+    log->recs = malloc((size_t)(nrecs > 0 ? nrecs : 1) * sizeof *log->recs);
+    log->worker_names = calloc((size_t)(nworkers > 0 ? nworkers : 1), sizeof *log->worker_names);
+    if (!log->recs || !log->worker_names)
+        return NNT_E_NOMEM;
+    log->n = 0, log->nworkers = 0;
+    for (int r = 0; r < ctx->nranks; r++) {
+        packed_head head;
+        memcpy(&head, all + offsets[r], sizeof head);
+        const char (*names)[64] = (const void *)(all + offsets[r] + sizeof head);
+        packed_rec *in = (packed_rec *)(all + offsets[r] + sizeof head +
+                                        (size_t)head.nworkers * sizeof *names);
+        int64_t shift = head.realtime_offset - base_offset;
+        for (int64_t i = 0; i < head.nrecs; i++) {
+            nnt_trace_rec *o = &log->recs[log->n++];
+            in[i].codelet[sizeof in[i].codelet - 1] = 0;
+            o->codelet = in[i].codelet;
+            o->worker = log->nworkers + in[i].worker;
+            o->wait_start = in[i].wait_start + shift, o->wait_end = in[i].wait_end + shift;
+            o->start = in[i].start + shift, o->end = in[i].end + shift;
+        }
+        for (int64_t w = 0; w < head.nworkers; w++)
+            snprintf(log->worker_names[log->nworkers + w], sizeof *log->worker_names,
+                     "rank %d %.40s", r, names[w]);
+        log->nworkers += (int)head.nworkers;
+    }
+    return NNT_OK;
+}
+
+/* Every rank sends its log to rank 0, which replaces its own with all of them (*all keeps
+ * the records' codelet names). Every rank takes part, even one whose log is empty. */
+static int gather_logs(nnt_ctx *ctx, nnt_trace_log *log, char **all)
+{
+    int64_t len = 0, offsets[ctx->nranks + 1];
+    char *mine = pack_log(log, &len);
+    packed_head empty = {0, 0, clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)};
+    int rc = nnt_mpi_gather(ctx, mine ? mine : (char *)&empty, mine ? len : (int64_t)sizeof empty,
+                            all, offsets);
+    free(mine);
+    if (rc)
+        return rc;
+    if (!mine)
+        return nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory");
+    if (ctx->rank != 0)
+        return NNT_OK;
+    free(log->recs);
+    free(log->worker_names);
+    log->recs = NULL, log->worker_names = NULL;
+    if (unpack_logs(ctx, *all, offsets, log))
+        return nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory");
     return NNT_OK;
 }
 
@@ -204,8 +317,8 @@ static int write_outputs(nnt_ctx *ctx, nnt_trace_log *log, const char *svg_path,
                          const char *table_path)
 {
     char err[NNT_IO_ERRLEN];
-    if (make_log(log))
-        return nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory");
+    if (log->n)
+        qsort(log->recs, log->n, sizeof *log->recs, by_worker_then_start);
     int rc = svg_path ? nnt_trace_write_svg(log, svg_path, err, sizeof err) : 0;
     if (rc == 0 && table_path)
         rc = nnt_trace_write_table(log, table_path, err, sizeof err);
@@ -237,13 +350,23 @@ int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path)
     st.recs = NULL;
     free_trace_locked();
     pthread_mutex_unlock(&st.lock);
+    char *all = NULL;   // under MPI, on rank 0: every rank's packed records
     if (oom)
-        rc = nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory while recording "
-                      "(%zu tasks kept); nothing written", log.n);
-    else
+        log.n = 0;   /* under MPI it still takes part in the gather, with no records */
+    if (name_workers(&log))
+        log.nworkers = 0;
+    if (ctx->mpi && ctx->nranks > 1)
+        rc = gather_logs(ctx, &log, &all);   /* collective: before any return */
+    if (oom)
+        rc = nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory while recording; "
+                      "nothing written");
+    else if (!log.worker_names)
+        rc = nnt_fail(ctx, NNT_E_NOMEM, "nnt_trace_stop: out of host memory");
+    else if (rc == 0 && ctx->rank == 0)   /* under MPI rank 0 writes every rank's */
         rc = write_outputs(ctx, &log, svg_path, table_path);
     free(log.recs);
     free(log.worker_names);
+    free(all);
     return rc;
 }
 
