@@ -508,8 +508,10 @@ static double seconds_between(const struct timespec *a, const struct timespec *b
     return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
 }
 
-/* Share of one core the calling thread gets while it computes for 0.3 s, under NNT_WORKER_IDLE
- * = mode, beside a context whose one CPU worker sits idle on the same core. */
+/* The calling thread's share of this process's CPU time while it computes for 0.3 s, under
+ * NNT_WORKER_IDLE = mode, beside a context whose one CPU worker sits idle on the same core
+ * (the rest goes to that worker). Other processes on the core take from both alike when the
+ * worker spins, from the worker first when it yields: the share does not depend on them. */
 static double main_thread_share(const char *mode, const char *kernels_want)
 {
     setenv("NNT_WORKER_IDLE", mode, 1);
@@ -521,9 +523,10 @@ static double main_thread_share(const char *mode, const char *kernels_want)
     const char *kernels = NULL;
     EXPECT_OK(nnt_ctx_kernels(ctx, &kernels));
     ck_assert_msg(strstr(kernels, kernels_want), "kernels: %s", kernels);
-    struct timespec w0, w1, c0, c1;
+    struct timespec w0, w1, c0, c1, p0, p1;
     clock_gettime(CLOCK_MONOTONIC, &w0);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p0);
     volatile double sink = 0;
     do {
         for (int i = 0; i < 100000; i++)
@@ -531,15 +534,17 @@ static double main_thread_share(const char *mode, const char *kernels_want)
         clock_gettime(CLOCK_MONOTONIC, &w1);
     } while (seconds_between(&w0, &w1) < 0.3);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p1);
     EXPECT_OK(nnt_ctx_destroy(ctx));
     unsetenv("NNT_WORKER_IDLE");
-    return seconds_between(&c0, &c1) / seconds_between(&w0, &w1);
+    return seconds_between(&c0, &c1) / seconds_between(&p0, &p1);
 }
 
 /* An idle CPU worker gives its core to other threads (NNT_WORKER_IDLE=yield, the default):
- * on one core beside an idle worker, this thread gets nearly all of it, against about half
- * when the worker spins (measured here: 0.99 against 0.50). Other load on that core lowers
- * both alike, hence a ratio. */
+ * on one core beside an idle worker, this thread gets nearly all of the process's CPU time,
+ * against about half when the worker spins (measured here: 0.981-0.990 against 0.493-0.503,
+ * the same with two busy processes on that core; the core's share of the wall time, used
+ * before, gave 0.54 against 0.44 once under a loaded make check). */
 START_TEST(ctx_idle_workers_give_way)
 {
     setenv("NNT_WORKER_IDLE", "sleep", 1);
@@ -574,8 +579,10 @@ START_TEST(ctx_idle_workers_give_way)
         unsetenv("STARPU_WORKERS_NOBIND");
     free(saved);
     ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
-    ck_assert_msg(yield > 1.4 * spin, "share of the core beside an idle worker: %.2f when it "
-                  "yields, %.2f when it spins", yield, spin);
+    fprintf(stderr, "ctx_idle_workers_give_way: this thread's share of the process's CPU "
+            "time: %.3f (yield), %.3f (spin)\n", yield, spin);
+    ck_assert_msg(yield > 0.8 && spin < 0.65, "share of the process's CPU time beside an "
+                  "idle worker: %.3f when it yields, %.3f when it spins", yield, spin);
 }
 END_TEST
 

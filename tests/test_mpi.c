@@ -72,6 +72,15 @@ static int params_sum(nnt_layer *model, double *sum)
     return 0;
 }
 
+/* The memory statistics once every submitted task is done. */
+static int mem_stats_now(nnt_ctx *ctx, nnt_mem_stats *ms)
+{
+    memset(ms, 0, sizeof *ms);
+    ms->size = sizeof *ms;
+    int rc = nnt_ctx_wait(ctx);
+    return rc ? rc : nnt_ctx_mem_stats(ctx, ms, 0);
+}
+
 static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const char *ckpt)
 {
     nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
@@ -101,31 +110,21 @@ static int train_steps(nnt_ctx *ctx, const nnt_tiling *tiling, FILE *out, const 
         TRY(nnt_layer_forward(model, x, NULL));
         TRY(nnt_layer_backward(model, NULL, NULL));
         TRY(nnt_layer_loss(model, &loss));
+        nnt_mem_stats ms;
         if (s == 1) {   /* what a backward leaves allocated, before the update */
-            nnt_mem_stats ms;
-            memset(&ms, 0, sizeof ms);
-            ms.size = sizeof ms;
-            TRY(nnt_ctx_wait(ctx));
-            TRY(nnt_ctx_mem_stats(ctx, &ms, 0));
+            TRY(mem_stats_now(ctx, &ms));
             fprintf(out, "held %lld\n", (long long)ms.node[0].used_bytes);
         }
         TRY(nnt_optim_step(opt));
         TRY(nnt_optim_stats_get(opt, &st));
         if (s == 0) {
-            nnt_mem_stats ms;
-            memset(&ms, 0, sizeof ms);
-            ms.size = sizeof ms;
-            TRY(nnt_ctx_wait(ctx));
-            TRY(nnt_ctx_mem_stats(ctx, &ms, 0));
+            TRY(mem_stats_now(ctx, &ms));
             fprintf(out, "owned %lld\n", (long long)ms.owned_bytes);
         }
         fprintf(out, "loss %d %.17g\nnorm %d %.17g\n", s + 1, loss, s + 1, st.grad_norm);
     }
     nnt_mem_stats ms;
-    memset(&ms, 0, sizeof ms);
-    ms.size = sizeof ms;
-    TRY(nnt_ctx_wait(ctx));
-    TRY(nnt_ctx_mem_stats(ctx, &ms, 0));
+    TRY(mem_stats_now(ctx, &ms));
     fprintf(out, "peak %lld\n", (long long)ms.node[0].peak_bytes);
     double sum = 0;
     TRY(params_sum(model, &sum));
