@@ -3,11 +3,13 @@
  * Element with global row-major linear index idx (uint64):
  *   z = seed + (idx + 1) * 0x9E3779B97F4A7C15; z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;
  *   z = (z ^ (z >> 27)) * 0x94D049BB133111EB; z ^= z >> 31;
- *   u1 = ((z >> 40) + 0.5) * 2^-24; u2 = (((z >> 8) & 0xFFFFFF) + 0.5) * 2^-24   (exact)
- *   dist 0: (float)(a + (b - a) * u1)
- *   dist 1: (float)(a + b * sqrt(-2 log u1) * cos(2 pi u2))
- * All arithmetic in double with explicit round-to-nearest intrinsics so that nvcc cannot
- * contract a multiply and an add into an FMA (the CPU rounds each operation separately). */
+ *   dist 0: u = ((z >> 40) + 0.5) * 2^-24 (exact), (float)(a + (b - a) * u) in double
+ *   dist 1: u1 = ((z >> 40) + 1) * 2^-24, u2 = ((z >> 8) & 0xFFFFFF) * 2^-24 (exact in
+ *           float), a + b sqrt(-2 log u1) cos(2 pi u2) in float with cpu/random.c's
+ *           polynomials (log by exponent and mantissa, cos by quadrant), each multiply-add
+ *           fused and every other step one correctly rounded operation.
+ * Explicit round-to-nearest intrinsics throughout, so that nvcc neither contracts a multiply
+ * and an add the CPU keeps apart nor uses approximate division or square root. */
 #include "nnt_cuda.h"
 #include "kernel_util.cuh"
 
@@ -31,10 +33,47 @@ __device__ __forceinline__ uint64_t mix(uint64_t seed, uint64_t idx)
     return z;
 }
 
+__constant__ float LOG_P[9] = {7.0376836292e-2f,  -1.1514610310e-1f, 1.1676998740e-1f,
+                               -1.2420140846e-1f, 1.4249322787e-1f,  -1.6668057665e-1f,
+                               2.0000714765e-1f,  -2.4999993993e-1f, 3.3333331174e-1f};
+
+/* log(x), x in (0, 1]: cpu/random.c's log_unit */
+__device__ __forceinline__ float log_unit(float x)
+{
+    unsigned bits = __float_as_uint(x);
+    int e = (int)(bits >> 23) - 126;
+    float m = __uint_as_float((bits & 0x007FFFFFu) | 0x3F000000u);
+    const int small = m < 0.70710678118654752f;
+    e -= small;
+    m = __fsub_rn(small ? __fadd_rn(m, m) : m, 1.0f);
+    float z = __fmul_rn(m, m), p = LOG_P[0];
+    for (int i = 1; i < 9; i++)
+        p = __fmaf_rn(p, m, LOG_P[i]);
+    float y = __fmul_rn(__fmul_rn(p, m), z), ef = (float)e;
+    y = __fmaf_rn(ef, -2.12194440e-4f, y);
+    y = __fmaf_rn(-0.5f, z, y);
+    return __fmaf_rn(ef, 0.693359375f, __fadd_rn(m, y));
+}
+
+/* cos(2 pi u), u in [0, 1): cpu/random.c's cos_turn */
+__device__ __forceinline__ float cos_turn(float u)
+{
+    float w = __fmul_rn(4.0f, u), k = rintf(w), f = __fsub_rn(w, k);
+    float t = __fmul_rn(f, 1.57079632679489662f), s = __fmul_rn(t, t);
+    float ps = __fmaf_rn(__fmaf_rn(-1.9515295891e-4f, s, 8.3321608736e-3f), s,
+                         -1.6666654611e-1f);
+    float sin_t = __fmaf_rn(__fmul_rn(ps, s), t, t);
+    float pc = __fmaf_rn(__fmaf_rn(2.443315711809948e-5f, s, -1.388731625493765e-3f), s,
+                         4.166664568298827e-2f);
+    float cos_t = __fmaf_rn(__fmul_rn(pc, s), s, __fmaf_rn(-0.5f, s, 1.0f));
+    const int q = (int)k & 3;
+    const float v = (q & 1) ? sin_t : cos_t;
+    return (q == 1 || q == 2) ? -v : v;
+}
+
 __global__ void fill_random_kernel(TileDesc td, int64_t total, uint64_t seed, int dist, float a,
                                    float b, float *__restrict__ out)
 {
-    const double two_pi = 2.0 * 3.14159265358979323846; /* == 2.0 * M_PI exactly */
     const double da = (double)a, db = (double)b;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -46,17 +85,15 @@ __global__ void fill_random_kernel(TileDesc td, int64_t total, uint64_t seed, in
             idx += (uint64_t)(td.origin[d] + i) * td.gstride[d];
         }
         const uint64_t z = mix(seed, idx);
-        const double u1 = ((double)(z >> 40) + 0.5) * 0x1p-24;
-        double val;
         if (dist == 0) {
-            val = __dadd_rn(da, __dmul_rn(__dsub_rn(db, da), u1));
+            const double u = ((double)(z >> 40) + 0.5) * 0x1p-24;
+            out[t] = (float)__dadd_rn(da, __dmul_rn(__dsub_rn(db, da), u));
         } else {
-            const double u2 = ((double)((z >> 8) & 0xFFFFFFULL) + 0.5) * 0x1p-24;
-            const double r = sqrt(__dmul_rn(-2.0, log(u1)));
-            const double c = cos(__dmul_rn(two_pi, u2));
-            val = __dadd_rn(da, __dmul_rn(__dmul_rn(db, r), c));
+            const float u1 = __fmul_rn((float)((int)(z >> 40) + 1), 0x1p-24f);
+            const float u2 = __fmul_rn((float)(int)((z >> 8) & 0xFFFFFFULL), 0x1p-24f);
+            const float r = __fsqrt_rn(__fmul_rn(-2.0f, log_unit(u1)));
+            out[t] = __fmaf_rn(__fmul_rn(b, r), cos_turn(u2), a);
         }
-        out[t] = (float)val;
     }
 }
 

@@ -1541,6 +1541,86 @@ START_TEST(test_isa_exp)
 }
 END_TEST
 
+/* The SplitMix64 finaliser of cpu/random.c, for the references below */
+static uint64_t splitmix(uint64_t seed, uint64_t idx)
+{
+    uint64_t z = seed + (idx + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* The random fill. Normal values against Box-Muller in double on the same two uniforms
+ * (largest error measured: TOL_RANDOM_MEASURED x the standard deviation; a wrong
+ * polynomial coefficient, quadrant or sign gives 1e-3 to 2), their mean and variance over
+ * 2^20 samples, uniform values exactly, and the AVX2 path's bits equal to the portable
+ * one's for every row length and a tile inside a larger tensor. */
+#define TOL_RANDOM_MEASURED 7.2e-7
+START_TEST(test_random)
+{
+    enum { N = 1 << 20 };
+    const uint64_t seed = 12345;
+    const int64_t shape[1] = {N}, origin[1] = {0};
+    float *v = alloc_f(N);
+    for (int path = 0; path < 2; path++) {
+        if (path == 1 && !force_avx2("random"))
+            break;
+        if (path == 0)
+            nnt_cpu_isa_force(NNT_CPU_ISA_GENERIC);
+        nnt_cpu_fill_random_f32(1, shape, origin, shape, seed, 1, 0.5f, 2.0f, v);
+        double worst = 0, sum = 0, sumsq = 0;
+        for (int64_t i = 0; i < N; i++) {
+            uint64_t z = splitmix(seed, (uint64_t)i);
+            double u1 = (double)((z >> 40) + 1) * 0x1p-24;
+            double u2 = (double)((z >> 8) & 0xFFFFFF) * 0x1p-24;
+            double ref = 0.5 + 2.0 * sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+            double err = fabs((double)v[i] - ref) / 2.0;
+            if (err > worst)
+                worst = err;
+            double x = ((double)v[i] - 0.5) / 2.0;
+            sum += x, sumsq += x * x;
+        }
+        double mean = sum / N, var = sumsq / N - mean * mean;
+        printf("random (%s): largest error %.3g x stddev; mean %.5f, variance %.5f\n",
+               path ? "avx2" : "portable", worst, mean, var);
+        ck_assert_msg(worst <= 10 * TOL_RANDOM_MEASURED, "normal values off by %.3g", worst);
+        ck_assert_msg(fabs(mean) < 0.005 && fabs(var - 1.0) < 0.01, "mean %g variance %g", mean,
+                      var);
+    }
+    /* uniform: (a + (b - a) ((z >> 40) + 1/2) 2^-24) in double, rounded once */
+    nnt_cpu_isa_force(-1);
+    nnt_cpu_fill_random_f32(1, shape, origin, shape, seed, 0, -1.0f, 3.0f, v);
+    for (int64_t i = 0; i < N; i += 97) {
+        uint64_t z = splitmix(seed, (uint64_t)i);
+        float want = (float)(-1.0 + 4.0 * (((double)(z >> 40) + 0.5) * 0x1p-24));
+        ck_assert_msg(v[i] == want, "uniform %lld: %.9g, want %.9g", (long long)i, v[i], want);
+    }
+    free(v);
+    if (!force_avx2("random paths"))
+        return;
+    /* every row length, and a tile (3, 5, 37) at (1, 2, 3) of a (4, 9, 50) tensor */
+    const int64_t gs[3] = {4, 9, 50}, org[3] = {1, 2, 3}, ts[3] = {3, 5, 37};
+    float *a[2], *b[2];
+    for (int path = 0; path < 2; path++) {
+        nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+        a[path] = alloc_f(41 * 41), b[path] = alloc_f(3 * 5 * 37);
+        for (int64_t n = 1; n <= 41; n++) {
+            const int64_t len[1] = {n}, at[1] = {0};
+            nnt_cpu_fill_random_f32(1, len, at, len, seed + (uint64_t)n, 1, 0.0f, 0.02f,
+                                    a[path] + (n - 1) * 41);
+        }
+        nnt_cpu_fill_random_f32(3, gs, org, ts, 7, 1, -1.0f, 1.0f, b[path]);
+    }
+    for (int64_t n = 1; n <= 41; n++)
+        ck_assert_msg(memcmp(a[0] + (n - 1) * 41, a[1] + (n - 1) * 41, (size_t)n * sizeof(float)) == 0,
+                      "a row of %lld: the AVX2 path's bits differ", (long long)n);
+    ck_assert(memcmp(b[0], b[1], 3 * 5 * 37 * sizeof(float)) == 0);
+    for (int path = 0; path < 2; path++)
+        free(a[path]), free(b[path]);
+    nnt_cpu_isa_force(-1);
+}
+END_TEST
+
 /* The operand roundings of the precision modes (TF32: 10 bits, bf16: 7) and the bf16
  * conversions: the AVX2 path gives the portable path's bits, specials and ties included. */
 START_TEST(test_isa_convert)
@@ -1750,6 +1830,7 @@ static Suite *cpu_suite(void)
         {"sgd", test_sgd},                       {"round", test_round},
         {"isa_exp", test_isa_exp},               {"isa_paths", test_isa_paths},
         {"isa_env", test_isa_env},               {"isa_convert", test_isa_convert},
+        {"random", test_random},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

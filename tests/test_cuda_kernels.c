@@ -9,8 +9,8 @@
  * about 10x the error measured on an NVIDIA H200 (2026-11-26, CUDA 13.0, driver 580; the
  * largest err / tolerance per check, NNT_TOL_REPORT, in brackets):
  *   bit-exact: fill (f32, i32, u16), scale, add_bcast, copy_box, embedding gather /
- *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform; normal:
- *              see test_fill_random)
+ *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform and
+ *              normal; see test_fill_random)
  *   1e-6:      axpby, sum_outer, sumsq, optimizer steps (same operations; all measured
  *              bit-identical, a difference can only come from a CPU build that contracts
  *              multiply-adds into FMAs)
@@ -1562,11 +1562,11 @@ END_TEST
 
 /* ---- random fill ------------------------------------------------------------------------------ */
 
-/* Uniform draws must match bit for bit. Normal draws use log and cos, which come from CUDA's
- * libdevice on the GPU and from the C library on the CPU; both are within ~1 ulp of double, so
- * a float result can differ in its last bit when the double value falls within ~1e-16 of a
- * float rounding boundary. The test therefore requires bit equality except for at most one
- * element in 1e5 differing by exactly one float ulp (and reports how many did). */
+/* Uniform and normal draws must match bit for bit: the normal ones use the same float
+ * polynomials on both sides (cpu/random.c, cuda/random.cu), each step one correctly rounded
+ * or fused operation. (When they used libm's and libdevice's log and cos in double, a float
+ * result could differ in its last bit; the check still names such a 1-ulp difference
+ * separately, and fails on more than one element in 1e5, or on any larger one.) */
 static void compare_random(const char *what, const float *got, const float *ref, int64_t n,
                            int dist)
 {
