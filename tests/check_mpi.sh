@@ -294,7 +294,8 @@ echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; 
 # runs every token's tasks, when a rank's share of the tiles and every weight fit in 3/4 of
 # the smallest rank's memory (the info log says which); otherwise they stay spread
 # (--mem-cpu 15: 6.5 MiB of tiles a rank + 6.3 MiB of weights > 11.25 MiB). The sample is
-# one process's, token for token, either way.
+# one process's, token for token, either way; also with --release-weights (spread, every
+# use of a weight receives it again).
 gen="--data $tmp/corpus.txt --layers 2 --channels 256 --heads 4 --context 32 --batch 2
 --seq 16 --tile-channels 128 --cpus 1 --steps 2 --no-save --sample 24 --optim sgd"
 sample_of() { sed -n '/^---- sample/,/^----$/p' "$1"; }
@@ -302,20 +303,23 @@ $TIMEOUT "$train_prog" $gen --out "$tmp/g_one" > "$tmp/g_one.txt" 2> "$tmp/g_one
     fail "nnt-train --sample, one process: exit status $?"
 one_sample=$(sample_of "$tmp/g_one.txt")
 [ "$(echo "$one_sample" | wc -l)" -ge 3 ] || fail "nnt-train --sample: no sample printed"
-for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the ranks"; do
+for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the ranks" \
+           "sharded+release 0 on rank 0" "sharded+release 15 spread over the ranks"; do
     set -- $run
-    dist=$1 mem=$2; shift 2
-    where="$*"
+    tag=$1 mem=$2; shift 2
+    where="$*" dist=${tag%+release} release=
+    [ "$dist" = "$tag" ] || release=--release-weights
+    what="nnt-train --sample -np 2 --distribute $dist $release --mem-cpu $mem"
     NNT_LOG_LEVEL=info $TIMEOUT $MPIRUN -x NNT_LOG_LEVEL "$train_prog" $gen --distribute $dist \
-        --mem-cpu $mem --out "$tmp/g_$dist$mem" > "$tmp/g_$dist$mem.txt" 2> "$tmp/g_$dist$mem.err" ||
-        { fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: exit status $?"
-          tail -n 5 "$tmp/g_$dist$mem.err"; continue; }
-    grep -q "generation under MPI: $where" "$tmp/g_$dist$mem.err" ||
-        fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: not generated $where ($(grep 'generation under' "$tmp/g_$dist$mem.err" | head -n 1))"
-    if [ "$one_sample" = "$(sample_of "$tmp/g_$dist$mem.txt")" ]; then
-        echo "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: generated $where, the sample of one process"
+        $release --mem-cpu $mem --out "$tmp/g_$tag$mem" > "$tmp/g_$tag$mem.txt" \
+        2> "$tmp/g_$tag$mem.err" ||
+        { fail "$what: exit status $?"; tail -n 5 "$tmp/g_$tag$mem.err"; continue; }
+    grep -q "generation under MPI: $where" "$tmp/g_$tag$mem.err" ||
+        fail "$what: not generated $where ($(grep 'generation under' "$tmp/g_$tag$mem.err" | head -n 1))"
+    if [ "$one_sample" = "$(sample_of "$tmp/g_$tag$mem.txt")" ]; then
+        echo "$what: generated $where, the sample of one process"
     else
-        fail "nnt-train --sample -np 2 --distribute $dist --mem-cpu $mem: another sample than one process's"
+        fail "$what: another sample than one process's"
     fi
 done
 

@@ -532,9 +532,13 @@ int gl_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at, nnt_t
     NNT_TRY(nnt_layer_check(l, "nnt_layer_forward"));
     switch (l->vt->kind) {
     case NNT_LAYER_EMBEDDING:
-        return gl_embedding_forward_at(l, x, at->past, y);
+        NNT_TRY(gl_embedding_forward_at(l, x, at->past, y));
+        nnt_layer_release_weights(l);
+        return NNT_OK;
     case NNT_LAYER_ATTENTION:
-        return gl_attention_forward_cached(l, x, at, y);
+        NNT_TRY(gl_attention_forward_cached(l, x, at, y));
+        nnt_layer_release_weights(l);
+        return NNT_OK;
     case NNT_LAYER_BLOCK:
         NNT_TRY(block_compute(l, x, at));
         *y = ((block *)l->impl)->y;

@@ -263,9 +263,13 @@ NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets)
 
 /* ---- releasing received weights ---------------------------------------------------------- */
 
+/* Not while a generation runs on rank 0 (weights_fixed, the root distribution: rank 0 was
+ * found to have the memory for every weight, which then comes once for all tokens). A
+ * generation spread over the ranks (not enough memory for that) goes on releasing. */
 static int releasing(const nnt_ctx *ctx)
 {
-    return ctx->release_weights && !ctx->weights_fixed;
+    return ctx->release_weights &&
+           !(ctx->weights_fixed && ctx->distribution == NNT_DIST_ROOT);
 }
 
 int nnt_layer_note_weight_read(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy)
@@ -292,9 +296,7 @@ static int is_own_param(const nnt_layer *l, const nnt_tensor *t)
     return 0;
 }
 
-/* After l's forward or backward was submitted. Collective: every rank submits the same
- * layers in the same order. */
-static void release_weights(nnt_layer *l)
+void nnt_layer_release_weights(nnt_layer *l)
 {
     if (!releasing(l->ctx))
         return;
@@ -329,7 +331,7 @@ NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
     rc = layer->vt->forward(layer, x, &out);
     if (rc)
         return rc;
-    release_weights(layer);
+    nnt_layer_release_weights(layer);
     layer->forward_pending = 1;
     if (y)
         *y = out;
@@ -377,7 +379,7 @@ NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx
     rc = layer->vt->backward(layer, dy, &grad_in);
     if (rc)
         return rc;
-    release_weights(layer);
+    nnt_layer_release_weights(layer);
     layer->forward_pending = 0;
     if (dx)
         *dx = grad_in;

@@ -156,13 +156,17 @@ int nnt_layer_drop_grads(nnt_layer *l);
 double nnt_layer_grad_beta(nnt_layer *l, const nnt_tensor *grad);
 
 /* Releasing received weights (nnt_ctx_options.release_weights; every call below does
- * nothing without it, or while the context's weights_fixed is set: generation reads every
- * weight for each token and keeps them). nnt_layer_forward and nnt_layer_backward make
- * every rank drop the copies it received of the weights the layer just used: its own
- * parameters and those noted here. */
+ * nothing without it, or while a generation runs on rank 0: it reads every weight for each
+ * token and keeps them, having checked that they fit). nnt_layer_forward and
+ * nnt_layer_backward make every rank drop the copies it received of the weights the layer
+ * just used: its own parameters and those noted here. */
 /* Note that l's products read w, or *copy (its bf16 copy, a field of l's impl) when that is
  * set. Kept across forwards (once per copy slot). */
 int nnt_layer_note_weight_read(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy);
+/* After l's forward or backward was submitted (nnt_layer_forward and _backward call it; a
+ * forward that bypasses them, gl_forward_cached's, too). Collective: every rank submits the
+ * same layers in the same order. */
+void nnt_layer_release_weights(nnt_layer *l);
 /* Before a chain submits its next child: wait until prev_input (the input of the child it
  * submitted last, NULL for none) is computed on this rank, so that the gathers of at most
  * two children's weights are ahead of the computation (without it every gather of a
