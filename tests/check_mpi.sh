@@ -246,6 +246,8 @@ echo "nnt-train -np 2 --trace: $(grep -c '^rank [01] CPU' "$tmp/t_trace/trace-op
 run_train t_rel 1 --out "$tmp/t_rel" --release-weights
 cmp -s "$tmp/t_one.txt" "$tmp/t_rel.txt" ||
     fail "nnt-train -np 2 --release-weights: other losses than one process"
+cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_rel/checkpoint.safetensors" ||
+    fail "nnt-train -np 2 --release-weights: the checkpoint differs from one process's"
 # recompute (a block waits for its incoming gradient) and a RAM budget (wont_use hints)
 run_train t_rc1 0 --out "$tmp/t_rc1" --recompute --mem-cpu 2048
 run_train t_rc2 1 --out "$tmp/t_rc2" --recompute --mem-cpu 2048
