@@ -736,13 +736,8 @@ static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
     ctx->stays_bytes += sign * bytes;
     if (sign > 0 && bytes > ctx->largest_stays)
         ctx->largest_stays = bytes;
-    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
-    for (int64_t i = 0; i < t->ntiles; i++) {
-        nnt_tensor_tile_coord(t, i, coord);
-        nnt_tensor_tile_box(t, coord, origin, shape);
-        ctx->ranks[t->tiles[i].owner].stays +=
-            sign * nnt_box_numel(t->ndim, shape) * (int64_t)t->elsize;
-    }
+    for (int64_t i = 0; i < t->ntiles; i++)
+        ctx->ranks[t->tiles[i].owner].stays += sign * nnt_tensor_tile_bytes(t, i);
 }
 
 /* The most bytes of tiles one rank may come to hold (lock held): in one process, or when

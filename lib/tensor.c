@@ -103,14 +103,6 @@ static int least_loaded_rank(nnt_ctx *ctx, int cyclic, int64_t bytes)
     return best;
 }
 
-static int64_t tile_bytes_at(const nnt_tensor *t, int64_t i)
-{
-    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
-    nnt_tensor_tile_coord(t, i, coord);
-    nnt_tensor_tile_box(t, coord, origin, shape);
-    return nnt_box_numel(t->ndim, shape) * (int64_t)t->elsize;
-}
-
 /* Each tile's owner rank: the context's distribution, beside's, or balanced for a
  * parameter (param: 1 place it, -1 take back a placement that was refused). */
 static void place_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
@@ -120,7 +112,7 @@ static void place_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
     pthread_mutex_lock(&ctx->lock);
     if (param < 0) {
         for (int64_t i = 0; balanced && i < t->ntiles; i++)
-            ctx->ranks[t->tiles[i].owner].params -= tile_bytes_at(t, i);
+            ctx->ranks[t->tiles[i].owner].params -= nnt_tensor_tile_bytes(t, i);
         pthread_mutex_unlock(&ctx->lock);
         return;
     }
@@ -133,7 +125,7 @@ static void place_tiles(nnt_tensor *t, const nnt_tensor *beside, int param)
             t->tiles[i].owner = beside->tiles[i].owner;
         else if (balanced)
             t->tiles[i].owner = least_loaded_rank(ctx, nnt_tile_owner(t, seq, i),
-                                                  tile_bytes_at(t, i));
+                                                  nnt_tensor_tile_bytes(t, i));
         else
             t->tiles[i].owner = nnt_tile_owner(t, seq, i);
     }
@@ -147,7 +139,7 @@ static void register_tiles(nnt_tensor *t)
     nnt_ctx *ctx = t->ctx;
     t->owned_bytes = 0;
     for (int64_t i = 0; i < t->ntiles; i++) {
-        int64_t bytes = tile_bytes_at(t, i);
+        int64_t bytes = nnt_tensor_tile_bytes(t, i);
         starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)(bytes / t->elsize),
                                     t->elsize);
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
@@ -345,12 +337,12 @@ static int check_host_copy(const nnt_tensor *t, const void *buf, size_t bytes, i
  * received, and only the owner writes a tile. */
 static void host_copy_exchange(nnt_tensor *t, int to_tiles)
 {
-    for (int64_t i = 0; i < t->ntiles; i++) {
-        if (to_tiles)
-            nnt_mpi_forget_copies(t->ctx, t->tiles[i].handle);
-        else
-            nnt_mpi_share(t->ctx, t->tiles[i].handle, t->tiles[i].owner);
+    if (to_tiles) {
+        nnt_tensor_forget_copies(t);
+        return;
     }
+    for (int64_t i = 0; i < t->ntiles; i++)
+        nnt_mpi_share(t->ctx, t->tiles[i].handle, t->tiles[i].owner);
 }
 
 /* Copy between the host array and every tile; to_tiles picks the direction. Each tile is

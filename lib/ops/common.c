@@ -37,6 +37,13 @@ void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape)
     nnt_tensor_tile_box(t, coord, origin, shape);
 }
 
+int64_t nnt_tensor_tile_bytes(const nnt_tensor *t, int64_t i)
+{
+    int64_t shape[NNT_MAX_DIMS];
+    nnt_tensor_tile_shape_at(t, i, shape);
+    return nnt_box_numel(t->ndim, shape) * (int64_t)t->elsize;
+}
+
 /* "(4, 5, 6) in tiles of (2, 5, 3)" into buf. */
 static const char *layout_str(const nnt_tensor *t, char *buf, size_t size)
 {

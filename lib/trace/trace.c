@@ -217,18 +217,19 @@ typedef struct packed_head {
     int64_t realtime_offset;      /* CLOCK_REALTIME - CLOCK_MONOTONIC (StarPU's clock), ns */
 } packed_head;
 
-static int64_t clock_ns(clockid_t id)
+/* CLOCK_REALTIME - CLOCK_MONOTONIC (StarPU's clock) now, ns */
+static int64_t realtime_offset(void)
 {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return ts_ns(&t);
+    struct timespec real, mono;
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return ts_ns(&real) - ts_ns(&mono);
 }
 
 /* log (records and worker names) as one buffer; NULL when out of memory. */
 static char *pack_log(const nnt_trace_log *log, int64_t *len)
 {
-    packed_head head = {(int64_t)log->n, log->nworkers,
-                        clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)};
+    packed_head head = {(int64_t)log->n, log->nworkers, realtime_offset()};
     size_t names = (size_t)log->nworkers * sizeof *log->worker_names;
     *len = (int64_t)(sizeof head + names + log->n * sizeof(packed_rec));
     char *buf = calloc(1, (size_t)*len);
@@ -295,7 +296,7 @@ static int gather_logs(nnt_ctx *ctx, nnt_trace_log *log, char **all)
 {
     int64_t len = 0, offsets[ctx->nranks + 1];
     char *mine = pack_log(log, &len);
-    packed_head empty = {0, 0, clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC)};
+    packed_head empty = {0, 0, realtime_offset()};
     int rc = nnt_mpi_gather(ctx, mine ? mine : (char *)&empty, mine ? len : (int64_t)sizeof empty,
                             all, offsets);
     free(mine);
