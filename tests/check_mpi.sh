@@ -290,6 +290,18 @@ for dist in sharded data; do
     cmp -s "$tmp/t_lone/checkpoint.safetensors" "$tmp/t_l$dist/checkpoint.safetensors" ||
         fail "nnt-train -np 2 llama --distribute $dist: the checkpoint differs"
 done
+# bf16 weight copies (made on their weight's ranks; the copy travels, not the weight):
+# one process's losses and checkpoint under both distributions, weights kept or released
+run_train t_bone 0 --out "$tmp/t_bone" --precision bf16
+n=0
+for mode in "sharded" "sharded --release-weights" "data --release-weights"; do
+    n=$((n + 1))
+    run_train "t_b$n" 1 --out "$tmp/t_b$n" --precision bf16 --distribute $mode
+    cmp -s "$tmp/t_bone.txt" "$tmp/t_b$n.txt" ||
+        fail "nnt-train -np 2 --precision bf16 --distribute $mode: other losses than one process"
+    cmp -s "$tmp/t_bone/checkpoint.safetensors" "$tmp/t_b$n/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 --precision bf16 --distribute $mode: the checkpoint differs"
+done
 echo "nnt-train -np 2: $(wc -l < "$tmp/t_two.txt") loss lines as one process's; checkpoint identical"
 
 # generation under MPI (nnt-train's sample): the tensors it creates go to rank 0, which

@@ -185,6 +185,19 @@ int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int n
     return nnt_tensor_create_placed(l->ctx, dtype, ndim, shape, tile, rows, t);
 }
 
+int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
+                            const nnt_tensor *beside)
+{
+    NNT_TRY(track_activation(l, t));
+    if (*t && same_layout(*t, dtype, beside->ndim, beside->shape, beside->tile) &&
+        (*t)->place_seq == beside->place_seq)
+        return NNT_OK;
+    nnt_tensor_destroy(*t);
+    *t = NULL;
+    return nnt_tensor_create_beside(l->ctx, dtype, beside->ndim, beside->shape, beside->tile,
+                                    beside, 0, t);
+}
+
 int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
                      const int64_t *shape, const int64_t *tile)
 {

@@ -137,6 +137,11 @@ int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
 int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
                             const int64_t *shape, const int64_t *tile, unsigned rows);
 
+/* nnt_layer_ensure for a tensor of beside's shape and tiling whose tiles live where
+ * beside's do (a weight's bf16 copy: converted on the weight's rank, only the copy travels). */
+int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
+                            const nnt_tensor *beside);
+
 /* Drop every tensor that nnt_layer_ensure made in l's subtree, except keep and keep2 (either
  * may be NULL): each is released
  * (nnt_temp_release: its tiles unregistered after the work already submitted on them, its

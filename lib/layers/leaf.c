@@ -147,7 +147,7 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
         return NNT_OK;
     }
     if (!(*copy && l->ctx->weights_fixed)) {   /* else the copy still holds w's values */
-        NNT_TRY(nnt_layer_ensure_placed(l, copy, NNT_BF16, w->ndim, w->shape, w->tile, 0));
+        NNT_TRY(nnt_layer_ensure_beside(l, copy, NNT_BF16, w));
         NNT_TRY(nnt_tensor_convert(w, *copy));
     }
     *operand = *copy;

@@ -171,8 +171,12 @@ void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
         return;
     if (keep)
         starpu_mpi_data_migrate(MPI_COMM_WORLD, h, rank);
-    else   /* about to be overwritten (maybe holding no data: a dropped gradient) */
+    else {   /* about to be overwritten (maybe holding no data: a dropped gradient) */
+        /* a copy that rank received earlier goes first: StarPU-MPI would otherwise
+         * invalidate it (its cache entry) after the task that writes it there */
+        starpu_mpi_cache_flush(MPI_COMM_WORLD, h);
         starpu_mpi_data_set_rank(h, rank);
+    }
 }
 
 /* Register one handle per rank, owned by it (home: bufs[r] of sizes[r] bytes, or of size
