@@ -214,6 +214,9 @@ void nnt_mpi_register(nnt_ctx *ctx, starpu_data_handle_t h, int owner);
 void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner);
 /* Collective, before the owner writes h on the host: other ranks drop their copies. */
 void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h);
+/* Rank `to` receives a copy of h from its owner and waits for it (blocking there); the
+ * owner sends it once the tasks writing it are done (detached); other ranks do nothing. */
+void nnt_mpi_receive_wait(nnt_ctx *ctx, starpu_data_handle_t h, int to);
 /* Collective: rank 0 receives every rank's buffer (mine, len >= 1 bytes), in rank order,
  * through StarPU-MPI. On rank 0 *all is a malloc'ed copy of them all, rank r's at
  * offsets[r] (offsets has nranks + 1 entries, the last the total); elsewhere *all is NULL.
@@ -264,6 +267,10 @@ void nnt_tensor_wont_use(nnt_tensor *t);
 /* Block until the tasks submitted so far that write t are done (no transfer: the tiles are
  * not fetched anywhere; under MPI, this rank's tiles). NNT_E_RUNTIME if StarPU refuses. */
 int nnt_tensor_wait_written(nnt_tensor *t);
+/* nnt_tensor_wait_written on every rank, collective: under MPI a rank that owns no tile of
+ * t (it sees none written) receives t's first tile from its owner and waits for it, then
+ * every rank drops the copies of that tile. */
+int nnt_tensor_wait_computed(nnt_tensor *t);
 /* Under MPI: every rank but each tile's owner drops the copy it received of the tile
  * (starpu_mpi_cache_flush, after the work already submitted on it); the next task that
  * reads it there receives it again. Collective. NULL is accepted. */

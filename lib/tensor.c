@@ -476,6 +476,29 @@ int nnt_tensor_wait_written(nnt_tensor *t)
     return NNT_OK;
 }
 
+int nnt_tensor_wait_computed(nnt_tensor *t)
+{
+    NNT_TRY(nnt_tensor_wait_written(t));
+    nnt_ctx *ctx = t->ctx;
+    if (!ctx->mpi || ctx->nranks < 2)
+        return NNT_OK;
+    unsigned char *owns = calloc((size_t)ctx->nranks, 1);
+    if (!owns)
+        return nnt_fail(ctx, NNT_E_NOMEM, "out of memory (waiting for a tensor)");
+    for (int64_t i = 0; i < t->ntiles; i++)
+        owns[t->tiles[i].owner] = 1;
+    int received = 0;
+    for (int r = 0; r < ctx->nranks; r++)
+        if (!owns[r]) {
+            nnt_mpi_receive_wait(ctx, t->tiles[0].handle, r);
+            received = 1;
+        }
+    free(owns);
+    if (received)
+        nnt_mpi_forget_copies(ctx, t->tiles[0].handle);
+    return NNT_OK;
+}
+
 void nnt_tensor_forget_copies(nnt_tensor *t)
 {
     if (t && t->magic == NNT_TENSOR_MAGIC && t->ctx && t->ctx->mpi)

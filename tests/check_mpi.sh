@@ -248,6 +248,23 @@ cmp -s "$tmp/t_one.txt" "$tmp/t_rel.txt" ||
     fail "nnt-train -np 2 --release-weights: other losses than one process"
 cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_rel/checkpoint.safetensors" ||
     fail "nnt-train -np 2 --release-weights: the checkpoint differs from one process's"
+# release_weights when one rank holds every row (batch 1, one sequence tile): the other
+# rank, which computes no activation, must still wait for each layer's input before it
+# submits the next, or it sends all its weights at once and rank 0 holds them as early
+# data. GPT-2 L 24 C 128 (W = 18.3 MiB): rank 0's peak 38.6 MiB released against 45.9
+# kept (without the wait 47.3 against 47.0); asserts at least W/4 less.
+rows1="--data $tmp/corpus.txt --tokenizer bytes --layers 24 --channels 128 --heads 4
+--context 64 --batch 1 --seq 8 --steps 2 --sample 0 --no-save --cpus 1"
+peak_of() { sed -n 's/.*RAM peak \([0-9.]*\) MiB.*/\1/p' "$1"; }
+for mode in keep release; do
+    flag=; [ $mode = release ] && flag=--release-weights
+    $TIMEOUT $MPIRUN "$train_prog" $rows1 --out "$tmp/r1_$mode" $flag > "$tmp/r1_$mode.txt" \
+        2> "$tmp/r1_$mode.err" || fail "nnt-train -np 2 one row tile ($mode): exit status $?"
+done
+keep=$(peak_of "$tmp/r1_keep.txt") rel=$(peak_of "$tmp/r1_release.txt")
+echo "one row tile: rank 0's peak $rel MiB releasing the weights, $keep keeping them"
+awk -v k="$keep" -v r="$rel" 'BEGIN { exit !(k > 0 && r > 0 && k - r >= 18.3 / 4) }' ||
+    fail "one row tile: rank 0's peak $rel MiB with --release-weights, not 4.6 MiB below $keep"
 # recompute (a block waits for its incoming gradient) and a RAM budget (wont_use hints)
 run_train t_rc1 0 --out "$tmp/t_rc1" --recompute --mem-cpu 2048
 run_train t_rc2 1 --out "$tmp/t_rc2" --recompute --mem-cpu 2048

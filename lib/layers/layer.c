@@ -326,7 +326,10 @@ int nnt_layer_release_window(nnt_layer *l, nnt_tensor *prev_input)
 {
     if (!prev_input || !releasing(l->ctx))
         return NNT_OK;
-    return nnt_tensor_wait_written(prev_input);
+    /* every rank, those holding none of its rows included: they would otherwise submit
+     * (and send their weights for) every child at once, which the receiving ranks would
+     * hold as early data */
+    return nnt_tensor_wait_computed(prev_input);
 }
 
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)

@@ -165,6 +165,16 @@ void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
         starpu_mpi_cache_flush(MPI_COMM_WORLD, h);
 }
 
+void nnt_mpi_receive_wait(nnt_ctx *ctx, starpu_data_handle_t h, int to)
+{
+    if (!ctx->mpi)
+        return;
+    if (ctx->rank == to)
+        starpu_mpi_get_data_on_node(MPI_COMM_WORLD, h, to);
+    else if (ctx->rank == starpu_mpi_data_get_rank(h))
+        starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, to, NULL, NULL);
+}
+
 void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
 {
     if (!ctx->mpi)
@@ -306,6 +316,11 @@ void nnt_mpi_share(nnt_ctx *ctx, starpu_data_handle_t h, int owner)
 void nnt_mpi_forget_copies(nnt_ctx *ctx, starpu_data_handle_t h)
 {
     (void)ctx, (void)h;
+}
+
+void nnt_mpi_receive_wait(nnt_ctx *ctx, starpu_data_handle_t h, int to)
+{
+    (void)ctx, (void)h, (void)to;
 }
 
 void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep)
