@@ -50,6 +50,10 @@ struct nnt_tensor {
                                      task (optimizer moments; gradients under
                                      NNT_DIST_SHARDED): the RAM budget counts it on its
                                      owner only                                          */
+    int released;                 /* under MPI with release_weights, the ranks drop their
+                                     copies of its tiles after each layer's use (parameters
+                                     and their bf16 copies): counted like stays, plus the
+                                     context's release window                            */
     unsigned rows;                /* placement hint: bit d set when dimension d is a batch
                                      or sequence dimension of an activation (NNT_DIST_DATA
                                      and _SHARDED place such a tile by those coordinates); 0: a
@@ -95,10 +99,16 @@ struct nnt_ctx {
                                      (nnt_tensor.stays; guarded by lock)                  */
     int64_t largest_stays;        /* the largest such tensor so far, bytes (a host read
                                      brings one whole to every rank)                      */
+    int64_t released_bytes;       /* bytes of the tiles of released tensors
+                                     (nnt_tensor.released; guarded by lock)               */
+    int64_t release_window;       /* under release_weights, the most bytes of weights the
+                                     model's forward or backward gathers at once (set by
+                                     nnt_ctx_set_release_window), bytes                  */
     struct {
         int64_t params;           /* bytes of the parameter tiles placed on the rank
                                      (nnt_tensor_create_param)                            */
         int64_t stays;            /* bytes of the tiles of tensors that stay, it owns     */
+        int64_t released;         /* bytes of the tiles of released tensors it owns       */
     } ranks[];                    /* per rank (one without MPI; guarded by lock)          */
 };
 
@@ -185,6 +195,11 @@ int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
  * with one (StarPU keeps a disk copy of every evicted tile). Without a budget: no limit. */
 int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
+/* Under release_weights: the most bytes of weights (and their bf16 copies) a forward or
+ * backward gathers at once, for the budget check (nnt_ctx_add_tensor counts each rank's own
+ * share of the released tensors, and this once). Fails with NNT_E_NOMEM (recorded, naming
+ * fn) when a larger window does not fit; then the window is left as it was. */
+int nnt_ctx_set_release_window(nnt_ctx *ctx, int64_t bytes, const char *fn);
 
 /* ---- several processes (lib/mpi/mpi.c; no-ops or failures without NNT_HAVE_MPI) ------ */
 
@@ -241,12 +256,18 @@ int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int6
  * them, whatever the sizes of a model's single-tile parameters. */
 int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
                             nnt_tensor **out);
+/* Who holds the tiles of a tensor under MPI, for the RAM budget (nnt_tensor_create_beside). */
+enum {
+    NNT_HELD_ANYWHERE = 0,   /* any rank may keep a copy of any tile it reads                */
+    NNT_HELD_STAYS = 1,      /* no other rank reads its tiles in a task (nnt_tensor.stays)   */
+    NNT_HELD_RELEASED = 2    /* read elsewhere, released after each use (nnt_tensor.released) */
+};
 /* nnt_tensor_create with the placement of beside (which has the same shape and tiling):
  * each tile on the rank of beside's, so that a gradient or an optimizer moment is where its
- * parameter is (the optimizer's tasks read and write them together). stays: no other rank
- * reads its tiles in a task (nnt_tensor.stays). */
+ * parameter is (the optimizer's tasks read and write them together), a weight's bf16 copy
+ * where the weight is (converted there; the copy travels). held: an NNT_HELD_* value. */
 int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                             const int64_t *tile, const nnt_tensor *beside, int stays,
+                             const int64_t *tile, const nnt_tensor *beside, int held,
                              nnt_tensor **out);
 /* The hint a tensor of ndim dimensions keeps of rows (the bits of its dimensions). */
 static inline unsigned nnt_rows_hint(unsigned rows, int ndim)

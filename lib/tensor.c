@@ -155,7 +155,7 @@ static void register_tiles(nnt_tensor *t)
  * tile owners (nnt_tensor_create_placed / _beside / _param in internal.h). */
 static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
                   const int64_t *tile, unsigned rows, const nnt_tensor *beside, int param,
-                  int stays, nnt_tensor **out)
+                  int held, nnt_tensor **out)
 {
     const char *fn = "nnt_tensor_create";
     if (!out)
@@ -189,7 +189,9 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     t->dtype = dtype;
     t->elsize = nnt_dtype_size(dtype);
     t->rows = nnt_rows_hint(rows, ndim);
-    t->stays = stays && ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
+    int spread = ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
+    t->stays = held == NNT_HELD_STAYS && spread;
+    t->released = held == NNT_HELD_RELEASED && spread && ctx->release_weights;
     place_tiles(t, beside, param);   /* the budget check counts each rank's tiles */
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
         if (param)
@@ -216,16 +218,16 @@ int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int6
 }
 
 int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
-                             const int64_t *tile, const nnt_tensor *beside, int stays,
+                             const int64_t *tile, const nnt_tensor *beside, int held,
                              nnt_tensor **out)
 {
-    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, 0, stays, out);
+    return create(ctx, dtype, ndim, shape, tile, beside->rows, beside, 0, held, out);
 }
 
 int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
                             nnt_tensor **out)
 {
-    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, 0, out);
+    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, NNT_HELD_RELEASED, out);
 }
 
 int nnt_tensor_destroy(nnt_tensor *t)

@@ -254,17 +254,33 @@ cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_rel/checkpoint.safetensors" |
 # data. GPT-2 L 24 C 128 (W = 18.3 MiB): rank 0's peak 38.6 MiB released against 45.9
 # kept (without the wait 47.3 against 47.0); asserts at least W/4 less.
 rows1="--data $tmp/corpus.txt --tokenizer bytes --layers 24 --channels 128 --heads 4
---context 64 --batch 1 --seq 8 --steps 2 --sample 0 --no-save --cpus 1"
+--context 64 --batch 1 --seq 8 --steps 2 --sample 0 --no-save --cpus 1 --print-loss"
 peak_of() { sed -n 's/.*RAM peak \([0-9.]*\) MiB.*/\1/p' "$1"; }
 for mode in keep release; do
     flag=; [ $mode = release ] && flag=--release-weights
     $TIMEOUT $MPIRUN "$train_prog" $rows1 --out "$tmp/r1_$mode" $flag > "$tmp/r1_$mode.txt" \
         2> "$tmp/r1_$mode.err" || fail "nnt-train -np 2 one row tile ($mode): exit status $?"
 done
-keep=$(peak_of "$tmp/r1_keep.txt") rel=$(peak_of "$tmp/r1_release.txt")
+keep=$(peak_of "$tmp/r1_keep.err") rel=$(peak_of "$tmp/r1_release.err")
 echo "one row tile: rank 0's peak $rel MiB releasing the weights, $keep keeping them"
 awk -v k="$keep" -v r="$rel" 'BEGIN { exit !(k > 0 && r > 0 && k - r >= 18.3 / 4) }' ||
     fail "one row tile: rank 0's peak $rel MiB with --release-weights, not 4.6 MiB below $keep"
+# The RAM budget counts, with release_weights, each rank's share of the weights and the
+# weights of two adjacent layers (the window) instead of every weight: this model is refused
+# at 44 MiB a rank keeping the weights (accepted from 50) and trains in 44 releasing them
+# (accepted down to 42; peak 39.0), with the losses of the run without a budget.
+if $TIMEOUT $MPIRUN "$train_prog" $rows1 --out "$tmp/r1_b" --mem-cpu 44 > /dev/null \
+    2> "$tmp/r1_b.err"; then
+    fail "nnt-train -np 2 --mem-cpu 44 keeping the weights: trained (should be refused)"
+fi
+grep -q 'exceed the RAM budget of 44 MiB' "$tmp/r1_b.err" ||
+    fail "nnt-train -np 2 --mem-cpu 44: no budget message ($(tail -n 1 "$tmp/r1_b.err"))"
+$TIMEOUT $MPIRUN "$train_prog" $rows1 --out "$tmp/r1_rb" --mem-cpu 44 --release-weights \
+    > "$tmp/r1_rb.txt" 2> "$tmp/r1_rb.err" ||
+    { fail "nnt-train -np 2 --mem-cpu 44 --release-weights: exit status $?"; tail -n 3 "$tmp/r1_rb.err"; }
+cmp -s "$tmp/r1_release.txt" "$tmp/r1_rb.txt" ||
+    fail "nnt-train -np 2 --mem-cpu 44 --release-weights: other losses than without a budget"
+echo "RAM budget with --release-weights: refused at 44 MiB keeping the weights, trained releasing them"
 # recompute (a block waits for its incoming gradient) and a RAM budget (wont_use hints)
 run_train t_rc1 0 --out "$tmp/t_rc1" --recompute --mem-cpu 2048
 run_train t_rc2 1 --out "$tmp/t_rc2" --recompute --mem-cpu 2048

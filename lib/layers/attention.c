@@ -282,6 +282,10 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
                                 NNT_INIT_ZERO, &a->b[i], &a->db[i]));
     NNT_TRY(nnt_layer_new_param(l, OUT_WEIGHT[n], 3, pw, pw_tile, 1, NNT_INIT_NORMAL_PROJ,
                             &a->pw, &a->dpw));
+    /* the weights its products read, known from the start (the release window counts them) */
+    for (int i = 0; i < 3; i++)
+        NNT_TRY(nnt_layer_note_weight_read(l, a->w[i], &a->w16[i]));
+    NNT_TRY(nnt_layer_note_weight_read(l, a->pw, &a->pw16));
     if (!o->out_bias)
         return NNT_OK;
     return nnt_layer_new_param(l, OUT_BIAS[n], 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,

@@ -86,7 +86,9 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
          * otherwise its tasks (products, sums, the norm's partials, the update) run on
          * its owner */
         rc = nnt_tensor_create_beside(l->ctx, NNT_FP32, ndim, shape, tile, v,
-                                      l->ctx->distribution != NNT_DIST_DATA, &g);
+                                      l->ctx->distribution != NNT_DIST_DATA ? NNT_HELD_STAYS
+                                                                            : NNT_HELD_ANYWHERE,
+                                      &g);
     if (!rc)
         rc = nnt_tensor_fill(g, 0.0);
     if (!rc)
@@ -195,7 +197,8 @@ int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
     nnt_tensor_destroy(*t);
     *t = NULL;
     return nnt_tensor_create_beside(l->ctx, dtype, beside->ndim, beside->shape, beside->tile,
-                                    beside, 0, t);
+                                    beside, beside->released ? NNT_HELD_RELEASED
+                                                             : NNT_HELD_ANYWHERE, t);
 }
 
 int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
@@ -332,6 +335,62 @@ int nnt_layer_release_window(nnt_layer *l, nnt_tensor *prev_input)
     return nnt_tensor_wait_computed(prev_input);
 }
 
+static int64_t tensor_bytes(const nnt_tensor *t)
+{
+    return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
+}
+
+/* Bytes of the weights l's subtree reads: its parameters, the other layers' weights its
+ * products read (a tied table), and the bf16 copies of the weights its products read. */
+static int64_t weight_bytes(const nnt_layer *l, int bf16)
+{
+    int64_t bytes = 0;
+    for (int i = 0; i < l->nparams; i++)
+        bytes += tensor_bytes(l->params[i].value);
+    for (int i = 0; i < l->nweight_reads; i++) {
+        const nnt_tensor *w = l->weight_reads[i].weight;
+        if (!is_own_param(l, w))
+            bytes += tensor_bytes(w);
+        if (bf16)
+            bytes += tensor_bytes(w) / 2;
+    }
+    for (int i = 0; i < l->nchildren; i++)
+        bytes += weight_bytes(l->children[i], bf16);
+    return bytes;
+}
+
+/* The most bytes of weights l's forward or backward holds at once while releasing: a chain
+ * with a window (nnt_layer_release_window: a sequential, a model) two adjacent children's,
+ * any other layer all of its subtree's. */
+static int64_t gathered_at_once(const nnt_layer *l, int bf16)
+{
+    int chain = l->vt->kind == NNT_LAYER_SEQUENTIAL || l->vt->kind == NNT_LAYER_MODEL;
+    if (!chain || l->nchildren == 0)
+        return weight_bytes(l, bf16);
+    int64_t most = 0, prev = 0;
+    for (int i = 0; i < l->nchildren; i++) {
+        int64_t here = gathered_at_once(l->children[i], bf16);
+        if (prev + here > most)
+            most = prev + here;
+        prev = here;
+    }
+    return most;
+}
+
+/* Before the forward of a tree's root: under release_weights the budget check counts each
+ * rank's share of the weights and, once, what the tree gathers at once. A GPT layer's
+ * forward is its tree's (a root too), which checks. */
+static int check_release_window(nnt_layer *l, const char *fn)
+{
+    if (l->parent || l->vt->kind == NNT_LAYER_GPT || !releasing(l->ctx) ||
+        l->ctx->distribution == NNT_DIST_ROOT)
+        return NNT_OK;
+    nnt_precision precision = NNT_PRECISION_FP32;
+    NNT_TRY(nnt_ctx_precision(l->ctx, &precision));
+    return nnt_ctx_set_release_window(l->ctx,
+                                      gathered_at_once(l, precision == NNT_PRECISION_BF16), fn);
+}
+
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_forward");
@@ -341,6 +400,8 @@ NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_forward: x is NULL (a %s layer)",
                         layer->vt->kind_name);
     if ((rc = nnt_tensor_check_readable(x, "nnt_layer_forward")))
+        return rc;
+    if ((rc = check_release_window(layer, "nnt_layer_forward")))
         return rc;
     nnt_tensor *out = NULL;
     layer->forward_pending = 0;

@@ -542,6 +542,8 @@ int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags
     if (rc == 0)
         rc = nnt_layer_new_param(l, "weight", 2, wshape, wtile, 1, NNT_INIT_NORMAL, &n->w,
                                  &n->dw);
+    if (rc == 0)   /* known from the start: the release window counts it */
+        rc = nnt_layer_note_weight_read(l, n->w, &n->w16);
     if (rc == 0 && (flags & NNT_LINEAR_BIAS))
         rc = nnt_layer_new_param(l, "bias", 1, wshape, wtile, 0, NNT_INIT_ZERO, &n->b, &n->db);
     if (rc)
@@ -639,7 +641,14 @@ int gl_lm_head_new(nnt_layer *emb, const char *fn, nnt_layer **out)
                         "embedding", fn, emb->vt->kind_name);
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(emb->ctx, &lm_head_vt, sizeof(lm_head), fn, &l));
-    ((lm_head *)l->impl)->emb = emb;
+    lm_head *h = l->impl;
+    h->emb = emb;
+    /* known from the start: the release window counts the tied table */
+    int rc = nnt_layer_note_weight_read(l, ((embedding *)emb->impl)->wte, &h->wte16);
+    if (rc) {
+        nnt_layer_destroy(l);
+        return rc;
+    }
     *out = l;
     return NNT_OK;
 }
