@@ -721,15 +721,10 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     return NNT_OK;
 }
 
-static int64_t tensor_bytes(const nnt_tensor *t)
-{
-    return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
-}
-
 /* Add sign x t's tiles to the context's counts (lock held). */
 static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
 {
-    int64_t bytes = tensor_bytes(t);
+    int64_t bytes = nnt_tensor_bytes(t);
     ctx->tile_bytes += sign * bytes;
     if (!t->stays && !t->released)
         return;

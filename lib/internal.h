@@ -479,6 +479,8 @@ void nnt_row_major_strides(int ndim, const int64_t *shape, int64_t *stride);
 int64_t nnt_tensor_tile_index(const nnt_tensor *t, const int64_t *coord);
 /* Shape of the tile at linear index i. */
 void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape);
+/* Bytes of the whole tensor. */
+int64_t nnt_tensor_bytes(const nnt_tensor *t);
 /* Bytes of the tile at linear index i. */
 int64_t nnt_tensor_tile_bytes(const nnt_tensor *t, int64_t i);
 /* NNT_E_SHAPE (recorded, naming fn and the roles) unless a and b have equal shapes and

@@ -327,7 +327,7 @@ static int check_host_copy(const nnt_tensor *t, const void *buf, size_t bytes, i
         return rc;
     if (!buf)
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: host buffer is NULL", fn);
-    uint64_t want = (uint64_t)nnt_box_numel(t->ndim, t->shape) * t->elsize;
+    uint64_t want = (uint64_t)nnt_tensor_bytes(t);
     if ((uint64_t)bytes != want)
         return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: buffer has %zu bytes, the tensor %llu", fn,
                         bytes, (unsigned long long)want);
@@ -478,24 +478,26 @@ int nnt_tensor_wait_written(nnt_tensor *t)
     return NNT_OK;
 }
 
+static int owns_a_tile(const nnt_tensor *t, int rank)
+{
+    for (int64_t i = 0; i < t->ntiles; i++)
+        if (t->tiles[i].owner == rank)
+            return 1;
+    return 0;
+}
+
 int nnt_tensor_wait_computed(nnt_tensor *t)
 {
     NNT_TRY(nnt_tensor_wait_written(t));
     nnt_ctx *ctx = t->ctx;
     if (!ctx->mpi || ctx->nranks < 2)
         return NNT_OK;
-    unsigned char *owns = calloc((size_t)ctx->nranks, 1);
-    if (!owns)
-        return nnt_fail(ctx, NNT_E_NOMEM, "out of memory (waiting for a tensor)");
-    for (int64_t i = 0; i < t->ntiles; i++)
-        owns[t->tiles[i].owner] = 1;
     int received = 0;
     for (int r = 0; r < ctx->nranks; r++)
-        if (!owns[r]) {
+        if (!owns_a_tile(t, r)) {
             nnt_mpi_receive_wait(ctx, t->tiles[0].handle, r);
             received = 1;
         }
-    free(owns);
     if (received)
         nnt_mpi_forget_copies(ctx, t->tiles[0].handle);
     return NNT_OK;

@@ -335,24 +335,19 @@ int nnt_layer_release_window(nnt_layer *l, nnt_tensor *prev_input)
     return nnt_tensor_wait_computed(prev_input);
 }
 
-static int64_t tensor_bytes(const nnt_tensor *t)
-{
-    return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
-}
-
 /* Bytes of the weights l's subtree reads: its parameters, the other layers' weights its
  * products read (a tied table), and the bf16 copies of the weights its products read. */
 static int64_t weight_bytes(const nnt_layer *l, int bf16)
 {
     int64_t bytes = 0;
     for (int i = 0; i < l->nparams; i++)
-        bytes += tensor_bytes(l->params[i].value);
+        bytes += nnt_tensor_bytes(l->params[i].value);
     for (int i = 0; i < l->nweight_reads; i++) {
         const nnt_tensor *w = l->weight_reads[i].weight;
         if (!is_own_param(l, w))
-            bytes += tensor_bytes(w);
+            bytes += nnt_tensor_bytes(w);
         if (bf16)
-            bytes += tensor_bytes(w) / 2;
+            bytes += nnt_tensor_bytes(w) / 2;
     }
     for (int i = 0; i < l->nchildren; i++)
         bytes += weight_bytes(l->children[i], bf16);

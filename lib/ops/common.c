@@ -37,6 +37,11 @@ void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape)
     nnt_tensor_tile_box(t, coord, origin, shape);
 }
 
+int64_t nnt_tensor_bytes(const nnt_tensor *t)
+{
+    return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
+}
+
 int64_t nnt_tensor_tile_bytes(const nnt_tensor *t, int64_t i)
 {
     int64_t shape[NNT_MAX_DIMS];
