@@ -5,7 +5,8 @@
 # step (StarPU-MPI's STARPU_COMM_STATS counters: a run of S2 steps minus a run of S1 steps,
 # so that start-up, the first step's allocations and the final reads cancel). RELEASE=1:
 # the ranks run with --release-weights; PRECISION=bf16: every run with --precision bf16
-# (the theory lines stay those of fp32 weights). By hand, from the build directory:
+# (the theory lines stay those of fp32 weights); BATCH, SEQ and TILE_BATCH (default 4, 64, 2)
+# change the batch and its tiling (the sequence tile is SEQ). By hand, from the build directory:
 # sh ../bench/bench_mpi.sh [S1 S2]   (a few minutes on 2 cores)
 set -eu
 S1=${1:-1} S2=${2:-3}
@@ -22,8 +23,10 @@ while [ $i -lt 12000 ]; do
 done > "$tmp/corpus.txt"
 MPIRUN="mpirun --oversubscribe -np 2"
 [ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-args="--model gpt2 --data $tmp/corpus.txt --batch 4 --seq 64 --no-save --sample 0 --print-loss
---tile-batch 2 --tile-seq 64 --tile-channels 768 --tile-hidden 1536 --tile-vocab 7232
+BATCH=${BATCH:-4} SEQ=${SEQ:-64} TILE_BATCH=${TILE_BATCH:-2}
+args="--model gpt2 --data $tmp/corpus.txt --batch $BATCH --seq $SEQ --no-save --sample 0
+--print-loss --tile-batch $TILE_BATCH --tile-seq $SEQ --tile-channels 768 --tile-hidden 1536
+--tile-vocab 7232
 --out $tmp/out --precision ${PRECISION:-fp32}"
 export STARPU_SILENT=1
 

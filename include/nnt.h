@@ -1024,10 +1024,13 @@ NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  *                     read them), but a product summed over rows owned by several
  *                     ranks (weight gradients dW = dY^T X) is summed where the rows are:
  *                     the result's tile travels to each rank in turn, which adds its own
- *                     rows in one process's order, and back to its owner (no activation
- *                     moves): the same sums in the same order, so the same results as one
- *                     process, bit for bit. Tensors created through nnt_tensor_create are
- *                     cyclic over their tiles. */
+ *                     rows in one process's order, and back to its owner; unless the rows
+ *                     going to the result's owner, as under NNT_DIST_SHARDED, would send
+ *                     less than 0.8 times the bytes (few rows per tile; counted per
+ *                     product from the tiles' sizes and owners). Either way the same
+ *                     sums in the same order, so the same results as one process, bit
+ *                     for bit. Tensors created through nnt_tensor_create are cyclic over
+ *                     their tiles. */
 typedef enum nnt_distribution {
     NNT_DIST_ROOT = 0,
     NNT_DIST_SHARDED = 1,

@@ -148,10 +148,12 @@ compare "tiling 3, sharded" "$tmp/one3" "$tmp/sharded3"
 owned "tiling 3, sharded" "$tmp/one3" "$tmp/sharded3"
 
 # data distribution: rows of activations by rank; a weight-gradient tile travels to each
-# rank in turn (starpu_mpi_data_migrate), which adds its own rows in one process's order:
-# the losses are one process's bit for bit (all 10 steps; a sum of per-rank partials in
-# rank order, the first version, differed by up to 3.4e-6). Both ranks read the same
-# parameters, and each owns about half the bytes.
+# rank in turn (starpu_mpi_data_migrate), which adds its own rows in one process's order,
+# or, where that sends fewer bytes, the rows travel to it (both tilings below have products
+# of each kind: NNT_LOG_LEVEL=debug names the choice). The losses are one process's bit
+# for bit (all 10 steps; a sum of per-rank partials in rank order, the first version,
+# differed by up to 3.4e-6). Both ranks read the same parameters, and each owns about half
+# the bytes.
 compare_data() {
     name=$1 ref=$2 run=$3
     for r in 0 1; do
@@ -170,8 +172,13 @@ compare_data() {
     [ -e "$run.ckpt.1" ] && fail "$name: rank 1 wrote a checkpoint"
     [ -s "$run.ckpt.0" ] || fail "$name: rank 0 wrote no checkpoint"
 }
-train data1 1 data $t1
+NNT_LOG_LEVEL=debug train data1 1 data $t1
 compare_data "tiling 1, data" "$tmp/one1" "$tmp/data1"
+for way in "they travel" "the rows travel"; do   # both ways ran, to the same bits
+    n=$(grep -c "data distribution: .*: $way\$" "$tmp/data1.log")
+    echo "tiling 1, data: $n products where $way"
+    [ "$n" -gt 0 ] || fail "tiling 1, data: no product where $way"
+done
 owned "tiling 1, data" "$tmp/one1" "$tmp/data1"
 train data2 1 data $t2
 compare_data "tiling 2, data" "$tmp/one2" "$tmp/data2"

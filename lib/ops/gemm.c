@@ -235,6 +235,20 @@ static int64_t a_tile_of(const nnt_tensor *a, const struct gemm_dims *d, const i
     return nnt_tensor_tile_index(a, ac);
 }
 
+/* Index of the B tile for C tile coordinates cc and k tile coordinates kc. */
+static int64_t b_tile_of(const nnt_tensor *b, const struct gemm_dims *d, const int64_t *cc,
+                         const int64_t *kc)
+{
+    int64_t bc[NNT_MAX_DIMS];
+    for (int i = 0; i < d->nb; i++)
+        bc[i] = cc[i];
+    for (int i = 0; i < d->nn; i++)
+        bc[d->b_n + i] = cc[d->c_n + i];
+    for (int i = 0; i < d->nk; i++)
+        bc[d->b_k + i] = kc[i];
+    return nnt_tensor_tile_index(b, bc);
+}
+
 /* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
  * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
  * changes, and back to its owner at the end. */
@@ -244,7 +258,7 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
                          int travel)
 {
     int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
-    int64_t bc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
+    int64_t kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
     nnt_tensor_tile_coord(c, ci, cc);
     nnt_tensor_tile_box(c, cc, origin, cshape);
     /* {m, n, k, batch} of this C tile; k is filled per k tile */
@@ -255,22 +269,16 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
         tiles[3] = bias->tiles[nnt_tensor_tile_index(bias, cc + d->c_n)].handle;
     if (aux)
         tiles[4] = aux->tiles[ci].handle;
-    for (int i = 0; i < d->nb; i++)
-        bc[i] = cc[i];
-    for (int i = 0; i < d->nn; i++)
-        bc[d->b_n + i] = cc[d->c_n + i];
     int64_t nkt = k_tile_count(a, d);
     const int home = c->tiles[ci].owner;
     int rc = NNT_OK, at = home;
     for (int64_t kt = 0; kt < nkt && rc == 0; kt++) {
         k_tile_coord(a, d, kt, kc);
-        for (int i = 0; i < d->nk; i++)
-            bc[d->b_k + i] = kc[i];
         int64_t ai = a_tile_of(a, d, cc, kc);
         nnt_tensor_tile_shape_at(a, ai, ashape);
         mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
         tiles[0] = a->tiles[ai].handle;
-        tiles[1] = b->tiles[nnt_tensor_tile_index(b, bc)].handle;
+        tiles[1] = b->tiles[b_tile_of(b, d, cc, kc)].handle;
         int first = kt == 0, last = kt == nkt - 1;
         if (travel && a->tiles[ai].owner != at) {   /* C's tile moves to the k tile's rank */
             at = a->tiles[ai].owner;
@@ -311,6 +319,86 @@ static int travels(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_d
     return 0;   /* every k tile is on C's owner already */
 }
 
+/* Bytes the ranks send each other for the C tiles that travels() picks, either way (each
+ * (tile, rank) pair once: StarPU-MPI keeps a received copy until the tile is written again):
+ *   travel: each migration of a C tile that carries its contents, and the B tiles its tasks
+ *           read on ranks that do not own them (A's k tile is always where the task runs);
+ *   stay:   the A and B tiles that C's owner reads from other ranks (one process's tasks on
+ *           C's owner, as under NNT_DIST_SHARDED: the same sums in the same order).
+ * seen[ntiles of B x nranks] and seen_a[ntiles of A x nranks] hold the pairs counted
+ * (bit 0 travel, bit 1 stay). */
+static void data_bytes(const nnt_tensor *a, const nnt_tensor *b, double beta,
+                       const nnt_tensor *c, const struct gemm_dims *d, nnt_epilogue e,
+                       unsigned char *seen_a, unsigned char *seen, int64_t bytes[2])
+{
+    const int nranks = c->ctx->nranks;
+    int64_t cc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS];
+    bytes[0] = bytes[1] = 0;
+    for (int64_t ci = 0; ci < c->ntiles; ci++) {
+        if (!travels(a, c, d, ci, e))
+            continue;
+        nnt_tensor_tile_coord(c, ci, cc);
+        const int home = c->tiles[ci].owner;
+        int at = home;
+        for (int64_t kt = 0; kt < k_tile_count(a, d); kt++) {
+            k_tile_coord(a, d, kt, kc);
+            int64_t ai = a_tile_of(a, d, cc, kc), bi = b_tile_of(b, d, cc, kc);
+            int a_rank = a->tiles[ai].owner, b_rank = b->tiles[bi].owner;
+            if (a_rank != at) {
+                at = a_rank;
+                if (kt > 0 || beta != 0.0)
+                    bytes[0] += nnt_tensor_tile_bytes(c, ci);
+            }
+            if (b_rank != at && !(seen[bi * nranks + at] & 1)) {
+                seen[bi * nranks + at] |= 1;
+                bytes[0] += nnt_tensor_tile_bytes(b, bi);
+            }
+            if (a_rank != home && !(seen_a[ai * nranks + home] & 2)) {
+                seen_a[ai * nranks + home] |= 2;
+                bytes[1] += nnt_tensor_tile_bytes(a, ai);
+            }
+            if (b_rank != home && !(seen[bi * nranks + home] & 2)) {
+                seen[bi * nranks + home] |= 2;
+                bytes[1] += nnt_tensor_tile_bytes(b, bi);
+            }
+        }
+        if (at != home)
+            bytes[0] += nnt_tensor_tile_bytes(c, ci);
+    }
+}
+
+/* NNT_DIST_DATA: 1 when the C tiles that travels() picks travel, 0 when they stay on their
+ * owners and the rows come to them. Both give one process's bits. The rows are chosen when
+ * they send less than 0.8 times the bytes of the travelling tiles (data_bytes): with the
+ * rows, C's owner also does the other ranks' share of the arithmetic, which a product of
+ * few tiles leaves unbalanced. Measured on 2 ranks of GPT-2 124M (bench/RESULTS-mpi.md):
+ * at 128 rows per tile the rows send 3 to 9 times fewer bytes (0.4 MB of X and dY against
+ * a 2.4 MB gradient tile) and the steps are faster with them; at 512 rows per tile, at
+ * 0.44-0.83 times the bytes, as fast or faster; at 1024 rows per tile the tied head's rows
+ * (7 tiles on 2 ranks) send 0.88 times the bytes and the steps are slower with them. */
+static int data_travel(const nnt_tensor *a, const nnt_tensor *b, double beta,
+                       const nnt_tensor *c, const struct gemm_dims *d, nnt_epilogue e)
+{
+    const nnt_ctx *ctx = c->ctx;
+    if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
+        e != NNT_EPILOGUE_NONE)
+        return 0;
+    unsigned char *seen_a = calloc((size_t)(a->ntiles * ctx->nranks), 1);
+    unsigned char *seen = calloc((size_t)(b->ntiles * ctx->nranks), 1);
+    int64_t bytes[2] = {0, 0};
+    if (seen_a && seen)
+        data_bytes(a, b, beta, c, d, e, seen_a, seen, bytes);
+    free(seen_a);
+    free(seen);
+    if (!seen_a || !seen)
+        return 1;   /* no memory to count: travel (either way is exact) */
+    nnt_log(NNT_LOG_DEBUG, "data distribution: a product summed over rows of several ranks "
+            "into %lld tiles: %lld bytes sent if they travel, %lld if the rows do: %s",
+            (long long)c->ntiles, (long long)bytes[0], (long long)bytes[1],
+            5 * bytes[1] >= 4 * bytes[0] ? "they travel" : "the rows travel");
+    return 5 * bytes[1] >= 4 * bytes[0];
+}
+
 static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
                 nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
                 int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
@@ -319,9 +407,10 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     int rc = check_operands(fn, trans_a, trans_b, a, b, beta, c, ndim_k, ndim_batch, &d);
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
+    const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
         rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
-                           travels(a, c, &d, ci, e));
+                           travel && travels(a, c, &d, ci, e));
     if (rc == 0) {
         nnt_tensor_mark_written(c);
         if (e == NNT_EPILOGUE_BIAS_GELU)
