@@ -385,18 +385,22 @@ static int data_travel(const nnt_tensor *a, const nnt_tensor *b, double beta,
         return 0;
     unsigned char *seen_a = calloc((size_t)(a->ntiles * ctx->nranks), 1);
     unsigned char *seen = calloc((size_t)(b->ntiles * ctx->nranks), 1);
+    const int counted = seen_a && seen;
     int64_t bytes[2] = {0, 0};
-    if (seen_a && seen)
+    if (counted)
         data_bytes(a, b, beta, c, d, e, seen_a, seen, bytes);
     free(seen_a);
     free(seen);
-    if (!seen_a || !seen)
+    if (!counted)
         return 1;   /* no memory to count: travel (either way is exact) */
+    if (bytes[0] == 0 && bytes[1] == 0)
+        return 0;   /* no tile to travel */
+    const int travel = 5 * bytes[1] >= 4 * bytes[0];
     nnt_log(NNT_LOG_DEBUG, "data distribution: a product summed over rows of several ranks "
             "into %lld tiles: %lld bytes sent if they travel, %lld if the rows do: %s",
             (long long)c->ntiles, (long long)bytes[0], (long long)bytes[1],
-            5 * bytes[1] >= 4 * bytes[0] ? "they travel" : "the rows travel");
-    return 5 * bytes[1] >= 4 * bytes[0];
+            travel ? "they travel" : "the rows travel");
+    return travel;
 }
 
 static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
