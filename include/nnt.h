@@ -1027,7 +1027,9 @@ NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  *                     rows in one process's order, and back to its owner; unless the rows
  *                     going to the result's owner, as under NNT_DIST_SHARDED, would send
  *                     less than 0.8 times the bytes (few rows per tile; counted per
- *                     product from the tiles' sizes and owners). Either way the same
+ *                     product from the tiles' sizes and owners; with more than two ranks
+ *                     always the rows, as travelling tiles hang there with StarPU-MPI
+ *                     1.3.10). Either way the same
  *                     sums in the same order, so the same results as one process, bit
  *                     for bit. Tensors created through nnt_tensor_create are cyclic over
  *                     their tiles. */

@@ -180,6 +180,16 @@ for way in "they travel" "the rows travel"; do   # both ways ran, to the same bi
     [ "$n" -gt 0 ] || fail "tiling 1, data: no product where $way"
 done
 owned "tiling 1, data" "$tmp/one1" "$tmp/data1"
+# three ranks (rows 0 and 1 of 4 on rank 0): the same bits under both distributions. Data
+# runs whose gradient tiles travelled through the 3 ranks hung in the first gradient norm:
+# with more than 2 ranks the rows travel instead (lib/ops/gemm.c, data_travel)
+mpirun2=$MPIRUN
+MPIRUN=$(echo "$mpirun2" | sed 's/-np 2/-np 3/')
+train data1n3 1 data $t1
+train sharded1n3 1 sharded $t1
+MPIRUN=$mpirun2
+compare_data "tiling 1, data, 3 ranks" "$tmp/one1" "$tmp/data1n3"
+compare "tiling 1, sharded, 3 ranks" "$tmp/one1" "$tmp/sharded1n3"
 train data2 1 data $t2
 compare_data "tiling 2, data" "$tmp/one2" "$tmp/data2"
 owned "tiling 2, data" "$tmp/one2" "$tmp/data2"

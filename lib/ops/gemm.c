@@ -383,6 +383,12 @@ static int data_travel(const nnt_tensor *a, const nnt_tensor *b, double beta,
     if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
         e != NNT_EPILOGUE_NONE)
         return 0;
+    /* With more than two ranks, runs whose tiles travel hang with StarPU-MPI 1.3.10 (-np 3,
+     * GPT-2 "tiny", products of 2, 4 or 8 tiles alike: every rank waits in the first
+     * gradient norm for the partial of a gradient tile that is never computed; cause not
+     * found): the rows travel there, which gives the same bits (tests/check_mpi.sh). */
+    if (ctx->nranks > 2)
+        return 0;
     unsigned char *seen_a = calloc((size_t)(a->ntiles * ctx->nranks), 1);
     unsigned char *seen = calloc((size_t)(b->ntiles * ctx->nranks), 1);
     const int counted = seen_a && seen;
