@@ -728,18 +728,13 @@ static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
     ctx->tile_bytes += sign * bytes;
     if (!t->stays && !t->released)
         return;
-    if (t->stays)
-        ctx->stays_bytes += sign * bytes;
-    else
-        ctx->released_bytes += sign * bytes;
+    *(t->stays ? &ctx->stays_bytes : &ctx->released_bytes) += sign * bytes;
     if (sign > 0 && bytes > ctx->largest_stays)
         ctx->largest_stays = bytes;
     for (int64_t i = 0; i < t->ntiles; i++) {
-        int64_t tile = sign * nnt_tensor_tile_bytes(t, i);
-        if (t->stays)
-            ctx->ranks[t->tiles[i].owner].stays += tile;
-        else
-            ctx->ranks[t->tiles[i].owner].released += tile;
+        int owner = t->tiles[i].owner;
+        *(t->stays ? &ctx->ranks[owner].stays : &ctx->ranks[owner].released) +=
+            sign * nnt_tensor_tile_bytes(t, i);
     }
 }
 

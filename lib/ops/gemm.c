@@ -295,20 +295,26 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
     return rc;
 }
 
+/* 1 for a product whose tiles may travel (travels()): under NNT_DIST_DATA over MPI, C a
+ * parameter-like tensor (no rows), A's k tiles activation rows, no epilogue. */
+static int sums_rows(const nnt_tensor *a, const nnt_tensor *c, nnt_epilogue e)
+{
+    const nnt_ctx *ctx = c->ctx;
+    return ctx->mpi && ctx->distribution == NNT_DIST_DATA && !c->rows && a->rows &&
+           e == NNT_EPILOGUE_NONE;
+}
+
 /* NNT_DIST_DATA: C (a parameter-like tensor, e.g. a weight gradient) summed over k tiles of
  * A that belong to other ranks than C's tile (activation rows). C's tile travels: it
  * migrates to the rank of each k tile in turn (starpu_mpi_data_migrate, only when the rank
  * changes: once per rank, as ranks own contiguous blocks of rows), where that rank adds its
  * own k tiles exactly as one process does (the first with beta, the others with 1, in
  * increasing k order), and comes back to its owner. No activation moves, and the sum is
- * one process's in its order: the same bits. 1 when tile ci travels (submit_c_tile). */
+ * one process's in its order: the same bits. Only for the products sums_rows() accepts;
+ * 1 when tile ci travels (submit_c_tile), i.e. some k tile is on another rank. */
 static int travels(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
-                   int64_t ci, nnt_epilogue e)
+                   int64_t ci)
 {
-    const nnt_ctx *ctx = c->ctx;
-    if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
-        e != NNT_EPILOGUE_NONE)
-        return 0;
     int64_t cc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS];
     nnt_tensor_tile_coord(c, ci, cc);
     for (int64_t kt = 0; kt < k_tile_count(a, d); kt++) {
@@ -325,17 +331,17 @@ static int travels(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_d
  *           read on ranks that do not own them (A's k tile is always where the task runs);
  *   stay:   the A and B tiles that C's owner reads from other ranks (one process's tasks on
  *           C's owner, as under NNT_DIST_SHARDED: the same sums in the same order).
- * seen[ntiles of B x nranks] and seen_a[ntiles of A x nranks] hold the pairs counted
- * (bit 0 travel, bit 1 stay). */
+ * seen[ntiles of B x nranks] holds the B pairs counted (bit 0 travel, bit 1 stay),
+ * seen_a[ntiles of A x nranks] the A pairs (stay only). */
 static void data_bytes(const nnt_tensor *a, const nnt_tensor *b, double beta,
-                       const nnt_tensor *c, const struct gemm_dims *d, nnt_epilogue e,
+                       const nnt_tensor *c, const struct gemm_dims *d,
                        unsigned char *seen_a, unsigned char *seen, int64_t bytes[2])
 {
     const int nranks = c->ctx->nranks;
     int64_t cc[NNT_MAX_DIMS], kc[NNT_MAX_DIMS];
     bytes[0] = bytes[1] = 0;
     for (int64_t ci = 0; ci < c->ntiles; ci++) {
-        if (!travels(a, c, d, ci, e))
+        if (!travels(a, c, d, ci))
             continue;
         nnt_tensor_tile_coord(c, ci, cc);
         const int home = c->tiles[ci].owner;
@@ -353,8 +359,8 @@ static void data_bytes(const nnt_tensor *a, const nnt_tensor *b, double beta,
                 seen[bi * nranks + at] |= 1;
                 bytes[0] += nnt_tensor_tile_bytes(b, bi);
             }
-            if (a_rank != home && !(seen_a[ai * nranks + home] & 2)) {
-                seen_a[ai * nranks + home] |= 2;
+            if (a_rank != home && !seen_a[ai * nranks + home]) {
+                seen_a[ai * nranks + home] = 1;
                 bytes[1] += nnt_tensor_tile_bytes(a, ai);
             }
             if (b_rank != home && !(seen[bi * nranks + home] & 2)) {
@@ -380,8 +386,7 @@ static int data_travel(const nnt_tensor *a, const nnt_tensor *b, double beta,
                        const nnt_tensor *c, const struct gemm_dims *d, nnt_epilogue e)
 {
     const nnt_ctx *ctx = c->ctx;
-    if (!ctx->mpi || ctx->distribution != NNT_DIST_DATA || c->rows || !a->rows ||
-        e != NNT_EPILOGUE_NONE)
+    if (!sums_rows(a, c, e))
         return 0;
     /* With more than two ranks, runs whose tiles travel hang with StarPU-MPI 1.3.10 (-np 3,
      * GPT-2 "tiny", products of 2, 4 or 8 tiles alike: every rank waits in the first
@@ -394,7 +399,7 @@ static int data_travel(const nnt_tensor *a, const nnt_tensor *b, double beta,
     const int counted = seen_a && seen;
     int64_t bytes[2] = {0, 0};
     if (counted)
-        data_bytes(a, b, beta, c, d, e, seen_a, seen, bytes);
+        data_bytes(a, b, beta, c, d, seen_a, seen, bytes);
     free(seen_a);
     free(seen);
     if (!counted)
@@ -420,7 +425,7 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
         rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
-                           travel && travels(a, c, &d, ci, e));
+                           travel && travels(a, c, &d, ci));
     if (rc == 0) {
         nnt_tensor_mark_written(c);
         if (e == NNT_EPILOGUE_BIAS_GELU)
