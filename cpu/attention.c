@@ -44,28 +44,22 @@ static inline float dot(int64_t n, const float *restrict a, const float *restric
 
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). */
-static void fwd_chunk(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_pos0,
-                      int64_t k_pos0, float scale, const float *q, const float *k,
-                      const float *v, float *o, float *m, float *l, float *p)
+static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
+                      int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                      const float *k, const float *v, float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk); /* widest row: the last one */
     /* p (rows, nk) = scale * q[i0:i1] k[0:nk]^T */
-    nnt_cpu_gemm_f32(0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k, hd, 0, 0.0f, p, nk, 0,
-                     1);
+    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k, hd, 0, 0.0f, p,
+                        nk, 0, 1);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r, nv = nvis(q_pos0 + i, k_pos0, tk);
         float *restrict pr = p + r * nk;
-        float bm = pr[0];
-        for (int64_t j = 1; j < nv; j++)
-            bm = pr[j] > bm ? pr[j] : bm;
+        float bm = nnt_cpu_row_max_f32(nv, pr); /* nv >= 1: rows from first_row on */
         float mnew = m[i] > bm ? m[i] : bm;
         float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
-        float sum = 0.0f;
-        for (int64_t j = 0; j < nv; j++) {
-            pr[j] = expf(pr[j] - mnew);
-            sum += pr[j];
-        }
+        float sum = nnt_cpu_row_exp_f32(nv, pr, mnew);
         for (int64_t j = nv; j < nk; j++)
             pr[j] = 0.0f;
         l[i] = l[i] * alpha + sum;
@@ -75,7 +69,8 @@ static void fwd_chunk(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_
             orow[c] *= alpha;
     }
     /* o[i0:i1] (rows, hd) += p (rows, nk) v[0:nk] (nk, hd) */
-    nnt_cpu_gemm_f32(0, 0, rows, hd, nk, 1.0f, p, nk, 0, v, hd, 0, 1.0f, o + i0 * hd, hd, 0, 1);
+    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, 1.0f, p, nk, 0, v, hd, 0, 1.0f, o + i0 * hd,
+                        hd, 0, 1);
 }
 
 /* Scratch-free fallback for one query row: online softmax one key at a time. */
@@ -111,10 +106,10 @@ static inline int64_t map_kv_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
     return b * mp->kv_hs + (mp->gofs + h) / mp->group;
 }
 
-void nnt_cpu_attn_fwd_gqa_f32(const nnt_attn_map *mp, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
-                              const float *k, const float *v, float *o_acc, float *m,
-                              float *l)
+void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                              float scale, const float *q, const float *k, const float *v,
+                              float *o_acc, float *m, float *l)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
@@ -130,8 +125,8 @@ void nnt_cpu_attn_fwd_gqa_f32(const nnt_attn_map *mp, int64_t tq, int64_t tk, in
             for (int64_t i0 = r0; i0 < tq; i0 += ch) {
                 int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
                 if (p) {
-                    fwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, qb, kb, vb, ob, mb, lb,
-                              p);
+                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, scale, qb, kb, vb, ob, mb,
+                              lb, p);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++)
@@ -148,7 +143,8 @@ void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 float *l)
 {
     const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
-    nnt_cpu_attn_fwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l);
+    nnt_cpu_attn_fwd_gqa_f32(NULL, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o_acc, m,
+                             l);
 }
 
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
@@ -185,34 +181,34 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
-static void bwd_chunk(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_pos0,
-                      int64_t k_pos0, float scale, const float *q, const float *k,
-                      const float *v, const float *dout, const float *lse, const float *d,
-                      float *dq, float *dk, float *dv, float *p, float *ds)
+static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
+                      int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                      const float *k, const float *v, const float *dout, const float *lse,
+                      const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
 {
     int64_t rows = i1 - i0;
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk);
     const float *qc = q + i0 * hd, *doc = dout + i0 * hd;
     /* p (rows, nk) = scale q k^T;  ds (rows, nk) = dout v^T */
-    nnt_cpu_gemm_f32(0, 1, rows, nk, hd, scale, qc, hd, 0, k, hd, 0, 0.0f, p, nk, 0, 1);
-    nnt_cpu_gemm_f32(0, 1, rows, nk, hd, 1.0f, doc, hd, 0, v, hd, 0, 0.0f, ds, nk, 0, 1);
+    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, qc, hd, 0, k, hd, 0, 0.0f, p, nk, 0,
+                        1);
+    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, 1.0f, doc, hd, 0, v, hd, 0, 0.0f, ds, nk, 0,
+                        1);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
         int64_t nv = isinf(lse[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
-        float li = lse[i], di = d[i];
-        for (int64_t j = 0; j < nv; j++) {
-            pr[j] = expf(pr[j] - li);
-            dsr[j] = pr[j] * (dsr[j] - di);
-        }
+        nnt_cpu_row_softmax_grad_f32(nv, pr, dsr, lse[i], d[i]);
         for (int64_t j = nv; j < nk; j++)
             pr[j] = dsr[j] = 0.0f;
     }
     /* dv[0:nk] += p^T dout;  dq[i0:i1] += scale ds k[0:nk];  dk[0:nk] += scale ds^T q */
-    nnt_cpu_gemm_f32(1, 0, nk, hd, rows, 1.0f, p, nk, 0, doc, hd, 0, 1.0f, dv, hd, 0, 1);
-    nnt_cpu_gemm_f32(0, 0, rows, hd, nk, scale, ds, nk, 0, k, hd, 0, 1.0f, dq + i0 * hd, hd, 0,
-                     1);
-    nnt_cpu_gemm_f32(1, 0, nk, hd, rows, scale, ds, nk, 0, qc, hd, 0, 1.0f, dk, hd, 0, 1);
+    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, 1.0f, p, nk, 0, doc, hd, 0, 1.0f, dv, hd, 0,
+                        1);
+    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, scale, ds, nk, 0, k, hd, 0, 1.0f,
+                        dq + i0 * hd, hd, 0, 1);
+    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, scale, ds, nk, 0, qc, hd, 0, 1.0f, dk, hd, 0,
+                        1);
 }
 
 /* Scratch-free fallback for one query row, one key at a time. */
@@ -234,11 +230,11 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *
     }
 }
 
-void nnt_cpu_attn_bwd_gqa_f32(const nnt_attn_map *mp, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
-                              const float *k, const float *v, const float *dout,
-                              const float *lse, const float *d, float *dq, float *dk,
-                              float *dv)
+void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                              float scale, const float *q, const float *k, const float *v,
+                              const float *dout, const float *lse, const float *d, float *dq,
+                              float *dk, float *dv)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
@@ -253,8 +249,9 @@ void nnt_cpu_attn_bwd_gqa_f32(const nnt_attn_map *mp, int64_t tq, int64_t tk, in
             for (int64_t i0 = r0; i0 < tq; i0 += ch) {
                 int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
                 if (p) {
-                    bwd_chunk(i0, i1, tk, hd, q_pos0, k_pos0, scale, q + oq, k + ok, v + ok,
-                              dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p, p + ch * tk);
+                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, scale, q + oq, k + ok,
+                              v + ok, dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p,
+                              p + ch * tk);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
@@ -275,6 +272,6 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 float *dv)
 {
     const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
-    nnt_cpu_attn_bwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d,
-                             dq, dk, dv);
+    nnt_cpu_attn_bwd_gqa_f32(NULL, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
+                             lse, d, dq, dk, dv);
 }

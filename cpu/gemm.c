@@ -130,6 +130,19 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     }
 }
 
+void nnt_cpu_product_f32(nnt_dnnl_cache *dnnl, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                         const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                         int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    if (dnnl && m > 1 &&
+        nnt_cpu_gemm_dnnl(dnnl, trans_a, trans_b, 0, 0, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                          stride_b, beta, c, ldc, stride_c, batch) == 0)
+        return;
+    nnt_cpu_gemm_f32(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                     c, ldc, stride_c, batch);
+}
+
 /* x's bits rounded to nearest even with the `drop` low mantissa bits cleared (see
  * nnt_cpu_round_f32 in nnt_cpu.h). */
 static uint32_t round_bits(uint32_t u, int drop)

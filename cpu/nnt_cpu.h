@@ -28,8 +28,8 @@ extern "C" {
 #endif
 
 /* ---- instruction set of the elementwise kernels --------------------------------------------
- * GELU, SwiGLU, LayerNorm, RMSNorm, cross-entropy and the optimizer steps have a portable C
- * path (the reference, any CPU) and, on x86-64 built with GCC or clang, an AVX2 + FMA path
+ * GELU, SwiGLU, LayerNorm, RMSNorm, the softmax rows (cross-entropy, attention), the bf16
+ * conversions and the optimizer steps have a portable C path (the reference, any CPU) and, on x86-64 built with GCC or clang, an AVX2 + FMA path
  * chosen at run time when the CPU has both (no -march flag: the library runs on any x86-64).
  * The environment variable NNT_CPU_ISA=generic forces the portable path (read at the first
  * kernel call). Both paths give the same results within float rounding; the AVX2 exp
@@ -146,6 +146,17 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf1
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                       float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+/* The product of nnt_cpu_gemm_f32 through oneDNN on the cache dnnl when dnnl is not NULL (the
+ * caller passes one when oneDNN is the backend), else, or where oneDNN declines, through
+ * BLIS; one-row products (m == 1: generation's decode steps) always through BLIS's gemv,
+ * which streams B once (GPT-2 124M generation, bench_generate, prompt 64, 128 new tokens,
+ * 2 workers, Zen 3: 29.2/30.3/33.0 tokens/s against 27.5/28.3/29.4 with oneDNN, in 3
+ * interleaved pairs). */
+void nnt_cpu_product_f32(nnt_dnnl_cache *dnnl, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
+                         const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
+                         int64_t ldc, int64_t stride_c, int64_t batch);
+
 /* Precision of GEMM operands: y[i] = x[i] rounded to nearest, ties to even, to `bits`
  * explicit mantissa bits (1..22), exponent range unchanged: bits = 7 gives the values of
  * bfloat16, bits = 10 those of TF32. Infinities and zeros are kept, NaN stays NaN (made
@@ -235,11 +246,12 @@ typedef struct nnt_attn_map {
     int64_t group, gofs;  /* q heads per kv head; q head offset of h = 0 (see above)      */
 } nnt_attn_map;
 #endif
-/* nnt_cpu_attn_fwd_block_f32 on the slabs of map (q, o_acc, m, l q-side; k, v kv-side). */
-void nnt_cpu_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
-                              const float *k, const float *v, float *o_acc, float *m,
-                              float *l);
+/* nnt_cpu_attn_fwd_block_f32 on the slabs of map (q, o_acc, m, l q-side; k, v kv-side), its
+ * products through nnt_cpu_product_f32 on dnnl (NULL: BLIS). */
+void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                              float scale, const float *q, const float *k, const float *v,
+                              float *o_acc, float *m, float *l);
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse);
@@ -255,12 +267,25 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *dout, const float *lse, const float *d,
                                 float *dq, float *dk, float *dv);
 /* nnt_cpu_attn_bwd_block_f32 on the slabs of map; q heads sharing a kv slab add into its
- * dk, dv in increasing h.                                                                 += */
-void nnt_cpu_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
-                              int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
-                              const float *k, const float *v, const float *dout,
-                              const float *lse, const float *d, float *dq, float *dk,
-                              float *dv);
+ * dk, dv in increasing h; products as in nnt_cpu_attn_fwd_gqa_f32.                      += */
+void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                              float scale, const float *q, const float *k, const float *v,
+                              const float *dout, const float *lse, const float *d, float *dq,
+                              float *dk, float *dv);
+
+/* ---- softmax rows (cross-entropy, attention), n contiguous elements ------------------------ */
+/* max of x[0..n), n >= 1 */
+float nnt_cpu_row_max_f32(int64_t n, const float *x);
+/* sum of exp(x[j] - mx) */
+float nnt_cpu_row_sumexp_f32(int64_t n, const float *x, float mx);
+/* x[j] = exp(x[j] - mx) in place; returns their sum */
+float nnt_cpu_row_exp_f32(int64_t n, float *x, float mx);
+/* dx[j] = c * exp(x[j] - mx)  (dx may be x) */
+void nnt_cpu_row_scaled_exp_f32(int64_t n, const float *x, float mx, float c, float *dx);
+/* p[j] = exp(p[j] - lse); ds[j] = p[j] * (ds[j] - d)  (a softmax row's gradient from its
+ * logits p, the upstream products ds and d = sum of p * upstream) */
+void nnt_cpu_row_softmax_grad_f32(int64_t n, float *p, float *ds, float lse, float d);
 
 /* ---- softmax cross-entropy, vocabulary split over blocks ------------------------------------
  * logits: (rows, nv) with leading dim ld, columns are vocabulary ids [v0, v0 + nv).

@@ -90,6 +90,11 @@ nnt_dnnl_cache *nnt_worker_dnnl_cache(void)
     return worker_dnnl[w];
 }
 
+nnt_dnnl_cache *nnt_worker_product_cache(void)
+{
+    return nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN ? nnt_worker_dnnl_cache() : NULL;
+}
+
 /* After the runtime stopped: the RAM scratch (GPU scratch goes with the CUDA libraries). */
 static void free_cpu_scratch(void)
 {

@@ -187,6 +187,9 @@ void *nnt_worker_scratch(size_t bytes);
  * use; NULL when not called from a worker or oneDNN is unusable. Freed when the context
  * stops. */
 struct nnt_dnnl_cache *nnt_worker_dnnl_cache(void);
+/* For float products (nnt_cpu_product_f32): the worker's cache when oneDNN is the CPU GEMM
+ * backend, else NULL (BLIS). */
+struct nnt_dnnl_cache *nnt_worker_product_cache(void);
 
 /* 0 if ctx is the live context, else a failure (recorded) naming the function. */
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func);

@@ -1166,6 +1166,47 @@ START_TEST(test_attention_noscratch)
 }
 END_TEST
 
+/* The kernels' products through oneDNN (the codelets pass the worker's cache when oneDNN is
+ * the CPU GEMM backend): the block signature over the _gqa entry points with one cache. */
+static nnt_dnnl_cache *attn_dnnl;
+
+static void dnnl_attn_fwd_block(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                                const float *k, const float *v, float *o_acc, float *m,
+                                float *l)
+{
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    nnt_cpu_attn_fwd_gqa_f32(attn_dnnl, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v,
+                             o_acc, m, l);
+}
+
+static void dnnl_attn_bwd_block(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
+                                int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                                const float *k, const float *v, const float *dout,
+                                const float *lse, const float *d, float *dq, float *dk,
+                                float *dv)
+{
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    nnt_cpu_attn_bwd_gqa_f32(attn_dnnl, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
+                             lse, d, dq, dk, dv);
+}
+
+START_TEST(test_attention_onednn)
+{
+    attn_dnnl = nnt_cpu_dnnl_cache_create();
+    if (!attn_dnnl) {
+        if (_i == 0)
+            printf("attention_onednn: skipped, oneDNN not built in or not usable here\n");
+        return;
+    }
+    rng_seed(51 + (uint64_t)_i);
+    check_attention(dnnl_attn_fwd_block, dnnl_attn_bwd_block, 2, ATTN_CASES[_i][0],
+                    ATTN_CASES[_i][1]);
+    nnt_cpu_dnnl_cache_destroy(attn_dnnl);
+    attn_dnnl = NULL;
+}
+END_TEST
+
 /* One key block that starts after some query rows: those rows stay fully masked
  * (m = -inf, l = 0, finalize gives o = 0, lse = -inf); a block entirely above the diagonal
  * changes nothing; the other rows match attention restricted to the block's keys. */
@@ -1490,6 +1531,8 @@ END_TEST
 #define TOL_ISA_NORM 1e-6       /* normwise, AVX2 vs portable; measured 0 (same bits here) */
 #define TOL_ISA_XENT 1.5e-5     /* relative, sums and dlogits; measured 1.5e-6 (the portable
                                   * loop's one float sum of 2 n terms) */
+#define TOL_ISA_ROWEXP 2e-6     /* relative, AVX2 exp vs expf; measured 1.2e-7, ds 1.9e-7 */
+#define TOL_ISA_ATTN 2.5e-6     /* lo 1, AVX2 vs portable softmax rows; measured 2.5e-7 */
 
 #if NNT_CPU_X86
 #include "simd_avx2.h"
@@ -1766,6 +1809,58 @@ START_TEST(test_isa_paths)
         expect_path("xent dlogits", rows * ld, dl[1], dl[0], TOL_ISA_XENT, 1e-30);
         free(dl[0]), free(dl[1]), free(lg);
 
+        /* softmax rows (cross-entropy's and attention's): exponentials in place and their
+         * sum, the softmax gradient row */
+        float *sx[2], *sp[2], *sd[2], ssum[2];
+        for (int path = 0; path < 2; path++) {
+            nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+            sx[path] = dup_f(n, u); /* not x: its +-30 would leave one term in the sum */
+            float mx = nnt_cpu_row_max_f32(n, sx[path]);
+            ssum[path] = nnt_cpu_row_exp_f32(n, sx[path], mx);
+            sp[path] = dup_f(n, u), sd[path] = dup_f(n, dy);
+            nnt_cpu_row_softmax_grad_f32(n, sp[path], sd[path], mx + 0.5f, 0.25f);
+        }
+        expect_path("row exp", n, sx[1], sx[0], TOL_ISA_ROWEXP, 0.0);
+        expect_path("row exp sum", 1, &ssum[1], &ssum[0], TOL_ISA_XENT, 0.0);
+        expect_path("softmax grad p", n, sp[1], sp[0], TOL_ISA_ROWEXP, 0.0);
+        expect_path("softmax grad ds", n, sd[1], sd[0], TOL_ISA_ROWEXP, 0.0);
+        for (int path = 0; path < 2; path++)
+            free(sx[path]), free(sp[path]), free(sd[path]);
+
+        /* attention (a q block of n rows over a key block of n + 3 keys that starts 2
+         * positions earlier: every row length from 3 to n + 2, so every tail) */
+        if (n <= 771) {
+            int64_t nbh = 2, tq = n, tk = n + 3, hd = 9;
+            float *aq = rand_f(nbh * tq * hd, -2, 2), *ak = rand_f(nbh * tk * hd, -2, 2);
+            float *av = rand_f(nbh * tk * hd, -1, 1), *ado = rand_f(nbh * tq * hd, -1, 1);
+            float *ao[2], *alse[2], *adq[2], *adk[2], *adv[2];
+            for (int path = 0; path < 2; path++) {
+                nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+                float *am = alloc_f(nbh * tq), *al = alloc_f(nbh * tq), *ad = alloc_f(nbh * tq);
+                for (int64_t i = 0; i < nbh * tq; i++)
+                    am[i] = -INFINITY;
+                ao[path] = alloc_f(nbh * tq * hd), alse[path] = alloc_f(nbh * tq);
+                adq[path] = alloc_f(nbh * tq * hd), adk[path] = alloc_f(nbh * tk * hd);
+                adv[path] = alloc_f(nbh * tk * hd);
+                nnt_cpu_attn_fwd_block_f32(nbh, tq, tk, hd, 2, 0, 0.3f, aq, ak, av, ao[path],
+                                           am, al);
+                nnt_cpu_attn_fwd_finalize_f32(nbh, tq, hd, ao[path], am, al, alse[path]);
+                nnt_cpu_attn_bwd_prep_f32(nbh, tq, hd, ao[path], ado, ad);
+                nnt_cpu_attn_bwd_block_f32(nbh, tq, tk, hd, 2, 0, 0.3f, aq, ak, av, ado,
+                                           alse[path], ad, adq[path], adk[path], adv[path]);
+                free(am), free(al), free(ad);
+            }
+            expect_path("attention o", nbh * tq * hd, ao[1], ao[0], TOL_ISA_ATTN, 1.0);
+            expect_path("attention lse", nbh * tq, alse[1], alse[0], TOL_ISA_ATTN, 1.0);
+            expect_path("attention dq", nbh * tq * hd, adq[1], adq[0], TOL_ISA_ATTN, 1.0);
+            expect_path("attention dk", nbh * tk * hd, adk[1], adk[0], TOL_ISA_ATTN, 1.0);
+            expect_path("attention dv", nbh * tk * hd, adv[1], adv[0], TOL_ISA_ATTN, 1.0);
+            for (int path = 0; path < 2; path++)
+                free(ao[path]), free(alse[path]), free(adq[path]), free(adk[path]),
+                    free(adv[path]);
+            free(aq), free(ak), free(av), free(ado);
+        }
+
         /* Adam and AdamW: the same bits */
         for (int dec = 0; dec < 2; dec++) {
             float *p[2], *m[2], *v[2];
@@ -1842,6 +1937,7 @@ static Suite *cpu_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_attention_tiled, 0, NATTN);
     tcase_add_loop_test(tc, test_attention_noscratch, 0, NATTN);
+    tcase_add_loop_test(tc, test_attention_onednn, 0, NATTN);
     suite_add_tcase(s, tc);
     return s;
 }

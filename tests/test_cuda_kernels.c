@@ -1222,7 +1222,7 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
 
     NNT_OK(nnt_cuda_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
                                      d_o, d_m, d_l, g_stream));
-    nnt_cpu_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o, m, l);
+    nnt_cpu_attn_fwd_gqa_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o, m, l);
     got = fetch(d_o, nq);
     check_normwise(what, got, o, nq, 5e-6);
     free(got);
@@ -1244,8 +1244,8 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
     float *d_dq = dup_d(dq, nq), *d_dk = dup_d(dk, nk), *d_dv = dup_d(dv, nk);
     NNT_OK(nnt_cuda_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
                                      d_dout, d_lse, d_d, d_dq, d_dk, d_dv, g_stream));
-    nnt_cpu_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
-                             dk, dv);
+    nnt_cpu_attn_bwd_gqa_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse,
+                             d, dq, dk, dv);
     memcpy(what, "gqa bwd dq", 10);
     got = fetch(d_dq, nq);
     check_normwise(what, got, dq, nq, 5e-6);

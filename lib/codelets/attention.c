@@ -54,8 +54,9 @@ static void fwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(qrows, -INFINITY, P(4));
         nnt_cpu_fill_f32(qrows, 0.0f, P(5));
     }
-    nnt_cpu_attn_fwd_gqa_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0, a->scale,
-                             CP(0), CP(1), CP(2), P(3), P(4), P(5));
+    nnt_cpu_attn_fwd_gqa_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
+                             a->q_pos0, a->k_pos0, a->scale, CP(0), CP(1), CP(2), P(3), P(4),
+                             P(5));
 }
 
 /* buffers: o RW, m R, l R, lse W */
@@ -84,8 +85,9 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(nkv, 0.0f, P(7));
         nnt_cpu_fill_f32(nkv, 0.0f, P(8));
     }
-    nnt_cpu_attn_bwd_gqa_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0, a->scale,
-                             CP(0), CP(1), CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8));
+    nnt_cpu_attn_bwd_gqa_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
+                             a->q_pos0, a->k_pos0, a->scale, CP(0), CP(1), CP(2), CP(3), CP(4),
+                             CP(5), P(6), P(7), P(8));
 }
 
 #ifdef NNT_CUDA_CODELETS

@@ -134,19 +134,12 @@ static int product_bf16_direct(const struct gemm_args *g, const void *a, const v
     return product_dnnl(g, g->a_bf16 || !g->b_bf16, g->b_bf16 || !g->a_bf16, a, b, c);
 }
 
-/* The product on float operands: oneDNN when it is the backend (BLIS if it declines), but
- * one-row products (the decode steps of generation) through BLIS's gemv, which streams B
- * once: GPT-2 124M generation (bench_generate, prompt 64, 128 new tokens, 2 workers, Zen 3)
- * ran 29.2/30.3/33.0 tokens/s with BLIS for every product against 27.5/28.3/29.4 with
- * oneDNN, in 3 interleaved pairs. */
+/* The product on float operands: oneDNN when it is the backend (nnt_cpu_product_f32). */
 static void product_f32(const struct gemm_args *g, const float *a, const float *b, float *c)
 {
-    if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN && g->m > 1 &&
-        product_dnnl(g, 0, 0, a, b, c) == 0)
-        return;
-    nnt_cpu_gemm_f32(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, a, ld_a(g),
-                     g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n, g->m * g->n,
-                     g->batch);
+    nnt_cpu_product_f32(nnt_worker_product_cache(), g->trans_a, g->trans_b, g->m, g->n, g->k,
+                        g->alpha, a, ld_a(g), g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c,
+                        g->n, g->m * g->n, g->batch);
 }
 
 static void gemm_cpu(void *buffers[], void *cl_arg)

@@ -1,0 +1,162 @@
+/* nnt CPU kernels: the row steps of a softmax (max, exponentials, their sum), shared by the
+ * cross-entropy and the attention kernels. Each has the portable loop and an AVX2 + FMA
+ * path (nnt_cpu_isa); a tail goes through the same vector exp as the body, masked, so an
+ * element's value never depends on the row's length. */
+#include "nnt_cpu.h"
+
+#include <math.h>
+
+#if NNT_CPU_X86
+#include "simd_avx2.h"
+
+static NNT_AVX2 float row_max_avx2(int64_t n, const float *restrict x)
+{
+    float bm = x[0];
+    int64_t j = 0;
+    if (n >= 8) {
+        __m256 vm = _mm256_loadu_ps(x);
+        for (j = 8; j + 8 <= n; j += 8)
+            vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + j));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        bm = _mm_cvtss_f32(h);
+    }
+    for (; j < n; j++)
+        bm = x[j] > bm ? x[j] : bm;
+    return bm;
+}
+
+/* sum of exp(x[j] - mx), 16 partial sums (more accurate than the portable loop's one);
+ * with out != NULL also out[j] = exp(x[j] - mx) (out may be x) */
+static NNT_AVX2 float row_exp_avx2(int64_t n, const float *x, float mx, float *out)
+{
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 e0 = nnt_avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx));
+        __m256 e1 = nnt_avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vmx));
+        if (out) {
+            _mm256_storeu_ps(out + j, e0);
+            _mm256_storeu_ps(out + j + 8, e1);
+        }
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = nnt_avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx));
+        if (out)
+            _mm256_storeu_ps(out + j, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    if (j < n) {
+        __m256i mask = nnt_avx2_tail_mask(n - j);
+        __m256 e = nnt_avx2_exp(_mm256_sub_ps(_mm256_maskload_ps(x + j, mask), vmx));
+        if (out)
+            _mm256_maskstore_ps(out + j, mask, e);
+        s1 = _mm256_add_ps(s1, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
+    }
+    return nnt_avx2_hsum(_mm256_add_ps(s0, s1));
+}
+
+static NNT_AVX2 void row_scaled_exp_avx2(int64_t n, const float *x, float mx, float c,
+                                         float *dx)
+{
+    const __m256 vmx = _mm256_set1_ps(mx), vc = _mm256_set1_ps(c);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(dx + j, _mm256_mul_ps(vc, nnt_avx2_exp(_mm256_sub_ps(
+                                                       _mm256_loadu_ps(x + j), vmx))));
+    if (j < n) {
+        __m256i mask = nnt_avx2_tail_mask(n - j);
+        __m256 e = nnt_avx2_exp(_mm256_sub_ps(_mm256_maskload_ps(x + j, mask), vmx));
+        _mm256_maskstore_ps(dx + j, mask, _mm256_mul_ps(vc, e));
+    }
+}
+
+static NNT_AVX2 void row_softmax_grad_avx2(int64_t n, float *p, float *ds, float lse, float d)
+{
+    const __m256 vl = _mm256_set1_ps(lse), vd = _mm256_set1_ps(d);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = nnt_avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(p + j), vl));
+        _mm256_storeu_ps(p + j, e);
+        _mm256_storeu_ps(ds + j, _mm256_mul_ps(e, _mm256_sub_ps(_mm256_loadu_ps(ds + j), vd)));
+    }
+    if (j < n) {
+        __m256i mask = nnt_avx2_tail_mask(n - j);
+        __m256 e = nnt_avx2_exp(_mm256_sub_ps(_mm256_maskload_ps(p + j, mask), vl));
+        _mm256_maskstore_ps(p + j, mask, e);
+        _mm256_maskstore_ps(ds + j, mask,
+                            _mm256_mul_ps(e, _mm256_sub_ps(_mm256_maskload_ps(ds + j, mask), vd)));
+    }
+}
+#define AVX2_HERE (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+#else
+#define AVX2_HERE 0
+#endif
+
+float nnt_cpu_row_max_f32(int64_t n, const float *x)
+{
+#if NNT_CPU_X86
+    if (AVX2_HERE)
+        return row_max_avx2(n, x);
+#endif
+    float bm = x[0];
+    for (int64_t j = 1; j < n; j++)
+        bm = x[j] > bm ? x[j] : bm;
+    return bm;
+}
+
+float nnt_cpu_row_sumexp_f32(int64_t n, const float *x, float mx)
+{
+#if NNT_CPU_X86
+    if (AVX2_HERE)
+        return row_exp_avx2(n, x, mx, NULL);
+#endif
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++)
+        sum += expf(x[j] - mx);
+    return sum;
+}
+
+float nnt_cpu_row_exp_f32(int64_t n, float *x, float mx)
+{
+#if NNT_CPU_X86
+    if (AVX2_HERE)
+        return row_exp_avx2(n, x, mx, x);
+#endif
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        x[j] = expf(x[j] - mx);
+        sum += x[j];
+    }
+    return sum;
+}
+
+void nnt_cpu_row_scaled_exp_f32(int64_t n, const float *x, float mx, float c, float *dx)
+{
+#if NNT_CPU_X86
+    if (AVX2_HERE) {
+        row_scaled_exp_avx2(n, x, mx, c, dx);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++)
+        dx[j] = c * expf(x[j] - mx);
+}
+
+void nnt_cpu_row_softmax_grad_f32(int64_t n, float *p, float *ds, float lse, float d)
+{
+#if NNT_CPU_X86
+    if (AVX2_HERE) {
+        row_softmax_grad_avx2(n, p, ds, lse, d);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++) {
+        p[j] = expf(p[j] - lse);
+        ds[j] = p[j] * (ds[j] - d);
+    }
+}
