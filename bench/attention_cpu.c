@@ -12,10 +12,9 @@
  * 512-key block (B 1, T 1024: the tiling cuts the sequence in two), diagonal and below.
  * GFLOP/s counts the products over the visible (query, key) pairs only: forward 2 products
  * (q k^T, p v), backward 5 (q k^T and dout v^T again, dv, dq, dk).
- * Build from a configured build tree BUILD (the kernels' convenience library, BLIS, oneDNN):
+ * Built with the library (a build directory's bench/attention_cpu); run it from there:
  *
- *     cc -O2 -Icpu bench/attention_cpu.c BUILD/.libs/libnntkernels.a -lblis -ldnnl -lgomp \
- *        -lm -o /tmp/attention_cpu && /tmp/attention_cpu [ROUNDS]
+ *     bench/attention_cpu [ROUNDS]          (default 3 rounds)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "nnt_cpu.h"
