@@ -29,8 +29,9 @@ extern "C" {
 
 /* ---- instruction set of the elementwise kernels --------------------------------------------
  * GELU, SwiGLU, LayerNorm, RMSNorm, the softmax rows (cross-entropy, attention), the bf16
- * conversions and the optimizer steps have a portable C path (the reference, any CPU) and, on x86-64 built with GCC or clang, an AVX2 + FMA path
- * chosen at run time when the CPU has both (no -march flag: the library runs on any x86-64).
+ * conversions and the optimizer steps have a portable C path (the reference, any CPU) and,
+ * on x86-64 built with GCC or clang, an AVX2 + FMA path chosen at run time when the CPU
+ * has both (no -march flag: the library runs on any x86-64).
  * The environment variable NNT_CPU_ISA=generic forces the portable path (read at the first
  * kernel call). Both paths give the same results within float rounding; the AVX2 exp
  * (cpu/simd_avx2.h) has a measured error of a few ulp (tests/test_cpu_kernels.c).          */
