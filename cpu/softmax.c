@@ -92,15 +92,12 @@ static NNT_AVX2 void row_softmax_grad_avx2(int64_t n, float *p, float *ds, float
                             _mm256_mul_ps(e, _mm256_sub_ps(_mm256_maskload_ps(ds + j, mask), vd)));
     }
 }
-#define AVX2_HERE (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
-#else
-#define AVX2_HERE 0
 #endif
 
 float nnt_cpu_row_max_f32(int64_t n, const float *x)
 {
 #if NNT_CPU_X86
-    if (AVX2_HERE)
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
         return row_max_avx2(n, x);
 #endif
     float bm = x[0];
@@ -112,7 +109,7 @@ float nnt_cpu_row_max_f32(int64_t n, const float *x)
 float nnt_cpu_row_sumexp_f32(int64_t n, const float *x, float mx)
 {
 #if NNT_CPU_X86
-    if (AVX2_HERE)
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
         return row_exp_avx2(n, x, mx, NULL);
 #endif
     float sum = 0.0f;
@@ -124,7 +121,7 @@ float nnt_cpu_row_sumexp_f32(int64_t n, const float *x, float mx)
 float nnt_cpu_row_exp_f32(int64_t n, float *x, float mx)
 {
 #if NNT_CPU_X86
-    if (AVX2_HERE)
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
         return row_exp_avx2(n, x, mx, x);
 #endif
     float sum = 0.0f;
@@ -138,7 +135,7 @@ float nnt_cpu_row_exp_f32(int64_t n, float *x, float mx)
 void nnt_cpu_row_scaled_exp_f32(int64_t n, const float *x, float mx, float c, float *dx)
 {
 #if NNT_CPU_X86
-    if (AVX2_HERE) {
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
         row_scaled_exp_avx2(n, x, mx, c, dx);
         return;
     }
@@ -150,7 +147,7 @@ void nnt_cpu_row_scaled_exp_f32(int64_t n, const float *x, float mx, float c, fl
 void nnt_cpu_row_softmax_grad_f32(int64_t n, float *p, float *ds, float lse, float d)
 {
 #if NNT_CPU_X86
-    if (AVX2_HERE) {
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
         row_softmax_grad_avx2(n, p, ds, lse, d);
         return;
     }

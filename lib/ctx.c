@@ -80,7 +80,7 @@ void *nnt_worker_scratch(size_t bytes)
 
 static nnt_dnnl_cache *worker_dnnl[STARPU_NMAXWORKERS];
 
-nnt_dnnl_cache *nnt_worker_dnnl_cache(void)
+static nnt_dnnl_cache *worker_dnnl_cache(void)
 {
     int w = starpu_worker_get_id();
     if (w < 0 || w >= STARPU_NMAXWORKERS)
@@ -92,7 +92,7 @@ nnt_dnnl_cache *nnt_worker_dnnl_cache(void)
 
 nnt_dnnl_cache *nnt_worker_product_cache(void)
 {
-    return nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN ? nnt_worker_dnnl_cache() : NULL;
+    return nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN ? worker_dnnl_cache() : NULL;
 }
 
 /* After the runtime stopped: the RAM scratch (GPU scratch goes with the CUDA libraries). */

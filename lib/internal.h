@@ -183,12 +183,9 @@ int64_t nnt_host_ram_bytes(void);
  * and reused by the worker's later tasks, so contents do not survive a task; NULL when out
  * of memory or not called from a worker. Freed when the context stops.                   */
 void *nnt_worker_scratch(size_t bytes);
-/* The calling CPU worker's oneDNN primitives (nnt_cpu_gemm_dnnl), created at its first
- * use; NULL when not called from a worker or oneDNN is unusable. Freed when the context
- * stops. */
-struct nnt_dnnl_cache *nnt_worker_dnnl_cache(void);
-/* For float products (nnt_cpu_product_f32): the worker's cache when oneDNN is the CPU GEMM
- * backend, else NULL (BLIS). */
+/* The calling CPU worker's oneDNN primitives (nnt_cpu_gemm_dnnl, nnt_cpu_product_f32) when
+ * oneDNN is the CPU GEMM backend, created at its first use; NULL under BLIS, when not called
+ * from a worker, or when oneDNN is unusable. Freed when the context stops. */
 struct nnt_dnnl_cache *nnt_worker_product_cache(void);
 
 /* 0 if ctx is the live context, else a failure (recorded) naming the function. */

@@ -110,28 +110,23 @@ static int prepare_operands_cpu(const struct gemm_args *g, const float **a, cons
     return 0;
 }
 
-/* g's product through this worker's oneDNN primitives; a16 / b16: that operand holds bf16.
- * 0, or -1 when oneDNN declined (C untouched). */
-static int product_dnnl(const struct gemm_args *g, int a16, int b16, const void *a,
-                        const void *b, float *c)
-{
-    return nnt_cpu_gemm_dnnl(nnt_worker_dnnl_cache(), g->trans_a, g->trans_b, a16, b16, g->m,
-                             g->n, g->k, g->alpha, a, ld_a(g), g->m * g->k, b, ld_b(g),
-                             g->k * g->n, g->beta, c, g->n, g->m * g->n, g->batch);
-}
-
 /* The product by oneDNN with bf16 operands as they are (a float tile is rounded to bf16 by
- * the kernel, as NNT_PRECISION_BF16 rounds it): when oneDNN is the backend and the CPU has
- * bf16 dot products, for bf16-precision products and for two bf16 tiles (exact either way).
- * 0 done; -1 not done (not applicable, or oneDNN declined: C untouched). */
+ * the kernel, as NNT_PRECISION_BF16 rounds it): when oneDNN is the backend (the worker has a
+ * product cache) and the CPU has bf16 dot products, for bf16-precision products and for two
+ * bf16 tiles (exact either way). 0 done; -1 not done (not applicable, or oneDNN declined: C
+ * untouched). */
 static int product_bf16_direct(const struct gemm_args *g, const void *a, const void *b,
                                float *c)
 {
     int bf16_math = g->precision == NNT_PRECISION_BF16 || (g->a_bf16 && g->b_bf16);
-    if (nnt_cpu_gemm_backend() != NNT_GEMM_ONEDNN || !bf16_math || !nnt_cpu_dnnl_bf16_native())
+    nnt_dnnl_cache *cache = nnt_worker_product_cache();
+    if (!cache || !bf16_math || !nnt_cpu_dnnl_bf16_native())
         return -1;
     /* bf16 precision with two float tiles: both are converted; a bf16 tile is used as is */
-    return product_dnnl(g, g->a_bf16 || !g->b_bf16, g->b_bf16 || !g->a_bf16, a, b, c);
+    return nnt_cpu_gemm_dnnl(cache, g->trans_a, g->trans_b, g->a_bf16 || !g->b_bf16,
+                             g->b_bf16 || !g->a_bf16, g->m, g->n, g->k, g->alpha, a, ld_a(g),
+                             g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n,
+                             g->m * g->n, g->batch);
 }
 
 /* The product on float operands: oneDNN when it is the backend (nnt_cpu_product_f32). */
