@@ -57,7 +57,7 @@ int main(void)
             nnt_cpu_gemm_f32(shapes[i].ta, shapes[i].tb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0,
                              shapes[i].beta, c, n, 0, 1);
             double t1 = now();
-            if (nnt_cpu_gemm_dnnl(cache, shapes[i].ta, shapes[i].tb, 0, 0, m, n, k, 1.0f, a,
+            if (nnt_cpu_gemm_dnnl(cache, shapes[i].ta, shapes[i].tb, 0, m, n, k, 1.0f, a,
                                   lda, 0, b, ldb, 0, shapes[i].beta, c, n, 0, 1))
                 return 1;
             double t2 = now();

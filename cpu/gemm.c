@@ -136,7 +136,7 @@ void nnt_cpu_product_f32(nnt_dnnl_cache *dnnl, int trans_a, int trans_b, int64_t
                          int64_t ldc, int64_t stride_c, int64_t batch)
 {
     if (dnnl && m > 1 &&
-        nnt_cpu_gemm_dnnl(dnnl, trans_a, trans_b, 0, 0, m, n, k, alpha, a, lda, stride_a, b, ldb,
+        nnt_cpu_gemm_dnnl(dnnl, trans_a, trans_b, 0, m, n, k, alpha, a, lda, stride_a, b, ldb,
                           stride_b, beta, c, ldc, stride_c, batch) == 0)
         return;
     nnt_cpu_gemm_f32(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
@@ -296,7 +296,7 @@ static int time_backends(double *blis, double *dnnl)
             nnt_cpu_gemm_f32(probe[p].ta, probe[p].tb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0,
                              0.0f, c, n, 0, 1);
             double t1 = seconds();
-            rc = nnt_cpu_gemm_dnnl(cache, probe[p].ta, probe[p].tb, 0, 0, m, n, k, 1.0f, a, lda,
+            rc = nnt_cpu_gemm_dnnl(cache, probe[p].ta, probe[p].tb, 0, m, n, k, 1.0f, a, lda,
                                    0, b, ldb, 0, 0.0f, c, n, 0, 1);
             double t2 = seconds();
             if (r > 0) {

@@ -226,6 +226,12 @@ static int is_blocked(const_dnnl_primitive_desc_t pd)
 static int reorder_plain;
 void nnt_cpu_dnnl_reorder_plain(int on) { reorder_plain = on; }
 
+static unsigned long products_done;   /* atomic */
+unsigned long nnt_cpu_dnnl_products(void)
+{
+    return __atomic_load_n(&products_done, __ATOMIC_RELAXED);
+}
+
 /* The matmul for key (and B's reorder when the matmul prefers another layout). 0 or -1. */
 static int entry_build(struct cache_entry *e, const struct gemm_key *key, float alpha, float beta)
 {
@@ -357,11 +363,13 @@ static int run_entry(nnt_dnnl_cache *c, struct cache_entry *e, const void *a, co
                               {DNNL_ARG_SCRATCHPAD, e->scratch}};
     bad = bad || dnnl_primitive_execute(e->matmul, c->stream, e->scratch ? 4 : 3, args);
     bad = bad || dnnl_stream_wait(c->stream);
+    if (!bad)
+        __atomic_fetch_add(&products_done, 1, __ATOMIC_RELAXED);
     return bad ? -1 : 0;
 }
 
-static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16,
-                           int b_bf16, int64_t m, int64_t n, int64_t k, float alpha,
+static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
+                           int64_t m, int64_t n, int64_t k, float alpha,
                            const void *a, int64_t lda, int64_t stride_a, const void *b,
                            int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
                            int64_t stride_c, int64_t batch)
@@ -375,8 +383,9 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
     if (!cache || (batch > 1 && stride_c == 0))
         return -1;
 
-    /* a float operand beside a bf16 one becomes bf16 (dense), as the precision rounds it */
-    int any_bf16 = a_bf16 || b_bf16;
+    /* bf16 products: a float operand becomes bf16 (dense), as the precision rounds it */
+    int a_bf16 = dtypes & NNT_DNNL_A_BF16, b_bf16 = dtypes & NNT_DNNL_B_BF16;
+    int any_bf16 = a_bf16 || b_bf16 || (dtypes & NNT_DNNL_BF16);
     int64_t ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
     size_t conv_a = any_bf16 && !a_bf16 ? (size_t)(batch * ar * ac) * 2 : 0;
     size_t conv_b = any_bf16 && !b_bf16 ? (size_t)(batch * br * bc) * 2 : 0;
@@ -407,7 +416,7 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
     return run_entry(cache, e, a, b, c, buf);
 }
 
-int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                       float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
@@ -417,7 +426,7 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf1
      * setting back afterwards (the start-up measurement runs in the application's thread) */
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    int rc = gemm_one_thread(cache, trans_a, trans_b, a_bf16, b_bf16, m, n, k, alpha, a, lda,
+    int rc = gemm_one_thread(cache, trans_a, trans_b, dtypes, m, n, k, alpha, a, lda,
                              stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
     omp_set_num_threads(threads);
     return rc;
@@ -431,13 +440,14 @@ const char *nnt_cpu_dnnl_isa(void) { return "not compiled in"; }
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c) { (void)c; }
 void nnt_cpu_dnnl_reorder_plain(int on) { (void)on; }
+unsigned long nnt_cpu_dnnl_products(void) { return 0; }
 
-int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                       float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
-    (void)cache, (void)trans_a, (void)trans_b, (void)a_bf16, (void)b_bf16, (void)m, (void)n;
+    (void)cache, (void)trans_a, (void)trans_b, (void)dtypes, (void)m, (void)n;
     (void)k, (void)alpha, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
     (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c, (void)batch;
     return -1;

@@ -112,10 +112,11 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 /* The same products through oneDNN's matmul (cpu/gemm_dnnl.c; configure --with-onednn),
  * for a backend chosen at context start (nnt_cpu_gemm_choose). A cache holds one thread's
  * primitives (keyed by shape, strides, transposes, dtypes, alpha and beta), its stream and
- * its scratchpad: use each cache from one thread at a time. a_bf16 / b_bf16: that operand
- * holds bfloat16 bit patterns (uint16_t) instead of floats; when exactly one does, the
- * float one is converted to bfloat16 (nnt_cpu_f32_to_bf16's rounding) first. Products in
- * float, C float; same contract as nnt_cpu_gemm_f32 otherwise (k == 0 or alpha == 0: C =
+ * its scratchpad: use each cache from one thread at a time. dtypes (NNT_DNNL_*, or 0 for
+ * float operands and float products): NNT_DNNL_A_BF16 / _B_BF16, that operand holds bfloat16
+ * bit patterns (uint16_t) instead of floats; NNT_DNNL_BF16, or either of those, makes the
+ * products bf16: a float operand is then converted to bfloat16 (nnt_cpu_f32_to_bf16's
+ * rounding) first. Sums in float, C float; same contract as nnt_cpu_gemm_f32 otherwise (k == 0 or alpha == 0: C =
  * beta C; beta == 0: C not read), one OpenMP thread. Returns 0, or -1 when oneDNN cannot
  * (not compiled in, no bf16 matmul on this CPU, strides it refuses, no memory): C is then
  * untouched and the caller computes the product otherwise. */
@@ -142,7 +143,14 @@ void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *cache);
  * (AVX-512 hosts); a preferred plain layout is ignored (B used as stored) unless tests turn
  * this on (then the reorder path runs on any host). Affects primitives created after it. */
 void nnt_cpu_dnnl_reorder_plain(int on);
-int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int a_bf16, int b_bf16,
+/* How many products oneDNN has computed in this process (every thread), for tests: that the
+ * backend really ran (its summation order need not differ from BLIS's: on AVX-512 both
+ * accumulate each element in k order, giving the same bits). */
+unsigned long nnt_cpu_dnnl_products(void);
+#define NNT_DNNL_A_BF16 1    /* A holds bfloat16 bit patterns                             */
+#define NNT_DNNL_B_BF16 2    /* B holds bfloat16 bit patterns                             */
+#define NNT_DNNL_BF16 4      /* bf16 products: float operands rounded to bf16 first        */
+int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                       float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);

@@ -123,7 +123,7 @@ static void expect_outside_untouched(const struct problem *p, const float *got,
 static int run_dnnl(nnt_dnnl_cache *cache, const struct problem *p, float *c)
 {
     const struct shape *s = &p->s;
-    return nnt_cpu_gemm_dnnl(cache, s->ta, s->tb, 0, 0, s->m, s->n, s->k, s->alpha, p->a,
+    return nnt_cpu_gemm_dnnl(cache, s->ta, s->tb, 0, s->m, s->n, s->k, s->alpha, p->a,
                              p->lda, p->sa, p->b, p->ldb, p->sb, s->beta, c, p->ldc, p->sc,
                              s->batch);
 }
@@ -253,8 +253,8 @@ END_TEST
 
 /* ---- bf16 operands ----------------------------------------------------------------------- */
 
-/* _i: which operands are bf16 (1 A, 2 B, 3 both); a float operand is rounded to bf16 by the
- * kernel. Against BLIS on the operands expanded to float: the same products, summed in
+/* _i: which operands are stored in bf16 (0 neither, 1 A, 2 B, 3 both), the products bf16
+ * (NNT_DNNL_BF16); a float operand is rounded to bf16 by the kernel. Against BLIS on the operands expanded to float: the same products, summed in
  * another order. On a CPU without bf16 dot products oneDNN has no bf16 matmul: the kernel
  * must decline (-1) and leave C alone. */
 #define BF16_TOL 1e-6   /* scaled, as F32_TOL: float summation only (not measured here) */
@@ -272,7 +272,8 @@ START_TEST(test_bf16_operands)
     nnt_cpu_bf16_to_f32(batch * n * k, bh, bx);
     float *cd = calloc((size_t)(batch * m * n), 4), *cb = calloc((size_t)(batch * m * n), 4);
     nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
-    int rc = nnt_cpu_gemm_dnnl(cache, 0, 1, a16, b16, m, n, k, 1.0f, a16 ? (void *)ah : af, k,
+    int dtypes = NNT_DNNL_BF16 | (a16 ? NNT_DNNL_A_BF16 : 0) | (b16 ? NNT_DNNL_B_BF16 : 0);
+    int rc = nnt_cpu_gemm_dnnl(cache, 0, 1, dtypes, m, n, k, 1.0f, a16 ? (void *)ah : af, k,
                                m * k, b16 ? (void *)bh : bf, k, n * k, 0.0f, cd, n, m * n, batch);
     if (!nnt_cpu_dnnl_bf16_native()) {
         printf("test_gemm_backends bf16: oneDNN ISA %s has no bf16 dot products: the kernel "
@@ -389,38 +390,45 @@ static void train_losses(const char *gemm, nnt_precision prec, double *loss)
     EXPECT_OK(nnt_ctx_destroy(ctx));
 }
 
-/* Relative loss differences, BLIS against oneDNN (fallback forced either way), measured on
- * Zen 3 over the 6 steps: fp32 9.6e-9, bf16 operands 4.2e-9 (float summation order only:
- * the operands are rounded identically; here both expand bf16 to fp32). On a CPU with bf16
- * dot products oneDNN multiplies the bf16 operands itself (not measured: no such host
- * here), hence the wider bf16 bound. A product computed wrongly moves them by >1e-3. */
+/* Relative loss differences, BLIS against oneDNN (fallback forced either way) over the 6
+ * steps. fp32: 9.6e-9 on Zen 3, 0 on Zen 4 (AVX-512: both accumulate each element in k
+ * order). bf16 operands: 4.2e-9 on Zen 3 (no bf16 dot products: both expand bf16 to fp32,
+ * so float summation order only); on Zen 4 (AVX512-BF16: oneDNN multiplies the bf16
+ * operands itself) 7.6e-6 at step 0 (the forward), growing to 1.3e-4 by step 5: a product
+ * that differs in its last bit can round an activation to the neighbouring bf16 value (a
+ * 2^-8 step) for the next product, and training carries the differences on. The first
+ * loss is the sharp check. Float tiles read as bf16 bits (a bug these tolerances missed
+ * while only AVX2 hosts ran them) made the losses NaN. */
 #define LOSS_F32_TOL 1e-7
-#define LOSS_BF16_TOL 1e-6
+#define LOSS_BF16_FIRST_TOL 8e-5
+#define LOSS_BF16_TOL 1.3e-3
 
 /* _i 0: fp32, 1: bf16 operands */
 START_TEST(test_model_losses)
 {
     nnt_precision prec = _i ? NNT_PRECISION_BF16 : NNT_PRECISION_FP32;
     double lb[STEPS], ld[STEPS], worst = 0.0;
+    unsigned long before = nnt_cpu_dnnl_products();
     train_losses("blis", prec, lb);
+    ck_assert_msg(nnt_cpu_dnnl_products() == before, "NNT_GEMM=blis: oneDNN computed %lu "
+                  "products", nnt_cpu_dnnl_products() - before);
     train_losses("onednn", prec, ld);
+    /* oneDNN really computed the products (some of them: one-row products go to BLIS) */
+    ck_assert_msg(nnt_cpu_dnnl_products() > before, "NNT_GEMM=onednn: oneDNN computed no "
+                  "product: did the GEMM codelet use it?");
     for (int s = 0; s < STEPS; s++) {
         double e = fabs(ld[s] - lb[s]) / fabs(lb[s]);
-        EXPECT_TOL(e, _i ? LOSS_BF16_TOL : LOSS_F32_TOL, "%s step %d: loss oneDNN %.9g, "
-                   "BLIS %.9g, relative", _i ? "bf16" : "fp32", s, ld[s], lb[s]);
+        double tol = !_i ? LOSS_F32_TOL : s == 0 ? LOSS_BF16_FIRST_TOL : LOSS_BF16_TOL;
+        EXPECT_TOL(e, tol, "%s step %d: loss oneDNN %.9g, BLIS %.9g, relative",
+                   _i ? "bf16" : "fp32", s, ld[s], lb[s]);
         worst = e > worst ? e : worst;
     }
     ck_assert_msg(lb[STEPS - 1] < lb[0], "training did not lower the loss (%g -> %g)", lb[0],
                   lb[STEPS - 1]);
-    /* oneDNN really computed the fp32 products: its summation order shows in some loss's
-     * last bits (5 of the 6 differ on Zen 3; bf16 operands make fewer products inexact) */
-    int differ = 0;
-    for (int s = 0; s < STEPS; s++)
-        differ += ld[s] != lb[s];
-    ck_assert_msg(_i == 1 || differ > 0, "fp32: the same bits under both backends: did the "
-                  "GEMM codelet use oneDNN?");
     printf("test_gemm_backends model %s: losses %.6f .. %.6f, oneDNN vs BLIS at most %.2e "
-           "relative\n", _i ? "bf16" : "fp32", lb[0], lb[STEPS - 1], worst);
+           "relative (step 0: %.2e), %lu products by oneDNN\n", _i ? "bf16" : "fp32", lb[0],
+           lb[STEPS - 1], worst, fabs(ld[0] - lb[0]) / fabs(lb[0]),
+           nnt_cpu_dnnl_products() - before);
 }
 END_TEST
 
@@ -431,7 +439,7 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(k, test_f32_shapes, 0, 2);
     tcase_add_test(k, test_cache_replacement);
     tcase_add_test(k, test_threads);
-    tcase_add_loop_test(k, test_bf16_operands, 1, 4);
+    tcase_add_loop_test(k, test_bf16_operands, 0, 4);
     suite_add_tcase(s, k);
     TCase *api = tcase_create("api");
     tcase_add_test(api, test_choice);

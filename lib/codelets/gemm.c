@@ -122,10 +122,11 @@ static int product_bf16_direct(const struct gemm_args *g, const void *a, const v
     nnt_dnnl_cache *cache = nnt_worker_product_cache();
     if (!cache || !bf16_math || !nnt_cpu_dnnl_bf16_native())
         return -1;
-    /* bf16 precision with two float tiles: both are converted; a bf16 tile is used as is */
-    return nnt_cpu_gemm_dnnl(cache, g->trans_a, g->trans_b, g->a_bf16 || !g->b_bf16,
-                             g->b_bf16 || !g->a_bf16, g->m, g->n, g->k, g->alpha, a, ld_a(g),
-                             g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n,
+    /* a float tile is rounded to bf16 by the kernel; a bf16 tile is used as is */
+    int dtypes = NNT_DNNL_BF16 | (g->a_bf16 ? NNT_DNNL_A_BF16 : 0) |
+                 (g->b_bf16 ? NNT_DNNL_B_BF16 : 0);
+    return nnt_cpu_gemm_dnnl(cache, g->trans_a, g->trans_b, dtypes, g->m, g->n, g->k, g->alpha,
+                             a, ld_a(g), g->m * g->k, b, ld_b(g), g->k * g->n, g->beta, c, g->n,
                              g->m * g->n, g->batch);
 }
 
