@@ -1,9 +1,9 @@
 #!/bin/sh
 # Smoke test of nnt-train on a tiny model: the --print-loss format and a decreasing loss, the
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
-# recompute / precision / out-of-core / accumulation runs against it, bit-exact resume,
-# errors on bad usage and bad files, and a Llama-family model (training, recompute,
-# --save-hf / --load-hf, resume). Every run's exit status is checked. (The default run
+# recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
+# bit-exact resume, errors on bad usage and bad files, and a Llama-family model (training,
+# recompute, --save-hf / --load-hf, resume). Every run's exit status is checked. (The default run
 # with the default corpus is tests/check_train_default.sh.)
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
@@ -77,7 +77,8 @@ fi
 # ---- (1a) a run tiled with partial tiles (vocabulary 256 in tiles of 100, sequence, channel
 # and hidden tiles): its 20 losses (train.csv, 9 digits) equal the committed reference within
 # 1e-6. Measured: the losses of BLIS's zen3, haswell and generic kernels with 1 or 2 CPU
-# workers differ by at most 8e-8 (AMD Zen 3), so 1e-6 is about 10x that; a one-line bug in
+# workers differ by at most 8e-8 (AMD Zen 3), so 1e-6 is about 10x that (AMD Zen 4, BLIS skx /
+# oneDNN avx512_core, every kernel path of (1e): 4.2e-7 .. 4.4e-7); a one-line bug in
 # LayerNorm, attention, cross-entropy, GELU or AdamW moves them by 1e-5 or more (tests/README).
 # --recompute gives the same losses bit for bit; --no-save writes no checkpoint.
 tiled="--layers 3 --tile-vocab 100 --tile-seq 8 --tile-channels 24 --tile-hidden 48"
@@ -122,7 +123,8 @@ fi
 
 # ---- (1d) --precision tf32 / bf16: GEMM operands rounded, so the 20 losses differ from the
 # fp32 run's (above) by more than LOW (rounding happened) and less than HIGH. Measured on the
-# tiled run (AMD Zen 3; BLIS zen3, haswell, generic): tf32 8.4e-5..8.6e-5, bf16 6.4e-4;
+# tiled run (AMD Zen 3; BLIS zen3, haswell, generic): tf32 8.4e-5..8.6e-5, bf16 6.4e-4 (AMD
+# Zen 4: tf32 1.4e-4, bf16 5.8e-4 with bf16 dot products, 5.3e-4 expanded to fp32);
 # HIGH is about 10x that, LOW about a tenth. ----------------------------------------------------
 for spec in tf32:1e-3:1e-5 bf16:6e-3:6e-5; do
     p=${spec%%:*} hi=${spec#*:}; lo=${hi#*:}; hi=${hi%:*}
@@ -139,6 +141,57 @@ for spec in tf32:1e-3:1e-5 bf16:6e-3:6e-5; do
     else
         echo "ok: --precision $p: the 20 losses are within ${verdict#* } of fp32's ($lo..$hi)"
     fi
+done
+
+# ---- (1e) the kernels of CPUs without AVX-512 / AMX, forced on any host by environment
+# variables: oneDNN limited to AVX2 (its own ONEDNN_MAX_CPU_ISA: fp32 JIT products, bf16
+# operands expanded to fp32), and no oneDNN and no AVX2 (NNT_GEMM=blis NNT_CPU_ISA=generic).
+# fp32: the reference's 20 losses within 1e-6, as the default kernels above; bf16: within
+# the band of (1d) around fp32's. Where the host has no AVX-512 these are (nearly) the
+# default kernels, and the checks still hold. ----------------------------------------------
+for mode in avx2 generic; do
+    case $mode in
+        avx2) set -- env ONEDNN_MAX_CPU_ISA=AVX2; kernels="ISA avx2\|CPU GEMM BLIS";;
+        generic) set -- env NNT_GEMM=blis NNT_CPU_ISA=generic; kernels="elementwise kernels generic";;
+    esac
+    for p in fp32 bf16; do
+        name="fallback_${mode}_$p"
+        "$@" "$prog" $small $tiled --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 \
+            --out "$tmp/$name" --print-loss --no-save --precision $p \
+            > "$tmp/$name.out" 2> "$tmp/$name.err"
+        status=$?
+        if [ $p = fp32 ]; then
+            want="$ref" hi=1e-6 lo=-1
+        else
+            want="$tmp/plain20.out" hi=6e-3 lo=6e-5
+        fi
+        # train.csv's 9 digits against the reference (fp32); --print-loss against fp32's (bf16)
+        if [ $p = fp32 ]; then
+            tail -n +2 "$tmp/$name/train.csv" 2>/dev/null | cut -d, -f1,2 | tr , ' ' \
+                > "$tmp/$name.losses"
+        else
+            cp "$tmp/$name.out" "$tmp/$name.losses"
+        fi
+        # the losses by step: "step N loss X" (--print-loss) or "N X" (train.csv, reference)
+        verdict=$(awk -v hi="$hi" -v lo="$lo" '
+                      FNR == 1 { f++ }
+                      /^#/ { next }
+                      { k = (NF == 4) ? $2 : $1; v = (NF == 4) ? $4 : $2 }
+                      f == 1 { w[k] = v; nw++ }
+                      f == 2 { d = (k in w) ? v - w[k] : 1; if (d < 0) d = -d; if (d > m) m = d; n++ }
+                      END { ok = n == 20 && nw == 20 && m > lo + 0 && m <= hi + 0
+                            printf "%s %g", ok ? "ok" : "bad", m }' \
+                  "$want" "$tmp/$name.losses")
+        if [ $status -ne 0 ] || [ "${verdict%% *}" != ok ]; then
+            fail "$name: status $status, largest loss difference ${verdict#* } (expected $lo..$hi):"
+            paste "$want" "$tmp/$name.losses" | head -n 24; tail -n 5 "$tmp/$name.err"
+        elif ! grep -q "$kernels" "$tmp/$name.err"; then
+            fail "$name: the kernels line does not show the forced kernels ($kernels):"
+            grep kernels "$tmp/$name.err"
+        else
+            echo "ok: $name ($*): losses within ${verdict#* } ($lo..$hi); $(grep -o 'CPU GEMM [^:]*' "$tmp/$name.err" | head -n 1)"
+        fi
+    done
 done
 
 # ---- (1c) out of core: a 1 MiB RAM budget (the state is about 2.6 MiB) with a disk swap,
