@@ -4,6 +4,7 @@
  *
  * Usage: bench_generate [--model PRESET] [--prompt N] [--new N] [--cpus N] [--no-cache]
  *                       [--rounds N] [--seed S] [--tile-channels N] [--tile-hidden N]
+ *                       [--precision fp32|tf32|bf16]
  * Defaults: gpt2, prompt 64 random ids, 128 new tokens (greedy), 2 CPU workers, the cache, one
  * untimed warm-up generation of 8 tokens, then 1 timed round. Prints per round the time of
  * the whole call (prefill included) and new tokens / s, and the first new ids (so that runs
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
 {
     const char *preset = "gpt2";
     long nprompt = 64, ngen = 128, cpus = 2, rounds = 1, no_cache = 0, seed = 1;
+    const char *precision = "fp32";
     nnt_tiling tl = NNT_TILING_INIT;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -53,10 +55,18 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--seed")) seed = atol(v);
         else if (!strcmp(k, "--tile-channels")) tl.channels = atol(v);
         else if (!strcmp(k, "--tile-hidden")) tl.hidden = atol(v);
+        else if (!strcmp(k, "--precision")) precision = v;
         else {
             fprintf(stderr, "bench_generate: unknown option %s\n", k);
             return 2;
         }
+    }
+    nnt_precision prec = !strcmp(precision, "bf16")   ? NNT_PRECISION_BF16
+                         : !strcmp(precision, "tf32") ? NNT_PRECISION_TF32
+                                                      : NNT_PRECISION_FP32;
+    if (prec == NNT_PRECISION_FP32 && strcmp(precision, "fp32")) {
+        fprintf(stderr, "bench_generate: --precision %s: use fp32, tf32 or bf16\n", precision);
+        return 2;
     }
     if (nprompt < 1 || ngen < 1 || rounds < 1) {
         fprintf(stderr, "bench_generate: --prompt, --new and --rounds must be >= 1\n");
@@ -69,7 +79,7 @@ int main(int argc, char **argv)
     nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
     opts.ncpus = (int)cpus;
     nnt_ctx *ctx = NULL;
-    if ((rc = nnt_ctx_create(&opts, &ctx)))
+    if ((rc = nnt_ctx_create(&opts, &ctx)) || (rc = nnt_ctx_set_precision(ctx, prec)))
         return fail("nnt_ctx_create", rc);
     nnt_layer *model = NULL;
     int64_t T = nprompt + ngen < cfg.max_seq ? nprompt + ngen : cfg.max_seq;
@@ -92,8 +102,8 @@ int main(int argc, char **argv)
     s.no_cache = (int)no_cache;
     if ((rc = nnt_model_generate(model, prompt, nprompt, ngen < 8 ? ngen : 8, &s, out)))
         return fail("nnt_model_generate (warm-up)", rc);
-    printf("# %s, prompt %ld, %ld new tokens, greedy, %ld CPU workers, %s\n", preset, nprompt,
-           ngen, cpus, no_cache ? "no cache" : "key/value cache");
+    printf("# %s, prompt %ld, %ld new tokens, greedy, %ld CPU workers, %s, %s products\n",
+           preset, nprompt, ngen, cpus, no_cache ? "no cache" : "key/value cache", precision);
     for (long r = 0; r < rounds; r++) {
         double t0 = now();
         if ((rc = nnt_model_generate(model, prompt, nprompt, ngen, &s, out)))

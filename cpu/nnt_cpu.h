@@ -155,6 +155,16 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                       float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+/* One row with bfloat16-valued operands (cpu/gemv.c): y (n) = alpha x op(B) + beta y, x (k)
+ * dense floats holding bf16 values; trans_b: B (n, k), y[j] = alpha sum_i x[i] B[j, i] +
+ * beta y[j]; else B (k, n), y[j] = alpha sum_i x[i] B[i, j] + beta y[j]; leading dim ldb.
+ * b_bf16: B holds bf16 bit patterns (uint16_t), read as they are; else floats, which must
+ * hold bf16 values for the products to be exact. Sums in float in one fixed order: the
+ * AVX2 and portable paths, and a bf16 B and a float B of the same values, give the same
+ * bits. beta == 0: y not read. For the decode steps of generation under bf16 precision. */
+void nnt_cpu_gemv_bf16(int trans_b, int b_bf16, int64_t n, int64_t k, float alpha,
+                       const float *x, const void *b, int64_t ldb, float beta, float *y);
+
 /* The product of nnt_cpu_gemm_f32 through oneDNN on the cache dnnl when dnnl is not NULL (the
  * caller passes one when oneDNN is the backend), else, or where oneDNN declines, through
  * BLIS; one-row products (m == 1: generation's decode steps) always through BLIS's gemv,

@@ -718,6 +718,7 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+
 /* ---- LayerNorm --------------------------------------------------------------------------- */
 
 static void ref_ln_fwd(int64_t rows, int64_t n, double eps, const double *x, const double *g,
@@ -1555,6 +1556,79 @@ static int force_avx2(const char *test)
     return 0;
 }
 
+/* nnt_cpu_gemv_bf16: one row of bf16 values against B (bf16 bits, or floats of the same
+ * values), both orientations, padded rows (ldb), tails of every length, alpha / beta (beta 0:
+ * y is NaN before and must not be read). Against the float64 sum of the exact products,
+ * relative to sum |alpha x b| + |beta y|: float summation only. The bf16 and float B give the
+ * same bits, and so do the AVX2 and portable paths (one fixed order of the sums). */
+#define TOL_GEMV_BF16 8e-7   /* measured 7.6e-8 (k up to 770) */
+static double gemv_case(int trans_b, int64_t n, int64_t k, float alpha, float beta, float *out)
+{
+    int64_t ldb = (trans_b ? k : n) + 3, rows = trans_b ? n : k, nb = rows * ldb;
+    float *x = rand_f(k, -2.0f, 2.0f), *bf = rand_f(nb, -1.0f, 1.0f);
+    float *y0 = rand_f(n, -1.0f, 1.0f), *y = alloc_f(n), *y2 = alloc_f(n);
+    uint16_t *bh = malloc((size_t)nb * sizeof *bh);
+    nnt_cpu_round_f32(k, 7, x, x);
+    nnt_cpu_f32_to_bf16(nb, bf, bh);
+    nnt_cpu_bf16_to_f32(nb, bh, bf);   /* the float B holds the bf16 values */
+    for (int64_t j = 0; j < n; j++)
+        y[j] = y2[j] = beta == 0.0f ? NAN : y0[j];
+    nnt_cpu_gemv_bf16(trans_b, 1, n, k, alpha, x, bh, ldb, beta, y);
+    nnt_cpu_gemv_bf16(trans_b, 0, n, k, alpha, x, bf, ldb, beta, y2);
+    ck_assert_msg(memcmp(y, y2, (size_t)n * sizeof *y) == 0,
+                  "gemv_bf16 trans %d n %lld k %lld: bf16 and float B differ", trans_b,
+                  (long long)n, (long long)k);
+    double worst = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        double sum = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < k; i++) {
+            double p = (double)x[i] * bf[trans_b ? j * ldb + i : i * ldb + j];
+            sum += p;
+            mag += fabs(p);
+        }
+        double want = alpha * sum + (beta == 0.0f ? 0.0 : (double)beta * y0[j]);
+        double scale = fabs(alpha) * mag + (beta == 0.0f ? 0.0 : fabs(beta * y0[j])) + 1e-30;
+        double e = fabs(y[j] - want) / scale;
+        worst = e > worst ? e : worst;
+    }
+    memcpy(out, y, (size_t)n * sizeof *y);
+    free(x), free(bf), free(y0), free(y), free(y2), free(bh);
+    return worst;
+}
+
+START_TEST(test_gemv_bf16)
+{
+    static const int64_t ns[] = {1, 3, 4, 5, 8, 9, 31, 32, 33, 67};
+    static const int64_t ks[] = {1, 7, 8, 9, 16, 47, 70, 120, 770};
+    float *out[2] = {alloc_f(67), alloc_f(67)};
+    double worst = 0.0;
+    int avx2 = force_avx2("gemv_bf16");
+    for (int tb = 0; tb < 2; tb++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+                for (int ab = 0; ab < 2; ab++) {
+                    float alpha = ab ? -0.5f : 1.0f, beta = ab ? 0.75f : 0.0f;
+                    for (int path = 0; path < 1 + avx2; path++) {
+                        nnt_cpu_isa_force(path ? NNT_CPU_ISA_GENERIC : -1);
+                        uint64_t seed = 1000 + 100 * (uint64_t)ni + 10 * ki + (uint64_t)ab;
+                        rng_seed(seed);   /* the same operands on both paths */
+                        double e = gemv_case(tb, ns[ni], ks[ki], alpha, beta, out[path]);
+                        EXPECT_TOL(e, TOL_GEMV_BF16, "gemv_bf16 trans %d n %lld k %lld "
+                                   "alpha %g beta %g path %d", tb, (long long)ns[ni],
+                                   (long long)ks[ki], alpha, beta, path);
+                        worst = e > worst ? e : worst;
+                    }
+                    ck_assert_msg(!avx2 || memcmp(out[0], out[1], (size_t)ns[ni] * 4) == 0,
+                                  "gemv_bf16 trans %d n %lld k %lld: the AVX2 and portable "
+                                  "paths differ", tb, (long long)ns[ni], (long long)ks[ki]);
+                }
+    nnt_cpu_isa_force(-1);
+    printf("gemv_bf16: largest error %.2e (relative to sum |alpha x b| + |beta y|)%s\n", worst,
+           avx2 ? "; AVX2 and portable paths bit for bit" : "");
+    free(out[0]), free(out[1]);
+}
+END_TEST
+
 START_TEST(test_isa_exp)
 {
     if (!force_avx2("isa_exp"))
@@ -1915,7 +1989,8 @@ static Suite *cpu_suite(void)
         {"elementwise", test_fill_scale_axpby}, {"gelu", test_gelu},
         {"bias_gelu", test_bias_gelu},           {"bcast", test_add_bcast_sum_outer},
         {"sumsq", test_sumsq},                   {"copy_box", test_copy_box},
-        {"gemm", test_gemm},                     {"layernorm_ref", test_layernorm_ref_fd},
+        {"gemm", test_gemm},                     {"gemv_bf16", test_gemv_bf16},
+        {"layernorm_ref", test_layernorm_ref_fd},
         {"layernorm", test_layernorm},
         {"layernorm_small_variance", test_layernorm_small_variance},
         {"attention_ref", test_attention_ref_fd},

@@ -110,6 +110,40 @@ static int prepare_operands_cpu(const struct gemm_args *g, const float **a, cons
     return 0;
 }
 
+/* One-row products under NNT_PRECISION_BF16 (the decode steps of generation, m == 1):
+ * nnt_cpu_gemv_bf16 reads a bf16 B tile (a weight copy) as it is, at half an fp32 gemv's
+ * bytes, where a blocked GEMM would first reorder all of B for the one row. A's row is
+ * rounded to bf16 (or expanded, from a bf16 tile) into the worker's scratch, a float B
+ * tile rounded there too (then the bits are those of a bf16 B of the same values). 0 done;
+ * -1 not applicable (C untouched); 1 no scratch (reported). */
+static int product_row_bf16(const struct gemm_args *g, const void *a, const void *b, float *c)
+{
+    if (g->m != 1 || g->k <= 0 || g->alpha == 0.0f || g->precision != NNT_PRECISION_BF16)
+        return -1;
+    int64_t k = g->k, n = g->n, slot_x = (g->batch * k + 127) / 128 * 128;
+    size_t bytes = (size_t)(slot_x + (g->b_bf16 ? 0 : numel_b(g))) * sizeof(float);
+    float *ws = nnt_worker_scratch(bytes);   // the rows of A (batch, k), then B if float
+    if (!ws) {
+        nnt_task_error("nnt_gemm", "no memory for the bf16 rows (%zu bytes)", bytes);
+        return 1;
+    }
+    /* with m == 1 the row of op(A) is contiguous either way: (1, k) or (k, 1) */
+    if (g->a_bf16)
+        nnt_cpu_bf16_to_f32(g->batch * k, a, ws);
+    else
+        nnt_cpu_round_f32(g->batch * k, 7, a, ws);
+    if (!g->b_bf16) {
+        nnt_cpu_round_f32(numel_b(g), 7, b, ws + slot_x);
+        b = ws + slot_x;
+    }
+    size_t elsize = g->b_bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (int64_t i = 0; i < g->batch; i++)
+        nnt_cpu_gemv_bf16(g->trans_b, g->b_bf16, n, k, g->alpha, ws + i * k,
+                          (const char *)b + (size_t)(i * k * n) * elsize, ld_b(g), g->beta,
+                          c + i * n);
+    return 0;
+}
+
 /* The product by oneDNN with bf16 operands as they are (a float tile is rounded to bf16 by
  * the kernel, as NNT_PRECISION_BF16 rounds it): when oneDNN is the backend (the worker has a
  * product cache) and the CPU has bf16 dot products, for bf16-precision products and for two
@@ -144,7 +178,10 @@ static void gemm_cpu(void *buffers[], void *cl_arg)
     const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m); bf16 if a_bf16
     const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k); bf16 if b_bf16
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
-    if (product_bf16_direct(g, a, b, c) != 0) {
+    int row = product_row_bf16(g, a, b, c);
+    if (row > 0)
+        return;
+    if (row < 0 && product_bf16_direct(g, a, b, c) != 0) {
         if (prepare_operands_cpu(g, &a, &b))
             return;
         product_f32(g, a, b, c);
