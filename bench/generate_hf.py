@@ -3,8 +3,10 @@
 the shapes of nnt's presets (random weights), the peer of bench/bench_generate.c; run by
 bench/bench_generate.sh (needs PyTorch + transformers, e.g. /tmp/venv-torch/bin/python).
 
-    generate_hf.py MODEL PROMPT NEW THREADS     MODEL: gpt2 | smollm2-135m
-Prints one line: "hf MODEL: S s, R tokens/s" (the whole generate call, prefill included,
+    generate_hf.py MODEL PROMPT NEW THREADS [DTYPE]     MODEL: gpt2 | smollm2-135m
+DTYPE fp32 (default) or bf16: the model's weights and activations in that type (PyTorch's
+bf16 inference; nnt's bf16 precision keeps float activations and rounds the products'
+operands). Prints one line: "hf MODEL: S s, R tokens/s" (the whole generate call, prefill included,
 after an untimed warm-up generation of 8 tokens)."""
 import sys
 import time
@@ -26,9 +28,14 @@ def model_of(name):
 
 def main():
     name, nprompt, ngen, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    dtype = sys.argv[5] if len(sys.argv) > 5 else "fp32"
+    if dtype not in ("fp32", "bf16"):
+        raise SystemExit(f"generate_hf.py: DTYPE {dtype}: use fp32 or bf16")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = model_of(name).float().eval()
+    if dtype == "bf16":
+        model = model.to(torch.bfloat16)
     prompt = torch.randint(0, model.config.vocab_size, (1, nprompt))
     mask = torch.ones_like(prompt)
 
@@ -43,7 +50,7 @@ def main():
         dt = time.perf_counter() - t0
     assert out.shape[1] == nprompt + ngen
     print(f"hf {name}: {dt:.3f} s, {ngen / dt:.2f} tokens/s (torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads)")
+          f"{torch.get_num_threads()} threads, {dtype})")
 
 
 if __name__ == "__main__":
