@@ -19,6 +19,7 @@ typedef struct opts {
     long long max_new, top_k, seed, eos;
     double temperature, top_p;
     int print_ids, no_cache, cpus, bytes;   /* bytes: --tokenizer bytes */
+    nnt_precision precision;                /* --precision                  */
 } opts;
 
 static const char USAGE[] =
@@ -27,7 +28,7 @@ static const char USAGE[] =
     "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                    [--seed S] [--eos ID] [--tokenizer bytes|bpe|json]\n"
     "                    [--vocab FILE --merges FILE] [--tokenizer-json FILE] [--print-ids]\n"
-    "                    [--cpus N] [--no-cache]\n";
+    "                    [--cpus N] [--no-cache] [--precision fp32|tf32|bf16]\n";
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -104,7 +105,12 @@ static int parse_args(int argc, char **argv, opts *o)
             bad = parse_d(v, &o->temperature) || !(o->temperature >= 0.0);
         else if (!strcmp(k, "--top-p"))
             bad = parse_d(v, &o->top_p) || !(o->top_p > 0.0 && o->top_p <= 1.0);
-        else
+        else if (!strcmp(k, "--precision")) {
+            bad = strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "bf16");
+            o->precision = !strcmp(v, "bf16")   ? NNT_PRECISION_BF16
+                           : !strcmp(v, "tf32") ? NNT_PRECISION_TF32
+                                                : NNT_PRECISION_FP32;
+        } else
             return usage("unknown option %s", k);
         if (bad)
             return usage("bad value for %s", k);
@@ -395,6 +401,10 @@ int main(int argc, char **argv)
     nnt_ctx *ctx = NULL;
     if ((rc = nnt_ctx_create(&co, &ctx)))
         return lib_error("nnt_ctx_create", rc);
+    if ((rc = nnt_ctx_set_precision(ctx, o.precision))) {
+        nnt_ctx_destroy(ctx);
+        return lib_error("--precision", rc);
+    }
     nnt_layer *model = NULL;
     nnt_tokenizer *tok = NULL;
     int32_t *prompt = NULL;

@@ -2,7 +2,8 @@
 # Smoke test of nnt-generate: 48 greedy tokens of the tiny GQA Llama fixture
 # (tests/fixtures/llama_tiny/gqa) equal transformers' (gqa.greedy_long of generate.safetensors,
 # tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,
-# tests/gen_gpt2_generate.py), with and without the key/value cache; --eos stops; a GPT-2
+# tests/gen_gpt2_generate.py), with and without the key/value cache, in fp32 and with
+# --precision bf16; --eos stops; a GPT-2
 # directory gives the same ids with and without the cache; bad usage exits 2, a missing
 # model directory 1, and both say why.
 set -u
@@ -44,6 +45,16 @@ expect gpt2_greedy "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" --max-new-t
     --temperature 0 --print-ids --cpus 2
 expect gpt2_greedy_nocache "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" \
     --max-new-tokens 40 --temperature 0 --print-ids --no-cache --cpus 2
+# --precision bf16 (the weights read from bf16 copies; one-row products by nnt's bf16 gemv
+# with the cache, whole-window products without): bf16 moves the logits by about 1e-3, and
+# on these two fixtures the greedy ids stay transformers' (fp32) on every kernel path tried
+# (AMD Zen 4: oneDNN's bf16 and AVX2 products, BLIS, the portable kernels).
+for c in "" --no-cache; do
+    expect "gqa_bf16$c" "$want" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
+        --temperature 0 --print-ids --cpus 2 --precision bf16 $c
+    expect "gpt2_bf16$c" "$gwant" --load-hf "$gen" --prompt-ids "$gprompt" \
+        --max-new-tokens 40 --temperature 0 --print-ids --cpus 2 --precision bf16 $c
+done
 a=$("$prog" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 --seed 3 \
     --top-k 5 --print-ids --cpus 2 2> "$tmp/gpt2.err") || fail "gpt2: exit status $?"
 expect gpt2-no-cache "$a" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 \
@@ -129,6 +140,7 @@ bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-
     --vocab v --merges m
 bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
 bad 2 "bad value for --top-p" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "bad value for --precision" --load-hf "$gqa" --prompt-ids 1 --precision fp16
 bad 2 "bad value for --tokenizer" --load-hf "$gqa" --prompt-ids 1 --tokenizer words
 bad 2 "--tokenizer bytes takes no" --load-hf "$gqa" --prompt x --tokenizer bytes \
     --tokenizer-json "$tokjson"
