@@ -116,10 +116,10 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
  * float operands and float products): NNT_DNNL_A_BF16 / _B_BF16, that operand holds bfloat16
  * bit patterns (uint16_t) instead of floats; NNT_DNNL_BF16, or either of those, makes the
  * products bf16: a float operand is then converted to bfloat16 (nnt_cpu_f32_to_bf16's
- * rounding) first. Sums in float, C float; same contract as nnt_cpu_gemm_f32 otherwise (k == 0 or alpha == 0: C =
- * beta C; beta == 0: C not read), one OpenMP thread. Returns 0, or -1 when oneDNN cannot
- * (not compiled in, no bf16 matmul on this CPU, strides it refuses, no memory): C is then
- * untouched and the caller computes the product otherwise. */
+ * rounding) first. Sums in float, C float; same contract as nnt_cpu_gemm_f32 otherwise
+ * (k == 0 or alpha == 0: C = beta C; beta == 0: C not read), one OpenMP thread. Returns 0,
+ * or -1 when oneDNN cannot (not compiled in, no bf16 matmul on this CPU, strides it
+ * refuses, no memory): C is then untouched and the caller computes the product otherwise. */
 #ifndef NNT_DNNL_CACHE_TYPEDEF   /* once, though tests include this header twice */
 #define NNT_DNNL_CACHE_TYPEDEF
 typedef struct nnt_dnnl_cache nnt_dnnl_cache;

@@ -152,7 +152,8 @@ done
 for mode in avx2 generic; do
     case $mode in
         avx2) set -- env ONEDNN_MAX_CPU_ISA=AVX2; kernels="ISA avx2\|CPU GEMM BLIS";;
-        generic) set -- env NNT_GEMM=blis NNT_CPU_ISA=generic; kernels="elementwise kernels generic";;
+        generic) set -- env NNT_GEMM=blis NNT_CPU_ISA=generic
+                 kernels="elementwise kernels generic";;
     esac
     for p in fp32 bf16; do
         name="fallback_${mode}_$p"
@@ -160,16 +161,12 @@ for mode in avx2 generic; do
             --out "$tmp/$name" --print-loss --no-save --precision $p \
             > "$tmp/$name.out" 2> "$tmp/$name.err"
         status=$?
-        if [ $p = fp32 ]; then
+        if [ $p = fp32 ]; then   # train.csv's 9 digits against the reference
             want="$ref" hi=1e-6 lo=-1
-        else
-            want="$tmp/plain20.out" hi=6e-3 lo=6e-5
-        fi
-        # train.csv's 9 digits against the reference (fp32); --print-loss against fp32's (bf16)
-        if [ $p = fp32 ]; then
             tail -n +2 "$tmp/$name/train.csv" 2>/dev/null | cut -d, -f1,2 | tr , ' ' \
                 > "$tmp/$name.losses"
-        else
+        else                     # --print-loss against the fp32 run of (1a)
+            want="$tmp/plain20.out" hi=6e-3 lo=6e-5
             cp "$tmp/$name.out" "$tmp/$name.losses"
         fi
         # the losses by step: "step N loss X" (--print-loss) or "N X" (train.csv, reference)
@@ -178,7 +175,8 @@ for mode in avx2 generic; do
                       /^#/ { next }
                       { k = (NF == 4) ? $2 : $1; v = (NF == 4) ? $4 : $2 }
                       f == 1 { w[k] = v; nw++ }
-                      f == 2 { d = (k in w) ? v - w[k] : 1; if (d < 0) d = -d; if (d > m) m = d; n++ }
+                      f == 2 { d = (k in w) ? v - w[k] : 1; if (d < 0) d = -d
+                               if (d > m) m = d; n++ }
                       END { ok = n == 20 && nw == 20 && m > lo + 0 && m <= hi + 0
                             printf "%s %g", ok ? "ok" : "bad", m }' \
                   "$want" "$tmp/$name.losses")
@@ -189,7 +187,8 @@ for mode in avx2 generic; do
             fail "$name: the kernels line does not show the forced kernels ($kernels):"
             grep kernels "$tmp/$name.err"
         else
-            echo "ok: $name ($*): losses within ${verdict#* } ($lo..$hi); $(grep -o 'CPU GEMM [^:]*' "$tmp/$name.err" | head -n 1)"
+            gemm=$(grep -o 'CPU GEMM [^:]*' "$tmp/$name.err" | head -n 1)
+            echo "ok: $name ($*): losses within ${verdict#* } ($lo..$hi); $gemm"
         fi
     done
 done

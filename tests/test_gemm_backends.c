@@ -254,9 +254,10 @@ END_TEST
 /* ---- bf16 operands ----------------------------------------------------------------------- */
 
 /* _i: which operands are stored in bf16 (0 neither, 1 A, 2 B, 3 both), the products bf16
- * (NNT_DNNL_BF16); a float operand is rounded to bf16 by the kernel. Against BLIS on the operands expanded to float: the same products, summed in
- * another order. On a CPU without bf16 dot products oneDNN has no bf16 matmul: the kernel
- * must decline (-1) and leave C alone. */
+ * (NNT_DNNL_BF16); a float operand is rounded to bf16 by the kernel. Against BLIS on the
+ * operands expanded to float: the same products, summed in another order. On a CPU without
+ * bf16 dot products oneDNN has no bf16 matmul: the kernel must decline (-1) and leave C
+ * alone. */
 #define BF16_TOL 1e-6   /* scaled, as F32_TOL: float summation order only (Zen 4: 2.45e-7) */
 START_TEST(test_bf16_operands)
 {

@@ -178,7 +178,7 @@ static void gemm_cpu(void *buffers[], void *cl_arg)
     const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m); bf16 if a_bf16
     const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k); bf16 if b_bf16
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
-    int row = product_row_bf16(g, a, b, c);
+    int row = product_row_bf16(g, a, b, c);   // 0 done, -1 not a bf16 row, 1 failed
     if (row > 0)
         return;
     if (row < 0 && product_bf16_direct(g, a, b, c) != 0) {
