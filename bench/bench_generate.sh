@@ -3,15 +3,17 @@
 # and a smollm2-135m-shaped random model, prompt 64, 128 new tokens, greedy: nnt with the
 # key/value cache, nnt without it (nnt_sampling.no_cache, the 0.2 behaviour), and Hugging
 # Face transformers' generate(use_cache=True, do_sample=False) with torch.set_num_threads,
-# in one run.
+# in one run; each in fp32, and in bf16 with PRECISIONS="fp32 bf16" (nnt --precision bf16,
+# transformers' model in bfloat16).
 # Usage (from a build directory): sh ../bench/bench_generate.sh [PYTHON]
 # PYTHON: an interpreter with torch and transformers (default /tmp/venv-torch/bin/python).
-# Environment: MODELS (default "gpt2 smollm2-135m"), THREADS, PROMPT, NEW, ROUNDS,
-# SKIP_NO_CACHE=1.
+# Environment: MODELS (default "gpt2 smollm2-135m"), PRECISIONS (default fp32), THREADS,
+# PROMPT, NEW, ROUNDS, SKIP_NO_CACHE=1.
 # Results go to bench/RESULTS-generate.md by hand.
 set -eu
 py=${1:-/tmp/venv-torch/bin/python}
 models=${MODELS:-"gpt2 smollm2-135m"}
+precisions=${PRECISIONS:-fp32}
 threads=${THREADS:-2}
 prompt=${PROMPT:-64}
 new=${NEW:-128}
@@ -27,14 +29,17 @@ echo "# prompt $prompt, $new new tokens, greedy, $threads threads"
 rounds=${ROUNDS:-3}
 for r in $(seq 1 "$rounds"); do
     for m in $models; do
-        echo "## round $r: $m (load $(cut -d' ' -f1 /proc/loadavg))"
-        bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" --cpus "$threads" |
-            sed -n "s/^round 1/nnt cache $m/p"
-        if [ "$r" = 1 ] && [ "${SKIP_NO_CACHE:-0}" != 1 ]; then
-            bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" \
-                --cpus "$threads" --no-cache | sed -n "s/^round 1/nnt no cache $m/p"
-        fi
-        "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads"
+        for p in $precisions; do
+            echo "## round $r: $m $p (load $(cut -d' ' -f1 /proc/loadavg))"
+            bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" --cpus "$threads" \
+                --precision "$p" | sed -n "s/^round 1/nnt cache $m $p/p"
+            if [ "$r" = 1 ] && [ "${SKIP_NO_CACHE:-0}" != 1 ]; then
+                bench/bench_generate --model "$m" --prompt "$prompt" --new "$new" \
+                    --cpus "$threads" --precision "$p" --no-cache |
+                    sed -n "s/^round 1/nnt no cache $m $p/p"
+            fi
+            "$py" "$here/generate_hf.py" "$m" "$prompt" "$new" "$threads" "$p"
+        done
     done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
