@@ -120,8 +120,12 @@ void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
             continue;
         }
         if (m == 1) {
-            gemv_row(trans_b, n, k, alpha, a + i * stride_a, trans_a ? lda : 1,
-                     b + i * stride_b, ldb, beta, ci, &rntm);
+            /* nnt's row walk where it can (op(B) = B^T, the row dense), else BLIS's gemv */
+            if (!trans_b || (trans_a && lda != 1) ||
+                nnt_cpu_gemv_f32(n, k, alpha, a + i * stride_a, b + i * stride_b, ldb, beta,
+                                 ci) != 0)
+                gemv_row(trans_b, n, k, alpha, a + i * stride_a, trans_a ? lda : 1,
+                         b + i * stride_b, ldb, beta, ci, &rntm);
             continue;
         }
         /* BLIS takes non-const operand pointers but only reads A and B */

@@ -1,7 +1,7 @@
-/* nnt CPU kernels: one-row products with bfloat16-valued operands (nnt_cpu_gemv_bf16), the
- * decode steps of generation under NNT_PRECISION_BF16. B is read as it is stored: a bf16
- * weight copy at 2 bytes an element (half of an fp32 gemv's bytes, where a blocked GEMM
- * would first reorder the whole of B for one row).
+/* nnt CPU kernels: one-row products, the decode steps of generation. nnt_cpu_gemv_bf16
+ * (under NNT_PRECISION_BF16) reads B as it is stored: a bf16 weight copy at 2 bytes an
+ * element (half of an fp32 gemv's bytes, where a blocked GEMM would first reorder the whole
+ * of B for one row). nnt_cpu_gemv_f32 is the same walk on float rows (AVX2 path only).
  *
  * Both operands hold bf16 values, so every product x[i] * B[.] is exact in float and an
  * FMA gives the bits of a multiply then add. The sums follow one fixed order, which the
@@ -173,6 +173,20 @@ static NNT_AVX2 void gemv_avx2(int trans_b, int b_bf16, int64_t n, int64_t k, fl
                : gemv_n_avx2(0, n, k, alpha, x, b, ldb, beta, y);
 }
 #endif
+
+int nnt_cpu_gemv_f32(int64_t n, int64_t k, float alpha, const float *x, const float *b,
+                     int64_t ldb, float beta, float *y)
+{
+#if NNT_CPU_X86
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2) {
+        if (n > 0)
+            gemv_avx2(1, 0, n, k, alpha, x, b, ldb, beta, y);
+        return 0;
+    }
+#endif
+    (void)n, (void)k, (void)alpha, (void)x, (void)b, (void)ldb, (void)beta, (void)y;
+    return -1;
+}
 
 void nnt_cpu_gemv_bf16(int trans_b, int b_bf16, int64_t n, int64_t k, float alpha,
                        const float *x, const void *b, int64_t ldb, float beta, float *y)

@@ -102,8 +102,9 @@ const char *nnt_cpu_blis_reason(void);
  *   op(A) is (m, k), op(B) is (k, n), C is (m, n). CPU: BLIS's bli_sgemm_ex with its
  *   small-matrix path off (BLIS 0.9.0's sup kernels read past the end of A or C for some
  *   shapes, flame/blis#635); always one thread (each StarPU worker owns a core, so
- *   BLIS_NUM_THREADS / OMP_NUM_THREADS must not multiply the threads).
- *   beta == 0: C is not read.                                                              */
+ *   BLIS_NUM_THREADS / OMP_NUM_THREADS must not multiply the threads). One-row products
+ *   (m == 1) by nnt_cpu_gemv_f32 where it runs and op(B) = B^T with a dense row, else by
+ *   BLIS's gemv. beta == 0: C is not read.                                                 */
 void nnt_cpu_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, int64_t stride_a,
                       const float *b, int64_t ldb, int64_t stride_b, float beta,
@@ -164,13 +165,19 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
  * bits. beta == 0: y not read. For the decode steps of generation under bf16 precision. */
 void nnt_cpu_gemv_bf16(int trans_b, int b_bf16, int64_t n, int64_t k, float alpha,
                        const float *x, const void *b, int64_t ldb, float beta, float *y);
+/* The same walk in float where the AVX2 path runs: y (n) = alpha B x + beta y, B (n, k) with
+ * leading dim ldb, x dense (k), each row of B read as one sequential stream (22-30 GB/s a
+ * core on AMD Zen 4 where BLIS's gemv streams 17-19). Returns 0, or -1 (nothing done) on
+ * the portable path. beta == 0: y not read. */
+int nnt_cpu_gemv_f32(int64_t n, int64_t k, float alpha, const float *x, const float *b,
+                     int64_t ldb, float beta, float *y);
 
 /* The product of nnt_cpu_gemm_f32 through oneDNN on the cache dnnl when dnnl is not NULL (the
  * caller passes one when oneDNN is the backend), else, or where oneDNN declines, through
- * BLIS; one-row products (m == 1: generation's decode steps) always through BLIS's gemv,
- * which streams B once (GPT-2 124M generation, bench_generate, prompt 64, 128 new tokens,
- * 2 workers, Zen 3: 29.2/30.3/33.0 tokens/s against 27.5/28.3/29.4 with oneDNN, in 3
- * interleaved pairs). */
+ * BLIS; one-row products (m == 1: generation's decode steps) always as nnt_cpu_gemm_f32
+ * does them (a row walk or BLIS's gemv), which streams B once (GPT-2 124M generation,
+ * bench_generate, prompt 64, 128 new tokens, 2 workers, Zen 3: 29.2/30.3/33.0 tokens/s with
+ * BLIS's gemv against 27.5/28.3/29.4 with oneDNN, in 3 interleaved pairs). */
 void nnt_cpu_product_f32(nnt_dnnl_cache *dnnl, int trans_a, int trans_b, int64_t m, int64_t n,
                          int64_t k, float alpha, const float *a, int64_t lda, int64_t stride_a,
                          const float *b, int64_t ldb, int64_t stride_b, float beta, float *c,
