@@ -3,8 +3,8 @@
  * element (half of an fp32 gemv's bytes, where a blocked GEMM would first reorder the whole
  * of B for one row). nnt_cpu_gemv_f32 is the same walk on float rows (AVX2 path only).
  *
- * Both operands hold bf16 values, so every product x[i] * B[.] is exact in float and an
- * FMA gives the bits of a multiply then add. The sums follow one fixed order, which the
+ * In nnt_cpu_gemv_bf16 both operands hold bf16 values, so every product x[i] * B[.] is
+ * exact in float and an FMA gives the bits of a multiply then add. The sums follow one fixed order, which the
  * portable path reproduces lane for lane: the AVX2 and portable paths, and a bf16 B and a
  * float B holding the same values, give the same bits. */
 #include "nnt_cpu.h"
