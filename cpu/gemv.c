@@ -4,9 +4,9 @@
  * of B for one row). nnt_cpu_gemv_f32 is the same walk on float rows (AVX2 path only).
  *
  * In nnt_cpu_gemv_bf16 both operands hold bf16 values, so every product x[i] * B[.] is
- * exact in float and an FMA gives the bits of a multiply then add. The sums follow one fixed order, which the
- * portable path reproduces lane for lane: the AVX2 and portable paths, and a bf16 B and a
- * float B holding the same values, give the same bits. */
+ * exact in float and an FMA gives the bits of a multiply then add. The sums follow one
+ * fixed order, which the portable path reproduces lane for lane: the AVX2 and portable
+ * paths, and a bf16 B and a float B holding the same values, give the same bits. */
 #include "nnt_cpu.h"
 
 #if NNT_CPU_X86
