@@ -61,10 +61,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    nnt_precision prec = !strcmp(precision, "bf16")   ? NNT_PRECISION_BF16
-                         : !strcmp(precision, "tf32") ? NNT_PRECISION_TF32
-                                                      : NNT_PRECISION_FP32;
-    if (prec == NNT_PRECISION_FP32 && strcmp(precision, "fp32")) {
+    static const char *const names[] = {"fp32", "tf32", "bf16"};   /* = nnt_precision */
+    int pi = 2;
+    while (pi >= 0 && strcmp(precision, names[pi]))
+        pi--;
+    nnt_precision prec = (nnt_precision)(pi < 0 ? 0 : pi);
+    if (pi < 0) {
         fprintf(stderr, "bench_generate: --precision %s: use fp32, tf32 or bf16\n", precision);
         return 2;
     }

@@ -200,10 +200,8 @@ static NNT_AVX2 int64_t to_bf16_avx2(int64_t n, const float *x, uint16_t *y)
 static NNT_AVX2 int64_t from_bf16_avx2(int64_t n, const uint16_t *x, float *y)
 {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
-        _mm256_storeu_si256((__m256i *)(y + i), _mm256_slli_epi32(w, 16));
-    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, nnt_avx2_bf16x8(x + i));
     return i;
 }
 

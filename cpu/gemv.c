@@ -90,10 +90,8 @@ static void gemv_portable(int trans_b, int b_bf16, int64_t n, int64_t k, float a
 /* 8 elements of B from index i: bf16 expanded (its bits in the upper halves) or floats. */
 static inline NNT_AVX2 __m256 load8(const void *b, int b_bf16, int64_t i)
 {
-    if (!b_bf16)
-        return _mm256_loadu_ps((const float *)b + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)b + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return b_bf16 ? nnt_avx2_bf16x8((const uint16_t *)b + i)
+                  : _mm256_loadu_ps((const float *)b + i);
 }
 
 /* y (n) over the rows of B (n, k), row after row: dot_row's order */

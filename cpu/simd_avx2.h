@@ -5,6 +5,7 @@
 #define NNT_SIMD_AVX2_H
 
 #include <immintrin.h>
+#include <stdint.h>
 
 #define NNT_AVX2 __attribute__((target("avx2,fma")))
 
@@ -40,6 +41,13 @@ static inline NNT_AVX2 __m256 nnt_avx2_exp(__m256 x)
     y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
     return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); /* NaN stays NaN */
+}
+
+/* 8 bfloat16 bit patterns (p[0..7]) as floats: exact (the bits become the upper halves) */
+static inline NNT_AVX2 __m256 nnt_avx2_bf16x8(const uint16_t *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 /* sum of the 8 lanes */

@@ -106,10 +106,12 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(k, "--top-p"))
             bad = parse_d(v, &o->top_p) || !(o->top_p > 0.0 && o->top_p <= 1.0);
         else if (!strcmp(k, "--precision")) {
-            bad = strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "bf16");
-            o->precision = !strcmp(v, "bf16")   ? NNT_PRECISION_BF16
-                           : !strcmp(v, "tf32") ? NNT_PRECISION_TF32
-                                                : NNT_PRECISION_FP32;
+            static const char *const names[] = {"fp32", "tf32", "bf16"};   /* = nnt_precision */
+            int p = 2;
+            while (p >= 0 && strcmp(v, names[p]))
+                p--;
+            bad = p < 0;
+            o->precision = (nnt_precision)(p < 0 ? 0 : p);
         } else
             return usage("unknown option %s", k);
         if (bad)

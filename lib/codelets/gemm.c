@@ -120,25 +120,20 @@ static int product_row_bf16(const struct gemm_args *g, const void *a, const void
 {
     if (g->m != 1 || g->k <= 0 || g->alpha == 0.0f || g->precision != NNT_PRECISION_BF16)
         return -1;
-    int64_t k = g->k, n = g->n, slot_x = (g->batch * k + 127) / 128 * 128;
-    size_t bytes = (size_t)(slot_x + (g->b_bf16 ? 0 : numel_b(g))) * sizeof(float);
+    int64_t k = g->k, n = g->n;
+    size_t bytes = (size_t)(slot_a(g) + (g->b_bf16 ? 0 : numel_b(g))) * sizeof(float);
     float *ws = nnt_worker_scratch(bytes);   // the rows of A (batch, k), then B if float
     if (!ws) {
         nnt_task_error("nnt_gemm", "no memory for the bf16 rows (%zu bytes)", bytes);
         return 1;
     }
     /* with m == 1 the row of op(A) is contiguous either way: (1, k) or (k, 1) */
-    if (g->a_bf16)
-        nnt_cpu_bf16_to_f32(g->batch * k, a, ws);
-    else
-        nnt_cpu_round_f32(g->batch * k, 7, a, ws);
-    if (!g->b_bf16) {
-        nnt_cpu_round_f32(numel_b(g), 7, b, ws + slot_x);
-        b = ws + slot_x;
-    }
+    const float *x = operand_cpu(a, g->a_bf16, numel_a(g), operand_bits(g), ws);
+    if (!g->b_bf16)
+        b = operand_cpu(b, 0, numel_b(g), operand_bits(g), ws + slot_a(g));
     size_t elsize = g->b_bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int64_t i = 0; i < g->batch; i++)
-        nnt_cpu_gemv_bf16(g->trans_b, g->b_bf16, n, k, g->alpha, ws + i * k,
+        nnt_cpu_gemv_bf16(g->trans_b, g->b_bf16, n, k, g->alpha, x + i * k,
                           (const char *)b + (size_t)(i * k * n) * elsize, ld_b(g), g->beta,
                           c + i * n);
     return 0;
