@@ -31,6 +31,9 @@
 /* What makes two products the same primitive. */
 struct gemm_key {
     int64_t trans_a, trans_b, m, n, k, lda, ldb, ldc, sa, sb, sc, batch, dtypes;
+    int64_t m_packed;   /* B arrives in the layout of the matmul of m_packed rows
+                           (nnt_cpu_dnnl_pack); 0: B as stored                        */
+    int64_t pack;       /* 1: the entry is that pack (a reorder of B only)             */
     uint32_t alpha_bits, beta_bits;
 };
 
@@ -39,7 +42,8 @@ struct cache_entry {
     int used;                     /* 0: empty slot                                            */
     uint64_t last_use;            /* for least-recently-used replacement                      */
     dnnl_primitive_t matmul;
-    dnnl_primitive_t reorder_b;   /* B -> the matmul's preferred layout, or NULL               */
+    dnnl_primitive_t reorder_b;   /* B -> the matmul's preferred layout, or NULL (a pack entry:
+                                     B -> the packed layout)                                 */
     size_t packed_b_bytes;        /* size of B in that layout                                 */
     size_t scratch_bytes;         /* largest scratchpad of the two primitives                  */
     dnnl_memory_t a, b, c, b_packed, scratch, scratch_reorder;
@@ -222,25 +226,84 @@ static int is_blocked(const_dnnl_primitive_desc_t pd)
     return md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks > 0;
 }
 
-/* Tests: reorder B also into a preferred plain layout (else B is used as stored then). */
+/* Tests: reorder B also into a preferred plain layout (else B is used as stored then), and
+ * pack B into such a layout too (else nnt_cpu_dnnl_pack_bytes declines). */
 static int reorder_plain;
 void nnt_cpu_dnnl_reorder_plain(int on) { reorder_plain = on; }
 
-static unsigned long products_done;   /* atomic */
+/* The layout in which the matmul of m rows (A (m, k) as stored, C (m, n) float, products of
+ * dtype dt) wants B (k, n): 0 and md when it is a blocked one (B worth packing), 1 when it
+ * takes B as stored (unless tests pack plain layouts too), -1 when oneDNN fails. */
+static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
+                     dnnl_data_type_t dt)
+{
+    dnnl_memory_desc_t a_md, b_any, c_md;
+    dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
+    dnnl_matmul_desc_t desc;
+    if (dnnl_memory_desc_init_by_tag(&a_md, 2, a_dims, dt, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&b_any, 2, b_dims, dt, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&c_md, 2, c_dims, dnnl_f32, dnnl_ab) != dnnl_success ||
+        dnnl_matmul_desc_init(&desc, &a_md, &b_any, NULL, &c_md) != dnnl_success)
+        return -1;
+    dnnl_primitive_attr_t attr = make_attr(1.0f, 0.0f);
+    dnnl_primitive_desc_t pd = NULL;
+    int rc = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success
+                 ? -1
+                 : !is_blocked(pd) && !reorder_plain;
+    if (rc == 0)
+        *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+
+static unsigned long products_done, packs_done, packed_done, packed_reordered;   /* atomic */
 unsigned long nnt_cpu_dnnl_products(void)
 {
     return __atomic_load_n(&products_done, __ATOMIC_RELAXED);
 }
 
+void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_products,
+                              unsigned long *reordered)
+{
+    *packs = __atomic_load_n(&packs_done, __ATOMIC_RELAXED);
+    *packed_products = __atomic_load_n(&packed_done, __ATOMIC_RELAXED);
+    *reordered = __atomic_load_n(&packed_reordered, __ATOMIC_RELAXED);
+}
+
+/* A pack entry: the reorder of B (k, n) as stored (trans_b, ldb; bf16 when key->dtypes has
+ * NNT_DNNL_B_BF16) into the layout of the matmul of m_packed rows (product dtype: bf16 when
+ * key->dtypes has NNT_DNNL_BF16). 0 or -1. */
+static int pack_build(struct cache_entry *e, const struct gemm_key *key)
+{
+    dnnl_data_type_t from = (key->dtypes & NNT_DNNL_B_BF16) ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t to = (key->dtypes & NNT_DNNL_BF16) ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t user, want;
+    e->key = *key;
+    e->used = 1;
+    if (operand_md(&user, (int)key->trans_b, key->k, key->n, key->ldb, 0, 1, from) ||
+        packed_md(&want, key->m_packed, key->n, key->k, to) != 0)
+        return -1;
+    return make_memory(&e->b, &user) || make_reorder_b(e, &user, &want) ? -1 : 0;
+}
+
 /* The matmul for key (and B's reorder when the matmul prefers another layout). 0 or -1. */
 static int entry_build(struct cache_entry *e, const struct gemm_key *key, float alpha, float beta)
 {
+    if (key->pack)
+        return pack_build(e, key);
     dnnl_data_type_t ta = (key->dtypes & 1) ? dnnl_bf16 : dnnl_f32;
     dnnl_data_type_t tb = (key->dtypes & 2) ? dnnl_bf16 : dnnl_f32;
     dnnl_memory_desc_t a_md, b_md, b_any, c_md;
     if (operand_md(&a_md, (int)key->trans_a, key->m, key->k, key->lda, key->sa, key->batch, ta) ||
-        operand_md(&b_md, (int)key->trans_b, key->k, key->n, key->ldb, key->sb, key->batch, tb) ||
         operand_md(&c_md, 0, key->m, key->n, key->ldc, key->sc, key->batch, dnnl_f32))
+        return -1;
+    if (key->m_packed ? packed_md(&b_md, key->m_packed, key->n, key->k, tb) != 0
+                      : operand_md(&b_md, (int)key->trans_b, key->k, key->n, key->ldb, key->sb,
+                                   key->batch, tb))
         return -1;
     b_any = b_md;
     if (dnnl_memory_desc_init_by_tag(&b_any, b_md.ndims, b_md.dims, tb, dnnl_format_tag_any))
@@ -251,8 +314,9 @@ static int entry_build(struct cache_entry *e, const struct gemm_key *key, float 
     dnnl_primitive_attr_t attr = make_attr(alpha, beta);
     dnnl_primitive_desc_t pd = NULL;
     int bad = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
-    if (!bad && !reorder_plain && !is_blocked(pd)) {
-        /* it wants a plain layout (a GEMM-based implementation): B as it is stored */
+    if (!bad && !key->m_packed && !reorder_plain && !is_blocked(pd)) {
+        /* it wants a plain layout (a GEMM-based implementation): B as it is stored (a packed
+         * B is always reordered into the layout the matmul wants, should that differ) */
         dnnl_primitive_desc_destroy(pd);
         pd = NULL;
         bad = dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) != dnnl_success ||
@@ -365,14 +429,21 @@ static int run_entry(nnt_dnnl_cache *c, struct cache_entry *e, const void *a, co
     bad = bad || dnnl_stream_wait(c->stream);
     if (!bad)
         __atomic_fetch_add(&products_done, 1, __ATOMIC_RELAXED);
+    if (!bad && e->key.m_packed) {
+        __atomic_fetch_add(&packed_done, 1, __ATOMIC_RELAXED);
+        if (e->reorder_b)
+            __atomic_fetch_add(&packed_reordered, 1, __ATOMIC_RELAXED);
+    }
     return bad ? -1 : 0;
 }
 
+/* One thread's product; m_packed > 0: b is B packed for the matmul of m_packed rows
+ * (nnt_cpu_dnnl_pack, in the product's dtype; batch 1, trans_b and ldb unused). */
 static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
                            int64_t m, int64_t n, int64_t k, float alpha,
                            const void *a, int64_t lda, int64_t stride_a, const void *b,
-                           int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
-                           int64_t stride_c, int64_t batch)
+                           int64_t ldb, int64_t stride_b, int64_t m_packed, float beta,
+                           float *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
     if (m <= 0 || n <= 0 || batch <= 0)
         return 0;
@@ -380,7 +451,7 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
         scale_only(m, n, beta, c, ldc, stride_c, batch);
         return 0;
     }
-    if (!cache || (batch > 1 && stride_c == 0))
+    if (!cache || (batch > 1 && stride_c == 0) || (m_packed && batch != 1))
         return -1;
 
     /* bf16 products: a float operand becomes bf16 (dense), as the precision rounds it */
@@ -388,14 +459,15 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
     int any_bf16 = a_bf16 || b_bf16 || (dtypes & NNT_DNNL_BF16);
     int64_t ar = trans_a ? k : m, ac = trans_a ? m : k, br = trans_b ? n : k, bc = trans_b ? k : n;
     size_t conv_a = any_bf16 && !a_bf16 ? (size_t)(batch * ar * ac) * 2 : 0;
-    size_t conv_b = any_bf16 && !b_bf16 ? (size_t)(batch * br * bc) * 2 : 0;
+    size_t conv_b = any_bf16 && !b_bf16 && !m_packed ? (size_t)(batch * br * bc) * 2 : 0;
     struct gemm_key key;
     memset(&key, 0, sizeof key);
-    key = (struct gemm_key){trans_a != 0, trans_b != 0, m, n, k,
-                            conv_a ? ac : lda, conv_b ? bc : ldb, ldc,
+    key = (struct gemm_key){trans_a != 0, m_packed ? 0 : trans_b != 0, m, n, k,
+                            conv_a ? ac : lda, m_packed ? 0 : conv_b ? bc : ldb, ldc,
                             batch > 1 ? (conv_a ? ar * ac : stride_a) : 0,
                             batch > 1 ? (conv_b ? br * bc : stride_b) : 0,
-                            batch > 1 ? stride_c : 0, batch, any_bf16 ? 3 : 0, 0, 0};
+                            batch > 1 ? stride_c : 0, batch, any_bf16 ? 3 : 0, m_packed, 0,
+                            0, 0};
     memcpy(&key.alpha_bits, &alpha, sizeof alpha);
     memcpy(&key.beta_bits, &beta, sizeof beta);
     struct cache_entry *e = lookup(cache, &key, alpha, beta);
@@ -416,6 +488,51 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
     return run_entry(cache, e, a, b, c, buf);
 }
 
+/* The pack on one thread: B (k, n) as stored, made the product's dtype as the precision
+ * rounds it, reordered into `packed`. */
+static int pack_one_thread(nnt_dnnl_cache *cache, int trans_b, int dtypes, int bits,
+                           int64_t m, int64_t n, int64_t k, const void *b, void *packed)
+{
+    int to_bf16 = (dtypes & NNT_DNNL_BF16) != 0, b_bf16 = (dtypes & NNT_DNNL_B_BF16) != 0;
+    int64_t br = trans_b ? n : k, bc = trans_b ? k : n;
+    /* rounded by nnt's kernels first, as the unpacked products round B: a float B of a bf16
+     * product to bf16, a float B of a float product to `bits` mantissa bits */
+    size_t conv = !b_bf16 && (to_bf16 || bits) ? (size_t)(br * bc) * (to_bf16 ? 2 : 4) : 0;
+    struct gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.trans_b = trans_b != 0;
+    key.n = n;
+    key.k = k;
+    key.ldb = bc;
+    key.dtypes = (to_bf16 ? NNT_DNNL_BF16 : 0) | (b_bf16 || to_bf16 ? NNT_DNNL_B_BF16 : 0);
+    key.m_packed = m;
+    key.pack = 1;
+    if (!cache || m <= 0 || n <= 0 || k <= 0)
+        return -1;
+    struct cache_entry *e = lookup(cache, &key, 1.0f, 0.0f);
+    if (!e)
+        return -1;
+    size_t head = round64(e->scratch_bytes);
+    char *buf = cache_buffer(cache, head + conv);
+    if (!buf)
+        return -1;
+    if (conv && to_bf16)
+        nnt_cpu_f32_to_bf16(br * bc, b, (uint16_t *)(buf + head));
+    else if (conv)
+        nnt_cpu_round_f32(br * bc, bits, b, (float *)(buf + head));
+    int bad = dnnl_memory_set_data_handle(e->b, conv ? (void *)(buf + head) : (void *)b) ||
+              dnnl_memory_set_data_handle(e->b_packed, packed) ||
+              (e->scratch_reorder && dnnl_memory_set_data_handle(e->scratch_reorder, buf));
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, e->b}, {DNNL_ARG_TO, e->b_packed},
+                              {DNNL_ARG_SCRATCHPAD, e->scratch_reorder}};
+    bad = bad || dnnl_primitive_execute(e->reorder_b, cache->stream,
+                                        e->scratch_reorder ? 3 : 2, args);
+    bad = bad || dnnl_stream_wait(cache->stream);
+    if (!bad)
+        __atomic_fetch_add(&packs_done, 1, __ATOMIC_RELAXED);
+    return bad ? -1 : 0;
+}
+
 int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
@@ -427,7 +544,46 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     int rc = gemm_one_thread(cache, trans_a, trans_b, dtypes, m, n, k, alpha, a, lda,
-                             stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+                             stride_a, b, ldb, stride_b, 0, beta, c, ldc, stride_c, batch);
+    omp_set_num_threads(threads);
+    return rc;
+}
+
+size_t nnt_cpu_dnnl_pack_bytes(int dtypes, int64_t m, int64_t n, int64_t k)
+{
+    if (!nnt_cpu_dnnl_available() || m <= 0 || n <= 0 || k <= 0)
+        return 0;
+    if ((dtypes & NNT_DNNL_BF16) && !nnt_cpu_dnnl_bf16_native())
+        return 0;
+    dnnl_memory_desc_t md;
+    int threads = omp_get_max_threads();   /* the layout the workers' primitives will want */
+    omp_set_num_threads(1);
+    int rc = packed_md(&md, m, n, k, (dtypes & NNT_DNNL_BF16) ? dnnl_bf16 : dnnl_f32);
+    omp_set_num_threads(threads);
+    return rc == 0 ? dnnl_memory_desc_get_size(&md) : 0;
+}
+
+int nnt_cpu_dnnl_pack(nnt_dnnl_cache *cache, int trans_b, int dtypes, int bits, int64_t m,
+                      int64_t n, int64_t k, const void *b, void *packed)
+{
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = pack_one_thread(cache, trans_b, dtypes, bits, m, n, k, b, packed);
+    omp_set_num_threads(threads);
+    return rc;
+}
+
+int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int64_t m,
+                             int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                             const void *packed, int64_t m_packed, float beta, float *c,
+                             int64_t ldc)
+{
+    if (m_packed <= 0)
+        return -1;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = gemm_one_thread(cache, trans_a, 0, dtypes & ~NNT_DNNL_B_BF16, m, n, k, alpha, a,
+                             lda, 0, packed, 0, 0, m_packed, beta, c, ldc, 0, 1);
     omp_set_num_threads(threads);
     return rc;
 }
@@ -441,6 +597,34 @@ nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c) { (void)c; }
 void nnt_cpu_dnnl_reorder_plain(int on) { (void)on; }
 unsigned long nnt_cpu_dnnl_products(void) { return 0; }
+void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_products,
+                              unsigned long *reordered)
+{
+    *packs = *packed_products = *reordered = 0;
+}
+size_t nnt_cpu_dnnl_pack_bytes(int dtypes, int64_t m, int64_t n, int64_t k)
+{
+    (void)dtypes, (void)m, (void)n, (void)k;
+    return 0;
+}
+
+int nnt_cpu_dnnl_pack(nnt_dnnl_cache *cache, int trans_b, int dtypes, int bits, int64_t m,
+                      int64_t n, int64_t k, const void *b, void *packed)
+{
+    (void)cache, (void)trans_b, (void)dtypes, (void)bits, (void)m, (void)n, (void)k, (void)b;
+    (void)packed;
+    return -1;
+}
+
+int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int64_t m,
+                             int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                             const void *packed, int64_t m_packed, float beta, float *c,
+                             int64_t ldc)
+{
+    (void)cache, (void)trans_a, (void)dtypes, (void)m, (void)n, (void)k, (void)alpha, (void)a;
+    (void)lda, (void)packed, (void)m_packed, (void)beta, (void)c, (void)ldc;
+    return -1;
+}
 
 int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,

@@ -142,7 +142,8 @@ nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void);   /* NULL when unavailable or n
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *cache);
 /* B goes through a reorder into the layout the matmul prefers when that layout is blocked
  * (AVX-512 hosts); a preferred plain layout is ignored (B used as stored) unless tests turn
- * this on (then the reorder path runs on any host). Affects primitives created after it. */
+ * this on (then the reorder path runs on any host, and nnt_cpu_dnnl_pack_bytes accepts a
+ * plain layout too, so packing B runs there as well). Affects primitives created after it. */
 void nnt_cpu_dnnl_reorder_plain(int on);
 /* How many products oneDNN has computed in this process (every thread), for tests: that the
  * backend really ran (its summation order need not differ from BLIS's: on AVX-512 both
@@ -155,6 +156,33 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
                       int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                       float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* B packed once for several products (a weight tile, or any B tile that several row tiles
+ * of C multiply): B (k, n) in the blocked layout oneDNN's matmul of m rows wants, in the
+ * products' dtype (bf16 when dtypes has NNT_DNNL_BF16, else float), so that each product
+ * skips its own reorder of B (on AVX-512 hosts 20-30 % of a 128-row bf16 product).
+ * nnt_cpu_dnnl_pack_bytes: the packed size, 0 when the matmul takes B as stored (then there
+ * is nothing to gain) or oneDNN cannot (not compiled in; bf16 without bf16 dot products).
+ * nnt_cpu_dnnl_pack: B dense as stored (op(B) = B^T when trans_b; bf16 bit patterns when
+ * dtypes has NNT_DNNL_B_BF16) into `packed` (pack_bytes bytes), rounded as the unpacked
+ * products round it: a float B of bf16 products by nnt_cpu_f32_to_bf16, a float B of float
+ * products to `bits` mantissa bits (nnt_cpu_round_f32; 0 = as it is); a bf16 B of float
+ * products expanded (exact). nnt_cpu_gemm_dnnl_packed: C (m, n) = alpha op(A) B + beta C
+ * with that packed B (m_packed: the m it was packed for; any m works, the same bits as
+ * nnt_cpu_gemm_dnnl on the unpacked B), one matrix, dtypes as nnt_cpu_gemm_dnnl's for A and
+ * the products. Both return 0, or -1 when oneDNN fails (no memory): the caller reports it,
+ * as a packed B has no other reader. nnt_cpu_dnnl_pack_counts (tests): packs made, products
+ * on a packed B, and of those the ones that had to reorder it again (the matmul of their m
+ * wanted another layout: correct, only slower). */
+size_t nnt_cpu_dnnl_pack_bytes(int dtypes, int64_t m, int64_t n, int64_t k);
+int nnt_cpu_dnnl_pack(nnt_dnnl_cache *cache, int trans_b, int dtypes, int bits, int64_t m,
+                      int64_t n, int64_t k, const void *b, void *packed);
+int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int64_t m,
+                             int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                             const void *packed, int64_t m_packed, float beta, float *c,
+                             int64_t ldc);
+void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_products,
+                              unsigned long *reordered);
 
 /* One row with bfloat16-valued operands (cpu/gemv.c): y (n) = alpha x op(B) + beta y, x (k)
  * dense floats holding bf16 values; trans_b: B (n, k), y[j] = alpha sum_i x[i] B[j, i] +

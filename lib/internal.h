@@ -80,6 +80,7 @@ struct nnt_ctx {
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
+    int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
@@ -395,9 +396,35 @@ int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_dec
 /* lib/codelets/gemm.c: mnkb = {m, n, k, batch} of the tiles; tiles = {A, B, C, bias or NULL,
  * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task.
  * The product's operands have ctx's precision (ctx->precision when submitted).            */
+/* packed: NULL, or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then
+ * the task runs on a CPU worker, batch 1).                                                   */
+typedef struct nnt_gemm_packing nnt_gemm_packing;
 int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
                     float beta, enum starpu_data_access_mode c_mode, int epilogue,
-                    const starpu_data_handle_t *tiles);
+                    const starpu_data_handle_t *tiles, const nnt_gemm_packing *packed);
+/* lib/ops/gemm.c: 1 when the products of ctx pack B tiles that several row tiles share
+ * (oneDNN computes them, its matmul wants a blocked B on this CPU, NNT_GEMM_PACK is not 0,
+ * and only CPU workers of one process read RAM: no CUDA worker, whose products could not
+ * read oneDNN's layout; no MPI, whose transfers know no temporary handle; no disk swap, to
+ * which a temporary handle cannot be evicted); else 0 and why not (static string). */
+int nnt_gemm_packs(const nnt_ctx *ctx, const char **why);
+/* B tiles packed once for the products that share them (oneDNN's blocked layout, so that
+ * each product skips its own reorder of B; nnt_cpu_dnnl_pack): the products' dtype and
+ * rounding, exactly those the unpacked codelet would use, and the row count the layout is
+ * chosen for. nnt_gemm_packing_for: 1 and *p when products of ctx's precision on tiles of
+ * these dtypes are worth packing B for on this host (oneDNN is the CPU backend and its
+ * matmul wants a blocked B for (m, n, k)), *bytes the packed tile's size; 0 otherwise.
+ * nnt_insert_gemm_pack: the task packing B tile b (k, n), or (n, k) when trans_b, into
+ * `packed` (a handle of *bytes bytes; CPU workers only).                                 */
+struct nnt_gemm_packing {
+    int bf16;      /* bf16 products (else float products)                               */
+    int bits;      /* float products: mantissa bits a float operand is rounded to (0 all) */
+    int64_t m;     /* rows of the products the layout is chosen for                     */
+};
+int nnt_gemm_packing_for(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m, int64_t n,
+                         int64_t k, nnt_gemm_packing *p, size_t *bytes);
+int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,
+                         int64_t k, starpu_data_handle_t b, starpu_data_handle_t packed);
 
 /* lib/codelets/layernorm.c */
 int nnt_insert_layernorm_fwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t gamma,

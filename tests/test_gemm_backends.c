@@ -302,6 +302,113 @@ START_TEST(test_bf16_operands)
 }
 END_TEST
 
+/* ---- B packed once (nnt_cpu_dnnl_pack) --------------------------------------------------- */
+
+/* A product on a packed B must give the bits of the same product on B as stored: the same
+ * kernel on the same rounded operands, only B's reorder happens elsewhere. For any m (the
+ * layout is chosen for m_packed rows), both orientations of B, a bf16 or float B, bf16
+ * products or float products on operands rounded to `bits`, a transposed A, alpha, beta.
+ * Plain layouts are packed too here (nnt_cpu_dnnl_reorder_plain), so that hosts whose matmul
+ * takes B as stored (AVX2) run the same code. */
+struct pack_case {
+    int ta, tb, b16, bf16, bits;   /* bf16: bf16 products; bits: float products' rounding */
+    int64_t m, m_packed, n, k;
+    float alpha, beta;
+};
+
+static const struct pack_case PACK_CASES[] = {
+    {0, 1, 1, 1, 0, 128, 128, 96, 80, 1.0f, 0.0f},   /* forward X W^T on the bf16 copy */
+    {0, 0, 1, 1, 0, 61, 64, 70, 33, 1.0f, 1.0f},     /* dX = dY W, a short last row tile */
+    {1, 0, 0, 1, 0, 40, 40, 37, 50, 0.5f, 1.0f},     /* dW = dY^T X, float X rounded by the pack */
+    {0, 1, 0, 0, 0, 1, 32, 45, 64, 1.0f, 0.0f},      /* float products, one row */
+    {0, 1, 0, 0, 7, 50, 50, 33, 70, 1.0f, -0.5f},    /* bf16 precision without bf16 products */
+    {1, 1, 1, 0, 0, 20, 48, 100, 17, 2.0f, 0.0f},    /* a bf16 B expanded for float products */
+    {0, 0, 0, 0, 10, 9, 16, 64, 128, 1.0f, 1.0f},    /* TF32 rounding */
+};
+#define NPACK ((int)(sizeof PACK_CASES / sizeof PACK_CASES[0]))
+
+static float *rounded(const float *x, int64_t n, int bits)
+{
+    float *y = malloc((size_t)n * sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    if (bits)
+        nnt_cpu_round_f32(n, bits, x, y);
+    else
+        memcpy(y, x, (size_t)n * sizeof *y);
+    return y;
+}
+
+START_TEST(test_packed)
+{
+    const struct pack_case *pc = &PACK_CASES[_i];
+    const int64_t m = pc->m, n = pc->n, k = pc->k;
+    nnt_cpu_dnnl_reorder_plain(1);
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    size_t bytes = nnt_cpu_dnnl_pack_bytes(pc->bf16 ? NNT_DNNL_BF16 : 0, pc->m_packed, n, k);
+    if (pc->bf16 && !nnt_cpu_dnnl_bf16_native()) {
+        ck_assert_msg(bytes == 0, "bf16 products packed for on a CPU without them");
+        printf("test_gemm_backends packed case %d: no bf16 products on oneDNN ISA %s: not "
+               "packed, as it must\n", _i, nnt_cpu_dnnl_isa());
+        nnt_cpu_dnnl_cache_destroy(cache);
+        nnt_cpu_dnnl_reorder_plain(0);
+        return;
+    }
+    ck_assert_msg(bytes >= (size_t)(n * k) * (pc->bf16 ? 2 : 4), "case %d: %zu packed bytes",
+                  _i, bytes);
+    unsigned long long seed = 40 + (unsigned long long)_i;
+    float *af = random_floats(m * k, &seed), *bf = random_floats(n * k, &seed);
+    float *c0 = random_floats(m * n, &seed);
+    uint16_t *bh = malloc((size_t)(n * k) * 2);
+    nnt_cpu_f32_to_bf16(n * k, bf, bh);
+    const void *b_src = pc->b16 ? (const void *)bh : bf;
+    /* the stored-B product's operands, rounded as the packed side rounds them */
+    float *a_op = rounded(af, m * k, pc->bf16 ? 0 : pc->bits), *b_op = NULL;
+    if (!pc->bf16 && pc->b16) {
+        b_op = malloc((size_t)(n * k) * 4);
+        nnt_cpu_bf16_to_f32(n * k, bh, b_op);
+    } else if (!pc->bf16) {
+        b_op = rounded(bf, n * k, pc->bits);
+    }
+    int dt_stored = pc->bf16 ? NNT_DNNL_BF16 | (pc->b16 ? NNT_DNNL_B_BF16 : 0) : 0;
+    const void *b_stored = pc->bf16 ? b_src : b_op;
+    void *packed = NULL;
+    ck_assert_int_eq(posix_memalign(&packed, 64, bytes), 0);
+    unsigned long packs0, packed0, reordered0, packs1, packed1, reordered1;
+    nnt_cpu_dnnl_pack_counts(&packs0, &packed0, &reordered0);
+    ck_assert_int_eq(nnt_cpu_dnnl_pack(cache, pc->tb, (pc->bf16 ? NNT_DNNL_BF16 : 0) |
+                                       (pc->b16 ? NNT_DNNL_B_BF16 : 0), pc->bits, pc->m_packed,
+                                       n, k, b_src, packed), 0);
+    float *cs = malloc((size_t)(m * n) * 4), *cp = malloc((size_t)(m * n) * 4);
+    for (int64_t i = 0; i < m * n; i++)
+        cs[i] = cp[i] = pc->beta == 0.0f ? NAN : c0[i];   /* beta 0: C must not be read */
+    int64_t lda = pc->ta ? m : k;
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl(cache, pc->ta, pc->tb, dt_stored, m, n, k, pc->alpha,
+                                       a_op, lda, 0, b_stored, pc->tb ? k : n, 0, pc->beta, cs,
+                                       n, 0, 1), 0);
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl_packed(cache, pc->ta, pc->bf16 ? NNT_DNNL_BF16 : 0, m, n,
+                                              k, pc->alpha, a_op, lda, packed, pc->m_packed,
+                                              pc->beta, cp, n), 0);
+    nnt_cpu_dnnl_pack_counts(&packs1, &packed1, &reordered1);
+    ck_assert_msg(packs1 == packs0 + 1 && packed1 == packed0 + 1, "pack counts %lu %lu",
+                  packs1 - packs0, packed1 - packed0);
+    for (int64_t i = 0; i < m * n; i++)
+        ck_assert_msg(memcmp(&cs[i], &cp[i], 4) == 0 && !isnan(cp[i]),
+                      "case %d: C[%lld] = %.9g on the packed B, %.9g on B as stored", _i,
+                      (long long)i, cp[i], cs[i]);
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl_packed(cache, pc->ta, 0, m, n, k, 1.0f, a_op, lda,
+                                              packed, 0, 0.0f, cp, n), -1);   /* no m_packed */
+    printf("test_gemm_backends packed case %d (%s%s m %lld of %lld, n %lld, k %lld, %s B, %s "
+           "products): the bits of B as stored (%zu packed bytes%s)\n", _i, pc->ta ? "T" : "N",
+           pc->tb ? "T" : "N", (long long)m, (long long)pc->m_packed, (long long)n, (long long)k,
+           pc->b16 ? "bf16" : "float", pc->bf16 ? "bf16" : "float", bytes,
+           reordered1 > reordered0 ? ", reordered again for this m" : "");
+    free(af), free(bf), free(c0), free(bh), free(a_op), free(b_op), free(packed), free(cs);
+    free(cp);
+    nnt_cpu_dnnl_cache_destroy(cache);
+    nnt_cpu_dnnl_reorder_plain(0);
+}
+END_TEST
+
 /* ---- the backend through the public API ------------------------------------------------- */
 
 static nnt_ctx *ctx_with(const char *gemm)
@@ -354,11 +461,12 @@ END_TEST
  * one batch of random tokens: its losses. */
 enum { V = 67, B = 2, T = 12, STEPS = 6 };
 
-static void train_losses(const char *gemm, nnt_precision prec, double *loss)
+static void train_losses_tiled(const char *gemm, nnt_precision prec, const nnt_tiling *tiling,
+                               double *loss)
 {
     nnt_ctx *ctx = ctx_with(gemm);
     nnt_layer *gpt = NULL;
-    EXPECT_OK(nnt_gpt_load_llmc(ctx, fixture_path("gpt2_tiny.llmc.bin"), B, T, NULL, &gpt));
+    EXPECT_OK(nnt_gpt_load_llmc(ctx, fixture_path("gpt2_tiny.llmc.bin"), B, T, tiling, &gpt));
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     nnt_optim *opt = NULL;
     EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
@@ -389,6 +497,11 @@ static void train_losses(const char *gemm, nnt_precision prec, double *loss)
     nnt_optim_destroy(opt);
     nnt_layer_destroy(gpt);
     EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+static void train_losses(const char *gemm, nnt_precision prec, double *loss)
+{
+    train_losses_tiled(gemm, prec, NULL, loss);
 }
 
 /* Relative loss differences, BLIS against oneDNN (fallback forced either way) over the 6
@@ -433,6 +546,52 @@ START_TEST(test_model_losses)
 }
 END_TEST
 
+/* B tiles packed once per product (lib/ops/gemm.c) through the public API: with rows cut
+ * into 4 tiles (and channels, hidden and vocab into 3) every weight tile is read by 4 row
+ * tiles and every activation tile by the 3 tiles of a weight gradient, so the products
+ * pack their B tiles; NNT_GEMM_PACK=0 keeps them as stored. The losses must be the same
+ * bits (the same kernels on the same rounded operands). _i 0: fp32, 1: bf16 operands (bf16
+ * products where the CPU has them, else float products on rounded operands). Plain layouts
+ * are packed too (nnt_cpu_dnnl_reorder_plain), so that AVX2 hosts run the path. */
+START_TEST(test_model_packed)
+{
+    nnt_precision prec = _i ? NNT_PRECISION_BF16 : NNT_PRECISION_FP32;
+    nnt_tiling tiling = NNT_TILING_INIT;
+    tiling.batch = 1;
+    tiling.seq = T / 2;
+    tiling.channels = 8;
+    tiling.hidden = 32;
+    tiling.vocab = 23;
+    double stored[STEPS], packed[STEPS];
+    unsigned long packs0, products0, again0, packs1, products1, again1, packs2, products2, again2;
+    nnt_cpu_dnnl_reorder_plain(1);
+    nnt_cpu_dnnl_pack_counts(&packs0, &products0, &again0);
+    setenv("NNT_GEMM_PACK", "0", 1);
+    train_losses_tiled("onednn", prec, &tiling, stored);
+    unsetenv("NNT_GEMM_PACK");
+    nnt_cpu_dnnl_pack_counts(&packs1, &products1, &again1);
+    ck_assert_msg(packs1 == packs0 && products1 == products0, "NNT_GEMM_PACK=0 packed %lu "
+                  "tiles", packs1 - packs0);
+    train_losses_tiled("onednn", prec, &tiling, packed);
+    nnt_cpu_dnnl_pack_counts(&packs2, &products2, &again2);
+    nnt_cpu_dnnl_reorder_plain(0);
+    /* measured (Zen 4, and under ONEDNN_MAX_CPU_ISA=AVX2): 1236 tiles packed for 4536
+     * products over the 6 steps; each packed tile is read by 3 or more products */
+    ck_assert_msg(packs2 - packs1 >= (unsigned long)STEPS * 100 &&
+                  products2 - products1 >= 3 * (packs2 - packs1),
+                  "%lu B tiles packed for %lu products: the packed path did not run",
+                  packs2 - packs1, products2 - products1);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(memcmp(&stored[s], &packed[s], sizeof(double)) == 0,
+                      "%s step %d: loss %.17g with packed B tiles, %.17g with B as stored",
+                      _i ? "bf16" : "fp32", s, packed[s], stored[s]);
+    printf("test_gemm_backends model %s packed: %lu B tiles packed for %lu products (%lu "
+           "reordered again), losses the same bits as with B as stored (%.6f .. %.6f)\n",
+           _i ? "bf16" : "fp32", packs2 - packs1, products2 - products1, again2 - again1,
+           packed[0], packed[STEPS - 1]);
+}
+END_TEST
+
 static Suite *backends_suite(void)
 {
     Suite *s = suite_create("gemm_backends");
@@ -441,10 +600,12 @@ static Suite *backends_suite(void)
     tcase_add_test(k, test_cache_replacement);
     tcase_add_test(k, test_threads);
     tcase_add_loop_test(k, test_bf16_operands, 0, 4);
+    tcase_add_loop_test(k, test_packed, 0, NPACK);
     suite_add_tcase(s, k);
     TCase *api = tcase_create("api");
     tcase_add_test(api, test_choice);
     tcase_add_loop_test(api, test_model_losses, 0, 2);
+    tcase_add_loop_test(api, test_model_packed, 0, 2);
     suite_add_tcase(s, api);
     return s;
 }

@@ -19,6 +19,8 @@ struct gemm_args {
     int has_aux;      /* an aux tile (batch, m, n) follows                                  */
     int precision;    /* nnt_precision of the operands                                      */
     int a_bf16, b_bf16;   /* the A / B tile holds bfloat16 (NNT_BF16), not float            */
+    int64_t m_packed;     /* > 0: the B buffer is packed (nnt_gemm_packing.m), CPU only     */
+    int packed_bf16;      /* with m_packed: bf16 products (nnt_gemm_packing.bf16)           */
 };
 
 /* Buffer positions of the optional tiles. */
@@ -167,9 +169,53 @@ static void product_f32(const struct gemm_args *g, const float *a, const float *
                         g->n, g->m * g->n, g->batch);
 }
 
+/* The products' dtype and rounding for tiles of these dtypes under precision: bf16 products
+ * where product_bf16_direct runs them (oneDNN, bf16 dot products), else float products on
+ * operands rounded to operand_bits (what prepare_operands_cpu and product_f32 do). */
+static void packing_of(int precision, int a_bf16, int b_bf16, nnt_gemm_packing *p)
+{
+    struct gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.precision = precision;
+    p->bf16 = (precision == NNT_PRECISION_BF16 || (a_bf16 && b_bf16)) &&
+              nnt_cpu_dnnl_bf16_native();
+    p->bits = p->bf16 ? 0 : operand_bits(&g);
+}
+
+/* The product on a packed B (nnt_cpu_gemm_dnnl_packed): A as the unpacked product would
+ * take it (a bf16 product rounds a float A itself; a float product gets A expanded or
+ * rounded to the precision here). 0, or -1 (reported: a packed B has no other reader). */
+static int product_packed(const struct gemm_args *g, const void *a, const void *b, float *c)
+{
+    int dtypes = g->packed_bf16 ? NNT_DNNL_BF16 | (g->a_bf16 ? NNT_DNNL_A_BF16 : 0) : 0;
+    int bits = operand_bits(g);
+    if (!g->packed_bf16 && (g->a_bf16 || bits)) {
+        float *ws = nnt_worker_scratch((size_t)numel_a(g) * sizeof(float));
+        if (!ws) {
+            nnt_task_error("nnt_gemm", "no memory for A in float (%zu bytes)",
+                           (size_t)numel_a(g) * sizeof(float));
+            return -1;
+        }
+        a = operand_cpu(a, g->a_bf16, numel_a(g), bits, ws);
+    }
+    if (nnt_cpu_gemm_dnnl_packed(nnt_worker_product_cache(), g->trans_a, dtypes, g->m, g->n,
+                                 g->k, g->alpha, a, ld_a(g), b, g->m_packed, g->beta, c,
+                                 g->n) == 0)
+        return 0;
+    nnt_task_error("nnt_gemm", "oneDNN failed on a product with a packed B (%lld x %lld x %lld)",
+                   (long long)g->m, (long long)g->n, (long long)g->k);
+    return -1;
+}
+
 static void gemm_cpu(void *buffers[], void *cl_arg)
 {
     const struct gemm_args *g = cl_arg;
+    if (g->m_packed) {
+        float *c = buffer_f32(buffers, 2);   // (m, n)
+        if (product_packed(g, buffer_f32(buffers, 0), (const void *)buffer_f32(buffers, 1), c) == 0)
+            epilogue_cpu(g, buffers, c);
+        return;
+    }
     const float *a = buffer_f32(buffers, 0);   // (batch, m, k) or (batch, k, m); bf16 if a_bf16
     const float *b = buffer_f32(buffers, 1);   // (batch, k, n) or (batch, n, k); bf16 if b_bf16
     float *c = buffer_f32(buffers, 2);         // (batch, m, n)
@@ -324,10 +370,11 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
 static uint32_t gemm_footprint(struct starpu_task *task)
 {
     const struct gemm_args *g = task->cl_arg;
-    int64_t key[10] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
-                       g->beta == 0.0f, g->precision, g->a_bf16 + 2 * g->b_bf16};
+    int64_t key[11] = {g->trans_a, g->trans_b, g->m, g->n, g->k, g->batch, g->epilogue,
+                       g->beta == 0.0f, g->precision, g->a_bf16 + 2 * g->b_bf16,
+                       g->m_packed != 0};
     uint32_t h = 0;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 11; i++) {
         h = starpu_hash_crc32c_be((uint32_t)((uint64_t)key[i] >> 32), h);
         h = starpu_hash_crc32c_be((uint32_t)key[i], h);
     }
@@ -351,9 +398,23 @@ static struct starpu_codelet gemm_cl = {
     .model = &gemm_model,
 };
 
+/* Products on a packed B: CPU workers only (the layout is oneDNN's), the same CPU function. */
+static struct starpu_perfmodel gemm_packed_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_gemm_packed",
+    .footprint = gemm_footprint,
+};
+
+static struct starpu_codelet gemm_packed_cl = {
+    .name = "nnt_gemm",
+    .cpu_funcs = {gemm_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &gemm_packed_model,
+};
+
 int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
                     float beta, enum starpu_data_access_mode c_mode, int epilogue,
-                    const starpu_data_handle_t *tiles)
+                    const starpu_data_handle_t *tiles, const nnt_gemm_packing *packed)
 {
     struct gemm_args g;
     memset(&g, 0, sizeof g);   /* the footprint and the copy see no padding garbage */
@@ -370,7 +431,9 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     g.has_aux = epilogue == NNT_EPILOGUE_BIAS_GELU || epilogue == NNT_EPILOGUE_DGELU;
     g.precision = ctx->precision;
     g.a_bf16 = starpu_vector_get_elemsize(tiles[0]) == sizeof(uint16_t);
-    g.b_bf16 = starpu_vector_get_elemsize(tiles[1]) == sizeof(uint16_t);
+    g.b_bf16 = !packed && starpu_vector_get_elemsize(tiles[1]) == sizeof(uint16_t);
+    g.m_packed = packed ? packed->m : 0;
+    g.packed_bf16 = packed ? packed->bf16 : 0;
 
     struct starpu_data_descr bufs[5];
     int nbuf = 0;
@@ -382,5 +445,63 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     if (g.has_aux)
         bufs[nbuf++] = (struct starpu_data_descr){
             tiles[4], epilogue == NNT_EPILOGUE_BIAS_GELU ? STARPU_W : STARPU_R};
-    return nnt_submit(ctx, &gemm_cl, nbuf, bufs, &g, sizeof g);
+    return nnt_submit(ctx, packed ? &gemm_packed_cl : &gemm_cl, nbuf, bufs, &g, sizeof g);
+}
+
+/* ---- packing B -------------------------------------------------------------------------- */
+
+struct pack_args {
+    int trans_b, b_bf16;
+    int64_t n, k;
+    nnt_gemm_packing p;
+};
+
+static void gemm_pack_cpu(void *buffers[], void *cl_arg)
+{
+    const struct pack_args *pa = cl_arg;
+    const void *b = (const void *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (k, n) or (n, k)
+    void *packed = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);          // oneDNN's layout
+    int dtypes = (pa->p.bf16 ? NNT_DNNL_BF16 : 0) | (pa->b_bf16 ? NNT_DNNL_B_BF16 : 0);
+    if (nnt_cpu_dnnl_pack(nnt_worker_product_cache(), pa->trans_b, dtypes, pa->p.bits, pa->p.m,
+                          pa->n, pa->k, b, packed))
+        nnt_task_error("nnt_gemm_pack", "oneDNN failed to pack a B tile (%lld x %lld)",
+                       (long long)pa->k, (long long)pa->n);
+}
+
+static struct starpu_perfmodel gemm_pack_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_gemm_pack",
+};
+
+static struct starpu_codelet gemm_pack_cl = {
+    .name = "nnt_gemm_pack",
+    .cpu_funcs = {gemm_pack_cpu},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .model = &gemm_pack_model,
+};
+
+int nnt_gemm_packing_for(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m, int64_t n,
+                         int64_t k, nnt_gemm_packing *p, size_t *bytes)
+{
+    if (nnt_cpu_gemm_backend() != NNT_GEMM_ONEDNN)
+        return 0;
+    packing_of(ctx->precision, a_bf16, b_bf16, p);
+    p->m = m;
+    *bytes = nnt_cpu_dnnl_pack_bytes(p->bf16 ? NNT_DNNL_BF16 : 0, m, n, k);
+    return *bytes > 0;
+}
+
+int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,
+                         int64_t k, starpu_data_handle_t b, starpu_data_handle_t packed)
+{
+    struct pack_args pa;
+    memset(&pa, 0, sizeof pa);
+    pa.trans_b = trans_b;
+    pa.b_bf16 = starpu_vector_get_elemsize(b) == sizeof(uint16_t);
+    pa.n = n;
+    pa.k = k;
+    pa.p = *p;
+    struct starpu_data_descr bufs[2] = {{b, STARPU_R}, {packed, STARPU_W}};
+    return nnt_submit(ctx, &gemm_pack_cl, 2, bufs, &pa, sizeof pa);
 }

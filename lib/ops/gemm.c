@@ -6,6 +6,7 @@
  * tasks of a C tile are submitted in increasing k order with plain read-write access on C,
  * so they run in that order and the sum is bit-identical run to run. */
 #include "../internal.h"
+#include "nnt_cpu.h"
 
 /* Access mode of C in the k tasks after the first. Plain RW keeps the k order fixed
  * (deterministic); building with -DNNT_GEMM_K_COMMUTE lets StarPU run them in any order
@@ -252,10 +253,92 @@ static int64_t b_tile_of(const nnt_tensor *b, const struct gemm_dims *d, const i
 /* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
  * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
  * changes, and back to its owner at the end. */
+/* ---- B tiles packed once per product -------------------------------------------------- */
+
+/* The B tiles of one product in oneDNN's blocked layout, each packed by one task for all the
+ * C tiles that read it (nnt_insert_gemm_pack): handle[i] NULL where B tile i is used as
+ * stored. The handles are temporary: unregistered (freed once their readers ran) when the
+ * product's tasks are submitted. */
+struct packed_b {
+    starpu_data_handle_t *handle;
+    nnt_gemm_packing *packing;
+};
+
+int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
+{
+    const char *v = getenv("NNT_GEMM_PACK");
+    *why = nnt_cpu_gemm_backend() != NNT_GEMM_ONEDNN ? "BLIS computes the products"
+           : v && strcmp(v, "0") == 0               ? "NNT_GEMM_PACK=0"
+           : ctx->ncuda > 0                         ? "CUDA workers"
+           : ctx->mpi                               ? "MPI"
+           : ctx->disk_node >= 0                    ? "disk swap"
+           /* GPT-2's (128 x 768) x (768 x 768) stands for the products a model makes */
+           : !nnt_cpu_dnnl_pack_bytes(0, 128, 768, 768) ? "oneDNN takes B as stored here"
+                                                        : NULL;
+    return *why == NULL;
+}
+
+/* C tiles along m (readers of each B tile) from which packing pays. A pack task is a
+ * reorder of B as the product tasks do it, but measured in GPT-2 124M steps on AMD Zen 4
+ * (bench/RESULTS-cpu-kernels.md) it takes about twice as long as each reorder it saves
+ * (its output is written to memory and read back by the products, where each product's own
+ * reorder stays in its core's cache): with 2 readers the steps were as fast either way,
+ * with 3 or more packing wins. */
+#define PACK_MIN_READERS 3
+
+/* Whether this product's B tiles are worth packing: the context packs (ctx->pack_b), each
+ * tile is read by PACK_MIN_READERS C tiles or more (along m), and there are no batch dims
+ * (a task multiplies one matrix). */
+static int packs_b(const nnt_tensor *c, const struct gemm_dims *d)
+{
+    return c->ctx->pack_b && d->nb == 0 &&
+           nnt_box_numel(d->nm, c->grid + d->c_m) >= PACK_MIN_READERS;
+}
+
+static void packed_b_release(struct packed_b *pb, int64_t ntiles)
+{
+    for (int64_t i = 0; pb->handle && i < ntiles; i++)
+        if (pb->handle[i])
+            starpu_data_unregister_submit(pb->handle[i]);
+    free(pb->handle);
+    free(pb->packing);
+    pb->handle = NULL;
+    pb->packing = NULL;
+}
+
+/* Pack the B tiles that oneDNN's matmul wants in a blocked layout, for products of as many
+ * rows as C's first tile has along m. */
+static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
+                           const nnt_tensor *c, const struct gemm_dims *d, struct packed_b *pb)
+{
+    int64_t cshape[NNT_MAX_DIMS], bshape[NNT_MAX_DIMS];
+    nnt_tensor_tile_shape_at(c, 0, cshape);
+    const int64_t m = nnt_box_numel(d->nm, cshape + d->c_m);
+    pb->handle = calloc((size_t)b->ntiles, sizeof *pb->handle);
+    pb->packing = calloc((size_t)b->ntiles, sizeof *pb->packing);
+    if (!pb->handle || !pb->packing) {
+        packed_b_release(pb, 0);
+        return 0;   /* no memory for the bookkeeping: every B tile as stored */
+    }
+    int rc = NNT_OK;
+    for (int64_t i = 0; i < b->ntiles && rc == 0; i++) {
+        nnt_tensor_tile_shape_at(b, i, bshape);
+        int64_t k = nnt_box_numel(d->nk, bshape + d->b_k), n = nnt_box_numel(d->nn, bshape + d->b_n);
+        size_t bytes = 0;
+        if (!nnt_gemm_packing_for(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, m, n, k,
+                                  &pb->packing[i], &bytes))
+            continue;
+        starpu_vector_data_register(&pb->handle[i], -1, 0, (uint32_t)bytes, 1);
+        rc = nnt_insert_gemm_pack(c->ctx, &pb->packing[i], trans_b != NNT_NOTRANS, n, k,
+                                  b->tiles[i].handle, pb->handle[i]);
+    }
+    return rc;
+}
+
 static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
                          nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
                          int64_t ci, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux,
-                         int travel)
+                         int travel, const struct packed_b *pb)
 {
     int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
     int64_t kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
@@ -277,8 +360,10 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
         int64_t ai = a_tile_of(a, d, cc, kc);
         nnt_tensor_tile_shape_at(a, ai, ashape);
         mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
+        int64_t bi = b_tile_of(b, d, cc, kc);
+        const int packed = pb->handle && pb->handle[bi];
         tiles[0] = a->tiles[ai].handle;
-        tiles[1] = b->tiles[b_tile_of(b, d, cc, kc)].handle;
+        tiles[1] = packed ? pb->handle[bi] : b->tiles[bi].handle;
         int first = kt == 0, last = kt == nkt - 1;
         if (travel && a->tiles[ai].owner != at) {   /* C's tile moves to the k tile's rank */
             at = a->tiles[ai].owner;
@@ -288,7 +373,8 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
             !first ? K_ACCUMULATE_MODE : beta == 0.0 ? STARPU_W : STARPU_RW;
         rc = nnt_insert_gemm(c->ctx, trans_a, trans_b, mnkb, (float)alpha,
                              first ? (float)beta : 1.0f, mode,
-                             last ? (int)e : NNT_EPILOGUE_NONE, tiles);
+                             last ? (int)e : NNT_EPILOGUE_NONE, tiles,
+                             packed ? &pb->packing[bi] : NULL);
     }
     if (at != home)
         nnt_mpi_migrate(c->ctx, tiles[2], home, 1);
@@ -423,9 +509,13 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
     const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
+    struct packed_b pb = {NULL, NULL};
+    if (rc == 0 && packs_b(c, &d))
+        rc = packed_b_submit(trans_b, a, b, c, &d, &pb);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
         rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
-                           travel && travels(a, c, &d, ci));
+                           travel && travels(a, c, &d, ci), &pb);
+    packed_b_release(&pb, b->ntiles);
     if (rc == 0) {
         nnt_tensor_mark_written(c);
         if (e == NNT_EPILOGUE_BIAS_GELU)
