@@ -250,9 +250,6 @@ static int64_t b_tile_of(const nnt_tensor *b, const struct gemm_dims *d, const i
     return nnt_tensor_tile_index(b, bc);
 }
 
-/* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
- * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
- * changes, and back to its owner at the end. */
 /* ---- B tiles packed once per product -------------------------------------------------- */
 
 /* The B tiles of one product in oneDNN's blocked layout, each packed by one task for all the
@@ -323,7 +320,8 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
     int rc = NNT_OK;
     for (int64_t i = 0; i < b->ntiles && rc == 0; i++) {
         nnt_tensor_tile_shape_at(b, i, bshape);
-        int64_t k = nnt_box_numel(d->nk, bshape + d->b_k), n = nnt_box_numel(d->nn, bshape + d->b_n);
+        int64_t k = nnt_box_numel(d->nk, bshape + d->b_k);
+        int64_t n = nnt_box_numel(d->nn, bshape + d->b_n);
         size_t bytes = 0;
         if (!nnt_gemm_packing_for(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, m, n, k,
                                   &pb->packing[i], &bytes))
@@ -335,6 +333,10 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
     return rc;
 }
 
+/* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
+ * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
+ * changes, and back to its owner at the end. pb: B's packed tiles, read instead of B's own
+ * where there is one. */
 static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
                          nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
                          int64_t ci, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux,
