@@ -259,7 +259,6 @@ static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
     return rc;
 }
 
-
 static unsigned long products_done, packs_done, packed_done, packed_reordered;   /* atomic */
 unsigned long nnt_cpu_dnnl_products(void)
 {
