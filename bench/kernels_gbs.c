@@ -9,8 +9,8 @@
  * NNT_CPU_ISA=generic|avx2 picks the kernels' path (where the library has that switch).
  * Build against the kernel sources alone (no StarPU, BLIS or oneDNN needed):
  *
- *     cc -O2 -Icpu bench/kernels_gbs.c cpu/elementwise.c cpu/xent.c cpu/softmax.c cpu/layernorm.c \
- *        cpu/rmsnorm.c cpu/swiglu.c cpu/optim.c $(ls cpu/isa.c 2>/dev/null) -lm \
+ *     cc -O2 -Icpu bench/kernels_gbs.c cpu/elementwise.c cpu/xent.c cpu/softmax.c \
+ *        cpu/layernorm.c cpu/rmsnorm.c cpu/swiglu.c cpu/optim.c $(ls cpu/isa.c 2>/dev/null) -lm \
  *        -o /tmp/kernels_gbs && /tmp/kernels_gbs
  */
 #define _POSIX_C_SOURCE 200809L

@@ -247,10 +247,8 @@ void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y)
     if (use_avx2())
         i = from_bf16_avx2(n, x, y);
 #endif
-    for (; i < n; i++) {
-        uint32_t u = (uint32_t)x[i] << 16;
-        memcpy(&y[i], &u, sizeof u);
-    }
+    for (; i < n; i++)
+        y[i] = nnt_cpu_bf16_value(x[i]);
 }
 
 /* ---- the backend: BLIS or oneDNN ------------------------------------------------------------- */

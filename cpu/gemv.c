@@ -13,23 +13,13 @@
 #include "simd_avx2.h"
 #endif
 
-#include <string.h>
-
 #define LANES 8   /* the partial sums of one AVX2 register                                */
 #define ACCS 4    /* registers of partial sums along a row (independent FMA chains)       */
-
-static inline float bf16_value(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* Element i of B: bf16 bits or a float. */
 static inline float b_at(const void *b, int b_bf16, int64_t i)
 {
-    return b_bf16 ? bf16_value(((const uint16_t *)b)[i]) : ((const float *)b)[i];
+    return b_bf16 ? nnt_cpu_bf16_value(((const uint16_t *)b)[i]) : ((const float *)b)[i];
 }
 
 static inline float finish(float s, float alpha, float beta, const float *y)

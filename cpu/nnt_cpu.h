@@ -223,6 +223,18 @@ void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
  * f32_to_bf16 rounds as nnt_cpu_round_f32 with 7 bits; bf16_to_f32 is exact.            */
 void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
 void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
+/* One bfloat16 bit pattern as a float (exact). */
+#ifndef NNT_CPU_BF16_VALUE_DEFINED   /* once, though tests include this header twice */
+#define NNT_CPU_BF16_VALUE_DEFINED
+static inline float nnt_cpu_bf16_value(uint16_t h)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)h << 16};
+    return v.f;
+}
+#endif
 
 /* Epilogue after the last k-step of a linear layer, applied to a hot (m, n) tile:
  *   pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]).

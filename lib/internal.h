@@ -395,9 +395,9 @@ int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_dec
 
 /* lib/codelets/gemm.c: mnkb = {m, n, k, batch} of the tiles; tiles = {A, B, C, bias or NULL,
  * aux or NULL}; c_mode is C's access mode; the epilogue runs after the product in this task.
- * The product's operands have ctx's precision (ctx->precision when submitted).            */
-/* packed: NULL, or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then
- * the task runs on a CPU worker, batch 1).                                                   */
+ * The product's operands have ctx's precision (ctx->precision when submitted). packed: NULL,
+ * or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then the task runs on
+ * a CPU worker, batch 1).                                                                  */
 typedef struct nnt_gemm_packing nnt_gemm_packing;
 int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
                     float beta, enum starpu_data_access_mode c_mode, int epilogue,
@@ -408,21 +408,24 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
  * read oneDNN's layout; no MPI, whose transfers know no temporary handle; no disk swap, to
  * which a temporary handle cannot be evicted); else 0 and why not (static string). */
 int nnt_gemm_packs(const nnt_ctx *ctx, const char **why);
+/* C tiles along m (readers of each B tile) from which a product packs its B tiles. */
+#define NNT_GEMM_PACK_MIN_READERS 3
 /* B tiles packed once for the products that share them (oneDNN's blocked layout, so that
  * each product skips its own reorder of B; nnt_cpu_dnnl_pack): the products' dtype and
  * rounding, exactly those the unpacked codelet would use, and the row count the layout is
- * chosen for. nnt_gemm_packing_for: 1 and *p when products of ctx's precision on tiles of
- * these dtypes are worth packing B for on this host (oneDNN is the CPU backend and its
- * matmul wants a blocked B for (m, n, k)), *bytes the packed tile's size; 0 otherwise.
- * nnt_insert_gemm_pack: the task packing B tile b (k, n), or (n, k) when trans_b, into
- * `packed` (a handle of *bytes bytes; CPU workers only).                                 */
+ * chosen for. nnt_gemm_packing_of: that for the products of ctx's precision on an A and a B
+ * of these dtypes (a context that packs: oneDNN is its backend), m rows each.
+ * nnt_gemm_pack_bytes: the size of a packed B tile (k, n), 0 when the matmul takes it as
+ * stored (nothing to pack). nnt_insert_gemm_pack: the task packing B tile b (k, n), or
+ * (n, k) when trans_b, into `packed` (a handle of that size; CPU workers only).          */
 struct nnt_gemm_packing {
     int bf16;      /* bf16 products (else float products)                               */
     int bits;      /* float products: mantissa bits a float operand is rounded to (0 all) */
     int64_t m;     /* rows of the products the layout is chosen for                     */
 };
-int nnt_gemm_packing_for(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m, int64_t n,
-                         int64_t k, nnt_gemm_packing *p, size_t *bytes);
+void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m,
+                         nnt_gemm_packing *p);
+size_t nnt_gemm_pack_bytes(const nnt_gemm_packing *p, int64_t n, int64_t k);
 int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,
                          int64_t k, starpu_data_handle_t b, starpu_data_handle_t packed);
 

@@ -3,8 +3,8 @@
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, and a Llama-family model (training,
-# recompute, --save-hf / --load-hf, resume). Every run's exit status is checked. (The default run
-# with the default corpus is tests/check_train_default.sh.)
+# recompute, --save-hf / --load-hf, resume). Every run's exit status is checked. (The
+# default run with the default corpus is tests/check_train_default.sh.)
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
 # (after a reviewed change of nnt-train's numerics; say why in the commit).

@@ -66,10 +66,10 @@ static int64_t numel_a(const struct gemm_args *g) { return g->batch * g->m * g->
 static int64_t slot_a(const struct gemm_args *g) { return (numel_a(g) + 127) / 128 * 128; }
 static int64_t numel_b(const struct gemm_args *g) { return g->batch * g->k * g->n; }
 
-/* Mantissa bits the operands keep (nnt_cpu_round_f32), 0 for full fp32. */
-static int operand_bits(const struct gemm_args *g)
+/* Mantissa bits the operands of a precision keep (nnt_cpu_round_f32), 0 for full fp32. */
+static int precision_bits(int precision)
 {
-    switch (g->precision) {
+    switch (precision) {
     case NNT_PRECISION_TF32:
         return 10;
     case NNT_PRECISION_BF16:
@@ -77,6 +77,16 @@ static int operand_bits(const struct gemm_args *g)
     default:
         return 0;
     }
+}
+
+static int operand_bits(const struct gemm_args *g) { return precision_bits(g->precision); }
+
+/* Whether oneDNN multiplies these operands in bf16 on a CPU worker: bf16-precision products
+ * and products of two bf16 tiles (exact either way), where the CPU has bf16 dot products. */
+static int bf16_products(int precision, int a_bf16, int b_bf16)
+{
+    return (precision == NNT_PRECISION_BF16 || (a_bf16 && b_bf16)) &&
+           nnt_cpu_dnnl_bf16_native();
 }
 
 /* One operand as floats for BLIS: a bf16 tile expanded (exact), a float tile rounded to
@@ -92,13 +102,13 @@ static const float *operand_cpu(const void *tile, int is_bf16, int64_t n, int bi
     return dst;
 }
 
-/* A and B as floats of the task's precision (in the worker's scratch where they must be
- * copied); 0, or -1 when the scratch cannot be had (reported). */
+/* A and B (b NULL: A alone) as floats of the task's precision (in the worker's scratch
+ * where they must be copied); 0, or -1 when the scratch cannot be had (reported). */
 static int prepare_operands_cpu(const struct gemm_args *g, const float **a, const float **b)
 {
     int bits = operand_bits(g);
     int64_t na = numel_a(g), nb = numel_b(g);
-    int copy_a = g->a_bf16 || bits, copy_b = g->b_bf16 || bits;
+    int copy_a = g->a_bf16 || bits, copy_b = b && (g->b_bf16 || bits);
     if (!copy_a && !copy_b)
         return 0;
     size_t bytes = (size_t)((copy_a ? slot_a(g) : 0) + (copy_b ? nb : 0)) * sizeof(float);
@@ -108,7 +118,8 @@ static int prepare_operands_cpu(const struct gemm_args *g, const float **a, cons
         return -1;
     }
     *a = operand_cpu(*a, g->a_bf16, na, bits, ws);
-    *b = operand_cpu(*b, g->b_bf16, nb, bits, ws + (copy_a ? slot_a(g) : 0));
+    if (b)
+        *b = operand_cpu(*b, g->b_bf16, nb, bits, ws + (copy_a ? slot_a(g) : 0));
     return 0;
 }
 
@@ -149,9 +160,8 @@ static int product_row_bf16(const struct gemm_args *g, const void *a, const void
 static int product_bf16_direct(const struct gemm_args *g, const void *a, const void *b,
                                float *c)
 {
-    int bf16_math = g->precision == NNT_PRECISION_BF16 || (g->a_bf16 && g->b_bf16);
     nnt_dnnl_cache *cache = nnt_worker_product_cache();
-    if (!cache || !bf16_math || !nnt_cpu_dnnl_bf16_native())
+    if (!cache || !bf16_products(g->precision, g->a_bf16, g->b_bf16))
         return -1;
     /* a float tile is rounded to bf16 by the kernel; a bf16 tile is used as is */
     int dtypes = NNT_DNNL_BF16 | (g->a_bf16 ? NNT_DNNL_A_BF16 : 0) |
@@ -169,35 +179,15 @@ static void product_f32(const struct gemm_args *g, const float *a, const float *
                         g->n, g->m * g->n, g->batch);
 }
 
-/* The products' dtype and rounding for tiles of these dtypes under precision: bf16 products
- * where product_bf16_direct runs them (oneDNN, bf16 dot products), else float products on
- * operands rounded to operand_bits (what prepare_operands_cpu and product_f32 do). */
-static void packing_of(int precision, int a_bf16, int b_bf16, nnt_gemm_packing *p)
-{
-    struct gemm_args g;
-    memset(&g, 0, sizeof g);
-    g.precision = precision;
-    p->bf16 = (precision == NNT_PRECISION_BF16 || (a_bf16 && b_bf16)) &&
-              nnt_cpu_dnnl_bf16_native();
-    p->bits = p->bf16 ? 0 : operand_bits(&g);
-}
-
 /* The product on a packed B (nnt_cpu_gemm_dnnl_packed): A as the unpacked product would
  * take it (a bf16 product rounds a float A itself; a float product gets A expanded or
- * rounded to the precision here). 0, or -1 (reported: a packed B has no other reader). */
-static int product_packed(const struct gemm_args *g, const void *a, const void *b, float *c)
+ * rounded to the precision by prepare_operands_cpu). 0, or -1 (reported: a packed B has no
+ * other reader). */
+static int product_packed(const struct gemm_args *g, const float *a, const void *b, float *c)
 {
     int dtypes = g->packed_bf16 ? NNT_DNNL_BF16 | (g->a_bf16 ? NNT_DNNL_A_BF16 : 0) : 0;
-    int bits = operand_bits(g);
-    if (!g->packed_bf16 && (g->a_bf16 || bits)) {
-        float *ws = nnt_worker_scratch((size_t)numel_a(g) * sizeof(float));
-        if (!ws) {
-            nnt_task_error("nnt_gemm", "no memory for A in float (%zu bytes)",
-                           (size_t)numel_a(g) * sizeof(float));
-            return -1;
-        }
-        a = operand_cpu(a, g->a_bf16, numel_a(g), bits, ws);
-    }
+    if (!g->packed_bf16 && prepare_operands_cpu(g, &a, NULL))
+        return -1;
     if (nnt_cpu_gemm_dnnl_packed(nnt_worker_product_cache(), g->trans_a, dtypes, g->m, g->n,
                                  g->k, g->alpha, a, ld_a(g), b, g->m_packed, g->beta, c,
                                  g->n) == 0)
@@ -212,7 +202,7 @@ static void gemm_cpu(void *buffers[], void *cl_arg)
     const struct gemm_args *g = cl_arg;
     if (g->m_packed) {
         float *c = buffer_f32(buffers, 2);   // (m, n)
-        if (product_packed(g, buffer_f32(buffers, 0), (const void *)buffer_f32(buffers, 1), c) == 0)
+        if (product_packed(g, buffer_f32(buffers, 0), buffer_f32(buffers, 1), c) == 0)
             epilogue_cpu(g, buffers, c);
         return;
     }
@@ -481,15 +471,17 @@ static struct starpu_codelet gemm_pack_cl = {
     .model = &gemm_pack_model,
 };
 
-int nnt_gemm_packing_for(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m, int64_t n,
-                         int64_t k, nnt_gemm_packing *p, size_t *bytes)
+void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m,
+                         nnt_gemm_packing *p)
 {
-    if (nnt_cpu_gemm_backend() != NNT_GEMM_ONEDNN)
-        return 0;
-    packing_of(ctx->precision, a_bf16, b_bf16, p);
+    p->bf16 = bf16_products(ctx->precision, a_bf16, b_bf16);
+    p->bits = p->bf16 ? 0 : precision_bits(ctx->precision);
     p->m = m;
-    *bytes = nnt_cpu_dnnl_pack_bytes(p->bf16 ? NNT_DNNL_BF16 : 0, m, n, k);
-    return *bytes > 0;
+}
+
+size_t nnt_gemm_pack_bytes(const nnt_gemm_packing *p, int64_t n, int64_t k)
+{
+    return nnt_cpu_dnnl_pack_bytes(p->bf16 ? NNT_DNNL_BF16 : 0, p->m, n, k);
 }
 
 int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,

@@ -258,7 +258,7 @@ static int64_t b_tile_of(const nnt_tensor *b, const struct gemm_dims *d, const i
  * product's tasks are submitted. */
 struct packed_b {
     starpu_data_handle_t *handle;
-    nnt_gemm_packing *packing;
+    nnt_gemm_packing packing;   /* the same for every tile of the product */
 };
 
 int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
@@ -270,26 +270,24 @@ int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
            : ctx->mpi                               ? "MPI"
            : ctx->disk_node >= 0                    ? "disk swap"
            /* GPT-2's (128 x 768) x (768 x 768) stands for the products a model makes */
-           : !nnt_cpu_dnnl_pack_bytes(0, 128, 768, 768) ? "oneDNN takes B as stored here"
-                                                        : NULL;
+           : !nnt_gemm_pack_bytes(&(nnt_gemm_packing){0, 0, 128}, 768, 768)
+               ? "oneDNN takes B as stored here"
+               : NULL;
     return *why == NULL;
 }
 
-/* C tiles along m (readers of each B tile) from which packing pays. A pack task is a
- * reorder of B as the product tasks do it, but measured in GPT-2 124M steps on AMD Zen 4
- * (bench/RESULTS-cpu-kernels.md) it takes about twice as long as each reorder it saves
- * (its output is written to memory and read back by the products, where each product's own
- * reorder stays in its core's cache): with 2 readers the steps were as fast either way,
- * with 3 or more packing wins. */
-#define PACK_MIN_READERS 3
-
 /* Whether this product's B tiles are worth packing: the context packs (ctx->pack_b), each
- * tile is read by PACK_MIN_READERS C tiles or more (along m), and there are no batch dims
- * (a task multiplies one matrix). */
+ * tile is read by NNT_GEMM_PACK_MIN_READERS C tiles or more (along m), and there are no
+ * batch dims (a task multiplies one matrix). The threshold: a pack task is a reorder of B as
+ * the product tasks do it, but measured in GPT-2 124M steps on AMD Zen 4
+ * (bench/RESULTS-cpu-kernels.md) it takes about twice as long as each reorder it saves (its
+ * output is written to memory and read back by the products, where each product's own
+ * reorder stays in its core's cache): with 2 readers the steps were as fast either way, with
+ * 3 or more packing wins. */
 static int packs_b(const nnt_tensor *c, const struct gemm_dims *d)
 {
     return c->ctx->pack_b && d->nb == 0 &&
-           nnt_box_numel(d->nm, c->grid + d->c_m) >= PACK_MIN_READERS;
+           nnt_box_numel(d->nm, c->grid + d->c_m) >= NNT_GEMM_PACK_MIN_READERS;
 }
 
 static void packed_b_release(struct packed_b *pb, int64_t ntiles)
@@ -298,9 +296,7 @@ static void packed_b_release(struct packed_b *pb, int64_t ntiles)
         if (pb->handle[i])
             starpu_data_unregister_submit(pb->handle[i]);
     free(pb->handle);
-    free(pb->packing);
     pb->handle = NULL;
-    pb->packing = NULL;
 }
 
 /* Pack the B tiles that oneDNN's matmul wants in a blocked layout, for products of as many
@@ -310,24 +306,25 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
 {
     int64_t cshape[NNT_MAX_DIMS], bshape[NNT_MAX_DIMS];
     nnt_tensor_tile_shape_at(c, 0, cshape);
-    const int64_t m = nnt_box_numel(d->nm, cshape + d->c_m);
+    nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16,
+                        nnt_box_numel(d->nm, cshape + d->c_m), &pb->packing);
     pb->handle = calloc((size_t)b->ntiles, sizeof *pb->handle);
-    pb->packing = calloc((size_t)b->ntiles, sizeof *pb->packing);
-    if (!pb->handle || !pb->packing) {
-        packed_b_release(pb, 0);
+    if (!pb->handle)
         return 0;   /* no memory for the bookkeeping: every B tile as stored */
-    }
     int rc = NNT_OK;
+    int64_t last_k = -1, last_n = -1;   /* the size asked last: most tiles share a shape */
+    size_t bytes = 0;
     for (int64_t i = 0; i < b->ntiles && rc == 0; i++) {
         nnt_tensor_tile_shape_at(b, i, bshape);
         int64_t k = nnt_box_numel(d->nk, bshape + d->b_k);
         int64_t n = nnt_box_numel(d->nn, bshape + d->b_n);
-        size_t bytes = 0;
-        if (!nnt_gemm_packing_for(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, m, n, k,
-                                  &pb->packing[i], &bytes))
+        if (k != last_k || n != last_n)
+            bytes = nnt_gemm_pack_bytes(&pb->packing, n, k);
+        last_k = k, last_n = n;
+        if (bytes == 0)
             continue;
         starpu_vector_data_register(&pb->handle[i], -1, 0, (uint32_t)bytes, 1);
-        rc = nnt_insert_gemm_pack(c->ctx, &pb->packing[i], trans_b != NNT_NOTRANS, n, k,
+        rc = nnt_insert_gemm_pack(c->ctx, &pb->packing, trans_b != NNT_NOTRANS, n, k,
                                   b->tiles[i].handle, pb->handle[i]);
     }
     return rc;
@@ -376,7 +373,7 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
         rc = nnt_insert_gemm(c->ctx, trans_a, trans_b, mnkb, (float)alpha,
                              first ? (float)beta : 1.0f, mode,
                              last ? (int)e : NNT_EPILOGUE_NONE, tiles,
-                             packed ? &pb->packing[bi] : NULL);
+                             packed ? &pb->packing : NULL);
     }
     if (at != home)
         nnt_mpi_migrate(c->ctx, tiles[2], home, 1);
@@ -511,7 +508,7 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
     const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
-    struct packed_b pb = {NULL, NULL};
+    struct packed_b pb = {NULL, {0, 0, 0}};
     if (rc == 0 && packs_b(c, &d))
         rc = packed_b_submit(trans_b, a, b, c, &d, &pb);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
