@@ -33,7 +33,17 @@ typedef struct trainer {
     nnt_ctx *ctx;
     nnt_tokenizer *tok;
     nnt_data *data;
-    int64_t ntokens;              /* tokens in the data                                   */
+    int64_t ntokens;              /* tokens trained on: the data's first ntokens          */
+    int64_t held_out;             /* tokens of the data after those, held out (--val-split) */
+    nnt_data *val_data;           /* --val-data, or NULL                                  */
+    int64_t val_start, val_len;   /* the held-out tokens: [val_start, +val_len) of their
+                                     source (val_data, else data)                         */
+    int64_t val_batches;          /* windows of B*T + 1 tokens a validation; 0: none      */
+    train_point *val_curve;       /* (nval) validation loss at the steps of validations   */
+    int64_t nval, cap_val;
+    int64_t val_runs;             /* validations in this run and their time               */
+    double val_s;
+    FILE *val_csv;
     nnt_layer *model;
     nnt_model_config cfg;
     int cfg_resumed;              /* cfg is the one the --resume checkpoint records         */
@@ -56,6 +66,7 @@ typedef struct trainer {
     FILE *csv;
     int mem_nodes;                /* memory nodes in the CSV columns                      */
     char *path_csv, *path_svg, *path_ckpt, *path_weights, *path_llmc, *path_trace_table;
+    char *path_val_csv;
     int tracing;
     int live;                     /* info is a terminal: one progress line redrawn in place */
     int line_open;                /* that line is on screen without its newline            */
@@ -183,6 +194,8 @@ static int check_input_files(const train_opts *o)
     const char *data = o->data ? o->data : TRAIN_DEFAULT_DATA;
     if (file_exists(o->data ? "--data" : "default corpus (give --data FILE)", data))
         return 2;
+    if (o->val_data && file_exists("--val-data", o->val_data))
+        return 2;
     if (o->load_llmc && file_exists("--load-llmc", o->load_llmc))
         return 2;
     if (o->load_safetensors && file_exists("--load-safetensors", o->load_safetensors))
@@ -212,8 +225,9 @@ static int make_output_paths(trainer *t)
     t->path_weights = join_path(o->out_dir, "model.safetensors");
     t->path_llmc = join_path(o->out_dir, "model.bin");
     t->path_trace_table = join_path(o->out_dir, "trace-ops.txt");
+    t->path_val_csv = join_path(o->out_dir, "val.csv");
     if (!t->path_csv || !t->path_svg || !t->path_ckpt || !t->path_weights || !t->path_llmc ||
-        !t->path_trace_table) {
+        !t->path_trace_table || !t->path_val_csv) {
         fprintf(stderr, "nnt-train: out of memory\n");
         return 1;
     }
@@ -455,6 +469,35 @@ static int create_model(trainer *t)
     return 0;
 }
 
+/* The held-out tokens: --val-data, or the data's last held_out tokens; how many windows of
+ * B*T + 1 tokens a validation reads (each window's targets are its inputs moved by one). */
+static int open_validation(trainer *t)
+{
+    const train_opts *o = &t->o;
+    int64_t bt = o->batch * o->seq;
+    if (o->val_data) {
+        int rc = nnt_data_open(o->val_data, (nnt_data_format)o->data_format, t->tok,
+                               t->cfg.vocab, &t->val_data);
+        if (rc)
+            return lib_error("--val-data", rc);
+        nnt_data_num_tokens(t->val_data, &t->val_len);
+    } else {
+        t->val_start = t->ntokens, t->val_len = t->held_out;
+    }
+    if (!o->val_data && t->held_out == 0)
+        return 0;
+    int64_t fit = t->val_len > bt ? (t->val_len - 1) / bt : 0;
+    if (fit == 0) {
+        fprintf(stderr, "nnt-train: %s holds %lld tokens, fewer than one batch of B x T + 1 = "
+                "%lld: %s, or a smaller --batch/--seq\n", o->val_data ? o->val_data
+                : "--val-split", (long long)t->val_len, (long long)(bt + 1),
+                o->val_data ? "give more" : "hold out more (a larger --val-split)");
+        return 2;
+    }
+    t->val_batches = o->val_batches > 0 && o->val_batches < fit ? o->val_batches : fit;
+    return 0;
+}
+
 static int open_data(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -466,12 +509,14 @@ static int open_data(trainer *t)
     if (rc)
         return lib_error(o->data ? "--data" : "default corpus", rc);
     nnt_data_num_tokens(t->data, &t->ntokens);
+    t->held_out = (int64_t)((double)t->ntokens * o->val_split);
+    t->ntokens -= t->held_out;
     if (t->ntokens < 2) {
-        fprintf(stderr, "nnt-train: %s: %lld tokens, at least 2 are needed\n", path,
-                (long long)t->ntokens);
+        fprintf(stderr, "nnt-train: %s: %lld tokens%s, at least 2 are needed\n", path,
+                (long long)t->ntokens, t->held_out ? " left for training by --val-split" : "");
         return 2;
     }
-    return 0;
+    return open_validation(t);
 }
 
 static int create_optimizer(trainer *t)
@@ -524,7 +569,7 @@ static void options_path(char *s, size_t cap, const char *key, const char *path)
 static char *options_string(const trainer *t, int64_t step)
 {
     const train_opts *o = &t->o;
-    size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA) + 4 * 4096;
+    size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA) + 6 * 4096;
     char *s = malloc(cap);
     if (!s)
         return NULL;
@@ -547,7 +592,10 @@ static char *options_string(const trainer *t, int64_t step)
              train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
              train_choice_name("data-format", o->data_format));
     json_string(s, cap - 4, o->data ? o->data : TRAIN_DEFAULT_DATA);
-    strcat(s, "\"");
+    size_t n = strlen(s);
+    snprintf(s + n, cap - n, "\", \"held_out\": %lld", (long long)t->held_out);
+    if (o->val_data)
+        options_path(s, cap, "val_data", o->val_data);
     /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
     if (o->tokenizer == TOKENIZER_JSON)
         options_path(s, cap, "tokenizer_json", o->tokenizer_json ? o->tokenizer_json : o->load_hf);
@@ -605,6 +653,11 @@ static int check_resumed_options(trainer *t, const char *saved)
         options_int(saved, "accum") != t->o.accum)
         say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
                "order differs from an uninterrupted run\n");
+    int64_t held = options_int(saved, "held_out");   /* -1: before nnt-train 0.3's validation */
+    if (held != t->held_out && (held != -1 || t->held_out != 0))
+        say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
+               "(--val-split): the training tokens and their order differ\n",
+            (long long)(held < 0 ? 0 : held), (long long)t->held_out);
     if (options_int(saved, "steps") != t->o.steps)
         say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
                "now ends at step %lld instead\n", (long long)options_int(saved, "steps"),
@@ -648,6 +701,28 @@ static int resume_state(trainer *t)
 
 /* ---- summary and reporting ----------------------------------------------------------- */
 
+/* The summary's validation line: which tokens, how many, how often. */
+static void print_validation(trainer *t)
+{
+    const train_opts *o = &t->o;
+    if (!t->val_batches) {
+        say(t, "validate:  no (--val-data FILE or --val-split X for a held-out loss)\n");
+        return;
+    }
+    char what[96];
+    if (o->val_data)
+        snprintf(what, sizeof what, "%lld tokens", (long long)t->val_len);
+    else
+        snprintf(what, sizeof what, "the last %lld tokens of the data (--val-split %g)",
+                 (long long)t->val_len, o->val_split);
+    char every[48] = "every step";
+    if (o->val_every > 1)
+        snprintf(every, sizeof every, "every %lld steps", (long long)o->val_every);
+    say(t, "validate:  %s%s%s: %lld batches of B x T (%lld tokens) %s and after the last\n",
+        o->val_data ? o->val_data : "", o->val_data ? ", " : "", what,
+        (long long)t->val_batches, (long long)(t->val_batches * o->batch * o->seq), every);
+}
+
 static void print_summary(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -686,11 +761,16 @@ static void print_summary(trainer *t)
     else
         snprintf(reading, sizeof reading, "%s token file",
                  format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
-    say(t, "data:      %s%s, %s: %lld tokens; %lld tokens a step (B %lld x T %lld x "
+    char held[64] = "";
+    if (t->held_out)
+        snprintf(held, sizeof held, " to train on (the last %lld held out)",
+                 (long long)t->held_out);
+    say(t, "data:      %s%s, %s: %lld tokens%s; %lld tokens a step (B %lld x T %lld x "
            "accum %lld), %.2f epochs in %lld steps\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
-        o->data ? "" : " (the default corpus)", reading, (long long)t->ntokens,
+        o->data ? "" : " (the default corpus)", reading, (long long)t->ntokens, held,
         (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
         (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps);
+    print_validation(t);
     say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
         (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
@@ -734,18 +814,31 @@ static void print_summary(trainer *t)
             (long long)t->done, (unsigned long long)t->data_pos);
 }
 
-/* Append a point to the loss curve (and, for steps of this run, the step time). */
-static int add_point(trainer *t, int64_t step, double loss)
+/* Append (step, loss) to a curve of *n points with room for *cap. */
+static int append_point(train_point **curve, int64_t *n, int64_t *cap, int64_t step,
+                        double loss)
 {
-    if (t->ncurve == t->cap_curve) {
-        int64_t cap = t->cap_curve ? 2 * t->cap_curve : 1024;
-        train_point *c = realloc(t->curve, (size_t)cap * sizeof *c);
+    if (*n == *cap) {
+        int64_t more = *cap ? 2 * *cap : 1024;
+        train_point *c = realloc(*curve, (size_t)more * sizeof *c);
         if (!c)
             return lib_error("loss history", NNT_E_NOMEM);
-        t->curve = c, t->cap_curve = cap;
+        *curve = c, *cap = more;
     }
-    t->curve[t->ncurve++] = (train_point){step, loss};
+    (*curve)[(*n)++] = (train_point){step, loss};
     return 0;
+}
+
+/* Append a point to the loss curve. */
+static int add_point(trainer *t, int64_t step, double loss)
+{
+    return append_point(&t->curve, &t->ncurve, &t->cap_curve, step, loss);
+}
+
+/* Append a point to the validation curve. */
+static int add_val_point(trainer *t, int64_t step, double loss)
+{
+    return append_point(&t->val_curve, &t->nval, &t->cap_val, step, loss);
 }
 
 static int record_step(trainer *t, int64_t step, double loss, double ms)
@@ -760,12 +853,13 @@ static int record_step(trainer *t, int64_t step, double loss, double ms)
     return 0;
 }
 
-/* On resume: the rows of steps 1..done of the existing log, when it has this run's columns,
- * go into the loss curve and are written again, so that log and curve cover the whole
- * training. Returns them as one string (NULL: nothing kept). */
-static char *previous_log(trainer *t, const char *header)
+/* On resume: the rows of steps 1..done of an existing log (path: train.csv or val.csv), when
+ * it has this run's columns, go into their curve (add) and are written again, so that log
+ * and curve cover the whole training. Returns them as one string (NULL: nothing kept). */
+static char *previous_log(trainer *t, const char *path, const char *header,
+                          int (*add)(trainer *, int64_t, double))
 {
-    FILE *f = t->done ? fopen(t->path_csv, "r") : NULL;
+    FILE *f = t->done ? fopen(path, "r") : NULL;
     char line[1024];
     size_t len = 0, cap = 0;
     char *kept = NULL;
@@ -791,11 +885,29 @@ static char *previous_log(trainer *t, const char *header)
         }
         memcpy(kept + len, line, n + 1);
         len += n, prev = step;
-        if (add_point(t, step, loss))
+        if (add(t, step, loss))
             break;
     }
     fclose(f);
     return kept;
+}
+
+/* Create a log with its header and, on resume, the earlier rows it had. */
+static int start_log(trainer *t, FILE **f, const char *path, const char *header,
+                     int (*add)(trainer *, int64_t, double))
+{
+    char *kept = previous_log(t, path, header, add);
+    *f = fopen(path, "w");
+    if (!*f) {
+        free(kept);
+        fprintf(stderr, "nnt-train: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    fputs(header, *f);
+    if (kept)
+        fputs(kept, *f);
+    free(kept);
+    return 0;
 }
 
 static int open_csv(trainer *t)
@@ -810,18 +922,15 @@ static int open_csv(trainer *t)
         snprintf(header + strlen(header), sizeof header - strlen(header),
                  ",%s_used_mib,%s_peak_mib", ms.node[i].name, ms.node[i].name);
     strcat(header, "\n");
-    char *kept = previous_log(t, header);
-    t->csv = fopen(t->path_csv, "w");
-    if (!t->csv) {
-        free(kept);
-        fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_csv, strerror(errno));
-        return 1;
-    }
-    fputs(header, t->csv);
-    if (kept)
-        fputs(kept, t->csv);
-    free(kept);
-    return 0;
+    return start_log(t, &t->csv, t->path_csv, header, add_point);
+}
+
+/* val.csv, when there is validation: step, val_loss, tokens. */
+static int open_val_csv(trainer *t)
+{
+    if (!t->val_batches)
+        return 0;
+    return start_log(t, &t->val_csv, t->path_val_csv, "step,val_loss,tokens\n", add_val_point);
 }
 
 /* What one step measured. */
@@ -940,18 +1049,41 @@ static void report_step(trainer *t, const step_result *r)
 
 /* ---- training ------------------------------------------------------------------------ */
 
-/* Window of B*T+1 tokens from pos: inputs window[0..BT), targets window[1..BT]. */
-static int load_batch(trainer *t, uint64_t pos)
+/* n tokens of the range [start, start + len) of data into ids, from offset pos of the range,
+ * wrapping to the range's start (never into tokens outside it, e.g. the held-out ones). */
+static int read_range(nnt_data *data, int64_t start, int64_t len, uint64_t pos, int32_t *ids,
+                      int64_t n)
+{
+    int64_t at = (int64_t)(pos % (uint64_t)len);
+    while (n > 0) {
+        int64_t run = len - at < n ? len - at : n;
+        int rc = nnt_data_read(data, start + at, ids, run);
+        if (rc)
+            return rc;
+        ids += run, n -= run, at = 0;
+    }
+    return 0;
+}
+
+/* The window of B*T+1 tokens at offset pos of a range of data into the input tensors:
+ * inputs window[0..BT), targets window[1..BT]. */
+static int load_window(trainer *t, nnt_data *data, int64_t start, int64_t len, uint64_t pos)
 {
     int64_t bt = t->o.batch * t->o.seq;
     size_t bytes = (size_t)bt * sizeof(int32_t);
-    int rc = nnt_data_read(t->data, (int64_t)(pos % (uint64_t)t->ntokens), t->window, bt + 1);
+    int rc = read_range(data, start, len, pos, t->window, bt + 1);
     if (rc)
         return lib_error("cannot read the data", rc);
     if ((rc = nnt_tensor_copy_from_host(t->tokens, t->window, bytes)) ||
         (rc = nnt_tensor_copy_from_host(t->targets, t->window + 1, bytes)))
         return lib_error("cannot copy a batch", rc);
     return 0;
+}
+
+/* The training window at pos (the training tokens wrap at their end). */
+static int load_batch(trainer *t, uint64_t pos)
+{
+    return load_window(t, t->data, 0, t->ntokens, pos);
 }
 
 static int micro_batch(trainer *t, uint64_t pos, double *loss)
@@ -1023,6 +1155,58 @@ static int trace_control(trainer *t, int64_t step, int after)
     return 0;
 }
 
+/* A validation's line (stdout under --print-loss: "val N loss X") and its row of val.csv. */
+static void report_val(trainer *t, int64_t step, double loss, double seconds)
+{
+    const train_opts *o = &t->o;
+    int64_t tokens = t->val_batches * o->batch * o->seq;
+    if (o->print_loss) {
+        printf("val %lld loss %.6f\n", (long long)step, loss);
+        fflush(stdout);
+    } else {
+        say(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)\n",
+            (int)snprintf(NULL, 0, "%lld", (long long)o->steps), (long long)step,
+            (long long)o->steps, loss, (long long)tokens, seconds);
+        if (t->info)
+            fflush(t->info);
+    }
+    fprintf(t->val_csv, "%lld,%.9g,%lld\n", (long long)step, loss, (long long)tokens);
+    fflush(t->val_csv);
+}
+
+/* The mean loss of the held-out windows, the same ones each time (forward only: no
+ * gradients, the weights and the data position unchanged). */
+static int validate(trainer *t, int64_t step)
+{
+    int64_t bt = t->o.batch * t->o.seq;
+    nnt_data *src = t->val_data ? t->val_data : t->data;
+    double start = now_s(), sum = 0;
+    for (int64_t k = 0; k < t->val_batches; k++) {
+        double loss;
+        int rc = load_window(t, src, t->val_start, t->val_len, (uint64_t)(k * bt));
+        if (rc)
+            return rc;
+        if ((rc = nnt_layer_set_targets(t->model, t->targets)) ||
+            (rc = nnt_layer_forward(t->model, t->tokens, NULL)) ||
+            (rc = nnt_layer_loss(t->model, &loss)))
+            return lib_error("validation forward", rc);
+        sum += loss;
+    }
+    double loss = sum / (double)t->val_batches, seconds = now_s() - start;
+    if (add_val_point(t, step, loss))
+        return 1;
+    t->val_runs++, t->val_s += seconds;
+    report_val(t, step, loss, seconds);
+    return 0;
+}
+
+/* Validation after this step: every --val-every steps and after the last. */
+static int validates(const trainer *t, int64_t step)
+{
+    return t->val_batches > 0 && !interrupted &&
+           (step % t->o.val_every == 0 || step == last_step(t));
+}
+
 static int train_loop(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -1041,6 +1225,8 @@ static int train_loop(trainer *t)
                     (long long)step);
             return 1;
         }
+        if (validates(t, step) && (rc = validate(t, step)))
+            return rc;
         if (o->save_every > 0 && step % o->save_every == 0 && step < last &&
             (rc = save_state(t, step)))
             return rc;
@@ -1123,7 +1309,7 @@ static int write_outputs(trainer *t)
     snprintf(title, sizeof title, "nnt-train: %s L%lld C%lld NH%lld, loss per step",
              is_llama(t) ? "Llama" : "GPT-2", (long long)t->cfg.layers,
              (long long)t->cfg.channels, (long long)t->cfg.heads);
-    if (train_svg_write(t->path_svg, t->curve, t->ncurve, title)) {
+    if (train_svg_write(t->path_svg, t->curve, t->ncurve, t->val_curve, t->nval, title)) {
         fprintf(stderr, "nnt-train: cannot write %s: %s\n", t->path_svg, strerror(errno));
         return 1;
     }
@@ -1285,6 +1471,18 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     }
     if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
+    if (t->nval) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < t->nval; i++)
+            if (t->val_curve[i].loss < t->val_curve[best].loss)
+                best = i;
+        say(t, "\nvalidation: loss %.6f at step %lld (lowest %.6f at step %lld)",
+            t->val_curve[t->nval - 1].loss, (long long)t->val_curve[t->nval - 1].step,
+            t->val_curve[best].loss, (long long)t->val_curve[best].step);
+        if (t->val_runs)
+            say(t, "; %lld validation%s in %.2f s of the training time", (long long)t->val_runs,
+                t->val_runs > 1 ? "s" : "", t->val_s);
+    }
     if (sample_s > 0)
         say(t, "\nsample:   %lld tokens in %.2f s (%.1f tokens/s)", (long long)o->sample,
             sample_s, (double)o->sample / sample_s);
@@ -1292,6 +1490,9 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     print_memory_report(t);
     say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
            "  %s  (loss curve)\n", t->path_csv, t->path_svg);
+    if (t->val_csv)
+        say(t, "  %s  (validation log: step, loss on the held-out tokens, tokens)\n",
+            t->path_val_csv);
     if (t->nrun && !o->no_save)
         say(t, "  %s  (checkpoint: continue with --resume, generate with nnt-generate "
                "--checkpoint)\n", t->path_ckpt);
@@ -1435,7 +1636,7 @@ static int setup(trainer *t)
     else
         t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
                         (t->nranks > 1 ? t->nranks : 1);
-    return open_csv(t);
+    return open_csv(t) || open_val_csv(t) ? 1 : 0;
 }
 
 /* ---- several ranks (mpirun, srun) ------------------------------------------------------ */
@@ -1510,15 +1711,18 @@ static void teardown(trainer *t)
 {
     if (t->csv)
         fclose(t->csv);
+    if (t->val_csv)
+        fclose(t->val_csv);
     nnt_optim_destroy(t->opt);
     nnt_tensor_destroy(t->tokens);
     nnt_tensor_destroy(t->targets);
     nnt_layer_destroy(t->model);
     nnt_data_close(t->data);
+    nnt_data_close(t->val_data);
     nnt_tokenizer_destroy(t->tok);
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
-    free(t->window), free(t->curve), free(t->step_ms);
+    free(t->window), free(t->curve), free(t->step_ms), free(t->val_curve), free(t->path_val_csv);
     free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
     free(t->path_llmc), free(t->path_trace_table);
     for (int i = 0; i < 3; i++)

@@ -29,6 +29,11 @@ typedef struct train_opts {
     int tokenizer;                           /* TOKENIZER_*                               */
     const char *bpe_vocab, *bpe_merges;
     const char *tokenizer_json;              /* --tokenizer-json FILE|DIR                 */
+    /* validation: held-out tokens, their loss every val_every steps */
+    const char *val_data;                    /* --val-data FILE|DIR, or NULL              */
+    double val_split;                        /* fraction of the data held out (< 0: by
+                                                default 0.1 of the default corpus, else 0) */
+    int64_t val_every, val_batches;          /* -1: steps/10; batches 0: all that fit     */
     /* batches and steps */
     int64_t batch, seq, steps, accum, seed;
     int recompute;                           /* activation recompute in the backward      */
@@ -87,7 +92,9 @@ typedef struct train_point {
 } train_point;
 
 /* Write an SVG line chart of loss against step (axes, ticks, labels, the polyline) to path
- * through a temporary file and rename. Returns 0, or -1 with errno set. */
-int train_svg_write(const char *path, const train_point *points, int64_t n, const char *title);
+ * through a temporary file and rename; val (nval points, may be 0): validation losses, drawn
+ * as a second line with markers. Returns 0, or -1 with errno set. */
+int train_svg_write(const char *path, const train_point *points, int64_t n,
+                    const train_point *val, int64_t nval, const char *title);
 
 #endif /* NNT_TRAIN_H */

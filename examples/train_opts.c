@@ -53,6 +53,13 @@ static const char usage_text[] =
     "                        DIR has a tokenizer.json)\n"
     "  --bpe-vocab FILE --bpe-merges FILE   GPT-2 vocab.json and merges.txt for bpe\n"
     "  --tokenizer-json F    a Hugging Face tokenizer.json (or its directory) for json\n"
+    "Validation (the loss on held-out tokens, without training on them):\n"
+    "  --val-data FILE|DIR   held-out tokens, read like --data\n"
+    "  --val-split X         hold out the last X of the data instead (0 <= X < 1; default\n"
+    "                        0.1 of the default corpus, 0 of --data: no validation)\n"
+    "  --val-every N         steps between validations, and after the last (default steps/10)\n"
+    "  --val-batches K       batches of B x T tokens a validation (default 20; 0 = all the\n"
+    "                        held-out tokens hold)\n"
     "Training:\n"
     "  --batch B             sequences per micro-batch (default 8)\n"
     "  --seq T               tokens per sequence (default min(128, context))\n"
@@ -105,7 +112,8 @@ static const char usage_text[] =
     "  --temperature X       0 = greedy (default 0.8)\n"
     "  --top-k N             0 = all tokens (default 40)\n"
     "  --peak-gflops X       peak for MFU (default: measured at start on the CPU workers)\n"
-    "  --print-loss          print only \"step N loss X\" lines on stdout\n"
+    "  --print-loss          print only \"step N loss X\" lines on stdout (and \"val N loss\n"
+    "                        X\" after each validation)\n"
     "  --quiet               print errors only\n"
     "  --help, --version\n"
     "\n"
@@ -141,6 +149,7 @@ static void set_defaults(train_opts *o)
     o->trace_steps = 3;
     o->sample = 256, o->top_k = 40, o->prompt = "The ", o->temperature = 0.8;
     o->peak_gflops = -1;
+    o->val_split = -1, o->val_every = -1, o->val_batches = 20;
 }
 
 /* The option table, pointing into *o. n gets the number of entries. */
@@ -171,6 +180,10 @@ static const opt_def *option_table(train_opts *o, int *n)
     STR("bpe-vocab", bpe_vocab);
     STR("tokenizer-json", tokenizer_json);
     STR("bpe-merges", bpe_merges);
+    STR("val-data", val_data);
+    REAL("val-split", val_split, 0, 1, 1);
+    INT("val-every", val_every, 1, BIG);
+    INT("val-batches", val_batches, 0, BIG);
     INT("batch", batch, 1, 1e8);
     INT("seq", seq, 1, 1e8);
     INT("steps", steps, 1, BIG);
@@ -421,6 +434,8 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--swap-dir and --swap-size go together");
     if (o->save_hf_shard_size && !o->save_hf)
         return train_usage_error("--save-hf-shard-size needs --save-hf DIR");
+    if (o->val_data && o->val_split > 0)
+        return train_usage_error("--val-data and --val-split exclude each other");
     return 0;
 }
 
@@ -442,6 +457,10 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
         return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->peak_gflops < 0)
         o->peak_gflops = 0;   /* 0: TRAIN_CPU_CORE_GFLOPS per CPU worker, once known */
+    if (o->val_split < 0)   /* the default corpus: a tenth held out, as nanoGPT splits */
+        o->val_split = o->data || o->val_data ? 0 : 0.1;
+    if (o->val_every < 0)
+        o->val_every = o->steps / 10 > 0 ? o->steps / 10 : 1;
     return 0;
 }
 

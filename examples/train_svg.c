@@ -31,18 +31,23 @@ static double tick_step(double range, int want)
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
 }
 
-static chart chart_range(const train_point *p, int64_t n)
+/* Widen c to hold the n points of p (fmin/fmax ignore the NaN of an empty chart). */
+static void chart_include(chart *c, const train_point *p, int64_t n)
 {
-    chart c = {0, 1, 0, 1};
-    if (n == 0)
-        return c;
-    c.x0 = c.x1 = (double)p[0].step;
-    c.y0 = c.y1 = p[0].loss;
-    for (int64_t i = 1; i < n; i++) {
-        c.x0 = fmin(c.x0, (double)p[i].step), c.x1 = fmax(c.x1, (double)p[i].step);
+    for (int64_t i = 0; i < n; i++) {
+        c->x0 = fmin(c->x0, (double)p[i].step), c->x1 = fmax(c->x1, (double)p[i].step);
         if (isfinite(p[i].loss))
-            c.y0 = fmin(c.y0, p[i].loss), c.y1 = fmax(c.y1, p[i].loss);
+            c->y0 = fmin(c->y0, p[i].loss), c->y1 = fmax(c->y1, p[i].loss);
     }
+}
+
+static chart chart_range(const train_point *p, int64_t n, const train_point *val, int64_t nval)
+{
+    chart c = {NAN, NAN, NAN, NAN};
+    chart_include(&c, p, n);
+    chart_include(&c, val, nval);
+    if (isnan(c.x0))
+        return (chart){0, 1, 0, 1};
     if (!isfinite(c.y0) || !isfinite(c.y1))
         c.y0 = 0, c.y1 = 1;
     if (c.x1 <= c.x0)
@@ -120,9 +125,28 @@ static void write_curve(FILE *f, const chart *c, const train_point *p, int64_t n
             WIDTH - RIGHT - 8, TOP + 32);
 }
 
-static int write_chart(FILE *f, const train_point *p, int64_t n, const char *title)
+/* The validation losses: a line with a marker at each validation, and its legend below the
+ * training curve's (legend_y: its line). */
+static void write_val_curve(FILE *f, const chart *c, const train_point *p, int64_t n,
+                            int legend_y)
 {
-    chart c = chart_range(p, n);
+    fputs("<polyline fill=\"none\" stroke=\"#e6550d\" stroke-width=\"2\" points=\"", f);
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(p[i].loss))
+            fprintf(f, "%.1f,%.1f ", px(c, (double)p[i].step), py(c, p[i].loss));
+    fputs("\"/>\n", f);
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(p[i].loss))
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#e6550d\"/>\n",
+                    px(c, (double)p[i].step), py(c, p[i].loss));
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#e6550d\">validation "
+               "(held-out tokens)</text>\n", WIDTH - RIGHT - 8, legend_y);
+}
+
+static int write_chart(FILE *f, const train_point *p, int64_t n, const train_point *val,
+                       int64_t nval, const char *title)
+{
+    chart c = chart_range(p, n, val, nval);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -135,11 +159,17 @@ static int write_chart(FILE *f, const train_point *p, int64_t n, const char *tit
     write_axes(f, &c);
     if (n > 0)
         write_curve(f, &c, p, n);
+    if (nval > 0 && n / 50 <= 1)   /* the training curve has no legend of its own then */
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#1f77b4\">training "
+                   "(each step)</text>\n", WIDTH - RIGHT - 8, TOP + 16);
+    if (nval > 0)
+        write_val_curve(f, &c, val, nval, TOP + (n / 50 > 1 ? 48 : 32));
     fputs("</svg>\n", f);
     return ferror(f) ? -1 : 0;
 }
 
-int train_svg_write(const char *path, const train_point *points, int64_t n, const char *title)
+int train_svg_write(const char *path, const train_point *points, int64_t n,
+                    const train_point *val, int64_t nval, const char *title)
 {
     size_t len = strlen(path);
     char *tmp = malloc(len + 5);
@@ -148,7 +178,7 @@ int train_svg_write(const char *path, const train_point *points, int64_t n, cons
     memcpy(tmp, path, len);
     memcpy(tmp + len, ".tmp", 5);
     FILE *f = fopen(tmp, "w");
-    int rc = f ? write_chart(f, points, n, title) : -1;
+    int rc = f ? write_chart(f, points, n, val, nval, title) : -1;
     if (f && (fflush(f) || fsync(fileno(f))))
         rc = -1;
     if (f && fclose(f))

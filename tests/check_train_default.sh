@@ -1,7 +1,7 @@
 #!/bin/sh
 # nnt-train with no data options (the default corpus, /usr/share/common-licenses), shortened
-# to 2 steps: exit status 0, train.csv with a header and 2 rows, the loss curve, the
-# checkpoint, the list of files written and a text sample. SKIP (77) with a message when the
+# to 2 steps: exit status 0, train.csv with a header and 2 rows, the validation on the held-out
+# tenth (val.csv), the loss curve, the checkpoint, the list of files written and a text sample. SKIP (77) with a message when the
 # default corpus is missing (a minimal container); check_train.sh covers the rest on its own
 # generated corpus.
 set -u
@@ -30,6 +30,13 @@ else
     grep -q -- '---- sample' "$tmp/out" || fail "no sample printed"
     grep -q 'written' "$tmp/out" || fail "no list of the files written"
     grep -q "data: *$corpus" "$tmp/err" "$tmp/out" || fail "the header does not name the corpus $corpus"
+    # a tenth of the default corpus held out: validated after each of the 2 steps
+    grep -q "validate: *the last [0-9]* tokens of the data (--val-split 0.1)" "$tmp/out" ||
+        fail "the header does not describe the validation"
+    [ "$(grep -c '^val  *[12]/2  loss [0-9.]*  *on [0-9]* held-out tokens' "$tmp/out")" -eq 2 ] ||
+        fail "no validation lines after steps 1 and 2"
+    rows=$(wc -l < "$tmp/def/val.csv" 2>/dev/null || echo 0)
+    [ "$rows" -eq 3 ] || fail "val.csv has $rows lines, not a header + 2 rows"
     [ $fail -eq 0 ] && echo "ok: default run (2 steps): $(grep -c '^step' "$tmp/out") progress lines, files written"
 fi
 exit $fail
