@@ -357,6 +357,12 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     s.on_token = print_token;
     s.on_token_arg = &st;
     int status = 0, rc = 0;
+    nnt_model_config cfg;
+    if (nnt_model_config_of(model, &cfg) == 0 && (int64_t)nprompt + o->max_new > cfg.max_seq)
+        fprintf(stderr, "nnt-generate: note: the prompt and the new tokens (%lld) exceed the "
+                "model's context (%lld): past it, each token sees the last %lld (a sliding "
+                "window)\n", (long long)nprompt + o->max_new, (long long)cfg.max_seq,
+                (long long)cfg.max_seq);
     if (!out || !ids)
         status = lib_error("out of memory", NNT_E_NOMEM);
     else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))

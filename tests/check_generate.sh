@@ -60,6 +60,13 @@ a=$("$prog" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 --
 expect gpt2-no-cache "$a" --load-hf "$gpt2" --prompt-ids "11 42 7 3 60" --max-new-tokens 12 \
     --seed 3 --top-k 5 --print-ids --no-cache --cpus 2
 [ "$(echo "$a" | wc -w)" -eq 12 ] || fail "gpt2: '$a' is not 12 ids"
+# past the context (gqa: max_position_embeddings 64) a note says the window slides; not before
+long=$("$prog" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 70 --temperature 0 \
+    --print-ids --cpus 2 2> "$tmp/long.err") || fail "long: exit status $?"
+[ "$(echo "$long" | wc -w)" -eq 70 ] || fail "long: '$long' is not 70 ids"
+grep -q "exceed the model's context (64).*sliding" "$tmp/long.err" ||
+    { fail "long: no note that 75 tokens exceed the context of 64"; cat "$tmp/long.err"; }
+grep -q 'sliding' "$tmp/greedy.err" && fail "greedy: a sliding-window note within the context"
 
 # A Hugging Face tokenizer.json: a model of its vocabulary (1201) saved by nnt-train with
 # --save-hf (which copies the tokenizer into the directory); --prompt TEXT is encoded with the
