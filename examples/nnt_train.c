@@ -53,7 +53,10 @@ typedef struct trainer {
     nnt_optim *opt;
     nnt_tensor *tokens, *targets; /* (B, T) int32                                         */
     int32_t *window;              /* (B*T + 1) consecutive tokens                          */
-    uint64_t data_pos;            /* start of the next window, < ntokens                  */
+    uint64_t data_pos;            /* start of the next window, < ntokens; --shuffle: the
+                                     rows read so far                                     */
+    uint64_t nrows;               /* --shuffle: sequences of T + 1 tokens, at row * T       */
+    int32_t *rows;                /* --shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
     uint64_t rng[4];              /* xoshiro256** state: the sample's seed                */
     int64_t done;                 /* steps done before this run (resumed)                 */
     int ncpus, ncuda;
@@ -464,7 +467,9 @@ static int create_model(trainer *t)
         (rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->targets)))
         return lib_error("cannot create the batch tensors", rc);
     t->window = malloc(((size_t)(o->batch * o->seq) + 1) * sizeof *t->window);
-    if (!t->window)
+    if (o->shuffle)
+        t->rows = malloc(((size_t)(2 * o->batch * o->seq + o->seq) + 1) * sizeof *t->rows);
+    if (!t->window || (o->shuffle && !t->rows))
         return lib_error("batch buffer", NNT_E_NOMEM);
     return 0;
 }
@@ -514,6 +519,12 @@ static int open_data(trainer *t)
     if (t->ntokens < 2) {
         fprintf(stderr, "nnt-train: %s: %lld tokens%s, at least 2 are needed\n", path,
                 (long long)t->ntokens, t->held_out ? " left for training by --val-split" : "");
+        return 2;
+    }
+    t->nrows = (uint64_t)(t->ntokens - 1) / (uint64_t)o->seq;
+    if (o->shuffle && t->nrows == 0) {
+        fprintf(stderr, "nnt-train: --shuffle reads sequences of T + 1 = %lld tokens: %s has "
+                "%lld training tokens\n", (long long)o->seq + 1, path, (long long)t->ntokens);
         return 2;
     }
     return open_validation(t);
@@ -593,7 +604,8 @@ static char *options_string(const trainer *t, int64_t step)
              train_choice_name("data-format", o->data_format));
     json_string(s, cap - 4, o->data ? o->data : TRAIN_DEFAULT_DATA);
     size_t n = strlen(s);
-    snprintf(s + n, cap - n, "\", \"held_out\": %lld", (long long)t->held_out);
+    snprintf(s + n, cap - n, "\", \"held_out\": %lld, \"shuffle\": %d", (long long)t->held_out,
+             o->shuffle);
     if (o->val_data)
         options_path(s, cap, "val_data", o->val_data);
     /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
@@ -680,7 +692,14 @@ static int resume_state(trainer *t)
     if (rc)
         return lib_error("--resume", rc);
     rc = check_resumed_options(t, st.options);
-    t->data_pos = st.data_pos % (uint64_t)t->ntokens;
+    int64_t shuffled = options_int(st.options, "shuffle");   /* -1: not recorded (in order) */
+    if (shuffled < 0 ? t->o.shuffle : shuffled != t->o.shuffle) {
+        say(t, "note: the checkpoint read the data %s, this run %s: the data position "
+               "restarts at 0\n", t->o.shuffle ? "in order" : "shuffled",
+            t->o.shuffle ? "shuffles it" : "reads it in order");
+        st.data_pos = 0;
+    }
+    t->data_pos = t->o.shuffle ? st.data_pos : st.data_pos % (uint64_t)t->ntokens;
     memcpy(t->rng, st.rng, sizeof t->rng);
     nnt_train_state_clear(&st);
     if (rc)
@@ -766,10 +785,11 @@ static void print_summary(trainer *t)
         snprintf(held, sizeof held, " to train on (the last %lld held out)",
                  (long long)t->held_out);
     say(t, "data:      %s%s, %s: %lld tokens%s; %lld tokens a step (B %lld x T %lld x "
-           "accum %lld), %.2f epochs in %lld steps\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
+           "accum %lld), %.2f epochs in %lld steps%s\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
         o->data ? "" : " (the default corpus)", reading, (long long)t->ntokens, held,
         (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
-        (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps);
+        (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps,
+        o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new order each epoch" : "");
     print_validation(t);
     say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
@@ -1080,10 +1100,40 @@ static int load_window(trainer *t, nnt_data *data, int64_t start, int64_t len, u
     return 0;
 }
 
-/* The training window at pos (the training tokens wrap at their end). */
+/* --shuffle: rows pos .. pos + B - 1 of the shuffled order into the input tensors: each row
+ * is T + 1 tokens at row * T of the training tokens, its first T the inputs of a sequence,
+ * its last T the targets. */
+static int load_rows(trainer *t, uint64_t pos)
+{
+    int64_t B = t->o.batch, T = t->o.seq;
+    int32_t *inputs = t->rows, *targets = t->rows + B * T, *row = t->rows + 2 * B * T;
+    size_t bytes = (size_t)(B * T) * sizeof(int32_t);
+    for (int64_t b = 0; b < B; b++) {
+        uint64_t r = train_shuffled_row((uint64_t)t->o.seed, t->nrows, pos + (uint64_t)b);
+        int rc = nnt_data_read(t->data, (int64_t)r * T, row, T + 1);
+        if (rc)
+            return lib_error("cannot read the data", rc);
+        memcpy(inputs + b * T, row, (size_t)T * sizeof *row);
+        memcpy(targets + b * T, row + 1, (size_t)T * sizeof *row);
+    }
+    int rc;
+    if ((rc = nnt_tensor_copy_from_host(t->tokens, inputs, bytes)) ||
+        (rc = nnt_tensor_copy_from_host(t->targets, targets, bytes)))
+        return lib_error("cannot copy a batch", rc);
+    return 0;
+}
+
+/* The training batch at data position pos: the window there (the training tokens wrap at
+ * their end), or under --shuffle the rows from row pos of the shuffled order. */
 static int load_batch(trainer *t, uint64_t pos)
 {
-    return load_window(t, t->data, 0, t->ntokens, pos);
+    return t->o.shuffle ? load_rows(t, pos) : load_window(t, t->data, 0, t->ntokens, pos);
+}
+
+/* How far a micro-batch moves the data position: B * T tokens, or B rows (--shuffle). */
+static uint64_t batch_advance(const trainer *t)
+{
+    return (uint64_t)(t->o.shuffle ? t->o.batch : t->o.batch * t->o.seq);
 }
 
 static int micro_batch(trainer *t, uint64_t pos, double *loss)
@@ -1103,7 +1153,6 @@ static int micro_batch(trainer *t, uint64_t pos, double *loss)
 
 static int train_step(trainer *t, int64_t step, step_result *r)
 {
-    uint64_t bt = (uint64_t)(t->o.batch * t->o.seq);
     double start = now_s(), sum = 0;
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
     int rc = nnt_layer_clear_grad(t->model);
@@ -1111,13 +1160,15 @@ static int train_step(trainer *t, int64_t step, step_result *r)
         return lib_error("nnt_layer_clear_grad", rc);
     for (int64_t k = 0; k < t->o.accum; k++) {
         double loss;
-        if ((rc = micro_batch(t, t->data_pos + (uint64_t)k * bt, &loss)))
+        if ((rc = micro_batch(t, t->data_pos + (uint64_t)k * batch_advance(t), &loss)))
             return rc;
         sum += loss;
     }
     if ((rc = nnt_optim_step(t->opt)) || (rc = nnt_ctx_wait(t->ctx)))
         return lib_error("optimizer step", rc);
-    t->data_pos = (t->data_pos + (uint64_t)t->o.accum * bt) % (uint64_t)t->ntokens;
+    t->data_pos += (uint64_t)t->o.accum * batch_advance(t);
+    if (!t->o.shuffle)
+        t->data_pos %= (uint64_t)t->ntokens;
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     nnt_optim_stats_get(t->opt, &stats);
     r->step = step, r->loss = sum / (double)t->o.accum, r->ms = 1e3 * (now_s() - start);
@@ -1722,7 +1773,7 @@ static void teardown(trainer *t)
     nnt_tokenizer_destroy(t->tok);
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
-    free(t->window), free(t->curve), free(t->step_ms), free(t->val_curve), free(t->path_val_csv);
+    free(t->window), free(t->rows), free(t->curve), free(t->step_ms), free(t->val_curve), free(t->path_val_csv);
     free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
     free(t->path_llmc), free(t->path_trace_table);
     for (int i = 0; i < 3; i++)

@@ -65,6 +65,8 @@ static const char usage_text[] =
     "  --seq T               tokens per sequence (default min(128, context))\n"
     "  --steps N             total optimizer steps, resumed ones included (default 2000)\n"
     "  --accum K             micro-batches per step (default 1)\n"
+    "  --shuffle             read the data as sequences of T + 1 tokens in a new random\n"
+    "                        order each epoch (from --seed), not in order\n"
     "  --recompute           keep only block outputs, recompute in the backward\n"
     "  --precision P         fp32|tf32|bf16 operands of the matrix products (default fp32)\n"
     "  --seed S              initialisation and sampling seed (default 1)\n"
@@ -225,6 +227,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     STR("save-hf-shard-size", save_hf_shard_size);
     FLAG("no-save", no_save);
     FLAG("recompute", recompute);
+    FLAG("shuffle", shuffle);
     CHOICE("precision", precision, precisions);
     STR("resume", resume);
     STR("trace", trace);

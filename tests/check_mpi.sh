@@ -202,7 +202,8 @@ $TIMEOUT $MPIRUN "$prog" options > "$tmp/options.log" 2>&1 ||
     { fail "options: exit status $?"; tail -n 15 "$tmp/options.log"; }
 grep 'as expected' "$tmp/options.log"
 
-# nnt-train under mpirun: --print-loss the same lines as one process (validations too),
+# nnt-train under mpirun: --print-loss the same lines as one process (validations and
+# --shuffle too),
 # only rank 0's files,
 # the checkpoint the same bytes; a one-process checkpoint resumed by 2 ranks continues as
 # the uninterrupted run.
@@ -224,12 +225,12 @@ run_train t_one 0 --out "$tmp/t_one"
 run_train t_two 1 --out "$tmp/t_two"
 [ "$(grep -c '^step [0-9]* loss ' "$tmp/t_two.txt")" -eq 6 ] ||
     fail "nnt-train -np 2: not 6 loss lines (only rank 0 prints)"
-run_train t_vone 0 --out "$tmp/t_vone" --val-split 0.2 --val-every 3
-run_train t_vtwo 1 --out "$tmp/t_vtwo" --val-split 0.2 --val-every 3
+run_train t_vone 0 --out "$tmp/t_vone" --val-split 0.2 --val-every 3 --shuffle
+run_train t_vtwo 1 --out "$tmp/t_vtwo" --val-split 0.2 --val-every 3 --shuffle
 [ "$(grep -c '^val [36] loss ' "$tmp/t_vtwo.txt")" -eq 2 ] &&
     cmp -s "$tmp/t_vone.txt" "$tmp/t_vtwo.txt" &&
-    echo "nnt-train -np 2 --val-split: the training and validation losses of one process" ||
-    { fail "nnt-train -np 2 --val-split: not the losses of one process, validated after steps 3, 6";
+    echo "nnt-train -np 2 --val-split --shuffle: the training and validation losses of one process" ||
+    { fail "nnt-train -np 2 --val-split --shuffle: not the losses of one process, validated after steps 3, 6";
       paste "$tmp/t_vone.txt" "$tmp/t_vtwo.txt"; }
 cmp -s "$tmp/t_one.txt" "$tmp/t_two.txt" || fail "nnt-train -np 2: other losses than one process"
 cmp -s "$tmp/t_one/checkpoint.safetensors" "$tmp/t_two/checkpoint.safetensors" ||

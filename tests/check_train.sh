@@ -3,7 +3,7 @@
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, a Llama-family model (training,
-# recompute, --save-hf / --load-hf, resume), and validation on held-out tokens. Every run's exit status is checked. (The
+# recompute, --save-hf / --load-hf, resume), validation on held-out tokens and --shuffle. Every run's exit status is checked. (The
 # default run with the default corpus is tests/check_train_default.sh.)
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
@@ -482,6 +482,51 @@ expect_error val_tiny "fewer than one batch" $small --data "$tmp/corpus.txt" --v
 expect_error val_both "--val-split" $small --data "$tmp/corpus.txt" --val-data "$tmp/corpus.txt" --val-split 0.1
 expect_error val_range "--val-split" $small --val-split 1
 expect_error val_missing "$tmp/no-such-val.txt" $small --data "$tmp/corpus.txt" --val-data "$tmp/no-such-val.txt"
+
+# ---- (8) --shuffle: sequences of T + 1 tokens in a new order each epoch -----------------
+# 1601 tokens hold 100 sequences of 17 at offsets 0, 16, ..., 1584. With B 1 and a learning
+# rate of 1e-30 each loss is its sequence's: the 100 steps of the ordered run read them in
+# order; each epoch of the shuffled run reads the same 100 losses (as a multiset), in an
+# order that is neither the data's nor the previous epoch's.
+head -c 1601 "$tmp/corpus.txt" > "$tmp/rows.txt"
+rows="--layers 1 --channels 32 --heads 2 --context 32 --batch 1 --seq 16 --sample 0 --lr 1e-30 --weight-decay 0 --no-save"
+run_ok order $rows --data "$tmp/rows.txt" --steps 100 --out "$tmp/s1" --print-loss
+run_ok shuffled $rows --data "$tmp/rows.txt" --steps 200 --out "$tmp/s2" --print-loss --shuffle
+cut -d' ' -f4 "$tmp/order.out" > "$tmp/s_order"
+sed -n 1,100p "$tmp/shuffled.out" | cut -d' ' -f4 > "$tmp/s_epoch1"
+sed -n 101,200p "$tmp/shuffled.out" | cut -d' ' -f4 > "$tmp/s_epoch2"
+sort "$tmp/s_order" > "$tmp/s_order.sorted"
+if [ "$(wc -l < "$tmp/s_epoch2")" -ne 100 ]; then
+    fail "--shuffle: not 200 loss lines"; tail -n 5 "$tmp/shuffled.err"
+elif ! sort "$tmp/s_epoch1" | cmp -s - "$tmp/s_order.sorted" ||
+     ! sort "$tmp/s_epoch2" | cmp -s - "$tmp/s_order.sorted"; then
+    fail "--shuffle: an epoch does not read each sequence once"
+    paste "$tmp/s_order.sorted" "$tmp/s_epoch1" "$tmp/s_epoch2" | head -20
+elif cmp -s "$tmp/s_epoch1" "$tmp/s_order" || cmp -s "$tmp/s_epoch1" "$tmp/s_epoch2"; then
+    fail "--shuffle: the order of the data, or the same order in both epochs"
+else
+    echo "ok: --shuffle: each epoch reads the 100 sequences once, in a new order"
+fi
+grep -q 'shuffled: its sequences of T + 1 tokens in a new order each epoch' "$tmp/shuffled.err" ||
+    fail "--shuffle: the header does not say the data is shuffled"
+# resume continues the shuffled order bit for bit; a checkpoint of the other order restarts it
+run_ok shuf6 $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/s3" --print-loss --shuffle
+run_ok shuf3 $small --data "$tmp/corpus.txt" --steps 6 --stop-after 3 --out "$tmp/s4" --print-loss --shuffle
+run_ok shuf_resume $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/s4" --print-loss --shuffle \
+    --resume "$tmp/s4/checkpoint.safetensors"
+if tail -n 3 "$tmp/shuf6.out" | cmp -s - "$tmp/shuf_resume.out" &&
+   head -n 3 "$tmp/shuf6.out" | cmp -s - "$tmp/shuf3.out"; then
+    echo "ok: --shuffle resume bit-exact: $(tr '\n' ' ' < "$tmp/shuf_resume.out")"
+else
+    fail "--shuffle resume is not bit-exact:"; paste "$tmp/shuf6.out" "$tmp/shuf3.out" "$tmp/shuf_resume.out"
+fi
+cmp -s "$tmp/shuf6.out" "$tmp/full6.out" && fail "--shuffle: the losses of the ordered run"
+run_ok shuf_mixed $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/s5" --print-loss --shuffle \
+    --resume "$tmp/half/checkpoint.safetensors"
+grep -q 'read the data in order, this run shuffles it: the data position restarts at 0' \
+    "$tmp/shuf_mixed.err" || { fail "--shuffle resuming an ordered run: no note"; cat "$tmp/shuf_mixed.err"; }
+head -c 10 "$tmp/corpus.txt" > "$tmp/ten.txt"
+expect_error shuf_short "--shuffle" $small --data "$tmp/ten.txt" --steps 1 --shuffle
 
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
