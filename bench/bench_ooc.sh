@@ -22,7 +22,7 @@ model=$2
 budget=${3:-0}
 swapdir=${4:-}
 swapmib=${5:-0}
-extra=${NNT_BENCH_EXTRA:---sample 0 --no-save --schedule constant --warmup 0 --recompute}
+extra=${NNT_BENCH_EXTRA:---sample 0 --no-save --schedule constant --warmup 0 --recompute --val-split 0}
 [ -x ./nnt-train ] || { echo "bench_ooc.sh: run it from a build directory (./nnt-train)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "bench_ooc.sh: needs GNU time (apt-get install time)" >&2; exit 2; }
 export STARPU_SILENT=1 MALLOC_MMAP_THRESHOLD_=131072

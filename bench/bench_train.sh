@@ -32,7 +32,8 @@ for r in $(seq 1 "$rounds"); do
         s=${sp%/*} p=${sp#*/}
         [ "$precisions" = fp32 ] && sp=$s   # the old labels when only fp32 runs
         line=$(./nnt-train --model gpt2 --batch 4 --seq 64 --steps "$steps" --sample 0 \
-            --schedule constant --warmup 0 --sched "$s" --precision "$p" --out "$out/$s" 2>&1 |
+            --schedule constant --warmup 0 --sched "$s" --precision "$p" --out "$out/$s" \
+            --val-split 0 2>&1 |
             grep '^trained steps') || { echo "nnt-train --sched $s --precision $p failed" >&2; exit 1; }
         ms=$(echo "$line" | sed -E 's/.*: ([0-9.]+) ms\/step, ([0-9.]+) tokens\/s, MFU ([0-9.]+)%.*/\1 \2 \3/')
         echo "round $r sched $sp: $ms" | tee -a "$out/runs"

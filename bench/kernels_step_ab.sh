@@ -20,7 +20,7 @@ train() { # ISA PRECISION [extra nnt-train arguments]
         "$build/nnt-train" --layers 12 --channels 768 --heads 12 --vocab 50257 --context 1024 \
         --batch 4 --seq 64 --steps 4 --sample 0 --no-save --out "$tmp/out" --cpus 2 --gpus 0 \
         --sched lws --grad-clip 0 --warmup 0 --schedule constant --lr 1e-4 --beta2 0.999 \
-        --weight-decay 0.1 --precision "$prec" "$@" 2>&1
+        --weight-decay 0.1 --val-split 0 --precision "$prec" "$@" 2>&1
 }
 ms() { sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p'; }
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"

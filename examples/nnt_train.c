@@ -737,9 +737,11 @@ static void print_validation(trainer *t)
     char every[48] = "every step";
     if (o->val_every > 1)
         snprintf(every, sizeof every, "every %lld steps", (long long)o->val_every);
-    say(t, "validate:  %s%s%s: %lld batches of B x T (%lld tokens) %s and after the last\n",
+    say(t, "validate:  %s%s%s: %lld batch%s of B x T (%lld tokens) %s and after the last%s\n",
         o->val_data ? o->val_data : "", o->val_data ? ", " : "", what,
-        (long long)t->val_batches, (long long)(t->val_batches * o->batch * o->seq), every);
+        (long long)t->val_batches, t->val_batches > 1 ? "es" : "",
+        (long long)(t->val_batches * o->batch * o->seq), every,
+        o->trace ? " (not during the traced steps)" : "");
 }
 
 static void print_summary(trainer *t)
@@ -1251,10 +1253,11 @@ static int validate(trainer *t, int64_t step)
     return 0;
 }
 
-/* Validation after this step: every --val-every steps and after the last. */
+/* Validation after this step: every --val-every steps and after the last; not while --trace
+ * records (its timeline and table are the training steps'). */
 static int validates(const trainer *t, int64_t step)
 {
-    return t->val_batches > 0 && !interrupted &&
+    return t->val_batches > 0 && !interrupted && !t->tracing &&
            (step % t->o.val_every == 0 || step == last_step(t));
 }
 

@@ -33,7 +33,7 @@ typedef struct train_opts {
     const char *val_data;                    /* --val-data FILE|DIR, or NULL              */
     double val_split;                        /* fraction of the data held out (< 0: by
                                                 default 0.1 of the default corpus, else 0) */
-    int64_t val_every, val_batches;          /* -1: steps/10; batches 0: all that fit     */
+    int64_t val_every, val_batches;          /* -1: their defaults; batches 0: all       */
     /* batches and steps */
     int64_t batch, seq, steps, accum, seed;
     int recompute;                           /* activation recompute in the backward      */

@@ -58,8 +58,9 @@ static const char usage_text[] =
     "  --val-split X         hold out the last X of the data instead (0 <= X < 1; default\n"
     "                        0.1 of the default corpus, 0 of --data: no validation)\n"
     "  --val-every N         steps between validations, and after the last (default steps/10)\n"
-    "  --val-batches K       batches of B x T tokens a validation (default 20; 0 = all the\n"
-    "                        held-out tokens hold)\n"
+    "  --val-batches K       batches of B x T tokens a validation (default 20, at most a\n"
+    "                        tenth of the batches trained between validations, at least 1;\n"
+    "                        0 = all the held-out tokens hold)\n"
     "Training:\n"
     "  --batch B             sequences per micro-batch (default 8)\n"
     "  --seq T               tokens per sequence (default min(128, context))\n"
@@ -151,7 +152,7 @@ static void set_defaults(train_opts *o)
     o->trace_steps = 3;
     o->sample = 256, o->top_k = 40, o->prompt = "The ", o->temperature = 0.8;
     o->peak_gflops = -1;
-    o->val_split = -1, o->val_every = -1, o->val_batches = 20;
+    o->val_split = -1, o->val_every = -1, o->val_batches = -1;
 }
 
 /* The option table, pointing into *o. n gets the number of entries. */
@@ -464,6 +465,12 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
         o->val_split = o->data || o->val_data ? 0 : 0.1;
     if (o->val_every < 0)
         o->val_every = o->steps / 10 > 0 ? o->steps / 10 : 1;
+    /* validating costs at most ~1/30 of the training time (a forward is ~1/3 of a step), or
+     * one batch per validation */
+    if (o->val_batches < 0) {
+        int64_t tenth = o->val_every * o->accum / 10;
+        o->val_batches = tenth < 1 ? 1 : tenth > 20 ? 20 : tenth;
+    }
     return 0;
 }
 

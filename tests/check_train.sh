@@ -448,6 +448,12 @@ grep '^step' "$tmp/val_on.out" | cmp -s - "$tmp/val_off.out" ||
 grep -q 'validation (held-out tokens)' "$tmp/v3/loss.svg" && grep -q '<circle' "$tmp/v3/loss.svg" ||
     fail "loss.svg does not show the validation losses"
 [ $fail -eq 0 ] && echo "ok: validating after steps 2, 4, 6 leaves the training losses bit for bit"
+# --trace records steps 2, 3, 4 of 6: no validation after 2 and 3 (inside the recording; it
+# stops after step 4, before its validation)
+run_ok val_trace $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/v8" --print-loss \
+    --val-data "$tmp/corpus.txt" --val-every 1 --val-batches 1 --trace "$tmp/v8/t.svg"
+[ "$(grep '^val' "$tmp/val_trace.out" | cut -d' ' -f2 | tr '\n' ' ')" = "1 4 5 6 " ] ||
+    { fail "validations with --trace: not after steps 1, 4, 5, 6"; cat "$tmp/val_trace.out"; }
 # (c) --val-split holds out the data's last tokens: the training windows wrap before them.
 # 80 steps of 256 tokens pass the end of the training tokens; with a learning rate of 1e-30
 # every loss is its window's, so the losses equal those of a file cut to the training tokens.
