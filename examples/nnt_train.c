@@ -192,12 +192,19 @@ static int file_exists(const char *what, const char *path)
     return train_usage_error("%s: cannot open '%s': %s", what, path, strerror(errno));
 }
 
+/* A data path: a file, a directory, or a pattern of files (nnt_data_open says if none
+ * matches). */
+static int data_exists(const char *what, const char *path)
+{
+    return strpbrk(path, "*?[") ? 0 : file_exists(what, path);
+}
+
 static int check_input_files(const train_opts *o)
 {
     const char *data = o->data ? o->data : TRAIN_DEFAULT_DATA;
-    if (file_exists(o->data ? "--data" : "default corpus (give --data FILE)", data))
+    if (data_exists(o->data ? "--data" : "default corpus (give --data FILE)", data))
         return 2;
-    if (o->val_data && file_exists("--val-data", o->val_data))
+    if (o->val_data && data_exists("--val-data", o->val_data))
         return 2;
     if (o->load_llmc && file_exists("--load-llmc", o->load_llmc))
         return 2;

@@ -3,7 +3,8 @@
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, a Llama-family model (training,
-# recompute, --save-hf / --load-hf, resume), validation on held-out tokens and --shuffle. Every run's exit status is checked. (The
+# recompute, --save-hf / --load-hf, resume), validation on held-out tokens, --shuffle and
+# --data as a pattern of shards. Every run's exit status is checked. (The
 # default run with the default corpus is tests/check_train_default.sh.)
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
@@ -533,6 +534,28 @@ grep -q 'read the data in order, this run shuffles it: the data position restart
     "$tmp/shuf_mixed.err" || { fail "--shuffle resuming an ordered run: no note"; cat "$tmp/shuf_mixed.err"; }
 head -c 10 "$tmp/corpus.txt" > "$tmp/ten.txt"
 expect_error shuf_short "--shuffle" $small --data "$tmp/ten.txt" --steps 1 --shuffle
+
+# ---- (9) --data as a pattern of llm.c shards (nnt-tokenize): one stream, in name order --
+# The corpus cut in two, each half a shard: the losses of the whole corpus as one shard.
+tokenize="$top_builddir/nnt-tokenize"
+half=$(($(wc -c < "$tmp/corpus.txt") / 2))
+head -c "$half" "$tmp/corpus.txt" > "$tmp/part1.txt"
+tail -c +"$((half + 1))" "$tmp/corpus.txt" > "$tmp/part2.txt"
+mkdir -p "$tmp/shards"
+if "$tokenize" --out "$tmp/shards/c_train_001.bin" "$tmp/part1.txt" > /dev/null 2>&1 &&
+   "$tokenize" --out "$tmp/shards/c_train_002.bin" "$tmp/part2.txt" > /dev/null 2>&1 &&
+   "$tokenize" --out "$tmp/shards/c_val_000.bin" "$tmp/part1.txt" > /dev/null 2>&1 &&
+   "$tokenize" --out "$tmp/whole.bin" "$tmp/corpus.txt" > /dev/null 2>&1; then
+    run_ok shards $small --data "$tmp/shards/c_train_*.bin" --steps 6 --out "$tmp/p2" --print-loss
+    run_ok whole $small --data "$tmp/whole.bin" --steps 6 --out "$tmp/p3" --print-loss
+    cmp -s "$tmp/shards.out" "$tmp/whole.out" && grep -q 'llm.c token file' "$tmp/shards.err" &&
+        echo "ok: --data 'c_train_*.bin': 2 shards read as one stream (the val shard left out)" ||
+        { fail "--data with a pattern of shards:"; paste "$tmp/shards.out" "$tmp/whole.out"; head -5 "$tmp/shards.err"; }
+    expect_error shards_dir "pattern" $small --data "$tmp/shards" --steps 1
+    expect_error shards_none "no file matches" $small --data "$tmp/shards/none_*.bin" --steps 1
+else
+    fail "nnt-tokenize could not write the shards"
+fi
 
 # ---- --help and --version ----------------------------------------------------------------
 run help --help

@@ -1,8 +1,8 @@
 /* Tokenizers and token data (nnt_tokenizer_*, nnt_data_*), through the public API only.
  * The byte tokenizer against byte values; the BPE tokenizer against the Hugging Face ids of
  * tests/fixtures/bpe/cases.txt; token sources against files written here byte by byte
- * (llm.c shards, nanoGPT .bin, text, a directory with links), with windows checked against
- * (pos mod N) element by element. No context: errors come from nnt_ctx_last_error(NULL). */
+ * (llm.c shards, nanoGPT .bin, text, a directory with links, several files by a pattern),
+ * with windows checked against (pos mod N) element by element. No context: errors come from nnt_ctx_last_error(NULL). */
 #define _DEFAULT_SOURCE
 #include "testutil.h"
 
@@ -616,6 +616,95 @@ START_TEST(test_bad_files)
 }
 END_TEST
 
+/* Several files as one stream: a pattern (llm.c's "fineweb_train_*.bin"), its files in byte
+ * order of their names, windows across their boundaries; 16- and 32-bit llm.c shards
+ * together; nanoGPT files; text files; a directory of token files refused (it would be read
+ * as text), and patterns that match nothing or mix formats. */
+START_TEST(test_patterns)
+{
+    test_make_tmpdir("test-data");
+    enum { A = 9000, B = 17, C = 12001 };   /* the first crosses the reader's 8192 chunks */
+    static uint16_t tok[A + B + C];
+    static int32_t ref[A + B + C], ref32[A + B + C];
+    for (int i = 0; i < A + B + C; i++) {
+        tok[i] = (uint16_t)((i * 7919u + 13u) % 50257u);
+        ref[i] = tok[i];
+        ref32[i] = i >= A && i < A + B ? 70000 + i : ref[i];   /* the middle shard 32-bit */
+    }
+    ck_assert_int_eq(mkdir(test_tmp_path("fw"), 0755), 0);
+    /* written out of order; the val shard and other files must not match the pattern */
+    write_llmc(test_tmp_path("fw/train_002.bin"), 20240520, 1, C, tok + A + B, C);
+    write_llmc(test_tmp_path("fw/train_000.bin"), 20240520, 1, A, tok, A);
+    write_llmc(test_tmp_path("fw/train_001.bin"), 20240520, 1, B, tok + A, B);
+    write_llmc(test_tmp_path("fw/val_000.bin"), 20240520, 1, 5, tok, 5);
+    ck_assert_int_eq(mkdir(test_tmp_path("fw/train_dir.bin"), 0755), 0);   /* not a file */
+    char pat[1024];
+    snprintf(pat, sizeof pat, "%s/train_*.bin", test_tmp_path("fw"));
+    nnt_data *d = open_ok(pat, NNT_DATA_AUTO, NULL, 50257, A + B + C);
+    expect_format(d, NNT_DATA_LLMC);
+    check_windows(d, ref, A + B + C);
+    nnt_data_close(d);
+    d = open_ok(pat, NNT_DATA_LLMC, NULL, 0, A + B + C);
+    check_windows(d, ref, A + B + C);
+    nnt_data_close(d);
+    /* a 32-bit shard between 16-bit ones; an id >= vocab in it is named by its file */
+    write_llmc32(test_tmp_path("fw/train_001.bin"), 20240801, 7, B, ref32 + A, B);
+    d = open_ok(pat, NNT_DATA_AUTO, NULL, 128256, A + B + C);
+    check_windows(d, ref32, A + B + C);
+    nnt_data_close(d);
+    d = open_ok(pat, NNT_DATA_AUTO, NULL, 70000, A + B + C);
+    int32_t got[64];
+    EXPECT_OK(nnt_data_read(d, A - 3, got, 3));
+    EXPECT_RC(nnt_data_read(d, A - 3, got, 10), NNT_E_FORMAT);
+    EXPECT_MSG("train_001.bin");
+    nnt_data_close(d);
+    /* a directory of token files is refused, naming a pattern; given as text it is bytes */
+    EXPECT_RC(nnt_data_open(test_tmp_path("fw"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("llm.c token shards");
+    EXPECT_MSG("pattern");
+    ck_assert_ptr_null(d);
+    EXPECT_RC(nnt_data_open(test_tmp_path("fw"), NNT_DATA_LLMC, NULL, 0, &d), NNT_E_IO);
+    EXPECT_MSG("pattern");
+    d = open_ok(test_tmp_path("fw"), NNT_DATA_TEXT, NULL, 0,
+                4 * 1024 + 2 * (A + C + 5) + 4 * B);
+    nnt_data_close(d);
+
+    /* nanoGPT files by a pattern (AUTO: by the .bin names); a pattern mixing formats */
+    ck_assert_int_eq(mkdir(test_tmp_path("ng"), 0755), 0);
+    write_nanogpt(test_tmp_path("ng/part_b.bin"), tok + A, B + C);
+    write_nanogpt(test_tmp_path("ng/part_a.bin"), tok, A);
+    snprintf(pat, sizeof pat, "%s/part_?.bin", test_tmp_path("ng"));
+    d = open_ok(pat, NNT_DATA_AUTO, NULL, 50257, A + B + C);
+    expect_format(d, NNT_DATA_NANOGPT);
+    check_windows(d, ref, A + B + C);
+    nnt_data_close(d);
+    write_llmc(test_tmp_path("ng/part_c.bin"), 20240520, 1, 5, tok, 5);
+    snprintf(pat, sizeof pat, "%s/part_[abc].bin", test_tmp_path("ng"));
+    EXPECT_RC(nnt_data_open(pat, NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("part_c.bin");
+    EXPECT_MSG("one format");
+    write_bytes(test_tmp_path("ng/part_d.bin"), "abcd", 4);   /* a .bin of text: nanoGPT */
+    write_bytes(test_tmp_path("ng/notes_1.txt"), "hello ", 6);
+    write_bytes(test_tmp_path("ng/notes_2.txt"), "world", 5);
+    snprintf(pat, sizeof pat, "%s/notes_*.txt", test_tmp_path("ng"));
+    d = open_ok(pat, NNT_DATA_AUTO, NULL, 256, 11);   /* text files: concatenated bytes */
+    expect_format(d, NNT_DATA_TEXT);
+    EXPECT_OK(nnt_data_read(d, 0, got, 11));
+    for (int i = 0; i < 11; i++)
+        ck_assert_int_eq(got[i], "hello world"[i]);
+    nnt_data_close(d);
+    snprintf(pat, sizeof pat, "%s/*", test_tmp_path("ng"));
+    EXPECT_RC(nnt_data_open(pat, NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
+    EXPECT_MSG("mixes text");
+    /* nothing matches */
+    snprintf(pat, sizeof pat, "%s/none_*.bin", test_tmp_path("ng"));
+    EXPECT_RC(nnt_data_open(pat, NNT_DATA_AUTO, NULL, 0, &d), NNT_E_IO);
+    EXPECT_MSG("no file matches");
+    ck_assert_ptr_null(d);
+    test_remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_null_arguments)
 {
     test_make_tmpdir("test-data");
@@ -662,6 +751,7 @@ int main(void)
     tcase_add_test(tc, test_vocab_rejection);
     tcase_add_test(tc, test_text_and_directory);
     tcase_add_test(tc, test_bad_files);
+    tcase_add_test(tc, test_patterns);
     tcase_add_test(tc, test_null_arguments);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -1,9 +1,11 @@
 /* nnt_data: a token source for training, over the readers of lib/io.
  *   llm.c shards and nanoGPT .bin files stay on disk: every nnt_data_read preads its window
  *     (lib/io/tokens.c), so shards of any size work; ids >= vocab are found by that read.
- *   Text (a file, or a directory's regular files in byte order of their names) is read and
- *     tokenized at open and held in memory as int32 ids (4 bytes per token); ids >= vocab
- *     are found at open.
+ *     Several files (a pattern: "dir/fineweb_train_*.bin", as llm.c takes them) are one
+ *     stream, the files in byte order of their names.
+ *   Text (a file, a directory's regular files or the files of a pattern, in byte order of
+ *     their names) is read and tokenized at open and held in memory as int32 ids (4 bytes per
+ *     token); ids >= vocab are found at open.
  * No context is involved: failures are recorded as the calling thread's last error. The
  * source is immutable after open, so concurrent reads are safe. */
 #define _FILE_OFFSET_BITS 64
@@ -12,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,7 +23,9 @@
 struct nnt_data {
     nnt_data_format format;       /* resolved: TEXT, LLMC or NANOGPT                       */
     int64_t count;                /* tokens (> 0)                                          */
-    nnt_tok_reader *reader;       /* LLMC, NANOGPT: the file, read on demand               */
+    size_t nfiles;                /* LLMC, NANOGPT: the files, read on demand, in order    */
+    nnt_tok_reader **file;        /* (nfiles)                                              */
+    int64_t *file_end;            /* (nfiles) tokens of the files up to each one's end     */
     int32_t *tokens;              /* TEXT: (count) ids                                     */
 };
 
@@ -169,40 +174,113 @@ static int seen_before(struct stat *seen, size_t n, const struct stat *st)
     return 0;
 }
 
-/* Every regular file of dir in name order, each once; symbolic links are followed (a link
- * to a regular file counts as that file; a file reached through two names, e.g. GPL and
- * GPL-3 in /usr/share/common-licenses, is read at its first name only); subdirectories,
- * dangling links and other kinds of file are skipped. */
-static int append_dir(text_buf *b, const char *dir, const nnt_tokenizer *tok)
+/* A list of file paths (malloc'd strings). */
+typedef struct path_list {
+    char **path;
+    size_t n;
+} path_list;
+
+static void path_list_free(path_list *l)
+{
+    free_names(l->path, l->n);
+    l->path = NULL;
+    l->n = 0;
+}
+
+/* Keep the entries of l that are regular files (symbolic links followed: a link to a
+ * regular file counts as that file), each file once (one reached through two names, e.g.
+ * GPL and GPL-3 in /usr/share/common-licenses, at its first name only), in their order;
+ * subdirectories, dangling links and other kinds of file are dropped. */
+static int keep_regular_files(path_list *l, const char *what)
+{
+    struct stat *seen = malloc((l->n ? l->n : 1) * sizeof *seen);
+    if (!seen)
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", what);
+    size_t kept = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        struct stat st;
+        if (stat(l->path[i], &st) == 0 && S_ISREG(st.st_mode) && !seen_before(seen, kept, &st))
+            l->path[kept++] = l->path[i];
+        else
+            free(l->path[i]);
+    }
+    free(seen);
+    l->n = kept;
+    return kept ? NNT_OK
+                : nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s has no regular files", what);
+}
+
+/* The regular files of directory dir, in byte order of their names. */
+static int dir_files(const char *dir, path_list *l)
 {
     char **names = NULL;
     size_t n = 0;
-    int rc = list_dir(dir, &names, &n), files = 0;
-    struct stat *seen = rc == 0 ? malloc((n ? n : 1) * sizeof *seen) : NULL;
-    if (rc == 0 && !seen)
-        rc = nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", dir);
+    int rc = list_dir(dir, &names, &n);
+    if (rc)
+        return rc;
+    l->path = names;
+    l->n = n;
     size_t dl = strlen(dir);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         size_t size = dl + strlen(names[i]) + 2;
         char *path = malloc(size);
         if (!path) {
-            rc = nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", dir);
-            break;
+            path_list_free(l);
+            return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", dir);
         }
         snprintf(path, size, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", names[i]);
-        struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-            !seen_before(seen, (size_t)files, &st)) {
-            rc = append_file(b, path, tok);
-            files++;
-        }
-        free(path);
+        free(names[i]);
+        names[i] = path;
     }
-    free(seen);
-    free_names(names, n);
-    if (rc == 0 && files == 0)
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: directory %s has no regular files",
-                      dir);
+    char what[64 + 4096];
+    snprintf(what, sizeof what, "directory %s", dir);
+    rc = keep_regular_files(l, what);
+    if (rc)
+        path_list_free(l);
+    return rc;
+}
+
+/* Whether path is a shell pattern (*, ? or [): several files, as llm.c names its shards. */
+static int is_pattern(const char *path)
+{
+    return strpbrk(path, "*?[") != NULL;
+}
+
+/* The regular files matching pattern (glob(3)), in byte order of their names. */
+static int pattern_files(const char *pattern, path_list *l)
+{
+    glob_t g;
+    int rc = glob(pattern, GLOB_NOSORT, NULL, &g);
+    if (rc == GLOB_NOMATCH)
+        return nnt_fail(NULL, NNT_E_IO, "nnt_data_open: no file matches %s", pattern);
+    if (rc)
+        return nnt_fail(NULL, rc == GLOB_NOSPACE ? NNT_E_NOMEM : NNT_E_IO,
+                        "nnt_data_open: cannot list the files of %s", pattern);
+    l->path = calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof *l->path);
+    for (size_t i = 0; l->path && i < g.gl_pathc; i++)
+        if ((l->path[l->n] = strdup(g.gl_pathv[i])) != NULL)
+            l->n++;
+    int complete = l->path && l->n == g.gl_pathc;
+    globfree(&g);
+    if (!complete) {
+        path_list_free(l);
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", pattern);
+    }
+    qsort(l->path, l->n, sizeof *l->path, by_name);   /* bytewise, whatever the locale */
+    char what[64 + 4096];
+    snprintf(what, sizeof what, "pattern %s", pattern);
+    rc = keep_regular_files(l, what);
+    if (rc)
+        path_list_free(l);
+    return rc;
+}
+
+/* Append the ids of every file of l, in order. */
+static int append_files(text_buf *b, const path_list *l, const nnt_tokenizer *tok)
+{
+    int rc = NNT_OK;
+    for (size_t i = 0; rc == 0 && i < l->n; i++)
+        rc = append_file(b, l->path[i], tok);
     return rc;
 }
 
@@ -219,11 +297,12 @@ static int check_vocab(const int32_t *ids, size_t n, int64_t vocab, const char *
     return NNT_OK;
 }
 
-static int open_text(const char *path, int is_dir, const nnt_tokenizer *tok, int64_t vocab,
-                     nnt_data *d)
+/* Text: the file path, or the files of l when l is not NULL (a directory or a pattern). */
+static int open_text(const char *path, const path_list *l, const nnt_tokenizer *tok,
+                     int64_t vocab, nnt_data *d)
 {
     text_buf b = {NULL, 0, 0};
-    int rc = is_dir ? append_dir(&b, path, tok) : append_file(&b, path, tok);
+    int rc = l ? append_files(&b, l, tok) : append_file(&b, path, tok);
     if (rc == 0)
         rc = check_vocab(b.ids, b.n, vocab, path);
     if (rc) {
@@ -231,6 +310,7 @@ static int open_text(const char *path, int is_dir, const nnt_tokenizer *tok, int
         return rc;
     }
     int32_t *fit = b.n ? realloc(b.ids, b.n * sizeof *fit) : NULL;
+    d->format = NNT_DATA_TEXT;
     d->tokens = fit ? fit : b.ids;
     d->count = (int64_t)b.n;
     return NNT_OK;
@@ -238,20 +318,116 @@ static int open_text(const char *path, int is_dir, const nnt_tokenizer *tok, int
 
 /* ---- token files: llm.c shards and nanoGPT .bin, read on demand ------------------------ */
 
-static int open_tokens(const char *path, nnt_data_format format, int64_t vocab, nnt_data *d)
+/* The data format a token file resolved to (TEXT: not a token file). */
+static nnt_data_format data_format_of(const nnt_tok_reader *r)
+{
+    nnt_tok_format f = nnt_tok_format_of(r);
+    return f == NNT_TOK_LLMC || f == NNT_TOK_LLMC32 ? NNT_DATA_LLMC
+         : f == NNT_TOK_NANOGPT                     ? NNT_DATA_NANOGPT
+                                                    : NNT_DATA_TEXT;
+}
+
+/* Open path as a token file of format (AUTO: by its header or name); *r NULL on failure. */
+static int open_token_file(const char *path, nnt_data_format format, int64_t vocab,
+                           nnt_tok_reader **r)
 {
     char err[NNT_IO_ERRLEN];
     nnt_tok_format f = format == NNT_DATA_LLMC ? NNT_TOK_LLMC
                      : format == NNT_DATA_NANOGPT ? NNT_TOK_NANOGPT : NNT_TOK_AUTO;
     /* 16-bit files hold ids below 65536 anyway; 32-bit shards are checked against any vocab */
     int32_t v = vocab > INT32_MAX ? 0 : (int32_t)vocab;
-    int rc = nnt_tok_open(path, f, v, &d->reader, err, sizeof err);
-    if (rc)
-        return nnt_fail(NULL, rc, "nnt_data_open: %s", err);
-    f = nnt_tok_format_of(d->reader);
-    d->format = f == NNT_TOK_LLMC || f == NNT_TOK_LLMC32 ? NNT_DATA_LLMC
-              : f == NNT_TOK_NANOGPT ? NNT_DATA_NANOGPT : NNT_DATA_TEXT;
-    d->count = (int64_t)nnt_tok_count(d->reader);
+    *r = NULL;
+    int rc = nnt_tok_open(path, f, v, r, err, sizeof err);
+    return rc ? nnt_fail(NULL, rc, "nnt_data_open: %s", err) : NNT_OK;
+}
+
+/* Append an open token file to d's stream (d takes r); the files must be of one format. */
+static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, const char *first)
+{
+    nnt_data_format f = data_format_of(r);
+    if (d->nfiles && f != d->format) {
+        nnt_tok_close(r);
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s is %s but %s is %s: give files "
+                        "of one format", path, f == NNT_DATA_LLMC ? "an llm.c shard"
+                        : f == NNT_DATA_NANOGPT ? "a nanoGPT file" : "text", first,
+                        d->format == NNT_DATA_LLMC ? "an llm.c shard" : "a nanoGPT file");
+    }
+    nnt_tok_reader **file = realloc(d->file, (d->nfiles + 1) * sizeof *file);
+    int64_t *end = file ? realloc(d->file_end, (d->nfiles + 1) * sizeof *end) : NULL;
+    if (file)
+        d->file = file;
+    if (end)
+        d->file_end = end;
+    if (!file || !end) {
+        nnt_tok_close(r);
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", path);
+    }
+    d->format = f;
+    d->count += (int64_t)nnt_tok_count(r);
+    d->file[d->nfiles] = r;
+    d->file_end[d->nfiles++] = d->count;
+    return NNT_OK;
+}
+
+static void close_token_files(nnt_data *d)
+{
+    for (size_t i = 0; i < d->nfiles; i++)
+        nnt_tok_close(d->file[i]);
+    free(d->file);
+    free(d->file_end);
+    d->file = NULL;
+    d->file_end = NULL;
+    d->nfiles = 0;
+    d->count = 0;
+}
+
+/* The files of l as one stream: token files of format, or with AUTO whatever they are (all
+ * token files of one format, or all text: tokenized with tok, in order). */
+static int open_files(const char *name, const path_list *l, nnt_data_format format,
+                      const nnt_tokenizer *tok, int64_t vocab, nnt_data *d)
+{
+    if (format == NNT_DATA_TEXT)
+        return open_text(name, l, tok, vocab, d);
+    int rc = NNT_OK, text = 0;
+    for (size_t i = 0; rc == 0 && i < l->n; i++) {
+        nnt_tok_reader *r;
+        rc = open_token_file(l->path[i], format, vocab, &r);
+        int is_text = rc == 0 && data_format_of(r) == NNT_DATA_TEXT;
+        if (rc == 0 && i > 0 && is_text != text)
+            rc = nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s mixes text (%s) and token "
+                          "files (%s): give files of one format", name,
+                          l->path[is_text ? i : 0], l->path[is_text ? 0 : i]);
+        text = is_text;
+        if (rc == 0 && is_text)
+            nnt_tok_close(r);
+        else if (rc == 0)
+            rc = add_token_file(d, r, l->path[i], l->path[0]);
+        else
+            nnt_tok_close(r);
+    }
+    if (rc == 0 && text)
+        return open_text(name, l, tok, vocab, d);
+    return rc;
+}
+
+/* A directory read as text (AUTO) must not hold token files: they would be read as bytes.
+ * Token files come as a pattern instead, which also keeps llm.c's val shards apart. */
+static int refuse_token_files(const char *dir, const path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        nnt_tok_reader *r;
+        if (open_token_file(l->path[i], NNT_DATA_AUTO, 0, &r))
+            continue;   /* not a token file either: the text reader reports it */
+        nnt_data_format f = data_format_of(r);
+        nnt_tok_close(r);
+        if (f != NNT_DATA_TEXT)
+            return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: directory %s holds %s (%s), "
+                            "and a directory is read as text: name the token files with a "
+                            "pattern, e.g. '%s%s*train*.bin' (llm.c's shards), or give the "
+                            "text format", dir, f == NNT_DATA_LLMC ? "llm.c token shards"
+                            : "nanoGPT token files", l->path[i], dir,
+                            dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/");
+    }
     return NNT_OK;
 }
 
@@ -261,7 +437,7 @@ void nnt_data_close(nnt_data *data)
 {
     if (!data)
         return;
-    nnt_tok_close(data->reader);
+    close_token_files(data);
     free(data->tokens);
     free(data);
 }
@@ -270,22 +446,32 @@ static int open_any(const char *path, nnt_data_format format, const nnt_tokenize
                     int64_t vocab, nnt_data *d)
 {
     struct stat st;
-    if (stat(path, &st) != 0)
-        return nnt_fail(NULL, NNT_E_IO, "nnt_data_open: %s: %s", path, strerror(errno));
-    int is_dir = S_ISDIR(st.st_mode);
-    if (is_dir && format != NNT_DATA_AUTO && format != NNT_DATA_TEXT)
-        return nnt_fail(NULL, NNT_E_IO, "nnt_data_open: %s is a directory (only text data "
-                        "may be a directory)", path);
-    if (is_dir || format == NNT_DATA_TEXT) {
-        d->format = NNT_DATA_TEXT;
-        return open_text(path, is_dir, tok, vocab, d);
+    path_list l = {NULL, 0};
+    int rc;
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT || !is_pattern(path))
+            return nnt_fail(NULL, NNT_E_IO, "nnt_data_open: %s: %s", path, strerror(errno));
+        rc = pattern_files(path, &l);
+        if (rc == 0)
+            rc = open_files(path, &l, format, tok, vocab, d);
+    } else if (S_ISDIR(st.st_mode)) {
+        if (format != NNT_DATA_AUTO && format != NNT_DATA_TEXT)
+            return nnt_fail(NULL, NNT_E_IO, "nnt_data_open: %s is a directory, read as text "
+                            "only: name token files with a pattern, e.g. '%s/*.bin'", path,
+                            path);
+        rc = dir_files(path, &l);
+        if (rc == 0 && format == NNT_DATA_AUTO)
+            rc = refuse_token_files(path, &l);
+        if (rc == 0)
+            rc = open_text(path, &l, tok, vocab, d);
+    } else {
+        l.path = (char *[]){(char *)path};
+        l.n = 1;
+        rc = open_files(path, &l, format, tok, vocab, d);
+        l.path = NULL;
+        l.n = 0;
     }
-    int rc = open_tokens(path, format, vocab, d);
-    if (rc == 0 && d->format == NNT_DATA_TEXT) {  /* AUTO found text: tokenize it */
-        nnt_tok_close(d->reader);
-        d->reader = NULL;
-        rc = open_text(path, 0, tok, vocab, d);
-    }
+    path_list_free(&l);
     return rc;
 }
 
@@ -313,9 +499,13 @@ int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer 
         nnt_data_close(d);
         return rc;
     }
-    nnt_log(NNT_LOG_INFO, "data: %s: %lld tokens (%s)", path, (long long)d->count,
+    char files[48] = "";
+    if (d->nfiles > 1)
+        snprintf(files, sizeof files, ", %zu files in name order", d->nfiles);
+    nnt_log(NNT_LOG_INFO, "data: %s: %lld tokens (%s%s)", path, (long long)d->count,
             d->format == NNT_DATA_TEXT ? "text" : d->format == NNT_DATA_LLMC ? "llm.c shard"
-                                                                              : "nanoGPT");
+                                                                              : "nanoGPT",
+            files);
     *out = d;
     return NNT_OK;
 }
@@ -345,10 +535,24 @@ static int read_span(const nnt_data *d, int64_t start, int64_t n, int32_t *ids)
         memcpy(ids, d->tokens + start, (size_t)n * sizeof *ids);
         return NNT_OK;
     }
-    char err[NNT_IO_ERRLEN];
-    int rc = nnt_tok_read(d->reader, (uint64_t)start, (size_t)n, ids, err, sizeof err);
-    if (rc)
-        return nnt_fail(NULL, rc, "nnt_data_read: %s", err);
+    size_t lo = 0, hi = d->nfiles - 1;   /* the first file ending after start */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->file_end[mid] > start)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (size_t f = lo; n > 0; f++) {
+        int64_t first = f ? d->file_end[f - 1] : 0;
+        int64_t k = d->file_end[f] - start < n ? d->file_end[f] - start : n;
+        char err[NNT_IO_ERRLEN];
+        int rc = nnt_tok_read(d->file[f], (uint64_t)(start - first), (size_t)k, ids, err,
+                              sizeof err);
+        if (rc)
+            return nnt_fail(NULL, rc, "nnt_data_read: %s", err);
+        start += k, n -= k, ids += k;
+    }
     return NNT_OK;
 }
 
