@@ -190,12 +190,15 @@ static void path_list_free(path_list *l)
 /* Keep the entries of l that are regular files (symbolic links followed: a link to a
  * regular file counts as that file), each file once (one reached through two names, e.g.
  * GPL and GPL-3 in /usr/share/common-licenses, at its first name only), in their order;
- * subdirectories, dangling links and other kinds of file are dropped. */
-static int keep_regular_files(path_list *l, const char *what)
+ * subdirectories, dangling links and other kinds of file are dropped. l came from the
+ * directory or pattern `kind name`; on failure it is freed. */
+static int keep_regular_files(path_list *l, const char *kind, const char *name)
 {
     struct stat *seen = malloc((l->n ? l->n : 1) * sizeof *seen);
-    if (!seen)
-        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", what);
+    if (!seen) {
+        path_list_free(l);
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", name);
+    }
     size_t kept = 0;
     for (size_t i = 0; i < l->n; i++) {
         struct stat st;
@@ -206,8 +209,10 @@ static int keep_regular_files(path_list *l, const char *what)
     }
     free(seen);
     l->n = kept;
-    return kept ? NNT_OK
-                : nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s has no regular files", what);
+    if (kept)
+        return NNT_OK;
+    path_list_free(l);
+    return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s %s has no regular files", kind, name);
 }
 
 /* The regular files of directory dir, in byte order of their names. */
@@ -232,12 +237,7 @@ static int dir_files(const char *dir, path_list *l)
         free(names[i]);
         names[i] = path;
     }
-    char what[64 + 4096];
-    snprintf(what, sizeof what, "directory %s", dir);
-    rc = keep_regular_files(l, what);
-    if (rc)
-        path_list_free(l);
-    return rc;
+    return keep_regular_files(l, "directory", dir);
 }
 
 /* Whether path is a shell pattern (*, ? or [): several files, as llm.c names its shards. */
@@ -267,12 +267,7 @@ static int pattern_files(const char *pattern, path_list *l)
         return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", pattern);
     }
     qsort(l->path, l->n, sizeof *l->path, by_name);   /* bytewise, whatever the locale */
-    char what[64 + 4096];
-    snprintf(what, sizeof what, "pattern %s", pattern);
-    rc = keep_regular_files(l, what);
-    if (rc)
-        path_list_free(l);
-    return rc;
+    return keep_regular_files(l, "pattern", pattern);
 }
 
 /* Append the ids of every file of l, in order. */
