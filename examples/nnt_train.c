@@ -548,6 +548,8 @@ static int create_optimizer(trainer *t)
     oo.beta1 = o->beta1, oo.beta2 = o->beta2, oo.eps = o->eps, oo.momentum = o->momentum;
     oo.weight_decay = o->weight_decay, oo.grad_clip = o->grad_clip;
     oo.schedule = (nnt_schedule)o->schedule, oo.warmup_steps = o->warmup;
+    if (o->steps == 0)   /* validation only: no step, no schedule to end */
+        oo.schedule = NNT_SCHEDULE_CONSTANT;
     oo.total_steps = o->steps, oo.min_lr = o->min_lr, oo.accum_steps = o->accum;
     int rc = nnt_optim_create(t->ctx, &oo, &t->opt);
     if (!rc)
@@ -677,7 +679,7 @@ static int check_resumed_options(trainer *t, const char *saved)
         say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
                "(--val-split): the training tokens and their order differ\n",
             (long long)(held < 0 ? 0 : held), (long long)t->held_out);
-    if (options_int(saved, "steps") != t->o.steps)
+    if (options_int(saved, "steps") != t->o.steps && t->o.steps > 0)
         say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
                "now ends at step %lld instead\n", (long long)options_int(saved, "steps"),
             (long long)t->o.steps);
@@ -714,7 +716,7 @@ static int resume_state(trainer *t)
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     nnt_optim_stats_get(t->opt, &stats);
     t->done = stats.step;
-    if (t->done >= t->o.steps)
+    if (t->done >= t->o.steps && t->o.steps > 0)
         return train_usage_error("--resume %s is at step %lld: --steps %lld leaves nothing to "
                                  "do (--steps is the total)", t->o.resume,
                                  (long long)t->done, (long long)t->o.steps);
@@ -741,14 +743,15 @@ static void print_validation(trainer *t)
     else
         snprintf(what, sizeof what, "the last %lld tokens of the data (--val-split %g)",
                  (long long)t->val_len, o->val_split);
-    char every[48] = "every step";
-    if (o->val_every > 1)
-        snprintf(every, sizeof every, "every %lld steps", (long long)o->val_every);
-    say(t, "validate:  %s%s%s: %lld batch%s of B x T (%lld tokens) %s and after the last%s\n",
+    char when[96] = "once, without training (--steps 0)";
+    if (o->steps > 0)
+        snprintf(when, sizeof when, "every %lld step%s and after the last%s",
+                 (long long)o->val_every, o->val_every > 1 ? "s" : "",
+                 o->trace ? " (not during the traced steps)" : "");
+    say(t, "validate:  %s%s%s: %lld batch%s of B x T (%lld tokens) %s\n",
         o->val_data ? o->val_data : "", o->val_data ? ", " : "", what,
         (long long)t->val_batches, t->val_batches > 1 ? "es" : "",
-        (long long)(t->val_batches * o->batch * o->seq), every,
-        o->trace ? " (not during the traced steps)" : "");
+        (long long)(t->val_batches * o->batch * o->seq), when);
 }
 
 static void print_summary(trainer *t)
@@ -820,7 +823,9 @@ static void print_summary(trainer *t)
            "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
         o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
         o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
-    if (t->peak_flops <= 0) {
+    if (o->steps == 0) {
+        /* no steps: no MFU */
+    } else if (t->peak_flops <= 0) {
         say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
                "(give --peak-gflops)\n");
     } else {
@@ -1273,6 +1278,8 @@ static int train_loop(trainer *t)
     const train_opts *o = &t->o;
     int rc;
     int64_t last = last_step(t);
+    if (o->steps == 0)   /* validation only, of the model as loaded or resumed */
+        return validate(t, t->done);
     for (int64_t step = t->done + 1; step <= last && !interrupted; step++) {
         step_result r;
         if ((rc = trace_control(t, step, 0)) || (rc = train_step(t, step, &r)) ||
@@ -1520,8 +1527,11 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     double sum = 0;
     for (int64_t i = 1; i < t->nrun; i++)
         sum += t->step_ms[i];
-    say(t, "\ntrained steps %lld..%lld in %.2f s", (long long)(t->done + 1),
-        (long long)(t->done + t->nrun), train_s);
+    if (o->steps == 0)
+        say(t, "\nno training (--steps 0)");
+    else
+        say(t, "\ntrained steps %lld..%lld in %.2f s", (long long)(t->done + 1),
+            (long long)(t->done + t->nrun), train_s);
     if (t->nrun > 1) {
         double ms = sum / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
@@ -1692,7 +1702,7 @@ static int setup(trainer *t)
         t->peak_flops = 1e9 * o->peak_gflops;
     else if (t->ncuda)
         t->peak_flops = 0;   /* GPUs run tasks and their peak is not known: no MFU */
-    else if (!t->mpi && (t->peak_measured = measure_cpu_peak(t)) > 0)
+    else if (!t->mpi && o->steps > 0 && (t->peak_measured = measure_cpu_peak(t)) > 0)
         t->peak_flops = t->peak_measured;
     else
         t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *

@@ -65,7 +65,8 @@ static const char usage_text[] =
     "Training:\n"
     "  --batch B             sequences per micro-batch (default 8)\n"
     "  --seq T               tokens per sequence (default min(128, context))\n"
-    "  --steps N             total optimizer steps, resumed ones included (default 2000)\n"
+    "  --steps N             total optimizer steps, resumed ones included (default 2000);\n"
+    "                        0: no training, one validation of every held-out batch\n"
     "  --accum K             micro-batches per step (default 1)\n"
     "  --shuffle             read the data as sequences of T + 1 tokens in a new random\n"
     "                        order each epoch (from --seed), not in order\n"
@@ -190,7 +191,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     INT("val-batches", val_batches, 0, BIG);
     INT("batch", batch, 1, 1e8);
     INT("seq", seq, 1, 1e8);
-    INT("steps", steps, 1, BIG);
+    INT("steps", steps, 0, BIG);
     INT("accum", accum, 1, 1e8);
     INT("seed", seed, 0, BIG);
     CHOICE("optim", optim, optimizers);
@@ -455,19 +456,23 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
                                  o->save_hf_shard_size);
     if (o->warmup < 0)
         o->warmup = o->steps / 20;
-    if (o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)
+    if (o->val_split < 0)   /* the default corpus: a tenth held out, as nanoGPT splits */
+        o->val_split = o->data || o->val_data ? 0 : 0.1;
+    if (o->steps == 0 && !o->val_data && o->val_split == 0)
+        return train_usage_error("--steps 0 only validates: give --val-data or --val-split");
+    if (o->steps > 0 && o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)
         return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
                                  "schedule", (long long)o->warmup, (long long)o->steps);
     if (o->lr >= 0 && o->min_lr > o->lr)
         return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
     if (o->peak_gflops < 0)
         o->peak_gflops = 0;   /* 0: TRAIN_CPU_CORE_GFLOPS per CPU worker, once known */
-    if (o->val_split < 0)   /* the default corpus: a tenth held out, as nanoGPT splits */
-        o->val_split = o->data || o->val_data ? 0 : 0.1;
     if (o->val_every < 0)
         o->val_every = o->steps / 10 > 0 ? o->steps / 10 : 1;
     /* validating costs at most ~1/30 of the training time (a forward is ~1/3 of a step), or
      * one batch per validation */
+    if (o->val_batches < 0 && o->steps == 0)
+        o->val_batches = 0;   /* an evaluation: every batch the held-out tokens hold */
     if (o->val_batches < 0) {
         int64_t tenth = o->val_every * o->accum / 10;
         o->val_batches = tenth < 1 ? 1 : tenth > 20 ? 20 : tenth;

@@ -483,7 +483,21 @@ run_ok val_resume $small --data "$tmp/corpus.txt" --steps 6 --out "$tmp/v7" --va
 grep -v '^3,' "$tmp/v7/val.csv" | cmp -s - "$tmp/v6/val.csv" && grep -q '^3,' "$tmp/v7/val.csv" &&
     echo "ok: val.csv across a resume: steps 2, 3 (the first part's last), 4, 6, bit-exact" ||
     { fail "val.csv across a resume:"; paste -d' ' "$tmp/v6/val.csv" "$tmp/v7/val.csv"; }
-# (e) bad usage
+# (e) --steps 0: one validation, no training: of a fresh model the value of (a) (the same
+# windows, the same initial weights); of a checkpoint (--resume) the value its run printed
+run_ok val_only $small --data "$tmp/corpus.txt" --val-data "$tmp/corpus.txt" --val-batches 2 \
+    --steps 0 --out "$tmp/v9" --print-loss
+run_ok val_ckpt $small --data "$tmp/corpus.txt" --val-data "$tmp/corpus.txt" --val-batches 2 \
+    --steps 0 --out "$tmp/v10" --print-loss --resume "$tmp/v6/checkpoint.safetensors"
+first=$(sed -n 2p "$tmp/v1/val.csv" | cut -d, -f2) last6=$(grep '^6,' "$tmp/v6/val.csv" | cut -d, -f2)
+awk -v a="$(cut -d' ' -f4 "$tmp/val_only.out")" -v b="$first" -v c="$(cut -d' ' -f4 "$tmp/val_ckpt.out")" \
+    -v d="$last6" 'BEGIN { x = a - b; y = c - d; exit !(x * x < 1e-12 && y * y < 1e-12 && a != c) }' &&
+    [ "$(cut -d' ' -f1-2 "$tmp/val_only.out")" = "val 0" ] && [ "$(cut -d' ' -f1-2 "$tmp/val_ckpt.out")" = "val 6" ] &&
+    [ ! -e "$tmp/v9/checkpoint.safetensors" ] &&
+    echo "ok: --steps 0 validates the fresh model ($first) and a checkpoint at step 6 ($last6), trains nothing" ||
+    { fail "--steps 0:"; cat "$tmp/val_only.out" "$tmp/val_ckpt.out"; echo "expected $first and $last6"; }
+expect_error val_only_none "--val-data" $small --data "$tmp/corpus.txt" --steps 0
+# (f) bad usage
 head -c 20 "$tmp/corpus.txt" > "$tmp/val_tiny.txt"   # B x T + 1 = 33 needed
 expect_error val_tiny "fewer than one batch" $small --data "$tmp/corpus.txt" --val-data "$tmp/val_tiny.txt" --steps 1
 expect_error val_both "--val-split" $small --data "$tmp/corpus.txt" --val-data "$tmp/corpus.txt" --val-split 0.1
