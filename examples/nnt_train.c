@@ -743,10 +743,11 @@ static void print_validation(trainer *t)
     else
         snprintf(what, sizeof what, "the last %lld tokens of the data (--val-split %g)",
                  (long long)t->val_len, o->val_split);
-    char when[96] = "once, without training (--steps 0)";
+    char when[96] = "once, without training (--steps 0)", every[32] = "every step";
+    if (o->val_every > 1)
+        snprintf(every, sizeof every, "every %lld steps", (long long)o->val_every);
     if (o->steps > 0)
-        snprintf(when, sizeof when, "every %lld step%s and after the last%s",
-                 (long long)o->val_every, o->val_every > 1 ? "s" : "",
+        snprintf(when, sizeof when, "%s and after the last%s", every,
                  o->trace ? " (not during the traced steps)" : "");
     say(t, "validate:  %s%s%s: %lld batch%s of B x T (%lld tokens) %s\n",
         o->val_data ? o->val_data : "", o->val_data ? ", " : "", what,
