@@ -340,10 +340,20 @@ static int check_family_options(trainer *t)
 }
 
 /* Checks once the configuration is known (also from an llm.c file). */
-static int check_config(trainer *t)
+/* The tokenizer must not give ids the model does not have, where it encodes something. */
+static int check_tokenizer_vocab(const trainer *t, const char *hint)
 {
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
+    if (tok_vocab > t->cfg.vocab)
+        return train_usage_error("the tokenizer has %lld tokens but the model's vocab is %lld "
+                                 "(--vocab, --tokenizer%s)", (long long)tok_vocab,
+                                 (long long)t->cfg.vocab, hint);
+    return 0;
+}
+
+static int check_config(trainer *t)
+{
     if (check_family_options(t))
         return 2;
     if (t->o.seq < 0)
@@ -351,10 +361,9 @@ static int check_config(trainer *t)
     if (t->o.seq > t->cfg.max_seq)
         return train_usage_error("--seq %lld is longer than the context %lld (--context)",
                                  (long long)t->o.seq, (long long)t->cfg.max_seq);
-    if (tok_vocab > t->cfg.vocab)
-        return train_usage_error("the tokenizer has %lld tokens but the model's vocab is %lld "
-                                 "(--vocab, --tokenizer)", (long long)tok_vocab,
-                                 (long long)t->cfg.vocab);
+    /* the sample's prompt goes through the tokenizer; text data too (open_data) */
+    if (t->o.sample > 0)
+        return check_tokenizer_vocab(t, " (or --sample 0 with token files)");
     return 0;
 }
 
@@ -510,16 +519,36 @@ static int open_validation(trainer *t)
     return 0;
 }
 
+/* Text data is encoded by the tokenizer: its ids must exist in the model. */
+static int check_text_vocab(const trainer *t)
+{
+    nnt_data_format train_format = NNT_DATA_LLMC, val_format = NNT_DATA_LLMC;
+    if (t->data)
+        nnt_data_format_of(t->data, &train_format);
+    if (t->val_data)
+        nnt_data_format_of(t->val_data, &val_format);
+    if (train_format == NNT_DATA_TEXT || val_format == NNT_DATA_TEXT)
+        return check_tokenizer_vocab(t, "");
+    return 0;
+}
+
 static int open_data(trainer *t)
 {
     const train_opts *o = &t->o;
     const char *path = o->data ? o->data : TRAIN_DEFAULT_DATA;
+    if (o->steps == 0 && o->val_data) {   /* validation only: no training data read */
+        int rc = open_validation(t);
+        return rc ? rc : check_text_vocab(t);
+    }
     nnt_data_format f = o->data ? (nnt_data_format)o->data_format
                       : o->data_format == NNT_DATA_AUTO ? NNT_DATA_TEXT
                                                         : (nnt_data_format)o->data_format;
     int rc = nnt_data_open(path, f, t->tok, t->cfg.vocab, &t->data);
-    if (rc)
-        return lib_error(o->data ? "--data" : "default corpus", rc);
+    if (rc) {
+        rc = lib_error(o->data ? "--data" : "default corpus", rc);
+        check_tokenizer_vocab(t, "");   /* the likely cause of ids >= vocab in text */
+        return rc;
+    }
     nnt_data_num_tokens(t->data, &t->ntokens);
     t->held_out = (int64_t)((double)t->ntokens * o->val_split);
     t->ntokens -= t->held_out;
@@ -534,7 +563,8 @@ static int open_data(trainer *t)
                 "%lld training tokens\n", (long long)o->seq + 1, path, (long long)t->ntokens);
         return 2;
     }
-    return open_validation(t);
+    rc = open_validation(t);
+    return rc ? rc : check_text_vocab(t);
 }
 
 static int create_optimizer(trainer *t)
@@ -708,7 +738,9 @@ static int resume_state(trainer *t)
             t->o.shuffle ? "shuffles it" : "reads it in order");
         st.data_pos = 0;
     }
-    t->data_pos = t->o.shuffle ? st.data_pos : st.data_pos % (uint64_t)t->ntokens;
+    /* (no training tokens under --steps 0 with --val-data: the position is not used) */
+    t->data_pos = t->o.shuffle || !t->ntokens ? st.data_pos
+                                              : st.data_pos % (uint64_t)t->ntokens;
     memcpy(t->rng, st.rng, sizeof t->rng);
     nnt_train_state_clear(&st);
     if (rc)
@@ -728,6 +760,37 @@ static int resume_state(trainer *t)
 }
 
 /* ---- summary and reporting ----------------------------------------------------------- */
+
+/* The summary's data line: the training tokens, how a step reads them. */
+static void print_data(trainer *t)
+{
+    const train_opts *o = &t->o;
+    int64_t per_step = o->batch * o->seq * o->accum;
+    if (!t->data) {
+        say(t, "data:      none: --steps 0 only validates, on --val-data\n");
+        return;
+    }
+    nnt_data_format format = NNT_DATA_TEXT;
+    nnt_data_format_of(t->data, &format);
+    char reading[64];
+    if (format == NNT_DATA_TEXT)
+        snprintf(reading, sizeof reading, "text, %s tokenizer",
+                 train_choice_name("tokenizer", o->tokenizer));
+    else
+        snprintf(reading, sizeof reading, "%s token file",
+                 format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
+    char held[64] = "";
+    if (t->held_out)
+        snprintf(held, sizeof held, " to train on (the last %lld held out)",
+                 (long long)t->held_out);
+    say(t, "data:      %s%s, %s: %lld tokens%s; %lld tokens a step (B %lld x T %lld x "
+           "accum %lld), %.2f epochs in %lld steps%s\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
+        o->data ? "" : " (the default corpus)", reading, (long long)t->ntokens, held,
+        (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
+        (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps,
+        o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new order each epoch"
+                   : "");
+}
 
 /* The summary's validation line: which tokens, how many, how often. */
 static void print_validation(trainer *t)
@@ -762,7 +825,6 @@ static void print_summary(trainer *t)
     const char *sched = "?", *version = "?";
     nnt_ctx_sched(t->ctx, &sched);
     nnt_version(NULL, &version);
-    int64_t per_step = o->batch * o->seq * o->accum;
     say(t, "nnt-train %s\n", version);
     const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
                        : o->load_hf;
@@ -784,25 +846,7 @@ static void print_summary(trainer *t)
     if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
-    nnt_data_format format = NNT_DATA_TEXT;
-    nnt_data_format_of(t->data, &format);
-    char reading[64];
-    if (format == NNT_DATA_TEXT)
-        snprintf(reading, sizeof reading, "text, %s tokenizer",
-                 train_choice_name("tokenizer", o->tokenizer));
-    else
-        snprintf(reading, sizeof reading, "%s token file",
-                 format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
-    char held[64] = "";
-    if (t->held_out)
-        snprintf(held, sizeof held, " to train on (the last %lld held out)",
-                 (long long)t->held_out);
-    say(t, "data:      %s%s, %s: %lld tokens%s; %lld tokens a step (B %lld x T %lld x "
-           "accum %lld), %.2f epochs in %lld steps%s\n", o->data ? o->data : TRAIN_DEFAULT_DATA,
-        o->data ? "" : " (the default corpus)", reading, (long long)t->ntokens, held,
-        (long long)per_step, (long long)o->batch, (long long)o->seq, (long long)o->accum,
-        (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps,
-        o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new order each epoch" : "");
+    print_data(t);
     print_validation(t);
     say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
@@ -1794,7 +1838,8 @@ static void teardown(trainer *t)
     nnt_tokenizer_destroy(t->tok);
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
-    free(t->window), free(t->rows), free(t->curve), free(t->step_ms), free(t->val_curve), free(t->path_val_csv);
+    free(t->window), free(t->rows), free(t->curve), free(t->step_ms), free(t->val_curve);
+    free(t->path_val_csv);
     free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
     free(t->path_llmc), free(t->path_trace_table);
     for (int i = 0; i < 3; i++)

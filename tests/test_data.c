@@ -2,7 +2,8 @@
  * The byte tokenizer against byte values; the BPE tokenizer against the Hugging Face ids of
  * tests/fixtures/bpe/cases.txt; token sources against files written here byte by byte
  * (llm.c shards, nanoGPT .bin, text, a directory with links, several files by a pattern),
- * with windows checked against (pos mod N) element by element. No context: errors come from nnt_ctx_last_error(NULL). */
+ * with windows checked against (pos mod N) element by element. No context: errors come
+ * from nnt_ctx_last_error(NULL). */
 #define _DEFAULT_SOURCE
 #include "testutil.h"
 

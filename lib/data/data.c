@@ -212,7 +212,8 @@ static int keep_regular_files(path_list *l, const char *kind, const char *name)
     if (kept)
         return NNT_OK;
     path_list_free(l);
-    return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s %s has no regular files", kind, name);
+    return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s %s has no regular files", kind,
+                    name);
 }
 
 /* The regular files of directory dir, in byte order of their names. */
