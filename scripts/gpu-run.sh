@@ -121,7 +121,7 @@ bench_one() {
     local tag=$1
     shift
     "$train" "$@" --steps "$((steps + 1))" --sample 0 --no-save --schedule constant \
-        --warmup 0 --out "$out/bench-$tag" > "$out/bench-$tag.log" 2>&1
+        --warmup 0 --val-split 0 --out "$out/bench-$tag" > "$out/bench-$tag.log" 2>&1
     local rc=$?
     if [ $rc -eq 0 ]; then
         say "bench $tag: $(grep -m1 '^trained steps' "$out/bench-$tag.log")"

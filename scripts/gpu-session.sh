@@ -72,7 +72,7 @@ for step in "$@"; do
             STARPU_DISABLE_PINNING=$nopin STARPU_CALIBRATE_MINIMUM=$cal \
                 STARPU_HOME="$OUT/probe-home-$tag" timeout 60 \
                 "$here/gpu-bundle/nnt-train" --model gpt2 --batch 8 --seq 1024 --precision bf16 \
-                --gpus 1 "$@" --steps 4 --sample 0 --no-save --out "$OUT/probe-$tag" \
+                --gpus 1 "$@" --steps 4 --sample 0 --no-save --val-split 0 --out "$OUT/probe-$tag" \
                 > "$OUT/probe-$tag.log" 2>&1
             echo "probe $tag: exit $?, ms per step: $(grep -E '^step [0-9]' "$OUT/probe-$tag.log" |
                 awk '{for (i = 2; i <= NF; i++) if ($i == "ms") printf "%s ", $(i - 1)}')"
@@ -82,7 +82,7 @@ for step in "$@"; do
         for g in 0 1; do
             start=$(date +%s.%N)
             STARPU_HOME="$OUT/probe-home-tiny" timeout 60 "$here/gpu-bundle/nnt-train" \
-                --layers 1 --channels 32 --heads 2 --steps 1 --sample 0 --no-save --gpus $g \
+                --layers 1 --channels 32 --heads 2 --steps 1 --sample 0 --no-save --val-split 0 --gpus $g \
                 --cpus 2 --out "$OUT/probe-tiny-gpus$g" > "$OUT/probe-tiny-gpus$g.log" 2>&1
             echo "probe nnt-train 1 tiny step --gpus $g: exit $?, $(awk -v a="$start" \
                 -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s in all"
