@@ -1026,13 +1026,18 @@ static int64_t full_line_every(const trainer *t)
     return n > 0 ? n : 1;
 }
 
-/* "12m05s" / "3.2s": the time the remaining steps take at this run's mean step time. */
+/* "12m05s" / "3.2s": the time the remaining steps and validations take at this run's mean
+ * step and validation times. */
 static void format_eta(const trainer *t, int64_t step, char *buf, size_t cap)
 {
     double sum = 0;
     for (int64_t i = 0; i < t->nrun; i++)
         sum += t->step_ms[i];
     double s = t->nrun ? sum / (double)t->nrun * (double)(t->o.steps - step) / 1e3 : 0;
+    int64_t every = t->o.val_every;
+    if (t->val_runs && every > 0)   /* the validations left, this step's included */
+        s += t->val_s / (double)t->val_runs *
+             (double)(t->o.steps / every - (step - 1) / every + (t->o.steps % every != 0));
     if (s >= 60)
         snprintf(buf, cap, "%lldm%02llds", (long long)(s / 60), (long long)s % 60);
     else
@@ -1280,8 +1285,10 @@ static void report_val(trainer *t, int64_t step, double loss, double seconds)
         if (t->info)
             fflush(t->info);
     }
-    fprintf(t->val_csv, "%lld,%.9g,%lld\n", (long long)step, loss, (long long)tokens);
-    fflush(t->val_csv);
+    if (t->val_csv) {
+        fprintf(t->val_csv, "%lld,%.9g,%lld\n", (long long)step, loss, (long long)tokens);
+        fflush(t->val_csv);
+    }
 }
 
 /* The mean loss of the held-out windows, the same ones each time (forward only: no
@@ -1418,6 +1425,8 @@ static int write_outputs(trainer *t)
         return lib_error("--save-hf", rc);
     if (o->save_hf && copy_tokenizer_json(o))
         return 1;
+    if (o->steps == 0)
+        return 0;   /* validation only: no loss curve */
     char title[160];
     snprintf(title, sizeof title, "nnt-train: %s L%lld C%lld NH%lld, loss per step",
              is_llama(t) ? "Llama" : "GPT-2", (long long)t->cfg.layers,
@@ -1596,16 +1605,19 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
             t->val_curve[t->nval - 1].loss, (long long)t->val_curve[t->nval - 1].step,
             t->val_curve[best].loss, (long long)t->val_curve[best].step);
         if (t->val_runs)
-            say(t, "; %lld validation%s in %.2f s of the training time", (long long)t->val_runs,
-                t->val_runs > 1 ? "s" : "", t->val_s);
+            say(t, "; %lld validation%s in %.2f s%s", (long long)t->val_runs,
+                t->val_runs > 1 ? "s" : "", t->val_s, o->steps ? " of the training time" : "");
     }
     if (sample_s > 0)
         say(t, "\nsample:   %lld tokens in %.2f s (%.1f tokens/s)", (long long)o->sample,
             sample_s, (double)o->sample / sample_s);
     say(t, "\ntotal:    %.2f s with start-up and files", total_s);
     print_memory_report(t);
-    say(t, "\nwritten:\n  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
-           "  %s  (loss curve)\n", t->path_csv, t->path_svg);
+    int files = o->steps || o->save_hf || o->save_weights || o->save_llmc || o->trace;
+    say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
+    if (o->steps > 0)
+        say(t, "  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n"
+               "  %s  (loss curve)\n", t->path_csv, t->path_svg);
     if (t->val_csv)
         say(t, "  %s  (validation log: step, loss on the held-out tokens, tokens)\n",
             t->path_val_csv);
@@ -1752,6 +1764,8 @@ static int setup(trainer *t)
     else
         t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
                         (t->nranks > 1 ? t->nranks : 1);
+    if (o->steps == 0)   /* validation only: the logs of --out (perhaps a training's) kept */
+        return 0;
     return open_csv(t) || open_val_csv(t) ? 1 : 0;
 }
 
