@@ -339,7 +339,6 @@ static int check_family_options(trainer *t)
     return 0;
 }
 
-/* Checks once the configuration is known (also from an llm.c file). */
 /* The tokenizer must not give ids the model does not have, where it encodes something. */
 static int check_tokenizer_vocab(const trainer *t, const char *hint)
 {
@@ -352,6 +351,7 @@ static int check_tokenizer_vocab(const trainer *t, const char *hint)
     return 0;
 }
 
+/* Checks once the configuration is known (also from an llm.c file). */
 static int check_config(trainer *t)
 {
     if (check_family_options(t))
