@@ -69,7 +69,8 @@ typedef struct trainer {
     FILE *csv;
     int mem_nodes;                /* memory nodes in the CSV columns                      */
     char *path_csv, *path_svg, *path_ckpt, *path_weights, *path_llmc, *path_trace_table;
-    char *path_val_csv;
+    char *path_val_csv, *path_best;
+    double best_val;              /* --save-best: the lowest validation loss saved, or inf  */
     int tracing;
     int live;                     /* info is a terminal: one progress line redrawn in place */
     int line_open;                /* that line is on screen without its newline            */
@@ -236,8 +237,9 @@ static int make_output_paths(trainer *t)
     t->path_llmc = join_path(o->out_dir, "model.bin");
     t->path_trace_table = join_path(o->out_dir, "trace-ops.txt");
     t->path_val_csv = join_path(o->out_dir, "val.csv");
+    t->path_best = join_path(o->out_dir, "best.safetensors");
     if (!t->path_csv || !t->path_svg || !t->path_ckpt || !t->path_weights || !t->path_llmc ||
-        !t->path_trace_table || !t->path_val_csv) {
+        !t->path_trace_table || !t->path_val_csv || !t->path_best) {
         fprintf(stderr, "nnt-train: out of memory\n");
         return 1;
     }
@@ -667,7 +669,8 @@ static int64_t options_int(const char *s, const char *key)
     return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-static int save_state(trainer *t, int64_t step)
+/* The training state after step into path (the checkpoint, or best.safetensors). */
+static int save_state_to(trainer *t, const char *path, int64_t step)
 {
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
     st.data_pos = t->data_pos;
@@ -675,9 +678,14 @@ static int save_state(trainer *t, int64_t step)
     st.options = options_string(t, step);
     if (!st.options)
         return lib_error("checkpoint", NNT_E_NOMEM);
-    int rc = nnt_train_state_save(t->opt, t->path_ckpt, &st);
+    int rc = nnt_train_state_save(t->opt, path, &st);
     free(st.options);
     return rc ? lib_error("cannot save the checkpoint", rc) : 0;
+}
+
+static int save_state(trainer *t, int64_t step)
+{
+    return save_state_to(t, t->path_ckpt, step);
 }
 
 /* The saved model configuration must be this run's; batches may change (with a note). */
@@ -1314,6 +1322,14 @@ static int validate(trainer *t, int64_t step)
         return 1;
     t->val_runs++, t->val_s += seconds;
     report_val(t, step, loss, seconds);
+    if (t->o.save_best && loss < t->best_val) {
+        int rc = save_state_to(t, t->path_best, step);
+        if (rc)
+            return rc;
+        t->best_val = loss;
+        if (!t->o.print_loss)
+            say(t, "saved %s: the lowest validation loss so far\n", t->path_best);
+    }
     return 0;
 }
 
@@ -1621,6 +1637,9 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     if (t->val_csv)
         say(t, "  %s  (validation log: step, loss on the held-out tokens, tokens)\n",
             t->path_val_csv);
+    if (o->save_best && t->best_val < INFINITY)
+        say(t, "  %s  (checkpoint of the lowest validation loss, %.6f)\n", t->path_best,
+            t->best_val);
     if (t->nrun && !o->no_save)
         say(t, "  %s  (checkpoint: continue with --resume, generate with nnt-generate "
                "--checkpoint)\n", t->path_ckpt);
@@ -1764,9 +1783,16 @@ static int setup(trainer *t)
     else
         t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
                         (t->nranks > 1 ? t->nranks : 1);
+    t->best_val = INFINITY;
     if (o->steps == 0)   /* validation only: the logs of --out (perhaps a training's) kept */
         return 0;
-    return open_csv(t) || open_val_csv(t) ? 1 : 0;
+    if (open_csv(t) || open_val_csv(t))
+        return 1;
+    /* resumed with --save-best: best.safetensors holds the lowest of the earlier validations */
+    if (o->save_best && t->done && access(t->path_best, R_OK) == 0)
+        for (int64_t i = 0; i < t->nval; i++)
+            t->best_val = fmin(t->best_val, t->val_curve[i].loss);
+    return 0;
 }
 
 /* ---- several ranks (mpirun, srun) ------------------------------------------------------ */
@@ -1853,7 +1879,7 @@ static void teardown(trainer *t)
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
     free(t->window), free(t->rows), free(t->curve), free(t->step_ms), free(t->val_curve);
-    free(t->path_val_csv);
+    free(t->path_val_csv), free(t->path_best);
     free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
     free(t->path_llmc), free(t->path_trace_table);
     for (int i = 0; i < 3; i++)

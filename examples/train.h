@@ -56,6 +56,7 @@ typedef struct train_opts {
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;
     int save_weights, save_llmc, no_save;
+    int save_best;                           /* --save-best: OUT/best.safetensors         */
     const char *save_hf;                     /* --save-hf DIR                             */
     const char *save_hf_shard_size;          /* --save-hf-shard-size SIZE (text)          */
     uint64_t save_hf_shard_bytes;            /* its value in bytes; 0: one file           */

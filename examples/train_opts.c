@@ -100,6 +100,8 @@ static const char usage_text[] =
     "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
     "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"
     "  --save-every N        also save every N steps (default 0: only at the end)\n"
+    "  --save-best           also save OUT/best.safetensors after each validation that\n"
+    "                        lowers the validation loss (as nanoGPT keeps its best)\n"
     "  --no-save             write no checkpoint (benchmarks, very large models)\n"
     "  --stop-after S        stop after step S (saved; the schedule still ends at --steps)\n"
     "  --save-hf DIR         also write a Hugging Face model directory (config.json,\n"
@@ -229,6 +231,7 @@ static const opt_def *option_table(train_opts *o, int *n)
     STR("save-hf", save_hf);
     STR("save-hf-shard-size", save_hf_shard_size);
     FLAG("no-save", no_save);
+    FLAG("save-best", save_best);
     FLAG("recompute", recompute);
     FLAG("shuffle", shuffle);
     CHOICE("precision", precision, precisions);
@@ -434,8 +437,9 @@ static int check_combinations(const train_opts *o)
                                  "DIR with a tokenizer.json)");
     if (o->tokenizer_json && o->tokenizer != TOKENIZER_JSON && o->tokenizer != TOKENIZER_AUTO)
         return train_usage_error("--tokenizer-json goes with --tokenizer json");
-    if (o->no_save && (o->save || o->save_every || o->stop_after))
-        return train_usage_error("--no-save excludes --save, --save-every and --stop-after");
+    if (o->no_save && (o->save || o->save_every || o->stop_after || o->save_best))
+        return train_usage_error("--no-save excludes --save, --save-every, --save-best and "
+                                 "--stop-after");
     if ((o->swap_dir != NULL) != (o->swap_size > 0))
         return train_usage_error("--swap-dir and --swap-size go together");
     if (o->save_hf_shard_size && !o->save_hf)
@@ -460,6 +464,10 @@ int train_opts_resolve(train_opts *o, int loaded_weights)
         o->val_split = o->data || o->val_data ? 0 : 0.1;
     if (o->steps == 0 && !o->val_data && o->val_split == 0)
         return train_usage_error("--steps 0 only validates: give --val-data or --val-split");
+    if (o->save_best && ((!o->val_data && o->val_split == 0) || o->steps == 0))
+        return train_usage_error("--save-best keeps the state of the lowest validation loss: "
+                                 "give --val-data or --val-split%s",
+                                 o->steps == 0 ? ", and steps to train" : "");
     if (o->steps > 0 && o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)
         return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
                                  "schedule", (long long)o->warmup, (long long)o->steps);

@@ -498,6 +498,20 @@ awk -v a="$(cut -d' ' -f4 "$tmp/val_only.out")" -v b="$first" -v c="$(cut -d' ' 
     echo "ok: --steps 0 validates the fresh model ($first) and a checkpoint at step 6 ($last6), trains nothing" ||
     { fail "--steps 0:"; cat "$tmp/val_only.out" "$tmp/val_ckpt.out"; echo "expected $first and $last6"; }
 expect_error val_only_none "--val-data" $small --data "$tmp/corpus.txt" --steps 0
+# --save-best: best.safetensors is the state of the lowest validation loss: validated alone
+# (--resume it, --steps 0) it gives that loss, at that step. A learning rate of 0.3 makes the
+# loss jump after the first step (here the first validation is the lowest: 4.71, then
+# 7.18, 9.38, 7.65, 6.18), so that later, worse validations must leave the best file alone.
+run_ok val_best $small --data "$tmp/corpus.txt" --val-data "$tmp/corpus.txt" --val-every 1 \
+    --val-batches 2 --steps 5 --lr 0.3 --save-best --out "$tmp/v12"
+best=$(tail -n +2 "$tmp/v12/val.csv" | sort -t, -k2,2g | head -n 1 | cut -d, -f1-2)
+run_ok val_best_eval $small --data "$tmp/corpus.txt" --val-data "$tmp/corpus.txt" --val-batches 2 \
+    --steps 0 --out "$tmp/v13" --print-loss --resume "$tmp/v12/best.safetensors"
+awk -v a="$(cut -d' ' -f4 "$tmp/val_best_eval.out")" -v b="${best#*,}" -v s="$(cut -d' ' -f2 "$tmp/val_best_eval.out")" \
+    -v t="${best%%,*}" 'BEGIN { d = a - b; exit !(a != "" && d * d < 1e-12 && s == t) }' &&
+    echo "ok: --save-best kept step ${best%%,*} (validation loss ${best#*,})" ||
+    { fail "--save-best: best.safetensors is not the lowest validation"; cat "$tmp/v12/val.csv" "$tmp/val_best_eval.out"; }
+expect_error best_no_val "--save-best" $small --data "$tmp/corpus.txt" --steps 2 --save-best
 # against transformers: the tiny GQA Llama's loss on 5 windows of 2 x 16 tokens of
 # tests/fixtures/llama_tiny/eval.bin (tests/gen_eval_fixture.py), untiled and tiled.
 # Measured: 1.6e-8 and 1.4e-8 from transformers' (Zen 4); --print-loss prints 6 decimals, so
