@@ -1024,6 +1024,7 @@ static int open_val_csv(trainer *t)
 typedef struct step_result {
     int64_t step;
     double loss, ms, lr, grad_norm;
+    int validated;                /* a validation follows: its line after a full step line */
 } step_result;
 
 /* On a terminal, a full line every this many steps (and at the last); the others redraw
@@ -1108,7 +1109,8 @@ static void report_step(trainer *t, const step_result *r)
     ms.size = sizeof ms;
     int have_mem = nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0;
     t->loss_ema = t->nrun > 1 ? 0.9 * t->loss_ema + 0.1 * r->loss : r->loss;
-    int full = !t->live || r->step % full_line_every(t) == 0 || r->step == o->steps;
+    int full = !t->live || r->step % full_line_every(t) == 0 || r->step == o->steps ||
+               r->validated;
     if (o->print_loss) {
         printf("step %lld loss %.6f\n", (long long)r->step, r->loss);
         fflush(stdout);
@@ -1355,13 +1357,14 @@ static int train_loop(trainer *t)
             return rc;
         if ((rc = record_step(t, step, r.loss, r.ms)))
             return rc;
+        r.validated = validates(t, step) && isfinite(r.loss);
         report_step(t, &r);
         if (!isfinite(r.loss)) {
             fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
                     (long long)step);
             return 1;
         }
-        if (validates(t, step) && (rc = validate(t, step)))
+        if (r.validated && (rc = validate(t, step)))
             return rc;
         if (o->save_every > 0 && step % o->save_every == 0 && step < last &&
             (rc = save_state(t, step)))
