@@ -15,7 +15,9 @@
 
 typedef struct opts {
     const char *load_hf, *load_llmc, *checkpoint, *prompt, *prompt_ids, *vocab, *merges,
-        *tokenizer_json;
+        *tokenizer_json, *prompt_file;
+    char *prompt_buf;                       /* --prompt-file's text (owned) */
+    size_t prompt_len;                      /* bytes of the prompt's text   */
     long long max_new, top_k, seed, eos;
     double temperature, top_p;
     int print_ids, no_cache, cpus, bytes;   /* bytes: --tokenizer bytes */
@@ -24,7 +26,7 @@ typedef struct opts {
 
 static const char USAGE[] =
     "usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
-    "                    (--prompt TEXT | --prompt-ids IDS)\n"
+    "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
     "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                    [--seed S] [--eos ID] [--tokenizer bytes|bpe|json]\n"
     "                    [--vocab FILE --merges FILE] [--tokenizer-json FILE] [--print-ids]\n"
@@ -62,6 +64,36 @@ static int parse_d(const char *s, double *v)
     return errno || end == s || *end;
 }
 
+/* --prompt-file: the whole file (- : standard input) as the prompt's text. */
+static int read_prompt_file(opts *o)
+{
+    FILE *f = strcmp(o->prompt_file, "-") ? fopen(o->prompt_file, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "nnt-generate: --prompt-file %s: %s\n", o->prompt_file, strerror(errno));
+        return 2;
+    }
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        char *more = n == cap ? realloc(buf, cap *= 2) : buf;
+        if (!more)
+            free(buf);
+        buf = more;
+    }
+    const char *failed = !buf ? "out of memory" : ferror(f) ? "read error" : NULL;
+    if (f != stdin)
+        fclose(f);
+    if (failed) {
+        free(buf);
+        fprintf(stderr, "nnt-generate: --prompt-file %s: %s\n", o->prompt_file, failed);
+        return 2;
+    }
+    o->prompt = o->prompt_buf = buf;
+    o->prompt_len = n;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
     const char *tok_kind = NULL;
@@ -85,6 +117,7 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(k, "--checkpoint")) o->checkpoint = v;
         else if (!strcmp(k, "--prompt")) o->prompt = v;
         else if (!strcmp(k, "--prompt-ids")) o->prompt_ids = v;
+        else if (!strcmp(k, "--prompt-file")) o->prompt_file = v;
         else if (!strcmp(k, "--vocab") || !strcmp(k, "--bpe-vocab")) o->vocab = v;
         else if (!strcmp(k, "--merges") || !strcmp(k, "--bpe-merges")) o->merges = v;
         else if (!strcmp(k, "--tokenizer")) {
@@ -119,8 +152,12 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
-    if (!o->prompt == !o->prompt_ids)
-        return usage("%s", "give one of --prompt and --prompt-ids");
+    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file != 1)
+        return usage("%s", "give one of --prompt, --prompt-file and --prompt-ids");
+    if (o->prompt_file && read_prompt_file(o))
+        return 2;
+    if (o->prompt)
+        o->prompt_len = o->prompt_buf ? o->prompt_len : strlen(o->prompt);
     if (!o->vocab != !o->merges)
         return usage("%s", "--vocab and --merges go together");
     if (o->tokenizer_json && o->vocab)
@@ -383,10 +420,10 @@ static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prom
 {
     if (o->prompt_ids)
         return parse_ids(o->prompt_ids, prompt, nprompt);
-    int e = nnt_tokenizer_encode(tok, o->prompt, strlen(o->prompt), NULL, 0, nprompt);
+    int e = nnt_tokenizer_encode(tok, o->prompt, o->prompt_len, NULL, 0, nprompt);
     *prompt = e ? NULL : malloc((*nprompt + 1) * sizeof **prompt);
     if (e || !*prompt ||
-        (e = nnt_tokenizer_encode(tok, o->prompt, strlen(o->prompt), *prompt, *nprompt,
+        (e = nnt_tokenizer_encode(tok, o->prompt, o->prompt_len, *prompt, *nprompt,
                                   nprompt)))
         return lib_error("nnt_tokenizer_encode", e ? e : NNT_E_NOMEM);
     return *nprompt ? 0 : usage("%s", "--prompt encodes to no token");
@@ -429,6 +466,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = generate(&o, model, tok, prompt, nprompt);
     free(prompt);
+    free(o.prompt_buf);
     free(trained);
     nnt_tokenizer_destroy(tok);
     nnt_layer_destroy(model);

@@ -82,6 +82,13 @@ if "$top_builddir/nnt-train" --model llama-tiny --layers 1 --vocab 1201 --tokeni
         fail "--tokenizer-json: exit status $?"
     [ "$(echo "$a" | wc -w)" -eq 6 ] && [ "$a" = "$b" ] ||
         fail "tokenizer.json: '$a' and '$b' (want 6 equal ids)"
+    # the prompt from a file, and from standard input (--prompt-file -): the same ids
+    printf 'The tiled tensors' > "$tmp/prompt.txt"
+    c=$("$prog" --load-hf "$tmp/tj/hf" --prompt-file "$tmp/prompt.txt" --max-new-tokens 6 \
+        --temperature 0 --print-ids --cpus 2 2> "$tmp/tj4.err") || fail "--prompt-file: exit status $?"
+    d=$("$prog" --load-hf "$tmp/tj/hf" --prompt-file - --max-new-tokens 6 --temperature 0 \
+        --print-ids --cpus 2 < "$tmp/prompt.txt" 2> "$tmp/tj5.err") || fail "--prompt-file -: exit status $?"
+    [ "$c" = "$a" ] && [ "$d" = "$a" ] || fail "--prompt-file: '$c', stdin: '$d', --prompt: '$a'"
     text=$("$prog" --load-hf "$tmp/tj/hf" --prompt "The tiled tensors" --max-new-tokens 6 \
         --temperature 0 --cpus 2 2> "$tmp/tj3.err") || fail "tokenizer.json text: exit status $?"
     [ -n "$text" ] || fail "tokenizer.json: no text printed"
@@ -141,7 +148,10 @@ bad() {
     [ -s "$tmp/bad.out" ] && fail "$*: wrote to stdout"
 }
 bad 2 "give one of --load-hf" --prompt-ids 1
-bad 2 "give one of --prompt and --prompt-ids" --load-hf "$gqa"
+bad 2 "give one of --prompt, --prompt-file and --prompt-ids" --load-hf "$gqa"
+bad 2 "give one of --prompt, --prompt-file and --prompt-ids" --load-hf "$gqa" --prompt x \
+    --prompt-file "$tmp/prompt.txt"
+bad 2 "$tmp/no-prompt.txt" --load-hf "$gqa" --prompt-file "$tmp/no-prompt.txt"
 bad 2 "--prompt needs a tokenizer" --load-hf "$gqa" --prompt "hello"
 bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-json x \
     --vocab v --merges m
