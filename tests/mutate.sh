@@ -54,6 +54,10 @@ llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, he
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child)@gl_rmsnorm_new(l->ctx, C, 1e-5, t, fn, \&child)@|RMSNorm block: eps 1e-5 whatever norm_eps says
+train_wrap_heldout|examples/nnt_train.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|nnt-train: a training window past the end of the training tokens reads on into the held-out ones
+val_window_shift|examples/nnt_train.c|s@t->val_len, (uint64_t)(k \* bt));@t->val_len, (uint64_t)(k * bt + 1));@|nnt-train validation: every window one token late
+shuffle_row_offset|examples/nnt_train.c|s@nnt_data_read(t->data, (int64_t)r \* T, row, T + 1);@nnt_data_read(t->data, (int64_t)r * T + 1, row, T + 1);@|nnt-train --shuffle: each sequence read one token late
+data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
