@@ -872,10 +872,12 @@ static void print_summary(trainer *t)
     const char *kernels = "?";
     nnt_ctx_kernels(t->ctx, &kernels);
     say(t, "kernels:   %s\n", kernels);
-    say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
-           "weight decay %g, momentum %g, grad clip %g\n", train_choice_name("optim", o->optim),
-        o->lr, train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
-        o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
+    if (o->steps > 0)   /* (validation only: no optimizer step) */
+        say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
+               "weight decay %g, momentum %g, grad clip %g\n",
+            train_choice_name("optim", o->optim), o->lr,
+            train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
+            o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
     if (o->steps == 0) {
         /* no steps: no MFU */
     } else if (t->peak_flops <= 0) {
@@ -1620,9 +1622,10 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         for (int64_t i = 1; i < t->nval; i++)
             if (t->val_curve[i].loss < t->val_curve[best].loss)
                 best = i;
-        say(t, "\nvalidation: loss %.6f at step %lld (lowest %.6f at step %lld)",
-            t->val_curve[t->nval - 1].loss, (long long)t->val_curve[t->nval - 1].step,
-            t->val_curve[best].loss, (long long)t->val_curve[best].step);
+        const train_point *last = &t->val_curve[t->nval - 1], *low = &t->val_curve[best];
+        say(t, "\nvalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
+            "%lld)", last->loss, exp(last->loss), (long long)last->step, low->loss,
+            (long long)low->step);
         if (t->val_runs)
             say(t, "; %lld validation%s in %.2f s%s", (long long)t->val_runs,
                 t->val_runs > 1 ? "s" : "", t->val_s, o->steps ? " of the training time" : "");
