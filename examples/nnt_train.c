@@ -930,6 +930,16 @@ static int add_val_point(trainer *t, int64_t step, double loss)
     return append_point(&t->val_curve, &t->nval, &t->cap_val, step, loss);
 }
 
+/* The validation of the lowest loss (the first of equals); -1 when there is none. */
+static int64_t lowest_val(const trainer *t)
+{
+    int64_t best = t->nval ? 0 : -1;
+    for (int64_t i = 1; i < t->nval; i++)
+        if (t->val_curve[i].loss < t->val_curve[best].loss)
+            best = i;
+    return best;
+}
+
 static int record_step(trainer *t, int64_t step, double loss, double ms)
 {
     if (add_point(t, step, loss))
@@ -1161,19 +1171,25 @@ static int read_range(nnt_data *data, int64_t start, int64_t len, uint64_t pos, 
     return 0;
 }
 
+/* (B, T) inputs and (B, T) targets into the input tensors. */
+static int upload_batch(trainer *t, const int32_t *inputs, const int32_t *targets)
+{
+    size_t bytes = (size_t)(t->o.batch * t->o.seq) * sizeof(int32_t);
+    int rc;
+    if ((rc = nnt_tensor_copy_from_host(t->tokens, inputs, bytes)) ||
+        (rc = nnt_tensor_copy_from_host(t->targets, targets, bytes)))
+        return lib_error("cannot copy a batch", rc);
+    return 0;
+}
+
 /* The window of B*T+1 tokens at offset pos of a range of data into the input tensors:
  * inputs window[0..BT), targets window[1..BT]. */
 static int load_window(trainer *t, nnt_data *data, int64_t start, int64_t len, uint64_t pos)
 {
-    int64_t bt = t->o.batch * t->o.seq;
-    size_t bytes = (size_t)bt * sizeof(int32_t);
-    int rc = read_range(data, start, len, pos, t->window, bt + 1);
+    int rc = read_range(data, start, len, pos, t->window, t->o.batch * t->o.seq + 1);
     if (rc)
         return lib_error("cannot read the data", rc);
-    if ((rc = nnt_tensor_copy_from_host(t->tokens, t->window, bytes)) ||
-        (rc = nnt_tensor_copy_from_host(t->targets, t->window + 1, bytes)))
-        return lib_error("cannot copy a batch", rc);
-    return 0;
+    return upload_batch(t, t->window, t->window + 1);
 }
 
 /* --shuffle: rows pos .. pos + B - 1 of the shuffled order into the input tensors: each row
@@ -1183,7 +1199,6 @@ static int load_rows(trainer *t, uint64_t pos)
 {
     int64_t B = t->o.batch, T = t->o.seq;
     int32_t *inputs = t->rows, *targets = t->rows + B * T, *row = t->rows + 2 * B * T;
-    size_t bytes = (size_t)(B * T) * sizeof(int32_t);
     for (int64_t b = 0; b < B; b++) {
         uint64_t r = train_shuffled_row((uint64_t)t->o.seed, t->nrows, pos + (uint64_t)b);
         int rc = nnt_data_read(t->data, (int64_t)r * T, row, T + 1);
@@ -1192,11 +1207,7 @@ static int load_rows(trainer *t, uint64_t pos)
         memcpy(inputs + b * T, row, (size_t)T * sizeof *row);
         memcpy(targets + b * T, row + 1, (size_t)T * sizeof *row);
     }
-    int rc;
-    if ((rc = nnt_tensor_copy_from_host(t->tokens, inputs, bytes)) ||
-        (rc = nnt_tensor_copy_from_host(t->targets, targets, bytes)))
-        return lib_error("cannot copy a batch", rc);
-    return 0;
+    return upload_batch(t, inputs, targets);
 }
 
 /* The training batch at data position pos: the window there (the training tokens wrap at
@@ -1618,11 +1629,8 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     if (t->nrun)
         say(t, "; last loss %.6f", t->curve[t->ncurve - 1].loss);
     if (t->nval) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < t->nval; i++)
-            if (t->val_curve[i].loss < t->val_curve[best].loss)
-                best = i;
-        const train_point *last = &t->val_curve[t->nval - 1], *low = &t->val_curve[best];
+        const train_point *last = &t->val_curve[t->nval - 1];
+        const train_point *low = &t->val_curve[lowest_val(t)];
         say(t, "\nvalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
             "%lld)", last->loss, exp(last->loss), (long long)last->step, low->loss,
             (long long)low->step);
@@ -1795,9 +1803,8 @@ static int setup(trainer *t)
     if (open_csv(t) || open_val_csv(t))
         return 1;
     /* resumed with --save-best: best.safetensors holds the lowest of the earlier validations */
-    if (o->save_best && t->done && access(t->path_best, R_OK) == 0)
-        for (int64_t i = 0; i < t->nval; i++)
-            t->best_val = fmin(t->best_val, t->val_curve[i].loss);
+    if (o->save_best && t->done && t->nval && access(t->path_best, R_OK) == 0)
+        t->best_val = t->val_curve[lowest_val(t)].loss;
     return 0;
 }
 

@@ -94,19 +94,27 @@ static void write_escaped(FILE *f, const char *s)
     }
 }
 
-/* The loss of every step (light), and its mean over a sliding window of about n/50 steps
- * (dark) when there are enough steps for it to differ, with a legend. */
-static void write_curve(FILE *f, const chart *c, const train_point *p, int64_t n)
+/* A line through the finite points of p. */
+static void write_polyline(FILE *f, const chart *c, const train_point *p, int64_t n,
+                           const char *color, const char *width)
 {
-    int64_t w = n / 50;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"",
-            w > 1 ? "#6baed6" : "#1f77b4");
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"", color,
+            width);
     for (int64_t i = 0; i < n; i++)
         if (isfinite(p[i].loss))
             fprintf(f, "%.1f,%.1f ", px(c, (double)p[i].step), py(c, p[i].loss));
     fputs("\"/>\n", f);
+}
+
+/* The loss of every step (light), and its mean over a sliding window of about n/50 steps
+ * (dark) when there are enough steps for it to differ, with a legend. Returns the legend's
+ * lines (0: a single line, without one). */
+static int write_curve(FILE *f, const chart *c, const train_point *p, int64_t n)
+{
+    int64_t w = n / 50;
+    write_polyline(f, c, p, n, w > 1 ? "#6baed6" : "#1f77b4", "1.2");
     if (w <= 1)
-        return;
+        return 0;
     fputs("<polyline fill=\"none\" stroke=\"#08519c\" stroke-width=\"2\" points=\"", f);
     double sum = 0;
     int64_t count = 0;
@@ -123,6 +131,7 @@ static void write_curve(FILE *f, const chart *c, const train_point *p, int64_t n
                "steps</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#6baed6\">"
                "each step</text>\n", WIDTH - RIGHT - 8, TOP + 16, (long long)w,
             WIDTH - RIGHT - 8, TOP + 32);
+    return 2;
 }
 
 /* The validation losses: a line with a marker at each validation, and its legend below the
@@ -130,11 +139,7 @@ static void write_curve(FILE *f, const chart *c, const train_point *p, int64_t n
 static void write_val_curve(FILE *f, const chart *c, const train_point *p, int64_t n,
                             int legend_y)
 {
-    fputs("<polyline fill=\"none\" stroke=\"#e6550d\" stroke-width=\"2\" points=\"", f);
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(p[i].loss))
-            fprintf(f, "%.1f,%.1f ", px(c, (double)p[i].step), py(c, p[i].loss));
-    fputs("\"/>\n", f);
+    write_polyline(f, c, p, n, "#e6550d", "2");
     for (int64_t i = 0; i < n; i++)
         if (isfinite(p[i].loss))
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#e6550d\"/>\n",
@@ -157,13 +162,12 @@ static int write_chart(FILE *f, const train_point *p, int64_t n, const train_poi
     write_escaped(f, title);
     fputs("</text>\n", f);
     write_axes(f, &c);
-    if (n > 0)
-        write_curve(f, &c, p, n);
-    if (nval > 0 && n / 50 <= 1)   /* the training curve has no legend of its own then */
+    int legend = n > 0 ? write_curve(f, &c, p, n) : 0;   /* legend lines written */
+    if (nval > 0 && legend == 0)   /* the single training line gets one beside validation's */
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#1f77b4\">training "
-                   "(each step)</text>\n", WIDTH - RIGHT - 8, TOP + 16);
+                   "(each step)</text>\n", WIDTH - RIGHT - 8, TOP + 16 * ++legend);
     if (nval > 0)
-        write_val_curve(f, &c, val, nval, TOP + (n / 50 > 1 ? 48 : 32));
+        write_val_curve(f, &c, val, nval, TOP + 16 * (legend + 1));
     fputs("</svg>\n", f);
     return ferror(f) ? -1 : 0;
 }

@@ -337,6 +337,12 @@ static int open_token_file(const char *path, nnt_data_format format, int64_t voc
     return rc ? nnt_fail(NULL, rc, "nnt_data_open: %s", err) : NNT_OK;
 }
 
+/* "an llm.c shard" / "a nanoGPT file": what a token file of format f is. */
+static const char *token_file_kind(nnt_data_format f)
+{
+    return f == NNT_DATA_LLMC ? "an llm.c shard" : "a nanoGPT file";
+}
+
 /* Append an open token file to d's stream (d takes r); the files must be of one format. */
 static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, const char *first)
 {
@@ -344,9 +350,8 @@ static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, cons
     if (d->nfiles && f != d->format) {
         nnt_tok_close(r);
         return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s is %s but %s is %s: give files "
-                        "of one format", path, f == NNT_DATA_LLMC ? "an llm.c shard"
-                        : f == NNT_DATA_NANOGPT ? "a nanoGPT file" : "text", first,
-                        d->format == NNT_DATA_LLMC ? "an llm.c shard" : "a nanoGPT file");
+                        "of one format", path, token_file_kind(f), first,
+                        token_file_kind(d->format));
     }
     nnt_tok_reader **file = realloc(d->file, (d->nfiles + 1) * sizeof *file);
     int64_t *end = file ? realloc(d->file_end, (d->nfiles + 1) * sizeof *end) : NULL;
@@ -461,11 +466,8 @@ static int open_any(const char *path, nnt_data_format format, const nnt_tokenize
         if (rc == 0)
             rc = open_text(path, &l, tok, vocab, d);
     } else {
-        l.path = (char *[]){(char *)path};
-        l.n = 1;
-        rc = open_files(path, &l, format, tok, vocab, d);
-        l.path = NULL;
-        l.n = 0;
+        char *one[1] = {(char *)path};
+        rc = open_files(path, &(path_list){one, 1}, format, tok, vocab, d);
     }
     path_list_free(&l);
     return rc;
