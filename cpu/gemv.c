@@ -59,6 +59,16 @@ static float dot_row(int64_t k, const float *x, const void *b, int b_bf16, int64
     return s;
 }
 
+/* Dot product of x (k) with column j of B (k, n), over i in order. */
+static float dot_col(int64_t k, const float *x, const void *b, int b_bf16, int64_t ldb,
+                     int64_t j)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < k; i++)
+        s += x[i] * b_at(b, b_bf16, i * ldb + j);
+    return s;
+}
+
 static void gemv_portable(int trans_b, int b_bf16, int64_t n, int64_t k, float alpha,
                           const float *x, const void *b, int64_t ldb, float beta, float *y)
 {
@@ -67,13 +77,8 @@ static void gemv_portable(int trans_b, int b_bf16, int64_t n, int64_t k, float a
             y[j] = finish(dot_row(k, x, b, b_bf16, j * ldb), alpha, beta, y + j);
         return;
     }
-    /* B (k, n): each y[j] sums x[i] B[i, j] over i in order */
-    for (int64_t j = 0; j < n; j++) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < k; i++)
-            s += x[i] * b_at(b, b_bf16, i * ldb + j);
-        y[j] = finish(s, alpha, beta, y + j);
-    }
+    for (int64_t j = 0; j < n; j++)   /* B (k, n) */
+        y[j] = finish(dot_col(k, x, b, b_bf16, ldb, j), alpha, beta, y + j);
 }
 
 #if NNT_CPU_X86
@@ -141,12 +146,8 @@ static inline NNT_AVX2 void gemv_n_avx2(int b_bf16, int64_t n, int64_t k, float 
             r = _mm256_add_ps(r, _mm256_mul_ps(bv, _mm256_loadu_ps(y + j)));
         _mm256_storeu_ps(y + j, r);
     }
-    for (; j < n; j++) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < k; i++)
-            s += x[i] * b_at(b, b_bf16, i * ldb + j);
-        y[j] = finish(s, alpha, beta, y + j);
-    }
+    for (; j < n; j++)
+        y[j] = finish(dot_col(k, x, b, b_bf16, ldb, j), alpha, beta, y + j);
 }
 
 static NNT_AVX2 void gemv_avx2(int trans_b, int b_bf16, int64_t n, int64_t k, float alpha,

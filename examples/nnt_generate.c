@@ -156,8 +156,8 @@ static int parse_args(int argc, char **argv, opts *o)
         return usage("%s", "give one of --prompt, --prompt-file and --prompt-ids");
     if (o->prompt_file && read_prompt_file(o))
         return 2;
-    if (o->prompt)
-        o->prompt_len = o->prompt_buf ? o->prompt_len : strlen(o->prompt);
+    if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
+        o->prompt_len = strlen(o->prompt);
     if (!o->vocab != !o->merges)
         return usage("%s", "--vocab and --merges go together");
     if (o->tokenizer_json && o->vocab)
