@@ -291,24 +291,30 @@ static int model_config(trainer *t)
         if (nnt_model_preset(o->model, &c))
             return train_usage_error("--model: unknown preset '%s' (tiny, gpt2, gpt2-medium, "
                                      "gpt2-large, gpt2-xl, llama-tiny, smollm2-135m, "
-                                     "tinyllama-1.1b, llama-3.2-1b)", o->model);
+                                     "tinyllama-1.1b, llama-3.2-1b, qwen3-0.6b)", o->model);
     } else {
         c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = tok_vocab;
     }
-    if (c.family != NNT_FAMILY_LLAMA && (o->kv_heads > 0 || o->hidden > 0))
-        return train_usage_error("--kv-heads and --hidden apply to Llama-family models "
-                                 "(--model llama-tiny, ...); GPT-2 has kv heads = heads and "
-                                 "hidden = 4 C");
+    if (c.family != NNT_FAMILY_LLAMA &&
+        (o->kv_heads > 0 || o->hidden > 0 || o->head_dim > 0 || o->qk_norm))
+        return train_usage_error("--kv-heads, --hidden, --head-dim and --qk-norm apply to "
+                                 "Llama-family models (--model llama-tiny, ...); GPT-2 has kv "
+                                 "heads = heads, hidden = 4 C, head dim C / NH, no q/k norm");
     if (o->layers > 0) c.layers = o->layers;
     if (o->channels > 0) c.channels = o->channels;
     if (o->heads > 0) c.heads = o->heads;
     if (o->kv_heads > 0) c.kv_heads = o->kv_heads;
     if (o->hidden > 0) c.hidden = o->hidden;
+    if (o->head_dim > 0) c.head_dim = o->head_dim;
+    if (o->qk_norm) c.qk_norm = 1;
     if (o->vocab > 0) c.vocab = o->vocab;
     if (o->context > 0) c.max_seq = o->context;
-    if (c.channels % c.heads)
-        return train_usage_error("--channels %lld is not a multiple of --heads %lld",
-                                 (long long)c.channels, (long long)c.heads);
+    if (!c.head_dim && c.channels % c.heads)
+        return train_usage_error("--channels %lld is not a multiple of --heads %lld (or give "
+                                 "--head-dim)", (long long)c.channels, (long long)c.heads);
+    if (c.head_dim % 2)
+        return train_usage_error("--head-dim %lld: rotary positions need an even head "
+                                 "dimension", (long long)c.head_dim);
     if (c.kv_heads > 0 && c.heads % c.kv_heads)
         return train_usage_error("--kv-heads %lld does not divide --heads %lld",
                                  (long long)c.kv_heads, (long long)c.heads);
@@ -628,7 +634,8 @@ static char *options_string(const trainer *t, int64_t step)
     snprintf(s, cap,
              "{\"program\": \"nnt-train\", \"step\": %lld, \"model\": {\"family\": %d, "
              "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
-             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld}, "
+             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld, \"head_dim\": %lld, "
+             "\"qk_norm\": %d}, "
              "\"batch\": %lld, \"seq\": %lld, \"accum\": %lld, \"steps\": %lld, "
              "\"seed\": %lld, \"tokenizer\": \"%s\", \"optim\": \"%s\", \"lr\": %.17g, "
              "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
@@ -637,6 +644,7 @@ static char *options_string(const trainer *t, int64_t step)
              (long long)step, t->cfg.family, (long long)t->cfg.vocab,
              (long long)t->cfg.max_seq, (long long)t->cfg.layers, (long long)t->cfg.heads,
              (long long)t->cfg.kv_heads, (long long)t->cfg.channels, (long long)t->cfg.hidden,
+             (long long)t->cfg.head_dim, t->cfg.qk_norm,
              (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
              (long long)o->seed, train_choice_name("tokenizer", o->tokenizer),
              train_choice_name("optim", o->optim), o->lr, o->beta1, o->beta2, o->eps,
@@ -691,17 +699,19 @@ static int save_state(trainer *t, int64_t step)
 /* The saved model configuration must be this run's; batches may change (with a note). */
 static int check_resumed_options(trainer *t, const char *saved)
 {
-    /* family, kv_heads and hidden: absent from checkpoints of nnt-train 0.2 (GPT-2 only) */
-    const char *keys[8] = {"vocab", "max_seq", "layers", "heads", "channels", "family",
-                           "kv_heads", "hidden"};
+    /* family, kv_heads and hidden: absent from checkpoints of nnt-train 0.2 (GPT-2 only);
+     * head_dim and qk_norm from those before Qwen3 (heads of C / NH, no q/k norm) */
+    const char *keys[10] = {"vocab", "max_seq", "layers", "heads", "channels", "family",
+                            "kv_heads", "hidden", "head_dim", "qk_norm"};
     if (!saved || !strstr(saved, "\"program\": \"nnt-train\"")) {
         say(t, "note: %s was not written by nnt-train: only its tensor shapes were checked\n",
             t->o.resume);
         return 0;
     }
-    const int64_t have[8] = {t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
-                             t->cfg.channels, t->cfg.family, t->cfg.kv_heads, t->cfg.hidden};
-    for (int i = 0; i < 8; i++) {
+    const int64_t have[10] = {t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
+                              t->cfg.channels, t->cfg.family, t->cfg.kv_heads, t->cfg.hidden,
+                              t->cfg.head_dim, t->cfg.qk_norm};
+    for (int i = 0; i < 10; i++) {
         int64_t v = options_int(saved, keys[i]);
         if (v != have[i] && (i < 5 || v != -1))
             return train_usage_error("--resume %s: the checkpoint's model has %s %lld, this "
@@ -836,11 +846,15 @@ static void print_summary(trainer *t)
     say(t, "nnt-train %s\n", version);
     const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
                        : o->load_hf;
-    char shape[160];
+    char shape[200], heads[64] = "";
+    if (c->head_dim * c->heads != c->channels)
+        snprintf(heads, sizeof heads, ", head dim %lld", (long long)c->head_dim);
+    if (c->qk_norm)
+        snprintf(heads + strlen(heads), sizeof heads - strlen(heads), ", q/k norm");
     if (is_llama(t))
-        snprintf(shape, sizeof shape, "Llama L %lld, C %lld, NH %lld, NKV %lld, hidden %lld, "
+        snprintf(shape, sizeof shape, "Llama L %lld, C %lld, NH %lld, NKV %lld%s, hidden %lld, "
                  "V %lld, context %lld, %s head, rope theta %g%s", (long long)c->layers,
-                 (long long)c->channels, (long long)c->heads, (long long)c->kv_heads,
+                 (long long)c->channels, (long long)c->heads, (long long)c->kv_heads, heads,
                  (long long)c->hidden, (long long)c->vocab, (long long)c->max_seq,
                  c->tied ? "tied" : "untied", c->rope.theta,
                  c->rope.scaling == NNT_ROPE_SCALING_LLAMA3 ? " (llama3 scaling)" : "");
@@ -884,7 +898,7 @@ static void print_summary(trainer *t)
         say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
                "(give --peak-gflops)\n");
     } else {
-        say(t, "MFU:       6 N + 12 L T C = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
+        say(t, "MFU:       6 N + 12 L T NH hd = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
                "(%s)\n", t->flops_per_token / 1e6, t->peak_flops / 1e9,
             o->peak_gflops > 0 ? "--peak-gflops"
             : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
@@ -1710,8 +1724,8 @@ static double measure_cpu_peak(trainer *t)
 static int model_options_given(const train_opts *o)
 {
     return o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 || o->kv_heads > 0 ||
-           o->hidden > 0 || o->vocab > 0 || o->context > 0 || o->load_llmc ||
-           o->load_safetensors || o->load_hf;
+           o->hidden > 0 || o->head_dim > 0 || o->qk_norm || o->vocab > 0 || o->context > 0 ||
+           o->load_llmc || o->load_safetensors || o->load_hf;
 }
 
 /* The tokenizer of the resumed run (saved: its options) when this run names none. */
@@ -1784,8 +1798,9 @@ static int setup(trainer *t)
         t->rng[i] = splitmix64(&sm);
     if (o->resume && (rc = resume_state(t)))
         return rc;
+    double attn_width = (double)(t->cfg.heads * t->cfg.head_dim);   /* NH hd: C unless given */
     t->flops_per_token = 6.0 * (double)t->nparams +
-                         12.0 * (double)(t->cfg.layers * o->seq * t->cfg.channels);
+                         12.0 * (double)(t->cfg.layers * o->seq) * attn_width;
     /* over MPI the GEMM timing would time one rank's share of the tiles only: the nominal
      * peak of every rank's workers instead */
     if (o->peak_gflops > 0)

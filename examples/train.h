@@ -21,6 +21,8 @@ typedef struct train_opts {
     /* model */
     const char *model;                       /* preset name or NULL                      */
     int64_t layers, channels, heads, kv_heads, hidden, vocab, context;
+    int64_t head_dim;                        /* --head-dim (Llama family), -1: not given  */
+    int qk_norm;                             /* --qk-norm (Llama family: Qwen3's norms)   */
     int init;                                /* --init given                              */
     const char *load_llmc, *load_safetensors, *load_hf;
     /* data and tokenizer */

@@ -38,12 +38,16 @@ static const char usage_text[] =
     "\n"
     "Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):\n"
     "  --model NAME          preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2);\n"
-    "                        llama-tiny, smollm2-135m, tinyllama-1.1b, llama-3.2-1b (Llama)\n"
+    "                        llama-tiny, smollm2-135m, tinyllama-1.1b, llama-3.2-1b,\n"
+    "                        qwen3-0.6b (Llama family)\n"
     "  --layers L --channels C --heads NH --vocab V --context maxT   override the preset\n"
     "  --kv-heads NKV --hidden F   Llama family: key/value heads, MLP inner size\n"
+    "  --head-dim D --qk-norm   Llama family: heads of D (default C / NH), RMSNorm on each\n"
+    "                        head of q and k (Qwen3)\n"
     "  --init                fresh initialisation from --seed (default)\n"
     "  --load-hf DIR         start from a Hugging Face model directory (config.json and\n"
-    "                        model.safetensors or sharded: GPT-2, Llama, Mistral, Qwen2)\n"
+    "                        model.safetensors or sharded: GPT-2, Llama, Mistral, Qwen2,\n"
+    "                        Qwen3)\n"
     "  --load-llmc FILE      start from an llm.c fp32 checkpoint (gives the configuration)\n"
     "  --load-safetensors FILE  start from a Hugging Face GPT2LMHeadModel safetensors file\n"
     "Data:\n"
@@ -124,8 +128,9 @@ static const char usage_text[] =
     "  --quiet               print errors only\n"
     "  --help, --version\n"
     "\n"
-    "MFU counts 6 N + 12 L T C FLOPs per token (N parameters; forward and backward, attention\n"
-    "included). Exit status: 0 done, 1 library or runtime error, 2 bad usage, 130 interrupted.\n"
+    "MFU counts 6 N + 12 L T NH hd FLOPs per token (N parameters, hd the head dimension;\n"
+    "forward and backward, attention included). Exit status: 0 done, 1 library or runtime\n"
+    "error, 2 bad usage, 130 interrupted.\n"
     "See nnt-train(1).\n";
 
 int train_usage_error(const char *fmt, ...)
@@ -143,6 +148,7 @@ static void set_defaults(train_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->layers = o->channels = o->heads = o->kv_heads = o->hidden = o->vocab = o->context = -1;
+    o->head_dim = -1;
     o->data_format = NNT_DATA_AUTO;
     o->tokenizer = TOKENIZER_AUTO;
     o->batch = 8, o->seq = -1, o->steps = 2000, o->accum = 1, o->seed = 1;
@@ -175,6 +181,8 @@ static const opt_def *option_table(train_opts *o, int *n)
     INT("heads", heads, 1, 1e6);
     INT("kv-heads", kv_heads, 1, 1e6);
     INT("hidden", hidden, 1, 1e8);
+    INT("head-dim", head_dim, 2, 1e5);
+    FLAG("qk-norm", qk_norm);
     INT("vocab", vocab, 1, 2147483647.0);
     INT("context", context, 1, 1e8);
     FLAG("init", init);
@@ -416,7 +424,8 @@ static int parse_size(const char *s, uint64_t *out)
 static int check_combinations(const train_opts *o)
 {
     int model_opts = o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 ||
-                     o->kv_heads > 0 || o->hidden > 0 || o->vocab > 0 || o->context > 0;
+                     o->kv_heads > 0 || o->hidden > 0 || o->vocab > 0 || o->context > 0 ||
+                     o->head_dim > 0 || o->qk_norm;
     int loads = (o->load_llmc != NULL) + (o->load_safetensors != NULL) + (o->load_hf != NULL);
     if (loads > 1)
         return train_usage_error("--load-llmc, --load-safetensors and --load-hf exclude each "
@@ -426,7 +435,8 @@ static int check_combinations(const train_opts *o)
     if ((o->load_llmc || o->load_hf) && model_opts)
         return train_usage_error("--%s takes the model configuration from the %s: drop "
                                  "--model/--layers/--channels/--heads/--kv-heads/--hidden/"
-                                 "--vocab/--context", o->load_llmc ? "load-llmc" : "load-hf",
+                                 "--head-dim/--qk-norm/--vocab/--context",
+                                 o->load_llmc ? "load-llmc" : "load-hf",
                                  o->load_llmc ? "file" : "directory");
     if (o->tokenizer == TOKENIZER_BPE && (!o->bpe_vocab || !o->bpe_merges))
         return train_usage_error("--tokenizer bpe needs --bpe-vocab FILE and --bpe-merges FILE");

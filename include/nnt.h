@@ -334,10 +334,11 @@ NNT_API int nnt_tensor_sgd_step(double lr, double momentum, double weight_decay,
 /* ---- tiling ---------------------------------------------------------------------------
  * Tile sizes per kind of dimension of a transformer: batch (B), seq (T, and the rows of the
  * position embedding), channels (C), hidden (the MLP's inner size, 4C in GPT-2), vocab (V),
- * heads (NH), head_dim (hd = C / NH). Each entry: 0 = automatic (nnt_gpt_tiling's
- * heuristic), -1 = one tile for the whole dimension, > 0 = that tile size (more than the
- * dimension = one tile). Any values are valid: where a tile cuts through something an op
- * needs whole (e.g. channel tiles that cut a head), the op retiles internally. */
+ * heads (NH), head_dim (hd, C / NH unless a model gives it). Each entry: 0 = automatic
+ * (nnt_gpt_tiling's heuristic), -1 = one tile for the whole dimension, > 0 = that tile size
+ * (more than the dimension = one tile). Any values are valid: where a tile cuts through
+ * something an op needs whole (e.g. channel tiles that cut a head), the op retiles
+ * internally. */
 typedef struct nnt_tiling {
     size_t size;                 /* sizeof(nnt_tiling), set by the init macro                */
     int64_t batch, seq, channels, hidden, vocab, heads, head_dim;
@@ -800,10 +801,18 @@ typedef struct nnt_attention_options {
     int qkv_bias;                 /* biases on the q, k, v projections                      */
     int out_bias;                 /* bias on the output projection                          */
     const nnt_rope_options *rope; /* rotary positions on q and k; NULL: none                */
+    int64_t head_dim;             /* hd, the size of each head's q, k, v vectors; 0:
+                                     channels / heads (which then must divide); any other
+                                     hd makes q (NH, hd, C), o_proj (C, NH, hd)             */
+    int qk_norm;                  /* RMSNorm over each head vector of q and of k, before the
+                                     rotation (Qwen3): parameters "q_norm.weight",
+                                     "k_norm.weight" (hd), initialised to 1, no decay       */
+    double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
 } nnt_attention_options;
 
 /* GPT-2's attention: multi-head, all biases, no rotary positions. */
-#define NNT_ATTENTION_OPTIONS_INIT { sizeof(nnt_attention_options), 0, 1, 1, NULL }
+#define NNT_ATTENTION_OPTIONS_INIT \
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
@@ -865,7 +874,8 @@ typedef enum nnt_model_family {
                                      all biases, tied head                                   */
     NNT_FAMILY_LLAMA = 1          /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
                                      attention (also Mistral without sliding window, Qwen2
-                                     with qkv_bias, SmolLM, TinyLlama)                       */
+                                     with qkv_bias, Qwen3 with qk_norm and head_dim, SmolLM,
+                                     TinyLlama)                                              */
 } nnt_model_family;
 
 typedef struct nnt_model_config {
@@ -876,7 +886,7 @@ typedef struct nnt_model_config {
     int64_t layers;               /* L                                                       */
     int64_t heads;                /* NH                                                      */
     int64_t kv_heads;             /* NKV key/value heads dividing NH; 0: NH (GPT-2: 0 or NH) */
-    int64_t channels;             /* C, a multiple of NH; head_dim = C / NH                   */
+    int64_t channels;             /* C; a multiple of NH unless head_dim is given            */
     int64_t hidden;               /* inner size of the MLP; 0: 4C                            */
     double norm_eps;              /* of every LayerNorm / RMSNorm, > 0                       */
     int tied;                     /* the head is the token embedding (GPT-2: 1)              */
@@ -884,12 +894,16 @@ typedef struct nnt_model_config {
     int out_bias;                 /* bias on the attention output projection (GPT-2: 1)     */
     int mlp_bias;                 /* biases on the MLP's projections (GPT-2: 1)             */
     nnt_rope_options rope;        /* rotary positions (Llama family; ignored for GPT-2)      */
+    int64_t head_dim;             /* hd of q, k, v; 0: C / NH (GPT-2: 0 or C / NH; Llama
+                                     family: any even hd, NH * hd need not be C)            */
+    int qk_norm;                  /* RMSNorm on each head of q and k, eps norm_eps (Qwen3;
+                                     Llama family only)                                      */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT }
+      NNT_ROPE_OPTIONS_INIT, 0, 0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -912,12 +926,12 @@ NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
- * MistralForCausalLM, Qwen2ForCausalLM; architectures[0], else model_type); the result
- * passes nnt_model_create's checks. A configuration nnt cannot train (another
- * architecture, a rope type other than "default"/"llama3", a sliding window, head_dim other
- * than C / NH, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a message naming
- * the key and value; malformed JSON, a missing or wrong-typed key NNT_E_FORMAT; no file
- * NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
+ * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; architectures[0], else
+ * model_type); the result passes nnt_model_create's checks. A configuration nnt cannot
+ * train (another architecture, a rope type other than "default"/"llama3", a sliding
+ * window, an odd head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a
+ * message naming the key and value; malformed JSON, a missing or wrong-typed key
+ * NNT_E_FORMAT; no file NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
  * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
 /* Create a model from a Hugging Face directory: config.json and model.safetensors, or the
@@ -930,8 +944,9 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
                               const nnt_tiling *tiling, nnt_layer **out);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
  * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,
- * LlamaForCausalLM, or Qwen2ForCausalLM for q/k/v biases without an o_proj bias. dir is
- * created if missing (one level); each file through a temporary file, fsync and rename. */
+ * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias, or
+ * Qwen3ForCausalLM with qk_norm. dir is created if missing (one level); each file through
+ * a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it
  * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model

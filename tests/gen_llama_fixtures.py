@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generate tests/fixtures/llama_tiny/: tiny Hugging Face LlamaForCausalLM models and what
-transformers computes with them (logits, loss, every parameter's gradient, 10 AdamW steps).
+"""Generate tests/fixtures/llama_tiny/: tiny Hugging Face LlamaForCausalLM models (and one
+Qwen3ForCausalLM) and what transformers computes with them (logits, loss, every parameter's
+gradient, 10 AdamW steps).
 
 Not run by CI (it needs PyTorch + transformers); run once and commit the output. No
 downloads: the models are random (fixed seeds), single-threaded, deterministic algorithms.
@@ -9,7 +10,7 @@ downloads: the models are random (fixed seeds), single-threaded, deterministic a
     /tmp/venv-torch/bin/python tests/gen_llama_fixtures.py --check-saved DIR \
         --reference tests/fixtures/llama_tiny/gqa.reference.safetensors
 
-Per model NAME (gqa, mqa) it writes:
+Per model NAME (gqa, mqa, qwen3) it writes:
   NAME/config.json,            a Hugging Face model directory, written by save_pretrained
   NAME/model.safetensors       (safe_serialization): the parameters under HF names
                                (lm_head.weight absent when tied)
@@ -41,7 +42,8 @@ import os
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 B, T, STEPS = 2, 8, 10
 
@@ -62,14 +64,24 @@ MODELS = {
                 rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                  "original_max_position_embeddings": 16}),
+    # (c) Qwen3ForCausalLM: q_norm / k_norm (RMSNorm over each head vector of q and k, before
+    # the rotation), head_dim 12 with NH 4 (q 48 wide, C 40), NH 4 / NKV 2, tied embeddings,
+    # attention biases (q, k, v and o), theta 1e6
+    "qwen3": dict(vocab_size=67, hidden_size=40, intermediate_size=56, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+                  max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                  attention_bias=True, use_sliding_window=False,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
 }
+CLASSES = {"qwen3": (Qwen3Config, Qwen3ForCausalLM)}
 
 
 def build(name, seed):
-    cfg = LlamaConfig(**MODELS[name], attn_implementation="eager", bos_token_id=None,
-                      eos_token_id=None, pad_token_id=None)
+    config_class, model_class = CLASSES.get(name, (LlamaConfig, LlamaForCausalLM))
+    cfg = config_class(**MODELS[name], attn_implementation="eager", bos_token_id=None,
+                       eos_token_id=None, pad_token_id=None)
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).float()
+    model = model_class(cfg).float()
     # random values everywhere (biases and norm gains too) so that every term matters
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
@@ -110,8 +122,8 @@ def cast_dirs(out, name, model, tokens, logits32):
         save_dir(low, path)
         # from the file, upcast to float32 as transformers loads it (the rope's inv_freq is
         # computed in float32 again: a cast model would keep a rounded one)
-        back = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32,
-                                                attn_implementation="eager")
+        back = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                    attn_implementation="eager")
         with torch.no_grad():
             lg = back(input_ids=tokens).logits.contiguous()
         save_file({"logits": lg}, os.path.join(path, "reference.safetensors"))
@@ -141,6 +153,8 @@ def main():
     ap.add_argument("--check-saved", metavar="DIR")
     ap.add_argument("--reference", metavar="FILE")
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--only", metavar="NAME", action="append", choices=sorted(MODELS),
+                    help="generate only this model (repeatable; SHA256SUMS covers every file)")
     args = ap.parse_args()
     if args.check_saved:
         torch.set_num_threads(1)
@@ -150,6 +164,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     sums = []
     for i, name in enumerate(MODELS):
+        if args.only and name not in args.only:
+            continue
         cfg, model = build(name, 1000 + i)
         V = cfg.vocab_size
         g = torch.Generator().manual_seed(2000 + i)
@@ -177,8 +193,8 @@ def main():
         saved = load_file(os.path.join(args.out, name, "model.safetensors"))
         assert sorted(saved) == sorted(state)
         assert all(torch.equal(saved[k], v) for k, v in state.items())
-        again = LlamaForCausalLM.from_pretrained(os.path.join(args.out, name),
-                                                 attn_implementation="eager")
+        again = AutoModelForCausalLM.from_pretrained(os.path.join(args.out, name),
+                                                     attn_implementation="eager")
         with torch.no_grad():
             assert torch.equal(again(input_ids=tokens).logits, logits.detach())
         # 10 AdamW steps, from the same start, without and with weight decay

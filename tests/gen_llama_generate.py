@@ -8,7 +8,7 @@ downloads; single-threaded, deterministic algorithms.
 
     /tmp/venv-torch/bin/python tests/gen_llama_generate.py [--dir tests/fixtures/llama_tiny]
 
-Per model NAME (gqa, mqa), int32 tensors:
+Per model NAME (gqa, mqa, qwen3), int32 tensors:
   NAME.prompt    (NPROMPT) random prompt ids (seeded: PROMPT_SEED)
   NAME.greedy    (NGEN) model.generate(do_sample=False, max_new_tokens=NGEN): greedy decoding
                  of the whole sequence (NPROMPT + NGEN <= max_position_embeddings 64; HF's
@@ -30,21 +30,21 @@ import os
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
-NAMES = ("gqa", "mqa")
+NAMES = ("gqa", "mqa", "qwen3")
 NPROMPT, NGEN, WINDOW = 5, 20, 8
 NGEN_LONG = 48
 # Seeds of the prompts, picked from 0..59 by hand: varied tokens (random weights make mqa
 # repeat one token for most prompts), a sliding run that differs from the whole-sequence
 # one, every margin (below) >= 0.003 with logits of about 1.3: far from a tie in fp32.
-PROMPT_SEED = {"gqa": 1, "mqa": 8}
+PROMPT_SEED = {"gqa": 1, "mqa": 8, "qwen3": 5}
 
 
 def load(directory, name):
-    cfg = LlamaConfig.from_json_file(os.path.join(directory, name, "config.json"))
+    cfg = AutoConfig.from_pretrained(os.path.join(directory, name))
     cfg._attn_implementation = "eager"
-    model = LlamaForCausalLM(cfg).float().eval()
+    model = AutoModelForCausalLM.from_config(cfg).float().eval()
     state = load_file(os.path.join(directory, name, "model.safetensors"))
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)

@@ -443,7 +443,7 @@ static nnt_tiling as_overrides(const nnt_tiling *a)
 
 static nnt_model_dims dims_of(int64_t Vv, int64_t NHv, int64_t Cv, int64_t Bv, int64_t Tv)
 {
-    nnt_model_dims d = {Bv, Tv, Cv, 4 * Cv, Vv, NHv};
+    nnt_model_dims d = {Bv, Tv, Cv, 4 * Cv, Vv, NHv, 0};
     return d;
 }
 

@@ -1,7 +1,9 @@
 /* Llama-family models built from the public generic layers, against the Hugging Face
- * LlamaForCausalLM fixtures of tests/fixtures/llama_tiny (see the README there):
- *   - gqa (NH 4 / NKV 2, untied head, no biases, rope theta 500000) and mqa (NH 4 / NKV 1,
- *     tied embeddings, q/k/v/o biases, llama3 rope scaling): an embedding without position
+ * LlamaForCausalLM and Qwen3ForCausalLM fixtures of tests/fixtures/llama_tiny (see the README
+ * there):
+ *   - gqa (NH 4 / NKV 2, untied head, no biases, rope theta 500000), mqa (NH 4 / NKV 1,
+ *     tied embeddings, q/k/v/o biases, llama3 rope scaling) and qwen3 (q/k norms, head_dim
+ *     12 with NH 4 and C 40, NKV 2, tied, q/k/v/o biases): an embedding without position
  *     table, L blocks of nnt_layer_block_create_ex (RMSNorm, GQA attention with rope,
  *     SwiGLU), a final RMSNorm, the head (nnt_layer_linear_create without bias, or the tied
  *     nnt_layer_lm_head_create) and a cross-entropy, in one sequential; the HF weights loaded
@@ -34,13 +36,18 @@ typedef struct fix_model {
     double eps;
     int tied, bias;
     nnt_rope_options rope;
+    int64_t head_dim;   /* 0: C / NH */
+    int qk_norm;
 } fix_model;
 
-static const fix_model MODELS[2] = {
+#define NMODELS 3
+static const fix_model MODELS[NMODELS] = {
     {"gqa", 61, 32, 2, 4, 2, 48, 1e-5, 0, 0,
-     {sizeof(nnt_rope_options), 500000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192}},
+     {sizeof(nnt_rope_options), 500000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192}, 0, 0},
     {"mqa", 53, 24, 2, 4, 1, 40, 1e-6, 1, 1,
-     {sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16}},
+     {sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16}, 0, 0},
+    {"qwen3", 67, 40, 2, 4, 2, 56, 1e-6, 1, 1,
+     {sizeof(nnt_rope_options), 1000000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192}, 12, 1},
 };
 
 enum { B = 2, T = 8, STEPS = 10 };
@@ -124,6 +131,9 @@ static nnt_layer *build(const fix_model *m, const nnt_tiling *t)
     ao.qkv_bias = m->bias;
     ao.out_bias = m->bias;
     ao.rope = &m->rope;
+    ao.head_dim = m->head_dim;
+    ao.qk_norm = m->qk_norm;
+    ao.qk_norm_eps = m->eps;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
     mo.kind = NNT_MLP_SWIGLU;
     mo.bias = 0;
@@ -302,8 +312,8 @@ static Suite *llama_suite(void)
     TCase *tc = tcase_create("layer_llama");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_reference, 0, 6);
-    tcase_add_loop_test(tc, test_adamw, 0, 4);
+    tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
+    tcase_add_loop_test(tc, test_adamw, 0, 2 * NMODELS);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,19 +28,27 @@ typedef struct want_preset {
     int64_t V, maxT, L, NH, NKV, C, F;
     int tied;
     double theta;
+    double eps;
+    int64_t hd;     /* head_dim as the preset gives it (0: C / NH) */
+    int qk_norm;
 } want_preset;
 
 /* The shapes of the issue / the models' config.json files. */
 static const want_preset PRESETS[] = {
-    {"gpt2", NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1, 0},
-    {"gpt2-medium", NNT_FAMILY_GPT2, 50257, 1024, 24, 16, 0, 1024, 0, 1, 0},
-    {"gpt2-large", NNT_FAMILY_GPT2, 50257, 1024, 36, 20, 0, 1280, 0, 1, 0},
-    {"gpt2-xl", NNT_FAMILY_GPT2, 50257, 1024, 48, 25, 0, 1600, 0, 1, 0},
-    {"tiny", NNT_FAMILY_GPT2, 256, 128, 2, 4, 0, 64, 0, 1, 0},
-    {"llama-tiny", NNT_FAMILY_LLAMA, 256, 256, 2, 4, 2, 64, 172, 1, 10000.0},
-    {"smollm2-135m", NNT_FAMILY_LLAMA, 49152, 8192, 30, 9, 3, 576, 1536, 1, 100000.0},
-    {"tinyllama-1.1b", NNT_FAMILY_LLAMA, 32000, 2048, 22, 32, 4, 2048, 5632, 0, 10000.0},
-    {"llama-3.2-1b", NNT_FAMILY_LLAMA, 128256, 131072, 16, 32, 8, 2048, 8192, 1, 500000.0},
+    {"gpt2", NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1, 0, 1e-5, 0, 0},
+    {"gpt2-medium", NNT_FAMILY_GPT2, 50257, 1024, 24, 16, 0, 1024, 0, 1, 0, 1e-5, 0, 0},
+    {"gpt2-large", NNT_FAMILY_GPT2, 50257, 1024, 36, 20, 0, 1280, 0, 1, 0, 1e-5, 0, 0},
+    {"gpt2-xl", NNT_FAMILY_GPT2, 50257, 1024, 48, 25, 0, 1600, 0, 1, 0, 1e-5, 0, 0},
+    {"tiny", NNT_FAMILY_GPT2, 256, 128, 2, 4, 0, 64, 0, 1, 0, 1e-5, 0, 0},
+    {"llama-tiny", NNT_FAMILY_LLAMA, 256, 256, 2, 4, 2, 64, 172, 1, 10000.0, 1e-5, 0, 0},
+    {"smollm2-135m", NNT_FAMILY_LLAMA, 49152, 8192, 30, 9, 3, 576, 1536, 1, 100000.0, 1e-5, 0,
+     0},
+    {"tinyllama-1.1b", NNT_FAMILY_LLAMA, 32000, 2048, 22, 32, 4, 2048, 5632, 0, 10000.0, 1e-5,
+     0, 0},
+    {"llama-3.2-1b", NNT_FAMILY_LLAMA, 128256, 131072, 16, 32, 8, 2048, 8192, 1, 500000.0,
+     1e-5, 0, 0},
+    {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1, 1000000.0, 1e-6,
+     128, 1},
 };
 #define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -60,7 +68,9 @@ START_TEST(test_presets)
     ck_assert_int_eq(c.channels, w->C);
     ck_assert_int_eq(c.hidden, w->F);
     ck_assert_int_eq(c.tied, w->tied);
-    ck_assert(c.norm_eps == 1e-5);
+    ck_assert(c.norm_eps == w->eps);
+    ck_assert_int_eq(c.head_dim, w->hd);
+    ck_assert_int_eq(c.qk_norm, w->qk_norm);
     int llama = w->family == NNT_FAMILY_LLAMA;
     ck_assert_int_eq(c.qkv_bias, !llama);
     ck_assert_int_eq(c.out_bias, !llama);
@@ -115,6 +125,10 @@ START_TEST(test_config_errors)
     expect_refused(&c, NNT_E_INVAL, "even head_dim");
     c = base, c.channels = 66;
     expect_refused(&c, NNT_E_INVAL, "multiple of heads");
+    c = base, c.head_dim = 15;
+    expect_refused(&c, NNT_E_INVAL, "even head_dim (15)");
+    c = base, c.head_dim = -2;
+    expect_refused(&c, NNT_E_INVAL, "head_dim=-2");
     c = base, c.norm_eps = 0.0;
     expect_refused(&c, NNT_E_INVAL, "norm_eps");
     c = base, c.rope.theta = -1.0;
@@ -132,6 +146,14 @@ START_TEST(test_config_errors)
     expect_refused(&c, NNT_E_UNSUPPORTED, "kv_heads");
     c = base, c.qkv_bias = 0;
     expect_refused(&c, NNT_E_UNSUPPORTED, "bias");
+    c = base, c.head_dim = 32;   /* C / NH = 16 */
+    expect_refused(&c, NNT_E_UNSUPPORTED, "head_dim");
+    c = base, c.head_dim = 16;   /* = C / NH: accepted */
+    nnt_layer *gl = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 2, 8, NULL, &gl));
+    nnt_layer_destroy(gl);
+    c = base, c.qk_norm = 1;
+    expect_refused(&c, NNT_E_UNSUPPORTED, "qk_norm");
     EXPECT_FAIL_MSG(nnt_model_create(ctx, NULL, 2, 8, NULL, &(nnt_layer *){NULL}),
                     NNT_E_INVAL, "nnt_model_create");
     EXPECT_FAIL_MSG(nnt_model_create(ctx, &base, 2, 8, NULL, NULL), NNT_E_INVAL,
@@ -148,10 +170,12 @@ END_TEST
 /* Parameters of a Llama model as transformers counts them. */
 static int64_t llama_numel(const nnt_model_config *c)
 {
-    int64_t C = c->channels, hd = C / c->heads, KV = c->kv_heads ? c->kv_heads : c->heads;
-    int64_t per = 2 * C + C * C + 2 * KV * hd * C + C * C + 3 * C * c->hidden;
-    per += c->qkv_bias ? C + 2 * KV * hd : 0;
+    int64_t C = c->channels, hd = c->head_dim ? c->head_dim : C / c->heads;
+    int64_t Q = c->heads * hd, KV = c->kv_heads ? c->kv_heads : c->heads;
+    int64_t per = 2 * C + Q * C + 2 * KV * hd * C + C * Q + 3 * C * c->hidden;
+    per += c->qkv_bias ? Q + 2 * KV * hd : 0;
     per += c->out_bias ? C : 0;
+    per += c->qk_norm ? 2 * hd : 0;
     per += c->mlp_bias ? 2 * c->hidden + C : 0;
     return c->vocab * C * (c->tied ? 1 : 2) + c->layers * per + C;
 }
@@ -215,6 +239,32 @@ START_TEST(test_llama_tree)
     ck_assert_int_eq(got.tied, 0);
     ck_assert_int_eq(got.qkv_bias, 1);
     ck_assert(got.rope.theta == c.rope.theta);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* Qwen3-0.6B has 596,049,920 parameters in 310 tensors (transformers' Qwen3ForCausalLM of
+ * its config.json, counted on the meta device): its heads are 128 wide, 16 of them 2048 > C. */
+START_TEST(test_qwen3_size)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("qwen3-0.6b", &c));
+    ck_assert_int_eq(llama_numel(&c), 596049920);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 16, NULL, &l));
+    int64_t count = 0, numel = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, &numel));
+    ck_assert_int_eq(numel, 596049920);
+    ck_assert_int_eq(count, 310);
+    int64_t C = 1024, NH = 16, KV = 8, hd = 128;
+    expect_param(l, 2, "model.layers.0.self_attn.q_proj.weight", 3, (int64_t[]){NH, hd, C}, 1);
+    expect_param(l, 3, "model.layers.0.self_attn.k_proj.weight", 3, (int64_t[]){KV, hd, C}, 1);
+    expect_param(l, 5, "model.layers.0.self_attn.o_proj.weight", 3, (int64_t[]){C, NH, hd}, 1);
+    expect_param(l, 6, "model.layers.0.self_attn.q_norm.weight", 1, (int64_t[]){hd}, 0);
+    expect_param(l, 7, "model.layers.0.self_attn.k_norm.weight", 1, (int64_t[]){hd}, 0);
+    nnt_model_config got;
+    EXPECT_OK(nnt_model_config_of(l, &got));
+    ck_assert(got.head_dim == hd && got.qk_norm == 1);
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -508,6 +558,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_llama_tree);
     tcase_add_test(tc, test_smollm2_size);
+    tcase_add_test(tc, test_qwen3_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);
     tcase_add_test(tc, test_train_tilings);

@@ -1,5 +1,5 @@
 /* nnt_model_generate (lib/models/generate.c):
- *   - Llama-family trees with the weights of tests/fixtures/llama_tiny (gqa, mqa; loaded by
+ *   - Llama-family trees with the weights of tests/fixtures/llama_tiny (gqa, mqa, qwen3; loaded by
  *     parameter name, nnt's names being Hugging Face's): greedy decoding of 20 tokens equals
  *     transformers' generate(do_sample=False) (generate.safetensors, written by
  *     tests/gen_llama_generate.py), and with max_seq 8 (the window slides past 8 tokens)
@@ -31,13 +31,15 @@
 #include <stdint.h>
 
 /* The fixture models: Hugging Face directories tests/fixtures/llama_tiny/NAME (gqa: V 61,
- * grouped-query, untied, theta 5e5; mqa: V 53, one kv head, tied, biases, llama3). */
+ * grouped-query, untied, theta 5e5; mqa: V 53, one kv head, tied, biases, llama3; qwen3: V 67,
+ * Qwen3ForCausalLM: q/k norms, head_dim 12 against C 40, tied, biases, theta 1e6). */
 typedef struct fix_model {
     const char *name;
     int64_t V;
 } fix_model;
 
-static const fix_model MODELS[2] = {{"gqa", 61}, {"mqa", 53}};
+#define NMODELS 3
+static const fix_model MODELS[NMODELS] = {{"gqa", 61}, {"mqa", 53}, {"qwen3", 67}};
 
 /* The fixture's sizes: prompt, new tokens, window of the sliding reference; the (B, T) of
  * gqa.reference.safetensors. */
@@ -576,13 +578,13 @@ static Suite *generate_suite(void)
     TCase *tc = tcase_create("model_generate");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_greedy_hf, 0, 12);
+    tcase_add_loop_test(tc, test_greedy_hf, 0, 6 * NMODELS);
     tcase_add_test(tc, test_long_prompt);
     tcase_add_test(tc, test_sampling);
     tcase_add_test(tc, test_gpt2_path);
-    tcase_add_loop_test(tc, test_training_state, 0, 2);
+    tcase_add_loop_test(tc, test_training_state, 0, NMODELS);
     tcase_add_test(tc, test_errors);
-    tcase_add_loop_test(tc, test_greedy_hf_long, 0, 6);
+    tcase_add_loop_test(tc, test_greedy_hf_long, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_cache_equals_no_cache, 0, 6);
     tcase_add_test(tc, test_top_p_eos);
     suite_add_tcase(s, tc);

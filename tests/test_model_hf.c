@@ -1,13 +1,14 @@
 /* Hugging Face model directories: nnt_model_hf_config, nnt_model_load_hf, nnt_model_save_hf.
- *   - the llama_tiny directories gqa/ (NH 4 / NKV 2, untied, rope theta 500000) and mqa/
- *     (NKV 1, tied, q/k/v/o biases, llama3 rope scaling), written by transformers'
- *     save_pretrained: their configuration, and logits and loss against transformers' (the
+ *   - the llama_tiny directories gqa/ (NH 4 / NKV 2, untied, rope theta 500000), mqa/
+ *     (NKV 1, tied, q/k/v/o biases, llama3 rope scaling) and qwen3/ (Qwen3ForCausalLM: q/k
+ *     norms, head_dim 12 with C 40 and NH 4), written by transformers' save_pretrained: their
+ *     configuration, and logits and loss against transformers' (the
  *     NAME.reference.safetensors of tests/gen_llama_fixtures.py), in two tilings;
  *   - mqa_bf16/ and mqa_fp16/ (the same model saved in bfloat16 / float16): the logits of
  *     transformers' model cast back to fp32 (their reference.safetensors);
  *   - gpt2_tiny (an HF GPT2LMHeadModel directory): logits against its reference;
  *   - save then load: bit-identical parameters and the same configuration, both families
- *     (NNT_HF_KEEP=DIR keeps the saved directories as DIR/gqa, DIR/mqa, DIR/gpt2, for
+ *     (NNT_HF_KEEP=DIR keeps the saved directories as DIR/gqa, DIR/mqa, DIR/gpt2, DIR/qwen3, for
  *     tests/gen_llama_fixtures.py --check-saved);
  *   - refusals, each with its code, a message naming the key or tensor, and *out NULL. */
 #include "testutil.h"
@@ -131,7 +132,8 @@ static double run(nnt_layer *l, const nnt_st_reader *ref, const float *want_logi
 
 /* ---- (a) the fixtures' directories against transformers ------------------------------- */
 
-static const char *const NAMES[2] = {"gqa", "mqa"};
+#define NMODELS 3
+static const char *const NAMES[NMODELS] = {"gqa", "mqa", "qwen3"};
 
 static const nnt_tiling TILINGS[2] = {
     {sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0},
@@ -153,6 +155,12 @@ START_TEST(test_config)
     ck_assert(c.rope.theta == 10000.0 && c.rope.scaling == NNT_ROPE_SCALING_LLAMA3);
     ck_assert(c.rope.factor == 8.0 && c.rope.low_freq_factor == 1.0);
     ck_assert(c.rope.high_freq_factor == 4.0 && c.rope.original_max_position == 16);
+    ck_assert(c.head_dim == 6 && !c.qk_norm);   /* written by transformers 5: C / NH */
+    EXPECT_OK(nnt_model_hf_config(ctx, fix("llama_tiny/qwen3"), &c));
+    ck_assert(c.family == NNT_FAMILY_LLAMA && c.vocab == 67 && c.channels == 40);
+    ck_assert(c.heads == 4 && c.kv_heads == 2 && c.head_dim == 12 && c.qk_norm);
+    ck_assert(c.tied && c.qkv_bias && c.out_bias && !c.mlp_bias && c.norm_eps == 1e-6);
+    ck_assert(c.rope.theta == 1e6 && c.rope.scaling == NNT_ROPE_SCALING_NONE);
     EXPECT_OK(nnt_model_hf_config(ctx, fix("gpt2_tiny"), &c));
     ck_assert(c.family == NNT_FAMILY_GPT2 && c.vocab == 67 && c.max_seq == 16);
     ck_assert(c.channels == 24 && c.heads == 3 && c.layers == 2 && c.tied);
@@ -264,6 +272,7 @@ static void expect_same_config(nnt_layer *a, nnt_layer *b)
     ck_assert(ca.channels == cb.channels && ca.hidden == cb.hidden);
     ck_assert(ca.norm_eps == cb.norm_eps && ca.tied == cb.tied && ca.qkv_bias == cb.qkv_bias);
     ck_assert(ca.out_bias == cb.out_bias && ca.mlp_bias == cb.mlp_bias);
+    ck_assert(ca.head_dim == cb.head_dim && ca.qk_norm == cb.qk_norm);
     if (ca.family != NNT_FAMILY_LLAMA)
         return;
     ck_assert(ca.rope.theta == cb.rope.theta && ca.rope.scaling == cb.rope.scaling);
@@ -274,11 +283,14 @@ static void expect_same_config(nnt_layer *a, nnt_layer *b)
                   ca.rope.original_max_position == cb.rope.original_max_position);
 }
 
-/* _i: 0 gqa, 1 mqa, 2 gpt2_tiny */
+/* _i: 0 gqa, 1 mqa, 2 gpt2_tiny, 3 qwen3 */
 START_TEST(test_round_trip)
 {
-    static const char *const dirs[3] = {"llama_tiny/gqa", "llama_tiny/mqa", "gpt2_tiny"};
-    static const char *const keep_names[3] = {"gqa", "mqa", "gpt2"};
+    static const char *const dirs[4] = {"llama_tiny/gqa", "llama_tiny/mqa", "gpt2_tiny",
+                                        "llama_tiny/qwen3"};
+    static const char *const keep_names[4] = {"gqa", "mqa", "gpt2", "qwen3"};
+    static const char *const archs[4] = {"LlamaForCausalLM", "LlamaForCausalLM",
+                                         "GPT2LMHeadModel", "Qwen3ForCausalLM"};
     const char *keep = getenv("NNT_HF_KEEP");
     char out[600];
     if (keep && *keep) {
@@ -301,6 +313,12 @@ START_TEST(test_round_trip)
     nnt_st_reader *r = fixture_open_st_path(path);
     ck_assert_int_eq(nnt_st_find(r, "lm_head.weight") != NULL, _i == 0);
     nnt_st_close(r);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    size_t len = 0;
+    char *json = (char *)slurp(path, &len), quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", archs[_i]);
+    ck_assert_msg(strstr(json, quoted) != NULL, "%s: no %s", path, quoted);
+    free(json);
     nnt_layer_destroy(a);
     nnt_layer_destroy(c);
 }
@@ -332,6 +350,48 @@ START_TEST(test_save_qwen2)
     EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
     EXPECT_FAIL_MSG(nnt_model_save_hf(a, in_tmp("none")), NNT_E_UNSUPPORTED, "out_bias");
     nnt_layer_destroy(a);
+}
+END_TEST
+
+static void write_config(const char *dir, const char *arch, const char *extra);
+
+/* A Llama model with q/k norms saves as Qwen3, its head_dim (24, NH 4, C 64) kept. */
+START_TEST(test_save_qwen3)
+{
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
+    cfg.qk_norm = 1;
+    cfg.head_dim = 24;
+    nnt_layer *a = NULL, *c = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
+    EXPECT_OK(nnt_model_save_hf(a, in_tmp("qwen3")));
+    size_t len = 0;
+    char path[700];
+    snprintf(path, sizeof path, "%s/config.json", in_tmp("qwen3"));
+    char *json = (char *)slurp(path, &len);
+    ck_assert_ptr_nonnull(strstr(json, "\"Qwen3ForCausalLM\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"head_dim\": 24"));
+    free(json);
+    EXPECT_OK(nnt_model_load_hf(ctx, in_tmp("qwen3"), 1, 4, NULL, &c));
+    expect_same_config(a, c);
+    expect_same_params(a, c);
+    nnt_layer_destroy(c);
+    nnt_layer_destroy(a);
+    /* q, k, v biases without o_proj's: Qwen2's, which has no q/k norms */
+    cfg.qkv_bias = 1;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
+    EXPECT_FAIL_MSG(nnt_model_save_hf(a, in_tmp("none")), NNT_E_UNSUPPORTED, "qk_norm=1");
+    nnt_layer_destroy(a);
+    /* Qwen3Config's head_dim is 128 when config.json has none (C 32 / NH 4 would be 8) */
+    write_config(in_tmp("q3"), "Qwen3ForCausalLM", "");
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("q3"), &cfg));
+    ck_assert(cfg.head_dim == 128 && cfg.qk_norm && !cfg.qkv_bias && !cfg.out_bias);
+    write_config(in_tmp("q3"), "Qwen3ForCausalLM", "\"head_dim\": null");
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("q3"), &cfg));
+    ck_assert_int_eq(cfg.head_dim, 128);
+    write_config(in_tmp("l"), "LlamaForCausalLM", "");
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("l"), &cfg));
+    ck_assert(cfg.head_dim == 0 && !cfg.qk_norm);
 }
 END_TEST
 
@@ -380,7 +440,11 @@ static const struct {
     {"MistralForCausalLM", "\"sliding_window\": 4096", NNT_E_UNSUPPORTED, "sliding_window 4096"},
     {"Qwen2ForCausalLM", "\"use_sliding_window\": true", NNT_E_UNSUPPORTED,
      "use_sliding_window"},
-    {"LlamaForCausalLM", "\"head_dim\": 16", NNT_E_UNSUPPORTED, "head_dim 16"},
+    {"LlamaForCausalLM", "\"head_dim\": 15", NNT_E_INVAL, "even head_dim (15)"},
+    {"LlamaForCausalLM", "\"head_dim\": 0", NNT_E_FORMAT, "head_dim"},
+    {"Qwen3ForCausalLM", "\"head_dim\": 9", NNT_E_INVAL, "even head_dim (9)"},
+    {"Qwen3ForCausalLM", "\"use_sliding_window\": true", NNT_E_UNSUPPORTED,
+     "use_sliding_window"},
     {"LlamaForCausalLM", "\"hidden_act\": \"gelu\"", NNT_E_UNSUPPORTED, "hidden_act \"gelu\""},
     {"LlamaForCausalLM", "\"rms_norm_eps\": \"small\"", NNT_E_FORMAT, "rms_norm_eps"},
     {"LlamaForCausalLM", "\"num_key_value_heads\": 3", NNT_E_INVAL, "kv_heads=3"},
@@ -529,11 +593,12 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_config);
-    tcase_add_loop_test(tc, test_reference, 0, 4);
+    tcase_add_loop_test(tc, test_reference, 0, 2 * NMODELS);
     tcase_add_loop_test(tc, test_half, 0, 2);
     tcase_add_test(tc, test_gpt2);
-    tcase_add_loop_test(tc, test_round_trip, 0, 3);
+    tcase_add_loop_test(tc, test_round_trip, 0, 4);
     tcase_add_test(tc, test_save_qwen2);
+    tcase_add_test(tc, test_save_qwen3);
     tcase_add_loop_test(tc, test_bad_config, 0, (int)(sizeof BAD_CONFIGS / sizeof BAD_CONFIGS[0]));
     tcase_add_test(tc, test_bad_json);
     tcase_add_test(tc, test_bad_weights);

@@ -2,8 +2,10 @@
  * GPT-2's options (NNT_ATTENTION_OPTIONS_INIT) it is GPT-2's attn (c_attn split into q, k, v,
  * then c_proj); with others the Llama layout under Hugging Face's names: q_proj, k_proj,
  * v_proj (NKV key/value heads: grouped-query attention, done by the attention op itself),
- * o_proj, optional biases, rotary positions on q and k. Shapes: B batch, T sequence,
- * C channels, NH heads, NKV key/value heads, hd = C / NH head dimension. */
+ * o_proj, optional biases, optional RMSNorms of each head vector of q and k (Qwen3's
+ * q_norm, k_norm, before the rotation), rotary positions on q and k. Shapes: B batch,
+ * T sequence, C channels, NH heads, NKV key/value heads, hd head dimension (C / NH unless
+ * the options give it). */
 #include "generic.h"
 
 #include <math.h>
@@ -15,6 +17,7 @@ static const char *const QKV_BIAS[2][3] = {{"q.bias", "k.bias", "v.bias"},
                                            {"q_proj.bias", "k_proj.bias", "v_proj.bias"}};
 static const char *const OUT_WEIGHT[2] = {"c_proj.weight", "o_proj.weight"};
 static const char *const OUT_BIAS[2] = {"c_proj.bias", "o_proj.bias"};
+static const char *const QK_NORM[2] = {"q_norm.weight", "k_norm.weight"};
 static const int SWAP_BT_NH[4] = {0, 2, 1, 3};   /* (B, T, NH, hd) <-> (B, NH, T, hd) */
 
 typedef struct attention {
@@ -25,11 +28,16 @@ typedef struct attention {
     nnt_tensor *w16[3], *pw16;      // bf16 copies of w, pw under NNT_PRECISION_BF16, else NULL
     nnt_tensor *pw, *dpw;           // (C, NH, hd) c_proj / o_proj weight
     nnt_tensor *pb, *dpb;           // (C) or NULL
+    double qk_eps;                  // of the q / k norms
+    nnt_tensor *qkn[2], *dqkn[2];   // (hd) q_norm, k_norm weights, or NULL (no q/k norm)
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin, *x_cache;      // x with the weights' C tiling
     nnt_tensor *heads;              // (B, T, NH, hd) scratch: q/k/v before permute, grads
     nnt_tensor *kv_heads;           // (B, T, NKV, hd) the same for k, v when NKV < NH
     nnt_tensor *qkv[3], *o;         // (B, NH, T, hd) q, o; (B, NKV, T, hd) k, v
+    nnt_tensor *qk_in[2];           // q, k before their norms (q/k norm only)
+    nnt_tensor *qk_rstd[2];         // (B, NH, T) of q's norm, (B, NKV, T) of k's
+    nnt_tensor *dqk_in[2];          // their gradients
     nnt_tensor *lse;                // (B, NH, T)
     nnt_tensor *atty;               // (B, T, NH, hd) heads side by side
     nnt_tensor *y;                  // (B, T, C)
@@ -66,6 +74,13 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qkv[i], NNT_FP32, 4, kv, kv_tile, NNT_ROWS_BHT));
     NNT_TRY(nnt_layer_ensure_placed(l, &a->o, NNT_FP32, 4, bnth, bnth_tile, NNT_ROWS_BHT));
     NNT_TRY(nnt_layer_ensure_placed(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile, NNT_ROWS_BHT));
+    for (int i = 0; a->qkn[0] && i < 2; i++) {
+        const nnt_tensor *like = a->qkv[i];
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->qk_in[i], NNT_FP32, 4, like->shape, like->tile,
+                                        NNT_ROWS_BHT));
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->qk_rstd[i], NNT_FP32, 3, like->shape, like->tile,
+                                        NNT_ROWS_BHT));
+    }
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
 
@@ -74,8 +89,8 @@ static double scale_of(const attention *a)
     return 1.0 / sqrt((double)a->w[0]->shape[1]);
 }
 
-/* q (B, NH, T, hd), k, v (B, NKV, T, hd) of x (B, T, C) into a->qkv, with rotary positions
- * past .. past + T - 1 (if any). */
+/* q (B, NH, T, hd), k, v (B, NKV, T, hd) of x (B, T, C) into a->qkv, q and k normalised
+ * (if so configured: from a->qk_in) and rotated to positions past .. past + T - 1 (if any). */
 static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
 {
     int64_t C = a->pw->shape[0];
@@ -93,7 +108,11 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
         NNT_TRY(gl_weight_operand(l, a->w[i], &a->w16[i], &w));
         NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0, h, 1, 0,
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
-        NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, a->qkv[i]));
+        int normed = i < 2 && a->qkn[i];
+        NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, normed ? a->qk_in[i] : a->qkv[i]));
+        if (normed)
+            NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], a->qkn[i], a->qk_eps, a->qkv[i],
+                                       a->qk_rstd[i]));
     }
     if (a->has_rope) {   /* q and k rotated in place */
         NNT_TRY(nnt_tensor_rope(a->qkv[0], &a->rope, past, a->qkv[0]));
@@ -202,6 +221,20 @@ static int backward_qkv(nnt_layer *l, attention *a, int i)
                     : NNT_OK;
 }
 
+/* Back through the norm of q (i 0) or k (1): d qk_in from d qkv[i] (in a->dh[1 + i]); the
+ * norm weight's gradient written by the first backward after the gradients were dropped,
+ * then accumulated (the op accumulates: a dropped gradient is zeroed first). */
+static int backward_qk_norm(nnt_layer *l, attention *a, int i)
+{
+    const nnt_tensor *like = a->qk_in[i];
+    NNT_TRY(nnt_layer_ensure_placed(l, &a->dqk_in[i], NNT_FP32, 4, like->shape, like->tile,
+                                    NNT_ROWS_BHT));
+    if (nnt_layer_grad_beta(l, a->dqkn[i]) == 0.0)
+        NNT_TRY(nnt_tensor_fill(a->dqkn[i], 0.0));
+    return nnt_tensor_rmsnorm_backward(a->qk_in[i], a->qkn[i], a->qk_rstd[i], a->dh[1 + i],
+                                       a->dqk_in[i], a->dqkn[i]);
+}
+
 static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     attention *a = l->impl;
@@ -226,10 +259,13 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_tensor_rope_backward(a->dh[1], &a->rope, 0, a->dh[1]));
         NNT_TRY(nnt_tensor_rope_backward(a->dh[2], &a->rope, 0, a->dh[2]));
     }
+    for (int i = 0; a->qkn[0] && i < 2; i++)
+        NNT_TRY(backward_qk_norm(l, a, i));
     /* d xin (B, T, C) = sum over q, k, v of d heads W_i, in xin's tiling, then x's */
     NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
-        NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, scratch_of(a, i)));
+        nnt_tensor *dheads = i < 2 && a->qkn[0] ? a->dqk_in[i] : a->dh[i + 1];
+        NNT_TRY(nnt_tensor_permute(dheads, SWAP_BT_NH, scratch_of(a, i)));
         NNT_TRY(backward_qkv(l, a, i));
     }
     if (a->xin == a->x) {
@@ -248,7 +284,8 @@ static void attention_destroy(nnt_layer *l)
     nnt_tensor *own[] = {a->x_cache, a->heads, a->kv_heads, a->qkv[0], a->qkv[1], a->qkv[2],
                          a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
-                         a->pw16, a->cache[0], a->cache[1]};
+                         a->pw16, a->cache[0], a->cache[1], a->qk_in[0], a->qk_in[1],
+                         a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0], a->dqk_in[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
 }
@@ -260,16 +297,18 @@ static const nnt_layer_vt attention_vt = {
 /* GPT-2's options: multi-head, all biases, no rope (GPT-2's names). */
 static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 {
-    return (o->kv_heads == 0 || o->kv_heads == NH) && o->qkv_bias && o->out_bias && !o->rope;
+    return (o->kv_heads == 0 || o->kv_heads == NH) && o->qkv_bias && o->out_bias && !o->rope &&
+           !o->qk_norm;
 }
 
 /* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias (GPT-2's
- * names), or q_proj, k_proj, v_proj, their biases if any, o_proj weight and bias if any. */
+ * names), or q_proj, k_proj, v_proj, their biases if any, o_proj weight and bias if any,
+ * q_norm and k_norm weights if any (Hugging Face's order). */
 static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, int64_t NKV,
-                            const nnt_attention_options *o, const nnt_tiling *t)
+                            int64_t hd, const nnt_attention_options *o, const nnt_tiling *t)
 {
     int n = !is_gpt2(o, NH);
-    int64_t hd = C / NH, ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
+    int64_t ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
     int64_t kt = gl_tile(t->heads, NKV), dt = gl_tile(t->head_dim, hd);
     int64_t w[3] = {NH, hd, C}, w_tile[3] = {nt, dt, ct};
     int64_t wk[3] = {NKV, hd, C}, wk_tile[3] = {kt, dt, ct};
@@ -286,10 +325,15 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
     for (int i = 0; i < 3; i++)
         NNT_TRY(nnt_layer_note_weight_read(l, a->w[i], &a->w16[i]));
     NNT_TRY(nnt_layer_note_weight_read(l, a->pw, &a->pw16));
-    if (!o->out_bias)
-        return NNT_OK;
-    return nnt_layer_new_param(l, OUT_BIAS[n], 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,
-                               &a->dpb);
+    if (o->out_bias)
+        NNT_TRY(nnt_layer_new_param(l, OUT_BIAS[n], 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,
+                                    &a->dpb));
+    int64_t norm[1] = {hd}, norm_tile[1] = {dt};
+    a->qk_eps = o->qk_norm_eps;
+    for (int i = 0; o->qk_norm && i < 2; i++)
+        NNT_TRY(nnt_layer_new_param(l, QK_NORM[i], 1, norm, norm_tile, 0, NNT_INIT_ONE,
+                                    &a->qkn[i], &a->dqkn[i]));
+    return NNT_OK;
 }
 
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,
@@ -305,9 +349,13 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
                         fn, opts->size, sizeof(nnt_attention_options));
     *out = *opts;
     out->size = sizeof *out;
-    if (out->kv_heads < 0)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads %lld is negative", fn,
-                        (long long)out->kv_heads);
+    if (out->kv_heads < 0 || out->head_dim < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %lld is negative", fn,
+                        out->kv_heads < 0 ? "kv_heads" : "head_dim",
+                        (long long)(out->kv_heads < 0 ? out->kv_heads : out->head_dim));
+    if (out->qk_norm && !(out->qk_norm_eps > 0.0 && isfinite(out->qk_norm_eps)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm_eps %g must be finite and > 0", fn,
+                        out->qk_norm_eps);
     if (opts->rope) {   /* the checks of nnt_tensor_rope */
         nnt_rope_options rope;
         return nnt_rope_options_read(fn, opts->rope, &rope);
@@ -327,14 +375,16 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
     if (rc == 0)
         rc = gl_attention_options(ctx, opts, fn, &o);
     int64_t nkv = o.kv_heads ? o.kv_heads : heads;
-    if (rc == 0 && (channels < 1 || heads < 1 || channels % heads))
+    if (rc == 0 && (channels < 1 || heads < 1 || (!o.head_dim && channels % heads)))
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: channels %lld must be a positive multiple of "
-                      "heads %lld", fn, (long long)channels, (long long)heads);
+                      "heads %lld (or head_dim given)", fn, (long long)channels,
+                      (long long)heads);
+    int64_t hd = rc ? 0 : o.head_dim ? o.head_dim : channels / heads;
     if (rc == 0 && heads % nkv)
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads %lld does not divide heads %lld", fn,
                       (long long)nkv, (long long)heads);
     if (rc == 0 && o.rope) {
-        int64_t hd = channels / heads, dt = gl_tile(t.head_dim, hd);
+        int64_t dt = gl_tile(t.head_dim, hd);
         if (hd % 2 || (dt != hd && (hd / 2) % dt))
             rc = nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head dimension "
                           "(%lld) whose tile (%lld) is whole or divides hd / 2", fn,
@@ -346,7 +396,7 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
         rc = nnt_rope_options_read(fn, o.rope, &a->rope);
     }
     if (rc == 0)
-        rc = attention_params(l, a, channels, heads, nkv, &o, &t);
+        rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);
     if (rc) {
         nnt_layer_destroy(l);
         return rc;

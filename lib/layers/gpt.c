@@ -88,7 +88,7 @@ NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, i
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
-    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads};
+    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads, 0};
     return nnt_model_resolve_tiling(ctx, fn, &d, overrides, out);
 }
 
@@ -235,7 +235,7 @@ int nnt_gpt_layer_new(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
                       int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
     nnt_tiling t;
-    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads};
+    nnt_model_dims d = {B, T, cfg->channels, 4 * cfg->channels, cfg->vocab, cfg->heads, 0};
     NNT_TRY(nnt_model_resolve_tiling(ctx, fn, &d, tiling, &t));
     nnt_layer *tree = NULL;
     NNT_TRY(nnt_model_build_tree(ctx, fn, cfg, B, T, &t, &tree));

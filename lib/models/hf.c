@@ -285,11 +285,12 @@ static int expect_string(const jobj *o, const char *key, const char *def,
 
 /* ---- config.json -> nnt_model_config ---------------------------------------------------- */
 
-enum { ARCH_GPT2, ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, NARCH };
+enum { ARCH_GPT2, ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3, NARCH };
 
 static const char *const ARCH_NAMES[NARCH] = {
-    "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
-static const char *const MODEL_TYPES[NARCH] = {"gpt2", "llama", "mistral", "qwen2"};
+    "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM"};
+static const char *const MODEL_TYPES[NARCH] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};
 
 /* The first string of the architectures array. */
 static int first_architecture(const jobj *o, const jkey *k, char **out)
@@ -317,14 +318,15 @@ static int architecture(const jobj *o, int *arch)
         free(name);
         if (*arch < 0)
             return unsupported(o, "architectures[0]", quoted, "GPT2LMHeadModel, "
-                               "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM");
+                               "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                               "Qwen3ForCausalLM");
         return NNT_OK;
     }
     if (!jvalue(o, "model_type"))
         return nnt_fail(o->ctx, NNT_E_FORMAT, "%s: %s: neither architectures nor model_type "
                         "is given", o->fn, o->file);
-    return expect_string(o, "model_type", "", MODEL_TYPES, NARCH, "gpt2, llama, mistral, qwen2",
-                         arch);
+    return expect_string(o, "model_type", "", MODEL_TYPES, NARCH,
+                         "gpt2, llama, mistral, qwen2, qwen3", arch);
 }
 
 /* GPT-2: GPT2Config's keys; what nnt_gpt_create cannot build is refused by key. */
@@ -405,16 +407,22 @@ static int rope_config(const jobj *o, nnt_rope_options *rope)
     return rc;
 }
 
-/* What only some of the Llama family have: biases, sliding windows. */
+/* What only some of the Llama family have: biases, q/k norms, sliding windows. Llama:
+ * attention_bias on q, k, v and o, mlp_bias; Qwen2: q, k, v biases; Qwen3: attention_bias,
+ * q/k norms. */
 static int llama_variant(const jobj *o, int arch, nnt_model_config *c)
 {
     int on = 0;
-    if (arch == ARCH_LLAMA) {
+    if (arch == ARCH_LLAMA || arch == ARCH_QWEN3) {
         NNT_TRY(get_bool(o, "attention_bias", 0, &c->qkv_bias));
         c->out_bias = c->qkv_bias;
+    }
+    if (arch == ARCH_LLAMA)
         NNT_TRY(get_bool(o, "mlp_bias", 0, &c->mlp_bias));
-    } else if (arch == ARCH_QWEN2) {
+    if (arch == ARCH_QWEN2)
         c->qkv_bias = 1;
+    c->qk_norm = arch == ARCH_QWEN3;
+    if (arch == ARCH_QWEN2 || arch == ARCH_QWEN3) {   /* sliding_window only applies with it */
         NNT_TRY(get_bool(o, "use_sliding_window", 0, &on));
         if (on)
             return unsupported(o, "use_sliding_window", "true", "false");
@@ -444,12 +452,11 @@ static int llama_config(const jobj *o, int arch, nnt_model_config *c)
     NNT_TRY(get_double(o, "rms_norm_eps", 0, 1e-6, &c->norm_eps));
     NNT_TRY(get_bool(o, "tie_word_embeddings", 0, &c->tied));
     NNT_TRY(expect_string(o, "hidden_act", "silu", acts, 1, "silu", &act));
-    NNT_TRY(get_int(o, "head_dim", 0, 0, &head_dim));
-    if (jvalue(o, "head_dim") && (c->heads < 1 || head_dim * c->heads != c->channels)) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)head_dim);
-        return unsupported(o, "head_dim", v, "hidden_size / num_attention_heads");
-    }
+    /* absent or null: hidden_size / num_attention_heads, but Qwen3Config's 128 */
+    NNT_TRY(get_int(o, "head_dim", 0, arch == ARCH_QWEN3 ? 128 : 0, &head_dim));
+    if (jvalue(o, "head_dim") && head_dim < 1)
+        return bad_type(o, "head_dim", "a positive integer");
+    c->head_dim = head_dim;
     c->qkv_bias = c->out_bias = c->mlp_bias = 0;
     NNT_TRY(llama_variant(o, arch, c));
     return rope_config(o, &c->rope);
@@ -1207,17 +1214,21 @@ static void rope_json(jtext *t, const nnt_rope_options *r)
            (long long)r->original_max_position);
 }
 
-/* Llama (q, k, v, o biases all or none) or Qwen2 (q, k, v biases, no o or MLP bias). */
+/* Llama (q, k, v, o biases all or none), Qwen2 (q, k, v biases, no o or MLP bias) or Qwen3
+ * (q/k norms; q, k, v, o biases all or none, no MLP bias). */
 static int llama_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    if (c->qkv_bias == c->out_bias)
+    if (!c->qk_norm && c->qkv_bias == c->out_bias)
         return ARCH_LLAMA;
-    if (c->qkv_bias && !c->mlp_bias)
+    if (!c->qk_norm && c->qkv_bias && !c->mlp_bias)
         return ARCH_QWEN2;
+    if (c->qk_norm && c->qkv_bias == c->out_bias && !c->mlp_bias)
+        return ARCH_QWEN3;
     return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no Hugging Face architecture has qkv_bias=%d, "
-                    "out_bias=%d, mlp_bias=%d (LlamaForCausalLM: qkv_bias = out_bias; "
-                    "Qwen2ForCausalLM: qkv_bias 1, out_bias 0, mlp_bias 0)", fn, c->qkv_bias,
-                    c->out_bias, c->mlp_bias);
+                    "out_bias=%d, mlp_bias=%d, qk_norm=%d (LlamaForCausalLM: qkv_bias = "
+                    "out_bias, qk_norm 0; Qwen2ForCausalLM: qkv_bias 1, out_bias 0, mlp_bias 0, "
+                    "qk_norm 0; Qwen3ForCausalLM: qk_norm 1, qkv_bias = out_bias, mlp_bias 0)",
+                    fn, c->qkv_bias, c->out_bias, c->mlp_bias, c->qk_norm);
 }
 
 static void llama_json(jtext *t, int arch, const nnt_model_config *c)
@@ -1229,17 +1240,17 @@ static void llama_json(jtext *t, int arch, const nnt_model_config *c)
     jt_int(t, "num_hidden_layers", c->layers);
     jt_int(t, "num_attention_heads", c->heads);
     jt_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
-    jt_int(t, "head_dim", c->channels / c->heads);
+    jt_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
     jt_int(t, "max_position_embeddings", c->max_seq);
     jt_double(t, "rms_norm_eps", c->norm_eps);
     jt_add(t, ",\n  \"hidden_act\": \"silu\"");
     jt_bool(t, "tie_word_embeddings", c->tied);
-    if (arch == ARCH_LLAMA) {
+    if (arch != ARCH_QWEN2)
         jt_bool(t, "attention_bias", c->qkv_bias);
+    if (arch == ARCH_LLAMA)
         jt_bool(t, "mlp_bias", c->mlp_bias);
-    } else {
+    else
         jt_bool(t, "use_sliding_window", 0);
-    }
     jt_double(t, "attention_dropout", 0.0);
     rope_json(t, &c->rope);
 }

@@ -10,6 +10,7 @@
  * vocabulary V, heads NH (head_dim = C / NH). All >= 1, C a multiple of NH. */
 typedef struct nnt_model_dims {
     int64_t B, T, C, F, V, NH;
+    int64_t HD;               /* head dimension; 0: C / NH */
 } nnt_model_dims;
 
 /* Automatic tile sizes (0 = the whole dimension) for nworkers CPU workers (a pure function:

@@ -135,8 +135,8 @@ int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims 
     NNT_TRY(resolve_entry(ctx, fn, "hidden", o->hidden, a.hidden, d->F, &r.hidden));
     NNT_TRY(resolve_entry(ctx, fn, "vocab", o->vocab, a.vocab, d->V, &r.vocab));
     NNT_TRY(resolve_entry(ctx, fn, "heads", o->heads, a.heads, d->NH, &r.heads));
-    NNT_TRY(resolve_entry(ctx, fn, "head_dim", o->head_dim, a.head_dim, d->C / d->NH,
-                          &r.head_dim));
+    NNT_TRY(resolve_entry(ctx, fn, "head_dim", o->head_dim, a.head_dim,
+                          d->HD ? d->HD : d->C / d->NH, &r.head_dim));
     *out = r;
     return NNT_OK;
 }

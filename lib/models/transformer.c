@@ -44,23 +44,29 @@ typedef struct preset {
     int tied;
     double theta;
     int llama3;               /* Llama 3.1's rope scaling: factor 32, low 1, high 4, 8192 */
+    int64_t head_dim;         /* 0: channels / heads */
+    int qk_norm;
 } preset;
 
 static const preset PRESETS[] = {
-    {"gpt2", NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 0, 0},
-    {"gpt2-medium", NNT_FAMILY_GPT2, 50257, 1024, 24, 16, 0, 1024, 0, 1e-5, 1, 0, 0},
-    {"gpt2-large", NNT_FAMILY_GPT2, 50257, 1024, 36, 20, 0, 1280, 0, 1e-5, 1, 0, 0},
-    {"gpt2-xl", NNT_FAMILY_GPT2, 50257, 1024, 48, 25, 0, 1600, 0, 1e-5, 1, 0, 0},
-    {"tiny", NNT_FAMILY_GPT2, 256, 128, 2, 4, 0, 64, 0, 1e-5, 1, 0, 0},
-    {"llama-tiny", NNT_FAMILY_LLAMA, 256, 256, 2, 4, 2, 64, 172, 1e-5, 1, 10000.0, 0},
+    {"gpt2", NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 0, 0, 0, 0},
+    {"gpt2-medium", NNT_FAMILY_GPT2, 50257, 1024, 24, 16, 0, 1024, 0, 1e-5, 1, 0, 0, 0, 0},
+    {"gpt2-large", NNT_FAMILY_GPT2, 50257, 1024, 36, 20, 0, 1280, 0, 1e-5, 1, 0, 0, 0, 0},
+    {"gpt2-xl", NNT_FAMILY_GPT2, 50257, 1024, 48, 25, 0, 1600, 0, 1e-5, 1, 0, 0, 0, 0},
+    {"tiny", NNT_FAMILY_GPT2, 256, 128, 2, 4, 0, 64, 0, 1e-5, 1, 0, 0, 0, 0},
+    {"llama-tiny", NNT_FAMILY_LLAMA, 256, 256, 2, 4, 2, 64, 172, 1e-5, 1, 10000.0, 0, 0, 0},
     /* HuggingFaceTB/SmolLM2-135M */
-    {"smollm2-135m", NNT_FAMILY_LLAMA, 49152, 8192, 30, 9, 3, 576, 1536, 1e-5, 1, 100000.0, 0},
+    {"smollm2-135m", NNT_FAMILY_LLAMA, 49152, 8192, 30, 9, 3, 576, 1536, 1e-5, 1, 100000.0, 0,
+     0, 0},
     /* TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T */
     {"tinyllama-1.1b", NNT_FAMILY_LLAMA, 32000, 2048, 22, 32, 4, 2048, 5632, 1e-5, 0, 10000.0,
-     0},
+     0, 0, 0},
     /* meta-llama/Llama-3.2-1B */
     {"llama-3.2-1b", NNT_FAMILY_LLAMA, 128256, 131072, 16, 32, 8, 2048, 8192, 1e-5, 1,
-     500000.0, 1},
+     500000.0, 1, 0, 0},
+    /* Qwen/Qwen3-0.6B: 16 heads of 128 (2048 > C), q/k norms */
+    {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1e-6, 1, 1000000.0,
+     0, 128, 1},
 };
 #define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -80,6 +86,8 @@ static void preset_config(const preset *p, nnt_model_config *c)
     c->norm_eps = p->eps;
     c->tied = p->tied;
     c->qkv_bias = c->out_bias = c->mlp_bias = !llama;
+    c->head_dim = p->head_dim;
+    c->qk_norm = p->qk_norm;
     if (llama)
         c->rope.theta = p->theta;
     if (p->llama3) {
@@ -134,18 +142,24 @@ static int64_t kv_heads_of(const nnt_model_config *c)
     return c->kv_heads ? c->kv_heads : c->heads;
 }
 
+static int64_t head_dim_of(const nnt_model_config *c)
+{
+    return c->head_dim ? c->head_dim : c->channels / c->heads;
+}
+
 static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
     if (c->vocab < 1 || c->max_seq < 1 || c->layers < 0 || c->heads < 1 || c->channels < 1 ||
-        c->kv_heads < 0 || c->hidden < 0)
+        c->kv_heads < 0 || c->hidden < 0 || c->head_dim < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: bad configuration vocab=%lld max_seq=%lld "
-                        "layers=%lld heads=%lld kv_heads=%lld channels=%lld hidden=%lld", fn,
-                        (long long)c->vocab, (long long)c->max_seq, (long long)c->layers,
-                        (long long)c->heads, (long long)c->kv_heads, (long long)c->channels,
-                        (long long)c->hidden);
-    if (c->channels % c->heads)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: channels=%lld is not a multiple of heads=%lld",
-                        fn, (long long)c->channels, (long long)c->heads);
+                        "layers=%lld heads=%lld kv_heads=%lld channels=%lld hidden=%lld "
+                        "head_dim=%lld", fn, (long long)c->vocab, (long long)c->max_seq,
+                        (long long)c->layers, (long long)c->heads, (long long)c->kv_heads,
+                        (long long)c->channels, (long long)c->hidden, (long long)c->head_dim);
+    if (!c->head_dim && c->channels % c->heads)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: channels=%lld is not a multiple of heads=%lld "
+                        "(give head_dim for heads of another size)", fn,
+                        (long long)c->channels, (long long)c->heads);
     if (c->heads % kv_heads_of(c))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads=%lld does not divide heads=%lld", fn,
                         (long long)c->kv_heads, (long long)c->heads);
@@ -169,6 +183,10 @@ static int check_gpt2(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
         field = "qkv_bias, out_bias and mlp_bias (GPT-2: 1)";
     else if (c->norm_eps != 1e-5)
         field = "norm_eps (GPT-2: 1e-5)";
+    else if (c->head_dim != 0 && c->head_dim * c->heads != c->channels)
+        field = "head_dim (GPT-2: 0 or channels / heads)";
+    else if (c->qk_norm)
+        field = "qk_norm (GPT-2: 0)";
     if (field)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a GPT-2 model has no other %s", fn, field);
     return NNT_OK;
@@ -176,9 +194,9 @@ static int check_gpt2(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 
 static int check_llama(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    if ((c->channels / c->heads) % 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim "
-                        "(channels / heads = %lld)", fn, (long long)(c->channels / c->heads));
+    if (head_dim_of(c) % 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
+                        fn, (long long)head_dim_of(c), c->head_dim ? "" : " = channels / heads");
     /* the rope options' own checks run in the attention layer, naming the field */
     return NNT_OK;
 }
@@ -230,7 +248,8 @@ int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
 static int resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                           int64_t T, const nnt_tiling *overrides, nnt_tiling *out)
 {
-    nnt_model_dims d = {B, T, cfg->channels, hidden_of(cfg), cfg->vocab, cfg->heads};
+    nnt_model_dims d = {B, T, cfg->channels, hidden_of(cfg), cfg->vocab, cfg->heads,
+                        head_dim_of(cfg)};
     return nnt_model_resolve_tiling(ctx, fn, &d, overrides, out);
 }
 
@@ -315,6 +334,9 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const family_name
     ao.qkv_bias = c->qkv_bias;
     ao.out_bias = c->out_bias;
     ao.rope = llama ? &c->rope : NULL;
+    ao.head_dim = head_dim_of(c);
+    ao.qk_norm = c->qk_norm;
+    ao.qk_norm_eps = c->norm_eps;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
     mo.kind = llama ? NNT_MLP_SWIGLU : NNT_MLP_GELU;
     mo.bias = c->mlp_bias;
@@ -385,6 +407,7 @@ static int tree_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tili
     m->cfg.size = sizeof m->cfg;
     m->cfg.kv_heads = kv_heads_of(cfg);
     m->cfg.hidden = hidden_of(cfg);
+    m->cfg.head_dim = head_dim_of(cfg);
     if (cfg->family == NNT_FAMILY_GPT2) {   /* ignored: as nnt_model_config_of of a GPT layer */
         nnt_rope_options none = NNT_ROPE_OPTIONS_INIT;
         m->cfg.rope = none;
