@@ -27,6 +27,20 @@
 #endif
 
 /* Everything a run holds. */
+/* What --resume continues unless the command line says otherwise: the options of the data,
+ * the batches, the length of the run, the optimizer and its schedule, and whether it ends
+ * with a sample, as the checkpoint's options string records them (option name, key). */
+static const char *const RESUMED[][2] = {
+    {"data", "data"}, {"data-format", "data_format"}, {"val-data", "val_data"},
+    {"val-split", "val_split"}, {"val-every", "val_every"}, {"val-batches", "val_batches"},
+    {"shuffle", "shuffle"}, {"batch", "batch"}, {"seq", "seq"}, {"accum", "accum"},
+    {"steps", "steps"}, {"optim", "optim"}, {"lr", "lr"}, {"beta1", "beta1"},
+    {"beta2", "beta2"}, {"eps", "eps"}, {"weight-decay", "weight_decay"},
+    {"momentum", "momentum"}, {"grad-clip", "grad_clip"}, {"schedule", "schedule"},
+    {"warmup", "warmup"}, {"min-lr", "min_lr"}, {"sample", "sample"}};
+#define NRESUMED ((int)(sizeof RESUMED / sizeof RESUMED[0]))
+#define NRESUMED_DATA 6   /* the first six: which data; one given, none taken */
+
 typedef struct trainer {
     train_opts o;
     FILE *info;                   /* summary, progress and sample; NULL with --quiet       */
@@ -48,6 +62,8 @@ typedef struct trainer {
     nnt_model_config cfg;
     int cfg_resumed;              /* cfg is the one the --resume checkpoint records         */
     char *resume_tok[3];          /* tokenizer files recorded by the resumed run (owned)    */
+    char *resume_opt[NRESUMED];   /* option values taken from the checkpoint (owned)       */
+    char resumed_names[2048];     /* those that changed a value, for the summary ("" none)  */
     nnt_tiling tiling;            /* resolved: every entry > 0                            */
     int64_t nparams;
     nnt_optim *opt;
@@ -651,10 +667,14 @@ static char *options_string(const trainer *t, int64_t step)
              o->weight_decay, o->momentum, o->grad_clip,
              train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
              train_choice_name("data-format", o->data_format));
-    json_string(s, cap - 4, o->data ? o->data : TRAIN_DEFAULT_DATA);
+    char *data_abs = o->data ? realpath(o->data, NULL) : NULL;   /* a pattern: as given */
+    json_string(s, cap - 4, data_abs ? data_abs : o->data ? o->data : TRAIN_DEFAULT_DATA);
+    free(data_abs);
     size_t n = strlen(s);
-    snprintf(s + n, cap - n, "\", \"held_out\": %lld, \"shuffle\": %d", (long long)t->held_out,
-             o->shuffle);
+    snprintf(s + n, cap - n, "\", \"held_out\": %lld, \"shuffle\": %d, \"val_split\": %.17g, "
+             "\"val_every\": %lld, \"val_batches\": %lld, \"sample\": %lld", (long long)t->held_out,
+             o->shuffle, o->val_split, (long long)o->val_every, (long long)o->val_batches,
+             (long long)o->sample);
     if (o->val_data)
         options_path(s, cap, "val_data", o->val_data);
     /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
@@ -915,6 +935,9 @@ static void print_summary(trainer *t)
     if (t->done)
         say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
             (long long)t->done, (unsigned long long)t->data_pos);
+    if (t->done && t->resumed_names[0])
+        say(t, "           with its run's %s (options given here override them)\n",
+            t->resumed_names);
 }
 
 /* Append (step, loss) to a curve of *n points with room for *cap. */
@@ -1759,6 +1782,52 @@ static int resume_tokenizer(trainer *t, const char *saved)
     return rc;
 }
 
+/* --resume: each option of RESUMED that the command line does not give takes the value the
+ * checkpoint's run had (nnt-train 0.3 checkpoints record them; older ones record some),
+ * so that `nnt-train --resume FILE` continues that run; the data options only when none of
+ * them is given (other data: its own split and validation). */
+static int resume_run_options(trainer *t)
+{
+    train_opts *o = &t->o;
+    if (!o->resume)
+        return 0;
+    if (file_exists("--resume", o->resume))
+        return 2;
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    int rc = nnt_train_state_info(NULL, o->resume, &st);
+    if (rc) {
+        fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", o->resume,
+                nnt_ctx_last_error(NULL));
+        return rc == NNT_E_FORMAT ? 2 : 1;
+    }
+    int data_given = 0;
+    for (int i = 0; i < NRESUMED_DATA; i++)
+        data_given |= train_opts_given(o, RESUMED[i][0]);
+    const char *saved = st.options && strstr(st.options, "\"program\": \"nnt-train\"")
+                            ? st.options : NULL;
+    for (int i = data_given ? NRESUMED_DATA : 0; saved && i < NRESUMED && rc == 0; i++) {
+        char *text = saved_option_text(saved, RESUMED[i][1]);
+        if (!text || (i == 0 && !strcmp(text, TRAIN_DEFAULT_DATA))) {
+            free(text);   /* not recorded, or the default corpus (no --data) */
+            continue;
+        }
+        t->resume_opt[i] = text;
+        int changed = 0;
+        rc = train_opts_default_to(o, RESUMED[i][0], text, &changed);
+        if (changed) {   /* reals as %g (they are saved with 17 digits) */
+            char *end = NULL, shown[40];
+            double v = strtod(text, &end);
+            int real = *text && !*end && strpbrk(text, ".eE");
+            snprintf(shown, sizeof shown, "%g", v);
+            size_t n = strlen(t->resumed_names);
+            snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--%s %s",
+                     n ? " " : "", RESUMED[i][0], real ? shown : text);
+        }
+    }
+    nnt_train_state_clear(&st);
+    return rc;
+}
+
 /* --resume without model options: the model the checkpoint records (nnt 0.3 checkpoints);
  * without tokenizer options: the tokenizer that run used. */
 static int resume_defaults(trainer *t)
@@ -1786,7 +1855,7 @@ static int setup(trainer *t)
 {
     train_opts *o = &t->o;
     int rc;
-    if ((rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors || o->load_hf)) ||
+    if ((rc = resume_run_options(t)) || (rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors || o->load_hf)) ||
         (rc = check_input_files(o)) || (rc = resume_defaults(t)) || (rc = open_tokenizer(t)) ||
         (rc = o->load_llmc ? read_llmc_config(t) : o->load_hf ? read_hf_config(t)
               : t->cfg_resumed ? 0 : model_config(t)) ||
@@ -1912,6 +1981,8 @@ static void teardown(trainer *t)
     free(t->path_llmc), free(t->path_trace_table);
     for (int i = 0; i < 3; i++)
         free(t->resume_tok[i]);
+    for (int i = 0; i < NRESUMED; i++)
+        free(t->resume_opt[i]);
     if (t->private_dir)
         remove_flat_dir(t->private_dir);
     free(t->private_dir);

@@ -22,3 +22,22 @@ char *saved_option_str(const char *options, const char *key)
     *q = '\0';
     return out;
 }
+
+char *saved_option_text(const char *options, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = options ? strstr(options, pat) : NULL;
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    if (*p == '"')
+        return saved_option_str(options, key);
+    size_t n = strspn(p, "+-.0123456789eE");
+    char *out = n ? malloc(n + 1) : NULL;
+    if (out) {
+        memcpy(out, p, n);
+        out[n] = '\0';
+    }
+    return out;
+}

@@ -69,6 +69,7 @@ typedef struct train_opts {
     /* reporting */
     int quiet, print_loss;
     double peak_gflops;
+    unsigned char given[96];                 /* by option table entry: on the command line */
 } train_opts;
 
 /* Parse argv into *o (defaults first). Returns 0 to go on, 1 when --help or --version was
@@ -80,6 +81,12 @@ int train_opts_resolve(train_opts *o, int loaded_weights);
 /* Fill the learning rate's defaults (lr by the model's size nparams, min_lr = lr / 10) once
  * the model exists; 0, or 2 after printing an error (--min-lr above the lr). */
 int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams);
+/* Whether the command line gave option name (without "--"). */
+int train_opts_given(const train_opts *o, const char *name);
+/* Option name (without "--") set from text as the command line would set it (a flag: "0"
+ * clears it), unless the command line gave it; *changed: whether that changed its value.
+ * 0, or 2 after printing an error about the value. text must outlive o. */
+int train_opts_default_to(train_opts *o, const char *name, const char *text, int *changed);
 /* Name of a choice value, e.g. train_choice_name("optim", NNT_OPTIM_SGD) = "sgd". */
 const char *train_choice_name(const char *option, int value);
 /* Print an error "nnt-train: ..." on stderr and return 2 (usage errors). */

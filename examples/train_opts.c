@@ -114,8 +114,9 @@ static const char usage_text[] =
     "                        (e.g. 2GB, 500MB, 4GiB; bytes without a unit) and an index\n"
     "  --save-weights        also write OUT/model.safetensors (Hugging Face, GPT-2)\n"
     "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)\n"
-    "  --resume FILE         continue a checkpoint up to --steps (its model and tokenizer\n"
-    "                        unless model / tokenizer options are given)\n"
+    "  --resume FILE         continue the run of a checkpoint up to --steps: its model,\n"
+    "                        tokenizer, data, batches, steps, optimizer and schedule, each\n"
+    "                        unless given here\n"
     "  --trace FILE.svg      trace --trace-steps steps (default 3) after the first\n"
     "  --trace-steps N       number of steps traced\n"
     "  --sample N            tokens to generate at the end; 0 = none (default 256)\n"
@@ -371,7 +372,57 @@ int train_opts_parse(int argc, char **argv, train_opts *o)
         }
         if (set_option(d, value))
             return 2;
+        o->given[d - table] = 1;
     }
+    return 0;
+}
+
+/* The entry of option name in o's table, its index in *i; NULL when there is none. */
+static const opt_def *option_named(train_opts *o, const char *name, int *i)
+{
+    int n;
+    const opt_def *table = option_table(o, &n);
+    const opt_def *d = find_option(table, n, name, strlen(name));
+    *i = d ? (int)(d - table) : -1;
+    return d;
+}
+
+int train_opts_given(const train_opts *o, const char *name)
+{
+    int i;
+    return option_named((train_opts *)o, name, &i) && o->given[i];
+}
+
+/* The value of d's option as text (a string: itself), for comparisons. */
+static void value_text(const opt_def *d, char *out, size_t size)
+{
+    if (d->type == OPT_STR) {
+        const char *s = *(const char **)d->dst;
+        snprintf(out, size, "%s", s ? s : "");
+    } else if (d->type == OPT_INT) {
+        snprintf(out, size, "%lld", (long long)*(int64_t *)d->dst);
+    } else if (d->type == OPT_REAL) {
+        snprintf(out, size, "%.17g", *(double *)d->dst);
+    } else {
+        snprintf(out, size, "%d", *(int *)d->dst);
+    }
+}
+
+int train_opts_default_to(train_opts *o, const char *name, const char *text, int *changed)
+{
+    int i;
+    char before[4096], after[4096];
+    const opt_def *d = option_named(o, name, &i);
+    *changed = 0;
+    if (!d || o->given[i])
+        return 0;
+    value_text(d, before, sizeof before);
+    if (d->type == OPT_FLAG)
+        *(int *)d->dst = strcmp(text, "0") != 0;
+    else if (set_option(d, text))
+        return 2;
+    value_text(d, after, sizeof after);
+    *changed = strcmp(before, after) != 0;
     return 0;
 }
 

@@ -266,6 +266,37 @@ else
     echo "ok: resume bit-exact: $(tr '\n' ' ' < "$tmp/resume6.out")"
 fi
 
+# (2b) --resume alone continues the checkpoint's run: its data, held-out split, validation,
+# shuffling, batches, steps, optimizer, schedule and sample count, none of them the default
+# here, come from the checkpoint (bit for bit with the uninterrupted run); an option given
+# on the resume (--lr) overrides its value, and the summary names what was taken.
+own="--layers 1 --channels 32 --heads 2 --context 32 --sample 0 --data $tmp/corpus.txt \
+    --batch 3 --seq 8 --steps 6 --optim adam --lr 2e-3 --beta2 0.99 --grad-clip 0.5 \
+    --warmup 2 --schedule constant --val-split 0.2 --val-every 2 --val-batches 2 --shuffle \
+    --print-loss"
+run_ok own6 $own --out "$tmp/own6"
+run_ok own3 $own --stop-after 3 --out "$tmp/own3"
+run own_resume --resume "$tmp/own3/checkpoint.safetensors" --out "$tmp/own3" --print-loss
+grep -v '^step [123] \|^val 2 ' "$tmp/own6.out" > "$tmp/own6.tail"
+if [ $status -eq 0 ] && cmp -s "$tmp/own6.tail" "$tmp/own_resume.out" &&
+   grep -q -- "--batch 3 --seq 8 --steps 6 --optim adam --lr 0.002 --beta2 0.99" "$tmp/own_resume.err"; then
+    echo "ok: --resume alone continues the run's options bit for bit: $(tr '\n' ' ' < "$tmp/own_resume.out")"
+else
+    fail "--resume alone (status $status) does not continue the run:"
+    paste "$tmp/own6.tail" "$tmp/own_resume.out"; cat "$tmp/own_resume.err"
+fi
+run_ok own3b $own --stop-after 3 --out "$tmp/own3b"
+run own_lr --resume "$tmp/own3b/checkpoint.safetensors" --out "$tmp/own3b" --lr 1e-2 --print-loss
+grep "^step 4 " "$tmp/own6.out" > "$tmp/own6.s4"
+grep "^step 5 " "$tmp/own6.out" > "$tmp/own6.s5"
+if [ $status -eq 0 ] && grep -q "optimizer: adam, lr 0.01 " "$tmp/own_lr.err" &&
+   ! grep -q -- "--lr" "$tmp/own_lr.err" && head -n 1 "$tmp/own_lr.out" | cmp -s - "$tmp/own6.s4" &&
+   ! grep "^step 5 " "$tmp/own_lr.out" | cmp -s - "$tmp/own6.s5"; then
+    echo "ok: --resume --lr 1e-2: the given learning rate, the rest the checkpoint's"
+else
+    fail "--resume --lr (status $status):"; cat "$tmp/own_lr.out" "$tmp/own_lr.err"
+fi
+
 # ---- (3) bad usage and bad files: nonzero status, a message naming the problem -------------
 expect_error unknown_option "--frobnicate" $small --frobnicate
 expect_error steps_abc "abc" $small --steps abc

@@ -50,7 +50,9 @@ gqa_span|lib/ops/attention.c|s@\*last = (h1 - 1) / g / k->tile\[1\];@*last = h0 
 gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
 llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, 0, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
-llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, &o, &t);@rc = attention_params(l, a, channels, heads, heads, \&o, \&t);@|attention layer: the kv head count passed as the q head count
+llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
+qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\];@int normed = i < 1 \&\& a->qkn[i];@|attention layer (Qwen3): k not normalised, q only
+head_dim_scale|lib/layers/attention.c|s@return 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@return 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child)@gl_rmsnorm_new(l->ctx, C, 1e-5, t, fn, \&child)@|RMSNorm block: eps 1e-5 whatever norm_eps says
@@ -58,6 +60,7 @@ train_wrap_heldout|examples/nnt_train.c|s@int64_t run = len - at < n ? len - at 
 val_window_shift|examples/nnt_train.c|s@t->val_len, (uint64_t)(k \* bt));@t->val_len, (uint64_t)(k * bt + 1));@|nnt-train validation: every window one token late
 shuffle_row_offset|examples/nnt_train.c|s@nnt_data_read(t->data, (int64_t)r \* T, row, T + 1);@nnt_data_read(t->data, (int64_t)r * T + 1, row, T + 1);@|nnt-train --shuffle: each sequence read one token late
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
+resume_data_given|examples/nnt_train.c|s@for (int i = data_given ? NRESUMED_DATA : 0; saved@for (int i = NRESUMED_DATA; saved@|nnt-train --resume: the data options of the checkpoint never taken
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
