@@ -6,7 +6,7 @@ set -e
 # build and test; consumers from CMake and Meson (tests/check_consumer.sh); the Debian
 # packaging check that make distcheck runs (tests/check_deb.sh, packaging/build-deb.sh)
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libstarpu-dev libblis-dev libdnnl-dev libhwloc-dev libpcre2-dev check mandoc abigail-tools \
+libstarpu-dev libblis-dev libdnnl-dev libhwloc-dev libpcre2-dev libutf8proc-dev check mandoc abigail-tools \
 libopenmpi-dev openmpi-bin \
 cmake meson ninja-build \
 dpkg-dev debhelper lintian"

@@ -976,9 +976,10 @@ NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t 
 /* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
  * directory: its tokenizer.json), used with
  * nnt_tokenizer_encode/_decode/_vocab_size and nnt_data_open. BPE models with ByteLevel,
- * Split (PCRE2 regex), Digits and Metaspace pre-tokenizers, Prepend/Replace normalizers,
- * byte_fallback, added and special tokens, and the ByteLevel, Replace, ByteFallback, Fuse,
- * Strip and Metaspace decoders (GPT-2, Llama 2/3, Mistral, Qwen2, SmolLM2 layouts). Encoding
+ * Split (PCRE2 regex), Digits and Metaspace pre-tokenizers, Prepend/Replace and Unicode
+ * (NFC, NFD, NFKC, NFKD) normalizers, byte_fallback, added and special tokens, and the
+ * ByteLevel, Replace, ByteFallback, Fuse, Strip and Metaspace decoders (GPT-2, Llama 2/3,
+ * Mistral, Qwen2/3, SmolLM2 layouts). Encoding
  * is the package's encode(text, add_special_tokens=False); decoding its decode(ids,
  * skip_special_tokens=False) except that invalid UTF-8 is returned as bytes. Invalid UTF-8
  * input: see nnt_tokenizer_hf_load(3). Malformed JSON or an inconsistent file is

@@ -16,11 +16,20 @@ Kinds:
             Replace(" ", "▁")], decoder Sequence[Replace, ByteFallback, Fuse, Strip]
   metaspace BPE with byte_fallback, pre-tokenizer Metaspace(prepend_scheme first, split false),
             Metaspace decoder (the newer Llama / Mistral layout)
+  qwen      the Qwen2 / Qwen3 layout: normalizer NFC, Sequence[Split(Qwen's regex: single
+            digits, Isolated), ByteLevel(use_regex false)], ByteLevel decoder, <|endoftext|>,
+            <|im_start|>, <|im_end|>; test strings with decomposed and compatibility forms
+            (e + U+0301, A + U+030A, Hangul jamo, U+212B ANGSTROM SIGN, U+0958 (excluded from
+            composition), U+FB01 ligature)
+The tokenizers are trained on the repository's README and man pages as they are when the
+script runs, so a run at another commit rewrites every file; qwen was added later (2026-11-26)
+with the others left as they were.
 Invalid UTF-8 (kinds that can take bytes): the package only takes str, so the expected ids
 follow nnt's documented rule: the text is cut at every byte that is not part of a valid UTF-8
 sequence, each valid piece is encoded alone by the package, each invalid byte is its byte token
-(ByteLevel: the token of its mapped character; byte_fallback: <0xXX>); the expected decode is
-the input bytes themselves for ByteLevel kinds, "-" (not compared) for the others.
+(ByteLevel: the token of its mapped character; byte_fallback: <0xXX>); the expected decode for
+ByteLevel kinds is each valid piece as the package decodes it (itself, or its normalized form
+under qwen's NFC) and each invalid byte itself, "-" (not compared) for the others.
 """
 import glob
 import json
@@ -33,6 +42,12 @@ OUT = "tests/fixtures/hftok"
 LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
               r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
+QWEN_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPECIAL_QWEN = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# decomposed / compatibility forms that NFC changes (or, U+0958 and U+FB01, keeps)
+UNNORMALIZED = ["e\u0301", "cafe\u0301 au lait", "A\u030a", "\u212b", "\u1100\u1161\u11a8",
+                "\u0958", "\ufb01", "o\u0308\u0301", "\u00c5\u0327", "\u0041\u0327\u030a"]
 
 
 def corpus_lines():
@@ -116,6 +131,17 @@ def make_metaspace(lines):
                              special_tokens=["<unk>", "<s>", "</s>"], limit_alphabet=100)
     t.train_from_iterator([l[:200] for l in lines], tr)
     return add_byte_tokens(t)
+
+
+def make_qwen(lines):
+    t = Tokenizer(models.BPE())
+    t.normalizer = normalizers.NFC()
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PAT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    t.decoder = decoders.ByteLevel()
+    t.train_from_iterator(lines, bytelevel_trainer(900, SPECIAL_QWEN))
+    return t
 
 
 SCRIPTS = [(0x41, 0x7a), (0xc0, 0x17f), (0x391, 0x3c9), (0x410, 0x44f), (0x5d0, 0x5ea),
@@ -227,15 +253,19 @@ def write(name, t, lines, extra, rng, can_bytes, bytelevel):
         rows.append((s.encode(), ids, dec.encode()))
     if can_bytes:
         for b in invalid_strings(rng, strings):
-            ids = []
+            ids, dec = [], b""
             for valid, part in split_invalid(b):
                 if valid:
-                    ids += t.encode(part.decode(), add_special_tokens=False).ids
+                    piece = t.encode(part.decode(), add_special_tokens=False).ids
+                    ids += piece
+                    dec += t.decode(piece, skip_special_tokens=False).encode()
                 else:
                     ids.append(byte_token_id(t, part[0], bytelevel))
-            # ByteLevel decodes every byte back; the other kinds prepend "▁" to each valid
+                    dec += part
+            # ByteLevel decodes every byte back (each valid piece as the package decodes it:
+            # itself, or its normalized form); the other kinds prepend "▁" to each valid
             # piece (and the package would print U+FFFD): their decode is not compared
-            rows.append((b, ids, b if bytelevel else None))
+            rows.append((b, ids, dec if bytelevel else None))
     with open(os.path.join(OUT, name + ".cases"), "w") as fh:
         for b, ids, d in rows:
             fh.write("%s\t%s\t%s\n" % (b.hex(), " ".join(map(str, ids)),
@@ -253,6 +283,7 @@ def main():
     write("smollm", make_smollm(lines), lines, ["<|endoftext|>", "<|im_start|>"], rng, True, True)
     write("llama2", make_llama2(lines), lines, ["<s>", "</s>", "<unk>"], rng, True, False)
     write("metaspace", make_metaspace(lines), lines, ["<s>", "</s>"], rng, True, False)
+    write("qwen", make_qwen(lines), lines, SPECIAL_QWEN + UNNORMALIZED, rng, True, True)
 
 
 if __name__ == "__main__":

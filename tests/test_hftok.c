@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *kinds[] = {"gpt2", "llama3", "smollm", "llama2", "metaspace"};
+static const char *kinds[] = {"gpt2", "llama3", "smollm", "llama2", "metaspace", "qwen"};
 
 static void fixture_path(char *out, size_t n, const char *kind, const char *ext)
 {
@@ -150,8 +150,8 @@ START_TEST(test_refusals)
     int U = NNT_E_UNSUPPORTED, F = NNT_E_FORMAT;
     expect_refused("gpt2", "\"type\":\"BPE\"", "\"type\":\"WordPiece\"", U, "model.type",
                    "\"WordPiece\"");
-    expect_refused("gpt2", "\"normalizer\":null", "\"normalizer\":{\"type\":\"NFC\"}", U,
-                   "normalizer.type", "\"NFC\"");
+    expect_refused("gpt2", "\"normalizer\":null", "\"normalizer\":{\"type\":\"BertNormalizer\"}", U,
+                   "normalizer.type", "\"BertNormalizer\"");
     expect_refused("gpt2", "\"post_processor\":null", "\"post_processor\":{\"type\":\"Foo\"}",
                    U, "post_processor.type", "\"Foo\"");
     expect_refused("gpt2", "\"decoder\":{\"type\":\"ByteLevel\"",

@@ -20,6 +20,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,7 +168,8 @@ static const jv *jv_get(const jv *o, const char *key)
 }
 
 /* ---- the tokenizer ---------------------------------------------------------------------------- */
-enum { NORM_PREPEND, NORM_REPLACE };
+/* NFC ... NFKD: Unicode normalization forms, through utf8proc */
+enum { NORM_PREPEND, NORM_REPLACE, NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD };
 typedef struct { int kind; char *a, *b; size_t alen, blen; } norm_step;
 
 enum { SPLIT_REMOVED, SPLIT_ISOLATED, SPLIT_PREV, SPLIT_NEXT, SPLIT_CONTIGUOUS };
@@ -542,7 +544,16 @@ static int normalizer_item(loader *l, const jv *o, const char *path)
             return bad(l, path, "replaces an empty pattern");
         return 0;
     }
-    return unsupported(l, k, type, "Sequence, Prepend, Replace");
+    static const char *const forms[4] = {"NFC", "NFD", "NFKC", "NFKD"};
+    for (int f = 0; f < 4; f++) {
+        if (strcmp(type, forms[f]) == 0) {
+            if (!(st = push_step(l, (void **)&t->norm, &t->nnorm, sizeof *st, &rc)))
+                return rc;
+            st->kind = NORM_NFC + f;
+            return 0;
+        }
+    }
+    return unsupported(l, k, type, "Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD");
 }
 
 static int behavior_of(loader *l, const jv *o, const char *path, int *b)
@@ -1659,6 +1670,26 @@ static int normalized_text(enc *e, const char *s, size_t len, int at0)
     return pretokenize_and_model(e, s, len, at0);
 }
 
+/* out = the normalization form kind (NORM_NFC ...) of in (valid UTF-8: the text was cut at
+ * invalid bytes before): canonical (NFC, NFD) or compatibility (NFKC, NFKD) decomposition,
+ * composed again for NFC / NFKC, as the `tokenizers` package's normalizers. -1: out of
+ * memory (utf8proc fails on nothing else with valid input). */
+static int unicode_form(int kind, const sbuf *in, sbuf *out)
+{
+    utf8proc_option_t opt = UTF8PROC_STABLE;
+    opt |= kind == NORM_NFC || kind == NORM_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
+    if (kind == NORM_NFKC || kind == NORM_NFKD)
+        opt |= UTF8PROC_COMPAT;
+    if (in->n == 0)
+        return 0;
+    utf8proc_uint8_t *res = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)in->p, (utf8proc_ssize_t)in->n,
+                                      &res, opt);
+    int rc = n < 0 ? -1 : sb_put(out, res, (size_t)n);
+    free(res);
+    return rc;
+}
+
 /* Normalize a segment between raw added tokens, then cut at the normalized added tokens. */
 static int raw_text(enc *e, const char *s, size_t len, int at0)
 {
@@ -1674,6 +1705,9 @@ static int raw_text(enc *e, const char *s, size_t len, int at0)
         tmp.n = 0;
         if (st->kind == NORM_PREPEND) {
             if (nb->n && (sb_put(&tmp, st->a, st->alen) || sb_put(&tmp, nb->p, nb->n)))
+                goto oom;
+        } else if (st->kind != NORM_REPLACE) {
+            if (unicode_form(st->kind, nb, &tmp))
                 goto oom;
         } else {
             for (size_t i = 0; i < nb->n;) {
