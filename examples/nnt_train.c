@@ -28,8 +28,9 @@
 
 /* Everything a run holds. */
 /* What --resume continues unless the command line says otherwise: the options of the data,
- * the batches, the length of the run, the optimizer and its schedule, and whether it ends
- * with a sample, as the checkpoint's options string records them (option name, key). */
+ * the batches, the length of the run, the optimizer and its schedule, the precision, the
+ * recompute, the periodic and best checkpoints and whether it ends with a sample, as the
+ * checkpoint's options string records them (option name, key). */
 static const char *const RESUMED[][2] = {
     {"data", "data"}, {"data-format", "data_format"}, {"val-data", "val_data"},
     {"val-split", "val_split"}, {"val-every", "val_every"}, {"val-batches", "val_batches"},
@@ -37,7 +38,9 @@ static const char *const RESUMED[][2] = {
     {"steps", "steps"}, {"optim", "optim"}, {"lr", "lr"}, {"beta1", "beta1"},
     {"beta2", "beta2"}, {"eps", "eps"}, {"weight-decay", "weight_decay"},
     {"momentum", "momentum"}, {"grad-clip", "grad_clip"}, {"schedule", "schedule"},
-    {"warmup", "warmup"}, {"min-lr", "min_lr"}, {"sample", "sample"}};
+    {"warmup", "warmup"}, {"min-lr", "min_lr"}, {"precision", "precision"},
+    {"recompute", "recompute"}, {"save-every", "save_every"}, {"save-best", "save_best"},
+    {"sample", "sample"}};
 #define NRESUMED ((int)(sizeof RESUMED / sizeof RESUMED[0]))
 #define NRESUMED_DATA 6   /* the first six: which data; one given, none taken */
 
@@ -672,9 +675,12 @@ static char *options_string(const trainer *t, int64_t step)
     free(data_abs);
     size_t n = strlen(s);
     snprintf(s + n, cap - n, "\", \"held_out\": %lld, \"shuffle\": %d, \"val_split\": %.17g, "
-             "\"val_every\": %lld, \"val_batches\": %lld, \"sample\": %lld", (long long)t->held_out,
-             o->shuffle, o->val_split, (long long)o->val_every, (long long)o->val_batches,
-             (long long)o->sample);
+             "\"val_every\": %lld, \"val_batches\": %lld, \"sample\": %lld, \"precision\": "
+             "\"%s\", \"recompute\": %d, \"save_every\": %lld, \"save_best\": %d",
+             (long long)t->held_out, o->shuffle, o->val_split, (long long)o->val_every,
+             (long long)o->val_batches, (long long)o->sample,
+             train_choice_name("precision", o->precision), o->recompute,
+             (long long)o->save_every, o->save_best);
     if (o->val_data)
         options_path(s, cap, "val_data", o->val_data);
     /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
@@ -1806,6 +1812,10 @@ static int resume_run_options(trainer *t)
     const char *saved = st.options && strstr(st.options, "\"program\": \"nnt-train\"")
                             ? st.options : NULL;
     for (int i = data_given ? NRESUMED_DATA : 0; saved && i < NRESUMED && rc == 0; i++) {
+        /* no checkpoints asked for (--no-save), or no training (--steps 0): none to keep */
+        int saving = !strncmp(RESUMED[i][0], "save-", 5);
+        if (saving && (o->no_save || (train_opts_given(o, "steps") && o->steps == 0)))
+            continue;
         char *text = saved_option_text(saved, RESUMED[i][1]);
         if (!text || (i == 0 && !strcmp(text, TRAIN_DEFAULT_DATA))) {
             free(text);   /* not recorded, or the default corpus (no --data) */
@@ -1820,8 +1830,10 @@ static int resume_run_options(trainer *t)
             int real = *text && !*end && strpbrk(text, ".eE");
             snprintf(shown, sizeof shown, "%g", v);
             size_t n = strlen(t->resumed_names);
-            snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--%s %s",
-                     n ? " " : "", RESUMED[i][0], real ? shown : text);
+            int flag = train_opts_is_flag(RESUMED[i][0]);   /* only ever turned on here */
+            snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--%s%s%s",
+                     n ? " " : "", RESUMED[i][0], flag ? "" : " ",
+                     flag ? "" : real ? shown : text);
         }
     }
     nnt_train_state_clear(&st);

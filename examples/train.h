@@ -83,6 +83,8 @@ int train_opts_resolve(train_opts *o, int loaded_weights);
 int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams);
 /* Whether the command line gave option name (without "--"). */
 int train_opts_given(const train_opts *o, const char *name);
+/* Whether option name (without "--") is a flag (takes no value). */
+int train_opts_is_flag(const char *name);
 /* Option name (without "--") set from text as the command line would set it (a flag: "0"
  * clears it), unless the command line gave it; *changed: whether that changed its value.
  * 0, or 2 after printing an error about the value. text must outlive o. */

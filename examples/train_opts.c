@@ -115,8 +115,8 @@ static const char usage_text[] =
     "  --save-weights        also write OUT/model.safetensors (Hugging Face, GPT-2)\n"
     "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)\n"
     "  --resume FILE         continue the run of a checkpoint up to --steps: its model,\n"
-    "                        tokenizer, data, batches, steps, optimizer and schedule, each\n"
-    "                        unless given here\n"
+    "                        tokenizer, data, batches, steps, optimizer, schedule, precision\n"
+    "                        and checkpointing options, each unless given here\n"
     "  --trace FILE.svg      trace --trace-steps steps (default 3) after the first\n"
     "  --trace-steps N       number of steps traced\n"
     "  --sample N            tokens to generate at the end; 0 = none (default 256)\n"
@@ -385,6 +385,14 @@ static const opt_def *option_named(train_opts *o, const char *name, int *i)
     const opt_def *d = find_option(table, n, name, strlen(name));
     *i = d ? (int)(d - table) : -1;
     return d;
+}
+
+int train_opts_is_flag(const char *name)
+{
+    train_opts scratch;
+    int i;
+    const opt_def *d = option_named(&scratch, name, &i);
+    return d && d->type == OPT_FLAG;
 }
 
 int train_opts_given(const train_opts *o, const char *name)
