@@ -259,6 +259,8 @@ static int64_t b_tile_of(const nnt_tensor *b, const struct gemm_dims *d, const i
 struct packed_b {
     starpu_data_handle_t *handle;
     nnt_gemm_packing packing;   /* the same for every tile of the product */
+    int64_t last[3];            /* the (m, n, k) of reads_packed's last answer, and it */
+    int last_ok;
 };
 
 int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
@@ -286,8 +288,17 @@ int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
  * 3 or more packing wins. */
 static int packs_b(const nnt_tensor *c, const struct gemm_dims *d)
 {
-    return c->ctx->pack_b && d->nb == 0 &&
-           nnt_box_numel(d->nm, c->grid + d->c_m) >= NNT_GEMM_PACK_MIN_READERS;
+    if (!c->ctx->pack_b || d->nb != 0 ||
+        nnt_box_numel(d->nm, c->grid + d->c_m) < NNT_GEMM_PACK_MIN_READERS)
+        return 0;
+    /* the readers: row tiles of 2 rows or more (one-row products read B as stored), each
+     * met once per column tile */
+    int64_t shape[NNT_MAX_DIMS], multirow = 0;
+    for (int64_t i = 0; i < c->ntiles; i++) {
+        nnt_tensor_tile_shape_at(c, i, shape);
+        multirow += nnt_box_numel(d->nm, shape + d->c_m) > 1;
+    }
+    return multirow / nnt_box_numel(d->nn, c->grid + d->c_n) >= NNT_GEMM_PACK_MIN_READERS;
 }
 
 static void packed_b_release(struct packed_b *pb, int64_t ntiles)
@@ -300,7 +311,8 @@ static void packed_b_release(struct packed_b *pb, int64_t ntiles)
 }
 
 /* Pack the B tiles that oneDNN's matmul wants in a blocked layout, for products of as many
- * rows as C's first tile has along m. */
+ * rows as C's first tile has along m. None when those are one-row products: the codelet
+ * computes those by a row kernel (gemv) on B as stored. */
 static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
                            const nnt_tensor *c, const struct gemm_dims *d, struct packed_b *pb)
 {
@@ -308,6 +320,8 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
     nnt_tensor_tile_shape_at(c, 0, cshape);
     nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16,
                         nnt_box_numel(d->nm, cshape + d->c_m), &pb->packing);
+    if (pb->packing.m < 2)
+        return NNT_OK;
     pb->handle = calloc((size_t)b->ntiles, sizeof *pb->handle);
     if (!pb->handle)
         return 0;   /* no memory for the bookkeeping: every B tile as stored */
@@ -330,6 +344,26 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
     return rc;
 }
 
+/* Whether a product of m rows reads B tile bi (n x k) packed: only where B as stored would
+ * give the same bits, i.e. where that product would run oneDNN's matmul with B reordered into
+ * a blocked layout (the packed tile is then reordered into it, if the layouts of m and of
+ * the packing's rows differ: an exact copy). Not a one-row product (a row kernel computes it
+ * from B as stored), nor one whose matmul takes B as stored (plain layouts). */
+static int reads_packed(struct packed_b *pb, int64_t bi, int64_t m, int64_t n, int64_t k)
+{
+    if (!pb->handle || !pb->handle[bi])
+        return 0;
+    if (m == pb->packing.m)
+        return 1;   /* the tile was packed because this layout is a blocked one */
+    if (m != pb->last[0] || n != pb->last[1] || k != pb->last[2]) {
+        nnt_gemm_packing rows = pb->packing;
+        rows.m = m;
+        pb->last_ok = m > 1 && nnt_gemm_pack_bytes(&rows, n, k) != 0;
+        pb->last[0] = m, pb->last[1] = n, pb->last[2] = k;
+    }
+    return pb->last_ok;
+}
+
 /* Submit the k tasks of C tile ci in increasing k order; the last one runs the epilogue.
  * travel (MPI, see travels()): C's tile migrates to the rank of each k tile as the rank
  * changes, and back to its owner at the end. pb: B's packed tiles, read instead of B's own
@@ -337,7 +371,7 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
 static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt_tensor *a,
                          nnt_tensor *b, double beta, nnt_tensor *c, const struct gemm_dims *d,
                          int64_t ci, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux,
-                         int travel, const struct packed_b *pb)
+                         int travel, struct packed_b *pb)
 {
     int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
     int64_t kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS];
@@ -360,7 +394,7 @@ static int submit_c_tile(nnt_trans trans_a, nnt_trans trans_b, double alpha, nnt
         nnt_tensor_tile_shape_at(a, ai, ashape);
         mnkb[2] = nnt_box_numel(d->nk, ashape + d->a_k);
         int64_t bi = b_tile_of(b, d, cc, kc);
-        const int packed = pb->handle && pb->handle[bi];
+        const int packed = reads_packed(pb, bi, mnkb[0], mnkb[1], mnkb[2]);
         tiles[0] = a->tiles[ai].handle;
         tiles[1] = packed ? pb->handle[bi] : b->tiles[bi].handle;
         int first = kt == 0, last = kt == nkt - 1;
@@ -508,7 +542,7 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
     const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
-    struct packed_b pb = {NULL, {0, 0, 0}};
+    struct packed_b pb = {NULL, {0, 0, 0}, {0, 0, 0}, 0};
     if (rc == 0 && packs_b(c, &d))
         rc = packed_b_submit(trans_b, a, b, c, &d, &pb);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
