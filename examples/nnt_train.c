@@ -1788,6 +1788,32 @@ static int resume_tokenizer(trainer *t, const char *saved)
     return rc;
 }
 
+/* The --resume checkpoint's caller section (st, cleared by the caller): 0, or the exit
+ * status after a message. */
+static int resume_info(const trainer *t, nnt_train_state *st)
+{
+    int rc = nnt_train_state_info(NULL, t->o.resume, st);
+    if (rc == 0)
+        return 0;
+    fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", t->o.resume,
+            nnt_ctx_last_error(NULL));
+    return rc == NNT_E_FORMAT ? 2 : 1;
+}
+
+/* Add "--name value" (a flag: "--name"; a real as %g, it is saved with 17 digits) to the
+ * summary's list of the options taken from the checkpoint. */
+static void note_resumed(trainer *t, const char *name, const char *text)
+{
+    char *end = NULL, shown[40];
+    double v = strtod(text, &end);
+    int real = *text && !*end && strpbrk(text, ".eE");
+    snprintf(shown, sizeof shown, "%g", v);
+    size_t n = strlen(t->resumed_names);
+    int flag = train_opts_is_flag(name);   /* only ever turned on here */
+    snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--%s%s%s", n ? " " : "",
+             name, flag ? "" : " ", flag ? "" : real ? shown : text);
+}
+
 /* --resume: each option of RESUMED that the command line does not give takes the value the
  * checkpoint's run had (nnt-train 0.3 checkpoints record them; older ones record some),
  * so that `nnt-train --resume FILE` continues that run; the data options only when none of
@@ -1800,12 +1826,9 @@ static int resume_run_options(trainer *t)
     if (file_exists("--resume", o->resume))
         return 2;
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    int rc = nnt_train_state_info(NULL, o->resume, &st);
-    if (rc) {
-        fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", o->resume,
-                nnt_ctx_last_error(NULL));
-        return rc == NNT_E_FORMAT ? 2 : 1;
-    }
+    int rc = resume_info(t, &st);
+    if (rc)
+        return rc;
     int data_given = 0;
     for (int i = 0; i < NRESUMED_DATA; i++)
         data_given |= train_opts_given(o, RESUMED[i][0]);
@@ -1824,17 +1847,8 @@ static int resume_run_options(trainer *t)
         t->resume_opt[i] = text;
         int changed = 0;
         rc = train_opts_default_to(o, RESUMED[i][0], text, &changed);
-        if (changed) {   /* reals as %g (they are saved with 17 digits) */
-            char *end = NULL, shown[40];
-            double v = strtod(text, &end);
-            int real = *text && !*end && strpbrk(text, ".eE");
-            snprintf(shown, sizeof shown, "%g", v);
-            size_t n = strlen(t->resumed_names);
-            int flag = train_opts_is_flag(RESUMED[i][0]);   /* only ever turned on here */
-            snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--%s%s%s",
-                     n ? " " : "", RESUMED[i][0], flag ? "" : " ",
-                     flag ? "" : real ? shown : text);
-        }
+        if (changed)
+            note_resumed(t, RESUMED[i][0], text);
     }
     nnt_train_state_clear(&st);
     return rc;
@@ -1848,12 +1862,9 @@ static int resume_defaults(trainer *t)
     if (!o->resume)
         return 0;
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    int rc = nnt_train_state_info(NULL, o->resume, &st);
-    if (rc) {
-        fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", o->resume,
-                nnt_ctx_last_error(NULL));
-        return rc == NNT_E_FORMAT ? 2 : 1;
-    }
+    int rc = resume_info(t, &st);
+    if (rc)
+        return rc;
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         rc = resume_tokenizer(t, st.options);
     nnt_train_state_clear(&st);

@@ -6,14 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *saved_option_str(const char *options, const char *key)
+/* The value of "key" (its first character); NULL when absent. */
+static const char *value_of(const char *options, const char *key)
 {
     char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
     const char *p = options ? strstr(options, pat) : NULL;
-    if (!p)
+    return p ? p + strlen(pat) : NULL;
+}
+
+char *saved_option_str(const char *options, const char *key)
+{
+    const char *p = value_of(options, key);
+    if (!p || *p != '"')
         return NULL;
-    p += strlen(pat);
+    p++;
     char *out = malloc(strlen(p) + 1), *q = out;
     if (!out)
         return NULL;
@@ -25,12 +32,9 @@ char *saved_option_str(const char *options, const char *key)
 
 char *saved_option_text(const char *options, const char *key)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = options ? strstr(options, pat) : NULL;
+    const char *p = value_of(options, key);
     if (!p)
         return NULL;
-    p += strlen(pat);
     if (*p == '"')
         return saved_option_str(options, key);
     size_t n = strspn(p, "+-.0123456789eE");

@@ -324,29 +324,39 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+/* A model of cfg saved into tmp/name: its config.json says each of words (NULL-ended), and
+ * it loads again with the same configuration and parameters. */
+static void expect_saved_as(const nnt_model_config *cfg, const char *name,
+                            const char *const *words)
+{
+    nnt_layer *a = NULL, *c = NULL;
+    EXPECT_OK(nnt_model_create(ctx, cfg, 1, 4, NULL, &a));
+    EXPECT_OK(nnt_model_save_hf(a, in_tmp(name)));
+    size_t len = 0;
+    char path[700];
+    snprintf(path, sizeof path, "%s/config.json", in_tmp(name));
+    char *json = (char *)slurp(path, &len);
+    for (int i = 0; words[i]; i++)
+        ck_assert_msg(strstr(json, words[i]) != NULL, "%s: no %s", path, words[i]);
+    free(json);
+    EXPECT_OK(nnt_model_load_hf(ctx, in_tmp(name), 1, 4, NULL, &c));
+    expect_same_config(a, c);
+    expect_same_params(a, c);
+    nnt_layer_destroy(c);
+    nnt_layer_destroy(a);
+}
+
 /* A Llama model of the preset saves as Qwen2 when only q, k, v have biases. */
 START_TEST(test_save_qwen2)
 {
     nnt_model_config cfg;
     EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
     cfg.qkv_bias = 1;
-    nnt_layer *a = NULL, *c = NULL;
-    EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
-    EXPECT_OK(nnt_model_save_hf(a, in_tmp("qwen")));
-    size_t len = 0;
-    char path[700];
-    snprintf(path, sizeof path, "%s/config.json", in_tmp("qwen"));
-    char *json = (char *)slurp(path, &len);
-    ck_assert_ptr_nonnull(strstr(json, "\"Qwen2ForCausalLM\""));
-    free(json);
-    EXPECT_OK(nnt_model_load_hf(ctx, in_tmp("qwen"), 1, 4, NULL, &c));
-    expect_same_config(a, c);
-    expect_same_params(a, c);
-    nnt_layer_destroy(c);
+    expect_saved_as(&cfg, "qwen", (const char *const[]){"\"Qwen2ForCausalLM\"", NULL});
     /* o_proj with a bias but q, k, v without: no such architecture */
     cfg.qkv_bias = 0;
     cfg.out_bias = 1;
-    nnt_layer_destroy(a);
+    nnt_layer *a = NULL;
     EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
     EXPECT_FAIL_MSG(nnt_model_save_hf(a, in_tmp("none")), NNT_E_UNSUPPORTED, "out_bias");
     nnt_layer_destroy(a);
@@ -362,21 +372,9 @@ START_TEST(test_save_qwen3)
     EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
     cfg.qk_norm = 1;
     cfg.head_dim = 24;
-    nnt_layer *a = NULL, *c = NULL;
-    EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
-    EXPECT_OK(nnt_model_save_hf(a, in_tmp("qwen3")));
-    size_t len = 0;
-    char path[700];
-    snprintf(path, sizeof path, "%s/config.json", in_tmp("qwen3"));
-    char *json = (char *)slurp(path, &len);
-    ck_assert_ptr_nonnull(strstr(json, "\"Qwen3ForCausalLM\""));
-    ck_assert_ptr_nonnull(strstr(json, "\"head_dim\": 24"));
-    free(json);
-    EXPECT_OK(nnt_model_load_hf(ctx, in_tmp("qwen3"), 1, 4, NULL, &c));
-    expect_same_config(a, c);
-    expect_same_params(a, c);
-    nnt_layer_destroy(c);
-    nnt_layer_destroy(a);
+    expect_saved_as(&cfg, "qwen3", (const char *const[]){"\"Qwen3ForCausalLM\"",
+                                                          "\"head_dim\": 24", NULL});
+    nnt_layer *a = NULL;
     /* q, k, v biases without o_proj's: Qwen2's, which has no q/k norms */
     cfg.qkv_bias = 1;
     EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &a));
