@@ -28,9 +28,10 @@
 
 /* Everything a run holds. */
 /* What --resume continues unless the command line says otherwise: the options of the data,
- * the batches, the length of the run, the optimizer and its schedule, the precision, the
- * recompute, the periodic and best checkpoints and whether it ends with a sample, as the
- * checkpoint's options string records them (option name, key). */
+ * the batches, the length of the run, the optimizer and its schedule, the seed (the order
+ * of --shuffle), the precision, the recompute, the tiles, the periodic and best checkpoints
+ * and whether it ends with a sample, as the checkpoint's options string records them
+ * (option name, key). */
 static const char *const RESUMED[][2] = {
     {"data", "data"}, {"data-format", "data_format"}, {"val-data", "val_data"},
     {"val-split", "val_split"}, {"val-every", "val_every"}, {"val-batches", "val_batches"},
@@ -38,9 +39,11 @@ static const char *const RESUMED[][2] = {
     {"steps", "steps"}, {"optim", "optim"}, {"lr", "lr"}, {"beta1", "beta1"},
     {"beta2", "beta2"}, {"eps", "eps"}, {"weight-decay", "weight_decay"},
     {"momentum", "momentum"}, {"grad-clip", "grad_clip"}, {"schedule", "schedule"},
-    {"warmup", "warmup"}, {"min-lr", "min_lr"}, {"precision", "precision"},
-    {"recompute", "recompute"}, {"save-every", "save_every"}, {"save-best", "save_best"},
-    {"sample", "sample"}};
+    {"warmup", "warmup"}, {"min-lr", "min_lr"}, {"seed", "seed"}, {"precision", "precision"},
+    {"recompute", "recompute"}, {"tile-batch", "tile_batch"}, {"tile-seq", "tile_seq"},
+    {"tile-channels", "tile_channels"}, {"tile-hidden", "tile_hidden"},
+    {"tile-vocab", "tile_vocab"}, {"tile-heads", "tile_heads"}, {"save-every", "save_every"},
+    {"save-best", "save_best"}, {"sample", "sample"}};
 #define NRESUMED ((int)(sizeof RESUMED / sizeof RESUMED[0]))
 #define NRESUMED_DATA 6   /* the first six: which data; one given, none taken */
 
@@ -676,11 +679,15 @@ static char *options_string(const trainer *t, int64_t step)
     size_t n = strlen(s);
     snprintf(s + n, cap - n, "\", \"held_out\": %lld, \"shuffle\": %d, \"val_split\": %.17g, "
              "\"val_every\": %lld, \"val_batches\": %lld, \"sample\": %lld, \"precision\": "
-             "\"%s\", \"recompute\": %d, \"save_every\": %lld, \"save_best\": %d",
+             "\"%s\", \"recompute\": %d, \"save_every\": %lld, \"save_best\": %d, "
+             "\"tile_batch\": %lld, \"tile_seq\": %lld, \"tile_channels\": %lld, "
+             "\"tile_hidden\": %lld, \"tile_vocab\": %lld, \"tile_heads\": %lld",
              (long long)t->held_out, o->shuffle, o->val_split, (long long)o->val_every,
              (long long)o->val_batches, (long long)o->sample,
              train_choice_name("precision", o->precision), o->recompute,
-             (long long)o->save_every, o->save_best);
+             (long long)o->save_every, o->save_best, (long long)o->tile_batch,
+             (long long)o->tile_seq, (long long)o->tile_channels, (long long)o->tile_hidden,
+             (long long)o->tile_vocab, (long long)o->tile_heads);
     if (o->val_data)
         options_path(s, cap, "val_data", o->val_data);
     /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */

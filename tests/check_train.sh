@@ -267,21 +267,22 @@ else
 fi
 
 # (2b) --resume alone continues the checkpoint's run: its data, held-out split, validation,
-# shuffling, batches, steps, optimizer, schedule, precision, recompute and sample count, none
-# of them the default here, come from the checkpoint (bit for bit with the uninterrupted
+# shuffling and its seed (found by tests/sweep_hf.py: a resumed shuffle of seed 7 read the
+# order of seed 1), batches, steps, optimizer, schedule, precision, recompute, tiles and
+# sample count, none of them the default here, come from the checkpoint (bit for bit with the uninterrupted
 # run); an option given on the resume (--lr) overrides its value, and the summary names what
 # was taken.
 own="--layers 1 --channels 32 --heads 2 --context 32 --sample 0 --data $tmp/corpus.txt \
     --batch 3 --seq 8 --steps 6 --optim adam --lr 2e-3 --beta2 0.99 --grad-clip 0.5 \
     --warmup 2 --schedule constant --val-split 0.2 --val-every 2 --val-batches 2 --shuffle \
-    --precision bf16 --recompute --print-loss"
+    --precision bf16 --recompute --seed 7 --tile-channels 16 --print-loss"
 run_ok own6 $own --out "$tmp/own6"
 run_ok own3 $own --stop-after 3 --out "$tmp/own3"
 run own_resume --resume "$tmp/own3/checkpoint.safetensors" --out "$tmp/own3" --print-loss
 grep -v '^step [123] \|^val 2 ' "$tmp/own6.out" > "$tmp/own6.tail"
 if [ $status -eq 0 ] && cmp -s "$tmp/own6.tail" "$tmp/own_resume.out" &&
    grep -q -- "--batch 3 --seq 8 --steps 6 --optim adam --lr 0.002 --beta2 0.99" "$tmp/own_resume.err" &&
-   grep -q -- "--precision bf16 --recompute" "$tmp/own_resume.err"; then
+   grep -q -- "--seed 7 --precision bf16 --recompute --tile-channels 16" "$tmp/own_resume.err"; then
     echo "ok: --resume alone continues the run's options bit for bit: $(tr '\n' ' ' < "$tmp/own_resume.out")"
 else
     fail "--resume alone (status $status) does not continue the run:"

@@ -1,0 +1,976 @@
+#!/usr/bin/env python3
+"""Randomized differential sweep: nnt-train and nnt-generate against Hugging Face transformers.
+
+Each case K builds a random tiny Hugging Face model (GPT-2, Llama, Mistral, Qwen2 or Qwen3;
+random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
+random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
+clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
+
+  training    every step's loss and gradient norm (train.csv) against PyTorch fp32, the lr
+              column against the schedule, each validation loss, --print-loss against train.csv
+  bf16        step 1 against PyTorch with the linear layers' operands rounded to bf16
+  MPI         2 ranks (mpirun, --distribute sharded|data, --release-weights) against one
+              process with the same tiling
+  resume      N steps, then --stop-after N/2 and `nnt-train --resume CKPT --out OUT
+              --print-loss` alone: the resumed losses must be the uninterrupted run's, bit for
+              bit (train.csv text and the printed lines)
+  generate    nnt-generate's greedy tokens (with or without the KV cache, past the context
+              too) against a greedy PyTorch loop (itself checked against HF generate)
+
+Not run by CI or make check: it needs torch and transformers. Run it from a build directory,
+or name one (the case series are listed in gen_case):
+
+    /tmp/venv-torch/bin/python tests/sweep_hf.py --build BUILD --work /tmp/sweep2 --cases 0-79
+    ... --only 17                        rerun case 17 (a case is a function of --seed and K)
+    ... --only 17 --force '{"T": 1}'     case 17 with fields of its case.json overridden
+    ... --summary                        the summary of WORK/results.jsonl again
+
+WORK/case-K/ holds model/, data.bin, case.json, cmd.sh (every command run, in order), the
+outputs (NAME.out/.err per command, out*/ directories) and result.json. One verdict line is
+printed a case, then a summary; the exit status is 1 if any case failed or crashed.
+
+Tolerances (relative differences; the tiny random models train with large learning rates,
+so float32 summation-order differences grow over the steps):
+  fp32 loss, gradient norm, validation loss  1e-4 against PyTorch fp32 (typically 1e-7..1e-6).
+        Above 1e-6 the case is also run in float64: if nnt is as close to float64 as PyTorch
+        fp32 is (within max(1e-4, 3x PyTorch's own error)) and step 1 is within 1e-5, the
+        case is ill-conditioned, not wrong: a note, not a failure.
+  bf16  loss 2e-2, norm 5e-2 after several steps (bf16 rounding drifts); the exact check is
+        step 1 within 1e-5 of PyTorch with bf16-rounded linear operands, and when it holds
+        a larger later drift is a note.
+  lr column 1e-6 * lr; --print-loss (6 decimals) against train.csv 2e-6;
+  MPI 1e-6 against one process (documented as bit for bit: any difference is noted);
+  resume and generation: exact.
+"""
+import argparse
+import collections
+import contextlib
+import json
+import math
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
+
+transformers.logging.disable_progress_bar()
+transformers.logging.set_verbosity_error()
+
+TOL = {  # see the docstring
+    "fp32": 1e-4, "bf16": 2e-2, "bf16_norm": 5e-2, "bf16_step1": 1e-5,
+    "f64_step1": 1e-5, "f64_escape_min": 1e-4, "f64_check_above": 1e-6,
+    "print_loss": 2e-6, "mpi": 1e-6,
+}
+FAMILIES = ["gpt2", "llama", "mistral", "qwen2", "qwen3"]
+FAMILY_WEIGHTS = [20, 30, 12, 15, 23]
+RESUME_FRACTION = 0.13
+TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
+
+
+# ---------------------------------------------------------------------------------------------
+# case generation. Series by K: 0-99 base; from 100 harsher tilings, more MPI, generation
+# and bf16; from 200 also optimizers, clipping, schedules; from 300 also --shuffle,
+# --val-split and --seed. Every series mixes all families and the resume kind.
+
+def gen_case(seed, k, forced=None):
+    r = random.Random(seed * 100003 + k)
+    forced = forced or {}
+    c = {"k": k, "stress": k >= 100}
+    # Draw first, then override, so that a forced field does not shift the later draws.
+    fam = r.choices(FAMILIES, FAMILY_WEIGHTS)[0]
+    c["family"] = forced.get("family", fam)
+    resume = r.random() < RESUME_FRACTION
+    c["resume"] = forced.get("resume", resume)
+    pick_model(r, c)
+    pick_training(r, c)
+    pick_tiles(r, c)
+    pick_extras(r, c)
+    if k >= 200:
+        pick_optimizer(r, c)
+    if k >= 300:
+        pick_data_order(r, c)
+    if c["resume"]:
+        # --resume alone restores the data, batch, optimizer, schedule, precision and
+        # recompute options, not the tiling or the worker count; another tiling sums in
+        # another order, so the three runs keep nnt's defaults for those.
+        c["tiles"] = {key: 0 for key in TILE_KEYS}
+        c["cpus1"], c["mpi"], c["release"] = False, None, False
+    if forced:
+        c.update(forced)
+        c["forced"] = forced
+    return c
+
+
+def pick_model(r, c):
+    fam = c["family"]
+    c["vocab"] = r.choice([64, 71, 100, 128, 200, 256, 257, 311, 384, 500, 600,
+                           r.randint(64, 600)])
+    while True:
+        nh = r.choice([1, 2, 3, 4, 4, 6, 8])
+        # RoPE rotates pairs: the Llama family's head_dim is even; GPT-2's may be odd
+        hd = r.choice([4, 5, 6, 7, 8, 12, 16, 32] if fam == "gpt2" else [4, 6, 8, 10, 12, 16, 32])
+        if 16 <= nh * hd <= 128:
+            break
+    C = nh * hd
+    c["explicit_hd"] = False
+    if fam != "gpt2" and r.random() < (0.6 if fam == "qwen3" else 0.3):
+        # heads need not tile the width: q, k, v are NH x hd wide, o_proj maps back to C.
+        # LlamaConfig still insists that NH divides C (the others do not).
+        step = math.lcm(2, nh) if fam == "llama" else 2
+        C = r.choice([x for x in range(step, 129, step) if x >= 16 and x != nh * hd])
+        c["explicit_hd"] = True
+    c["heads"], c["hd"], c["channels"] = nh, hd, C
+    c["layers"] = r.choice([1, 1, 2, 2, 3])
+    c["max_pos"] = r.choice([8, 12, 16, 24, 32, 48, 64])
+    c["init_range"] = r.choice([0.1, 0.15, 0.2, 0.3])
+    if fam != "gpt2":
+        c["kv_heads"] = r.choice([d for d in range(1, nh + 1) if nh % d == 0])
+        c["hidden"] = r.choice([r.randint(8, 200), 4 * C, r.randrange(9, 201, 2)])
+        c["tied"] = r.random() < 0.5
+        c["rope_theta"] = r.choice([10000.0, 500000.0, 100.0, 1000000.0])
+        c["rms_eps"] = r.choice([1e-6, 1e-5, 1e-3])
+        c["llama3"] = fam == "llama" and r.random() < 0.3
+        c["attn_bias"] = (fam == "llama" and r.random() < 0.2) or \
+            (fam == "qwen3" and r.random() < 0.4)
+        c["mlp_bias"] = fam == "llama" and r.random() < 0.15
+    c["gelu_pt"] = fam == "gpt2" and r.random() < 0.3
+
+
+def pick_training(r, c):
+    c["B"] = r.choice([1, 2, 2, 3, 4])
+    c["T"] = r.randint(max(2, c["max_pos"] // 3), c["max_pos"])
+    c["steps"] = r.choice([2, 3, 4])
+    c["lr"] = r.choice([0.1, 0.2, 0.5, 1.0])
+    c["period"] = r.choice([0, 0, r.randint(5, 40)])  # 0: uniform random tokens
+    c["accum"] = 2 if r.random() < 0.25 else 1
+    if c["stress"] and r.random() < 0.15:
+        c["accum"] = 3
+    c["recompute"] = r.random() < 0.3
+    c["cpus1"] = r.random() < 0.3
+    # enough data for the steps, sometimes less (the reader wraps around)
+    need = c["steps"] * c["accum"] * c["B"] * c["T"] + 1
+    c["ntok"] = need + r.randint(0, 50) if r.random() < 0.75 else \
+        max(c["B"] * c["T"] + 1, int(need * r.uniform(0.4, 0.9)))
+    c["optim"], c["momentum"], c["wd"], c["clip"] = "sgd", 0.0, 0.0, 0.0
+    c["warmup"], c["schedule"] = 0, "constant"
+    c["shuffle"], c["val_split"], c["seed"] = False, 0.0, 1
+
+
+def pick_tiles(r, c):
+    dims = {"batch": c["B"], "seq": c["T"], "channels": c["channels"],
+            "hidden": c.get("hidden", 4 * c["channels"]), "vocab": c["vocab"],
+            "heads": c["heads"]}
+    tiles, tiny = {}, 0
+    for key in TILE_KEYS:
+        d = dims[key]
+        divs = [x for x in range(1, d) if d % x == 0]
+        opts = [0, 0, 0, -1, 1, 2, 3, 5, 7, 16, d + 1] + ([r.choice(divs)] if divs else [])
+        v = r.choice(opts)
+        if c["stress"] and r.random() < 0.3:
+            v = r.choice([1, 2, d - 1 if d > 1 else 1, d, 4])
+        elif key in ("vocab", "hidden", "channels") and v in (1, 2) and r.random() < 0.7:
+            v = r.choice([3, 5, 7, 13, 16, 24, 64])  # keep the task count sane
+        if key in ("vocab", "hidden", "channels") and v in (1, 2):
+            # two or three widths in tiles of 1-2 multiply the tasks (one case took 191 s
+            # for 15 micro-batches): one such width a case
+            tiny += 1
+            if tiny > 1:
+                v = r.choice([3, 5, 7, 13, 16, 24, 64])
+        tiles[key] = v
+    c["tiles"] = tiles
+
+
+def pick_extras(r, c):
+    c["precision"] = "bf16" if r.random() < (0.15 if c["stress"] else 0.08) else "fp32"
+    c["gen"] = r.random() < (0.4 if c["stress"] else 0.22)
+    c["gen_prompt"] = r.randint(1, c["max_pos"])
+    c["gen_new"] = r.randint(1, c["max_pos"] + 6)  # sometimes past the context
+    c["gen_nocache"] = r.random() < 0.3
+    c["mpi"], c["release"] = None, False
+    if r.random() < (0.35 if c["stress"] else 0.08):
+        c["mpi"] = r.choice(["sharded", "data"])
+        c["release"] = c["stress"] and r.random() < 0.4
+
+
+def pick_optimizer(r, c):
+    c["optim"] = r.choice(["sgd", "adamw", "adam"])
+    c["lr"] = r.choice([0.1, 0.3, 0.5]) if c["optim"] == "sgd" else r.choice([1e-3, 3e-3, 1e-2])
+    c["momentum"] = r.choice([0.0, 0.9]) if c["optim"] == "sgd" else 0.0
+    c["wd"] = r.choice([0.0, 0.1, 0.5])
+    c["clip"] = r.choice([0.0, 0.5, 1.0, 100.0])
+    c["steps"] = r.choice([3, 4, 5, 6])
+    c["warmup"] = r.choice([0, 0, 1, 2])
+    c["schedule"] = r.choice(["constant", "cosine"])
+    c["ntok"] = c["steps"] * c["accum"] * c["B"] * c["T"] + 1 + r.randint(0, 50)
+
+
+def pick_data_order(r, c):
+    c["shuffle"] = r.random() < 0.5
+    c["seed"] = r.randint(1, 10**6)
+    if r.random() < 0.6:
+        c["val_split"] = r.choice([0.1, 0.2, 0.25, 0.33, 0.5])
+        c["val_every"] = r.randint(1, c["steps"])
+        c["val_batches"] = r.choice([0, 1, 2, 3, 5])
+    # shuffled rows are T + 1 tokens
+    need = c["steps"] * c["accum"] * c["B"] * (c["T"] + 1) + 1
+    vs = c["val_split"]
+    c["ntok"] = int((need + r.randint(0, 80)) / (1 - vs)) + (c["B"] * c["T"] * 3 + 1 if vs else 0)
+    if vs:  # at least one held-out window (fewer is a documented refusal)
+        c["ntok"] = max(c["ntok"], int((c["B"] * c["T"] + 2) / vs) + 2)
+    if r.random() < 0.3 and not vs:
+        c["ntok"] = max(c["T"] + 2 + c["B"] * c["T"], need // 2)  # several epochs
+
+
+def case_data(seed, c):
+    rng = np.random.default_rng(seed * 7 + c["k"])
+    ids = rng.integers(0, c["vocab"], size=c["ntok"])
+    if c.get("period"):  # a repeated random pattern (learnable) with 10% noise
+        pat = rng.integers(0, c["vocab"], size=c["period"])
+        noise = rng.random(c["ntok"]) < 0.1
+        ids = np.where(noise, ids, pat[np.arange(c["ntok"]) % c["period"]])
+    return ids
+
+
+def gen_prompt(seed, c):
+    r = random.Random(seed * 31 + c["k"])
+    return [r.randrange(c["vocab"]) for _ in range(c["gen_prompt"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# the Hugging Face model and the data file
+
+def hf_config(c):
+    common = dict(vocab_size=c["vocab"], bos_token_id=None, eos_token_id=None,
+                  pad_token_id=None, initializer_range=c["init_range"])
+    if c["family"] == "gpt2":
+        act = "gelu_pytorch_tanh" if c["gelu_pt"] else "gelu_new"
+        return GPT2Config(n_embd=c["channels"], n_head=c["heads"], n_layer=c["layers"],
+                          n_positions=c["max_pos"], resid_pdrop=0.0, embd_pdrop=0.0,
+                          attn_pdrop=0.0, activation_function=act, **common), GPT2LMHeadModel
+    rope = {"rope_type": "default", "rope_theta": c["rope_theta"]}
+    if c["llama3"]:
+        rope = {"rope_type": "llama3", "rope_theta": c["rope_theta"], "factor": 8.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": max(4, c["max_pos"] // 4)}
+    kw = dict(hidden_size=c["channels"], intermediate_size=c["hidden"],
+              num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+              num_key_value_heads=c["kv_heads"], max_position_embeddings=c["max_pos"],
+              rms_norm_eps=c["rms_eps"], tie_word_embeddings=c["tied"], rope_parameters=rope,
+              **common)
+    # Qwen3Config's head_dim defaults to 128, not C / NH: always give it there
+    if c["explicit_hd"] or c["family"] in ("mistral", "qwen3"):
+        kw["head_dim"] = c["hd"]
+    fam = c["family"]
+    if fam == "llama":
+        return LlamaConfig(attention_bias=c["attn_bias"], mlp_bias=c["mlp_bias"], **kw), \
+            LlamaForCausalLM
+    if fam == "mistral":
+        return MistralConfig(sliding_window=None, **kw), MistralForCausalLM
+    if fam == "qwen2":
+        return Qwen2Config(use_sliding_window=False, **kw), Qwen2ForCausalLM
+    return Qwen3Config(use_sliding_window=False, attention_bias=c["attn_bias"], **kw), \
+        Qwen3ForCausalLM
+
+
+def build_model(c, path):
+    cfg, cls = hf_config(c)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(1000 + c["k"])
+    model = cls(cfg).float()
+    # The default init has unit norm gains and zero biases: randomize them so that a
+    # transposed or missing gain/bias (q_norm, k_norm included) changes the losses.
+    g = torch.Generator().manual_seed(2000 + c["k"])
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "norm" in n or "ln_" in n:
+                if n.endswith("weight"):
+                    p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            elif n.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    model.save_pretrained(path, safe_serialization=True)
+    for f in os.listdir(path):  # generation_config.json etc.: nnt reads only these two
+        if f not in ("config.json", "model.safetensors"):
+            os.remove(os.path.join(path, f))
+
+
+def load_model(path, dtype=torch.float32):
+    m = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype,
+                                                          attn_implementation="eager")
+    m.eval()
+    return m
+
+
+def write_bin(path, ids):
+    """llm.c token file: 256 int32 header (magic, version 1, count), uint16 tokens."""
+    hdr = np.zeros(256, dtype="<i4")
+    hdr[0], hdr[1], hdr[2] = 20240520, 1, len(ids)
+    with open(path, "wb") as f:
+        f.write(hdr.tobytes())
+        f.write(np.asarray(ids, dtype="<u2").tobytes())
+
+
+# ---------------------------------------------------------------------------------------------
+# the PyTorch reference
+
+def lr_at(c, s):
+    """nnt's schedule at step s (1-based): linear warmup, then constant or cosine to lr/10."""
+    lr, w, n = c["lr"], c["warmup"], c["steps"]
+    if s <= w:
+        return lr * s / w
+    if c["schedule"] == "constant":
+        return lr
+    mn = lr / 10
+    if s >= n:
+        return mn
+    return mn + (lr - mn) * (1 + math.cos(math.pi * (s - w) / (n - w))) / 2
+
+
+M64 = (1 << 64) - 1
+
+
+def mix64(x):
+    x = (x + 0x9e3779b97f4a7c15) & M64
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
+    return x ^ (x >> 31)
+
+
+def feistel(key, half, x):
+    mask = (1 << half) - 1
+    left, right = x >> half, x & mask
+    for rnd in range(4):
+        f = mix64(key ^ ((rnd << 56) & M64) ^ right) & mask
+        left, right = right, left ^ f
+    return (left << half) | right
+
+
+def shuffled_row(seed, nrows, i):
+    """The i-th row read under --shuffle: examples/train_order.c train_shuffled_row."""
+    if nrows <= 1:
+        return 0
+    epoch, x = i // nrows, i % nrows
+    key = mix64(mix64(seed) ^ mix64(epoch))
+    half = 1
+    while half < 32 and (1 << (2 * half)) < nrows:
+        half += 1
+    x = feistel(key, half, x)
+    while x >= nrows:  # cycle-walk back into [0, nrows)
+        x = feistel(key, half, x)
+    return x
+
+
+def make_optimizer(c, params):
+    # nnt decays matrices and embeddings only
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": c["wd"]},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    if c["optim"] == "sgd":
+        return torch.optim.SGD(groups, lr=c["lr"], momentum=c["momentum"])
+    cls = torch.optim.AdamW if c["optim"] == "adamw" else torch.optim.Adam
+    return cls(groups, lr=c["lr"], betas=(0.9, 0.95), eps=1e-8)
+
+
+def batch_at(c, ids, pos, nrows):
+    """The micro-batch nnt reads at data position pos (rows under --shuffle, else tokens)."""
+    B, T = c["B"], c["T"]
+    if c["shuffle"]:
+        rows = [shuffled_row(c["seed"], nrows, pos + b) for b in range(B)]
+        x = torch.stack([ids[q * T:q * T + T] for q in rows])
+        y = torch.stack([ids[q * T + 1:q * T + T + 1] for q in rows])
+        return x, y, pos + B
+    w = ids[(pos + torch.arange(B * T + 1)) % len(ids)]
+    return w[:-1].view(B, T), w[1:].view(B, T), (pos + B * T) % len(ids)
+
+
+def xent(model, x, y):
+    logits = model(input_ids=x).logits
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def validate(model, c, val_ids):
+    """nnt's validation: the first K windows of B x T tokens of the held-out tail."""
+    bt, held = c["B"] * c["T"], len(val_ids)
+    fit = (held - 1) // bt if held > bt else 0
+    nb = c["val_batches"] if 0 < c["val_batches"] < fit else fit
+    tot = 0.0
+    with torch.no_grad():
+        for i in range(nb):
+            w = val_ids[i * bt:i * bt + bt + 1]
+            tot += xent(model, w[:-1].view(c["B"], c["T"]), w[1:]).item()
+    return tot / max(nb, 1)
+
+
+def ref_train(path, ids, c, dtype=torch.float32, norms=None, vals=None):
+    """The losses of c's training in PyTorch; gradient norms and validations appended."""
+    model = load_model(path, dtype)
+    ids = torch.tensor(np.asarray(ids, dtype=np.int64))
+    held = int(len(ids) * c["val_split"])
+    val_ids, ids = ids[len(ids) - held:], ids[:len(ids) - held]
+    nrows = (len(ids) - 1) // c["T"]
+    params = list(model.parameters())
+    opt = make_optimizer(c, params)
+    pos, losses = 0, []
+    for s in range(1, c["steps"] + 1):
+        for p in params:
+            p.grad = None
+        tot = 0.0
+        for _ in range(c["accum"]):
+            x, y, pos = batch_at(c, ids, pos, nrows)
+            loss = xent(model, x, y)
+            (loss / c["accum"]).backward()
+            tot += loss.item()
+        losses.append(tot / c["accum"])
+        if norms is not None:  # before clipping, as train.csv's grad_norm
+            with torch.no_grad():
+                norms.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params)))
+        if c["clip"] > 0:
+            torch.nn.utils.clip_grad_norm_(params, c["clip"])
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(c, s)
+        opt.step()
+        if held and vals is not None and (s % c["val_every"] == 0 or s == c["steps"]):
+            vals.append((s, validate(model, c, val_ids)))
+    return losses
+
+
+@contextlib.contextmanager
+def bf16_linear_operands():
+    """Round the operands of every linear layer (and GPT-2's Conv1D addmm) to bf16, as nnt's
+    --precision bf16 does; sums and everything else stay float."""
+    lin, addmm = F.linear, torch.addmm
+    rb = lambda t: t.to(torch.bfloat16).to(torch.float32)
+    F.linear = lambda x, w, b=None: lin(rb(x), rb(w), b)
+    torch.addmm = lambda b, x, w, **kw: addmm(b, rb(x), rb(w), **kw)
+    try:
+        yield
+    finally:
+        F.linear, torch.addmm = lin, addmm
+
+
+def ref_greedy(path, prompt, n, W):
+    """Greedy tokens with a sliding window of the last W tokens (nnt-generate past the
+    context), each with its top-2 logit margin; within the context also HF's generate."""
+    model = load_model(path)
+    seq, out, margins = list(prompt), [], []
+    with torch.no_grad():
+        for _ in range(n):
+            lg = model(input_ids=torch.tensor([seq[-W:]])).logits[0, -1]
+            top = torch.topk(lg, 2).values
+            tok = int(torch.argmax(lg))
+            out.append(tok)
+            margins.append(float(top[0] - top[1]))
+            seq.append(tok)
+    hf, nin = None, min(n, W - len(prompt))
+    if nin > 0:
+        g = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt),
+                           dtype=torch.long), do_sample=False, max_new_tokens=nin,
+                           min_new_tokens=nin, eos_token_id=None, pad_token_id=0)
+        hf = [int(x) for x in g[0, len(prompt):]]
+    return out, margins, hf
+
+
+# ---------------------------------------------------------------------------------------------
+# running nnt
+
+class Runner:
+    """Runs the build's programs; every command goes to the case's cmd.sh, its output to
+    NAME.out / NAME.err in the case directory."""
+
+    def __init__(self, build, work, mpi):
+        self.work = work
+        self.train = os.path.join(build, "nnt-train")
+        self.gen = os.path.join(build, "nnt-generate")
+        self.mpi = mpi
+        self.env_vars = {"STARPU_SILENT": "1", "STARPU_HOME": os.path.join(work, "starpu-home"),
+                         "TMPDIR": os.path.join(work, "tmp")}
+        for key in ("STARPU_HOME", "TMPDIR"):
+            os.makedirs(self.env_vars[key], exist_ok=True)
+        self.env = dict(os.environ, **self.env_vars)
+
+    def mpirun(self, n):
+        root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        return ["mpirun"] + root + ["--oversubscribe", "-np", str(n)]
+
+    def start_log(self, d):
+        with open(os.path.join(d, "cmd.sh"), "w") as f:
+            f.write("#!/bin/sh\n# the commands of this case, in order\n")
+            f.write("".join("export %s=%s\n" % (k, shlex.quote(v))
+                            for k, v in self.env_vars.items()))
+
+    def run(self, args, d, name, timeout=300):
+        with open(os.path.join(d, "cmd.sh"), "a") as f:
+            f.write(shlex.join(args) + "\n")
+        t0 = time.time()
+        try:
+            p = subprocess.run(args, capture_output=True, text=True, env=self.env,
+                               timeout=timeout)
+            rc, so, se = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc = "timeout"
+            so, se = [x.decode() if isinstance(x, bytes) else (x or "")
+                      for x in (e.stdout, e.stderr)]
+        for ext, txt in (("out", so), ("err", se)):
+            with open(os.path.join(d, "%s.%s" % (name, ext)), "w") as f:
+                f.write(txt)
+        return rc, so, se, time.time() - t0
+
+
+def train_args(runner, c, d, out, save=False):
+    """nnt-train's options for case c, every training option given explicitly (nnt's
+    defaults differ: adamw, cosine, clip 1, decay 0.1)."""
+    args = [runner.train, "--load-hf", os.path.join(d, "model"),
+            "--data", os.path.join(d, "data.bin"), "--val-split", repr(c["val_split"]),
+            "--batch", str(c["B"]), "--seq", str(c["T"]), "--steps", str(c["steps"]),
+            "--optim", c["optim"], "--lr", repr(c["lr"]), "--momentum", repr(c["momentum"]),
+            "--warmup", str(c["warmup"]), "--schedule", c["schedule"],
+            "--grad-clip", repr(c["clip"]), "--weight-decay", repr(c["wd"]),
+            "--print-loss", "--sample", "0", "--out", out]
+    if not save:
+        args.append("--no-save")
+    args += sum([["--tile-" + key, str(v)] for key, v in c["tiles"].items() if v != 0], [])
+    if c["accum"] != 1:
+        args += ["--accum", str(c["accum"])]
+    if c["shuffle"]:
+        args.append("--shuffle")
+    if c["seed"] != 1:
+        args += ["--seed", str(c["seed"])]
+    if c["val_split"]:
+        args += ["--val-every", str(c["val_every"]), "--val-batches", str(c["val_batches"])]
+    if c["recompute"]:
+        args.append("--recompute")
+    if c["cpus1"]:
+        args += ["--cpus", "1"]
+    if c["precision"] != "fp32":
+        args += ["--precision", c["precision"]]
+    return args
+
+
+def csv_rows(out):
+    """train.csv as {step: [field texts]} (None when absent)."""
+    try:
+        with open(os.path.join(out, "train.csv")) as f:
+            lines = f.read().split("\n")[1:]
+    except OSError:
+        return None
+    return {int(l.split(",")[0]): l.split(",") for l in lines if l.strip()}
+
+
+def csv_column(rows, col):
+    return [float(rows[s][col]) for s in sorted(rows)]
+
+
+def printed_steps(txt):
+    return [float(l.split()[3]) for l in txt.splitlines() if l.startswith("step ")]
+
+
+def printed_vals(txt):
+    return [(int(l.split()[1]), float(l.split()[3])) for l in txt.splitlines()
+            if l.startswith("val ")]
+
+
+def reldiff(a, b):
+    return max((abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b)), default=0.0)
+
+
+def last_err(se, n=1):
+    return " | ".join(se.strip().splitlines()[-n:])
+
+
+# ---------------------------------------------------------------------------------------------
+# the checks: each adds to res["issues"] (failures) or res["notes"]
+
+def check_training(c, d, ids, so, out, res):
+    model = os.path.join(d, "model")
+    norms, vals = [], []
+    ref = ref_train(model, ids, c, norms=norms, vals=vals)
+    res["ref"], res["ref_norm"], res["ref_val"] = ref, norms, vals
+    # how much the updates move the losses: what the comparison can see of them
+    ref0 = ref_train(model, ids, dict(c, lr=0.0, wd=0.0))
+    res["sens"] = max(abs(x - y) / abs(y) for x, y in zip(ref, ref0))
+    rows = csv_rows(out)
+    if not rows or len(rows) != c["steps"]:
+        res["issues"].append("train.csv has %s rows, expected %d" % (len(rows or {}), c["steps"]))
+        return
+    got, gn, lrs = csv_column(rows, 1), csv_column(rows, 3), csv_column(rows, 2)
+    res["nnt"], res["nnt_norm"] = got, gn
+    bf16 = c["precision"] == "bf16"
+    res["rel"], res["norm_rel"] = reldiff(got, ref), reldiff(gn, norms)
+    if res["rel"] > TOL["bf16" if bf16 else "fp32"]:
+        res["issues"].append("loss mismatch rel %.3g" % res["rel"])
+    if res["norm_rel"] > TOL["bf16_norm" if bf16 else "fp32"]:
+        res["issues"].append("grad-norm mismatch rel %.3g" % res["norm_rel"])
+    want_lr = [lr_at(c, s) for s in range(1, c["steps"] + 1)]
+    if max(abs(a - b) for a, b in zip(lrs, want_lr)) > 1e-6 * c["lr"] + 1e-9:
+        res["issues"].append("lr column %s, expected %s" % (lrs, want_lr))
+    check_validation(c, so, vals, res)
+    pl = printed_steps(so)
+    if len(pl) != c["steps"]:
+        res["issues"].append("%d printed losses, expected %d" % (len(pl), c["steps"]))
+    elif reldiff(pl, got) > TOL["print_loss"]:
+        res["issues"].append("--print-loss vs train.csv rel %.3g" % reldiff(pl, got))
+    if not bf16 and max(res["rel"], res["norm_rel"]) > TOL["f64_check_above"]:
+        check_conditioning(c, model, ids, res)
+
+
+def check_validation(c, so, vals, res):
+    nv = printed_vals(so)
+    res["nnt_val"] = nv
+    if [s for s, _ in nv] != [s for s, _ in vals]:
+        res["issues"].append("validation steps %s, expected %s" % (nv, vals))
+    elif nv:
+        res["val_rel"] = reldiff([v for _, v in nv], [v for _, v in vals])
+        if res["val_rel"] > TOL["bf16" if c["precision"] == "bf16" else "fp32"]:
+            res["issues"].append("validation loss mismatch rel %.3g" % res["val_rel"])
+
+
+def check_conditioning(c, model, ids, res):
+    """A large fp32 difference: is nnt as close to float64 as PyTorch fp32 is?"""
+    n64 = []
+    r64 = ref_train(model, ids, c, torch.float64, norms=n64)
+    got, gn = res["nnt"], res["nnt_norm"]
+    res["rel64"] = max(reldiff(got, r64), reldiff(gn, n64))
+    res["f32_rel64"] = max(reldiff(res["ref"], r64), reldiff(res["ref_norm"], n64))
+    res["step1_rel64"] = max(reldiff(got[:1], r64[:1]), reldiff(gn[:1], n64[:1]))
+    mism = [x for x in res["issues"] if "mismatch" in x]
+    if mism and res["rel64"] <= max(TOL["f64_escape_min"], 3 * res["f32_rel64"]) and \
+            res["step1_rel64"] < TOL["f64_step1"]:
+        res["notes"].append("ill-conditioned: nnt vs fp64 %.2g, torch fp32 vs fp64 %.2g: %s"
+                            % (res["rel64"], res["f32_rel64"], "; ".join(mism)))
+        res["issues"] = [x for x in res["issues"] if x not in mism]
+
+
+def check_bf16_step1(c, d, ids, res):
+    with bf16_linear_operands():
+        e = ref_train(os.path.join(d, "model"), ids, dict(c, steps=1))[0]
+    res["bf16emu_step1_rel"] = abs(res["nnt"][0] - e) / e
+    mism = [x for x in res["issues"] if "mismatch" in x]
+    if res["bf16emu_step1_rel"] > TOL["bf16_step1"]:
+        res["issues"].append("bf16 step 1 vs bf16-rounded linear operands rel %.3g"
+                             % res["bf16emu_step1_rel"])
+    elif mism and len(mism) == len(res["issues"]):
+        res["notes"].append("bf16 drift only (step 1 matches the bf16 emulation to %.2g): %s"
+                            % (res["bf16emu_step1_rel"], "; ".join(mism)))
+        res["issues"] = []
+
+
+def check_mpi(runner, c, d, res):
+    """2 ranks against one process with the same tiling (and 1 CPU worker each)."""
+    one = dict(c, cpus1=True)
+    rc1, so1, se1, _ = runner.run(train_args(runner, one, d, os.path.join(d, "out-one")), d, "one")
+    margs = runner.mpirun(2) + train_args(runner, one, d, os.path.join(d, "out-mpi")) + \
+        ["--distribute", c["mpi"]] + (["--release-weights"] if c["release"] else [])
+    rc2, so2, se2, _ = runner.run(margs, d, "mpi")
+    if rc1 != 0 or rc2 != 0:
+        res["issues"].append("mpi: rc %s (one process) / %s (2 ranks): %s"
+                             % (rc1, rc2, last_err(se2 if rc2 else se1, 2)))
+        return
+    if printed_vals(so1) != printed_vals(so2):
+        res["issues"].append("mpi: validations %s vs %s" % (printed_vals(so1), printed_vals(so2)))
+    r1, r2 = csv_rows(os.path.join(d, "out-one")), csv_rows(os.path.join(d, "out-mpi"))
+    if not r1 or not r2 or sorted(r1) != sorted(r2) or len(r1) != c["steps"]:
+        res["issues"].append("mpi: train.csv steps %s vs %s" % (sorted(r1 or {}), sorted(r2 or {})))
+        return
+    l1, l2 = csv_column(r1, 1), csv_column(r2, 1)
+    res["mpi_one"], res["mpi_two"] = l1, l2
+    res["mpi_rel"] = max(reldiff(l2, l1), reldiff(csv_column(r2, 3), csv_column(r1, 3)))
+    if res["mpi_rel"] > TOL["mpi"]:
+        res["issues"].append("mpi %s: losses differ rel %.3g" % (c["mpi"], res["mpi_rel"]))
+    elif [r1[s][1:4] for s in sorted(r1)] != [r2[s][1:4] for s in sorted(r2)]:
+        res["notes"].append("mpi %s: not bit for bit (rel %.2g)" % (c["mpi"], res["mpi_rel"]))
+
+
+def check_resume(runner, c, d, so_full, res):
+    """--stop-after N/2, then --resume alone: the uninterrupted run's bits."""
+    n, half = c["steps"], c["steps"] // 2
+    out = os.path.join(d, "out-resume")
+    full = csv_rows(os.path.join(d, "out"))
+    stop = train_args(runner, c, d, out, save=True) + ["--stop-after", str(half)]
+    rc, so, se, _ = runner.run(stop, d, "stop")
+    if rc != 0:
+        res["issues"].append("resume: --stop-after %d rc %s: %s" % (half, rc, last_err(se)))
+        return
+    first = csv_rows(out) or {}
+    args = [runner.train, "--resume", os.path.join(out, "checkpoint.safetensors"),
+            "--out", out, "--print-loss"]
+    rc, so2, se2, _ = runner.run(args, d, "resume")
+    if rc != 0:
+        res["issues"].append("resume: rc %s: %s" % (rc, last_err(se2)))
+        return
+    second = csv_rows(out) or {}
+    losses = lambda rows, steps: [rows[s][1] if s in rows else None for s in steps]
+    head, tail = range(1, half + 1), range(half + 1, n + 1)
+    res["resume_losses"] = losses(second, tail)
+    if losses(first, head) != losses(full, head):
+        res["issues"].append("resume: the first %d steps %s, uninterrupted %s"
+                             % (half, losses(first, head), losses(full, head)))
+    if losses(second, tail) != losses(full, tail):
+        res["issues"].append("resume: steps %d..%d %s, uninterrupted %s"
+                             % (half + 1, n, losses(second, tail), losses(full, tail)))
+    # the printed lines of the resumed steps (validations included) are the full run's
+    later = [l for l in so_full.splitlines() if len(l.split()) > 1 and int(l.split()[1]) > half]
+    if later != so2.splitlines():
+        res["issues"].append("resume: printed %s, uninterrupted %s" % (so2.splitlines(), later))
+
+
+def check_generate(runner, seed, c, d, res):
+    prompt = gen_prompt(seed, c)
+    n = c["gen_new"]
+    args = [runner.gen, "--load-hf", os.path.join(d, "model"), "--prompt-ids",
+            " ".join(map(str, prompt)), "--max-new-tokens", str(n), "--temperature", "0",
+            "--print-ids"] + (["--no-cache"] if c["gen_nocache"] else []) + \
+        (["--cpus", "1"] if c["cpus1"] else [])
+    rc, so, se, _ = runner.run(args, d, "gen")
+    toks, margins, hf = ref_greedy(os.path.join(d, "model"), prompt, n, c["max_pos"])
+    res["gen_ref"], res["gen_hf"] = toks, hf
+    res["gen_past_ctx"] = len(prompt) + n > c["max_pos"]
+    if hf is not None and hf != toks[:len(hf)]:
+        res["issues"].append("reference loop != HF generate (harness)")
+    if rc != 0:
+        res["issues"].append("nnt-generate rc %s: %s" % (rc, last_err(se)))
+        return
+    try:
+        got = [int(x) for x in so.split()]
+    except ValueError:
+        got = None
+    res["gen_nnt"] = got
+    if got != toks:
+        i = next((j for j in range(min(len(got or []), len(toks))) if got[j] != toks[j]), None)
+        res["issues"].append("generate differs at new token %s (ref margin %s; past context: %s)"
+                             % (i, margins[i] if i is not None else None,
+                                i is not None and len(prompt) + i >= c["max_pos"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# one case
+
+def do_case(runner, seed, k, forced):
+    c = gen_case(seed, k, forced)
+    d = os.path.join(runner.work, "case-%d" % k)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "case.json"), "w") as f:
+        json.dump(c, f, indent=1)
+    build_model(c, os.path.join(d, "model"))
+    ids = case_data(seed, c)
+    write_bin(os.path.join(d, "data.bin"), ids)
+    runner.start_log(d)
+    res = {"k": k, "family": c["family"], "dir": d, "build": os.path.dirname(runner.train),
+           "seed": seed, "issues": [], "notes": [], "case": c}
+    out = os.path.join(d, "out")
+    rc, so, se, dt = runner.run(train_args(runner, c, d, out), d, "nnt")
+    res["rc"], res["time"] = rc, round(dt, 1)
+    if rc != 0:
+        res["issues"].append("nnt-train rc %s: %s" % (rc, last_err(se)))
+    else:
+        check_training(c, d, ids, so, out, res)
+        if c["precision"] == "bf16" and res.get("nnt"):
+            check_bf16_step1(c, d, ids, res)
+        if c["mpi"] and runner.mpi:
+            check_mpi(runner, c, d, res)
+        elif c["mpi"]:
+            res["notes"].append("mpi skipped (--no-mpi)")
+        if c["resume"]:
+            check_resume(runner, c, d, so, res)
+    if c["gen"]:
+        check_generate(runner, seed, c, d, res)
+    with open(os.path.join(d, "result.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+def case_kinds(c, res=None):
+    """Short labels of what a case exercises (the verdict line and the summary)."""
+    kinds = []
+    if c["family"] != "gpt2" and c.get("explicit_hd"):
+        kinds.append("hd!=C/NH")
+    if c.get("attn_bias") and c["family"] == "qwen3":
+        kinds.append("attn-bias")
+    if c.get("resume"):
+        kinds.append("resume")
+    if c.get("mpi") and (res is None or "mpi skipped (--no-mpi)" not in res.get("notes", [])):
+        kinds.append("mpi-" + c["mpi"] + ("+release" if c.get("release") else ""))
+    if c.get("gen"):
+        kinds.append("gen")
+    return kinds
+
+
+def verdict(res):
+    c = res.get("case")
+    if not c:
+        return "case %d CRASH %s" % (res["k"], "; ".join(res["issues"]))
+    fmt = lambda key: "%.2g" % res[key] if key in res else "-"
+    head = "case %d %s %s %s [%s] rc=%s %.1fs loss %s norm %s sens %s" % (
+        res["k"], c["family"], c["precision"], c["optim"], ",".join(case_kinds(c, res)),
+        res.get("rc"), res.get("time", 0), fmt("rel"), fmt("norm_rel"), fmt("sens"))
+    if res["issues"]:
+        return head + " FAIL: " + "; ".join(res["issues"]) + " (%s)" % res["dir"]
+    return head + " ok" + ("" if not res["notes"] else " (note: " + "; ".join(res["notes"]) + ")")
+
+
+# ---------------------------------------------------------------------------------------------
+# the summary
+
+def count_options(c, res, cnt):
+    cnt["family " + c["family"]] += 1
+    for kind in case_kinds(c, res):
+        if kind != "attn-bias":  # counted below as attention_bias
+            cnt[kind.replace("-sharded", " sharded").replace("-data", " data")] += 1
+    flags = {"recompute": c["recompute"], "cpus 1": c["cpus1"], "shuffle": c["shuffle"],
+             "gelu_pytorch_tanh": c.get("gelu_pt"), "patterned data": c["period"],
+             "bf16": c["precision"] == "bf16", "grad-clip": c["clip"], "weight-decay": c["wd"],
+             "warmup": c["warmup"], "cosine": c["schedule"] == "cosine",
+             "val-split": c["val_split"], "T=1": c["T"] == 1,
+             "accum %d" % c["accum"]: c["accum"] > 1}
+    cnt.update(key for key, on in flags.items() if on)
+    cnt["optim %s%s" % (c["optim"], "+momentum" if c["momentum"] else "")] += 1
+    if c["family"] != "gpt2":
+        llama = {"GQA/MQA": c["kv_heads"] < c["heads"], "tied": c["tied"],
+                 "odd intermediate": c["hidden"] % 2, "llama3 rope": c["llama3"],
+                 "attention_bias": c["attn_bias"], "mlp_bias": c["mlp_bias"]}
+        cnt.update(key for key, on in llama.items() if on)
+    elif c["hd"] % 2:
+        cnt["gpt2 odd head_dim"] += 1
+    if c["gen"]:
+        cnt["generate past context"] += bool(res.get("gen_past_ctx"))
+        cnt["generate --no-cache"] += c["gen_nocache"]
+    need = c["steps"] * c["accum"] * c["B"] * c["T"] + 1
+    if c["ntok"] * (1 - c["val_split"]) < need and not c["shuffle"]:
+        cnt["data wraps"] += 1
+    for t, v in c["tiles"].items():
+        cnt["tile-%s %s" % (t, "auto" if v == 0 else "one" if v == -1 else "size")] += 1
+
+
+def summarize(results, rerun):
+    """Print counts, worst differences per family and the failures; return the failures."""
+    cnt, worst = collections.Counter(), {}
+    fails = []
+    for res in results:
+        c = res.get("case")
+        if res["issues"] or not c:
+            fails.append(res)
+        if not c:
+            continue
+        count_options(c, res, cnt)
+        fam = c["family"] + ("-bf16" if c["precision"] == "bf16" else "")
+        for key in ("rel", "norm_rel", "val_rel", "mpi_rel", "bf16emu_step1_rel"):
+            if key in res and res[key] >= worst.get((fam, key), (-1, 0))[0]:
+                worst[(fam, key)] = (res[key], res["k"])
+    print("\n%d cases, %d failed" % (len(results), len(fails)))
+    for key in sorted(k for k in cnt if cnt[k]):
+        print("  %-26s %d" % (key, cnt[key]))
+    print("worst relative differences (value, case):")
+    for fam in sorted({f for f, _ in worst}):
+        print("  %-12s %s" % (fam, "  ".join("%s %.2g (%d)" % (key, *worst[(fam, key)])
+                                            for f, key in sorted(worst) if f == fam)))
+    notes = [r for r in results if r.get("notes")]
+    for res in notes:
+        print("note: case %d: %s" % (res["k"], "; ".join(res["notes"])))
+    for res in fails:
+        print("FAIL: case %d %s: %s\n      dir %s\n      rerun: %s" % (
+            res["k"], res.get("family", "?"), "; ".join(res["issues"]), res.get("dir", "?"),
+            rerun(res)))
+    return fails
+
+
+def rerun_command(a):
+    """The command that reruns a case (with the build and seed that ran it)."""
+    def rerun(res):
+        force = res.get("case", {}).get("forced")
+        return " ".join([shlex.quote(sys.executable), shlex.quote(os.path.abspath(__file__)),
+                         "--build", shlex.quote(res.get("build", a.build)),
+                         "--work", shlex.quote(a.work), "--seed", str(res.get("seed", a.seed)),
+                         "--only", str(res["k"])] +
+                        (["--force", shlex.quote(json.dumps(force))] if force else []))
+    return rerun
+
+
+# ---------------------------------------------------------------------------------------------
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=".", help="directory of nnt-train and nnt-generate")
+    ap.add_argument("--work", help="scratch directory (default: a new one under $TMPDIR)")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--cases", default="0-69",
+                    help="case numbers: ranges A-B or single K, comma-separated")
+    ap.add_argument("--only", type=int, help="run case K alone")
+    ap.add_argument("--force", help="JSON object overriding fields of the cases")
+    ap.add_argument("--mpi", action=argparse.BooleanOptionalAction, default=None,
+                    help="run the MPI cases' 2-rank comparisons (default: if mpirun is on PATH)")
+    ap.add_argument("--summary", action="store_true",
+                    help="only summarize WORK/results.jsonl (the last result of each case)")
+    a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
+    if a.mpi is None:
+        a.mpi = shutil.which("mpirun") is not None
+    if a.summary and not a.work:
+        ap.error("--summary needs --work")
+    return a
+
+
+def case_numbers(spec):
+    ks = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        ks += range(int(lo), int(hi or lo) + 1)
+    return ks
+
+
+def load_results(path):
+    last = {}
+    with open(path) as f:
+        for line in f:
+            res = json.loads(line)
+            last[res["k"]] = res
+    return [last[k] for k in sorted(last)]
+
+
+def main():
+    a = parse_args()
+    if a.summary:
+        fails = summarize(load_results(os.path.join(a.work, "results.jsonl")), rerun_command(a))
+        return 1 if fails else 0
+    for prog in ("nnt-train", "nnt-generate"):
+        if not os.access(os.path.join(a.build, prog), os.X_OK):
+            sys.exit("sweep_hf: no %s in %s (--build DIR)" % (prog, a.build))
+    a.work = os.path.abspath(a.work or tempfile.mkdtemp(prefix="sweep_hf-"))
+    os.makedirs(a.work, exist_ok=True)
+    torch.set_num_threads(1)  # deterministic reference, and the cores stay nnt's
+    forced = json.loads(a.force) if a.force else None
+    ks = [a.only] if a.only is not None else case_numbers(a.cases)
+    runner = Runner(a.build, a.work, a.mpi)
+    print("sweep_hf: build %s, work %s, seed %d, mpi %s" % (a.build, a.work, a.seed,
+                                                            "on" if a.mpi else "off"), flush=True)
+    results = []
+    with open(os.path.join(a.work, "results.jsonl"), "a") as log:
+        for k in ks:
+            try:
+                res = do_case(runner, a.seed, k, forced)
+            except Exception as e:  # a harness crash fails the case, the sweep goes on
+                traceback.print_exc()
+                res = {"k": k, "dir": os.path.join(a.work, "case-%d" % k), "build": a.build,
+                       "seed": a.seed, "issues": ["harness exception %r" % e], "notes": []}
+            print(verdict(res), flush=True)
+            log.write(json.dumps(res) + "\n")
+            log.flush()
+            results.append(res)
+    fails = summarize(results, rerun_command(a))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
