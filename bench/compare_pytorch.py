@@ -10,7 +10,7 @@ bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built
 script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
-        [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny]
+        [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b]
         [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
@@ -48,10 +48,14 @@ torch.cuda.synchronize() before each clock reading).
 Llama-family configs: PyTorch builds transformers.LlamaForCausalLM(LlamaConfig(...)) with
 the preset's sizes (smollm2-135m: vocab 49152, hidden 576, intermediate 1536, 30 layers, 9
 heads, 3 key/value heads, context 8192, rope_theta 100000, tied embeddings, rms_norm_eps
-1e-5, no biases), random init, fp32, the default attention implementation (as for GPT-2).
+1e-5, no biases), random init, fp32, the default attention implementation (as for GPT-2);
+qwen3-0.6b: Qwen3ForCausalLM(Qwen3Config(...)) of Qwen/Qwen3-0.6B's sizes (vocab 151936,
+hidden 1024, intermediate 3072, 28 layers, 16 heads of 128, 8 key/value heads, q/k norms,
+rope_theta 1e6, tied, rms_norm_eps 1e-6).
 Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
 6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
-projections, which params counts; the attention products still have C = heads * head_dim).
+projections, which params counts; the attention products have heads * head_dim = C, or
+2048 for qwen3-0.6b, which counts that).
 
 Device (--device, default cpu):
   cpu   nnt-train --cpus THREADS --gpus 0, default scheduler lws; PyTorch on the CPU with
@@ -128,6 +132,7 @@ CONFIGS = {
     # Llama family (nnt-train --model NAME; the rest in LLAMA)
     "smollm2-135m": (30, 576, 9, 49152, 8192),
     "llama-tiny": (2, 64, 4, 256, 256),
+    "qwen3-0.6b": (28, 1024, 16, 151936, 40960),
 }
 
 # Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
@@ -138,6 +143,9 @@ LLAMA = {
                      "tied": True},
     "llama-tiny": {"kv_heads": 2, "hidden": 172, "rope_theta": 10000.0, "eps": 1e-5,
                    "tied": True},
+    # Qwen/Qwen3-0.6B: Qwen3ForCausalLM, heads of 128 (16 x 128 = 2048 > C), q/k norms
+    "qwen3-0.6b": {"kv_heads": 8, "hidden": 3072, "rope_theta": 1000000.0, "eps": 1e-6,
+                   "tied": True, "head_dim": 128, "qwen3": True},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -199,8 +207,9 @@ PRECISION_DESC = {
 }
 
 
-def flops_per_step(params, L, C, B, T):
-    return 6.0 * params * B * T + 12.0 * L * B * T * T * C
+def flops_per_step(params, L, C, B, T, attn_width=None):
+    """attn_width: heads * head_dim where a config gives head_dim (else C)."""
+    return 6.0 * params * B * T + 12.0 * L * B * T * T * (attn_width or C)
 
 
 def loadavg():
@@ -235,6 +244,7 @@ def torch_worker(a):
     import torch
     import torch.nn.functional as F
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import Qwen3Config, Qwen3ForCausalLM
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -244,13 +254,15 @@ def torch_worker(a):
     L, C, NH, V, maxT = CONFIGS[a.config]
     if a.config in LLAMA:
         ll = LLAMA[a.config]
-        cfg = LlamaConfig(vocab_size=V, hidden_size=C, intermediate_size=ll["hidden"],
-                          num_hidden_layers=L, num_attention_heads=NH,
-                          num_key_value_heads=ll["kv_heads"], max_position_embeddings=maxT,
-                          rope_theta=ll["rope_theta"], tie_word_embeddings=ll["tied"],
-                          rms_norm_eps=ll["eps"], attention_bias=False, mlp_bias=False,
-                          attention_dropout=0.0, use_cache=False)
-        model_class = LlamaForCausalLM
+        config_class, model_class = ((Qwen3Config, Qwen3ForCausalLM) if ll.get("qwen3")
+                                     else (LlamaConfig, LlamaForCausalLM))
+        extra = {"head_dim": ll["head_dim"]} if "head_dim" in ll else {"mlp_bias": False}
+        cfg = config_class(vocab_size=V, hidden_size=C, intermediate_size=ll["hidden"],
+                           num_hidden_layers=L, num_attention_heads=NH,
+                           num_key_value_heads=ll["kv_heads"], max_position_embeddings=maxT,
+                           rope_theta=ll["rope_theta"], tie_word_embeddings=ll["tied"],
+                           rms_norm_eps=ll["eps"], attention_bias=False,
+                           attention_dropout=0.0, use_cache=False, **extra)
     else:
         cfg = GPT2Config(vocab_size=V, n_positions=maxT, n_embd=C, n_layer=L, n_head=NH,
                          activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
@@ -737,7 +749,8 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         best = min(med, key=med.get)
         tbest = min(tmed, key=tmed.get)
         tn, tt = med[best], tmed[tbest]
-        fl = flops_per_step(r["params"], L, C, a.batch, a.seq)
+        hd = LLAMA.get(c, {}).get("head_dim")
+        fl = flops_per_step(r["params"], L, C, a.batch, a.seq, NH * hd if hd else None)
         rows.append((c, L, C, NH, r["params"], r["nnt_mparams"], fl, tn, tt, best, med, r,
                      tbest, tmed))
 
@@ -801,13 +814,15 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         if c in LLAMA:
             L, C, NH, V, maxT = CONFIGS[c]
             ll = LLAMA[c]
-            models.append("%s: LlamaForCausalLM(LlamaConfig(vocab_size=%d, hidden_size=%d, "
+            kind = "Qwen3" if ll.get("qwen3") else "Llama"
+            extra = ("head_dim=%d" % ll["head_dim"]) if "head_dim" in ll else "mlp_bias=False"
+            models.append("%s: %sForCausalLM(%sConfig(vocab_size=%d, hidden_size=%d, "
                           "intermediate_size=%d, num_hidden_layers=%d, num_attention_heads=%d, "
                           "num_key_value_heads=%d, max_position_embeddings=%d, rope_theta=%g, "
                           "tie_word_embeddings=%s, rms_norm_eps=%g, attention_bias=False, "
-                          "mlp_bias=False)), random init"
-                          % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"], maxT,
-                             ll["rope_theta"], ll["tied"], ll["eps"]))
+                          "%s)), random init"
+                          % (c, kind, kind, V, C, ll["hidden"], L, NH, ll["kv_heads"], maxT,
+                             ll["rope_theta"], ll["tied"], ll["eps"], extra))
     w("- PyTorch %s, transformers %s (MKL %s, CPU capability %s), eager, %s, "
       "attention implementation %s (the default), torch.optim.AdamW (variants: %s)"
       % (versions["torch"], versions["transformers"], versions["mkl"],
@@ -861,8 +876,9 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
     w("- FLOPs per step = 6 * params * B * T + 12 * L * B * T^2 * C (params: PyTorch's "
       "count, the token embedding tied with the LM head%s)"
       % ("; the same formula for the Llama configs: grouped-query attention only shrinks the "
-         "K/V projections, which params counts, and the attention products still have "
-         "C = heads * head_dim; RMSNorm, RoPE and SwiGLU's elementwise work are not counted"
+         "K/V projections, which params counts, and the attention products have "
+         "heads * head_dim in place of C where a config gives head_dim (qwen3-0.6b: 2048); "
+         "RMSNorm, RoPE and SwiGLU's elementwise work are not counted"
          if any(c in LLAMA for c in configs) else ""))
     w("")
     w("Command:")
