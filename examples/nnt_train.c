@@ -26,7 +26,6 @@
 #include <malloc.h>
 #endif
 
-/* Everything a run holds. */
 /* What --resume continues unless the command line says otherwise: the options of the data,
  * the batches, the length of the run, the optimizer and its schedule, the seed (the order
  * of --shuffle), the precision, the recompute, the tiles, the periodic and best checkpoints
@@ -47,6 +46,7 @@ static const char *const RESUMED[][2] = {
 #define NRESUMED ((int)(sizeof RESUMED / sizeof RESUMED[0]))
 #define NRESUMED_DATA 6   /* the first six: which data; one given, none taken */
 
+/* Everything a run holds. */
 typedef struct trainer {
     train_opts o;
     FILE *info;                   /* summary, progress and sample; NULL with --quiet       */
@@ -67,6 +67,8 @@ typedef struct trainer {
     nnt_layer *model;
     nnt_model_config cfg;
     int cfg_resumed;              /* cfg is the one the --resume checkpoint records         */
+    char *resume_saved;           /* the --resume checkpoint's options string, when nnt-train
+                                     wrote it (owned); else NULL                           */
     char *resume_tok[3];          /* tokenizer files recorded by the resumed run (owned)    */
     char *resume_opt[NRESUMED];   /* option values taken from the checkpoint (owned)       */
     char resumed_names[2048];     /* those that changed a value, for the summary ("" none)  */
@@ -235,8 +237,7 @@ static int check_input_files(const train_opts *o)
         return 2;
     if (o->load_hf && file_exists("--load-hf", o->load_hf))
         return 2;
-    if (o->resume && file_exists("--resume", o->resume))
-        return 2;
+    /* (--resume: checked first, by resume_run_options) */
     if (o->bpe_vocab && file_exists("--bpe-vocab", o->bpe_vocab))
         return 2;
     if (o->bpe_merges && file_exists("--bpe-merges", o->bpe_merges))
@@ -1839,8 +1840,10 @@ static int resume_run_options(trainer *t)
     int data_given = 0;
     for (int i = 0; i < NRESUMED_DATA; i++)
         data_given |= train_opts_given(o, RESUMED[i][0]);
-    const char *saved = st.options && strstr(st.options, "\"program\": \"nnt-train\"")
-                            ? st.options : NULL;
+    if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
+        t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
+    nnt_train_state_clear(&st);
+    const char *saved = t->resume_saved;
     for (int i = data_given ? NRESUMED_DATA : 0; saved && i < NRESUMED && rc == 0; i++) {
         /* no checkpoints asked for (--no-save), or no training (--steps 0): none to keep */
         int saving = !strncmp(RESUMED[i][0], "save-", 5);
@@ -1857,7 +1860,6 @@ static int resume_run_options(trainer *t)
         if (changed)
             note_resumed(t, RESUMED[i][0], text);
     }
-    nnt_train_state_clear(&st);
     return rc;
 }
 
@@ -1868,13 +1870,7 @@ static int resume_defaults(trainer *t)
     train_opts *o = &t->o;
     if (!o->resume)
         return 0;
-    nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    int rc = resume_info(t, &st);
-    if (rc)
-        return rc;
-    if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
-        rc = resume_tokenizer(t, st.options);
-    nnt_train_state_clear(&st);
+    int rc = t->resume_saved ? resume_tokenizer(t, t->resume_saved) : 0;
     if (rc || model_options_given(o))
         return rc;
     t->cfg_resumed = nnt_model_train_state_config(NULL, o->resume, &t->cfg) == 0;
@@ -1885,7 +1881,8 @@ static int setup(trainer *t)
 {
     train_opts *o = &t->o;
     int rc;
-    if ((rc = resume_run_options(t)) || (rc = train_opts_resolve(o, o->load_llmc || o->load_safetensors || o->load_hf)) ||
+    int loaded = o->load_llmc || o->load_safetensors || o->load_hf;
+    if ((rc = resume_run_options(t)) || (rc = train_opts_resolve(o, loaded)) ||
         (rc = check_input_files(o)) || (rc = resume_defaults(t)) || (rc = open_tokenizer(t)) ||
         (rc = o->load_llmc ? read_llmc_config(t) : o->load_hf ? read_hf_config(t)
               : t->cfg_resumed ? 0 : model_config(t)) ||
@@ -2013,6 +2010,7 @@ static void teardown(trainer *t)
         free(t->resume_tok[i]);
     for (int i = 0; i < NRESUMED; i++)
         free(t->resume_opt[i]);
+    free(t->resume_saved);
     if (t->private_dir)
         remove_flat_dir(t->private_dir);
     free(t->private_dir);

@@ -243,19 +243,27 @@ START_TEST(test_llama_tree)
 }
 END_TEST
 
+/* The model of preset name (for 1 x 16 tokens), after checking that llama_numel and the
+ * model both count numel parameters, in count tensors. */
+static nnt_layer *preset_of_size(const char *name, int64_t numel, int64_t count)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset(name, &c));
+    ck_assert_int_eq(llama_numel(&c), numel);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 16, NULL, &l));
+    int64_t got_count = 0, got_numel = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &got_count, &got_numel));
+    ck_assert_int_eq(got_numel, numel);
+    ck_assert_int_eq(got_count, count);
+    return l;
+}
+
 /* Qwen3-0.6B has 596,049,920 parameters in 310 tensors (transformers' Qwen3ForCausalLM of
  * its config.json, counted on the meta device): its heads are 128 wide, 16 of them 2048 > C. */
 START_TEST(test_qwen3_size)
 {
-    nnt_model_config c;
-    EXPECT_OK(nnt_model_preset("qwen3-0.6b", &c));
-    ck_assert_int_eq(llama_numel(&c), 596049920);
-    nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_create(ctx, &c, 1, 16, NULL, &l));
-    int64_t count = 0, numel = 0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, &numel));
-    ck_assert_int_eq(numel, 596049920);
-    ck_assert_int_eq(count, 310);
+    nnt_layer *l = preset_of_size("qwen3-0.6b", 596049920, 310);
     int64_t C = 1024, NH = 16, KV = 8, hd = 128;
     expect_param(l, 2, "model.layers.0.self_attn.q_proj.weight", 3, (int64_t[]){NH, hd, C}, 1);
     expect_param(l, 3, "model.layers.0.self_attn.k_proj.weight", 3, (int64_t[]){KV, hd, C}, 1);
@@ -272,16 +280,8 @@ END_TEST
 /* SmolLM2-135M has 134,515,008 parameters (its model card / transformers' num_parameters). */
 START_TEST(test_smollm2_size)
 {
-    nnt_model_config c;
-    EXPECT_OK(nnt_model_preset("smollm2-135m", &c));
-    ck_assert_int_eq(llama_numel(&c), 134515008);
-    nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_create(ctx, &c, 1, 16, NULL, &l));
-    int64_t count = 0, numel = 0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, &numel));
-    ck_assert_int_eq(numel, 134515008);
-    ck_assert_int_eq(count, 1 + 30 * 9 + 1);   /* tied: no lm_head.weight */
-    nnt_layer_destroy(l);
+    /* tied: no lm_head.weight */
+    nnt_layer_destroy(preset_of_size("smollm2-135m", 134515008, 1 + 30 * 9 + 1));
 }
 END_TEST
 

@@ -311,8 +311,8 @@ static void packed_b_release(struct packed_b *pb, int64_t ntiles)
 }
 
 /* Pack the B tiles that oneDNN's matmul wants in a blocked layout, for products of as many
- * rows as C's first tile has along m. None when those are one-row products: the codelet
- * computes those by a row kernel (gemv) on B as stored. */
+ * rows as C's first tile has along m (2 or more: packs_b counted such readers, and the
+ * first tile is the largest). */
 static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
                            const nnt_tensor *c, const struct gemm_dims *d, struct packed_b *pb)
 {
@@ -320,8 +320,6 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
     nnt_tensor_tile_shape_at(c, 0, cshape);
     nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16,
                         nnt_box_numel(d->nm, cshape + d->c_m), &pb->packing);
-    if (pb->packing.m < 2)
-        return NNT_OK;
     pb->handle = calloc((size_t)b->ntiles, sizeof *pb->handle);
     if (!pb->handle)
         return 0;   /* no memory for the bookkeeping: every B tile as stored */
