@@ -878,6 +878,36 @@ typedef enum nnt_model_family {
                                      TinyLlama)                                              */
 } nnt_model_family;
 
+/* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
+enum {
+    NNT_FAMILY_HAS_KV_HEADS = 1 << 0,  /* kv_heads other than heads (grouped-query attention) */
+    NNT_FAMILY_HAS_HIDDEN = 1 << 1,    /* hidden other than 4 C                               */
+    NNT_FAMILY_HAS_HEAD_DIM = 1 << 2,  /* head_dim other than C / NH                          */
+    NNT_FAMILY_HAS_QK_NORM = 1 << 3,   /* qk_norm                                             */
+    NNT_FAMILY_HAS_ROPE = 1 << 4,      /* rotary positions: the rope options are read         */
+    NNT_FAMILY_HAS_UNTIED = 1 << 5,    /* tied 0: a head of its own                           */
+    NNT_FAMILY_HAS_BIASES = 1 << 6,    /* qkv_bias, out_bias, mlp_bias chosen                 */
+    NNT_FAMILY_HAS_LLMC = 1 << 7       /* llm.c checkpoints (nnt_gpt_load_llmc, _save_llmc)   */
+};
+
+/* A family of the library's table (nnt_model_family_info). The strings are the library's,
+ * valid for the life of the process. */
+typedef struct nnt_family_info {
+    size_t size;                  /* sizeof(nnt_family_info), set by the init macro          */
+    int family;                   /* its nnt_model_config.family value                       */
+    const char *name;             /* "gpt2", "llama"                                         */
+    const char *title;            /* "GPT-2", "Llama"                                        */
+    const char *architectures;    /* Hugging Face architectures it reads, ", "-separated     */
+    const char *model_types;      /* their config.json model_type values                     */
+    const char *presets;          /* its nnt_model_preset names                              */
+    unsigned features;            /* NNT_FAMILY_HAS_* bits                                   */
+} nnt_family_info;
+#define NNT_FAMILY_INFO_INIT { sizeof(nnt_family_info), 0, NULL, NULL, NULL, NULL, NULL, 0 }
+
+/* The index-th family of the library (0, 1, ... in order; NNT_E_INVAL past the last), so that
+ * programs list presets and architectures and check options without naming families. */
+NNT_API int nnt_model_family_info(int index, nnt_family_info *info);
+
 typedef struct nnt_model_config {
     size_t size;                  /* sizeof(nnt_model_config), set by the init macro         */
     int family;                   /* nnt_model_family                                        */

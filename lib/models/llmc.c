@@ -5,8 +5,9 @@
  * qkvw (L, 3C, C), qkvb (L, 3C), attprojw (L, C, C), attprojb (L, C), ln2w, ln2b (L, C),
  * fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C), fcprojb (L, C), lnfw, lnfb (C); linear
  * weights (out, in) as nnt's, so a tree parameter is a contiguous slice of one of them
- * (LLMC_MAP). wte's Vp - V padding rows are skipped on load and written as zeros. */
+ * (the GPT-2 family's llmc table, lib/models/gpt2.c). wte's Vp - V padding rows are skipped on load and written as zeros. */
 #include "models.h"
+#include "family.h"
 
 #include "../io/io.h"
 #include "../layers/layer.h"
@@ -16,44 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The llm.c parameters in file order (nnt_llmc_layout's). */
-enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
-       FCPROJB, LNFW, LNFB };
-
-/* Every tree parameter in file order: its name (after "h.<l>." for a block's, i.e. llm.c
- * parameters LN1W..FCPROJB), the llm.c parameter k it is a slice of, and its row offset in
- * that parameter's layer slice, counted in the parameter's own rows (q, k, v: rows 0, C, 2C
- * of qkvw's (3C, C) and elements 0, C, 2C of qkvb's (3C)). */
-static const struct llmc_map {
-    const char *name;
-    int k, offset;
-} LLMC_MAP[] = {
-    {"wte.weight", WTE, 0},
-    {"wpe.weight", WPE, 0},
-    {"ln_1.weight", LN1W, 0},
-    {"ln_1.bias", LN1B, 0},
-    {"attn.q.weight", QKVW, 0},   /* nnt (NH, hd, C) = C rows of C */
-    {"attn.k.weight", QKVW, 1},
-    {"attn.v.weight", QKVW, 2},
-    {"attn.q.bias", QKVB, 0},     /* nnt (NH, hd) */
-    {"attn.k.bias", QKVB, 1},
-    {"attn.v.bias", QKVB, 2},
-    {"attn.c_proj.weight", ATTPROJW, 0},   /* nnt (C, NH, hd) */
-    {"attn.c_proj.bias", ATTPROJB, 0},
-    {"ln_2.weight", LN2W, 0},
-    {"ln_2.bias", LN2B, 0},
-    {"mlp.c_fc.weight", FCW, 0},
-    {"mlp.c_fc.bias", FCB, 0},
-    {"mlp.c_proj.weight", FCPROJW, 0},
-    {"mlp.c_proj.bias", FCPROJB, 0},
-    {"ln_f.weight", LNFW, 0},
-    {"ln_f.bias", LNFB, 0},
-};
-#define NMAP ((int)(sizeof LLMC_MAP / sizeof LLMC_MAP[0]))
+/* The model's parameters in the file's order: the family's table (GPT-2's names). */
+static const nnt_llmc_name *llmc_map(int *n)
+{
+    *n = nnt_family_gpt2.nllmc;
+    return nnt_family_gpt2.llmc;
+}
 
 static int per_layer(int k)
 {
-    return k >= LN1W && k <= FCPROJB;
+    return k >= NNT_LLMC_LN1W && k <= NNT_LLMC_FCPROJB;
 }
 
 /* The padded vocabulary written for V: V itself (llm.c pads to a multiple of 128 for speed;
@@ -91,15 +64,17 @@ static int find_param(nnt_layer *model, const char *fn, const char *name, nnt_te
                     name);
 }
 
-/* Entry m of LLMC_MAP for block l in the layout lp (per-layer slices of L layers): its
+/* Entry m of the table for block l in the layout lp (per-layer slices of L layers): its
  * tensor and place, checked to lie inside the slice (wte: its first V rows of Vp). */
 static int piece_at(nnt_layer *model, const char *fn, const nnt_llmc_param *lp, int64_t L,
                     int m, int64_t l, llmc_piece *p)
 {
-    const struct llmc_map *e = &LLMC_MAP[m];
+    int n = 0;
+    const nnt_llmc_name *e = &llmc_map(&n)[m];
     int64_t slice = (int64_t)lp[e->k].numel / (per_layer(e->k) ? L : 1);
     if (per_layer(e->k))
-        snprintf(p->name, sizeof p->name, "h.%lld.%s", (long long)l, e->name);
+        snprintf(p->name, sizeof p->name, "%s%lld.%s", nnt_family_gpt2.layout.block,
+                 (long long)l, e->name);
     else
         snprintf(p->name, sizeof p->name, "%s", e->name);
     p->k = e->k;
@@ -113,15 +88,17 @@ static int piece_at(nnt_layer *model, const char *fn, const nnt_llmc_param *lp, 
 }
 
 /* Calls f on every piece in file order (llm.c parameter by parameter, layer by layer, the
- * entries of LLMC_MAP of that parameter in turn); stops at the first failure. */
+ * entries of the table of that parameter in turn); stops at the first failure. */
 typedef int (*llmc_visit)(nnt_layer *model, const char *fn, const llmc_piece *p, void *arg);
 
 static int each_piece(nnt_layer *model, const char *fn, const nnt_llmc_param *lp, int64_t L,
                       llmc_visit f, void *arg)
 {
-    for (int m = 0, next; m < NMAP; m = next) {
-        int k = LLMC_MAP[m].k;
-        for (next = m; next < NMAP && LLMC_MAP[next].k == k; next++)
+    int nmap = 0;
+    const nnt_llmc_name *map = llmc_map(&nmap);
+    for (int m = 0, next; m < nmap; m = next) {
+        int k = map[m].k;
+        for (next = m; next < nmap && map[next].k == k; next++)
             ;
         for (int64_t l = 0; l < (per_layer(k) ? L : 1); l++)
             for (int e = m; e < next; e++) {
@@ -232,7 +209,7 @@ static int write_piece(nnt_layer *model, const char *fn, const llmc_piece *p, vo
     NNT_TRY(nnt_tensor_copy_to_host(p->value, s->buf, (size_t)p->n * sizeof *s->buf));
     s->io = 1;
     NNT_TRY(nnt_llmc_writer_write(s->w, s->buf, (size_t)p->n, s->err, sizeof s->err));
-    return p->k == WTE ? write_padding(s) : NNT_OK;
+    return p->k == NNT_LLMC_WTE ? write_padding(s) : NNT_OK;
 }
 
 /* The llm.c header of a GPT-2 configuration; every size must fit an int32. */

@@ -56,6 +56,22 @@ int nnt_model_resolve_tiling(nnt_ctx *ctx, const char *fn, const nnt_model_dims 
  * eps 1e-5): what nnt_gpt_config and an llm.c header describe. */
 nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t layers,
                                        int64_t heads, int64_t channels);
+/* Paths of a model directory: dir/name into path (NNT_MODEL_PATH_MAX bytes); NNT_E_INVAL
+ * naming fn when too long. */
+#define NNT_MODEL_PATH_MAX 4096
+int nnt_model_path_join(nnt_ctx *ctx, const char *fn, const char *dir, const char *name,
+                        char *path);
+/* dir/config.json as a configuration nnt can build (nnt_model_hf_config), and cfg written
+ * there (temporary file, fsync, rename); errors name fn. */
+int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
+                              nnt_model_config *cfg);
+int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
+                               const nnt_model_config *cfg);
+/* The family of c (*family) and the index of the Hugging Face architecture it saves c as
+ * (its hf_arch), or a negative NNT_E_* naming fn. */
+struct nnt_family;
+int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+                      const struct nnt_family **family);
 /* cfg as the config.json text that nnt_model_save_hf writes (malloc'd, NUL-terminated), and
  * such a text (len bytes; what: the file, for messages) back as a configuration nnt can
  * build (nnt_model_hf_config's reading); also the "model" record of training-state files.
@@ -77,7 +93,7 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
  * what nnt_model_create returns for it. Tiling as nnt_model_build. Errors name fn. */
 int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                          int64_t T, const nnt_tiling *tiling, nnt_layer **out);
-/* The GPT layer (NNT_LAYER_GPT, lib/layers/gpt.c) around the tree of nnt_model_build_tree
+/* The GPT layer (NNT_LAYER_GPT, lib/models/gpt2_layer.c) around the tree of nnt_model_build_tree
  * for a checked GPT-2 configuration; what nnt_gpt_create and nnt_model_build make. */
 int nnt_gpt_layer_new(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                       int64_t T, const nnt_tiling *tiling, nnt_layer **out);

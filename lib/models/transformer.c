@@ -1,25 +1,27 @@
-/* Transformer models of every family (nnt_model_* in nnt.h): presets, the checks of a
- * configuration, the automatic tiling, and the layer tree a configuration describes. The
- * tree is made of the generic layers (lib/layers/), which hold all of the math; this file
- * only says which layers, with which options and names.
+/* Transformer models of every family (nnt_model_* in nnt.h): the checks of a configuration,
+ * the automatic tiling, and the layer tree a configuration describes. The tree is made of
+ * the generic layers (lib/layers/), which hold all of the math; a family's descriptor
+ * (lib/models/family.h, one file per family) says which layers, with which options and
+ * names, and this file builds it without knowing the family.
  *
- * A model tree (NNT_LAYER_MODEL) has the children, Llama family / GPT-2:
- *   "model.embed_tokens"   embedding without position table, parameter "weight" (V, C)
- *   / ""                   (no prefix) embedding with "wte.weight" (V, C) and the position
- *                          table "wpe.weight" (max_seq, C)
- *   "model.layers.<i>"     L blocks: RMSNorm, attention with RoPE and NKV kv heads, SwiGLU
- *   / "h.<i>"              L blocks: LayerNorm, multi-head attention, GELU MLP (ln_1, attn
- *                          with q, k, v, c_proj; ln_2, mlp with c_fc, c_proj)
- *   "model.norm" / "ln_f"  RMSNorm / LayerNorm
+ * A model tree (NNT_LAYER_MODEL) has the children
+ *   <embedding>            the token table (V, C) (its parameter: the family's table name)
+ *                          and, where the family has one, the position table "wpe.weight"
+ *                          (max_seq, C)
+ *   <block><i>             L blocks: the family's norm, attention (rotary positions where
+ *                          the family has them; NKV kv heads, biases, head size, q/k norms as
+ *                          configured), the family's MLP
+ *   <norm>                 the final norm
  *   "lm_head"              tied: the embedding's table (no parameter); untied: a linear
  *                          layer without bias, parameter "weight" (V, C)
  *   "loss"                 cross-entropy (ignore index -1)
- * so that every Llama parameter carries its Hugging Face LlamaForCausalLM name and every
- * GPT-2 parameter its llm.c-derived name ("h.0.attn.q.weight"). nnt_model_create (and
- * nnt_gpt_create) wraps a GPT-2 tree in the GPT layer (NNT_LAYER_GPT, lib/layers/gpt.c),
- * which lists the same parameters and adds no math; nnt_model_build_tree gives the bare
- * tree. */
+ * e.g. for the Llama family "model.embed_tokens", "model.layers.<i>", "model.norm", so that
+ * every parameter carries its Hugging Face name, and for GPT-2 "", "h.<i>", "ln_f" (llm.c-
+ * derived names, "h.0.attn.q.weight"). A family with a build function of its own (GPT-2:
+ * the GPT layer of nnt_gpt_create, lib/models/gpt2_layer.c, which lists the same parameters
+ * and adds no math) gets it from nnt_model_create; nnt_model_build_tree gives the bare tree. */
 #include "models.h"
+#include "family.h"
 
 #include "../layers/generic.h"
 
@@ -33,102 +35,6 @@ typedef struct model_impl {
     nnt_model_config cfg;
     int with_loss;            /* the last forward ran the loss (targets were set)          */
 } model_impl;
-
-/* ---- presets ------------------------------------------------------------------------------ */
-
-typedef struct preset {
-    const char *name;
-    int family;
-    int64_t vocab, max_seq, layers, heads, kv_heads, channels, hidden;
-    double eps;
-    int tied;
-    double theta;
-    int llama3;               /* Llama 3.1's rope scaling: factor 32, low 1, high 4, 8192 */
-    int64_t head_dim;         /* 0: channels / heads */
-    int qk_norm;
-} preset;
-
-static const preset PRESETS[] = {
-    {"gpt2", NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 0, 0, 0, 0},
-    {"gpt2-medium", NNT_FAMILY_GPT2, 50257, 1024, 24, 16, 0, 1024, 0, 1e-5, 1, 0, 0, 0, 0},
-    {"gpt2-large", NNT_FAMILY_GPT2, 50257, 1024, 36, 20, 0, 1280, 0, 1e-5, 1, 0, 0, 0, 0},
-    {"gpt2-xl", NNT_FAMILY_GPT2, 50257, 1024, 48, 25, 0, 1600, 0, 1e-5, 1, 0, 0, 0, 0},
-    {"tiny", NNT_FAMILY_GPT2, 256, 128, 2, 4, 0, 64, 0, 1e-5, 1, 0, 0, 0, 0},
-    {"llama-tiny", NNT_FAMILY_LLAMA, 256, 256, 2, 4, 2, 64, 172, 1e-5, 1, 10000.0, 0, 0, 0},
-    /* HuggingFaceTB/SmolLM2-135M */
-    {"smollm2-135m", NNT_FAMILY_LLAMA, 49152, 8192, 30, 9, 3, 576, 1536, 1e-5, 1, 100000.0, 0,
-     0, 0},
-    /* TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T */
-    {"tinyllama-1.1b", NNT_FAMILY_LLAMA, 32000, 2048, 22, 32, 4, 2048, 5632, 1e-5, 0, 10000.0,
-     0, 0, 0},
-    /* meta-llama/Llama-3.2-1B */
-    {"llama-3.2-1b", NNT_FAMILY_LLAMA, 128256, 131072, 16, 32, 8, 2048, 8192, 1e-5, 1,
-     500000.0, 1, 0, 0},
-    /* Qwen/Qwen3-0.6B: 16 heads of 128 (2048 > C), q/k norms */
-    {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1e-6, 1, 1000000.0,
-     0, 128, 1},
-};
-#define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
-
-static void preset_config(const preset *p, nnt_model_config *c)
-{
-    nnt_model_config init = NNT_MODEL_CONFIG_INIT;
-    *c = init;
-    int llama = p->family == NNT_FAMILY_LLAMA;
-    c->family = p->family;
-    c->vocab = p->vocab;
-    c->max_seq = p->max_seq;
-    c->layers = p->layers;
-    c->heads = p->heads;
-    c->kv_heads = llama ? p->kv_heads : 0;
-    c->channels = p->channels;
-    c->hidden = llama ? p->hidden : 0;
-    c->norm_eps = p->eps;
-    c->tied = p->tied;
-    c->qkv_bias = c->out_bias = c->mlp_bias = !llama;
-    c->head_dim = p->head_dim;
-    c->qk_norm = p->qk_norm;
-    if (llama)
-        c->rope.theta = p->theta;
-    if (p->llama3) {
-        c->rope.scaling = NNT_ROPE_SCALING_LLAMA3;
-        c->rope.factor = 32.0;
-        c->rope.low_freq_factor = 1.0;
-        c->rope.high_freq_factor = 4.0;
-        c->rope.original_max_position = 8192;
-    }
-}
-
-NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg)
-{
-    const char *fn = "nnt_model_preset";
-    if (!name || !cfg)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, name ? "cfg" : "name");
-    for (int i = 0; i < NPRESETS; i++) {
-        if (strcmp(PRESETS[i].name, name) == 0) {
-            preset_config(&PRESETS[i], cfg);
-            return NNT_OK;
-        }
-    }
-    char valid[256] = "";
-    for (int i = 0; i < NPRESETS; i++) {
-        size_t n = strlen(valid);
-        snprintf(valid + n, sizeof valid - n, "%s%s", i ? ", " : "", PRESETS[i].name);
-    }
-    return nnt_fail(NULL, NNT_E_INVAL, "%s: unknown preset '%s' (valid: %s)", fn, name, valid);
-}
-
-nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t layers,
-                                       int64_t heads, int64_t channels)
-{
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;   /* GPT-2 124M: the family's defaults */
-    c.vocab = vocab;
-    c.max_seq = max_seq;
-    c.layers = layers;
-    c.heads = heads;
-    c.channels = channels;
-    return c;
-}
 
 /* ---- checks ------------------------------------------------------------------------------- */
 
@@ -169,38 +75,6 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
-/* GPT-2 is what nnt_gpt_create builds: no other MLP size, head, biases or eps. */
-static int check_gpt2(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
-{
-    const char *field = NULL;
-    if (c->hidden != 0 && c->hidden != 4 * c->channels)
-        field = "hidden (GPT-2: 0 or 4 * channels)";
-    else if (kv_heads_of(c) != c->heads)
-        field = "kv_heads (GPT-2: 0 or heads)";
-    else if (!c->tied)
-        field = "tied (GPT-2: 1)";
-    else if (!c->qkv_bias || !c->out_bias || !c->mlp_bias)
-        field = "qkv_bias, out_bias and mlp_bias (GPT-2: 1)";
-    else if (c->norm_eps != 1e-5)
-        field = "norm_eps (GPT-2: 1e-5)";
-    else if (c->head_dim != 0 && c->head_dim * c->heads != c->channels)
-        field = "head_dim (GPT-2: 0 or channels / heads)";
-    else if (c->qk_norm)
-        field = "qk_norm (GPT-2: 0)";
-    if (field)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a GPT-2 model has no other %s", fn, field);
-    return NNT_OK;
-}
-
-static int check_llama(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
-{
-    if (head_dim_of(c) % 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
-                        fn, (long long)head_dim_of(c), c->head_dim ? "" : " = channels / heads");
-    /* the rope options' own checks run in the attention layer, naming the field */
-    return NNT_OK;
-}
-
 /* cfg is a readable configuration nnt can build (the rope options are checked by the
  * attention layer, or by nnt_model_check). */
 static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
@@ -211,15 +85,19 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg->size %zu < sizeof(nnt_model_config) %zu "
                         "(initialise it with NNT_MODEL_CONFIG_INIT or nnt_model_preset)", fn,
                         cfg->size, sizeof(nnt_model_config));
-    if (cfg->family != NNT_FAMILY_GPT2 && cfg->family != NNT_FAMILY_LLAMA)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown family %d (NNT_FAMILY_GPT2 or "
-                        "NNT_FAMILY_LLAMA)", fn, cfg->family);
+    const nnt_family *f = nnt_family_find(cfg->family);
+    if (!f) {
+        char valid[256] = "";
+        for (int i = 0; nnt_family_at(i); i++) {
+            size_t n = strlen(valid);
+            snprintf(valid + n, sizeof valid - n, "%s%d (%s)", i ? ", " : "",
+                     nnt_family_at(i)->id, nnt_family_at(i)->title);
+        }
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown family %d (%s)", fn, cfg->family,
+                        valid);
+    }
     NNT_TRY(check_sizes(ctx, fn, cfg));
-    if (cfg->family == NNT_FAMILY_GPT2)
-        NNT_TRY(check_gpt2(ctx, fn, cfg));
-    else
-        NNT_TRY(check_llama(ctx, fn, cfg));
-    return NNT_OK;
+    return f->check(ctx, fn, cfg);
 }
 
 /* ... and for batches of (B, T). */
@@ -238,7 +116,8 @@ int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
 {
     NNT_TRY(check_model(ctx, fn, cfg));
     nnt_rope_options rope;
-    int rc = cfg->family == NNT_FAMILY_LLAMA ? nnt_rope_options_read(fn, &cfg->rope, &rope) : 0;
+    int rc = nnt_family_find(cfg->family)->layout.rope
+                 ? nnt_rope_options_read(fn, &cfg->rope, &rope) : 0;
     /* the reader records its message without a context */
     return rc ? nnt_fail(ctx, rc, "%s", nnt_ctx_last_error(NULL)) : NNT_OK;
 }
@@ -302,18 +181,6 @@ static const nnt_layer_vt model_vt = {
     NNT_LAYER_MODEL, "model", model_forward, model_backward, NULL, NULL, NULL, NULL, NULL,
     NULL};
 
-/* What a family names its children and its token table. */
-typedef struct family_names {
-    const char *embedding;    /* "" for GPT-2: its parameters are named wte / wpe already */
-    const char *table;        /* the embedding's token-table parameter                     */
-    const char *block;        /* block i is "<block><i>"                                   */
-    const char *norm;         /* the final norm                                            */
-} family_names;
-
-static const family_names GPT2_NAMES = {"", "wte.weight", "h.", "ln_f"};
-static const family_names LLAMA_NAMES = {"model.embed_tokens", "weight", "model.layers.",
-                                         "model.norm"};
-
 /* Adopt child under name; on failure the child is destroyed. */
 static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
 {
@@ -323,47 +190,46 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
     return rc;
 }
 
-/* GPT-2: LayerNorm, multi-head attention without rope (its q/k/v/c_proj names), GELU MLP;
- * Llama: RMSNorm, grouped-query attention with rope, SwiGLU. Biases as configured. */
-static int add_blocks(nnt_layer *l, const nnt_model_config *c, const family_names *names,
+/* The blocks: the family's norm and MLP, the attention as configured (rotary positions where
+ * the family has them). */
+static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_layout *f,
                       const nnt_tiling *t, const char *fn)
 {
-    int llama = c->family == NNT_FAMILY_LLAMA;
     nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
     ao.kv_heads = kv_heads_of(c);
     ao.qkv_bias = c->qkv_bias;
     ao.out_bias = c->out_bias;
-    ao.rope = llama ? &c->rope : NULL;
+    ao.rope = f->rope ? &c->rope : NULL;
     ao.head_dim = head_dim_of(c);
     ao.qk_norm = c->qk_norm;
     ao.qk_norm_eps = c->norm_eps;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
-    mo.kind = llama ? NNT_MLP_SWIGLU : NNT_MLP_GELU;
+    mo.kind = f->mlp_kind;
     mo.bias = c->mlp_bias;
     nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
-    bo.norm = llama ? NNT_NORM_RMSNORM : NNT_NORM_LAYERNORM;
+    bo.norm = f->norm_kind;
     bo.norm_eps = c->norm_eps;
     bo.attention = &ao;
     bo.mlp = &mo;
     for (int64_t i = 0; i < c->layers; i++) {
-        char name[40];
+        char name[64];
         nnt_layer *block = NULL;
-        snprintf(name, sizeof name, "%s%lld", names->block, (long long)i);
+        snprintf(name, sizeof name, "%s%lld", f->block, (long long)i);
         NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
         NNT_TRY(adopt(l, name, block));
     }
     return NNT_OK;
 }
 
-static int add_norm(nnt_layer *l, const nnt_model_config *c, const family_names *names,
+static int add_norm(nnt_layer *l, const nnt_model_config *c, const nnt_family_layout *f,
                     const nnt_tiling *t, const char *fn)
 {
     nnt_layer *norm = NULL;
-    if (c->family == NNT_FAMILY_LLAMA)
+    if (f->norm_kind == NNT_NORM_RMSNORM)
         NNT_TRY(gl_rmsnorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
     else
         NNT_TRY(gl_layernorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
-    return adopt(l, names->norm, norm);
+    return adopt(l, f->norm, norm);
 }
 
 static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *c,
@@ -380,19 +246,18 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
     return adopt(l, "loss", loss);
 }
 
-/* The embedding (GPT-2: with the (max_seq, C) position table), the blocks, the final norm,
- * the head and the loss. */
+/* The embedding (with the (max_seq, C) position table where the family has one), the
+ * blocks, the final norm, the head and the loss. */
 static int tree_children(nnt_layer *l, const nnt_model_config *c, const nnt_tiling *t,
                          const char *fn)
 {
-    const family_names *names = c->family == NNT_FAMILY_LLAMA ? &LLAMA_NAMES : &GPT2_NAMES;
-    int64_t positions = c->family == NNT_FAMILY_LLAMA ? 0 : c->max_seq;
+    const nnt_family_layout *f = &nnt_family_find(c->family)->layout;
     nnt_layer *emb = NULL;
-    NNT_TRY(gl_embedding_new(l->ctx, c->vocab, positions, c->channels, t, names->table, fn,
-                             &emb));
-    NNT_TRY(adopt(l, names->embedding, emb));
-    NNT_TRY(add_blocks(l, c, names, t, fn));
-    NNT_TRY(add_norm(l, c, names, t, fn));
+    NNT_TRY(gl_embedding_new(l->ctx, c->vocab, f->positions ? c->max_seq : 0, c->channels, t,
+                             f->table, fn, &emb));
+    NNT_TRY(adopt(l, f->embedding, emb));
+    NNT_TRY(add_blocks(l, c, f, t, fn));
+    NNT_TRY(add_norm(l, c, f, t, fn));
     return add_head(l, emb, c, t, fn);
 }
 
@@ -408,7 +273,7 @@ static int tree_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tili
     m->cfg.kv_heads = kv_heads_of(cfg);
     m->cfg.hidden = hidden_of(cfg);
     m->cfg.head_dim = head_dim_of(cfg);
-    if (cfg->family == NNT_FAMILY_GPT2) {   /* ignored: as nnt_model_config_of of a GPT layer */
+    if (!nnt_family_find(cfg->family)->layout.rope) {   /* ignored, so not reported either */
         nnt_rope_options none = NNT_ROPE_OPTIONS_INIT;
         m->cfg.rope = none;
     }
@@ -431,12 +296,13 @@ int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
-    if (!cfg || cfg->family != NNT_FAMILY_GPT2)
+    const nnt_family *f = cfg ? nnt_family_find(cfg->family) : NULL;
+    if (!f || !f->build)
         return nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, out);
     nnt_tiling t;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    return nnt_gpt_layer_new(ctx, fn, cfg, B, T, &t, out);
+    return f->build(ctx, fn, cfg, B, T, &t, out);
 }
 
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,

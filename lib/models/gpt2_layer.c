@@ -6,9 +6,9 @@
  * that tokens and targets are (B, T), copies the tokens into the model's tiling and
  * forwards the rest to the tree. Files (llm.c, safetensors) and generation are the model
  * code's (lib/models/llmc.c, hf.c, generate.c), which reads the parameters by name. */
-#include "layer.h"
+#include "../layers/layer.h"
 
-#include "../models/models.h"
+#include "models.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,598 @@
+/* Hugging Face config.json <-> nnt_model_config for every family: lib/io's JSON reader gives
+ * the top-level object as a table of keys and value spans (nnt_cfg_in), which the families'
+ * read_hf functions query by key (lib/models/family.h); architectures[0] (else model_type)
+ * chooses the family through the table of lib/models/families.c. Writing: "architectures"
+ * and "model_type" of the architecture the family saves the configuration as, then the
+ * family's keys. The same text is the "model" record of training-state files. */
+#include "models.h"
+#include "family.h"
+
+#include "../io/io.h"
+
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CONFIG_MAX_BYTES (16u << 20)   /* largest config.json read                          */
+
+/* ---- config.json as a table of top-level values ----------------------------------------- */
+
+typedef struct jkey {
+    char *name;
+    size_t start, end;                 /* the value's bytes in buf                          */
+} jkey;
+
+/* One JSON object: its keys and their values' spans. Messages name the file and prefix
+ * ("" at the top level, "rope_scaling." inside that object). */
+struct nnt_cfg_in {
+    nnt_ctx *ctx;
+    const char *fn, *file, *prefix;
+    const char *buf;
+    jkey *keys;
+    size_t n, cap;
+};
+
+static void jobj_free(nnt_cfg_in *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        free(o->keys[i].name);
+    free(o->keys);
+    o->keys = NULL;
+    o->n = o->cap = 0;
+}
+
+static int jobj_add(nnt_cfg_in *o, char *name, size_t start, size_t end)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? 2 * o->cap : 32;
+        jkey *k = realloc(o->keys, cap * sizeof *k);
+        if (!k) {
+            free(name);
+            return nnt_fail(o->ctx, NNT_E_NOMEM, "%s: out of memory", o->fn);
+        }
+        o->keys = k;
+        o->cap = cap;
+    }
+    o->keys[o->n].name = name;
+    o->keys[o->n].start = start;
+    o->keys[o->n].end = end;
+    o->n++;
+    return NNT_OK;
+}
+
+static const jkey *jobj_find(const nnt_cfg_in *o, const char *name)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (strcmp(o->keys[i].name, name) == 0)
+            return &o->keys[i];
+    return NULL;
+}
+
+/* One "key": value pair of the object j is in, recorded in o (duplicates refused). */
+static int parse_member(nnt_json *j, nnt_cfg_in *o)
+{
+    char *name = NULL;
+    NNT_TRY(nnt_json_string(j, &name, NULL, NNT_IO_MAXNAME, 0, "(a key)"));   /* j: in buf + base */
+    if (jobj_find(o, name)) {
+        int rc = nnt_json_fail(j, "duplicate key \"%s%s\"", o->prefix, name);
+        free(name);
+        return rc;
+    }
+    int rc = nnt_json_expect(j, ':', "after a key");
+    size_t start = 0;
+    if (rc == 0) {
+        nnt_json_peek(j);
+        start = j->base + j->pos;
+        rc = nnt_json_skip(j, NNT_JSON_MAXDEPTH, name);
+    }
+    if (rc) {
+        free(name);
+        return rc;
+    }
+    return jobj_add(o, name, start, j->base + j->pos);
+}
+
+/* The object j is at (a '{' next): every member into o. JSON errors are in err. */
+static int parse_object(nnt_json *j, nnt_cfg_in *o)
+{
+    NNT_TRY(nnt_json_expect(j, '{', "(an object)"));
+    if (nnt_json_peek(j) == '}') {
+        j->pos++;
+        return NNT_OK;
+    }
+    for (;;) {
+        NNT_TRY(parse_member(j, o));
+        int c = nnt_json_peek(j);
+        if (c == '}') {
+            j->pos++;
+            return NNT_OK;
+        }
+        NNT_TRY(nnt_json_expect(j, ',', "or '}' after a value"));
+    }
+}
+
+/* Parse the object at buf[start, end) into o (set up by the caller); failures recorded. */
+static int jobj_parse(nnt_cfg_in *o, size_t start, size_t end, int whole)
+{
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, o->buf + start, end - start, start, o->file, err, sizeof err);
+    int rc = parse_object(&j, o);
+    if (rc == 0 && whole)
+        rc = nnt_json_end(&j);
+    if (rc == NNT_E_NOMEM)
+        return rc;
+    return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
+}
+
+int nnt_cfg_bad_type(const nnt_cfg_in *o, const char *key, const char *want)
+{
+    return nnt_fail(o->ctx, NNT_E_FORMAT, "%s: %s: %s%s must be %s", o->fn, o->file, o->prefix,
+                    key, want);
+}
+
+/* The value of key, NULL when absent or null (null counts as absent: HF's defaults). */
+static const jkey *jvalue(const nnt_cfg_in *o, const char *key)
+{
+    const jkey *k = jobj_find(o, key);
+    if (k && o->buf[k->start] == 'n')
+        return NULL;
+    return k;
+}
+
+static int missing(const nnt_cfg_in *o, const char *key)
+{
+    return nnt_fail(o->ctx, NNT_E_FORMAT, "%s: %s: no key %s%s", o->fn, o->file, o->prefix, key);
+}
+
+/* A number's text (validated by the JSON reader) as a double, whatever the locale. */
+static double span_double(const char *s, size_t n)
+{
+    char tmp[64];
+    if (n >= sizeof tmp)
+        n = sizeof tmp - 1;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    char point = localeconv()->decimal_point[0];
+    for (char *p = tmp; *p; p++)
+        if (*p == '.')
+            *p = point;
+    return strtod(tmp, NULL);
+}
+
+static int is_number(const nnt_cfg_in *o, const jkey *k)
+{
+    char c = o->buf[k->start];
+    return c == '-' || (c >= '0' && c <= '9');
+}
+
+/* A number; def when absent or null (required: absent is an error). */
+int nnt_cfg_double(const nnt_cfg_in *o, const char *key, int required, double def, double *out)
+{
+    const jkey *k = jvalue(o, key);
+    if (!k) {
+        *out = def;
+        return required ? missing(o, key) : NNT_OK;
+    }
+    if (!is_number(o, k))
+        return nnt_cfg_bad_type(o, key, "a number");
+    *out = span_double(o->buf + k->start, k->end - k->start);
+    if (!isfinite(*out))
+        return nnt_cfg_bad_type(o, key, "a finite number");
+    return NNT_OK;
+}
+
+/* An integer (a number without fraction or exponent, in [0, 2^53]). */
+int nnt_cfg_int(const nnt_cfg_in *o, const char *key, int required, int64_t def, int64_t *out)
+{
+    const jkey *k = jvalue(o, key);
+    if (!k) {
+        *out = def;
+        return required ? missing(o, key) : NNT_OK;
+    }
+    for (size_t i = k->start; i < k->end; i++)
+        if (o->buf[i] < '0' || o->buf[i] > '9' || k->end - k->start > 16)
+            return nnt_cfg_bad_type(o, key, "a non-negative integer");
+    *out = (int64_t)span_double(o->buf + k->start, k->end - k->start);
+    return NNT_OK;
+}
+
+int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out)
+{
+    const jkey *k = jvalue(o, key);
+    *out = def;
+    if (!k)
+        return NNT_OK;
+    if (o->buf[k->start] != 't' && o->buf[k->start] != 'f')
+        return nnt_cfg_bad_type(o, key, "true or false");
+    *out = o->buf[k->start] == 't';
+    return NNT_OK;
+}
+
+/* A string (malloc'd into *out, NULL when absent or null). */
+static int get_string(const nnt_cfg_in *o, const char *key, char **out)
+{
+    *out = NULL;
+    const jkey *k = jvalue(o, key);
+    if (!k)
+        return NNT_OK;
+    if (o->buf[k->start] != '"')
+        return nnt_cfg_bad_type(o, key, "a string");
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
+    int rc = nnt_json_string(&j, out, NULL, NNT_IO_MAXNAME, 0, key);
+    return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
+}
+
+/* The sub-object under key into sub (absent or null: sub->n == 0, *present 0). */
+static int get_object(const nnt_cfg_in *o, const char *key, const char *prefix, nnt_cfg_in *sub,
+                      int *present)
+{
+    *sub = *o;
+    sub->prefix = prefix;
+    sub->keys = NULL;
+    sub->n = sub->cap = 0;
+    const jkey *k = jvalue(o, key);
+    *present = k != NULL;
+    if (!k)
+        return NNT_OK;
+    if (o->buf[k->start] != '{')
+        return nnt_cfg_bad_type(o, key, "an object or null");
+    return jobj_parse(sub, k->start, k->end, 0);
+}
+
+int nnt_cfg_unsupported(const nnt_cfg_in *o, const char *key, const char *value, const char *valid)
+{
+    return nnt_fail(o->ctx, NNT_E_UNSUPPORTED, "%s: %s: %s%s %s is not supported (%s)", o->fn,
+                    o->file, o->prefix, key, value, valid);
+}
+
+/* valid[0..n) as "a, b, c" into out. */
+static void list_text(const char *const *valid, int n, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && len < size; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s", i ? ", " : "", valid[i]);
+}
+
+int nnt_cfg_choice(const nnt_cfg_in *o, const char *key, const char *def,
+                   const char *const *valid, int nvalid, int *which)
+{
+    char *s = NULL;
+    NNT_TRY(get_string(o, key, &s));
+    const char *v = s ? s : def;
+    for (int i = 0; i < nvalid; i++)
+        if (strcmp(v, valid[i]) == 0) {
+            *which = i;
+            free(s);
+            return NNT_OK;
+        }
+    char quoted[NNT_IO_MAXNAME + 8], list[512];
+    snprintf(quoted, sizeof quoted, "\"%s\"", v);
+    free(s);
+    list_text(valid, nvalid, list, sizeof list);
+    return nnt_cfg_unsupported(o, key, quoted, list);
+}
+
+int nnt_cfg_has(const nnt_cfg_in *o, const char *key)
+{
+    return jvalue(o, key) != NULL;
+}
+
+void nnt_cfg_text(const nnt_cfg_in *o, const char *key, char *out, size_t size)
+{
+    const jkey *k = jobj_find(o, key);
+    size_t n = k ? k->end - k->start : 0;
+    if (n >= size)
+        n = size - 1;
+    memcpy(out, k ? o->buf + k->start : "", n);
+    out[n] = '\0';
+}
+
+/* The llama3 fields of a rope object (rope_scaling or rope_parameters). */
+static int llama3_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
+{
+    rope->scaling = NNT_ROPE_SCALING_LLAMA3;
+    NNT_TRY(nnt_cfg_double(r, "factor", 1, 0, &rope->factor));
+    NNT_TRY(nnt_cfg_double(r, "low_freq_factor", 1, 0, &rope->low_freq_factor));
+    NNT_TRY(nnt_cfg_double(r, "high_freq_factor", 1, 0, &rope->high_freq_factor));
+    return nnt_cfg_int(r, "original_max_position_embeddings", 1, 0, &rope->original_max_position);
+}
+
+/* rope_type (or the older "type") of a rope object: default or llama3. */
+static int rope_type(const nnt_cfg_in *r, nnt_rope_options *rope)
+{
+    static const char *const types[2] = {"default", "llama3"};
+    const char *key = jvalue(r, "rope_type") || !jvalue(r, "type") ? "rope_type" : "type";
+    int which = 0;
+    NNT_TRY(nnt_cfg_choice(r, key, "default", types, 2, &which));
+    return which ? llama3_fields(r, rope) : NNT_OK;
+}
+
+/* rope_parameters (transformers 5) or rope_theta + rope_scaling (earlier). */
+int nnt_cfg_rope(const nnt_cfg_in *o, nnt_rope_options *rope)
+{
+    nnt_cfg_in r;
+    int present = 0;
+    NNT_TRY(get_object(o, "rope_parameters", "rope_parameters.", &r, &present));
+    if (present) {
+        int rc = nnt_cfg_double(&r, "rope_theta", 0, 10000.0, &rope->theta);
+        if (rc == 0)
+            rc = rope_type(&r, rope);
+        jobj_free(&r);
+        return rc;
+    }
+    NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, 10000.0, &rope->theta));
+    NNT_TRY(get_object(o, "rope_scaling", "rope_scaling.", &r, &present));
+    int rc = present ? rope_type(&r, rope) : NNT_OK;
+    jobj_free(&r);
+    return rc;
+}
+
+/* ---- writing --------------------------------------------------------------------------- */
+
+void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->oom || n < 0)
+        return;
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = 2 * (t->len + (size_t)n + 1);
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+            t->oom = 1;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+/* v as a JSON float that reads back as v: integral values as "10000.0", others in the
+ * shortest %g form (with a '.' whatever the locale). */
+static void double_text(double v, char *s, size_t size)
+{
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(s, size, "%.1f", v);
+    } else {
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(s, size, "%.*g", prec, v);
+            if (span_double(s, strlen(s)) == v)
+                break;
+        }
+    }
+    char point = localeconv()->decimal_point[0];
+    for (char *p = s; *p; p++)
+        if (*p == point)
+            *p = '.';
+}
+
+void nnt_cfg_put_double(nnt_cfg_out *t, const char *key, double v)
+{
+    char s[40];
+    double_text(v, s, sizeof s);
+    nnt_cfg_add(t, ",\n  \"%s\": %s", key, s);
+}
+
+void nnt_cfg_put_int(nnt_cfg_out *t, const char *key, int64_t v)
+{
+    nnt_cfg_add(t, ",\n  \"%s\": %lld", key, (long long)v);
+}
+
+void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v)
+{
+    nnt_cfg_add(t, ",\n  \"%s\": %s", key, v ? "true" : "false");
+}
+
+void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
+{
+    nnt_cfg_put_double(t, "rope_theta", r->theta);
+    if (r->scaling != NNT_ROPE_SCALING_LLAMA3) {
+        nnt_cfg_add(t, ",\n  \"rope_scaling\": null");
+        return;
+    }
+    char f[40], lo[40], hi[40];
+    double_text(r->factor, f, sizeof f);
+    double_text(r->low_freq_factor, lo, sizeof lo);
+    double_text(r->high_freq_factor, hi, sizeof hi);
+    nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %s, "
+           "\"low_freq_factor\": %s, \"high_freq_factor\": %s, "
+           "\"original_max_position_embeddings\": %lld}", f, lo, hi,
+           (long long)r->original_max_position);
+}
+
+/* ---- config.json <-> nnt_model_config ---------------------------------------------------- */
+
+/* The first string of the architectures array. */
+static int first_architecture(const nnt_cfg_in *o, const jkey *k, char **out)
+{
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
+    if (nnt_json_expect(&j, '[', "architectures") || nnt_json_peek(&j) != '"')
+        return nnt_cfg_bad_type(o, "architectures", "an array of strings");
+    int rc = nnt_json_string(&j, out, NULL, NNT_IO_MAXNAME, 0, "architectures[0]");
+    return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
+}
+
+/* The family and architecture of key (architectures[0] or model_type) in the table. */
+static int family_by(const nnt_cfg_in *o, int by_type, const nnt_family **f, int *arch)
+{
+    const char *key = by_type ? "model_type" : "architectures";
+    const jkey *k = jvalue(o, key);
+    char *name = NULL;
+    if (by_type) {
+        if (o->buf[k->start] != '"')
+            return nnt_cfg_bad_type(o, key, "a string");
+        NNT_TRY(get_string(o, key, &name));
+    } else {
+        NNT_TRY(first_architecture(o, k, &name));
+    }
+    *f = nnt_family_of_hf(name, by_type, arch);
+    char quoted[NNT_IO_MAXNAME + 8], valid[1024];
+    snprintf(quoted, sizeof quoted, "\"%s\"", name);
+    free(name);
+    if (*f)
+        return NNT_OK;
+    nnt_family_hf_names(by_type, valid, sizeof valid);
+    return nnt_cfg_unsupported(o, by_type ? "model_type" : "architectures[0]", quoted, valid);
+}
+
+/* The family of o: architectures[0], else model_type. */
+static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch)
+{
+    if (jvalue(o, "architectures"))
+        return family_by(o, 0, f, arch);
+    if (!jvalue(o, "model_type"))
+        return nnt_fail(o->ctx, NNT_E_FORMAT, "%s: %s: neither architectures nor model_type "
+                        "is given", o->fn, o->file);
+    return family_by(o, 1, f, arch);
+}
+
+static int config_from(nnt_cfg_in *o, nnt_model_config *cfg)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    const nnt_family *f = NULL;
+    int arch = -1;
+    NNT_TRY(family_of(o, &f, &arch));
+    c.family = f->id;
+    NNT_TRY(f->read_hf(o, arch, &c));
+    NNT_TRY(nnt_model_check(o->ctx, o->fn, &c));
+    *cfg = c;
+    return NNT_OK;
+}
+
+int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
+                           size_t len, nnt_model_config *cfg)
+{
+    nnt_cfg_in o = {ctx, fn, what, "", text, NULL, 0, 0};
+    int rc = jobj_parse(&o, 0, len, 1);
+    if (rc == 0)
+        rc = config_from(&o, cfg);
+    jobj_free(&o);
+    return rc;
+}
+
+int nnt_model_path_join(nnt_ctx *ctx, const char *fn, const char *dir, const char *name,
+                        char *path)
+{
+    int n = snprintf(path, NNT_MODEL_PATH_MAX, "%s/%s", dir, name);
+    if (n < 0 || n >= NNT_MODEL_PATH_MAX)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: path %s/%s is too long", fn, dir, name);
+    return NNT_OK;
+}
+
+/* The whole of path (NUL-terminated, malloc'd). */
+static int read_file(nnt_ctx *ctx, const char *fn, const char *path, char **out, size_t *len)
+{
+    char err[NNT_IO_ERRLEN];
+    int fd = -1;
+    uint64_t size = 0;
+    *out = NULL;
+    int rc = nnt_io_open_read(path, &fd, &size, err, sizeof err);
+    if (rc)
+        return nnt_fail(ctx, rc, "%s: %s", fn, err);
+    if (size > CONFIG_MAX_BYTES)
+        rc = nnt_io_errf(err, sizeof err, NNT_E_FORMAT, "%s: larger than %u bytes", path,
+                         CONFIG_MAX_BYTES);
+    char *buf = rc ? NULL : malloc((size_t)size + 1);
+    if (!rc && !buf)
+        rc = nnt_io_errf(err, sizeof err, NNT_E_NOMEM, "out of memory");
+    if (!rc)
+        rc = nnt_io_pread(fd, buf, (size_t)size, 0, path, err, sizeof err);
+    close(fd);
+    if (rc) {
+        free(buf);
+        return nnt_fail(ctx, rc, "%s: %s", fn, err);
+    }
+    buf[size] = '\0';
+    *out = buf;
+    *len = (size_t)size;
+    return NNT_OK;
+}
+
+int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
+                              nnt_model_config *cfg)
+{
+    char path[NNT_MODEL_PATH_MAX];
+    char *buf = NULL;
+    size_t len = 0;
+    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
+    NNT_TRY(read_file(ctx, fn, path, &buf, &len));
+    int rc = nnt_model_config_parse(ctx, fn, path, buf, len, cfg);
+    free(buf);
+    return rc;
+}
+
+NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg)
+{
+    const char *fn = "nnt_model_hf_config";
+    if (ctx)   /* NULL: no context yet (the message goes to nnt_ctx_last_error(NULL)) */
+        NNT_TRY(nnt_ctx_check(ctx, fn));
+    if (!dir || !cfg)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, dir ? "cfg" : "dir");
+    return nnt_model_config_read_dir(ctx, fn, dir, cfg);
+}
+
+int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+                      const nnt_family **family)
+{
+    const nnt_family *f = nnt_family_find(c->family);
+    if (!f)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown family %d", fn, c->family);
+    *family = f;
+    return f->hf_arch(ctx, fn, c);
+}
+
+int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *c, char **out)
+{
+    const nnt_family *f = NULL;
+    *out = NULL;
+    int arch = nnt_model_hf_arch(ctx, fn, c, &f);
+    if (arch < 0)
+        return arch;
+    nnt_cfg_out t = {NULL, 0, 0, 0};
+    nnt_cfg_add(&t, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\"",
+                f->archs[arch].architecture, f->archs[arch].model_type);
+    f->write_hf(&t, arch, c);
+    nnt_cfg_add(&t, ",\n  \"torch_dtype\": \"float32\"\n}\n");
+    if (t.oom) {
+        free(t.buf);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    *out = t.buf;
+    return NNT_OK;
+}
+
+int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
+                               const nnt_model_config *c)
+{
+    char path[NNT_MODEL_PATH_MAX], err[NNT_IO_ERRLEN];
+    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
+    char *text = NULL;
+    NNT_TRY(nnt_model_config_text(ctx, fn, c, &text));
+    nnt_io_out *o = NULL;
+    int rc = nnt_io_out_begin(path, &o, err, sizeof err);
+    if (rc == 0)
+        rc = nnt_io_out_write(o, text, strlen(text), err, sizeof err);
+    if (rc == 0) {
+        rc = nnt_io_out_commit(o, err, sizeof err);   /* frees o */
+        o = NULL;
+    }
+    nnt_io_out_abort(o);
+    free(text);
+    return rc ? nnt_fail(ctx, rc, "%s: %s", fn, err) : NNT_OK;
+}

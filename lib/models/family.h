@@ -1,0 +1,184 @@
+/* Model families (internal). A family is one file under lib/models/ (gpt2.c, llama.c) holding
+ * one descriptor: what its Hugging Face config.json keys mean (read and write), its presets,
+ * the checks of a configuration beyond the sizes every family shares, the options it gives
+ * the shared layers (the tree's layout), and its parameter names in Hugging Face's files
+ * (and llm.c's, for GPT-2). lib/models/families.c keeps the table of descriptors that the
+ * configuration readers, presets, model builder and Hugging Face loader and saver consult;
+ * none of them branches on a family.
+ *
+ * Adding a family that needs no new operation: a file with its descriptor, one line in
+ * families.c's table, its enum value in nnt.h, its tests. */
+#ifndef NNT_MODELS_FAMILY_H
+#define NNT_MODELS_FAMILY_H
+
+#include "../internal.h"
+
+/* ---- config.json: reading (lib/models/config_json.c) ------------------------------------- */
+
+/* One JSON object of a config.json: its keys and the spans of their values. Messages name
+ * the function, the file and the key (prefixed inside a sub-object: "rope_scaling.factor"). */
+typedef struct nnt_cfg_in nnt_cfg_in;
+
+/* A number (def when absent or null; required: absent is an error). */
+int nnt_cfg_double(const nnt_cfg_in *o, const char *key, int required, double def,
+                   double *out);
+/* An integer in [0, 2^53] (def when absent or null). */
+int nnt_cfg_int(const nnt_cfg_in *o, const char *key, int required, int64_t def,
+                int64_t *out);
+/* true / false (def when absent or null). */
+int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out);
+/* A string that must be one of valid[0..nvalid) (def when absent or null); *which its index.
+ * Another value is NNT_E_UNSUPPORTED naming it and listing the valid ones. */
+int nnt_cfg_choice(const nnt_cfg_in *o, const char *key, const char *def,
+                   const char *const *valid, int nvalid, int *which);
+/* Whether key is present and not null. */
+int nnt_cfg_has(const nnt_cfg_in *o, const char *key);
+/* NNT_E_UNSUPPORTED: "key value is not supported (valid)". */
+int nnt_cfg_unsupported(const nnt_cfg_in *o, const char *key, const char *value,
+                        const char *valid);
+/* NNT_E_FORMAT: "key must be want". */
+int nnt_cfg_bad_type(const nnt_cfg_in *o, const char *key, const char *want);
+/* The value's text (at most size - 1 bytes of it) for a message. */
+void nnt_cfg_text(const nnt_cfg_in *o, const char *key, char *out, size_t size);
+/* The rotary options: rope_parameters (transformers 5), else rope_theta + rope_scaling;
+ * rope types "default" and "llama3". */
+int nnt_cfg_rope(const nnt_cfg_in *o, nnt_rope_options *rope);
+
+/* ---- config.json: writing ---------------------------------------------------------------- */
+
+/* A growing JSON text (out of memory is remembered and reported once at the end). */
+typedef struct nnt_cfg_out {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} nnt_cfg_out;
+
+void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...) NNT_PRINTF(2, 3);
+/* ,\n  "key": value   (a double that reads back as itself; "10000.0" for integral ones) */
+void nnt_cfg_put_double(nnt_cfg_out *t, const char *key, double v);
+void nnt_cfg_put_int(nnt_cfg_out *t, const char *key, int64_t v);
+void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
+/* rope_theta and rope_scaling (null, or the llama3 object). */
+void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
+
+/* ---- Hugging Face weights ---------------------------------------------------------------- */
+
+/* One tensor of a Hugging Face file made of the model's parameters (in a family's table):
+ * hf, under the family's prefix, and block i's under "<hf_block><i>."; parts: up to 3 of
+ * the model's parameters (a block's under "<block><i>." of the tree) whose data follow one
+ * another in it; conv1d > 0: stored transposed, (in, out) where nnt has (out, in), in being
+ * the product of the parameter's last conv1d dimensions (GPT-2's Conv1D). Its shape: 2-D
+ * (in, out) for conv1d; 2-D (rows, last dimension) for one part of two or more dimensions
+ * that is not a bias, rows being the product of the other dimensions, or of the first
+ * rows_first ones when rows_first > 0 (an output projection (C, NH, hd) is HF's (C, NH hd));
+ * 1-D otherwise. */
+typedef struct nnt_hf_spec {
+    const char *hf;
+    const char *parts[3];
+    int block;
+    int conv1d;
+    int rows_first;
+} nnt_hf_spec;
+
+/* ---- llm.c checkpoints ------------------------------------------------------------------- */
+
+/* llm.c's parameters in file order (lib/io's nnt_llmc_layout); LN1W .. FCPROJB are per layer
+ * (L slices). */
+enum { NNT_LLMC_WTE, NNT_LLMC_WPE, NNT_LLMC_LN1W, NNT_LLMC_LN1B, NNT_LLMC_QKVW, NNT_LLMC_QKVB,
+       NNT_LLMC_ATTPROJW, NNT_LLMC_ATTPROJB, NNT_LLMC_LN2W, NNT_LLMC_LN2B, NNT_LLMC_FCW,
+       NNT_LLMC_FCB, NNT_LLMC_FCPROJW, NNT_LLMC_FCPROJB, NNT_LLMC_LNFW, NNT_LLMC_LNFB };
+
+/* A model parameter as a slice of llm.c parameter k (lib/io's nnt_llmc_layout order), at row
+ * offset * (its rows) of k's layer slice (a block's parameters: after "<block><i>."). */
+typedef struct nnt_llmc_name {
+    const char *name;
+    int k, offset;
+} nnt_llmc_name;
+
+/* ---- the descriptor ---------------------------------------------------------------------- */
+
+/* A Hugging Face architecture a family reads and writes. */
+typedef struct nnt_hf_arch {
+    const char *architecture;      /* config.json architectures[0]: "LlamaForCausalLM"       */
+    const char *model_type;        /* its model_type: "llama"                                */
+} nnt_hf_arch;
+
+/* What the tree of a family is made of (lib/models/transformer.c builds it): the names of the
+ * model's children and the options of the shared layers that do not come from the
+ * configuration's own fields (sizes, biases, heads, rope, q/k norms, eps). */
+typedef struct nnt_family_layout {
+    const char *embedding;         /* the embedding child ("": its parameters unprefixed)   */
+    const char *table;             /* the embedding's token-table parameter                 */
+    const char *block;             /* block i is the child "<block><i>"                     */
+    const char *norm;              /* the final norm                                        */
+    int positions;                 /* learned position table of max_seq rows                */
+    int norm_kind;                 /* nnt_norm_kind of the blocks' and the final norm       */
+    int mlp_kind;                  /* nnt_mlp_kind                                          */
+    int rope;                      /* rotary positions from the configuration's rope        */
+} nnt_family_layout;
+
+typedef struct nnt_family {
+    int id;                        /* nnt_model_family (nnt_model_config.family)             */
+    const char *name;              /* "gpt2", "llama"                                        */
+    const char *title;             /* "GPT-2", "Llama" (messages, programs)                  */
+    unsigned features;             /* NNT_FAMILY_* of nnt.h: the options it accepts          */
+    /* presets: fill *cfg for a preset of this family, 1 if name is one, else 0; names: its
+     * presets, NULL-terminated */
+    int (*preset)(const char *name, nnt_model_config *cfg);
+    const char *const *preset_names;
+    /* the family's own checks of a configuration whose sizes are checked (NNT_E_INVAL or
+     * NNT_E_UNSUPPORTED naming fn and the field) */
+    int (*check)(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
+    nnt_family_layout layout;
+    /* builds the model of a checked configuration with a resolved tiling (NULL: the tree
+     * of lib/models/transformer.c) */
+    int (*build)(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                 int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+    /* Hugging Face config.json: the architectures it reads (architectures[0], else
+     * model_type) and writes */
+    const nnt_hf_arch *archs;
+    int narchs;
+    /* config.json -> *cfg (set to NNT_MODEL_CONFIG_INIT with family = id before) for
+     * archs[arch]; messages through o */
+    int (*read_hf)(const nnt_cfg_in *o, int arch, nnt_model_config *cfg);
+    /* the architecture cfg is saved as (index of archs), or a negative NNT_E_* naming fn */
+    int (*hf_arch)(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
+    /* the keys after "architectures" and "model_type" (each ",\n  \"key\": value") */
+    void (*write_hf)(nnt_cfg_out *t, int arch, const nnt_model_config *cfg);
+    /* Hugging Face weights: hf_specs (nhf_specs) in file order, or NULL: every parameter under
+     * its own name, in the model's order (rows_first of names ending in one of
+     * hf_rows_first: 1); hf_prefix before every name written ("transformer."), optional
+     * when reading if hf_prefix_optional; hf_strict: a tensor that is no parameter (other
+     * than the tied lm_head.weight and rotary_emb.inv_freq) is refused; hf_block: the prefix
+     * of block i's tensors in the file */
+    const nnt_hf_spec *hf_specs;
+    int nhf_specs;
+    const char *const *hf_rows_first;
+    const char *hf_prefix;
+    int hf_prefix_optional;
+    int hf_strict;
+    const char *hf_block;
+    /* llm.c checkpoints (GPT-2): the model's parameters in the file's order (NULL: none) */
+    const nnt_llmc_name *llmc;
+    int nllmc;
+} nnt_family;
+
+/* The families (families.c). */
+extern const nnt_family nnt_family_gpt2;
+extern const nnt_family nnt_family_llama;
+
+/* The family of id (NULL if none). */
+const nnt_family *nnt_family_find(int id);
+/* The i-th family of the table (NULL past the last). */
+const nnt_family *nnt_family_at(int i);
+/* The family and architecture index of a config.json's architectures[0] (by_type 0) or
+ * model_type (by_type 1); NULL if no family reads it. */
+const nnt_family *nnt_family_of_hf(const char *name, int by_type, int *arch);
+/* The names a family table lookup accepts, for messages: every family's architectures
+ * (by_type 0) or model types (by_type 1), ", "-separated, into out. */
+void nnt_family_hf_names(int by_type, char *out, size_t size);
+/* Add a family to the table (tests: a family made only of a descriptor); NNT_E_BUSY when
+ * the table is full or id is taken. Not thread-safe: call before any model is made. */
+int nnt_family_register(const nnt_family *f);
+
+#endif

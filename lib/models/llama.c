@@ -1,0 +1,211 @@
+/* The Llama family (NNT_FAMILY_LLAMA): Hugging Face LlamaForCausalLM, MistralForCausalLM
+ * (without a sliding window), Qwen2ForCausalLM and Qwen3ForCausalLM, and the models of their
+ * shapes (SmolLM2, TinyLlama).
+ *
+ * The tree (lib/models/transformer.c) is RMSNorm blocks with grouped-query attention with
+ * rotary positions and a SwiGLU MLP; biases, q/k norms, head size and tying come from the
+ * configuration. Its parameters carry Hugging Face's names ("model.embed_tokens.weight",
+ * "model.layers.<i>.self_attn.q_proj.weight", "model.norm.weight", "lm_head.weight"), so the
+ * files hold every parameter under its own name; only the shapes differ: nnt keeps the heads
+ * apart, HF has 2-D matrices in the same memory order (q_proj (NH, hd, C) is HF's (NH hd, C),
+ * o_proj (C, NH, hd) HF's (C, NH hd)). */
+#include "models.h"
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- presets ------------------------------------------------------------------------------- */
+
+static const struct llama_preset {
+    const char *name;
+    int64_t vocab, max_seq, layers, heads, kv_heads, channels, hidden;
+    double eps;
+    int tied;
+    double theta;
+    int llama3;               /* Llama 3.1's rope scaling: factor 32, low 1, high 4, 8192 */
+    int64_t head_dim;         /* 0: channels / heads */
+    int qk_norm;
+} PRESETS[] = {
+    {"llama-tiny", 256, 256, 2, 4, 2, 64, 172, 1e-5, 1, 10000.0, 0, 0, 0},
+    /* HuggingFaceTB/SmolLM2-135M */
+    {"smollm2-135m", 49152, 8192, 30, 9, 3, 576, 1536, 1e-5, 1, 100000.0, 0, 0, 0},
+    /* TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T */
+    {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 2048, 5632, 1e-5, 0, 10000.0, 0, 0, 0},
+    /* meta-llama/Llama-3.2-1B */
+    {"llama-3.2-1b", 128256, 131072, 16, 32, 8, 2048, 8192, 1e-5, 1, 500000.0, 1, 0, 0},
+    /* Qwen/Qwen3-0.6B: 16 heads of 128 (2048 > C), q/k norms */
+    {"qwen3-0.6b", 151936, 40960, 28, 16, 8, 1024, 3072, 1e-6, 1, 1000000.0, 0, 128, 1},
+};
+
+static const char *const PRESET_NAMES[] = {"llama-tiny", "smollm2-135m", "tinyllama-1.1b",
+                                           "llama-3.2-1b", "qwen3-0.6b", NULL};
+
+static int llama_preset(const char *name, nnt_model_config *c)
+{
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const struct llama_preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+        *c = init;
+        c->family = NNT_FAMILY_LLAMA;
+        c->vocab = p->vocab;
+        c->max_seq = p->max_seq;
+        c->layers = p->layers;
+        c->heads = p->heads;
+        c->kv_heads = p->kv_heads;
+        c->channels = p->channels;
+        c->hidden = p->hidden;
+        c->norm_eps = p->eps;
+        c->tied = p->tied;
+        c->qkv_bias = c->out_bias = c->mlp_bias = 0;
+        c->head_dim = p->head_dim;
+        c->qk_norm = p->qk_norm;
+        c->rope.theta = p->theta;
+        if (p->llama3) {
+            c->rope.scaling = NNT_ROPE_SCALING_LLAMA3;
+            c->rope.factor = 32.0;
+            c->rope.low_freq_factor = 1.0;
+            c->rope.high_freq_factor = 4.0;
+            c->rope.original_max_position = 8192;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- checks --------------------------------------------------------------------------------- */
+
+static int llama_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
+    if (hd % 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
+                        fn, (long long)hd, c->head_dim ? "" : " = channels / heads");
+    /* the rope options' own checks run in the attention layer, naming the field */
+    return NNT_OK;
+}
+
+/* ---- config.json ---------------------------------------------------------------------------- */
+
+enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3 };
+
+static const nnt_hf_arch ARCHS[] = {
+    {"LlamaForCausalLM", "llama"},
+    {"MistralForCausalLM", "mistral"},
+    {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3"},
+};
+
+/* What only some architectures have: biases, q/k norms, sliding windows. Llama:
+ * attention_bias on q, k, v and o, mlp_bias; Qwen2: q, k, v biases; Qwen3: attention_bias,
+ * q/k norms. */
+static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
+{
+    int on = 0;
+    if (arch == ARCH_LLAMA || arch == ARCH_QWEN3) {
+        NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
+        c->out_bias = c->qkv_bias;
+    }
+    if (arch == ARCH_LLAMA)
+        NNT_TRY(nnt_cfg_bool(o, "mlp_bias", 0, &c->mlp_bias));
+    if (arch == ARCH_QWEN2)
+        c->qkv_bias = 1;
+    c->qk_norm = arch == ARCH_QWEN3;
+    if (arch == ARCH_QWEN2 || arch == ARCH_QWEN3) {   /* sliding_window only applies with it */
+        NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &on));
+        if (on)
+            return nnt_cfg_unsupported(o, "use_sliding_window", "true", "false");
+    } else if (nnt_cfg_has(o, "sliding_window")) {
+        char v[33];
+        nnt_cfg_text(o, "sliding_window", v, sizeof v);
+        return nnt_cfg_unsupported(o, "sliding_window", v, "null");
+    }
+    return NNT_OK;
+}
+
+static int llama_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
+{
+    static const char *const acts[1] = {"silu"};
+    int64_t head_dim = 0;
+    int act = 0;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 1, 0, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 1, 0, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 1, 0, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 1, 0, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 1, 0, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 1, 0, &c->max_seq));
+    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, 1e-6, &c->norm_eps));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
+    /* absent or null: hidden_size / num_attention_heads, but Qwen3Config's 128 */
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, arch == ARCH_QWEN3 ? 128 : 0, &head_dim));
+    if (nnt_cfg_has(o, "head_dim") && head_dim < 1)
+        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
+    c->head_dim = head_dim;
+    c->qkv_bias = c->out_bias = c->mlp_bias = 0;
+    NNT_TRY(variant(o, arch, c));
+    return nnt_cfg_rope(o, &c->rope);
+}
+
+/* Llama (q, k, v, o biases all or none), Qwen2 (q, k, v biases, no o or MLP bias) or Qwen3
+ * (q/k norms; q, k, v, o biases all or none, no MLP bias). */
+static int llama_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    if (!c->qk_norm && c->qkv_bias == c->out_bias)
+        return ARCH_LLAMA;
+    if (!c->qk_norm && c->qkv_bias && !c->mlp_bias)
+        return ARCH_QWEN2;
+    if (c->qk_norm && c->qkv_bias == c->out_bias && !c->mlp_bias)
+        return ARCH_QWEN3;
+    return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no Hugging Face architecture has qkv_bias=%d, "
+                    "out_bias=%d, mlp_bias=%d, qk_norm=%d (LlamaForCausalLM: qkv_bias = "
+                    "out_bias, qk_norm 0; Qwen2ForCausalLM: qkv_bias 1, out_bias 0, mlp_bias 0, "
+                    "qk_norm 0; Qwen3ForCausalLM: qk_norm 1, qkv_bias = out_bias, mlp_bias 0)",
+                    fn, c->qkv_bias, c->out_bias, c->mlp_bias, c->qk_norm);
+}
+
+static void llama_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
+{
+    nnt_cfg_put_int(t, "vocab_size", c->vocab);
+    nnt_cfg_put_int(t, "hidden_size", c->channels);
+    nnt_cfg_put_int(t, "intermediate_size", c->hidden);
+    nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
+    nnt_cfg_put_int(t, "num_attention_heads", c->heads);
+    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
+    nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
+    nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
+    nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
+    nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
+    nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
+    if (arch != ARCH_QWEN2)
+        nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);
+    if (arch == ARCH_LLAMA)
+        nnt_cfg_put_bool(t, "mlp_bias", c->mlp_bias);
+    else
+        nnt_cfg_put_bool(t, "use_sliding_window", 0);
+    nnt_cfg_put_double(t, "attention_dropout", 0.0);
+    nnt_cfg_put_rope(t, &c->rope);
+}
+
+/* ---- parameter names in the files: the tree's own; o_proj (C, NH, hd) is HF's (C, NH hd) -- */
+
+static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
+
+const nnt_family nnt_family_llama = {
+    NNT_FAMILY_LLAMA, "llama", "Llama",
+    NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
+        NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
+        NNT_FAMILY_HAS_BIASES,
+    llama_preset, PRESET_NAMES,
+    llama_check,
+    {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
+     NNT_MLP_SWIGLU, 1},
+    NULL,
+    ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), llama_read_hf, llama_hf_arch,
+    llama_write_hf,
+    NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
+    NULL, 0,
+};
