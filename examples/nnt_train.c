@@ -75,13 +75,10 @@ typedef struct trainer {
     nnt_tiling tiling;            /* resolved: every entry > 0                            */
     int64_t nparams;
     nnt_optim *opt;
-    nnt_tensor *tokens, *targets; /* (B, T) int32                                         */
-    int32_t *window;              /* (B*T + 1) consecutive tokens                          */
-    uint64_t data_pos;            /* start of the next window, < ntokens; --shuffle: the
-                                     rows read so far                                     */
-    uint64_t nrows;               /* --shuffle: sequences of T + 1 tokens, at row * T       */
-    int32_t *rows;                /* --shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
-    uint64_t rng[4];              /* xoshiro256** state: the sample's seed                */
+    nnt_trainer *tr;              /* the training loop (libnnt)                           */
+    nnt_trainer_info ti;          /* its state after setup and after the run              */
+    int64_t nonfinite;            /* the step whose loss was not finite, or 0             */
+    int failed;                   /* a report could not be recorded                       */
     int64_t done;                 /* steps done before this run (resumed)                 */
     int ncpus, ncuda;
     double flops_per_token, peak_flops;
@@ -94,8 +91,6 @@ typedef struct trainer {
     int mem_nodes;                /* memory nodes in the CSV columns                      */
     char *path_csv, *path_svg, *path_ckpt, *path_weights, *path_llmc, *path_trace_table;
     char *path_val_csv, *path_best;
-    double best_val;              /* --save-best: the lowest validation loss saved, or inf  */
-    int tracing;
     int live;                     /* info is a terminal: one progress line redrawn in place */
     int line_open;                /* that line is on screen without its newline            */
     double loss_ema;              /* smoothed loss for the live line                        */
@@ -105,11 +100,13 @@ typedef struct trainer {
 } trainer;
 
 static volatile sig_atomic_t interrupted;
+static nnt_trainer *running;   /* the trainer the signal stops */
 
 static void on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
+    nnt_trainer_request_stop(running);   /* async-signal-safe: sets a flag */
     signal(SIGINT, SIG_DFL);   /* a second Ctrl-C ends the program at once */
 }
 
@@ -175,14 +172,6 @@ static int make_dirs(const char *path)
     free(p);
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static uint64_t rotl(uint64_t x, int k)
@@ -509,15 +498,6 @@ static int create_model(trainer *t)
         return lib_error("--recompute", rc);
     nnt_model_config_of(t->model, &t->cfg);   /* kv_heads and hidden resolved */
     nnt_layer_num_params(t->model, NULL, &t->nparams);
-    int64_t shape[2] = {o->batch, o->seq}, tile[2] = {t->tiling.batch, t->tiling.seq};
-    if ((rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->tokens)) ||
-        (rc = nnt_tensor_create(t->ctx, NNT_INT32, 2, shape, tile, &t->targets)))
-        return lib_error("cannot create the batch tensors", rc);
-    t->window = malloc(((size_t)(o->batch * o->seq) + 1) * sizeof *t->window);
-    if (o->shuffle)
-        t->rows = malloc(((size_t)(2 * o->batch * o->seq + o->seq) + 1) * sizeof *t->rows);
-    if (!t->window || (o->shuffle && !t->rows))
-        return lib_error("batch buffer", NNT_E_NOMEM);
     return 0;
 }
 
@@ -588,8 +568,7 @@ static int open_data(trainer *t)
                 (long long)t->ntokens, t->held_out ? " left for training by --val-split" : "");
         return 2;
     }
-    t->nrows = (uint64_t)(t->ntokens - 1) / (uint64_t)o->seq;
-    if (o->shuffle && t->nrows == 0) {
+    if (o->shuffle && (t->ntokens - 1) / o->seq == 0) {
         fprintf(stderr, "nnt-train: --shuffle reads sequences of T + 1 = %lld tokens: %s has "
                 "%lld training tokens\n", (long long)o->seq + 1, path, (long long)t->ntokens);
         return 2;
@@ -645,50 +624,29 @@ static void options_path(char *s, size_t cap, const char *key, const char *path)
     free(abs);
 }
 
-/* The training options as a JSON object: the model configuration is what a resume checks;
- * the rest documents the run. */
-static char *options_string(const trainer *t, int64_t step)
+/* The options of this program that the checkpoints record besides the trainer's (the model,
+ * batches, optimizer, data split and order, validation and checkpoints): JSON members. */
+static char *options_string(const trainer *t)
 {
     const train_opts *o = &t->o;
     size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA) + 6 * 4096;
     char *s = malloc(cap);
     if (!s)
         return NULL;
-    snprintf(s, cap,
-             "{\"program\": \"nnt-train\", \"step\": %lld, \"model\": {\"family\": %d, "
-             "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
-             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld, \"head_dim\": %lld, "
-             "\"qk_norm\": %d}, "
-             "\"batch\": %lld, \"seq\": %lld, \"accum\": %lld, \"steps\": %lld, "
-             "\"seed\": %lld, \"tokenizer\": \"%s\", \"optim\": \"%s\", \"lr\": %.17g, "
-             "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
-             "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
-             "\"warmup\": %lld, \"min_lr\": %.17g, \"data_format\": \"%s\", \"data\": \"",
-             (long long)step, t->cfg.family, (long long)t->cfg.vocab,
-             (long long)t->cfg.max_seq, (long long)t->cfg.layers, (long long)t->cfg.heads,
-             (long long)t->cfg.kv_heads, (long long)t->cfg.channels, (long long)t->cfg.hidden,
-             (long long)t->cfg.head_dim, t->cfg.qk_norm,
-             (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
-             (long long)o->seed, train_choice_name("tokenizer", o->tokenizer),
-             train_choice_name("optim", o->optim), o->lr, o->beta1, o->beta2, o->eps,
-             o->weight_decay, o->momentum, o->grad_clip,
-             train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
+    snprintf(s, cap, "\"tokenizer\": \"%s\", \"data_format\": \"%s\", \"data\": \"",
+             train_choice_name("tokenizer", o->tokenizer),
              train_choice_name("data-format", o->data_format));
     char *data_abs = o->data ? realpath(o->data, NULL) : NULL;   /* a pattern: as given */
     json_string(s, cap - 4, data_abs ? data_abs : o->data ? o->data : TRAIN_DEFAULT_DATA);
     free(data_abs);
     size_t n = strlen(s);
-    snprintf(s + n, cap - n, "\", \"held_out\": %lld, \"shuffle\": %d, \"val_split\": %.17g, "
-             "\"val_every\": %lld, \"val_batches\": %lld, \"sample\": %lld, \"precision\": "
-             "\"%s\", \"recompute\": %d, \"save_every\": %lld, \"save_best\": %d, "
-             "\"tile_batch\": %lld, \"tile_seq\": %lld, \"tile_channels\": %lld, "
-             "\"tile_hidden\": %lld, \"tile_vocab\": %lld, \"tile_heads\": %lld",
-             (long long)t->held_out, o->shuffle, o->val_split, (long long)o->val_every,
-             (long long)o->val_batches, (long long)o->sample,
-             train_choice_name("precision", o->precision), o->recompute,
-             (long long)o->save_every, o->save_best, (long long)o->tile_batch,
-             (long long)o->tile_seq, (long long)o->tile_channels, (long long)o->tile_hidden,
-             (long long)o->tile_vocab, (long long)o->tile_heads);
+    snprintf(s + n, cap - n, "\", \"val_split\": %.17g, \"val_batches\": %lld, \"sample\": %lld, "
+             "\"precision\": \"%s\", \"recompute\": %d, \"tile_batch\": %lld, \"tile_seq\": %lld, "
+             "\"tile_channels\": %lld, \"tile_hidden\": %lld, \"tile_vocab\": %lld, "
+             "\"tile_heads\": %lld", o->val_split, (long long)o->val_batches,
+             (long long)o->sample, train_choice_name("precision", o->precision), o->recompute,
+             (long long)o->tile_batch, (long long)o->tile_seq, (long long)o->tile_channels,
+             (long long)o->tile_hidden, (long long)o->tile_vocab, (long long)o->tile_heads);
     if (o->val_data)
         options_path(s, cap, "val_data", o->val_data);
     /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
@@ -698,7 +656,6 @@ static char *options_string(const trainer *t, int64_t step)
         options_path(s, cap, "bpe_vocab", o->bpe_vocab);
         options_path(s, cap, "bpe_merges", o->bpe_merges);
     }
-    strcat(s, "}");
     return s;
 }
 
@@ -711,23 +668,10 @@ static int64_t options_int(const char *s, const char *key)
     return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-/* The training state after step into path (the checkpoint, or best.safetensors). */
-static int save_state_to(trainer *t, const char *path, int64_t step)
+static int save_state(trainer *t)
 {
-    nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    st.data_pos = t->data_pos;
-    memcpy(st.rng, t->rng, sizeof st.rng);
-    st.options = options_string(t, step);
-    if (!st.options)
-        return lib_error("checkpoint", NNT_E_NOMEM);
-    int rc = nnt_train_state_save(t->opt, path, &st);
-    free(st.options);
+    int rc = nnt_trainer_save(t->tr, t->path_ckpt);
     return rc ? lib_error("cannot save the checkpoint", rc) : 0;
-}
-
-static int save_state(trainer *t, int64_t step)
-{
-    return save_state_to(t, t->path_ckpt, step);
 }
 
 /* The saved model configuration must be this run's; batches may change (with a note). */
@@ -770,8 +714,7 @@ static int check_resumed_options(trainer *t, const char *saved)
 
 static int resume_state(trainer *t)
 {
-    nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    int rc = nnt_train_state_load(t->opt, t->o.resume, &st);
+    int rc = nnt_trainer_resume(t->tr, t->o.resume);
     if (rc == NNT_E_FORMAT || rc == NNT_E_SHAPE) {
         /* The library checks the whole file first: nothing was changed. */
         fprintf(stderr, "nnt-train: --resume %s cannot be used: it is damaged, or it was saved "
@@ -782,24 +725,15 @@ static int resume_state(trainer *t)
     }
     if (rc)
         return lib_error("--resume", rc);
-    rc = check_resumed_options(t, st.options);
-    int64_t shuffled = options_int(st.options, "shuffle");   /* -1: not recorded (in order) */
-    if (shuffled < 0 ? t->o.shuffle : shuffled != t->o.shuffle) {
+    if ((rc = check_resumed_options(t, t->resume_saved)))
+        return rc;
+    int64_t shuffled = options_int(t->resume_saved, "shuffle");   /* -1: not recorded */
+    if (shuffled < 0 ? t->o.shuffle : shuffled != t->o.shuffle)
         say(t, "note: the checkpoint read the data %s, this run %s: the data position "
                "restarts at 0\n", t->o.shuffle ? "in order" : "shuffled",
             t->o.shuffle ? "shuffles it" : "reads it in order");
-        st.data_pos = 0;
-    }
-    /* (no training tokens under --steps 0 with --val-data: the position is not used) */
-    t->data_pos = t->o.shuffle || !t->ntokens ? st.data_pos
-                                              : st.data_pos % (uint64_t)t->ntokens;
-    memcpy(t->rng, st.rng, sizeof t->rng);
-    nnt_train_state_clear(&st);
-    if (rc)
-        return rc;
-    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
-    nnt_optim_stats_get(t->opt, &stats);
-    t->done = stats.step;
+    nnt_trainer_info_get(t->tr, &t->ti);
+    t->done = t->ti.step;
     if (t->done >= t->o.steps && t->o.steps > 0)
         return train_usage_error("--resume %s is at step %lld: --steps %lld leaves nothing to "
                                  "do (--steps is the total)", t->o.resume,
@@ -948,7 +882,7 @@ static void print_summary(trainer *t)
             train_choice_name("tokenizer", o->tokenizer), (long long)tok_vocab);
     if (t->done)
         say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
-            (long long)t->done, (unsigned long long)t->data_pos);
+            (long long)t->done, (unsigned long long)t->ti.data_pos);
     if (t->done && t->resumed_names[0])
         say(t, "           with its run's %s (options given here override them)\n",
             t->resumed_names);
@@ -1204,144 +1138,13 @@ static void report_step(trainer *t, const step_result *r)
     fflush(t->csv);
 }
 
-/* ---- training ------------------------------------------------------------------------ */
-
-/* n tokens of the range [start, start + len) of data into ids, from offset pos of the range,
- * wrapping to the range's start (never into tokens outside it, e.g. the held-out ones). */
-static int read_range(nnt_data *data, int64_t start, int64_t len, uint64_t pos, int32_t *ids,
-                      int64_t n)
-{
-    int64_t at = (int64_t)(pos % (uint64_t)len);
-    while (n > 0) {
-        int64_t run = len - at < n ? len - at : n;
-        int rc = nnt_data_read(data, start + at, ids, run);
-        if (rc)
-            return rc;
-        ids += run, n -= run, at = 0;
-    }
-    return 0;
-}
-
-/* (B, T) inputs and (B, T) targets into the input tensors. */
-static int upload_batch(trainer *t, const int32_t *inputs, const int32_t *targets)
-{
-    size_t bytes = (size_t)(t->o.batch * t->o.seq) * sizeof(int32_t);
-    int rc;
-    if ((rc = nnt_tensor_copy_from_host(t->tokens, inputs, bytes)) ||
-        (rc = nnt_tensor_copy_from_host(t->targets, targets, bytes)))
-        return lib_error("cannot copy a batch", rc);
-    return 0;
-}
-
-/* The window of B*T+1 tokens at offset pos of a range of data into the input tensors:
- * inputs window[0..BT), targets window[1..BT]. */
-static int load_window(trainer *t, nnt_data *data, int64_t start, int64_t len, uint64_t pos)
-{
-    int rc = read_range(data, start, len, pos, t->window, t->o.batch * t->o.seq + 1);
-    if (rc)
-        return lib_error("cannot read the data", rc);
-    return upload_batch(t, t->window, t->window + 1);
-}
-
-/* --shuffle: rows pos .. pos + B - 1 of the shuffled order into the input tensors: each row
- * is T + 1 tokens at row * T of the training tokens, its first T the inputs of a sequence,
- * its last T the targets. */
-static int load_rows(trainer *t, uint64_t pos)
-{
-    int64_t B = t->o.batch, T = t->o.seq;
-    int32_t *inputs = t->rows, *targets = t->rows + B * T, *row = t->rows + 2 * B * T;
-    for (int64_t b = 0; b < B; b++) {
-        uint64_t r = train_shuffled_row((uint64_t)t->o.seed, t->nrows, pos + (uint64_t)b);
-        int rc = nnt_data_read(t->data, (int64_t)r * T, row, T + 1);
-        if (rc)
-            return lib_error("cannot read the data", rc);
-        memcpy(inputs + b * T, row, (size_t)T * sizeof *row);
-        memcpy(targets + b * T, row + 1, (size_t)T * sizeof *row);
-    }
-    return upload_batch(t, inputs, targets);
-}
-
-/* The training batch at data position pos: the window there (the training tokens wrap at
- * their end), or under --shuffle the rows from row pos of the shuffled order. */
-static int load_batch(trainer *t, uint64_t pos)
-{
-    return t->o.shuffle ? load_rows(t, pos) : load_window(t, t->data, 0, t->ntokens, pos);
-}
-
-/* How far a micro-batch moves the data position: B * T tokens, or B rows (--shuffle). */
-static uint64_t batch_advance(const trainer *t)
-{
-    return (uint64_t)(t->o.shuffle ? t->o.batch : t->o.batch * t->o.seq);
-}
-
-static int micro_batch(trainer *t, uint64_t pos, double *loss)
-{
-    int rc = load_batch(t, pos);
-    if (rc)
-        return rc;
-    /* The loss is read after the backward is submitted, so that the workers have the
-     * backward's tasks while this thread waits for the forward's end. */
-    if ((rc = nnt_layer_set_targets(t->model, t->targets)) ||
-        (rc = nnt_layer_forward(t->model, t->tokens, NULL)) ||
-        (rc = nnt_layer_backward(t->model, NULL, NULL)) ||
-        (rc = nnt_layer_loss(t->model, loss)))
-        return lib_error("forward/backward", rc);
-    return 0;
-}
-
-static int train_step(trainer *t, int64_t step, step_result *r)
-{
-    double start = now_s(), sum = 0;
-    /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
-    int rc = nnt_layer_clear_grad(t->model);
-    if (rc)
-        return lib_error("nnt_layer_clear_grad", rc);
-    for (int64_t k = 0; k < t->o.accum; k++) {
-        double loss;
-        if ((rc = micro_batch(t, t->data_pos + (uint64_t)k * batch_advance(t), &loss)))
-            return rc;
-        sum += loss;
-    }
-    if ((rc = nnt_optim_step(t->opt)) || (rc = nnt_ctx_wait(t->ctx)))
-        return lib_error("optimizer step", rc);
-    t->data_pos += (uint64_t)t->o.accum * batch_advance(t);
-    if (!t->o.shuffle)
-        t->data_pos %= (uint64_t)t->ntokens;
-    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
-    nnt_optim_stats_get(t->opt, &stats);
-    r->step = step, r->loss = sum / (double)t->o.accum, r->ms = 1e3 * (now_s() - start);
-    r->lr = stats.lr, r->grad_norm = stats.grad_norm;
-    return 0;
-}
+/* ---- training: nnt_trainer, reported here ----------------------------------------------- */
 
 /* The last step of this run: --steps, or --stop-after when it comes first. */
 static int64_t last_step(const trainer *t)
 {
     const train_opts *o = &t->o;
     return o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
-}
-
-/* Tracing covers --trace-steps steps, from the second step of this run (the first one
- * warms up), or the first when the run has a single step. */
-static int trace_control(trainer *t, int64_t step, int after)
-{
-    const train_opts *o = &t->o;
-    if (!o->trace)
-        return 0;
-    int64_t first = t->done + (last_step(t) - t->done > 1 ? 2 : 1);
-    int rc = 0;
-    if (!after && step == first && !t->tracing) {
-        if ((rc = nnt_trace_start(t->ctx)))
-            return lib_error("nnt_trace_start", rc);
-        t->tracing = 1;
-    }
-    if (after && t->tracing && (step == first + o->trace_steps - 1 || step == last_step(t) ||
-                                interrupted)) {
-        t->tracing = 0;
-        if ((rc = nnt_trace_stop(t->ctx, o->trace, t->path_trace_table)))
-            return lib_error("nnt_trace_stop", rc);
-    }
-    return 0;
 }
 
 /* A validation's line (stdout under --print-loss: "val N loss X") and its row of val.csv. */
@@ -1365,76 +1168,68 @@ static void report_val(trainer *t, int64_t step, double loss, double seconds)
     }
 }
 
-/* The mean loss of the held-out windows, the same ones each time (forward only: no
- * gradients, the weights and the data position unchanged). */
-static int validate(trainer *t, int64_t step)
+/* The trainer's reports: a step (its line, train.csv, the curve) or a validation (its
+ * line, val.csv, the curve; the best checkpoint). Nonzero stops the run (out of memory). */
+static int on_report(const nnt_trainer_report *rep, void *user)
 {
-    int64_t bt = t->o.batch * t->o.seq;
-    nnt_data *src = t->val_data ? t->val_data : t->data;
-    double start = now_s(), sum = 0;
-    for (int64_t k = 0; k < t->val_batches; k++) {
-        double loss;
-        int rc = load_window(t, src, t->val_start, t->val_len, (uint64_t)(k * bt));
-        if (rc)
-            return rc;
-        if ((rc = nnt_layer_set_targets(t->model, t->targets)) ||
-            (rc = nnt_layer_forward(t->model, t->tokens, NULL)) ||
-            (rc = nnt_layer_loss(t->model, &loss)))
-            return lib_error("validation forward", rc);
-        sum += loss;
-    }
-    double loss = sum / (double)t->val_batches, seconds = now_s() - start;
-    if (add_val_point(t, step, loss))
-        return 1;
-    t->val_runs++, t->val_s += seconds;
-    report_val(t, step, loss, seconds);
-    if (t->o.save_best && loss < t->best_val) {
-        int rc = save_state_to(t, t->path_best, step);
-        if (rc)
-            return rc;
-        t->best_val = loss;
-        if (!t->o.print_loss)
+    trainer *t = user;
+    if (rep->event == NNT_TRAINER_VALIDATION) {
+        if (add_val_point(t, rep->step, rep->loss))
+            return t->failed = 1;
+        t->val_runs++, t->val_s += rep->ms / 1e3;
+        report_val(t, rep->step, rep->loss, rep->ms / 1e3);
+        if (rep->saved_best && !t->o.print_loss)
             say(t, "saved %s: the lowest validation loss so far\n", t->path_best);
+        return 0;
     }
+    if (record_step(t, rep->step, rep->loss, rep->ms))
+        return t->failed = 1;
+    step_result r = {rep->step, rep->loss, rep->ms, rep->lr, rep->grad_norm, rep->validates};
+    report_step(t, &r);
+    if (!isfinite(rep->loss))
+        t->nonfinite = rep->step;
     return 0;
 }
 
-/* Validation after this step: every --val-every steps and after the last; not while --trace
- * records (its timeline and table are the training steps'). */
-static int validates(const trainer *t, int64_t step)
-{
-    return t->val_batches > 0 && !interrupted && !t->tracing &&
-           (step % t->o.val_every == 0 || step == last_step(t));
-}
-
-static int train_loop(trainer *t)
+static int create_trainer(trainer *t)
 {
     const train_opts *o = &t->o;
-    int rc;
-    int64_t last = last_step(t);
-    if (o->steps == 0)   /* validation only, of the model as loaded or resumed */
-        return validate(t, t->done);
-    for (int64_t step = t->done + 1; step <= last && !interrupted; step++) {
-        step_result r;
-        if ((rc = trace_control(t, step, 0)) || (rc = train_step(t, step, &r)) ||
-            (rc = trace_control(t, step, 1)))
-            return rc;
-        if ((rc = record_step(t, step, r.loss, r.ms)))
-            return rc;
-        r.validated = validates(t, step) && isfinite(r.loss);
-        report_step(t, &r);
-        if (!isfinite(r.loss)) {
-            fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
-                    (long long)step);
-            return 1;
-        }
-        if (r.validated && (rc = validate(t, step)))
-            return rc;
-        if (o->save_every > 0 && step % o->save_every == 0 && step < last &&
-            (rc = save_state(t, step)))
-            return rc;
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = o->batch, to.seq = o->seq, to.accum = o->accum, to.steps = o->steps;
+    to.tile_batch = t->tiling.batch, to.tile_seq = t->tiling.seq;
+    to.seed = (uint64_t)o->seed, to.shuffle = o->shuffle, to.train_tokens = t->ntokens;
+    to.val_data = t->val_data, to.val_start = t->val_start, to.val_len = t->val_len;
+    to.val_batches = t->val_batches, to.val_every = o->val_every;
+    to.checkpoint = t->path_ckpt, to.save_every = o->save_every;
+    to.best_checkpoint = o->save_best ? t->path_best : NULL;
+    to.trace = o->trace, to.trace_table = t->path_trace_table;
+    to.trace_steps = o->trace_steps > 0 ? o->trace_steps : 1;
+    to.peak_flops = t->peak_flops, to.program = "nnt-train", to.callback = on_report, to.user = t;
+    char *extra = options_string(t);
+    to.extra_options = extra;
+    int rc = extra ? nnt_trainer_create(t->model, t->opt, t->data, &to, &t->tr) : NNT_E_NOMEM;
+    free(extra);
+    t->ti.size = sizeof t->ti;
+    if (!rc)
+        rc = nnt_trainer_info_get(t->tr, &t->ti);
+    return rc ? lib_error("cannot create the trainer", rc) : 0;
+}
+
+/* The run: the steps (or a validation with --steps 0). */
+static int train_loop(trainer *t)
+{
+    running = t->tr;
+    int rc = nnt_trainer_run(t->tr, last_step(t));
+    running = NULL;
+    nnt_trainer_info_get(t->tr, &t->ti);
+    if (t->failed)
+        return 1;
+    if (t->nonfinite) {
+        fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
+                (long long)t->nonfinite);
+        return 1;
     }
-    return 0;
+    return rc ? lib_error("training", rc) : 0;
 }
 
 /* ---- after training: files, sample, trace table, final report ---------------------------- */
@@ -1494,9 +1289,8 @@ static int copy_tokenizer_json(const train_opts *o)
 static int write_outputs(trainer *t)
 {
     const train_opts *o = &t->o;
-    int64_t last = t->done + t->nrun;
     int rc;
-    if (t->nrun && !o->no_save && (rc = save_state(t, last)))
+    if (t->nrun && !o->no_save && (rc = save_state(t)))
         return rc;
     if (o->save_weights && (rc = nnt_gpt_save_safetensors(t->model, t->path_weights)))
         return lib_error("--save-weights", rc);
@@ -1607,7 +1401,7 @@ static int print_sample(trainer *t)
                   : train_usage_error("--prompt: gives no tokens");
     }
     nnt_sampling s = NNT_SAMPLING_INIT;
-    s.temperature = o->temperature, s.top_k = o->top_k, s.seed = xoshiro_next(t->rng);
+    s.temperature = o->temperature, s.top_k = o->top_k, s.seed = xoshiro_next(t->ti.rng);
     rc = nnt_model_generate(t->model, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
     if (rc)
         rc = lib_error("nnt_model_generate", rc);
@@ -1702,9 +1496,9 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     if (t->val_csv)
         say(t, "  %s  (validation log: step, loss on the held-out tokens, tokens)\n",
             t->path_val_csv);
-    if (o->save_best && t->best_val < INFINITY)
+    if (o->save_best && t->ti.best_val_loss < HUGE_VAL)
         say(t, "  %s  (checkpoint of the lowest validation loss, %.6f)\n", t->path_best,
-            t->best_val);
+            t->ti.best_val_loss);
     if (t->nrun && !o->no_save)
         say(t, "  %s  (checkpoint: continue with --resume, generate with nnt-generate "
                "--checkpoint)\n", t->path_ckpt);
@@ -1889,14 +1683,6 @@ static int setup(trainer *t)
         (rc = check_config(t)) || (rc = make_output_paths(t)) || (rc = start_runtime(t)) ||
         (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)))
         return rc;
-    uint64_t sm = (uint64_t)o->seed;
-    for (int i = 0; i < 4; i++)
-        t->rng[i] = splitmix64(&sm);
-    if (o->resume && (rc = resume_state(t)))
-        return rc;
-    double attn_width = (double)(t->cfg.heads * t->cfg.head_dim);   /* NH hd: C unless given */
-    t->flops_per_token = 6.0 * (double)t->nparams +
-                         12.0 * (double)(t->cfg.layers * o->seq) * attn_width;
     /* over MPI the GEMM timing would time one rank's share of the tiles only: the nominal
      * peak of every rank's workers instead */
     if (o->peak_gflops > 0)
@@ -1908,15 +1694,12 @@ static int setup(trainer *t)
     else
         t->peak_flops = 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
                         (t->nranks > 1 ? t->nranks : 1);
-    t->best_val = INFINITY;
+    if ((rc = create_trainer(t)) || (o->resume && (rc = resume_state(t))))
+        return rc;
+    t->flops_per_token = t->ti.flops_per_token;
     if (o->steps == 0)   /* validation only: the logs of --out (perhaps a training's) kept */
         return 0;
-    if (open_csv(t) || open_val_csv(t))
-        return 1;
-    /* resumed with --save-best: best.safetensors holds the lowest of the earlier validations */
-    if (o->save_best && t->done && t->nval && access(t->path_best, R_OK) == 0)
-        t->best_val = t->val_curve[lowest_val(t)].loss;
-    return 0;
+    return open_csv(t) || open_val_csv(t);
 }
 
 /* ---- several ranks (mpirun, srun) ------------------------------------------------------ */
@@ -1994,15 +1777,14 @@ static void teardown(trainer *t)
     if (t->val_csv)
         fclose(t->val_csv);
     nnt_optim_destroy(t->opt);
-    nnt_tensor_destroy(t->tokens);
-    nnt_tensor_destroy(t->targets);
+    nnt_trainer_destroy(t->tr);
     nnt_layer_destroy(t->model);
     nnt_data_close(t->data);
     nnt_data_close(t->val_data);
     nnt_tokenizer_destroy(t->tok);
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
-    free(t->window), free(t->rows), free(t->curve), free(t->step_ms), free(t->val_curve);
+    free(t->curve), free(t->step_ms), free(t->val_curve);
     free(t->path_val_csv), free(t->path_best);
     free(t->path_csv), free(t->path_svg), free(t->path_ckpt), free(t->path_weights);
     free(t->path_llmc), free(t->path_trace_table);

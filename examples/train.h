@@ -110,10 +110,4 @@ typedef struct train_point {
 int train_svg_write(const char *path, const train_point *points, int64_t n,
                     const train_point *val, int64_t nval, const char *title);
 
-/* --shuffle: the row read i-th (i = 0, 1, ...) of training data cut into nrows sequences
- * (rows): epoch e = i / nrows reads every row once, in the order of a pseudorandom
- * permutation of [0, nrows) given by seed and e, a new one each epoch. Stateless: the
- * position in the stream of rows is all a resumed run needs. nrows < 2000000000000000000. */
-uint64_t train_shuffled_row(uint64_t seed, uint64_t nrows, uint64_t i);
-
 #endif /* NNT_TRAIN_H */

@@ -660,6 +660,115 @@ NNT_API int nnt_data_format_of(const nnt_data *data, nnt_data_format *format);
 /* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
 NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
 
+/* ---- Training loop ---------------------------------------------------------------------
+ * The loop every training program shares (nnt_trainer_create(3)): steps of accum
+ * micro-batches of (B, T) tokens, the optimizer's update and schedule, validation on
+ * held-out tokens every val_every steps with a checkpoint of the best, periodic
+ * checkpoints (through a temporary file and a rename) recording the run's configuration,
+ * resume of all of it, the training tokens read in order or shuffled. */
+typedef struct nnt_trainer nnt_trainer;
+
+typedef enum nnt_trainer_event {
+    NNT_TRAINER_STEP = 0,         /* a step was done (its figures)                            */
+    NNT_TRAINER_VALIDATION = 1    /* a validation was done (its loss)                         */
+} nnt_trainer_event;
+
+/* What the callback receives (valid during the call). */
+typedef struct nnt_trainer_report {
+    size_t size;                 /* sizeof(nnt_trainer_report) of the library                */
+    nnt_trainer_event event;
+    int64_t step;                /* the step just done (resumed steps counted), or the step
+                                    after which the validation ran                           */
+    int64_t steps;               /* the run's steps (nnt_trainer_options.steps)              */
+    double loss;                 /* mean loss of the step's micro-batches / of the windows    */
+    double lr, grad_norm;        /* step: the update's learning rate and gradient norm        */
+    double ms;                   /* wall time of the step / of the validation                 */
+    double tokens_per_s;         /* step: B T accum / its time                                */
+    double mfu;                  /* step: model FLOP utilisation against peak_flops (0..1);
+                                    NaN when peak_flops is 0                                  */
+    int64_t tokens;              /* tokens of the step (B T accum) / of the validation        */
+    int64_t mem_used_bytes;      /* every memory node together, after the step                */
+    int64_t mem_peak_bytes;
+    int validates;               /* step: a validation follows it                             */
+    int saved_best;              /* validation: its loss is the lowest: best_checkpoint written */
+} nnt_trainer_report;
+
+/* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
+typedef int (*nnt_trainer_callback)(const nnt_trainer_report *report, void *user);
+
+typedef struct nnt_trainer_options {
+    size_t size;                 /* sizeof(nnt_trainer_options), set by the init macro        */
+    int64_t batch, seq;          /* B, T: the model's batch shape                             */
+    int64_t tile_batch, tile_seq; /* tiles of its (B, T) inputs: the tiling's batch and seq it
+                                    was created with; 0: nnt_model_tiling's automatic ones     */
+    int64_t accum;               /* micro-batches a step (>= 1): the optimizer's accum_steps   */
+    int64_t steps;               /* steps of the whole run (>= 0; 0: nnt_trainer_validate only) */
+    uint64_t seed;               /* the shuffled order; the rng words saved in checkpoints     */
+    int shuffle;                 /* 0: windows of B T + 1 consecutive tokens, wrapping; 1:
+                                    sequences of T + 1 tokens at multiples of T in a new
+                                    pseudorandom order each epoch                              */
+    int64_t train_tokens;        /* train on the data's first train_tokens (0: all of them)    */
+    nnt_data *val_data;          /* where the held-out tokens are; NULL: the training data     */
+    int64_t val_start, val_len;  /* the held-out tokens [val_start, val_start + val_len)      */
+    int64_t val_batches;         /* windows of B T + 1 tokens a validation reads (0: none)     */
+    int64_t val_every;           /* validate every val_every steps (0: none) and after the last */
+    const char *checkpoint;      /* path of the periodic checkpoints and of nnt_trainer_save
+                                    with no path; NULL: none                                   */
+    int64_t save_every;          /* a checkpoint every save_every steps (0: none), not at the last */
+    const char *best_checkpoint; /* written when a validation loss is the lowest; NULL: none   */
+    double peak_flops;           /* FLOP/s the MFU is against; 0: no MFU                       */
+    const char *trace;           /* trace the steps from the run's second (nnt_trace_start):
+                                    the timeline file; NULL: no trace                          */
+    const char *trace_table;     /* its per-op table (nnt_trace_stop)                          */
+    int64_t trace_steps;         /* steps traced                                               */
+    const char *program;         /* "program" of the recorded options string (NULL: "nnt")     */
+    const char *extra_options;   /* JSON members ("\"key\": value, ...") appended to it, or NULL */
+    nnt_trainer_callback callback;  /* after each step and validation; may be NULL             */
+    void *user;                  /* its second argument                                        */
+} nnt_trainer_options;
+
+#define NNT_TRAINER_OPTIONS_INIT \
+    { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL }
+
+/* The trainer's state (nnt_trainer_info_get). */
+typedef struct nnt_trainer_info {
+    size_t size;                 /* sizeof(nnt_trainer_info): set it before the call           */
+    int64_t step;                /* updates done (resumed ones included)                       */
+    uint64_t data_pos;           /* next window's token offset; shuffled: sequences read       */
+    uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
+    int stopped;                 /* a stop was requested                                       */
+    double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
+    double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
+} nnt_trainer_info;
+
+#define NNT_TRAINER_INFO_INIT { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0 }
+
+/* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
+ * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when
+ * steps is 0). model, opt, data and val_data must outlive it; paths are copied. */
+NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
+                               const nnt_trainer_options *opts, nnt_trainer **out);
+NNT_API void nnt_trainer_destroy(nnt_trainer *tr);
+/* One step (gradients cleared, accum forward/backward, one update), then the validation and
+ * checkpoint due after it; the callback reports each. */
+NNT_API int nnt_trainer_step(nnt_trainer *tr);
+/* Steps until step until (<= 0 or past steps: steps) or a stop request; with steps 0 one
+ * validation. */
+NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until);
+/* The mean loss over the held-out windows (forward only), reported and kept as the best
+ * when it is; loss may be NULL. */
+NNT_API int nnt_trainer_validate(nnt_trainer *tr, double *loss);
+/* The training state (parameters, optimizer, data position, rng, options string) to path
+ * (NULL: the checkpoint option). */
+NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
+/* Continue from a file of nnt_trainer_save: parameters, optimizer, step, data position, rng,
+ * the best validation loss. */
+NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
+/* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
+NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
+NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
+
 /* ---- tracing and memory statistics ----------------------------------------------------- */
 
 /* Record every task (worker, codelet, start/end, time waiting for data) from now on. */

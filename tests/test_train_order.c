@@ -1,6 +1,7 @@
-/* nnt-train --shuffle's order (examples/train_order.c): every epoch a permutation of the
- * rows, a different one each epoch and each seed, the same one for the same seed. */
-#include "../examples/train.h"
+/* The trainer's shuffled order (lib/train/order.c, nnt-train --shuffle): every epoch a
+ * permutation of the rows, a different one each epoch and each seed, the same one for the
+ * same seed. */
+#include "../lib/train/train.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -22,8 +23,8 @@ START_TEST(test_permutation)
         uint64_t same_as_first = 0, in_place = 0;
         for (uint64_t j = 0; j < n; j++) {
             /* (plain tests in the loop: each Check assertion is a write to a pipe) */
-            uint64_t r = train_shuffled_row(7, n, epoch * n + j);
-            if (r >= n || seen[r] || r != train_shuffled_row(7, n, epoch * n + j))
+            uint64_t r = nnt_shuffled_row(7, n, epoch * n + j);
+            if (r >= n || seen[r] || r != nnt_shuffled_row(7, n, epoch * n + j))
                 ck_abort_msg("rows %llu, epoch %llu: row %llu out of range, read twice or not "
                              "the same when asked again", (unsigned long long)n,
                              (unsigned long long)epoch, (unsigned long long)r);
@@ -53,13 +54,13 @@ START_TEST(test_seeds)
 {
     uint64_t n = 1000, same = 0;
     for (uint64_t j = 0; j < n; j++)
-        same += train_shuffled_row(1, n, j) == train_shuffled_row(2, n, j);
+        same += nnt_shuffled_row(1, n, j) == nnt_shuffled_row(2, n, j);
     ck_assert_msg(same < 10, "seeds 1 and 2 give %llu rows at the same place",
                   (unsigned long long)same);
     /* a large data set: rows of the first epoch spread over the whole range */
     uint64_t big = 1000000000000ULL, lo = big, hi = 0;
     for (uint64_t j = 0; j < 1000; j++) {
-        uint64_t r = train_shuffled_row(3, big, j);
+        uint64_t r = nnt_shuffled_row(3, big, j);
         if (r >= big)
             ck_abort_msg("row %llu of %llu", (unsigned long long)r, (unsigned long long)big);
         lo = r < lo ? r : lo, hi = r > hi ? r : hi;

@@ -1,5 +1,6 @@
-/* nnt-train --shuffle: the order in which training sequences are read, stateless (a function
- * of the seed and the count of sequences read), so that a resumed run continues it exactly. */
+/* The trainer's shuffled reading (nnt_trainer_options.shuffle): the order in which training
+ * sequences are read, stateless (a function of the seed and the count of sequences read), so
+ * that a resumed run continues it exactly. */
 #include "train.h"
 
 /* splitmix64's finaliser: a well-mixed 64-bit function of x. */
@@ -24,7 +25,7 @@ static uint64_t feistel(uint64_t key, unsigned half, uint64_t x)
     return left << half | right;
 }
 
-uint64_t train_shuffled_row(uint64_t seed, uint64_t nrows, uint64_t i)
+uint64_t nnt_shuffled_row(uint64_t seed, uint64_t nrows, uint64_t i)
 {
     if (nrows <= 1)
         return 0;

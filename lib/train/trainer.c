@@ -1,0 +1,560 @@
+/* nnt_trainer: the training loop every program shares (nnt-train's, moved here).
+ *
+ *   step        gradients dropped; per micro-batch: B*T + 1 tokens (or B shuffled sequences
+ *               of T + 1), forward with targets, backward, its loss; one optimizer update
+ *   validation  the mean loss of the same held-out windows each time (forward only), the
+ *               best one saved
+ *   checkpoint  nnt_train_state_save (temporary file, fsync, rename) with the data position,
+ *               the rng words and an options string recording the run's configuration
+ * Only the public API is called on the model, the optimizer and the data, except that the
+ * optimizer's options are read for the options string. */
+#include "train.h"
+#include "../internal.h"
+#include "../optim/optim.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NNT_TRAINER_MAGIC 0x6e6e7472u /* "nntr" */
+
+struct nnt_trainer {
+    unsigned magic;
+    nnt_ctx *ctx;
+    nnt_layer *model;
+    nnt_optim *opt;
+    nnt_data *data;                /* training tokens (NULL: validation only)              */
+    nnt_trainer_options o;         /* strings below are owned copies                       */
+    int64_t ntokens;               /* tokens trained on: the data's first ntokens          */
+    int64_t held_out;              /* the data's tokens after those                        */
+    uint64_t nrows;                /* shuffle: sequences of T + 1 tokens at row * T        */
+    nnt_tensor *tokens, *targets;  /* (B, T) int32                                         */
+    int32_t *window;               /* (B*T + 1) consecutive tokens                         */
+    int32_t *rows;                 /* shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
+    uint64_t data_pos;             /* next window's start (< ntokens); shuffle: rows read   */
+    uint64_t rng[4];
+    int64_t done;                  /* updates done when created or resumed                 */
+    int64_t until;                 /* the last step of the run in progress                 */
+    double best_val;               /* lowest validation loss saved to best_checkpoint      */
+    double flops_per_token;
+    int tracing;
+    volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int check(const nnt_trainer *tr, const char *fn)
+{
+    if (!tr || tr->magic != NNT_TRAINER_MAGIC)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: the trainer is NULL or not a trainer", fn);
+    return nnt_ctx_check(tr->ctx, fn);
+}
+
+static char *copy_string(const char *s, int *failed)
+{
+    char *c = s ? strdup(s) : NULL;
+    if (s && !c)
+        *failed = 1;
+    return c;
+}
+
+static void free_strings(nnt_trainer_options *o)
+{
+    free((char *)o->checkpoint), free((char *)o->best_checkpoint), free((char *)o->trace);
+    free((char *)o->trace_table), free((char *)o->program), free((char *)o->extra_options);
+}
+
+static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
+                         const nnt_data *data)
+{
+    if (o->batch < 1 || o->seq < 1 || o->accum < 1 || o->steps < 0 || o->train_tokens < 0 ||
+        o->tile_batch < 0 || o->tile_seq < 0 || o->val_batches < 0 || o->val_every < 0 ||
+        o->save_every < 0 || o->trace_steps < 1 || !(o->peak_flops >= 0) ||
+        o->val_start < 0 || o->val_len < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: batch, seq, accum, trace_steps must be >= 1; "
+                        "steps, train_tokens, tiles, val_*, save_every, peak_flops >= 0", fn);
+    if (!data && o->steps > 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
+    if (o->val_batches > 0 && o->val_len < o->val_batches * o->batch * o->seq + 1)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T + 1 tokens "
+                        "need more than the %lld held-out tokens", fn,
+                        (long long)o->val_batches, (long long)o->val_len);
+    if (o->val_batches > 0 && !o->val_data && !data)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: validation without data", fn);
+    if (o->trace && !o->trace_table)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: trace without trace_table", fn);
+    return NNT_OK;
+}
+
+/* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
+static int prepare(nnt_trainer *tr, const char *fn)
+{
+    const nnt_trainer_options *o = &tr->o;
+    int64_t n = 0;
+    if (tr->data) {
+        NNT_TRY(nnt_data_num_tokens(tr->data, &n));
+        tr->ntokens = o->train_tokens > 0 && o->train_tokens < n ? o->train_tokens : n;
+        tr->held_out = n - tr->ntokens;
+        if (tr->ntokens < 2)
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %lld training tokens, at least 2 are "
+                            "needed", fn, (long long)tr->ntokens);
+        tr->nrows = (uint64_t)(tr->ntokens - 1) / (uint64_t)o->seq;
+        if (o->shuffle && tr->nrows == 0)
+            return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: shuffle reads sequences of T + 1 = "
+                            "%lld tokens: the data has %lld training tokens", fn,
+                            (long long)o->seq + 1, (long long)tr->ntokens);
+    }
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    int64_t nparams = 0;
+    NNT_TRY(nnt_model_config_of(tr->model, &cfg));
+    NNT_TRY(nnt_layer_num_params(tr->model, NULL, &nparams));
+    tr->flops_per_token = 6.0 * (double)nparams +
+                          12.0 * (double)(cfg.layers * o->seq) * (double)(cfg.heads * cfg.head_dim);
+    int64_t tile[2] = {o->tile_batch, o->tile_seq}, shape[2] = {o->batch, o->seq};
+    if (!tile[0] || !tile[1]) {
+        nnt_tiling tl;
+        NNT_TRY(nnt_model_tiling(tr->ctx, &cfg, o->batch, o->seq, NULL, &tl));
+        tile[0] = tile[0] ? tile[0] : tl.batch, tile[1] = tile[1] ? tile[1] : tl.seq;
+    }
+    NNT_TRY(nnt_tensor_create(tr->ctx, NNT_INT32, 2, shape, tile, &tr->tokens));
+    NNT_TRY(nnt_tensor_create(tr->ctx, NNT_INT32, 2, shape, tile, &tr->targets));
+    tr->window = malloc(((size_t)(o->batch * o->seq) + 1) * sizeof *tr->window);
+    if (o->shuffle)
+        tr->rows = malloc(((size_t)(2 * o->batch * o->seq + o->seq) + 1) * sizeof *tr->rows);
+    if (!tr->window || (o->shuffle && !tr->rows))
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: batch buffers", fn);
+    uint64_t sm = o->seed;
+    for (int i = 0; i < 4; i++)
+        tr->rng[i] = splitmix64(&sm);
+    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
+    NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
+    tr->done = stats.step;
+    return NNT_OK;
+}
+
+NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
+                               const nnt_trainer_options *opts, nnt_trainer **out)
+{
+    const char *fn = "nnt_trainer_create";
+    static const nnt_trainer_options defaults = NNT_TRAINER_OPTIONS_INIT;
+    if (!out)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    NNT_TRY(nnt_optim_check(opt, fn));
+    if (!model)
+        return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: model is NULL", fn);
+    nnt_trainer_options o;
+    NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
+                             "initialise them with NNT_TRAINER_OPTIONS_INIT"));
+    NNT_TRY(check_options(opt->ctx, fn, &o, data));
+    nnt_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr)
+        return nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int failed = 0;
+    tr->magic = NNT_TRAINER_MAGIC;
+    tr->ctx = opt->ctx, tr->model = model, tr->opt = opt, tr->data = data, tr->o = o;
+    tr->o.checkpoint = copy_string(o.checkpoint, &failed);
+    tr->o.best_checkpoint = copy_string(o.best_checkpoint, &failed);
+    tr->o.trace = copy_string(o.trace, &failed);
+    tr->o.trace_table = copy_string(o.trace_table, &failed);
+    tr->o.program = copy_string(o.program ? o.program : "nnt", &failed);
+    tr->o.extra_options = copy_string(o.extra_options, &failed);
+    tr->best_val = HUGE_VAL;
+    int rc = failed ? nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn) : prepare(tr, fn);
+    if (rc) {
+        nnt_trainer_destroy(tr);
+        return rc;
+    }
+    tr->until = o.steps;
+    *out = tr;
+    return NNT_OK;
+}
+
+NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
+{
+    if (!tr || tr->magic != NNT_TRAINER_MAGIC)
+        return;
+    tr->magic = 0;
+    nnt_tensor_destroy(tr->tokens);
+    nnt_tensor_destroy(tr->targets);
+    free(tr->window), free(tr->rows);
+    free_strings(&tr->o);
+    free(tr);
+}
+
+/* ---- reading the data ------------------------------------------------------------------ */
+
+/* n tokens of the range [start, start + len) of data into ids, from offset pos of the range,
+ * wrapping to the range's start (never into tokens outside it, e.g. the held-out ones). */
+static int read_range(nnt_data *data, int64_t start, int64_t len, uint64_t pos, int32_t *ids,
+                      int64_t n)
+{
+    int64_t at = (int64_t)(pos % (uint64_t)len);
+    while (n > 0) {
+        int64_t run = len - at < n ? len - at : n;
+        NNT_TRY(nnt_data_read(data, start + at, ids, run));
+        ids += run, n -= run, at = 0;
+    }
+    return NNT_OK;
+}
+
+/* (B, T) inputs and (B, T) targets into the input tensors. */
+static int upload_batch(nnt_trainer *tr, const int32_t *inputs, const int32_t *targets)
+{
+    size_t bytes = (size_t)(tr->o.batch * tr->o.seq) * sizeof(int32_t);
+    NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, inputs, bytes));
+    return nnt_tensor_copy_from_host(tr->targets, targets, bytes);
+}
+
+/* The window of B*T + 1 tokens at offset pos of a range of data: inputs window[0..BT),
+ * targets window[1..BT]. */
+static int load_window(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
+                       uint64_t pos)
+{
+    NNT_TRY(read_range(data, start, len, pos, tr->window, tr->o.batch * tr->o.seq + 1));
+    return upload_batch(tr, tr->window, tr->window + 1);
+}
+
+/* shuffle: rows pos .. pos + B - 1 of the shuffled order: each row is T + 1 tokens at row * T
+ * of the training tokens, its first T the inputs of a sequence, its last T the targets. */
+static int load_rows(nnt_trainer *tr, uint64_t pos)
+{
+    int64_t B = tr->o.batch, T = tr->o.seq;
+    int32_t *inputs = tr->rows, *targets = tr->rows + B * T, *row = tr->rows + 2 * B * T;
+    for (int64_t b = 0; b < B; b++) {
+        uint64_t r = nnt_shuffled_row(tr->o.seed, tr->nrows, pos + (uint64_t)b);
+        NNT_TRY(nnt_data_read(tr->data, (int64_t)r * T, row, T + 1));
+        memcpy(inputs + b * T, row, (size_t)T * sizeof *row);
+        memcpy(targets + b * T, row + 1, (size_t)T * sizeof *row);
+    }
+    return upload_batch(tr, inputs, targets);
+}
+
+/* How far a micro-batch moves the data position: B * T tokens, or B rows (shuffle). */
+static uint64_t batch_advance(const nnt_trainer *tr)
+{
+    return (uint64_t)(tr->o.shuffle ? tr->o.batch : tr->o.batch * tr->o.seq);
+}
+
+static int micro_batch(nnt_trainer *tr, uint64_t pos, double *loss)
+{
+    NNT_TRY(tr->o.shuffle ? load_rows(tr, pos) : load_window(tr, tr->data, 0, tr->ntokens, pos));
+    /* The loss is read after the backward is submitted, so that the workers have the
+     * backward's tasks while this thread waits for the forward's end. */
+    NNT_TRY(nnt_layer_set_targets(tr->model, tr->targets));
+    NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
+    NNT_TRY(nnt_layer_backward(tr->model, NULL, NULL));
+    return nnt_layer_loss(tr->model, loss);
+}
+
+/* ---- the options string and checkpoints -------------------------------------------------- */
+
+static const char *schedule_name(nnt_schedule s)
+{
+    return s == NNT_SCHEDULE_COSINE ? "cosine" : "constant";
+}
+
+/* The run's configuration as a JSON object: the model (what a resume checks), the batches,
+ * the optimizer, the data's split and order, validation and checkpoints, then the caller's
+ * members. */
+static char *options_string(const nnt_trainer *tr, int64_t step)
+{
+    const nnt_trainer_options *o = &tr->o;
+    const nnt_optim_options *oo = &tr->opt->opts;
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    if (nnt_model_config_of(tr->model, &c))
+        return NULL;
+    size_t cap = 4096 + strlen(o->program) + (o->extra_options ? strlen(o->extra_options) : 0);
+    char *s = malloc(cap), best[40] = "";
+    if (!s)
+        return NULL;
+    if (o->best_checkpoint && tr->best_val < HUGE_VAL)
+        snprintf(best, sizeof best, ", \"best_val\": %.17g", tr->best_val);
+    snprintf(s, cap,
+             "{\"program\": \"%s\", \"step\": %lld, \"model\": {\"family\": %d, "
+             "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
+             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld, \"head_dim\": %lld, "
+             "\"qk_norm\": %d}, \"batch\": %lld, \"seq\": %lld, \"accum\": %lld, "
+             "\"steps\": %lld, \"seed\": %lld, \"optim\": \"%s\", \"lr\": %.17g, "
+             "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
+             "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
+             "\"warmup\": %lld, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
+             "\"val_every\": %lld, \"save_every\": %lld, \"save_best\": %d%s%s%s}",
+             o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
+             (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
+             (long long)c.channels, (long long)c.hidden, (long long)c.head_dim, c.qk_norm,
+             (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
+             (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
+             oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
+             schedule_name(oo->schedule), (long long)oo->warmup_steps, oo->min_lr,
+             (long long)tr->held_out, o->shuffle, (long long)o->val_every,
+             (long long)o->save_every, o->best_checkpoint != NULL, best,
+             o->extra_options && *o->extra_options ? ", " : "",
+             o->extra_options ? o->extra_options : "");
+    return s;
+}
+
+/* Integer or real value of "key": in an options string; def when absent. */
+static double options_number(const char *s, const char *key, double def)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = s ? strstr(s, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : def;
+}
+
+static int save_at(nnt_trainer *tr, const char *path, int64_t step)
+{
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    st.data_pos = tr->data_pos;
+    memcpy(st.rng, tr->rng, sizeof st.rng);
+    st.options = options_string(tr, step);
+    if (!st.options)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer_save: out of memory");
+    int rc = nnt_train_state_save(tr->opt, path, &st);
+    free(st.options);
+    return rc;
+}
+
+static int64_t steps_done(const nnt_trainer *tr)
+{
+    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
+    nnt_optim_stats_get(tr->opt, &stats);
+    return stats.step;
+}
+
+NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path)
+{
+    NNT_TRY(check(tr, "nnt_trainer_save"));
+    if (!path && !(path = tr->o.checkpoint))
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_save: no path and no checkpoint "
+                        "option");
+    return save_at(tr, path, steps_done(tr));
+}
+
+NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
+{
+    NNT_TRY(check(tr, "nnt_trainer_resume"));
+    if (!path)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_resume: path is NULL");
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    NNT_TRY(nnt_train_state_load(tr->opt, path, &st));
+    /* saved in the other order (or before the order was recorded: in order): restart at 0 */
+    double shuffled = options_number(st.options, "shuffle", -1);
+    if (shuffled < 0 ? tr->o.shuffle : shuffled != tr->o.shuffle)
+        st.data_pos = 0;
+    /* (no training tokens under steps 0: the position is not used) */
+    tr->data_pos = tr->o.shuffle || !tr->ntokens ? st.data_pos
+                                                 : st.data_pos % (uint64_t)tr->ntokens;
+    memcpy(tr->rng, st.rng, sizeof tr->rng);
+    /* the best checkpoint's loss, when it is still there */
+    double best = options_number(st.options, "best_val", HUGE_VAL);
+    tr->best_val = tr->o.best_checkpoint && access(tr->o.best_checkpoint, R_OK) == 0
+                       ? best : HUGE_VAL;
+    nnt_train_state_clear(&st);
+    tr->done = steps_done(tr);
+    return NNT_OK;
+}
+
+/* ---- steps and validation ---------------------------------------------------------------- */
+
+static int callback(nnt_trainer *tr, const nnt_trainer_report *r)
+{
+    if (tr->o.callback && tr->o.callback(r, tr->o.user))
+        tr->stop = 1;
+    return NNT_OK;
+}
+
+static void memory(nnt_trainer *tr, nnt_trainer_report *r)
+{
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    if (nnt_ctx_mem_stats(tr->ctx, &ms, 0))
+        return;
+    for (int i = 0; i < ms.nnodes; i++)
+        r->mem_used_bytes += ms.node[i].used_bytes, r->mem_peak_bytes += ms.node[i].peak_bytes;
+}
+
+static int validate_at(nnt_trainer *tr, int64_t step, double *out)
+{
+    const nnt_trainer_options *o = &tr->o;
+    int64_t bt = o->batch * o->seq;
+    if (o->val_batches == 0)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_validate: no held-out tokens "
+                        "(val_batches 0)");
+    nnt_data *src = o->val_data ? o->val_data : tr->data;
+    double start = now_s(), sum = 0;
+    for (int64_t k = 0; k < o->val_batches; k++) {
+        double loss;
+        NNT_TRY(load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt)));
+        NNT_TRY(nnt_layer_set_targets(tr->model, tr->targets));
+        NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
+        NNT_TRY(nnt_layer_loss(tr->model, &loss));
+        sum += loss;
+    }
+    nnt_trainer_report r;
+    memset(&r, 0, sizeof r);
+    r.size = sizeof r, r.event = NNT_TRAINER_VALIDATION, r.step = step, r.steps = o->steps;
+    r.loss = sum / (double)o->val_batches, r.ms = 1e3 * (now_s() - start);
+    r.tokens = o->val_batches * bt, r.mfu = NAN;
+    if (o->best_checkpoint && r.loss < tr->best_val) {
+        double before = tr->best_val;
+        tr->best_val = r.loss;   /* recorded in the file */
+        int rc = save_at(tr, o->best_checkpoint, step);
+        if (rc) {
+            tr->best_val = before;
+            return rc;
+        }
+        r.saved_best = 1;
+    }
+    memory(tr, &r);
+    if (out)
+        *out = r.loss;
+    return callback(tr, &r);
+}
+
+NNT_API int nnt_trainer_validate(nnt_trainer *tr, double *loss)
+{
+    NNT_TRY(check(tr, "nnt_trainer_validate"));
+    return validate_at(tr, steps_done(tr), loss);
+}
+
+/* Tracing covers trace_steps steps, from the second step of this run (the first one warms
+ * up), or the first when the run has a single step. */
+static int trace_control(nnt_trainer *tr, int64_t step, int after)
+{
+    const nnt_trainer_options *o = &tr->o;
+    if (!o->trace)
+        return NNT_OK;
+    int64_t first = tr->done + (tr->until - tr->done > 1 ? 2 : 1);
+    if (!after && step == first && !tr->tracing) {
+        NNT_TRY(nnt_trace_start(tr->ctx));
+        tr->tracing = 1;
+    }
+    if (after && tr->tracing && (step == first + o->trace_steps - 1 || step == tr->until ||
+                                 tr->stop)) {
+        tr->tracing = 0;
+        NNT_TRY(nnt_trace_stop(tr->ctx, o->trace, o->trace_table));
+    }
+    return NNT_OK;
+}
+
+/* One update: its loss, lr, gradient norm and time into r. */
+static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
+{
+    const nnt_trainer_options *o = &tr->o;
+    double start = now_s(), sum = 0;
+    /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
+    NNT_TRY(nnt_layer_clear_grad(tr->model));
+    for (int64_t k = 0; k < o->accum; k++) {
+        double loss;
+        NNT_TRY(micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss));
+        sum += loss;
+    }
+    NNT_TRY(nnt_optim_step(tr->opt));
+    NNT_TRY(nnt_ctx_wait(tr->ctx));
+    tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
+    if (!o->shuffle)
+        tr->data_pos %= (uint64_t)tr->ntokens;
+    nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
+    NNT_TRY(nnt_optim_stats_get(tr->opt, &stats));
+    memset(r, 0, sizeof *r);
+    r->size = sizeof *r, r->event = NNT_TRAINER_STEP, r->step = step, r->steps = o->steps;
+    r->loss = sum / (double)o->accum, r->ms = 1e3 * (now_s() - start);
+    r->lr = stats.lr, r->grad_norm = stats.grad_norm;
+    r->tokens = o->batch * o->seq * o->accum;
+    r->tokens_per_s = (double)r->tokens / (r->ms / 1e3);
+    r->mfu = o->peak_flops > 0 ? tr->flops_per_token * r->tokens_per_s / o->peak_flops : NAN;
+    return NNT_OK;
+}
+
+/* A validation after this step: every val_every steps and after the last; not after a stop
+ * request, nor while a trace records (its timeline and table are the training steps'). */
+static int validates(const nnt_trainer *tr, int64_t step)
+{
+    return tr->o.val_batches > 0 && !tr->stop && !tr->tracing &&
+           ((tr->o.val_every > 0 && step % tr->o.val_every == 0) || step == tr->until);
+}
+
+static int one_step(nnt_trainer *tr)
+{
+    int64_t step = steps_done(tr) + 1;
+    nnt_trainer_report r;
+    NNT_TRY(trace_control(tr, step, 0));
+    NNT_TRY(train_step(tr, step, &r));
+    NNT_TRY(trace_control(tr, step, 1));
+    memory(tr, &r);
+    r.validates = validates(tr, step) && isfinite(r.loss);
+    callback(tr, &r);
+    if (!isfinite(r.loss))
+        return nnt_fail(tr->ctx, NNT_E_STATE, "the loss is not finite at step %lld: a lower "
+                        "learning rate?", (long long)step);
+    if (r.validates && !tr->stop)   /* (a stop asked for during the report: none) */
+        NNT_TRY(validate_at(tr, step, NULL));
+    if (tr->o.checkpoint && tr->o.save_every > 0 && step % tr->o.save_every == 0 &&
+        step < tr->until)
+        NNT_TRY(save_at(tr, tr->o.checkpoint, step));
+    return NNT_OK;
+}
+
+NNT_API int nnt_trainer_step(nnt_trainer *tr)
+{
+    NNT_TRY(check(tr, "nnt_trainer_step"));
+    if (!tr->data)
+        return nnt_fail(tr->ctx, NNT_E_STATE, "nnt_trainer_step: no training data");
+    return one_step(tr);
+}
+
+NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
+{
+    NNT_TRY(check(tr, "nnt_trainer_run"));
+    if (tr->o.steps == 0)   /* validation only, of the model as loaded or resumed */
+        return validate_at(tr, steps_done(tr), NULL);
+    tr->until = until > 0 && until < tr->o.steps ? until : tr->o.steps;
+    int rc = NNT_OK;
+    while (!rc && !tr->stop && steps_done(tr) < tr->until)
+        rc = one_step(tr);
+    tr->until = tr->o.steps;
+    return rc;
+}
+
+NNT_API int nnt_trainer_request_stop(nnt_trainer *tr)
+{
+    if (!tr)
+        return NNT_E_INVAL;
+    tr->stop = 1;
+    return NNT_OK;
+}
+
+NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
+{
+    const char *fn = "nnt_trainer_info_get";
+    NNT_TRY(check(tr, fn));
+    if (!info)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: info is NULL", fn);
+    NNT_TRY(nnt_check_struct_size(tr->ctx, fn, "info", info->size, sizeof *info, 0,
+                                  "initialise it with NNT_TRAINER_INFO_INIT"));
+    info->step = steps_done(tr), info->data_pos = tr->data_pos;
+    memcpy(info->rng, tr->rng, sizeof info->rng);
+    info->stopped = tr->stop != 0, info->best_val_loss = tr->best_val;
+    info->flops_per_token = tr->flops_per_token;
+    return NNT_OK;
+}

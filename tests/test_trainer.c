@@ -1,0 +1,362 @@
+/* nnt_trainer (the training loop of lib/train) against a loop written here with the layer
+ * and optimizer calls: accumulated steps, the schedule's lr and the gradient norm in the
+ * step reports, validation as the mean over its windows, save + resume in order and
+ * shuffled, the stop request, misuse. A tiny GPT-2 on an llm.c token file of random ids.
+ * The trainer runs the same tasks in the same order as the loop here: losses, norms and
+ * learning rates are compared bit for bit (measured: identical). */
+#include "testutil.h"
+
+#include <unistd.h>
+
+#define B 2
+#define T 8
+#define V 32
+#define NTOK 400           /* tokens in the file */
+#define HELD 60            /* the last HELD held out */
+#define STEPS 6
+#define MAXSTEPS 16
+
+static nnt_ctx *ctx;
+static char dir[64], path_data[96], path_ckpt[96], path_best[96];
+
+static void setup(void)
+{
+    ctx = test_ctx();
+    snprintf(dir, sizeof dir, "/tmp/test_trainer-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path_data, sizeof path_data, "%s/tokens.bin", dir);
+    snprintf(path_ckpt, sizeof path_ckpt, "%s/ckpt.safetensors", dir);
+    snprintf(path_best, sizeof path_best, "%s/best.safetensors", dir);
+    /* llm.c token shard: 256 int32 header (magic 20240520, version 1, count), uint16 ids */
+    FILE *f = fopen(path_data, "wb");
+    ck_assert_ptr_nonnull(f);
+    int32_t header[256] = {20240520, 1, NTOK};
+    fwrite(header, sizeof header, 1, f);
+    uint64_t x = 12345;
+    for (int i = 0; i < NTOK; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint16_t id = (uint16_t)((x >> 33) % V);
+        fwrite(&id, sizeof id, 1, f);
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+/* A model, its optimizer (AdamW, warmup 2 then cosine to 1e-4 at STEPS, clipping, accum)
+ * and the data. */
+typedef struct run {
+    nnt_layer *model;
+    nnt_optim *opt;
+    nnt_data *data;
+    nnt_trainer *tr;
+    nnt_trainer_report rep[MAXSTEPS + 1];   /* step reports by step */
+    double val[MAXSTEPS + 1];                /* validation losses by step */
+    int nval, stop_at, best_saves;
+} run;
+
+static nnt_optim_options optim_options(int64_t accum)
+{
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 3e-3, oo.schedule = NNT_SCHEDULE_COSINE, oo.warmup_steps = 2;
+    oo.total_steps = STEPS, oo.min_lr = 1e-4, oo.grad_clip = 1.0, oo.weight_decay = 0.1;
+    oo.accum_steps = accum;
+    return oo;
+}
+
+static void open_run(run *r, int64_t accum)
+{
+    memset(r, 0, sizeof *r);
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.layers = 1, c.channels = 16, c.heads = 2, c.max_seq = T, c.vocab = V;
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &r->model));
+    EXPECT_OK(nnt_layer_init(r->model, 7));
+    nnt_optim_options oo = optim_options(accum);
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &r->opt));
+    EXPECT_OK(nnt_optim_add_layer(r->opt, r->model));
+    EXPECT_OK(nnt_data_open(path_data, NNT_DATA_LLMC, NULL, V, &r->data));
+}
+
+static void close_run(run *r)
+{
+    nnt_trainer_destroy(r->tr);
+    nnt_optim_destroy(r->opt);
+    nnt_layer_destroy(r->model);
+    nnt_data_close(r->data);
+}
+
+static int on_report(const nnt_trainer_report *rep, void *user)
+{
+    run *r = user;
+    ck_assert_uint_eq(rep->size, sizeof *rep);
+    ck_assert(rep->step >= 0 && rep->step <= MAXSTEPS);
+    if (rep->event == NNT_TRAINER_VALIDATION) {
+        r->val[rep->step] = rep->loss;
+        r->nval++;
+        r->best_saves += rep->saved_best;
+        return 0;
+    }
+    r->rep[rep->step] = *rep;
+    if (r->stop_at && rep->step == r->stop_at)
+        EXPECT_OK(nnt_trainer_request_stop(r->tr));   /* as a signal handler would */
+    return 0;
+}
+
+static nnt_trainer_options trainer_options(run *r, int64_t accum, int shuffle)
+{
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.accum = accum, to.steps = STEPS, to.seed = 3;
+    to.shuffle = shuffle, to.train_tokens = NTOK - HELD;
+    to.val_start = NTOK - HELD, to.val_len = HELD, to.val_batches = 2, to.val_every = 0;
+    to.callback = on_report, to.user = r;
+    return to;
+}
+
+/* The window of B*T + 1 tokens at pos (wrapping in [0, n)) into tokens and targets. */
+static void load(nnt_data *data, nnt_tensor *tokens, nnt_tensor *targets, int64_t start,
+                 int64_t n, int64_t pos)
+{
+    int32_t w[B * T + 1];
+    for (int64_t i = 0; i < B * T + 1; i++)
+        EXPECT_OK(nnt_data_read(data, start + (pos + i) % n, &w[i], 1));
+    EXPECT_OK(nnt_tensor_copy_from_host(tokens, w, sizeof(int32_t) * B * T));
+    EXPECT_OK(nnt_tensor_copy_from_host(targets, w + 1, sizeof(int32_t) * B * T));
+}
+
+static void batch_tensors(nnt_tensor **tokens, nnt_tensor **targets)
+{
+    int64_t shape[2] = {B, T};
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.layers = 1, c.channels = 16, c.heads = 2, c.max_seq = T, c.vocab = V;
+    nnt_tiling tl;
+    EXPECT_OK(nnt_model_tiling(ctx, &c, B, T, NULL, &tl));
+    int64_t tile[2] = {tl.batch, tl.seq};
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, tokens));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, targets));
+}
+
+/* The schedule, computed here: linear warmup over 2 steps, then cosine to min_lr. */
+static double schedule(int64_t s)
+{
+    const double lr = 3e-3, min_lr = 1e-4, pi = 3.14159265358979323846;
+    if (s <= 2)
+        return lr * (double)s / 2.0;
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(pi * (double)(s - 2) / (STEPS - 2)));
+}
+
+/* Accumulated steps (accum 1 and 3) against the loop here: losses, gradient norms, lr. */
+START_TEST(test_matches_manual_loop)
+{
+    int64_t accum = _i ? 3 : 1;
+    run a, m;
+    open_run(&a, accum);
+    nnt_trainer_options to = trainer_options(&a, accum, 0);
+    to.peak_flops = 1e9;
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    EXPECT_OK(nnt_trainer_run(a.tr, 0));
+    open_run(&m, accum);
+    nnt_tensor *tokens, *targets;
+    batch_tensors(&tokens, &targets);
+    int64_t pos = 0, n = NTOK - HELD;
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(a.tr, &info));
+    ck_assert_int_eq(info.step, STEPS);
+    for (int64_t s = 1; s <= STEPS; s++) {
+        double sum = 0;
+        EXPECT_OK(nnt_layer_clear_grad(m.model));
+        for (int64_t k = 0; k < accum; k++) {
+            double loss;
+            load(m.data, tokens, targets, 0, n, pos);
+            pos = (pos + B * T) % n;
+            EXPECT_OK(nnt_layer_set_targets(m.model, targets));
+            EXPECT_OK(nnt_layer_forward(m.model, tokens, NULL));
+            EXPECT_OK(nnt_layer_backward(m.model, NULL, NULL));
+            EXPECT_OK(nnt_layer_loss(m.model, &loss));
+            sum += loss;
+        }
+        EXPECT_OK(nnt_optim_step(m.opt));
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        nnt_optim_stats st = {sizeof st, 0, 0, 0};
+        EXPECT_OK(nnt_optim_stats_get(m.opt, &st));
+        const nnt_trainer_report *r = &a.rep[s];
+        ck_assert_int_eq(r->step, s);
+        ck_assert_int_eq(r->event, NNT_TRAINER_STEP);
+        ck_assert_int_eq(r->steps, STEPS);
+        ck_assert_int_eq(r->tokens, B * T * accum);
+        ck_assert_msg(r->loss == sum / (double)accum, "step %lld: loss %.17g, loop %.17g",
+                      (long long)s, r->loss, sum / (double)accum);
+        ck_assert_msg(r->grad_norm == st.grad_norm && r->grad_norm > 0, "step %lld: norm "
+                      "%.17g, loop %.17g", (long long)s, r->grad_norm, st.grad_norm);
+        /* the lr: the optimizer's own bit for bit; the closed form here within a few double
+         * ulps (measured 0 .. 4.3e-19 absolute, on lr <= 3e-3: LR_TOL 1e-17) */
+        ck_assert(r->lr == st.lr);
+        EXPECT_TOL(fabs(r->lr - schedule(s)), 1e-17, "step %lld: lr", (long long)s);
+        ck_assert(r->ms > 0 && r->tokens_per_s > 0);
+        /* computed as here: identical (measured 0) */
+        ck_assert(r->tokens_per_s == (double)(B * T * accum) / (r->ms / 1e3));
+        ck_assert(r->mfu == info.flops_per_token * r->tokens_per_s / 1e9);
+        ck_assert_int_eq(r->validates, s == STEPS);
+        ck_assert(r->mem_peak_bytes >= r->mem_used_bytes && r->mem_used_bytes >= 0);
+    }
+    ck_assert_int_eq(a.nval, 1);   /* after the last step only (val_every 0) */
+    ck_assert_uint_eq(info.data_pos, (uint64_t)(STEPS * accum * B * T) % (uint64_t)n);
+    nnt_tensor_destroy(tokens);
+    nnt_tensor_destroy(targets);
+    close_run(&a);
+    close_run(&m);
+}
+END_TEST
+
+/* Validation: the mean of the held-out windows' losses; the best one saved. */
+START_TEST(test_validation_mean)
+{
+    run a;
+    open_run(&a, 1);
+    nnt_trainer_options to = trainer_options(&a, 1, 0);
+    to.val_every = 2, to.best_checkpoint = path_best;
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    EXPECT_OK(nnt_trainer_run(a.tr, 4));   /* validations after steps 2 and 4 */
+    ck_assert_int_eq(a.nval, 2);
+    ck_assert_int_ge(a.best_saves, 1);
+    ck_assert(access(path_best, R_OK) == 0);
+    double loss = 0, sum = 0;
+    EXPECT_OK(nnt_trainer_validate(a.tr, &loss));
+    ck_assert(a.val[4] == loss);   /* the weights did not change since */
+    nnt_tensor *tokens, *targets;
+    batch_tensors(&tokens, &targets);
+    for (int k = 0; k < 2; k++) {
+        double l;
+        load(a.data, tokens, targets, NTOK - HELD, HELD, (int64_t)k * B * T);
+        EXPECT_OK(nnt_layer_set_targets(a.model, targets));
+        EXPECT_OK(nnt_layer_forward(a.model, tokens, NULL));
+        EXPECT_OK(nnt_layer_loss(a.model, &l));
+        sum += l;
+    }
+    ck_assert_msg(loss == sum / 2, "validation %.17g, windows' mean %.17g", loss, sum / 2);
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(a.tr, &info));
+    ck_assert(info.best_val_loss == (a.val[2] < a.val[4] ? a.val[2] : a.val[4]));
+    nnt_tensor_destroy(tokens);
+    nnt_tensor_destroy(targets);
+    close_run(&a);
+}
+END_TEST
+
+/* Save after 3 steps, resume in a new model and optimizer: steps 4..6 bit for bit (in order
+ * and shuffled). */
+START_TEST(test_resume_bit_exact)
+{
+    int shuffle = _i;
+    run a, b, c;
+    open_run(&a, 2);
+    nnt_trainer_options to = trainer_options(&a, 2, shuffle);
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    EXPECT_OK(nnt_trainer_run(a.tr, 0));
+    open_run(&b, 2);
+    to = trainer_options(&b, 2, shuffle);
+    to.checkpoint = path_ckpt;
+    EXPECT_OK(nnt_trainer_create(b.model, b.opt, b.data, &to, &b.tr));
+    EXPECT_OK(nnt_trainer_run(b.tr, 3));
+    EXPECT_OK(nnt_trainer_save(b.tr, NULL));
+    open_run(&c, 2);
+    to = trainer_options(&c, 2, shuffle);
+    EXPECT_OK(nnt_trainer_create(c.model, c.opt, c.data, &to, &c.tr));
+    nnt_layer_init(c.model, 99);   /* other weights: the resume must bring them */
+    EXPECT_OK(nnt_trainer_resume(c.tr, path_ckpt));
+    nnt_trainer_info ib = NNT_TRAINER_INFO_INIT, ic = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(b.tr, &ib));
+    EXPECT_OK(nnt_trainer_info_get(c.tr, &ic));
+    ck_assert_int_eq(ic.step, 3);
+    ck_assert_uint_eq(ic.data_pos, ib.data_pos);
+    ck_assert(!memcmp(ic.rng, ib.rng, sizeof ic.rng));
+    EXPECT_OK(nnt_trainer_run(c.tr, 0));
+    for (int s = 1; s <= STEPS; s++) {
+        const nnt_trainer_report *want = &a.rep[s], *got = s <= 3 ? &b.rep[s] : &c.rep[s];
+        ck_assert_int_eq(got->step, s);
+        ck_assert_msg(got->loss == want->loss && got->grad_norm == want->grad_norm &&
+                      got->lr == want->lr, "shuffle %d step %d: loss %.17g norm %.17g, "
+                      "uninterrupted %.17g %.17g", shuffle, s, got->loss, got->grad_norm,
+                      want->loss, want->grad_norm);
+    }
+    ck_assert(c.val[STEPS] == a.val[STEPS]);
+    close_run(&a);
+    close_run(&b);
+    close_run(&c);
+}
+END_TEST
+
+/* A stop request during step 2 ends the run after it, without its validation. */
+START_TEST(test_stop_request)
+{
+    run a;
+    open_run(&a, 1);
+    nnt_trainer_options to = trainer_options(&a, 1, 1);
+    to.val_every = 1;
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    a.stop_at = 2;
+    EXPECT_OK(nnt_trainer_run(a.tr, 0));
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(a.tr, &info));
+    ck_assert_int_eq(info.step, 2);
+    ck_assert_int_eq(info.stopped, 1);
+    ck_assert_int_eq(a.nval, 1);   /* after step 1 only */
+    ck_assert_uint_eq(info.data_pos, 2 * B);   /* shuffled: rows read */
+    close_run(&a);
+}
+END_TEST
+
+START_TEST(test_misuse)
+{
+    run a;
+    open_run(&a, 1);
+    nnt_trainer *tr = NULL;
+    nnt_trainer_options to = trainer_options(&a, 1, 0);
+    EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, a.data, &to, NULL), NNT_E_INVAL,
+                    "nnt_trainer_create");
+    EXPECT_FAIL_MSG(nnt_trainer_create(NULL, a.opt, a.data, &to, &tr), NNT_E_INVAL,
+                    "nnt_trainer_create");
+    ck_assert_ptr_null(tr);
+    EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, NULL, &to, &tr), NNT_E_INVAL,
+                    "nnt_trainer_create");
+    to.val_batches = 100;   /* more than the held-out tokens */
+    EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, a.data, &to, &tr), NNT_E_INVAL,
+                    "nnt_trainer_create");
+    to = trainer_options(&a, 1, 0);
+    to.size = 8;
+    EXPECT_FAIL_MSG(nnt_trainer_create(a.model, a.opt, a.data, &to, &tr), NNT_E_INVAL,
+                    "nnt_trainer_create");
+    to = trainer_options(&a, 1, 0);
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &tr));
+    EXPECT_FAIL_MSG(nnt_trainer_save(tr, NULL), NNT_E_INVAL, "nnt_trainer_save");
+    EXPECT_RC(nnt_trainer_resume(tr, path_ckpt), NNT_E_IO);
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    info.size = 4;
+    EXPECT_FAIL_MSG(nnt_trainer_info_get(tr, &info), NNT_E_INVAL, "nnt_trainer_info_get");
+    EXPECT_FAIL_MSG(nnt_trainer_run(NULL, 0), NNT_E_INVAL, "nnt_trainer_run");
+    EXPECT_RC(nnt_trainer_request_stop(NULL), NNT_E_INVAL);
+    nnt_trainer_destroy(NULL);
+    nnt_trainer_destroy(tr);
+    close_run(&a);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trainer");
+    TCase *tc = tcase_create("trainer");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_matches_manual_loop, 0, 2);
+    tcase_add_test(tc, test_validation_mean);
+    tcase_add_loop_test(tc, test_resume_bit_exact, 0, 2);
+    tcase_add_test(tc, test_stop_request);
+    tcase_add_test(tc, test_misuse);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
