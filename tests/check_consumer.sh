@@ -1,6 +1,9 @@
 #!/bin/sh
 # Install into a staging directory, then build every C example of README (```c blocks) as C
-# and as C++ with nothing but `pkg-config --cflags --libs nnt`, and run them.
+# and as C++, and every C++ example (```cpp blocks, nnt.hpp) as C++17, with nothing but
+# `pkg-config --cflags --libs nnt`, and run them; then the first C example and the C++
+# examples from CMake and Meson. A C++ example gets a tiny Hugging Face Llama directory
+# (tests/fixtures/llama_tiny/gqa) as its argument.
 set -u
 : "${top_srcdir:?}" "${top_builddir:?}" "${MAKE:?}" "${CC:?}" "${CXX:?}" "${NNT_LIBDIR:?}" "${NNT_PKGCONFIGDIR:?}"
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
@@ -12,9 +15,25 @@ fi
 # The examples are README's ```c blocks (1: the minimal example, 2: training a GPT-2).
 awk -v dir="$stage" '
     /^```c$/ { n++; file = dir "/example" n ".c"; inblock = 1; next }
+    /^```cpp$/ { m++; file = dir "/cppexample" m ".cpp"; inblock = 1; next }
     /^```$/ { inblock = 0; next }
     inblock { print > file }' "$top_srcdir/README"
 [ -s "$stage/example1.c" ] || { echo "FAIL: no \`\`\`c example block in README"; exit 1; }
+[ -s "$stage/cppexample1.cpp" ] || { echo "FAIL: no \`\`\`cpp example block in README"; exit 1; }
+hfdir="$top_srcdir/tests/fixtures/llama_tiny/gqa"
+cppexamples=$(cd "$stage" && ls cppexample*.cpp | sed 's/\.cpp$//')
+# run_cpp WHERE PROG: a C++ example run in WHERE on the fixture, with the staged libnnt
+run_cpp() {
+    if ! (cd "$1" && "./$2" "$hfdir") > "$1/$(basename "$2").out" 2>&1; then
+        cat "$1/$(basename "$2").out"; echo "FAIL: C++ example $2 ($1) exited with an error"; exit 1
+    fi
+    cat "$1/$(basename "$2").out"
+    [ -f "$1/finetuned/model.safetensors" ] && [ -f "$1/finetuned/config.json" ] ||
+        { echo "FAIL: C++ example $2 ($1) saved no Hugging Face directory"; exit 1; }
+    rm -rf "$1/finetuned"
+    ldd "$1/$2" | grep -q "$stage/root" ||
+        { echo "FAIL: $2 ($1) did not load the staged libnnt"; exit 1; }
+}
 export PKG_CONFIG_PATH="$stage/root$NNT_PKGCONFIGDIR" PKG_CONFIG_SYSROOT_DIR="$stage/root"
 flags=$($PKG_CONFIG --cflags --libs nnt) || { echo "FAIL: pkg-config does not find nnt"; exit 1; }
 echo "pkg-config --cflags --libs nnt: $flags"
@@ -38,6 +57,12 @@ for src in "$stage"/example*.c; do
     done
 done
 
+for ex in $cppexamples; do
+    $CXX -std=c++17 -Wall -Wextra -pedantic -Werror "$stage/$ex.cpp" $flags -o "$stage/$ex" ||
+        { echo "FAIL: README $ex does not compile as C++17"; exit 1; }
+    run_cpp "$stage" "$ex"
+done
+
 # The same minimal example (README's first block) from CMake (pkg_check_modules with an
 # imported target) and Meson (dependency('nnt')), each as C and C++, built and run.
 ran=
@@ -55,6 +80,11 @@ target_link_libraries(example1_c PRIVATE PkgConfig::NNT)
 add_executable(example1_cxx example1.cpp)
 target_link_libraries(example1_cxx PRIVATE PkgConfig::NNT)
 CMAKE
+    for ex in $cppexamples; do
+        cp "$stage/$ex.cpp" "$stage/cmake/"
+        printf 'add_executable(%s %s.cpp)\nset_target_properties(%s PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)\ntarget_link_libraries(%s PRIVATE PkgConfig::NNT)\n' \
+            "$ex" "$ex" "$ex" "$ex" >> "$stage/cmake/CMakeLists.txt"
+    done
     if ! (cd "$stage/cmake" && cmake -S . -B build > cmake.log 2>&1 &&
           cmake --build build >> cmake.log 2>&1); then
         cat "$stage/cmake/cmake.log"; echo "FAIL: the CMake consumer does not build"; exit 1
@@ -65,6 +95,7 @@ CMAKE
         ldd "$stage/cmake/build/$prog" | grep -q "$stage/root" ||
             { echo "FAIL: CMake-built $prog did not load the staged libnnt"; exit 1; }
     done
+    for ex in $cppexamples; do run_cpp "$stage/cmake" "build/$ex"; done
     ran="$ran CMake"
 else
     echo "SKIP (part): cmake not found (Debian: apt-get install cmake): no CMake consumer check"
@@ -78,6 +109,11 @@ nnt = dependency('nnt')
 executable('example1_c', 'example1.c', dependencies: nnt)
 executable('example1_cxx', 'example1.cpp', dependencies: nnt)
 MESON
+    for ex in $cppexamples; do
+        cp "$stage/$ex.cpp" "$stage/meson/"
+        printf "executable('%s', '%s.cpp', dependencies: nnt, override_options: ['cpp_std=c++17'])\n" \
+            "$ex" "$ex" >> "$stage/meson/meson.build"
+    done
     if ! (cd "$stage/meson" && meson setup build > meson.log 2>&1 &&
           ninja -C build >> meson.log 2>&1); then
         cat "$stage/meson/meson.log"; echo "FAIL: the Meson consumer does not build"; exit 1
@@ -88,6 +124,7 @@ MESON
         ldd "$stage/meson/build/$prog" | grep -q "$stage/root" ||
             { echo "FAIL: Meson-built $prog did not load the staged libnnt"; exit 1; }
     done
+    for ex in $cppexamples; do run_cpp "$stage/meson" "build/$ex"; done
     ran="$ran Meson"
 else
     echo "SKIP (part): meson or ninja not found (Debian: apt-get install meson ninja-build): no Meson consumer check"
@@ -96,4 +133,4 @@ fi
 $PKG_CONFIG --static --libs nnt > /dev/null ||
     { echo "FAIL: pkg-config --static --libs nnt fails"; exit 1; }
 rm -rf "$stage"
-echo "ok: installed library consumed from C and C++ via pkg-config${ran:+, and via$ran}"
+echo "ok: installed library consumed from C, C++ and C++17 (nnt.hpp) via pkg-config${ran:+, and via$ran}"

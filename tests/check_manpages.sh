@@ -1,5 +1,6 @@
 #!/bin/sh
-# Every public function has a man3 page (a page or a .so link); pages are mandoc-lint clean.
+# Every public function has a man3 page (a page or a .so link); every page (man1, man3, man7)
+# is installed and mandoc-lint clean.
 set -u
 : "${top_srcdir:?}"
 man3="$top_srcdir/man/man3"
@@ -28,7 +29,7 @@ while read -r fn; do
         echo "FAIL: $(basename "$page_doc") does not document $fn in its synopsis"; fail=1
     fi
 done < "$tmp/declared"
-for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1; do
+for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1 "$top_srcdir"/man/man7/*.7; do
     rel=${page#"$top_srcdir"/}
     cat "$top_srcdir/man/Makefile.inc" "$top_srcdir"/lib/*/*.am "$top_srcdir"/examples/*.am 2>/dev/null | grep -q "[[:space:]=]$rel\b" ||
         { echo "FAIL: $rel is not installed (in no dist_man*_MANS of man/Makefile.inc, lib/*/*.am or examples/*.am)"; fail=1; }
@@ -38,7 +39,7 @@ if [ -z "${MANDOC:-}" ] || [ ! -x "$MANDOC" ]; then
     [ $fail -eq 0 ] && exit 77
     exit $fail
 fi
-for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1; do
+for page in "$top_srcdir"/man/man3/*.3 "$top_srcdir"/man/man1/*.1 "$top_srcdir"/man/man7/*.7; do
     [ -f "$page" ] || continue
     grep -q '^\.so ' "$page" && continue
     out=$("$MANDOC" -Tlint -Wwarning "$page" 2>&1)
