@@ -1,5 +1,5 @@
-/* nnt-train: declarations shared by its source files (command-line options, the SVG loss
- * curve). Only the public API of nnt.h is used. */
+/* nnt-train: declarations shared by its source files (command-line options). Only the
+ * public API of nnt.h is used. */
 #ifndef NNT_TRAIN_H
 #define NNT_TRAIN_H
 
@@ -98,16 +98,8 @@ int train_usage_error(const char *fmt, ...)
 #endif
     ;
 
-/* One point of the loss curve. */
-typedef struct train_point {
-    int64_t step;
-    double loss;
-} train_point;
-
-/* Write an SVG line chart of loss against step (axes, ticks, labels, the polyline) to path
- * through a temporary file and rename; val (nval points, may be 0): validation losses, drawn
- * as a second line with markers. Returns 0, or -1 with errno set. */
-int train_svg_write(const char *path, const train_point *points, int64_t n,
-                    const train_point *val, int64_t nval, const char *title);
+/* Every family's presets (nnt_model_family_info), "tiny, gpt2 (GPT-2); llama-tiny (Llama)";
+ * col > 0: wrapped for --help, the first line starting at column col, the others at 24. */
+void train_preset_list(char *buf, size_t cap, int col);
 
 #endif /* NNT_TRAIN_H */

@@ -37,9 +37,7 @@ static const char usage_text[] =
     "logs, a loss curve and a checkpoint to ./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
     "\n"
     "Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):\n"
-    "  --model NAME          preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl (GPT-2);\n"
-    "                        llama-tiny, smollm2-135m, tinyllama-1.1b, llama-3.2-1b,\n"
-    "                        qwen3-0.6b (Llama family)\n"
+    "  --model NAME          preset: %s\n"
     "  --layers L --channels C --heads NH --vocab V --context maxT   override the preset\n"
     "  --kv-heads NKV --hidden F   Llama family: key/value heads, MLP inner size\n"
     "  --head-dim D --qk-norm   Llama family: heads of D (default C / NH), RMSNorm on each\n"
@@ -334,6 +332,34 @@ static int set_option(const opt_def *d, const char *s)
     return 2;
 }
 
+void train_preset_list(char *buf, size_t cap, int col)
+{
+    nnt_family_info f = NNT_FAMILY_INFO_INIT;
+    size_t n = 0;
+    int wrapped = col > 0;
+    buf[0] = '\0';
+    for (int i = 0; nnt_model_family_info(i, &f) == 0 && n < cap; i++) {
+        char one[512];
+        if (i)
+            n += (size_t)snprintf(buf + n, cap - n, ";"), col++;
+        snprintf(one, sizeof one, "%s (%s)", f.presets, f.title);
+        for (char *w = strtok(one, " "); w && n < cap; w = strtok(NULL, " ")) {
+            int len = (int)strlen(w), wrap = wrapped && n && col + 1 + len > 88;
+            col = wrap ? 24 + len : col + (n ? 1 : 0) + len;
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", wrap ? "\n                        "
+                                  : n ? " " : "", w);
+        }
+    }
+}
+
+static int print_usage(void)
+{
+    char presets[1024];
+    train_preset_list(presets, sizeof presets, 31);
+    printf(usage_text, presets);
+    return 1;
+}
+
 static int print_version(void)
 {
     const char *lib;
@@ -351,7 +377,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
-            return fputs(usage_text, stdout), 1;
+            return print_usage();
         if (!strcmp(arg, "--version") || !strcmp(arg, "-V"))
             return print_version();
         if (strncmp(arg, "--", 2) || !arg[2])

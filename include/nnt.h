@@ -725,11 +725,21 @@ typedef struct nnt_trainer_options {
     const char *extra_options;   /* JSON members ("\"key\": value, ...") appended to it, or NULL */
     nnt_trainer_callback callback;  /* after each step and validation; may be NULL             */
     void *user;                  /* its second argument                                        */
+    const char *log_dir;         /* the run's log (created; rank 0 writes it): train.csv (step,
+                                    loss, lr, grad_norm, ms, tokens_per_s, mfu, each memory
+                                    node's used and peak MiB), val.csv (step, val_loss, tokens)
+                                    with validation, loss.svg (both curves) at the end of each
+                                    nnt_trainer_run; a resumed run keeps their rows up to its
+                                    step. Opened at the first step (steps 0: none). NULL: none */
+    int measure_peak;            /* 1: peak_flops measured at creation on the CPU workers (a
+                                    GEMM task of 512 x 1024 x 1024 each, at the context's
+                                    precision) when there is no CUDA worker; peak_flops stays
+                                    the peak when it cannot be measured                         */
 } nnt_trainer_options;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
-      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL }
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {
@@ -740,9 +750,16 @@ typedef struct nnt_trainer_info {
     int stopped;                 /* a stop was requested                                       */
     double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
     double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
+    double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
+    int peak_measured;           /* 1: peak_flops was measured (measure_peak)                  */
+    int64_t validations;         /* validations done, with those of a resumed val.csv          */
+    int64_t last_val_step, lowest_val_step;   /* the last and the lowest (the first of equals)
+                                    of them (valid when validations > 0)                       */
+    double last_val_loss, lowest_val_loss;
 } nnt_trainer_info;
 
-#define NNT_TRAINER_INFO_INIT { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0 }
+#define NNT_TRAINER_INFO_INIT \
+    { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0 }
 
 /* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
  * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when

@@ -1,7 +1,9 @@
 /* nnt_trainer (the training loop of lib/train) against a loop written here with the layer
  * and optimizer calls: accumulated steps, the schedule's lr and the gradient norm in the
  * step reports, validation as the mean over its windows, save + resume in order and
- * shuffled, the stop request, misuse. A tiny GPT-2 on an llm.c token file of random ids.
+ * shuffled, the stop request, misuse, the run's log (train.csv, val.csv and loss.svg
+ * continued across a resume as the uninterrupted run writes them), the peak measured at
+ * creation. A tiny GPT-2 on an llm.c token file of random ids.
  * The trainer runs the same tasks in the same order as the loop here: losses, norms and
  * learning rates are compared bit for bit (measured: identical). */
 #include "testutil.h"
@@ -346,6 +348,106 @@ START_TEST(test_misuse)
 }
 END_TEST
 
+/* The lines of path after the first (the header) with the columns up to the n-th comma
+ * (0: whole lines), in buf. */
+static void log_rows(const char *path, int n, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    size_t len = 0;
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    while (fgets(line, sizeof line, f)) {
+        char *c = line;
+        for (int k = 0; n && c && k < n; k++)
+            c = strchr(c + (k > 0), ',');
+        if (c && n)
+            strcpy(c, "\n");
+        len += (size_t)snprintf(buf + len, cap - len, "%s", line);
+    }
+    fclose(f);
+}
+
+/* log_dir: a run stopped after step 3 and resumed (another trainer) writes the train.csv
+ * losses and the val.csv of the uninterrupted run (a resumed log keeps its rows up to the
+ * checkpoint's step, not the rows of steps trained after it; val.csv has the first part's
+ * last validation besides), a loss.svg with both curves;
+ * info counts the validations of the whole run; measure_peak gives a measured peak. */
+START_TEST(test_log_dir)
+{
+    run a, b, c;
+    char dir_a[128], dir_b[128], pa[160], pb[160], rows_a[8192], rows_b[8192];
+    snprintf(dir_a, sizeof dir_a, "%s/log-a", dir);
+    snprintf(dir_b, sizeof dir_b, "%s/log-b/sub", dir);
+    open_run(&a, 1);
+    nnt_trainer_options to = trainer_options(&a, 1, 0);
+    to.val_every = 2, to.log_dir = dir_a, to.program = "test", to.measure_peak = 1;
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    EXPECT_OK(nnt_trainer_run(a.tr, 0));
+    nnt_trainer_info ia = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(a.tr, &ia));
+    ck_assert(ia.peak_measured && ia.peak_flops > 0);   /* no CUDA worker in this context */
+    ck_assert(isfinite(a.rep[1].mfu) && a.rep[1].mfu > 0);
+    ck_assert_int_eq(ia.validations, 3);   /* steps 2, 4, 6 */
+    ck_assert_int_eq(ia.last_val_step, 6);
+    ck_assert(ia.last_val_loss == a.val[6]);
+    int low = a.val[2] <= a.val[4] && a.val[2] <= a.val[6] ? 2 : a.val[4] <= a.val[6] ? 4 : 6;
+    ck_assert_int_eq(ia.lowest_val_step, low);
+    ck_assert(ia.lowest_val_loss == a.val[low]);
+    /* the interrupted run: 3 steps, then 2 more trained past the checkpoint (their rows are
+     * dropped by the resume), then resumed from step 3 */
+    open_run(&b, 1);
+    to = trainer_options(&b, 1, 0);
+    to.val_every = 2, to.log_dir = dir_b, to.checkpoint = path_ckpt, to.program = "test";
+    EXPECT_OK(nnt_trainer_create(b.model, b.opt, b.data, &to, &b.tr));
+    EXPECT_OK(nnt_trainer_run(b.tr, 3));
+    EXPECT_OK(nnt_trainer_save(b.tr, NULL));
+    EXPECT_OK(nnt_trainer_run(b.tr, 5));
+    nnt_trainer_destroy(b.tr), b.tr = NULL;
+    open_run(&c, 1);
+    to = trainer_options(&c, 1, 0);
+    to.val_every = 2, to.log_dir = dir_b, to.program = "test";
+    EXPECT_OK(nnt_trainer_create(c.model, c.opt, c.data, &to, &c.tr));
+    EXPECT_OK(nnt_trainer_resume(c.tr, path_ckpt));
+    EXPECT_OK(nnt_trainer_run(c.tr, 0));
+    nnt_trainer_info ic = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(c.tr, &ic));
+    /* steps 2 and 3 (the first part's last) from val.csv, 4 and 6 run here */
+    ck_assert_int_eq(ic.validations, 4);
+    ck_assert_int_eq(ic.last_val_step, 6);
+    ck_assert(ic.last_val_loss == ia.last_val_loss);
+    ck_assert(!ic.peak_measured && ic.peak_flops == 0);
+    const char *names[2] = {"train.csv", "val.csv"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(pa, sizeof pa, "%s/%s", dir_a, names[i]);
+        snprintf(pb, sizeof pb, "%s/%s", dir_b, names[i]);
+        log_rows(pa, i ? 0 : 2, rows_a, sizeof rows_a);   /* step, loss (not ms, memory) */
+        log_rows(pb, i ? 0 : 2, rows_b, sizeof rows_b);
+        char *third = i ? strstr(rows_b, "\n3,") : NULL;   /* the first part's last */
+        if (i) {
+            ck_assert_ptr_nonnull(third);
+            memmove(third + 1, strchr(third + 1, '\n') + 1, strlen(strchr(third + 1, '\n')));
+        }
+        ck_assert_str_eq(rows_b, rows_a);
+    }
+    ck_assert_int_eq(strncmp(rows_a, "2,", 2), 0);   /* val.csv: steps 2, 4, 6 */
+    char svg[160];
+    snprintf(svg, sizeof svg, "%s/loss.svg", dir_b);
+    FILE *f = fopen(svg, "r");
+    char text[65536];
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "test: GPT-2 L1 C16 NH2, loss per step"));
+    ck_assert_ptr_nonnull(strstr(text, "validation (held-out tokens)"));
+    snprintf(svg, sizeof svg, "%s/loss.svg.tmp", dir_b);
+    ck_assert_int_ne(access(svg, F_OK), 0);
+    close_run(&a);
+    close_run(&b);
+    close_run(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trainer");
@@ -357,6 +459,7 @@ int main(void)
     tcase_add_loop_test(tc, test_resume_bit_exact, 0, 2);
     tcase_add_test(tc, test_stop_request);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_log_dir);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -1,4 +1,5 @@
-/* The training loop (internal): the shuffled order of the trainer's sequences. */
+/* The training loop (internal): the shuffled order of the trainer's sequences, the loss
+ * curve's SVG. */
 #ifndef NNT_TRAIN_TRAIN_H
 #define NNT_TRAIN_TRAIN_H
 
@@ -9,5 +10,17 @@
  * [0, nrows) given by seed and e, a new one each epoch. Stateless: the position in the
  * stream of rows is all a resumed run needs. nrows < 2000000000000000000. */
 uint64_t nnt_shuffled_row(uint64_t seed, uint64_t nrows, uint64_t i);
+
+/* One point of a loss curve. */
+typedef struct nnt_train_point {
+    int64_t step;
+    double loss;
+} nnt_train_point;
+
+/* Write an SVG line chart of loss against step (axes, ticks, labels, the polyline) to path
+ * through a temporary file and rename; val (nval points, may be 0): validation losses, drawn
+ * as a second line with markers. Returns 0, or -1 with errno set. */
+int nnt_train_svg_write(const char *path, const nnt_train_point *points, int64_t n,
+                        const nnt_train_point *val, int64_t nval, const char *title);
 
 #endif

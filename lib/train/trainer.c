@@ -6,17 +6,21 @@
  *               best one saved
  *   checkpoint  nnt_train_state_save (temporary file, fsync, rename) with the data position,
  *               the rng words and an options string recording the run's configuration
+ *   log         log_dir: train.csv and val.csv, rebuilt on resume (rows up to its step), the
+ *               loss curve's SVG; the CPU workers' GEMM peak measured at creation
  * Only the public API is called on the model, the optimizer and the data, except that the
  * optimizer's options are read for the options string. */
 #include "train.h"
 #include "../internal.h"
 #include "../optim/optim.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +47,16 @@ struct nnt_trainer {
     double flops_per_token;
     int tracing;
     volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
+    double peak;                   /* the MFU's peak (peak_flops or measured)              */
+    int peak_measured;
+    int rank;                      /* this process's rank: only rank 0 writes the log      */
+    int logs_open;                 /* log_dir's files opened (at the first step)           */
+    FILE *csv, *val_csv;           /* train.csv, val.csv                                   */
+    int mem_nodes;                 /* memory nodes in train.csv's columns                  */
+    nnt_train_point *curve, *val_curve;   /* (ncurve), (nval): the log's points         */
+    int64_t ncurve, cap_curve, nval, cap_val;
+    int64_t nvalidations, last_val_step, low_val_step;
+    double last_val, low_val;
 };
 
 static double now_s(void)
@@ -79,6 +93,7 @@ static void free_strings(nnt_trainer_options *o)
 {
     free((char *)o->checkpoint), free((char *)o->best_checkpoint), free((char *)o->trace);
     free((char *)o->trace_table), free((char *)o->program), free((char *)o->extra_options);
+    free((char *)o->log_dir);
 }
 
 static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
@@ -149,6 +164,209 @@ static int prepare(nnt_trainer *tr, const char *fn)
     return NNT_OK;
 }
 
+/* The CPU workers' GEMM rate: a (W x 512, 1024) x (1024, 1024) product cut into one 512-row
+ * tile per worker (one task each, about 1 GFLOP), best of 3 after a warm-up; 0 when it
+ * cannot be measured (e.g. a RAM budget below the tiles' 10 MiB). */
+static double measure_peak(nnt_ctx *ctx, int ncpus)
+{
+    int64_t w = ncpus > 0 ? ncpus : 1, rows = 512, n = 1024;
+    int64_t shape_a[2] = {w * rows, n}, tile_a[2] = {rows, n}, shape_b[2] = {n, n};
+    nnt_tensor *a = NULL, *b = NULL, *c = NULL;
+    double best = 0;
+    if (!nnt_tensor_create(ctx, NNT_FP32, 2, shape_a, tile_a, &a) &&
+        !nnt_tensor_create(ctx, NNT_FP32, 2, shape_b, shape_b, &b) &&
+        !nnt_tensor_create(ctx, NNT_FP32, 2, shape_a, tile_a, &c) &&
+        !nnt_tensor_fill(a, 0.5) && !nnt_tensor_fill(b, 0.25) && !nnt_ctx_wait(ctx)) {
+        for (int round = 0; round < 4; round++) {
+            double start = now_s();
+            if (nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a, b, 0.0, c, 1, 0) ||
+                nnt_ctx_wait(ctx))
+                break;
+            double rate = 2.0 * (double)(w * rows) * (double)n * (double)n / (now_s() - start);
+            if (round > 0 && rate > best)
+                best = rate;
+        }
+    }
+    nnt_tensor_destroy(a);
+    nnt_tensor_destroy(b);
+    nnt_tensor_destroy(c);
+    return best;
+}
+
+/* ---- the log: train.csv, val.csv, loss.svg ------------------------------------------------ */
+
+static char *log_path(const nnt_trainer *tr, const char *name)
+{
+    size_t n = strlen(tr->o.log_dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", tr->o.log_dir, name);
+    return p;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    for (char *s = p + 1;; s++) {
+        char c = *s;
+        if (c == '/' || c == '\0') {
+            *s = '\0';
+            if (mkdir(p, 0777) && errno != EEXIST) {
+                free(p);
+                return -1;
+            }
+            *s = c;
+        }
+        if (!c)
+            break;
+    }
+    free(p);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
+}
+
+/* Append (step, loss) to a curve of *n points with room for *cap. */
+static int add_point(nnt_train_point **curve, int64_t *n, int64_t *cap, int64_t step,
+                     double loss)
+{
+    if (*n == *cap) {
+        int64_t more = *cap ? 2 * *cap : 1024;
+        nnt_train_point *c = realloc(*curve, (size_t)more * sizeof *c);
+        if (!c)
+            return NNT_E_NOMEM;
+        *curve = c, *cap = more;
+    }
+    (*curve)[(*n)++] = (nnt_train_point){step, loss};
+    return NNT_OK;
+}
+
+/* A validation's loss: the curve, the last and the lowest. */
+static int add_validation(nnt_trainer *tr, int64_t step, double loss)
+{
+    tr->nvalidations++, tr->last_val_step = step, tr->last_val = loss;
+    if (loss < tr->low_val || tr->nvalidations == 1)
+        tr->low_val = loss, tr->low_val_step = step;
+    return tr->logs_open ? add_point(&tr->val_curve, &tr->nval, &tr->cap_val, step, loss)
+                         : NNT_OK;
+}
+
+/* A log with header, through a temporary file and a rename, left open for its rows; on
+ * resume it first gets the rows of steps 1..done of the file there (when it has this
+ * header), their points added to the curve (val: the validations). */
+static int start_log(nnt_trainer *tr, const char *name, const char *header, int val, FILE **out)
+{
+    char *path = log_path(tr, name), *tmp = log_path(tr, val ? "val.csv.tmp" : "train.csv.tmp");
+    FILE *old = path && tmp && tr->done ? fopen(path, "r") : NULL;
+    FILE *f = path && tmp ? fopen(tmp, "w") : NULL;
+    char line[1024];
+    int rc = f ? NNT_OK : NNT_E_IO;
+    if (f)
+        fputs(header, f);
+    if (old && (!fgets(line, sizeof line, old) || strcmp(line, header)))
+        fclose(old), old = NULL;
+    for (int64_t prev = 0; !rc && old && fgets(line, sizeof line, old);) {
+        char *end;
+        int64_t step = strtoll(line, &end, 10);
+        double loss = *end == ',' ? strtod(end + 1, NULL) : NAN;
+        size_t n = strlen(line);
+        if (step <= prev || step > tr->done || !isfinite(loss) || line[n - 1] != '\n')
+            break;
+        fputs(line, f), prev = step;
+        rc = val ? add_validation(tr, step, loss)
+                 : add_point(&tr->curve, &tr->ncurve, &tr->cap_curve, step, loss);
+    }
+    if (old)
+        fclose(old);
+    if (f && (fflush(f) || fsync(fileno(f)) || rename(tmp, path)))
+        rc = NNT_E_IO;
+    if (rc == NNT_E_IO)
+        rc = nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write %s: %s",
+                      path ? path : name, strerror(errno));
+    if (rc && f)
+        fclose(f), remove(tmp), f = NULL;
+    *out = f;
+    free(path), free(tmp);
+    return path && tmp ? rc : nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
+}
+
+/* log_dir's files, before the first step of the trainer (rank 0; not for steps 0). */
+static int open_logs(nnt_trainer *tr)
+{
+    if (!tr->o.log_dir || tr->logs_open || tr->rank != 0 || tr->o.steps == 0)
+        return NNT_OK;
+    if (make_dirs(tr->o.log_dir))
+        return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot create directory %s: %s",
+                        tr->o.log_dir, strerror(errno));
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    char header[1024] = "step,loss,lr,grad_norm,ms,tokens_per_s,mfu";
+    if (nnt_ctx_mem_stats(tr->ctx, &ms, 0) == 0)
+        tr->mem_nodes = ms.nnodes;
+    for (int i = 0; i < tr->mem_nodes; i++)
+        snprintf(header + strlen(header), sizeof header - strlen(header),
+                 ",%s_used_mib,%s_peak_mib", ms.node[i].name, ms.node[i].name);
+    strcat(header, "\n");
+    tr->logs_open = 1;   /* (the validations of val.csv go into its curve) */
+    tr->nvalidations = 0, tr->low_val = HUGE_VAL, tr->low_val_step = tr->last_val_step = 0;
+    NNT_TRY(start_log(tr, "train.csv", header, 0, &tr->csv));
+    return tr->o.val_batches > 0
+               ? start_log(tr, "val.csv", "step,val_loss,tokens\n", 1, &tr->val_csv) : NNT_OK;
+}
+
+/* A step's row of train.csv and its point. */
+static int log_step(nnt_trainer *tr, const nnt_trainer_report *r)
+{
+    if (!tr->csv)
+        return NNT_OK;
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    int have = nnt_ctx_mem_stats(tr->ctx, &ms, 0) == 0;
+    fprintf(tr->csv, "%lld,%.9g,%.9g,%.9g,%.3f,%.1f,", (long long)r->step, r->loss, r->lr,
+            r->grad_norm, r->ms, r->tokens_per_s);
+    if (!isnan(r->mfu))   /* empty when the peak is not known */
+        fprintf(tr->csv, "%.6f", r->mfu);
+    for (int i = 0; i < tr->mem_nodes; i++)
+        fprintf(tr->csv, ",%.3f,%.3f", have ? ms.node[i].used_bytes / 1048576.0 : 0.0,
+                have ? ms.node[i].peak_bytes / 1048576.0 : 0.0);
+    fputc('\n', tr->csv);
+    if (fflush(tr->csv))
+        return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write train.csv: %s",
+                        strerror(errno));
+    if (add_point(&tr->curve, &tr->ncurve, &tr->cap_curve, r->step, r->loss))
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: loss history: out of memory");
+    return NNT_OK;
+}
+
+/* loss.svg: "<program>: <family> L.. C.. NH.., loss per step". */
+static int write_svg(nnt_trainer *tr)
+{
+    if (!tr->logs_open)
+        return NNT_OK;
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    nnt_family_info fi = NNT_FAMILY_INFO_INIT;
+    char title[200];
+    const char *family = "?";
+    nnt_model_config_of(tr->model, &c);
+    for (int i = 0; nnt_model_family_info(i, &fi) == 0; i++)
+        if (fi.family == c.family)
+            family = fi.title;
+    snprintf(title, sizeof title, "%s: %s L%lld C%lld NH%lld, loss per step", tr->o.program,
+             family, (long long)c.layers, (long long)c.channels, (long long)c.heads);
+    char *path = log_path(tr, "loss.svg");
+    int rc = path ? nnt_train_svg_write(path, tr->curve, tr->ncurve, tr->val_curve, tr->nval,
+                                        title) : (errno = ENOMEM, -1);
+    if (rc)
+        rc = nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write %s: %s",
+                      path ? path : "loss.svg", strerror(errno));
+    free(path);
+    return rc;
+}
+
 NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
                                const nnt_trainer_options *opts, nnt_trainer **out)
 {
@@ -176,8 +394,17 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     tr->o.trace_table = copy_string(o.trace_table, &failed);
     tr->o.program = copy_string(o.program ? o.program : "nnt", &failed);
     tr->o.extra_options = copy_string(o.extra_options, &failed);
-    tr->best_val = HUGE_VAL;
+    tr->o.log_dir = copy_string(o.log_dir, &failed);
+    tr->best_val = HUGE_VAL, tr->low_val = HUGE_VAL, tr->peak = o.peak_flops;
+    int nranks = 1, ncpus = 0, ncuda = 0;
+    nnt_ctx_rank(tr->ctx, &tr->rank, &nranks);
+    nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);
     int rc = failed ? nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn) : prepare(tr, fn);
+    if (!rc && o.measure_peak && ncuda == 0) {
+        double measured = measure_peak(tr->ctx, ncpus);
+        if (measured > 0)
+            tr->peak = measured, tr->peak_measured = 1;
+    }
     if (rc) {
         nnt_trainer_destroy(tr);
         return rc;
@@ -195,6 +422,11 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
     nnt_tensor_destroy(tr->tokens);
     nnt_tensor_destroy(tr->targets);
     free(tr->window), free(tr->rows);
+    if (tr->csv)
+        fclose(tr->csv);
+    if (tr->val_csv)
+        fclose(tr->val_csv);
+    free(tr->curve), free(tr->val_curve);
     free_strings(&tr->o);
     free(tr);
 }
@@ -428,6 +660,14 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     memory(tr, &r);
     if (out)
         *out = r.loss;
+    if (add_validation(tr, step, r.loss))
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: loss history: out of memory");
+    if (tr->val_csv) {
+        fprintf(tr->val_csv, "%lld,%.9g,%lld\n", (long long)step, r.loss, (long long)r.tokens);
+        if (fflush(tr->val_csv))
+            return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write val.csv: %s",
+                            strerror(errno));
+    }
     return callback(tr, &r);
 }
 
@@ -482,7 +722,7 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     r->lr = stats.lr, r->grad_norm = stats.grad_norm;
     r->tokens = o->batch * o->seq * o->accum;
     r->tokens_per_s = (double)r->tokens / (r->ms / 1e3);
-    r->mfu = o->peak_flops > 0 ? tr->flops_per_token * r->tokens_per_s / o->peak_flops : NAN;
+    r->mfu = tr->peak > 0 ? tr->flops_per_token * r->tokens_per_s / tr->peak : NAN;
     return NNT_OK;
 }
 
@@ -503,6 +743,7 @@ static int one_step(nnt_trainer *tr)
     NNT_TRY(trace_control(tr, step, 1));
     memory(tr, &r);
     r.validates = validates(tr, step) && isfinite(r.loss);
+    NNT_TRY(log_step(tr, &r));
     callback(tr, &r);
     if (!isfinite(r.loss))
         return nnt_fail(tr->ctx, NNT_E_STATE, "the loss is not finite at step %lld: a lower "
@@ -520,6 +761,7 @@ NNT_API int nnt_trainer_step(nnt_trainer *tr)
     NNT_TRY(check(tr, "nnt_trainer_step"));
     if (!tr->data)
         return nnt_fail(tr->ctx, NNT_E_STATE, "nnt_trainer_step: no training data");
+    NNT_TRY(open_logs(tr));
     return one_step(tr);
 }
 
@@ -529,11 +771,11 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
     if (tr->o.steps == 0)   /* validation only, of the model as loaded or resumed */
         return validate_at(tr, steps_done(tr), NULL);
     tr->until = until > 0 && until < tr->o.steps ? until : tr->o.steps;
-    int rc = NNT_OK;
+    int rc = open_logs(tr);
     while (!rc && !tr->stop && steps_done(tr) < tr->until)
         rc = one_step(tr);
     tr->until = tr->o.steps;
-    return rc;
+    return rc ? rc : write_svg(tr);
 }
 
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr)
@@ -556,5 +798,10 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
     memcpy(info->rng, tr->rng, sizeof info->rng);
     info->stopped = tr->stop != 0, info->best_val_loss = tr->best_val;
     info->flops_per_token = tr->flops_per_token;
+    info->peak_flops = tr->peak, info->peak_measured = tr->peak_measured;
+    info->validations = tr->nvalidations;
+    info->last_val_step = tr->last_val_step, info->last_val_loss = tr->last_val;
+    info->lowest_val_step = tr->low_val_step;
+    info->lowest_val_loss = tr->nvalidations ? tr->low_val : 0.0;
     return NNT_OK;
 }

@@ -1,5 +1,7 @@
-/* nnt-train: the loss curve as a self-contained SVG line chart. */
+/* The trainer's loss curve (log_dir/loss.svg) as a self-contained SVG line chart. */
 #include "train.h"
+
+#include <stdio.h>
 
 #include <errno.h>
 #include <math.h>
@@ -32,7 +34,7 @@ static double tick_step(double range, int want)
 }
 
 /* Widen c to hold the n points of p (fmin/fmax ignore the NaN of an empty chart). */
-static void chart_include(chart *c, const train_point *p, int64_t n)
+static void chart_include(chart *c, const nnt_train_point *p, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         c->x0 = fmin(c->x0, (double)p[i].step), c->x1 = fmax(c->x1, (double)p[i].step);
@@ -41,7 +43,8 @@ static void chart_include(chart *c, const train_point *p, int64_t n)
     }
 }
 
-static chart chart_range(const train_point *p, int64_t n, const train_point *val, int64_t nval)
+static chart chart_range(const nnt_train_point *p, int64_t n, const nnt_train_point *val,
+                         int64_t nval)
 {
     chart c = {NAN, NAN, NAN, NAN};
     chart_include(&c, p, n);
@@ -95,7 +98,7 @@ static void write_escaped(FILE *f, const char *s)
 }
 
 /* A line through the finite points of p. */
-static void write_polyline(FILE *f, const chart *c, const train_point *p, int64_t n,
+static void write_polyline(FILE *f, const chart *c, const nnt_train_point *p, int64_t n,
                            const char *color, const char *width)
 {
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"", color,
@@ -109,7 +112,7 @@ static void write_polyline(FILE *f, const chart *c, const train_point *p, int64_
 /* The loss of every step (light), and its mean over a sliding window of about n/50 steps
  * (dark) when there are enough steps for it to differ, with a legend. Returns the legend's
  * lines (0: a single line, without one). */
-static int write_curve(FILE *f, const chart *c, const train_point *p, int64_t n)
+static int write_curve(FILE *f, const chart *c, const nnt_train_point *p, int64_t n)
 {
     int64_t w = n / 50;
     write_polyline(f, c, p, n, w > 1 ? "#6baed6" : "#1f77b4", "1.2");
@@ -136,7 +139,7 @@ static int write_curve(FILE *f, const chart *c, const train_point *p, int64_t n)
 
 /* The validation losses: a line with a marker at each validation, and its legend below the
  * training curve's (legend_y: its line). */
-static void write_val_curve(FILE *f, const chart *c, const train_point *p, int64_t n,
+static void write_val_curve(FILE *f, const chart *c, const nnt_train_point *p, int64_t n,
                             int legend_y)
 {
     write_polyline(f, c, p, n, "#e6550d", "2");
@@ -148,7 +151,7 @@ static void write_val_curve(FILE *f, const chart *c, const train_point *p, int64
                "(held-out tokens)</text>\n", WIDTH - RIGHT - 8, legend_y);
 }
 
-static int write_chart(FILE *f, const train_point *p, int64_t n, const train_point *val,
+static int write_chart(FILE *f, const nnt_train_point *p, int64_t n, const nnt_train_point *val,
                        int64_t nval, const char *title)
 {
     chart c = chart_range(p, n, val, nval);
@@ -172,8 +175,8 @@ static int write_chart(FILE *f, const train_point *p, int64_t n, const train_poi
     return ferror(f) ? -1 : 0;
 }
 
-int train_svg_write(const char *path, const train_point *points, int64_t n,
-                    const train_point *val, int64_t nval, const char *title)
+int nnt_train_svg_write(const char *path, const nnt_train_point *points, int64_t n,
+                    const nnt_train_point *val, int64_t nval, const char *title)
 {
     size_t len = strlen(path);
     char *tmp = malloc(len + 5);
