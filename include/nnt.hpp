@@ -8,6 +8,7 @@
  *   nnt::tokenizer    owns an nnt_tokenizer    (nnt_tokenizer_destroy)
  *   nnt::data         owns an nnt_data         (nnt_data_close)
  *   nnt::train_state  owns an nnt_train_state  (nnt_train_state_clear)
+ *   nnt::trainer      owns an nnt_trainer      (nnt_trainer_destroy)
  *
  * Owning classes are move-only; a moved-from object is empty (get() == nullptr) and its
  * destructor does nothing. get() returns the raw handle for any C function; release()
@@ -1168,6 +1169,52 @@ public:
         std::vector<std::int32_t> ids(static_cast<std::size_t>(n > 0 ? n : 0));
         check(nnt_data_read(get(), pos, ids.data(), n));
         return ids;
+    }
+};
+
+/* ---- the training loop ------------------------------------------------------------------- */
+
+/* nnt_trainer: steps of accum micro-batches, validation, checkpoints, resume, the run's log
+ * (nnt_trainer_create(3)). The model, optimizer and data (and opts.val_data) must outlive it;
+ * opts.callback is a plain function pointer (nnt_trainer_callback) with opts.user. */
+class trainer : public detail::handle<nnt_trainer, nnt_trainer_destroy> {
+public:
+    trainer() noexcept = default;
+    explicit trainer(nnt_trainer *owned) noexcept : handle(owned) {}
+    /* data may be null when opts.steps is 0 (validation only). */
+    trainer(layer_ref model, optimizer &opt, data *d, const nnt_trainer_options &opts)
+    {
+        nnt_trainer *t = nullptr;
+        check(nnt_trainer_create(model.get(), opt.get(), d ? d->get() : nullptr, &opts, &t));
+        reset(t);
+    }
+    void step() { check(nnt_trainer_step(get())); }
+    /* Steps until step until (<= 0: opts.steps) or a stop request. */
+    void run(std::int64_t until = 0) { check(nnt_trainer_run(get(), until)); }
+    double validate()
+    {
+        double loss = 0.0;
+        check(nnt_trainer_validate(get(), &loss));
+        return loss;
+    }
+    /* An empty path: opts.checkpoint. */
+    void save(std::string_view path = {})
+    {
+        std::string p = detail::cstr(path);
+        check(nnt_trainer_save(get(), path.empty() ? nullptr : p.c_str()));
+    }
+    void resume(std::string_view path)
+    {
+        check(nnt_trainer_resume(get(), detail::cstr(path).c_str()));
+    }
+    /* Async-signal-safe: the run stops after the step in progress. */
+    void request_stop() noexcept { (void)nnt_trainer_request_stop(get()); }
+    nnt_trainer_info info() const
+    {
+        nnt_trainer_info i{};
+        i.size = sizeof i;
+        check(nnt_trainer_info_get(get(), &i));
+        return i;
     }
 };
 

@@ -10,7 +10,9 @@
 //     wrapper gives exactly the losses and parameters of the same steps through the C API;
 //     generation returns the same tokens as nnt_model_generate;
 //   - a Hugging Face directory (tests/fixtures/llama_tiny/gqa) loads, saves and reloads;
-//     tokenizers, token data and the training state.
+//     tokenizers, token data and the training state;
+//   - nnt::trainer: a few steps with accumulation and a validation through the wrapper give
+//     the losses (steps and validation) of the same trainer through the C API, bit for bit.
 #include <nnt.hpp>
 
 #include <cstdio>
@@ -84,6 +86,7 @@ static_assert(move_only<nnt::optimizer>);
 static_assert(move_only<nnt::tokenizer>);
 static_assert(move_only<nnt::data>);
 static_assert(move_only<nnt::train_state>);
+static_assert(move_only<nnt::trainer>);
 static_assert(std::is_base_of_v<std::runtime_error, nnt::error>);
 static_assert(std::is_trivially_copyable_v<nnt::tensor_ref>);
 static_assert(std::is_trivially_copyable_v<nnt::layer_ref>);
@@ -439,6 +442,70 @@ void test_tokens(nnt::context &)
     EXPECT_ERROR(NNT_E_IO, "", nnt::data(tmpdir + "/none.bin"));
 }
 
+/* The losses the trainer reports (steps and validations, in order). */
+int record_loss(const nnt_trainer_report *r, void *user)
+{
+    static_cast<std::vector<double> *>(user)->push_back(r->loss);
+    return 0;
+}
+
+nnt_trainer_options trainer_opts(nnt_data *d, std::vector<double> *losses)
+{
+    nnt_trainer_options o = NNT_TRAINER_OPTIONS_INIT;
+    o.batch = B, o.seq = T, o.accum = 2, o.steps = 3, o.seed = 5;
+    o.train_tokens = 300, o.val_data = d, o.val_start = 300, o.val_len = 100;
+    o.val_batches = 2, o.val_every = 2, o.callback = record_loss, o.user = losses;
+    return o;
+}
+
+void test_trainer(nnt::context &ctx)
+{
+    std::string path = tmpdir + "/trainer.txt";
+    FILE *f = std::fopen(path.c_str(), "w");
+    EXPECT(f != nullptr);
+    for (int i = 0; i < 400; i++)
+        std::fputc("the quick brown fox jumps over a lazy dog. "[i * 7 % 43], f);
+    std::fclose(f);
+    nnt::model_config cfg = nnt::model_preset("llama-tiny");
+    std::vector<double> c_losses, cpp_losses;
+    {   // the C API
+        nnt_layer *m = nullptr;
+        nnt_optim *opt = nullptr;
+        nnt_data *d = nullptr;
+        nnt_trainer *tr = nullptr;
+        nnt_optim_options oo = optim_opts();
+        C_OK(nnt_model_create(ctx.get(), &cfg, B, T, nullptr, &m));
+        C_OK(nnt_layer_init(m, 3));
+        C_OK(nnt_optim_create(ctx.get(), &oo, &opt));
+        C_OK(nnt_optim_add_layer(opt, m));
+        C_OK(nnt_data_open(path.c_str(), NNT_DATA_TEXT, nullptr, 256, &d));
+        nnt_trainer_options o = trainer_opts(d, &c_losses);
+        C_OK(nnt_trainer_create(m, opt, d, &o, &tr));
+        C_OK(nnt_trainer_run(tr, 0));
+        nnt_trainer_destroy(tr);
+        nnt_data_close(d);
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(m);
+    }
+    nnt::layer m = nnt::layer::model(ctx, cfg, B, T);
+    m.init(3);
+    nnt::optimizer opt(ctx, optim_opts());
+    opt.add(m);
+    nnt::data d(path, NNT_DATA_TEXT, nullptr, 256);
+    nnt::trainer tr(m, opt, &d, trainer_opts(d.get(), &cpp_losses));
+    tr.step();
+    tr.run();
+    nnt_trainer_info info = tr.info();
+    EXPECT(info.step == 3 && info.validations == 2 && info.last_val_step == 3);
+    EXPECT(c_losses.size() == 5 && cpp_losses == c_losses);   // 3 steps, 2 validations
+    nnt::trainer moved = std::move(tr);
+    EXPECT(!tr && moved && moved.info().step == 3);
+    EXPECT_ERROR(NNT_E_INVAL, "", moved.save());   // no checkpoint option, no path
+    moved.save(tmpdir + "/trainer.safetensors");
+    moved.resume(tmpdir + "/trainer.safetensors");
+    EXPECT(moved.info().step == 3);
+}
+
 } // namespace
 
 int main()
@@ -458,6 +525,7 @@ int main()
         test_layers(ctx);
         test_hf(ctx);
         test_tokens(ctx);
+        test_trainer(ctx);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "FAIL: unexpected exception: %s\n", e.what());
         failures++;
