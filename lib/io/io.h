@@ -285,7 +285,7 @@ int nnt_json_end(nnt_json *j);
 /* NNT_E_FORMAT with "<what>: <message> at byte <base + pos>". */
 int nnt_json_fail(nnt_json *j, const char *fmt, ...) NNT_IO_PRINTF(2, 3);
 
-/* ---- helpers shared by the io sources (defined in safetensors.c) ------------------------- */
+/* ---- helpers shared by the io sources (defined in file.c) -------------------------------- */
 /* Format a message into err and return code. */
 int nnt_io_errf(char *err, size_t errlen, int code, const char *fmt, ...) NNT_IO_PRINTF(4, 5);
 /* Open a regular file read-only; *size gets its size. */
@@ -307,6 +307,7 @@ int nnt_io_out_write(nnt_io_out *o, const void *buf, size_t n, char *err, size_t
 int nnt_io_out_write_le(nnt_io_out *o, const void *buf, size_t n, size_t elsize, char *err,
                         size_t errlen);
 uint64_t nnt_io_out_size(const nnt_io_out *o);     /* bytes written so far                  */
+const char *nnt_io_out_path(const nnt_io_out *o);  /* the final path, for messages           */
 /* Flush, fsync, close, rename over the path, fsync the directory; frees o. On failure the
  * temporary file is removed. */
 int nnt_io_out_commit(nnt_io_out *o, char *err, size_t errlen);
