@@ -222,6 +222,35 @@ int nnt_io_out_write_le(nnt_io_out *o, const void *buf, size_t n, size_t elsize,
     return 0;
 }
 
+int nnt_io_out_pwrite(nnt_io_out *o, const void *buf, size_t n, uint64_t off, char *err,
+                      size_t errlen)
+{
+    if (off > o->size || n > o->size - off)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: %zu bytes at %llu are beyond the %llu "
+                           "written", o->path, n, (unsigned long long)off,
+                           (unsigned long long)o->size);
+    if (o->discard)
+        return 0;
+    int rc;
+    if (o->used && (rc = write_all(o, o->buf, o->used, err, errlen)) != 0)
+        return rc;
+    o->used = 0;
+    const unsigned char *p = buf;
+    while (n > 0) {
+        size_t chunk = n > (size_t)1 << 30 ? (size_t)1 << 30 : n;
+        ssize_t put = pwrite(o->fd, p, chunk, (off_t)off);
+        if (put < 0 && errno == EINTR)
+            continue;
+        if (put <= 0)
+            return nnt_io_errf(err, errlen, NNT_E_IO, "%s: write error: %s", o->tmp,
+                               put < 0 ? strerror(errno) : "nothing written");
+        p += put;
+        off += (uint64_t)put;
+        n -= (size_t)put;
+    }
+    return 0;
+}
+
 uint64_t nnt_io_out_size(const nnt_io_out *o) { return o->size; }
 const char *nnt_io_out_path(const nnt_io_out *o) { return o->path; }
 
