@@ -5,7 +5,8 @@
  * space), which byte-level BPE pre-tokenizers never join across; the chunks are encoded on
  * --threads threads and written in order, so the output does not depend on the thread count.
  * A tokenizer that fails a probe of that property at start (Metaspace, Prepend normalizers)
- * gets one chunk per file.
+ * gets one chunk per file. The file is written through nnt_token_writer (3): in place
+ * atomically, or not at all.
  * See man/man1/nnt-tokenize.1. Exit status: 0 done, 1 error (library, files), 2 bad usage. */
 #define _FILE_OFFSET_BITS 64
 #define _POSIX_C_SOURCE 200809L
@@ -23,11 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC16 20240520
-#define VERSION16 1
-#define MAGIC32 20240801
-#define VERSION32 7
-#define HEADER_BYTES 1024
 #define BATCH_BYTES (64u << 20) /* text read and encoded at a time (more when one file is) */
 
 typedef struct opts {
@@ -352,57 +348,25 @@ static int read_all(const char *path, char **text, size_t *len)
     return 0;
 }
 
-/* ---- the output --------------------------------------------------------------------------- */
+/* ---- the output: ids on stdout, or a token file through nnt_token_writer ---------------- */
 
 typedef struct output {
     const char *path;
-    char *tmp;
-    FILE *f;
+    nnt_token_writer *w;
     int bits, print;
+    int64_t vocab;                /* the tokenizer's: ids are checked against it            */
     uint64_t count;
 } output;
 
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static int out_header(output *o)
-{
-    unsigned char h[HEADER_BYTES];
-    memset(h, 0, sizeof h);
-    put_le32(h, o->bits == 32 ? MAGIC32 : MAGIC16);
-    put_le32(h + 4, o->bits == 32 ? VERSION32 : VERSION16);
-    put_le32(h + 8, (uint32_t)o->count);
-    if (fwrite(h, 1, sizeof h, o->f) != sizeof h)
-        return sys_error(o->tmp, "cannot write");
-    return 0;
-}
-
 static int out_begin(output *o)
 {
-    if (o->print) {
-        o->f = stdout;
+    if (o->print)
         return 0;
-    }
-    size_t size = strlen(o->path) + 16;
-    o->tmp = malloc(size);
-    if (!o->tmp)
-        return sys_error(o->path, "out of memory");
-    snprintf(o->tmp, size, "%s.tmp.XXXXXX", o->path);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0)
-        return sys_error(o->tmp, "cannot create");
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    o->f = fdopen(fd, "wb");
-    if (!o->f) {
-        close(fd);
-        return sys_error(o->tmp, "cannot open");
-    }
-    return out_header(o); /* the count is filled in at the end */
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.bits = o->bits;
+    wo.vocab = o->vocab;
+    int rc = nnt_token_writer_open(NULL, o->path, &wo, &o->w);
+    return rc ? lib_error("nnt_token_writer_open", rc) : 0;
 }
 
 static int out_ids(output *o, const int32_t *ids, size_t n)
@@ -414,23 +378,9 @@ static int out_ids(output *o, const int32_t *ids, size_t n)
         o->count += n;
         return 0;
     }
-    unsigned char buf[1 << 15];
-    size_t es = o->bits / 8, per = sizeof buf / es;
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < per ? n - done : per;
-        for (size_t i = 0; i < k; i++) {
-            uint32_t t = (uint32_t)ids[done + i];
-            if (es == 4)
-                put_le32(buf + 4 * i, t);
-            else {
-                buf[2 * i] = (unsigned char)t;
-                buf[2 * i + 1] = (unsigned char)(t >> 8);
-            }
-        }
-        if (fwrite(buf, es, k, o->f) != k)
-            return sys_error(o->tmp, "cannot write");
-        done += k;
-    }
+    int rc = nnt_token_writer_write(o->w, ids, n);
+    if (rc)
+        return lib_error("nnt_token_writer_write", rc);
     o->count += n;
     return 0;
 }
@@ -440,32 +390,15 @@ static int out_commit(output *o)
     if (o->print)
         return fputs("\n", stdout) < 0 || fflush(stdout) ? sys_error("stdout", "cannot write")
                                                          : 0;
-    if (o->count > INT32_MAX) {
-        fprintf(stderr, "nnt-tokenize: %s: %llu tokens: an llm.c token file holds at most "
-                "2^31 - 1\n", o->path, (unsigned long long)o->count);
-        return 1;
-    }
-    if (fseeko(o->f, 0, SEEK_SET) || out_header(o) || fflush(o->f) || fsync(fileno(o->f)))
-        return sys_error(o->tmp, "cannot write");
-    int rc = fclose(o->f);
-    o->f = NULL;
-    if (rc)
-        return sys_error(o->tmp, "cannot write");
-    if (rename(o->tmp, o->path))
-        return sys_error(o->path, "cannot rename the temporary file to");
-    free(o->tmp);
-    o->tmp = NULL;
-    return 0;
+    int rc = nnt_token_writer_close(o->w);
+    o->w = NULL;
+    return rc ? lib_error("nnt_token_writer_close", rc) : 0;
 }
 
 static void out_abort(output *o)
 {
-    if (o->print || !o->tmp)
-        return;
-    if (o->f)
-        fclose(o->f);
-    unlink(o->tmp);
-    free(o->tmp);
+    nnt_token_writer_destroy(o->w); /* the temporary file goes; an older output stays */
+    o->w = NULL;
 }
 
 /* ---- chunks encoded on threads, written in order ------------------------------------------ */
@@ -658,7 +591,7 @@ int main(int argc, char **argv)
     }
     files f = {NULL, 0, 0};
     uint64_t total = 0;
-    output out = {o.out, NULL, NULL, o.bits ? o.bits : vocab > 65536 ? 32 : 16, o.print, 0};
+    output out = {o.out, NULL, o.bits ? o.bits : vocab > 65536 ? 32 : 16, o.print, vocab, 0};
     progress pr = {isatty(2) && !o.print, 0, 0, {0, 0}};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
     rc = gather(&o, &f, &total);

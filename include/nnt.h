@@ -660,6 +660,43 @@ NNT_API int nnt_data_format_of(const nnt_data *data, nnt_data_format *format);
 /* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
 NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
 
+/* A streaming writer of llm.c token files (what nnt_data_open reads as NNT_DATA_LLMC, and
+ * nnt-tokenize(1) writes): ids are written as they come; close puts the count in the header
+ * and the file in place atomically (a temporary file beside it, fsync, rename), so the path
+ * holds either its old contents or the complete new file. */
+typedef struct nnt_token_writer nnt_token_writer;
+
+typedef struct nnt_token_writer_options {
+    size_t size;                  /* sizeof(nnt_token_writer_options), set by the init macro */
+    int bits;                     /* 16: magic 20240520 version 1, uint16 ids (0..65535);
+                                     32: llm.c's Llama 3 header, magic 20240801 version 7,
+                                     uint32 ids (0..2^31 - 1); 0: 16, or 32 when vocab is
+                                     above 65536                                            */
+    int64_t vocab;                /* > 0: ids must be below it (and it must fit bits); 0: only
+                                     the format's range is checked                          */
+} nnt_token_writer_options;
+
+#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0 }
+
+/* Create path's temporary file and write a header with count 0 (opts NULL: the defaults).
+ * ctx may be NULL; when given (and still live) failures are recorded there. */
+NNT_API int nnt_token_writer_open(nnt_ctx *ctx, const char *path,
+                                  const nnt_token_writer_options *opts,
+                                  nnt_token_writer **out);
+/* Append n ids. An id outside the format's range or the vocabulary, or more than 2^31 - 1
+ * tokens in all, is NNT_E_INVAL naming the id and its position, and nothing of the call is
+ * written (the writer stays usable); a write error is NNT_E_IO, after which only close (which
+ * then fails) and destroy remain. */
+NNT_API int nnt_token_writer_write(nnt_token_writer *w, const int32_t *ids, size_t n);
+/* The number of ids written so far. */
+NNT_API int nnt_token_writer_count(const nnt_token_writer *w, int64_t *n);
+/* Put the count in the header, fsync and rename the file into place; frees w whatever the
+ * outcome. On failure (NNT_E_IO, or an earlier failed write) no file is left behind and an
+ * older file at path is untouched. */
+NNT_API int nnt_token_writer_close(nnt_token_writer *w);
+/* Abandon the file: the temporary file is removed, path is untouched; NULL is accepted. */
+NNT_API void nnt_token_writer_destroy(nnt_token_writer *w);
+
 /* ---- Training loop ---------------------------------------------------------------------
  * The loop every training program shares (nnt_trainer_create(3)): steps of accum
  * micro-batches of (B, T) tokens, the optimizer's update and schedule, validation on

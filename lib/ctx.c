@@ -1,5 +1,14 @@
-/* nnt_ctx: options, StarPU start-up and shut-down, the one live context per process. */
-#include "internal.h"
+/* nnt_ctx: the runtime's start-up and shut-down and the one live context per process:
+ * nnt_ctx_create (options read and checked, environment set, kernels chosen, StarPU or
+ * StarPU-MPI started, disk swap registered), nnt_ctx_destroy, nnt_ctx_wait and the getters;
+ * task failures (nnt_task_error); what idle CPU workers do. The rest of the context:
+ *   ctx_options.c  nnt_ctx_options: defaults (two symbol versions), reading, checks
+ *   ctx_env.c      the environment variables StarPU reads at start-up (memory budgets, model
+ *                  directory, binding, topology), set and put back
+ *   ctx_workers.c  per-worker resources: scratch memory, oneDNN caches, cuBLASLt handles
+ *   ctx_tensors.c  the registry of live tensors and the memory-budget checks
+ * What they share: ctx_impl.h. */
+#include "ctx_impl.h"
 #include "io/io.h"
 #include "nnt_cpu.h"
 
@@ -8,8 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -27,198 +34,6 @@ void nnt_task_error(const char *codelet, const char *fmt, ...)
     __atomic_store_n(&task_failed, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Per worker: scratch memory grown on demand (the GEMM codelet's rounded or converted
- * operands), in RAM for CPU workers and on the GPU for CUDA workers. Only its own worker
- * touches an entry while the runtime runs. */
-static struct {
-    void *ptr;
-    size_t bytes;
-    int on_gpu;
-} worker_scratch[STARPU_NMAXWORKERS];
-
-#ifdef NNT_CUDA_CODELETS
-/* stream-ordered, so the worker's earlier tasks may still use the old block */
-static void *grow_gpu_scratch(int w, size_t bytes)
-{
-    cudaStream_t stream = starpu_cuda_get_local_stream();
-    void *p = NULL;
-    if (worker_scratch[w].ptr)
-        cudaFreeAsync(worker_scratch[w].ptr, stream);
-    worker_scratch[w].ptr = NULL;
-    worker_scratch[w].bytes = 0;
-    if (cudaMallocAsync(&p, bytes, stream) != cudaSuccess) {
-        (void)cudaGetLastError();   /* not sticky: do not leave it to the next launch check */
-        return NULL;
-    }
-    worker_scratch[w].on_gpu = 1;
-    return p;
-}
-#endif
-
-void *nnt_worker_scratch(size_t bytes)
-{
-    int w = starpu_worker_get_id();
-    if (w < 0 || w >= STARPU_NMAXWORKERS)
-        return NULL;
-    if (worker_scratch[w].ptr && worker_scratch[w].bytes >= bytes)
-        return worker_scratch[w].ptr;
-    size_t want = bytes + bytes / 4 + 64;   /* headroom: tile sizes vary a little; never 0 */
-    void *p;
-#ifdef NNT_CUDA_CODELETS
-    if (starpu_worker_get_type(w) == STARPU_CUDA_WORKER)
-        p = grow_gpu_scratch(w, want);
-    else
-#endif
-    {
-        free(worker_scratch[w].ptr);   /* the old content is not needed */
-        p = malloc(want);
-    }
-    worker_scratch[w].ptr = p;
-    worker_scratch[w].bytes = p ? want : 0;
-    return p;
-}
-
-static nnt_dnnl_cache *worker_dnnl[STARPU_NMAXWORKERS];
-
-static nnt_dnnl_cache *worker_dnnl_cache(void)
-{
-    int w = starpu_worker_get_id();
-    if (w < 0 || w >= STARPU_NMAXWORKERS)
-        return NULL;
-    if (!worker_dnnl[w])
-        worker_dnnl[w] = nnt_cpu_dnnl_cache_create();
-    return worker_dnnl[w];
-}
-
-nnt_dnnl_cache *nnt_worker_product_cache(void)
-{
-    return nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN ? worker_dnnl_cache() : NULL;
-}
-
-/* After the runtime stopped: the RAM scratch (GPU scratch goes with the CUDA libraries). */
-static void free_cpu_scratch(void)
-{
-    for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
-        nnt_cpu_dnnl_cache_destroy(worker_dnnl[w]);
-        worker_dnnl[w] = NULL;
-    }
-    for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
-        if (worker_scratch[w].on_gpu)
-            continue;
-        free(worker_scratch[w].ptr);
-        worker_scratch[w].ptr = NULL;
-        worker_scratch[w].bytes = 0;
-    }
-}
-
-#ifdef NNT_CUDA_CODELETS
-/* Per CUDA worker: a cuBLASLt handle and a workspace for fused GEMM epilogues. */
-#define NNT_LT_WORKSPACE (32u << 20)
-static struct {
-    cublasLtHandle_t handle;
-    void *workspace;
-} cuda_lt[STARPU_NMAXWORKERS];
-
-static void lt_init_worker(void *arg)
-{
-    (void)arg;
-    int w = starpu_worker_get_id();
-    if (cublasLtCreate(&cuda_lt[w].handle) != CUBLAS_STATUS_SUCCESS)
-        cuda_lt[w].handle = NULL;
-    if (cudaMalloc(&cuda_lt[w].workspace, NNT_LT_WORKSPACE) != cudaSuccess)
-        cuda_lt[w].workspace = NULL;
-}
-
-static void lt_free_worker(void *arg)
-{
-    (void)arg;
-    int w = starpu_worker_get_id();
-    if (cuda_lt[w].handle)
-        cublasLtDestroy(cuda_lt[w].handle);
-    if (cuda_lt[w].workspace)
-        cudaFree(cuda_lt[w].workspace);
-    cuda_lt[w].handle = NULL;
-    cuda_lt[w].workspace = NULL;
-    if (worker_scratch[w].on_gpu && worker_scratch[w].ptr) {
-        cudaFreeAsync(worker_scratch[w].ptr, starpu_cuda_get_local_stream());
-        cudaStreamSynchronize(starpu_cuda_get_local_stream());
-    }
-    worker_scratch[w].ptr = NULL;
-    worker_scratch[w].bytes = 0;
-    worker_scratch[w].on_gpu = 0;
-}
-
-cudaStream_t nnt_cuda_task_stream(void)
-{
-    (void)cudaGetLastError();
-    return starpu_cuda_get_local_stream();
-}
-
-int nnt_cuda_worker_lt(cublasLtHandle_t *handle, void **workspace, size_t *workspace_size)
-{
-    int w = starpu_worker_get_id();
-    if (w < 0 || !cuda_lt[w].handle || !cuda_lt[w].workspace)
-        return -1;
-    *handle = cuda_lt[w].handle;
-    *workspace = cuda_lt[w].workspace;
-    *workspace_size = NNT_LT_WORKSPACE;
-    return 0;
-}
-
-static void start_cuda_libraries(void)
-{
-    if (starpu_cuda_worker_get_count() == 0)
-        return;
-    starpu_cublas_init();
-    starpu_execute_on_each_worker(lt_init_worker, NULL, STARPU_CUDA);
-}
-
-static void stop_cuda_libraries(void)
-{
-    if (starpu_cuda_worker_get_count() == 0)
-        return;
-    starpu_execute_on_each_worker(lt_free_worker, NULL, STARPU_CUDA);
-    starpu_cublas_shutdown();
-}
-#else
-static void start_cuda_libraries(void) {}
-static void stop_cuda_libraries(void) {}
-#endif
-
-/* nnt_ctx_options grew in 0.3 (mpi, distribution). A program built against 0.2 passes the
- * shorter structure to nnt_ctx_options_init, which must not write past it: the symbol keeps
- * its 0.2 behaviour at version NNT_0.1 (the defaults of the 0.2 fields, size = their size),
- * and programs built now bind to the NNT_0.3 version, which fills the whole structure.
- * nnt_ctx_create accepts both sizes. */
-static int options_init(nnt_ctx_options *opts, size_t size)
-{
-    static const nnt_ctx_options defaults = NNT_CTX_OPTIONS_INIT;
-    if (!opts)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_options_init: opts is NULL");
-    memcpy(opts, &defaults, size);
-    opts->size = size;
-    return NNT_OK;
-}
-
-#ifdef NNT_SYMBOL_VERSIONS   /* ELF with GNU symbol versions (the shared library's build) */
-NNT_API int nnt_ctx_options_init_v0_1(nnt_ctx_options *opts);
-NNT_API int nnt_ctx_options_init_v0_3(nnt_ctx_options *opts);
-__asm__(".symver nnt_ctx_options_init_v0_1,nnt_ctx_options_init@NNT_0.1");
-__asm__(".symver nnt_ctx_options_init_v0_3,nnt_ctx_options_init@@NNT_0.3");
-
-int nnt_ctx_options_init_v0_1(nnt_ctx_options *opts)
-{
-    return options_init(opts, offsetof(nnt_ctx_options, mpi));
-}
-
-int nnt_ctx_options_init_v0_3(nnt_ctx_options *opts)
-#else
-int nnt_ctx_options_init(nnt_ctx_options *opts)
-#endif
-{
-    return options_init(opts, sizeof *opts);
-}
-
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func)
 {
     pthread_mutex_lock(&live_lock);
@@ -231,266 +46,6 @@ int nnt_ctx_check(const nnt_ctx *ctx, const char *func)
     if (!ctx)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: context is NULL", func);
     return nnt_fail(NULL, NNT_E_STATE, "%s: not a live context (destroyed already?)", func);
-}
-
-/* Copy the caller's options over the defaults, honouring its size field. */
-static int read_options(const nnt_ctx_options *user, nnt_ctx_options *opts)
-{
-    nnt_ctx_options defaults;
-    nnt_ctx_options_init(&defaults);
-    /* 0.2 ended the structure before mpi and distribution */
-    return nnt_read_options("nnt_ctx_create", user, &defaults, opts, sizeof *opts,
-                            offsetof(nnt_ctx_options, mpi),
-                            "initialise them with NNT_CTX_OPTIONS_INIT or "
-                            "nnt_ctx_options_init");
-}
-
-static int sched_exists(const char *name)
-{
-    struct starpu_sched_policy **policy = starpu_sched_get_predefined_policies();
-    for (; policy && *policy; policy++)
-        if (strcmp((*policy)->policy_name, name) == 0)
-            return 1;
-    return 0;
-}
-
-static int check_dir(const char *what, const char *dir)
-{
-    struct stat st;
-    if (stat(dir, &st) != 0)
-        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: %s '%s': %s", what, dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: %s '%s' is not a directory", what, dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: %s '%s' is not writable", what, dir);
-    return NNT_OK;
-}
-
-/* A swap larger than the free space of its file system would fail in the middle of a run,
- * when StarPU writes a tile there (StarPU's disk backend aborts on a failed write), so it is
- * refused here with the numbers. Space taken later by other programs is not foreseen. */
-static int check_free_space(const char *dir, int64_t swap_mib)
-{
-    struct statvfs fs;
-    if (statvfs(dir, &fs) != 0)
-        return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: swap directory '%s': %s", dir,
-                        strerror(errno));
-    double free_mib = (double)fs.f_bavail * (double)fs.f_frsize / (1024.0 * 1024.0);
-    if ((double)swap_mib > free_mib)
-        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_ctx_create: swap_mib %lld is more than the "
-                        "%.0f MiB free on the file system of '%s'", (long long)swap_mib,
-                        free_mib, dir);
-    return NNT_OK;
-}
-
-static int validate_options(const nnt_ctx_options *o)
-{
-    if (o->ncpus < -1)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: ncpus %d (use -1 for all cores)", o->ncpus);
-    if (o->ncuda < -1)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: ncuda %d (use -1 for all GPUs)", o->ncuda);
-    if (o->ncpus == 0 && o->ncuda == 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: ncpus and ncuda are both 0: no workers");
-#ifndef STARPU_USE_CUDA
-    if (o->ncuda > 0)
-        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: %d CUDA devices requested but "
-                        "StarPU was built without CUDA (configure nnt --with-starpu=PREFIX of a "
-                        "CUDA-enabled StarPU)", o->ncuda);
-#endif
-    if (o->sched && !sched_exists(o->sched))
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: unknown scheduler '%s' (try lws, "
-                        "eager, dmda, dmdas)", o->sched);
-    if (o->mem_gpu_mib < 0 || o->mem_cpu_mib < 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: negative memory budget "
-                        "(gpu %lld MiB, cpu %lld MiB)", (long long)o->mem_gpu_mib,
-                        (long long)o->mem_cpu_mib);
-    if (o->mpi != 0 && o->mpi != 1)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: mpi %d (use 0 or 1)", o->mpi);
-    if (o->distribution != NNT_DIST_ROOT && o->distribution != NNT_DIST_SHARDED &&
-        o->distribution != NNT_DIST_DATA)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: distribution %d is none of "
-                        "NNT_DIST_ROOT (0), NNT_DIST_SHARDED (1), NNT_DIST_DATA (2)",
-                        o->distribution);
-    if (o->release_weights != 0 && o->release_weights != 1)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: release_weights %d (use 0 or 1)",
-                        o->release_weights);
-    if (!o->swap_dir && o->swap_mib != 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld without swap_dir",
-                        (long long)o->swap_mib);
-    if (o->swap_dir) {   /* last: it looks at the disk */
-        if (o->swap_mib * 1024 * 1024 < STARPU_DISK_SIZE_MIN)
-            return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld is below the "
-                            "minimum of %d MiB", (long long)o->swap_mib,
-                            STARPU_DISK_SIZE_MIN / (1024 * 1024));
-        NNT_TRY(check_dir("swap directory", o->swap_dir));
-        return check_free_space(o->swap_dir, o->swap_mib);
-    }
-    return NNT_OK;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path)
-{
-    char buf[4096];
-    size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: bad directory path '%s'", path);
-    memcpy(buf, path, len + 1);
-    for (char *p = buf + 1; ; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot create '%s': %s", buf,
-                                strerror(errno));
-            *p = saved;
-            if (saved == '\0')
-                break;
-        }
-    }
-    return NNT_OK;
-}
-
-/* Memory budgets reach StarPU through environment variables read at start-up, and so do
- * its verbosity (STARPU_SILENT) and the topology it loads (HWLOC_XMLFILE, put back right
- * after start-up). The values they had before are put back when the context goes, so a
- * later context in the same process does not inherit a budget it did not ask for. */
-enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, MPI_NOBIND, RANK_HOME, HWLOC_XML, HWLOC_THIS,
-       NVARS };
-static const char *const limit_vars[NVARS] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM",
-                                              "STARPU_SILENT", "STARPU_WORKERS_NOBIND",
-                                              "STARPU_MPI_NOBIND", "STARPU_HOME",
-                                              "HWLOC_XMLFILE", "HWLOC_THISSYSTEM"};
-static struct {
-    int saved;       /* this context set the variable       */
-    char *previous;  /* its earlier value, NULL when unset  */
-} limit_saved[NVARS];
-
-static void set_var(int which, const char *value)
-{
-    const char *previous = getenv(limit_vars[which]);
-    limit_saved[which].saved = 1;
-    limit_saved[which].previous = previous ? strdup(previous) : NULL;
-    setenv(limit_vars[which], value, 1);
-}
-
-static void set_limit(int which, int64_t mib)
-{
-    char num[32];
-    snprintf(num, sizeof num, "%lld", (long long)mib);
-    set_var(which, num);
-}
-
-/* The variable's earlier value back, if this context set it. */
-static void restore_var(int which)
-{
-    if (!limit_saved[which].saved)
-        return;
-    if (limit_saved[which].previous)
-        setenv(limit_vars[which], limit_saved[which].previous, 1);
-    else
-        unsetenv(limit_vars[which]);
-    free(limit_saved[which].previous);
-    limit_saved[which].previous = NULL;
-    limit_saved[which].saved = 0;
-}
-
-static void restore_limits(void)
-{
-    for (int i = 0; i < NVARS; i++)
-        restore_var(i);
-}
-
-int64_t nnt_default_gpu_budget_mib(int64_t total_mib)
-{
-    int64_t reserve = total_mib / 16 > 1536 ? total_mib / 16 : 1536;
-    return total_mib > 2 * reserve ? total_mib - reserve : total_mib / 2;
-}
-
-#ifdef NNT_CUDA_CODELETS
-/* Memory of the smallest visible GPU in MiB, 0 if none can be asked (no context created). */
-static int64_t smallest_gpu_mib(void)
-{
-    int count = 0;
-    int64_t smallest = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess)
-        count = 0;
-    for (int d = 0; d < count; d++) {
-        struct cudaDeviceProp prop;
-        if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
-            continue;
-        int64_t mib = (int64_t)(prop.totalGlobalMem >> 20);
-        if (smallest == 0 || mib < smallest)
-            smallest = mib;
-    }
-    (void)cudaGetLastError();   /* a failed query must not linger in the error slot */
-    return smallest;
-}
-#endif
-
-/* StarPU reads its model directory and memory limits from the environment at start-up.
- * rank >= 0 (one rank of several): the models go to a subdirectory per rank (ranks sharing a
- * directory lose samples and race on the bus calibration), and workers and the MPI thread
- * are not bound to cores unless the user binds them (StarPU would pin every rank's threads
- * to the same cores). */
-static int configure_environment(const nnt_ctx_options *o, int rank)
-{
-    char path[4096], rank_path[4200];
-    const char *dir = o->perfmodel_dir;
-    if (!dir && !getenv("STARPU_HOME")) {
-        const char *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (cache && *cache)
-            snprintf(path, sizeof path, "%s/nnt", cache);
-        else if (home && *home)
-            snprintf(path, sizeof path, "%s/.cache/nnt", home);
-        else
-            snprintf(path, sizeof path, "/tmp/nnt-%ld", (long)getuid());
-        dir = path;
-    }
-    if (!dir && rank >= 0)
-        dir = getenv("STARPU_HOME");
-    if (dir && rank >= 0) {
-        snprintf(rank_path, sizeof rank_path, "%s/rank%d", dir, rank);
-        dir = rank_path;
-    }
-    if (rank >= 0 && !getenv(limit_vars[NOBIND]) && !getenv("STARPU_WORKERS_CPUID"))
-        set_limit(NOBIND, 1);
-    /* likewise StarPU-MPI's communication thread (twice as fast with 2 ranks on 2 cores) */
-    if (rank >= 0 && !getenv(limit_vars[MPI_NOBIND]) && !getenv("STARPU_MPI_THREAD_CPUID") &&
-        !getenv("STARPU_MPI_THREAD_COREID"))
-        set_limit(MPI_NOBIND, 1);
-    if (dir) {
-        int rc = make_dirs(dir);
-        if (rc == 0)
-            rc = check_dir("performance-model directory", dir);
-        if (rc)
-            return rc;
-        if (rank >= 0)
-            set_var(RANK_HOME, dir);   /* put back at destroy: no rank0/rank0 next time */
-        else
-            setenv("STARPU_HOME", dir, 1);
-    }
-    if (o->mem_gpu_mib > 0) {
-        set_limit(0, o->mem_gpu_mib);
-    } else {
-#ifdef NNT_CUDA_CODELETS
-        /* StarPU's own default is the whole card, but it does not count the CUDA context,
-         * the cuBLAS / cuBLASLt workspaces or nnt's GEMM operand scratch */
-        int64_t total = o->ncuda != 0 && !getenv(limit_vars[0]) ? smallest_gpu_mib() : 0;
-        if (total > 0)
-            set_limit(0, nnt_default_gpu_budget_mib(total));
-#endif
-    }
-    if (o->mem_cpu_mib > 0)
-        set_limit(1, o->mem_cpu_mib);
-    /* StarPU's own warnings (a slow transfer, memory purged under a budget) are expected
-     * under a budget and drown nnt's messages: shown at the debug log level only, unless the
-     * user set STARPU_SILENT */
-    int level = NNT_LOG_WARN;
-    nnt_log_get_level(&level);
-    if (level < NNT_LOG_DEBUG && !getenv(limit_vars[SILENT]))
-        set_limit(SILENT, 1);
-    return NNT_OK;
 }
 
 /* ---- idle CPU workers ------------------------------------------------------------------
@@ -574,13 +129,13 @@ static int start_starpu(const nnt_ctx_options *o)
     if (rc)
         return rc;
     if (topology[0]) {
-        set_var(HWLOC_XML, topology);
-        set_var(HWLOC_THIS, "1");
+        ctx_set_var(HWLOC_XML, topology);
+        ctx_set_var(HWLOC_THIS, "1");
     }
     rc = mpi ? nnt_mpi_init_runtime(&conf) : starpu_init(&conf);
     if (topology[0]) {
-        restore_var(HWLOC_XML);
-        restore_var(HWLOC_THIS);
+        ctx_restore_var(HWLOC_XML);
+        ctx_restore_var(HWLOC_THIS);
         unlink(topology);
     }
     if (rc == -ENODEV)
@@ -645,10 +200,10 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (!out)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: output pointer is NULL");
     *out = NULL;
-    int rc = read_options(user_opts, &opts);
+    int rc = ctx_read_options(user_opts, &opts);
     if (rc)
         return rc;
-    rc = validate_options(&opts);
+    rc = ctx_validate_options(&opts);
     int rank = 0, nranks = 1;
     /* this rank's main memory for tiles (its RAM budget, else the machine's); under MPI the
      * smallest rank's */
@@ -668,13 +223,13 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         return nnt_fail(NULL, NNT_E_BUSY, "nnt_ctx_create: a context is already live in this "
                         "process; destroy it first (one context per process)");
     }
-    rc = configure_environment(&opts, opts.mpi && nranks > 1 ? rank : -1);
+    rc = ctx_configure_environment(&opts, opts.mpi && nranks > 1 ? rank : -1);
     if (rc == 0)
         rc = choose_kernels(ctx);   /* before any task runs a GEMM, before workers poll */
     if (rc == 0)
         rc = start_starpu(&opts);
     if (rc) {
-        restore_limits();
+        ctx_restore_limits();
         pthread_mutex_unlock(&live_lock);
         free(ctx);
         return rc;
@@ -691,16 +246,16 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->min_rank_ram = ram_mib << 20;
     ctx->next_tag = 1;
     pthread_mutex_init(&ctx->lock, NULL);
-    start_cuda_libraries();
+    ctx_start_cuda_libraries();
     ctx->ncpus = (int)starpu_cpu_worker_get_count();
     ctx->ncuda = (int)starpu_cuda_worker_get_count();
     struct starpu_sched_policy *policy = starpu_sched_ctx_get_sched_policy(0);
     ctx->sched = policy && policy->policy_name ? policy->policy_name : "unknown";
     if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
-        stop_cuda_libraries();
+        ctx_stop_cuda_libraries();
         shutdown_runtime(ctx->mpi);
-        free_cpu_scratch();
-        restore_limits();
+        ctx_free_cpu_scratch();
+        ctx_restore_limits();
         pthread_mutex_destroy(&ctx->lock);
         pthread_mutex_unlock(&live_lock);
         free(ctx);
@@ -737,164 +292,6 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     return NNT_OK;
 }
 
-/* Add sign x t's tiles to the context's counts (lock held). */
-static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
-{
-    int64_t bytes = nnt_tensor_bytes(t);
-    ctx->tile_bytes += sign * bytes;
-    if (!t->stays && !t->released)
-        return;
-    *(t->stays ? &ctx->stays_bytes : &ctx->released_bytes) += sign * bytes;
-    if (sign > 0 && bytes > ctx->largest_stays)
-        ctx->largest_stays = bytes;
-    for (int64_t i = 0; i < t->ntiles; i++) {
-        int owner = t->tiles[i].owner;
-        *(t->stays ? &ctx->ranks[owner].stays : &ctx->ranks[owner].released) +=
-            sign * nnt_tensor_tile_bytes(t, i);
-    }
-}
-
-/* The most bytes of tiles one rank may come to hold (lock held): in one process, or when
- * rank 0 owns everything, all of them; else, for the rank where it is largest, its own tiles
- * of the tensors that stay on their owners (optimizer moments; gradients under
- * NNT_DIST_SHARDED) or that the ranks release after use (weights under release_weights),
- * every tile of the others (it may receive a copy of any tile it reads: weights, rows), the
- * largest tensor that stays or is released (a host read brings one whole to every rank),
- * and the weights a forward or backward gathers at once (the release window; at most the
- * released tiles other ranks own). */
-static int64_t most_held(const nnt_ctx *ctx)
-{
-    if (!ctx->mpi || ctx->nranks < 2 || ctx->distribution == NNT_DIST_ROOT)
-        return ctx->tile_bytes;
-    int64_t most = 0;
-    for (int r = 0; r < ctx->nranks; r++) {
-        int64_t others = ctx->released_bytes - ctx->ranks[r].released;   /* it may receive */
-        int64_t held = ctx->ranks[r].stays + ctx->ranks[r].released +
-                       (ctx->release_window < others ? ctx->release_window : others);
-        if (held > most)
-            most = held;
-    }
-    return ctx->tile_bytes - ctx->stays_bytes - ctx->released_bytes + most +
-           ctx->largest_stays;
-}
-
-/* "" in one process; else what most_held counted, for a message */
-static const char *held_counted(const nnt_ctx *ctx)
-{
-    if (most_held(ctx) == ctx->tile_bytes)
-        return ctx->mpi ? ", every rank's tiles counted" : "";
-    if (ctx->release_weights)
-        return ctx->distribution == NNT_DIST_SHARDED
-                   ? ", on the rank that may hold the most: its share of the weights, "
-                     "gradients and optimizer moments, the weights of two layers gathered "
-                     "at a time, every other tile it may read"
-                   : ", on the rank that may hold the most: its share of the weights and "
-                     "optimizer moments, the weights of two layers gathered at a time, every "
-                     "other tile it may read";
-    return ctx->distribution == NNT_DIST_SHARDED
-               ? ", on the rank that may hold the most: its share of the gradients and "
-                 "optimizer moments, every other tile it may read"
-               : ", on the rank that may hold the most: its share of the optimizer moments, "
-                 "every other tile it may read";
-}
-
-/* The memory limit the budget checks hold to: the swap's size, else the RAM budget. */
-static int64_t held_limit(const nnt_ctx *ctx)
-{
-    return ctx->swap_bytes > 0 ? ctx->swap_bytes : ctx->ram_budget;
-}
-
-static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already)
-{
-    const double mib = 1024.0 * 1024.0;
-    return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
-                    "exceed the %s of %.0f MiB; give a %s", fn, more / mib, already / mib,
-                    held_counted(ctx),
-                    ctx->swap_bytes > 0 ? "disk swap"
-                    : ctx->ram_budget_default ? "default RAM budget (the memory available "
-                                                "when the context started)"
-                                              : "RAM budget",
-                    (double)held_limit(ctx) / mib,
-                    ctx->swap_bytes > 0 ? "larger swap_mib" : "larger mem_cpu_mib or a "
-                    "swap_dir");
-}
-
-int nnt_ctx_set_release_window(nnt_ctx *ctx, int64_t bytes, const char *fn)
-{
-    pthread_mutex_lock(&ctx->lock);
-    int64_t before = most_held(ctx), old = ctx->release_window;
-    ctx->release_window = bytes;
-    int64_t after = most_held(ctx);
-    if (ctx->ram_budget > 0 && bytes > old && after > held_limit(ctx)) {
-        ctx->release_window = old;
-        pthread_mutex_unlock(&ctx->lock);
-        return over_budget(ctx, fn, (double)(after - before), (double)before);
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    return NNT_OK;
-}
-
-int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
-{
-    pthread_mutex_lock(&ctx->lock);
-    int64_t before = most_held(ctx);
-    count_tiles(ctx, t, 1);
-    int64_t after = most_held(ctx);
-    if (ctx->ram_budget > 0 && after > held_limit(ctx)) {
-        count_tiles(ctx, t, -1);
-        pthread_mutex_unlock(&ctx->lock);
-        /* StarPU would spin forever looking for memory to free: refuse instead. Under MPI
-         * every rank takes the same decision (it counts every rank's tiles alike) */
-        return over_budget(ctx, fn, (double)(after - before), (double)before);
-    }
-    t->prev = NULL;
-    t->next = ctx->tensors;
-    if (ctx->tensors)
-        ctx->tensors->prev = t;
-    ctx->tensors = t;
-    pthread_mutex_unlock(&ctx->lock);
-    return NNT_OK;
-}
-
-void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
-{
-    pthread_mutex_lock(&ctx->lock);
-    count_tiles(ctx, t, -1);
-    ctx->owned_bytes -= t->owned_bytes;
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        ctx->tensors = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
-    t->prev = t->next = NULL;
-    pthread_mutex_unlock(&ctx->lock);
-}
-
-/* Release the tiles of every tensor still alive; the handles stay valid but unusable. */
-static void orphan_tensors(nnt_ctx *ctx)
-{
-    pthread_mutex_lock(&ctx->lock);
-    nnt_tensor *t = ctx->tensors;
-    ctx->tensors = NULL;
-    ctx->tile_bytes = 0;
-    ctx->stays_bytes = 0;
-    ctx->released_bytes = 0;
-    ctx->release_window = 0;
-    ctx->owned_bytes = 0;
-    pthread_mutex_unlock(&ctx->lock);
-    while (t) {
-        nnt_tensor *next = t->next;
-        for (int64_t i = 0; i < t->ntiles; i++)
-            starpu_data_unregister_no_coherency(t->tiles[i].handle);
-        free(t->tiles);
-        t->tiles = NULL;
-        t->ctx = NULL;
-        t->prev = t->next = NULL;
-        t = next;
-    }
-}
-
 /* Every task submitted so far; under MPI also every transfer, on every rank (collective). */
 static int wait_all(nnt_ctx *ctx)
 {
@@ -910,14 +307,14 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
         return rc;
     wait_all(ctx);
     nnt_stats_ctx_stop(ctx);
-    orphan_tensors(ctx);
+    ctx_orphan_tensors(ctx);
     pthread_mutex_lock(&live_lock);
     live_ctx = NULL;
     pthread_mutex_unlock(&live_lock);
-    stop_cuda_libraries();
+    ctx_stop_cuda_libraries();
     shutdown_runtime(ctx->mpi);
-    free_cpu_scratch();
-    restore_limits();
+    ctx_free_cpu_scratch();
+    ctx_restore_limits();
     nnt_io_set_writer(1);
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;

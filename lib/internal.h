@@ -150,7 +150,7 @@ void nnt_vlog(int level, const char *fmt, va_list ap);
  * nnt_ctx_wait() returns NNT_E_RUNTIME. */
 void nnt_task_error(const char *codelet, const char *fmt, ...) NNT_PRINTF(2, 3);
 
-/* ---- context (lib/ctx.c) ------------------------------------------------------------ */
+/* ---- context (lib/ctx*.c) ----------------------------------------------------------- */
 
 #ifdef NNT_CUDA_CODELETS
 /* The calling CUDA worker's cuBLASLt handle and workspace (created at context start). */

@@ -113,7 +113,7 @@ for tok in bytes json gpt2nl; do
     [ "$(ids "$tmp/$tok.32.bin" 32)" = "$wantdir" ] || fail "$tok: the 32-bit file's ids differ"
     n=$(echo "$wantdir" | wc -w)
     [ "$(wc -c < "$tmp/$tok.32.bin")" -eq $((1024 + 4 * n)) ] || fail "$tok: 32-bit file size"
-    [ -z "$(ls "$tmp" | grep '\.tmp\.')" ] || fail "$tok: a temporary file was left behind"
+    [ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "$tok: a temporary file was left behind"
 done
 
 # nnt-train reads both kinds of file (nnt_data: 16- and 32-bit llm.c shards)
@@ -146,7 +146,7 @@ expect_error nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab
 expect_error threads 2 "expected 1 to 256" --threads 0 --print "$tmp/ab.txt"
 expect_error bits 2 "expected 16 or 32" --token-bits 8 --print "$tmp/ab.txt"
 expect_error unknown 2 "unknown option --fast" --fast --print "$tmp/ab.txt"
-[ -z "$(ls "$tmp" | grep '\.tmp\.')" ] || fail "refusals: a temporary file was left behind"
+[ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "refusals: a temporary file was left behind"
 
 # progress: none into a file; on a terminal, a line with MB/s
 run_ok quiet --out "$tmp/q.bin" "$tmp/ab.txt"

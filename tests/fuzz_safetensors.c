@@ -3,7 +3,8 @@
  *
  *   clang -std=c99 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -fno-sanitize-recover=undefined -Iinclude -Ilib/io tests/fuzz_safetensors.c \
- *     lib/io/safetensors.c lib/io/json.c lib/io/text.c -o fuzz_safetensors
+ *     lib/io/safetensors.c lib/io/safetensors_tensor.c lib/io/file.c lib/io/json.c lib/io/text.c \
+ *     -o fuzz_safetensors
  *   mkdir -p fuzz-corpus && cp SEED_FILES fuzz-corpus/    # e.g. files written by the tests
  *   printf '"{"\n"}"\n"["\n"]"\n":"\n","\n"\\"dtype\\""\n"\\"shape\\""\n"\\"data_offsets\\""\n'\
  *     '"\\"__metadata__\\""\n"\\"F32\\""\n"\\"BF16\\""\n"\\"I64\\""\n"\\\\u"\n' > fuzz.dict

@@ -2,8 +2,9 @@
  * The byte tokenizer against byte values; the BPE tokenizer against the Hugging Face ids of
  * tests/fixtures/bpe/cases.txt; token sources against files written here byte by byte
  * (llm.c shards, nanoGPT .bin, text, a directory with links, several files by a pattern),
- * with windows checked against (pos mod N) element by element. No context: errors come
- * from nnt_ctx_last_error(NULL). */
+ * with windows checked against (pos mod N) element by element; nnt_token_writer's files
+ * against the same hand-made shards, byte for byte. No context: errors come from
+ * nnt_ctx_last_error(NULL). */
 #define _DEFAULT_SOURCE
 #include "testutil.h"
 
@@ -738,6 +739,225 @@ START_TEST(test_null_arguments)
 }
 END_TEST
 
+/* ---- nnt_token_writer --------------------------------------------------------------------- */
+
+/* The bytes of a file (malloc'd), *n its size. */
+static unsigned char *read_bytes(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    ck_assert_int_ge(size, 0);
+    rewind(f);
+    unsigned char *b = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *n = (size_t)size;
+    return b;
+}
+
+static void expect_same_file(const char *got, const char *want)
+{
+    size_t ng, nw;
+    unsigned char *g = read_bytes(got, &ng), *w = read_bytes(want, &nw);
+    ck_assert_msg(ng == nw, "%s: %zu bytes, expected %zu", got, ng, nw);
+    for (size_t i = 0; i < ng; i++)
+        ck_assert_msg(g[i] == w[i], "%s: byte %zu is %u, expected %u", got, i, g[i], w[i]);
+    free(g);
+    free(w);
+}
+
+/* Nothing but the names given (no temporary file left behind) in the test directory. */
+static void expect_dir_holds(int n, const char *const *names)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", test_tmpdir());
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    int count = -1;
+    ck_assert_int_eq(fscanf(p, "%d", &count), 1);
+    pclose(p);
+    ck_assert_msg(count == n, "%s holds %d entries, expected %d", test_tmpdir(), count, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(access(test_tmp_path(names[i]), F_OK) == 0, "%s is missing", names[i]);
+}
+
+/* Write ref in pieces of growing sizes (and empty ones). */
+static void write_in_pieces(nnt_token_writer *w, const int32_t *ref, size_t n)
+{
+    size_t done = 0, k = 0;
+    while (done < n) {
+        size_t piece = (k * k * 37) % 9001;
+        if (piece > n - done)
+            piece = n - done;
+        EXPECT_OK(nnt_token_writer_write(w, ref + done, piece));
+        done += piece;
+        k++;
+    }
+    int64_t count = -1;
+    EXPECT_OK(nnt_token_writer_count(w, &count));
+    ck_assert_int_eq(count, (int64_t)n);
+}
+
+START_TEST(test_token_writer)
+{
+    test_make_tmpdir("test-data");
+    enum { N = 70001 }; /* above 2^16: the count field is not a 16-bit one */
+    static int32_t ref[N];
+    static uint16_t ref16[N];
+    for (int i = 0; i < N; i++) {
+        ref[i] = (int32_t)((i * 104729u + 3u) % 50257u);
+        ref16[i] = (uint16_t)ref[i];
+    }
+    ref[5] = 0;
+    ref16[5] = 0;
+    ref[6] = 50256;
+    ref16[6] = 50256;
+
+    /* 16-bit (the default for a vocabulary that fits): the bytes of a hand-made shard */
+    nnt_token_writer_options o = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    o.vocab = 50257;
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("w16.bin"), &o, &w));
+    ck_assert_ptr_nonnull(w);
+    write_in_pieces(w, ref, N);
+    EXPECT_OK(nnt_token_writer_close(w));
+    write_llmc(test_tmp_path("h16.bin"), 20240520, 1, N, ref16, N);
+    expect_same_file(test_tmp_path("w16.bin"), test_tmp_path("h16.bin"));
+    nnt_data *d = open_ok(test_tmp_path("w16.bin"), NNT_DATA_AUTO, NULL, 50257, N);
+    expect_format(d, NNT_DATA_LLMC);
+    check_windows(d, ref, N);
+    nnt_data_close(d);
+
+    /* 32-bit: chosen by a vocabulary above 65536, or asked for */
+    static int32_t ref32[N];
+    for (int i = 0; i < N; i++)
+        ref32[i] = (int32_t)((i * 104729u + 5u) % 128256u);
+    ref32[17] = 128255;
+    ref32[18] = 65536;
+    o.vocab = 128256;
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("w32.bin"), &o, &w));
+    write_in_pieces(w, ref32, N);
+    EXPECT_OK(nnt_token_writer_close(w));
+    write_llmc32(test_tmp_path("h32.bin"), 20240801, 7, N, ref32, N);
+    expect_same_file(test_tmp_path("w32.bin"), test_tmp_path("h32.bin"));
+    d = open_ok(test_tmp_path("w32.bin"), NNT_DATA_LLMC, NULL, 128256, N);
+    check_windows(d, ref32, N);
+    nnt_data_close(d);
+    nnt_token_writer_options o32 = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    o32.bits = 32;   /* GPT-2's ids in the 32-bit kind */
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("w32b.bin"), &o32, &w));
+    EXPECT_OK(nnt_token_writer_write(w, ref, N));
+    EXPECT_OK(nnt_token_writer_close(w));
+    write_llmc32(test_tmp_path("h32b.bin"), 20240801, 7, N, ref, N);
+    expect_same_file(test_tmp_path("w32b.bin"), test_tmp_path("h32b.bin"));
+
+    /* no ids, default options: a valid empty shard (header only, count 0) */
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("w0.bin"), NULL, &w));
+    EXPECT_OK(nnt_token_writer_write(w, NULL, 0));
+    EXPECT_OK(nnt_token_writer_close(w));
+    write_llmc(test_tmp_path("h0.bin"), 20240520, 1, 0, ref16, 0);
+    expect_same_file(test_tmp_path("w0.bin"), test_tmp_path("h0.bin"));
+
+    /* out-of-range ids: refused naming the id and its position in the file; nothing of the
+     * call is written and the writer goes on */
+    o.vocab = 50257;
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("wr.bin"), &o, &w));
+    EXPECT_OK(nnt_token_writer_write(w, ref, 100));
+    int32_t bad[4] = {1, 2, 50257, 3};
+    EXPECT_RC(nnt_token_writer_write(w, bad, 4), NNT_E_INVAL);
+    EXPECT_MSG("nnt_token_writer_write");
+    EXPECT_MSG("wr.bin");
+    EXPECT_MSG("token 50257 at position 102");
+    EXPECT_MSG("50257 ids");
+    bad[2] = -1;
+    EXPECT_RC(nnt_token_writer_write(w, bad, 4), NNT_E_INVAL);
+    EXPECT_MSG("token -1 at position 102");
+    EXPECT_OK(nnt_token_writer_write(w, ref + 100, N - 100));
+    EXPECT_OK(nnt_token_writer_close(w));
+    expect_same_file(test_tmp_path("wr.bin"), test_tmp_path("h16.bin"));
+    /* without a vocabulary, the format's range: 65535 fits 16 bits, 65536 does not */
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("wf.bin"), NULL, &w));
+    bad[2] = 65535;
+    EXPECT_OK(nnt_token_writer_write(w, bad, 4));
+    bad[1] = 65536;
+    EXPECT_RC(nnt_token_writer_write(w, bad, 4), NNT_E_INVAL);
+    EXPECT_MSG("token 65536 at position 5 is outside 0..65535");
+    nnt_token_writer_destroy(w);
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("wf.bin"), &o32, &w));
+    bad[1] = INT32_MIN;
+    EXPECT_RC(nnt_token_writer_write(w, bad, 4), NNT_E_INVAL);
+    EXPECT_MSG("at position 1 is outside 0..2147483647");
+    nnt_token_writer_destroy(w);
+
+    /* an abandoned writer leaves no file, and an older file at its path as it was */
+    const char *kept[] = {"w16.bin", "h16.bin", "w32.bin", "h32.bin", "w32b.bin", "h32b.bin",
+                          "w0.bin", "h0.bin", "wr.bin"};
+    expect_dir_holds(9, kept);
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("gone.bin"), NULL, &w));
+    EXPECT_OK(nnt_token_writer_write(w, ref, 1000));
+    nnt_token_writer_destroy(w);
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("w0.bin"), NULL, &w));
+    EXPECT_OK(nnt_token_writer_write(w, ref, 1000));
+    nnt_token_writer_destroy(w);
+    nnt_token_writer_destroy(NULL);
+    expect_dir_holds(9, kept);
+    expect_same_file(test_tmp_path("w0.bin"), test_tmp_path("h0.bin"));
+
+    /* a path in a directory that does not exist: a clear NNT_E_IO at open */
+    w = (nnt_token_writer *)&o; /* set to NULL on failure */
+    EXPECT_RC(nnt_token_writer_open(NULL, test_tmp_path("no/such/dir/x.bin"), NULL, &w),
+              NNT_E_IO);
+    ck_assert_ptr_null(w);
+    EXPECT_MSG("nnt_token_writer_open");
+    EXPECT_MSG("no/such/dir/x.bin");
+    EXPECT_MSG("No such file or directory");
+    /* the directory removed while writing: close fails and reports it */
+    ck_assert_int_eq(mkdir(test_tmp_path("sub"), 0755), 0);
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("sub/x.bin"), NULL, &w));
+    EXPECT_OK(nnt_token_writer_write(w, ref, 10));
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmp_path("sub"));
+    ck_assert_int_eq(system(cmd), 0);
+    EXPECT_RC(nnt_token_writer_close(w), NNT_E_IO);
+    EXPECT_MSG("nnt_token_writer_close");
+    EXPECT_MSG("sub/x.bin");
+    ck_assert_int_ne(access(test_tmp_path("sub/x.bin"), F_OK), 0);
+
+    /* bad arguments and options */
+    EXPECT_RC(nnt_token_writer_open(NULL, test_tmp_path("a.bin"), NULL, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_token_writer_open(NULL, NULL, NULL, &w), NNT_E_INVAL);
+    ck_assert_ptr_null(w);
+    EXPECT_RC(nnt_token_writer_open(NULL, "", NULL, &w), NNT_E_INVAL);
+    nnt_token_writer_options ob = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    ob.bits = 8;
+    EXPECT_RC(nnt_token_writer_open(NULL, test_tmp_path("a.bin"), &ob, &w), NNT_E_INVAL);
+    EXPECT_MSG("bits 8");
+    ob.bits = 16;
+    ob.vocab = 128256;
+    EXPECT_RC(nnt_token_writer_open(NULL, test_tmp_path("a.bin"), &ob, &w), NNT_E_INVAL);
+    EXPECT_MSG("128256");
+    ob.bits = 0;
+    ob.vocab = -1;
+    EXPECT_RC(nnt_token_writer_open(NULL, test_tmp_path("a.bin"), &ob, &w), NNT_E_INVAL);
+    ob.vocab = 0;
+    ob.size = 4;
+    EXPECT_RC(nnt_token_writer_open(NULL, test_tmp_path("a.bin"), &ob, &w), NNT_E_INVAL);
+    ck_assert_ptr_null(w);
+    EXPECT_RC(nnt_token_writer_write(NULL, ref, 1), NNT_E_INVAL);
+    EXPECT_RC(nnt_token_writer_close(NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_token_writer_count(NULL, NULL), NNT_E_INVAL);
+    EXPECT_OK(nnt_token_writer_open(NULL, test_tmp_path("a.bin"), NULL, &w));
+    EXPECT_RC(nnt_token_writer_write(w, NULL, 3), NNT_E_INVAL);
+    EXPECT_RC(nnt_token_writer_count(w, NULL), NNT_E_INVAL);
+    nnt_token_writer_destroy(w);
+    expect_dir_holds(9, kept);
+    test_remove_tmpdir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("data");
@@ -754,6 +974,7 @@ int main(void)
     tcase_add_test(tc, test_bad_files);
     tcase_add_test(tc, test_patterns);
     tcase_add_test(tc, test_null_arguments);
+    tcase_add_test(tc, test_token_writer);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

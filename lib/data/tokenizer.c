@@ -1,6 +1,6 @@
 /* nnt_tokenizer: the public face of the tokenizers: the byte-level one (token = byte value,
  * vocab 256), GPT-2's byte-level BPE of lib/io (vocab.json + merges.txt) and Hugging Face
- * tokenizer.json files (hftok.c).
+ * tokenizer.json files (hftok.c and its pieces, hftok_impl.h).
  * No context is involved: failures are recorded as the calling thread's last error
  * (nnt_ctx_last_error(NULL)). A tokenizer is immutable after creation, so concurrent
  * encode/decode calls on one tokenizer are safe. */

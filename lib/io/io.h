@@ -237,6 +237,20 @@ int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t 
  * ids in 0..65535 (LLMC: n <= INT32_MAX), LLMC32 ids >= 0, TEXT ids in 0..255. */
 int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
                   char *err, size_t errlen);
+/* The same streamed: tokens written as they come, through temp + fsync + rename; the llm.c
+ * header gets its count at finish. vocab > 0: ids must also be below vocab (which must fit
+ * the format). A refused write (an id out of range, LLMC's 2^31 - 1 tokens exceeded: NNT_E_INVAL
+ * naming the token and its position in the file) writes nothing of its call and the writer
+ * stays usable; after an I/O error only finish (which then fails) and abort remain. finish
+ * and abort free w; abort and a failed finish remove the temporary file. */
+typedef struct nnt_tok_writer nnt_tok_writer;
+int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
+                         nnt_tok_writer **out, char *err, size_t errlen);
+int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, char *err,
+                         size_t errlen);
+uint64_t nnt_tok_writer_count(const nnt_tok_writer *w);   /* tokens written so far      */
+int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen);
+void nnt_tok_writer_abort(nnt_tok_writer *w);             /* accepts NULL               */
 /* The 1024-byte llm.c header for n tokens: 16-bit (wide == 0) or 32-bit (wide != 0). */
 void nnt_tok_header(unsigned char h[NNT_TOK_HEADER_BYTES], int wide, size_t n);
 
@@ -285,7 +299,7 @@ int nnt_json_end(nnt_json *j);
 /* NNT_E_FORMAT with "<what>: <message> at byte <base + pos>". */
 int nnt_json_fail(nnt_json *j, const char *fmt, ...) NNT_IO_PRINTF(2, 3);
 
-/* ---- helpers shared by the io sources (defined in safetensors.c) ------------------------- */
+/* ---- helpers shared by the io sources (defined in file.c) -------------------------------- */
 /* Format a message into err and return code. */
 int nnt_io_errf(char *err, size_t errlen, int code, const char *fmt, ...) NNT_IO_PRINTF(4, 5);
 /* Open a regular file read-only; *size gets its size. */
@@ -307,6 +321,11 @@ int nnt_io_out_write(nnt_io_out *o, const void *buf, size_t n, char *err, size_t
 int nnt_io_out_write_le(nnt_io_out *o, const void *buf, size_t n, size_t elsize, char *err,
                         size_t errlen);
 uint64_t nnt_io_out_size(const nnt_io_out *o);     /* bytes written so far                  */
+/* Overwrite n bytes at off, within the bytes written so far (a header whose contents are
+ * known at the end); nothing on a rank that does not write. */
+int nnt_io_out_pwrite(nnt_io_out *o, const void *buf, size_t n, uint64_t off, char *err,
+                      size_t errlen);
+const char *nnt_io_out_path(const nnt_io_out *o);  /* the final path, for messages           */
 /* Flush, fsync, close, rename over the path, fsync the directory; frees o. On failure the
  * temporary file is removed. */
 int nnt_io_out_commit(nnt_io_out *o, char *err, size_t errlen);

@@ -1,343 +1,19 @@
-/* safetensors reader and writer, and the file helpers shared by lib/io (errors, pread,
- * temp + fsync + rename output).
+/* safetensors reader: the header parsed and checked (names, dtypes, shapes, data offsets that
+ * tile the data section, __metadata__), open from a file or memory, lookups by name and index.
+ * Reading a tensor's data and the writer: safetensors_tensor.c.
  *
  * Format: u64 little-endian N; N bytes of UTF-8 JSON: {"name": {"dtype": "F32", "shape": [..],
  * "data_offsets": [begin, end]}, ..., "__metadata__": {"key": "value", ...}} (possibly padded
  * with spaces); then the data section, offsets relative to its start, row-major, little-endian. */
 #define _FILE_OFFSET_BITS 64
-#include "io.h"
+#include "safetensors_impl.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 #include <unistd.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
-
-/* ==== shared helpers ========================================================================== */
-
-int nnt_io_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-int nnt_io_open_read(const char *path, int *fd, uint64_t *size, char *err, size_t errlen)
-{
-    *fd = -1;
-    if (!path)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "io: path is NULL");
-    int f;
-    do /* O_NONBLOCK: a FIFO must not block the open; it is refused below */
-        f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    while (f < 0 && errno == EINTR);
-    if (f < 0)
-        return nnt_io_errf(err, errlen, NNT_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(f, &st) != 0) {
-        int e = errno;
-        close(f);
-        return nnt_io_errf(err, errlen, NNT_E_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(f);
-        return nnt_io_errf(err, errlen, NNT_E_IO, "%s: not a regular file", path);
-    }
-    int fl = fcntl(f, F_GETFL);
-    if (fl >= 0)
-        fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
-    *fd = f;
-    *size = (uint64_t)st.st_size;
-    return 0;
-}
-
-int nnt_io_pread(int fd, void *buf, size_t n, uint64_t off, const char *path, char *err,
-                 size_t errlen)
-{
-    unsigned char *p = buf;
-    while (n > 0) {
-        if (off > (uint64_t)INT64_MAX - n)
-            return nnt_io_errf(err, errlen, NNT_E_IO, "%s: offset %llu out of range", path,
-                               (unsigned long long)off);
-        size_t chunk = n > (size_t)1 << 30 ? (size_t)1 << 30 : n;
-        ssize_t got = pread(fd, p, chunk, (off_t)off);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return nnt_io_errf(err, errlen, NNT_E_IO, "%s: read error at byte %llu: %s", path,
-                               (unsigned long long)off, strerror(errno));
-        if (got == 0)
-            return nnt_io_errf(err, errlen, NNT_E_IO,
-                               "%s: unexpected end of file at byte %llu (did it shrink?)", path,
-                               (unsigned long long)off);
-        p += got;
-        n -= (size_t)got;
-        off += (uint64_t)got;
-    }
-    return 0;
-}
-
-#define OUT_BUF (1u << 16)
-struct nnt_io_out {
-    int fd;
-    int discard;                  /* a rank that does not write (nnt_io_set_writer)      */
-    char *path, *tmp;
-    uint64_t size;
-    size_t used;
-    unsigned char buf[OUT_BUF];
-};
-
-static int io_writer = 1;   /* process-wide: see nnt_io_set_writer */
-
-void nnt_io_set_writer(int writes)
-{
-    __atomic_store_n(&io_writer, writes ? 1 : 0, __ATOMIC_SEQ_CST);
-}
-
-int nnt_io_writes(void)
-{
-    return __atomic_load_n(&io_writer, __ATOMIC_SEQ_CST);
-}
-
-static int write_all(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen)
-{
-    const unsigned char *p = buf;
-    if (o->discard)
-        return 0;   /* a rank that does not write: the bytes are dropped */
-    while (n > 0) {
-        size_t chunk = n > (size_t)1 << 30 ? (size_t)1 << 30 : n;
-        ssize_t put = write(o->fd, p, chunk);
-        if (put < 0 && errno == EINTR)
-            continue;
-        if (put <= 0)
-            return nnt_io_errf(err, errlen, NNT_E_IO, "%s: write error: %s", o->tmp,
-                               put < 0 ? strerror(errno) : "nothing written");
-        p += put;
-        n -= (size_t)put;
-    }
-    return 0;
-}
-
-int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    if (!path || !*path)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "io: empty output path");
-    nnt_io_out *o = malloc(sizeof *o);
-    size_t len = strlen(path);
-    char *p = malloc(len + 1), *t = malloc(len + sizeof ".tmp-XXXXXX");
-    if (!o || !p || !t) {
-        free(o);
-        free(p);
-        free(t);
-        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
-    }
-    memcpy(p, path, len + 1);
-    memcpy(t, path, len);
-    memcpy(t + len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-    if (!nnt_io_writes()) {   /* a sink with the same accounting */
-        o->fd = -1, o->discard = 1, o->path = p, o->tmp = t, o->size = 0, o->used = 0;
-        *out = o;
-        return 0;
-    }
-    int fd = mkstemp(t);
-    if (fd < 0) {
-        int e = errno;
-        free(o);
-        free(p);
-        free(t);
-        return nnt_io_errf(err, errlen, NNT_E_IO, "%s: cannot create a temporary file: %s", path,
-                           strerror(e));
-    }
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-    /* mkstemp makes 0600: give the file the mode of the one it replaces, or 0644 */
-    struct stat st;
-    mode_t mode = 0644;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-        mode = st.st_mode & 07777;
-    if (fchmod(fd, mode) != 0) {
-        /* not fatal: the data is what matters */
-    }
-    o->fd = fd;
-    o->discard = 0;
-    o->path = p;
-    o->tmp = t;
-    o->size = 0;
-    o->used = 0;
-    *out = o;
-    return 0;
-}
-
-int nnt_io_out_write(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen)
-{
-    if (n == 0)
-        return 0;
-    if (o->used + n <= OUT_BUF) {
-        memcpy(o->buf + o->used, buf, n);
-        o->used += n;
-        o->size += n;
-        return 0;
-    }
-    int rc;
-    if (o->used && (rc = write_all(o, o->buf, o->used, err, errlen)) != 0)
-        return rc;
-    o->used = 0;
-    if (n < OUT_BUF) {
-        memcpy(o->buf, buf, n);
-        o->used = n;
-    } else if ((rc = write_all(o, buf, n, err, errlen)) != 0) {
-        return rc;
-    }
-    o->size += n;
-    return 0;
-}
-
-int nnt_io_out_write_le(nnt_io_out *o, const void *buf, size_t n, size_t elsize, char *err,
-                        size_t errlen)
-{
-    if (nnt_io_host_le() || elsize == 1)
-        return nnt_io_out_write(o, buf, n * elsize, err, errlen);
-    unsigned char tmp[4096];
-    const unsigned char *p = buf;
-    size_t per = sizeof tmp / elsize;
-    while (n > 0) {
-        size_t k = n < per ? n : per;
-        memcpy(tmp, p, k * elsize);
-        nnt_io_bswap(tmp, k, elsize);
-        int rc = nnt_io_out_write(o, tmp, k * elsize, err, errlen);
-        if (rc)
-            return rc;
-        p += k * elsize;
-        n -= k;
-    }
-    return 0;
-}
-
-uint64_t nnt_io_out_size(const nnt_io_out *o) { return o->size; }
-
-static void out_free(nnt_io_out *o)
-{
-    free(o->path);
-    free(o->tmp);
-    free(o);
-}
-
-void nnt_io_out_abort(nnt_io_out *o)
-{
-    if (!o)
-        return;
-    if (o->fd >= 0)
-        close(o->fd);
-    if (!o->discard)
-        unlink(o->tmp);
-    out_free(o);
-}
-
-int nnt_io_out_commit(nnt_io_out *o, char *err, size_t errlen)
-{
-    int rc = 0;
-    if (o->discard) {
-        out_free(o);
-        return 0;
-    }
-    if (o->used)
-        rc = write_all(o, o->buf, o->used, err, errlen);
-    o->used = 0;
-    if (rc == 0 && fsync(o->fd) != 0)
-        rc = nnt_io_errf(err, errlen, NNT_E_IO, "%s: fsync: %s", o->tmp, strerror(errno));
-    if (close(o->fd) != 0 && rc == 0)
-        rc = nnt_io_errf(err, errlen, NNT_E_IO, "%s: close: %s", o->tmp, strerror(errno));
-    o->fd = -1;
-    if (rc == 0 && rename(o->tmp, o->path) != 0)
-        rc = nnt_io_errf(err, errlen, NNT_E_IO, "%s: cannot rename %s over it: %s", o->path,
-                         o->tmp, strerror(errno));
-    if (rc != 0) {
-        nnt_io_out_abort(o);
-        return rc;
-    }
-    /* make the rename durable; a directory that cannot be fsynced (some file systems) is not
-     * an error: the file itself is complete */
-    char *slash = strrchr(o->path, '/');
-    const char *dir = ".";
-    if (slash) {
-        slash[1] = 0;
-        dir = o->path;
-    }
-    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0) {
-            /* ignored, see above */
-        }
-        close(dfd);
-    }
-    out_free(o);
-    return 0;
-}
-
-/* ==== dtypes ================================================================================== */
-
-static const struct {
-    const char *name;
-    size_t size;
-} dtypes[NNT_IO_NDTYPES] = {
-    [NNT_IO_BOOL] = {"BOOL", 1},       [NNT_IO_U8] = {"U8", 1},   [NNT_IO_I8] = {"I8", 1},
-    [NNT_IO_F8_E5M2] = {"F8_E5M2", 1}, [NNT_IO_F8_E4M3] = {"F8_E4M3", 1},
-    [NNT_IO_I16] = {"I16", 2},         [NNT_IO_U16] = {"U16", 2}, [NNT_IO_F16] = {"F16", 2},
-    [NNT_IO_BF16] = {"BF16", 2},       [NNT_IO_I32] = {"I32", 4}, [NNT_IO_U32] = {"U32", 4},
-    [NNT_IO_F32] = {"F32", 4},         [NNT_IO_F64] = {"F64", 8}, [NNT_IO_I64] = {"I64", 8},
-    [NNT_IO_U64] = {"U64", 8},
-};
-
-const char *nnt_io_dtype_name(nnt_io_dtype t)
-{
-    return (unsigned)t < NNT_IO_NDTYPES ? dtypes[t].name : "?";
-}
-
-size_t nnt_io_dtype_size(nnt_io_dtype t)
-{
-    return (unsigned)t < NNT_IO_NDTYPES ? dtypes[t].size : 0;
-}
-
-int nnt_io_dtype_parse(const char *s, size_t len, nnt_io_dtype *out)
-{
-    for (int i = 0; i < NNT_IO_NDTYPES; i++)
-        if (strlen(dtypes[i].name) == len && memcmp(dtypes[i].name, s, len) == 0) {
-            *out = (nnt_io_dtype)i;
-            return 0;
-        }
-    return -1;
-}
-
 /* ==== reader ================================================================================== */
-
-typedef struct {
-    char *key, *value;
-    size_t pos;                    /* reader: file offset of the key, for messages           */
-} kv;
-
-struct nnt_st_reader {
-    int fd;                        /* -1: memory                                            */
-    const unsigned char *mem;
-    uint64_t size;                 /* file size                                             */
-    char *path;                    /* for messages                                          */
-    size_t n;
-    nnt_st_entry *entries;         /* by data offset                                        */
-    const nnt_st_entry **by_name;  /* sorted by name                                        */
-    size_t nmeta;
-    kv *meta;                      /* sorted by key                                         */
-};
 
 typedef struct {
     nnt_st_entry e;
@@ -357,7 +33,7 @@ typedef struct {
 
 /* A name for messages: quoted, cut at 200 bytes, control characters shown as '?' so that a
  * hostile name cannot break the one-line message. */
-static const char *qname(const char *name, char *buf, size_t n)
+const char *nnt_st_qname(const char *name, char *buf, size_t n)
 {
     size_t len = strlen(name), k = 0, cut = len > 200 ? 200 : len;
     if (n < 8)
@@ -397,7 +73,7 @@ static int parse_meta(parser *p)
             return nnt_json_fail(j, "empty __metadata__ key");
         }
         char qn[256], ctx[400];
-        qname(key, qn, sizeof qn);
+        nnt_st_qname(key, qn, sizeof qn);
         snprintf(ctx, sizeof ctx, "after __metadata__ key %s", qn);
         if ((rc = nnt_json_expect(j, ':', ctx)) != 0) {
             free(key);
@@ -441,7 +117,7 @@ static int parse_entry(parser *p, char *name, size_t npos)
 {
     nnt_json *j = &p->j;
     char qn[256], ctx[400];
-    qname(name, qn, sizeof qn);
+    nnt_st_qname(name, qn, sizeof qn);
     snprintf(ctx, sizeof ctx, "to open tensor %s", qn);
     int rc = nnt_json_expect(j, '{', ctx);
     if (rc)
@@ -480,7 +156,7 @@ static int parse_entry(parser *p, char *name, size_t npos)
                     return rc;
                 if (nnt_io_dtype_parse(dt, dlen, &pe.e.dtype) != 0) {
                     char qd[256];
-                    qname(dt, qd, sizeof qd);
+                    nnt_st_qname(dt, qd, sizeof qd);
                     free(dt);
                     j->pos = dpos;
                     return nnt_json_fail(j, "unknown dtype %s in tensor %s", qd, qn);
@@ -547,7 +223,7 @@ static int parse_entry(parser *p, char *name, size_t npos)
                     return rc;
             } else {
                 char qk[256];
-                qname(key, qk, sizeof qk);
+                nnt_st_qname(key, qk, sizeof qk);
                 free(key);
                 j->pos = kpos;
                 return nnt_json_fail(j, "unknown key %s in tensor %s", qk, qn);
@@ -672,7 +348,7 @@ static int parse_header(parser *p, const char *hdr, size_t hlen)
             if ((rc = nnt_json_string(j, &name, NULL, NNT_IO_MAXNAME, 0, "(a tensor name)")) != 0)
                 return rc;
             char qn[256], ctx[400];
-            qname(name, qn, sizeof qn);
+            nnt_st_qname(name, qn, sizeof qn);
             if (!*name) {
                 free(name);
                 j->pos = npos;
@@ -717,7 +393,7 @@ static int parse_header(parser *p, const char *hdr, size_t hlen)
             if (strcmp(p->v[i - 1].e.name, p->v[i].e.name) == 0)
                 return nnt_io_errf(j->err, j->errlen, NNT_E_FORMAT,
                                    "%s: duplicate tensor name %s at byte %zu", j->what,
-                                   qname(p->v[i].e.name, qn, sizeof qn), p->v[i].jpos);
+                                   nnt_st_qname(p->v[i].e.name, qn, sizeof qn), p->v[i].jpos);
     }
     if (r->nmeta > 1) {
         qsort(r->meta, r->nmeta, sizeof *r->meta, cmp_kv);
@@ -725,7 +401,7 @@ static int parse_header(parser *p, const char *hdr, size_t hlen)
             if (strcmp(r->meta[i - 1].key, r->meta[i].key) == 0)
                 return nnt_io_errf(j->err, j->errlen, NNT_E_FORMAT,
                                    "%s: duplicate __metadata__ key %s at byte %zu", j->what,
-                                   qname(r->meta[i].key, qn, sizeof qn), r->meta[i].pos);
+                                   nnt_st_qname(r->meta[i].key, qn, sizeof qn), r->meta[i].pos);
     }
 
     /* the tensors tile the data section: sorted by begin, each starts where the last ended */
@@ -739,9 +415,9 @@ static int parse_header(parser *p, const char *hdr, size_t hlen)
             return nnt_io_errf(j->err, j->errlen, NNT_E_FORMAT,
                                "%s: tensor %s (data_offsets [%llu, %llu], name at byte %zu) "
                                "overlaps tensor %s (data_offsets [%llu, %llu])",
-                               j->what, qname(e->e.name, qn, sizeof qn),
+                               j->what, nnt_st_qname(e->e.name, qn, sizeof qn),
                                (unsigned long long)e->begin, (unsigned long long)e->end, e->jpos,
-                               qname(p->v[i - 1].e.name, qo, sizeof qo),
+                               nnt_st_qname(p->v[i - 1].e.name, qo, sizeof qo),
                                (unsigned long long)p->v[i - 1].begin,
                                (unsigned long long)p->v[i - 1].end);
         }
@@ -751,7 +427,7 @@ static int parse_header(parser *p, const char *hdr, size_t hlen)
                                "tensor: the next one, %s (name at byte %zu), begins at %llu",
                                j->what, (unsigned long long)expect, (unsigned long long)e->begin,
                                (unsigned long long)(data_start + expect),
-                               qname(e->e.name, qn, sizeof qn), e->jpos,
+                               nnt_st_qname(e->e.name, qn, sizeof qn), e->jpos,
                                (unsigned long long)e->begin);
         expect = e->end;
         e->e.offset = data_start + e->begin;
@@ -962,553 +638,4 @@ const char *nnt_st_metadata_get(const nnt_st_reader *r, const char *key)
             lo = mid + 1;
     }
     return NULL;
-}
-
-static int src_read(const nnt_st_reader *r, void *dst, size_t n, uint64_t off, char *err,
-                    size_t errlen)
-{
-    if (r->fd >= 0)
-        return nnt_io_pread(r->fd, dst, n, off, r->path, err, errlen);
-    memcpy(dst, r->mem + off, n); /* within size: checked at open */
-    return 0;
-}
-
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, f;
-    float v;
-    if (exp == 0) {
-        v = (float)mant * (1.0f / 16777216.0f); /* mant * 2^-24: exact */
-        return sign ? -v : v;
-    }
-    if (exp == 31)
-        f = sign | 0x7f800000u | mant << 13;
-    else
-        f = sign | (exp + 112) << 23 | mant << 13;
-    memcpy(&v, &f, sizeof v);
-    return v;
-}
-
-static int is_int_type(nnt_io_dtype t)
-{
-    return t == NNT_IO_I8 || t == NNT_IO_U8 || t == NNT_IO_I16 || t == NNT_IO_U16 ||
-           t == NNT_IO_I32 || t == NNT_IO_U32 || t == NNT_IO_I64;
-}
-
-static int64_t load_int(nnt_io_dtype t, const unsigned char *p)
-{
-    switch (t) {
-    case NNT_IO_I8: return (int8_t)p[0];
-    case NNT_IO_U8: return p[0];
-    case NNT_IO_I16: return (int16_t)nnt_io_le16(p);
-    case NNT_IO_U16: return nnt_io_le16(p);
-    case NNT_IO_I32: return (int32_t)nnt_io_le32(p);
-    case NNT_IO_U32: return nnt_io_le32(p);
-    default: return (int64_t)nnt_io_le64(p);
-    }
-}
-
-int nnt_st_read(const nnt_st_reader *r, const nnt_st_entry *e, nnt_io_dtype want,
-                uint64_t first, uint64_t count, void *dst, char *err, size_t errlen)
-{
-    if (!r || !e || (!dst && count))
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "safetensors: NULL reader, entry or buffer");
-    if (r->n == 0 || e < r->entries || e >= r->entries + r->n)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: entry does not belong to this reader",
-                           r->path);
-    char qn[256];
-    qname(e->name, qn, sizeof qn);
-    if ((unsigned)want >= NNT_IO_NDTYPES)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor %s: bad dtype %d requested",
-                           r->path, qn, (int)want);
-    if (first > e->numel || count > e->numel - first)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL,
-                           "%s: tensor %s: elements [%llu, %llu + %llu) outside its %llu elements",
-                           r->path, qn, (unsigned long long)first, (unsigned long long)first,
-                           (unsigned long long)count, (unsigned long long)e->numel);
-    size_t ssz = nnt_io_dtype_size(e->dtype), dsz = nnt_io_dtype_size(want);
-    uint64_t off = e->offset + first * ssz;
-    if (count == 0)
-        return 0;
-    if (count > SIZE_MAX / (ssz > dsz ? ssz : dsz))
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor %s: too many elements", r->path,
-                           qn);
-    if (want == e->dtype) {
-        int rc = src_read(r, dst, (size_t)count * ssz, off, err, errlen);
-        if (rc == 0 && !nnt_io_host_le() && ssz > 1)
-            nnt_io_bswap(dst, (size_t)count, ssz);
-        return rc;
-    }
-    enum { F16_F32, BF16_F32, F64_F32, INT_I32, INT_I64 } kind;
-    if (want == NNT_IO_F32 && e->dtype == NNT_IO_F16)
-        kind = F16_F32;
-    else if (want == NNT_IO_F32 && e->dtype == NNT_IO_BF16)
-        kind = BF16_F32;
-    else if (want == NNT_IO_F32 && e->dtype == NNT_IO_F64)
-        kind = F64_F32;
-    else if (want == NNT_IO_I32 && is_int_type(e->dtype))
-        kind = INT_I32;
-    else if (want == NNT_IO_I64 && is_int_type(e->dtype))
-        kind = INT_I64;
-    else
-        return nnt_io_errf(err, errlen, NNT_E_UNSUPPORTED,
-                           "%s: tensor %s: cannot convert %s to %s", r->path, qn,
-                           nnt_io_dtype_name(e->dtype), nnt_io_dtype_name(want));
-    unsigned char buf[1 << 15];
-    size_t per = sizeof buf / ssz;
-    unsigned char *o = dst;
-    uint64_t done = 0;
-    while (done < count) {
-        size_t k = count - done < per ? (size_t)(count - done) : per;
-        int rc = src_read(r, buf, k * ssz, off + done * ssz, err, errlen);
-        if (rc)
-            return rc;
-        for (size_t i = 0; i < k; i++) {
-            const unsigned char *s = buf + i * ssz;
-            float f;
-            int64_t v;
-            int32_t v32;
-            switch (kind) {
-            case F16_F32:
-                f = half_to_float(nnt_io_le16(s));
-                memcpy(o, &f, 4);
-                break;
-            case BF16_F32: {
-                uint32_t bits = (uint32_t)nnt_io_le16(s) << 16;
-                memcpy(o, &bits, 4);
-                break;
-            }
-            case F64_F32: {
-                uint64_t bits = nnt_io_le64(s);
-                double d;
-                memcpy(&d, &bits, 8);
-                f = (float)d;
-                memcpy(o, &f, 4);
-                break;
-            }
-            case INT_I32:
-                v = load_int(e->dtype, s);
-                if (v < INT32_MIN || v > INT32_MAX)
-                    return nnt_io_errf(err, errlen, NNT_E_FORMAT,
-                                       "%s: tensor %s element %llu: value %lld does not fit in I32",
-                                       r->path, qn, (unsigned long long)(first + done + i),
-                                       (long long)v);
-                v32 = (int32_t)v;
-                memcpy(o, &v32, 4);
-                break;
-            case INT_I64:
-                v = load_int(e->dtype, s);
-                memcpy(o, &v, 8);
-                break;
-            }
-            o += dsz;
-        }
-        done += k;
-    }
-    return 0;
-}
-
-/* ==== writer ================================================================================== */
-
-typedef struct {
-    char *name;
-    nnt_io_dtype dtype;
-    int ndim;
-    int64_t shape[NNT_IO_MAXDIM];
-    uint64_t nbytes;
-    const void *data;              /* borrowed, or NULL: streamed                            */
-} wentry;
-
-struct nnt_st_writer {
-    nnt_io_out *out;
-    wentry *v;
-    size_t n, cap;
-    kv *meta;
-    size_t nmeta, meta_cap;
-    uint64_t total;                /* data bytes declared                                   */
-    uint64_t stream_left;          /* bytes still expected from nnt_st_writer_write          */
-    int header_done;
-    size_t cur;                    /* tensor being written                                  */
-    uint64_t cur_done;             /* its bytes written so far                              */
-    int failed;                    /* an I/O error happened: only finish/abort remain        */
-};
-
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s);
-    char *d = malloc(n + 1);
-    if (d)
-        memcpy(d, s, n + 1);
-    return d;
-}
-
-int nnt_st_writer_begin(const char *path, nnt_st_writer **out, char *err, size_t errlen)
-{
-    if (!out)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "safetensors: out is NULL");
-    *out = NULL;
-    nnt_st_writer *w = calloc(1, sizeof *w);
-    if (!w)
-        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "safetensors: out of memory");
-    int rc = nnt_io_out_begin(path, &w->out, err, errlen);
-    if (rc) {
-        free(w);
-        return rc;
-    }
-    *out = w;
-    return 0;
-}
-
-static int check_name(const char *what, const char *name, const char *path, char *err,
-                      size_t errlen)
-{
-    if (!name)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: %s is NULL", path, what);
-    size_t len = strlen(name), bad;
-    if (len == 0 || len > NNT_IO_MAXNAME)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: %s of %zu bytes (1..%d allowed)", path,
-                           what, len, NNT_IO_MAXNAME);
-    if (!nnt_utf8_valid(name, len, &bad))
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: %s is not UTF-8 (byte %zu)", path,
-                           what, bad);
-    return 0;
-}
-
-static int writer_usable(nnt_st_writer *w, const char *op, char *err, size_t errlen)
-{
-    if (!w)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "safetensors: writer is NULL");
-    if (w->failed)
-        return nnt_io_errf(err, errlen, w->failed, "%s: %s after an earlier failure",
-                           w->out->path, op);
-    return 0;
-}
-
-int nnt_st_writer_meta(nnt_st_writer *w, const char *key, const char *value, char *err,
-                       size_t errlen)
-{
-    int rc = writer_usable(w, "metadata", err, errlen);
-    if (rc)
-        return rc;
-    const char *path = w->out->path;
-    if (w->header_done)
-        return nnt_io_errf(err, errlen, NNT_E_STATE,
-                           "%s: metadata after the data was started", path);
-    if ((rc = check_name("metadata key", key, path, err, errlen)) != 0)
-        return rc;
-    size_t bad;
-    if (!value || !nnt_utf8_valid(value, strlen(value), &bad))
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: metadata value of '%s' is %s", path,
-                           key, value ? "not UTF-8" : "NULL");
-    for (size_t i = 0; i < w->nmeta; i++)
-        if (strcmp(w->meta[i].key, key) == 0)
-            return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: duplicate metadata key '%s'", path,
-                               key);
-    if (w->nmeta == w->meta_cap) {
-        size_t cap = w->meta_cap ? 2 * w->meta_cap : 8;
-        kv *m = realloc(w->meta, cap * sizeof *m);
-        if (!m)
-            return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
-        w->meta = m;
-        w->meta_cap = cap;
-    }
-    char *k = dupstr(key), *v = dupstr(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
-    }
-    w->meta[w->nmeta].key = k;
-    w->meta[w->nmeta].value = v;
-    w->nmeta++;
-    return 0;
-}
-
-int nnt_st_writer_add(nnt_st_writer *w, const char *name, nnt_io_dtype dtype, int ndim,
-                      const int64_t *shape, const void *data, char *err, size_t errlen)
-{
-    int rc = writer_usable(w, "add", err, errlen);
-    if (rc)
-        return rc;
-    const char *path = w->out->path;
-    if (w->header_done)
-        return nnt_io_errf(err, errlen, NNT_E_STATE,
-                           "%s: tensor added after the data was started", path);
-    if ((rc = check_name("tensor name", name, path, err, errlen)) != 0)
-        return rc;
-    if (strcmp(name, "__metadata__") == 0)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: '__metadata__' is not a tensor name",
-                           path);
-    for (size_t i = 0; i < w->n; i++)
-        if (strcmp(w->v[i].name, name) == 0)
-            return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: duplicate tensor name '%s'", path,
-                               name);
-    if ((unsigned)dtype >= NNT_IO_NDTYPES)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor '%s': bad dtype %d", path, name,
-                           (int)dtype);
-    if (ndim < 0 || ndim > NNT_IO_MAXDIM || (ndim > 0 && !shape))
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor '%s': bad ndim %d (0..%d)", path,
-                           name, ndim, NNT_IO_MAXDIM);
-    uint64_t numel = 1, nz = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor '%s': shape[%d] = %lld < 0",
-                               path, name, d, (long long)shape[d]);
-        if (shape[d] == 0) {
-            numel = 0;
-            continue;
-        }
-        if (nz > (uint64_t)INT64_MAX / (uint64_t)shape[d])
-            return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor '%s': shape too large",
-                               path, name);
-        nz *= (uint64_t)shape[d];
-    }
-    if (numel)
-        numel = nz;
-    size_t esz = nnt_io_dtype_size(dtype);
-    if (numel > (uint64_t)INT64_MAX / esz || w->total > (uint64_t)INT64_MAX - numel * esz)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: tensor '%s': too large", path, name);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 16;
-        wentry *v = realloc(w->v, cap * sizeof *v);
-        if (!v)
-            return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
-        w->v = v;
-        w->cap = cap;
-    }
-    wentry *e = &w->v[w->n];
-    memset(e, 0, sizeof *e);
-    if (!(e->name = dupstr(name)))
-        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
-    e->dtype = dtype;
-    e->ndim = ndim;
-    for (int d = 0; d < ndim; d++)
-        e->shape[d] = shape[d];
-    e->nbytes = numel * esz;
-    e->data = data;
-    w->total += e->nbytes;
-    if (!data)
-        w->stream_left += e->nbytes;
-    w->n++;
-    return 0;
-}
-
-/* Growable text buffer for the header. */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_json_string(sbuf *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char tmp[8];
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            sb_put(b, tmp, 2);
-        } else if (c < 0x20) {
-            snprintf(tmp, sizeof tmp, "\\u%04x", c);
-            sb_put(b, tmp, 6);
-        } else {
-            sb_put(b, (const char *)&c, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static int write_header(nnt_st_writer *w, char *err, size_t errlen)
-{
-    sbuf b = {0};
-    char num[64];
-    sb_str(&b, "{");
-    if (w->nmeta) {
-        sb_str(&b, "\"__metadata__\":{");
-        for (size_t i = 0; i < w->nmeta; i++) {
-            if (i)
-                sb_str(&b, ",");
-            sb_json_string(&b, w->meta[i].key);
-            sb_str(&b, ":");
-            sb_json_string(&b, w->meta[i].value);
-        }
-        sb_str(&b, "}");
-    }
-    uint64_t off = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        const wentry *e = &w->v[i];
-        if (i || w->nmeta)
-            sb_str(&b, ",");
-        sb_json_string(&b, e->name);
-        sb_str(&b, ":{\"dtype\":\"");
-        sb_str(&b, nnt_io_dtype_name(e->dtype));
-        sb_str(&b, "\",\"shape\":[");
-        for (int d = 0; d < e->ndim; d++) {
-            snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)e->shape[d]);
-            sb_str(&b, num);
-        }
-        snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                 (unsigned long long)(off + e->nbytes));
-        sb_str(&b, num);
-        off += e->nbytes;
-    }
-    sb_str(&b, "}");
-    while ((8 + b.n) % 8) /* align the data section to 8 bytes, as the reference writer does */
-        sb_str(&b, " ");
-    int rc;
-    if (b.oom) {
-        rc = nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory for the header",
-                         w->out->path);
-    } else if (b.n > NNT_IO_MAXHEADER) {
-        rc = nnt_io_errf(err, errlen, NNT_E_INVAL,
-                         "%s: header of %zu bytes exceeds the limit of %u bytes", w->out->path,
-                         b.n, NNT_IO_MAXHEADER);
-    } else {
-        unsigned char len[8];
-        nnt_io_put_le64(len, b.n);
-        rc = nnt_io_out_write(w->out, len, 8, err, errlen);
-        if (rc == 0)
-            rc = nnt_io_out_write(w->out, b.p, b.n, err, errlen);
-        if (rc)
-            w->failed = rc;
-    }
-    free(b.p);
-    if (rc == 0)
-        w->header_done = 1;
-    return rc;
-}
-
-/* Write the borrowed tensors at the cursor until one that is streamed (or the end). */
-static int advance(nnt_st_writer *w, char *err, size_t errlen)
-{
-    while (w->cur < w->n && (w->v[w->cur].data || w->v[w->cur].nbytes == 0)) {
-        const wentry *e = &w->v[w->cur];
-        if (e->nbytes) {
-            size_t es = nnt_io_dtype_size(e->dtype);
-            int rc = nnt_io_out_write_le(w->out, e->data, (size_t)(e->nbytes / es), es, err,
-                                         errlen);
-            if (rc)
-                return w->failed = rc;
-        }
-        w->cur++;
-        w->cur_done = 0;
-    }
-    return 0;
-}
-
-static int start_data(nnt_st_writer *w, char *err, size_t errlen)
-{
-    int rc = 0;
-    if (!w->header_done && (rc = write_header(w, err, errlen)) == 0)
-        rc = advance(w, err, errlen);
-    return rc;
-}
-
-int nnt_st_writer_write(nnt_st_writer *w, const void *data, size_t nbytes, char *err,
-                        size_t errlen)
-{
-    int rc = writer_usable(w, "write", err, errlen);
-    if (rc)
-        return rc;
-    if (!data && nbytes)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: data is NULL", w->out->path);
-    if (nbytes > w->stream_left)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL,
-                           "%s: %zu bytes written but only %llu more are expected", w->out->path,
-                           nbytes, (unsigned long long)w->stream_left);
-    if ((rc = start_data(w, err, errlen)) != 0)
-        return rc;
-    const unsigned char *p = data;
-    while (nbytes > 0) {
-        const wentry *e = &w->v[w->cur]; /* a streamed tensor with bytes left: stream_left > 0 */
-        uint64_t left = e->nbytes - w->cur_done;
-        size_t k = nbytes < left ? nbytes : (size_t)left, es = nnt_io_dtype_size(e->dtype);
-        if (!nnt_io_host_le() && es > 1 && (k % es || w->cur_done % es))
-            return nnt_io_errf(err, errlen, NNT_E_INVAL,
-                               "%s: tensor '%s': on a big-endian host, chunks must hold whole "
-                               "elements",
-                               w->out->path, e->name);
-        rc = nnt_io_host_le() ? nnt_io_out_write(w->out, p, k, err, errlen)
-                              : nnt_io_out_write_le(w->out, p, k / es, es, err, errlen);
-        if (rc)
-            return w->failed = rc;
-        p += k;
-        nbytes -= k;
-        w->stream_left -= k;
-        w->cur_done += k;
-        if (w->cur_done == e->nbytes) {
-            w->cur++;
-            w->cur_done = 0;
-            if ((rc = advance(w, err, errlen)) != 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-static void writer_free(nnt_st_writer *w)
-{
-    for (size_t i = 0; i < w->n; i++)
-        free(w->v[i].name);
-    for (size_t i = 0; i < w->nmeta; i++) {
-        free(w->meta[i].key);
-        free(w->meta[i].value);
-    }
-    free(w->v);
-    free(w->meta);
-    free(w);
-}
-
-void nnt_st_writer_abort(nnt_st_writer *w)
-{
-    if (!w)
-        return;
-    nnt_io_out_abort(w->out);
-    writer_free(w);
-}
-
-int nnt_st_writer_finish(nnt_st_writer *w, char *err, size_t errlen)
-{
-    int rc = writer_usable(w, "finish", err, errlen);
-    if (rc) {
-        nnt_st_writer_abort(w);
-        return rc;
-    }
-    if ((rc = start_data(w, err, errlen)) == 0 && (rc = advance(w, err, errlen)) == 0 &&
-        w->cur < w->n)
-        rc = nnt_io_errf(err, errlen, NNT_E_INVAL,
-                         "%s: tensor '%s' got %llu of its %llu bytes (nothing written)",
-                         w->out->path, w->v[w->cur].name, (unsigned long long)w->cur_done,
-                         (unsigned long long)w->v[w->cur].nbytes);
-    if (rc) {
-        nnt_st_writer_abort(w);
-        return rc;
-    }
-    rc = nnt_io_out_commit(w->out, err, errlen); /* frees out, removes tmp on failure */
-    writer_free(w);
-    return rc;
 }

@@ -220,38 +220,86 @@ int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t 
     return 0;
 }
 
-int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
-                  char *err, size_t errlen)
+/* ---- writing ---------------------------------------------------------------------------- */
+
+struct nnt_tok_writer {
+    nnt_io_out *out;
+    nnt_tok_format format;
+    int32_t max;                   /* largest id the format (and the vocabulary) allows     */
+    int64_t vocab;                 /* > 0: the vocabulary that set max                      */
+    size_t elsize;                 /* 4, 2 or 1 bytes a token                               */
+    uint64_t count;                /* tokens written                                        */
+    int failed;                    /* an I/O error happened: only finish/abort remain       */
+};
+
+int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
+                         nnt_tok_writer **out, char *err, size_t errlen)
 {
-    if (!path || (!tokens && n))
+    *out = NULL;
+    if (!path)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
     if (format != NNT_TOK_LLMC && format != NNT_TOK_LLMC32 && format != NNT_TOK_NANOGPT &&
         format != NNT_TOK_TEXT)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s: cannot write token format %d", path,
                            (int)format);
     int32_t max = format == NNT_TOK_TEXT ? 255 : format == NNT_TOK_LLMC32 ? INT32_MAX : 65535;
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] > max)
-            return nnt_io_errf(err, errlen, NNT_E_INVAL,
-                               "%s (%s): token %ld at position %zu is outside 0..%ld", path,
-                               format_name(format), (long)tokens[i], i, (long)max);
-    int llmc = format == NNT_TOK_LLMC || format == NNT_TOK_LLMC32;
-    if (llmc && n > INT32_MAX)
-        return nnt_io_errf(err, errlen, NNT_E_INVAL,
-                           "%s (%s): %zu tokens: at most 2^31 - 1 fit in a shard", path,
-                           format_name(format), n);
-    nnt_io_out *o;
-    int rc = nnt_io_out_begin(path, &o, err, errlen);
-    if (rc)
-        return rc;
-    if (llmc) {
-        unsigned char h[NNT_TOK_HEADER_BYTES];
-        nnt_tok_header(h, format == NNT_TOK_LLMC32, n);
-        rc = nnt_io_out_write(o, h, sizeof h, err, errlen);
+    if (vocab < 0)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): vocabulary size %lld", path,
+                           format_name(format), (long long)vocab);
+    if (vocab - 1 > max)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): a vocabulary of %lld ids does "
+                           "not fit in ids 0..%ld", path, format_name(format), (long long)vocab,
+                           (long)max);
+    nnt_tok_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory", path);
+    w->format = format;
+    w->vocab = vocab;
+    w->max = vocab > 0 ? (int32_t)(vocab - 1) : max;
+    w->elsize = format == NNT_TOK_TEXT ? 1 : format == NNT_TOK_LLMC32 ? 4 : 2;
+    int rc = nnt_io_out_begin(path, &w->out, err, errlen);
+    if (rc == 0 && (format == NNT_TOK_LLMC || format == NNT_TOK_LLMC32)) {
+        unsigned char h[NNT_TOK_HEADER_BYTES];   /* the count is filled in at the end */
+        nnt_tok_header(h, format == NNT_TOK_LLMC32, 0);
+        rc = nnt_io_out_write(w->out, h, sizeof h, err, errlen);
     }
+    if (rc) {
+        nnt_tok_writer_abort(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, char *err,
+                         size_t errlen)
+{
+    const char *path = nnt_io_out_path(w->out), *what = format_name(w->format);
+    if (w->failed)
+        return nnt_io_errf(err, errlen, w->failed, "%s (%s): a write after an earlier failure",
+                           path, what);
+    if (!tokens && n)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] > w->max) {
+            if (w->vocab > 0)
+                return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): token %ld at position "
+                                   "%llu is outside 0..%ld (a vocabulary of %lld ids)", path,
+                                   what, (long)tokens[i], (unsigned long long)(w->count + i),
+                                   (long)w->max, (long long)w->vocab);
+            return nnt_io_errf(err, errlen, NNT_E_INVAL,
+                               "%s (%s): token %ld at position %llu is outside 0..%ld", path,
+                               what, (long)tokens[i], (unsigned long long)(w->count + i),
+                               (long)w->max);
+        }
+    int llmc = w->format == NNT_TOK_LLMC || w->format == NNT_TOK_LLMC32;
+    if (llmc && n > (uint64_t)INT32_MAX - w->count)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL,
+                           "%s (%s): %llu tokens: at most 2^31 - 1 fit in a shard", path, what,
+                           (unsigned long long)(w->count + n));
     unsigned char buf[1 << 14];
-    size_t es = format == NNT_TOK_TEXT ? 1 : format == NNT_TOK_LLMC32 ? 4 : 2,
-           per = sizeof buf / es;
+    size_t es = w->elsize, per = sizeof buf / es;
+    int rc = 0;
     for (size_t done = 0; rc == 0 && done < n;) {
         size_t k = n - done < per ? n - done : per;
         for (size_t i = 0; i < k; i++) {
@@ -265,14 +313,60 @@ int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens
                 buf[i] = (unsigned char)t;
             }
         }
-        rc = nnt_io_out_write(o, buf, k * es, err, errlen);
+        rc = nnt_io_out_write(w->out, buf, k * es, err, errlen);
         done += k;
     }
+    if (rc)
+        w->failed = rc;
+    else
+        w->count += n;
+    return rc;
+}
+
+uint64_t nnt_tok_writer_count(const nnt_tok_writer *w) { return w ? w->count : 0; }
+
+void nnt_tok_writer_abort(nnt_tok_writer *w)
+{
+    if (!w)
+        return;
+    nnt_io_out_abort(w->out);
+    free(w);
+}
+
+int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen)
+{
+    int rc = w->failed;
     if (rc) {
-        nnt_io_out_abort(o);
+        rc = nnt_io_errf(err, errlen, rc, "%s (%s): not written: an earlier write failed",
+                         nnt_io_out_path(w->out), format_name(w->format));
+    } else if (w->format == NNT_TOK_LLMC || w->format == NNT_TOK_LLMC32) {
+        unsigned char h[NNT_TOK_HEADER_BYTES];
+        nnt_tok_header(h, w->format == NNT_TOK_LLMC32, (size_t)w->count);
+        rc = nnt_io_out_pwrite(w->out, h, sizeof h, 0, err, errlen);
+    }
+    if (rc) {
+        nnt_tok_writer_abort(w);
         return rc;
     }
-    return nnt_io_out_commit(o, err, errlen);
+    rc = nnt_io_out_commit(w->out, err, errlen);   /* frees the output either way */
+    free(w);
+    return rc;
+}
+
+int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
+                  char *err, size_t errlen)
+{
+    if (!path || (!tokens && n))
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL argument");
+    nnt_tok_writer *w;
+    int rc = nnt_tok_writer_begin(path, format, 0, &w, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = nnt_tok_writer_write(w, tokens, n, err, errlen)) != 0) {
+        nnt_tok_writer_abort(w);
+        return rc;
+    }
+    return nnt_tok_writer_finish(w, err, errlen);
 }
 
 void nnt_tok_header(unsigned char h[NNT_TOK_HEADER_BYTES], int wide, size_t n)

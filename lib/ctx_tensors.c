@@ -1,0 +1,166 @@
+/* The context's registry of live tensors and the memory-budget checks made when a tensor is
+ * added (tiles counted per rank for MPI distributions, the RAM budget or the swap as the
+ * limit, the release window of gathered weights); at destroy, the tensors left are orphaned. */
+#include "ctx_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Add sign x t's tiles to the context's counts (lock held). */
+static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
+{
+    int64_t bytes = nnt_tensor_bytes(t);
+    ctx->tile_bytes += sign * bytes;
+    if (!t->stays && !t->released)
+        return;
+    *(t->stays ? &ctx->stays_bytes : &ctx->released_bytes) += sign * bytes;
+    if (sign > 0 && bytes > ctx->largest_stays)
+        ctx->largest_stays = bytes;
+    for (int64_t i = 0; i < t->ntiles; i++) {
+        int owner = t->tiles[i].owner;
+        *(t->stays ? &ctx->ranks[owner].stays : &ctx->ranks[owner].released) +=
+            sign * nnt_tensor_tile_bytes(t, i);
+    }
+}
+
+/* The most bytes of tiles one rank may come to hold (lock held): in one process, or when
+ * rank 0 owns everything, all of them; else, for the rank where it is largest, its own tiles
+ * of the tensors that stay on their owners (optimizer moments; gradients under
+ * NNT_DIST_SHARDED) or that the ranks release after use (weights under release_weights),
+ * every tile of the others (it may receive a copy of any tile it reads: weights, rows), the
+ * largest tensor that stays or is released (a host read brings one whole to every rank),
+ * and the weights a forward or backward gathers at once (the release window; at most the
+ * released tiles other ranks own). */
+static int64_t most_held(const nnt_ctx *ctx)
+{
+    if (!ctx->mpi || ctx->nranks < 2 || ctx->distribution == NNT_DIST_ROOT)
+        return ctx->tile_bytes;
+    int64_t most = 0;
+    for (int r = 0; r < ctx->nranks; r++) {
+        int64_t others = ctx->released_bytes - ctx->ranks[r].released;   /* it may receive */
+        int64_t held = ctx->ranks[r].stays + ctx->ranks[r].released +
+                       (ctx->release_window < others ? ctx->release_window : others);
+        if (held > most)
+            most = held;
+    }
+    return ctx->tile_bytes - ctx->stays_bytes - ctx->released_bytes + most +
+           ctx->largest_stays;
+}
+
+/* "" in one process; else what most_held counted, for a message */
+static const char *held_counted(const nnt_ctx *ctx)
+{
+    if (most_held(ctx) == ctx->tile_bytes)
+        return ctx->mpi ? ", every rank's tiles counted" : "";
+    if (ctx->release_weights)
+        return ctx->distribution == NNT_DIST_SHARDED
+                   ? ", on the rank that may hold the most: its share of the weights, "
+                     "gradients and optimizer moments, the weights of two layers gathered "
+                     "at a time, every other tile it may read"
+                   : ", on the rank that may hold the most: its share of the weights and "
+                     "optimizer moments, the weights of two layers gathered at a time, every "
+                     "other tile it may read";
+    return ctx->distribution == NNT_DIST_SHARDED
+               ? ", on the rank that may hold the most: its share of the gradients and "
+                 "optimizer moments, every other tile it may read"
+               : ", on the rank that may hold the most: its share of the optimizer moments, "
+                 "every other tile it may read";
+}
+
+/* The memory limit the budget checks hold to: the swap's size, else the RAM budget. */
+static int64_t held_limit(const nnt_ctx *ctx)
+{
+    return ctx->swap_bytes > 0 ? ctx->swap_bytes : ctx->ram_budget;
+}
+
+static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already)
+{
+    const double mib = 1024.0 * 1024.0;
+    return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
+                    "exceed the %s of %.0f MiB; give a %s", fn, more / mib, already / mib,
+                    held_counted(ctx),
+                    ctx->swap_bytes > 0 ? "disk swap"
+                    : ctx->ram_budget_default ? "default RAM budget (the memory available "
+                                                "when the context started)"
+                                              : "RAM budget",
+                    (double)held_limit(ctx) / mib,
+                    ctx->swap_bytes > 0 ? "larger swap_mib" : "larger mem_cpu_mib or a "
+                    "swap_dir");
+}
+
+int nnt_ctx_set_release_window(nnt_ctx *ctx, int64_t bytes, const char *fn)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int64_t before = most_held(ctx), old = ctx->release_window;
+    ctx->release_window = bytes;
+    int64_t after = most_held(ctx);
+    if (ctx->ram_budget > 0 && bytes > old && after > held_limit(ctx)) {
+        ctx->release_window = old;
+        pthread_mutex_unlock(&ctx->lock);
+        return over_budget(ctx, fn, (double)(after - before), (double)before);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return NNT_OK;
+}
+
+int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int64_t before = most_held(ctx);
+    count_tiles(ctx, t, 1);
+    int64_t after = most_held(ctx);
+    if (ctx->ram_budget > 0 && after > held_limit(ctx)) {
+        count_tiles(ctx, t, -1);
+        pthread_mutex_unlock(&ctx->lock);
+        /* StarPU would spin forever looking for memory to free: refuse instead. Under MPI
+         * every rank takes the same decision (it counts every rank's tiles alike) */
+        return over_budget(ctx, fn, (double)(after - before), (double)before);
+    }
+    t->prev = NULL;
+    t->next = ctx->tensors;
+    if (ctx->tensors)
+        ctx->tensors->prev = t;
+    ctx->tensors = t;
+    pthread_mutex_unlock(&ctx->lock);
+    return NNT_OK;
+}
+
+void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
+{
+    pthread_mutex_lock(&ctx->lock);
+    count_tiles(ctx, t, -1);
+    ctx->owned_bytes -= t->owned_bytes;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        ctx->tensors = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Release the tiles of every tensor still alive; the handles stay valid but unusable. */
+void ctx_orphan_tensors(nnt_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    nnt_tensor *t = ctx->tensors;
+    ctx->tensors = NULL;
+    ctx->tile_bytes = 0;
+    ctx->stays_bytes = 0;
+    ctx->released_bytes = 0;
+    ctx->release_window = 0;
+    ctx->owned_bytes = 0;
+    pthread_mutex_unlock(&ctx->lock);
+    while (t) {
+        nnt_tensor *next = t->next;
+        for (int64_t i = 0; i < t->ntiles; i++)
+            starpu_data_unregister_no_coherency(t->tiles[i].handle);
+        free(t->tiles);
+        t->tiles = NULL;
+        t->ctx = NULL;
+        t->prev = t->next = NULL;
+        t = next;
+    }
+}
