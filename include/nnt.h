@@ -26,9 +26,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- version ------------------------------------------------------------------------- */
-
+/* ---- version and status codes (numbered once, never reused) ----------------------------- */
 #define NNT_VERSION_MAJOR 0
 #define NNT_VERSION_MINOR 3
 #define NNT_VERSION_PATCH 0
@@ -38,8 +36,6 @@ extern "C" {
 
 /* Version of the library actually linked, as NNT_VERSION_NUMBER; string may be NULL. */
 NNT_API int nnt_version(int *number, const char **string);
-
-/* ---- status codes (numbered once, never reused) -------------------------------------- */
 
 enum {
     NNT_OK = 0,
@@ -57,31 +53,22 @@ enum {
 /* Static English name of a status code ("invalid argument", ...); never NULL. */
 NNT_API const char *nnt_strerror(int status);
 
-/* ---- logging ------------------------------------------------------------------------- */
 
-enum {
-    NNT_LOG_ERROR = 0,
-    NNT_LOG_WARN = 1,
-    NNT_LOG_INFO = 2,
-    NNT_LOG_DEBUG = 3
-};
+/* ---- handles ----------------------------------------------------------------------------
+ * Every object is an opaque handle: created by its nnt_X_create / _open / _load function,
+ * released by nnt_X_destroy (which accepts NULL). */
+typedef struct nnt_ctx nnt_ctx;             /* the runtime (nnt_ctx_create)                */
+typedef struct nnt_tensor nnt_tensor;       /* a tensor cut into tiles (nnt_tensor_create) */
+typedef struct nnt_layer nnt_layer;         /* a layer, or a whole model (nnt_model_create) */
+typedef struct nnt_optim nnt_optim;         /* an optimizer (nnt_optim_create)             */
+typedef struct nnt_tokenizer nnt_tokenizer; /* text to token ids and back                  */
+typedef struct nnt_data nnt_data;           /* a stream of tokens from files (nnt_data_open) */
+typedef struct nnt_trainer nnt_trainer;     /* the training loop (nnt_trainer_create)      */
 
-/* Receives every message at or below the current level. msg has no trailing newline.
- * May be called from any thread, so it must be thread-safe. */
-typedef void (*nnt_log_fn)(int level, const char *msg, void *user);
 
-/* Install a log callback; fn == NULL restores the default (stderr, "nnt: " prefix). */
-NNT_API int nnt_log_set(nnt_log_fn fn, void *user);
-/* Set the level (NNT_LOG_ERROR..NNT_LOG_DEBUG). The initial level is read from the
- * environment variable NNT_LOG_LEVEL ("error", "warn", "info", "debug" or 0..3);
- * default NNT_LOG_WARN. */
-NNT_API int nnt_log_set_level(int level);
-NNT_API int nnt_log_get_level(int *level);
-
-/* ---- context ------------------------------------------------------------------------- */
-
-typedef struct nnt_ctx nnt_ctx;
-
+/* ---- context ----------------------------------------------------------------------------
+ * StarPU's workers and memory nodes, the matrix-product precision, the CPU kernels
+ * chosen at start, memory statistics, this process's rank among several. */
 typedef struct nnt_ctx_options {
     size_t size;                 /* sizeof(nnt_ctx_options), set by the init macro          */
     int ncpus;                   /* CPU workers; -1 = one per available core                */
@@ -129,10 +116,71 @@ NNT_API int nnt_ctx_sched(const nnt_ctx *ctx, const char **name);
  * string is valid until the next nnt call in this thread. */
 NNT_API const char *nnt_ctx_last_error(const nnt_ctx *ctx);
 
-/* ---- tensors ------------------------------------------------------------------------- */
+#define NNT_MAX_MEM_NODES 16
 
-typedef struct nnt_tensor nnt_tensor;
+typedef struct nnt_mem_stats {
+    size_t size;                 /* sizeof(nnt_mem_stats): set it before the call            */
+    int nnodes;                  /* memory nodes described below                             */
+    struct {
+        char name[32];           /* "RAM", "CUDA0", "disk"                                   */
+        int64_t used_bytes;      /* allocated now                                            */
+        int64_t peak_bytes;      /* most allocated since nnt_ctx_create or the last reset    */
+        int64_t budget_bytes;    /* limit, 0 = none                                          */
+    } node[NNT_MAX_MEM_NODES];
+    int64_t bytes_moved;         /* bytes transferred between nodes since the last reset     */
+    double transfer_wait_s;      /* worker time spent waiting for data, seconds              */
+    int64_t owned_bytes;         /* bytes of the live tensors' tiles this process owns (all
+                                    of them without MPI; its share under MPI)               */
+} nnt_mem_stats;
 
+NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
+
+/* Precision of the operands of matrix products: nnt_tensor_gemm, nnt_tensor_gemm_ex and
+ * the products inside layers (linear maps, the lm head; not the attention's own q k^T and
+ * p v, which stay fp32). Storage, accumulation, epilogues and every other op stay fp32.
+ *   NNT_PRECISION_FP32  full float operands (the default)
+ *   NNT_PRECISION_TF32  operands rounded to TF32 (10 mantissa bits): tensor cores on GPUs
+ *   NNT_PRECISION_BF16  operands rounded to bfloat16 (7 mantissa bits): bf16 tensor cores
+ * Operands are rounded to nearest (ties to even) on the CPU as on the GPU, so every
+ * product of two operands is exact in float and CPU and GPU tasks compute the same up to
+ * the order of the float sums. On the CPU, bf16 products run on bf16 dot-product
+ * instructions where the CPU has them (AVX512-BF16, AMX) and nnt's CPU backend is oneDNN
+ * (nnt_ctx_kernels): faster than fp32 there (GPT-2 124M step 1.6x on AMD Zen 4); elsewhere,
+ * and for TF32, the rounding is an extra pass over the operand tiles into per-worker scratch
+ * memory (outside the RAM budget): no faster than fp32. */
+typedef enum nnt_precision {
+    NNT_PRECISION_FP32 = 0,
+    NNT_PRECISION_TF32 = 1,
+    NNT_PRECISION_BF16 = 2
+} nnt_precision;
+
+/* Set the precision of the products submitted from now on (those already submitted keep
+ * theirs); a context starts with NNT_PRECISION_FP32. */
+NNT_API int nnt_ctx_set_precision(nnt_ctx *ctx, nnt_precision precision);
+NNT_API int nnt_ctx_precision(const nnt_ctx *ctx, nnt_precision *precision);
+
+/* This process's rank in the context's MPI job and the number of ranks (0 and 1 without
+ * MPI); either pointer may be NULL. Under MPI, nnt_ctx_create is collective: every rank
+ * must call it with the same mpi and distribution options (checked: NNT_E_INVAL on every
+ * rank otherwise). Host copies are collective too: nnt_tensor_copy_to_host returns the
+ * whole tensor on every rank; nnt_tensor_copy_from_host takes each tile from its owner's
+ * buffer (every rank passes the same values). Saves (checkpoints, weights, model
+ * directories) are called on every rank, whose reads they need, and rank 0 alone writes
+ * the files. A library built without StarPU-MPI
+ * (configure --with-mpi=no) returns NNT_E_UNSUPPORTED from nnt_ctx_create with mpi = 1. */
+NNT_API int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size);
+
+/* The CPU kernels this context chose at creation, in words (static storage of the context,
+ * valid until nnt_ctx_destroy): the GEMM backend (oneDNN or BLIS) and why -- the
+ * environment's NNT_GEMM=blis|onednn|measure (measure: both timed on one core at start), a
+ * build without oneDNN, or by default a feature test (oneDNN where its instruction set has
+ * AVX2 or AVX-512) -- then BLIS's kernel set and why (its own choice, BLIS_ARCH_TYPE, or
+ * skx forced on a CPU with the AVX-512 subsets it needs). Also logged at info level. A bad
+ * NNT_GEMM makes nnt_ctx_create fail with NNT_E_INVAL. */
+NNT_API int nnt_ctx_kernels(const nnt_ctx *ctx, const char **desc);
+
+
+/* ---- tensors ---------------------------------------------------------------------------- */
 #define NNT_MAX_DIMS 8
 
 typedef enum nnt_dtype {
@@ -176,7 +224,8 @@ NNT_API int nnt_tensor_fill_uniform(nnt_tensor *tensor, uint64_t seed, double lo
 NNT_API int nnt_tensor_fill_normal(nnt_tensor *tensor, uint64_t seed, double mean,
                                    double stddev);
 
-/* ---- tensor operations ----------------------------------------------------------------
+
+/* ---- tensor operations ------------------------------------------------------------------
  * Each call checks its arguments, submits one task per tile (or per tuple of tiles) and
  * returns without waiting; later calls and host copies see the results (sequential
  * consistency per tile). Inputs must have been written (NNT_E_STATE otherwise). Unless a
@@ -185,8 +234,7 @@ NNT_API int nnt_tensor_fill_normal(nnt_tensor *tensor, uint64_t seed, double mea
  * mismatch). Results are deterministic: the same inputs and tilings give bit-identical
  * outputs, run after run. "Accumulates" means the output is added to, so gradients can be
  * summed over tiles, uses and micro-batches; it must have been written (e.g. zero-filled).
- * Shapes are written as in the comments of this header: (B, T, C) etc.                  */
-
+ * Shapes are written as in the comments of this header: (B, T, C) etc. */
 /* dst = src for any two tilings of the same shape and dtype (retiling). */
 NNT_API int nnt_tensor_copy(nnt_tensor *src, nnt_tensor *dst);
 /* dst = src converted between NNT_FP32 and NNT_BF16 (either way; equal dtypes: a copy),
@@ -327,26 +375,71 @@ NNT_API int nnt_tensor_sgd_step(double lr, double momentum, double weight_decay,
                                 double grad_scale, int64_t step, nnt_tensor *p, nnt_tensor *g,
                                 nnt_tensor *buf);
 
-/* ======================================================================================
- * Everything below is new in 0.2 (version node NNT_0.2).
- * ====================================================================================== */
+/* RMSNorm over the last dimension of x (..., C), as Hugging Face's LlamaRMSNorm:
+ * y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps) (mean over C, in double).
+ * gamma: (C), any tiling. rstd: x's leading dims (...) and tiling, saved for backward.
+ * eps > 0. Correct when C is split over several tiles. */
+NNT_API int nnt_tensor_rmsnorm(nnt_tensor *x, nnt_tensor *gamma, double eps, nnt_tensor *y,
+                               nnt_tensor *rstd);
+/* dx = d(loss)/dx (written); dgamma (C) accumulates. */
+NNT_API int nnt_tensor_rmsnorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *rstd,
+                                        nnt_tensor *dy, nnt_tensor *dx, nnt_tensor *dgamma);
 
-/* ---- tiling ---------------------------------------------------------------------------
- * Tile sizes per kind of dimension of a transformer: batch (B), seq (T, and the rows of the
- * position embedding), channels (C), hidden (the MLP's inner size, 4C in GPT-2), vocab (V),
- * heads (NH), head_dim (hd, C / NH unless a model gives it). Each entry: 0 = automatic
- * (nnt_gpt_tiling's heuristic), -1 = one tile for the whole dimension, > 0 = that tile size
- * (more than the dimension = one tile). Any values are valid: where a tile cuts through
- * something an op needs whole (e.g. channel tiles that cut a head), the op retiles
- * internally. */
-typedef struct nnt_tiling {
-    size_t size;                 /* sizeof(nnt_tiling), set by the init macro                */
-    int64_t batch, seq, channels, hidden, vocab, heads, head_dim;
-} nnt_tiling;
+/* SwiGLU, the gated activation of the Llama MLP: y = silu(gate) * up with
+ * silu(g) = g / (1 + exp(-g)). gate, up, y: one shape and tiling (any). y may be gate or up. */
+NNT_API int nnt_tensor_swiglu(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
+/* dgate = dy * up * silu'(gate), dup = dy * silu(gate) (both written, not accumulated); all
+ * five of one shape and tiling. dgate and dup must differ; each may be any of gate, up, dy
+ * (in place). */
+NNT_API int nnt_tensor_swiglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
+                                       nnt_tensor *dgate, nnt_tensor *dup);
 
-#define NNT_TILING_INIT { sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0 }
+/* Scaling of the RoPE frequencies (nnt_rope_options.scaling). */
+typedef enum nnt_rope_scaling {
+    NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
+    NNT_ROPE_SCALING_LLAMA3 = 1   /* Llama 3.1's: Hugging Face rope_type "llama3"          */
+} nnt_rope_scaling;
 
-/* ---- layers ---------------------------------------------------------------------------
+typedef struct nnt_rope_options {
+    size_t size;            /* sizeof(nnt_rope_options), set by the init macro            */
+    double theta;           /* base of the frequencies (rope_theta), > 0                   */
+    int scaling;            /* NNT_ROPE_SCALING_NONE or NNT_ROPE_SCALING_LLAMA3            */
+    double factor;          /* llama3 only (rope_scaling.factor), > 0                      */
+    double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
+    int64_t original_max_position;  /* llama3 only (original_max_position_embeddings) > 0 */
+} nnt_rope_options;
+
+/* theta 10000, no scaling; the llama3 fields hold Llama 3.1's values (factor 8, low 1,
+ * high 4, original 8192), used only with NNT_ROPE_SCALING_LLAMA3. */
+#define NNT_ROPE_OPTIONS_INIT \
+    { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192 }
+
+/* Rotary position embedding, Hugging Face's rotate-half convention, on x (B, NH, T, hd) of
+ * the attention layout: for every head vector at sequence index t (position
+ * pos = t + pos_offset) and i < hd/2, with a = pos * inv_freq[i],
+ *   y[i]        = x[i] cos(a) - x[i + hd/2] sin(a)
+ *   y[i + hd/2] = x[i + hd/2] cos(a) + x[i] sin(a).
+ * inv_freq as Hugging Face computes it in float (opts; NULL: NNT_ROPE_OPTIONS_INIT); angle,
+ * cosine and sine in double. y: x's shape and tiling; y may be x (in place). hd even; its
+ * tile hd (whole vectors) or a divisor of hd/2; any B, NH, T tiling. pos_offset >= 0 (a KV
+ * cache's length). */
+NNT_API int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t pos_offset,
+                            nnt_tensor *y);
+/* dx = the inverse rotation of dy (the gradient of nnt_tensor_rope); dx may be dy. */
+NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts,
+                                     int64_t pos_offset, nnt_tensor *dx);
+
+/* Causal attention of Tq queries that follow cached keys: query i of q (B, NH, Tq, hd) sits
+ * at position past + i and attends keys 0 .. past + i of k, v (B, NKV, Tk, hd), past + Tq
+ * <= Tk (keys after the last query are ignored: a cache of Tk preallocated rows is passed
+ * whole). o (B, NH, Tq, hd), q's layout. Grouped-query attention as nnt_tensor_attention
+ * (kv head h / (NH / NKV), in place). k, v: q's batch size and tiling; any head, sequence
+ * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
+NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
+                                    double scale, nnt_tensor *o);
+
+
+/* ---- layers -----------------------------------------------------------------------------
  * A layer maps one input tensor to one output tensor and back-propagates through it. It
  * owns its parameters, their gradients, what its forward keeps for backward, and its output
  * and input-gradient tensors: forward returns a tensor owned by the layer, valid until the
@@ -355,7 +448,12 @@ typedef struct nnt_tiling {
  * the input and are (re)allocated when the input's shape or tiling changes.
  * Gradients ACCUMULATE: backward adds to them (micro-batches), nnt_layer_zero_grad clears.
  * Composite layers (MLP, block, sequential, GPT) own their children and destroy them. */
-typedef struct nnt_layer nnt_layer;
+typedef struct nnt_tiling {
+    size_t size;                 /* sizeof(nnt_tiling), set by the init macro                */
+    int64_t batch, seq, channels, hidden, vocab, heads, head_dim;
+} nnt_tiling;
+
+#define NNT_TILING_INIT { sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0 }
 
 typedef enum nnt_layer_kind {
     NNT_LAYER_EMBEDDING = 1,      /* tokens (B, T) int32 -> wte[tokens] + wpe[0..T) (B, T, C)  */
@@ -456,490 +554,6 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
  * the number of blocks in the tree; biases 0; LayerNorm weight 1, bias 0. */
 NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed);
 
-/* ---- GPT-2 models --------------------------------------------------------------------- */
-
-typedef struct nnt_gpt_config {
-    size_t size;                 /* sizeof(nnt_gpt_config), set by the init macro            */
-    int64_t vocab;               /* V                                                        */
-    int64_t max_seq;             /* maxT: rows of the position embedding                     */
-    int64_t layers;              /* L                                                        */
-    int64_t heads;               /* NH                                                       */
-    int64_t channels;            /* C, a multiple of NH; the MLP hidden size is 4C           */
-} nnt_gpt_config;
-
-/* GPT-2 124M. */
-#define NNT_GPT_CONFIG_INIT { sizeof(nnt_gpt_config), 50257, 1024, 12, 12, 768 }
-
-/* Configuration of a named preset: "gpt2" (124M), "gpt2-medium" (355M), "gpt2-large"
- * (774M), "gpt2-xl" (1558M), "tiny" (L 2, C 64, NH 4, V 256, maxT 128: the demo). */
-NNT_API int nnt_gpt_preset(const char *name, nnt_gpt_config *cfg);
-/* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
- * (B, T) on the context's workers, by the documented heuristic (nnt_gpt_tiling(3)); the
- * result has every entry > 0. */
-NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
-                           const nnt_tiling *overrides, nnt_tiling *out);
-/* A GPT-2 (NNT_LAYER_GPT: embedding, L blocks, final LayerNorm, tied LM head, cross-entropy)
- * for batches of B sequences of T <= maxT tokens, initialised by nnt_layer_init(seed 0).
- * Its forward takes tokens (B, T) int32 and returns the logits (B, T, V). */
-NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
-                           const nnt_tiling *tiling, nnt_layer **out);
-NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg);
-/* Activation recompute: enable != 0 keeps only each block's output for the backward, which
- * recomputes the block's forward first (about one more forward pass of work, much less
- * activation memory; bit-identical results). 0 (the default) keeps every activation.
- * NNT_E_STATE between a forward with targets and its backward. */
-NNT_API int nnt_gpt_set_recompute(nnt_layer *gpt, int enable);
-/* Create from an llm.c fp32 checkpoint (its configuration and weights). */
-NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
-                              const nnt_tiling *tiling, nnt_layer **out);
-/* Create with cfg and load a Hugging Face GPT2LMHeadModel safetensors file. */
-NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
-                                     const nnt_gpt_config *cfg, int64_t B, int64_t T,
-                                     const nnt_tiling *tiling, nnt_layer **out);
-/* Write the weights as an llm.c fp32 checkpoint / HF safetensors file (temp + rename). */
-NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path);
-NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path);
-
-typedef struct nnt_sampling {
-    size_t size;                 /* sizeof(nnt_sampling), set by the init macro              */
-    double temperature;          /* 0: greedy; > 0: sample from softmax(logits / temp)       */
-    int64_t top_k;               /* > 0: only the top_k largest logits; 0: all               */
-    uint64_t seed;               /* seed of the sampling PRNG                                */
-    /* new in 0.3 (a size without them, as 0.2 set, gets their defaults) */
-    double top_p;                /* in (0, 1): only the most likely tokens whose probabilities
-                                    (after temperature and top_k) sum to >= top_p; 1: all     */
-    int32_t eos;                 /* >= 0: stop after this token, out's rest set to it; -1 none */
-    int no_cache;                /* 1: no key/value cache: every token a forward over the
-                                    whole window (the 0.2 behaviour, slower; for comparison)  */
-    void (*on_token)(void *arg, int64_t i, int32_t token);
-                                 /* NULL, or called with on_token_arg as each new token i is
-                                    chosen, in order, before the next forward: to show the
-                                    text as it is produced (an eos token too, then no more)   */
-    void *on_token_arg;
-} nnt_sampling;
-
-#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL }
-
-/* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen);
- * s NULL: greedy. Overwrites the activations; parameters and gradients are untouched. */
-NNT_API int nnt_gpt_generate(nnt_layer *gpt, const int32_t *prompt, int64_t nprompt,
-                             int64_t ngen, const nnt_sampling *s, int32_t *out);
-
-/* ---- optimizers ----------------------------------------------------------------------- */
-typedef struct nnt_optim nnt_optim;
-
-typedef enum nnt_optim_kind {
-    NNT_OPTIM_ADAMW = 0,          /* decoupled weight decay (PyTorch AdamW)                  */
-    NNT_OPTIM_ADAM = 1,           /* L2 weight decay added to the gradient (PyTorch Adam)    */
-    NNT_OPTIM_SGD = 2             /* SGD with momentum (PyTorch SGD, dampening 0)            */
-} nnt_optim_kind;
-
-typedef enum nnt_schedule {
-    NNT_SCHEDULE_CONSTANT = 0,    /* lr (after warmup)                                       */
-    NNT_SCHEDULE_COSINE = 1       /* after warmup, cosine from lr to min_lr at total_steps   */
-} nnt_schedule;
-
-typedef struct nnt_optim_options {
-    size_t size;                 /* sizeof(nnt_optim_options), set by the init macro         */
-    nnt_optim_kind kind;
-    double lr;                   /* peak learning rate                                       */
-    double beta1, beta2, eps;    /* Adam(W)                                                  */
-    double momentum;             /* SGD                                                      */
-    double weight_decay;         /* on parameters whose decay flag is set                    */
-    double grad_clip;            /* > 0: clip the global L2 norm of all gradients to this    */
-    nnt_schedule schedule;
-    int64_t warmup_steps;        /* linear warmup: lr * s / warmup_steps for steps s <= it   */
-    int64_t total_steps;         /* cosine: steps until min_lr (then min_lr)                 */
-    double min_lr;
-    int64_t accum_steps;         /* >= 1: gradients hold the sum over this many micro-batch
-                                    backwards and are divided by it before clipping          */
-} nnt_optim_options;
-
-#define NNT_OPTIM_OPTIONS_INIT \
-    { sizeof(nnt_optim_options), NNT_OPTIM_ADAMW, 3e-4, 0.9, 0.999, 1e-8, 0.0, 0.0, 0.0, \
-      NNT_SCHEDULE_CONSTANT, 0, 0, 0.0, 1 }
-
-NNT_API int nnt_optim_create(nnt_ctx *ctx, const nnt_optim_options *opts, nnt_optim **out);
-NNT_API void nnt_optim_destroy(nnt_optim *opt);
-/* Add a parameter (value and grad of one shape and tiling; name unique in this optimizer;
- * decay: whether weight_decay applies). The tensors must outlive the optimizer. Only before
- * the first update (NNT_E_STATE after it, or after loading a state with updates). */
-NNT_API int nnt_optim_add_param(nnt_optim *opt, const char *name, nnt_tensor *value,
-                                nnt_tensor *grad, int decay);
-/* Add every parameter of a layer tree with its name and default decay flag (all or none). */
-NNT_API int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer);
-/* Turn weight decay on or off for one parameter by name (NNT_E_INVAL if unknown). */
-NNT_API int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay);
-/* One update of every parameter: step += 1, lr from the schedule, gradients divided by
- * accum_steps, clipped to grad_clip, then the optimizer's rule. Gradients are not zeroed.
- * Clipping as PyTorch's clip_grad_norm_: with norm the global L2 norm (after the division),
- * gradients are scaled by grad_clip / (norm + 1e-6) when that is < 1. The norm is computed
- * also without clipping (stats): one wait for the gradients per update. */
-NNT_API int nnt_optim_step(nnt_optim *opt);
-
-typedef struct nnt_optim_stats {
-    size_t size;                 /* sizeof(nnt_optim_stats): set it before the call          */
-    int64_t step;                /* updates done                                             */
-    double lr;                   /* learning rate of the last update                         */
-    double grad_norm;            /* global gradient norm of the last update, before clipping
-                                    (after the division by accum_steps); 0 before any step
-                                    and after a load                                         */
-} nnt_optim_stats;
-
-NNT_API int nnt_optim_stats_get(const nnt_optim *opt, nnt_optim_stats *stats);
-/* Learning rate the schedule gives at update number step (>= 1). */
-NNT_API int nnt_optim_lr_at(const nnt_optim *opt, int64_t step, double *lr);
-
-/* ---- training state: parameters + optimizer + data position ----------------------------- */
-typedef struct nnt_train_state {
-    size_t size;                 /* sizeof(nnt_train_state), set by the init macro           */
-    uint64_t data_pos;           /* position in the training data (the caller's meaning)     */
-    uint64_t rng[4];             /* the caller's RNG state                                   */
-    char *options;               /* NUL-terminated string or NULL; after a load, allocated
-                                    by the library: release with nnt_train_state_clear       */
-} nnt_train_state;
-
-#define NNT_TRAIN_STATE_INIT { sizeof(nnt_train_state), 0, { 0, 0, 0, 0 }, NULL }
-
-/* Save every parameter of opt, its optimizer state (moments, step) and *st (may be NULL) to
- * one safetensors file, through a temporary file, fsync and rename. The format is in
- * nnt_train_state_save(3); the optimizer's hyper-parameters are not saved. */
-NNT_API int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st);
-/* Restore what nnt_train_state_save wrote into opt's parameters (same names and shapes;
- * tilings may differ) and opt (same optimizer kind); st (may be NULL) gets the caller's
- * section (st->options is overwritten, not freed). The file is checked completely
- * (checksums) before anything is changed: a bad file, or one of other parameters or another
- * optimizer kind, is NNT_E_FORMAT. A file saved before any update resets opt to step 0. */
-NNT_API int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st);
-/* Release st->options and reset *st (size kept). NULL is accepted. */
-NNT_API void nnt_train_state_clear(nnt_train_state *st);
-/* The caller's section of a training-state file (data position, RNG words, options string;
- * release with nnt_train_state_clear) without loading it: its metadata are checked (format,
- * version, optimizer kind, metadata checksum), its tensors are not. ctx may be NULL. */
-NNT_API int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st);
-
-/* ---- token data and tokenizers -------------------------------------------------------- */
-typedef struct nnt_tokenizer nnt_tokenizer;
-
-/* Byte-level tokenizer: token = byte value, vocab 256. */
-NNT_API int nnt_tokenizer_bytes_create(nnt_tokenizer **out);
-/* GPT-2 BPE tokenizer from a local vocab.json and merges.txt (vocab 50257). */
-NNT_API int nnt_tokenizer_bpe_load(const char *vocab_json, const char *merges_txt,
-                                   nnt_tokenizer **out);
-NNT_API void nnt_tokenizer_destroy(nnt_tokenizer *tok);
-NNT_API int nnt_tokenizer_vocab_size(const nnt_tokenizer *tok, int64_t *vocab);
-/* Encode len bytes of UTF-8 text; *n gets the number of tokens; ids may be NULL (count
- * only), otherwise it holds cap entries (NNT_E_INVAL with *n set when too small). */
-NNT_API int nnt_tokenizer_encode(const nnt_tokenizer *tok, const char *text, size_t len,
-                                 int32_t *ids, size_t cap, size_t *n);
-/* Decode n ids into text (cap bytes, NUL-terminated; *len gets the length without the NUL,
- * or the size needed when cap is too small: NNT_E_INVAL). */
-NNT_API int nnt_tokenizer_decode(const nnt_tokenizer *tok, const int32_t *ids, size_t n,
-                                 char *text, size_t cap, size_t *len);
-
-typedef enum nnt_data_format {
-    NNT_DATA_AUTO = 0,            /* llm.c magic: LLMC; name ending ".bin": NANOGPT; else TEXT */
-    NNT_DATA_TEXT = 1,            /* UTF-8 text through a tokenizer; a directory: its regular
-                                     files in name order, concatenated                       */
-    NNT_DATA_LLMC = 2,            /* llm.c token shard: magic 20240520 version 1, uint16
-                                     tokens, or magic 20240801 version 7, uint32 tokens (for
-                                     vocabularies above 65535; nnt-tokenize(1) writes both)    */
-    NNT_DATA_NANOGPT = 3          /* nanoGPT train.bin / val.bin (uint16 stream)               */
-} nnt_data_format;
-
-typedef struct nnt_data nnt_data;
-
-/* Open a token source. tok is used for TEXT (NULL: bytes) and may be destroyed afterwards.
- * vocab > 0: ids >= vocab are rejected with NNT_E_FORMAT naming the position. */
-NNT_API int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer *tok,
-                          int64_t vocab, nnt_data **out);
-NNT_API void nnt_data_close(nnt_data *data);
-NNT_API int nnt_data_num_tokens(const nnt_data *data, int64_t *n);
-/* The format the source was read as: TEXT, LLMC or NANOGPT (NNT_DATA_AUTO resolved). */
-NNT_API int nnt_data_format_of(const nnt_data *data, nnt_data_format *format);
-/* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
-NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
-
-/* A streaming writer of llm.c token files (what nnt_data_open reads as NNT_DATA_LLMC, and
- * nnt-tokenize(1) writes): ids are written as they come; close puts the count in the header
- * and the file in place atomically (a temporary file beside it, fsync, rename), so the path
- * holds either its old contents or the complete new file. */
-typedef struct nnt_token_writer nnt_token_writer;
-
-typedef struct nnt_token_writer_options {
-    size_t size;                  /* sizeof(nnt_token_writer_options), set by the init macro */
-    int bits;                     /* 16: magic 20240520 version 1, uint16 ids (0..65535);
-                                     32: llm.c's Llama 3 header, magic 20240801 version 7,
-                                     uint32 ids (0..2^31 - 1); 0: 16, or 32 when vocab is
-                                     above 65536                                            */
-    int64_t vocab;                /* > 0: ids must be below it (and it must fit bits); 0: only
-                                     the format's range is checked                          */
-} nnt_token_writer_options;
-
-#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0 }
-
-/* Create path's temporary file and write a header with count 0 (opts NULL: the defaults).
- * ctx may be NULL; when given (and still live) failures are recorded there. */
-NNT_API int nnt_token_writer_open(nnt_ctx *ctx, const char *path,
-                                  const nnt_token_writer_options *opts,
-                                  nnt_token_writer **out);
-/* Append n ids. An id outside the format's range or the vocabulary, or more than 2^31 - 1
- * tokens in all, is NNT_E_INVAL naming the id and its position, and nothing of the call is
- * written (the writer stays usable); a write error is NNT_E_IO, after which only close (which
- * then fails) and destroy remain. */
-NNT_API int nnt_token_writer_write(nnt_token_writer *w, const int32_t *ids, size_t n);
-/* The number of ids written so far. */
-NNT_API int nnt_token_writer_count(const nnt_token_writer *w, int64_t *n);
-/* Put the count in the header, fsync and rename the file into place; frees w whatever the
- * outcome. On failure (NNT_E_IO, or an earlier failed write) no file is left behind and an
- * older file at path is untouched. */
-NNT_API int nnt_token_writer_close(nnt_token_writer *w);
-/* Abandon the file: the temporary file is removed, path is untouched; NULL is accepted. */
-NNT_API void nnt_token_writer_destroy(nnt_token_writer *w);
-
-/* ---- Training loop ---------------------------------------------------------------------
- * The loop every training program shares (nnt_trainer_create(3)): steps of accum
- * micro-batches of (B, T) tokens, the optimizer's update and schedule, validation on
- * held-out tokens every val_every steps with a checkpoint of the best, periodic
- * checkpoints (through a temporary file and a rename) recording the run's configuration,
- * resume of all of it, the training tokens read in order or shuffled. */
-typedef struct nnt_trainer nnt_trainer;
-
-typedef enum nnt_trainer_event {
-    NNT_TRAINER_STEP = 0,         /* a step was done (its figures)                            */
-    NNT_TRAINER_VALIDATION = 1    /* a validation was done (its loss)                         */
-} nnt_trainer_event;
-
-/* What the callback receives (valid during the call). */
-typedef struct nnt_trainer_report {
-    size_t size;                 /* sizeof(nnt_trainer_report) of the library                */
-    nnt_trainer_event event;
-    int64_t step;                /* the step just done (resumed steps counted), or the step
-                                    after which the validation ran                           */
-    int64_t steps;               /* the run's steps (nnt_trainer_options.steps)              */
-    double loss;                 /* mean loss of the step's micro-batches / of the windows    */
-    double lr, grad_norm;        /* step: the update's learning rate and gradient norm        */
-    double ms;                   /* wall time of the step / of the validation                 */
-    double tokens_per_s;         /* step: B T accum / its time                                */
-    double mfu;                  /* step: model FLOP utilisation against peak_flops (0..1);
-                                    NaN when peak_flops is 0                                  */
-    int64_t tokens;              /* tokens of the step (B T accum) / of the validation        */
-    int64_t mem_used_bytes;      /* every memory node together, after the step                */
-    int64_t mem_peak_bytes;
-    int validates;               /* step: a validation follows it                             */
-    int saved_best;              /* validation: its loss is the lowest: best_checkpoint written */
-} nnt_trainer_report;
-
-/* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
-typedef int (*nnt_trainer_callback)(const nnt_trainer_report *report, void *user);
-
-typedef struct nnt_trainer_options {
-    size_t size;                 /* sizeof(nnt_trainer_options), set by the init macro        */
-    int64_t batch, seq;          /* B, T: the model's batch shape                             */
-    int64_t tile_batch, tile_seq; /* tiles of its (B, T) inputs: the tiling's batch and seq it
-                                    was created with; 0: nnt_model_tiling's automatic ones     */
-    int64_t accum;               /* micro-batches a step (>= 1): the optimizer's accum_steps   */
-    int64_t steps;               /* steps of the whole run (>= 0; 0: nnt_trainer_validate only) */
-    uint64_t seed;               /* the shuffled order; the rng words saved in checkpoints     */
-    int shuffle;                 /* 0: windows of B T + 1 consecutive tokens, wrapping; 1:
-                                    sequences of T + 1 tokens at multiples of T in a new
-                                    pseudorandom order each epoch                              */
-    int64_t train_tokens;        /* train on the data's first train_tokens (0: all of them)    */
-    nnt_data *val_data;          /* where the held-out tokens are; NULL: the training data     */
-    int64_t val_start, val_len;  /* the held-out tokens [val_start, val_start + val_len)      */
-    int64_t val_batches;         /* windows of B T + 1 tokens a validation reads (0: none)     */
-    int64_t val_every;           /* validate every val_every steps (0: none) and after the last */
-    const char *checkpoint;      /* path of the periodic checkpoints and of nnt_trainer_save
-                                    with no path; NULL: none                                   */
-    int64_t save_every;          /* a checkpoint every save_every steps (0: none), not at the last */
-    const char *best_checkpoint; /* written when a validation loss is the lowest; NULL: none   */
-    double peak_flops;           /* FLOP/s the MFU is against; 0: no MFU                       */
-    const char *trace;           /* trace the steps from the run's second (nnt_trace_start):
-                                    the timeline file; NULL: no trace                          */
-    const char *trace_table;     /* its per-op table (nnt_trace_stop)                          */
-    int64_t trace_steps;         /* steps traced                                               */
-    const char *program;         /* "program" of the recorded options string (NULL: "nnt")     */
-    const char *extra_options;   /* JSON members ("\"key\": value, ...") appended to it, or NULL */
-    nnt_trainer_callback callback;  /* after each step and validation; may be NULL             */
-    void *user;                  /* its second argument                                        */
-    const char *log_dir;         /* the run's log (created; rank 0 writes it): train.csv (step,
-                                    loss, lr, grad_norm, ms, tokens_per_s, mfu, each memory
-                                    node's used and peak MiB), val.csv (step, val_loss, tokens)
-                                    with validation, loss.svg (both curves) at the end of each
-                                    nnt_trainer_run; a resumed run keeps their rows up to its
-                                    step. Opened at the first step (steps 0: none). NULL: none */
-    int measure_peak;            /* 1: peak_flops measured at creation on the CPU workers (a
-                                    GEMM task of 512 x 1024 x 1024 each, at the context's
-                                    precision) when there is no CUDA worker; peak_flops stays
-                                    the peak when it cannot be measured                         */
-} nnt_trainer_options;
-
-#define NNT_TRAINER_OPTIONS_INIT \
-    { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
-      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0 }
-
-/* The trainer's state (nnt_trainer_info_get). */
-typedef struct nnt_trainer_info {
-    size_t size;                 /* sizeof(nnt_trainer_info): set it before the call           */
-    int64_t step;                /* updates done (resumed ones included)                       */
-    uint64_t data_pos;           /* next window's token offset; shuffled: sequences read       */
-    uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
-    int stopped;                 /* a stop was requested                                       */
-    double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
-    double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
-    double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
-    int peak_measured;           /* 1: peak_flops was measured (measure_peak)                  */
-    int64_t validations;         /* validations done, with those of a resumed val.csv          */
-    int64_t last_val_step, lowest_val_step;   /* the last and the lowest (the first of equals)
-                                    of them (valid when validations > 0)                       */
-    double last_val_loss, lowest_val_loss;
-} nnt_trainer_info;
-
-#define NNT_TRAINER_INFO_INIT \
-    { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0 }
-
-/* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
- * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when
- * steps is 0). model, opt, data and val_data must outlive it; paths are copied. */
-NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
-                               const nnt_trainer_options *opts, nnt_trainer **out);
-NNT_API void nnt_trainer_destroy(nnt_trainer *tr);
-/* One step (gradients cleared, accum forward/backward, one update), then the validation and
- * checkpoint due after it; the callback reports each. */
-NNT_API int nnt_trainer_step(nnt_trainer *tr);
-/* Steps until step until (<= 0 or past steps: steps) or a stop request; with steps 0 one
- * validation. */
-NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until);
-/* The mean loss over the held-out windows (forward only), reported and kept as the best
- * when it is; loss may be NULL. */
-NNT_API int nnt_trainer_validate(nnt_trainer *tr, double *loss);
-/* The training state (parameters, optimizer, data position, rng, options string) to path
- * (NULL: the checkpoint option). */
-NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
-/* Continue from a file of nnt_trainer_save: parameters, optimizer, step, data position, rng,
- * the best validation loss. */
-NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
-/* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
-NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
-NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
-
-/* ---- tracing and memory statistics ----------------------------------------------------- */
-
-/* Record every task (worker, codelet, start/end, time waiting for data) from now on. */
-NNT_API int nnt_trace_start(nnt_ctx *ctx);
-/* Stop recording; write an SVG timeline (one row per worker, tasks coloured by kind, idle
- * and data waits visible) to svg_path and a per-op table (count, total and mean ms, share)
- * to table_path ("-" = stdout); either path may be NULL. Under MPI both calls are
- * collective and rank 0 writes every rank's workers ("rank R CPU 0"); see nnt_trace_start(3). */
-NNT_API int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path);
-
-#define NNT_MAX_MEM_NODES 16
-
-typedef struct nnt_mem_stats {
-    size_t size;                 /* sizeof(nnt_mem_stats): set it before the call            */
-    int nnodes;                  /* memory nodes described below                             */
-    struct {
-        char name[32];           /* "RAM", "CUDA0", "disk"                                   */
-        int64_t used_bytes;      /* allocated now                                            */
-        int64_t peak_bytes;      /* most allocated since nnt_ctx_create or the last reset    */
-        int64_t budget_bytes;    /* limit, 0 = none                                          */
-    } node[NNT_MAX_MEM_NODES];
-    int64_t bytes_moved;         /* bytes transferred between nodes since the last reset     */
-    double transfer_wait_s;      /* worker time spent waiting for data, seconds              */
-    int64_t owned_bytes;         /* bytes of the live tensors' tiles this process owns (all
-                                    of them without MPI; its share under MPI)               */
-} nnt_mem_stats;
-
-NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
-
-/* ---- precision -------------------------------------------------------------------- */
-
-/* Precision of the operands of matrix products: nnt_tensor_gemm, nnt_tensor_gemm_ex and
- * the products inside layers (linear maps, the lm head; not the attention's own q k^T and
- * p v, which stay fp32). Storage, accumulation, epilogues and every other op stay fp32.
- *   NNT_PRECISION_FP32  full float operands (the default)
- *   NNT_PRECISION_TF32  operands rounded to TF32 (10 mantissa bits): tensor cores on GPUs
- *   NNT_PRECISION_BF16  operands rounded to bfloat16 (7 mantissa bits): bf16 tensor cores
- * Operands are rounded to nearest (ties to even) on the CPU as on the GPU, so every
- * product of two operands is exact in float and CPU and GPU tasks compute the same up to
- * the order of the float sums. On the CPU, bf16 products run on bf16 dot-product
- * instructions where the CPU has them (AVX512-BF16, AMX) and nnt's CPU backend is oneDNN
- * (nnt_ctx_kernels): faster than fp32 there (GPT-2 124M step 1.6x on AMD Zen 4); elsewhere,
- * and for TF32, the rounding is an extra pass over the operand tiles into per-worker scratch
- * memory (outside the RAM budget): no faster than fp32. */
-typedef enum nnt_precision {
-    NNT_PRECISION_FP32 = 0,
-    NNT_PRECISION_TF32 = 1,
-    NNT_PRECISION_BF16 = 2
-} nnt_precision;
-
-/* Set the precision of the products submitted from now on (those already submitted keep
- * theirs); a context starts with NNT_PRECISION_FP32. */
-NNT_API int nnt_ctx_set_precision(nnt_ctx *ctx, nnt_precision precision);
-NNT_API int nnt_ctx_precision(const nnt_ctx *ctx, nnt_precision *precision);
-
-/* ======================================================================================
- * Everything below is new in 0.3 (version node NNT_0.3).
- * ====================================================================================== */
-
-/* ---- Llama-family operations ------------------------------------------------------- */
-
-/* RMSNorm over the last dimension of x (..., C), as Hugging Face's LlamaRMSNorm:
- * y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps) (mean over C, in double).
- * gamma: (C), any tiling. rstd: x's leading dims (...) and tiling, saved for backward.
- * eps > 0. Correct when C is split over several tiles. */
-NNT_API int nnt_tensor_rmsnorm(nnt_tensor *x, nnt_tensor *gamma, double eps, nnt_tensor *y,
-                               nnt_tensor *rstd);
-/* dx = d(loss)/dx (written); dgamma (C) accumulates. */
-NNT_API int nnt_tensor_rmsnorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_tensor *rstd,
-                                        nnt_tensor *dy, nnt_tensor *dx, nnt_tensor *dgamma);
-
-/* SwiGLU, the gated activation of the Llama MLP: y = silu(gate) * up with
- * silu(g) = g / (1 + exp(-g)). gate, up, y: one shape and tiling (any). y may be gate or up. */
-NNT_API int nnt_tensor_swiglu(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
-/* dgate = dy * up * silu'(gate), dup = dy * silu(gate) (both written, not accumulated); all
- * five of one shape and tiling. dgate and dup must differ; each may be any of gate, up, dy
- * (in place). */
-NNT_API int nnt_tensor_swiglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
-                                       nnt_tensor *dgate, nnt_tensor *dup);
-
-/* Scaling of the RoPE frequencies (nnt_rope_options.scaling). */
-typedef enum nnt_rope_scaling {
-    NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
-    NNT_ROPE_SCALING_LLAMA3 = 1   /* Llama 3.1's: Hugging Face rope_type "llama3"          */
-} nnt_rope_scaling;
-
-typedef struct nnt_rope_options {
-    size_t size;            /* sizeof(nnt_rope_options), set by the init macro            */
-    double theta;           /* base of the frequencies (rope_theta), > 0                   */
-    int scaling;            /* NNT_ROPE_SCALING_NONE or NNT_ROPE_SCALING_LLAMA3            */
-    double factor;          /* llama3 only (rope_scaling.factor), > 0                      */
-    double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
-    int64_t original_max_position;  /* llama3 only (original_max_position_embeddings) > 0 */
-} nnt_rope_options;
-
-/* theta 10000, no scaling; the llama3 fields hold Llama 3.1's values (factor 8, low 1,
- * high 4, original 8192), used only with NNT_ROPE_SCALING_LLAMA3. */
-#define NNT_ROPE_OPTIONS_INIT \
-    { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192 }
-
-/* Rotary position embedding, Hugging Face's rotate-half convention, on x (B, NH, T, hd) of
- * the attention layout: for every head vector at sequence index t (position
- * pos = t + pos_offset) and i < hd/2, with a = pos * inv_freq[i],
- *   y[i]        = x[i] cos(a) - x[i + hd/2] sin(a)
- *   y[i + hd/2] = x[i + hd/2] cos(a) + x[i] sin(a).
- * inv_freq as Hugging Face computes it in float (opts; NULL: NNT_ROPE_OPTIONS_INIT); angle,
- * cosine and sine in double. y: x's shape and tiling; y may be x (in place). hd even; its
- * tile hd (whole vectors) or a divisor of hd/2; any B, NH, T tiling. pos_offset >= 0 (a KV
- * cache's length). */
-NNT_API int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t pos_offset,
-                            nnt_tensor *y);
-/* dx = the inverse rotation of dy (the gradient of nnt_tensor_rope); dx may be dy. */
-NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts,
-                                     int64_t pos_offset, nnt_tensor *dx);
-
-/* ---- Llama-family layers ----------------------------------------------------------- */
-
 /* RMSNorm layer (NNT_LAYER_RMSNORM): (..., C) -> (..., C) = x * rstd * weight, as
  * nnt_tensor_rmsnorm. Parameter "weight" (C), initialised to 1, no weight decay. eps > 0. */
 NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
@@ -1015,7 +629,6 @@ NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t he
                                       int64_t hidden, const nnt_block_options *opts,
                                       const nnt_tiling *tiling, nnt_layer **out);
 
-
 /* Activation recompute for every transformer block of a layer tree (the layer itself, a
  * model, a sequential; a GPT layer: nnt_gpt_set_recompute). enable != 0: each block keeps
  * only its output for the backward and drops the rest once its forward is done (under a
@@ -1026,11 +639,103 @@ NNT_API int nnt_layer_block_create_ex(nnt_ctx *ctx, int64_t channels, int64_t he
  * activations still awaits its backward. */
 NNT_API int nnt_layer_set_recompute(nnt_layer *layer, int enable);
 
-/* ---- transformer models of every family --------------------------------------------
- * One configuration for GPT-2 and the Llama family; a model is a configuration of the
- * layers above (embedding, blocks, final norm, head, cross-entropy), not a second
- * implementation of them. */
 
+/* ---- optimizers and training state ------------------------------------------------------ */
+typedef enum nnt_optim_kind {
+    NNT_OPTIM_ADAMW = 0,          /* decoupled weight decay (PyTorch AdamW)                  */
+    NNT_OPTIM_ADAM = 1,           /* L2 weight decay added to the gradient (PyTorch Adam)    */
+    NNT_OPTIM_SGD = 2             /* SGD with momentum (PyTorch SGD, dampening 0)            */
+} nnt_optim_kind;
+
+typedef enum nnt_schedule {
+    NNT_SCHEDULE_CONSTANT = 0,    /* lr (after warmup)                                       */
+    NNT_SCHEDULE_COSINE = 1       /* after warmup, cosine from lr to min_lr at total_steps   */
+} nnt_schedule;
+
+typedef struct nnt_optim_options {
+    size_t size;                 /* sizeof(nnt_optim_options), set by the init macro         */
+    nnt_optim_kind kind;
+    double lr;                   /* peak learning rate                                       */
+    double beta1, beta2, eps;    /* Adam(W)                                                  */
+    double momentum;             /* SGD                                                      */
+    double weight_decay;         /* on parameters whose decay flag is set                    */
+    double grad_clip;            /* > 0: clip the global L2 norm of all gradients to this    */
+    nnt_schedule schedule;
+    int64_t warmup_steps;        /* linear warmup: lr * s / warmup_steps for steps s <= it   */
+    int64_t total_steps;         /* cosine: steps until min_lr (then min_lr)                 */
+    double min_lr;
+    int64_t accum_steps;         /* >= 1: gradients hold the sum over this many micro-batch
+                                    backwards and are divided by it before clipping          */
+} nnt_optim_options;
+
+#define NNT_OPTIM_OPTIONS_INIT \
+    { sizeof(nnt_optim_options), NNT_OPTIM_ADAMW, 3e-4, 0.9, 0.999, 1e-8, 0.0, 0.0, 0.0, \
+      NNT_SCHEDULE_CONSTANT, 0, 0, 0.0, 1 }
+
+NNT_API int nnt_optim_create(nnt_ctx *ctx, const nnt_optim_options *opts, nnt_optim **out);
+NNT_API void nnt_optim_destroy(nnt_optim *opt);
+/* Add a parameter (value and grad of one shape and tiling; name unique in this optimizer;
+ * decay: whether weight_decay applies). The tensors must outlive the optimizer. Only before
+ * the first update (NNT_E_STATE after it, or after loading a state with updates). */
+NNT_API int nnt_optim_add_param(nnt_optim *opt, const char *name, nnt_tensor *value,
+                                nnt_tensor *grad, int decay);
+/* Add every parameter of a layer tree with its name and default decay flag (all or none). */
+NNT_API int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer);
+/* Turn weight decay on or off for one parameter by name (NNT_E_INVAL if unknown). */
+NNT_API int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay);
+/* One update of every parameter: step += 1, lr from the schedule, gradients divided by
+ * accum_steps, clipped to grad_clip, then the optimizer's rule. Gradients are not zeroed.
+ * Clipping as PyTorch's clip_grad_norm_: with norm the global L2 norm (after the division),
+ * gradients are scaled by grad_clip / (norm + 1e-6) when that is < 1. The norm is computed
+ * also without clipping (stats): one wait for the gradients per update. */
+NNT_API int nnt_optim_step(nnt_optim *opt);
+
+typedef struct nnt_optim_stats {
+    size_t size;                 /* sizeof(nnt_optim_stats): set it before the call          */
+    int64_t step;                /* updates done                                             */
+    double lr;                   /* learning rate of the last update                         */
+    double grad_norm;            /* global gradient norm of the last update, before clipping
+                                    (after the division by accum_steps); 0 before any step
+                                    and after a load                                         */
+} nnt_optim_stats;
+
+NNT_API int nnt_optim_stats_get(const nnt_optim *opt, nnt_optim_stats *stats);
+/* Learning rate the schedule gives at update number step (>= 1). */
+NNT_API int nnt_optim_lr_at(const nnt_optim *opt, int64_t step, double *lr);
+
+typedef struct nnt_train_state {
+    size_t size;                 /* sizeof(nnt_train_state), set by the init macro           */
+    uint64_t data_pos;           /* position in the training data (the caller's meaning)     */
+    uint64_t rng[4];             /* the caller's RNG state                                   */
+    char *options;               /* NUL-terminated string or NULL; after a load, allocated
+                                    by the library: release with nnt_train_state_clear       */
+} nnt_train_state;
+
+#define NNT_TRAIN_STATE_INIT { sizeof(nnt_train_state), 0, { 0, 0, 0, 0 }, NULL }
+
+/* Save every parameter of opt, its optimizer state (moments, step) and *st (may be NULL) to
+ * one safetensors file, through a temporary file, fsync and rename. The format is in
+ * nnt_train_state_save(3); the optimizer's hyper-parameters are not saved. */
+NNT_API int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state *st);
+/* Restore what nnt_train_state_save wrote into opt's parameters (same names and shapes;
+ * tilings may differ) and opt (same optimizer kind); st (may be NULL) gets the caller's
+ * section (st->options is overwritten, not freed). The file is checked completely
+ * (checksums) before anything is changed: a bad file, or one of other parameters or another
+ * optimizer kind, is NNT_E_FORMAT. A file saved before any update resets opt to step 0. */
+NNT_API int nnt_train_state_load(nnt_optim *opt, const char *path, nnt_train_state *st);
+/* Release st->options and reset *st (size kept). NULL is accepted. */
+NNT_API void nnt_train_state_clear(nnt_train_state *st);
+/* The caller's section of a training-state file (data position, RNG words, options string;
+ * release with nnt_train_state_clear) without loading it: its metadata are checked (format,
+ * version, optimizer kind, metadata checksum), its tensors are not. ctx may be NULL. */
+NNT_API int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st);
+
+
+/* ---- models and families ----------------------------------------------------------------
+ * One configuration for every family; a model is a configuration of the layers above
+ * (embedding, blocks, final norm, head, cross-entropy), not a second implementation of
+ * them. A family is one entry of the library's table (nnt_model_family_info): its
+ * layout, its Hugging Face architectures and names, its presets. */
 /* Family of a model (nnt_model_config.family): its layout and its parameter names. */
 typedef enum nnt_model_family {
     NNT_FAMILY_GPT2 = 0,          /* GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP,
@@ -1155,32 +860,6 @@ NNT_API int nnt_model_train_state_config(nnt_ctx *ctx, const char *path, nnt_mod
 NNT_API int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
                                        const nnt_tiling *tiling, nnt_train_state *st,
                                        nnt_layer **out);
-/* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
- * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value
- * cache: the prompt in one forward, then one forward per new token at its position, while
- * the sequence fits max_seq (T for a GPT layer); past it the window slides (positions
- * restart at 0): each token is a forward over the last max_seq tokens. Overwrites the
- * activations (a pending backward is cancelled); parameters, gradients and the targets set
- * are untouched. */
-NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
-                               int64_t ngen, const nnt_sampling *s, int32_t *out);
-
-/* ---- Hugging Face tokenizer.json -------------------------------------------------------- */
-/* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
- * directory: its tokenizer.json), used with
- * nnt_tokenizer_encode/_decode/_vocab_size and nnt_data_open. BPE models with ByteLevel,
- * Split (PCRE2 regex), Digits and Metaspace pre-tokenizers, Prepend/Replace and Unicode
- * (NFC, NFD, NFKC, NFKD) normalizers, byte_fallback, added and special tokens, and the
- * ByteLevel, Replace, ByteFallback, Fuse, Strip and Metaspace decoders (GPT-2, Llama 2/3,
- * Mistral, Qwen2/3, SmolLM2 layouts). Encoding
- * is the package's encode(text, add_special_tokens=False); decoding its decode(ids,
- * skip_special_tokens=False) except that invalid UTF-8 is returned as bytes. Invalid UTF-8
- * input: see nnt_tokenizer_hf_load(3). Malformed JSON or an inconsistent file is
- * NNT_E_FORMAT naming the file (and byte offset or key); a component this reader does not
- * implement NNT_E_UNSUPPORTED naming the key and the value; no file NNT_E_IO. */
-NNT_API int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **out);
-
-/* ---- sharded Hugging Face checkpoints ------------------------------------------------- */
 
 /* How nnt_model_save_hf_ex writes the weights. */
 typedef struct nnt_hf_save_options {
@@ -1201,19 +880,255 @@ typedef struct nnt_hf_save_options {
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
 
-/* ---- generation with a key/value cache (issue 15) ----------------------------------------- */
 
-/* Causal attention of Tq queries that follow cached keys: query i of q (B, NH, Tq, hd) sits
- * at position past + i and attends keys 0 .. past + i of k, v (B, NKV, Tk, hd), past + Tq
- * <= Tk (keys after the last query are ignored: a cache of Tk preallocated rows is passed
- * whole). o (B, NH, Tq, hd), q's layout. Grouped-query attention as nnt_tensor_attention
- * (kv head h / (NH / NKV), in place). k, v: q's batch size and tiling; any head, sequence
- * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
-NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
-                                    double scale, nnt_tensor *o);
+/* ---- generation ------------------------------------------------------------------------- */
+typedef struct nnt_sampling {
+    size_t size;                 /* sizeof(nnt_sampling), set by the init macro              */
+    double temperature;          /* 0: greedy; > 0: sample from softmax(logits / temp)       */
+    int64_t top_k;               /* > 0: only the top_k largest logits; 0: all               */
+    uint64_t seed;               /* seed of the sampling PRNG                                */
+    /* new in 0.3 (a size without them, as 0.2 set, gets their defaults) */
+    double top_p;                /* in (0, 1): only the most likely tokens whose probabilities
+                                    (after temperature and top_k) sum to >= top_p; 1: all     */
+    int32_t eos;                 /* >= 0: stop after this token, out's rest set to it; -1 none */
+    int no_cache;                /* 1: no key/value cache: every token a forward over the
+                                    whole window (the 0.2 behaviour, slower; for comparison)  */
+    void (*on_token)(void *arg, int64_t i, int32_t token);
+                                 /* NULL, or called with on_token_arg as each new token i is
+                                    chosen, in order, before the next forward: to show the
+                                    text as it is produced (an eos token too, then no more)   */
+    void *on_token_arg;
+} nnt_sampling;
 
-/* ---- several processes: StarPU-MPI (issue 17) --------------------------------------------- */
+#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL }
 
+/* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
+ * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value
+ * cache: the prompt in one forward, then one forward per new token at its position, while
+ * the sequence fits max_seq (T for a GPT layer); past it the window slides (positions
+ * restart at 0): each token is a forward over the last max_seq tokens. Overwrites the
+ * activations (a pending backward is cancelled); parameters, gradients and the targets set
+ * are untouched. */
+NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
+                               int64_t ngen, const nnt_sampling *s, int32_t *out);
+
+
+/* ---- data and tokenizers ---------------------------------------------------------------- */
+/* Byte-level tokenizer: token = byte value, vocab 256. */
+NNT_API int nnt_tokenizer_bytes_create(nnt_tokenizer **out);
+/* GPT-2 BPE tokenizer from a local vocab.json and merges.txt (vocab 50257). */
+NNT_API int nnt_tokenizer_bpe_load(const char *vocab_json, const char *merges_txt,
+                                   nnt_tokenizer **out);
+NNT_API void nnt_tokenizer_destroy(nnt_tokenizer *tok);
+NNT_API int nnt_tokenizer_vocab_size(const nnt_tokenizer *tok, int64_t *vocab);
+/* Encode len bytes of UTF-8 text; *n gets the number of tokens; ids may be NULL (count
+ * only), otherwise it holds cap entries (NNT_E_INVAL with *n set when too small). */
+NNT_API int nnt_tokenizer_encode(const nnt_tokenizer *tok, const char *text, size_t len,
+                                 int32_t *ids, size_t cap, size_t *n);
+/* Decode n ids into text (cap bytes, NUL-terminated; *len gets the length without the NUL,
+ * or the size needed when cap is too small: NNT_E_INVAL). */
+NNT_API int nnt_tokenizer_decode(const nnt_tokenizer *tok, const int32_t *ids, size_t n,
+                                 char *text, size_t cap, size_t *len);
+
+typedef enum nnt_data_format {
+    NNT_DATA_AUTO = 0,            /* llm.c magic: LLMC; name ending ".bin": NANOGPT; else TEXT */
+    NNT_DATA_TEXT = 1,            /* UTF-8 text through a tokenizer; a directory: its regular
+                                     files in name order, concatenated                       */
+    NNT_DATA_LLMC = 2,            /* llm.c token shard: magic 20240520 version 1, uint16
+                                     tokens, or magic 20240801 version 7, uint32 tokens (for
+                                     vocabularies above 65535; nnt-tokenize(1) writes both)    */
+    NNT_DATA_NANOGPT = 3          /* nanoGPT train.bin / val.bin (uint16 stream)               */
+} nnt_data_format;
+
+/* Open a token source. tok is used for TEXT (NULL: bytes) and may be destroyed afterwards.
+ * vocab > 0: ids >= vocab are rejected with NNT_E_FORMAT naming the position. */
+NNT_API int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer *tok,
+                          int64_t vocab, nnt_data **out);
+NNT_API void nnt_data_close(nnt_data *data);
+NNT_API int nnt_data_num_tokens(const nnt_data *data, int64_t *n);
+/* The format the source was read as: TEXT, LLMC or NANOGPT (NNT_DATA_AUTO resolved). */
+NNT_API int nnt_data_format_of(const nnt_data *data, nnt_data_format *format);
+/* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
+NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
+
+/* A streaming writer of llm.c token files (what nnt_data_open reads as NNT_DATA_LLMC, and
+ * nnt-tokenize(1) writes): ids are written as they come; close puts the count in the header
+ * and the file in place atomically (a temporary file beside it, fsync, rename), so the path
+ * holds either its old contents or the complete new file. */
+typedef struct nnt_token_writer nnt_token_writer;
+
+typedef struct nnt_token_writer_options {
+    size_t size;                  /* sizeof(nnt_token_writer_options), set by the init macro */
+    int bits;                     /* 16: magic 20240520 version 1, uint16 ids (0..65535);
+                                     32: llm.c's Llama 3 header, magic 20240801 version 7,
+                                     uint32 ids (0..2^31 - 1); 0: 16, or 32 when vocab is
+                                     above 65536                                            */
+    int64_t vocab;                /* > 0: ids must be below it (and it must fit bits); 0: only
+                                     the format's range is checked                          */
+} nnt_token_writer_options;
+
+#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0 }
+
+/* Create path's temporary file and write a header with count 0 (opts NULL: the defaults).
+ * ctx may be NULL; when given (and still live) failures are recorded there. */
+NNT_API int nnt_token_writer_open(nnt_ctx *ctx, const char *path,
+                                  const nnt_token_writer_options *opts,
+                                  nnt_token_writer **out);
+/* Append n ids. An id outside the format's range or the vocabulary, or more than 2^31 - 1
+ * tokens in all, is NNT_E_INVAL naming the id and its position, and nothing of the call is
+ * written (the writer stays usable); a write error is NNT_E_IO, after which only close (which
+ * then fails) and destroy remain. */
+NNT_API int nnt_token_writer_write(nnt_token_writer *w, const int32_t *ids, size_t n);
+/* The number of ids written so far. */
+NNT_API int nnt_token_writer_count(const nnt_token_writer *w, int64_t *n);
+/* Put the count in the header, fsync and rename the file into place; frees w whatever the
+ * outcome. On failure (NNT_E_IO, or an earlier failed write) no file is left behind and an
+ * older file at path is untouched. */
+NNT_API int nnt_token_writer_close(nnt_token_writer *w);
+/* Abandon the file: the temporary file is removed, path is untouched; NULL is accepted. */
+NNT_API void nnt_token_writer_destroy(nnt_token_writer *w);
+
+/* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
+ * directory: its tokenizer.json), used with
+ * nnt_tokenizer_encode/_decode/_vocab_size and nnt_data_open. BPE models with ByteLevel,
+ * Split (PCRE2 regex), Digits and Metaspace pre-tokenizers, Prepend/Replace and Unicode
+ * (NFC, NFD, NFKC, NFKD) normalizers, byte_fallback, added and special tokens, and the
+ * ByteLevel, Replace, ByteFallback, Fuse, Strip and Metaspace decoders (GPT-2, Llama 2/3,
+ * Mistral, Qwen2/3, SmolLM2 layouts). Encoding
+ * is the package's encode(text, add_special_tokens=False); decoding its decode(ids,
+ * skip_special_tokens=False) except that invalid UTF-8 is returned as bytes. Invalid UTF-8
+ * input: see nnt_tokenizer_hf_load(3). Malformed JSON or an inconsistent file is
+ * NNT_E_FORMAT naming the file (and byte offset or key); a component this reader does not
+ * implement NNT_E_UNSUPPORTED naming the key and the value; no file NNT_E_IO. */
+NNT_API int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **out);
+
+
+/* ---- training loop ----------------------------------------------------------------------
+ * The loop every training program shares (nnt_trainer_create(3)): steps of accum
+ * micro-batches of (B, T) tokens, the optimizer's update and schedule, validation on
+ * held-out tokens every val_every steps with a checkpoint of the best, periodic
+ * checkpoints (through a temporary file and a rename) recording the run's configuration,
+ * resume of all of it, the training tokens read in order or shuffled. */
+typedef enum nnt_trainer_event {
+    NNT_TRAINER_STEP = 0,         /* a step was done (its figures)                            */
+    NNT_TRAINER_VALIDATION = 1    /* a validation was done (its loss)                         */
+} nnt_trainer_event;
+
+/* What the callback receives (valid during the call). */
+typedef struct nnt_trainer_report {
+    size_t size;                 /* sizeof(nnt_trainer_report) of the library                */
+    nnt_trainer_event event;
+    int64_t step;                /* the step just done (resumed steps counted), or the step
+                                    after which the validation ran                           */
+    int64_t steps;               /* the run's steps (nnt_trainer_options.steps)              */
+    double loss;                 /* mean loss of the step's micro-batches / of the windows    */
+    double lr, grad_norm;        /* step: the update's learning rate and gradient norm        */
+    double ms;                   /* wall time of the step / of the validation                 */
+    double tokens_per_s;         /* step: B T accum / its time                                */
+    double mfu;                  /* step: model FLOP utilisation against peak_flops (0..1);
+                                    NaN when peak_flops is 0                                  */
+    int64_t tokens;              /* tokens of the step (B T accum) / of the validation        */
+    int64_t mem_used_bytes;      /* every memory node together, after the step                */
+    int64_t mem_peak_bytes;
+    int validates;               /* step: a validation follows it                             */
+    int saved_best;              /* validation: its loss is the lowest: best_checkpoint written */
+} nnt_trainer_report;
+
+/* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
+typedef int (*nnt_trainer_callback)(const nnt_trainer_report *report, void *user);
+
+typedef struct nnt_trainer_options {
+    size_t size;                 /* sizeof(nnt_trainer_options), set by the init macro        */
+    int64_t batch, seq;          /* B, T: the model's batch shape                             */
+    int64_t tile_batch, tile_seq; /* tiles of its (B, T) inputs: the tiling's batch and seq it
+                                    was created with; 0: nnt_model_tiling's automatic ones     */
+    int64_t accum;               /* micro-batches a step (>= 1): the optimizer's accum_steps   */
+    int64_t steps;               /* steps of the whole run (>= 0; 0: nnt_trainer_validate only) */
+    uint64_t seed;               /* the shuffled order; the rng words saved in checkpoints     */
+    int shuffle;                 /* 0: windows of B T + 1 consecutive tokens, wrapping; 1:
+                                    sequences of T + 1 tokens at multiples of T in a new
+                                    pseudorandom order each epoch                              */
+    int64_t train_tokens;        /* train on the data's first train_tokens (0: all of them)    */
+    nnt_data *val_data;          /* where the held-out tokens are; NULL: the training data     */
+    int64_t val_start, val_len;  /* the held-out tokens [val_start, val_start + val_len)      */
+    int64_t val_batches;         /* windows of B T + 1 tokens a validation reads (0: none)     */
+    int64_t val_every;           /* validate every val_every steps (0: none) and after the last */
+    const char *checkpoint;      /* path of the periodic checkpoints and of nnt_trainer_save
+                                    with no path; NULL: none                                   */
+    int64_t save_every;          /* a checkpoint every save_every steps (0: none), not at the last */
+    const char *best_checkpoint; /* written when a validation loss is the lowest; NULL: none   */
+    double peak_flops;           /* FLOP/s the MFU is against; 0: no MFU                       */
+    const char *trace;           /* trace the steps from the run's second (nnt_trace_start):
+                                    the timeline file; NULL: no trace                          */
+    const char *trace_table;     /* its per-op table (nnt_trace_stop)                          */
+    int64_t trace_steps;         /* steps traced                                               */
+    const char *program;         /* "program" of the recorded options string (NULL: "nnt")     */
+    const char *extra_options;   /* JSON members ("\"key\": value, ...") appended to it, or NULL */
+    nnt_trainer_callback callback;  /* after each step and validation; may be NULL             */
+    void *user;                  /* its second argument                                        */
+    const char *log_dir;         /* the run's log (created; rank 0 writes it): train.csv (step,
+                                    loss, lr, grad_norm, ms, tokens_per_s, mfu, each memory
+                                    node's used and peak MiB), val.csv (step, val_loss, tokens)
+                                    with validation, loss.svg (both curves) at the end of each
+                                    nnt_trainer_run; a resumed run keeps their rows up to its
+                                    step. Opened at the first step (steps 0: none). NULL: none */
+    int measure_peak;            /* 1: peak_flops measured at creation on the CPU workers (a
+                                    GEMM task of 512 x 1024 x 1024 each, at the context's
+                                    precision) when there is no CUDA worker; peak_flops stays
+                                    the peak when it cannot be measured                         */
+} nnt_trainer_options;
+
+#define NNT_TRAINER_OPTIONS_INIT \
+    { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0 }
+
+/* The trainer's state (nnt_trainer_info_get). */
+typedef struct nnt_trainer_info {
+    size_t size;                 /* sizeof(nnt_trainer_info): set it before the call           */
+    int64_t step;                /* updates done (resumed ones included)                       */
+    uint64_t data_pos;           /* next window's token offset; shuffled: sequences read       */
+    uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
+    int stopped;                 /* a stop was requested                                       */
+    double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
+    double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
+    double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
+    int peak_measured;           /* 1: peak_flops was measured (measure_peak)                  */
+    int64_t validations;         /* validations done, with those of a resumed val.csv          */
+    int64_t last_val_step, lowest_val_step;   /* the last and the lowest (the first of equals)
+                                    of them (valid when validations > 0)                       */
+    double last_val_loss, lowest_val_loss;
+} nnt_trainer_info;
+
+#define NNT_TRAINER_INFO_INIT \
+    { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0 }
+
+/* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
+ * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when
+ * steps is 0). model, opt, data and val_data must outlive it; paths are copied. */
+NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
+                               const nnt_trainer_options *opts, nnt_trainer **out);
+NNT_API void nnt_trainer_destroy(nnt_trainer *tr);
+/* One step (gradients cleared, accum forward/backward, one update), then the validation and
+ * checkpoint due after it; the callback reports each. */
+NNT_API int nnt_trainer_step(nnt_trainer *tr);
+/* Steps until step until (<= 0 or past steps: steps) or a stop request; with steps 0 one
+ * validation. */
+NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until);
+/* The mean loss over the held-out windows (forward only), reported and kept as the best
+ * when it is; loss may be NULL. */
+NNT_API int nnt_trainer_validate(nnt_trainer *tr, double *loss);
+/* The training state (parameters, optimizer, data position, rng, options string) to path
+ * (NULL: the checkpoint option). */
+NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
+/* Continue from a file of nnt_trainer_save: parameters, optimizer, step, data position, rng,
+ * the best validation loss. */
+NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
+/* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
+NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
+NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
+
+
+/* ---- several processes: StarPU-MPI ------------------------------------------------------ */
 /* Which rank owns (stores and computes) each tile of a tensor when a context runs over MPI
  * (nnt_ctx_options.mpi = 1). Every rank calls the same nnt functions in the same order; a
  * task runs on the rank that owns the tile it writes, and StarPU-MPI sends the tiles it
@@ -1251,27 +1166,86 @@ typedef enum nnt_distribution {
     NNT_DIST_DATA = 2
 } nnt_distribution;
 
-/* This process's rank in the context's MPI job and the number of ranks (0 and 1 without
- * MPI); either pointer may be NULL. Under MPI, nnt_ctx_create is collective: every rank
- * must call it with the same mpi and distribution options (checked: NNT_E_INVAL on every
- * rank otherwise). Host copies are collective too: nnt_tensor_copy_to_host returns the
- * whole tensor on every rank; nnt_tensor_copy_from_host takes each tile from its owner's
- * buffer (every rank passes the same values). Saves (checkpoints, weights, model
- * directories) are called on every rank, whose reads they need, and rank 0 alone writes
- * the files. A library built without StarPU-MPI
- * (configure --with-mpi=no) returns NNT_E_UNSUPPORTED from nnt_ctx_create with mpi = 1. */
-NNT_API int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size);
 
-/* ---- CPU kernels (issue 16) --------------------------------------------------------------- */
+/* ---- diagnostics: logging and task traces ----------------------------------------------- */
+enum {
+    NNT_LOG_ERROR = 0,
+    NNT_LOG_WARN = 1,
+    NNT_LOG_INFO = 2,
+    NNT_LOG_DEBUG = 3
+};
 
-/* The CPU kernels this context chose at creation, in words (static storage of the context,
- * valid until nnt_ctx_destroy): the GEMM backend (oneDNN or BLIS) and why -- the
- * environment's NNT_GEMM=blis|onednn|measure (measure: both timed on one core at start), a
- * build without oneDNN, or by default a feature test (oneDNN where its instruction set has
- * AVX2 or AVX-512) -- then BLIS's kernel set and why (its own choice, BLIS_ARCH_TYPE, or
- * skx forced on a CPU with the AVX-512 subsets it needs). Also logged at info level. A bad
- * NNT_GEMM makes nnt_ctx_create fail with NNT_E_INVAL. */
-NNT_API int nnt_ctx_kernels(const nnt_ctx *ctx, const char **desc);
+/* Receives every message at or below the current level. msg has no trailing newline.
+ * May be called from any thread, so it must be thread-safe. */
+typedef void (*nnt_log_fn)(int level, const char *msg, void *user);
+
+/* Install a log callback; fn == NULL restores the default (stderr, "nnt: " prefix). */
+NNT_API int nnt_log_set(nnt_log_fn fn, void *user);
+/* Set the level (NNT_LOG_ERROR..NNT_LOG_DEBUG). The initial level is read from the
+ * environment variable NNT_LOG_LEVEL ("error", "warn", "info", "debug" or 0..3);
+ * default NNT_LOG_WARN. */
+NNT_API int nnt_log_set_level(int level);
+NNT_API int nnt_log_get_level(int *level);
+
+/* Record every task (worker, codelet, start/end, time waiting for data) from now on. */
+NNT_API int nnt_trace_start(nnt_ctx *ctx);
+/* Stop recording; write an SVG timeline (one row per worker, tasks coloured by kind, idle
+ * and data waits visible) to svg_path and a per-op table (count, total and mean ms, share)
+ * to table_path ("-" = stdout); either path may be NULL. Under MPI both calls are
+ * collective and rank 0 writes every rank's workers ("rank R CPU 0"); see nnt_trace_start(3). */
+NNT_API int nnt_trace_stop(nnt_ctx *ctx, const char *svg_path, const char *table_path);
+
+
+/* ---- GPT-2 layers of the older API (nnt 0.2) --------------------------------------------
+ * Kept ABI-compatible: a GPT layer is the GPT-2 model of nnt_model_create. New programs
+ * use nnt_model_preset, nnt_model_create, nnt_model_load_hf, nnt_model_generate and the
+ * trainer, which serve every family the same way. */
+typedef struct nnt_gpt_config {
+    size_t size;                 /* sizeof(nnt_gpt_config), set by the init macro            */
+    int64_t vocab;               /* V                                                        */
+    int64_t max_seq;             /* maxT: rows of the position embedding                     */
+    int64_t layers;              /* L                                                        */
+    int64_t heads;               /* NH                                                       */
+    int64_t channels;            /* C, a multiple of NH; the MLP hidden size is 4C           */
+} nnt_gpt_config;
+
+/* GPT-2 124M. */
+#define NNT_GPT_CONFIG_INIT { sizeof(nnt_gpt_config), 50257, 1024, 12, 12, 768 }
+
+/* Configuration of a named preset: "gpt2" (124M), "gpt2-medium" (355M), "gpt2-large"
+ * (774M), "gpt2-xl" (1558M), "tiny" (L 2, C 64, NH 4, V 256, maxT 128: the demo). */
+NNT_API int nnt_gpt_preset(const char *name, nnt_gpt_config *cfg);
+/* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
+ * (B, T) on the context's workers, by the documented heuristic (nnt_gpt_tiling(3)); the
+ * result has every entry > 0. */
+NNT_API int nnt_gpt_tiling(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *overrides, nnt_tiling *out);
+/* A GPT-2 (NNT_LAYER_GPT: embedding, L blocks, final LayerNorm, tied LM head, cross-entropy)
+ * for batches of B sequences of T <= maxT tokens, initialised by nnt_layer_init(seed 0).
+ * Its forward takes tokens (B, T) int32 and returns the logits (B, T, V). */
+NNT_API int nnt_gpt_create(nnt_ctx *ctx, const nnt_gpt_config *cfg, int64_t B, int64_t T,
+                           const nnt_tiling *tiling, nnt_layer **out);
+NNT_API int nnt_gpt_config_of(const nnt_layer *gpt, nnt_gpt_config *cfg);
+/* Activation recompute: enable != 0 keeps only each block's output for the backward, which
+ * recomputes the block's forward first (about one more forward pass of work, much less
+ * activation memory; bit-identical results). 0 (the default) keeps every activation.
+ * NNT_E_STATE between a forward with targets and its backward. */
+NNT_API int nnt_gpt_set_recompute(nnt_layer *gpt, int enable);
+/* Create from an llm.c fp32 checkpoint (its configuration and weights). */
+NNT_API int nnt_gpt_load_llmc(nnt_ctx *ctx, const char *path, int64_t B, int64_t T,
+                              const nnt_tiling *tiling, nnt_layer **out);
+/* Create with cfg and load a Hugging Face GPT2LMHeadModel safetensors file. */
+NNT_API int nnt_gpt_load_safetensors(nnt_ctx *ctx, const char *path,
+                                     const nnt_gpt_config *cfg, int64_t B, int64_t T,
+                                     const nnt_tiling *tiling, nnt_layer **out);
+/* Write the weights as an llm.c fp32 checkpoint / HF safetensors file (temp + rename). */
+NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path);
+NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path);
+
+/* Append ngen tokens to the prompt (nprompt >= 1 ids) and write them to out[0..ngen);
+ * s NULL: greedy. Overwrites the activations; parameters and gradients are untouched. */
+NNT_API int nnt_gpt_generate(nnt_layer *gpt, const int32_t *prompt, int64_t nprompt,
+                             int64_t ngen, const nnt_sampling *s, int32_t *out);
 
 #ifdef __cplusplus
 }
