@@ -15,7 +15,7 @@
  *     model does not have is refused (the family is strict);
  *   - a training-state file records it, and nnt_model_load_train_state rebuilds it;
  *   - a configuration of a family the table does not have is refused, naming the ones it
- *     has.
+ *     has; a config.json whose model_type is not its architecture's is refused, naming both.
  * It registers the family through the internal table, so it links the library's objects. */
 #include "testutil.h"
 
@@ -400,6 +400,41 @@ START_TEST(test_unknown_family)
 }
 END_TEST
 
+/* config.json: architectures[0] chooses the family; a model_type beside it must be that
+ * architecture's (read as Llama before: a "bert" model_type beside LlamaForCausalLM). */
+START_TEST(test_config_agreement)
+{
+    const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"%s\", "
+                        "\"vocab_size\": 61, \"hidden_size\": 32, \"intermediate_size\": 40, "
+                        "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
+                        "\"max_position_embeddings\": 16}";
+    char text[512];
+    nnt_model_config c;
+    snprintf(text, sizeof text, llama, "llama");
+    EXPECT_OK(nnt_model_config_parse(ctx, "caller", "cfg.json", text, strlen(text), &c));
+    ck_assert_int_eq(c.family, NNT_FAMILY_LLAMA);
+    snprintf(text, sizeof text, llama, "bert");
+    EXPECT_FAIL_MSG(nnt_model_config_parse(ctx, "caller", "cfg.json", text, strlen(text), &c),
+                    NNT_E_UNSUPPORTED, "architectures[0] \"LlamaForCausalLM\" and model_type "
+                    "\"bert\" disagree (LlamaForCausalLM has model_type \"llama\")");
+    /* another family's type, and the test family's own pair */
+    snprintf(text, sizeof text, llama, "gpt2");
+    EXPECT_FAIL_MSG(nnt_model_config_parse(ctx, "caller", "cfg.json", text, strlen(text), &c),
+                    NNT_E_UNSUPPORTED, "model_type \"gpt2\" disagree");
+    snprintf(text, sizeof text, llama, "mistral");   /* the same family, another architecture */
+    EXPECT_FAIL_MSG(nnt_model_config_parse(ctx, "caller", "cfg.json", text, strlen(text), &c),
+                    NNT_E_UNSUPPORTED, "model_type \"mistral\" disagree");
+    const char *rms = "{\"architectures\": [\"Gpt2RmsTestForCausalLM\"], \"model_type\": "
+                      "\"gpt2_rms_test\", \"vocab_size\": 61, \"n_positions\": 24, \"n_embd\": 32, "
+                      "\"n_layer\": 1, \"n_head\": 4, \"rms_norm_eps\": 1e-6}";
+    EXPECT_OK(nnt_model_config_parse(ctx, "caller", "cfg.json", rms, strlen(rms), &c));
+    ck_assert_int_eq(c.family, FAMILY_ID);
+    const char *num = "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": 3}";
+    EXPECT_FAIL_MSG(nnt_model_config_parse(ctx, "caller", "cfg.json", num, strlen(num), &c),
+                    NNT_E_FORMAT, "model_type must be a string");
+}
+END_TEST
+
 static Suite *family_suite(void)
 {
     Suite *s = suite_create("family");
@@ -410,6 +445,7 @@ static Suite *family_suite(void)
     tcase_add_loop_test(tc, test_tree, 0, 2);
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_unknown_family);
+    tcase_add_test(tc, test_config_agreement);
     suite_add_tcase(s, tc);
     return s;
 }

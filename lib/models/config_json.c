@@ -451,15 +451,31 @@ static int family_by(const nnt_cfg_in *o, int by_type, const nnt_family **f, int
     return nnt_cfg_unsupported(o, by_type ? "model_type" : "architectures[0]", quoted, valid);
 }
 
-/* The family of o: architectures[0], else model_type. */
+/* The family of o: architectures[0], else model_type; when both are given they must name
+ * the same architecture (a config.json whose model_type is another model's is refused, not
+ * read as architectures[0] alone). */
 static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch)
 {
-    if (jvalue(o, "architectures"))
-        return family_by(o, 0, f, arch);
-    if (!jvalue(o, "model_type"))
+    if (!jvalue(o, "architectures") && !jvalue(o, "model_type"))
         return nnt_fail(o->ctx, NNT_E_FORMAT, "%s: %s: neither architectures nor model_type "
                         "is given", o->fn, o->file);
-    return family_by(o, 1, f, arch);
+    if (!jvalue(o, "architectures"))
+        return family_by(o, 1, f, arch);
+    NNT_TRY(family_by(o, 0, f, arch));
+    if (!jvalue(o, "model_type"))
+        return NNT_OK;
+    char *type = NULL;
+    if (o->buf[jvalue(o, "model_type")->start] != '"')
+        return nnt_cfg_bad_type(o, "model_type", "a string");
+    NNT_TRY(get_string(o, "model_type", &type));
+    const nnt_hf_arch *a = &(*f)->archs[*arch];
+    int same = strcmp(type, a->model_type) == 0;
+    int rc = same ? NNT_OK
+                  : nnt_fail(o->ctx, NNT_E_UNSUPPORTED, "%s: %s: architectures[0] \"%s\" and "
+                             "model_type \"%s\" disagree (%s has model_type \"%s\")", o->fn,
+                             o->file, a->architecture, type, a->architecture, a->model_type);
+    free(type);
+    return rc;
 }
 
 static int config_from(nnt_cfg_in *o, nnt_model_config *cfg)
