@@ -194,9 +194,17 @@ static int choose_kernels(nnt_ctx *ctx)
     return NNT_OK;
 }
 
+/* What lib/io's writers tell without failing (stale temporary files removed) goes to the
+ * log as a warning. */
+static void io_note(const char *msg)
+{
+    nnt_log(NNT_LOG_WARN, "%s", msg);
+}
+
 int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
 {
     nnt_ctx_options opts;
+    nnt_io_set_note(io_note);
     if (!out)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: output pointer is NULL");
     *out = NULL;

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -97,6 +100,12 @@ struct nnt_io_out {
 };
 
 static int io_writer = 1;   /* process-wide: see nnt_io_set_writer */
+static void (*io_note)(const char *msg);   /* see nnt_io_set_note */
+
+void nnt_io_set_note(void (*note)(const char *msg))
+{
+    io_note = note;
+}
 
 void nnt_io_set_writer(int writes)
 {
@@ -108,23 +117,102 @@ int nnt_io_writes(void)
     return __atomic_load_n(&io_writer, __ATOMIC_SEQ_CST);
 }
 
+/* The bytes free to an unprivileged writer on the file system of fd (0 if unknown). */
+static uint64_t free_bytes(int fd)
+{
+    struct statvfs v;
+    return fstatvfs(fd, &v) == 0 ? (uint64_t)v.f_bavail * (uint64_t)v.f_frsize : 0;
+}
+
+/* A write that failed (e: errno, 0 for a short write) after written bytes of the file: the
+ * message names the file being replaced, which is left as it was. */
+static int write_failed(const nnt_io_out *o, int e, uint64_t written, char *err, size_t errlen)
+{
+    if (e == ENOSPC || e == EDQUOT)
+        return nnt_io_errf(err, errlen, NNT_E_IO, "%s: the file system is full (%s) after "
+                           "%llu bytes of the new file, %llu bytes free; %s is unchanged",
+                           o->path, strerror(e), (unsigned long long)written,
+                           (unsigned long long)free_bytes(o->fd), o->path);
+    return nnt_io_errf(err, errlen, NNT_E_IO, "%s: write error after %llu bytes of the new file "
+                       "(%s): %s; %s is unchanged", o->path, (unsigned long long)written, o->tmp,
+                       e ? strerror(e) : "nothing written", o->path);
+}
+
 static int write_all(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen)
 {
     const unsigned char *p = buf;
     if (o->discard)
         return 0;   /* a rank that does not write: the bytes are dropped */
+    uint64_t written = o->size - o->used;   /* on disk before this call */
     while (n > 0) {
         size_t chunk = n > (size_t)1 << 30 ? (size_t)1 << 30 : n;
         ssize_t put = write(o->fd, p, chunk);
         if (put < 0 && errno == EINTR)
             continue;
         if (put <= 0)
-            return nnt_io_errf(err, errlen, NNT_E_IO, "%s: write error: %s", o->tmp,
-                               put < 0 ? strerror(errno) : "nothing written");
+            return write_failed(o, put < 0 ? errno : 0, written, err, errlen);
         p += put;
         n -= (size_t)put;
+        written += (uint64_t)put;
     }
     return 0;
+}
+
+/* Whether name is path's temporary name: "<base>.tmp-" and six characters of mkstemp's. */
+static int is_temp_of(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp-", 5) != 0 ||
+        strlen(name + n + 5) != 6)
+        return 0;
+    for (const char *c = name + n + 5; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+            return 0;
+    return 1;
+}
+
+/* Remove the temporary files that earlier saves into path left (killed, or stopped by a
+ * failure that could not remove them): files of path's own temporary pattern only, and only
+ * those no live save holds (each save keeps an exclusive lock on its temporary file). Says
+ * what it removed through the note hook. */
+static void remove_stale_temps(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char dir[4096] = ".";
+    if (slash == path) {
+        strcpy(dir, "/");
+    } else if (slash) {
+        size_t dlen = (size_t)(slash - path);
+        if (dlen >= sizeof dir)
+            return;
+        memcpy(dir, path, dlen);
+        dir[dlen] = '\0';
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_temp_of(e->d_name, base))
+            continue;
+        char full[4096 + 256];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        int fd = open(full, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            unlink(full) == 0 && io_note) {
+            char msg[4096 + 512];
+            snprintf(msg, sizeof msg, "removed %s (%llu bytes), the temporary file of an earlier "
+                     "save of %s that did not finish", full, (unsigned long long)st.st_size,
+                     path);
+            io_note(msg);
+        }
+        close(fd);
+    }
+    closedir(d);
 }
 
 int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errlen)
@@ -149,6 +237,7 @@ int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errle
         *out = o;
         return 0;
     }
+    remove_stale_temps(path);
     int fd = mkstemp(t);
     if (fd < 0) {
         int e = errno;
@@ -159,6 +248,9 @@ int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errle
                            strerror(e));
     }
     fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        /* not fatal: only another save's cleaning could then take the file for a stale one */
+    }
     /* mkstemp makes 0600: give the file the mode of the one it replaces, or 0644 */
     struct stat st;
     mode_t mode = 0644;
@@ -242,13 +334,26 @@ int nnt_io_out_pwrite(nnt_io_out *o, const void *buf, size_t n, uint64_t off, ch
         if (put < 0 && errno == EINTR)
             continue;
         if (put <= 0)
-            return nnt_io_errf(err, errlen, NNT_E_IO, "%s: write error: %s", o->tmp,
-                               put < 0 ? strerror(errno) : "nothing written");
+            return write_failed(o, put < 0 ? errno : 0, o->size, err, errlen);
         p += put;
         off += (uint64_t)put;
         n -= (size_t)put;
     }
     return 0;
+}
+
+int nnt_io_out_reserve(nnt_io_out *o, uint64_t total, char *err, size_t errlen)
+{
+    if (o->discard || total <= o->size)
+        return 0;
+    int e = posix_fallocate(o->fd, 0, (off_t)total);
+    if (e == 0 || (e != ENOSPC && e != EDQUOT))
+        return 0;   /* allocated, or the file system cannot say in advance: writes will */
+    uint64_t avail = free_bytes(o->fd);
+    return nnt_io_errf(err, errlen, NNT_E_IO, "%s: the file system is full: the new file needs "
+                       "%llu bytes, %llu are free (%s); %s is unchanged", o->path,
+                       (unsigned long long)total, (unsigned long long)avail, strerror(e),
+                       o->path);
 }
 
 uint64_t nnt_io_out_size(const nnt_io_out *o) { return o->size; }

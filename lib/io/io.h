@@ -315,7 +315,16 @@ typedef struct nnt_io_out nnt_io_out;  /* a file being written through temp + re
  * nothing, so that rank 0 alone writes each file. */
 void nnt_io_set_writer(int writes);
 int nnt_io_writes(void);
+/* A hook for what a writer tells the user without failing (NULL: nothing; the library sets
+ * its log's warning): the stale temporary files nnt_io_out_begin removed. */
+void nnt_io_set_note(void (*note)(const char *msg));
+/* Start a file at path: a temporary file beside it ("<path>.tmp-XXXXXX", held under an
+ * exclusive lock while it is written), after removing the temporary files of earlier saves
+ * into path that no live save holds. */
 int nnt_io_out_begin(const char *path, nnt_io_out **out, char *err, size_t errlen);
+/* The file will be total bytes: its space is allocated now, so that a full file system is a
+ * clear error (naming the bytes needed and free) before anything is written. */
+int nnt_io_out_reserve(nnt_io_out *o, uint64_t total, char *err, size_t errlen);
 int nnt_io_out_write(nnt_io_out *o, const void *buf, size_t n, char *err, size_t errlen);
 /* Write n elements of elsize bytes (1, 2, 4, 8) held in host order, as little-endian. */
 int nnt_io_out_write_le(nnt_io_out *o, const void *buf, size_t n, size_t elsize, char *err,

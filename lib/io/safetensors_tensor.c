@@ -435,7 +435,9 @@ static int write_header(nnt_st_writer *w, char *err, size_t errlen)
     } else {
         unsigned char len[8];
         nnt_io_put_le64(len, b.n);
-        rc = nnt_io_out_write(w->out, len, 8, err, errlen);
+        rc = nnt_io_out_reserve(w->out, 8 + b.n + off, err, errlen);
+        if (rc == 0)
+            rc = nnt_io_out_write(w->out, len, 8, err, errlen);
         if (rc == 0)
             rc = nnt_io_out_write(w->out, b.p, b.n, err, errlen);
         if (rc)
