@@ -61,6 +61,13 @@ val_window_shift|examples/nnt_train.c|s@t->val_len, (uint64_t)(k \* bt));@t->val
 shuffle_row_offset|examples/nnt_train.c|s@nnt_data_read(t->data, (int64_t)r \* T, row, T + 1);@nnt_data_read(t->data, (int64_t)r * T + 1, row, T + 1);@|nnt-train --shuffle: each sequence read one token late
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
 resume_data_given|examples/nnt_train.c|s@for (int i = data_given ? NRESUMED_DATA : 0; saved@for (int i = NRESUMED_DATA; saved@|nnt-train --resume: the data options of the checkpoint never taken
+clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
+cosine_floor_zero|lib/optim/optim.c|s@return o->min_lr + 0.5 \* (o->lr - o->min_lr) \* (1.0 + cos(PI \* progress));@return o->min_lr + 0.5 * o->lr * (1.0 + cos(PI * progress));@|cosine schedule: the half cosine from lr, not from lr - min_lr (the same at min_lr 0)
+llama3_low_default|lib/ops/rope.c|s@float s = ((1.0f / wavelen) \* orig - low) / span;@float s = ((1.0f / wavelen) * orig - 1.0f) / span;@|RoPE llama3: the smoothing with low_freq_factor 1 (its usual value) whatever the option says
+rms_eps_key|lib/models/llama.c|s@nnt_cfg_double(o, "rms_norm_eps", 0, 1e-6, \&c->norm_eps)@nnt_cfg_double(o, "rms_eps", 0, 1e-6, \&c->norm_eps)@|config.json: rms_norm_eps not read (the fallback 1e-6 always)
+qk_norm_eps_fixed|lib/models/transformer.c|s@ao.qk_norm_eps = c->norm_eps;@ao.qk_norm_eps = 1e-6;@|Qwen3 q/k norms: eps 1e-6 (the usual Qwen3 value) whatever norm_eps says
+grad_flag_kept|lib/layers/layer.c|/^double nnt_layer_grad_beta/,/return 0.0;/s@l->params\[i\].grad_dropped = 0;@l->params[i].grad_dropped = 1;@|dropped gradients: the flag never reset, so every backward after nnt_layer_clear_grad writes instead of adding
+tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, e->dwte), e->dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -248,11 +248,16 @@ static void check_gradients(nnt_layer *gpt, const nnt_st_reader *ref, const char
            worst_name);
 }
 
+/* _i = tiling + NTILINGS * clear: the gradients of the fresh layer (zero-filled), or dropped
+ * first by nnt_layer_clear_grad as nnt-train does (the backward then writes them) */
 START_TEST(test_reference_step)
 {
-    const tiling_case *tc = &TILINGS[_i];
+    const tiling_case *tc = &TILINGS[_i % NTILINGS];
+    const int clear = _i / NTILINGS;
     nnt_st_reader *ref = fixture_open_st("reference.safetensors");
     nnt_layer *gpt = load_fixture(tc->automatic ? NULL : &tc->t, B, T);
+    if (clear)
+        EXPECT_OK(nnt_layer_clear_grad(gpt));
     double loss = 0.0;
     float *logits = reference_forward(gpt, ref, &loss);
     float *want_logits = fixture_read(ref, "logits", NNT_IO_F32, NULL);
@@ -265,7 +270,7 @@ START_TEST(test_reference_step)
     nnt_tensor *dx = (nnt_tensor *)&dx;   /* must become NULL */
     EXPECT_OK(nnt_layer_backward(gpt, NULL, &dx));
     ck_assert_ptr_null(dx);
-    check_gradients(gpt, ref, tc->what);
+    check_gradients(gpt, ref, clear ? "after clear_grad" : tc->what);
     printf("test_layer_gpt reference [%s]: loss %.9f (fixture %.9f, rel %.2e), logits rel "
            "%.2e\n", tc->what, loss, want_loss[0], le, ge);
     free(logits);
@@ -851,7 +856,7 @@ END_TEST
  * flags) and nnt_optim_step, two tilings. */
 /* 10 fixture steps on tiling ti with weight decay wd and GEMM operands of the given
  * precision. Returns the largest |loss - fixture's| over the steps, *at its step. */
-static double train_fixture(int ti, double wd, nnt_precision precision, int *at)
+static double train_fixture(int ti, double wd, nnt_precision precision, int clear, int *at)
 {
     nnt_st_reader *tr = fixture_open_st("train.safetensors");
     int32_t *tok = fixture_read(tr, "train_tokens", NNT_IO_I32, NULL);
@@ -870,7 +875,7 @@ static double train_fixture(int ti, double wd, nnt_precision precision, int *at)
         nnt_tensor *x = ids_tensor(tok + s * B * T, B, T, 1, 5);
         nnt_tensor *y = ids_tensor(tgt + s * B * T, B, T, 2, 12);
         double loss = 0.0;
-        EXPECT_OK(nnt_layer_zero_grad(gpt));
+        EXPECT_OK(clear ? nnt_layer_clear_grad(gpt) : nnt_layer_zero_grad(gpt));
         EXPECT_OK(nnt_layer_set_targets(gpt, y));
         EXPECT_OK(nnt_layer_forward(gpt, x, NULL));
         EXPECT_OK(nnt_layer_loss(gpt, &loss));
@@ -901,13 +906,18 @@ static double train_fixture(int ti, double wd, nnt_precision precision, int *at)
     return worst;
 }
 
+/* _i = (wd 0.1) + 2 * clear: gradients cleared before each step by nnt_layer_zero_grad or
+ * nnt_layer_clear_grad (nnt-train's path: dropped, then written by the backward) */
 START_TEST(test_train_adamw_fixture)
 {
-    const double wd = _i == 0 ? 0.0 : 0.1;
+    const double wd = _i % 2 == 0 ? 0.0 : 0.1;
+    const int clear = _i / 2;
     int at = 0;
-    double worst = train_fixture(_i == 0 ? 0 : 1, wd, NNT_PRECISION_FP32, &at);
-    printf("test_layer_gpt adamw [wd %g]: max |loss - fixture| %.3g over 10 steps\n", wd, worst);
-    EXPECT_TOL(worst, ADAMW_TOL, "fp32, wd %g, step %d: |loss - fixture|", wd, at);
+    double worst = train_fixture(_i % 2, wd, NNT_PRECISION_FP32, clear, &at);
+    printf("test_layer_gpt adamw [wd %g, %s]: max |loss - fixture| %.3g over 10 steps\n", wd,
+           clear ? "clear_grad" : "zero_grad", worst);
+    EXPECT_TOL(worst, ADAMW_TOL, "fp32, wd %g, clear %d, step %d: |loss - fixture|", wd, clear,
+               at);
 }
 END_TEST
 
@@ -918,7 +928,7 @@ START_TEST(test_train_precision)
 {
     nnt_precision p = _i < 2 ? NNT_PRECISION_TF32 : NNT_PRECISION_BF16;
     int ti = _i & 1, at = 0;
-    double worst = train_fixture(ti, 0.1, p, &at);
+    double worst = train_fixture(ti, 0.1, p, _i & 1, &at);   /* tiling 1: clear_grad */
     printf("test_layer_gpt adamw [%s, tiling %d]: max |loss - fp32 fixture| %.3g over 10 steps\n",
            p == NNT_PRECISION_TF32 ? "tf32" : "bf16", ti, worst);
     if (p == NNT_PRECISION_TF32)
@@ -1110,7 +1120,7 @@ int main(void)
     TCase *tc = tcase_create("gpt");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_reference_step, 0, NTILINGS);
+    tcase_add_loop_test(tc, test_reference_step, 0, 2 * NTILINGS);
     tcase_add_test(tc, test_accumulate_and_targets);
     tcase_add_loop_test(tc, test_recompute, 0, 3);
     tcase_add_test(tc, test_recompute_memory);
@@ -1121,7 +1131,7 @@ int main(void)
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_create_forward_backward);
     tcase_add_loop_test(tc, test_train_precision, 0, 4);
-    tcase_add_loop_test(tc, test_train_adamw_fixture, 0, 2);
+    tcase_add_loop_test(tc, test_train_adamw_fixture, 0, 4);
     tcase_add_test(tc, test_presets);
     tcase_add_test(tc, test_tiling);
     tcase_add_test(tc, test_errors);

@@ -262,8 +262,11 @@ static const nnt_tiling FIXTURE_TILINGS[3] = {
     {sizeof(nnt_tiling), -1, 4, 12, 32, 33, 1, 5}};
 static const int64_t FIXTURE_TOKEN_TILES[3][2] = {{FB, FT}, {1, 5}, {2, 3}};
 
+/* _i = tiling + 3 * clear: gradients fresh (zero-filled), or dropped by nnt_layer_clear_grad
+ * (nnt-train's path: the next backward writes them), both against the fixture */
 START_TEST(test_gpt2_fixture)
 {
+    const int ti = _i % 3, clear = _i / 3;
     size_t np = 0, ns = 0;
     float *params = fixture_floats("gpt2_tiny.llmc.bin", 0, &np);
     ck_assert_uint_eq(np, 16608);
@@ -276,7 +279,7 @@ START_TEST(test_gpt2_fixture)
     ck_assert_uint_eq(ns, 1 + 16608);
     const float want_loss = rest[0], *want_grad = rest + 1;
 
-    nnt_layer *gpt = build_gpt(FV, FMAXT, FL, FNH, FC, &FIXTURE_TILINGS[_i]);
+    nnt_layer *gpt = build_gpt(FV, FMAXT, FL, FNH, FC, &FIXTURE_TILINGS[ti]);
     int64_t count = 0, total = 0;
     EXPECT_OK(nnt_layer_num_params(gpt, &count, &total));
     ck_assert_int_eq(count, 2 + FL * 16 + 2);
@@ -289,14 +292,16 @@ START_TEST(test_gpt2_fixture)
                                             (size_t)n * sizeof(float)));
     }
     int64_t shape[2] = {FB, FT};
-    nnt_tensor *x = i32_tensor(2, shape, FIXTURE_TOKEN_TILES[_i], xy);
+    nnt_tensor *x = i32_tensor(2, shape, FIXTURE_TOKEN_TILES[ti], xy);
     nnt_tensor *y = i32_tensor(2, shape, (int64_t[2]){1, 7}, xy + FB * FT);
     double loss = 0.0;
+    if (clear)
+        EXPECT_OK(nnt_layer_clear_grad(gpt));
     EXPECT_OK(nnt_layer_set_targets(gpt, y));
     EXPECT_OK(nnt_layer_forward(gpt, x, NULL));
     EXPECT_OK(nnt_layer_loss(gpt, &loss));
     double le = fabs(loss - want_loss) / want_loss;
-    EXPECT_TOL(le, FIX_LOSS_TOL, "tiling %d: loss %.9f, fixture %.9f, relative error", _i, loss,
+    EXPECT_TOL(le, FIX_LOSS_TOL, "tiling %d: loss %.9f, fixture %.9f, relative error", ti, loss,
                want_loss);
     nnt_tensor *dx = x;
     EXPECT_OK(nnt_layer_backward(gpt, NULL, &dx));
@@ -315,10 +320,10 @@ START_TEST(test_gpt2_fixture)
             double big = 0.0;
             for (int64_t j = 0; j < n; j++)
                 big = fabs(got[j]) > big ? fabs(got[j]) : big;
-            EXPECT_TOL(big, FIX_KBIAS_TOL, "tiling %d: %s is not ~0", _i, info.name);
+            EXPECT_TOL(big, FIX_KBIAS_TOL, "tiling %d: %s is not ~0", ti, info.name);
         } else {
             double e = rel_err(got, want, n);
-            EXPECT_TOL(e, FIX_GRAD_TOL, "tiling %d: gradient of %s, relative error", _i,
+            EXPECT_TOL(e, FIX_GRAD_TOL, "tiling %d: gradient of %s, relative error", ti,
                        info.name);
             if (e > worst) {
                 worst = e;
@@ -328,8 +333,9 @@ START_TEST(test_gpt2_fixture)
         free(got);
         free(want);
     }
-    printf("test_layers gpt2 fixture [tiling %d]: loss %.9f (fixture %.9f, rel %.2e), worst "
-           "gradient rel error %.2e (%s)\n", _i, loss, want_loss, le, worst, worst_name);
+    printf("test_layers gpt2 fixture [tiling %d%s]: loss %.9f (fixture %.9f, rel %.2e), worst "
+           "gradient rel error %.2e (%s)\n", ti, clear ? ", clear_grad" : "", loss, want_loss, le,
+           worst, worst_name);
     nnt_tensor_destroy(x);
     nnt_tensor_destroy(y);
     nnt_layer_destroy(gpt);
@@ -568,7 +574,9 @@ static void check_leaf_at(int line, const char *what, nnt_layer *l, nnt_layer *o
         ck_assert_ptr_null(dx);
     }
     double **first = calloc((size_t)c->np, sizeof *first);
+    double **refg = calloc((size_t)c->np, sizeof *refg);
     ck_assert_ptr_nonnull(first);
+    ck_assert_ptr_nonnull(refg);
     double gworst = 0.0;
     char gname[128] = "";
     for (int i = 0; i < c->np; i++) {
@@ -583,7 +591,7 @@ static void check_leaf_at(int line, const char *what, nnt_layer *l, nnt_layer *o
             gworst = e;
             snprintf(gname, sizeof gname, "%s, gradient of %s", what, info[i].name);
         }
-        free(rg);
+        refg[i] = rg;
     }
     if (c->np > 0)
         leaf_expect(line, "grads", gworst, tol->grad, gname);
@@ -605,10 +613,42 @@ static void check_leaf_at(int line, const char *what, nnt_layer *l, nnt_layer *o
         }
         free(twice);
         free(first[i]);
-        free(c->p[i]);
     }
     if (c->np > 0)
         leaf_expect(line, "accumulation", aworst, tol->accum, gname);
+    /* nnt-train's path: nnt_layer_clear_grad (the linear, attention and embedding layers drop
+     * their gradients, the next backward writes them) against the same reference, then a
+     * second backward adds to the written gradients (the dropped branch, then the adding one) */
+    for (int round = 0; round < 2 && c->np > 0; round++) {
+        if (round == 0) {
+            EXPECT_OK(nnt_layer_clear_grad(owner));
+            if (l != owner)
+                EXPECT_OK(nnt_layer_clear_grad(l));
+        }
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_backward(l, dy, NULL));
+        double cworst = 0.0;
+        for (int i = 0; i < c->np; i++) {
+            int64_t n = numel_of(info[i].grad);
+            double *g = to_host(info[i].grad), nr = norm_of(refg[i], n);
+            for (int64_t j = 0; j < n; j++)
+                g[j] /= (double)(round + 1);
+            double e = nr < 1e-8 ? norm_of(g, n) : rel_err(g, refg[i], n);
+            if (e >= cworst) {
+                cworst = e;
+                snprintf(gname, sizeof gname, "%s, gradient of %s after clear_grad, %d "
+                         "backward(s)", what, info[i].name, round + 1);
+            }
+            free(g);
+        }
+        leaf_expect(line, round ? "clear_grad accumulation" : "clear_grad grads", cworst,
+                    round ? tol->accum + tol->grad : tol->grad, gname);
+    }
+    for (int i = 0; i < c->np; i++) {
+        free(refg[i]);
+        free(c->p[i]);
+    }
+    free(refg);
     printf("test_layers leaf [%s]: forward rel %.2e, worst gradient rel %.2e (%d params)\n",
            what, ey, worst, c->np);
     free(first);
@@ -1663,7 +1703,7 @@ static Suite *layers_suite(void)
     TCase *tc = tcase_create("layers");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_gpt2_fixture, 0, 3);
+    tcase_add_loop_test(tc, test_gpt2_fixture, 0, 6);
     tcase_add_test(tc, test_leaf_linear);
     tcase_add_test(tc, test_leaf_layernorm);
     tcase_add_test(tc, test_leaf_attention);

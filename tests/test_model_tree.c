@@ -325,11 +325,15 @@ static nnt_optim *make_optim(nnt_layer *model)
     return opt;
 }
 
+/* 1: the tree's gradients are cleared as nnt-train does (nnt_layer_clear_grad: dropped,
+ * written by the next backward), the fused layer's still zero-filled (test_training) */
+static int tree_clear;
+
 /* Forward and backward of batch s; returns the loss. */
-static double forward_backward(nnt_layer *m, const batches *bt, int s)
+static double forward_backward(nnt_layer *m, const batches *bt, int s, int clear)
 {
     double loss = 0.0;
-    EXPECT_OK(nnt_layer_zero_grad(m));
+    EXPECT_OK(clear ? nnt_layer_clear_grad(m) : nnt_layer_zero_grad(m));
     EXPECT_OK(nnt_layer_set_targets(m, bt->tgt[s]));
     EXPECT_OK(nnt_layer_forward(m, bt->tok[s], NULL));
     EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
@@ -343,7 +347,8 @@ static double train_both(nnt_layer *fused, nnt_optim *of, nnt_layer *tree, nnt_o
 {
     double worst = 0.0;
     for (int s = s0; s < s1; s++) {
-        double lf = forward_backward(fused, bt, s), lt = forward_backward(tree, bt, s);
+        double lf = forward_backward(fused, bt, s, 0);
+        double lt = forward_backward(tree, bt, s, tree_clear);
         double rel = fabs(lf - lt) / fabs(lf);
         printf("test_model_tree %s step %d: loss %.7f fused, %.7f tree (rel diff %.2e)\n",
                what, s, lf, lt, rel);
@@ -365,11 +370,14 @@ static double train_both(nnt_layer *fused, nnt_optim *of, nnt_layer *tree, nnt_o
     return worst;
 }
 
-/* _i % 4: (config, tiling); _i >= 4: both with activation recompute (nnt_layer_set_recompute:
- * the fused layer's own, the tree's blocks'), which changes no bit on either side. */
+/* _i % 4: (config, tiling); 4 <= _i < 8: both with activation recompute
+ * (nnt_layer_set_recompute: the fused layer's own, the tree's blocks'), which changes no bit
+ * on either side; _i >= 8: the tree's gradients cleared by nnt_layer_clear_grad (tree_clear),
+ * the fused layer's zero-filled. */
 START_TEST(test_training)
 {
-    int recompute = _i >= 4;
+    int recompute = _i >= 4 && _i < 8;
+    tree_clear = _i >= 8;
     nnt_model_config cfg = config(_i % 4 / 2);
     const nnt_tiling *tl = &TILINGS[_i % 2];
     nnt_layer *fused = NULL, *tree = NULL;
@@ -384,8 +392,8 @@ START_TEST(test_training)
     make_batches(&cfg, tl, &bt);
     nnt_optim *of = make_optim(fused), *ot = make_optim(tree);
     char what[64];
-    snprintf(what, sizeof what, "config %d tiling %d%s", _i % 4 / 2, _i % 2,
-             recompute ? " recompute" : "");
+    snprintf(what, sizeof what, "config %d tiling %d%s%s", _i % 4 / 2, _i % 2,
+             recompute ? " recompute" : "", tree_clear ? " tree clear_grad" : "");
     double worst = train_both(fused, of, tree, ot, &bt, 0, STEPS, what);
     /* measured: at most 2.9e-8 relative (half an fp32 ulp of losses ~5.5 and ~4.6) over
      * the four cases, 0 at step 0 with the automatic tiling; 1.9e-7 with a CUDA worker
@@ -415,7 +423,7 @@ START_TEST(test_state_across)
     make_batches(&cfg, tl, &bt);
     nnt_optim *os = make_optim(src), *od = make_optim(dst);
     for (int s = 0; s < 2; s++) {
-        forward_backward(src, &bt, s);
+        forward_backward(src, &bt, s, 0);
         EXPECT_OK(nnt_optim_step(os));
     }
     test_make_tmpdir("model_tree");
@@ -816,7 +824,7 @@ static Suite *tree_suite(void)
     tcase_add_loop_test(tc, test_params, 0, 4);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_llama_same);
-    tcase_add_loop_test(tc, test_training, 0, 8);
+    tcase_add_loop_test(tc, test_training, 0, 12);
     tcase_add_loop_test(tc, test_state_across, 0, 2);
     tcase_add_loop_test(tc, test_generate, 0, 4);
     tcase_add_loop_test(tc, test_save_hf, 0, 4);
