@@ -28,7 +28,7 @@ done
 # name|file|sed expression|what it does. Each expression must change exactly one line.
 MUTATIONS='
 ln_no_eps|cpu/layernorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double)n)@|LayerNorm forward without eps
-attn_dk_sign|cpu/attention.c|s@nnt_cpu_gemm_f32(1, 0, nk, hd, rows, scale, ds, nk@nnt_cpu_gemm_f32(1, 0, nk, hd, rows, -scale, ds, nk@|attention backward: dk with its sign flipped
+attn_dk_sign|cpu/attention.c|s@nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, scale, ds, nk@nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, -scale, ds, nk@|attention backward: dk with its sign flipped
 attn_future_key|cpu/attention.c|s@int64_t n = qp - k_pos0 + 1;@int64_t n = qp - k_pos0 + 2;@|causal mask: each query sees one future key
 adamw_bc_step|lib/ops/optim.c|s@float bc1 = (float)(1.0 - pow(o.beta1, (double)step));@float bc1 = (float)(1.0 - pow(o.beta1, (double)(step + 1)));@|AdamW: first-moment bias correction one step ahead
 xent_vocab_edge|cpu/xent.c|0,/if (t >= 0 \&\& t < nv)/s@if (t >= 0 \&\& t < nv)@if (t > 0 \&\& t < nv)@|cross-entropy forward: a target on the first id of a vocabulary tile is missed
@@ -48,7 +48,7 @@ rope_llama3_smooth|lib/ops/rope.c|s@f = (1.0f - s) \* f / factor + s \* f;@f = (
 gqa_kv_head|cpu/attention.c|s@return b \* mp->kv_hs + (mp->gofs + h) / mp->group;@return b * mp->kv_hs + (mp->gofs + h) % mp->kv_hs;@|grouped-query attention: q head h reads kv head h mod NKV (interleaved; whole kv tiles) instead of h / G
 gqa_span|lib/ops/attention.c|s@\*last = (h1 - 1) / g / k->tile\[1\];@*last = h0 / g / k->tile[1];@|grouped-query attention: a q head tile that spans two kv head tiles reads only the first
 gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
-llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, 0, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
+llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, past, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
 qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\];@int normed = i < 1 \&\& a->qkn[i];@|attention layer (Qwen3): k not normalised, q only
@@ -56,9 +56,9 @@ head_dim_scale|lib/layers/attention.c|s@return 1.0 / sqrt((double)a->w\[0\]->sha
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child)@gl_rmsnorm_new(l->ctx, C, 1e-5, t, fn, \&child)@|RMSNorm block: eps 1e-5 whatever norm_eps says
-train_wrap_heldout|examples/nnt_train.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|nnt-train: a training window past the end of the training tokens reads on into the held-out ones
-val_window_shift|examples/nnt_train.c|s@t->val_len, (uint64_t)(k \* bt));@t->val_len, (uint64_t)(k * bt + 1));@|nnt-train validation: every window one token late
-shuffle_row_offset|examples/nnt_train.c|s@nnt_data_read(t->data, (int64_t)r \* T, row, T + 1);@nnt_data_read(t->data, (int64_t)r * T + 1, row, T + 1);@|nnt-train --shuffle: each sequence read one token late
+train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
+val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt)));@o->val_len, (uint64_t)(k * bt + 1)));@|trainer validation: every window one token late
+shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
 resume_data_given|examples/nnt_train.c|s@for (int i = data_given ? NRESUMED_DATA : 0; saved@for (int i = NRESUMED_DATA; saved@|nnt-train --resume: the data options of the checkpoint never taken
 clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
