@@ -6,7 +6,7 @@
  *   train   nnt_trainer_run; each step reported as a line (redrawn in place on a terminal)
  *   report  checkpoint and weights, a text sample, the trace table, the final report
  * See nnt-train(1) and nnt-train --help. */
-#define _XOPEN_SOURCE 700   /* realpath */
+#define _XOPEN_SOURCE 700   /* fileno, fsync */
 #include "train.h"
 #include "saved_options.h"
 
@@ -23,24 +23,6 @@
 #include <malloc.h>
 #endif
 
-/* What --resume continues unless the command line says otherwise (option name, key of the
- * checkpoint's options string); the first NRESUMED_DATA say which data: one given, none
- * taken. */
-static const char *const RESUMED[][2] = {
-    {"data", "data"}, {"data-format", "data_format"}, {"val-data", "val_data"},
-    {"val-split", "val_split"}, {"val-every", "val_every"}, {"val-batches", "val_batches"},
-    {"shuffle", "shuffle"}, {"batch", "batch"}, {"seq", "seq"}, {"accum", "accum"},
-    {"steps", "steps"}, {"optim", "optim"}, {"lr", "lr"}, {"beta1", "beta1"},
-    {"beta2", "beta2"}, {"eps", "eps"}, {"weight-decay", "weight_decay"},
-    {"momentum", "momentum"}, {"grad-clip", "grad_clip"}, {"schedule", "schedule"},
-    {"warmup", "warmup"}, {"min-lr", "min_lr"}, {"seed", "seed"}, {"precision", "precision"},
-    {"recompute", "recompute"}, {"tile-batch", "tile_batch"}, {"tile-seq", "tile_seq"},
-    {"tile-channels", "tile_channels"}, {"tile-hidden", "tile_hidden"},
-    {"tile-vocab", "tile_vocab"}, {"tile-heads", "tile_heads"}, {"save-every", "save_every"},
-    {"save-best", "save_best"}, {"sample", "sample"}};
-#define NRESUMED ((int)(sizeof RESUMED / sizeof RESUMED[0]))
-#define NRESUMED_DATA 6
-
 typedef struct trainer {
     train_opts o;
     FILE *info;                   /* summary, progress and sample; NULL with --quiet       */
@@ -56,7 +38,7 @@ typedef struct trainer {
     nnt_family_info fam;          /* cfg's family in the library's table                  */
     int cfg_resumed;              /* cfg is the --resume checkpoint's                      */
     char *resume_saved;           /* the checkpoint's options string when nnt-train's      */
-    char *resume_tok[3], *resume_opt[NRESUMED];   /* values taken from it (owned)         */
+    char *resume_tok[3];          /* its tokenizer files (owned)                           */
     char resumed_names[2048];     /* those that changed a value, for the summary           */
     nnt_tiling tiling;
     int64_t nparams;
@@ -180,10 +162,12 @@ static int open_tokenizer(trainer *t)
         o->tokenizer = o->tokenizer_json || (o->load_hf && access(path, R_OK) == 0)
                            ? TOKENIZER_JSON : TOKENIZER_BYTES;
     }
+    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json)
+        o->tokenizer_json = o->load_hf;   /* (recorded in the checkpoints) */
     if (o->tokenizer == TOKENIZER_BPE)
         rc = nnt_tokenizer_bpe_load(o->bpe_vocab, o->bpe_merges, &t->tok);
     else if (o->tokenizer == TOKENIZER_JSON)   /* a directory means its tokenizer.json */
-        rc = nnt_tokenizer_hf_load(o->tokenizer_json ? o->tokenizer_json : o->load_hf, &t->tok);
+        rc = nnt_tokenizer_hf_load(o->tokenizer_json, &t->tok);
     else
         rc = nnt_tokenizer_bytes_create(&t->tok);
     return rc ? lib_error("cannot create the tokenizer", rc) : 0;
@@ -466,56 +450,6 @@ static int create_optimizer(trainer *t)
 
 /* ---- the options string of the checkpoints, and --resume --------------------------------- */
 
-/* Append , "key": "<path made absolute, JSON-escaped>" to s (room for cap bytes). */
-static void options_path(char *s, size_t cap, const char *key, const char *path)
-{
-    char *abs = path && strcmp(path, TRAIN_DEFAULT_DATA) ? realpath(path, NULL) : NULL;
-    const char *p = abs ? abs : path;
-    size_t n = strlen(s);
-    if (p && n + strlen(key) + 2 * strlen(p) + 16 < cap) {
-        n += (size_t)snprintf(s + n, cap - n, "%s\"%s\": \"", n ? ", " : "", key);
-        for (; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                s[n++] = '\\';
-            s[n++] = (unsigned char)*p < 0x20 ? '?' : *p;
-        }
-        strcpy(s + n, "\"");
-    }
-    free(abs);
-}
-
-/* This program's members of the checkpoints' options string, beside the trainer's. */
-static char *options_string(const trainer *t)
-{
-    const train_opts *o = &t->o;
-    size_t cap = 4096 + 2 * strlen(o->data ? o->data : TRAIN_DEFAULT_DATA) + 6 * 4096;
-    char *s = malloc(cap);
-    if (!s)
-        return NULL;
-    snprintf(s, cap, "\"tokenizer\": \"%s\", \"data_format\": \"%s\"",
-             train_choice_name("tokenizer", o->tokenizer),
-             train_choice_name("data-format", o->data_format));
-    options_path(s, cap, "data", o->data ? o->data : TRAIN_DEFAULT_DATA);   /* a pattern: as is */
-    size_t n = strlen(s);
-    snprintf(s + n, cap - n, ", \"val_split\": %.17g, \"val_batches\": %lld, \"sample\": %lld, "
-             "\"precision\": \"%s\", \"recompute\": %d, \"tile_batch\": %lld, \"tile_seq\": %lld, "
-             "\"tile_channels\": %lld, \"tile_hidden\": %lld, \"tile_vocab\": %lld, "
-             "\"tile_heads\": %lld", o->val_split, (long long)o->val_batches,
-             (long long)o->sample, train_choice_name("precision", o->precision), o->recompute,
-             (long long)o->tile_batch, (long long)o->tile_seq, (long long)o->tile_channels,
-             (long long)o->tile_hidden, (long long)o->tile_vocab, (long long)o->tile_heads);
-    if (o->val_data)
-        options_path(s, cap, "val_data", o->val_data);
-    /* where the tokenizer's files were (absolute), for nnt-generate --checkpoint */
-    if (o->tokenizer == TOKENIZER_JSON)
-        options_path(s, cap, "tokenizer_json", o->tokenizer_json ? o->tokenizer_json : o->load_hf);
-    if (o->tokenizer == TOKENIZER_BPE) {
-        options_path(s, cap, "bpe_vocab", o->bpe_vocab);
-        options_path(s, cap, "bpe_merges", o->bpe_merges);
-    }
-    return s;
-}
-
 /* Integer value of "key": in a saved options string; -1 when absent. */
 static int64_t options_int(const char *s, const char *key)
 {
@@ -627,10 +561,8 @@ static int resume_tokenizer(trainer *t, const char *saved)
     return rc;
 }
 
-/* --resume: each option of RESUMED that the command line does not give takes the value the
- * checkpoint's run had, so that `nnt-train --resume FILE` continues that run; the data
- * options only when none of them is given (other data: its own split and validation). The
- * changed ones are listed in the summary ("--name value"; a flag: "--name"). */
+/* --resume: the checkpoint's options string when nnt-train wrote it; the options it
+ * records that the command line does not give take their saved values. */
 static int resume_run_options(trainer *t)
 {
     train_opts *o = &t->o;
@@ -639,40 +571,16 @@ static int resume_run_options(trainer *t)
         return 0;
     if (file_exists("--resume", o->resume))
         return 2;
-    int rc = nnt_train_state_info(NULL, o->resume, &st), data_given = 0;
+    int rc = nnt_train_state_info(NULL, o->resume, &st);
     if (rc) {
         fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", o->resume,
                 nnt_ctx_last_error(NULL));
         return rc == NNT_E_FORMAT ? 2 : 1;
     }
-    for (int i = 0; i < NRESUMED_DATA; i++)
-        data_given |= train_opts_given(o, RESUMED[i][0]);
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
     nnt_train_state_clear(&st);
-    const char *saved = t->resume_saved;
-    for (int i = data_given ? NRESUMED_DATA : 0; saved && i < NRESUMED && rc == 0; i++) {
-        /* no checkpoints asked for (--no-save), or no training (--steps 0): none to keep */
-        if (!strncmp(RESUMED[i][0], "save-", 5) &&
-            (o->no_save || (train_opts_given(o, "steps") && o->steps == 0)))
-            continue;
-        char *text = saved_option_text(saved, RESUMED[i][1]), *end = NULL, shown[40];
-        if (!text || (i == 0 && !strcmp(text, TRAIN_DEFAULT_DATA))) {
-            free(text);   /* not recorded, or the default corpus (no --data) */
-            continue;
-        }
-        int changed = 0, flag = train_opts_is_flag(RESUMED[i][0]);
-        t->resume_opt[i] = text;
-        rc = train_opts_default_to(o, RESUMED[i][0], text, &changed);
-        double v = strtod(text, &end);   /* a real as %g (it is saved with 17 digits) */
-        snprintf(shown, sizeof shown, "%g", v);
-        size_t n = strlen(t->resumed_names);
-        if (changed)
-            snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--%s%s%s",
-                     n ? " " : "", RESUMED[i][0], flag ? "" : " ",
-                     flag ? "" : *text && !*end && strpbrk(text, ".eE") ? shown : text);
-    }
-    return rc;
+    return train_opts_restore(o, t->resume_saved, t->resumed_names, sizeof t->resumed_names);
 }
 
 /* ---- summary and progress ------------------------------------------------------------------ */
@@ -925,7 +833,7 @@ static int create_trainer(trainer *t)
     to.measure_peak = o->peak_gflops <= 0 && !t->ncuda && !t->mpi && o->steps > 0;
     to.log_dir = o->out_dir;   /* train.csv, val.csv, loss.svg (steps > 0; rank 0) */
     to.program = "nnt-train", to.callback = on_report, to.user = t;
-    char *extra = options_string(t);
+    char *extra = train_opts_record(o);
     to.extra_options = extra;
     int rc = extra ? nnt_trainer_create(t->model, t->opt, t->data, &to, &t->tr) : NNT_E_NOMEM;
     free(extra);
@@ -941,7 +849,7 @@ static int create_trainer(trainer *t)
  * fsync, rename), so that the directory is complete for --load-hf and transformers. */
 static int copy_tokenizer_json(const train_opts *o)
 {
-    const char *from = o->tokenizer_json ? o->tokenizer_json : o->load_hf;
+    const char *from = o->tokenizer_json;
     struct stat st, ds;
     char src[4096], dst[4096], tmp[4096], buf[1 << 16];
     int dir = stat(from, &st) == 0 && S_ISDIR(st.st_mode);
@@ -1071,7 +979,10 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
 {
     const train_opts *o = &t->o;
     const nnt_trainer_info *ti = &t->ti;
-    char mfu_buf[32], moved[32], path[4096];
+    char mfu_buf[32], moved[32], path[4096], best[96], hf[4096];
+    snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f",
+             ti->best_val_loss);
+    snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
     if (o->steps == 0)
         say(t, "\nno training (--steps 0)");
     else
@@ -1110,30 +1021,27 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
     }
     int files = o->steps || o->save_hf || o->save_weights || o->save_llmc || o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
-    if (o->steps > 0)
-        say(t, "  %s  (log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory)\n",
-            out_file(t, "train.csv", path));
-    if (o->steps > 0)
-        say(t, "  %s  (loss curve)\n", out_file(t, "loss.svg", path));
-    if (o->steps > 0 && t->val_batches)
-        say(t, "  %s  (validation log: step, loss on the held-out tokens, tokens)\n",
-            out_file(t, "val.csv", path));
-    if (o->save_best && ti->best_val_loss < HUGE_VAL)
-        say(t, "  %s  (checkpoint of the lowest validation loss, %.6f)\n", t->path_best,
-            ti->best_val_loss);
-    if (t->nrun && !o->no_save)
-        say(t, "  %s  (checkpoint: continue with --resume, generate with nnt-generate "
-               "--checkpoint)\n", t->path_ckpt);
-    if (o->save_weights)
-        say(t, "  %s  (weights, Hugging Face safetensors)\n", out_file(t, "model.safetensors", path));
-    if (o->save_llmc)
-        say(t, "  %s  (weights, llm.c fp32 checkpoint)\n", out_file(t, "model.bin", path));
-    if (o->save_hf)
-        say(t, "  %s/  (Hugging Face model directory: config.json, %s)\n", o->save_hf,
-            o->save_hf_shard_bytes ? "weights in shards when above --save-hf-shard-size"
-                                   : "model.safetensors");
-    if (o->trace)
-        say(t, "  %s  (trace timeline)\n  %s  (per-op table)\n", o->trace, t->path_table);
+    /* each file: whether written, whether in OUT (else path is the whole path), what it is */
+    const struct { int on, in_out; const char *path, *what; } w[] = {
+        {o->steps > 0, 1, "train.csv",
+         "log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory"},
+        {o->steps > 0, 1, "loss.svg", "loss curve"},
+        {o->steps > 0 && t->val_batches, 1, "val.csv",
+         "validation log: step, loss on the held-out tokens, tokens"},
+        {o->save_best && ti->best_val_loss < HUGE_VAL, 0, t->path_best, best},
+        {t->nrun && !o->no_save, 0, t->path_ckpt,
+         "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
+        {o->save_weights, 1, "model.safetensors", "weights, Hugging Face safetensors"},
+        {o->save_llmc, 1, "model.bin", "weights, llm.c fp32 checkpoint"},
+        {o->save_hf != NULL, 0, hf, o->save_hf_shard_bytes ? "Hugging Face model directory: "
+         "config.json, weights in shards when above --save-hf-shard-size" : "Hugging Face "
+         "model directory: config.json, model.safetensors"},
+        {o->trace != NULL, 0, o->trace, "trace timeline"},
+        {o->trace != NULL, 0, t->path_table, "per-op table"}};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (w[i].on)
+            say(t, "  %s  (%s)\n", w[i].in_out ? out_file(t, w[i].path, path) : w[i].path,
+                w[i].what);
 }
 
 /* ---- setup, run, main ------------------------------------------------------------------------ */
@@ -1204,8 +1112,7 @@ static void teardown(trainer *t)
         nnt_ctx_destroy(t->ctx);
     for (int i = 0; i < 3; i++)
         free(t->resume_tok[i]);
-    for (int i = 0; i < NRESUMED; i++)
-        free(t->resume_opt[i]);
+    train_opts_free(&t->o);
     free(t->resume_saved), free(t->path_ckpt);
 }
 

@@ -69,7 +69,9 @@ typedef struct train_opts {
     /* reporting */
     int quiet, print_loss;
     double peak_gflops;
-    unsigned char given[96];                 /* by option table entry: on the command line */
+    unsigned char given[128];                /* by option table entry: on the command line */
+    char *kept[8];                           /* values restored by --resume (owned)       */
+    int nkept;
 } train_opts;
 
 /* Parse argv into *o (defaults first). Returns 0 to go on, 1 when --help or --version was
@@ -83,12 +85,18 @@ int train_opts_resolve(train_opts *o, int loaded_weights);
 int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams);
 /* Whether the command line gave option name (without "--"). */
 int train_opts_given(const train_opts *o, const char *name);
-/* Whether option name (without "--") is a flag (takes no value). */
-int train_opts_is_flag(const char *name);
-/* Option name (without "--") set from text as the command line would set it (a flag: "0"
- * clears it), unless the command line gave it; *changed: whether that changed its value.
- * 0, or 2 after printing an error about the value. text must outlive o. */
-int train_opts_default_to(train_opts *o, const char *name, const char *text, int *changed);
+/* The options that nnt-train records in its checkpoints (the table's REC entries) as members
+ * of a JSON object, "key": value, ... (nnt_trainer_options.extra_options); malloc'd, NULL when
+ * out of memory. */
+char *train_opts_record(const train_opts *o);
+/* --resume: each option that checkpoints record (the table's RES entries: nnt-train's and
+ * the trainer's members of the options string saved) and that the command line does not
+ * give takes its saved value, so that `nnt-train --resume FILE` continues that run; the data
+ * options only when none of them is given. The changed ones are listed in names ("--name
+ * value", a flag "--name"). 0, or 2 after an error about a value. */
+int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap);
+/* Free what train_opts_restore kept. */
+void train_opts_free(train_opts *o);
 /* Name of a choice value, e.g. train_choice_name("optim", NNT_OPTIM_SGD) = "sgd". */
 const char *train_choice_name(const char *option, int value);
 /* Print an error "nnt-train: ..." on stderr and return 2 (usage errors). */

@@ -1,23 +1,39 @@
-/* nnt-train: command-line options (table-driven parsing, --help, defaults). */
+/* nnt-train: command-line options. One table gives each option's name, type, destination,
+ * range, default and help lines: parsing, --help, the defaults, and what a checkpoint records
+ * and --resume restores all come from it. */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "train.h"
+#include "saved_options.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum opt_type { OPT_FLAG, OPT_INT, OPT_REAL, OPT_STR, OPT_CHOICE } opt_type;
+typedef enum opt_type { OPT_FLAG, OPT_INT, OPT_REAL, OPT_STR, OPT_CHOICE, OPT_GROUP } opt_type;
 
-/* One option: where its value goes and which values are valid. Integers and reals must lie
- * in [min, max] (max excluded when max_open); choices index `choices`. */
+/* Flags of an option. What checkpoints do with it: REC: nnt-train records it in their options
+ * string (nnt_trainer_options.extra_options) under its name with '_' for '-' (PATH: made
+ * absolute); RES: --resume restores it unless the command line gives it (REC or the trainer
+ * records it); DATA: one of the data options, restored only when none of them is given.
+ * OPEN: the range's maximum is excluded. */
+enum { REC = 1, RES = 2, DATA = 4, PATH = 8, OPEN = 16 };
+
+/* One option: where its value goes (an int for FLAG and CHOICE, int64_t INT, double REAL,
+ * const char * STR), its valid values (integers and reals in [min, max], choices index
+ * `choices`), its initial value as text (NULL: 0, NULL, a choice -1), and --help's lines:
+ * arg the value's name, help the text ('\n' starts a line at column 24; NULL: the option is
+ * shown on the next one's line). A GROUP entry is a heading of --help. */
 typedef struct opt_def {
     const char *name;
     opt_type type;
-    void *dst;          /* int (FLAG, CHOICE), int64_t (INT), double (REAL), const char * */
+    size_t off;
     double min, max;
-    int max_open;
+    int flags;
     const char *const *choices;
+    const char *def, *arg, *help;
 } opt_def;
 
 static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NULL};
@@ -28,103 +44,152 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = n
 static const char *const distributions[] = {"root", "sharded", "data", NULL};   /* = nnt_distribution */
 
 #define BIG 9.0e15   /* integers up to here are exact in a double */
+#define OFF(f) offsetof(train_opts, f)
+#define GROUP(title) {NULL, OPT_GROUP, 0, 0, 0, 0, NULL, NULL, NULL, title}
+#define FLAG(nm, f, fl, help) {nm, OPT_FLAG, OFF(f), 0, 0, fl, NULL, NULL, NULL, help}
+#define INT(nm, f, lo, hi, def, fl, arg, help) {nm, OPT_INT, OFF(f), lo, hi, fl, NULL, def, arg, help}
+#define REAL(nm, f, lo, hi, def, fl, arg, help) \
+    {nm, OPT_REAL, OFF(f), lo, hi, fl, NULL, def, arg, help}
+#define STR(nm, f, def, fl, arg, help) {nm, OPT_STR, OFF(f), 0, 0, fl, NULL, def, arg, help}
+#define CHOICE(nm, f, c, def, fl, arg, help) \
+    {nm, OPT_CHOICE, OFF(f), 0, 0, fl, c, def, arg, help}
+#define TILE(nm, f, help) INT(nm, f, -1, BIG, NULL, REC | RES, "N", help)
 
-static const char usage_text[] =
+static const opt_def table[] = {
+    GROUP("Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):"),
+    STR("model", model, NULL, 0, "NAME", "preset: %s"),
+    INT("layers", layers, 1, 1e6, "-1", 0, "L", NULL),
+    INT("channels", channels, 1, 1e7, "-1", 0, "C", NULL),
+    INT("heads", heads, 1, 1e6, "-1", 0, "NH", NULL),
+    INT("vocab", vocab, 1, 2147483647.0, "-1", 0, "V", NULL),
+    INT("context", context, 1, 1e8, "-1", 0, "maxT", "override the preset"),
+    INT("kv-heads", kv_heads, 1, 1e6, "-1", 0, "NKV", NULL),
+    INT("hidden", hidden, 1, 1e8, "-1", 0, "F", "Llama family: key/value heads, MLP inner size"),
+    INT("head-dim", head_dim, 2, 1e5, "-1", 0, "D", NULL),
+    FLAG("qk-norm", qk_norm, 0, "Llama family: heads of D (default C / NH), RMSNorm on each\n"
+         "head of q and k (Qwen3)"),
+    FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
+    STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
+        "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, Qwen2,\nQwen3)"),
+    STR("load-llmc", load_llmc, NULL, 0, "FILE",
+        "start from an llm.c fp32 checkpoint (gives the configuration)"),
+    STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
+        "start from a Hugging Face GPT2LMHeadModel safetensors file"),
+    GROUP("Data:"),
+    STR("data", data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT", "training tokens "
+        "(default " TRAIN_DEFAULT_DATA "); a quoted\npattern names several files, e.g. "
+        "'fineweb_train_*.bin'"),
+    CHOICE("data-format", data_format, data_formats, "auto", REC | RES | DATA, "F",
+           "auto|text|llmc|nanogpt (default auto)"),
+    CHOICE("tokenizer", tokenizer, tokenizers, NULL, REC, "T", "bytes|bpe|json, for text "
+           "(default bytes; json when --load-hf\nDIR has a tokenizer.json)"),
+    STR("bpe-vocab", bpe_vocab, NULL, REC | PATH, "FILE", NULL),
+    STR("bpe-merges", bpe_merges, NULL, REC | PATH, "FILE",
+        "GPT-2 vocab.json and merges.txt for bpe"),
+    STR("tokenizer-json", tokenizer_json, NULL, REC | PATH, "F",
+        "a Hugging Face tokenizer.json (or its directory) for json"),
+    GROUP("Validation (the loss on held-out tokens, without training on them):"),
+    STR("val-data", val_data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT",
+        "held-out tokens, read like --data"),
+    REAL("val-split", val_split, 0, 1, "-1", REC | RES | DATA | OPEN, "X", "hold out the last "
+         "X of the data instead (0 <= X < 1; default\n0.1 of the default corpus, 0 of --data: "
+         "no validation)"),
+    INT("val-every", val_every, 1, BIG, "-1", RES | DATA, "N",
+        "steps between validations, and after the last (default steps/10)"),
+    INT("val-batches", val_batches, 0, BIG, "-1", REC | RES | DATA, "K", "batches of B x T "
+        "tokens a validation (default 20, at most a\ntenth of the batches trained between "
+        "validations, at least 1;\n0 = all the held-out tokens hold)"),
+    GROUP("Training:"),
+    FLAG("shuffle", shuffle, RES, "read the data as sequences of T + 1 tokens in a new random\n"
+         "order each epoch (from --seed), not in order"),
+    INT("batch", batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
+    INT("seq", seq, 1, 1e8, "-1", RES, "T", "tokens per sequence (default min(128, context))"),
+    INT("accum", accum, 1, 1e8, "1", RES, "K", "micro-batches per step (default 1)"),
+    INT("steps", steps, 0, BIG, "2000", RES, "N", "total optimizer steps, resumed ones "
+        "included (default 2000);\n0: no training, one validation of every held-out batch"),
+    CHOICE("optim", optim, optimizers, "adamw", RES, "O", "adamw|adam|sgd (default adamw)"),
+    REAL("lr", lr, 0, 1e6, "-1", RES, "X", "peak learning rate (default by size: 3e-3 under "
+         "10M parameters,\n6e-4 under 200M, else 3e-4; 3e-4 with --load-*)"),
+    REAL("beta1", beta1, 0, 1, "0.9", RES | OPEN, "X", NULL),
+    REAL("beta2", beta2, 0, 1, "0.95", RES | OPEN, "X", NULL),
+    REAL("eps", eps, 0, 1, "1e-8", RES, "X", "Adam(W) (defaults 0.9, 0.95, 1e-8)"),
+    REAL("weight-decay", weight_decay, 0, 1e6, "0.1", RES, "X",
+         "on matrices and embeddings (default 0.1)"),
+    REAL("momentum", momentum, 0, 1, NULL, RES | OPEN, "X", "SGD momentum (default 0)"),
+    REAL("grad-clip", grad_clip, 0, 1e30, "1", RES, "X",
+         "clip the global gradient norm; 0 = off (default 1)"),
+    CHOICE("schedule", schedule, schedules, "cosine", RES, "S",
+           "constant|cosine (default cosine)"),
+    INT("warmup", warmup, 0, BIG, "-1", RES, "N", "linear warmup steps (default steps/20)"),
+    REAL("min-lr", min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
+    INT("seed", seed, 0, BIG, "1", RES, "S", "initialisation and sampling seed (default 1)"),
+    CHOICE("precision", precision, precisions, "fp32", REC | RES, "P",
+           "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
+    FLAG("recompute", recompute, REC | RES,
+         "keep only block outputs, recompute in the backward"),
+    GROUP("Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):"),
+    TILE("tile-batch", tile_batch, NULL), TILE("tile-seq", tile_seq, NULL),
+    TILE("tile-channels", tile_channels, NULL), TILE("tile-hidden", tile_hidden, NULL),
+    TILE("tile-vocab", tile_vocab, NULL), TILE("tile-heads", tile_heads, ""),
+    GROUP("Runtime:"),
+    INT("cpus", cpus, -1, 4096, "-1", 0, "N", NULL),
+    INT("gpus", gpus, -1, 1024, "-1", 0, "N", "workers (default -1: all)"),
+    STR("sched", sched, NULL, 0, "NAME", "StarPU scheduler"),
+    INT("mem-gpu", mem_gpu, 0, BIG, NULL, 0, "MiB", NULL),
+    INT("mem-cpu", mem_cpu, 0, BIG, NULL, 0, "MiB", "memory budgets (default 0: none)"),
+    STR("swap-dir", swap_dir, NULL, 0, "DIR", NULL),
+    INT("swap-size", swap_size, 0, BIG, NULL, 0, "MiB", "disk swap for tiles that do not fit"),
+    CHOICE("distribute", distribute, distributions, NULL, 0, "D", "sharded|data|root: one rank "
+           "of an MPI job (mpirun, srun;\ndefault sharded when started as several ranks)"),
+    FLAG("release-weights", release_weights, 0, "under MPI: drop the weights a rank received "
+         "once a layer has\nused them, gather them again for the backward (less RAM per\n"
+         "rank, more bytes sent; ZeRO-3 / FSDP full sharding)"),
+    GROUP("Output:"),
+    STR("out", out_dir, TRAIN_DEFAULT_OUT, 0, "DIR",
+        "output directory (default ./" TRAIN_DEFAULT_OUT ")"),
+    STR("save", save, NULL, 0, "FILE", "checkpoint (default OUT/checkpoint.safetensors)"),
+    INT("save-every", save_every, 0, BIG, NULL, RES, "N",
+        "also save every N steps (default 0: only at the end)"),
+    FLAG("save-best", save_best, RES, "also save OUT/best.safetensors after each validation "
+         "that\nlowers the validation loss (as nanoGPT keeps its best)"),
+    FLAG("no-save", no_save, 0, "write no checkpoint (benchmarks, very large models)"),
+    INT("stop-after", stop_after, 1, BIG, NULL, 0, "S",
+        "stop after step S (saved; the schedule still ends at --steps)"),
+    STR("save-hf", save_hf, NULL, 0, "DIR", "also write a Hugging Face model directory "
+        "(config.json,\nmodel.safetensors) that transformers loads"),
+    STR("save-hf-shard-size", save_hf_shard_size, NULL, 0, "SIZE", "split --save-hf's weights "
+        "into shards of at most SIZE\n(e.g. 2GB, 500MB, 4GiB; bytes without a unit) and an "
+        "index"),
+    FLAG("save-weights", save_weights, 0, "also write OUT/model.safetensors (Hugging Face, "
+         "GPT-2)"),
+    FLAG("save-llmc", save_llmc, 0, "also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)"),
+    STR("resume", resume, NULL, 0, "FILE", "continue the run of a checkpoint up to --steps: "
+        "its model,\ntokenizer, data, batches, steps, optimizer, schedule, seed,\nprecision, "
+        "tiles and checkpointing, each unless given here"),
+    STR("trace", trace, NULL, 0, "FILE.svg", "trace --trace-steps steps (default 3) after the "
+        "first"),
+    INT("trace-steps", trace_steps, 1, BIG, "3", 0, "N", "number of steps traced"),
+    INT("sample", sample, 0, 1e7, "256", REC | RES, "N",
+        "tokens to generate at the end; 0 = none (default 256)"),
+    STR("prompt", prompt, "The ", 0, "TEXT", "start of the sample (default \"The \")"),
+    REAL("temperature", temperature, 0, 1e6, "0.8", 0, "X", "0 = greedy (default 0.8)"),
+    INT("top-k", top_k, 0, 2147483647.0, "40", 0, "N", "0 = all tokens (default 40)"),
+    REAL("peak-gflops", peak_gflops, 1e-9, 1e12, "-1", 0, "X",
+         "peak for MFU (default: measured at start on the CPU workers)"),
+    FLAG("print-loss", print_loss, 0, "print only \"step N loss X\" lines on stdout (and \"val "
+         "N loss\nX\" after each validation)"),
+    FLAG("quiet", quiet, 0, "print errors only"),
+};
+#define NOPT ((int)(sizeof table / sizeof table[0]))
+
+static const char usage_head[] =
     "Usage: nnt-train [OPTION]...\n"
     "Train a GPT-2 or Llama-family language model with nnt. Without options: a small GPT-2\n"
     "(4 layers, 128 channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 2000 steps\n"
     "(a few minutes on 2 CPU cores), validating on the last tenth of the texts, then writes\n"
     "logs, a loss curve and a checkpoint to ./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
-    "\n"
-    "Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):\n"
-    "  --model NAME          preset: %s\n"
-    "  --layers L --channels C --heads NH --vocab V --context maxT   override the preset\n"
-    "  --kv-heads NKV --hidden F   Llama family: key/value heads, MLP inner size\n"
-    "  --head-dim D --qk-norm   Llama family: heads of D (default C / NH), RMSNorm on each\n"
-    "                        head of q and k (Qwen3)\n"
-    "  --init                fresh initialisation from --seed (default)\n"
-    "  --load-hf DIR         start from a Hugging Face model directory (config.json and\n"
-    "                        model.safetensors or sharded: GPT-2, Llama, Mistral, Qwen2,\n"
-    "                        Qwen3)\n"
-    "  --load-llmc FILE      start from an llm.c fp32 checkpoint (gives the configuration)\n"
-    "  --load-safetensors FILE  start from a Hugging Face GPT2LMHeadModel safetensors file\n"
-    "Data:\n"
-    "  --data FILE|DIR|PAT   training tokens (default " TRAIN_DEFAULT_DATA "); a quoted\n"
-    "                        pattern names several files, e.g. 'fineweb_train_*.bin'\n"
-    "  --data-format F       auto|text|llmc|nanogpt (default auto)\n"
-    "  --tokenizer T         bytes|bpe|json, for text (default bytes; json when --load-hf\n"
-    "                        DIR has a tokenizer.json)\n"
-    "  --bpe-vocab FILE --bpe-merges FILE   GPT-2 vocab.json and merges.txt for bpe\n"
-    "  --tokenizer-json F    a Hugging Face tokenizer.json (or its directory) for json\n"
-    "Validation (the loss on held-out tokens, without training on them):\n"
-    "  --val-data FILE|DIR|PAT   held-out tokens, read like --data\n"
-    "  --val-split X         hold out the last X of the data instead (0 <= X < 1; default\n"
-    "                        0.1 of the default corpus, 0 of --data: no validation)\n"
-    "  --val-every N         steps between validations, and after the last (default steps/10)\n"
-    "  --val-batches K       batches of B x T tokens a validation (default 20, at most a\n"
-    "                        tenth of the batches trained between validations, at least 1;\n"
-    "                        0 = all the held-out tokens hold)\n"
-    "Training:\n"
-    "  --batch B             sequences per micro-batch (default 8)\n"
-    "  --seq T               tokens per sequence (default min(128, context))\n"
-    "  --steps N             total optimizer steps, resumed ones included (default 2000);\n"
-    "                        0: no training, one validation of every held-out batch\n"
-    "  --accum K             micro-batches per step (default 1)\n"
-    "  --shuffle             read the data as sequences of T + 1 tokens in a new random\n"
-    "                        order each epoch (from --seed), not in order\n"
-    "  --recompute           keep only block outputs, recompute in the backward\n"
-    "  --precision P         fp32|tf32|bf16 operands of the matrix products (default fp32)\n"
-    "  --seed S              initialisation and sampling seed (default 1)\n"
-    "  --optim O             adamw|adam|sgd (default adamw)\n"
-    "  --lr X                peak learning rate (default by size: 3e-3 under 10M parameters,\n"
-    "                        6e-4 under 200M, else 3e-4; 3e-4 with --load-*)\n"
-    "  --beta1 X --beta2 X --eps X   Adam(W) (defaults 0.9, 0.95, 1e-8)\n"
-    "  --weight-decay X      on matrices and embeddings (default 0.1)\n"
-    "  --momentum X          SGD momentum (default 0)\n"
-    "  --grad-clip X         clip the global gradient norm; 0 = off (default 1)\n"
-    "  --warmup N            linear warmup steps (default steps/20)\n"
-    "  --schedule S          constant|cosine (default cosine)\n"
-    "  --min-lr X            cosine floor (default lr/10)\n"
-    "Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):\n"
-    "  --tile-batch N --tile-seq N --tile-channels N --tile-hidden N --tile-vocab N\n"
-    "  --tile-heads N\n"
-    "Runtime:\n"
-    "  --cpus N --gpus N     workers (default -1: all)\n"
-    "  --sched NAME          StarPU scheduler\n"
-    "  --mem-gpu MiB --mem-cpu MiB   memory budgets (default 0: none)\n"
-    "  --swap-dir DIR --swap-size MiB   disk swap for tiles that do not fit\n"
-    "  --distribute D        sharded|data|root: one rank of an MPI job (mpirun, srun;\n"
-    "                        default sharded when started as several ranks)\n"
-    "  --release-weights     under MPI: drop the weights a rank received once a layer has\n"
-    "                        used them, gather them again for the backward (less RAM per\n"
-    "                        rank, more bytes sent; ZeRO-3 / FSDP full sharding)\n"
-    "Output:\n"
-    "  --out DIR             output directory (default ./" TRAIN_DEFAULT_OUT ")\n"
-    "  --save FILE           checkpoint (default OUT/checkpoint.safetensors)\n"
-    "  --save-every N        also save every N steps (default 0: only at the end)\n"
-    "  --save-best           also save OUT/best.safetensors after each validation that\n"
-    "                        lowers the validation loss (as nanoGPT keeps its best)\n"
-    "  --no-save             write no checkpoint (benchmarks, very large models)\n"
-    "  --stop-after S        stop after step S (saved; the schedule still ends at --steps)\n"
-    "  --save-hf DIR         also write a Hugging Face model directory (config.json,\n"
-    "                        model.safetensors) that transformers loads\n"
-    "  --save-hf-shard-size SIZE  split --save-hf's weights into shards of at most SIZE\n"
-    "                        (e.g. 2GB, 500MB, 4GiB; bytes without a unit) and an index\n"
-    "  --save-weights        also write OUT/model.safetensors (Hugging Face, GPT-2)\n"
-    "  --save-llmc           also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)\n"
-    "  --resume FILE         continue the run of a checkpoint up to --steps: its model,\n"
-    "                        tokenizer, data, batches, steps, optimizer, schedule, seed,\n"
-    "                        precision, tiles and checkpointing, each unless given here\n"
-    "  --trace FILE.svg      trace --trace-steps steps (default 3) after the first\n"
-    "  --trace-steps N       number of steps traced\n"
-    "  --sample N            tokens to generate at the end; 0 = none (default 256)\n"
-    "  --prompt TEXT         start of the sample (default \"The \")\n"
-    "  --temperature X       0 = greedy (default 0.8)\n"
-    "  --top-k N             0 = all tokens (default 40)\n"
-    "  --peak-gflops X       peak for MFU (default: measured at start on the CPU workers)\n"
-    "  --print-loss          print only \"step N loss X\" lines on stdout (and \"val N loss\n"
-    "                        X\" after each validation)\n"
-    "  --quiet               print errors only\n"
+    "\n";
+static const char usage_tail[] =
     "  --help, --version\n"
     "\n"
     "MFU counts 6 N + 12 L T NH hd FLOPs per token (N parameters, hd the head dimension;\n"
@@ -143,130 +208,37 @@ int train_usage_error(const char *fmt, ...)
     return 2;
 }
 
+static void *dst(const train_opts *o, const opt_def *d)
+{
+    return (char *)o + d->off;
+}
+
+/* The entry of option name (len characters); NULL when there is none. */
+static const opt_def *find_option(const char *name, size_t len)
+{
+    for (int i = 0; i < NOPT; i++)
+        if (table[i].name && strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
+            return &table[i];
+    return NULL;
+}
+
+/* Every option at its initial value (the table's def). */
 static void set_defaults(train_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->layers = o->channels = o->heads = o->kv_heads = o->hidden = o->vocab = o->context = -1;
-    o->head_dim = -1;
-    o->data_format = NNT_DATA_AUTO;
-    o->tokenizer = TOKENIZER_AUTO;
-    o->batch = 8, o->seq = -1, o->steps = 2000, o->accum = 1, o->seed = 1;
-    o->optim = NNT_OPTIM_ADAMW, o->schedule = NNT_SCHEDULE_COSINE;
-    o->precision = NNT_PRECISION_FP32;
-    o->distribute = -1;
-    o->lr = -1, o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8, o->weight_decay = 0.1;
-    o->momentum = 0, o->grad_clip = 1.0, o->min_lr = -1, o->warmup = -1;
-    o->cpus = -1, o->gpus = -1;
-    o->out_dir = TRAIN_DEFAULT_OUT;
-    o->trace_steps = 3;
-    o->sample = 256, o->top_k = 40, o->prompt = "The ", o->temperature = 0.8;
-    o->peak_gflops = -1;
-    o->val_split = -1, o->val_every = -1, o->val_batches = -1;
-}
-
-/* The option table, pointing into *o. n gets the number of entries. */
-static const opt_def *option_table(train_opts *o, int *n)
-{
-    static opt_def t[80];
-    int i = 0;
-#define FLAG(nm, f) t[i++] = (opt_def){nm, OPT_FLAG, &o->f, 0, 0, 0, NULL}
-#define INT(nm, f, lo, hi) t[i++] = (opt_def){nm, OPT_INT, &o->f, lo, hi, 0, NULL}
-#define REAL(nm, f, lo, hi, open) t[i++] = (opt_def){nm, OPT_REAL, &o->f, lo, hi, open, NULL}
-#define STR(nm, f) t[i++] = (opt_def){nm, OPT_STR, &o->f, 0, 0, 0, NULL}
-#define CHOICE(nm, f, c) t[i++] = (opt_def){nm, OPT_CHOICE, &o->f, 0, 0, 0, c}
-    STR("model", model);
-    INT("layers", layers, 1, 1e6);
-    INT("channels", channels, 1, 1e7);
-    INT("heads", heads, 1, 1e6);
-    INT("kv-heads", kv_heads, 1, 1e6);
-    INT("hidden", hidden, 1, 1e8);
-    INT("head-dim", head_dim, 2, 1e5);
-    FLAG("qk-norm", qk_norm);
-    INT("vocab", vocab, 1, 2147483647.0);
-    INT("context", context, 1, 1e8);
-    FLAG("init", init);
-    STR("load-llmc", load_llmc);
-    STR("load-safetensors", load_safetensors);
-    STR("load-hf", load_hf);
-    STR("data", data);
-    CHOICE("data-format", data_format, data_formats);
-    CHOICE("tokenizer", tokenizer, tokenizers);
-    STR("bpe-vocab", bpe_vocab);
-    STR("tokenizer-json", tokenizer_json);
-    STR("bpe-merges", bpe_merges);
-    STR("val-data", val_data);
-    REAL("val-split", val_split, 0, 1, 1);
-    INT("val-every", val_every, 1, BIG);
-    INT("val-batches", val_batches, 0, BIG);
-    INT("batch", batch, 1, 1e8);
-    INT("seq", seq, 1, 1e8);
-    INT("steps", steps, 0, BIG);
-    INT("accum", accum, 1, 1e8);
-    INT("seed", seed, 0, BIG);
-    CHOICE("optim", optim, optimizers);
-    REAL("lr", lr, 0, 1e6, 0);
-    REAL("beta1", beta1, 0, 1, 1);
-    REAL("beta2", beta2, 0, 1, 1);
-    REAL("eps", eps, 0, 1, 0);
-    REAL("weight-decay", weight_decay, 0, 1e6, 0);
-    REAL("momentum", momentum, 0, 1, 1);
-    REAL("grad-clip", grad_clip, 0, 1e30, 0);
-    INT("warmup", warmup, 0, BIG);
-    CHOICE("schedule", schedule, schedules);
-    REAL("min-lr", min_lr, 0, 1e6, 0);
-    INT("tile-batch", tile_batch, -1, BIG);
-    INT("tile-seq", tile_seq, -1, BIG);
-    INT("tile-channels", tile_channels, -1, BIG);
-    INT("tile-hidden", tile_hidden, -1, BIG);
-    INT("tile-vocab", tile_vocab, -1, BIG);
-    INT("tile-heads", tile_heads, -1, BIG);
-    INT("cpus", cpus, -1, 4096);
-    INT("gpus", gpus, -1, 1024);
-    STR("sched", sched);
-    INT("mem-gpu", mem_gpu, 0, BIG);
-    INT("mem-cpu", mem_cpu, 0, BIG);
-    STR("swap-dir", swap_dir);
-    INT("swap-size", swap_size, 0, BIG);
-    CHOICE("distribute", distribute, distributions);
-    FLAG("release-weights", release_weights);
-    STR("out", out_dir);
-    STR("save", save);
-    INT("save-every", save_every, 0, BIG);
-    INT("stop-after", stop_after, 1, BIG);
-    FLAG("save-weights", save_weights);
-    FLAG("save-llmc", save_llmc);
-    STR("save-hf", save_hf);
-    STR("save-hf-shard-size", save_hf_shard_size);
-    FLAG("no-save", no_save);
-    FLAG("save-best", save_best);
-    FLAG("recompute", recompute);
-    FLAG("shuffle", shuffle);
-    CHOICE("precision", precision, precisions);
-    STR("resume", resume);
-    STR("trace", trace);
-    INT("trace-steps", trace_steps, 1, BIG);
-    INT("sample", sample, 0, 1e7);
-    STR("prompt", prompt);
-    REAL("temperature", temperature, 0, 1e6, 0);
-    INT("top-k", top_k, 0, 2147483647.0);
-    REAL("peak-gflops", peak_gflops, 1e-9, 1e12, 0);
-    FLAG("print-loss", print_loss);
-    FLAG("quiet", quiet);
-#undef FLAG
-#undef INT
-#undef REAL
-#undef STR
-#undef CHOICE
-    *n = i;
-    return t;
-}
-
-static const opt_def *find_option(const opt_def *t, int n, const char *name, size_t len)
-{
-    for (int i = 0; i < n; i++)
-        if (strlen(t[i].name) == len && !strncmp(t[i].name, name, len))
-            return &t[i];
-    return NULL;
+    for (const opt_def *d = table; d < table + NOPT; d++) {
+        void *p = dst(o, d);
+        if (d->type == OPT_INT && d->def)
+            *(int64_t *)p = strtoll(d->def, NULL, 10);
+        else if (d->type == OPT_REAL && d->def)
+            *(double *)p = strtod(d->def, NULL);
+        else if (d->type == OPT_STR)
+            *(const char **)p = d->def;
+        else if (d->type == OPT_CHOICE)
+            for (int k = *(int *)p = -1; d->def && d->choices[++k];)
+                if (!strcmp(d->choices[k], d->def))
+                    *(int *)p = k;
+    }
 }
 
 static int parse_number(const opt_def *d, const char *s, double *v)
@@ -283,17 +255,17 @@ static int parse_number(const opt_def *d, const char *s, double *v)
         if (end == s || *end || errno || !isfinite(*v))
             return train_usage_error("--%s: '%s' is not a finite number", d->name, s);
     }
-    if (*v < d->min || *v > d->max || (d->max_open && *v == d->max))
+    if (*v < d->min || *v > d->max || ((d->flags & OPEN) && *v == d->max))
         return train_usage_error("--%s: %s is out of range (%g to %g%s)", d->name, s, d->min,
-                                 d->max, d->max_open ? ", excluded" : "");
+                                 d->max, (d->flags & OPEN) ? ", excluded" : "");
     return 0;
 }
 
-static int set_choice(const opt_def *d, const char *s)
+static int set_choice(const opt_def *d, int *dst, const char *s)
 {
     for (int k = 0; d->choices[k]; k++)
         if (!strcmp(d->choices[k], s)) {
-            *(int *)d->dst = k;
+            *dst = k;
             return 0;
         }
     char list[128] = "";
@@ -303,33 +275,50 @@ static int set_choice(const opt_def *d, const char *s)
     return train_usage_error("--%s: '%s' is not one of %s", d->name, s, list);
 }
 
-/* Store the value s (NULL for flags) of option d. */
-static int set_option(const opt_def *d, const char *s)
+/* Store the value s (NULL for flags) of option d in o. */
+static int set_option(train_opts *o, const opt_def *d, const char *s)
 {
-    double v;
+    double v = 0;
+    void *p = dst(o, d);
     switch (d->type) {
     case OPT_FLAG:
-        *(int *)d->dst = 1;
+        *(int *)p = 1;
         return 0;
     case OPT_STR:
         if (!*s)
             return train_usage_error("--%s: empty value", d->name);
-        *(const char **)d->dst = s;
+        *(const char **)p = s;
         return 0;
     case OPT_CHOICE:
-        return set_choice(d, s);
+        return set_choice(d, p, s);
     case OPT_INT:
-        if (parse_number(d, s, &v))
-            return 2;
-        *(int64_t *)d->dst = (int64_t)v;
-        return 0;
     case OPT_REAL:
         if (parse_number(d, s, &v))
             return 2;
-        *(double *)d->dst = v;
+        if (d->type == OPT_INT)
+            *(int64_t *)p = (int64_t)v;
+        else
+            *(double *)p = v;
         return 0;
+    case OPT_GROUP:
+        break;
     }
     return 2;
+}
+
+/* The value of d's option as text (a string: itself; a choice: its index), for comparisons
+ * and the options string. */
+static void value_text(const train_opts *o, const opt_def *d, char *out, size_t size)
+{
+    const void *p = dst(o, d);
+    if (d->type == OPT_STR)
+        snprintf(out, size, "%s", *(const char *const *)p ? *(const char *const *)p : "");
+    else if (d->type == OPT_INT)
+        snprintf(out, size, "%lld", (long long)*(const int64_t *)p);
+    else if (d->type == OPT_REAL)
+        snprintf(out, size, "%.17g", *(const double *)p);
+    else
+        snprintf(out, size, "%d", *(const int *)p);
 }
 
 void train_preset_list(char *buf, size_t cap, int col)
@@ -352,11 +341,37 @@ void train_preset_list(char *buf, size_t cap, int col)
     }
 }
 
+/* --help from the table: the options of an entry without help text share the next one's
+ * line; help lines after the first start at column 24. */
 static int print_usage(void)
 {
-    char presets[1024];
+    char presets[1024], line[256] = "", help[1024];
+    int shared = 0;   /* options on the line before this one */
     train_preset_list(presets, sizeof presets, 31);
-    printf(usage_text, presets);
+    fputs(usage_head, stdout);
+    for (const opt_def *d = table; d < table + NOPT; d++) {
+        if (d->type == OPT_GROUP) {
+            puts(d->help);
+            continue;
+        }
+        size_t n = strlen(line);
+        if (n + 4 + strlen(d->name) + (d->arg ? strlen(d->arg) : 0) > 80)
+            puts(line), n = 0;   /* a long list of options goes on over lines */
+        snprintf(line + n, sizeof line - n, "%s--%s%s%s", n ? " " : "  ", d->name,
+                 d->arg ? " " : "", d->arg ? d->arg : "");
+        if (!d->help && ++shared)
+            continue;
+        n = 0;
+        for (const char *h = d->help; *h && n + 32 < sizeof help; h++)
+            n += (size_t)(*h == '\n' ? sprintf(help + n, "\n%24s", "") : sprintf(help + n, "%c", *h));
+        help[n] = '\0';
+        n = strlen(line);
+        printf("%s%*s", line, *help ? (n < 24 ? 24 - (int)n : shared ? 3 : 2) : 0, "");
+        printf(help, presets);   /* (only --model's text has a %s: the presets) */
+        putchar('\n');
+        line[0] = '\0', shared = 0;
+    }
+    fputs(usage_tail, stdout);
     return 1;
 }
 
@@ -371,9 +386,7 @@ static int print_version(void)
 
 int train_opts_parse(int argc, char **argv, train_opts *o)
 {
-    int n;
     set_defaults(o);
-    const opt_def *table = option_table(o, &n);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
@@ -384,7 +397,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o)
             return train_usage_error("unexpected argument '%s' (see nnt-train --help)", arg);
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const opt_def *d = find_option(table, n, name, len);
+        const opt_def *d = find_option(name, len);
         if (!d)
             return train_usage_error("unknown option '--%.*s' (see nnt-train --help)",
                                      (int)len, name);
@@ -396,83 +409,120 @@ int train_opts_parse(int argc, char **argv, train_opts *o)
                 return train_usage_error("--%s needs a value", d->name);
             value = argv[++i];
         }
-        if (set_option(d, value))
+        if (set_option(o, d, value))
             return 2;
         o->given[d - table] = 1;
     }
     return 0;
 }
 
-/* The entry of option name in o's table, its index in *i; NULL when there is none. */
-static const opt_def *option_named(train_opts *o, const char *name, int *i)
-{
-    int n;
-    const opt_def *table = option_table(o, &n);
-    const opt_def *d = find_option(table, n, name, strlen(name));
-    *i = d ? (int)(d - table) : -1;
-    return d;
-}
-
-int train_opts_is_flag(const char *name)
-{
-    train_opts scratch;
-    int i;
-    const opt_def *d = option_named(&scratch, name, &i);
-    return d && d->type == OPT_FLAG;
-}
-
 int train_opts_given(const train_opts *o, const char *name)
 {
-    int i;
-    return option_named((train_opts *)o, name, &i) && o->given[i];
-}
-
-/* The value of d's option as text (a string: itself), for comparisons. */
-static void value_text(const opt_def *d, char *out, size_t size)
-{
-    if (d->type == OPT_STR) {
-        const char *s = *(const char **)d->dst;
-        snprintf(out, size, "%s", s ? s : "");
-    } else if (d->type == OPT_INT) {
-        snprintf(out, size, "%lld", (long long)*(int64_t *)d->dst);
-    } else if (d->type == OPT_REAL) {
-        snprintf(out, size, "%.17g", *(double *)d->dst);
-    } else {
-        snprintf(out, size, "%d", *(int *)d->dst);
-    }
-}
-
-int train_opts_default_to(train_opts *o, const char *name, const char *text, int *changed)
-{
-    int i;
-    char before[4096], after[4096];
-    const opt_def *d = option_named(o, name, &i);
-    *changed = 0;
-    if (!d || o->given[i])
-        return 0;
-    value_text(d, before, sizeof before);
-    if (d->type == OPT_FLAG)
-        *(int *)d->dst = strcmp(text, "0") != 0;
-    else if (set_option(d, text))
-        return 2;
-    value_text(d, after, sizeof after);
-    *changed = strcmp(before, after) != 0;
-    return 0;
+    const opt_def *d = find_option(name, strlen(name));
+    return d && o->given[d - table];
 }
 
 const char *train_choice_name(const char *option, int value)
 {
-    const char *const *c = !strcmp(option, "data-format") ? data_formats
-                         : !strcmp(option, "tokenizer")   ? tokenizers
-                         : !strcmp(option, "optim")       ? optimizers
-                         : !strcmp(option, "precision")   ? precisions
-                         : !strcmp(option, "distribute")  ? distributions
-                         : !strcmp(option, "schedule")    ? schedules
-                                                          : NULL;
-    for (int k = 0; c && c[k]; k++)
+    const opt_def *d = find_option(option, strlen(option));
+    for (int k = 0; d && d->choices && d->choices[k]; k++)
         if (k == value)
-            return c[k];
+            return d->choices[k];
     return "?";
+}
+
+char *train_opts_record(const train_opts *o)
+{
+    char *s = calloc(1, 1), num[64];
+    size_t n = 0;
+    for (const opt_def *d = table; s && d < table + NOPT; d++) {
+        const char *v = num;
+        char *abs = NULL;
+        if (!(d->flags & REC))
+            continue;
+        if (d->type == OPT_STR) {
+            v = *(const char *const *)dst(o, d);
+            if (!v && d->off == OFF(data))
+                v = TRAIN_DEFAULT_DATA;   /* the default corpus, by its name */
+            if (!v)
+                continue;
+            if ((d->flags & PATH) && strcmp(v, TRAIN_DEFAULT_DATA) && (abs = realpath(v, NULL)))
+                v = abs;   /* (a pattern: as it is) */
+        } else if (d->type == OPT_CHOICE) {
+            v = train_choice_name(d->name, *(const int *)dst(o, d));
+        } else {
+            value_text(o, d, num, sizeof num);
+        }
+        int quoted = d->type == OPT_STR || d->type == OPT_CHOICE;
+        char *more = realloc(s, n + strlen(d->name) + 2 * strlen(v) + 16);
+        if (!more) {
+            free(s), free(abs);
+            return NULL;
+        }
+        s = more;
+        n += (size_t)sprintf(s + n, "%s\"", n ? ", " : "");
+        for (const char *c = d->name; *c; c++)
+            s[n++] = *c == '-' ? '_' : *c;
+        n += (size_t)sprintf(s + n, "\": %s", quoted ? "\"" : "");
+        for (; *v; v++) {   /* JSON: '"' and '\' escaped, control characters as '?' */
+            if (quoted && (*v == '"' || *v == '\\'))
+                s[n++] = '\\';
+            s[n++] = quoted && (unsigned char)*v < 0x20 ? '?' : *v;
+        }
+        n += (size_t)sprintf(s + n, "%s", quoted ? "\"" : "");
+        free(abs);
+    }
+    return s;
+}
+
+int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap)
+{
+    int data_given = 0, rc = 0;
+    size_t n = 0;
+    for (const opt_def *d = table; d < table + NOPT; d++)
+        data_given |= (d->flags & DATA) && o->given[d - table];
+    names[0] = '\0';
+    for (const opt_def *d = table; saved && d < table + NOPT && rc == 0; d++) {
+        char key[64], *text, *end = NULL, before[4096], after[4096], shown[40];
+        if (!(d->flags & RES) || ((d->flags & DATA) && data_given) || o->given[d - table])
+            continue;
+        /* no checkpoints asked for (--no-save), or no training (--steps 0): none to keep */
+        if (!strncmp(d->name, "save-", 5) &&
+            (o->no_save || (train_opts_given(o, "steps") && o->steps == 0)))
+            continue;
+        snprintf(key, sizeof key, "%s", d->name);
+        for (char *c = key; *c; c++)
+            *c = *c == '-' ? '_' : *c;
+        text = saved_option_text(saved, key);
+        if (!text || (d->off == OFF(data) && !strcmp(text, TRAIN_DEFAULT_DATA))) {
+            free(text);   /* not recorded, or the default corpus (no --data) */
+            continue;
+        }
+        value_text(o, d, before, sizeof before);
+        if (d->type == OPT_FLAG)
+            *(int *)dst(o, d) = strcmp(text, "0") != 0;
+        else
+            rc = set_option(o, d, text);
+        value_text(o, d, after, sizeof after);
+        double v = strtod(text, &end);   /* a real as %g (it is saved with 17 digits) */
+        snprintf(shown, sizeof shown, "%g", v);
+        if (strcmp(before, after) && n < cap)
+            n += (size_t)snprintf(names + n, cap - n, "%s--%s%s%s", n ? " " : "", d->name,
+                                  d->type == OPT_FLAG ? "" : " ", d->type == OPT_FLAG ? ""
+                                  : *text && !*end && strpbrk(text, ".eE") ? shown : text);
+        if (d->type != OPT_STR)
+            free(text);
+        else if (o->nkept < (int)(sizeof o->kept / sizeof o->kept[0]))
+            o->kept[o->nkept++] = text;   /* o points to it (more: not freed) */
+    }
+    return rc;
+}
+
+void train_opts_free(train_opts *o)
+{
+    for (int i = 0; i < o->nkept; i++)
+        free(o->kept[i]);
+    o->nkept = 0;
 }
 
 /* A size as transformers' max_shard_size writes it: an integer, then nothing (bytes) or
