@@ -51,15 +51,29 @@ typedef struct trainer {
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted;   /* the signal that stopped the run (INT, TERM) */
+static volatile sig_atomic_t save_asked;    /* SIGUSR1: 1 asked, 2 no checkpoint to write  */
 static nnt_trainer *running;
 
-static void on_sigint(int sig)
+/* SIGINT, SIGTERM (how Slurm, systemd and docker stop a program): stop after the step in
+ * progress and save; a second one ends the program at once (the previous checkpoint stays
+ * whole: saves go through a temporary file). SIGUSR1 (e.g. sbatch --signal=B:USR1@120):
+ * a checkpoint after the step in progress, the run going on. Only flags are set here. */
+static void on_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
-    nnt_trainer_request_stop(running);   /* async-signal-safe: sets a flag */
-    signal(SIGINT, SIG_DFL);             /* a second Ctrl-C ends the program at once */
+    if (sig == SIGUSR1) {
+        save_asked = nnt_trainer_request_save(running) == NNT_OK ? 1 : 2;
+        return;
+    }
+    interrupted = sig;
+    nnt_trainer_request_stop(running);
+    signal(sig, SIG_DFL);
+}
+
+static void catch_signals(int on)
+{
+    void (*h)(int) = on ? on_signal : SIG_DFL;
+    signal(SIGINT, h), signal(SIGTERM, h), signal(SIGUSR1, on ? h : SIG_IGN);
 }
 
 /* A library call failed: its status and the thread's last failure message. */
@@ -787,6 +801,17 @@ static int on_report(const nnt_trainer_report *rep, void *user)
 {
     trainer *t = user;
     const train_opts *o = &t->o;
+    if (save_asked == 2) {
+        save_asked = 0;
+        fprintf(stderr, "nnt-train: SIGUSR1 ignored: --no-save writes no checkpoint\n");
+    }
+    if (rep->event == NNT_TRAINER_CHECKPOINT) {   /* --save-every, or SIGUSR1's */
+        if (save_asked == 1)
+            fprintf(stderr, "nnt-train: SIGUSR1: checkpoint of step %lld written to %s\n",
+                    (long long)rep->step, t->path_ckpt);
+        save_asked = 0;
+        return 0;
+    }
     if (rep->event == NNT_TRAINER_VALIDATION) {
         t->val_runs++, t->val_s += rep->ms / 1e3;
         if (o->print_loss) {
@@ -1123,15 +1148,15 @@ static int run(trainer *t)
     if (rc)
         return rc;
     print_summary(t);
-    signal(SIGINT, on_sigint);
-    double train_start = now_s();
     running = t->tr;
+    catch_signals(1);
+    double train_start = now_s();
     rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < t->o.steps
                                     ? t->o.stop_after : t->o.steps);
+    double train_s = now_s() - train_start;
+    catch_signals(0);
     running = NULL;
     nnt_trainer_info_get(t->tr, &t->ti);
-    double train_s = now_s() - train_start;
-    signal(SIGINT, SIG_DFL);
     if (t->nonfinite) {
         fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
                 (long long)t->nonfinite);
@@ -1143,8 +1168,9 @@ static int run(trainer *t)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
             (long long)(t->done + t->nrun));
     else if (interrupted)
-        say(t, "interrupted after step %lld: saving; continue with the same options and "
-               "--resume %s\n", (long long)(t->done + t->nrun), t->path_ckpt);
+        say(t, "interrupted (%s) after step %lld: saving; continue with --resume %s\n",
+            interrupted == SIGTERM ? "SIGTERM" : "SIGINT", (long long)(t->done + t->nrun),
+            t->path_ckpt);
     if ((rc = write_outputs(t)))
         return rc;
     if (t->o.sample > 0 && !interrupted) {
@@ -1162,7 +1188,7 @@ static int run(trainer *t)
     if (f)
         fclose(f);
     print_final_report(t, train_s, sample_s, now_s() - start);
-    return interrupted ? 130 : 0;
+    return interrupted ? 128 + interrupted : 0;
 }
 
 int main(int argc, char **argv)

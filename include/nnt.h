@@ -1011,7 +1011,9 @@ NNT_API int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **ou
  * resume of all of it, the training tokens read in order or shuffled. */
 typedef enum nnt_trainer_event {
     NNT_TRAINER_STEP = 0,         /* a step was done (its figures)                            */
-    NNT_TRAINER_VALIDATION = 1    /* a validation was done (its loss)                         */
+    NNT_TRAINER_VALIDATION = 1,   /* a validation was done (its loss)                         */
+    NNT_TRAINER_CHECKPOINT = 2    /* a checkpoint of this step was written (every save_every
+                                     steps, or asked for by nnt_trainer_request_save): step  */
 } nnt_trainer_event;
 
 /* What the callback receives (valid during the call). */
@@ -1125,6 +1127,11 @@ NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
 NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
 /* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
+/* Ask for a checkpoint after the step in progress (or the next one), written to the
+ * options' checkpoint path, the run going on (e.g. on SIGUSR1, a scheduler's warning before
+ * a time limit); a NNT_TRAINER_CHECKPOINT report follows it. Async-signal-safe: it only
+ * sets a flag; NNT_E_STATE (no message) when the trainer has no checkpoint path. */
+NNT_API int nnt_trainer_request_save(nnt_trainer *tr);
 NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
 
 

@@ -634,6 +634,81 @@ else
     fail "nnt-tokenize could not write the shards"
 fi
 
+# ---- (10) signals, as schedulers send them: SIGTERM stops after the step in progress and
+# saves (status 143); --resume alone then continues bit for bit with the uninterrupted run.
+# SIGUSR1 writes the checkpoint of the step in progress and training goes on; killed (-9)
+# after that, its checkpoint resumes bit for bit too. A kill -9 in the middle of a save
+# leaves a temporary file that the next save into the same directory removes, saying so. --
+sig="$small --data $tmp/corpus.txt --steps 600 --lr 1e-3 --print-loss"
+run_ok sig_full $sig --out "$tmp/sigfull"
+# start_sig NAME ARGS...: nnt-train in the background (pid in $pid), stdout to NAME.out;
+# wait_lines NAME N: until NAME.out has N lines (at most ~60 s)
+start_sig() {
+    name=$1; shift
+    "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" &
+    pid=$!
+}
+wait_lines() {
+    k=0
+    while [ "$(cat "$tmp/$1.out" 2> /dev/null | wc -l)" -lt "$2" ] && [ $k -lt 600 ]; do
+        sleep 0.1; k=$((k + 1))
+    done
+}
+# resumed_equal NAME DIR: --resume on DIR's checkpoint (its options; --out DIR, which is not
+# one of them), then the lines of NAME.out and of the resumed run together are the
+# uninterrupted run's
+resumed_equal() {
+    run_ok "$1_resumed" --resume "$2/checkpoint.safetensors" --out "$2" --print-loss
+    cat "$tmp/$1.out" "$tmp/$1_resumed.out" | grep '^step' > "$tmp/$1.all"
+    grep '^step' "$tmp/sig_full.out" | cmp -s - "$tmp/$1.all"
+}
+start_sig term $sig --out "$tmp/sigterm"
+wait_lines term 3
+kill -TERM $pid
+wait $pid
+status=$?
+stopped=$(grep -c '^step' "$tmp/term.out")
+if [ $status -ne 143 ]; then
+    fail "SIGTERM: exit status $status (expected 143)"; tail -n 3 "$tmp/term.err"
+elif [ "$stopped" -ge 600 ] || ! grep -q "interrupted (SIGTERM) after step $stopped: saving; continue with --resume" "$tmp/term.err"; then
+    fail "SIGTERM: stopped after $stopped steps:"; tail -n 3 "$tmp/term.err"
+elif resumed_equal term "$tmp/sigterm"; then
+    echo "ok: SIGTERM after step $stopped: status 143, checkpoint saved, --resume alone continues bit for bit"
+else
+    fail "SIGTERM: the resumed losses differ from the uninterrupted run's"
+fi
+start_sig usr1 $sig --out "$tmp/sigusr1"
+wait_lines usr1 3
+kill -USR1 $pid
+k=0
+while ! grep -q 'SIGUSR1: checkpoint of step' "$tmp/usr1.err" && [ $k -lt 600 ]; do sleep 0.1; k=$((k + 1)); done
+saved=$(sed -n 's/.*SIGUSR1: checkpoint of step \([0-9]*\) written to.*/\1/p' "$tmp/usr1.err")
+kill -KILL $pid 2> /dev/null
+wait $pid 2> /dev/null
+if [ -z "$saved" ]; then
+    fail "SIGUSR1: no checkpoint written:"; cat "$tmp/usr1.err"
+else
+    # the run went on past the save; the resumed run starts after the saved step
+    head -n "$saved" "$tmp/usr1.out" > "$tmp/usr1_part.out"
+    mv "$tmp/usr1_part.out" "$tmp/usr1.out"
+    if resumed_equal usr1 "$tmp/sigusr1"; then
+        echo "ok: SIGUSR1: checkpoint of step $saved written, training went on; killed, it resumes bit for bit"
+    else
+        fail "SIGUSR1: the checkpoint of step $saved does not resume bit for bit"
+    fi
+fi
+# a save killed midway: its temporary file (as nnt names them) is removed by the next save
+mkdir -p "$tmp/killed"
+: > "$tmp/killed/checkpoint.safetensors.tmp-Killd0"
+run_ok usr1_again $small --data "$tmp/corpus.txt" --steps 2 --out "$tmp/killed" --print-loss
+if [ -e "$tmp/killed/checkpoint.safetensors.tmp-Killd0" ]; then
+    fail "the temporary file of a killed save was left"
+elif ! grep -q 'removed .*checkpoint.safetensors.tmp-Killd0 (0 bytes), the temporary file of an earlier save' "$tmp/usr1_again.err"; then
+    fail "the removal of a killed save's temporary file was not reported:"; cat "$tmp/usr1_again.err"
+else
+    echo "ok: a killed save's temporary file is removed by the next save, which says so"
+fi
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"

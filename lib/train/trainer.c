@@ -47,6 +47,7 @@ struct nnt_trainer {
     double flops_per_token;
     int tracing;
     volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
+    volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
     double peak;                   /* the MFU's peak (peak_flops or measured)              */
     int peak_measured;
     int rank;                      /* this process's rank: only rank 0 writes the log      */
@@ -750,9 +751,16 @@ static int one_step(nnt_trainer *tr)
                         "learning rate?", (long long)step);
     if (r.validates && !tr->stop)   /* (a stop asked for during the report: none) */
         NNT_TRY(validate_at(tr, step, NULL));
-    if (tr->o.checkpoint && tr->o.save_every > 0 && step % tr->o.save_every == 0 &&
-        step < tr->until)
+    int periodic = tr->o.save_every > 0 && step % tr->o.save_every == 0 && step < tr->until;
+    if (tr->o.checkpoint && (periodic || tr->save)) {
+        tr->save = 0;
         NNT_TRY(save_at(tr, tr->o.checkpoint, step));
+        nnt_trainer_report c;
+        memset(&c, 0, sizeof c);
+        c.size = sizeof c, c.event = NNT_TRAINER_CHECKPOINT, c.step = step;
+        c.steps = tr->o.steps;
+        callback(tr, &c);
+    }
     return NNT_OK;
 }
 
@@ -783,6 +791,16 @@ NNT_API int nnt_trainer_request_stop(nnt_trainer *tr)
     if (!tr)
         return NNT_E_INVAL;
     tr->stop = 1;
+    return NNT_OK;
+}
+
+NNT_API int nnt_trainer_request_save(nnt_trainer *tr)
+{
+    if (!tr)
+        return NNT_E_INVAL;
+    if (!tr->o.checkpoint)
+        return NNT_E_STATE;   /* no message: this may run in a signal handler */
+    tr->save = 1;
     return NNT_OK;
 }
 
