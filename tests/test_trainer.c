@@ -61,6 +61,7 @@ typedef struct run {
     nnt_trainer_report rep[MAXSTEPS + 1];   /* step reports by step */
     double val[MAXSTEPS + 1];                /* validation losses by step */
     int nval, stop_at, best_saves;
+    int save_at, ckpt_steps[MAXSTEPS + 1], nckpt;   /* nnt_trainer_request_save at step */
 } run;
 
 static nnt_optim_options optim_options(int64_t accum)
@@ -104,9 +105,16 @@ static int on_report(const nnt_trainer_report *rep, void *user)
         r->best_saves += rep->saved_best;
         return 0;
     }
+    if (rep->event == NNT_TRAINER_CHECKPOINT) {
+        r->ckpt_steps[r->nckpt++] = (int)rep->step;
+        return 0;
+    }
+    ck_assert_int_eq(rep->event, NNT_TRAINER_STEP);
     r->rep[rep->step] = *rep;
     if (r->stop_at && rep->step == r->stop_at)
         EXPECT_OK(nnt_trainer_request_stop(r->tr));   /* as a signal handler would */
+    if (r->save_at && rep->step == r->save_at)
+        EXPECT_OK(nnt_trainer_request_save(r->tr));   /* as a SIGUSR1 handler would */
     return 0;
 }
 
@@ -313,6 +321,45 @@ START_TEST(test_stop_request)
 }
 END_TEST
 
+/* A save request during step 2 writes the checkpoint of step 2 after it and the run goes on
+ * to the end (checkpoints of save_every 4 beside it); the file resumes the run bit for bit. */
+START_TEST(test_save_request)
+{
+    run a, c;
+    open_run(&a, 1);
+    nnt_trainer_options to = trainer_options(&a, 1, 0);
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    ck_assert_int_eq(nnt_trainer_request_save(a.tr), NNT_E_STATE);   /* no checkpoint path */
+    ck_assert_int_eq(nnt_trainer_request_save(NULL), NNT_E_INVAL);
+    nnt_trainer_destroy(a.tr);
+    to.checkpoint = path_ckpt, to.save_every = 4;
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    a.save_at = 2;
+    EXPECT_OK(nnt_trainer_run(a.tr, 3));   /* stops after step 3: the file holds step 2 */
+    ck_assert_int_eq(a.nckpt, 1);
+    ck_assert_int_eq(a.ckpt_steps[0], 2);
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(a.tr, &info));
+    ck_assert_int_eq(info.step, 3);
+    ck_assert_int_eq(info.stopped, 0);
+    open_run(&c, 1);
+    to = trainer_options(&c, 1, 0);
+    EXPECT_OK(nnt_trainer_create(c.model, c.opt, c.data, &to, &c.tr));
+    EXPECT_OK(nnt_trainer_resume(c.tr, path_ckpt));
+    EXPECT_OK(nnt_trainer_info_get(c.tr, &info));
+    ck_assert_int_eq(info.step, 2);
+    EXPECT_OK(nnt_trainer_run(c.tr, 0));
+    EXPECT_OK(nnt_trainer_run(a.tr, 0));   /* a goes on: step 4's checkpoint, no other */
+    ck_assert_int_eq(a.nckpt, 2);
+    ck_assert_int_eq(a.ckpt_steps[1], 4);
+    for (int s = 3; s <= STEPS; s++)
+        ck_assert_msg(c.rep[s].loss == a.rep[s].loss, "step %d: resumed %.17g, run %.17g", s,
+                      c.rep[s].loss, a.rep[s].loss);
+    close_run(&a);
+    close_run(&c);
+}
+END_TEST
+
 START_TEST(test_misuse)
 {
     run a;
@@ -458,6 +505,7 @@ int main(void)
     tcase_add_test(tc, test_validation_mean);
     tcase_add_loop_test(tc, test_resume_bit_exact, 0, 2);
     tcase_add_test(tc, test_stop_request);
+    tcase_add_test(tc, test_save_request);
     tcase_add_test(tc, test_misuse);
     tcase_add_test(tc, test_log_dir);
     suite_add_tcase(s, tc);
