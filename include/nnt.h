@@ -335,6 +335,29 @@ NNT_API int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tens
                                           double scale, nnt_tensor *dq, nnt_tensor *dk,
                                           nnt_tensor *dv);
 
+/* Options of the attention operations' _ex forms (new in 0.3; more may be appended). */
+typedef struct nnt_tensor_attention_options {
+    size_t size;      /* sizeof(nnt_tensor_attention_options), set by the init macro         */
+    double scale;     /* scores are scale * q k^T; 0: 1 / sqrt(hd)                           */
+    int64_t window;   /* sliding window W: query position i sees keys i - W < j <= i
+                         (Hugging Face's sliding_window, Mistral's and Qwen2's); 0: none,
+                         every earlier key (plain causal, as the forms without _ex)           */
+} nnt_tensor_attention_options;
+
+#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0 }
+
+/* nnt_tensor_attention and _backward with options (NULL: the INIT values). A window gives
+ * the same result as masking the keys outside it, and costs less: a query tile and a key
+ * tile whose keys all lie before the tile's windows get no task. Window >= T is plain
+ * causal attention, bit for bit. */
+NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                    const nnt_tensor_attention_options *opts, nnt_tensor *o,
+                                    nnt_tensor *lse);
+NNT_API int nnt_tensor_attention_backward_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                             nnt_tensor *o, nnt_tensor *lse, nnt_tensor *dout,
+                                             const nnt_tensor_attention_options *opts,
+                                             nnt_tensor *dq, nnt_tensor *dk, nnt_tensor *dv);
+
 /* Softmax cross-entropy over the last dimension of logits (N..., V), which may be split
  * over tiles: lse[r] = log sum_j exp(logits[r, j]); loss[r] = lse[r] - logits[r, targets[r]],
  * 0 where targets[r] == ignore_index. targets (N...) NNT_INT32; loss, lse (N...) NNT_FP32;
@@ -437,6 +460,12 @@ NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opt
  * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
 NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
                                     double scale, nnt_tensor *o);
+/* nnt_tensor_attention_kv with options (NULL: the INIT values): with a window W, query i
+ * (position past + i) attends keys past + i - W < j <= past + i; key tiles older than every
+ * query's window are not read. */
+NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                       int64_t past, const nnt_tensor_attention_options *opts,
+                                       nnt_tensor *o);
 
 
 /* ---- layers -----------------------------------------------------------------------------
