@@ -96,7 +96,8 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
 {
     if (!cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
-    if (cfg->size < offsetof(nnt_model_config, sliding_window))
+    if (cfg->size < sizeof(nnt_model_config) &&
+        cfg->size != offsetof(nnt_model_config, sliding_window))   /* earlier 0.3 builds' */
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg->size %zu < sizeof(nnt_model_config) %zu "
                         "(initialise it with NNT_MODEL_CONFIG_INIT or nnt_model_preset)", fn,
                         cfg->size, sizeof(nnt_model_config));
