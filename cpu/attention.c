@@ -6,7 +6,11 @@
  * be allocated, a scratch-free path handles one (query, key) pair at a time.
  *
  * Masking: query row i (absolute position q_pos0 + i) sees keys j < nvis(i), where
- * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk).
+ * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk). With a sliding window W > 0 (the _window
+ * entry points) it sees only the keys of the W positions ending at its own, j >= lo(i) with
+ * lo(i) = clamp(q_pos0 + i - W + 1 - k_pos0, 0, tk) (transformers' kv_idx > q_idx - W): each
+ * chunk of rows computes the scores of the keys [lo(first row), nvis(last row)) only, and a
+ * key block wholly before the window of every row costs nothing.
  *
  * Grouped-query attention: the _gqa entry points take an nnt_attn_map that names the kv slab
  * each q slab reads (several q heads read the same k, v slab in place; nothing is copied),
@@ -25,10 +29,30 @@ static inline int64_t nvis(int64_t qp, int64_t k_pos0, int64_t tk)
     return n < 0 ? 0 : (n > tk ? tk : n);
 }
 
+/* first key in the block visible to the query at qp under window w (0: none) */
+static inline int64_t nlo(int64_t qp, int64_t k_pos0, int64_t tk, int64_t w)
+{
+    if (w <= 0)
+        return 0;
+    int64_t n = qp - w + 1 - k_pos0;
+    return n < 0 ? 0 : (n > tk ? tk : n);
+}
+
 /* first query row with at least one visible key (tq if none) */
 static inline int64_t first_row(int64_t tq, int64_t q_pos0, int64_t k_pos0)
 {
     int64_t i = k_pos0 - q_pos0;
+    return i < 0 ? 0 : (i > tq ? tq : i);
+}
+
+/* end of the query rows with at least one visible key under window w: rows whose window
+ * starts at or before the block's last key, qp - w + 1 <= k_pos0 + tk - 1 */
+static inline int64_t end_row(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0,
+                              int64_t w)
+{
+    if (w <= 0)
+        return tq;
+    int64_t i = k_pos0 + tk - 1 + w - q_pos0;
     return i < 0 ? 0 : (i > tq ? tq : i);
 }
 
@@ -43,23 +67,27 @@ static inline float dot(int64_t n, const float *restrict a, const float *restric
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
- * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). */
+ * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
 static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, const float *q,
                       const float *k, const float *v, float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
-    int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk); /* widest row: the last one */
-    /* p (rows, nk) = scale * q[i0:i1] k[0:nk]^T */
-    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k, hd, 0, 0.0f, p,
-                        nk, 0, 1);
+    int64_t k0 = nlo(q_pos0 + i0, k_pos0, tk, w);            /* the first row's first key */
+    int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;     /* to the last row's last    */
+    /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T */
+    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k + k0 * hd, hd, 0,
+                        0.0f, p, nk, 0, 1);
     for (int64_t r = 0; r < rows; r++) {
-        int64_t i = i0 + r, nv = nvis(q_pos0 + i, k_pos0, tk);
+        int64_t i = i0 + r, a = nlo(q_pos0 + i, k_pos0, tk, w) - k0;
+        int64_t nv = nvis(q_pos0 + i, k_pos0, tk) - k0;    /* visible: [a, nv) of p's row */
         float *restrict pr = p + r * nk;
-        float bm = nnt_cpu_row_max_f32(nv, pr); /* nv >= 1: rows from first_row on */
+        float bm = nnt_cpu_row_max_f32(nv - a, pr + a);     /* nv - a >= 1 */
         float mnew = m[i] > bm ? m[i] : bm;
         float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
-        float sum = nnt_cpu_row_exp_f32(nv, pr, mnew);
+        float sum = nnt_cpu_row_exp_f32(nv - a, pr + a, mnew);
+        for (int64_t j = 0; j < a; j++)
+            pr[j] = 0.0f;
         for (int64_t j = nv; j < nk; j++)
             pr[j] = 0.0f;
         l[i] = l[i] * alpha + sum;
@@ -68,9 +96,9 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
         for (int64_t c = 0; c < hd; c++)
             orow[c] *= alpha;
     }
-    /* o[i0:i1] (rows, hd) += p (rows, nk) v[0:nk] (nk, hd) */
-    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, 1.0f, p, nk, 0, v, hd, 0, 1.0f, o + i0 * hd,
-                        hd, 0, 1);
+    /* o[i0:i1] (rows, hd) += p (rows, nk) v[k0:k0 + nk] (nk, hd) */
+    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, 1.0f, p, nk, 0, v + k0 * hd, hd, 0, 1.0f,
+                        o + i0 * hd, hd, 0, 1);
 }
 
 /* Scratch-free fallback for one query row: online softmax one key at a time. */
@@ -106,15 +134,16 @@ static inline int64_t map_kv_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
     return b * mp->kv_hs + (mp->gofs + h) / mp->group;
 }
 
-void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
-                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                              float scale, const float *q, const float *k, const float *v,
-                              float *o_acc, float *m, float *l)
+void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, float scale, const float *q, const float *k,
+                                 const float *v, float *o_acc, float *m, float *l)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
-    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
-        return; /* empty, or the whole block lies above the diagonal */
-    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
+    int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
+    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= r1)
+        return; /* empty, or the whole block lies above the diagonal or before the window */
+    int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = malloc((size_t)(ch * tk) * sizeof(float));
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
@@ -122,19 +151,30 @@ void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
             const float *qb = q + sq * tq * hd, *kb = k + skv * tk * hd,
                         *vb = v + skv * tk * hd;
             float *ob = o_acc + sq * tq * hd, *mb = m + sq * tq, *lb = l + sq * tq;
-            for (int64_t i0 = r0; i0 < tq; i0 += ch) {
-                int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
+            for (int64_t i0 = r0; i0 < r1; i0 += ch) {
+                int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, scale, qb, kb, vb, ob, mb,
-                              lb, p);
+                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, qb, kb, vb,
+                              ob, mb, lb, p);
                     continue;
                 }
-                for (int64_t i = i0; i < i1; i++)
-                    fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk), hd, scale, qb + i * hd,
-                                      kb, vb, ob + i * hd, mb + i, lb + i);
+                for (int64_t i = i0; i < i1; i++) {
+                    int64_t a = nlo(q_pos0 + i, k_pos0, tk, window);
+                    fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk) - a, hd, scale, qb + i * hd,
+                                      kb + a * hd, vb + a * hd, ob + i * hd, mb + i, lb + i);
+                }
             }
         }
     free(p);
+}
+
+void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                              float scale, const float *q, const float *k, const float *v,
+                              float *o_acc, float *m, float *l)
+{
+    nnt_cpu_attn_fwd_window_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v, o_acc,
+                                m, l);
 }
 
 void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
@@ -182,33 +222,37 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
 static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, float scale, const float *q,
+                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, const float *q,
                       const float *k, const float *v, const float *dout, const float *lse,
                       const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
 {
     int64_t rows = i1 - i0;
-    int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk);
-    const float *qc = q + i0 * hd, *doc = dout + i0 * hd;
-    /* p (rows, nk) = scale q k^T;  ds (rows, nk) = dout v^T */
-    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, qc, hd, 0, k, hd, 0, 0.0f, p, nk, 0,
+    int64_t k0 = nlo(q_pos0 + i0, k_pos0, tk, w);
+    int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
+    const float *qc = q + i0 * hd, *doc = dout + i0 * hd, *kc = k + k0 * hd, *vc = v + k0 * hd;
+    /* p (rows, nk) = scale q k[k0:]^T;  ds (rows, nk) = dout v[k0:]^T */
+    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, qc, hd, 0, kc, hd, 0, 0.0f, p, nk, 0,
                         1);
-    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, 1.0f, doc, hd, 0, v, hd, 0, 0.0f, ds, nk, 0,
+    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, 1.0f, doc, hd, 0, vc, hd, 0, 0.0f, ds, nk, 0,
                         1);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
-        int64_t nv = isinf(lse[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
+        int64_t a = nlo(q_pos0 + i, k_pos0, tk, w) - k0;
+        int64_t nv = isinf(lse[i]) ? a : nvis(q_pos0 + i, k_pos0, tk) - k0;
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
-        nnt_cpu_row_softmax_grad_f32(nv, pr, dsr, lse[i], d[i]);
+        nnt_cpu_row_softmax_grad_f32(nv - a, pr + a, dsr + a, lse[i], d[i]);
+        for (int64_t j = 0; j < a; j++)
+            pr[j] = dsr[j] = 0.0f;
         for (int64_t j = nv; j < nk; j++)
             pr[j] = dsr[j] = 0.0f;
     }
-    /* dv[0:nk] += p^T dout;  dq[i0:i1] += scale ds k[0:nk];  dk[0:nk] += scale ds^T q */
-    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, 1.0f, p, nk, 0, doc, hd, 0, 1.0f, dv, hd, 0,
-                        1);
-    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, scale, ds, nk, 0, k, hd, 0, 1.0f,
+    /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q */
+    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, 1.0f, p, nk, 0, doc, hd, 0, 1.0f,
+                        dv + k0 * hd, hd, 0, 1);
+    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, scale, ds, nk, 0, kc, hd, 0, 1.0f,
                         dq + i0 * hd, hd, 0, 1);
-    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, scale, ds, nk, 0, qc, hd, 0, 1.0f, dk, hd, 0,
-                        1);
+    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, scale, ds, nk, 0, qc, hd, 0, 1.0f,
+                        dk + k0 * hd, hd, 0, 1);
 }
 
 /* Scratch-free fallback for one query row, one key at a time. */
@@ -230,39 +274,52 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *
     }
 }
 
-void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
-                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                              float scale, const float *q, const float *k, const float *v,
-                              const float *dout, const float *lse, const float *d, float *dq,
-                              float *dk, float *dv)
+void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, float scale, const float *q, const float *k,
+                                 const float *v, const float *dout, const float *lse,
+                                 const float *d, float *dq, float *dk, float *dv)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
-    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= tq)
+    int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
+    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= r1)
         return;
-    int64_t ch = tq - r0 < ATTN_CHUNK ? tq - r0 : ATTN_CHUNK;
+    int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
             int64_t sq = map_q_slab(mp, b, h);
             int64_t oq = sq * tq * hd, ok = map_kv_slab(mp, b, h) * tk * hd;
             const float *lb = lse + sq * tq, *db = d + sq * tq;
-            for (int64_t i0 = r0; i0 < tq; i0 += ch) {
-                int64_t i1 = i0 + ch < tq ? i0 + ch : tq;
+            for (int64_t i0 = r0; i0 < r1; i0 += ch) {
+                int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, scale, q + oq, k + ok,
-                              v + ok, dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p,
+                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, q + oq,
+                              k + ok, v + ok, dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p,
                               p + ch * tk);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
-                    int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk);
-                    bwd_row_noscratch(nv, hd, scale, q + oq + i * hd, k + ok, v + ok,
+                    int64_t a = nlo(q_pos0 + i, k_pos0, tk, window);
+                    int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk) - a;
+                    int64_t oa = ok + a * hd;
+                    bwd_row_noscratch(nv, hd, scale, q + oq + i * hd, k + oa, v + oa,
                                       dout + oq + i * hd, lb[i], db[i], dq + oq + i * hd,
-                                      dk + ok, dv + ok);
+                                      dk + oa, dv + oa);
                 }
             }
         }
     free(p);
+}
+
+void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                              int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                              float scale, const float *q, const float *k, const float *v,
+                              const float *dout, const float *lse, const float *d, float *dq,
+                              float *dk, float *dv)
+{
+    nnt_cpu_attn_bwd_window_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v, dout,
+                                lse, d, dq, dk, dv);
 }
 
 void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,

@@ -340,6 +340,19 @@ void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int
                               const float *dout, const float *lse, const float *d, float *dq,
                               float *dk, float *dv);
 
+/* The _gqa kernels with a sliding window: query position qp sees the keys kp with
+ * qp - window < kp <= qp (Hugging Face's sliding-window mask); window 0: plain causal (the
+ * _gqa kernels, bit for bit). Rows and keys outside every row's window cost nothing.     */
+void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, float scale, const float *q, const float *k,
+                                 const float *v, float *o_acc, float *m, float *l);
+void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, float scale, const float *q, const float *k,
+                                 const float *v, const float *dout, const float *lse,
+                                 const float *d, float *dq, float *dk, float *dv);
+
 /* ---- softmax rows (cross-entropy, attention), n contiguous elements ------------------------ */
 /* max of x[0..n), n >= 1 */
 float nnt_cpu_row_max_f32(int64_t n, const float *x);

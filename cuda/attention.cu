@@ -8,7 +8,8 @@
  * odd row pitch (no bank conflicts); the 8 lanes of a group live in one warp, so per-row
  * reductions are 3 shuffles and the score row is passed through shared memory with __syncwarp.
  *
- *   fwd:   block = (32 query rows, slab); loops over 32-key chunks up to the causal limit;
+ *   fwd:   block = (32 query rows, slab); loops over 32-key chunks up to the causal limit
+ *          (from the first row's sliding window on, when there is one: keys qp - w < kp);
  *          online softmax update of (m, l, o_acc) exactly as the CPU kernel defines it.
  *   dq:    block = (32 query rows, slab); loops over key chunks, recomputes p from lse,
  *          ds = p (dout.v - d), dq += scale ds k.
@@ -89,12 +90,19 @@ __host__ __device__ inline int64_t kv_count(const nnt_attn_map &mp)
     return mp.nh > 0 ? (mp.gofs + mp.nh - 1) / mp.group - mp.gofs / mp.group + 1 : 0;
 }
 
+/* first key of a block (at k_pos0) inside the sliding window w of the query at qp (0: none) */
+__host__ __device__ inline int64_t key_begin(int64_t qp, int64_t k_pos0, int64_t w)
+{
+    const int64_t b = qp - w + 1 - k_pos0;
+    return w > 0 && b > 0 ? b : 0;
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
-                float scale, const float *__restrict__ q, const float *__restrict__ k,
+                int64_t w, float scale, const float *__restrict__ q, const float *__restrict__ k,
                 const float *__restrict__ v, float *__restrict__ o_acc, float *__restrict__ m,
                 float *__restrict__ l)
 {
@@ -115,6 +123,8 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
     int64_t kend = q_pos0 + rlast - k_pos0 + 1;
     if (kend > tk)
         kend = tk;
+    /* sliding window w > 0: keys from the first row's window on */
+    const int64_t kbeg = key_begin(q_pos0 + r0, k_pos0, w);
 
     const int64_t nslab = mp.nb * mp.nh;
     for (int64_t s = blockIdx.y; s < nslab; s += gridDim.y) {
@@ -136,7 +146,7 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
             acc[u] = (valid && d < hd) ? o_acc[ri * hd + d] : 0.0f;
         }
 
-        for (int64_t c0 = 0; c0 < kend; c0 += kBC) {
+        for (int64_t c0 = kbeg; c0 < kend; c0 += kBC) {
             __syncthreads(); /* everyone done with the previous chunk */
             load_rows(sK, pitch, ks, c0, tk, hd, kBC);
             load_rows(sV, pitch, vs, c0, tk, hd, kBC);
@@ -156,7 +166,8 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
 #pragma unroll
             for (int jj = 0; jj < kPerLane; ++jj) {
                 const int64_t key = c0 + l8 + 8 * jj;
-                const bool ok = valid && key < tk && k_pos0 + key <= qpos;
+                const bool ok = valid && key < tk && k_pos0 + key <= qpos &&
+                                (w <= 0 || k_pos0 + key > qpos - w);
                 sc[jj] = ok ? scale * sc[jj] : -INFINITY;
                 cmax = fmaxf(cmax, sc[jj]);
             }
@@ -217,7 +228,7 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-                   int64_t k_pos0, float scale, const float *__restrict__ q, const float *__restrict__ k,
+                   int64_t k_pos0, int64_t w, float scale, const float *__restrict__ q, const float *__restrict__ k,
                    const float *__restrict__ v, const float *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ dd,
                    float *__restrict__ dq)
@@ -239,7 +250,8 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
     int64_t kend = q_pos0 + rlast - k_pos0 + 1;
     if (kend > tk)
         kend = tk;
-    if (kend <= 0)
+    const int64_t kbeg = key_begin(q_pos0 + r0, k_pos0, w);
+    if (kend <= kbeg)
         return; /* whole tile masked: nothing to add (uniform across the block) */
 
     const int64_t nslab = mp.nb * mp.nh;
@@ -262,7 +274,7 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
         for (int u = 0; u < ND; ++u)
             acc[u] = 0.0f;
 
-        for (int64_t c0 = 0; c0 < kend; c0 += kBC) {
+        for (int64_t c0 = kbeg; c0 < kend; c0 += kBC) {
             __syncthreads();
             load_rows(sK, pitch, ks, c0, tk, hd, kBC);
             load_rows(sV, pitch, vs, c0, tk, hd, kBC);
@@ -287,7 +299,8 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
 #pragma unroll
             for (int jj = 0; jj < kPerLane; ++jj) {
                 const int64_t key = c0 + l8 + 8 * jj;
-                const bool ok = valid && key < tk && k_pos0 + key <= qpos && lr != -INFINITY;
+                const bool ok = valid && key < tk && k_pos0 + key <= qpos &&
+                                (w <= 0 || k_pos0 + key > qpos - w) && lr != -INFINITY;
                 const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
                 sS[g * (kBC + 1) + l8 + 8 * jj] = p * (dp[jj] - dr);
             }
@@ -320,7 +333,7 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-                     int64_t k_pos0, float scale, const float *__restrict__ q,
+                     int64_t k_pos0, int64_t w, float scale, const float *__restrict__ q,
                      const float *__restrict__ k, const float *__restrict__ v,
                      const float *__restrict__ dout, const float *__restrict__ lse,
                      const float *__restrict__ dd, float *__restrict__ dk,
@@ -346,7 +359,14 @@ attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_
     int64_t qstart = k_pos0 + c0 - q_pos0;
     if (qstart < 0)
         qstart = 0;
-    if (qstart >= tq)
+    /* sliding window w > 0: query rows up to the last whose window holds the tile's last key */
+    int64_t qend = tq;
+    if (w > 0) {
+        const int64_t clast = (c0 + kBC < tk ? c0 + kBC : tk) - 1;
+        qend = k_pos0 + clast + w - q_pos0;
+        qend = qend < 0 ? 0 : (qend > tq ? tq : qend);
+    }
+    if (qstart >= qend)
         return; /* whole tile masked (uniform across the block) */
 
     /* one kv slab per s: kv head j of batch row b, read by the q heads [hlo, hhi) */
@@ -376,7 +396,7 @@ attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_
             const int64_t slab = b * mp.q_hs + mp.q_h0 + h;
             const float *qs = q + slab * tq * hd;
             const float *os = dout + slab * tq * hd;
-            for (int64_t r0 = qstart; r0 < tq; r0 += kBR) {
+            for (int64_t r0 = qstart; r0 < qend; r0 += kBR) {
                 __syncthreads();
                 load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
                 load_rows(sO, pitch, os, r0, tq, hd, kBR);
@@ -408,7 +428,8 @@ attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_
                     const int r = l8 + 8 * jj;
                     const int64_t qr = r0 + r;
                     const float lr = sL[r];
-                    const bool ok = valid && qr < tq && kpos <= q_pos0 + qr && lr != -INFINITY;
+                    const bool ok = valid && qr < tq && kpos <= q_pos0 + qr &&
+                                    (w <= 0 || kpos > q_pos0 + qr - w) && lr != -INFINITY;
                     const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
                     sP[g * (kBR + 1) + r] = p;
                     sS[g * (kBR + 1) + r] = p * (dp[jj] - sD[r]);
@@ -503,7 +524,7 @@ bool bad_sizes(const nnt_attn_map &mp, int64_t tq, int64_t tk, int64_t hd)
 
 template <int HDMAX>
 int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-               int64_t k_pos0, float scale, const float *q, const float *k, const float *v,
+               int64_t k_pos0, int64_t w, float scale, const float *q, const float *k, const float *v,
                float *o_acc, float *m, float *l, cudaStream_t stream)
 {
     const int pitch = pitch_for(hd);
@@ -513,13 +534,13 @@ int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_fwd_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(mp, tq, tk, hd, q_pos0, k_pos0,
-                                                            scale, q, k, v, o_acc, m, l);
+                                                            w, scale, q, k, v, o_acc, m, l);
     return launch_status();
 }
 
 template <int HDMAX>
 int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-               int64_t k_pos0, float scale, const float *q, const float *k, const float *v,
+               int64_t k_pos0, int64_t w, float scale, const float *q, const float *k, const float *v,
                const float *dout, const float *lse, const float *d, float *dq, float *dk,
                float *dv, cudaStream_t stream)
 {
@@ -531,7 +552,7 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_bwd_dq_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq);
+        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, q, k, v, dout, lse, d, dq);
     ret = launch_status();
     if (ret)
         return ret;
@@ -543,11 +564,33 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_bwd_dkdv_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dk, dv);
+        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, q, k, v, dout, lse, d, dk, dv);
     return launch_status();
 }
 
 } /* namespace */
+
+extern "C" int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+                                            int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                            int64_t window, float scale, const float *q,
+                                            const float *k, const float *v, float *o_acc,
+                                            float *m, float *l, cudaStream_t stream)
+{
+    if (!map || bad_sizes(*map, tq, tk, hd) || window < 0)
+        return -1;
+    const nnt_attn_map mp = *map;
+    if (mp.nb == 0 || mp.nh == 0 || tq == 0 || tk == 0 || hd == 0)
+        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
+    const int h = (int)hd;
+    if (h <= 64)
+        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, o_acc, m,
+                              l, stream);
+    if (h <= 128)
+        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, o_acc, m,
+                               l, stream);
+    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, o_acc, m, l,
+                           stream);
+}
 
 extern "C" int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
                                          int64_t hd, int64_t q_pos0, int64_t k_pos0,
@@ -555,19 +598,8 @@ extern "C" int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, in
                                          const float *v, float *o_acc, float *m, float *l,
                                          cudaStream_t stream)
 {
-    if (!map || bad_sizes(*map, tq, tk, hd))
-        return -1;
-    const nnt_attn_map mp = *map;
-    if (mp.nb == 0 || mp.nh == 0 || tq == 0 || tk == 0 || hd == 0)
-        return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
-    const int h = (int)hd;
-    if (h <= 64)
-        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
-                              stream);
-    if (h <= 128)
-        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l,
-                               stream);
-    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, o_acc, m, l, stream);
+    return nnt_cuda_attn_fwd_window_f32(map, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v,
+                                        o_acc, m, l, stream);
 }
 
 extern "C" int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
@@ -613,6 +645,29 @@ extern "C" int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, c
     return launch_status();
 }
 
+extern "C" int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+                                            int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                            int64_t window, float scale, const float *q,
+                                            const float *k, const float *v, const float *dout,
+                                            const float *lse, const float *d, float *dq,
+                                            float *dk, float *dv, cudaStream_t stream)
+{
+    if (!map || bad_sizes(*map, tq, tk, hd) || window < 0)
+        return -1;
+    const nnt_attn_map mp = *map;
+    if (mp.nb == 0 || mp.nh == 0 || tq == 0 || tk == 0 || hd == 0)
+        return 0; /* as on the CPU: nothing to do */
+    const int h = (int)hd;
+    if (h <= 64)
+        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, dout, lse,
+                              d, dq, dk, dv, stream);
+    if (h <= 128)
+        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, dout, lse,
+                               d, dq, dk, dv, stream);
+    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, dout, lse, d,
+                           dq, dk, dv, stream);
+}
+
 extern "C" int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
                                          int64_t hd, int64_t q_pos0, int64_t k_pos0,
                                          float scale, const float *q, const float *k,
@@ -620,20 +675,8 @@ extern "C" int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, in
                                          const float *d, float *dq, float *dk, float *dv,
                                          cudaStream_t stream)
 {
-    if (!map || bad_sizes(*map, tq, tk, hd))
-        return -1;
-    const nnt_attn_map mp = *map;
-    if (mp.nb == 0 || mp.nh == 0 || tq == 0 || tk == 0 || hd == 0)
-        return 0; /* as on the CPU: nothing to do */
-    const int h = (int)hd;
-    if (h <= 64)
-        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
-                              dk, dv, stream);
-    if (h <= 128)
-        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq,
-                               dk, dv, stream);
-    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, scale, q, k, v, dout, lse, d, dq, dk,
-                           dv, stream);
+    return nnt_cuda_attn_bwd_window_f32(map, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v,
+                                        dout, lse, d, dq, dk, dv, stream);
 }
 
 extern "C" int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,

@@ -335,6 +335,29 @@ NNT_API int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tens
                                           double scale, nnt_tensor *dq, nnt_tensor *dk,
                                           nnt_tensor *dv);
 
+/* Options of the attention operations' _ex forms (new in 0.3; more may be appended). */
+typedef struct nnt_tensor_attention_options {
+    size_t size;      /* sizeof(nnt_tensor_attention_options), set by the init macro         */
+    double scale;     /* scores are scale * q k^T; 0: 1 / sqrt(hd)                           */
+    int64_t window;   /* sliding window W: query position i sees keys i - W < j <= i
+                         (Hugging Face's sliding_window, Mistral's and Qwen2's); 0: none,
+                         every earlier key (plain causal, as the forms without _ex)           */
+} nnt_tensor_attention_options;
+
+#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0 }
+
+/* nnt_tensor_attention and _backward with options (NULL: the INIT values). A window gives
+ * the same result as masking the keys outside it, and costs less: a query tile and a key
+ * tile whose keys all lie before the tile's windows get no task. Window >= T is plain
+ * causal attention, bit for bit. */
+NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                    const nnt_tensor_attention_options *opts, nnt_tensor *o,
+                                    nnt_tensor *lse);
+NNT_API int nnt_tensor_attention_backward_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                             nnt_tensor *o, nnt_tensor *lse, nnt_tensor *dout,
+                                             const nnt_tensor_attention_options *opts,
+                                             nnt_tensor *dq, nnt_tensor *dk, nnt_tensor *dv);
+
 /* Softmax cross-entropy over the last dimension of logits (N..., V), which may be split
  * over tiles: lse[r] = log sum_j exp(logits[r, j]); loss[r] = lse[r] - logits[r, targets[r]],
  * 0 where targets[r] == ignore_index. targets (N...) NNT_INT32; loss, lse (N...) NNT_FP32;
@@ -437,6 +460,12 @@ NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opt
  * and hd tiling. Forward only (no lse). past = 0, Tk = Tq gives nnt_tensor_attention's o. */
 NNT_API int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
                                     double scale, nnt_tensor *o);
+/* nnt_tensor_attention_kv with options (NULL: the INIT values): with a window W, query i
+ * (position past + i) attends keys past + i - W < j <= past + i; key tiles older than every
+ * query's window are not read. */
+NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                       int64_t past, const nnt_tensor_attention_options *opts,
+                                       nnt_tensor *o);
 
 
 /* ---- layers -----------------------------------------------------------------------------
@@ -585,11 +614,14 @@ typedef struct nnt_attention_options {
                                      rotation (Qwen3): parameters "q_norm.weight",
                                      "k_norm.weight" (hd), initialised to 1, no decay       */
     double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
+    /* appended in 0.3 (a size that ends before it, as earlier 0.3 builds set, gets 0) */
+    int64_t window;               /* sliding window W: position i attends keys i - W < j <= i
+                                     (nnt_tensor_attention_ex(3)); 0: none                  */
 } nnt_attention_options;
 
-/* GPT-2's attention: multi-head, all biases, no rotary positions. */
+/* GPT-2's attention: multi-head, all biases, no rotary positions, no window. */
 #define NNT_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6 }
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
@@ -741,9 +773,9 @@ typedef enum nnt_model_family {
     NNT_FAMILY_GPT2 = 0,          /* GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP,
                                      all biases, tied head                                   */
     NNT_FAMILY_LLAMA = 1          /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
-                                     attention (also Mistral without sliding window, Qwen2
-                                     with qkv_bias, Qwen3 with qk_norm and head_dim, SmolLM,
-                                     TinyLlama)                                              */
+                                     attention (also Mistral and its sliding window, Qwen2
+                                     with qkv_bias, Qwen3 with qk_norm and head_dim, their
+                                     sliding windows, SmolLM, TinyLlama)                     */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -755,7 +787,8 @@ enum {
     NNT_FAMILY_HAS_ROPE = 1 << 4,      /* rotary positions: the rope options are read         */
     NNT_FAMILY_HAS_UNTIED = 1 << 5,    /* tied 0: a head of its own                           */
     NNT_FAMILY_HAS_BIASES = 1 << 6,    /* qkv_bias, out_bias, mlp_bias chosen                 */
-    NNT_FAMILY_HAS_LLMC = 1 << 7       /* llm.c checkpoints (nnt_gpt_load_llmc, _save_llmc)   */
+    NNT_FAMILY_HAS_LLMC = 1 << 7,      /* llm.c checkpoints (nnt_gpt_load_llmc, _save_llmc)   */
+    NNT_FAMILY_HAS_WINDOW = 1 << 8     /* sliding windows (sliding_window, window_from, ...)   */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -796,12 +829,21 @@ typedef struct nnt_model_config {
                                      family: any even hd, NH * hd need not be C)            */
     int qk_norm;                  /* RMSNorm on each head of q and k, eps norm_eps (Qwen3;
                                      Llama family only)                                      */
+    /* appended in 0.3 (a size that ends before them, as earlier 0.3 builds set, reads as 0):
+     * which blocks' attention has a sliding window (nnt_tensor_attention_ex(3)). Block i
+     * (from 0) has one iff sliding_window > 0, i >= window_from and not (window_global_every
+     * > 0 and (i + 1) % window_global_every == 0): Mistral every block (0, 0), Qwen2/Qwen3
+     * window_from = max_window_layers, Gemma 2 window_global_every 2, Gemma 3 its
+     * sliding_window_pattern. Families with NNT_FAMILY_HAS_WINDOW only. */
+    int64_t sliding_window;       /* W (Hugging Face's sliding_window); 0: no window         */
+    int64_t window_from;          /* first block with a window                               */
+    int64_t window_global_every;  /* every N-th block, counting from 1, is full; 0: none     */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -826,8 +868,8 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; architectures[0], else
  * model_type); the result passes nnt_model_create's checks. A configuration nnt cannot
- * train (another architecture, a rope type other than "default"/"llama3", a sliding
- * window, an odd head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a
+ * train (another architecture, a rope type other than "default"/"llama3", a layer_types
+ * list of no form nnt_model_config can say, an odd head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a
  * message naming the key and value; malformed JSON, a missing or wrong-typed key
  * NNT_E_FORMAT; no file NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
  * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */

@@ -39,6 +39,8 @@ static void *failing_malloc(size_t n)
 #define nnt_cpu_attn_bwd_block_f32 noscratch_attn_bwd_block
 #define nnt_cpu_attn_fwd_gqa_f32 noscratch_attn_fwd_gqa
 #define nnt_cpu_attn_bwd_gqa_f32 noscratch_attn_bwd_gqa
+#define nnt_cpu_attn_fwd_window_f32 noscratch_attn_fwd_window
+#define nnt_cpu_attn_bwd_window_f32 noscratch_attn_bwd_window
 #undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
 #include "../cpu/attention.c"
 #undef malloc
@@ -48,6 +50,8 @@ static void *failing_malloc(size_t n)
 #undef nnt_cpu_attn_bwd_block_f32
 #undef nnt_cpu_attn_fwd_gqa_f32
 #undef nnt_cpu_attn_bwd_gqa_f32
+#undef nnt_cpu_attn_fwd_window_f32
+#undef nnt_cpu_attn_bwd_window_f32
 
 /* Tolerances: each about 10x the largest error measured for its check (tests/tolerances.sh)
  * on Zen 3 under the BLIS kernel sets zen3, haswell and generic; the errors are the same
@@ -1978,6 +1982,56 @@ START_TEST(test_isa_env)
 }
 END_TEST
 
+/* ---- sliding-window attention: the scratch-free fallback against the chunked path ------- */
+
+/* Measured 2.2e-7 (the same sums in another order: one key at a time against GEMMs) */
+#define WIN_TOL 2.2e-6
+
+START_TEST(test_attention_window_noscratch)
+{
+    /* (q_pos0, k_pos0, window): blocks cut by the window at the start, the end, both, none */
+    static const int64_t cases[][3] = {{0, 0, 1}, {0, 0, 3}, {16, 0, 5}, {8, 4, 7}, {40, 0, 9},
+                                       {20, 12, 2}, {5, 0, 200}};
+    const int64_t nbh = 2, tq = 11, tk = 13, hd = 5;
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    float *q = test_random_f32(nbh * tq * hd, 5, -1, 1), *k = test_random_f32(nbh * tk * hd, 6, -1, 1),
+          *v = test_random_f32(nbh * tk * hd, 7, -1, 1), *dout = test_random_f32(nbh * tq * hd, 8, -1, 1);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float o[2][110], m[2][22], l[2][22], lse[22], d[22], dq[2][110], dk[2][130], dv[2][130];
+        for (int path = 0; path < 2; path++) {
+            for (int i = 0; i < 22; i++)
+                m[path][i] = -INFINITY, l[path][i] = 0.0f;
+            memset(o[path], 0, sizeof o[path]);
+            memset(dq[path], 0, sizeof dq[path]);
+            memset(dk[path], 0, sizeof dk[path]);
+            memset(dv[path], 0, sizeof dv[path]);
+            (path ? noscratch_attn_fwd_window : nnt_cpu_attn_fwd_window_f32)(
+                NULL, &mha, tq, tk, hd, cases[c][0], cases[c][1], cases[c][2], 0.4f, q, k, v,
+                o[path], m[path], l[path]);
+            nnt_cpu_attn_fwd_finalize_f32(nbh, tq, hd, o[path], m[path], l[path], lse);
+            nnt_cpu_attn_bwd_prep_f32(nbh, tq, hd, o[path], dout, d);
+            (path ? noscratch_attn_bwd_window : nnt_cpu_attn_bwd_window_f32)(
+                NULL, &mha, tq, tk, hd, cases[c][0], cases[c][1], cases[c][2], 0.4f, q, k, v,
+                dout, lse, d, dq[path], dk[path], dv[path]);
+        }
+        EXPECT_TOL(test_rel_err(o[1], o[0], 110), WIN_TOL, "window o, case %d", (int)c);
+        /* window 1: p = 1, so dq and dk are 0 up to rounding: compared absolutely */
+        double eq = test_rel_err(dq[1], dq[0], 110), ek = test_rel_err(dk[1], dk[0], 130);
+        if (cases[c][2] == 1) {
+            eq = ek = 0;
+            for (int i = 0; i < 110; i++)
+                eq = fmax(eq, fabs((double)dq[1][i] - dq[0][i]));
+            for (int i = 0; i < 130; i++)
+                ek = fmax(ek, fabs((double)dk[1][i] - dk[0][i]));
+        }
+        EXPECT_TOL(eq, WIN_TOL, "window dq, case %d", (int)c);
+        EXPECT_TOL(ek, WIN_TOL, "window dk, case %d", (int)c);
+        EXPECT_TOL(test_rel_err(dv[1], dv[0], 130), WIN_TOL, "window dv, case %d", (int)c);
+    }
+    free(q), free(k), free(v), free(dout);
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -1996,6 +2050,7 @@ static Suite *cpu_suite(void)
         {"layernorm_small_variance", test_layernorm_small_variance},
         {"attention_ref", test_attention_ref_fd},
         {"attention_masked", test_attention_masked_rows},
+        {"attention_window", test_attention_window_noscratch},
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
         {"sgd", test_sgd},                       {"round", test_round},

@@ -9,6 +9,8 @@
 #include "generic.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <string.h>
 
 /* names: [0] GPT-2's, [1] the Llama layout's */
 static const char *const QKV_WEIGHT[2][3] = {{"q.weight", "k.weight", "v.weight"},
@@ -23,6 +25,7 @@ static const int SWAP_BT_NH[4] = {0, 2, 1, 3};   /* (B, T, NH, hd) <-> (B, NH, T
 typedef struct attention {
     int has_rope;
     nnt_rope_options rope;          // a copy of the options' rope
+    int64_t window;                 // sliding window of the attention op (0: none)
     nnt_tensor *w[3], *dw[3];       // (NH, hd, C) q weight, (NKV, hd, C) k, v weights
     nnt_tensor *b[3], *db[3];       // (NH, hd), (NKV, hd), or NULL (no q/k/v bias)
     nnt_tensor *w16[3], *pw16;      // bf16 copies of w, pw under NNT_PRECISION_BF16, else NULL
@@ -89,6 +92,15 @@ static double scale_of(const attention *a)
     return 1.0 / sqrt((double)a->w[0]->shape[1]);
 }
 
+/* the attention op's options: the scale and the sliding window */
+static nnt_tensor_attention_options op_options(const attention *a)
+{
+    nnt_tensor_attention_options o = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    o.scale = scale_of(a);
+    o.window = a->window;
+    return o;
+}
+
 /* q (B, NH, T, hd), k, v (B, NKV, T, hd) of x (B, T, C) into a->qkv, q and k normalised
  * (if so configured: from a->qk_in) and rotated to positions past .. past + T - 1 (if any). */
 static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
@@ -139,7 +151,8 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     attention *a = l->impl;
     NNT_TRY(project_qkv(l, a, x, 0));
     /* NKV < NH: q head h reads kv head h / (NH / NKV) inside the op (no copies) */
-    NNT_TRY(nnt_tensor_attention(a->qkv[0], a->qkv[1], a->qkv[2], scale_of(a), a->o, a->lse));
+    nnt_tensor_attention_options ao = op_options(a);
+    NNT_TRY(nnt_tensor_attention_ex(a->qkv[0], a->qkv[1], a->qkv[2], &ao, a->o, a->lse));
     return project_out(l, a, y);
 }
 
@@ -192,7 +205,8 @@ int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos 
     NNT_TRY(project_qkv(l, a, x, at->past));
     for (int i = 0; i < 2; i++)   /* k, v of the new positions into cache rows past .. */
         NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, 0, a->cache[i], at->past, T));
-    NNT_TRY(nnt_tensor_attention_kv(a->qkv[0], a->cache[0], a->cache[1], at->past, scale_of(a),
+    nnt_tensor_attention_options ao = op_options(a);
+    NNT_TRY(nnt_tensor_attention_kv_ex(a->qkv[0], a->cache[0], a->cache[1], at->past, &ao,
                                     a->o));
     return project_out(l, a, y);
 }
@@ -253,8 +267,9 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (a->dpb)
         NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, a->dpb), a->dpb));
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
-    NNT_TRY(nnt_tensor_attention_backward(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse, a->dh[0],
-                                      scale_of(a), a->dh[1], a->dh[2], a->dh[3]));
+    nnt_tensor_attention_options ao = op_options(a);
+    NNT_TRY(nnt_tensor_attention_backward_ex(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse,
+                                             a->dh[0], &ao, a->dh[1], a->dh[2], a->dh[3]));
     if (a->has_rope) {   /* back through the rotations of q and k, in place */
         NNT_TRY(nnt_tensor_rope_backward(a->dh[1], &a->rope, 0, a->dh[1]));
         NNT_TRY(nnt_tensor_rope_backward(a->dh[2], &a->rope, 0, a->dh[2]));
@@ -343,12 +358,16 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
     *out = gpt2;
     if (!opts)
         return NNT_OK;
-    if (opts->size < sizeof(nnt_attention_options))
+    /* a size that ends before window (earlier 0.3 builds) gets window 0 */
+    if (opts->size < offsetof(nnt_attention_options, window))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: attention options size %zu is below "
                         "sizeof(nnt_attention_options) %zu (use NNT_ATTENTION_OPTIONS_INIT)",
                         fn, opts->size, sizeof(nnt_attention_options));
-    *out = *opts;
+    memcpy(out, opts, opts->size < sizeof *out ? opts->size : sizeof *out);
     out->size = sizeof *out;
+    if (out->window < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
+                        (long long)out->window);
     if (out->kv_heads < 0 || out->head_dim < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %lld is negative", fn,
                         out->kv_heads < 0 ? "kv_heads" : "head_dim",
@@ -391,6 +410,8 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
                           (long long)hd, (long long)dt);
     }
     attention *a = l->impl;
+    if (rc == 0)
+        a->window = o.window;
     if (rc == 0 && o.rope) {
         a->has_rope = 1;
         rc = nnt_rope_options_read(fn, o.rope, &a->rope);

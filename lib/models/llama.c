@@ -1,5 +1,5 @@
 /* The Llama family (NNT_FAMILY_LLAMA): Hugging Face LlamaForCausalLM, MistralForCausalLM
- * (without a sliding window), Qwen2ForCausalLM and Qwen3ForCausalLM, and the models of their
+ * (its sliding window on every layer), Qwen2ForCausalLM and Qwen3ForCausalLM, and the models of their
  * shapes (SmolLM2, TinyLlama).
  *
  * The tree (lib/models/transformer.c) is RMSNorm blocks with grouped-query attention with
@@ -13,6 +13,7 @@
 #include "family.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- presets ------------------------------------------------------------------------------- */
@@ -98,9 +99,72 @@ static const nnt_hf_arch ARCHS[] = {
     {"Qwen3ForCausalLM", "qwen3"},
 };
 
+/* layer_types (transformers' list of "sliding_attention" / "full_attention", one per layer)
+ * as window_from and window_global_every: layers from window_from on sliding, or every
+ * window_global_every-th full and the others sliding. Absent: the keys' values stand; a
+ * list of another form, or of another length than num_hidden_layers: unsupported. */
+static int layer_types(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    if (!nnt_cfg_has(o, "layer_types"))
+        return NNT_OK;
+    size_t cap = (size_t)c->layers * 24 + 64;
+    char *text = malloc(cap), *p;
+    if (!text)
+        return nnt_cfg_unsupported(o, "layer_types", "(too long)", "a list per layer");
+    nnt_cfg_text(o, "layer_types", text, cap);
+    char *sliding = calloc((size_t)c->layers + 1, 1);
+    int64_t n = 0;
+    int ok = sliding != NULL && text[0] == '[';
+    for (p = text; ok && (p = strchr(p, '"')) != NULL; n++) {
+        char *e = strchr(p + 1, '"');
+        size_t len = e ? (size_t)(e - p - 1) : 0;
+        if (!e || n >= c->layers)
+            ok = 0;
+        else if (len == 17 && strncmp(p + 1, "sliding_attention", len) == 0)
+            sliding[n] = 1;
+        else if (!(len == 14 && strncmp(p + 1, "full_attention", len) == 0))
+            ok = 0;
+        p = e ? e + 1 : p + 1;
+    }
+    ok = ok && n == c->layers;
+    /* the forms: first sliding layer on; or every N-th full from 1 */
+    int64_t from = 0, every = 0, any = 0;
+    for (int64_t i = 0; ok && i < n; i++)
+        any |= sliding[i];
+    if (ok && any) {
+        while (!sliding[from])
+            from++;
+        int run = 1;
+        for (int64_t i = from; i < n; i++)
+            run &= sliding[i];
+        if (!run) {
+            from = 0;
+            while (every < n && sliding[every])
+                every++;
+            every++;   /* the first full layer is layer every - 1 */
+            for (int64_t i = 0; i < n; i++)
+                ok &= sliding[i] == ((i + 1) % every != 0);
+        }
+    }
+    free(text);
+    free(sliding);
+    if (!ok)
+        return nnt_cfg_unsupported(o, "layer_types", "(this list)",
+                                   "\"full_attention\" / \"sliding_attention\" per layer, "
+                                   "sliding from a layer on or all but every N-th");
+    if (!any)
+        c->sliding_window = 0;
+    c->window_from = from;
+    c->window_global_every = every;
+    return NNT_OK;
+}
+
 /* What only some architectures have: biases, q/k norms, sliding windows. Llama:
  * attention_bias on q, k, v and o, mlp_bias; Qwen2: q, k, v biases; Qwen3: attention_bias,
- * q/k norms. */
+ * q/k norms. Sliding windows as transformers 5.24 reads them: Mistral sliding_window on
+ * every layer (absent: MistralConfig's 4096; null: none); Qwen2 and Qwen3 sliding_window
+ * (absent: 4096) on the layers i >= max_window_layers (absent: 28) when use_sliding_window,
+ * or on those a layer_types list names. */
 static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     int on = 0;
@@ -113,14 +177,32 @@ static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     if (arch == ARCH_QWEN2)
         c->qkv_bias = 1;
     c->qk_norm = arch == ARCH_QWEN3;
+    c->sliding_window = c->window_from = c->window_global_every = 0;
     if (arch == ARCH_QWEN2 || arch == ARCH_QWEN3) {   /* sliding_window only applies with it */
         NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &on));
-        if (on)
-            return nnt_cfg_unsupported(o, "use_sliding_window", "true", "false");
-    } else if (nnt_cfg_has(o, "sliding_window")) {
+        if (!on)
+            return NNT_OK;
+        char v[8];
+        nnt_cfg_text(o, "sliding_window", v, sizeof v);   /* null: none; absent: 4096 */
+        NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, strcmp(v, "null") ? 4096 : 0,
+                            &c->sliding_window));
+        NNT_TRY(nnt_cfg_int(o, "max_window_layers", 0, 28, &c->window_from));
+        if (c->window_from < 0)
+            return nnt_cfg_bad_type(o, "max_window_layers", "an integer >= 0");
+        if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
+            return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
+        return c->sliding_window ? layer_types(o, c) : NNT_OK;
+    }
+    if (arch == ARCH_MISTRAL) {
         char v[33];
         nnt_cfg_text(o, "sliding_window", v, sizeof v);
-        return nnt_cfg_unsupported(o, "sliding_window", v, "null");
+        /* absent: MistralConfig's default; null: none */
+        int absent = v[0] == '\0' && !nnt_cfg_has(o, "sliding_window");
+        int64_t w = 0;
+        NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 0, &w));
+        if (nnt_cfg_has(o, "sliding_window") && w < 1)
+            return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
+        c->sliding_window = absent ? 4096 : w;
     }
     return NNT_OK;
 }
@@ -154,7 +236,27 @@ static int llama_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
  * (q/k norms; q, k, v, o biases all or none, no MLP bias). */
 static int llama_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    if (!c->qk_norm && c->qkv_bias == c->out_bias)
+    int plain = !c->qk_norm && c->qkv_bias == c->out_bias;
+    if (c->sliding_window) {   /* Mistral: every layer; Qwen2, Qwen3: from max_window_layers */
+        if (c->window_global_every == 0 && c->window_from == 0 && plain && !c->qkv_bias &&
+            !c->mlp_bias)
+            return ARCH_MISTRAL;
+        if (c->window_global_every == 0 && !c->qk_norm && c->qkv_bias && !c->out_bias &&
+            !c->mlp_bias)
+            return ARCH_QWEN2;
+        if (c->window_global_every == 0 && c->qk_norm && c->qkv_bias == c->out_bias &&
+            !c->mlp_bias)
+            return ARCH_QWEN3;
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no Hugging Face architecture of the Llama "
+                        "family has sliding_window=%lld with window_from=%lld, "
+                        "window_global_every=%lld, qkv_bias=%d, out_bias=%d, mlp_bias=%d, "
+                        "qk_norm=%d (MistralForCausalLM: every layer, no biases; "
+                        "Qwen2ForCausalLM, Qwen3ForCausalLM: from a layer on)", fn,
+                        (long long)c->sliding_window, (long long)c->window_from,
+                        (long long)c->window_global_every, c->qkv_bias, c->out_bias,
+                        c->mlp_bias, c->qk_norm);
+    }
+    if (plain)
         return ARCH_LLAMA;
     if (!c->qk_norm && c->qkv_bias && !c->mlp_bias)
         return ARCH_QWEN2;
@@ -180,11 +282,17 @@ static void llama_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
     nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
-    if (arch != ARCH_QWEN2)
+    if (arch != ARCH_QWEN2 && arch != ARCH_MISTRAL)
         nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);
     if (arch == ARCH_LLAMA)
         nnt_cfg_put_bool(t, "mlp_bias", c->mlp_bias);
-    else
+    else if (arch == ARCH_MISTRAL)
+        nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
+    else if (c->sliding_window) {
+        nnt_cfg_put_bool(t, "use_sliding_window", 1);
+        nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
+        nnt_cfg_put_int(t, "max_window_layers", c->window_from);
+    } else
         nnt_cfg_put_bool(t, "use_sliding_window", 0);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
     nnt_cfg_put_rope(t, &c->rope);
@@ -198,7 +306,7 @@ const nnt_family nnt_family_llama = {
     NNT_FAMILY_LLAMA, "llama", "Llama",
     NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
         NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
-        NNT_FAMILY_HAS_BIASES,
+        NNT_FAMILY_HAS_BIASES | NNT_FAMILY_HAS_WINDOW,
     llama_preset, PRESET_NAMES,
     llama_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,

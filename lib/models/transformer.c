@@ -26,6 +26,7 @@
 #include "../layers/generic.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,7 +73,21 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
                         c->norm_eps);
+    if (c->size < sizeof(nnt_model_config))
+        return NNT_OK;   /* an earlier 0.3 size: no window fields (read as 0) */
+    if (c->sliding_window < 0 || c->window_from < 0 || c->window_global_every < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: sliding_window %lld, window_from %lld and "
+                        "window_global_every %lld must be >= 0", fn,
+                        (long long)c->sliding_window, (long long)c->window_from,
+                        (long long)c->window_global_every);
     return NNT_OK;
+}
+
+int nnt_model_block_window(const nnt_model_config *c, int64_t i)
+{
+    if (c->size < sizeof(nnt_model_config) || c->sliding_window <= 0 || i < c->window_from)
+        return 0;
+    return !(c->window_global_every > 0 && (i + 1) % c->window_global_every == 0);
 }
 
 /* cfg is a readable configuration nnt can build (the rope options are checked by the
@@ -81,7 +96,8 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
 {
     if (!cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
-    if (cfg->size < sizeof(nnt_model_config))
+    if (cfg->size < sizeof(nnt_model_config) &&
+        cfg->size != offsetof(nnt_model_config, sliding_window))   /* earlier 0.3 builds' */
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg->size %zu < sizeof(nnt_model_config) %zu "
                         "(initialise it with NNT_MODEL_CONFIG_INIT or nnt_model_preset)", fn,
                         cfg->size, sizeof(nnt_model_config));
@@ -97,6 +113,10 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
                         valid);
     }
     NNT_TRY(check_sizes(ctx, fn, cfg));
+    if (cfg->size >= sizeof(nnt_model_config) && cfg->sliding_window &&
+        !(f->features & NNT_FAMILY_HAS_WINDOW))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
+                        "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
     return f->check(ctx, fn, cfg);
 }
 
@@ -214,6 +234,8 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];
         nnt_layer *block = NULL;
+        /* each block's attention its own window, from the configuration */
+        ao.window = nnt_model_block_window(c, i) ? c->sliding_window : 0;
         snprintf(name, sizeof name, "%s%lld", f->block, (long long)i);
         NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
         NNT_TRY(adopt(l, name, block));
@@ -268,8 +290,7 @@ static int tree_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tili
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &model_vt, sizeof(model_impl), fn, &l));
     model_impl *m = l->impl;
-    m->cfg = *cfg;
-    m->cfg.size = sizeof m->cfg;
+    nnt_model_config_copy(&m->cfg, cfg);
     m->cfg.kv_heads = kv_heads_of(cfg);
     m->cfg.hidden = hidden_of(cfg);
     m->cfg.head_dim = head_dim_of(cfg);
@@ -293,6 +314,14 @@ int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
     return tree_create(ctx, cfg, &t, fn, out);
 }
 
+void nnt_model_config_copy(nnt_model_config *out, const nnt_model_config *cfg)
+{
+    static const nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+    *out = init;
+    memcpy(out, cfg, cfg->size < sizeof *out ? cfg->size : sizeof *out);
+    out->size = sizeof *out;
+}
+
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
@@ -300,9 +329,11 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
     if (!f || !f->build)
         return nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, out);
     nnt_tiling t;
+    nnt_model_config c;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    return f->build(ctx, fn, cfg, B, T, &t, out);
+    nnt_model_config_copy(&c, cfg);
+    return f->build(ctx, fn, &c, B, T, &t, out);
 }
 
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
@@ -330,7 +361,14 @@ int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_confi
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the layer is a %s layer, not a model "
                         "(nnt_model_create, nnt_model_load_hf, nnt_gpt_create)", fn,
                         model->vt->kind_name);
-    *cfg = ((const model_impl *)model->impl)->cfg;
+    /* a caller of an earlier 0.3 build (its size ends before the window fields) gets its
+     * size's fields */
+    const nnt_model_config *c = &((const model_impl *)model->impl)->cfg;
+    if (cfg->size == offsetof(nnt_model_config, sliding_window))
+        memcpy((char *)cfg + sizeof cfg->size, (const char *)c + sizeof c->size,
+               cfg->size - sizeof cfg->size);
+    else
+        *cfg = *c;
     return NNT_OK;
 }
 

@@ -10,12 +10,17 @@
  * finalize task. Backward: a prep task per query tile (d = rowsum(dout * o)), then one
  * block task per (i, head range, j <= i) in a fixed order, accumulating into dq_i, dk_j
  * and dv_j (RW, in submission order: the G q heads of a kv head and the query tiles add in
- * a fixed order, so results are bit-identical run to run). */
+ * a fixed order, so results are bit-identical run to run).
+ * Sliding window W (the _ex functions): query position qp sees keys qp - W < kp <= qp; a
+ * (query tile, key tile) pair whose keys all precede the window of the tile's first query
+ * gets no task (that is what the window saves), and the kernels skip the rows and keys of
+ * a pair that no window reaches. */
 #include "../internal.h"
 #include "nnt_cpu.h" /* nnt_attn_map */
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- argument checks ------------------------------------------------------------------------ */
 
@@ -128,8 +133,16 @@ static nnt_attn_map head_range(const nnt_tensor *q, const nnt_tensor *k, int64_t
 
 /* Tasks of query tile (bi, hi, i); q, o with one hd tile (B, NH, T, hd), k, v with one
  * hd tile (B, NKV, T, hd), m, l, lse (B, NH, T). */
+/* the key tile kt lies wholly before the window of every query of a tile whose first
+ * query is at q_pos0 (window 0: never) */
+static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t window)
+{
+    return window > 0 && kt->pos0 + kt->rows - 1 <= q_pos0 - window;
+}
+
 static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l,
-                              nnt_tensor *lse, float scale, int64_t bi, int64_t hi, int64_t i)
+                              nnt_tensor *lse, float scale, int64_t window, int64_t bi,
+                              int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
     int64_t hd = q->shape[3], hk0, hk1;
@@ -143,11 +156,13 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
             struct seq_tile kt = seq_tile(k, bi, hk, j);
             if (kt.pos0 > qt.pos0 + qt.rows - 1)
                 break;   /* every key after every query: fully masked */
+            if (before_window(&kt, qt.pos0, window))
+                continue;   /* every key before every query's window */
             starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, qt.pos0,
-                                           kt.pos0, scale, h, first);
+                                           kt.pos0, window, scale, h, first);
             first = 0;
         }
     }
@@ -158,7 +173,7 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
     return rc;
 }
 
-static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale)
+static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window)
 {
     nnt_tensor *q = w[0], *m = NULL, *l = NULL;
     int rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &m);
@@ -167,26 +182,54 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale)
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = forward_query_tile(w, m, l, lse, scale, bi, hi, i);
+                rc = forward_query_tile(w, m, l, lse, scale, window, bi, hi, i);
     nnt_temp_release(m);
     nnt_temp_release(l);
     return rc;
 }
 
-int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double scale,
-                         nnt_tensor *o, nnt_tensor *lse)
+/* The scale and window of opts (NULL: the defaults) for head dimension hd. */
+static int read_options(nnt_ctx *ctx, const char *fn, const nnt_tensor_attention_options *opts,
+                        int64_t hd, double *scale, int64_t *window)
 {
-    const char *fn = "nnt_tensor_attention";
+    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    nnt_tensor_attention_options o = defaults;
+    if (opts) {
+        NNT_TRY(nnt_check_struct_size(ctx, fn, "opts->size", opts->size,
+                                      sizeof(nnt_tensor_attention_options),
+                                      sizeof(nnt_tensor_attention_options),
+                                      "initialise it with NNT_TENSOR_ATTENTION_OPTIONS_INIT"));
+        memcpy(&o, opts, sizeof o);
+    }
+    if (o.window < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
+                        (long long)o.window);
+    *scale = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)(hd > 0 ? hd : 1));
+    *window = o.window;
+    return NNT_OK;
+}
+
+static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                             const nnt_tensor_attention_options *opts, double scale,
+                             nnt_tensor *o, nnt_tensor *lse)
+{
     static const char *const roles[5] = {"q", "k", "v", "o", "lse"};
     static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
     nnt_tensor *all[5] = {q, k, v, o, lse};
-    int rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
+    int64_t window = 0;
+    int rc = 0;
+    if (opts)
+        rc = nnt_check_arg(fn, "q", q, NNT_FP32, 0);
+    if (rc == 0 && opts)
+        rc = read_options(q->ctx, fn, opts, q->ndim == 4 ? q->shape[3] : 1, &scale, &window);
+    if (rc == 0)
+        rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
     if (rc)
         return rc;
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_forward(w, lse, (float)scale);
+        rc = submit_forward(w, lse, (float)scale, window);
     if (rc == 0)
         nnt_tensor_mark_written(lse);
     rc = nnt_whole_last_finish(w[3], o, rc);
@@ -195,10 +238,25 @@ int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double sca
     return rc;
 }
 
+int nnt_tensor_attention(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, double scale,
+                         nnt_tensor *o, nnt_tensor *lse)
+{
+    return attention_forward("nnt_tensor_attention", q, k, v, NULL, scale, o, lse);
+}
+
+NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                    const nnt_tensor_attention_options *opts, nnt_tensor *o,
+                                    nnt_tensor *lse)
+{
+    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    return attention_forward("nnt_tensor_attention_ex", q, k, v, opts ? opts : &defaults, 0.0,
+                             o, lse);
+}
+
 /* ---- backward ----------------------------------------------------------------------------- */
 
 /* w: q, k, v, o, lse, dout, dq, dk, dv (one hd tile each; lse (B, NH, T)); d like lse. */
-static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale)
+static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int64_t window)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *lse = w[4], *dout = w[5],
                *dq = w[6], *dk = w[7], *dv = w[8];
@@ -232,13 +290,15 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale)
                     for (int64_t j = 0; j <= i && rc == 0; j++) {
                         struct seq_tile kt = seq_tile(k, bi, hk, j);
                         int64_t kj = kt.index;
+                        if (before_window(&kt, qt.pos0, window))
+                            continue;   /* no query of the tile sees these keys */
                         starpu_data_handle_t h[9] = {
                             q->tiles[qi].handle, k->tiles[kj].handle, v->tiles[kj].handle,
                             dout->tiles[qi].handle, lse->tiles[qi].handle, d->tiles[qi].handle,
                             dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
                         rc = nnt_insert_attn_bwd_block(q->ctx, &map, qt.rows, kt.rows, hd,
-                                                       qt.pos0, kt.pos0, scale, h, first,
-                                                       !touched[kj]);
+                                                       qt.pos0, kt.pos0, window, scale, h,
+                                                       first, !touched[kj]);
                         first = 0;
                         touched[kj] = 1;
                     }
@@ -249,16 +309,23 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale)
     return rc;
 }
 
-int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, nnt_tensor *o,
-                                  nnt_tensor *lse, nnt_tensor *dout, double scale,
-                                  nnt_tensor *dq, nnt_tensor *dk, nnt_tensor *dv)
+static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                              nnt_tensor *o, nnt_tensor *lse, nnt_tensor *dout,
+                              const nnt_tensor_attention_options *opts, double scale,
+                              nnt_tensor *dq, nnt_tensor *dk, nnt_tensor *dv)
 {
-    const char *fn = "nnt_tensor_attention_backward";
     static const char *const roles[9] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
     static const int side[9] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE,
                                 SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
     nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
-    int rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
+    int64_t window = 0;
+    int rc = 0;
+    if (opts)
+        rc = nnt_check_arg(fn, "q", q, NNT_FP32, 0);
+    if (rc == 0 && opts)
+        rc = read_options(q->ctx, fn, opts, q->ndim == 4 ? q->shape[3] : 1, &scale, &window);
+    if (rc == 0)
+        rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
     if (rc)
         return rc;
     nnt_tensor *w[9] = {NULL, NULL, NULL, NULL, lse, NULL, NULL, NULL, NULL}, *d = NULL;
@@ -268,7 +335,7 @@ int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, n
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
     if (rc == 0)
-        rc = submit_backward(w, d, (float)scale);
+        rc = submit_backward(w, d, (float)scale, window);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
         rc = nnt_whole_last_finish(w[i], all[i], rc);
@@ -276,6 +343,24 @@ int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, n
         if (i != 4)
             nnt_whole_last_drop(w[i], all[i]);
     return rc;
+}
+
+int nnt_tensor_attention_backward(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, nnt_tensor *o,
+                                  nnt_tensor *lse, nnt_tensor *dout, double scale,
+                                  nnt_tensor *dq, nnt_tensor *dk, nnt_tensor *dv)
+{
+    return attention_backward("nnt_tensor_attention_backward", q, k, v, o, lse, dout, NULL,
+                              scale, dq, dk, dv);
+}
+
+NNT_API int nnt_tensor_attention_backward_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                             nnt_tensor *o, nnt_tensor *lse, nnt_tensor *dout,
+                                             const nnt_tensor_attention_options *opts,
+                                             nnt_tensor *dq, nnt_tensor *dk, nnt_tensor *dv)
+{
+    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    return attention_backward("nnt_tensor_attention_backward_ex", q, k, v, o, lse, dout,
+                              opts ? opts : &defaults, 0.0, dq, dk, dv);
 }
 
 /* ---- queries after cached keys -------------------------------------------------------------- */
@@ -323,7 +408,7 @@ static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, d
 /* Tasks of query tile (bi, hi, i), its rows at positions past + i * tile: one block task per
  * kv head range and key tile holding a key at or before its last query, then a finalize. */
 static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t past,
-                         float scale, int64_t bi, int64_t hi, int64_t i)
+                         float scale, int64_t window, int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *m = mll[0], *l = mll[1];
     int64_t hd = q->shape[3], hk0, hk1;
@@ -335,11 +420,13 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
         nnt_attn_map map = head_range(q, k, bi, hi, hk);
         for (int64_t j = 0; j < k->grid[2] && j * k->tile[2] <= q_last && rc == 0; j++) {
             struct seq_tile kt = seq_tile(k, bi, hk, j);
+            if (before_window(&kt, q_pos0, window))
+                continue;   /* keys older than every query's window are not read */
             starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, q_pos0,
-                                           kt.pos0, scale, h, first);
+                                           kt.pos0, window, scale, h, first);
             first = 0;
         }
     }
@@ -352,7 +439,7 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
 }
 
 /* w: q, k, v, o with one hd tile; m, l and the (unused) lse are temporaries (B, NH, Tq). */
-static int submit_kv(nnt_tensor *const *w, int64_t past, float scale)
+static int submit_kv(nnt_tensor *const *w, int64_t past, float scale, int64_t window)
 {
     nnt_tensor *q = w[0], *mll[3] = {NULL, NULL, NULL};
     int64_t shape[3] = {q->shape[0], q->shape[1], q->shape[2]};
@@ -363,26 +450,48 @@ static int submit_kv(nnt_tensor *const *w, int64_t past, float scale)
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = kv_query_tile(w, mll, past, scale, bi, hi, i);
+                rc = kv_query_tile(w, mll, past, scale, window, bi, hi, i);
     for (int i = 0; i < 3; i++)
         nnt_temp_release(mll[i]);
+    return rc;
+}
+
+static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                        int64_t past, const nnt_tensor_attention_options *opts, double scale,
+                        nnt_tensor *o)
+{
+    nnt_tensor *all[4] = {q, k, v, o};
+    int64_t window = 0;
+    int rc = 0;
+    if (opts)
+        rc = nnt_check_arg(fn, "q", q, NNT_FP32, 0);
+    if (rc == 0 && opts)
+        rc = read_options(q->ctx, fn, opts, q->ndim == 4 ? q->shape[3] : 1, &scale, &window);
+    if (rc == 0)
+        rc = check_kv_args(fn, all, past, scale);
+    if (rc)
+        return rc;
+    nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
+    if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
+        (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
+        rc = submit_kv(w, past, (float)scale, window);
+    rc = nnt_whole_last_finish(w[3], o, rc);
+    for (int i = 0; i < 3; i++)
+        nnt_whole_last_drop(w[i], all[i]);
     return rc;
 }
 
 int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
                             double scale, nnt_tensor *o)
 {
-    const char *fn = "nnt_tensor_attention_kv";
-    nnt_tensor *all[4] = {q, k, v, o};
-    int rc = check_kv_args(fn, all, past, scale);
-    if (rc)
-        return rc;
-    nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
-    if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
-        (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_kv(w, past, (float)scale);
-    rc = nnt_whole_last_finish(w[3], o, rc);
-    for (int i = 0; i < 3; i++)
-        nnt_whole_last_drop(w[i], all[i]);
-    return rc;
+    return attention_kv("nnt_tensor_attention_kv", q, k, v, past, NULL, scale, o);
+}
+
+NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                       int64_t past, const nnt_tensor_attention_options *opts,
+                                       nnt_tensor *o)
+{
+    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    return attention_kv("nnt_tensor_attention_kv_ex", q, k, v, past, opts ? opts : &defaults,
+                        0.0, o);
 }

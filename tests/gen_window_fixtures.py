@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Generate tests/fixtures/window_tiny/: tiny Hugging Face models with sliding-window
+attention and what transformers computes with them, for tests/test_model_window.c.
+
+Not run by CI (it needs PyTorch + transformers); run once and commit the output. No
+downloads: random models (fixed seeds), single-threaded, deterministic algorithms, eager
+attention (transformers' sliding-window mask: kv_idx > q_idx - sliding_window).
+
+    /tmp/venv-torch/bin/python tests/gen_window_fixtures.py [--out tests/fixtures/window_tiny]
+
+Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
+  mistral   MistralForCausalLM, sliding_window 5 (every layer)
+  qwen2     Qwen2ForCausalLM, use_sliding_window, sliding_window 5, max_window_layers 1
+            (layer 0 full, layer 1 sliding)
+Per model NAME:
+  NAME/config.json, NAME/model.safetensors   save_pretrained
+  NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
+                               grad.<HF name> of every parameter
+  NAME.train.safetensors       train_tokens, train_targets (10, B, T) int32; losses (10):
+                               torch.optim.AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+                               weight decay 0; the loss before each update
+  NAME.generate.safetensors    prompt (P) int32; greedy (P + N) int32: generate(do_sample
+                               False, use_cache True) past the window
+"""
+import argparse
+import hashlib
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
+
+B, T, STEPS, P, N = 2, 16, 10, 4, 20
+
+COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0)
+MODELS = {
+    "mistral": (MistralConfig, MistralForCausalLM, dict(sliding_window=5)),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM,
+              dict(use_sliding_window=True, sliding_window=5, max_window_layers=1)),
+}
+
+
+def build(name, seed):
+    cc, mc, extra = MODELS[name]
+    cfg = cc(**COMMON, **extra, attn_implementation="eager", bos_token_id=None,
+             eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(seed)
+    model = mc(cfg).float()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("norm.weight") or "layernorm" in pname:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif pname.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+    return cfg, model
+
+
+def loss_of(model, tokens, targets):
+    logits = model(input_ids=tokens).logits
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
+                                                  "window_tiny"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    for i, name in enumerate(MODELS):
+        cfg, model = build(name, 3000 + i)
+        g = torch.Generator().manual_seed(4000 + i)
+        seq = torch.randint(0, cfg.vocab_size, (B, T + 1), generator=g)
+        tokens, targets = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+        path = os.path.join(args.out, name)
+        model.save_pretrained(path, safe_serialization=True)
+        for f in os.listdir(path):
+            if f not in ("config.json", "model.safetensors"):
+                os.remove(os.path.join(path, f))
+        model.zero_grad()
+        logits, loss = loss_of(model, tokens, targets)
+        loss.backward()
+        ref = {"tokens": tokens.to(torch.int32), "targets": targets.to(torch.int32),
+               "logits": logits.detach().contiguous(), "loss": loss.detach().reshape(1)}
+        for k, p in model.named_parameters():
+            ref["grad." + k] = p.grad.detach().clone().contiguous()
+        # the window matters: with one longer than the sequence the logits differ
+        nowin = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
+                                                     sliding_window=1000)
+        with torch.no_grad():
+            d = (nowin(input_ids=tokens).logits - logits).abs().max().item()
+        print(f"{name}: logits without the window differ by {d:.3g}")
+        assert d > 1e-3
+        save_file(ref, os.path.join(args.out, f"{name}.reference.safetensors"))
+        train_seq = torch.randint(0, cfg.vocab_size, (STEPS, B, T + 1), generator=g)
+        _, m = build(name, 3000 + i)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=0.0)
+        losses = []
+        for s in range(STEPS):
+            opt.zero_grad()
+            _, l = loss_of(m, train_seq[s, :, :-1], train_seq[s, :, 1:])
+            losses.append(l.item())
+            l.backward()
+            opt.step()
+        save_file({"train_tokens": train_seq[..., :-1].contiguous().to(torch.int32),
+                   "train_targets": train_seq[..., 1:].contiguous().to(torch.int32),
+                   "losses": torch.tensor(losses, dtype=torch.float32)},
+                  os.path.join(args.out, f"{name}.train.safetensors"))
+        prompt = torch.randint(0, cfg.vocab_size, (1, P), generator=g)
+        with torch.no_grad():
+            out = model.generate(prompt, max_new_tokens=N, do_sample=False, use_cache=True,
+                                 min_new_tokens=N)
+        save_file({"prompt": prompt[0].to(torch.int32).contiguous(),
+                   "greedy": out[0].to(torch.int32).contiguous()},
+                  os.path.join(args.out, f"{name}.generate.safetensors"))
+        print(f"{name}: loss {loss.item():.6f}, AdamW {losses[0]:.6f} -> {losses[-1]:.6f}, "
+              f"greedy {out[0].tolist()}")
+    sums = []
+    for root, _, names in sorted(os.walk(args.out)):
+        for f in sorted(names):
+            rel = os.path.relpath(os.path.join(root, f), args.out)
+            if rel == "SHA256SUMS":
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {rel}\n")
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
+        fh.writelines(sums)
+    print(json.dumps({"torch": torch.__version__,
+                      "transformers": __import__("transformers").__version__}))
+
+
+if __name__ == "__main__":
+    main()

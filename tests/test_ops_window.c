@@ -1,0 +1,425 @@
+/* Sliding-window attention (nnt_tensor_attention_ex, _backward_ex, _kv_ex with
+ * nnt_tensor_attention_options.window): query position i sees keys i - W < j <= i, as
+ * Hugging Face's sliding-window mask (masking_utils.sliding_window_overlay: kv_idx > q_idx -
+ * sliding_window, on top of the causal mask; transformers 5.24). Checked against a float64
+ * reference written here, forward and backward, for windows of 1, shorter than a tile,
+ * longer than a tile, T and longer than T (plain causal attention, bit for bit), grouped-
+ * query heads and several tilings with partial tiles; and the cached attention of
+ * generation against the same reference for queries after cached keys. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdint.h>
+
+static nnt_ctx *ctx;
+
+static void setup(void) { ctx = test_ctx(); }
+static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
+
+/* ---- host helpers ------------------------------------------------------------------------ */
+
+static nnt_tensor *tensor_f32(int ndim, const int64_t *shape, const int64_t *tile,
+                              const float *data)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, ndim, shape, tile, &t));
+    if (data)
+        EXPECT_OK(nnt_tensor_copy_from_host(t, data, (size_t)test_product(ndim, shape) * 4));
+    return t;
+}
+
+static float *to_host(nnt_tensor *t)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    float *x = malloc((size_t)n * sizeof *x);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, x, (size_t)n * sizeof *x));
+    return x;
+}
+
+static void destroy_all(int n, nnt_tensor **t)
+{
+    for (int i = 0; i < n; i++)
+        EXPECT_OK(nnt_tensor_destroy(t[i]));
+}
+
+/* Normwise relative error: max |got - want| / max |want| (NaN in got gives NaN). */
+static double rel_err(const float *got, const double *want, int64_t n)
+{
+    double amax = 0, emax = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (e != e)
+            return e;
+        emax = fmax(emax, e);
+        amax = fmax(amax, fabs(want[i]));
+    }
+    return amax > 0 ? emax / amax : emax;
+}
+
+static void expect_same_bits(const char *what, int variant, const float *a, const float *b,
+                             int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof *a) != 0)
+            ck_abort_msg("%s (case %d): element %lld differs: %.9g vs %.9g", what, variant,
+                         (long long)i, (double)a[i], (double)b[i]);
+}
+
+/* ---- float64 reference ------------------------------------------------------------------ */
+
+/* One slab: tq queries at positions past + i against tk keys at 0 .. tk - 1, query at
+ * position p seeing keys p - w < j <= p (w 0: every j <= p). o, lse set; with dout, dq set
+ * and dk, dv added to (several q heads share a kv slab). */
+static void slab_ref(int64_t tq, int64_t tk, int64_t past, int64_t w, int64_t hd, double scale,
+                     const double *q, const double *k, const double *v, double *o, double *lse,
+                     const double *dout, double *dq, double *dk, double *dv)
+{
+    double *p = malloc((size_t)tk * sizeof *p);
+    for (int64_t i = 0; i < tq; i++) {
+        const double *qi = q + i * hd;
+        int64_t pos = past + i, j0 = w > 0 && pos - w + 1 > 0 ? pos - w + 1 : 0;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = j0; j <= pos; j++) {
+            double sc = 0;
+            for (int64_t c = 0; c < hd; c++)
+                sc += qi[c] * k[j * hd + c];
+            p[j] = scale * sc;
+            mx = fmax(mx, p[j]);
+        }
+        for (int64_t j = j0; j <= pos; j++)
+            sum += (p[j] = exp(p[j] - mx));
+        for (int64_t j = j0; j <= pos; j++)
+            p[j] /= sum;
+        double oi[64] = {0}, dsum = 0;   /* hd <= 64 here */
+        for (int64_t c = 0; c < hd; c++)
+            for (int64_t j = j0; j <= pos; j++)
+                oi[c] += p[j] * v[j * hd + c];
+        memcpy(o + i * hd, oi, (size_t)hd * sizeof *oi);
+        if (lse)
+            lse[i] = mx + log(sum);
+        if (!dout)
+            continue;
+        const double *di = dout + i * hd;
+        for (int64_t c = 0; c < hd; c++) {
+            dsum += di[c] * oi[c];
+            dq[i * hd + c] = 0;
+        }
+        for (int64_t j = j0; j <= pos; j++) {
+            double dp = 0;
+            for (int64_t c = 0; c < hd; c++)
+                dp += di[c] * v[j * hd + c];
+            double ds = p[j] * (dp - dsum);
+            for (int64_t c = 0; c < hd; c++) {
+                dq[i * hd + c] += scale * ds * k[j * hd + c];
+                dk[j * hd + c] += scale * ds * qi[c];
+                dv[j * hd + c] += p[j] * di[c];
+            }
+        }
+    }
+    free(p);
+}
+
+/* Grouped-query attention (q head h reads kv head h / (nh / nkv)) of q (b, nh, tq, hd)
+ * against k, v (b, nkv, tk, hd). dout NULL: forward only. */
+static void window_ref(int64_t b, int64_t nh, int64_t nkv, int64_t tq, int64_t tk, int64_t past,
+                       int64_t w, int64_t hd, double scale, const double *q, const double *k,
+                       const double *v, double *o, double *lse, const double *dout, double *dq,
+                       double *dk, double *dv)
+{
+    int64_t g = nh / nkv, sq = tq * hd, sk = tk * hd;
+    if (dout) {
+        memset(dk, 0, (size_t)(b * nkv * sk) * sizeof *dk);
+        memset(dv, 0, (size_t)(b * nkv * sk) * sizeof *dv);
+    }
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < nh; h++) {
+            int64_t qs = bi * nh + h, ks = bi * nkv + h / g;
+            slab_ref(tq, tk, past, w, hd, scale, q + qs * sq, k + ks * sk, v + ks * sk,
+                     o + qs * sq, lse ? lse + qs * tq : NULL, dout ? dout + qs * sq : NULL,
+                     dout ? dq + qs * sq : NULL, dout ? dk + ks * sk : NULL,
+                     dout ? dv + ks * sk : NULL);
+        }
+}
+
+/* ---- the whole-sequence operations ------------------------------------------------------ */
+
+#define WB 2
+#define WH 4
+#define WT 13
+#define WD 8
+#define WNQ (WB * WH * WT * WD)
+#define WR (WB * WH * WT)
+
+static const int64_t w_nkv[3] = {1, 2, 4};
+/* windows: one key, shorter than every T tile below but one, longer than a tile, T - 1, T
+ * and longer than T (the last two: plain causal attention) */
+static const int64_t w_windows[] = {1, 2, 5, 7, WT - 1, WT, 40};
+#define W_NW ((int)(sizeof w_windows / sizeof *w_windows))
+
+/* q tile (B, NH, T, hd), then k's head and hd tiles (clamped to NKV and hd); k, v share
+ * q's B and T tiles */
+static const int64_t w_tilings[][6] = {
+    {2, 4, 13, 8, 4, 8},   /* one tile each                                               */
+    {1, 4, 4, 8, 4, 8},    /* T in 4, 4, 4, 1                                             */
+    {2, 2, 5, 8, 1, 8},    /* T in 5, 5, 3; q heads in twos, one kv head a tile           */
+    {1, 3, 3, 3, 2, 4},    /* T in threes (4 + a partial), q heads 3 + 1, hd split (3,3,2) */
+    {2, 1, 2, 8, 1, 8},    /* T in twos: most tile pairs lie outside a short window        */
+};
+#define W_NT ((int)(sizeof w_tilings / sizeof *w_tilings))
+
+/* Against the float64 reference (normwise, max over NKV, windows and tilings), measured
+ * (AMD Zen 3, BLIS zen3) o 1.5e-7, lse 1.0e-7, dq 2.6e-7, dk 3.1e-7, dv 2.1e-7. */
+#define W_TOL_O 1.5e-6
+#define W_TOL_LSE 1e-6
+#define W_TOL_DQ 2.6e-6
+#define W_TOL_DK 3.1e-6
+#define W_TOL_DV 2.1e-6
+
+struct run {
+    float *o, *lse, *dq, *dk, *dv;
+};
+
+static void run_free(struct run *r)
+{
+    free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
+}
+
+/* Forward and backward through the op with window w (w < 0: the plain functions). */
+static struct run window_op(int64_t nkv, const int64_t *qt, const int64_t *kt, int64_t w,
+                            double scale, const float *q, const float *k, const float *v,
+                            const float *dout)
+{
+    const int64_t qs[4] = {WB, WH, WT, WD}, ks[4] = {WB, nkv, WT, WD};
+    nnt_tensor *tq = tensor_f32(4, qs, qt, q), *tk = tensor_f32(4, ks, kt, k),
+               *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL),
+               *tl = tensor_f32(3, qs, qt, NULL), *tdo = tensor_f32(4, qs, qt, dout),
+               *tdq = tensor_f32(4, qs, qt, NULL), *tdk = tensor_f32(4, ks, kt, NULL),
+               *tdv = tensor_f32(4, ks, kt, NULL);
+    if (w < 0) {
+        EXPECT_OK(nnt_tensor_attention(tq, tk, tv, scale, to, tl));
+        EXPECT_OK(nnt_tensor_attention_backward(tq, tk, tv, to, tl, tdo, scale, tdq, tdk, tdv));
+    } else {
+        nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+        ao.scale = scale;
+        ao.window = w;
+        EXPECT_OK(nnt_tensor_attention_ex(tq, tk, tv, &ao, to, tl));
+        EXPECT_OK(nnt_tensor_attention_backward_ex(tq, tk, tv, to, tl, tdo, &ao, tdq, tdk, tdv));
+    }
+    struct run r = {to_host(to), to_host(tl), to_host(tdq), to_host(tdk), to_host(tdv)};
+    nnt_tensor *all[9] = {tq, tk, tv, to, tl, tdo, tdq, tdk, tdv};
+    destroy_all(9, all);
+    return r;
+}
+
+/* _i indexes w_nkv */
+START_TEST(window_matches_reference_for_every_tiling)
+{
+    const int64_t nkv = w_nkv[_i], nk = WB * nkv * WT * WD;
+    const double scale = 1.0 / sqrt((double)WD);
+    float *q = test_random_f32(WNQ, 61, -1.5, 1.5), *k = test_random_f32(nk, 62, -1.5, 1.5),
+          *v = test_random_f32(nk, 63, -1, 1), *dout = test_random_f32(WNQ, 64, -1, 1);
+    double *qd = test_to_double(q, WNQ), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk),
+           *dd = test_to_double(dout, WNQ);
+    double *o_ref = test_zeros(WNQ), *lse_ref = test_zeros(WR), *dq_ref = test_zeros(WNQ),
+           *dk_ref = test_zeros(nk), *dv_ref = test_zeros(nk);
+    for (int wi = 0; wi < W_NW; wi++) {
+        int64_t w = w_windows[wi];
+        window_ref(WB, WH, nkv, WT, WT, 0, w, WD, scale, qd, kd, vd, o_ref, lse_ref, dd, dq_ref,
+                   dk_ref, dv_ref);
+        for (int t = 0; t < W_NT; t++) {
+            const int64_t *tl = w_tilings[t];
+            const int64_t kt[4] = {tl[0], tl[4], tl[2], tl[5]};
+            struct run r = window_op(nkv, tl, kt, w, scale, q, k, v, dout);
+            EXPECT_TOL(rel_err(r.o, o_ref, WNQ), W_TOL_O, "o, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.lse, lse_ref, WR), W_TOL_LSE, "lse, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dq, dq_ref, WNQ), W_TOL_DQ, "dq, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dk, dk_ref, nk), W_TOL_DK, "dk, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dv, dv_ref, nk), W_TOL_DV, "dv, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            if (w >= WT) {   /* no key outside the window: the plain op, bit for bit */
+                struct run p = window_op(nkv, tl, kt, -1, scale, q, k, v, dout);
+                expect_same_bits("o, W >= T vs plain causal", t, p.o, r.o, WNQ);
+                expect_same_bits("lse, W >= T vs plain causal", t, p.lse, r.lse, WR);
+                expect_same_bits("dq, W >= T vs plain causal", t, p.dq, r.dq, WNQ);
+                expect_same_bits("dk, W >= T vs plain causal", t, p.dk, r.dk, nk);
+                expect_same_bits("dv, W >= T vs plain causal", t, p.dv, r.dv, nk);
+                run_free(&p);
+            }
+            run_free(&r);
+        }
+    }
+    free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
+    free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref);
+}
+END_TEST
+
+/* Window 0 and NULL options are the plain op (scale 0: 1 / sqrt(hd)), bit for bit; a window
+ * gives the same bits run to run. */
+START_TEST(window_zero_is_plain_and_deterministic)
+{
+    const int64_t nkv = 2, nk = WB * nkv * WT * WD;
+    const int64_t qt[4] = {1, 2, 3, 4}, kt[4] = {1, 1, 3, 8};
+    const double scale = 1.0 / sqrt((double)WD);
+    float *q = test_random_f32(WNQ, 71, -1, 1), *k = test_random_f32(nk, 72, -1, 1),
+          *v = test_random_f32(nk, 73, -1, 1), *dout = test_random_f32(WNQ, 74, -1, 1);
+    struct run p = window_op(nkv, qt, kt, -1, scale, q, k, v, dout);
+    struct run z = window_op(nkv, qt, kt, 0, 0.0, q, k, v, dout);
+    expect_same_bits("o, window 0", 0, p.o, z.o, WNQ);
+    expect_same_bits("dq, window 0", 0, p.dq, z.dq, WNQ);
+    expect_same_bits("dk, window 0", 0, p.dk, z.dk, nk);
+    expect_same_bits("dv, window 0", 0, p.dv, z.dv, nk);
+    struct run r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = window_op(nkv, qt, kt, 4, scale, q, k, v, dout);
+    for (int i = 1; i < 3; i++) {
+        expect_same_bits("o, run", i, r[0].o, r[i].o, WNQ);
+        expect_same_bits("dq, run", i, r[0].dq, r[i].dq, WNQ);
+        expect_same_bits("dk, run", i, r[0].dk, r[i].dk, nk);
+        expect_same_bits("dv, run", i, r[0].dv, r[i].dv, nk);
+    }
+    for (int i = 0; i < 3; i++)
+        run_free(&r[i]);
+    run_free(&p), run_free(&z);
+    free(q), free(k), free(v), free(dout);
+}
+END_TEST
+
+/* ---- queries after cached keys ---------------------------------------------------------- */
+
+#define KQ 5    /* queries */
+#define KK 17   /* rows of the cache (some after the last query: ignored) */
+
+/* (past, window, cache T tile, q T tile) */
+static const int64_t kv_cases[][4] = {
+    {0, 3, 4, 2}, {6, 3, 4, 5}, {11, 1, 3, 1}, {9, 4, 17, 5}, {12, 6, 5, 3}, {7, 40, 4, 2},
+};
+#define KV_NC ((int)(sizeof kv_cases / sizeof *kv_cases))
+
+/* Against the float64 reference, measured o 1.6e-7 (max over the cases). */
+#define KV_TOL_O 1.6e-6
+
+START_TEST(window_kv_matches_reference)
+{
+    const int64_t nkv = 2, past = kv_cases[_i][0], w = kv_cases[_i][1];
+    const int64_t qs[4] = {WB, WH, KQ, WD}, ks[4] = {WB, nkv, KK, WD};
+    const int64_t qt[4] = {1, 3, kv_cases[_i][3], WD}, kt[4] = {1, 1, kv_cases[_i][2], 3};
+    const int64_t nq = WB * WH * KQ * WD, nk = WB * nkv * KK * WD;
+    const double scale = 0.4;
+    float *q = test_random_f32(nq, 81, -1.5, 1.5), *k = test_random_f32(nk, 82, -1.5, 1.5),
+          *v = test_random_f32(nk, 83, -1, 1);
+    double *qd = test_to_double(q, nq), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk),
+           *o_ref = test_zeros(nq);
+    window_ref(WB, WH, nkv, KQ, KK, past, w, WD, scale, qd, kd, vd, o_ref, NULL, NULL, NULL, NULL,
+               NULL);
+    nnt_tensor *tq = tensor_f32(4, qs, qt, q), *tk = tensor_f32(4, ks, kt, k),
+               *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL);
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.scale = scale;
+    ao.window = w;
+    EXPECT_OK(nnt_tensor_attention_kv_ex(tq, tk, tv, past, &ao, to));
+    float *o = to_host(to);
+    EXPECT_TOL(rel_err(o, o_ref, nq), KV_TOL_O, "kv o, past %d, W %d", (int)past, (int)w);
+    if (w >= past + KQ) {   /* the window holds every key: the plain op, bit for bit */
+        nnt_tensor *tp = tensor_f32(4, qs, qt, NULL);
+        EXPECT_OK(nnt_tensor_attention_kv(tq, tk, tv, past, scale, tp));
+        float *op = to_host(tp);
+        expect_same_bits("kv o, W >= past + Tq vs plain", _i, op, o, nq);
+        free(op);
+        EXPECT_OK(nnt_tensor_destroy(tp));
+    }
+    nnt_tensor *all[4] = {tq, tk, tv, to};
+    destroy_all(4, all);
+    free(q), free(k), free(v), free(o), free(qd), free(kd), free(vd), free(o_ref);
+}
+END_TEST
+
+/* The cached attention of every position one query at a time equals the whole-sequence
+ * op's rows (as generation uses it), bit for bit where the tiles agree. */
+START_TEST(window_kv_rows_match_whole_sequence)
+{
+    const int64_t nkv = 2, w = 4, nk = WB * nkv * WT * WD;
+    const int64_t qs[4] = {WB, WH, WT, WD}, ks[4] = {WB, nkv, WT, WD};
+    const int64_t t[4] = {WB, WH, WT, WD}, kt[4] = {WB, nkv, WT, WD};
+    float *q = test_random_f32(WNQ, 91, -1, 1), *k = test_random_f32(nk, 92, -1, 1),
+          *v = test_random_f32(nk, 93, -1, 1);
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.window = w;
+    nnt_tensor *tq = tensor_f32(4, qs, t, q), *tk = tensor_f32(4, ks, kt, k),
+               *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, t, NULL),
+               *tl = tensor_f32(3, qs, t, NULL), *tk2 = tensor_f32(4, qs, t, NULL);
+    EXPECT_OK(nnt_tensor_attention_ex(tq, tk, tv, &ao, to, tl));
+    EXPECT_OK(nnt_tensor_attention_kv_ex(tq, tk, tv, 0, &ao, tk2));
+    float *a = to_host(to), *b = to_host(tk2);
+    expect_same_bits("kv_ex (past 0) vs attention_ex", 0, a, b, WNQ);
+    free(a), free(b);
+    nnt_tensor *all[6] = {tq, tk, tv, to, tl, tk2};
+    destroy_all(6, all);
+    free(q), free(k), free(v);
+}
+END_TEST
+
+START_TEST(window_rejects_bad_options)
+{
+    const int64_t qs[4] = {1, 2, 5, 4}, qt[4] = {1, 2, 3, 4};
+    nnt_tensor *q = tensor_f32(4, qs, qt, NULL), *k = tensor_f32(4, qs, qt, NULL),
+               *v = tensor_f32(4, qs, qt, NULL), *o = tensor_f32(4, qs, qt, NULL),
+               *lse = tensor_f32(3, qs, qt, NULL), *dq = tensor_f32(4, qs, qt, NULL),
+               *dk = tensor_f32(4, qs, qt, NULL), *dv = tensor_f32(4, qs, qt, NULL);
+    EXPECT_OK(nnt_tensor_fill(q, 0.5f));
+    EXPECT_OK(nnt_tensor_fill(k, 0.25f));
+    EXPECT_OK(nnt_tensor_fill(v, 1.0f));
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.window = -1;
+    EXPECT_FAIL_MSG(nnt_tensor_attention_ex(q, k, v, &ao, o, lse), NNT_E_INVAL,
+                    "nnt_tensor_attention_ex");
+    EXPECT_FAIL_MSG(nnt_tensor_attention_kv_ex(q, k, v, 0, &ao, o), NNT_E_INVAL,
+                    "nnt_tensor_attention_kv_ex");
+    ao.window = 2;
+    ao.size = sizeof(size_t);
+    EXPECT_FAIL_MSG(nnt_tensor_attention_ex(q, k, v, &ao, o, lse), NNT_E_INVAL,
+                    "nnt_tensor_attention_ex");
+    ao.size = sizeof ao;
+    ao.scale = INFINITY;
+    EXPECT_FAIL_MSG(nnt_tensor_attention_ex(q, k, v, &ao, o, lse), NNT_E_INVAL,
+                    "nnt_tensor_attention_ex");
+    ao.scale = 0.0;
+    EXPECT_FAIL_MSG(nnt_tensor_attention_ex(NULL, k, v, &ao, o, lse), NNT_E_INVAL,
+                    "nnt_tensor_attention_ex");
+    EXPECT_OK(nnt_tensor_attention_ex(q, k, v, NULL, o, lse));
+    EXPECT_OK(nnt_tensor_attention_ex(q, k, v, &ao, o, lse));
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward_ex(q, k, v, o, lse, o, &ao, dq, dq, dv),
+                    NNT_E_INVAL, "nnt_tensor_attention_backward_ex");
+    ao.window = -3;
+    EXPECT_FAIL_MSG(nnt_tensor_attention_backward_ex(q, k, v, o, lse, o, &ao, dq, dk, dv),
+                    NNT_E_INVAL, "nnt_tensor_attention_backward_ex");
+    ao.window = 2;
+    EXPECT_OK(nnt_tensor_attention_backward_ex(q, k, v, o, lse, o, &ao, dq, dk, dv));
+    nnt_tensor *all[8] = {q, k, v, o, lse, dq, dk, dv};
+    destroy_all(8, all);
+}
+END_TEST
+
+static Suite *ops_window_suite(void)
+{
+    Suite *s = suite_create("ops_window");
+    TCase *tc = tcase_create("ops");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_loop_test(tc, window_matches_reference_for_every_tiling, 0, 3);
+    tcase_add_test(tc, window_zero_is_plain_and_deterministic);
+    tcase_add_loop_test(tc, window_kv_matches_reference, 0, KV_NC);
+    tcase_add_test(tc, window_kv_rows_match_whole_sequence);
+    tcase_add_test(tc, window_rejects_bad_options);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(ops_window_suite());
+}
