@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attention_cpu.c (issue 16): the CPU attention kernels (forward block + finalize, backward
  * prep + block) on one thread, in three configurations, interleaved rounds, best of the
  * calls in each round:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_generate: time text generation (nnt_model_generate, public API only) of a model of a
  * preset's shapes with random weights (nnt_layer_init), with and without the key/value cache.
  * Not a test: run by hand (bench/bench_generate.sh), results go to bench/RESULTS-generate.md.

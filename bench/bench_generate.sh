@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench_generate.sh: generation tokens/s at THREADS threads (default 2) for a gpt2-124M-shaped
 # and a smollm2-135m-shaped random model, prompt 64, 128 new tokens, greedy: nnt with the
 # key/value cache, nnt without it (nnt_sampling.no_cache, the 0.2 behaviour), and Hugging

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_gpt2: time training steps (forward + backward + AdamW) of a GPT-2 layer
  * (nnt_gpt_create, nnt_optim AdamW; public API only) on random weights and tokens.
  * Not a test: run by hand, results go to bench/RESULTS.md (older results there were taken

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_hf_shards: the host memory of loading and saving a Hugging Face checkpoint (sharded
  * or not) through the public API, to be run under /usr/bin/time -f %M (peak RSS). Not a
  * test: run by hand, results in bench/RESULTS-shards.md.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # nnt-train over StarPU-MPI on one machine: GPT-2 124M (B 4, T 64, a fixed tiling), time per
 # step at 1 process x 2 CPU workers against 2 ranks x 1 worker (--distribute D for each D of
 # $DISTS, default "sharded data"), the losses, and the bytes the ranks send each other per

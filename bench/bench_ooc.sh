@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench_ooc.sh: one nnt-train run of a GPT-2 shape, in RAM or with a RAM budget and a disk
 # swap, and what it cost: nnt-train's own report (ms/step and tokens/s without the first
 # step, peak memory per node, bytes moved between RAM and disk, data wait) plus the process's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_paths: time a GPT-2 124M training step (forward + cross-entropy + backward + AdamW)
  * built two ways through the public API (nnt.h), with the same tiling:
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """nnt-tokenize against the `tokenizers` package's encode_batch on the same threads, in one run.
 
 usage: bench_tokenize.py NNT_TOKENIZE TOKENIZER_JSON CORPUS [THREADS...]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench_train.sh: time nnt-train (the installed program's code path: public API, GPT layer,
 # nnt_optim) on GPT-2 124M at B=4, T=64 on the CPU cores, once per StarPU scheduler, in
 # interleaved rounds, next to bench/bench_gpt2 (the same model and optimizer through the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """compare_cpu_kernels.py (issue 16): one GPT-2 training step on the CPU, nnt with each CPU
 GEMM backend (NNT_GEMM=blis, NNT_GEMM=onednn) at fp32 and --precision bf16, against PyTorch
 eager fp32 and PyTorch bf16 autocast, all in one run, interleaved rounds, medians.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """compare_pytorch.py: time one GPT-2 or Llama-family training step (forward + loss +
 backward + AdamW) of nnt's training program nnt-train and of PyTorch (eager, Hugging Face
 transformers GPT2LMHeadModel or LlamaForCausalLM) side by side, on the CPU or on one NVIDIA

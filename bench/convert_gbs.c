@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* convert_gbs.c (issue 16): the operand conversions of the bf16 / TF32 precision modes
  * (nnt_cpu_f32_to_bf16, nnt_cpu_round_f32) on one thread, portable path against AVX2, on a
  * GPT-2 124M q/k/v weight (768 x 2304 floats); best of 20 calls, 3 interleaved rounds.

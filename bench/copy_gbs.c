@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* copy_gbs.c (issue 16): the host's memory bandwidth as a plain copy loop sees it, the
  * yardstick for nnt's memory-bound (non-GEMM) kernels: y[i] = x[i] over 256 MiB arrays by 1
  * and by N threads (argument, default 2), best of 10; GB/s counts bytes read + written.

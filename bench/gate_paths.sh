@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The GPT-2 path gate of issue 14: the same bench_paths binary (public API only) run against
 # two builds of libnnt, interleaved round by round on the same host, so that machine noise
 # hits both alike. Typical use: the previous commit's library (fused GPT-2, lib/models/gpt2.c)

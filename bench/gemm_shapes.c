@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gemm_shapes.c (issue 16): BLIS (nnt_cpu_gemm_f32) against oneDNN (nnt_cpu_gemm_dnnl) on
  * one core, on the products of GPT-2 124M as nnt's automatic tiling cuts them for 2 CPU
  * workers (128-row tiles, C 768, hidden tiles 1536, vocab tiles 7232); best of 6 calls

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Hugging Face transformers' generate(use_cache=True, do_sample=False) tokens/s on a model of
 the shapes of nnt's presets (random weights), the peer of bench/bench_generate.c; run by
 bench/bench_generate.sh (needs PyTorch + transformers, e.g. /tmp/venv-torch/bin/python).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kernels_gbs.c (issue 16): nnt's non-GEMM CPU kernels against a copy loop, one thread.
  *
  * Each kernel runs on the tile sizes nnt's automatic tiling gives GPT-2 124M at B 4, T 64

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # kernels_step_ab.sh (issue 16): GPT-2 124M training steps with the AVX2 elementwise kernels
 # against the portable ones (NNT_CPU_ISA=generic), the same nnt-train binary, interleaved:
 # each round runs fp32 generic, fp32 avx2, bf16 generic, bf16 avx2 (alternating which of

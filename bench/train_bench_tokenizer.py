@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A Llama 3-shaped tokenizer.json for bench_tokenize.py, trained with the `tokenizers` package on
 local text (no download): byte-level BPE, Llama 3's split pattern, VOCAB ids (default 50000).
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install the Debian 12 packages nnt needs to build, test and package (idempotent).
 # Runs apt-get as root, or through sudo for another user. The CUDA toolkit is not a Debian
 # package here: configure uses it when nvcc is found (PATH or /usr/local/cuda/bin).

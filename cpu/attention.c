@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: causal attention in flash style (online softmax over key blocks).
  *
  * Query rows are processed in chunks of ATTN_CHUNK rows: the (chunk, tk) score block is

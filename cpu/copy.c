@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: strided box copy (retiling, head transposes). */
 #include "nnt_cpu.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: elementwise ops on n contiguous floats (fill, scale, axpby, GELU). */
 #include "nnt_cpu.h"
 

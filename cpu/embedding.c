@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: embedding lookup and its gradient, table split over vocabulary blocks. */
 #include "nnt_cpu.h"
 

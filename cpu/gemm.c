@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: batched GEMM through BLIS.
  *
  * BLIS 0.9.0 (Debian 12) has out-of-bounds reads in its "sup" small-matrix kernels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: batched GEMM through oneDNN's matmul primitive (configure
  * --with-onednn; NNT_HAVE_ONEDNN). Same contract as nnt_cpu_gemm_f32, plus bfloat16 operands.
  *

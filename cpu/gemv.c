@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: one-row products, the decode steps of generation. nnt_cpu_gemv_bf16
  * (under NNT_PRECISION_BF16) reads B as it is stored: a bf16 weight copy at 2 bytes an
  * element (half of an fp32 gemv's bytes, where a blocked GEMM would first reorder the whole

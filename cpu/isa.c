@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: which instruction set the elementwise kernels use (run-time choice). */
 #include "nnt_cpu.h"
 

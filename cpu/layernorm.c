@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: LayerNorm over the last dimension, whole rows of n. */
 #include "nnt_cpu.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: plain C99 on raw pointers.
  *
  * A kernel knows nothing about tiles, StarPU or tensors: it receives sizes, pointers and

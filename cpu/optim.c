@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: optimizer steps (Adam, AdamW, SGD with momentum), PyTorch semantics. */
 #include "nnt_cpu.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Deterministic, tiling-invariant random fill: each element's value is a function of
  * (seed, global linear index) only (SplitMix64 finaliser, then uniform or Box-Muller).
  *

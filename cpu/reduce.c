@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: broadcast add, column sums, sum of squares. */
 #include "nnt_cpu.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: rotary position embedding, rotate-half pairs (Hugging Face convention). */
 #include "nnt_cpu.h"
 

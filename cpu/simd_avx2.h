@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: AVX2 + FMA helpers for the run-time chosen paths (nnt_cpu_isa).
  * Include only where NNT_CPU_X86; every function here carries NNT_AVX2, so the file
  * compiles without -mavx2 and runs only when the CPU has AVX2 and FMA. */

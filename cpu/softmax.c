@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: the row steps of a softmax (max, exponentials, their sum), shared by the
  * cross-entropy and the attention kernels. Each has the portable loop and an AVX2 + FMA
  * path (nnt_cpu_isa); a tail goes through the same vector exp as the body, masked, so an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: SwiGLU, y = silu(gate) * up, and its gradient, n contiguous elements.
  * No restrict: every output may be one of the inputs (element i is read before it is
  * written), as long as the two outputs of the backward are distinct. */

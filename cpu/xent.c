@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: softmax cross-entropy with the vocabulary split over blocks. */
 #include "nnt_cpu.h"
 

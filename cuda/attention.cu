@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: causal attention, flash style, on one (query block, key block) pair.
  *
  * Thread layout shared by the three block kernels: 256 threads = 32 groups of 8 lanes. A group

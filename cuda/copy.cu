@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: strided box copy (retiling, head transposes).
  *
  * The host wrapper rewrites the box in bytes: it appends the element as an innermost dimension

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: elementwise ops, GELU, broadcast add, bias+GELU epilogue.
  * Grid-stride loops over int64 indices; every wrapper only enqueues work on `stream`. */
 #include "nnt_cuda.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: embedding gather and deterministic scatter-add.
  *
  * scatter_add without atomics: thread (j, c) owns column j of every table row r with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: GEMM through cuBLAS / cuBLASLt.
  *
  * Row-major trick: a row-major (r, c) matrix with leading dimension ld is the column-major

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by nnt's CUDA kernel files (internal; included by cuda/*.cu only). */
 #ifndef NNT_CUDA_KERNEL_UTIL_CUH
 #define NNT_CUDA_KERNEL_UTIL_CUH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: LayerNorm over the last dimension.
  * Forward and dx: one warp per row, row statistics in double (two passes over the row).
  * dgamma / dbeta: one thread block per 32 columns, 16 row groups, double partial sums reduced

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: the twins of cpu/nnt_cpu.h on device pointers.
  *
  * Every nnt_cpu_X in cpu/nnt_cpu.h has a twin nnt_cuda_X here with the same arguments, in the

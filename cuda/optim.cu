@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: optimizer steps on one parameter block (grid-stride, elementwise). */
 #include "nnt_cuda.h"
 #include "kernel_util.cuh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: deterministic random fill, bit-identical to nnt_cpu_fill_random_f32.
  *
  * Element with global row-major linear index idx (uint64):

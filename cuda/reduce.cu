@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: deterministic reductions (column sums, sum of squares).
  * No atomics: the summation order depends only on the sizes, so repeated runs give
  * bit-identical results. */

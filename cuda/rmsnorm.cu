@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: RMSNorm over the last dimension (the twins of cpu/rmsnorm.c).
  * Forward and dx: one warp per row, the row's mean square / mean(g xhat) in double.
  * dgamma: one thread block per 32 columns, 16 row groups, double partial sums reduced in a

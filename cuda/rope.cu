@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: rotary position embedding, rotate-half pairs (the twin of cpu/rope.c).
  * One thread per pair (row, i), grid-stride over int64 indices. The frequency table (at most
  * NNT_CUDA_ROPE_MAX_N entries, a host array) travels by value in the kernel's parameters,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: SwiGLU forward and backward (the twins of cpu/swiglu.c).
  * Grid-stride loops over int64 indices. No __restrict__: any output may be one of the
  * inputs (each element is read before it is written). expf is CUDA's (not bit-identical to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt CUDA kernels: softmax cross-entropy with the vocabulary split over blocks.
  * Forward block: one thread block per row, online log-sum-exp per thread, then a fixed-order
  * (max, sum) combination across the block, merged into the running (m, s) of the row. */

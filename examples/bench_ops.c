@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_ops: throughput of the tiled GEMM (nnt_tensor_gemm through the public API, timed to
  * nnt_ctx_wait completion) against one multi-threaded BLIS call on the same sizes, for the
  * linear layers of GPT-2 124M at B = 4, T = 64 (M = 256 rows), over several tile sizes; and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt-demo: start a context, make a tiled tensor, fill it, check it, report the workers.
  * Usage: nnt-demo [ROWS COLS TILE_ROWS TILE_COLS]   (default 1000 700 256 256) */
 #include <nnt.h>

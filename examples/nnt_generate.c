@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt-generate: continue a prompt with a model (a Hugging Face directory, an llm.c
  * checkpoint, or an nnt-train training checkpoint) through nnt_model_generate: the key/value
  * cache, greedy or sampled decoding.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt-tokenize: text files or directories -> one llm.c token file (16-bit, or 32-bit for
  * vocabularies above 65536) that nnt-train --data reads, or ids on stdout (--print).
  * Each file is encoded on its own (as nnt_data_open does) and the ids follow the input order.

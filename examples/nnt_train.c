@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt-train: train a language model of any family of the library's table with nnt (the
  * library's main program, and an example of its public API: nothing but nnt.h is used).
  *   setup   tokenizer, model configuration, runtime context, model, data, optimizer, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The options string nnt-train saves in its checkpoints (nnt_train_state.options): reading
  * its values back, for nnt-train --resume and nnt-generate --checkpoint. */
 #include "saved_options.h"

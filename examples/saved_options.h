@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Values of the options string nnt-train saves in its checkpoints (a flat JSON object whose
  * strings escape only '"' and '\'). */
 #ifndef NNT_EXAMPLES_SAVED_OPTIONS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt-train: declarations shared by its source files (command-line options). Only the
  * public API of nnt.h is used. */
 #ifndef NNT_TRAIN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt-train: command-line options. One table gives each option's name, type, destination,
  * range, default and help lines: parsing, --help, the defaults, and what a checkpoint records
  * and --resume restores all come from it. */

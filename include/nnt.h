@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt — train transformer language models on tiled tensors with StarPU.
  *
  * Public API. C99, usable from C++. No StarPU or CUDA types appear here.

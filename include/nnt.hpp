@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt.hpp — C++17 RAII wrappers over the C API of nnt.h. Header-only: every function is
  * inline and calls the C API; libnnt exports nothing for it (no ABI of its own).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_ctx: the runtime's start-up and shut-down and the one live context per process:
  * nnt_ctx_create (options read and checked, environment set, kernels chosen, StarPU or
  * StarPU-MPI started, disk swap registered), nnt_ctx_destroy, nnt_ctx_wait and the getters;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The environment variables StarPU reads at start-up, set by nnt_ctx_create from its options
  * and put back when the context goes: memory budgets (STARPU_LIMIT_*_MEM, a default GPU
  * budget below the card's size), the performance-model directory (STARPU_HOME, one per MPI

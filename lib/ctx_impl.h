@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The context's internals shared by its files (lib/ctx*.c; hidden like all of the library's
  * internal functions): see lib/ctx.c's head comment for what each file holds. */
 #ifndef NNT_CTX_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_ctx_options: the defaults (nnt_ctx_options_init, at two symbol versions), reading the
  * caller's structure by its size, and the checks nnt_ctx_create makes before starting anything
  * (workers, scheduler, budgets, MPI, distribution, swap directory and its free space). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The context's registry of live tensors and the memory-budget checks made when a tensor is
  * added (tiles counted per rank for MPI distributions, the RAM budget or the swap as the
  * limit, the release window of gathered weights); at destroy, the tensors left are orphaned. */

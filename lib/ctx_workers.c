@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-worker resources, created on demand or at start-up and freed when the context stops:
  * scratch memory (RAM or GPU memory), the CPU workers' oneDNN primitive caches, the CUDA
  * workers' cuBLASLt handles and workspaces. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status codes, their names, and the last-error messages (per context, per thread). */
 #include "internal.h"
 

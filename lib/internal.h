@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal declarations shared by the library's translation units. Not installed. */
 #ifndef NNT_INTERNAL_H
 #define NNT_INTERNAL_H

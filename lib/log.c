@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one log hook: stderr by default, level from NNT_LOG_LEVEL. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_tensor: a shape cut into a grid of tiles, one StarPU vector handle per tile. */
 #include "internal.h"
 #include "nnt_cpu.h"

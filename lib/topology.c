@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The main memory StarPU counts: the machine's, also where hwloc counts less.
  *
  * StarPU sizes main RAM as hwloc does, from the NUMA nodes' memory, and once the tiles it

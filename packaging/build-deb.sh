@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Build the Debian packages of nnt (libnnt0, libnnt-dev, nnt-tools) from a `make dist`
 # tarball and check them with lintian.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Print the dpkg symbols file of libnnt0 from the library's version script: every exported
 # function under its version node (nnt_ctx_create@NNT_0.1), with the release that
 # introduced the node as its minimal version (node NNT_0.x -> 0.x.0), and the node names

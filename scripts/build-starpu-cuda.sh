@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build a CUDA-enabled StarPU 1.3.10 from Debian 12 (bookworm)'s source package
 # and install a lean copy that nnt's `./configure --with-starpu=PREFIX` can use
 # (it reads PREFIX/lib/pkgconfig/starpu-1.3.pc).

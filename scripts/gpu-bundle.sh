@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Pack a CUDA build of nnt into a self-contained folder that runs on a GPU machine without
 # building anything there: the real programs (nnt-train, every test program), libnnt, the
 # CUDA-enabled StarPU and the Debian libraries they need that a plain CUDA image lacks

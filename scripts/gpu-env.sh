@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by a GPU bundle's programs (scripts/gpu-bundle.sh): put the bundle's libraries and
 # the machine's CUDA libraries (cudart, cuBLAS, cuBLASLt of the major version nnt was built
 # with) on LD_LIBRARY_PATH. POSIX sh.

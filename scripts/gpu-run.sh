@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh of a GPU bundle (made by scripts/gpu-bundle.sh; this file is copied into it): run
 # nnt's checks and measurements on a machine with an NVIDIA GPU, from the source tree that
 # holds the bundle, without building anything there.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # One time-boxed device call of a GPU bundle (scripts/gpu-bundle.sh), for a session whose GPU
 # time is short (the lent machines give a session 15 minutes, start included): the phases of
 # gpu-bundle/run.sh, each under its own limit, with everything packed into DEST/run.tgz

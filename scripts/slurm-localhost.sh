@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Start a one-node Slurm on this machine (Debian 12: slurm-wlm, munge), for tests/check_srun.sh
 # and for trying `srun nnt-train` without a cluster. Runs as root; writes /etc/slurm/slurm.conf
 # (the previous one is kept as slurm.conf.nnt-save) and starts munged, slurmctld and slurmd.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Compare libnnt.so with the checked-in ABI baseline (abi/libnnt.abi): additions are fine,
 # incompatible changes fail. After an intended break: bump NNT_LT_VERSION in configure.ac
 # and run `make abi-baseline`.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install into a staging directory, then build every C example of README (```c blocks) as C
 # and as C++, and every C++ example (```cpp blocks, nnt.hpp) as C++17, with nothing but
 # `pkg-config --cflags --libs nnt`, and run them; then the first C example and the C++

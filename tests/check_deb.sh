@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The Debian packages (packaging/build-deb.sh): built from a dist tarball, lintian clean (no
 # error, no warning), the three packages present, and the installed library usable: the
 # packages unpacked into a scratch root (dpkg -x), README's minimal example compiled there

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Smoke test of nnt-generate: 48 greedy tokens of the tiny GQA Llama fixture
 # (tests/fixtures/llama_tiny/gqa) equal transformers' (gqa.greedy_long of generate.safetensors,
 # tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,

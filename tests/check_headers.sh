@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Every public C header compiles alone as C99 -pedantic -Werror and as C++ (twice included);
 # every C++ header as C++17.
 set -u

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Every public function has a man3 page (a page or a .so link); every page (man1, man3, man7)
 # is installed and mandoc-lint clean.
 set -u

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Training over StarPU-MPI on this machine (mpirun -np 2): GPT-2 "tiny", 10 AdamW steps with
 # clipping, two tilings and a third of single-tile parameters; the losses of the sharded and
 # data distributions (and, for the first tiling, of the root one) against the

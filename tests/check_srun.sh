@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # nnt-train started by Slurm's srun on this machine (srun -n 2 --mpi=pmix, the way a cluster
 # starts it without mpirun): the same --print-loss lines and checkpoint as one process for
 # the sharded and data distributions, and a rank killed mid-run ends the job (srun names the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # libnnt.so exports exactly the NNT_API functions of include/nnt.h, and the version script
 # lists exactly those names.
 set -u

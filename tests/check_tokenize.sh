@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Smoke test of nnt-tokenize: the bytes tokenizer and the Llama 3 tokenizer.json fixture; the
 # token file holds the ids --print gives (16-bit and, with --token-bits 32, 32-bit headers);
 # chunked and multi-threaded output equals one chunk on one thread, and a directory equals its

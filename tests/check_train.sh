@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Smoke test of nnt-train on a tiny model: the --print-loss format and a decreasing loss, the
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # nnt-train with no data options (the default corpus, /usr/share/common-licenses), shortened
 # to 2 steps: exit status 0, train.csv with a header and 2 rows, the validation on the held-out
 # tenth (val.csv), the loss curve, the checkpoint, the list of files written and a text sample. SKIP (77) with a message when the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # nnt-train against PyTorch + transformers, one tiny model of each family with its options
 # on: Llama (GQA, untied head, q/k/v/o and MLP biases, llama3 RoPE scaling, theta 5000, rms
 # eps 1e-3; AdamW with non-default betas and eps, clipping, warmup + cosine to a min_lr,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the tests that read tests/fixtures/gpt2_tiny (Check assertions). */
 #ifndef NNT_TEST_FIXTURE_H
 #define NNT_TEST_FIXTURE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading the safetensors files of tests/fixtures (gpt2_tiny by name, others by path) with lib/io's reader (for the
  * tests that link the library's objects). Check assertions on every failure. */
 #ifndef NNT_TEST_FIXTURE_ST_H

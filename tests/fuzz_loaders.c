@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Mutation fuzzing of nnt's file readers, for a sanitizer build (not part of make check).
  *
  * Each iteration copies one fixture, mutates it (a truncation, or 1-4 bytes: a bit flip, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer harness for the safetensors reader (nnt_st_open_mem) and the JSON skipper.
  * Not part of `make check`. Build and run from the repository root:
  *

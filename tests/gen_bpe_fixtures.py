@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate the GPT-2 byte-level BPE fixtures used by tests/test_bpe.c.
 
 CI has no Hugging Face stack, so this script is run once by hand and its output

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate tests/fixtures/llama_tiny/eval.bin and eval.txt: token data and the loss that
 transformers gives the committed tiny GQA Llama (tests/fixtures/llama_tiny/gqa, written by
 tests/gen_llama_fixtures.py) on it, for nnt-train --steps 0 (validation only) in

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate the GPT-2 reference fixtures used by nnt's C tests.
 
 CI cannot run PyTorch, so this script is run once by hand and its output is

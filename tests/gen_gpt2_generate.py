@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Greedy GPT-2 generation reference past 32 new tokens (not run by CI).
 
 A random GPT2LMHeadModel (V 97, n_positions 64, C 32, 2 layers, 4 heads; seed 8) saved as a

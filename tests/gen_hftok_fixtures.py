@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Fixtures for tests/test_hftok.c: small tokenizer.json files trained with the Hugging Face
 `tokenizers` package on local text (the repository's README and man pages; no downloads), and
 for each of them >= 1000 test strings with the package's ids and decode.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate tests/fixtures/llama_tiny/: tiny Hugging Face LlamaForCausalLM models (and one
 Qwen3ForCausalLM) and what transformers computes with them (logits, loss, every parameter's
 gradient, 10 AdamW steps).

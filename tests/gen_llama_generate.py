@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate tests/fixtures/llama_tiny/generate.safetensors: what transformers generates with
 the committed tiny Llama models (NAME/config.json + NAME/model.safetensors, written by
 tests/gen_llama_fixtures.py), for tests/test_model_generate.c.

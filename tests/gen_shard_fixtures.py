@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate tests/fixtures/sharded/: the tiny models of tests/fixtures saved by transformers'
 save_pretrained(max_shard_size=...) as sharded checkpoints (model-0000K-of-0000N.safetensors
 and model.safetensors.index.json), for nnt_model_load_hf's sharded path

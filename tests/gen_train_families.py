@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate tests/fixtures/train_families/: one tiny Hugging Face model of each family with
 its options on, a token file, the nnt-train options of each run and the losses, gradient
 norms and learning rates of the same training in PyTorch (tests/check_train_families.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Generate tests/fixtures/window_tiny/: tiny Hugging Face models with sliding-window
 attention and what transformers computes with them, for tests/test_model_window.c.
 

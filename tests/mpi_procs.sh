@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Shell helpers (sourced, after the caller's SKIP checks) of the tests that start nnt-train
 # as 2 ranks: check_mpi.sh (mpirun) and check_srun.sh (Slurm's srun). Sourcing makes the
 # scratch directory $tmp (removed at exit), fail() (records a failure in $fail), and points

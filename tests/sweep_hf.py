@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Randomized differential sweep: nnt-train and nnt-generate against Hugging Face transformers.
 
 Each case K builds a random tiny Hugging Face model (GPT-2, Llama, Mistral, Qwen2 or Qwen3;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* API misuse and bad input: every case returns an NNT_E_* code with a message, never crashes.
  * Also: status names, version, logging, context life cycle. */
 #define _GNU_SOURCE   /* dlvsym */

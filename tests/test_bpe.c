@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 byte-level BPE tokenizer (lib/io/bpe.c).
  * Every case of tests/fixtures/bpe/cases.txt (ids computed by Hugging Face's GPT2Tokenizer from
  * the vocab.json + merges.txt there) must be reproduced exactly and decode back to its text;

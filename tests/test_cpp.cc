@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // include/nnt.hpp, the C++17 wrapper, built with AddressSanitizer where the compiler has it
 // (configure's ASAN_CXXFLAGS; the library itself is not instrumented, but ASan's allocator
 // sees every malloc and free, so a handle destroyed twice is a double free it reports):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the nnt CPU kernels (cpu/nnt_cpu.h) against float64 references.
  *
  * Every kernel is compared with a straightforward double-precision reference on random

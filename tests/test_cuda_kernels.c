@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the nnt CUDA kernels (cuda/nnt_cuda.h) against the CPU kernels (cpu/nnt_cpu.h).
  *
  * Without a usable CUDA device the program prints "SKIP: no CUDA device (reason)" and exits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tokenizers and token data (nnt_tokenizer_*, nnt_data_*), through the public API only.
  * The byte tokenizer against byte values; the BPE tokenizer against the Hugging Face ids of
  * tests/fixtures/bpe/cases.txt; token sources against files written here byte by byte

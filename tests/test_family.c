@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A model family is one unit: a family added only through the family table
  * (lib/models/family.h) is built, trained, listed, saved and loaded by the library's
  * generic code. The family here exists only in this test: GPT-2's layout (learned positions,

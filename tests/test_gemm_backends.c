@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU GEMM backends (issue 16): oneDNN's kernel (cpu/gemm_dnnl.c) against BLIS's
  * (nnt_cpu_gemm_f32) and a naive double reference on many shapes; its bf16-operand variant;
  * its per-thread caches; and through the public API the backend choice (NNT_GEMM) and a

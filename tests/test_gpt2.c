@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 end to end, through the public API (nnt.h: the GPT layer of nnt_gpt_load_llmc,
  * nnt_layer_*, nnt_optim_*), against the Hugging Face fixtures of tests/fixtures/gpt2_tiny
  * (see the README there), the model loaded from gpt2_tiny.llmc.bin: the loss, the logits and

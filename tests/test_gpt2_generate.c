@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 text generation through the public API (nnt_gpt_generate, nnt_model_generate,
  * nnt_sampling) against tests/fixtures/gpt2_tiny (see the README there), the model loaded
  * with nnt_gpt_load_llmc:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Files of a GPT layer through the public API: the Hugging Face safetensors export
  * (nnt_gpt_save_safetensors) and the training state of a GPT trained with an nnt_optim AdamW
  * (nnt_train_state_save / nnt_train_state_load). Against the fixtures of

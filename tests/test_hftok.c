@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hugging Face tokenizer.json through the public API (nnt_tokenizer_hf_load): every case of
  * tests/fixtures/hftok/KIND.cases (ids and decodes computed by the `tokenizers` package, see
  * tests/gen_hftok_fixtures.py) gives the same ids and the same decode; refusals name the key

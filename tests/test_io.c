@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* File formats (lib/io): safetensors, llm.c checkpoints, token data, text, JSON, UTF-8.
  * Round trips with exact bytes, files made by the reference safetensors library, and for every
  * reader a battery of corrupt inputs that must fail with the documented code and a message.

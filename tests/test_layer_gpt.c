@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT layer (NNT_LAYER_GPT) and the nnt_gpt_* functions, through the public API only,
  * against the Hugging Face fixtures of tests/fixtures/gpt2_tiny (see the README there):
  *   - nnt_gpt_load_safetensors, targets, forward: logits within 3e-6 normwise relative and

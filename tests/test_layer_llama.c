@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Llama-family models built from the public generic layers, against the Hugging Face
  * LlamaForCausalLM and Qwen3ForCausalLM fixtures of tests/fixtures/llama_tiny (see the README
  * there):

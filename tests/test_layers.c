@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generic layer kinds through the public API only:
  *   - GPT-2 tiny assembled as a sequential (embedding, 2 blocks, layernorm, tied lm_head,
  *     cross-entropy) with the fixture's llm.c weights: loss and every parameter gradient

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The transformer models of nnt_model_* (public API only): presets with the real shapes,
  * the checks of a configuration, the automatic tiling, the Llama tree (parameter names,
  * shapes and counts against the Hugging Face models), configuration round trips, and

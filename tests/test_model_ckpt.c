@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Models from training checkpoints (public API only): nnt_train_state_save records the model's
  * configuration when the optimizer holds exactly one model's parameters (format version 2),
  * nnt_model_train_state_config reads it back, nnt_model_load_train_state rebuilds the model

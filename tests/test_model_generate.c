@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_model_generate (lib/models/generate.c):
  *   - Llama-family trees with the weights of tests/fixtures/llama_tiny (gqa, mqa, qwen3; loaded by
  *     parameter name, nnt's names being Hugging Face's): greedy decoding of 20 tokens equals

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hugging Face model directories: nnt_model_hf_config, nnt_model_load_hf, nnt_model_save_hf.
  *   - the llama_tiny directories gqa/ (NH 4 / NKV 2, untied, rope theta 500000), mqa/
  *     (NKV 1, tied, q/k/v/o biases, llama3 rope scaling) and qwen3/ (Qwen3ForCausalLM: q/k

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sharded Hugging Face checkpoints: nnt_model_load_hf on a model.safetensors.index.json and
  * its shards, nnt_model_save_hf_ex(max_shard_bytes).
  *   - tests/fixtures/sharded/{gqa,mqa_bf16,gpt2} (transformers' save_pretrained with

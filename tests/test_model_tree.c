@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT-2 tree of generic layers (nnt_model_build_tree, lib/models/transformer.c) against
  * the GPT layer (nnt_model_create with a GPT-2 configuration, i.e. nnt_gpt_create), which
  * wraps such a tree and must add nothing to it (written when the GPT layer was a separate

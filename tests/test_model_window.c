@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sliding-window attention through the model, against transformers (tests/fixtures/
  * window_tiny, tests/gen_window_fixtures.py): a MistralForCausalLM with sliding_window 5 on
  * every layer and a Qwen2ForCausalLM with use_sliding_window, sliding_window 5 and

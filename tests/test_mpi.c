@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runs under mpirun (tests/check_mpi.sh) or alone; not a Check suite (Check forks, MPI
  * does not survive a fork). Modes:
  *   test_mpi train OUT MPI DIST BATCH SEQ CHANNELS HIDDEN VOCAB

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Out-of-core training: a small GPT-2 (nnt_gpt_create, trained with an nnt_optim AdamW)
  * with a RAM budget far below its state (parameters + gradients + two AdamW moments) and a
  * disk swap directory (nnt_ctx_options) must give losses and final parameters bit-identical

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Basic tensor operations: scale, axpby, GELU and its backward, broadcast add and sums over
  * leading dimensions, sum of squares, Adam/AdamW and SGD steps. Each is compared with a
  * float64 reference computed here, for several tilings (single tile, partial edge tiles,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_tensor_copy (retiling) and nnt_tensor_permute for any pair of tilings. */
 #include "testutil.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_tensor_gemm / nnt_tensor_gemm_ex: grouped-dims tiled GEMM against a float64 host
  * reference, for the four transpose combinations, batch dims, several m / k / n dims, alpha
  * and beta (beta == 0 with C never written), every epilogue and several tilings (a single

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tensor operations of the Llama family: RMSNorm, SwiGLU, rotary position embedding (RoPE)
  * and grouped-query attention (GQA: nnt_tensor_attention with fewer kv heads), forward and
  * backward. Each op is compared with a float64 reference written here on

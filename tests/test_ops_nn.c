@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tensor operations of the network layers: LayerNorm, embedding, causal attention and
  * cross-entropy, forward and backward. Each op is compared with a float64 reference computed
  * here on the whole (untiled) tensors, for several tilings (a single tile, partial edge

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sliding-window attention (nnt_tensor_attention_ex, _backward_ex, _kv_ex with
  * nnt_tensor_attention_options.window): query position i sees keys i - W < j <= i, as
  * Hugging Face's sliding-window mask (masking_utils.sliding_window_overlay: kv_idx > q_idx -

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_optim and training state files: AdamW, Adam (L2) and SGD with momentum against a
  * double-precision reference loop (warmup + cosine schedule, clipping, accumulation,
  * per-parameter decay), layers, save/load across tilings, corrupt files, misuse. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Saves that cannot finish never cost the previous file, and leave nothing behind:
  *   - the temporary files of earlier saves into the same path that did not finish (a killed
  *     run) are removed by the next save there, and only those: files of the path's own

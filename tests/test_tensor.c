@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tiled tensors: host round trips for many shapes and tilings (partial tiles included),
  * constant fills, random fills that are identical for every tiling, and bfloat16 tensors
  * (storage, copies, fills, conversions). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tracing (nnt_trace_start / nnt_trace_stop) and memory statistics (nnt_ctx_mem_stats):
  * a tiled GEMM and fills under a trace, the task counts of the table against the tile
  * counts worked out here, the SVG's structure (one row per worker, codelet names), the

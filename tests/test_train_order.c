@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trainer's shuffled order (lib/train/order.c, nnt-train --shuffle): every epoch a
  * permutation of the rows, a different one each epoch and each seed, the same one for the
  * same seed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_trainer (the training loop of lib/train) against a loop written here with the layer
  * and optimizer calls: accumulated steps, the schedule's lr and the gradient norm in the
  * step reports, validation as the mean over its windows, save + resume in order and

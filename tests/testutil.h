@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers for the Check suites. */
 #ifndef NNT_TESTUTIL_H
 #define NNT_TESTUTIL_H

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Measure the margin of every numerical tolerance (not run by make check).
 #
 #   tests/tolerances.sh BUILD_DIR [TEST ...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of causal flash attention. Tiles of q, k, v, o, dq, dk, dv are
  * (nbh, t, hd) with nbh = b-tile * h-tile rows of slabs; m, l, lse, d are (nbh, t).
  * q_pos0 / k_pos0 are the sequence positions of the first query / key row of the tiles.

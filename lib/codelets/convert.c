@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelet: one tile converted between float and bfloat16 (buffer 0 the source tile, read;
  * buffer 1 the destination tile of the other dtype, written; same number of elements). */
 #include "../internal.h"

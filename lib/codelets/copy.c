@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelet: fill one destination tile from several source tiles, one strided box each
  * (retiling and dimension permutations). Buffer 0 is the destination tile, buffers
  * 1..nsrc the source tiles. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of the elementwise tensor operations, one task per tile of n contiguous floats:
  * scale, axpby, GELU forward and backward.
  *

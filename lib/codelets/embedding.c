@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of the embedding lookup and its gradient. A tokens tile holds ntok ids, an
  * activation tile is (ntok, nc), a table tile (nv, nc) holds vocabulary rows [v0, v0 + nv);
  * the sizes come from the buffers. Position rows: an activation tile (nb, nt, nc) and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets that overwrite one tile: constant fill (fp32, int32, bf16 bits) and the
  * deterministic random fill, each on CPU and CUDA. */
 #include "../internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelet: one GEMM step on tiles, C = alpha op(A) op(B) + beta C for a batch of matrices,
  * optionally followed by an epilogue on the finished C tile (bias, bias + GELU, GELU
  * backward). Buffers: 0 A tile, 1 B tile (float or bfloat16 each), 2 C tile, then the bias

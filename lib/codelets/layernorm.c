@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of LayerNorm over the last dimension: one task per tile of whole rows.
  * Buffers are plain vectors; rows and the row length come from their sizes
  * (n = size of gamma, rows = size of mean), so the default footprint is exact. */

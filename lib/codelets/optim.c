@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of the optimizer steps, one task per parameter tile:
  *   adam: p (n) RW, g (n) R, m (n) RW, v (n) RW
  *   sgd:  p (n) RW, g (n) R [, buf (n) W on the first step, RW after]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of the broadcast add and the reductions, one task per tile (pair):
  *   add_bcast: y (outer, inner) += x (inner)
  *   sum_outer: y (inner) = [beta y +] column sums of x (outer, inner)   (accumulates)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of the rotary position embedding (rotate-half pairs) on tiles of the attention
  * layout (B, NH, T, hd): a tile is (nbh, nt, w) with nbh = b-tile * h-tile slabs.
  *

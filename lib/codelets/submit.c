@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Task submission shared by the codelets: argument blocks, any number of buffers, and the
  * mapping of StarPU's errors to NNT_E_*. */
 #include "../internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of SwiGLU, y = silu(gate) * up, and its gradient: one task per tile of n
  * contiguous floats (gate, up, y, dy, dgate, dup share one layout).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Codelets of softmax cross-entropy with the vocabulary split over tiles. A logits tile is
  * (rows, nv) holding vocabulary ids [v0, v0 + nv); targets, m, s, tgt, loss and lse tiles
  * are (rows). Sizes come from the buffers. */

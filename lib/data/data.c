@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_data: a token source for training, over the readers of lib/io.
  *   llm.c shards and nanoGPT .bin files stay on disk: every nnt_data_read preads its window
  *     (lib/io/tokens.c), so shards of any size work; ids >= vocab are found by that read.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hugging Face tokenizer.json: BPE models with their normalizers, pre-tokenizers, added tokens
  * and decoders, encoding as the `tokenizers` package does (add_special_tokens=False) and
  * decoding back to bytes. tests/test_hftok.c checks ids and decodes against the package on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hugging Face tokenizer.json (the `tokenizers` package's format), internal interface used by
  * lib/data/tokenizer.c. Messages go into (err, errlen) as in lib/io (io.h); the contract and
  * the supported subset are in nnt_tokenizer_hf_load(3). */

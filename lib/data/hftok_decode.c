@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tokenizer.json decoders (part of the reader, hftok.c): the "decoder" section's items
  * (Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace) and decoding: ids ->
  * token strings -> the decoder chain (a list of byte strings) -> bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tokenizer.json reader's internals, shared by its pieces (not installed, not exported:
  * the library builds with -fvisibility=hidden and a version script):
  *   hftok.c            the tokenizer, loading (sections, added tokens), encoding's outer loop

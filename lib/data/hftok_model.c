@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tokenizer.json's model (part of the reader, hftok.c): BPE. The vocab and merges tables (open
  * addressing), "model" read key by key from the file (vocab straight into the arena, merges in a
  * second pass at their offset), and BPE over one piece: symbols in a linked list and a heap of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tokenizer.json normalizers (part of the reader, hftok.c): the "normalizer" section's items
  * (Sequence, Prepend, Replace with a string pattern, NFC, NFD, NFKC, NFKD) and their chain
  * applied to a text segment, the Unicode forms through utf8proc as the `tokenizers` package. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tokenizer.json pre-tokenizers (part of the reader, hftok.c): the "pre_tokenizer" section's
  * items (Sequence, Split, ByteLevel, Metaspace, Digits) and the splitting of normalized text
  * into pieces (PCRE2 in UTF + UCP mode for regex patterns), each piece then given to the model

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_token_writer: the public streaming writer of llm.c token files (what nnt_data_open reads
  * as NNT_DATA_LLMC), over lib/io's nnt_tok_writer: 16-bit ids (magic 20240520, version 1) or
  * 32-bit ids (llm.c's Llama 3 header, magic 20240801, version 7), the count put in the header

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_tokenizer: the public face of the tokenizers: the byte-level one (token = byte value,
  * vocab 256), GPT-2's byte-level BPE of lib/io (vocab.json + merges.txt) and Hugging Face
  * tokenizer.json files (hftok.c and its pieces, hftok_impl.h).

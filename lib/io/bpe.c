@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 byte-level BPE tokenizer: vocab.json + merges.txt (the Hugging Face / OpenAI files),
  * encoding as transformers' GPT2Tokenizer does and decoding back to bytes. See io.h for the
  * contract; tests/test_bpe.c checks it against Hugging Face on tests/fixtures/bpe.

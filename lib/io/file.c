@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The file helpers shared by lib/io: error messages, reading (open, pread), the output file
  * written through a temporary + fsync + rename (nnt_io_out), the process-wide writer flag of MPI
  * jobs, and the safetensors dtypes (names, sizes) that the other formats use too. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* File formats of nnt (internal, not installed): safetensors, llm.c GPT-2 checkpoints, token
  * data (llm.c shards, nanoGPT .bin, plain text with a byte-level tokenizer) and the small
  * bounded JSON reader the safetensors header needs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A bounded JSON pull reader (RFC 8259) over a buffer held by the caller: the safetensors header
  * is read with it schema-first (objects, strings, non-negative integers), nnt_json_skip
  * validates and skips any value without recursion. Never reads past buf + len. */

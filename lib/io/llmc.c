@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* llm.c GPT-2 checkpoints (karpathy/llm.c, train_gpt2.c): a header of 256 little-endian int32
  * (magic 20240326, version 3 = fp32, maxT, V, L, NH, C, Vp, zeros), then the 16 parameter
  * tensors as float32 in a fixed order, nothing else. Version 5 (bf16 parameters) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checksums and strict number parsing for checkpoint metadata (see io.h). */
 #include "io.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors reader: the header parsed and checked (names, dtypes, shapes, data offsets that
  * tile the data section, __metadata__), open from a file or memory, lookups by name and index.
  * Reading a tensor's data and the writer: safetensors_tensor.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The safetensors reader's state, shared by its two files (internal to lib/io, hidden):
  * safetensors.c parses the header into it, safetensors_tensor.c reads tensors from it (and its
  * writer keeps the same key/value pairs). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors tensor IO: reading one tensor's data with dtype conversions (nnt_st_read), and the
  * writer (tensors borrowed or streamed, the header written first, the file put in place through
  * nnt_io_out). The header parser: safetensors.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Plain text: the byte-level tokenizer (vocab 256, token = byte value) and UTF-8 checks. */
 #include "io.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token data, one reader for four formats:
  *   llm.c shards (dev/data/..., .bin): a 1024-byte header of 256 little-endian int32
  *       header[0] magic, header[1] version, header[2] number of tokens n (0..2^31 - 1),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generic attention layer: causal self-attention with its output projection. With
  * GPT-2's options (NNT_ATTENTION_OPTIONS_INIT) it is GPT-2's attn (c_attn split into q, k, v,
  * then c_proj); with others the Llama layout under Hugging Face's names: q_proj, k_proj,

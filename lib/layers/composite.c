@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generic composite layers: mlp (c_fc, c_proj; or SwiGLU's gate_proj, up_proj,
  * down_proj), block (ln_1, attn, ln_2, mlp, with the two residual connections; Llama's
  * input_layernorm, self_attn, post_attention_layernorm, mlp with RMSNorm) and sequential

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the generic layer kinds (embedding, layernorm, linear, attention,
  * lm_head, cross_entropy, mlp, block, sequential), defined in lib/layers/leaf.c, and the
  * creation functions the composites use: they build a child without initialising it, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The layer framework: the public functions that work on any nnt_layer, and the helpers
  * the kinds build on (lib/layers/layer.h). */
 #include "layer.h"

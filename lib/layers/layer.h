@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The layer framework (internal): what every nnt_layer kind shares, and the vtable a kind
  * fills in. The public functions of nnt.h's "layers" section that work on any layer
  * (forward, backward, targets, loss, parameters, init, destroy, tree queries) live in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generic leaf layers: embedding, layernorm, linear, lm_head (tied to an embedding) and
  * cross_entropy, plus the helpers every generic kind shares (generic.h). Shapes: B batch,
  * T sequence, C channels, V vocabulary; "..." are any leading (row) dimensions. */

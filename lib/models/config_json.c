@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hugging Face config.json <-> nnt_model_config for every family: lib/io's JSON reader gives
  * the top-level object as a table of keys and value spans (nnt_cfg_in), which the families'
  * read_hf functions query by key (lib/models/family.h); architectures[0] (else model_type)

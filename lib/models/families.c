@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The table of model families (lib/models/family.h) and what programs read of it through
  * nnt.h: nnt_model_preset (every family's presets) and nnt_model_family_info. */
 #include "models.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Model families (internal). A family is one file under lib/models/ (gpt2.c, llama.c) holding
  * one descriptor: what its Hugging Face config.json keys mean (read and write), its presets,
  * the checks of a configuration beyond the sizes every family shares, the options it gives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Text generation for every model (nnt_model_generate, nnt_gpt_generate): a tree of the
  * generic layers (NNT_LAYER_MODEL, transformer.c), or the one inside a GPT layer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT-2 family (NNT_FAMILY_GPT2): Hugging Face GPT2LMHeadModel and llm.c's GPT-2.
  *
  * The tree (lib/models/transformer.c) is LayerNorm blocks with multi-head attention without

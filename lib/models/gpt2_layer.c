@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPT layer kind (NNT_LAYER_GPT) and the nnt_gpt_* functions of nnt.h: a whole GPT-2
  * (embedding, L pre-LN blocks, final LayerNorm, tied LM head, cross-entropy) as one layer
  * without children. It holds the GPT-2 tree of generic layers that lib/models/transformer.c

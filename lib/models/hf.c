@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hugging Face model directories (nnt_model_load_hf, nnt_model_save_hf): config.json through
  * lib/models/config_json.c, and the weights, model.safetensors or the shards of an index
  * (lib/models/hf_shards.c), read and written under the names of the model's family

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sharded Hugging Face checkpoints (see hf_shards.h): the index read into a sorted table of
  * (tensor name, file), every shard opened and cross-checked against it; and for saving the
  * split into shards, the index, and the removal of an earlier save's files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The safetensors files of a Hugging Face checkpoint (internal, lib/models/hf_shards.c):
  * one model.safetensors, or the shards listed by model.safetensors.index.json, read as one
  * set of tensors; and what a sharded save needs (the split, the index, removing the files

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Llama family (NNT_FAMILY_LLAMA): Hugging Face LlamaForCausalLM, MistralForCausalLM
  * (its sliding window on every layer), Qwen2ForCausalLM and Qwen3ForCausalLM, and the models of their
  * shapes (SmolLM2, TinyLlama).

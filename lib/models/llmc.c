@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* llm.c GPT-2 checkpoints (fp32, version 3: lib/io's nnt_llmc_*) for GPT-2 models: the GPT
  * layer and the tree of nnt_model_build_tree inside it, whose parameters carry the same
  * names. The file holds

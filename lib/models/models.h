@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the model files share (internal): the automatic tiling of a transformer of any family
  * (lib/models/tiling.c) and the transformer models of nnt_model_create
  * (lib/models/transformer.c). */

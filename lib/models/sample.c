@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The next token of text generation from the logits of the last position, and the argument
  * checks every generate function shares (sample.h). */
 #include "sample.h"

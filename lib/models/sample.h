@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Text generation's shared parts (internal, lib/models/sample.c): the argument checks and
  * the choice of the next token from the logits of the last position, for
  * nnt_model_generate and nnt_gpt_generate (lib/models/generate.c).

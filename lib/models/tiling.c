@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Automatic tiling of a transformer (any family): the rules documented in models.h, for a
  * model of C channels, an MLP of F inner columns and V vocabulary columns, and the
  * resolution of a caller's overrides against them (nnt_gpt_tiling, nnt_model_tiling). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Transformer models of every family (nnt_model_* in nnt.h): the checks of a configuration,
  * the automatic tiling, and the layer tree a configuration describes. The tree is made of
  * the generic layers (lib/layers/), which hold all of the math; a family's descriptor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Several processes over StarPU-MPI: start-up and the cross-rank option check, tile owners and
  * tags, task submission (owner computes) and the collective steps of host copies. Without
  * StarPU-MPI compiled in (NNT_HAVE_MPI unset) the same functions exist and a request for MPI

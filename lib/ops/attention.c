@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Causal self-attention on tiled (B, NH, T, hd) tensors, flash style: no (T, T) matrix is
  * stored. The kernels need whole head vectors, so when hd is split over tiles the operands
  * are retiled into temporaries with a single hd tile and the results are copied back.

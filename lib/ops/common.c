@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the tensor operations: tile geometry, layout checks, temporaries. */
 #include "../internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_tensor_copy and nnt_tensor_permute: every destination tile is filled by one task per
  * chunk of the source tiles it overlaps, each overlap one strided box. Any tilings.
  * nnt_tensor_convert: float <-> bfloat16, one task per tile (equal tilings). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elementwise tensor operations: scale, axpby, GELU and its backward. Operands of one call
  * have equal shapes and tilings, so tile i of each operand holds the same elements: one
  * task per tile, no ordering between tiles, and the result does not depend on the tiling. */

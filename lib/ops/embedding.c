@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token and position embeddings of a tiled (B, T, C) activation, and their gradients.
  * Forward, per out tile (b-tile, t-tile, c-tile): one gather task per vocabulary tile of
  * wte (the first one zeroes the tile, so ids outside [0, V) give zero rows; under MPI on the

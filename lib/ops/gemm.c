@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tiled GEMM over groups of dimensions, with fused epilogues:
  *   C[b..., m..., n...] = alpha sum_k op(A)[b..., m..., k...] op(B)[b..., k..., n...]
  *                         + beta C[b..., m..., n...]

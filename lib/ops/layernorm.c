@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LayerNorm over the last dimension of a tiled tensor. The kernels need whole rows, so when
  * the last dimension is split over tiles the operands are retiled into temporaries whose
  * last-dimension tile is the full C (the leading tiling is kept, so the tiles of mean and

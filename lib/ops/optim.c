@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optimizer steps on tiled parameters: Adam / AdamW and SGD with momentum, PyTorch
  * semantics. One task per parameter tile; each element is updated independently, so every
  * tiling gives the same bits. The bias corrections are computed here in double. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Broadcast add over leading dimensions, its reverse (sums over leading dimensions), and the
  * sum of squares of a set of tensors.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* RMSNorm over the last dimension of a tiled tensor (Llama's norm), built as LayerNorm is
  * (lib/ops/layernorm.c): the kernels need whole rows, so when the last dimension is split
  * over tiles the operands are retiled into temporaries whose last-dimension tile is the full

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rotary position embedding (Hugging Face's rotate-half convention) on tiled tensors of the
  * attention layout (B, NH, T, hd), and its gradient (the inverse rotation).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SwiGLU on tiled tensors: y = silu(gate) * up and its gradient, one task per tile (all
  * operands share one layout). Outputs may be inputs (in place): the codelets give StarPU
  * each distinct tile once; the backward's two outputs must differ. */

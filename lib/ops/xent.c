@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Softmax cross-entropy over the last dimension of tiled logits (N..., V), with V split
  * over any number of tiles. Forward, per row tile: one block task per vocabulary tile in
  * increasing order (online max m and sum s, the target's logit tgt), then one task writing

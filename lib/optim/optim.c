@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_optim: AdamW, Adam (L2) and SGD with momentum over a set of named parameters, with
  * gradient accumulation, global-norm clipping and warmup + constant / cosine schedules.
  *

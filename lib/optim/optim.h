@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer (internal): what lib/optim/optim.c (updates) and lib/optim/state.c (training
  * state files) share. The optimizer is written with the public tensor operations only
  * (nnt_tensor_adam_step, nnt_tensor_sgd_step, nnt_tensors_sumsq, nnt_tensor_fill, ...).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Training state files: every parameter of an optimizer, its state tensors, its step and the
  * caller's section (data position, RNG state, options string) in one safetensors file.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The outputs of a trace: an SVG timeline (one row per worker, tasks coloured by codelet,
  * data waits as thin dark bars before their task, idle time left blank, a time axis in ms,
  * a legend) and a per-op / per-worker table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Task statistics, tracing and memory statistics of the live context.
  *
  * StarPU's task profiling is switched on when the context starts (nnt_stats_ctx_start), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Private to lib/trace: the records of a trace and the writers of its SVG timeline and
  * per-op table (svg.c). */
 #ifndef NNT_TRACE_H

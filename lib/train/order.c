@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trainer's shuffled reading (nnt_trainer_options.shuffle): the order in which training
  * sequences are read, stateless (a function of the seed and the count of sequences read), so
  * that a resumed run continues it exactly. */

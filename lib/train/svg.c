@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trainer's loss curve (log_dir/loss.svg) as a self-contained SVG line chart. */
 #include "train.h"
 

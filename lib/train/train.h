@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The training loop (internal): the shuffled order of the trainer's sequences, the loss
  * curve's SVG. */
 #ifndef NNT_TRAIN_TRAIN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nnt_trainer: the training loop every program shares (nnt-train's, moved here).
  *
  *   step        gradients dropped; per micro-batch: B*T + 1 tokens (or B shuffled sequences
