@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Mutation check of the test suite (not run by make check; takes a few minutes a mutation).
 #
 #   tests/mutate.sh [-k] [-t "TEST ..."] [MUTATION ...]
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         -k) keep=1; shift;;
         -t) only_tests=$2; shift 2;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0;;
+        -h|--help) sed -n '3,16p' "$0"; exit 0;;
         *) break;;
     esac
 done
@@ -68,6 +69,8 @@ rms_eps_key|lib/models/llama.c|s@nnt_cfg_double(o, "rms_norm_eps", 0, 1e-6, \&c-
 qk_norm_eps_fixed|lib/models/transformer.c|s@ao.qk_norm_eps = c->norm_eps;@ao.qk_norm_eps = 1e-6;@|Qwen3 q/k norms: eps 1e-6 (the usual Qwen3 value) whatever norm_eps says
 grad_flag_kept|lib/layers/layer.c|/^double nnt_layer_grad_beta/,/return 0.0;/s@l->params\[i\].grad_dropped = 0;@l->params[i].grad_dropped = 1;@|dropped gradients: the flag never reset, so every backward after nnt_layer_clear_grad writes instead of adding
 tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, e->dwte), e->dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
+window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
+window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
