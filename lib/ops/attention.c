@@ -189,19 +189,23 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
     return rc;
 }
 
-/* The scale and window of opts (NULL: the defaults) for head dimension hd. */
-static int read_options(nnt_ctx *ctx, const char *fn, const nnt_tensor_attention_options *opts,
-                        int64_t hd, double *scale, int64_t *window)
+/* The scale and window of an _ex call's opts for q's head dimension (opts NULL: the plain
+ * call's scale as given, no window). */
+static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
+                        double *scale, int64_t *window)
 {
-    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
-    nnt_tensor_attention_options o = defaults;
-    if (opts) {
-        NNT_TRY(nnt_check_struct_size(ctx, fn, "opts->size", opts->size,
-                                      sizeof(nnt_tensor_attention_options),
-                                      sizeof(nnt_tensor_attention_options),
-                                      "initialise it with NNT_TENSOR_ATTENTION_OPTIONS_INIT"));
-        memcpy(&o, opts, sizeof o);
-    }
+    *window = 0;
+    if (!opts)
+        return NNT_OK;
+    NNT_TRY(nnt_check_arg(fn, "q", q, NNT_FP32, 0));
+    nnt_ctx *ctx = q->ctx;
+    int64_t hd = q->ndim == 4 ? q->shape[3] : 1;
+    nnt_tensor_attention_options o;
+    NNT_TRY(nnt_check_struct_size(ctx, fn, "opts->size", opts->size,
+                                  sizeof(nnt_tensor_attention_options),
+                                  sizeof(nnt_tensor_attention_options),
+                                  "initialise it with NNT_TENSOR_ATTENTION_OPTIONS_INIT"));
+    memcpy(&o, opts, sizeof o);
     if (o.window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
                         (long long)o.window);
@@ -218,11 +222,7 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
     static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
     nnt_tensor *all[5] = {q, k, v, o, lse};
     int64_t window = 0;
-    int rc = 0;
-    if (opts)
-        rc = nnt_check_arg(fn, "q", q, NNT_FP32, 0);
-    if (rc == 0 && opts)
-        rc = read_options(q->ctx, fn, opts, q->ndim == 4 ? q->shape[3] : 1, &scale, &window);
+    int rc = read_options(fn, q, opts, &scale, &window);
     if (rc == 0)
         rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
     if (rc)
@@ -320,11 +320,7 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
                                 SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
     nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
     int64_t window = 0;
-    int rc = 0;
-    if (opts)
-        rc = nnt_check_arg(fn, "q", q, NNT_FP32, 0);
-    if (rc == 0 && opts)
-        rc = read_options(q->ctx, fn, opts, q->ndim == 4 ? q->shape[3] : 1, &scale, &window);
+    int rc = read_options(fn, q, opts, &scale, &window);
     if (rc == 0)
         rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
     if (rc)
@@ -463,11 +459,7 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
 {
     nnt_tensor *all[4] = {q, k, v, o};
     int64_t window = 0;
-    int rc = 0;
-    if (opts)
-        rc = nnt_check_arg(fn, "q", q, NNT_FP32, 0);
-    if (rc == 0 && opts)
-        rc = read_options(q->ctx, fn, opts, q->ndim == 4 ? q->shape[3] : 1, &scale, &window);
+    int rc = read_options(fn, q, opts, &scale, &window);
     if (rc == 0)
         rc = check_kv_args(fn, all, past, scale);
     if (rc)
