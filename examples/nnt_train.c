@@ -151,6 +151,78 @@ static int file_exists(const char *what, const char *path)
     return train_usage_error("%s: cannot open '%s': %s", what, path, strerror(errno));
 }
 
+/* Whether paths a and b name one file (both exist). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* Whether path is a file in directory dir. */
+static int in_directory(const char *path, const char *dir)
+{
+    char d[4096];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash)
+        snprintf(d, sizeof d, ".");
+    else if (slash == d)
+        d[1] = '\0';
+    else
+        *slash = '\0';
+    return same_file(d, dir);
+}
+
+/* A second run into one --out must not overwrite the first's files: when OUT holds a
+ * checkpoint (or --save's file exists) of another run, and neither --overwrite nor a --resume
+ * of a checkpoint in OUT (or of that file) was given, the previous run's files move to the
+ * first free OUT/previous-N, and a line says so. Rank 0, after OUT was made; 0 or 1 after a
+ * message. */
+static int keep_previous_run(trainer *t)
+{
+    const train_opts *o = &t->o;
+    static const char *const names[] = {"checkpoint.safetensors", "best.safetensors",
+                                        "train.csv", "val.csv", "loss.svg",
+                                        "model.safetensors", "model.bin", "trace-ops.txt"};
+    char ckpt[4096], dir[4096], from[4096], to[8192 + 64];
+    struct stat st;
+    int writes = o->steps > 0 || o->save_weights || o->save_llmc || o->trace;
+    if (o->overwrite || !writes || (stat(t->path_ckpt, &st) != 0 &&
+                                    stat(out_file(t, names[0], from), &st) != 0))
+        return 0;   /* no checkpoint of another run: nothing of value to lose */
+    if (o->resume && (same_file(o->resume, t->path_ckpt) || in_directory(o->resume, o->out_dir)))
+        return 0;   /* the run continued in place */
+    int n = 1;
+    for (;; n++) {
+        snprintf(dir, sizeof dir, "%s/previous-%d", o->out_dir, n);
+        if (mkdir(dir, 0777) == 0)
+            break;
+        if (errno != EEXIST || n > 100000) {
+            fprintf(stderr, "nnt-train: --out: cannot create '%s' to keep the previous run's "
+                    "files in (or give --overwrite): %s\n", dir, strerror(errno));
+            return 1;
+        }
+    }
+    snprintf(ckpt, sizeof ckpt, "%s", t->path_ckpt);
+    for (size_t i = 0; i <= sizeof names / sizeof names[0]; i++) {
+        const char *p = i < sizeof names / sizeof names[0] ? out_file(t, names[i], from) : ckpt;
+        if (stat(p, &st) != 0)
+            continue;   /* (the --save file when it is OUT's checkpoint: moved already) */
+        const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+        snprintf(to, sizeof to, "%s/%s", dir, base);
+        if (rename(p, to)) {
+            fprintf(stderr, "nnt-train: cannot move '%s' to '%s' to keep the previous run's "
+                    "files (give --overwrite to replace them): %s\n", p, to, strerror(errno));
+            return 1;
+        }
+    }
+    if (!o->quiet)
+        fprintf(stderr, "nnt-train: kept the previous run's files in %s (--overwrite replaces "
+                "them)\n", dir);
+    return 0;
+}
+
 /* Input files (a data pattern: nnt_data_open says if none matches); --resume: checked first,
  * by resume_run_options. */
 static int check_input_files(const train_opts *o)
@@ -1102,7 +1174,8 @@ static int setup(trainer *t)
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
-    if ((t->rank == 0 && make_dirs("--out", o->out_dir)) || (rc = start_runtime(t)) ||
+    if ((t->rank == 0 && (make_dirs("--out", o->out_dir) || keep_previous_run(t))) ||
+        (rc = start_runtime(t)) ||
         (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)) ||
         (rc = create_trainer(t)))
         return rc ? rc : 1;

@@ -710,6 +710,45 @@ else
     echo "ok: a killed save's temporary file is removed by the next save, which says so"
 fi
 
+# ---- (11) a second run into one --out keeps the first's files in OUT/previous-N; --overwrite
+# replaces them; a --resume of OUT's checkpoint into OUT continues in place ----------------
+keep="$small --data $tmp/corpus.txt --out $tmp/keep --print-loss"
+run_ok keep1 $keep --steps 3
+cp "$tmp/keep/checkpoint.safetensors" "$tmp/keep1.safetensors"
+cp "$tmp/keep/train.csv" "$tmp/keep1.csv"
+run_ok keep2 $keep --steps 2
+if ! cmp -s "$tmp/keep1.safetensors" "$tmp/keep/previous-1/checkpoint.safetensors" ||
+   ! cmp -s "$tmp/keep1.csv" "$tmp/keep/previous-1/train.csv"; then
+    fail "a second run into one --out: the first's files are not kept in previous-1"
+elif ! grep -q "kept the previous run's files in $tmp/keep/previous-1" "$tmp/keep2.err"; then
+    fail "a second run into one --out does not say where the first's files went:"; cat "$tmp/keep2.err"
+elif cmp -s "$tmp/keep1.safetensors" "$tmp/keep/checkpoint.safetensors"; then
+    fail "a second run into one --out wrote no checkpoint of its own"
+else
+    echo "ok: a second run into one --out keeps the first's checkpoint and logs in previous-1"
+fi
+cp "$tmp/keep/checkpoint.safetensors" "$tmp/keep2.safetensors"
+run_ok keep3 $keep --steps 2
+cmp -s "$tmp/keep2.safetensors" "$tmp/keep/previous-2/checkpoint.safetensors" &&
+    cmp -s "$tmp/keep1.safetensors" "$tmp/keep/previous-1/checkpoint.safetensors" &&
+    echo "ok: a third run makes previous-2" || fail "a third run into one --out: no previous-2"
+cp "$tmp/keep/checkpoint.safetensors" "$tmp/keep3.safetensors"
+run_ok keep4 $keep --steps 3 --overwrite
+if [ -e "$tmp/keep/previous-3" ] || grep -q "kept the previous" "$tmp/keep4.err" ||
+   ! cmp -s "$tmp/keep1.safetensors" "$tmp/keep/checkpoint.safetensors"; then
+    fail "--overwrite: the previous run's files were not replaced in place"
+else
+    echo "ok: --overwrite replaces the previous run's files"
+fi
+run_ok keep5 $keep --steps 5 --resume "$tmp/keep/checkpoint.safetensors"
+if [ -e "$tmp/keep/previous-3" ] || grep -q "kept the previous" "$tmp/keep5.err"; then
+    fail "a --resume into the checkpoint's own --out moved files"
+elif [ "$(sed -n '$=' "$tmp/keep/train.csv")" != "$(($(sed -n '$=' "$tmp/keep1.csv") + 2))" ]; then
+    fail "a --resume into the same --out did not continue train.csv:"; cat "$tmp/keep/train.csv"
+else
+    echo "ok: a --resume into the checkpoint's own --out continues in place"
+fi
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
