@@ -515,6 +515,24 @@ static int open_data(trainer *t)
     return open_validation(t);
 }
 
+/* Too little data for the run: fewer training tokens than a step reads, or each token seen
+ * more than TRAIN_MAX_EPOCHS (100) times; one line on stderr before training (rank 0). */
+#define TRAIN_MAX_EPOCHS 100.0
+static void warn_little_data(const trainer *t, int64_t per_step)
+{
+    const train_opts *o = &t->o;
+    double epochs = (double)per_step * (double)o->steps / (double)t->ntokens;
+    if (t->rank != 0 || o->quiet || o->steps <= 0 ||
+        (t->ntokens >= per_step && epochs <= TRAIN_MAX_EPOCHS))
+        return;
+    fprintf(stderr, "nnt-train: warning: too little data: %lld training tokens for %lld steps "
+            "of %lld tokens (B %lld x T %lld x accum %lld) = %.0f passes over each token (%s): "
+            "the model will memorise them; give more data (--data) or fewer --steps\n",
+            (long long)t->ntokens, (long long)o->steps, (long long)per_step,
+            (long long)o->batch, (long long)o->seq, (long long)o->accum, epochs,
+            t->ntokens < per_step ? "fewer tokens than one step reads" : "more than 100");
+}
+
 static int create_optimizer(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -729,6 +747,7 @@ static void print_summary(trainer *t)
             (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps,
             o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new order each epoch"
                        : "");
+        warn_little_data(t, per_step);
     } else {
         say(t, "data:      none: --steps 0 only validates, on --val-data\n");
     }

@@ -749,6 +749,24 @@ else
     echo "ok: a --resume into the checkpoint's own --out continues in place"
 fi
 
+# ---- (12) too little data: a warning (stderr, one line, before training) when the training
+# tokens are fewer than a step reads or each would be seen more than 100 times --------------
+printf 'abc' > "$tmp/tiny.txt"
+run_ok tiny $small --data "$tmp/tiny.txt" --steps 2 --out "$tmp/tiny" --print-loss
+grep -q 'warning: too little data: 3 training tokens for 2 steps of 32 tokens (B 2 x T 16 x accum 1) = 21 passes over each token (fewer tokens than one step reads).*more data (--data) or fewer --steps' "$tmp/tiny.err" &&
+    echo "ok: 3 tokens: warned" || { fail "3 tokens: no too-little-data warning:"; cat "$tmp/tiny.err"; }
+head -c 320 "$tmp/corpus.txt" > "$tmp/320.txt"
+# 32 tokens a step: 1000 steps read each of 320 tokens 100 times (no warning), 1001 steps 100.1
+run_ok passes100 $small --data "$tmp/320.txt" --steps 1000 --stop-after 1 --out "$tmp/p100" --print-loss
+run_ok passes101 $small --data "$tmp/320.txt" --steps 1001 --stop-after 1 --out "$tmp/p101" --print-loss
+if grep -q 'too little data' "$tmp/passes100.err" || grep -q 'too little data' "$tmp/loss20.err"; then
+    fail "too-little-data warning at 100 passes or on the corpus:"; cat "$tmp/passes100.err"
+elif [ "$(grep -c 'too little data: 320 training tokens for 1001 steps of 32 tokens (B 2 x T 16 x accum 1) = 100 passes' "$tmp/passes101.err")" != 1 ]; then
+    fail "1001 steps over 320 tokens: no one-line too-little-data warning:"; cat "$tmp/passes101.err"
+else
+    echo "ok: too-little-data warning above 100 passes over each token, not at 100"
+fi
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
