@@ -38,6 +38,7 @@ typedef struct trainer {
     nnt_model_config cfg;
     nnt_family_info fam;          /* cfg's family in the library's table                  */
     int cfg_resumed;              /* cfg is the --resume checkpoint's                      */
+    int peak_low;                 /* a step beat the measured peak: no MFU printed        */
     char *resume_saved;           /* the checkpoint's options string when nnt-train's      */
     char *resume_tok[3];          /* its tokenizer files (owned)                           */
     char resumed_names[2048];     /* those that changed a value, for the summary           */
@@ -888,6 +889,22 @@ static void report_step(trainer *t, const nnt_trainer_report *r)
     }
 }
 
+/* A step ran at flops_per_s, faster than the peak measured at start-up: that measurement
+ * was low (a busy machine) and supports no MFU; said once on stderr. */
+static void peak_was_low(trainer *t, double flops_per_s)
+{
+    if (t->peak_low)
+        return;
+    t->peak_low = 1;
+    if (t->o.quiet || t->rank != 0)
+        return;
+    if (t->line_open && t->info)
+        fputc('\n', t->info), fflush(t->info), t->line_open = 0;
+    fprintf(stderr, "nnt-train: note: a step ran at %.1f GFLOP/s, above the peak of %.1f "
+            "GFLOP/s measured at start (the machine was busy?): MFU is not shown; "
+            "--peak-gflops X sets the peak\n", flops_per_s / 1e9, t->ti.peak_flops / 1e9);
+}
+
 /* The trainer's reports: a step's or a validation's line. Nonzero stops the run. */
 static int on_report(const nnt_trainer_report *rep, void *user)
 {
@@ -922,6 +939,8 @@ static int on_report(const nnt_trainer_report *rep, void *user)
     }
     t->nrun++, t->ms_sum += rep->ms, t->ms_rest += t->nrun > 1 ? rep->ms : 0;
     t->last_loss = rep->loss;
+    if (isnan(rep->mfu) && t->ti.peak_flops > 0 && t->ti.peak_measured)
+        peak_was_low(t, t->ti.flops_per_token * rep->tokens_per_s);
     report_step(t, rep);
     if (!isfinite(rep->loss))
         t->nonfinite = rep->step;
@@ -1109,6 +1128,10 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         double ms = t->ms_rest / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
         double mfu = ti->peak_flops > 0 ? ti->flops_per_token * tok_s / ti->peak_flops : NAN;
+        if (ti->peak_measured && (t->peak_low || mfu > 1)) {
+            peak_was_low(t, ti->flops_per_token * tok_s);
+            mfu = NAN;
+        }
         say(t, ": %.1f ms/step, %.0f tokens/s%s%s (mean without the first step)", ms, tok_s,
             isnan(mfu) ? "" : ", ", isnan(mfu) ? "" : mfu_text(mfu, 0, mfu_buf, sizeof mfu_buf));
     }

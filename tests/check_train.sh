@@ -767,6 +767,13 @@ else
     echo "ok: too-little-data warning above 100 passes over each token, not at 100"
 fi
 
+# ---- (13) MFU against a peak given with --peak-gflops: printed as is, even above 100 % (a
+# measured peak that a step exceeds gives none: tests/test_train_mfu) ----------------------
+run_ok peakgiven $small --data "$tmp/corpus.txt" --steps 3 --out "$tmp/peakgiven" --peak-gflops 1e-6
+grep -q 'MFU [0-9.]*%.*(mean without the first step)' "$tmp/peakgiven.out" &&
+    ! grep -q 'MFU is not shown' "$tmp/peakgiven.err" &&
+    echo "ok: --peak-gflops: MFU printed as is" || { fail "--peak-gflops 1e-6: MFU not printed as is"; cat "$tmp/peakgiven.out" "$tmp/peakgiven.err"; }
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
