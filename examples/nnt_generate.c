@@ -22,6 +22,7 @@ typedef struct opts {
     long long max_new, top_k, seed, eos;
     double temperature, top_p;
     int print_ids, no_cache, cpus, bytes;   /* bytes: --tokenizer bytes */
+    int continuation_only;                  /* --continuation-only          */
     nnt_precision precision;                /* --precision                  */
 } opts;
 
@@ -31,7 +32,11 @@ static const char USAGE[] =
     "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                    [--seed S] [--eos ID] [--tokenizer bytes|bpe|json]\n"
     "                    [--vocab FILE --merges FILE] [--tokenizer-json FILE] [--print-ids]\n"
-    "                    [--cpus N] [--no-cache] [--precision fp32|tf32|bf16]\n";
+    "                    [--cpus N] [--no-cache] [--precision fp32|tf32|bf16]\n"
+    "                    [--continuation-only]\n"
+    "Prints the prompt and its continuation (--continuation-only: the new text only;\n"
+    "--print-ids: the new ids only);\n"
+    "on a terminal, bytes that are not valid UTF-8 and control characters as \\xHH.\n";
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -102,6 +107,10 @@ static int parse_args(int argc, char **argv, opts *o)
         const char *k = argv[i];
         if (!strcmp(k, "--print-ids") || !strcmp(k, "--no-cache")) {
             *(k[2] == 'p' ? &o->print_ids : &o->no_cache) = 1;
+            continue;
+        }
+        if (!strcmp(k, "--continuation-only")) {
+            o->continuation_only = 1;
             continue;
         }
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -290,22 +299,49 @@ static int load_tokenizer(const opts *o, const char *trained, nnt_tokenizer **to
  * nnt reads). */
 typedef struct stream {
     const nnt_tokenizer *tok;    /* NULL: ids                                             */
-    int32_t *ids;                /* the new tokens so far                                 */
-    size_t n, printed;           /* tokens; bytes of text written                         */
+    int32_t *ids;                /* the prompt's (unless --continuation-only), the new ones */
+    size_t n, printed, len;      /* tokens; bytes of text written (or held back), decoded  */
     char *text;
     size_t cap;
+    int escape;                  /* stdout is a terminal: escape what is not text         */
     int failed;                  /* a decode failed: the error is reported at the end     */
 } stream;
 
-static void print_token(void *arg, int64_t i, int32_t token)
+/* Write the text decoded, from the bytes written so far: raw, or (st->escape) newlines, tabs,
+ * printable ASCII and valid UTF-8 as they are and other bytes as \xHH, as nnt-train prints
+ * its sample (no control sequences reach the terminal); a valid start of a UTF-8 character
+ * at the end is held back for the next token unless final. */
+static void write_text(stream *st, int final)
 {
-    stream *st = arg;
-    st->ids[st->n++] = token;
-    if (!st->tok) {
-        printf("%s%d", i ? " " : "", (int)token);
-        fflush(stdout);
-        return;
+    const unsigned char *s = (const unsigned char *)st->text;
+    size_t k = st->printed, len = st->len;
+    if (!st->escape) {
+        fwrite(s + k, 1, len - k, stdout);
+        k = len;
     }
+    while (k < len) {
+        int u = s[k] >= 0xf0 && s[k] <= 0xf4 ? 4 : s[k] >= 0xe0 && s[k] < 0xf0 ? 3
+                : s[k] >= 0xc2 && s[k] < 0xe0 ? 2 : 0;
+        int have = u ? ((size_t)u > len - k ? (int)(len - k) : u) : 0;
+        for (int b = 1; b < have; b++)
+            if ((s[k + b] & 0xc0) != 0x80)
+                u = have = 0;
+        if (u && have < u && !final)
+            break;   /* the rest of the character may come with the next token */
+        if (u && have == u)
+            fwrite(s + k, 1, (size_t)u, stdout), k += (size_t)u;
+        else if (s[k] == '\n' || s[k] == '\t' || (s[k] >= 0x20 && s[k] < 0x7f))
+            putchar(s[k++]);
+        else
+            printf("\\x%02x", s[k++]);
+    }
+    st->printed = k;
+    fflush(stdout);
+}
+
+/* Decode all the ids so far and write what is new. */
+static void decode_and_write(stream *st)
+{
     size_t len = 0;
     int rc = nnt_tokenizer_decode(st->tok, st->ids, st->n, NULL, 0, &len);
     if (rc && rc != NNT_E_INVAL) {
@@ -326,10 +362,22 @@ static void print_token(void *arg, int64_t i, int32_t token)
         return;
     }
     if (len > st->printed) {
-        fwrite(st->text + st->printed, 1, len - st->printed, stdout);
-        fflush(stdout);
-        st->printed = len;
+        st->len = len;
+        write_text(st, 0);
     }
+}
+
+static void print_token(void *arg, int64_t i, int32_t token)
+{
+    stream *st = arg;
+    (void)i;
+    st->ids[st->n++] = token;
+    if (!st->tok) {
+        printf("%s%d", st->n > 1 ? " " : "", (int)token);
+        fflush(stdout);
+        return;
+    }
+    decode_and_write(st);
 }
 
 /* --checkpoint FILE|DIR (DIR: its checkpoint.safetensors, as nnt-train --out writes it):
@@ -383,7 +431,7 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
                     size_t nprompt)
 {
     int32_t *out = malloc(((size_t)o->max_new + 1) * sizeof *out);
-    int32_t *ids = malloc(((size_t)o->max_new + 1) * sizeof *ids);
+    int32_t *ids = malloc((nprompt + (size_t)o->max_new + 1) * sizeof *ids);
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = o->temperature;
     s.top_k = o->top_k;
@@ -391,7 +439,12 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     s.seed = (uint64_t)o->seed;
     s.eos = (int32_t)o->eos;
     s.no_cache = o->no_cache;
-    stream st = {o->print_ids ? NULL : tok, ids, 0, 0, NULL, 0, 0};
+    stream st = {o->print_ids ? NULL : tok, ids, 0, 0, 0, NULL, 0, isatty(STDOUT_FILENO), 0};
+    if (ids && st.tok && !o->continuation_only) {   /* the prompt first, as nnt-train's sample */
+        memcpy(st.ids, prompt, nprompt * sizeof *prompt);
+        st.n = nprompt;
+        decode_and_write(&st);
+    }
     s.on_token = print_token;
     s.on_token_arg = &st;
     int status = 0, rc = 0;
@@ -405,6 +458,8 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
         status = lib_error("out of memory", NNT_E_NOMEM);
     else if ((rc = nnt_model_generate(model, prompt, (int64_t)nprompt, o->max_new, &s, out)))
         status = lib_error("nnt_model_generate", rc);
+    if (st.tok && st.printed < st.len)
+        write_text(&st, 1);   /* a character left incomplete: its bytes, escaped */
     if (out && ids && (st.n || !rc))   /* the tokens are printed as they come */
         printf("\n");
     if (status == 0 && st.failed)

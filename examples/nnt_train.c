@@ -38,6 +38,7 @@ typedef struct trainer {
     nnt_model_config cfg;
     nnt_family_info fam;          /* cfg's family in the library's table                  */
     int cfg_resumed;              /* cfg is the --resume checkpoint's                      */
+    int peak_low;                 /* a step beat the measured peak: no MFU printed        */
     char *resume_saved;           /* the checkpoint's options string when nnt-train's      */
     char *resume_tok[3];          /* its tokenizer files (owned)                           */
     char resumed_names[2048];     /* those that changed a value, for the summary           */
@@ -149,6 +150,78 @@ static int file_exists(const char *what, const char *path)
     if (stat(path, &st) == 0)
         return 0;
     return train_usage_error("%s: cannot open '%s': %s", what, path, strerror(errno));
+}
+
+/* Whether paths a and b name one file (both exist). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* Whether path is a file in directory dir. */
+static int in_directory(const char *path, const char *dir)
+{
+    char d[4096];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash)
+        snprintf(d, sizeof d, ".");
+    else if (slash == d)
+        d[1] = '\0';
+    else
+        *slash = '\0';
+    return same_file(d, dir);
+}
+
+/* A second run into one --out must not overwrite the first's files: when OUT holds a
+ * checkpoint (or --save's file exists) of another run, and neither --overwrite nor a --resume
+ * of a checkpoint in OUT (or of that file) was given, the previous run's files move to the
+ * first free OUT/previous-N, and a line says so. Rank 0, after OUT was made; 0 or 1 after a
+ * message. */
+static int keep_previous_run(trainer *t)
+{
+    const train_opts *o = &t->o;
+    static const char *const names[] = {"checkpoint.safetensors", "best.safetensors",
+                                        "train.csv", "val.csv", "loss.svg",
+                                        "model.safetensors", "model.bin", "trace-ops.txt"};
+    char ckpt[4096], dir[4096], from[4096], to[8192 + 64];
+    struct stat st;
+    int writes = o->steps > 0 || o->save_weights || o->save_llmc || o->trace;
+    if (o->overwrite || !writes || (stat(t->path_ckpt, &st) != 0 &&
+                                    stat(out_file(t, names[0], from), &st) != 0))
+        return 0;   /* no checkpoint of another run: nothing of value to lose */
+    if (o->resume && (same_file(o->resume, t->path_ckpt) || in_directory(o->resume, o->out_dir)))
+        return 0;   /* the run continued in place */
+    int n = 1;
+    for (;; n++) {
+        snprintf(dir, sizeof dir, "%s/previous-%d", o->out_dir, n);
+        if (mkdir(dir, 0777) == 0)
+            break;
+        if (errno != EEXIST || n > 100000) {
+            fprintf(stderr, "nnt-train: --out: cannot create '%s' to keep the previous run's "
+                    "files in (or give --overwrite): %s\n", dir, strerror(errno));
+            return 1;
+        }
+    }
+    snprintf(ckpt, sizeof ckpt, "%s", t->path_ckpt);
+    for (size_t i = 0; i <= sizeof names / sizeof names[0]; i++) {
+        const char *p = i < sizeof names / sizeof names[0] ? out_file(t, names[i], from) : ckpt;
+        if (stat(p, &st) != 0)
+            continue;   /* (the --save file when it is OUT's checkpoint: moved already) */
+        const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+        snprintf(to, sizeof to, "%s/%s", dir, base);
+        if (rename(p, to)) {
+            fprintf(stderr, "nnt-train: cannot move '%s' to '%s' to keep the previous run's "
+                    "files (give --overwrite to replace them): %s\n", p, to, strerror(errno));
+            return 1;
+        }
+    }
+    if (!o->quiet)
+        fprintf(stderr, "nnt-train: kept the previous run's files in %s (--overwrite replaces "
+                "them)\n", dir);
+    return 0;
 }
 
 /* Input files (a data pattern: nnt_data_open says if none matches); --resume: checked first,
@@ -443,6 +516,24 @@ static int open_data(trainer *t)
     return open_validation(t);
 }
 
+/* Too little data for the run: fewer training tokens than a step reads, or each token seen
+ * more than TRAIN_MAX_EPOCHS (100) times; one line on stderr before training (rank 0). */
+#define TRAIN_MAX_EPOCHS 100.0
+static void warn_little_data(const trainer *t, int64_t per_step)
+{
+    const train_opts *o = &t->o;
+    double epochs = (double)per_step * (double)o->steps / (double)t->ntokens;
+    if (t->rank != 0 || o->quiet || o->steps <= 0 ||
+        (t->ntokens >= per_step && epochs <= TRAIN_MAX_EPOCHS))
+        return;
+    fprintf(stderr, "nnt-train: warning: too little data: %lld training tokens for %lld steps "
+            "of %lld tokens (B %lld x T %lld x accum %lld) = %.0f passes over each token (%s): "
+            "the model will memorise them; give more data (--data) or fewer --steps\n",
+            (long long)t->ntokens, (long long)o->steps, (long long)per_step,
+            (long long)o->batch, (long long)o->seq, (long long)o->accum, epochs,
+            t->ntokens < per_step ? "fewer tokens than one step reads" : "more than 100");
+}
+
 static int create_optimizer(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -657,6 +748,7 @@ static void print_summary(trainer *t)
             (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps,
             o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new order each epoch"
                        : "");
+        warn_little_data(t, per_step);
     } else {
         say(t, "data:      none: --steps 0 only validates, on --val-data\n");
     }
@@ -797,6 +889,22 @@ static void report_step(trainer *t, const nnt_trainer_report *r)
     }
 }
 
+/* A step ran at flops_per_s, faster than the peak measured at start-up: that measurement
+ * was low (a busy machine) and supports no MFU; said once on stderr. */
+static void peak_was_low(trainer *t, double flops_per_s)
+{
+    if (t->peak_low)
+        return;
+    t->peak_low = 1;
+    if (t->o.quiet || t->rank != 0)
+        return;
+    if (t->line_open && t->info)
+        fputc('\n', t->info), fflush(t->info), t->line_open = 0;
+    fprintf(stderr, "nnt-train: note: a step ran at %.1f GFLOP/s, above the peak of %.1f "
+            "GFLOP/s measured at start (the machine was busy?): MFU is not shown; "
+            "--peak-gflops X sets the peak\n", flops_per_s / 1e9, t->ti.peak_flops / 1e9);
+}
+
 /* The trainer's reports: a step's or a validation's line. Nonzero stops the run. */
 static int on_report(const nnt_trainer_report *rep, void *user)
 {
@@ -831,6 +939,8 @@ static int on_report(const nnt_trainer_report *rep, void *user)
     }
     t->nrun++, t->ms_sum += rep->ms, t->ms_rest += t->nrun > 1 ? rep->ms : 0;
     t->last_loss = rep->loss;
+    if (isnan(rep->mfu) && t->ti.peak_flops > 0 && t->ti.peak_measured)
+        peak_was_low(t, t->ti.flops_per_token * rep->tokens_per_s);
     report_step(t, rep);
     if (!isfinite(rep->loss))
         t->nonfinite = rep->step;
@@ -1018,6 +1128,10 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         double ms = t->ms_rest / (double)(t->nrun - 1);
         double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
         double mfu = ti->peak_flops > 0 ? ti->flops_per_token * tok_s / ti->peak_flops : NAN;
+        if (ti->peak_measured && (t->peak_low || mfu > 1)) {
+            peak_was_low(t, ti->flops_per_token * tok_s);
+            mfu = NAN;
+        }
         say(t, ": %.1f ms/step, %.0f tokens/s%s%s (mean without the first step)", ms, tok_s,
             isnan(mfu) ? "" : ", ", isnan(mfu) ? "" : mfu_text(mfu, 0, mfu_buf, sizeof mfu_buf));
     }
@@ -1102,7 +1216,8 @@ static int setup(trainer *t)
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
-    if ((t->rank == 0 && make_dirs("--out", o->out_dir)) || (rc = start_runtime(t)) ||
+    if ((t->rank == 0 && (make_dirs("--out", o->out_dir) || keep_previous_run(t))) ||
+        (rc = start_runtime(t)) ||
         (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)) ||
         (rc = create_trainer(t)))
         return rc ? rc : 1;

@@ -59,6 +59,7 @@ typedef struct train_opts {
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;
     int save_weights, save_llmc, no_save;
+    int overwrite;                           /* --overwrite: replace a previous run's files */
     int save_best;                           /* --save-best: OUT/best.safetensors         */
     const char *save_hf;                     /* --save-hf DIR                             */
     const char *save_hf_shard_size;          /* --save-hf-shard-size SIZE (text)          */

@@ -149,6 +149,9 @@ static const opt_def table[] = {
     STR("out", out_dir, TRAIN_DEFAULT_OUT, 0, "DIR",
         "output directory (default ./" TRAIN_DEFAULT_OUT ")"),
     STR("save", save, NULL, 0, "FILE", "checkpoint (default OUT/checkpoint.safetensors)"),
+    FLAG("overwrite", overwrite, 0, "replace the files of a previous run in OUT (default: when\n"
+         "OUT holds another run's checkpoint, or --save's file exists,\nmove its files to "
+         "OUT/previous-N first; a --resume of a\ncheckpoint in OUT continues in place)"),
     INT("save-every", save_every, 0, BIG, NULL, RES, "N",
         "also save every N steps (default 0: only at the end)"),
     FLAG("save-best", save_best, RES, "also save OUT/best.safetensors after each validation "

@@ -1071,7 +1071,8 @@ typedef struct nnt_trainer_report {
     double ms;                   /* wall time of the step / of the validation                 */
     double tokens_per_s;         /* step: B T accum / its time                                */
     double mfu;                  /* step: model FLOP utilisation against peak_flops (0..1);
-                                    NaN when peak_flops is 0                                  */
+                                    NaN when peak_flops is 0, and from the first step faster
+                                    than a measured peak on (it was measured low)             */
     int64_t tokens;              /* tokens of the step (B T accum) / of the validation        */
     int64_t mem_used_bytes;      /* every memory node together, after the step                */
     int64_t mem_peak_bytes;

@@ -5,8 +5,9 @@
 # tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,
 # tests/gen_gpt2_generate.py), with and without the key/value cache, in fp32 and with
 # --precision bf16; --eos stops; a GPT-2
-# directory gives the same ids with and without the cache; bad usage exits 2, a missing
-# model directory 1, and both say why.
+# directory gives the same ids with and without the cache; text is the prompt and its
+# continuation (--continuation-only: the new text), escaped on a terminal, raw into a pipe;
+# bad usage exits 2, a missing model directory 1, and both say why.
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-generate"
@@ -127,6 +128,35 @@ for model in llama-tiny tiny; do
         fail "nnt-train could not make the $model checkpoint:"; tail -n 5 "$tmp/ck-$model.log"
     fi
 done
+# Text: the prompt and its continuation (as nnt-train's sample), --continuation-only the new
+# text alone; invalid UTF-8 and control bytes raw into a pipe, as \xHH on a terminal (the
+# byte-tokenizer checkpoint above: any byte is a token).
+ck="$tmp/ck-tiny"
+full=$("$prog" --checkpoint "$ck" --prompt "The model" --max-new-tokens 8 --temperature 0 \
+    --cpus 2 2> "$tmp/full.err") || fail "prompt and continuation: exit status $?"
+cont=$("$prog" --checkpoint "$ck" --prompt "The model" --max-new-tokens 8 --temperature 0 \
+    --continuation-only --cpus 2 2> "$tmp/cont.err") || fail "--continuation-only: exit status $?"
+if [ "$full" = "The model$cont" ] && [ -n "$cont" ]; then
+    echo "ok: the prompt and its continuation; --continuation-only the new text alone"
+else
+    fail "text: '$full', --continuation-only '$cont' (want the prompt before the same text)"
+fi
+"$prog" --checkpoint "$ck" --prompt-ids "84 255 27 104 226 130" --max-new-tokens 0 --cpus 2 \
+    > "$tmp/raw.out" 2> "$tmp/raw.err" || fail "raw bytes: exit status $?"
+printf 'T\377\033h\342\202\n' | cmp -s - "$tmp/raw.out" &&
+    echo "ok: into a pipe the bytes as they are" ||
+    { fail "into a pipe: not the raw bytes:"; od -c "$tmp/raw.out"; }
+if command -v script > /dev/null 2>&1 && script -q -e -c true /dev/null > /dev/null 2>&1; then
+    script -q -e -c "$prog --checkpoint $ck --prompt-ids '84 255 27 104 226 130' --max-new-tokens 0 --cpus 2" \
+        /dev/null > "$tmp/tty.out" 2> /dev/null || fail "on a terminal: exit status $?"
+    # (the terminal ends the line with CR LF; a cut-off character shows as its bytes)
+    if grep -q -F 'T\xff\x1bh\xe2\x82' "$tmp/tty.out" && ! grep -q "$(printf '\033')" "$tmp/tty.out"; then
+        echo "ok: on a terminal invalid UTF-8 and control bytes as \\xHH"
+    else
+        fail "on a terminal: not escaped:"; od -c "$tmp/tty.out"
+    fi
+fi
+
 # trained with --tokenizer json on a copy of the file, which the checkpoint names
 cp "$tokjson" "$tmp/tok.json"
 "$top_builddir/nnt-train" --model llama-tiny --layers 1 --vocab 1201 --tokenizer json \

@@ -710,6 +710,70 @@ else
     echo "ok: a killed save's temporary file is removed by the next save, which says so"
 fi
 
+# ---- (11) a second run into one --out keeps the first's files in OUT/previous-N; --overwrite
+# replaces them; a --resume of OUT's checkpoint into OUT continues in place ----------------
+keep="$small --data $tmp/corpus.txt --out $tmp/keep --print-loss"
+run_ok keep1 $keep --steps 3
+cp "$tmp/keep/checkpoint.safetensors" "$tmp/keep1.safetensors"
+cp "$tmp/keep/train.csv" "$tmp/keep1.csv"
+run_ok keep2 $keep --steps 2
+if ! cmp -s "$tmp/keep1.safetensors" "$tmp/keep/previous-1/checkpoint.safetensors" ||
+   ! cmp -s "$tmp/keep1.csv" "$tmp/keep/previous-1/train.csv"; then
+    fail "a second run into one --out: the first's files are not kept in previous-1"
+elif ! grep -q "kept the previous run's files in $tmp/keep/previous-1" "$tmp/keep2.err"; then
+    fail "a second run into one --out does not say where the first's files went:"; cat "$tmp/keep2.err"
+elif cmp -s "$tmp/keep1.safetensors" "$tmp/keep/checkpoint.safetensors"; then
+    fail "a second run into one --out wrote no checkpoint of its own"
+else
+    echo "ok: a second run into one --out keeps the first's checkpoint and logs in previous-1"
+fi
+cp "$tmp/keep/checkpoint.safetensors" "$tmp/keep2.safetensors"
+run_ok keep3 $keep --steps 2
+cmp -s "$tmp/keep2.safetensors" "$tmp/keep/previous-2/checkpoint.safetensors" &&
+    cmp -s "$tmp/keep1.safetensors" "$tmp/keep/previous-1/checkpoint.safetensors" &&
+    echo "ok: a third run makes previous-2" || fail "a third run into one --out: no previous-2"
+cp "$tmp/keep/checkpoint.safetensors" "$tmp/keep3.safetensors"
+run_ok keep4 $keep --steps 3 --overwrite
+if [ -e "$tmp/keep/previous-3" ] || grep -q "kept the previous" "$tmp/keep4.err" ||
+   ! cmp -s "$tmp/keep1.safetensors" "$tmp/keep/checkpoint.safetensors"; then
+    fail "--overwrite: the previous run's files were not replaced in place"
+else
+    echo "ok: --overwrite replaces the previous run's files"
+fi
+run_ok keep5 $keep --steps 5 --resume "$tmp/keep/checkpoint.safetensors"
+if [ -e "$tmp/keep/previous-3" ] || grep -q "kept the previous" "$tmp/keep5.err"; then
+    fail "a --resume into the checkpoint's own --out moved files"
+elif [ "$(sed -n '$=' "$tmp/keep/train.csv")" != "$(($(sed -n '$=' "$tmp/keep1.csv") + 2))" ]; then
+    fail "a --resume into the same --out did not continue train.csv:"; cat "$tmp/keep/train.csv"
+else
+    echo "ok: a --resume into the checkpoint's own --out continues in place"
+fi
+
+# ---- (12) too little data: a warning (stderr, one line, before training) when the training
+# tokens are fewer than a step reads or each would be seen more than 100 times --------------
+printf 'abc' > "$tmp/tiny.txt"
+run_ok tiny $small --data "$tmp/tiny.txt" --steps 2 --out "$tmp/tiny" --print-loss
+grep -q 'warning: too little data: 3 training tokens for 2 steps of 32 tokens (B 2 x T 16 x accum 1) = 21 passes over each token (fewer tokens than one step reads).*more data (--data) or fewer --steps' "$tmp/tiny.err" &&
+    echo "ok: 3 tokens: warned" || { fail "3 tokens: no too-little-data warning:"; cat "$tmp/tiny.err"; }
+head -c 320 "$tmp/corpus.txt" > "$tmp/320.txt"
+# 32 tokens a step: 1000 steps read each of 320 tokens 100 times (no warning), 1001 steps 100.1
+run_ok passes100 $small --data "$tmp/320.txt" --steps 1000 --stop-after 1 --out "$tmp/p100" --print-loss
+run_ok passes101 $small --data "$tmp/320.txt" --steps 1001 --stop-after 1 --out "$tmp/p101" --print-loss
+if grep -q 'too little data' "$tmp/passes100.err" || grep -q 'too little data' "$tmp/loss20.err"; then
+    fail "too-little-data warning at 100 passes or on the corpus:"; cat "$tmp/passes100.err"
+elif [ "$(grep -c 'too little data: 320 training tokens for 1001 steps of 32 tokens (B 2 x T 16 x accum 1) = 100 passes' "$tmp/passes101.err")" != 1 ]; then
+    fail "1001 steps over 320 tokens: no one-line too-little-data warning:"; cat "$tmp/passes101.err"
+else
+    echo "ok: too-little-data warning above 100 passes over each token, not at 100"
+fi
+
+# ---- (13) MFU against a peak given with --peak-gflops: printed as is, even above 100 % (a
+# measured peak that a step exceeds gives none: tests/test_train_mfu) ----------------------
+run_ok peakgiven $small --data "$tmp/corpus.txt" --steps 3 --out "$tmp/peakgiven" --peak-gflops 1e-6
+grep -q 'MFU [0-9.]*%.*(mean without the first step)' "$tmp/peakgiven.out" &&
+    ! grep -q 'MFU is not shown' "$tmp/peakgiven.err" &&
+    echo "ok: --peak-gflops: MFU printed as is" || { fail "--peak-gflops 1e-6: MFU not printed as is"; cat "$tmp/peakgiven.out" "$tmp/peakgiven.err"; }
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"

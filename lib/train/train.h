@@ -24,4 +24,10 @@ typedef struct nnt_train_point {
 int nnt_train_svg_write(const char *path, const nnt_train_point *points, int64_t n,
                         const nnt_train_point *val, int64_t nval, const char *title);
 
+/* A step's model FLOP utilisation: flops_per_s / peak; NaN without a peak (peak <= 0), and
+ * from the step on whose rate exceeds a measured peak (measured != 0; *peak_low is set to 1
+ * then and read by later calls: such a peak was measured low, e.g. on a busy machine, and
+ * supports no MFU). A peak given by the user is taken as is. */
+double nnt_train_mfu(double flops_per_s, double peak, int measured, int *peak_low);
+
 #endif

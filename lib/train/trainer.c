@@ -51,6 +51,7 @@ struct nnt_trainer {
     volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
     double peak;                   /* the MFU's peak (peak_flops or measured)              */
     int peak_measured;
+    int peak_low;                  /* a step ran faster than the measured peak             */
     int rank;                      /* this process's rank: only rank 0 writes the log      */
     int logs_open;                 /* log_dir's files opened (at the first step)           */
     FILE *csv, *val_csv;           /* train.csv, val.csv                                   */
@@ -167,8 +168,10 @@ static int prepare(nnt_trainer *tr, const char *fn)
 }
 
 /* The CPU workers' GEMM rate: a (W x 512, 1024) x (1024, 1024) product cut into one 512-row
- * tile per worker (one task each, about 1 GFLOP), best of 3 after a warm-up; 0 when it
- * cannot be measured (e.g. a RAM budget below the tiles' 10 MiB). */
+ * tile per worker (one task each, about 1 GFLOP), the best of the rounds after a warm-up: at
+ * least 3, and more (up to 12) until 3 rounds in a row beat the best by no more than 2 % (a
+ * busy machine gives slow rounds first); 0 when it cannot be measured (e.g. a RAM budget
+ * below the tiles' 10 MiB). */
 static double measure_peak(nnt_ctx *ctx, int ncpus)
 {
     int64_t w = ncpus > 0 ? ncpus : 1, rows = 512, n = 1024;
@@ -179,13 +182,16 @@ static double measure_peak(nnt_ctx *ctx, int ncpus)
         !nnt_tensor_create(ctx, NNT_FP32, 2, shape_b, shape_b, &b) &&
         !nnt_tensor_create(ctx, NNT_FP32, 2, shape_a, tile_a, &c) &&
         !nnt_tensor_fill(a, 0.5) && !nnt_tensor_fill(b, 0.25) && !nnt_ctx_wait(ctx)) {
-        for (int round = 0; round < 4; round++) {
+        for (int round = 0, stable = 0; round <= 12 && (round <= 3 || stable < 3); round++) {
             double start = now_s();
             if (nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a, b, 0.0, c, 1, 0) ||
                 nnt_ctx_wait(ctx))
                 break;
             double rate = 2.0 * (double)(w * rows) * (double)n * (double)n / (now_s() - start);
-            if (round > 0 && rate > best)
+            if (round == 0)
+                continue;   /* the warm-up: first touch of the tiles, the kernels' set-up */
+            stable = rate > 1.02 * best ? 0 : stable + 1;
+            if (rate > best)
                 best = rate;
         }
     }
@@ -724,7 +730,13 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     r->lr = stats.lr, r->grad_norm = stats.grad_norm;
     r->tokens = o->batch * o->seq * o->accum;
     r->tokens_per_s = (double)r->tokens / (r->ms / 1e3);
-    r->mfu = tr->peak > 0 ? tr->flops_per_token * r->tokens_per_s / tr->peak : NAN;
+    int low = tr->peak_low;
+    r->mfu = nnt_train_mfu(tr->flops_per_token * r->tokens_per_s, tr->peak, tr->peak_measured,
+                           &tr->peak_low);
+    if (tr->peak_low && !low)
+        nnt_log(NNT_LOG_INFO, "the start-up peak of %.1f GFLOP/s was low: step %lld ran at "
+                "%.1f GFLOP/s; no MFU from here on", tr->peak / 1e9, (long long)step,
+                tr->flops_per_token * r->tokens_per_s / 1e9);
     return NNT_OK;
 }
 
