@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@ typedef struct trainer {
     nnt_trainer_info ti;          /* its state after setup and after the run               */
     int64_t nonfinite, done, nrun;   /* non-finite step; steps before this run; this run's */
     int failed, ncpus, ncuda, live, line_open, mpi, rank, nranks;
+    int col;                       /* the terminal cursor's column (say on a terminal) */
     double ms_sum, ms_rest, last_loss, loss_ema;   /* step times: all, without the first  */
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
@@ -85,16 +87,101 @@ static int lib_error(const char *what, int rc)
     return 1;
 }
 
+/* The width of the terminal t->info is (0: not a terminal, or unknown). */
+static int term_width(const trainer *t)
+{
+    struct winsize ws;
+    if (!t->live || ioctl(fileno(t->info), TIOCGWINSZ, &ws) != 0)
+        return 0;
+    return ws.ws_col;
+}
+
+/* Write text to a terminal of width columns, *col the cursor's column, never past its
+ * edge: a line that would reach it is broken after the last ", ", "; " or "  " that fits
+ * (else the last space; else where it must) and goes on indented by 11 columns (the
+ * summary's labels). */
+static void put_wrapped(FILE *f, const char *text, int width, int *col)
+{
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        size_t len = nl ? (size_t)(nl - text) : strlen(text);
+        size_t room = width - 1 > *col ? (size_t)(width - 1 - *col) : 0;
+        if (len <= room) {
+            fwrite(text, 1, len, f);
+            *col += (int)len;
+            text += len;
+            if (nl) {
+                fputc('\n', f);
+                *col = 0;
+                text++;
+            }
+            continue;
+        }
+        size_t cut = 0, any = 0;   /* never inside the label column */
+        for (size_t i = *col < 12 ? (size_t)(12 - *col) : 1; i < room; i++)
+            if (text[i] == ' ') {
+                any = i;
+                if (text[i - 1] == ',' || text[i - 1] == ';' || text[i + 1] == ' ')
+                    cut = i;
+            }
+        cut = cut ? cut : any;
+        if (!cut && *col <= 11)
+            cut = room;   /* no space to break at: cut the word */
+        fwrite(text, 1, cut, f);
+        fprintf(f, "\n%11s", "");
+        *col = 11;
+        text += cut;
+        while (*text == ' ')
+            text++;
+    }
+}
+
 static void say(trainer *t, const char *fmt, ...)
 {
     if (!t->info)
         return;
     if (t->line_open)   /* end the live progress line first */
-        fputc('\n', t->info), t->line_open = 0;
+        fputc('\n', t->info), t->line_open = 0, t->col = 0;
+    va_list ap, copy;
+    va_start(ap, fmt);
+    va_copy(copy, ap);
+    int width = term_width(t);
+    char buf[4096];
+    int n = width > 20 && !strchr(fmt, '\r') ? vsnprintf(buf, sizeof buf, fmt, copy) : -1;
+    va_end(copy);
+    if (n >= 0 && (size_t)n < sizeof buf)
+        put_wrapped(t->info, buf, width, &t->col);   /* on a terminal: never past its edge */
+    else
+        vfprintf(t->info, fmt, ap);
+    va_end(ap);
+}
+
+/* A progress line being built for a terminal of width columns (0: any length): fields are
+ * added most useful first, and once one does not fit, neither does any after it (the line
+ * is shortened, never wrapped). */
+typedef struct fit_line {
+    char text[512];
+    int width, full;
+} fit_line;
+
+static void add_field(fit_line *l, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void add_field(fit_line *l, const char *fmt, ...)
+{
+    char field[160];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(t->info, fmt, ap);
+    vsnprintf(field, sizeof field, fmt, ap);
     va_end(ap);
+    size_t n = strlen(l->text), k = strlen(field);
+    if (l->full || (l->width > 0 && n + k >= (size_t)l->width) || n + k >= sizeof l->text)
+        l->full = 1;
+    else
+        memcpy(l->text + n, field, k + 1);
 }
 
 static double now_s(void)
@@ -817,15 +904,23 @@ static void print_summary(trainer *t)
 }
 
 /* "  RAM 12.0 MiB of 1.00 GiB" per memory node; peak instead of used with peak set. */
+/* Memory node i's use (peak: its peak) as "  NAME USED of BUDGET" (", NAME peak ..."). */
+static void memory_field(const nnt_mem_stats *ms, int i, int peak, char *buf, size_t cap)
+{
+    char used[32], budget[32];
+    format_bytes(used, sizeof used, peak ? ms->node[i].peak_bytes : ms->node[i].used_bytes);
+    format_bytes(budget, sizeof budget, ms->node[i].budget_bytes);
+    snprintf(buf, cap, peak ? "%s%s peak %s%s%s" : "%s%s %s%s%s", peak ? (i ? ", " : "") : "  ",
+             ms->node[i].name, used, ms->node[i].budget_bytes > 0 ? " of " : "",
+             ms->node[i].budget_bytes > 0 ? budget : "");
+}
+
 static void print_memory(trainer *t, const nnt_mem_stats *ms, int peak)
 {
     for (int i = 0; i < ms->nnodes; i++) {
-        char used[32], budget[32];
-        format_bytes(used, sizeof used, peak ? ms->node[i].peak_bytes : ms->node[i].used_bytes);
-        format_bytes(budget, sizeof budget, ms->node[i].budget_bytes);
-        say(t, peak ? "%s%s peak %s%s%s" : "%s%s %s%s%s", peak ? (i ? ", " : "") : "  ",
-            ms->node[i].name, used, ms->node[i].budget_bytes > 0 ? " of " : "",
-            ms->node[i].budget_bytes > 0 ? budget : "");
+        char field[128];
+        memory_field(ms, i, peak, field, sizeof field);
+        say(t, "%s", field);
     }
 }
 
@@ -864,27 +959,46 @@ static void report_step(trainer *t, const nnt_trainer_report *r)
         if (t->val_runs && ve > 0)   /* the validations left, this step's included */
             s += t->val_s / (double)t->val_runs *
                  (double)(o->steps / ve - (r->step - 1) / ve + (o->steps % ve != 0));
-        t->line_open = 0;
-        say(t, "\rstep %lld/%lld  loss %.4f (avg %.4f)  %.0f tok/s  %s", (long long)r->step,
-            (long long)o->steps, r->loss, t->loss_ema, r->tokens_per_s,
-            mfu_text(r->mfu, 0, mfu, sizeof mfu));
-        print_memory(t, &ms, 0);
+        /* the fields by use, the last ones dropped where the terminal is narrow */
+        fit_line l = {"", term_width(t), 0};
+        char field[128];
+        add_field(&l, "step %lld/%lld  loss %.4f (avg %.4f)", (long long)r->step,
+                  (long long)o->steps, r->loss, t->loss_ema);
         if (s >= 60)
-            say(t, "  ETA %lldm%02llds\033[K", (long long)(s / 60), (long long)s % 60);
+            add_field(&l, "  ETA %lldm%02llds", (long long)(s / 60), (long long)s % 60);
         else
-            say(t, "  ETA %.1fs\033[K", s);
+            add_field(&l, "  ETA %.1fs", s);
+        add_field(&l, "  %.0f tok/s", r->tokens_per_s);
+        add_field(&l, "  %s", mfu_text(r->mfu, 0, mfu, sizeof mfu));
+        for (int i = 0; i < ms.nnodes; i++) {
+            memory_field(&ms, i, 0, field, sizeof field);
+            add_field(&l, "%s", field);
+        }
+        t->line_open = 0;
+        say(t, "\r%s\033[K", l.text);
         fflush(t->info);
         t->line_open = 1;
     } else if (t->info) {
         t->line_open = 0;
         if (line_open)
             fputs("\r\033[K", t->info);   /* the full line replaces the live one */
-        say(t, "step %*lld/%lld  loss %.6f  lr %.3e  norm %7.4f  %8.1f ms  %8.0f tok/s  %s",
-            (int)snprintf(NULL, 0, "%lld", (long long)o->steps), (long long)r->step,
-            (long long)o->steps, r->loss, r->lr, r->grad_norm, r->ms, r->tokens_per_s,
-            mfu_text(r->mfu, 5, mfu, sizeof mfu));
-        print_memory(t, &ms, 0);
-        say(t, "\n");
+        /* on a terminal, the fields that do not fit its width are left out (the log has
+         * them all: train.csv) */
+        fit_line l = {"", term_width(t), 0};
+        char field[128];
+        add_field(&l, "step %*lld/%lld  loss %.6f",
+                  (int)snprintf(NULL, 0, "%lld", (long long)o->steps), (long long)r->step,
+                  (long long)o->steps, r->loss);
+        add_field(&l, "  lr %.3e", r->lr);
+        add_field(&l, "  norm %7.4f", r->grad_norm);
+        add_field(&l, "  %8.1f ms", r->ms);
+        add_field(&l, "  %8.0f tok/s", r->tokens_per_s);
+        add_field(&l, "  %s", mfu_text(r->mfu, 5, mfu, sizeof mfu));
+        for (int i = 0; i < ms.nnodes; i++) {
+            memory_field(&ms, i, 0, field, sizeof field);
+            add_field(&l, "%s", field);
+        }
+        say(t, "%s\n", l.text);
         fflush(t->info);
     }
 }

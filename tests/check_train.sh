@@ -437,6 +437,26 @@ if command -v script > /dev/null 2>&1 &&
         fail "progress on a terminal (status $status, $full full lines, $live live; want 10, 20):"
         cat -v "$tmp/pty.out"
     fi
+    # on an 80-column terminal no line reaches the edge (a wrapped live line would leave a
+    # line behind at every redraw): the progress lines drop their last fields, the summary
+    # wraps; still redrawn in place
+    script -q -e -c "stty cols 80; $prog $small --data $tmp/corpus.txt --steps 30 --out $tmp/p2 --no-save" \
+        /dev/null > "$tmp/pty80.out" 2>&1
+    status=$?
+    tr '\r' '\n' < "$tmp/pty80.out" | sed "s/$esc\[K//g" > "$tmp/pty80.lines"
+    long=$(awk 'length($0) > 79' "$tmp/pty80.lines" | wc -l)
+    live=$(grep -c '^step .*(avg .* ETA ' "$tmp/pty80.lines")
+    # (at 200 columns the full lines are wider than 79: the check can fail)
+    script -q -e -c "stty cols 200; $prog $small --data $tmp/corpus.txt --steps 30 --out $tmp/p2 --no-save" \
+        /dev/null 2>&1 | tr '\r' '\n' > "$tmp/pty200.lines"
+    wide=$(awk 'length($0) > 79' "$tmp/pty200.lines" | wc -l)
+    if [ $status -eq 0 ] && [ "$long" -eq 0 ] && [ "$live" -eq 20 ] && [ "$wide" -gt 0 ] &&
+       grep -q '^step 30/30  loss' "$tmp/pty80.lines"; then
+        echo "ok: an 80-column terminal: no line past 79 columns ($wide were at 200 columns), $live live updates in place"
+    else
+        fail "an 80-column terminal (status $status, $long lines past 79 columns, $live live):"
+        awk 'length($0) > 79' "$tmp/pty80.lines" | head -5
+    fi
 else
     echo "skip: progress on a terminal: no working script(1) to run nnt-train on a pty"
 fi
