@@ -49,10 +49,15 @@ static int usage(const char *fmt, const char *arg)
     return 2;
 }
 
+/* A library call (what) failed: its message, which names the call already (said once). */
 static int lib_error(const char *what, int rc)
 {
-    fprintf(stderr, "nnt-tokenize: %s: %s: %s\n", what, nnt_strerror(rc),
-            nnt_ctx_last_error(NULL));
+    const char *msg = nnt_ctx_last_error(NULL);
+    size_t n = strlen(what);
+    if (strncmp(msg, what, n) == 0 && msg[n] == ':')
+        fprintf(stderr, "nnt-tokenize: %s (%s)\n", msg, nnt_strerror(rc));
+    else
+        fprintf(stderr, "nnt-tokenize: %s: %s: %s\n", what, nnt_strerror(rc), msg);
     return 1;
 }
 

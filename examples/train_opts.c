@@ -251,8 +251,11 @@ static int parse_number(const opt_def *d, const char *s, double *v)
     errno = 0;
     if (d->type == OPT_INT) {
         long long x = strtoll(s, &end, 10);
-        if (end == s || *end || errno)
+        if (end == s || *end)
             return train_usage_error("--%s: '%s' is not an integer", d->name, s);
+        if (errno == ERANGE)   /* an integer, only too large */
+            return train_usage_error("--%s: %s is out of range (%g to %g%s)", d->name, s,
+                                     d->min, d->max, (d->flags & OPEN) ? ", excluded" : "");
         *v = (double)x;
     } else {
         *v = strtod(s, &end);

@@ -147,6 +147,11 @@ expect_error nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab
 expect_error threads 2 "expected 1 to 256" --threads 0 --print "$tmp/ab.txt"
 expect_error bits 2 "expected 16 or 32" --token-bits 8 --print "$tmp/ab.txt"
 expect_error unknown 2 "unknown option --fast" --fast --print "$tmp/ab.txt"
+# a library failure names its call once (it used to print "nnt_tokenizer_hf_load: ...
+# nnt_tokenizer_hf_load: ...")
+expect_error nofile 1 "nope.json" --tokenizer-json "$tmp/nope.json" --print "$tmp/ab.txt"
+[ "$(grep -o 'nnt_tokenizer_hf_load' "$tmp/nofile.err" | wc -l)" -eq 1 ] ||
+    { fail "nofile: the failing call named more than once:"; cat "$tmp/nofile.err"; }
 [ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "refusals: a temporary file was left behind"
 
 # progress: none into a file; on a terminal, a line with MB/s

@@ -794,6 +794,11 @@ grep -q 'MFU [0-9.]*%.*(mean without the first step)' "$tmp/peakgiven.out" &&
     ! grep -q 'MFU is not shown' "$tmp/peakgiven.err" &&
     echo "ok: --peak-gflops: MFU printed as is" || { fail "--peak-gflops 1e-6: MFU not printed as is"; cat "$tmp/peakgiven.out" "$tmp/peakgiven.err"; }
 
+# an integer too large for its option is out of range, not "not an integer"
+expect_error steps_huge "out of range" $small --data "$tmp/corpus.txt" --steps 99999999999999999999
+grep -q "not an integer" "$tmp/steps_huge.err" && fail "steps_huge: called not an integer"
+expect_error steps_word "not an integer" $small --data "$tmp/corpus.txt" --steps ten
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
 [ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
