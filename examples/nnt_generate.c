@@ -36,7 +36,26 @@ static const char USAGE[] =
     "                    [--continuation-only]\n"
     "Prints the prompt and its continuation (--continuation-only: the new text only;\n"
     "--print-ids: the new ids only);\n"
-    "on a terminal, bytes that are not valid UTF-8 and control characters as \\xHH.\n";
+    "on a terminal, bytes that are not valid UTF-8 and control characters as \\xHH.\n"
+    "Defaults: --max-new-tokens 64 --temperature 1 (0: greedy) --top-k 40 (0: all)\n"
+    "--top-p 1 --seed 0 --eos -1 (none) --cpus -1 (all) --precision fp32; the tokenizer\n"
+    "of the model's directory or checkpoint. --version prints the version. See nnt-generate(1).\n";
+
+/* The options that take a value (an unknown one is named as unknown, not as missing its
+ * value, wherever it stands). */
+static const char *const VALUE_OPTIONS[] = {
+    "--load-hf", "--load-llmc", "--checkpoint", "--prompt", "--prompt-ids", "--prompt-file",
+    "--vocab", "--bpe-vocab", "--merges", "--bpe-merges", "--tokenizer", "--tokenizer-json",
+    "--max-new-tokens", "--top-k", "--seed", "--eos", "--cpus", "--temperature", "--top-p",
+    "--precision", NULL};
+
+static int takes_value(const char *k)
+{
+    for (const char *const *o = VALUE_OPTIONS; *o; o++)
+        if (!strcmp(*o, k))
+            return 1;
+    return 0;
+}
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -117,9 +136,18 @@ static int parse_args(int argc, char **argv, opts *o)
             fputs(USAGE, stdout);
             exit(0);
         }
+        if (!strcmp(k, "--version")) {
+            const char *version = "?";
+            nnt_version(NULL, &version);
+            printf("nnt-generate %s\n", version);
+            exit(0);
+        }
+        if (!takes_value(k))
+            return usage("unknown option %s", k);
         if (i + 1 >= argc)
             return usage("%s needs a value", k);
         const char *v = argv[++i];
+        const char *want = NULL;   /* the values allowed, for the message */
         long long n = 0;
         int bad = 0;
         if (!strcmp(k, "--load-hf")) o->load_hf = v;
@@ -133,21 +161,35 @@ static int parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(k, "--tokenizer")) {
             /* as nnt-train's: the files come with --tokenizer-json / --vocab --merges */
             bad = strcmp(v, "bytes") && strcmp(v, "bpe") && strcmp(v, "json");
+            want = "bytes, bpe or json";
             o->bytes = !strcmp(v, "bytes");
             tok_kind = v;
         }
         else if (!strcmp(k, "--tokenizer-json")) o->tokenizer_json = v;
-        else if (!strcmp(k, "--max-new-tokens")) bad = parse_ll(v, &o->max_new) || o->max_new < 0;
-        else if (!strcmp(k, "--top-k")) bad = parse_ll(v, &o->top_k) || o->top_k < 0;
-        else if (!strcmp(k, "--seed")) bad = parse_ll(v, &o->seed) || o->seed < 0;
-        else if (!strcmp(k, "--eos")) bad = parse_ll(v, &o->eos) || o->eos < -1;
+        else if (!strcmp(k, "--max-new-tokens")) {
+            bad = parse_ll(v, &o->max_new) || o->max_new < 0;
+            want = "an integer >= 0";
+        } else if (!strcmp(k, "--top-k")) {
+            bad = parse_ll(v, &o->top_k) || o->top_k < 0;
+            want = "an integer >= 0 (0: all tokens)";
+        } else if (!strcmp(k, "--seed")) {
+            bad = parse_ll(v, &o->seed) || o->seed < 0;
+            want = "an integer >= 0";
+        } else if (!strcmp(k, "--eos")) {
+            bad = parse_ll(v, &o->eos) || o->eos < -1;
+            want = "a token id, or -1 for none";
+        }
         else if (!strcmp(k, "--cpus")) {
             bad = parse_ll(v, &n) || n < -1 || n == 0 || n > 4096;
             o->cpus = (int)n;
-        } else if (!strcmp(k, "--temperature"))
+            want = "1 to 4096, or -1 for all";
+        } else if (!strcmp(k, "--temperature")) {
             bad = parse_d(v, &o->temperature) || !(o->temperature >= 0.0);
-        else if (!strcmp(k, "--top-p"))
+            want = "a number >= 0 (0: greedy)";
+        } else if (!strcmp(k, "--top-p")) {
             bad = parse_d(v, &o->top_p) || !(o->top_p > 0.0 && o->top_p <= 1.0);
+            want = "a number in (0, 1]";
+        }
         else if (!strcmp(k, "--precision")) {
             static const char *const names[] = {"fp32", "tf32", "bf16"};   /* = nnt_precision */
             int p = 2;
@@ -155,10 +197,14 @@ static int parse_args(int argc, char **argv, opts *o)
                 p--;
             bad = p < 0;
             o->precision = (nnt_precision)(p < 0 ? 0 : p);
+            want = "fp32, tf32 or bf16";
         } else
             return usage("unknown option %s", k);
-        if (bad)
-            return usage("bad value for %s", k);
+        if (bad) {
+            fprintf(stderr, "nnt-generate: bad value for %s: '%s' (expected %s)\n%s", k, v,
+                    want ? want : "?", USAGE);
+            return 2;
+        }
     }
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");

@@ -39,7 +39,11 @@ static const char USAGE[] =
     "usage: nnt-tokenize [--tokenizer bytes|bpe|json] [--tokenizer-json FILE]\n"
     "                    [--bpe-vocab FILE --bpe-merges FILE] (--out FILE | --print)\n"
     "                    [--threads N] [--token-bits 16|32] [--chunk-bytes N] INPUT...\n"
-    "INPUT: text files, or directories (their regular files in name order, not recursive).\n";
+    "INPUT: text files, or directories (their regular files in name order, not recursive).\n"
+    "Defaults: --tokenizer bytes (json with --tokenizer-json, bpe with --bpe-*), --threads 2,\n"
+    "--token-bits 16 (32 for vocabularies above 65536), --chunk-bytes 1048576.\n"
+    "--version prints the version.\n"
+    "See nnt-tokenize(1).\n";
 
 static int usage(const char *fmt, const char *arg)
 {
@@ -98,6 +102,20 @@ static int parse_opts(int argc, char **argv, opts *o)
             fputs(USAGE, stdout);
             exit(0);
         }
+        if (!strcmp(k, "--version")) {
+            const char *version = "?";
+            nnt_version(NULL, &version);
+            printf("nnt-tokenize %s\n", version);
+            exit(0);
+        }
+        static const char *const value_options[] = {
+            "--tokenizer", "--tokenizer-json", "--bpe-vocab", "--vocab", "--bpe-merges",
+            "--merges", "--out", "-o", "--threads", "--token-bits", "--chunk-bytes", NULL};
+        int known = 0;
+        for (const char *const *vo = value_options; *vo && !known; vo++)
+            known = !strcmp(*vo, k);
+        if (!known)   /* named as unknown wherever it stands, not as missing its value */
+            return usage("unknown option %s", k);
         if (i + 1 >= argc)
             return usage("%s needs a value", k);
         const char *v = argv[++i];

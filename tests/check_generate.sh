@@ -187,7 +187,13 @@ bad 2 "--prompt needs a tokenizer" --load-hf "$gqa" --prompt "hello"
 bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-json x \
     --vocab v --merges m
 bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
-bad 2 "bad value for --top-p" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "bad value for --top-p: '0' (expected a number in (0, 1])" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+# an unknown option given last is unknown, not "needs a value"; --version
+bad 2 "unknown option --max-new" --load-hf "$gqa" --prompt-ids 1 --max-new
+"$prog" --version > "$tmp/version.out" 2>&1 && grep -q '^nnt-generate [0-9]' "$tmp/version.out" ||
+    fail "--version: $(cat "$tmp/version.out")"
+"$prog" --help > "$tmp/help.out" 2>&1 && grep -q 'nnt-generate(1)' "$tmp/help.out" &&
+    grep -q 'Defaults:' "$tmp/help.out" || fail "--help: no defaults or man page"
 bad 2 "bad value for --precision" --load-hf "$gqa" --prompt-ids 1 --precision fp16
 bad 2 "bad value for --tokenizer" --load-hf "$gqa" --prompt-ids 1 --tokenizer words
 bad 2 "--tokenizer bytes takes no" --load-hf "$gqa" --prompt x --tokenizer bytes \

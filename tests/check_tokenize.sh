@@ -147,6 +147,9 @@ expect_error nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab
 expect_error threads 2 "expected 1 to 256" --threads 0 --print "$tmp/ab.txt"
 expect_error bits 2 "expected 16 or 32" --token-bits 8 --print "$tmp/ab.txt"
 expect_error unknown 2 "unknown option --fast" --fast --print "$tmp/ab.txt"
+expect_error unknown_last 2 "unknown option --fast" --print --fast
+"$prog" --version > "$tmp/version.out" 2>&1 && grep -q '^nnt-tokenize [0-9]' "$tmp/version.out" ||
+    fail "--version: $(cat "$tmp/version.out")"
 # a library failure names its call once (it used to print "nnt_tokenizer_hf_load: ...
 # nnt_tokenizer_hf_load: ...")
 expect_error nofile 1 "nope.json" --tokenizer-json "$tmp/nope.json" --print "$tmp/ab.txt"
