@@ -325,22 +325,20 @@ static int open_logs(nnt_trainer *tr)
                ? start_log(tr, "val.csv", "step,val_loss,tokens\n", 1, &tr->val_csv) : NNT_OK;
 }
 
-/* A step's row of train.csv and its point. */
-static int log_step(nnt_trainer *tr, const nnt_trainer_report *r)
+/* A step's row of train.csv (ms: the memory after it) and its point. */
+static int log_step(nnt_trainer *tr, const nnt_trainer_report *r, const nnt_mem_stats *ms)
 {
     if (!tr->csv)
         return NNT_OK;
-    nnt_mem_stats ms;
-    memset(&ms, 0, sizeof ms);
-    ms.size = sizeof ms;
-    int have = nnt_ctx_mem_stats(tr->ctx, &ms, 0) == 0;
     fprintf(tr->csv, "%lld,%.9g,%.9g,%.9g,%.3f,%.1f,", (long long)r->step, r->loss, r->lr,
             r->grad_norm, r->ms, r->tokens_per_s);
     if (!isnan(r->mfu))   /* empty when the peak is not known */
         fprintf(tr->csv, "%.6f", r->mfu);
-    for (int i = 0; i < tr->mem_nodes; i++)
-        fprintf(tr->csv, ",%.3f,%.3f", have ? ms.node[i].used_bytes / 1048576.0 : 0.0,
-                have ? ms.node[i].peak_bytes / 1048576.0 : 0.0);
+    for (int i = 0; i < tr->mem_nodes; i++) {
+        int have = i < ms->nnodes;
+        fprintf(tr->csv, ",%.3f,%.3f", have ? ms->node[i].used_bytes / 1048576.0 : 0.0,
+                have ? ms->node[i].peak_bytes / 1048576.0 : 0.0);
+    }
     fputc('\n', tr->csv);
     if (fflush(tr->csv))
         return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot write train.csv: %s",
@@ -622,15 +620,16 @@ static int callback(nnt_trainer *tr, const nnt_trainer_report *r)
     return NNT_OK;
 }
 
-static void memory(nnt_trainer *tr, nnt_trainer_report *r)
+/* The memory nodes' statistics now (no node when they cannot be read), and their totals
+ * into r. */
+static void read_memory(nnt_trainer *tr, nnt_mem_stats *ms, nnt_trainer_report *r)
 {
-    nnt_mem_stats ms;
-    memset(&ms, 0, sizeof ms);
-    ms.size = sizeof ms;
-    if (nnt_ctx_mem_stats(tr->ctx, &ms, 0))
-        return;
-    for (int i = 0; i < ms.nnodes; i++)
-        r->mem_used_bytes += ms.node[i].used_bytes, r->mem_peak_bytes += ms.node[i].peak_bytes;
+    memset(ms, 0, sizeof *ms);
+    ms->size = sizeof *ms;
+    if (nnt_ctx_mem_stats(tr->ctx, ms, 0))
+        ms->nnodes = 0;
+    for (int i = 0; i < ms->nnodes; i++)
+        r->mem_used_bytes += ms->node[i].used_bytes, r->mem_peak_bytes += ms->node[i].peak_bytes;
 }
 
 static int validate_at(nnt_trainer *tr, int64_t step, double *out)
@@ -665,7 +664,8 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
         }
         r.saved_best = 1;
     }
-    memory(tr, &r);
+    nnt_mem_stats ms;
+    read_memory(tr, &ms, &r);
     if (out)
         *out = r.loss;
     if (add_validation(tr, step, r.loss))
@@ -755,9 +755,10 @@ static int one_step(nnt_trainer *tr)
     NNT_TRY(trace_control(tr, step, 0));
     NNT_TRY(train_step(tr, step, &r));
     NNT_TRY(trace_control(tr, step, 1));
-    memory(tr, &r);
+    nnt_mem_stats ms;   /* read once for the report and the log */
+    read_memory(tr, &ms, &r);
     r.validates = validates(tr, step) && isfinite(r.loss);
-    NNT_TRY(log_step(tr, &r));
+    NNT_TRY(log_step(tr, &r, &ms));
     callback(tr, &r);
     if (!isfinite(r.loss))
         return nnt_fail(tr->ctx, NNT_E_STATE, "the loss is not finite at step %lld: a lower "
