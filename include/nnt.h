@@ -615,7 +615,6 @@ typedef struct nnt_attention_options {
                                      rotation (Qwen3): parameters "q_norm.weight",
                                      "k_norm.weight" (hd), initialised to 1, no decay       */
     double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
-    /* appended in 0.3 (a size that ends before it, as earlier 0.3 builds set, gets 0) */
     int64_t window;               /* sliding window W: position i attends keys i - W < j <= i
                                      (nnt_tensor_attention_ex(3)); 0: none                  */
 } nnt_attention_options;
@@ -830,8 +829,7 @@ typedef struct nnt_model_config {
                                      family: any even hd, NH * hd need not be C)            */
     int qk_norm;                  /* RMSNorm on each head of q and k, eps norm_eps (Qwen3;
                                      Llama family only)                                      */
-    /* appended in 0.3 (a size that ends before them, as earlier 0.3 builds set, reads as 0):
-     * which blocks' attention has a sliding window (nnt_tensor_attention_ex(3)). Block i
+    /* which blocks' attention has a sliding window (nnt_tensor_attention_ex(3)). Block i
      * (from 0) has one iff sliding_window > 0, i >= window_from and not (window_global_every
      * > 0 and (i + 1) % window_global_every == 0): Mistral every block (0, 0), Qwen2/Qwen3
      * window_from = max_window_layers, Gemma 2 window_global_every 2, Gemma 3 its

@@ -10,8 +10,6 @@
 #include "generic.h"
 
 #include <math.h>
-#include <stddef.h>
-#include <string.h>
 
 /* names: [0] GPT-2's, [1] the Llama layout's */
 static const char *const QKV_WEIGHT[2][3] = {{"q.weight", "k.weight", "v.weight"},
@@ -359,12 +357,11 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
     *out = gpt2;
     if (!opts)
         return NNT_OK;
-    /* a size that ends before window (earlier 0.3 builds) gets window 0 */
-    if (opts->size < offsetof(nnt_attention_options, window))
+    if (opts->size < sizeof(nnt_attention_options))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: attention options size %zu is below "
                         "sizeof(nnt_attention_options) %zu (use NNT_ATTENTION_OPTIONS_INIT)",
                         fn, opts->size, sizeof(nnt_attention_options));
-    memcpy(out, opts, opts->size < sizeof *out ? opts->size : sizeof *out);
+    *out = *opts;
     out->size = sizeof *out;
     if (out->window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,

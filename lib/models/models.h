@@ -84,9 +84,6 @@ int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const
 /* The checks of nnt_model_create without a batch: cfg is a configuration nnt can build,
  * its rope options included (Llama family). Errors name fn. */
 int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
-/* *out = cfg with the fields its size lacks (an earlier 0.3 build's: the window fields) at
- * NNT_MODEL_CONFIG_INIT's values; out->size the whole structure's. */
-void nnt_model_config_copy(nnt_model_config *out, const nnt_model_config *cfg);
 /* Block i of cfg has a sliding window (cfg->sliding_window): 1, else 0. */
 int nnt_model_block_window(const nnt_model_config *cfg, int64_t i);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's

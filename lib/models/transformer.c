@@ -27,7 +27,6 @@
 #include "../layers/generic.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,8 +73,6 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
                         c->norm_eps);
-    if (c->size < sizeof(nnt_model_config))
-        return NNT_OK;   /* an earlier 0.3 size: no window fields (read as 0) */
     if (c->sliding_window < 0 || c->window_from < 0 || c->window_global_every < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: sliding_window %lld, window_from %lld and "
                         "window_global_every %lld must be >= 0", fn,
@@ -86,7 +83,7 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
 {
-    if (c->size < sizeof(nnt_model_config) || c->sliding_window <= 0 || i < c->window_from)
+    if (c->sliding_window <= 0 || i < c->window_from)
         return 0;
     return !(c->window_global_every > 0 && (i + 1) % c->window_global_every == 0);
 }
@@ -97,8 +94,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
 {
     if (!cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg is NULL", fn);
-    if (cfg->size < sizeof(nnt_model_config) &&
-        cfg->size != offsetof(nnt_model_config, sliding_window))   /* earlier 0.3 builds' */
+    if (cfg->size < sizeof(nnt_model_config))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg->size %zu < sizeof(nnt_model_config) %zu "
                         "(initialise it with NNT_MODEL_CONFIG_INIT or nnt_model_preset)", fn,
                         cfg->size, sizeof(nnt_model_config));
@@ -114,8 +110,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
                         valid);
     }
     NNT_TRY(check_sizes(ctx, fn, cfg));
-    if (cfg->size >= sizeof(nnt_model_config) && cfg->sliding_window &&
-        !(f->features & NNT_FAMILY_HAS_WINDOW))
+    if (cfg->sliding_window && !(f->features & NNT_FAMILY_HAS_WINDOW))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
                         "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
     return f->check(ctx, fn, cfg);
@@ -291,7 +286,8 @@ static int tree_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tili
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &model_vt, sizeof(model_impl), fn, &l));
     model_impl *m = l->impl;
-    nnt_model_config_copy(&m->cfg, cfg);
+    m->cfg = *cfg;
+    m->cfg.size = sizeof m->cfg;
     m->cfg.kv_heads = kv_heads_of(cfg);
     m->cfg.hidden = hidden_of(cfg);
     m->cfg.head_dim = head_dim_of(cfg);
@@ -315,14 +311,6 @@ int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
     return tree_create(ctx, cfg, &t, fn, out);
 }
 
-void nnt_model_config_copy(nnt_model_config *out, const nnt_model_config *cfg)
-{
-    static const nnt_model_config init = NNT_MODEL_CONFIG_INIT;
-    *out = init;
-    memcpy(out, cfg, cfg->size < sizeof *out ? cfg->size : sizeof *out);
-    out->size = sizeof *out;
-}
-
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out)
 {
@@ -330,11 +318,9 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
     if (!f || !f->build)
         return nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, out);
     nnt_tiling t;
-    nnt_model_config c;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    nnt_model_config_copy(&c, cfg);
-    return f->build(ctx, fn, &c, B, T, &t, out);
+    return f->build(ctx, fn, cfg, B, T, &t, out);
 }
 
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
@@ -362,14 +348,7 @@ int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_confi
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the layer is a %s layer, not a model "
                         "(nnt_model_create, nnt_model_load_hf, nnt_gpt_create)", fn,
                         model->vt->kind_name);
-    /* a caller of an earlier 0.3 build (its size ends before the window fields) gets its
-     * size's fields */
-    const nnt_model_config *c = &((const model_impl *)model->impl)->cfg;
-    if (cfg->size == offsetof(nnt_model_config, sliding_window))
-        memcpy((char *)cfg + sizeof cfg->size, (const char *)c + sizeof c->size,
-               cfg->size - sizeof cfg->size);
-    else
-        *cfg = *c;
+    *cfg = ((const model_impl *)model->impl)->cfg;
     return NNT_OK;
 }
 
