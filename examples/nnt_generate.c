@@ -6,6 +6,7 @@
 #include <nnt.h>
 
 #include "saved_options.h"
+#include "text_out.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -365,22 +366,7 @@ static void write_text(stream *st, int final)
         fwrite(s + k, 1, len - k, stdout);
         k = len;
     }
-    while (k < len) {
-        int u = s[k] >= 0xf0 && s[k] <= 0xf4 ? 4 : s[k] >= 0xe0 && s[k] < 0xf0 ? 3
-                : s[k] >= 0xc2 && s[k] < 0xe0 ? 2 : 0;
-        int have = u ? ((size_t)u > len - k ? (int)(len - k) : u) : 0;
-        for (int b = 1; b < have; b++)
-            if ((s[k + b] & 0xc0) != 0x80)
-                u = have = 0;
-        if (u && have < u && !final)
-            break;   /* the rest of the character may come with the next token */
-        if (u && have == u)
-            fwrite(s + k, 1, (size_t)u, stdout), k += (size_t)u;
-        else if (s[k] == '\n' || s[k] == '\t' || (s[k] >= 0x20 && s[k] < 0x7f))
-            putchar(s[k++]);
-        else
-            printf("\\x%02x", s[k++]);
-    }
+    k += text_out_escaped(stdout, s + k, len - k, final);
     st->printed = k;
     fflush(stdout);
 }

@@ -10,6 +10,7 @@
 #define _XOPEN_SOURCE 700   /* fileno, fsync */
 #include "train.h"
 #include "saved_options.h"
+#include "text_out.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1174,19 +1175,8 @@ static int print_tokens(trainer *t, FILE *f, const int32_t *ids, size_t n)
         if (rc)
             return free(text), lib_error("nnt_tokenizer_decode", rc);
         const unsigned char *s = (const unsigned char *)text;
-        for (size_t k = 0; j > i && k < len;) {
-            int u = s[k] >= 0xf0 && s[k] <= 0xf4 ? 4 : s[k] >= 0xe0 ? 3 : s[k] >= 0xc2 ? 2 : 0;
-            if (s[k] >= 0xf5 || (size_t)u > len - k)
-                u = 0;
-            for (int b = 1; b < u; b++)
-                u = (s[k + b] & 0xc0) == 0x80 ? u : 0;
-            if (u)
-                fwrite(s + k, 1, (size_t)u, f), k += (size_t)u;
-            else if (s[k] == '\n' || s[k] == '\t' || (s[k] >= 0x20 && s[k] < 0x7f))
-                fputc(s[k++], f);
-            else
-                fprintf(f, "\\x%02x", s[k++]);
-        }
+        if (j > i)
+            text_out_escaped(f, s, len, 1);
         if (j < n)
             fprintf(f, "<%d>", (int)ids[j++]);
         i = j;
