@@ -1347,6 +1347,8 @@ static void launcher_rank(int *rank, int *size)
 
 static void teardown(trainer *t)
 {
+    catch_signals(0);   /* (a run that failed: the handlers may still be set) */
+    running = NULL;
     nnt_optim_destroy(t->opt);
     nnt_trainer_destroy(t->tr);
     nnt_layer_destroy(t->model);
@@ -1374,8 +1376,6 @@ static int run(trainer *t)
     rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < t->o.steps
                                     ? t->o.stop_after : t->o.steps);
     double train_s = now_s() - train_start;
-    catch_signals(0);
-    running = NULL;
     nnt_trainer_info_get(t->tr, &t->ti);
     if (t->nonfinite) {
         fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
@@ -1384,16 +1384,30 @@ static int run(trainer *t)
     }
     if (rc)
         return lib_error("training", rc);
-    if (interrupted && t->o.no_save)
+    /* MPI: the ranks' agreed stop decides (a signal to one rank stops every rank after the
+     * same step; the others exit as if they had received SIGTERM; one that came after the
+     * last step's agreement stops nothing) */
+    int stop_sig = !t->mpi ? interrupted : !t->ti.stopped ? 0 : interrupted ? interrupted
+                                                                             : SIGTERM;
+    if (stop_sig && !interrupted)
+        say(t, "another rank of the job was interrupted: every rank stops after step %lld\n",
+            (long long)(t->done + t->nrun));
+    if (stop_sig && t->o.no_save)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
             (long long)(t->done + t->nrun));
-    else if (interrupted)
+    else if (stop_sig)
         say(t, "interrupted (%s) after step %lld: saving; continue with --resume %s\n",
-            interrupted == SIGTERM ? "SIGTERM" : "SIGINT", (long long)(t->done + t->nrun),
+            stop_sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)(t->done + t->nrun),
             t->path_ckpt);
-    if ((rc = write_outputs(t)))
+    /* the handlers stay through the save: a first signal that comes now (under MPI: the
+     * one of a rank that another rank's signal stopped already) only sets the flag; a
+     * second ends the program, the previous checkpoint whole */
+    rc = write_outputs(t);
+    catch_signals(0);
+    running = NULL;
+    if (rc)
         return rc;
-    if (t->o.sample > 0 && !interrupted) {
+    if (t->o.sample > 0 && !stop_sig) {
         double sample_start = now_s();
         if ((rc = print_sample(t)))
             return rc;
@@ -1408,7 +1422,7 @@ static int run(trainer *t)
     if (f)
         fclose(f);
     print_final_report(t, train_s, sample_s, now_s() - start);
-    return interrupted ? 128 + interrupted : 0;
+    return stop_sig ? 128 + stop_sig : 0;
 }
 
 int main(int argc, char **argv)

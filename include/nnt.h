@@ -1132,7 +1132,7 @@ typedef struct nnt_trainer_info {
     int64_t step;                /* updates done (resumed ones included)                       */
     uint64_t data_pos;           /* next window's token offset; shuffled: sequences read       */
     uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
-    int stopped;                 /* a stop was requested                                       */
+    int stopped;                 /* the run stopped at a request (of any rank, under MPI)      */
     double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
     double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
     double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
@@ -1167,7 +1167,9 @@ NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
 /* Continue from a file of nnt_trainer_save: parameters, optimizer, step, data position, rng,
  * the best validation loss. */
 NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
-/* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
+/* Async-signal-safe (sets a flag only): the run stops after the step in progress. Under
+ * MPI the ranks agree at each step boundary: a request on any rank stops (or, for
+ * nnt_trainer_request_save, saves) every rank after the same step. */
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
 /* Ask for a checkpoint after the step in progress (or the next one), written to the
  * options' checkpoint path, the run going on (e.g. on SIGUSR1, a scheduler's warning before

@@ -605,11 +605,15 @@ static int save_hf(nnt_layer *model, const char *fn, const char *dir,
 
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)
 {
-    return save_hf(model, "nnt_model_save_hf", dir, NULL);
+    const char *fn = "nnt_model_save_hf";
+    return model ? nnt_mpi_saved(model->ctx, save_hf(model, fn, dir, NULL), fn, dir)
+                 : save_hf(model, fn, dir, NULL);
 }
 
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts)
 {
-    return save_hf(model, "nnt_model_save_hf_ex", dir, opts);
+    const char *fn = "nnt_model_save_hf_ex";
+    return model ? nnt_mpi_saved(model->ctx, save_hf(model, fn, dir, opts), fn, dir)
+                 : save_hf(model, fn, dir, opts);
 }
