@@ -338,8 +338,14 @@ static int open_tokenizer(trainer *t)
         o->tokenizer = o->tokenizer_json || (o->load_hf && access(path, R_OK) == 0)
                            ? TOKENIZER_JSON : TOKENIZER_BYTES;
     }
-    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json)
+    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json) {
+        snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf);
+        if (access(path, R_OK))   /* e.g. a byte-level model's directory */
+            return train_usage_error("--tokenizer json: %s has no tokenizer.json: give "
+                                     "--tokenizer-json FILE, --tokenizer bytes or --tokenizer "
+                                     "bpe", o->load_hf);
         o->tokenizer_json = o->load_hf;   /* (recorded in the checkpoints) */
+    }
     if (o->tokenizer == TOKENIZER_BPE)
         rc = nnt_tokenizer_bpe_load(o->bpe_vocab, o->bpe_merges, &t->tok);
     else if (o->tokenizer == TOKENIZER_JSON)   /* a directory means its tokenizer.json */

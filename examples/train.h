@@ -6,6 +6,8 @@
 
 #include <nnt.h>
 
+#include "cli.h"
+
 #include <stdint.h>
 #include <stdio.h>
 
@@ -102,11 +104,7 @@ void train_opts_free(train_opts *o);
 /* Name of a choice value, e.g. train_choice_name("optim", NNT_OPTIM_SGD) = "sgd". */
 const char *train_choice_name(const char *option, int value);
 /* Print an error "nnt-train: ..." on stderr and return 2 (usage errors). */
-int train_usage_error(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
+#define train_usage_error(...) cli_error("nnt-train", __VA_ARGS__)
 
 /* Every family's presets (nnt_model_family_info), "tiny, gpt2 (GPT-2); llama-tiny (Llama)";
  * col > 0: wrapped for --help, the first line starting at column col, the others at 24. */
