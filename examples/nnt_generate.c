@@ -6,7 +6,6 @@
 #include <nnt.h>
 
 #include "cli.h"
-#include "saved_options.h"
 #include "text_out.h"
 
 #include <errno.h>
@@ -192,14 +191,24 @@ static int readable(const char *path)
     return path && access(path, R_OK) == 0;
 }
 
+/* The value of key in a checkpoint's options string, malloc'd; NULL when absent. */
+static char *saved(const char *options, const char *key)
+{
+    char buf[4096];
+    int found = 0;
+    if (nnt_options_get(options, key, buf, sizeof buf, &found) || !found)
+        return NULL;
+    return strdup(buf);
+}
+
 /* The tokenizer an nnt-train checkpoint was trained with (options: its options string):
  * bytes, or the tokenizer.json / vocab.json + merges.txt it names when they are still there.
  * *tok NULL if none applies; *kind the tokenizer's name (malloc'd, may be NULL). */
 static int checkpoint_tokenizer(const char *options, nnt_tokenizer **tok, char **kind)
 {
-    *kind = saved_option_str(options, "tokenizer");
-    char *j = saved_option_str(options, "tokenizer_json");
-    char *v = saved_option_str(options, "bpe_vocab"), *m = saved_option_str(options, "bpe_merges");
+    *kind = saved(options, "tokenizer");
+    char *j = saved(options, "tokenizer_json");
+    char *v = saved(options, "bpe_vocab"), *m = saved(options, "bpe_merges");
     int rc = 0;
     if (*kind && !strcmp(*kind, "bytes") && (rc = nnt_tokenizer_bytes_create(tok)))
         rc = lib_error("nnt_tokenizer_bytes_create", rc);
@@ -339,22 +348,16 @@ static void print_token(void *arg, int64_t i, int32_t token)
     decode_and_write(st);
 }
 
-/* --checkpoint FILE|DIR (DIR: its checkpoint.safetensors, as nnt-train --out writes it):
- * the model at its whole context (the window of generation; memory follows the tokens
- * decoded) and the options the training run saved (*trained, malloc'd). */
-static int load_checkpoint(nnt_ctx *ctx, const opts *o, nnt_layer **model, char **trained)
+/* --checkpoint FILE|DIR (DIR: its checkpoint.safetensors, as nnt-train --out writes it): the
+ * options the training run saved (*trained, malloc'd; NULL when none), for its tokenizer. */
+static int checkpoint_options(const opts *o, char **trained)
 {
     struct stat sb;
     char *path = stat(o->checkpoint, &sb) == 0 && S_ISDIR(sb.st_mode)
                      ? path_in(o->checkpoint, "checkpoint.safetensors")
                      : strdup(o->checkpoint);
-    if (!path)
-        return lib_error("out of memory", NNT_E_NOMEM);
-    nnt_model_config cfg;
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    int rc = nnt_model_train_state_config(ctx, path, &cfg);
-    if (rc == 0)
-        rc = nnt_model_load_train_state(ctx, path, 1, cfg.max_seq, NULL, &st, model);
+    int rc = path ? nnt_train_state_info(NULL, path, &st) : NNT_E_NOMEM;
     free(path);
     if (rc)
         return lib_error("--checkpoint", rc);
@@ -362,27 +365,24 @@ static int load_checkpoint(nnt_ctx *ctx, const opts *o, nnt_layer **model, char 
     return 0;
 }
 
-/* --load-hf / --load-llmc for a sequence of T tokens: B 1; a GPT layer's window is its T
- * (the whole sequence, up to max_seq). */
+/* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for one sequence of
+ * T tokens, at most its context; a checkpoint at its whole context (the window of generation;
+ * memory follows the tokens decoded). */
 static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
 {
-    int rc;
-    if (o->load_hf) {
-        nnt_model_config cfg;
-        if ((rc = nnt_model_hf_config(ctx, o->load_hf, &cfg)) == 0)
-            rc = nnt_model_load_hf(ctx, o->load_hf, 1, T < cfg.max_seq ? T : cfg.max_seq, NULL,
-                                   model);
-    } else {   /* the configuration is in the checkpoint: load it, then at its maxT */
-        nnt_gpt_config cfg;
-        if ((rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, 1, NULL, model)) == 0 &&
-            (rc = nnt_gpt_config_of(*model, &cfg)) == 0 && T > 1) {
-            nnt_layer_destroy(*model);
-            *model = NULL;
-            rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, T < cfg.max_seq ? T : cfg.max_seq,
-                                   NULL, model);
-        }
+    const char *source = o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
+    const char *option = o->load_hf ? "--load-hf" : o->load_llmc ? "--load-llmc"
+                                                                  : "--checkpoint";
+    nnt_model_config cfg;
+    if (access(source, F_OK)) {   /* (not a preset's name: a model to generate with) */
+        fprintf(stderr, "nnt-generate: %s %s: %s\n", option, source, strerror(errno));
+        return 1;
     }
-    return rc ? lib_error(o->load_hf ? "--load-hf" : "--load-llmc", rc) : 0;
+    int rc = nnt_model_source_config(ctx, source, &cfg);
+    if (rc == 0)
+        rc = nnt_model_open(ctx, source, NULL, 1, o->checkpoint || T > cfg.max_seq
+                            ? cfg.max_seq : T, NULL, 0, model);
+    return rc ? lib_error(option, rc) : 0;
 }
 
 /* Generate and stream the new tokens (text through tok, or ids). */
@@ -465,12 +465,12 @@ int main(int argc, char **argv)
     size_t nprompt = 0;
     char *trained = NULL;   /* a checkpoint's training options: its tokenizer */
     if (o.checkpoint)
-        rc = load_checkpoint(ctx, &o, &model, &trained);
+        rc = checkpoint_options(&o, &trained);
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
         rc = prompt_tokens(&o, tok, &prompt, &nprompt);
-    if (rc == 0 && !model)
+    if (rc == 0)
         rc = load_model(ctx, &o, (int64_t)nprompt + o.max_new, &model);
     if (rc == 0)
         rc = generate(&o, model, tok, prompt, nprompt);

@@ -5,7 +5,6 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "train.h"
 #include "cli.h"
-#include "saved_options.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -269,6 +268,23 @@ char *train_opts_record(const train_opts *o)
     return s;
 }
 
+char *train_saved(const char *saved, const char *key)
+{
+    char buf[4096];
+    int found = 0;
+    if (!saved || nnt_options_get(saved, key, buf, sizeof buf, &found) || !found)
+        return NULL;
+    return strdup(buf);
+}
+
+int64_t train_saved_int(const char *saved, const char *key)
+{
+    char *text = train_saved(saved, key);
+    int64_t v = text ? strtoll(text, NULL, 10) : -1;
+    free(text);
+    return v;
+}
+
 int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap)
 {
     int data_given = 0, rc = 0;
@@ -287,7 +303,7 @@ int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap
         snprintf(key, sizeof key, "%s", d->name);
         for (char *c = key; *c; c++)
             *c = *c == '-' ? '_' : *c;
-        text = saved_option_text(saved, key);
+        text = train_saved(saved, key);
         if (!text || (d->off == CLI_OFF(data) && !strcmp(text, TRAIN_DEFAULT_DATA))) {
             free(text);   /* not recorded, or the default corpus (no --data) */
             continue;
