@@ -553,10 +553,11 @@ static char *options_string(const nnt_trainer *tr, int64_t step)
 /* Integer or real value of "key": in an options string; def when absent. */
 static double options_number(const char *s, const char *key, double def)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = s ? strstr(s, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : def;
+    char text[64];
+    int found = 0;
+    if (!s || nnt_options_get(s, key, text, sizeof text, &found) || !found)
+        return def;
+    return strtod(text, NULL);
 }
 
 static int save_at(nnt_trainer *tr, const char *path, int64_t step)
