@@ -224,6 +224,12 @@ NNT_API int nnt_tensor_fill_uniform(nnt_tensor *tensor, uint64_t seed, double lo
                                     double high);
 NNT_API int nnt_tensor_fill_normal(nnt_tensor *tensor, uint64_t seed, double mean,
                                    double stddev);
+/* Inverted dropout (NNT_FP32): y = x / (1 - p) where the element is kept, 0 where dropped;
+ * an element is dropped when the uniform value nnt_tensor_fill_uniform(seed, 0, 1) gives it
+ * is below p, so the mask depends on the seed and the element's position only (any tiling,
+ * CPU or GPU: the same mask). Its backward is the same call on dy with the same seed. y may
+ * be x; p in [0, 1). New in 0.3. */
+NNT_API int nnt_tensor_dropout(nnt_tensor *x, uint64_t seed, double p, nnt_tensor *y);
 
 
 /* ---- tensor operations ------------------------------------------------------------------
@@ -953,14 +959,16 @@ typedef struct nnt_lora_options {
     int64_t rank;                 /* r, 1 .. 65536                                           */
     double alpha;                 /* lora_alpha, > 0                                         */
     int rslora;                   /* 1: s = alpha / sqrt(r) (use_rslora)                      */
-    double dropout;               /* dropout on the adapters' input: 0 only (not implemented
-                                     yet: NNT_E_UNSUPPORTED)                                 */
+    double dropout;               /* lora_dropout on each adapter's input, in [0, 1): a mask
+                                     of the seed, the module and the backwards done
+                                     (nnt_tensor_dropout), the same in a recompute; off in
+                                     the trainer's validation and in generation              */
     const char *targets;          /* comma-separated module names, or "all-linear" (every
                                      linear map but lm_head); NULL: PEFT's default of the
                                      family (q_proj,v_proj; GPT-2: c_attn). Read by
                                      nnt_model_lora_add; nnt_model_lora_get gives the
                                      model's (valid while the model lives)                   */
-    uint64_t seed;                /* A's initialisation                                      */
+    uint64_t seed;                /* A's initialisation and the dropout masks                 */
     int freeze_base;              /* 1: every other parameter frozen (nnt_layer_freeze), as
                                      PEFT's get_peft_model; 0: left as they are             */
 } nnt_lora_options;
@@ -995,7 +1003,7 @@ NNT_API int nnt_model_save_peft(nnt_layer *model, const char *dir);
  * (NNT_E_FORMAT naming it), a target matching no module (NNT_E_INVAL), an option nnt does not
  * implement set to other than its default (use_dora, modules_to_save, rank_pattern, a
  * regular-expression target_modules, bias other than "none", ...: NNT_E_UNSUPPORTED naming
- * the key). lora_dropout is recorded, not applied (a warning). */
+ * the key). lora_dropout applies as nnt_lora_options.dropout, seed 0. */
 NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir);
 
 
@@ -1211,7 +1219,8 @@ typedef struct nnt_trainer_info {
     uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
     int stopped;                 /* a stop was requested                                       */
     double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
-    double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
+    double flops_per_token;      /* 6 N + 4 Nf + 12 L T NH hd, the MFU's numerator per token
+                                    (N trained and Nf frozen parameters)                      */
     double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
     int peak_measured;           /* 1: peak_flops was measured (measure_peak)                  */
     int64_t validations;         /* validations done, with those of a resumed val.csv          */

@@ -82,6 +82,8 @@ struct nnt_ctx {
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
+    int no_dropout;               /* forwards that train nothing (the trainer's validation,
+                                     generation): LoRA adapters apply no dropout          */
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */

@@ -8,7 +8,8 @@
  * merged (nnt_model_lora_merge) they give PEFT's merge_and_unload logits and weights
  * (nnt_model_save_hf). Frozen parameters (nnt_layer_freeze) against a PyTorch run with
  * requires_grad False: losses, final trainable parameters, frozen ones unchanged, no
- * gradient or optimizer memory for them. Bad adapters refused with the thing named.
+ * gradient or optimizer memory for them. Bad adapters refused with the thing named. The
+ * adapters' dropout: its mask (nnt_tensor_dropout), tiling-invariant, kept by a recompute.
  *
  * NNT_LORA_KEEP=DIR keeps each case's trained adapter in DIR/CASE with nnt's logits
  * (nnt_logits.safetensors), which `tests/gen_lora_fixtures.py --verify CASE DIR/CASE` loads in
@@ -482,6 +483,108 @@ START_TEST(test_freeze_memory)
 }
 END_TEST
 
+/* ---- dropout ---------------------------------------------------------------------------------- */
+
+/* the mask: dropped where nnt_tensor_fill_uniform(seed, 0, 1) is below p, kept ones scaled by
+ * 1 / (1 - p) exactly; the same for any tiling; p 0 a copy */
+START_TEST(test_dropout_op)
+{
+    const double p = 0.3;
+    int64_t shape[2] = {37, 53}, tiles[2][2] = {{37, 53}, {5, 7}}, n = 37 * 53;
+    float *x = test_random_f32(n, 3, -2.0, 2.0), *y[2], *u;
+    for (int k = 0; k < 2; k++) {
+        nnt_tensor *tx = NULL, *ty = NULL;
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, shape, tiles[k], &tx));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, shape, tiles[k], &ty));
+        EXPECT_OK(nnt_tensor_copy_from_host(tx, x, (size_t)n * sizeof *x));
+        EXPECT_OK(nnt_tensor_dropout(tx, 77, p, ty));
+        y[k] = test_to_host(ty, NULL);
+        if (k == 1) {
+            EXPECT_OK(nnt_tensor_dropout(tx, 77, 0.0, ty));
+            float *same = test_to_host(ty, NULL);
+            ck_assert_int_eq(memcmp(same, x, (size_t)n * sizeof *x), 0);
+            free(same);
+            EXPECT_OK(nnt_tensor_fill_uniform(ty, 77, 0.0, 1.0));
+            u = test_to_host(ty, NULL);
+            EXPECT_FAIL_MSG(nnt_tensor_dropout(tx, 77, 1.0, ty), NNT_E_INVAL, "nnt_tensor_dropout");
+        }
+        nnt_tensor_destroy(tx);
+        nnt_tensor_destroy(ty);
+    }
+    ck_assert_int_eq(memcmp(y[0], y[1], (size_t)n * sizeof *x), 0);
+    int64_t dropped = 0;
+    float scale = (float)(1.0 / (1.0 - p));
+    for (int64_t i = 0; i < n; i++) {
+        int drop = u[i] < p;
+        dropped += drop;
+        ck_assert_msg(y[0][i] == (drop ? 0.0f : x[i] * scale), "element %lld: %g from %g (u %g)",
+                      (long long)i, y[0][i], x[i], u[i]);
+    }
+    double frac = (double)dropped / (double)n, sd = sqrt(p * (1 - p) / (double)n);
+    printf("test_lora dropout: %.4f of %lld dropped at p %.1f\n", frac, (long long)n, p);
+    ck_assert_msg(fabs(frac - p) < 4 * sd, "dropped %.4f, p %.2f", frac, p);
+    free(x), free(y[0]), free(y[1]), free(u);
+}
+END_TEST
+
+/* 10 steps of adapters with dropout 0.2: what no dropout gives moves; two tilings agree;
+ * recompute gives the same bits (each forward's mask reused by its recompute) */
+static void dropout_run(int ti, int recompute, double dropout, float *losses)
+{
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
+    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[ti].t, &l));
+    if (recompute)
+        EXPECT_OK(nnt_layer_set_recompute(l, 1));
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 4;
+    lo.targets = "all-linear";
+    lo.dropout = dropout;
+    lo.seed = 9;
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    nnt_optim *opt = adamw(l);
+    for (int s = 0; s < STEPS; s++) {
+        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[ti].tok);
+        nnt_tensor *y = ids_tensor(tgt + s * B * T, TILINGS[ti].tok);
+        double loss = 0.0;
+        EXPECT_OK(nnt_layer_clear_grad(l));
+        EXPECT_OK(nnt_layer_set_targets(l, y));
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_loss(l, &loss));
+        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        losses[s] = (float)loss;
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+    }
+    free(tok), free(tgt);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+
+START_TEST(test_dropout_lora)
+{
+    float plain[STEPS], a[STEPS], b[STEPS], c[STEPS];
+    dropout_run(0, 0, 0.0, plain);
+    dropout_run(0, 0, 0.2, a);
+    dropout_run(1, 0, 0.2, b);
+    dropout_run(0, 1, 0.2, c);
+    double moved = 0.0, tilings = 0.0;
+    for (int s = 0; s < STEPS; s++) {
+        moved = fmax(moved, fabs(a[s] - plain[s]) / plain[s]);
+        tilings = fmax(tilings, fabs(a[s] - b[s]) / a[s]);
+    }
+    printf("test_lora dropout 0.2: losses move %.2e from no dropout's; tilings agree to %.2e\n",
+           moved, tilings);
+    ck_assert_msg(moved > 1e-4, "dropout changes nothing (%.2e)", moved);
+    EXPECT_TOL(tilings, LOSS_TOL, "dropout: two tilings");
+    ck_assert_msg(memcmp(a, c, sizeof a) == 0, "dropout: recompute changes the losses");
+}
+END_TEST
+
 /* ---- refusals ---------------------------------------------------------------------------------- */
 
 /* dir/adapter_config.json with text, dir/adapter_model.safetensors a copy of src's */
@@ -565,8 +668,8 @@ START_TEST(test_refusals)
         ck_assert_ptr_nonnull(test_param_at(l, 0).grad);
     }
     lo.targets = NULL;
-    lo.dropout = 0.1;
-    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_UNSUPPORTED, "dropout");
+    lo.dropout = 1.0;
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, "dropout");
     lo.dropout = 0.0;
     EXPECT_OK(nnt_model_lora_add(l, &lo));   /* PEFT's default: q_proj, v_proj */
     EXPECT_OK(nnt_model_lora_get(l, &lo));
@@ -590,6 +693,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_freeze_train, 0, 3);
     tcase_add_test(tc, test_freeze_memory);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_dropout_op);
+    tcase_add_test(tc, test_dropout_lora);
     suite_add_tcase(s, tc);
     return s;
 }

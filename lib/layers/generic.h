@@ -88,7 +88,12 @@ typedef struct gl_lora {
     int nparts, in_dims;            /* outputs; dims of the input's features              */
     double scale;                   /* s: alpha / r, or alpha / sqrt(r) (rsLoRA)          */
     nnt_tensor *a, *b[3];           // (r, in...), (out_i..., r)
-    nnt_tensor *x;                  // the input of the last forward (not owned)
+    double dropout;                 /* PEFT's lora_dropout on the input (0: none)          */
+    uint64_t seed;                  /* of its masks (the module's own)                     */
+    int64_t passes;                 /* backwards done: a new mask for each                 */
+    int dropped;                    /* the last forward applied the dropout                */
+    nnt_tensor *x;                  // the input the last forward's products read (not owned)
+    nnt_tensor *xd, *dxd;           // the input after the dropout, and d(du A) through it
     nnt_tensor *u, *du;             // (rows..., r) x A^T and its gradient
 } gl_lora;
 
@@ -112,7 +117,8 @@ typedef struct gl_lora_spec {
 int gl_lora_new(nnt_layer *l, const gl_lora_spec *spec, gl_lora **out);
 /* Remove it: its parameters and activations (NULL accepted). */
 void gl_lora_free(nnt_layer *l, gl_lora *lo);
-/* Forward: u = x A^T (x the base map's input in its product's tiling), then per part
+/* Forward: u = x A^T (x the base map's input in its product's tiling; with dropout, and
+ * unless ctx->no_dropout, x with its dropout, a mask of seed and passes), then per part
  * y_i = s u B_i^T + beta y_i (the base product's output; beta 1 after it, 0 before). */
 int gl_lora_begin(nnt_layer *l, gl_lora *lo, nnt_tensor *x);
 int gl_lora_part(gl_lora *lo, int i, nnt_tensor *y, double beta);

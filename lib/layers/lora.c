@@ -74,7 +74,7 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo)
 {
     if (!lo)
         return;
-    nnt_tensor **acts[] = {&lo->u, &lo->du};
+    nnt_tensor **acts[] = {&lo->u, &lo->du, &lo->xd, &lo->dxd};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
         nnt_layer_forget_activation(l, acts[i]);
         nnt_tensor_destroy(*acts[i]);
@@ -85,16 +85,32 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo)
     free(lo);
 }
 
+/* The seed of the dropout mask of the current pass: the adapter's, and the backwards done
+ * (a recompute's forward gets its forward's mask). */
+static uint64_t mask_seed(const gl_lora *lo)
+{
+    uint64_t z = lo->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(lo->passes + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 int gl_lora_begin(nnt_layer *l, gl_lora *lo, nnt_tensor *x)
 {
     int rows = (int)rows_of(lo, x);
+    lo->dropped = lo->dropout > 0.0 && !l->ctx->no_dropout;
+    if (lo->dropped) {   /* x -> dropout(x), PEFT's lora_dropout on the adapter's input */
+        NNT_TRY(nnt_layer_ensure(l, &lo->xd, NNT_FP32, x->ndim, x->shape, x->tile));
+        NNT_TRY(nnt_tensor_dropout(x, mask_seed(lo), lo->dropout, lo->xd));
+        x = lo->xd;
+    }
     int64_t shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
     for (int d = 0; d < rows; d++) {
         shape[d] = x->shape[d];
         tile[d] = x->tile[d];
     }
     shape[rows] = tile[rows] = lo->a->shape[0];
-    lo->x = x;
+    lo->x = x;   /* the input the products read: dropped, or x */
     /* u (rows..., r) = x (rows..., in...) A^T (r, in...) */
     NNT_TRY(nnt_layer_ensure(l, &lo->u, NNT_FP32, rows + 1, shape, tile));
     return nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, x, lo->a, 0.0, lo->u, lo->in_dims, 0);
@@ -124,13 +140,19 @@ int gl_lora_backward_part(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *g)
 int gl_lora_backward_finish(nnt_layer *l, gl_lora *lo, nnt_tensor *dx)
 {
     int rows = (int)rows_of(lo, lo->x);
-    /* dA (r, in...) (+)= du^T (rows..., r) x (rows..., in...) */
+    /* dA (r, in...) (+)= du^T (rows..., r) x (rows..., in...) (x after its dropout) */
     nnt_tensor *da = nnt_layer_grad_of(l, lo->a);
     if (da)
         NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, lo->du, lo->x,
                                 nnt_layer_grad_beta(l, da), da, rows, 0));
-    /* dx (rows..., in...) += du A */
-    return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);
+    if (!lo->dropped)   /* dx (rows..., in...) += du A */
+        return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);
+    /* dx += dropout(du A), the forward's mask */
+    NNT_TRY(nnt_layer_ensure(l, &lo->dxd, NNT_FP32, dx->ndim, dx->shape, dx->tile));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, lo->dxd, 1, 0));
+    NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(lo), lo->dropout, lo->dxd));
+    lo->passes++;   /* the next forward: a new mask */
+    return nnt_tensor_axpby(1.0, lo->dxd, 1.0, dx);
 }
 
 int gl_lora_merge(gl_lora *lo, int i, nnt_tensor *w)

@@ -151,7 +151,8 @@ typedef struct add_pass {
     targets *t;
     int attach;               /* 0: count the matches; 1: attach */
     int64_t rank;
-    double scale;
+    double scale, dropout;
+    uint64_t seed;
     int64_t matched;
     char seen[1024];          /* module names of the model, for messages */
 } add_pass;
@@ -167,7 +168,16 @@ static int add_one(const lora_module *m, void *arg)
     if (!targets_match(a->t, m))
         return NNT_OK;
     a->matched++;
-    return a->attach ? gl_lora_attach(m->layer, m->name, a->rank, a->scale) : NNT_OK;
+    if (!a->attach)
+        return NNT_OK;
+    NNT_TRY(gl_lora_attach(m->layer, m->name, a->rank, a->scale));
+    gl_lora *lo = gl_lora_of(m->layer, m->name);
+    uint64_t h = 0xcbf29ce484222325ull;   /* each module its own masks: FNV-1a of its name */
+    for (const unsigned char *c = (const unsigned char *)m->path; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    lo->dropout = a->dropout;
+    lo->seed = a->seed ^ h;
+    return NNT_OK;
 }
 
 static int read_lora_options(nnt_ctx *ctx, const char *fn, const nnt_lora_options *user,
@@ -183,9 +193,6 @@ static int read_lora_options(nnt_ctx *ctx, const char *fn, const nnt_lora_option
         return nnt_fail(ctx, NNT_E_INVAL, "%s: alpha %g must be finite and > 0", fn, o->alpha);
     if (!(o->dropout >= 0.0 && o->dropout < 1.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dropout %g must be in [0, 1)", fn, o->dropout);
-    if (o->dropout > 0.0)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: dropout %g: the adapters' dropout is not "
-                        "implemented yet (0 only)", fn, o->dropout);
     return NNT_OK;
 }
 
@@ -230,8 +237,9 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     cancel_backward(model);
     targets t;
     NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
-    add_pass a = {&t, 0, o->rank, o->rslora ? o->alpha / sqrt((double)o->rank)
-                                            : o->alpha / (double)o->rank, 0, ""};
+    add_pass a = {&t, 0, o->rank,
+                  o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,
+                  o->dropout, o->seed, 0, ""};
     int rc = each_module(model, f, add_one, &a);
     for (int i = 0; rc == 0 && i < t.n; i++)
         if (t.hits[i] == 0)
@@ -717,12 +725,10 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     int rc = nnt_st_open(wpath, &g.r, g.err, sizeof g.err);
     if (rc)
         rc = nnt_fail(model->ctx, rc, "%s: %s", fn, g.err);
-    double dropout = o.dropout;
-    o.dropout = 0.0;   /* recorded below: it matters to training only */
     if (rc == 0 && (o.rank < 1 || o.rank > 65536 || !(o.alpha > 0.0) ||
-                    !(dropout >= 0.0 && dropout < 1.0)))
+                    !(o.dropout >= 0.0 && o.dropout < 1.0)))
         rc = nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: r %lld, lora_alpha %g or lora_dropout "
-                      "%g out of range", fn, path, (long long)o.rank, o.alpha, dropout);
+                      "%g out of range", fn, path, (long long)o.rank, o.alpha, o.dropout);
     if (rc == 0)
         rc = lora_add(model, fn, &o, targets);
     free(targets);
@@ -730,10 +736,6 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
         nnt_st_close(g.r);
         return rc;
     }
-    nnt_model_lora_of(tree)->dropout = dropout;
-    if (dropout > 0.0)
-        nnt_log(NNT_LOG_WARN, "%s: %s: lora_dropout %g is not applied when training (nnt has "
-                "no adapter dropout yet)", fn, path, dropout);
     g.seen = calloc(nnt_st_count(g.r) + 1, sizeof *g.seen);
     rc = g.seen ? each_peft(model, f, load_one, &g)
                 : nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
