@@ -585,6 +585,74 @@ START_TEST(test_dropout_lora)
 }
 END_TEST
 
+/* The gradient with dropout 0.5 against central differences of the loss (the same masks: a
+ * forward without a backward keeps them): layer 0's q_proj A in a random direction, which
+ * layer 1's adapters reach through the input gradients their masks must gate. */
+START_TEST(test_dropout_grad)
+{
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 4;
+    lo.targets = "all-linear";
+    lo.dropout = 0.5;
+    lo.seed = 3;
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    int64_t count = 0;
+    nnt_tensor *a = NULL, *ga = NULL;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {   /* B non-zero, so that the adapters act */
+        nnt_param_info p = test_param_at(l, i);
+        int64_t n = 0;
+        EXPECT_OK(nnt_tensor_numel(p.value, &n));
+        if (strstr(p.name, "lora_B")) {
+            float *v = test_random_f32(n, (unsigned long long)i + 1, -0.3, 0.3);
+            EXPECT_OK(nnt_tensor_copy_from_host(p.value, v, (size_t)n * sizeof *v));
+            free(v);
+        }
+        if (strcmp(p.name, "model.layers.0.self_attn.q_proj.lora_A.weight") == 0)
+            a = p.value, ga = p.grad;
+    }
+    ck_assert_ptr_nonnull(a);
+    int64_t n = 0;
+    float *a0 = test_to_host(a, &n), *dir = test_random_f32(n, 99, -1.0, 1.0);
+    float *moved = malloc((size_t)n * sizeof *moved);
+    nnt_tensor *x = ids_tensor(tok, TILINGS[1].tok), *y = ids_tensor(tgt, TILINGS[1].tok);
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    /* the difference's truncation error goes as h^2 (dropout 0.5 doubles the kept inputs):
+     * 1.5e-1 at h 1e-2, 5.4e-3 at 1e-3, 7.9e-4 at 2e-4; without dropout 2.1e-5 at 1e-3 */
+    const double h = 2e-4;
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < n; i++)
+            moved[i] = a0[i] + (float)((k ? -h : h) * dir[i]);
+        EXPECT_OK(nnt_tensor_copy_from_host(a, moved, (size_t)n * sizeof *moved));
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_loss(l, &loss[k]));
+    }
+    EXPECT_OK(nnt_tensor_copy_from_host(a, a0, (size_t)n * sizeof *a0));
+    EXPECT_OK(nnt_layer_zero_grad(l));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    float *g = test_to_host(ga, NULL);
+    double dot = 0.0, fd = (loss[0] - loss[1]) / (2 * h);
+    for (int64_t i = 0; i < n; i++)
+        dot += (double)g[i] * dir[i];
+    double e = fabs(dot - fd) / fabs(fd);
+    printf("test_lora dropout gradient: directional %.6e, central difference %.6e, rel %.2e\n",
+           dot, fd, e);
+    EXPECT_TOL(e, 1e-2, "dropout: gradient against central differences");   /* 7.9e-4 */
+    free(a0), free(dir), free(moved), free(g), free(tok), free(tgt);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* ---- refusals ---------------------------------------------------------------------------------- */
 
 /* dir/adapter_config.json with text, dir/adapter_model.safetensors a copy of src's */
@@ -695,6 +763,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_dropout_op);
     tcase_add_test(tc, test_dropout_lora);
+    tcase_add_test(tc, test_dropout_grad);
     suite_add_tcase(s, tc);
     return s;
 }
