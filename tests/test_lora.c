@@ -130,7 +130,8 @@ static double compare_files(const char *got_path, const char *want_path, char *w
         for (int d = 0; d < w->ndim; d++)
             ck_assert_msg(g->shape[d] == w->shape[d], "%s: %s dimension %d is %lld, PEFT's %lld",
                           got_path, w->name, d, (long long)g->shape[d], (long long)w->shape[d]);
-        float *a = read_st(got, w->name, NNT_IO_F32, NULL), *b = read_st(want, w->name, NNT_IO_F32, NULL);
+        float *a = read_st(got, w->name, NNT_IO_F32, NULL);
+        float *b = read_st(want, w->name, NNT_IO_F32, NULL);
         double ei = test_rel_err(a, b, (int64_t)w->numel);
         if (ei >= e) {
             e = ei;
@@ -483,7 +484,7 @@ START_TEST(test_freeze_memory)
 }
 END_TEST
 
-/* ---- dropout ---------------------------------------------------------------------------------- */
+/* ---- dropout -------------------------------------------------------------------------------- */
 
 /* the mask: dropped where nnt_tensor_fill_uniform(seed, 0, 1) is below p, kept ones scaled by
  * 1 / (1 - p) exactly; the same for any tiling; p 0 a copy */
@@ -653,7 +654,87 @@ START_TEST(test_dropout_grad)
 }
 END_TEST
 
-/* ---- refusals ---------------------------------------------------------------------------------- */
+/* ---- the trainer ---------------------------------------------------------------------------- */
+
+static int step_losses(const nnt_trainer_report *rep, void *user)
+{
+    if (rep->event == NNT_TRAINER_STEP)
+        ((double *)user)[rep->step] = rep->loss;
+    return 0;
+}
+
+/* A trainer of adapters (dropout 0.1, accumulation 2, validation): n steps from resume
+ * (NULL: the start), losses by step into losses; the checkpoint after `save` steps. */
+static void trainer_run(const char *data_path, const char *resume, int64_t until,
+                        const char *save, double *losses, nnt_trainer_info *info)
+{
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("gpt2", NULL, NULL), B, T, NULL, &l));
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 4;
+    lo.alpha = 8;
+    lo.targets = "all-linear";
+    lo.dropout = 0.1;
+    lo.seed = 5;   /* the masks' too; a resume brings step 2's values */
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    nnt_optim *opt = adamw(l);
+    nnt_data *data = NULL;
+    EXPECT_OK(nnt_data_open(data_path, NNT_DATA_LLMC, NULL, V, &data));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.accum = 2, to.steps = 4, to.seed = 1;
+    to.train_tokens = 400, to.val_start = 400, to.val_len = 112, to.val_batches = 1;
+    to.val_every = 1, to.callback = step_losses, to.user = losses;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_create(l, opt, data, &to, &tr));
+    if (resume)
+        EXPECT_OK(nnt_trainer_resume(tr, resume));
+    EXPECT_OK(nnt_trainer_run(tr, until));
+    if (save)
+        EXPECT_OK(nnt_trainer_save(tr, save));
+    if (info)
+        EXPECT_OK(nnt_trainer_info_get(tr, info));
+    nnt_trainer_destroy(tr);
+    nnt_data_close(data);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+}
+
+/* adapters with dropout through the trainer: a resume after step 2 gives steps 3 and 4 bit
+ * for bit (the masks drawn by micro-batch number); the MFU's FLOPs count 4 per frozen
+ * parameter element and 6 per trained one */
+START_TEST(test_trainer)
+{
+    test_make_tmpdir("lora-trainer");
+    char data_path[800], ckpt[800];
+    snprintf(data_path, sizeof data_path, "%s", test_tmp_path("tokens.bin"));
+    snprintf(ckpt, sizeof ckpt, "%s", test_tmp_path("ckpt.safetensors"));
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(ctx, data_path, NULL, &w));
+    int32_t ids[512];
+    for (int i = 0; i < 512; i++)
+        ids[i] = (int32_t)((i * 37 + i / 7) % V);
+    EXPECT_OK(nnt_token_writer_write(w, ids, 512));
+    EXPECT_OK(nnt_token_writer_close(w));
+    double whole[5] = {0}, part[5] = {0};
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    trainer_run(data_path, NULL, 0, NULL, whole, &info);
+    trainer_run(data_path, NULL, 2, ckpt, part, NULL);
+    trainer_run(data_path, ckpt, 0, NULL, part, NULL);
+    for (int s = 1; s <= 4; s++)
+        ck_assert_msg(part[s] == whole[s], "step %d: %.17g resumed, %.17g whole", s, part[s],
+                      whole[s]);
+    /* GPT-2 (V 64, C 32, L 2, maxT 32) frozen, its 8 adapters of r 4 trained */
+    double frozen = 64 * 32 + 32 * 32 + 2 * (4 * 32 + 3 * 32 * 32 + 3 * 32 + 32 * 32 + 32 +
+                                              4 * 32 * 32 + 4 * 32 + 4 * 32 * 32 + 32) + 2 * 32;
+    double trained = 2 * (4 * (32 + 96) + 4 * (32 + 32) + 4 * (32 + 128) + 4 * (128 + 32));
+    double want = 6 * trained + 4 * frozen + 12.0 * 2 * T * 32;
+    ck_assert_msg(info.flops_per_token == want, "flops per token %.1f, want %.1f",
+                  info.flops_per_token, want);
+    test_remove_tmpdir();
+}
+END_TEST
+
+/* ---- refusals ------------------------------------------------------------------------------- */
 
 /* dir/adapter_config.json with text, dir/adapter_model.safetensors a copy of src's */
 static void write_adapter(const char *dir, const char *config, const char *src)
@@ -764,6 +845,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_dropout_op);
     tcase_add_test(tc, test_dropout_lora);
     tcase_add_test(tc, test_dropout_grad);
+    tcase_add_test(tc, test_trainer);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -301,7 +301,8 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     /* c_proj: d atty (B, T, NH, hd) = g c_proj (+ the adapter's); c_proj grads */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(a->pw, a->pw16), 0.0,
                             a->heads, 1, 0));
-    nnt_tensor *dpw = nnt_layer_grad_of(l, a->pw), *dpb = a->pb ? nnt_layer_grad_of(l, a->pb) : NULL;
+    nnt_tensor *dpw = nnt_layer_grad_of(l, a->pw);   // NULL: frozen
+    nnt_tensor *dpb = a->pb ? nnt_layer_grad_of(l, a->pb) : NULL;
     if (dpw)
         NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty,
                                 nnt_layer_grad_beta(l, dpw), dpw, 2, 0));

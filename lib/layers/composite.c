@@ -60,7 +60,8 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
 /* ---- mlp ---------------------------------------------------------------------------------- */
 
 static const nnt_layer_vt mlp_vt = {
-    NNT_LAYER_MLP, "mlp", mlp_forward, mlp_backward, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    NNT_LAYER_MLP, "mlp", mlp_forward, mlp_backward, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 
 /* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
 static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,

@@ -267,7 +267,7 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
                                         e->wte->tile, 0));
         dwte = e->dwte_scratch;
         NNT_TRY(nnt_tensor_fill(dwte, 0.0));
-    } else if (nnt_layer_grad_beta(l, dwte) == 0.0) {   /* dropped, not yet written by a tied head */
+    } else if (nnt_layer_grad_beta(l, dwte) == 0.0) {   /* dropped, not written by a tied head */
         NNT_TRY(nnt_tensor_fill(dwte, 0.0));
     }
     if (!dwpe)

@@ -85,11 +85,13 @@ void gl_lora_free(nnt_layer *l, gl_lora *lo)
     free(lo);
 }
 
-/* The seed of the dropout mask of the current pass: the adapter's, and the backwards done
- * (a recompute's forward gets its forward's mask). */
-static uint64_t mask_seed(const gl_lora *lo)
+/* The seed of the dropout mask of the current pass: the adapter's, and the pass: the
+ * trainer's micro-batch number, else the backwards done (either way a recompute's forward
+ * gets its forward's mask). */
+static uint64_t mask_seed(const nnt_layer *l, const gl_lora *lo)
 {
-    uint64_t z = lo->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(lo->passes + 1);
+    int64_t pass = l->ctx->dropout_pass > 0 ? l->ctx->dropout_pass : lo->passes + 1;
+    uint64_t z = lo->seed + 0x9e3779b97f4a7c15ull * (uint64_t)pass;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -101,7 +103,7 @@ int gl_lora_begin(nnt_layer *l, gl_lora *lo, nnt_tensor *x)
     lo->dropped = lo->dropout > 0.0 && !l->ctx->no_dropout;
     if (lo->dropped) {   /* x -> dropout(x), PEFT's lora_dropout on the adapter's input */
         NNT_TRY(nnt_layer_ensure(l, &lo->xd, NNT_FP32, x->ndim, x->shape, x->tile));
-        NNT_TRY(nnt_tensor_dropout(x, mask_seed(lo), lo->dropout, lo->xd));
+        NNT_TRY(nnt_tensor_dropout(x, mask_seed(l, lo), lo->dropout, lo->xd));
         x = lo->xd;
     }
     int64_t shape[NNT_MAX_DIMS], tile[NNT_MAX_DIMS];
@@ -150,7 +152,7 @@ int gl_lora_backward_finish(nnt_layer *l, gl_lora *lo, nnt_tensor *dx)
     /* dx += dropout(du A), the forward's mask */
     NNT_TRY(nnt_layer_ensure(l, &lo->dxd, NNT_FP32, dx->ndim, dx->shape, dx->tile));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, lo->dxd, 1, 0));
-    NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(lo), lo->dropout, lo->dxd));
+    NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));
     lo->passes++;   /* the next forward: a new mask */
     return nnt_tensor_axpby(1.0, lo->dxd, 1.0, dx);
 }

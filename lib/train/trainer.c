@@ -730,11 +730,17 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     double start = now_s(), sum = 0;
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
     NNT_TRY(nnt_layer_clear_grad(tr->model));
-    for (int64_t k = 0; k < o->accum; k++) {
-        double loss;
-        NNT_TRY(micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss));
+    int rc = NNT_OK;
+    for (int64_t k = 0; k < o->accum && rc == 0; k++) {
+        double loss = 0.0;
+        /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
+         * same as the uninterrupted one */
+        tr->ctx->dropout_pass = step * o->accum + k + 1;
+        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss);
         sum += loss;
     }
+    tr->ctx->dropout_pass = 0;
+    NNT_TRY(rc);
     NNT_TRY(nnt_optim_step(tr->opt));
     NNT_TRY(nnt_ctx_wait(tr->ctx));
     tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
