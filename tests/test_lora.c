@@ -734,6 +734,56 @@ START_TEST(test_trainer)
 }
 END_TEST
 
+/* The matrix-product tasks ("nnt_gemm") of one forward and backward, from the trace table. */
+static long gemm_tasks(const char *freeze)
+{
+    static const nnt_tiling whole = {sizeof(nnt_tiling), -1, -1, -1, -1, -1, -1, -1};
+    const int64_t tok_tile[2] = {B, T};
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_qv"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &whole, &l));
+    if (freeze)
+        EXPECT_OK(nnt_layer_freeze(l, freeze, 1, NULL));
+    nnt_tensor *x = ids_tensor(tok, tok_tile), *y = ids_tensor(tgt, tok_tile);
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    EXPECT_OK(nnt_layer_clear_grad(l));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, test_tmp_path("table.txt")));
+    FILE *f = fopen(test_tmp_path("table.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], name[64];
+    long n = 0, count = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%63s %ld", name, &count) == 2 && strcmp(name, "nnt_gemm") == 0)
+            n += count;
+    fclose(f);
+    free(tok), free(tgt);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+    return n;
+}
+
+/* with the blocks frozen, one matrix-product task less per block weight: their
+ * weight-gradient products are not submitted (one tile each: whole tiling) */
+START_TEST(test_freeze_tasks)
+{
+    test_make_tmpdir("lora-tasks");
+    long all = gemm_tasks(NULL), frozen = gemm_tasks("model.layers.*");
+    printf("test_lora freeze: %ld matrix-product tasks in a forward and backward, %ld with the "
+           "blocks frozen\n", all, frozen);
+    ck_assert_int_eq(all - frozen, 2 * 7);   /* q, k, v, o, gate, up, down in 2 blocks */
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 /* dir/adapter_config.json with text, dir/adapter_model.safetensors a copy of src's */
@@ -841,6 +891,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_bf16, 0, 2);
     tcase_add_loop_test(tc, test_freeze_train, 0, 3);
     tcase_add_test(tc, test_freeze_memory);
+    tcase_add_test(tc, test_freeze_tasks);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_dropout_op);
     tcase_add_test(tc, test_dropout_lora);
