@@ -594,8 +594,9 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
  * matrix only the input gradient flows (one product of the linear's three). Unfreezing gives
  * it a zero gradient again. count (may be NULL) gets the number of parameters matched; a
  * pattern that matches none is NNT_E_INVAL naming it. Between a forward and its backward, the
- * backward follows the new state. An optimizer sees the parameters frozen when it adds them.
- * New in 0.3. */
+ * backward follows the new state. An optimizer sees the parameters frozen when it adds them:
+ * freeze before nnt_optim_add_layer (the gradient of a parameter frozen after is destroyed
+ * while the optimizer still holds it). New in 0.3. */
 NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze,
                              int64_t *count);
 /* GPT-2 initialisation of every parameter of the tree, deterministic in seed (and
