@@ -63,7 +63,7 @@ llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child)@gl_rmsnorm_new(l->ctx, C, 1e-5, t, fn, \&child)@|RMSNorm block: eps 1e-5 whatever norm_eps says
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
-val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt)));@o->val_len, (uint64_t)(k * bt + 1)));@|trainer validation: every window one token late
+val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt));@o->val_len, (uint64_t)(k * bt + 1));@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
 mpi_no_stop_agreement|lib/train/trainer.c|s@if (tr->ctx->mpi \&\& tr->ctx->nranks > 1)@if (0)@|trainer: the ranks do not agree on stop and save requests at a step boundary
 mpi_save_no_wait|lib/mpi/mpi.c|s@ctx->nranks < 2)@ctx->nranks < 99)@|MPI save: ranks return before rank 0 has written the file
