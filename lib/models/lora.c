@@ -360,9 +360,9 @@ typedef struct peft_pass {
     void *arg;
 } peft_pass;
 
-static int numel_of(const nnt_tensor *t)
+static int64_t numel_of(const nnt_tensor *t)
 {
-    return (int)nnt_box_numel(t->ndim, t->shape);
+    return nnt_box_numel(t->ndim, t->shape);
 }
 
 /* The PEFT tensors of module m's adapter (none without one). */
@@ -693,13 +693,13 @@ static int load_one(const peft_tensor *t, void *arg)
 }
 
 /* Remove the adapters just added (a load that failed after adding them). */
-static void unload(nnt_layer *model, nnt_layer *l)
+static void unload(nnt_layer *l)
 {
     const char *const *mods = gl_lora_modules(l);
     for (int i = 0; mods && mods[i]; i++)
         gl_lora_remove(l, mods[i]);
     for (int c = 0; c < l->nchildren; c++)
-        unload(model, l->children[c]);
+        unload(l->children[c]);
 }
 
 NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
@@ -761,7 +761,7 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
             rc = model->vt->reregister(model);
         return rc;
     }
-    unload(model, tree);   /* the model as it was */
+    unload(tree);   /* the model as it was */
     nnt_model_lora_of(tree)->on = 0;
     nnt_layer_params_changed(tree);
     if (model->vt->reregister)
