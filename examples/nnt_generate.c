@@ -19,6 +19,7 @@
 
 typedef struct opts {
     const char *load_hf, *load_llmc, *checkpoint;
+    const char *adapter;                    /* --adapter DIR: a PEFT LoRA adapter */
     const char *prompt, *prompt_file, *prompt_ids, *vocab, *merges, *tokenizer_json;
     int64_t max_new, top_k, seed, eos, cpus;
     double temperature, top_p;
@@ -40,6 +41,8 @@ static const cli_option table[] = {
     OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE", "an llm.c GPT-2 checkpoint"),
     OPT_STR("checkpoint", checkpoint, NULL, 0, "FILE|DIR",
             "an nnt-train checkpoint, or the --out directory holding it"),
+    OPT_STR("adapter", adapter, NULL, 0, "DIR", "with the LoRA adapter of a PEFT directory "
+            "(nnt-train\n--save-peft, PEFT's save_pretrained) on the model"),
     OPT_GROUP("Prompt (one of):"),
     OPT_STR("prompt", prompt, NULL, 0, "TEXT", "text, encoded with the tokenizer"),
     OPT_STR("prompt-file", prompt_file, NULL, 0, "FILE", "the text of FILE (-: standard input)"),
@@ -382,7 +385,11 @@ static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
     if (rc == 0)
         rc = nnt_model_open(ctx, source, NULL, 1, o->checkpoint || T > cfg.max_seq
                             ? cfg.max_seq : T, NULL, 0, model);
-    return rc ? lib_error(option, rc) : 0;
+    if (rc)
+        return lib_error(option, rc);
+    if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))
+        return lib_error("--adapter", rc);
+    return 0;
 }
 
 /* Generate and stream the new tokens (text through tok, or ids). */

@@ -45,6 +45,7 @@ typedef struct trainer {
     char resumed_names[2048];     /* those that changed a value, for the summary           */
     nnt_tiling tiling;
     int64_t nparams;
+    int64_t nfrozen;              /* elements of the frozen parameters (--freeze, LoRA)    */
     nnt_optim *opt;
     nnt_trainer *tr;
     nnt_trainer_info ti;          /* its state after setup and after the run               */
@@ -81,6 +82,12 @@ static void catch_signals(int on)
 }
 
 /* A library call failed: its status and the thread's last failure message. */
+/* Whether the command line asks for LoRA adapters (--lora-*). */
+static int lora_asked(const train_opts *o)
+{
+    return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
+}
+
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
@@ -499,6 +506,56 @@ static int start_runtime(trainer *t)
     return 0;
 }
 
+/* --freeze's patterns, then the adapters of --load-peft or --lora-*; the trained and frozen
+ * parameters' elements counted. */
+static int fine_tune(trainer *t)
+{
+    const train_opts *o = &t->o;
+    int rc;
+    if (o->load_peft && lora_asked(o))
+        return train_usage_error("--load-peft takes the adapters' settings from its "
+                                 "adapter_config.json: no --lora-rank, --lora-alpha, "
+                                 "--lora-dropout or --lora-targets with it");
+    for (const char *p = o->freeze; p && *p;) {
+        const char *comma = strchr(p, ',');
+        char pat[512];
+        snprintf(pat, sizeof pat, "%.*s", (int)(comma ? comma - p : (long)strlen(p)), p);
+        if ((rc = nnt_layer_freeze(t->model, pat, 1, NULL)))
+            return lib_error("--freeze", rc);
+        p = comma ? comma + 1 : "";
+    }
+    if (o->load_peft && (rc = nnt_model_load_peft(t->model, o->load_peft)))
+        return lib_error("--load-peft", rc);
+    if (lora_asked(o)) {
+        nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+        lo.rank = o->lora_rank > 0 ? o->lora_rank : lo.rank;
+        lo.alpha = o->lora_alpha >= 0 ? o->lora_alpha : lo.alpha;
+        lo.dropout = o->lora_dropout >= 0 ? o->lora_dropout : 0.0;
+        lo.targets = o->lora_targets;
+        lo.seed = (uint64_t)o->seed;
+        if ((rc = nnt_model_lora_add(t->model, &lo)))
+            return lib_error("--lora-rank/--lora-targets", rc);
+    }
+    if (o->merge && !o->load_peft && !lora_asked(o))
+        return train_usage_error("--merge merges LoRA adapters: give --lora-rank, "
+                                 "--lora-targets or --load-peft");
+    if (o->save_peft && !o->load_peft && !lora_asked(o))
+        return train_usage_error("--save-peft writes LoRA adapters: give --lora-rank, "
+                                 "--lora-targets or --load-peft");
+    int64_t count = 0;
+    nnt_layer_num_params(t->model, &count, &t->nparams);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p;
+        int64_t n = 0;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        if (nnt_layer_param(t->model, i, &p) == 0 && nnt_tensor_numel(p.value, &n) == 0 &&
+            p.frozen)
+            t->nfrozen += n;
+    }
+    return 0;
+}
+
 static int create_model(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -519,7 +576,7 @@ static int create_model(trainer *t)
         return lib_error("--recompute", rc);
     nnt_model_config_of(t->model, &t->cfg);   /* kv_heads and hidden resolved */
     nnt_layer_num_params(t->model, NULL, &t->nparams);
-    return 0;
+    return fine_tune(t);
 }
 
 /* The held-out tokens: --val-data, or the data's last held_out tokens; how many windows of
@@ -748,6 +805,20 @@ static int resume_run_options(trainer *t)
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
     nnt_train_state_clear(&st);
+    /* a fine-tuning run's checkpoint holds its trained parameters only, not the base */
+    static const char *const tuned[] = {"freeze", "lora_rank", "lora_alpha", "lora_dropout",
+                                        "lora_targets", "load_peft"};
+    int set = o->freeze || o->load_peft || lora_asked(o);
+    for (int i = 0; i < 6 && !set; i++) {
+        char *v = t->resume_saved ? train_saved(t->resume_saved, tuned[i]) : NULL;
+        set = v && strcmp(v, "null") != 0 && strcmp(v, "-1") != 0;
+        free(v);
+    }
+    if (set)
+        return train_usage_error("--resume %s: a run with --freeze, --lora-* or --load-peft "
+                                 "cannot be resumed yet (its checkpoints hold the trained "
+                                 "parameters and their optimizer state, not the frozen "
+                                 "base)", o->resume);
     return train_opts_restore(o, t->resume_saved, t->resumed_names, sizeof t->resumed_names);
 }
 
@@ -788,6 +859,14 @@ static void print_summary(trainer *t)
     if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    if (nnt_model_lora_get(t->model, &lo) == 0)
+        say(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
+            lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
+            o->load_peft ? " from " : "", o->load_peft ? o->load_peft : "");
+    if (t->nfrozen)
+        say(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen)\n",
+            (t->nparams - t->nfrozen) / 1e6, t->nparams / 1e6);
     int64_t per_step = o->batch * o->seq * o->accum;
     nnt_data_format format = NNT_DATA_TEXT;
     char reading[64], held[64] = "";
@@ -857,8 +936,9 @@ static void print_summary(trainer *t)
         say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
                "(give --peak-gflops)\n");
     else if (o->steps > 0)
-        say(t, "MFU:       6 N + 12 L T NH hd = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
-               "(%s)\n", t->ti.flops_per_token / 1e6, t->ti.peak_flops / 1e9,
+        say(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token against a peak of %.1f "
+               "GFLOP/s (%s)\n", t->nfrozen ? "4 Nfrozen + " : "", t->ti.flops_per_token / 1e6,
+            t->ti.peak_flops / 1e9,
             o->peak_gflops > 0 ? "--peak-gflops"
             : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
             : t->ti.peak_measured ? "measured at start: one 512 x 1024 x 1024 GEMM task per "
@@ -1082,6 +1162,10 @@ static int write_outputs(trainer *t)
         return lib_error("--save-weights", rc);
     if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->model, out_file(t, "model.bin", path))))
         return lib_error("--save-llmc", rc);
+    if (o->save_peft && (rc = nnt_model_save_peft(t->model, o->save_peft)))
+        return lib_error("--save-peft", rc);
+    if (o->merge && (rc = nnt_model_lora_merge(t->model)))
+        return lib_error("--merge", rc);
     nnt_hf_save_options hf = NNT_HF_SAVE_OPTIONS_INIT;
     hf.max_shard_bytes = o->save_hf_shard_bytes;
     /* the json tokenizer's file too, so that the directory is complete for --load-hf */
@@ -1162,10 +1246,11 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
 {
     const train_opts *o = &t->o;
     const nnt_trainer_info *ti = &t->ti;
-    char mfu_buf[32], moved[32], path[4096], best[96], hf[4096];
+    char mfu_buf[32], moved[32], path[4096], best[96], hf[4096], peft[4096];
     snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f",
              ti->best_val_loss);
     snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
+    snprintf(peft, sizeof peft, "%s/", o->save_peft ? o->save_peft : "");
     if (o->steps == 0)
         say(t, "\nno training (--steps 0)");
     else
@@ -1206,7 +1291,8 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         say(t, "; %s moved between nodes; %.3f s of worker time waiting for data", moved,
             ms.transfer_wait_s);
     }
-    int files = o->steps || o->save_hf || o->save_weights || o->save_llmc || o->trace;
+    int files = o->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
+                o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
     /* each file: whether written, whether in OUT (else path is the whole path), what it is */
     const struct { int on, in_out; const char *path, *what; } w[] = {
@@ -1216,8 +1302,12 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         {o->steps > 0 && t->val_batches, 1, "val.csv",
          "validation log: step, loss on the held-out tokens, tokens"},
         {o->save_best && ti->best_val_loss < HUGE_VAL, 0, t->path_best, best},
-        {t->nrun && !o->no_save, 0, t->path_ckpt,
-         "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
+        {t->nrun && !o->no_save, 0, t->path_ckpt, t->nfrozen
+         ? "checkpoint of the trained parameters and their optimizer state"
+         : "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
+        {o->save_peft != NULL, 0, peft, o->merge ? "PEFT adapter directory: adapter_config.json, "
+         "adapter_model.safetensors (merged after)" : "PEFT adapter directory: "
+         "adapter_config.json, adapter_model.safetensors"},
         {o->save_weights, 1, "model.safetensors", "weights, Hugging Face safetensors"},
         {o->save_llmc, 1, "model.bin", "weights, llm.c fp32 checkpoint"},
         {o->save_hf != NULL, 0, hf, o->save_hf_shard_bytes ? "Hugging Face model directory: "

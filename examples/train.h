@@ -57,6 +57,13 @@ typedef struct train_opts {
     int distribute;                          /* --distribute: nnt_distribution, -1 = none
                                                 (sharded when started as several ranks)   */
     int release_weights;                     /* --release-weights                         */
+    /* fine-tuning: frozen parameters, LoRA adapters (PEFT's format) */
+    const char *freeze;                      /* --freeze PATTERN[,PATTERN...]             */
+    int64_t lora_rank;                       /* --lora-rank R; -1: not given              */
+    double lora_alpha, lora_dropout;         /* < 0: not given (8, 0)                     */
+    const char *lora_targets;                /* --lora-targets LIST                       */
+    const char *load_peft, *save_peft;       /* --load-peft DIR, --save-peft DIR          */
+    int merge;                               /* --merge: adapters into the weights at the end */
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;

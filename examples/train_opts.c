@@ -108,6 +108,25 @@ static const cli_option table[] = {
     TILE("tile-batch", tile_batch, NULL), TILE("tile-seq", tile_seq, NULL),
     TILE("tile-channels", tile_channels, NULL), TILE("tile-hidden", tile_hidden, NULL),
     TILE("tile-vocab", tile_vocab, NULL), TILE("tile-heads", tile_heads, ""),
+    OPT_GROUP("Fine-tuning (frozen parameters, LoRA adapters in PEFT's format):"),
+    OPT_STR("freeze", freeze, NULL, REC, "PAT", "freeze the parameters whose names match the glob "
+            "PAT (several\nseparated by commas; * matches dots too): no gradient, no\noptimizer "
+            "state, no weight-gradient product"),
+    OPT_INT("lora-rank", lora_rank, 1, 65536, "-1", REC, "R", "LoRA adapters of rank R on "
+            "--lora-targets, the rest frozen\n(default 8 when another --lora option is given)"),
+    OPT_REAL("lora-alpha", lora_alpha, 0, 1e6, "-1", REC | CLI_OPEN_MIN, "A",
+             "their scale alpha / r (default 8)"),
+    OPT_REAL("lora-dropout", lora_dropout, 0, 1, "-1", REC | OPEN, "P",
+             "dropout on their input (default 0)"),
+    OPT_STR("lora-targets", lora_targets, NULL, REC, "LIST", "modules: q_proj,v_proj,... "
+            "(Llama), c_attn,c_proj,c_fc\n(GPT-2) or all-linear (default: PEFT's, q_proj,v_proj "
+            "or\nc_attn)"),
+    OPT_STR("load-peft", load_peft, NULL, REC | PATH, "DIR", "start from a PEFT adapter "
+            "directory (its settings; the\nrest frozen)"),
+    OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
+            "at the end"),
+    OPT_FLAG("merge", merge, 0, "merge the adapters into the weights at the end (after\n"
+             "--save-peft, before --save-hf)"),
     OPT_GROUP("Runtime:"),
     OPT_INT("cpus", cpus, -1, 4096, "-1", 0, "N", NULL),
     OPT_INT("gpus", gpus, -1, 1024, "-1", 0, "N", "workers (default -1: all)"),

@@ -759,8 +759,9 @@ private:
 struct param_info {
     std::string_view name;
     tensor_ref value;
-    tensor_ref grad;
+    tensor_ref grad;         /* null when frozen */
     bool decay;
+    bool frozen;
 };
 
 class layer_ref;
@@ -831,7 +832,7 @@ public:
         nnt_param_info p{};
         p.size = sizeof p;
         check(nnt_layer_param(h(), i, &p));
-        return param_info{p.name ? p.name : "", p.value, p.grad, p.decay != 0};
+        return param_info{p.name ? p.name : "", p.value, p.grad, p.decay != 0, p.frozen != 0};
     }
     std::vector<param_info> params() const
     {
@@ -844,6 +845,26 @@ public:
     }
     void init(std::uint64_t seed) { check(nnt_layer_init(h(), seed)); }
     void set_recompute(bool enable) { check(nnt_layer_set_recompute(h(), enable ? 1 : 0)); }
+    /* Freeze (or unfreeze) the parameters whose names match a glob (nnt_layer_freeze); the
+     * number matched. */
+    std::int64_t freeze(std::string_view pattern, bool frozen = true)
+    {
+        std::int64_t n = 0;
+        check(nnt_layer_freeze(h(), detail::cstr(pattern).c_str(), frozen ? 1 : 0, &n));
+        return n;
+    }
+
+    /* LoRA adapters (nnt_model_lora_add, _merge) and PEFT's files. */
+    void lora_add(const nnt_lora_options &opts) { check(nnt_model_lora_add(h(), &opts)); }
+    void lora_merge() { check(nnt_model_lora_merge(h())); }
+    void save_peft(std::string_view dir)
+    {
+        check(nnt_model_save_peft(h(), detail::cstr(dir).c_str()));
+    }
+    void load_peft(std::string_view dir)
+    {
+        check(nnt_model_load_peft(h(), detail::cstr(dir).c_str()));
+    }
 
     /* Models (nnt_model_create, nnt_model_load_hf, nnt_gpt_*). */
     model_config config() const

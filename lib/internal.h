@@ -82,6 +82,11 @@ struct nnt_ctx {
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
+    int no_dropout;               /* forwards that train nothing (the trainer's validation,
+                                     generation): LoRA adapters apply no dropout          */
+    int64_t dropout_pass;         /* > 0: the pass the adapters' dropout masks are drawn
+                                     for (the trainer's micro-batch number, which a resumed
+                                     run knows); 0: each adapter counts its backwards     */
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */

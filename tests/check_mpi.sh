@@ -12,7 +12,7 @@
 # same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
 # a RAM budget that one process cannot train in but 2 sharded ranks can; --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
-# distributions; SIGTERM to both ranks or to one, SIGUSR1 to one: the ranks stop or save
+# distributions, and with LoRA adapters; SIGTERM to both ranks or to one, SIGUSR1 to one: the ranks stop or save
 # after the same step). A library built without StarPU-MPI must refuse mpi = 1
 # (NNT_E_UNSUPPORTED); then the rest is skipped, as it is without mpirun. Any build:
 # nnt_ctx_rank and the option checks without MPI.
@@ -350,6 +350,17 @@ for dist in sharded data; do
         fail "nnt-train -np 2 llama --distribute $dist: other losses than one process"
     cmp -s "$tmp/t_lone/checkpoint.safetensors" "$tmp/t_l$dist/checkpoint.safetensors" ||
         fail "nnt-train -np 2 llama --distribute $dist: the checkpoint differs"
+done
+# LoRA adapters with dropout on that model's every linear map, the base frozen: one
+# process's losses and checkpoint (the adapters and their moments) under both distributions
+lora="$llama --lora-rank 4 --lora-targets all-linear --lora-dropout 0.1"
+run_train t_aone 0 --out "$tmp/t_aone" $lora
+for dist in sharded data; do
+    run_train "t_a$dist" 1 --out "$tmp/t_a$dist" $lora --distribute $dist
+    cmp -s "$tmp/t_aone.txt" "$tmp/t_a$dist.txt" ||
+        fail "nnt-train -np 2 LoRA --distribute $dist: other losses than one process"
+    cmp -s "$tmp/t_aone/checkpoint.safetensors" "$tmp/t_a$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 LoRA --distribute $dist: the checkpoint differs"
 done
 # bf16 weight copies (made on their weight's ranks; the copy travels, not the weight):
 # one process's losses and checkpoint under both distributions, weights kept or released

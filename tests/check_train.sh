@@ -4,7 +4,8 @@
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, a Llama-family model (training,
-# recompute, --save-hf / --load-hf, resume), validation on held-out tokens, --shuffle and
+# recompute, --save-hf / --load-hf, resume; LoRA adapters: --lora-*, --freeze, --save-peft,
+# --load-peft, --merge, nnt-generate --adapter), validation on held-out tokens, --shuffle and
 # --data as a pattern of shards. Every run's exit status is checked. (The
 # default run with the default corpus is tests/check_train_default.sh.)
 #
@@ -412,6 +413,50 @@ else
 fi
 expect_error shard_size "not a size" $llama --steps 1 --save-hf "$tmp/x" --save-hf-shard-size 2XB
 expect_error shard_alone "needs --save-hf" $llama --steps 1 --save-hf-shard-size 2GB
+
+# ---- (4b) fine-tuning: LoRA adapters on that Llama directory (--lora-*), written as a PEFT
+# directory and merged (--save-peft, --merge, --save-hf); the held-out loss of the base with
+# --load-peft is the merged model's and not the base's; nnt-generate --adapter generates what
+# the merged model does; a fine-tuning run is not resumed; bad --freeze / --lora-* refused ----
+lora="--batch 2 --seq 16 --sample 0 --cpus 1 --data $tmp/corpus.txt --val-split 0.2"
+run_ok lora8 --load-hf "$tmp/l1/hf" $lora --steps 8 --lr 1e-2 --lora-rank 4 --lora-alpha 16 \
+    --lora-targets all-linear --lora-dropout 0.05 --freeze "model.norm.*" \
+    --save-peft "$tmp/lo/adapter" --merge --save-hf "$tmp/lo/merged" --out "$tmp/lo/run" \
+    --print-loss
+run_ok lora_v0 --load-hf "$tmp/l1/hf" $lora --steps 0 --out "$tmp/lo/v0" --print-loss
+run_ok lora_v1 --load-hf "$tmp/l1/hf" --load-peft "$tmp/lo/adapter" $lora --steps 0 \
+    --out "$tmp/lo/v1" --print-loss
+run_ok lora_v2 --load-hf "$tmp/lo/merged" $lora --steps 0 --out "$tmp/lo/v2" --print-loss
+v0=$(awk '/^val/ { print $4 }' "$tmp/lora_v0.out")
+v1=$(awk '/^val/ { print $4 }' "$tmp/lora_v1.out")
+v2=$(awk '/^val/ { print $4 }' "$tmp/lora_v2.out")
+if [ -s "$tmp/lo/adapter/adapter_config.json" ] && [ -n "$v0" ] && [ -n "$v1" ] &&
+   awk -v a="$v1" -v b="$v2" -v c="$v0" 'BEGIN { d = a - b; e = a - c
+       exit !(d < 1e-5 && d > -1e-5 && (e > 1e-3 || e < -1e-3)) }' &&
+   grep -q "LoRA r 4, alpha 16, dropout 0.05 on all-linear" "$tmp/lora8.err"; then
+    echo "ok: lora: held-out loss $v0 -> $v1 with the adapter (--load-peft), $v2 merged"
+else
+    fail "lora: held-out losses base '$v0', base + adapter '$v1', merged '$v2':"
+    tail -n 3 "$tmp/lora8.err" "$tmp/lora_v1.err"
+fi
+gen="$top_builddir/nnt-generate --tokenizer bytes --prompt-ids 76,105,110 --temperature 0
+    --max-new-tokens 12 --cpus 1 --print-ids"
+if $gen --load-hf "$tmp/l1/hf" --adapter "$tmp/lo/adapter" > "$tmp/gen_a.out" 2>&1 &&
+   $gen --load-hf "$tmp/lo/merged" > "$tmp/gen_m.out" 2>&1 && cmp -s "$tmp/gen_a.out" "$tmp/gen_m.out"; then
+    echo "ok: lora: nnt-generate --adapter gives the merged model's tokens"
+else
+    fail "lora: nnt-generate --adapter:"; cat "$tmp/gen_a.out" "$tmp/gen_m.out"
+fi
+expect_error lora_resume "cannot be resumed yet" --resume "$tmp/lo/run/checkpoint.safetensors" \
+    --out "$tmp/lo/run"
+expect_error lora_merge "--merge merges LoRA adapters" --load-hf "$tmp/l1/hf" $lora --steps 1 \
+    --merge --out "$tmp/lo/x1"
+expect_error lora_target "'c_attn' matches no module" --load-hf "$tmp/l1/hf" $lora --steps 1 \
+    --lora-targets c_attn --out "$tmp/lo/x2"
+expect_error lora_freeze "'nothing.*' matches no parameter" --load-hf "$tmp/l1/hf" $lora \
+    --steps 1 --freeze "nothing.*" --out "$tmp/lo/x3"
+expect_error lora_peft_opts "no --lora-rank" --load-hf "$tmp/l1/hf" $lora --steps 1 \
+    --load-peft "$tmp/lo/adapter" --lora-rank 8 --out "$tmp/lo/x4"
 
 # ---- (5) progress output: one line per step into a file; on a terminal one line redrawn in
 # place (carriage return, erase to end of line) with a full line every steps/10 and at the end

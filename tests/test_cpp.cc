@@ -364,6 +364,32 @@ void test_layers(nnt::context &ctx)
     EXPECT(warnings == 0);
 }
 
+// frozen parameters and LoRA adapters through the wrapper: freeze, lora_add, save_peft,
+// load_peft, lora_merge; a missing adapter throws
+void test_lora(nnt::context &ctx)
+{
+    nnt::layer m = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
+    EXPECT(m.freeze("*.mlp.*") == 6);
+    EXPECT(m.param(0).frozen == false && m.param(0).grad);
+    EXPECT(m.freeze("*.mlp.*", false) == 6);
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 2;
+    lo.targets = "q_proj";
+    std::int64_t before = m.num_params();
+    m.lora_add(lo);
+    EXPECT(m.num_params() == before + 4);   // A and B of 2 blocks' q_proj
+    EXPECT(m.param(0).frozen && !m.param(0).grad);
+    std::vector<std::int32_t> with = m.generate({1, 2}, 4);
+    std::string dir = tmpdir + "/adapter";
+    m.save_peft(dir);
+    nnt::layer m2 = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
+    m2.load_peft(dir);
+    EXPECT(m2.generate({1, 2}, 4) == with);
+    m2.lora_merge();
+    EXPECT(m2.num_params() == before);
+    EXPECT_ERROR(NNT_E_IO, "/no/such/adapter", m2.load_peft("/no/such/adapter"));
+}
+
 void test_hf(nnt::context &ctx)
 {
     std::string dir = fixture("llama_tiny/gqa");
@@ -535,6 +561,7 @@ int main()
         test_training(ctx);
         test_layers(ctx);
         test_hf(ctx);
+        test_lora(ctx);
         test_tokens(ctx);
         test_trainer(ctx);
     } catch (const std::exception &e) {

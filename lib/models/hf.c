@@ -168,7 +168,11 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
     ps.f = nnt_family_find(ps.cfg.family);
     hf_tensor t;
     if (!ps.f->hf_specs) {
+        nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+        NNT_TRY(nnt_layer_num_params(tree, NULL, NULL));
         for (int64_t i = 0; i < ps.count; i++) {
+            if (nnt_layer_listed(tree, i)->adapter)   /* not the model's: PEFT files */
+                continue;
             NNT_TRY(own_tensor(&ps, i, &t));
             NNT_TRY(visit(&ps, &t, arg));
         }

@@ -141,10 +141,21 @@ static int prepare(nnt_trainer *tr, const char *fn)
                             (long long)o->seq + 1, (long long)tr->ntokens);
     }
     nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
-    int64_t nparams = 0;
+    int64_t count = 0;
+    double trained = 0.0, frozen = 0.0;   /* elements */
     NNT_TRY(nnt_model_config_of(tr->model, &cfg));
-    NNT_TRY(nnt_layer_num_params(tr->model, NULL, &nparams));
-    tr->flops_per_token = 6.0 * (double)nparams +
+    NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p;
+        int64_t n = 0;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        NNT_TRY(nnt_layer_param(tr->model, i, &p));
+        NNT_TRY(nnt_tensor_numel(p.value, &n));
+        *(p.frozen ? &frozen : &trained) += (double)n;
+    }
+    /* a frozen parameter: its forward and input-gradient products, no weight gradient */
+    tr->flops_per_token = 6.0 * trained + 4.0 * frozen +
                           12.0 * (double)(cfg.layers * o->seq) * (double)(cfg.heads * cfg.head_dim);
     int64_t tile[2] = {o->tile_batch, o->tile_seq}, shape[2] = {o->batch, o->seq};
     if (!tile[0] || !tile[1]) {
@@ -643,14 +654,21 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
                         "(val_batches 0)");
     nnt_data *src = o->val_data ? o->val_data : tr->data;
     double start = now_s(), sum = 0;
-    for (int64_t k = 0; k < o->val_batches; k++) {
-        double loss;
-        NNT_TRY(load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt)));
-        NNT_TRY(nnt_layer_set_targets(tr->model, tr->targets));
-        NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
-        NNT_TRY(nnt_layer_loss(tr->model, &loss));
+    int rc = NNT_OK;
+    tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
+    for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
+        double loss = 0.0;
+        rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt));
+        if (rc == 0)
+            rc = nnt_layer_set_targets(tr->model, tr->targets);
+        if (rc == 0)
+            rc = nnt_layer_forward(tr->model, tr->tokens, NULL);
+        if (rc == 0)
+            rc = nnt_layer_loss(tr->model, &loss);
         sum += loss;
     }
+    tr->ctx->no_dropout = 0;
+    NNT_TRY(rc);
     nnt_trainer_report r;
     memset(&r, 0, sizeof r);
     r.size = sizeof r, r.event = NNT_TRAINER_VALIDATION, r.step = step, r.steps = o->steps;
@@ -713,11 +731,17 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     double start = now_s(), sum = 0;
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
     NNT_TRY(nnt_layer_clear_grad(tr->model));
-    for (int64_t k = 0; k < o->accum; k++) {
-        double loss;
-        NNT_TRY(micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss));
+    int rc = NNT_OK;
+    for (int64_t k = 0; k < o->accum && rc == 0; k++) {
+        double loss = 0.0;
+        /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
+         * same as the uninterrupted one */
+        tr->ctx->dropout_pass = step * o->accum + k + 1;
+        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss);
         sum += loss;
     }
+    tr->ctx->dropout_pass = 0;
+    NNT_TRY(rc);
     NNT_TRY(nnt_optim_step(tr->opt));
     NNT_TRY(nnt_ctx_wait(tr->ctx));
     tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
