@@ -1108,6 +1108,9 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
 NNT_API void nnt_sft_destroy(nnt_sft *s);
 /* The template "messages" records are rendered with (NNT_CHAT_NONE: none). */
 NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
+/* The id to pad rows with: tokenizer_config.json's pad_token, else its eos_token (TRL's
+ * choice), when it is one token; else 0. Padding never counts in the loss. */
+NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
 /* "chatml", "llama3" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
 NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
 /* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n

@@ -335,6 +335,16 @@ START_TEST(test_token_file)
     EXPECT_OK(nnt_data_read_mask(data, 0, counts, 3));
     ck_assert(counts[0] == 1 && counts[1] == 0 && counts[2] == 1);   /* no rows: as given */
     nnt_data_close(data);
+    /* rows of 2: the first token of each never counts, whatever the call says */
+    wo.block = 2;
+    EXPECT_OK(nnt_token_writer_open(ctx, path, &wo, &w));
+    uint8_t all[4] = {1, 1, 1, 1};
+    EXPECT_OK(nnt_token_writer_write_masked(w, b, all, 4));
+    EXPECT_OK(nnt_token_writer_close(w));
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 0, &data));
+    EXPECT_OK(nnt_data_read_mask(data, 0, counts, 4));
+    ck_assert(counts[0] == 0 && counts[1] == 1 && counts[2] == 0 && counts[3] == 1);
+    nnt_data_close(data);
 }
 END_TEST
 
@@ -346,7 +356,9 @@ static void write_rows(const char *path, const nnt_st_reader *r)
     nnt_tokenizer *tok = load_tokenizer("llama3", cfg, sizeof cfg);
     nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
     nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
-    wo.mask = 1, wo.block = T, wo.pad = 1;   /* <|end_of_text|> */
+    wo.mask = 1, wo.block = T;
+    EXPECT_OK(nnt_sft_pad_id(s, &wo.pad));
+    ck_assert_int_eq(wo.pad, 1);   /* pad_token <|end_of_text|>, the fixture's padding */
     nnt_token_writer *w = NULL;
     EXPECT_OK(nnt_token_writer_open(ctx, path, &wo, &w));
     for (int k = 0; k < NREC; k++) {

@@ -30,6 +30,8 @@ struct nnt_sft {
     nnt_chat_template tmpl;
     char *system;                 /* ChatML: the template's default system message, or NULL */
     char *eos;                    /* tokenizer_config.json's eos_token, or NULL              */
+    char *pad;                    /* its pad_token, or NULL                                  */
+    int32_t pad_id;               /* the id of pad (else eos) when it is one token, else 0   */
     const int32_t *pre, *post;    /* the post-processor's special ids around a sequence      */
     size_t npre, npost;
     int32_t *ids;                 /* (n) the last record's ids                               */
@@ -212,7 +214,8 @@ static int read_config(nnt_sft *s, const char *path, int want_template)
             rc = nnt_fail(NULL, rc, "%s: %s", fn, err);
     }
     const char *eos = rc == 0 ? token_text(hft_jv_get(&root, "eos_token")) : NULL;
-    if (eos && (s->eos = strdup(eos)) == NULL)
+    const char *pad = rc == 0 ? token_text(hft_jv_get(&root, "pad_token")) : NULL;
+    if ((eos && (s->eos = strdup(eos)) == NULL) || (pad && (s->pad = strdup(pad)) == NULL))
         rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     const jv *tmpl = rc == 0 && want_template ? hft_jv_get(&root, "chat_template") : NULL;
     if (tmpl && tmpl->type == JV_STR)
@@ -248,7 +251,7 @@ void nnt_sft_destroy(nnt_sft *s)
 {
     if (!s)
         return;
-    free(s->system), free(s->eos), free(s->ids), free(s->counts), free(s->a), free(s->b);
+    free(s->system), free(s->eos), free(s->pad), free(s->ids), free(s->counts), free(s->a), free(s->b);
     free(s->text.p);
     free(s);
 }
@@ -280,7 +283,20 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
         return rc;
     }
     nnt_tokenizer_single_affixes(tok, &s->pre, &s->npre, &s->post, &s->npost);
+    const char *pad = s->pad ? s->pad : s->eos;   /* TRL: pad_token, else eos_token */
+    int32_t id[2];
+    size_t n = 0;
+    if (pad && nnt_tokenizer_encode(tok, pad, strlen(pad), id, 2, &n) == 0 && n == 1)
+        s->pad_id = id[0];
     *out = s;
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id)
+{
+    if (!s || !id)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_sft_pad_id: %s is NULL", s ? "id" : "s");
+    *id = s->pad_id;
     return NNT_OK;
 }
 
