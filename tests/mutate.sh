@@ -70,6 +70,13 @@ qk_norm_eps_fixed|lib/models/transformer.c|s@ao.qk_norm_eps = c->norm_eps;@ao.qk
 grad_flag_kept|lib/layers/layer.c|/^double nnt_layer_grad_beta/,/return 0.0;/s@l->params\[i\].grad_dropped = 0;@l->params[i].grad_dropped = 1;@|dropped gradients: the flag never reset, so every backward after nnt_layer_clear_grad writes instead of adding
 tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, e->dwte), e->dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
 window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
+sft_mask_shift|lib/train/trainer.c|s@read_range_mask(data, start, len, pos + 1, tr->mask, B \* T)@read_range_mask(data, start, len, pos, tr->mask, B * T)@|trainer, masked data: the mask of the inputs taken for the targets (shifted by one)
+sft_mean_of_means|lib/train/trainer.c|s@    divisor /= (double)o->accum;@    divisor = 0;@|trainer, masked data: each micro-batch its own mean (the mean of means, not the sum over the step / N of transformers)
+sft_targets_kept|lib/train/trainer.c|s@tr->kept\[i\] = tr->mask\[i\] ? targets\[i\] : NNT_TRAINER_IGNORE;@tr->kept[i] = targets[i];@|trainer, masked data: every target counted
+sft_prompt_last|lib/data/sft.c|s@memset(s->counts + k, 1, s->n - k);@memset(s->counts + k - 1, 1, s->n - k + 1);@|prompt/completion: the last token of the prompt counted
+sft_span_end|lib/data/sft.c|s@size_t end = p == n ? p : p + 1;@size_t end = p + 1;@|assistant turns: the token after the turn counted too
+mask_row_start|lib/io/tokens.c|s@if ((!counts || counts\[i\]) \&\& !(w->block \&\& at % w->block == 0))@if (!counts || counts[i])@|token writer: the first token of a row may count
+mask_bit_order|lib/io/tokens.c|s@out\[done\] = (buf\[i / 8 - first\] >> (i % 8)) \& 1u;@out[done] = (buf[i / 8 - first] >> (7 - i % 8)) \& 1u;@|token reader: the bits of the loss mask read most significant first
 window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
 '
 
