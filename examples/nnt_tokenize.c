@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <nnt.h>
 
+#include "tokenize_jsonl.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +33,8 @@ typedef struct opts {
     const char *tokenizer, *json, *vocab, *merges, *out;
     int print, threads, bits;
     size_t chunk;
+    int jsonl, pack_given, pad_given, too_long_given, template_given;
+    jsonl_opts j;                  /* --jsonl: prompt/answer records (tokenize_jsonl.c)    */
     char **inputs;
     int ninputs;
 } opts;
@@ -39,7 +43,13 @@ static const char USAGE[] =
     "usage: nnt-tokenize [--tokenizer bytes|bpe|json] [--tokenizer-json FILE]\n"
     "                    [--bpe-vocab FILE --bpe-merges FILE] (--out FILE | --print)\n"
     "                    [--threads N] [--token-bits 16|32] [--chunk-bytes N] INPUT...\n"
+    "       nnt-tokenize --jsonl --seq T [--pad | --pack] [--too-long refuse|cut]\n"
+    "                    [--chat-template auto|chatml|llama3|none] [--tokenizer-config FILE]\n"
+    "                    --tokenizer-json FILE --out FILE FILE.jsonl...\n"
     "INPUT: text files, or directories (their regular files in name order, not recursive).\n"
+    "--jsonl: JSON Lines of {\"text\"}, {\"prompt\", \"completion\"} or {\"messages\"} records,\n"
+    "written in rows of T with the targets that count in the loss (default --pad, --too-long\n"
+    "refuse, --chat-template auto: the tokenizer_config.json beside the tokenizer's).\n"
     "Defaults: --tokenizer bytes (json with --tokenizer-json, bpe with --bpe-*), --threads 2,\n"
     "--token-bits 16 (32 for vocabularies above 65536), --chunk-bytes 1048576.\n"
     "--version prints the version.\n"
@@ -98,6 +108,15 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->print = 1;
             continue;
         }
+        if (!strcmp(k, "--jsonl")) {
+            o->jsonl = 1;
+            continue;
+        }
+        if (!strcmp(k, "--pack") || !strcmp(k, "--pad")) {
+            o->j.pack = !strcmp(k, "--pack");
+            o->pack_given |= o->j.pack, o->pad_given |= !o->j.pack;
+            continue;
+        }
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
             fputs(USAGE, stdout);
             exit(0);
@@ -110,7 +129,8 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
         static const char *const value_options[] = {
             "--tokenizer", "--tokenizer-json", "--bpe-vocab", "--vocab", "--bpe-merges",
-            "--merges", "--out", "-o", "--threads", "--token-bits", "--chunk-bytes", NULL};
+            "--merges", "--out", "-o", "--threads", "--token-bits", "--chunk-bytes", "--seq",
+            "--too-long", "--chat-template", "--tokenizer-config", NULL};
         int known = 0;
         for (const char *const *vo = value_options; *vo && !known; vo++)
             known = !strcmp(*vo, k);
@@ -143,6 +163,22 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (parse_int(v, 1, 1LL << 30, &n))
                 return usage("--chunk-bytes %s: expected 1 to 2^30", v);
             o->chunk = (size_t)n;
+        } else if (!strcmp(k, "--seq")) {
+            if (parse_int(v, 2, 2147483647LL, &n))
+                return usage("--seq %s: expected 2 to 2^31 - 1", v);
+            o->j.seq = n;
+        } else if (!strcmp(k, "--too-long")) {
+            if (strcmp(v, "cut") && strcmp(v, "refuse"))
+                return usage("--too-long %s: expected refuse or cut", v);
+            o->j.cut = v[0] == 'c', o->too_long_given = 1;
+        } else if (!strcmp(k, "--chat-template")) {
+            if (strcmp(v, "auto") && nnt_chat_template_from_name(v, &o->j.chat_template))
+                return usage("--chat-template %s: expected auto, chatml, llama3 or none", v);
+            if (!strcmp(v, "auto"))
+                o->j.chat_template = NNT_CHAT_AUTO;
+            o->template_given = 1;
+        } else if (!strcmp(k, "--tokenizer-config")) {
+            o->j.tokenizer_config = v, o->template_given = 1;
         } else
             return usage("unknown option %s", k);
     }
@@ -161,6 +197,16 @@ static int parse_opts(int argc, char **argv, opts *o)
                      "--tokenizer-json)");
     if (!strcmp(o->tokenizer, "bytes") && (o->json || o->vocab || o->merges))
         return usage("%s", "--tokenizer bytes takes no tokenizer file");
+    if (o->pack_given && o->pad_given)
+        return usage("%s", "give one of --pack and --pad");
+    if (!o->jsonl && (o->j.seq || o->pack_given || o->pad_given || o->too_long_given ||
+                      o->template_given))
+        return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template and "
+                     "--tokenizer-config are for --jsonl input");
+    if (o->jsonl && (!o->out || !o->j.seq))
+        return usage("%s", "--jsonl writes rows of T tokens to a file: give --seq T (nnt-train's "
+                     "--seq) and --out FILE");
+    o->j.tokenizer_json = o->json;
     return 0;
 }
 
@@ -612,6 +658,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "nnt-tokenize: --token-bits 16: the vocabulary has %lld ids, above "
                 "65536\n", (long long)vocab);
         return 2;
+    }
+    if (o.jsonl) {
+        jsonl_stats st;
+        rc = tokenize_jsonl(tok, &o.j, o.inputs, o.ninputs, o.out, o.bits, vocab, &st);
+        nnt_tokenizer_destroy(tok);
+        if (rc == 0 && isatty(2))
+            fprintf(stderr, "nnt-tokenize: %lld examples (%lld cut) in %lld rows of %lld, "
+                    "%lld targets count in the loss\n", (long long)st.examples,
+                    (long long)st.cut, (long long)st.rows, (long long)o.j.seq,
+                    (long long)st.counted);
+        return rc;
     }
     files f = {NULL, 0, 0};
     uint64_t total = 0;
