@@ -9,13 +9,15 @@
  *            trained through nnt_trainer with accum 3 on micro-batches of 26, 9 and 19
  *            counted targets: the step's loss and every gradient equal transformers' with
  *            labels -100 and num_items_in_batch (not the mean of the micro-batches' means,
- *            2 % away), and the loss after one SGD step, for three tilings;
+ *            2 % away), and the loss after one SGD step, for three tilings, and with the
+ *            rows shuffled (the step's sum is the same whatever the grouping);
  *   format   the token file's extension (header, mask section, rows), packing, padding,
  *            cutting and refusing, read back through nnt_data;
  *   errors   broken records, an empty completion, a role the template does not know, a
  *            chat template nnt does not know. */
 #include "testutil.h"
 #include "fixture_st.h"
+#include "train/train.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -408,8 +410,12 @@ static const struct {
     {{sizeof(nnt_tiling), 2, 16, 16, 48, 100, 1, 0}, 2, 16},
 };
 
+/* _i 0..2: the tilings, in order; 3: shuffled rows (tiling 1): one step of 3 x 2 rows is the
+ * whole epoch in another grouping, and the step's loss and gradient, a sum over its counted
+ * targets / N, are the same (the mean of means would not be). */
 START_TEST(test_loss)
 {
+    int shuffle = _i == 3, ti = shuffle ? 1 : _i;
     char path[128];
     snprintf(path, sizeof path, "%s/sft.bin", dir);
     nnt_st_reader *r = fixture_open_st_path(fixture("step.safetensors"));
@@ -418,7 +424,7 @@ START_TEST(test_loss)
     double *loss2 = fixture_read(r, "loss2", NNT_IO_F64, NULL);
     double *means = fixture_read(r, "mean_of_means", NNT_IO_F64, NULL);
     nnt_layer *model = NULL;
-    EXPECT_OK(nnt_model_load_hf(ctx, fixture("model"), B, T, &TILINGS[_i].t, &model));
+    EXPECT_OK(nnt_model_load_hf(ctx, fixture("model"), B, T, &TILINGS[ti].t, &model));
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.kind = NNT_OPTIM_SGD, oo.lr = 0.5, oo.accum_steps = ACCUM;
     nnt_optim *opt = NULL;
@@ -428,7 +434,14 @@ START_TEST(test_loss)
     EXPECT_OK(nnt_data_open(path, NNT_DATA_LLMC, NULL, 0, &data));
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
     to.batch = B, to.seq = T, to.accum = ACCUM, to.steps = 2, to.callback = on_report;
-    to.tile_batch = TILINGS[_i].tile_batch, to.tile_seq = TILINGS[_i].tile_seq;
+    to.tile_batch = TILINGS[ti].tile_batch, to.tile_seq = TILINGS[ti].tile_seq;
+    to.shuffle = shuffle, to.seed = 11;
+    if (shuffle) {   /* the micro-batches group other rows than in order */
+        int other = 0;
+        for (uint64_t i = 0; i < NREC; i++)
+            other |= nnt_shuffled_row(to.seed, NREC, i) / B != i / B;
+        ck_assert(other);
+    }
     nnt_trainer *tr = NULL;
     EXPECT_OK(nnt_trainer_create(model, opt, data, &to, &tr));
     EXPECT_OK(nnt_trainer_step(tr));
@@ -452,7 +465,7 @@ START_TEST(test_loss)
             eg = err, snprintf(worst, sizeof worst, "%s", p.name);
         free(want), free(got);
     }
-    EXPECT_OK(nnt_trainer_step(tr));
+    EXPECT_OK(nnt_trainer_step(tr));   /* the same rows again (shuffled: a new order) */
     double e2 = fabs(losses[2] - loss2[0]) / loss2[0];
     printf("test_sft tiling %d: loss %.6f (transformers %.6f, mean of means %.6f) rel %.2e; "
            "worst gradient rel %.2e (%s); after SGD %.6f rel %.2e\n", _i, losses[1], loss1[0],
@@ -506,7 +519,7 @@ int main(void)
     tcase_add_loop_test(tc, test_encode, 0, 2);
     tcase_add_test(tc, test_templates_and_errors);
     tcase_add_test(tc, test_token_file);
-    tcase_add_loop_test(tc, test_loss, 0, 3);
+    tcase_add_loop_test(tc, test_loss, 0, 4);
     tcase_add_test(tc, test_block_must_match);
     suite_add_tcase(s, tc);
     return run_suite(s);
