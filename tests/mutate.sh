@@ -75,7 +75,7 @@ sft_mean_of_means|lib/train/trainer.c|s@    divisor /= (double)o->accum;@    div
 sft_targets_kept|lib/train/trainer.c|s@tr->kept\[i\] = tr->mask\[i\] ? targets\[i\] : NNT_TRAINER_IGNORE;@tr->kept[i] = targets[i];@|trainer, masked data: every target counted
 sft_prompt_last|lib/data/sft.c|s@memset(s->counts + k, 1, s->n - k);@memset(s->counts + k - 1, 1, s->n - k + 1);@|prompt/completion: the last token of the prompt counted
 sft_span_end|lib/data/sft.c|s@size_t end = p == n ? p : p + 1;@size_t end = p + 1;@|assistant turns: the token after the turn counted too
-mask_row_start|lib/io/tokens.c|s@if ((!counts || counts\[i\]) \&\& !(w->block \&\& at % w->block == 0))@if (!counts || counts[i])@|token writer: the first token of a row may count
+mask_row_start|lib/io/tokens.c|s@ \&\& !(w->block \&\& at % w->block == 0))@)@|token writer: the first token of a row may count
 mask_bit_order|lib/io/tokens.c|s@out\[done\] = (buf\[i / 8 - first\] >> (i % 8)) \& 1u;@out[done] = (buf[i / 8 - first] >> (7 - i % 8)) \& 1u;@|token reader: the bits of the loss mask read most significant first
 window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
 '
