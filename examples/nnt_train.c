@@ -9,7 +9,6 @@
  * See nnt-train(1) and nnt-train --help. */
 #define _XOPEN_SOURCE 700   /* fileno, fsync */
 #include "train.h"
-#include "saved_options.h"
 #include "text_out.h"
 
 #include <errno.h>
@@ -338,8 +337,14 @@ static int open_tokenizer(trainer *t)
         o->tokenizer = o->tokenizer_json || (o->load_hf && access(path, R_OK) == 0)
                            ? TOKENIZER_JSON : TOKENIZER_BYTES;
     }
-    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json)
+    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json) {
+        snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf);
+        if (access(path, R_OK))   /* e.g. a byte-level model's directory */
+            return train_usage_error("--tokenizer json: %s has no tokenizer.json: give "
+                                     "--tokenizer-json FILE, --tokenizer bytes or --tokenizer "
+                                     "bpe", o->load_hf);
         o->tokenizer_json = o->load_hf;   /* (recorded in the checkpoints) */
+    }
     if (o->tokenizer == TOKENIZER_BPE)
         rc = nnt_tokenizer_bpe_load(o->bpe_vocab, o->bpe_merges, &t->tok);
     else if (o->tokenizer == TOKENIZER_JSON)   /* a directory means its tokenizer.json */
@@ -408,29 +413,15 @@ static int model_config(trainer *t)
     return 0;
 }
 
-/* The configuration in an llm.c checkpoint's header (256 little-endian int32: magic
- * 20240326, version 3, maxT, V, L, NH, C, Vp), so that the model gets its tiling once. */
-static int read_llmc_config(trainer *t)
+/* The model's configuration: the --load-hf directory's or the --load-llmc file's (read as the
+ * library reads any model source), the resumed checkpoint's, or the options' (model_config). */
+static int source_config(trainer *t)
 {
-    unsigned char h[7 * 4];
-    int32_t v[7];
-    FILE *f = fopen(t->o.load_llmc, "rb");
-    size_t got = f ? fread(h, 1, sizeof h, f) : 0;
-    if (f)
-        fclose(f);
-    for (int i = 0; i < 7; i++)
-        v[i] = (int32_t)((uint32_t)h[4 * i] | (uint32_t)h[4 * i + 1] << 8 |
-                         (uint32_t)h[4 * i + 2] << 16 | (uint32_t)h[4 * i + 3] << 24);
-    if (got != sizeof h || v[0] != 20240326 || v[1] != 3 || v[2] < 1 || v[3] < 1 ||
-        v[4] < 1 || v[5] < 1 || v[6] < 1) {
-        fprintf(stderr, "nnt-train: --load-llmc %s: not an llm.c fp32 checkpoint (header magic "
-                "20240326, version 3)\n", t->o.load_llmc);
-        return 1;
-    }
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    c.max_seq = v[2], c.vocab = v[3], c.layers = v[4], c.heads = v[5], c.channels = v[6];
-    t->cfg = c;
-    return 0;
+    const char *source = t->o.load_hf ? t->o.load_hf : t->o.load_llmc;
+    int rc = source ? nnt_model_source_config(NULL, source, &t->cfg) : 0;
+    if (rc)
+        return lib_error(t->o.load_hf ? "--load-hf" : "--load-llmc", rc);
+    return source || t->cfg_resumed ? 0 : model_config(t);
 }
 
 /* The tokenizer must not give ids the model does not have, where it encodes something. */
@@ -517,19 +508,11 @@ static int create_model(trainer *t)
     int rc;
     if ((rc = nnt_model_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
         return lib_error("nnt_model_tiling", rc);
-    nnt_gpt_config g = {sizeof g, t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
-                        t->cfg.channels};
-    if (o->load_llmc)
-        rc = nnt_gpt_load_llmc(t->ctx, o->load_llmc, o->batch, o->seq, &t->tiling, &t->model);
-    else if (o->load_safetensors)
-        rc = nnt_gpt_load_safetensors(t->ctx, o->load_safetensors, &g, o->batch, o->seq,
-                                      &t->tiling, &t->model);
-    else if (o->load_hf)
-        rc = nnt_model_load_hf(t->ctx, o->load_hf, o->batch, o->seq, &t->tiling, &t->model);
-    else if (!(rc = nnt_model_create(t->ctx, &t->cfg, o->batch, o->seq, &t->tiling,
-                                     &t->model)))
-        rc = nnt_layer_init(t->model, (uint64_t)o->seed);
-    if (rc)
+    /* loaded, or (source NULL: fresh, or the weights --resume brings) created from --seed */
+    const char *source = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
+                       : o->load_hf;
+    if ((rc = nnt_model_open(t->ctx, source, &t->cfg, o->batch, o->seq, &t->tiling,
+                             (uint64_t)o->seed, &t->model)))
         return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors ? "--load-safetensors"
                          : o->load_hf ? "--load-hf" : "cannot create the model", rc);
     if (o->recompute && (rc = nnt_layer_set_recompute(t->model, 1)))
@@ -647,15 +630,6 @@ static int create_optimizer(trainer *t)
 
 /* ---- the options string of the checkpoints, and --resume --------------------------------- */
 
-/* Integer value of "key": in a saved options string; -1 when absent. */
-static int64_t options_int(const char *s, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = s ? strstr(s, pat) : NULL;
-    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
-}
-
 /* The saved model configuration must be this run's; batches may change (with a note). */
 static int check_resumed_options(trainer *t, const char *saved)
 {
@@ -672,24 +646,24 @@ static int check_resumed_options(trainer *t, const char *saved)
         return 0;
     }
     for (int i = 0; i < 10; i++) {
-        int64_t v = options_int(saved, keys[i]);
+        int64_t v = train_saved_int(saved, keys[i]);
         if (v != have[i] && (i < 5 || v != -1))
             return train_usage_error("--resume %s: the checkpoint's model has %s %lld, this "
                                      "run %lld: give the same model options", t->o.resume,
                                      keys[i], (long long)v, (long long)have[i]);
     }
-    if (options_int(saved, "batch") != t->o.batch || options_int(saved, "seq") != t->o.seq ||
-        options_int(saved, "accum") != t->o.accum)
+    if (train_saved_int(saved, "batch") != t->o.batch || train_saved_int(saved, "seq") != t->o.seq ||
+        train_saved_int(saved, "accum") != t->o.accum)
         say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
                "order differs from an uninterrupted run\n");
-    int64_t held = options_int(saved, "held_out");   /* -1: before nnt-train 0.3's validation */
+    int64_t held = train_saved_int(saved, "held_out");   /* -1: before nnt-train 0.3's validation */
     if (held != t->held_out && (held != -1 || t->held_out != 0))
         say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
                "(--val-split): the training tokens and their order differ\n",
             (long long)(held < 0 ? 0 : held), (long long)t->held_out);
-    if (options_int(saved, "steps") != t->o.steps && t->o.steps > 0)
+    if (train_saved_int(saved, "steps") != t->o.steps && t->o.steps > 0)
         say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
-               "now ends at step %lld instead\n", (long long)options_int(saved, "steps"),
+               "now ends at step %lld instead\n", (long long)train_saved_int(saved, "steps"),
             (long long)t->o.steps);
     return 0;
 }
@@ -709,7 +683,7 @@ static int resume_state(trainer *t)
         return lib_error("--resume", rc);
     if ((rc = check_resumed_options(t, t->resume_saved)))
         return rc;
-    int64_t shuffled = options_int(t->resume_saved, "shuffle");   /* -1: not recorded */
+    int64_t shuffled = train_saved_int(t->resume_saved, "shuffle");   /* -1: not recorded */
     if (shuffled < 0 ? o->shuffle : shuffled != o->shuffle)
         say(t, "note: the checkpoint read the data %s, this run %s: the data position "
                "restarts at 0\n", o->shuffle ? "in order" : "shuffled",
@@ -733,10 +707,10 @@ static int resume_tokenizer(trainer *t, const char *saved)
     train_opts *o = &t->o;
     if (o->tokenizer != TOKENIZER_AUTO || o->tokenizer_json || o->bpe_vocab || o->load_hf)
         return 0;
-    char *kind = saved_option_str(saved, "tokenizer");
+    char *kind = train_saved(saved, "tokenizer");
     const char *keys[3] = {"tokenizer_json", "bpe_vocab", "bpe_merges"};
     for (int i = 0; i < 3; i++)
-        t->resume_tok[i] = saved_option_str(saved, keys[i]);
+        t->resume_tok[i] = train_saved(saved, keys[i]);
     int rc = 0;
     if (kind && !strcmp(kind, "json")) {
         if (!t->resume_tok[0] || access(t->resume_tok[0], R_OK))
@@ -1099,37 +1073,6 @@ static int create_trainer(trainer *t)
 
 /* ---- after training: files, sample, final report ------------------------------------------- */
 
-/* The json tokenizer's file copied into --save-hf DIR as tokenizer.json (a temporary file,
- * fsync, rename), so that the directory is complete for --load-hf and transformers. */
-static int copy_tokenizer_json(const train_opts *o)
-{
-    const char *from = o->tokenizer_json;
-    struct stat st, ds;
-    char src[4096], dst[4096], tmp[4096], buf[1 << 16];
-    int dir = stat(from, &st) == 0 && S_ISDIR(st.st_mode);
-    snprintf(src, sizeof src, dir ? "%s/tokenizer.json" : "%s", from);
-    snprintf(dst, sizeof dst, "%s/tokenizer.json", o->save_hf);
-    snprintf(tmp, sizeof tmp, "%s/tokenizer.json.tmp", o->save_hf);
-    if (stat(src, &st) == 0 && stat(dst, &ds) == 0 && st.st_dev == ds.st_dev &&
-        st.st_ino == ds.st_ino)
-        return 0;   /* --save-hf is the directory the tokenizer came from */
-    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
-    int ok = in && out;
-    for (size_t n; ok && (n = fread(buf, 1, sizeof buf, in)) > 0;)
-        ok = fwrite(buf, 1, n, out) == n;
-    ok = ok && !ferror(in) && !fflush(out) && !fsync(fileno(out));
-    if (in)
-        fclose(in);
-    ok = out && !fclose(out) && ok && !rename(tmp, dst);
-    if (ok)
-        return 0;
-    int e = errno;
-    if (out)
-        remove(tmp);
-    fprintf(stderr, "nnt-train: --save-hf: cannot copy %s to %s: %s\n", src, dst, strerror(e));
-    return 1;
-}
-
 static int write_outputs(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -1144,11 +1087,11 @@ static int write_outputs(trainer *t)
         return lib_error("--save-llmc", rc);
     nnt_hf_save_options hf = NNT_HF_SAVE_OPTIONS_INIT;
     hf.max_shard_bytes = o->save_hf_shard_bytes;
+    /* the json tokenizer's file too, so that the directory is complete for --load-hf */
+    hf.tokenizer_json = o->tokenizer == TOKENIZER_JSON ? o->tokenizer_json : NULL;
     if (o->save_hf && (rc = nnt_model_save_hf_ex(t->model, o->save_hf, &hf)))
         return lib_error("--save-hf", rc);
-    /* (rank > 0 of an MPI job: the library writes the directory on rank 0) */
-    return o->save_hf && o->tokenizer == TOKENIZER_JSON && t->rank == 0 ? copy_tokenizer_json(o)
-                                                                        : 0;
+    return 0;
 }
 
 /* Text with newlines, tabs, printable ASCII and valid UTF-8 as they are, other bytes as
@@ -1311,15 +1254,12 @@ static int setup(trainer *t)
         t->cfg_resumed = nnt_model_train_state_config(NULL, o->resume, &t->cfg) == 0;
     if ((rc = open_tokenizer(t)))
         return rc;
-    if (o->load_hf && (rc = nnt_model_hf_config(NULL, o->load_hf, &t->cfg)))
-        return lib_error("--load-hf", rc);
     snprintf(t->path_best, sizeof t->path_best, "%s/best.safetensors", o->out_dir);
     snprintf(t->path_table, sizeof t->path_table, "%s/trace-ops.txt", o->out_dir);
     t->path_ckpt = o->save ? strdup(o->save) : malloc(strlen(o->out_dir) + 32);
     if (t->path_ckpt && !o->save)
         sprintf(t->path_ckpt, "%s/checkpoint.safetensors", o->out_dir);
-    if ((rc = o->load_llmc ? read_llmc_config(t) : o->load_hf || t->cfg_resumed ? 0
-              : model_config(t)) || (rc = check_config(t)))
+    if ((rc = source_config(t)) || (rc = check_config(t)))
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
@@ -1350,6 +1290,8 @@ static void launcher_rank(int *rank, int *size)
 
 static void teardown(trainer *t)
 {
+    catch_signals(0);   /* (a run that failed: the handlers may still be set) */
+    running = NULL;
     nnt_optim_destroy(t->opt);
     nnt_trainer_destroy(t->tr);
     nnt_layer_destroy(t->model);
@@ -1377,8 +1319,6 @@ static int run(trainer *t)
     rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < t->o.steps
                                     ? t->o.stop_after : t->o.steps);
     double train_s = now_s() - train_start;
-    catch_signals(0);
-    running = NULL;
     nnt_trainer_info_get(t->tr, &t->ti);
     if (t->nonfinite) {
         fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
@@ -1387,16 +1327,30 @@ static int run(trainer *t)
     }
     if (rc)
         return lib_error("training", rc);
-    if (interrupted && t->o.no_save)
+    /* MPI: the ranks' agreed stop decides (a signal to one rank stops every rank after the
+     * same step; the others exit as if they had received SIGTERM; one that came after the
+     * last step's agreement stops nothing) */
+    int stop_sig = !t->mpi ? interrupted : !t->ti.stopped ? 0 : interrupted ? interrupted
+                                                                             : SIGTERM;
+    if (stop_sig && !interrupted)
+        say(t, "another rank of the job was interrupted: every rank stops after step %lld\n",
+            (long long)(t->done + t->nrun));
+    if (stop_sig && t->o.no_save)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
             (long long)(t->done + t->nrun));
-    else if (interrupted)
+    else if (stop_sig)
         say(t, "interrupted (%s) after step %lld: saving; continue with --resume %s\n",
-            interrupted == SIGTERM ? "SIGTERM" : "SIGINT", (long long)(t->done + t->nrun),
+            stop_sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)(t->done + t->nrun),
             t->path_ckpt);
-    if ((rc = write_outputs(t)))
+    /* the handlers stay through the save: a first signal that comes now (under MPI: the
+     * one of a rank that another rank's signal stopped already) only sets the flag; a
+     * second ends the program, the previous checkpoint whole */
+    rc = write_outputs(t);
+    catch_signals(0);
+    running = NULL;
+    if (rc)
         return rc;
-    if (t->o.sample > 0 && !interrupted) {
+    if (t->o.sample > 0 && !stop_sig) {
         double sample_start = now_s();
         if ((rc = print_sample(t)))
             return rc;
@@ -1411,7 +1365,7 @@ static int run(trainer *t)
     if (f)
         fclose(f);
     print_final_report(t, train_s, sample_s, now_s() - start);
-    return interrupted ? 128 + interrupted : 0;
+    return stop_sig ? 128 + stop_sig : 0;
 }
 
 int main(int argc, char **argv)

@@ -768,6 +768,14 @@ NNT_API void nnt_train_state_clear(nnt_train_state *st);
  * release with nnt_train_state_clear) without loading it: its metadata are checked (format,
  * version, optimizer kind, metadata checksum), its tensors are not. ctx may be NULL. */
 NNT_API int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st);
+/* The value of member key of an options string (nnt_train_state.options as nnt_trainer
+ * records it, or any JSON object), searched in document order, inside the objects it holds
+ * too (the trainer's "model"): a string decoded, any other value as written ("12",
+ * "0.10000000000000001", "true", an object's text). Into buf (cap bytes, NUL-terminated);
+ * *found 1, or 0 (buf "") when there is no such member. Malformed JSON NNT_E_FORMAT, a value
+ * longer than cap - 1 bytes NNT_E_INVAL, each with a message. */
+NNT_API int nnt_options_get(const char *options, const char *key, char *buf, size_t cap,
+                            int *found);
 
 
 /* ---- models and families ----------------------------------------------------------------
@@ -909,12 +917,32 @@ NNT_API int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B
                                        const nnt_tiling *tiling, nnt_train_state *st,
                                        nnt_layer **out);
 
+/* The configuration of the model a user names, as nnt-train and nnt-generate take it:
+ * source is a preset's name (nnt_model_preset), a Hugging Face directory (its config.json:
+ * nnt_model_hf_config), an llm.c checkpoint (its header), or a training checkpoint
+ * (nnt_model_train_state_config; a directory holding checkpoint.safetensors, as nnt-train
+ * writes its --out, stands for it). A safetensors file of weights alone is NNT_E_INVAL (it
+ * has no configuration); a name that is neither a file, a directory nor a preset NNT_E_IO.
+ * ctx may be NULL. */
+NNT_API int nnt_model_source_config(nnt_ctx *ctx, const char *source, nnt_model_config *cfg);
+/* The model source names (as nnt_model_source_config) for batches of (B, T) (tiling: NULL or
+ * with 0 entries = automatic): a preset, or source NULL, is created in configuration cfg
+ * (NULL: the preset's) and initialised by nnt_layer_init(seed); a directory or checkpoint is
+ * loaded (nnt_model_load_hf, nnt_gpt_load_llmc, nnt_model_load_train_state: its own
+ * configuration, cfg and seed unused); GPT-2 weights in a safetensors file are loaded in
+ * configuration cfg (nnt_gpt_load_safetensors). On failure *out is NULL. */
+NNT_API int nnt_model_open(nnt_ctx *ctx, const char *source, const nnt_model_config *cfg,
+                           int64_t B, int64_t T, const nnt_tiling *tiling, uint64_t seed,
+                           nnt_layer **out);
+
 /* How nnt_model_save_hf_ex writes the weights. */
 typedef struct nnt_hf_save_options {
     size_t size;                  /* sizeof(nnt_hf_save_options), set by the init macro      */
     uint64_t max_shard_bytes;     /* most tensor bytes a file holds; 0: one model.safetensors */
+    const char *tokenizer_json;   /* a tokenizer.json (or its directory) copied into the
+                                     directory, so that it is complete; NULL: none           */
 } nnt_hf_save_options;
-#define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0 }
+#define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0, NULL }
 
 /* nnt_model_save_hf with options (NULL: NNT_HF_SAVE_OPTIONS_INIT). When the weights exceed
  * max_shard_bytes they are split as transformers' save_pretrained(max_shard_size) splits
@@ -924,7 +952,8 @@ typedef struct nnt_hf_save_options {
  * A directory holds one checkpoint: a sharded save removes the old index before its first
  * shard and, after its index, model.safetensors and the shards of other counts; a
  * one-file save removes an index and every shard after writing model.safetensors.
- * config.json comes last. */
+ * tokenizer_json is copied to dir/tokenizer.json (a temporary file, fsync, rename; nothing
+ * when it is that file) after the weights; config.json comes last. */
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
 
@@ -1222,7 +1251,7 @@ typedef struct nnt_trainer_info {
     int64_t step;                /* updates done (resumed ones included)                       */
     uint64_t data_pos;           /* next window's token offset; shuffled: sequences read       */
     uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
-    int stopped;                 /* a stop was requested                                       */
+    int stopped;                 /* the run stopped at a request (of any rank, under MPI)      */
     double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
     double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
     double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
@@ -1257,7 +1286,9 @@ NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
 /* Continue from a file of nnt_trainer_save: parameters, optimizer, step, data position, rng,
  * the best validation loss. */
 NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
-/* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
+/* Async-signal-safe (sets a flag only): the run stops after the step in progress. Under
+ * MPI the ranks agree at each step boundary: a request on any rank stops (or, for
+ * nnt_trainer_request_save, saves) every rank after the same step. */
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
 /* Ask for a checkpoint after the step in progress (or the next one), written to the
  * options' checkpoint path, the run going on (e.g. on SIGUSR1, a scheduler's warning before

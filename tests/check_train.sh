@@ -393,6 +393,9 @@ fi
 expect_error llama_weights "--save-hf" $llama --steps 1 --save-weights
 expect_error llama_kv_gpt2 "--kv-heads" $small --kv-heads 2
 expect_error llama_hf_opts "--load-hf" --load-hf "$tmp/l1/hf" --layers 2
+# a byte-level directory (no tokenizer.json) with --tokenizer json: bytes is among the choices
+expect_error llama_hf_nojson "has no tokenizer.json: give --tokenizer-json FILE, --tokenizer bytes" \
+    --load-hf "$tmp/l1/hf" --tokenizer json --steps 1 --out "$tmp/nojson"
 # --save-hf-shard-size: the same training saved in shards (an index, no model.safetensors)
 # that --load-hf reads to the same weights as the one-file directory (the same losses)
 run_ok llama8s $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l6" \
@@ -799,10 +802,25 @@ expect_error steps_huge "out of range" $small --data "$tmp/corpus.txt" --steps 9
 grep -q "not an integer" "$tmp/steps_huge.err" && fail "steps_huge: called not an integer"
 expect_error steps_word "not an integer" $small --data "$tmp/corpus.txt" --steps ten
 
+# the parser the three programs share (examples/cli.c): each message as nnt-generate's and
+# nnt-tokenize's (check_generate.sh, check_tokenize.sh)
+expect_error unknown_named "unknown option '--frobnicate' (see nnt-train --help)" $small --frobnicate
+expect_error needs_value "--seed needs a value" $small --seed
+expect_error range_open "--beta1: 1 is out of range (0 to 1, 1 excluded)" $small --beta1 1
+expect_error range_int "--steps: 99999999999999999999 is out of range (0 to 9000000000000000)" \
+    $small --steps 99999999999999999999
+expect_error choice "--optim: 'lion' is not one of adamw, adam, sgd" $small --optim lion
+expect_error flag_value "--recompute takes no value" $small --recompute=1
+expect_error operand "unexpected argument 'extra' (see nnt-train --help)" $small extra
+expect_error empty "--data: empty value" $small --data=
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
-[ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
+[ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" &&
+    grep -q -- '--steps N  *total optimizer steps, resumed ones included (default 2000)' \
+        "$tmp/help.out" && grep -q 'nnt-train(1)' "$tmp/help.out" || fail "--help"
 run version --version
-[ $status -eq 0 ] && grep -q 'nnt-train' "$tmp/version.out" || fail "--version"
+[ $status -eq 0 ] && grep -q '^nnt-train (nnt) [0-9]*\.[0-9]*\.[0-9]*, library ' \
+    "$tmp/version.out" || fail "--version"
 
 exit $fail

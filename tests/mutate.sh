@@ -60,8 +60,13 @@ block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
 val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt)));@o->val_len, (uint64_t)(k * bt + 1)));@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
+mpi_no_stop_agreement|lib/train/trainer.c|s@if (tr->ctx->mpi \&\& tr->ctx->nranks > 1)@if (0)@|trainer: the ranks do not agree on stop and save requests at a step boundary
+mpi_save_no_wait|lib/mpi/mpi.c|s@if (!ctx->mpi .. ctx->nranks < 2)@if (1)@|MPI save: ranks return before rank 0 has written the file
+train_signals_off_before_save|examples/nnt_train.c|0,/rc = write_outputs(t);/s@rc = write_outputs(t);@catch_signals(0), rc = write_outputs(t);@|nnt-train: signal handlers reset before the final save
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
 resume_data_given|examples/nnt_train.c|s@for (int i = data_given ? NRESUMED_DATA : 0; saved@for (int i = NRESUMED_DATA; saved@|nnt-train --resume: the data options of the checkpoint never taken
+options_no_nesting|lib/train/options.c|s@if (nnt_json_peek(j) == .{. \&\& depth < OPTIONS_MAXDEPTH)@if (0)@|nnt_options_get: the members of nested objects (those of the model) not found
+cli_open_max|examples/cli.c|s@((d->flags \& CLI_OPEN_MAX) \&\& \*v == d->max))@0)@|shared option parser: an excluded maximum accepted (--beta1 1)
 clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
 cosine_floor_zero|lib/optim/optim.c|s@return o->min_lr + 0.5 \* (o->lr - o->min_lr) \* (1.0 + cos(PI \* progress));@return o->min_lr + 0.5 * o->lr * (1.0 + cos(PI * progress));@|cosine schedule: the half cosine from lr, not from lr - min_lr (the same at min_lr 0)
 llama3_low_default|lib/ops/rope.c|s@float s = ((1.0f / wavelen) \* orig - low) / span;@float s = ((1.0f / wavelen) * orig - 1.0f) / span;@|RoPE llama3: the smoothing with low_freq_factor 1 (its usual value) whatever the option says

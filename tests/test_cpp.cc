@@ -392,6 +392,10 @@ void test_hf(nnt::context &ctx)
 
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::layer::load_hf(ctx, "/no/such/dir", B, T));
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::model_hf_config("/no/such/dir"));
+    // any source the way a user names it (nnt_model_open): a preset, created from the seed
+    nnt::layer p1 = nnt::layer::open(ctx, "llama-tiny", nullptr, B, T, nullptr, 3);
+    EXPECT(p1.config().kv_heads == nnt::model_source_config("llama-tiny").kv_heads);
+    EXPECT_ERROR(NNT_E_IO, "no-such-model", nnt::model_source_config("no-such-model"));
 
     // the training state: the caller's section round-trips, a model loads from it
     nnt::optimizer opt(ctx, nnt::optim_options());
@@ -418,6 +422,12 @@ void test_hf(nnt::context &ctx)
     nnt::layer m3 = nnt::layer::load_train_state(ctx, path, B, T, nullptr, &st3);
     EXPECT(st3.data_pos() == 1234 && m3.config().vocab == 61);
     EXPECT_ERROR(NNT_E_IO, "", nnt::train_state::info(tmpdir + "/none"));
+    // a member of an options string (nnt_options_get), nested ones too
+    info.set_options("{\"model\": {\"vocab\": 61}, \"tokenizer\": \"json\"}");
+    EXPECT(info.option("vocab") == std::optional<std::string>("61"));
+    EXPECT(info.option("tokenizer") == std::optional<std::string>("json"));
+    EXPECT(!info.option("seed"));   // absent
+    EXPECT_ERROR(NNT_E_FORMAT, "nnt_options_get", nnt::options_get("{\"a\" 1}", "a"));
 }
 
 void test_tokens(nnt::context &)

@@ -346,7 +346,7 @@ NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path)
     NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    return nnt_model_save_llmc(gpt, fn, path);
+    return nnt_mpi_saved(gpt->ctx, nnt_model_save_llmc(gpt, fn, path), fn, path);
 }
 
 NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
@@ -355,7 +355,7 @@ NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
     NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    return nnt_model_save_gpt2_st(gpt, fn, path);
+    return nnt_mpi_saved(gpt->ctx, nnt_model_save_gpt2_st(gpt, fn, path), fn, path);
 }
 
 /* ---- generation ------------------------------------------------------------------------------ */

@@ -130,6 +130,10 @@ int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path);
  * fn (and the file). */
 int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
                         int64_t T, const nnt_tiling *tiling, int tree, nnt_layer **out);
+/* The GPT-2 configuration of an llm.c checkpoint's header (the file checked as the loader
+ * checks it). Errors name fn (and the file). */
+int nnt_model_llmc_config(nnt_ctx *ctx, const char *fn, const char *path,
+                          nnt_model_config *cfg);
 /* A GPT-2 model (GPT layer or tree) as an llm.c checkpoint (temporary file, fsync, rename),
  * Vp = V. Errors name fn. */
 int nnt_model_save_llmc(nnt_layer *model, const char *fn, const char *path);

@@ -52,6 +52,7 @@ struct nnt_trainer {
     int tracing;
     volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
     volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
+    int stopping;                  /* the ranks' agreed stop, at the last step boundary    */
     double peak;                   /* the MFU's peak (peak_flops or measured)              */
     int peak_measured;
     int peak_low;                  /* a step ran faster than the measured peak             */
@@ -642,10 +643,11 @@ static char *options_string(const nnt_trainer *tr, int64_t step)
 /* Integer or real value of "key": in an options string; def when absent. */
 static double options_number(const char *s, const char *key, double def)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = s ? strstr(s, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : def;
+    char text[64];
+    int found = 0;
+    if (!s || nnt_options_get(s, key, text, sizeof text, &found) || !found)
+        return def;
+    return strtod(text, NULL);
 }
 
 static int save_at(nnt_trainer *tr, const char *path, int64_t step)
@@ -797,8 +799,7 @@ static int trace_control(nnt_trainer *tr, int64_t step, int after)
         NNT_TRY(nnt_trace_start(tr->ctx));
         tr->tracing = 1;
     }
-    if (after && tr->tracing && (step == first + o->trace_steps - 1 || step == tr->until ||
-                                 tr->stop)) {
+    if (after && tr->tracing && (step == first + o->trace_steps - 1 || step == tr->until)) {
         tr->tracing = 0;
         NNT_TRY(nnt_trace_stop(tr->ctx, o->trace, o->trace_table));
     }
@@ -858,8 +859,22 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
  * request, nor while a trace records (its timeline and table are the training steps'). */
 static int validates(const nnt_trainer *tr, int64_t step)
 {
-    return tr->o.val_batches > 0 && !tr->stop && !tr->tracing &&
+    return tr->o.val_batches > 0 && !tr->stopping && !tr->tracing &&
            ((tr->o.val_every > 0 && step % tr->o.val_every == 0) || step == tr->until);
+}
+
+/* The stop and save requests of every rank, agreed at a step boundary: a signal may reach
+ * one rank only, and the ranks must stop, validate and save together (each of those is
+ * collective). One process: its own requests. Returns whether a save was asked for. */
+static int agree_requests(nnt_trainer *tr, int *save)
+{
+    int64_t asked[2] = {tr->stop != 0, tr->save != 0};
+    if (tr->ctx->mpi && tr->ctx->nranks > 1)
+        NNT_TRY(nnt_mpi_max(tr->ctx, asked, 2));
+    tr->stopping = asked[0] != 0;
+    if (save)
+        *save = asked[1] != 0;
+    return NNT_OK;
 }
 
 static int one_step(nnt_trainer *tr)
@@ -877,10 +892,12 @@ static int one_step(nnt_trainer *tr)
     if (!isfinite(r.loss))
         return nnt_fail(tr->ctx, NNT_E_STATE, "the loss is not finite at step %lld: a lower "
                         "learning rate?", (long long)step);
-    if (r.validates && !tr->stop)   /* (a stop asked for during the report: none) */
+    int save_asked;
+    NNT_TRY(agree_requests(tr, &save_asked));
+    if (r.validates && !tr->stopping)   /* (a stop asked for during the report: none) */
         NNT_TRY(validate_at(tr, step, NULL));
     int periodic = tr->o.save_every > 0 && step % tr->o.save_every == 0 && step < tr->until;
-    if (tr->o.checkpoint && (periodic || tr->save)) {
+    if (tr->o.checkpoint && (periodic || save_asked)) {
         tr->save = 0;
         NNT_TRY(save_at(tr, tr->o.checkpoint, step));
         nnt_trainer_report c;
@@ -908,8 +925,15 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
         return validate_at(tr, steps_done(tr), NULL);
     tr->until = until > 0 && until < tr->o.steps ? until : tr->o.steps;
     int rc = open_logs(tr);
-    while (!rc && !tr->stop && steps_done(tr) < tr->until)
+    if (!rc)
+        rc = agree_requests(tr, NULL);
+    while (!rc && !tr->stopping && steps_done(tr) < tr->until)
         rc = one_step(tr);
+    if (tr->tracing) {   /* stopped before the traced steps' end */
+        tr->tracing = 0;
+        int trc = nnt_trace_stop(tr->ctx, tr->o.trace, tr->o.trace_table);
+        rc = rc ? rc : trc;
+    }
     tr->until = tr->o.steps;
     return rc ? rc : write_svg(tr);
 }
@@ -942,7 +966,7 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
                                   "initialise it with NNT_TRAINER_INFO_INIT"));
     info->step = steps_done(tr), info->data_pos = tr->data_pos;
     memcpy(info->rng, tr->rng, sizeof info->rng);
-    info->stopped = tr->stop != 0, info->best_val_loss = tr->best_val;
+    info->stopped = tr->stopping, info->best_val_loss = tr->best_val;
     info->flops_per_token = tr->flops_per_token;
     info->peak_flops = tr->peak, info->peak_measured = tr->peak_measured;
     info->validations = tr->nvalidations;
