@@ -2,7 +2,10 @@
 /* nnt_token_writer: the public streaming writer of llm.c token files (what nnt_data_open reads
  * as NNT_DATA_LLMC), over lib/io's nnt_tok_writer: 16-bit ids (magic 20240520, version 1) or
  * 32-bit ids (llm.c's Llama 3 header, magic 20240801, version 7), the count put in the header
- * at close, the file put in place atomically (temporary file, fsync, rename).
+ * at close, the file put in place atomically (temporary file, fsync, rename). With the mask or
+ * block options, nnt's extension (lib/io/tokens.c): which tokens count in the loss, and rows
+ * of block tokens that write_example lays whole examples in (padded or packed, never
+ * continued into the next row).
  * Failures are recorded in the writer's context when it was given one and is still live, else
  * as the calling thread's last error (nnt_ctx_last_error(NULL)). */
 #include "../internal.h"
