@@ -19,7 +19,8 @@
  *       BUILD/tests/fuzz_loaders SRCDIR [ITERATIONS [SEED]]
  *
  * 2026-11-26, 9000 iterations: no report (tokenizer 482 loaded / 2518 refused, config
- * 653 / 2347, safetensors 141 / 2859). */
+ * 653 / 2347, safetensors 141 / 2859). 2026-11-28, with prompt/answer data, 3000 iterations:
+ * no report (records or configuration 216 taken / 534 refused). */
 #include <nnt.h>
 
 #include <stdint.h>
