@@ -622,7 +622,7 @@ static int read_mask_span(const nnt_data *d, int64_t start, int64_t n, uint8_t *
             lo = mid + 1;
     }
     for (size_t f = lo; n > 0; f++) {
-        int64_t first = f ? d->file_end[f - 1] : 0;
+        int64_t first = f > 0 ? d->file_end[f - 1] : 0;
         int64_t k = d->file_end[f] - start < n ? d->file_end[f] - start : n;
         char err[NNT_IO_ERRLEN];
         int rc = nnt_tok_read_mask(d->file[f], (uint64_t)(start - first), (size_t)k, counts,

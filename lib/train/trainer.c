@@ -497,7 +497,7 @@ static int read_range_mask(nnt_data *data, int64_t start, int64_t len, uint64_t 
 {
     int64_t at = (int64_t)(pos % (uint64_t)len);
     while (n > 0) {
-        int64_t run = len - at < n ? len - at : n;
+        int64_t run = n < len - at ? n : len - at;
         NNT_TRY(nnt_data_read_mask(data, start + at, counts, run));
         counts += run, n -= run, at = 0;
     }
