@@ -14,6 +14,7 @@
 #include <nnt.h>
 
 #include "cli.h"
+#include "tokenize_jsonl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,12 +39,20 @@ typedef struct opts {
     int64_t threads, chunk;
     char **inputs;
     int ninputs;
+    /* --jsonl: prompt/answer records (examples/tokenize_jsonl.c)                          */
+    int jsonl, pack, pad;
+    int64_t seq;
+    int too_long;                 /* 0 refuse, 1 cut                                        */
+    int chat_template;            /* index in chat_templates                                */
+    const char *tokenizer_config;
 } opts;
 
 enum { TOK_BYTES, TOK_BPE, TOK_JSON };
 enum { BITS_16, BITS_32 };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const token_bits[] = {"16", "32", NULL};
+static const char *const too_long[] = {"refuse", "cut", NULL};
+static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -67,6 +76,21 @@ static const cli_option table[] = {
     OPT_INT("chunk-bytes", chunk, 1, 1 << 30, "1048576", 0, "N",
             "the size files are cut to for the threads (default\n1048576; the output does "
             "not depend on it)"),
+    OPT_GROUP("Prompt/answer data (JSON Lines; --out only):"),
+    OPT_FLAG("jsonl", jsonl, 0, "the INPUTs are JSON Lines of {\"text\"}, {\"prompt\",\n"
+             "\"completion\"} or {\"messages\"} records; the file records\nwhich tokens count "
+             "in the loss"),
+    OPT_INT("seq", seq, 2, 2147483647.0, NULL, 0, "T", "rows of T tokens, nnt-train's --seq "
+            "(needed with\n--jsonl)"),
+    OPT_FLAG("pad", pad, 0, NULL),
+    OPT_FLAG("pack", pack, 0, "one example a row (--pad, the default), or several\nwhole ones"),
+    OPT_CHOICE("too-long", too_long, too_long, "refuse", 0, "refuse|cut",
+               "an example longer than T (default refuse)"),
+    OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
+               "auto|none|chatml|llama3 for \"messages\" (default auto:\nthe "
+               "tokenizer_config.json's, when nnt knows it)"),
+    OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "tokenizer_config.json "
+            "(default: the one beside\n--tokenizer-json)"),
 };
 
 static const cli_program program = {
@@ -117,7 +141,33 @@ static int parse_opts(int argc, char **argv, opts *o)
                      "--tokenizer-json)");
     if (o->tokenizer == TOK_BYTES && (o->json || o->vocab || o->merges))
         return usage("%s", "--tokenizer bytes takes no tokenizer file");
+    if (o->pack && o->pad)
+        return usage("%s", "give one of --pack and --pad");
+    if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
+                      o->tokenizer_config))
+        return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template and "
+                     "--tokenizer-config are for --jsonl input");
+    if (o->jsonl && (!o->out || !o->seq))
+        return usage("%s", "--jsonl writes rows of T tokens to a file: give --seq T (nnt-train's "
+                     "--seq) and --out FILE");
     return 0;
+}
+
+/* --jsonl: the records into rows of T with their loss mask (tokenize_jsonl.c). */
+static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
+{
+    static const nnt_chat_template templates[] = {NNT_CHAT_AUTO, NNT_CHAT_NONE, NNT_CHAT_CHATML,
+                                                  NNT_CHAT_LLAMA3};
+    jsonl_opts j = {o->seq, o->pack, o->too_long == 1, templates[o->chat_template],
+                    o->tokenizer_config, o->json};
+    jsonl_stats st;
+    int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
+                            o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);
+    if (rc == 0 && isatty(2))
+        fprintf(stderr, "nnt-tokenize: %lld examples (%lld cut) in %lld rows of %lld, %lld "
+                "targets count in the loss\n", (long long)st.examples, (long long)st.cut,
+                (long long)st.rows, (long long)o->seq, (long long)st.counted);
+    return rc;
 }
 
 static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
@@ -568,6 +618,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "nnt-tokenize: --token-bits 16: the vocabulary has %lld ids, above "
                 "65536\n", (long long)vocab);
         return 2;
+    }
+    if (o.jsonl) {
+        rc = run_jsonl(&o, tok, vocab);
+        nnt_tokenizer_destroy(tok);
+        return rc;
     }
     files f = {NULL, 0, 0};
     uint64_t total = 0;

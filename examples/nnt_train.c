@@ -630,6 +630,9 @@ static int open_data(trainer *t)
     }
     nnt_data_num_tokens(t->data, &t->ntokens);
     t->held_out = (int64_t)((double)t->ntokens * o->val_split);
+    nnt_data_info di = NNT_DATA_INFO_INIT;   /* rows of whole examples: split on a row */
+    if (nnt_data_info_get(t->data, &di) == 0 && di.block > 0)
+        t->held_out -= t->held_out % di.block;
     t->ntokens -= t->held_out;
     if (t->ntokens < 2) {
         fprintf(stderr, "nnt-train: %s: %lld tokens%s, at least 2 are needed\n", path,

@@ -563,6 +563,13 @@ NNT_API int nnt_layer_child(nnt_layer *layer, int i, nnt_layer **child);
  * sequential ending with one, a GPT). The tensor is copied. NULL: forget them (forward then
  * computes no loss). */
 NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets);
+/* As nnt_layer_set_targets; the forwards with these targets divide the summed cross-entropy
+ * of the counted targets (those not ignore_index) by divisor (> 0) for the loss and its
+ * gradient, instead of by their number (divisor 0, and nnt_layer_set_targets: the mean).
+ * For gradient accumulation as transformers does it (a step's loss is the sum over all its
+ * micro-batches divided by the step's counted targets N, num_items_in_batch), give every
+ * micro-batch N / accum_steps: the optimizer divides the summed gradients by accum_steps. */
+NNT_API int nnt_layer_set_targets_ex(nnt_layer *layer, nnt_tensor *targets, double divisor);
 /* y = layer(x). y (may be NULL) gets the layer's output tensor (see above). For a layer
  * with targets, forward also computes the mean loss (nnt_layer_loss). */
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y);
@@ -1106,6 +1113,27 @@ NNT_API int nnt_data_num_tokens(const nnt_data *data, int64_t *n);
 NNT_API int nnt_data_format_of(const nnt_data *data, nnt_data_format *format);
 /* n tokens starting at pos (taken modulo the number of tokens), wrapping to the start. */
 NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
+/* Whether tokens pos .. pos + n - 1 (wrapping as nnt_data_read) count as targets in the loss:
+ * counts[i] 1 or 0, from the loss mask of nnt-tokenize's prompt/answer files (1 for every
+ * token of a source without one). A token that does not count is a target the trainer sets to
+ * the cross-entropy's ignore index (-1), as transformers' label -100. */
+NNT_API int nnt_data_read_mask(nnt_data *data, int64_t pos, uint8_t *counts, int64_t n);
+
+/* What a source holds (nnt_data_info_get). */
+typedef struct nnt_data_info {
+    size_t size;                  /* sizeof(nnt_data_info): set it before the call            */
+    nnt_data_format format;       /* TEXT, LLMC or NANOGPT                                    */
+    int64_t tokens;               /* all tokens                                               */
+    int masked;                   /* 1: a file has a loss mask (not every token counts)       */
+    int64_t counted;              /* tokens that count as targets (tokens when not masked)    */
+    int64_t block;                /* > 0: the files are rows of block tokens, one or more whole
+                                     examples each (nnt-tokenize --seq): train with T = block;
+                                     0: a stream                                              */
+} nnt_data_info;
+
+#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0 }
+
+NNT_API int nnt_data_info_get(const nnt_data *data, nnt_data_info *info);
 
 /* A streaming writer of llm.c token files (what nnt_data_open reads as NNT_DATA_LLMC, and
  * nnt-tokenize(1) writes): ids are written as they come; close puts the count in the header
@@ -1121,9 +1149,20 @@ typedef struct nnt_token_writer_options {
                                      above 65536                                            */
     int64_t vocab;                /* > 0: ids must be below it (and it must fit bits); 0: only
                                      the format's range is checked                          */
+    /* prompt/answer data: nnt's extension of the header (nnt-tokenize(1), TOKEN FILES)    */
+    int mask;                     /* 1: the file records which tokens count as targets in the
+                                     loss (nnt_token_writer_write_masked, _write_example)    */
+    int64_t block;                /* > 0: rows of block tokens (nnt-train's T) that
+                                     nnt_token_writer_write_example lays examples in; the file
+                                     is whole rows at close; 0: none                        */
+    int pack;                     /* write_example: 0 one example a row, the rest padded; 1
+                                     whole examples one after another while they fit        */
+    int cut;                      /* write_example, an example longer than block: 0 refused
+                                     (NNT_E_INVAL), 1 its first block tokens kept            */
+    int32_t pad;                  /* the id that fills rows (never a target)                 */
 } nnt_token_writer_options;
 
-#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0 }
+#define NNT_TOKEN_WRITER_OPTIONS_INIT { sizeof(nnt_token_writer_options), 0, 0, 0, 0, 0, 0, 0 }
 
 /* Create path's temporary file and write a header with count 0 (opts NULL: the defaults).
  * ctx may be NULL; when given (and still live) failures are recorded there. */
@@ -1135,6 +1174,16 @@ NNT_API int nnt_token_writer_open(nnt_ctx *ctx, const char *path,
  * written (the writer stays usable); a write error is NNT_E_IO, after which only close (which
  * then fails) and destroy remain. */
 NNT_API int nnt_token_writer_write(nnt_token_writer *w, const int32_t *ids, size_t n);
+/* Append n ids of which those with counts[i] != 0 count as targets in the loss (counts
+ * NULL: all of them); needs the mask option. A row's first token never counts. */
+NNT_API int nnt_token_writer_write_masked(nnt_token_writer *w, const int32_t *ids,
+                                          const uint8_t *counts, size_t n);
+/* One example (a prompt and its answer) laid whole in rows of block tokens: it starts a new
+ * row unless pack is set and it fits in the rest of the current one (which is padded
+ * otherwise); longer than block: cut or refused (NNT_E_INVAL) as the options say. Its first
+ * token never counts. Needs the mask and block options. */
+NNT_API int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
+                                           const uint8_t *counts, size_t n);
 /* The number of ids written so far. */
 NNT_API int nnt_token_writer_count(const nnt_token_writer *w, int64_t *n);
 /* Put the count in the header, fsync and rename the file into place; frees w whatever the
@@ -1143,6 +1192,47 @@ NNT_API int nnt_token_writer_count(const nnt_token_writer *w, int64_t *n);
 NNT_API int nnt_token_writer_close(nnt_token_writer *w);
 /* Abandon the file: the temporary file is removed, path is untouched; NULL is accepted. */
 NNT_API void nnt_token_writer_destroy(nnt_token_writer *w);
+
+/* Prompt/answer records (JSON Lines, the forms of TRL's SFTTrainer) to token ids and which
+ * of them count as targets in the loss (nnt_sft_create(3)); nnt-tokenize(1) writes them to a
+ * token file with nnt_token_writer_write_example. */
+typedef struct nnt_sft nnt_sft;
+
+typedef enum nnt_chat_template {
+    NNT_CHAT_AUTO = 0,            /* the tokenizer_config.json's, when nnt recognises it      */
+    NNT_CHAT_NONE = 1,            /* none: "messages" records are refused                     */
+    NNT_CHAT_CHATML = 2,          /* <|im_start|>ROLE\n CONTENT<|im_end|>\n (SmolLM2, Qwen)   */
+    NNT_CHAT_LLAMA3 = 3           /* <|begin_of_text|> then <|start_header_id|>ROLE
+                                     <|end_header_id|>\n\n CONTENT<|eot_id|> (Llama 3)         */
+} nnt_chat_template;
+
+typedef struct nnt_sft_options {
+    size_t size;                  /* sizeof(nnt_sft_options), set by the init macro          */
+    const char *tokenizer_config; /* tokenizer_config.json (or its directory): eos_token, and
+                                     chat_template with NNT_CHAT_AUTO; NULL: none (no eos is
+                                     appended)                                               */
+    nnt_chat_template chat_template;
+} nnt_sft_options;
+
+#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO }
+
+/* tok must outlive the encoder. A chat template nnt does not recognise is NNT_E_UNSUPPORTED
+ * naming it; the file unreadable NNT_E_IO, malformed NNT_E_FORMAT. */
+NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts,
+                           nnt_sft **out);
+NNT_API void nnt_sft_destroy(nnt_sft *s);
+/* The template "messages" records are rendered with (NNT_CHAT_NONE: none). */
+NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
+/* The id to pad rows with: tokenizer_config.json's pad_token, else its eos_token (TRL's
+ * choice), when it is one token; else 0. Padding never counts in the loss. */
+NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
+/* "chatml", "llama3" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
+NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
+/* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n
+ * entries, valid until the next call. A malformed record, a kind it cannot be (keys), an
+ * empty completion, an unknown role, no assistant message are NNT_E_FORMAT naming it. */
+NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int32_t **ids,
+                           const uint8_t **counts, size_t *n);
 
 /* A tokenizer from a Hugging Face tokenizer.json (the `tokenizers` package's format; a
  * directory: its tokenizer.json), used with

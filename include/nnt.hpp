@@ -789,6 +789,11 @@ public:
 
     /* Targets (copied); forward then also computes the mean loss. */
     void set_targets(tensor_ref targets) { check(nnt_layer_set_targets(h(), targets.get())); }
+    /* The loss of the following forwards: the summed cross-entropy / divisor (0: the mean). */
+    void set_targets(tensor_ref targets, double divisor)
+    {
+        check(nnt_layer_set_targets_ex(h(), targets.get(), divisor));
+    }
     void clear_targets() { check(nnt_layer_set_targets(h(), nullptr)); }
     /* y = layer(x); y belongs to the layer, valid until its next forward or backward. */
     tensor_ref forward(tensor_ref x)
@@ -1231,6 +1236,19 @@ public:
         std::vector<std::int32_t> ids(static_cast<std::size_t>(n > 0 ? n : 0));
         check(nnt_data_read(get(), pos, ids.data(), n));
         return ids;
+    }
+    /* Whether the n tokens from pos count as targets in the loss (1) or not (0). */
+    std::vector<std::uint8_t> read_mask(std::int64_t pos, std::int64_t n)
+    {
+        std::vector<std::uint8_t> counts(static_cast<std::size_t>(n > 0 ? n : 0));
+        check(nnt_data_read_mask(get(), pos, counts.data(), n));
+        return counts;
+    }
+    nnt_data_info info() const
+    {
+        nnt_data_info i = NNT_DATA_INFO_INIT;
+        check(nnt_data_info_get(get(), &i));
+        return i;
     }
 };
 

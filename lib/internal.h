@@ -581,6 +581,12 @@ void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
 /* Mark t as written (after its producing tasks were submitted). */
 static inline void nnt_tensor_mark_written(nnt_tensor *t) { t->written = 1; }
 
+/* ---- tokenizers (lib/data/tokenizer.c) ------------------------------------------------- */
+/* The special ids tok's post-processor adds before and after one sequence when special
+ * tokens are added (a Hugging Face TemplateProcessing "single"; none for others). */
+void nnt_tokenizer_single_affixes(const nnt_tokenizer *tok, const int32_t **pre, size_t *npre,
+                                  const int32_t **post, size_t *npost);
+
 /* ---- task statistics, tracing and memory statistics (lib/trace/trace.c) ---------------- */
 
 /* Switch StarPU's task profiling on and zero the statistics (nnt_ctx_create, once StarPU

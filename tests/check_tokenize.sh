@@ -4,7 +4,11 @@
 # token file holds the ids --print gives (16-bit and, with --token-bits 32, 32-bit headers);
 # chunked and multi-threaded output equals one chunk on one thread, and a directory equals its
 # files in name order; nnt-train reads the file; refusals (exit 1 naming the file, 2 for bad
-# usage, no output file left); the progress line on a terminal only.
+# usage, no output file left); the progress line on a terminal only. JSON Lines of
+# prompt/answer records (--jsonl, tests/fixtures/sft): the rows and loss mask of the file equal
+# TRL's ids and labels padded to T, nnt-train's first loss on it is transformers' with labels
+# -100 and gradient accumulation; broken lines, an empty completion, an unknown role, an
+# unknown chat template, an example longer than T are refused naming the line or template.
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-tokenize"
@@ -188,6 +192,80 @@ if command -v script > /dev/null 2>&1 && script -q -e -c true /dev/null > /dev/n
 else
     echo "skip: progress on a terminal: no working script(1)"
 fi
+
+# --jsonl: prompt/answer records into rows of T with a loss mask
+sft="$top_srcdir/tests/fixtures/sft"
+run_ok jsonl --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" \
+    --out "$tmp/sft.bin" "$sft/records.jsonl"
+# header: magic, version 2 (the extension), count, flags 1 (a mask), rows of 64
+set -- $(od -An -v -tu4 -N 20 "$tmp/sft.bin")
+[ "$1 $2 $3 $4 $5" = "20240520 2 384 1 64" ] || fail "jsonl: header $*"
+od -An -v -tu2 -j 1024 -N 768 "$tmp/sft.bin" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//' \
+    > "$tmp/sft.ids"
+od -An -v -tu1 -j 1792 "$tmp/sft.bin" | awk '{ for (i = 1; i <= NF; i++)
+    for (b = 0; b < 8; b++) printf "%s%d", (n++ ? " " : ""), int($i / 2 ^ b) % 2 }' \
+    | cut -d' ' -f1-384 > "$tmp/sft.mask"
+# TRL's input_ids and labels, each row padded to 64 with the pad token (1); a row's first
+# token never counts
+awk '$1 == "ids" { for (i = 2; i <= 65; i++) ids = ids (ids == "" ? "" : " ") (i <= NF ? $i : 1) }
+     $1 == "labels" { for (i = 2; i <= 65; i++)
+         m = m (m == "" ? "" : " ") (i > 2 && i <= NF && $i != -100 ? 1 : 0) }
+     END { print ids > "'"$tmp"'/want.ids"; print m > "'"$tmp"'/want.mask" }' \
+    "$sft/llama3.expected"
+[ "$(cat "$tmp/sft.ids")" = "$(cat "$tmp/want.ids")" ] || fail "jsonl: the ids differ from TRL's"
+[ "$(cat "$tmp/sft.mask")" = "$(cat "$tmp/want.mask")" ] ||
+    fail "jsonl: the loss mask differs from TRL's labels"
+# nnt-train's loss on it before any update: transformers' 7.840593 (N = 54 counted targets in
+# micro-batches of 26, 9 and 19; the mean of the micro-batches' means would be 8.002753)
+if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 64 --accum 3 \
+    --steps 1 --print-loss --no-save --sample 0 --out "$tmp/train-sft" > "$tmp/sft.out" 2>&1; then
+    grep -q '^step 1 loss 7\.84059[0-9]' "$tmp/sft.out" ||
+        { fail "jsonl: nnt-train's loss is not transformers' 7.840593:"; cat "$tmp/sft.out"; }
+else
+    fail "nnt-train on the --jsonl file:"; tail -n 5 "$tmp/sft.out"
+fi
+if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 32 --steps 1 \
+    --no-save --sample 0 --out "$tmp/train-sft32" > "$tmp/sft32.out" 2>&1; then
+    fail "jsonl: nnt-train --seq 32 took rows of 64"
+else
+    grep -q "train with seq 64, not 32" "$tmp/sft32.out" ||
+        { fail "jsonl: --seq 32 refused without saying why:"; cat "$tmp/sft32.out"; }
+fi
+# packed rows: the four short ChatML records (8 + 17 + 23 + 14 tokens) share a row, the two
+# conversations (84, cut to 64, and 58) take one each: 3 rows instead of 6
+run_ok packed --jsonl --seq 64 --pack --too-long cut --tokenizer-json "$sft/chatml/tokenizer.json" \
+    --out "$tmp/packed.bin" "$sft/records.jsonl"
+set -- $(od -An -v -tu4 -N 20 "$tmp/packed.bin")
+[ "$3 $5" = "192 64" ] || fail "packed: $3 tokens in rows of $5, expected 3 rows of 64"
+# refusals, naming the line
+printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
+expect_error jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
+    --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/broken.jsonl"
+printf '{"prompt": "Q", "completion": ""}\n' > "$tmp/empty.jsonl"
+expect_error jsonl-empty 1 "empty.jsonl:1: .*empty completion" --jsonl --seq 64 \
+    --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/empty.jsonl"
+printf '{"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]}\n' \
+    > "$tmp/role.jsonl"
+expect_error jsonl-role 1 "role.jsonl:1: .*role \"tool\", which the Llama 3 template does not know" \
+    --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" \
+    "$tmp/role.jsonl"
+expect_error jsonl-long 1 "records.jsonl:5: .*does not fit in a row of 64" --jsonl --seq 64 \
+    --tokenizer-json "$sft/chatml/tokenizer.json" --out "$tmp/x.bin" "$sft/records.jsonl"
+grep -q -- "--too-long cut" "$tmp/jsonl-long.err" || fail "jsonl-long: no hint of --too-long cut"
+printf '{"chat_template": "{%% for m in messages %%}<s>[INST] {{ m.content }}{%% endfor %%}"}' \
+    > "$tmp/tokenizer_config.json"
+expect_error jsonl-template 1 'chat_template "{% for m in messages %}<s>\[INST\]' --jsonl \
+    --seq 64 --tokenizer-json "$sft/chatml/tokenizer.json" --tokenizer-config \
+    "$tmp/tokenizer_config.json" --out "$tmp/x.bin" "$sft/records.jsonl"
+run_ok jsonl-template-given --jsonl --seq 96 --chat-template chatml --tokenizer-json \
+    "$sft/chatml/tokenizer.json" --tokenizer-config "$tmp/tokenizer_config.json" \
+    --out "$tmp/x.bin" "$sft/records.jsonl"
+expect_error jsonl-noseq 2 "give --seq T" --jsonl --tokenizer-json "$sft/chatml/tokenizer.json" \
+    --out "$tmp/x.bin" "$sft/records.jsonl"
+expect_error jsonl-seqonly 2 "are for --jsonl input" --seq 64 --out "$tmp/x.bin" "$tmp/ab.txt"
+expect_error jsonl-tmpl 2 "'vicuna' is not one of auto, none, chatml, llama3" --jsonl --seq 64 \
+    --chat-template vicuna --out "$tmp/x.bin" "$sft/records.jsonl"
+[ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "jsonl: a temporary file was left behind"
 
 [ $fail -eq 0 ] && echo "ok: nnt-tokenize"
 exit $fail

@@ -5,7 +5,11 @@
  * random byte, JSON punctuation, NUL, a UTF-8 continuation byte, or a letter or digit for
  * another), and loads it: a tokenizer.json (then encodes and decodes a text, and decodes
  * out-of-range ids), a Llama config.json beside an intact model.safetensors, or a
- * model.safetensors whose header region is mutated. Loads may succeed or fail; what it
+ * model.safetensors whose header region is mutated, or prompt/answer data: a record of
+ * tests/fixtures/sft/records.jsonl encoded (nnt_sft_encode) and laid out in rows of a token
+ * file (nnt_token_writer_write_example, read back through nnt_data with its mask), or a
+ * tokenizer_config.json whose chat template is recognised or refused (nnt_sft_create).
+ * Loads may succeed or fail; what it
  * looks for is a crash, a hang or a sanitizer report. Build and run (iterations and seed
  * optional):
  *
@@ -15,7 +19,8 @@
  *       BUILD/tests/fuzz_loaders SRCDIR [ITERATIONS [SEED]]
  *
  * 2026-11-26, 9000 iterations: no report (tokenizer 482 loaded / 2518 refused, config
- * 653 / 2347, safetensors 141 / 2859). */
+ * 653 / 2347, safetensors 141 / 2859). 2026-11-28, with prompt/answer data, 3000 iterations:
+ * no report (records or configuration 216 taken / 534 refused). */
 #include <nnt.h>
 
 #include <stdint.h>
@@ -135,6 +140,43 @@ static int try_tokenizer(const char *path)
     return 1;
 }
 
+/* Prompt/answer data: one record (len bytes) through an encoder over tok and the writer of
+ * rows of 16 (cut), read back; or, with config, an encoder made from a mutated
+ * tokenizer_config.json. 1 when it was taken. */
+static int try_sft(const nnt_tokenizer *tok, const char *config, const char *record,
+                   size_t len, const char *out)
+{
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = config;
+    nnt_sft *s = NULL;
+    if (nnt_sft_create(tok, &so, &s) != NNT_OK)
+        return 0;
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0;
+    int ok = nnt_sft_encode(s, record, len, &ids, &counts, &n) == NNT_OK;
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.mask = 1, wo.block = 16, wo.cut = 1, wo.pack = (int)(next() % 2);
+    nnt_token_writer *w = NULL;
+    if (ok && nnt_token_writer_open(NULL, out, &wo, &w) == NNT_OK) {
+        if (nnt_token_writer_write_example(w, ids, counts, n) == NNT_OK &&
+            nnt_token_writer_close(w) == NNT_OK) {
+            nnt_data *d = NULL;
+            uint8_t mask[40];
+            int32_t back[40];
+            if (nnt_data_open(out, NNT_DATA_LLMC, NULL, 0, &d) == NNT_OK) {
+                nnt_data_read(d, 3, back, 40);
+                nnt_data_read_mask(d, 3, mask, 40);
+                nnt_data_close(d);
+            }
+        } else {
+            nnt_token_writer_destroy(w);
+        }
+    }
+    nnt_sft_destroy(s);
+    return ok;
+}
+
 static int try_model(nnt_ctx *ctx, const char *dir)
 {
     nnt_layer *model = NULL;
@@ -175,9 +217,22 @@ int main(int argc, char **argv)
         return 2;
     }
     nnt_log_set_level(NNT_LOG_ERROR);
-    long loaded[3] = {0, 0, 0}, refused[3] = {0, 0, 0};
+    long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
+    char sft_tok[1024], sft_cfg[1024], sft_records[1024], cfg_copy[1024], rows[1024];
+    snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
+    snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
+    snprintf(sft_records, sizeof sft_records, "%s/tests/fixtures/sft/records.jsonl", src);
+    snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
+    snprintf(rows, sizeof rows, "%s/rows.bin", work);
+    nnt_tokenizer *stok = NULL;
+    size_t nrec = 0;
+    unsigned char *records = read_all(sft_records, &nrec);
+    if (nnt_tokenizer_hf_load(sft_tok, &stok) != NNT_OK) {
+        fprintf(stderr, "fuzz_loaders: %s\n", nnt_ctx_last_error(NULL));
+        return 2;
+    }
     for (long it = 0; it < iters; it++) {
-        int what = (int)(it % 3);
+        int what = (int)(it % 4);
         int ok;
         if (what == 0) {
             char fix[1024];
@@ -188,16 +243,42 @@ int main(int argc, char **argv)
             mutated_copy(fix_cfg, cfg, 0);
             plain_copy(fix_st, st);
             ok = try_model(ctx, model_dir);
-        } else {
+        } else if (what == 2) {
             plain_copy(fix_cfg, cfg);
             mutated_copy(fix_st, st, 1);
             ok = try_model(ctx, model_dir);
+        } else {
+            char which[1024];
+            snprintf(which, sizeof which, sft_cfg, next() % 2 ? "llama3" : "chatml");
+            unsigned char line[1024];
+            size_t start = 0, len = 0, k = (size_t)(next() % 6);
+            for (size_t i = 0, l = 0; i < nrec; i++)   /* line k of the records */
+                if (records[i] == '\n') {
+                    if (l++ == k) {
+                        len = i - start;
+                        break;
+                    }
+                    start = i + 1;
+                }
+            len = len < sizeof line ? len : sizeof line;
+            memcpy(line, records + start, len);
+            int config = next() % 4 == 0;   /* a mutated config, or a mutated record */
+            if (config)
+                mutated_copy(which, cfg_copy, 0);
+            else
+                plain_copy(which, cfg_copy), len = mutate(line, len, 0);
+            ok = try_sft(stok, cfg_copy, (const char *)line, len, rows);
         }
         ok ? loaded[what]++ : refused[what]++;
     }
     printf("fuzz_loaders: %ld iterations: tokenizer.json %ld loaded / %ld refused, config.json "
-           "%ld / %ld, safetensors header %ld / %ld\n", iters, loaded[0], refused[0], loaded[1],
-           refused[1], loaded[2], refused[2]);
+           "%ld / %ld, safetensors header %ld / %ld, prompt/answer records or "
+           "tokenizer_config.json %ld / %ld\n", iters, loaded[0], refused[0], loaded[1],
+           refused[1], loaded[2], refused[2], loaded[3], refused[3]);
+    nnt_tokenizer_destroy(stok);
+    free(records);
+    unlink(cfg_copy);
+    unlink(rows);
     nnt_ctx_destroy(ctx);
     unlink(tok_path);
     unlink(cfg);

@@ -63,7 +63,7 @@ llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child)@gl_rmsnorm_new(l->ctx, C, 1e-5, t, fn, \&child)@|RMSNorm block: eps 1e-5 whatever norm_eps says
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
-val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt));@o->val_len, (uint64_t)(k * bt + 1));@|trainer validation: every window one token late
+val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt), di.masked);@o->val_len, (uint64_t)(k * bt + 1), di.masked);@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
 mpi_no_stop_agreement|lib/train/trainer.c|s@if (tr->ctx->mpi \&\& tr->ctx->nranks > 1)@if (0)@|trainer: the ranks do not agree on stop and save requests at a step boundary
 mpi_save_no_wait|lib/mpi/mpi.c|s@ctx->nranks < 2)@ctx->nranks < 99)@|MPI save: ranks return before rank 0 has written the file
@@ -80,6 +80,13 @@ qk_norm_eps_fixed|lib/models/transformer.c|s@ao.qk_norm_eps = c->norm_eps;@ao.qk
 grad_flag_kept|lib/layers/layer.c|/^double nnt_layer_grad_beta/,/return 0.0;/s@l->params\[i\].grad_dropped = 0;@l->params[i].grad_dropped = 1;@|dropped gradients: the flag never reset, so every backward after nnt_layer_clear_grad writes instead of adding
 tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, dwte), dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, dwte), dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
 window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
+sft_mask_shift|lib/train/trainer.c|s@read_range_mask(data, start, len, pos + 1, tr->mask, B \* T)@read_range_mask(data, start, len, pos, tr->mask, B * T)@|trainer, masked data: the mask of the inputs taken for the targets (shifted by one)
+sft_mean_of_means|lib/train/trainer.c|s@    divisor /= (double)o->accum;@    divisor = 0;@|trainer, masked data: each micro-batch its own mean (the mean of means, not the sum over the step / N of transformers)
+sft_targets_kept|lib/train/trainer.c|s@tr->kept\[i\] = tr->mask\[i\] ? targets\[i\] : NNT_TRAINER_IGNORE;@tr->kept[i] = targets[i];@|trainer, masked data: every target counted
+sft_prompt_last|lib/data/sft.c|s@memset(s->counts + k, 1, s->n - k);@memset(s->counts + k - 1, 1, s->n - k + 1);@|prompt/completion: the last token of the prompt counted
+sft_span_end|lib/data/sft.c|s@size_t end = p == n ? p : p + 1;@size_t end = p + 1;@|assistant turns: the token after the turn counted too
+mask_row_start|lib/io/tokens.c|s@ \&\& !(w->block \&\& at % w->block == 0))@)@|token writer: the first token of a row may count
+mask_bit_order|lib/io/tokens.c|s@out\[done\] = (buf\[i / 8 - first\] >> (i % 8)) \& 1u;@out[done] = (buf[i / 8 - first] >> (7 - i % 8)) \& 1u;@|token reader: the bits of the loss mask read most significant first
 window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
 lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B

@@ -16,6 +16,7 @@
 //     the losses (steps and validation) of the same trainer through the C API, bit for bit.
 #include <nnt.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -287,6 +288,13 @@ run train_cpp(nnt::context &ctx, const nnt::model_config &cfg)
     }
     EXPECT(opt.stats().step == STEPS);
     EXPECT(opt.stats().grad_norm > 0.0);
+    m.set_targets(tgt);   /* a divisor of 2 B T halves the mean (forward only) */
+    m.forward(tok);
+    double mean = m.loss();
+    m.set_targets(tgt, 2.0 * B * T);
+    m.forward(tok);
+    EXPECT(std::fabs(m.loss() - mean / 2) <= 1e-12 * mean);
+    m.set_targets(tgt);
     for (const nnt::param_info &p : m.params())
         r.params.push_back(p.value.to_vector<float>());
     r.generated = m.generate(prompt, 5);
@@ -474,6 +482,8 @@ void test_tokens(nnt::context &)
     nnt::data d(path, NNT_DATA_TEXT, &moved, 256);
     EXPECT(d.num_tokens() == 6 && d.format() == NNT_DATA_TEXT);
     EXPECT((d.read(4, 4) == std::vector<std::int32_t>{'e', 'f', 'a', 'b'}));
+    EXPECT((d.read_mask(4, 3) == std::vector<std::uint8_t>{1, 1, 1}));   /* text: no mask */
+    EXPECT(d.info().masked == 0 && d.info().tokens == d.num_tokens() && d.info().block == 0);
     nnt::data d2 = std::move(d);
     EXPECT(!d && d2.num_tokens() == 6);
     EXPECT_ERROR(NNT_E_IO, "", nnt::data(tmpdir + "/none.bin"));

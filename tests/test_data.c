@@ -580,7 +580,7 @@ START_TEST(test_bad_files)
     ck_assert_ptr_null(d);
     EXPECT_RC(nnt_data_open(test_tmp_path("nope"), NNT_DATA_TEXT, NULL, 0, &d), NNT_E_IO);
     /* corrupt llm.c headers: version, count vs size (both ways), negative count */
-    write_llmc(test_tmp_path("v.bin"), 20240520, 2, 16, tok, 16);
+    write_llmc(test_tmp_path("v.bin"), 20240520, 3, 16, tok, 16);   /* 2: the extension */
     EXPECT_RC(nnt_data_open(test_tmp_path("v.bin"), NNT_DATA_AUTO, NULL, 0, &d), NNT_E_FORMAT);
     EXPECT_MSG("version");
     write_llmc(test_tmp_path("c.bin"), 20240520, 1, 17, tok, 16);

@@ -1553,9 +1553,9 @@ START_TEST(tok_corrupt)
     IO_FAIL(nnt_tok_open(q, NNT_TOK_LLMC, 0, &r, err, sizeof err), NNT_E_FORMAT,
             "bad magic 20240326 in header[0] (expected 20240520 for 16-bit or 20240801 for 32-bit "
             "tokens)");
-    shard(q, 20240520, 2, 100, 100);
+    shard(q, 20240520, 3, 100, 100);   /* (2 is nnt's extension, tests/test_sft.c) */
     IO_FAIL(nnt_tok_open(q, NNT_TOK_LLMC, 0, &r, err, sizeof err), NNT_E_FORMAT,
-            "unknown version 2 in header[1]");
+            "unknown version 3 in header[1]");
     /* 32-bit shards: every prefix refused, version and size tied to the magic, ids < 2^31 */
     IO_OK(nnt_tok_write(p, NNT_TOK_LLMC32, t, 100, err, sizeof err));
     b = read_bytes(p, &n);

@@ -28,6 +28,9 @@ struct nnt_data {
     nnt_tok_reader **file;        /* (nfiles)                                              */
     int64_t *file_end;            /* (nfiles) tokens of the files up to each one's end     */
     int32_t *tokens;              /* TEXT: (count) ids                                     */
+    int masked;                   /* a file has a loss mask (nnt-tokenize's prompt/answer data) */
+    int64_t counted;              /* tokens that count as targets                          */
+    int64_t block;                /* the files' rows (0: none)                             */
 };
 
 /* ---- text: files and directories, tokenized at open ---------------------------------- */
@@ -310,6 +313,7 @@ static int open_text(const char *path, const path_list *l, const nnt_tokenizer *
     d->format = NNT_DATA_TEXT;
     d->tokens = fit ? fit : b.ids;
     d->count = (int64_t)b.n;
+    d->counted = d->count;
     return NNT_OK;
 }
 
@@ -344,6 +348,26 @@ static const char *token_file_kind(nnt_data_format f)
     return f == NNT_DATA_LLMC ? "an llm.c shard" : "a nanoGPT file";
 }
 
+/* The tokens of r that count as targets (its loss mask's bits). */
+static int count_targets(const nnt_tok_reader *r, const char *path, int64_t *counted)
+{
+    uint8_t buf[1 << 14];
+    uint64_t n = nnt_tok_count(r);
+    int64_t c = 0;
+    for (uint64_t at = 0; at < n;) {
+        size_t k = n - at < sizeof buf ? (size_t)(n - at) : sizeof buf;
+        char err[NNT_IO_ERRLEN];
+        int rc = nnt_tok_read_mask(r, at, k, buf, err, sizeof err);
+        if (rc)
+            return nnt_fail(NULL, rc, "nnt_data_open: %s: %s", path, err);
+        for (size_t i = 0; i < k; i++)
+            c += buf[i];
+        at += k;
+    }
+    *counted = c;
+    return NNT_OK;
+}
+
 /* Append an open token file to d's stream (d takes r); the files must be of one format. */
 static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, const char *first)
 {
@@ -364,6 +388,24 @@ static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, cons
         nnt_tok_close(r);
         return nnt_fail(NULL, NNT_E_NOMEM, "nnt_data_open: %s: out of host memory", path);
     }
+    int64_t block = (int64_t)nnt_tok_block(r);
+    if (d->nfiles && block != d->block) {
+        nnt_tok_close(r);
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s has rows of %lld tokens but %s "
+                        "of %lld (nnt-tokenize --seq): give files written for one T", path,
+                        (long long)block, first, (long long)d->block);
+    }
+    int64_t counted = (int64_t)nnt_tok_count(r);
+    if (nnt_tok_has_mask(r)) {
+        int rc = count_targets(r, path, &counted);
+        if (rc) {
+            nnt_tok_close(r);
+            return rc;
+        }
+        d->masked = 1;
+    }
+    d->block = block;
+    d->counted += counted;
     d->format = f;
     d->count += (int64_t)nnt_tok_count(r);
     d->file[d->nfiles] = r;
@@ -381,6 +423,9 @@ static void close_token_files(nnt_data *d)
     d->file_end = NULL;
     d->nfiles = 0;
     d->count = 0;
+    d->counted = 0;
+    d->masked = 0;
+    d->block = 0;
 }
 
 /* The files of l as one stream: token files of format, or with AUTO whatever they are (all
@@ -498,13 +543,19 @@ int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer 
         nnt_data_close(d);
         return rc;
     }
-    char files[48] = "";
+    char files[48] = "", mask[96] = "";
     if (d->nfiles > 1)
         snprintf(files, sizeof files, ", %zu files in name order", d->nfiles);
-    nnt_log(NNT_LOG_INFO, "data: %s: %lld tokens (%s%s)", path, (long long)d->count,
+    if (d->masked)
+        snprintf(mask, sizeof mask, "; %lld count in the loss%s", (long long)d->counted,
+                 d->block ? "" : "");
+    if (d->block)
+        snprintf(mask + strlen(mask), sizeof mask - strlen(mask), "; rows of %lld",
+                 (long long)d->block);
+    nnt_log(NNT_LOG_INFO, "data: %s: %lld tokens (%s%s%s)", path, (long long)d->count,
             d->format == NNT_DATA_TEXT ? "text" : d->format == NNT_DATA_LLMC ? "llm.c shard"
                                                                               : "nanoGPT",
-            files);
+            files, mask);
     *out = d;
     return NNT_OK;
 }
@@ -552,6 +603,68 @@ static int read_span(const nnt_data *d, int64_t start, int64_t n, int32_t *ids)
             return nnt_fail(NULL, rc, "nnt_data_read: %s", err);
         start += k, n -= k, ids += k;
     }
+    return NNT_OK;
+}
+
+/* The mask of tokens [start, start + n) of the source, inside it: 1 counts, 0 not. */
+static int read_mask_span(const nnt_data *d, int64_t start, int64_t n, uint8_t *counts)
+{
+    if (!d->masked) {
+        memset(counts, 1, (size_t)n);
+        return NNT_OK;
+    }
+    size_t lo = 0, hi = d->nfiles - 1;   /* the first file ending after start */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->file_end[mid] > start)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (size_t f = lo; n > 0; f++) {
+        int64_t first = f > 0 ? d->file_end[f - 1] : 0;
+        int64_t k = d->file_end[f] - start < n ? d->file_end[f] - start : n;
+        char err[NNT_IO_ERRLEN];
+        int rc = nnt_tok_read_mask(d->file[f], (uint64_t)(start - first), (size_t)k, counts,
+                                   err, sizeof err);
+        if (rc)
+            return nnt_fail(NULL, rc, "nnt_data_read_mask: %s", err);
+        start += k, n -= k, counts += k;
+    }
+    return NNT_OK;
+}
+
+int nnt_data_read_mask(nnt_data *data, int64_t pos, uint8_t *counts, int64_t n)
+{
+    if (!data || (!counts && n > 0))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_data_read_mask: %s is NULL",
+                        data ? "counts" : "data");
+    if (n < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_data_read_mask: n = %lld < 0", (long long)n);
+    int64_t at = pos % data->count;
+    if (at < 0)
+        at += data->count;
+    for (int64_t done = 0; done < n;) {
+        int64_t k = data->count - at < n - done ? data->count - at : n - done;
+        NNT_TRY(read_mask_span(data, at, k, counts + done));
+        done += k;
+        at = 0;
+    }
+    return NNT_OK;
+}
+
+int nnt_data_info_get(const nnt_data *data, nnt_data_info *info)
+{
+    static const char fn[] = "nnt_data_info_get";
+    if (!data || !info)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, data ? "info" : "data");
+    NNT_TRY(nnt_check_struct_size(NULL, fn, "info", info->size, sizeof *info, 0,
+                                  "initialise it with NNT_DATA_INFO_INIT"));
+    info->format = data->format;
+    info->tokens = data->count;
+    info->masked = data->masked;
+    info->counted = data->counted;
+    info->block = data->block;
     return NNT_OK;
 }
 

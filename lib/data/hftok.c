@@ -370,7 +370,47 @@ static int each_item(loader *l, const jv *o, const char *path, const char *list,
 }
 
 
-/* Post-processors only add special tokens (encode is add_special_tokens=False) or offsets. */
+/* TemplateProcessing's "single" template: the ids of its special tokens before and after
+ * the sequence ($A), from its special_tokens map, kept for nnt_hftok_single_affixes. */
+static int template_single(loader *l, const jv *o, const char *path)
+{
+    const jv *single = hft_jv_get(o, "single"), *specials = hft_jv_get(o, "special_tokens");
+    char k[300];
+    snprintf(k, sizeof k, "%s.single", path);
+    if (!single)
+        return 0;
+    if (single->type != JV_ARR)
+        return hft_bad(l, k, "is not an array");
+    int after = 0;
+    for (size_t i = 0; i < single->n; i++) {
+        const jv *it = &single->items[i], *sp = hft_jv_get(it, "SpecialToken");
+        if (hft_jv_get(it, "Sequence")) {
+            after = 1;
+            continue;
+        }
+        const jv *id = sp ? hft_jv_get(sp, "id") : NULL;
+        const jv *entry = id && id->type == JV_STR && specials ? hft_jv_get(specials, id->s)
+                                                               : NULL;
+        const jv *ids = entry ? hft_jv_get(entry, "ids") : NULL;
+        if (!ids || ids->type != JV_ARR)
+            return hft_bad(l, k, "names a special token without ids in special_tokens");
+        for (size_t j = 0; j < ids->n; j++) {
+            size_t *n = after ? &l->t->nsingle_post : &l->t->nsingle_pre;
+            int32_t *dst = after ? l->t->single_post : l->t->single_pre;
+            const jv *v = &ids->items[j];
+            char *end = NULL;
+            long x = v->type == JV_NUM ? strtol(v->s, &end, 10) : -1;
+            if (x < 0 || x >= NNT_HFTOK_MAXVOCAB || (end && *end) || *n == 8)
+                return hft_bad(l, k, "has a special token id that is not a small integer, or "
+                               "more than 8 of them");
+            dst[(*n)++] = (int32_t)x;
+        }
+    }
+    return 0;
+}
+
+/* Post-processors only add special tokens (encode is add_special_tokens=False) or offsets;
+ * TemplateProcessing's for one sequence are kept (nnt_hftok_single_affixes). */
 static int postprocessor_item(loader *l, const jv *o, const char *path)
 {
     int rc;
@@ -379,7 +419,9 @@ static int postprocessor_item(loader *l, const jv *o, const char *path)
     snprintf(k, sizeof k, "%s.type", path);
     if (rc)
         return rc;
-    if (strcmp(type, "ByteLevel") == 0 || strcmp(type, "TemplateProcessing") == 0 ||
+    if (strcmp(type, "TemplateProcessing") == 0)
+        return template_single(l, o, path);
+    if (strcmp(type, "ByteLevel") == 0 ||
         strcmp(type, "RobertaProcessing") == 0 || strcmp(type, "BertProcessing") == 0)
         return 0;
     return hft_unsupported(l, k, type, "Sequence, ByteLevel, TemplateProcessing, "
@@ -769,3 +811,9 @@ int nnt_hftok_encode(const nnt_hftok *t, const char *text, size_t len, int32_t *
     return rc;
 }
 
+void nnt_hftok_single_affixes(const nnt_hftok *t, const int32_t **pre, size_t *npre,
+                              const int32_t **post, size_t *npost)
+{
+    *pre = t->single_pre, *npre = t->nsingle_pre;
+    *post = t->single_post, *npost = t->nsingle_post;
+}

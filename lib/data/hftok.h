@@ -31,4 +31,9 @@ int nnt_hftok_encode(const nnt_hftok *t, const char *text, size_t len, int32_t *
 int nnt_hftok_decode(const nnt_hftok *t, const int32_t *ids, size_t n, char *out, size_t cap,
                      size_t *len, char *err, size_t errlen);
 
+/* The special ids a TemplateProcessing post-processor puts before (pre) and after (post)
+ * one sequence, as the tokenizers package's encode(text, add_special_tokens=True) does (e.g.
+ * Llama 3's <|begin_of_text|>); none for other post-processors. */
+void nnt_hftok_single_affixes(const nnt_hftok *t, const int32_t **pre, size_t *npre,
+                              const int32_t **post, size_t *npost);
 #endif

@@ -89,6 +89,10 @@ struct nnt_hftok {
     dec_step *dec;
     size_t ndec;
     int has_decoder;
+    int32_t single_pre[8], single_post[8]; /* TemplateProcessing "single": the special ids
+                                     before and after the sequence (encode with
+                                     add_special_tokens=True)                                */
+    size_t nsingle_pre, nsingle_post;
     int bytelevel;                /* a ByteLevel pre-tokenizer: invalid bytes have a token   */
     int byte_fallback, ignore_merges, fuse_unk;
     int32_t unk;                  /* -1: none                                                */

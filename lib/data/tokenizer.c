@@ -187,3 +187,12 @@ int nnt_tokenizer_decode(const nnt_tokenizer *tok, const int32_t *ids, size_t n,
         return decode_bpe(tok, ids, n, text, cap, len);
     return decode_bytes(ids, n, text, cap, len);
 }
+
+void nnt_tokenizer_single_affixes(const nnt_tokenizer *tok, const int32_t **pre, size_t *npre,
+                                  const int32_t **post, size_t *npost)
+{
+    static const int32_t none[1] = {0};
+    *pre = *post = none, *npre = *npost = 0;
+    if (tok && tok->kind == TOK_HF)
+        nnt_hftok_single_affixes(tok->hf, pre, npre, post, npost);
+}

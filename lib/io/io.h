@@ -207,6 +207,8 @@ int nnt_llmc_write(const char *path, const nnt_llmc_config *cfg,
 /* 32-bit tokens (vocabularies above 65535): llm.c's Llama 3 shard header (tokens.c says why) */
 #define NNT_TOK_MAGIC32 20240801
 #define NNT_TOK_VERSION32 7
+/* nnt's extension (tokens.c): version + 1, header[3] flags, header[4] block */
+#define NNT_TOK_FLAG_MASK 1u          /* a loss-mask section follows the tokens             */
 
 typedef enum {
     NNT_TOK_AUTO = 0,   /* llm.c magic in the first 4 bytes: LLMC; else name ends in ".bin":
@@ -234,6 +236,12 @@ nnt_tok_format nnt_tok_format_of(const nnt_tok_reader *r); /* the resolved forma
  * wrapping around is the caller's business). */
 int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out,
                  char *err, size_t errlen);
+/* The extension: 1 when the file has a loss mask; its rows (0: none); out[i] = 1 when token
+ * start + i counts as a target, else 0 (a file without a mask: all 1). */
+int nnt_tok_has_mask(const nnt_tok_reader *r);
+uint64_t nnt_tok_block(const nnt_tok_reader *r);
+int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
+                      char *err, size_t errlen);
 /* Write n tokens in format (not AUTO) through temp + fsync + rename: LLMC and NANOGPT need
  * ids in 0..65535 (LLMC: n <= INT32_MAX), LLMC32 ids >= 0, TEXT ids in 0..255. */
 int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
@@ -250,6 +258,15 @@ int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
 int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, char *err,
                          size_t errlen);
 uint64_t nnt_tok_writer_count(const nnt_tok_writer *w);   /* tokens written so far      */
+/* Before the first token (LLMC, LLMC32): nnt's extended header, with a loss mask (masked) and
+ * rows of block tokens (0: none; finish then refuses a count that is not whole rows). The
+ * mask is held in memory (n / 8 bytes) and written after the tokens at finish. */
+int nnt_tok_writer_extend(nnt_tok_writer *w, int masked, uint64_t block, char *err,
+                          size_t errlen);
+/* As nnt_tok_writer_write; counts[i] != 0: token i counts as a target (NULL: all do; a
+ * writer without a mask takes only NULL). A row's first token never counts. */
+int nnt_tok_writer_write_masked(nnt_tok_writer *w, const int32_t *tokens, const uint8_t *counts,
+                                size_t n, char *err, size_t errlen);
 int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen);
 void nnt_tok_writer_abort(nnt_tok_writer *w);             /* accepts NULL               */
 /* The 1024-byte llm.c header for n tokens: 16-bit (wide == 0) or 32-bit (wide != 0). */

@@ -8,7 +8,13 @@
  *       32-bit (vocabularies above 65535, e.g. Llama 3's 128256): magic 20240801, version 7,
  *         n little-endian uint32 (ids below 2^31). This is the header llm.c's own data scripts
  *         (dev/data/data_common.py, "llama-3") write, so their Llama 3 shards read as they are;
- *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
+ *     nnt's extension of both kinds (nnt-tokenize(1) writes it for prompt/answer data):
+ *       header[1] the kind's version + 1 (2 for 16-bit, 8 for 32-bit), header[3] flags (bit 0:
+ *       a loss-mask section follows the tokens; other bits must be 0), header[4] block (the
+ *       row length T the examples were laid out in, n a multiple of it; 0: none), then after
+ *       the n tokens, with flag bit 0, ceil(n / 8) bytes: bit i % 8 (least significant first)
+ *       of byte i / 8 is 1 when token i counts as a target in the loss. Readers that know only
+ *       versions 1 and 7 (llm.c, nnt before 0.4) refuse such a file by its version;
  *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
  *   text: any bytes, one token per byte (byte-level tokenizer, vocab 256).
  * Windows are read with pread: files are never loaded whole. */
@@ -27,6 +33,8 @@ struct nnt_tok_reader {
     uint64_t data_off;             /* byte offset of token 0                                */
     size_t elsize;                 /* 4 (uint32), 2 (uint16) or 1 (byte)                    */
     int32_t vocab;                 /* > 0: ids must be below it                             */
+    uint64_t mask_off;             /* byte offset of the loss-mask section; 0: none         */
+    uint64_t block;                /* rows of block tokens (the extension's header[4]); 0   */
 };
 
 static const char *format_name(nnt_tok_format f)
@@ -74,24 +82,40 @@ static int open_llmc(nnt_tok_reader *r, uint64_t size, char *err, size_t errlen)
     r->format = wide ? NNT_TOK_LLMC32 : NNT_TOK_LLMC;
     what = format_name(r->format);
     int32_t want_version = wide ? NNT_TOK_VERSION32 : NNT_TOK_VERSION;
-    if (version != want_version)
+    int extended = version == want_version + 1;
+    if (version != want_version && !extended)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT,
                            "%s (%s): unknown version %ld in header[1] (expected %ld after "
-                           "magic %ld)",
-                           path, what, (long)version, (long)want_version, (long)magic);
+                           "magic %ld) (or %ld: nnt's extension with a loss mask)",
+                           path, what, (long)version, (long)want_version, (long)magic,
+                           (long)want_version + 1);
     if (n < 0)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT,
                            "%s (%s): negative token count %ld in header[2]", path, what,
                            (long)n);
+    uint32_t flags = extended ? nnt_io_le32(h + 12) : 0;
+    int32_t block = extended ? (int32_t)nnt_io_le32(h + 16) : 0;
+    if (flags & ~(uint32_t)NNT_TOK_FLAG_MASK)
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): unknown flags 0x%lx in "
+                           "header[3] (known: 0x%x, a loss-mask section)", path, what,
+                           (unsigned long)flags, NNT_TOK_FLAG_MASK);
+    if (block < 0 || (block > 0 && n % block))
+        return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): header[4] gives rows of %ld "
+                           "tokens, but header[2] = %ld tokens is not a whole number of them",
+                           path, what, (long)block, (long)n);
     r->elsize = wide ? 4 : 2;
-    uint64_t want = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n;
+    uint64_t mask_bytes = flags & NNT_TOK_FLAG_MASK ? ((uint64_t)n + 7) / 8 : 0;
+    uint64_t want = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes;
     if (size != want)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT,
                            "%s (%s): %llu bytes, but header[2] = %ld tokens needs 1024 + %zu * "
-                           "%ld = %llu bytes (%s)",
+                           "%ld%s = %llu bytes (%s)",
                            path, what, (unsigned long long)size, (long)n, r->elsize, (long)n,
+                           mask_bytes ? " + the loss mask's (n + 7) / 8" : "",
                            (unsigned long long)want,
                            size < want ? "truncated" : "extra bytes at the end");
+    r->mask_off = mask_bytes ? NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n : 0;
+    r->block = (uint64_t)block;
     r->count = (uint64_t)n;
     r->data_off = NNT_TOK_HEADER_BYTES;
     return 0;
@@ -170,6 +194,38 @@ uint64_t nnt_tok_count(const nnt_tok_reader *r) { return r ? r->count : 0; }
 
 nnt_tok_format nnt_tok_format_of(const nnt_tok_reader *r) { return r ? r->format : NNT_TOK_AUTO; }
 
+int nnt_tok_has_mask(const nnt_tok_reader *r) { return r && r->mask_off; }
+
+uint64_t nnt_tok_block(const nnt_tok_reader *r) { return r ? r->block : 0; }
+
+int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
+                      char *err, size_t errlen)
+{
+    if (!r || (!out && count))
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL reader or buffer");
+    if (start > r->count || count > r->count - start)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL,
+                           "%s: mask of tokens [%llu, %llu + %zu) outside the %llu tokens of "
+                           "the file", r->path, (unsigned long long)start,
+                           (unsigned long long)start, count, (unsigned long long)r->count);
+    if (!r->mask_off) {
+        memset(out, 1, count);
+        return 0;
+    }
+    unsigned char buf[1 << 12];
+    for (size_t done = 0; done < count;) {
+        uint64_t first = (start + done) / 8;          /* byte of the next token's bit */
+        uint64_t last = (start + count - 1) / 8;
+        size_t nb = last - first + 1 < sizeof buf ? (size_t)(last - first + 1) : sizeof buf;
+        int rc = nnt_io_pread(r->fd, buf, nb, r->mask_off + first, r->path, err, errlen);
+        if (rc)
+            return rc;
+        for (uint64_t i = start + done; done < count && i / 8 < first + nb; i++, done++)
+            out[done] = (buf[i / 8 - first] >> (i % 8)) & 1u;
+    }
+    return 0;
+}
+
 int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out, char *err,
                  size_t errlen)
 {
@@ -231,6 +287,11 @@ struct nnt_tok_writer {
     size_t elsize;                 /* 4, 2 or 1 bytes a token                               */
     uint64_t count;                /* tokens written                                        */
     int failed;                    /* an I/O error happened: only finish/abort remain       */
+    int extended;                  /* nnt's extension: version + 1, flags, block           */
+    int masked;                    /* a loss-mask section (held here until finish)         */
+    uint64_t block;                /* rows of block tokens (0: none)                       */
+    unsigned char *mask;           /* (cap_mask) bytes: bit i % 8 of byte i / 8: token i   */
+    size_t cap_mask;
 };
 
 int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
@@ -272,8 +333,53 @@ int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
     return 0;
 }
 
+int nnt_tok_writer_extend(nnt_tok_writer *w, int masked, uint64_t block, char *err,
+                          size_t errlen)
+{
+    const char *path = nnt_io_out_path(w->out), *what = format_name(w->format);
+    if (w->format != NNT_TOK_LLMC && w->format != NNT_TOK_LLMC32)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): a loss mask or rows need an "
+                           "llm.c header", path, what);
+    if (w->count)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): the layout is set before the "
+                           "first token", path, what);
+    if (block > (uint64_t)INT32_MAX)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): rows of %llu tokens: at most "
+                           "2^31 - 1", path, what, (unsigned long long)block);
+    w->extended = masked || block;
+    w->masked = masked != 0;
+    w->block = block;
+    return 0;
+}
+
+/* Room in the mask for n more tokens (zeroed). */
+static int grow_mask(nnt_tok_writer *w, size_t n, char *err, size_t errlen)
+{
+    size_t need = (size_t)((w->count + n + 7) / 8);
+    if (need <= w->cap_mask)
+        return 0;
+    size_t cap = w->cap_mask ? w->cap_mask : 4096;
+    while (cap < need)
+        cap *= 2;
+    unsigned char *m = realloc(w->mask, cap);
+    if (!m)
+        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory for the loss mask of "
+                           "%llu tokens", nnt_io_out_path(w->out),
+                           (unsigned long long)(w->count + n));
+    memset(m + w->cap_mask, 0, cap - w->cap_mask);
+    w->mask = m;
+    w->cap_mask = cap;
+    return 0;
+}
+
 int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, char *err,
                          size_t errlen)
+{
+    return nnt_tok_writer_write_masked(w, tokens, NULL, n, err, errlen);
+}
+
+int nnt_tok_writer_write_masked(nnt_tok_writer *w, const int32_t *tokens, const uint8_t *counts,
+                                size_t n, char *err, size_t errlen)
 {
     const char *path = nnt_io_out_path(w->out), *what = format_name(w->format);
     if (w->failed)
@@ -298,6 +404,11 @@ int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, cha
         return nnt_io_errf(err, errlen, NNT_E_INVAL,
                            "%s (%s): %llu tokens: at most 2^31 - 1 fit in a shard", path, what,
                            (unsigned long long)(w->count + n));
+    if (counts && !w->masked)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): a loss mask was not asked for "
+                           "when the file was begun", path, what);
+    if (w->masked && grow_mask(w, n, err, errlen))
+        return NNT_E_NOMEM;
     unsigned char buf[1 << 14];
     size_t es = w->elsize, per = sizeof buf / es;
     int rc = 0;
@@ -317,11 +428,18 @@ int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, cha
         rc = nnt_io_out_write(w->out, buf, k * es, err, errlen);
         done += k;
     }
-    if (rc)
+    if (rc) {
         w->failed = rc;
-    else
-        w->count += n;
-    return rc;
+        return rc;
+    }
+    /* a row's first token is never a target: nothing of its row comes before it */
+    for (size_t i = 0; w->masked && i < n; i++) {
+        uint64_t at = w->count + i;
+        if ((!counts || counts[i]) && !(w->block && at % w->block == 0))
+            w->mask[at / 8] |= (unsigned char)(1u << (at % 8));
+    }
+    w->count += n;
+    return 0;
 }
 
 uint64_t nnt_tok_writer_count(const nnt_tok_writer *w) { return w ? w->count : 0; }
@@ -331,6 +449,7 @@ void nnt_tok_writer_abort(nnt_tok_writer *w)
     if (!w)
         return;
     nnt_io_out_abort(w->out);
+    free(w->mask);
     free(w);
 }
 
@@ -340,16 +459,29 @@ int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen)
     if (rc) {
         rc = nnt_io_errf(err, errlen, rc, "%s (%s): not written: an earlier write failed",
                          nnt_io_out_path(w->out), format_name(w->format));
+    } else if (w->block && w->count % w->block) {
+        rc = nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): %llu tokens are not whole rows "
+                         "of %llu", nnt_io_out_path(w->out), format_name(w->format),
+                         (unsigned long long)w->count, (unsigned long long)w->block);
     } else if (w->format == NNT_TOK_LLMC || w->format == NNT_TOK_LLMC32) {
         unsigned char h[NNT_TOK_HEADER_BYTES];
         nnt_tok_header(h, w->format == NNT_TOK_LLMC32, (size_t)w->count);
-        rc = nnt_io_out_pwrite(w->out, h, sizeof h, 0, err, errlen);
+        if (w->extended) {
+            nnt_io_put_le32(h + 4, nnt_io_le32(h + 4) + 1);
+            nnt_io_put_le32(h + 12, w->masked ? NNT_TOK_FLAG_MASK : 0);
+            nnt_io_put_le32(h + 16, (uint32_t)w->block);
+        }
+        if (w->masked && w->count)
+            rc = nnt_io_out_write(w->out, w->mask, (size_t)((w->count + 7) / 8), err, errlen);
+        if (rc == 0)
+            rc = nnt_io_out_pwrite(w->out, h, sizeof h, 0, err, errlen);
     }
     if (rc) {
         nnt_tok_writer_abort(w);
         return rc;
     }
     rc = nnt_io_out_commit(w->out, err, errlen);   /* frees the output either way */
+    free(w->mask);
     free(w);
     return rc;
 }

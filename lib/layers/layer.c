@@ -283,6 +283,22 @@ NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets)
     return nnt_layer_set_targets(last, targets);
 }
 
+__thread double nnt_layer_targets_divisor;
+
+NNT_API int nnt_layer_set_targets_ex(nnt_layer *layer, nnt_tensor *targets, double divisor)
+{
+    int rc = nnt_layer_check(layer, "nnt_layer_set_targets_ex");
+    if (rc)
+        return rc;
+    if (!(divisor >= 0) || divisor > 1e300)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_set_targets_ex: divisor %g (>= 0; "
+                        "0: the number of counted targets)", divisor);
+    nnt_layer_targets_divisor = divisor;
+    rc = nnt_layer_set_targets(layer, targets);
+    nnt_layer_targets_divisor = 0;
+    return rc;
+}
+
 /* ---- releasing received weights ---------------------------------------------------------- */
 
 /* Not while a generation runs on rank 0 (weights_fixed, the root distribution: rank 0 was

@@ -115,6 +115,10 @@ struct nnt_layer {
     } weight_reads[NNT_LAYER_MAX_WEIGHT_READS];
 };
 
+/* The divisor nnt_layer_set_targets_ex gives the cross-entropy layer that takes its targets
+ * (through nnt_layer_set_targets' path, on the calling thread); 0 otherwise. */
+extern __thread double nnt_layer_targets_divisor;
+
 /* A public create's last step: unless rc already says it failed, initialise l's tree
  * (nnt_layer_init, seed 0); on any failure destroy l and return the status, else *out = l. */
 int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out);

@@ -760,6 +760,8 @@ typedef struct xent {
     nnt_tensor *targets;            /* device copy, the caller's tiling                  */
     int with_loss;                  /* the last forward computed losses                   */
     int64_t fwd_nvalid;
+    double divisor;                 /* nnt_layer_set_targets_ex's (0: nvalid)             */
+    double fwd_divisor;             /* what the last forward's loss is divided by         */
     int loss_ready;
     double loss;
     nnt_tensor *logits;             // (..., V) input of the last forward (not owned)
@@ -799,6 +801,7 @@ static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
     c->nvalid = 0;
     for (int64_t i = 0; i < n; i++)
         c->nvalid += ids[i] != c->ignore;
+    c->divisor = nnt_layer_targets_divisor;   /* nnt_layer_set_targets_ex's, else 0 */
     c->have_targets = 1;
     return NNT_OK;
 }
@@ -846,6 +849,7 @@ static int xent_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_tensor_cross_entropy(x, c->fwd_targets, c->ignore, c->losses, c->lse));
     c->logits = x;
     c->fwd_nvalid = c->nvalid;
+    c->fwd_divisor = c->divisor > 0 ? c->divisor : (double)c->nvalid;
     c->with_loss = 1;
     *y = c->losses;
     return NNT_OK;
@@ -870,7 +874,7 @@ static int xent_loss(nnt_layer *l, double *loss)
             sum += v[i];   /* ignored positions hold 0 */
         free(v);
         NNT_TRY(rc);
-        c->loss = c->fwd_nvalid ? sum / (double)c->fwd_nvalid : 0.0;
+        c->loss = c->fwd_nvalid ? sum / c->fwd_divisor : 0.0;
         c->loss_ready = 1;
     }
     *loss = c->loss;
@@ -885,7 +889,7 @@ static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_backward: the last forward of this "
                         "cross_entropy layer had no targets");
     nnt_tensor *x = c->logits;
-    double scale = c->fwd_nvalid ? 1.0 / (double)c->fwd_nvalid : 0.0;
+    double scale = c->fwd_nvalid ? 1.0 / c->fwd_divisor : 0.0;
     NNT_TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
     NNT_TRY(nnt_tensor_cross_entropy_backward(x, c->fwd_targets, c->ignore, c->lse, scale,
                                           c->dlogits));

@@ -38,6 +38,9 @@ struct nnt_trainer {
     int64_t held_out;              /* the data's tokens after those                        */
     uint64_t nrows;                /* shuffle: sequences of T + 1 tokens at row * T        */
     nnt_tensor *tokens, *targets;  /* (B, T) int32                                         */
+    int masked;                    /* the training data has a loss mask                    */
+    uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
+    int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
     int32_t *window;               /* (B*T + 1) consecutive tokens                         */
     int32_t *rows;                 /* shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
     uint64_t data_pos;             /* next window's start (< ntokens); shuffle: rows read   */
@@ -122,6 +125,27 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
     return NNT_OK;
 }
 
+/* Data laid out in rows (nnt-tokenize --seq: whole examples a row) is read with T = its row
+ * length, in whole rows: the range [start, start + len) must begin and end on one. */
+static int check_block(const nnt_trainer *tr, const char *fn, const nnt_data_info *di,
+                       const char *what, int64_t len, int64_t start)
+{
+    int64_t T = tr->o.seq, block = di->block;
+    if (!block)
+        return NNT_OK;
+    if (block != T)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: the %s is rows of %lld tokens (examples "
+                        "laid out for T = %lld by nnt-tokenize --seq): train with seq %lld, not "
+                        "%lld", fn, what, (long long)block, (long long)block, (long long)block,
+                        (long long)T);
+    if (start % block || (len % block && start + len != di->tokens))
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: the %s is rows of %lld tokens, but its "
+                        "tokens [%lld, %lld) cut a row: split it on a multiple of %lld", fn,
+                        what, (long long)block, (long long)start, (long long)(start + len),
+                        (long long)block);
+    return NNT_OK;
+}
+
 /* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
 static int prepare(nnt_trainer *tr, const char *fn)
 {
@@ -134,7 +158,13 @@ static int prepare(nnt_trainer *tr, const char *fn)
         if (tr->ntokens < 2)
             return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: %lld training tokens, at least 2 are "
                             "needed", fn, (long long)tr->ntokens);
+        nnt_data_info di = NNT_DATA_INFO_INIT;
+        NNT_TRY(nnt_data_info_get(tr->data, &di));
+        NNT_TRY(check_block(tr, fn, &di, "training data", tr->ntokens, 0));
+        tr->masked = di.masked;
         tr->nrows = (uint64_t)(tr->ntokens - 1) / (uint64_t)o->seq;
+        if (di.block)   /* a row's T + 1-th token starts the next row: never a target */
+            tr->nrows = (uint64_t)tr->ntokens / (uint64_t)o->seq;
         if (o->shuffle && tr->nrows == 0)
             return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: shuffle reads sequences of T + 1 = "
                             "%lld tokens: the data has %lld training tokens", fn,
@@ -165,10 +195,17 @@ static int prepare(nnt_trainer *tr, const char *fn)
     }
     NNT_TRY(nnt_tensor_create(tr->ctx, NNT_INT32, 2, shape, tile, &tr->tokens));
     NNT_TRY(nnt_tensor_create(tr->ctx, NNT_INT32, 2, shape, tile, &tr->targets));
+    if (o->val_batches > 0 && (o->val_data || tr->data)) {
+        nnt_data_info vi = NNT_DATA_INFO_INIT;
+        NNT_TRY(nnt_data_info_get(o->val_data ? o->val_data : tr->data, &vi));
+        NNT_TRY(check_block(tr, fn, &vi, "held-out data", o->val_len, o->val_start));
+    }
     tr->window = malloc(((size_t)(o->batch * o->seq) + 1) * sizeof *tr->window);
+    tr->mask = malloc((size_t)(o->batch * o->seq));
+    tr->kept = malloc((size_t)(o->batch * o->seq) * sizeof *tr->kept);
     if (o->shuffle)
         tr->rows = malloc(((size_t)(2 * o->batch * o->seq + o->seq) + 1) * sizeof *tr->rows);
-    if (!tr->window || (o->shuffle && !tr->rows))
+    if (!tr->window || !tr->mask || !tr->kept || (o->shuffle && !tr->rows))
         return nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: batch buffers", fn);
     uint64_t sm = o->seed;
     for (int i = 0; i < 4; i++)
@@ -439,7 +476,7 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
     tr->magic = 0;
     nnt_tensor_destroy(tr->tokens);
     nnt_tensor_destroy(tr->targets);
-    free(tr->window), free(tr->rows);
+    free(tr->window), free(tr->rows), free(tr->mask), free(tr->kept);
     if (tr->csv)
         fclose(tr->csv);
     if (tr->val_csv)
@@ -465,21 +502,69 @@ static int read_range(nnt_data *data, int64_t start, int64_t len, uint64_t pos, 
     return NNT_OK;
 }
 
-/* (B, T) inputs and (B, T) targets into the input tensors. */
-static int upload_batch(nnt_trainer *tr, const int32_t *inputs, const int32_t *targets)
+/* The same for the loss mask. */
+static int read_range_mask(nnt_data *data, int64_t start, int64_t len, uint64_t pos,
+                           uint8_t *counts, int64_t n)
 {
-    size_t bytes = (size_t)(tr->o.batch * tr->o.seq) * sizeof(int32_t);
+    int64_t at = (int64_t)(pos % (uint64_t)len);
+    while (n > 0) {
+        int64_t run = n < len - at ? n : len - at;
+        NNT_TRY(nnt_data_read_mask(data, start + at, counts, run));
+        counts += run, n -= run, at = 0;
+    }
+    return NNT_OK;
+}
+
+/* The targets of a micro-batch that do not count in the loss (tr->mask 0) become the
+ * cross-entropy's ignore index: -1, the "loss" child's of every model (lib/models). */
+#define NNT_TRAINER_IGNORE (-1)
+
+/* (B, T) inputs and (B, T) targets into the input tensors; with masked, the targets whose
+ * tr->mask is 0 ignored. */
+static int upload_batch(nnt_trainer *tr, const int32_t *inputs, const int32_t *targets,
+                        int masked)
+{
+    size_t n = (size_t)(tr->o.batch * tr->o.seq), bytes = n * sizeof(int32_t);
+    if (masked) {   /* (the targets overlap the inputs in a window: a copy) */
+        for (size_t i = 0; i < n; i++)
+            tr->kept[i] = tr->mask[i] ? targets[i] : NNT_TRAINER_IGNORE;
+        targets = tr->kept;
+    }
     NNT_TRY(nnt_tensor_copy_from_host(tr->tokens, inputs, bytes));
     return nnt_tensor_copy_from_host(tr->targets, targets, bytes);
 }
 
+/* The loss mask of the (B, T) targets of the window at offset pos of a range of data, or of
+ * shuffled rows pos .. pos + B - 1, into tr->mask; *counted (may be NULL) gets their sum. */
+static int batch_mask(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
+                      uint64_t pos, int rows, int64_t *counted)
+{
+    int64_t B = tr->o.batch, T = tr->o.seq;
+    if (rows)
+        for (int64_t b = 0; b < B; b++) {
+            uint64_t r = nnt_shuffled_row(tr->o.seed, tr->nrows, pos + (uint64_t)b);
+            NNT_TRY(nnt_data_read_mask(data, (int64_t)r * T + 1, tr->mask + b * T, T));
+        }
+    else
+        NNT_TRY(read_range_mask(data, start, len, pos + 1, tr->mask, B * T));
+    if (counted) {
+        int64_t c = 0;
+        for (int64_t i = 0; i < B * T; i++)
+            c += tr->mask[i];
+        *counted = c;
+    }
+    return NNT_OK;
+}
+
 /* The window of B*T + 1 tokens at offset pos of a range of data: inputs window[0..BT),
- * targets window[1..BT]. */
+ * targets window[1..BT] (masked: those not counting ignored). */
 static int load_window(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
-                       uint64_t pos)
+                       uint64_t pos, int masked)
 {
     NNT_TRY(read_range(data, start, len, pos, tr->window, tr->o.batch * tr->o.seq + 1));
-    return upload_batch(tr, tr->window, tr->window + 1);
+    if (masked)
+        NNT_TRY(batch_mask(tr, data, start, len, pos, 0, NULL));
+    return upload_batch(tr, tr->window, tr->window + 1, masked);
 }
 
 /* shuffle: rows pos .. pos + B - 1 of the shuffled order: each row is T + 1 tokens at row * T
@@ -494,7 +579,9 @@ static int load_rows(nnt_trainer *tr, uint64_t pos)
         memcpy(inputs + b * T, row, (size_t)T * sizeof *row);
         memcpy(targets + b * T, row + 1, (size_t)T * sizeof *row);
     }
-    return upload_batch(tr, inputs, targets);
+    if (tr->masked)
+        NNT_TRY(batch_mask(tr, tr->data, 0, tr->ntokens, pos, 1, NULL));
+    return upload_batch(tr, inputs, targets, tr->masked);
 }
 
 /* How far a micro-batch moves the data position: B * T tokens, or B rows (shuffle). */
@@ -503,12 +590,15 @@ static uint64_t batch_advance(const nnt_trainer *tr)
     return (uint64_t)(tr->o.shuffle ? tr->o.batch : tr->o.batch * tr->o.seq);
 }
 
-static int micro_batch(nnt_trainer *tr, uint64_t pos, double *loss)
+/* divisor: what the summed loss of the micro-batch's counted targets is divided by (0: their
+ * number, the mean). */
+static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, double *loss)
 {
-    NNT_TRY(tr->o.shuffle ? load_rows(tr, pos) : load_window(tr, tr->data, 0, tr->ntokens, pos));
+    NNT_TRY(tr->o.shuffle ? load_rows(tr, pos)
+                          : load_window(tr, tr->data, 0, tr->ntokens, pos, tr->masked));
     /* The loss is read after the backward is submitted, so that the workers have the
      * backward's tasks while this thread waits for the forward's end. */
-    NNT_TRY(nnt_layer_set_targets(tr->model, tr->targets));
+    NNT_TRY(nnt_layer_set_targets_ex(tr->model, tr->targets, divisor));
     NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
     NNT_TRY(nnt_layer_backward(tr->model, NULL, NULL));
     return nnt_layer_loss(tr->model, loss);
@@ -654,13 +744,23 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
                         "(val_batches 0)");
     nnt_data *src = o->val_data ? o->val_data : tr->data;
     double start = now_s(), sum = 0;
+    nnt_data_info di = NNT_DATA_INFO_INIT;
+    NNT_TRY(nnt_data_info_get(src, &di));
+    /* masked: the mean over every counted target of the windows (as a training step) */
+    double divisor = 0;
+    for (int64_t k = 0, counted; di.masked && k < o->val_batches; k++) {
+        NNT_TRY(batch_mask(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), 0,
+                           &counted));
+        divisor += (double)counted;
+    }
+    divisor /= (double)o->val_batches;
     int rc = NNT_OK;
     tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
     for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
         double loss = 0.0;
-        rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt));
+        rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt), di.masked);
         if (rc == 0)
-            rc = nnt_layer_set_targets(tr->model, tr->targets);
+            rc = nnt_layer_set_targets_ex(tr->model, tr->targets, divisor);
         if (rc == 0)
             rc = nnt_layer_forward(tr->model, tr->tokens, NULL);
         if (rc == 0)
@@ -731,13 +831,26 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     double start = now_s(), sum = 0;
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
     NNT_TRY(nnt_layer_clear_grad(tr->model));
+    /* masked data: the step's loss is the summed loss of its counted targets divided by
+     * their number N, as transformers' Trainer does (num_items_in_batch), not the mean of
+     * the micro-batches' means: each micro-batch divides by N / accum, and the optimizer
+     * divides the summed gradients by accum. Without a mask every micro-batch counts B T
+     * targets and both rules are one. */
+    double divisor = 0;
+    for (int64_t k = 0, counted; tr->masked && k < o->accum; k++) {
+        NNT_TRY(batch_mask(tr, tr->data, 0, tr->ntokens,
+                           tr->data_pos + (uint64_t)k * batch_advance(tr), o->shuffle,
+                           &counted));
+        divisor += (double)counted;
+    }
+    divisor /= (double)o->accum;
     int rc = NNT_OK;
     for (int64_t k = 0; k < o->accum && rc == 0; k++) {
         double loss = 0.0;
         /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
          * same as the uninterrupted one */
         tr->ctx->dropout_pass = step * o->accum + k + 1;
-        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss);
+        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), divisor, &loss);
         sum += loss;
     }
     tr->ctx->dropout_pass = 0;

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/* nnt-tokenize --jsonl: JSON Lines files of prompt/answer records -> a token file with a loss
+ * mask, in rows of T (nnt_sft_encode, nnt_token_writer_write_example). A line that fails is
+ * named as FILE:LINE with the library's message; blank lines are skipped. */
+#define _POSIX_C_SOURCE 200809L
+#include "tokenize_jsonl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The tokenizer_config.json beside a tokenizer.json (or in its directory), when there is
+ * one; NULL otherwise (malloc'd). */
+static char *config_beside(const char *tokenizer_json)
+{
+    if (!tokenizer_json)
+        return NULL;
+    struct stat st;
+    size_t n = strlen(tokenizer_json);
+    char *p = malloc(n + 32);
+    if (!p)
+        return NULL;
+    if (stat(tokenizer_json, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(p, n + 32, "%s/tokenizer_config.json", tokenizer_json);
+    } else {
+        const char *slash = strrchr(tokenizer_json, '/');
+        size_t d = slash ? (size_t)(slash - tokenizer_json) + 1 : 0;
+        memcpy(p, tokenizer_json, d);
+        strcpy(p + d, "tokenizer_config.json");
+    }
+    if (access(p, R_OK) == 0)
+        return p;
+    free(p);
+    return NULL;
+}
+
+static int fail_lib(const char *where, int rc)
+{
+    fprintf(stderr, "nnt-tokenize: %s: %s (%s)\n", where, nnt_ctx_last_error(NULL),
+            nnt_strerror(rc));
+    return 1;
+}
+
+/* The records of one file into the writer; counts into *st. */
+static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T,
+                    jsonl_stats *st)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "nnt-tokenize: %s: cannot open: %s\n", path, strerror(errno));
+        return 1;
+    }
+    char *line = NULL, where[4200];
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+    for (long lineno = 1; rc == 0 && (len = getline(&line, &cap, f)) >= 0; lineno++) {
+        snprintf(where, sizeof where, "%s:%ld", path, lineno);
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        ssize_t k = 0;
+        while (k < len && (line[k] == ' ' || line[k] == '\t'))
+            k++;
+        if (k == len)
+            continue;   /* a blank line */
+        const int32_t *ids;
+        const uint8_t *counts;
+        size_t n;
+        int e = nnt_sft_encode(s, line, (size_t)len, &ids, &counts, &n);
+        if (e == 0)
+            e = nnt_token_writer_write_example(w, ids, counts, n);
+        if (e) {
+            rc = fail_lib(where, e);
+            if (e == NNT_E_INVAL && (int64_t)n > T)
+                fprintf(stderr, "nnt-tokenize: (%zu tokens: give --too-long cut to keep the "
+                        "first %lld, or a larger --seq)\n", n, (long long)T);
+            break;
+        }
+        int64_t kept = (int64_t)n > T ? T : (int64_t)n;
+        st->examples++;
+        st->cut += (int64_t)n > T;
+        for (int64_t i = 1; i < kept; i++)
+            st->counted += counts[i] != 0;
+    }
+    if (rc == 0 && ferror(f)) {
+        fprintf(stderr, "nnt-tokenize: %s: cannot read: %s\n", path, strerror(errno));
+        rc = 1;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs, int ninputs,
+                   const char *out, int bits, int64_t vocab, jsonl_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    char *found = o->tokenizer_config ? NULL : config_beside(o->tokenizer_json);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = o->tokenizer_config ? o->tokenizer_config : found;
+    so.chat_template = o->chat_template;
+    nnt_sft *s = NULL;
+    int rc = nnt_sft_create(tok, &so, &s);
+    free(found);
+    if (rc)
+        return fail_lib("nnt_sft_create", rc);
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.bits = bits, wo.vocab = vocab, wo.mask = 1, wo.block = o->seq;
+    wo.pack = o->pack, wo.cut = o->cut;
+    nnt_sft_pad_id(s, &wo.pad);
+    nnt_token_writer *w = NULL;
+    if ((rc = nnt_token_writer_open(NULL, out, &wo, &w)) != 0) {
+        nnt_sft_destroy(s);
+        return fail_lib("nnt_token_writer_open", rc);
+    }
+    for (int i = 0; rc == 0 && i < ninputs; i++)
+        rc = one_file(inputs[i], s, w, o->seq, st);
+    nnt_sft_destroy(s);
+    int64_t n = 0;
+    nnt_token_writer_count(w, &n);
+    if (rc) {
+        nnt_token_writer_destroy(w);
+        return rc;
+    }
+    if (st->examples == 0) {
+        nnt_token_writer_destroy(w);
+        fprintf(stderr, "nnt-tokenize: no records in the input\n");
+        return 1;
+    }
+    if ((rc = nnt_token_writer_close(w)) != 0)
+        return fail_lib("nnt_token_writer_close", rc);
+    st->rows = (n + o->seq - 1) / o->seq;   /* close filled the last one */
+    return 0;
+}

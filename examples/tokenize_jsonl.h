@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* nnt-tokenize --jsonl (examples/tokenize_jsonl.c): prompt/answer records to a token file
+ * with a loss mask, in rows of T. */
+#ifndef NNT_TOKENIZE_JSONL_H
+#define NNT_TOKENIZE_JSONL_H
+#include <nnt.h>
+
+typedef struct jsonl_opts {
+    int64_t seq;                      /* T: the rows (nnt-train --seq)                    */
+    int pack;                         /* 1: several whole examples a row; 0: one         */
+    int cut;                          /* 1: cut an example longer than T; 0: refuse it   */
+    nnt_chat_template chat_template;  /* NNT_CHAT_AUTO: tokenizer_config.json's          */
+    const char *tokenizer_config;     /* NULL: the one beside tokenizer_json, if any     */
+    const char *tokenizer_json;
+} jsonl_opts;
+
+typedef struct jsonl_stats {
+    int64_t examples, cut, rows, counted;
+} jsonl_stats;
+
+/* 0, or 1 after a message on stderr naming the file and line. */
+int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs, int ninputs,
+                   const char *out, int bits, int64_t vocab, jsonl_stats *st);
+
+#endif

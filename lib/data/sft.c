@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: MIT
+/* nnt_sft: prompt/answer records (JSON Lines, TRL's dataset forms) to token ids and which of
+ * them count as targets in the loss, as TRL 1.16's SFTTrainer prepares them:
+ *   {"text": T}                      ids of T + eos, with the special tokens the tokenizer's
+ *                                    post-processor adds (tokenizer(text), e.g. Llama 3's
+ *                                    <|begin_of_text|>); every target counts
+ *   {"prompt": P, "completion": C}   ids of P + C + eos the same way; the targets after the
+ *                                    longest common prefix of those ids and P's count
+ *                                    (completion_only_loss)
+ *   {"messages": [{"role", "content"}, ...]}
+ *                                    rendered with a chat template (ChatML, Llama 3) and
+ *                                    encoded without added special tokens (apply_chat_template);
+ *                                    the tokens that overlap an assistant turn's span count
+ *                                    (assistant_only_loss with TRL's training templates):
+ *                                    ChatML "\n" CONTENT "<|im_end|>\n" after
+ *                                    "<|im_start|>assistant", Llama 3 trim(CONTENT)
+ *                                    "<|eot_id|>" after the header
+ * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
+ * is read with hftok's small tree over lib/io's bounded reader. */
+#include "../internal.h"
+#include "../io/io.h"
+#include "hftok_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct nnt_sft {
+    const nnt_tokenizer *tok;
+    nnt_chat_template tmpl;
+    char *system;                 /* ChatML: the template's default system message, or NULL */
+    char *eos;                    /* tokenizer_config.json's eos_token, or NULL              */
+    char *pad;                    /* its pad_token, or NULL                                  */
+    int32_t pad_id;               /* the id of pad (else eos) when it is one token, else 0   */
+    const int32_t *pre, *post;    /* the post-processor's special ids around a sequence      */
+    size_t npre, npost;
+    int32_t *ids;                 /* (n) the last record's ids                               */
+    uint8_t *counts;              /* (n) 1: counts as a target                               */
+    size_t n, cap;
+    int32_t *a, *b;               /* scratch encodings                                       */
+    size_t acap, bcap;
+    sbuf text;                    /* the rendered text                                       */
+};
+
+/* ---- tokenizer_config.json ------------------------------------------------------------------ */
+
+static int read_whole(const char *path, char **out, size_t *len, const char *fn)
+{
+    char err[NNT_IO_ERRLEN];
+    int fd;
+    uint64_t size;
+    int rc = nnt_io_open_read(path, &fd, &size, err, sizeof err);
+    if (rc)
+        return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    char *buf = size < (64u << 20) ? malloc((size_t)size + 1) : NULL;
+    if (!buf) {
+        close(fd);
+        return nnt_fail(NULL, size < (64u << 20) ? NNT_E_NOMEM : NNT_E_FORMAT, "%s: %s: %llu "
+                        "bytes: %s", fn, path, (unsigned long long)size,
+                        size < (64u << 20) ? "out of host memory" : "larger than 64 MiB");
+    }
+    rc = nnt_io_pread(fd, buf, (size_t)size, 0, path, err, sizeof err);
+    close(fd);
+    if (rc) {
+        free(buf);
+        return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    }
+    buf[size] = '\0';
+    *out = buf;
+    *len = (size_t)size;
+    return NNT_OK;
+}
+
+/* A token given as a string or as {"content": string} (older files); NULL when absent. */
+static const char *token_text(const jv *v)
+{
+    if (v && v->type == JV_OBJ)
+        v = hft_jv_get(v, "content");
+    return v && v->type == JV_STR ? v->s : NULL;
+}
+
+/* The template with whitespace, "\n"/"\t" escapes and Jinja's whitespace-control dashes
+ * removed and double quotes made single: what the recognised forms are compared on. */
+static char *normalize_template(const char *s)
+{
+    size_t n = strlen(s);
+    char *o = malloc(n + 1), *p = o;
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f')
+            continue;
+        if (c == '\\' && (s[i + 1] == 'n' || s[i + 1] == 't')) {
+            i++;
+            continue;
+        }
+        int after_open = i >= 2 && s[i - 2] == '{' && (s[i - 1] == '%' || s[i - 1] == '{');
+        int before_close = (s[i + 1] == '%' || s[i + 1] == '}') && s[i + 2] == '}';
+        if (c == '-' && (after_open || before_close))
+            continue;
+        *p++ = c == '"' ? '\'' : c;
+    }
+    *p = '\0';
+    return o;
+}
+
+/* 1 when the normalized template contains the normalized fragment. */
+static int has(const char *norm, const char *fragment)
+{
+    char *f = normalize_template(fragment);
+    int yes = f && strstr(norm, f) != NULL;
+    free(f);
+    return yes;
+}
+
+/* ChatML's default system message (SmolLM2: rendered when the first message is not a system
+ * one): the text between "<|im_start|>system" + newline and "<|im_end|>" in the template. */
+static int default_system(const char *raw, char **out)
+{
+    const char *s = strstr(raw, "<|im_start|>system");
+    *out = NULL;
+    if (!s)
+        return NNT_OK;
+    s += strlen("<|im_start|>system");
+    if (s[0] == '\\' && s[1] == 'n')
+        s += 2;
+    else if (s[0] == '\n')
+        s++;
+    const char *e = strstr(s, "<|im_end|>");
+    if (!e)
+        return NNT_OK;
+    char *o = malloc((size_t)(e - s) + 1), *p = o;
+    if (!o)
+        return NNT_E_NOMEM;
+    for (; s < e; s++) {
+        if (s[0] == '\\' && s[1] == 'n')
+            *p++ = '\n', s++;
+        else
+            *p++ = *s;
+    }
+    *p = '\0';
+    *out = o;
+    return NNT_OK;
+}
+
+/* What the chat template of a tokenizer_config.json is (NONE: it has none). */
+static int recognise(const char *path, const char *raw, nnt_chat_template *t, char **system)
+{
+    static const char fn[] = "nnt_sft_create";
+    char *norm = normalize_template(raw);
+    if (!norm)
+        return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+    int chatml = has(norm, "'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                           "'<|im_end|>'") ||
+                 has(norm, "'<|im_start|>' + message.role + '\\n' + message.content + "
+                           "'<|im_end|>'");
+    int llama3 = has(norm, "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+                           " + message['content'] | trim + '<|eot_id|>'") &&
+                 strstr(norm, "bos_token");
+    const char *extra = strstr(norm, "tool") ? "tools"
+                      : strstr(norm, "think") || strstr(norm, "reasoning") ? "reasoning"
+                      : strstr(norm, "CuttingKnowledge") ? "a dated system message (Llama 3.1+)"
+                      : NULL;
+    int rc = NNT_OK;
+    *system = NULL;
+    if ((chatml || llama3) && !extra) {
+        *t = chatml ? NNT_CHAT_CHATML : NNT_CHAT_LLAMA3;
+        if (chatml && has(norm, "messages[0]['role'] != 'system'") &&
+            default_system(raw, system))
+            rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+    } else {
+        char head[61];
+        size_t k = 0;
+        for (const char *s = raw; *s && k < 60; s++)
+            head[k++] = *s == '\n' ? ' ' : *s;
+        head[k] = '\0';
+        rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template \"%s%s\" is not one nnt "
+                      "knows%s%s (plain ChatML as SmolLM2 uses it, Llama 3's headers): give "
+                      "the template to render with (nnt-tokenize --chat-template chatml or "
+                      "llama3)", fn, path, head, raw[k] ? "..." : "",
+                      extra ? ": it has " : "", extra ? extra : "");
+    }
+    free(norm);
+    return rc;
+}
+
+/* eos_token and the chat template of tokenizer_config.json (a file, or a directory's). */
+static int read_config(nnt_sft *s, const char *path, int want_template)
+{
+    static const char fn[] = "nnt_sft_create";
+    char *file = NULL, *buf = NULL;
+    size_t len = strlen(path);
+    if (len > 5 && strcmp(path + len - 5, ".json") != 0) {   /* a directory */
+        file = malloc(len + 24);
+        if (!file)
+            return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+        snprintf(file, len + 24, "%s/tokenizer_config.json", path);
+        path = file;
+    }
+    int rc = read_whole(path, &buf, &len, fn);
+    jv root;
+    memset(&root, 0, sizeof root);
+    if (rc == 0) {
+        char err[NNT_IO_ERRLEN];
+        nnt_json j;
+        nnt_json_init(&j, buf, len, 0, path, err, sizeof err);
+        rc = hft_jv_parse(&j, &root, 0, "in tokenizer_config.json");
+        if (rc == 0)
+            rc = nnt_json_end(&j);
+        if (rc == 0 && root.type != JV_OBJ)
+            rc = nnt_json_fail(&j, "is not a JSON object");
+        if (rc)
+            rc = nnt_fail(NULL, rc, "%s: %s", fn, err);
+    }
+    const char *eos = rc == 0 ? token_text(hft_jv_get(&root, "eos_token")) : NULL;
+    const char *pad = rc == 0 ? token_text(hft_jv_get(&root, "pad_token")) : NULL;
+    if ((eos && (s->eos = strdup(eos)) == NULL) || (pad && (s->pad = strdup(pad)) == NULL))
+        rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+    const jv *tmpl = rc == 0 && want_template ? hft_jv_get(&root, "chat_template") : NULL;
+    if (tmpl && tmpl->type == JV_STR)
+        rc = recognise(path, tmpl->s, &s->tmpl, &s->system);
+    else if (tmpl && tmpl->type != JV_NULL)
+        rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template is not one string (named "
+                      "templates): give the template to render with (chatml or llama3)", fn,
+                      path);
+    hft_jv_free(&root);
+    free(buf);
+    free(file);
+    return rc;
+}
+
+NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out)
+{
+    if (!name || !out)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_chat_template_from_name: %s is NULL",
+                        name ? "out" : "name");
+    if (strcmp(name, "chatml") == 0)
+        *out = NNT_CHAT_CHATML;
+    else if (strcmp(name, "llama3") == 0)
+        *out = NNT_CHAT_LLAMA3;
+    else if (strcmp(name, "none") == 0)
+        *out = NNT_CHAT_NONE;
+    else
+        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "chat template \"%s\" is not one nnt knows "
+                        "(chatml, llama3, none)", name);
+    return NNT_OK;
+}
+
+void nnt_sft_destroy(nnt_sft *s)
+{
+    if (!s)
+        return;
+    free(s->system), free(s->eos), free(s->pad), free(s->ids), free(s->counts), free(s->a), free(s->b);
+    free(s->text.p);
+    free(s);
+}
+
+NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts, nnt_sft **out)
+{
+    static const char fn[] = "nnt_sft_create";
+    if (!out)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!tok)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: tok is NULL", fn);
+    static const nnt_sft_options defaults = NNT_SFT_OPTIONS_INIT;
+    nnt_sft_options o;
+    NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
+                             "initialise them with NNT_SFT_OPTIONS_INIT"));
+    if ((unsigned)o.chat_template > NNT_CHAT_LLAMA3)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
+    nnt_sft *s = calloc(1, sizeof *s);
+    if (!s)
+        return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+    s->tok = tok;
+    s->tmpl = o.chat_template == NNT_CHAT_AUTO ? NNT_CHAT_NONE : o.chat_template;
+    int rc = o.tokenizer_config
+                 ? read_config(s, o.tokenizer_config, o.chat_template == NNT_CHAT_AUTO)
+                 : NNT_OK;
+    if (rc) {
+        nnt_sft_destroy(s);
+        return rc;
+    }
+    nnt_tokenizer_single_affixes(tok, &s->pre, &s->npre, &s->post, &s->npost);
+    const char *pad = s->pad ? s->pad : s->eos;   /* TRL: pad_token, else eos_token */
+    int32_t id[2];
+    size_t n = 0;
+    if (pad && nnt_tokenizer_encode(tok, pad, strlen(pad), id, 2, &n) == 0 && n == 1)
+        s->pad_id = id[0];
+    *out = s;
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id)
+{
+    if (!s || !id)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_sft_pad_id: %s is NULL", s ? "id" : "s");
+    *id = s->pad_id;
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t)
+{
+    if (!s || !t)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_sft_template_of: %s is NULL", s ? "t" : "s");
+    *t = s->tmpl;
+    return NNT_OK;
+}
+
+/* ---- encoding ------------------------------------------------------------------------------ */
+
+/* ids of text[0..len) into *buf (room *cap, grown), *n of them. */
+static int encode(nnt_sft *s, const char *text, size_t len, int32_t **buf, size_t *cap,
+                  size_t *n)
+{
+    size_t want = len + 16;
+    for (int round = 0; round < 2; round++) {
+        if (*cap < want) {
+            int32_t *b = realloc(*buf, want * sizeof *b);
+            if (!b)
+                return nnt_fail(NULL, NNT_E_NOMEM, "nnt_sft_encode: out of host memory");
+            *buf = b, *cap = want;
+        }
+        int rc = nnt_tokenizer_encode(s->tok, text, len, *buf, *cap, n);
+        if (rc == 0)
+            return NNT_OK;
+        if (rc != NNT_E_INVAL || *n <= *cap)
+            return rc;
+        want = *n;
+    }
+    return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_sft_encode: the tokenizer's count changed");
+}
+
+static size_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    size_t k = 0;
+    while (k < na && k < nb && a[k] == b[k])
+        k++;
+    return k;
+}
+
+/* s->ids = pre + ids(text) + post (affix 1) or ids(text) (affix 0); no target counts yet. */
+static int encode_record(nnt_sft *s, const char *text, size_t len, int affix)
+{
+    size_t n;
+    NNT_TRY(encode(s, text, len, &s->a, &s->acap, &n));
+    size_t total = n + (affix ? s->npre + s->npost : 0);
+    if (total > s->cap) {
+        int32_t *ids = realloc(s->ids, total * sizeof *ids);
+        uint8_t *c = ids ? realloc(s->counts, total) : NULL;
+        if (ids)
+            s->ids = ids;
+        if (c)
+            s->counts = c;
+        if (!ids || !c)
+            return nnt_fail(NULL, NNT_E_NOMEM, "nnt_sft_encode: out of host memory");
+        s->cap = total;
+    }
+    size_t k = 0;
+    if (affix)
+        memcpy(s->ids, s->pre, s->npre * sizeof *s->ids), k = s->npre;
+    memcpy(s->ids + k, s->a, n * sizeof *s->ids);
+    if (affix)
+        memcpy(s->ids + k + n, s->post, s->npost * sizeof *s->ids);
+    s->n = total;
+    memset(s->counts, 0, total);
+    return NNT_OK;
+}
+
+/* The tokens that overlap text[from, to) of the record in s->ids (encoded from text without
+ * affixes) count: those from the first where the ids of text[0, from) and the record part,
+ * to the last that the ids of text[0, to) do not hold whole. */
+static int count_span(nnt_sft *s, const char *text, size_t from, size_t to)
+{
+    size_t n;
+    NNT_TRY(encode(s, text, from, &s->b, &s->bcap, &n));
+    size_t first = common_prefix(s->b, n, s->ids, s->n);
+    NNT_TRY(encode(s, text, to, &s->b, &s->bcap, &n));
+    size_t p = common_prefix(s->b, n, s->ids, s->n);
+    size_t end = p == n ? p : p + 1;
+    for (size_t i = first; i < end && i < s->n; i++)
+        s->counts[i] = 1;
+    return NNT_OK;
+}
+
+static int put(nnt_sft *s, const char *str, size_t n)
+{
+    return hft_sb_put(&s->text, str, n) ? nnt_fail(NULL, NNT_E_NOMEM, "nnt_sft_encode: out of "
+                                                   "host memory") : NNT_OK;
+}
+
+static int puts0(nnt_sft *s, const char *str)
+{
+    return put(s, str, strlen(str));
+}
+
+/* str + eos unless it ends with eos already (TRL's add_eos). */
+static int put_with_eos(nnt_sft *s, const jv *v)
+{
+    NNT_TRY(put(s, v->s, v->len));
+    size_t e = s->eos ? strlen(s->eos) : 0;
+    if (e && !(v->len >= e && memcmp(v->s + v->len - e, s->eos, e) == 0))
+        NNT_TRY(puts0(s, s->eos));
+    return NNT_OK;
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* One message: its role, its content, whether it is the assistant's. */
+static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **role,
+                         const jv **content)
+{
+    static const char fn[] = "nnt_sft_encode";
+    *role = hft_jv_get(m, "role");
+    *content = hft_jv_get(m, "content");
+    if (m->type != JV_OBJ || !*role || (*role)->type != JV_STR || !*content ||
+        (*content)->type != JV_STR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is not {\"role\": string, "
+                        "\"content\": string}", fn, i);
+    const char *r = (*role)->s;
+    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\", which the %s "
+                        "template does not know (system, user, assistant)", fn, i, r,
+                        t == NNT_CHAT_CHATML ? "ChatML" : "Llama 3");
+    if (strcmp(r, "assistant") == 0 && (*content)->len == 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an empty assistant message: "
+                        "nothing to learn", fn, i);
+    return NNT_OK;
+}
+
+/* "messages": the rendered text into s->text, the assistant spans counted. */
+static int encode_messages(nnt_sft *s, const jv *msgs)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (s->tmpl == NNT_CHAT_NONE)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a \"messages\" record needs a chat template "
+                        "(the tokenizer_config.json's, or chatml / llama3)", fn);
+    if (msgs->type != JV_ARR || msgs->n == 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"messages\" is not a non-empty array", fn);
+    size_t spans[2 * 64], nspans = 0;
+    int any = 0;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const jv *role, *content;
+        NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content));
+        int assistant = strcmp(role->s, "assistant") == 0;
+        any |= assistant;
+        if (assistant && nspans == 64)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: more than 64 assistant messages", fn);
+        if (s->tmpl == NNT_CHAT_CHATML) {
+            if (i == 0 && s->system && strcmp(role->s, "system")) {
+                NNT_TRY(puts0(s, "<|im_start|>system\n"));
+                NNT_TRY(puts0(s, s->system));
+                NNT_TRY(puts0(s, "<|im_end|>\n"));
+            }
+            NNT_TRY(puts0(s, "<|im_start|>"));
+            NNT_TRY(put(s, role->s, role->len));
+            if (assistant)
+                spans[2 * nspans] = s->text.n;
+            NNT_TRY(puts0(s, "\n"));
+            NNT_TRY(put(s, content->s, content->len));
+            NNT_TRY(puts0(s, "<|im_end|>\n"));
+        } else {   /* Llama 3 */
+            if (i == 0)
+                NNT_TRY(puts0(s, "<|begin_of_text|>"));
+            NNT_TRY(puts0(s, "<|start_header_id|>"));
+            NNT_TRY(put(s, role->s, role->len));
+            NNT_TRY(puts0(s, "<|end_header_id|>\n\n"));
+            const char *c = content->s, *e = content->s + content->len;
+            while (c < e && is_space(*c))
+                c++;
+            while (e > c && is_space(e[-1]))
+                e--;
+            if (assistant && c == e)
+                return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an assistant message "
+                                "of white space only: nothing to learn", fn, i);
+            if (assistant)
+                spans[2 * nspans] = s->text.n;
+            NNT_TRY(put(s, c, (size_t)(e - c)));
+            NNT_TRY(puts0(s, "<|eot_id|>"));
+        }
+        if (assistant)
+            spans[2 * nspans++ + 1] = s->text.n;
+    }
+    if (!any)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: no assistant message: nothing to learn", fn);
+    NNT_TRY(encode_record(s, s->text.p, s->text.n, 0));
+    for (size_t k = 0; k < nspans; k++)
+        NNT_TRY(count_span(s, s->text.p, spans[2 * k], spans[2 * k + 1]));
+    return NNT_OK;
+}
+
+/* The record's kind from its keys; other keys are refused, to catch a misnamed one. */
+static int encode_value(nnt_sft *s, const jv *root)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (root->type != JV_OBJ)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
+    const jv *text = hft_jv_get(root, "text"), *prompt = hft_jv_get(root, "prompt"),
+             *completion = hft_jv_get(root, "completion"),
+             *messages = hft_jv_get(root, "messages");
+    int kinds = (text != NULL) + (prompt || completion) + (messages != NULL);
+    if (kinds != 1)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: a record has one of \"text\", \"prompt\" with "
+                        "\"completion\", or \"messages\" (this one has %s)", fn,
+                        kinds ? "several" : "none");
+    for (size_t i = 0; i < root->n; i++)
+        if (strcmp(root->keys[i], "text") && strcmp(root->keys[i], "prompt") &&
+            strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages"))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (text, prompt, "
+                            "completion, messages)", fn, root->keys[i]);
+    s->text.n = 0;
+    if (messages)
+        return encode_messages(s, messages);
+    if (text) {
+        if (text->type != JV_STR)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"text\" is not a string", fn);
+        NNT_TRY(put_with_eos(s, text));
+        NNT_TRY(encode_record(s, s->text.p, s->text.n, 1));
+        memset(s->counts, 1, s->n);
+        return NNT_OK;
+    }
+    if (!prompt || !completion)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"%s\" without \"%s\"", fn,
+                        prompt ? "prompt" : "completion", prompt ? "completion" : "prompt");
+    if (prompt->type != JV_STR || completion->type != JV_STR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"prompt\" and \"completion\" must be strings "
+                        "(a conversation goes in \"messages\")", fn);
+    if (completion->len == 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: empty completion: nothing to learn", fn);
+    /* the prompt's ids alone, with the affixes (TRL tokenizes both with them) */
+    size_t np;
+    NNT_TRY(encode(s, prompt->s, prompt->len, &s->b, &s->bcap, &np));
+    NNT_TRY(put(s, prompt->s, prompt->len));
+    NNT_TRY(put_with_eos(s, completion));
+    NNT_TRY(encode_record(s, s->text.p, s->text.n, 1));
+    size_t k = common_prefix(s->pre, s->npre, s->ids, s->n);
+    if (k == s->npre)
+        k += common_prefix(s->b, np, s->ids + k, s->n - k);
+    if (k == s->npre + np)   /* the prompt's post affix too, as far as it agrees */
+        k += common_prefix(s->post, s->npost, s->ids + k, s->n - k);
+    memset(s->counts + k, 1, s->n - k);
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int32_t **ids,
+                           const uint8_t **counts, size_t *n)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (!s || (!record && len) || !ids || !counts || !n)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    *ids = NULL, *counts = NULL, *n = 0;
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    jv root;
+    nnt_json_init(&j, record ? record : "", len, 0, "the record", err, sizeof err);
+    int rc = hft_jv_parse(&j, &root, 0, "in the record");
+    if (rc == 0)
+        rc = nnt_json_end(&j);
+    if (rc)
+        rc = nnt_fail(NULL, rc, "%s: %s", fn, err);
+    else
+        rc = encode_value(s, &root);
+    hft_jv_free(&root);
+    if (rc)
+        return rc;
+    *ids = s->ids, *counts = s->counts, *n = s->n;
+    return NNT_OK;
+}

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Generate tests/fixtures/sft/: prompt/answer data as TRL 1.16's SFTTrainer prepares it, and
+the completion-only loss and gradients transformers computes on it with gradient
+accumulation, for tests/test_sft.c.
+
+Not run by CI (it needs PyTorch, transformers, trl, tokenizers); run once and commit the
+output. No downloads: two tiny byte-level BPE tokenizers trained here with `tokenizers`, a
+random tiny Llama (fixed seeds), single-threaded, eager attention.
+
+    /tmp/venv-torch/bin/python tests/gen_sft_fixtures.py [--out tests/fixtures/sft]
+
+Tokenizers (tokenizer.json + tokenizer_config.json with the model's chat template as a
+string, as the Hub ships them):
+  chatml   SmolLM2-style: <|im_start|>/<|im_end|>, eos <|im_end|>, SmolLM2's template (a
+           default system message when the first message is not a system one)
+  llama3   Llama 3-style: a TemplateProcessing post-processor that puts <|begin_of_text|>
+           first (so tokenizer(text) adds it, as Llama 3's does), eos <|eot_id|>, Meta
+           Llama 3's template (headers, content | trim, <|eot_id|>)
+records.jsonl: 2 {"text"}, 2 {"prompt", "completion"}, 2 {"messages"} records.
+NAME.expected: per record "ids ..." and "labels ..." lines: SFTTrainer's input_ids and
+labels (-100: not a target) for that tokenizer; prompt/completion with the default
+completion_only_loss, messages with assistant_only_loss=True and a training variant of the
+template with {% generation %} markers (chat_template_path): TRL's own llama3_training.jinja
+for Llama 3; for ChatML the assistant part of TRL's Qwen2.5 training template ('\\n' +
+content + '<|im_end|>\\n' inside the markers) on SmolLM2's template. The training variants
+render the same ids as the originals (checked here).
+
+model/ (config.json, model.safetensors): LlamaForCausalLM, V = the llama3 tokenizer's
+vocabulary, C 32, L 2, NH 4, NKV 2, hidden 48, untied.
+step.safetensors: the six llama3 examples, each padded to T = 64 with <|end_of_text|>
+(labels -100), as rows of B 2, in micro-batches of 2 rows (accum 3: text, prompt/completion,
+messages, whose counted targets differ). rows, labels (6, T) int32; then what transformers
+computes as its Trainer does with num_items_in_batch (model(..., labels,
+num_items_in_batch=N), N the step's counted targets, each micro-batch's loss backpropagated,
+no division by the accumulation): loss1 (1) the step's loss (the sum of the micro-batch
+losses), grad.<HF name> of every parameter after step 1's accumulation, loss2 (1) the loss
+of the same step after one torch.optim.SGD(lr 0.5) update; mean_of_means (1): the mean of the
+micro-batches' own means (the rule that would be wrong), to show it differs.
+"""
+import argparse
+import hashlib
+import json
+import os
+import tempfile
+
+import torch
+from datasets import Dataset
+from safetensors.torch import save_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from trl import SFTConfig, SFTTrainer
+
+T, B, ACCUM, LR = 64, 2, 3, 0.5
+
+CORPUS = [
+    "The cat sat on the mat. Rivers run to the sea, and the sea is never full.",
+    "Question: what colour is the sky? Answer: The sky is blue.",
+    "Translate to French: good morning. bonjour. Hello, who are you? I am a small model.",
+    "Be brief. Name a fruit. An apple. Another? A pear. system user assistant",
+    "Numbers 1 2 3 and words, punctuation! Yes? No: maybe; quotes \"here\".",
+] * 20
+
+RECORDS = [
+    {"text": "The cat sat on the mat."},
+    {"text": "Rivers run to the sea, and the sea is never full."},
+    {"prompt": "Question: what colour is the sky?\nAnswer:", "completion": " The sky is blue."},
+    {"prompt": "Translate to French: good morning", "completion": " bonjour"},
+    {"messages": [{"role": "user", "content": "Hello, who are you?"},
+                  {"role": "assistant", "content": "I am a small model."}]},
+    {"messages": [{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple."},
+                  {"role": "user", "content": "Another?"},
+                  {"role": "assistant", "content": " A pear. "}]},
+]
+
+SMOL_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+          "{{ '<|im_start|>system\\n" + SMOL_SYSTEM + "<|im_end|>\\n' }}{% endif %}"
+          "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+          "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+          "{% endif %}")
+CHATML_TRAINING = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\n" + SMOL_SYSTEM + "<|im_end|>\\n' }}{% endif %}"
+    "{% if message['role'] == 'assistant' %}{{ '<|im_start|>assistant' }}{% generation %}"
+    "{{ '\\n' + message['content'] + '<|im_end|>\\n' }}{% endgeneration %}{% else %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}")
+# Meta Llama 3 Instruct's template (TRL ships it as chat_templates/llama3.jinja)
+LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+          "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] "
+          "| trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content "
+          "%}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+          "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+
+TOKENIZERS = {
+    "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
+                   config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                           "bos_token": "<|im_start|>", "chat_template": CHATML}),
+    "llama3": dict(special=["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                            "<|end_header_id|>", "<|eot_id|>"], bos="<|begin_of_text|>",
+                   config={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+                           "pad_token": "<|end_of_text|>", "chat_template": LLAMA3}),
+}
+
+
+def train_tokenizer(name, spec, out):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=spec["special"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    if spec["bos"]:
+        bos = spec["bos"]
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                          special_tokens=[(bos, tok.token_to_id(bos))])])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    tok.save(os.path.join(d, "tokenizer.json"))
+    cfg = dict(spec["config"], tokenizer_class="PreTrainedTokenizerFast", model_max_length=T)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return d
+
+
+def tiny_llama(vocab, seed):
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=48,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                      rope_theta=10000.0, attn_implementation="eager", bos_token_id=None,
+                      eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).float()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def trl_prepare(tok_dir, records, training_template, model):
+    """SFTTrainer's own dataset preparation: (input_ids, labels) per record."""
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    out = []
+    kinds = [[r for r in records if "text" in r], [r for r in records if "prompt" in r],
+             [r for r in records if "messages" in r]]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "training.jinja")
+        with open(path, "w") as f:
+            f.write(training_template)
+        for recs in kinds:
+            conv = "messages" in recs[0]
+            cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
+                            assistant_only_loss=conv, use_cpu=True,
+                            chat_template_path=path if conv else None)
+            tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(recs),
+                            processing_class=tok)
+            for ex in tr.train_dataset:
+                out.append((list(ex["input_ids"]), list(ex["labels"])))
+            if conv:   # the training variant renders what the original template does
+                for r in recs:
+                    orig = tok.apply_chat_template(r["messages"], tokenize=True,
+                                                   return_dict=True)["input_ids"]
+                    assert list(orig) == out[-len(recs) + recs.index(r)][0], "templates differ"
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "sft"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    with open(os.path.join(args.out, "records.jsonl"), "w") as f:
+        for r in RECORDS:
+            f.write(json.dumps(r) + "\n")
+    llama3_training = open(os.path.join(os.path.dirname(__import__("trl").__file__),
+                                        "chat_templates", "llama3_training.jinja")).read()
+    training = {"chatml": CHATML_TRAINING, "llama3": llama3_training}
+    prepared = {}
+    for name, spec in TOKENIZERS.items():
+        d = train_tokenizer(name, spec, args.out)
+        vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
+        prepared[name] = trl_prepare(d, RECORDS, training[name], tiny_llama(vocab, 1))
+        with open(os.path.join(args.out, f"{name}.expected"), "w") as f:
+            for ids, labels in prepared[name]:
+                f.write("ids " + " ".join(map(str, ids)) + "\n")
+                f.write("labels " + " ".join(map(str, labels)) + "\n")
+        print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared[name]],
+              "targets", [sum(l != -100 for l in lab[1:]) for _, lab in prepared[name]])
+    # the loss with gradient accumulation, on the llama3 examples
+    tok = AutoTokenizer.from_pretrained(os.path.join(args.out, "llama3"))
+    vocab = Tokenizer.from_file(os.path.join(args.out, "llama3", "tokenizer.json")).get_vocab_size()
+    pad = tok.convert_tokens_to_ids("<|end_of_text|>")
+    rows = torch.full((len(RECORDS), T), pad, dtype=torch.long)
+    labels = torch.full((len(RECORDS), T), -100, dtype=torch.long)
+    for i, (ids, lab) in enumerate(prepared["llama3"]):
+        assert len(ids) <= T
+        rows[i, :len(ids)] = torch.tensor(ids)
+        labels[i, :len(ids)] = torch.tensor(lab)
+    model = tiny_llama(vocab, 7)
+    mdir = os.path.join(args.out, "model")
+    model.save_pretrained(mdir, safe_serialization=True)
+    for f in os.listdir(mdir):
+        if f not in ("config.json", "model.safetensors"):
+            os.remove(os.path.join(mdir, f))
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    N = int((labels[:, 1:] != -100).sum())
+    losses, means = [], []
+    for step in range(2):
+        opt.zero_grad()
+        total = 0.0
+        for k in range(ACCUM):
+            sl = slice(k * B, (k + 1) * B)
+            out = model(input_ids=rows[sl], labels=labels[sl], num_items_in_batch=N)
+            out.loss.backward()
+            total += out.loss.item()
+            if step == 0:
+                with torch.no_grad():
+                    means.append(model(input_ids=rows[sl], labels=labels[sl]).loss.item())
+        losses.append(total)
+        if step == 0:
+            grads = {"grad." + n: p.grad.detach().clone().contiguous()
+                     for n, p in model.named_parameters()}
+        opt.step()
+    ref = {"rows": rows.to(torch.int32), "labels": labels.to(torch.int32),
+           "loss1": torch.tensor([losses[0]], dtype=torch.float64),
+           "loss2": torch.tensor([losses[1]], dtype=torch.float64),
+           "mean_of_means": torch.tensor([sum(means) / len(means)], dtype=torch.float64),
+           **grads}
+    save_file(ref, os.path.join(args.out, "step.safetensors"))
+    print(f"N {N}, per micro-batch {[(labels[k*B:(k+1)*B, 1:] != -100).sum().item() for k in range(ACCUM)]}, "
+          f"loss1 {losses[0]:.6f}, mean of means {sum(means) / len(means):.6f}, loss2 {losses[1]:.6f}")
+    sums = []
+    for root, _, names in sorted(os.walk(args.out)):
+        for f in sorted(names):
+            rel = os.path.relpath(os.path.join(root, f), args.out)
+            if rel == "SHA256SUMS":
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {rel}\n")
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
+        fh.writelines(sums)
+    print(json.dumps({"torch": torch.__version__,
+                      "transformers": __import__("transformers").__version__,
+                      "trl": __import__("trl").__version__,
+                      "tokenizers": __import__("tokenizers").__version__}))
+
+
+if __name__ == "__main__":
+    main()
