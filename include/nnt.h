@@ -343,9 +343,12 @@ typedef struct nnt_tensor_attention_options {
     int64_t window;   /* sliding window W: query position i sees keys i - W < j <= i
                          (Hugging Face's sliding_window, Mistral's and Qwen2's); 0: none,
                          every earlier key (plain causal, as the forms without _ex)           */
+    double softcap;   /* > 0: each score s = scale q.k is soft-capped to softcap tanh(s /
+                         softcap) before the mask and softmax (Gemma 2's
+                         attn_logit_softcapping); 0: none                                    */
 } nnt_tensor_attention_options;
 
-#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0 }
+#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0, 0.0 }
 
 /* nnt_tensor_attention and _backward with options (NULL: the INIT values). A window gives
  * the same result as masking the keys outside it, and costs less: a query tile and a key

@@ -479,12 +479,12 @@ int nnt_insert_embedding_sum_pos(nnt_ctx *ctx, starpu_data_handle_t dout, int64_
                                  int64_t inner, starpu_data_handle_t dwpe);
 
 /* lib/codelets/attention.c; map: the slabs of a block task (cpu/nnt_cpu.h); window: the
- * sliding window (0: plain causal) */
+ * sliding window (0: plain causal); cap: the scores' soft-cap (0: none) */
 struct nnt_attn_map;
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                              int64_t window, float scale, const starpu_data_handle_t *h,
-                              int init);
+                              int64_t window, float scale, float cap,
+                              const starpu_data_handle_t *h, int init);
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                                  starpu_data_handle_t o, starpu_data_handle_t m,
                                  starpu_data_handle_t l, starpu_data_handle_t lse);
@@ -493,8 +493,8 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                              starpu_data_handle_t d);
 int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                              int64_t window, float scale, const starpu_data_handle_t *h,
-                              int init_dq, int init_dkv);
+                              int64_t window, float scale, float cap,
+                              const starpu_data_handle_t *h, int init_dq, int init_dkv);
 
 /* lib/codelets/xent.c */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
