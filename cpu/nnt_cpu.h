@@ -64,6 +64,16 @@ void nnt_cpu_axpby_f32(int64_t n, float alpha, const float *x, float beta, float
 void nnt_cpu_gelu_fwd_f32(int64_t n, const float *x, float *y);          /* y set */
 /* dx[i] = dy[i] * gelu'(x[i])                                                  dx set */
 void nnt_cpu_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx);
+/* GeGLU (Gemma's MLP): y = gelu(gate) * up with the GELU above (transformers'
+ * gelu_pytorch_tanh); backward dgate = dy up gelu'(gate), dup = dy gelu(gate). Any output
+ * may be an input (each element is read before it is written); dgate != dup.        set */
+void nnt_cpu_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
+void nnt_cpu_geglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                           float *dgate, float *dup);
+/* Soft-capping (Gemma 2's final logits), cap > 0: y = tanh(x / cap) cap; its gradient
+ * dx = dy (1 - tanh(x / cap)^2). y may be x, dx may be dy.                          set */
+void nnt_cpu_softcap_fwd_f32(int64_t n, float cap, const float *x, float *y);
+void nnt_cpu_softcap_bwd_f32(int64_t n, float cap, const float *x, const float *dy, float *dx);
 
 /* ---- copies between layouts -------------------------------------------------------- */
 

@@ -65,6 +65,14 @@ int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stre
 /* dx[i] = dy[i] * gelu'(x[i])                                                        dx set */
 int nnt_cuda_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
                           cudaStream_t stream);
+/* GeGLU and soft-capping (cpu/nnt_cpu.h's geglu and softcap kernels)                  set */
+int nnt_cuda_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y,
+                           cudaStream_t stream);
+int nnt_cuda_geglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                           float *dgate, float *dup, cudaStream_t stream);
+int nnt_cuda_softcap_fwd_f32(int64_t n, float cap, const float *x, float *y, cudaStream_t stream);
+int nnt_cuda_softcap_bwd_f32(int64_t n, float cap, const float *x, const float *dy, float *dx,
+                             cudaStream_t stream);
 
 /* ---- copies between layouts (cuda/copy.cu) -------------------------------------------------
  * shape, src_stride, dst_stride are HOST arrays of ndim (1..8) entries; src, dst device.

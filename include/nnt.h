@@ -424,14 +424,15 @@ NNT_API int nnt_tensor_swiglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_ten
 /* Scaling of the RoPE frequencies (nnt_rope_options.scaling). */
 typedef enum nnt_rope_scaling {
     NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
-    NNT_ROPE_SCALING_LLAMA3 = 1   /* Llama 3.1's: Hugging Face rope_type "llama3"          */
+    NNT_ROPE_SCALING_LLAMA3 = 1,  /* Llama 3.1's: Hugging Face rope_type "llama3"          */
+    NNT_ROPE_SCALING_LINEAR = 2   /* positions divided by factor: rope_type "linear"       */
 } nnt_rope_scaling;
 
 typedef struct nnt_rope_options {
     size_t size;            /* sizeof(nnt_rope_options), set by the init macro            */
     double theta;           /* base of the frequencies (rope_theta), > 0                   */
-    int scaling;            /* NNT_ROPE_SCALING_NONE or NNT_ROPE_SCALING_LLAMA3            */
-    double factor;          /* llama3 only (rope_scaling.factor), > 0                      */
+    int scaling;            /* NNT_ROPE_SCALING_NONE, _LLAMA3 or _LINEAR                   */
+    double factor;          /* llama3 and linear (rope_scaling.factor), > 0                */
     double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
     int64_t original_max_position;  /* llama3 only (original_max_position_embeddings) > 0 */
 } nnt_rope_options;

@@ -145,6 +145,15 @@ int nnt_read_options(const char *fn, const void *user, const void *defaults, voi
 /* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
  * (lib/ops/rope.c; also the attention layer's, at creation). */
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);
+/* Gemma's elementwise operations (internal; the layers' options use them): GeGLU, the
+ * SwiGLU operations with GELU's tanh form (transformers' gelu_pytorch_tanh) in place of
+ * silu (lib/ops/swiglu.c), and soft-capping y = tanh(x / cap) cap, cap > 0, with its
+ * gradient dx = dy (1 - tanh(x / cap)^2) (lib/ops/elementwise.c; y may be x, dx dy). */
+int nnt_tensor_geglu(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
+int nnt_tensor_geglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
+                              nnt_tensor *dgate, nnt_tensor *dup);
+int nnt_tensor_softcap(nnt_tensor *x, double cap, nnt_tensor *y);
+int nnt_tensor_softcap_backward(nnt_tensor *x, double cap, nnt_tensor *dy, nnt_tensor *dx);
 void nnt_vlog(int level, const char *fmt, va_list ap);
 
 /* A task body failed (it cannot return a status): log it and remember it, so that the next
@@ -378,6 +387,9 @@ int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float be
 int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
 int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
                         starpu_data_handle_t dx);
+int nnt_insert_softcap(nnt_ctx *ctx, float cap, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_softcap_bwd(nnt_ctx *ctx, float cap, starpu_data_handle_t x,
+                           starpu_data_handle_t dy, starpu_data_handle_t dx);
 
 /* lib/codelets/reduce.c */
 int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
@@ -446,12 +458,13 @@ int nnt_insert_rmsnorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_han
                            starpu_data_handle_t gamma, starpu_data_handle_t rstd,
                            starpu_data_handle_t dx, starpu_data_handle_t dgamma);
 
-/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup */
-int nnt_insert_swiglu(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
-                      starpu_data_handle_t y);
-int nnt_insert_swiglu_bwd(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
-                          starpu_data_handle_t dy, starpu_data_handle_t dgate,
-                          starpu_data_handle_t dup);
+/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup; gelu: GeGLU
+ * (gelu_tanh in place of silu) */
+int nnt_insert_swiglu(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+                      starpu_data_handle_t up, starpu_data_handle_t y);
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+                          starpu_data_handle_t up, starpu_data_handle_t dy,
+                          starpu_data_handle_t dgate, starpu_data_handle_t dup);
 
 /* lib/codelets/rope.c: one task on nbh slabs of nt rows (positions pos0, pos0 + 1, ...) of
  * n pairs; rows of ld floats. whole: the tile holds whole head vectors (x_hi == x_lo,
