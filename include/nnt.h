@@ -501,7 +501,8 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_SEQUENTIAL = 9,     /* children applied in order                               */
     NNT_LAYER_GPT = 10,           /* a whole GPT-2 model: nnt_gpt_create                      */
     NNT_LAYER_RMSNORM = 11,       /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
-    NNT_LAYER_MODEL = 12          /* a transformer of nnt_model_create (new in 0.3)           */
+    NNT_LAYER_MODEL = 12,         /* a transformer of nnt_model_create (new in 0.3)           */
+    NNT_LAYER_SOFTCAP = 13        /* (...) -> tanh(x / cap) cap: Gemma 2's final logits (0.3) */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -602,7 +603,8 @@ typedef enum nnt_norm_kind {
 /* Kind of MLP (nnt_mlp_options.kind). */
 typedef enum nnt_mlp_kind {
     NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
-    NNT_MLP_SWIGLU = 1            /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+    NNT_MLP_SWIGLU = 1,           /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+    NNT_MLP_GEGLU = 2             /* Gemma: down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)) */
 } nnt_mlp_kind;
 
 /* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
@@ -621,11 +623,17 @@ typedef struct nnt_attention_options {
     double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
     int64_t window;               /* sliding window W: position i attends keys i - W < j <= i
                                      (nnt_tensor_attention_ex(3)); 0: none                  */
+    double scale;                 /* scores scale * q.k; 0: 1 / sqrt(hd) (Gemma:
+                                     query_pre_attn_scalar^-0.5)                             */
+    double softcap;               /* > 0: scores soft-capped, softcap tanh(s / softcap)
+                                     (Gemma 2's attn_logit_softcapping); 0: none            */
+    int qk_norm_plus_one;         /* the q/k norms scale by 1 + weight, weights initialised
+                                     to 0 (Gemma 3)                                          */
 } nnt_attention_options;
 
 /* GPT-2's attention: multi-head, all biases, no rotary positions, no window. */
 #define NNT_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0 }
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
@@ -643,10 +651,17 @@ typedef struct nnt_block_options {
     double norm_eps;              /* > 0 (LayerNorm: >= 0)                                  */
     const nnt_attention_options *attention;  /* NULL: NNT_ATTENTION_OPTIONS_INIT            */
     const nnt_mlp_options *mlp;   /* NULL: NNT_MLP_OPTIONS_INIT                             */
+    int norm_plus_one;            /* RMSNorms scale by 1 + weight, weights initialised to 0
+                                     (Gemma)                                                 */
+    int sandwich_norms;           /* four norms (Gemma 2 and 3): x + post(attn(input(x))),
+                                     then + post_ff(mlp(pre_ff(.))); RMSNorm blocks only:
+                                     children input_layernorm, self_attn,
+                                     post_attention_layernorm, pre_feedforward_layernorm,
+                                     mlp, post_feedforward_layernorm                         */
 } nnt_block_options;
 
 #define NNT_BLOCK_OPTIONS_INIT \
-    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL }
+    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL, 0, 0 }
 
 /* The attention, MLP and block layers with options (NULL: the INIT values, which give
  * exactly nnt_layer_attention_create / _mlp_create / _block_create). Without GPT-2's options
