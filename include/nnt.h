@@ -791,10 +791,14 @@ NNT_API int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state
 typedef enum nnt_model_family {
     NNT_FAMILY_GPT2 = 0,          /* GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP,
                                      all biases, tied head                                   */
-    NNT_FAMILY_LLAMA = 1          /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
+    NNT_FAMILY_LLAMA = 1,         /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
                                      attention (also Mistral and its sliding window, Qwen2
                                      with qkv_bias, Qwen3 with qk_norm and head_dim, their
                                      sliding windows, SmolLM, TinyLlama)                     */
+    NNT_FAMILY_GEMMA = 2          /* Gemma3ForCausalLM, Gemma2ForCausalLM: RMSNorms scaled by
+                                     1 + weight, four per block, embedding times sqrt(C),
+                                     GeGLU MLP, query_pre_attn_scalar, sliding windows,
+                                     soft-caps (Gemma 2), q/k norms and local rope (Gemma 3) */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -807,7 +811,10 @@ enum {
     NNT_FAMILY_HAS_UNTIED = 1 << 5,    /* tied 0: a head of its own                           */
     NNT_FAMILY_HAS_BIASES = 1 << 6,    /* qkv_bias, out_bias, mlp_bias chosen                 */
     NNT_FAMILY_HAS_LLMC = 1 << 7,      /* llm.c checkpoints (nnt_gpt_load_llmc, _save_llmc)   */
-    NNT_FAMILY_HAS_WINDOW = 1 << 8     /* sliding windows (sliding_window, window_from, ...)   */
+    NNT_FAMILY_HAS_WINDOW = 1 << 8,    /* sliding windows (sliding_window, window_from, ...)   */
+    NNT_FAMILY_HAS_SOFTCAP = 1 << 9,   /* attn_softcap, final_softcap                         */
+    NNT_FAMILY_HAS_QUERY_SCALE = 1 << 10, /* query_pre_attn_scalar                            */
+    NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11   /* rope_local_theta                                 */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -856,12 +863,19 @@ typedef struct nnt_model_config {
     int64_t sliding_window;       /* W (Hugging Face's sliding_window); 0: no window         */
     int64_t window_from;          /* first block with a window                               */
     int64_t window_global_every;  /* every N-th block, counting from 1, is full; 0: none     */
+    /* Gemma (families with NNT_FAMILY_HAS_QUERY_SCALE, _SOFTCAP, _LOCAL_ROPE) */
+    double query_pre_attn_scalar; /* scores scaled by its -1/2 power; 0: head_dim's          */
+    double attn_softcap;          /* scores soft-capped, c tanh(s / c) (Gemma 2's
+                                     attn_logit_softcapping); 0: none                        */
+    double final_softcap;         /* logits soft-capped (final_logit_softcapping); 0: none   */
+    double rope_local_theta;      /* the rotary base of the blocks with a window, no scaling
+                                     (Gemma 3's rope_local_base_freq); 0: rope for all       */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
