@@ -523,11 +523,16 @@ void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
 {
     nnt_cfg_put_double(t, "rope_theta", r->theta);
+    char f[40], lo[40], hi[40];
+    if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
+        double_text(r->factor, f, sizeof f);
+        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %s}", f);
+        return;
+    }
     if (r->scaling != NNT_ROPE_SCALING_LLAMA3) {
         nnt_cfg_add(t, ",\n  \"rope_scaling\": null");
         return;
     }
-    char f[40], lo[40], hi[40];
     double_text(r->factor, f, sizeof f);
     double_text(r->low_freq_factor, lo, sizeof lo);
     double_text(r->high_freq_factor, hi, sizeof hi);

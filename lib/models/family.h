@@ -70,7 +70,7 @@ void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...) NNT_PRINTF(2, 3);
 void nnt_cfg_put_double(nnt_cfg_out *t, const char *key, double v);
 void nnt_cfg_put_int(nnt_cfg_out *t, const char *key, int64_t v);
 void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
-/* rope_theta and rope_scaling (null, or the llama3 object). */
+/* rope_theta and rope_scaling (null, or the llama3 or linear object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
 /* One rope object as a value: {"rope_type": "default" or "linear" (with factor),
  * "rope_theta": ...}. */
