@@ -74,7 +74,7 @@ window_layer_shift|lib/models/transformer.c|s@int windowed = nnt_model_block_win
 gemma_norm_w|lib/layers/leaf.c|s@NNT_TRY(nnt_tensor_fill(\*cache, 1.0));@NNT_TRY(nnt_tensor_fill(*cache, 0.0));@|Gemma: RMSNorms scaled by w instead of 1 + w
 gemma_embed_scale|lib/models/transformer.c|s@gl_embedding_set_scale(emb, sqrt((double)c->channels))@gl_embedding_set_scale(emb, 1.0)@|Gemma: the embedding not scaled by sqrt(C)
 gemma_attn_softcap_off|lib/layers/attention.c|s@o.softcap = a->softcap;@o.softcap = 0.0;@|Gemma 2: attention scores not soft-capped
-gemma_softcap_grad|cpu/attention.c|s@ds\[j\] = e \* (ds\[j\] - d) \* (1.0f - t \* t);@ds[j] = e * (ds[j] - d);@|Gemma 2: the score soft-cap's gradient factor 1 - tanh^2 left out
+gemma_softcap_grad|cpu/attention.c|s@ds\[j\] = e \* (ds\[j\] - d) \* (1.0f - t \* t);@ds[j] = e * (ds[j] - d);@|Gemma 2: the factor 1 - tanh^2 of the score soft-cap gradient left out
 gemma_final_softcap_off|lib/models/transformer.c|s@if (c->final_softcap > 0.0) {@if (c->final_softcap > 1e300) {@|Gemma 2: final logits not soft-capped
 gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_local_theta@ao.rope = !windowed \&\& c->rope_local_theta@|Gemma 3: the local rope base on the global layers and the global one on the local layers
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
