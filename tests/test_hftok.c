@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Hugging Face tokenizer.json through the public API (nnt_tokenizer_hf_load): every case of
  * tests/fixtures/hftok/KIND.cases (ids and decodes computed by the `tokenizers` package, see
- * tests/gen_hftok_fixtures.py; KIND gemma: Gemma's layout, byte fallback included)
- * tests/gen_hftok_fixtures.py) gives the same ids and the same decode; refusals name the key
+ * tests/gen_hftok_fixtures.py; KIND gemma: Gemma's layout, byte fallback included) gives the
+ * same ids and the same decode; refusals name the key
  * and value; NULL and empty input; token data read through nnt_data; a large file loads. */
 #include "testutil.h"
 
