@@ -2,8 +2,8 @@
 /* Hugging Face tokenizer.json through the public API (nnt_tokenizer_hf_load): every case of
  * tests/fixtures/hftok/KIND.cases (ids and decodes computed by the `tokenizers` package, see
  * tests/gen_hftok_fixtures.py; KIND gemma: Gemma's layout, byte fallback included) gives the
- * same ids and the same decode; refusals name the key
- * and value; NULL and empty input; token data read through nnt_data; a large file loads. */
+ * same ids and the same decode; refusals name the key and value; NULL and empty input; token
+ * data read through nnt_data; a large file loads. */
 #include "testutil.h"
 
 #include <sys/stat.h>
