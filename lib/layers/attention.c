@@ -5,9 +5,9 @@
  * v_proj (NKV key/value heads: grouped-query attention, done by the attention op itself),
  * o_proj, optional biases, optional RMSNorms of each head vector of q and k (Qwen3's
  * q_norm, k_norm, before the rotation; Gemma 3's scale by 1 + weight), rotary positions on
- * q and k, a query scale (Gemma's query_pre_attn_scalar) and soft-capped scores (Gemma 2). Shapes: B batch,
- * T sequence, C channels, NH heads, NKV key/value heads, hd head dimension (C / NH unless
- * the options give it). */
+ * q and k, a query scale (Gemma's query_pre_attn_scalar) and soft-capped scores (Gemma 2).
+ * Shapes: B batch, T sequence, C channels, NH heads, NKV key/value heads, hd head dimension
+ * (C / NH unless the options give it). */
 #include "generic.h"
 
 #include <math.h>

@@ -220,7 +220,7 @@ enum { LN_1, ATTN, LN_2, MLP, POST_ATTN, POST_MLP };
 
 typedef struct block {
     int recompute;                  /* keep only y; the backward reruns the forward first */
-    int sandwich;                   /* four norms: children in the order of sandwich_child */
+    int sandwich;                   /* four norms (Gemma): the children as child() says */
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x))
     nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2))

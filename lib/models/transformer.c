@@ -15,7 +15,8 @@
  *   <norm>                 the final norm
  *   "lm_head"              tied: the embedding's table (no parameter); untied: a linear
  *                          layer without bias, parameter "weight" (V, C)
- *   "final_logit_softcap"  with final_softcap only: tanh(z / c) c on the logits (no parameter)
+ *   "final_logit_softcap"  with final_softcap only: tanh(z / c) c of the logits (no
+ *                          parameter)
  *   "loss"                 cross-entropy (ignore index -1)
  * e.g. for the Llama family "model.embed_tokens", "model.layers.<i>", "model.norm", so that
  * every parameter carries its Hugging Face name, and for GPT-2 "", "h.<i>", "ln_f" (llm.c-
