@@ -7,7 +7,7 @@
  * text_config), logits, loss and every gradient for four tilings (sequence tiles of 3, 2 and
  * 7 that cut through the window's edge), 10 AdamW steps' losses, greedy generation past the
  * window with and without the key/value cache against transformers' generate, saved as a
- * Hugging Face directory and loaded back bit for bit. */
+ * Hugging Face directory and loaded back bit for bit, activation recompute bit for bit. */
 #include "testutil.h"
 #include "fixture_st.h"
 
@@ -365,6 +365,45 @@ START_TEST(test_save_roundtrip)
 }
 END_TEST
 
+/* With activation recompute (the four-norm block's forward rerun in its backward) the
+ * gradients are the same, bit for bit; _i: the model */
+START_TEST(test_recompute)
+{
+    const char *name = MODELS[_i];
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    nnt_layer *l[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[3].t, &l[k]));
+        if (k)
+            EXPECT_OK(nnt_layer_set_recompute(l[k], 1));
+        nnt_tensor *x = ids_tensor(tok, TILINGS[3].tok), *y = ids_tensor(tgt, TILINGS[3].tok);
+        EXPECT_OK(nnt_layer_clear_grad(l[k]));
+        EXPECT_OK(nnt_layer_set_targets(l[k], y));
+        EXPECT_OK(nnt_layer_forward(l[k], x, NULL));
+        EXPECT_OK(nnt_layer_backward(l[k], NULL, NULL));
+        EXPECT_OK(nnt_layer_set_targets(l[k], NULL));
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+    }
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l[0], &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info a = test_param_at(l[0], i), b = test_param_at(l[1], i);
+        int64_t n1 = 0, n2 = 0;
+        float *g1 = test_to_host(a.grad, &n1), *g2 = test_to_host(b.grad, &n2);
+        ck_assert_msg(n1 == n2 && memcmp(g1, g2, (size_t)n1 * sizeof *g1) == 0,
+                      "%s: gradient of %s differs with recompute", name, a.name);
+        free(g1), free(g2);
+    }
+    nnt_layer_destroy(l[0]);
+    nnt_layer_destroy(l[1]);
+    free(tok), free(tgt);
+    nnt_st_close(r);
+}
+END_TEST
+
 static Suite *gemma_suite(void)
 {
     Suite *s = suite_create("model_gemma");
@@ -376,6 +415,7 @@ static Suite *gemma_suite(void)
     tcase_add_loop_test(tc, test_adamw, 0, 2 * NMODELS);
     tcase_add_loop_test(tc, test_generate, 0, 2 * NMODELS);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
+    tcase_add_loop_test(tc, test_recompute, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;
 }
