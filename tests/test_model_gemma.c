@@ -145,6 +145,19 @@ START_TEST(test_config)
                  GEMMA3_OLD "}, \"vision_config\": {\"hidden_size\": 8}}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("mm"), &c));
     expect_gemma3(&c);
+    /* a text_config that names only what differs from Gemma3TextConfig's defaults, as
+     * google/gemma-3-4b-it's does (its keys as recalled: the hub is out of reach here) */
+    write_config(test_tmp_path("4b"), "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                 "\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560, "
+                 "\"intermediate_size\": 10240, \"model_type\": \"gemma3_text\", "
+                 "\"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": "
+                 "\"linear\"}, \"sliding_window\": 1024}, \"vision_config\": {}}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("4b"), &c));
+    ck_assert(c.vocab == 262208 && c.channels == 2560 && c.hidden == 10240 && c.layers == 34);
+    ck_assert(c.heads == 8 && c.kv_heads == 4 && c.head_dim == 256 && c.qk_norm == 1);
+    ck_assert(c.sliding_window == 1024 && c.window_global_every == 6);
+    ck_assert(c.rope.theta == 1000000.0 && c.rope.scaling == NNT_ROPE_SCALING_LINEAR &&
+              c.rope.factor == 8.0 && c.rope_local_theta == 10000.0);
     write_config(test_tmp_path("g2"), "{\"model_type\": \"gemma2\", \"vocab_size\": 64, "
                  "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 4, "
                  "\"num_attention_heads\": 4, \"sliding_window\": 5}");

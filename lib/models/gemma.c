@@ -189,12 +189,13 @@ static int read_text(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
 {
     static const char *const acts[1] = {"gelu_pytorch_tanh"};
     int act = 0, bidir = 0;
-    NNT_TRY(nnt_cfg_int(o, "vocab_size", 1, 0, &c->vocab));
-    NNT_TRY(nnt_cfg_int(o, "hidden_size", 1, 0, &c->channels));
-    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 1, 0, &c->hidden));
-    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 1, 0, &c->layers));
-    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 1, 0, &c->heads));
-    /* the others as Gemma3TextConfig / Gemma2Config default them */
+    /* absent keys as Gemma3TextConfig / Gemma2Config default them (a gemma3 config's
+     * text_config names only what differs from them) */
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, gemma3 ? 262208 : 256000, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2304, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 9216, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 26, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 8, &c->heads));
     NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, 4, &c->kv_heads));
     NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 256, &c->head_dim));
     if (c->head_dim < 1)
