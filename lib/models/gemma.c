@@ -13,7 +13,10 @@
  * Parameter names are Hugging Face's, as the Llama family's ("model.layers.<i>.
  * pre_feedforward_layernorm.weight", ...); the head is tied unless tie_word_embeddings is
  * false. Checked against transformers 5.24's modeling_gemma3.py / modeling_gemma2.py
- * (tests/test_model_gemma.c). */
+ * (tests/test_model_gemma.c). The embedding scale is sqrt(C) rounded to fp32, as
+ * transformers computes it for fp32 weights (it rounds it to the weights' dtype: a bf16
+ * checkpoint run in bf16 there scales by sqrt(3072) = 55.4256 rounded to 55.5; nnt keeps
+ * fp32 weights and activations under --precision bf16 too, so its scale stays fp32). */
 #include "models.h"
 #include "family.h"
 
