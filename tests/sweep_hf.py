@@ -156,7 +156,10 @@ def pick_model(r, c):
     if fam in ("gemma2", "gemma3"):   # drawn last: the other families' draws unchanged
         g3 = fam == "gemma3"
         c["attn_bias"] = r.random() < 0.2
-        c["window"] = r.choice([1, 2, 3, 5, 8, 64])
+        # not 1: transformers 5.24's generate with its cache disagrees with its own uncached
+        # forward at sliding_window 1 (case 426 of seed 1234 when 1 was drawn: nnt equal to
+        # the uncached forward); window 1 is in test_ops_window against float64
+        c["window"] = r.choice([2, 2, 3, 5, 8, 64])
         c["pattern"] = r.choice([1, 2, 3, 6]) if g3 else 2
         c["qpas"] = r.choice([c["hd"], 2 * c["hd"], r.randint(3, 80)])
         c["attn_cap"] = None if g3 else r.choice([None, 1.0, 5.0, 50.0])
