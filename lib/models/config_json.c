@@ -335,11 +335,11 @@ int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub)
                                       : nnt_fail(o->ctx, NNT_E_NOMEM, "%s: out of memory", o->fn);
     if (rc == 0) {
         sprintf(prefix, "%s%s.", o->prefix, key);
-        rc = get_object(o, key, prefix, r, &present);
+        rc = get_object(o, key, prefix, r, &present);   /* r's keys: none, or its own */
+        if (rc || !present)
+            jobj_free(r);
     }
     if (rc || !present) {
-        if (r && rc == 0)
-            jobj_free(r);
         free(r);
         free(prefix);
         return rc;
