@@ -435,7 +435,8 @@ void nnt_cpu_sgd_step_f32(int64_t n, float lr, float momentum, float weight_deca
  * Element with global linear index idx gets a value that depends only on (seed, idx), so any
  * tiling yields the same tensor. The box is a tile: tile_shape[ndim] at tile_origin[ndim]
  * inside a tensor of global_shape[ndim]; out is the contiguous tile.
- * dist 0: uniform in [a, b); dist 1: normal with mean a, std b.                              */
+ * dist 0: uniform in [a, b); dist 1: normal with mean a, std b; dist 2: dropout of out in
+ * place, each element 0 where dist 0's uniform value in [0, 1) is below a, else times b.     */
 void nnt_cpu_fill_random_f32(int ndim, const int64_t *global_shape, const int64_t *tile_origin,
                              const int64_t *tile_shape, uint64_t seed, int dist, float a,
                              float b, float *out);

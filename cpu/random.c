@@ -158,6 +158,14 @@ static NNT_AVX2 void normal_row_avx2(uint64_t seed, uint64_t idx0, int64_t n, fl
 static void fill_row(uint64_t seed, uint64_t idx0, int64_t n, int dist, float a, float b,
                      float *out)
 {
+    if (dist == 2) {   /* dropout in place: 0 where u < a, else scaled by b */
+        for (int64_t j = 0; j < n; j++) {
+            uint64_t z = mix64(seed, idx0 + (uint64_t)j);
+            double u = ((double)(z >> 40) + 0.5) * 0x1p-24;   /* dist 0's, in (0, 1) */
+            out[j] = u < (double)a ? 0.0f : out[j] * b;
+        }
+        return;
+    }
     if (dist == 0) {
         for (int64_t j = 0; j < n; j++)
             out[j] = uniform_value(mix64(seed, idx0 + (uint64_t)j), a, b);

@@ -86,7 +86,10 @@ __global__ void fill_random_kernel(TileDesc td, int64_t total, uint64_t seed, in
             idx += (uint64_t)(td.origin[d] + i) * td.gstride[d];
         }
         const uint64_t z = mix(seed, idx);
-        if (dist == 0) {
+        if (dist == 2) {   /* dropout in place, as the CPU kernel */
+            const double u = ((double)(z >> 40) + 0.5) * 0x1p-24;
+            out[t] = u < da ? 0.0f : __fmul_rn(out[t], b);
+        } else if (dist == 0) {
             const double u = ((double)(z >> 40) + 0.5) * 0x1p-24;
             out[t] = (float)__dadd_rn(da, __dmul_rn(__dsub_rn(db, da), u));
         } else {
@@ -106,7 +109,7 @@ extern "C" int nnt_cuda_fill_random_f32(int ndim, const int64_t *global_shape,
                                         cudaStream_t stream)
 {
     if (ndim < 1 || ndim > NNT_CUDA_MAX_NDIM || !global_shape || !tile_origin || !tile_shape ||
-        (dist != 0 && dist != 1))
+        (dist != 0 && dist != 1 && dist != 2))
         return -1;
     TileDesc td;
     td.ndim = ndim;

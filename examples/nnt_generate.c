@@ -5,10 +5,12 @@
  * See man/man1/nnt-generate.1. Exit status: 0 done, 1 error (library, files), 2 bad usage. */
 #include <nnt.h>
 
-#include "saved_options.h"
+#include "cli.h"
 #include "text_out.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,78 +18,85 @@
 #include <unistd.h>
 
 typedef struct opts {
-    const char *load_hf, *load_llmc, *checkpoint, *prompt, *prompt_ids, *vocab, *merges,
-        *tokenizer_json, *prompt_file;
+    const char *load_hf, *load_llmc, *checkpoint;
+    const char *adapter;                    /* --adapter DIR: a PEFT LoRA adapter */
+    const char *prompt, *prompt_file, *prompt_ids, *vocab, *merges, *tokenizer_json;
+    int64_t max_new, top_k, seed, eos, cpus;
+    double temperature, top_p;
+    int tokenizer;                          /* TOK_*, -1: not given          */
+    int precision;                          /* nnt_precision                 */
+    int print_ids, no_cache, continuation_only;
     char *prompt_buf;                       /* --prompt-file's text (owned) */
     size_t prompt_len;                      /* bytes of the prompt's text   */
-    long long max_new, top_k, seed, eos;
-    double temperature, top_p;
-    int print_ids, no_cache, cpus, bytes;   /* bytes: --tokenizer bytes */
-    int continuation_only;                  /* --continuation-only          */
-    nnt_precision precision;                /* --precision                  */
 } opts;
 
-static const char USAGE[] =
-    "usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
-    "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
-    "                    [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                    [--seed S] [--eos ID] [--tokenizer bytes|bpe|json]\n"
-    "                    [--vocab FILE --merges FILE] [--tokenizer-json FILE] [--print-ids]\n"
-    "                    [--cpus N] [--no-cache] [--precision fp32|tf32|bf16]\n"
-    "                    [--continuation-only]\n"
-    "Prints the prompt and its continuation (--continuation-only: the new text only;\n"
-    "--print-ids: the new ids only);\n"
-    "on a terminal, bytes that are not valid UTF-8 and control characters as \\xHH.\n"
-    "Defaults: --max-new-tokens 64 --temperature 1 (0: greedy) --top-k 40 (0: all)\n"
-    "--top-p 1 --seed 0 --eos -1 (none) --cpus -1 (all) --precision fp32; the tokenizer\n"
-    "of the model's directory or checkpoint. --version prints the version. See nnt-generate(1).\n";
+enum { TOK_BYTES, TOK_BPE, TOK_JSON };
+static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 
-/* The options that take a value (an unknown one is named as unknown, not as missing its
- * value, wherever it stands). */
-static const char *const VALUE_OPTIONS[] = {
-    "--load-hf", "--load-llmc", "--checkpoint", "--prompt", "--prompt-ids", "--prompt-file",
-    "--vocab", "--bpe-vocab", "--merges", "--bpe-merges", "--tokenizer", "--tokenizer-json",
-    "--max-new-tokens", "--top-k", "--seed", "--eos", "--cpus", "--temperature", "--top-p",
-    "--precision", NULL};
+#define CLI_OFF(f) offsetof(opts, f)
+static const cli_option table[] = {
+    OPT_GROUP("Model (one of):"),
+    OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "a Hugging Face model directory"),
+    OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE", "an llm.c GPT-2 checkpoint"),
+    OPT_STR("checkpoint", checkpoint, NULL, 0, "FILE|DIR",
+            "an nnt-train checkpoint, or the --out directory holding it"),
+    OPT_STR("adapter", adapter, NULL, 0, "DIR", "with the LoRA adapter of a PEFT directory "
+            "(nnt-train\n--save-peft, PEFT's save_pretrained) on the model"),
+    OPT_GROUP("Prompt (one of):"),
+    OPT_STR("prompt", prompt, NULL, 0, "TEXT", "text, encoded with the tokenizer"),
+    OPT_STR("prompt-file", prompt_file, NULL, 0, "FILE", "the text of FILE (-: standard input)"),
+    OPT_STR("prompt-ids", prompt_ids, NULL, 0, "IDS", "token ids separated by spaces or commas"),
+    OPT_GROUP("Tokenizer (default: the model directory's, or the one the checkpoint was trained "
+              "with):"),
+    OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, 0, "T",
+               "bytes|bpe|json (default: from the files given)"),
+    OPT_STR("vocab", vocab, NULL, 0, "FILE", NULL),
+    OPT_STR("merges", merges, NULL, 0, "FILE", "GPT-2 vocab.json and merges.txt for bpe (also\n"
+            "--bpe-vocab, --bpe-merges)"),
+    OPT_ALIAS("bpe-vocab", "vocab"),
+    OPT_ALIAS("bpe-merges", "merges"),
+    OPT_STR("tokenizer-json", tokenizer_json, NULL, 0, "FILE",
+            "a Hugging Face tokenizer.json for json"),
+    OPT_GROUP("Generation:"),
+    OPT_INT("max-new-tokens", max_new, 0, CLI_BIG, "64", 0, "N",
+            "tokens to generate (default 64)"),
+    OPT_REAL("temperature", temperature, 0, 1e6, "1", 0, "T", "0 = greedy (default 1)"),
+    OPT_INT("top-k", top_k, 0, 2147483647.0, "40", 0, "K", "0 = all tokens (default 40)"),
+    OPT_REAL("top-p", top_p, 0, 1, "1", CLI_OPEN_MIN, "P", "the most likely tokens of "
+             "probability P at least (default 1)"),
+    OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
+    OPT_INT("eos", eos, -1, 2147483647.0, "-1", 0, "ID",
+            "stop after the token ID (default -1: none)"),
+    OPT_FLAG("no-cache", no_cache, 0, "a forward over the whole window for each token (no "
+             "key/value\ncache: the same tokens, slower)"),
+    OPT_GROUP("Output (on a terminal, bytes that are not valid UTF-8 and control characters as "
+              "\\xHH):"),
+    OPT_FLAG("continuation-only", continuation_only, 0,
+             "the new text only (default: the prompt, then its continuation)"),
+    OPT_FLAG("print-ids", print_ids, 0, "the new ids only"),
+    OPT_GROUP("Runtime:"),
+    OPT_INT("cpus", cpus, -1, 4096, "-1", 0, "N", "CPU workers (default -1: all)"),
+    OPT_CHOICE("precision", precision, precisions, "fp32", 0, "P",
+               "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
+};
 
-static int takes_value(const char *k)
-{
-    for (const char *const *o = VALUE_OPTIONS; *o; o++)
-        if (!strcmp(*o, k))
-            return 1;
-    return 0;
-}
+static const cli_program program = {
+    "nnt-generate", table, (int)(sizeof table / sizeof table[0]),
+    "Usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
+    "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS) [OPTION]...\n"
+    "Continue a prompt with a language model (nnt_model_generate: a key/value cache, greedy\n"
+    "or sampled decoding) and print the prompt and its continuation as they come.\n\n",
+    "\nExit status: 0 done, 1 error (library, files), 2 bad usage.\nSee nnt-generate(1).\n",
+    NULL, NULL};
 
-static int usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "nnt-generate: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", USAGE);
-    return 2;
-}
+#define usage(...) cli_error("nnt-generate", __VA_ARGS__)
 
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-generate: %s: %s: %s\n", what, nnt_strerror(rc),
             nnt_ctx_last_error(NULL));
     return 1;
-}
-
-/* *v = the whole of s as a number (strtoll / strtod); 0 on success. */
-static int parse_ll(const char *s, long long *v)
-{
-    char *end = NULL;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    return errno || end == s || *end;
-}
-
-static int parse_d(const char *s, double *v)
-{
-    char *end = NULL;
-    errno = 0;
-    *v = strtod(s, &end);
-    return errno || end == s || *end;
 }
 
 /* --prompt-file: the whole file (- : standard input) as the prompt's text. */
@@ -122,91 +131,9 @@ static int read_prompt_file(opts *o)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-    const char *tok_kind = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--print-ids") || !strcmp(k, "--no-cache")) {
-            *(k[2] == 'p' ? &o->print_ids : &o->no_cache) = 1;
-            continue;
-        }
-        if (!strcmp(k, "--continuation-only")) {
-            o->continuation_only = 1;
-            continue;
-        }
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (!strcmp(k, "--version")) {
-            const char *version = "?";
-            nnt_version(NULL, &version);
-            printf("nnt-generate %s\n", version);
-            exit(0);
-        }
-        if (!takes_value(k))
-            return usage("unknown option %s", k);
-        if (i + 1 >= argc)
-            return usage("%s needs a value", k);
-        const char *v = argv[++i];
-        const char *want = NULL;   /* the values allowed, for the message */
-        long long n = 0;
-        int bad = 0;
-        if (!strcmp(k, "--load-hf")) o->load_hf = v;
-        else if (!strcmp(k, "--load-llmc")) o->load_llmc = v;
-        else if (!strcmp(k, "--checkpoint")) o->checkpoint = v;
-        else if (!strcmp(k, "--prompt")) o->prompt = v;
-        else if (!strcmp(k, "--prompt-ids")) o->prompt_ids = v;
-        else if (!strcmp(k, "--prompt-file")) o->prompt_file = v;
-        else if (!strcmp(k, "--vocab") || !strcmp(k, "--bpe-vocab")) o->vocab = v;
-        else if (!strcmp(k, "--merges") || !strcmp(k, "--bpe-merges")) o->merges = v;
-        else if (!strcmp(k, "--tokenizer")) {
-            /* as nnt-train's: the files come with --tokenizer-json / --vocab --merges */
-            bad = strcmp(v, "bytes") && strcmp(v, "bpe") && strcmp(v, "json");
-            want = "bytes, bpe or json";
-            o->bytes = !strcmp(v, "bytes");
-            tok_kind = v;
-        }
-        else if (!strcmp(k, "--tokenizer-json")) o->tokenizer_json = v;
-        else if (!strcmp(k, "--max-new-tokens")) {
-            bad = parse_ll(v, &o->max_new) || o->max_new < 0;
-            want = "an integer >= 0";
-        } else if (!strcmp(k, "--top-k")) {
-            bad = parse_ll(v, &o->top_k) || o->top_k < 0;
-            want = "an integer >= 0 (0: all tokens)";
-        } else if (!strcmp(k, "--seed")) {
-            bad = parse_ll(v, &o->seed) || o->seed < 0;
-            want = "an integer >= 0";
-        } else if (!strcmp(k, "--eos")) {
-            bad = parse_ll(v, &o->eos) || o->eos < -1;
-            want = "a token id, or -1 for none";
-        }
-        else if (!strcmp(k, "--cpus")) {
-            bad = parse_ll(v, &n) || n < -1 || n == 0 || n > 4096;
-            o->cpus = (int)n;
-            want = "1 to 4096, or -1 for all";
-        } else if (!strcmp(k, "--temperature")) {
-            bad = parse_d(v, &o->temperature) || !(o->temperature >= 0.0);
-            want = "a number >= 0 (0: greedy)";
-        } else if (!strcmp(k, "--top-p")) {
-            bad = parse_d(v, &o->top_p) || !(o->top_p > 0.0 && o->top_p <= 1.0);
-            want = "a number in (0, 1]";
-        }
-        else if (!strcmp(k, "--precision")) {
-            static const char *const names[] = {"fp32", "tf32", "bf16"};   /* = nnt_precision */
-            int p = 2;
-            while (p >= 0 && strcmp(v, names[p]))
-                p--;
-            bad = p < 0;
-            o->precision = (nnt_precision)(p < 0 ? 0 : p);
-            want = "fp32, tf32 or bf16";
-        } else
-            return usage("unknown option %s", k);
-        if (bad) {
-            fprintf(stderr, "nnt-generate: bad value for %s: '%s' (expected %s)\n%s", k, v,
-                    want ? want : "?", USAGE);
-            return 2;
-        }
-    }
+    int rc = cli_parse(&program, argc, argv, o, NULL, NULL, NULL);
+    if (rc)
+        return rc;
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
     if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file != 1)
@@ -219,11 +146,11 @@ static int parse_args(int argc, char **argv, opts *o)
         return usage("%s", "--vocab and --merges go together");
     if (o->tokenizer_json && o->vocab)
         return usage("%s", "--tokenizer-json excludes --vocab and --merges");
-    if (tok_kind && o->bytes && (o->tokenizer_json || o->vocab))
+    if (o->tokenizer == TOK_BYTES && (o->tokenizer_json || o->vocab))
         return usage("%s", "--tokenizer bytes takes no tokenizer file");
-    if (tok_kind && !strcmp(tok_kind, "bpe") && !o->vocab)
+    if (o->tokenizer == TOK_BPE && !o->vocab)
         return usage("%s", "--tokenizer bpe needs --vocab FILE and --merges FILE");
-    if (tok_kind && !strcmp(tok_kind, "json") && !o->tokenizer_json && !o->load_hf)
+    if (o->tokenizer == TOK_JSON && !o->tokenizer_json && !o->load_hf)
         return usage("%s", "--tokenizer json needs --tokenizer-json FILE (or a --load-hf "
                      "directory with a tokenizer.json)");
     return 0;
@@ -267,14 +194,24 @@ static int readable(const char *path)
     return path && access(path, R_OK) == 0;
 }
 
+/* The value of key in a checkpoint's options string, malloc'd; NULL when absent. */
+static char *saved(const char *options, const char *key)
+{
+    char buf[4096];
+    int found = 0;
+    if (nnt_options_get(options, key, buf, sizeof buf, &found) || !found)
+        return NULL;
+    return strdup(buf);
+}
+
 /* The tokenizer an nnt-train checkpoint was trained with (options: its options string):
  * bytes, or the tokenizer.json / vocab.json + merges.txt it names when they are still there.
  * *tok NULL if none applies; *kind the tokenizer's name (malloc'd, may be NULL). */
 static int checkpoint_tokenizer(const char *options, nnt_tokenizer **tok, char **kind)
 {
-    *kind = saved_option_str(options, "tokenizer");
-    char *j = saved_option_str(options, "tokenizer_json");
-    char *v = saved_option_str(options, "bpe_vocab"), *m = saved_option_str(options, "bpe_merges");
+    *kind = saved(options, "tokenizer");
+    char *j = saved(options, "tokenizer_json");
+    char *v = saved(options, "bpe_vocab"), *m = saved(options, "bpe_merges");
     int rc = 0;
     if (*kind && !strcmp(*kind, "bytes") && (rc = nnt_tokenizer_bytes_create(tok)))
         rc = lib_error("nnt_tokenizer_bytes_create", rc);
@@ -296,7 +233,7 @@ static int load_tokenizer(const opts *o, const char *trained, nnt_tokenizer **to
 {
     *tok = NULL;
     char *v = NULL, *m = NULL, *j = NULL, *kind = NULL;
-    if (o->bytes) {
+    if (o->tokenizer == TOK_BYTES) {
         int rc = nnt_tokenizer_bytes_create(tok);
         return rc ? lib_error("nnt_tokenizer_bytes_create", rc) : 0;
     }
@@ -331,9 +268,11 @@ static int load_tokenizer(const opts *o, const char *trained, nnt_tokenizer **to
                        "%s, whose files are not where it was trained; give --tokenizer-json "
                        "FILE or --vocab and --merges, or use --prompt-ids", kind);
         else
-            rc = usage("%s", "--prompt needs a tokenizer: --tokenizer-json FILE, --vocab and "
-                       "--merges (GPT-2 BPE), or a --load-hf directory with tokenizer.json or "
-                       "vocab.json and merges.txt; or use --prompt-ids");
+            rc = usage("%s", "--prompt needs a tokenizer: --tokenizer bytes (one token per "
+                       "byte: nnt-train's default, whose --save-hf directories have no "
+                       "tokenizer file), --tokenizer-json FILE, --vocab and --merges (GPT-2 "
+                       "BPE), or a --load-hf directory with tokenizer.json or vocab.json and "
+                       "merges.txt; or use --prompt-ids");
     }
     free(v), free(m), free(j), free(kind);
     return rc;
@@ -412,22 +351,16 @@ static void print_token(void *arg, int64_t i, int32_t token)
     decode_and_write(st);
 }
 
-/* --checkpoint FILE|DIR (DIR: its checkpoint.safetensors, as nnt-train --out writes it):
- * the model at its whole context (the window of generation; memory follows the tokens
- * decoded) and the options the training run saved (*trained, malloc'd). */
-static int load_checkpoint(nnt_ctx *ctx, const opts *o, nnt_layer **model, char **trained)
+/* --checkpoint FILE|DIR (DIR: its checkpoint.safetensors, as nnt-train --out writes it): the
+ * options the training run saved (*trained, malloc'd; NULL when none), for its tokenizer. */
+static int checkpoint_options(const opts *o, char **trained)
 {
     struct stat sb;
     char *path = stat(o->checkpoint, &sb) == 0 && S_ISDIR(sb.st_mode)
                      ? path_in(o->checkpoint, "checkpoint.safetensors")
                      : strdup(o->checkpoint);
-    if (!path)
-        return lib_error("out of memory", NNT_E_NOMEM);
-    nnt_model_config cfg;
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    int rc = nnt_model_train_state_config(ctx, path, &cfg);
-    if (rc == 0)
-        rc = nnt_model_load_train_state(ctx, path, 1, cfg.max_seq, NULL, &st, model);
+    int rc = path ? nnt_train_state_info(NULL, path, &st) : NNT_E_NOMEM;
     free(path);
     if (rc)
         return lib_error("--checkpoint", rc);
@@ -435,27 +368,28 @@ static int load_checkpoint(nnt_ctx *ctx, const opts *o, nnt_layer **model, char 
     return 0;
 }
 
-/* --load-hf / --load-llmc for a sequence of T tokens: B 1; a GPT layer's window is its T
- * (the whole sequence, up to max_seq). */
+/* The model of --load-hf, --load-llmc or --checkpoint (nnt_model_open) for one sequence of
+ * T tokens, at most its context; a checkpoint at its whole context (the window of generation;
+ * memory follows the tokens decoded). */
 static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
 {
-    int rc;
-    if (o->load_hf) {
-        nnt_model_config cfg;
-        if ((rc = nnt_model_hf_config(ctx, o->load_hf, &cfg)) == 0)
-            rc = nnt_model_load_hf(ctx, o->load_hf, 1, T < cfg.max_seq ? T : cfg.max_seq, NULL,
-                                   model);
-    } else {   /* the configuration is in the checkpoint: load it, then at its maxT */
-        nnt_gpt_config cfg;
-        if ((rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, 1, NULL, model)) == 0 &&
-            (rc = nnt_gpt_config_of(*model, &cfg)) == 0 && T > 1) {
-            nnt_layer_destroy(*model);
-            *model = NULL;
-            rc = nnt_gpt_load_llmc(ctx, o->load_llmc, 1, T < cfg.max_seq ? T : cfg.max_seq,
-                                   NULL, model);
-        }
+    const char *source = o->load_hf ? o->load_hf : o->load_llmc ? o->load_llmc : o->checkpoint;
+    const char *option = o->load_hf ? "--load-hf" : o->load_llmc ? "--load-llmc"
+                                                                  : "--checkpoint";
+    nnt_model_config cfg;
+    if (access(source, F_OK)) {   /* (not a preset's name: a model to generate with) */
+        fprintf(stderr, "nnt-generate: %s %s: %s\n", option, source, strerror(errno));
+        return 1;
     }
-    return rc ? lib_error(o->load_hf ? "--load-hf" : "--load-llmc", rc) : 0;
+    int rc = nnt_model_source_config(ctx, source, &cfg);
+    if (rc == 0)
+        rc = nnt_model_open(ctx, source, NULL, 1, o->checkpoint || T > cfg.max_seq
+                            ? cfg.max_seq : T, NULL, 0, model);
+    if (rc)
+        return lib_error(option, rc);
+    if (o->adapter && (rc = nnt_model_load_peft(*model, o->adapter)))
+        return lib_error("--adapter", rc);
+    return 0;
 }
 
 /* Generate and stream the new tokens (text through tok, or ids). */
@@ -520,21 +454,15 @@ static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prom
 int main(int argc, char **argv)
 {
     opts o = {0};
-    o.max_new = 64;
-    o.temperature = 1.0;
-    o.top_k = 40;
-    o.top_p = 1.0;
-    o.eos = -1;
-    o.cpus = -1;
     int rc = parse_args(argc, argv, &o);
     if (rc)
-        return rc;
+        return rc == 1 ? 0 : rc;   /* 1: --help or --version */
     nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
-    co.ncpus = o.cpus;
+    co.ncpus = (int)o.cpus;
     nnt_ctx *ctx = NULL;
     if ((rc = nnt_ctx_create(&co, &ctx)))
         return lib_error("nnt_ctx_create", rc);
-    if ((rc = nnt_ctx_set_precision(ctx, o.precision))) {
+    if ((rc = nnt_ctx_set_precision(ctx, (nnt_precision)o.precision))) {
         nnt_ctx_destroy(ctx);
         return lib_error("--precision", rc);
     }
@@ -544,12 +472,12 @@ int main(int argc, char **argv)
     size_t nprompt = 0;
     char *trained = NULL;   /* a checkpoint's training options: its tokenizer */
     if (o.checkpoint)
-        rc = load_checkpoint(ctx, &o, &model, &trained);
+        rc = checkpoint_options(&o, &trained);
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
         rc = prompt_tokens(&o, tok, &prompt, &nprompt);
-    if (rc == 0 && !model)
+    if (rc == 0)
         rc = load_model(ctx, &o, (int64_t)nprompt + o.max_new, &model);
     if (rc == 0)
         rc = generate(&o, model, tok, prompt, nprompt);

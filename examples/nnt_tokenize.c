@@ -13,10 +13,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <nnt.h>
 
+#include "cli.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,30 +31,53 @@
 #define BATCH_BYTES (64u << 20) /* text read and encoded at a time (more when one file is) */
 
 typedef struct opts {
-    const char *tokenizer, *json, *vocab, *merges, *out;
-    int print, threads, bits;
-    size_t chunk;
+    const char *json, *vocab, *merges, *out;
+    int tokenizer;                /* TOK_*; -1: by the files given                         */
+    int bits;                     /* BITS_*; -1: by the vocabulary                         */
+    int print;
+    int64_t threads, chunk;
     char **inputs;
     int ninputs;
 } opts;
 
-static const char USAGE[] =
-    "usage: nnt-tokenize [--tokenizer bytes|bpe|json] [--tokenizer-json FILE]\n"
-    "                    [--bpe-vocab FILE --bpe-merges FILE] (--out FILE | --print)\n"
-    "                    [--threads N] [--token-bits 16|32] [--chunk-bytes N] INPUT...\n"
-    "INPUT: text files, or directories (their regular files in name order, not recursive).\n"
-    "Defaults: --tokenizer bytes (json with --tokenizer-json, bpe with --bpe-*), --threads 2,\n"
-    "--token-bits 16 (32 for vocabularies above 65536), --chunk-bytes 1048576.\n"
-    "--version prints the version.\n"
-    "See nnt-tokenize(1).\n";
+enum { TOK_BYTES, TOK_BPE, TOK_JSON };
+enum { BITS_16, BITS_32 };
+static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
+static const char *const token_bits[] = {"16", "32", NULL};
 
-static int usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "nnt-tokenize: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", USAGE);
-    return 2;
-}
+#define CLI_OFF(f) offsetof(opts, f)
+static const cli_option table[] = {
+    OPT_GROUP("Tokenizer:"),
+    OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, 0, "T", "bytes|bpe|json (default bytes; "
+               "json with --tokenizer-json,\nbpe with --bpe-vocab and --bpe-merges)"),
+    OPT_STR("tokenizer-json", json, NULL, 0, "FILE", "a Hugging Face tokenizer.json"),
+    OPT_STR("bpe-vocab", vocab, NULL, 0, "FILE", NULL),
+    OPT_STR("bpe-merges", merges, NULL, 0, "FILE", "GPT-2 vocab.json and merges.txt (also "
+            "--vocab,\n--merges)"),
+    OPT_ALIAS("vocab", "bpe-vocab"),
+    OPT_ALIAS("merges", "bpe-merges"),
+    OPT_GROUP("Output (one of --out and --print):"),
+    OPT_STR("out", out, NULL, 0, "FILE", "an llm.c token file, written atomically (also -o)"),
+    OPT_ALIAS("o", "out"),
+    OPT_FLAG("print", print, 0, "the ids on standard output, separated by spaces"),
+    OPT_CHOICE("token-bits", bits, token_bits, NULL, 0, "16|32", "the token file's kind (default "
+               "16; 32 for vocabularies\nabove 65536)"),
+    OPT_GROUP("Work:"),
+    OPT_INT("threads", threads, 1, 256, "2", 0, "N", "encoding threads (default 2)"),
+    OPT_INT("chunk-bytes", chunk, 1, 1 << 30, "1048576", 0, "N",
+            "the size files are cut to for the threads (default\n1048576; the output does "
+            "not depend on it)"),
+};
+
+static const cli_program program = {
+    "nnt-tokenize", table, (int)(sizeof table / sizeof table[0]),
+    "Usage: nnt-tokenize [OPTION]... (--out FILE | --print) INPUT...\n"
+    "Encode text files, or directories (their regular files in name order, not recursive),\n"
+    "into one llm.c token file that nnt-train --data reads, or print their ids.\n\n",
+    "\nExit status: 0 done, 1 error (library, files), 2 bad usage.\nSee nnt-tokenize(1).\n",
+    "INPUT", NULL};
+
+#define usage(...) cli_error("nnt-tokenize", __VA_ARGS__)
 
 /* A library call (what) failed: its message, which names the call already (said once). */
 static int lib_error(const char *what, int rc)
@@ -71,95 +97,25 @@ static int sys_error(const char *path, const char *what)
     return 1;
 }
 
-/* *v = the whole of s as a number in [lo, hi]; 0 on success. */
-static int parse_int(const char *s, long long lo, long long hi, long long *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    return errno || end == s || *end || *v < lo || *v > hi ? -1 : 0;
-}
-
 static int parse_opts(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->threads = 2;
-    o->chunk = 1u << 20;
-    o->inputs = argv + argc;
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
-        const char *k = argv[i];
-        long long n;
-        if (!strcmp(k, "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(k, "--print")) {
-            o->print = 1;
-            continue;
-        }
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (!strcmp(k, "--version")) {
-            const char *version = "?";
-            nnt_version(NULL, &version);
-            printf("nnt-tokenize %s\n", version);
-            exit(0);
-        }
-        static const char *const value_options[] = {
-            "--tokenizer", "--tokenizer-json", "--bpe-vocab", "--vocab", "--bpe-merges",
-            "--merges", "--out", "-o", "--threads", "--token-bits", "--chunk-bytes", NULL};
-        int known = 0;
-        for (const char *const *vo = value_options; *vo && !known; vo++)
-            known = !strcmp(*vo, k);
-        if (!known)   /* named as unknown wherever it stands, not as missing its value */
-            return usage("unknown option %s", k);
-        if (i + 1 >= argc)
-            return usage("%s needs a value", k);
-        const char *v = argv[++i];
-        if (!strcmp(k, "--tokenizer")) {
-            if (strcmp(v, "bytes") && strcmp(v, "bpe") && strcmp(v, "json"))
-                return usage("--tokenizer %s: expected bytes, bpe or json", v);
-            o->tokenizer = v;
-        } else if (!strcmp(k, "--tokenizer-json"))
-            o->json = v;
-        else if (!strcmp(k, "--bpe-vocab") || !strcmp(k, "--vocab"))
-            o->vocab = v;
-        else if (!strcmp(k, "--bpe-merges") || !strcmp(k, "--merges"))
-            o->merges = v;
-        else if (!strcmp(k, "--out") || !strcmp(k, "-o"))
-            o->out = v;
-        else if (!strcmp(k, "--threads")) {
-            if (parse_int(v, 1, 256, &n))
-                return usage("--threads %s: expected 1 to 256", v);
-            o->threads = (int)n;
-        } else if (!strcmp(k, "--token-bits")) {
-            if (parse_int(v, 16, 32, &n) || (n != 16 && n != 32))
-                return usage("--token-bits %s: expected 16 or 32", v);
-            o->bits = (int)n;
-        } else if (!strcmp(k, "--chunk-bytes")) {
-            if (parse_int(v, 1, 1LL << 30, &n))
-                return usage("--chunk-bytes %s: expected 1 to 2^30", v);
-            o->chunk = (size_t)n;
-        } else
-            return usage("unknown option %s", k);
-    }
-    o->inputs = argv + i;
-    o->ninputs = argc - i;
+    o->inputs = argv + 1;   /* the operands, moved to the front of argv */
+    int rc = cli_parse(&program, argc, argv, o, NULL, o->inputs, &o->ninputs);
+    if (rc)
+        return rc;
     if (!o->ninputs)
         return usage("%s", "no INPUT");
     if (!o->out == !o->print)
         return usage("%s", "give one of --out FILE and --print");
-    if (!o->tokenizer)
-        o->tokenizer = o->json ? "json" : o->vocab || o->merges ? "bpe" : "bytes";
-    if (!strcmp(o->tokenizer, "json") && (!o->json || o->vocab || o->merges))
+    if (o->tokenizer < 0)
+        o->tokenizer = o->json ? TOK_JSON : o->vocab || o->merges ? TOK_BPE : TOK_BYTES;
+    if (o->tokenizer == TOK_JSON && (!o->json || o->vocab || o->merges))
         return usage("%s", "--tokenizer json needs --tokenizer-json FILE (and no --bpe-*)");
-    if (!strcmp(o->tokenizer, "bpe") && (!o->vocab || !o->merges || o->json))
+    if (o->tokenizer == TOK_BPE && (!o->vocab || !o->merges || o->json))
         return usage("%s", "--tokenizer bpe needs --bpe-vocab and --bpe-merges (and no "
                      "--tokenizer-json)");
-    if (!strcmp(o->tokenizer, "bytes") && (o->json || o->vocab || o->merges))
+    if (o->tokenizer == TOK_BYTES && (o->json || o->vocab || o->merges))
         return usage("%s", "--tokenizer bytes takes no tokenizer file");
     return 0;
 }
@@ -167,10 +123,10 @@ static int parse_opts(int argc, char **argv, opts *o)
 static int load_tokenizer(const opts *o, nnt_tokenizer **tok)
 {
     int rc;
-    if (!strcmp(o->tokenizer, "json"))
+    if (o->tokenizer == TOK_JSON)
         return (rc = nnt_tokenizer_hf_load(o->json, tok)) ? lib_error("nnt_tokenizer_hf_load", rc)
                                                           : 0;
-    if (!strcmp(o->tokenizer, "bpe"))
+    if (o->tokenizer == TOK_BPE)
         return (rc = nnt_tokenizer_bpe_load(o->vocab, o->merges, tok))
                    ? lib_error("nnt_tokenizer_bpe_load", rc)
                    : 0;
@@ -572,7 +528,7 @@ static int tokenize(const opts *o, const nnt_tokenizer *tok, const files *f, out
         size_t len, batch = 0;
         if ((rc = read_all(f->path[i], &text[i], &len)) != 0)
             break;
-        rc = cut(text[i], len, f->path[i], o->chunk, split, &c, &nc, &cap);
+        rc = cut(text[i], len, f->path[i], (size_t)o->chunk, split, &c, &nc, &cap);
         for (size_t k = 0; k < nc; k++)
             batch += c[k].len;
         if (!rc && (batch >= BATCH_BYTES || i + 1 == f->n)) {
@@ -598,7 +554,7 @@ int main(int argc, char **argv)
     opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc)
-        return rc;
+        return rc == 1 ? 0 : rc;   /* 1: --help or --version */
     nnt_tokenizer *tok = NULL;
     if ((rc = load_tokenizer(&o, &tok)) != 0)
         return rc;
@@ -607,7 +563,7 @@ int main(int argc, char **argv)
         nnt_tokenizer_destroy(tok);
         return lib_error("nnt_tokenizer_vocab_size", rc);
     }
-    if (o.bits == 16 && vocab > 65536) {
+    if (o.bits == BITS_16 && vocab > 65536) {
         nnt_tokenizer_destroy(tok);
         fprintf(stderr, "nnt-tokenize: --token-bits 16: the vocabulary has %lld ids, above "
                 "65536\n", (long long)vocab);
@@ -615,7 +571,8 @@ int main(int argc, char **argv)
     }
     files f = {NULL, 0, 0};
     uint64_t total = 0;
-    output out = {o.out, NULL, o.bits ? o.bits : vocab > 65536 ? 32 : 16, o.print, vocab, 0};
+    int bits = o.bits == BITS_16 ? 16 : o.bits == BITS_32 || vocab > 65536 ? 32 : 16;
+    output out = {o.out, NULL, bits, o.print, vocab, 0};
     progress pr = {isatty(2) && !o.print, 0, 0, {0, 0}};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
     rc = gather(&o, &f, &total);

@@ -9,7 +9,6 @@
  * See nnt-train(1) and nnt-train --help. */
 #define _XOPEN_SOURCE 700   /* fileno, fsync */
 #include "train.h"
-#include "saved_options.h"
 #include "text_out.h"
 
 #include <errno.h>
@@ -46,6 +45,7 @@ typedef struct trainer {
     char resumed_names[2048];     /* those that changed a value, for the summary           */
     nnt_tiling tiling;
     int64_t nparams;
+    int64_t nfrozen;              /* elements of the frozen parameters (--freeze, LoRA)    */
     nnt_optim *opt;
     nnt_trainer *tr;
     nnt_trainer_info ti;          /* its state after setup and after the run               */
@@ -82,6 +82,12 @@ static void catch_signals(int on)
 }
 
 /* A library call failed: its status and the thread's last failure message. */
+/* Whether the command line asks for LoRA adapters (--lora-*). */
+static int lora_asked(const train_opts *o)
+{
+    return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
+}
+
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
@@ -338,8 +344,14 @@ static int open_tokenizer(trainer *t)
         o->tokenizer = o->tokenizer_json || (o->load_hf && access(path, R_OK) == 0)
                            ? TOKENIZER_JSON : TOKENIZER_BYTES;
     }
-    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json)
+    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json) {
+        snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf);
+        if (access(path, R_OK))   /* e.g. a byte-level model's directory */
+            return train_usage_error("--tokenizer json: %s has no tokenizer.json: give "
+                                     "--tokenizer-json FILE, --tokenizer bytes or --tokenizer "
+                                     "bpe", o->load_hf);
         o->tokenizer_json = o->load_hf;   /* (recorded in the checkpoints) */
+    }
     if (o->tokenizer == TOKENIZER_BPE)
         rc = nnt_tokenizer_bpe_load(o->bpe_vocab, o->bpe_merges, &t->tok);
     else if (o->tokenizer == TOKENIZER_JSON)   /* a directory means its tokenizer.json */
@@ -408,29 +420,15 @@ static int model_config(trainer *t)
     return 0;
 }
 
-/* The configuration in an llm.c checkpoint's header (256 little-endian int32: magic
- * 20240326, version 3, maxT, V, L, NH, C, Vp), so that the model gets its tiling once. */
-static int read_llmc_config(trainer *t)
+/* The model's configuration: the --load-hf directory's or the --load-llmc file's (read as the
+ * library reads any model source), the resumed checkpoint's, or the options' (model_config). */
+static int source_config(trainer *t)
 {
-    unsigned char h[7 * 4];
-    int32_t v[7];
-    FILE *f = fopen(t->o.load_llmc, "rb");
-    size_t got = f ? fread(h, 1, sizeof h, f) : 0;
-    if (f)
-        fclose(f);
-    for (int i = 0; i < 7; i++)
-        v[i] = (int32_t)((uint32_t)h[4 * i] | (uint32_t)h[4 * i + 1] << 8 |
-                         (uint32_t)h[4 * i + 2] << 16 | (uint32_t)h[4 * i + 3] << 24);
-    if (got != sizeof h || v[0] != 20240326 || v[1] != 3 || v[2] < 1 || v[3] < 1 ||
-        v[4] < 1 || v[5] < 1 || v[6] < 1) {
-        fprintf(stderr, "nnt-train: --load-llmc %s: not an llm.c fp32 checkpoint (header magic "
-                "20240326, version 3)\n", t->o.load_llmc);
-        return 1;
-    }
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    c.max_seq = v[2], c.vocab = v[3], c.layers = v[4], c.heads = v[5], c.channels = v[6];
-    t->cfg = c;
-    return 0;
+    const char *source = t->o.load_hf ? t->o.load_hf : t->o.load_llmc;
+    int rc = source ? nnt_model_source_config(NULL, source, &t->cfg) : 0;
+    if (rc)
+        return lib_error(t->o.load_hf ? "--load-hf" : "--load-llmc", rc);
+    return source || t->cfg_resumed ? 0 : model_config(t);
 }
 
 /* The tokenizer must not give ids the model does not have, where it encodes something. */
@@ -508,6 +506,56 @@ static int start_runtime(trainer *t)
     return 0;
 }
 
+/* --freeze's patterns, then the adapters of --load-peft or --lora-*; the trained and frozen
+ * parameters' elements counted. */
+static int fine_tune(trainer *t)
+{
+    const train_opts *o = &t->o;
+    int rc;
+    if (o->load_peft && lora_asked(o))
+        return train_usage_error("--load-peft takes the adapters' settings from its "
+                                 "adapter_config.json: no --lora-rank, --lora-alpha, "
+                                 "--lora-dropout or --lora-targets with it");
+    for (const char *p = o->freeze; p && *p;) {
+        const char *comma = strchr(p, ',');
+        char pat[512];
+        snprintf(pat, sizeof pat, "%.*s", (int)(comma ? comma - p : (long)strlen(p)), p);
+        if ((rc = nnt_layer_freeze(t->model, pat, 1, NULL)))
+            return lib_error("--freeze", rc);
+        p = comma ? comma + 1 : "";
+    }
+    if (o->load_peft && (rc = nnt_model_load_peft(t->model, o->load_peft)))
+        return lib_error("--load-peft", rc);
+    if (lora_asked(o)) {
+        nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+        lo.rank = o->lora_rank > 0 ? o->lora_rank : lo.rank;
+        lo.alpha = o->lora_alpha >= 0 ? o->lora_alpha : lo.alpha;
+        lo.dropout = o->lora_dropout >= 0 ? o->lora_dropout : 0.0;
+        lo.targets = o->lora_targets;
+        lo.seed = (uint64_t)o->seed;
+        if ((rc = nnt_model_lora_add(t->model, &lo)))
+            return lib_error("--lora-rank/--lora-targets", rc);
+    }
+    if (o->merge && !o->load_peft && !lora_asked(o))
+        return train_usage_error("--merge merges LoRA adapters: give --lora-rank, "
+                                 "--lora-targets or --load-peft");
+    if (o->save_peft && !o->load_peft && !lora_asked(o))
+        return train_usage_error("--save-peft writes LoRA adapters: give --lora-rank, "
+                                 "--lora-targets or --load-peft");
+    int64_t count = 0;
+    nnt_layer_num_params(t->model, &count, &t->nparams);
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p;
+        int64_t n = 0;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        if (nnt_layer_param(t->model, i, &p) == 0 && nnt_tensor_numel(p.value, &n) == 0 &&
+            p.frozen)
+            t->nfrozen += n;
+    }
+    return 0;
+}
+
 static int create_model(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -517,26 +565,18 @@ static int create_model(trainer *t)
     int rc;
     if ((rc = nnt_model_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
         return lib_error("nnt_model_tiling", rc);
-    nnt_gpt_config g = {sizeof g, t->cfg.vocab, t->cfg.max_seq, t->cfg.layers, t->cfg.heads,
-                        t->cfg.channels};
-    if (o->load_llmc)
-        rc = nnt_gpt_load_llmc(t->ctx, o->load_llmc, o->batch, o->seq, &t->tiling, &t->model);
-    else if (o->load_safetensors)
-        rc = nnt_gpt_load_safetensors(t->ctx, o->load_safetensors, &g, o->batch, o->seq,
-                                      &t->tiling, &t->model);
-    else if (o->load_hf)
-        rc = nnt_model_load_hf(t->ctx, o->load_hf, o->batch, o->seq, &t->tiling, &t->model);
-    else if (!(rc = nnt_model_create(t->ctx, &t->cfg, o->batch, o->seq, &t->tiling,
-                                     &t->model)))
-        rc = nnt_layer_init(t->model, (uint64_t)o->seed);
-    if (rc)
+    /* loaded, or (source NULL: fresh, or the weights --resume brings) created from --seed */
+    const char *source = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
+                       : o->load_hf;
+    if ((rc = nnt_model_open(t->ctx, source, &t->cfg, o->batch, o->seq, &t->tiling,
+                             (uint64_t)o->seed, &t->model)))
         return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors ? "--load-safetensors"
                          : o->load_hf ? "--load-hf" : "cannot create the model", rc);
     if (o->recompute && (rc = nnt_layer_set_recompute(t->model, 1)))
         return lib_error("--recompute", rc);
     nnt_model_config_of(t->model, &t->cfg);   /* kv_heads and hidden resolved */
     nnt_layer_num_params(t->model, NULL, &t->nparams);
-    return 0;
+    return fine_tune(t);
 }
 
 /* The held-out tokens: --val-data, or the data's last held_out tokens; how many windows of
@@ -644,15 +684,6 @@ static int create_optimizer(trainer *t)
 
 /* ---- the options string of the checkpoints, and --resume --------------------------------- */
 
-/* Integer value of "key": in a saved options string; -1 when absent. */
-static int64_t options_int(const char *s, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = s ? strstr(s, pat) : NULL;
-    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
-}
-
 /* The saved model configuration must be this run's; batches may change (with a note). */
 static int check_resumed_options(trainer *t, const char *saved)
 {
@@ -669,24 +700,24 @@ static int check_resumed_options(trainer *t, const char *saved)
         return 0;
     }
     for (int i = 0; i < 10; i++) {
-        int64_t v = options_int(saved, keys[i]);
+        int64_t v = train_saved_int(saved, keys[i]);
         if (v != have[i] && (i < 5 || v != -1))
             return train_usage_error("--resume %s: the checkpoint's model has %s %lld, this "
                                      "run %lld: give the same model options", t->o.resume,
                                      keys[i], (long long)v, (long long)have[i]);
     }
-    if (options_int(saved, "batch") != t->o.batch || options_int(saved, "seq") != t->o.seq ||
-        options_int(saved, "accum") != t->o.accum)
+    if (train_saved_int(saved, "batch") != t->o.batch || train_saved_int(saved, "seq") != t->o.seq ||
+        train_saved_int(saved, "accum") != t->o.accum)
         say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
                "order differs from an uninterrupted run\n");
-    int64_t held = options_int(saved, "held_out");   /* -1: before nnt-train 0.3's validation */
+    int64_t held = train_saved_int(saved, "held_out");   /* -1: before nnt-train 0.3's validation */
     if (held != t->held_out && (held != -1 || t->held_out != 0))
         say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
                "(--val-split): the training tokens and their order differ\n",
             (long long)(held < 0 ? 0 : held), (long long)t->held_out);
-    if (options_int(saved, "steps") != t->o.steps && t->o.steps > 0)
+    if (train_saved_int(saved, "steps") != t->o.steps && t->o.steps > 0)
         say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
-               "now ends at step %lld instead\n", (long long)options_int(saved, "steps"),
+               "now ends at step %lld instead\n", (long long)train_saved_int(saved, "steps"),
             (long long)t->o.steps);
     return 0;
 }
@@ -706,7 +737,7 @@ static int resume_state(trainer *t)
         return lib_error("--resume", rc);
     if ((rc = check_resumed_options(t, t->resume_saved)))
         return rc;
-    int64_t shuffled = options_int(t->resume_saved, "shuffle");   /* -1: not recorded */
+    int64_t shuffled = train_saved_int(t->resume_saved, "shuffle");   /* -1: not recorded */
     if (shuffled < 0 ? o->shuffle : shuffled != o->shuffle)
         say(t, "note: the checkpoint read the data %s, this run %s: the data position "
                "restarts at 0\n", o->shuffle ? "in order" : "shuffled",
@@ -730,10 +761,10 @@ static int resume_tokenizer(trainer *t, const char *saved)
     train_opts *o = &t->o;
     if (o->tokenizer != TOKENIZER_AUTO || o->tokenizer_json || o->bpe_vocab || o->load_hf)
         return 0;
-    char *kind = saved_option_str(saved, "tokenizer");
+    char *kind = train_saved(saved, "tokenizer");
     const char *keys[3] = {"tokenizer_json", "bpe_vocab", "bpe_merges"};
     for (int i = 0; i < 3; i++)
-        t->resume_tok[i] = saved_option_str(saved, keys[i]);
+        t->resume_tok[i] = train_saved(saved, keys[i]);
     int rc = 0;
     if (kind && !strcmp(kind, "json")) {
         if (!t->resume_tok[0] || access(t->resume_tok[0], R_OK))
@@ -774,6 +805,20 @@ static int resume_run_options(trainer *t)
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
     nnt_train_state_clear(&st);
+    /* a fine-tuning run's checkpoint holds its trained parameters only, not the base */
+    static const char *const tuned[] = {"freeze", "lora_rank", "lora_alpha", "lora_dropout",
+                                        "lora_targets", "load_peft"};
+    int set = o->freeze || o->load_peft || lora_asked(o);
+    for (int i = 0; i < 6 && !set; i++) {
+        char *v = t->resume_saved ? train_saved(t->resume_saved, tuned[i]) : NULL;
+        set = v && strcmp(v, "null") != 0 && strcmp(v, "-1") != 0;
+        free(v);
+    }
+    if (set)
+        return train_usage_error("--resume %s: a run with --freeze, --lora-* or --load-peft "
+                                 "cannot be resumed yet (its checkpoints hold the trained "
+                                 "parameters and their optimizer state, not the frozen "
+                                 "base)", o->resume);
     return train_opts_restore(o, t->resume_saved, t->resumed_names, sizeof t->resumed_names);
 }
 
@@ -833,6 +878,14 @@ static void print_summary(trainer *t)
     if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    if (nnt_model_lora_get(t->model, &lo) == 0)
+        say(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
+            lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
+            o->load_peft ? " from " : "", o->load_peft ? o->load_peft : "");
+    if (t->nfrozen)
+        say(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen)\n",
+            (t->nparams - t->nfrozen) / 1e6, t->nparams / 1e6);
     int64_t per_step = o->batch * o->seq * o->accum;
     nnt_data_format format = NNT_DATA_TEXT;
     char reading[64], held[64] = "";
@@ -902,8 +955,9 @@ static void print_summary(trainer *t)
         say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
                "(give --peak-gflops)\n");
     else if (o->steps > 0)
-        say(t, "MFU:       6 N + 12 L T NH hd = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
-               "(%s)\n", t->ti.flops_per_token / 1e6, t->ti.peak_flops / 1e9,
+        say(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token against a peak of %.1f "
+               "GFLOP/s (%s)\n", t->nfrozen ? "4 Nfrozen + " : "", t->ti.flops_per_token / 1e6,
+            t->ti.peak_flops / 1e9,
             o->peak_gflops > 0 ? "--peak-gflops"
             : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
             : t->ti.peak_measured ? "measured at start: one 512 x 1024 x 1024 GEMM task per "
@@ -1115,37 +1169,6 @@ static int create_trainer(trainer *t)
 
 /* ---- after training: files, sample, final report ------------------------------------------- */
 
-/* The json tokenizer's file copied into --save-hf DIR as tokenizer.json (a temporary file,
- * fsync, rename), so that the directory is complete for --load-hf and transformers. */
-static int copy_tokenizer_json(const train_opts *o)
-{
-    const char *from = o->tokenizer_json;
-    struct stat st, ds;
-    char src[4096], dst[4096], tmp[4096], buf[1 << 16];
-    int dir = stat(from, &st) == 0 && S_ISDIR(st.st_mode);
-    snprintf(src, sizeof src, dir ? "%s/tokenizer.json" : "%s", from);
-    snprintf(dst, sizeof dst, "%s/tokenizer.json", o->save_hf);
-    snprintf(tmp, sizeof tmp, "%s/tokenizer.json.tmp", o->save_hf);
-    if (stat(src, &st) == 0 && stat(dst, &ds) == 0 && st.st_dev == ds.st_dev &&
-        st.st_ino == ds.st_ino)
-        return 0;   /* --save-hf is the directory the tokenizer came from */
-    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
-    int ok = in && out;
-    for (size_t n; ok && (n = fread(buf, 1, sizeof buf, in)) > 0;)
-        ok = fwrite(buf, 1, n, out) == n;
-    ok = ok && !ferror(in) && !fflush(out) && !fsync(fileno(out));
-    if (in)
-        fclose(in);
-    ok = out && !fclose(out) && ok && !rename(tmp, dst);
-    if (ok)
-        return 0;
-    int e = errno;
-    if (out)
-        remove(tmp);
-    fprintf(stderr, "nnt-train: --save-hf: cannot copy %s to %s: %s\n", src, dst, strerror(e));
-    return 1;
-}
-
 static int write_outputs(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -1158,13 +1181,17 @@ static int write_outputs(trainer *t)
         return lib_error("--save-weights", rc);
     if (o->save_llmc && (rc = nnt_gpt_save_llmc(t->model, out_file(t, "model.bin", path))))
         return lib_error("--save-llmc", rc);
+    if (o->save_peft && (rc = nnt_model_save_peft(t->model, o->save_peft)))
+        return lib_error("--save-peft", rc);
+    if (o->merge && (rc = nnt_model_lora_merge(t->model)))
+        return lib_error("--merge", rc);
     nnt_hf_save_options hf = NNT_HF_SAVE_OPTIONS_INIT;
     hf.max_shard_bytes = o->save_hf_shard_bytes;
+    /* the json tokenizer's file too, so that the directory is complete for --load-hf */
+    hf.tokenizer_json = o->tokenizer == TOKENIZER_JSON ? o->tokenizer_json : NULL;
     if (o->save_hf && (rc = nnt_model_save_hf_ex(t->model, o->save_hf, &hf)))
         return lib_error("--save-hf", rc);
-    /* (rank > 0 of an MPI job: the library writes the directory on rank 0) */
-    return o->save_hf && o->tokenizer == TOKENIZER_JSON && t->rank == 0 ? copy_tokenizer_json(o)
-                                                                        : 0;
+    return 0;
 }
 
 /* Text with newlines, tabs, printable ASCII and valid UTF-8 as they are, other bytes as
@@ -1238,10 +1265,11 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
 {
     const train_opts *o = &t->o;
     const nnt_trainer_info *ti = &t->ti;
-    char mfu_buf[32], moved[32], path[4096], best[96], hf[4096];
+    char mfu_buf[32], moved[32], path[4096], best[96], hf[4096], peft[4096];
     snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f",
              ti->best_val_loss);
     snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
+    snprintf(peft, sizeof peft, "%s/", o->save_peft ? o->save_peft : "");
     if (o->steps == 0)
         say(t, "\nno training (--steps 0)");
     else
@@ -1282,7 +1310,8 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         say(t, "; %s moved between nodes; %.3f s of worker time waiting for data", moved,
             ms.transfer_wait_s);
     }
-    int files = o->steps || o->save_hf || o->save_weights || o->save_llmc || o->trace;
+    int files = o->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
+                o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
     /* each file: whether written, whether in OUT (else path is the whole path), what it is */
     const struct { int on, in_out; const char *path, *what; } w[] = {
@@ -1292,8 +1321,12 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         {o->steps > 0 && t->val_batches, 1, "val.csv",
          "validation log: step, loss on the held-out tokens, tokens"},
         {o->save_best && ti->best_val_loss < HUGE_VAL, 0, t->path_best, best},
-        {t->nrun && !o->no_save, 0, t->path_ckpt,
-         "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
+        {t->nrun && !o->no_save, 0, t->path_ckpt, t->nfrozen
+         ? "checkpoint of the trained parameters and their optimizer state"
+         : "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
+        {o->save_peft != NULL, 0, peft, o->merge ? "PEFT adapter directory: adapter_config.json, "
+         "adapter_model.safetensors (merged after)" : "PEFT adapter directory: "
+         "adapter_config.json, adapter_model.safetensors"},
         {o->save_weights, 1, "model.safetensors", "weights, Hugging Face safetensors"},
         {o->save_llmc, 1, "model.bin", "weights, llm.c fp32 checkpoint"},
         {o->save_hf != NULL, 0, hf, o->save_hf_shard_bytes ? "Hugging Face model directory: "
@@ -1327,15 +1360,12 @@ static int setup(trainer *t)
         t->cfg_resumed = nnt_model_train_state_config(NULL, o->resume, &t->cfg) == 0;
     if ((rc = open_tokenizer(t)))
         return rc;
-    if (o->load_hf && (rc = nnt_model_hf_config(NULL, o->load_hf, &t->cfg)))
-        return lib_error("--load-hf", rc);
     snprintf(t->path_best, sizeof t->path_best, "%s/best.safetensors", o->out_dir);
     snprintf(t->path_table, sizeof t->path_table, "%s/trace-ops.txt", o->out_dir);
     t->path_ckpt = o->save ? strdup(o->save) : malloc(strlen(o->out_dir) + 32);
     if (t->path_ckpt && !o->save)
         sprintf(t->path_ckpt, "%s/checkpoint.safetensors", o->out_dir);
-    if ((rc = o->load_llmc ? read_llmc_config(t) : o->load_hf || t->cfg_resumed ? 0
-              : model_config(t)) || (rc = check_config(t)))
+    if ((rc = source_config(t)) || (rc = check_config(t)))
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
@@ -1366,6 +1396,8 @@ static void launcher_rank(int *rank, int *size)
 
 static void teardown(trainer *t)
 {
+    catch_signals(0);   /* (a run that failed: the handlers may still be set) */
+    running = NULL;
     nnt_optim_destroy(t->opt);
     nnt_trainer_destroy(t->tr);
     nnt_layer_destroy(t->model);
@@ -1393,8 +1425,6 @@ static int run(trainer *t)
     rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < t->o.steps
                                     ? t->o.stop_after : t->o.steps);
     double train_s = now_s() - train_start;
-    catch_signals(0);
-    running = NULL;
     nnt_trainer_info_get(t->tr, &t->ti);
     if (t->nonfinite) {
         fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
@@ -1403,16 +1433,30 @@ static int run(trainer *t)
     }
     if (rc)
         return lib_error("training", rc);
-    if (interrupted && t->o.no_save)
+    /* MPI: the ranks' agreed stop decides (a signal to one rank stops every rank after the
+     * same step; the others exit as if they had received SIGTERM; one that came after the
+     * last step's agreement stops nothing) */
+    int stop_sig = !t->mpi ? interrupted : !t->ti.stopped ? 0 : interrupted ? interrupted
+                                                                             : SIGTERM;
+    if (stop_sig && !interrupted)
+        say(t, "another rank of the job was interrupted: every rank stops after step %lld\n",
+            (long long)(t->done + t->nrun));
+    if (stop_sig && t->o.no_save)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
             (long long)(t->done + t->nrun));
-    else if (interrupted)
+    else if (stop_sig)
         say(t, "interrupted (%s) after step %lld: saving; continue with --resume %s\n",
-            interrupted == SIGTERM ? "SIGTERM" : "SIGINT", (long long)(t->done + t->nrun),
+            stop_sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)(t->done + t->nrun),
             t->path_ckpt);
-    if ((rc = write_outputs(t)))
+    /* the handlers stay through the save: a first signal that comes now (under MPI: the
+     * one of a rank that another rank's signal stopped already) only sets the flag; a
+     * second ends the program, the previous checkpoint whole */
+    rc = write_outputs(t);
+    catch_signals(0);
+    running = NULL;
+    if (rc)
         return rc;
-    if (t->o.sample > 0 && !interrupted) {
+    if (t->o.sample > 0 && !stop_sig) {
         double sample_start = now_s();
         if ((rc = print_sample(t)))
             return rc;
@@ -1427,7 +1471,7 @@ static int run(trainer *t)
     if (f)
         fclose(f);
     print_final_report(t, train_s, sample_s, now_s() - start);
-    return interrupted ? 128 + interrupted : 0;
+    return stop_sig ? 128 + stop_sig : 0;
 }
 
 int main(int argc, char **argv)

@@ -6,6 +6,8 @@
 
 #include <nnt.h>
 
+#include "cli.h"
+
 #include <stdint.h>
 #include <stdio.h>
 
@@ -55,6 +57,13 @@ typedef struct train_opts {
     int distribute;                          /* --distribute: nnt_distribution, -1 = none
                                                 (sharded when started as several ranks)   */
     int release_weights;                     /* --release-weights                         */
+    /* fine-tuning: frozen parameters, LoRA adapters (PEFT's format) */
+    const char *freeze;                      /* --freeze PATTERN[,PATTERN...]             */
+    int64_t lora_rank;                       /* --lora-rank R; -1: not given              */
+    double lora_alpha, lora_dropout;         /* < 0: not given (8, 0)                     */
+    const char *lora_targets;                /* --lora-targets LIST                       */
+    const char *load_peft, *save_peft;       /* --load-peft DIR, --save-peft DIR          */
+    int merge;                               /* --merge: adapters into the weights at the end */
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
     int64_t save_every, trace_steps, stop_after;
@@ -97,16 +106,17 @@ char *train_opts_record(const train_opts *o);
  * options only when none of them is given. The changed ones are listed in names ("--name
  * value", a flag "--name"). 0, or 2 after an error about a value. */
 int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap);
+/* The value of key in a checkpoint's options string (nnt_options_get) as text, malloc'd;
+ * NULL when absent (or longer than 4095 bytes, or out of memory). */
+char *train_saved(const char *saved, const char *key);
+/* The same as an integer; -1 when absent. */
+int64_t train_saved_int(const char *saved, const char *key);
 /* Free what train_opts_restore kept. */
 void train_opts_free(train_opts *o);
 /* Name of a choice value, e.g. train_choice_name("optim", NNT_OPTIM_SGD) = "sgd". */
 const char *train_choice_name(const char *option, int value);
 /* Print an error "nnt-train: ..." on stderr and return 2 (usage errors). */
-int train_usage_error(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
+#define train_usage_error(...) cli_error("nnt-train", __VA_ARGS__)
 
 /* Every family's presets (nnt_model_family_info), "tiny, gpt2 (GPT-2); llama-tiny (Llama)";
  * col > 0: wrapped for --help, the first line starting at column col, the others at 24. */

@@ -4,185 +4,182 @@
  * and --resume restores all come from it. */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "train.h"
-#include "saved_options.h"
+#include "cli.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum opt_type { OPT_FLAG, OPT_INT, OPT_REAL, OPT_STR, OPT_CHOICE, OPT_GROUP } opt_type;
-
-/* Flags of an option. What checkpoints do with it: REC: nnt-train records it in their options
- * string (nnt_trainer_options.extra_options) under its name with '_' for '-' (PATH: made
- * absolute); RES: --resume restores it unless the command line gives it (REC or the trainer
- * records it); DATA: one of the data options, restored only when none of them is given.
- * OPEN: the range's maximum is excluded. */
-enum { REC = 1, RES = 2, DATA = 4, PATH = 8, OPEN = 16 };
-
-/* One option: where its value goes (an int for FLAG and CHOICE, int64_t INT, double REAL,
- * const char * STR), its valid values (integers and reals in [min, max], choices index
- * `choices`), its initial value as text (NULL: 0, NULL, a choice -1), and --help's lines:
- * arg the value's name, help the text ('\n' starts a line at column 24; NULL: the option is
- * shown on the next one's line). A GROUP entry is a heading of --help. */
-typedef struct opt_def {
-    const char *name;
-    opt_type type;
-    size_t off;
-    double min, max;
-    int flags;
-    const char *const *choices;
-    const char *def, *arg, *help;
-} opt_def;
+/* Flags of an option (the program's own bits of cli_option.flags). What checkpoints do with
+ * it: REC: nnt-train records it in their options string (nnt_trainer_options.extra_options)
+ * under its name with '_' for '-' (PATH: made absolute); RES: --resume restores it unless the
+ * command line gives it (REC or the trainer records it); DATA: one of the data options,
+ * restored only when none of them is given. OPEN: the range's maximum is excluded. */
+enum { REC = 1, RES = 2, DATA = 4, PATH = 8, OPEN = CLI_OPEN_MAX };
 
 static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NULL};
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
-static const char *const distributions[] = {"root", "sharded", "data", NULL};   /* = nnt_distribution */
+/* = nnt_distribution */
+static const char *const distributions[] = {"root", "sharded", "data", NULL};
 
-#define BIG 9.0e15   /* integers up to here are exact in a double */
-#define OFF(f) offsetof(train_opts, f)
-#define GROUP(title) {NULL, OPT_GROUP, 0, 0, 0, 0, NULL, NULL, NULL, title}
-#define FLAG(nm, f, fl, help) {nm, OPT_FLAG, OFF(f), 0, 0, fl, NULL, NULL, NULL, help}
-#define INT(nm, f, lo, hi, def, fl, arg, help) {nm, OPT_INT, OFF(f), lo, hi, fl, NULL, def, arg, help}
-#define REAL(nm, f, lo, hi, def, fl, arg, help) \
-    {nm, OPT_REAL, OFF(f), lo, hi, fl, NULL, def, arg, help}
-#define STR(nm, f, def, fl, arg, help) {nm, OPT_STR, OFF(f), 0, 0, fl, NULL, def, arg, help}
-#define CHOICE(nm, f, c, def, fl, arg, help) \
-    {nm, OPT_CHOICE, OFF(f), 0, 0, fl, c, def, arg, help}
-#define TILE(nm, f, help) INT(nm, f, -1, BIG, NULL, REC | RES, "N", help)
+#define BIG CLI_BIG
+#define CLI_OFF(f) offsetof(train_opts, f)
+#define TILE(nm, f, help) OPT_INT(nm, f, -1, BIG, NULL, REC | RES, "N", help)
 
-static const opt_def table[] = {
-    GROUP("Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):"),
-    STR("model", model, NULL, 0, "NAME", "preset: %s"),
-    INT("layers", layers, 1, 1e6, "-1", 0, "L", NULL),
-    INT("channels", channels, 1, 1e7, "-1", 0, "C", NULL),
-    INT("heads", heads, 1, 1e6, "-1", 0, "NH", NULL),
-    INT("vocab", vocab, 1, 2147483647.0, "-1", 0, "V", NULL),
-    INT("context", context, 1, 1e8, "-1", 0, "maxT", "override the preset"),
-    INT("kv-heads", kv_heads, 1, 1e6, "-1", 0, "NKV", NULL),
-    INT("hidden", hidden, 1, 1e8, "-1", 0, "F", "Llama family: key/value heads, MLP inner size"),
-    INT("head-dim", head_dim, 2, 1e5, "-1", 0, "D", NULL),
-    FLAG("qk-norm", qk_norm, 0, "Llama family: heads of D (default C / NH), RMSNorm on each\n"
-         "head of q and k (Qwen3)"),
-    FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
-    STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
-        "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, Qwen2,\nQwen3)"),
-    STR("load-llmc", load_llmc, NULL, 0, "FILE",
-        "start from an llm.c fp32 checkpoint (gives the configuration)"),
-    STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
-        "start from a Hugging Face GPT2LMHeadModel safetensors file"),
-    GROUP("Data:"),
-    STR("data", data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT", "training tokens "
-        "(default " TRAIN_DEFAULT_DATA "); a quoted\npattern names several files, e.g. "
-        "'fineweb_train_*.bin'"),
-    CHOICE("data-format", data_format, data_formats, "auto", REC | RES | DATA, "F",
-           "auto|text|llmc|nanogpt (default auto)"),
-    CHOICE("tokenizer", tokenizer, tokenizers, NULL, REC, "T", "bytes|bpe|json, for text "
-           "(default bytes; json when --load-hf\nDIR has a tokenizer.json)"),
-    STR("bpe-vocab", bpe_vocab, NULL, REC | PATH, "FILE", NULL),
-    STR("bpe-merges", bpe_merges, NULL, REC | PATH, "FILE",
-        "GPT-2 vocab.json and merges.txt for bpe"),
-    STR("tokenizer-json", tokenizer_json, NULL, REC | PATH, "F",
-        "a Hugging Face tokenizer.json (or its directory) for json"),
-    GROUP("Validation (the loss on held-out tokens, without training on them):"),
-    STR("val-data", val_data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT",
-        "held-out tokens, read like --data"),
-    REAL("val-split", val_split, 0, 1, "-1", REC | RES | DATA | OPEN, "X", "hold out the last "
-         "X of the data instead (0 <= X < 1; default\n0.1 of the default corpus, 0 of --data: "
-         "no validation)"),
-    INT("val-every", val_every, 1, BIG, "-1", RES | DATA, "N",
-        "steps between validations, and after the last (default steps/10)"),
-    INT("val-batches", val_batches, 0, BIG, "-1", REC | RES | DATA, "K", "batches of B x T "
-        "tokens a validation (default 20, at most a\ntenth of the batches trained between "
-        "validations, at least 1;\n0 = all the held-out tokens hold)"),
-    GROUP("Training:"),
-    FLAG("shuffle", shuffle, RES, "read the data as sequences of T + 1 tokens in a new random\n"
-         "order each epoch (from --seed), not in order"),
-    INT("batch", batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
-    INT("seq", seq, 1, 1e8, "-1", RES, "T", "tokens per sequence (default min(128, context))"),
-    INT("accum", accum, 1, 1e8, "1", RES, "K", "micro-batches per step (default 1)"),
-    INT("steps", steps, 0, BIG, "2000", RES, "N", "total optimizer steps, resumed ones "
-        "included (default 2000);\n0: no training, one validation of every held-out batch"),
-    CHOICE("optim", optim, optimizers, "adamw", RES, "O", "adamw|adam|sgd (default adamw)"),
-    REAL("lr", lr, 0, 1e6, "-1", RES, "X", "peak learning rate (default by size: 3e-3 under "
-         "10M parameters,\n6e-4 under 200M, else 3e-4; 3e-4 with --load-*)"),
-    REAL("beta1", beta1, 0, 1, "0.9", RES | OPEN, "X", NULL),
-    REAL("beta2", beta2, 0, 1, "0.95", RES | OPEN, "X", NULL),
-    REAL("eps", eps, 0, 1, "1e-8", RES, "X", "Adam(W) (defaults 0.9, 0.95, 1e-8)"),
-    REAL("weight-decay", weight_decay, 0, 1e6, "0.1", RES, "X",
-         "on matrices and embeddings (default 0.1)"),
-    REAL("momentum", momentum, 0, 1, NULL, RES | OPEN, "X", "SGD momentum (default 0)"),
-    REAL("grad-clip", grad_clip, 0, 1e30, "1", RES, "X",
-         "clip the global gradient norm; 0 = off (default 1)"),
-    CHOICE("schedule", schedule, schedules, "cosine", RES, "S",
-           "constant|cosine (default cosine)"),
-    INT("warmup", warmup, 0, BIG, "-1", RES, "N", "linear warmup steps (default steps/20)"),
-    REAL("min-lr", min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
-    INT("seed", seed, 0, BIG, "1", RES, "S", "initialisation and sampling seed (default 1)"),
-    CHOICE("precision", precision, precisions, "fp32", REC | RES, "P",
-           "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
-    FLAG("recompute", recompute, REC | RES,
-         "keep only block outputs, recompute in the backward"),
-    GROUP("Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):"),
+static const cli_option table[] = {
+    OPT_GROUP("Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):"),
+    OPT_STR("model", model, NULL, 0, "NAME", "preset: %s"),
+    OPT_INT("layers", layers, 1, 1e6, "-1", 0, "L", NULL),
+    OPT_INT("channels", channels, 1, 1e7, "-1", 0, "C", NULL),
+    OPT_INT("heads", heads, 1, 1e6, "-1", 0, "NH", NULL),
+    OPT_INT("vocab", vocab, 1, 2147483647.0, "-1", 0, "V", NULL),
+    OPT_INT("context", context, 1, 1e8, "-1", 0, "maxT", "override the preset"),
+    OPT_INT("kv-heads", kv_heads, 1, 1e6, "-1", 0, "NKV", NULL),
+    OPT_INT("hidden", hidden, 1, 1e8, "-1", 0, "F",
+            "Llama family: key/value heads, MLP inner size"),
+    OPT_INT("head-dim", head_dim, 2, 1e5, "-1", 0, "D", NULL),
+    OPT_FLAG("qk-norm", qk_norm, 0, "Llama family: heads of D (default C / NH), RMSNorm on each\n"
+             "head of q and k (Qwen3)"),
+    OPT_FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
+    OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
+            "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, "
+            "Qwen2,\nQwen3)"),
+    OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE",
+            "start from an llm.c fp32 checkpoint (gives the configuration)"),
+    OPT_STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
+            "start from a Hugging Face GPT2LMHeadModel safetensors file"),
+    OPT_GROUP("Data:"),
+    OPT_STR("data", data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT", "training tokens "
+            "(default " TRAIN_DEFAULT_DATA "); a quoted\npattern names several files, e.g. "
+            "'fineweb_train_*.bin'"),
+    OPT_CHOICE("data-format", data_format, data_formats, "auto", REC | RES | DATA, "F",
+               "auto|text|llmc|nanogpt (default auto)"),
+    OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, REC, "T", "bytes|bpe|json, for text "
+               "(default bytes; json when --load-hf\nDIR has a tokenizer.json)"),
+    OPT_STR("bpe-vocab", bpe_vocab, NULL, REC | PATH, "FILE", NULL),
+    OPT_STR("bpe-merges", bpe_merges, NULL, REC | PATH, "FILE",
+            "GPT-2 vocab.json and merges.txt for bpe"),
+    OPT_STR("tokenizer-json", tokenizer_json, NULL, REC | PATH, "F",
+            "a Hugging Face tokenizer.json (or its directory) for json"),
+    OPT_GROUP("Validation (the loss on held-out tokens, without training on them):"),
+    OPT_STR("val-data", val_data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT",
+            "held-out tokens, read like --data"),
+    OPT_REAL("val-split", val_split, 0, 1, "-1", REC | RES | DATA | OPEN, "X", "hold out the last "
+             "X of the data instead (0 <= X < 1; default\n0.1 of the default corpus, 0 of --data: "
+             "no validation)"),
+    OPT_INT("val-every", val_every, 1, BIG, "-1", RES | DATA, "N",
+            "steps between validations, and after the last (default steps/10)"),
+    OPT_INT("val-batches", val_batches, 0, BIG, "-1", REC | RES | DATA, "K", "batches of B x T "
+            "tokens a validation (default 20, at most a\ntenth of the batches trained between "
+            "validations, at least 1;\n0 = all the held-out tokens hold)"),
+    OPT_GROUP("Training:"),
+    OPT_FLAG("shuffle", shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
+             "random\norder each epoch (from --seed), not in order"),
+    OPT_INT("batch", batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
+    OPT_INT("seq", seq, 1, 1e8, "-1", RES, "T", "tokens per sequence (default min(128, context))"),
+    OPT_INT("accum", accum, 1, 1e8, "1", RES, "K", "micro-batches per step (default 1)"),
+    OPT_INT("steps", steps, 0, BIG, "2000", RES, "N", "total optimizer steps, resumed ones "
+            "included (default 2000);\n0: no training, one validation of every held-out batch"),
+    OPT_CHOICE("optim", optim, optimizers, "adamw", RES, "O", "adamw|adam|sgd (default adamw)"),
+    OPT_REAL("lr", lr, 0, 1e6, "-1", RES, "X", "peak learning rate (default by size: 3e-3 under "
+             "10M parameters,\n6e-4 under 200M, else 3e-4; 3e-4 with --load-*)"),
+    OPT_REAL("beta1", beta1, 0, 1, "0.9", RES | OPEN, "X", NULL),
+    OPT_REAL("beta2", beta2, 0, 1, "0.95", RES | OPEN, "X", NULL),
+    OPT_REAL("eps", eps, 0, 1, "1e-8", RES, "X", "Adam(W) (defaults 0.9, 0.95, 1e-8)"),
+    OPT_REAL("weight-decay", weight_decay, 0, 1e6, "0.1", RES, "X",
+             "on matrices and embeddings (default 0.1)"),
+    OPT_REAL("momentum", momentum, 0, 1, NULL, RES | OPEN, "X", "SGD momentum (default 0)"),
+    OPT_REAL("grad-clip", grad_clip, 0, 1e30, "1", RES, "X",
+             "clip the global gradient norm; 0 = off (default 1)"),
+    OPT_CHOICE("schedule", schedule, schedules, "cosine", RES, "S",
+               "constant|cosine (default cosine)"),
+    OPT_INT("warmup", warmup, 0, BIG, "-1", RES, "N", "linear warmup steps (default steps/20)"),
+    OPT_REAL("min-lr", min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
+    OPT_INT("seed", seed, 0, BIG, "1", RES, "S", "initialisation and sampling seed (default 1)"),
+    OPT_CHOICE("precision", precision, precisions, "fp32", REC | RES, "P",
+               "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
+    OPT_FLAG("recompute", recompute, REC | RES,
+             "keep only block outputs, recompute in the backward"),
+    OPT_GROUP("Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):"),
     TILE("tile-batch", tile_batch, NULL), TILE("tile-seq", tile_seq, NULL),
     TILE("tile-channels", tile_channels, NULL), TILE("tile-hidden", tile_hidden, NULL),
     TILE("tile-vocab", tile_vocab, NULL), TILE("tile-heads", tile_heads, ""),
-    GROUP("Runtime:"),
-    INT("cpus", cpus, -1, 4096, "-1", 0, "N", NULL),
-    INT("gpus", gpus, -1, 1024, "-1", 0, "N", "workers (default -1: all)"),
-    STR("sched", sched, NULL, 0, "NAME", "StarPU scheduler"),
-    INT("mem-gpu", mem_gpu, 0, BIG, NULL, 0, "MiB", NULL),
-    INT("mem-cpu", mem_cpu, 0, BIG, NULL, 0, "MiB", "memory budgets (default 0: none)"),
-    STR("swap-dir", swap_dir, NULL, 0, "DIR", NULL),
-    INT("swap-size", swap_size, 0, BIG, NULL, 0, "MiB", "disk swap for tiles that do not fit"),
-    CHOICE("distribute", distribute, distributions, NULL, 0, "D", "sharded|data|root: one rank "
-           "of an MPI job (mpirun, srun;\ndefault sharded when started as several ranks)"),
-    FLAG("release-weights", release_weights, 0, "under MPI: drop the weights a rank received "
-         "once a layer has\nused them, gather them again for the backward (less RAM per\n"
-         "rank, more bytes sent; ZeRO-3 / FSDP full sharding)"),
-    GROUP("Output:"),
-    STR("out", out_dir, TRAIN_DEFAULT_OUT, 0, "DIR",
-        "output directory (default ./" TRAIN_DEFAULT_OUT ")"),
-    STR("save", save, NULL, 0, "FILE", "checkpoint (default OUT/checkpoint.safetensors)"),
-    FLAG("overwrite", overwrite, 0, "replace the files of a previous run in OUT (default: when\n"
-         "OUT holds another run's checkpoint, or --save's file exists,\nmove its files to "
-         "OUT/previous-N first; a --resume of a\ncheckpoint in OUT continues in place)"),
-    INT("save-every", save_every, 0, BIG, NULL, RES, "N",
-        "also save every N steps (default 0: only at the end)"),
-    FLAG("save-best", save_best, RES, "also save OUT/best.safetensors after each validation "
-         "that\nlowers the validation loss (as nanoGPT keeps its best)"),
-    FLAG("no-save", no_save, 0, "write no checkpoint (benchmarks, very large models)"),
-    INT("stop-after", stop_after, 1, BIG, NULL, 0, "S",
-        "stop after step S (saved; the schedule still ends at --steps)"),
-    STR("save-hf", save_hf, NULL, 0, "DIR", "also write a Hugging Face model directory "
-        "(config.json,\nmodel.safetensors) that transformers loads"),
-    STR("save-hf-shard-size", save_hf_shard_size, NULL, 0, "SIZE", "split --save-hf's weights "
-        "into shards of at most SIZE\n(e.g. 2GB, 500MB, 4GiB; bytes without a unit) and an "
-        "index"),
-    FLAG("save-weights", save_weights, 0, "also write OUT/model.safetensors (Hugging Face, "
-         "GPT-2)"),
-    FLAG("save-llmc", save_llmc, 0, "also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)"),
-    STR("resume", resume, NULL, 0, "FILE", "continue the run of a checkpoint up to --steps: "
-        "its model,\ntokenizer, data, batches, steps, optimizer, schedule, seed,\nprecision, "
-        "tiles and checkpointing, each unless given here"),
-    STR("trace", trace, NULL, 0, "FILE.svg", "trace --trace-steps steps (default 3) after the "
-        "first"),
-    INT("trace-steps", trace_steps, 1, BIG, "3", 0, "N", "number of steps traced"),
-    INT("sample", sample, 0, 1e7, "256", REC | RES, "N",
-        "tokens to generate at the end; 0 = none (default 256)"),
-    STR("prompt", prompt, "The ", 0, "TEXT", "start of the sample (default \"The \")"),
-    REAL("temperature", temperature, 0, 1e6, "0.8", 0, "X", "0 = greedy (default 0.8)"),
-    INT("top-k", top_k, 0, 2147483647.0, "40", 0, "N", "0 = all tokens (default 40)"),
-    REAL("peak-gflops", peak_gflops, 1e-9, 1e12, "-1", 0, "X",
-         "peak for MFU (default: measured at start on the CPU workers)"),
-    FLAG("print-loss", print_loss, 0, "print only \"step N loss X\" lines on stdout (and \"val "
-         "N loss\nX\" after each validation)"),
-    FLAG("quiet", quiet, 0, "print errors only"),
+    OPT_GROUP("Fine-tuning (frozen parameters, LoRA adapters in PEFT's format):"),
+    OPT_STR("freeze", freeze, NULL, REC, "PAT", "freeze the parameters whose names match the glob "
+            "PAT (several\nseparated by commas; * matches dots too): no gradient, no\noptimizer "
+            "state, no weight-gradient product"),
+    OPT_INT("lora-rank", lora_rank, 1, 65536, "-1", REC, "R", "LoRA adapters of rank R on "
+            "--lora-targets, the rest frozen\n(default 8 when another --lora option is given)"),
+    OPT_REAL("lora-alpha", lora_alpha, 0, 1e6, "-1", REC | CLI_OPEN_MIN, "A",
+             "their scale alpha / r (default 8)"),
+    OPT_REAL("lora-dropout", lora_dropout, 0, 1, "-1", REC | OPEN, "P",
+             "dropout on their input (default 0)"),
+    OPT_STR("lora-targets", lora_targets, NULL, REC, "LIST", "modules: q_proj,v_proj,... "
+            "(Llama), c_attn,c_proj,c_fc\n(GPT-2) or all-linear (default: PEFT's, q_proj,v_proj "
+            "or\nc_attn)"),
+    OPT_STR("load-peft", load_peft, NULL, REC | PATH, "DIR", "start from a PEFT adapter "
+            "directory (its settings; the\nrest frozen)"),
+    OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
+            "at the end"),
+    OPT_FLAG("merge", merge, 0, "merge the adapters into the weights at the end (after\n"
+             "--save-peft, before --save-hf)"),
+    OPT_GROUP("Runtime:"),
+    OPT_INT("cpus", cpus, -1, 4096, "-1", 0, "N", NULL),
+    OPT_INT("gpus", gpus, -1, 1024, "-1", 0, "N", "workers (default -1: all)"),
+    OPT_STR("sched", sched, NULL, 0, "NAME", "StarPU scheduler"),
+    OPT_INT("mem-gpu", mem_gpu, 0, BIG, NULL, 0, "MiB", NULL),
+    OPT_INT("mem-cpu", mem_cpu, 0, BIG, NULL, 0, "MiB", "memory budgets (default 0: none)"),
+    OPT_STR("swap-dir", swap_dir, NULL, 0, "DIR", NULL),
+    OPT_INT("swap-size", swap_size, 0, BIG, NULL, 0, "MiB", "disk swap for tiles that do not fit"),
+    OPT_CHOICE("distribute", distribute, distributions, NULL, 0, "D", "sharded|data|root: one "
+               "rank of an MPI job (mpirun, srun;\ndefault sharded when started as several "
+               "ranks)"),
+    OPT_FLAG("release-weights", release_weights, 0, "under MPI: drop the weights a rank received "
+             "once a layer has\nused them, gather them again for the backward (less RAM per\n"
+             "rank, more bytes sent; ZeRO-3 / FSDP full sharding)"),
+    OPT_GROUP("Output:"),
+    OPT_STR("out", out_dir, TRAIN_DEFAULT_OUT, 0, "DIR",
+            "output directory (default ./" TRAIN_DEFAULT_OUT ")"),
+    OPT_STR("save", save, NULL, 0, "FILE", "checkpoint (default OUT/checkpoint.safetensors)"),
+    OPT_FLAG("overwrite", overwrite, 0, "replace the files of a previous run in OUT (default: "
+             "when\nOUT holds another run's checkpoint, or --save's file "
+             "exists,\nmove its files to OUT/previous-N first; a --resume of "
+             "a\ncheckpoint in OUT continues in place)"),
+    OPT_INT("save-every", save_every, 0, BIG, NULL, RES, "N",
+            "also save every N steps (default 0: only at the end)"),
+    OPT_FLAG("save-best", save_best, RES, "also save OUT/best.safetensors after each validation "
+             "that\nlowers the validation loss (as nanoGPT keeps its best)"),
+    OPT_FLAG("no-save", no_save, 0, "write no checkpoint (benchmarks, very large models)"),
+    OPT_INT("stop-after", stop_after, 1, BIG, NULL, 0, "S",
+            "stop after step S (saved; the schedule still ends at --steps)"),
+    OPT_STR("save-hf", save_hf, NULL, 0, "DIR", "also write a Hugging Face model directory "
+            "(config.json,\nmodel.safetensors) that transformers loads"),
+    OPT_STR("save-hf-shard-size", save_hf_shard_size, NULL, 0, "SIZE", "split --save-hf's weights "
+            "into shards of at most SIZE\n(e.g. 2GB, 500MB, 4GiB; bytes without a unit) and an "
+            "index"),
+    OPT_FLAG("save-weights", save_weights, 0, "also write OUT/model.safetensors (Hugging Face, "
+             "GPT-2)"),
+    OPT_FLAG("save-llmc", save_llmc, 0, "also write OUT/model.bin (llm.c fp32 checkpoint, GPT-2)"),
+    OPT_STR("resume", resume, NULL, 0, "FILE", "continue the run of a checkpoint up to --steps: "
+            "its model,\ntokenizer, data, batches, steps, optimizer, schedule, seed,\nprecision, "
+            "tiles and checkpointing, each unless given here"),
+    OPT_STR("trace", trace, NULL, 0, "FILE.svg", "trace --trace-steps steps (default 3) after the "
+            "first"),
+    OPT_INT("trace-steps", trace_steps, 1, BIG, "3", 0, "N", "number of steps traced"),
+    OPT_INT("sample", sample, 0, 1e7, "256", REC | RES, "N",
+            "tokens to generate at the end; 0 = none (default 256)"),
+    OPT_STR("prompt", prompt, "The ", 0, "TEXT", "start of the sample (default \"The \")"),
+    OPT_REAL("temperature", temperature, 0, 1e6, "0.8", 0, "X", "0 = greedy (default 0.8)"),
+    OPT_INT("top-k", top_k, 0, 2147483647.0, "40", 0, "N", "0 = all tokens (default 40)"),
+    OPT_REAL("peak-gflops", peak_gflops, 1e-9, 1e12, "-1", 0, "X",
+             "peak for MFU (default: measured at start on the CPU workers)"),
+    OPT_FLAG("print-loss", print_loss, 0, "print only \"step N loss X\" lines on stdout (and "
+             "\"val N loss\nX\" after each validation)"),
+    OPT_FLAG("quiet", quiet, 0, "print errors only"),
 };
 #define NOPT ((int)(sizeof table / sizeof table[0]))
 
@@ -194,139 +191,15 @@ static const char usage_head[] =
     "logs, a loss curve and a checkpoint to ./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
     "\n";
 static const char usage_tail[] =
-    "  --help, --version\n"
     "\n"
     "MFU counts 6 N + 12 L T NH hd FLOPs per token (N parameters, hd the head dimension;\n"
     "forward and backward, attention included). Exit status: 0 done, 1 library or runtime\n"
     "error, 2 bad usage, 130 interrupted.\n"
     "See nnt-train(1).\n";
 
-int train_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("nnt-train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 2;
-}
+static cli_program program = {"nnt-train", table, NOPT, usage_head, usage_tail, NULL, NULL};
 
-static void *dst(const train_opts *o, const opt_def *d)
-{
-    return (char *)o + d->off;
-}
-
-/* The entry of option name (len characters); NULL when there is none. */
-static const opt_def *find_option(const char *name, size_t len)
-{
-    for (int i = 0; i < NOPT; i++)
-        if (table[i].name && strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
-            return &table[i];
-    return NULL;
-}
-
-/* Every option at its initial value (the table's def). */
-static void set_defaults(train_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    for (const opt_def *d = table; d < table + NOPT; d++) {
-        void *p = dst(o, d);
-        if (d->type == OPT_INT && d->def)
-            *(int64_t *)p = strtoll(d->def, NULL, 10);
-        else if (d->type == OPT_REAL && d->def)
-            *(double *)p = strtod(d->def, NULL);
-        else if (d->type == OPT_STR)
-            *(const char **)p = d->def;
-        else if (d->type == OPT_CHOICE)
-            for (int k = *(int *)p = -1; d->def && d->choices[++k];)
-                if (!strcmp(d->choices[k], d->def))
-                    *(int *)p = k;
-    }
-}
-
-static int parse_number(const opt_def *d, const char *s, double *v)
-{
-    char *end;
-    errno = 0;
-    if (d->type == OPT_INT) {
-        long long x = strtoll(s, &end, 10);
-        if (end == s || *end)
-            return train_usage_error("--%s: '%s' is not an integer", d->name, s);
-        if (errno == ERANGE)   /* an integer, only too large */
-            return train_usage_error("--%s: %s is out of range (%g to %g%s)", d->name, s,
-                                     d->min, d->max, (d->flags & OPEN) ? ", excluded" : "");
-        *v = (double)x;
-    } else {
-        *v = strtod(s, &end);
-        if (end == s || *end || errno || !isfinite(*v))
-            return train_usage_error("--%s: '%s' is not a finite number", d->name, s);
-    }
-    if (*v < d->min || *v > d->max || ((d->flags & OPEN) && *v == d->max))
-        return train_usage_error("--%s: %s is out of range (%g to %g%s)", d->name, s, d->min,
-                                 d->max, (d->flags & OPEN) ? ", excluded" : "");
-    return 0;
-}
-
-static int set_choice(const opt_def *d, int *dst, const char *s)
-{
-    for (int k = 0; d->choices[k]; k++)
-        if (!strcmp(d->choices[k], s)) {
-            *dst = k;
-            return 0;
-        }
-    char list[128] = "";
-    for (int k = 0; d->choices[k]; k++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
-                 d->choices[k]);
-    return train_usage_error("--%s: '%s' is not one of %s", d->name, s, list);
-}
-
-/* Store the value s (NULL for flags) of option d in o. */
-static int set_option(train_opts *o, const opt_def *d, const char *s)
-{
-    double v = 0;
-    void *p = dst(o, d);
-    switch (d->type) {
-    case OPT_FLAG:
-        *(int *)p = 1;
-        return 0;
-    case OPT_STR:
-        if (!*s)
-            return train_usage_error("--%s: empty value", d->name);
-        *(const char **)p = s;
-        return 0;
-    case OPT_CHOICE:
-        return set_choice(d, p, s);
-    case OPT_INT:
-    case OPT_REAL:
-        if (parse_number(d, s, &v))
-            return 2;
-        if (d->type == OPT_INT)
-            *(int64_t *)p = (int64_t)v;
-        else
-            *(double *)p = v;
-        return 0;
-    case OPT_GROUP:
-        break;
-    }
-    return 2;
-}
-
-/* The value of d's option as text (a string: itself; a choice: its index), for comparisons
- * and the options string. */
-static void value_text(const train_opts *o, const opt_def *d, char *out, size_t size)
-{
-    const void *p = dst(o, d);
-    if (d->type == OPT_STR)
-        snprintf(out, size, "%s", *(const char *const *)p ? *(const char *const *)p : "");
-    else if (d->type == OPT_INT)
-        snprintf(out, size, "%lld", (long long)*(const int64_t *)p);
-    else if (d->type == OPT_REAL)
-        snprintf(out, size, "%.17g", *(const double *)p);
-    else
-        snprintf(out, size, "%d", *(const int *)p);
-}
+#define dst(o, d) ((void *)((char *)(o) + (d)->off))
 
 void train_preset_list(char *buf, size_t cap, int col)
 {
@@ -348,119 +221,51 @@ void train_preset_list(char *buf, size_t cap, int col)
     }
 }
 
-/* --help from the table: the options of an entry without help text share the next one's
- * line; help lines after the first start at column 24. */
-static int print_usage(void)
-{
-    char presets[1024], line[256] = "", help[1024];
-    int shared = 0;   /* options on the line before this one */
-    train_preset_list(presets, sizeof presets, 31);
-    fputs(usage_head, stdout);
-    for (const opt_def *d = table; d < table + NOPT; d++) {
-        if (d->type == OPT_GROUP) {
-            puts(d->help);
-            continue;
-        }
-        size_t n = strlen(line);
-        if (n + 4 + strlen(d->name) + (d->arg ? strlen(d->arg) : 0) > 80)
-            puts(line), n = 0;   /* a long list of options goes on over lines */
-        snprintf(line + n, sizeof line - n, "%s--%s%s%s", n ? " " : "  ", d->name,
-                 d->arg ? " " : "", d->arg ? d->arg : "");
-        if (!d->help && ++shared)
-            continue;
-        n = 0;
-        for (const char *h = d->help; *h && n + 32 < sizeof help; h++)
-            n += (size_t)(*h == '\n' ? sprintf(help + n, "\n%24s", "") : sprintf(help + n, "%c", *h));
-        help[n] = '\0';
-        n = strlen(line);
-        printf("%s%*s", line, *help ? (n < 24 ? 24 - (int)n : shared ? 3 : 2) : 0, "");
-        printf(help, presets);   /* (only --model's text has a %s: the presets) */
-        putchar('\n');
-        line[0] = '\0', shared = 0;
-    }
-    fputs(usage_tail, stdout);
-    return 1;
-}
-
-static int print_version(void)
-{
-    const char *lib;
-    nnt_version(NULL, &lib);
-    printf("nnt-train (nnt) %d.%d.%d, library %s\n", NNT_VERSION_MAJOR, NNT_VERSION_MINOR,
-           NNT_VERSION_PATCH, lib ? lib : "?");
-    return 1;
-}
-
 int train_opts_parse(int argc, char **argv, train_opts *o)
 {
-    set_defaults(o);
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
-            return print_usage();
-        if (!strcmp(arg, "--version") || !strcmp(arg, "-V"))
-            return print_version();
-        if (strncmp(arg, "--", 2) || !arg[2])
-            return train_usage_error("unexpected argument '%s' (see nnt-train --help)", arg);
-        const char *name = arg + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const opt_def *d = find_option(name, len);
-        if (!d)
-            return train_usage_error("unknown option '--%.*s' (see nnt-train --help)",
-                                     (int)len, name);
-        const char *value = eq ? eq + 1 : NULL;
-        if (d->type == OPT_FLAG && value)
-            return train_usage_error("--%s takes no value", d->name);
-        if (d->type != OPT_FLAG && !value) {
-            if (i + 1 >= argc)
-                return train_usage_error("--%s needs a value", d->name);
-            value = argv[++i];
-        }
-        if (set_option(o, d, value))
-            return 2;
-        o->given[d - table] = 1;
-    }
-    return 0;
+    char presets[1024];   /* --help's list under --model */
+    train_preset_list(presets, sizeof presets, 31);
+    program.help_fill = presets;
+    memset(o, 0, sizeof *o);
+    int rc = cli_parse(&program, argc, argv, o, o->given, NULL, NULL);
+    program.help_fill = NULL;
+    return rc;
 }
 
 int train_opts_given(const train_opts *o, const char *name)
 {
-    const opt_def *d = find_option(name, strlen(name));
+    const cli_option *d = cli_find(&program, name, strlen(name));
     return d && o->given[d - table];
 }
 
 const char *train_choice_name(const char *option, int value)
 {
-    const opt_def *d = find_option(option, strlen(option));
-    for (int k = 0; d && d->choices && d->choices[k]; k++)
-        if (k == value)
-            return d->choices[k];
-    return "?";
+    return cli_choice_name(&program, option, value);
 }
 
 char *train_opts_record(const train_opts *o)
 {
     char *s = calloc(1, 1), num[64];
     size_t n = 0;
-    for (const opt_def *d = table; s && d < table + NOPT; d++) {
+    for (const cli_option *d = table; s && d < table + NOPT; d++) {
         const char *v = num;
         char *abs = NULL;
         if (!(d->flags & REC))
             continue;
-        if (d->type == OPT_STR) {
+        if (d->type == CLI_STR) {
             v = *(const char *const *)dst(o, d);
-            if (!v && d->off == OFF(data))
+            if (!v && d->off == CLI_OFF(data))
                 v = TRAIN_DEFAULT_DATA;   /* the default corpus, by its name */
             if (!v)
                 continue;
             if ((d->flags & PATH) && strcmp(v, TRAIN_DEFAULT_DATA) && (abs = realpath(v, NULL)))
                 v = abs;   /* (a pattern: as it is) */
-        } else if (d->type == OPT_CHOICE) {
+        } else if (d->type == CLI_CHOICE) {
             v = train_choice_name(d->name, *(const int *)dst(o, d));
         } else {
-            value_text(o, d, num, sizeof num);
+            cli_value_text(d, o, num, sizeof num);
         }
-        int quoted = d->type == OPT_STR || d->type == OPT_CHOICE;
+        int quoted = d->type == CLI_STR || d->type == CLI_CHOICE;
         char *more = realloc(s, n + strlen(d->name) + 2 * strlen(v) + 16);
         if (!more) {
             free(s), free(abs);
@@ -482,14 +287,31 @@ char *train_opts_record(const train_opts *o)
     return s;
 }
 
+char *train_saved(const char *saved, const char *key)
+{
+    char buf[4096];
+    int found = 0;
+    if (!saved || nnt_options_get(saved, key, buf, sizeof buf, &found) || !found)
+        return NULL;
+    return strdup(buf);
+}
+
+int64_t train_saved_int(const char *saved, const char *key)
+{
+    char *text = train_saved(saved, key);
+    int64_t v = text ? strtoll(text, NULL, 10) : -1;
+    free(text);
+    return v;
+}
+
 int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap)
 {
     int data_given = 0, rc = 0;
     size_t n = 0;
-    for (const opt_def *d = table; d < table + NOPT; d++)
+    for (const cli_option *d = table; d < table + NOPT; d++)
         data_given |= (d->flags & DATA) && o->given[d - table];
     names[0] = '\0';
-    for (const opt_def *d = table; saved && d < table + NOPT && rc == 0; d++) {
+    for (const cli_option *d = table; saved && d < table + NOPT && rc == 0; d++) {
         char key[64], *text, *end = NULL, before[4096], after[4096], shown[40];
         if (!(d->flags & RES) || ((d->flags & DATA) && data_given) || o->given[d - table])
             continue;
@@ -500,24 +322,24 @@ int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap
         snprintf(key, sizeof key, "%s", d->name);
         for (char *c = key; *c; c++)
             *c = *c == '-' ? '_' : *c;
-        text = saved_option_text(saved, key);
-        if (!text || (d->off == OFF(data) && !strcmp(text, TRAIN_DEFAULT_DATA))) {
+        text = train_saved(saved, key);
+        if (!text || (d->off == CLI_OFF(data) && !strcmp(text, TRAIN_DEFAULT_DATA))) {
             free(text);   /* not recorded, or the default corpus (no --data) */
             continue;
         }
-        value_text(o, d, before, sizeof before);
-        if (d->type == OPT_FLAG)
+        cli_value_text(d, o, before, sizeof before);
+        if (d->type == CLI_FLAG)
             *(int *)dst(o, d) = strcmp(text, "0") != 0;
         else
-            rc = set_option(o, d, text);
-        value_text(o, d, after, sizeof after);
+            rc = cli_set(&program, d, o, text, NULL);
+        cli_value_text(d, o, after, sizeof after);
         double v = strtod(text, &end);   /* a real as %g (it is saved with 17 digits) */
         snprintf(shown, sizeof shown, "%g", v);
         if (strcmp(before, after) && n < cap)
             n += (size_t)snprintf(names + n, cap - n, "%s--%s%s%s", n ? " " : "", d->name,
-                                  d->type == OPT_FLAG ? "" : " ", d->type == OPT_FLAG ? ""
+                                  d->type == CLI_FLAG ? "" : " ", d->type == CLI_FLAG ? ""
                                   : *text && !*end && strpbrk(text, ".eE") ? shown : text);
-        if (d->type != OPT_STR)
+        if (d->type != CLI_STR)
             free(text);
         else if (o->nkept < (int)(sizeof o->kept / sizeof o->kept[0]))
             o->kept[o->nkept++] = text;   /* o points to it (more: not freed) */

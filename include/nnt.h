@@ -224,6 +224,12 @@ NNT_API int nnt_tensor_fill_uniform(nnt_tensor *tensor, uint64_t seed, double lo
                                     double high);
 NNT_API int nnt_tensor_fill_normal(nnt_tensor *tensor, uint64_t seed, double mean,
                                    double stddev);
+/* Inverted dropout (NNT_FP32): y = x / (1 - p) where the element is kept, 0 where dropped;
+ * an element is dropped when the uniform value nnt_tensor_fill_uniform(seed, 0, 1) gives it
+ * is below p, so the mask depends on the seed and the element's position only (any tiling,
+ * CPU or GPU: the same mask). Its backward is the same call on dy with the same seed. y may
+ * be x; p in [0, 1). New in 0.3. */
+NNT_API int nnt_tensor_dropout(nnt_tensor *x, uint64_t seed, double p, nnt_tensor *y);
 
 
 /* ---- tensor operations ------------------------------------------------------------------
@@ -515,9 +521,11 @@ typedef struct nnt_param_info {
     size_t size;                 /* sizeof(nnt_param_info): set it before the call           */
     const char *name;            /* unique within the layer tree, e.g. "h.3.mlp.c_fc.weight" */
     nnt_tensor *value;           /* the parameter                                            */
-    nnt_tensor *grad;            /* its gradient, same shape and tiling                      */
+    nnt_tensor *grad;            /* its gradient, same shape and tiling; NULL when frozen    */
     int decay;                   /* 1: weight decay applies by default (matrices and
                                     embeddings), 0: biases and LayerNorm parameters          */
+    /* new in 0.3 (a size without it, as 0.2 set, gets the fields above only) */
+    int frozen;                  /* 1: frozen by nnt_layer_freeze (no gradient)              */
 } nnt_param_info;
 
 /* Creation. tiling may be NULL (automatic). Parameters are created uninitialised-but-defined:
@@ -583,6 +591,19 @@ NNT_API int nnt_layer_clear_grad(nnt_layer *layer);
  * of tensors and total number of elements; either pointer may be NULL. */
 NNT_API int nnt_layer_num_params(const nnt_layer *layer, int64_t *count, int64_t *numel);
 NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
+/* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
+ * glob pattern (fnmatch(3) without flags: * and ? match dots too; "*" is every parameter,
+ * "*.mlp.*" the MLPs', "model.layers.0.*" a block's). A frozen parameter has no gradient
+ * tensor (nnt_param_info.grad NULL; its memory is released), nnt_optim_add_layer skips it
+ * (no optimizer state), and the backward computes no gradient for it: through a frozen
+ * matrix only the input gradient flows (one product of the linear's three). Unfreezing gives
+ * it a zero gradient again. count (may be NULL) gets the number of parameters matched; a
+ * pattern that matches none is NNT_E_INVAL naming it. Between a forward and its backward, the
+ * backward follows the new state. An optimizer sees the parameters frozen when it adds them:
+ * freeze before nnt_optim_add_layer (the gradient of a parameter frozen after is destroyed
+ * while the optimizer still holds it). New in 0.3. */
+NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze,
+                             int64_t *count);
 /* GPT-2 initialisation of every parameter of the tree, deterministic in seed (and
  * independent of the tiling): matrices and embeddings normal(0, 0.02), except the output
  * projections of attention and MLP inside blocks normal(0, 0.02 / sqrt(2 L)) where L is
@@ -780,6 +801,14 @@ NNT_API void nnt_train_state_clear(nnt_train_state *st);
  * release with nnt_train_state_clear) without loading it: its metadata are checked (format,
  * version, optimizer kind, metadata checksum), its tensors are not. ctx may be NULL. */
 NNT_API int nnt_train_state_info(nnt_ctx *ctx, const char *path, nnt_train_state *st);
+/* The value of member key of an options string (nnt_train_state.options as nnt_trainer
+ * records it, or any JSON object), searched in document order, inside the objects it holds
+ * too (the trainer's "model"): a string decoded, any other value as written ("12",
+ * "0.10000000000000001", "true", an object's text). Into buf (cap bytes, NUL-terminated);
+ * *found 1, or 0 (buf "") when there is no such member. Malformed JSON NNT_E_FORMAT, a value
+ * longer than cap - 1 bytes NNT_E_INVAL, each with a message. */
+NNT_API int nnt_options_get(const char *options, const char *key, char *buf, size_t cap,
+                            int *found);
 
 
 /* ---- models and families ----------------------------------------------------------------
@@ -935,12 +964,32 @@ NNT_API int nnt_model_load_train_state(nnt_ctx *ctx, const char *path, int64_t B
                                        const nnt_tiling *tiling, nnt_train_state *st,
                                        nnt_layer **out);
 
+/* The configuration of the model a user names, as nnt-train and nnt-generate take it:
+ * source is a preset's name (nnt_model_preset), a Hugging Face directory (its config.json:
+ * nnt_model_hf_config), an llm.c checkpoint (its header), or a training checkpoint
+ * (nnt_model_train_state_config; a directory holding checkpoint.safetensors, as nnt-train
+ * writes its --out, stands for it). A safetensors file of weights alone is NNT_E_INVAL (it
+ * has no configuration); a name that is neither a file, a directory nor a preset NNT_E_IO.
+ * ctx may be NULL. */
+NNT_API int nnt_model_source_config(nnt_ctx *ctx, const char *source, nnt_model_config *cfg);
+/* The model source names (as nnt_model_source_config) for batches of (B, T) (tiling: NULL or
+ * with 0 entries = automatic): a preset, or source NULL, is created in configuration cfg
+ * (NULL: the preset's) and initialised by nnt_layer_init(seed); a directory or checkpoint is
+ * loaded (nnt_model_load_hf, nnt_gpt_load_llmc, nnt_model_load_train_state: its own
+ * configuration, cfg and seed unused); GPT-2 weights in a safetensors file are loaded in
+ * configuration cfg (nnt_gpt_load_safetensors). On failure *out is NULL. */
+NNT_API int nnt_model_open(nnt_ctx *ctx, const char *source, const nnt_model_config *cfg,
+                           int64_t B, int64_t T, const nnt_tiling *tiling, uint64_t seed,
+                           nnt_layer **out);
+
 /* How nnt_model_save_hf_ex writes the weights. */
 typedef struct nnt_hf_save_options {
     size_t size;                  /* sizeof(nnt_hf_save_options), set by the init macro      */
     uint64_t max_shard_bytes;     /* most tensor bytes a file holds; 0: one model.safetensors */
+    const char *tokenizer_json;   /* a tokenizer.json (or its directory) copied into the
+                                     directory, so that it is complete; NULL: none           */
 } nnt_hf_save_options;
-#define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0 }
+#define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0, NULL }
 
 /* nnt_model_save_hf with options (NULL: NNT_HF_SAVE_OPTIONS_INIT). When the weights exceed
  * max_shard_bytes they are split as transformers' save_pretrained(max_shard_size) splits
@@ -950,9 +999,75 @@ typedef struct nnt_hf_save_options {
  * A directory holds one checkpoint: a sharded save removes the old index before its first
  * shard and, after its index, model.safetensors and the shards of other counts; a
  * one-file save removes an index and every shard after writing model.safetensors.
- * config.json comes last. */
+ * tokenizer_json is copied to dir/tokenizer.json (a temporary file, fsync, rename; nothing
+ * when it is that file) after the weights; config.json comes last. */
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
+
+
+/* ---- LoRA adapters and the PEFT format (new in 0.3) -------------------------------------- */
+/* Low-rank adapters on a model's linear maps, as Hugging Face PEFT's LoRA: a module with base
+ * weight W (out, in) computes y = x W^T + s (x A^T) B^T with A (r, in), B (out, r) and
+ * s = alpha / r (rslora: alpha / sqrt(r)); A starts uniform in +-1/sqrt(in) (PEFT's
+ * kaiming_uniform_ with a = sqrt(5)), B at zero. Modules are named as in Hugging Face's
+ * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama family),
+ * c_attn, c_proj (attention and MLP), c_fc (GPT-2), lm_head (an untied head); a target
+ * matches a module whose name is it or ends with "." and it ("self_attn.q_proj" too), as
+ * PEFT's target_modules list. The adapter matrices are parameters of the model named
+ * "<module>.lora_A.weight", "<module>.lora_B.weight" (GPT-2's c_attn: "lora_B.q.weight",
+ * ".k.", ".v." parts, its B's three thirds), trained like any other; files of the model
+ * (nnt_model_save_hf) do not hold them, PEFT's (nnt_model_save_peft) do. */
+typedef struct nnt_lora_options {
+    size_t size;                  /* sizeof(nnt_lora_options), set by the init macro         */
+    int64_t rank;                 /* r, 1 .. 65536                                           */
+    double alpha;                 /* lora_alpha, > 0                                         */
+    int rslora;                   /* 1: s = alpha / sqrt(r) (use_rslora)                      */
+    double dropout;               /* lora_dropout on each adapter's input, in [0, 1): a mask
+                                     of the seed, the module and the backwards done
+                                     (nnt_tensor_dropout), the same in a recompute; off in
+                                     the trainer's validation and in generation              */
+    const char *targets;          /* comma-separated module names, or "all-linear" (every
+                                     linear map but lm_head); NULL: PEFT's default of the
+                                     family (q_proj,v_proj; GPT-2: c_attn). Read by
+                                     nnt_model_lora_add; nnt_model_lora_get gives the
+                                     model's (valid while the model lives)                   */
+    uint64_t seed;                /* A's initialisation and the dropout masks                 */
+    int freeze_base;              /* 1: every other parameter frozen (nnt_layer_freeze), as
+                                     PEFT's get_peft_model; 0: left as they are             */
+} nnt_lora_options;
+
+#define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1 }
+
+/* Add adapters to the target modules of a model (of nnt_model_create, nnt_model_load_hf,
+ * nnt_gpt_*); opts NULL: the INIT values. A target that matches no module is NNT_E_INVAL
+ * naming it and the model's module names, before anything changes; a model with adapters
+ * already NNT_E_STATE. The adapters work with every tiling, precision and recompute; the
+ * products are tasks like the base's (two small ones per module and pass, r in one tile).
+ * Add parameters to an optimizer after this call. A backward pending from an earlier forward
+ * is cancelled (NNT_E_STATE), here and in _merge and _load_peft. */
+NNT_API int nnt_model_lora_add(nnt_layer *model, const nnt_lora_options *opts);
+/* The settings of the model's adapters (NNT_E_STATE without): rank, alpha, rslora,
+ * dropout, targets (the model's string); the other fields are left as they are. */
+NNT_API int nnt_model_lora_get(const nnt_layer *model, nnt_lora_options *opts);
+/* Merge the adapters into the base weights, W += s B A in float (PEFT's merge_and_unload),
+ * and remove them: the model computes what it computed, without them, and
+ * nnt_model_save_hf then writes the merged weights. Frozen parameters stay frozen. */
+NNT_API int nnt_model_lora_merge(nnt_layer *model);
+/* Write dir/adapter_config.json and dir/adapter_model.safetensors as PEFT 0.21 does
+ * (save_pretrained): fp32 tensors "base_model.model.<HF module>.lora_A.weight" (r, in) and
+ * ".lora_B.weight" (out, r); dir created if missing (one level); each file through a
+ * temporary file and a rename. PeftModel.from_pretrained loads it on the same base. */
+NNT_API int nnt_model_save_peft(nnt_layer *model, const char *dir);
+/* Load an adapter PEFT saved (or nnt_model_save_peft) into a model without adapters: its
+ * settings from adapter_config.json (r, lora_alpha, use_rslora, target_modules as a list or
+ * "all-linear"), its tensors from adapter_model.safetensors (fp32, bf16 or fp16), the base
+ * then frozen. Refused, with nothing changed: a tensor whose shape differs from the model's
+ * (NNT_E_SHAPE naming it: another base model), a missing tensor or one of no target
+ * (NNT_E_FORMAT naming it), a target matching no module (NNT_E_INVAL), an option nnt does not
+ * implement set to other than its default (use_dora, modules_to_save, rank_pattern, a
+ * regular-expression target_modules, bias other than "none", ...: NNT_E_UNSUPPORTED naming
+ * the key). lora_dropout applies as nnt_lora_options.dropout, seed 0. */
+NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir);
 
 
 /* ---- generation ------------------------------------------------------------------------- */
@@ -1165,9 +1280,10 @@ typedef struct nnt_trainer_info {
     int64_t step;                /* updates done (resumed ones included)                       */
     uint64_t data_pos;           /* next window's token offset; shuffled: sequences read       */
     uint64_t rng[4];             /* the rng words (seeded from seed, saved and resumed)        */
-    int stopped;                 /* a stop was requested                                       */
+    int stopped;                 /* the run stopped at a request (of any rank, under MPI)      */
     double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
-    double flops_per_token;      /* 6 N + 12 L T NH hd, the MFU's numerator per token          */
+    double flops_per_token;      /* 6 N + 4 Nf + 12 L T NH hd, the MFU's numerator per token
+                                    (N trained and Nf frozen parameters)                      */
     double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
     int peak_measured;           /* 1: peak_flops was measured (measure_peak)                  */
     int64_t validations;         /* validations done, with those of a resumed val.csv          */
@@ -1200,7 +1316,9 @@ NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path);
 /* Continue from a file of nnt_trainer_save: parameters, optimizer, step, data position, rng,
  * the best validation loss. */
 NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path);
-/* Async-signal-safe (sets a flag only): the run stops after the step in progress. */
+/* Async-signal-safe (sets a flag only): the run stops after the step in progress. Under
+ * MPI the ranks agree at each step boundary: a request on any rank stops (or, for
+ * nnt_trainer_request_save, saves) every rank after the same step. */
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
 /* Ask for a checkpoint after the step in progress (or the next one), written to the
  * options' checkpoint path, the run going on (e.g. on SIGUSR1, a scheduler's warning before

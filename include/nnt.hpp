@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -609,6 +610,14 @@ inline model_config model_train_state_config(std::string_view path)
     check(nnt_model_train_state_config(nullptr, detail::cstr(path).c_str(), &c));
     return c;
 }
+/* The configuration of a preset, a Hugging Face directory, an llm.c or a training
+ * checkpoint (nnt_model_source_config). */
+inline model_config model_source_config(std::string_view source)
+{
+    model_config c;
+    check(nnt_model_source_config(nullptr, detail::cstr(source).c_str(), &c));
+    return c;
+}
 inline tiling model_tiling(context &ctx, const nnt_model_config &cfg, std::int64_t B,
                            std::int64_t T, const nnt_tiling *overrides = nullptr)
 {
@@ -629,6 +638,20 @@ inline tiling gpt_tiling(context &ctx, const nnt_gpt_config &cfg, std::int64_t B
 /* The caller's section of a training-state file (data position, RNG words, options
  * string). Move-only; owns the options string (its own copy, or the library's after a
  * load, released with nnt_train_state_clear). */
+/* nnt_options_get: the value of member key of an options string (a checkpoint's, as
+ * nnt_trainer records it) as text; empty when there is no such member. */
+inline std::optional<std::string> options_get(std::string_view options, std::string_view key)
+{
+    std::string text(options), buf(text.size() + 1, '\0');
+    int found = 0;
+    check(nnt_options_get(text.c_str(), detail::cstr(key).c_str(), &buf[0], buf.size(),
+                          &found));
+    if (!found)
+        return std::nullopt;
+    buf.resize(std::char_traits<char>::length(buf.c_str()));
+    return buf;
+}
+
 class train_state {
 public:
     train_state() noexcept : st_{sizeof(nnt_train_state), 0, {0, 0, 0, 0}, nullptr} {}
@@ -668,6 +691,11 @@ public:
     std::string_view options() const noexcept
     {
         return st_.options ? std::string_view(st_.options) : std::string_view();
+    }
+    /* A member of the options (nnt_options_get); empty when absent or without options. */
+    std::optional<std::string> option(std::string_view key) const
+    {
+        return st_.options ? options_get(st_.options, key) : std::nullopt;
     }
     void set_options(std::string_view s)
     {
@@ -731,8 +759,9 @@ private:
 struct param_info {
     std::string_view name;
     tensor_ref value;
-    tensor_ref grad;
+    tensor_ref grad;         /* null when frozen */
     bool decay;
+    bool frozen;
 };
 
 class layer_ref;
@@ -803,7 +832,7 @@ public:
         nnt_param_info p{};
         p.size = sizeof p;
         check(nnt_layer_param(h(), i, &p));
-        return param_info{p.name ? p.name : "", p.value, p.grad, p.decay != 0};
+        return param_info{p.name ? p.name : "", p.value, p.grad, p.decay != 0, p.frozen != 0};
     }
     std::vector<param_info> params() const
     {
@@ -816,6 +845,26 @@ public:
     }
     void init(std::uint64_t seed) { check(nnt_layer_init(h(), seed)); }
     void set_recompute(bool enable) { check(nnt_layer_set_recompute(h(), enable ? 1 : 0)); }
+    /* Freeze (or unfreeze) the parameters whose names match a glob (nnt_layer_freeze); the
+     * number matched. */
+    std::int64_t freeze(std::string_view pattern, bool frozen = true)
+    {
+        std::int64_t n = 0;
+        check(nnt_layer_freeze(h(), detail::cstr(pattern).c_str(), frozen ? 1 : 0, &n));
+        return n;
+    }
+
+    /* LoRA adapters (nnt_model_lora_add, _merge) and PEFT's files. */
+    void lora_add(const nnt_lora_options &opts) { check(nnt_model_lora_add(h(), &opts)); }
+    void lora_merge() { check(nnt_model_lora_merge(h())); }
+    void save_peft(std::string_view dir)
+    {
+        check(nnt_model_save_peft(h(), detail::cstr(dir).c_str()));
+    }
+    void load_peft(std::string_view dir)
+    {
+        check(nnt_model_load_peft(h(), detail::cstr(dir).c_str()));
+    }
 
     /* Models (nnt_model_create, nnt_model_load_hf, nnt_gpt_*). */
     model_config config() const
@@ -896,6 +945,18 @@ public:
         });
     }
     /* A Hugging Face directory (config.json and model.safetensors or its shards). */
+    /* Whatever source names (nnt_model_open): a preset or (empty source) cfg created from
+     * seed, a directory or checkpoint loaded, GPT-2 weights in configuration cfg. */
+    static layer open(context &ctx, std::string_view source, const nnt_model_config *cfg,
+                      std::int64_t B, std::int64_t T, const nnt_tiling *t = nullptr,
+                      std::uint64_t seed = 0)
+    {
+        std::string s(source);
+        return detail::make<layer>([&](nnt_layer **o) {
+            return nnt_model_open(ctx.get(), s.empty() ? nullptr : s.c_str(), cfg, B, T, t,
+                                  seed, o);
+        });
+    }
     static layer load_hf(context &ctx, std::string_view dir, std::int64_t B, std::int64_t T,
                          const nnt_tiling *t = nullptr)
     {

@@ -82,6 +82,11 @@ struct nnt_ctx {
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
+    int no_dropout;               /* forwards that train nothing (the trainer's validation,
+                                     generation): LoRA adapters apply no dropout          */
+    int64_t dropout_pass;         /* > 0: the pass the adapters' dropout masks are drawn
+                                     for (the trainer's micro-batch number, which a resumed
+                                     run knows); 0: each adapter counts its backwards     */
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
@@ -249,6 +254,15 @@ void nnt_mpi_receive_wait(nnt_ctx *ctx, starpu_data_handle_t h, int to);
  * Every rank takes part even when it fails (NNT_E_NOMEM on rank 0 for the copy: the
  * transfers still complete, into memory StarPU allocates and frees). */
 int nnt_mpi_gather(nnt_ctx *ctx, const void *mine, int64_t len, char **all, int64_t *offsets);
+/* Collective: values[0..n) replaced on every rank by their maximum over the ranks (a
+ * gather to rank 0, then a broadcast, through StarPU-MPI; safe beside its thread). */
+int nnt_mpi_max(nnt_ctx *ctx, int64_t *values, int n);
+/* Collective, at the end of a save that every rank takes part in (rank 0 writes the file):
+ * rc, or NNT_E_IO on a rank whose own part succeeded when another rank's failed. No rank
+ * returns before rank 0's file is in place: a rank that exits at once with a non-zero
+ * status (a signal's) makes mpirun end the job, rank 0's write with it. rc as is without
+ * MPI. */
+int nnt_mpi_saved(nnt_ctx *ctx, int rc, const char *fn, const char *path);
 /* nnt_submit under MPI (owner computes); args is a malloc'ed copy the task frees. Returns
  * StarPU-MPI's status; *submit_rc the local starpu_task_submit's (0 where not run here). */
 int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,

@@ -453,6 +453,33 @@ int nnt_tensor_fill_normal(nnt_tensor *t, uint64_t seed, double mean, double std
     return fill_random(t, seed, 1, mean, stddev, "nnt_tensor_fill_normal");
 }
 
+int nnt_tensor_dropout(nnt_tensor *x, uint64_t seed, double p, nnt_tensor *y)
+{
+    const char *fn = "nnt_tensor_dropout";
+    int rc = nnt_tensor_check(x, fn);
+    if (rc == 0)
+        rc = nnt_tensor_check(y, fn);
+    if (rc)
+        return rc;
+    if (!(p >= 0.0 && p < 1.0))
+        return nnt_fail(x->ctx, NNT_E_INVAL, "%s: p %g must be in [0, 1)", fn, p);
+    if (x->dtype != NNT_FP32 || y->dtype != NNT_FP32)
+        return nnt_fail(x->ctx, NNT_E_UNSUPPORTED, "%s: only NNT_FP32 tensors", fn);
+    if ((rc = nnt_check_same_layout(fn, "x", x, "y", y)) ||
+        (rc = nnt_tensor_check_readable(x, fn)))
+        return rc;
+    if (x != y && (rc = nnt_tensor_copy(x, y)))
+        return rc;
+    int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
+    for (int64_t i = 0; i < y->ntiles && rc == 0; i++) {
+        nnt_tensor_tile_coord(y, i, coord);
+        nnt_tensor_tile_box(y, coord, origin, shape);
+        rc = nnt_insert_fill_random(y, y->tiles[i].handle, origin, shape, seed, 2, (float)p,
+                                    (float)(1.0 / (1.0 - p)));
+    }
+    return rc;
+}
+
 /* fn on every tile handle of a live tensor; 0 if t is not one. */
 static int each_tile(nnt_tensor *t, void (*fn)(starpu_data_handle_t))
 {

@@ -184,22 +184,43 @@ bad 2 "give one of --prompt, --prompt-file and --prompt-ids" --load-hf "$gqa" --
     --prompt-file "$tmp/prompt.txt"
 bad 2 "$tmp/no-prompt.txt" --load-hf "$gqa" --prompt-file "$tmp/no-prompt.txt"
 bad 2 "--prompt needs a tokenizer" --load-hf "$gqa" --prompt "hello"
+# a directory without tokenizer files (nnt-train's byte-level --save-hf): bytes is a choice
+grep -q -- "--tokenizer bytes" "$tmp/bad.err" || fail "no tokenizer: --tokenizer bytes not named"
 bad 2 "--tokenizer-json excludes" --load-hf "$gqa" --prompt "hello" --tokenizer-json x \
     --vocab v --merges m
 bad 1 "nnt_tokenizer_hf_load" --load-hf "$gqa" --prompt "hello" --tokenizer-json "$tmp/none.json"
-bad 2 "bad value for --top-p: '0' (expected a number in (0, 1])" --load-hf "$gqa" --prompt-ids 1 --top-p 0
+bad 2 "--top-p: 0 is out of range (0 to 1, 0 excluded)" --load-hf "$gqa" --prompt-ids 1 --top-p 0
 # an unknown option given last is unknown, not "needs a value"; --version
-bad 2 "unknown option --max-new" --load-hf "$gqa" --prompt-ids 1 --max-new
-"$prog" --version > "$tmp/version.out" 2>&1 && grep -q '^nnt-generate [0-9]' "$tmp/version.out" ||
+bad 2 "unknown option '--max-new'" --load-hf "$gqa" --prompt-ids 1 --max-new
+"$prog" --version > "$tmp/version.out" 2>&1 && grep -q '^nnt-generate (nnt) [0-9]' "$tmp/version.out" ||
     fail "--version: $(cat "$tmp/version.out")"
 "$prog" --help > "$tmp/help.out" 2>&1 && grep -q 'nnt-generate(1)' "$tmp/help.out" &&
-    grep -q 'Defaults:' "$tmp/help.out" || fail "--help: no defaults or man page"
-bad 2 "bad value for --precision" --load-hf "$gqa" --prompt-ids 1 --precision fp16
-bad 2 "bad value for --tokenizer" --load-hf "$gqa" --prompt-ids 1 --tokenizer words
+    grep -q -- '--max-new-tokens N  *tokens to generate (default 64)' "$tmp/help.out" ||
+    fail "--help: no defaults or man page"
+bad 2 "--precision: 'fp16' is not one of fp32, tf32, bf16" --load-hf "$gqa" --prompt-ids 1 \
+    --precision fp16
+bad 2 "--tokenizer: 'words' is not one of bytes, bpe, json" --load-hf "$gqa" --prompt-ids 1 \
+    --tokenizer words
 bad 2 "--tokenizer bytes takes no" --load-hf "$gqa" --prompt x --tokenizer bytes \
     --tokenizer-json "$tokjson"
 bad 2 "bad id list" --load-hf "$gqa" --prompt-ids "1 x"
-bad 2 "unknown option --frobnicate" --load-hf "$gqa" --prompt-ids 1 --frobnicate 1
+bad 2 "unknown option '--frobnicate' (see nnt-generate --help)" --load-hf "$gqa" \
+    --prompt-ids 1 --frobnicate 1
+# the parser the three programs share (examples/cli.c): a value missing at the end, integers
+# out of their range (with it) or not integers, a flag given a value, --name=value
+bad 2 "--seed needs a value" --load-hf "$gqa" --prompt-ids 1 --seed
+bad 2 "--top-k: 99999999999999999999 is out of range (0 to 2147483647)" --load-hf "$gqa" \
+    --prompt-ids 1 --top-k 99999999999999999999
+bad 2 "--eos: -2 is out of range (-1 to 2147483647)" --load-hf "$gqa" --prompt-ids 1 --eos -2
+bad 2 "--max-new-tokens: 'ten' is not an integer" --load-hf "$gqa" --prompt-ids 1 \
+    --max-new-tokens ten
+bad 2 "--temperature: 'hot' is not a finite number" --load-hf "$gqa" --prompt-ids 1 \
+    --temperature hot
+bad 2 "--no-cache takes no value" --load-hf "$gqa" --prompt-ids 1 --no-cache=1
+bad 2 "unexpected argument 'extra' (see nnt-generate --help)" --load-hf "$gqa" --prompt-ids 1 extra
+a=$("$prog" --load-hf="$gqa" --prompt-ids=1,2 --max-new-tokens=3 --temperature=0 --print-ids \
+    --cpus 2 2> "$tmp/eq.err") && [ "$(echo "$a" | wc -w)" -eq 3 ] ||
+    { fail "--name=value: '$a'"; cat "$tmp/eq.err"; }
 bad 1 "$tmp/missing" --load-hf "$tmp/missing" --prompt-ids 1
 bad 1 "nnt_model_generate" --load-hf "$gqa" --prompt-ids "1 999"
 bad 2 "give one of --load-hf, --load-llmc and --checkpoint" --load-hf "$gqa" --checkpoint x \

@@ -12,7 +12,8 @@
 # same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
 # a RAM budget that one process cannot train in but 2 sharded ranks can; --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
-# distributions). A library built without StarPU-MPI must refuse mpi = 1
+# distributions, and with LoRA adapters; SIGTERM to both ranks or to one, SIGUSR1 to one: the ranks stop or save
+# after the same step). A library built without StarPU-MPI must refuse mpi = 1
 # (NNT_E_UNSUPPORTED); then the rest is skipped, as it is without mpirun. Any build:
 # nnt_ctx_rank and the option checks without MPI.
 set -u
@@ -350,6 +351,17 @@ for dist in sharded data; do
     cmp -s "$tmp/t_lone/checkpoint.safetensors" "$tmp/t_l$dist/checkpoint.safetensors" ||
         fail "nnt-train -np 2 llama --distribute $dist: the checkpoint differs"
 done
+# LoRA adapters with dropout on that model's every linear map, the base frozen: one
+# process's losses and checkpoint (the adapters and their moments) under both distributions
+lora="$llama --lora-rank 4 --lora-targets all-linear --lora-dropout 0.1"
+run_train t_aone 0 --out "$tmp/t_aone" $lora
+for dist in sharded data; do
+    run_train "t_a$dist" 1 --out "$tmp/t_a$dist" $lora --distribute $dist
+    cmp -s "$tmp/t_aone.txt" "$tmp/t_a$dist.txt" ||
+        fail "nnt-train -np 2 LoRA --distribute $dist: other losses than one process"
+    cmp -s "$tmp/t_aone/checkpoint.safetensors" "$tmp/t_a$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 LoRA --distribute $dist: the checkpoint differs"
+done
 # bf16 weight copies (made on their weight's ranks; the copy travels, not the weight):
 # one process's losses and checkpoint under both distributions, weights kept or released
 run_train t_bone 0 --out "$tmp/t_bone" --precision bf16
@@ -396,6 +408,107 @@ for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the 
         fail "$what: another sample than one process's"
     fi
 done
+
+# signals, as Slurm sends them (to every task) or as a user may (to one rank): the ranks
+# agree at a step boundary. SIGTERM to both ranks (together, or to rank 1 once rank 0 saves:
+# it must not end rank 1 in the save) or to rank 1 alone: every rank stops after
+# the same step, rank 0 saves, status 143 within 60 s (no hang), and --resume alone under
+# mpirun continues bit for bit with one process's uninterrupted run. SIGUSR1 to rank 1
+# alone: the job writes a checkpoint of the step in progress and goes on with one process's
+# losses (then SIGTERM ends it). The runs are long (--steps 100000: a signal never comes
+# after the end); the reference stops after 2000 steps, the resumed runs 30 after the stop.
+sigrun="$small --steps 100000"
+run_train sig_ref 0 --steps 100000 --stop-after 2000 --out "$tmp/sig_ref"
+grep '^step' "$tmp/sig_ref.txt" > "$tmp/sig_ref.steps"
+# signal_job NAME SIG RANKS...: the job in the background; after 3 steps SIG to each rank
+# of RANKS (SIGUSR1: then, once its checkpoint is written, SIGTERM to both); waits for the
+# job (its status in $status, seconds after the signal in $took)
+signal_job() {
+    sj_name=$1 sj_sig=$2; shift 2
+    NNT_CHECK_TAG=$tmp
+    export NNT_CHECK_TAG
+    $TIMEOUT $MPIRUN -x NNT_CHECK_TAG "$train_prog" $sigrun --out "$tmp/$sj_name" \
+        > "$tmp/$sj_name.txt" 2> "$tmp/$sj_name.err" &
+    sj_job=$!
+    sj_n=0
+    while [ "$(steps_in "$tmp/$sj_name.txt")" -lt 3 ] && [ $sj_n -lt 600 ]; do
+        kill -0 $sj_job 2> /dev/null || break
+        sleep 0.1; sj_n=$((sj_n + 1))
+    done
+    sj_pids=
+    for r in "$@"; do
+        [ "$r" = then ] && continue
+        sj_p=$(tagged_pids "OMPI_COMM_WORLD_RANK=$r")
+        [ -n "$sj_p" ] || fail "$sj_name: rank $r not found to send SIG$sj_sig"
+        sj_pids="$sj_pids $sj_p"
+    done
+    sj_start=$(date +%s)
+    case "$*" in
+        "0 then 1")   # rank 1's signal once rank 0 saves: after the ranks agreed to stop
+            set -- $sj_pids
+            kill -"$sj_sig" $1
+            sj_n=0
+            while ! grep -q 'saving' "$tmp/$sj_name.err" && [ $sj_n -lt 3000 ]; do
+                sleep 0.01; sj_n=$((sj_n + 1))
+            done
+            kill -"$sj_sig" $2 2> /dev/null;;
+        *) kill -"$sj_sig" $sj_pids 2> /dev/null;;
+    esac
+    if [ "$sj_sig" = USR1 ]; then
+        sj_n=0
+        while ! grep -q 'SIGUSR1: checkpoint of step' "$tmp/$sj_name.err" && [ $sj_n -lt 600 ]; do
+            kill -0 $sj_job 2> /dev/null || break
+            sleep 0.1; sj_n=$((sj_n + 1))
+        done
+        sleep 0.3   # steps after the checkpoint
+        kill -TERM $(tagged_pids "OMPI_COMM_WORLD_RANK=0") $(tagged_pids "OMPI_COMM_WORLD_RANK=1") \
+            2> /dev/null
+    fi
+    wait $sj_job
+    status=$?
+    took=$(( $(date +%s) - sj_start ))
+}
+# resumes_equal NAME STEP: --resume alone (under mpirun, --stop-after STEP + 30) continues
+# NAME's first STEP steps as one process's uninterrupted run
+resumes_equal() {
+    [ $(($2 + 30)) -le 2000 ] || { echo "$1: stopped after step $2, past the reference's 2000"; return 1; }
+    $TIMEOUT $MPIRUN "$train_prog" --resume "$tmp/$1/checkpoint.safetensors" --out "$tmp/$1" \
+        --print-loss --stop-after $(($2 + 30)) > "$tmp/$1_resumed.txt" 2> "$tmp/$1_resumed.err" ||
+        { echo "$1: the resumed run failed (status $?)"; tail -n 3 "$tmp/$1_resumed.err"; return 1; }
+    grep '^step' "$tmp/$1.txt" | head -n "$2" | cat - "$tmp/$1_resumed.txt" | grep '^step' > "$tmp/$1.all"
+    head -n $(($2 + 30)) "$tmp/sig_ref.steps" | cmp -s - "$tmp/$1.all"
+}
+for ranks in "0 1" "0 then 1" "1"; do
+    name=sig_term_$(echo $ranks | tr -d ' ')
+    what="nnt-train -np 2, SIGTERM to rank(s) $ranks"
+    signal_job $name TERM $ranks
+    stopped=$(steps_in "$tmp/$name.txt")
+    if [ $status -ne 143 ] || [ $took -gt 60 ]; then
+        fail "$what: status $status after $took s (expected 143)"; tail -n 4 "$tmp/$name.err"
+    elif ! grep -q "interrupted (SIGTERM) after step $stopped: saving" "$tmp/$name.err"; then
+        fail "$what: no save after step $stopped"; tail -n 4 "$tmp/$name.err"
+    elif [ "$ranks" = 1 ] &&
+         ! grep -q "another rank of the job was interrupted: every rank stops after step $stopped" "$tmp/$name.err"; then
+        fail "$what: rank 0 does not say another rank stopped the job"
+    elif resumes_equal $name "$stopped"; then
+        echo "$what: every rank stopped after step $stopped, status 143 in $took s; --resume continues bit for bit"
+    else
+        fail "$what: the resumed losses differ from one process's uninterrupted run"
+    fi
+done
+signal_job sig_usr1 USR1 1
+saved=$(sed -n 's/.*SIGUSR1: checkpoint of step \([0-9]*\) written to.*/\1/p' "$tmp/sig_usr1.err")
+ran=$(steps_in "$tmp/sig_usr1.txt")
+if [ -z "$saved" ]; then
+    fail "nnt-train -np 2, SIGUSR1 to rank 1: no checkpoint"; tail -n 4 "$tmp/sig_usr1.err"
+elif [ $status -ne 143 ] || [ "$ran" -le "$saved" ] || [ "$ran" -gt 2000 ]; then
+    fail "nnt-train -np 2, SIGUSR1 to rank 1: status $status after $ran steps (checkpoint of step $saved)"
+    tail -n 4 "$tmp/sig_usr1.err"
+elif grep '^step' "$tmp/sig_usr1.txt" | cmp -s - "$(head -n "$ran" "$tmp/sig_ref.steps" > "$tmp/sig_usr1.ref"; echo "$tmp/sig_usr1.ref")"; then
+    echo "nnt-train -np 2, SIGUSR1 to rank 1: checkpoint of step $saved written by the job, which went on to step $ran with one process's losses"
+else
+    fail "nnt-train -np 2, SIGUSR1 to rank 1: other losses than one process's"
+fi
 
 # a rank that dies ends the job: rank 1 killed (SIGKILL) after a few steps of a long run;
 # mpirun must end every rank with a non-zero status and say why, not hang (measured: 1-2 s

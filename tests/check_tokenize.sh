@@ -142,14 +142,36 @@ mkdir "$tmp/empty"
 expect_error emptydir 1 "has no regular files" --print "$tmp/empty"
 expect_error noout 2 "give one of --out FILE and --print" "$tmp/ab.txt"
 expect_error noinput 2 "no INPUT" --print
-expect_error badtok 2 "expected bytes, bpe or json" --tokenizer sp --print "$tmp/ab.txt"
+expect_error badtok 2 "--tokenizer: 'sp' is not one of bytes, bpe, json" --tokenizer sp --print \
+    "$tmp/ab.txt"
 expect_error nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab.txt"
-expect_error threads 2 "expected 1 to 256" --threads 0 --print "$tmp/ab.txt"
-expect_error bits 2 "expected 16 or 32" --token-bits 8 --print "$tmp/ab.txt"
-expect_error unknown 2 "unknown option --fast" --fast --print "$tmp/ab.txt"
-expect_error unknown_last 2 "unknown option --fast" --print --fast
-"$prog" --version > "$tmp/version.out" 2>&1 && grep -q '^nnt-tokenize [0-9]' "$tmp/version.out" ||
+expect_error threads 2 "--threads: 0 is out of range (1 to 256)" --threads 0 --print "$tmp/ab.txt"
+expect_error bits 2 "--token-bits: '8' is not one of 16, 32" --token-bits 8 --print "$tmp/ab.txt"
+expect_error unknown 2 "unknown option '--fast' (see nnt-tokenize --help)" --fast --print \
+    "$tmp/ab.txt"
+expect_error unknown_last 2 "unknown option '--fast'" --print --fast
+# the parser the three programs share (examples/cli.c)
+expect_error no_value 2 "--threads needs a value" --print "$tmp/ab.txt" --threads
+expect_error chunk_huge 2 "--chunk-bytes: 99999999999999999999 is out of range (1 to 1073741824)" \
+    --print --chunk-bytes 99999999999999999999 "$tmp/ab.txt"
+expect_error chunk_word 2 "--chunk-bytes: '1k' is not an integer" --print --chunk-bytes 1k \
+    "$tmp/ab.txt"
+expect_error flag_value 2 "--print takes no value" --print=yes "$tmp/ab.txt"
+expect_error short_unknown 2 "unknown option '-x'" -x --print "$tmp/ab.txt"
+# options and INPUTs in any order, --name=value, -o, and -- before an INPUT named like an option
+cp "$tmp/ab.txt" "$tmp/--dash.txt"
+run_ok order "$tmp/ab.txt" --threads=1 -o "$tmp/order.bin" --token-bits=16
+cmp -s "$tmp/order.bin" "$tmp/bytes.bin" || fail "order: not the token file of ab.txt"
+(cd "$tmp" && "$prog" --print -- --dash.txt > dashdash.out 2> dashdash.err) ||
+    fail "--: exit status $?"
+[ "$(cat "$tmp/dashdash.out")" = "$(cat "$tmp/bytes-print.out")" ] ||
+    fail "--: not the ids of ab.txt"
+"$prog" --version > "$tmp/version.out" 2>&1 &&
+    grep -q '^nnt-tokenize (nnt) [0-9]' "$tmp/version.out" ||
     fail "--version: $(cat "$tmp/version.out")"
+"$prog" --help > "$tmp/help.out" 2>&1 && grep -q 'nnt-tokenize(1)' "$tmp/help.out" &&
+    grep -q -- '--threads N  *encoding threads (default 2)' "$tmp/help.out" ||
+    fail "--help: no defaults or man page"
 # a library failure names its call once (it used to print "nnt_tokenizer_hf_load: ...
 # nnt_tokenizer_hf_load: ...")
 expect_error nofile 1 "nope.json" --tokenizer-json "$tmp/nope.json" --print "$tmp/ab.txt"

@@ -4,7 +4,8 @@
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, a Llama-family model (training,
-# recompute, --save-hf / --load-hf, resume), validation on held-out tokens, --shuffle and
+# recompute, --save-hf / --load-hf, resume; LoRA adapters: --lora-*, --freeze, --save-peft,
+# --load-peft, --merge, nnt-generate --adapter), validation on held-out tokens, --shuffle and
 # --data as a pattern of shards. Every run's exit status is checked. (The
 # default run with the default corpus is tests/check_train_default.sh.)
 #
@@ -393,6 +394,9 @@ fi
 expect_error llama_weights "--save-hf" $llama --steps 1 --save-weights
 expect_error llama_kv_gpt2 "--kv-heads" $small --kv-heads 2
 expect_error llama_hf_opts "--load-hf" --load-hf "$tmp/l1/hf" --layers 2
+# a byte-level directory (no tokenizer.json) with --tokenizer json: bytes is among the choices
+expect_error llama_hf_nojson "has no tokenizer.json: give --tokenizer-json FILE, --tokenizer bytes" \
+    --load-hf "$tmp/l1/hf" --tokenizer json --steps 1 --out "$tmp/nojson"
 # --save-hf-shard-size: the same training saved in shards (an index, no model.safetensors)
 # that --load-hf reads to the same weights as the one-file directory (the same losses)
 run_ok llama8s $llama --data "$tmp/corpus.txt" --steps 8 --lr 3e-3 --out "$tmp/l6" \
@@ -409,6 +413,50 @@ else
 fi
 expect_error shard_size "not a size" $llama --steps 1 --save-hf "$tmp/x" --save-hf-shard-size 2XB
 expect_error shard_alone "needs --save-hf" $llama --steps 1 --save-hf-shard-size 2GB
+
+# ---- (4b) fine-tuning: LoRA adapters on that Llama directory (--lora-*), written as a PEFT
+# directory and merged (--save-peft, --merge, --save-hf); the held-out loss of the base with
+# --load-peft is the merged model's and not the base's; nnt-generate --adapter generates what
+# the merged model does; a fine-tuning run is not resumed; bad --freeze / --lora-* refused ----
+lora="--batch 2 --seq 16 --sample 0 --cpus 1 --data $tmp/corpus.txt --val-split 0.2"
+run_ok lora8 --load-hf "$tmp/l1/hf" $lora --steps 8 --lr 1e-2 --lora-rank 4 --lora-alpha 16 \
+    --lora-targets all-linear --lora-dropout 0.05 --freeze "model.norm.*" \
+    --save-peft "$tmp/lo/adapter" --merge --save-hf "$tmp/lo/merged" --out "$tmp/lo/run" \
+    --print-loss
+run_ok lora_v0 --load-hf "$tmp/l1/hf" $lora --steps 0 --out "$tmp/lo/v0" --print-loss
+run_ok lora_v1 --load-hf "$tmp/l1/hf" --load-peft "$tmp/lo/adapter" $lora --steps 0 \
+    --out "$tmp/lo/v1" --print-loss
+run_ok lora_v2 --load-hf "$tmp/lo/merged" $lora --steps 0 --out "$tmp/lo/v2" --print-loss
+v0=$(awk '/^val/ { print $4 }' "$tmp/lora_v0.out")
+v1=$(awk '/^val/ { print $4 }' "$tmp/lora_v1.out")
+v2=$(awk '/^val/ { print $4 }' "$tmp/lora_v2.out")
+if [ -s "$tmp/lo/adapter/adapter_config.json" ] && [ -n "$v0" ] && [ -n "$v1" ] &&
+   awk -v a="$v1" -v b="$v2" -v c="$v0" 'BEGIN { d = a - b; e = a - c
+       exit !(d < 1e-5 && d > -1e-5 && (e > 1e-3 || e < -1e-3)) }' &&
+   grep -q "LoRA r 4, alpha 16, dropout 0.05 on all-linear" "$tmp/lora8.err"; then
+    echo "ok: lora: held-out loss $v0 -> $v1 with the adapter (--load-peft), $v2 merged"
+else
+    fail "lora: held-out losses base '$v0', base + adapter '$v1', merged '$v2':"
+    tail -n 3 "$tmp/lora8.err" "$tmp/lora_v1.err"
+fi
+gen="$top_builddir/nnt-generate --tokenizer bytes --prompt-ids 76,105,110 --temperature 0
+    --max-new-tokens 12 --cpus 1 --print-ids"
+if $gen --load-hf "$tmp/l1/hf" --adapter "$tmp/lo/adapter" > "$tmp/gen_a.out" 2>&1 &&
+   $gen --load-hf "$tmp/lo/merged" > "$tmp/gen_m.out" 2>&1 && cmp -s "$tmp/gen_a.out" "$tmp/gen_m.out"; then
+    echo "ok: lora: nnt-generate --adapter gives the merged model's tokens"
+else
+    fail "lora: nnt-generate --adapter:"; cat "$tmp/gen_a.out" "$tmp/gen_m.out"
+fi
+expect_error lora_resume "cannot be resumed yet" --resume "$tmp/lo/run/checkpoint.safetensors" \
+    --out "$tmp/lo/run"
+expect_error lora_merge "--merge merges LoRA adapters" --load-hf "$tmp/l1/hf" $lora --steps 1 \
+    --merge --out "$tmp/lo/x1"
+expect_error lora_target "'c_attn' matches no module" --load-hf "$tmp/l1/hf" $lora --steps 1 \
+    --lora-targets c_attn --out "$tmp/lo/x2"
+expect_error lora_freeze "'nothing.*' matches no parameter" --load-hf "$tmp/l1/hf" $lora \
+    --steps 1 --freeze "nothing.*" --out "$tmp/lo/x3"
+expect_error lora_peft_opts "no --lora-rank" --load-hf "$tmp/l1/hf" $lora --steps 1 \
+    --load-peft "$tmp/lo/adapter" --lora-rank 8 --out "$tmp/lo/x4"
 
 # ---- (5) progress output: one line per step into a file; on a terminal one line redrawn in
 # place (carriage return, erase to end of line) with a full line every steps/10 and at the end
@@ -718,6 +766,28 @@ else
         fail "SIGUSR1: the checkpoint of step $saved does not resume bit for bit"
     fi
 fi
+# a second SIGTERM right after the first one's "saving" ends the program at once (status 143
+# either way: the save finished or was cut short): the checkpoint there is whole (the new one
+# or --save-every's earlier one) and --resume continues it bit for bit
+start_sig twice $sig --save-every 20 --out "$tmp/sigtwice"
+wait_lines twice 25
+kill -TERM $pid
+k=0
+while ! grep -q 'interrupted (SIGTERM)' "$tmp/twice.err" && [ $k -lt 3000 ]; do sleep 0.01; k=$((k + 1)); done
+kill -TERM $pid 2> /dev/null
+wait $pid
+twice_status=$?
+run_ok twice_resumed --resume "$tmp/sigtwice/checkpoint.safetensors" --out "$tmp/sigtwice" --print-loss
+grep '^step' "$tmp/twice_resumed.out" > "$tmp/twice_resumed.steps"
+from=$(awk '{ print $2; exit }' "$tmp/twice_resumed.steps")
+if [ $twice_status -ne 143 ]; then
+    fail "two SIGTERMs: exit status $twice_status (expected 143)"; tail -n 3 "$tmp/twice.err"
+elif [ -z "$from" ] || ! grep '^step' "$tmp/sig_full.out" | sed -n "$from,\$p" |
+                        cmp -s - "$tmp/twice_resumed.steps"; then
+    fail "two SIGTERMs: the checkpoint left does not resume bit for bit (from step ${from:-?})"
+else
+    echo "ok: two SIGTERMs: status 143, the checkpoint left (resumed from step $from) continues bit for bit"
+fi
 # a save killed midway: its temporary file (as nnt names them) is removed by the next save
 mkdir -p "$tmp/killed"
 : > "$tmp/killed/checkpoint.safetensors.tmp-Killd0"
@@ -799,10 +869,25 @@ expect_error steps_huge "out of range" $small --data "$tmp/corpus.txt" --steps 9
 grep -q "not an integer" "$tmp/steps_huge.err" && fail "steps_huge: called not an integer"
 expect_error steps_word "not an integer" $small --data "$tmp/corpus.txt" --steps ten
 
+# the parser the three programs share (examples/cli.c): each message as nnt-generate's and
+# nnt-tokenize's (check_generate.sh, check_tokenize.sh)
+expect_error unknown_named "unknown option '--frobnicate' (see nnt-train --help)" $small --frobnicate
+expect_error needs_value "--seed needs a value" $small --seed
+expect_error range_open "--beta1: 1 is out of range (0 to 1, 1 excluded)" $small --beta1 1
+expect_error range_int "--steps: 99999999999999999999 is out of range (0 to 9000000000000000)" \
+    $small --steps 99999999999999999999
+expect_error choice "--optim: 'lion' is not one of adamw, adam, sgd" $small --optim lion
+expect_error flag_value "--recompute takes no value" $small --recompute=1
+expect_error operand "unexpected argument 'extra' (see nnt-train --help)" $small extra
+expect_error empty "--data: empty value" $small --data=
+
 # ---- --help and --version ----------------------------------------------------------------
 run help --help
-[ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" || fail "--help"
+[ $status -eq 0 ] && grep -q -- '--resume' "$tmp/help.out" &&
+    grep -q -- '--steps N  *total optimizer steps, resumed ones included (default 2000)' \
+        "$tmp/help.out" && grep -q 'nnt-train(1)' "$tmp/help.out" || fail "--help"
 run version --version
-[ $status -eq 0 ] && grep -q 'nnt-train' "$tmp/version.out" || fail "--version"
+[ $status -eq 0 ] && grep -q '^nnt-train (nnt) [0-9]*\.[0-9]*\.[0-9]*, library ' \
+    "$tmp/version.out" || fail "--version"
 
 exit $fail

@@ -3,6 +3,7 @@
 # Mutation check of the test suite (not run by make check; takes a few minutes a mutation).
 #
 #   tests/mutate.sh [-k] [-t "TEST ..."] [MUTATION ...]
+#   tests/mutate.sh -c [MUTATION ...]
 #
 # Copies the source tree (git ls-files plus uncommitted changes) to a scratch directory,
 # builds it once out of tree, then for each mutation (all of them by default; names below)
@@ -12,16 +13,20 @@
 # caught by at least one suite; the report ends "caught N of M" and the exit status is 1
 # if any mutation survived. -k keeps the scratch directory (path printed).
 # NNT_MUTATE_DIR selects the scratch directory (default: a new one under $TMPDIR or /tmp).
+# -c only checks that each expression still changes exactly one line of the source as it is
+# (no build; make check runs it as tests/check_mutations.sh).
 # The last result is recorded in tests/README.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 keep=0
 only_tests=
+check_only=0
 while [ $# -gt 0 ]; do
     case $1 in
         -k) keep=1; shift;;
+        -c) check_only=1; shift;;
         -t) only_tests=$2; shift 2;;
-        -h|--help) sed -n '3,16p' "$0"; exit 0;;
+        -h|--help) sed -n '3,19p' "$0"; exit 0;;
         *) break;;
     esac
 done
@@ -58,17 +63,22 @@ llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one@gl_rmsnorm_new_ex(l->ctx, C, 1e-5, o->norm_plus_one@|RMSNorm block: eps 1e-5 whatever norm_eps says
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
-val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt)));@o->val_len, (uint64_t)(k * bt + 1)));@|trainer validation: every window one token late
+val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt));@o->val_len, (uint64_t)(k * bt + 1));@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
+mpi_no_stop_agreement|lib/train/trainer.c|s@if (tr->ctx->mpi \&\& tr->ctx->nranks > 1)@if (0)@|trainer: the ranks do not agree on stop and save requests at a step boundary
+mpi_save_no_wait|lib/mpi/mpi.c|s@ctx->nranks < 2)@ctx->nranks < 99)@|MPI save: ranks return before rank 0 has written the file
+train_signals_off_before_save|examples/nnt_train.c|0,/rc = write_outputs(t);/s@rc = write_outputs(t);@catch_signals(0), rc = write_outputs(t);@|nnt-train: signal handlers reset before the final save
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
-resume_data_given|examples/nnt_train.c|s@for (int i = data_given ? NRESUMED_DATA : 0; saved@for (int i = NRESUMED_DATA; saved@|nnt-train --resume: the data options of the checkpoint never taken
+resume_data_given|examples/train_opts.c|s@((d->flags \& DATA) \&\& data_given)@(d->flags \& DATA)@|nnt-train --resume: the data options of the checkpoint never taken
+options_no_nesting|lib/train/options.c|s@if (nnt_json_peek(j) == .{. \&\& depth < OPTIONS_MAXDEPTH)@if (0)@|nnt_options_get: the members of nested objects (those of the model) not found
+cli_open_max|examples/cli.c|s@((d->flags \& CLI_OPEN_MAX) \&\& \*v == d->max))@0)@|shared option parser: an excluded maximum accepted (--beta1 1)
 clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
 cosine_floor_zero|lib/optim/optim.c|s@return o->min_lr + 0.5 \* (o->lr - o->min_lr) \* (1.0 + cos(PI \* progress));@return o->min_lr + 0.5 * o->lr * (1.0 + cos(PI * progress));@|cosine schedule: the half cosine from lr, not from lr - min_lr (the same at min_lr 0)
 llama3_low_default|lib/ops/rope.c|s@float s = ((1.0f / wavelen) \* orig - low) / span;@float s = ((1.0f / wavelen) * orig - 1.0f) / span;@|RoPE llama3: the smoothing with low_freq_factor 1 (its usual value) whatever the option says
 rms_eps_key|lib/models/llama.c|s@nnt_cfg_double(o, "rms_norm_eps", 0, 1e-6, \&c->norm_eps)@nnt_cfg_double(o, "rms_eps", 0, 1e-6, \&c->norm_eps)@|config.json: rms_norm_eps not read (the fallback 1e-6 always)
 qk_norm_eps_fixed|lib/models/transformer.c|s@ao.qk_norm_eps = c->norm_eps;@ao.qk_norm_eps = 1e-6;@|Qwen3 q/k norms: eps 1e-6 (the usual Qwen3 value) whatever norm_eps says
 grad_flag_kept|lib/layers/layer.c|/^double nnt_layer_grad_beta/,/return 0.0;/s@l->params\[i\].grad_dropped = 0;@l->params[i].grad_dropped = 1;@|dropped gradients: the flag never reset, so every backward after nnt_layer_clear_grad writes instead of adding
-tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, e->dwte), e->dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
+tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, dwte), dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, dwte), dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
 window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
 window_layer_shift|lib/models/transformer.c|s@int windowed = nnt_model_block_window(c, i);@int windowed = nnt_model_block_window(c, i + 1);@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
 gemma_norm_w|lib/layers/leaf.c|s@NNT_TRY(nnt_tensor_fill(\*cache, 1.0));@NNT_TRY(nnt_tensor_fill(*cache, 0.0));@|Gemma: RMSNorms scaled by w instead of 1 + w
@@ -80,6 +90,14 @@ gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_loca
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
+lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
+lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B
+lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
+lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0);@1.0, lo->b[i], lo->a, 1.0, w, 1, 0);@|LoRA merge: W += B A without the scale
+lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen) {@if (p->adapter \&\& !p->frozen) {@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
+freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0)@if (fnmatch(pattern, tree->listed_names[i], 0) == 0)@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
+dropout_bwd_unmasked|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));@;@|LoRA dropout: the input gradient not masked
+dropout_keep_scale|cpu/random.c|s@out\[j\] = u < (double)a ? 0.0f : out\[j\] \* b;@out[j] = u < (double)a ? 0.0f : out[j];@|dropout: kept elements not divided by 1 - p
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
@@ -88,6 +106,25 @@ names=$*
 for n in $names; do
     list | grep -q "^$n|" || { echo "unknown mutation '$n'; known: $(list | cut -d'|' -f1 | tr '\n' ' ')" >&2; exit 2; }
 done
+
+# changed_lines NAME: how many lines of its file NAME's expression changes in the source
+changed_lines() {
+    cl_line=$(list | grep "^$1|")
+    cl_file=$(printf "%s\n" "$cl_line" | cut -d'|' -f2)
+    cl_expr=$(printf "%s\n" "$cl_line" | cut -d'|' -f3)
+    [ -f "$src/$cl_file" ] || { echo 0; return; }
+    sed -e "$cl_expr" "$src/$cl_file" 2> /dev/null | diff "$src/$cl_file" - | grep -c '^<'
+}
+if [ $check_only -eq 1 ]; then
+    stale=0
+    for n in $names; do
+        c=$(changed_lines "$n")
+        [ "$c" -eq 1 ] || { echo "$n: the expression changes $c lines of $(list | grep "^$n|" | cut -d'|' -f2) (must be 1): mutation out of date"; stale=$((stale + 1)); }
+    done
+    echo "$(echo $names | wc -w) mutations, $stale out of date"
+    [ $stale -eq 0 ]
+    exit
+fi
 
 work=${NNT_MUTATE_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/nnt-mutate-XXXXXX")} || exit 2
 [ $keep -eq 1 ] && echo "scratch directory: $work" || trap 'rm -rf "$work"' EXIT

@@ -364,6 +364,32 @@ void test_layers(nnt::context &ctx)
     EXPECT(warnings == 0);
 }
 
+// frozen parameters and LoRA adapters through the wrapper: freeze, lora_add, save_peft,
+// load_peft, lora_merge; a missing adapter throws
+void test_lora(nnt::context &ctx)
+{
+    nnt::layer m = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
+    EXPECT(m.freeze("*.mlp.*") == 6);
+    EXPECT(m.param(0).frozen == false && m.param(0).grad);
+    EXPECT(m.freeze("*.mlp.*", false) == 6);
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 2;
+    lo.targets = "q_proj";
+    std::int64_t before = m.num_params();
+    m.lora_add(lo);
+    EXPECT(m.num_params() == before + 4);   // A and B of 2 blocks' q_proj
+    EXPECT(m.param(0).frozen && !m.param(0).grad);
+    std::vector<std::int32_t> with = m.generate({1, 2}, 4);
+    std::string dir = tmpdir + "/adapter";
+    m.save_peft(dir);
+    nnt::layer m2 = nnt::layer::load_hf(ctx, fixture("llama_tiny/gqa"), B, T);
+    m2.load_peft(dir);
+    EXPECT(m2.generate({1, 2}, 4) == with);
+    m2.lora_merge();
+    EXPECT(m2.num_params() == before);
+    EXPECT_ERROR(NNT_E_IO, "/no/such/adapter", m2.load_peft("/no/such/adapter"));
+}
+
 void test_hf(nnt::context &ctx)
 {
     std::string dir = fixture("llama_tiny/gqa");
@@ -384,6 +410,10 @@ void test_hf(nnt::context &ctx)
 
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::layer::load_hf(ctx, "/no/such/dir", B, T));
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::model_hf_config("/no/such/dir"));
+    // any source the way a user names it (nnt_model_open): a preset, created from the seed
+    nnt::layer p1 = nnt::layer::open(ctx, "llama-tiny", nullptr, B, T, nullptr, 3);
+    EXPECT(p1.config().kv_heads == nnt::model_source_config("llama-tiny").kv_heads);
+    EXPECT_ERROR(NNT_E_IO, "no-such-model", nnt::model_source_config("no-such-model"));
 
     // the training state: the caller's section round-trips, a model loads from it
     nnt::optimizer opt(ctx, nnt::optim_options());
@@ -410,6 +440,12 @@ void test_hf(nnt::context &ctx)
     nnt::layer m3 = nnt::layer::load_train_state(ctx, path, B, T, nullptr, &st3);
     EXPECT(st3.data_pos() == 1234 && m3.config().vocab == 61);
     EXPECT_ERROR(NNT_E_IO, "", nnt::train_state::info(tmpdir + "/none"));
+    // a member of an options string (nnt_options_get), nested ones too
+    info.set_options("{\"model\": {\"vocab\": 61}, \"tokenizer\": \"json\"}");
+    EXPECT(info.option("vocab") == std::optional<std::string>("61"));
+    EXPECT(info.option("tokenizer") == std::optional<std::string>("json"));
+    EXPECT(!info.option("seed"));   // absent
+    EXPECT_ERROR(NNT_E_FORMAT, "nnt_options_get", nnt::options_get("{\"a\" 1}", "a"));
 }
 
 void test_tokens(nnt::context &)
@@ -525,6 +561,7 @@ int main()
         test_training(ctx);
         test_layers(ctx);
         test_hf(ctx);
+        test_lora(ctx);
         test_tokens(ctx);
         test_trainer(ctx);
     } catch (const std::exception &e) {

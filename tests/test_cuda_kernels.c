@@ -10,8 +10,8 @@
  * about 10x the error measured on an NVIDIA H200 (2026-11-26, CUDA 13.0, driver 580; the
  * largest err / tolerance per check, NNT_TOL_REPORT, in brackets):
  *   bit-exact: fill (f32, i32, u16), scale, add_bcast, copy_box, embedding gather /
- *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform and
- *              normal; see test_fill_random)
+ *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform,
+ *              normal and dropout; see test_fill_random)
  *   1e-6:      axpby, sum_outer, sumsq, optimizer steps (same operations; all measured
  *              bit-identical, a difference can only come from a CPU build that contracts
  *              multiply-adds into FMAs)
@@ -1696,6 +1696,21 @@ START_TEST(test_fill_random)
             dfree(d_out);
             free(ref);
         }
+    /* dist 2: dropout in place (p 0.3, scale 1 / 0.7) of an edge tile, bit for bit */
+    {
+        int64_t gs[2] = {61, 17}, org[2] = {20, 5}, ts[2] = {41, 12}, tn = 41 * 12;
+        float *ref = xmalloc((size_t)tn * 4), *d_t = dalloc((size_t)tn * 4);
+        for (int64_t i = 0; i < tn; i++)
+            ref[i] = (float)(i % 13) - 6.25f;
+        upload(d_t, ref, (size_t)tn * 4);
+        NNT_OK(nnt_cuda_fill_random_f32(2, gs, org, ts, 99, 2, 0.3f, 1.0f / 0.7f, d_t, g_stream));
+        nnt_cpu_fill_random_f32(2, gs, org, ts, 99, 2, 0.3f, 1.0f / 0.7f, ref);
+        float *got = fetch(d_t, tn);
+        check_exact_f("dropout tile", got, ref, tn);
+        free(got);
+        dfree(d_t);
+        free(ref);
+    }
     int64_t one[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, z[9] = {0};
     ck_assert_int_eq(nnt_cuda_fill_random_f32(9, one, z, one, 1, 0, 0.0f, 1.0f, NULL, g_stream),
                      -1);

@@ -93,7 +93,7 @@ static const nnt_family RMS_FAMILY = {
     NULL,
     RMS_ARCHS, 1, rms_read_hf, rms_hf_arch, rms_write_hf,
     NULL, 0, RMS_ROWS_FIRST, "", 0, 1, "h.",
-    NULL, 0,
+    NULL, 0, NULL,
 };
 
 /* ---- fixture -------------------------------------------------------------------------------- */

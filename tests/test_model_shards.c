@@ -308,6 +308,113 @@ START_TEST(test_stale)
 }
 END_TEST
 
+/* tokenizer_json: the file (or its directory's) copied byte for byte beside the weights; a
+ * second save into the directory it came from leaves it; a missing one fails naming it. */
+START_TEST(test_save_tokenizer)
+{
+    nnt_layer *a = NULL;
+    nnt_hf_save_options o = NNT_HF_SAVE_OPTIONS_INIT;
+    const char *dir = at(tmpdir, "tok");
+    char want_path[4400];
+    snprintf(want_path, sizeof want_path, "%s", fix("hftok/gpt2.json"));
+    EXPECT_OK(nnt_model_load_hf(ctx, fix("llama_tiny/gqa"), 2, 8, NULL, &a));
+    o.tokenizer_json = want_path;
+    EXPECT_OK(nnt_model_save_hf_ex(a, dir, &o));
+    size_t nw = 0, ng = 0;
+    unsigned char *want = slurp(want_path, &nw), *got = slurp(at(dir, "tokenizer.json"), &ng);
+    ck_assert(nw > 0 && nw == ng && !memcmp(want, got, nw));
+    free(got);
+    o.tokenizer_json = at(tmpdir, "tok");   /* its own directory: the same file, kept */
+    EXPECT_OK(nnt_model_save_hf_ex(a, dir, &o));
+    got = slurp(at(dir, "tokenizer.json"), &ng);
+    ck_assert(nw == ng && !memcmp(want, got, nw));
+    o.tokenizer_json = at(tmpdir, "none.json");
+    EXPECT_FAIL_MSG(nnt_model_save_hf_ex(a, at(tmpdir, "tok2"), &o), NNT_E_IO, "none.json");
+    free(want);
+    free(got);
+    nnt_layer_destroy(a);
+}
+END_TEST
+
+/* nnt_model_open and nnt_model_source_config: each kind of source gives what its own loader
+ * gives (the same configuration, the same parameters, bit for bit). */
+static void expect_opens_as(const char *source, const nnt_model_config *cfg, nnt_layer *ref)
+{
+    nnt_layer *m = NULL;
+    nnt_model_config a, b;
+    EXPECT_OK(nnt_model_open(ctx, source, cfg, 2, 8, NULL, 5, &m));
+    EXPECT_OK(nnt_model_config_of(m, &a));
+    EXPECT_OK(nnt_model_config_of(ref, &b));
+    ck_assert(a.family == b.family && a.vocab == b.vocab && a.max_seq == b.max_seq &&
+              a.layers == b.layers && a.kv_heads == b.kv_heads && a.hidden == b.hidden);
+    expect_same_params(m, ref);
+    nnt_layer_destroy(m);
+    nnt_layer_destroy(ref);
+}
+
+START_TEST(test_model_open)
+{
+    char gqa[4400], llmc[4400], weights[4400], gpt2[4400], run[4400];
+    snprintf(gqa, sizeof gqa, "%s", fix("llama_tiny/gqa"));
+    snprintf(llmc, sizeof llmc, "%s", fix("gpt2_tiny/gpt2_tiny.llmc.bin"));
+    snprintf(weights, sizeof weights, "%s", fix("gpt2_tiny/model.safetensors"));
+    snprintf(gpt2, sizeof gpt2, "%s", fix("gpt2_tiny"));
+    snprintf(run, sizeof run, "%s", at(tmpdir, "run"));
+    nnt_model_config c, want;
+    nnt_layer *ref = NULL;
+    EXPECT_OK(nnt_model_source_config(NULL, gqa, &c));   /* a Hugging Face directory */
+    EXPECT_OK(nnt_model_hf_config(NULL, gqa, &want));
+    ck_assert(c.family == want.family && c.kv_heads == want.kv_heads && c.layers == want.layers);
+    EXPECT_OK(nnt_model_load_hf(ctx, gqa, 2, 8, NULL, &ref));
+    expect_opens_as(gqa, NULL, ref);
+    EXPECT_OK(nnt_model_source_config(NULL, llmc, &c));   /* an llm.c checkpoint */
+    EXPECT_OK(nnt_gpt_load_llmc(ctx, llmc, 2, 8, NULL, &ref));
+    EXPECT_OK(nnt_model_config_of(ref, &want));
+    ck_assert(c.vocab == want.vocab && c.max_seq == want.max_seq && c.channels == want.channels);
+    expect_opens_as(llmc, NULL, ref);
+    /* GPT-2 weights alone: the configuration comes from the caller */
+    EXPECT_FAIL_MSG(nnt_model_source_config(NULL, weights, &c), NNT_E_INVAL, "configuration");
+    EXPECT_FAIL_MSG(nnt_model_open(ctx, weights, NULL, 2, 8, NULL, 0, &ref), NNT_E_INVAL,
+                    "give cfg");
+    ck_assert_ptr_null(ref);
+    EXPECT_OK(nnt_model_source_config(NULL, gpt2, &c));
+    EXPECT_OK(nnt_model_load_hf(ctx, gpt2, 2, 8, NULL, &ref));
+    expect_opens_as(weights, &c, ref);
+    /* a training checkpoint: its --out directory and its file */
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, gqa, 2, 8, NULL, &ref));
+    mkdir(run, 0755);
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, ref));
+    EXPECT_OK(nnt_train_state_save(opt, at(run, "checkpoint.safetensors"), NULL));
+    nnt_optim_destroy(opt);
+    EXPECT_OK(nnt_model_source_config(NULL, run, &c));
+    EXPECT_OK(nnt_model_hf_config(NULL, gqa, &want));
+    ck_assert(c.family == want.family && c.kv_heads == want.kv_heads &&
+              c.hidden == want.hidden && c.layers == want.layers);
+    expect_opens_as(run, NULL, ref);
+    EXPECT_OK(nnt_model_load_hf(ctx, gqa, 2, 8, NULL, &ref));
+    expect_opens_as(at(run, "checkpoint.safetensors"), NULL, ref);
+    /* a preset: created and initialised from the seed (5), as nnt_model_create does */
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    EXPECT_OK(nnt_model_create(ctx, &c, 2, 8, NULL, &ref));
+    EXPECT_OK(nnt_layer_init(ref, 5));
+    expect_opens_as("llama-tiny", NULL, ref);
+    c.layers = 1;   /* a configuration of the caller's, source NULL */
+    EXPECT_OK(nnt_model_create(ctx, &c, 2, 8, NULL, &ref));
+    EXPECT_OK(nnt_layer_init(ref, 5));
+    expect_opens_as(NULL, &c, ref);
+    EXPECT_FAIL_MSG(nnt_model_source_config(NULL, "no-such-model", &c), NNT_E_IO,
+                    "no-such-model");
+    EXPECT_FAIL_MSG(nnt_model_open(ctx, tmpdir, NULL, 2, 8, NULL, 0, &ref), NNT_E_IO,
+                    "neither config.json");
+    write_file(at(tmpdir, "junk.bin"), "junk", 4);
+    ck_assert_int_lt(nnt_model_source_config(NULL, at(tmpdir, "junk.bin"), &c), 0);
+    ck_assert(strstr(nnt_ctx_last_error(NULL), "junk.bin"));
+}
+END_TEST
+
 START_TEST(test_save_errors)
 {
     nnt_layer *a = NULL;
@@ -527,6 +634,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_save_one_file);
     tcase_add_test(tc, test_stale);
     tcase_add_test(tc, test_save_errors);
+    tcase_add_test(tc, test_save_tokenizer);
+    tcase_add_test(tc, test_model_open);
     tcase_add_loop_test(tc, test_bad_index, 0, (int)(sizeof BAD_INDEX / sizeof BAD_INDEX[0]));
     tcase_add_test(tc, test_bad_shards);
     tcase_add_test(tc, test_single_wins);

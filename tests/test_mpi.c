@@ -12,7 +12,8 @@
  *       "norm S %.17g", "peak BYTES" (the RAM node's peak_bytes over the steps), "params %a"
  *       (sum of every parameter read back on this rank after the steps) and "param_bytes
  *       BYTES" (4 x the model's parameter count); then
- *       nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file).
+ *       nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file; it is there
+ *       on every rank when the call returns).
  *   test_mpi options
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define B 4
 #define T 32
@@ -179,6 +181,14 @@ static int train(int argc, char **argv)
     fprintf(out, "yield %s\n", yield ? yield : "unset");
     snprintf(path, sizeof path, "%s.ckpt.%d", argv[2], rank);
     int rc = train_steps(ctx, &tiling, out, path);
+    /* a save returns on every rank once rank 0's file is in place (nnt_mpi_saved): a rank
+     * that exited at once with a signal's status would make mpirun end rank 0's write */
+    snprintf(path, sizeof path, "%s.ckpt.0", argv[2]);
+    if (rc == 0 && access(path, R_OK) != 0) {
+        fprintf(stderr, "test_mpi: rank %d: nnt_train_state_save returned before rank 0 "
+                "wrote %s\n", rank, path);
+        rc = 1;
+    }
     if (fclose(out) != 0)
         rc = 1;
     int drc = nnt_ctx_destroy(ctx);

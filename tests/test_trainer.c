@@ -275,6 +275,21 @@ START_TEST(test_resume_bit_exact)
     EXPECT_OK(nnt_trainer_create(b.model, b.opt, b.data, &to, &b.tr));
     EXPECT_OK(nnt_trainer_run(b.tr, 3));
     EXPECT_OK(nnt_trainer_save(b.tr, NULL));
+    /* the options string it records, read back member by member */
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    char v[64], want[64];
+    int found = 0;
+    EXPECT_OK(nnt_train_state_info(NULL, path_ckpt, &st));
+    EXPECT_OK(nnt_model_config_of(b.model, &cfg));
+    EXPECT_OK(nnt_options_get(st.options, "layers", v, sizeof v, &found));   /* in "model" */
+    snprintf(want, sizeof want, "%lld", (long long)cfg.layers);
+    ck_assert(found && !strcmp(v, want));
+    EXPECT_OK(nnt_options_get(st.options, "step", v, sizeof v, &found));
+    ck_assert(found && !strcmp(v, "3"));
+    EXPECT_OK(nnt_options_get(st.options, "shuffle", v, sizeof v, &found));
+    ck_assert(found && atoi(v) == shuffle);
+    nnt_train_state_clear(&st);
     open_run(&c, 2);
     to = trainer_options(&c, 2, shuffle);
     EXPECT_OK(nnt_trainer_create(c.model, c.opt, c.data, &to, &c.tr));
@@ -299,6 +314,40 @@ START_TEST(test_resume_bit_exact)
     close_run(&a);
     close_run(&b);
     close_run(&c);
+}
+END_TEST
+
+/* nnt_options_get: members at the top and in nested objects, strings decoded, numbers and
+ * literals as written, absent members, a value too long, malformed text. */
+START_TEST(test_options_get)
+{
+    const char *s = "{\"program\": \"nnt-train\", \"model\": {\"vocab\": 256, \"tied\": true}, "
+                    "\"lr\": 0.10000000000000001, \"path\": \"/a \\\"b\\\"\\\\c\", "
+                    "\"list\": [1, {\"x\": 2}], \"obj\": {\"k\": \"v\"}, \"x\": 3}";
+    char v[64];
+    int found = -1;
+    EXPECT_OK(nnt_options_get(s, "program", v, sizeof v, &found));
+    ck_assert(found == 1 && !strcmp(v, "nnt-train"));
+    EXPECT_OK(nnt_options_get(s, "vocab", v, sizeof v, &found));
+    ck_assert(found == 1 && !strcmp(v, "256"));
+    EXPECT_OK(nnt_options_get(s, "tied", v, sizeof v, &found));
+    ck_assert(found == 1 && !strcmp(v, "true"));
+    EXPECT_OK(nnt_options_get(s, "lr", v, sizeof v, &found));
+    ck_assert(found == 1 && !strcmp(v, "0.10000000000000001"));
+    EXPECT_OK(nnt_options_get(s, "path", v, sizeof v, &found));
+    ck_assert_str_eq(v, "/a \"b\"\\c");
+    EXPECT_OK(nnt_options_get(s, "obj", v, sizeof v, &found));
+    ck_assert_str_eq(v, "{\"k\": \"v\"}");
+    /* inside an array: not a member of an object it holds; the top-level x is found */
+    EXPECT_OK(nnt_options_get(s, "x", v, sizeof v, &found));
+    ck_assert(found == 1 && !strcmp(v, "3"));
+    EXPECT_OK(nnt_options_get(s, "missing", v, sizeof v, &found));
+    ck_assert(found == 0 && v[0] == '\0');
+    ck_assert_int_eq(nnt_options_get(s, "program", v, 9, &found), NNT_E_INVAL);
+    ck_assert_int_eq(nnt_options_get("{\"a\": 1, \"b\" 2}", "b", v, sizeof v, &found),
+                     NNT_E_FORMAT);
+    ck_assert(strstr(nnt_ctx_last_error(NULL), "nnt_options_get"));
+    ck_assert_int_eq(nnt_options_get(NULL, "a", v, sizeof v, &found), NNT_E_INVAL);
 }
 END_TEST
 
@@ -509,6 +558,7 @@ int main(void)
     tcase_add_test(tc, test_save_request);
     tcase_add_test(tc, test_misuse);
     tcase_add_test(tc, test_log_dir);
+    tcase_add_test(tc, test_options_get);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

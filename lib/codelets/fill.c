@@ -94,6 +94,8 @@ static struct starpu_perfmodel fill_u16_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_u16"};
 static struct starpu_perfmodel fill_random_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_fill_random"};
+static struct starpu_perfmodel dropout_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_dropout"};
 
 /* One codelet per dtype (names and models of their own, as traces show them), one function. */
 static struct starpu_codelet fill_f32_cl = {
@@ -128,6 +130,15 @@ static struct starpu_codelet fill_random_cl = {
     .model = &fill_random_model,
 };
 
+/* dist 2 (dropout) reads the tile it writes */
+static struct starpu_codelet dropout_cl = {
+    .name = "nnt_dropout",
+    .cpu_funcs = {fill_random_cpu},
+    NNT_CUDA_FUNCS(fill_random_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &dropout_model,
+};
+
 int nnt_insert_fill(nnt_tensor *t, starpu_data_handle_t h, double value)
 {
     struct fill_args args = {value, t->dtype};
@@ -159,6 +170,7 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
     memcpy(args.global_shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
     memcpy(args.origin, origin, (size_t)t->ndim * sizeof *origin);
     memcpy(args.shape, tile_shape, (size_t)t->ndim * sizeof *tile_shape);
-    struct starpu_data_descr buf = {h, STARPU_W};
-    return nnt_submit(t->ctx, &fill_random_cl, 1, &buf, &args, sizeof args);
+    struct starpu_data_descr buf = {h, dist == 2 ? STARPU_RW : STARPU_W};
+    return nnt_submit(t->ctx, dist == 2 ? &dropout_cl : &fill_random_cl, 1, &buf, &args,
+                      sizeof args);
 }

@@ -11,6 +11,8 @@
 #include "generic.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 /* names: [0] GPT-2's, [1] the Llama layout's */
 static const char *const QKV_WEIGHT[2][3] = {{"q.weight", "k.weight", "v.weight"},
@@ -29,13 +31,17 @@ typedef struct attention {
     double scale, softcap;          // of the scores (scale 0: 1 / sqrt(hd); softcap 0: none)
     int qk_plus_one;                // the q/k norms scale by 1 + weight
     nnt_tensor *qkn1[2];            // (hd) 1 + q_norm, 1 + k_norm weights (qk_plus_one)
-    nnt_tensor *w[3], *dw[3];       // (NH, hd, C) q weight, (NKV, hd, C) k, v weights
-    nnt_tensor *b[3], *db[3];       // (NH, hd), (NKV, hd), or NULL (no q/k/v bias)
+    int gpt2;                       // GPT-2's names and c_attn (one module for q, k, v)
+    nnt_tensor *w[3];               // (NH, hd, C) q weight, (NKV, hd, C) k, v weights
+    nnt_tensor *b[3];               // (NH, hd), (NKV, hd), or NULL (no q/k/v bias)
     nnt_tensor *w16[3], *pw16;      // bf16 copies of w, pw under NNT_PRECISION_BF16, else NULL
-    nnt_tensor *pw, *dpw;           // (C, NH, hd) c_proj / o_proj weight
-    nnt_tensor *pb, *dpb;           // (C) or NULL
+    nnt_tensor *pw;                 // (C, NH, hd) c_proj / o_proj weight
+    nnt_tensor *pb;                 // (C) or NULL (gradients: nnt_layer_grad_of)
     double qk_eps;                  // of the q / k norms
-    nnt_tensor *qkn[2], *dqkn[2];   // (hd) q_norm, k_norm weights, or NULL (no q/k norm)
+    nnt_tensor *qkn[2];             // (hd) q_norm, k_norm weights, or NULL (no q/k norm)
+    nnt_tensor *qkn_scratch[2];     // (hd) a frozen norm weight's gradient sum (dropped)
+    gl_lora *lora[4];               // adapters: q_proj, k_proj, v_proj, o_proj; GPT-2:
+                                    // c_attn ([0], parts q, k, v) and c_proj ([3])
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin, *x_cache;      // x with the weights' C tiling
     nnt_tensor *heads;              // (B, T, NH, hd) scratch: q/k/v before permute, grads
@@ -56,6 +62,14 @@ typedef struct attention {
 static nnt_tensor *scratch_of(attention *a, int i)
 {
     return i && a->kv_heads ? a->kv_heads : a->heads;
+}
+
+/* The adapter of projection i (0 q, 1 k, 2 v) and its part: GPT-2's c_attn (its q, k, v
+ * parts) or the projection's own; NULL: none. */
+static gl_lora *qkv_lora(const attention *a, int i, int *part)
+{
+    *part = a->gpt2 ? i : 0;
+    return a->lora[a->gpt2 ? 0 : i];
 }
 
 /* Layouts of the activations for x (B, T, C): heads (B, T, NH, hd), bnth (B, NH, T, hd),
@@ -125,12 +139,20 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
     NNT_TRY(gl_retiled(l, x, tile, &a->x_cache, &a->xin));
     a->x = x;
     NNT_TRY(ensure_acts(l, a, x));
+    for (int i = 0; i < 3; i++)   /* the adapters' u = x A^T */
+        if (a->lora[i])
+            NNT_TRY(gl_lora_begin(l, a->lora[i], a->xin));
     for (int i = 0; i < 3; i++) {
-        /* heads (B, T, NH or NKV, hd) = x (B, T, C) W_i^T (NH or NKV, hd, C) (+ b_i) */
+        /* heads (B, T, NH or NKV, hd) = x (B, T, C) W_i^T (NH or NKV, hd, C) (+ b_i)
+         * (+ s u B_i^T) */
         nnt_tensor *h = scratch_of(a, i), *w = NULL;
+        int part = 0;
+        gl_lora *lo = qkv_lora(a, i, &part);
         NNT_TRY(gl_weight_operand(l, a->w[i], &a->w16[i], &w));
         NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0, h, 1, 0,
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
+        if (lo)
+            NNT_TRY(gl_lora_part(lo, part, h, 1.0));
         int normed = i < 2 && a->qkn[i];
         NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, normed ? a->qk_in[i] : a->qkv[i]));
         nnt_tensor *g = NULL;
@@ -155,6 +177,10 @@ static int project_out(nnt_layer *l, attention *a, nnt_tensor **y)
     NNT_TRY(gl_weight_operand(l, a->pw, &a->pw16, &pw));
     NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->atty, pw, 0.0, a->y, 2, 0,
                            a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));
+    if (a->lora[3]) {   /* y += s (atty A^T) B^T */
+        NNT_TRY(gl_lora_begin(l, a->lora[3], a->atty));
+        NNT_TRY(gl_lora_part(a->lora[3], 0, a->y, 1.0));
+    }
     *y = a->y;
     return NNT_OK;
 }
@@ -242,24 +268,39 @@ static int backward_qkv(nnt_layer *l, attention *a, int i)
     nnt_tensor *h = scratch_of(a, i);
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, h, gl_weight_read(a->w[i], a->w16[i]),
                             i ? 1.0 : 0.0, a->dxin, 2, 0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin,
-                            nnt_layer_grad_beta(l, a->dw[i]), a->dw[i], 2, 0));
-    return a->db[i] ? nnt_tensor_sum_leading(1.0, h, nnt_layer_grad_beta(l, a->db[i]), a->db[i])
-                    : NNT_OK;
+    nnt_tensor *dw = nnt_layer_grad_of(l, a->w[i]);   // NULL: frozen
+    nnt_tensor *db = a->b[i] ? nnt_layer_grad_of(l, a->b[i]) : NULL;
+    if (dw)
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, h, a->xin,
+                                nnt_layer_grad_beta(l, dw), dw, 2, 0));
+    if (db)
+        NNT_TRY(nnt_tensor_sum_leading(1.0, h, nnt_layer_grad_beta(l, db), db));
+    int part = 0;
+    gl_lora *lo = qkv_lora(a, i, &part);
+    return lo ? gl_lora_backward_part(l, lo, part, h) : NNT_OK;
 }
 
 /* Back through the norm of q (i 0) or k (1): d qk_in from d qkv[i] (in a->dh[1 + i]); the
  * norm weight's gradient written by the first backward after the gradients were dropped,
- * then accumulated (the op accumulates: a dropped gradient is zeroed first). */
+ * then accumulated (the op accumulates: a dropped gradient is zeroed first; a frozen
+ * weight's sum goes to a scratch vector). */
 static int backward_qk_norm(nnt_layer *l, attention *a, int i)
 {
     const nnt_tensor *like = a->qk_in[i];
     NNT_TRY(nnt_layer_ensure_placed(l, &a->dqk_in[i], NNT_FP32, 4, like->shape, like->tile,
                                     NNT_ROWS_BHT));
-    if (nnt_layer_grad_beta(l, a->dqkn[i]) == 0.0)
-        NNT_TRY(nnt_tensor_fill(a->dqkn[i], 0.0));
+    nnt_tensor *dn = nnt_layer_grad_of(l, a->qkn[i]);
+    if (!dn) {
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->qkn_scratch[i], NNT_FP32, 1, a->qkn[i]->shape,
+                                        a->qkn[i]->tile, 0));
+        dn = a->qkn_scratch[i];
+        NNT_TRY(nnt_tensor_fill(dn, 0.0));
+    } else if (nnt_layer_grad_beta(l, dn) == 0.0) {
+        NNT_TRY(nnt_tensor_fill(dn, 0.0));
+    }
+    /* d(1 + w) = dw: the same sums with the scale the forward used */
     return nnt_tensor_rmsnorm_backward(a->qk_in[i], a->qk_plus_one ? a->qkn1[i] : a->qkn[i],
-                                       a->qk_rstd[i], a->dh[1 + i], a->dqk_in[i], a->dqkn[i]);
+                                       a->qk_rstd[i], a->dh[1 + i], a->dqk_in[i], dn);
 }
 
 static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -272,13 +313,20 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_layer_ensure_placed(l, &a->dh[i], NNT_FP32, 4, like->shape, like->tile,
                                         NNT_ROWS_BHT));
     }
-    /* c_proj: d atty (B, T, NH, hd) = g c_proj; c_proj grads */
+    /* c_proj: d atty (B, T, NH, hd) = g c_proj (+ the adapter's); c_proj grads */
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(a->pw, a->pw16), 0.0,
                             a->heads, 1, 0));
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty,
-                            nnt_layer_grad_beta(l, a->dpw), a->dpw, 2, 0));
-    if (a->dpb)
-        NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, a->dpb), a->dpb));
+    nnt_tensor *dpw = nnt_layer_grad_of(l, a->pw);   // NULL: frozen
+    nnt_tensor *dpb = a->pb ? nnt_layer_grad_of(l, a->pb) : NULL;
+    if (dpw)
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, a->atty,
+                                nnt_layer_grad_beta(l, dpw), dpw, 2, 0));
+    if (dpb)
+        NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, dpb), dpb));
+    if (a->lora[3]) {
+        NNT_TRY(gl_lora_backward_part(l, a->lora[3], 0, g));
+        NNT_TRY(gl_lora_backward_finish(l, a->lora[3], a->heads));
+    }
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
     nnt_tensor_attention_options ao = op_options(a);
     NNT_TRY(nnt_tensor_attention_backward_ex(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse,
@@ -289,13 +337,17 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     }
     for (int i = 0; a->qkn[0] && i < 2; i++)
         NNT_TRY(backward_qk_norm(l, a, i));
-    /* d xin (B, T, C) = sum over q, k, v of d heads W_i, in xin's tiling, then x's */
+    /* d xin (B, T, C) = sum over q, k, v of d heads W_i (+ the adapters'), in xin's tiling,
+     * then x's */
     NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
         nnt_tensor *dheads = i < 2 && a->qkn[0] ? a->dqk_in[i] : a->dh[i + 1];
         NNT_TRY(nnt_tensor_permute(dheads, SWAP_BT_NH, scratch_of(a, i)));
         NNT_TRY(backward_qkv(l, a, i));
     }
+    for (int i = 0; i < 3; i++)
+        if (a->lora[i])
+            NNT_TRY(gl_lora_backward_finish(l, a->lora[i], a->dxin));
     if (a->xin == a->x) {
         *dx = a->dxin;
         return NNT_OK;
@@ -314,14 +366,107 @@ static void attention_destroy(nnt_layer *l)
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
                          a->pw16, a->cache[0], a->cache[1], a->qk_in[0], a->qk_in[1],
                          a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0], a->dqk_in[1],
-                         a->qkn1[0], a->qkn1[1]};
+                         a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0], a->qkn1[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
+    for (int i = 0; i < 4; i++) {
+        gl_lora_free(l, a->lora[i]);
+        a->lora[i] = NULL;
+    }
+}
+
+/* ---- LoRA adapters ---------------------------------------------------------------------- */
+
+static const char *const GPT2_MODULES[] = {"c_attn", "c_proj", NULL};
+static const char *const LLAMA_MODULES[] = {"q_proj", "k_proj", "v_proj", "o_proj", NULL};
+
+const char *const *gl_attention_lora_modules(const nnt_layer *l)
+{
+    return ((const attention *)l->impl)->gpt2 ? GPT2_MODULES : LLAMA_MODULES;
+}
+
+/* The slot of a module in a->lora, or -1. */
+static int lora_slot(const attention *a, const char *module)
+{
+    const char *const *names = a->gpt2 ? GPT2_MODULES : LLAMA_MODULES;
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], module) == 0)
+            return a->gpt2 ? 3 * i : i;
+    return -1;
+}
+
+int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, double scale)
+{
+    attention *a = l->impl;
+    int slot = lora_slot(a, module);
+    if (slot < 0)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: an attention layer has no module %s", module);
+    if (a->lora[slot])
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: the attention's %s has a LoRA adapter "
+                        "already", module);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s.", module);
+    gl_lora_spec sp = {prefix, rank, scale, 1, {0}, {0}, 1, {0}, {{0}}, {{0}}, {"q", "k", "v"}};
+    if (slot == 3) {   /* o_proj, c_proj: in (NH, hd), out (C) */
+        const nnt_tensor *pw = a->pw;
+        sp.in_dims = 2;
+        sp.in[0] = pw->shape[1], sp.in[1] = pw->shape[2];
+        sp.in_tile[0] = pw->tile[1], sp.in_tile[1] = pw->tile[2];
+        sp.out_dims[0] = 1;
+        sp.out[0][0] = pw->shape[0], sp.out_tile[0][0] = pw->tile[0];
+    } else {   /* q_proj, k_proj or v_proj; c_attn: all three */
+        int first = a->gpt2 ? 0 : slot, last = a->gpt2 ? 2 : slot;
+        sp.in[0] = a->w[first]->shape[2], sp.in_tile[0] = a->w[first]->tile[2];
+        sp.nparts = last - first + 1;
+        for (int i = first; i <= last; i++) {
+            sp.out_dims[i - first] = 2;
+            for (int d = 0; d < 2; d++) {
+                sp.out[i - first][d] = a->w[i]->shape[d];
+                sp.out_tile[i - first][d] = a->w[i]->tile[d];
+            }
+        }
+    }
+    return gl_lora_new(l, &sp, &a->lora[slot]);
+}
+
+gl_lora *gl_attention_lora_of(nnt_layer *l, const char *module)
+{
+    attention *a = l->impl;
+    int slot = lora_slot(a, module);
+    return slot < 0 ? NULL : a->lora[slot];
+}
+
+void gl_attention_lora_remove(nnt_layer *l, const char *module)
+{
+    attention *a = l->impl;
+    int slot = lora_slot(a, module);
+    if (slot >= 0) {
+        gl_lora_free(l, a->lora[slot]);
+        a->lora[slot] = NULL;
+    }
+}
+
+int gl_attention_lora_merge(nnt_layer *l)
+{
+    attention *a = l->impl;
+    for (int s = 0; s < 4; s++) {
+        gl_lora *lo = a->lora[s];
+        if (!lo)
+            continue;
+        if (s == 3)
+            NNT_TRY(gl_lora_merge(lo, 0, a->pw));
+        else
+            for (int i = 0; i < lo->nparts; i++)
+                NNT_TRY(gl_lora_merge(lo, i, a->w[a->gpt2 ? i : s]));
+        gl_lora_free(l, lo);
+        a->lora[s] = NULL;
+    }
+    return NNT_OK;
 }
 
 static const nnt_layer_vt attention_vt = {
     NNT_LAYER_ATTENTION, "attention", attention_forward, attention_backward,
-    NULL, NULL, NULL, NULL, attention_destroy, nnt_layer_drop_grads};
+    NULL, NULL, NULL, NULL, attention_destroy, nnt_layer_drop_grads, NULL, NULL};
 
 /* GPT-2's options: multi-head, all biases, no rope (GPT-2's names). */
 static int is_gpt2(const nnt_attention_options *o, int64_t NH)
@@ -337,6 +482,7 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
                             int64_t hd, const nnt_attention_options *o, const nnt_tiling *t)
 {
     int n = !is_gpt2(o, NH);
+    a->gpt2 = !n;
     int64_t ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
     int64_t kt = gl_tile(t->heads, NKV), dt = gl_tile(t->head_dim, hd);
     int64_t w[3] = {NH, hd, C}, w_tile[3] = {nt, dt, ct};
@@ -344,25 +490,25 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
     int64_t pw[3] = {C, NH, hd}, pw_tile[3] = {ct, nt, dt};
     for (int i = 0; i < 3; i++)
         NNT_TRY(nnt_layer_new_param(l, QKV_WEIGHT[n][i], 3, i ? wk : w, i ? wk_tile : w_tile, 1,
-                                NNT_INIT_NORMAL, &a->w[i], &a->dw[i]));
+                                NNT_INIT_NORMAL, &a->w[i], NULL));
     for (int i = 0; o->qkv_bias && i < 3; i++)
         NNT_TRY(nnt_layer_new_param(l, QKV_BIAS[n][i], 2, i ? wk : w, i ? wk_tile : w_tile, 0,
-                                NNT_INIT_ZERO, &a->b[i], &a->db[i]));
+                                NNT_INIT_ZERO, &a->b[i], NULL));
     NNT_TRY(nnt_layer_new_param(l, OUT_WEIGHT[n], 3, pw, pw_tile, 1, NNT_INIT_NORMAL_PROJ,
-                            &a->pw, &a->dpw));
+                            &a->pw, NULL));
     /* the weights its products read, known from the start (the release window counts them) */
     for (int i = 0; i < 3; i++)
         NNT_TRY(nnt_layer_note_weight_read(l, a->w[i], &a->w16[i]));
     NNT_TRY(nnt_layer_note_weight_read(l, a->pw, &a->pw16));
     if (o->out_bias)
         NNT_TRY(nnt_layer_new_param(l, OUT_BIAS[n], 1, pw, pw_tile, 0, NNT_INIT_ZERO, &a->pb,
-                                    &a->dpb));
+                                    NULL));
     int64_t norm[1] = {hd}, norm_tile[1] = {dt};
     a->qk_eps = o->qk_norm_eps;
     for (int i = 0; o->qk_norm && i < 2; i++)
         NNT_TRY(nnt_layer_new_param(l, QK_NORM[i], 1, norm, norm_tile, 0,
                                     o->qk_norm_plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE,
-                                    &a->qkn[i], &a->dqkn[i]));
+                                    &a->qkn[i], NULL));
     return NNT_OK;
 }
 

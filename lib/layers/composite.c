@@ -62,7 +62,8 @@ static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
 /* ---- mlp ---------------------------------------------------------------------------------- */
 
 static const nnt_layer_vt mlp_vt = {
-    NNT_LAYER_MLP, "mlp", mlp_forward, mlp_backward, NULL, NULL, NULL, NULL, NULL, NULL};
+    NNT_LAYER_MLP, "mlp", mlp_forward, mlp_backward, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 
 /* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
 static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
@@ -129,7 +130,7 @@ static void swiglu_destroy(nnt_layer *l)
 
 static const nnt_layer_vt swiglu_vt = {
     NNT_LAYER_MLP, "mlp", swiglu_forward, swiglu_backward, NULL, NULL, NULL, NULL,
-    swiglu_destroy, NULL};
+    swiglu_destroy, NULL, NULL, NULL};
 
 static int swiglu_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
                            const nnt_tiling *t, const char *fn)
@@ -323,7 +324,7 @@ static void block_destroy(nnt_layer *l)
 
 static const nnt_layer_vt block_vt = {
     NNT_LAYER_BLOCK, "block", block_forward, block_backward, NULL, NULL, NULL, NULL,
-    block_destroy, NULL};
+    block_destroy, NULL, NULL, NULL};
 
 int gl_block_set_recompute(nnt_layer *l, int enable)
 {
@@ -488,7 +489,7 @@ static int sequential_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 
 static const nnt_layer_vt sequential_vt = {
     NNT_LAYER_SEQUENTIAL, "sequential", sequential_forward, sequential_backward, NULL, NULL,
-    NULL, NULL, NULL, NULL};
+    NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* 0 if children[i] may join a new sequential of ctx, else a recorded failure. */
 static int check_child(nnt_ctx *ctx, nnt_layer *const *children, int i, const char *fn)

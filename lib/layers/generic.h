@@ -90,6 +90,80 @@ int gl_cross_entropy_has_targets(const nnt_layer *l);
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,
                          nnt_attention_options *out);
 
+/* ---- LoRA adapters (lib/layers/lora.c: the math; the linear and attention layers call it) ---- */
+
+/* An adapter of one PEFT module: A (r, in...), and nparts outputs, each with its B_i
+ * (out_i..., r) (GPT-2's c_attn: q, k, v). Its tensors are parameters of the layer that
+ * holds it (marked adapter); u and du are that layer's activations. */
+typedef struct gl_lora {
+    int nparts, in_dims;            /* outputs; dims of the input's features              */
+    double scale;                   /* s: alpha / r, or alpha / sqrt(r) (rsLoRA)          */
+    nnt_tensor *a, *b[3];           // (r, in...), (out_i..., r)
+    double dropout;                 /* PEFT's lora_dropout on the input (0: none)          */
+    uint64_t seed;                  /* of its masks (the module's own)                     */
+    int64_t passes;                 /* backwards done: a new mask for each                 */
+    int dropped;                    /* the last forward applied the dropout                */
+    nnt_tensor *x;                  // the input the last forward's products read (not owned)
+    nnt_tensor *xd, *dxd;           // the input after the dropout, and d(du A) through it
+    nnt_tensor *u, *du;             // (rows..., r) x A^T and its gradient
+} gl_lora;
+
+/* What an adapter looks like: parameter names "<prefix>lora_A.weight",
+ * "<prefix>lora_B.weight" (one part) or "<prefix>lora_B.<part name>.weight"; A's in dims and
+ * tiles (those of the base map's input features), each part's out dims and tiles (those of
+ * its output's features). */
+typedef struct gl_lora_spec {
+    const char *prefix;
+    int64_t rank;
+    double scale;
+    int in_dims;
+    int64_t in[2], in_tile[2];
+    int nparts;
+    int out_dims[3];
+    int64_t out[3][2], out_tile[3][2];
+    const char *part_names[3];
+} gl_lora_spec;
+
+/* Register an adapter's parameters in l (A, B_i uninitialised: nnt_layer_init_adapters). */
+int gl_lora_new(nnt_layer *l, const gl_lora_spec *spec, gl_lora **out);
+/* Remove it: its parameters and activations (NULL accepted). */
+void gl_lora_free(nnt_layer *l, gl_lora *lo);
+/* Forward: u = x A^T (x the base map's input in its product's tiling; with dropout, and
+ * unless ctx->no_dropout, x with its dropout, a mask of seed and passes), then per part
+ * y_i = s u B_i^T + beta y_i (the base product's output; beta 1 after it, 0 before). */
+int gl_lora_begin(nnt_layer *l, gl_lora *lo, nnt_tensor *x);
+int gl_lora_part(gl_lora *lo, int i, nnt_tensor *y, double beta);
+/* Backward: each part i in order (0 first) with g_i, the gradient of y_i: dB_i, du; then
+ * dA and dx += du A (dx in the input's tiling, written already). */
+int gl_lora_backward_part(nnt_layer *l, gl_lora *lo, int i, nnt_tensor *g);
+int gl_lora_backward_finish(nnt_layer *l, gl_lora *lo, nnt_tensor *dx);
+/* W_i += s B_i A (the base weight of part i, (out_i..., in...)). */
+int gl_lora_merge(gl_lora *lo, int i, nnt_tensor *w);
+
+/* The modules of a layer an adapter can go on, NULL-terminated (NULL: none): a linear layer
+ * "" (itself), an attention layer its projections "c_attn", "c_proj" (GPT-2's layout) or
+ * "q_proj", "k_proj", "v_proj", "o_proj". */
+const char *const *gl_lora_modules(const nnt_layer *l);
+/* Add an adapter of rank r and scale s to module of l (NNT_E_INVAL when it has one). */
+int gl_lora_attach(nnt_layer *l, const char *module, int64_t rank, double scale);
+/* The adapter of a module of l, or NULL. */
+gl_lora *gl_lora_of(nnt_layer *l, const char *module);
+/* Remove the adapter of a module of l, unmerged (none: nothing). */
+void gl_lora_remove(nnt_layer *l, const char *module);
+/* Merge every adapter of l into its base weights and remove it. */
+int gl_lora_merge_all(nnt_layer *l);
+/* The kinds' own parts of the calls above (leaf.c, attention.c). */
+const char *const *gl_linear_lora_modules(const nnt_layer *l);
+int gl_linear_lora_attach(nnt_layer *l, int64_t rank, double scale);
+gl_lora *gl_linear_lora_of(nnt_layer *l);
+int gl_linear_lora_merge(nnt_layer *l);
+const char *const *gl_attention_lora_modules(const nnt_layer *l);
+int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, double scale);
+gl_lora *gl_attention_lora_of(nnt_layer *l, const char *module);
+int gl_attention_lora_merge(nnt_layer *l);
+void gl_linear_lora_remove(nnt_layer *l);
+void gl_attention_lora_remove(nnt_layer *l, const char *module);
+
 /* ---- forward with a key/value cache (generation) ---- */
 
 /* Where a cached forward's T new positions go: after past cached ones, in caches of len

@@ -3,7 +3,9 @@
  * the kinds build on (lib/layers/layer.h). */
 #include "layer.h"
 
+#include <fnmatch.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +75,9 @@ int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_t
     p->decay = decay;
     p->init = init;
     p->owned = owned;
+    p->grad_dropped = 0;
+    p->frozen = 0;
+    p->adapter = 0;
     return NNT_OK;
 }
 
@@ -572,7 +577,9 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info)
         return rc;
     if (!info)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "nnt_layer_param: info is NULL");
-    if (info->size < sizeof(nnt_param_info))
+    /* 0.3 appended frozen: a caller of the 0.2 size gets the fields it knows */
+    size_t old_size = offsetof(nnt_param_info, frozen);
+    if (info->size < old_size)
         return nnt_fail(layer->ctx, NNT_E_INVAL,
                         "nnt_layer_param: info->size %zu < sizeof(nnt_param_info) %zu (set "
                         "it before the call)", info->size, sizeof(nnt_param_info));
@@ -587,6 +594,8 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info)
     info->value = p->value;
     info->grad = p->grad;
     info->decay = p->decay;
+    if (info->size >= sizeof(nnt_param_info))
+        info->frozen = p->frozen;
     return NNT_OK;
 }
 
@@ -597,7 +606,8 @@ static int reset_grads(nnt_layer *l, int drop)
         NNT_TRY(l->vt->clear_grad(l));
     } else {
         for (int i = 0; i < l->nparams; i++) {
-            NNT_TRY(nnt_tensor_fill(l->params[i].grad, 0.0));
+            if (l->params[i].grad)   /* NULL: frozen */
+                NNT_TRY(nnt_tensor_fill(l->params[i].grad, 0.0));
             l->params[i].grad_dropped = 0;
         }
     }
@@ -624,6 +634,8 @@ int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out)
 int nnt_layer_drop_grads(nnt_layer *l)
 {
     for (int i = 0; i < l->nparams; i++) {
+        if (!l->params[i].grad)   /* frozen */
+            continue;
         nnt_tensor_invalidate(l->params[i].grad);
         l->params[i].grad_dropped = 1;
     }
@@ -651,6 +663,106 @@ NNT_API int nnt_layer_clear_grad(nnt_layer *layer)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_clear_grad");
     return rc ? rc : reset_grads(layer, 1);
+}
+
+/* ---- frozen parameters --------------------------------------------------------------------- */
+
+nnt_tensor *nnt_layer_grad_of(const nnt_layer *l, const nnt_tensor *value)
+{
+    for (int i = 0; i < l->nparams; i++)
+        if (l->params[i].value == value)
+            return l->params[i].frozen ? NULL : l->params[i].grad;
+    return NULL;
+}
+
+void nnt_layer_remove_param(nnt_layer *l, const nnt_tensor *value)
+{
+    for (int i = 0; i < l->nparams; i++) {
+        nnt_layer_param_rec *p = &l->params[i];
+        if (p->value != value)
+            continue;
+        if (p->owned) {
+            nnt_tensor_destroy(p->value);
+            nnt_tensor_destroy(p->grad);
+        }
+        free(p->name);
+        memmove(p, p + 1, (size_t)(l->nparams - i - 1) * sizeof *p);
+        l->nparams--;
+        return;
+    }
+}
+
+int nnt_layer_params_changed(nnt_layer *l)
+{
+    for (nnt_layer *a = l; a; a = a->parent)
+        free_listing(a);
+    return NNT_OK;
+}
+
+void nnt_layer_forget_activation(nnt_layer *l, nnt_tensor **t)
+{
+    for (int i = 0; i < l->nacts; i++)
+        if (l->acts[i] == t) {
+            l->acts[i] = l->acts[--l->nacts];
+            return;
+        }
+}
+
+/* Freeze p (its gradient released) or unfreeze it (a zero gradient of its layout again). */
+static int set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int freeze)
+{
+    if (freeze == p->frozen)
+        return NNT_OK;
+    if (freeze) {
+        if (p->owned)
+            nnt_tensor_destroy(p->grad);
+        p->grad = NULL;
+        p->grad_dropped = 0;
+        p->frozen = 1;
+        return NNT_OK;
+    }
+    nnt_tensor *v = p->value, *g = NULL;
+    int rc = nnt_tensor_create_beside(root->ctx, NNT_FP32, v->ndim, v->shape, v->tile, v,
+                                      root->ctx->distribution != NNT_DIST_DATA
+                                          ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE, &g);
+    if (rc == 0)
+        rc = nnt_tensor_fill(g, 0.0);
+    if (rc) {
+        nnt_tensor_destroy(g);
+        return rc;
+    }
+    p->grad = g;
+    p->frozen = 0;
+    return NNT_OK;
+}
+
+NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, int64_t *count)
+{
+    const char *fn = "nnt_layer_freeze";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    if (!pattern)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: pattern is NULL", fn);
+    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
+    NNT_TRY(ensure_listing(tree, fn));
+    int64_t n = 0;
+    int rc = NNT_OK;
+    for (int64_t i = 0; rc == 0 && i < tree->nlisted; i++) {
+        if (fnmatch(pattern, tree->listed_names[i], 0) != 0)
+            continue;
+        rc = set_frozen(tree, tree->listed[i], freeze != 0);
+        n++;
+    }
+    if (rc == 0 && layer->vt->reregister)
+        rc = layer->vt->reregister(layer);
+    if (rc)
+        return rc;
+    if (n == 0)
+        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: '%s' matches no parameter of the %s layer "
+                        "(names such as '%s'; * matches any text, dots included)", fn, pattern,
+                        layer->vt->kind_name, tree->nlisted ? tree->listed_names[0] : "none");
+    if (count)
+        *count = n;
+    return NNT_OK;
 }
 
 /* ---- initialisation ------------------------------------------------------------------------- */
@@ -684,6 +796,11 @@ static int init_param(const nnt_layer_param_rec *p, const char *name, uint64_t s
         return nnt_tensor_fill(p->value, 0.0);
     case NNT_INIT_ONE:
         return nnt_tensor_fill(p->value, 1.0);
+    case NNT_INIT_KAIMING_A: {   /* torch's kaiming_uniform_(a = sqrt(5)): 1 / sqrt(fan_in) */
+        const nnt_tensor *a = p->value;
+        double bound = 1.0 / sqrt((double)(nnt_box_numel(a->ndim, a->shape) / a->shape[0]));
+        return nnt_tensor_fill_uniform(p->value, param_seed(seed, name), -bound, bound);
+    }
     case NNT_INIT_NORMAL_PROJ:
         return nnt_tensor_fill_normal(p->value, param_seed(seed, name), 0.0,
                                       nblocks > 0 ? GPT2_INIT_STD / sqrt(2.0 * (double)nblocks)
@@ -741,4 +858,18 @@ NNT_API void nnt_layer_destroy(nnt_layer *layer)
     free(layer->impl);
     layer->magic = 0;
     free(layer);
+}
+
+nnt_layer_param_rec *nnt_layer_listed(nnt_layer *l, int64_t i)
+{
+    return i >= 0 && i < l->nlisted ? l->listed[i] : NULL;
+}
+
+int nnt_layer_init_adapters(nnt_layer *l, uint64_t seed)
+{
+    NNT_TRY(ensure_listing(l, "nnt_model_lora_add"));
+    for (int64_t i = 0; i < l->nlisted; i++)
+        if (l->listed[i]->adapter)
+            NNT_TRY(init_param(l->listed[i], l->listed_names[i], seed, 0));
+    return NNT_OK;
 }

@@ -31,7 +31,10 @@ typedef enum nnt_init_rule {
     NNT_INIT_NORMAL_PROJ,  /* normal(0, 0.02 / sqrt(2 L)), L = blocks in the tree (0.02 if
                               none): the output projections of attention and MLP           */
     NNT_INIT_ZERO,         /* biases, LayerNorm bias                                       */
-    NNT_INIT_ONE           /* LayerNorm weight                                             */
+    NNT_INIT_ONE,          /* LayerNorm weight                                             */
+    NNT_INIT_KAIMING_A     /* a LoRA A (r, in...): uniform(-1/sqrt(in), 1/sqrt(in)), in = the
+                              product of the dims after the first (PEFT's kaiming_uniform_
+                              with a = sqrt(5), torch's nn.Linear default)                 */
 } nnt_init_rule;
 
 typedef struct nnt_layer_param_rec {
@@ -42,6 +45,10 @@ typedef struct nnt_layer_param_rec {
     nnt_init_rule init;
     int owned;             /* destroy value and grad with the layer                         */
     int grad_dropped;      /* nnt_layer_clear_grad dropped grad: the next backward writes it */
+    int frozen;            /* nnt_layer_freeze: grad is NULL (destroyed if owned), the
+                              backward computes no gradient for it                         */
+    int adapter;           /* a LoRA adapter's matrix (lib/layers/lora.c): trained, saved in
+                              PEFT files, never in the model's own files                   */
 } nnt_layer_param_rec;
 
 typedef struct nnt_layer_vt {
@@ -68,6 +75,11 @@ typedef struct nnt_layer_vt {
     void (*destroy)(nnt_layer *l);
     /* nnt_layer_clear_grad for this layer's own parameters. NULL: zero-fill them. */
     int (*clear_grad)(nnt_layer *l);
+    /* A layer that registers another tree's parameters as its own (the GPT layer): that
+     * tree, where freezing and adapters act, and the call that registers the tree's
+     * parameters again after they changed. NULL for every other kind. */
+    nnt_layer *(*inner)(nnt_layer *l);
+    int (*reregister)(nnt_layer *l);
 } nnt_layer_vt;
 
 struct nnt_layer {
@@ -119,6 +131,22 @@ int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_t
 int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t *shape,
                         const int64_t *tile, int decay, nnt_init_rule init,
                         nnt_tensor **value, nnt_tensor **grad);
+/* The gradient of l's own parameter value: NULL when it is frozen (nnt_layer_freeze), so a
+ * kind's backward computes no gradient for it. Kinds read their gradients through this (a
+ * freeze or unfreeze replaces them). */
+nnt_tensor *nnt_layer_grad_of(const nnt_layer *l, const nnt_tensor *value);
+/* Remove l's own parameter value (its tensors destroyed when owned). */
+void nnt_layer_remove_param(nnt_layer *l, const nnt_tensor *value);
+/* The parameters of l's subtree changed (added, removed, frozen): forget the listings of l
+ * and of its ancestors, and let a GPT layer whose tree this is register them again. */
+int nnt_layer_params_changed(nnt_layer *l);
+/* The record of the i-th parameter of l's listing (nnt_layer_num_params built it). */
+nnt_layer_param_rec *nnt_layer_listed(nnt_layer *l, int64_t i);
+/* Initialise the adapters' parameters of l's tree (nnt_layer_init's rules, from seed). */
+int nnt_layer_init_adapters(nnt_layer *l, uint64_t seed);
+/* Forget the activation slot t (a field about to be freed, e.g. an adapter's). */
+void nnt_layer_forget_activation(nnt_layer *l, nnt_tensor **t);
+
 /* Append an owned child under name (copied). Its parameters are listed as
  * "<name>.<its name>"; name "" adds no prefix (GPT-2's embedding, whose parameters are
  * "wte.weight" and "wpe.weight" already), so the caller keeps the full names unique: nothing

@@ -190,13 +190,15 @@ static int abandon(nnt_layer *l, int rc)
 /* ---- embedding ------------------------------------------------------------------------ */
 
 typedef struct embedding {
-    nnt_tensor *wte, *dwte;         // (V, C) tiles (vocab, channels)
-    nnt_tensor *wpe, *dwpe;         // (maxT, C) tiles (seq, channels)
+    nnt_tensor *wte;                // (V, C) tiles (vocab, channels)
+    nnt_tensor *wpe;                // (maxT, C) tiles (seq, channels); gradients of both:
+                                    // nnt_layer_grad_of (NULL when frozen)
     nnt_tensor *tokens;             // (B, T) int32: a copy of the input
     nnt_tensor *wpe_rows, *dwpe_rows;  // (maxT, C) in the input's T tiling, if it differs
     nnt_tensor *out;                // (B, T, C)
     nnt_tensor *pos_rows;           // (T, C) wpe rows past .. past + T - 1 (cached forward)
     nnt_tensor *dy_cache, *tmp;
+    nnt_tensor *dwte_scratch;       // (V, C) a frozen table's scatter target (wpe trained)
     double scale;                   // out multiplied by (float) scale (Gemma); 0: not
     nnt_tensor *dscaled;            // (B, T, C) scale * dy
 } embedding;
@@ -259,32 +261,43 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     embedding *e = l->impl;
     nnt_tensor *dout = NULL;
-    NNT_TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
+    nnt_tensor *dwte = nnt_layer_grad_of(l, e->wte), *dwpe = NULL;   // NULL: frozen
+    if (e->wpe)
+        dwpe = nnt_layer_grad_of(l, e->wpe);
     *dx = NULL;   /* tokens have no gradient */
+    if (!dwte && !dwpe)   /* both frozen: nothing to compute */
+        return NNT_OK;
+    NNT_TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
     if (e->scale != 0.0) {   /* d (scale wte[t]) = scale dy */
         NNT_TRY(nnt_layer_ensure(l, &e->dscaled, NNT_FP32, dout->ndim, dout->shape, dout->tile));
         NNT_TRY(nnt_tensor_axpby(e->scale, dout, 0.0, e->dscaled));
         dout = e->dscaled;
     }
-    if (nnt_layer_grad_beta(l, e->dwte) == 0.0)   /* dropped, not yet written by a tied head */
-        NNT_TRY(nnt_tensor_fill(e->dwte, 0.0));
-    if (!e->wpe)
-        return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, NULL);
+    if (!dwte) {   /* the op scatters into a table: a scratch one for a frozen table */
+        NNT_TRY(nnt_layer_ensure_placed(l, &e->dwte_scratch, NNT_FP32, 2, e->wte->shape,
+                                        e->wte->tile, 0));
+        dwte = e->dwte_scratch;
+        NNT_TRY(nnt_tensor_fill(dwte, 0.0));
+    } else if (nnt_layer_grad_beta(l, dwte) == 0.0) {   /* dropped, not written by a tied head */
+        NNT_TRY(nnt_tensor_fill(dwte, 0.0));
+    }
+    if (!dwpe)
+        return nnt_tensor_embedding_backward(e->tokens, dout, dwte, NULL);
     if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
-        return nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe);
+        return nnt_tensor_embedding_backward(e->tokens, dout, dwte, dwpe);
     /* position rows in the input's T tiling: accumulate apart, then add */
     NNT_TRY(nnt_layer_ensure_placed(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape,
                                     e->wpe_rows->tile, 0));
     NNT_TRY(nnt_tensor_fill(e->dwpe_rows, 0.0));
-    NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, e->dwte, e->dwpe_rows));
-    return gl_add_into(l, e->dwpe_rows, e->dwpe, &e->tmp);
+    NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, dwte, e->dwpe_rows));
+    return gl_add_into(l, e->dwpe_rows, dwpe, &e->tmp);
 }
 
 static void embedding_destroy(nnt_layer *l)
 {
     embedding *e = l->impl;
     nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->pos_rows,
-                         e->dy_cache, e->tmp, e->dscaled};
+                         e->dy_cache, e->tmp, e->dwte_scratch, e->dscaled};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
@@ -295,7 +308,8 @@ static int embedding_clear_grad(nnt_layer *l)
 {
     NNT_TRY(nnt_layer_drop_grads(l));
     if (l->nparams > 1) {
-        NNT_TRY(nnt_tensor_fill(l->params[1].grad, 0.0));   /* "wpe.weight" */
+        if (l->params[1].grad)   /* "wpe.weight"; NULL: frozen */
+            NNT_TRY(nnt_tensor_fill(l->params[1].grad, 0.0));
         l->params[1].grad_dropped = 0;
     }
     return NNT_OK;
@@ -303,7 +317,7 @@ static int embedding_clear_grad(nnt_layer *l)
 
 static const nnt_layer_vt embedding_vt = {
     NNT_LAYER_EMBEDDING, "embedding", embedding_forward, embedding_backward,
-    NULL, NULL, NULL, NULL, embedding_destroy, embedding_clear_grad};
+    NULL, NULL, NULL, NULL, embedding_destroy, embedding_clear_grad, NULL, NULL};
 
 int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t channels,
                      const nnt_tiling *tiling, const char *table_name, const char *fn,
@@ -324,10 +338,10 @@ int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t chann
     /* lm_head reads wte only; wpe stays NULL without a position table */
     if (rc == 0)
         rc = nnt_layer_new_param(l, table_name, 2, wte_shape, wte_tile, 1, NNT_INIT_NORMAL,
-                                 &e->wte, &e->dwte);
+                                 &e->wte, NULL);
     if (rc == 0 && max_seq > 0)
         rc = nnt_layer_new_param(l, "wpe.weight", 2, wpe_shape, wpe_tile, 1, NNT_INIT_NORMAL,
-                                 &e->wpe, &e->dwpe);
+                                 &e->wpe, NULL);
     if (rc) {
         nnt_layer_destroy(l);
         return rc;
@@ -363,11 +377,13 @@ typedef struct norm {
     double eps;
     int plus_one;                   /* RMSNorm scaled by 1 + weight (Gemma)                 */
     nnt_tensor *w1;                 // (C) 1 + w, the norm's scale with plus_one
-    nnt_tensor *w, *b, *dw, *db;    // (C) tile channels; b, db NULL for RMSNorm
+    nnt_tensor *w, *b;              // (C) tile channels; b NULL for RMSNorm (gradients:
+                                    // nnt_layer_grad_of)
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *y, *dx;             // x's shape and tiling
     nnt_tensor *mean, *rstd;        // (...) x's leading tiling; mean NULL for RMSNorm
     nnt_tensor *dy_cache;
+    nnt_tensor *scratch[2];         // (C) what the op adds a frozen weight's / bias's gradient to
 } norm;
 
 static int is_rms(const nnt_layer *l) { return l->vt->kind == NNT_LAYER_RMSNORM; }
@@ -398,12 +414,22 @@ static int norm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     nnt_tensor *d = NULL;
     NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &d));
     NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
+    /* a frozen weight or bias: the op's sum goes to a scratch vector, dropped */
+    nnt_tensor *dgamma[2] = {nnt_layer_grad_of(l, n->w), n->b ? nnt_layer_grad_of(l, n->b) : NULL};
+    for (int i = 0; i < (n->b ? 2 : 1); i++) {
+        if (dgamma[i])
+            continue;
+        NNT_TRY(nnt_layer_ensure_placed(l, &n->scratch[i], NNT_FP32, 1, n->w->shape, n->w->tile,
+                                        0));
+        NNT_TRY(nnt_tensor_fill(n->scratch[i], 0.0));
+        dgamma[i] = n->scratch[i];
+    }
     if (is_rms(l))   /* d(1 + w) = dw */
         NNT_TRY(nnt_tensor_rmsnorm_backward(n->x, n->plus_one ? n->w1 : n->w, n->rstd, d,
-                                            n->dx, n->dw));
+                                            n->dx, dgamma[0]));
     else
-        NNT_TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, n->dw,
-                                              n->db));
+        NNT_TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, dgamma[0],
+                                              dgamma[1]));
     *dx = n->dx;
     return NNT_OK;
 }
@@ -411,16 +437,17 @@ static int norm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void norm_destroy(nnt_layer *l)
 {
     norm *n = l->impl;
-    nnt_tensor *own[] = {n->y, n->dx, n->mean, n->rstd, n->dy_cache, n->w1};
+    nnt_tensor *own[] = {n->y, n->dx, n->mean, n->rstd, n->dy_cache, n->scratch[0],
+                         n->scratch[1], n->w1};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
 static const nnt_layer_vt layernorm_vt = {
     NNT_LAYER_LAYERNORM, "layernorm", norm_forward, norm_backward,
-    NULL, NULL, NULL, NULL, norm_destroy, NULL};
+    NULL, NULL, NULL, NULL, norm_destroy, NULL, NULL, NULL};
 static const nnt_layer_vt rmsnorm_vt = {
     NNT_LAYER_RMSNORM, "rmsnorm", norm_forward, norm_backward,
-    NULL, NULL, NULL, NULL, norm_destroy, NULL};
+    NULL, NULL, NULL, NULL, norm_destroy, NULL, NULL, NULL};
 
 /* LayerNorm takes eps >= 0, RMSNorm eps > 0 (as their ops). */
 static int norm_new(nnt_ctx *ctx, const nnt_layer_vt *vt, int64_t channels, double eps,
@@ -440,9 +467,9 @@ static int norm_new(nnt_ctx *ctx, const nnt_layer_vt *vt, int64_t channels, doub
     n->plus_one = plus_one && rms;
     if (rc == 0)   /* a scale of 1: weight 1, or 0 under 1 + weight */
         rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0,
-                                 n->plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE, &n->w, &n->dw);
+                                 n->plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE, &n->w, NULL);
     if (rc == 0 && !rms)
-        rc = nnt_layer_new_param(l, "bias", 1, shape, tile, 0, NNT_INIT_ZERO, &n->b, &n->db);
+        rc = nnt_layer_new_param(l, "bias", 1, shape, tile, 0, NNT_INIT_ZERO, &n->b, NULL);
     if (rc)
         return abandon(l, rc);
     *out = l;
@@ -496,9 +523,10 @@ NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
 
 typedef struct linear {
     unsigned flags;
-    nnt_tensor *w, *dw;             // (out, in) tiles (out_tile, in_tile)
+    nnt_tensor *w;                  // (out, in) tiles (out_tile, in_tile)
     nnt_tensor *w16;                // w's bf16 copy under NNT_PRECISION_BF16, else NULL
-    nnt_tensor *b, *db;             // (out) or NULL
+    nnt_tensor *b;                  // (out) or NULL (gradients: nnt_layer_grad_of)
+    gl_lora *lora;                  // its LoRA adapter, or NULL
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin;                // x, or x_cache: x with the weight's in tiling
     nnt_tensor *x_cache;
@@ -522,13 +550,20 @@ static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     *y = n->y;
     nnt_tensor *w = NULL;
     NNT_TRY(gl_weight_operand(l, n->w, &n->w16, &w));
-    if (!(n->flags & NNT_LINEAR_GELU))   /* y (..., out) = x W^T (+ b) */
-        return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->y, 1, 0,
-                                  n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL);
-    /* pre (..., out) = x W^T (+ b), y = gelu(pre), in one pass */
+    if (n->lora)   /* u = x A^T */
+        NNT_TRY(gl_lora_begin(l, n->lora, n->xin));
+    if (!(n->flags & NNT_LINEAR_GELU)) {   /* y (..., out) = x W^T (+ b) (+ s u B^T) */
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->y, 1, 0,
+                                   n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL));
+        return n->lora ? gl_lora_part(n->lora, 0, n->y, 1.0) : NNT_OK;
+    }
+    /* pre (..., out) = (s u B^T +) x W^T (+ b), y = gelu(pre), in one pass: the adapter's
+     * product first, the base product adds to it and applies the GELU */
     NNT_TRY(nnt_layer_ensure(l, &n->pre, NNT_FP32, x->ndim, shape, tile));
-    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->pre, 1, 0,
-                              NNT_EPILOGUE_BIAS_GELU, n->b, n->y);
+    if (n->lora)
+        NNT_TRY(gl_lora_part(n->lora, 0, n->pre, 0.0));
+    return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, n->lora ? 1.0 : 0.0,
+                              n->pre, 1, 0, NNT_EPILOGUE_BIAS_GELU, n->b, n->y);
 }
 
 static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -541,16 +576,22 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_tensor_gelu_backward(n->pre, g, n->dpre));
         g = n->dpre;
     }
-    /* dW (out, in) += g^T x over all rows; db += sum of g over rows */
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin,
-                            nnt_layer_grad_beta(l, n->dw), n->dw, g->ndim - 1, 0));
-    if (n->b)
-        NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, n->db), n->db));
-    /* dx (..., in) = g W, in xin's tiling, then x's */
+    /* dW (out, in) += g^T x over all rows; db += sum of g over rows; none when frozen */
+    nnt_tensor *dw = nnt_layer_grad_of(l, n->w), *db = n->b ? nnt_layer_grad_of(l, n->b) : NULL;
+    if (dw)
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, n->xin,
+                                nnt_layer_grad_beta(l, dw), dw, g->ndim - 1, 0));
+    if (db)
+        NNT_TRY(nnt_tensor_sum_leading(1.0, g, nnt_layer_grad_beta(l, db), db));
+    /* dx (..., in) = g W (+ the adapter's), in xin's tiling, then x's */
     nnt_tensor **into = n->xin == n->x ? &n->dx : &n->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, n->xin->ndim, n->xin->shape, n->xin->tile));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(n->w, n->w16), 0.0,
                             *into, 1, 0));
+    if (n->lora) {
+        NNT_TRY(gl_lora_backward_part(l, n->lora, 0, g));
+        NNT_TRY(gl_lora_backward_finish(l, n->lora, *into));
+    }
     if (into == &n->dxin) {
         NNT_TRY(nnt_layer_ensure(l, &n->dx, NNT_FP32, n->x->ndim, n->x->shape, n->x->tile));
         NNT_TRY(nnt_tensor_copy(n->dxin, n->dx));
@@ -564,11 +605,53 @@ static void linear_destroy(nnt_layer *l)
     linear *n = l->impl;
     nnt_tensor *own[] = {n->x_cache, n->pre, n->y, n->dpre, n->dxin, n->dx, n->dy_cache, n->w16};
     destroy_all(own, sizeof own / sizeof own[0]);
+    gl_lora_free(l, n->lora);
+    n->lora = NULL;
+}
+
+const char *const *gl_linear_lora_modules(const nnt_layer *l)
+{
+    static const char *const self[] = {"", NULL};
+    (void)l;
+    return self;
+}
+
+int gl_linear_lora_attach(nnt_layer *l, int64_t rank, double scale)
+{
+    linear *n = l->impl;
+    if (n->lora)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: this linear layer has a LoRA adapter already");
+    gl_lora_spec sp = {"", rank, scale, 1, {n->w->shape[1]}, {n->w->tile[1]}, 1, {1},
+                       {{n->w->shape[0]}}, {{n->w->tile[0]}}, {NULL}};
+    return gl_lora_new(l, &sp, &n->lora);
+}
+
+gl_lora *gl_linear_lora_of(nnt_layer *l)
+{
+    return ((linear *)l->impl)->lora;
+}
+
+void gl_linear_lora_remove(nnt_layer *l)
+{
+    linear *n = l->impl;
+    gl_lora_free(l, n->lora);
+    n->lora = NULL;
+}
+
+int gl_linear_lora_merge(nnt_layer *l)
+{
+    linear *n = l->impl;
+    if (!n->lora)
+        return NNT_OK;
+    NNT_TRY(gl_lora_merge(n->lora, 0, n->w));
+    gl_lora_free(l, n->lora);
+    n->lora = NULL;
+    return NNT_OK;
 }
 
 static const nnt_layer_vt linear_vt = {
     NNT_LAYER_LINEAR, "linear", linear_forward, linear_backward,
-    NULL, NULL, NULL, NULL, linear_destroy, nnt_layer_drop_grads};
+    NULL, NULL, NULL, NULL, linear_destroy, nnt_layer_drop_grads, NULL, NULL};
 
 int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out)
@@ -585,11 +668,11 @@ int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags
     int64_t wshape[2] = {out_features, in}, wtile[2] = {out_tile, in_tile};
     if (rc == 0)
         rc = nnt_layer_new_param(l, "weight", 2, wshape, wtile, 1, NNT_INIT_NORMAL, &n->w,
-                                 &n->dw);
+                                 NULL);
     if (rc == 0)   /* known from the start: the release window counts it */
         rc = nnt_layer_note_weight_read(l, n->w, &n->w16);
     if (rc == 0 && (flags & NNT_LINEAR_BIAS))
-        rc = nnt_layer_new_param(l, "bias", 1, wshape, wtile, 0, NNT_INIT_ZERO, &n->b, &n->db);
+        rc = nnt_layer_new_param(l, "bias", 1, wshape, wtile, 0, NNT_INIT_ZERO, &n->b, NULL);
     if (rc)
         return abandon(l, rc);
     *out = l;
@@ -651,9 +734,11 @@ static int lm_head_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     embedding *e = h->emb->impl;
     nnt_tensor *g = NULL;
     NNT_TRY(gl_dy_like(l, dy, h->y, "nnt_layer_backward", &h->dy_cache, &g));
-    /* dwte (V, C) += dlogits^T x, added to the embedding's own gradient */
-    NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin,
-                            nnt_layer_grad_beta(h->emb, e->dwte), e->dwte, g->ndim - 1, 0));
+    /* dwte (V, C) += dlogits^T x, added to the embedding's own gradient (none: frozen) */
+    nnt_tensor *dwte = nnt_layer_grad_of(h->emb, e->wte);
+    if (dwte)
+        NNT_TRY(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, g, h->xin,
+                                nnt_layer_grad_beta(h->emb, dwte), dwte, g->ndim - 1, 0));
     nnt_tensor **into = h->xin == h->x ? &h->dx : &h->dxin;
     NNT_TRY(nnt_layer_ensure(l, into, NNT_FP32, h->xin->ndim, h->xin->shape, h->xin->tile));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, g, gl_weight_read(e->wte, h->wte16),
@@ -675,7 +760,7 @@ static void lm_head_destroy(nnt_layer *l)
 
 static const nnt_layer_vt lm_head_vt = {
     NNT_LAYER_LM_HEAD, "lm_head", lm_head_forward, lm_head_backward,
-    NULL, NULL, NULL, NULL, lm_head_destroy, NULL};
+    NULL, NULL, NULL, NULL, lm_head_destroy, NULL, NULL, NULL};
 
 int gl_lm_head_new(nnt_layer *emb, const char *fn, nnt_layer **out)
 {
@@ -746,7 +831,7 @@ static void softcap_destroy(nnt_layer *l)
 
 static const nnt_layer_vt softcap_vt = {
     NNT_LAYER_SOFTCAP, "softcap", softcap_forward, softcap_backward,
-    NULL, NULL, NULL, NULL, softcap_destroy, NULL};
+    NULL, NULL, NULL, NULL, softcap_destroy, NULL, NULL, NULL};
 
 int gl_softcap_new(nnt_ctx *ctx, double cap, const char *fn, nnt_layer **out)
 {
@@ -918,7 +1003,7 @@ static void xent_destroy(nnt_layer *l)
 
 static const nnt_layer_vt xent_vt = {
     NNT_LAYER_CROSS_ENTROPY, "cross_entropy", xent_forward, xent_backward,
-    xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy, NULL};
+    xent_set_targets, xent_loss, xent_has_targets, NULL, xent_destroy, NULL, NULL, NULL};
 
 int gl_cross_entropy_has_targets(const nnt_layer *l)
 {

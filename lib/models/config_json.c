@@ -740,3 +740,117 @@ int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
     free(text);
     return rc ? nnt_fail(ctx, rc, "%s: %s", fn, err) : NNT_OK;
 }
+
+/* ---- other JSON files of a model directory (adapter_config.json) -------------------------- */
+
+int nnt_cfg_open(nnt_ctx *ctx, const char *fn, const char *path, nnt_cfg_in **out)
+{
+    *out = NULL;
+    nnt_cfg_in *o = calloc(1, sizeof *o);
+    char *file = malloc(strlen(path) + 1);
+    if (!o || !file) {
+        free(o);
+        free(file);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    memcpy(file, path, strlen(path) + 1);
+    char *buf = NULL;
+    size_t len = 0;
+    o->ctx = ctx;
+    o->fn = fn;
+    o->file = file;
+    o->prefix = "";
+    int rc = read_file(ctx, fn, path, &buf, &len);
+    o->buf = buf;
+    if (rc == 0)
+        rc = jobj_parse(o, 0, len, 1);
+    if (rc) {
+        nnt_cfg_close(o);
+        return rc;
+    }
+    *out = o;
+    return NNT_OK;
+}
+
+void nnt_cfg_close(nnt_cfg_in *o)
+{
+    if (!o)
+        return;
+    jobj_free(o);
+    free((char *)o->buf);
+    free((char *)o->file);
+    free(o);
+}
+
+size_t nnt_cfg_count(const nnt_cfg_in *o)
+{
+    return o->n;
+}
+
+const char *nnt_cfg_key_at(const nnt_cfg_in *o, size_t i)
+{
+    return i < o->n ? o->keys[i].name : NULL;
+}
+
+int nnt_cfg_string(const nnt_cfg_in *o, const char *key, char **out)
+{
+    return get_string(o, key, out);
+}
+
+int nnt_cfg_is_empty(const nnt_cfg_in *o, const char *key)
+{
+    const jkey *k = jvalue(o, key);
+    if (!k)
+        return 1;
+    char c = o->buf[k->start], last = o->buf[k->end - 1];
+    return (c == '[' || c == '{') && k->end - k->start >= 2 &&
+           strspn(o->buf + k->start + 1, " \t\r\n") == k->end - k->start - 2 &&
+           (last == ']' || last == '}');
+}
+
+int nnt_cfg_string_list(const nnt_cfg_in *o, const char *key, char **out)
+{
+    *out = NULL;
+    const jkey *k = jvalue(o, key);
+    if (!k)
+        return NNT_OK;
+    if (o->buf[k->start] == '"')
+        return get_string(o, key, out);
+    if (o->buf[k->start] != '[')
+        return nnt_cfg_bad_type(o, key, "a string or a list of strings");
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
+    nnt_cfg_out t = {NULL, 0, 0, 0};
+    int rc = nnt_json_expect(&j, '[', key);
+    for (int first = 1; rc == 0 && nnt_json_peek(&j) != ']'; first = 0) {
+        char *s = NULL;
+        if (!first)
+            rc = nnt_json_expect(&j, ',', key);
+        if (rc == 0 && nnt_json_peek(&j) != '"') {
+            free(t.buf);
+            return nnt_cfg_bad_type(o, key, "a string or a list of strings");
+        }
+        if (rc == 0)
+            rc = nnt_json_string(&j, &s, NULL, NNT_IO_MAXNAME, 0, key);
+        if (rc == 0 && (strchr(s, ',') || !*s))
+            rc = nnt_json_fail(&j, "%s: a module name \"%s\" with a comma or empty", key, s);
+        if (rc == 0)
+            nnt_cfg_add(&t, "%s%s", first ? "" : ",", s);
+        free(s);
+    }
+    if (rc) {
+        free(t.buf);
+        return nnt_fail(o->ctx, rc, "%s: %s", o->fn, err);
+    }
+    if (t.oom || !t.buf) {
+        free(t.buf);
+        if (t.oom)
+            return nnt_fail(o->ctx, NNT_E_NOMEM, "%s: out of memory", o->fn);
+        t.buf = calloc(1, 1);
+        if (!t.buf)
+            return nnt_fail(o->ctx, NNT_E_NOMEM, "%s: out of memory", o->fn);
+    }
+    *out = t.buf;
+    return NNT_OK;
+}

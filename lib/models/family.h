@@ -56,6 +56,19 @@ void nnt_cfg_sub_free(nnt_cfg_in *sub);
  * a list of no form nnt_model_config can say: NNT_E_UNSUPPORTED. */
 int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c);
 
+/* Other JSON files (adapter_config.json): the object of file path (no file NNT_E_IO,
+ * malformed NNT_E_FORMAT naming it); its keys in file order; a string (malloc'd, NULL when
+ * absent or null); whether a value is absent, null, [] or {}; a string or a list of strings
+ * as one comma-separated string (malloc'd; a list of one string "a" and the string "a"
+ * both give "a"; NULL when absent or null). */
+int nnt_cfg_open(nnt_ctx *ctx, const char *fn, const char *path, nnt_cfg_in **out);
+void nnt_cfg_close(nnt_cfg_in *o);
+size_t nnt_cfg_count(const nnt_cfg_in *o);
+const char *nnt_cfg_key_at(const nnt_cfg_in *o, size_t i);
+int nnt_cfg_string(const nnt_cfg_in *o, const char *key, char **out);
+int nnt_cfg_is_empty(const nnt_cfg_in *o, const char *key);
+int nnt_cfg_string_list(const nnt_cfg_in *o, const char *key, char **out);
+
 /* ---- config.json: writing ---------------------------------------------------------------- */
 
 /* A growing JSON text (out of memory is remembered and reported once at the end). */
@@ -181,6 +194,9 @@ typedef struct nnt_family {
     /* llm.c checkpoints (GPT-2): the model's parameters in the file's order (NULL: none) */
     const nnt_llmc_name *llmc;
     int nllmc;
+    /* LoRA: the modules adapted when no target is given (PEFT's default for the
+     * architecture), comma-separated */
+    const char *lora_targets;
 } nnt_family;
 
 /* The families (families.c). */

@@ -160,6 +160,7 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
     int distribution = model->ctx->distribution;
     if (rc == 0 && gen_root_placement(model))
         model->ctx->distribution = NNT_DIST_ROOT;   /* for the tensors created from here */
+    model->ctx->no_dropout = 1;
     for (int64_t i = 0; i < ngen && rc == 0; i++) {
         rc = gen_logits(&g, prompt, nprompt, out, nprompt + i);
         /* the weights do not change while generating: their bf16 copies (made by the first
@@ -178,6 +179,7 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
         }
     }
     model->ctx->weights_fixed = 0;
+    model->ctx->no_dropout = 0;
     model->ctx->distribution = distribution;
     cancel_backward(model);
     gen_free(&g);

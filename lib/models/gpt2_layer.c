@@ -180,9 +180,27 @@ static void gpt_destroy(nnt_layer *l)
     g->tree = NULL;
 }
 
+static nnt_layer *gpt_inner(nnt_layer *l)
+{
+    return impl_of(l)->tree;
+}
+
+static int register_params(nnt_layer *l, nnt_layer *tree);
+
+/* The tree's parameters changed (frozen, adapters added or merged): register them again. */
+static int gpt_reregister(nnt_layer *l)
+{
+    for (int i = 0; i < l->nparams; i++)
+        free(l->params[i].name);
+    l->nparams = 0;
+    nnt_layer_params_changed(l);
+    nnt_layer_params_changed(impl_of(l)->tree);
+    return register_params(l, impl_of(l)->tree);
+}
+
 static const nnt_layer_vt GPT_VT = {
     NNT_LAYER_GPT, "gpt", gpt_forward, gpt_backward, gpt_set_targets, gpt_loss,
-    gpt_has_targets, gpt_num_blocks, gpt_destroy, gpt_clear_grad,
+    gpt_has_targets, gpt_num_blocks, gpt_destroy, gpt_clear_grad, gpt_inner, gpt_reregister,
 };
 
 /* ---- creation ------------------------------------------------------------------------------ */
@@ -196,6 +214,8 @@ static int register_params(nnt_layer *l, nnt_layer *tree)
         const nnt_layer_param_rec *p = tree->listed[i];
         NNT_TRY(nnt_layer_add_param(l, tree->listed_names[i], p->value, p->grad, p->decay,
                                     p->init, 0));
+        l->params[l->nparams - 1].frozen = p->frozen;
+        l->params[l->nparams - 1].adapter = p->adapter;
     }
     return NNT_OK;
 }
@@ -346,7 +366,7 @@ NNT_API int nnt_gpt_save_llmc(nnt_layer *gpt, const char *path)
     NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    return nnt_model_save_llmc(gpt, fn, path);
+    return nnt_mpi_saved(gpt->ctx, nnt_model_save_llmc(gpt, fn, path), fn, path);
 }
 
 NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
@@ -355,7 +375,7 @@ NNT_API int nnt_gpt_save_safetensors(nnt_layer *gpt, const char *path)
     NNT_TRY(check_gpt(gpt, fn));
     if (!path)
         return nnt_fail(gpt->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
-    return nnt_model_save_gpt2_st(gpt, fn, path);
+    return nnt_mpi_saved(gpt->ctx, nnt_model_save_gpt2_st(gpt, fn, path), fn, path);
 }
 
 /* ---- generation ------------------------------------------------------------------------------ */

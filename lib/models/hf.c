@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- the file's tensors ------------------------------------------------------------------ */
 
@@ -167,7 +168,11 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
     ps.f = nnt_family_find(ps.cfg.family);
     hf_tensor t;
     if (!ps.f->hf_specs) {
+        nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+        NNT_TRY(nnt_layer_num_params(tree, NULL, NULL));
         for (int64_t i = 0; i < ps.count; i++) {
+            if (nnt_layer_listed(tree, i)->adapter)   /* not the model's: PEFT files */
+                continue;
             NNT_TRY(own_tensor(&ps, i, &t));
             NNT_TRY(visit(&ps, &t, arg));
         }
@@ -582,6 +587,41 @@ static int save_weights(nnt_layer *model, const char *fn, const char *dir, uint6
     return rc;
 }
 
+/* from (a tokenizer.json, or a directory holding one) copied to dir/tokenizer.json through a
+ * temporary file, unless it is that file. */
+static int copy_tokenizer(nnt_ctx *ctx, const char *fn, const char *from, const char *dir)
+{
+    char src[NNT_MODEL_PATH_MAX], dst[NNT_MODEL_PATH_MAX], err[NNT_IO_ERRLEN], buf[1 << 16];
+    struct stat ss, ds;
+    if (stat(from, &ss) == 0 && S_ISDIR(ss.st_mode))
+        NNT_TRY(nnt_model_path_join(ctx, fn, from, "tokenizer.json", src));
+    else if ((size_t)snprintf(src, sizeof src, "%s", from) >= sizeof src)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: tokenizer_json: the path is too long", fn);
+    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "tokenizer.json", dst));
+    if (stat(src, &ss) == 0 && stat(dst, &ds) == 0 && ss.st_dev == ds.st_dev &&
+        ss.st_ino == ds.st_ino)
+        return NNT_OK;   /* dir is where the tokenizer is */
+    int fd = -1;
+    uint64_t size = 0;
+    nnt_io_out *o = NULL;
+    int rc = nnt_io_open_read(src, &fd, &size, err, sizeof err);
+    if (rc == 0)
+        rc = nnt_io_out_begin(dst, &o, err, sizeof err);
+    for (uint64_t off = 0, n; rc == 0 && off < size; off += n) {
+        n = size - off < sizeof buf ? size - off : sizeof buf;
+        rc = nnt_io_pread(fd, buf, (size_t)n, off, src, err, sizeof err);
+        if (rc == 0)
+            rc = nnt_io_out_write(o, buf, (size_t)n, err, sizeof err);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0)
+        rc = nnt_io_out_commit(o, err, sizeof err);
+    else
+        nnt_io_out_abort(o);
+    return io_fail(ctx, fn, rc, err);
+}
+
 static int save_hf(nnt_layer *model, const char *fn, const char *dir,
                    const nnt_hf_save_options *opts)
 {
@@ -600,16 +640,22 @@ static int save_hf(nnt_layer *model, const char *fn, const char *dir,
     NNT_TRY(make_dir(model->ctx, fn, dir));
     /* the weights first: config.json, written last, says what they are */
     NNT_TRY(save_weights(model, fn, dir, opts ? opts->max_shard_bytes : 0));
+    if (opts && opts->tokenizer_json)
+        NNT_TRY(copy_tokenizer(model->ctx, fn, opts->tokenizer_json, dir));
     return nnt_model_config_write_dir(model->ctx, fn, dir, &cfg);
 }
 
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir)
 {
-    return save_hf(model, "nnt_model_save_hf", dir, NULL);
+    const char *fn = "nnt_model_save_hf";
+    return model ? nnt_mpi_saved(model->ctx, save_hf(model, fn, dir, NULL), fn, dir)
+                 : save_hf(model, fn, dir, NULL);
 }
 
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts)
 {
-    return save_hf(model, "nnt_model_save_hf_ex", dir, opts);
+    const char *fn = "nnt_model_save_hf_ex";
+    return model ? nnt_mpi_saved(model->ctx, save_hf(model, fn, dir, opts), fn, dir)
+                 : save_hf(model, fn, dir, opts);
 }

@@ -257,4 +257,5 @@ const nnt_family nnt_family_llama = {
     llama_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
     NULL, 0,
+    "q_proj,v_proj",   /* PEFT's default targets for llama, mistral, qwen2, qwen3 */
 };

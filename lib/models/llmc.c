@@ -136,6 +136,19 @@ static nnt_model_config config_of(const nnt_llmc_config *lc)
                                  lc->num_heads, lc->channels);
 }
 
+int nnt_model_llmc_config(nnt_ctx *ctx, const char *fn, const char *path,
+                          nnt_model_config *cfg)
+{
+    char err[NNT_IO_ERRLEN];
+    nnt_llmc_reader *r = NULL;
+    int rc = nnt_llmc_open(path, &r, err, sizeof err);   /* its messages name path */
+    if (rc)
+        return nnt_fail(ctx, rc, "%s: %s", fn, err);
+    *cfg = config_of(nnt_llmc_config_of(r));
+    nnt_llmc_close(r);
+    return NNT_OK;
+}
+
 int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
                         int64_t T, const nnt_tiling *tiling, int tree, nnt_layer **out)
 {

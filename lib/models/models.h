@@ -130,6 +130,10 @@ int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path);
  * fn (and the file). */
 int nnt_model_load_llmc(nnt_ctx *ctx, const char *fn, const char *path, int64_t B,
                         int64_t T, const nnt_tiling *tiling, int tree, nnt_layer **out);
+/* The GPT-2 configuration of an llm.c checkpoint's header (the file checked as the loader
+ * checks it). Errors name fn (and the file). */
+int nnt_model_llmc_config(nnt_ctx *ctx, const char *fn, const char *path,
+                          nnt_model_config *cfg);
 /* A GPT-2 model (GPT layer or tree) as an llm.c checkpoint (temporary file, fsync, rename),
  * Vp = V. Errors name fn. */
 int nnt_model_save_llmc(nnt_layer *model, const char *fn, const char *path);
@@ -143,6 +147,18 @@ int nnt_model_run_generate(nnt_layer *model, const char *fn, const int32_t *prom
 int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *prompt,
                              int64_t nprompt, int64_t ngen, const nnt_sampling *s,
                              int32_t *out, float *trace);
+/* The LoRA adapters of a model tree (lib/models/lora.c; kept with the tree's configuration
+ * in lib/models/transformer.c): their settings as PEFT's adapter_config.json says them. */
+typedef struct nnt_model_lora {
+    int on;                   /* the tree has adapters                                    */
+    int64_t rank;
+    double alpha, dropout;
+    int rslora;
+    char targets[1024];       /* target_modules, comma-separated, or "all-linear"         */
+} nnt_model_lora;
+/* Those of a tree of nnt_model_build_tree (NULL for another layer). */
+nnt_model_lora *nnt_model_lora_of(nnt_layer *tree);
+
 /* The configuration of a model (NNT_LAYER_MODEL or NNT_LAYER_GPT), kv_heads and hidden
  * resolved (never 0). Errors name fn. */
 int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_config *cfg);

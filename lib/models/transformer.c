@@ -37,6 +37,7 @@
 
 typedef struct model_impl {
     nnt_model_config cfg;
+    nnt_model_lora lora;      /* its adapters' settings (lib/models/lora.c)                */
     int with_loss;            /* the last forward ran the loss (targets were set)          */
 } model_impl;
 
@@ -228,7 +229,7 @@ static int model_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 
 static const nnt_layer_vt model_vt = {
     NNT_LAYER_MODEL, "model", model_forward, model_backward, NULL, NULL, NULL, NULL, NULL,
-    NULL};
+    NULL, NULL, NULL};
 
 /* Adopt child under name; on failure the child is destroyed. */
 static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
@@ -408,4 +409,9 @@ int nnt_model_config_get(const nnt_layer *model, const char *fn, nnt_model_confi
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg)
 {
     return nnt_model_config_get(model, "nnt_model_config_of", cfg);
+}
+
+nnt_model_lora *nnt_model_lora_of(nnt_layer *tree)
+{
+    return tree->vt == &model_vt ? &((model_impl *)tree->impl)->lora : NULL;
 }

@@ -50,6 +50,19 @@ int nnt_ctx_rank(const nnt_ctx *ctx, int *rank, int *size)
     return NNT_OK;
 }
 
+int nnt_mpi_saved(nnt_ctx *ctx, int rc, const char *fn, const char *path)
+{
+    if (!ctx->mpi || ctx->nranks < 2)
+        return rc;
+    int64_t failed = rc != 0;
+    int agreed = nnt_mpi_max(ctx, &failed, 1);
+    if (rc || agreed)
+        return rc ? rc : agreed;
+    return failed ? nnt_fail(ctx, NNT_E_IO, "%s: %s: not saved: another rank of the job "
+                             "failed (rank 0's message says why)", fn, path)
+                  : NNT_OK;
+}
+
 #ifdef NNT_HAVE_MPI
 
 /* FNV-1a over the options every rank must agree on (and the library version). */
@@ -244,6 +257,38 @@ int nnt_mpi_gather(nnt_ctx *ctx, const void *mine, int64_t len, char **all, int6
     return NNT_OK;
 }
 
+/* Every rank's buffer (owner: rank 0, whose values it holds) filled with rank 0's values:
+ * StarPU-MPI sends them to each other rank in turn, the ranks calling alike. */
+static void broadcast_from_root(nnt_ctx *ctx, void *buf, int64_t size)
+{
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)buf, (uint32_t)size, 1);
+    nnt_mpi_register(ctx, h, 0);
+    for (int r = 1; r < ctx->nranks; r++)
+        starpu_mpi_get_data_on_node(MPI_COMM_WORLD, h, r);
+    starpu_data_unregister(h);
+}
+
+int nnt_mpi_max(nnt_ctx *ctx, int64_t *values, int n)
+{
+    char *all = NULL;
+    int64_t offsets[ctx->nranks + 1];
+    int rc = nnt_mpi_gather(ctx, values, (int64_t)n * (int64_t)sizeof *values, &all, offsets);
+    if (ctx->rank == 0 && !rc)
+        for (int r = 1; r < ctx->nranks; r++)
+            for (int i = 0; i < n; i++) {
+                int64_t v;
+                memcpy(&v, all + offsets[r] + (int64_t)i * (int64_t)sizeof v, sizeof v);
+                if (v > values[i])
+                    values[i] = v;
+            }
+    free(all);
+    /* (rank 0 out of memory for the gather: its own values go out, every rank still
+     * taking part; its error is returned there) */
+    broadcast_from_root(ctx, values, (int64_t)n * (int64_t)sizeof *values);
+    return rc;
+}
+
 /* The task runs on the rank that owns the tile it writes (StarPU-MPI sends it the tiles it
  * reads and sends written tiles back to other owners); the other ranks only take part in
  * those transfers, and free the argument copy the task would have owned. */
@@ -334,6 +379,12 @@ int nnt_mpi_gather(nnt_ctx *ctx, const void *mine, int64_t len, char **all, int6
     (void)ctx, (void)mine, (void)len, (void)offsets;
     *all = NULL;
     return NNT_E_UNSUPPORTED;
+}
+
+int nnt_mpi_max(nnt_ctx *ctx, int64_t *values, int n)
+{
+    (void)ctx, (void)values, (void)n;
+    return NNT_OK;   /* one process: its values are the maximum */
 }
 
 int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,

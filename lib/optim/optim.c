@@ -330,20 +330,22 @@ int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer)
     if (!layer)
         return nnt_fail(opt->ctx, NNT_E_INVAL, "%s: layer is NULL", fn);
     int64_t count = 0;
-    int first = opt->nparams;
+    int first = opt->nparams, frozen = 0;
     rc = nnt_layer_num_params(layer, &count, NULL);
     for (int64_t i = 0; rc == 0 && i < count; i++) {
         nnt_param_info info;
         memset(&info, 0, sizeof info);
         info.size = sizeof info;
         rc = nnt_layer_param(layer, i, &info);
-        if (rc == 0)
+        if (rc == 0 && info.frozen)   /* no gradient, no state */
+            frozen++;
+        else if (rc == 0)
             rc = add_param(opt, fn, info.name, info.value, info.grad, info.decay);
     }
     while (rc && opt->nparams > first)
         release_param(&opt->params[--opt->nparams]);
-    if (rc == 0)
-        note_model(opt, layer, first == 0);
+    if (rc == 0)   /* a training state records a model whose parameters it holds, all */
+        note_model(opt, layer, first == 0 && frozen == 0);
     return rc;
 }
 

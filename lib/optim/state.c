@@ -284,7 +284,7 @@ int nnt_train_state_save(nnt_optim *opt, const char *path, const nnt_train_state
     }
     free(model);
     free(buf);
-    return rc;
+    return nnt_mpi_saved(opt->ctx, rc, fn, path);
 }
 
 /* ---- load ------------------------------------------------------------------------------ */

@@ -49,6 +49,7 @@ struct nnt_trainer {
     int tracing;
     volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
     volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
+    int stopping;                  /* the ranks' agreed stop, at the last step boundary    */
     double peak;                   /* the MFU's peak (peak_flops or measured)              */
     int peak_measured;
     int peak_low;                  /* a step ran faster than the measured peak             */
@@ -140,10 +141,21 @@ static int prepare(nnt_trainer *tr, const char *fn)
                             (long long)o->seq + 1, (long long)tr->ntokens);
     }
     nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
-    int64_t nparams = 0;
+    int64_t count = 0;
+    double trained = 0.0, frozen = 0.0;   /* elements */
     NNT_TRY(nnt_model_config_of(tr->model, &cfg));
-    NNT_TRY(nnt_layer_num_params(tr->model, NULL, &nparams));
-    tr->flops_per_token = 6.0 * (double)nparams +
+    NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p;
+        int64_t n = 0;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        NNT_TRY(nnt_layer_param(tr->model, i, &p));
+        NNT_TRY(nnt_tensor_numel(p.value, &n));
+        *(p.frozen ? &frozen : &trained) += (double)n;
+    }
+    /* a frozen parameter: its forward and input-gradient products, no weight gradient */
+    tr->flops_per_token = 6.0 * trained + 4.0 * frozen +
                           12.0 * (double)(cfg.layers * o->seq) * (double)(cfg.heads * cfg.head_dim);
     int64_t tile[2] = {o->tile_batch, o->tile_seq}, shape[2] = {o->batch, o->seq};
     if (!tile[0] || !tile[1]) {
@@ -552,10 +564,11 @@ static char *options_string(const nnt_trainer *tr, int64_t step)
 /* Integer or real value of "key": in an options string; def when absent. */
 static double options_number(const char *s, const char *key, double def)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = s ? strstr(s, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : def;
+    char text[64];
+    int found = 0;
+    if (!s || nnt_options_get(s, key, text, sizeof text, &found) || !found)
+        return def;
+    return strtod(text, NULL);
 }
 
 static int save_at(nnt_trainer *tr, const char *path, int64_t step)
@@ -641,14 +654,21 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
                         "(val_batches 0)");
     nnt_data *src = o->val_data ? o->val_data : tr->data;
     double start = now_s(), sum = 0;
-    for (int64_t k = 0; k < o->val_batches; k++) {
-        double loss;
-        NNT_TRY(load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt)));
-        NNT_TRY(nnt_layer_set_targets(tr->model, tr->targets));
-        NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
-        NNT_TRY(nnt_layer_loss(tr->model, &loss));
+    int rc = NNT_OK;
+    tr->ctx->no_dropout = 1;   /* an evaluation: the adapters' dropout off */
+    for (int64_t k = 0; k < o->val_batches && rc == 0; k++) {
+        double loss = 0.0;
+        rc = load_window(tr, src, o->val_start, o->val_len, (uint64_t)(k * bt));
+        if (rc == 0)
+            rc = nnt_layer_set_targets(tr->model, tr->targets);
+        if (rc == 0)
+            rc = nnt_layer_forward(tr->model, tr->tokens, NULL);
+        if (rc == 0)
+            rc = nnt_layer_loss(tr->model, &loss);
         sum += loss;
     }
+    tr->ctx->no_dropout = 0;
+    NNT_TRY(rc);
     nnt_trainer_report r;
     memset(&r, 0, sizeof r);
     r.size = sizeof r, r.event = NNT_TRAINER_VALIDATION, r.step = step, r.steps = o->steps;
@@ -697,8 +717,7 @@ static int trace_control(nnt_trainer *tr, int64_t step, int after)
         NNT_TRY(nnt_trace_start(tr->ctx));
         tr->tracing = 1;
     }
-    if (after && tr->tracing && (step == first + o->trace_steps - 1 || step == tr->until ||
-                                 tr->stop)) {
+    if (after && tr->tracing && (step == first + o->trace_steps - 1 || step == tr->until)) {
         tr->tracing = 0;
         NNT_TRY(nnt_trace_stop(tr->ctx, o->trace, o->trace_table));
     }
@@ -712,11 +731,17 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     double start = now_s(), sum = 0;
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
     NNT_TRY(nnt_layer_clear_grad(tr->model));
-    for (int64_t k = 0; k < o->accum; k++) {
-        double loss;
-        NNT_TRY(micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss));
+    int rc = NNT_OK;
+    for (int64_t k = 0; k < o->accum && rc == 0; k++) {
+        double loss = 0.0;
+        /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
+         * same as the uninterrupted one */
+        tr->ctx->dropout_pass = step * o->accum + k + 1;
+        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), &loss);
         sum += loss;
     }
+    tr->ctx->dropout_pass = 0;
+    NNT_TRY(rc);
     NNT_TRY(nnt_optim_step(tr->opt));
     NNT_TRY(nnt_ctx_wait(tr->ctx));
     tr->data_pos += (uint64_t)o->accum * batch_advance(tr);
@@ -744,8 +769,22 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
  * request, nor while a trace records (its timeline and table are the training steps'). */
 static int validates(const nnt_trainer *tr, int64_t step)
 {
-    return tr->o.val_batches > 0 && !tr->stop && !tr->tracing &&
+    return tr->o.val_batches > 0 && !tr->stopping && !tr->tracing &&
            ((tr->o.val_every > 0 && step % tr->o.val_every == 0) || step == tr->until);
+}
+
+/* The stop and save requests of every rank, agreed at a step boundary: a signal may reach
+ * one rank only, and the ranks must stop, validate and save together (each of those is
+ * collective). One process: its own requests. Returns whether a save was asked for. */
+static int agree_requests(nnt_trainer *tr, int *save)
+{
+    int64_t asked[2] = {tr->stop != 0, tr->save != 0};
+    if (tr->ctx->mpi && tr->ctx->nranks > 1)
+        NNT_TRY(nnt_mpi_max(tr->ctx, asked, 2));
+    tr->stopping = asked[0] != 0;
+    if (save)
+        *save = asked[1] != 0;
+    return NNT_OK;
 }
 
 static int one_step(nnt_trainer *tr)
@@ -763,10 +802,12 @@ static int one_step(nnt_trainer *tr)
     if (!isfinite(r.loss))
         return nnt_fail(tr->ctx, NNT_E_STATE, "the loss is not finite at step %lld: a lower "
                         "learning rate?", (long long)step);
-    if (r.validates && !tr->stop)   /* (a stop asked for during the report: none) */
+    int save_asked;
+    NNT_TRY(agree_requests(tr, &save_asked));
+    if (r.validates && !tr->stopping)   /* (a stop asked for during the report: none) */
         NNT_TRY(validate_at(tr, step, NULL));
     int periodic = tr->o.save_every > 0 && step % tr->o.save_every == 0 && step < tr->until;
-    if (tr->o.checkpoint && (periodic || tr->save)) {
+    if (tr->o.checkpoint && (periodic || save_asked)) {
         tr->save = 0;
         NNT_TRY(save_at(tr, tr->o.checkpoint, step));
         nnt_trainer_report c;
@@ -794,8 +835,15 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
         return validate_at(tr, steps_done(tr), NULL);
     tr->until = until > 0 && until < tr->o.steps ? until : tr->o.steps;
     int rc = open_logs(tr);
-    while (!rc && !tr->stop && steps_done(tr) < tr->until)
+    if (!rc)
+        rc = agree_requests(tr, NULL);
+    while (!rc && !tr->stopping && steps_done(tr) < tr->until)
         rc = one_step(tr);
+    if (tr->tracing) {   /* stopped before the traced steps' end */
+        tr->tracing = 0;
+        int trc = nnt_trace_stop(tr->ctx, tr->o.trace, tr->o.trace_table);
+        rc = rc ? rc : trc;
+    }
     tr->until = tr->o.steps;
     return rc ? rc : write_svg(tr);
 }
@@ -828,7 +876,7 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
                                   "initialise it with NNT_TRAINER_INFO_INIT"));
     info->step = steps_done(tr), info->data_pos = tr->data_pos;
     memcpy(info->rng, tr->rng, sizeof info->rng);
-    info->stopped = tr->stop != 0, info->best_val_loss = tr->best_val;
+    info->stopped = tr->stopping, info->best_val_loss = tr->best_val;
     info->flops_per_token = tr->flops_per_token;
     info->peak_flops = tr->peak, info->peak_measured = tr->peak_measured;
     info->validations = tr->nvalidations;

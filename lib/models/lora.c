@@ -1,0 +1,770 @@
+// SPDX-License-Identifier: MIT
+/* LoRA adapters of a model (nnt_model_lora_add, _merge, nnt_model_save_peft, _load_peft): which
+ * modules get one (Hugging Face module names, as PEFT's target_modules match them), the PEFT
+ * files. The adapters' math is lib/layers/lora.c's; the layers that hold them (linear,
+ * attention) list the modules they can carry (gl_lora_modules).
+ *
+ * A module's name is its path in the model tree ("model.layers.0.self_attn.q_proj",
+ * "h.0.attn.c_attn"), its Hugging Face name the family's prefix before it
+ * ("transformer.h.0.attn.c_attn"), its PEFT tensors "base_model.model.<HF name>.lora_A.weight"
+ * (r, in) and ".lora_B.weight" (out, r), 2-D as PEFT's nn.Linear adapters (GPT-2's Conv1D
+ * modules too: PEFT transposes only when merging). GPT-2's c_attn B (3C, r) holds nnt's q, k
+ * and v parts one after the other, as c_attn's own weight holds q, k and v. */
+#include "models.h"
+#include "family.h"
+
+#include "../io/io.h"
+#include "../layers/generic.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PEFT_PREFIX "base_model.model."
+#define PEFT_CONFIG "adapter_config.json"
+#define PEFT_WEIGHTS "adapter_model.safetensors"
+#define MODULE_MAX 512
+
+/* ---- the modules of a model ------------------------------------------------------------- */
+
+/* One module an adapter can go on: the layer holding it, its name there ("" for a linear
+ * layer itself), its path in the tree and its Hugging Face name. */
+typedef struct lora_module {
+    nnt_layer *layer;
+    const char *name;
+    char path[MODULE_MAX], hf[MODULE_MAX];
+    int top;                  /* a child of the model itself (lm_head) */
+} lora_module;
+
+typedef int (*module_fn)(const lora_module *m, void *arg);
+
+static int each_module_in(nnt_layer *l, const char *prefix, const char *hf_prefix, int depth,
+                          module_fn f, void *arg)
+{
+    const char *const *mods = gl_lora_modules(l);
+    for (int i = 0; mods && mods[i]; i++) {
+        lora_module m = {l, mods[i], "", "", depth == 1};
+        size_t n = strlen(prefix);
+        if (mods[i][0])
+            snprintf(m.path, sizeof m.path, "%s%s", prefix, mods[i]);
+        else   /* the layer itself: its path without the trailing dot */
+            snprintf(m.path, sizeof m.path, "%.*s", (int)(n ? n - 1 : 0), prefix);
+        snprintf(m.hf, sizeof m.hf, "%s%s", hf_prefix, m.path);
+        NNT_TRY(f(&m, arg));
+    }
+    for (int c = 0; c < l->nchildren; c++) {
+        char sub[MODULE_MAX];
+        const char *name = l->child_names[c];
+        snprintf(sub, sizeof sub, "%s%s%s", prefix, name, name[0] ? "." : "");
+        NNT_TRY(each_module_in(l->children[c], sub, hf_prefix, depth + 1, f, arg));
+    }
+    return NNT_OK;
+}
+
+/* The tree that holds a model's layers (a GPT layer's tree, or the model itself) and the
+ * Hugging Face prefix of its family; NNT_E_INVAL naming fn for a layer that is no model. */
+static int tree_of(nnt_layer *model, const char *fn, nnt_layer **tree, const nnt_family **f)
+{
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, fn, &cfg));
+    *tree = model->vt->inner ? model->vt->inner(model) : model;
+    *f = nnt_family_find(cfg.family);
+    return NNT_OK;
+}
+
+static int each_module(nnt_layer *model, const nnt_family *f, module_fn fn, void *arg)
+{
+    nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
+    return each_module_in(tree, "", f->hf_prefix ? f->hf_prefix : "", 0, fn, arg);
+}
+
+/* ---- targets ------------------------------------------------------------------------------ */
+
+/* A comma-separated list of module names (PEFT's target_modules as a list): a module is a
+ * target when its Hugging Face name is one of them or ends with "." and one; "all-linear":
+ * every module but the model's own lm_head (PEFT's shorthand). */
+typedef struct targets {
+    char *list;               /* the names, NUL-separated                                  */
+    int n, all_linear;
+    int hits[64];             /* modules each name matched                                  */
+    const char *names[64];
+} targets;
+
+static int targets_parse(nnt_ctx *ctx, const char *fn, const char *text, targets *t)
+{
+    memset(t, 0, sizeof *t);
+    if (strcmp(text, "all-linear") == 0) {
+        t->all_linear = 1;
+        return NNT_OK;
+    }
+    t->list = malloc(strlen(text) + 1);
+    if (!t->list)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    memcpy(t->list, text, strlen(text) + 1);
+    for (char *s = t->list; s;) {
+        char *comma = strchr(s, ',');
+        if (comma)
+            *comma = '\0';
+        while (*s == ' ')
+            s++;
+        size_t n = strlen(s);
+        while (n && s[n - 1] == ' ')
+            s[--n] = '\0';
+        if (!*s || t->n == 64) {
+            free(t->list);
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: targets '%s': %s", fn, text,
+                            *s ? "more than 64 names" : "an empty name");
+        }
+        t->names[t->n++] = s;
+        s = comma ? comma + 1 : NULL;
+    }
+    return NNT_OK;
+}
+
+static int ends_with_name(const char *path, const char *name)
+{
+    size_t n = strlen(path), k = strlen(name);
+    return n == k ? strcmp(path, name) == 0
+                  : n > k && path[n - k - 1] == '.' && strcmp(path + n - k, name) == 0;
+}
+
+/* Whether m is a target (its name counted). */
+static int targets_match(targets *t, const lora_module *m)
+{
+    if (t->all_linear)
+        return !(m->top && strcmp(m->path, "lm_head") == 0);
+    int hit = 0;
+    for (int i = 0; i < t->n; i++)
+        if (ends_with_name(m->hf, t->names[i])) {
+            t->hits[i]++;
+            hit = 1;
+        }
+    return hit;
+}
+
+/* ---- adding -------------------------------------------------------------------------------- */
+
+typedef struct add_pass {
+    targets *t;
+    int attach;               /* 0: count the matches; 1: attach */
+    int64_t rank;
+    double scale, dropout;
+    uint64_t seed;
+    int64_t matched;
+    char seen[1024];          /* module names of the model, for messages */
+} add_pass;
+
+static int add_one(const lora_module *m, void *arg)
+{
+    add_pass *a = arg;
+    const char *last = strrchr(m->path, '.');
+    last = last ? last + 1 : m->path;
+    if (!strstr(a->seen, last) && strlen(a->seen) + strlen(last) + 3 < sizeof a->seen)
+        snprintf(a->seen + strlen(a->seen), sizeof a->seen - strlen(a->seen), "%s%s",
+                 a->seen[0] ? ", " : "", last);
+    if (!targets_match(a->t, m))
+        return NNT_OK;
+    a->matched++;
+    if (!a->attach)
+        return NNT_OK;
+    NNT_TRY(gl_lora_attach(m->layer, m->name, a->rank, a->scale));
+    gl_lora *lo = gl_lora_of(m->layer, m->name);
+    uint64_t h = 0xcbf29ce484222325ull;   /* each module its own masks: FNV-1a of its name */
+    for (const unsigned char *c = (const unsigned char *)m->path; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    lo->dropout = a->dropout;
+    lo->seed = a->seed ^ h;
+    return NNT_OK;
+}
+
+static int read_lora_options(nnt_ctx *ctx, const char *fn, const nnt_lora_options *user,
+                             nnt_lora_options *o)
+{
+    static const nnt_lora_options defaults = NNT_LORA_OPTIONS_INIT;
+    NNT_TRY(nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
+                             "initialise them with NNT_LORA_OPTIONS_INIT"));
+    if (o->rank < 1 || o->rank > 65536)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rank %lld must be in [1, 65536]", fn,
+                        (long long)o->rank);
+    if (!(o->alpha > 0.0) || !isfinite(o->alpha))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: alpha %g must be finite and > 0", fn, o->alpha);
+    if (!(o->dropout >= 0.0 && o->dropout < 1.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dropout %g must be in [0, 1)", fn, o->dropout);
+    return NNT_OK;
+}
+
+/* A backward pending from the last forward cannot run once adapters come or go (their
+ * activations): it is refused (NNT_E_STATE) as one without a forward. */
+static void cancel_backward(nnt_layer *model)
+{
+    model->forward_pending = 0;
+    nnt_gpt_cancel_backward(model);
+}
+
+/* Every parameter but the adapters frozen (PEFT's get_peft_model). */
+static int freeze_base(nnt_layer *tree)
+{
+    int64_t count = 0;
+    NNT_TRY(nnt_layer_num_params(tree, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_layer_param_rec *p = nnt_layer_listed(tree, i);
+        if (!p->adapter && !p->frozen) {
+            if (p->owned)
+                nnt_tensor_destroy(p->grad);
+            p->grad = NULL;
+            p->grad_dropped = 0;
+            p->frozen = 1;
+        }
+    }
+    return NNT_OK;
+}
+
+/* Adapters on the targets of o (checked) in model, with A initialised from o->seed and B zero;
+ * targets that match no module refused before anything changes. */
+static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
+                    const char *targets_text)
+{
+    nnt_layer *tree = NULL;
+    const nnt_family *f = NULL;
+    NNT_TRY(tree_of(model, fn, &tree, &f));
+    nnt_model_lora *st = nnt_model_lora_of(tree);
+    if (st->on)
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has LoRA adapters already "
+                        "(merge them first: nnt_model_lora_merge)", fn);
+    cancel_backward(model);
+    targets t;
+    NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
+    add_pass a = {&t, 0, o->rank,
+                  o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,
+                  o->dropout, o->seed, 0, ""};
+    int rc = each_module(model, f, add_one, &a);
+    for (int i = 0; rc == 0 && i < t.n; i++)
+        if (t.hits[i] == 0)
+            rc = nnt_fail(model->ctx, NNT_E_INVAL, "%s: target module '%s' matches no module of "
+                          "this %s model (its modules: %s; or all-linear)", fn, t.names[i],
+                          f->title, a.seen);
+    if (rc == 0 && a.matched == 0)
+        rc = nnt_fail(model->ctx, NNT_E_INVAL, "%s: no module to adapt", fn);
+    if (rc == 0) {
+        a.attach = 1;
+        a.matched = 0;
+        rc = each_module(model, f, add_one, &a);
+    }
+    free(t.list);
+    nnt_layer_params_changed(tree);
+    if (rc == 0)
+        rc = nnt_layer_init_adapters(tree, o->seed);
+    if (rc == 0 && o->freeze_base)
+        rc = freeze_base(tree);
+    if (rc == 0 && model->vt->reregister)
+        rc = model->vt->reregister(model);
+    if (rc == 0) {
+        st->on = 1;
+        st->rank = o->rank;
+        st->alpha = o->alpha;
+        st->rslora = o->rslora != 0;
+        st->dropout = o->dropout;
+        snprintf(st->targets, sizeof st->targets, "%s", targets_text);
+    }
+    return rc;
+}
+
+NNT_API int nnt_model_lora_add(nnt_layer *model, const nnt_lora_options *opts)
+{
+    const char *fn = "nnt_model_lora_add";
+    NNT_TRY(nnt_layer_check(model, fn));
+    nnt_lora_options o;
+    NNT_TRY(read_lora_options(model->ctx, fn, opts, &o));
+    nnt_layer *tree = NULL;
+    const nnt_family *f = NULL;
+    NNT_TRY(tree_of(model, fn, &tree, &f));
+    const char *targets = o.targets          ? o.targets
+                          : f->lora_targets ? f->lora_targets
+                                            : "all-linear";
+    return lora_add(model, fn, &o, targets);
+}
+
+/* ---- merging --------------------------------------------------------------------------------- */
+
+static int merge_tree(nnt_layer *l)
+{
+    NNT_TRY(gl_lora_merge_all(l));
+    for (int c = 0; c < l->nchildren; c++)
+        NNT_TRY(merge_tree(l->children[c]));
+    return NNT_OK;
+}
+
+NNT_API int nnt_model_lora_merge(nnt_layer *model)
+{
+    const char *fn = "nnt_model_lora_merge";
+    NNT_TRY(nnt_layer_check(model, fn));
+    nnt_layer *tree = NULL;
+    const nnt_family *f = NULL;
+    NNT_TRY(tree_of(model, fn, &tree, &f));
+    nnt_model_lora *st = nnt_model_lora_of(tree);
+    if (!st->on)
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has no LoRA adapter", fn);
+    cancel_backward(model);
+    /* W += s B A in full float, whatever the products' precision */
+    nnt_precision precision = NNT_PRECISION_FP32;
+    NNT_TRY(nnt_ctx_precision(model->ctx, &precision));
+    NNT_TRY(nnt_ctx_set_precision(model->ctx, NNT_PRECISION_FP32));
+    int rc = merge_tree(tree);
+    nnt_ctx_set_precision(model->ctx, precision);
+    nnt_layer_params_changed(tree);
+    if (rc == 0 && model->vt->reregister)
+        rc = model->vt->reregister(model);
+    if (rc == 0)
+        st->on = 0;
+    return rc;
+}
+
+NNT_API int nnt_model_lora_get(const nnt_layer *model, nnt_lora_options *opts)
+{
+    const char *fn = "nnt_model_lora_get";
+    NNT_TRY(nnt_layer_check(model, fn));
+    if (!opts || opts->size < sizeof *opts)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: opts is NULL or its size is not set "
+                        "(NNT_LORA_OPTIONS_INIT)", fn);
+    nnt_layer *tree = NULL;
+    const nnt_family *f = NULL;
+    NNT_TRY(tree_of((nnt_layer *)model, fn, &tree, &f));
+    nnt_model_lora *st = nnt_model_lora_of(tree);
+    if (!st->on)
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has no LoRA adapter", fn);
+    opts->rank = st->rank;
+    opts->alpha = st->alpha;
+    opts->rslora = st->rslora;
+    opts->dropout = st->dropout;
+    opts->targets = st->targets;
+    return NNT_OK;
+}
+
+/* ---- the PEFT tensors ----------------------------------------------------------------------- */
+
+/* What a pass over the adapters of a model does with each: its two PEFT tensors. */
+typedef struct peft_tensor {
+    char name[MODULE_MAX + 32];
+    int64_t rows, cols;       /* PEFT's 2-D shape                                          */
+    nnt_tensor *part[3];      /* nnt's tensors whose data follow one another in it         */
+    int nparts;
+} peft_tensor;
+
+typedef int (*peft_fn)(const peft_tensor *t, void *arg);
+
+typedef struct peft_pass {
+    peft_fn fn;
+    void *arg;
+} peft_pass;
+
+static int64_t numel_of(const nnt_tensor *t)
+{
+    return nnt_box_numel(t->ndim, t->shape);
+}
+
+/* The PEFT tensors of module m's adapter (none without one). */
+static int peft_of_module(const lora_module *m, void *arg)
+{
+    peft_pass *p = arg;
+    gl_lora *lo = gl_lora_of(m->layer, m->name);
+    if (!lo)
+        return NNT_OK;
+    peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1};
+    snprintf(a.name, sizeof a.name, PEFT_PREFIX "%s.lora_A.weight", m->hf);
+    NNT_TRY(p->fn(&a, p->arg));
+    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts};
+    snprintf(b.name, sizeof b.name, PEFT_PREFIX "%s.lora_B.weight", m->hf);
+    for (int i = 0; i < lo->nparts; i++) {
+        b.part[i] = lo->b[i];
+        b.rows += numel_of(lo->b[i]) / lo->a->shape[0];
+    }
+    return p->fn(&b, p->arg);
+}
+
+static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *arg)
+{
+    peft_pass p = {fn, arg};
+    return each_module(model, f, peft_of_module, &p);
+}
+
+/* ---- saving ------------------------------------------------------------------------------ */
+
+typedef struct peft_save {
+    nnt_st_writer *w;
+    float *buf;
+    int64_t most;
+    int io;                    /* the failure is lib/io's (message in err) */
+    char err[NNT_IO_ERRLEN];
+} peft_save;
+
+static int declare_peft(const peft_tensor *t, void *arg)
+{
+    peft_save *s = arg;
+    int64_t shape[2] = {t->rows, t->cols};
+    s->most = t->rows * t->cols > s->most ? t->rows * t->cols : s->most;
+    s->io = 1;
+    int rc = nnt_st_writer_add(s->w, t->name, NNT_IO_F32, 2, shape, NULL, s->err, sizeof s->err);
+    s->io = rc != 0;
+    return rc;
+}
+
+static int write_peft(const peft_tensor *t, void *arg)
+{
+    peft_save *s = arg;
+    int64_t at = 0;
+    for (int i = 0; i < t->nparts; i++) {
+        int64_t n = numel_of(t->part[i]);
+        NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at, (size_t)n * sizeof(float)));
+        at += n;
+    }
+    s->io = 1;
+    int rc = nnt_st_writer_write(s->w, s->buf, (size_t)at * sizeof(float), s->err, sizeof s->err);
+    s->io = rc != 0;
+    return rc;
+}
+
+static int save_weights(nnt_layer *model, const char *fn, const nnt_family *f, const char *path)
+{
+    peft_save s = {NULL, NULL, 0, 1, ""};
+    int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
+    if (rc == 0)
+        rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
+    s.io = rc != 0;
+    if (rc == 0)
+        rc = each_peft(model, f, declare_peft, &s);
+    if (rc == 0 && !(s.buf = malloc((size_t)(s.most ? s.most : 1) * sizeof(float)))) {
+        rc = NNT_E_NOMEM;
+        s.io = 1;
+        snprintf(s.err, sizeof s.err, "out of memory");
+    }
+    if (rc == 0)
+        rc = each_peft(model, f, write_peft, &s);
+    if (rc == 0) {
+        s.io = 1;
+        rc = nnt_st_writer_finish(s.w, s.err, sizeof s.err);   /* frees w */
+        s.w = NULL;
+    }
+    nnt_st_writer_abort(s.w);
+    free(s.buf);
+    return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
+}
+
+/* A JSON string of s (module names and paths: no control characters). */
+static void put_json_string(nnt_cfg_out *t, const char *s)
+{
+    nnt_cfg_add(t, "\"");
+    for (; *s; s++)
+        nnt_cfg_add(t, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+    nnt_cfg_add(t, "\"");
+}
+
+/* adapter_config.json as PEFT 0.21 writes it for a LoRA of these settings. */
+static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, int conv1d,
+                       char **out)
+{
+    nnt_cfg_out t = {NULL, 0, 0, 0};
+    nnt_cfg_add(&t, "{\n  \"alpha_pattern\": {},\n  \"auto_mapping\": null,\n"
+                "  \"base_model_name_or_path\": null,\n  \"bias\": \"none\",\n"
+                "  \"exclude_modules\": null,\n  \"fan_in_fan_out\": %s,\n"
+                "  \"inference_mode\": true,\n  \"init_lora_weights\": true,\n"
+                "  \"layers_pattern\": null,\n  \"layers_to_transform\": null,\n"
+                "  \"lora_alpha\": ", conv1d ? "true" : "false");
+    char num[64];
+    snprintf(num, sizeof num, "%.17g", st->alpha);
+    nnt_cfg_add(&t, "%s%s,\n  \"lora_bias\": false,\n  \"lora_dropout\": ", num,
+                strpbrk(num, ".en") ? "" : ".0");
+    snprintf(num, sizeof num, "%.17g", st->dropout);
+    nnt_cfg_add(&t, "%s%s,\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n"
+                "  \"r\": %lld,\n  \"rank_pattern\": {},\n  \"revision\": null,\n"
+                "  \"target_modules\": ", num, strpbrk(num, ".en") ? "" : ".0",
+                (long long)st->rank);
+    if (strcmp(st->targets, "all-linear") == 0) {
+        nnt_cfg_add(&t, "\"all-linear\"");
+    } else {
+        nnt_cfg_add(&t, "[");
+        const char *s = st->targets;
+        for (int first = 1; *s; first = 0) {
+            const char *comma = strchr(s, ',');
+            size_t n = comma ? (size_t)(comma - s) : strlen(s);
+            char name[MODULE_MAX];
+            snprintf(name, sizeof name, "%.*s", (int)n, s);
+            char *b = name, *e = name + strlen(name);
+            while (*b == ' ')
+                b++;
+            while (e > b && e[-1] == ' ')
+                *--e = '\0';
+            nnt_cfg_add(&t, "%s", first ? "" : ", ");
+            put_json_string(&t, b);
+            s = comma ? comma + 1 : s + n;
+        }
+        nnt_cfg_add(&t, "]");
+    }
+    nnt_cfg_add(&t, ",\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
+                "  \"use_rslora\": %s\n}\n", st->rslora ? "true" : "false");
+    if (t.oom) {
+        free(t.buf);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    *out = t.buf;
+    return NNT_OK;
+}
+
+static int make_dir(nnt_ctx *ctx, const char *fn, const char *dir)
+{
+    struct stat sb;
+    if (!nnt_io_writes())
+        return NNT_OK;   /* rank > 0 of an MPI job: rank 0 creates it */
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return nnt_fail(ctx, NNT_E_IO, "%s: cannot create directory %s: %s", fn, dir,
+                        strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return nnt_fail(ctx, NNT_E_IO, "%s: %s is not a directory", fn, dir);
+    return NNT_OK;
+}
+
+NNT_API int nnt_model_save_peft(nnt_layer *model, const char *dir)
+{
+    const char *fn = "nnt_model_save_peft";
+    NNT_TRY(nnt_layer_check(model, fn));
+    if (!dir)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: dir is NULL", fn);
+    nnt_layer *tree = NULL;
+    const nnt_family *f = NULL;
+    NNT_TRY(tree_of(model, fn, &tree, &f));
+    const nnt_model_lora *st = nnt_model_lora_of(tree);
+    if (!st->on)
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has no LoRA adapter", fn);
+    char path[NNT_MODEL_PATH_MAX], err[NNT_IO_ERRLEN];
+    NNT_TRY(make_dir(model->ctx, fn, dir));
+    NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_WEIGHTS, path));
+    NNT_TRY(save_weights(model, fn, f, path));
+    char *text = NULL;
+    NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_CONFIG, path));
+    /* GPT-2's modules are Conv1D: PEFT records fan_in_fan_out for them */
+    NNT_TRY(config_text(model->ctx, fn, st, f->hf_specs != NULL, &text));
+    nnt_io_out *o = NULL;
+    int rc = nnt_io_out_begin(path, &o, err, sizeof err);
+    if (rc == 0)
+        rc = nnt_io_out_write(o, text, strlen(text), err, sizeof err);
+    if (rc == 0) {
+        rc = nnt_io_out_commit(o, err, sizeof err);   /* frees o */
+        o = NULL;
+    }
+    nnt_io_out_abort(o);
+    free(text);
+    return rc ? nnt_fail(model->ctx, rc, "%s: %s", fn, err) : NNT_OK;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+/* Keys of adapter_config.json nnt reads or that change nothing nnt computes; any other key is
+ * refused unless it is null, false, "", [] or {} (an option at its default). */
+static const char *const KNOWN_KEYS[] = {
+    "r", "lora_alpha", "lora_dropout", "use_rslora", "target_modules", "peft_type", "bias",
+    "task_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
+    "fan_in_fan_out", "init_lora_weights", "peft_version", "megatron_core",
+    "qalora_group_size", NULL};
+
+/* An option nnt does not implement, refused when set (not null, false, [] or {}). */
+static const char *const UNSUPPORTED_KEYS[] = {
+    "use_dora", "modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform",
+    "layers_pattern", "lora_bias", "exclude_modules", "target_parameters", "use_qalora",
+    "trainable_token_indices", "layer_replication", "alora_invocation_tokens", NULL};
+
+static int in_list(const char *const *list, const char *key)
+{
+    for (int i = 0; list[i]; i++)
+        if (strcmp(list[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+/* The value of key is at its default: null, false, "", [], {}. */
+static int at_default(const nnt_cfg_in *o, const char *key)
+{
+    char text[16];
+    nnt_cfg_text(o, key, text, sizeof text);
+    return nnt_cfg_is_empty(o, key) || strcmp(text, "false") == 0 || strcmp(text, "\"\"") == 0;
+}
+
+/* The settings of adapter_config.json into *o (targets into *targets, malloc'd). */
+static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_options *o,
+                       char **targets)
+{
+    nnt_cfg_in *c = NULL;
+    NNT_TRY(nnt_cfg_open(ctx, fn, path, &c));
+    int rc = NNT_OK;
+    for (size_t i = 0; rc == 0 && i < nnt_cfg_count(c); i++) {
+        const char *key = nnt_cfg_key_at(c, i);
+        if (in_list(KNOWN_KEYS, key) || at_default(c, key))
+            continue;
+        char value[128];
+        nnt_cfg_text(c, key, value, sizeof value);
+        rc = nnt_cfg_unsupported(c, key, value, in_list(UNSUPPORTED_KEYS, key)
+                                     ? "nnt's LoRA has no such option"
+                                     : "an option nnt does not know");
+    }
+    static const char *const peft_types[] = {"LORA"};
+    static const char *const biases[] = {"none"};
+    int which = 0;
+    int64_t rank = 0;
+    char *raw = NULL;
+    if (rc == 0)
+        rc = nnt_cfg_choice(c, "peft_type", "LORA", peft_types, 1, &which);
+    if (rc == 0)
+        rc = nnt_cfg_choice(c, "bias", "none", biases, 1, &which);
+    if (rc == 0)
+        rc = nnt_cfg_int(c, "r", 1, 8, &rank);
+    if (rc == 0)
+        rc = nnt_cfg_double(c, "lora_alpha", 0, 8.0, &o->alpha);
+    if (rc == 0)
+        rc = nnt_cfg_double(c, "lora_dropout", 0, 0.0, &o->dropout);
+    if (rc == 0)
+        rc = nnt_cfg_bool(c, "use_rslora", 0, &o->rslora);
+    if (rc == 0)
+        rc = nnt_cfg_string_list(c, "target_modules", &raw);
+    if (rc == 0 && !raw)
+        rc = nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no target_modules", fn, path);
+    if (rc == 0) {
+        char text[8];
+        nnt_cfg_text(c, "target_modules", text, sizeof text);
+        if (text[0] == '"' && strcmp(raw, "all-linear") != 0)
+            rc = nnt_cfg_unsupported(c, "target_modules", raw, "a regular expression; a list "
+                                     "of module names or all-linear");
+    }
+    o->rank = rank;
+    nnt_cfg_close(c);
+    if (rc) {
+        free(raw);
+        return rc;
+    }
+    *targets = raw;
+    return NNT_OK;
+}
+
+/* Checking the file against the model's adapters, then reading it. */
+typedef struct peft_load {
+    nnt_ctx *ctx;
+    const char *fn, *path;
+    nnt_st_reader *r;
+    int fill;                 /* 0: check; 1: read into the tensors                        */
+    size_t found;             /* tensors of the file the model has                         */
+    const nnt_st_entry **seen;   /* those tensors (found of them, room for the file's)    */
+    char err[NNT_IO_ERRLEN];
+} peft_load;
+
+static int load_one(const peft_tensor *t, void *arg)
+{
+    peft_load *g = arg;
+    const nnt_st_entry *e = nnt_st_find(g->r, t->name);
+    if (!e)
+        return nnt_fail(g->ctx, NNT_E_FORMAT, "%s: %s has no tensor %s (the model's adapter of "
+                        "that module)", g->fn, g->path, t->name);
+    if (!g->fill) {
+        if (g->found < nnt_st_count(g->r))
+            g->seen[g->found] = e;
+        g->found++;
+        if (e->ndim != 2 || e->shape[0] != t->rows || e->shape[1] != t->cols)
+            return nnt_fail(g->ctx, NNT_E_SHAPE, "%s: %s: tensor %s is (%lld, %lld), the model's "
+                            "is (%lld, %lld): another base model?", g->fn, g->path, t->name,
+                            (long long)e->shape[0], (long long)(e->ndim > 1 ? e->shape[1] : 0),
+                            (long long)t->rows, (long long)t->cols);
+        return NNT_OK;
+    }
+    uint64_t at = 0;
+    for (int i = 0; i < t->nparts; i++) {
+        int64_t n = numel_of(t->part[i]);
+        float *buf = malloc((size_t)n * sizeof *buf);
+        if (!buf)
+            return nnt_fail(g->ctx, NNT_E_NOMEM, "%s: out of memory", g->fn);
+        int rc = nnt_st_read(g->r, e, NNT_IO_F32, at, (uint64_t)n, buf, g->err, sizeof g->err);
+        if (rc)
+            rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
+        if (rc == 0)
+            rc = nnt_tensor_copy_from_host(t->part[i], buf, (size_t)n * sizeof *buf);
+        free(buf);
+        NNT_TRY(rc);
+        at += (uint64_t)n;
+    }
+    return NNT_OK;
+}
+
+/* Remove the adapters just added (a load that failed after adding them). */
+static void unload(nnt_layer *l)
+{
+    const char *const *mods = gl_lora_modules(l);
+    for (int i = 0; mods && mods[i]; i++)
+        gl_lora_remove(l, mods[i]);
+    for (int c = 0; c < l->nchildren; c++)
+        unload(l->children[c]);
+}
+
+NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
+{
+    const char *fn = "nnt_model_load_peft";
+    NNT_TRY(nnt_layer_check(model, fn));
+    if (!dir)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: dir is NULL", fn);
+    nnt_layer *tree = NULL;
+    const nnt_family *f = NULL;
+    NNT_TRY(tree_of(model, fn, &tree, &f));
+    if (nnt_model_lora_of(tree)->on)
+        return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has LoRA adapters already "
+                        "(merge them first: nnt_model_lora_merge)", fn);
+    char path[NNT_MODEL_PATH_MAX], wpath[NNT_MODEL_PATH_MAX];
+    NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_CONFIG, path));
+    NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_WEIGHTS, wpath));
+    nnt_lora_options o = NNT_LORA_OPTIONS_INIT;
+    char *targets = NULL;
+    NNT_TRY(read_config(model->ctx, fn, path, &o, &targets));
+    o.freeze_base = 0;   /* after the file was read */
+    peft_load g = {model->ctx, fn, wpath, NULL, 0, 0, NULL, ""};
+    int rc = nnt_st_open(wpath, &g.r, g.err, sizeof g.err);
+    if (rc)
+        rc = nnt_fail(model->ctx, rc, "%s: %s", fn, g.err);
+    if (rc == 0 && (o.rank < 1 || o.rank > 65536 || !(o.alpha > 0.0) ||
+                    !(o.dropout >= 0.0 && o.dropout < 1.0)))
+        rc = nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: r %lld, lora_alpha %g or lora_dropout "
+                      "%g out of range", fn, path, (long long)o.rank, o.alpha, o.dropout);
+    if (rc == 0)
+        rc = lora_add(model, fn, &o, targets);
+    free(targets);
+    if (rc) {
+        nnt_st_close(g.r);
+        return rc;
+    }
+    g.seen = calloc(nnt_st_count(g.r) + 1, sizeof *g.seen);
+    rc = g.seen ? each_peft(model, f, load_one, &g)
+                : nnt_fail(model->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    for (size_t i = 0; rc == 0 && i < nnt_st_count(g.r); i++) {
+        const nnt_st_entry *e = nnt_st_entry_at(g.r, i);
+        int known = 0;
+        for (size_t k = 0; k < g.found && !known; k++)
+            known = g.seen[k] == e;
+        if (!known)   /* an adapter of a module this model has not (more layers?) */
+            rc = nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: tensor %s is no adapter of this "
+                          "model's targets (another base model, or other targets?)", fn, wpath,
+                          e->name);
+    }
+    free(g.seen);
+    if (rc == 0) {
+        g.fill = 1;
+        rc = each_peft(model, f, load_one, &g);
+    }
+    nnt_st_close(g.r);
+    if (rc == 0) {   /* the base frozen, as PEFT's from_pretrained leaves it */
+        rc = freeze_base(tree);
+        if (rc == 0 && model->vt->reregister)
+            rc = model->vt->reregister(model);
+        return rc;
+    }
+    unload(tree);   /* the model as it was */
+    nnt_model_lora_of(tree)->on = 0;
+    nnt_layer_params_changed(tree);
+    if (model->vt->reregister)
+        model->vt->reregister(model);
+    return rc;
+}
