@@ -11,7 +11,8 @@ bench/RESULTS-pytorch.md. Needs a Python with torch and transformers and a built
 script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
-        [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b]
+        [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b|
+                      gemma3-270m]
         [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
@@ -52,7 +53,10 @@ heads, 3 key/value heads, context 8192, rope_theta 100000, tied embeddings, rms_
 1e-5, no biases), random init, fp32, the default attention implementation (as for GPT-2);
 qwen3-0.6b: Qwen3ForCausalLM(Qwen3Config(...)) of Qwen/Qwen3-0.6B's sizes (vocab 151936,
 hidden 1024, intermediate 3072, 28 layers, 16 heads of 128, 8 key/value heads, q/k norms,
-rope_theta 1e6, tied, rms_norm_eps 1e-6).
+rope_theta 1e6, tied, rms_norm_eps 1e-6); gemma3-270m: Gemma3ForCausalLM(Gemma3TextConfig(...))
+of google/gemma-3-270m's sizes (vocab 262144, hidden 640, intermediate 2048, 18 layers, 4
+heads of 256, 1 key/value head, query_pre_attn_scalar 256, a window of 512 on five layers of
+six, rope 1e6 / 1e4, tied, rms_norm_eps 1e-6; the FLOP count ignores the windows).
 Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
 6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
 projections, which params counts; the attention products have heads * head_dim = C, or
@@ -134,6 +138,8 @@ CONFIGS = {
     "smollm2-135m": (30, 576, 9, 49152, 8192),
     "llama-tiny": (2, 64, 4, 256, 256),
     "qwen3-0.6b": (28, 1024, 16, 151936, 40960),
+    # Gemma family (nnt-train --model NAME)
+    "gemma3-270m": (18, 640, 4, 262144, 32768),
 }
 
 # Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
@@ -147,6 +153,10 @@ LLAMA = {
     # Qwen/Qwen3-0.6B: Qwen3ForCausalLM, heads of 128 (16 x 128 = 2048 > C), q/k norms
     "qwen3-0.6b": {"kv_heads": 8, "hidden": 3072, "rope_theta": 1000000.0, "eps": 1e-6,
                    "tied": True, "head_dim": 128, "qwen3": True},
+    # google/gemma-3-270m: Gemma3ForCausalLM, 4 heads of 256 (1024 > C) over 1 kv head, q/k
+    # norms, a window of 512 on 5 layers of 6, rope 1e6 global / 1e4 local
+    "gemma3-270m": {"kv_heads": 1, "hidden": 2048, "rope_theta": 1000000.0, "eps": 1e-6,
+                    "tied": True, "head_dim": 256, "gemma3": True},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -246,6 +256,7 @@ def torch_worker(a):
     import torch.nn.functional as F
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
     from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -253,7 +264,17 @@ def torch_worker(a):
     flags = set_precision(torch, a.precision)
     torch.manual_seed(0)
     L, C, NH, V, maxT = CONFIGS[a.config]
-    if a.config in LLAMA:
+    if a.config in LLAMA and LLAMA[a.config].get("gemma3"):
+        ll = LLAMA[a.config]
+        cfg = Gemma3TextConfig(vocab_size=V, hidden_size=C, intermediate_size=ll["hidden"],
+                               num_hidden_layers=L, num_attention_heads=NH,
+                               num_key_value_heads=ll["kv_heads"], head_dim=ll["head_dim"],
+                               max_position_embeddings=maxT, query_pre_attn_scalar=256,
+                               sliding_window=512, sliding_window_pattern=6,
+                               tie_word_embeddings=ll["tied"], rms_norm_eps=ll["eps"],
+                               attention_bias=False, attention_dropout=0.0, use_cache=False)
+        model_class = Gemma3ForCausalLM
+    elif a.config in LLAMA:
         ll = LLAMA[a.config]
         config_class, model_class = ((Qwen3Config, Qwen3ForCausalLM) if ll.get("qwen3")
                                      else (LlamaConfig, LlamaForCausalLM))
@@ -757,8 +778,9 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
 
     lines = []
     w = lines.append
-    fams = [f for f in ("GPT-2", "Llama")
-            if any((c in LLAMA) == (f == "Llama") for c in configs)]
+    def fam(c):
+        return ("GPT-2" if c not in LLAMA else "Gemma" if LLAMA[c].get("gemma3") else "Llama")
+    fams = [f for f in ("GPT-2", "Llama", "Gemma") if any(fam(c) == f for c in configs)]
     w("# nnt vs PyTorch: %s training step on the %s"
       % (" and ".join(fams), "GPU" if a.device == "cuda" else "CPU"))
     w("")
@@ -815,6 +837,16 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         if c in LLAMA:
             L, C, NH, V, maxT = CONFIGS[c]
             ll = LLAMA[c]
+            if ll.get("gemma3"):
+                models.append("%s: Gemma3ForCausalLM(Gemma3TextConfig(vocab_size=%d, "
+                              "hidden_size=%d, intermediate_size=%d, num_hidden_layers=%d, "
+                              "num_attention_heads=%d, num_key_value_heads=%d, head_dim=%d, "
+                              "query_pre_attn_scalar=256, sliding_window=512, "
+                              "sliding_window_pattern=6, rope 1e6 / 1e4 (the defaults), "
+                              "tie_word_embeddings=True, rms_norm_eps=%g)), random init"
+                              % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"],
+                                 ll["head_dim"], ll["eps"]))
+                continue
             kind = "Qwen3" if ll.get("qwen3") else "Llama"
             extra = ("head_dim=%d" % ll["head_dim"]) if "head_dim" in ll else "mlp_bias=False"
             models.append("%s: %sForCausalLM(%sConfig(vocab_size=%d, hidden_size=%d, "

@@ -13,6 +13,10 @@
  * chunk of rows computes the scores of the keys [lo(first row), nvis(last row)) only, and a
  * key block wholly before the window of every row costs nothing.
  *
+ * Soft-capping (cap > 0, Gemma 2): each visible score s = scale q.k becomes cap tanh(s / cap)
+ * before the softmax, as transformers' eager attention does (divide, tanh, multiply, in
+ * float); the backward multiplies the score gradient by 1 - tanh(s / cap)^2.
+ *
  * Grouped-query attention: the _gqa entry points take an nnt_attn_map that names the kv slab
  * each q slab reads (several q heads read the same k, v slab in place; nothing is copied),
  * and add the gradients of those q heads into its dk, dv one after another (increasing h). */
@@ -57,6 +61,25 @@ static inline int64_t end_row(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_
     return i < 0 ? 0 : (i > tq ? tq : i);
 }
 
+/* s soft-capped (cap 0: s itself) */
+static inline float capped(float s, float cap)
+{
+    return cap > 0.0f ? cap * tanhf(s / cap) : s;
+}
+
+/* The softmax gradient of a capped row: p[j] = exp(cap tanh(s_j / cap) - lse) from the
+ * scaled scores s in p, ds[j] = p[j] (ds[j] - d) (1 - tanh^2). */
+static void capped_softmax_grad(int64_t n, float *restrict p, float *restrict ds, float lse,
+                                float d, float cap)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float t = tanhf(p[j] / cap);
+        float e = expf(cap * t - lse);
+        p[j] = e;
+        ds[j] = e * (ds[j] - d) * (1.0f - t * t);
+    }
+}
+
 static inline float dot(int64_t n, const float *restrict a, const float *restrict b)
 {
     float s = 0.0f;
@@ -70,8 +93,9 @@ static inline float dot(int64_t n, const float *restrict a, const float *restric
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
 static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, const float *q,
-                      const float *k, const float *v, float *o, float *m, float *l, float *p)
+                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, float cap,
+                      const float *q, const float *k, const float *v, float *o, float *m,
+                      float *l, float *p)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = nlo(q_pos0 + i0, k_pos0, tk, w);            /* the first row's first key */
@@ -83,6 +107,9 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
         int64_t i = i0 + r, a = nlo(q_pos0 + i, k_pos0, tk, w) - k0;
         int64_t nv = nvis(q_pos0 + i, k_pos0, tk) - k0;    /* visible: [a, nv) of p's row */
         float *restrict pr = p + r * nk;
+        if (cap > 0.0f)
+            for (int64_t j = a; j < nv; j++)
+                pr[j] = capped(pr[j], cap);
         float bm = nnt_cpu_row_max_f32(nv - a, pr + a);     /* nv - a >= 1 */
         float mnew = m[i] > bm ? m[i] : bm;
         float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
@@ -103,12 +130,13 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
 }
 
 /* Scratch-free fallback for one query row: online softmax one key at a time. */
-static void fwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *restrict qi,
+static void fwd_row_noscratch(int64_t nv, int64_t hd, float scale, float cap,
+                              const float *restrict qi,
                               const float *restrict k, const float *restrict v,
                               float *restrict oi, float *mi, float *li)
 {
     for (int64_t j = 0; j < nv; j++) {
-        float s = scale * dot(hd, qi, k + j * hd);
+        float s = capped(scale * dot(hd, qi, k + j * hd), cap);
         if (s > *mi) {
             float alpha = expf(*mi - s);
             for (int64_t c = 0; c < hd; c++)
@@ -137,8 +165,9 @@ static inline int64_t map_kv_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
 
 void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
                                  int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, float scale, const float *q, const float *k,
-                                 const float *v, float *o_acc, float *m, float *l)
+                                 int64_t window, float scale, float cap, const float *q,
+                                 const float *k, const float *v, float *o_acc, float *m,
+                                 float *l)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
@@ -155,13 +184,14 @@ void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, qb, kb, vb,
-                              ob, mb, lb, p);
+                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, cap, qb, kb,
+                              vb, ob, mb, lb, p);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
                     int64_t a = nlo(q_pos0 + i, k_pos0, tk, window);
-                    fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk) - a, hd, scale, qb + i * hd,
+                    fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk) - a, hd, scale, cap,
+                                      qb + i * hd,
                                       kb + a * hd, vb + a * hd, ob + i * hd, mb + i, lb + i);
                 }
             }
@@ -174,8 +204,8 @@ void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
                               float scale, const float *q, const float *k, const float *v,
                               float *o_acc, float *m, float *l)
 {
-    nnt_cpu_attn_fwd_window_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v, o_acc,
-                                m, l);
+    nnt_cpu_attn_fwd_window_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, 0, scale, 0.0f, q, k, v,
+                                o_acc, m, l);
 }
 
 void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
@@ -223,8 +253,9 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
 static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, const float *q,
-                      const float *k, const float *v, const float *dout, const float *lse,
+                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, float cap,
+                      const float *q, const float *k, const float *v, const float *dout,
+                      const float *lse,
                       const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
 {
     int64_t rows = i1 - i0;
@@ -241,7 +272,10 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
         int64_t a = nlo(q_pos0 + i, k_pos0, tk, w) - k0;
         int64_t nv = isinf(lse[i]) ? a : nvis(q_pos0 + i, k_pos0, tk) - k0;
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
-        nnt_cpu_row_softmax_grad_f32(nv - a, pr + a, dsr + a, lse[i], d[i]);
+        if (cap > 0.0f)
+            capped_softmax_grad(nv - a, pr + a, dsr + a, lse[i], d[i], cap);
+        else
+            nnt_cpu_row_softmax_grad_f32(nv - a, pr + a, dsr + a, lse[i], d[i]);
         for (int64_t j = 0; j < a; j++)
             pr[j] = dsr[j] = 0.0f;
         for (int64_t j = nv; j < nk; j++)
@@ -257,7 +291,8 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
 }
 
 /* Scratch-free fallback for one query row, one key at a time. */
-static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *restrict qi,
+static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, float cap,
+                              const float *restrict qi,
                               const float *restrict k, const float *restrict v,
                               const float *restrict doi, float lsei, float di,
                               float *restrict dqi, float *restrict dk, float *restrict dv)
@@ -265,8 +300,14 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *
     for (int64_t j = 0; j < nv; j++) {
         const float *restrict kj = k + j * hd, *restrict vj = v + j * hd;
         float *restrict dkj = dk + j * hd, *restrict dvj = dv + j * hd;
-        float pj = expf(scale * dot(hd, qi, kj) - lsei);
-        float dsj = pj * (dot(hd, doi, vj) - di);
+        float s = scale * dot(hd, qi, kj), g = 1.0f;
+        if (cap > 0.0f) {
+            float t = tanhf(s / cap);
+            s = cap * t;
+            g = 1.0f - t * t;
+        }
+        float pj = expf(s - lsei);
+        float dsj = pj * (dot(hd, doi, vj) - di) * g;
         for (int64_t c = 0; c < hd; c++) {
             dvj[c] += pj * doi[c];
             dqi[c] += scale * dsj * kj[c];
@@ -277,9 +318,10 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, const float *
 
 void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
                                  int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, float scale, const float *q, const float *k,
-                                 const float *v, const float *dout, const float *lse,
-                                 const float *d, float *dq, float *dk, float *dv)
+                                 int64_t window, float scale, float cap, const float *q,
+                                 const float *k, const float *v, const float *dout,
+                                 const float *lse, const float *d, float *dq, float *dk,
+                                 float *dv)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
@@ -295,7 +337,7 @@ void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, q + oq,
+                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, cap, q + oq,
                               k + ok, v + ok, dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p,
                               p + ch * tk);
                     continue;
@@ -304,7 +346,7 @@ void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                     int64_t a = nlo(q_pos0 + i, k_pos0, tk, window);
                     int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk) - a;
                     int64_t oa = ok + a * hd;
-                    bwd_row_noscratch(nv, hd, scale, q + oq + i * hd, k + oa, v + oa,
+                    bwd_row_noscratch(nv, hd, scale, cap, q + oq + i * hd, k + oa, v + oa,
                                       dout + oq + i * hd, lb[i], db[i], dq + oq + i * hd,
                                       dk + oa, dv + oa);
                 }
@@ -319,8 +361,8 @@ void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
                               const float *dout, const float *lse, const float *d, float *dq,
                               float *dk, float *dv)
 {
-    nnt_cpu_attn_bwd_window_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v, dout,
-                                lse, d, dq, dk, dv);
+    nnt_cpu_attn_bwd_window_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, 0, scale, 0.0f, q, k, v,
+                                dout, lse, d, dq, dk, dv);
 }
 
 void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,

@@ -161,3 +161,37 @@ void nnt_cpu_bias_gelu_f32(int64_t m, int64_t n, const float *restrict bias,
         nnt_cpu_gelu_fwd_f32(n, p, o);
     }
 }
+
+/* ---- GeGLU and soft-capping (Gemma) -------------------------------------------------------- */
+
+void nnt_cpu_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i], u = up[i];
+        y[i] = gelu(g) * u;
+    }
+}
+
+void nnt_cpu_geglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                           float *dgate, float *dup)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i], u = up[i], d = dy[i];
+        dgate[i] = d * u * gelu_grad(g);
+        dup[i] = d * gelu(g);
+    }
+}
+
+void nnt_cpu_softcap_fwd_f32(int64_t n, float cap, const float *x, float *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = tanhf(x[i] / cap) * cap;
+}
+
+void nnt_cpu_softcap_bwd_f32(int64_t n, float cap, const float *x, const float *dy, float *dx)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float t = tanhf(x[i] / cap);
+        dx[i] = dy[i] * (1.0f - t * t);
+    }
+}

@@ -64,6 +64,16 @@ void nnt_cpu_axpby_f32(int64_t n, float alpha, const float *x, float beta, float
 void nnt_cpu_gelu_fwd_f32(int64_t n, const float *x, float *y);          /* y set */
 /* dx[i] = dy[i] * gelu'(x[i])                                                  dx set */
 void nnt_cpu_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx);
+/* GeGLU (Gemma's MLP): y = gelu(gate) * up with the GELU above (transformers'
+ * gelu_pytorch_tanh); backward dgate = dy up gelu'(gate), dup = dy gelu(gate). Any output
+ * may be an input (each element is read before it is written); dgate != dup.        set */
+void nnt_cpu_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
+void nnt_cpu_geglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                           float *dgate, float *dup);
+/* Soft-capping (Gemma 2's final logits), cap > 0: y = tanh(x / cap) cap; its gradient
+ * dx = dy (1 - tanh(x / cap)^2). y may be x, dx may be dy.                          set */
+void nnt_cpu_softcap_fwd_f32(int64_t n, float cap, const float *x, float *y);
+void nnt_cpu_softcap_bwd_f32(int64_t n, float cap, const float *x, const float *dy, float *dx);
 
 /* ---- copies between layouts -------------------------------------------------------- */
 
@@ -343,15 +353,17 @@ void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int
 
 /* The _gqa kernels with a sliding window: query position qp sees the keys kp with
  * qp - window < kp <= qp (Hugging Face's sliding-window mask); window 0: plain causal (the
- * _gqa kernels, bit for bit). Rows and keys outside every row's window cost nothing.     */
+ * _gqa kernels, bit for bit). Rows and keys outside every row's window cost nothing.
+ * cap > 0: every score s = scale q.k is soft-capped first, cap tanh(s / cap) (Gemma 2's
+ * attn_logit_softcapping; the backward multiplies ds by 1 - tanh^2); cap 0: none.        */
 void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
                                  int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, float scale, const float *q, const float *k,
-                                 const float *v, float *o_acc, float *m, float *l);
+                                 int64_t window, float scale, float cap, const float *q,
+                                 const float *k, const float *v, float *o_acc, float *m, float *l);
 void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
                                  int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, float scale, const float *q, const float *k,
-                                 const float *v, const float *dout, const float *lse,
+                                 int64_t window, float scale, float cap, const float *q,
+                                 const float *k, const float *v, const float *dout, const float *lse,
                                  const float *d, float *dq, float *dk, float *dv);
 
 /* ---- softmax rows (cross-entropy, attention), n contiguous elements ------------------------ */

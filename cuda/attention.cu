@@ -91,6 +91,22 @@ __host__ __device__ inline int64_t kv_count(const nnt_attn_map &mp)
     return mp.nh > 0 ? (mp.gofs + mp.nh - 1) / mp.group - mp.gofs / mp.group + 1 : 0;
 }
 
+/* Gemma 2's soft-capped score cap tanh(s / cap) (cap 0: s), and with the factor the
+ * gradient of the capped score takes, 1 - tanh^2 (1 without a cap). */
+__device__ __forceinline__ float capped(float s, float cap)
+{
+    return cap > 0.0f ? cap * tanhf(s / cap) : s;
+}
+
+__device__ __forceinline__ float capped_grad(float s, float cap, float *g)
+{
+    if (!(cap > 0.0f))
+        return s;
+    const float t = tanhf(s / cap);
+    *g = 1.0f - t * t;
+    return cap * t;
+}
+
 /* first key of a block (at k_pos0) inside the sliding window w of the query at qp (0: none) */
 __host__ __device__ inline int64_t key_begin(int64_t qp, int64_t k_pos0, int64_t w)
 {
@@ -103,7 +119,7 @@ __host__ __device__ inline int64_t key_begin(int64_t qp, int64_t k_pos0, int64_t
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
-                int64_t w, float scale, const float *__restrict__ q, const float *__restrict__ k,
+                int64_t w, float scale, float cap, const float *__restrict__ q, const float *__restrict__ k,
                 const float *__restrict__ v, float *__restrict__ o_acc, float *__restrict__ m,
                 float *__restrict__ l)
 {
@@ -169,7 +185,7 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
                 const int64_t key = c0 + l8 + 8 * jj;
                 const bool ok = valid && key < tk && k_pos0 + key <= qpos &&
                                 (w <= 0 || k_pos0 + key > qpos - w);
-                sc[jj] = ok ? scale * sc[jj] : -INFINITY;
+                sc[jj] = ok ? capped(scale * sc[jj], cap) : -INFINITY;
                 cmax = fmaxf(cmax, sc[jj]);
             }
             cmax = group_max(cmax);
@@ -229,7 +245,7 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-                   int64_t k_pos0, int64_t w, float scale, const float *__restrict__ q, const float *__restrict__ k,
+                   int64_t k_pos0, int64_t w, float scale, float cap, const float *__restrict__ q, const float *__restrict__ k,
                    const float *__restrict__ v, const float *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ dd,
                    float *__restrict__ dq)
@@ -302,8 +318,10 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
                 const int64_t key = c0 + l8 + 8 * jj;
                 const bool ok = valid && key < tk && k_pos0 + key <= qpos &&
                                 (w <= 0 || k_pos0 + key > qpos - w) && lr != -INFINITY;
-                const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
-                sS[g * (kBC + 1) + l8 + 8 * jj] = p * (dp[jj] - dr);
+                float gc = 1.0f;
+                const float sv = capped_grad(scale * sc[jj], cap, &gc);
+                const float p = ok ? expf(sv - lr) : 0.0f;
+                sS[g * (kBC + 1) + l8 + 8 * jj] = p * (dp[jj] - dr) * gc;
             }
             __syncwarp();
             const int cn = (int)(tk - c0 < kBC ? tk - c0 : kBC);
@@ -334,7 +352,7 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-                     int64_t k_pos0, int64_t w, float scale, const float *__restrict__ q,
+                     int64_t k_pos0, int64_t w, float scale, float cap, const float *__restrict__ q,
                      const float *__restrict__ k, const float *__restrict__ v,
                      const float *__restrict__ dout, const float *__restrict__ lse,
                      const float *__restrict__ dd, float *__restrict__ dk,
@@ -431,9 +449,11 @@ attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_
                     const float lr = sL[r];
                     const bool ok = valid && qr < tq && kpos <= q_pos0 + qr &&
                                     (w <= 0 || kpos > q_pos0 + qr - w) && lr != -INFINITY;
-                    const float p = ok ? expf(scale * sc[jj] - lr) : 0.0f;
+                    float gc = 1.0f;
+                    const float sv = capped_grad(scale * sc[jj], cap, &gc);
+                    const float p = ok ? expf(sv - lr) : 0.0f;
                     sP[g * (kBR + 1) + r] = p;
-                    sS[g * (kBR + 1) + r] = p * (dp[jj] - sD[r]);
+                    sS[g * (kBR + 1) + r] = p * (dp[jj] - sD[r]) * gc;
                 }
                 __syncwarp();
                 const int rn = (int)(tq - r0 < kBR ? tq - r0 : kBR);
@@ -525,7 +545,7 @@ bool bad_sizes(const nnt_attn_map &mp, int64_t tq, int64_t tk, int64_t hd)
 
 template <int HDMAX>
 int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-               int64_t k_pos0, int64_t w, float scale, const float *q, const float *k, const float *v,
+               int64_t k_pos0, int64_t w, float scale, float cap, const float *q, const float *k, const float *v,
                float *o_acc, float *m, float *l, cudaStream_t stream)
 {
     const int pitch = pitch_for(hd);
@@ -535,13 +555,13 @@ int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_fwd_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(mp, tq, tk, hd, q_pos0, k_pos0,
-                                                            w, scale, q, k, v, o_acc, m, l);
+                                                            w, scale, cap, q, k, v, o_acc, m, l);
     return launch_status();
 }
 
 template <int HDMAX>
 int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-               int64_t k_pos0, int64_t w, float scale, const float *q, const float *k, const float *v,
+               int64_t k_pos0, int64_t w, float scale, float cap, const float *q, const float *k, const float *v,
                const float *dout, const float *lse, const float *d, float *dq, float *dk,
                float *dv, cudaStream_t stream)
 {
@@ -553,7 +573,7 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_bwd_dq_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, q, k, v, dout, lse, d, dq);
+        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, cap, q, k, v, dout, lse, d, dq);
     ret = launch_status();
     if (ret)
         return ret;
@@ -565,7 +585,7 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_bwd_dkdv_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, q, k, v, dout, lse, d, dk, dv);
+        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, cap, q, k, v, dout, lse, d, dk, dv);
     return launch_status();
 }
 
@@ -573,7 +593,7 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
 
 extern "C" int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
                                             int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                            int64_t window, float scale, const float *q,
+                                            int64_t window, float scale, float cap, const float *q,
                                             const float *k, const float *v, float *o_acc,
                                             float *m, float *l, cudaStream_t stream)
 {
@@ -584,12 +604,12 @@ extern "C" int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq,
         return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
     const int h = (int)hd;
     if (h <= 64)
-        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, o_acc, m,
+        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, o_acc, m,
                               l, stream);
     if (h <= 128)
-        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, o_acc, m,
+        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, o_acc, m,
                                l, stream);
-    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, o_acc, m, l,
+    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, o_acc, m, l,
                            stream);
 }
 
@@ -599,7 +619,7 @@ extern "C" int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, in
                                          const float *v, float *o_acc, float *m, float *l,
                                          cudaStream_t stream)
 {
-    return nnt_cuda_attn_fwd_window_f32(map, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v,
+    return nnt_cuda_attn_fwd_window_f32(map, tq, tk, hd, q_pos0, k_pos0, 0, scale, 0.0f, q, k, v,
                                         o_acc, m, l, stream);
 }
 
@@ -648,7 +668,7 @@ extern "C" int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, c
 
 extern "C" int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
                                             int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                            int64_t window, float scale, const float *q,
+                                            int64_t window, float scale, float cap, const float *q,
                                             const float *k, const float *v, const float *dout,
                                             const float *lse, const float *d, float *dq,
                                             float *dk, float *dv, cudaStream_t stream)
@@ -660,12 +680,12 @@ extern "C" int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq,
         return 0; /* as on the CPU: nothing to do */
     const int h = (int)hd;
     if (h <= 64)
-        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, dout, lse,
+        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, dout, lse,
                               d, dq, dk, dv, stream);
     if (h <= 128)
-        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, dout, lse,
+        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, dout, lse,
                                d, dq, dk, dv, stream);
-    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, q, k, v, dout, lse, d,
+    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, dout, lse, d,
                            dq, dk, dv, stream);
 }
 
@@ -676,7 +696,7 @@ extern "C" int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, in
                                          const float *d, float *dq, float *dk, float *dv,
                                          cudaStream_t stream)
 {
-    return nnt_cuda_attn_bwd_window_f32(map, tq, tk, hd, q_pos0, k_pos0, 0, scale, q, k, v,
+    return nnt_cuda_attn_bwd_window_f32(map, tq, tk, hd, q_pos0, k_pos0, 0, scale, 0.0f, q, k, v,
                                         dout, lse, d, dq, dk, dv, stream);
 }
 

@@ -100,9 +100,82 @@ __global__ void bias_gelu_kernel(int64_t m, int64_t n, const float *__restrict__
     }
 }
 
+__global__ void geglu_fwd_kernel(int64_t n, const float *gate, const float *up, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = gate[i], u = up[i];
+        y[i] = __fmul_rn(gelu_f(g), u);
+    }
+}
+
+__global__ void geglu_bwd_kernel(int64_t n, const float *gate, const float *up,
+                                 const float *dy, float *dgate, float *dup)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = gate[i], u = up[i], d = dy[i];
+        dgate[i] = __fmul_rn(__fmul_rn(d, u), gelu_grad_f(g));
+        dup[i] = __fmul_rn(d, gelu_f(g));
+    }
+}
+
+__global__ void softcap_fwd_kernel(int64_t n, float cap, const float *x, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __fmul_rn(tanhf(__fdiv_rn(x[i], cap)), cap);
+}
+
+__global__ void softcap_bwd_kernel(int64_t n, float cap, const float *x, const float *dy,
+                                   float *dx)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float t = tanhf(__fdiv_rn(x[i], cap));
+        dx[i] = __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(t, t)));
+    }
+}
+
 } /* namespace */
 
 extern "C" {
+
+int nnt_cuda_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y,
+                           cudaStream_t stream)
+{
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    geglu_fwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, gate, up, y);
+    return launch_status();
+}
+
+int nnt_cuda_geglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                           float *dgate, float *dup, cudaStream_t stream)
+{
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    geglu_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, gate, up, dy, dgate, dup);
+    return launch_status();
+}
+
+int nnt_cuda_softcap_fwd_f32(int64_t n, float cap, const float *x, float *y, cudaStream_t stream)
+{
+    if (n <= 0 || !(cap > 0.0f))
+        return n < 0 || !(cap > 0.0f) ? -1 : 0;
+    softcap_fwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, cap, x, y);
+    return launch_status();
+}
+
+int nnt_cuda_softcap_bwd_f32(int64_t n, float cap, const float *x, const float *dy, float *dx,
+                             cudaStream_t stream)
+{
+    if (n <= 0 || !(cap > 0.0f))
+        return n < 0 || !(cap > 0.0f) ? -1 : 0;
+    softcap_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, cap, x, dy, dx);
+    return launch_status();
+}
+
 
 int nnt_cuda_fill_f32(int64_t n, float value, float *x, cudaStream_t stream)
 {

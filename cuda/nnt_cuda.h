@@ -65,6 +65,14 @@ int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stre
 /* dx[i] = dy[i] * gelu'(x[i])                                                        dx set */
 int nnt_cuda_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
                           cudaStream_t stream);
+/* GeGLU and soft-capping (cpu/nnt_cpu.h's geglu and softcap kernels)                  set */
+int nnt_cuda_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y,
+                           cudaStream_t stream);
+int nnt_cuda_geglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
+                           float *dgate, float *dup, cudaStream_t stream);
+int nnt_cuda_softcap_fwd_f32(int64_t n, float cap, const float *x, float *y, cudaStream_t stream);
+int nnt_cuda_softcap_bwd_f32(int64_t n, float cap, const float *x, const float *dy, float *dx,
+                             cudaStream_t stream);
 
 /* ---- copies between layouts (cuda/copy.cu) -------------------------------------------------
  * shape, src_stride, dst_stride are HOST arrays of ndim (1..8) entries; src, dst device.
@@ -219,14 +227,15 @@ int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, i
                               float *l, cudaStream_t stream);
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 /* The _gqa kernels with a sliding window (cpu/nnt_cpu.h's _window kernels): query position qp
- * sees keys qp - window < kp <= qp; window 0: plain causal. */
+ * sees keys qp - window < kp <= qp; window 0: plain causal. cap > 0: scores soft-capped,
+ * cap tanh(s / cap) (Gemma 2); 0: none. */
 int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
                                  int64_t q_pos0, int64_t k_pos0, int64_t window, float scale,
-                                 const float *q, const float *k, const float *v, float *o_acc,
+                                 float cap, const float *q, const float *k, const float *v, float *o_acc,
                                  float *m, float *l, cudaStream_t stream);
 int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
                                  int64_t q_pos0, int64_t k_pos0, int64_t window, float scale,
-                                 const float *q, const float *k, const float *v,
+                                 float cap, const float *q, const float *k, const float *v,
                                  const float *dout, const float *lse, const float *d,
                                  float *dq, float *dk, float *dv, cudaStream_t stream);
 int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,

@@ -838,7 +838,7 @@ static void print_summary(trainer *t)
     say(t, "nnt-train %s\n", version);
     const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
                        : o->load_hf;
-    char shape[300];
+    char shape[600];
     int n = snprintf(shape, sizeof shape, "%s L %lld, C %lld, NH %lld", t->fam.title,
                      (long long)c->layers, (long long)c->channels, (long long)c->heads);
     unsigned f = t->fam.features;
@@ -853,9 +853,28 @@ static void print_summary(trainer *t)
     n += snprintf(shape + n, sizeof shape - n, ", V %lld, context %lld", (long long)c->vocab,
                   (long long)c->max_seq);
     if (f & NNT_FAMILY_HAS_ROPE)
-        snprintf(shape + n, sizeof shape - n, ", %s head, rope theta %g%s",
-                 c->tied ? "tied" : "untied", c->rope.theta,
-                 c->rope.scaling == NNT_ROPE_SCALING_LLAMA3 ? " (llama3 scaling)" : "");
+        n += snprintf(shape + n, sizeof shape - n, ", %s head, rope theta %g%s",
+                      c->tied ? "tied" : "untied", c->rope.theta,
+                      c->rope.scaling == NNT_ROPE_SCALING_LLAMA3   ? " (llama3 scaling)"
+                      : c->rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)"
+                                                                   : "");
+    if (c->rope_local_theta > 0.0)
+        n += snprintf(shape + n, sizeof shape - n, ", windowed layers' rope theta %g",
+                      c->rope_local_theta);
+    if (c->sliding_window > 0 && c->window_global_every > 0)
+        n += snprintf(shape + n, sizeof shape - n, ", window %lld (every %lld%s layer global)",
+                      (long long)c->sliding_window, (long long)c->window_global_every,
+                      c->window_global_every == 2 ? "nd" : c->window_global_every == 3 ? "rd"
+                                                                                         : "th");
+    else if (c->sliding_window > 0)
+        n += snprintf(shape + n, sizeof shape - n, ", window %lld from layer %lld",
+                      (long long)c->sliding_window, (long long)c->window_from);
+    if (c->query_pre_attn_scalar > 0.0)
+        n += snprintf(shape + n, sizeof shape - n, ", query_pre_attn_scalar %g",
+                      c->query_pre_attn_scalar);
+    if (c->attn_softcap > 0.0 || c->final_softcap > 0.0)
+        snprintf(shape + n, sizeof shape - n, ", soft-caps %g (scores) %g (logits)",
+                 c->attn_softcap, c->final_softcap);
     say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->nparams / 1e6,
         o->resume ? "weights of " : loaded ? "weights from " : "",
         o->resume ? o->resume : loaded ? loaded : "fresh init");

@@ -349,9 +349,12 @@ typedef struct nnt_tensor_attention_options {
     int64_t window;   /* sliding window W: query position i sees keys i - W < j <= i
                          (Hugging Face's sliding_window, Mistral's and Qwen2's); 0: none,
                          every earlier key (plain causal, as the forms without _ex)           */
+    double softcap;   /* > 0: each score s = scale q.k is soft-capped to softcap tanh(s /
+                         softcap) before the mask and softmax (Gemma 2's
+                         attn_logit_softcapping); 0: none                                    */
 } nnt_tensor_attention_options;
 
-#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0 }
+#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0, 0.0 }
 
 /* nnt_tensor_attention and _backward with options (NULL: the INIT values). A window gives
  * the same result as masking the keys outside it, and costs less: a query tile and a key
@@ -427,14 +430,15 @@ NNT_API int nnt_tensor_swiglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_ten
 /* Scaling of the RoPE frequencies (nnt_rope_options.scaling). */
 typedef enum nnt_rope_scaling {
     NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
-    NNT_ROPE_SCALING_LLAMA3 = 1   /* Llama 3.1's: Hugging Face rope_type "llama3"          */
+    NNT_ROPE_SCALING_LLAMA3 = 1,  /* Llama 3.1's: Hugging Face rope_type "llama3"          */
+    NNT_ROPE_SCALING_LINEAR = 2   /* positions divided by factor: rope_type "linear"       */
 } nnt_rope_scaling;
 
 typedef struct nnt_rope_options {
     size_t size;            /* sizeof(nnt_rope_options), set by the init macro            */
     double theta;           /* base of the frequencies (rope_theta), > 0                   */
-    int scaling;            /* NNT_ROPE_SCALING_NONE or NNT_ROPE_SCALING_LLAMA3            */
-    double factor;          /* llama3 only (rope_scaling.factor), > 0                      */
+    int scaling;            /* NNT_ROPE_SCALING_NONE, _LLAMA3 or _LINEAR                   */
+    double factor;          /* llama3 and linear (rope_scaling.factor), > 0                */
     double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
     int64_t original_max_position;  /* llama3 only (original_max_position_embeddings) > 0 */
 } nnt_rope_options;
@@ -503,7 +507,8 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_SEQUENTIAL = 9,     /* children applied in order                               */
     NNT_LAYER_GPT = 10,           /* a whole GPT-2 model: nnt_gpt_create                      */
     NNT_LAYER_RMSNORM = 11,       /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
-    NNT_LAYER_MODEL = 12          /* a transformer of nnt_model_create (new in 0.3)           */
+    NNT_LAYER_MODEL = 12,         /* a transformer of nnt_model_create (new in 0.3)           */
+    NNT_LAYER_SOFTCAP = 13        /* (...) -> tanh(x / cap) cap: Gemma 2's final logits (0.3) */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -626,7 +631,8 @@ typedef enum nnt_norm_kind {
 /* Kind of MLP (nnt_mlp_options.kind). */
 typedef enum nnt_mlp_kind {
     NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
-    NNT_MLP_SWIGLU = 1            /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+    NNT_MLP_SWIGLU = 1,           /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+    NNT_MLP_GEGLU = 2             /* Gemma: down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)) */
 } nnt_mlp_kind;
 
 /* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
@@ -645,11 +651,17 @@ typedef struct nnt_attention_options {
     double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
     int64_t window;               /* sliding window W: position i attends keys i - W < j <= i
                                      (nnt_tensor_attention_ex(3)); 0: none                  */
+    double scale;                 /* scores scale * q.k; 0: 1 / sqrt(hd) (Gemma:
+                                     query_pre_attn_scalar^-0.5)                             */
+    double softcap;               /* > 0: scores soft-capped, softcap tanh(s / softcap)
+                                     (Gemma 2's attn_logit_softcapping); 0: none            */
+    int qk_norm_plus_one;         /* the q/k norms scale by 1 + weight, weights initialised
+                                     to 0 (Gemma 3)                                          */
 } nnt_attention_options;
 
 /* GPT-2's attention: multi-head, all biases, no rotary positions, no window. */
 #define NNT_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0 }
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
@@ -667,10 +679,17 @@ typedef struct nnt_block_options {
     double norm_eps;              /* > 0 (LayerNorm: >= 0)                                  */
     const nnt_attention_options *attention;  /* NULL: NNT_ATTENTION_OPTIONS_INIT            */
     const nnt_mlp_options *mlp;   /* NULL: NNT_MLP_OPTIONS_INIT                             */
+    int norm_plus_one;            /* RMSNorms scale by 1 + weight, weights initialised to 0
+                                     (Gemma)                                                 */
+    int sandwich_norms;           /* four norms (Gemma 2 and 3): x + post(attn(input(x))),
+                                     then + post_ff(mlp(pre_ff(.))); RMSNorm blocks only:
+                                     children input_layernorm, self_attn,
+                                     post_attention_layernorm, pre_feedforward_layernorm,
+                                     mlp, post_feedforward_layernorm                         */
 } nnt_block_options;
 
 #define NNT_BLOCK_OPTIONS_INIT \
-    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL }
+    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL, 0, 0 }
 
 /* The attention, MLP and block layers with options (NULL: the INIT values, which give
  * exactly nnt_layer_attention_create / _mlp_create / _block_create). Without GPT-2's options
@@ -808,10 +827,14 @@ NNT_API int nnt_options_get(const char *options, const char *key, char *buf, siz
 typedef enum nnt_model_family {
     NNT_FAMILY_GPT2 = 0,          /* GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP,
                                      all biases, tied head                                   */
-    NNT_FAMILY_LLAMA = 1          /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
+    NNT_FAMILY_LLAMA = 1,         /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
                                      attention (also Mistral and its sliding window, Qwen2
                                      with qkv_bias, Qwen3 with qk_norm and head_dim, their
                                      sliding windows, SmolLM, TinyLlama)                     */
+    NNT_FAMILY_GEMMA = 2          /* Gemma3ForCausalLM, Gemma2ForCausalLM: RMSNorms scaled by
+                                     1 + weight, four per block, embedding times sqrt(C),
+                                     GeGLU MLP, query_pre_attn_scalar, sliding windows,
+                                     soft-caps (Gemma 2), q/k norms and local rope (Gemma 3) */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -824,7 +847,10 @@ enum {
     NNT_FAMILY_HAS_UNTIED = 1 << 5,    /* tied 0: a head of its own                           */
     NNT_FAMILY_HAS_BIASES = 1 << 6,    /* qkv_bias, out_bias, mlp_bias chosen                 */
     NNT_FAMILY_HAS_LLMC = 1 << 7,      /* llm.c checkpoints (nnt_gpt_load_llmc, _save_llmc)   */
-    NNT_FAMILY_HAS_WINDOW = 1 << 8     /* sliding windows (sliding_window, window_from, ...)   */
+    NNT_FAMILY_HAS_WINDOW = 1 << 8,    /* sliding windows (sliding_window, window_from, ...)   */
+    NNT_FAMILY_HAS_SOFTCAP = 1 << 9,   /* attn_softcap, final_softcap                         */
+    NNT_FAMILY_HAS_QUERY_SCALE = 1 << 10, /* query_pre_attn_scalar                            */
+    NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11   /* rope_local_theta                                 */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -873,12 +899,19 @@ typedef struct nnt_model_config {
     int64_t sliding_window;       /* W (Hugging Face's sliding_window); 0: no window         */
     int64_t window_from;          /* first block with a window                               */
     int64_t window_global_every;  /* every N-th block, counting from 1, is full; 0: none     */
+    /* Gemma (families with NNT_FAMILY_HAS_QUERY_SCALE, _SOFTCAP, _LOCAL_ROPE) */
+    double query_pre_attn_scalar; /* scores scaled by its -1/2 power; 0: head_dim's          */
+    double attn_softcap;          /* scores soft-capped, c tanh(s / c) (Gemma 2's
+                                     attn_logit_softcapping); 0: none                        */
+    double final_softcap;         /* logits soft-capped (final_logit_softcapping); 0: none   */
+    double rope_local_theta;      /* the rotary base of the blocks with a window, no scaling
+                                     (Gemma 3's rope_local_base_freq); 0: rope for all       */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

@@ -150,6 +150,15 @@ int nnt_read_options(const char *fn, const void *user, const void *defaults, voi
 /* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
  * (lib/ops/rope.c; also the attention layer's, at creation). */
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);
+/* Gemma's elementwise operations (internal; the layers' options use them): GeGLU, the
+ * SwiGLU operations with GELU's tanh form (transformers' gelu_pytorch_tanh) in place of
+ * silu (lib/ops/swiglu.c), and soft-capping y = tanh(x / cap) cap, cap > 0, with its
+ * gradient dx = dy (1 - tanh(x / cap)^2) (lib/ops/elementwise.c; y may be x, dx dy). */
+int nnt_tensor_geglu(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
+int nnt_tensor_geglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
+                              nnt_tensor *dgate, nnt_tensor *dup);
+int nnt_tensor_softcap(nnt_tensor *x, double cap, nnt_tensor *y);
+int nnt_tensor_softcap_backward(nnt_tensor *x, double cap, nnt_tensor *dy, nnt_tensor *dx);
 void nnt_vlog(int level, const char *fmt, va_list ap);
 
 /* A task body failed (it cannot return a status): log it and remember it, so that the next
@@ -392,6 +401,9 @@ int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float be
 int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
 int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
                         starpu_data_handle_t dx);
+int nnt_insert_softcap(nnt_ctx *ctx, float cap, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_softcap_bwd(nnt_ctx *ctx, float cap, starpu_data_handle_t x,
+                           starpu_data_handle_t dy, starpu_data_handle_t dx);
 
 /* lib/codelets/reduce.c */
 int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
@@ -460,12 +472,13 @@ int nnt_insert_rmsnorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_han
                            starpu_data_handle_t gamma, starpu_data_handle_t rstd,
                            starpu_data_handle_t dx, starpu_data_handle_t dgamma);
 
-/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup */
-int nnt_insert_swiglu(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
-                      starpu_data_handle_t y);
-int nnt_insert_swiglu_bwd(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
-                          starpu_data_handle_t dy, starpu_data_handle_t dgate,
-                          starpu_data_handle_t dup);
+/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup; gelu: GeGLU
+ * (gelu_tanh in place of silu) */
+int nnt_insert_swiglu(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+                      starpu_data_handle_t up, starpu_data_handle_t y);
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+                          starpu_data_handle_t up, starpu_data_handle_t dy,
+                          starpu_data_handle_t dgate, starpu_data_handle_t dup);
 
 /* lib/codelets/rope.c: one task on nbh slabs of nt rows (positions pos0, pos0 + 1, ...) of
  * n pairs; rows of ld floats. whole: the tile holds whole head vectors (x_hi == x_lo,
@@ -493,12 +506,12 @@ int nnt_insert_embedding_sum_pos(nnt_ctx *ctx, starpu_data_handle_t dout, int64_
                                  int64_t inner, starpu_data_handle_t dwpe);
 
 /* lib/codelets/attention.c; map: the slabs of a block task (cpu/nnt_cpu.h); window: the
- * sliding window (0: plain causal) */
+ * sliding window (0: plain causal); cap: the scores' soft-cap (0: none) */
 struct nnt_attn_map;
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                              int64_t window, float scale, const starpu_data_handle_t *h,
-                              int init);
+                              int64_t window, float scale, float cap,
+                              const starpu_data_handle_t *h, int init);
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                                  starpu_data_handle_t o, starpu_data_handle_t m,
                                  starpu_data_handle_t l, starpu_data_handle_t lse);
@@ -507,8 +520,8 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                              starpu_data_handle_t d);
 int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                              int64_t window, float scale, const starpu_data_handle_t *h,
-                              int init_dq, int init_dkv);
+                              int64_t window, float scale, float cap,
+                              const starpu_data_handle_t *h, int init_dq, int init_dkv);
 
 /* lib/codelets/xent.c */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,

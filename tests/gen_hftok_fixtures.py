@@ -4,7 +4,8 @@
 `tokenizers` package on local text (the repository's README and man pages; no downloads), and
 for each of them >= 1000 test strings with the package's ids and decode.
 
-Run from the repository root:  /tmp/venv-torch/bin/python tests/gen_hftok_fixtures.py
+Run from the repository root:  /tmp/venv-torch/bin/python tests/gen_hftok_fixtures.py [KIND ...]
+(no KIND: all of them)
 Writes tests/fixtures/hftok/KIND.json and KIND.cases, one case a line:
     HEX(text bytes) TAB ids separated by spaces TAB HEX(decode(ids, skip_special_tokens=False))
 Kinds:
@@ -22,9 +23,18 @@ Kinds:
             <|im_start|>, <|im_end|>; test strings with decomposed and compatibility forms
             (e + U+0301, A + U+030A, Hangul jamo, U+212B ANGSTROM SIGN, U+0958 (excluded from
             composition), U+FB01 ligature)
+  gemma     Gemma's layout (SentencePiece-style BPE with byte_fallback and <0xXX> tokens, no
+            dummy prefix): normalizer Replace(" ", "▁") alone, pre-tokenizer Split(" ",
+            MergedWithPrevious) (a no-op after the normalizer, as in Gemma 3's file), decoder
+            Sequence[Replace("▁", " "), ByteFallback, Fuse] (no Strip), Gemma's special tokens
+            first (<pad> 0, <eos> 1, <bos> 2, <unk> 3, <mask> 4, <start_of_turn>,
+            <end_of_turn>), a <bos> $A post-processor (not applied to the cases); test strings
+            with runs of spaces, newlines and tabs and characters the vocabulary lacks (their
+            UTF-8 bytes as <0xXX> tokens)
 The tokenizers are trained on the repository's README and man pages as they are when the
 script runs, so a run at another commit rewrites every file; qwen was added later (2026-11-26)
-with the others left as they were.
+with the others left as they were, gemma too (2026-11-28, with its own random sequence:
+`gen_hftok_fixtures.py gemma` rewrites only its files).
 Invalid UTF-8 (kinds that can take bytes): the package only takes str, so the expected ids
 follow nnt's documented rule: the text is cut at every byte that is not part of a valid UTF-8
 sequence, each valid piece is encoded alone by the package, each invalid byte is its byte token
@@ -37,7 +47,8 @@ import json
 import os
 import random
 
-from tokenizers import Tokenizer, Regex, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (Tokenizer, Regex, decoders, models, normalizers, pre_tokenizers,
+                        processors, trainers)
 
 OUT = "tests/fixtures/hftok"
 LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
@@ -142,6 +153,24 @@ def make_qwen(lines):
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     t.decoder = decoders.ByteLevel()
     t.train_from_iterator(lines, bytelevel_trainer(900, SPECIAL_QWEN))
+    return t
+
+
+SPECIAL_GEMMA = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"]
+
+
+def make_gemma(lines):
+    t = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    t.normalizer = normalizers.Replace(" ", "▁")
+    t.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous", invert=False)
+    t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                   decoders.Fuse()])
+    tr = trainers.BpeTrainer(vocab_size=900, min_frequency=2, show_progress=False,
+                             special_tokens=SPECIAL_GEMMA, limit_alphabet=110)
+    t.train_from_iterator([l[:200] for l in lines], tr)
+    t = add_byte_tokens(t)
+    t.post_processor = processors.TemplateProcessing(single="<bos> $A",
+                                                     special_tokens=[("<bos>", 2)])
     return t
 
 
@@ -274,17 +303,30 @@ def write(name, t, lines, extra, rng, can_bytes, bytelevel):
     print(name, t.get_vocab_size(), len(rows), "cases")
 
 
+GEMMA_EXTRA = SPECIAL_GEMMA + ["   three spaces", "line\nbreak\n\n", "\ttab", " lead", "trail ",
+                               "<start_of_turn>user\nHi<end_of_turn>\n", "🙂🚀", "日本語",
+                               "\u0915\u094d\u0937", "▁literal", "\x00\x01\x7f"]
+
+
 def main():
+    import sys
+    only = set(sys.argv[1:])
     rng = random.Random(15)
     lines = corpus_lines()
     os.makedirs(OUT, exist_ok=True)
-    write("gpt2", make_gpt2(lines), lines, ["<|endoftext|>"], rng, True, True)
-    write("llama3", make_llama3(lines), lines, SPECIAL3 + ["nnt_added", " nnt_added "], rng, True,
-          True)
-    write("smollm", make_smollm(lines), lines, ["<|endoftext|>", "<|im_start|>"], rng, True, True)
-    write("llama2", make_llama2(lines), lines, ["<s>", "</s>", "<unk>"], rng, True, False)
-    write("metaspace", make_metaspace(lines), lines, ["<s>", "</s>"], rng, True, False)
-    write("qwen", make_qwen(lines), lines, SPECIAL_QWEN + UNNORMALIZED, rng, True, True)
+    kinds = [("gpt2", lambda: make_gpt2(lines), ["<|endoftext|>"], True),
+             ("llama3", lambda: make_llama3(lines), SPECIAL3 + ["nnt_added", " nnt_added "], True),
+             ("smollm", lambda: make_smollm(lines), ["<|endoftext|>", "<|im_start|>"], True),
+             ("llama2", lambda: make_llama2(lines), ["<s>", "</s>", "<unk>"], False),
+             ("metaspace", lambda: make_metaspace(lines), ["<s>", "</s>"], False),
+             ("qwen", lambda: make_qwen(lines), SPECIAL_QWEN + UNNORMALIZED, True)]
+    for name, make, extra, bytelevel in kinds:   # one random sequence, in this order
+        if not only or name in only:
+            write(name, make(), lines, extra, rng, True, bytelevel)
+        elif only:
+            break   # the later kinds' strings depend on the earlier ones'
+    if not only or "gemma" in only:
+        write("gemma", make_gemma(lines), lines, GEMMA_EXTRA, random.Random(39), True, False)
 
 
 if __name__ == "__main__":

@@ -58,10 +58,10 @@ llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], 
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
 qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\];@int normed = i < 1 \&\& a->qkn[i];@|attention layer (Qwen3): k not normalised, q only
-head_dim_scale|lib/layers/attention.c|s@return 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@return 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
+head_dim_scale|lib/layers/attention.c|s@: 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@: 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
-block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child)@gl_rmsnorm_new(l->ctx, C, 1e-5, t, fn, \&child)@|RMSNorm block: eps 1e-5 whatever norm_eps says
+block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one@gl_rmsnorm_new_ex(l->ctx, C, 1e-5, o->norm_plus_one@|RMSNorm block: eps 1e-5 whatever norm_eps says
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
 val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt), di.masked);@o->val_len, (uint64_t)(k * bt + 1), di.masked);@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
@@ -87,7 +87,16 @@ sft_prompt_last|lib/data/sft.c|s@memset(s->counts + k, 1, s->n - k);@memset(s->c
 sft_span_end|lib/data/sft.c|s@size_t end = p == n ? p : p + 1;@size_t end = p + 1;@|assistant turns: the token after the turn counted too
 mask_row_start|lib/io/tokens.c|s@ \&\& !(w->block \&\& at % w->block == 0))@)@|token writer: the first token of a row may count
 mask_bit_order|lib/io/tokens.c|s@out\[done\] = (buf\[i / 8 - first\] >> (i % 8)) \& 1u;@out[done] = (buf[i / 8 - first] >> (7 - i % 8)) \& 1u;@|token reader: the bits of the loss mask read most significant first
-window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
+window_layer_shift|lib/models/transformer.c|s@int windowed = nnt_model_block_window(c, i);@int windowed = nnt_model_block_window(c, i + 1);@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
+gemma_norm_w|lib/layers/leaf.c|s@NNT_TRY(nnt_tensor_fill(\*cache, 1.0));@NNT_TRY(nnt_tensor_fill(*cache, 0.0));@|Gemma: RMSNorms scaled by w instead of 1 + w
+gemma_embed_scale|lib/models/transformer.c|s@gl_embedding_set_scale(emb, sqrt((double)c->channels))@gl_embedding_set_scale(emb, 1.0)@|Gemma: the embedding not scaled by sqrt(C)
+gemma_attn_softcap_off|lib/layers/attention.c|s@o.softcap = a->softcap;@o.softcap = 0.0;@|Gemma 2: attention scores not soft-capped
+gemma_softcap_grad|cpu/attention.c|s@ds\[j\] = e \* (ds\[j\] - d) \* (1.0f - t \* t);@ds[j] = e * (ds[j] - d);@|Gemma 2: the factor 1 - tanh^2 of the score soft-cap gradient left out
+gemma_final_softcap_off|lib/models/transformer.c|s@if (c->final_softcap > 0.0) {@if (c->final_softcap > 1e300) {@|Gemma 2: final logits not soft-capped
+gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_local_theta@ao.rope = !windowed \&\& c->rope_local_theta@|Gemma 3: the local rope base on the global layers and the global one on the local layers
+gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
+gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
+gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
 lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it

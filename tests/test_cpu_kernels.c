@@ -1999,6 +1999,7 @@ START_TEST(test_attention_window_noscratch)
           *v = test_random_f32(nbh * tk * hd, 7, -1, 1), *dout = test_random_f32(nbh * tq * hd, 8, -1, 1);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         float o[2][110], m[2][22], l[2][22], lse[22], d[22], dq[2][110], dk[2][130], dv[2][130];
+        float cap = c % 2 ? 0.7f : 0.0f;   /* Gemma 2's soft-cap in every other case */
         for (int path = 0; path < 2; path++) {
             for (int i = 0; i < 22; i++)
                 m[path][i] = -INFINITY, l[path][i] = 0.0f;
@@ -2007,12 +2008,12 @@ START_TEST(test_attention_window_noscratch)
             memset(dk[path], 0, sizeof dk[path]);
             memset(dv[path], 0, sizeof dv[path]);
             (path ? noscratch_attn_fwd_window : nnt_cpu_attn_fwd_window_f32)(
-                NULL, &mha, tq, tk, hd, cases[c][0], cases[c][1], cases[c][2], 0.4f, q, k, v,
+                NULL, &mha, tq, tk, hd, cases[c][0], cases[c][1], cases[c][2], 0.4f, cap, q, k, v,
                 o[path], m[path], l[path]);
             nnt_cpu_attn_fwd_finalize_f32(nbh, tq, hd, o[path], m[path], l[path], lse);
             nnt_cpu_attn_bwd_prep_f32(nbh, tq, hd, o[path], dout, d);
             (path ? noscratch_attn_bwd_window : nnt_cpu_attn_bwd_window_f32)(
-                NULL, &mha, tq, tk, hd, cases[c][0], cases[c][1], cases[c][2], 0.4f, q, k, v,
+                NULL, &mha, tq, tk, hd, cases[c][0], cases[c][1], cases[c][2], 0.4f, cap, q, k, v,
                 dout, lse, d, dq[path], dk[path], dv[path]);
         }
         EXPECT_TOL(test_rel_err(o[1], o[0], 110), WIN_TOL, "window o, case %d", (int)c);

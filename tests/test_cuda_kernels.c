@@ -960,6 +960,55 @@ START_TEST(test_swiglu)
 }
 END_TEST
 
+/* Gemma's GeGLU (gelu_tanh(gate) * up) and soft-cap (tanh(x / cap) cap), forward and
+ * backward, against the CPU kernels. */
+START_TEST(test_geglu_softcap)
+{
+    static const int64_t ns[] = {1, 17, 4099, (1 << 18) + 5};
+    for (int t = 0; t < (int)(sizeof ns / sizeof ns[0]); t++) {
+        int64_t n = ns[t];
+        rng_seed(1800 + t);
+        float *g = rand_f(n, -6.0f, 6.0f), *u = rand_f(n, -2.0f, 2.0f), *dy = rand_f(n, -1, 1);
+        float *y = xmalloc((size_t)n * 4), *dg = xmalloc((size_t)n * 4),
+              *du = xmalloc((size_t)n * 4), *got;
+        float *d_g = dup_d(g, n), *d_u = dup_d(u, n), *d_dy = dup_d(dy, n);
+        float *d_y = dalloc((size_t)n * 4), *d_dg = dalloc((size_t)n * 4),
+              *d_du = dalloc((size_t)n * 4);
+        nnt_cpu_geglu_fwd_f32(n, g, u, y);
+        nnt_cpu_geglu_bwd_f32(n, g, u, dy, dg, du);
+        NNT_OK(nnt_cuda_geglu_fwd_f32(n, d_g, d_u, d_y, g_stream));
+        got = fetch(d_y, n);
+        check_close("geglu y", got, y, n, 1e-5, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_geglu_bwd_f32(n, d_g, d_u, d_dy, d_dg, d_du, g_stream));
+        got = fetch(d_dg, n);
+        check_close("geglu dgate", got, dg, n, 1e-5, 1e-6);
+        free(got);
+        got = fetch(d_du, n);
+        check_close("geglu dup", got, du, n, 1e-5, 1e-6);
+        free(got);
+        /* soft-cap 2.5 of x in [-6, 6]: saturating and linear parts */
+        nnt_cpu_softcap_fwd_f32(n, 2.5f, g, y);
+        nnt_cpu_softcap_bwd_f32(n, 2.5f, g, dy, dg);
+        NNT_OK(nnt_cuda_softcap_fwd_f32(n, 2.5f, d_g, d_y, g_stream));
+        got = fetch(d_y, n);
+        check_close("softcap y", got, y, n, 1e-5, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_softcap_bwd_f32(n, 2.5f, d_g, d_dy, d_dy, g_stream));   /* in place */
+        got = fetch(d_dy, n);
+        check_close("softcap dx", got, dg, n, 1e-5, 1e-6);
+        free(got);
+        float *dev[7] = {d_g, d_u, d_dy, d_y, d_dg, d_du, NULL};
+        for (int i = 0; dev[i]; i++)
+            dfree(dev[i]);
+        float *host[7] = {g, u, dy, y, dg, du, NULL};
+        for (int i = 0; host[i]; i++)
+            free(host[i]);
+    }
+    ck_assert_int_eq(nnt_cuda_softcap_fwd_f32(4, 0.0f, NULL, NULL, g_stream), -1);
+}
+END_TEST
+
 /* Whole head vectors (one buffer, hi half at n) and split ones (two buffers), forward and
  * inverse, out of place and in place, at small and large positions. Angle, cos and sin in
  * double on both sides: equal to an ulp of cos / sin. */
@@ -1195,7 +1244,7 @@ END_TEST
  * block, forward and backward against the CPU _gqa kernels on identical inputs. Slabs the map
  * does not cover must keep their values on both sides. */
 static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, int64_t q_pos0,
-                         int64_t k_pos0, uint64_t seed)
+                         int64_t k_pos0, int64_t window, float cap, uint64_t seed)
 {
     char what[200];
     const float scale = 1.0f / sqrtf((float)hd);
@@ -1221,9 +1270,10 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
              (long long)mp.q_h0, (long long)mp.kv_hs, (long long)mp.group, (long long)mp.gofs,
              (long long)tq, (long long)tk, (long long)hd);
 
-    NNT_OK(nnt_cuda_attn_fwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
-                                     d_o, d_m, d_l, g_stream));
-    nnt_cpu_attn_fwd_gqa_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o, m, l);
+    NNT_OK(nnt_cuda_attn_fwd_window_f32(&mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap,
+                                        d_q, d_k, d_v, d_o, d_m, d_l, g_stream));
+    nnt_cpu_attn_fwd_window_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, q, k,
+                                v, o, m, l);
     got = fetch(d_o, nq);
     check_normwise(what, got, o, nq, 5e-6);
     free(got);
@@ -1243,10 +1293,11 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
     float *dq = rand_f(nq, -0.1f, 0.1f), *dk = rand_f(nk, -0.1f, 0.1f);
     float *dv = rand_f(nk, -0.1f, 0.1f);
     float *d_dq = dup_d(dq, nq), *d_dk = dup_d(dk, nk), *d_dv = dup_d(dv, nk);
-    NNT_OK(nnt_cuda_attn_bwd_gqa_f32(&mp, tq, tk, hd, q_pos0, k_pos0, scale, d_q, d_k, d_v,
-                                     d_dout, d_lse, d_d, d_dq, d_dk, d_dv, g_stream));
-    nnt_cpu_attn_bwd_gqa_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout, lse,
-                             d, dq, dk, dv);
+    NNT_OK(nnt_cuda_attn_bwd_window_f32(&mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap,
+                                        d_q, d_k, d_v, d_dout, d_lse, d_d, d_dq, d_dk, d_dv,
+                                        g_stream));
+    nnt_cpu_attn_bwd_window_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, q, k,
+                                v, dout, lse, d, dq, dk, dv);
     memcpy(what, "gqa bwd dq", 10);
     got = fetch(d_dq, nq);
     check_normwise(what, got, dq, nq, 5e-6);
@@ -1272,31 +1323,38 @@ START_TEST(test_attention_gqa)
 {
     static const struct {
         nnt_attn_map mp;
-        int64_t tq, tk, hd, q_pos0, k_pos0;
+        int64_t tq, tk, hd, q_pos0, k_pos0, window;
+        float cap;
     } cases[] = {
         /* whole tiles: 6 q heads, 2 kv heads (groups of 3), self-attention diagonal block */
-        {{2, 6, 6, 0, 2, 3, 0}, 17, 17, 64, 0, 0},
+        {{2, 6, 6, 0, 2, 3, 0}, 17, 17, 64, 0, 0, 0, 0.0f},
         /* multi-query: 8 q heads read one kv head; hd > 128 bucket; every key visible */
-        {{1, 8, 8, 0, 1, 8, 0}, 61, 40, 130, 100, 0},
+        {{1, 8, 8, 0, 1, 8, 0}, 61, 40, 130, 100, 0, 0, 0.0f},
         /* a q tile of heads [0, 3) with groups of 2: the range that kv tile 1 (one head)
          * serves is q head 2 alone */
-        {{2, 1, 3, 2, 1, 2, 0}, 33, 70, 17, 40, 0},
+        {{2, 1, 3, 2, 1, 2, 0}, 33, 70, 17, 40, 0, 0, 0.0f},
         /* q heads [2, 6) of a q tile, kv tile of 3 heads, groups of 2: kv heads 1, 1, 2, 2;
          * partially masked, first rows see no key */
-        {{1, 4, 4, 0, 3, 2, 2}, 40, 33, 3, 0, 10},
+        {{1, 4, 4, 0, 3, 2, 2}, 40, 33, 3, 0, 10, 0, 0.0f},
         /* multi-head through the map (group 1, sub-range of heads), hd 256 */
-        {{2, 2, 4, 1, 4, 1, 1}, 20, 20, 256, 0, 0},
+        {{2, 2, 4, 1, 4, 1, 1}, 20, 20, 256, 0, 0, 0, 0.0f},
         /* 40 q heads over 5 kv heads (groups of 8), one-row blocks, hd 1 */
-        {{3, 40, 40, 0, 5, 8, 0}, 1, 2, 1, 1, 0},
+        {{3, 40, 40, 0, 5, 8, 0}, 1, 2, 1, 1, 0, 0, 0.0f},
         /* generation with a key/value cache (nnt_tensor_attention_kv): one query at position
          * 70 against a cache block of 96 rows (keys 71.. masked), 9 heads over 3 kv heads */
-        {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0},
+        {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0, 0, 0.0f},
         /* 4 queries at 30..33 against the cache block of rows 32..95 (partly masked) */
-        {{1, 12, 12, 0, 12, 1, 0}, 4, 64, 64, 30, 32},
+        {{1, 12, 12, 0, 12, 1, 0}, 4, 64, 64, 30, 32, 0, 0.0f},
+        /* Gemma: sliding windows cutting the block (5 and 33 keys), scores soft-capped (0.3
+         * on scores of about 1: the cap bites), both, groups of 4 over one kv head */
+        {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 0, 0, 5, 0.0f},
+        {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 0, 0, 0, 0.3f},
+        {{1, 6, 6, 0, 2, 3, 0}, 61, 70, 130, 60, 30, 33, 0.7f},
+        {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0, 20, 0.5f},
     };
     for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         run_gqa_case(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,
-                     cases[c].k_pos0, 900 + (uint64_t)c);
+                     cases[c].k_pos0, cases[c].window, cases[c].cap, 900 + (uint64_t)c);
     /* a bad map or head dimension */
     const nnt_attn_map bad = {1, 2, 2, 0, 1, 0, 0};   /* group 0 */
     const nnt_attn_map ok = {1, 2, 2, 0, 1, 2, 0};
@@ -1676,6 +1734,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_geglu_softcap);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_attention_gqa);

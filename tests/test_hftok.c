@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Hugging Face tokenizer.json through the public API (nnt_tokenizer_hf_load): every case of
  * tests/fixtures/hftok/KIND.cases (ids and decodes computed by the `tokenizers` package, see
- * tests/gen_hftok_fixtures.py) gives the same ids and the same decode; refusals name the key
- * and value; NULL and empty input; token data read through nnt_data; a large file loads. */
+ * tests/gen_hftok_fixtures.py; KIND gemma: Gemma's layout, byte fallback included) gives the
+ * same ids and the same decode; refusals name the key and value; NULL and empty input; token
+ * data read through nnt_data; a large file loads. */
 #include "testutil.h"
 
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-static const char *kinds[] = {"gpt2", "llama3", "smollm", "llama2", "metaspace", "qwen"};
+static const char *kinds[] = {"gpt2", "llama3", "smollm", "llama2", "metaspace", "qwen",
+                              "gemma"};
 
 static void fixture_path(char *out, size_t n, const char *kind, const char *ext)
 {

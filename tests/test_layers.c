@@ -1308,7 +1308,7 @@ START_TEST(test_llama_misuse)
     mo.size = 1;
     EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 8, 4, &mo, NULL, &l), NNT_E_INVAL, fm);
     mo = (nnt_mlp_options)NNT_MLP_OPTIONS_INIT;
-    mo.kind = 2;
+    mo.kind = 3;   /* 0-2: GELU, SwiGLU, GeGLU */
     EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 8, 4, &mo, NULL, &l), NNT_E_INVAL, fm);
     EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(NULL, 8, 4, NULL, NULL, &l), NNT_E_INVAL, fm);
     bo.size = 0;

@@ -50,6 +50,13 @@ static const want_preset PRESETS[] = {
      1e-5, 0, 0},
     {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1, 1000000.0, 1e-6,
      128, 1},
+    /* google/gemma-3-270m, google/gemma-3-1b-pt, google/gemma-2-2b */
+    {"gemma3-270m", NNT_FAMILY_GEMMA, 262144, 32768, 18, 4, 1, 640, 2048, 1, 1000000.0, 1e-6,
+     256, 1},
+    {"gemma3-1b", NNT_FAMILY_GEMMA, 262144, 32768, 26, 4, 1, 1152, 6912, 1, 1000000.0, 1e-6,
+     256, 1},
+    {"gemma2-2b", NNT_FAMILY_GEMMA, 256000, 8192, 26, 8, 4, 2304, 9216, 1, 10000.0, 1e-6, 256,
+     0},
 };
 #define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -72,10 +79,18 @@ START_TEST(test_presets)
     ck_assert(c.norm_eps == w->eps);
     ck_assert_int_eq(c.head_dim, w->hd);
     ck_assert_int_eq(c.qk_norm, w->qk_norm);
-    int llama = w->family == NNT_FAMILY_LLAMA;
+    int llama = w->family != NNT_FAMILY_GPT2;   /* Llama and Gemma: rope, no biases */
     ck_assert_int_eq(c.qkv_bias, !llama);
     ck_assert_int_eq(c.out_bias, !llama);
     ck_assert_int_eq(c.mlp_bias, !llama);
+    if (w->family == NNT_FAMILY_GEMMA) {   /* their config.json files */
+        int g3 = w->qk_norm;
+        ck_assert(c.query_pre_attn_scalar == 256.0);
+        ck_assert_int_eq(c.sliding_window, g3 ? 512 : 4096);
+        ck_assert_int_eq(c.window_global_every, g3 ? 6 : 2);
+        ck_assert(c.rope_local_theta == (g3 ? 10000.0 : 0.0));
+        ck_assert(c.attn_softcap == (g3 ? 0.0 : 50.0) && c.final_softcap == (g3 ? 0.0 : 30.0));
+    }
     if (llama)
         ck_assert(c.rope.theta == w->theta);
     int llama3 = strcmp(w->name, "llama-3.2-1b") == 0;
@@ -173,7 +188,8 @@ static int64_t llama_numel(const nnt_model_config *c)
 {
     int64_t C = c->channels, hd = c->head_dim ? c->head_dim : C / c->heads;
     int64_t Q = c->heads * hd, KV = c->kv_heads ? c->kv_heads : c->heads;
-    int64_t per = 2 * C + Q * C + 2 * KV * hd * C + C * Q + 3 * C * c->hidden;
+    int64_t norms = c->family == NNT_FAMILY_GEMMA ? 4 : 2;   /* Gemma: four per block */
+    int64_t per = norms * C + Q * C + 2 * KV * hd * C + C * Q + 3 * C * c->hidden;
     per += c->qkv_bias ? Q + 2 * KV * hd : 0;
     per += c->out_bias ? C : 0;
     per += c->qk_norm ? 2 * hd : 0;
@@ -274,6 +290,28 @@ START_TEST(test_qwen3_size)
     nnt_model_config got;
     EXPECT_OK(nnt_model_config_of(l, &got));
     ck_assert(got.head_dim == hd && got.qk_norm == 1);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
+/* Gemma 3 270M has 268,098,176 parameters in 236 tensors (transformers' Gemma3ForCausalLM of
+ * its config.json, counted on the meta device); gemma3-1b 999,885,952 and gemma2-2b
+ * 2,614,341,888 by the same count (not created here: 4 and 10 GB). */
+START_TEST(test_gemma_size)
+{
+    nnt_layer *l = preset_of_size("gemma3-270m", 268098176, 1 + 18 * 13 + 1);
+    int64_t C = 640, hd = 256;
+    expect_param(l, 1, "model.layers.0.input_layernorm.weight", 1, (int64_t[]){C}, 0);
+    expect_param(l, 6, "model.layers.0.self_attn.q_norm.weight", 1, (int64_t[]){hd}, 0);
+    expect_param(l, 8, "model.layers.0.post_attention_layernorm.weight", 1, (int64_t[]){C}, 0);
+    expect_param(l, 9, "model.layers.0.pre_feedforward_layernorm.weight", 1, (int64_t[]){C}, 0);
+    expect_param(l, 13, "model.layers.0.post_feedforward_layernorm.weight", 1, (int64_t[]){C},
+                 0);
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("gemma3-1b", &c));
+    ck_assert_int_eq(llama_numel(&c), 999885952);
+    EXPECT_OK(nnt_model_preset("gemma2-2b", &c));
+    ck_assert_int_eq(llama_numel(&c), 2614341888);
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -555,6 +593,7 @@ static Suite *model_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_presets, 0, NPRESETS);
+    tcase_add_test(tc, test_gemma_size);
     tcase_add_test(tc, test_preset_errors);
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_llama_tree);

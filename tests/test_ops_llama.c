@@ -816,8 +816,12 @@ START_TEST(rope_rejects_bad_arguments)
         EXPECT_FAIL_MSG(nnt_tensor_rope_backward(x, &ro, 0, y), NNT_E_INVAL, bfn);
     }
     ro = good;
-    ro.scaling = 2;
+    ro.scaling = 3;
     EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, fn);
+    ro = good;
+    ro.scaling = NNT_ROPE_SCALING_LINEAR;
+    ro.factor = 0;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, "factor");
     ro = good;
     ro.factor = 0;   /* ignored without scaling */
     EXPECT_OK(nnt_tensor_rope(x, &ro, 0, y));

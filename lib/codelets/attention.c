@@ -17,6 +17,7 @@ struct attn_block_args {
     int64_t q_pos0, k_pos0;
     int64_t window;     /* sliding window (keys qp - window < kp <= qp); 0: plain causal */
     float scale;
+    float cap;          /* soft-cap of the scores, cap tanh(s / cap); 0: none */
     int init;       /* forward: o, m, l only written: start from 0, -inf, 0;
                        backward: bit 1 dq only written, bit 2 dk, dv only written (zeroed) */
 };
@@ -42,6 +43,8 @@ static uint32_t block_footprint(struct starpu_task *task)
     h = starpu_hash_crc32c_be((uint32_t)(a->k_pos0 + a->tk - 1 > a->q_pos0), h);
     if (a->window > 0)   /* the rows and keys the window leaves (plain causal as before) */
         h = starpu_hash_crc32c_be_n(&a->window, sizeof a->window, h);
+    if (a->cap > 0.0f)   /* a tanh per score */
+        h = starpu_hash_crc32c_be(1u, h);
     return starpu_hash_crc32c_be((uint32_t)a->init, h);
 }
 
@@ -59,7 +62,7 @@ static void fwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(qrows, 0.0f, P(5));
     }
     nnt_cpu_attn_fwd_window_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
-                                a->q_pos0, a->k_pos0, a->window, a->scale, CP(0), CP(1), CP(2), P(3), P(4),
+                                a->q_pos0, a->k_pos0, a->window, a->scale, a->cap, CP(0), CP(1), CP(2), P(3), P(4),
                              P(5));
 }
 
@@ -90,7 +93,7 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(nkv, 0.0f, P(8));
     }
     nnt_cpu_attn_bwd_window_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
-                                a->q_pos0, a->k_pos0, a->window, a->scale, CP(0), CP(1), CP(2), CP(3), CP(4),
+                                a->q_pos0, a->k_pos0, a->window, a->scale, a->cap, CP(0), CP(1), CP(2), CP(3), CP(4),
                              CP(5), P(6), P(7), P(8));
 }
 
@@ -110,7 +113,7 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
     }
     if (rc == 0)
         rc = nnt_cuda_attn_fwd_window_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                          a->window, a->scale, CP(0), CP(1), CP(2), P(3), P(4), P(5), s);
+                                          a->window, a->scale, a->cap, CP(0), CP(1), CP(2), P(3), P(4), P(5), s);
     if (rc)
         nnt_task_error("nnt_attn_fwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -148,7 +151,7 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(8), s);
     if (rc == 0)
         rc = nnt_cuda_attn_bwd_window_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                          a->window, a->scale, CP(0), CP(1), CP(2), CP(3), CP(4), CP(5),
+                                          a->window, a->scale, a->cap, CP(0), CP(1), CP(2), CP(3), CP(4), CP(5),
                                        P(6), P(7), P(8), s);
     if (rc)
         nnt_task_error("nnt_attn_bwd_block", "CUDA kernel failed (%d)", rc);
@@ -220,14 +223,15 @@ static struct starpu_codelet bwd_block_cl = {
 };
 
 /* One (query tile, key tile) pair: the q slabs of map, (tq, hd) queries each at q_pos0,
- * against their (tk, hd) key slabs at k_pos0, under a sliding window (0: none). h: q, k, v,
+ * against their (tk, hd) key slabs at k_pos0, under a sliding window (0: none), scores
+ * soft-capped by cap (0: none). h: q, k, v,
  * o, m, l. init: o, m, l are only written (the tile's first task: the whole tile is
  * initialised). */
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
                               int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t window,
-                              float scale, const starpu_data_handle_t *h, int init)
+                              float scale, float cap, const starpu_data_handle_t *h, int init)
 {
-    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, init};
+    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[6] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
@@ -258,11 +262,11 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
  * (the whole tiles are zeroed first: the first task on each). */
 int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
                               int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t window,
-                              float scale, const starpu_data_handle_t *h, int init_dq,
-                              int init_dkv)
+                              float scale, float cap, const starpu_data_handle_t *h,
+                              int init_dq, int init_dkv)
 {
     int init = (init_dq ? INIT_DQ : 0) | (init_dkv ? INIT_DKV : 0);
-    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, init};
+    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init};
     enum starpu_data_access_mode mq = init_dq ? STARPU_W : STARPU_RW;
     enum starpu_data_access_mode mkv = init_dkv ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[9] = {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelets of the elementwise tensor operations, one task per tile of n contiguous floats:
- * scale, axpby, GELU forward and backward.
+ * scale, axpby, GELU forward and backward, soft-capping (Gemma 2's final logits) forward and
+ * backward.
  *
  * In place: the GELU tasks may be given the same tile in several roles (y == x, dx == dy,
  * dx == x). StarPU gets each distinct handle once, with the union of the access modes
@@ -19,9 +20,11 @@ struct axpby_args {
     float alpha, beta;
 };
 
-/* Buffer slot of each role: gelu uses x and out (y); gelu_bwd x, dy and out (dx). */
+/* Buffer slot of each role: gelu uses x and out (y); gelu_bwd x, dy and out (dx); the
+ * softcap tasks the same, with their cap. */
 struct gelu_args {
     int x, dy, out;
+    float cap;
 };
 
 /* ---- CPU ------------------------------------------------------------------------------ */
@@ -39,6 +42,20 @@ static void axpby_cpu(void *buffers[], void *cl_arg)
     const struct axpby_args *a = cl_arg;
     nnt_cpu_axpby_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]), a->beta,
                       nnt_tile_f32(buffers[1]));
+}
+
+static void softcap_cpu(void *buffers[], void *cl_arg)
+{
+    const struct gelu_args *a = cl_arg;
+    nnt_cpu_softcap_fwd_f32(nnt_tile_numel(buffers[a->x]), a->cap, nnt_tile_f32(buffers[a->x]),
+                            nnt_tile_f32(buffers[a->out]));
+}
+
+static void softcap_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    const struct gelu_args *a = cl_arg;
+    nnt_cpu_softcap_bwd_f32(nnt_tile_numel(buffers[a->x]), a->cap, nnt_tile_f32(buffers[a->x]),
+                            nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]));
 }
 
 /* buffers: x (n) R and y (n) W, or one buffer RW when y == x */
@@ -96,6 +113,25 @@ static void gelu_bwd_cuda(void *buffers[], void *cl_arg)
     if (rc)
         nnt_task_error("nnt_gelu_bwd", "CUDA kernel failed (%d)", rc);
 }
+static void softcap_cuda(void *buffers[], void *cl_arg)
+{
+    const struct gelu_args *a = cl_arg;
+    int rc = nnt_cuda_softcap_fwd_f32(nnt_tile_numel(buffers[a->x]), a->cap,
+                                      nnt_tile_f32(buffers[a->x]), nnt_tile_f32(buffers[a->out]),
+                                      nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_softcap", "CUDA kernel failed (%d)", rc);
+}
+
+static void softcap_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    const struct gelu_args *a = cl_arg;
+    int rc = nnt_cuda_softcap_bwd_f32(nnt_tile_numel(buffers[a->x]), a->cap,
+                                      nnt_tile_f32(buffers[a->x]), nnt_tile_f32(buffers[a->dy]),
+                                      nnt_tile_f32(buffers[a->out]), nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_softcap_bwd", "CUDA kernel failed (%d)", rc);
+}
 #define NNT_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
 #else
 #define NNT_CUDA_FUNCS(f)
@@ -127,6 +163,27 @@ static struct starpu_perfmodel gelu_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_gelu", .footprint = gelu_footprint};
 static struct starpu_perfmodel gelu_bwd_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_gelu_bwd", .footprint = gelu_footprint};
+
+static struct starpu_perfmodel softcap_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_softcap", .footprint = gelu_footprint};
+static struct starpu_perfmodel softcap_bwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_softcap_bwd", .footprint = gelu_footprint};
+
+static struct starpu_codelet softcap_cl = {
+    .name = "nnt_softcap",
+    .cpu_funcs = {softcap_cpu},
+    NNT_CUDA_FUNCS(softcap_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &softcap_model,
+};
+
+static struct starpu_codelet softcap_bwd_cl = {
+    .name = "nnt_softcap_bwd",
+    .cpu_funcs = {softcap_bwd_cpu},
+    NNT_CUDA_FUNCS(softcap_bwd_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &softcap_bwd_model,
+};
 
 static struct starpu_codelet scale_cl = {
     .name = "nnt_scale",
@@ -204,4 +261,33 @@ int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle
     args.dy = nnt_buffer_slot(bufs, &n, dy, STARPU_R);
     args.out = nnt_buffer_slot(bufs, &n, dx, STARPU_W);
     return nnt_submit(ctx, &gelu_bwd_cl, n, bufs, &args, sizeof args);
+}
+
+/* y = tanh(x / cap) cap on one tile; y may be x */
+int nnt_insert_softcap(nnt_ctx *ctx, float cap, starpu_data_handle_t x, starpu_data_handle_t y)
+{
+    struct starpu_data_descr bufs[2];
+    struct gelu_args args;
+    int n = 0;
+    memset(&args, 0, sizeof args);
+    args.cap = cap;
+    args.x = nnt_buffer_slot(bufs, &n, x, STARPU_R);
+    args.out = nnt_buffer_slot(bufs, &n, y, STARPU_W);
+    args.dy = args.x;   /* unused */
+    return nnt_submit(ctx, &softcap_cl, n, bufs, &args, sizeof args);
+}
+
+/* dx = dy (1 - tanh(x / cap)^2) on one tile; dx may be dy or x */
+int nnt_insert_softcap_bwd(nnt_ctx *ctx, float cap, starpu_data_handle_t x,
+                           starpu_data_handle_t dy, starpu_data_handle_t dx)
+{
+    struct starpu_data_descr bufs[3];
+    struct gelu_args args;
+    int n = 0;
+    memset(&args, 0, sizeof args);
+    args.cap = cap;
+    args.x = nnt_buffer_slot(bufs, &n, x, STARPU_R);
+    args.dy = nnt_buffer_slot(bufs, &n, dy, STARPU_R);
+    args.out = nnt_buffer_slot(bufs, &n, dx, STARPU_W);
+    return nnt_submit(ctx, &softcap_bwd_cl, n, bufs, &args, sizeof args);
 }

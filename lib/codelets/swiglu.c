@@ -13,6 +13,7 @@
  * (out0), dup (out1). */
 struct swiglu_args {
     int gate, up, dy, out0, out1;
+    int gelu;           /* GeGLU (Gemma): gelu_tanh(gate) * up instead of silu */
 };
 
 /* ---- CPU ------------------------------------------------------------------------------ */
@@ -20,16 +21,18 @@ struct swiglu_args {
 static void swiglu_fwd_cpu(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    nnt_cpu_swiglu_fwd_f32(nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
-                           nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->out0]));
+    (a->gelu ? nnt_cpu_geglu_fwd_f32 : nnt_cpu_swiglu_fwd_f32)(
+        nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
+        nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->out0]));
 }
 
 static void swiglu_bwd_cpu(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    nnt_cpu_swiglu_bwd_f32(nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
-                           nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->dy]),
-                           nnt_tile_f32(buffers[a->out0]), nnt_tile_f32(buffers[a->out1]));
+    (a->gelu ? nnt_cpu_geglu_bwd_f32 : nnt_cpu_swiglu_bwd_f32)(
+        nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
+        nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->dy]),
+        nnt_tile_f32(buffers[a->out0]), nnt_tile_f32(buffers[a->out1]));
 }
 
 /* ---- CUDA ----------------------------------------------------------------------------- */
@@ -38,7 +41,8 @@ static void swiglu_bwd_cpu(void *buffers[], void *cl_arg)
 static void swiglu_fwd_cuda(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    int rc = nnt_cuda_swiglu_fwd_f32(nnt_tile_numel(buffers[a->gate]),
+    int rc = (a->gelu ? nnt_cuda_geglu_fwd_f32 : nnt_cuda_swiglu_fwd_f32)(
+                                     nnt_tile_numel(buffers[a->gate]),
                                      nnt_tile_f32(buffers[a->gate]), nnt_tile_f32(buffers[a->up]),
                                      nnt_tile_f32(buffers[a->out0]), nnt_cuda_task_stream());
     if (rc)
@@ -48,7 +52,8 @@ static void swiglu_fwd_cuda(void *buffers[], void *cl_arg)
 static void swiglu_bwd_cuda(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    int rc = nnt_cuda_swiglu_bwd_f32(nnt_tile_numel(buffers[a->gate]),
+    int rc = (a->gelu ? nnt_cuda_geglu_bwd_f32 : nnt_cuda_swiglu_bwd_f32)(
+                                     nnt_tile_numel(buffers[a->gate]),
                                      nnt_tile_f32(buffers[a->gate]), nnt_tile_f32(buffers[a->up]),
                                      nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out0]),
                                      nnt_tile_f32(buffers[a->out1]), nnt_cuda_task_stream());
@@ -62,12 +67,15 @@ static void swiglu_bwd_cuda(void *buffers[], void *cl_arg)
 
 /* ---- codelets ------------------------------------------------------------------------- */
 
-/* In place or not changes the memory traffic: hash the number of distinct buffers. */
+/* In place or not changes the memory traffic: hash the number of distinct buffers (and the
+ * activation when it is GELU's). */
 static uint32_t swiglu_footprint(struct starpu_task *task)
 {
+    const struct swiglu_args *a = task->cl_arg;
     uint32_t n = (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0));
-    return starpu_hash_crc32c_be((uint32_t)STARPU_TASK_GET_NBUFFERS(task),
-                                 starpu_hash_crc32c_be(n, 0));
+    uint32_t h = starpu_hash_crc32c_be((uint32_t)STARPU_TASK_GET_NBUFFERS(task),
+                                       starpu_hash_crc32c_be(n, 0));
+    return a->gelu ? starpu_hash_crc32c_be(2u, h) : h;
 }
 
 static struct starpu_perfmodel swiglu_fwd_model = {
@@ -93,12 +101,12 @@ static struct starpu_codelet swiglu_bwd_cl = {
 
 /* ---- submission ----------------------------------------------------------------------- */
 
-/* y = silu(gate) up on one tile; y may be gate or up */
-int nnt_insert_swiglu(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
-                      starpu_data_handle_t y)
+/* y = silu(gate) up (gelu: gelu_tanh(gate) up) on one tile; y may be gate or up */
+int nnt_insert_swiglu(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+                      starpu_data_handle_t up, starpu_data_handle_t y)
 {
     struct starpu_data_descr bufs[3];
-    struct swiglu_args args = {0, 0, 0, 0, 0};
+    struct swiglu_args args = {0, 0, 0, 0, 0, gelu};
     int n = 0;
     args.gate = nnt_buffer_slot(bufs, &n, gate, STARPU_R);
     args.up = nnt_buffer_slot(bufs, &n, up, STARPU_R);
@@ -109,12 +117,12 @@ int nnt_insert_swiglu(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handl
 
 /* dgate = dy up silu'(gate), dup = dy silu(gate) on one tile; dgate != dup, each may be any
  * of the inputs */
-int nnt_insert_swiglu_bwd(nnt_ctx *ctx, starpu_data_handle_t gate, starpu_data_handle_t up,
-                          starpu_data_handle_t dy, starpu_data_handle_t dgate,
-                          starpu_data_handle_t dup)
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+                          starpu_data_handle_t up, starpu_data_handle_t dy,
+                          starpu_data_handle_t dgate, starpu_data_handle_t dup)
 {
     struct starpu_data_descr bufs[5];
-    struct swiglu_args args = {0, 0, 0, 0, 0};
+    struct swiglu_args args = {0, 0, 0, 0, 0, gelu};
     int n = 0;
     args.gate = nnt_buffer_slot(bufs, &n, gate, STARPU_R);
     args.up = nnt_buffer_slot(bufs, &n, up, STARPU_R);

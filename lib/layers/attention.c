@@ -4,9 +4,10 @@
  * then c_proj); with others the Llama layout under Hugging Face's names: q_proj, k_proj,
  * v_proj (NKV key/value heads: grouped-query attention, done by the attention op itself),
  * o_proj, optional biases, optional RMSNorms of each head vector of q and k (Qwen3's
- * q_norm, k_norm, before the rotation), rotary positions on q and k. Shapes: B batch,
- * T sequence, C channels, NH heads, NKV key/value heads, hd head dimension (C / NH unless
- * the options give it). */
+ * q_norm, k_norm, before the rotation; Gemma 3's scale by 1 + weight), rotary positions on
+ * q and k, a query scale (Gemma's query_pre_attn_scalar) and soft-capped scores (Gemma 2).
+ * Shapes: B batch, T sequence, C channels, NH heads, NKV key/value heads, hd head dimension
+ * (C / NH unless the options give it). */
 #include "generic.h"
 
 #include <math.h>
@@ -27,6 +28,9 @@ typedef struct attention {
     int has_rope;
     nnt_rope_options rope;          // a copy of the options' rope
     int64_t window;                 // sliding window of the attention op (0: none)
+    double scale, softcap;          // of the scores (scale 0: 1 / sqrt(hd); softcap 0: none)
+    int qk_plus_one;                // the q/k norms scale by 1 + weight
+    nnt_tensor *qkn1[2];            // (hd) 1 + q_norm, 1 + k_norm weights (qk_plus_one)
     int gpt2;                       // GPT-2's names and c_attn (one module for q, k, v)
     nnt_tensor *w[3];               // (NH, hd, C) q weight, (NKV, hd, C) k, v weights
     nnt_tensor *b[3];               // (NH, hd), (NKV, hd), or NULL (no q/k/v bias)
@@ -102,16 +106,24 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
 
 static double scale_of(const attention *a)
 {
-    return 1.0 / sqrt((double)a->w[0]->shape[1]);
+    return a->scale != 0.0 ? a->scale : 1.0 / sqrt((double)a->w[0]->shape[1]);
 }
 
-/* the attention op's options: the scale and the sliding window */
+/* the attention op's options: the scale, the sliding window and the soft-cap */
 static nnt_tensor_attention_options op_options(const attention *a)
 {
     nnt_tensor_attention_options o = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
     o.scale = scale_of(a);
     o.window = a->window;
+    o.softcap = a->softcap;
     return o;
+}
+
+/* The scale of the norm of q (i 0) or k (1): its weight, or 1 + weight. */
+static int qk_norm_scale(nnt_layer *l, attention *a, int i, nnt_tensor **g)
+{
+    *g = a->qkn[i];
+    return a->qk_plus_one ? gl_plus_one(l, a->qkn[i], &a->qkn1[i], g) : NNT_OK;
 }
 
 /* q (B, NH, T, hd), k, v (B, NKV, T, hd) of x (B, T, C) into a->qkv, q and k normalised
@@ -143,9 +155,11 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
             NNT_TRY(gl_lora_part(lo, part, h, 1.0));
         int normed = i < 2 && a->qkn[i];
         NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, normed ? a->qk_in[i] : a->qkv[i]));
+        nnt_tensor *g = NULL;
         if (normed)
-            NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], a->qkn[i], a->qk_eps, a->qkv[i],
-                                       a->qk_rstd[i]));
+            NNT_TRY(qk_norm_scale(l, a, i, &g));
+        if (normed)
+            NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], g, a->qk_eps, a->qkv[i], a->qk_rstd[i]));
     }
     if (a->has_rope) {   /* q and k rotated in place */
         NNT_TRY(nnt_tensor_rope(a->qkv[0], &a->rope, past, a->qkv[0]));
@@ -284,8 +298,9 @@ static int backward_qk_norm(nnt_layer *l, attention *a, int i)
     } else if (nnt_layer_grad_beta(l, dn) == 0.0) {
         NNT_TRY(nnt_tensor_fill(dn, 0.0));
     }
-    return nnt_tensor_rmsnorm_backward(a->qk_in[i], a->qkn[i], a->qk_rstd[i], a->dh[1 + i],
-                                       a->dqk_in[i], dn);
+    /* d(1 + w) = dw: the same sums with the scale the forward used */
+    return nnt_tensor_rmsnorm_backward(a->qk_in[i], a->qk_plus_one ? a->qkn1[i] : a->qkn[i],
+                                       a->qk_rstd[i], a->dh[1 + i], a->dqk_in[i], dn);
 }
 
 static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -351,7 +366,7 @@ static void attention_destroy(nnt_layer *l)
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
                          a->pw16, a->cache[0], a->cache[1], a->qk_in[0], a->qk_in[1],
                          a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0], a->dqk_in[1],
-                         a->qkn_scratch[0], a->qkn_scratch[1]};
+                         a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0], a->qkn1[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
     for (int i = 0; i < 4; i++) {
@@ -491,7 +506,8 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
     int64_t norm[1] = {hd}, norm_tile[1] = {dt};
     a->qk_eps = o->qk_norm_eps;
     for (int i = 0; o->qk_norm && i < 2; i++)
-        NNT_TRY(nnt_layer_new_param(l, QK_NORM[i], 1, norm, norm_tile, 0, NNT_INIT_ONE,
+        NNT_TRY(nnt_layer_new_param(l, QK_NORM[i], 1, norm, norm_tile, 0,
+                                    o->qk_norm_plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE,
                                     &a->qkn[i], NULL));
     return NNT_OK;
 }
@@ -516,6 +532,10 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %lld is negative", fn,
                         out->kv_heads < 0 ? "kv_heads" : "head_dim",
                         (long long)(out->kv_heads < 0 ? out->kv_heads : out->head_dim));
+    if (!isfinite(out->scale) || out->scale < 0.0 || !isfinite(out->softcap) ||
+        out->softcap < 0.0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: scale %g and softcap %g must be finite and >= 0 "
+                        "(0: 1 / sqrt(hd), none)", fn, out->scale, out->softcap);
     if (out->qk_norm && !(out->qk_norm_eps > 0.0 && isfinite(out->qk_norm_eps)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm_eps %g must be finite and > 0", fn,
                         out->qk_norm_eps);
@@ -554,8 +574,12 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
                           (long long)hd, (long long)dt);
     }
     attention *a = l->impl;
-    if (rc == 0)
+    if (rc == 0) {
         a->window = o.window;
+        a->scale = o.scale;
+        a->softcap = o.softcap;
+        a->qk_plus_one = o.qk_norm && o.qk_norm_plus_one;
+    }
     if (rc == 0 && o.rope) {
         a->has_rope = 1;
         rc = nnt_rope_options_read(fn, o.rope, &a->rope);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The generic composite layers: mlp (c_fc, c_proj; or SwiGLU's gate_proj, up_proj,
+/* The generic composite layers: mlp (c_fc, c_proj; or SwiGLU's / GeGLU's gate_proj, up_proj,
  * down_proj), block (ln_1, attn, ln_2, mlp, with the two residual connections; Llama's
- * input_layernorm, self_attn, post_attention_layernorm, mlp with RMSNorm) and sequential
+ * input_layernorm, self_attn, post_attention_layernorm, mlp with RMSNorm; Gemma's four
+ * norms: input_layernorm, self_attn, post_attention_layernorm, pre_feedforward_layernorm,
+ * mlp, post_feedforward_layernorm) and sequential
  * (any chain). Children run through the public
  * nnt_layer_forward / nnt_layer_backward, which keep each child's forward/backward order. */
 #include "generic.h"
@@ -81,6 +83,7 @@ static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
 enum { GATE, UP, DOWN };
 
 typedef struct swiglu {
+    int gelu;                       // GeGLU: gelu_tanh(g) * u (Gemma)
     nnt_tensor *g, *u;              // (..., hidden) the outputs of gate_proj, up_proj (not owned)
     nnt_tensor *h;                  // (..., hidden) silu(g) * u
     nnt_tensor *dg, *du;            // (..., hidden)
@@ -93,7 +96,7 @@ static int swiglu_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_layer_forward(l->children[GATE], x, &m->g));
     NNT_TRY(nnt_layer_forward(l->children[UP], x, &m->u));
     NNT_TRY(nnt_layer_ensure(l, &m->h, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
-    NNT_TRY(nnt_tensor_swiglu(m->g, m->u, m->h));
+    NNT_TRY((m->gelu ? nnt_tensor_geglu : nnt_tensor_swiglu)(m->g, m->u, m->h));
     return nnt_layer_forward(l->children[DOWN], m->h, y);
 }
 
@@ -105,7 +108,8 @@ static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(nnt_layer_ensure(l, &m->dg, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
     NNT_TRY(nnt_layer_ensure(l, &m->du, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
     /* dh has h's layout (down_proj's input) */
-    NNT_TRY(nnt_tensor_swiglu_backward(m->g, m->u, dh, m->dg, m->du));
+    NNT_TRY((m->gelu ? nnt_tensor_geglu_backward : nnt_tensor_swiglu_backward)(m->g, m->u, dh,
+                                                                              m->dg, m->du));
     NNT_TRY(nnt_layer_backward(l->children[GATE], m->dg, &dxg));
     NNT_TRY(nnt_layer_backward(l->children[UP], m->du, &dxu));
     /* dx = dxg + dxu, both in x's layout */
@@ -157,9 +161,10 @@ static int mlp_options(nnt_ctx *ctx, const nnt_mlp_options *opts, const char *fn
         return nnt_fail(ctx, NNT_E_INVAL, "%s: mlp options size %zu is below "
                         "sizeof(nnt_mlp_options) %zu (use NNT_MLP_OPTIONS_INIT)", fn, opts->size,
                         sizeof(nnt_mlp_options));
-    if (opts->kind != NNT_MLP_GELU && opts->kind != NNT_MLP_SWIGLU)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU or "
-                        "NNT_MLP_SWIGLU)", fn, opts->kind);
+    if (opts->kind != NNT_MLP_GELU && opts->kind != NNT_MLP_SWIGLU &&
+        opts->kind != NNT_MLP_GEGLU)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU, "
+                        "NNT_MLP_SWIGLU or NNT_MLP_GEGLU)", fn, opts->kind);
     *out = *opts;
     out->size = sizeof *out;
     return NNT_OK;
@@ -176,10 +181,12 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
     *out = NULL;
     NNT_TRY(nnt_ctx_check(ctx, fn));
     NNT_TRY(mlp_options(ctx, opts, fn, &o));
-    int glu = o.kind == NNT_MLP_SWIGLU;
+    int glu = o.kind == NNT_MLP_SWIGLU || o.kind == NNT_MLP_GEGLU;
     unsigned bias = o.bias ? NNT_LINEAR_BIAS : 0;
     NNT_TRY(nnt_layer_new(ctx, glu ? &swiglu_vt : &mlp_vt, glu ? sizeof(swiglu) : 0, fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
+    if (glu)
+        ((swiglu *)l->impl)->gelu = o.kind == NNT_MLP_GEGLU;
     if (rc == 0)
         rc = glu ? swiglu_children(l, channels, hidden, bias, &t, fn)
                  : mlp_children(l, channels, hidden, bias, &t, fn);
@@ -210,10 +217,11 @@ NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidd
 
 /* ---- block -------------------------------------------------------------------------------- */
 
-enum { LN_1, ATTN, LN_2, MLP };
+enum { LN_1, ATTN, LN_2, MLP, POST_ATTN, POST_MLP };
 
 typedef struct block {
     int recompute;                  /* keep only y; the backward reruns the forward first */
+    int sandwich;                   /* four norms (Gemma): the children as child() says */
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x))
     nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2))
@@ -229,19 +237,31 @@ static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **s
     return nnt_tensor_axpby(1.0, a, 1.0, *sum);
 }
 
+/* Child role r of a block: the children are ln_1, attn, ln_2, mlp, or with four norms
+ * input, attn, post-attention, pre-feedforward, mlp, post-feedforward (HF's order). */
+static nnt_layer *child(nnt_layer *l, int r)
+{
+    static const int sandwich[6] = {0, 1, 3, 4, 2, 5};   /* role -> child index */
+    return l->children[((block *)l->impl)->sandwich ? sandwich[r] : r];
+}
+
 /* at: NULL, or the positions of a forward with key/value caches (the attention's). */
 static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
-    NNT_TRY(nnt_layer_forward(l->children[LN_1], x, &h));
+    NNT_TRY(nnt_layer_forward(child(l, LN_1), x, &h));
     if (at)
-        NNT_TRY(gl_forward_cached(l->children[ATTN], h, at, &h));
+        NNT_TRY(gl_forward_cached(child(l, ATTN), h, at, &h));
     else
-        NNT_TRY(nnt_layer_forward(l->children[ATTN], h, &h));
+        NNT_TRY(nnt_layer_forward(child(l, ATTN), h, &h));
+    if (k->sandwich)
+        NNT_TRY(nnt_layer_forward(child(l, POST_ATTN), h, &h));
     NNT_TRY(add_to_new(l, h, x, &k->r2));
-    NNT_TRY(nnt_layer_forward(l->children[LN_2], k->r2, &h));
-    NNT_TRY(nnt_layer_forward(l->children[MLP], h, &h));
+    NNT_TRY(nnt_layer_forward(child(l, LN_2), k->r2, &h));
+    NNT_TRY(nnt_layer_forward(child(l, MLP), h, &h));
+    if (k->sandwich)
+        NNT_TRY(nnt_layer_forward(child(l, POST_MLP), h, &h));
     return add_to_new(l, h, k->r2, &k->y);
 }
 
@@ -273,11 +293,17 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (k->recompute)
         NNT_TRY(block_compute(l, k->x, NULL));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
-    NNT_TRY(nnt_layer_backward(l->children[MLP], g, &d));
-    NNT_TRY(nnt_layer_backward(l->children[LN_2], d, &d));
+    d = g;
+    if (k->sandwich)
+        NNT_TRY(nnt_layer_backward(child(l, POST_MLP), d, &d));
+    NNT_TRY(nnt_layer_backward(child(l, MLP), d, &d));
+    NNT_TRY(nnt_layer_backward(child(l, LN_2), d, &d));
     NNT_TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
-    NNT_TRY(nnt_layer_backward(l->children[ATTN], k->dr2, &d));
-    NNT_TRY(nnt_layer_backward(l->children[LN_1], d, &d));
+    d = k->dr2;
+    if (k->sandwich)
+        NNT_TRY(nnt_layer_backward(child(l, POST_ATTN), d, &d));
+    NNT_TRY(nnt_layer_backward(child(l, ATTN), d, &d));
+    NNT_TRY(nnt_layer_backward(child(l, LN_1), d, &d));
     NNT_TRY(add_to_new(l, d, k->dr2, &k->dx));
     /* Nothing of this block is read again before its next forward but its output (the
      * caller's y) and the input gradient: the rest -- forward activations and backward
@@ -355,21 +381,28 @@ NNT_API int nnt_layer_set_recompute(nnt_layer *layer, int enable)
 static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
                           const nnt_block_options *o, const nnt_tiling *t, const char *fn)
 {
-    static const char *const names[2][4] = {
-        {"ln_1", "attn", "ln_2", "mlp"},
-        {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp"}};
-    int rms = o->norm == NNT_NORM_RMSNORM;
-    for (int i = 0; i < 4; i++) {
-        nnt_layer *child = NULL;
+    /* by role (LN_1, ATTN, LN_2, MLP, POST_ATTN, POST_MLP), added in child() order */
+    static const char *const names[3][6] = {
+        {"ln_1", "attn", "ln_2", "mlp", NULL, NULL},
+        {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp", NULL, NULL},
+        {"input_layernorm", "self_attn", "pre_feedforward_layernorm", "mlp",
+         "post_attention_layernorm", "post_feedforward_layernorm"}};
+    static const int order[2][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
+                                    {LN_1, ATTN, POST_ATTN, LN_2, MLP, POST_MLP}};
+    int rms = o->norm == NNT_NORM_RMSNORM, sw = o->sandwich_norms != 0;
+    ((block *)l->impl)->sandwich = sw;
+    for (int j = 0; j < (sw ? 6 : 4); j++) {
+        int i = order[sw][j];
+        nnt_layer *c = NULL;
         if (i == ATTN)
-            NNT_TRY(gl_attention_new(l->ctx, C, NH, o->attention, t, fn, &child));
+            NNT_TRY(gl_attention_new(l->ctx, C, NH, o->attention, t, fn, &c));
         else if (i == MLP)
-            NNT_TRY(gl_mlp_new(l->ctx, C, hidden, o->mlp, t, fn, &child));
+            NNT_TRY(gl_mlp_new(l->ctx, C, hidden, o->mlp, t, fn, &c));
         else if (rms)
-            NNT_TRY(gl_rmsnorm_new(l->ctx, C, o->norm_eps, t, fn, &child));
+            NNT_TRY(gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one, t, fn, &c));
         else
-            NNT_TRY(gl_layernorm_new(l->ctx, C, o->norm_eps, t, fn, &child));
-        NNT_TRY(adopt(l, names[rms][i], child));
+            NNT_TRY(gl_layernorm_new(l->ctx, C, o->norm_eps, t, fn, &c));
+        NNT_TRY(adopt(l, names[sw ? 2 : rms][i], c));
     }
     return NNT_OK;
 }
@@ -388,6 +421,9 @@ static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char
     if (opts->norm != NNT_NORM_LAYERNORM && opts->norm != NNT_NORM_RMSNORM)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown norm kind %d (NNT_NORM_LAYERNORM or "
                         "NNT_NORM_RMSNORM)", fn, opts->norm);
+    if ((opts->sandwich_norms || opts->norm_plus_one) && opts->norm != NNT_NORM_RMSNORM)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: sandwich_norms and norm_plus_one need "
+                        "NNT_NORM_RMSNORM", fn);
     if (!(opts->norm_eps > 0.0) || !isfinite(opts->norm_eps))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
                         opts->norm_eps);

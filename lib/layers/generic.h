@@ -32,6 +32,17 @@ int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tilin
                      const char *fn, nnt_layer **out);
 int gl_rmsnorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *t,
                    const char *fn, nnt_layer **out);
+/* plus_one: the norm scales by 1 + weight (Gemma's RMSNorm; weight initialised to 0). */
+int gl_rmsnorm_new_ex(nnt_ctx *ctx, int64_t channels, double eps, int plus_one,
+                      const nnt_tiling *t, const char *fn, nnt_layer **out);
+/* *out = 1 + w in *cache (an activation of l with w's layout; 1 + w rounded once in fp32,
+ * as transformers' Gemma RMSNorm computes 1.0 + weight.float()). */
+int gl_plus_one(nnt_layer *l, nnt_tensor *w, nnt_tensor **cache, nnt_tensor **out);
+/* Multiply an embedding's output by (float) scale (Gemma: sqrt(C)); 1: none. */
+int gl_embedding_set_scale(nnt_layer *embedding, double scale);
+/* A soft-cap leaf (NNT_LAYER_SOFTCAP): y = tanh(x / cap) cap, cap > 0 (Gemma 2's final
+ * logits), not initialised (no parameters). */
+int gl_softcap_new(nnt_ctx *ctx, double cap, const char *fn, nnt_layer **out);
 int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out);
 /* opts NULL: the INIT options (GPT-2's). */

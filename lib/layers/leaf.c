@@ -199,6 +199,8 @@ typedef struct embedding {
     nnt_tensor *pos_rows;           // (T, C) wpe rows past .. past + T - 1 (cached forward)
     nnt_tensor *dy_cache, *tmp;
     nnt_tensor *dwte_scratch;       // (V, C) a frozen table's scatter target (wpe trained)
+    double scale;                   // out multiplied by (float) scale (Gemma); 0: not
+    nnt_tensor *dscaled;            // (B, T, C) scale * dy
 } embedding;
 
 static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
@@ -218,6 +220,8 @@ static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     if (e->wpe)   /* max_seq 0: no position table */
         NNT_TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
     NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
+    if (e->scale != 0.0)
+        NNT_TRY(nnt_tensor_scale(e->out, e->scale));
     *y = e->out;
     return NNT_OK;
 }
@@ -247,6 +251,8 @@ int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tenso
     NNT_TRY(nnt_layer_ensure_placed(l, &e->pos_rows, NNT_FP32, 2, rows, rows_tile, 0));
     NNT_TRY(gl_copy_rows(e->wpe, 0, past, e->pos_rows, 0, T));
     NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, e->pos_rows, e->out));
+    if (e->scale != 0.0)
+        NNT_TRY(nnt_tensor_scale(e->out, e->scale));
     *y = e->out;
     return NNT_OK;
 }
@@ -262,6 +268,11 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (!dwte && !dwpe)   /* both frozen: nothing to compute */
         return NNT_OK;
     NNT_TRY(gl_dy_like(l, dy, e->out, "nnt_layer_backward", &e->dy_cache, &dout));
+    if (e->scale != 0.0) {   /* d (scale wte[t]) = scale dy */
+        NNT_TRY(nnt_layer_ensure(l, &e->dscaled, NNT_FP32, dout->ndim, dout->shape, dout->tile));
+        NNT_TRY(nnt_tensor_axpby(e->scale, dout, 0.0, e->dscaled));
+        dout = e->dscaled;
+    }
     if (!dwte) {   /* the op scatters into a table: a scratch one for a frozen table */
         NNT_TRY(nnt_layer_ensure_placed(l, &e->dwte_scratch, NNT_FP32, 2, e->wte->shape,
                                         e->wte->tile, 0));
@@ -286,7 +297,7 @@ static void embedding_destroy(nnt_layer *l)
 {
     embedding *e = l->impl;
     nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->pos_rows,
-                         e->dy_cache, e->tmp, e->dwte_scratch};
+                         e->dy_cache, e->tmp, e->dwte_scratch, e->dscaled};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
@@ -339,6 +350,15 @@ int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t chann
     return NNT_OK;
 }
 
+int gl_embedding_set_scale(nnt_layer *l, double scale)
+{
+    if (l->vt != &embedding_vt || !isfinite(scale))
+        return nnt_fail(l->ctx, NNT_E_INVAL, "gl_embedding_set_scale: a %s layer, scale %g",
+                        l->vt->kind_name, scale);
+    ((embedding *)l->impl)->scale = scale == 1.0 ? 0.0 : scale;
+    return NNT_OK;
+}
+
 NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
                                        int64_t channels, const nnt_tiling *tiling,
                                        nnt_layer **out)
@@ -355,6 +375,8 @@ NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_
 
 typedef struct norm {
     double eps;
+    int plus_one;                   /* RMSNorm scaled by 1 + weight (Gemma)                 */
+    nnt_tensor *w1;                 // (C) 1 + w, the norm's scale with plus_one
     nnt_tensor *w, *b;              // (C) tile channels; b NULL for RMSNorm (gradients:
                                     // nnt_layer_grad_of)
     nnt_tensor *x;                  // the input of the last forward (not owned)
@@ -373,7 +395,10 @@ static int norm_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_layer_ensure(l, &n->y, NNT_FP32, x->ndim, x->shape, x->tile));
     NNT_TRY(nnt_layer_ensure(l, &n->rstd, NNT_FP32, x->ndim - 1, x->shape, x->tile));
     if (is_rms(l)) {
-        NNT_TRY(nnt_tensor_rmsnorm(x, n->w, n->eps, n->y, n->rstd));
+        nnt_tensor *g = n->w;
+        if (n->plus_one)
+            NNT_TRY(gl_plus_one(l, n->w, &n->w1, &g));
+        NNT_TRY(nnt_tensor_rmsnorm(x, g, n->eps, n->y, n->rstd));
     } else {
         NNT_TRY(nnt_layer_ensure(l, &n->mean, NNT_FP32, x->ndim - 1, x->shape, x->tile));
         NNT_TRY(nnt_tensor_layernorm(x, n->w, n->b, n->eps, n->y, n->mean, n->rstd));
@@ -399,8 +424,9 @@ static int norm_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_tensor_fill(n->scratch[i], 0.0));
         dgamma[i] = n->scratch[i];
     }
-    if (is_rms(l))
-        NNT_TRY(nnt_tensor_rmsnorm_backward(n->x, n->w, n->rstd, d, n->dx, dgamma[0]));
+    if (is_rms(l))   /* d(1 + w) = dw */
+        NNT_TRY(nnt_tensor_rmsnorm_backward(n->x, n->plus_one ? n->w1 : n->w, n->rstd, d,
+                                            n->dx, dgamma[0]));
     else
         NNT_TRY(nnt_tensor_layernorm_backward(n->x, n->w, n->mean, n->rstd, d, n->dx, dgamma[0],
                                               dgamma[1]));
@@ -412,7 +438,7 @@ static void norm_destroy(nnt_layer *l)
 {
     norm *n = l->impl;
     nnt_tensor *own[] = {n->y, n->dx, n->mean, n->rstd, n->dy_cache, n->scratch[0],
-                         n->scratch[1]};
+                         n->scratch[1], n->w1};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 
@@ -425,7 +451,7 @@ static const nnt_layer_vt rmsnorm_vt = {
 
 /* LayerNorm takes eps >= 0, RMSNorm eps > 0 (as their ops). */
 static int norm_new(nnt_ctx *ctx, const nnt_layer_vt *vt, int64_t channels, double eps,
-                    const nnt_tiling *tiling, const char *fn, nnt_layer **out)
+                    int plus_one, const nnt_tiling *tiling, const char *fn, nnt_layer **out)
 {
     nnt_tiling t;
     nnt_layer *l = NULL;
@@ -438,8 +464,10 @@ static int norm_new(nnt_ctx *ctx, const nnt_layer_vt *vt, int64_t channels, doub
     norm *n = l->impl;
     int64_t shape[1] = {channels}, tile[1] = {gl_tile(t.channels, channels)};
     n->eps = eps;
-    if (rc == 0)
-        rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0, NNT_INIT_ONE, &n->w, NULL);
+    n->plus_one = plus_one && rms;
+    if (rc == 0)   /* a scale of 1: weight 1, or 0 under 1 + weight */
+        rc = nnt_layer_new_param(l, "weight", 1, shape, tile, 0,
+                                 n->plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE, &n->w, NULL);
     if (rc == 0 && !rms)
         rc = nnt_layer_new_param(l, "bias", 1, shape, tile, 0, NNT_INIT_ZERO, &n->b, NULL);
     if (rc)
@@ -451,13 +479,28 @@ static int norm_new(nnt_ctx *ctx, const nnt_layer_vt *vt, int64_t channels, doub
 int gl_layernorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
                      const char *fn, nnt_layer **out)
 {
-    return norm_new(ctx, &layernorm_vt, channels, eps, tiling, fn, out);
+    return norm_new(ctx, &layernorm_vt, channels, eps, 0, tiling, fn, out);
 }
 
 int gl_rmsnorm_new(nnt_ctx *ctx, int64_t channels, double eps, const nnt_tiling *tiling,
                    const char *fn, nnt_layer **out)
 {
-    return norm_new(ctx, &rmsnorm_vt, channels, eps, tiling, fn, out);
+    return norm_new(ctx, &rmsnorm_vt, channels, eps, 0, tiling, fn, out);
+}
+
+int gl_rmsnorm_new_ex(nnt_ctx *ctx, int64_t channels, double eps, int plus_one,
+                      const nnt_tiling *tiling, const char *fn, nnt_layer **out)
+{
+    return norm_new(ctx, &rmsnorm_vt, channels, eps, plus_one, tiling, fn, out);
+}
+
+int gl_plus_one(nnt_layer *l, nnt_tensor *w, nnt_tensor **cache, nnt_tensor **out)
+{
+    NNT_TRY(nnt_layer_ensure(l, cache, NNT_FP32, w->ndim, w->shape, w->tile));
+    NNT_TRY(nnt_tensor_fill(*cache, 1.0));
+    NNT_TRY(nnt_tensor_axpby(1.0, w, 1.0, *cache));   /* 1 + w, rounded once */
+    *out = *cache;
+    return NNT_OK;
 }
 
 NNT_API int nnt_layer_layernorm_create(nnt_ctx *ctx, int64_t channels, double eps,
@@ -748,6 +791,57 @@ NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
     if (!out)
         return nnt_fail(emb->ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     return gl_lm_head_new(emb, fn, out);
+}
+
+/* ---- softcap: y = tanh(x / cap) cap (Gemma 2's final logits) ---------------------------- */
+
+typedef struct softcap {
+    double cap;
+    nnt_tensor *x;                  // the input of the last forward (not owned)
+    nnt_tensor *y, *dx, *dy_cache;  // x's layout
+} softcap;
+
+static int softcap_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    softcap *c = l->impl;
+    NNT_TRY(nnt_layer_ensure(l, &c->y, NNT_FP32, x->ndim, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_softcap(x, c->cap, c->y));
+    c->x = x;
+    *y = c->y;
+    return NNT_OK;
+}
+
+static int softcap_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    softcap *c = l->impl;
+    nnt_tensor *g = NULL;
+    NNT_TRY(gl_dy_like(l, dy, c->y, "nnt_layer_backward", &c->dy_cache, &g));
+    NNT_TRY(nnt_layer_ensure(l, &c->dx, NNT_FP32, c->x->ndim, c->x->shape, c->x->tile));
+    NNT_TRY(nnt_tensor_softcap_backward(c->x, c->cap, g, c->dx));
+    *dx = c->dx;
+    return NNT_OK;
+}
+
+static void softcap_destroy(nnt_layer *l)
+{
+    softcap *c = l->impl;
+    nnt_tensor *own[] = {c->y, c->dx, c->dy_cache};
+    destroy_all(own, sizeof own / sizeof own[0]);
+}
+
+static const nnt_layer_vt softcap_vt = {
+    NNT_LAYER_SOFTCAP, "softcap", softcap_forward, softcap_backward,
+    NULL, NULL, NULL, NULL, softcap_destroy, NULL, NULL, NULL};
+
+int gl_softcap_new(nnt_ctx *ctx, double cap, const char *fn, nnt_layer **out)
+{
+    if (!(cap > 0.0) || !isfinite(cap))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: soft-cap %g must be finite and > 0", fn, cap);
+    nnt_layer *l = NULL;
+    NNT_TRY(nnt_layer_new(ctx, &softcap_vt, sizeof(softcap), fn, &l));
+    ((softcap *)l->impl)->cap = cap;
+    *out = l;
+    return NNT_OK;
 }
 
 /* ---- cross_entropy -------------------------------------------------------------------- */

@@ -306,14 +306,124 @@ static int llama3_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
     return nnt_cfg_int(r, "original_max_position_embeddings", 1, 0, &rope->original_max_position);
 }
 
-/* rope_type (or the older "type") of a rope object: default or llama3. */
+/* rope_type (or the older "type") of a rope object: default, llama3 or linear (factor). */
 static int rope_type(const nnt_cfg_in *r, nnt_rope_options *rope)
 {
-    static const char *const types[2] = {"default", "llama3"};
+    static const char *const types[3] = {"default", "llama3", "linear"};
     const char *key = jvalue(r, "rope_type") || !jvalue(r, "type") ? "rope_type" : "type";
     int which = 0;
-    NNT_TRY(nnt_cfg_choice(r, key, "default", types, 2, &which));
+    NNT_TRY(nnt_cfg_choice(r, key, "default", types, 3, &which));
+    if (which == 2) {
+        rope->scaling = NNT_ROPE_SCALING_LINEAR;
+        return nnt_cfg_double(r, "factor", 1, 0, &rope->factor);
+    }
     return which ? llama3_fields(r, rope) : NNT_OK;
+}
+
+int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope)
+{
+    NNT_TRY(nnt_cfg_double(r, "rope_theta", 0, theta, &rope->theta));
+    return rope_type(r, rope);
+}
+
+int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub)
+{
+    *sub = NULL;
+    char *prefix = malloc(strlen(o->prefix) + strlen(key) + 2);
+    nnt_cfg_in *r = malloc(sizeof *r);
+    int present = 0, rc = prefix && r ? NNT_OK
+                                      : nnt_fail(o->ctx, NNT_E_NOMEM, "%s: out of memory", o->fn);
+    if (rc == 0) {
+        sprintf(prefix, "%s%s.", o->prefix, key);
+        rc = get_object(o, key, prefix, r, &present);   /* r's keys: none, or its own */
+        if (rc || !present)
+            jobj_free(r);
+    }
+    if (rc || !present) {
+        free(r);
+        free(prefix);
+        return rc;
+    }
+    *sub = r;
+    return NNT_OK;
+}
+
+void nnt_cfg_sub_free(nnt_cfg_in *sub)
+{
+    if (!sub)
+        return;
+    jobj_free(sub);
+    free((char *)sub->prefix);
+    free(sub);
+}
+
+/* layer_types (transformers' list of "sliding_attention" / "full_attention", one per layer)
+ * as window_from and window_global_every: layers from window_from on sliding, or every
+ * window_global_every-th full and the others sliding. Absent: the keys' values stand; a
+ * list of another form, or of another length than num_hidden_layers: unsupported. */
+int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    if (!nnt_cfg_has(o, "layer_types"))
+        return NNT_OK;
+    size_t cap = (size_t)c->layers * 24 + 64;
+    char *text = malloc(cap), *p;
+    if (!text)
+        return nnt_cfg_unsupported(o, "layer_types", "(too long)", "a list per layer");
+    nnt_cfg_text(o, "layer_types", text, cap);
+    char *sliding = calloc((size_t)c->layers + 1, 1);
+    int64_t n = 0;
+    int ok = sliding != NULL && text[0] == '[';
+    for (p = text; ok && (p = strchr(p, '"')) != NULL; n++) {
+        char *e = strchr(p + 1, '"');
+        size_t len = e ? (size_t)(e - p - 1) : 0;
+        if (!e || n >= c->layers)
+            ok = 0;
+        else if (len == 17 && strncmp(p + 1, "sliding_attention", len) == 0)
+            sliding[n] = 1;
+        else if (!(len == 14 && strncmp(p + 1, "full_attention", len) == 0))
+            ok = 0;
+        p = e ? e + 1 : p + 1;
+    }
+    ok = ok && n == c->layers;
+    /* the forms: first sliding layer on; or every N-th full from 1 */
+    int64_t from = 0, every = 0, any = 0;
+    for (int64_t i = 0; ok && i < n; i++)
+        any |= sliding[i];
+    if (ok && any) {
+        while (!sliding[from])
+            from++;
+        int run = 1;
+        for (int64_t i = from; i < n; i++)
+            run &= sliding[i];
+        if (!run) {
+            from = 0;
+            while (every < n && sliding[every])
+                every++;
+            every++;   /* the first full layer is layer every - 1 */
+            for (int64_t i = 0; i < n; i++)
+                ok &= sliding[i] == ((i + 1) % every != 0);
+        }
+    }
+    free(text);
+    free(sliding);
+    if (!ok)
+        return nnt_cfg_unsupported(o, "layer_types", "(this list)",
+                                   "\"full_attention\" / \"sliding_attention\" per layer, "
+                                   "sliding from a layer on or all but every N-th");
+    if (!any)
+        c->sliding_window = 0;
+    c->window_from = from;
+    c->window_global_every = every;
+    return NNT_OK;
+}
+
+void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    nnt_cfg_add(t, ",\n  \"layer_types\": [");
+    for (int64_t i = 0; i < c->layers; i++)
+        nnt_cfg_add(t, "%s\"%s\"", i ? ", " : "",
+                    nnt_model_block_window(c, i) ? "sliding_attention" : "full_attention");
+    nnt_cfg_add(t, "]");
 }
 
 /* rope_parameters (transformers 5) or rope_theta + rope_scaling (earlier). */
@@ -398,14 +508,31 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v)
     nnt_cfg_add(t, ",\n  \"%s\": %s", key, v ? "true" : "false");
 }
 
+void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
+{
+    char theta[40], f[40];
+    double_text(r->theta, theta, sizeof theta);
+    double_text(r->factor, f, sizeof f);
+    if (r->scaling == NNT_ROPE_SCALING_LINEAR)
+        nnt_cfg_add(t, "{\"rope_type\": \"linear\", \"factor\": %s, \"rope_theta\": %s}", f,
+                    theta);
+    else
+        nnt_cfg_add(t, "{\"rope_type\": \"default\", \"rope_theta\": %s}", theta);
+}
+
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
 {
     nnt_cfg_put_double(t, "rope_theta", r->theta);
+    char f[40], lo[40], hi[40];
+    if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
+        double_text(r->factor, f, sizeof f);
+        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %s}", f);
+        return;
+    }
     if (r->scaling != NNT_ROPE_SCALING_LLAMA3) {
         nnt_cfg_add(t, ",\n  \"rope_scaling\": null");
         return;
     }
-    char f[40], lo[40], hi[40];
     double_text(r->factor, f, sizeof f);
     double_text(r->low_freq_factor, lo, sizeof lo);
     double_text(r->high_freq_factor, hi, sizeof hi);

@@ -42,8 +42,19 @@ int nnt_cfg_bad_type(const nnt_cfg_in *o, const char *key, const char *want);
 /* The value's text (at most size - 1 bytes of it) for a message. */
 void nnt_cfg_text(const nnt_cfg_in *o, const char *key, char *out, size_t size);
 /* The rotary options: rope_parameters (transformers 5), else rope_theta + rope_scaling;
- * rope types "default" and "llama3". */
+ * rope types "default", "llama3" and "linear". */
 int nnt_cfg_rope(const nnt_cfg_in *o, nnt_rope_options *rope);
+/* The rotary options of one rope object (a rope_parameters entry): rope_theta (theta when
+ * absent) and its rope_type. */
+int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope);
+/* The object under key as *sub (NULL when absent or null; messages prefixed "key."); free
+ * it with nnt_cfg_sub_free. */
+int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub);
+void nnt_cfg_sub_free(nnt_cfg_in *sub);
+/* layer_types (a "sliding_attention" / "full_attention" list) as c's window_from and
+ * window_global_every (c->layers set; no sliding layer: sliding_window 0); absent: c as is;
+ * a list of no form nnt_model_config can say: NNT_E_UNSUPPORTED. */
+int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c);
 
 /* Other JSON files (adapter_config.json): the object of file path (no file NNT_E_IO,
  * malformed NNT_E_FORMAT naming it); its keys in file order; a string (malloc'd, NULL when
@@ -72,8 +83,13 @@ void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...) NNT_PRINTF(2, 3);
 void nnt_cfg_put_double(nnt_cfg_out *t, const char *key, double v);
 void nnt_cfg_put_int(nnt_cfg_out *t, const char *key, int64_t v);
 void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
-/* rope_theta and rope_scaling (null, or the llama3 object). */
+/* rope_theta and rope_scaling (null, or the llama3 or linear object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
+/* One rope object as a value: {"rope_type": "default" or "linear" (with factor),
+ * "rope_theta": ...}. */
+void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r);
+/* ,\n  "layer_types": [...] of c's windowed blocks. */
+void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c);
 
 /* ---- Hugging Face weights ---------------------------------------------------------------- */
 
@@ -129,6 +145,9 @@ typedef struct nnt_family_layout {
     int norm_kind;                 /* nnt_norm_kind of the blocks' and the final norm       */
     int mlp_kind;                  /* nnt_mlp_kind                                          */
     int rope;                      /* rotary positions from the configuration's rope        */
+    int norm_plus_one;             /* RMSNorms (blocks, final, q/k) scale by 1 + weight      */
+    int sandwich_norms;            /* four norms per block (nnt_block_options)               */
+    int embed_scale;               /* the embedding's output times sqrt(C)                   */
 } nnt_family_layout;
 
 typedef struct nnt_family {
@@ -183,6 +202,7 @@ typedef struct nnt_family {
 /* The families (families.c). */
 extern const nnt_family nnt_family_gpt2;
 extern const nnt_family nnt_family_llama;
+extern const nnt_family nnt_family_gemma;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

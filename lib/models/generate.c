@@ -108,7 +108,8 @@ static int copy_last_row(nnt_ctx *ctx, nnt_tensor *src, nnt_tensor **dst)
 }
 
 /* The logits (V) after the first n tokens into g->sm.logits. Children: the embedding,
- * the blocks, the final norm, the head, the loss. */
+ * the blocks, the final norm, the head, (a soft-cap,) the loss: the head and what follows
+ * it run on the last row only. */
 static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int32_t *out,
                       int64_t n)
 {
@@ -122,13 +123,18 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
     NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
     NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)w * sizeof *g->ids));
     nnt_tensor *x = g->tokens, *logits = NULL;   // (1, w) -> (1, w, C)
+    int head = m->nchildren - 2;
+    if (m->children[head]->vt->kind == NNT_LAYER_SOFTCAP)
+        head--;
     g->cached = 0;   /* until this forward has been submitted whole */
-    for (int i = 0; i < m->nchildren - 2; i++)
+    for (int i = 0; i < head; i++)
         NNT_TRY(decode || prefill ? gl_forward_cached(m->children[i], x, &at, &x)
                                   : nnt_layer_forward(m->children[i], x, &x));
     g->cached = decode || prefill ? n : 0;
     NNT_TRY(copy_last_row(m->ctx, x, &g->last));
-    NNT_TRY(nnt_layer_forward(m->children[m->nchildren - 2], g->last, &logits));   // (1, 1, V)
+    logits = g->last;
+    for (int i = head; i < m->nchildren - 1; i++)   // (1, 1, C) -> (1, 1, V)
+        NNT_TRY(nnt_layer_forward(m->children[i], logits, &logits));
     return nnt_tensor_copy_to_host(logits, g->sm.logits, (size_t)g->sm.V * sizeof(float));
 }
 

@@ -100,66 +100,6 @@ static const nnt_hf_arch ARCHS[] = {
     {"Qwen3ForCausalLM", "qwen3"},
 };
 
-/* layer_types (transformers' list of "sliding_attention" / "full_attention", one per layer)
- * as window_from and window_global_every: layers from window_from on sliding, or every
- * window_global_every-th full and the others sliding. Absent: the keys' values stand; a
- * list of another form, or of another length than num_hidden_layers: unsupported. */
-static int layer_types(const nnt_cfg_in *o, nnt_model_config *c)
-{
-    if (!nnt_cfg_has(o, "layer_types"))
-        return NNT_OK;
-    size_t cap = (size_t)c->layers * 24 + 64;
-    char *text = malloc(cap), *p;
-    if (!text)
-        return nnt_cfg_unsupported(o, "layer_types", "(too long)", "a list per layer");
-    nnt_cfg_text(o, "layer_types", text, cap);
-    char *sliding = calloc((size_t)c->layers + 1, 1);
-    int64_t n = 0;
-    int ok = sliding != NULL && text[0] == '[';
-    for (p = text; ok && (p = strchr(p, '"')) != NULL; n++) {
-        char *e = strchr(p + 1, '"');
-        size_t len = e ? (size_t)(e - p - 1) : 0;
-        if (!e || n >= c->layers)
-            ok = 0;
-        else if (len == 17 && strncmp(p + 1, "sliding_attention", len) == 0)
-            sliding[n] = 1;
-        else if (!(len == 14 && strncmp(p + 1, "full_attention", len) == 0))
-            ok = 0;
-        p = e ? e + 1 : p + 1;
-    }
-    ok = ok && n == c->layers;
-    /* the forms: first sliding layer on; or every N-th full from 1 */
-    int64_t from = 0, every = 0, any = 0;
-    for (int64_t i = 0; ok && i < n; i++)
-        any |= sliding[i];
-    if (ok && any) {
-        while (!sliding[from])
-            from++;
-        int run = 1;
-        for (int64_t i = from; i < n; i++)
-            run &= sliding[i];
-        if (!run) {
-            from = 0;
-            while (every < n && sliding[every])
-                every++;
-            every++;   /* the first full layer is layer every - 1 */
-            for (int64_t i = 0; i < n; i++)
-                ok &= sliding[i] == ((i + 1) % every != 0);
-        }
-    }
-    free(text);
-    free(sliding);
-    if (!ok)
-        return nnt_cfg_unsupported(o, "layer_types", "(this list)",
-                                   "\"full_attention\" / \"sliding_attention\" per layer, "
-                                   "sliding from a layer on or all but every N-th");
-    if (!any)
-        c->sliding_window = 0;
-    c->window_from = from;
-    c->window_global_every = every;
-    return NNT_OK;
-}
-
 /* What only some architectures have: biases, q/k norms, sliding windows. Llama:
  * attention_bias on q, k, v and o, mlp_bias; Qwen2: q, k, v biases; Qwen3: attention_bias,
  * q/k norms. Sliding windows as transformers 5.24 reads them: Mistral sliding_window on
@@ -192,7 +132,7 @@ static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
             return nnt_cfg_bad_type(o, "max_window_layers", "an integer >= 0");
         if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
             return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
-        return c->sliding_window ? layer_types(o, c) : NNT_OK;
+        return c->sliding_window ? nnt_cfg_layer_types(o, c) : NNT_OK;
     }
     if (arch == ARCH_MISTRAL) {
         char v[33];
@@ -311,7 +251,7 @@ const nnt_family nnt_family_llama = {
     llama_preset, PRESET_NAMES,
     llama_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), llama_read_hf, llama_hf_arch,
     llama_write_hf,

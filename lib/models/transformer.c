@@ -15,6 +15,8 @@
  *   <norm>                 the final norm
  *   "lm_head"              tied: the embedding's table (no parameter); untied: a linear
  *                          layer without bias, parameter "weight" (V, C)
+ *   "final_logit_softcap"  with final_softcap only: tanh(z / c) c of the logits (no
+ *                          parameter)
  *   "loss"                 cross-entropy (ignore index -1)
  * e.g. for the Llama family "model.embed_tokens", "model.layers.<i>", "model.norm", so that
  * every parameter carries its Hugging Face name, and for GPT-2 "", "h.<i>", "ln_f" (llm.c-
@@ -27,6 +29,7 @@
 #include "../layers/generic.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,6 +85,35 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
+/* The query scale, soft-caps and local rotary base: finite, >= 0, and only in the families
+ * that have them. */
+static int check_gemma_options(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+                               const nnt_family *f)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+        unsigned feature;
+    } opts[4] = {
+        {"query_pre_attn_scalar", offsetof(nnt_model_config, query_pre_attn_scalar),
+         NNT_FAMILY_HAS_QUERY_SCALE},
+        {"attn_softcap", offsetof(nnt_model_config, attn_softcap), NNT_FAMILY_HAS_SOFTCAP},
+        {"final_softcap", offsetof(nnt_model_config, final_softcap), NNT_FAMILY_HAS_SOFTCAP},
+        {"rope_local_theta", offsetof(nnt_model_config, rope_local_theta),
+         NNT_FAMILY_HAS_LOCAL_ROPE}};
+    for (int i = 0; i < 4; i++) {
+        double v;
+        memcpy(&v, (const char *)c + opts[i].offset, sizeof v);
+        if (!(v >= 0.0) || !isfinite(v))
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %g must be finite and >= 0 (0: none)",
+                            fn, opts[i].name, v);
+        if (v != 0.0 && !(f->features & opts[i].feature))
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no %s (%g)", fn, f->title,
+                            opts[i].name, v);
+    }
+    return NNT_OK;
+}
+
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
 {
     if (c->sliding_window <= 0 || i < c->window_from)
@@ -114,6 +146,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (cfg->sliding_window && !(f->features & NNT_FAMILY_HAS_WINDOW))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
                         "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
+    NNT_TRY(check_gemma_options(ctx, fn, cfg, f));
     return f->check(ctx, fn, cfg);
 }
 
@@ -220,6 +253,12 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.head_dim = head_dim_of(c);
     ao.qk_norm = c->qk_norm;
     ao.qk_norm_eps = c->norm_eps;
+    ao.qk_norm_plus_one = f->norm_plus_one;
+    /* transformers' query_pre_attn_scalar**-0.5 */
+    ao.scale = c->query_pre_attn_scalar > 0.0 ? pow(c->query_pre_attn_scalar, -0.5) : 0.0;
+    ao.softcap = c->attn_softcap;
+    nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;   /* the windowed blocks' (Gemma 3) */
+    local.theta = c->rope_local_theta;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
     mo.kind = f->mlp_kind;
     mo.bias = c->mlp_bias;
@@ -228,11 +267,17 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     bo.norm_eps = c->norm_eps;
     bo.attention = &ao;
     bo.mlp = &mo;
+    bo.norm_plus_one = f->norm_plus_one;
+    bo.sandwich_norms = f->sandwich_norms;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];
         nnt_layer *block = NULL;
-        /* each block's attention its own window, from the configuration */
-        ao.window = nnt_model_block_window(c, i) ? c->sliding_window : 0;
+        /* each block's attention its own window, from the configuration, and with a local
+         * rotary base its own rope */
+        int windowed = nnt_model_block_window(c, i);
+        ao.window = windowed ? c->sliding_window : 0;
+        if (f->rope)
+            ao.rope = windowed && c->rope_local_theta > 0.0 ? &local : &c->rope;
         snprintf(name, sizeof name, "%s%lld", f->block, (long long)i);
         NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
         NNT_TRY(adopt(l, name, block));
@@ -245,7 +290,8 @@ static int add_norm(nnt_layer *l, const nnt_model_config *c, const nnt_family_la
 {
     nnt_layer *norm = NULL;
     if (f->norm_kind == NNT_NORM_RMSNORM)
-        NNT_TRY(gl_rmsnorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
+        NNT_TRY(gl_rmsnorm_new_ex(l->ctx, c->channels, c->norm_eps, f->norm_plus_one, t, fn,
+                                  &norm));
     else
         NNT_TRY(gl_layernorm_new(l->ctx, c->channels, c->norm_eps, t, fn, &norm));
     return adopt(l, f->norm, norm);
@@ -261,6 +307,11 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
         NNT_TRY(gl_linear_new(l->ctx, c->channels, c->vocab, 0, gl_tile(t->channels, c->channels),
                               gl_tile(t->vocab, c->vocab), fn, &head));
     NNT_TRY(adopt(l, "lm_head", head));
+    if (c->final_softcap > 0.0) {
+        nnt_layer *cap = NULL;
+        NNT_TRY(gl_softcap_new(l->ctx, c->final_softcap, fn, &cap));
+        NNT_TRY(adopt(l, "final_logit_softcap", cap));
+    }
     NNT_TRY(nnt_layer_cross_entropy_create(l->ctx, IGNORE_INDEX, &loss));
     return adopt(l, "loss", loss);
 }
@@ -275,6 +326,8 @@ static int tree_children(nnt_layer *l, const nnt_model_config *c, const nnt_tili
     NNT_TRY(gl_embedding_new(l->ctx, c->vocab, f->positions ? c->max_seq : 0, c->channels, t,
                              f->table, fn, &emb));
     NNT_TRY(adopt(l, f->embedding, emb));
+    if (f->embed_scale)   /* transformers' hidden_size**0.5, in the embedding's dtype */
+        NNT_TRY(gl_embedding_set_scale(emb, sqrt((double)c->channels)));
     NNT_TRY(add_blocks(l, c, f, t, fn));
     NNT_TRY(add_norm(l, c, f, t, fn));
     return add_head(l, emb, c, t, fn);

@@ -15,7 +15,8 @@
  * Sliding window W (the _ex functions): query position qp sees keys qp - W < kp <= qp; a
  * (query tile, key tile) pair whose keys all precede the window of the tile's first query
  * gets no task (that is what the window saves), and the kernels skip the rows and keys of
- * a pair that no window reaches. */
+ * a pair that no window reaches. A soft-cap (the _ex functions' softcap, Gemma 2) caps
+ * every score inside the kernels. */
 #include "../internal.h"
 #include "nnt_cpu.h" /* nnt_attn_map */
 
@@ -142,8 +143,8 @@ static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t wind
 }
 
 static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l,
-                              nnt_tensor *lse, float scale, int64_t window, int64_t bi,
-                              int64_t hi, int64_t i)
+                              nnt_tensor *lse, float scale, int64_t window, float cap,
+                              int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
     int64_t hd = q->shape[3], hk0, hk1;
@@ -163,7 +164,7 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, qt.pos0,
-                                           kt.pos0, window, scale, h, first);
+                                           kt.pos0, window, scale, cap, h, first);
             first = 0;
         }
     }
@@ -174,7 +175,8 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
     return rc;
 }
 
-static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window)
+static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window,
+                          float cap)
 {
     nnt_tensor *q = w[0], *m = NULL, *l = NULL;
     int rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &m);
@@ -183,18 +185,19 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = forward_query_tile(w, m, l, lse, scale, window, bi, hi, i);
+                rc = forward_query_tile(w, m, l, lse, scale, window, cap, bi, hi, i);
     nnt_temp_release(m);
     nnt_temp_release(l);
     return rc;
 }
 
-/* The scale and window of an _ex call's opts for q's head dimension (opts NULL: the plain
- * call's scale as given, no window). */
+/* The scale, window and soft-cap of an _ex call's opts for q's head dimension (opts NULL: the
+ * plain call's scale as given, no window, no cap). */
 static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
-                        double *scale, int64_t *window)
+                        double *scale, int64_t *window, float *cap)
 {
     *window = 0;
+    *cap = 0.0f;
     if (!opts)
         return NNT_OK;
     NNT_TRY(nnt_check_arg(fn, "q", q, NNT_FP32, 0));
@@ -209,8 +212,12 @@ static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attentio
     if (o.window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
                         (long long)o.window);
+    if (!(o.softcap >= 0.0) || !isfinite(o.softcap))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: softcap %g must be finite and >= 0 (0: none)",
+                        fn, o.softcap);
     *scale = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)(hd > 0 ? hd : 1));
     *window = o.window;
+    *cap = (float)o.softcap;
     return NNT_OK;
 }
 
@@ -222,7 +229,8 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
     static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
     nnt_tensor *all[5] = {q, k, v, o, lse};
     int64_t window = 0;
-    int rc = read_options(fn, q, opts, &scale, &window);
+    float cap = 0.0f;
+    int rc = read_options(fn, q, opts, &scale, &window, &cap);
     if (rc == 0)
         rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
     if (rc)
@@ -230,7 +238,7 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_forward(w, lse, (float)scale, window);
+        rc = submit_forward(w, lse, (float)scale, window, cap);
     if (rc == 0)
         nnt_tensor_mark_written(lse);
     rc = nnt_whole_last_finish(w[3], o, rc);
@@ -257,7 +265,8 @@ NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
 /* ---- backward ----------------------------------------------------------------------------- */
 
 /* w: q, k, v, o, lse, dout, dq, dk, dv (one hd tile each; lse (B, NH, T)); d like lse. */
-static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int64_t window)
+static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int64_t window,
+                           float cap)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *lse = w[4], *dout = w[5],
                *dq = w[6], *dk = w[7], *dv = w[8];
@@ -298,7 +307,7 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
                             dout->tiles[qi].handle, lse->tiles[qi].handle, d->tiles[qi].handle,
                             dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
                         rc = nnt_insert_attn_bwd_block(q->ctx, &map, qt.rows, kt.rows, hd,
-                                                       qt.pos0, kt.pos0, window, scale, h,
+                                                       qt.pos0, kt.pos0, window, scale, cap, h,
                                                        first, !touched[kj]);
                         first = 0;
                         touched[kj] = 1;
@@ -320,7 +329,8 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
                                 SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
     nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
     int64_t window = 0;
-    int rc = read_options(fn, q, opts, &scale, &window);
+    float cap = 0.0f;
+    int rc = read_options(fn, q, opts, &scale, &window, &cap);
     if (rc == 0)
         rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
     if (rc)
@@ -332,7 +342,7 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
     if (rc == 0)
-        rc = submit_backward(w, d, (float)scale, window);
+        rc = submit_backward(w, d, (float)scale, window, cap);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
         rc = nnt_whole_last_finish(w[i], all[i], rc);
@@ -405,7 +415,8 @@ static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, d
 /* Tasks of query tile (bi, hi, i), its rows at positions past + i * tile: one block task per
  * kv head range and key tile holding a key at or before its last query, then a finalize. */
 static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t past,
-                         float scale, int64_t window, int64_t bi, int64_t hi, int64_t i)
+                         float scale, int64_t window, float cap, int64_t bi, int64_t hi,
+                         int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *m = mll[0], *l = mll[1];
     int64_t hd = q->shape[3], hk0, hk1;
@@ -423,7 +434,7 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, q_pos0,
-                                           kt.pos0, window, scale, h, first);
+                                           kt.pos0, window, scale, cap, h, first);
             first = 0;
         }
     }
@@ -436,7 +447,8 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
 }
 
 /* w: q, k, v, o with one hd tile; m, l and the (unused) lse are temporaries (B, NH, Tq). */
-static int submit_kv(nnt_tensor *const *w, int64_t past, float scale, int64_t window)
+static int submit_kv(nnt_tensor *const *w, int64_t past, float scale, int64_t window,
+                     float cap)
 {
     nnt_tensor *q = w[0], *mll[3] = {NULL, NULL, NULL};
     int64_t shape[3] = {q->shape[0], q->shape[1], q->shape[2]};
@@ -447,7 +459,7 @@ static int submit_kv(nnt_tensor *const *w, int64_t past, float scale, int64_t wi
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = kv_query_tile(w, mll, past, scale, window, bi, hi, i);
+                rc = kv_query_tile(w, mll, past, scale, window, cap, bi, hi, i);
     for (int i = 0; i < 3; i++)
         nnt_temp_release(mll[i]);
     return rc;
@@ -459,7 +471,8 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
 {
     nnt_tensor *all[4] = {q, k, v, o};
     int64_t window = 0;
-    int rc = read_options(fn, q, opts, &scale, &window);
+    float cap = 0.0f;
+    int rc = read_options(fn, q, opts, &scale, &window, &cap);
     if (rc == 0)
         rc = check_kv_args(fn, all, past, scale);
     if (rc)
@@ -467,7 +480,7 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_kv(w, past, (float)scale, window);
+        rc = submit_kv(w, past, (float)scale, window, cap);
     rc = nnt_whole_last_finish(w[3], o, rc);
     for (int i = 0; i < 3; i++)
         nnt_whole_last_drop(w[i], all[i]);

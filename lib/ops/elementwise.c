@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Elementwise tensor operations: scale, axpby, GELU and its backward. Operands of one call
+/* Elementwise tensor operations: scale, axpby, GELU and its backward, soft-capping and its
+ * backward (internal: Gemma 2's final logits). Operands of one call
  * have equal shapes and tilings, so tile i of each operand holds the same elements: one
  * task per tile, no ordering between tiles, and the result does not depend on the tiling. */
 #include "../internal.h"
+
+#include <math.h>
 
 /* x (...) = alpha x on every tile of x */
 static int scale_tiles(nnt_tensor *x, double alpha)
@@ -69,6 +72,52 @@ int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
     for (int64_t i = 0; rc == 0 && i < dx->ntiles; i++)
         rc = nnt_insert_gelu_bwd(dx->ctx, x->tiles[i].handle, dy->tiles[i].handle,
                                  dx->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(dx);
+    return rc;
+}
+
+static int check_cap(const char *fn, nnt_tensor *x, double cap)
+{
+    if (!(cap > 0.0) || !isfinite(cap))
+        return nnt_fail(x->ctx, NNT_E_INVAL, "%s: cap %g must be finite and > 0", fn, cap);
+    return NNT_OK;
+}
+
+int nnt_tensor_softcap(nnt_tensor *x, double cap, nnt_tensor *y)
+{
+    const char *fn = "nnt_tensor_softcap";
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "y", y, NNT_FP32, 0);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "y", y);
+    if (rc == 0)
+        rc = check_cap(fn, x, cap);
+    for (int64_t i = 0; rc == 0 && i < y->ntiles; i++)
+        rc = nnt_insert_softcap(y->ctx, (float)cap, x->tiles[i].handle, y->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(y);
+    return rc;
+}
+
+int nnt_tensor_softcap_backward(nnt_tensor *x, double cap, nnt_tensor *dy, nnt_tensor *dx)
+{
+    const char *fn = "nnt_tensor_softcap_backward";
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "dy", dy, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "dx", dx, NNT_FP32, 0);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "dy", dy);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "dx", dx, "dy", dy);
+    if (rc == 0)
+        rc = check_cap(fn, x, cap);
+    for (int64_t i = 0; rc == 0 && i < dx->ntiles; i++)
+        rc = nnt_insert_softcap_bwd(dx->ctx, (float)cap, x->tiles[i].handle,
+                                    dy->tiles[i].handle, dx->tiles[i].handle);
     if (rc == 0)
         nnt_tensor_mark_written(dx);
     return rc;

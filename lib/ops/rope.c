@@ -27,9 +27,12 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
                               "initialise them with NNT_ROPE_OPTIONS_INIT");
     if (rc == 0)
         rc = nnt_check_range(fn, "theta", o->theta, 0, 1, INFINITY, 0);
-    if (rc == 0 && o->scaling != NNT_ROPE_SCALING_NONE && o->scaling != NNT_ROPE_SCALING_LLAMA3)
-        rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is neither NNT_ROPE_SCALING_NONE nor "
-                      "NNT_ROPE_SCALING_LLAMA3", fn, o->scaling);
+    if (rc == 0 && o->scaling != NNT_ROPE_SCALING_NONE && o->scaling != NNT_ROPE_SCALING_LLAMA3 &&
+        o->scaling != NNT_ROPE_SCALING_LINEAR)
+        rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is none of NNT_ROPE_SCALING_NONE, "
+                      "NNT_ROPE_SCALING_LLAMA3 and NNT_ROPE_SCALING_LINEAR", fn, o->scaling);
+    if (rc == 0 && o->scaling == NNT_ROPE_SCALING_LINEAR)
+        return nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0);
     if (rc || o->scaling != NNT_ROPE_SCALING_LLAMA3)
         return rc;
     if ((rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0)) ||
@@ -46,8 +49,10 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
 }
 
 /* inv[i], i < hd/2, with Hugging Face's float32 operations (transformers'
- * _compute_default_rope_parameters and _compute_llama3_parameters):
+ * _compute_default_rope_parameters, _compute_linear_scaling_rope_parameters and
+ * _compute_llama3_parameters):
  *   inv = 1 / base ** (float(2i) / hd)
+ * and with linear scaling inv / factor (positions divided by the factor), and
  * and with llama3 scaling, wavelen = 2 pi / inv (torch: reciprocal(inv) * 2 pi):
  *   wavelen > orig / low:   inv / factor                          (low frequencies)
  *   wavelen < orig / high:  inv                                   (high frequencies)
@@ -65,6 +70,8 @@ static void rope_table(const nnt_rope_options *o, int64_t hd, float *inv)
     for (int64_t i = 0; i < hd / 2; i++) {
         float e = (float)(2 * i) / (float)hd;
         float f = 1.0f / (float)pow(base, (double)e);
+        if (o->scaling == NNT_ROPE_SCALING_LINEAR)
+            f = f / factor;
         if (o->scaling == NNT_ROPE_SCALING_LLAMA3) {
             float wavelen = (1.0f / f) * two_pi;
             if (wavelen > low_wavelen) {

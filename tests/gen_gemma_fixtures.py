@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Generate tests/fixtures/gemma_tiny/: tiny random Gemma 3 and Gemma 2 models and what
+transformers computes with them, for tests/test_model_gemma.c.
+
+Not run by CI (it needs PyTorch + transformers); run once and commit the output. No
+downloads: random models (fixed seeds), single-threaded, deterministic algorithms, eager
+attention.
+
+    /tmp/venv-torch/bin/python tests/gen_gemma_fixtures.py [--out tests/fixtures/gemma_tiny]
+
+Models (V 64, C 32, L 3, T 16, window 5 < T on layers 0 and 2, layer 1 global):
+  gemma3  Gemma3ForCausalLM: NH 4, NKV 1 (GQA 4/1), head_dim 12 (not C/NH = 8),
+          query_pre_attn_scalar 20 (not head_dim), q/k norms, rope 1000 with linear
+          scaling 2 on the global layer and 100 on the local ones, tied head
+  gemma2  Gemma2ForCausalLM: NH 4, NKV 2, head_dim 10, query_pre_attn_scalar 12,
+          attn_logit_softcapping 2.5, final_logit_softcapping 3.0 (both bite: the scores
+          and logits of these weights reach several times the caps), rope 1000, untied head
+Every norm weight w is random (0.1 N(0, 1)), so that 1 + w and w differ; the other weights
+0.1 N(0, 1) (gemma3: its tied head otherwise repeats one token in generation) or 0.3 N(0, 1).
+Per model NAME:
+  NAME/config.json, NAME/model.safetensors   save_pretrained
+  NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
+                               grad.<HF name> of every parameter
+  NAME.train.safetensors       train_tokens, train_targets (10, B, T) int32; losses (10):
+                               torch.optim.AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+                               weight decay 0; the loss before each update
+  NAME.generate.safetensors    prompt (P) int32; greedy (P + N) int32: generate(do_sample
+                               False) past the window, the same with use_cache True and False
+The script checks that each Gemma option matters: the logits change by more than 1e-2
+without the window, with norms w instead of 1 + w, without the embedding scale, without the
+soft-caps, with the local rope base on every layer.
+"""
+import argparse
+import hashlib
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM,
+                          Gemma3ForCausalLM, Gemma3TextConfig)
+
+B, T, STEPS, P, N = 2, 16, 10, 4, 20
+
+COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+              num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-5,
+              sliding_window=5, attention_dropout=0.0)
+MODELS = {
+    "gemma3": (Gemma3TextConfig, Gemma3ForCausalLM, 0.1,
+               dict(num_key_value_heads=1, head_dim=12, query_pre_attn_scalar=20,
+                    sliding_window_pattern=2, tie_word_embeddings=True,
+                    rope_parameters={
+                        "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                           "rope_theta": 1000.0},
+                        "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
+    "gemma2": (Gemma2Config, Gemma2ForCausalLM, 0.3,
+               dict(num_key_value_heads=2, head_dim=10, query_pre_attn_scalar=12,
+                    attn_logit_softcapping=2.5, final_logit_softcapping=3.0,
+                    tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000.0})),
+}
+
+
+def build(name, seed):
+    cc, mc, scale, extra = MODELS[name]
+    cfg = cc(**COMMON, **extra, attn_implementation="eager", bos_token_id=None,
+             eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(seed)
+    model = mc(cfg).float()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if "norm" in pname:   # Gemma's (1 + w): w near 0
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(scale * torch.randn(p.shape, generator=g))
+    return cfg, model
+
+
+def loss_of(model, tokens, targets):
+    logits = model(input_ids=tokens).logits
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def differs(model, tokens, logits, what, patch, undo):
+    """The logits with one option changed (patch(model), then undo(model)) differ."""
+    patch(model)
+    with torch.no_grad():
+        d = (model(input_ids=tokens).logits - logits).abs().max().item()
+    undo(model)
+    print(f"  without {what}: logits differ by {d:.3g}")
+    assert d > 1e-2, what
+
+
+def check_options(name, path, model, tokens, logits):
+    nowin = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
+                                                 sliding_window=1000)
+    with torch.no_grad():
+        d = (nowin(input_ids=tokens).logits - logits).abs().max().item()
+    print(f"  without the window: logits differ by {d:.3g}")
+    assert d > 1e-2
+    norms = [m for m in model.modules() if "RMSNorm" in type(m).__name__]
+    saved = [m.weight.detach().clone() for m in norms]
+
+    def w_not_1pw(m):   # forward with w in place of 1 + w: weight w - 1
+        with torch.no_grad():
+            for n in norms:
+                n.weight -= 1.0
+
+    def restore(m):
+        with torch.no_grad():
+            for n, s in zip(norms, saved):
+                n.weight.copy_(s)
+    differs(model, tokens, logits, "the 1 + w of the norms", w_not_1pw, restore)
+    emb = model.model.embed_tokens
+    scale = emb.embed_scale.clone()
+    differs(model, tokens, logits, "the embedding scale",
+            lambda m: emb.embed_scale.fill_(1.0), lambda m: emb.embed_scale.copy_(scale))
+    if name == "gemma2":
+        cfg = model.config
+        a, f = cfg.attn_logit_softcapping, cfg.final_logit_softcapping
+        for layer in model.model.layers:
+            assert layer.self_attn.attn_logit_softcapping == a
+
+        def no_attn_cap(m):
+            for layer in m.model.layers:
+                layer.self_attn.attn_logit_softcapping = None
+
+        def attn_cap(m):
+            for layer in m.model.layers:
+                layer.self_attn.attn_logit_softcapping = a
+        differs(model, tokens, logits, "the score soft-cap", no_attn_cap, attn_cap)
+
+        def no_final(m):
+            m.config.final_logit_softcapping = None
+
+        def final(m):
+            m.config.final_logit_softcapping = f
+        differs(model, tokens, logits, "the logit soft-cap", no_final, final)
+    else:
+        rot = model.model.rotary_emb
+        full = rot.full_attention_inv_freq.clone()
+        differs(model, tokens, logits, "the global layer's own rope",
+                lambda m: rot.full_attention_inv_freq.copy_(rot.sliding_attention_inv_freq),
+                lambda m: rot.full_attention_inv_freq.copy_(full))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
+                                                  "gemma_tiny"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    for i, name in enumerate(MODELS):
+        cfg, model = build(name, 5000 + i)
+        g = torch.Generator().manual_seed(6000 + i)
+        seq = torch.randint(0, cfg.vocab_size, (B, T + 1), generator=g)
+        tokens, targets = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+        path = os.path.join(args.out, name)
+        model.save_pretrained(path, safe_serialization=True)
+        for f in os.listdir(path):
+            if f not in ("config.json", "model.safetensors"):
+                os.remove(os.path.join(path, f))
+        model.zero_grad()
+        logits, loss = loss_of(model, tokens, targets)
+        loss.backward()
+        ref = {"tokens": tokens.to(torch.int32), "targets": targets.to(torch.int32),
+               "logits": logits.detach().contiguous(), "loss": loss.detach().reshape(1)}
+        for k, p in model.named_parameters():
+            ref["grad." + k] = p.grad.detach().clone().contiguous()
+        print(f"{name}: layer_types {cfg.layer_types}")
+        check_options(name, path, model, tokens, logits.detach())
+        save_file(ref, os.path.join(args.out, f"{name}.reference.safetensors"))
+        train_seq = torch.randint(0, cfg.vocab_size, (STEPS, B, T + 1), generator=g)
+        _, m = build(name, 5000 + i)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=0.0)
+        losses = []
+        for s in range(STEPS):
+            opt.zero_grad()
+            _, lo = loss_of(m, train_seq[s, :, :-1], train_seq[s, :, 1:])
+            losses.append(lo.item())
+            lo.backward()
+            opt.step()
+        save_file({"train_tokens": train_seq[..., :-1].contiguous().to(torch.int32),
+                   "train_targets": train_seq[..., 1:].contiguous().to(torch.int32),
+                   "losses": torch.tensor(losses, dtype=torch.float32)},
+                  os.path.join(args.out, f"{name}.train.safetensors"))
+        prompt = torch.randint(0, cfg.vocab_size, (1, P), generator=g)
+        with torch.no_grad():
+            out = model.generate(prompt, max_new_tokens=N, do_sample=False, use_cache=True,
+                                 min_new_tokens=N)
+            out2 = model.generate(prompt, max_new_tokens=N, do_sample=False, use_cache=False,
+                                  min_new_tokens=N)
+        assert out.tolist() == out2.tolist()
+        save_file({"prompt": prompt[0].to(torch.int32).contiguous(),
+                   "greedy": out[0].to(torch.int32).contiguous()},
+                  os.path.join(args.out, f"{name}.generate.safetensors"))
+        print(f"{name}: loss {loss.item():.6f}, AdamW {losses[0]:.6f} -> {losses[-1]:.6f}, "
+              f"greedy {out[0].tolist()}")
+    sums = []
+    for root, _, names in sorted(os.walk(args.out)):
+        for f in sorted(names):
+            rel = os.path.relpath(os.path.join(root, f), args.out)
+            if rel == "SHA256SUMS":
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {rel}\n")
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
+        fh.writelines(sums)
+    print(json.dumps({"torch": torch.__version__,
+                      "transformers": __import__("transformers").__version__}))
+
+
+if __name__ == "__main__":
+    main()

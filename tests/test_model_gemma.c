@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: MIT */
+/* The Gemma family against transformers (tests/fixtures/gemma_tiny,
+ * tests/gen_gemma_fixtures.py): a Gemma3ForCausalLM (GQA 4/1, head_dim 12 != C / NH,
+ * query_pre_attn_scalar 20 != head_dim, q/k norms, window 5 < T on layers 0 and 2 and a global
+ * layer 1 with its own rope base and linear scaling, tied head) and a Gemma2ForCausalLM (both
+ * soft-caps on, untied head), T 16: config.json read (and older key styles, a gemma3 config's
+ * text_config), logits, loss and every gradient for four tilings (sequence tiles of 3, 2 and
+ * 7 that cut through the window's edge), 10 AdamW steps' losses, greedy generation past the
+ * window with and without the key/value cache against transformers' generate, saved as a
+ * Hugging Face directory and loaded back bit for bit, activation recompute bit for bit. */
+#include "testutil.h"
+#include "fixture_st.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define B 2
+#define T 16
+#define STEPS 10
+#define NMODELS 2
+#define NTILINGS 4
+
+static const char *const MODELS[NMODELS] = {"gemma3", "gemma2"};
+
+/* Measured (AMD EPYC Zen 4, 2 workers; worst over models and tilings): logits 5.7e-7, loss
+ * 8.6e-8, gradients 2.4e-6 (a q_norm weight's), AdamW losses 8.0e-7 (absolute); limits
+ * about 10x. */
+#define LOGITS_TOL 6e-6
+#define LOSS_TOL 1e-6
+#define GRAD_TOL 2.4e-5
+#define ADAMW_TOL 8e-6
+
+static nnt_ctx *ctx;
+static void setup(void) { ctx = test_ctx(); }
+static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
+
+static const char *path_of(const char *name, const char *what)
+{
+    static char path[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/fixtures/gemma_tiny/%s%s%s", top ? top : ".", name,
+             what ? "." : "", what ? what : "");
+    return path;
+}
+
+static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
+{
+    const nnt_st_entry *e = NULL;
+    void *buf = fixture_read(r, name, want, &e);
+    if (n)
+        *n = (int64_t)e->numel;
+    return buf;
+}
+
+static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
+{
+    int64_t shape[2] = {B, T};
+    nnt_tensor *x = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
+    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof(int32_t)));
+    return x;
+}
+
+/* whole; sequence tiles of 3 (the window of 5 spans tiles), heads of 3; sequence tiles of 2,
+ * one head, head_dim tiles of 1 (they divide hd / 2 of both models, as the rotation needs);
+ * tiles of 7 positions, hidden 5, two heads */
+static const struct {
+    nnt_tiling t;
+    int64_t tok[2];
+} TILINGS[NTILINGS] = {
+    {{sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0}, {B, T}},
+    {{sizeof(nnt_tiling), 1, 3, 5, 7, 9, 3, 0}, {1, 3}},
+    {{sizeof(nnt_tiling), 2, 2, 8, 16, 10, 1, 1}, {2, 2}},
+    {{sizeof(nnt_tiling), 1, 7, 32, 5, 64, 2, 0}, {1, 7}},
+};
+
+/* ---- configuration -------------------------------------------------------------------------- */
+
+static void expect_gemma3(const nnt_model_config *c)
+{
+    ck_assert_int_eq(c->family, NNT_FAMILY_GEMMA);
+    ck_assert(c->vocab == 64 && c->channels == 32 && c->hidden == 48 && c->layers == 3);
+    ck_assert(c->heads == 4 && c->kv_heads == 1 && c->head_dim == 12);
+    ck_assert(c->query_pre_attn_scalar == 20.0);
+    ck_assert(c->sliding_window == 5 && c->window_from == 0 && c->window_global_every == 2);
+    ck_assert(c->qk_norm == 1 && c->tied == 1 && c->norm_eps == 1e-5);
+    ck_assert(c->attn_softcap == 0.0 && c->final_softcap == 0.0);
+    ck_assert(c->rope.theta == 1000.0 && c->rope.scaling == NNT_ROPE_SCALING_LINEAR &&
+              c->rope.factor == 2.0);
+    ck_assert(c->rope_local_theta == 100.0);
+    ck_assert(!c->qkv_bias && !c->out_bias && !c->mlp_bias);
+}
+
+static void expect_gemma2(const nnt_model_config *c)
+{
+    ck_assert_int_eq(c->family, NNT_FAMILY_GEMMA);
+    ck_assert(c->heads == 4 && c->kv_heads == 2 && c->head_dim == 10);
+    ck_assert(c->query_pre_attn_scalar == 12.0);
+    ck_assert(c->sliding_window == 5 && c->window_from == 0 && c->window_global_every == 2);
+    ck_assert(c->qk_norm == 0 && c->tied == 0);
+    ck_assert(c->attn_softcap == 2.5 && c->final_softcap == 3.0);
+    ck_assert(c->rope.theta == 1000.0 && c->rope.scaling == NNT_ROPE_SCALING_NONE);
+    ck_assert(c->rope_local_theta == 0.0);
+}
+
+static void write_config(const char *dir, const char *text)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The Gemma 3 of the fixture in the older keys (rope_theta, rope_scaling,
+ * rope_local_base_freq, sliding_window_pattern) and as a gemma3 config's text_config; Gemma
+ * 2 without layer_types (its alternation) and without the soft-cap keys (30 and 50). */
+#define GEMMA3_OLD \
+    "\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48, " \
+    "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 1, " \
+    "\"head_dim\": 12, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, " \
+    "\"query_pre_attn_scalar\": 20, \"sliding_window\": 5, \"sliding_window_pattern\": 2, " \
+    "\"rope_theta\": 1000.0, \"rope_local_base_freq\": 100.0, " \
+    "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}, " \
+    "\"hidden_activation\": \"gelu_pytorch_tanh\", \"attn_logit_softcapping\": 7.0"
+
+START_TEST(test_config)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("gemma3", NULL), &c));
+    expect_gemma3(&c);
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("gemma2", NULL), &c));
+    expect_gemma2(&c);
+    test_make_tmpdir("gemma_config");
+    write_config(test_tmp_path("old"), "{\"architectures\": [\"Gemma3ForCausalLM\"], "
+                 "\"model_type\": \"gemma3_text\", " GEMMA3_OLD "}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("old"), &c));
+    expect_gemma3(&c);   /* attn_logit_softcapping: no effect in Gemma 3 (transformers') */
+    write_config(test_tmp_path("mm"), "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                 "\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_text\", "
+                 GEMMA3_OLD "}, \"vision_config\": {\"hidden_size\": 8}}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("mm"), &c));
+    expect_gemma3(&c);
+    /* a text_config that names only what differs from Gemma3TextConfig's defaults, as
+     * google/gemma-3-4b-it's does (its keys as recalled: the hub is out of reach here) */
+    write_config(test_tmp_path("4b"), "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                 "\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560, "
+                 "\"intermediate_size\": 10240, \"model_type\": \"gemma3_text\", "
+                 "\"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": "
+                 "\"linear\"}, \"sliding_window\": 1024}, \"vision_config\": {}}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("4b"), &c));
+    ck_assert(c.vocab == 262208 && c.channels == 2560 && c.hidden == 10240 && c.layers == 34);
+    ck_assert(c.heads == 8 && c.kv_heads == 4 && c.head_dim == 256 && c.qk_norm == 1);
+    ck_assert(c.sliding_window == 1024 && c.window_global_every == 6);
+    ck_assert(c.rope.theta == 1000000.0 && c.rope.scaling == NNT_ROPE_SCALING_LINEAR &&
+              c.rope.factor == 8.0 && c.rope_local_theta == 10000.0);
+    write_config(test_tmp_path("g2"), "{\"model_type\": \"gemma2\", \"vocab_size\": 64, "
+                 "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 4, "
+                 "\"num_attention_heads\": 4, \"sliding_window\": 5}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("g2"), &c));
+    ck_assert(c.attn_softcap == 50.0 && c.final_softcap == 30.0 && c.head_dim == 256 &&
+              c.kv_heads == 4 && c.query_pre_attn_scalar == 256.0 && c.tied == 1);
+    ck_assert(c.window_global_every == 2 && c.sliding_window == 5 && c.rope.theta == 10000.0);
+    write_config(test_tmp_path("bidir"), "{\"model_type\": \"gemma3_text\", " GEMMA3_OLD
+                 ", \"use_bidirectional_attention\": true}");
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("bidir"), &c), NNT_E_UNSUPPORTED,
+                    "use_bidirectional_attention");
+    write_config(test_tmp_path("act"), "{\"model_type\": \"gemma2\", \"vocab_size\": 64, "
+                 "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+                 "\"num_attention_heads\": 4, \"hidden_activation\": \"silu\"}");
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("act"), &c), NNT_E_UNSUPPORTED,
+                    "hidden_activation");
+    test_remove_tmpdir();
+    /* another family refuses Gemma's options */
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    c.final_softcap = 30.0;
+    nnt_layer *l = NULL;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &c, 1, 8, NULL, &l), NNT_E_INVAL, "final_softcap");
+}
+END_TEST
+
+/* ---- against transformers -------------------------------------------------------------------- */
+
+/* _i = model * NTILINGS + tiling */
+START_TEST(test_reference)
+{
+    const char *name = MODELS[_i / NTILINGS];
+    int ti = _i % NTILINGS;
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    float *want_logits = read_st(r, "logits", NNT_IO_F32, NULL);
+    float *want_loss = read_st(r, "loss", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
+    nnt_tensor *x = ids_tensor(tok, TILINGS[ti].tok), *y = ids_tensor(tgt, TILINGS[ti].tok);
+    double loss = 0.0;
+    /* nnt-train's gradient path: dropped gradients, written by the first backward */
+    EXPECT_OK(nnt_layer_clear_grad(l));
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    nnt_tensor *out = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &out));
+    int64_t n = 0;
+    float *logits = test_to_host(out, &n);
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    double el = test_rel_err(logits, want_logits, n);
+    double eloss = fabs(loss - want_loss[0]) / want_loss[0], eg = 0.0;
+    char worst[256] = "";
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char gname[300];
+        snprintf(gname, sizeof gname, "grad.%s", p.name);
+        int64_t ng = 0, nw = 0;
+        float *want = read_st(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double e = test_rel_err(got, want, ng);
+        if (e >= eg) {
+            eg = e;
+            snprintf(worst, sizeof worst, "%s", p.name);
+        }
+        free(want), free(got);
+    }
+    printf("test_model_gemma %s tiling %d: logits rel %.2e, loss rel %.2e, worst gradient "
+           "rel %.2e (%s), %lld parameters\n", name, ti, el, eloss, eg, worst,
+           (long long)count);
+    EXPECT_TOL(el, LOGITS_TOL, "%s tiling %d: logits", name, ti);
+    EXPECT_TOL(eloss, LOSS_TOL, "%s tiling %d: loss", name, ti);
+    EXPECT_TOL(eg, GRAD_TOL, "%s tiling %d: gradient of %s", name, ti, worst);
+    free(logits), free(tok), free(tgt), free(want_logits), free(want_loss);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* _i = model * 2 + (tiling 1 or 2) */
+START_TEST(test_adamw)
+{
+    const char *name = MODELS[_i / 2];
+    int ti = 1 + _i % 2;
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "train.safetensors"));
+    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = read_st(r, "losses", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-3;
+    oo.beta1 = 0.9;
+    oo.beta2 = 0.999;
+    oo.eps = 1e-8;
+    oo.weight_decay = 0.0;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, l));
+    double worst = 0.0;
+    for (int s = 0; s < STEPS; s++) {
+        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[ti].tok);
+        nnt_tensor *y = ids_tensor(tgt + s * B * T, TILINGS[ti].tok);
+        double loss = 0.0;
+        EXPECT_OK(nnt_layer_clear_grad(l));
+        EXPECT_OK(nnt_layer_set_targets(l, y));
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_loss(l, &loss));
+        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+        worst = fmax(worst, fabs(loss - want[s]));
+    }
+    printf("test_model_gemma %s adamw tiling %d: max |loss - fixture| %.2e over %d steps\n",
+           name, ti, worst, STEPS);
+    EXPECT_TOL(worst, ADAMW_TOL, "%s adamw", name);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+    free(tok), free(tgt), free(want);
+}
+END_TEST
+
+/* greedy generation past the window equals transformers' generate; _i = model * 2 + (0: the
+ * key/value cache, 1: none) */
+START_TEST(test_generate)
+{
+    const char *name = MODELS[_i / 2];
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "generate.safetensors"));
+    int64_t np = 0, ng = 0;
+    int32_t *prompt = read_st(r, "prompt", NNT_IO_I32, &np);
+    int32_t *greedy = read_st(r, "greedy", NNT_IO_I32, &ng);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), 1, ng, NULL, &l));
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.temperature = 0.0;   /* greedy */
+    s.no_cache = _i % 2;
+    int32_t *out = calloc((size_t)ng, sizeof *out);
+    EXPECT_OK(nnt_model_generate(l, prompt, np, ng - np, &s, out));
+    for (int64_t i = 0; i < ng - np; i++)
+        ck_assert_msg(out[i] == greedy[np + i], "%s (%s): token %lld is %d, transformers %d",
+                      name, s.no_cache ? "no cache" : "cache", (long long)i, out[i],
+                      greedy[np + i]);
+    free(out), free(prompt), free(greedy);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
+static void same_config(const nnt_model_config *a, const nnt_model_config *b)
+{
+    ck_assert(a->family == b->family && a->vocab == b->vocab && a->max_seq == b->max_seq);
+    ck_assert(a->layers == b->layers && a->heads == b->heads && a->kv_heads == b->kv_heads);
+    ck_assert(a->channels == b->channels && a->hidden == b->hidden && a->head_dim == b->head_dim);
+    ck_assert(a->norm_eps == b->norm_eps && a->tied == b->tied && a->qk_norm == b->qk_norm);
+    ck_assert(a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
+              a->mlp_bias == b->mlp_bias);
+    ck_assert(a->rope.theta == b->rope.theta && a->rope.scaling == b->rope.scaling);
+    ck_assert(a->rope.scaling == NNT_ROPE_SCALING_NONE || a->rope.factor == b->rope.factor);
+    ck_assert(a->sliding_window == b->sliding_window && a->window_from == b->window_from &&
+              a->window_global_every == b->window_global_every);
+    ck_assert(a->query_pre_attn_scalar == b->query_pre_attn_scalar);
+    ck_assert(a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap);
+    ck_assert(a->rope_local_theta == b->rope_local_theta);
+}
+
+/* saved as a Hugging Face directory and loaded back: the same configuration, every parameter
+ * bit for bit, the same logits bit for bit */
+START_TEST(test_save_roundtrip)
+{
+    const char *name = MODELS[_i];
+    nnt_layer *a = NULL, *b = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[1].t, &a));
+    test_make_tmpdir("gemma");
+    const char *dir = test_tmp_path(name);
+    EXPECT_OK(nnt_model_save_hf(a, dir));
+    EXPECT_OK(nnt_model_load_hf(ctx, dir, B, T, &TILINGS[1].t, &b));
+    nnt_model_config ca = NNT_MODEL_CONFIG_INIT, cb = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_config_of(a, &ca));
+    EXPECT_OK(nnt_model_config_of(b, &cb));
+    if (_i == 0)
+        expect_gemma3(&cb);
+    else
+        expect_gemma2(&cb);
+    same_config(&ca, &cb);
+    int64_t na = 0, nb = 0;
+    EXPECT_OK(nnt_layer_num_params(a, &na, NULL));
+    EXPECT_OK(nnt_layer_num_params(b, &nb, NULL));
+    ck_assert_int_eq(na, nb);
+    for (int64_t i = 0; i < na; i++) {
+        nnt_param_info pa = test_param_at(a, i), pb = test_param_at(b, i);
+        ck_assert_str_eq(pa.name, pb.name);
+        int64_t n1 = 0, n2 = 0;
+        float *x1 = test_to_host(pa.value, &n1), *x2 = test_to_host(pb.value, &n2);
+        ck_assert_int_eq(n1, n2);
+        ck_assert_msg(memcmp(x1, x2, (size_t)n1 * sizeof *x1) == 0, "%s differs", pa.name);
+        free(x1), free(x2);
+    }
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    nnt_tensor *x = ids_tensor(tok, TILINGS[1].tok), *ya = NULL, *yb = NULL;
+    EXPECT_OK(nnt_layer_forward(a, x, &ya));
+    EXPECT_OK(nnt_layer_forward(b, x, &yb));
+    int64_t n1 = 0, n2 = 0;
+    float *la = test_to_host(ya, &n1), *lb = test_to_host(yb, &n2);
+    ck_assert(n1 == n2 && memcmp(la, lb, (size_t)n1 * sizeof *la) == 0);
+    free(la), free(lb), free(tok);
+    nnt_tensor_destroy(x);
+    nnt_st_close(r);
+    nnt_layer_destroy(a);
+    nnt_layer_destroy(b);
+    test_remove_tmpdir();
+}
+END_TEST
+
+/* With activation recompute (the four-norm block's forward rerun in its backward) the
+ * gradients are the same, bit for bit; _i: the model */
+START_TEST(test_recompute)
+{
+    const char *name = MODELS[_i];
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    nnt_layer *l[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[3].t, &l[k]));
+        if (k)
+            EXPECT_OK(nnt_layer_set_recompute(l[k], 1));
+        nnt_tensor *x = ids_tensor(tok, TILINGS[3].tok), *y = ids_tensor(tgt, TILINGS[3].tok);
+        EXPECT_OK(nnt_layer_clear_grad(l[k]));
+        EXPECT_OK(nnt_layer_set_targets(l[k], y));
+        EXPECT_OK(nnt_layer_forward(l[k], x, NULL));
+        EXPECT_OK(nnt_layer_backward(l[k], NULL, NULL));
+        EXPECT_OK(nnt_layer_set_targets(l[k], NULL));
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+    }
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l[0], &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info a = test_param_at(l[0], i), b = test_param_at(l[1], i);
+        int64_t n1 = 0, n2 = 0;
+        float *g1 = test_to_host(a.grad, &n1), *g2 = test_to_host(b.grad, &n2);
+        ck_assert_msg(n1 == n2 && memcmp(g1, g2, (size_t)n1 * sizeof *g1) == 0,
+                      "%s: gradient of %s differs with recompute", name, a.name);
+        free(g1), free(g2);
+    }
+    nnt_layer_destroy(l[0]);
+    nnt_layer_destroy(l[1]);
+    free(tok), free(tgt);
+    nnt_st_close(r);
+}
+END_TEST
+
+static Suite *gemma_suite(void)
+{
+    Suite *s = suite_create("model_gemma");
+    TCase *tc = tcase_create("model_gemma");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_config);
+    tcase_add_loop_test(tc, test_reference, 0, NTILINGS * NMODELS);
+    tcase_add_loop_test(tc, test_adamw, 0, 2 * NMODELS);
+    tcase_add_loop_test(tc, test_generate, 0, 2 * NMODELS);
+    tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
+    tcase_add_loop_test(tc, test_recompute, 0, NMODELS);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(gemma_suite());
+}
