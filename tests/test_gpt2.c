@@ -135,7 +135,7 @@ static nnt_param_info param_named(nnt_layer *gpt, const char *name)
             return p;
     }
     ck_abort_msg("the GPT layer has no parameter %s", name);
-    nnt_param_info none = {sizeof none, NULL, NULL, NULL, 0};
+    nnt_param_info none = {sizeof none, NULL, NULL, NULL, 0, 0};
     return none;
 }
 

@@ -286,7 +286,7 @@ START_TEST(test_gpt2_fixture)
     ck_assert_int_eq(count, 2 + FL * 16 + 2);
     ck_assert_int_eq(total, 16488);
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(gpt, i, &info));
         int64_t n = numel_of(info.value);
         EXPECT_OK(nnt_tensor_copy_from_host(info.value, params + llmc_offset(info.name),
@@ -310,7 +310,7 @@ START_TEST(test_gpt2_fixture)
     double worst = 0.0;
     const char *worst_name = "";
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(gpt, i, &info));
         int64_t n = numel_of(info.grad);
         double *got = to_host(info.grad), *want = malloc((size_t)n * sizeof *want);
@@ -542,7 +542,7 @@ static void check_leaf_at(int line, const char *what, nnt_layer *l, nnt_layer *o
     nnt_param_info info[16];
     c->np = (int)count;
     for (int i = 0; i < c->np; i++) {   /* random values, so biases and gains matter */
-        info[i] = (nnt_param_info){sizeof info[i], NULL, NULL, NULL, 0};
+        info[i] = (nnt_param_info){sizeof info[i], NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(owner, i, &info[i]));
         c->p[i] = random_doubles(numel_of(info[i].value), &seed, -0.6, 0.6);
         from_host(info[i].value, c->p[i]);
@@ -807,7 +807,7 @@ START_TEST(test_bf16_weight_copies)
     EXPECT_OK(nnt_layer_linear_create(ctx, 7, 6, 0, &t, &lin));
     EXPECT_OK(nnt_layer_embedding_create(ctx, 6, 5, 7, &t, &emb));
     EXPECT_OK(nnt_layer_lm_head_create(emb, &head));
-    nnt_param_info wl = {sizeof wl, NULL, NULL, NULL, 0}, we = wl;
+    nnt_param_info wl = {sizeof wl, NULL, NULL, NULL, 0, 0}, we = wl;
     EXPECT_OK(nnt_layer_param(lin, 0, &wl));
     EXPECT_OK(nnt_layer_param(emb, 0, &we));
     ck_assert_str_eq(we.name, "wte.weight");
@@ -1050,7 +1050,7 @@ START_TEST(test_leaf_rmsnorm)
     EXPECT_OK(nnt_layer_rmsnorm_create(ctx, 7, 1e-5, &t, &l));
     EXPECT_OK(nnt_layer_kind_of(l, &kind));
     ck_assert_int_eq(kind, NNT_LAYER_RMSNORM);
-    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
     int64_t count = 0;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     ck_assert_int_eq(count, 1);
@@ -1167,7 +1167,7 @@ START_TEST(test_llama_block)
         EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
         ck_assert_int_eq(count, 9);
         for (int j = 0; j < 9; j++) {
-            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
             EXPECT_OK(nnt_layer_param(l, j, &info));
             ck_assert_str_eq(info.name, names[j]);
         }
@@ -1204,7 +1204,7 @@ static void run_exact(nnt_layer *l, const int64_t *shape, const int64_t *tile, d
     *nout = 2 * n;
     names[0] = 0;
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(l, i, &info));
         double *g = to_host(info.grad);
         memcpy(*out + *nout, g, (size_t)numel_of(info.grad) * sizeof *g);
@@ -1352,7 +1352,7 @@ START_TEST(test_llama_misuse)
     nnt_tensor *y = NULL;
     EXPECT_OK(nnt_layer_forward(l, tok, &y));
     double *yh = to_host(y);
-    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
     EXPECT_OK(nnt_layer_param(l, 0, &info));
     ck_assert_str_eq(info.name, "wte.weight");
     double *w = to_host(info.value);
@@ -1390,7 +1390,7 @@ static void run_composite(nnt_layer *l, const int64_t *x_tile, double **y, doubl
     ck_assert_ptr_nonnull(*grads);
     *ngrads = 0;
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(l, i, &info));
         int64_t n = numel_of(info.grad);
         double *g = to_host(info.grad);
@@ -1484,7 +1484,7 @@ START_TEST(test_tree_and_names)
         {16, "1.mlp.c_proj.weight", 1}, {17, "1.mlp.c_proj.bias", 0},
         {20, "2.attn.q.weight", 1}, {50, "4.weight", 0}, {51, "4.bias", 0}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(gpt, expect[i].i, &info));
         ck_assert_str_eq(info.name, expect[i].name);
         ck_assert_int_eq(info.decay, expect[i].decay);
@@ -1496,7 +1496,7 @@ START_TEST(test_tree_and_names)
     const double want_std[] = {0.02, 0.02, 0.02 / sqrt(6.0), 0.02 / sqrt(6.0), 0.02, -1, -1};
     double *first_q = NULL;
     for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(gpt, probe[i], &info));
         int64_t m = numel_of(info.value);
         double *v = to_host(info.value), s2 = 0.0;
@@ -1554,7 +1554,7 @@ static void train_stack(int L, int64_t C, int64_t NH, const nnt_tiling *t, doubl
             first = loss;
         EXPECT_OK(nnt_layer_backward(gpt, NULL, NULL));
         for (int64_t i = 0; i < count; i++) {
-            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
             EXPECT_OK(nnt_layer_param(gpt, i, &info));
             EXPECT_OK(nnt_tensor_axpby(-lr, info.grad, 1.0, info.value));
         }

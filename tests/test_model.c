@@ -201,7 +201,7 @@ static int64_t llama_numel(const nnt_model_config *c)
 static void expect_param(nnt_layer *l, int64_t i, const char *name, int ndim,
                          const int64_t *shape, int decay)
 {
-    nnt_param_info p = {sizeof p, NULL, NULL, NULL, 0};
+    nnt_param_info p = {sizeof p, NULL, NULL, NULL, 0, 0};
     EXPECT_OK(nnt_layer_param(l, i, &p));
     ck_assert_str_eq(p.name, name);
     int nd = 0;
@@ -541,7 +541,7 @@ START_TEST(test_clear_grad)
         for (int k = 0; k < 2; k++) {
             EXPECT_OK(k ? nnt_layer_clear_grad(m[k]) : nnt_layer_zero_grad(m[k]));
             if (k == 1 && s == 0) {   /* dropped, not zero-filled: unreadable until written */
-                nnt_param_info q = {sizeof q, NULL, NULL, NULL, 0};
+                nnt_param_info q = {sizeof q, NULL, NULL, NULL, 0, 0};
                 float one;
                 EXPECT_OK(nnt_layer_param(m[k], 2, &q));
                 ck_assert_str_eq(q.name, "model.layers.0.self_attn.q_proj.weight");
@@ -560,8 +560,8 @@ START_TEST(test_clear_grad)
         int64_t n = 0;
         EXPECT_OK(nnt_layer_num_params(m[0], &n, NULL));
         for (int64_t i = 0; s == 0 && i < n; i++) {   /* every gradient, bit for bit */
-            nnt_param_info p[2] = {{sizeof p[0], NULL, NULL, NULL, 0},
-                                   {sizeof p[1], NULL, NULL, NULL, 0}};
+            nnt_param_info p[2] = {{sizeof p[0], NULL, NULL, NULL, 0, 0},
+                                   {sizeof p[1], NULL, NULL, NULL, 0, 0}};
             EXPECT_OK(nnt_layer_param(m[0], i, &p[0]));
             EXPECT_OK(nnt_layer_param(m[1], i, &p[1]));
             int64_t ne = 0;

@@ -250,7 +250,7 @@ static void expect_same_params(nnt_layer *a, nnt_layer *b)
     EXPECT_OK(nnt_layer_num_params(b, &nb, NULL));
     ck_assert_int_eq(na, nb);
     for (int64_t i = 0; i < na; i++) {
-        nnt_param_info pa = {sizeof pa, NULL, NULL, NULL, 0}, pb = pa;
+        nnt_param_info pa = {sizeof pa, NULL, NULL, NULL, 0, 0}, pb = pa;
         EXPECT_OK(nnt_layer_param(a, i, &pa));
         EXPECT_OK(nnt_layer_param(b, i, &pb));
         ck_assert_str_eq(pa.name, pb.name);

@@ -59,7 +59,7 @@ static int params_sum(nnt_layer *model, double *sum)
     TRY(nnt_layer_num_params(model, &count, NULL));
     *sum = 0.0;
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         int64_t n = 0;
         TRY(nnt_layer_param(model, i, &info));
         TRY(nnt_tensor_numel(info.value, &n));

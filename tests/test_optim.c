@@ -435,7 +435,7 @@ START_TEST(add_layer_takes_names_and_decay_flags)
     float before[2][12], after[2][12];
     int64_t n[2];
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(lin, i, &info));
         ck_assert_int_eq(info.decay, strcmp(info.name, "weight") == 0);
         EXPECT_OK(nnt_optim_set_decay(opt, info.name, info.decay));   /* known names */
@@ -449,7 +449,7 @@ START_TEST(add_layer_takes_names_and_decay_flags)
     EXPECT_FAIL_MSG(nnt_optim_set_decay(opt, "nope", 1), NNT_E_INVAL, "nnt_optim_set_decay");
     EXPECT_OK(nnt_optim_step(opt));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0};
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
         EXPECT_OK(nnt_layer_param(lin, i, &info));
         EXPECT_OK(nnt_tensor_copy_to_host(info.value, after[i], (size_t)n[i] * 4));
         float factor = info.decay ? 1.0f - 0.1f * 0.5f : 1.0f;
