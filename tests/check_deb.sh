@@ -52,8 +52,10 @@ done
 "$tmp/root/usr/bin/nnt-train" --help > /dev/null ||
     { echo "FAIL: the packaged nnt-train --help"; exit 1; }
 "$tmp/root/usr/bin/nnt-generate" > /dev/null 2> "$tmp/gen.err"
-[ $? -eq 2 ] && grep -q "usage: nnt-generate" "$tmp/gen.err" ||
-    { echo "FAIL: the packaged nnt-generate does not start (no usage message)"; exit 1; }
+[ $? -eq 2 ] && grep -q "nnt-generate: give one of --load-hf" "$tmp/gen.err" ||
+    { echo "FAIL: the packaged nnt-generate does not start (no usage error)"; cat "$tmp/gen.err"; exit 1; }
+"$tmp/root/usr/bin/nnt-generate" --help | grep -q "^Usage: nnt-generate" ||
+    { echo "FAIL: the packaged nnt-generate --help"; exit 1; }
 for f in "$tmp/root/usr/lib/$multiarch"/libnnt.so.0.* "$tmp/root/usr/bin/nnt-train"; do
     readelf -d "$f" | grep -qi 'rpath\|runpath' &&
         { echo "FAIL: the packaged $(basename "$f") has an rpath"; exit 1; }
