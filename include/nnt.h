@@ -598,7 +598,11 @@ typedef enum nnt_norm_kind {
 /* Kind of MLP (nnt_mlp_options.kind). */
 typedef enum nnt_mlp_kind {
     NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
-    NNT_MLP_SWIGLU = 1            /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+    NNT_MLP_SWIGLU = 1,           /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
+    NNT_MLP_MOE = 3               /* mixture of SwiGLU experts: children "gate" (the router,
+                                     C -> experts) and "experts.<e>" (hidden: each expert's);
+                                     each token through its experts_per_token experts of
+                                     highest softmax(gate(x)), weighted (nnt_layer_mlp_create_ex(3)) */
 } nnt_mlp_kind;
 
 /* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
@@ -628,9 +632,16 @@ typedef struct nnt_mlp_options {
     size_t size;                  /* sizeof(nnt_mlp_options), set by the init macro         */
     int kind;                     /* nnt_mlp_kind                                           */
     int bias;                     /* biases on the projections                              */
+    /* NNT_MLP_MOE only (bias 0) */
+    int64_t experts;              /* E routed experts                                       */
+    int64_t experts_per_token;    /* k <= E (num_experts_per_tok)                           */
+    int norm_topk_prob;           /* the k weights divided by their sum                     */
+    double router_aux_coef;       /* > 0: the load-balancing loss (transformers'
+                                     load_balancing_loss_func over the model's MoE layers)
+                                     times this is part of the model's loss                  */
 } nnt_mlp_options;
 
-#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1 }
+#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0 }
 
 /* Options of nnt_layer_block_create_ex. */
 typedef struct nnt_block_options {
