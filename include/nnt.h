@@ -791,10 +791,12 @@ NNT_API int nnt_options_get(const char *options, const char *key, char *buf, siz
 typedef enum nnt_model_family {
     NNT_FAMILY_GPT2 = 0,          /* GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP,
                                      all biases, tied head                                   */
-    NNT_FAMILY_LLAMA = 1          /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
+    NNT_FAMILY_LLAMA = 1,         /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
                                      attention (also Mistral and its sliding window, Qwen2
                                      with qkv_bias, Qwen3 with qk_norm and head_dim, their
                                      sliding windows, SmolLM, TinyLlama)                     */
+    NNT_FAMILY_MOE = 3            /* MixtralForCausalLM, Qwen3MoeForCausalLM: Llama's blocks
+                                     with mixture-of-experts MLPs (experts, ...)            */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -807,7 +809,8 @@ enum {
     NNT_FAMILY_HAS_UNTIED = 1 << 5,    /* tied 0: a head of its own                           */
     NNT_FAMILY_HAS_BIASES = 1 << 6,    /* qkv_bias, out_bias, mlp_bias chosen                 */
     NNT_FAMILY_HAS_LLMC = 1 << 7,      /* llm.c checkpoints (nnt_gpt_load_llmc, _save_llmc)   */
-    NNT_FAMILY_HAS_WINDOW = 1 << 8     /* sliding windows (sliding_window, window_from, ...)   */
+    NNT_FAMILY_HAS_WINDOW = 1 << 8,    /* sliding windows (sliding_window, window_from, ...)   */
+    NNT_FAMILY_HAS_MOE = 1 << 12       /* mixture-of-experts MLPs (experts, ...)              */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -856,12 +859,24 @@ typedef struct nnt_model_config {
     int64_t sliding_window;       /* W (Hugging Face's sliding_window); 0: no window         */
     int64_t window_from;          /* first block with a window                               */
     int64_t window_global_every;  /* every N-th block, counting from 1, is full; 0: none     */
+    /* mixture of experts (NNT_FAMILY_MOE): block i (from 0) has an NNT_MLP_MOE MLP iff
+     * experts > 0, (i + 1) % moe_every == 0 and bit i of dense_layers is clear; the other
+     * blocks a SwiGLU MLP of hidden */
+    int64_t experts;              /* E routed experts per MoE block; 0: none                 */
+    int64_t experts_per_token;    /* k (num_experts_per_tok)                                 */
+    int64_t expert_hidden;        /* each expert's inner size (moe_intermediate_size); 0:
+                                     hidden                                                  */
+    int norm_topk_prob;           /* the k weights renormalised to sum 1                     */
+    double router_aux_coef;       /* the load-balancing loss's weight in the loss (transformers'
+                                     router_aux_loss_coef with output_router_logits); 0: none */
+    int64_t moe_every;            /* decoder_sparse_step; 0 or 1: every block                */
+    uint64_t dense_layers;        /* bit i: block i < 64 dense (mlp_only_layers)             */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

@@ -94,6 +94,7 @@ static const nnt_family RMS_FAMILY = {
     RMS_ARCHS, 1, rms_read_hf, rms_hf_arch, rms_write_hf,
     NULL, 0, RMS_ROWS_FIRST, "", 0, 1, "h.",
     NULL, 0,
+    NULL,
 };
 
 /* ---- fixture -------------------------------------------------------------------------------- */

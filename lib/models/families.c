@@ -9,8 +9,9 @@
 
 #define MAX_FAMILIES 16
 
-static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_llama};
-static int nfamilies = 2;
+static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_llama,
+                                                &nnt_family_moe};
+static int nfamilies = 3;
 
 const nnt_family *nnt_family_at(int i)
 {

@@ -162,11 +162,15 @@ typedef struct nnt_family {
     /* llm.c checkpoints (GPT-2): the model's parameters in the file's order (NULL: none) */
     const nnt_llmc_name *llmc;
     int nllmc;
+    /* the name in Hugging Face files of a parameter listed under its own name (NULL: that
+     * name), into out (size bytes) */
+    void (*hf_rename)(const nnt_model_config *cfg, const char *name, char *out, size_t size);
 } nnt_family;
 
 /* The families (families.c). */
 extern const nnt_family nnt_family_gpt2;
 extern const nnt_family nnt_family_llama;
+extern const nnt_family nnt_family_moe;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

@@ -211,4 +211,5 @@ const nnt_family nnt_family_gpt2 = {
     ARCHS, 1, gpt2_read_hf, gpt2_hf_arch, gpt2_write_hf,
     GPT2_HF, (int)(sizeof GPT2_HF / sizeof GPT2_HF[0]), NULL, "transformer.", 1, 0, "h.",
     GPT2_LLMC, (int)(sizeof GPT2_LLMC / sizeof GPT2_LLMC[0]),
+    NULL,
 };

@@ -317,4 +317,5 @@ const nnt_family nnt_family_llama = {
     llama_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
     NULL, 0,
+    NULL,
 };
