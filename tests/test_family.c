@@ -180,11 +180,15 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_ROPE);
     ck_assert(!(f.features & NNT_FAMILY_HAS_LLMC));
     EXPECT_OK(nnt_model_family_info(2, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_MOE);
+    ck_assert_str_eq(f.architectures, "MixtralForCausalLM, Qwen3MoeForCausalLM");
+    ck_assert(f.features & NNT_FAMILY_HAS_MOE);
+    EXPECT_OK(nnt_model_family_info(3, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(3, &f), NNT_E_INVAL, "no family 3");
+    EXPECT_FAIL_MSG(nnt_model_family_info(4, &f), NNT_E_INVAL, "no family 4");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -194,7 +198,7 @@ START_TEST(test_table)
     ck_assert_int_eq(c.family, FAMILY_ID);
     ck_assert_double_eq(c.norm_eps, 3e-5);
     EXPECT_FAIL_MSG(nnt_model_preset("nope", &c), NNT_E_INVAL, "tiny, llama-tiny");
-    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, gpt2-rms-tiny"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-30b-a3b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }
