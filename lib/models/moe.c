@@ -286,3 +286,15 @@ const nnt_family nnt_family_moe = {
     NULL, 0,
     moe_hf_rename,
 };
+
+/* ---- parameters a token does not use ----------------------------------------------------- */
+
+int64_t nnt_model_idle_params(const nnt_model_config *c)
+{
+    if (c->experts <= 0)
+        return 0;
+    int64_t I = c->expert_hidden ? c->expert_hidden : c->hidden, blocks = 0;
+    for (int64_t i = 0; i < c->layers; i++)
+        blocks += nnt_model_block_moe(c, i);
+    return blocks * (c->experts - c->experts_per_token) * 3 * c->channels * I;
+}

@@ -14,6 +14,7 @@
 #include "train.h"
 #include "../internal.h"
 #include "../optim/optim.h"
+#include "../models/models.h"
 
 #include <errno.h>
 #include <math.h>
@@ -144,6 +145,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
     int64_t nparams = 0;
     NNT_TRY(nnt_model_config_of(tr->model, &cfg));
     NNT_TRY(nnt_layer_num_params(tr->model, NULL, &nparams));
+    nparams -= nnt_model_idle_params(&cfg);   /* mixture of experts: the active ones */
     tr->flops_per_token = 6.0 * (double)nparams +
                           12.0 * (double)(cfg.layers * o->seq) * (double)(cfg.heads * cfg.head_dim);
     int64_t tile[2] = {o->tile_batch, o->tile_seq}, shape[2] = {o->batch, o->seq};
