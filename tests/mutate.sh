@@ -78,7 +78,7 @@ window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = q
 moe_no_renorm|cpu/moe.c|s@w\[t \* k + j\] = norm ? p\[idx\[t \* k + j\]\] / s : p\[idx\[t \* k + j\]\];@w[t * k + j] = p[idx[t * k + j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)
 moe_aux_dropped|lib/models/moe.c|s@c->router_aux_coef = on ? coef : 0.0;@c->router_aux_coef = 0.0;@|MoE config.json: router_aux_loss_coef dropped (no load-balancing loss)
 moe_tie_lowest|cpu/moe.c|s@nth_element(q, (int)k - 1, (int)E);@insertion_sort(q, 0, (int)E);@|MoE top-k: equal probabilities choose the lowest expert index (not the choice of torch.topk)
-moe_renorm_bwd|cpu/moe.c|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the renormalisation's sum term left out
+moe_renorm_bwd|cpu/moe.c|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the sum term of the renormalisation left out
 moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* count\[e\] / (R \* R));@grad[e] = (float)(s.coef * (double)s.E * count[e] / R);@|MoE load-balancing loss gradient divided by R instead of R^2
 moe_dense_layers|lib/models/transformer.c|s@return !(i < 64 \&\& (c->dense_layers >> i \& 1u));@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
 window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
