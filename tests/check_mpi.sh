@@ -399,7 +399,8 @@ for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the 
 done
 
 # signals, as Slurm sends them (to every task) or as a user may (to one rank): the ranks
-# agree at a step boundary. SIGTERM to both ranks or to rank 1 alone: every rank stops after
+# agree at a step boundary. SIGTERM to both ranks (together, or to rank 1 once rank 0 saves:
+# it must not end rank 1 in the save) or to rank 1 alone: every rank stops after
 # the same step, rank 0 saves, status 143 within 60 s (no hang), and --resume alone under
 # mpirun continues bit for bit with one process's uninterrupted run. SIGUSR1 to rank 1
 # alone: the job writes a checkpoint of the step in progress and goes on with one process's
@@ -425,12 +426,23 @@ signal_job() {
     done
     sj_pids=
     for r in "$@"; do
+        [ "$r" = then ] && continue
         sj_p=$(tagged_pids "OMPI_COMM_WORLD_RANK=$r")
         [ -n "$sj_p" ] || fail "$sj_name: rank $r not found to send SIG$sj_sig"
         sj_pids="$sj_pids $sj_p"
     done
-    kill -"$sj_sig" $sj_pids 2> /dev/null
     sj_start=$(date +%s)
+    case "$*" in
+        "0 then 1")   # rank 1's signal once rank 0 saves: after the ranks agreed to stop
+            set -- $sj_pids
+            kill -"$sj_sig" $1
+            sj_n=0
+            while ! grep -q 'saving' "$tmp/$sj_name.err" && [ $sj_n -lt 3000 ]; do
+                sleep 0.01; sj_n=$((sj_n + 1))
+            done
+            kill -"$sj_sig" $2 2> /dev/null;;
+        *) kill -"$sj_sig" $sj_pids 2> /dev/null;;
+    esac
     if [ "$sj_sig" = USR1 ]; then
         sj_n=0
         while ! grep -q 'SIGUSR1: checkpoint of step' "$tmp/$sj_name.err" && [ $sj_n -lt 600 ]; do
@@ -455,7 +467,7 @@ resumes_equal() {
     grep '^step' "$tmp/$1.txt" | head -n "$2" | cat - "$tmp/$1_resumed.txt" | grep '^step' > "$tmp/$1.all"
     head -n $(($2 + 30)) "$tmp/sig_ref.steps" | cmp -s - "$tmp/$1.all"
 }
-for ranks in "0 1" "1"; do
+for ranks in "0 1" "0 then 1" "1"; do
     name=sig_term_$(echo $ranks | tr -d ' ')
     what="nnt-train -np 2, SIGTERM to rank(s) $ranks"
     signal_job $name TERM $ranks

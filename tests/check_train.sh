@@ -721,6 +721,28 @@ else
         fail "SIGUSR1: the checkpoint of step $saved does not resume bit for bit"
     fi
 fi
+# a second SIGTERM right after the first one's "saving" ends the program at once (status 143
+# either way: the save finished or was cut short): the checkpoint there is whole (the new one
+# or --save-every's earlier one) and --resume continues it bit for bit
+start_sig twice $sig --save-every 20 --out "$tmp/sigtwice"
+wait_lines twice 25
+kill -TERM $pid
+k=0
+while ! grep -q 'interrupted (SIGTERM)' "$tmp/twice.err" && [ $k -lt 3000 ]; do sleep 0.01; k=$((k + 1)); done
+kill -TERM $pid 2> /dev/null
+wait $pid
+twice_status=$?
+run_ok twice_resumed --resume "$tmp/sigtwice/checkpoint.safetensors" --out "$tmp/sigtwice" --print-loss
+grep '^step' "$tmp/twice_resumed.out" > "$tmp/twice_resumed.steps"
+from=$(awk '{ print $2; exit }' "$tmp/twice_resumed.steps")
+if [ $twice_status -ne 143 ]; then
+    fail "two SIGTERMs: exit status $twice_status (expected 143)"; tail -n 3 "$tmp/twice.err"
+elif [ -z "$from" ] || ! grep '^step' "$tmp/sig_full.out" | sed -n "$from,\$p" |
+                        cmp -s - "$tmp/twice_resumed.steps"; then
+    fail "two SIGTERMs: the checkpoint left does not resume bit for bit (from step ${from:-?})"
+else
+    echo "ok: two SIGTERMs: status 143, the checkpoint left (resumed from step $from) continues bit for bit"
+fi
 # a save killed midway: its temporary file (as nnt names them) is removed by the next save
 mkdir -p "$tmp/killed"
 : > "$tmp/killed/checkpoint.safetensors.tmp-Killd0"

@@ -3,6 +3,7 @@
 # Mutation check of the test suite (not run by make check; takes a few minutes a mutation).
 #
 #   tests/mutate.sh [-k] [-t "TEST ..."] [MUTATION ...]
+#   tests/mutate.sh -c [MUTATION ...]
 #
 # Copies the source tree (git ls-files plus uncommitted changes) to a scratch directory,
 # builds it once out of tree, then for each mutation (all of them by default; names below)
@@ -12,16 +13,20 @@
 # caught by at least one suite; the report ends "caught N of M" and the exit status is 1
 # if any mutation survived. -k keeps the scratch directory (path printed).
 # NNT_MUTATE_DIR selects the scratch directory (default: a new one under $TMPDIR or /tmp).
+# -c only checks that each expression still changes exactly one line of the source as it is
+# (no build; make check runs it as tests/check_mutations.sh).
 # The last result is recorded in tests/README.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 keep=0
 only_tests=
+check_only=0
 while [ $# -gt 0 ]; do
     case $1 in
         -k) keep=1; shift;;
+        -c) check_only=1; shift;;
         -t) only_tests=$2; shift 2;;
-        -h|--help) sed -n '3,16p' "$0"; exit 0;;
+        -h|--help) sed -n '3,19p' "$0"; exit 0;;
         *) break;;
     esac
 done
@@ -61,11 +66,11 @@ train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at :
 val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt)));@o->val_len, (uint64_t)(k * bt + 1)));@|trainer validation: every window one token late
 shuffle_row_offset|lib/train/trainer.c|s@nnt_data_read(tr->data, (int64_t)r \* T, row, T + 1));@nnt_data_read(tr->data, (int64_t)r * T + 1, row, T + 1));@|trainer shuffle: each sequence read one token late
 mpi_no_stop_agreement|lib/train/trainer.c|s@if (tr->ctx->mpi \&\& tr->ctx->nranks > 1)@if (0)@|trainer: the ranks do not agree on stop and save requests at a step boundary
-mpi_save_no_wait|lib/mpi/mpi.c|s@if (!ctx->mpi || ctx->nranks < 2)@if (1)@|MPI save: ranks return before rank 0 has written the file
+mpi_save_no_wait|lib/mpi/mpi.c|s@ctx->nranks < 2)@ctx->nranks < 99)@|MPI save: ranks return before rank 0 has written the file
 train_signals_off_before_save|examples/nnt_train.c|0,/rc = write_outputs(t);/s@rc = write_outputs(t);@catch_signals(0), rc = write_outputs(t);@|nnt-train: signal handlers reset before the final save
 data_file_offset|lib/data/data.c|s@int64_t first = f ? d->file_end\[f - 1\] : 0;@int64_t first = f ? d->file_end[f - 1] - 1 : 0;@|token data of several files: the files after the first read one token late
-resume_data_given|examples/nnt_train.c|s@for (int i = data_given ? NRESUMED_DATA : 0; saved@for (int i = NRESUMED_DATA; saved@|nnt-train --resume: the data options of the checkpoint never taken
-options_no_nesting|lib/train/options.c|s@if (nnt_json_peek(j) == '{' \&\& depth < OPTIONS_MAXDEPTH)@if (0)@|nnt_options_get: the members of nested objects (the model's) not found
+resume_data_given|examples/train_opts.c|s@((d->flags \& DATA) \&\& data_given)@(d->flags \& DATA)@|nnt-train --resume: the data options of the checkpoint never taken
+options_no_nesting|lib/train/options.c|s@if (nnt_json_peek(j) == .{. \&\& depth < OPTIONS_MAXDEPTH)@if (0)@|nnt_options_get: the members of nested objects (those of the model) not found
 cli_open_max|examples/cli.c|s@((d->flags \& CLI_OPEN_MAX) \&\& \*v == d->max))@0)@|shared option parser: an excluded maximum accepted (--beta1 1)
 clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
 cosine_floor_zero|lib/optim/optim.c|s@return o->min_lr + 0.5 \* (o->lr - o->min_lr) \* (1.0 + cos(PI \* progress));@return o->min_lr + 0.5 * o->lr * (1.0 + cos(PI * progress));@|cosine schedule: the half cosine from lr, not from lr - min_lr (the same at min_lr 0)
@@ -90,6 +95,25 @@ names=$*
 for n in $names; do
     list | grep -q "^$n|" || { echo "unknown mutation '$n'; known: $(list | cut -d'|' -f1 | tr '\n' ' ')" >&2; exit 2; }
 done
+
+# changed_lines NAME: how many lines of its file NAME's expression changes in the source
+changed_lines() {
+    cl_line=$(list | grep "^$1|")
+    cl_file=$(printf "%s\n" "$cl_line" | cut -d'|' -f2)
+    cl_expr=$(printf "%s\n" "$cl_line" | cut -d'|' -f3)
+    [ -f "$src/$cl_file" ] || { echo 0; return; }
+    sed -e "$cl_expr" "$src/$cl_file" 2> /dev/null | diff "$src/$cl_file" - | grep -c '^<'
+}
+if [ $check_only -eq 1 ]; then
+    stale=0
+    for n in $names; do
+        c=$(changed_lines "$n")
+        [ "$c" -eq 1 ] || { echo "$n: the expression changes $c lines of $(list | grep "^$n|" | cut -d'|' -f2) (must be 1): mutation out of date"; stale=$((stale + 1)); }
+    done
+    echo "$(echo $names | wc -w) mutations, $stale out of date"
+    [ $stale -eq 0 ]
+    exit
+fi
 
 work=${NNT_MUTATE_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/nnt-mutate-XXXXXX")} || exit 2
 [ $keep -eq 1 ] && echo "scratch directory: $work" || trap 'rm -rf "$work"' EXIT
