@@ -17,6 +17,8 @@ Models (V 64, C 32, NH 4, NKV 2, T 16, B 2: 32 tokens):
   qwen3step  Qwen3MoeForCausalLM, L 2, E 4, k 2, decoder_sparse_step 2 (layer 0 dense),
              norm_topk_prob false, coef 0.02
   mixtral    MixtralForCausalLM, L 2, E 4, k 2, intermediate 24, coef 0.05
+  olmoe      OlmoeForCausalLM, L 2, E 8, k 2, intermediate 24, norm_topk_prob false (q/k
+             norms over each token's whole projection), coef 0.05
   ties       qwen3moe's layout, L 2, E 4: the routers' rows 1, 2, 3 equal, so that the
              probabilities tie at the k-th place (torch.topk's choice among equal values)
   skewed     qwen3moe's layout, L 2, E 4: the embeddings carry a large constant channel
@@ -27,7 +29,7 @@ Per model NAME:
                                cross-entropy + coef * aux; aux (1); grad.<nnt name> of
                                every parameter (the experts' fused gate_up_proj and
                                down_proj gradients split per expert, nnt's names)
-  NAME.train.safetensors       (qwen3moe, mixtral) 10 AdamW steps: train_tokens,
+  NAME.train.safetensors       (qwen3moe, mixtral, olmoe) 10 AdamW steps: train_tokens,
                                train_targets (10, B, T), losses (10), lr 1e-3
   NAME.generate.safetensors    (qwen3moe) prompt (P) int32, greedy (P + N) int32
 """
@@ -39,8 +41,8 @@ import os
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from transformers import (MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig,
-                          Qwen3MoeForCausalLM)
+from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM,
+                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 12
 
@@ -62,6 +64,10 @@ MODELS = {
                 dict(num_hidden_layers=2, intermediate_size=24, num_local_experts=4,
                      num_experts_per_tok=2, rms_norm_eps=1e-5, rope_theta=10000.0,
                      router_aux_loss_coef=0.05)),
+    "olmoe": (OlmoeConfig, OlmoeForCausalLM,
+              dict(num_hidden_layers=2, intermediate_size=24, num_experts=8,
+                   num_experts_per_tok=2, norm_topk_prob=False, rms_norm_eps=1e-5,
+                   rope_theta=10000.0, router_aux_loss_coef=0.05)),
     "ties": (Qwen3MoeConfig, Qwen3MoeForCausalLM,
              dict(QWEN, num_hidden_layers=2, num_experts=4, norm_topk_prob=True,
                   router_aux_loss_coef=0.05)),
@@ -69,7 +75,7 @@ MODELS = {
                dict(QWEN, num_hidden_layers=2, num_experts=4, norm_topk_prob=True,
                     router_aux_loss_coef=0.05)),
 }
-TRAIN = ("qwen3moe", "mixtral")
+TRAIN = ("qwen3moe", "mixtral", "olmoe")
 GENERATE = ("qwen3moe",)
 
 

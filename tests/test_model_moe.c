@@ -2,7 +2,8 @@
 /* Mixture-of-experts models against transformers (tests/fixtures/moe_tiny,
  * tests/gen_moe_fixtures.py): Qwen3MoeForCausalLM (8 experts, top 2, renormalised, a dense
  * layer from mlp_only_layers; decoder_sparse_step 2 without renormalisation), Mixtral-
- * ForCausalLM, a model whose router rows tie (torch.topk's choice among equal
+ * ForCausalLM, OlmoeForCausalLM (q/k norms over each token's whole projection, weights
+ * not renormalised), a model whose router rows tie (torch.topk's choice among equal
  * probabilities) and one whose routers send every token to experts 0 and 1 and none to 2
  * and 3. The load-balancing loss is on in all of them (output_router_logits). Checked:
  * nnt_model_load_hf on the directory; logits, loss (cross-entropy + coef aux) and every
@@ -20,9 +21,10 @@
 #define T 16
 #define STEPS 10
 
-static const char *const MODELS[] = {"qwen3moe", "qwen3step", "mixtral", "ties", "skewed"};
-#define NMODELS 5
-static const char *const TRAINED[] = {"qwen3moe", "mixtral"};
+static const char *const MODELS[] = {"qwen3moe", "qwen3step", "mixtral", "olmoe", "ties",
+                                     "skewed"};
+#define NMODELS 6
+static const char *const TRAINED[] = {"qwen3moe", "mixtral", "olmoe"};
 
 /* Measured (AMD EPYC, Zen 3; worst over models and tilings, relative): logits 1.35e-6
  * (mixtral, tiling 1), loss 1.1e-7, gradients 3.9e-5 (skewed's q_norm: its embeddings carry
@@ -263,7 +265,7 @@ static Suite *moe_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
-    tcase_add_loop_test(tc, test_adamw, 0, 2);
+    tcase_add_loop_test(tc, test_adamw, 0, 3);
     tcase_add_test(tc, test_generate);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);

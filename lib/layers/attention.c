@@ -8,6 +8,7 @@
  * T sequence, C channels, NH heads, NKV key/value heads, hd head dimension (C / NH unless
  * the options give it). */
 #include "generic.h"
+#include "../ops/norm_heads.h"
 
 #include <math.h>
 
@@ -31,6 +32,7 @@ typedef struct attention {
     nnt_tensor *pw, *dpw;           // (C, NH, hd) c_proj / o_proj weight
     nnt_tensor *pb, *dpb;           // (C) or NULL
     double qk_eps;                  // of the q / k norms
+    int qk_full;                    // qk_norm 2: over each token's whole projection (OLMoE)
     nnt_tensor *qkn[2], *dqkn[2];   // (hd) q_norm, k_norm weights, or NULL (no q/k norm)
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin, *x_cache;      // x with the weights' C tiling
@@ -76,12 +78,17 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qkv[i], NNT_FP32, 4, kv, kv_tile, NNT_ROWS_BHT));
     NNT_TRY(nnt_layer_ensure_placed(l, &a->o, NNT_FP32, 4, bnth, bnth_tile, NNT_ROWS_BHT));
     NNT_TRY(nnt_layer_ensure_placed(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile, NNT_ROWS_BHT));
-    for (int i = 0; a->qkn[0] && i < 2; i++) {
+    for (int i = 0; a->qkn[0] && !a->qk_full && i < 2; i++) {
         const nnt_tensor *like = a->qkv[i];
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qk_in[i], NNT_FP32, 4, like->shape, like->tile,
                                         NNT_ROWS_BHT));
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qk_rstd[i], NNT_FP32, 3, like->shape, like->tile,
                                         NNT_ROWS_BHT));
+    }
+    for (int i = 0; a->qk_full && i < 2; i++) {   /* (B, T, H, hd) before the norm, (B, T) */
+        const nnt_tensor *like = scratch_of(a, i);
+        NNT_TRY(nnt_layer_ensure(l, &a->qk_in[i], NNT_FP32, 4, like->shape, like->tile));
+        NNT_TRY(nnt_layer_ensure(l, &a->qk_rstd[i], NNT_FP32, 2, like->shape, like->tile));
     }
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
@@ -116,10 +123,16 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
     for (int i = 0; i < 3; i++) {
         /* heads (B, T, NH or NKV, hd) = x (B, T, C) W_i^T (NH or NKV, hd, C) (+ b_i) */
         nnt_tensor *h = scratch_of(a, i), *w = NULL;
+        int normed = i < 2 && a->qkn[i], full = normed && a->qk_full;
         NNT_TRY(gl_weight_operand(l, a->w[i], &a->w16[i], &w));
-        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0, h, 1, 0,
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0,
+                                   full ? a->qk_in[i] : h, 1, 0,
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
-        int normed = i < 2 && a->qkn[i];
+        if (full) {   /* one norm over the token's whole projection, then its heads */
+            NNT_TRY(nnt_rmsnorm_heads(a->qk_in[i], a->qkn[i], a->qk_eps, h, a->qk_rstd[i]));
+            NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, a->qkv[i]));
+            continue;
+        }
         NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, normed ? a->qk_in[i] : a->qkv[i]));
         if (normed)
             NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], a->qkn[i], a->qk_eps, a->qkv[i],
@@ -273,11 +286,22 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_tensor_rope_backward(a->dh[1], &a->rope, 0, a->dh[1]));
         NNT_TRY(nnt_tensor_rope_backward(a->dh[2], &a->rope, 0, a->dh[2]));
     }
-    for (int i = 0; a->qkn[0] && i < 2; i++)
+    for (int i = 0; a->qkn[0] && !a->qk_full && i < 2; i++)
         NNT_TRY(backward_qk_norm(l, a, i));
     /* d xin (B, T, C) = sum over q, k, v of d heads W_i, in xin's tiling, then x's */
     NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
+        if (i < 2 && a->qk_full) {   /* back through the whole-projection norm */
+            const nnt_tensor *like = a->qk_in[i];
+            NNT_TRY(nnt_layer_ensure(l, &a->dqk_in[i], NNT_FP32, 4, like->shape, like->tile));
+            NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, a->dqk_in[i]));
+            if (nnt_layer_grad_beta(l, a->dqkn[i]) == 0.0)
+                NNT_TRY(nnt_tensor_fill(a->dqkn[i], 0.0));
+            NNT_TRY(nnt_rmsnorm_heads_backward(a->qk_in[i], a->qkn[i], a->qk_rstd[i],
+                                               a->dqk_in[i], scratch_of(a, i), a->dqkn[i]));
+            NNT_TRY(backward_qkv(l, a, i));
+            continue;
+        }
         nnt_tensor *dheads = i < 2 && a->qkn[0] ? a->dqk_in[i] : a->dh[i + 1];
         NNT_TRY(nnt_tensor_permute(dheads, SWAP_BT_NH, scratch_of(a, i)));
         NNT_TRY(backward_qkv(l, a, i));
@@ -321,9 +345,11 @@ static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, int64_t NKV,
                             int64_t hd, const nnt_attention_options *o, const nnt_tiling *t)
 {
-    int n = !is_gpt2(o, NH);
+    int n = !is_gpt2(o, NH), full = o->qk_norm == 2;
     int64_t ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
     int64_t kt = gl_tile(t->heads, NKV), dt = gl_tile(t->head_dim, hd);
+    if (full)   /* the norm reads each token's whole projection: heads untiled */
+        nt = NH, kt = NKV, dt = hd;
     int64_t w[3] = {NH, hd, C}, w_tile[3] = {nt, dt, ct};
     int64_t wk[3] = {NKV, hd, C}, wk_tile[3] = {kt, dt, ct};
     int64_t pw[3] = {C, NH, hd}, pw_tile[3] = {ct, nt, dt};
@@ -344,9 +370,13 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
                                     &a->dpb));
     int64_t norm[1] = {hd}, norm_tile[1] = {dt};
     a->qk_eps = o->qk_norm_eps;
-    for (int i = 0; o->qk_norm && i < 2; i++)
+    a->qk_full = full;
+    for (int i = 0; o->qk_norm && i < 2; i++) {
+        if (full)   /* (NH hd), (NKV hd) */
+            norm[0] = norm_tile[0] = (i ? NKV : NH) * hd;
         NNT_TRY(nnt_layer_new_param(l, QK_NORM[i], 1, norm, norm_tile, 0, NNT_INIT_ONE,
                                     &a->qkn[i], &a->dqkn[i]));
+    }
     return NNT_OK;
 }
 
@@ -370,6 +400,9 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s %lld is negative", fn,
                         out->kv_heads < 0 ? "kv_heads" : "head_dim",
                         (long long)(out->kv_heads < 0 ? out->kv_heads : out->head_dim));
+    if (out->qk_norm < 0 || out->qk_norm > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
+                        "whole projection)", fn, out->qk_norm);
     if (out->qk_norm && !(out->qk_norm_eps > 0.0 && isfinite(out->qk_norm_eps)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm_eps %g must be finite and > 0", fn,
                         out->qk_norm_eps);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* The mixture-of-experts family (NNT_FAMILY_MOE): Hugging Face MixtralForCausalLM and
- * Qwen3MoeForCausalLM. Their blocks are Llama's (RMSNorm, grouped-query attention with
- * rotary positions; Qwen3-MoE's q/k norms per head) with an NNT_MLP_MOE MLP
+/* The mixture-of-experts family (NNT_FAMILY_MOE): Hugging Face MixtralForCausalLM,
+ * Qwen3MoeForCausalLM and OlmoeForCausalLM. Their blocks are Llama's (RMSNorm, grouped-query
+ * attention with rotary positions; Qwen3-MoE's q/k norms per head, OLMoE's over each
+ * token's whole q and k projections: qk_norm 2) with an NNT_MLP_MOE MLP
  * (lib/layers/moe.c) in the blocks the configuration says (decoder_sparse_step,
  * mlp_only_layers), a dense SwiGLU MLP in the others.
  *
@@ -36,9 +37,14 @@ static const struct moe_preset {
     /* Qwen/Qwen3-30B-A3B: 30.5B parameters, 3.3B active */
     {"qwen3-30b-a3b", 151936, 40960, 48, 32, 4, 2048, 6144, 128, 1e-6, 1e6, 1, 128, 8, 768, 1,
      0.0},
+    /* allenai/OLMoE-1B-7B-0924: 6.92B parameters, 1.28B active; q/k norms over the whole
+     * projections, weights not renormalised */
+    {"olmoe-1b-7b", 50304, 4096, 16, 16, 16, 2048, 1024, 0, 1e-5, 10000.0, 2, 64, 8, 1024, 0,
+     0.0},
 };
 
-static const char *const PRESET_NAMES[] = {"moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", NULL};
+static const char *const PRESET_NAMES[] = {"moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b",
+                                           "olmoe-1b-7b", NULL};
 
 static int moe_preset(const char *name, nnt_model_config *c)
 {
@@ -83,6 +89,9 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     if (!(c->router_aux_coef >= 0.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: router_aux_coef %g must be >= 0", fn,
                         c->router_aux_coef);
+    if (c->qk_norm < 0 || c->qk_norm > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
+                        "whole projection)", fn, c->qk_norm);
     if (c->qkv_bias || c->out_bias || c->mlp_bias)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no biases", fn);
     return NNT_OK;
@@ -90,11 +99,12 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 
-enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE };
+enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE };
 
 static const nnt_hf_arch ARCHS[] = {
     {"MixtralForCausalLM", "mixtral"},
     {"Qwen3MoeForCausalLM", "qwen3_moe"},
+    {"OlmoeForCausalLM", "olmoe"},
 };
 
 /* mlp_only_layers: a list of block indices below 64 (absent or null: none). */
@@ -138,7 +148,7 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 1, 0, &c->heads));
     NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
     NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 1, 0, &c->max_seq));
-    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, arch == ARCH_MIXTRAL ? 1e-5 : 1e-6,
+    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, arch == ARCH_QWEN3_MOE ? 1e-6 : 1e-5,
                            &c->norm_eps));
     NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
     NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
@@ -162,6 +172,18 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
         NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 0, &c->sliding_window));
         if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
             return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
+    } else if (arch == ARCH_OLMOE) {
+        int64_t e = 0;
+        NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 64, &e));
+        NNT_TRY(nnt_cfg_int(o, "num_experts", 0, e, &c->experts));
+        c->expert_hidden = c->hidden;
+        NNT_TRY(nnt_cfg_bool(o, "norm_topk_prob", 0, &c->norm_topk_prob));
+        NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
+        if (c->qkv_bias)
+            return nnt_cfg_unsupported(o, "attention_bias", "true", "false");
+        if (nnt_cfg_has(o, "clip_qkv"))
+            return nnt_cfg_unsupported(o, "clip_qkv", "(a number)", "null");
+        c->qk_norm = 2;
     } else {
         int64_t e = 0;
         NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 128, &e));
@@ -187,16 +209,20 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 
 static int moe_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
+    if (c->qk_norm == 2 && c->moe_every <= 1 && !c->dense_layers && !c->sliding_window &&
+        (!c->expert_hidden || c->expert_hidden == c->hidden))
+        return ARCH_OLMOE;
     if (!c->qk_norm && c->norm_topk_prob && c->moe_every <= 1 && !c->dense_layers &&
         (!c->expert_hidden || c->expert_hidden == c->hidden))
         return ARCH_MIXTRAL;
-    if (c->qk_norm && !c->sliding_window)
+    if (c->qk_norm == 1 && !c->sliding_window)
         return ARCH_QWEN3_MOE;
     return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no Hugging Face architecture has qk_norm=%d, "
                     "norm_topk_prob=%d, moe_every=%lld, dense layers %s, expert_hidden %lld, "
                     "sliding_window %lld (MixtralForCausalLM: no q/k norms, renormalised, every "
-                    "block sparse with experts of hidden; Qwen3MoeForCausalLM: q/k norms, no "
-                    "window)", fn, c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
+                    "block sparse with experts of hidden; Qwen3MoeForCausalLM: q/k norms per "
+                    "head, no window; OlmoeForCausalLM: q/k norms over the projections, every "
+                    "block sparse with experts of hidden, no window)", fn, c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
                     c->dense_layers ? "some" : "none", (long long)c->expert_hidden,
                     (long long)c->sliding_window);
 }
@@ -225,6 +251,11 @@ static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
             nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
         else
             nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+    } else if (arch == ARCH_OLMOE) {
+        nnt_cfg_put_int(t, "num_experts", c->experts);
+        nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);
+        nnt_cfg_put_bool(t, "attention_bias", 0);
+        nnt_cfg_add(t, ",\n  \"clip_qkv\": null");
     } else {
         nnt_cfg_put_int(t, "num_experts", c->experts);
         nnt_cfg_put_int(t, "moe_intermediate_size",
@@ -261,7 +292,7 @@ static void replace(char *s, size_t size, const char *from, const char *to)
 static void moe_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
 {
     snprintf(out, size, "%s", name);
-    if (c->qk_norm)   /* Qwen3-MoE: the tree's own names */
+    if (c->qk_norm)   /* Qwen3-MoE, OLMoE: the tree's own names */
         return;
     replace(out, size, ".mlp.", ".block_sparse_moe.");
     replace(out, size, ".gate_proj.", ".w1.");
