@@ -617,7 +617,9 @@ typedef struct nnt_attention_options {
                                      hd makes q (NH, hd, C), o_proj (C, NH, hd)             */
     int qk_norm;                  /* RMSNorm over each head vector of q and of k, before the
                                      rotation (Qwen3): parameters "q_norm.weight",
-                                     "k_norm.weight" (hd), initialised to 1, no decay       */
+                                     "k_norm.weight" (hd), initialised to 1, no decay; 2:
+                                     one RMSNorm over each token's whole q (k) projection,
+                                     weights (NH hd), (NKV hd), heads untiled (OLMoE)       */
     double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
     int64_t window;               /* sliding window W: position i attends keys i - W < j <= i
                                      (nnt_tensor_attention_ex(3)); 0: none                  */
@@ -795,8 +797,9 @@ typedef enum nnt_model_family {
                                      attention (also Mistral and its sliding window, Qwen2
                                      with qkv_bias, Qwen3 with qk_norm and head_dim, their
                                      sliding windows, SmolLM, TinyLlama)                     */
-    NNT_FAMILY_MOE = 3            /* MixtralForCausalLM, Qwen3MoeForCausalLM: Llama's blocks
-                                     with mixture-of-experts MLPs (experts, ...)            */
+    NNT_FAMILY_MOE = 3            /* MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM:
+                                     Llama's blocks with mixture-of-experts MLPs (experts,
+                                     ...), OLMoE's q/k norms (qk_norm 2)                    */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -849,8 +852,9 @@ typedef struct nnt_model_config {
     nnt_rope_options rope;        /* rotary positions (Llama family; ignored for GPT-2)      */
     int64_t head_dim;             /* hd of q, k, v; 0: C / NH (GPT-2: 0 or C / NH; Llama
                                      family: any even hd, NH * hd need not be C)            */
-    int qk_norm;                  /* RMSNorm on each head of q and k, eps norm_eps (Qwen3;
-                                     Llama family only)                                      */
+    int qk_norm;                  /* 1: RMSNorm on each head of q and k, eps norm_eps (Qwen3;
+                                     Llama and MoE families); 2: one RMSNorm over each
+                                     token's whole q and k projections (OLMoE; MoE family) */
     /* which blocks' attention has a sliding window (nnt_tensor_attention_ex(3)). Block i
      * (from 0) has one iff sliding_window > 0, i >= window_from and not (window_global_every
      * > 0 and (i + 1) % window_global_every == 0): Mistral every block (0, 0), Qwen2/Qwen3
