@@ -181,7 +181,8 @@ START_TEST(test_table)
     ck_assert(!(f.features & NNT_FAMILY_HAS_LLMC));
     EXPECT_OK(nnt_model_family_info(2, &f));
     ck_assert_int_eq(f.family, NNT_FAMILY_MOE);
-    ck_assert_str_eq(f.architectures, "MixtralForCausalLM, Qwen3MoeForCausalLM");
+    ck_assert_str_eq(f.architectures, "MixtralForCausalLM, Qwen3MoeForCausalLM, "
+                                      "OlmoeForCausalLM");
     ck_assert(f.features & NNT_FAMILY_HAS_MOE);
     EXPECT_OK(nnt_model_family_info(3, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
@@ -198,7 +199,7 @@ START_TEST(test_table)
     ck_assert_int_eq(c.family, FAMILY_ID);
     ck_assert_double_eq(c.norm_eps, 3e-5);
     EXPECT_FAIL_MSG(nnt_model_preset("nope", &c), NNT_E_INVAL, "tiny, llama-tiny");
-    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-30b-a3b, gpt2-rms-tiny"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "olmoe-1b-7b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }
