@@ -57,7 +57,7 @@ gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query atte
 llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, past, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
-qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\];@int normed = i < 1 \&\& a->qkn[i];@|attention layer (Qwen3): k not normalised, q only
+qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\], full@int normed = i < 1 \&\& a->qkn[i], full@|attention layer (Qwen3): k not normalised, q only
 head_dim_scale|lib/layers/attention.c|s@return 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@return 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
