@@ -145,15 +145,33 @@ static void nth_element(moe_pair *q, int n, int len)
     insertion_sort(q, f, l);
 }
 
-/* idx[0..k) = torch.topk(p[0..E), k).indices; q: E pairs of scratch */
+/* The first k of q[0..len) in order, largest first, as std::partial_sort leaves them (a heap
+ * of the k largest, then sorted by popping it). */
+static void partial_sort(moe_pair *q, int k, int len)
+{
+    heap_select(q, k, len);
+    for (int last = k; last > 1;) {
+        last--;
+        moe_pair v = q[last];
+        q[last] = q[0];
+        sift_down(q, 0, last, v);
+    }
+}
+
+/* idx[0..k) = torch.topk(p[0..E), k).indices; q: E pairs of scratch. torch takes the
+ * partial sort when k * 64 <= E, else nth_element and a sort of the first k - 1. */
 static void topk(int64_t E, int64_t k, const float *p, int32_t *idx, moe_pair *q)
 {
     for (int64_t e = 0; e < E; e++) {
         q[e].v = p[e];
         q[e].i = (int32_t)e;
     }
-    nth_element(q, (int)k - 1, (int)E);
-    insertion_sort(q, 0, (int)k - 1);
+    if (k * 64 <= E) {
+        partial_sort(q, (int)k, (int)E);
+    } else {
+        nth_element(q, (int)k - 1, (int)E);
+        insertion_sort(q, 0, (int)k - 1);
+    }
     for (int64_t j = 0; j < k; j++)
         idx[j] = q[j].i;
 }

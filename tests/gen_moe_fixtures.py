@@ -32,6 +32,7 @@ Per model NAME:
   NAME.train.safetensors       (qwen3moe, mixtral, olmoe) 10 AdamW steps: train_tokens,
                                train_targets (10, B, T), losses (10), lr 1e-3
   NAME.generate.safetensors    (qwen3moe) prompt (P) int32, greedy (P + N) int32
+topk.safetensors: rows of tied logits and torch.topk's choices (see topk_fixture)
 """
 import argparse
 import hashlib
@@ -150,6 +151,32 @@ def check_routing(name, model, out):
             assert counts[2] == 0 and counts[3] == 0
 
 
+# (E, k) of the top-k fixture: torch.topk's nth_element regime (k * 64 > E) and its
+# partial-sort regime (k * 64 <= E: 100/1, 128/2, 256/4, 300/2)
+TOPK = [(4, 2), (8, 2), (16, 3), (60, 8), (64, 8), (128, 8), (100, 1), (128, 2), (256, 4),
+        (300, 2)]
+
+
+def topk_fixture(out):
+    """topk.safetensors: per (E, k) 64 rows of logits with few distinct levels (ties
+    everywhere, exactly representable), transformers' routing of them: idx.E.k (torch.topk of
+    the float32 softmax) and w.E.k (the chosen probabilities, renormalised)."""
+    g = torch.Generator().manual_seed(7000)
+    data = {}
+    for E, k in TOPK:
+        levels = torch.randint(2, 6, (64, 1), generator=g)
+        logits = torch.floor(torch.rand(64, E, generator=g) * levels) * 0.5
+        probs = torch.softmax(logits, dim=-1, dtype=torch.float)
+        top = torch.topk(probs, k, dim=-1)
+        data[f"logits.{E}.{k}"] = logits.float().contiguous()
+        data[f"idx.{E}.{k}"] = top.indices.to(torch.int32).contiguous()
+        data[f"w.{E}.{k}"] = (top.values / top.values.sum(-1, keepdim=True)).contiguous()
+        ties = int((probs.sort(-1, descending=True).values[:, k - 1] ==
+                    probs.sort(-1, descending=True).values[:, k]).sum())
+        print(f"topk E {E} k {k}: {ties} of 64 rows tie at place k")
+    save_file(data, os.path.join(out, "topk.safetensors"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
@@ -205,6 +232,7 @@ def main():
                       os.path.join(args.out, f"{name}.generate.safetensors"))
             msg += f", greedy {gen[0].tolist()}"
         print(msg)
+    topk_fixture(args.out)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

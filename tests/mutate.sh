@@ -86,6 +86,7 @@ moe_tie_lowest|cpu/moe.c|s@nth_element(q, (int)k - 1, (int)E);@insertion_sort(q,
 moe_renorm_bwd|cpu/moe.c|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the sum term of the renormalisation left out
 moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* count\[e\] / (R \* R));@grad[e] = (float)(s.coef * (double)s.E * count[e] / R);@|MoE load-balancing loss gradient divided by R instead of R^2
 olmoe_qk_per_head|lib/models/moe.c|s@c->qk_norm = 2;@c->qk_norm = 1;@|OLMoE config.json: q/k norms per head (Qwen3 style) instead of over the whole projection
+moe_topk_no_heap|cpu/moe.c|s@if (k \* 64 <= E) {@if (0) {@|MoE top-k: the partial-sort regime of torch.topk (k 64 <= E) selected as the nth_element one
 moe_dense_layers|lib/models/transformer.c|s@return !(i < 64 \&\& (c->dense_layers >> i \& 1u));@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
 window_layer_shift|lib/models/transformer.c|s@ao.window = nnt_model_block_window(c, i) ?@ao.window = nnt_model_block_window(c, i + 1) ?@|sliding window: the windowed layers shifted by one (Qwen2 max_window_layers)
 '
