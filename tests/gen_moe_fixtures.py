@@ -31,7 +31,7 @@ Per model NAME:
                                down_proj gradients split per expert, nnt's names)
   NAME.train.safetensors       (qwen3moe, mixtral, olmoe) 10 AdamW steps: train_tokens,
                                train_targets (10, B, T), losses (10), lr 1e-3
-  NAME.generate.safetensors    (qwen3moe) prompt (P) int32, greedy (P + N) int32
+  NAME.generate.safetensors    (qwen3moe, mixtral, olmoe) prompt (P) int32, greedy (P + N) int32
 topk.safetensors: rows of tied logits and torch.topk's choices (see topk_fixture)
 """
 import argparse
@@ -77,7 +77,7 @@ MODELS = {
                     router_aux_loss_coef=0.05)),
 }
 TRAIN = ("qwen3moe", "mixtral", "olmoe")
-GENERATE = ("qwen3moe",)
+GENERATE = ("qwen3moe", "mixtral", "olmoe")
 
 
 def build(name, seed):

@@ -191,7 +191,7 @@ END_TEST
 /* greedy generation with the cache equals transformers' generate */
 START_TEST(test_generate)
 {
-    const char *name = "qwen3moe";
+    const char *name = TRAINED[_i];   /* qwen3moe, mixtral, olmoe */
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "generate.safetensors"));
     int64_t np = 0, ng = 0;
     int32_t *prompt = read_st(r, "prompt", NNT_IO_I32, &np);
@@ -304,7 +304,7 @@ static Suite *moe_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_adamw, 0, 3);
-    tcase_add_test(tc, test_generate);
+    tcase_add_loop_test(tc, test_generate, 0, 3);
     tcase_add_test(tc, test_topk_ties);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);
