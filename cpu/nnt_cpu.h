@@ -278,6 +278,29 @@ void nnt_cpu_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x, const floa
 /* ---- SwiGLU, n contiguous elements ----------------------------------------------------------- */
 
 /* y = silu(gate) * up, silu(g) = g / (1 + exp(-g))                                      y set */
+/* ---- mixture of experts (cpu/moe.c) ----
+ * Routing of n tokens over E <= NNT_MOE_MAX_EXPERTS experts: probs (n, E) = softmax(logits)
+ * (the sum in double), idx (n, k) = torch.topk(probs, k).indices as torch selects on CPU
+ * (ties included), w (n, k) = the selected probabilities, divided by their sum if norm. */
+#define NNT_MOE_MAX_EXPERTS 1024
+void nnt_cpu_moe_route_f32(int64_t n, int64_t E, int64_t k, int norm, const float *logits,
+                           float *probs, int32_t *idx, float *w);
+/* dlogits (n, E) from dw (n, k) through the (renormalised) top-k and the softmax, plus
+ * aux (E, may be NULL): a gradient on every probability (the load-balancing loss's). */
+void nnt_cpu_moe_route_bwd_f32(int64_t n, int64_t E, int64_t k, int norm, const float *probs,
+                               const int32_t *idx, const float *w, const float *dw,
+                               const float *aux, float *dlogits);
+/* Row maps: m triples (a, b, slot) of rows of width floats. gather: dst[b] = src[a], times
+ * w[a k + slot] when w is given (w's rows are src's). scatter_add: dst[b] += src[a], times
+ * w[b k + slot] when given (w's rows are dst's). weight_grad: dw[a k + slot] += dy[a] . y[b]
+ * (the sum in double). */
+void nnt_cpu_moe_gather_f32(int64_t width, int64_t m, const int32_t *map, const float *src,
+                            const float *w, int64_t k, float *dst);
+void nnt_cpu_moe_scatter_add_f32(int64_t width, int64_t m, const int32_t *map,
+                                 const float *src, const float *w, int64_t k, float *dst);
+void nnt_cpu_moe_weight_grad_f32(int64_t width, int64_t m, const int32_t *map,
+                                 const float *dy, const float *y, int64_t k, float *dw);
+
 void nnt_cpu_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
 /* s = sigmoid(g): dgate = dy up s (1 + g (1 - s)), dup = dy silu(g)           dgate, dup set */
 void nnt_cpu_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,

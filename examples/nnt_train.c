@@ -838,7 +838,7 @@ static void print_summary(trainer *t)
     say(t, "nnt-train %s\n", version);
     const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
                        : o->load_hf;
-    char shape[600];
+    char shape[700];
     int n = snprintf(shape, sizeof shape, "%s L %lld, C %lld, NH %lld", t->fam.title,
                      (long long)c->layers, (long long)c->channels, (long long)c->heads);
     unsigned f = t->fam.features;
@@ -873,11 +873,30 @@ static void print_summary(trainer *t)
         n += snprintf(shape + n, sizeof shape - n, ", query_pre_attn_scalar %g",
                       c->query_pre_attn_scalar);
     if (c->attn_softcap > 0.0 || c->final_softcap > 0.0)
-        snprintf(shape + n, sizeof shape - n, ", soft-caps %g (scores) %g (logits)",
-                 c->attn_softcap, c->final_softcap);
-    say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->nparams / 1e6,
-        o->resume ? "weights of " : loaded ? "weights from " : "",
-        o->resume ? o->resume : loaded ? loaded : "fresh init");
+        n += snprintf(shape + n, sizeof shape - n, ", soft-caps %g (scores) %g (logits)",
+                      c->attn_softcap, c->final_softcap);
+    /* mixture of experts: the parameters a token runs through (blocks as nnt.h's
+     * nnt_model_config says: experts, moe_every, dense_layers) */
+    int64_t idle = 0;
+    if ((f & NNT_FAMILY_HAS_MOE) && c->experts > 0) {
+        int64_t I = c->expert_hidden ? c->expert_hidden : c->hidden, sparse = 0;
+        for (int64_t i = 0; i < c->layers; i++)
+            sparse += (c->moe_every <= 1 || (i + 1) % c->moe_every == 0) &&
+                      !(i < 64 && (c->dense_layers >> i & 1u));
+        idle = sparse * (c->experts - c->experts_per_token) * 3 * c->channels * I;
+        snprintf(shape + n, sizeof shape - n, ", %lld of %lld blocks with %lld experts of "
+                 "%lld, top %lld", (long long)sparse, (long long)c->layers,
+                 (long long)c->experts, (long long)I, (long long)c->experts_per_token);
+    }
+    if (idle)
+        say(t, "model:     %s: %.3fM parameters, %.3fM active; %s%s", shape, t->nparams / 1e6,
+            (t->nparams - idle) / 1e6,
+            o->resume ? "weights of " : loaded ? "weights from " : "",
+            o->resume ? o->resume : loaded ? loaded : "fresh init");
+    else
+        say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->nparams / 1e6,
+            o->resume ? "weights of " : loaded ? "weights from " : "",
+            o->resume ? o->resume : loaded ? loaded : "fresh init");
     if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");

@@ -632,7 +632,11 @@ typedef enum nnt_norm_kind {
 typedef enum nnt_mlp_kind {
     NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
     NNT_MLP_SWIGLU = 1,           /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
-    NNT_MLP_GEGLU = 2             /* Gemma: down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)) */
+    NNT_MLP_GEGLU = 2,            /* Gemma: down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)) */
+    NNT_MLP_MOE = 3               /* mixture of SwiGLU experts: children "gate" (the router,
+                                     C -> experts) and "experts.<e>" (hidden: each expert's);
+                                     each token through its experts_per_token experts of
+                                     highest softmax(gate(x)), weighted (nnt_layer_mlp_create_ex(3)) */
 } nnt_mlp_kind;
 
 /* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
@@ -647,7 +651,9 @@ typedef struct nnt_attention_options {
                                      hd makes q (NH, hd, C), o_proj (C, NH, hd)             */
     int qk_norm;                  /* RMSNorm over each head vector of q and of k, before the
                                      rotation (Qwen3): parameters "q_norm.weight",
-                                     "k_norm.weight" (hd), initialised to 1, no decay       */
+                                     "k_norm.weight" (hd), initialised to 1, no decay; 2:
+                                     one RMSNorm over each token's whole q (k) projection,
+                                     weights (NH hd), (NKV hd), heads untiled (OLMoE)       */
     double qk_norm_eps;           /* that RMSNorm's eps, > 0                                */
     int64_t window;               /* sliding window W: position i attends keys i - W < j <= i
                                      (nnt_tensor_attention_ex(3)); 0: none                  */
@@ -668,9 +674,16 @@ typedef struct nnt_mlp_options {
     size_t size;                  /* sizeof(nnt_mlp_options), set by the init macro         */
     int kind;                     /* nnt_mlp_kind                                           */
     int bias;                     /* biases on the projections                              */
+    /* NNT_MLP_MOE only (bias 0) */
+    int64_t experts;              /* E routed experts                                       */
+    int64_t experts_per_token;    /* k <= E (num_experts_per_tok)                           */
+    int norm_topk_prob;           /* the k weights divided by their sum                     */
+    double router_aux_coef;       /* > 0: the load-balancing loss (transformers'
+                                     load_balancing_loss_func over the model's MoE layers)
+                                     times this is part of the model's loss                  */
 } nnt_mlp_options;
 
-#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1 }
+#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0 }
 
 /* Options of nnt_layer_block_create_ex. */
 typedef struct nnt_block_options {
@@ -831,10 +844,13 @@ typedef enum nnt_model_family {
                                      attention (also Mistral and its sliding window, Qwen2
                                      with qkv_bias, Qwen3 with qk_norm and head_dim, their
                                      sliding windows, SmolLM, TinyLlama)                     */
-    NNT_FAMILY_GEMMA = 2          /* Gemma3ForCausalLM, Gemma2ForCausalLM: RMSNorms scaled by
+    NNT_FAMILY_GEMMA = 2,         /* Gemma3ForCausalLM, Gemma2ForCausalLM: RMSNorms scaled by
                                      1 + weight, four per block, embedding times sqrt(C),
                                      GeGLU MLP, query_pre_attn_scalar, sliding windows,
                                      soft-caps (Gemma 2), q/k norms and local rope (Gemma 3) */
+    NNT_FAMILY_MOE = 3            /* MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM:
+                                     Llama's blocks with mixture-of-experts MLPs (experts,
+                                     ...), OLMoE's q/k norms (qk_norm 2)                    */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -850,7 +866,8 @@ enum {
     NNT_FAMILY_HAS_WINDOW = 1 << 8,    /* sliding windows (sliding_window, window_from, ...)   */
     NNT_FAMILY_HAS_SOFTCAP = 1 << 9,   /* attn_softcap, final_softcap                         */
     NNT_FAMILY_HAS_QUERY_SCALE = 1 << 10, /* query_pre_attn_scalar                            */
-    NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11   /* rope_local_theta                                 */
+    NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11, /* rope_local_theta                                */
+    NNT_FAMILY_HAS_MOE = 1 << 12       /* mixture-of-experts MLPs (experts, ...)              */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -889,8 +906,9 @@ typedef struct nnt_model_config {
     nnt_rope_options rope;        /* rotary positions (Llama family; ignored for GPT-2)      */
     int64_t head_dim;             /* hd of q, k, v; 0: C / NH (GPT-2: 0 or C / NH; Llama
                                      family: any even hd, NH * hd need not be C)            */
-    int qk_norm;                  /* RMSNorm on each head of q and k, eps norm_eps (Qwen3;
-                                     Llama family only)                                      */
+    int qk_norm;                  /* 1: RMSNorm on each head of q and k, eps norm_eps (Qwen3;
+                                     Llama and MoE families); 2: one RMSNorm over each
+                                     token's whole q and k projections (OLMoE; MoE family) */
     /* which blocks' attention has a sliding window (nnt_tensor_attention_ex(3)). Block i
      * (from 0) has one iff sliding_window > 0, i >= window_from and not (window_global_every
      * > 0 and (i + 1) % window_global_every == 0): Mistral every block (0, 0), Qwen2/Qwen3
@@ -906,12 +924,24 @@ typedef struct nnt_model_config {
     double final_softcap;         /* logits soft-capped (final_logit_softcapping); 0: none   */
     double rope_local_theta;      /* the rotary base of the blocks with a window, no scaling
                                      (Gemma 3's rope_local_base_freq); 0: rope for all       */
+    /* mixture of experts (NNT_FAMILY_MOE): block i (from 0) has an NNT_MLP_MOE MLP iff
+     * experts > 0, (i + 1) % moe_every == 0 and bit i of dense_layers is clear; the other
+     * blocks a SwiGLU MLP of hidden */
+    int64_t experts;              /* E routed experts per MoE block; 0: none                 */
+    int64_t experts_per_token;    /* k (num_experts_per_tok)                                 */
+    int64_t expert_hidden;        /* each expert's inner size (moe_intermediate_size); 0:
+                                     hidden                                                  */
+    int norm_topk_prob;           /* the k weights renormalised to sum 1                     */
+    double router_aux_coef;       /* the load-balancing loss's weight in the loss (transformers'
+                                     router_aux_loss_coef with output_router_logits); 0: none */
+    int64_t moe_every;            /* decoder_sparse_step; 0 or 1: every block                */
+    uint64_t dense_layers;        /* bit i: block i < 64 dense (mlp_only_layers)             */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

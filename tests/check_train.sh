@@ -458,6 +458,39 @@ expect_error lora_freeze "'nothing.*' matches no parameter" --load-hf "$tmp/l1/h
 expect_error lora_peft_opts "no --lora-rank" --load-hf "$tmp/l1/hf" $lora --steps 1 \
     --load-peft "$tmp/lo/adapter" --lora-rank 8 --out "$tmp/lo/x4"
 
+# ---- (4c) a mixture-of-experts preset: trains (the loss decreases), the model line gives
+# the active parameters, --save-hf writes a Qwen3-MoE directory that --load-hf reads back,
+# resume is bit-exact ------------------------------------------------------------------------
+moe="--model moe-tiny --layers 2 --context 32 --batch 2 --seq 16 --sample 0 --cpus 1"
+run_ok moe6 $moe --data "$tmp/corpus.txt" --steps 6 --lr 3e-3 --out "$tmp/m1" --print-loss \
+    --save-hf "$tmp/m1/hf"
+if [ "$(wc -l < "$tmp/moe6.out")" -ne 6 ] ||
+   ! awk 'NR == 1 { a = $4 } END { exit !($4 < a) }' "$tmp/moe6.out"; then
+    fail "moe: 6 losses missing or not decreasing:"; cat "$tmp/moe6.out"
+elif ! grep -q "2 of 2 blocks with 8 experts of 32, top 2: .* parameters, .* active" \
+        "$tmp/moe6.err"; then
+    fail "moe: no active parameters in the model line:"; grep model: "$tmp/moe6.err"
+else
+    echo "ok: moe: 6 steps, loss $(head -n 1 "$tmp/moe6.out" | cut -d' ' -f4) ->" \
+        "$(tail -n 1 "$tmp/moe6.out" | cut -d' ' -f4), $(grep -o '[0-9.]*M active' "$tmp/moe6.err")"
+fi
+if grep -q Qwen3MoeForCausalLM "$tmp/m1/hf/config.json" 2>/dev/null; then
+    run_ok moe_hf --load-hf "$tmp/m1/hf" --batch 2 --seq 16 --sample 0 --cpus 1 \
+        --data "$tmp/corpus.txt" --steps 2 --out "$tmp/m2" --print-loss
+else
+    fail "moe: --save-hf wrote no Qwen3-MoE directory in $tmp/m1/hf"
+fi
+run_ok moe3 $moe --data "$tmp/corpus.txt" --steps 6 --stop-after 3 --lr 3e-3 --out "$tmp/m3" \
+    --print-loss
+run moe_resume $moe --data "$tmp/corpus.txt" --steps 6 --lr 3e-3 --out "$tmp/m4" \
+    --print-loss --resume "$tmp/m3/checkpoint.safetensors"
+if [ $status -eq 0 ] && tail -n 3 "$tmp/moe6.out" | cmp -s - "$tmp/moe_resume.out"; then
+    echo "ok: moe: resume bit-exact"
+else
+    fail "moe: resume (status $status) is not bit-exact:"
+    paste "$tmp/moe6.out" "$tmp/moe_resume.out"
+fi
+
 # ---- (5) progress output: one line per step into a file; on a terminal one line redrawn in
 # place (carriage return, erase to end of line) with a full line every steps/10 and at the end
 run_ok lines12 $small --data "$tmp/corpus.txt" --steps 12 --out "$tmp/p1" --no-save

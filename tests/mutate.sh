@@ -57,7 +57,7 @@ gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query atte
 llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, past, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
-qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\];@int normed = i < 1 \&\& a->qkn[i];@|attention layer (Qwen3): k not normalised, q only
+qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\], full@int normed = i < 1 \&\& a->qkn[i], full@|attention layer (Qwen3): k not normalised, q only
 head_dim_scale|lib/layers/attention.c|s@: 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@: 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
@@ -105,6 +105,14 @@ lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen) {@if (p->
 freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0)@if (fnmatch(pattern, tree->listed_names[i], 0) == 0)@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
 dropout_bwd_unmasked|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));@;@|LoRA dropout: the input gradient not masked
 dropout_keep_scale|cpu/random.c|s@out\[j\] = u < (double)a ? 0.0f : out\[j\] \* b;@out[j] = u < (double)a ? 0.0f : out[j];@|dropout: kept elements not divided by 1 - p
+moe_no_renorm|cpu/moe.c|s@w\[t \* k + j\] = norm ? p\[idx\[t \* k + j\]\] / s : p\[idx\[t \* k + j\]\];@w[t * k + j] = p[idx[t * k + j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)
+moe_aux_dropped|lib/models/moe.c|s@c->router_aux_coef = on ? coef : 0.0;@c->router_aux_coef = 0.0;@|MoE config.json: router_aux_loss_coef dropped (no load-balancing loss)
+moe_tie_lowest|cpu/moe.c|s@nth_element(q, (int)k - 1, (int)E);@insertion_sort(q, 0, (int)E);@|MoE top-k: equal probabilities choose the lowest expert index (not the choice of torch.topk)
+moe_renorm_bwd|cpu/moe.c|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the sum term of the renormalisation left out
+moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* count\[e\] / (R \* R));@grad[e] = (float)(s.coef * (double)s.E * count[e] / R);@|MoE load-balancing loss gradient divided by R instead of R^2
+olmoe_qk_per_head|lib/models/moe.c|s@c->qk_norm = 2;@c->qk_norm = 1;@|OLMoE config.json: q/k norms per head (Qwen3 style) instead of over the whole projection
+moe_topk_no_heap|cpu/moe.c|s@if (k \* 64 <= E) {@if (0) {@|MoE top-k: the partial-sort regime of torch.topk (k 64 <= E) selected as the nth_element one
+moe_dense_layers|lib/models/transformer.c|s@return !(i < 64 \&\& (c->dense_layers >> i \& 1u));@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -94,6 +94,7 @@ static const nnt_family RMS_FAMILY = {
     RMS_ARCHS, 1, rms_read_hf, rms_hf_arch, rms_write_hf,
     NULL, 0, RMS_ROWS_FIRST, "", 0, 1, "h.",
     NULL, 0, NULL,
+    NULL,
 };
 
 /* ---- fixture -------------------------------------------------------------------------------- */
@@ -185,11 +186,16 @@ START_TEST(test_table)
     ck_assert_str_eq(f.presets, "gemma3-270m, gemma3-1b, gemma2-2b");
     ck_assert(f.features & NNT_FAMILY_HAS_SOFTCAP);
     EXPECT_OK(nnt_model_family_info(3, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_MOE);
+    ck_assert_str_eq(f.architectures, "MixtralForCausalLM, Qwen3MoeForCausalLM, "
+                                      "OlmoeForCausalLM");
+    ck_assert(f.features & NNT_FAMILY_HAS_MOE);
+    EXPECT_OK(nnt_model_family_info(4, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(4, &f), NNT_E_INVAL, "no family 4");
+    EXPECT_FAIL_MSG(nnt_model_family_info(5, &f), NNT_E_INVAL, "no family 5");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -200,7 +206,8 @@ START_TEST(test_table)
     ck_assert_double_eq(c.norm_eps, 3e-5);
     EXPECT_FAIL_MSG(nnt_model_preset("nope", &c), NNT_E_INVAL, "tiny, llama-tiny");
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, gemma3-270m"));
-    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, gpt2-rms-tiny"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "olmoe-1b-7b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }

@@ -9,6 +9,7 @@
  * Shapes: B batch, T sequence, C channels, NH heads, NKV key/value heads, hd head dimension
  * (C / NH unless the options give it). */
 #include "generic.h"
+#include "../ops/norm_heads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -38,8 +39,10 @@ typedef struct attention {
     nnt_tensor *pw;                 // (C, NH, hd) c_proj / o_proj weight
     nnt_tensor *pb;                 // (C) or NULL (gradients: nnt_layer_grad_of)
     double qk_eps;                  // of the q / k norms
-    nnt_tensor *qkn[2];             // (hd) q_norm, k_norm weights, or NULL (no q/k norm)
-    nnt_tensor *qkn_scratch[2];     // (hd) a frozen norm weight's gradient sum (dropped)
+    int qk_full;                    // qk_norm 2: over each token's whole projection (OLMoE)
+    nnt_tensor *qkn[2];             // (hd) q_norm, k_norm weights, or NULL (no q/k norm);
+                                    // qk_full: (NH hd), (NKV hd)
+    nnt_tensor *qkn_scratch[2];     // a frozen norm weight's gradient sum (dropped)
     gl_lora *lora[4];               // adapters: q_proj, k_proj, v_proj, o_proj; GPT-2:
                                     // c_attn ([0], parts q, k, v) and c_proj ([3])
     nnt_tensor *x;                  // the input of the last forward (not owned)
@@ -94,12 +97,17 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qkv[i], NNT_FP32, 4, kv, kv_tile, NNT_ROWS_BHT));
     NNT_TRY(nnt_layer_ensure_placed(l, &a->o, NNT_FP32, 4, bnth, bnth_tile, NNT_ROWS_BHT));
     NNT_TRY(nnt_layer_ensure_placed(l, &a->lse, NNT_FP32, 3, bnth, bnth_tile, NNT_ROWS_BHT));
-    for (int i = 0; a->qkn[0] && i < 2; i++) {
+    for (int i = 0; a->qkn[0] && !a->qk_full && i < 2; i++) {
         const nnt_tensor *like = a->qkv[i];
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qk_in[i], NNT_FP32, 4, like->shape, like->tile,
                                         NNT_ROWS_BHT));
         NNT_TRY(nnt_layer_ensure_placed(l, &a->qk_rstd[i], NNT_FP32, 3, like->shape, like->tile,
                                         NNT_ROWS_BHT));
+    }
+    for (int i = 0; a->qk_full && i < 2; i++) {   /* (B, T, H, hd) before the norm, (B, T) */
+        const nnt_tensor *like = scratch_of(a, i);
+        NNT_TRY(nnt_layer_ensure(l, &a->qk_in[i], NNT_FP32, 4, like->shape, like->tile));
+        NNT_TRY(nnt_layer_ensure(l, &a->qk_rstd[i], NNT_FP32, 2, like->shape, like->tile));
     }
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
@@ -148,16 +156,23 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
         nnt_tensor *h = scratch_of(a, i), *w = NULL;
         int part = 0;
         gl_lora *lo = qkv_lora(a, i, &part);
+        int normed = i < 2 && a->qkn[i], full = normed && a->qk_full;
+        nnt_tensor *proj = full ? a->qk_in[i] : h;   // (B, T, NH or NKV, hd)
         NNT_TRY(gl_weight_operand(l, a->w[i], &a->w16[i], &w));
-        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0, h, 1, 0,
+        NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, a->xin, w, 0.0,
+                                   proj, 1, 0,
                                a->b[i] ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->b[i], NULL));
         if (lo)
-            NNT_TRY(gl_lora_part(lo, part, h, 1.0));
-        int normed = i < 2 && a->qkn[i];
-        NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, normed ? a->qk_in[i] : a->qkv[i]));
+            NNT_TRY(gl_lora_part(lo, part, proj, 1.0));
         nnt_tensor *g = NULL;
         if (normed)
             NNT_TRY(qk_norm_scale(l, a, i, &g));
+        if (full) {   /* one norm over the token's whole projection, then its heads */
+            NNT_TRY(nnt_rmsnorm_heads(a->qk_in[i], g, a->qk_eps, h, a->qk_rstd[i]));
+            NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, a->qkv[i]));
+            continue;
+        }
+        NNT_TRY(nnt_tensor_permute(h, SWAP_BT_NH, normed ? a->qk_in[i] : a->qkv[i]));
         if (normed)
             NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], g, a->qk_eps, a->qkv[i], a->qk_rstd[i]));
     }
@@ -284,23 +299,43 @@ static int backward_qkv(nnt_layer *l, attention *a, int i)
  * norm weight's gradient written by the first backward after the gradients were dropped,
  * then accumulated (the op accumulates: a dropped gradient is zeroed first; a frozen
  * weight's sum goes to a scratch vector). */
+static int qk_norm_grad(nnt_layer *l, attention *a, int i, nnt_tensor **dn)
+{
+    *dn = nnt_layer_grad_of(l, a->qkn[i]);
+    if (!*dn) {
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->qkn_scratch[i], NNT_FP32, 1, a->qkn[i]->shape,
+                                        a->qkn[i]->tile, 0));
+        *dn = a->qkn_scratch[i];
+        return nnt_tensor_fill(*dn, 0.0);
+    }
+    return nnt_layer_grad_beta(l, *dn) == 0.0 ? nnt_tensor_fill(*dn, 0.0) : NNT_OK;
+}
+
 static int backward_qk_norm(nnt_layer *l, attention *a, int i)
 {
     const nnt_tensor *like = a->qk_in[i];
     NNT_TRY(nnt_layer_ensure_placed(l, &a->dqk_in[i], NNT_FP32, 4, like->shape, like->tile,
                                     NNT_ROWS_BHT));
-    nnt_tensor *dn = nnt_layer_grad_of(l, a->qkn[i]);
-    if (!dn) {
-        NNT_TRY(nnt_layer_ensure_placed(l, &a->qkn_scratch[i], NNT_FP32, 1, a->qkn[i]->shape,
-                                        a->qkn[i]->tile, 0));
-        dn = a->qkn_scratch[i];
-        NNT_TRY(nnt_tensor_fill(dn, 0.0));
-    } else if (nnt_layer_grad_beta(l, dn) == 0.0) {
-        NNT_TRY(nnt_tensor_fill(dn, 0.0));
-    }
+    nnt_tensor *dn = NULL;
+    NNT_TRY(qk_norm_grad(l, a, i, &dn));
     /* d(1 + w) = dw: the same sums with the scale the forward used */
     return nnt_tensor_rmsnorm_backward(a->qk_in[i], a->qk_plus_one ? a->qkn1[i] : a->qkn[i],
                                        a->qk_rstd[i], a->dh[1 + i], a->dqk_in[i], dn);
+}
+
+/* Back through OLMoE's norm of the whole projection i (q 0, k 1): d of its input into the
+ * projection's scratch (its norm weight's gradient as in backward_qk_norm), then through
+ * the projection. */
+static int backward_qk_full(nnt_layer *l, attention *a, int i)
+{
+    const nnt_tensor *like = a->qk_in[i];
+    NNT_TRY(nnt_layer_ensure(l, &a->dqk_in[i], NNT_FP32, 4, like->shape, like->tile));
+    NNT_TRY(nnt_tensor_permute(a->dh[i + 1], SWAP_BT_NH, a->dqk_in[i]));
+    nnt_tensor *dn = NULL;
+    NNT_TRY(qk_norm_grad(l, a, i, &dn));
+    NNT_TRY(nnt_rmsnorm_heads_backward(a->qk_in[i], a->qk_plus_one ? a->qkn1[i] : a->qkn[i],
+                                       a->qk_rstd[i], a->dqk_in[i], scratch_of(a, i), dn));
+    return backward_qkv(l, a, i);
 }
 
 static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -335,12 +370,16 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_tensor_rope_backward(a->dh[1], &a->rope, 0, a->dh[1]));
         NNT_TRY(nnt_tensor_rope_backward(a->dh[2], &a->rope, 0, a->dh[2]));
     }
-    for (int i = 0; a->qkn[0] && i < 2; i++)
+    for (int i = 0; a->qkn[0] && !a->qk_full && i < 2; i++)
         NNT_TRY(backward_qk_norm(l, a, i));
     /* d xin (B, T, C) = sum over q, k, v of d heads W_i (+ the adapters'), in xin's tiling,
      * then x's */
     NNT_TRY(nnt_layer_ensure(l, &a->dxin, NNT_FP32, 3, a->xin->shape, a->xin->tile));
     for (int i = 0; i < 3; i++) {
+        if (i < 2 && a->qk_full) {   /* back through the whole-projection norm */
+            NNT_TRY(backward_qk_full(l, a, i));
+            continue;
+        }
         nnt_tensor *dheads = i < 2 && a->qkn[0] ? a->dqk_in[i] : a->dh[i + 1];
         NNT_TRY(nnt_tensor_permute(dheads, SWAP_BT_NH, scratch_of(a, i)));
         NNT_TRY(backward_qkv(l, a, i));
@@ -481,10 +520,12 @@ static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, int64_t NKV,
                             int64_t hd, const nnt_attention_options *o, const nnt_tiling *t)
 {
-    int n = !is_gpt2(o, NH);
+    int n = !is_gpt2(o, NH), full = o->qk_norm == 2;
     a->gpt2 = !n;
     int64_t ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
     int64_t kt = gl_tile(t->heads, NKV), dt = gl_tile(t->head_dim, hd);
+    if (full)   /* the norm reads each token's whole projection: heads untiled */
+        nt = NH, kt = NKV, dt = hd;
     int64_t w[3] = {NH, hd, C}, w_tile[3] = {nt, dt, ct};
     int64_t wk[3] = {NKV, hd, C}, wk_tile[3] = {kt, dt, ct};
     int64_t pw[3] = {C, NH, hd}, pw_tile[3] = {ct, nt, dt};
@@ -505,10 +546,14 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
                                     NULL));
     int64_t norm[1] = {hd}, norm_tile[1] = {dt};
     a->qk_eps = o->qk_norm_eps;
-    for (int i = 0; o->qk_norm && i < 2; i++)
+    a->qk_full = full;
+    for (int i = 0; o->qk_norm && i < 2; i++) {
+        if (full)   /* (NH hd), (NKV hd) */
+            norm[0] = norm_tile[0] = (i ? NKV : NH) * hd;
         NNT_TRY(nnt_layer_new_param(l, QK_NORM[i], 1, norm, norm_tile, 0,
                                     o->qk_norm_plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE,
                                     &a->qkn[i], NULL));
+    }
     return NNT_OK;
 }
 
@@ -536,6 +581,9 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
         out->softcap < 0.0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: scale %g and softcap %g must be finite and >= 0 "
                         "(0: 1 / sqrt(hd), none)", fn, out->scale, out->softcap);
+    if (out->qk_norm < 0 || out->qk_norm > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
+                        "whole projection)", fn, out->qk_norm);
     if (out->qk_norm && !(out->qk_norm_eps > 0.0 && isfinite(out->qk_norm_eps)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm_eps %g must be finite and > 0", fn,
                         out->qk_norm_eps);

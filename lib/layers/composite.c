@@ -162,9 +162,9 @@ static int mlp_options(nnt_ctx *ctx, const nnt_mlp_options *opts, const char *fn
                         "sizeof(nnt_mlp_options) %zu (use NNT_MLP_OPTIONS_INIT)", fn, opts->size,
                         sizeof(nnt_mlp_options));
     if (opts->kind != NNT_MLP_GELU && opts->kind != NNT_MLP_SWIGLU &&
-        opts->kind != NNT_MLP_GEGLU)
+        opts->kind != NNT_MLP_GEGLU && opts->kind != NNT_MLP_MOE)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU, "
-                        "NNT_MLP_SWIGLU or NNT_MLP_GEGLU)", fn, opts->kind);
+                        "NNT_MLP_SWIGLU, NNT_MLP_GEGLU or NNT_MLP_MOE)", fn, opts->kind);
     *out = *opts;
     out->size = sizeof *out;
     return NNT_OK;
@@ -181,6 +181,10 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
     *out = NULL;
     NNT_TRY(nnt_ctx_check(ctx, fn));
     NNT_TRY(mlp_options(ctx, opts, fn, &o));
+    if (o.kind == NNT_MLP_MOE) {
+        NNT_TRY(gl_tiling(ctx, tiling, fn, &t));
+        return gl_moe_new(ctx, channels, hidden, &o, &t, fn, out);
+    }
     int glu = o.kind == NNT_MLP_SWIGLU || o.kind == NNT_MLP_GEGLU;
     unsigned bias = o.bias ? NNT_LINEAR_BIAS : 0;
     NNT_TRY(nnt_layer_new(ctx, glu ? &swiglu_vt : &mlp_vt, glu ? sizeof(swiglu) : 0, fn, &l));

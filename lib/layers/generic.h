@@ -51,6 +51,13 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
                      nnt_layer **out);
 int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *opts,
                const nnt_tiling *t, const char *fn, nnt_layer **out);
+/* The mixture-of-experts MLP of o (kind NNT_MLP_MOE; lib/layers/moe.c), not initialised:
+ * experts of hidden units. */
+int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *o,
+               const nnt_tiling *t, const char *fn, nnt_layer **out);
+/* The load-balancing loss times its coefficient over the MoE layers of root's tree, from
+ * their last forwards (0 without MoE layers or coefficient). */
+int gl_moe_aux_loss(const nnt_layer *root, double *value);
 /* A block (opts NULL: GPT-2's), not initialised. */
 int gl_block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
                  const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,

@@ -197,12 +197,16 @@ typedef struct nnt_family {
     /* LoRA: the modules adapted when no target is given (PEFT's default for the
      * architecture), comma-separated */
     const char *lora_targets;
+    /* the name in Hugging Face files of a parameter listed under its own name (NULL: that
+     * name), into out (size bytes) */
+    void (*hf_rename)(const nnt_model_config *cfg, const char *name, char *out, size_t size);
 } nnt_family;
 
 /* The families (families.c). */
 extern const nnt_family nnt_family_gpt2;
 extern const nnt_family nnt_family_llama;
 extern const nnt_family nnt_family_gemma;
+extern const nnt_family nnt_family_moe;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

@@ -212,4 +212,5 @@ const nnt_family nnt_family_gpt2 = {
     GPT2_HF, (int)(sizeof GPT2_HF / sizeof GPT2_HF[0]), NULL, "transformer.", 1, 0, "h.",
     GPT2_LLMC, (int)(sizeof GPT2_LLMC / sizeof GPT2_LLMC[0]),
     "c_attn",   /* PEFT's default target for gpt2 */
+    NULL,
 };

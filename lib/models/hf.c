@@ -148,7 +148,12 @@ static int own_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
     if (!t->p[0].name)
         return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: parameter %lld unreadable", ps->fn,
                         (long long)i);
-    hf_name(t, ps->f, "", t->p[0].name);
+    if (ps->f->hf_rename) {
+        char renamed[NNT_IO_MAXNAME + 1];
+        ps->f->hf_rename(&ps->cfg, t->p[0].name, renamed, sizeof renamed);
+        hf_name(t, ps->f, "", renamed);
+    } else
+        hf_name(t, ps->f, "", t->p[0].name);
     int rows_first = 0;
     for (const char *const *r = ps->f->hf_rows_first; r && *r; r++)
         if (ends_with(t->p[0].name, *r))

@@ -85,6 +85,8 @@ int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const
  * its rope options included (Llama family). Errors name fn. */
 int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
 /* Block i of cfg has a sliding window (cfg->sliding_window): 1, else 0. */
+/* Whether block i of c has a mixture-of-experts MLP (experts, moe_every, dense_layers). */
+int nnt_model_block_moe(const nnt_model_config *c, int64_t i);
 int nnt_model_block_window(const nnt_model_config *cfg, int64_t i);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's
  * tiling overrides (NULL: automatic). Errors name fn. */

@@ -114,6 +114,13 @@ static int check_gemma_options(nnt_ctx *ctx, const char *fn, const nnt_model_con
     return NNT_OK;
 }
 
+int nnt_model_block_moe(const nnt_model_config *c, int64_t i)
+{
+    if (c->experts <= 0 || (c->moe_every > 1 && (i + 1) % c->moe_every != 0))
+        return 0;
+    return !(i < 64 && (c->dense_layers >> i & 1u));
+}
+
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
 {
     if (c->sliding_window <= 0 || i < c->window_from)
@@ -147,6 +154,12 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
                         "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
     NNT_TRY(check_gemma_options(ctx, fn, cfg, f));
+    if (cfg->qk_norm == 2 && !(f->features & NNT_FAMILY_HAS_MOE))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm 2 (one norm over the whole q and k "
+                        "projections, OLMoE's) is for the MoE family", fn);
+    if (cfg->experts && !(f->features & NNT_FAMILY_HAS_MOE))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no mixture of experts "
+                        "(experts %lld)", fn, f->title, (long long)cfg->experts);
     return f->check(ctx, fn, cfg);
 }
 
@@ -227,9 +240,19 @@ static int model_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     return gl_chain_backward(l, dy, dx, 1);
 }
 
+/* The cross-entropy, plus the load-balancing loss of mixture-of-experts blocks. */
+static int model_loss(nnt_layer *l, double *loss)
+{
+    double aux = 0.0;
+    NNT_TRY(nnt_layer_loss(l->children[l->nchildren - 1], loss));
+    NNT_TRY(gl_moe_aux_loss(l, &aux));
+    *loss += aux;
+    return NNT_OK;
+}
+
 static const nnt_layer_vt model_vt = {
-    NNT_LAYER_MODEL, "model", model_forward, model_backward, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL};
+    NNT_LAYER_MODEL, "model", model_forward, model_backward, NULL, model_loss, NULL, NULL,
+    NULL, NULL, NULL, NULL};
 
 /* Adopt child under name; on failure the child is destroyed. */
 static int adopt(nnt_layer *l, const char *name, nnt_layer *child)
@@ -259,9 +282,15 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.softcap = c->attn_softcap;
     nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;   /* the windowed blocks' (Gemma 3) */
     local.theta = c->rope_local_theta;
-    nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
+    nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT, moe = NNT_MLP_OPTIONS_INIT;
     mo.kind = f->mlp_kind;
     mo.bias = c->mlp_bias;
+    moe.kind = NNT_MLP_MOE;
+    moe.bias = 0;
+    moe.experts = c->experts;
+    moe.experts_per_token = c->experts_per_token;
+    moe.norm_topk_prob = c->norm_topk_prob;
+    moe.router_aux_coef = c->router_aux_coef;
     nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
     bo.norm = f->norm_kind;
     bo.norm_eps = c->norm_eps;
@@ -273,13 +302,17 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
         char name[64];
         nnt_layer *block = NULL;
         /* each block's attention its own window, from the configuration, and with a local
-         * rotary base its own rope */
+         * rotary base its own rope; its MLP a mixture of experts or not */
         int windowed = nnt_model_block_window(c, i);
         ao.window = windowed ? c->sliding_window : 0;
         if (f->rope)
             ao.rope = windowed && c->rope_local_theta > 0.0 ? &local : &c->rope;
+        int sparse = nnt_model_block_moe(c, i);
+        bo.mlp = sparse ? &moe : &mo;
         snprintf(name, sizeof name, "%s%lld", f->block, (long long)i);
-        NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads, hidden_of(c), &bo, t, fn, &block));
+        NNT_TRY(gl_block_new(l->ctx, c->channels, c->heads,
+                             sparse && c->expert_hidden ? c->expert_hidden : hidden_of(c), &bo,
+                             t, fn, &block));
         NNT_TRY(adopt(l, name, block));
     }
     return NNT_OK;

@@ -14,6 +14,7 @@
 #include "train.h"
 #include "../internal.h"
 #include "../optim/optim.h"
+#include "../models/models.h"
 
 #include <errno.h>
 #include <math.h>
@@ -175,6 +176,8 @@ static int prepare(nnt_trainer *tr, const char *fn)
     double trained = 0.0, frozen = 0.0;   /* elements */
     NNT_TRY(nnt_model_config_of(tr->model, &cfg));
     NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
+    /* mixture of experts: a token goes through k of the E experts of a block */
+    double active = cfg.experts > 0 ? (double)cfg.experts_per_token / (double)cfg.experts : 1.0;
     for (int64_t i = 0; i < count; i++) {
         nnt_param_info p;
         int64_t n = 0;
@@ -182,7 +185,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
         p.size = sizeof p;
         NNT_TRY(nnt_layer_param(tr->model, i, &p));
         NNT_TRY(nnt_tensor_numel(p.value, &n));
-        *(p.frozen ? &frozen : &trained) += (double)n;
+        *(p.frozen ? &frozen : &trained) += (double)n * (strstr(p.name, "experts.") ? active : 1.0);
     }
     /* a frozen parameter: its forward and input-gradient products, no weight gradient */
     tr->flops_per_token = 6.0 * trained + 4.0 * frozen +

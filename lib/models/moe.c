@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: MIT
+/* The mixture-of-experts family (NNT_FAMILY_MOE): Hugging Face MixtralForCausalLM,
+ * Qwen3MoeForCausalLM and OlmoeForCausalLM. Their blocks are Llama's (RMSNorm, grouped-query
+ * attention with rotary positions; Qwen3-MoE's q/k norms per head, OLMoE's over each
+ * token's whole q and k projections: qk_norm 2) with an NNT_MLP_MOE MLP
+ * (lib/layers/moe.c) in the blocks the configuration says (decoder_sparse_step,
+ * mlp_only_layers), a dense SwiGLU MLP in the others.
+ *
+ * Parameter names are transformers' in the files save_pretrained writes and the Hub holds
+ * (per expert): "model.layers.<i>.mlp.gate.weight" (E, C), "...mlp.experts.<e>.gate_proj
+ * .weight" (I, C), up_proj, down_proj (C, I); Mixtral's files name them
+ * "...block_sparse_moe.gate.weight" and "...block_sparse_moe.experts.<e>.w1 / w3 / w2
+ * .weight" (gate, up, down): those are renamed on the way in and out (hf_rename). */
+#include "models.h"
+#include "family.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- presets ------------------------------------------------------------------------------- */
+
+static const struct moe_preset {
+    const char *name;
+    int64_t vocab, max_seq, layers, heads, kv_heads, channels, hidden, head_dim;
+    double eps, theta;
+    int qk_norm;
+    int64_t experts, k, expert_hidden;
+    int norm;
+    double aux;
+} PRESETS[] = {
+    /* tests and demos: Qwen3-MoE's layout */
+    {"moe-tiny", 256, 256, 2, 4, 2, 64, 172, 0, 1e-6, 10000.0, 1, 8, 2, 32, 1, 0.01},
+    /* mistralai/Mixtral-8x7B-v0.1: 46.7B parameters, 12.9B active */
+    {"mixtral-8x7b", 32000, 32768, 32, 32, 8, 4096, 14336, 0, 1e-5, 1e6, 0, 8, 2, 14336, 1,
+     0.0},
+    /* Qwen/Qwen3-30B-A3B: 30.5B parameters, 3.3B active */
+    {"qwen3-30b-a3b", 151936, 40960, 48, 32, 4, 2048, 6144, 128, 1e-6, 1e6, 1, 128, 8, 768, 1,
+     0.0},
+    /* allenai/OLMoE-1B-7B-0924: 6.92B parameters, 1.28B active; q/k norms over the whole
+     * projections, weights not renormalised */
+    {"olmoe-1b-7b", 50304, 4096, 16, 16, 16, 2048, 1024, 0, 1e-5, 10000.0, 2, 64, 8, 1024, 0,
+     0.0},
+};
+
+static const char *const PRESET_NAMES[] = {"moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b",
+                                           "olmoe-1b-7b", NULL};
+
+static int moe_preset(const char *name, nnt_model_config *c)
+{
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const struct moe_preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+        *c = init;
+        c->family = NNT_FAMILY_MOE;
+        c->vocab = p->vocab, c->max_seq = p->max_seq, c->layers = p->layers;
+        c->heads = p->heads, c->kv_heads = p->kv_heads, c->channels = p->channels;
+        c->hidden = p->hidden, c->head_dim = p->head_dim, c->norm_eps = p->eps;
+        c->tied = 0;
+        c->qkv_bias = c->out_bias = c->mlp_bias = 0;
+        c->qk_norm = p->qk_norm;
+        c->rope.theta = p->theta;
+        c->experts = p->experts, c->experts_per_token = p->k;
+        c->expert_hidden = p->expert_hidden, c->norm_topk_prob = p->norm;
+        c->router_aux_coef = p->aux;
+        c->moe_every = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- checks --------------------------------------------------------------------------------- */
+
+static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
+    if (hd % 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld)",
+                        fn, (long long)hd);
+    if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts ||
+        c->experts > 1024 || c->expert_hidden < 0 || c->moe_every < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: a mixture of experts needs 1 <= "
+                        "experts_per_token (%lld) <= experts (%lld) <= 1024, expert_hidden "
+                        "(%lld) and moe_every (%lld) >= 0", fn,
+                        (long long)c->experts_per_token, (long long)c->experts,
+                        (long long)c->expert_hidden, (long long)c->moe_every);
+    if (!(c->router_aux_coef >= 0.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: router_aux_coef %g must be >= 0", fn,
+                        c->router_aux_coef);
+    if (c->qk_norm < 0 || c->qk_norm > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
+                        "whole projection)", fn, c->qk_norm);
+    if (c->qkv_bias || c->out_bias || c->mlp_bias)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no biases", fn);
+    return NNT_OK;
+}
+
+/* ---- config.json ---------------------------------------------------------------------------- */
+
+enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE };
+
+static const nnt_hf_arch ARCHS[] = {
+    {"MixtralForCausalLM", "mixtral"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe"},
+    {"OlmoeForCausalLM", "olmoe"},
+};
+
+/* mlp_only_layers: a list of block indices below 64 (absent or null: none). */
+static int dense_list(const nnt_cfg_in *o, const nnt_model_config *c, uint64_t *mask)
+{
+    char text[1024];
+    *mask = 0;
+    if (!nnt_cfg_has(o, "mlp_only_layers"))
+        return NNT_OK;
+    nnt_cfg_text(o, "mlp_only_layers", text, sizeof text);
+    char *p = text;
+    if (*p++ != '[')
+        return nnt_cfg_bad_type(o, "mlp_only_layers", "a list of layer indices");
+    for (;;) {
+        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == ',')
+            p++;
+        if (*p == ']')
+            return NNT_OK;
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            return nnt_cfg_bad_type(o, "mlp_only_layers", "a list of layer indices");
+        if (v < 0 || v >= 64 || v >= c->layers)
+            return nnt_cfg_unsupported(o, "mlp_only_layers", "(an index)",
+                                       "layers below 64 and num_hidden_layers");
+        *mask |= (uint64_t)1 << v;
+        p = end;
+    }
+}
+
+static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
+{
+    static const char *const acts[1] = {"silu"};
+    int act = 0, on = 0;
+    int64_t head_dim = 0;
+    double jitter = 0.0, coef = 0.0;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 1, 0, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 1, 0, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 1, 0, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 1, 0, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 1, 0, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 1, 0, &c->max_seq));
+    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, arch == ARCH_QWEN3_MOE ? 1e-6 : 1e-5,
+                           &c->norm_eps));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &head_dim));
+    if (nnt_cfg_has(o, "head_dim") && head_dim < 1)
+        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
+    c->head_dim = head_dim;
+    c->qkv_bias = c->out_bias = c->mlp_bias = 0;
+    NNT_TRY(nnt_cfg_int(o, "num_experts_per_tok", 0, 2, &c->experts_per_token));
+    NNT_TRY(nnt_cfg_bool(o, "output_router_logits", 0, &on));
+    NNT_TRY(nnt_cfg_double(o, "router_aux_loss_coef", 0, 0.001, &coef));
+    c->router_aux_coef = on ? coef : 0.0;
+    c->moe_every = 1;
+    if (arch == ARCH_MIXTRAL) {
+        NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 8, &c->experts));
+        c->expert_hidden = c->hidden;
+        c->norm_topk_prob = 1;
+        NNT_TRY(nnt_cfg_double(o, "router_jitter_noise", 0, 0.0, &jitter));
+        if (jitter != 0.0)
+            return nnt_cfg_unsupported(o, "router_jitter_noise", "(not 0)", "0");
+        NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 0, &c->sliding_window));
+        if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
+            return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
+    } else if (arch == ARCH_OLMOE) {
+        int64_t e = 0;
+        NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 64, &e));
+        NNT_TRY(nnt_cfg_int(o, "num_experts", 0, e, &c->experts));
+        c->expert_hidden = c->hidden;
+        NNT_TRY(nnt_cfg_bool(o, "norm_topk_prob", 0, &c->norm_topk_prob));
+        NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
+        if (c->qkv_bias)
+            return nnt_cfg_unsupported(o, "attention_bias", "true", "false");
+        if (nnt_cfg_has(o, "clip_qkv"))
+            return nnt_cfg_unsupported(o, "clip_qkv", "(a number)", "null");
+        c->qk_norm = 2;
+    } else {
+        int64_t e = 0;
+        NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 128, &e));
+        NNT_TRY(nnt_cfg_int(o, "num_experts", 0, e, &c->experts));
+        NNT_TRY(nnt_cfg_int(o, "moe_intermediate_size", 0, 768, &c->expert_hidden));
+        NNT_TRY(nnt_cfg_bool(o, "norm_topk_prob", 0, &c->norm_topk_prob));
+        NNT_TRY(nnt_cfg_int(o, "decoder_sparse_step", 0, 1, &c->moe_every));
+        if (c->moe_every < 1)
+            return nnt_cfg_bad_type(o, "decoder_sparse_step", "a positive integer");
+        NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
+        if (c->qkv_bias)
+            return nnt_cfg_unsupported(o, "attention_bias", "true", "false");
+        NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &on));
+        if (on)
+            return nnt_cfg_unsupported(o, "use_sliding_window", "true", "false");
+        NNT_TRY(dense_list(o, c, &c->dense_layers));
+        c->qk_norm = 1;
+    }
+    if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts)
+        return nnt_cfg_bad_type(o, "num_experts_per_tok", "between 1 and the experts");
+    return nnt_cfg_rope(o, &c->rope);
+}
+
+static int moe_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    if (c->qk_norm == 2 && c->moe_every <= 1 && !c->dense_layers && !c->sliding_window &&
+        (!c->expert_hidden || c->expert_hidden == c->hidden))
+        return ARCH_OLMOE;
+    if (!c->qk_norm && c->norm_topk_prob && c->moe_every <= 1 && !c->dense_layers &&
+        (!c->expert_hidden || c->expert_hidden == c->hidden))
+        return ARCH_MIXTRAL;
+    if (c->qk_norm == 1 && !c->sliding_window)
+        return ARCH_QWEN3_MOE;
+    return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no Hugging Face architecture has qk_norm=%d, "
+                    "norm_topk_prob=%d, moe_every=%lld, dense layers %s, expert_hidden %lld, "
+                    "sliding_window %lld (MixtralForCausalLM: no q/k norms, renormalised, every "
+                    "block sparse with experts of hidden; Qwen3MoeForCausalLM: q/k norms per "
+                    "head, no window; OlmoeForCausalLM: q/k norms over the projections, every "
+                    "block sparse with experts of hidden, no window)", fn, c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
+                    c->dense_layers ? "some" : "none", (long long)c->expert_hidden,
+                    (long long)c->sliding_window);
+}
+
+static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
+{
+    nnt_cfg_put_int(t, "vocab_size", c->vocab);
+    nnt_cfg_put_int(t, "hidden_size", c->channels);
+    nnt_cfg_put_int(t, "intermediate_size", c->hidden);
+    nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
+    nnt_cfg_put_int(t, "num_attention_heads", c->heads);
+    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
+    nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
+    nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
+    nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
+    nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
+    nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
+    nnt_cfg_put_int(t, "num_experts_per_tok", c->experts_per_token);
+    nnt_cfg_put_bool(t, "output_router_logits", c->router_aux_coef > 0.0);
+    nnt_cfg_put_double(t, "router_aux_loss_coef",
+                       c->router_aux_coef > 0.0 ? c->router_aux_coef : 0.001);
+    if (arch == ARCH_MIXTRAL) {
+        nnt_cfg_put_int(t, "num_local_experts", c->experts);
+        nnt_cfg_put_double(t, "router_jitter_noise", 0.0);
+        if (c->sliding_window)
+            nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
+        else
+            nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+    } else if (arch == ARCH_OLMOE) {
+        nnt_cfg_put_int(t, "num_experts", c->experts);
+        nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);
+        nnt_cfg_put_bool(t, "attention_bias", 0);
+        nnt_cfg_add(t, ",\n  \"clip_qkv\": null");
+    } else {
+        nnt_cfg_put_int(t, "num_experts", c->experts);
+        nnt_cfg_put_int(t, "moe_intermediate_size",
+                        c->expert_hidden ? c->expert_hidden : c->hidden);
+        nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);
+        nnt_cfg_put_int(t, "decoder_sparse_step", c->moe_every > 1 ? c->moe_every : 1);
+        nnt_cfg_add(t, ",\n  \"mlp_only_layers\": [");
+        for (int i = 0, n = 0; i < 64; i++)
+            if (c->dense_layers >> i & 1u)
+                nnt_cfg_add(t, "%s%d", n++ ? ", " : "", i);
+        nnt_cfg_add(t, "]");
+        nnt_cfg_put_bool(t, "attention_bias", 0);
+        nnt_cfg_put_bool(t, "use_sliding_window", 0);
+    }
+    nnt_cfg_put_double(t, "attention_dropout", 0.0);
+    nnt_cfg_put_rope(t, &c->rope);
+}
+
+/* ---- parameter names: Mixtral's files ---------------------------------------------------- */
+
+/* Replace the first "from" of s (size bytes) by "to", if it occurs. */
+static void replace(char *s, size_t size, const char *from, const char *to)
+{
+    char *p = strstr(s, from);
+    if (!p)
+        return;
+    size_t lf = strlen(from), lt = strlen(to), rest = strlen(p + lf);
+    if ((size_t)(p - s) + lt + rest + 1 > size)
+        return;
+    memmove(p + lt, p + lf, rest + 1);
+    memcpy(p, to, lt);
+}
+
+static void moe_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
+{
+    snprintf(out, size, "%s", name);
+    if (c->qk_norm)   /* Qwen3-MoE, OLMoE: the tree's own names */
+        return;
+    replace(out, size, ".mlp.", ".block_sparse_moe.");
+    replace(out, size, ".gate_proj.", ".w1.");
+    replace(out, size, ".up_proj.", ".w3.");
+    replace(out, size, ".down_proj.", ".w2.");
+}
+
+static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
+
+const nnt_family nnt_family_moe = {
+    NNT_FAMILY_MOE, "moe", "MoE",
+    NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
+        NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
+        NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_MOE,
+    moe_preset, PRESET_NAMES,
+    moe_check,
+    {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
+     NNT_MLP_SWIGLU, 1, 0, 0, 0},
+    NULL,
+    ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), moe_read_hf, moe_hf_arch, moe_write_hf,
+    NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
+    NULL, 0,
+    "q_proj,v_proj",   /* PEFT 0.21's default targets for mixtral (none for qwen3_moe, olmoe) */
+    moe_hf_rename,
+};

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/* Mixture-of-experts models against transformers (tests/fixtures/moe_tiny,
+ * tests/gen_moe_fixtures.py): Qwen3MoeForCausalLM (8 experts, top 2, renormalised, a dense
+ * layer from mlp_only_layers; decoder_sparse_step 2 without renormalisation), Mixtral-
+ * ForCausalLM, OlmoeForCausalLM (q/k norms over each token's whole projection, weights
+ * not renormalised), a model whose router rows tie (torch.topk's choice among equal
+ * probabilities) and one whose routers send every token to experts 0 and 1 and none to 2
+ * and 3. The load-balancing loss is on in all of them (output_router_logits). Checked:
+ * nnt_model_load_hf on the directory; logits, loss (cross-entropy + coef aux) and every
+ * gradient (router and experts included) for 3 tilings; 10 AdamW steps' losses; greedy
+ * generation with the key/value cache; the directory saved and read back (configuration,
+ * per-expert names, Mixtral's block_sparse_moe / w1 w2 w3). */
+#include "testutil.h"
+#include "fixture_st.h"
+#include "nnt_cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define B 2
+#define T 16
+#define STEPS 10
+
+static const char *const MODELS[] = {"qwen3moe", "qwen3step", "mixtral", "olmoe", "ties",
+                                     "skewed"};
+#define NMODELS 6
+static const char *const TRAINED[] = {"qwen3moe", "mixtral", "olmoe"};
+
+/* Measured (AMD EPYC, Zen 3; worst over models and tilings, relative): logits 1.35e-6
+ * (mixtral, tiling 1), loss 1.1e-7, gradients 3.9e-5 (skewed's q_norm: its embeddings carry
+ * a channel of 30; the routers and experts 2.3e-5 at most), AdamW losses 1.8e-7. About 10x,
+ * but the gradients' the issue's ceiling of 1e-4 (2.6x). */
+#define LOGITS_TOL 1e-5
+#define LOSS_TOL 1e-6
+#define GRAD_TOL 1e-4
+#define ADAMW_TOL 2e-6
+
+static nnt_ctx *ctx;
+static void setup(void) { ctx = test_ctx(); }
+static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
+
+static const char *path_of(const char *name, const char *what)
+{
+    static char path[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/fixtures/moe_tiny/%s%s%s", top ? top : ".", name,
+             what ? "." : "", what ? what : "");
+    return path;
+}
+
+static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
+{
+    const nnt_st_entry *e = NULL;
+    void *buf = fixture_read(r, name, want, &e);
+    if (n)
+        *n = (int64_t)e->numel;
+    return buf;
+}
+
+static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
+{
+    int64_t shape[2] = {B, T};
+    nnt_tensor *x = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
+    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof(int32_t)));
+    return x;
+}
+
+/* whole; batch 1, sequence 3 (token tiles cut the experts' row tiles), channels 5, hidden 7
+ * (neither divides 32 nor 24); batch 2, sequence 2, channels 8, hidden 16 */
+static const struct {
+    nnt_tiling t;
+    int64_t tok[2];
+} TILINGS[3] = {
+    {{sizeof(nnt_tiling), 0, 0, 0, 0, 0, 0, 0}, {B, T}},
+    {{sizeof(nnt_tiling), 1, 3, 5, 7, 9, 3, 0}, {1, 3}},
+    {{sizeof(nnt_tiling), 2, 2, 8, 16, 10, 1, 0}, {2, 2}},
+};
+
+/* _i = model * 3 + tiling */
+START_TEST(test_reference)
+{
+    const char *name = MODELS[_i / 3];
+    int ti = _i % 3;
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of(name, NULL), &cfg));
+    ck_assert_int_eq(cfg.family, NNT_FAMILY_MOE);
+    ck_assert(cfg.router_aux_coef > 0.0);
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    float *want_logits = read_st(r, "logits", NNT_IO_F32, NULL);
+    float *want_loss = read_st(r, "loss", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
+    nnt_tensor *x = ids_tensor(tok, TILINGS[ti].tok), *y = ids_tensor(tgt, TILINGS[ti].tok);
+    double loss = 0.0;
+    EXPECT_OK(nnt_layer_clear_grad(l));
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    nnt_tensor *out = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &out));
+    int64_t n = 0;
+    float *logits = test_to_host(out, &n);
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    double el = test_rel_err(logits, want_logits, n);
+    double eloss = fabs(loss - want_loss[0]) / want_loss[0], eg = 0.0;
+    char worst[256] = "";
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        char gname[300];
+        snprintf(gname, sizeof gname, "grad.%s", p.name);
+        int64_t ng = 0, nw = 0;
+        float *want = read_st(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
+        ck_assert_int_eq(ng, nw);
+        double e = test_rel_err(got, want, ng);
+        double norm = 0.0;
+        for (int64_t j = 0; j < nw; j++)
+            norm += (double)want[j] * want[j];
+        if (norm == 0.0) {   /* an expert without tokens: exactly zero */
+            for (int64_t j = 0; j < ng; j++)
+                ck_assert_msg(got[j] == 0.0f, "%s: %s[%lld] = %g, transformers 0", name,
+                              p.name, (long long)j, got[j]);
+            e = 0.0;
+        }
+        if (e >= eg) {
+            eg = e;
+            snprintf(worst, sizeof worst, "%s", p.name);
+        }
+        free(want), free(got);
+    }
+    printf("test_model_moe %s tiling %d: logits rel %.2e, loss rel %.2e (%.6f), worst "
+           "gradient rel %.2e (%s)\n", name, ti, el, eloss, loss, eg, worst);
+    EXPECT_TOL(el, LOGITS_TOL, "%s tiling %d: logits", name, ti);
+    EXPECT_TOL(eloss, LOSS_TOL, "%s tiling %d: loss", name, ti);
+    EXPECT_TOL(eg, GRAD_TOL, "%s tiling %d: gradient of %s", name, ti, worst);
+    free(logits), free(tok), free(tgt), free(want_logits), free(want_loss);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
+START_TEST(test_adamw)
+{
+    const char *name = TRAINED[_i];
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "train.safetensors"));
+    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = read_st(r, "losses", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[1].t, &l));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-3;
+    oo.beta1 = 0.9;
+    oo.beta2 = 0.999;
+    oo.eps = 1e-8;
+    oo.weight_decay = 0.0;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, l));
+    double worst = 0.0;
+    for (int s = 0; s < STEPS; s++) {
+        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[1].tok);
+        nnt_tensor *y = ids_tensor(tgt + s * B * T, TILINGS[1].tok);
+        double loss = 0.0;
+        EXPECT_OK(nnt_layer_clear_grad(l));
+        EXPECT_OK(nnt_layer_set_targets(l, y));
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_loss(l, &loss));
+        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+        worst = fmax(worst, fabs(loss - want[s]) / want[s]);
+    }
+    printf("test_model_moe %s adamw: max rel |loss - fixture| %.2e over %d steps\n", name,
+           worst, STEPS);
+    EXPECT_TOL(worst, ADAMW_TOL, "%s adamw", name);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+    free(tok), free(tgt), free(want);
+}
+END_TEST
+
+/* greedy generation with the cache equals transformers' generate */
+START_TEST(test_generate)
+{
+    const char *name = TRAINED[_i];   /* qwen3moe, mixtral, olmoe */
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "generate.safetensors"));
+    int64_t np = 0, ng = 0;
+    int32_t *prompt = read_st(r, "prompt", NNT_IO_I32, &np);
+    int32_t *greedy = read_st(r, "greedy", NNT_IO_I32, &ng);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), 1, ng, NULL, &l));
+    int32_t *out = calloc((size_t)ng, sizeof *out);
+    EXPECT_OK(nnt_model_generate(l, prompt, np, ng - np, NULL, out));
+    for (int64_t i = 0; i < ng - np; i++)
+        ck_assert_msg(out[i] == greedy[np + i], "%s: token %lld is %d, transformers %d", name,
+                      (long long)i, out[i], greedy[np + i]);
+    free(out), free(prompt), free(greedy);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* saved and read back: the same configuration, the file's names as transformers writes
+ * them, the same logits bit for bit */
+START_TEST(test_save_roundtrip)
+{
+    const char *name = MODELS[_i];
+    nnt_layer *l = NULL, *back = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, NULL, &l));
+    test_make_tmpdir("moe");
+    const char *dir = test_tmp_path(name);
+    EXPECT_OK(nnt_model_save_hf(l, dir));
+    nnt_model_config a = NNT_MODEL_CONFIG_INIT, b = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_config_of(l, &a));
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &b));
+    ck_assert_int_eq(a.experts, b.experts);
+    ck_assert_int_eq(a.experts_per_token, b.experts_per_token);
+    ck_assert_int_eq(a.expert_hidden, b.expert_hidden);
+    ck_assert_int_eq(a.norm_topk_prob, b.norm_topk_prob);
+    ck_assert_int_eq(a.moe_every, b.moe_every);
+    ck_assert_int_eq((int64_t)a.dense_layers, (int64_t)b.dense_layers);
+    ck_assert(a.router_aux_coef == b.router_aux_coef);
+    char file[4300];
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    nnt_st_reader *saved = fixture_open_st_path(file);
+    const char *expert = strcmp(name, "mixtral") == 0
+                             ? "model.layers.1.block_sparse_moe.experts.3.w2.weight"
+                             : strcmp(name, "qwen3step") == 0   /* layer 0 dense */
+                                   ? "model.layers.1.mlp.experts.3.down_proj.weight"
+                                   : "model.layers.0.mlp.experts.3.down_proj.weight";
+    ck_assert_msg(nnt_st_find(saved, expert) != NULL, "%s: no %s in the saved file", name,
+                  expert);
+    nnt_st_close(saved);
+    EXPECT_OK(nnt_model_load_hf(ctx, dir, B, T, NULL, &back));
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    nnt_tensor *x = ids_tensor(tok, TILINGS[0].tok), *y1 = NULL, *y2 = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &y1));
+    int64_t n = 0;
+    float *l1 = test_to_host(y1, &n);
+    EXPECT_OK(nnt_layer_forward(back, x, &y2));
+    float *l2 = test_to_host(y2, &n);
+    ck_assert(memcmp(l1, l2, (size_t)n * sizeof *l1) == 0);
+    free(l1), free(l2), free(tok);
+    nnt_tensor_destroy(x);
+    nnt_st_close(r);
+    nnt_layer_destroy(l);
+    nnt_layer_destroy(back);
+    test_remove_tmpdir();
+}
+END_TEST
+
+/* the routing kernel picks torch.topk's experts among tied probabilities, in both of
+ * torch's regimes (nth_element, partial sort), and its weights are transformers' */
+START_TEST(test_topk_ties)
+{
+    static const int EK[][2] = {{4, 2}, {8, 2}, {16, 3}, {60, 8}, {64, 8}, {128, 8},
+                                {100, 1}, {128, 2}, {256, 4}, {300, 2}};
+    nnt_st_reader *r = fixture_open_st_path(path_of("topk", "safetensors"));
+    double worst = 0.0;
+    for (size_t c = 0; c < sizeof EK / sizeof EK[0]; c++) {
+        int E = EK[c][0], k = EK[c][1];
+        char name[64];
+        int64_t n = 0;
+        snprintf(name, sizeof name, "logits.%d.%d", E, k);
+        float *logits = read_st(r, name, NNT_IO_F32, &n);
+        snprintf(name, sizeof name, "idx.%d.%d", E, k);
+        int32_t *want = read_st(r, name, NNT_IO_I32, NULL);
+        snprintf(name, sizeof name, "w.%d.%d", E, k);
+        float *want_w = read_st(r, name, NNT_IO_F32, NULL);
+        int64_t rows = n / E;
+        float *probs = malloc((size_t)n * sizeof *probs), *w = malloc((size_t)(rows * k) * 4);
+        int32_t *idx = malloc((size_t)(rows * k) * sizeof *idx);
+        nnt_cpu_moe_route_f32(rows, E, k, 1, logits, probs, idx, w);
+        for (int64_t i = 0; i < rows * k; i++) {
+            ck_assert_msg(idx[i] == want[i], "E %d k %d row %lld place %lld: expert %d, "
+                          "torch.topk %d", E, k, (long long)(i / k), (long long)(i % k),
+                          idx[i], want[i]);
+            worst = fmax(worst, fabs(w[i] - want_w[i]) / want_w[i]);
+        }
+        free(logits), free(want), free(want_w), free(probs), free(w), free(idx);
+    }
+    printf("test_model_moe topk: every choice torch.topk's; weights rel %.2e\n", worst);
+    /* measured 2.4e-7 */
+    EXPECT_TOL(worst, 2e-6, "top-k weights");
+    nnt_st_close(r);
+}
+END_TEST
+
+static Suite *moe_suite(void)
+{
+    Suite *s = suite_create("model_moe");
+    TCase *tc = tcase_create("model_moe");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
+    tcase_add_loop_test(tc, test_adamw, 0, 3);
+    tcase_add_loop_test(tc, test_generate, 0, 3);
+    tcase_add_test(tc, test_topk_ties);
+    tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(moe_suite());
+}
