@@ -39,4 +39,37 @@ static inline void *fixture_read(const nnt_st_reader *r, const char *name, nnt_i
     return buf;
 }
 
+/* tests/fixtures/DIR/NAME, or NAME.WHAT when what is not NULL, under $top_srcdir (a static
+ * buffer: used before the next call). */
+static inline const char *fixture_path_in(const char *dir, const char *name, const char *what)
+{
+    static char path[4200];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s%s%s", top ? top : ".", dir, name,
+             what ? "." : "", what ? what : "");
+    return path;
+}
+
+/* fixture_read with the entry's element count in *n (n may be NULL). */
+static inline void *fixture_read_n(const nnt_st_reader *r, const char *name, nnt_io_dtype want,
+                                   int64_t *n)
+{
+    const nnt_st_entry *e = NULL;
+    void *buf = fixture_read(r, name, want, &e);
+    if (n)
+        *n = (int64_t)e->numel;
+    return buf;
+}
+
+/* A (b, t) int32 tensor of ids, tiles of tile. */
+static inline nnt_tensor *fixture_ids(nnt_ctx *ctx, int64_t b, int64_t t, const int32_t *ids,
+                                      const int64_t *tile)
+{
+    int64_t shape[2] = {b, t};
+    nnt_tensor *x = NULL;
+    ck_assert_int_eq(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x), 0);
+    ck_assert_int_eq(nnt_tensor_copy_from_host(x, ids, (size_t)(b * t) * sizeof(int32_t)), 0);
+    return x;
+}
+
 #endif

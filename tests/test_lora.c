@@ -78,24 +78,6 @@ static const char *reference(const char *name)
     return fx(file, NULL, NULL);
 }
 
-static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
-{
-    const nnt_st_entry *e = NULL;
-    void *buf = fixture_read(r, name, want, &e);
-    if (n)
-        *n = (int64_t)e->numel;
-    return buf;
-}
-
-static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
-{
-    int64_t shape[2] = {B, T};
-    nnt_tensor *x = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
-    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof(int32_t)));
-    return x;
-}
-
 /* Every parameter's values (frozen ones for the bit check), concatenated. */
 static float *frozen_values(nnt_layer *l, int64_t *total)
 {
@@ -130,8 +112,8 @@ static double compare_files(const char *got_path, const char *want_path, char *w
         for (int d = 0; d < w->ndim; d++)
             ck_assert_msg(g->shape[d] == w->shape[d], "%s: %s dimension %d is %lld, PEFT's %lld",
                           got_path, w->name, d, (long long)g->shape[d], (long long)w->shape[d]);
-        float *a = read_st(got, w->name, NNT_IO_F32, NULL);
-        float *b = read_st(want, w->name, NNT_IO_F32, NULL);
+        float *a = fixture_read_n(got, w->name, NNT_IO_F32, NULL);
+        float *b = fixture_read_n(want, w->name, NNT_IO_F32, NULL);
         double ei = test_rel_err(a, b, (int64_t)w->numel);
         if (ei >= e) {
             e = ei;
@@ -159,13 +141,13 @@ static nnt_optim *adamw(nnt_layer *l)
 /* 10 steps as the fixture's: the worst relative loss difference. */
 static double train(nnt_layer *l, nnt_optim *opt, nnt_st_reader *r, const int64_t *tok_tile)
 {
-    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = read_st(r, "losses", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = ids_tensor(tok + s * B * T, tok_tile);
-        nnt_tensor *y = ids_tensor(tgt + s * B * T, tok_tile);
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, tok_tile);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, tok_tile);
         double loss = 0.0;
         EXPECT_OK(nnt_layer_clear_grad(l));   /* the trainer's way */
         EXPECT_OK(nnt_layer_set_targets(l, y));
@@ -184,7 +166,7 @@ static double train(nnt_layer *l, nnt_optim *opt, nnt_st_reader *r, const int64_
 /* The logits (B, T, V) of tokens, no targets. */
 static float *logits_of(nnt_layer *l, const int32_t *tok, const int64_t *tok_tile)
 {
-    nnt_tensor *x = ids_tensor(tok, tok_tile), *out = NULL;
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tok_tile), *out = NULL;
     EXPECT_OK(nnt_layer_set_targets(l, NULL));
     EXPECT_OK(nnt_layer_forward(l, x, &out));
     float *v = test_to_host(out, NULL);
@@ -238,7 +220,7 @@ START_TEST(test_train)
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("trained"));
     double ea = compare_files(file, fx(name, "trained", "adapter_model.safetensors"), worst,
                               sizeof worst);
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
     float *logits = logits_of(l, tok, TILINGS[ti].tok);
     if (ti == 0)
         keep(l, name, logits);
@@ -261,10 +243,10 @@ START_TEST(test_load_merge)
 {
     const char *name = CASES[_i].name, *base = CASES[_i].base;
     nnt_st_reader *r = fixture_open_st_path(reference(name));
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
     int64_t n = 0;
-    float *want = read_st(r, "logits", NNT_IO_F32, &n);
-    float *want_merged = read_st(r, "merged_logits", NNT_IO_F32, NULL);
+    float *want = fixture_read_n(r, "logits", NNT_IO_F32, &n);
+    float *want_merged = fixture_read_n(r, "merged_logits", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fx(base, NULL, NULL), B, T, &TILINGS[1].t, &l));
     float *plain = logits_of(l, tok, TILINGS[1].tok);
@@ -416,7 +398,7 @@ START_TEST(test_freeze_train)
         char key[300];
         snprintf(key, sizeof key, "final.%s", p.name);
         int64_t n = 0, nw = 0;
-        float *got = test_to_host(p.value, &n), *want = read_st(r, key, NNT_IO_F32, &nw);
+        float *got = test_to_host(p.value, &n), *want = fixture_read_n(r, key, NNT_IO_F32, &nw);
         ck_assert_int_eq(n, nw);
         double e = test_rel_err(got, want, n);
         if (e >= ep) {
@@ -533,8 +515,8 @@ END_TEST
 static void dropout_run(int ti, int recompute, double dropout, float *losses)
 {
     nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
-    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[ti].t, &l));
     if (recompute)
@@ -547,8 +529,8 @@ static void dropout_run(int ti, int recompute, double dropout, float *losses)
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     nnt_optim *opt = adamw(l);
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[ti].tok);
-        nnt_tensor *y = ids_tensor(tgt + s * B * T, TILINGS[ti].tok);
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[ti].tok);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[ti].tok);
         double loss = 0.0;
         EXPECT_OK(nnt_layer_clear_grad(l));
         EXPECT_OK(nnt_layer_set_targets(l, y));
@@ -592,8 +574,8 @@ END_TEST
 START_TEST(test_dropout_grad)
 {
     nnt_st_reader *r = fixture_open_st_path(reference("llama_all"));
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
@@ -621,7 +603,7 @@ START_TEST(test_dropout_grad)
     int64_t n = 0;
     float *a0 = test_to_host(a, &n), *dir = test_random_f32(n, 99, -1.0, 1.0);
     float *moved = malloc((size_t)n * sizeof *moved);
-    nnt_tensor *x = ids_tensor(tok, TILINGS[1].tok), *y = ids_tensor(tgt, TILINGS[1].tok);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[1].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[1].tok);
     EXPECT_OK(nnt_layer_set_targets(l, y));
     /* the difference's truncation error goes as h^2 (dropout 0.5 doubles the kept inputs):
      * 1.5e-1 at h 1e-2, 5.4e-3 at 1e-3, 7.9e-4 at 2e-4; without dropout 2.1e-5 at 1e-3 */
@@ -740,13 +722,13 @@ static long gemm_tasks(const char *freeze)
     static const nnt_tiling whole = {sizeof(nnt_tiling), -1, -1, -1, -1, -1, -1, -1};
     const int64_t tok_tile[2] = {B, T};
     nnt_st_reader *r = fixture_open_st_path(reference("llama_qv"));
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &whole, &l));
     if (freeze)
         EXPECT_OK(nnt_layer_freeze(l, freeze, 1, NULL));
-    nnt_tensor *x = ids_tensor(tok, tok_tile), *y = ids_tensor(tgt, tok_tile);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tok_tile), *y = fixture_ids(ctx, B, T, tgt, tok_tile);
     EXPECT_OK(nnt_layer_set_targets(l, y));
     EXPECT_OK(nnt_layer_clear_grad(l));
     EXPECT_OK(nnt_ctx_wait(ctx));

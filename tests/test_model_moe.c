@@ -42,29 +42,7 @@ static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
 
 static const char *path_of(const char *name, const char *what)
 {
-    static char path[4200];
-    const char *top = getenv("top_srcdir");
-    snprintf(path, sizeof path, "%s/tests/fixtures/moe_tiny/%s%s%s", top ? top : ".", name,
-             what ? "." : "", what ? what : "");
-    return path;
-}
-
-static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
-{
-    const nnt_st_entry *e = NULL;
-    void *buf = fixture_read(r, name, want, &e);
-    if (n)
-        *n = (int64_t)e->numel;
-    return buf;
-}
-
-static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
-{
-    int64_t shape[2] = {B, T};
-    nnt_tensor *x = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
-    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof(int32_t)));
-    return x;
+    return fixture_path_in("moe_tiny", name, what);
 }
 
 /* whole; batch 1, sequence 3 (token tiles cut the experts' row tiles), channels 5, hidden 7
@@ -88,13 +66,13 @@ START_TEST(test_reference)
     ck_assert_int_eq(cfg.family, NNT_FAMILY_MOE);
     ck_assert(cfg.router_aux_coef > 0.0);
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
-    float *want_logits = read_st(r, "logits", NNT_IO_F32, NULL);
-    float *want_loss = read_st(r, "loss", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
+    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
-    nnt_tensor *x = ids_tensor(tok, TILINGS[ti].tok), *y = ids_tensor(tgt, TILINGS[ti].tok);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
     double loss = 0.0;
     EXPECT_OK(nnt_layer_clear_grad(l));
     EXPECT_OK(nnt_layer_set_targets(l, y));
@@ -114,7 +92,7 @@ START_TEST(test_reference)
         char gname[300];
         snprintf(gname, sizeof gname, "grad.%s", p.name);
         int64_t ng = 0, nw = 0;
-        float *want = read_st(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
+        float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
         ck_assert_int_eq(ng, nw);
         double e = test_rel_err(got, want, ng);
         double norm = 0.0;
@@ -149,9 +127,9 @@ START_TEST(test_adamw)
 {
     const char *name = TRAINED[_i];
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "train.safetensors"));
-    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = read_st(r, "losses", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[1].t, &l));
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
@@ -165,8 +143,8 @@ START_TEST(test_adamw)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[1].tok);
-        nnt_tensor *y = ids_tensor(tgt + s * B * T, TILINGS[1].tok);
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
         double loss = 0.0;
         EXPECT_OK(nnt_layer_clear_grad(l));
         EXPECT_OK(nnt_layer_set_targets(l, y));
@@ -194,8 +172,8 @@ START_TEST(test_generate)
     const char *name = TRAINED[_i];   /* qwen3moe, mixtral, olmoe */
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "generate.safetensors"));
     int64_t np = 0, ng = 0;
-    int32_t *prompt = read_st(r, "prompt", NNT_IO_I32, &np);
-    int32_t *greedy = read_st(r, "greedy", NNT_IO_I32, &ng);
+    int32_t *prompt = fixture_read_n(r, "prompt", NNT_IO_I32, &np);
+    int32_t *greedy = fixture_read_n(r, "greedy", NNT_IO_I32, &ng);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), 1, ng, NULL, &l));
     int32_t *out = calloc((size_t)ng, sizeof *out);
@@ -242,8 +220,8 @@ START_TEST(test_save_roundtrip)
     nnt_st_close(saved);
     EXPECT_OK(nnt_model_load_hf(ctx, dir, B, T, NULL, &back));
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
-    nnt_tensor *x = ids_tensor(tok, TILINGS[0].tok), *y1 = NULL, *y2 = NULL;
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[0].tok), *y1 = NULL, *y2 = NULL;
     EXPECT_OK(nnt_layer_forward(l, x, &y1));
     int64_t n = 0;
     float *l1 = test_to_host(y1, &n);
@@ -272,11 +250,11 @@ START_TEST(test_topk_ties)
         char name[64];
         int64_t n = 0;
         snprintf(name, sizeof name, "logits.%d.%d", E, k);
-        float *logits = read_st(r, name, NNT_IO_F32, &n);
+        float *logits = fixture_read_n(r, name, NNT_IO_F32, &n);
         snprintf(name, sizeof name, "idx.%d.%d", E, k);
-        int32_t *want = read_st(r, name, NNT_IO_I32, NULL);
+        int32_t *want = fixture_read_n(r, name, NNT_IO_I32, NULL);
         snprintf(name, sizeof name, "w.%d.%d", E, k);
-        float *want_w = read_st(r, name, NNT_IO_F32, NULL);
+        float *want_w = fixture_read_n(r, name, NNT_IO_F32, NULL);
         int64_t rows = n / E;
         float *probs = malloc((size_t)n * sizeof *probs), *w = malloc((size_t)(rows * k) * 4);
         int32_t *idx = malloc((size_t)(rows * k) * sizeof *idx);

@@ -36,29 +36,7 @@ static void teardown(void) { EXPECT_OK(nnt_ctx_destroy(ctx)); }
 
 static const char *path_of(const char *name, const char *what)
 {
-    static char path[4200];
-    const char *top = getenv("top_srcdir");
-    snprintf(path, sizeof path, "%s/tests/fixtures/window_tiny/%s%s%s", top ? top : ".", name,
-             what ? "." : "", what ? what : "");
-    return path;
-}
-
-static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
-{
-    const nnt_st_entry *e = NULL;
-    void *buf = fixture_read(r, name, want, &e);
-    if (n)
-        *n = (int64_t)e->numel;
-    return buf;
-}
-
-static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
-{
-    int64_t shape[2] = {B, T};
-    nnt_tensor *x = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
-    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof(int32_t)));
-    return x;
+    return fixture_path_in("window_tiny", name, what);
 }
 
 /* whole; sequence tiles of 3 (W 5 spans tiles), heads of 3; sequence tiles of 2, one head */
@@ -82,13 +60,13 @@ START_TEST(test_reference)
     ck_assert_int_eq(cfg.window_from, MODELS[_i / 3].from);
     ck_assert_int_eq(cfg.window_global_every, 0);
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
-    float *want_logits = read_st(r, "logits", NNT_IO_F32, NULL);
-    float *want_loss = read_st(r, "loss", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
+    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
-    nnt_tensor *x = ids_tensor(tok, TILINGS[ti].tok), *y = ids_tensor(tgt, TILINGS[ti].tok);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
     double loss = 0.0;
     EXPECT_OK(nnt_layer_zero_grad(l));
     EXPECT_OK(nnt_layer_set_targets(l, y));
@@ -108,7 +86,7 @@ START_TEST(test_reference)
         char gname[300];
         snprintf(gname, sizeof gname, "grad.%s", p.name);
         int64_t ng = 0, nw = 0;
-        float *want = read_st(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
+        float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
         ck_assert_int_eq(ng, nw);
         double e = test_rel_err(got, want, ng);
         if (e >= eg) {
@@ -134,9 +112,9 @@ START_TEST(test_adamw)
 {
     const char *name = MODELS[_i].name;
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "train.safetensors"));
-    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = read_st(r, "losses", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[1].t, &l));
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
@@ -150,8 +128,8 @@ START_TEST(test_adamw)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[1].tok);
-        nnt_tensor *y = ids_tensor(tgt + s * B * T, TILINGS[1].tok);
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
         double loss = 0.0;
         EXPECT_OK(nnt_layer_zero_grad(l));
         EXPECT_OK(nnt_layer_set_targets(l, y));
@@ -179,8 +157,8 @@ START_TEST(test_generate)
     const char *name = MODELS[_i].name;
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "generate.safetensors"));
     int64_t np = 0, ng = 0;
-    int32_t *prompt = read_st(r, "prompt", NNT_IO_I32, &np);
-    int32_t *greedy = read_st(r, "greedy", NNT_IO_I32, &ng);
+    int32_t *prompt = fixture_read_n(r, "prompt", NNT_IO_I32, &np);
+    int32_t *greedy = fixture_read_n(r, "greedy", NNT_IO_I32, &ng);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), 1, ng, NULL, &l));
     int32_t *out = calloc((size_t)ng, sizeof *out);
