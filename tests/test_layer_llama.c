@@ -81,15 +81,6 @@ static nnt_st_reader *open_st(const fix_model *m, const char *what)
 }
 
 /* A whole entry as want (malloc'd); *n (may be NULL) its element count. */
-static void *read_st(const nnt_st_reader *r, const char *name, nnt_io_dtype want, int64_t *n)
-{
-    const nnt_st_entry *e = NULL;
-    void *buf = fixture_read(r, name, want, &e);
-    if (n)
-        *n = (int64_t)e->numel;
-    return buf;
-}
-
 /* ---- the model ------------------------------------------------------------------------ */
 
 /* The HF name of a parameter of the sequential: "0.wte.weight" the embedding,
@@ -174,7 +165,7 @@ static nnt_layer *load(const fix_model *m, const nnt_tiling *t)
         char name[256];
         int64_t n = 0, want = 0;
         hf_name(m, p.name, name, sizeof name);
-        float *v = read_st(r, name, NNT_IO_F32, &n);
+        float *v = fixture_read_n(r, name, NNT_IO_F32, &n);
         EXPECT_OK(nnt_tensor_numel(p.value, &want));
         ck_assert_msg(n == want, "%s (%s): %lld elements, fixture %lld", p.name, name,
                       (long long)want, (long long)n);
@@ -185,15 +176,6 @@ static nnt_layer *load(const fix_model *m, const nnt_tiling *t)
     return l;
 }
 
-static nnt_tensor *ids_tensor(const int32_t *ids, const int64_t *tile)
-{
-    int64_t shape[2] = {B, T};
-    nnt_tensor *x = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
-    EXPECT_OK(nnt_tensor_copy_from_host(x, ids, (size_t)(B * T) * sizeof(int32_t)));
-    return x;
-}
-
 /* ---- logits, loss, gradients ------------------------------------------------------------ */
 
 /* _i = model * 3 + tiling */
@@ -202,13 +184,13 @@ START_TEST(test_reference)
     const fix_model *m = &MODELS[_i / 3];
     int ti = _i % 3;
     nnt_st_reader *r = open_st(m, "reference");
-    int32_t *tok = read_st(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "targets", NNT_IO_I32, NULL);
-    float *want_logits = read_st(r, "logits", NNT_IO_F32, NULL);
-    float *want_loss = read_st(r, "loss", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
+    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
     nnt_layer *l = load(m, &TILINGS[ti].t);
-    nnt_tensor *x = ids_tensor(tok, TILINGS[ti].tok);
-    nnt_tensor *y = ids_tensor(tgt, (int64_t[2]){1, 4});
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, (int64_t[2]){1, 4});
     /* without targets the sequential ends in the logits */
     nnt_tensor *out = NULL;
     EXPECT_OK(nnt_layer_forward(l, x, &out));
@@ -242,7 +224,7 @@ START_TEST(test_reference)
             hf_name(m, p.name, name, sizeof name);
             snprintf(gname, sizeof gname, "grad.%s", name);
             int64_t ng = 0, nw = 0;
-            float *want = read_st(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
+            float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
             ck_assert_int_eq(ng, nw);
             double e = test_rel_err(got, want, ng);
             if (e >= eg) {
@@ -280,9 +262,9 @@ START_TEST(test_adamw)
     double wd = _i / 2 % 2 ? 0.1 : 0.0;
     int clear = _i % 2;
     nnt_st_reader *r = open_st(m, "train");
-    int32_t *tok = read_st(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = read_st(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = read_st(r, wd == 0.0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, wd == 0.0 ? "losses_wd0" : "losses_wd01", NNT_IO_F32, NULL);
     nnt_layer *l = load(m, &TILINGS[1].t);
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-3;
@@ -295,8 +277,8 @@ START_TEST(test_adamw)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = ids_tensor(tok + s * B * T, TILINGS[1].tok);
-        nnt_tensor *y = ids_tensor(tgt + s * B * T, (int64_t[2]){2, 3});
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, (int64_t[2]){2, 3});
         double loss = 0.0;
         EXPECT_OK(clear ? nnt_layer_clear_grad(l) : nnt_layer_zero_grad(l));
         EXPECT_OK(nnt_layer_set_targets(l, y));
