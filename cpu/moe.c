@@ -8,7 +8,8 @@
 #include <string.h>
 
 /* ---- top-k as torch.topk(largest, sorted) on CPU -----------------------------------------
- * torch (aten's CPU topk) pairs each value with its index and, for k * 64 > E, runs std::nth_element(begin, begin + k - 1, end, greater-by-value) and then
+ * torch (aten's CPU topk) pairs each value with its index and, for k * 64 > E, runs
+ * std::nth_element(begin, begin + k - 1, end, greater-by-value) and then
  * std::sort on the first k - 1; which of equal values are selected follows from libstdc++'s
  * introselect (median-of-three pivot moved to the front, unguarded Hoare partition,
  * insertion sort once a range has at most 3 elements; heap selection after 2 log2(E)

@@ -63,7 +63,8 @@ typedef struct cli_program {
 /* Parse argv into the options structure o: first every entry at its initial value, then the
  * options given (--name VALUE, --name=VALUE), marked in given[entry] when given is not NULL;
  * the operands go to operands[0..*noperands) (argv's pointers), in order ("--" ends the
- * options); operands may be argv + 1 (they are then moved to the front of argv). --help (-h) and --version (-V) print and return 1; an error prints one line
+ * options); operands may be argv + 1 (they are then moved to the front of argv). --help
+ * (-h) and --version (-V) print and return 1; an error prints one line
  * "NAME: ..." on stderr and returns 2; else 0. */
 int cli_parse(const cli_program *p, int argc, char **argv, void *o, unsigned char *given,
               char **operands, int *noperands);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading the safetensors files of tests/fixtures (gpt2_tiny by name, others by path) with lib/io's reader (for the
+/* Reading the safetensors files of tests/fixtures (gpt2_tiny by name, others by path or by
+ * directory) with lib/io's reader, and the token-id tensors the model tests feed (for the
  * tests that link the library's objects). Check assertions on every failure. */
 #ifndef NNT_TEST_FIXTURE_ST_H
 #define NNT_TEST_FIXTURE_ST_H

@@ -224,7 +224,8 @@ START_TEST(test_reference)
             hf_name(m, p.name, name, sizeof name);
             snprintf(gname, sizeof gname, "grad.%s", name);
             int64_t ng = 0, nw = 0;
-            float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw), *got = test_to_host(p.grad, &ng);
+            float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
+            float *got = test_to_host(p.grad, &ng);
             ck_assert_int_eq(ng, nw);
             double e = test_rel_err(got, want, ng);
             if (e >= eg) {

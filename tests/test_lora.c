@@ -603,7 +603,8 @@ START_TEST(test_dropout_grad)
     int64_t n = 0;
     float *a0 = test_to_host(a, &n), *dir = test_random_f32(n, 99, -1.0, 1.0);
     float *moved = malloc((size_t)n * sizeof *moved);
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[1].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[1].tok);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[1].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[1].tok);
     EXPECT_OK(nnt_layer_set_targets(l, y));
     /* the difference's truncation error goes as h^2 (dropout 0.5 doubles the kept inputs):
      * 1.5e-1 at h 1e-2, 5.4e-3 at 1e-3, 7.9e-4 at 2e-4; without dropout 2.1e-5 at 1e-3 */
@@ -728,7 +729,8 @@ static long gemm_tasks(const char *freeze)
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &whole, &l));
     if (freeze)
         EXPECT_OK(nnt_layer_freeze(l, freeze, 1, NULL));
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tok_tile), *y = fixture_ids(ctx, B, T, tgt, tok_tile);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tok_tile);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, tok_tile);
     EXPECT_OK(nnt_layer_set_targets(l, y));
     EXPECT_OK(nnt_layer_clear_grad(l));
     EXPECT_OK(nnt_ctx_wait(ctx));

@@ -175,7 +175,8 @@ START_TEST(test_reference)
     float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
     double loss = 0.0;
     /* nnt-train's gradient path: dropped gradients, written by the first backward */
     EXPECT_OK(nnt_layer_clear_grad(l));
@@ -369,7 +370,8 @@ START_TEST(test_recompute)
         EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[3].t, &l[k]));
         if (k)
             EXPECT_OK(nnt_layer_set_recompute(l[k], 1));
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[3].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[3].tok);
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[3].tok);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[3].tok);
         EXPECT_OK(nnt_layer_clear_grad(l[k]));
         EXPECT_OK(nnt_layer_set_targets(l[k], y));
         EXPECT_OK(nnt_layer_forward(l[k], x, NULL));

@@ -66,7 +66,8 @@ START_TEST(test_reference)
     float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &l));
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok), *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
     double loss = 0.0;
     EXPECT_OK(nnt_layer_zero_grad(l));
     EXPECT_OK(nnt_layer_set_targets(l, y));
