@@ -781,6 +781,18 @@ NNT_API int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay);
  * gradients are scaled by grad_clip / (norm + 1e-6) when that is < 1. The norm is computed
  * also without clipping (stats): one wait for the gradients per update. */
 NNT_API int nnt_optim_step(nnt_optim *opt);
+/* Update each parameter during the next backward, as soon as that backward has submitted
+ * the last task writing its gradient, and drop the gradient at once: under a memory budget
+ * the weights and moments are then read and written once a step, while they are in memory,
+ * and gradients never go to disk. Call it after the forward and before the backward of the
+ * step's last micro-batch (nnt_optim_step after that backward completes the step: the
+ * parameters not updated yet, the statistics). Parameters, moments and stats are bit for
+ * bit those of a plain nnt_optim_step. Needs grad_clip 0 (NNT_E_STATE otherwise: the
+ * clipping factor needs every gradient first) and the parameters added with
+ * nnt_optim_add_layer (which says when a gradient is complete); the layers must be alive.
+ * The updated parameters' gradients hold nothing afterwards (nnt_layer_clear_grad before
+ * the next backward, as every step does). */
+NNT_API int nnt_optim_update_in_backward(nnt_optim *opt);
 
 typedef struct nnt_optim_stats {
     size_t size;                 /* sizeof(nnt_optim_stats): set it before the call          */

@@ -1110,6 +1110,8 @@ public:
     }
     /* One update (gradients divided by accum_steps, clipped, then the rule). */
     void step() { check(nnt_optim_step(get())); }
+    /* Update each parameter during the next backward, once its gradient is complete. */
+    void update_in_backward() { check(nnt_optim_update_in_backward(get())); }
     nnt_optim_stats stats() const
     {
         nnt_optim_stats s{};

@@ -87,6 +87,10 @@ struct nnt_ctx {
     int64_t dropout_pass;         /* > 0: the pass the adapters' dropout masks are drawn
                                      for (the trainer's micro-batch number, which a resumed
                                      run knows); 0: each adapter counts its backwards     */
+    /* Called by nnt_layer_backward after each layer's backward was submitted (the
+     * optimizer, while it updates parameters during a backward: lib/optim); NULL: none. */
+    int (*backward_hook)(void *user, struct nnt_layer *l);
+    void *backward_hook_user;
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
@@ -410,6 +414,13 @@ int nnt_insert_add_bcast(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handl
 int nnt_insert_sum_outer(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y,
                          int first, float beta);
 int nnt_insert_sumsq(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t acc);
+/* lib/ops/reduce.c, the two halves of nnt_tensors_sumsq: submit the sum of squares of each
+ * tile of x into partial[*count], partial[*count + 1], ... (registered here; the caller
+ * unregisters them, also after a failure: *count says how many), then wait for count
+ * partials and add them in order in double, the same sum on every rank. */
+int nnt_sumsq_submit(nnt_tensor *x, starpu_data_handle_t *partial, int *owner, int64_t *count);
+int nnt_sumsq_gather(nnt_ctx *ctx, int64_t count, starpu_data_handle_t *partial,
+                     const int *owner, double *sum);
 
 /* lib/codelets/optim.c */
 int nnt_insert_adam_step(nnt_ctx *ctx, int decoupled, float lr, float beta1, float beta2,

@@ -74,6 +74,8 @@ options_no_nesting|lib/train/options.c|s@if (nnt_json_peek(j) == .{. \&\& depth 
 cli_open_max|examples/cli.c|s@((d->flags \& CLI_OPEN_MAX) \&\& \*v == d->max))@0)@|shared option parser: an excluded maximum accepted (--beta1 1)
 clip_squared|lib/optim/optim.c|s@double c = grad_clip / (norm + CLIP_EPS);@double c = grad_clip * grad_clip / (norm + CLIP_EPS);@|gradient clipping: the threshold squared (the same number at grad_clip 1)
 cosine_floor_zero|lib/optim/optim.c|s@return o->min_lr + 0.5 \* (o->lr - o->min_lr) \* (1.0 + cos(PI \* progress));@return o->min_lr + 0.5 * o->lr * (1.0 + cos(PI * progress));@|cosine schedule: the half cosine from lr, not from lr - min_lr (the same at min_lr 0)
+inbwd_last_writer|lib/optim/backward.c|s@--opt->inbwd->writers_left\[i\] > 0)@--opt->inbwd->writers_left[i] > 1)@|updates in the backward: a parameter with two writers (a shared table) updated after the first
+inbwd_step_scale|lib/optim/backward.c|s@    b->grad_scale = 1.0 / (double)opt->opts.accum_steps;@    b->grad_scale = 1.0;@|updates in the backward: gradients not divided by accum_steps
 llama3_low_default|lib/ops/rope.c|s@float s = ((1.0f / wavelen) \* orig - low) / span;@float s = ((1.0f / wavelen) * orig - 1.0f) / span;@|RoPE llama3: the smoothing with low_freq_factor 1 (its usual value) whatever the option says
 rms_eps_key|lib/models/llama.c|s@nnt_cfg_double(o, "rms_norm_eps", 0, 1e-6, \&c->norm_eps)@nnt_cfg_double(o, "rms_eps", 0, 1e-6, \&c->norm_eps)@|config.json: rms_norm_eps not read (the fallback 1e-6 always)
 qk_norm_eps_fixed|lib/models/transformer.c|s@ao.qk_norm_eps = c->norm_eps;@ao.qk_norm_eps = 1e-6;@|Qwen3 q/k norms: eps 1e-6 (the usual Qwen3 value) whatever norm_eps says

@@ -42,6 +42,7 @@ typedef struct run_result {
     int64_t numel[MAXP];
     int64_t state_bytes;   /* 16 bytes per parameter */
     int64_t swap_bytes;    /* bytes in the swap directory at the end (0 without swap) */
+    int64_t written;       /* bytes the process wrote to storage (/proc/self/io; -1: none) */
     double seconds;        /* wall time of the whole run, context start to shutdown */
 } run_result;
 
@@ -129,8 +130,24 @@ static int64_t walk_dir(const char *dir, int unlink_all, int depth)
     return total;
 }
 
-/* Create a context with opts, train NSTEPS AdamW steps, copy the parameters out. */
-static void train(const nnt_ctx_options *opts, run_result *r)
+/* write_bytes of /proc/self/io: what this process made the kernel write to storage
+ * (-1 where the file is missing). */
+static int64_t bytes_written(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    long long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "write_bytes: %lld", &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Create a context with opts, train NSTEPS AdamW steps (inbwd: each updating the
+ * parameters during the backward, nnt_optim_update_in_backward), copy the parameters out. */
+static void train(const nnt_ctx_options *opts, int inbwd, run_result *r)
 {
     nnt_ctx *ctx = NULL;
     nnt_layer *m = NULL;
@@ -141,6 +158,7 @@ static void train(const nnt_ctx_options *opts, run_result *r)
     int32_t tok_host[B * T], tgt_host[B * T];
     memset(r, 0, sizeof *r);
     double t0 = now();
+    int64_t written0 = bytes_written();
     EXPECT_OK(nnt_ctx_create(opts, &ctx));
     EXPECT_OK(nnt_gpt_create(ctx, &cfg, B, T, &TILING, &m));
     init_weights(m);
@@ -160,6 +178,8 @@ static void train(const nnt_ctx_options *opts, run_result *r)
         EXPECT_OK(nnt_layer_zero_grad(m));
         EXPECT_OK(nnt_layer_forward(m, tok, NULL));
         EXPECT_OK(nnt_layer_loss(m, &r->loss[s]));
+        if (inbwd)
+            EXPECT_OK(nnt_optim_update_in_backward(opt));
         EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
         EXPECT_OK(nnt_optim_step(opt));
         EXPECT_OK(nnt_ctx_wait(ctx));
@@ -175,6 +195,7 @@ static void train(const nnt_ctx_options *opts, run_result *r)
     r->state_bytes = 16 * numel;
     if (opts->swap_dir)
         r->swap_bytes = walk_dir(opts->swap_dir, 0, 0);
+    r->written = written0 < 0 ? -1 : bytes_written() - written0;
     nnt_tensor_destroy(tok);
     nnt_tensor_destroy(tgt);
     nnt_optim_destroy(opt);
@@ -185,15 +206,18 @@ static void train(const nnt_ctx_options *opts, run_result *r)
 
 static const char *const SCHEDULERS[] = {"lws", "dmda"};
 
+/* _i: the scheduler (bit 0); bit 1: the limited run updates the parameters during the
+ * backward (the reference does not: the same losses and parameters either way). */
 START_TEST(test_budget_matches_ram)
 {
+    int sched = _i & 1, inbwd = _i >> 1;
     /* the reference: no budget, no swap (also none inherited from the environment) */
     unsetenv("STARPU_LIMIT_CPU_MEM");
     nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
     opts.ncuda = 0;
-    opts.sched = SCHEDULERS[_i];
+    opts.sched = SCHEDULERS[sched];
     run_result ram, ooc;
-    train(&opts, &ram);
+    train(&opts, 0, &ram);
     ck_assert_int_gt(ram.state_bytes, 12 * BUDGET_MIB * 1048576LL);
 
     const char *tmp = getenv("TMPDIR");
@@ -203,30 +227,31 @@ START_TEST(test_budget_matches_ram)
     opts.mem_cpu_mib = BUDGET_MIB;
     opts.swap_dir = dir;
     opts.swap_mib = SWAP_MIB;
-    train(&opts, &ooc);
+    train(&opts, inbwd, &ooc);
     walk_dir(dir, 1, 0);
     ck_assert_msg(getenv("STARPU_LIMIT_CPU_MEM") == NULL, "the budget outlived its context");
 
     for (int s = 0; s < NSTEPS; s++)
         ck_assert_msg(ram.loss[s] == ooc.loss[s], "%s: step %d: loss %.17g in RAM, %.17g with "
-                      "a %d MiB budget", SCHEDULERS[_i], s, ram.loss[s], ooc.loss[s],
+                      "a %d MiB budget", SCHEDULERS[sched], s, ram.loss[s], ooc.loss[s],
                       BUDGET_MIB);
     ck_assert_int_eq(ram.nparams, ooc.nparams);
     for (int i = 0; i < ram.nparams; i++) {
         ck_assert_str_eq(ram.names[i], ooc.names[i]);
         ck_assert_int_eq(ram.numel[i], ooc.numel[i]);
         ck_assert_msg(!memcmp(ram.params[i], ooc.params[i], (size_t)ram.numel[i] * sizeof(float)),
-                      "%s: parameter %s differs after %d steps", SCHEDULERS[_i], ram.names[i],
+                      "%s: parameter %s differs after %d steps", SCHEDULERS[sched], ram.names[i],
                       NSTEPS);
     }
-    fprintf(stderr, "%s: state %.1f MiB, RAM budget %d MiB, %.1f MiB in the swap directory "
-            "at the end; losses %.6f -> %.6f, bit-identical; %.1f s in RAM, %.1f s with the "
-            "budget\n", SCHEDULERS[_i],
-            (double)ooc.state_bytes / 1048576.0, BUDGET_MIB, (double)ooc.swap_bytes / 1048576.0,
+    fprintf(stderr, "%s%s: state %.1f MiB, RAM budget %d MiB, %.1f MiB in the swap directory "
+            "at the end, %.1f MiB written; losses %.6f -> %.6f, bit-identical; %.1f s in RAM, "
+            "%.1f s with the budget\n", SCHEDULERS[sched], inbwd ? ", updates in the backward"
+            : "", (double)ooc.state_bytes / 1048576.0, BUDGET_MIB,
+            (double)ooc.swap_bytes / 1048576.0, (double)ooc.written / 1048576.0,
             ooc.loss[0], ooc.loss[NSTEPS - 1], ram.seconds, ooc.seconds);
     /* the budget run must really have used the disk */
     ck_assert_msg(2 * ooc.swap_bytes >= ooc.state_bytes, "%s: only %lld bytes in the swap "
-                  "directory for %lld bytes of state", SCHEDULERS[_i],
+                  "directory for %lld bytes of state", SCHEDULERS[sched],
                   (long long)ooc.swap_bytes, (long long)ooc.state_bytes);
     /* and training must have trained */
     ck_assert(ram.loss[NSTEPS - 1] < ram.loss[0]);
@@ -256,7 +281,7 @@ static Suite *ooc_suite(void)
     Suite *s = suite_create("ooc");
     TCase *tc = tcase_create("budget");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_budget_matches_ram, 0, 2);
+    tcase_add_loop_test(tc, test_budget_matches_ram, 0, 4);
     tcase_add_test(tc, test_default_gpu_budget);
     suite_add_tcase(s, tc);
     return s;

@@ -475,9 +475,39 @@ NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx
         return rc;
     nnt_layer_release_weights(layer);
     layer->forward_pending = 0;
+    if (layer->ctx->backward_hook &&
+        (rc = layer->ctx->backward_hook(layer->ctx->backward_hook_user, layer)))
+        return rc;
     if (dx)
         *dx = grad_in;
     return NNT_OK;
+}
+
+int nnt_layer_each_grad(nnt_layer *l, nnt_layer_grad_fn fn, void *user)
+{
+    if (l->vt->inner && l->vt->inner(l) != l)
+        return NNT_OK;   /* its parameters are its tree's, whose layers write them */
+    for (int i = 0; i < l->nparams; i++)
+        if (l->params[i].grad && !l->params[i].frozen)
+            NNT_TRY(fn(user, l, l->params[i].value, 1));
+    for (int i = 0; i < l->nweight_reads; i++) {
+        nnt_tensor *w = l->weight_reads[i].weight;
+        int seen = is_own_param(l, w);
+        for (int k = 0; k < i && !seen; k++)
+            seen = l->weight_reads[k].weight == w;
+        if (!seen)
+            NNT_TRY(fn(user, l, w, 0));
+    }
+    return NNT_OK;
+}
+
+int nnt_layer_each_grad_tree(nnt_layer *l, nnt_layer_grad_fn fn, void *user)
+{
+    NNT_TRY(nnt_layer_each_grad(l, fn, user));
+    for (int c = 0; c < l->nchildren; c++)
+        NNT_TRY(nnt_layer_each_grad_tree(l->children[c], fn, user));
+    nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
+    return inner && inner != l ? nnt_layer_each_grad_tree(inner, fn, user) : NNT_OK;
 }
 
 /* ---- parameters ---------------------------------------------------------------------------- */

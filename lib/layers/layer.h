@@ -193,6 +193,16 @@ int nnt_layer_drop_grads(nnt_layer *l);
  * (accumulate). */
 double nnt_layer_grad_beta(nnt_layer *l, const nnt_tensor *grad);
 
+/* The gradients a layer's own backward writes (its children's excluded): those of its
+ * parameters that are not frozen (own 1), and of the other layers' weights its products
+ * read (own 0: a tied table); none for a layer that registers another tree's parameters
+ * (the GPT layer: that tree's layers write them). fn is called once per value; a nonzero
+ * return stops the walk and is returned. _tree: every layer of l's subtree (children
+ * first-to-last, depth first, and the tree inside a GPT layer). */
+typedef int (*nnt_layer_grad_fn)(void *user, nnt_layer *l, nnt_tensor *value, int own);
+int nnt_layer_each_grad(nnt_layer *l, nnt_layer_grad_fn fn, void *user);
+int nnt_layer_each_grad_tree(nnt_layer *l, nnt_layer_grad_fn fn, void *user);
+
 /* Releasing received weights (nnt_ctx_options.release_weights; every call below does
  * nothing without it, or while a generation runs on rank 0: it reads every weight for each
  * token and keeps them, having checked that they fit). nnt_layer_forward and

@@ -145,28 +145,24 @@ static int check_sumsq_args(const char *fn, int n, nnt_tensor *const *tensors,
     return NNT_OK;
 }
 
-/* One partial per tile: register a one-float variable and submit its task. */
-static int submit_partials(int n, nnt_tensor *const *tensors, starpu_data_handle_t *partial,
-                           int *owner, int64_t *nregistered)
+/* One partial per tile of x: register a one-float variable in partial[*count] on, submit
+ * its task. */
+int nnt_sumsq_submit(nnt_tensor *x, starpu_data_handle_t *partial, int *owner, int64_t *count)
 {
-    int rc = NNT_OK;
-    for (int t = 0; t < n; t++) {
-        nnt_tensor *x = tensors[t];
-        for (int64_t i = 0; rc == 0 && i < x->ntiles; i++) {
-            starpu_data_handle_t *h = &partial[(*nregistered)++];
-            starpu_variable_data_register(h, -1, 0, sizeof(float));
-            owner[*nregistered - 1] = x->tiles[i].owner;   /* computed where the tile is */
-            nnt_mpi_register(x->ctx, *h, x->tiles[i].owner);
-            rc = nnt_insert_sumsq(x->ctx, x->tiles[i].handle, *h);
-        }
+    for (int64_t i = 0; i < x->ntiles; i++) {
+        starpu_data_handle_t *h = &partial[(*count)++];
+        starpu_variable_data_register(h, -1, 0, sizeof(float));
+        owner[*count - 1] = x->tiles[i].owner;   /* computed where the tile is */
+        nnt_mpi_register(x->ctx, *h, x->tiles[i].owner);
+        NNT_TRY(nnt_insert_sumsq(x->ctx, x->tiles[i].handle, *h));
     }
-    return rc;
+    return NNT_OK;
 }
 
 /* Wait for each partial in order and add it in double (under MPI every rank receives every
  * partial first and adds them in the same order: the same sum everywhere). */
-static int gather_partials(nnt_ctx *ctx, int64_t count, starpu_data_handle_t *partial,
-                           const int *owner, double *sum)
+int nnt_sumsq_gather(nnt_ctx *ctx, int64_t count, starpu_data_handle_t *partial,
+                     const int *owner, double *sum)
 {
     *sum = 0.0;
     for (int64_t i = 0; ctx->mpi && i < count; i++)
@@ -201,10 +197,11 @@ int nnt_tensors_sumsq(int n, nnt_tensor *const *tensors, double *sumsq)
         free(owner);
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
     }
-    rc = submit_partials(n, tensors, partial, owner, &nregistered);
+    for (int t = 0; rc == 0 && t < n; t++)
+        rc = nnt_sumsq_submit(tensors[t], partial, owner, &nregistered);
     double sum = 0.0;
     if (rc == 0)
-        rc = gather_partials(ctx, ntiles, partial, owner, &sum);
+        rc = nnt_sumsq_gather(ctx, ntiles, partial, owner, &sum);
     for (int64_t i = 0; i < nregistered; i++)
         starpu_data_unregister(partial[i]);
     free(partial);

@@ -173,9 +173,11 @@ void nnt_optim_destroy(nnt_optim *opt)
 {
     if (!opt || opt->magic != NNT_OPTIM_MAGIC)
         return;
+    nnt_optim_inbwd_release(opt);
     for (int i = 0; i < opt->nparams; i++)
         release_param(&opt->params[i]);
     free(opt->params);
+    free(opt->layers);
     opt->magic = 0;
     free(opt);
 }
@@ -342,6 +344,13 @@ int nnt_optim_add_layer(nnt_optim *opt, nnt_layer *layer)
         else if (rc == 0)
             rc = add_param(opt, fn, info.name, info.value, info.grad, info.decay);
     }
+    nnt_layer **layers = NULL;
+    if (rc == 0 && !(layers = realloc(opt->layers, (size_t)(opt->nlayers + 1) * sizeof *layers)))
+        rc = nnt_fail(opt->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    if (rc == 0) {
+        opt->layers = layers;
+        opt->layers[opt->nlayers++] = layer;
+    }
     while (rc && opt->nparams > first)
         release_param(&opt->params[--opt->nparams]);
     if (rc == 0)   /* a training state records a model whose parameters it holds, all */
@@ -368,8 +377,7 @@ int nnt_optim_set_decay(nnt_optim *opt, const char *name, int decay)
 
 /* Repeat the failure just recorded (by a check given fn) with the parameter's name (nnt_fail
  * may format the message it is given from nnt_ctx_last_error). */
-static int fail_for_param(const nnt_optim *opt, const char *fn, const nnt_optim_param *p,
-                          int rc)
+int nnt_optim_fail_param(const nnt_optim *opt, const char *fn, const nnt_optim_param *p, int rc)
 {
     const char *msg = nnt_ctx_last_error(NULL);
     size_t skip = strlen(fn);
@@ -387,7 +395,7 @@ static int check_readable(const nnt_optim *opt, const char *fn)
         if (rc == 0)
             rc = nnt_tensor_check_readable(p->grad, fn);
         if (rc)
-            return fail_for_param(opt, fn, p, rc);
+            return nnt_optim_fail_param(opt, fn, p, rc);
     }
     return NNT_OK;
 }
@@ -409,23 +417,17 @@ static int gradient_norm(const nnt_optim *opt, const char *fn, double *norm)
 }
 
 /* Adam moments start at zero: fill those never written. */
-static int zero_new_moments(nnt_optim *opt)
+int nnt_optim_zero_moments(const nnt_optim *opt, nnt_optim_param *p)
 {
     if (opt->opts.kind == NNT_OPTIM_SGD)
         return NNT_OK;   /* the SGD kernel writes the buffer without reading it at step 1 */
-    for (int i = 0; i < opt->nparams; i++) {
-        nnt_optim_param *p = &opt->params[i];
-        for (int k = 0; k < 2 && !p->state_written; k++) {
-            int rc = nnt_tensor_fill(p->state[k], 0.0);
-            if (rc)
-                return rc;
-        }
-    }
+    for (int k = 0; k < 2 && !p->state_written; k++)
+        NNT_TRY(nnt_tensor_fill(p->state[k], 0.0));
     return NNT_OK;
 }
 
-static int update_param(const nnt_optim *opt, const nnt_optim_param *p, int64_t step, double lr,
-                        double grad_scale)
+int nnt_optim_update_param(const nnt_optim *opt, const nnt_optim_param *p, int64_t step,
+                           double lr, double grad_scale)
 {
     const nnt_optim_options *o = &opt->opts;
     double decay = p->decay ? o->weight_decay : 0.0;
@@ -464,6 +466,8 @@ int nnt_optim_step(nnt_optim *opt)
         return rc;
     if (opt->nparams == 0)
         return nnt_fail(opt->ctx, NNT_E_STATE, "%s: the optimizer has no parameters", fn);
+    if (opt->inbwd)   /* armed: some parameters were updated during the backward */
+        return nnt_optim_inbwd_step(opt);
     double norm = 0;
     rc = check_readable(opt, fn);
     if (rc == 0)
@@ -475,9 +479,10 @@ int nnt_optim_step(nnt_optim *opt)
     double grad_scale = 1.0 / (double)opt->opts.accum_steps;
     norm *= grad_scale;
     grad_scale *= clip_factor(opt->opts.grad_clip, norm);
-    rc = zero_new_moments(opt);
     for (int i = 0; rc == 0 && i < opt->nparams; i++)
-        rc = update_param(opt, &opt->params[i], step, lr, grad_scale);
+        rc = nnt_optim_zero_moments(opt, &opt->params[i]);
+    for (int i = 0; rc == 0 && i < opt->nparams; i++)
+        rc = nnt_optim_update_param(opt, &opt->params[i], step, lr, grad_scale);
     if (rc)
         return rc;
     for (int i = 0; i < opt->nparams; i++)

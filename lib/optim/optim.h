@@ -41,6 +41,9 @@ struct nnt_optim {
     nnt_optim_param *params;     /* in the order they were added                              */
     int64_t step;                /* updates done (or restored by a load)                      */
     double last_lr, last_grad_norm;
+    int nlayers;
+    nnt_layer **layers;          /* the trees added by nnt_optim_add_layer (borrowed)         */
+    struct nnt_optim_inbwd *inbwd; /* an update during a backward in progress (backward.c)   */
     int has_model;               /* the parameters are exactly those of one model (added by
                                     nnt_optim_add_layer alone): its configuration below is
                                     recorded in training-state files                          */
@@ -58,5 +61,22 @@ const char *nnt_optim_state_prefix(const nnt_optim_options *opts, int i);
 const char *nnt_optim_kind_name(nnt_optim_kind kind);
 /* The schedule's learning rate at update number step >= 1 (no checks). */
 double nnt_optim_schedule(const nnt_optim_options *opts, int64_t step);
+/* Fill the Adam moments of p with zeros if they hold nothing yet (SGD: nothing to do). */
+int nnt_optim_zero_moments(const nnt_optim *opt, nnt_optim_param *p);
+/* Submit the update of p at update number step with this lr and gradient scale. */
+int nnt_optim_update_param(const nnt_optim *opt, const nnt_optim_param *p, int64_t step,
+                           double lr, double grad_scale);
+/* nnt_fail for parameter p: "fn: parameter 'name': " and the message rc came with. */
+int nnt_optim_fail_param(const nnt_optim *opt, const char *fn, const nnt_optim_param *p,
+                         int rc);
+
+/* lib/optim/backward.c: updates during the backward (nnt_optim_update_in_backward). The
+ * step of an optimizer that is armed completes here, from nnt_optim_step; release: from
+ * nnt_optim_destroy (disarms, drops what an unfinished step holds). */
+int nnt_optim_inbwd_step(nnt_optim *opt);
+/* 1 if nnt_optim_update_in_backward would arm opt (no clipping, a layer added, nothing
+ * armed in its context), else 0; records no error. */
+int nnt_optim_can_update_in_backward(const nnt_optim *opt);
+void nnt_optim_inbwd_release(nnt_optim *opt);
 
 #endif

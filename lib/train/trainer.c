@@ -595,7 +595,17 @@ static uint64_t batch_advance(const nnt_trainer *tr)
 
 /* divisor: what the summed loss of the micro-batch's counted targets is divided by (0: their
  * number, the mean). */
-static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, double *loss)
+/* Whether the step's last backward updates the parameters (nnt_optim_update_in_backward):
+ * whenever the optimizer allows it (no clipping, parameters added by layer), unless
+ * NNT_UPDATE_IN_BACKWARD=0 (for comparisons: the results are the same). */
+static int update_in_backward(const nnt_trainer *tr)
+{
+    const char *env = getenv("NNT_UPDATE_IN_BACKWARD");
+    return nnt_optim_can_update_in_backward(tr->opt) && !(env && strcmp(env, "0") == 0);
+}
+
+/* last: the step's last micro-batch. */
+static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, int last, double *loss)
 {
     NNT_TRY(tr->o.shuffle ? load_rows(tr, pos)
                           : load_window(tr, tr->data, 0, tr->ntokens, pos, tr->masked));
@@ -603,6 +613,8 @@ static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, double *lo
      * backward's tasks while this thread waits for the forward's end. */
     NNT_TRY(nnt_layer_set_targets_ex(tr->model, tr->targets, divisor));
     NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
+    if (last && update_in_backward(tr))
+        NNT_TRY(nnt_optim_update_in_backward(tr->opt));
     NNT_TRY(nnt_layer_backward(tr->model, NULL, NULL));
     return nnt_layer_loss(tr->model, loss);
 }
@@ -853,7 +865,8 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
         /* the micro-batch's number draws the adapters' dropout masks: a resumed run the
          * same as the uninterrupted one */
         tr->ctx->dropout_pass = step * o->accum + k + 1;
-        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), divisor, &loss);
+        rc = micro_batch(tr, tr->data_pos + (uint64_t)k * batch_advance(tr), divisor,
+                         k == o->accum - 1, &loss);
         sum += loss;
     }
     tr->ctx->dropout_pass = 0;
