@@ -1329,8 +1329,14 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         say(t, "\nmemory:   ");
         print_memory(t, &ms, 1);
         format_bytes(moved, sizeof moved, ms.bytes_moved);
-        say(t, "; %s moved between nodes; %.3f s of worker time waiting for data", moved,
-            ms.transfer_wait_s);
+        say(t, "; %s moved between nodes", moved);
+        if (ms.bytes_to_disk || ms.bytes_from_disk) {
+            char down[32], up[32];
+            format_bytes(down, sizeof down, ms.bytes_to_disk);
+            format_bytes(up, sizeof up, ms.bytes_from_disk);
+            say(t, " (%s written to disk, %s read back)", down, up);
+        }
+        say(t, "; %.3f s of worker time waiting for data", ms.transfer_wait_s);
     }
     int files = o->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
                 o->trace;

@@ -132,6 +132,8 @@ typedef struct nnt_mem_stats {
     double transfer_wait_s;      /* worker time spent waiting for data, seconds              */
     int64_t owned_bytes;         /* bytes of the live tensors' tiles this process owns (all
                                     of them without MPI; its share under MPI)               */
+    int64_t bytes_to_disk;       /* of bytes_moved: written to the disk swap (evictions)    */
+    int64_t bytes_from_disk;     /* of bytes_moved: read back from it                       */
 } nnt_mem_stats;
 
 NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);

@@ -43,6 +43,7 @@ typedef struct run_result {
     int64_t state_bytes;   /* 16 bytes per parameter */
     int64_t swap_bytes;    /* bytes in the swap directory at the end (0 without swap) */
     int64_t written;       /* bytes the process wrote to storage (/proc/self/io; -1: none) */
+    nnt_mem_stats mem;     /* the context's, at the end */
     double seconds;        /* wall time of the whole run, context start to shutdown */
 } run_result;
 
@@ -196,6 +197,8 @@ static void train(const nnt_ctx_options *opts, int inbwd, run_result *r)
     if (opts->swap_dir)
         r->swap_bytes = walk_dir(opts->swap_dir, 0, 0);
     r->written = written0 < 0 ? -1 : bytes_written() - written0;
+    r->mem.size = sizeof r->mem;
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &r->mem, 0));
     nnt_tensor_destroy(tok);
     nnt_tensor_destroy(tgt);
     nnt_optim_destroy(opt);
@@ -249,6 +252,14 @@ START_TEST(test_budget_matches_ram)
             : "", (double)ooc.state_bytes / 1048576.0, BUDGET_MIB,
             (double)ooc.swap_bytes / 1048576.0, (double)ooc.written / 1048576.0,
             ooc.loss[0], ooc.loss[NSTEPS - 1], ram.seconds, ooc.seconds);
+    /* the disk's share of the traffic: both directions used, within the total; nothing
+     * without a swap */
+    ck_assert(ooc.mem.bytes_to_disk > 0 && ooc.mem.bytes_from_disk > 0);
+    ck_assert(ooc.mem.bytes_to_disk + ooc.mem.bytes_from_disk <= ooc.mem.bytes_moved);
+    ck_assert(ram.mem.bytes_to_disk == 0 && ram.mem.bytes_from_disk == 0);
+    fprintf(stderr, "  moved %.1f MiB: %.1f MiB to the disk, %.1f MiB from it\n",
+            (double)ooc.mem.bytes_moved / 1048576.0, (double)ooc.mem.bytes_to_disk / 1048576.0,
+            (double)ooc.mem.bytes_from_disk / 1048576.0);
     /* the budget run must really have used the disk */
     ck_assert_msg(2 * ooc.swap_bytes >= ooc.state_bytes, "%s: only %lld bytes in the swap "
                   "directory for %lld bytes of state", SCHEDULERS[sched],

@@ -10,6 +10,9 @@
  * change before nnt_optim_step, their gradients are dropped) and the misuse errors. */
 #include "testutil.h"
 
+#include <stdint.h>
+#include <unistd.h>
+
 enum { B = 2, T = 7, V = 40, STEPS = 3, ACCUM = 2, MAXP = 160 };
 
 enum model_kind { GPT2, LLAMA_FROZEN, LLAMA_LORA, MOE, NKINDS };
@@ -272,6 +275,89 @@ START_TEST(test_misuse)
 }
 END_TEST
 
+
+/* The trainer (nnt_trainer_run) updates in the backward when grad_clip is 0: the same
+ * losses and norms as with NNT_UPDATE_IN_BACKWARD=0 (the separate step), and the trained
+ * parameters' gradients hold nothing after the run (they were dropped in the backward). */
+typedef struct trainer_run {
+    double loss[STEPS + 1], norm[STEPS + 1];
+} trainer_run;
+
+static int on_step(const nnt_trainer_report *r, void *user)
+{
+    trainer_run *tr = user;
+    if (r->event == NNT_TRAINER_STEP && r->step >= 1 && r->step <= STEPS)
+        tr->loss[r->step] = r->loss, tr->norm[r->step] = r->grad_norm;
+    return 0;
+}
+
+static int run_trainer(const char *tokens, trainer_run *out)
+{
+    memset(out, 0, sizeof *out);
+    nnt_ctx *ctx = test_ctx();
+    nnt_layer *m = make_model(ctx, LLAMA_FROZEN, &TILINGS[1]);
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 4e-3, oo.weight_decay = 0.1, oo.accum_steps = ACCUM, oo.grad_clip = 0;
+    nnt_optim *opt = NULL;
+    nnt_data *data = NULL;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, m));
+    EXPECT_OK(nnt_data_open(tokens, NNT_DATA_LLMC, NULL, V, &data));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.tile_seq = 3, to.accum = ACCUM, to.steps = STEPS;
+    to.callback = on_step, to.user = out;
+    EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    /* the last trained parameter's gradient: dropped, or still there */
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
+    nnt_param_info p = test_param_at(m, count - 1);
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(p.grad, &n));
+    float *g = malloc((size_t)n * sizeof *g);
+    int rc = nnt_tensor_copy_to_host(p.grad, g, (size_t)n * sizeof *g);
+    free(g);
+    nnt_trainer_destroy(tr);
+    nnt_data_close(data);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    return rc;
+}
+
+START_TEST(test_trainer)
+{
+    char dir[] = "/tmp/test_optim_backward-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/tokens.bin", dir);
+    FILE *f = fopen(path, "wb");   /* llm.c tokens: 256 int32 header, uint16 ids */
+    ck_assert_ptr_nonnull(f);
+    int32_t header[256] = {20240520, 1, 300};
+    fwrite(header, sizeof header, 1, f);
+    unsigned long long seed = 9;
+    for (int i = 0; i < 300; i++) {
+        uint16_t id = (uint16_t)(test_rand(&seed) * V);
+        fwrite(&id, sizeof id, 1, f);
+    }
+    ck_assert_int_eq(fclose(f), 0);
+    trainer_run sep, in;
+    setenv("NNT_UPDATE_IN_BACKWARD", "0", 1);
+    int rc_sep = run_trainer(path, &sep);
+    unsetenv("NNT_UPDATE_IN_BACKWARD");
+    int rc_in = run_trainer(path, &in);
+    ck_assert_int_eq(rc_sep, NNT_OK);        /* the separate step leaves the gradients */
+    ck_assert_int_eq(rc_in, NNT_E_STATE);    /* updated in the backward: dropped */
+    for (int s = 1; s <= STEPS; s++) {
+        ck_assert_msg(sep.loss[s] == in.loss[s] && sep.loss[s] > 0, "trainer step %d: loss "
+                      "%.17g, in the backward %.17g", s, sep.loss[s], in.loss[s]);
+        ck_assert(sep.norm[s] == in.norm[s] && sep.norm[s] > 0);
+    }
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("optim_backward");
@@ -280,6 +366,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_same_as_step, 0, 2 * NKINDS);
     tcase_add_test(tc, test_updates_in_backward);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_trainer);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -31,6 +31,7 @@ static struct {
     int oom;                      /* a record could not be stored                         */
     node_peak nodes[NNT_MAX_MEM_NODES];
     int64_t bytes_moved;          /* bus counters summed since create / the last reset    */
+    int64_t to_disk, from_disk;   /* of them, the buses into and out of a disk node       */
     int64_t wait_ns;              /* data waits of all tasks since create / the last reset */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -121,6 +122,7 @@ static void reset_counters_locked(void)
     for (int i = 0; i < NNT_MAX_MEM_NODES; i++)
         st.nodes[i].peak = i < n ? node_used((unsigned)i) : 0;
     st.bytes_moved = 0;
+    st.to_disk = st.from_disk = 0;
     st.wait_ns = 0;
 }
 
@@ -408,14 +410,22 @@ static int64_t node_budget(const nnt_ctx *ctx, unsigned node)
     return limited && total > 0 ? (int64_t)total : 0;
 }
 
-/* Add the bus counters (which StarPU zeroes at each read) to bytes_moved (st.lock held). */
+/* Add the bus counters (which StarPU zeroes at each read) to bytes_moved, and those of the
+ * buses into and out of a disk node to to_disk and from_disk (st.lock held). */
 static void poll_buses_locked(void)
 {
     int nbus = starpu_bus_get_count();
     for (int b = 0; b < nbus; b++) {
         struct starpu_profiling_bus_info info;
-        if (starpu_bus_get_profiling_info(b, &info) == 0 && info.transferred_bytes > 0)
-            st.bytes_moved += (int64_t)info.transferred_bytes;
+        if (starpu_bus_get_profiling_info(b, &info) != 0 || info.transferred_bytes <= 0)
+            continue;
+        int64_t bytes = (int64_t)info.transferred_bytes;
+        int src = starpu_bus_get_src(b), dst = starpu_bus_get_dst(b);
+        st.bytes_moved += bytes;
+        if (dst >= 0 && starpu_node_get_kind((unsigned)dst) == STARPU_DISK_RAM)
+            st.to_disk += bytes;
+        if (src >= 0 && starpu_node_get_kind((unsigned)src) == STARPU_DISK_RAM)
+            st.from_disk += bytes;
     }
 }
 
@@ -437,6 +447,8 @@ static int fill_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
         stats->node[i].budget_bytes = node_budget(ctx, (unsigned)i);
     }
     stats->bytes_moved = st.bytes_moved;
+    stats->bytes_to_disk = st.to_disk;
+    stats->bytes_from_disk = st.from_disk;
     stats->transfer_wait_s = (double)st.wait_ns * 1e-9;
     pthread_mutex_lock(&ctx->lock);
     stats->owned_bytes = ctx->owned_bytes;
