@@ -4,8 +4,9 @@
 #
 # A lent machine gives a session about 15 minutes of device time, its start (1-2 minutes)
 # included, at most 10 minutes a command, and nothing installed: build here (scripts/
-# build-starpu-cuda.sh, a CUDA build of nnt, scripts/gpu-bundle.sh), carry gpu-bundle/, and
-# run the phases in one or two calls. Each phase has its own time limit, clipped to what is
+# build-starpu-cuda.sh, a CUDA build of nnt, scripts/gpu-bundle.sh), carry
+# gpu-bundle.tar.xz (unpacked here when gpu-bundle/ is absent), and run the phases in one or
+# two calls. Each phase has its own time limit, clipped to what is
 # left of --deadline; a phase that cannot start in time is recorded as skipped. After every
 # phase the results are written again, so a call stopped at its limit still returns all it
 # finished: DEST/results.tsv (the figures, one per line), DEST/RESULTS-gpu.json (issue 42's
@@ -16,7 +17,8 @@
 #
 # Usage:
 #   DEST=$OUT bash scripts/gpu-session.sh [--deadline S] [PHASE...]     (on the GPU machine)
-#   bash scripts/gpu-session.sh --rehearse [--build DIR] [PHASE...]     (CPU workers only)
+#   bash scripts/gpu-session.sh --rehearse [--build DIR] [PHASE...]     (CPU workers only;
+#                                          DIR: a build directory or a GPU bundle)
 #   bash scripts/gpu-session.sh --collect DIR...                        (here, afterwards;
 #                                                   NNT_RESULTS_DIR: another folder than bench/)
 # Without PHASE: the plan, most valuable first: info budget gpt2 xl offload largest suite
@@ -151,7 +153,7 @@ while [ $# -gt 0 ]; do
     --deadline) deadline=${2:?--deadline S}; shift ;;
     --build) build=${2:?--build DIR}; shift ;;
     --collect) shift; collect "$@"; exit 0 ;;
-    -h | --help) sed -n '3,75p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     -*) echo "gpu-session: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -165,6 +167,10 @@ if [ $rehearse = 1 ]; then
     build=$(cd "$build" && pwd)
     train=$build/nnt-train
     testdir=$build/tests
+    if [ -f "$build/lib/env.sh" ]; then   # a GPU bundle, rehearsed on this machine's CPUs
+        NNT_BUNDLE_DIR=$build
+        . "$build/lib/env.sh"
+    fi
     dest=${DEST:-$(mktemp -d "${TMPDIR:-/tmp}/nnt-gpu-rehearsal-XXXXXX")}
     work=${NNT_SESSION_WORK:-$dest/work}
     gpus=0
@@ -174,7 +180,12 @@ else
     dest=${DEST:?DEST: the folder that comes back (OUT of the device tool)}
     work=${NNT_SESSION_WORK:-/tmp/nnt-gpu-session}
     gpus=1
-    [ -d "$here/gpu-bundle" ] || { echo "gpu-session: no gpu-bundle/ in $here (scripts/gpu-bundle.sh)" >&2; exit 1; }
+    if [ ! -x "$train" ] && [ -f "$here/gpu-bundle.tar.xz" ]; then   # what the call carried
+        tar -C "$here" -xJf "$here/gpu-bundle.tar.xz" ||
+            { echo "gpu-session: cannot unpack gpu-bundle.tar.xz" >&2; exit 1; }
+    fi
+    [ -d "$here/gpu-bundle" ] ||
+        { echo "gpu-session: no gpu-bundle/ nor gpu-bundle.tar.xz in $here (scripts/gpu-bundle.sh)" >&2; exit 1; }
     cp "$here/scripts/gpu-run.sh" "$here/gpu-bundle/run.sh"   # the source tree's, newer
     # the test programs are the real ELF files: the bundle's and the machine's CUDA libraries
     NNT_BUNDLE_DIR=$here/gpu-bundle

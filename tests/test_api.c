@@ -397,6 +397,29 @@ START_TEST(ctx_budget_counts_pinned_chunks)
     EXPECT_OK(nnt_tensor_destroy(b));
     EXPECT_OK(nnt_ctx_destroy(ctx));
     unsetenv("NNT_TEST_PINNED_RAM");
+
+    /* On CUDA workers a GPU budget is counted alike, task by task: a 40 MiB one holds a
+     * task on a tile of 1 KiB (one chunk) but not one on a 30 MiB tile (beside the 4
+     * empty chunks StarPU may keep: 158 MiB) */
+    const char *with_cuda = getenv("NNT_TEST_BUDGET_CUDA");
+    if (!(with_cuda && strcmp(with_cuda, "1") == 0))
+        return;
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mem_gpu_mib = 40;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    ck_assert(test_ctx_has_cuda(ctx));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, a_shape, a_tile, &a));
+    EXPECT_OK(nnt_tensor_fill(a, 0.5));
+    got = test_to_host(a, NULL);
+    ck_assert_float_eq(got[2000 * 256 - 1], 0.5f);
+    free(got);
+    int64_t thirty_mib = 30 << 18;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, &thirty_mib, NULL, &b));
+    EXPECT_FAIL_MSG(nnt_tensor_fill(b, 1.0), NNT_E_NOMEM, "GPU budget");
+    EXPECT_OK(nnt_tensor_destroy(b));
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
 }
 END_TEST
 
