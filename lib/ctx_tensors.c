@@ -121,8 +121,8 @@ static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already
     const double mib = 1024.0 * 1024.0;
     int chunks = ctx->ram_chunked && ctx->swap_bytes == 0;
     return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
-                    "exceed the %s of %.0f MiB: the tensors so far with them need at least %.0f MiB%s; "
-                    "give a %s", fn,
+                    "exceed the %s of %.0f MiB: the tensors so far with them need at least "
+                    "%.0f MiB%s; give a %s", fn,
                     more / mib, already / mib, held_counted(ctx),
                     ctx->swap_bytes > 0 ? "disk swap"
                     : ctx->ram_budget_default ? "default RAM budget (the memory available "

@@ -40,11 +40,16 @@ for f in "$dir"/*; do
         END { for (a in fp) printf "%s %s %d %d %d %.6f %.6f\n", a, codelet, fp[a], cal[a] + 0,
                                   runs[a], secs[a], work[a] }' "$f"
 done | sort | awk -v detail="$detail" '
-    { a = $1; codelets[a]++; fp[a] += $3; cal[a] += $4; runs[a] += $5; secs[a] += $6; work[a] += $7
-      if (detail == 1) line[a] = line[a] sprintf("    %s %s: %d footprints, %d calibrated, %d runs, calibration %.3f s\n", a, $2, $3, $4, $5, $7) }
+    { a = $1; codelets[a]++; fp[a] += $3; cal[a] += $4; runs[a] += $5; secs[a] += $6
+      work[a] += $7
+      if (detail == 1)
+          line[a] = line[a] sprintf("    %s %s: %d footprints, %d calibrated, %d runs, " \
+                                    "calibration %.3f s\n", a, $2, $3, $4, $5, $7) }
     END {
         for (a in fp) {
-            printf "perfmodels %s: %d codelets, %d footprints, %d calibrated, %d runs, %.2f s run, calibration %.2f s\n", a, codelets[a], fp[a], cal[a], runs[a], secs[a], work[a]
+            printf "perfmodels %s: %d codelets, %d footprints, %d calibrated, %d runs, " \
+                   "%.2f s run, calibration %.2f s\n", a, codelets[a], fp[a], cal[a], runs[a],
+                   secs[a], work[a]
             if (detail == 1) printf "%s", line[a]
         }
     }'

@@ -82,7 +82,10 @@ json_of() {
         want["gpt2_1558m_bf16"] = "nnt_s torch_eager_s mfu"
         want["offload"] = "gpu_budget_mib state_mib in_core_s offloaded_s max_loss_diff"
         want["largest"] = "parameters step_s"
-        for (s in want) { n = split(want[s], ks, " "); for (i = 1; i <= n; i++) add(s, ks[i], "null") }
+        for (s in want) {
+            n = split(want[s], ks, " ")
+            for (i = 1; i <= n; i++) add(s, ks[i], "null")
+        }
         add("-", "gpu", "null"); add("-", "commit", "null"); add("-", "date", "null")
     }
     function add(s, k, v) {
@@ -113,25 +116,49 @@ json_of() {
 md_of() {
     awk -F'\t' '
     NF >= 3 { k = $1 "." $2; if (!(k in v)) ks[++n] = k; v[k] = $3 }
-    function g(k) { x = (k in v) ? v[k] : "null"; gsub(/^"|"$/, "", x); return x == "null" ? "-" : x }
+    function g(k) {
+        x = (k in v) ? v[k] : "null"
+        gsub(/^"|"$/, "", x)
+        return x == "null" ? "-" : x
+    }
+    function row(what, nnt, eager, compiled, other) {
+        printf "| %s | %s | %s | %s | %s |\n", what, nnt, eager, compiled, other
+    }
     END {
-        printf "\n## %s: issue 42 session, %s (commit %s)\n\n", g("-.date"), g("-.gpu"), g("-.commit")
+        printf "\n## %s: issue 42 session, %s (commit %s)\n\n", g("-.date"), g("-.gpu"),
+               g("-.commit")
         printf "Made by scripts/gpu-session.sh %s.\n\n", g("-.invocation")
-        printf "| measurement | nnt | PyTorch eager | torch.compile | other |\n| --- | --- | --- | --- | --- |\n"
-        printf "| GPT-2 124M (%s) bf16, s/step | %s | %s | %s | largest loss difference %s |\n", g("gpt2_124m_bf16.shape"), g("gpt2_124m_bf16.nnt_s"), g("gpt2_124m_bf16.torch_eager_s"), g("gpt2_124m_bf16.torch_compile_s"), g("gpt2_124m_bf16.max_loss_diff")
-        printf "| GPT-2 1558M (%s) bf16, s/step | %s | %s | | nnt MFU %s, PyTorch MFU %s |\n", g("gpt2_1558m_bf16.shape"), g("gpt2_1558m_bf16.nnt_s"), g("gpt2_1558m_bf16.torch_eager_s"), g("gpt2_1558m_bf16.mfu"), g("gpt2_1558m_bf16.torch_mfu")
-        printf "| 1558M --recompute in core, s/step | %s | | | |\n", g("offload.in_core_s")
-        printf "| 1558M --recompute, --mem-gpu %s MiB of %s MiB of state, s/step | %s | | | in-core / offloaded %s, largest loss difference %s |\n", g("offload.gpu_budget_mib"), g("offload.state_mib"), g("offload.offloaded_s"), g("offload.throughput_ratio"), g("offload.max_loss_diff")
-        printf "| largest model on the host RAM: %s parameters, s/step | %s | | | %s |\n", g("largest.parameters"), g("largest.step_s"), g("largest.shape")
-        printf "| first step (fresh performance models), s | %s | | | later steps %s s, ratio %s; %s |\n", g("first_step.first_s"), g("first_step.later_s"), g("first_step.ratio"), g("first_step.perfmodels")
-        printf "\nRAM budget with CUDA workers (test_api ctx_budget_counts_pinned_chunks): %s. ", g("budget.result")
-        printf "Test suite with CUDA workers: %s passed, %s failed, %s skipped, %s stopped at their limit (%s). %s\n", g("suite.pass"), g("suite.fail"), g("suite.skip"), g("suite.timeout"), g("suite.limit"), g("suite.failed")
-        if (g("-.notes") != "-") printf "\nNotes: %s\n", g("-.notes")
+        row("measurement", "nnt", "PyTorch eager", "torch.compile", "other")
+        row("---", "---", "---", "---", "---")
+        row("GPT-2 124M (" g("gpt2_124m_bf16.shape") ") bf16, s/step", g("gpt2_124m_bf16.nnt_s"),
+            g("gpt2_124m_bf16.torch_eager_s"), g("gpt2_124m_bf16.torch_compile_s"),
+            "largest loss difference " g("gpt2_124m_bf16.max_loss_diff"))
+        row("GPT-2 1558M (" g("gpt2_1558m_bf16.shape") ") bf16, s/step",
+            g("gpt2_1558m_bf16.nnt_s"), g("gpt2_1558m_bf16.torch_eager_s"), "",
+            "nnt MFU " g("gpt2_1558m_bf16.mfu") ", PyTorch MFU " g("gpt2_1558m_bf16.torch_mfu"))
+        row("1558M --recompute in core, s/step", g("offload.in_core_s"), "", "", "")
+        row("1558M --recompute, --mem-gpu " g("offload.gpu_budget_mib") " MiB of " \
+            g("offload.state_mib") " MiB of state, s/step", g("offload.offloaded_s"), "", "",
+            "in-core / offloaded " g("offload.throughput_ratio") ", largest loss difference " \
+            g("offload.max_loss_diff"))
+        row("largest model on the host RAM: " g("largest.parameters") " parameters, s/step",
+            g("largest.step_s"), "", "", g("largest.shape"))
+        row("first step (fresh performance models), s", g("first_step.first_s"), "", "",
+            "later steps " g("first_step.later_s") " s, ratio " g("first_step.ratio") "; " \
+            g("first_step.perfmodels"))
+        printf "\nRAM budget with CUDA workers (test_api ctx_budget_counts_pinned_chunks): %s. ",
+               g("budget.result")
+        printf "Test suite with CUDA workers: %s passed, %s failed, %s skipped, %s stopped at " \
+               "their limit (%s). %s\n", g("suite.pass"), g("suite.fail"), g("suite.skip"),
+               g("suite.timeout"), g("suite.limit"), g("suite.failed")
+        if (g("-.notes") != "-")
+            printf "\nNotes: %s\n", g("-.notes")
     }' "$@"
 }
 
 collect() {
-    [ $# -gt 0 ] || { echo "gpu-session: --collect DIR... (the folders the device calls returned)" >&2; exit 2; }
+    [ $# -gt 0 ] ||
+        { echo "gpu-session: --collect DIR... (the folders the calls returned)" >&2; exit 2; }
     local tsvs=() d
     for d in "$@"; do
         [ -f "$d/results.tsv" ] || { echo "gpu-session: no results.tsv in $d" >&2; exit 1; }
@@ -153,7 +180,9 @@ while [ $# -gt 0 ]; do
     --deadline) deadline=${2:?--deadline S}; shift ;;
     --build) build=${2:?--build DIR}; shift ;;
     --collect) shift; collect "$@"; exit 0 ;;
-    -h | --help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
+    -h | --help)
+        awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"
+        exit 0 ;;
     -*) echo "gpu-session: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -184,8 +213,8 @@ else
         tar -C "$here" -xJf "$here/gpu-bundle.tar.xz" ||
             { echo "gpu-session: cannot unpack gpu-bundle.tar.xz" >&2; exit 1; }
     fi
-    [ -d "$here/gpu-bundle" ] ||
-        { echo "gpu-session: no gpu-bundle/ nor gpu-bundle.tar.xz in $here (scripts/gpu-bundle.sh)" >&2; exit 1; }
+    [ -d "$here/gpu-bundle" ] || { echo "gpu-session: no gpu-bundle/ nor gpu-bundle.tar.xz in" \
+        "$here (scripts/gpu-bundle.sh)" >&2; exit 1; }
     cp "$here/scripts/gpu-run.sh" "$here/gpu-bundle/run.sh"   # the source tree's, newer
     # the test programs are the real ELF files: the bundle's and the machine's CUDA libraries
     NNT_BUNDLE_DIR=$here/gpu-bundle
@@ -199,7 +228,11 @@ out=$work/r
 tsv=$dest/results.tsv
 py=${NNT_PYTHON:-python3}
 export STARPU_SILENT=1
-echo "gpu-session: $([ $rehearse = 1 ] && echo "rehearsal (CPU workers) with $build" || echo "GPU bundle"), results in $dest"
+if [ $rehearse = 1 ]; then
+    echo "gpu-session: rehearsal (CPU workers) with $build, results in $dest"
+else
+    echo "gpu-session: GPU bundle, results in $dest"
+fi
 
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 # put SECTION KEY VALUE: one figure (VALUE: JSON), then the results written again
@@ -312,7 +345,7 @@ torch_run() {
         "$py" -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("\n".join(repr(x) for x in d["losses"]), file=open(sys.argv[2], "w"))
 print(d["step_s"], d["first_s"], d["params"])' "$out/$tag.json" "$out/$tag.loss" > "$out/$tag.fig"
-        say "torch $tag: step $(cut -d' ' -f1 "$out/$tag.fig") s, first $(cut -d' ' -f2 "$out/$tag.fig") s"
+        say "torch $tag: step $(torch_fig "$tag" 1) s, first $(torch_fig "$tag" 2) s"
     else
         say "torch $tag: exit $torch_rc: $(tail -n 1 "$out/$tag.log")"
         : > "$out/$tag.fig"
@@ -331,11 +364,13 @@ else
     small=(12 768 12 50257 1024 8 1024)
     xl=(48 1600 25 50257 1024 4 1024)
     largest_default="L24xC5120 L19xC5120 L14xC5120"
-    largest_ram=${NNT_LARGEST_RAM_MIB:-$(awk '/MemTotal/ { printf "%d", $2 / 1024 * 0.85 }' /proc/meminfo)}
+    largest_ram=${NNT_LARGEST_RAM_MIB:-$(awk '/MemTotal/ { printf "%d", $2 / 1024 * 0.85 }' \
+        /proc/meminfo)}
     cpus=()
 fi
 model_args() { # model_args L C NH V CTX B T
-    echo --layers "$1" --channels "$2" --heads "$3" --vocab "$4" --context "$5" --batch "$6" --seq "$7"
+    echo --layers "$1" --channels "$2" --heads "$3" --vocab "$4" --context "$5" \
+        --batch "$6" --seq "$7"
 }
 peak_gflops=989400   # dense bf16 of an H100/H200 SXM (compare_pytorch.py's figure)
 
@@ -351,12 +386,19 @@ phase_info() {
     [ -n "$commit" ] || commit=$(git -C "$here" rev-parse --short HEAD 2> /dev/null || echo unknown)
     put - commit "$(str "$commit")"
     if [ $rehearse = 1 ]; then
-        put - gpu "$(str "rehearsal, CPU only: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)")"
+        local cpu
+        cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+        put - gpu "$(str "rehearsal, CPU only: $cpu")"
     else
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$out/info.txt" 2>&1
-        { nproc; free -m; df -h /tmp | tail -1; ldd "$here/gpu-bundle/nnt-train.bin"; } >> "$out/info.txt" 2>&1
-        put - gpu "$(str "$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)")"
-        grep -q '=> not found' "$out/info.txt" && note "unresolved libraries: $(grep '=> not found' "$out/info.txt" | tr '\n' ' ')"
+        { nproc; free -m; df -h /tmp | tail -1; ldd "$here/gpu-bundle/nnt-train.bin"; } \
+            >> "$out/info.txt" 2>&1
+        local gpu
+        gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
+        put - gpu "$(str "$gpu")"
+        if grep -q '=> not found' "$out/info.txt"; then
+            note "unresolved libraries: $(grep '=> not found' "$out/info.txt" | tr '\n' ' ')"
+        fi
     fi
     say "info: $(awk -F'\t' '$1 == "-" { printf "%s=%s ", $2, $3 }' "$tsv")"
 }
@@ -401,7 +443,9 @@ phase_gpt2() {
         --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 "${cpus[@]}"
     put gpt2_124m_bf16 nnt_s "$(num "$(step_s nnt-gpt2)")"
     if [ -n "$init" ] && [ -s "$out/nnt-gpt2.loss" ]; then
-        put gpt2_124m_bf16 max_loss_diff "$(num "$(max_diff "$out/nnt-gpt2.loss" "$out/torch-gpt2.loss")")"
+        local diff
+        diff=$(max_diff "$out/nnt-gpt2.loss" "$out/torch-gpt2.loss")
+        put gpt2_124m_bf16 max_loss_diff "$(num "$diff")"
         say "gpt2 losses nnt:   $(tr '\n' ' ' < "$out/nnt-gpt2.loss")"
         say "gpt2 losses torch: $(tr '\n' ' ' < "$out/torch-gpt2.loss")"
     fi
@@ -411,11 +455,16 @@ phase_gpt2() {
     later=$(step_s nnt-gpt2)
     put first_step first_s "$(num "$first")"
     put first_step later_s "$(num "$later")"
-    put first_step ratio "$(num "$(awk -v a="$first" -v b="$later" 'BEGIN { if (b > 0) printf "%.3g", a / b }')")"
-    put first_step start_s "$(num "$(awk -v w="$nnt_wall" '{ s += $1 / 1000 } END { printf "%.1f", w - s }' "$out/nnt-gpt2.ms")")"
+    put first_step ratio "$(num "$(awk -v a="$first" -v b="$later" \
+        'BEGIN { if (b > 0) printf "%.3g", a / b }')")"
+    put first_step start_s "$(num "$(awk -v w="$nnt_wall" '{ s += $1 / 1000 }
+        END { printf "%.1f", w - s }' "$out/nnt-gpt2.ms")")"   # start-up, loading, files
     bash "$here/scripts/gpu-perfmodels.sh" "$out/home-nnt-gpt2" 1 > "$out/perfmodels-gpt2.txt"
-    put first_step perfmodels "$(str "$(grep '^perfmodels' "$out/perfmodels-gpt2.txt" | sed 's/^perfmodels //' | tr '\n' ';' | sed 's/;$//; s/;/; /g')")"
-    say "first step: $first s, later $later s; $(grep '^perfmodels' "$out/perfmodels-gpt2.txt" | tr '\n' ' ')"
+    local models
+    models=$(sed -n 's/^perfmodels //p' "$out/perfmodels-gpt2.txt" | tr '\n' ';' |
+             sed 's/;$//; s/;/; /g')
+    put first_step perfmodels "$(str "$models")"
+    say "first step: $first s, later $later s; $models"
 }
 
 phase_first_all() {
@@ -424,7 +473,8 @@ phase_first_all() {
     rm -rf "$run_home"
     NNT_CPU_TASKS=all nnt_run nnt-first-all "$lim" $(model_args "${m[@]}") --steps 3 \
         --precision bf16 --cpus 2
-    bash "$here/scripts/gpu-perfmodels.sh" "$out/home-nnt-first-all" 1 > "$out/perfmodels-first-all.txt"
+    bash "$here/scripts/gpu-perfmodels.sh" "$out/home-nnt-first-all" 1 \
+        > "$out/perfmodels-first-all.txt"
     put first_step all_ms "$(str "$(tr '\n' ' ' < "$out/nnt-first-all.ms")(exit $nnt_rc)")"
 }
 
@@ -451,9 +501,10 @@ phase_xl() {
         s=$(torch_fig torch-xl 1)
         p=$(torch_fig torch-xl 3)
         put gpt2_1558m_bf16 torch_eager_s "$(num "$s")"
-        put gpt2_1558m_bf16 torch_mfu "$(num "$(awk -v s="$s" -v p="$p" -v L="${m[0]}" -v C="${m[1]}" \
-            -v B="${m[5]}" -v T="${m[6]}" -v peak=$peak_gflops 'BEGIN { if (s > 0)
-            printf "%.4f", (6 * p * B * T + 12 * L * B * T * T * C) / s / (peak * 1e9) }')")"
+        put gpt2_1558m_bf16 torch_mfu "$(num "$(awk -v s="$s" -v p="$p" -v L="${m[0]}" \
+            -v C="${m[1]}" -v B="${m[5]}" -v T="${m[6]}" -v peak=$peak_gflops 'BEGIN {
+            if (s > 0) printf "%.4f", (6 * p * B * T + 12 * L * B * T * T * C) / s / (peak * 1e9)
+            }')")"
     fi
 }
 
@@ -475,9 +526,10 @@ phase_offload() {
         --lr 1e-4 "${cpus[@]}"
     put offload offloaded_s "$(num "$(step_s nnt-offload)")"
     put offload max_loss_diff "$(num "$(max_diff "$out/nnt-incore.loss" "$out/nnt-offload.loss")")"
-    put offload throughput_ratio "$(num "$(awk -v a="$(step_s nnt-incore)" -v b="$(step_s nnt-offload)" \
-        'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
-    grep -h '^memory:' "$out/nnt-incore.log" "$out/nnt-offload.log" | sed 's/^/    /' | tee -a "$out/summary.txt"
+    put offload throughput_ratio "$(num "$(awk -v a="$(step_s nnt-incore)" \
+        -v b="$(step_s nnt-offload)" 'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
+    grep -h '^memory:' "$out/nnt-incore.log" "$out/nnt-offload.log" | sed 's/^/    /' |
+        tee -a "$out/summary.txt"
 }
 
 phase_largest() {
@@ -492,15 +544,18 @@ phase_largest() {
         nnt_run "nnt-largest-$c" "$left" --layers "$L" --channels "$C" --heads "$NH" \
             --vocab "${xl[3]}" --context "${xl[4]}" --batch "${xl[5]}" --seq "${xl[6]}" \
             --steps 2 --recompute --mem-cpu "$largest_ram" --precision bf16 --lr 1e-4 "${cpus[@]}"
-        if grep -q 'need at least' "$out/nnt-largest-$c.log" && [ ! -s "$out/nnt-largest-$c.ms" ]; then
+        if grep -q 'need at least' "$out/nnt-largest-$c.log" &&
+           [ ! -s "$out/nnt-largest-$c.ms" ]; then
             say "largest: $c does not fit a RAM budget of $largest_ram MiB"
             continue
         fi
         params=$(gpt2_params "$L" "$C" "${xl[3]}" "${xl[4]}")
         put largest parameters "$params"
-        put largest shape "$(str "L$L C$C NH$NH B${xl[5]} T${xl[6]}, --mem-cpu $largest_ram, exit $nnt_rc")"
+        shape="L$L C$C NH$NH B${xl[5]} T${xl[6]}, --mem-cpu $largest_ram, exit $nnt_rc"
+        put largest shape "$(str "$shape")"
         put largest step_s "$(num "$(awk 'NR == 2 { print $1 / 1000 }' "$out/nnt-largest-$c.ms")")"
-        put largest first_step_s "$(num "$(awk 'NR == 1 { print $1 / 1000 }' "$out/nnt-largest-$c.ms")")"
+        put largest first_step_s "$(num "$(awk 'NR == 1 { print $1 / 1000 }' \
+            "$out/nnt-largest-$c.ms")")"
         break
     done
 }
@@ -542,13 +597,17 @@ phase_suite() {
     skip=$(awk '$3 == 77' "$out/suite/results" | wc -l)
     tout=$(awk '$3 == 124 || $3 == 137' "$out/suite/results" | wc -l)
     notrun=$(awk '$3 == "notrun"' "$out/suite/results" | wc -l)
-    fail=$(awk '$3 != 0 && $3 != 77 && $3 != 124 && $3 != 137 && $3 != "notrun"' "$out/suite/results" | wc -l)
-    failed=$(awk '$3 != 0 && $3 != 77 { printf "%s%s (%s, %s s)", s, $1, $3 == 124 || $3 == 137 ? "limit" : $3 == "notrun" ? "not run" : "exit " $3, $2; s = ", " }' "$out/suite/results")
+    fail=$(awk '$3 != 0 && $3 != 77 && $3 != 124 && $3 != 137 && $3 != "notrun"' \
+        "$out/suite/results" | wc -l)
+    failed=$(awk '$3 != 0 && $3 != 77 {
+        why = $3 == 124 || $3 == 137 ? "limit" : $3 == "notrun" ? "not run" : "exit " $3
+        printf "%s%s (%s, %s s)", s, $1, why, $2; s = ", " }' "$out/suite/results")
     put suite pass "$pass"; put suite fail "$fail"; put suite skip "$skip"
     put suite timeout "$tout"; put suite not_run "$notrun"
     put suite limit "$(str "$jobs at once, each under $each s, all under $lim s")"
     put suite failed "$(str "$failed")"
-    say "suite: $pass passed, $fail failed, $skip skipped, $tout at their limit, $notrun not run: $failed"
+    say "suite: $pass passed, $fail failed, $skip skipped, $tout at their limit, $notrun not" \
+        "run: $failed"
 }
 
 phase_compile() {
@@ -590,7 +649,8 @@ declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [larg
 : > "$tsv"
 status=0
 for phase in "$@"; do
-    [ -n "${phase_limit[$phase]:-}" ] || { echo "gpu-session: unknown phase '$phase' (see --help)" >&2; exit 2; }
+    [ -n "${phase_limit[$phase]:-}" ] ||
+        { echo "gpu-session: unknown phase '$phase' (see --help)" >&2; exit 2; }
 done
 case " $* " in *" info "*) ;; *) set -- info "$@" ;; esac   # every call says what and where
 for phase in "$@"; do

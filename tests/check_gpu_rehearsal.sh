@@ -82,7 +82,8 @@ grep -q 'need at least' "$log/nnt-largest-L8xC256.log" ||
     fail "the larger candidate was not refused by the RAM budget check"
 params=$(key largest.parameters)
 nnt_m=$(sed -n 's/^model: .*: \([0-9.]*\)M parameters.*/\1/p' "$log/nnt-largest-L3xC96.log")
-awk -v a="$params" -v b="$nnt_m" 'BEGIN { d = a / 1e6 - b; exit !(b > 0 && d < 0.001 && d > -0.001) }' ||
+awk -v a="$params" -v b="$nnt_m" \
+    'BEGIN { d = a / 1e6 - b; exit !(b > 0 && d < 0.001 && d > -0.001) }' ||
     fail "largest.parameters $params, nnt-train counts ${nnt_m}M"
 
 # the section for RESULTS-gpu.md
@@ -93,7 +94,8 @@ grep -q '^| measurement | nnt | PyTorch eager' "$tmp/a/RESULTS-gpu-section.md" |
 DEST=$tmp/b NNT_PYTHON=false NNT_SESSION_WORK=$tmp/work-b \
     bash "$srcdir/scripts/gpu-session.sh" --rehearse --build "$builddir" --deadline 15 offload \
     > "$tmp/b.log" 2>&1 || fail "the deadline run exited $?"
-grep -q 'offload skipped' "$tmp/b/RESULTS-gpu.json" || fail "no skip note: $(cat "$tmp/b/RESULTS-gpu.json")"
+grep -q 'offload skipped' "$tmp/b/RESULTS-gpu.json" ||
+    fail "no skip note: $(cat "$tmp/b/RESULTS-gpu.json")"
 
 # --collect: two calls merged, the later figure kept
 mkdir -p "$tmp/bench"
