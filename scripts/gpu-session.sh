@@ -68,6 +68,9 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 start_s=$(date +%s)
+# the environment's own library path, for Python (a bundle's libraries, Debian's, would
+# shadow the machine's: libgomp, libstdc++'s users)
+py_ld_path=${LD_LIBRARY_PATH:-}
 
 # ---- merging the results of several calls (here, afterwards) ---------------------------------
 # json_of TSV: issue 42's JSON from results.tsv lines "SECTION<TAB>KEY<TAB>VALUE" (SECTION "-"
@@ -265,7 +268,7 @@ limit() {
 }
 
 have_torch=0
-if "$py" -c 'import torch, transformers, numpy' > /dev/null 2>&1; then
+if LD_LIBRARY_PATH=$py_ld_path "$py" -c 'import torch, transformers, numpy' > /dev/null 2>&1; then
     have_torch=1
 else
     say "PyTorch peer: $py cannot import torch, transformers and numpy: torch figures skipped"
@@ -337,12 +340,13 @@ step_s() { awk '{ print $1 / 1000 }' "$out/$1.ms" | mean_after_first; }
 torch_run() {
     local tag=$1 lim=$2
     shift 2
-    (cd "$here" && PYTHONUNBUFFERED=1 timeout -k 10 "$lim" "$py" bench/gpu_torch_peer.py \
+    (cd "$here" && LD_LIBRARY_PATH=$py_ld_path PYTHONUNBUFFERED=1 timeout -k 10 "$lim" \
+        "$py" bench/gpu_torch_peer.py \
         $([ $rehearse = 1 ] && echo --device cpu --threads 2 || echo --device cuda) "$@") \
         > "$out/$tag.json" 2> "$out/$tag.log"
     torch_rc=$?
     if [ $torch_rc -eq 0 ]; then
-        "$py" -c 'import json, sys; d = json.load(open(sys.argv[1]))
+        LD_LIBRARY_PATH=$py_ld_path "$py" -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print("\n".join(repr(x) for x in d["losses"]), file=open(sys.argv[2], "w"))
 print(d["step_s"], d["first_s"], d["params"])' "$out/$tag.json" "$out/$tag.loss" > "$out/$tag.fig"
         say "torch $tag: step $(torch_fig "$tag" 1) s, first $(torch_fig "$tag" 2) s"
@@ -635,7 +639,8 @@ phase_kernels() {
 phase_cpubench() {
     local lim=$1
     lscpu > "$out/lscpu.txt" 2>&1
-    (cd "$here" && PYTHONUNBUFFERED=1 timeout "$lim" "$py" bench/compare_cpu_kernels.py \
+    (cd "$here" && LD_LIBRARY_PATH=$py_ld_path PYTHONUNBUFFERED=1 timeout "$lim" "$py" \
+        bench/compare_cpu_kernels.py \
         --nnt-train cpu-bundle/nnt-train --threads "${NNT_CPU_THREADS:-2}" --rounds 2 --steps 3 \
         --output "$out/RESULTS-cpu-kernels.md" ${NNT_CPUBENCH_ARGS:-}) > "$out/cpubench.log" 2>&1
     say "cpubench: exit $?"
