@@ -8,6 +8,7 @@
  *                  directory, binding, topology), set and put back
  *   ctx_workers.c  per-worker resources: scratch memory, oneDNN caches, cuBLASLt handles
  *   ctx_tensors.c  the registry of live tensors and the memory-budget checks
+ *   ctx_alloc.c    what StarPU allocates for a tile (pinned RAM and GPU memory in chunks)
  * What they share: ctx_impl.h. */
 #include "ctx_impl.h"
 #include "io/io.h"
@@ -156,6 +157,76 @@ static int start_starpu(const nnt_ctx_options *o)
     return NNT_OK;
 }
 
+/* ---- where tasks run and how StarPU allocates, with CUDA workers ---------------------------
+ * NNT_CPU_TASKS: with CUDA workers, "rest" (the default) sends every task that a CUDA worker
+ * can run to the CUDA workers only, leaving the CPU workers the tasks that have no CUDA
+ * implementation or that it refuses (lib/codelets/submit.c); "all" lets StarPU's scheduler
+ * place every task on any worker. Why the default: dmda-family schedulers must first time
+ * each kind of task, at each size, on each kind of worker (10 runs, STARPU_CALIBRATE_MINIMUM,
+ * before a history-based model counts; until then the task goes to a worker whose model is
+ * not calibrated: StarPU's deque_modeling_policy_data_aware.c), so on a machine without
+ * performance models the CPU workers ran GPT-2 124M's GPU-sized products, seconds each, in
+ * its first steps (110 s for 2 steps on an H200, bench/RESULTS-gpu.md); and a product a CPU
+ * core takes seconds for is never worth its transfers next to a GPU. */
+static int cpu_tasks_all;   /* chosen by choose_cpu_tasks for the context being started */
+
+static int choose_cpu_tasks(void)
+{
+    const char *v = getenv("NNT_CPU_TASKS");
+    if (v && !*v)
+        v = NULL;   /* set but empty: the default */
+    if (v && strcmp(v, "rest") && strcmp(v, "all"))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_CPU_TASKS=%s: expected 'rest' "
+                        "(the default: with CUDA workers, CPU workers run only the tasks no "
+                        "CUDA worker can) or 'all'", v);
+    cpu_tasks_all = v && !strcmp(v, "all");
+    return NNT_OK;
+}
+
+/* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
+ * unless STARPU_DISABLE_PINNING is a positive number (StarPU reads it as a number, -1 when
+ * unset). NNT_TEST_PINNED_RAM=1 makes the budget checks count RAM so without CUDA workers:
+ * a test hook, for checking those checks on machines without a GPU. */
+static int ram_is_chunked(int ncuda)
+{
+    const char *hook = getenv("NNT_TEST_PINNED_RAM");
+    if (hook && !strcmp(hook, "1"))
+        return 1;
+    const char *off = getenv("STARPU_DISABLE_PINNING");
+    return ncuda > 0 && !(off && atoi(off) > 0);
+}
+
+/* The smallest budget StarPU holds to on a GPU, bytes; 0 without CUDA workers. */
+static int64_t smallest_gpu_budget(void)
+{
+    int64_t smallest = 0;
+    for (unsigned node = 0; node < starpu_memory_nodes_get_count(); node++) {
+        if (starpu_node_get_kind(node) != STARPU_CUDA_RAM)
+            continue;
+        starpu_ssize_t total = starpu_memory_get_total(node);
+        if (total > 0 && (smallest == 0 || total < smallest))
+            smallest = total;
+    }
+    return smallest;
+}
+
+static void choose_placement(nnt_ctx *ctx)
+{
+    ctx->ram_chunked = ram_is_chunked(ctx->ncuda);
+    ctx->gpu_budget = smallest_gpu_budget();
+    ctx->first_cuda_worker = -1;
+    if (ctx->ncuda > 0)
+        starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, &ctx->first_cuda_worker, 1);
+    ctx->cuda_tasks_on_cuda = ctx->ncuda > 0 && ctx->first_cuda_worker >= 0 && !cpu_tasks_all;
+    if (ctx->ncuda > 0)
+        nnt_log(NNT_LOG_INFO, "%s; RAM %s", ctx->cuda_tasks_on_cuda
+                ? "tasks a CUDA worker can run go to the CUDA workers only (NNT_CPU_TASKS=all: "
+                  "to any worker)"
+                : "tasks go to any worker (NNT_CPU_TASKS=all)",
+                ctx->ram_chunked ? "pinned, tiles of up to 4 MiB in 32 MiB chunks"
+                                 : "not pinned (STARPU_DISABLE_PINNING)");
+}
+
 static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
 {
     starpu_ssize_t bytes = (starpu_ssize_t)o->swap_mib * 1024 * 1024;
@@ -181,7 +252,7 @@ static int choose_kernels(nnt_ctx *ctx)
     int rc = nnt_cpu_gemm_choose(why, sizeof why);
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
-    if ((rc = choose_idle()))
+    if ((rc = choose_idle()) || (rc = choose_cpu_tasks()))
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
     char dnnl_desc[64] = "";
@@ -260,6 +331,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->ncuda = (int)starpu_cuda_worker_get_count();
     struct starpu_sched_policy *policy = starpu_sched_ctx_get_sched_policy(0);
     ctx->sched = policy && policy->policy_name ? policy->policy_name : "unknown";
+    choose_placement(ctx);
     if (opts.swap_dir && (rc = register_swap(ctx, &opts)) != 0) {
         ctx_stop_cuda_libraries();
         shutdown_runtime(ctx->mpi);

@@ -4,25 +4,37 @@
  * limit, the release window of gathered weights); at destroy, the tensors left are orphaned. */
 #include "ctx_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Add sign x t's tiles to the context's counts (lock held). */
+/* Add sign x t's tiles to the context's counts (lock held), each as StarPU allocates it in
+ * RAM (nnt_alloc_bytes: rounded up to 16 KiB blocks where it suballocates pinned RAM). */
 static void count_tiles(nnt_ctx *ctx, const nnt_tensor *t, int sign)
 {
-    int64_t bytes = nnt_tensor_bytes(t);
+    int per_rank = t->stays || t->released;
+    int64_t bytes = 0, small = 0;
+    if (!ctx->ram_chunked && !per_rank) {
+        bytes = nnt_tensor_bytes(t);
+    } else {
+        for (int64_t i = 0; i < t->ntiles; i++) {
+            int64_t b = nnt_alloc_bytes(nnt_tensor_tile_bytes(t, i), ctx->ram_chunked);
+            bytes += b;
+            if (ctx->ram_chunked && nnt_alloc_suballocated(b))
+                small += b;
+            if (per_rank)
+                *(t->stays ? &ctx->ranks[t->tiles[i].owner].stays
+                           : &ctx->ranks[t->tiles[i].owner].released) += sign * b;
+        }
+    }
     ctx->tile_bytes += sign * bytes;
-    if (!t->stays && !t->released)
+    ctx->small_bytes += sign * small;
+    if (!per_rank)
         return;
     *(t->stays ? &ctx->stays_bytes : &ctx->released_bytes) += sign * bytes;
     if (sign > 0 && bytes > ctx->largest_stays)
         ctx->largest_stays = bytes;
-    for (int64_t i = 0; i < t->ntiles; i++) {
-        int owner = t->tiles[i].owner;
-        *(t->stays ? &ctx->ranks[owner].stays : &ctx->ranks[owner].released) +=
-            sign * nnt_tensor_tile_bytes(t, i);
-    }
 }
 
 /* The most bytes of tiles one rank may come to hold (lock held): in one process, or when
@@ -75,17 +87,51 @@ static int64_t held_limit(const nnt_ctx *ctx)
     return ctx->swap_bytes > 0 ? ctx->swap_bytes : ctx->ram_budget;
 }
 
-static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already)
+/* The chunks StarPU may hold for the suballocated part of held bytes (lock held). */
+static int64_t held_chunks(const nnt_ctx *ctx, int64_t held)
+{
+    return nnt_alloc_chunks(ctx->small_bytes < held ? ctx->small_bytes : held);
+}
+
+/* What StarPU may come to count against the limit for the tiles one rank may hold (lock
+ * held): most_held, and where StarPU suballocates pinned RAM (without a swap, which it does
+ * not chunk) its suballocations in whole chunks plus the empty chunks it keeps
+ * (lib/ctx_alloc.c). Under MPI the suballocated part is taken as large as it can be. */
+static int64_t held_need(const nnt_ctx *ctx)
+{
+    int64_t held = most_held(ctx);
+    if (!ctx->ram_chunked || ctx->swap_bytes > 0)
+        return held;
+    int64_t small = ctx->small_bytes < held ? ctx->small_bytes : held;
+    int64_t chunks = nnt_alloc_chunks(small);
+    int64_t peak = ctx->peak_chunks > chunks ? ctx->peak_chunks : chunks;
+    return nnt_alloc_need(held - small, small, nnt_alloc_kept(chunks, peak));
+}
+
+/* After tiles were added within the limit: the chunks they take may be a new peak. */
+static void note_peak(nnt_ctx *ctx)
+{
+    int64_t chunks = held_chunks(ctx, most_held(ctx));
+    if (ctx->ram_chunked && chunks > ctx->peak_chunks)
+        ctx->peak_chunks = chunks;
+}
+
+static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already, double need)
 {
     const double mib = 1024.0 * 1024.0;
+    int chunks = ctx->ram_chunked && ctx->swap_bytes == 0;
     return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
-                    "exceed the %s of %.0f MiB; give a %s", fn, more / mib, already / mib,
-                    held_counted(ctx),
+                    "exceed the %s of %.0f MiB: the tensors so far with them need at least "
+                    "%.0f MiB%s; give a %s", fn,
+                    more / mib, already / mib, held_counted(ctx),
                     ctx->swap_bytes > 0 ? "disk swap"
                     : ctx->ram_budget_default ? "default RAM budget (the memory available "
                                                 "when the context started)"
                                               : "RAM budget",
-                    (double)held_limit(ctx) / mib,
+                    (double)held_limit(ctx) / mib, ceil(need / mib),
+                    chunks ? " (with CUDA workers StarPU pins RAM and puts tiles of up to 4 MiB "
+                             "in 16 KiB blocks of 32 MiB chunks, each counted whole, keeping up "
+                             "to 4 empty ones)" : "",
                     ctx->swap_bytes > 0 ? "larger swap_mib" : "larger mem_cpu_mib or a "
                     "swap_dir");
 }
@@ -93,14 +139,15 @@ static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already
 int nnt_ctx_set_release_window(nnt_ctx *ctx, int64_t bytes, const char *fn)
 {
     pthread_mutex_lock(&ctx->lock);
-    int64_t before = most_held(ctx), old = ctx->release_window;
+    int64_t before = held_need(ctx), old = ctx->release_window;
     ctx->release_window = bytes;
-    int64_t after = most_held(ctx);
+    int64_t after = held_need(ctx);
     if (ctx->ram_budget > 0 && bytes > old && after > held_limit(ctx)) {
         ctx->release_window = old;
         pthread_mutex_unlock(&ctx->lock);
-        return over_budget(ctx, fn, (double)(after - before), (double)before);
+        return over_budget(ctx, fn, (double)(after - before), (double)before, (double)after);
     }
+    note_peak(ctx);
     pthread_mutex_unlock(&ctx->lock);
     return NNT_OK;
 }
@@ -108,16 +155,17 @@ int nnt_ctx_set_release_window(nnt_ctx *ctx, int64_t bytes, const char *fn)
 int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
 {
     pthread_mutex_lock(&ctx->lock);
-    int64_t before = most_held(ctx);
+    int64_t before = held_need(ctx);
     count_tiles(ctx, t, 1);
-    int64_t after = most_held(ctx);
+    int64_t after = held_need(ctx);
     if (ctx->ram_budget > 0 && after > held_limit(ctx)) {
         count_tiles(ctx, t, -1);
         pthread_mutex_unlock(&ctx->lock);
         /* StarPU would spin forever looking for memory to free: refuse instead. Under MPI
          * every rank takes the same decision (it counts every rank's tiles alike) */
-        return over_budget(ctx, fn, (double)(after - before), (double)before);
+        return over_budget(ctx, fn, (double)(after - before), (double)before, (double)after);
     }
+    note_peak(ctx);
     t->prev = NULL;
     t->next = ctx->tensors;
     if (ctx->tensors)
@@ -149,6 +197,7 @@ void ctx_orphan_tensors(nnt_ctx *ctx)
     nnt_tensor *t = ctx->tensors;
     ctx->tensors = NULL;
     ctx->tile_bytes = 0;
+    ctx->small_bytes = 0;
     ctx->stays_bytes = 0;
     ctx->released_bytes = 0;
     ctx->release_window = 0;

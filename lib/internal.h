@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "nnt.h"
+#include "ctx_alloc.h"
 
 #include <pthread.h>
 #include <starpu.h>
@@ -79,7 +80,19 @@ struct nnt_ctx {
     int64_t ram_budget;           /* bytes StarPU may use in RAM (0: no limit)           */
     int ram_budget_default;       /* ram_budget is StarPU's own limit, none was given    */
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
-    int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock)     */
+    int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock); with
+                                     ram_chunked, as StarPU allocates them in RAM
+                                     (nnt_alloc_bytes)                                    */
+    int ram_chunked;              /* StarPU pins RAM and suballocates small tiles in
+                                     32 MiB chunks (CUDA workers, pinning not disabled, or
+                                     the test hook NNT_TEST_PINNED_RAM=1): lib/ctx_alloc.c */
+    int64_t small_bytes;          /* with ram_chunked: bytes of the registered tiles that
+                                     StarPU suballocates, rounded (guarded by lock)       */
+    int64_t peak_chunks;          /* with ram_chunked: the most chunks they took so far   */
+    int64_t gpu_budget;           /* bytes StarPU may use on the smallest GPU (0: none)   */
+    int cuda_tasks_on_cuda;       /* tasks a CUDA worker can run go to the CUDA workers
+                                     only (with CUDA workers, unless NNT_CPU_TASKS=all)   */
+    int first_cuda_worker;        /* a CUDA worker's id, for codelets' can_execute        */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
     int no_dropout;               /* forwards that train nothing (the trainer's validation,

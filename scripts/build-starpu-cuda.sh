@@ -154,36 +154,37 @@ fi
 # ------------------------------------------------------------- source package
 log "Source package"
 SRC_LIST=/etc/apt/sources.list.d/nnt-debian-bookworm-src.sources
-# (No `cmd | grep -q` in this script: with pipefail, grep -q exiting early can
-# make the pipeline fail with SIGPIPE. Output is captured first instead.)
-have_src() { grep -q "^Version: $STARPU_VERSION" <<<"$(apt-cache showsrc starpu 2>/dev/null || true)"; }
-if ! have_src; then
-	if [ ! -e "$SRC_LIST" ]; then
-		note "no deb-src entry for starpu $STARPU_VERSION: adding $SRC_LIST"
-		signed_by=
-		[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] &&
-			signed_by="Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
-		printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" \
-			"Suites: bookworm" "Components: main" ${signed_by:+"$signed_by"} |
-			$SUDO tee "$SRC_LIST" >/dev/null
-	fi
-	APT_UPDATED=
-	apt_update
-	have_src ||
-		die "apt has no source package starpu $STARPU_VERSION (is this Debian 12?)"
-fi
-
 DL=$WORKDIR/download
 mkdir -p "$DL"
 find_dsc() { find "$DL" -maxdepth 1 -name "starpu_${STARPU_VERSION}*.dsc" | sort | tail -n 1; }
+# (No `cmd | grep -q` in this script: with pipefail, grep -q exiting early can
+# make the pipeline fail with SIGPIPE. Output is captured first instead.)
+have_src() { grep -q "^Version: $STARPU_VERSION" <<<"$(apt-cache showsrc starpu 2>/dev/null || true)"; }
 DSC=$(find_dsc)
-if [ -z "$DSC" ]; then
+# A source package already in WORKDIR/download (an earlier run, or `apt-get source
+# --download-only starpu` run by hand with a private source list) needs no apt at all.
+if [ -n "$DSC" ]; then
+	note "reusing $DSC"
+else
+	if ! have_src; then
+		if [ ! -e "$SRC_LIST" ]; then
+			note "no deb-src entry for starpu $STARPU_VERSION: adding $SRC_LIST"
+			signed_by=
+			[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] &&
+				signed_by="Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+			printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" \
+				"Suites: bookworm" "Components: main" ${signed_by:+"$signed_by"} |
+				$SUDO tee "$SRC_LIST" >/dev/null
+		fi
+		APT_UPDATED=
+		apt_update
+		have_src ||
+			die "apt has no source package starpu $STARPU_VERSION (is this Debian 12?)"
+	fi
 	# --download-only: we unpack ourselves, so a rerun can start from a clean tree.
 	(cd "$DL" && run apt-get source --download-only starpu)
 	DSC=$(find_dsc)
 	[ -n "$DSC" ] || die "apt-get source did not fetch starpu $STARPU_VERSION"
-else
-	note "reusing $DSC"
 fi
 
 # Unpack (with Debian's own patches) + apply ours. Redone from scratch when the

@@ -9,7 +9,9 @@
 #   BUILD  a build directory configured with --with-starpu=PREFIX (a CUDA StarPU from
 #          scripts/build-starpu-cuda.sh) and NVCC found; this script runs
 #          `make -C BUILD all` and `make -C BUILD check TESTS=` (builds, runs no test).
-# Then, on the GPU machine, from the source tree that holds DEST:
+# and DEST.tar.xz, the folder in one xz archive (about 5 MB: the test programs' copies of the
+# CUDA kernels are stored once), which is what a device call carries. Then, on the GPU
+# machine, from the source tree that holds DEST (scripts/gpu-session.sh unpacks the archive):
 #   OUT=/some/dir bash gpu-bundle/run.sh info test bench ooc
 # (see scripts/gpu-run.sh for the phases). Left out on purpose: the CUDA libraries (cudart,
 # cuBLAS, cuBLASLt: hundreds of MB; run.sh finds the machine's own) and glibc/libstdc++.
@@ -88,7 +90,8 @@ done
 missing=$(ldd "$dest/nnt-train.bin" | grep 'not found' || true)
 [ -z "$missing" ] || { echo "gpu-bundle: unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
 
-# Symbols off (57 -> 35 MB for a CUDA build): a device call carries at most 64 MiB with
+# Symbols off (57 -> 35 MB for a CUDA build on 2026-11-26, 53 MB with the tests of 2026-11-28;
+# the xz archive below, 5.4 MB, is what travels): a device call carries at most 64 MiB with
 # the source tree.
 strip --strip-unneeded "$dest/nnt-train.bin" $(ls "$dest"/tests/test_* 2>/dev/null) \
     "$dest"/lib/*.so* 2>/dev/null ||
@@ -116,3 +119,11 @@ cp "$src/scripts/gpu-env.sh" "$dest/lib/env.sh"
 } > "$dest/BUILD-INFO"
 echo "==> $dest: $(du -sh "$dest" | cut -f1)"
 ls -la "$dest" "$dest/lib" | sed 's/^/    /'
+# What a device call carries: one archive. The test programs each hold the CUDA kernels
+# (about 1.5 MB of them), which xz's 64 MiB dictionary stores once: 53 MB -> 5.4 MB
+# (2026-11-28), where the folder and the source tree together pass the 64 MiB a call takes.
+# scripts/gpu-session.sh unpacks it on the GPU machine.
+if [ $cpu_only = 0 ]; then
+    tar -C "$(dirname "$dest")" -cf - "$(basename "$dest")" | xz -9 -T0 > "$dest.tar.xz"
+    echo "==> $dest.tar.xz: $(du -sh "$dest.tar.xz" | cut -f1) (carry this one)"
+fi
