@@ -520,7 +520,8 @@ typedef enum nnt_layer_kind {
 typedef struct nnt_param_info {
     size_t size;                 /* sizeof(nnt_param_info): set it before the call           */
     const char *name;            /* unique within the layer tree, e.g. "h.3.mlp.c_fc.weight" */
-    nnt_tensor *value;           /* the parameter                                            */
+    nnt_tensor *value;           /* the parameter: NNT_FP32 (NNT_BF16: a frozen matrix kept
+                                    in bf16 under bf16 products, nnt_layer_freeze)         */
     nnt_tensor *grad;            /* its gradient, same shape and tiling; NULL when frozen    */
     int decay;                   /* 1: weight decay applies by default (matrices and
                                     embeddings), 0: biases and LayerNorm parameters          */
@@ -598,6 +599,14 @@ NNT_API int nnt_layer_clear_grad(nnt_layer *layer);
  * of tensors and total number of elements; either pointer may be NULL. */
 NNT_API int nnt_layer_num_params(const nnt_layer *layer, int64_t *count, int64_t *numel);
 NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
+/* nnt_layer_freeze's freeze argument (new in 0.3; any other non-zero value is NNT_FREEZE). */
+typedef enum nnt_freeze_mode {
+    NNT_UNFREEZE = 0,
+    NNT_FREEZE = 1,             /* frozen; a matrix only products read (a linear's or an
+                                   attention projection's weight) is kept in bf16 only from
+                                   the first product that reads it under NNT_PRECISION_BF16 */
+    NNT_FREEZE_KEEP_FP32 = 2    /* frozen, its fp32 values kept whatever the precision      */
+} nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
  * glob pattern (fnmatch(3) without flags: * and ? match dots too; "*" is every parameter,
  * "*.mlp.*" the MLPs', "model.layers.0.*" a block's). A frozen parameter has no gradient
@@ -608,7 +617,13 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
  * pattern that matches none is NNT_E_INVAL naming it. Between a forward and its backward, the
  * backward follows the new state. An optimizer sees the parameters frozen when it adds them:
  * freeze before nnt_optim_add_layer (the gradient of a parameter frozen after is destroyed
- * while the optimizer still holds it). New in 0.3. */
+ * while the optimizer still holds it). Kept in bf16 (NNT_FREEZE, bf16 products): such a
+ * matrix's value becomes an NNT_BF16 tensor holding its fp32 values rounded to nearest even,
+ * the bits every bf16 product read of it already, so results do not change; it takes 2 bytes
+ * an element instead of 4 plus the 2 of the bf16 copy the products read otherwise. Its fp32
+ * values are gone: products in another precision, the model files (widened to fp32) and
+ * unfreezing (widened again) see the rounded values; NNT_FREEZE_KEEP_FP32 keeps them. New in
+ * 0.3. */
 NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze,
                              int64_t *count);
 /* GPT-2 initialisation of every parameter of the tree, deterministic in seed (and
@@ -1070,7 +1085,8 @@ typedef struct nnt_lora_options {
                                      model's (valid while the model lives)                   */
     uint64_t seed;                /* A's initialisation and the dropout masks                 */
     int freeze_base;              /* 1: every other parameter frozen (nnt_layer_freeze), as
-                                     PEFT's get_peft_model; 0: left as they are             */
+                                     PEFT's get_peft_model; 2: frozen keeping fp32 values
+                                     (NNT_FREEZE_KEEP_FP32); 0: left as they are            */
 } nnt_lora_options;
 
 #define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1 }

@@ -325,6 +325,17 @@ void nnt_tensor_forget_copies(nnt_tensor *t);
  * submitted on it): no copy is kept or written back anywhere, and t is unreadable
  * (NNT_E_STATE) until written again, whose first write of each tile must not read it. */
 void nnt_tensor_invalidate(nnt_tensor *t);
+/* t's values converted to dtype (NNT_FP32 <-> NNT_BF16: rounded to nearest even, or widened
+ * exactly) in place: the same nnt_tensor (every pointer to it stays valid), new tiles of its
+ * shape and tiling where its old ones are, the old ones released after the conversion (no
+ * wait). A frozen matrix's storage (nnt_layer_param_narrow). Collective under MPI. */
+int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype);
+/* nnt_tensor_copy_to_host / _from_host through floats whatever t's dtype (NNT_FP32, or
+ * NNT_BF16: widened exactly on the way out, rounded to nearest even on the way in): buf
+ * holds n = numel(t) floats. How the model files read and write parameters, some of which
+ * may be stored in bf16. */
+int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n);
+int nnt_tensor_from_host_f32(nnt_tensor *t, const float *buf, int64_t n);
 /* Element size of a dtype, 0 for unknown or unsupported. */
 size_t nnt_dtype_size(nnt_dtype dtype);
 /* Tile at grid multi-index coord; its shape and origin (element offset per dimension). */

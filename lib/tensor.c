@@ -560,3 +560,60 @@ void nnt_tensor_wont_use(nnt_tensor *t)
         if (t->tiles[i].owner == t->ctx->rank)
             starpu_data_wont_use(t->tiles[i].handle);
 }
+
+/* ---- storage dtype ----------------------------------------------------------------------- */
+
+int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
+{
+    if (t->dtype == dtype)
+        return NNT_OK;
+    int held = t->released ? NNT_HELD_RELEASED : t->stays ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE;
+    nnt_tensor *n = NULL;
+    NNT_TRY(nnt_tensor_create_beside(t->ctx, dtype, t->ndim, t->shape, t->tile, t, held, &n));
+    int rc = t->written ? nnt_tensor_convert(t, n) : NNT_OK;
+    if (rc) {
+        nnt_tensor_destroy(n);
+        return rc;
+    }
+    /* t takes n's tiles and n t's: the context's byte counts, made of both, stay right */
+    pthread_mutex_lock(&t->ctx->lock);
+    nnt_tensor keep = *t;
+    t->dtype = n->dtype, t->elsize = n->elsize, t->tiles = n->tiles;
+    t->owned_bytes = n->owned_bytes, t->stays = n->stays, t->released = n->released;
+    n->dtype = keep.dtype, n->elsize = keep.elsize, n->tiles = keep.tiles;
+    n->owned_bytes = keep.owned_bytes, n->stays = keep.stays, n->released = keep.released;
+    pthread_mutex_unlock(&t->ctx->lock);
+    nnt_temp_release(n);   /* after the conversion that reads its tiles */
+    return NNT_OK;
+}
+
+int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n)
+{
+    if (t->dtype != NNT_BF16)
+        return nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof *buf);
+    NNT_TRY(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(uint16_t)));
+    /* widened in place from the end: float i covers the bf16 values 2i and 2i + 1, which are
+     * read already (or, for i = 0, value 0 is read first) */
+    unsigned char *b = (unsigned char *)buf;
+    for (int64_t i = n; i-- > 0;) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, sizeof h);
+        uint32_t bits = (uint32_t)h << 16;
+        memcpy(b + 4 * i, &bits, sizeof bits);
+    }
+    return NNT_OK;
+}
+
+int nnt_tensor_from_host_f32(nnt_tensor *t, const float *buf, int64_t n)
+{
+    if (t->dtype != NNT_BF16)
+        return nnt_tensor_copy_from_host(t, buf, (size_t)n * sizeof *buf);
+    uint16_t *h = malloc((size_t)n * sizeof *h + 1);
+    if (!h)
+        return nnt_fail(t->ctx, NNT_E_NOMEM, "nnt_tensor_copy_from_host: out of memory for "
+                        "%lld bf16 values", (long long)n);
+    nnt_cpu_f32_to_bf16(n, buf, h);
+    int rc = nnt_tensor_copy_from_host(t, h, (size_t)n * sizeof *h);
+    free(h);
+    return rc;
+}

@@ -141,7 +141,10 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
     nnt_precision precision = NNT_PRECISION_FP32;
     NNT_TRY(nnt_ctx_precision(l->ctx, &precision));
     NNT_TRY(nnt_layer_note_weight_read(l, w, copy));
-    if (precision != NNT_PRECISION_BF16) {
+    nnt_layer_param_rec *own = nnt_layer_own_param(l, w);
+    if (own)   /* frozen under bf16 products: kept in bf16 from now on */
+        NNT_TRY(nnt_layer_param_narrow(l->ctx, own));
+    if (precision != NNT_PRECISION_BF16 || w->dtype == NNT_BF16) {   /* read as it is */
         nnt_tensor_destroy(*copy);
         *copy = NULL;
         *operand = w;

@@ -307,8 +307,7 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (!st_mine(s))
         return NNT_OK;
     for (int i = 0; i < t->np; i++)
-        NNT_TRY(nnt_tensor_copy_to_host(t->p[i].value, s->buf + i * t->n,
-                                        (size_t)t->n * sizeof(float)));
+        NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + i * t->n, t->n));
     int64_t total = t->n * t->np;
     if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
         transpose(s->buf, s->tmp, total / t->in, t->in);
@@ -418,8 +417,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
     for (int i = 0; i < t->np && rc == 0; i++)
-        rc = nnt_tensor_copy_from_host(t->p[i].value, buf + i * t->n,
-                                       (size_t)t->n * sizeof(float));
+        rc = nnt_tensor_from_host_f32(t->p[i].value, buf + i * t->n, t->n);
     free(buf);
     free(tmp);
     return rc;
