@@ -1281,8 +1281,15 @@ typedef enum nnt_chat_template {
     NNT_CHAT_AUTO = 0,            /* the tokenizer_config.json's, when nnt recognises it      */
     NNT_CHAT_NONE = 1,            /* none: "messages" records are refused                     */
     NNT_CHAT_CHATML = 2,          /* <|im_start|>ROLE\n CONTENT<|im_end|>\n (SmolLM2, Qwen)   */
-    NNT_CHAT_LLAMA3 = 3           /* <|begin_of_text|> then <|start_header_id|>ROLE
+    NNT_CHAT_LLAMA3 = 3,          /* <|begin_of_text|> then <|start_header_id|>ROLE
                                      <|end_header_id|>\n\n CONTENT<|eot_id|> (Llama 3)         */
+    /* the templates the model repositories publish, recognised whole (new in 0.3) */
+    NNT_CHAT_QWEN2_5 = 4,         /* ChatML with Qwen's default system message (Qwen2.5)     */
+    NNT_CHAT_QWEN3 = 5,           /* ChatML, each assistant turn <think>\n REASONING
+                                     \n</think>\n\n ANSWER as TRL trains Qwen3               */
+    NNT_CHAT_LLAMA3_1 = 6,        /* Llama 3 after a dated system block (Cutting Knowledge Date
+                                     ..., Today Date: 26 Jul 2024)                           */
+    NNT_CHAT_LLAMA3_2 = 7         /* Llama 3.1's, dated today as transformers' strftime_now  */
 } nnt_chat_template;
 
 typedef struct nnt_sft_options {
@@ -1291,9 +1298,13 @@ typedef struct nnt_sft_options {
                                      chat_template with NNT_CHAT_AUTO; NULL: none (no eos is
                                      appended)                                               */
     nnt_chat_template chat_template;
+    /* new in 0.3 (a size without it gets NULL) */
+    const char *date;             /* Llama 3.1 and 3.2: the system block's "Today Date" as the
+                                     templates' date_string ("26 Jul 2024"); NULL: their
+                                     default (3.1: 26 Jul 2024; 3.2: today, local time)      */
 } nnt_sft_options;
 
-#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO }
+#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL }
 
 /* tok must outlive the encoder. A chat template nnt does not recognise is NNT_E_UNSUPPORTED
  * naming it; the file unreadable NNT_E_IO, malformed NNT_E_FORMAT. */
@@ -1305,7 +1316,8 @@ NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
 /* The id to pad rows with: tokenizer_config.json's pad_token, else its eos_token (TRL's
  * choice), when it is one token; else 0. Padding never counts in the loss. */
 NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
-/* "chatml", "llama3" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
+/* "chatml", "llama3", "qwen2.5", "qwen3", "llama3.1", "llama3.2" or "none"; another name is
+ * NNT_E_UNSUPPORTED naming it. */
 NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
 /* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n
  * entries, valid until the next call. A malformed record, a kind it cannot be (keys), an

@@ -8,7 +8,8 @@
 # prompt/answer records (--jsonl, tests/fixtures/sft): the rows and loss mask of the file equal
 # TRL's ids and labels padded to T, nnt-train's first loss on it is transformers' with labels
 # -100 and gradient accumulation; broken lines, an empty completion, an unknown role, an
-# unknown chat template, an example longer than T are refused naming the line or template.
+# unknown chat template, an example longer than T are refused naming the line or template;
+# Llama 3.2's template with --chat-date gives TRL's ids and labels.
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-tokenize"
@@ -237,6 +238,22 @@ run_ok packed --jsonl --seq 64 --pack --too-long cut --tokenizer-json "$sft/chat
     --out "$tmp/packed.bin" "$sft/records.jsonl"
 set -- $(od -An -v -tu4 -N 20 "$tmp/packed.bin")
 [ "$3 $5" = "192 64" ] || fail "packed: $3 tokens in rows of $5, expected 3 rows of 64"
+# Llama 3.2's published template (recognised in its tokenizer_config.json) dated as the
+# fixture with --chat-date: each row begins with TRL's ids, its mask is TRL's labels
+run_ok jsonl-llama32 --jsonl --seq 128 --chat-date "03 Feb 2025" --tokenizer-json \
+    "$sft/llama3_2/tokenizer.json" --out "$tmp/l32.bin" "$sft/chat_records.jsonl"
+od -An -v -tu2 -j 1024 -N 1280 "$tmp/l32.bin" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//' \
+    > "$tmp/l32.ids"
+od -An -v -tu1 -j 2304 "$tmp/l32.bin" | awk '{ for (i = 1; i <= NF; i++)
+    for (b = 0; b < 8; b++) printf "%s%d", (n++ ? " " : ""), int($i / 2 ^ b) % 2 }' \
+    | cut -d' ' -f1-640 > "$tmp/l32.mask"
+awk -v ids="$(cat "$tmp/l32.ids")" -v mask="$(cat "$tmp/l32.mask")" '
+    BEGIN { split(ids, got, " "); split(mask, m, " ") }
+    $1 == "ids" { for (i = 2; i <= NF; i++) if (got[row * 128 + i - 1] != $i) bad++ }
+    $1 == "labels" { for (i = 3; i <= NF; i++) if (m[row * 128 + i - 1] != ($i != -100)) bad++
+                     row++ }
+    END { exit bad || row != 5 }' "$sft/llama3_2.expected" ||
+    fail "jsonl-llama32: the ids or the mask differ from TRL's"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_error jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
@@ -246,7 +263,7 @@ expect_error jsonl-empty 1 "empty.jsonl:1: .*empty completion" --jsonl --seq 64 
     --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/empty.jsonl"
 printf '{"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]}\n' \
     > "$tmp/role.jsonl"
-expect_error jsonl-role 1 "role.jsonl:1: .*role \"tool\", which the Llama 3 template does not know" \
+expect_error jsonl-role 1 "role.jsonl:1: .*role \"tool\": tool messages are not implemented" \
     --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" \
     "$tmp/role.jsonl"
 expect_error jsonl-long 1 "records.jsonl:5: .*does not fit in a row of 64" --jsonl --seq 64 \

@@ -106,6 +106,10 @@ freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_n
 bf16_widen_shift|lib/tensor.c|s@uint32_t bits = (uint32_t)h << 16;@uint32_t bits = (uint32_t)h << 15;@|a parameter kept in bf16 read into the model files with its bits shifted
 merge_bf16_unrounded|lib/layers/lora.c|s@return nnt_tensor_retype(w, kept);@return NNT_OK;@|LoRA merge into a base kept in bf16: the sum left in fp32 (not rounded as the next product would)
 narrow_keep_ignored|lib/layers/layer.c|s@p->keep_fp32 = mode == NNT_FREEZE_KEEP_FP32;@p->keep_fp32 = 0;@|NNT_FREEZE_KEEP_FP32 ignored: every frozen matrix kept in bf16 under bf16 products
+sft_trim_ascii|lib/data/sft.c|s@return white ? len : 0;@return 0;@|chat templates: trim strips ASCII white space only (not U+00A0, U+3000 as Python strip does)
+sft_qwen3_think_kept|lib/data/sft.c|s@answer = after_last(content->s, content->len, "</think>", \&alen);@answer = content->s, alen = content->len;@|Qwen3: the reasoning in content kept in the answer after the think block
+sft_llama31_date|lib/data/sft.c|s@Cutting Knowledge Date: December 2023@Cutting Knowledge Date: December 2024@|Llama 3.1: the knowledge date of the system block wrong
+sft_llama31_system_kept|lib/data/sft.c|s@\*skip = role \&\& role->type@*skip = 0 \&\& role->type@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
 dropout_bwd_unmasked|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));@;@|LoRA dropout: the input gradient not masked
 dropout_keep_scale|cpu/random.c|s@out\[j\] = u < (double)a ? 0.0f : out\[j\] \* b;@out[j] = u < (double)a ? 0.0f : out[j];@|dropout: kept elements not divided by 1 - p
 moe_no_renorm|cpu/moe.c|s@w\[t \* k + j\] = norm ? p\[idx\[t \* k + j\]\] / s : p\[idx\[t \* k + j\]\];@w[t * k + j] = p[idx[t * k + j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)
