@@ -1039,7 +1039,8 @@ typedef struct nnt_hf_save_options {
     size_t size;                  /* sizeof(nnt_hf_save_options), set by the init macro      */
     uint64_t max_shard_bytes;     /* most tensor bytes a file holds; 0: one model.safetensors */
     const char *tokenizer_json;   /* a tokenizer.json (or its directory) copied into the
-                                     directory, so that it is complete; NULL: none           */
+                                     directory, so that it is complete, with the files beside
+                                     it (tokenizer_config.json, ...: see below); NULL: none */
 } nnt_hf_save_options;
 #define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0, NULL }
 
@@ -1052,7 +1053,11 @@ typedef struct nnt_hf_save_options {
  * shard and, after its index, model.safetensors and the shards of other counts; a
  * one-file save removes an index and every shard after writing model.safetensors.
  * tokenizer_json is copied to dir/tokenizer.json (a temporary file, fsync, rename; nothing
- * when it is that file) after the weights; config.json comes last. */
+ * when it is that file) after the weights; when it is a directory or a file named
+ * tokenizer.json, the files transformers reads beside it are too: tokenizer_config.json,
+ * chat_template.jinja, special_tokens_map.json and generation_config.json, those it has
+ * (those it has not are removed from dir: they would be another tokenizer's). config.json
+ * comes last. */
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
 

@@ -9,7 +9,8 @@
 # TRL's ids and labels padded to T, nnt-train's first loss on it is transformers' with labels
 # -100 and gradient accumulation; broken lines, an empty completion, an unknown role, an
 # unknown chat template, an example longer than T are refused naming the line or template;
-# Llama 3.2's template with --chat-date gives TRL's ids and labels.
+# Llama 3.2's template with --chat-date gives TRL's ids and labels; nnt-train --save-hf copies
+# tokenizer.json and the files beside it (tokenizer_config.json, generation_config.json, ...).
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-tokenize"
@@ -224,6 +225,22 @@ if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 64 --ac
         { fail "jsonl: nnt-train's loss is not transformers' 7.840593:"; cat "$tmp/sft.out"; }
 else
     fail "nnt-train on the --jsonl file:"; tail -n 5 "$tmp/sft.out"
+fi
+# nnt-train --save-hf from a model directory with its tokenizer: tokenizer.json and the files
+# transformers reads beside it copied into the saved directory
+mkdir -p "$tmp/tokmodel"
+cp "$sft/model/config.json" "$sft/model/model.safetensors" "$sft/llama3/tokenizer.json" \
+    "$sft/llama3/tokenizer_config.json" "$tmp/tokmodel/"
+printf '{"bos_token_id": 0, "eos_token_id": 4}\n' > "$tmp/tokmodel/generation_config.json"
+printf '{{ messages }}' > "$tmp/tokmodel/chat_template.jinja"
+if "$train" --load-hf "$tmp/tokmodel" --data "$tmp/sft.bin" --batch 2 --seq 64 --steps 1 \
+    --no-save --sample 0 --save-hf "$tmp/tokmodel-saved" --out "$tmp/train-tok" \
+    > "$tmp/tok-save.out" 2>&1; then
+    for f in tokenizer.json tokenizer_config.json generation_config.json chat_template.jinja; do
+        cmp -s "$tmp/tokmodel/$f" "$tmp/tokmodel-saved/$f" || fail "--save-hf: $f not copied"
+    done
+else
+    fail "nnt-train --save-hf from a directory with a tokenizer:"; tail -n 5 "$tmp/tok-save.out"
 fi
 if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 32 --steps 1 \
     --no-save --sample 0 --out "$tmp/train-sft32" > "$tmp/sft32.out" 2>&1; then
