@@ -531,7 +531,10 @@ typedef struct nnt_param_info {
 
 /* Creation. tiling may be NULL (automatic). Parameters are created uninitialised-but-defined:
  * weights by nnt_layer_init's rule with seed 0, so a fresh layer can be used at once.
- * Embedding: max_seq 0 (new in 0.3) means no position table ("wpe.weight"): any T. */
+ * Embedding: max_seq 0 (new in 0.3) means no position table ("wpe.weight"): any T. Its
+ * forward refuses (NNT_E_INVAL, naming the id, its place and V) token ids outside [0, V)
+ * whose values came from the host (nnt_tensor_copy_from_host, nnt_tensor_fill: their range
+ * is kept as they are copied in, so nothing is read back); ids tasks wrote are not checked. */
 NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
                                        int64_t channels, const nnt_tiling *tiling,
                                        nnt_layer **out);

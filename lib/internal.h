@@ -65,6 +65,12 @@ struct nnt_tensor {
     int written;                  /* every tile has been written once: readable. StarPU
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
+    /* An NNT_INT32 tensor whose values came from the host (nnt_tensor_copy_from_host, or a
+     * fill): their range as seen then, so that a layer checks token ids without reading the
+     * tensor back (no wait); ids_known 0 once a task writes it (nnt_tensor_mark_written). */
+    int ids_known;
+    int32_t ids_min, ids_max;
+    int64_t ids_argmin, ids_argmax;  /* the first element (row-major) holding each         */
 };
 
 struct nnt_ctx {
@@ -603,7 +609,11 @@ int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc);
 /* Release a stand-in input (no-op when it is the tensor itself or NULL). */
 void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
 /* Mark t as written (after its producing tasks were submitted). */
-static inline void nnt_tensor_mark_written(nnt_tensor *t) { t->written = 1; }
+static inline void nnt_tensor_mark_written(nnt_tensor *t)
+{
+    t->written = 1;
+    t->ids_known = 0;   /* the values a task wrote are not known on the host */
+}
 
 /* ---- tokenizers (lib/data/tokenizer.c) ------------------------------------------------- */
 /* The special ids tok's post-processor adds before and after one sequence when special

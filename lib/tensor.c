@@ -385,12 +385,30 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
     return NNT_OK;
 }
 
+/* The range of the int32 values of an NNT_INT32 tensor written from the host (ids_known). */
+static void note_ids(nnt_tensor *t, const int32_t *v, int64_t n)
+{
+    t->ids_known = t->dtype == NNT_INT32 && n > 0;
+    if (!t->ids_known)
+        return;
+    t->ids_min = t->ids_max = v[0];
+    t->ids_argmin = t->ids_argmax = 0;
+    for (int64_t i = 1; i < n; i++) {
+        if (v[i] < t->ids_min)
+            t->ids_min = v[i], t->ids_argmin = i;
+        if (v[i] > t->ids_max)
+            t->ids_max = v[i], t->ids_argmax = i;
+    }
+}
+
 int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)
 {
     const char *fn = "nnt_tensor_copy_from_host";
     int rc = check_host_copy(t, src, bytes, 0, fn);
-    if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0)
+    if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0) {
         t->written = 1;
+        note_ids(t, src, (int64_t)(bytes / t->elsize));
+    }
     return rc;
 }
 
@@ -414,8 +432,11 @@ int nnt_tensor_fill(nnt_tensor *t, double value)
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: %g is not an int32 value", fn, value);
     for (int64_t i = 0; i < t->ntiles && rc == 0; i++)
         rc = nnt_insert_fill(t, t->tiles[i].handle, value);
-    if (rc == 0)
+    if (rc == 0) {
+        int32_t v = t->dtype == NNT_INT32 ? (int32_t)value : 0;
         t->written = 1;
+        note_ids(t, &v, 1);   /* every element v: the first holds it */
+    }
     return rc;
 }
 
@@ -439,7 +460,7 @@ static int fill_random(nnt_tensor *t, uint64_t seed, int dist, double a, double 
                                     (float)a, (float)b);
     }
     if (rc == 0)
-        t->written = 1;
+        nnt_tensor_mark_written(t);
     return rc;
 }
 
@@ -542,7 +563,7 @@ void nnt_tensor_invalidate(nnt_tensor *t)
 {
     nnt_tensor_forget_copies(t);   /* no rank keeps a stale copy */
     if (each_tile(t, starpu_data_invalidate_submit))
-        t->written = 0;
+        t->written = 0, t->ids_known = 0;
 }
 
 /* Only under a RAM budget or with a swap, the only case where the hint helps: without
