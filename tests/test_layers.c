@@ -1609,7 +1609,7 @@ START_TEST(test_token_ids_checked)
     EXPECT_OK(nnt_layer_forward(emb, x, &y));
     nnt_tensor_destroy(x);
     memcpy(bad, ok, sizeof ok);
-    bad[8] = 16;   /* [1, 3] */
+    bad[8] = bad[9] = 16;   /* [1, 3] and [1, 4]: the first named */
     x = host_ids(bad);
     EXPECT_FAIL_MSG(nnt_layer_forward(emb, x, &y), NNT_E_INVAL, "token id 16 at [1, 3] of the "
                     "input (B 2, T 5) is outside the vocabulary: ids are 0 to 15 (vocabulary "
