@@ -45,6 +45,7 @@ typedef struct opts {
     int too_long;                 /* 0 refuse, 1 cut                                        */
     int chat_template;            /* index in chat_templates                                */
     const char *tokenizer_config;
+    const char *chat_date;
 } opts;
 
 enum { TOK_BYTES, TOK_BPE, TOK_JSON };
@@ -52,7 +53,8 @@ enum { BITS_16, BITS_32 };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const token_bits[] = {"16", "32", NULL};
 static const char *const too_long[] = {"refuse", "cut", NULL};
-static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", NULL};
+static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", "qwen2.5",
+                                             "qwen3", "llama3.1", "llama3.2", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -87,8 +89,10 @@ static const cli_option table[] = {
     OPT_CHOICE("too-long", too_long, too_long, "refuse", 0, "refuse|cut",
                "an example longer than T (default refuse)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
-               "auto|none|chatml|llama3 for \"messages\" (default auto:\nthe "
-               "tokenizer_config.json's, when nnt knows it)"),
+               "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2 for \"messages\" "
+               "(default auto: the\ntokenizer_config.json's, when nnt knows it)"),
+    OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\" (\"26 Jul "
+            "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2)"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "tokenizer_config.json "
             "(default: the one beside\n--tokenizer-json)"),
 };
@@ -144,8 +148,8 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->pack && o->pad)
         return usage("%s", "give one of --pack and --pad");
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
-                      o->tokenizer_config))
-        return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template and "
+                      o->tokenizer_config || o->chat_date))
+        return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date and "
                      "--tokenizer-config are for --jsonl input");
     if (o->jsonl && (!o->out || !o->seq))
         return usage("%s", "--jsonl writes rows of T tokens to a file: give --seq T (nnt-train's "
@@ -156,10 +160,11 @@ static int parse_opts(int argc, char **argv, opts *o)
 /* --jsonl: the records into rows of T with their loss mask (tokenize_jsonl.c). */
 static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
-    static const nnt_chat_template templates[] = {NNT_CHAT_AUTO, NNT_CHAT_NONE, NNT_CHAT_CHATML,
-                                                  NNT_CHAT_LLAMA3};
+    static const nnt_chat_template templates[] = {
+        NNT_CHAT_AUTO,    NNT_CHAT_NONE,  NNT_CHAT_CHATML,   NNT_CHAT_LLAMA3,
+        NNT_CHAT_QWEN2_5, NNT_CHAT_QWEN3, NNT_CHAT_LLAMA3_1, NNT_CHAT_LLAMA3_2};
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1, templates[o->chat_template],
-                    o->tokenizer_config, o->json};
+                    o->tokenizer_config, o->json, o->chat_date};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

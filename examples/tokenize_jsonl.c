@@ -102,6 +102,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = o->tokenizer_config ? o->tokenizer_config : found;
     so.chat_template = o->chat_template;
+    so.date = o->chat_date;
     nnt_sft *s = NULL;
     int rc = nnt_sft_create(tok, &so, &s);
     free(found);

@@ -12,6 +12,7 @@ typedef struct jsonl_opts {
     nnt_chat_template chat_template;  /* NNT_CHAT_AUTO: tokenizer_config.json's          */
     const char *tokenizer_config;     /* NULL: the one beside tokenizer_json, if any     */
     const char *tokenizer_json;
+    const char *chat_date;            /* Llama 3.1+'s "Today Date"; NULL: the template's */
 } jsonl_opts;
 
 typedef struct jsonl_stats {

@@ -522,7 +522,8 @@ typedef enum nnt_layer_kind {
 typedef struct nnt_param_info {
     size_t size;                 /* sizeof(nnt_param_info): set it before the call           */
     const char *name;            /* unique within the layer tree, e.g. "h.3.mlp.c_fc.weight" */
-    nnt_tensor *value;           /* the parameter                                            */
+    nnt_tensor *value;           /* the parameter: NNT_FP32 (NNT_BF16: a frozen matrix kept
+                                    in bf16 under bf16 products, nnt_layer_freeze)         */
     nnt_tensor *grad;            /* its gradient, same shape and tiling; NULL when frozen    */
     int decay;                   /* 1: weight decay applies by default (matrices and
                                     embeddings), 0: biases and LayerNorm parameters          */
@@ -532,7 +533,10 @@ typedef struct nnt_param_info {
 
 /* Creation. tiling may be NULL (automatic). Parameters are created uninitialised-but-defined:
  * weights by nnt_layer_init's rule with seed 0, so a fresh layer can be used at once.
- * Embedding: max_seq 0 (new in 0.3) means no position table ("wpe.weight"): any T. */
+ * Embedding: max_seq 0 (new in 0.3) means no position table ("wpe.weight"): any T. Its
+ * forward refuses (NNT_E_INVAL, naming the id, its place and V) token ids outside [0, V)
+ * whose values came from the host (nnt_tensor_copy_from_host, nnt_tensor_fill: their range
+ * is kept as they are copied in, so nothing is read back); ids tasks wrote are not checked. */
 NNT_API int nnt_layer_embedding_create(nnt_ctx *ctx, int64_t vocab, int64_t max_seq,
                                        int64_t channels, const nnt_tiling *tiling,
                                        nnt_layer **out);
@@ -600,6 +604,14 @@ NNT_API int nnt_layer_clear_grad(nnt_layer *layer);
  * of tensors and total number of elements; either pointer may be NULL. */
 NNT_API int nnt_layer_num_params(const nnt_layer *layer, int64_t *count, int64_t *numel);
 NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
+/* nnt_layer_freeze's freeze argument (new in 0.3; any other non-zero value is NNT_FREEZE). */
+typedef enum nnt_freeze_mode {
+    NNT_UNFREEZE = 0,
+    NNT_FREEZE = 1,             /* frozen; a matrix only products read (a linear's or an
+                                   attention projection's weight) is kept in bf16 only from
+                                   the first product that reads it under NNT_PRECISION_BF16 */
+    NNT_FREEZE_KEEP_FP32 = 2    /* frozen, its fp32 values kept whatever the precision      */
+} nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
  * glob pattern (fnmatch(3) without flags: * and ? match dots too; "*" is every parameter,
  * "*.mlp.*" the MLPs', "model.layers.0.*" a block's). A frozen parameter has no gradient
@@ -610,7 +622,13 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
  * pattern that matches none is NNT_E_INVAL naming it. Between a forward and its backward, the
  * backward follows the new state. An optimizer sees the parameters frozen when it adds them:
  * freeze before nnt_optim_add_layer (the gradient of a parameter frozen after is destroyed
- * while the optimizer still holds it). New in 0.3. */
+ * while the optimizer still holds it). Kept in bf16 (NNT_FREEZE, bf16 products): such a
+ * matrix's value becomes an NNT_BF16 tensor holding its fp32 values rounded to nearest even,
+ * the bits every bf16 product read of it already, so results do not change; it takes 2 bytes
+ * an element instead of 4 plus the 2 of the bf16 copy the products read otherwise. Its fp32
+ * values are gone: products in another precision, the model files (widened to fp32) and
+ * unfreezing (widened again) see the rounded values; NNT_FREEZE_KEEP_FP32 keeps them. New in
+ * 0.3. */
 NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze,
                              int64_t *count);
 /* GPT-2 initialisation of every parameter of the tree, deterministic in seed (and
@@ -1038,7 +1056,8 @@ typedef struct nnt_hf_save_options {
     size_t size;                  /* sizeof(nnt_hf_save_options), set by the init macro      */
     uint64_t max_shard_bytes;     /* most tensor bytes a file holds; 0: one model.safetensors */
     const char *tokenizer_json;   /* a tokenizer.json (or its directory) copied into the
-                                     directory, so that it is complete; NULL: none           */
+                                     directory, so that it is complete, with the files beside
+                                     it (tokenizer_config.json, ...: see below); NULL: none */
 } nnt_hf_save_options;
 #define NNT_HF_SAVE_OPTIONS_INIT { sizeof(nnt_hf_save_options), 0, NULL }
 
@@ -1051,7 +1070,11 @@ typedef struct nnt_hf_save_options {
  * shard and, after its index, model.safetensors and the shards of other counts; a
  * one-file save removes an index and every shard after writing model.safetensors.
  * tokenizer_json is copied to dir/tokenizer.json (a temporary file, fsync, rename; nothing
- * when it is that file) after the weights; config.json comes last. */
+ * when it is that file) after the weights; when it is a directory or a file named
+ * tokenizer.json, the files transformers reads beside it are too: tokenizer_config.json,
+ * chat_template.jinja, special_tokens_map.json and generation_config.json, those it has
+ * (those it has not are removed from dir: they would be another tokenizer's). config.json
+ * comes last. */
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
 
@@ -1084,7 +1107,8 @@ typedef struct nnt_lora_options {
                                      model's (valid while the model lives)                   */
     uint64_t seed;                /* A's initialisation and the dropout masks                 */
     int freeze_base;              /* 1: every other parameter frozen (nnt_layer_freeze), as
-                                     PEFT's get_peft_model; 0: left as they are             */
+                                     PEFT's get_peft_model; 2: frozen keeping fp32 values
+                                     (NNT_FREEZE_KEEP_FP32); 0: left as they are            */
 } nnt_lora_options;
 
 #define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1 }
@@ -1279,8 +1303,15 @@ typedef enum nnt_chat_template {
     NNT_CHAT_AUTO = 0,            /* the tokenizer_config.json's, when nnt recognises it      */
     NNT_CHAT_NONE = 1,            /* none: "messages" records are refused                     */
     NNT_CHAT_CHATML = 2,          /* <|im_start|>ROLE\n CONTENT<|im_end|>\n (SmolLM2, Qwen)   */
-    NNT_CHAT_LLAMA3 = 3           /* <|begin_of_text|> then <|start_header_id|>ROLE
+    NNT_CHAT_LLAMA3 = 3,          /* <|begin_of_text|> then <|start_header_id|>ROLE
                                      <|end_header_id|>\n\n CONTENT<|eot_id|> (Llama 3)         */
+    /* the templates the model repositories publish, recognised whole (new in 0.3) */
+    NNT_CHAT_QWEN2_5 = 4,         /* ChatML with Qwen's default system message (Qwen2.5)     */
+    NNT_CHAT_QWEN3 = 5,           /* ChatML, each assistant turn <think>\n REASONING
+                                     \n</think>\n\n ANSWER as TRL trains Qwen3               */
+    NNT_CHAT_LLAMA3_1 = 6,        /* Llama 3 after a dated system block (Cutting Knowledge Date
+                                     ..., Today Date: 26 Jul 2024)                           */
+    NNT_CHAT_LLAMA3_2 = 7         /* Llama 3.1's, dated today as transformers' strftime_now  */
 } nnt_chat_template;
 
 typedef struct nnt_sft_options {
@@ -1289,9 +1320,13 @@ typedef struct nnt_sft_options {
                                      chat_template with NNT_CHAT_AUTO; NULL: none (no eos is
                                      appended)                                               */
     nnt_chat_template chat_template;
+    /* new in 0.3 (a size without it gets NULL) */
+    const char *date;             /* Llama 3.1 and 3.2: the system block's "Today Date" as the
+                                     templates' date_string ("26 Jul 2024"); NULL: their
+                                     default (3.1: 26 Jul 2024; 3.2: today, local time)      */
 } nnt_sft_options;
 
-#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO }
+#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL }
 
 /* tok must outlive the encoder. A chat template nnt does not recognise is NNT_E_UNSUPPORTED
  * naming it; the file unreadable NNT_E_IO, malformed NNT_E_FORMAT. */
@@ -1303,7 +1338,8 @@ NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
 /* The id to pad rows with: tokenizer_config.json's pad_token, else its eos_token (TRL's
  * choice), when it is one token; else 0. Padding never counts in the loss. */
 NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
-/* "chatml", "llama3" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
+/* "chatml", "llama3", "qwen2.5", "qwen3", "llama3.1", "llama3.2" or "none"; another name is
+ * NNT_E_UNSUPPORTED naming it. */
 NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
 /* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n
  * entries, valid until the next call. A malformed record, a kind it cannot be (keys), an

@@ -66,6 +66,12 @@ struct nnt_tensor {
     int written;                  /* every tile has been written once: readable. StarPU
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
+    /* An NNT_INT32 tensor whose values came from the host (nnt_tensor_copy_from_host, or a
+     * fill): their range as seen then, so that a layer checks token ids without reading the
+     * tensor back (no wait); ids_known 0 once a task writes it (nnt_tensor_mark_written). */
+    int ids_known;
+    int32_t ids_min, ids_max;
+    int64_t ids_argmin, ids_argmax;  /* the first element (row-major) holding each         */
 };
 
 struct nnt_ctx {
@@ -342,6 +348,17 @@ void nnt_tensor_forget_copies(nnt_tensor *t);
  * submitted on it): no copy is kept or written back anywhere, and t is unreadable
  * (NNT_E_STATE) until written again, whose first write of each tile must not read it. */
 void nnt_tensor_invalidate(nnt_tensor *t);
+/* t's values converted to dtype (NNT_FP32 <-> NNT_BF16: rounded to nearest even, or widened
+ * exactly) in place: the same nnt_tensor (every pointer to it stays valid), new tiles of its
+ * shape and tiling where its old ones are, the old ones released after the conversion (no
+ * wait). A frozen matrix's storage (nnt_layer_param_narrow). Collective under MPI. */
+int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype);
+/* nnt_tensor_copy_to_host / _from_host through floats whatever t's dtype (NNT_FP32, or
+ * NNT_BF16: widened exactly on the way out, rounded to nearest even on the way in): buf
+ * holds n = numel(t) floats. How the model files read and write parameters, some of which
+ * may be stored in bf16. */
+int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n);
+int nnt_tensor_from_host_f32(nnt_tensor *t, const float *buf, int64_t n);
 /* Element size of a dtype, 0 for unknown or unsupported. */
 size_t nnt_dtype_size(nnt_dtype dtype);
 /* Tile at grid multi-index coord; its shape and origin (element offset per dimension). */
@@ -616,7 +633,11 @@ int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc);
 /* Release a stand-in input (no-op when it is the tensor itself or NULL). */
 void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
 /* Mark t as written (after its producing tasks were submitted). */
-static inline void nnt_tensor_mark_written(nnt_tensor *t) { t->written = 1; }
+static inline void nnt_tensor_mark_written(nnt_tensor *t)
+{
+    t->written = 1;
+    t->ids_known = 0;   /* the values a task wrote are not known on the host */
+}
 
 /* ---- tokenizers (lib/data/tokenizer.c) ------------------------------------------------- */
 /* The special ids tok's post-processor adds before and after one sequence when special

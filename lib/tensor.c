@@ -385,12 +385,30 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
     return NNT_OK;
 }
 
+/* The range of the int32 values of an NNT_INT32 tensor written from the host (ids_known). */
+static void note_ids(nnt_tensor *t, const int32_t *v, int64_t n)
+{
+    t->ids_known = t->dtype == NNT_INT32 && n > 0;
+    if (!t->ids_known)
+        return;
+    t->ids_min = t->ids_max = v[0];
+    t->ids_argmin = t->ids_argmax = 0;
+    for (int64_t i = 1; i < n; i++) {
+        if (v[i] < t->ids_min)
+            t->ids_min = v[i], t->ids_argmin = i;
+        if (v[i] > t->ids_max)
+            t->ids_max = v[i], t->ids_argmax = i;
+    }
+}
+
 int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)
 {
     const char *fn = "nnt_tensor_copy_from_host";
     int rc = check_host_copy(t, src, bytes, 0, fn);
-    if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0)
+    if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0) {
         t->written = 1;
+        note_ids(t, src, (int64_t)(bytes / t->elsize));
+    }
     return rc;
 }
 
@@ -414,8 +432,11 @@ int nnt_tensor_fill(nnt_tensor *t, double value)
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: %g is not an int32 value", fn, value);
     for (int64_t i = 0; i < t->ntiles && rc == 0; i++)
         rc = nnt_insert_fill(t, t->tiles[i].handle, value);
-    if (rc == 0)
+    if (rc == 0) {
+        int32_t v = t->dtype == NNT_INT32 ? (int32_t)value : 0;
         t->written = 1;
+        note_ids(t, &v, 1);   /* every element v: the first holds it */
+    }
     return rc;
 }
 
@@ -439,7 +460,7 @@ static int fill_random(nnt_tensor *t, uint64_t seed, int dist, double a, double 
                                     (float)a, (float)b);
     }
     if (rc == 0)
-        t->written = 1;
+        nnt_tensor_mark_written(t);
     return rc;
 }
 
@@ -542,7 +563,7 @@ void nnt_tensor_invalidate(nnt_tensor *t)
 {
     nnt_tensor_forget_copies(t);   /* no rank keeps a stale copy */
     if (each_tile(t, starpu_data_invalidate_submit))
-        t->written = 0;
+        t->written = 0, t->ids_known = 0;
 }
 
 /* Only under a RAM budget or with a swap, the only case where the hint helps: without
@@ -559,4 +580,61 @@ void nnt_tensor_wont_use(nnt_tensor *t)
     for (int64_t i = 0; i < t->ntiles; i++)   /* a read: under MPI only where the data is */
         if (t->tiles[i].owner == t->ctx->rank)
             starpu_data_wont_use(t->tiles[i].handle);
+}
+
+/* ---- storage dtype ----------------------------------------------------------------------- */
+
+int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
+{
+    if (t->dtype == dtype)
+        return NNT_OK;
+    int held = t->released ? NNT_HELD_RELEASED : t->stays ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE;
+    nnt_tensor *n = NULL;
+    NNT_TRY(nnt_tensor_create_beside(t->ctx, dtype, t->ndim, t->shape, t->tile, t, held, &n));
+    int rc = t->written ? nnt_tensor_convert(t, n) : NNT_OK;
+    if (rc) {
+        nnt_tensor_destroy(n);
+        return rc;
+    }
+    /* t takes n's tiles and n t's: the context's byte counts, made of both, stay right */
+    pthread_mutex_lock(&t->ctx->lock);
+    nnt_tensor keep = *t;
+    t->dtype = n->dtype, t->elsize = n->elsize, t->tiles = n->tiles;
+    t->owned_bytes = n->owned_bytes, t->stays = n->stays, t->released = n->released;
+    n->dtype = keep.dtype, n->elsize = keep.elsize, n->tiles = keep.tiles;
+    n->owned_bytes = keep.owned_bytes, n->stays = keep.stays, n->released = keep.released;
+    pthread_mutex_unlock(&t->ctx->lock);
+    nnt_temp_release(n);   /* after the conversion that reads its tiles */
+    return NNT_OK;
+}
+
+int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n)
+{
+    if (t->dtype != NNT_BF16)
+        return nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof *buf);
+    NNT_TRY(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(uint16_t)));
+    /* widened in place from the end: float i covers the bf16 values 2i and 2i + 1, which are
+     * read already (or, for i = 0, value 0 is read first) */
+    unsigned char *b = (unsigned char *)buf;
+    for (int64_t i = n; i-- > 0;) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, sizeof h);
+        uint32_t bits = (uint32_t)h << 16;
+        memcpy(b + 4 * i, &bits, sizeof bits);
+    }
+    return NNT_OK;
+}
+
+int nnt_tensor_from_host_f32(nnt_tensor *t, const float *buf, int64_t n)
+{
+    if (t->dtype != NNT_BF16)
+        return nnt_tensor_copy_from_host(t, buf, (size_t)n * sizeof *buf);
+    uint16_t *h = malloc((size_t)n * sizeof *h + 1);
+    if (!h)
+        return nnt_fail(t->ctx, NNT_E_NOMEM, "nnt_tensor_copy_from_host: out of memory for "
+                        "%lld bf16 values", (long long)n);
+    nnt_cpu_f32_to_bf16(n, buf, h);
+    int rc = nnt_tensor_copy_from_host(t, h, (size_t)n * sizeof *h);
+    free(h);
+    return rc;
 }

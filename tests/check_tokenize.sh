@@ -8,7 +8,9 @@
 # prompt/answer records (--jsonl, tests/fixtures/sft): the rows and loss mask of the file equal
 # TRL's ids and labels padded to T, nnt-train's first loss on it is transformers' with labels
 # -100 and gradient accumulation; broken lines, an empty completion, an unknown role, an
-# unknown chat template, an example longer than T are refused naming the line or template.
+# unknown chat template, an example longer than T are refused naming the line or template;
+# Llama 3.2's template with --chat-date gives TRL's ids and labels; nnt-train --save-hf copies
+# tokenizer.json and the files beside it (tokenizer_config.json, generation_config.json, ...).
 set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-tokenize"
@@ -224,6 +226,22 @@ if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 64 --ac
 else
     fail "nnt-train on the --jsonl file:"; tail -n 5 "$tmp/sft.out"
 fi
+# nnt-train --save-hf from a model directory with its tokenizer: tokenizer.json and the files
+# transformers reads beside it copied into the saved directory
+mkdir -p "$tmp/tokmodel"
+cp "$sft/model/config.json" "$sft/model/model.safetensors" "$sft/llama3/tokenizer.json" \
+    "$sft/llama3/tokenizer_config.json" "$tmp/tokmodel/"
+printf '{"bos_token_id": 0, "eos_token_id": 4}\n' > "$tmp/tokmodel/generation_config.json"
+printf '{{ messages }}' > "$tmp/tokmodel/chat_template.jinja"
+if "$train" --load-hf "$tmp/tokmodel" --data "$tmp/sft.bin" --batch 2 --seq 64 --steps 1 \
+    --no-save --sample 0 --save-hf "$tmp/tokmodel-saved" --out "$tmp/train-tok" \
+    > "$tmp/tok-save.out" 2>&1; then
+    for f in tokenizer.json tokenizer_config.json generation_config.json chat_template.jinja; do
+        cmp -s "$tmp/tokmodel/$f" "$tmp/tokmodel-saved/$f" || fail "--save-hf: $f not copied"
+    done
+else
+    fail "nnt-train --save-hf from a directory with a tokenizer:"; tail -n 5 "$tmp/tok-save.out"
+fi
 if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 32 --steps 1 \
     --no-save --sample 0 --out "$tmp/train-sft32" > "$tmp/sft32.out" 2>&1; then
     fail "jsonl: nnt-train --seq 32 took rows of 64"
@@ -237,6 +255,22 @@ run_ok packed --jsonl --seq 64 --pack --too-long cut --tokenizer-json "$sft/chat
     --out "$tmp/packed.bin" "$sft/records.jsonl"
 set -- $(od -An -v -tu4 -N 20 "$tmp/packed.bin")
 [ "$3 $5" = "192 64" ] || fail "packed: $3 tokens in rows of $5, expected 3 rows of 64"
+# Llama 3.2's published template (recognised in its tokenizer_config.json) dated as the
+# fixture with --chat-date: each row begins with TRL's ids, its mask is TRL's labels
+run_ok jsonl-llama32 --jsonl --seq 128 --chat-date "03 Feb 2025" --tokenizer-json \
+    "$sft/llama3_2/tokenizer.json" --out "$tmp/l32.bin" "$sft/chat_records.jsonl"
+od -An -v -tu2 -j 1024 -N 1280 "$tmp/l32.bin" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//' \
+    > "$tmp/l32.ids"
+od -An -v -tu1 -j 2304 "$tmp/l32.bin" | awk '{ for (i = 1; i <= NF; i++)
+    for (b = 0; b < 8; b++) printf "%s%d", (n++ ? " " : ""), int($i / 2 ^ b) % 2 }' \
+    | cut -d' ' -f1-640 > "$tmp/l32.mask"
+awk -v ids="$(cat "$tmp/l32.ids")" -v mask="$(cat "$tmp/l32.mask")" '
+    BEGIN { split(ids, got, " "); split(mask, m, " ") }
+    $1 == "ids" { for (i = 2; i <= NF; i++) if (got[row * 128 + i - 1] != $i) bad++ }
+    $1 == "labels" { for (i = 3; i <= NF; i++) if (m[row * 128 + i - 1] != ($i != -100)) bad++
+                     row++ }
+    END { exit bad || row != 5 }' "$sft/llama3_2.expected" ||
+    fail "jsonl-llama32: the ids or the mask differ from TRL's"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_error jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
@@ -246,7 +280,7 @@ expect_error jsonl-empty 1 "empty.jsonl:1: .*empty completion" --jsonl --seq 64 
     --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/empty.jsonl"
 printf '{"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]}\n' \
     > "$tmp/role.jsonl"
-expect_error jsonl-role 1 "role.jsonl:1: .*role \"tool\", which the Llama 3 template does not know" \
+expect_error jsonl-role 1 "role.jsonl:1: .*role \"tool\": tool messages are not implemented" \
     --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" \
     "$tmp/role.jsonl"
 expect_error jsonl-long 1 "records.jsonl:5: .*does not fit in a row of 64" --jsonl --seq 64 \

@@ -18,6 +18,27 @@ string, as the Hub ships them):
            first (so tokenizer(text) adds it, as Llama 3's does), eos <|eot_id|>, Meta
            Llama 3's template (headers, content | trim, <|eot_id|>)
 records.jsonl: 2 {"text"}, 2 {"prompt", "completion"}, 2 {"messages"} records.
+
+Later templates, the text the model repositories publish (TRL ships each verbatim in
+trl/chat_templates/ and compares a tokenizer's template with them for identity; its CI checks
+them against the Hub), with tokenizers of their special tokens:
+  qwen2_5   Qwen2.5-*-Instruct's (qwen2_5.jinja): ChatML, Qwen's default system message
+  qwen3     Qwen3's (qwen3.jinja, Qwen3-0.6B ... 32B): <think> blocks; <think> and </think>
+            added tokens (not special), as Qwen3's tokenizer has them
+  llama3_1  Llama 3.1's (llama3_1.jinja): a system block dated "Cutting Knowledge Date:
+            December 2023" / "Today Date: 26 Jul 2024" (date_string's default)
+  llama3_2  Llama 3.2's (llama3_2.jinja): the same, dated strftime_now("%d %b %Y") (today);
+            here date_string "03 Feb 2025" through chat_template_kwargs
+chat_records.jsonl: conversations for them (no system message, system first, in the middle,
+several turns, white space a trim removes, Unicode white space, think tags in content);
+qwen3_records.jsonl: reasoning_content, and think tags Qwen3 splits. NAME.expected as above,
+SFTTrainer with assistant_only_loss: Qwen2.5 and Qwen3 through TRL's own training templates
+(qwen2_5_training.jinja, qwen3_training.jinja, which TRL swaps in by identity), Llama 3.1 and
+3.2 through a training variant made here (TRL 1.16 has none for them and refuses
+assistant_only_loss): the original with llama3_training.jinja's markers (the trimmed content
+and <|eot_id|> of an assistant turn), checked to render the original's ids. Qwen3's training
+template renders a <think> block in every assistant turn, the original only after the last
+user message: the records where they differ are listed (nnt follows TRL's training ids).
 NAME.expected: per record "ids ..." and "labels ..." lines: SFTTrainer's input_ids and
 labels (-100: not a target) for that tokenizer; prompt/completion with the default
 completion_only_loss, messages with assistant_only_loss=True and a training variant of the
@@ -47,7 +68,8 @@ import tempfile
 import torch
 from datasets import Dataset
 from safetensors.torch import save_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors,
+                        trainers)
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from trl import SFTConfig, SFTTrainer
 
@@ -59,6 +81,10 @@ CORPUS = [
     "Translate to French: good morning. bonjour. Hello, who are you? I am a small model.",
     "Be brief. Name a fruit. An apple. Another? A pear. system user assistant",
     "Numbers 1 2 3 and words, punctuation! Yes? No: maybe; quotes \"here\".",
+] * 20
+CHAT_CORPUS = CORPUS + [
+    "Answer in French. Say hello. Bonjour ! What is 2 and 2? Two and two. Four. Hi Hello!",
+    "Be formal now. Bye Goodbye. Why? Because. Think about it. Sum? More? No more.",
 ] * 20
 
 RECORDS = [
@@ -96,6 +122,78 @@ LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{
           "%}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
           "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
 
+CHAT_RECORDS = [
+    {"messages": [{"role": "user", "content": "Hello, who are you?"},
+                  {"role": "assistant", "content": "I am a small model."}]},
+    {"messages": [{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple."},
+                  {"role": "user", "content": "Another?"},
+                  {"role": "assistant", "content": " A pear. "}]},
+    {"messages": [{"role": "system", "content": "  Answer in French.\n"},
+                  {"role": "user", "content": " Say hello. "},
+                  {"role": "assistant", "content": "\u00a0Bonjour !\u3000\n"}]},
+    {"messages": [{"role": "user", "content": "What is 2 and 2?"},
+                  {"role": "assistant", "content": "<think>\nTwo and two.\n</think>\n\nFour."}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello!"},
+                  {"role": "system", "content": "Be formal now."},
+                  {"role": "user", "content": "Bye"},
+                  {"role": "assistant", "content": "Goodbye."}]},
+]
+QWEN3_RECORDS = [
+    {"messages": [{"role": "user", "content": "Why?"},
+                  {"role": "assistant", "content": "Because.",
+                   "reasoning_content": "\nThink about it.\n"}]},
+    {"messages": [{"role": "user", "content": "Sum?"},
+                  {"role": "assistant", "content": "a<think>b\n</think>c</think>\nd"},
+                  {"role": "user", "content": "More?"},
+                  {"role": "assistant", "content": "\n\nNo more."}]},
+]
+LLAMA32_DATE = "03 Feb 2025"
+
+
+def trl_template(name):
+    d = os.path.join(os.path.dirname(__import__("trl").__file__), "chat_templates")
+    with open(os.path.join(d, name + ".jinja"), encoding="utf-8") as f:
+        return f.read()
+
+
+def llama31_training(original):
+    """Llama 3.1/3.2's template with llama3_training.jinja's markers around an assistant
+    turn's trimmed content and <|eot_id|>."""
+    line = ("        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+            "message['content'] | trim + '<|eot_id|>' }}\n")
+    assert original.count(line) == 1, "the message line moved"
+    marked = ("        {%- if message['role'] == 'assistant' %}\n"
+              "            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+              "            {%- generation %}\n"
+              "            {{- message['content'] | trim + '<|eot_id|>' }}\n"
+              "            {%- endgeneration %}\n"
+              "        {%- else %}\n    " + line +
+              "        {%- endif %}\n")
+    return original.replace(line, marked)
+
+
+QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+LLAMA31_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                   "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"]
+NEW_TOKENIZERS = {
+    "qwen2_5": dict(special=QWEN_SPECIAL, bos=None, template="qwen2_5", training=None,
+                    config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                            "bos_token": None}),
+    "qwen3": dict(special=QWEN_SPECIAL, added=["<think>", "</think>"], bos=None,
+                  template="qwen3", training=None,
+                  config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                          "bos_token": None}),
+    "llama3_1": dict(special=LLAMA31_SPECIAL, bos="<|begin_of_text|>", template="llama3_1",
+                     training=llama31_training,
+                     config={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),
+    "llama3_2": dict(special=LLAMA31_SPECIAL, bos="<|begin_of_text|>", template="llama3_2",
+                     training=llama31_training, date=LLAMA32_DATE,
+                     config={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),
+}
+
 TOKENIZERS = {
     "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
                    config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
@@ -107,14 +205,17 @@ TOKENIZERS = {
 }
 
 
-def train_tokenizer(name, spec, out):
+def train_tokenizer(name, spec, out, corpus=CORPUS):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=spec["special"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    tok.train_from_iterator(CORPUS, trainer)
+    tok.train_from_iterator(corpus, trainer)
+    if spec.get("added"):
+        tok.add_tokens([AddedToken(t, special=False, normalized=False)
+                        for t in spec["added"]])
     if spec["bos"]:
         bos = spec["bos"]
         tok.post_processor = processors.Sequence([
@@ -177,6 +278,63 @@ def trl_prepare(tok_dir, records, training_template, model):
     return out
 
 
+def trl_prepare_chat(tok_dir, records, training_template, model, date=None):
+    """SFTTrainer's preparation of conversations with assistant_only_loss: TRL's own training
+    template (training_template None: TRL picks it by the tokenizer's template), or the one
+    given. Also the original template's ids of each record (a fresh tokenizer: SFTTrainer
+    replaces the template of the one it is given)."""
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    kwargs = {"date_string": date} if date else {}
+    rows = [dict(r, chat_template_kwargs=kwargs) for r in records] if date else records
+    with tempfile.TemporaryDirectory() as tmp:
+        path = None
+        if training_template:
+            path = os.path.join(tmp, "training.jinja")
+            with open(path, "w") as f:
+                f.write(training_template)
+        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
+                        assistant_only_loss=True, use_cpu=True, chat_template_path=path)
+        tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows),
+                        processing_class=tok)
+        out = [(list(ex["input_ids"]), list(ex["labels"])) for ex in tr.train_dataset]
+    fresh = AutoTokenizer.from_pretrained(tok_dir)
+    original = [list(fresh.apply_chat_template(r["messages"], tokenize=True, return_dict=True,
+                                               **kwargs)["input_ids"]) for r in records]
+    return out, original
+
+
+def new_templates(args):
+    with open(os.path.join(args.out, "chat_records.jsonl"), "w") as f:
+        for r in CHAT_RECORDS:
+            f.write(json.dumps(r) + "\n")
+    with open(os.path.join(args.out, "qwen3_records.jsonl"), "w") as f:
+        for r in QWEN3_RECORDS:
+            f.write(json.dumps(r) + "\n")
+    for name, spec in NEW_TOKENIZERS.items():
+        spec = dict(spec)
+        original_template = trl_template(spec["template"])
+        spec["config"] = dict(spec["config"], chat_template=original_template)
+        d = train_tokenizer(name, spec, args.out, CHAT_CORPUS)
+        vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
+        training = spec["training"](original_template) if spec["training"] else None
+        model = tiny_llama(vocab, 1)
+        sets = [CHAT_RECORDS] + ([QWEN3_RECORDS] if name == "qwen3" else [])
+        prepared = []
+        for recs in sets:
+            out, original = trl_prepare_chat(d, recs, training, model, spec.get("date"))
+            for k, ((ids, _), orig) in enumerate(zip(out, original)):
+                if ids != orig:
+                    assert name == "qwen3", f"{name}: the training template renders other ids"
+                    print(f"{name}: record {k + 1} of its set renders other ids than the "
+                          f"original template (a <think> block in an earlier assistant turn)")
+            prepared += out
+        with open(os.path.join(args.out, f"{name}.expected"), "w") as f:
+            for ids, labels in prepared:
+                f.write("ids " + " ".join(map(str, ids)) + "\n")
+                f.write("labels " + " ".join(map(str, labels)) + "\n")
+        print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "sft"))
@@ -201,6 +359,7 @@ def main():
                 f.write("labels " + " ".join(map(str, labels)) + "\n")
         print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared[name]],
               "targets", [sum(l != -100 for l in lab[1:]) for _, lab in prepared[name]])
+    new_templates(args)
     # the loss with gradient accumulation, on the llama3 examples
     tok = AutoTokenizer.from_pretrained(os.path.join(args.out, "llama3"))
     vocab = Tokenizer.from_file(os.path.join(args.out, "llama3", "tokenizer.json")).get_vocab_size()

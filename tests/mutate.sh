@@ -105,9 +105,19 @@ gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@i
 lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
-lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0);@1.0, lo->b[i], lo->a, 1.0, w, 1, 0);@|LoRA merge: W += B A without the scale
-lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen) {@if (p->adapter \&\& !p->frozen) {@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
+lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0));@1.0, lo->b[i], lo->a, 1.0, w, 1, 0));@|LoRA merge: W += B A without the scale
+lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen)$@if (p->adapter \&\& !p->frozen)@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
 freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0)@if (fnmatch(pattern, tree->listed_names[i], 0) == 0)@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
+bf16_widen_shift|lib/tensor.c|s@uint32_t bits = (uint32_t)h << 16;@uint32_t bits = (uint32_t)h << 15;@|a parameter kept in bf16 read into the model files with its bits shifted
+merge_bf16_unrounded|lib/layers/lora.c|s@return nnt_tensor_retype(w, kept);@return NNT_OK;@|LoRA merge into a base kept in bf16: the sum left in fp32 (not rounded as the next product would)
+narrow_keep_ignored|lib/layers/layer.c|s@p->keep_fp32 = mode == NNT_FREEZE_KEEP_FP32;@p->keep_fp32 = 0;@|NNT_FREEZE_KEEP_FP32 ignored: every frozen matrix kept in bf16 under bf16 products
+sft_trim_ascii|lib/data/sft.c|s@return white ? len : 0;@return 0;@|chat templates: trim strips ASCII white space only (not U+00A0, U+3000 as Python strip does)
+sft_qwen3_think_kept|lib/data/sft.c|s@answer = after_last(content->s, content->len, "</think>", \&alen);@answer = content->s, alen = content->len;@|Qwen3: the reasoning in content kept in the answer after the think block
+sft_llama31_date|lib/data/sft.c|s@Cutting Knowledge Date: December 2023@Cutting Knowledge Date: December 2024@|Llama 3.1: the knowledge date of the system block wrong
+sft_llama31_system_kept|lib/data/sft.c|s@\*skip = role \&\& role->type@*skip = 0 \&\& role->type@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
+hf_tokenizer_files_skipped|lib/models/hf.c|s@        if (stat(src, \&ss) == 0)$@        if (0)@|nnt_model_save_hf_ex: the files beside tokenizer.json (tokenizer_config.json, ...) not copied
+ids_vocab_edge|lib/layers/leaf.c|s@x->ids_max < V))@x->ids_max <= V))@|embedding layer: the token id V itself let through (one past the vocabulary)
+ids_last_place|lib/tensor.c|s@if (v\[i\] > t->ids_max)@if (v[i] >= t->ids_max)@|token ids from the host: the place of the largest taken at its last occurrence, not its first
 dropout_bwd_unmasked|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));@;@|LoRA dropout: the input gradient not masked
 dropout_keep_scale|cpu/random.c|s@out\[j\] = u < (double)a ? 0.0f : out\[j\] \* b;@out[j] = u < (double)a ? 0.0f : out[j];@|dropout: kept elements not divided by 1 - p
 moe_no_renorm|cpu/moe.c|s@w\[t \* k + j\] = norm ? p\[idx\[t \* k + j\]\] / s : p\[idx\[t \* k + j\]\];@w[t * k + j] = p[idx[t * k + j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)

@@ -12,7 +12,8 @@
  *     (grouped-query, rope, optional biases), the SwiGLU MLP and an RMSNorm block against
  *     double references and central differences over tilings that cut heads, GQA groups
  *     and features; the _ex functions with GPT-2's options bit-identical to the old ones;
- *     an embedding without position table; argument errors.
+ *     an embedding without position table; argument errors;
+ *   - token ids outside the vocabulary refused where they enter (layer, model, trainer).
  * Every numerical tolerance is about 10x the error measured for its check (the list under
  * "tolerances" below), so that a one-line numerical bug fails it. */
 #include "testutil.h"
@@ -20,6 +21,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <unistd.h>
 
 static nnt_ctx *ctx;
 
@@ -1582,6 +1584,93 @@ END_TEST
 
 /* ---- misuse ---------------------------------------------------------------------------------- */
 
+/* ---- token ids out of range ---------------------------------------------------------------- */
+
+/* (2, 5) int32 ids from the host, in tiles of (1, 3) */
+static nnt_tensor *host_ids(const int32_t *v)
+{
+    const int64_t shape[2] = {2, 5}, tile[2] = {1, 3};
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &t));
+    EXPECT_OK(nnt_tensor_copy_from_host(t, v, 10 * sizeof *v));
+    return t;
+}
+
+/* Ids outside [0, V) that reach an embedding layer are refused naming the id, its place and
+ * V (the layer, a model, the trainer), from the range seen as the host copied them in: no
+ * read back. Ids a task wrote are not seen (the operation gives them zero rows). */
+START_TEST(test_token_ids_checked)
+{
+    const int64_t V = 16;
+    nnt_layer *emb = NULL;
+    EXPECT_OK(nnt_layer_embedding_create(ctx, V, 8, 4, NULL, &emb));
+    int32_t ok[10] = {0, 1, 2, 3, 15, 5, 6, 7, 8, 9}, bad[10];
+    nnt_tensor *x = host_ids(ok), *y = NULL;
+    EXPECT_OK(nnt_layer_forward(emb, x, &y));
+    nnt_tensor_destroy(x);
+    memcpy(bad, ok, sizeof ok);
+    bad[8] = bad[9] = 16;   /* [1, 3] and [1, 4]: the first named */
+    x = host_ids(bad);
+    EXPECT_FAIL_MSG(nnt_layer_forward(emb, x, &y), NNT_E_INVAL, "token id 16 at [1, 3] of the "
+                    "input (B 2, T 5) is outside the vocabulary: ids are 0 to 15 (vocabulary "
+                    "size 16)");
+    nnt_tensor_destroy(x);
+    bad[4] = -2;   /* [0, 4]: before the 16, named first */
+    bad[5] = 99;
+    x = host_ids(bad);
+    EXPECT_FAIL_MSG(nnt_layer_forward(emb, x, &y), NNT_E_INVAL, "token id -2 at [0, 4]");
+    EXPECT_OK(nnt_tensor_fill(x, 15));
+    EXPECT_OK(nnt_layer_forward(emb, x, &y));
+    EXPECT_OK(nnt_tensor_fill(x, 16));
+    EXPECT_FAIL_MSG(nnt_layer_forward(emb, x, &y), NNT_E_INVAL, "token id 16 at [0, 0]");
+    /* written by a task: not seen without a wait (the operation gives such an id the
+     * position row alone, nnt_tensor_embedding) */
+    nnt_tensor *from = host_ids(bad), *copied = NULL;
+    const int64_t shape[2] = {2, 5};
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &copied));
+    EXPECT_OK(nnt_tensor_copy(from, copied));
+    EXPECT_OK(nnt_layer_forward(emb, copied, &y));
+    nnt_tensor_destroy(from), nnt_tensor_destroy(copied), nnt_tensor_destroy(x);
+    nnt_layer_destroy(emb);
+    /* a model: through its chain */
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &cfg));
+    cfg.vocab = V, cfg.layers = 1, cfg.channels = 16, cfg.heads = 2, cfg.kv_heads = 1;
+    cfg.hidden = 24, cfg.max_seq = 8;
+    nnt_layer *m = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, 2, 5, NULL, &m));
+    bad[4] = 4, bad[5] = 5;
+    x = host_ids(bad);
+    EXPECT_FAIL_MSG(nnt_layer_forward(m, x, &y), NNT_E_INVAL, "token id 16 at [1, 3]");
+    nnt_tensor_destroy(x);
+    /* the trainer: a token file read without a vocabulary (nnt_data_open's vocab 0) */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_layers-ids-%d.bin", (int)getpid());
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(ctx, path, NULL, &w));
+    int32_t ids[64];
+    for (int i = 0; i < 64; i++)
+        ids[i] = i == 7 ? 40 : i % 16;   /* batch 0 (B 2, T 5): inputs 0..9, 7 at [1, 2] */
+    EXPECT_OK(nnt_token_writer_write(w, ids, 64));
+    EXPECT_OK(nnt_token_writer_close(w));
+    nnt_data *data = NULL;
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_LLMC, NULL, 0, &data));
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, NULL, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, m));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = 2, to.seq = 5, to.steps = 1, to.train_tokens = 64;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
+    EXPECT_FAIL_MSG(nnt_trainer_step(tr), NNT_E_INVAL, "token id 40 at [1, 2]");
+    nnt_trainer_destroy(tr);
+    nnt_optim_destroy(opt);
+    nnt_data_close(data);
+    unlink(path);
+    nnt_layer_destroy(m);
+}
+END_TEST
+
 START_TEST(test_misuse)
 {
     nnt_layer *lin = NULL, *l = NULL;
@@ -1716,6 +1805,7 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_train_deep);
     tcase_add_test(tc, test_train_wide);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_token_ids_checked);
     tcase_add_test(tc, test_leaf_rmsnorm);
     tcase_add_test(tc, test_leaf_llama_attention);
     tcase_add_test(tc, test_leaf_swiglu);

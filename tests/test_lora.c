@@ -466,6 +466,258 @@ START_TEST(test_freeze_memory)
 }
 END_TEST
 
+/* ---- frozen matrices kept in bf16 ---------------------------------------------------------- */
+
+/* The values of t as floats: fp32 as they are, bf16 widened (exact). */
+static float *values_f32(nnt_tensor *t, int64_t *numel)
+{
+    nnt_dtype dt = NNT_FP32;
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_dtype(t, &dt));
+    if (dt == NNT_FP32)
+        return test_to_host(t, numel);
+    ck_assert_int_eq(dt, NNT_BF16);
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    float *v = malloc((size_t)n * sizeof *v);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, h, (size_t)n * sizeof *h));
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)h[i] << 16;
+        memcpy(&v[i], &bits, sizeof bits);
+    }
+    free(h);
+    if (numel)
+        *numel = n;
+    return v;
+}
+
+/* x rounded to bfloat16, to nearest even (finite x) */
+static float round_bf16(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &bits, sizeof bits);
+    return x;
+}
+
+/* A matrix only products read: the weights of linear maps and attention projections. */
+static int products_only(const char *name)
+{
+    return strstr(name, "_proj.weight") || strstr(name, "c_attn.weight") ||
+           strstr(name, "c_proj.weight") || strstr(name, "c_fc.weight") ||
+           strcmp(name, "lm_head.weight") == 0;
+}
+
+/* FREEZE's parameters frozen (mode) under bf16 products, 10 AdamW steps: losses, every
+ * parameter's final values as floats, the bytes owned after the steps; the model's files in
+ * dir (NULL: none). frozen16: the elements of frozen matrices that only products read. */
+static void bf16_freeze_run(int mode, float *losses, float **values, int64_t *bytes,
+                            int64_t *fwd_bytes, int64_t *frozen16, const char *dir)
+{
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_freeze"));
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    int64_t base = owned(), count = 0, total = 0, n16 = 0;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
+    for (int i = 0; i < 4; i++)
+        EXPECT_OK(nnt_layer_freeze(l, FREEZE[i], mode, NULL));
+    nnt_optim *opt = adamw(l);
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {   /* nothing narrowed before a product */
+        nnt_dtype dt = NNT_BF16;
+        EXPECT_OK(nnt_tensor_dtype(test_param_at(l, i).value, &dt));
+        ck_assert_int_eq(dt, NNT_FP32);
+    }
+    for (int s = 0; s < STEPS; s++) {
+        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
+        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
+        double loss = 0.0;
+        EXPECT_OK(nnt_layer_clear_grad(l));
+        EXPECT_OK(nnt_layer_set_targets(l, y));
+        EXPECT_OK(nnt_layer_forward(l, x, NULL));
+        EXPECT_OK(nnt_layer_loss(l, &loss));
+        if (s == 0)   /* every block's activations held: the bf16 copies too */
+            *fwd_bytes = owned() - base;
+        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        losses[s] = (float)loss;
+        nnt_tensor_destroy(x);
+        nnt_tensor_destroy(y);
+    }
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    *bytes = owned() - base;
+    *values = NULL;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        nnt_dtype dt = NNT_FP32;
+        int64_t n = 0;
+        EXPECT_OK(nnt_tensor_dtype(p.value, &dt));
+        int kept16 = mode == NNT_FREEZE && p.frozen && products_only(p.name);
+        ck_assert_msg(dt == (kept16 ? NNT_BF16 : NNT_FP32), "%s: dtype %d", p.name, (int)dt);
+        float *v = values_f32(p.value, &n);
+        *values = realloc(*values, (size_t)(total + n) * sizeof **values);
+        memcpy(*values + total, v, (size_t)n * sizeof *v);
+        total += n;
+        n16 += p.frozen && products_only(p.name) ? n : 0;
+        free(v);
+    }
+    *frozen16 = n16;
+    if (dir)
+        EXPECT_OK(nnt_model_save_hf(l, dir));
+    if (mode == NNT_FREEZE) {   /* unfrozen: fp32 again, the rounded values, a gradient */
+        EXPECT_OK(nnt_layer_freeze(l, "model.layers.0.self_attn.q_proj.weight", 0, NULL));
+        for (int64_t i = 0; i < count; i++) {
+            nnt_param_info p = test_param_at(l, i);
+            if (strcmp(p.name, "model.layers.0.self_attn.q_proj.weight") != 0)
+                continue;
+            nnt_dtype dt = NNT_BF16;
+            EXPECT_OK(nnt_tensor_dtype(p.value, &dt));
+            ck_assert_int_eq(dt, NNT_FP32);
+            ck_assert_ptr_nonnull(p.grad);
+            int64_t n = 0, at = 0;
+            for (int64_t k = 0; k < i; k++) {
+                int64_t m = 0;
+                EXPECT_OK(nnt_tensor_numel(test_param_at(l, k).value, &m));
+                at += m;
+            }
+            float *v = test_to_host(p.value, &n);
+            ck_assert_int_eq(memcmp(v, *values + at, (size_t)n * sizeof *v), 0);
+            free(v);
+        }
+        EXPECT_OK(nnt_layer_init(l, 3));   /* a matrix kept in bf16 initialised in fp32 */
+    }
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    free(tok), free(tgt);
+    nnt_st_close(r);
+}
+
+/* Frozen matrices kept in bf16 (the default) against the same run keeping their fp32 values
+ * (NNT_FREEZE_KEEP_FP32): the same losses and trained values bit for bit (the products read
+ * the same bf16 bits either way), the frozen matrices' values their rounding, 2 bytes less
+ * per element of them between steps (4 against 2) and 4 bytes less while a forward holds
+ * the blocks' activations (fp32 values and the bf16 copy the products read, 6 bytes, against
+ * 2), and the model's files with the rounded values widened. */
+START_TEST(test_freeze_bf16)
+{
+    float kept[STEPS], narrow[STEPS], *vk = NULL, *vn = NULL;
+    int64_t bk = 0, bn = 0, fk = 0, fn = 0, n16 = 0, n16b = 0, total = 0;
+    test_make_tmpdir("lora-bf16");
+    bf16_freeze_run(NNT_FREEZE_KEEP_FP32, kept, &vk, &bk, &fk, &n16, test_tmp_path("kept"));
+    bf16_freeze_run(NNT_FREEZE, narrow, &vn, &bn, &fn, &n16b, test_tmp_path("narrow"));
+    printf("test_lora frozen matrices in bf16 (%lld elements): %lld bytes owned after 10 steps "
+           "(keeping fp32: %lld), %lld after the first forward (%lld); losses %.6f .. %.6f, "
+           "equal\n", (long long)n16, (long long)bn, (long long)bk, (long long)fn,
+           (long long)fk, narrow[0], narrow[STEPS - 1]);
+    ck_assert_int_eq(n16, n16b);
+    ck_assert_int_gt(n16, 0);
+    ck_assert_msg(memcmp(kept, narrow, sizeof kept) == 0, "the losses differ");
+    ck_assert_int_eq(bk - bn, 2 * n16);
+    ck_assert_int_eq(fk - fn, 4 * n16);
+    /* trained parameters the same bits; frozen ones their rounding */
+    int64_t count = 0;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, NULL, &l));
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        int64_t n = 0;
+        EXPECT_OK(nnt_tensor_numel(p.value, &n));
+        int frozen16 = products_only(p.name) && (strstr(p.name, "layers.0.") ||
+                                                 strstr(p.name, ".mlp."));
+        for (int64_t k = total; k < total + n; k++)
+            ck_assert_msg(vn[k] == (frozen16 ? round_bf16(vk[k]) : vk[k]), "%s[%lld]: %.9g, "
+                          "kept %.9g", p.name, (long long)(k - total), vn[k], vk[k]);
+        total += n;
+    }
+    nnt_layer_destroy(l);
+    /* the files: every tensor equal, but the frozen matrices', which are their rounding */
+    nnt_st_reader *a = fixture_open_st_path(test_tmp_path("kept/model.safetensors"));
+    nnt_st_reader *b = fixture_open_st_path(test_tmp_path("narrow/model.safetensors"));
+    int64_t rounded = 0, moved = 0;
+    for (size_t i = 0; i < nnt_st_count(a); i++) {
+        const nnt_st_entry *e = nnt_st_entry_at(a, i);
+        int64_t n = 0;
+        float *x = fixture_read_n(a, e->name, NNT_IO_F32, &n);
+        float *y = fixture_read_n(b, e->name, NNT_IO_F32, NULL);
+        int frozen16 = products_only(e->name) && (strstr(e->name, "layers.0.") ||
+                                                  strstr(e->name, ".mlp."));
+        for (int64_t k = 0; k < n; k++) {
+            float want = frozen16 ? round_bf16(x[k]) : x[k];
+            ck_assert_msg(y[k] == want, "%s[%lld]: %.9g, want %.9g", e->name, (long long)k,
+                          y[k], want);
+            moved += frozen16 && y[k] != x[k];
+        }
+        rounded += frozen16 ? n : 0;
+        free(x), free(y);
+    }
+    ck_assert_int_eq(rounded, n16);
+    ck_assert_int_gt(moved, n16 / 2);   /* the fixture's weights are no bf16 values */
+    nnt_st_close(a);
+    nnt_st_close(b);
+    free(vk), free(vn);
+    test_remove_tmpdir();
+}
+END_TEST
+
+/* _i 0 llama_all, 1 gpt2_all (c_attn's three parts): PEFT's trained adapter merged into a base
+ * kept in bf16 gives the rounding of the fp32 merge into the same (widened) base values */
+START_TEST(test_merge_bf16)
+{
+    const char *name = CASES[_i ? 4 : 1].name, *base = CASES[_i ? 4 : 1].base;
+    nnt_st_reader *r = fixture_open_st_path(reference(name));
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    test_make_tmpdir("lora-merge16");
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    EXPECT_OK(nnt_model_load_hf(ctx, fx(base, NULL, NULL), B, T, &TILINGS[1].t, &l));
+    EXPECT_OK(nnt_model_load_peft(l, fx(name, "trained", NULL)));
+    free(logits_of(l, tok, TILINGS[1].tok));   /* the base's matrices kept in bf16 */
+    EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("base16")));
+    EXPECT_OK(nnt_model_lora_merge(l));
+    EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("merged16")));
+    nnt_layer_destroy(l);
+    /* the same merge in fp32 into the rounded base's values */
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    EXPECT_OK(nnt_model_load_hf(ctx, test_tmp_path("base16"), B, T, &TILINGS[1].t, &l));
+    EXPECT_OK(nnt_model_load_peft(l, fx(name, "trained", NULL)));
+    EXPECT_OK(nnt_model_lora_merge(l));
+    EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("merged32")));
+    nnt_layer_destroy(l);
+    nnt_st_reader *a = fixture_open_st_path(test_tmp_path("merged32/model.safetensors"));
+    nnt_st_reader *b = fixture_open_st_path(test_tmp_path("merged16/model.safetensors"));
+    int64_t changed = 0, matrices = 0;
+    for (size_t i = 0; i < nnt_st_count(a); i++) {
+        const nnt_st_entry *e = nnt_st_entry_at(a, i);
+        int64_t n = 0;
+        float *x = fixture_read_n(a, e->name, NNT_IO_F32, &n);
+        float *y = fixture_read_n(b, e->name, NNT_IO_F32, NULL);
+        int m = products_only(e->name);
+        for (int64_t k = 0; k < n; k++) {
+            float want = m ? round_bf16(x[k]) : x[k];
+            ck_assert_msg(y[k] == want, "%s %s[%lld]: %.9g, want %.9g", name, e->name,
+                          (long long)k, y[k], want);
+            changed += m && y[k] != x[k];
+        }
+        matrices += m;
+        free(x), free(y);
+    }
+    printf("test_lora %s: merged into a base kept in bf16: %lld matrices the rounding of the "
+           "fp32 merge (%lld values moved by it)\n", name, (long long)matrices,
+           (long long)changed);
+    ck_assert_int_gt(changed, 0);   /* the merge sums are no bf16 values */
+    nnt_st_close(a);
+    nnt_st_close(b);
+    free(tok);
+    nnt_st_close(r);
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* ---- dropout -------------------------------------------------------------------------------- */
 
 /* the mask: dropped where nnt_tensor_fill_uniform(seed, 0, 1) is below p, kept ones scaled by
@@ -875,6 +1127,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_bf16, 0, 2);
     tcase_add_loop_test(tc, test_freeze_train, 0, 3);
     tcase_add_test(tc, test_freeze_memory);
+    tcase_add_test(tc, test_freeze_bf16);
+    tcase_add_loop_test(tc, test_merge_bf16, 0, 2);
     tcase_add_test(tc, test_freeze_tasks);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_dropout_op);

@@ -336,6 +336,69 @@ START_TEST(test_save_tokenizer)
 }
 END_TEST
 
+/* dir/name holds exactly len bytes of want */
+static int same_file(const char *path, const unsigned char *want, size_t len)
+{
+    size_t n = 0;
+    unsigned char *got = slurp(path, &n);
+    int same = got && n == len && memcmp(got, want, len) == 0;
+    free(got);
+    return same;
+}
+
+/* a model directory's tokenizer: tokenizer.json with the files transformers reads beside it
+ * (tokenizer_config.json, chat_template.jinja, special_tokens_map.json,
+ * generation_config.json) copied byte for byte; a second source without some of them: those
+ * removed; saving into the source directory keeps everything; a tokenizer file of another
+ * name brings only itself. */
+START_TEST(test_save_tokenizer_files)
+{
+    static const char *const NAMES[] = {"tokenizer_config.json", "chat_template.jinja",
+                                        "special_tokens_map.json", "generation_config.json"};
+    char src[4400], dst[4400], src2[4400];
+    snprintf(src, sizeof src, "%s", at(tmpdir, "src"));
+    snprintf(src2, sizeof src2, "%s", at(tmpdir, "src2"));
+    snprintf(dst, sizeof dst, "%s", at(tmpdir, "saved-tok"));
+    ck_assert_int_eq(mkdir(src, 0755), 0);
+    ck_assert_int_eq(mkdir(src2, 0755), 0);
+    size_t ntok = 0;
+    unsigned char *tok = slurp(fix("sft/qwen3/tokenizer.json"), &ntok);
+    write_file(at(src, "tokenizer.json"), tok, ntok);
+    write_file(at(src2, "tokenizer.json"), tok, ntok);
+    char text[4][64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(text[i], sizeof text[i], "{\"file\": %d}\n", i);
+        write_file(at(src, NAMES[i]), text[i], strlen(text[i]));
+    }
+    write_file(at(src2, NAMES[0]), "{}", 2);
+    nnt_layer *a = NULL;
+    nnt_hf_save_options o = NNT_HF_SAVE_OPTIONS_INIT;
+    EXPECT_OK(nnt_model_load_hf(ctx, fix("llama_tiny/gqa"), 2, 8, NULL, &a));
+    o.tokenizer_json = src;   /* the directory */
+    EXPECT_OK(nnt_model_save_hf_ex(a, dst, &o));
+    ck_assert(same_file(at(dst, "tokenizer.json"), tok, ntok));
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(same_file(at(dst, NAMES[i]), (const unsigned char *)text[i],
+                                strlen(text[i])), "%s not copied", NAMES[i]);
+    o.tokenizer_json = at(src2, "tokenizer.json");   /* the file, named tokenizer.json */
+    EXPECT_OK(nnt_model_save_hf_ex(a, dst, &o));
+    ck_assert(same_file(at(dst, NAMES[0]), (const unsigned char *)"{}", 2));
+    for (int i = 1; i < 4; i++)
+        ck_assert_msg(!exists(at(dst, NAMES[i])), "%s of another tokenizer left", NAMES[i]);
+    o.tokenizer_json = dst;   /* its own directory: kept as it is */
+    EXPECT_OK(nnt_model_save_hf_ex(a, dst, &o));
+    ck_assert(same_file(at(dst, NAMES[0]), (const unsigned char *)"{}", 2));
+    ck_assert(same_file(at(dst, "tokenizer.json"), tok, ntok));
+    write_file(at(src, "other.json"), tok, ntok);   /* not a model directory's: alone */
+    o.tokenizer_json = at(src, "other.json");
+    EXPECT_OK(nnt_model_save_hf_ex(a, at(tmpdir, "saved-tok2"), &o));
+    ck_assert(same_file(at(at(tmpdir, "saved-tok2"), "tokenizer.json"), tok, ntok));
+    ck_assert(!exists(at(at(tmpdir, "saved-tok2"), NAMES[0])));
+    free(tok);
+    nnt_layer_destroy(a);
+}
+END_TEST
+
 /* nnt_model_open and nnt_model_source_config: each kind of source gives what its own loader
  * gives (the same configuration, the same parameters, bit for bit). */
 static void expect_opens_as(const char *source, const nnt_model_config *cfg, nnt_layer *ref)
@@ -635,6 +698,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stale);
     tcase_add_test(tc, test_save_errors);
     tcase_add_test(tc, test_save_tokenizer);
+    tcase_add_test(tc, test_save_tokenizer_files);
     tcase_add_test(tc, test_model_open);
     tcase_add_loop_test(tc, test_bad_index, 0, (int)(sizeof BAD_INDEX / sizeof BAD_INDEX[0]));
     tcase_add_test(tc, test_bad_shards);

@@ -14,7 +14,13 @@
  *   format   the token file's extension (header, mask section, rows), packing, padding,
  *            cutting and refusing, read back through nnt_data;
  *   errors   broken records, an empty completion, a role the template does not know, a
- *            chat template nnt does not know. */
+ *            chat template nnt does not know;
+ *   chat     the templates Qwen2.5, Qwen3, Llama 3.1 and 3.2 publish (their exact text, from
+ *            TRL's copies), recognised in tokenizer_config.json or chat_template.jinja:
+ *            conversations (no system message, system first or later, several turns, white
+ *            space trim removes, Unicode white space, think tags, reasoning_content) give
+ *            SFTTrainer's input_ids and assistant-only labels; Llama 3.2's date today by
+ *            default; tool calls and unknown keys refused. */
 #include "testutil.h"
 #include "fixture_st.h"
 #include "train/train.h"
@@ -23,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define T 64
@@ -159,6 +167,266 @@ static void write_config(const char *path, const char *json)
     fputs(json, f);
     ck_assert_int_eq(fclose(f), 0);
 }
+
+/* Every record of records (a .jsonl of the fixture) from line `first` on against NAME.expected
+ * from its entry `at` on; the number of records compared. */
+static int compare_records(nnt_sft *s, const char *name, const char *records, int first,
+                           int at)
+{
+    char line[8192], expected[4300];
+    snprintf(expected, sizeof expected, "%s.expected", fixture(name));
+    int r = 0;
+    for (;; r++) {
+        FILE *f = fopen(fixture(records), "r");
+        int have = 0;
+        for (int k = 0; k <= first + r && fgets(line, sizeof line, f); k++)
+            have = k == first + r;
+        fclose(f);
+        if (!have)
+            break;
+        line[strcspn(line, "\n")] = '\0';
+        const int32_t *ids;
+        const uint8_t *counts;
+        size_t got = 0;
+        EXPECT_OK(nnt_sft_encode(s, line, strlen(line), &ids, &counts, &got));
+        char want[8192];
+        long want_ids[256], labels[256];
+        read_line(expected, 2 * (at + r), want, sizeof want);
+        int n = parse_ints(want, want_ids, 256);
+        read_line(expected, 2 * (at + r) + 1, want, sizeof want);
+        ck_assert_int_eq(parse_ints(want, labels, 256), n);
+        ck_assert_msg((int)got == n, "%s %s record %d: %zu ids, TRL %d", name, records,
+                      first + r + 1, got, n);
+        int targets = 0;
+        for (int k = 0; k < n; k++) {
+            ck_assert_msg(ids[k] == want_ids[k], "%s %s record %d: id %d is %d, TRL %ld", name,
+                          records, first + r + 1, k, ids[k], want_ids[k]);
+            ck_assert_msg(k == 0 || counts[k] == (labels[k] != -100), "%s %s record %d: token "
+                          "%d counts %d, TRL's label %ld", name, records, first + r + 1, k,
+                          counts[k], labels[k]);
+            targets += k > 0 && counts[k];
+        }
+        ck_assert_int_gt(targets, 0);
+        ck_assert_int_lt(targets, n - 1);
+    }
+    return r;
+}
+
+/* _i: 0 qwen2_5, 1 qwen3, 2 llama3_1, 3 llama3_2 (dated 03 Feb 2025 as the fixture) */
+START_TEST(test_chat_templates)
+{
+    static const char *const NAMES[] = {"qwen2_5", "qwen3", "llama3_1", "llama3_2"};
+    static const char *const BY_NAME[] = {"qwen2.5", "qwen3", "llama3.1", "llama3.2"};
+    static const nnt_chat_template WANT[] = {NNT_CHAT_QWEN2_5, NNT_CHAT_QWEN3, NNT_CHAT_LLAMA3_1,
+                                             NNT_CHAT_LLAMA3_2};
+    const char *name = NAMES[_i];
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
+    for (int forced = 0; forced < 2; forced++) {   /* recognised, then chosen by name */
+        nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+        so.tokenizer_config = cfg;
+        so.date = _i == 3 ? "03 Feb 2025" : NULL;
+        if (forced)
+            EXPECT_OK(nnt_chat_template_from_name(BY_NAME[_i], &so.chat_template));
+        nnt_sft *s = NULL;
+        EXPECT_OK(nnt_sft_create(tok, &so, &s));
+        nnt_chat_template t;
+        EXPECT_OK(nnt_sft_template_of(s, &t));
+        ck_assert_int_eq(t, WANT[_i]);
+        int n = compare_records(s, name, "chat_records.jsonl", 0, 0);
+        ck_assert_int_eq(n, 5);
+        if (_i == 1)
+            ck_assert_int_eq(compare_records(s, name, "qwen3_records.jsonl", 0, n), 2);
+        nnt_sft_destroy(s);
+    }
+    if (_i == 2) {   /* Llama 3.1 dated as the 3.2 fixture: its ids (the same tokenizer) */
+        nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+        so.tokenizer_config = cfg;
+        so.date = "03 Feb 2025";
+        nnt_sft *s = NULL;
+        EXPECT_OK(nnt_sft_create(tok, &so, &s));
+        ck_assert_int_eq(compare_records(s, "llama3_2", "chat_records.jsonl", 0, 0), 5);
+        nnt_sft_destroy(s);
+    }
+    if (_i == 3) {   /* by default today's date, as strftime_now("%d %b %Y") */
+        const char *rec = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                          "{\"role\": \"assistant\", \"content\": \"Hello!\"}]}";
+        char today[2][32];
+        int32_t a[256], b[256];
+        size_t na = 0, nb = 0;
+        for (int k = 0; k < 2; k++) {
+            time_t now = time(NULL);
+            strftime(today[k], sizeof today[k], "%d %b %Y", localtime(&now));
+            nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+            so.tokenizer_config = cfg;
+            so.date = k ? today[0] : NULL;
+            nnt_sft *s = NULL;
+            EXPECT_OK(nnt_sft_create(tok, &so, &s));
+            const int32_t *ids;
+            const uint8_t *counts;
+            size_t got = 0;
+            EXPECT_OK(nnt_sft_encode(s, rec, strlen(rec), &ids, &counts, &got));
+            memcpy(k ? b : a, ids, got * sizeof *ids);
+            *(k ? &nb : &na) = got;
+            nnt_sft_destroy(s);
+        }
+        if (strcmp(today[0], today[1]) == 0) {   /* not across midnight */
+            printf("test_sft llama3.2: today is \"%s\"\n", today[0]);
+            ck_assert_int_eq(na, nb);
+            ck_assert_int_eq(memcmp(a, b, na * sizeof *a), 0);
+        }
+    }
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* A configuration with tokenizer_config.json's chat_template, and chat_template.jinja */
+static void write_template_dir(const char *d, const char *json_template, const char *jinja)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", d);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"eos_token\": \"<|im_end|>\", \"pad_token\": \"<|endoftext|>\"%s%s%s}",
+            json_template ? ", \"chat_template\": \"" : "", json_template ? json_template : "",
+            json_template ? "\"" : "");
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(path, sizeof path, "%s/chat_template.jinja", d);
+    unlink(path);
+    if (jinja) {
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(jinja, f);
+        ck_assert_int_eq(fclose(f), 0);
+    }
+}
+
+/* The chat template of a fixture's tokenizer_config.json, its JSON string decoded (\n, \t,
+ * \", \\: what these templates use) */
+static char *fixture_template(const char *name)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", fixture(name));
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char raw[65536];
+    size_t n = fread(raw, 1, sizeof raw - 1, f);
+    fclose(f);
+    raw[n] = '\0';
+    char *p = strstr(raw, "\"chat_template\": \"");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("\"chat_template\": \"");
+    char *out = malloc(n + 1), *o = out;
+    for (; *p && *p != '"'; p++) {   /* JSON string: \n \" \\ and \uXXXX (none here) */
+        if (*p != '\\') {
+            *o++ = *p;
+            continue;
+        }
+        p++;
+        *o++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* chat_template.jinja over tokenizer_config.json's; Qwen2.5 with another default system
+ * message; a changed template refused; tools, tool messages, unknown keys refused */
+START_TEST(test_chat_refusals)
+{
+    char cfg[4300], sub[200];
+    nnt_tokenizer *tok = load_tokenizer("qwen2_5", cfg, sizeof cfg);
+    snprintf(sub, sizeof sub, "%s/tmpl", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    char *qwen3 = fixture_template("qwen3"), *qwen25 = fixture_template("qwen2_5");
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = sub;
+    nnt_sft *s = NULL;
+    nnt_chat_template t;
+    /* the .jinja file wins, as in transformers */
+    write_template_dir(sub, "{{ messages }}", qwen3);
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    EXPECT_OK(nnt_sft_template_of(s, &t));
+    ck_assert_int_eq(t, NNT_CHAT_QWEN3);
+    nnt_sft_destroy(s);
+    /* Qwen2.5's template with another default system message (as its base models ship) */
+    const char *qs = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    char *other = malloc(strlen(qwen25) + 1), *w = other;
+    for (const char *p = qwen25; *p;) {
+        if (strncmp(p, qs, strlen(qs)) == 0) {
+            w += sprintf(w, "You are a helpful assistant.");
+            p += strlen(qs);
+        } else {
+            *w++ = *p++;
+        }
+    }
+    *w = '\0';
+    write_template_dir(sub, NULL, other);
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    EXPECT_OK(nnt_sft_template_of(s, &t));
+    ck_assert_int_eq(t, NNT_CHAT_QWEN2_5);
+    const char *rec = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                      "{\"role\": \"assistant\", \"content\": \"Hello!\"}]}";
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0, len = 0;
+    EXPECT_OK(nnt_sft_encode(s, rec, strlen(rec), &ids, &counts, &n));
+    char text[1024];
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+    text[len < sizeof text ? len : sizeof text - 1] = '\0';
+    ck_assert_str_eq(text, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+                           "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!"
+                           "<|im_end|>\n");
+    nnt_sft_destroy(s);
+    /* one character changed: not the published template */
+    other[strlen(other) - 3] = ' ';
+    write_template_dir(sub, NULL, other);
+    EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_UNSUPPORTED, "chat_template.jinja");
+    /* records with tools or keys the template does not render */
+    write_template_dir(sub, NULL, qwen3);
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    static const struct {
+        const char *record, *says;
+    } BAD[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": \"function\"}]}]}",
+         "has tool_calls: tool calls are not implemented"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"tool\", "
+         "\"content\": \"6\"}, {\"role\": \"assistant\", \"content\": \"y\"}]}",
+         "role \"tool\": tool messages are not implemented"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": []}", "\"tools\": tool definitions"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": \"a\"}, "
+         "{\"role\": \"assistant\", \"content\": \"y\"}]}",
+         "messages[0] has the key \"name\", which nnt does not render with the Qwen3 template"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"\"}]}", "empty assistant message"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\", \"reasoning_content\": 3}]}",
+         "\"reasoning_content\": string"},
+    };
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+        int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
+        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[k].record, rc);
+        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL,
+                      "%s: message '%s' does not say '%s'", BAD[k].record,
+                      nnt_ctx_last_error(NULL), BAD[k].says);
+    }
+    nnt_sft_destroy(s);
+    /* reasoning_content is Qwen3's alone */
+    so.chat_template = NNT_CHAT_LLAMA3_1;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    const char *r2 = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, "
+                     "{\"role\": \"assistant\", \"content\": \"y\", \"reasoning_content\": "
+                     "\"z\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, r2, strlen(r2), &ids, &counts, &n), NNT_E_FORMAT,
+                    "key \"reasoning_content\", which nnt does not render with the Llama 3.1");
+    nnt_sft_destroy(s);
+    so.date = "";
+    EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "date");
+    free(qwen3), free(qwen25), free(other);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
 
 START_TEST(test_templates_and_errors)
 {
@@ -518,6 +786,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_encode, 0, 2);
     tcase_add_test(tc, test_templates_and_errors);
+    tcase_add_loop_test(tc, test_chat_templates, 0, 4);
+    tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);
     tcase_add_test(tc, test_block_must_match);

@@ -8,13 +8,16 @@
  *                                    longest common prefix of those ids and P's count
  *                                    (completion_only_loss)
  *   {"messages": [{"role", "content"}, ...]}
- *                                    rendered with a chat template (ChatML, Llama 3) and
- *                                    encoded without added special tokens (apply_chat_template);
- *                                    the tokens that overlap an assistant turn's span count
- *                                    (assistant_only_loss with TRL's training templates):
- *                                    ChatML "\n" CONTENT "<|im_end|>\n" after
- *                                    "<|im_start|>assistant", Llama 3 trim(CONTENT)
- *                                    "<|eot_id|>" after the header
+ *                                    rendered with a chat template (ChatML, Llama 3, and
+ *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's as published)
+ *                                    and encoded without added special tokens
+ *                                    (apply_chat_template); the tokens that overlap an
+ *                                    assistant turn's span count (assistant_only_loss with
+ *                                    TRL's training templates): ChatML and Qwen2.5 "\n" CONTENT
+ *                                    "<|im_end|>\n" after "<|im_start|>assistant", Qwen3
+ *                                    "<think>\n" REASONING "\n</think>\n\n" CONTENT
+ *                                    "<|im_end|>\n" after "<|im_start|>assistant\n", Llama 3
+ *                                    and 3.1+ trim(CONTENT) "<|eot_id|>" after the header
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
  * is read with hftok's small tree over lib/io's bounded reader. */
 #include "../internal.h"
@@ -23,13 +26,16 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct nnt_sft {
     const nnt_tokenizer *tok;
     nnt_chat_template tmpl;
     char *system;                 /* ChatML: the template's default system message, or NULL */
+    char date[32];                /* Llama 3.1+: the system block's date                      */
     char *eos;                    /* tokenizer_config.json's eos_token, or NULL              */
+    char *bos;                    /* its bos_token, or NULL                                  */
     char *pad;                    /* its pad_token, or NULL                                  */
     int32_t pad_id;               /* the id of pad (else eos) when it is one token, else 0   */
     const int32_t *pre, *post;    /* the post-processor's special ids around a sequence      */
@@ -144,10 +150,94 @@ static int default_system(const char *raw, char **out)
     return NNT_OK;
 }
 
+/* The published templates nnt renders, recognised by identity as TRL recognises them: the
+ * FNV-1a 64 hash of the template's exact text (Qwen2.5's with its default system message
+ * replaced by "@SYSTEM@", so that the Qwen2.5 checkpoints whose default differs are the same
+ * template); TRL 1.16 ships each verbatim (trl/chat_templates/<name>.jinja). */
+static const struct {
+    const char *name;
+    uint64_t hash;
+    nnt_chat_template t;
+} KNOWN[] = {
+    {"qwen2_5.jinja (Qwen2.5 Instruct)", 0xe17e3a21eb01a12fULL, NNT_CHAT_QWEN2_5},
+    {"qwen3.jinja (Qwen3)", 0x959a4551391a6549ULL, NNT_CHAT_QWEN3},
+    {"llama3_1.jinja (Llama 3.1)", 0x60848a05837ce656ULL, NNT_CHAT_LLAMA3_1},
+    {"llama3_2.jinja (Llama 3.2)", 0x0ac29b9538e2befaULL, NNT_CHAT_LLAMA3_2},
+};
+
+#define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+/* Qwen2.5's default system message: the text of the literal '<|im_start|>system\n' TEXT
+ * '<|im_end|>\n' (a Jinja string, \n as two characters) that holds no quote; NULL if none. */
+static const char *qwen_system(const char *raw, size_t *len)
+{
+    static const char open[] = "'<|im_start|>system\\n";
+    for (const char *p = strstr(raw, open); p; p = strstr(p + 1, open)) {
+        const char *t = p + strlen(open), *e = strstr(t, "<|im_end|>\\n'");
+        if (e && e > t && memchr(t, '\'', (size_t)(e - t)) == NULL) {
+            *len = (size_t)(e - t);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* The hash of raw with every occurrence of sys[0..n) (if any) replaced by "@SYSTEM@". */
+static uint64_t template_hash(const char *raw, const char *sys, size_t n)
+{
+    uint64_t h = NNT_FNV_OFFSET;
+    for (const char *p = raw; *p;) {
+        if (sys && n && strncmp(p, sys, n) == 0) {
+            h = nnt_fnv1a_bytes(h, "@SYSTEM@", 8);
+            p += n;
+        } else {
+            h = nnt_fnv1a_bytes(h, p, 1);
+            p++;
+        }
+    }
+    return h;
+}
+
+/* A Jinja string's text with its \n escapes made newlines (malloc'd; NULL: no memory). */
+static char *unescape(const char *t, size_t n)
+{
+    char *o = malloc(n + 1), *p = o;
+    for (size_t i = 0; o && i < n; i++) {
+        if (t[i] == '\\' && i + 1 < n && t[i + 1] == 'n')
+            *p++ = '\n', i++;
+        else
+            *p++ = t[i];
+    }
+    if (o)
+        *p = '\0';
+    return o;
+}
+
+/* One of KNOWN by its text: 1 (*t and, for Qwen2.5, *system set), 0 not one, < 0 failed. */
+static int recognise_known(const char *raw, nnt_chat_template *t, char **system)
+{
+    size_t n = 0;
+    const char *sys = qwen_system(raw, &n);
+    uint64_t plain = template_hash(raw, NULL, 0), sub = sys ? template_hash(raw, sys, n) : 0;
+    for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++) {
+        if (KNOWN[k].hash != (KNOWN[k].t == NNT_CHAT_QWEN2_5 ? sub : plain))
+            continue;
+        *t = KNOWN[k].t;
+        if (*t == NNT_CHAT_QWEN2_5 && !(*system = unescape(sys, n)))
+            return NNT_E_NOMEM;
+        return 1;
+    }
+    return 0;
+}
+
 /* What the chat template of a tokenizer_config.json is (NONE: it has none). */
 static int recognise(const char *path, const char *raw, nnt_chat_template *t, char **system)
 {
     static const char fn[] = "nnt_sft_create";
+    *system = NULL;
+    int known = recognise_known(raw, t, system);
+    if (known)
+        return known < 0 ? nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn) : NNT_OK;
     char *norm = normalize_template(raw);
     if (!norm)
         return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
@@ -163,7 +253,6 @@ static int recognise(const char *path, const char *raw, nnt_chat_template *t, ch
                       : strstr(norm, "CuttingKnowledge") ? "a dated system message (Llama 3.1+)"
                       : NULL;
     int rc = NNT_OK;
-    *system = NULL;
     if ((chatml || llama3) && !extra) {
         *t = chatml ? NNT_CHAT_CHATML : NNT_CHAT_LLAMA3;
         if (chatml && has(norm, "messages[0]['role'] != 'system'") &&
@@ -172,24 +261,45 @@ static int recognise(const char *path, const char *raw, nnt_chat_template *t, ch
     } else {
         char head[61];
         size_t k = 0;
-        for (const char *s = raw; *s && k < 60; s++)
-            head[k++] = *s == '\n' ? ' ' : *s;
+        for (const char *p = raw; *p && k < 60; p++)
+            head[k++] = *p == '\n' ? ' ' : *p;
         head[k] = '\0';
         rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template \"%s%s\" is not one nnt "
-                      "knows%s%s (plain ChatML as SmolLM2 uses it, Llama 3's headers): give "
-                      "the template to render with (nnt-tokenize --chat-template chatml or "
-                      "llama3)", fn, path, head, raw[k] ? "..." : "",
-                      extra ? ": it has " : "", extra ? extra : "");
+                      "knows%s%s (plain ChatML as SmolLM2 uses it, Llama 3's headers, and "
+                      "Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's templates exactly as their "
+                      "models publish them): give the template to render with (nnt-tokenize "
+                      "--chat-template chatml, llama3, qwen2.5, qwen3, llama3.1 or llama3.2)",
+                      fn, path, head, raw[k] ? "..." : "", extra ? ": it has " : "",
+                      extra ? extra : "");
     }
     free(norm);
     return rc;
 }
 
-/* eos_token and the chat template of tokenizer_config.json (a file, or a directory's). */
+/* The chat_template.jinja beside the configuration file path, which transformers reads
+ * instead of tokenizer_config.json's chat_template when it is there: 0 and *text (malloc'd)
+ * or NULL when there is none. */
+static int read_jinja(const char *path, char **text, char **where)
+{
+    static const char fn[] = "nnt_sft_create";
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0, len = 0;
+    *text = NULL;
+    *where = malloc(dir + 20);
+    if (!*where)
+        return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+    snprintf(*where, dir + 20, "%.*schat_template.jinja", (int)dir, path);
+    if (access(*where, F_OK) != 0)
+        return NNT_OK;
+    return read_whole(*where, text, &len, fn);
+}
+
+/* eos_token, bos_token and the chat template of tokenizer_config.json (a file, or a
+ * directory's), or of the chat_template.jinja beside it. */
 static int read_config(nnt_sft *s, const char *path, int want_template)
 {
     static const char fn[] = "nnt_sft_create";
-    char *file = NULL, *buf = NULL;
+    char *file = NULL, *buf = NULL, *jinja = NULL, *jinja_path = NULL;
     size_t len = strlen(path);
     if (len > 5 && strcmp(path + len - 5, ".json") != 0) {   /* a directory */
         file = malloc(len + 24);
@@ -199,6 +309,8 @@ static int read_config(nnt_sft *s, const char *path, int want_template)
         path = file;
     }
     int rc = read_whole(path, &buf, &len, fn);
+    if (rc == 0 && want_template)
+        rc = read_jinja(path, &jinja, &jinja_path);
     jv root;
     memset(&root, 0, sizeof root);
     if (rc == 0) {
@@ -215,18 +327,24 @@ static int read_config(nnt_sft *s, const char *path, int want_template)
     }
     const char *eos = rc == 0 ? token_text(hft_jv_get(&root, "eos_token")) : NULL;
     const char *pad = rc == 0 ? token_text(hft_jv_get(&root, "pad_token")) : NULL;
-    if ((eos && (s->eos = strdup(eos)) == NULL) || (pad && (s->pad = strdup(pad)) == NULL))
+    const char *bos = rc == 0 ? token_text(hft_jv_get(&root, "bos_token")) : NULL;
+    if ((eos && (s->eos = strdup(eos)) == NULL) || (pad && (s->pad = strdup(pad)) == NULL) ||
+        (bos && (s->bos = strdup(bos)) == NULL))
         rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     const jv *tmpl = rc == 0 && want_template ? hft_jv_get(&root, "chat_template") : NULL;
-    if (tmpl && tmpl->type == JV_STR)
+    if (rc == 0 && jinja)
+        rc = recognise(jinja_path, jinja, &s->tmpl, &s->system);
+    else if (tmpl && tmpl->type == JV_STR)
         rc = recognise(path, tmpl->s, &s->tmpl, &s->system);
     else if (tmpl && tmpl->type != JV_NULL)
         rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template is not one string (named "
-                      "templates): give the template to render with (chatml or llama3)", fn,
-                      path);
+                      "templates): give the template to render with (chatml, llama3, qwen2.5, "
+                      "qwen3, llama3.1 or llama3.2)", fn, path);
     hft_jv_free(&root);
     free(buf);
     free(file);
+    free(jinja);
+    free(jinja_path);
     return rc;
 }
 
@@ -235,25 +353,48 @@ NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out
     if (!name || !out)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_chat_template_from_name: %s is NULL",
                         name ? "out" : "name");
-    if (strcmp(name, "chatml") == 0)
-        *out = NNT_CHAT_CHATML;
-    else if (strcmp(name, "llama3") == 0)
-        *out = NNT_CHAT_LLAMA3;
-    else if (strcmp(name, "none") == 0)
-        *out = NNT_CHAT_NONE;
-    else
-        return nnt_fail(NULL, NNT_E_UNSUPPORTED, "chat template \"%s\" is not one nnt knows "
-                        "(chatml, llama3, none)", name);
-    return NNT_OK;
+    static const struct {
+        const char *name;
+        nnt_chat_template t;
+    } NAMES[] = {{"chatml", NNT_CHAT_CHATML}, {"llama3", NNT_CHAT_LLAMA3},
+                 {"qwen2.5", NNT_CHAT_QWEN2_5}, {"qwen3", NNT_CHAT_QWEN3},
+                 {"llama3.1", NNT_CHAT_LLAMA3_1}, {"llama3.2", NNT_CHAT_LLAMA3_2},
+                 {"none", NNT_CHAT_NONE}};
+    for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++)
+        if (strcmp(name, NAMES[k].name) == 0) {
+            *out = NAMES[k].t;
+            return NNT_OK;
+        }
+    return nnt_fail(NULL, NNT_E_UNSUPPORTED, "chat template \"%s\" is not one nnt knows "
+                    "(chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, none)", name);
 }
 
 void nnt_sft_destroy(nnt_sft *s)
 {
     if (!s)
         return;
-    free(s->system), free(s->eos), free(s->pad), free(s->ids), free(s->counts), free(s->a), free(s->b);
+    free(s->system), free(s->eos), free(s->bos), free(s->pad);
+    free(s->ids), free(s->counts), free(s->a), free(s->b);
     free(s->text.p);
     free(s);
+}
+
+/* Llama 3.1+'s date: the option's, else the template's default: 3.1's date_string, 3.2's
+ * strftime_now("%d %b %Y") (local time; the month's English abbreviation, as Python's C
+ * locale writes it). */
+static void set_date(nnt_sft *s, const char *date)
+{
+    static const char *const MONTHS[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t now = time(NULL);
+    struct tm tm;
+    if (date)
+        snprintf(s->date, sizeof s->date, "%s", date);
+    else if (s->tmpl == NNT_CHAT_LLAMA3_2 && localtime_r(&now, &tm))
+        snprintf(s->date, sizeof s->date, "%02d %s %04d", tm.tm_mday, MONTHS[tm.tm_mon % 12],
+                 tm.tm_year + 1900);
+    else
+        snprintf(s->date, sizeof s->date, "26 Jul 2024");
 }
 
 NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts, nnt_sft **out)
@@ -268,8 +409,11 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     nnt_sft_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_SFT_OPTIONS_INIT"));
-    if ((unsigned)o.chat_template > NNT_CHAT_LLAMA3)
+    if ((unsigned)o.chat_template > NNT_CHAT_LLAMA3_2)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
+    if (o.date && (!*o.date || strlen(o.date) >= 32 || strchr(o.date, '\n')))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: date \"%s\" (one line of at most 31 bytes, as "
+                        "\"26 Jul 2024\")", fn, o.date);
     nnt_sft *s = calloc(1, sizeof *s);
     if (!s)
         return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
@@ -278,10 +422,13 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     int rc = o.tokenizer_config
                  ? read_config(s, o.tokenizer_config, o.chat_template == NNT_CHAT_AUTO)
                  : NNT_OK;
+    if (rc == 0 && s->tmpl == NNT_CHAT_QWEN2_5 && !s->system && !(s->system = strdup(QWEN_SYSTEM)))
+        rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     if (rc) {
         nnt_sft_destroy(s);
         return rc;
     }
+    set_date(s, o.date);
     nnt_tokenizer_single_affixes(tok, &s->pre, &s->npre, &s->post, &s->npost);
     const char *pad = s->pad ? s->pad : s->eos;   /* TRL: pad_token, else eos_token */
     int32_t id[2];
@@ -405,30 +552,233 @@ static int put_with_eos(nnt_sft *s, const jv *v)
     return NNT_OK;
 }
 
-static int is_space(char c)
+/* ---- chat templates ------------------------------------------------------------------------ */
+
+/* The bytes of the white-space character at s (n bytes left), as Python's str.isspace
+ * (Jinja's trim is str.strip()) sees it: ASCII \t \n \v \f \r, \x1c-\x1f and space, U+0085,
+ * U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; 0 if none. */
+static size_t space_at(const char *s, size_t n)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+    const unsigned char *u = (const unsigned char *)s;
+    if (n == 0)
+        return 0;
+    if (u[0] < 0x80)
+        return (u[0] >= 0x09 && u[0] <= 0x0d) || (u[0] >= 0x1c && u[0] <= 0x20);
+    unsigned cp;
+    size_t len;
+    if ((u[0] & 0xe0) == 0xc0 && n >= 2)
+        cp = (u[0] & 0x1fu) << 6 | (u[1] & 0x3fu), len = 2;
+    else if ((u[0] & 0xf0) == 0xe0 && n >= 3)
+        cp = (u[0] & 0x0fu) << 12 | (u[1] & 0x3fu) << 6 | (u[2] & 0x3fu), len = 3;
+    else
+        return 0;
+    int white = cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) ||
+                cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return white ? len : 0;
 }
 
-/* One message: its role, its content, whether it is the assistant's. */
+/* [*b, *e) with white space stripped at both ends (Jinja's trim). */
+static void trim(const char **b, const char **e)
+{
+    size_t k;
+    while (*b < *e && (k = space_at(*b, (size_t)(*e - *b))) > 0)
+        *b += k;
+    while (*e > *b) {
+        const char *last = *e - 1;   /* the start of the last character */
+        while (last > *b && ((unsigned char)*last & 0xc0) == 0x80 && *e - last < 4)
+            last--;
+        if ((k = space_at(last, (size_t)(*e - last))) == 0 || last + k != *e)
+            break;
+        *e = last;
+    }
+}
+
+static const char *template_name(nnt_chat_template t)
+{
+    static const char *const NAMES[] = {"", "", "ChatML", "Llama 3", "Qwen2.5", "Qwen3",
+                                        "Llama 3.1", "Llama 3.2"};
+    return (unsigned)t < sizeof NAMES / sizeof NAMES[0] ? NAMES[t] : "";
+}
+
+static int is_llama31(nnt_chat_template t)
+{
+    return t == NNT_CHAT_LLAMA3_1 || t == NNT_CHAT_LLAMA3_2;
+}
+
+/* One message checked: its role (system, user or assistant), its content (a string), and
+ * for Qwen3 its reasoning_content (NULL when absent); the keys nnt renders, no others. */
 static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **role,
-                         const jv **content)
+                         const jv **content, const jv **reasoning)
 {
     static const char fn[] = "nnt_sft_encode";
     *role = hft_jv_get(m, "role");
     *content = hft_jv_get(m, "content");
+    *reasoning = t == NNT_CHAT_QWEN3 ? hft_jv_get(m, "reasoning_content") : NULL;
     if (m->type != JV_OBJ || !*role || (*role)->type != JV_STR || !*content ||
-        (*content)->type != JV_STR)
+        (*content)->type != JV_STR || (*reasoning && (*reasoning)->type != JV_STR))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is not {\"role\": string, "
-                        "\"content\": string}", fn, i);
+                        "\"content\": string%s}", fn, i,
+                        t == NNT_CHAT_QWEN3 ? " (, \"reasoning_content\": string)" : "");
+    for (size_t k = 0; k < m->n; k++) {
+        const char *key = m->keys[k];
+        if (!strcmp(key, "role") || !strcmp(key, "content") ||
+            (t == NNT_CHAT_QWEN3 && !strcmp(key, "reasoning_content")))
+            continue;
+        if (!strcmp(key, "tool_calls") || !strcmp(key, "function_call"))
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %s: tool calls are not "
+                            "implemented (nnt renders no tools)", fn, i, key);
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has the key \"%s\", which nnt "
+                        "does not render with the %s template (role, content%s)", fn, i, key,
+                        template_name(t), t == NNT_CHAT_QWEN3 ? ", reasoning_content" : "");
+    }
     const char *r = (*role)->s;
+    if (!strcmp(r, "tool") || !strcmp(r, "ipython") || !strcmp(r, "function"))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\": tool messages "
+                        "are not implemented (nnt renders no tools; roles system, user, "
+                        "assistant)", fn, i, r);
     if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\", which the %s "
                         "template does not know (system, user, assistant)", fn, i, r,
-                        t == NNT_CHAT_CHATML ? "ChatML" : "Llama 3");
-    if (strcmp(r, "assistant") == 0 && (*content)->len == 0)
+                        template_name(t));
+    if (strcmp(r, "assistant") == 0 && (*content)->len == 0 &&
+        !(*reasoning && (*reasoning)->len > 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an empty assistant message: "
                         "nothing to learn", fn, i);
+    return NNT_OK;
+}
+
+/* Where the assistant turns are in s->text: [at[2k], at[2k + 1]) the part that counts. */
+typedef struct turns {
+    size_t at[2 * 64];
+    size_t n;
+} turns;
+
+static int turn_begin(turns *a)
+{
+    if (a->n == 64)
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: more than 64 assistant messages");
+    return NNT_OK;
+}
+
+static const char *bos_of(const nnt_sft *s)
+{
+    return s->bos ? s->bos : "<|begin_of_text|>";
+}
+
+/* ChatML (and Qwen2.5, with its default system message): <|im_start|>ROLE\nCONTENT<|im_end|>\n;
+ * an assistant's "\n" CONTENT "<|im_end|>\n" counts. */
+static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
+{
+    int assistant = strcmp(role->s, "assistant") == 0;
+    if (i == 0 && s->system && strcmp(role->s, "system")) {
+        NNT_TRY(puts0(s, "<|im_start|>system\n"));
+        NNT_TRY(puts0(s, s->system));
+        NNT_TRY(puts0(s, "<|im_end|>\n"));
+    }
+    NNT_TRY(puts0(s, "<|im_start|>"));
+    NNT_TRY(put(s, role->s, role->len));
+    if (assistant)
+        a->at[2 * a->n] = s->text.n;
+    NNT_TRY(puts0(s, "\n"));
+    NNT_TRY(put(s, content->s, content->len));
+    NNT_TRY(puts0(s, "<|im_end|>\n"));
+    if (assistant)
+        a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
+/* Llama 3's header and trimmed content; an assistant's content and <|eot_id|> count. */
+static int render_llama3(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
+{
+    int assistant = strcmp(role->s, "assistant") == 0;
+    NNT_TRY(puts0(s, "<|start_header_id|>"));
+    NNT_TRY(put(s, role->s, role->len));
+    NNT_TRY(puts0(s, "<|end_header_id|>\n\n"));
+    const char *c = content->s, *e = content->s + content->len;
+    trim(&c, &e);
+    if (assistant && c == e)
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is an assistant "
+                        "message of white space only: nothing to learn", i);
+    if (assistant)
+        a->at[2 * a->n] = s->text.n;
+    NNT_TRY(put(s, c, (size_t)(e - c)));
+    NNT_TRY(puts0(s, "<|eot_id|>"));
+    if (assistant)
+        a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
+/* Llama 3.1 and 3.2 without tools: bos, the system block (its knowledge and today's dates,
+ * then the first message's trimmed content when it is a system one), then the other messages
+ * as Llama 3's. Returns in *skip whether messages[0] went into the system block. */
+static int render_llama31_system(nnt_sft *s, const jv *msgs, int *skip)
+{
+    const jv *first = &msgs->items[0], *role = hft_jv_get(first, "role");
+    *skip = role && role->type == JV_STR && strcmp(role->s, "system") == 0;
+    NNT_TRY(puts0(s, bos_of(s)));
+    NNT_TRY(puts0(s, "<|start_header_id|>system<|end_header_id|>\n\n"
+                     "Cutting Knowledge Date: December 2023\nToday Date: "));
+    NNT_TRY(puts0(s, s->date));
+    NNT_TRY(puts0(s, "\n\n"));
+    if (*skip) {
+        const jv *content = hft_jv_get(first, "content");
+        const char *c = content->s, *e = content->s + content->len;
+        trim(&c, &e);
+        NNT_TRY(put(s, c, (size_t)(e - c)));
+    }
+    return puts0(s, "<|eot_id|>");
+}
+
+/* text[0, n) after the last occurrence of what in it (all of it if none). */
+static const char *after_last(const char *text, size_t n, const char *what, size_t *left)
+{
+    size_t w = strlen(what);
+    const char *from = text;
+    for (size_t k = 0; k + w <= n; k++)
+        if (memcmp(text + k, what, w) == 0)
+            from = text + k + w;
+    *left = n - (size_t)(from - text);
+    return from;
+}
+
+/* Qwen3 as TRL trains it (qwen3_training.jinja): every assistant turn is "<|im_start|>
+ * assistant\n" then, counted, "<think>\n" REASONING "\n</think>\n\n" ANSWER "<|im_end|>\n";
+ * REASONING is reasoning_content, else what content holds between its last <think> before
+ * its first </think> and that </think> (newlines stripped), ANSWER what follows its last
+ * </think> (leading newlines stripped). Users, and system messages after the first, are
+ * ChatML. */
+static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
+                        const jv *reasoning, turns *a)
+{
+    if (strcmp(role->s, "assistant") != 0)   /* Qwen3 has no default system message */
+        return render_chatml(s, i, role, content, a);
+    const char *answer = content->s, *think = "", *close;
+    size_t alen = content->len, tlen = 0;
+    if (reasoning) {
+        think = reasoning->s, tlen = reasoning->len;
+    } else if ((close = strstr(content->s, "</think>")) != NULL) {
+        size_t before = (size_t)(close - content->s);
+        while (before > 0 && content->s[before - 1] == '\n')   /* rstrip('\n') */
+            before--;
+        think = after_last(content->s, before, "<think>", &tlen);
+        while (tlen > 0 && *think == '\n')   /* lstrip('\n') */
+            think++, tlen--;
+        answer = after_last(content->s, content->len, "</think>", &alen);
+    }
+    while (tlen > 0 && *think == '\n')   /* reasoning_content.strip('\n') */
+        think++, tlen--;
+    while (tlen > 0 && think[tlen - 1] == '\n')
+        tlen--;
+    while (alen > 0 && *answer == '\n')   /* content.lstrip('\n') */
+        answer++, alen--;
+    NNT_TRY(puts0(s, "<|im_start|>assistant\n"));
+    a->at[2 * a->n] = s->text.n;
+    NNT_TRY(puts0(s, "<think>\n"));
+    NNT_TRY(put(s, think, tlen));
+    NNT_TRY(puts0(s, "\n</think>\n\n"));
+    NNT_TRY(put(s, answer, alen));
+    NNT_TRY(puts0(s, "<|im_end|>\n"));
+    a->at[2 * a->n++ + 1] = s->text.n;
     return NNT_OK;
 }
 
@@ -438,58 +788,36 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
     static const char fn[] = "nnt_sft_encode";
     if (s->tmpl == NNT_CHAT_NONE)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a \"messages\" record needs a chat template "
-                        "(the tokenizer_config.json's, or chatml / llama3)", fn);
+                        "(the tokenizer_config.json's, or chatml, llama3, qwen2.5, qwen3, "
+                        "llama3.1, llama3.2)", fn);
     if (msgs->type != JV_ARR || msgs->n == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"messages\" is not a non-empty array", fn);
-    size_t spans[2 * 64], nspans = 0;
-    int any = 0;
-    for (size_t i = 0; i < msgs->n; i++) {
-        const jv *role, *content;
-        NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content));
-        int assistant = strcmp(role->s, "assistant") == 0;
-        any |= assistant;
-        if (assistant && nspans == 64)
-            return nnt_fail(NULL, NNT_E_FORMAT, "%s: more than 64 assistant messages", fn);
-        if (s->tmpl == NNT_CHAT_CHATML) {
-            if (i == 0 && s->system && strcmp(role->s, "system")) {
-                NNT_TRY(puts0(s, "<|im_start|>system\n"));
-                NNT_TRY(puts0(s, s->system));
-                NNT_TRY(puts0(s, "<|im_end|>\n"));
-            }
-            NNT_TRY(puts0(s, "<|im_start|>"));
-            NNT_TRY(put(s, role->s, role->len));
-            if (assistant)
-                spans[2 * nspans] = s->text.n;
-            NNT_TRY(puts0(s, "\n"));
-            NNT_TRY(put(s, content->s, content->len));
-            NNT_TRY(puts0(s, "<|im_end|>\n"));
-        } else {   /* Llama 3 */
-            if (i == 0)
-                NNT_TRY(puts0(s, "<|begin_of_text|>"));
-            NNT_TRY(puts0(s, "<|start_header_id|>"));
-            NNT_TRY(put(s, role->s, role->len));
-            NNT_TRY(puts0(s, "<|end_header_id|>\n\n"));
-            const char *c = content->s, *e = content->s + content->len;
-            while (c < e && is_space(*c))
-                c++;
-            while (e > c && is_space(e[-1]))
-                e--;
-            if (assistant && c == e)
-                return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an assistant message "
-                                "of white space only: nothing to learn", fn, i);
-            if (assistant)
-                spans[2 * nspans] = s->text.n;
-            NNT_TRY(put(s, c, (size_t)(e - c)));
-            NNT_TRY(puts0(s, "<|eot_id|>"));
-        }
-        if (assistant)
-            spans[2 * nspans++ + 1] = s->text.n;
+    turns a;
+    a.n = 0;
+    const jv *role, *content, *reasoning;
+    for (size_t i = 0; i < msgs->n; i++)   /* every message checked before any is rendered */
+        NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning));
+    int skip = 0;
+    if (is_llama31(s->tmpl))
+        NNT_TRY(render_llama31_system(s, msgs, &skip));
+    else if (s->tmpl == NNT_CHAT_LLAMA3)
+        NNT_TRY(puts0(s, bos_of(s)));
+    for (size_t i = (size_t)skip; i < msgs->n; i++) {
+        message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning);
+        if (strcmp(role->s, "assistant") == 0)
+            NNT_TRY(turn_begin(&a));
+        if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
+            NNT_TRY(render_llama3(s, i, role, content, &a));
+        else if (s->tmpl == NNT_CHAT_QWEN3)
+            NNT_TRY(render_qwen3(s, i, role, content, reasoning, &a));
+        else
+            NNT_TRY(render_chatml(s, i, role, content, &a));
     }
-    if (!any)
+    if (a.n == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: no assistant message: nothing to learn", fn);
     NNT_TRY(encode_record(s, s->text.p, s->text.n, 0));
-    for (size_t k = 0; k < nspans; k++)
-        NNT_TRY(count_span(s, s->text.p, spans[2 * k], spans[2 * k + 1]));
+    for (size_t k = 0; k < a.n; k++)
+        NNT_TRY(count_span(s, s->text.p, a.at[2 * k], a.at[2 * k + 1]));
     return NNT_OK;
 }
 
@@ -507,6 +835,10 @@ static int encode_value(nnt_sft *s, const jv *root)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: a record has one of \"text\", \"prompt\" with "
                         "\"completion\", or \"messages\" (this one has %s)", fn,
                         kinds ? "several" : "none");
+    for (size_t i = 0; i < root->n; i++)
+        if (strcmp(root->keys[i], "tools") == 0)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\": tool definitions and calls are "
+                            "not implemented (nnt renders no tools)", fn);
     for (size_t i = 0; i < root->n; i++)
         if (strcmp(root->keys[i], "text") && strcmp(root->keys[i], "prompt") &&
             strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages"))

@@ -83,7 +83,10 @@ int gl_chain_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx, int window)
  * the bits each product's own rounding of the fp32 tile gives, so results do not change:
  * the products read half the bytes and round nothing. While the context's weights_fixed
  * is set (generation after its first forward) an existing copy is read as it is, not
- * converted again for every token. In other precisions *copy is released. The backward of that forward reads gl_weight_read(w, *copy). */
+ * converted again for every token. In other precisions *copy is released. The backward of
+ * that forward reads gl_weight_read(w, *copy).
+ * A frozen w of l's own that only products read is narrowed first (nnt_layer_param_narrow):
+ * then, a bf16 tensor, it is the operand itself, with no copy. */
 int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor **operand);
 static inline nnt_tensor *gl_weight_read(nnt_tensor *w, nnt_tensor *copy)
 {

@@ -78,6 +78,8 @@ int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_t
     p->grad_dropped = 0;
     p->frozen = 0;
     p->adapter = 0;
+    p->products_only = 0;
+    p->keep_fp32 = 0;
     return NNT_OK;
 }
 
@@ -312,6 +314,9 @@ static int releasing(const nnt_ctx *ctx)
 
 int nnt_layer_note_weight_read(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy)
 {
+    nnt_layer_param_rec *own = nnt_layer_own_param(l, w);
+    if (own)   /* its own weight, which only its products read */
+        own->products_only = 1;
     for (int i = 0; i < l->nweight_reads; i++)
         if (l->weight_reads[i].copy == copy) {
             l->weight_reads[i].weight = w;
@@ -368,7 +373,7 @@ static int64_t weight_bytes(const nnt_layer *l, int bf16)
         const nnt_tensor *w = l->weight_reads[i].weight;
         if (!is_own_param(l, w))
             bytes += nnt_tensor_bytes(w);
-        if (bf16)
+        if (bf16 && w->dtype != NNT_BF16)   /* its copy; none for a matrix kept in bf16 */
             bytes += nnt_tensor_bytes(w) / 2;
     }
     for (int i = 0; i < l->nchildren; i++)
@@ -713,6 +718,22 @@ NNT_API int nnt_layer_clear_grad(nnt_layer *layer)
 
 /* ---- frozen parameters --------------------------------------------------------------------- */
 
+nnt_layer_param_rec *nnt_layer_own_param(const nnt_layer *l, const nnt_tensor *value)
+{
+    for (int i = 0; i < l->nparams; i++)
+        if (l->params[i].value == value)
+            return &l->params[i];
+    return NULL;
+}
+
+int nnt_layer_param_narrow(nnt_ctx *ctx, nnt_layer_param_rec *p)
+{
+    if (!p->frozen || !p->products_only || p->keep_fp32 || p->value->dtype != NNT_FP32 ||
+        ctx->precision != NNT_PRECISION_BF16)
+        return NNT_OK;
+    return nnt_tensor_retype(p->value, NNT_BF16);
+}
+
 nnt_tensor *nnt_layer_grad_of(const nnt_layer *l, const nnt_tensor *value)
 {
     for (int i = 0; i < l->nparams; i++)
@@ -754,12 +775,13 @@ void nnt_layer_forget_activation(nnt_layer *l, nnt_tensor **t)
         }
 }
 
-/* Freeze p (its gradient released) or unfreeze it (a zero gradient of its layout again). */
-static int set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int freeze)
+int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode)
 {
-    if (freeze == p->frozen)
-        return NNT_OK;
-    if (freeze) {
+    if (mode != NNT_UNFREEZE) {
+        /* a matrix kept in bf16 already stays so: its fp32 values are gone */
+        p->keep_fp32 = mode == NNT_FREEZE_KEEP_FP32;
+        if (p->frozen)
+            return NNT_OK;
         if (p->owned)
             nnt_tensor_destroy(p->grad);
         p->grad = NULL;
@@ -767,6 +789,11 @@ static int set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int freeze)
         p->frozen = 1;
         return NNT_OK;
     }
+    if (!p->frozen)
+        return NNT_OK;
+    /* the values a matrix kept in bf16 has, in fp32 again (the optimizer updates fp32) */
+    NNT_TRY(nnt_tensor_retype(p->value, NNT_FP32));
+    p->keep_fp32 = 0;
     nnt_tensor *v = p->value, *g = NULL;
     int rc = nnt_tensor_create_beside(root->ctx, NNT_FP32, v->ndim, v->shape, v->tile, v,
                                       root->ctx->distribution != NNT_DIST_DATA
@@ -788,6 +815,9 @@ NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, 
     NNT_TRY(nnt_layer_check(layer, fn));
     if (!pattern)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: pattern is NULL", fn);
+    /* 0 unfreezes; NNT_FREEZE_KEEP_FP32 freezes keeping fp32 values; any other value (1
+     * as 0.3 documented it) is NNT_FREEZE */
+    int mode = freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 ? freeze : NNT_FREEZE;
     nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
     NNT_TRY(ensure_listing(tree, fn));
     int64_t n = 0;
@@ -795,7 +825,7 @@ NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, 
     for (int64_t i = 0; rc == 0 && i < tree->nlisted; i++) {
         if (fnmatch(pattern, tree->listed_names[i], 0) != 0)
             continue;
-        rc = set_frozen(tree, tree->listed[i], freeze != 0);
+        rc = nnt_layer_set_frozen(tree, tree->listed[i], mode);
         n++;
     }
     if (rc == 0 && layer->vt->reregister)
@@ -863,9 +893,12 @@ NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
     if (rc || (rc = ensure_listing(layer, "nnt_layer_init")))
         return rc;
     int64_t nblocks = count_blocks(layer);
-    for (int64_t i = 0; i < layer->nlisted; i++)
-        if ((rc = init_param(layer->listed[i], layer->listed_names[i], seed, nblocks)))
+    for (int64_t i = 0; i < layer->nlisted; i++) {
+        /* a frozen matrix kept in bf16: initialised in fp32 (the next product narrows it) */
+        if ((rc = nnt_tensor_retype(layer->listed[i]->value, NNT_FP32)) ||
+            (rc = init_param(layer->listed[i], layer->listed_names[i], seed, nblocks)))
             return rc;
+    }
     return NNT_OK;
 }
 

@@ -49,6 +49,11 @@ typedef struct nnt_layer_param_rec {
                               backward computes no gradient for it                         */
     int adapter;           /* a LoRA adapter's matrix (lib/layers/lora.c): trained, saved in
                               PEFT files, never in the model's own files                   */
+    int products_only;     /* only matrix products read it, through gl_weight_operand (a
+                              linear's or an attention projection's weight): frozen under
+                              NNT_PRECISION_BF16 it is kept in bf16 only
+                              (nnt_layer_param_narrow)                                     */
+    int keep_fp32;         /* frozen with NNT_FREEZE_KEEP_FP32: never narrowed             */
 } nnt_layer_param_rec;
 
 typedef struct nnt_layer_vt {
@@ -139,6 +144,18 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
  * kind's backward computes no gradient for it. Kinds read their gradients through this (a
  * freeze or unfreeze replaces them). */
 nnt_tensor *nnt_layer_grad_of(const nnt_layer *l, const nnt_tensor *value);
+/* The record of l's own parameter value, or NULL. */
+nnt_layer_param_rec *nnt_layer_own_param(const nnt_layer *l, const nnt_tensor *value);
+/* Freeze p (mode NNT_FREEZE or NNT_FREEZE_KEEP_FP32: its gradient released) or unfreeze it
+ * (NNT_UNFREEZE: a zero gradient of its layout again, its values widened to fp32 first if
+ * they were kept in bf16). root: the tree it belongs to (its context). */
+int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode);
+/* A frozen matrix that only products read (products_only), not frozen with keep_fp32, under
+ * NNT_PRECISION_BF16: its fp32 values replaced by their bf16 rounding in place
+ * (nnt_tensor_retype), which is what every product reads of it in that precision anyway
+ * (gl_weight_operand's copy has the same bits): the fp32 values and the bf16 copy give way to
+ * one bf16 tensor. Otherwise nothing. gl_weight_operand calls it before each product. */
+int nnt_layer_param_narrow(nnt_ctx *ctx, nnt_layer_param_rec *p);
 /* Remove l's own parameter value (its tensors destroyed when owned). */
 void nnt_layer_remove_param(nnt_layer *l, const nnt_tensor *value);
 /* The parameters of l's subtree changed (added, removed, frozen): forget the listings of l

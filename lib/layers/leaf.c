@@ -141,7 +141,10 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
     nnt_precision precision = NNT_PRECISION_FP32;
     NNT_TRY(nnt_ctx_precision(l->ctx, &precision));
     NNT_TRY(nnt_layer_note_weight_read(l, w, copy));
-    if (precision != NNT_PRECISION_BF16) {
+    nnt_layer_param_rec *own = nnt_layer_own_param(l, w);
+    if (own)   /* frozen under bf16 products: kept in bf16 from now on */
+        NNT_TRY(nnt_layer_param_narrow(l->ctx, own));
+    if (precision != NNT_PRECISION_BF16 || w->dtype == NNT_BF16) {   /* read as it is */
         nnt_tensor_destroy(*copy);
         *copy = NULL;
         *operand = w;
@@ -203,6 +206,24 @@ typedef struct embedding {
     nnt_tensor *dscaled;            // (B, T, C) scale * dy
 } embedding;
 
+/* NNT_E_INVAL naming an id of tokens (B, T) outside [0, V), its place and V, when their
+ * values came from the host (nnt_tensor.ids_known: their range was seen as they were
+ * copied in, so nothing is read back and nothing waits); the operation itself would give
+ * such an id a row of zeros. Ids that tasks wrote are not seen here. */
+static int check_ids(nnt_layer *l, const nnt_tensor *x, int64_t V)
+{
+    if (!x->ids_known || (x->ids_min >= 0 && x->ids_max < V))
+        return NNT_OK;
+    int low = x->ids_min < 0 && (x->ids_max < V || x->ids_argmin < x->ids_argmax);
+    int64_t at = low ? x->ids_argmin : x->ids_argmax;
+    return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: token id %d at [%lld, %lld] of the "
+                    "input (B %lld, T %lld) is outside the vocabulary: ids are 0 to %lld "
+                    "(vocabulary size %lld)", (int)(low ? x->ids_min : x->ids_max),
+                    (long long)(at / x->shape[1]), (long long)(at % x->shape[1]),
+                    (long long)x->shape[0], (long long)x->shape[1], (long long)(V - 1),
+                    (long long)V);
+}
+
 static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     embedding *e = l->impl;
@@ -210,6 +231,7 @@ static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer takes "
                         "int32 tokens (B, T) with T <= maxT = %lld",
                         (long long)(e->wpe ? e->wpe->shape[0] : 0));
+    NNT_TRY(check_ids(l, x, e->wte->shape[0]));
     int64_t C = e->wte->shape[1], ct = e->wte->tile[1];
     int64_t shape[3] = {x->shape[0], x->shape[1], C}, tile[3] = {x->tile[0], x->tile[1], ct};
     int64_t rows_tile[2] = {x->tile[1], ct};
@@ -241,6 +263,7 @@ int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tenso
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer at position "
                         "%lld takes int32 tokens (B, T) with %lld + T <= maxT = %lld",
                         (long long)past, (long long)past, (long long)e->wpe->shape[0]);
+    NNT_TRY(check_ids(l, x, e->wte->shape[0]));
     int64_t T = x->shape[1], C = e->wte->shape[1];
     int64_t shape[3] = {x->shape[0], T, C}, tile[3] = {x->tile[0], x->tile[1], e->wte->tile[1]};
     int64_t rows[2] = {T, C}, rows_tile[2] = {x->tile[1], e->wte->tile[1]};

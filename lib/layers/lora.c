@@ -159,8 +159,12 @@ int gl_lora_backward_finish(nnt_layer *l, gl_lora *lo, nnt_tensor *dx)
 
 int gl_lora_merge(gl_lora *lo, int i, nnt_tensor *w)
 {
-    /* W_i (out_i..., in...) += s B_i (out_i..., r) A (r, in...) */
-    return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, lo->scale, lo->b[i], lo->a, 1.0, w, 1, 0);
+    /* W_i (out_i..., in...) += s B_i (out_i..., r) A (r, in...); a W kept in bf16 (a frozen
+     * base under bf16 products): widened, the sum in fp32, rounded once to bf16 again */
+    nnt_dtype kept = w->dtype;
+    NNT_TRY(nnt_tensor_retype(w, NNT_FP32));
+    NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, lo->scale, lo->b[i], lo->a, 1.0, w, 1, 0));
+    return nnt_tensor_retype(w, kept);
 }
 
 /* ---- dispatch to the kinds -------------------------------------------------------------- */

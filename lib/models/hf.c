@@ -307,8 +307,7 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (!st_mine(s))
         return NNT_OK;
     for (int i = 0; i < t->np; i++)
-        NNT_TRY(nnt_tensor_copy_to_host(t->p[i].value, s->buf + i * t->n,
-                                        (size_t)t->n * sizeof(float)));
+        NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + i * t->n, t->n));
     int64_t total = t->n * t->np;
     if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
         transpose(s->buf, s->tmp, total / t->in, t->in);
@@ -418,8 +417,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
     for (int i = 0; i < t->np && rc == 0; i++)
-        rc = nnt_tensor_copy_from_host(t->p[i].value, buf + i * t->n,
-                                       (size_t)t->n * sizeof(float));
+        rc = nnt_tensor_from_host_f32(t->p[i].value, buf + i * t->n, t->n);
     free(buf);
     free(tmp);
     return rc;
@@ -592,20 +590,14 @@ static int save_weights(nnt_layer *model, const char *fn, const char *dir, uint6
     return rc;
 }
 
-/* from (a tokenizer.json, or a directory holding one) copied to dir/tokenizer.json through a
- * temporary file, unless it is that file. */
-static int copy_tokenizer(nnt_ctx *ctx, const char *fn, const char *from, const char *dir)
+/* src copied to dst through a temporary file (fsync, rename), unless they are one file. */
+static int copy_file(nnt_ctx *ctx, const char *fn, const char *src, const char *dst)
 {
-    char src[NNT_MODEL_PATH_MAX], dst[NNT_MODEL_PATH_MAX], err[NNT_IO_ERRLEN], buf[1 << 16];
+    char err[NNT_IO_ERRLEN], buf[1 << 16];
     struct stat ss, ds;
-    if (stat(from, &ss) == 0 && S_ISDIR(ss.st_mode))
-        NNT_TRY(nnt_model_path_join(ctx, fn, from, "tokenizer.json", src));
-    else if ((size_t)snprintf(src, sizeof src, "%s", from) >= sizeof src)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: tokenizer_json: the path is too long", fn);
-    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "tokenizer.json", dst));
     if (stat(src, &ss) == 0 && stat(dst, &ds) == 0 && ss.st_dev == ds.st_dev &&
         ss.st_ino == ds.st_ino)
-        return NNT_OK;   /* dir is where the tokenizer is */
+        return NNT_OK;   /* dir is where the file is */
     int fd = -1;
     uint64_t size = 0;
     nnt_io_out *o = NULL;
@@ -625,6 +617,48 @@ static int copy_tokenizer(nnt_ctx *ctx, const char *fn, const char *from, const 
     else
         nnt_io_out_abort(o);
     return io_fail(ctx, fn, rc, err);
+}
+
+/* The files transformers reads beside tokenizer.json: the tokenizer's class, special tokens
+ * and chat template, and the generation defaults (eos ids). */
+static const char *const TOKENIZER_FILES[] = {"tokenizer_config.json", "chat_template.jinja",
+                                              "special_tokens_map.json",
+                                              "generation_config.json"};
+
+/* from (a tokenizer.json, or a directory holding one) copied to dir/tokenizer.json, and when
+ * it is a model directory's (a directory, or a file named tokenizer.json) the files of
+ * TOKENIZER_FILES beside it: those present copied, those absent removed from dir (they
+ * would belong to another tokenizer: transformers reads chat_template.jinja before
+ * tokenizer_config.json's template). */
+static int copy_tokenizer(nnt_ctx *ctx, const char *fn, const char *from, const char *dir)
+{
+    char src[NNT_MODEL_PATH_MAX], dst[NNT_MODEL_PATH_MAX], from_dir[NNT_MODEL_PATH_MAX];
+    struct stat ss;
+    const char *base = strrchr(from, '/');
+    base = base ? base + 1 : from;
+    int whole = 1;   /* a model directory's tokenizer */
+    if (stat(from, &ss) == 0 && S_ISDIR(ss.st_mode)) {
+        NNT_TRY(nnt_model_path_join(ctx, fn, from, "tokenizer.json", src));
+        snprintf(from_dir, sizeof from_dir, "%s", from);
+    } else if ((size_t)snprintf(src, sizeof src, "%s", from) >= sizeof src) {
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: tokenizer_json: the path is too long", fn);
+    } else {
+        whole = strcmp(base, "tokenizer.json") == 0;
+        snprintf(from_dir, sizeof from_dir, "%.*s", base > from ? (int)(base - from) : 1,
+                 base > from ? from : ".");
+    }
+    NNT_TRY(nnt_model_path_join(ctx, fn, dir, "tokenizer.json", dst));
+    NNT_TRY(copy_file(ctx, fn, src, dst));
+    for (size_t i = 0; whole && i < sizeof TOKENIZER_FILES / sizeof TOKENIZER_FILES[0]; i++) {
+        NNT_TRY(nnt_model_path_join(ctx, fn, from_dir, TOKENIZER_FILES[i], src));
+        NNT_TRY(nnt_model_path_join(ctx, fn, dir, TOKENIZER_FILES[i], dst));
+        if (stat(src, &ss) == 0)
+            NNT_TRY(copy_file(ctx, fn, src, dst));
+        else if (unlink(dst) != 0 && errno != ENOENT)
+            return nnt_fail(ctx, NNT_E_IO, "%s: %s: cannot remove it (%s): it belongs to "
+                            "another tokenizer than %s", fn, dst, strerror(errno), from);
+    }
+    return NNT_OK;
 }
 
 static int save_hf(nnt_layer *model, const char *fn, const char *dir,

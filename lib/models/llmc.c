@@ -124,7 +124,7 @@ static int fill_piece(nnt_layer *model, const char *fn, const llmc_piece *p, voi
     if (rc)
         rc = nnt_fail(model->ctx, rc, "%s: %s", fn, err);
     else
-        rc = nnt_tensor_copy_from_host(p->value, buf, (size_t)p->n * sizeof *buf);
+        rc = nnt_tensor_from_host_f32(p->value, buf, p->n);
     free(buf);
     return rc;
 }
@@ -220,7 +220,7 @@ static int write_piece(nnt_layer *model, const char *fn, const llmc_piece *p, vo
     (void)fn;
     llmc_save *s = arg;
     s->io = 0;
-    NNT_TRY(nnt_tensor_copy_to_host(p->value, s->buf, (size_t)p->n * sizeof *s->buf));
+    NNT_TRY(nnt_tensor_to_host_f32(p->value, s->buf, p->n));
     s->io = 1;
     NNT_TRY(nnt_llmc_writer_write(s->w, s->buf, (size_t)p->n, s->err, sizeof s->err));
     return p->k == NNT_LLMC_WTE ? write_padding(s) : NNT_OK;

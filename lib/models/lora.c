@@ -204,20 +204,16 @@ static void cancel_backward(nnt_layer *model)
     nnt_gpt_cancel_backward(model);
 }
 
-/* Every parameter but the adapters frozen (PEFT's get_peft_model). */
-static int freeze_base(nnt_layer *tree)
+/* Every parameter but the adapters frozen (PEFT's get_peft_model) in mode (an
+ * nnt_freeze_mode); those frozen already left as they are. */
+static int freeze_base(nnt_layer *tree, int mode)
 {
     int64_t count = 0;
     NNT_TRY(nnt_layer_num_params(tree, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
         nnt_layer_param_rec *p = nnt_layer_listed(tree, i);
-        if (!p->adapter && !p->frozen) {
-            if (p->owned)
-                nnt_tensor_destroy(p->grad);
-            p->grad = NULL;
-            p->grad_dropped = 0;
-            p->frozen = 1;
-        }
+        if (!p->adapter && !p->frozen)
+            NNT_TRY(nnt_layer_set_frozen(tree, p, mode));
     }
     return NNT_OK;
 }
@@ -258,7 +254,8 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     if (rc == 0)
         rc = nnt_layer_init_adapters(tree, o->seed);
     if (rc == 0 && o->freeze_base)
-        rc = freeze_base(tree);
+        rc = freeze_base(tree, o->freeze_base == NNT_FREEZE_KEEP_FP32 ? NNT_FREEZE_KEEP_FP32
+                                                                     : NNT_FREEZE);
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
     if (rc == 0) {
@@ -756,7 +753,7 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     }
     nnt_st_close(g.r);
     if (rc == 0) {   /* the base frozen, as PEFT's from_pretrained leaves it */
-        rc = freeze_base(tree);
+        rc = freeze_base(tree, NNT_FREEZE);
         if (rc == 0 && model->vt->reregister)
             rc = model->vt->reregister(model);
         return rc;

@@ -108,7 +108,7 @@ static int alloc_buffer(const nnt_optim *opt, const char *fn, float **buf, int64
 static int to_host(nnt_tensor *t, float *buf, int64_t *n)
 {
     int rc = nnt_tensor_numel(t, n);
-    return rc ? rc : nnt_tensor_copy_to_host(t, buf, (size_t)*n * sizeof(float));
+    return rc ? rc : nnt_tensor_to_host_f32(t, buf, *n);
 }
 
 /* ---- save ------------------------------------------------------------------------------ */
@@ -463,8 +463,8 @@ static int import(nnt_optim *opt, const char *fn, const nnt_st_reader *r, int nf
             const nnt_st_entry *e = nnt_st_find(r, name);
             int rc = read_entry(opt, fn, r, e, buf);
             if (rc == 0)
-                rc = nnt_tensor_copy_from_host(field_tensor(&opt->params[i], f), buf,
-                                               (size_t)e->numel * sizeof(float));
+                rc = nnt_tensor_from_host_f32(field_tensor(&opt->params[i], f), buf,
+                                              (int64_t)e->numel);
             if (rc)
                 return rc;
         }
