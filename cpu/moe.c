@@ -279,3 +279,35 @@ void nnt_cpu_moe_weight_grad_f32(int64_t width, int64_t m, const int32_t *map,
         dw[(int64_t)map[3 * r] * k + map[3 * r + 2]] += (float)dot;
     }
 }
+
+/* ---- the shared expert's sigmoid gate ------------------------------------------------------ */
+
+static float sigmoid(float z)
+{
+    return 1.0f / (1.0f + expf(-z));
+}
+
+void nnt_cpu_moe_shared_add_f32(int64_t n, int64_t width, const float *z, const float *s,
+                                float *y)
+{
+    for (int64_t r = 0; r < n; r++) {
+        float g = sigmoid(z[r]);
+        for (int64_t c = 0; c < width; c++)
+            y[r * width + c] += g * s[r * width + c];
+    }
+}
+
+void nnt_cpu_moe_shared_bwd_f32(int64_t n, int64_t width, int accumulate, const float *z,
+                                const float *s, const float *dy, float *ds, float *dz)
+{
+    for (int64_t r = 0; r < n; r++) {
+        float g = sigmoid(z[r]);
+        double dot = 0.0;
+        for (int64_t c = 0; c < width; c++) {
+            ds[r * width + c] = g * dy[r * width + c];
+            dot += (double)dy[r * width + c] * s[r * width + c];
+        }
+        float d = (float)((double)g * (1.0 - (double)g) * dot);
+        dz[r] = accumulate ? dz[r] + d : d;
+    }
+}

@@ -681,9 +681,14 @@ typedef struct nnt_mlp_options {
     double router_aux_coef;       /* > 0: the load-balancing loss (transformers'
                                      load_balancing_loss_func over the model's MoE layers)
                                      times this is part of the model's loss                  */
+    int64_t shared_expert_hidden; /* > 0: a shared SwiGLU expert of this inner size on every
+                                     token, children "shared_expert" and
+                                     "shared_expert_gate" (linear C -> 1, no bias); the
+                                     output is the routed sum + sigmoid(shared_expert_gate(x))
+                                     shared_expert(x) (Qwen2-MoE); 0: none                    */
 } nnt_mlp_options;
 
-#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0 }
+#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0, 0 }
 
 /* Options of nnt_layer_block_create_ex. */
 typedef struct nnt_block_options {
@@ -936,12 +941,15 @@ typedef struct nnt_model_config {
                                      router_aux_loss_coef with output_router_logits); 0: none */
     int64_t moe_every;            /* decoder_sparse_step; 0 or 1: every block                */
     uint64_t dense_layers;        /* bit i: block i < 64 dense (mlp_only_layers)             */
+    int64_t shared_expert_hidden; /* a shared expert of this inner size in every MoE block,
+                                     gated by sigmoid (shared_expert_intermediate_size,
+                                     Qwen2-MoE; nnt_mlp_options); 0: none                    */
 } nnt_model_config;
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

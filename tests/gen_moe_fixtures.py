@@ -23,15 +23,19 @@ Models (V 64, C 32, NH 4, NKV 2, T 16, B 2: 32 tokens):
              probabilities tie at the k-th place (torch.topk's choice among equal values)
   skewed     qwen3moe's layout, L 2, E 4: the embeddings carry a large constant channel
              and the routers follow it: experts 0 and 1 get every token, 2 and 3 none
+  qwen2moe   Qwen2MoeForCausalLM, L 3, E 8, k 2, moe_intermediate_size 24, a shared expert
+             of 36 behind its sigmoid gate, intermediate 40, mlp_only_layers [1] (layer 1
+             dense), norm_topk_prob false, q/k/v biases, coef 0.05
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained (per-expert names)
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1) =
                                cross-entropy + coef * aux; aux (1); grad.<nnt name> of
                                every parameter (the experts' fused gate_up_proj and
                                down_proj gradients split per expert, nnt's names)
-  NAME.train.safetensors       (qwen3moe, mixtral, olmoe) 10 AdamW steps: train_tokens,
+  NAME.train.safetensors       (qwen3moe, mixtral, olmoe, qwen2moe) 10 AdamW steps: train_tokens,
                                train_targets (10, B, T), losses (10), lr 1e-3
-  NAME.generate.safetensors    (qwen3moe, mixtral, olmoe) prompt (P) int32, greedy (P + N) int32
+  NAME.generate.safetensors    (qwen3moe, mixtral, olmoe, qwen2moe) prompt (P) int32,
+                               greedy (P + N) int32
 topk.safetensors: rows of tied logits and torch.topk's choices (see topk_fixture)
 """
 import argparse
@@ -43,7 +47,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM,
-                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
+                          Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 12
 
@@ -75,9 +80,13 @@ MODELS = {
     "skewed": (Qwen3MoeConfig, Qwen3MoeForCausalLM,
                dict(QWEN, num_hidden_layers=2, num_experts=4, norm_topk_prob=True,
                     router_aux_loss_coef=0.05)),
+    "qwen2moe": (Qwen2MoeConfig, Qwen2MoeForCausalLM,
+                 dict(QWEN, num_hidden_layers=3, num_experts=8,
+                      shared_expert_intermediate_size=36, mlp_only_layers=[1],
+                      norm_topk_prob=False, qkv_bias=True, router_aux_loss_coef=0.05)),
 }
-TRAIN = ("qwen3moe", "mixtral", "olmoe")
-GENERATE = ("qwen3moe", "mixtral", "olmoe")
+TRAIN = ("qwen3moe", "mixtral", "olmoe", "qwen2moe")
+GENERATE = ("qwen3moe", "mixtral", "olmoe", "qwen2moe")
 
 
 def build(name, seed):

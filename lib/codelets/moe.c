@@ -179,3 +179,66 @@ int nnt_insert_moe_weight_grad(nnt_ctx *ctx, int64_t width, int64_t k, int64_t m
     struct starpu_data_descr bufs[3] = {{dy, STARPU_R}, {y, STARPU_R}, {dw, STARPU_RW}};
     return submit_map(ctx, MAP_WGRAD, width, k, m, map, 3, bufs, 0);
 }
+
+/* ---- the shared expert's sigmoid gate ------------------------------------------------------ */
+
+struct shared_args {
+    int64_t width;
+    int accumulate;
+};
+
+/* buffers: z (rows, 1), s, y (rows, width) */
+static void shared_add_cpu(void *buffers[], void *cl_arg)
+{
+    const struct shared_args *a = cl_arg;
+    nnt_cpu_moe_shared_add_f32(nnt_tile_numel(buffers[0]), a->width, nnt_tile_f32(buffers[0]),
+                               nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[2]));
+}
+
+/* buffers: z, s, dy, ds, dz */
+static void shared_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    const struct shared_args *a = cl_arg;
+    nnt_cpu_moe_shared_bwd_f32(nnt_tile_numel(buffers[0]), a->width, a->accumulate,
+                               nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[1]),
+                               nnt_tile_f32(buffers[2]), nnt_tile_f32(buffers[3]),
+                               nnt_tile_f32(buffers[4]));
+}
+
+static struct starpu_perfmodel shared_add_model = {.type = STARPU_HISTORY_BASED,
+                                                   .symbol = "nnt_moe_shared_add"};
+static struct starpu_perfmodel shared_bwd_model = {.type = STARPU_HISTORY_BASED,
+                                                   .symbol = "nnt_moe_shared_bwd"};
+
+static struct starpu_codelet shared_add_cl = {
+    .name = "nnt_moe_shared_add",
+    .cpu_funcs = {shared_add_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &shared_add_model,
+};
+
+static struct starpu_codelet shared_bwd_cl = {
+    .name = "nnt_moe_shared_bwd",
+    .cpu_funcs = {shared_bwd_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &shared_bwd_model,
+};
+
+int nnt_insert_moe_shared_add(nnt_ctx *ctx, int64_t width, starpu_data_handle_t z,
+                              starpu_data_handle_t s, starpu_data_handle_t y)
+{
+    struct starpu_data_descr bufs[3] = {{z, STARPU_R}, {s, STARPU_R}, {y, STARPU_RW}};
+    struct shared_args args = {width, 0};
+    return nnt_submit(ctx, &shared_add_cl, 3, bufs, &args, sizeof args);
+}
+
+int nnt_insert_moe_shared_bwd(nnt_ctx *ctx, int64_t width, int accumulate,
+                              starpu_data_handle_t z, starpu_data_handle_t s,
+                              starpu_data_handle_t dy, starpu_data_handle_t ds,
+                              starpu_data_handle_t dz)
+{
+    struct starpu_data_descr bufs[5] = {{z, STARPU_R}, {s, STARPU_R}, {dy, STARPU_R},
+                                        {ds, STARPU_W}, {dz, accumulate ? STARPU_RW : STARPU_W}};
+    struct shared_args args = {width, accumulate};
+    return nnt_submit(ctx, &shared_bwd_cl, 5, bufs, &args, sizeof args);
+}

@@ -291,6 +291,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     moe.experts_per_token = c->experts_per_token;
     moe.norm_topk_prob = c->norm_topk_prob;
     moe.router_aux_coef = c->router_aux_coef;
+    moe.shared_expert_hidden = c->shared_expert_hidden;
     nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
     bo.norm = f->norm_kind;
     bo.norm_eps = c->norm_eps;
