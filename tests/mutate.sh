@@ -117,6 +117,7 @@ moe_shared_ungated|cpu/moe.c|s@y\[r \* width + c\] += g \* s\[r \* width + c\];@
 moe_shared_softmax|cpu/moe.c|s@return 1.0f / (1.0f + expf(-z));@return expf(z - z);@|Qwen2-MoE: the shared expert gate a softmax over its one logit (always 1) instead of a sigmoid
 moe_shared_gate_grad|cpu/moe.c|s@float d = (float)((double)g \* (1.0 - (double)g) \* dot);@float d = (float)((double)g * dot);@|Qwen2-MoE backward: the sigmoid derivative g (1 - g) taken as g
 moe_shared_tiles|lib/ops/moe.c|s@NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile\[2\], c > 0,@NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile[2], 0,@|Qwen2-MoE backward: each channel tile part of the gate gradient overwrites the previous ones
+moe_fused_up_offset|lib/models/moe.c|s@alt->offset = proj == 2 ? e \* C \* I : e \* 2 \* I \* C + proj \* I \* C;@alt->offset = proj == 2 ? e * C * I : e * 2 * I * C;@|MoE fused layout: each expert up_proj read from its gate_proj rows of gate_up_proj
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

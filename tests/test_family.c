@@ -95,6 +95,7 @@ static const nnt_family RMS_FAMILY = {
     NULL, 0, RMS_ROWS_FIRST, "", 0, 1, "h.",
     NULL, 0, NULL,
     NULL,
+    NULL,
 };
 
 /* ---- fixture -------------------------------------------------------------------------------- */

@@ -248,6 +248,48 @@ START_TEST(test_save_roundtrip)
 }
 END_TEST
 
+/* The other layouts transformers writes and reads (tests/gen_moe_fixtures.py checks that it
+ * loads each directory to the same logits): each class's fused experts, as
+ * save_pretrained(save_original_format=False) writes them (mlp.experts.gate_up_proj
+ * (E, 2I, C), mlp.experts.down_proj (E, C, I); Mixtral's router as mlp.gate.weight), and
+ * Mixtral's per-expert w1 w2 w3 under .mlp. and fused tensors under .block_sparse_moe. in
+ * one file: the same logits as the per-expert directory's, bit for bit, and
+ * transformers' within LOGITS_TOL, for two tilings. */
+static const char *const OTHER_LAYOUTS[][2] = {
+    {"qwen3moe-fused", "qwen3moe"}, {"mixtral-fused", "mixtral"}, {"olmoe-fused", "olmoe"},
+    {"qwen2moe-fused", "qwen2moe"}, {"mixtral-mixed", "mixtral"}};
+#define NLAYOUTS 5
+
+START_TEST(test_fused_layouts)
+{
+    const char *dir = OTHER_LAYOUTS[_i / 2][0], *name = OTHER_LAYOUTS[_i / 2][1];
+    int ti = _i % 2;
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    nnt_layer *fused = NULL, *plain = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(dir, NULL), B, T, &TILINGS[ti].t, &fused));
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &plain));
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok), *y = NULL;
+    int64_t n = 0;
+    EXPECT_OK(nnt_layer_forward(fused, x, &y));
+    float *got = test_to_host(y, &n);
+    EXPECT_OK(nnt_layer_forward(plain, x, &y));
+    float *per_expert = test_to_host(y, &n);
+    ck_assert_msg(memcmp(got, per_expert, (size_t)n * sizeof *got) == 0,
+                  "%s: other logits than %s's", dir, name);
+    double e = test_rel_err(got, want, n);
+    printf("test_model_moe %s tiling %d: logits = %s's bit for bit, rel %.2e to "
+           "transformers'\n", dir, ti, name, e);
+    EXPECT_TOL(e, LOGITS_TOL, "%s logits", dir);
+    free(got), free(per_expert), free(tok), free(want);
+    nnt_tensor_destroy(x);
+    nnt_layer_destroy(fused);
+    nnt_layer_destroy(plain);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* the routing kernel picks torch.topk's experts among tied probabilities, in both of
  * torch's regimes (nth_element, partial sort), and its weights are transformers' */
 START_TEST(test_topk_ties)
@@ -368,6 +410,7 @@ static Suite *moe_suite(void)
     tcase_add_loop_test(tc, test_generate, 0, NTRAINED);
     tcase_add_test(tc, test_topk_ties);
     tcase_add_test(tc, test_preset_sizes);
+    tcase_add_loop_test(tc, test_fused_layouts, 0, 2 * NLAYOUTS);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;

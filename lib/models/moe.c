@@ -365,6 +365,74 @@ static void moe_hf_rename(const nnt_model_config *c, const char *name, char *out
     replace(out, size, ".down_proj.", ".w2.");
 }
 
+/* ---- parameter names: transformers' fused layout ----------------------------------------
+ * transformers 5 keeps each block's experts as two 3-D tensors, "mlp.experts.gate_up_proj"
+ * (E, 2 I, C: expert e's gate_proj rows, then its up_proj rows) and "mlp.experts.down_proj"
+ * (E, C, I), and so do the files save_pretrained(save_original_format=False) writes (the
+ * router then "mlp.gate.weight" for Mixtral too); it also reads Mixtral's per-expert w1 w2
+ * w3 under ".mlp." and the fused tensors under ".block_sparse_moe." (it renames that to
+ * ".mlp." first). Those are the other places of an expert's weights (and of Mixtral's
+ * router) when a file does not have the per-expert name. */
+
+/* name = "<block>.mlp.experts.<e>.<proj>.weight" or "<block>.mlp.gate.weight": the length
+ * of "<block>", e (-1 for the router) and proj (0 gate, 1 up, 2 down); 0 if neither. */
+static int expert_of(const char *name, size_t *head, long *e, int *proj)
+{
+    static const char *const PROJ[3] = {"gate_proj.weight", "up_proj.weight",
+                                        "down_proj.weight"};
+    const char *m = strstr(name, ".mlp.");
+    if (!m)
+        return 0;
+    *head = (size_t)(m - name);
+    const char *rest = m + 5;
+    if (strcmp(rest, "gate.weight") == 0) {
+        *e = -1, *proj = 0;
+        return 1;
+    }
+    if (strncmp(rest, "experts.", 8) != 0)
+        return 0;
+    char *end = NULL;
+    *e = strtol(rest + 8, &end, 10);
+    if (end == rest + 8 || *end != '.' || *e < 0)
+        return 0;
+    for (*proj = 0; *proj < 3; (*proj)++)
+        if (strcmp(end + 1, PROJ[*proj]) == 0)
+            return 1;
+    return 0;
+}
+
+static int moe_hf_alt(const nnt_model_config *c, const char *name, int i, nnt_hf_alt *alt)
+{
+    static const char *const W[3] = {"w1", "w3", "w2"};
+    size_t head = 0;
+    long e = 0;
+    int proj = 0, mixtral = arch_of(c) == ARCH_MIXTRAL;
+    if (!expert_of(name, &head, &e, &proj) || (e < 0 && !mixtral) || i > 2 ||
+        (!mixtral && i > 0) || (e < 0 && i > 0))
+        return 0;
+    int64_t C = c->channels, I = c->expert_hidden ? c->expert_hidden : c->hidden;
+    if (mixtral && i == 0) {   /* ".mlp." with Mixtral's own names */
+        if (e < 0)
+            snprintf(alt->name, sizeof alt->name, "%.*s.mlp.gate.weight", (int)head, name);
+        else
+            snprintf(alt->name, sizeof alt->name, "%.*s.mlp.experts.%ld.%s.weight", (int)head,
+                     name, e, W[proj]);
+        alt->nd = 2;
+        alt->shape[0] = e < 0 ? c->experts : proj == 2 ? C : I;
+        alt->shape[1] = e < 0 || proj == 2 ? (e < 0 ? C : I) : C;
+        alt->offset = 0;
+        return 1;
+    }
+    snprintf(alt->name, sizeof alt->name, "%.*s.%s.experts.%s", (int)head, name,
+             i == 2 ? "block_sparse_moe" : "mlp", proj == 2 ? "down_proj" : "gate_up_proj");
+    alt->nd = 3;
+    alt->shape[0] = c->experts;
+    alt->shape[1] = proj == 2 ? C : 2 * I;
+    alt->shape[2] = proj == 2 ? I : C;
+    alt->offset = proj == 2 ? e * C * I : e * 2 * I * C + proj * I * C;
+    return 1;
+}
+
 static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
 
 const nnt_family nnt_family_moe = {
@@ -382,4 +450,5 @@ const nnt_family nnt_family_moe = {
     NULL, 0,
     "q_proj,v_proj",   /* PEFT 0.21's default targets for mixtral (none for qwen3_moe, olmoe) */
     moe_hf_rename,
+    moe_hf_alt,
 };
