@@ -8,7 +8,10 @@
  * chosen by torch.topk over softmax(gate(x)) and their weights the chosen probabilities,
  * renormalised to sum 1 if norm_topk_prob. How the tasks follow the run-time counts (a host
  * wait on the routing ids per layer and per forward, then exactly-sized tasks per expert
- * that got tokens): design.md, "Mixture of experts".
+ * that got tokens): design.md, "Mixture of experts". Under StarPU-MPI the read of the ids
+ * is collective (nnt_tensor_copy_to_host gives every rank the whole tensor), so every rank
+ * makes the same token lists, the same tensors (tags) and submits the same tasks, each
+ * run by the owner of what it writes.
  *
  * The load-balancing loss (transformers' load_balancing_loss_func) couples the MoE layers of
  * a model: aux = E sum_e (c_e / R)(P_e / R), c_e the top-k choices of expert e and P_e the
@@ -95,9 +98,6 @@ static int grow(moe *m, int64_t N)
 static int read_routing(nnt_layer *l, int64_t N)
 {
     moe *m = l->impl;
-    if (l->ctx->mpi && l->ctx->nranks > 1)
-        return nnt_fail(l->ctx, NNT_E_UNSUPPORTED, "nnt_layer_forward: mixture-of-experts "
-                        "layers run on one rank only (the routing is read on the host)");
     if (grow(m, N))
         return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_forward: out of host memory for the "
                         "routing of %lld tokens", (long long)N);
