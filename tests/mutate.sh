@@ -112,7 +112,7 @@ moe_renorm_bwd|cpu/moe_route.h|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);
 moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* count\[e\] / (R \* R));@grad[e] = (float)(s.coef * (double)s.E * count[e] / R);@|MoE load-balancing loss gradient divided by R instead of R^2
 olmoe_qk_per_head|lib/models/moe.c|s@c->qk_norm = 2;@c->qk_norm = 1;@|OLMoE config.json: q/k norms per head (Qwen3 style) instead of over the whole projection
 moe_topk_no_heap|cpu/moe_route.h|s@if (k \* 64 <= E) {@if (0) {@|MoE top-k: the partial-sort regime of torch.topk (k 64 <= E) selected as the nth_element one
-moe_dense_layers|lib/models/transformer.c|s@return !(i < 64 \&\& (c->dense_layers >> i \& 1u));@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
+moe_dense_layers|lib/models/transformer.c|s@return !NNT_MODEL_DENSE_LAYER(c, i);@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
 moe_shared_ungated|cpu/moe.c|s@y\[r \* width + c\] += g \* s\[r \* width + c\];@y[r * width + c] += s[r * width + c];@|Qwen2-MoE: the shared expert output added without its sigmoid gate
 moe_shared_softmax|cpu/moe.c|s@return 1.0f / (1.0f + expf(-z));@return expf(z - z);@|Qwen2-MoE: the shared expert gate a softmax over its one logit (always 1) instead of a sigmoid
 moe_shared_gate_grad|cpu/moe.c|s@float d = (float)((double)g \* (1.0 - (double)g) \* dot);@float d = (float)((double)g * dot);@|Qwen2-MoE backward: the sigmoid derivative g (1 - g) taken as g

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define B 2
 #define T 16
@@ -212,6 +213,7 @@ START_TEST(test_save_roundtrip)
     ck_assert_int_eq(a.norm_topk_prob, b.norm_topk_prob);
     ck_assert_int_eq(a.moe_every, b.moe_every);
     ck_assert_int_eq((int64_t)a.dense_layers, (int64_t)b.dense_layers);
+    ck_assert(memcmp(a.dense_layers_more, b.dense_layers_more, sizeof a.dense_layers_more) == 0);
     ck_assert(a.router_aux_coef == b.router_aux_coef);
     ck_assert_int_eq(a.shared_expert_hidden, b.shared_expert_hidden);
     ck_assert_int_eq(a.qkv_bias, b.qkv_bias);
@@ -343,7 +345,7 @@ static void moe_numel(const nnt_model_config *c, int64_t *total, int64_t *active
     *active = *total;
     for (int64_t i = 0; i < c->layers; i++) {
         int sparse = (c->moe_every <= 1 || (i + 1) % c->moe_every == 0) &&
-                     !(i < 64 && (c->dense_layers >> i & 1u));
+                     !NNT_MODEL_DENSE_LAYER(c, i);
         int64_t mlp = sparse ? E * C + E * 3 * C * I + (S ? 3 * C * S + C : 0)
                              : 3 * C * c->hidden;
         *total += attn + 2 * C + mlp;
@@ -399,6 +401,85 @@ START_TEST(test_preset_sizes)
 }
 END_TEST
 
+/* ---- dense layers past 64 -------------------------------------------------------------- */
+
+/* The index of parameter name in l, or -1. */
+static int64_t param_named(nnt_layer *l, const char *name)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++)
+        if (strcmp(test_param_at(l, i).name, name) == 0)
+            return i;
+    return -1;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert(fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/* mlp_only_layers past block 63 (Qwen3-235B-A22B has 94 blocks): blocks 1, 65 and 69 of a
+ * 70-block model dense, the others sparse; the list written to config.json and read back;
+ * an index from 512 on refused, naming the key. */
+START_TEST(test_dense_layers_past_64)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, back = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_preset("moe-tiny", &c));
+    c.layers = 70, c.channels = 16, c.heads = 2, c.kv_heads = 1, c.hidden = 24;
+    c.experts = 2, c.experts_per_token = 1, c.expert_hidden = 8, c.vocab = 32;
+    c.dense_layers = (uint64_t)1 << 1;
+    c.dense_layers_more[0] = (uint64_t)1 << 1 | (uint64_t)1 << 5;
+    for (int64_t i = 0; i < c.layers; i++)
+        ck_assert_int_eq(NNT_MODEL_DENSE_LAYER(&c, i) != 0, i == 1 || i == 65 || i == 69);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 4, NULL, &l));
+    static const int dense[] = {1, 65, 69}, sparse[] = {0, 63, 64, 66, 68};
+    for (int i = 0; i < 3; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", dense[i]);
+        ck_assert_msg(param_named(l, name) >= 0, "block %d is not dense", dense[i]);
+    }
+    for (int i = 0; i < 5; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.1.up_proj.weight", sparse[i]);
+        ck_assert_msg(param_named(l, name) >= 0, "block %d is not sparse", sparse[i]);
+    }
+    test_make_tmpdir("moe70");
+    EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("hf")));
+    char text[8192] = "";
+    FILE *f = fopen(test_tmp_path("hf/config.json"), "r");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    ck_assert_msg(strstr(text, "\"mlp_only_layers\": [1, 65, 69]"), "%s", text);
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("hf"), &back));
+    ck_assert(back.dense_layers == c.dense_layers &&
+              memcmp(back.dense_layers_more, c.dense_layers_more,
+                     sizeof c.dense_layers_more) == 0);
+    nnt_layer_destroy(l);
+    /* 600 blocks, mlp_only_layers [511] read; [512] refused */
+    mkdir(test_tmp_path("big"), 0700);
+    const char *json = "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"vocab_size\": 32, "
+                       "\"hidden_size\": 16, \"intermediate_size\": 24, "
+                       "\"num_hidden_layers\": 600, \"num_attention_heads\": 2, "
+                       "\"max_position_embeddings\": 16, \"num_experts\": 2, "
+                       "\"num_experts_per_tok\": 1, \"mlp_only_layers\": [%d]}";
+    snprintf(text, sizeof text, json, 511);
+    write_file(test_tmp_path("big/config.json"), text);
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("big"), &back));
+    ck_assert(NNT_MODEL_DENSE_LAYER(&back, 511) && !NNT_MODEL_DENSE_LAYER(&back, 510) &&
+              back.dense_layers_more[6] == (uint64_t)1 << 63);
+    snprintf(text, sizeof text, json, 512);
+    write_file(test_tmp_path("big/config.json"), text);
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("big"), &back), NNT_E_UNSUPPORTED,
+                    "mlp_only_layers (index 512)");
+    test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *moe_suite(void)
 {
     Suite *s = suite_create("model_moe");
@@ -411,6 +492,7 @@ static Suite *moe_suite(void)
     tcase_add_test(tc, test_topk_ties);
     tcase_add_test(tc, test_preset_sizes);
     tcase_add_loop_test(tc, test_fused_layouts, 0, 2 * NLAYOUTS);
+    tcase_add_test(tc, test_dense_layers_past_64);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;

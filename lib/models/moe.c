@@ -122,11 +122,22 @@ static const nnt_hf_arch ARCHS[] = {
     {"Qwen2MoeForCausalLM", "qwen2_moe"},
 };
 
-/* mlp_only_layers: a list of block indices below 64 (absent or null: none). */
-static int dense_list(const nnt_cfg_in *o, const nnt_model_config *c, uint64_t *mask)
+/* Whether some block of c is in its dense list. */
+static int any_dense(const nnt_model_config *c)
 {
-    char text[1024];
-    *mask = 0;
+    uint64_t any = c->dense_layers;
+    for (int w = 0; w < 7; w++)
+        any |= c->dense_layers_more[w];
+    return any != 0;
+}
+
+/* mlp_only_layers: a list of block indices below NNT_MODEL_MAX_DENSE_LAYER (absent or null:
+ * none) into c's dense_layers and dense_layers_more. */
+static int dense_list(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    char text[6 * NNT_MODEL_MAX_DENSE_LAYER + 64];   /* "511, " per entry */
+    c->dense_layers = 0;
+    memset(c->dense_layers_more, 0, sizeof c->dense_layers_more);
     if (!nnt_cfg_has(o, "mlp_only_layers"))
         return NNT_OK;
     nnt_cfg_text(o, "mlp_only_layers", text, sizeof text);
@@ -142,10 +153,14 @@ static int dense_list(const nnt_cfg_in *o, const nnt_model_config *c, uint64_t *
         long v = strtol(p, &end, 10);
         if (end == p)
             return nnt_cfg_bad_type(o, "mlp_only_layers", "a list of layer indices");
-        if (v < 0 || v >= 64 || v >= c->layers)
-            return nnt_cfg_unsupported(o, "mlp_only_layers", "(an index)",
-                                       "layers below 64 and num_hidden_layers");
-        *mask |= (uint64_t)1 << v;
+        if (v < 0 || v >= NNT_MODEL_MAX_DENSE_LAYER || v >= c->layers) {
+            char value[32];
+            snprintf(value, sizeof value, "(index %ld)", v);
+            return nnt_cfg_unsupported(o, "mlp_only_layers", value,
+                                       "layers below num_hidden_layers and 512");
+        }
+        *(v < 64 ? &c->dense_layers : &c->dense_layers_more[v / 64 - 1]) |=
+            (uint64_t)1 << (v % 64);
         p = end;
     }
 }
@@ -167,7 +182,7 @@ static int sparse_layers(const nnt_cfg_in *o, nnt_model_config *c)
     if (nnt_cfg_has(o, "layer_types") && windows.sliding_window)
         return nnt_cfg_unsupported(o, "layer_types", "(with sliding_attention)",
                                    "full_attention only");
-    return dense_list(o, c, &c->dense_layers);
+    return dense_list(o, c);
 }
 
 static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
@@ -253,7 +268,7 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 /* The architecture c is saved as, or -1 if none has c. */
 static int arch_of(const nnt_model_config *c)
 {
-    int uniform = c->moe_every <= 1 && !c->dense_layers &&
+    int uniform = c->moe_every <= 1 && !any_dense(c) &&
                   (!c->expert_hidden || c->expert_hidden == c->hidden);
     if (c->shared_expert_hidden > 0)
         return !c->qk_norm && !c->sliding_window ? ARCH_QWEN2_MOE : -1;
@@ -282,7 +297,7 @@ static int moe_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
                     "block sparse with experts of hidden, no window, no biases; "
                     "Qwen2MoeForCausalLM: a shared expert, no q/k norms, no window)", fn,
                     c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
-                    c->dense_layers ? "some" : "none", (long long)c->expert_hidden,
+                    any_dense(c) ? "some" : "none", (long long)c->expert_hidden,
                     (long long)c->sliding_window, c->qkv_bias,
                     (long long)c->shared_expert_hidden);
 }
@@ -325,9 +340,9 @@ static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
         nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);
         nnt_cfg_put_int(t, "decoder_sparse_step", c->moe_every > 1 ? c->moe_every : 1);
         nnt_cfg_add(t, ",\n  \"mlp_only_layers\": [");
-        for (int i = 0, n = 0; i < 64; i++)
-            if (c->dense_layers >> i & 1u)
-                nnt_cfg_add(t, "%s%d", n++ ? ", " : "", i);
+        for (int64_t i = 0, n = 0; i < c->layers; i++)
+            if (NNT_MODEL_DENSE_LAYER(c, i))
+                nnt_cfg_add(t, "%s%lld", n++ ? ", " : "", (long long)i);
         nnt_cfg_add(t, "]");
         if (arch == ARCH_QWEN2_MOE)
             nnt_cfg_put_bool(t, "qkv_bias", c->qkv_bias);

@@ -118,7 +118,7 @@ int nnt_model_block_moe(const nnt_model_config *c, int64_t i)
 {
     if (c->experts <= 0 || (c->moe_every > 1 && (i + 1) % c->moe_every != 0))
         return 0;
-    return !(i < 64 && (c->dense_layers >> i & 1u));
+    return !NNT_MODEL_DENSE_LAYER(c, i);
 }
 
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
