@@ -480,6 +480,48 @@ START_TEST(test_dense_layers_past_64)
 }
 END_TEST
 
+/* Qwen2MoeForCausalLM's config.json keys at Qwen2MoeConfig's defaults (transformers 5.24:
+ * Qwen1.5-MoE-A2.7B's shape), and the sliding windows nnt refuses. */
+START_TEST(test_qwen2moe_defaults)
+{
+    static const char *const BASE = "{\"architectures\": [\"Qwen2MoeForCausalLM\"], "
+                                    "\"vocab_size\": 32, \"hidden_size\": 16, "
+                                    "\"intermediate_size\": 24, \"num_hidden_layers\": 2, "
+                                    "\"num_attention_heads\": 2, "
+                                    "\"max_position_embeddings\": 16%s}";
+    char text[1024];
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    test_make_tmpdir("qwen2moe");
+    const char *dir = test_tmp_path(""), *file = test_tmp_path("config.json");
+    snprintf(text, sizeof text, BASE, "");
+    write_file(file, text);
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &c));
+    ck_assert(c.family == NNT_FAMILY_MOE && c.experts == 60 && c.experts_per_token == 4 &&
+              c.expert_hidden == 1408 && c.shared_expert_hidden == 5632 &&
+              c.norm_topk_prob == 0 && c.qkv_bias == 1 && c.out_bias == 0 && c.qk_norm == 0 &&
+              c.norm_eps == 1e-6 && c.moe_every == 1 && c.router_aux_coef == 0.0 &&
+              c.kv_heads == 2);
+    snprintf(text, sizeof text, BASE, ", \"qkv_bias\": false, \"decoder_sparse_step\": 2, "
+             "\"output_router_logits\": true, \"use_sliding_window\": false, "
+             "\"layer_types\": [\"full_attention\", \"full_attention\"]");
+    write_file(file, text);
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &c));
+    ck_assert(c.qkv_bias == 0 && c.moe_every == 2 && c.router_aux_coef == 0.001);
+    snprintf(text, sizeof text, BASE, ", \"use_sliding_window\": true");
+    write_file(file, text);
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, dir, &c), NNT_E_UNSUPPORTED, "use_sliding_window");
+    snprintf(text, sizeof text, BASE, ", \"layer_types\": [\"sliding_attention\", "
+             "\"full_attention\"]");
+    write_file(file, text);
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, dir, &c), NNT_E_UNSUPPORTED, "layer_types");
+    snprintf(text, sizeof text, BASE, ", \"shared_expert_intermediate_size\": 0");
+    write_file(file, text);
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, dir, &c), NNT_E_FORMAT,
+                    "shared_expert_intermediate_size");
+    test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *moe_suite(void)
 {
     Suite *s = suite_create("model_moe");
@@ -493,6 +535,7 @@ static Suite *moe_suite(void)
     tcase_add_test(tc, test_preset_sizes);
     tcase_add_loop_test(tc, test_fused_layouts, 0, 2 * NLAYOUTS);
     tcase_add_test(tc, test_dense_layers_past_64);
+    tcase_add_test(tc, test_qwen2moe_defaults);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;
