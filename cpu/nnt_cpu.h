@@ -300,6 +300,13 @@ void nnt_cpu_moe_scatter_add_f32(int64_t width, int64_t m, const int32_t *map,
                                  const float *src, const float *w, int64_t k, float *dst);
 void nnt_cpu_moe_weight_grad_f32(int64_t width, int64_t m, const int32_t *map,
                                  const float *dy, const float *y, int64_t k, float *dw);
+/* The shared expert's gate over n rows of width channels: y[r] += sigmoid(z[r]) s[r]; and
+ * its gradient, ds[r] = sigmoid(z[r]) dy[r], dz[r] (+)= sigmoid'(z[r]) sum_c dy[r] s[r] (the
+ * sum in double; accumulate: added to dz, a later channel tile's). */
+void nnt_cpu_moe_shared_add_f32(int64_t n, int64_t width, const float *z, const float *s,
+                                float *y);
+void nnt_cpu_moe_shared_bwd_f32(int64_t n, int64_t width, int accumulate, const float *z,
+                                const float *s, const float *dy, float *ds, float *dz);
 
 void nnt_cpu_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
 /* s = sigmoid(g): dgate = dy up s (1 + g (1 - s)), dup = dy silu(g)           dgate, dup set */

@@ -305,6 +305,32 @@ int nnt_cuda_fill_random_f32(int ndim, const int64_t *global_shape, const int64_
                              const int64_t *tile_shape, uint64_t seed, int dist, float a,
                              float b, float *out, cudaStream_t stream);
 
+/* ---- mixture of experts (cuda/moe.cu) -------------------------------------------------------------
+ * Twins of nnt_cpu_moe_*; map (3 m int32) and aux (E floats) are DEVICE arrays.
+ * route: the per-token code of the CPU (cpu/moe_route.h), one thread per token; probs agree to
+ * expf's rounding, equal probabilities choose the CPU's experts; E <= NNT_MOE_MAX_EXPERTS.
+ * gather / scatter_add: the CPU's bits; scatter_add needs the rows b of its map distinct (an
+ * expert's rows hold a token once), each element then has one writer: no atomics.
+ * weight_grad, shared_bwd: one warp per row, sums in double in a fixed order.                 */
+int nnt_cuda_moe_route_f32(int64_t n, int64_t E, int64_t k, int norm, const float *logits,
+                           float *probs, int32_t *idx, float *w, cudaStream_t stream);
+int nnt_cuda_moe_route_bwd_f32(int64_t n, int64_t E, int64_t k, int norm, const float *probs,
+                               const int32_t *idx, const float *w, const float *dw,
+                               const float *aux, float *dlogits, cudaStream_t stream);
+int nnt_cuda_moe_gather_f32(int64_t width, int64_t m, const int32_t *map, const float *src,
+                            const float *w, int64_t k, float *dst, cudaStream_t stream);
+int nnt_cuda_moe_scatter_add_f32(int64_t width, int64_t m, const int32_t *map,
+                                 const float *src, const float *w, int64_t k, float *dst,
+                                 cudaStream_t stream);
+int nnt_cuda_moe_weight_grad_f32(int64_t width, int64_t m, const int32_t *map,
+                                 const float *dy, const float *y, int64_t k, float *dw,
+                                 cudaStream_t stream);
+int nnt_cuda_moe_shared_add_f32(int64_t n, int64_t width, const float *z, const float *s,
+                                float *y, cudaStream_t stream);
+int nnt_cuda_moe_shared_bwd_f32(int64_t n, int64_t width, int accumulate, const float *z,
+                                const float *s, const float *dy, float *ds, float *dz,
+                                cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

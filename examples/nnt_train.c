@@ -882,7 +882,7 @@ static void print_summary(trainer *t)
         int64_t I = c->expert_hidden ? c->expert_hidden : c->hidden, sparse = 0;
         for (int64_t i = 0; i < c->layers; i++)
             sparse += (c->moe_every <= 1 || (i + 1) % c->moe_every == 0) &&
-                      !(i < 64 && (c->dense_layers >> i & 1u));
+                      !NNT_MODEL_DENSE_LAYER(c, i);
         idle = sparse * (c->experts - c->experts_per_token) * 3 * c->channels * I;
         snprintf(shape + n, sizeof shape - n, ", %lld of %lld blocks with %lld experts of "
                  "%lld, top %lld", (long long)sparse, (long long)c->layers,

@@ -701,9 +701,14 @@ typedef struct nnt_mlp_options {
     double router_aux_coef;       /* > 0: the load-balancing loss (transformers'
                                      load_balancing_loss_func over the model's MoE layers)
                                      times this is part of the model's loss                  */
+    int64_t shared_expert_hidden; /* > 0: a shared SwiGLU expert of this inner size on every
+                                     token, children "shared_expert" and
+                                     "shared_expert_gate" (linear C -> 1, no bias); the
+                                     output is the routed sum + sigmoid(shared_expert_gate(x))
+                                     shared_expert(x) (Qwen2-MoE); 0: none                    */
 } nnt_mlp_options;
 
-#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0 }
+#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0, 0 }
 
 /* Options of nnt_layer_block_create_ex. */
 typedef struct nnt_block_options {
@@ -957,8 +962,8 @@ typedef struct nnt_model_config {
     double rope_local_theta;      /* the rotary base of the blocks with a window, no scaling
                                      (Gemma 3's rope_local_base_freq); 0: rope for all       */
     /* mixture of experts (NNT_FAMILY_MOE): block i (from 0) has an NNT_MLP_MOE MLP iff
-     * experts > 0, (i + 1) % moe_every == 0 and bit i of dense_layers is clear; the other
-     * blocks a SwiGLU MLP of hidden */
+     * experts > 0, (i + 1) % moe_every == 0 and NNT_MODEL_DENSE_LAYER(cfg, i) is 0; the
+     * other blocks a SwiGLU MLP of hidden */
     int64_t experts;              /* E routed experts per MoE block; 0: none                 */
     int64_t experts_per_token;    /* k (num_experts_per_tok)                                 */
     int64_t expert_hidden;        /* each expert's inner size (moe_intermediate_size); 0:
@@ -968,12 +973,26 @@ typedef struct nnt_model_config {
                                      router_aux_loss_coef with output_router_logits); 0: none */
     int64_t moe_every;            /* decoder_sparse_step; 0 or 1: every block                */
     uint64_t dense_layers;        /* bit i: block i < 64 dense (mlp_only_layers)             */
+    int64_t shared_expert_hidden; /* a shared expert of this inner size in every MoE block,
+                                     gated by sigmoid (shared_expert_intermediate_size,
+                                     Qwen2-MoE; nnt_mlp_options); 0: none                    */
+    uint64_t dense_layers_more[7];/* bit i % 64 of word i / 64 - 1: block i dense, for
+                                     64 <= i < NNT_MODEL_MAX_DENSE_LAYER                      */
 } nnt_model_config;
+
+/* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
+#define NNT_MODEL_MAX_DENSE_LAYER 512
+/* 1 if block i of the configuration *cfg is in its dense list, else 0 */
+#define NNT_MODEL_DENSE_LAYER(cfg, i)                                                        \
+    ((i) >= 0 && (i) < NNT_MODEL_MAX_DENSE_LAYER &&                                          \
+     (((i) < 64 ? (cfg)->dense_layers : (cfg)->dense_layers_more[(i) / 64 - 1]) >>          \
+          ((i) % 64) & 1u))
 
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
-      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0 }
+      NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
+      { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

@@ -12,10 +12,12 @@
 # same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
 # a RAM budget that one process cannot train in but 2 sharded ranks can; --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
-# distributions, and with LoRA adapters; SIGTERM to both ranks or to one, SIGUSR1 to one: the ranks stop or save
-# after the same step). A library built without StarPU-MPI must refuse mpi = 1
-# (NNT_E_UNSUPPORTED); then the rest is skipped, as it is without mpirun. Any build:
-# nnt_ctx_rank and the option checks without MPI.
+# distributions, and with LoRA adapters; mixture-of-experts models (moe-tiny through
+# nnt-train, Qwen2-MoE through test_mpi moe) under both distributions; SIGTERM to both
+# ranks or to one, SIGUSR1 to one: the ranks stop or save after the same step). A library
+# built without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is
+# skipped, as it is without mpirun. Any build: nnt_ctx_rank and the option checks without
+# MPI.
 set -u
 : "${top_builddir:?}"
 prog="$top_builddir/tests/test_mpi"
@@ -361,6 +363,34 @@ for dist in sharded data; do
         fail "nnt-train -np 2 LoRA --distribute $dist: other losses than one process"
     cmp -s "$tmp/t_aone/checkpoint.safetensors" "$tmp/t_a$dist/checkpoint.safetensors" ||
         fail "nnt-train -np 2 LoRA --distribute $dist: the checkpoint differs"
+done
+# mixture of experts: each rank reads the routing (a collective host read) and submits the
+# same experts' tasks, sized by their tokens; nnt-train's moe-tiny (Qwen3-MoE's layout, the
+# load-balancing loss on): one process's losses and checkpoint; Qwen2-MoE (shared experts,
+# a dense layer, q/k/v biases: tests/fixtures/moe_tiny/qwen2moe, tiles that cut the tokens,
+# channels and hidden units): one process's losses (with %.17g) and parameters, bit for
+# bit, each rank owning half the bytes; under both distributions
+run_train t_mone 0 --out "$tmp/t_mone" --model moe-tiny
+"$prog" moe "$tmp/moe_one" 0 sharded "$top_srcdir/tests/fixtures/moe_tiny/qwen2moe" \
+    > "$tmp/moe_one.log" 2>&1 || fail "test_mpi moe, one process: exit status $?"
+for dist in sharded data; do
+    run_train "t_m$dist" 1 --out "$tmp/t_m$dist" --model moe-tiny --distribute $dist
+    cmp -s "$tmp/t_mone.txt" "$tmp/t_m$dist.txt" ||
+        fail "nnt-train -np 2 moe-tiny --distribute $dist: other losses than one process"
+    cmp -s "$tmp/t_mone/checkpoint.safetensors" "$tmp/t_m$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 moe-tiny --distribute $dist: the checkpoint differs"
+    $TIMEOUT $MPIRUN "$prog" moe "$tmp/moe_$dist" 1 $dist \
+        "$top_srcdir/tests/fixtures/moe_tiny/qwen2moe" > "$tmp/moe_$dist.log" 2>&1 ||
+        { fail "test_mpi moe $dist: exit status $?"; tail -n 5 "$tmp/moe_$dist.log"; }
+    for r in 0 1; do
+        [ "$(grep '^loss\|^params' "$tmp/moe_$dist.$r")" = \
+          "$(grep '^loss\|^params' "$tmp/moe_one.0")" ] ||
+            fail "Qwen2-MoE -np 2 $dist: rank $r has other losses or parameters than one process"
+        mine=$(field "$tmp/moe_$dist.$r" owned) one=$(field "$tmp/moe_one.0" owned)
+        awk -v a="$mine" -v b="$one" 'BEGIN { exit !(a > 0 && a <= 0.6 * b) }' ||
+            fail "Qwen2-MoE -np 2 $dist: rank $r owns $mine bytes, one process $one"
+    done
+    echo "MoE -np 2 --distribute $dist: moe-tiny and Qwen2-MoE train to one process's bits"
 done
 # bf16 weight copies (made on their weight's ranks; the copy travels, not the weight):
 # one process's losses and checkpoint under both distributions, weights kept or released

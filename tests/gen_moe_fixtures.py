@@ -23,15 +23,28 @@ Models (V 64, C 32, NH 4, NKV 2, T 16, B 2: 32 tokens):
              probabilities tie at the k-th place (torch.topk's choice among equal values)
   skewed     qwen3moe's layout, L 2, E 4: the embeddings carry a large constant channel
              and the routers follow it: experts 0 and 1 get every token, 2 and 3 none
+  qwen2moe   Qwen2MoeForCausalLM, L 3, E 8, k 2, moe_intermediate_size 24, a shared expert
+             of 36 behind its sigmoid gate, intermediate 40, mlp_only_layers [1] (layer 1
+             dense), norm_topk_prob false, q/k/v biases, coef 0.05
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained (per-expert names)
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1) =
                                cross-entropy + coef * aux; aux (1); grad.<nnt name> of
                                every parameter (the experts' fused gate_up_proj and
                                down_proj gradients split per expert, nnt's names)
-  NAME.train.safetensors       (qwen3moe, mixtral, olmoe) 10 AdamW steps: train_tokens,
+  NAME.train.safetensors       (qwen3moe, mixtral, olmoe, qwen2moe) 10 AdamW steps: train_tokens,
                                train_targets (10, B, T), losses (10), lr 1e-3
-  NAME.generate.safetensors    (qwen3moe, mixtral, olmoe) prompt (P) int32, greedy (P + N) int32
+  NAME.generate.safetensors    (qwen3moe, mixtral, olmoe, qwen2moe) prompt (P) int32,
+                               greedy (P + N) int32
+  NAME-fused/                  (qwen3moe, mixtral, olmoe, qwen2moe) the same model saved
+                               with save_pretrained(save_original_format=False): the
+                               experts as transformers' modules hold them, fused
+                               mlp.experts.gate_up_proj (E, 2I, C) and down_proj (E, C, I)
+                               (Mixtral's router as mlp.gate.weight)
+  mixtral-mixed/               mixtral's weights in the other layouts transformers reads:
+                               layer 0 per expert under .mlp. (w1, w2, w3; the router
+                               mlp.gate.weight), layer 1 fused under .block_sparse_moe.
+Each of these directories loads in transformers to the same logits, bit for bit.
 topk.safetensors: rows of tied logits and torch.topk's choices (see topk_fixture)
 """
 import argparse
@@ -41,9 +54,11 @@ import os
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM,
-                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
+                          Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 12
 
@@ -75,9 +90,14 @@ MODELS = {
     "skewed": (Qwen3MoeConfig, Qwen3MoeForCausalLM,
                dict(QWEN, num_hidden_layers=2, num_experts=4, norm_topk_prob=True,
                     router_aux_loss_coef=0.05)),
+    "qwen2moe": (Qwen2MoeConfig, Qwen2MoeForCausalLM,
+                 dict(QWEN, num_hidden_layers=3, num_experts=8,
+                      shared_expert_intermediate_size=36, mlp_only_layers=[1],
+                      norm_topk_prob=False, qkv_bias=True, router_aux_loss_coef=0.05)),
 }
-TRAIN = ("qwen3moe", "mixtral", "olmoe")
-GENERATE = ("qwen3moe", "mixtral", "olmoe")
+TRAIN = ("qwen3moe", "mixtral", "olmoe", "qwen2moe")
+FUSED = ("qwen3moe", "mixtral", "olmoe", "qwen2moe")
+GENERATE = ("qwen3moe", "mixtral", "olmoe", "qwen2moe")
 
 
 def build(name, seed):
@@ -106,6 +126,46 @@ def build(name, seed):
                 w.mul_(0.01)
                 w[:, 0] += torch.tensor([3.0, 2.0, -1.0, -2.0])
     return cfg, model
+
+
+def check_loads(path, mc, model, tokens):
+    """transformers reads the directory at path: every weight, the same logits."""
+    again, info = mc.from_pretrained(path, attn_implementation="eager",
+                                     experts_implementation="eager", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        assert torch.equal(again(input_ids=tokens).logits, model(input_ids=tokens).logits)
+
+
+def save_fused(path, mc, model, tokens):
+    """path-fused: save_pretrained(save_original_format=False)."""
+    model.save_pretrained(path + "-fused", safe_serialization=True, save_original_format=False)
+    for f in os.listdir(path + "-fused"):
+        if f not in ("config.json", "model.safetensors"):
+            os.remove(os.path.join(path + "-fused", f))
+    check_loads(path + "-fused", mc, model, tokens)
+
+
+def save_mixed(path, mc, model, tokens):
+    """path-mixed (Mixtral): layer 0 per expert under .mlp., layer 1 fused under
+    .block_sparse_moe., the rest as save_pretrained writes it."""
+    mixed = path + "-mixed"
+    os.makedirs(mixed, exist_ok=True)
+    with safe_open(os.path.join(path, "model.safetensors"), "pt") as f:
+        data = {k: f.get_tensor(k) for k in f.keys() if not k.startswith("model.layers.1.")
+                or ".block_sparse_moe." not in k}
+        data = {k.replace("model.layers.0.block_sparse_moe.", "model.layers.0.mlp."): v
+                for k, v in data.items()}
+    sd = model.state_dict()
+    data["model.layers.1.block_sparse_moe.gate.weight"] = sd["model.layers.1.mlp.gate.weight"]
+    for t in ("gate_up_proj", "down_proj"):
+        data[f"model.layers.1.block_sparse_moe.experts.{t}"] = \
+            sd[f"model.layers.1.mlp.experts.{t}"].contiguous()
+    save_file(data, os.path.join(mixed, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(path, "config.json")) as src, \
+            open(os.path.join(mixed, "config.json"), "w") as dst:
+        dst.write(src.read())
+    check_loads(mixed, mc, model, tokens)
 
 
 def forward(model, tokens, targets):
@@ -195,6 +255,10 @@ def main():
         for f in os.listdir(path):
             if f not in ("config.json", "model.safetensors"):
                 os.remove(os.path.join(path, f))
+        if name in FUSED:
+            save_fused(path, MODELS[name][1], model, tokens)
+        if name == "mixtral":
+            save_mixed(path, MODELS[name][1], model, tokens)
         model.zero_grad()
         logits, loss, out = forward(model, tokens, targets)
         check_routing(name, model, out)

@@ -120,14 +120,19 @@ ids_vocab_edge|lib/layers/leaf.c|s@x->ids_max < V))@x->ids_max <= V))@|embedding
 ids_last_place|lib/tensor.c|s@if (v\[i\] > t->ids_max)@if (v[i] >= t->ids_max)@|token ids from the host: the place of the largest taken at its last occurrence, not its first
 dropout_bwd_unmasked|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));@;@|LoRA dropout: the input gradient not masked
 dropout_keep_scale|cpu/random.c|s@out\[j\] = u < (double)a ? 0.0f : out\[j\] \* b;@out[j] = u < (double)a ? 0.0f : out[j];@|dropout: kept elements not divided by 1 - p
-moe_no_renorm|cpu/moe.c|s@w\[t \* k + j\] = norm ? p\[idx\[t \* k + j\]\] / s : p\[idx\[t \* k + j\]\];@w[t * k + j] = p[idx[t * k + j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)
+moe_no_renorm|cpu/moe_route.h|s@w\[j\] = norm ? p\[idx\[j\]\] / s : p\[idx\[j\]\];@w[j] = p[idx[j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)
 moe_aux_dropped|lib/models/moe.c|s@c->router_aux_coef = on ? coef : 0.0;@c->router_aux_coef = 0.0;@|MoE config.json: router_aux_loss_coef dropped (no load-balancing loss)
-moe_tie_lowest|cpu/moe.c|s@nth_element(q, (int)k - 1, (int)E);@insertion_sort(q, 0, (int)E);@|MoE top-k: equal probabilities choose the lowest expert index (not the choice of torch.topk)
-moe_renorm_bwd|cpu/moe.c|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the sum term of the renormalisation left out
+moe_tie_lowest|cpu/moe_route.h|s@moe_nth_element(q, (int)k - 1, (int)E);@moe_insertion_sort(q, 0, (int)E);@|MoE top-k: equal probabilities choose the lowest expert index (not the choice of torch.topk)
+moe_renorm_bwd|cpu/moe_route.h|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the sum term of the renormalisation left out
 moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* count\[e\] / (R \* R));@grad[e] = (float)(s.coef * (double)s.E * count[e] / R);@|MoE load-balancing loss gradient divided by R instead of R^2
 olmoe_qk_per_head|lib/models/moe.c|s@c->qk_norm = 2;@c->qk_norm = 1;@|OLMoE config.json: q/k norms per head (Qwen3 style) instead of over the whole projection
-moe_topk_no_heap|cpu/moe.c|s@if (k \* 64 <= E) {@if (0) {@|MoE top-k: the partial-sort regime of torch.topk (k 64 <= E) selected as the nth_element one
-moe_dense_layers|lib/models/transformer.c|s@return !(i < 64 \&\& (c->dense_layers >> i \& 1u));@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
+moe_topk_no_heap|cpu/moe_route.h|s@if (k \* 64 <= E) {@if (0) {@|MoE top-k: the partial-sort regime of torch.topk (k 64 <= E) selected as the nth_element one
+moe_dense_layers|lib/models/transformer.c|s@return !NNT_MODEL_DENSE_LAYER(c, i);@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
+moe_shared_ungated|cpu/moe.c|s@y\[r \* width + c\] += g \* s\[r \* width + c\];@y[r * width + c] += s[r * width + c];@|Qwen2-MoE: the shared expert output added without its sigmoid gate
+moe_shared_softmax|cpu/moe.c|s@return 1.0f / (1.0f + expf(-z));@return expf(z - z);@|Qwen2-MoE: the shared expert gate a softmax over its one logit (always 1) instead of a sigmoid
+moe_shared_gate_grad|cpu/moe.c|s@float d = (float)((double)g \* (1.0 - (double)g) \* dot);@float d = (float)((double)g * dot);@|Qwen2-MoE backward: the sigmoid derivative g (1 - g) taken as g
+moe_shared_tiles|lib/ops/moe.c|s@NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile\[2\], c > 0,@NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile[2], 0,@|Qwen2-MoE backward: each channel tile part of the gate gradient overwrites the previous ones
+moe_fused_up_offset|lib/models/moe.c|s@alt->offset = proj == 2 ? e \* C \* I : e \* 2 \* I \* C + proj \* I \* C;@alt->offset = proj == 2 ? e * C * I : e * 2 * I * C;@|MoE fused layout: each expert up_proj read from its gate_proj rows of gate_up_proj
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -28,6 +28,11 @@
  *   5e-6 normwise: attention forward / backward, multi-head and grouped-query (different
  *              summation orders in float) [0.09]; the row log-sum-exp l: rtol 1e-5, atol
  *              1e-6 [0.04]
+ *   mixture of experts (not yet run on a GPU: the tolerances are estimates, to be set from
+ *              the first measurement): routing choices equal, probs and w 1e-5 (expf),
+ *              dlogits 1e-6 normwise; gather and scatter-add bit-exact; weight_grad 1e-6
+ *              (sums in double), the shared gate's ds 1e-6 and shared_add 1e-6 (atol 1e-6;
+ *              expf), dz 1e-5 normwise
  */
 #include <check.h>
 #include <math.h>
@@ -1717,6 +1722,172 @@ START_TEST(test_fill_random)
 }
 END_TEST
 
+/* ---- mixture of experts ------------------------------------------------------------------------- */
+
+/* n device int32 into a new host array */
+static int32_t *fetch_i(const int32_t *d, int64_t n)
+{
+    int32_t *h = xmalloc((size_t)n * sizeof(int32_t));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    CUDA_OK(cudaMemcpy(h, d, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* The routing (the CPU's per-token code on the device) on random logits and on logits of a
+ * few levels (probabilities tied at the k-th place: the same experts must win), both of
+ * torch.topk's regimes (k 64 <= E: partial sort; else nth_element), E up to the maximum
+ * (6 tokens a block of shared scratch), renormalised or not; and its backward with and
+ * without the load-balancing term. */
+START_TEST(test_moe_route)
+{
+    static const int64_t EK[][2] = {{4, 2}, {8, 2}, {60, 4}, {64, 8}, {128, 2}, {300, 2},
+                                    {1024, 8}};
+    static const int64_t ns[] = {1, 17, 130, 1000};
+    int cs = 0;
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; b < 4; b++)
+            for (int tied = 0; tied < 2; tied++) {
+                int64_t E = EK[a][0], k = EK[a][1], n = ns[b];
+                int norm = cs % 2;
+                rng_seed(4000 + cs++);
+                float *z = rand_f(n * E, -4.0f, 4.0f);
+                if (tied)   /* levels 0, 0.5, 1, 1.5 */
+                    for (int64_t i = 0; i < n * E; i++)
+                        z[i] = 0.5f * (float)(rng_u64() % 4);
+                float *p = xmalloc((size_t)(n * E) * 4), *w = xmalloc((size_t)(n * k) * 4);
+                int32_t *idx = xmalloc((size_t)(n * k) * 4);
+                nnt_cpu_moe_route_f32(n, E, k, norm, z, p, idx, w);
+                float *d_z = dup_d(z, n * E), *d_p = dalloc((size_t)(n * E) * 4);
+                float *d_w = dalloc((size_t)(n * k) * 4);
+                int32_t *d_idx = dalloc((size_t)(n * k) * 4);
+                NNT_OK(nnt_cuda_moe_route_f32(n, E, k, norm, d_z, d_p, d_idx, d_w, g_stream));
+                int32_t *gi = fetch_i(d_idx, n * k);
+                for (int64_t i = 0; i < n * k; i++)
+                    ck_assert_msg(gi[i] == idx[i], "moe route E %lld k %lld n %lld%s: token "
+                                  "%lld place %lld: expert %d, the CPU's %d", (long long)E,
+                                  (long long)k, (long long)n, tied ? " (tied)" : "",
+                                  (long long)(i / k), (long long)(i % k), gi[i], idx[i]);
+                float *got = fetch(d_p, n * E);
+                check_close("moe route probs", got, p, n * E, 1e-5, 1e-7);
+                free(got);
+                got = fetch(d_w, n * k);
+                check_close("moe route w", got, w, n * k, 1e-5, 1e-7);
+                free(got);
+                /* backward: dw random, aux on every other case */
+                float *dw = rand_f(n * k, -1.0f, 1.0f), *aux = rand_f(E, 0.0f, 0.1f);
+                const int with_aux = cs % 3 != 0;
+                float *dz = xmalloc((size_t)(n * E) * 4);
+                nnt_cpu_moe_route_bwd_f32(n, E, k, norm, p, idx, w, dw, with_aux ? aux : NULL,
+                                          dz);
+                float *d_dw = dup_d(dw, n * k), *d_aux = dup_d(aux, E);
+                float *d_dz = dalloc((size_t)(n * E) * 4);
+                upload(d_p, p, (size_t)(n * E) * 4);   /* the CPU's inputs exactly */
+                upload(d_w, w, (size_t)(n * k) * 4);
+                upload(d_idx, idx, (size_t)(n * k) * 4);
+                NNT_OK(nnt_cuda_moe_route_bwd_f32(n, E, k, norm, d_p, d_idx, d_w, d_dw,
+                                                  with_aux ? d_aux : NULL, d_dz, g_stream));
+                got = fetch(d_dz, n * E);
+                check_normwise("moe route dlogits", got, dz, n * E, 1e-6);
+                free(got);
+                free(gi), free(z), free(p), free(w), free(idx), free(dw), free(aux), free(dz);
+                dfree(d_z), dfree(d_p), dfree(d_w), dfree(d_idx), dfree(d_dw), dfree(d_aux);
+                dfree(d_dz);
+            }
+}
+END_TEST
+
+/* The row maps between a tile of tokens (rows, width) and a tile of an expert's rows: a
+ * gather (with and without the routing weights), the weighted scatter-add of the expert's
+ * outputs (its destination rows distinct, as an expert's are; the CPU's bits: the same
+ * product and sum per element), the weight gradient; and the shared expert's gate. */
+START_TEST(test_moe_maps)
+{
+    static const int64_t widths[] = {1, 3, 17, 61, 130, 1024};
+    static const int64_t ms[] = {1, 5, 64, 300};
+    const int64_t k = 3;
+    int cs = 0;
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 4; b++) {
+            int64_t width = widths[a], m = ms[b], rows = m + 7;   /* token rows of the tile */
+            rng_seed(5000 + cs++);
+            /* triples (token row, expert row, slot): token rows distinct (a permutation's
+             * first m), expert rows in order */
+            int32_t *perm = xmalloc((size_t)rows * 4), *gmap = xmalloc((size_t)(3 * m) * 4);
+            int32_t *smap = xmalloc((size_t)(3 * m) * 4);
+            for (int64_t i = 0; i < rows; i++)
+                perm[i] = (int32_t)i;
+            for (int64_t i = rows - 1; i > 0; i--) {
+                int64_t j = (int64_t)(rng_u64() % (uint64_t)(i + 1));
+                int32_t t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+            for (int64_t r = 0; r < m; r++) {
+                int32_t slot = (int32_t)(rng_u64() % (uint64_t)k);
+                gmap[3 * r] = perm[r], gmap[3 * r + 1] = (int32_t)r, gmap[3 * r + 2] = slot;
+                smap[3 * r] = (int32_t)r, smap[3 * r + 1] = perm[r], smap[3 * r + 2] = slot;
+            }
+            float *act = rand_f(rows * width, -2.0f, 2.0f), *w = rand_f(rows * k, 0.0f, 1.0f);
+            float *ex = rand_f(m * width, -2.0f, 2.0f), *dst = rand_f(rows * width, -1, 1);
+            float *dw = rand_f(rows * k, -1.0f, 1.0f);
+            float *d_act = dup_d(act, rows * width), *d_w = dup_d(w, rows * k);
+            float *d_ex = dalloc((size_t)(m * width) * 4), *d_dst = dup_d(dst, rows * width);
+            float *d_dw = dup_d(dw, rows * k), *got;
+            int32_t *d_gmap = dup_i(gmap, 3 * m), *d_smap = dup_i(smap, 3 * m);
+            float *ref = xmalloc((size_t)(m * width) * 4);
+            for (int weighted = 0; weighted < 2; weighted++) {
+                const float *wt = weighted ? w : NULL, *d_wt = weighted ? d_w : NULL;
+                nnt_cpu_moe_gather_f32(width, m, gmap, act, wt, k, ref);
+                NNT_OK(nnt_cuda_moe_gather_f32(width, m, d_gmap, d_act, d_wt, k, d_ex,
+                                               g_stream));
+                got = fetch(d_ex, m * width);
+                check_exact_f(weighted ? "moe gather weighted" : "moe gather", got, ref,
+                              m * width);
+                free(got);
+                upload(d_ex, ex, (size_t)(m * width) * 4);
+                nnt_cpu_moe_scatter_add_f32(width, m, smap, ex, wt, k, dst);
+                NNT_OK(nnt_cuda_moe_scatter_add_f32(width, m, d_smap, d_ex, d_wt, k, d_dst,
+                                                    g_stream));
+                got = fetch(d_dst, rows * width);
+                check_exact_f(weighted ? "moe scatter_add weighted" : "moe scatter_add", got,
+                              dst, rows * width);
+                free(got);
+            }
+            nnt_cpu_moe_weight_grad_f32(width, m, gmap, act, ex, k, dw);
+            NNT_OK(nnt_cuda_moe_weight_grad_f32(width, m, d_gmap, d_act, d_ex, k, d_dw,
+                                                g_stream));
+            got = fetch(d_dw, rows * k);
+            check_close("moe weight_grad", got, dw, rows * k, 1e-6, 1e-7);
+            free(got);
+            /* the shared expert's gate over the tile's rows: z (rows), s = act, y = dst */
+            float *z = rand_f(rows, -6.0f, 6.0f), *ds = xmalloc((size_t)(rows * width) * 4);
+            float *dz = rand_f(rows, -1.0f, 1.0f), *d_z = dup_d(z, rows);
+            float *d_ds = dalloc((size_t)(rows * width) * 4), *d_dz = dup_d(dz, rows);
+            upload(d_dst, dst, (size_t)(rows * width) * 4);
+            nnt_cpu_moe_shared_add_f32(rows, width, z, act, dst);
+            NNT_OK(nnt_cuda_moe_shared_add_f32(rows, width, d_z, d_act, d_dst, g_stream));
+            got = fetch(d_dst, rows * width);
+            check_close("moe shared_add", got, dst, rows * width, 1e-6, 1e-6);
+            free(got);
+            for (int accumulate = 0; accumulate < 2; accumulate++) {   /* dy: dst */
+                nnt_cpu_moe_shared_bwd_f32(rows, width, accumulate, z, act, dst, ds, dz);
+                NNT_OK(nnt_cuda_moe_shared_bwd_f32(rows, width, accumulate, d_z, d_act, d_dst,
+                                                   d_ds, d_dz, g_stream));
+                got = fetch(d_ds, rows * width);
+                check_close("moe shared_bwd ds", got, ds, rows * width, 1e-6, 1e-7);
+                free(got);
+                got = fetch(d_dz, rows);
+                check_normwise("moe shared_bwd dz", got, dz, rows, 1e-5);
+                free(got);
+            }
+            free(perm), free(gmap), free(smap), free(act), free(w), free(ex), free(dst);
+            free(dw), free(ref), free(z), free(ds), free(dz);
+            dfree(d_act), dfree(d_w), dfree(d_ex), dfree(d_dst), dfree(d_dw), dfree(d_gmap);
+            dfree(d_smap), dfree(d_z), dfree(d_ds), dfree(d_dz);
+        }
+}
+END_TEST
+
 /* ---- suite ------------------------------------------------------------------------------------ */
 
 static Suite *cuda_suite(void)
@@ -1743,6 +1914,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_sumsq);
     tcase_add_test(tc, test_optim);
     tcase_add_test(tc, test_fill_random);
+    tcase_add_test(tc, test_moe_route);
+    tcase_add_test(tc, test_moe_maps);
     suite_add_tcase(s, tc);
     return s;
 }

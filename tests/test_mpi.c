@@ -14,6 +14,12 @@
  *       BYTES" (4 x the model's parameter count); then
  *       nnt_train_state_save to OUT.ckpt.<rank> (only rank 0 writes a file; it is there
  *       on every rank when the call returns).
+ *   test_mpi moe OUT MPI DIST DIR
+ *       The mixture-of-experts model of the Hugging Face directory DIR (its routing read on
+ *       every rank), B 2, T 16 on fixed tokens, tiles of 1 sequence, 8 tokens, 16
+ *       channels and 16 hidden units, 6 AdamW steps; each rank writes OUT.<rank>: "rank R of
+ *       N", "loss S %.17g" (with the load-balancing loss), "owned BYTES" after the last
+ *       step and "params %a" (the sum of every parameter read back on this rank).
  *   test_mpi options
  *       Every rank creates an MPI context with options that differ across ranks (rank 1 asks
  *       for another distribution) and expects NNT_E_INVAL with the message; then rank 1
@@ -195,6 +201,75 @@ static int train(int argc, char **argv)
     return rc ? rc : drc ? fail("nnt_ctx_destroy", drc) : 0;
 }
 
+/* mode moe: see the header */
+static int moe(int argc, char **argv)
+{
+    enum { MB = 2, MT = 16, MSTEPS = 6 };
+    if (argc != 6) {
+        fprintf(stderr, "usage: test_mpi moe OUT MPI DIST DIR\n");
+        return 2;
+    }
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = atoi(argv[3]);
+    o.distribution = strcmp(argv[4], "data") == 0 ? NNT_DIST_DATA : NNT_DIST_SHARDED;
+    nnt_ctx *ctx = NULL;
+    TRY(nnt_ctx_create(&o, &ctx));
+    int rank = 0, size = 1;
+    TRY(nnt_ctx_rank(ctx, &rank, &size));
+    nnt_tiling tiling = NNT_TILING_INIT;
+    tiling.batch = 1, tiling.seq = 8, tiling.channels = 16, tiling.hidden = 16;
+    nnt_layer *model = NULL;
+    TRY(nnt_model_load_hf(ctx, argv[5], MB, MT, &tiling, &model));
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    TRY(nnt_model_config_of(model, &cfg));
+    int32_t ids[MB * MT + MB];
+    for (int i = 0; i < MB * MT + MB; i++)
+        ids[i] = (int32_t)((i * 7 + i / 5 + (i * i) % 11) % cfg.vocab);
+    int64_t shape[2] = {MB, MT}, tile[2] = {1, 8};
+    nnt_tensor *x = NULL, *y = NULL;
+    TRY(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &x));
+    TRY(nnt_tensor_create(ctx, NNT_INT32, 2, shape, tile, &y));
+    TRY(nnt_tensor_copy_from_host(x, ids, sizeof(int32_t) * MB * MT));
+    TRY(nnt_tensor_copy_from_host(y, ids + MB, sizeof(int32_t) * MB * MT));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-2;
+    nnt_optim *opt = NULL;
+    TRY(nnt_optim_create(ctx, &oo, &opt));
+    TRY(nnt_optim_add_layer(opt, model));
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", argv[2], rank);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        perror(path);
+        return 1;
+    }
+    fprintf(out, "rank %d of %d\n", rank, size);
+    for (int s = 0; s < MSTEPS; s++) {
+        double loss = 0;
+        TRY(nnt_layer_zero_grad(model));
+        TRY(nnt_layer_set_targets(model, y));
+        TRY(nnt_layer_forward(model, x, NULL));
+        TRY(nnt_layer_backward(model, NULL, NULL));
+        TRY(nnt_layer_loss(model, &loss));
+        TRY(nnt_optim_step(opt));
+        fprintf(out, "loss %d %.17g\n", s + 1, loss);
+    }
+    nnt_mem_stats ms;
+    TRY(mem_stats_now(ctx, &ms));
+    fprintf(out, "owned %lld\n", (long long)ms.owned_bytes);
+    double sum = 0;
+    TRY(params_sum(model, &sum));
+    fprintf(out, "params %a\n", sum);
+    int rc = fclose(out) != 0;
+    nnt_optim_destroy(opt);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    nnt_layer_destroy(model);
+    int drc = nnt_ctx_destroy(ctx);
+    return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
+}
+
 /* create with o, expect want and a message containing needle */
 static int expect_create_fails(const nnt_ctx_options *o, int want, const char *needle)
 {
@@ -313,12 +388,14 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "train") == 0)
         return train(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "moe") == 0)
+        return moe(argc, argv);
     if (argc == 2 && strcmp(argv[1], "options") == 0)
         return options();
     if (argc == 2 && strcmp(argv[1], "unsupported") == 0)
         return unsupported();
     if (argc == 1 || (argc == 2 && strcmp(argv[1], "local") == 0))
         return local();   /* also what make check runs (test_mpi is a check program) */
-    fprintf(stderr, "usage: test_mpi train ... | options | unsupported | local\n");
+    fprintf(stderr, "usage: test_mpi train ... | moe ... | options | unsupported | local\n");
     return 2;
 }

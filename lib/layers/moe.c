@@ -8,14 +8,23 @@
  * chosen by torch.topk over softmax(gate(x)) and their weights the chosen probabilities,
  * renormalised to sum 1 if norm_topk_prob. How the tasks follow the run-time counts (a host
  * wait on the routing ids per layer and per forward, then exactly-sized tasks per expert
- * that got tokens): design.md, "Mixture of experts".
+ * that got tokens): design.md, "Mixture of experts". Under StarPU-MPI the read of the ids
+ * is collective (nnt_tensor_copy_to_host gives every rank the whole tensor), so every rank
+ * makes the same token lists, the same tensors (tags) and submits the same tasks, each
+ * run by the owner of what it writes.
  *
  * The load-balancing loss (transformers' load_balancing_loss_func) couples the MoE layers of
  * a model: aux = E sum_e (c_e / R)(P_e / R), c_e the top-k choices of expert e and P_e the
  * sum of its probabilities over the R = (MoE layers) x (tokens) rows of all MoE layers. Each
  * layer keeps its own c and P of its last forward; gl_moe_aux_loss sums them over a tree,
  * and each layer's backward adds coef d aux / d p = coef E c_e / R^2 (the whole tree's c)
- * to every token's probabilities. */
+ * to every token's probabilities.
+ *
+ * With shared_expert_hidden S > 0 (Qwen2-MoE) two more children follow the experts:
+ * "shared_expert", a SwiGLU MLP C -> S -> C that every token goes through, and
+ * "shared_expert_gate", a linear C -> 1 without bias; the output is the routed sum +
+ * sigmoid(shared_expert_gate(x)) shared_expert(x), as transformers' Qwen2MoeSparseMoeBlock
+ * adds them. */
 #include "generic.h"
 #include "../ops/moe.h"
 
@@ -26,6 +35,7 @@
 
 typedef struct moe {
     int64_t E, k, C, I;
+    int64_t S;                     /* the shared expert's inner size (0: none)               */
     int norm;
     double aux_coef;
     int64_t row_tile;              /* rows of an expert's gathered tiles                     */
@@ -37,6 +47,10 @@ typedef struct moe {
     nnt_tensor *dw;                // (B, T, k)
     nnt_tensor *dlogits;           // (B, T, E)
     nnt_tensor *dx;                // (B, T, C) x's layout
+    nnt_tensor *shared;            // (B, T, C) the shared expert's output (its child's)
+    nnt_tensor *z;                 // (B, T, 1) its gate's logits (its child's)
+    nnt_tensor *dshared;           // (B, T, C)
+    nnt_tensor *dz;                // (B, T, 1)
     nnt_tensor *dy_cache;
     nnt_tensor **xe;               // E x (n_e, C) the tokens of expert e (NULL if none)
     nnt_tensor **dye;              // E x (n_e, C) their weighted output gradient
@@ -84,9 +98,6 @@ static int grow(moe *m, int64_t N)
 static int read_routing(nnt_layer *l, int64_t N)
 {
     moe *m = l->impl;
-    if (l->ctx->mpi && l->ctx->nranks > 1)
-        return nnt_fail(l->ctx, NNT_E_UNSUPPORTED, "nnt_layer_forward: mixture-of-experts "
-                        "layers run on one rank only (the routing is read on the host)");
     if (grow(m, N))
         return nnt_fail(l->ctx, NNT_E_NOMEM, "nnt_layer_forward: out of host memory for the "
                         "routing of %lld tokens", (long long)N);
@@ -144,6 +155,11 @@ static int moe_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
         NNT_TRY(nnt_moe_gather(x, NULL, &m->rows[e], m->xe[e]));
         NNT_TRY(nnt_layer_forward(l->children[1 + e], m->xe[e], &m->ye[e]));   // (n_e, C)
         NNT_TRY(nnt_moe_scatter_add(m->ye[e], m->w, &m->rows[e], m->y));
+    }
+    if (m->S) {   /* + sigmoid(shared_expert_gate(x)) shared_expert(x) */
+        NNT_TRY(nnt_layer_forward(l->children[1 + m->E], x, &m->shared));   // (B, T, C)
+        NNT_TRY(nnt_layer_forward(l->children[2 + m->E], x, &m->z));        // (B, T, 1)
+        NNT_TRY(nnt_moe_shared_add(m->z, m->shared, m->y));
     }
     *y = m->y;
     return NNT_OK;
@@ -241,6 +257,20 @@ static int zero_unused(nnt_layer *l)
     return NNT_OK;
 }
 
+/* The shared expert and its gate: their gradients, and their inputs' added to dx. */
+static int shared_backward(nnt_layer *l, nnt_tensor *g)
+{
+    moe *m = l->impl;
+    nnt_tensor *d = NULL;
+    NNT_TRY(nnt_layer_ensure(l, &m->dshared, NNT_FP32, 3, m->shared->shape, m->shared->tile));
+    NNT_TRY(nnt_layer_ensure(l, &m->dz, NNT_FP32, 3, m->z->shape, m->z->tile));
+    NNT_TRY(nnt_moe_shared_backward(m->z, m->shared, g, m->dshared, m->dz));
+    NNT_TRY(nnt_layer_backward(l->children[1 + m->E], m->dshared, &d));
+    NNT_TRY(nnt_tensor_axpby(1.0, d, 1.0, m->dx));
+    NNT_TRY(nnt_layer_backward(l->children[2 + m->E], m->dz, &d));
+    return nnt_tensor_axpby(1.0, d, 1.0, m->dx);
+}
+
 static int moe_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     moe *m = l->impl;
@@ -273,6 +303,8 @@ static int moe_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(nnt_layer_backward(l->children[1 + e], m->dye[e], &d));
         NNT_TRY(nnt_moe_scatter_add(d, NULL, &m->rows[e], m->dx));
     }
+    if (m->S)
+        NNT_TRY(shared_backward(l, g));
     *dx = m->dx;
     return NNT_OK;
 }
@@ -280,7 +312,8 @@ static int moe_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void moe_destroy(nnt_layer *l)
 {
     moe *m = l->impl;
-    nnt_tensor *own[] = {m->probs, m->idx, m->w, m->y, m->dw, m->dlogits, m->dx, m->dy_cache};
+    nnt_tensor *own[] = {m->probs, m->idx,    m->w,       m->y,    m->dw,
+                         m->dlogits, m->dx, m->dy_cache, m->dshared, m->dz};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
     for (int64_t e = 0; e < m->E; e++) {
@@ -331,7 +364,17 @@ static int moe_children(nnt_layer *l, const nnt_tiling *t, const char *fn)
             return rc;
         }
     }
-    return NNT_OK;
+    if (!m->S)
+        return NNT_OK;
+    NNT_TRY(gl_mlp_new(l->ctx, m->C, m->S, &mo, t, fn, &child));
+    if ((rc = nnt_layer_add_child(l, "shared_expert", child))) {
+        nnt_layer_destroy(child);
+        return rc;
+    }
+    NNT_TRY(gl_linear_new(l->ctx, m->C, 1, 0, gl_tile(t->channels, m->C), 1, fn, &child));
+    if ((rc = nnt_layer_add_child(l, "shared_expert_gate", child)))
+        nnt_layer_destroy(child);
+    return rc;
 }
 
 int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *o,
@@ -345,6 +388,9 @@ int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
                         (long long)o->experts, NNT_MOE_MAX_EXPERTS, (long long)hidden);
     if (o->bias)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a mixture of experts has no biases", fn);
+    if (o->shared_expert_hidden < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: shared_expert_hidden %lld must be >= 0 (0: no "
+                        "shared expert)", fn, (long long)o->shared_expert_hidden);
     if (!(o->router_aux_coef >= 0.0) || !isfinite(o->router_aux_coef))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: router_aux_coef %g must be finite and >= 0", fn,
                         o->router_aux_coef);
@@ -352,6 +398,7 @@ int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
     NNT_TRY(nnt_layer_new(ctx, &moe_vt, sizeof(moe), fn, &l));
     moe *m = l->impl;
     m->E = o->experts, m->k = o->experts_per_token, m->C = channels, m->I = hidden;
+    m->S = o->shared_expert_hidden;
     m->norm = o->norm_topk_prob != 0;
     m->aux_coef = o->router_aux_coef;
     m->row_tile = (t->batch > 0 ? t->batch : 1 << 20) * (t->seq > 0 ? t->seq : 1 << 20);

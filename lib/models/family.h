@@ -110,6 +110,17 @@ typedef struct nnt_hf_spec {
     int rows_first;
 } nnt_hf_spec;
 
+/* Another place where a Hugging Face file may hold a parameter listed under its own name:
+ * its elements are [offset, offset + its size) of the tensor called name (with the family's
+ * prefix), of nd dimensions shape (e.g. expert e's gate_proj inside a fused
+ * "mlp.experts.gate_up_proj" (E, 2 I, C): offset e 2 I C). */
+typedef struct nnt_hf_alt {
+    char name[256];
+    int nd;
+    int64_t shape[3];
+    int64_t offset;
+} nnt_hf_alt;
+
 /* ---- llm.c checkpoints ------------------------------------------------------------------- */
 
 /* llm.c's parameters in file order (lib/io's nnt_llmc_layout); LN1W .. FCPROJB are per layer
@@ -200,6 +211,9 @@ typedef struct nnt_family {
     /* the name in Hugging Face files of a parameter listed under its own name (NULL: that
      * name), into out (size bytes) */
     void (*hf_rename)(const nnt_model_config *cfg, const char *name, char *out, size_t size);
+    /* when a file has no tensor under that name, the other places to look for parameter name,
+     * i = 0, 1, ... until it returns 0 (NULL: none); files are written under the names */
+    int (*hf_alt)(const nnt_model_config *cfg, const char *name, int i, nnt_hf_alt *alt);
 } nnt_family;
 
 /* The families (families.c). */

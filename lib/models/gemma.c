@@ -341,4 +341,5 @@ const nnt_family nnt_family_gemma = {
     NULL, 0,
     "q_proj,v_proj",   /* PEFT 0.21's default targets for gemma2 and gemma3_text */
     NULL,
+    NULL,
 };

@@ -213,4 +213,5 @@ const nnt_family nnt_family_gpt2 = {
     GPT2_LLMC, (int)(sizeof GPT2_LLMC / sizeof GPT2_LLMC[0]),
     "c_attn",   /* PEFT's default target for gpt2 */
     NULL,
+    NULL,
 };

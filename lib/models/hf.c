@@ -6,8 +6,10 @@
  * carries HF's names), or a family's table of tensors made of parameters (GPT-2's c_attn =
  * q, k, v; Conv1D weights transposed). Only the shapes differ from nnt's: HF has 2-D matrices
  * in the same memory order, rows being all dimensions but the last (or the first, for an
- * output projection (C, NH, hd)); biases and norms 1-D. nnt_gpt_load_safetensors and
- * nnt_gpt_save_safetensors are these functions too. */
+ * output projection (C, NH, hd)); biases and norms 1-D. A family may name other places
+ * where a file holds a parameter (nnt_hf_alt: the MoE family's fused expert tensors), read
+ * when the file lacks its own name. nnt_gpt_load_safetensors and nnt_gpt_save_safetensors
+ * are these functions too. */
 #include "models.h"
 #include "family.h"
 #include "hf_shards.h"
@@ -62,13 +64,15 @@ static void shape_text(int nd, const int64_t *shape, char *out, size_t size)
 
 /* One tensor of a Hugging Face file: its name (with the family's prefix), its parts (the
  * model's parameters, n floats each, one after the other in it), its HF shape (nd dims),
- * and in: a Conv1D weight's in size (stored (in, out); 0: none). */
+ * and in: a Conv1D weight's in size (stored (in, out); 0: none). When loading from another
+ * place the family names (nnt_hf_alt), name and shape are that tensor's, and the parts
+ * start at element offset of it. */
 typedef struct hf_tensor {
     char name[NNT_IO_MAXNAME + 1];
     const char *bare;      /* name without the family's prefix (inside name) */
     nnt_param_info p[3];
     int np, nd;
-    int64_t n, shape[2], in;
+    int64_t n, shape[3], in, offset;
 } hf_tensor;
 
 /* t's HF shape from its first part's nnt shape (the rules of nnt_hf_spec). */
@@ -82,7 +86,7 @@ static int hf_layout(nnt_ctx *ctx, const char *fn, hf_tensor *t, int conv1d, int
     if (nd <= conv1d || nd <= rows_first)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: parameter %s has %d dims", fn, t->p[0].name, nd);
     int64_t total = t->n * t->np;
-    t->in = 0;
+    t->in = t->offset = 0;
     if (conv1d) {   /* Conv1D (in, out) */
         t->in = 1;
         for (int d = nd - conv1d; d < nd; d++)
@@ -346,14 +350,28 @@ typedef struct hf_reading {
 } hf_reading;
 
 /* The checkpoint's tensor of t (without the family's prefix too where it is optional), its
- * reader and file (r, path may be NULL); NULL if absent. */
-static const nnt_st_entry *find_tensor(const hf_pass *ps, const hf_reading *g,
-                                       const hf_tensor *t, const nnt_st_reader **r,
-                                       const char **path)
+ * reader and file (r, path may be NULL); else the first of the family's other places for
+ * a parameter that the file has (t then describes that tensor); NULL if absent (t as it
+ * was). */
+static const nnt_st_entry *find_tensor(const hf_pass *ps, const hf_reading *g, hf_tensor *t,
+                                       const nnt_st_reader **r, const char **path)
 {
     const nnt_st_entry *e = nnt_hf_weights_find(g->w, t->name, r, path);
     if (!e && ps->f->hf_prefix_optional && t->bare != t->name)
         e = nnt_hf_weights_find(g->w, t->bare, r, path);
+    nnt_hf_alt alt;
+    for (int i = 0; !e && t->np == 1 && ps->f->hf_alt &&
+                    ps->f->hf_alt(&ps->cfg, t->p[0].name, i, &alt); i++) {
+        hf_tensor other = *t;
+        hf_name(&other, ps->f, "", alt.name);
+        if (!(e = nnt_hf_weights_find(g->w, other.name, r, path)))
+            continue;
+        other.nd = alt.nd;
+        memcpy(other.shape, alt.shape, sizeof other.shape);
+        other.offset = alt.offset;
+        *t = other;
+        t->bare = t->name + (other.bare - other.name);
+    }
     return e;
 }
 
@@ -385,8 +403,10 @@ static int check_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, BF16 or F16 "
                         "only)", ps->fn, path, e->name, nnt_io_dtype_name(e->dtype));
-    if (e->ndim != t->nd || e->shape[0] != t->shape[0] ||
-        (t->nd == 2 && e->shape[1] != t->shape[1])) {
+    int same = e->ndim == t->nd;
+    for (int d = 0; same && d < t->nd; d++)
+        same = e->shape[d] == t->shape[d];
+    if (!same) {
         char got[200], exp[64];
         shape_text(e->ndim, e->shape, got, sizeof got);
         shape_text(t->nd, t->shape, exp, sizeof exp);
@@ -411,7 +431,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     float *tmp = t->in ? malloc((size_t)total * sizeof(float) + 1) : NULL;
     int rc = buf && (tmp || !t->in) ? NNT_OK : nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory",
                                                         ps->fn);
-    if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, 0, (uint64_t)total,
+    if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, (uint64_t)t->offset, (uint64_t)total,
                                      t->in ? tmp : buf, err, sizeof err)))
         rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */

@@ -259,4 +259,5 @@ const nnt_family nnt_family_llama = {
     NULL, 0,
     "q_proj,v_proj",   /* PEFT's default targets for llama, mistral, qwen2, qwen3 */
     NULL,
+    NULL,
 };

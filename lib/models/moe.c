@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /* The mixture-of-experts family (NNT_FAMILY_MOE): Hugging Face MixtralForCausalLM,
- * Qwen3MoeForCausalLM and OlmoeForCausalLM. Their blocks are Llama's (RMSNorm, grouped-query
- * attention with rotary positions; Qwen3-MoE's q/k norms per head, OLMoE's over each
- * token's whole q and k projections: qk_norm 2) with an NNT_MLP_MOE MLP
- * (lib/layers/moe.c) in the blocks the configuration says (decoder_sparse_step,
- * mlp_only_layers), a dense SwiGLU MLP in the others.
+ * Qwen3MoeForCausalLM, OlmoeForCausalLM and Qwen2MoeForCausalLM. Their blocks are Llama's
+ * (RMSNorm, grouped-query attention with rotary positions; Qwen3-MoE's q/k norms per head,
+ * OLMoE's over each token's whole q and k projections: qk_norm 2; Qwen2-MoE's q, k, v
+ * biases) with an NNT_MLP_MOE MLP (lib/layers/moe.c) in the blocks the configuration says
+ * (decoder_sparse_step, mlp_only_layers), a dense SwiGLU MLP in the others. Qwen2-MoE's
+ * MoE MLPs add a shared expert gated by a sigmoid ("mlp.shared_expert.gate_proj.weight",
+ * "mlp.shared_expert_gate.weight" (1, C)).
  *
  * Parameter names are transformers' in the files save_pretrained writes and the Hub holds
  * (per expert): "model.layers.<i>.mlp.gate.weight" (E, C), "...mlp.experts.<e>.gate_proj
@@ -28,23 +30,29 @@ static const struct moe_preset {
     int64_t experts, k, expert_hidden;
     int norm;
     double aux;
+    int64_t shared;           /* shared expert's inner size (Qwen2-MoE; 0: none) */
+    int qkv_bias;
 } PRESETS[] = {
     /* tests and demos: Qwen3-MoE's layout */
-    {"moe-tiny", 256, 256, 2, 4, 2, 64, 172, 0, 1e-6, 10000.0, 1, 8, 2, 32, 1, 0.01},
+    {"moe-tiny", 256, 256, 2, 4, 2, 64, 172, 0, 1e-6, 10000.0, 1, 8, 2, 32, 1, 0.01, 0, 0},
     /* mistralai/Mixtral-8x7B-v0.1: 46.7B parameters, 12.9B active */
     {"mixtral-8x7b", 32000, 32768, 32, 32, 8, 4096, 14336, 0, 1e-5, 1e6, 0, 8, 2, 14336, 1,
-     0.0},
+     0.0, 0, 0},
     /* Qwen/Qwen3-30B-A3B: 30.5B parameters, 3.3B active */
     {"qwen3-30b-a3b", 151936, 40960, 48, 32, 4, 2048, 6144, 128, 1e-6, 1e6, 1, 128, 8, 768, 1,
-     0.0},
+     0.0, 0, 0},
     /* allenai/OLMoE-1B-7B-0924: 6.92B parameters, 1.28B active; q/k norms over the whole
      * projections, weights not renormalised */
     {"olmoe-1b-7b", 50304, 4096, 16, 16, 16, 2048, 1024, 0, 1e-5, 10000.0, 2, 64, 8, 1024, 0,
-     0.0},
+     0.0, 0, 0},
+    /* Qwen/Qwen1.5-MoE-A2.7B: 14.3B parameters, 2.7B active; a shared expert of 5632 gated
+     * by a sigmoid, q/k/v biases, weights not renormalised */
+    {"qwen1.5-moe-a2.7b", 151936, 8192, 24, 16, 16, 2048, 5632, 0, 1e-6, 1e6, 0, 60, 4, 1408,
+     0, 0.0, 5632, 1},
 };
 
 static const char *const PRESET_NAMES[] = {"moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b",
-                                           "olmoe-1b-7b", NULL};
+                                           "olmoe-1b-7b", "qwen1.5-moe-a2.7b", NULL};
 
 static int moe_preset(const char *name, nnt_model_config *c)
 {
@@ -59,9 +67,11 @@ static int moe_preset(const char *name, nnt_model_config *c)
         c->heads = p->heads, c->kv_heads = p->kv_heads, c->channels = p->channels;
         c->hidden = p->hidden, c->head_dim = p->head_dim, c->norm_eps = p->eps;
         c->tied = 0;
-        c->qkv_bias = c->out_bias = c->mlp_bias = 0;
+        c->qkv_bias = p->qkv_bias;
+        c->out_bias = c->mlp_bias = 0;
         c->qk_norm = p->qk_norm;
         c->rope.theta = p->theta;
+        c->shared_expert_hidden = p->shared;
         c->experts = p->experts, c->experts_per_token = p->k;
         c->expert_hidden = p->expert_hidden, c->norm_topk_prob = p->norm;
         c->router_aux_coef = p->aux;
@@ -80,38 +90,54 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld)",
                         fn, (long long)hd);
     if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts ||
-        c->experts > 1024 || c->expert_hidden < 0 || c->moe_every < 0)
+        c->experts > 1024 || c->expert_hidden < 0 || c->moe_every < 0 ||
+        c->shared_expert_hidden < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: a mixture of experts needs 1 <= "
                         "experts_per_token (%lld) <= experts (%lld) <= 1024, expert_hidden "
-                        "(%lld) and moe_every (%lld) >= 0", fn,
+                        "(%lld), moe_every (%lld) and shared_expert_hidden (%lld) >= 0", fn,
                         (long long)c->experts_per_token, (long long)c->experts,
-                        (long long)c->expert_hidden, (long long)c->moe_every);
+                        (long long)c->expert_hidden, (long long)c->moe_every,
+                        (long long)c->shared_expert_hidden);
     if (!(c->router_aux_coef >= 0.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: router_aux_coef %g must be >= 0", fn,
                         c->router_aux_coef);
     if (c->qk_norm < 0 || c->qk_norm > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
                         "whole projection)", fn, c->qk_norm);
-    if (c->qkv_bias || c->out_bias || c->mlp_bias)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no biases", fn);
+    if (c->out_bias || c->mlp_bias)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no output-projection "
+                        "or MLP biases (out_bias %d, mlp_bias %d; qkv_bias: Qwen2-MoE's q, k, v "
+                        "biases)", fn, c->out_bias, c->mlp_bias);
     return NNT_OK;
 }
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 
-enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE };
+enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE, ARCH_QWEN2_MOE };
 
 static const nnt_hf_arch ARCHS[] = {
     {"MixtralForCausalLM", "mixtral"},
     {"Qwen3MoeForCausalLM", "qwen3_moe"},
     {"OlmoeForCausalLM", "olmoe"},
+    {"Qwen2MoeForCausalLM", "qwen2_moe"},
 };
 
-/* mlp_only_layers: a list of block indices below 64 (absent or null: none). */
-static int dense_list(const nnt_cfg_in *o, const nnt_model_config *c, uint64_t *mask)
+/* Whether some block of c is in its dense list. */
+static int any_dense(const nnt_model_config *c)
 {
-    char text[1024];
-    *mask = 0;
+    uint64_t any = c->dense_layers;
+    for (int w = 0; w < 7; w++)
+        any |= c->dense_layers_more[w];
+    return any != 0;
+}
+
+/* mlp_only_layers: a list of block indices below NNT_MODEL_MAX_DENSE_LAYER (absent or null:
+ * none) into c's dense_layers and dense_layers_more. */
+static int dense_list(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    char text[6 * NNT_MODEL_MAX_DENSE_LAYER + 64];   /* "511, " per entry */
+    c->dense_layers = 0;
+    memset(c->dense_layers_more, 0, sizeof c->dense_layers_more);
     if (!nnt_cfg_has(o, "mlp_only_layers"))
         return NNT_OK;
     nnt_cfg_text(o, "mlp_only_layers", text, sizeof text);
@@ -127,12 +153,36 @@ static int dense_list(const nnt_cfg_in *o, const nnt_model_config *c, uint64_t *
         long v = strtol(p, &end, 10);
         if (end == p)
             return nnt_cfg_bad_type(o, "mlp_only_layers", "a list of layer indices");
-        if (v < 0 || v >= 64 || v >= c->layers)
-            return nnt_cfg_unsupported(o, "mlp_only_layers", "(an index)",
-                                       "layers below 64 and num_hidden_layers");
-        *mask |= (uint64_t)1 << v;
+        if (v < 0 || v >= NNT_MODEL_MAX_DENSE_LAYER || v >= c->layers) {
+            char value[32];
+            snprintf(value, sizeof value, "(index %ld)", v);
+            return nnt_cfg_unsupported(o, "mlp_only_layers", value,
+                                       "layers below num_hidden_layers and 512");
+        }
+        *(v < 64 ? &c->dense_layers : &c->dense_layers_more[v / 64 - 1]) |=
+            (uint64_t)1 << (v % 64);
         p = end;
     }
+}
+
+/* Qwen2-MoE's and Qwen3-MoE's: which blocks are sparse (decoder_sparse_step,
+ * mlp_only_layers), and no sliding window (use_sliding_window, layer_types). */
+static int sparse_layers(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    int on = 0;
+    NNT_TRY(nnt_cfg_int(o, "decoder_sparse_step", 0, 1, &c->moe_every));
+    if (c->moe_every < 1)
+        return nnt_cfg_bad_type(o, "decoder_sparse_step", "a positive integer");
+    NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &on));
+    if (on)
+        return nnt_cfg_unsupported(o, "use_sliding_window", "true", "false");
+    nnt_model_config windows = *c;   /* a layer_types list names no sliding layer */
+    windows.sliding_window = 1;
+    NNT_TRY(nnt_cfg_layer_types(o, &windows));
+    if (nnt_cfg_has(o, "layer_types") && windows.sliding_window)
+        return nnt_cfg_unsupported(o, "layer_types", "(with sliding_attention)",
+                                   "full_attention only");
+    return dense_list(o, c);
 }
 
 static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
@@ -148,8 +198,8 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 1, 0, &c->heads));
     NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
     NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 1, 0, &c->max_seq));
-    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, arch == ARCH_QWEN3_MOE ? 1e-6 : 1e-5,
-                           &c->norm_eps));
+    int qwen = arch == ARCH_QWEN3_MOE || arch == ARCH_QWEN2_MOE;
+    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, qwen ? 1e-6 : 1e-5, &c->norm_eps));
     NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
     NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
     NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &head_dim));
@@ -157,7 +207,10 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
         return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
     c->head_dim = head_dim;
     c->qkv_bias = c->out_bias = c->mlp_bias = 0;
-    NNT_TRY(nnt_cfg_int(o, "num_experts_per_tok", 0, 2, &c->experts_per_token));
+    /* the configuration classes' defaults: Mixtral 2, Qwen2-MoE 4, Qwen3-MoE and OLMoE 8 */
+    NNT_TRY(nnt_cfg_int(o, "num_experts_per_tok", 0,
+                        arch == ARCH_MIXTRAL ? 2 : arch == ARCH_QWEN2_MOE ? 4 : 8,
+                        &c->experts_per_token));
     NNT_TRY(nnt_cfg_bool(o, "output_router_logits", 0, &on));
     NNT_TRY(nnt_cfg_double(o, "router_aux_loss_coef", 0, 0.001, &coef));
     c->router_aux_coef = on ? coef : 0.0;
@@ -184,47 +237,69 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
         if (nnt_cfg_has(o, "clip_qkv"))
             return nnt_cfg_unsupported(o, "clip_qkv", "(a number)", "null");
         c->qk_norm = 2;
-    } else {
+    } else if (arch == ARCH_QWEN3_MOE) {
         int64_t e = 0;
         NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 128, &e));
         NNT_TRY(nnt_cfg_int(o, "num_experts", 0, e, &c->experts));
         NNT_TRY(nnt_cfg_int(o, "moe_intermediate_size", 0, 768, &c->expert_hidden));
         NNT_TRY(nnt_cfg_bool(o, "norm_topk_prob", 0, &c->norm_topk_prob));
-        NNT_TRY(nnt_cfg_int(o, "decoder_sparse_step", 0, 1, &c->moe_every));
-        if (c->moe_every < 1)
-            return nnt_cfg_bad_type(o, "decoder_sparse_step", "a positive integer");
+        NNT_TRY(sparse_layers(o, c));
         NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
         if (c->qkv_bias)
             return nnt_cfg_unsupported(o, "attention_bias", "true", "false");
-        NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &on));
-        if (on)
-            return nnt_cfg_unsupported(o, "use_sliding_window", "true", "false");
-        NNT_TRY(dense_list(o, c, &c->dense_layers));
         c->qk_norm = 1;
+    } else {   /* Qwen2-MoE: Qwen2MoeConfig's defaults are Qwen1.5-MoE-A2.7B's */
+        NNT_TRY(nnt_cfg_int(o, "num_experts", 0, 60, &c->experts));
+        NNT_TRY(nnt_cfg_int(o, "moe_intermediate_size", 0, 1408, &c->expert_hidden));
+        NNT_TRY(nnt_cfg_int(o, "shared_expert_intermediate_size", 0, 5632,
+                            &c->shared_expert_hidden));
+        if (c->shared_expert_hidden < 1)
+            return nnt_cfg_bad_type(o, "shared_expert_intermediate_size", "a positive integer");
+        NNT_TRY(nnt_cfg_bool(o, "norm_topk_prob", 0, &c->norm_topk_prob));
+        NNT_TRY(sparse_layers(o, c));
+        NNT_TRY(nnt_cfg_bool(o, "qkv_bias", 1, &c->qkv_bias));
+        c->qk_norm = 0;
     }
     if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts)
         return nnt_cfg_bad_type(o, "num_experts_per_tok", "between 1 and the experts");
     return nnt_cfg_rope(o, &c->rope);
 }
 
-static int moe_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+/* The architecture c is saved as, or -1 if none has c. */
+static int arch_of(const nnt_model_config *c)
 {
-    if (c->qk_norm == 2 && c->moe_every <= 1 && !c->dense_layers && !c->sliding_window &&
-        (!c->expert_hidden || c->expert_hidden == c->hidden))
+    int uniform = c->moe_every <= 1 && !any_dense(c) &&
+                  (!c->expert_hidden || c->expert_hidden == c->hidden);
+    if (c->shared_expert_hidden > 0)
+        return !c->qk_norm && !c->sliding_window ? ARCH_QWEN2_MOE : -1;
+    if (c->qkv_bias)
+        return -1;
+    if (c->qk_norm == 2 && uniform && !c->sliding_window)
         return ARCH_OLMOE;
-    if (!c->qk_norm && c->norm_topk_prob && c->moe_every <= 1 && !c->dense_layers &&
-        (!c->expert_hidden || c->expert_hidden == c->hidden))
+    if (!c->qk_norm && c->norm_topk_prob && uniform)
         return ARCH_MIXTRAL;
     if (c->qk_norm == 1 && !c->sliding_window)
         return ARCH_QWEN3_MOE;
+    return -1;
+}
+
+static int moe_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    int arch = arch_of(c);
+    if (arch >= 0)
+        return arch;
     return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: no Hugging Face architecture has qk_norm=%d, "
                     "norm_topk_prob=%d, moe_every=%lld, dense layers %s, expert_hidden %lld, "
-                    "sliding_window %lld (MixtralForCausalLM: no q/k norms, renormalised, every "
-                    "block sparse with experts of hidden; Qwen3MoeForCausalLM: q/k norms per "
-                    "head, no window; OlmoeForCausalLM: q/k norms over the projections, every "
-                    "block sparse with experts of hidden, no window)", fn, c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
-                    c->dense_layers ? "some" : "none", (long long)c->expert_hidden,
-                    (long long)c->sliding_window);
+                    "sliding_window %lld, qkv_bias %d, shared_expert_hidden %lld "
+                    "(MixtralForCausalLM: no q/k norms, renormalised, every block sparse with "
+                    "experts of hidden, no biases; Qwen3MoeForCausalLM: q/k norms per head, no "
+                    "window, no biases; OlmoeForCausalLM: q/k norms over the projections, every "
+                    "block sparse with experts of hidden, no window, no biases; "
+                    "Qwen2MoeForCausalLM: a shared expert, no q/k norms, no window)", fn,
+                    c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
+                    any_dense(c) ? "some" : "none", (long long)c->expert_hidden,
+                    (long long)c->sliding_window, c->qkv_bias,
+                    (long long)c->shared_expert_hidden);
 }
 
 static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
@@ -256,18 +331,23 @@ static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
         nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);
         nnt_cfg_put_bool(t, "attention_bias", 0);
         nnt_cfg_add(t, ",\n  \"clip_qkv\": null");
-    } else {
+    } else {   /* Qwen3-MoE, Qwen2-MoE */
         nnt_cfg_put_int(t, "num_experts", c->experts);
         nnt_cfg_put_int(t, "moe_intermediate_size",
                         c->expert_hidden ? c->expert_hidden : c->hidden);
+        if (arch == ARCH_QWEN2_MOE)
+            nnt_cfg_put_int(t, "shared_expert_intermediate_size", c->shared_expert_hidden);
         nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);
         nnt_cfg_put_int(t, "decoder_sparse_step", c->moe_every > 1 ? c->moe_every : 1);
         nnt_cfg_add(t, ",\n  \"mlp_only_layers\": [");
-        for (int i = 0, n = 0; i < 64; i++)
-            if (c->dense_layers >> i & 1u)
-                nnt_cfg_add(t, "%s%d", n++ ? ", " : "", i);
+        for (int64_t i = 0, n = 0; i < c->layers; i++)
+            if (NNT_MODEL_DENSE_LAYER(c, i))
+                nnt_cfg_add(t, "%s%lld", n++ ? ", " : "", (long long)i);
         nnt_cfg_add(t, "]");
-        nnt_cfg_put_bool(t, "attention_bias", 0);
+        if (arch == ARCH_QWEN2_MOE)
+            nnt_cfg_put_bool(t, "qkv_bias", c->qkv_bias);
+        else
+            nnt_cfg_put_bool(t, "attention_bias", 0);
         nnt_cfg_put_bool(t, "use_sliding_window", 0);
     }
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
@@ -292,12 +372,80 @@ static void replace(char *s, size_t size, const char *from, const char *to)
 static void moe_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
 {
     snprintf(out, size, "%s", name);
-    if (c->qk_norm)   /* Qwen3-MoE, OLMoE: the tree's own names */
+    if (arch_of(c) != ARCH_MIXTRAL)   /* the others: the tree's own names */
         return;
     replace(out, size, ".mlp.", ".block_sparse_moe.");
     replace(out, size, ".gate_proj.", ".w1.");
     replace(out, size, ".up_proj.", ".w3.");
     replace(out, size, ".down_proj.", ".w2.");
+}
+
+/* ---- parameter names: transformers' fused layout ----------------------------------------
+ * transformers 5 keeps each block's experts as two 3-D tensors, "mlp.experts.gate_up_proj"
+ * (E, 2 I, C: expert e's gate_proj rows, then its up_proj rows) and "mlp.experts.down_proj"
+ * (E, C, I), and so do the files save_pretrained(save_original_format=False) writes (the
+ * router then "mlp.gate.weight" for Mixtral too); it also reads Mixtral's per-expert w1 w2
+ * w3 under ".mlp." and the fused tensors under ".block_sparse_moe." (it renames that to
+ * ".mlp." first). Those are the other places of an expert's weights (and of Mixtral's
+ * router) when a file does not have the per-expert name. */
+
+/* name = "<block>.mlp.experts.<e>.<proj>.weight" or "<block>.mlp.gate.weight": the length
+ * of "<block>", e (-1 for the router) and proj (0 gate, 1 up, 2 down); 0 if neither. */
+static int expert_of(const char *name, size_t *head, long *e, int *proj)
+{
+    static const char *const PROJ[3] = {"gate_proj.weight", "up_proj.weight",
+                                        "down_proj.weight"};
+    const char *m = strstr(name, ".mlp.");
+    if (!m)
+        return 0;
+    *head = (size_t)(m - name);
+    const char *rest = m + 5;
+    if (strcmp(rest, "gate.weight") == 0) {
+        *e = -1, *proj = 0;
+        return 1;
+    }
+    if (strncmp(rest, "experts.", 8) != 0)
+        return 0;
+    char *end = NULL;
+    *e = strtol(rest + 8, &end, 10);
+    if (end == rest + 8 || *end != '.' || *e < 0)
+        return 0;
+    for (*proj = 0; *proj < 3; (*proj)++)
+        if (strcmp(end + 1, PROJ[*proj]) == 0)
+            return 1;
+    return 0;
+}
+
+static int moe_hf_alt(const nnt_model_config *c, const char *name, int i, nnt_hf_alt *alt)
+{
+    static const char *const W[3] = {"w1", "w3", "w2"};
+    size_t head = 0;
+    long e = 0;
+    int proj = 0, mixtral = arch_of(c) == ARCH_MIXTRAL;
+    if (!expert_of(name, &head, &e, &proj) || (e < 0 && !mixtral) || i > 2 ||
+        (!mixtral && i > 0) || (e < 0 && i > 0))
+        return 0;
+    int64_t C = c->channels, I = c->expert_hidden ? c->expert_hidden : c->hidden;
+    if (mixtral && i == 0) {   /* ".mlp." with Mixtral's own names */
+        if (e < 0)
+            snprintf(alt->name, sizeof alt->name, "%.*s.mlp.gate.weight", (int)head, name);
+        else
+            snprintf(alt->name, sizeof alt->name, "%.*s.mlp.experts.%ld.%s.weight", (int)head,
+                     name, e, W[proj]);
+        alt->nd = 2;
+        alt->shape[0] = e < 0 ? c->experts : proj == 2 ? C : I;
+        alt->shape[1] = e < 0 || proj == 2 ? (e < 0 ? C : I) : C;
+        alt->offset = 0;
+        return 1;
+    }
+    snprintf(alt->name, sizeof alt->name, "%.*s.%s.experts.%s", (int)head, name,
+             i == 2 ? "block_sparse_moe" : "mlp", proj == 2 ? "down_proj" : "gate_up_proj");
+    alt->nd = 3;
+    alt->shape[0] = c->experts;
+    alt->shape[1] = proj == 2 ? C : 2 * I;
+    alt->shape[2] = proj == 2 ? I : C;
+    alt->offset = proj == 2 ? e * C * I : e * 2 * I * C + proj * I * C;
+    return 1;
 }
 
 static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
@@ -317,4 +465,5 @@ const nnt_family nnt_family_moe = {
     NULL, 0,
     "q_proj,v_proj",   /* PEFT 0.21's default targets for mixtral (none for qwen3_moe, olmoe) */
     moe_hf_rename,
+    moe_hf_alt,
 };

@@ -118,7 +118,7 @@ int nnt_model_block_moe(const nnt_model_config *c, int64_t i)
 {
     if (c->experts <= 0 || (c->moe_every > 1 && (i + 1) % c->moe_every != 0))
         return 0;
-    return !(i < 64 && (c->dense_layers >> i & 1u));
+    return !NNT_MODEL_DENSE_LAYER(c, i);
 }
 
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
@@ -291,6 +291,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     moe.experts_per_token = c->experts_per_token;
     moe.norm_topk_prob = c->norm_topk_prob;
     moe.router_aux_coef = c->router_aux_coef;
+    moe.shared_expert_hidden = c->shared_expert_hidden;
     nnt_block_options bo = NNT_BLOCK_OPTIONS_INIT;
     bo.norm = f->norm_kind;
     bo.norm_eps = c->norm_eps;

@@ -177,3 +177,59 @@ int nnt_moe_weight_grad(nnt_tensor *dy, nnt_tensor *ye, const nnt_moe_rows *rows
     NNT_TRY(check_maps(fn, dy, dw, rows, ye));
     return submit_maps(KIND_WGRAD, dy, dw, rows, ye);
 }
+
+/* ---- the shared expert's sigmoid gate ------------------------------------------------------ */
+
+/* z (B, T, 1), k in one tile, its tokens tiled as act's (B, T, C). */
+static int check_gate(const char *fn, nnt_tensor *z, nnt_tensor *act)
+{
+    if (act->ndim != 3 || z->ndim != 3 || z->shape[2] != 1)
+        return nnt_fail(act->ctx, NNT_E_SHAPE, "%s: needs z (B, T, 1) and activations (B, T, "
+                        "C)", fn);
+    return nnt_check_dims(fn, "z", z, 0, "activation", act, 0, 2);
+}
+
+int nnt_moe_shared_add(nnt_tensor *z, nnt_tensor *s, nnt_tensor *y)
+{
+    const char *fn = "nnt_moe_shared_add";
+    NNT_TRY(nnt_check_arg(fn, "z", z, NNT_FP32, 1));
+    NNT_TRY(nnt_check_arg(fn, "s", s, NNT_FP32, 1));
+    NNT_TRY(nnt_check_arg(fn, "y", y, NNT_FP32, 1));
+    NNT_TRY(nnt_check_same_layout(fn, "s", s, "y", y));
+    NNT_TRY(check_gate(fn, z, y));
+    for (int64_t i = 0; i < y->ntiles; i++) {
+        int64_t tile[3];
+        nnt_tensor_tile_shape_at(y, i, tile);
+        NNT_TRY(nnt_insert_moe_shared_add(y->ctx, tile[2], z->tiles[i / y->grid[2]].handle,
+                                          s->tiles[i].handle, y->tiles[i].handle));
+    }
+    return NNT_OK;
+}
+
+int nnt_moe_shared_backward(nnt_tensor *z, nnt_tensor *s, nnt_tensor *dy, nnt_tensor *ds,
+                            nnt_tensor *dz)
+{
+    const char *fn = "nnt_moe_shared_backward";
+    NNT_TRY(nnt_check_arg(fn, "z", z, NNT_FP32, 1));
+    NNT_TRY(nnt_check_arg(fn, "s", s, NNT_FP32, 1));
+    NNT_TRY(nnt_check_arg(fn, "dy", dy, NNT_FP32, 1));
+    NNT_TRY(nnt_check_arg(fn, "ds", ds, NNT_FP32, 0));
+    NNT_TRY(nnt_check_arg(fn, "dz", dz, NNT_FP32, 0));
+    NNT_TRY(nnt_check_same_layout(fn, "s", s, "dy", dy));
+    NNT_TRY(nnt_check_same_layout(fn, "s", s, "ds", ds));
+    NNT_TRY(nnt_check_same_layout(fn, "z", z, "dz", dz));
+    NNT_TRY(check_gate(fn, z, s));
+    /* tile i of s is token tile i / grid[2], channel tile i % grid[2]: for each token tile
+     * its channel tiles in order, the first writing dz */
+    for (int64_t i = 0; i < s->ntiles; i++) {
+        int64_t tile[3], c = i % s->grid[2];
+        nnt_tensor_tile_shape_at(s, i, tile);
+        starpu_data_handle_t zt = z->tiles[i / s->grid[2]].handle;
+        starpu_data_handle_t dzt = dz->tiles[i / s->grid[2]].handle;
+        NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile[2], c > 0, zt, s->tiles[i].handle,
+                                          dy->tiles[i].handle, ds->tiles[i].handle, dzt));
+    }
+    nnt_tensor_mark_written(ds);
+    nnt_tensor_mark_written(dz);
+    return NNT_OK;
+}

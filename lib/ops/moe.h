@@ -38,6 +38,14 @@ int nnt_moe_scatter_add(nnt_tensor *ye, nnt_tensor *w, const nnt_moe_rows *rows,
 int nnt_moe_weight_grad(nnt_tensor *dy, nnt_tensor *ye, const nnt_moe_rows *rows,
                         nnt_tensor *dw);
 
+/* y (B, T, C) += sigmoid(z) s: z (B, T, 1), its last dimension one tile and its tokens
+ * tiled as y's; s in y's layout (the shared expert's output and gate, Qwen2-MoE). */
+int nnt_moe_shared_add(nnt_tensor *z, nnt_tensor *s, nnt_tensor *y);
+/* Its gradient: ds = sigmoid(z) dy (s's layout), dz = sigmoid'(z) sum over channels of
+ * dy s (z's layout; the channel tiles summed in order). */
+int nnt_moe_shared_backward(nnt_tensor *z, nnt_tensor *s, nnt_tensor *dy, nnt_tensor *ds,
+                            nnt_tensor *dz);
+
 /* codelets (lib/codelets/moe.c) */
 int nnt_insert_moe_route(nnt_ctx *ctx, int64_t E, int64_t k, int norm,
                          starpu_data_handle_t logits, starpu_data_handle_t probs,
@@ -56,5 +64,12 @@ int nnt_insert_moe_scatter_add(nnt_ctx *ctx, int64_t width, int64_t k, int64_t m
 int nnt_insert_moe_weight_grad(nnt_ctx *ctx, int64_t width, int64_t k, int64_t m,
                                const int32_t *map, starpu_data_handle_t dy,
                                starpu_data_handle_t y, starpu_data_handle_t dw);
+int nnt_insert_moe_shared_add(nnt_ctx *ctx, int64_t width, starpu_data_handle_t z,
+                              starpu_data_handle_t s, starpu_data_handle_t y);
+/* accumulate: dz is added to (a later channel tile's task; mode RW, else W) */
+int nnt_insert_moe_shared_bwd(nnt_ctx *ctx, int64_t width, int accumulate,
+                              starpu_data_handle_t z, starpu_data_handle_t s,
+                              starpu_data_handle_t dy, starpu_data_handle_t ds,
+                              starpu_data_handle_t dz);
 
 #endif
