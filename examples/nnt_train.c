@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* nnt-train: train a language model of any family of the library's table with nnt (the
  * library's main program, and an example of its public API: nothing but nnt.h is used).
- *   setup   tokenizer, model configuration, runtime context, model, data, optimizer, the
- *           trainer (nnt_trainer: the loop, its logs in --out, the peak measurement), an
- *           optional resumed state taking the resumed run's options
+ *   setup   the options (a --resume taking its run's), the model configuration, the runtime
+ *           context, then the run its options describe (nnt_trainer_open: tokenizer, model,
+ *           fine-tuning, tokens, optimizer, the trainer with its logs in --out, a resumed
+ *           state, a previous run's files kept)
  *   train   nnt_trainer_run; each step reported as a line (redrawn in place on a terminal)
  *   report  checkpoint and weights, a text sample, the trace table, the final report
  * See nnt-train(1) and nnt-train --help. */
-#define _XOPEN_SOURCE 700   /* fileno, fsync */
+#define _XOPEN_SOURCE 700   /* fileno */
 #include "train.h"
 #include "text_out.h"
 
@@ -29,30 +30,23 @@ typedef struct trainer {
     train_opts o;
     FILE *info;                   /* summary, progress and sample; NULL with --quiet       */
     nnt_ctx *ctx;
-    nnt_tokenizer *tok;
-    nnt_data *data, *val_data;    /* training tokens; --val-data or NULL                  */
-    int64_t ntokens, held_out;    /* tokens trained on (the first), held out after them   */
-    int64_t val_start, val_len, val_batches;   /* held-out tokens of their source; windows */
-    int64_t val_runs;             /* validations of this run and their time               */
-    double val_s;
+    nnt_trainer *tr;              /* the run (nnt_trainer_open), owning the parts below    */
     nnt_layer *model;
+    nnt_tokenizer *tok;
+    nnt_data *data;               /* training tokens, or NULL (--steps 0 with --val-data) */
     nnt_model_config cfg;
     nnt_family_info fam;          /* cfg's family in the library's table                  */
     int cfg_resumed;              /* cfg is the --resume checkpoint's                      */
+    int default_corpus;           /* no --data: TRAIN_DEFAULT_DATA                         */
     int peak_low;                 /* a step beat the measured peak: no MFU printed        */
     char *resume_saved;           /* the checkpoint's options string when nnt-train's      */
-    char *resume_tok[3];          /* its tokenizer files (owned)                           */
     char resumed_names[2048];     /* those that changed a value, for the summary           */
     nnt_tiling tiling;
-    int64_t nparams;
-    int64_t nfrozen;              /* elements of the frozen parameters (--freeze, LoRA)    */
-    nnt_optim *opt;
-    nnt_trainer *tr;
-    nnt_trainer_info ti;          /* its state after setup and after the run               */
-    int64_t nonfinite, done, nrun;   /* non-finite step; steps before this run; this run's */
-    int failed, ncpus, ncuda, live, line_open, mpi, rank, nranks;
+    nnt_trainer_info ti;          /* its state after setup, during and after the run      */
+    int64_t nonfinite, done;      /* non-finite step; steps before this run                */
+    int ncpus, ncuda, live, line_open, mpi, rank, nranks;
     int col;                       /* the terminal cursor's column (say on a terminal) */
-    double ms_sum, ms_rest, last_loss, loss_ema;   /* step times: all, without the first  */
+    double ms_sum, loss_ema;       /* step times; the live line's smoothed loss           */
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
 
@@ -82,17 +76,35 @@ static void catch_signals(int on)
 }
 
 /* A library call failed: its status and the thread's last failure message. */
-/* Whether the command line asks for LoRA adapters (--lora-*). */
-static int lora_asked(const train_opts *o)
-{
-    return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
-}
-
+/* A library call failed: its status and the thread's last failure message. */
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
     return 1;
 }
+
+/* nnt_trainer_open failed: a message "FIELD: ..." is about the option of that field (bad
+ * usage, status 2, for an invalid value or a checkpoint of another run). */
+static int open_error(int rc)
+{
+    static const char *const renamed[][2] = {
+        {"model_source", "load-*"}, {"model_config", "model"}, {"lora", "lora-rank/--lora-targets"},
+        {"tiling", "tile-*"}, {"keep_previous", "out (or give --overwrite)"}, {"optim", "optim"}};
+    const char *m = nnt_ctx_last_error(NULL);
+    size_t n = strspn(m, "abcdefghijklmnopqrstuvwxyz_");
+    char name[64];
+    if (n == 0 || n >= sizeof name || strncmp(m + n, ": ", 2))
+        return lib_error("cannot set up the run", rc);
+    snprintf(name, sizeof name, "%.*s", (int)n, m);
+    for (char *c = name; *c; c++)
+        *c = *c == '_' ? '-' : *c;
+    for (size_t i = 0; i < sizeof renamed / sizeof renamed[0]; i++)
+        if (!strncmp(m, renamed[i][0], n) && !renamed[i][0][n])
+            snprintf(name, sizeof name, "%s", renamed[i][1]);
+    fprintf(stderr, "nnt-train: --%s: %s: %s\n", name, nnt_strerror(rc), m + n + 2);
+    return rc == NNT_E_INVAL || (!strncmp(m, "resume:", 7) && rc != NNT_E_IO) ? 2 : 1;
+}
+
 
 /* The width of the terminal t->info is (0: not a terminal, or unknown). */
 static int term_width(const trainer *t)
@@ -238,129 +250,6 @@ static void format_bytes(char *buf, size_t cap, int64_t bytes)
         snprintf(buf, cap, "%.1f MiB", v / (1024.0 * 1024));
 }
 
-static int file_exists(const char *what, const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0)
-        return 0;
-    return train_usage_error("%s: cannot open '%s': %s", what, path, strerror(errno));
-}
-
-/* Whether paths a and b name one file (both exist). */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
-/* Whether path is a file in directory dir. */
-static int in_directory(const char *path, const char *dir)
-{
-    char d[4096];
-    snprintf(d, sizeof d, "%s", path);
-    char *slash = strrchr(d, '/');
-    if (!slash)
-        snprintf(d, sizeof d, ".");
-    else if (slash == d)
-        d[1] = '\0';
-    else
-        *slash = '\0';
-    return same_file(d, dir);
-}
-
-/* A second run into one --out must not overwrite the first's files: when OUT holds a
- * checkpoint (or --save's file exists) of another run, and neither --overwrite nor a --resume
- * of a checkpoint in OUT (or of that file) was given, the previous run's files move to the
- * first free OUT/previous-N, and a line says so. Rank 0, after OUT was made; 0 or 1 after a
- * message. */
-static int keep_previous_run(trainer *t)
-{
-    const train_opts *o = &t->o;
-    static const char *const names[] = {"checkpoint.safetensors", "best.safetensors",
-                                        "train.csv", "val.csv", "loss.svg",
-                                        "model.safetensors", "model.bin", "trace-ops.txt"};
-    char ckpt[4096], dir[4096], from[4096], to[8192 + 64];
-    struct stat st;
-    int writes = o->steps > 0 || o->save_weights || o->save_llmc || o->trace;
-    if (o->overwrite || !writes || (stat(t->path_ckpt, &st) != 0 &&
-                                    stat(out_file(t, names[0], from), &st) != 0))
-        return 0;   /* no checkpoint of another run: nothing of value to lose */
-    if (o->resume && (same_file(o->resume, t->path_ckpt) || in_directory(o->resume, o->out_dir)))
-        return 0;   /* the run continued in place */
-    int n = 1;
-    for (;; n++) {
-        snprintf(dir, sizeof dir, "%s/previous-%d", o->out_dir, n);
-        if (mkdir(dir, 0777) == 0)
-            break;
-        if (errno != EEXIST || n > 100000) {
-            fprintf(stderr, "nnt-train: --out: cannot create '%s' to keep the previous run's "
-                    "files in (or give --overwrite): %s\n", dir, strerror(errno));
-            return 1;
-        }
-    }
-    snprintf(ckpt, sizeof ckpt, "%s", t->path_ckpt);
-    for (size_t i = 0; i <= sizeof names / sizeof names[0]; i++) {
-        const char *p = i < sizeof names / sizeof names[0] ? out_file(t, names[i], from) : ckpt;
-        if (stat(p, &st) != 0)
-            continue;   /* (the --save file when it is OUT's checkpoint: moved already) */
-        const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
-        snprintf(to, sizeof to, "%s/%s", dir, base);
-        if (rename(p, to)) {
-            fprintf(stderr, "nnt-train: cannot move '%s' to '%s' to keep the previous run's "
-                    "files (give --overwrite to replace them): %s\n", p, to, strerror(errno));
-            return 1;
-        }
-    }
-    if (!o->quiet)
-        fprintf(stderr, "nnt-train: kept the previous run's files in %s (--overwrite replaces "
-                "them)\n", dir);
-    return 0;
-}
-
-/* Input files (a data pattern: nnt_data_open says if none matches); --resume: checked first,
- * by resume_run_options. */
-static int check_input_files(const train_opts *o)
-{
-    const char *data = o->data ? o->data : TRAIN_DEFAULT_DATA;
-    const char *names[] = {o->data ? "--data" : "default corpus (give --data FILE)", "--val-data",
-                           "--load-llmc", "--load-safetensors", "--load-hf", "--bpe-vocab",
-                           "--bpe-merges"};
-    const char *paths[] = {data, o->val_data, o->load_llmc, o->load_safetensors, o->load_hf,
-                           o->bpe_vocab, o->bpe_merges};
-    for (int i = 0; i < 7; i++)
-        if (paths[i] && !(i < 2 && strpbrk(paths[i], "*?[")) && file_exists(names[i], paths[i]))
-            return 2;
-    return 0;
-}
-
-static int open_tokenizer(trainer *t)
-{
-    train_opts *o = &t->o;
-    char path[4096];
-    int rc;
-    if (o->tokenizer == TOKENIZER_AUTO) {   /* json when --load-hf DIR has a tokenizer.json */
-        snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf ? o->load_hf : "");
-        o->tokenizer = o->tokenizer_json || (o->load_hf && access(path, R_OK) == 0)
-                           ? TOKENIZER_JSON : TOKENIZER_BYTES;
-    }
-    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json) {
-        snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf);
-        if (access(path, R_OK))   /* e.g. a byte-level model's directory */
-            return train_usage_error("--tokenizer json: %s has no tokenizer.json: give "
-                                     "--tokenizer-json FILE, --tokenizer bytes or --tokenizer "
-                                     "bpe", o->load_hf);
-        o->tokenizer_json = o->load_hf;   /* (recorded in the checkpoints) */
-    }
-    if (o->tokenizer == TOKENIZER_BPE)
-        rc = nnt_tokenizer_bpe_load(o->bpe_vocab, o->bpe_merges, &t->tok);
-    else if (o->tokenizer == TOKENIZER_JSON)   /* a directory means its tokenizer.json */
-        rc = nnt_tokenizer_hf_load(o->tokenizer_json, &t->tok);
-    else
-        rc = nnt_tokenizer_bytes_create(&t->tok);
-    return rc ? lib_error("cannot create the tokenizer", rc) : 0;
-}
-
 /* The family of the library's table that cfg has (t->fam). */
 static void find_family(trainer *t)
 {
@@ -378,15 +267,14 @@ static int model_config(trainer *t)
 {
     const train_opts *o = &t->o;
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    int64_t tok_vocab = 0;
-    nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
     if (o->model && nnt_model_preset(o->model, &c)) {
         char list[1024];
         train_preset_list(list, sizeof list, 0);
         return train_usage_error("--model: unknown preset '%s' (%s)", o->model, list);
     }
     if (!o->model)
-        c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = tok_vocab;
+        c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = 0;   /* V 0: the
+                                                                                  tokenizer's */
     t->cfg = c;
     find_family(t);
     static const struct { const char *opt; unsigned bit; } need[] = {
@@ -431,17 +319,6 @@ static int source_config(trainer *t)
     return source || t->cfg_resumed ? 0 : model_config(t);
 }
 
-/* The tokenizer must not give ids the model does not have, where it encodes something. */
-static int check_tokenizer_vocab(const trainer *t, const char *hint)
-{
-    int64_t tok_vocab = 0;
-    nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
-    if (tok_vocab > t->cfg.vocab)
-        return train_usage_error("the tokenizer has %lld tokens but the model's vocab is %lld "
-                                 "(--vocab, --tokenizer%s)", (long long)tok_vocab,
-                                 (long long)t->cfg.vocab, hint);
-    return 0;
-}
 
 /* Checks once the configuration is known: the family's file formats, the sequence. */
 static int check_config(trainer *t)
@@ -454,13 +331,12 @@ static int check_config(trainer *t)
         return train_usage_error("%s is not available for %s models yet%s", opt, t->fam.title,
                                  o->save_weights || o->load_safetensors
                                      ? " (use --save-hf DIR / --load-hf DIR)" : "");
-    if (t->o.seq < 0)
-        t->o.seq = t->cfg.max_seq < 128 ? t->cfg.max_seq : 128;
-    if (t->o.seq > t->cfg.max_seq)
+    if (t->o.loop.seq < 0)
+        t->o.loop.seq = t->cfg.max_seq < 128 ? t->cfg.max_seq : 128;
+    if (t->o.loop.seq > t->cfg.max_seq)
         return train_usage_error("--seq %lld is longer than the context %lld (--context)",
-                                 (long long)t->o.seq, (long long)t->cfg.max_seq);
-    /* the sample's prompt goes through the tokenizer; text data too (open_data) */
-    return o->sample > 0 ? check_tokenizer_vocab(t, " (or --sample 0 with token files)") : 0;
+                                 (long long)t->o.loop.seq, (long long)t->cfg.max_seq);
+    return 0;
 }
 
 static int start_runtime(trainer *t)
@@ -501,150 +377,73 @@ static int start_runtime(trainer *t)
     if (co.ncpus > 0 && t->ncpus < co.ncpus)
         fprintf(stderr, "nnt-train: warning: --cpus %d: StarPU started %d CPU workers (its "
                 "limit STARPU_MAXCPUS, or cores kept for GPUs)\n", co.ncpus, t->ncpus);
-    if ((rc = nnt_ctx_set_precision(t->ctx, (nnt_precision)o->precision)))
-        return lib_error("--precision", rc);
     return 0;
 }
 
-/* --freeze's patterns, then the adapters of --load-peft or --lora-*; the trained and frozen
- * parameters' elements counted. */
-static int fine_tune(trainer *t)
+/* The run the options describe (nnt_trainer_open): a fresh model of the options'
+ * configuration, the --load-* source, or (a fine-tuning run resumed) the source of its base;
+ * the trainer's files in OUT, its report to on_report. */
+static int on_report(const nnt_trainer_report *rep, void *user);
+static int open_run(trainer *t)
 {
-    const train_opts *o = &t->o;
-    int rc;
-    if (o->load_peft && lora_asked(o))
-        return train_usage_error("--load-peft takes the adapters' settings from its "
-                                 "adapter_config.json: no --lora-rank, --lora-alpha, "
-                                 "--lora-dropout or --lora-targets with it");
-    for (const char *p = o->freeze; p && *p;) {
-        const char *comma = strchr(p, ',');
-        char pat[512];
-        snprintf(pat, sizeof pat, "%.*s", (int)(comma ? comma - p : (long)strlen(p)), p);
-        if ((rc = nnt_layer_freeze(t->model, pat, 1, NULL)))
-            return lib_error("--freeze", rc);
-        p = comma ? comma + 1 : "";
-    }
-    if (o->load_peft && (rc = nnt_model_load_peft(t->model, o->load_peft)))
-        return lib_error("--load-peft", rc);
-    if (lora_asked(o)) {
-        nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
-        lo.rank = o->lora_rank > 0 ? o->lora_rank : lo.rank;
-        lo.alpha = o->lora_alpha >= 0 ? o->lora_alpha : lo.alpha;
-        lo.dropout = o->lora_dropout >= 0 ? o->lora_dropout : 0.0;
-        lo.targets = o->lora_targets;
-        lo.seed = (uint64_t)o->seed;
-        if ((rc = nnt_model_lora_add(t->model, &lo)))
-            return lib_error("--lora-rank/--lora-targets", rc);
-    }
-    if (o->merge && !o->load_peft && !lora_asked(o))
-        return train_usage_error("--merge merges LoRA adapters: give --lora-rank, "
-                                 "--lora-targets or --load-peft");
-    if (o->save_peft && !o->load_peft && !lora_asked(o))
-        return train_usage_error("--save-peft writes LoRA adapters: give --lora-rank, "
-                                 "--lora-targets or --load-peft");
-    int64_t count = 0;
-    nnt_layer_num_params(t->model, &count, &t->nparams);
-    for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p;
-        int64_t n = 0;
-        memset(&p, 0, sizeof p);
-        p.size = sizeof p;
-        if (nnt_layer_param(t->model, i, &p) == 0 && nnt_tensor_numel(p.value, &n) == 0 &&
-            p.frozen)
-            t->nfrozen += n;
-    }
-    return 0;
-}
-
-static int create_model(trainer *t)
-{
-    const train_opts *o = &t->o;
+    train_opts *o = &t->o;
+    const char *source = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
+                       : o->load_hf;
     nnt_tiling over = NNT_TILING_INIT;
     over.batch = o->tile_batch, over.seq = o->tile_seq, over.channels = o->tile_channels;
     over.hidden = o->tile_hidden, over.vocab = o->tile_vocab, over.heads = o->tile_heads;
-    int rc;
-    if ((rc = nnt_model_tiling(t->ctx, &t->cfg, o->batch, o->seq, &over, &t->tiling)))
-        return lib_error("nnt_model_tiling", rc);
-    /* loaded, or (source NULL: fresh, or the weights --resume brings) created from --seed */
-    const char *source = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
-                       : o->load_hf;
-    if ((rc = nnt_model_open(t->ctx, source, &t->cfg, o->batch, o->seq, &t->tiling,
-                             (uint64_t)o->seed, &t->model)))
-        return lib_error(o->load_llmc ? "--load-llmc" : o->load_safetensors ? "--load-safetensors"
-                         : o->load_hf ? "--load-hf" : "cannot create the model", rc);
-    if (o->recompute && (rc = nnt_layer_set_recompute(t->model, 1)))
-        return lib_error("--recompute", rc);
-    nnt_model_config_of(t->model, &t->cfg);   /* kv_heads and hidden resolved */
-    nnt_layer_num_params(t->model, NULL, &t->nparams);
-    return fine_tune(t);
-}
-
-/* The held-out tokens: --val-data, or the data's last held_out tokens; how many windows of
- * B*T + 1 tokens a validation reads. Then: text's ids must exist in the model. */
-static int open_validation(trainer *t)
-{
-    const train_opts *o = &t->o;
-    int64_t bt = o->batch * o->seq;
-    if (o->val_data) {
-        int rc = nnt_data_open(o->val_data, (nnt_data_format)o->data_format, t->tok,
-                               t->cfg.vocab, &t->val_data);
-        if (rc)
-            return lib_error("--val-data", rc);
-        nnt_data_num_tokens(t->val_data, &t->val_len);
-    } else {
-        t->val_start = t->ntokens, t->val_len = t->held_out;
-    }
-    int64_t fit = t->val_len > bt ? (t->val_len - 1) / bt : 0;
-    if ((o->val_data || t->held_out) && fit == 0) {
-        fprintf(stderr, "nnt-train: %s holds %lld tokens, fewer than one batch of B x T + 1 = "
-                "%lld: %s, or a smaller --batch/--seq\n", o->val_data ? o->val_data
-                : "--val-split", (long long)t->val_len, (long long)(bt + 1),
-                o->val_data ? "give more" : "hold out more (a larger --val-split)");
-        return 2;
-    }
-    if (o->val_data || t->held_out)
-        t->val_batches = o->val_batches > 0 && o->val_batches < fit ? o->val_batches : fit;
-    nnt_data_format train_format = NNT_DATA_LLMC, val_format = NNT_DATA_LLMC;
-    if (t->data)
-        nnt_data_format_of(t->data, &train_format);
-    if (t->val_data)
-        nnt_data_format_of(t->val_data, &val_format);
-    if (train_format == NNT_DATA_TEXT || val_format == NNT_DATA_TEXT)
-        return check_tokenizer_vocab(t, "");
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = o->lora_rank > 0 ? o->lora_rank : lo.rank;
+    lo.alpha = o->lora_alpha >= 0 ? o->lora_alpha : lo.alpha;
+    lo.dropout = o->lora_dropout >= 0 ? o->lora_dropout : 0.0;
+    lo.targets = o->lora_targets, lo.seed = o->loop.seed;
+    nnt_run_config *r = &o->run;
+    r->model_source = source;
+    r->model_config = o->load_llmc || o->load_hf ? NULL : &t->cfg;   /* (theirs) */
+    r->tiling = &over, r->lora = train_lora_asked(o) ? &lo : NULL, r->optim = &o->optim;
+    if ((t->default_corpus = !r->data))   /* (a directory: read as text) */
+        r->data = TRAIN_DEFAULT_DATA;
+    nnt_trainer_options *l = &o->loop;
+    l->checkpoint = t->path_ckpt, l->best_checkpoint = o->save_best ? t->path_best : NULL;
+    l->trace = o->trace, l->trace_table = t->path_table;
+    /* the peak: --peak-gflops; none with CUDA workers (theirs is not known); measured on the
+     * CPU workers; over MPI (a GEMM would time one rank's share) or when it cannot be
+     * measured, the nominal one of every rank's workers */
+    l->peak_flops = o->peak_gflops > 0 ? 1e9 * o->peak_gflops : t->ncuda ? 0
+                  : 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
+                        (t->nranks > 1 ? t->nranks : 1);
+    l->measure_peak = o->peak_gflops <= 0 && !t->ncuda && !t->mpi && l->steps > 0;
+    l->log_dir = o->out_dir;   /* train.csv, val.csv, loss.svg (steps > 0; rank 0) */
+    l->program = "nnt-train", l->callback = on_report, l->user = t;
+    l->resume = o->resume;
+    /* a second run into one --out keeps the first's files (in OUT/previous-N) */
+    l->keep_previous = !o->overwrite && (l->steps > 0 || o->save_weights || o->save_llmc ||
+                                         o->trace);
+    l->keep_also = "best.safetensors,model.safetensors,model.bin,trace-ops.txt";
+    char extra[64];
+    snprintf(extra, sizeof extra, "\"sample\": %lld", (long long)o->sample);
+    l->extra_options = extra;
+    int rc = nnt_trainer_open(t->ctx, r, l, &t->tr);
+    r->tiling = NULL, r->lora = NULL;   /* (the locals above) */
+    if (rc)
+        return open_error(rc);
+    t->ti.size = sizeof t->ti;
+    nnt_trainer_info_get(t->tr, &t->ti);
+    nnt_trainer_parts(t->tr, &t->model, NULL, &t->data, &t->tok);
+    nnt_model_config_of(t->model, &t->cfg);
+    find_family(t);
+    nnt_model_tiling(t->ctx, &t->cfg, l->batch, l->seq, &over, &t->tiling);
+    t->done = t->ti.step;
+    int64_t tok_vocab = 0;   /* the sample's prompt goes through the tokenizer */
+    nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
+    if (o->sample > 0 && tok_vocab > t->cfg.vocab)
+        return train_usage_error("the tokenizer has %lld tokens but the model's vocab is %lld "
+                                 "(--vocab, --tokenizer (or --sample 0 with token files))",
+                                 (long long)tok_vocab, (long long)t->cfg.vocab);
+    if (t->ti.kept_previous && !o->quiet)
+        fprintf(stderr, "nnt-train: kept the previous run's files in %s (--overwrite replaces "
+                "them)\n", t->ti.kept_previous);
     return 0;
-}
-
-static int open_data(trainer *t)
-{
-    const train_opts *o = &t->o;
-    const char *path = o->data ? o->data : TRAIN_DEFAULT_DATA;
-    if (o->steps == 0 && o->val_data)   /* validation only: no training data read */
-        return open_validation(t);
-    nnt_data_format f = !o->data && o->data_format == NNT_DATA_AUTO
-                            ? NNT_DATA_TEXT : (nnt_data_format)o->data_format;
-    int rc = nnt_data_open(path, f, t->tok, t->cfg.vocab, &t->data);
-    if (rc) {
-        rc = lib_error(o->data ? "--data" : "default corpus", rc);
-        check_tokenizer_vocab(t, "");   /* the likely cause of ids >= vocab in text */
-        return rc;
-    }
-    nnt_data_num_tokens(t->data, &t->ntokens);
-    t->held_out = (int64_t)((double)t->ntokens * o->val_split);
-    nnt_data_info di = NNT_DATA_INFO_INIT;   /* rows of whole examples: split on a row */
-    if (nnt_data_info_get(t->data, &di) == 0 && di.block > 0)
-        t->held_out -= t->held_out % di.block;
-    t->ntokens -= t->held_out;
-    if (t->ntokens < 2) {
-        fprintf(stderr, "nnt-train: %s: %lld tokens%s, at least 2 are needed\n", path,
-                (long long)t->ntokens, t->held_out ? " left for training by --val-split" : "");
-        return 2;
-    }
-    if (o->shuffle && (t->ntokens - 1) / o->seq == 0) {
-        fprintf(stderr, "nnt-train: --shuffle reads sequences of T + 1 = %lld tokens: %s has "
-                "%lld training tokens\n", (long long)o->seq + 1, path, (long long)t->ntokens);
-        return 2;
-    }
-    return open_validation(t);
 }
 
 /* Too little data for the run: fewer training tokens than a step reads, or each token seen
@@ -653,152 +452,33 @@ static int open_data(trainer *t)
 static void warn_little_data(const trainer *t, int64_t per_step)
 {
     const train_opts *o = &t->o;
-    double epochs = (double)per_step * (double)o->steps / (double)t->ntokens;
-    if (t->rank != 0 || o->quiet || o->steps <= 0 ||
-        (t->ntokens >= per_step && epochs <= TRAIN_MAX_EPOCHS))
+    int64_t steps = o->loop.steps, ntokens = t->ti.train_tokens;
+    double epochs = (double)per_step * (double)steps / (double)ntokens;
+    if (t->rank != 0 || o->quiet || steps <= 0 ||
+        (ntokens >= per_step && epochs <= TRAIN_MAX_EPOCHS))
         return;
     fprintf(stderr, "nnt-train: warning: too little data: %lld training tokens for %lld steps "
             "of %lld tokens (B %lld x T %lld x accum %lld) = %.0f passes over each token (%s): "
             "the model will memorise them; give more data (--data) or fewer --steps\n",
-            (long long)t->ntokens, (long long)o->steps, (long long)per_step,
-            (long long)o->batch, (long long)o->seq, (long long)o->accum, epochs,
-            t->ntokens < per_step ? "fewer tokens than one step reads" : "more than 100");
+            (long long)ntokens, (long long)steps, (long long)per_step,
+            (long long)o->loop.batch, (long long)o->loop.seq, (long long)o->loop.accum, epochs,
+            ntokens < per_step ? "fewer tokens than one step reads" : "more than 100");
 }
 
-static int create_optimizer(trainer *t)
-{
-    const train_opts *o = &t->o;
-    if (train_opts_resolve_lr(&t->o, o->load_llmc || o->load_safetensors || o->load_hf,
-                              t->nparams))
-        return 2;
-    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
-    oo.kind = (nnt_optim_kind)o->optim, oo.lr = o->lr;
-    oo.beta1 = o->beta1, oo.beta2 = o->beta2, oo.eps = o->eps, oo.momentum = o->momentum;
-    oo.weight_decay = o->weight_decay, oo.grad_clip = o->grad_clip;
-    /* validation only (--steps 0): no step, no schedule to end */
-    oo.schedule = o->steps ? (nnt_schedule)o->schedule : NNT_SCHEDULE_CONSTANT;
-    oo.warmup_steps = o->warmup;
-    oo.total_steps = o->steps, oo.min_lr = o->min_lr, oo.accum_steps = o->accum;
-    int rc = nnt_optim_create(t->ctx, &oo, &t->opt);
-    if (!rc)
-        rc = nnt_optim_add_layer(t->opt, t->model);
-    return rc ? lib_error("cannot create the optimizer", rc) : 0;
-}
+/* ---- --resume ------------------------------------------------------------------------------ */
 
-/* ---- the options string of the checkpoints, and --resume --------------------------------- */
-
-/* The saved model configuration must be this run's; batches may change (with a note). */
-static int check_resumed_options(trainer *t, const char *saved)
-{
-    /* family, kv_heads, hidden: absent from nnt-train 0.2's checkpoints (GPT-2 only);
-     * head_dim and qk_norm from those before Qwen3 */
-    const char *keys[10] = {"vocab", "max_seq", "layers", "heads", "channels", "family",
-                            "kv_heads", "hidden", "head_dim", "qk_norm"};
-    const nnt_model_config *c = &t->cfg;
-    const int64_t have[10] = {c->vocab, c->max_seq, c->layers, c->heads, c->channels,
-                              c->family, c->kv_heads, c->hidden, c->head_dim, c->qk_norm};
-    if (!saved) {
-        say(t, "note: %s was not written by nnt-train: only its tensor shapes were checked\n",
-            t->o.resume);
-        return 0;
-    }
-    for (int i = 0; i < 10; i++) {
-        int64_t v = train_saved_int(saved, keys[i]);
-        if (v != have[i] && (i < 5 || v != -1))
-            return train_usage_error("--resume %s: the checkpoint's model has %s %lld, this "
-                                     "run %lld: give the same model options", t->o.resume,
-                                     keys[i], (long long)v, (long long)have[i]);
-    }
-    if (train_saved_int(saved, "batch") != t->o.batch || train_saved_int(saved, "seq") != t->o.seq ||
-        train_saved_int(saved, "accum") != t->o.accum)
-        say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
-               "order differs from an uninterrupted run\n");
-    int64_t held = train_saved_int(saved, "held_out");   /* -1: before nnt-train 0.3's validation */
-    if (held != t->held_out && (held != -1 || t->held_out != 0))
-        say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
-               "(--val-split): the training tokens and their order differ\n",
-            (long long)(held < 0 ? 0 : held), (long long)t->held_out);
-    if (train_saved_int(saved, "steps") != t->o.steps && t->o.steps > 0)
-        say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
-               "now ends at step %lld instead\n", (long long)train_saved_int(saved, "steps"),
-            (long long)t->o.steps);
-    return 0;
-}
-
-static int resume_state(trainer *t)
-{
-    const train_opts *o = &t->o;
-    int rc = nnt_trainer_resume(t->tr, o->resume);
-    if (rc == NNT_E_FORMAT || rc == NNT_E_SHAPE) {   /* checked first: nothing was changed */
-        fprintf(stderr, "nnt-train: --resume %s cannot be used: it is damaged, or it was saved "
-                "for another model or optimizer (give the same --model/--layers/--channels/"
-                "--heads/--vocab/--context and --optim, or no model options): %s\n", o->resume,
-                nnt_ctx_last_error(NULL));
-        return 2;
-    }
-    if (rc)
-        return lib_error("--resume", rc);
-    if ((rc = check_resumed_options(t, t->resume_saved)))
-        return rc;
-    int64_t shuffled = train_saved_int(t->resume_saved, "shuffle");   /* -1: not recorded */
-    if (shuffled < 0 ? o->shuffle : shuffled != o->shuffle)
-        say(t, "note: the checkpoint read the data %s, this run %s: the data position "
-               "restarts at 0\n", o->shuffle ? "in order" : "shuffled",
-            o->shuffle ? "shuffles it" : "reads it in order");
-    nnt_trainer_info_get(t->tr, &t->ti);
-    t->done = t->ti.step;
-    if (t->done >= o->steps && o->steps > 0)
-        return train_usage_error("--resume %s is at step %lld: --steps %lld leaves nothing to "
-                                 "do (--steps is the total)", o->resume, (long long)t->done,
-                                 (long long)o->steps);
-    if (o->stop_after > 0 && t->done >= o->stop_after)
-        return train_usage_error("--resume %s is at step %lld: --stop-after %lld leaves "
-                                 "nothing to do", o->resume, (long long)t->done,
-                                 (long long)o->stop_after);
-    return 0;
-}
-
-/* The tokenizer of the resumed run (saved: its options) when this run names none. */
-static int resume_tokenizer(trainer *t, const char *saved)
-{
-    train_opts *o = &t->o;
-    if (o->tokenizer != TOKENIZER_AUTO || o->tokenizer_json || o->bpe_vocab || o->load_hf)
-        return 0;
-    char *kind = train_saved(saved, "tokenizer");
-    const char *keys[3] = {"tokenizer_json", "bpe_vocab", "bpe_merges"};
-    for (int i = 0; i < 3; i++)
-        t->resume_tok[i] = train_saved(saved, keys[i]);
-    int rc = 0;
-    if (kind && !strcmp(kind, "json")) {
-        if (!t->resume_tok[0] || access(t->resume_tok[0], R_OK))
-            rc = train_usage_error("--resume %s was trained with --tokenizer json%s%s, which "
-                                   "is not there: give --tokenizer json --tokenizer-json FILE",
-                                   o->resume, t->resume_tok[0] ? " on " : "",
-                                   t->resume_tok[0] ? t->resume_tok[0] : "");
-        o->tokenizer = TOKENIZER_JSON, o->tokenizer_json = t->resume_tok[0];
-    } else if (kind && !strcmp(kind, "bpe")) {
-        if (!t->resume_tok[1] || !t->resume_tok[2] || access(t->resume_tok[1], R_OK) ||
-            access(t->resume_tok[2], R_OK))
-            rc = train_usage_error("--resume %s was trained with --tokenizer bpe on files that "
-                                   "are not there: give --tokenizer bpe --bpe-vocab FILE "
-                                   "--bpe-merges FILE", o->resume);
-        o->tokenizer = TOKENIZER_BPE;
-        o->bpe_vocab = t->resume_tok[1], o->bpe_merges = t->resume_tok[2];
-    }
-    free(kind);
-    return rc;
-}
-
-/* --resume: the checkpoint's options string when nnt-train wrote it; the options it
- * records that the command line does not give take their saved values. */
-static int resume_run_options(trainer *t)
+/* --resume: the checkpoint's options string when nnt-train wrote it; the options it records
+ * that the command line does not give take their saved values, and a fine-tuning run's base
+ * its source unless --load-* is given. */
+static int resume_options(trainer *t)
 {
     train_opts *o = &t->o;
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    struct stat sb;
     if (!o->resume)
         return 0;
-    if (file_exists("--resume", o->resume))
-        return 2;
+    if (stat(o->resume, &sb))
+        return train_usage_error("--resume: cannot open '%s': %s", o->resume, strerror(errno));
     int rc = nnt_train_state_info(NULL, o->resume, &st);
     if (rc) {
         fprintf(stderr, "nnt-train: --resume %s cannot be used: %s\n", o->resume,
@@ -808,21 +488,65 @@ static int resume_run_options(trainer *t)
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
     nnt_train_state_clear(&st);
-    /* a fine-tuning run's checkpoint holds its trained parameters only, not the base */
-    static const char *const tuned[] = {"freeze", "lora_rank", "lora_alpha", "lora_dropout",
-                                        "lora_targets", "load_peft"};
-    int set = o->freeze || o->load_peft || lora_asked(o);
-    for (int i = 0; i < 6 && !set; i++) {
-        char *v = t->resume_saved ? train_saved(t->resume_saved, tuned[i]) : NULL;
-        set = v && strcmp(v, "null") != 0 && strcmp(v, "-1") != 0;
-        free(v);
+    if ((rc = train_opts_restore(o, t->resume_saved, t->resumed_names,
+                                 sizeof t->resumed_names)))
+        return rc;
+    char *base = train_saved_int(t->resume_saved, "frozen") > 0 && !o->load_hf &&
+                 !o->load_llmc && !o->load_safetensors
+                     ? train_saved(t->resume_saved, "model_source") : NULL;
+    nnt_model_config c;
+    if (base && o->nkept < (int)(sizeof o->kept / sizeof o->kept[0])) {
+        o->kept[o->nkept++] = base;   /* a directory, an llm.c file, or GPT-2 weights */
+        *(stat(base, &sb) == 0 && S_ISDIR(sb.st_mode) ? &o->load_hf
+          : nnt_model_source_config(NULL, base, &c) == 0 ? &o->load_llmc
+                                                          : &o->load_safetensors) = base;
+        size_t n = strlen(t->resumed_names);
+        snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--load-%s %s",
+                 n ? " " : "", o->load_hf ? "hf" : o->load_llmc ? "llmc" : "safetensors", base);
+    } else {
+        free(base);
     }
-    if (set)
-        return train_usage_error("--resume %s: a run with --freeze, --lora-* or --load-peft "
-                                 "cannot be resumed yet (its checkpoints hold the trained "
-                                 "parameters and their optimizer state, not the frozen "
-                                 "base)", o->resume);
-    return train_opts_restore(o, t->resume_saved, t->resumed_names, sizeof t->resumed_names);
+    return 0;
+}
+
+/* What the resumed run changes (a note each): the batches, the split, the schedule's end,
+ * the order; nothing to do is bad usage. */
+static int resume_notes(trainer *t)
+{
+    const train_opts *o = &t->o;
+    const char *saved = t->resume_saved;
+    int64_t steps = o->loop.steps, held = train_saved_int(saved, "held_out");
+    if (!saved)
+        say(t, "note: %s was not written by nnt-train: only its tensor shapes were checked\n",
+            o->resume);
+    if (saved && (train_saved_int(saved, "batch") != o->loop.batch ||
+                  train_saved_int(saved, "seq") != o->loop.seq ||
+                  train_saved_int(saved, "accum") != o->loop.accum))
+        say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
+               "order differs from an uninterrupted run\n");
+    /* -1: before nnt-train 0.3's validation */
+    if (saved && held != t->ti.held_out && (held != -1 || t->ti.held_out != 0))
+        say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
+               "(--val-split): the training tokens and their order differ\n",
+            (long long)(held < 0 ? 0 : held), (long long)t->ti.held_out);
+    if (saved && train_saved_int(saved, "steps") != steps && steps > 0)
+        say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
+               "now ends at step %lld instead\n", (long long)train_saved_int(saved, "steps"),
+            (long long)steps);
+    int64_t shuffled = train_saved_int(saved, "shuffle");   /* -1: not recorded */
+    if (shuffled < 0 ? o->loop.shuffle : shuffled != o->loop.shuffle)
+        say(t, "note: the checkpoint read the data %s, this run %s: the data position "
+               "restarts at 0\n", o->loop.shuffle ? "in order" : "shuffled",
+            o->loop.shuffle ? "shuffles it" : "reads it in order");
+    if (t->done >= steps && steps > 0)
+        return train_usage_error("--resume %s is at step %lld: --steps %lld leaves nothing to "
+                                 "do (--steps is the total)", o->resume, (long long)t->done,
+                                 (long long)steps);
+    if (o->stop_after > 0 && t->done >= o->stop_after)
+        return train_usage_error("--resume %s is at step %lld: --stop-after %lld leaves "
+                                 "nothing to do", o->resume, (long long)t->done,
+                                 (long long)o->stop_after);
+    return 0;
 }
 
 /* ---- summary and progress ------------------------------------------------------------------ */
@@ -889,69 +613,71 @@ static void print_summary(trainer *t)
                  (long long)c->experts, (long long)I, (long long)c->experts_per_token);
     }
     if (idle)
-        say(t, "model:     %s: %.3fM parameters, %.3fM active; %s%s", shape, t->nparams / 1e6,
-            (t->nparams - idle) / 1e6,
+        say(t, "model:     %s: %.3fM parameters, %.3fM active; %s%s", shape, t->ti.params / 1e6,
+            (t->ti.params - idle) / 1e6,
             o->resume ? "weights of " : loaded ? "weights from " : "",
             o->resume ? o->resume : loaded ? loaded : "fresh init");
     else
-        say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->nparams / 1e6,
+        say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->ti.params / 1e6,
             o->resume ? "weights of " : loaded ? "weights from " : "",
             o->resume ? o->resume : loaded ? loaded : "fresh init");
     if (!o->resume && !loaded)
-        say(t, " (seed %lld)", (long long)o->seed);
+        say(t, " (seed %lld)", (long long)o->loop.seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     if (nnt_model_lora_get(t->model, &lo) == 0)
         say(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
             lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
-            o->load_peft ? " from " : "", o->load_peft ? o->load_peft : "");
-    if (t->nfrozen)
+            o->run.load_peft ? " from " : "", o->run.load_peft ? o->run.load_peft : "");
+    if (t->ti.frozen)
         say(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen)\n",
-            (t->nparams - t->nfrozen) / 1e6, t->nparams / 1e6);
-    int64_t per_step = o->batch * o->seq * o->accum;
+            (t->ti.params - t->ti.frozen) / 1e6, t->ti.params / 1e6);
+    const nnt_trainer_options *l = &o->loop;
+    const nnt_run_config *r = &o->run;
+    int64_t per_step = l->batch * l->seq * l->accum;
     nnt_data_format format = NNT_DATA_TEXT;
     char reading[64], held[64] = "";
     if (t->data) {
         nnt_data_format_of(t->data, &format);
         if (format == NNT_DATA_TEXT)
             snprintf(reading, sizeof reading, "text, %s tokenizer",
-                     train_choice_name("tokenizer", o->tokenizer));
+                     train_choice_name("tokenizer", t->ti.tokenizer));
         else
             snprintf(reading, sizeof reading, "%s token file",
                      format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
-        if (t->held_out)
+        if (t->ti.held_out)
             snprintf(held, sizeof held, " to train on (the last %lld held out)",
-                     (long long)t->held_out);
+                     (long long)t->ti.held_out);
         say(t, "data:      %s%s, %s: %lld tokens%s; %lld tokens a step (B %lld x T %lld x "
                "accum %lld), %.2f epochs in %lld steps%s\n",
-            o->data ? o->data : TRAIN_DEFAULT_DATA, o->data ? "" : " (the default corpus)",
-            reading, (long long)t->ntokens, held, (long long)per_step, (long long)o->batch,
-            (long long)o->seq, (long long)o->accum,
-            (double)per_step * (double)o->steps / (double)t->ntokens, (long long)o->steps,
-            o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new order each epoch"
-                       : "");
+            r->data, t->default_corpus ? " (the default corpus)" : "", reading,
+            (long long)t->ti.train_tokens, held, (long long)per_step, (long long)l->batch,
+            (long long)l->seq, (long long)l->accum,
+            (double)per_step * (double)l->steps / (double)t->ti.train_tokens,
+            (long long)l->steps, l->shuffle ? "; shuffled: its sequences of T + 1 tokens in a "
+                                              "new order each epoch" : "");
         warn_little_data(t, per_step);
     } else {
         say(t, "data:      none: --steps 0 only validates, on --val-data\n");
     }
-    if (!t->val_batches) {
+    if (!t->ti.val_batches) {
         say(t, "validate:  no (--val-data FILE or --val-split X for a held-out loss)\n");
     } else {
         char what[96], when[96] = "once, without training (--steps 0)", every[32] = "every step";
-        if (o->val_data)
-            snprintf(what, sizeof what, "%lld tokens", (long long)t->val_len);
+        if (r->val_data)
+            snprintf(what, sizeof what, "%lld tokens", (long long)t->ti.val_tokens);
         else
             snprintf(what, sizeof what, "the last %lld tokens of the data (--val-split %g)",
-                     (long long)t->val_len, o->val_split);
-        if (o->val_every > 1)
-            snprintf(every, sizeof every, "every %lld steps", (long long)o->val_every);
-        if (o->steps > 0)
+                     (long long)t->ti.val_tokens, r->val_split);
+        if (l->val_every > 1)
+            snprintf(every, sizeof every, "every %lld steps", (long long)l->val_every);
+        if (l->steps > 0)
             snprintf(when, sizeof when, "%s and after the last%s", every,
                      o->trace ? " (not during the traced steps)" : "");
         say(t, "validate:  %s%s%s: %lld batch%s of B x T (%lld tokens) %s\n",
-            o->val_data ? o->val_data : "", o->val_data ? ", " : "", what,
-            (long long)t->val_batches, t->val_batches > 1 ? "es" : "",
-            (long long)(t->val_batches * o->batch * o->seq), when);
+            r->val_data ? r->val_data : "", r->val_data ? ", " : "", what,
+            (long long)t->ti.val_batches, t->ti.val_batches > 1 ? "es" : "",
+            (long long)(t->ti.val_batches * l->batch * l->seq), when);
     }
     say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
            "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
@@ -965,20 +691,21 @@ static void print_summary(trainer *t)
                  o->release_weights ? ", weights released after use" : "");
     say(t, "runtime:   %s%d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n"
            "kernels:   %s\n", ranks, t->ncpus, t->ncuda, sched,
-        train_choice_name("precision", o->precision),
-        o->recompute ? "; activation recompute" : "", kernels);
-    if (o->steps > 0)   /* (validation only: no optimizer step, no MFU) */
+        train_choice_name("precision", r->precision),
+        r->recompute ? "; activation recompute" : "", kernels);
+    if (l->steps > 0)   /* (validation only: no optimizer step, no MFU) */
         say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
                "weight decay %g, momentum %g, grad clip %g\n",
-            train_choice_name("optim", o->optim), o->lr,
-            train_choice_name("schedule", o->schedule), (long long)o->warmup, o->min_lr,
-            o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->grad_clip);
-    if (o->steps > 0 && t->ti.peak_flops <= 0)
+            train_choice_name("optim", o->optim.kind), t->ti.lr,
+            train_choice_name("schedule", o->optim.schedule), (long long)o->optim.warmup_steps,
+            t->ti.min_lr, o->optim.beta1, o->optim.beta2, o->optim.eps, o->optim.weight_decay,
+            o->optim.momentum, o->optim.grad_clip);
+    if (l->steps > 0 && t->ti.peak_flops <= 0)
         say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
                "(give --peak-gflops)\n");
-    else if (o->steps > 0)
+    else if (l->steps > 0)
         say(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token against a peak of %.1f "
-               "GFLOP/s (%s)\n", t->nfrozen ? "4 Nfrozen + " : "", t->ti.flops_per_token / 1e6,
+               "GFLOP/s (%s)\n", t->ti.frozen ? "4 Nfrozen + " : "", t->ti.flops_per_token / 1e6,
             t->ti.peak_flops / 1e9,
             o->peak_gflops > 0 ? "--peak-gflops"
             : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
@@ -990,7 +717,7 @@ static void print_summary(trainer *t)
     if (o->sample > 0 && c->vocab > tok_vocab)
         say(t, "note:      the model has %lld token ids, the %s tokenizer %lld: the sample "
                "shows the others as <id>\n", (long long)c->vocab,
-            train_choice_name("tokenizer", o->tokenizer), (long long)tok_vocab);
+            train_choice_name("tokenizer", t->ti.tokenizer), (long long)tok_vocab);
     if (t->done)
         say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
             (long long)t->done, (unsigned long long)t->ti.data_pos);
@@ -1041,25 +768,25 @@ static void report_step(trainer *t, const nnt_trainer_report *r)
     ms.size = sizeof ms;
     int have_mem = nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0, line_open = t->line_open;
     char mfu[32];
-    t->loss_ema = t->nrun > 1 ? 0.9 * t->loss_ema + 0.1 * r->loss : r->loss;
-    int64_t every = o->steps / 10 > 0 ? o->steps / 10 : 1;
+    int64_t steps = o->loop.steps, every = steps / 10 > 0 ? steps / 10 : 1;
+    t->loss_ema = t->ti.steps_run > 1 ? 0.9 * t->loss_ema + 0.1 * r->loss : r->loss;
     if (!have_mem)
         ms.nnodes = 0;
     if (o->print_loss) {
         printf("step %lld loss %.6f\n", (long long)r->step, r->loss);
         fflush(stdout);
-    } else if (t->info && t->live && r->step % every && r->step != o->steps && !r->validates) {
+    } else if (t->info && t->live && r->step % every && r->step != steps && !r->validates) {
         /* the time the remaining steps and validations take at this run's means */
-        double s = t->ms_sum / (double)t->nrun * (double)(o->steps - r->step) / 1e3;
-        int64_t ve = o->val_every;
-        if (t->val_runs && ve > 0)   /* the validations left, this step's included */
-            s += t->val_s / (double)t->val_runs *
-                 (double)(o->steps / ve - (r->step - 1) / ve + (o->steps % ve != 0));
+        double s = t->ms_sum / (double)t->ti.steps_run * (double)(steps - r->step) / 1e3;
+        int64_t ve = o->loop.val_every, vn = t->ti.validations_run;
+        if (vn && ve > 0)   /* the validations left, this step's included */
+            s += t->ti.validation_s / (double)vn *
+                 (double)(steps / ve - (r->step - 1) / ve + (steps % ve != 0));
         /* the fields by use, the last ones dropped where the terminal is narrow */
         fit_line l = {"", term_width(t), 0};
         char field[128];
         add_field(&l, "step %lld/%lld  loss %.4f (avg %.4f)", (long long)r->step,
-                  (long long)o->steps, r->loss, t->loss_ema);
+                  (long long)steps, r->loss, t->loss_ema);
         if (s >= 60)
             add_field(&l, "  ETA %lldm%02llds", (long long)(s / 60), (long long)s % 60);
         else
@@ -1083,8 +810,8 @@ static void report_step(trainer *t, const nnt_trainer_report *r)
         fit_line l = {"", term_width(t), 0};
         char field[128];
         add_field(&l, "step %*lld/%lld  loss %.6f",
-                  (int)snprintf(NULL, 0, "%lld", (long long)o->steps), (long long)r->step,
-                  (long long)o->steps, r->loss);
+                  (int)snprintf(NULL, 0, "%lld", (long long)steps), (long long)r->step,
+                  (long long)steps, r->loss);
         add_field(&l, "  lr %.3e", r->lr);
         add_field(&l, "  norm %7.4f", r->grad_norm);
         add_field(&l, "  %8.1f ms", r->ms);
@@ -1120,6 +847,7 @@ static int on_report(const nnt_trainer_report *rep, void *user)
 {
     trainer *t = user;
     const train_opts *o = &t->o;
+    nnt_trainer_info_get(t->tr, &t->ti);   /* this run's steps and validations so far */
     if (save_asked == 2) {
         save_asked = 0;
         fprintf(stderr, "nnt-train: SIGUSR1 ignored: --no-save writes no checkpoint\n");
@@ -1132,23 +860,21 @@ static int on_report(const nnt_trainer_report *rep, void *user)
         return 0;
     }
     if (rep->event == NNT_TRAINER_VALIDATION) {
-        t->val_runs++, t->val_s += rep->ms / 1e3;
         if (o->print_loss) {
             printf("val %lld loss %.6f\n", (long long)rep->step, rep->loss);
             fflush(stdout);
             return 0;
         }
         say(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)\n",
-            (int)snprintf(NULL, 0, "%lld", (long long)o->steps), (long long)rep->step,
-            (long long)o->steps, rep->loss, (long long)rep->tokens, rep->ms / 1e3);
+            (int)snprintf(NULL, 0, "%lld", (long long)o->loop.steps), (long long)rep->step,
+            (long long)o->loop.steps, rep->loss, (long long)rep->tokens, rep->ms / 1e3);
         if (rep->saved_best)
             say(t, "saved %s: the lowest validation loss so far\n", t->path_best);
         if (t->info)
             fflush(t->info);
         return 0;
     }
-    t->nrun++, t->ms_sum += rep->ms, t->ms_rest += t->nrun > 1 ? rep->ms : 0;
-    t->last_loss = rep->loss;
+    t->ms_sum += rep->ms;
     if (isnan(rep->mfu) && t->ti.peak_flops > 0 && t->ti.peak_measured)
         peak_was_low(t, t->ti.flops_per_token * rep->tokens_per_s);
     report_step(t, rep);
@@ -1156,39 +882,6 @@ static int on_report(const nnt_trainer_report *rep, void *user)
         t->nonfinite = rep->step;
     return 0;
 }
-
-static int create_trainer(trainer *t)
-{
-    const train_opts *o = &t->o;
-    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
-    to.batch = o->batch, to.seq = o->seq, to.accum = o->accum, to.steps = o->steps;
-    to.tile_batch = t->tiling.batch, to.tile_seq = t->tiling.seq;
-    to.seed = (uint64_t)o->seed, to.shuffle = o->shuffle, to.train_tokens = t->ntokens;
-    to.val_data = t->val_data, to.val_start = t->val_start, to.val_len = t->val_len;
-    to.val_batches = t->val_batches, to.val_every = o->val_every;
-    to.checkpoint = t->path_ckpt, to.save_every = o->save_every;
-    to.best_checkpoint = o->save_best ? t->path_best : NULL;
-    to.trace = o->trace, to.trace_table = t->path_table;
-    to.trace_steps = o->trace_steps > 0 ? o->trace_steps : 1;
-    /* the peak: --peak-gflops; none with CUDA workers (theirs is not known); measured on the
-     * CPU workers; over MPI (a GEMM would time one rank's share) or when it cannot be
-     * measured, the nominal one of every rank's workers */
-    to.peak_flops = o->peak_gflops > 0 ? 1e9 * o->peak_gflops : t->ncuda ? 0
-                  : 1e9 * TRAIN_CPU_CORE_GFLOPS * (t->ncpus ? t->ncpus : 1) *
-                        (t->nranks > 1 ? t->nranks : 1);
-    to.measure_peak = o->peak_gflops <= 0 && !t->ncuda && !t->mpi && o->steps > 0;
-    to.log_dir = o->out_dir;   /* train.csv, val.csv, loss.svg (steps > 0; rank 0) */
-    to.program = "nnt-train", to.callback = on_report, to.user = t;
-    char *extra = train_opts_record(o);
-    to.extra_options = extra;
-    int rc = extra ? nnt_trainer_create(t->model, t->opt, t->data, &to, &t->tr) : NNT_E_NOMEM;
-    free(extra);
-    t->ti.size = sizeof t->ti;
-    if (!rc)
-        rc = nnt_trainer_info_get(t->tr, &t->ti);
-    return rc ? lib_error("cannot create the trainer", rc) : 0;
-}
-
 /* ---- after training: files, sample, final report ------------------------------------------- */
 
 static int write_outputs(trainer *t)
@@ -1196,7 +889,7 @@ static int write_outputs(trainer *t)
     const train_opts *o = &t->o;
     char path[4096];
     int rc;
-    if (t->nrun && !o->no_save && (rc = nnt_trainer_save(t->tr, t->path_ckpt)))
+    if (t->ti.steps_run && !o->no_save && (rc = nnt_trainer_save(t->tr, t->path_ckpt)))
         return lib_error("cannot save the checkpoint", rc);
     if (o->save_weights &&
         (rc = nnt_gpt_save_safetensors(t->model, out_file(t, "model.safetensors", path))))
@@ -1210,7 +903,8 @@ static int write_outputs(trainer *t)
     nnt_hf_save_options hf = NNT_HF_SAVE_OPTIONS_INIT;
     hf.max_shard_bytes = o->save_hf_shard_bytes;
     /* the json tokenizer's file too, so that the directory is complete for --load-hf */
-    hf.tokenizer_json = o->tokenizer == TOKENIZER_JSON ? o->tokenizer_json : NULL;
+    hf.tokenizer_json = t->ti.tokenizer != NNT_TOKENIZER_JSON ? NULL : o->run.tokenizer_json
+                        ? o->run.tokenizer_json : o->load_hf;   /* (or the directory's own) */
     if (o->save_hf && (rc = nnt_model_save_hf_ex(t->model, o->save_hf, &hf)))
         return lib_error("--save-hf", rc);
     return 0;
@@ -1292,14 +986,15 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
              ti->best_val_loss);
     snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
     snprintf(peft, sizeof peft, "%s/", o->save_peft ? o->save_peft : "");
-    if (o->steps == 0)
+    const nnt_trainer_options *l = &o->loop;
+    if (l->steps == 0)
         say(t, "\nno training (--steps 0)");
     else
         say(t, "\ntrained steps %lld..%lld in %.2f s", (long long)(t->done + 1),
-            (long long)(t->done + t->nrun), train_s);
-    if (t->nrun > 1) {
-        double ms = t->ms_rest / (double)(t->nrun - 1);
-        double tok_s = (double)(o->batch * o->seq * o->accum) / (ms / 1e3);
+            (long long)(t->done + ti->steps_run), train_s);
+    if (ti->steps_run > 1) {
+        double ms = ti->step_ms;
+        double tok_s = (double)(l->batch * l->seq * l->accum) / (ms / 1e3);
         double mfu = ti->peak_flops > 0 ? ti->flops_per_token * tok_s / ti->peak_flops : NAN;
         if (ti->peak_measured && (t->peak_low || mfu > 1)) {
             peak_was_low(t, ti->flops_per_token * tok_s);
@@ -1308,15 +1003,16 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         say(t, ": %.1f ms/step, %.0f tokens/s%s%s (mean without the first step)", ms, tok_s,
             isnan(mfu) ? "" : ", ", isnan(mfu) ? "" : mfu_text(mfu, 0, mfu_buf, sizeof mfu_buf));
     }
-    if (t->nrun)
-        say(t, "; last loss %.6f", t->last_loss);
+    if (ti->steps_run)
+        say(t, "; last loss %.6f", ti->last_loss);
     if (ti->validations) {
         say(t, "\nvalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
             "%lld)", ti->last_val_loss, exp(ti->last_val_loss), (long long)ti->last_val_step,
             ti->lowest_val_loss, (long long)ti->lowest_val_step);
-        if (t->val_runs)
-            say(t, "; %lld validation%s in %.2f s%s", (long long)t->val_runs,
-                t->val_runs > 1 ? "s" : "", t->val_s, o->steps ? " of the training time" : "");
+        if (ti->validations_run)
+            say(t, "; %lld validation%s in %.2f s%s", (long long)ti->validations_run,
+                ti->validations_run > 1 ? "s" : "", ti->validation_s,
+                l->steps ? " of the training time" : "");
     }
     if (sample_s > 0)
         say(t, "\nsample:   %lld tokens in %.2f s (%.1f tokens/s)", (long long)o->sample,
@@ -1332,18 +1028,18 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
         say(t, "; %s moved between nodes; %.3f s of worker time waiting for data", moved,
             ms.transfer_wait_s);
     }
-    int files = o->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
+    int files = l->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
                 o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
     /* each file: whether written, whether in OUT (else path is the whole path), what it is */
     const struct { int on, in_out; const char *path, *what; } w[] = {
-        {o->steps > 0, 1, "train.csv",
+        {l->steps > 0, 1, "train.csv",
          "log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory"},
-        {o->steps > 0, 1, "loss.svg", "loss curve"},
-        {o->steps > 0 && t->val_batches, 1, "val.csv",
+        {l->steps > 0, 1, "loss.svg", "loss curve"},
+        {l->steps > 0 && ti->val_batches, 1, "val.csv",
          "validation log: step, loss on the held-out tokens, tokens"},
         {o->save_best && ti->best_val_loss < HUGE_VAL, 0, t->path_best, best},
-        {t->nrun && !o->no_save, 0, t->path_ckpt, t->nfrozen
+        {ti->steps_run && !o->no_save, 0, t->path_ckpt, ti->frozen
          ? "checkpoint of the trained parameters and their optimizer state"
          : "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
         {o->save_peft != NULL, 0, peft, o->merge ? "PEFT adapter directory: adapter_config.json, "
@@ -1361,27 +1057,21 @@ static void print_final_report(trainer *t, double train_s, double sample_s, doub
             say(t, "  %s  (%s)\n", w[i].in_out ? out_file(t, w[i].path, path) : w[i].path,
                 w[i].what);
 }
-
 /* ---- setup, run, main ------------------------------------------------------------------------ */
 
 static int setup(trainer *t)
 {
     train_opts *o = &t->o;
-    int rc, loaded = o->load_llmc || o->load_safetensors || o->load_hf;
+    int rc;
+    if ((rc = resume_options(t)) || (rc = train_opts_resolve(o)))
+        return rc;
     int model_given = o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 ||
                       o->kv_heads > 0 || o->hidden > 0 || o->head_dim > 0 || o->qk_norm ||
-                      o->vocab > 0 || o->context > 0 || loaded;
-    if ((rc = resume_run_options(t)) || (rc = train_opts_resolve(o, loaded)) ||
-        (rc = check_input_files(o)))
-        return rc;
-    /* --resume without tokenizer options: the run's tokenizer; without model options: the
-     * model the checkpoint records */
-    if (o->resume && t->resume_saved && (rc = resume_tokenizer(t, t->resume_saved)))
-        return rc;
+                      o->vocab > 0 || o->context > 0 || o->load_llmc || o->load_safetensors ||
+                      o->load_hf;
+    /* --resume without model options: the model the checkpoint records */
     if (o->resume && !model_given)
         t->cfg_resumed = nnt_model_train_state_config(NULL, o->resume, &t->cfg) == 0;
-    if ((rc = open_tokenizer(t)))
-        return rc;
     snprintf(t->path_best, sizeof t->path_best, "%s/best.safetensors", o->out_dir);
     snprintf(t->path_table, sizeof t->path_table, "%s/trace-ops.txt", o->out_dir);
     t->path_ckpt = o->save ? strdup(o->save) : malloc(strlen(o->out_dir) + 32);
@@ -1391,12 +1081,10 @@ static int setup(trainer *t)
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
-    if ((t->rank == 0 && (make_dirs("--out", o->out_dir) || keep_previous_run(t))) ||
-        (rc = start_runtime(t)) ||
-        (rc = create_model(t)) || (rc = open_data(t)) || (rc = create_optimizer(t)) ||
-        (rc = create_trainer(t)))
+    if ((t->rank == 0 && make_dirs("--out", o->out_dir)) || (rc = start_runtime(t)) ||
+        (rc = open_run(t)))
         return rc ? rc : 1;
-    return o->resume ? resume_state(t) : 0;
+    return o->resume ? resume_notes(t) : 0;
 }
 
 /* This process's rank and the job's size from the launcher's environment (Open MPI's mpirun,
@@ -1420,16 +1108,9 @@ static void teardown(trainer *t)
 {
     catch_signals(0);   /* (a run that failed: the handlers may still be set) */
     running = NULL;
-    nnt_optim_destroy(t->opt);
-    nnt_trainer_destroy(t->tr);
-    nnt_layer_destroy(t->model);
-    nnt_data_close(t->data);
-    nnt_data_close(t->val_data);
-    nnt_tokenizer_destroy(t->tok);
+    nnt_trainer_destroy(t->tr);   /* (and the model, data, tokenizer it was built from) */
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
-    for (int i = 0; i < 3; i++)
-        free(t->resume_tok[i]);
     train_opts_free(&t->o);
     free(t->resume_saved), free(t->path_ckpt);
 }
@@ -1444,8 +1125,9 @@ static int run(trainer *t)
     running = t->tr;
     catch_signals(1);
     double train_start = now_s();
-    rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < t->o.steps
-                                    ? t->o.stop_after : t->o.steps);
+    int64_t steps = t->o.loop.steps;
+    rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < steps ? t->o.stop_after
+                                                                               : steps);
     double train_s = now_s() - train_start;
     nnt_trainer_info_get(t->tr, &t->ti);
     if (t->nonfinite) {
@@ -1462,13 +1144,13 @@ static int run(trainer *t)
                                                                              : SIGTERM;
     if (stop_sig && !interrupted)
         say(t, "another rank of the job was interrupted: every rank stops after step %lld\n",
-            (long long)(t->done + t->nrun));
+            (long long)(t->done + t->ti.steps_run));
     if (stop_sig && t->o.no_save)
         say(t, "interrupted after step %lld (--no-save: no checkpoint)\n",
-            (long long)(t->done + t->nrun));
+            (long long)(t->done + t->ti.steps_run));
     else if (stop_sig)
         say(t, "interrupted (%s) after step %lld: saving; continue with --resume %s\n",
-            stop_sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)(t->done + t->nrun),
+            stop_sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)(t->done + t->ti.steps_run),
             t->path_ckpt);
     /* the handlers stay through the save: a first signal that comes now (under MPI: the
      * one of a rank that another rank's signal stopped already) only sets the flag; a
