@@ -46,7 +46,6 @@ typedef struct trainer {
     int64_t nonfinite, done;      /* non-finite step; steps before this run                */
     int ncpus, ncuda, live, line_open, mpi, rank, nranks;
     int col;                       /* the terminal cursor's column (say on a terminal) */
-    double ms_sum, loss_ema;       /* step times; the live line's smoothed loss           */
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
 
@@ -175,34 +174,6 @@ static void say(trainer *t, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A progress line being built for a terminal of width columns (0: any length): fields are
- * added most useful first, and once one does not fit, neither does any after it (the line
- * is shortened, never wrapped). */
-typedef struct fit_line {
-    char text[512];
-    int width, full;
-} fit_line;
-
-static void add_field(fit_line *l, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void add_field(fit_line *l, const char *fmt, ...)
-{
-    char field[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(field, sizeof field, fmt, ap);
-    va_end(ap);
-    size_t n = strlen(l->text), k = strlen(field);
-    if (l->full || (l->width > 0 && n + k >= (size_t)l->width) || n + k >= sizeof l->text)
-        l->full = 1;
-    else
-        memcpy(l->text + n, field, k + 1);
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -239,15 +210,6 @@ static int make_dirs(const char *option, const char *path)
     fprintf(stderr, "nnt-train: %s: cannot create directory '%s': %s\n", option, path,
             strerror(errno ? errno : ENOTDIR));
     return 1;
-}
-
-static void format_bytes(char *buf, size_t cap, int64_t bytes)
-{
-    double v = (double)bytes;
-    if (v >= 1024.0 * 1024 * 1024)
-        snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
-    else
-        snprintf(buf, cap, "%.1f MiB", v / (1024.0 * 1024));
 }
 
 /* The family of the library's table that cfg has (t->fam). */
@@ -562,65 +524,10 @@ static void print_summary(trainer *t)
     say(t, "nnt-train %s\n", version);
     const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
                        : o->load_hf;
-    char shape[700];
-    int n = snprintf(shape, sizeof shape, "%s L %lld, C %lld, NH %lld", t->fam.title,
-                     (long long)c->layers, (long long)c->channels, (long long)c->heads);
-    unsigned f = t->fam.features;
-    if (f & NNT_FAMILY_HAS_KV_HEADS)
-        n += snprintf(shape + n, sizeof shape - n, ", NKV %lld", (long long)c->kv_heads);
-    if (c->head_dim * c->heads != c->channels)
-        n += snprintf(shape + n, sizeof shape - n, ", head dim %lld", (long long)c->head_dim);
-    if (c->qk_norm)
-        n += snprintf(shape + n, sizeof shape - n, ", q/k norm");
-    if (f & NNT_FAMILY_HAS_HIDDEN)
-        n += snprintf(shape + n, sizeof shape - n, ", hidden %lld", (long long)c->hidden);
-    n += snprintf(shape + n, sizeof shape - n, ", V %lld, context %lld", (long long)c->vocab,
-                  (long long)c->max_seq);
-    if (f & NNT_FAMILY_HAS_ROPE)
-        n += snprintf(shape + n, sizeof shape - n, ", %s head, rope theta %g%s",
-                      c->tied ? "tied" : "untied", c->rope.theta,
-                      c->rope.scaling == NNT_ROPE_SCALING_LLAMA3   ? " (llama3 scaling)"
-                      : c->rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)"
-                                                                   : "");
-    if (c->rope_local_theta > 0.0)
-        n += snprintf(shape + n, sizeof shape - n, ", windowed layers' rope theta %g",
-                      c->rope_local_theta);
-    if (c->sliding_window > 0 && c->window_global_every > 0)
-        n += snprintf(shape + n, sizeof shape - n, ", window %lld (every %lld%s layer global)",
-                      (long long)c->sliding_window, (long long)c->window_global_every,
-                      c->window_global_every == 2 ? "nd" : c->window_global_every == 3 ? "rd"
-                                                                                         : "th");
-    else if (c->sliding_window > 0)
-        n += snprintf(shape + n, sizeof shape - n, ", window %lld from layer %lld",
-                      (long long)c->sliding_window, (long long)c->window_from);
-    if (c->query_pre_attn_scalar > 0.0)
-        n += snprintf(shape + n, sizeof shape - n, ", query_pre_attn_scalar %g",
-                      c->query_pre_attn_scalar);
-    if (c->attn_softcap > 0.0 || c->final_softcap > 0.0)
-        n += snprintf(shape + n, sizeof shape - n, ", soft-caps %g (scores) %g (logits)",
-                      c->attn_softcap, c->final_softcap);
-    /* mixture of experts: the parameters a token runs through (blocks as nnt.h's
-     * nnt_model_config says: experts, moe_every, dense_layers) */
-    int64_t idle = 0;
-    if ((f & NNT_FAMILY_HAS_MOE) && c->experts > 0) {
-        int64_t I = c->expert_hidden ? c->expert_hidden : c->hidden, sparse = 0;
-        for (int64_t i = 0; i < c->layers; i++)
-            sparse += (c->moe_every <= 1 || (i + 1) % c->moe_every == 0) &&
-                      !(i < 64 && (c->dense_layers >> i & 1u));
-        idle = sparse * (c->experts - c->experts_per_token) * 3 * c->channels * I;
-        snprintf(shape + n, sizeof shape - n, ", %lld of %lld blocks with %lld experts of "
-                 "%lld, top %lld", (long long)sparse, (long long)c->layers,
-                 (long long)c->experts, (long long)I, (long long)c->experts_per_token);
-    }
-    if (idle)
-        say(t, "model:     %s: %.3fM parameters, %.3fM active; %s%s", shape, t->ti.params / 1e6,
-            (t->ti.params - idle) / 1e6,
-            o->resume ? "weights of " : loaded ? "weights from " : "",
-            o->resume ? o->resume : loaded ? loaded : "fresh init");
-    else
-        say(t, "model:     %s: %.3fM parameters; %s%s", shape, t->ti.params / 1e6,
-            o->resume ? "weights of " : loaded ? "weights from " : "",
-            o->resume ? o->resume : loaded ? loaded : "fresh init");
+    char model[1024] = "";
+    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, model, sizeof model);
+    say(t, "model:     %s; %s%s", model, o->resume ? "weights of " : loaded ? "weights from " : "",
+        o->resume ? o->resume : loaded ? loaded : "fresh init");
     if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->loop.seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
@@ -726,104 +633,31 @@ static void print_summary(trainer *t)
             t->resumed_names);
 }
 
-/* "  RAM 12.0 MiB of 1.00 GiB" per memory node; peak instead of used with peak set. */
-/* Memory node i's use (peak: its peak) as "  NAME USED of BUDGET" (", NAME peak ..."). */
-static void memory_field(const nnt_mem_stats *ms, int i, int peak, char *buf, size_t cap)
+/* A step's or a validation's line: in full, or (a step on a terminal, between the full
+ * ones every steps/10) a live one redrawn in place; --print-loss: "step N loss X" or "val N
+ * loss X" on stdout. On a terminal, the fields that do not fit its width are left out (the
+ * log has them all: train.csv). */
+static void report_line(trainer *t, const nnt_trainer_report *r)
 {
-    char used[32], budget[32];
-    format_bytes(used, sizeof used, peak ? ms->node[i].peak_bytes : ms->node[i].used_bytes);
-    format_bytes(budget, sizeof budget, ms->node[i].budget_bytes);
-    snprintf(buf, cap, peak ? "%s%s peak %s%s%s" : "%s%s %s%s%s", peak ? (i ? ", " : "") : "  ",
-             ms->node[i].name, used, ms->node[i].budget_bytes > 0 ? " of " : "",
-             ms->node[i].budget_bytes > 0 ? budget : "");
-}
-
-static void print_memory(trainer *t, const nnt_mem_stats *ms, int peak)
-{
-    for (int i = 0; i < ms->nnodes; i++) {
-        char field[128];
-        memory_field(ms, i, peak, field, sizeof field);
-        say(t, "%s", field);
-    }
-}
-
-/* "MFU 12.3%" (the number width wide), or "MFU -" for NaN. */
-static const char *mfu_text(double mfu, int width, char *buf, size_t len)
-{
-    if (isnan(mfu))
-        snprintf(buf, len, "MFU %*s", width + 1, "-");
-    else
-        snprintf(buf, len, "MFU %*.1f%%", width, 100 * mfu);
-    return buf;
-}
-
-/* A step's line: in full, or (on a terminal, between the full ones every steps/10) a live
- * one redrawn in place with the smoothed loss and the time left; --print-loss: "step N loss
- * X" on stdout. */
-static void report_step(trainer *t, const nnt_trainer_report *r)
-{
-    const train_opts *o = &t->o;
-    nnt_mem_stats ms;
-    memset(&ms, 0, sizeof ms);
-    ms.size = sizeof ms;
-    int have_mem = nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0, line_open = t->line_open;
-    char mfu[32];
-    int64_t steps = o->loop.steps, every = steps / 10 > 0 ? steps / 10 : 1;
-    t->loss_ema = t->ti.steps_run > 1 ? 0.9 * t->loss_ema + 0.1 * r->loss : r->loss;
-    if (!have_mem)
-        ms.nnodes = 0;
-    if (o->print_loss) {
-        printf("step %lld loss %.6f\n", (long long)r->step, r->loss);
+    int64_t steps = t->o.loop.steps, every = steps / 10 > 0 ? steps / 10 : 1;
+    int val = r->event == NNT_TRAINER_VALIDATION;
+    int live = !val && t->live && r->step % every && r->step != steps && !r->validates;
+    char line[1024] = "";
+    if (t->o.print_loss) {
+        printf("%s %lld loss %.6f\n", val ? "val" : "step", (long long)r->step, r->loss);
         fflush(stdout);
-    } else if (t->info && t->live && r->step % every && r->step != steps && !r->validates) {
-        /* the time the remaining steps and validations take at this run's means */
-        double s = t->ms_sum / (double)t->ti.steps_run * (double)(steps - r->step) / 1e3;
-        int64_t ve = o->loop.val_every, vn = t->ti.validations_run;
-        if (vn && ve > 0)   /* the validations left, this step's included */
-            s += t->ti.validation_s / (double)vn *
-                 (double)(steps / ve - (r->step - 1) / ve + (steps % ve != 0));
-        /* the fields by use, the last ones dropped where the terminal is narrow */
-        fit_line l = {"", term_width(t), 0};
-        char field[128];
-        add_field(&l, "step %lld/%lld  loss %.4f (avg %.4f)", (long long)r->step,
-                  (long long)steps, r->loss, t->loss_ema);
-        if (s >= 60)
-            add_field(&l, "  ETA %lldm%02llds", (long long)(s / 60), (long long)s % 60);
-        else
-            add_field(&l, "  ETA %.1fs", s);
-        add_field(&l, "  %.0f tok/s", r->tokens_per_s);
-        add_field(&l, "  %s", mfu_text(r->mfu, 0, mfu, sizeof mfu));
-        for (int i = 0; i < ms.nnodes; i++) {
-            memory_field(&ms, i, 0, field, sizeof field);
-            add_field(&l, "%s", field);
-        }
-        t->line_open = 0;
-        say(t, "\r%s\033[K", l.text);
-        fflush(t->info);
-        t->line_open = 1;
-    } else if (t->info) {
-        t->line_open = 0;
-        if (line_open)
-            fputs("\r\033[K", t->info);   /* the full line replaces the live one */
-        /* on a terminal, the fields that do not fit its width are left out (the log has
-         * them all: train.csv) */
-        fit_line l = {"", term_width(t), 0};
-        char field[128];
-        add_field(&l, "step %*lld/%lld  loss %.6f",
-                  (int)snprintf(NULL, 0, "%lld", (long long)steps), (long long)r->step,
-                  (long long)steps, r->loss);
-        add_field(&l, "  lr %.3e", r->lr);
-        add_field(&l, "  norm %7.4f", r->grad_norm);
-        add_field(&l, "  %8.1f ms", r->ms);
-        add_field(&l, "  %8.0f tok/s", r->tokens_per_s);
-        add_field(&l, "  %s", mfu_text(r->mfu, 5, mfu, sizeof mfu));
-        for (int i = 0; i < ms.nnodes; i++) {
-            memory_field(&ms, i, 0, field, sizeof field);
-            add_field(&l, "%s", field);
-        }
-        say(t, "%s\n", l.text);
-        fflush(t->info);
+        return;
     }
+    if (!t->info)
+        return;
+    nnt_trainer_text(t->tr, live ? NNT_TRAINER_TEXT_LIVE : NNT_TRAINER_TEXT_REPORT, r,
+                     val ? 0 : term_width(t), line, sizeof line);
+    if (!live && t->line_open && !val)
+        fputs("\r\033[K", t->info);   /* the full line replaces the live one */
+    t->line_open = val && t->line_open;   /* (say ends a live line before a validation's) */
+    say(t, live ? "\r%s\033[K" : "%s\n", line);
+    t->line_open = live;
+    fflush(t->info);
 }
 
 /* A step ran at flops_per_s, faster than the peak measured at start-up: that measurement
@@ -859,26 +693,12 @@ static int on_report(const nnt_trainer_report *rep, void *user)
         save_asked = 0;
         return 0;
     }
-    if (rep->event == NNT_TRAINER_VALIDATION) {
-        if (o->print_loss) {
-            printf("val %lld loss %.6f\n", (long long)rep->step, rep->loss);
-            fflush(stdout);
-            return 0;
-        }
-        say(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)\n",
-            (int)snprintf(NULL, 0, "%lld", (long long)o->loop.steps), (long long)rep->step,
-            (long long)o->loop.steps, rep->loss, (long long)rep->tokens, rep->ms / 1e3);
-        if (rep->saved_best)
-            say(t, "saved %s: the lowest validation loss so far\n", t->path_best);
-        if (t->info)
-            fflush(t->info);
-        return 0;
-    }
-    t->ms_sum += rep->ms;
-    if (isnan(rep->mfu) && t->ti.peak_flops > 0 && t->ti.peak_measured)
+    report_line(t, rep);
+    if (rep->event == NNT_TRAINER_VALIDATION && rep->saved_best && !o->print_loss && t->info)
+        say(t, "saved %s: the lowest validation loss so far\n", t->path_best), fflush(t->info);
+    if (rep->event == NNT_TRAINER_STEP && isnan(rep->mfu) && t->ti.peak_flops > 0 && t->ti.peak_measured)
         peak_was_low(t, t->ti.flops_per_token * rep->tokens_per_s);
-    report_step(t, rep);
-    if (!isfinite(rep->loss))
+    if (rep->event == NNT_TRAINER_STEP && !isfinite(rep->loss))
         t->nonfinite = rep->step;
     return 0;
 }
@@ -975,59 +795,31 @@ static int print_sample(trainer *t)
     return rc;
 }
 
-/* The times: the steps (train_s), the sample (sample_s, 0 without one), all (total_s); the
- * memory since the start; the files written. */
-static void print_final_report(trainer *t, double train_s, double sample_s, double total_s)
+/* The steps and validations, the sample's time (sample_s, 0 without one), all (total_s), the
+ * memory since the start, the files written. */
+static void print_final_report(trainer *t, double sample_s, double total_s)
 {
     const train_opts *o = &t->o;
     const nnt_trainer_info *ti = &t->ti;
-    char mfu_buf[32], moved[32], path[4096], best[96], hf[4096], peft[4096];
+    const nnt_trainer_options *l = &o->loop;
+    char text[2048] = "", path[4096], best[96], hf[4096], peft[4096];
     snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f",
              ti->best_val_loss);
     snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
     snprintf(peft, sizeof peft, "%s/", o->save_peft ? o->save_peft : "");
-    const nnt_trainer_options *l = &o->loop;
+    if (ti->peak_low)   /* (the mean step beat a measured peak) */
+        peak_was_low(t, ti->flops_per_token * ti->tokens_per_s);
     if (l->steps == 0)
         say(t, "\nno training (--steps 0)");
-    else
-        say(t, "\ntrained steps %lld..%lld in %.2f s", (long long)(t->done + 1),
-            (long long)(t->done + ti->steps_run), train_s);
-    if (ti->steps_run > 1) {
-        double ms = ti->step_ms;
-        double tok_s = (double)(l->batch * l->seq * l->accum) / (ms / 1e3);
-        double mfu = ti->peak_flops > 0 ? ti->flops_per_token * tok_s / ti->peak_flops : NAN;
-        if (ti->peak_measured && (t->peak_low || mfu > 1)) {
-            peak_was_low(t, ti->flops_per_token * tok_s);
-            mfu = NAN;
-        }
-        say(t, ": %.1f ms/step, %.0f tokens/s%s%s (mean without the first step)", ms, tok_s,
-            isnan(mfu) ? "" : ", ", isnan(mfu) ? "" : mfu_text(mfu, 0, mfu_buf, sizeof mfu_buf));
-    }
-    if (ti->steps_run)
-        say(t, "; last loss %.6f", ti->last_loss);
-    if (ti->validations) {
-        say(t, "\nvalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
-            "%lld)", ti->last_val_loss, exp(ti->last_val_loss), (long long)ti->last_val_step,
-            ti->lowest_val_loss, (long long)ti->lowest_val_step);
-        if (ti->validations_run)
-            say(t, "; %lld validation%s in %.2f s%s", (long long)ti->validations_run,
-                ti->validations_run > 1 ? "s" : "", ti->validation_s,
-                l->steps ? " of the training time" : "");
-    }
+    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_RUN, NULL, 0, text, sizeof text);
+    say(t, "%s%s", *text ? "\n" : "", text);
     if (sample_s > 0)
         say(t, "\nsample:   %lld tokens in %.2f s (%.1f tokens/s)", (long long)o->sample,
             sample_s, (double)o->sample / sample_s);
     say(t, "\ntotal:    %.2f s with start-up and files", total_s);
-    nnt_mem_stats ms;
-    memset(&ms, 0, sizeof ms);
-    ms.size = sizeof ms;
-    if (nnt_ctx_mem_stats(t->ctx, &ms, 0) == 0) {   /* since the runtime started */
-        say(t, "\nmemory:   ");
-        print_memory(t, &ms, 1);
-        format_bytes(moved, sizeof moved, ms.bytes_moved);
-        say(t, "; %s moved between nodes; %.3f s of worker time waiting for data", moved,
-            ms.transfer_wait_s);
-    }
+    if (nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MEMORY, NULL, 0, text, sizeof text) == 0 &&
+        *text)   /* since the runtime started */
+        say(t, "\nmemory:   %s", text);
     int files = l->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
                 o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
@@ -1124,11 +916,9 @@ static int run(trainer *t)
     print_summary(t);
     running = t->tr;
     catch_signals(1);
-    double train_start = now_s();
     int64_t steps = t->o.loop.steps;
     rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < steps ? t->o.stop_after
                                                                                : steps);
-    double train_s = now_s() - train_start;
     nnt_trainer_info_get(t->tr, &t->ti);
     if (t->nonfinite) {
         fprintf(stderr, "nnt-train: the loss is not finite at step %lld: lower --lr\n",
@@ -1174,7 +964,7 @@ static int run(trainer *t)
         say(t, "%s", line);
     if (f)
         fclose(f);
-    print_final_report(t, train_s, sample_s, now_s() - start);
+    print_final_report(t, sample_s, now_s() - start);
     return stop_sig ? 128 + stop_sig : 0;
 }
 

@@ -1454,11 +1454,15 @@ typedef struct nnt_trainer_info {
     double step_ms;              /* mean time of a step, without the first (0: fewer than 2)   */
     int64_t validations_run;     /* validations done, and their time                           */
     double validation_s;
+    double tokens_per_s;         /* tokens a second at step_ms                                 */
+    double mfu;                  /* model FLOP utilisation at step_ms; NaN without a peak, or
+                                    when a step (or this mean) beat a measured peak: peak_low  */
+    int peak_low;                /* 1: the measured peak was low (a busy machine at start)     */
 } nnt_trainer_info;
 
 #define NNT_TRAINER_INFO_INIT \
     { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0, \
-      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0 }
+      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0 }
 
 /* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
  * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when
@@ -1491,6 +1495,26 @@ NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
  * sets a flag; NNT_E_STATE (no message) when the trainer has no checkpoint path. */
 NNT_API int nnt_trainer_request_save(nnt_trainer *tr);
 NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
+
+/* What nnt_trainer_text writes: the text nnt-train prints. */
+typedef enum nnt_trainer_text_kind {
+    NNT_TRAINER_TEXT_MODEL = 0,   /* the model: family, sizes, options, parameters             */
+    NNT_TRAINER_TEXT_REPORT = 1,  /* a report's line: a step's figures and memory nodes, or a
+                                     validation's loss                                        */
+    NNT_TRAINER_TEXT_LIVE = 2,    /* a step's short line with the smoothed loss and the time
+                                     left (a terminal's line redrawn in place)                 */
+    NNT_TRAINER_TEXT_RUN = 3,     /* this trainer's steps (time, mean rates, last loss) and
+                                     validations (the last, the lowest, their time)           */
+    NNT_TRAINER_TEXT_MEMORY = 4   /* the memory nodes' peak use, bytes moved, waits          */
+} nnt_trainer_text_kind;
+
+/* The text of what (report: the callback's, for REPORT and LIVE) into buf (cap bytes,
+ * NUL-terminated; lines separated by newlines, none at the end). width > 0: the fields of a
+ * REPORT or LIVE line that would reach column width are left out, the first ones kept (0:
+ * any length). Too small a buffer is NNT_E_INVAL. See nnt_trainer_text(3) for the formats. */
+NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
+                             const nnt_trainer_report *report, int width, char *buf,
+                             size_t cap);
 
 /* A whole run described by names, as nnt-train's options describe it (nnt_trainer_open). */
 typedef struct nnt_run_config {

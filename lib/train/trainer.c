@@ -798,7 +798,8 @@ static int one_step(nnt_trainer *tr)
     nnt_trainer_report r;
     NNT_TRY(trace_control(tr, step, 0));
     NNT_TRY(train_step(tr, step, &r));
-    tr->ms_rest += tr->steps_run++ ? r.ms : 0.0, tr->last_loss = r.loss;
+    tr->ms_rest += tr->steps_run++ ? r.ms : 0.0, tr->last_loss = r.loss, tr->ms_sum += r.ms;
+    tr->loss_ema = tr->steps_run > 1 ? 0.9 * tr->loss_ema + 0.1 * r.loss : r.loss;
     NNT_TRY(trace_control(tr, step, 1));
     nnt_mem_stats ms;   /* read once for the report and the log */
     read_memory(tr, &ms, &r);
@@ -830,8 +831,11 @@ NNT_API int nnt_trainer_step(nnt_trainer *tr)
     NNT_TRY(nnt_trainer_check(tr, "nnt_trainer_step"));
     if (!tr->data)
         return nnt_fail(tr->ctx, NNT_E_STATE, "nnt_trainer_step: no training data");
-    NNT_TRY(open_logs(tr));
-    return one_step(tr);
+    double start = now_s();
+    int rc = open_logs(tr);
+    rc = rc ? rc : one_step(tr);
+    tr->run_s += now_s() - start;
+    return rc;
 }
 
 NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
@@ -840,6 +844,7 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
     if (tr->o.steps == 0)   /* validation only, of the model as loaded or resumed */
         return validate_at(tr, nnt_trainer_steps(tr), NULL);
     tr->until = until > 0 && until < tr->o.steps ? until : tr->o.steps;
+    double start = now_s();
     int rc = open_logs(tr);
     if (!rc)
         rc = agree_requests(tr, NULL);
@@ -851,7 +856,9 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
         rc = rc ? rc : trc;
     }
     tr->until = tr->o.steps;
-    return rc ? rc : write_svg(tr);
+    rc = rc ? rc : write_svg(tr);
+    tr->run_s += now_s() - start;
+    return rc;
 }
 
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr)
@@ -898,5 +905,12 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
     info->steps_run = tr->steps_run, info->last_loss = tr->last_loss;
     info->step_ms = tr->steps_run > 1 ? tr->ms_rest / (double)(tr->steps_run - 1) : 0.0;
     info->validations_run = tr->validations_run, info->validation_s = tr->validation_s;
+    info->tokens_per_s = info->step_ms > 0 ? (double)(tr->o.batch * tr->o.seq * tr->o.accum) /
+                                                 (info->step_ms / 1e3) : 0.0;
+    info->mfu = tr->peak > 0 ? tr->flops_per_token * info->tokens_per_s / tr->peak : NAN;
+    /* (a mean above the measured peak: it was measured low) */
+    info->peak_low = tr->peak_low || (tr->peak_measured && info->mfu > 1);
+    if (tr->peak_measured && info->peak_low)
+        info->mfu = NAN;
     return NNT_OK;
 }

@@ -62,6 +62,7 @@ struct nnt_trainer {
     /* this trainer's steps and validations (nnt_trainer_info) */
     int64_t steps_run, validations_run;
     double ms_rest, last_loss, validation_s;   /* steps' time without the first             */
+    double ms_sum, loss_ema, run_s;   /* steps' time, the smoothed loss, time in run/step  */
 };
 
 /* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
