@@ -160,9 +160,11 @@ static int open_tokenizer(run_parts *p)
     if (p->tok_kind == NNT_TOKENIZER_BPE && (!r->bpe_vocab || !r->bpe_merges))
         return nnt_fail(p->ctx, NNT_E_INVAL, "bpe_vocab: the bpe tokenizer needs bpe_vocab and "
                         "bpe_merges");
+    struct stat st;   /* (recorded: the files; a directory's tokenizer.json) */
     for (int i = 0; i < 3; i++)
         if (named[i] && (p->tok_kind == NNT_TOKENIZER_JSON) == (i == 0) &&
-            !(p->tok_files[i] = strdup(named[i])))
+            !(p->tok_files[i] = i == 0 && stat(named[0], &st) == 0 && S_ISDIR(st.st_mode)
+                                    ? path_in(named[0], "tokenizer.json") : strdup(named[i])))
             return nnt_fail(p->ctx, NNT_E_NOMEM, "tokenizer: out of memory");
     if (p->tok_kind == NNT_TOKENIZER_BPE)
         rc = nnt_tokenizer_bpe_load(r->bpe_vocab, r->bpe_merges, &p->tok);
@@ -281,8 +283,10 @@ static int open_tokens(run_parts *p)
         return nnt_fail(p->ctx, NNT_E_INVAL, "data: no training data");
     int rc = nnt_data_open(r->data, r->data_format, p->tok, p->cfg.vocab, &p->data);
     if (rc) {   /* ids >= vocab in text: the likely cause a tokenizer larger than the model */
+        int64_t v = 0;
         rc = field_fail(p, "data", rc);
-        return check_vocab(p) ? NNT_E_INVAL : rc;
+        nnt_tokenizer_vocab_size(p->tok, &v);
+        return rc == NNT_E_FORMAT && v > p->cfg.vocab ? check_vocab(p) : rc;
     }
     NNT_TRY(nnt_data_num_tokens(p->data, &n));
     held_out = (int64_t)((double)n * r->val_split);
