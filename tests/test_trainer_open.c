@@ -436,6 +436,9 @@ START_TEST(test_text)
     EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, s2, 40, text, sizeof text));
     snprintf(want, sizeof want, "step 2/8  loss %.6f  lr %.3e", s2->loss, s2->lr);
     ck_assert_str_eq(text, want);   /* (37 columns: the norm would pass 40) */
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, s2, 37, text, sizeof text));
+    snprintf(want, sizeof want, "step 2/8  loss %.6f", s2->loss);
+    ck_assert_str_eq(text, want);   /* (a line never reaches the last column) */
     EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_LIVE, s2, 0, text, sizeof text));
     snprintf(want, sizeof want, "step 2/8  loss %.4f (avg %.4f)  ETA ", s2->loss,
              0.9 * r.step[1].loss + 0.1 * s2->loss);
