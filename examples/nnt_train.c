@@ -75,7 +75,6 @@ static void catch_signals(int on)
 }
 
 /* A library call failed: its status and the thread's last failure message. */
-/* A library call failed: its status and the thread's last failure message. */
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
@@ -84,11 +83,13 @@ static int lib_error(const char *what, int rc)
 
 /* nnt_trainer_open failed: a message "FIELD: ..." is about the option of that field (bad
  * usage, status 2, for an invalid value or a checkpoint of another run). */
-static int open_error(int rc)
+static int open_error(const trainer *t, int rc)
 {
-    static const char *const renamed[][2] = {
-        {"model_source", "load-*"}, {"model_config", "model"}, {"lora", "lora-rank/--lora-targets"},
-        {"tiling", "tile-*"}, {"keep_previous", "out (or give --overwrite)"}, {"optim", "optim"}};
+    const train_opts *o = &t->o;
+    const char *const renamed[][2] = {
+        {"model_source", o->load_hf ? "load-hf" : o->load_llmc ? "load-llmc" : "load-safetensors"},
+        {"model_config", "model"}, {"lora", "lora-rank/--lora-targets"}, {"tiling", "tile-*"},
+        {"keep_previous", "out (or give --overwrite)"}};
     const char *m = nnt_ctx_last_error(NULL);
     size_t n = strspn(m, "abcdefghijklmnopqrstuvwxyz_");
     char name[64];
@@ -103,7 +104,6 @@ static int open_error(int rc)
     fprintf(stderr, "nnt-train: --%s: %s: %s\n", name, nnt_strerror(rc), m + n + 2);
     return rc == NNT_E_INVAL || (!strncmp(m, "resume:", 7) && rc != NNT_E_IO) ? 2 : 1;
 }
-
 
 /* The width of the terminal t->info is (0: not a terminal, or unknown). */
 static int term_width(const trainer *t)
@@ -388,7 +388,7 @@ static int open_run(trainer *t)
     int rc = nnt_trainer_open(t->ctx, r, l, &t->tr);
     r->tiling = NULL, r->lora = NULL;   /* (the locals above) */
     if (rc)
-        return open_error(rc);
+        return open_error(t, rc);
     t->ti.size = sizeof t->ti;
     nnt_trainer_info_get(t->tr, &t->ti);
     nnt_trainer_parts(t->tr, &t->model, NULL, &t->data, &t->tok);
@@ -696,7 +696,8 @@ static int on_report(const nnt_trainer_report *rep, void *user)
     report_line(t, rep);
     if (rep->event == NNT_TRAINER_VALIDATION && rep->saved_best && !o->print_loss && t->info)
         say(t, "saved %s: the lowest validation loss so far\n", t->path_best), fflush(t->info);
-    if (rep->event == NNT_TRAINER_STEP && isnan(rep->mfu) && t->ti.peak_flops > 0 && t->ti.peak_measured)
+    if (rep->event == NNT_TRAINER_STEP && isnan(rep->mfu) && t->ti.peak_flops > 0 &&
+        t->ti.peak_measured)
         peak_was_low(t, t->ti.flops_per_token * rep->tokens_per_s);
     if (rep->event == NNT_TRAINER_STEP && !isfinite(rep->loss))
         t->nonfinite = rep->step;

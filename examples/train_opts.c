@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Flags of an option (the program's own bits of cli_option.flags), for --resume. RES: it
@@ -59,7 +60,8 @@ static const cli_option table[] = {
             "'fineweb_train_*.bin'"),
     OPT_CHOICE("data-format", run.data_format, data_formats, "auto", RES | DATA, "F",
                "auto|text|llmc|nanogpt (default auto)"),
-    OPT_CHOICE("tokenizer", run.tokenizer, tokenizers, NULL, RES | TOK, "T", "bytes|bpe|json, for text "
+    OPT_CHOICE("tokenizer", run.tokenizer, tokenizers, NULL, RES | TOK, "T",
+               "bytes|bpe|json, for text "
                "(default bytes; json when --load-hf\nDIR has a tokenizer.json)"),
     OPT_STR("bpe-vocab", run.bpe_vocab, NULL, RES | TOK, "FILE", NULL),
     OPT_STR("bpe-merges", run.bpe_merges, NULL, RES | TOK, "FILE",
@@ -81,12 +83,15 @@ static const cli_option table[] = {
     OPT_FLAG("shuffle", loop.shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
              "random\norder each epoch (from --seed), not in order"),
     OPT_INT("batch", loop.batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
-    OPT_INT("seq", loop.seq, 1, 1e8, "-1", RES, "T", "tokens per sequence (default min(128, context))"),
+    OPT_INT("seq", loop.seq, 1, 1e8, "-1", RES, "T",
+            "tokens per sequence (default min(128, context))"),
     OPT_INT("accum", loop.accum, 1, 1e8, "1", RES, "K", "micro-batches per step (default 1)"),
     OPT_INT("steps", loop.steps, 0, BIG, "2000", RES, "N", "total optimizer steps, resumed ones "
             "included (default 2000);\n0: no training, one validation of every held-out batch"),
-    OPT_CHOICE("optim", optim.kind, optimizers, "adamw", RES, "O", "adamw|adam|sgd (default adamw)"),
-    OPT_REAL("lr", optim.lr, 0, 1e6, "-1", RES, "X", "peak learning rate (default by size: 3e-3 under "
+    OPT_CHOICE("optim", optim.kind, optimizers, "adamw", RES, "O",
+               "adamw|adam|sgd (default adamw)"),
+    OPT_REAL("lr", optim.lr, 0, 1e6, "-1", RES, "X",
+             "peak learning rate (default by size: 3e-3 under "
              "10M parameters,\n6e-4 under 200M, else 3e-4; 3e-4 with --load-*)"),
     OPT_REAL("beta1", optim.beta1, 0, 1, "0.9", RES | OPEN, "X", NULL),
     OPT_REAL("beta2", optim.beta2, 0, 1, "0.95", RES | OPEN, "X", NULL),
@@ -98,9 +103,11 @@ static const cli_option table[] = {
              "clip the global gradient norm; 0 = off (default 1)"),
     OPT_CHOICE("schedule", optim.schedule, schedules, "cosine", RES, "S",
                "constant|cosine (default cosine)"),
-    OPT_INT("warmup", optim.warmup_steps, 0, BIG, "-1", RES, "N", "linear warmup steps (default steps/20)"),
+    OPT_INT("warmup", optim.warmup_steps, 0, BIG, "-1", RES, "N",
+            "linear warmup steps (default steps/20)"),
     OPT_REAL("min-lr", optim.min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
-    OPT_INT("seed", loop.seed, 0, BIG, "1", RES, "S", "initialisation and sampling seed (default 1)"),
+    OPT_INT("seed", loop.seed, 0, BIG, "1", RES, "S",
+            "initialisation and sampling seed (default 1)"),
     OPT_CHOICE("precision", run.precision, precisions, "fp32", RES, "P",
                "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
     OPT_FLAG("recompute", run.recompute, RES,
@@ -110,7 +117,8 @@ static const cli_option table[] = {
     TILE("tile-channels", tile_channels, NULL), TILE("tile-hidden", tile_hidden, NULL),
     TILE("tile-vocab", tile_vocab, NULL), TILE("tile-heads", tile_heads, ""),
     OPT_GROUP("Fine-tuning (frozen parameters, LoRA adapters in PEFT's format):"),
-    OPT_STR("freeze", run.freeze, NULL, RES, "PAT", "freeze the parameters whose names match the glob "
+    OPT_STR("freeze", run.freeze, NULL, RES, "PAT",
+            "freeze the parameters whose names match the glob "
             "PAT (several\nseparated by commas; * matches dots too): no gradient, no\noptimizer "
             "state, no weight-gradient product"),
     OPT_INT("lora-rank", lora_rank, 1, 65536, "-1", RES, "R", "LoRA adapters of rank R on "
@@ -403,12 +411,29 @@ static int check_combinations(const train_opts *o)
     return 0;
 }
 
+/* The files named must exist (a data pattern: the library says if none matches). */
+static int check_input_files(const train_opts *o)
+{
+    const char *names[] = {o->run.data ? "--data" : "default corpus (give --data FILE)",
+                           "--val-data", "--load-llmc", "--load-safetensors", "--load-hf",
+                           "--bpe-vocab", "--bpe-merges"};
+    const char *paths[] = {o->run.data ? o->run.data : TRAIN_DEFAULT_DATA, o->run.val_data,
+                           o->load_llmc, o->load_safetensors, o->load_hf, o->run.bpe_vocab,
+                           o->run.bpe_merges};
+    struct stat st;
+    for (int i = 0; i < 7; i++)
+        if (paths[i] && !(i < 2 && strpbrk(paths[i], "*?[")) && stat(paths[i], &st))
+            return train_usage_error("%s: cannot open '%s': %s", names[i], paths[i],
+                                     strerror(errno));
+    return 0;
+}
+
 int train_opts_resolve(train_opts *o)
 {
     nnt_run_config *r = &o->run;
     nnt_trainer_options *l = &o->loop;
     char path[4096];
-    if (check_combinations(o))
+    if (check_combinations(o) || check_input_files(o))
         return 2;
     if (o->save_hf_shard_size && parse_size(o->save_hf_shard_size, &o->save_hf_shard_bytes))
         return train_usage_error("--save-hf-shard-size: '%s' is not a size (a positive integer "

@@ -456,8 +456,9 @@ fi
 cp -r "$tmp/l1/hf" "$tmp/base"
 ft_base="--load-hf $tmp/base $lora --steps 6 --lr 1e-2 --print-loss"
 set -f   # (the patterns of --freeze)
-for ft in "lora:--lora-rank 4 --lora-alpha 16 --lora-dropout 0.1 --lora-targets q_proj,v_proj,down_proj" \
-          "freeze:--freeze model.embed_tokens.*,model.layers.0.mlp.*" "peft:--load-peft $tmp/lo/adapter"; do
+for ft in "lora:--lora-rank 4 --lora-alpha 16 --lora-dropout 0.1 \
+--lora-targets q_proj,v_proj,down_proj" "freeze:--freeze model.embed_tokens.*,model.layers.0.mlp.*" \
+          "peft:--load-peft $tmp/lo/adapter"; do
     k=${ft%%:*}
     run_ok "ft_${k}6" $ft_base ${ft#*:} --out "$tmp/ft/${k}6"
     run_ok "ft_${k}3" $ft_base ${ft#*:} --stop-after 3 --out "$tmp/ft/$k"
@@ -467,7 +468,8 @@ for ft in "lora:--lora-rank 4 --lora-alpha 16 --lora-dropout 0.1 --lora-targets 
     if [ $status -eq 0 ] && cmp -s "$tmp/ft_${k}6.tail" "$tmp/ft_${k}_resumed.out" &&
        grep -q -- "--load-hf $tmp/base" "$tmp/ft_${k}_resumed.err" &&
        grep -q "trained: .* (the rest frozen)" "$tmp/ft_${k}_resumed.err"; then
-        echo "ok: a $k fine-tuning run resumed bit for bit: $(grep '^step' "$tmp/ft_${k}_resumed.out" | cut -d' ' -f4 | tr '\n' ' ')"
+        echo "ok: a $k fine-tuning run resumed bit for bit:" \
+             "$(grep '^step' "$tmp/ft_${k}_resumed.out" | cut -d' ' -f4 | tr '\n' ' ')"
     else
         fail "a $k fine-tuning run resumed (status $status):"
         paste "$tmp/ft_${k}6.tail" "$tmp/ft_${k}_resumed.out"; tail -n 5 "$tmp/ft_${k}_resumed.err"

@@ -69,8 +69,9 @@ int nnt_trainer_keep_previous(nnt_trainer *tr)
     if (dflt)
         sprintf(dflt, "%s/checkpoint.safetensors", o->log_dir);
     int other = (exists(o->checkpoint) || exists(dflt)) && o->log_dir;
-    if (!o->keep_previous || tr->rank != 0 || !other ||
-        (o->resume && (same_file(o->resume, o->checkpoint) || in_directory(o->resume, o->log_dir)))) {
+    int ours = o->resume && (same_file(o->resume, o->checkpoint) ||
+                             in_directory(o->resume, o->log_dir));
+    if (!o->keep_previous || tr->rank != 0 || !other || ours) {
         free(dflt), free(dir);
         return NNT_OK;   /* no checkpoint of another run (nothing of value to lose), or ours */
     }
