@@ -402,6 +402,17 @@ START_TEST(test_tokenizer_of_source)
     ck_assert_int_eq(unlink(path), 0);
     ck_assert_int_eq(source_vocab(ckpt, NNT_E_IO), 0);
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "tokenizer.json, which is not there"));
+    /* the same with GPT-2's files (both recorded) */
+    char vocab_json[1024], merges_txt[1024];
+    snprintf(vocab_json, sizeof vocab_json, "%s/vocab.json", bpe);
+    snprintf(merges_txt, sizeof merges_txt, "%s/merges.txt", bpe);
+    run.tokenizer = NNT_TOKENIZER_BPE, run.tokenizer_json = NULL;
+    run.bpe_vocab = vocab_json, run.bpe_merges = merges_txt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    ck_assert_int_eq(source_vocab(ckpt, NNT_OK), bpe_vocab);
 }
 END_TEST
 

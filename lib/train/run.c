@@ -12,8 +12,6 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "trainer_impl.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,11 +50,6 @@ static int field_fail(const run_parts *p, const char *field, int rc)
     return nnt_fail(p->ctx, rc, "%s: %s", field, nnt_ctx_last_error(NULL));
 }
 
-static int readable(const char *path)
-{
-    return path && access(path, R_OK) == 0;
-}
-
 /* dir/name, malloc'd. */
 static char *path_in(const char *dir, const char *name)
 {
@@ -67,116 +60,40 @@ static char *path_in(const char *dir, const char *name)
     return s;
 }
 
-/* ---- the tokenizer of a model source ----------------------------------------------------- */
+/* ---- the tokenizer ------------------------------------------------------------------------ */
 
-/* A training checkpoint's tokenizer, as its run recorded it (options: its options string). */
-static int checkpoint_tokenizer(const char *path, const char *options, nnt_tokenizer **out)
-{
-    static const char *const keys[3] = {"tokenizer_json", "bpe_vocab", "bpe_merges"};
-    char kind[16], files[3][4096];
-    int found = 0, have[3] = {0, 0, 0};
-    if (!options || nnt_options_get(options, "tokenizer", kind, sizeof kind, &found) || !found)
-        return NNT_OK;   /* none recorded */
-    for (int i = 0; i < 3; i++)
-        if (nnt_options_get(options, keys[i], files[i], sizeof files[i], &have[i]))
-            have[i] = 0;
-    if (!strcmp(kind, "bytes"))
-        return nnt_tokenizer_bytes_create(out);
-    int json = !strcmp(kind, "json");
-    if (!json && strcmp(kind, "bpe"))
-        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_tokenizer_of_source: %s records the tokenizer "
-                        "'%s', not bytes, bpe or json", path, kind);
-    for (int i = json ? 0 : 1; i < (json ? 1 : 3); i++)
-        if (!have[i] || !readable(files[i]))
-            return nnt_fail(NULL, NNT_E_IO, "nnt_tokenizer_of_source: %s was trained with the "
-                            "%s tokenizer of %s, which is not there", path, kind,
-                            have[i] ? files[i] : "(no file recorded)");
-    return json ? nnt_tokenizer_hf_load(files[0], out)
-                : nnt_tokenizer_bpe_load(files[1], files[2], out);
-}
-
-NNT_API int nnt_tokenizer_of_source(const char *source, nnt_tokenizer **out)
-{
-    struct stat st;
-    if (!out)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_tokenizer_of_source: out is NULL");
-    *out = NULL;
-    if (!source || stat(source, &st) != 0)
-        return NNT_OK;   /* none, or a preset */
-    char *json = NULL, *vocab = NULL, *merges = NULL, *ckpt = NULL;
-    int rc = NNT_OK, dir = S_ISDIR(st.st_mode);
-    if (dir && (!(json = path_in(source, "tokenizer.json")) ||
-                !(vocab = path_in(source, "vocab.json")) ||
-                !(merges = path_in(source, "merges.txt")) ||
-                !(ckpt = path_in(source, "checkpoint.safetensors"))))
-        rc = nnt_fail(NULL, NNT_E_NOMEM, "nnt_tokenizer_of_source: out of memory");
-    else if (dir && readable(json))
-        rc = nnt_tokenizer_hf_load(json, out);
-    else if (dir && readable(vocab) && readable(merges))
-        rc = nnt_tokenizer_bpe_load(vocab, merges, out);
-    else if (!dir || readable(ckpt)) {
-        nnt_train_state ts = NNT_TRAIN_STATE_INIT;
-        const char *path = dir ? ckpt : source;
-        /* (not a training checkpoint, e.g. an llm.c file: no tokenizer named) */
-        if (nnt_train_state_info(NULL, path, &ts) == NNT_OK)
-            rc = checkpoint_tokenizer(path, ts.options, out);
-        nnt_train_state_clear(&ts);
-    }
-    free(json), free(vocab), free(merges), free(ckpt);
-    return rc;
-}
-
-/* The run's tokenizer: the one named, else the source's, else bytes; what it was resolved
- * to is recorded. */
+/* The run's tokenizer: the one named, else the source's, else bytes; the kind and files it
+ * was resolved to are recorded. */
 static int open_tokenizer(run_parts *p)
 {
     const nnt_run_config *r = &p->r;
     const char *named[3] = {r->tokenizer_json, r->bpe_vocab, r->bpe_merges};
-    int rc = NNT_OK;
-    p->tok_kind = r->tokenizer;
-    if (r->tokenizer == NNT_TOKENIZER_AUTO && (r->tokenizer_json || r->bpe_vocab))
-        p->tok_kind = r->tokenizer_json ? NNT_TOKENIZER_JSON : NNT_TOKENIZER_BPE;
-    if (p->tok_kind == NNT_TOKENIZER_AUTO) {
-        if ((rc = nnt_tokenizer_of_source(r->model_source, &p->tok)))
-            return field_fail(p, "tokenizer", rc);
-        if (!p->tok) {
-            p->tok_kind = NNT_TOKENIZER_BYTES;
-        } else {   /* which one it is: recorded like a named one */
-            char *json = r->model_source ? path_in(r->model_source, "tokenizer.json") : NULL;
-            int is_json = readable(json);
-            p->tok_kind = is_json ? NNT_TOKENIZER_JSON : NNT_TOKENIZER_BPE;
-            p->tok_files[0] = is_json ? json : NULL;
-            if (!is_json) {
-                free(json);
-                p->tok_files[1] = path_in(r->model_source, "vocab.json");
-                p->tok_files[2] = path_in(r->model_source, "merges.txt");
-            }
-            return NNT_OK;
-        }
-    }
-    if (p->tok_kind == NNT_TOKENIZER_JSON && !r->tokenizer_json)
+    int rc = NNT_OK, kind = r->tokenizer;
+    if (kind == NNT_TOKENIZER_AUTO && (r->tokenizer_json || r->bpe_vocab))
+        kind = r->tokenizer_json ? NNT_TOKENIZER_JSON : NNT_TOKENIZER_BPE;
+    if (kind == NNT_TOKENIZER_AUTO && (rc = nnt_source_tokenizer(r->model_source, &kind,
+                                                                 p->tok_files)))
+        return field_fail(p, "tokenizer", rc);
+    if (kind == NNT_TOKENIZER_AUTO)   /* the source names none */
+        kind = NNT_TOKENIZER_BYTES;
+    else if (kind == NNT_TOKENIZER_JSON && !r->tokenizer_json && !p->tok_files[0])
         return nnt_fail(p->ctx, NNT_E_INVAL, "tokenizer_json: the json tokenizer needs a "
                         "tokenizer.json");
-    if (p->tok_kind == NNT_TOKENIZER_BPE && (!r->bpe_vocab || !r->bpe_merges))
+    else if (kind == NNT_TOKENIZER_BPE && (!r->bpe_vocab || !r->bpe_merges) && !p->tok_files[1])
         return nnt_fail(p->ctx, NNT_E_INVAL, "bpe_vocab: the bpe tokenizer needs bpe_vocab and "
                         "bpe_merges");
-    struct stat st;   /* (recorded: the files; a directory's tokenizer.json) */
-    for (int i = 0; i < 3; i++)
-        if (named[i] && (p->tok_kind == NNT_TOKENIZER_JSON) == (i == 0) &&
+    struct stat st;   /* those named (recorded: a directory's tokenizer.json) */
+    int of_source = p->tok_files[0] || p->tok_files[1];
+    for (int i = 0; i < 3 && !of_source; i++)
+        if (named[i] && (kind == NNT_TOKENIZER_JSON) == (i == 0) &&
             !(p->tok_files[i] = i == 0 && stat(named[0], &st) == 0 && S_ISDIR(st.st_mode)
                                     ? path_in(named[0], "tokenizer.json") : strdup(named[i])))
             return nnt_fail(p->ctx, NNT_E_NOMEM, "tokenizer: out of memory");
-    if (p->tok_kind == NNT_TOKENIZER_BPE)
-        rc = nnt_tokenizer_bpe_load(r->bpe_vocab, r->bpe_merges, &p->tok);
-    else if (p->tok_kind == NNT_TOKENIZER_JSON)   /* a directory means its tokenizer.json */
-        rc = nnt_tokenizer_hf_load(r->tokenizer_json, &p->tok);
-    else if (p->tok_kind == NNT_TOKENIZER_BYTES)
-        rc = nnt_tokenizer_bytes_create(&p->tok);
-    else
-        rc = nnt_fail(p->ctx, NNT_E_INVAL, "tokenizer: %d is not a tokenizer kind",
-                      (int)p->tok_kind);
-    return rc ? field_fail(p, p->tok_kind == NNT_TOKENIZER_BPE ? "bpe_vocab" : p->tok_kind ==
-                           NNT_TOKENIZER_JSON ? "tokenizer_json" : "tokenizer", rc) : NNT_OK;
+    p->tok_kind = (nnt_tokenizer_kind)kind;
+    if ((rc = nnt_source_tokenizer_open(kind, p->tok_files, &p->tok)))
+        return field_fail(p, kind == NNT_TOKENIZER_BPE ? "bpe_vocab" : kind == NNT_TOKENIZER_JSON
+                          ? "tokenizer_json" : "tokenizer", rc);
+    return NNT_OK;
 }
 
 /* ---- the model ------------------------------------------------------------------------- */

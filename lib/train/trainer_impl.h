@@ -73,6 +73,12 @@ int64_t nnt_trainer_steps(const nnt_trainer *tr);
 int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out);
 /* mkdir -p; 0, or -1 with errno set (trainer.c). */
 int nnt_trainer_make_dirs(const char *path);
+/* What a model source names as its tokenizer (source.c): *kind NNT_TOKENIZER_AUTO when
+ * nothing, else its kind and its files (files[0] a tokenizer.json, files[1] and [2] GPT-2's
+ * vocab.json and merges.txt; malloc'd, the caller frees them). */
+int nnt_source_tokenizer(const char *source, int *kind, char *files[3]);
+/* The tokenizer of that kind and those files (source.c). */
+int nnt_source_tokenizer_open(int kind, char *const files[3], nnt_tokenizer **out);
 /* keep_previous at creation (keep.c). */
 int nnt_trainer_keep_previous(nnt_trainer *tr);
 
