@@ -294,8 +294,9 @@ int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap
         for (char *c = key; *c; c++)
             *c = *c == '-' ? '_' : *c;
         text = train_saved(saved, key);
-        if (!text || (d->off == CLI_OFF(run.data) && !strcmp(text, TRAIN_DEFAULT_DATA))) {
-            free(text);   /* not recorded, or the default corpus (no --data) */
+        if (!text || (d->off == CLI_OFF(run.data) && !strcmp(text, TRAIN_DEFAULT_DATA)) ||
+            (d->def && !strcmp(text, d->def))) {
+            free(text);   /* not recorded, the default corpus (no --data), or not given (-1) */
             continue;
         }
         cli_value_text(d, o, before, sizeof before);

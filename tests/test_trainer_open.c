@@ -263,6 +263,15 @@ START_TEST(test_fine_tune_resume)
     EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "frozen parameter elements, "
                                  "this trainer's model 0"));
+    /* the other way: a run without frozen parameters resumed as a fine-tuning one */
+    to.resume = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));   /* (nothing frozen) */
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    run.lora = &lo, to.resume = path_ckpt;
+    EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "run had 0 frozen parameter "
+                                 "elements, this trainer's model"));
 }
 END_TEST
 

@@ -76,11 +76,12 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     uint64_t sum = 0;
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
-    if (tr->frozen > 0) {
+    if (tr->frozen > 0)
         NNT_TRY(base_checksum(tr, &sum));
-        snprintf(base, sizeof base, ", \"frozen\": %lld, \"base_checksum\": \"%016llx\"",
-                 (long long)tr->frozen, (unsigned long long)sum);
-    }
+    snprintf(base, sizeof base, ", \"frozen\": %lld", (long long)tr->frozen);
+    if (tr->frozen > 0)
+        snprintf(base + strlen(base), sizeof base - strlen(base), ", \"base_checksum\": "
+                 "\"%016llx\"", (unsigned long long)sum);
     size_t cap = 4096 + strlen(o->program) + (o->extra_options ? strlen(o->extra_options) : 0);
     char *s = malloc(cap);
     if (!s)
@@ -152,11 +153,11 @@ static int check_model(nnt_trainer *tr, const char *fn, const char *path, const 
  * base) must be those it was trained with, in number of elements and in checksum. */
 static int check_base(nnt_trainer *tr, const char *fn, const char *path, const char *options)
 {
-    double frozen = options_number(options, "frozen", 0);
+    double frozen = options_number(options, "frozen", -1);   /* -1: before it was recorded */
     char text[32];
     int found = 0;
     uint64_t sum = 0, want = 0;
-    if (frozen != (double)tr->frozen)
+    if (frozen >= 0 && frozen != (double)tr->frozen)
         return nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: %s: the checkpoint's run had %.0f frozen "
                         "parameter elements, this trainer's model %lld: %s", fn, path, frozen,
                         (long long)tr->frozen, frozen > 0 ? "give it the base model it was "
