@@ -833,7 +833,7 @@ static void print_final_report(trainer *t, double sample_s, double total_s)
          "validation log: step, loss on the held-out tokens, tokens"},
         {o->save_best && ti->best_val_loss < HUGE_VAL, 0, t->path_best, best},
         {ti->steps_run && !o->no_save, 0, t->path_ckpt, ti->frozen
-         ? "checkpoint of the trained parameters and their optimizer state"
+         ? "checkpoint of the trained parameters and their optimizer state: continue with --resume"
          : "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
         {o->save_peft != NULL, 0, peft, o->merge ? "PEFT adapter directory: adapter_config.json, "
          "adapter_model.safetensors (merged after)" : "PEFT adapter directory: "
