@@ -275,6 +275,13 @@ START_TEST(test_fine_tune_resume)
 }
 END_TEST
 
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
 static int exists(const char *dir_, const char *name)
 {
     char p[256];
@@ -332,18 +339,16 @@ START_TEST(test_keep_previous)
     snprintf(prev, sizeof prev, "%s/checkpoint.safetensors", out);
     run_into(out, 1, prev, kept, sizeof kept);   /* (its own checkpoint: continued) */
     ck_assert_str_eq(kept, "");
+    snprintf(want, sizeof want, "%s/copy.safetensors", out);
+    copy_file(prev, want);
+    run_into(out, 1, want, kept, sizeof kept);   /* (another file of the directory: too) */
+    ck_assert_str_eq(kept, "");
     run_into(out, 0, NULL, kept, sizeof kept);
     ck_assert_str_eq(kept, "");
     ck_assert(!exists(out, "previous-3"));
 }
 END_TEST
 
-static void copy_file(const char *from, const char *to)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
-    ck_assert_int_eq(system(cmd), 0);
-}
 
 static int64_t source_vocab(const char *source, int want_rc)
 {
