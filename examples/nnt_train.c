@@ -234,9 +234,8 @@ static int model_config(trainer *t)
         train_preset_list(list, sizeof list, 0);
         return train_usage_error("--model: unknown preset '%s' (%s)", o->model, list);
     }
-    if (!o->model)
-        c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = 0;   /* V 0: the
-                                                                                  tokenizer's */
+    if (!o->model)   /* (V 0: the tokenizer's) */
+        c.layers = 4, c.channels = 128, c.heads = 4, c.max_seq = 128, c.vocab = 0;
     t->cfg = c;
     find_family(t);
     static const struct { const char *opt; unsigned bit; } need[] = {
@@ -280,7 +279,6 @@ static int source_config(trainer *t)
         return lib_error(t->o.load_hf ? "--load-hf" : "--load-llmc", rc);
     return source || t->cfg_resumed ? 0 : model_config(t);
 }
-
 
 /* Checks once the configuration is known: the family's file formats, the sequence. */
 static int check_config(trainer *t)

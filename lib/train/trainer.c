@@ -7,10 +7,13 @@
  *               best one saved
  *   checkpoint  nnt_train_state_save (temporary file, fsync, rename) with the data position,
  *               the rng words and an options string recording the run's configuration
+ *               (record.c, which also resumes)
  *   log         log_dir: train.csv and val.csv, rebuilt on resume (rows up to its step), the
  *               loss curve's SVG; the CPU workers' GEMM peak measured at creation
+ *   creation    the options checked and copied, a resume, a previous run's files kept
+ *               (keep.c); nnt_trainer_open's trainers own their parts (run.c)
  * Only the public API is called on the model, the optimizer and the data, except that the
- * optimizer's options are read for the options string. */
+ * optimizer's options are read for the info and the options string. */
 #include "trainer_impl.h"
 #include "../optim/optim.h"
 #include "../models/models.h"
