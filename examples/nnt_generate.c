@@ -189,11 +189,6 @@ static char *path_in(const char *dir, const char *name)
     return p;
 }
 
-static int readable(const char *path)
-{
-    return path && access(path, R_OK) == 0;
-}
-
 /* The value of key in a checkpoint's options string, malloc'd; NULL when absent. */
 static char *saved(const char *options, const char *key)
 {
@@ -204,77 +199,42 @@ static char *saved(const char *options, const char *key)
     return strdup(buf);
 }
 
-/* The tokenizer an nnt-train checkpoint was trained with (options: its options string):
- * bytes, or the tokenizer.json / vocab.json + merges.txt it names when they are still there.
- * *tok NULL if none applies; *kind the tokenizer's name (malloc'd, may be NULL). */
-static int checkpoint_tokenizer(const char *options, nnt_tokenizer **tok, char **kind)
-{
-    *kind = saved(options, "tokenizer");
-    char *j = saved(options, "tokenizer_json");
-    char *v = saved(options, "bpe_vocab"), *m = saved(options, "bpe_merges");
-    int rc = 0;
-    if (*kind && !strcmp(*kind, "bytes") && (rc = nnt_tokenizer_bytes_create(tok)))
-        rc = lib_error("nnt_tokenizer_bytes_create", rc);
-    else if (*kind && !strcmp(*kind, "json") && readable(j) &&
-             (rc = nnt_tokenizer_hf_load(j, tok)))
-        rc = lib_error("nnt_tokenizer_hf_load", rc);
-    else if (*kind && !strcmp(*kind, "bpe") && readable(v) && readable(m) &&
-             (rc = nnt_tokenizer_bpe_load(v, m, tok)))
-        rc = lib_error("nnt_tokenizer_bpe_load", rc);
-    free(j), free(v), free(m);
-    return rc;
-}
-
-/* The tokenizer: --tokenizer-json FILE (a Hugging Face tokenizer.json), --vocab / --merges
- * (GPT-2 BPE), else the --load-hf directory's tokenizer.json, else its vocab.json and
- * merges.txt when both exist, else (--checkpoint) the one the checkpoint was trained with;
- * *tok NULL if none (2: --prompt needs one). trained: the checkpoint's options or NULL. */
+/* The tokenizer: --tokenizer bytes, --tokenizer-json FILE (a Hugging Face tokenizer.json),
+ * --vocab / --merges (GPT-2 BPE), else the model source's (nnt_tokenizer_of_source: the
+ * --load-hf directory's tokenizer.json, else its vocab.json and merges.txt; the one the
+ * --checkpoint was trained with); *tok NULL if none (2: --prompt needs one). trained: the
+ * checkpoint's options or NULL. */
 static int load_tokenizer(const opts *o, const char *trained, nnt_tokenizer **tok)
 {
-    *tok = NULL;
-    char *v = NULL, *m = NULL, *j = NULL, *kind = NULL;
-    if (o->tokenizer == TOK_BYTES) {
-        int rc = nnt_tokenizer_bytes_create(tok);
-        return rc ? lib_error("nnt_tokenizer_bytes_create", rc) : 0;
-    }
-    if (o->tokenizer_json) {
-        j = strdup(o->tokenizer_json);
-    } else if (o->vocab) {
-        v = strdup(o->vocab);
-        m = strdup(o->merges);
-    } else if (o->load_hf) {
-        j = path_in(o->load_hf, "tokenizer.json");
-        if (j && access(j, R_OK)) {
-            free(j);
-            j = NULL;
-            v = path_in(o->load_hf, "vocab.json");
-            m = path_in(o->load_hf, "merges.txt");
-        }
-        if (v && m && (access(v, R_OK) || access(m, R_OK))) {
-            free(v), free(m);
-            v = m = NULL;
-        }
-    }
+    const char *what = o->tokenizer == TOK_BYTES ? "nnt_tokenizer_bytes_create"
+                     : o->tokenizer_json ? "nnt_tokenizer_hf_load"
+                     : o->vocab ? "nnt_tokenizer_bpe_load" : "nnt_tokenizer_of_source";
     int rc = 0;
-    if (j && (rc = nnt_tokenizer_hf_load(j, tok)))
-        rc = lib_error("nnt_tokenizer_hf_load", rc);
-    else if (!j && v && m && (rc = nnt_tokenizer_bpe_load(v, m, tok)))
-        rc = lib_error("nnt_tokenizer_bpe_load", rc);
-    else if (!j && !v && trained)
-        rc = checkpoint_tokenizer(trained, tok, &kind);
-    if (rc == 0 && !*tok && o->prompt) {
-        if (kind)
-            rc = usage("--prompt needs a tokenizer: the checkpoint was trained with --tokenizer "
-                       "%s, whose files are not where it was trained; give --tokenizer-json "
-                       "FILE or --vocab and --merges, or use --prompt-ids", kind);
-        else
-            rc = usage("%s", "--prompt needs a tokenizer: --tokenizer bytes (one token per "
-                       "byte: nnt-train's default, whose --save-hf directories have no "
-                       "tokenizer file), --tokenizer-json FILE, --vocab and --merges (GPT-2 "
-                       "BPE), or a --load-hf directory with tokenizer.json or vocab.json and "
-                       "merges.txt; or use --prompt-ids");
-    }
-    free(v), free(m), free(j), free(kind);
+    *tok = NULL;
+    if (o->tokenizer == TOK_BYTES)
+        rc = nnt_tokenizer_bytes_create(tok);
+    else if (o->tokenizer_json)
+        rc = nnt_tokenizer_hf_load(o->tokenizer_json, tok);
+    else if (o->vocab)
+        rc = nnt_tokenizer_bpe_load(o->vocab, o->merges, tok);
+    else if (!o->load_llmc &&   /* the checkpoint's files gone: --prompt says so below */
+             (rc = nnt_tokenizer_of_source(o->load_hf ? o->load_hf : o->checkpoint, tok)) ==
+                 NNT_E_IO && trained)
+        rc = 0;
+    if (rc)
+        return lib_error(what, rc);
+    char *kind = !*tok && o->prompt && trained ? saved(trained, "tokenizer") : NULL;
+    if (kind)
+        rc = usage("--prompt needs a tokenizer: the checkpoint was trained with --tokenizer "
+                   "%s, whose files are not where it was trained; give --tokenizer-json FILE "
+                   "or --vocab and --merges, or use --prompt-ids", kind);
+    else if (!*tok && o->prompt)
+        rc = usage("%s", "--prompt needs a tokenizer: --tokenizer bytes (one token per byte: "
+                   "nnt-train's default, whose --save-hf directories have no tokenizer file), "
+                   "--tokenizer-json FILE, --vocab and --merges (GPT-2 BPE), or a --load-hf "
+                   "directory with tokenizer.json or vocab.json and merges.txt; or use "
+                   "--prompt-ids");
+    free(kind);
     return rc;
 }
 

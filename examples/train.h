@@ -15,12 +15,16 @@
 #define TRAIN_DEFAULT_OUT "nnt-train-out"
 #define TRAIN_CPU_CORE_GFLOPS 87.5   /* BLIS sgemm on one core of the reference machine */
 
-/* TOKENIZER_AUTO: json when --load-hf DIR has a tokenizer.json, else bytes */
-enum { TOKENIZER_BYTES = 0, TOKENIZER_BPE = 1, TOKENIZER_JSON = 2, TOKENIZER_AUTO = -1 };
-
-/* Everything the command line can set. Integers that are -1 (reals < 0) after parsing were
- * not given and get their documented defaults in train_opts_resolve. */
+/* Everything the command line can set: the run's description, loop and optimizer options
+ * as the library takes them (nnt_trainer_open), and the program's own. Integers that are -1
+ * (reals < 0) after parsing were not given and get their documented defaults in
+ * train_opts_resolve (the learning rates in nnt_trainer_open). */
 typedef struct train_opts {
+    nnt_run_config run;                      /* data, validation, tokenizer, precision,
+                                                recompute, fine-tuning (its pointers are set
+                                                when the run is opened)                    */
+    nnt_trainer_options loop;                /* batches, steps, order, validation, checkpoints */
+    nnt_optim_options optim;
     /* model */
     const char *model;                       /* preset name or NULL                      */
     int64_t layers, channels, heads, kv_heads, hidden, vocab, context;
@@ -28,27 +32,6 @@ typedef struct train_opts {
     int qk_norm;                             /* --qk-norm (Llama family: Qwen3's norms)   */
     int init;                                /* --init given                              */
     const char *load_llmc, *load_safetensors, *load_hf;
-    /* data and tokenizer */
-    const char *data;
-    int data_format;                         /* nnt_data_format                           */
-    int tokenizer;                           /* TOKENIZER_*                               */
-    const char *bpe_vocab, *bpe_merges;
-    const char *tokenizer_json;              /* --tokenizer-json FILE|DIR                 */
-    /* validation: held-out tokens, their loss every val_every steps */
-    const char *val_data;                    /* --val-data FILE|DIR, or NULL              */
-    double val_split;                        /* fraction of the data held out (< 0: by
-                                                default 0.1 of the default corpus, else 0) */
-    int64_t val_every, val_batches;          /* -1: their defaults; batches 0: all       */
-    /* batches and steps */
-    int64_t batch, seq, steps, accum, seed;
-    int recompute;                           /* activation recompute in the backward      */
-    int shuffle;                             /* --shuffle: sequences in a random order    */
-    int precision;                           /* nnt_precision of the GEMM operands        */
-    /* optimizer */
-    int optim;                               /* nnt_optim_kind                            */
-    int schedule;                            /* nnt_schedule                              */
-    double lr, beta1, beta2, eps, weight_decay, momentum, grad_clip, min_lr;
-    int64_t warmup;
     /* tiling overrides: 0 automatic, -1 one tile, > 0 tile size */
     int64_t tile_batch, tile_seq, tile_channels, tile_hidden, tile_vocab, tile_heads;
     /* runtime */
@@ -57,16 +40,15 @@ typedef struct train_opts {
     int distribute;                          /* --distribute: nnt_distribution, -1 = none
                                                 (sharded when started as several ranks)   */
     int release_weights;                     /* --release-weights                         */
-    /* fine-tuning: frozen parameters, LoRA adapters (PEFT's format) */
-    const char *freeze;                      /* --freeze PATTERN[,PATTERN...]             */
+    /* fine-tuning: LoRA adapters (PEFT's format) */
     int64_t lora_rank;                       /* --lora-rank R; -1: not given              */
     double lora_alpha, lora_dropout;         /* < 0: not given (8, 0)                     */
     const char *lora_targets;                /* --lora-targets LIST                       */
-    const char *load_peft, *save_peft;       /* --load-peft DIR, --save-peft DIR          */
+    const char *save_peft;                   /* --save-peft DIR                           */
     int merge;                               /* --merge: adapters into the weights at the end */
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
-    int64_t save_every, trace_steps, stop_after;
+    int64_t stop_after;
     int save_weights, save_llmc, no_save;
     int overwrite;                           /* --overwrite: replace a previous run's files */
     int save_best;                           /* --save-best: OUT/best.safetensors         */
@@ -81,30 +63,26 @@ typedef struct train_opts {
     int quiet, print_loss;
     double peak_gflops;
     unsigned char given[128];                /* by option table entry: on the command line */
-    char *kept[8];                           /* values restored by --resume (owned)       */
+    char *kept[24];                          /* values restored by --resume (owned)       */
     int nkept;
 } train_opts;
 
 /* Parse argv into *o (defaults first). Returns 0 to go on, 1 when --help or --version was
  * printed (exit 0), 2 after printing a one-line error (exit 2). */
 int train_opts_parse(int argc, char **argv, train_opts *o);
-/* Fill the defaults that depend on other options (warmup, seq). Returns 0 or 2 after
- * printing an error about an inconsistent combination. */
-int train_opts_resolve(train_opts *o, int loaded_weights);
-/* Fill the learning rate's defaults (lr by the model's size nparams, min_lr = lr / 10) once
- * the model exists; 0, or 2 after printing an error (--min-lr above the lr). */
-int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams);
+/* Fill the defaults that depend on other options (warmup, validation). Returns 0 or 2
+ * after printing an error about an inconsistent combination. */
+int train_opts_resolve(train_opts *o);
+/* Whether the command line asks for LoRA adapters (--lora-*). */
+int train_lora_asked(const train_opts *o);
 /* Whether the command line gave option name (without "--"). */
 int train_opts_given(const train_opts *o, const char *name);
-/* The options that nnt-train records in its checkpoints (the table's REC entries) as members
- * of a JSON object, "key": value, ... (nnt_trainer_options.extra_options); malloc'd, NULL when
- * out of memory. */
-char *train_opts_record(const train_opts *o);
-/* --resume: each option that checkpoints record (the table's RES entries: nnt-train's and
- * the trainer's members of the options string saved) and that the command line does not
- * give takes its saved value, so that `nnt-train --resume FILE` continues that run; the data
- * options only when none of them is given. The changed ones are listed in names ("--name
- * value", a flag "--name"). 0, or 2 after an error about a value. */
+/* --resume: each option that checkpoints record (the table's RES entries: members of the
+ * options string the library saves, and nnt-train's "sample") and that the command line does
+ * not give takes its saved value, so that `nnt-train --resume FILE` continues that run; the
+ * data options only when none of them is given, the tokenizer's only when none of them nor
+ * --load-hf is. The changed ones are listed in names ("--name value", a flag "--name"),
+ * the tokenizer's not. 0, or 2 after an error about a value. */
 int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap);
 /* The value of key in a checkpoint's options string (nnt_options_get) as text, malloc'd;
  * NULL when absent (or longer than 4095 bytes, or out of memory). */

@@ -2,7 +2,6 @@
 /* nnt-train: command-line options. One table gives each option's name, type, destination,
  * range, default and help lines: parsing, --help, the defaults, and what a checkpoint records
  * and --resume restores all come from it. */
-#define _XOPEN_SOURCE 700   /* realpath */
 #include "train.h"
 #include "cli.h"
 
@@ -10,13 +9,16 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-/* Flags of an option (the program's own bits of cli_option.flags). What checkpoints do with
- * it: REC: nnt-train records it in their options string (nnt_trainer_options.extra_options)
- * under its name with '_' for '-' (PATH: made absolute); RES: --resume restores it unless the
- * command line gives it (REC or the trainer records it); DATA: one of the data options,
- * restored only when none of them is given. OPEN: the range's maximum is excluded. */
-enum { REC = 1, RES = 2, DATA = 4, PATH = 8, OPEN = CLI_OPEN_MAX };
+/* Flags of an option (the program's own bits of cli_option.flags), for --resume. RES: it
+ * takes the value the checkpoint records (the library records the run's description and
+ * loop under the options' names with '_' for '-'; nnt-train adds "sample") unless the command
+ * line gives it; DATA: one of the data options, restored only when none of them is given;
+ * TOK: one of the tokenizer's, restored only when none of them nor --load-hf is given, and
+ * not listed. OPEN: the range's maximum is excluded. */
+enum { RES = 1, DATA = 2, TOK = 4, OPEN = CLI_OPEN_MAX };
 
 static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NULL};
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
@@ -28,7 +30,7 @@ static const char *const distributions[] = {"root", "sharded", "data", NULL};
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
-#define TILE(nm, f, help) OPT_INT(nm, f, -1, BIG, NULL, REC | RES, "N", help)
+#define TILE(nm, f, help) OPT_INT(nm, f, -1, BIG, NULL, RES, "N", help)
 
 static const cli_option table[] = {
     OPT_GROUP("Model (default: L 4, C 128, NH 4, context 128, the tokenizer's vocabulary):"),
@@ -53,75 +55,82 @@ static const cli_option table[] = {
     OPT_STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
             "start from a Hugging Face GPT2LMHeadModel safetensors file"),
     OPT_GROUP("Data:"),
-    OPT_STR("data", data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT", "training tokens "
+    OPT_STR("data", run.data, NULL, RES | DATA, "FILE|DIR|PAT", "training tokens "
             "(default " TRAIN_DEFAULT_DATA "); a quoted\npattern names several files, e.g. "
             "'fineweb_train_*.bin'"),
-    OPT_CHOICE("data-format", data_format, data_formats, "auto", REC | RES | DATA, "F",
+    OPT_CHOICE("data-format", run.data_format, data_formats, "auto", RES | DATA, "F",
                "auto|text|llmc|nanogpt (default auto)"),
-    OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, REC, "T", "bytes|bpe|json, for text "
+    OPT_CHOICE("tokenizer", run.tokenizer, tokenizers, NULL, RES | TOK, "T",
+               "bytes|bpe|json, for text "
                "(default bytes; json when --load-hf\nDIR has a tokenizer.json)"),
-    OPT_STR("bpe-vocab", bpe_vocab, NULL, REC | PATH, "FILE", NULL),
-    OPT_STR("bpe-merges", bpe_merges, NULL, REC | PATH, "FILE",
+    OPT_STR("bpe-vocab", run.bpe_vocab, NULL, RES | TOK, "FILE", NULL),
+    OPT_STR("bpe-merges", run.bpe_merges, NULL, RES | TOK, "FILE",
             "GPT-2 vocab.json and merges.txt for bpe"),
-    OPT_STR("tokenizer-json", tokenizer_json, NULL, REC | PATH, "F",
+    OPT_STR("tokenizer-json", run.tokenizer_json, NULL, RES | TOK, "F",
             "a Hugging Face tokenizer.json (or its directory) for json"),
     OPT_GROUP("Validation (the loss on held-out tokens, without training on them):"),
-    OPT_STR("val-data", val_data, NULL, REC | RES | DATA | PATH, "FILE|DIR|PAT",
+    OPT_STR("val-data", run.val_data, NULL, RES | DATA, "FILE|DIR|PAT",
             "held-out tokens, read like --data"),
-    OPT_REAL("val-split", val_split, 0, 1, "-1", REC | RES | DATA | OPEN, "X", "hold out the last "
+    OPT_REAL("val-split", run.val_split, 0, 1, "-1", RES | DATA | OPEN, "X", "hold out the last "
              "X of the data instead (0 <= X < 1; default\n0.1 of the default corpus, 0 of --data: "
              "no validation)"),
-    OPT_INT("val-every", val_every, 1, BIG, "-1", RES | DATA, "N",
+    OPT_INT("val-every", loop.val_every, 1, BIG, "-1", RES | DATA, "N",
             "steps between validations, and after the last (default steps/10)"),
-    OPT_INT("val-batches", val_batches, 0, BIG, "-1", REC | RES | DATA, "K", "batches of B x T "
+    OPT_INT("val-batches", run.val_batches, 0, BIG, "-1", RES | DATA, "K", "batches of B x T "
             "tokens a validation (default 20, at most a\ntenth of the batches trained between "
             "validations, at least 1;\n0 = all the held-out tokens hold)"),
     OPT_GROUP("Training:"),
-    OPT_FLAG("shuffle", shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
+    OPT_FLAG("shuffle", loop.shuffle, RES, "read the data as sequences of T + 1 tokens in a new "
              "random\norder each epoch (from --seed), not in order"),
-    OPT_INT("batch", batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
-    OPT_INT("seq", seq, 1, 1e8, "-1", RES, "T", "tokens per sequence (default min(128, context))"),
-    OPT_INT("accum", accum, 1, 1e8, "1", RES, "K", "micro-batches per step (default 1)"),
-    OPT_INT("steps", steps, 0, BIG, "2000", RES, "N", "total optimizer steps, resumed ones "
+    OPT_INT("batch", loop.batch, 1, 1e8, "8", RES, "B", "sequences per micro-batch (default 8)"),
+    OPT_INT("seq", loop.seq, 1, 1e8, "-1", RES, "T",
+            "tokens per sequence (default min(128, context))"),
+    OPT_INT("accum", loop.accum, 1, 1e8, "1", RES, "K", "micro-batches per step (default 1)"),
+    OPT_INT("steps", loop.steps, 0, BIG, "2000", RES, "N", "total optimizer steps, resumed ones "
             "included (default 2000);\n0: no training, one validation of every held-out batch"),
-    OPT_CHOICE("optim", optim, optimizers, "adamw", RES, "O", "adamw|adam|sgd (default adamw)"),
-    OPT_REAL("lr", lr, 0, 1e6, "-1", RES, "X", "peak learning rate (default by size: 3e-3 under "
+    OPT_CHOICE("optim", optim.kind, optimizers, "adamw", RES, "O",
+               "adamw|adam|sgd (default adamw)"),
+    OPT_REAL("lr", optim.lr, 0, 1e6, "-1", RES, "X",
+             "peak learning rate (default by size: 3e-3 under "
              "10M parameters,\n6e-4 under 200M, else 3e-4; 3e-4 with --load-*)"),
-    OPT_REAL("beta1", beta1, 0, 1, "0.9", RES | OPEN, "X", NULL),
-    OPT_REAL("beta2", beta2, 0, 1, "0.95", RES | OPEN, "X", NULL),
-    OPT_REAL("eps", eps, 0, 1, "1e-8", RES, "X", "Adam(W) (defaults 0.9, 0.95, 1e-8)"),
-    OPT_REAL("weight-decay", weight_decay, 0, 1e6, "0.1", RES, "X",
+    OPT_REAL("beta1", optim.beta1, 0, 1, "0.9", RES | OPEN, "X", NULL),
+    OPT_REAL("beta2", optim.beta2, 0, 1, "0.95", RES | OPEN, "X", NULL),
+    OPT_REAL("eps", optim.eps, 0, 1, "1e-8", RES, "X", "Adam(W) (defaults 0.9, 0.95, 1e-8)"),
+    OPT_REAL("weight-decay", optim.weight_decay, 0, 1e6, "0.1", RES, "X",
              "on matrices and embeddings (default 0.1)"),
-    OPT_REAL("momentum", momentum, 0, 1, NULL, RES | OPEN, "X", "SGD momentum (default 0)"),
-    OPT_REAL("grad-clip", grad_clip, 0, 1e30, "1", RES, "X",
+    OPT_REAL("momentum", optim.momentum, 0, 1, NULL, RES | OPEN, "X", "SGD momentum (default 0)"),
+    OPT_REAL("grad-clip", optim.grad_clip, 0, 1e30, "1", RES, "X",
              "clip the global gradient norm; 0 = off (default 1)"),
-    OPT_CHOICE("schedule", schedule, schedules, "cosine", RES, "S",
+    OPT_CHOICE("schedule", optim.schedule, schedules, "cosine", RES, "S",
                "constant|cosine (default cosine)"),
-    OPT_INT("warmup", warmup, 0, BIG, "-1", RES, "N", "linear warmup steps (default steps/20)"),
-    OPT_REAL("min-lr", min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
-    OPT_INT("seed", seed, 0, BIG, "1", RES, "S", "initialisation and sampling seed (default 1)"),
-    OPT_CHOICE("precision", precision, precisions, "fp32", REC | RES, "P",
+    OPT_INT("warmup", optim.warmup_steps, 0, BIG, "-1", RES, "N",
+            "linear warmup steps (default steps/20)"),
+    OPT_REAL("min-lr", optim.min_lr, 0, 1e6, "-1", RES, "X", "cosine floor (default lr/10)"),
+    OPT_INT("seed", loop.seed, 0, BIG, "1", RES, "S",
+            "initialisation and sampling seed (default 1)"),
+    OPT_CHOICE("precision", run.precision, precisions, "fp32", RES, "P",
                "fp32|tf32|bf16 operands of the matrix products (default fp32)"),
-    OPT_FLAG("recompute", recompute, REC | RES,
+    OPT_FLAG("recompute", run.recompute, RES,
              "keep only block outputs, recompute in the backward"),
     OPT_GROUP("Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):"),
     TILE("tile-batch", tile_batch, NULL), TILE("tile-seq", tile_seq, NULL),
     TILE("tile-channels", tile_channels, NULL), TILE("tile-hidden", tile_hidden, NULL),
     TILE("tile-vocab", tile_vocab, NULL), TILE("tile-heads", tile_heads, ""),
     OPT_GROUP("Fine-tuning (frozen parameters, LoRA adapters in PEFT's format):"),
-    OPT_STR("freeze", freeze, NULL, REC, "PAT", "freeze the parameters whose names match the glob "
+    OPT_STR("freeze", run.freeze, NULL, RES, "PAT",
+            "freeze the parameters whose names match the glob "
             "PAT (several\nseparated by commas; * matches dots too): no gradient, no\noptimizer "
             "state, no weight-gradient product"),
-    OPT_INT("lora-rank", lora_rank, 1, 65536, "-1", REC, "R", "LoRA adapters of rank R on "
+    OPT_INT("lora-rank", lora_rank, 1, 65536, "-1", RES, "R", "LoRA adapters of rank R on "
             "--lora-targets, the rest frozen\n(default 8 when another --lora option is given)"),
-    OPT_REAL("lora-alpha", lora_alpha, 0, 1e6, "-1", REC | CLI_OPEN_MIN, "A",
+    OPT_REAL("lora-alpha", lora_alpha, 0, 1e6, "-1", RES | CLI_OPEN_MIN, "A",
              "their scale alpha / r (default 8)"),
-    OPT_REAL("lora-dropout", lora_dropout, 0, 1, "-1", REC | OPEN, "P",
+    OPT_REAL("lora-dropout", lora_dropout, 0, 1, "-1", RES | OPEN, "P",
              "dropout on their input (default 0)"),
-    OPT_STR("lora-targets", lora_targets, NULL, REC, "LIST", "modules: q_proj,v_proj,... "
+    OPT_STR("lora-targets", lora_targets, NULL, RES, "LIST", "modules: q_proj,v_proj,... "
             "(Llama), c_attn,c_proj,c_fc\n(GPT-2) or all-linear (default: PEFT's, q_proj,v_proj "
             "or\nc_attn)"),
-    OPT_STR("load-peft", load_peft, NULL, REC | PATH, "DIR", "start from a PEFT adapter "
+    OPT_STR("load-peft", run.load_peft, NULL, RES, "DIR", "start from a PEFT adapter "
             "directory (its settings; the\nrest frozen)"),
     OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
             "at the end"),
@@ -149,7 +158,7 @@ static const cli_option table[] = {
              "when\nOUT holds another run's checkpoint, or --save's file "
              "exists,\nmove its files to OUT/previous-N first; a --resume of "
              "a\ncheckpoint in OUT continues in place)"),
-    OPT_INT("save-every", save_every, 0, BIG, NULL, RES, "N",
+    OPT_INT("save-every", loop.save_every, 0, BIG, NULL, RES, "N",
             "also save every N steps (default 0: only at the end)"),
     OPT_FLAG("save-best", save_best, RES, "also save OUT/best.safetensors after each validation "
              "that\nlowers the validation loss (as nanoGPT keeps its best)"),
@@ -169,8 +178,8 @@ static const cli_option table[] = {
             "tiles and checkpointing, each unless given here"),
     OPT_STR("trace", trace, NULL, 0, "FILE.svg", "trace --trace-steps steps (default 3) after the "
             "first"),
-    OPT_INT("trace-steps", trace_steps, 1, BIG, "3", 0, "N", "number of steps traced"),
-    OPT_INT("sample", sample, 0, 1e7, "256", REC | RES, "N",
+    OPT_INT("trace-steps", loop.trace_steps, 1, BIG, "3", 0, "N", "number of steps traced"),
+    OPT_INT("sample", sample, 0, 1e7, "256", RES, "N",
             "tokens to generate at the end; 0 = none (default 256)"),
     OPT_STR("prompt", prompt, "The ", 0, "TEXT", "start of the sample (default \"The \")"),
     OPT_REAL("temperature", temperature, 0, 1e6, "0.8", 0, "X", "0 = greedy (default 0.8)"),
@@ -227,6 +236,9 @@ int train_opts_parse(int argc, char **argv, train_opts *o)
     train_preset_list(presets, sizeof presets, 31);
     program.help_fill = presets;
     memset(o, 0, sizeof *o);
+    o->run = (nnt_run_config)NNT_RUN_CONFIG_INIT;   /* (the table sets the fields it names) */
+    o->loop = (nnt_trainer_options)NNT_TRAINER_OPTIONS_INIT;
+    o->optim = (nnt_optim_options)NNT_OPTIM_OPTIONS_INIT;
     int rc = cli_parse(&program, argc, argv, o, o->given, NULL, NULL);
     program.help_fill = NULL;
     return rc;
@@ -241,50 +253,6 @@ int train_opts_given(const train_opts *o, const char *name)
 const char *train_choice_name(const char *option, int value)
 {
     return cli_choice_name(&program, option, value);
-}
-
-char *train_opts_record(const train_opts *o)
-{
-    char *s = calloc(1, 1), num[64];
-    size_t n = 0;
-    for (const cli_option *d = table; s && d < table + NOPT; d++) {
-        const char *v = num;
-        char *abs = NULL;
-        if (!(d->flags & REC))
-            continue;
-        if (d->type == CLI_STR) {
-            v = *(const char *const *)dst(o, d);
-            if (!v && d->off == CLI_OFF(data))
-                v = TRAIN_DEFAULT_DATA;   /* the default corpus, by its name */
-            if (!v)
-                continue;
-            if ((d->flags & PATH) && strcmp(v, TRAIN_DEFAULT_DATA) && (abs = realpath(v, NULL)))
-                v = abs;   /* (a pattern: as it is) */
-        } else if (d->type == CLI_CHOICE) {
-            v = train_choice_name(d->name, *(const int *)dst(o, d));
-        } else {
-            cli_value_text(d, o, num, sizeof num);
-        }
-        int quoted = d->type == CLI_STR || d->type == CLI_CHOICE;
-        char *more = realloc(s, n + strlen(d->name) + 2 * strlen(v) + 16);
-        if (!more) {
-            free(s), free(abs);
-            return NULL;
-        }
-        s = more;
-        n += (size_t)sprintf(s + n, "%s\"", n ? ", " : "");
-        for (const char *c = d->name; *c; c++)
-            s[n++] = *c == '-' ? '_' : *c;
-        n += (size_t)sprintf(s + n, "\": %s", quoted ? "\"" : "");
-        for (; *v; v++) {   /* JSON: '"' and '\' escaped, control characters as '?' */
-            if (quoted && (*v == '"' || *v == '\\'))
-                s[n++] = '\\';
-            s[n++] = quoted && (unsigned char)*v < 0x20 ? '?' : *v;
-        }
-        n += (size_t)sprintf(s + n, "%s", quoted ? "\"" : "");
-        free(abs);
-    }
-    return s;
 }
 
 char *train_saved(const char *saved, const char *key)
@@ -306,25 +274,29 @@ int64_t train_saved_int(const char *saved, const char *key)
 
 int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap)
 {
-    int data_given = 0, rc = 0;
+    int data_given = 0, tok_given = o->load_hf != NULL, rc = 0;
     size_t n = 0;
-    for (const cli_option *d = table; d < table + NOPT; d++)
+    for (const cli_option *d = table; d < table + NOPT; d++) {
         data_given |= (d->flags & DATA) && o->given[d - table];
+        tok_given |= (d->flags & TOK) && o->given[d - table];
+    }
     names[0] = '\0';
     for (const cli_option *d = table; saved && d < table + NOPT && rc == 0; d++) {
         char key[64], *text, *end = NULL, before[4096], after[4096], shown[40];
-        if (!(d->flags & RES) || ((d->flags & DATA) && data_given) || o->given[d - table])
+        if (!(d->flags & RES) || ((d->flags & DATA) && data_given) || o->given[d - table] ||
+            ((d->flags & TOK) && tok_given))
             continue;
         /* no checkpoints asked for (--no-save), or no training (--steps 0): none to keep */
         if (!strncmp(d->name, "save-", 5) &&
-            (o->no_save || (train_opts_given(o, "steps") && o->steps == 0)))
+            (o->no_save || (train_opts_given(o, "steps") && o->loop.steps == 0)))
             continue;
         snprintf(key, sizeof key, "%s", d->name);
         for (char *c = key; *c; c++)
             *c = *c == '-' ? '_' : *c;
         text = train_saved(saved, key);
-        if (!text || (d->off == CLI_OFF(data) && !strcmp(text, TRAIN_DEFAULT_DATA))) {
-            free(text);   /* not recorded, or the default corpus (no --data) */
+        if (!text || (d->off == CLI_OFF(run.data) && !strcmp(text, TRAIN_DEFAULT_DATA)) ||
+            (d->def && !strcmp(text, d->def))) {
+            free(text);   /* not recorded, the default corpus (no --data), or not given (-1) */
             continue;
         }
         cli_value_text(d, o, before, sizeof before);
@@ -335,7 +307,7 @@ int train_opts_restore(train_opts *o, const char *saved, char *names, size_t cap
         cli_value_text(d, o, after, sizeof after);
         double v = strtod(text, &end);   /* a real as %g (it is saved with 17 digits) */
         snprintf(shown, sizeof shown, "%g", v);
-        if (strcmp(before, after) && n < cap)
+        if (strcmp(before, after) && n < cap && !(d->flags & TOK))
             n += (size_t)snprintf(names + n, cap - n, "%s--%s%s%s", n ? " " : "", d->name,
                                   d->type == CLI_FLAG ? "" : " ", d->type == CLI_FLAG ? ""
                                   : *text && !*end && strpbrk(text, ".eE") ? shown : text);
@@ -385,12 +357,20 @@ static int parse_size(const char *s, uint64_t *out)
     return -1;
 }
 
+/* Whether the command line asks for LoRA adapters (--lora-*). */
+int train_lora_asked(const train_opts *o)
+{
+    return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
+}
+
 static int check_combinations(const train_opts *o)
 {
+    const nnt_run_config *r = &o->run;
     int model_opts = o->model || o->layers > 0 || o->channels > 0 || o->heads > 0 ||
                      o->kv_heads > 0 || o->hidden > 0 || o->vocab > 0 || o->context > 0 ||
                      o->head_dim > 0 || o->qk_norm;
     int loads = (o->load_llmc != NULL) + (o->load_safetensors != NULL) + (o->load_hf != NULL);
+    int adapters = r->load_peft || train_lora_asked(o);
     if (loads > 1)
         return train_usage_error("--load-llmc, --load-safetensors and --load-hf exclude each "
                                  "other");
@@ -402,83 +382,99 @@ static int check_combinations(const train_opts *o)
                                  "--head-dim/--qk-norm/--vocab/--context",
                                  o->load_llmc ? "load-llmc" : "load-hf",
                                  o->load_llmc ? "file" : "directory");
-    if (o->tokenizer == TOKENIZER_BPE && (!o->bpe_vocab || !o->bpe_merges))
+    if (r->tokenizer == NNT_TOKENIZER_BPE && (!r->bpe_vocab || !r->bpe_merges))
         return train_usage_error("--tokenizer bpe needs --bpe-vocab FILE and --bpe-merges FILE");
-    if (o->tokenizer != TOKENIZER_BPE && (o->bpe_vocab || o->bpe_merges))
+    if (r->tokenizer != NNT_TOKENIZER_BPE && (r->bpe_vocab || r->bpe_merges))
         return train_usage_error("--bpe-vocab/--bpe-merges need --tokenizer bpe");
-    if (o->tokenizer == TOKENIZER_JSON && !o->tokenizer_json && !o->load_hf)
+    if (r->tokenizer == NNT_TOKENIZER_JSON && !r->tokenizer_json && !o->load_hf)
         return train_usage_error("--tokenizer json needs --tokenizer-json FILE (or --load-hf "
                                  "DIR with a tokenizer.json)");
-    if (o->tokenizer_json && o->tokenizer != TOKENIZER_JSON && o->tokenizer != TOKENIZER_AUTO)
+    if (r->tokenizer_json && r->tokenizer != NNT_TOKENIZER_JSON &&
+        r->tokenizer != NNT_TOKENIZER_AUTO)
         return train_usage_error("--tokenizer-json goes with --tokenizer json");
-    if (o->no_save && (o->save || o->save_every || o->stop_after || o->save_best))
+    if (o->no_save && (o->save || o->loop.save_every || o->stop_after || o->save_best))
         return train_usage_error("--no-save excludes --save, --save-every, --save-best and "
                                  "--stop-after");
     if ((o->swap_dir != NULL) != (o->swap_size > 0))
         return train_usage_error("--swap-dir and --swap-size go together");
     if (o->save_hf_shard_size && !o->save_hf)
         return train_usage_error("--save-hf-shard-size needs --save-hf DIR");
-    if (o->val_data && o->val_split > 0)
+    if (r->val_data && r->val_split > 0)
         return train_usage_error("--val-data and --val-split exclude each other");
+    if (r->load_peft && train_lora_asked(o))
+        return train_usage_error("--load-peft takes the adapters' settings from its "
+                                 "adapter_config.json: no --lora-rank, --lora-alpha, "
+                                 "--lora-dropout or --lora-targets with it");
+    if ((o->merge || o->save_peft) && !adapters)
+        return train_usage_error("%s LoRA adapters: give --lora-rank, --lora-targets or "
+                                 "--load-peft", o->merge ? "--merge merges" : "--save-peft "
+                                 "writes");
     return 0;
 }
 
-int train_opts_resolve(train_opts *o, int loaded_weights)
+/* The files named must exist (a data pattern: the library says if none matches). */
+static int check_input_files(const train_opts *o)
 {
-    if (check_combinations(o))
+    const char *names[] = {o->run.data ? "--data" : "default corpus (give --data FILE)",
+                           "--val-data", "--load-llmc", "--load-safetensors", "--load-hf",
+                           "--bpe-vocab", "--bpe-merges"};
+    const char *paths[] = {o->run.data ? o->run.data : TRAIN_DEFAULT_DATA, o->run.val_data,
+                           o->load_llmc, o->load_safetensors, o->load_hf, o->run.bpe_vocab,
+                           o->run.bpe_merges};
+    struct stat st;
+    for (int i = 0; i < 7; i++)
+        if (paths[i] && !(i < 2 && strpbrk(paths[i], "*?[")) && stat(paths[i], &st))
+            return train_usage_error("%s: cannot open '%s': %s", names[i], paths[i],
+                                     strerror(errno));
+    return 0;
+}
+
+int train_opts_resolve(train_opts *o)
+{
+    nnt_run_config *r = &o->run;
+    nnt_trainer_options *l = &o->loop;
+    char path[4096];
+    if (check_combinations(o) || check_input_files(o))
         return 2;
-    (void)loaded_weights;   /* the learning rate waits for the model: train_opts_resolve_lr */
     if (o->save_hf_shard_size && parse_size(o->save_hf_shard_size, &o->save_hf_shard_bytes))
         return train_usage_error("--save-hf-shard-size: '%s' is not a size (a positive integer "
                                  "and B, KB, MB, GB, TB, KiB, MiB, GiB or TiB, e.g. 2GB)",
                                  o->save_hf_shard_size);
-    if (o->warmup < 0)
-        o->warmup = o->steps / 20;
-    if (o->val_split < 0)   /* the default corpus: a tenth held out, as nanoGPT splits */
-        o->val_split = o->data || o->val_data ? 0 : 0.1;
-    if (o->steps == 0 && !o->val_data && o->val_split == 0)
+    snprintf(path, sizeof path, "%s/tokenizer.json", o->load_hf ? o->load_hf : "");
+    if (r->tokenizer == NNT_TOKENIZER_JSON && !r->tokenizer_json && access(path, R_OK))
+        return train_usage_error("--tokenizer json: %s has no tokenizer.json: give "
+                                 "--tokenizer-json FILE, --tokenizer bytes or --tokenizer bpe",
+                                 o->load_hf);   /* e.g. a byte-level model's directory */
+    if (r->tokenizer == NNT_TOKENIZER_JSON && !r->tokenizer_json)
+        r->tokenizer_json = o->load_hf;
+    if (o->optim.warmup_steps < 0)
+        o->optim.warmup_steps = l->steps / 20;
+    if (r->val_split < 0)   /* the default corpus: a tenth held out, as nanoGPT splits */
+        r->val_split = r->data || r->val_data ? 0 : 0.1;
+    if (l->steps == 0 && !r->val_data && r->val_split == 0)
         return train_usage_error("--steps 0 only validates: give --val-data or --val-split");
-    if (o->save_best && ((!o->val_data && o->val_split == 0) || o->steps == 0))
+    if (o->save_best && ((!r->val_data && r->val_split == 0) || l->steps == 0))
         return train_usage_error("--save-best keeps the state of the lowest validation loss: "
                                  "give --val-data or --val-split%s",
-                                 o->steps == 0 ? ", and steps to train" : "");
-    if (o->steps > 0 && o->schedule == NNT_SCHEDULE_COSINE && o->warmup >= o->steps)
+                                 l->steps == 0 ? ", and steps to train" : "");
+    if (l->steps > 0 && o->optim.schedule == NNT_SCHEDULE_COSINE &&
+        o->optim.warmup_steps >= l->steps)
         return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
-                                 "schedule", (long long)o->warmup, (long long)o->steps);
-    if (o->lr >= 0 && o->min_lr > o->lr)
-        return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
+                                 "schedule", (long long)o->optim.warmup_steps,
+                                 (long long)l->steps);
+    if (o->optim.lr >= 0 && o->optim.min_lr > o->optim.lr)
+        return train_usage_error("--min-lr %g is above --lr %g", o->optim.min_lr, o->optim.lr);
     if (o->peak_gflops < 0)
         o->peak_gflops = 0;   /* 0: TRAIN_CPU_CORE_GFLOPS per CPU worker, once known */
-    if (o->val_every < 0)
-        o->val_every = o->steps / 10 > 0 ? o->steps / 10 : 1;
+    if (l->val_every < 0)
+        l->val_every = l->steps / 10 > 0 ? l->steps / 10 : 1;
     /* validating costs at most ~1/30 of the training time (a forward is ~1/3 of a step), or
      * one batch per validation */
-    if (o->val_batches < 0 && o->steps == 0)
-        o->val_batches = 0;   /* an evaluation: every batch the held-out tokens hold */
-    if (o->val_batches < 0) {
-        int64_t tenth = o->val_every * o->accum / 10;
-        o->val_batches = tenth < 1 ? 1 : tenth > 20 ? 20 : tenth;
+    if (r->val_batches < 0 && l->steps == 0)
+        r->val_batches = 0;   /* an evaluation: every batch the held-out tokens hold */
+    if (r->val_batches < 0) {
+        int64_t tenth = l->val_every * l->accum / 10;
+        r->val_batches = tenth < 1 ? 1 : tenth > 20 ? 20 : tenth;
     }
-    return 0;
-}
-
-/* The default peak learning rate: fine-tuning loaded weights 3e-4; from scratch by size, as
- * small models take larger steps (char-level models ~3e-3; GPT-2 124M 6e-4, as nanoGPT and
- * llm.c; GPT-3's 350M and above 3e-4 or less). */
-static double default_lr(int loaded_weights, int64_t nparams)
-{
-    if (loaded_weights)
-        return 3e-4;
-    return nparams < 10000000 ? 3e-3 : nparams < 200000000 ? 6e-4 : 3e-4;
-}
-
-int train_opts_resolve_lr(train_opts *o, int loaded_weights, int64_t nparams)
-{
-    if (o->lr < 0)
-        o->lr = default_lr(loaded_weights, nparams);
-    if (o->min_lr < 0)
-        o->min_lr = o->lr / 10;
-    if (o->min_lr > o->lr)
-        return train_usage_error("--min-lr %g is above --lr %g", o->min_lr, o->lr);
     return 0;
 }

@@ -1380,6 +1380,22 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
  * implement NNT_E_UNSUPPORTED naming the key and the value; no file NNT_E_IO. */
 NNT_API int nnt_tokenizer_hf_load(const char *tokenizer_json, nnt_tokenizer **out);
 
+/* How a run's text is tokenized (nnt_run_config.tokenizer). */
+typedef enum nnt_tokenizer_kind {
+    NNT_TOKENIZER_AUTO = -1,      /* the model source's (nnt_tokenizer_of_source), else bytes  */
+    NNT_TOKENIZER_BYTES = 0,      /* one token a byte (nnt_tokenizer_bytes_create)             */
+    NNT_TOKENIZER_BPE = 1,        /* GPT-2 BPE of a vocab.json and a merges.txt                */
+    NNT_TOKENIZER_JSON = 2        /* a Hugging Face tokenizer.json                             */
+} nnt_tokenizer_kind;
+
+/* The tokenizer a model source comes with (nnt-train and nnt-generate take it when none is
+ * named): a directory's tokenizer.json, else its vocab.json and merges.txt (GPT-2 BPE); a
+ * training checkpoint's (or a directory holding checkpoint.safetensors) the one its run
+ * recorded (nnt_trainer_open(3): bytes, or the files named, which must still be there:
+ * NNT_E_IO naming them). *out NULL (status 0) when the source names none: a directory
+ * without those files, an llm.c checkpoint, a preset, NULL. */
+NNT_API int nnt_tokenizer_of_source(const char *source, nnt_tokenizer **out);
+
 
 /* ---- training loop ----------------------------------------------------------------------
  * The loop every training program shares (nnt_trainer_create(3)): steps of accum
@@ -1457,11 +1473,22 @@ typedef struct nnt_trainer_options {
                                     GEMM task of 512 x 1024 x 1024 each, at the context's
                                     precision) when there is no CUDA worker; peak_flops stays
                                     the peak when it cannot be measured                         */
+    const char *resume;          /* a checkpoint continued at creation (nnt_trainer_resume);
+                                    NULL: none                                                  */
+    int keep_previous;           /* 1: at creation (after resume), when checkpoint or
+                                    log_dir/checkpoint.safetensors is another run's (it exists
+                                    and was not resumed: resume names neither it nor a file in
+                                    log_dir), the files of that run move to log_dir/previous-N
+                                    (the first N free) on rank 0: checkpoint,
+                                    best_checkpoint, trace_table, log_dir's
+                                    checkpoint.safetensors, train.csv, val.csv, loss.svg and
+                                    the names of keep_also (nnt_trainer_info.kept_previous)    */
+    const char *keep_also;       /* other names of log_dir moved with them, comma-separated    */
 } nnt_trainer_options;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
-      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0 }
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {
@@ -1479,10 +1506,32 @@ typedef struct nnt_trainer_info {
     int64_t last_val_step, lowest_val_step;   /* the last and the lowest (the first of equals)
                                     of them (valid when validations > 0)                       */
     double last_val_loss, lowest_val_loss;
+    /* the tokens and parameters */
+    int64_t train_tokens;        /* tokens trained on (0 without training data)                */
+    int64_t held_out;            /* the training data's tokens after them, held out            */
+    int64_t val_tokens;          /* the held-out tokens validations read from (val_len)        */
+    int64_t val_batches;         /* windows of B T + 1 tokens a validation reads               */
+    int64_t params, frozen;      /* elements of the model's parameters, of its frozen ones     */
+    double lr, min_lr;           /* the optimizer's peak learning rate and floor               */
+    int tokenizer;               /* nnt_trainer_open's tokenizer (nnt_tokenizer_kind, resolved);
+                                    NNT_TOKENIZER_AUTO for nnt_trainer_create's               */
+    const char *kept_previous;   /* keep_previous: the directory the other run's files went to
+                                    (valid while the trainer lives); NULL: none moved           */
+    /* the steps of this trainer (not those before a resume) */
+    int64_t steps_run;           /* steps done                                                 */
+    double last_loss;            /* the last one's loss                                        */
+    double step_ms;              /* mean time of a step, without the first (0: fewer than 2)   */
+    int64_t validations_run;     /* validations done, and their time                           */
+    double validation_s;
+    double tokens_per_s;         /* tokens a second at step_ms                                 */
+    double mfu;                  /* model FLOP utilisation at step_ms; NaN without a peak, or
+                                    when a step (or this mean) beat a measured peak: peak_low  */
+    int peak_low;                /* 1: the measured peak was low (a busy machine at start)     */
 } nnt_trainer_info;
 
 #define NNT_TRAINER_INFO_INIT \
-    { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0 }
+    { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0, \
+      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0 }
 
 /* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
  * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when
@@ -1515,6 +1564,84 @@ NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
  * sets a flag; NNT_E_STATE (no message) when the trainer has no checkpoint path. */
 NNT_API int nnt_trainer_request_save(nnt_trainer *tr);
 NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
+
+/* What nnt_trainer_text writes: the text nnt-train prints. */
+typedef enum nnt_trainer_text_kind {
+    NNT_TRAINER_TEXT_MODEL = 0,   /* the model: family, sizes, options, parameters             */
+    NNT_TRAINER_TEXT_REPORT = 1,  /* a report's line: a step's figures and memory nodes, or a
+                                     validation's loss                                        */
+    NNT_TRAINER_TEXT_LIVE = 2,    /* a step's short line with the smoothed loss and the time
+                                     left (a terminal's line redrawn in place)                 */
+    NNT_TRAINER_TEXT_RUN = 3,     /* this trainer's steps (time, mean rates, last loss) and
+                                     validations (the last, the lowest, their time)           */
+    NNT_TRAINER_TEXT_MEMORY = 4   /* the memory nodes' peak use, bytes moved, waits          */
+} nnt_trainer_text_kind;
+
+/* The text of what (report: the callback's, for REPORT and LIVE) into buf (cap bytes,
+ * NUL-terminated; lines separated by newlines, none at the end). width > 0: the fields of a
+ * REPORT or LIVE line that would reach column width are left out, the first ones kept (0:
+ * any length). Too small a buffer is NNT_E_INVAL. See nnt_trainer_text(3) for the formats. */
+NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
+                             const nnt_trainer_report *report, int width, char *buf,
+                             size_t cap);
+
+/* A whole run described by names, as nnt-train's options describe it (nnt_trainer_open). */
+typedef struct nnt_run_config {
+    size_t size;                  /* sizeof(nnt_run_config), set by the init macro           */
+    /* the model */
+    const char *model_source;     /* nnt_model_open's source: a Hugging Face directory, an
+                                     llm.c checkpoint, GPT-2 weights in a safetensors file, a
+                                     preset; NULL: a fresh model of model_config             */
+    const nnt_model_config *model_config;  /* a fresh model's configuration (vocab 0: the
+                                     tokenizer's), or GPT-2 weights'; NULL with a source that
+                                     has its own                                             */
+    const nnt_tiling *tiling;     /* overrides of nnt_model_tiling (0 automatic, -1 one tile);
+                                     NULL: automatic                                         */
+    int recompute;                /* keep block outputs only (nnt_layer_set_recompute)       */
+    nnt_precision precision;      /* set on the context (nnt_ctx_set_precision)              */
+    /* the tokenizer of text data (and of what the caller generates) */
+    nnt_tokenizer_kind tokenizer;
+    const char *tokenizer_json;   /* JSON: a tokenizer.json or its directory                 */
+    const char *bpe_vocab, *bpe_merges;   /* BPE: GPT-2's vocab.json and merges.txt          */
+    /* the tokens */
+    const char *data;             /* training tokens (nnt_data_open's path: a file, a
+                                     directory, a pattern); not read with steps 0 and val_data */
+    nnt_data_format data_format;
+    const char *val_data;         /* held-out tokens, read like data; NULL: the last val_split
+                                     of data (rounded down to whole rows of row-laid data)   */
+    double val_split;             /* 0 <= val_split < 1; 0: none                             */
+    int64_t val_batches;          /* windows of B T + 1 held-out tokens a validation reads, at
+                                     most as many as they hold; 0: all they hold             */
+    /* fine-tuning (nnt_layer_freeze, nnt_model_load_peft, nnt_model_lora_add, in this order) */
+    const char *freeze;           /* glob patterns of parameters, comma-separated            */
+    const char *load_peft;        /* a PEFT adapter directory                                 */
+    const nnt_lora_options *lora; /* adapters to add (seed 0: the trainer's seed); NULL: none */
+    /* the optimizer (NULL: NNT_OPTIM_OPTIONS_INIT): total_steps and accum_steps are the
+     * trainer's steps and accum, the schedule constant with steps 0; lr < 0: 3e-4 for weights
+     * of a source, else by the model's N parameters 3e-3 (N < 10M), 6e-4 (N < 200M) or
+     * 3e-4; min_lr < 0: lr / 10 */
+    const nnt_optim_options *optim;
+} nnt_run_config;
+
+#define NNT_RUN_CONFIG_INIT \
+    { sizeof(nnt_run_config), NULL, NULL, NULL, 0, NNT_PRECISION_FP32, NNT_TOKENIZER_AUTO, \
+      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL }
+
+/* A trainer of the run run describes, owning what it builds: the context's precision, the
+ * tokenizer, the model (nnt_model_open for batch x seq with the tiling's overrides,
+ * recompute), its fine-tuning, the training and held-out tokens, the optimizer (every
+ * trained parameter), then nnt_trainer_create with opts (NULL: the defaults), whose
+ * tile_batch, tile_seq, train_tokens, val_data, val_start, val_len and val_batches come from
+ * the run. Its checkpoints record the run's description besides the loop's options (keys in
+ * nnt_trainer_open(3)); a fine-tuning run's also record a checksum of its frozen parameters,
+ * which nnt_trainer_resume compares (another base: NNT_E_FORMAT). A failure about one field
+ * of run or opts has a message that starts with the field's name and a colon. */
+NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
+                             const nnt_trainer_options *opts, nnt_trainer **out);
+/* The model, optimizer, training data (NULL: none) and tokenizer (NULL with a trainer of
+ * nnt_trainer_create) a trainer works with, valid while it lives; any pointer may be NULL. */
+NNT_API int nnt_trainer_parts(const nnt_trainer *tr, nnt_layer **model, nnt_optim **opt,
+                              nnt_data **data, nnt_tokenizer **tok);
 
 
 /* ---- several processes: StarPU-MPI ------------------------------------------------------ */

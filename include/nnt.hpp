@@ -189,6 +189,13 @@ struct block_options : nnt_block_options {
 struct hf_save_options : nnt_hf_save_options {
     hf_save_options() noexcept : nnt_hf_save_options NNT_HF_SAVE_OPTIONS_INIT {}
 };
+struct trainer_options : nnt_trainer_options {
+    trainer_options() noexcept : nnt_trainer_options NNT_TRAINER_OPTIONS_INIT {}
+};
+/* A whole run described by names (nnt_trainer_open); its pointers stay the caller's. */
+struct run_config : nnt_run_config {
+    run_config() noexcept : nnt_run_config NNT_RUN_CONFIG_INIT {}
+};
 /* GPT-2 124M until changed (NNT_MODEL_CONFIG_INIT); see model_preset(). */
 struct model_config : nnt_model_config {
     model_config() noexcept : nnt_model_config NNT_MODEL_CONFIG_INIT {}
@@ -1171,6 +1178,14 @@ public:
         check(nnt_tokenizer_hf_load(detail::cstr(path).c_str(), &t));
         return tokenizer(t);
     }
+    /* The tokenizer a model source comes with (nnt_tokenizer_of_source); empty (get() ==
+     * nullptr) when it names none. */
+    static tokenizer of_source(std::string_view source)
+    {
+        nnt_tokenizer *t = nullptr;
+        check(nnt_tokenizer_of_source(detail::cstr(source).c_str(), &t));
+        return tokenizer(t);
+    }
     std::int64_t vocab_size() const
     {
         std::int64_t v = 0;
@@ -1297,6 +1312,39 @@ public:
         i.size = sizeof i;
         check(nnt_trainer_info_get(get(), &i));
         return i;
+    }
+
+    /* A run built from its description, owning what it builds (nnt_trainer_open). */
+    static trainer open(context &ctx, const nnt_run_config &run, const nnt_trainer_options &opts)
+    {
+        nnt_trainer *t = nullptr;
+        check(nnt_trainer_open(ctx.get(), &run, &opts, &t));
+        return trainer(t);
+    }
+    /* The handles it works with (nnt_trainer_parts), valid while it lives; tok is null for
+     * a trainer of nnt_trainer_create. */
+    struct parts_t {
+        nnt_layer *model;
+        nnt_optim *opt;
+        nnt_data *data;
+        nnt_tokenizer *tok;
+    };
+    parts_t parts() const
+    {
+        parts_t p{nullptr, nullptr, nullptr, nullptr};
+        check(nnt_trainer_parts(get(), &p.model, &p.opt, &p.data, &p.tok));
+        return p;
+    }
+    layer_ref model() const { return layer_ref(parts().model); }
+    /* The text nnt-train prints (nnt_trainer_text): the model, a report's line (report: the
+     * callback's; width > 0: fields cut to it), the run's or the memory's summary. */
+    std::string text(nnt_trainer_text_kind what, const nnt_trainer_report *report = nullptr,
+                     int width = 0) const
+    {
+        std::string buf(4096, '\0');
+        check(nnt_trainer_text(get(), what, report, width, buf.data(), buf.size()));
+        buf.resize(std::char_traits<char>::length(buf.data()));
+        return buf;
     }
 };
 

@@ -5,9 +5,9 @@
 # recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, a Llama-family model (training,
 # recompute, --save-hf / --load-hf, resume; LoRA adapters: --lora-*, --freeze, --save-peft,
-# --load-peft, --merge, nnt-generate --adapter), validation on held-out tokens, --shuffle and
-# --data as a pattern of shards. Every run's exit status is checked. (The
-# default run with the default corpus is tests/check_train_default.sh.)
+# --load-peft, --merge, nnt-generate --adapter, fine-tuning runs resumed), validation on
+# held-out tokens, --shuffle and --data as a pattern of shards. Every run's exit status is
+# checked. (The default run with the default corpus is tests/check_train_default.sh.)
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
 # (after a reviewed change of nnt-train's numerics; say why in the commit).
@@ -417,7 +417,7 @@ expect_error shard_alone "needs --save-hf" $llama --steps 1 --save-hf-shard-size
 # ---- (4b) fine-tuning: LoRA adapters on that Llama directory (--lora-*), written as a PEFT
 # directory and merged (--save-peft, --merge, --save-hf); the held-out loss of the base with
 # --load-peft is the merged model's and not the base's; nnt-generate --adapter generates what
-# the merged model does; a fine-tuning run is not resumed; bad --freeze / --lora-* refused ----
+# the merged model does; bad --freeze / --lora-* refused ----------------------------------
 lora="--batch 2 --seq 16 --sample 0 --cpus 1 --data $tmp/corpus.txt --val-split 0.2"
 run_ok lora8 --load-hf "$tmp/l1/hf" $lora --steps 8 --lr 1e-2 --lora-rank 4 --lora-alpha 16 \
     --lora-targets all-linear --lora-dropout 0.05 --freeze "model.norm.*" \
@@ -447,8 +447,45 @@ if $gen --load-hf "$tmp/l1/hf" --adapter "$tmp/lo/adapter" > "$tmp/gen_a.out" 2>
 else
     fail "lora: nnt-generate --adapter:"; cat "$tmp/gen_a.out" "$tmp/gen_m.out"
 fi
-expect_error lora_resume "cannot be resumed yet" --resume "$tmp/lo/run/checkpoint.safetensors" \
-    --out "$tmp/lo/run"
+# a fine-tuning run resumes bit for bit: its checkpoint records the base's source, what is
+# frozen, the adapters' options (or the PEFT directory) and a checksum of the frozen
+# parameters; --resume alone rebuilds the base from its source, freezes and adds the adapters
+# again, then loads the trained parameters and their optimizer state. LoRA with dropout (its
+# masks follow the step), --freeze alone, --load-peft; a base of another shape, or whose
+# weights changed since, is refused.
+cp -r "$tmp/l1/hf" "$tmp/base"
+ft_base="--load-hf $tmp/base $lora --steps 6 --lr 1e-2 --print-loss"
+set -f   # (the patterns of --freeze)
+for ft in "lora:--lora-rank 4 --lora-alpha 16 --lora-dropout 0.1 \
+--lora-targets q_proj,v_proj,down_proj" "freeze:--freeze model.embed_tokens.*,model.layers.0.mlp.*" \
+          "peft:--load-peft $tmp/lo/adapter"; do
+    k=${ft%%:*}
+    run_ok "ft_${k}6" $ft_base ${ft#*:} --out "$tmp/ft/${k}6"
+    run_ok "ft_${k}3" $ft_base ${ft#*:} --stop-after 3 --out "$tmp/ft/$k"
+    run "ft_${k}_resumed" --resume "$tmp/ft/$k/checkpoint.safetensors" --out "$tmp/ft/$k" \
+        --print-loss
+    grep -v '^step [123] \|^val [123] ' "$tmp/ft_${k}6.out" > "$tmp/ft_${k}6.tail"
+    if [ $status -eq 0 ] && cmp -s "$tmp/ft_${k}6.tail" "$tmp/ft_${k}_resumed.out" &&
+       grep -q -- "--load-hf $tmp/base" "$tmp/ft_${k}_resumed.err" &&
+       grep -q "trained: .* (the rest frozen)" "$tmp/ft_${k}_resumed.err"; then
+        echo "ok: a $k fine-tuning run resumed bit for bit:" \
+             "$(grep '^step' "$tmp/ft_${k}_resumed.out" | cut -d' ' -f4 | tr '\n' ' ')"
+    else
+        fail "a $k fine-tuning run resumed (status $status):"
+        paste "$tmp/ft_${k}6.tail" "$tmp/ft_${k}_resumed.out"; tail -n 5 "$tmp/ft_${k}_resumed.err"
+    fi
+done
+set +f
+run_ok ft_other $llama --hidden 64 --data "$tmp/corpus.txt" --steps 1 --no-save --out "$tmp/ft/o" \
+    --save-hf "$tmp/ft/other"
+run_ok ft_lora3b $ft_base --lora-rank 4 --stop-after 3 --out "$tmp/ft/b"
+expect_error ft_shape "the checkpoint's model has hidden 48, this trainer's 64" \
+    --resume "$tmp/ft/b/checkpoint.safetensors" --out "$tmp/ft/b" --load-hf "$tmp/ft/other"
+[ $status -eq 2 ] || fail "ft_shape: status $status (expected 2: bad usage)"
+rm -rf "$tmp/base" && cp -r "$tmp/lo/merged" "$tmp/base"   # the same shapes, other weights
+expect_error ft_changed "the base model changed since" --resume "$tmp/ft/b/checkpoint.safetensors" \
+    --out "$tmp/ft/b"
+[ $status -eq 2 ] || fail "ft_changed: status $status (expected 2: bad usage)"
 expect_error lora_merge "--merge merges LoRA adapters" --load-hf "$tmp/l1/hf" $lora --steps 1 \
     --merge --out "$tmp/lo/x1"
 expect_error lora_target "'c_attn' matches no module" --load-hf "$tmp/l1/hf" $lora --steps 1 \

@@ -102,6 +102,15 @@ gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_loca
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
+open_val_split_round|lib/train/run.c|s@held_out = (int64_t)((double)n \* r->val_split);@held_out = (int64_t)((double)n * r->val_split + 1.0);@|nnt_trainer_open: one token more held out than val_split says
+open_default_lr|lib/train/run.c|s@return nparams < 10000000 ? 3e-3 :@return nparams < 10000000 ? 6e-4 :@|nnt_trainer_open: the default learning rate of a small fresh model 6e-4, not 3e-3
+resume_base_unchecked|lib/train/record.c|s@want != sum)@0)@|resume of a fine-tuning run: the checksum of the frozen base not compared (a changed base accepted)
+resume_model_unchecked|lib/train/record.c|s@for (int i = 0; i < 10; i++) {@for (int i = 0; i < 0; i++) {@|resume: the recorded model configuration not compared
+keep_resumed_moved|lib/train/keep.c|s@in_directory(o->resume, o->log_dir)@0@|keep_previous: a run resuming a checkpoint of its own directory moves the files of that run away
+live_ema_weight|lib/train/trainer.c|s@0.9 \* tr->loss_ema + 0.1 \* r.loss@0.8 * tr->loss_ema + 0.2 * r.loss@|the smoothed loss of the live line with weight 0.2 for the new loss, not 0.1
+text_width_edge|lib/train/text.c|s@t->n + (size_t)k >= (size_t)t->width@t->n + (size_t)k > (size_t)t->width@|nnt_trainer_text: the last field of a line may reach the last column of the terminal
+resume_base_source|examples/nnt_train.c|s@train_saved_int(t->resume_saved, "frozen") > 0@train_saved_int(t->resume_saved, "frozen") < 0@|nnt-train --resume of a fine-tuning run: the source of the base not taken from the checkpoint
+open_error_status|examples/nnt_train.c|s@(!strncmp(m, "resume:", 7) \&\& rc != NNT_E_IO) ? 2 : 1;@0 ? 2 : 1;@|nnt-train: a checkpoint of another model (resume) exits 1, not 2 (bad usage)
 lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it

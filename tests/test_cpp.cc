@@ -13,7 +13,8 @@
 //   - a Hugging Face directory (tests/fixtures/llama_tiny/gqa) loads, saves and reloads;
 //     tokenizers, token data and the training state;
 //   - nnt::trainer: a few steps with accumulation and a validation through the wrapper give
-//     the losses (steps and validation) of the same trainer through the C API, bit for bit.
+//     the losses (steps and validation) of the same trainer through the C API, bit for bit;
+//     so does a run opened from its description (trainer::open), with its texts.
 #include <nnt.hpp>
 
 #include <cmath>
@@ -551,6 +552,32 @@ void test_trainer(nnt::context &ctx)
     moved.save(tmpdir + "/trainer.safetensors");
     moved.resume(tmpdir + "/trainer.safetensors");
     EXPECT(moved.info().step == 3);
+
+    // a run built from its description (nnt_trainer_open): the wrapper's losses are those of
+    // the same description through the C API; its model, tokenizer and texts
+    nnt::run_config run;
+    nnt_optim_options oo = optim_opts();
+    run.model_config = &cfg, run.data = path.c_str(), run.data_format = NNT_DATA_TEXT;
+    run.val_split = 0.25, run.val_batches = 2, run.optim = &oo;
+    std::vector<double> c_open, cpp_open;
+    nnt_trainer_options o = trainer_opts(nullptr, &c_open);
+    {
+        nnt_trainer *t = nullptr;
+        C_OK(nnt_trainer_open(ctx.get(), &run, &o, &t));
+        C_OK(nnt_trainer_run(t, 0));
+        nnt_trainer_destroy(t);
+    }
+    o.user = &cpp_open;
+    nnt::trainer ot = nnt::trainer::open(ctx, run, o);
+    ot.run();
+    EXPECT(c_open.size() == 5 && cpp_open == c_open);
+    EXPECT(ot.info().train_tokens == 300 && ot.info().val_tokens == 100);
+    EXPECT(ot.parts().tok != nullptr && ot.model().kind() == NNT_LAYER_MODEL);
+    EXPECT(ot.text(NNT_TRAINER_TEXT_MODEL).rfind("Llama L 2, C 64, NH 4, NKV 2", 0) == 0);
+    EXPECT(ot.text(NNT_TRAINER_TEXT_RUN).rfind("trained steps 1..3 in ", 0) == 0);
+    EXPECT(!nnt::tokenizer::of_source(tmpdir));   // (no tokenizer files there)
+    run.val_split = 1.5;
+    EXPECT_ERROR(NNT_E_INVAL, "val_split: ", nnt::trainer::open(ctx, run, o));
 }
 
 } // namespace

@@ -7,65 +7,24 @@
  *               best one saved
  *   checkpoint  nnt_train_state_save (temporary file, fsync, rename) with the data position,
  *               the rng words and an options string recording the run's configuration
+ *               (record.c, which also resumes)
  *   log         log_dir: train.csv and val.csv, rebuilt on resume (rows up to its step), the
  *               loss curve's SVG; the CPU workers' GEMM peak measured at creation
+ *   creation    the options checked and copied, a resume, a previous run's files kept
+ *               (keep.c); nnt_trainer_open's trainers own their parts (run.c)
  * Only the public API is called on the model, the optimizer and the data, except that the
- * optimizer's options are read for the options string. */
-#include "train.h"
-#include "../internal.h"
+ * optimizer's options are read for the info and the options string. */
+#include "trainer_impl.h"
 #include "../optim/optim.h"
 #include "../models/models.h"
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define NNT_TRAINER_MAGIC 0x6e6e7472u /* "nntr" */
-
-struct nnt_trainer {
-    unsigned magic;
-    nnt_ctx *ctx;
-    nnt_layer *model;
-    nnt_optim *opt;
-    nnt_data *data;                /* training tokens (NULL: validation only)              */
-    nnt_trainer_options o;         /* strings below are owned copies                       */
-    int64_t ntokens;               /* tokens trained on: the data's first ntokens          */
-    int64_t held_out;              /* the data's tokens after those                        */
-    uint64_t nrows;                /* shuffle: sequences of T + 1 tokens at row * T        */
-    nnt_tensor *tokens, *targets;  /* (B, T) int32                                         */
-    int masked;                    /* the training data has a loss mask                    */
-    uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
-    int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
-    int32_t *window;               /* (B*T + 1) consecutive tokens                         */
-    int32_t *rows;                 /* shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
-    uint64_t data_pos;             /* next window's start (< ntokens); shuffle: rows read   */
-    uint64_t rng[4];
-    int64_t done;                  /* updates done when created or resumed                 */
-    int64_t until;                 /* the last step of the run in progress                 */
-    double best_val;               /* lowest validation loss saved to best_checkpoint      */
-    double flops_per_token;
-    int tracing;
-    volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
-    volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
-    int stopping;                  /* the ranks' agreed stop, at the last step boundary    */
-    double peak;                   /* the MFU's peak (peak_flops or measured)              */
-    int peak_measured;
-    int peak_low;                  /* a step ran faster than the measured peak             */
-    int rank;                      /* this process's rank: only rank 0 writes the log      */
-    int logs_open;                 /* log_dir's files opened (at the first step)           */
-    FILE *csv, *val_csv;           /* train.csv, val.csv                                   */
-    int mem_nodes;                 /* memory nodes in train.csv's columns                  */
-    nnt_train_point *curve, *val_curve;   /* (ncurve), (nval): the log's points         */
-    int64_t ncurve, cap_curve, nval, cap_val;
-    int64_t nvalidations, last_val_step, low_val_step;
-    double last_val, low_val;
-};
 
 static double now_s(void)
 {
@@ -82,7 +41,7 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static int check(const nnt_trainer *tr, const char *fn)
+int nnt_trainer_check(const nnt_trainer *tr, const char *fn)
 {
     if (!tr || tr->magic != NNT_TRAINER_MAGIC)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: the trainer is NULL or not a trainer", fn);
@@ -101,7 +60,7 @@ static void free_strings(nnt_trainer_options *o)
 {
     free((char *)o->checkpoint), free((char *)o->best_checkpoint), free((char *)o->trace);
     free((char *)o->trace_table), free((char *)o->program), free((char *)o->extra_options);
-    free((char *)o->log_dir);
+    free((char *)o->log_dir), free((char *)o->resume), free((char *)o->keep_also);
 }
 
 static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options *o,
@@ -186,6 +145,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
         NNT_TRY(nnt_layer_param(tr->model, i, &p));
         NNT_TRY(nnt_tensor_numel(p.value, &n));
         *(p.frozen ? &frozen : &trained) += (double)n * (strstr(p.name, "experts.") ? active : 1.0);
+        tr->params += n, tr->frozen += p.frozen ? n : 0;
     }
     /* a frozen parameter: its forward and input-gradient products, no weight gradient */
     tr->flops_per_token = 6.0 * trained + 4.0 * frozen +
@@ -264,8 +224,7 @@ static char *log_path(const nnt_trainer *tr, const char *name)
     return p;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path)
+int nnt_trainer_make_dirs(const char *path)
 {
     char *p = strdup(path);
     if (!p)
@@ -357,7 +316,7 @@ static int open_logs(nnt_trainer *tr)
 {
     if (!tr->o.log_dir || tr->logs_open || tr->rank != 0 || tr->o.steps == 0)
         return NNT_OK;
-    if (make_dirs(tr->o.log_dir))
+    if (nnt_trainer_make_dirs(tr->o.log_dir))
         return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot create directory %s: %s",
                         tr->o.log_dir, strerror(errno));
     nnt_mem_stats ms;
@@ -453,6 +412,8 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     tr->o.program = copy_string(o.program ? o.program : "nnt", &failed);
     tr->o.extra_options = copy_string(o.extra_options, &failed);
     tr->o.log_dir = copy_string(o.log_dir, &failed);
+    tr->o.resume = copy_string(o.resume, &failed);
+    tr->o.keep_also = copy_string(o.keep_also, &failed);
     tr->best_val = HUGE_VAL, tr->low_val = HUGE_VAL, tr->peak = o.peak_flops;
     int nranks = 1, ncpus = 0, ncuda = 0;
     nnt_ctx_rank(tr->ctx, &tr->rank, &nranks);
@@ -463,6 +424,10 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
         if (measured > 0)
             tr->peak = measured, tr->peak_measured = 1;
     }
+    if (!rc && o.resume && (rc = nnt_trainer_resume(tr, o.resume)))
+        rc = nnt_fail(tr->ctx, rc, "resume: %s", nnt_ctx_last_error(NULL));
+    if (!rc)
+        rc = nnt_trainer_keep_previous(tr);
     if (rc) {
         nnt_trainer_destroy(tr);
         return rc;
@@ -484,8 +449,15 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
         fclose(tr->csv);
     if (tr->val_csv)
         fclose(tr->val_csv);
-    free(tr->curve), free(tr->val_curve);
+    free(tr->curve), free(tr->val_curve), free(tr->kept_previous);
     free_strings(&tr->o);
+    if (tr->owns) {   /* nnt_trainer_open's: what it was built from */
+        nnt_optim_destroy(tr->opt);
+        nnt_layer_destroy(tr->model);
+        nnt_data_close(tr->data);
+        nnt_data_close(tr->val_owned);
+        nnt_tokenizer_destroy(tr->tok);
+    }
     free(tr);
 }
 
@@ -619,77 +591,20 @@ static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, int last, 
     return nnt_layer_loss(tr->model, loss);
 }
 
-/* ---- the options string and checkpoints -------------------------------------------------- */
-
-static const char *schedule_name(nnt_schedule s)
-{
-    return s == NNT_SCHEDULE_COSINE ? "cosine" : "constant";
-}
-
-/* The run's configuration as a JSON object: the model (what a resume checks), the batches,
- * the optimizer, the data's split and order, validation and checkpoints, then the caller's
- * members. */
-static char *options_string(const nnt_trainer *tr, int64_t step)
-{
-    const nnt_trainer_options *o = &tr->o;
-    const nnt_optim_options *oo = &tr->opt->opts;
-    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
-    if (nnt_model_config_of(tr->model, &c))
-        return NULL;
-    size_t cap = 4096 + strlen(o->program) + (o->extra_options ? strlen(o->extra_options) : 0);
-    char *s = malloc(cap), best[40] = "";
-    if (!s)
-        return NULL;
-    if (o->best_checkpoint && tr->best_val < HUGE_VAL)
-        snprintf(best, sizeof best, ", \"best_val\": %.17g", tr->best_val);
-    snprintf(s, cap,
-             "{\"program\": \"%s\", \"step\": %lld, \"model\": {\"family\": %d, "
-             "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
-             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld, \"head_dim\": %lld, "
-             "\"qk_norm\": %d}, \"batch\": %lld, \"seq\": %lld, \"accum\": %lld, "
-             "\"steps\": %lld, \"seed\": %lld, \"optim\": \"%s\", \"lr\": %.17g, "
-             "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
-             "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
-             "\"warmup\": %lld, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
-             "\"val_every\": %lld, \"save_every\": %lld, \"save_best\": %d%s%s%s}",
-             o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
-             (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
-             (long long)c.channels, (long long)c.hidden, (long long)c.head_dim, c.qk_norm,
-             (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
-             (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
-             oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
-             schedule_name(oo->schedule), (long long)oo->warmup_steps, oo->min_lr,
-             (long long)tr->held_out, o->shuffle, (long long)o->val_every,
-             (long long)o->save_every, o->best_checkpoint != NULL, best,
-             o->extra_options && *o->extra_options ? ", " : "",
-             o->extra_options ? o->extra_options : "");
-    return s;
-}
-
-/* Integer or real value of "key": in an options string; def when absent. */
-static double options_number(const char *s, const char *key, double def)
-{
-    char text[64];
-    int found = 0;
-    if (!s || nnt_options_get(s, key, text, sizeof text, &found) || !found)
-        return def;
-    return strtod(text, NULL);
-}
+/* ---- checkpoints ------------------------------------------------------------------------ */
 
 static int save_at(nnt_trainer *tr, const char *path, int64_t step)
 {
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
     st.data_pos = tr->data_pos;
     memcpy(st.rng, tr->rng, sizeof st.rng);
-    st.options = options_string(tr, step);
-    if (!st.options)
-        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer_save: out of memory");
+    NNT_TRY(nnt_trainer_options_string(tr, step, &st.options));
     int rc = nnt_train_state_save(tr->opt, path, &st);
     free(st.options);
     return rc;
 }
 
-static int64_t steps_done(const nnt_trainer *tr)
+int64_t nnt_trainer_steps(const nnt_trainer *tr)
 {
     nnt_optim_stats stats = {sizeof stats, 0, 0, 0};
     nnt_optim_stats_get(tr->opt, &stats);
@@ -698,35 +613,11 @@ static int64_t steps_done(const nnt_trainer *tr)
 
 NNT_API int nnt_trainer_save(nnt_trainer *tr, const char *path)
 {
-    NNT_TRY(check(tr, "nnt_trainer_save"));
+    NNT_TRY(nnt_trainer_check(tr, "nnt_trainer_save"));
     if (!path && !(path = tr->o.checkpoint))
         return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_save: no path and no checkpoint "
                         "option");
-    return save_at(tr, path, steps_done(tr));
-}
-
-NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
-{
-    NNT_TRY(check(tr, "nnt_trainer_resume"));
-    if (!path)
-        return nnt_fail(tr->ctx, NNT_E_INVAL, "nnt_trainer_resume: path is NULL");
-    nnt_train_state st = NNT_TRAIN_STATE_INIT;
-    NNT_TRY(nnt_train_state_load(tr->opt, path, &st));
-    /* saved in the other order (or before the order was recorded: in order): restart at 0 */
-    double shuffled = options_number(st.options, "shuffle", -1);
-    if (shuffled < 0 ? tr->o.shuffle : shuffled != tr->o.shuffle)
-        st.data_pos = 0;
-    /* (no training tokens under steps 0: the position is not used) */
-    tr->data_pos = tr->o.shuffle || !tr->ntokens ? st.data_pos
-                                                 : st.data_pos % (uint64_t)tr->ntokens;
-    memcpy(tr->rng, st.rng, sizeof tr->rng);
-    /* the best checkpoint's loss, when it is still there */
-    double best = options_number(st.options, "best_val", HUGE_VAL);
-    tr->best_val = tr->o.best_checkpoint && access(tr->o.best_checkpoint, R_OK) == 0
-                       ? best : HUGE_VAL;
-    nnt_train_state_clear(&st);
-    tr->done = steps_done(tr);
-    return NNT_OK;
+    return save_at(tr, path, nnt_trainer_steps(tr));
 }
 
 /* ---- steps and validation ---------------------------------------------------------------- */
@@ -789,6 +680,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
     r.size = sizeof r, r.event = NNT_TRAINER_VALIDATION, r.step = step, r.steps = o->steps;
     r.loss = sum / (double)o->val_batches, r.ms = 1e3 * (now_s() - start);
     r.tokens = o->val_batches * bt, r.mfu = NAN;
+    tr->validations_run++, tr->validation_s += r.ms / 1e3;
     if (o->best_checkpoint && r.loss < tr->best_val) {
         double before = tr->best_val;
         tr->best_val = r.loss;   /* recorded in the file */
@@ -816,8 +708,8 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
 
 NNT_API int nnt_trainer_validate(nnt_trainer *tr, double *loss)
 {
-    NNT_TRY(check(tr, "nnt_trainer_validate"));
-    return validate_at(tr, steps_done(tr), loss);
+    NNT_TRY(nnt_trainer_check(tr, "nnt_trainer_validate"));
+    return validate_at(tr, nnt_trainer_steps(tr), loss);
 }
 
 /* Tracing covers trace_steps steps, from the second step of this run (the first one warms
@@ -918,10 +810,12 @@ static int agree_requests(nnt_trainer *tr, int *save)
 
 static int one_step(nnt_trainer *tr)
 {
-    int64_t step = steps_done(tr) + 1;
+    int64_t step = nnt_trainer_steps(tr) + 1;
     nnt_trainer_report r;
     NNT_TRY(trace_control(tr, step, 0));
     NNT_TRY(train_step(tr, step, &r));
+    tr->ms_rest += tr->steps_run++ ? r.ms : 0.0, tr->last_loss = r.loss, tr->ms_sum += r.ms;
+    tr->loss_ema = tr->steps_run > 1 ? 0.9 * tr->loss_ema + 0.1 * r.loss : r.loss;
     NNT_TRY(trace_control(tr, step, 1));
     nnt_mem_stats ms;   /* read once for the report and the log */
     read_memory(tr, &ms, &r);
@@ -950,23 +844,27 @@ static int one_step(nnt_trainer *tr)
 
 NNT_API int nnt_trainer_step(nnt_trainer *tr)
 {
-    NNT_TRY(check(tr, "nnt_trainer_step"));
+    NNT_TRY(nnt_trainer_check(tr, "nnt_trainer_step"));
     if (!tr->data)
         return nnt_fail(tr->ctx, NNT_E_STATE, "nnt_trainer_step: no training data");
-    NNT_TRY(open_logs(tr));
-    return one_step(tr);
+    double start = now_s();
+    int rc = open_logs(tr);
+    rc = rc ? rc : one_step(tr);
+    tr->run_s += now_s() - start;
+    return rc;
 }
 
 NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
 {
-    NNT_TRY(check(tr, "nnt_trainer_run"));
+    NNT_TRY(nnt_trainer_check(tr, "nnt_trainer_run"));
     if (tr->o.steps == 0)   /* validation only, of the model as loaded or resumed */
-        return validate_at(tr, steps_done(tr), NULL);
+        return validate_at(tr, nnt_trainer_steps(tr), NULL);
     tr->until = until > 0 && until < tr->o.steps ? until : tr->o.steps;
+    double start = now_s();
     int rc = open_logs(tr);
     if (!rc)
         rc = agree_requests(tr, NULL);
-    while (!rc && !tr->stopping && steps_done(tr) < tr->until)
+    while (!rc && !tr->stopping && nnt_trainer_steps(tr) < tr->until)
         rc = one_step(tr);
     if (tr->tracing) {   /* stopped before the traced steps' end */
         tr->tracing = 0;
@@ -974,7 +872,9 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
         rc = rc ? rc : trc;
     }
     tr->until = tr->o.steps;
-    return rc ? rc : write_svg(tr);
+    rc = rc ? rc : write_svg(tr);
+    tr->run_s += now_s() - start;
+    return rc;
 }
 
 NNT_API int nnt_trainer_request_stop(nnt_trainer *tr)
@@ -998,12 +898,12 @@ NNT_API int nnt_trainer_request_save(nnt_trainer *tr)
 NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
 {
     const char *fn = "nnt_trainer_info_get";
-    NNT_TRY(check(tr, fn));
+    NNT_TRY(nnt_trainer_check(tr, fn));
     if (!info)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: info is NULL", fn);
     NNT_TRY(nnt_check_struct_size(tr->ctx, fn, "info", info->size, sizeof *info, 0,
                                   "initialise it with NNT_TRAINER_INFO_INIT"));
-    info->step = steps_done(tr), info->data_pos = tr->data_pos;
+    info->step = nnt_trainer_steps(tr), info->data_pos = tr->data_pos;
     memcpy(info->rng, tr->rng, sizeof info->rng);
     info->stopped = tr->stopping, info->best_val_loss = tr->best_val;
     info->flops_per_token = tr->flops_per_token;
@@ -1012,5 +912,21 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
     info->last_val_step = tr->last_val_step, info->last_val_loss = tr->last_val;
     info->lowest_val_step = tr->low_val_step;
     info->lowest_val_loss = tr->nvalidations ? tr->low_val : 0.0;
+    info->train_tokens = tr->ntokens, info->held_out = tr->held_out;
+    info->val_tokens = tr->o.val_len, info->val_batches = tr->o.val_batches;
+    info->params = tr->params, info->frozen = tr->frozen;
+    info->lr = tr->opt->opts.lr, info->min_lr = tr->opt->opts.min_lr;
+    info->tokenizer = tr->owns ? tr->tok_kind : NNT_TOKENIZER_AUTO;
+    info->kept_previous = tr->kept_previous;
+    info->steps_run = tr->steps_run, info->last_loss = tr->last_loss;
+    info->step_ms = tr->steps_run > 1 ? tr->ms_rest / (double)(tr->steps_run - 1) : 0.0;
+    info->validations_run = tr->validations_run, info->validation_s = tr->validation_s;
+    info->tokens_per_s = info->step_ms > 0 ? (double)(tr->o.batch * tr->o.seq * tr->o.accum) /
+                                                 (info->step_ms / 1e3) : 0.0;
+    info->mfu = tr->peak > 0 ? tr->flops_per_token * info->tokens_per_s / tr->peak : NAN;
+    /* (a mean above the measured peak: it was measured low) */
+    info->peak_low = tr->peak_low || (tr->peak_measured && info->mfu > 1);
+    if (tr->peak_measured && info->peak_low)
+        info->mfu = NAN;
     return NNT_OK;
 }

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/* What a trainer's checkpoints record besides the tensors, and what a resume checks and takes
+ * from it.
+ *
+ *   options string  a JSON object: the program, the step, the model's configuration, the
+ *                   batches, the optimizer's options, the data's split and order, validation
+ *                   and checkpoints, the best validation loss; with frozen parameters their
+ *                   element count and checksum (the base a fine-tuning run trained on); then
+ *                   the run's description (nnt_trainer_open) and the caller's members
+ *   resume          the checkpoint's model configuration and frozen base against this
+ *                   trainer's (nothing is changed when they differ), then the parameters, the
+ *                   optimizer, the data position (restarted in another order), the rng and
+ *                   the best validation loss */
+#include "trainer_impl.h"
+#include "../io/io.h"
+#include "../optim/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *schedule_name(nnt_schedule s)
+{
+    return s == NNT_SCHEDULE_COSINE ? "cosine" : "constant";
+}
+
+/* The checksum of the frozen parameters, in the model's order: FNV-1a 64 over each one's name
+ * (with its NUL) and its elements as stored. Computed once (they do not change). */
+static int base_checksum(nnt_trainer *tr, uint64_t *sum)
+{
+    int64_t count = 0, most = 1;
+    if (tr->base_known)
+        return *sum = tr->base_sum, NNT_OK;
+    NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
+    for (int pass = 0; pass < 2; pass++) {   /* the largest one, then the sum */
+        uint64_t h = NNT_FNV_OFFSET;
+        char *buf = pass ? malloc((size_t)most) : NULL;
+        int rc = pass && !buf ? nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory")
+                              : NNT_OK;
+        for (int64_t i = 0; i < count && rc == NNT_OK; i++) {
+            nnt_param_info p;
+            nnt_dtype dt = NNT_FP32;
+            int64_t n = 0;
+            memset(&p, 0, sizeof p);
+            p.size = sizeof p;
+            if ((rc = nnt_layer_param(tr->model, i, &p)) || !p.frozen ||
+                (rc = nnt_tensor_numel(p.value, &n)) || (rc = nnt_tensor_dtype(p.value, &dt)))
+                continue;
+            size_t bytes = (size_t)n * nnt_dtype_size(dt);
+            if (!pass) {
+                most = (int64_t)bytes > most ? (int64_t)bytes : most;
+                continue;
+            }
+            h = nnt_fnv1a_bytes(h, p.name, strlen(p.name) + 1);
+            if ((rc = nnt_tensor_copy_to_host(p.value, buf, bytes)) == NNT_OK)
+                h = nnt_fnv1a_bytes(h, buf, bytes);
+        }
+        free(buf);
+        NNT_TRY(rc);
+        tr->base_sum = h;
+    }
+    tr->base_known = 1;
+    return *sum = tr->base_sum, NNT_OK;
+}
+
+/* The run's configuration as a JSON object: the model (what a resume checks), the batches,
+ * the optimizer, the data's split and order, validation and checkpoints, the frozen base,
+ * then the caller's members. */
+int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
+{
+    const nnt_trainer_options *o = &tr->o;
+    const nnt_optim_options *oo = &tr->opt->opts;
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    char best[40] = "", base[96] = "";
+    uint64_t sum = 0;
+    *out = NULL;
+    NNT_TRY(nnt_model_config_of(tr->model, &c));
+    if (tr->frozen > 0)
+        NNT_TRY(base_checksum(tr, &sum));
+    snprintf(base, sizeof base, ", \"frozen\": %lld", (long long)tr->frozen);
+    if (tr->frozen > 0)
+        snprintf(base + strlen(base), sizeof base - strlen(base), ", \"base_checksum\": "
+                 "\"%016llx\"", (unsigned long long)sum);
+    size_t cap = 4096 + strlen(o->program) + (o->extra_options ? strlen(o->extra_options) : 0);
+    char *s = malloc(cap);
+    if (!s)
+        return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: out of memory");
+    if (o->best_checkpoint && tr->best_val < HUGE_VAL)
+        snprintf(best, sizeof best, ", \"best_val\": %.17g", tr->best_val);
+    snprintf(s, cap,
+             "{\"program\": \"%s\", \"step\": %lld, \"model\": {\"family\": %d, "
+             "\"vocab\": %lld, \"max_seq\": %lld, \"layers\": %lld, \"heads\": %lld, "
+             "\"kv_heads\": %lld, \"channels\": %lld, \"hidden\": %lld, \"head_dim\": %lld, "
+             "\"qk_norm\": %d}, \"batch\": %lld, \"seq\": %lld, \"accum\": %lld, "
+             "\"steps\": %lld, \"seed\": %lld, \"optim\": \"%s\", \"lr\": %.17g, "
+             "\"beta1\": %.17g, \"beta2\": %.17g, \"eps\": %.17g, \"weight_decay\": %.17g, "
+             "\"momentum\": %.17g, \"grad_clip\": %.17g, \"schedule\": \"%s\", "
+             "\"warmup\": %lld, \"min_lr\": %.17g, \"held_out\": %lld, \"shuffle\": %d, "
+             "\"val_every\": %lld, \"save_every\": %lld, \"save_best\": %d%s%s%s%s}",
+             o->program, (long long)step, c.family, (long long)c.vocab, (long long)c.max_seq,
+             (long long)c.layers, (long long)c.heads, (long long)c.kv_heads,
+             (long long)c.channels, (long long)c.hidden, (long long)c.head_dim, c.qk_norm,
+             (long long)o->batch, (long long)o->seq, (long long)o->accum, (long long)o->steps,
+             (long long)o->seed, nnt_optim_kind_name(oo->kind), oo->lr, oo->beta1, oo->beta2,
+             oo->eps, oo->weight_decay, oo->momentum, oo->grad_clip,
+             schedule_name(oo->schedule), (long long)oo->warmup_steps, oo->min_lr,
+             (long long)tr->held_out, o->shuffle, (long long)o->val_every,
+             (long long)o->save_every, o->best_checkpoint != NULL, best, base,
+             o->extra_options && *o->extra_options ? ", " : "",
+             o->extra_options ? o->extra_options : "");
+    *out = s;
+    return NNT_OK;
+}
+
+/* Integer or real value of "key": in an options string; def when absent. */
+static double options_number(const char *s, const char *key, double def)
+{
+    char text[64];
+    int found = 0;
+    if (!s || nnt_options_get(s, key, text, sizeof text, &found) || !found)
+        return def;
+    return strtod(text, NULL);
+}
+
+/* The model configuration the options string records (when it records one) must be this
+ * trainer's: the sizes (the family, kv_heads, hidden, head_dim and qk_norm only where
+ * recorded: older checkpoints lack them); the tensors' shapes are checked by the load. */
+static int check_model(nnt_trainer *tr, const char *fn, const char *path, const char *options)
+{
+    static const char *const keys[10] = {"vocab", "max_seq", "layers", "heads", "channels",
+                                         "family", "kv_heads", "hidden", "head_dim",
+                                         "qk_norm"};
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    char text[4096];
+    int found = 0;
+    if (!options || nnt_options_get(options, "model", text, sizeof text, &found) || !found)
+        return NNT_OK;   /* none recorded */
+    NNT_TRY(nnt_model_config_of(tr->model, &c));
+    const int64_t have[10] = {c.vocab, c.max_seq, c.layers, c.heads, c.channels, c.family,
+                              c.kv_heads, c.hidden, c.head_dim, c.qk_norm};
+    for (int i = 0; i < 10; i++) {
+        double v = options_number(options, keys[i], -1);
+        if (v != (double)have[i] && (i < 5 || v != -1))
+            return nnt_fail(tr->ctx, NNT_E_SHAPE, "%s: %s: the checkpoint's model has %s %lld, "
+                            "this trainer's %lld", fn, path, keys[i], (long long)v,
+                            (long long)have[i]);
+    }
+    return NNT_OK;
+}
+
+/* A fine-tuning run's checkpoint holds its trained parameters only: the frozen ones (the
+ * base) must be those it was trained with, in number of elements and in checksum. */
+static int check_base(nnt_trainer *tr, const char *fn, const char *path, const char *options)
+{
+    double frozen = options_number(options, "frozen", -1);   /* -1: before it was recorded */
+    char text[32];
+    int found = 0;
+    uint64_t sum = 0, want = 0;
+    if (frozen >= 0 && frozen != (double)tr->frozen)
+        return nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: %s: the checkpoint's run had %.0f frozen "
+                        "parameter elements, this trainer's model %lld: %s", fn, path, frozen,
+                        (long long)tr->frozen, frozen > 0 ? "give it the base model it was "
+                        "trained on, with the same frozen parameters and adapters"
+                        : "give it the model it was trained as (nothing frozen)");
+    if (frozen <= 0 || !options ||
+        nnt_options_get(options, "base_checksum", text, sizeof text, &found) || !found)
+        return NNT_OK;   /* (a checkpoint of a run without frozen parameters) */
+    NNT_TRY(base_checksum(tr, &sum));
+    if (nnt_meta_parse_hex64(text, &want) || want != sum)
+        return nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: %s: the frozen parameters (the base model) "
+                        "are not those the checkpoint's run trained on: their checksum is "
+                        "%016llx, the checkpoint's %s (the base model changed since)", fn, path,
+                        (unsigned long long)sum, text);
+    return NNT_OK;
+}
+
+NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
+{
+    const char *fn = "nnt_trainer_resume";
+    NNT_TRY(nnt_trainer_check(tr, fn));
+    if (!path)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: path is NULL", fn);
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    NNT_TRY(nnt_train_state_info(tr->ctx, path, &st));   /* checked before anything changes */
+    int rc = check_model(tr, fn, path, st.options);
+    if (rc == NNT_OK)
+        rc = check_base(tr, fn, path, st.options);
+    nnt_train_state_clear(&st);
+    NNT_TRY(rc);
+    NNT_TRY(nnt_train_state_load(tr->opt, path, &st));
+    /* saved in the other order (or before the order was recorded: in order): restart at 0 */
+    double shuffled = options_number(st.options, "shuffle", -1);
+    if (shuffled < 0 ? tr->o.shuffle : shuffled != tr->o.shuffle)
+        st.data_pos = 0;
+    /* (no training tokens under steps 0: the position is not used) */
+    tr->data_pos = tr->o.shuffle || !tr->ntokens ? st.data_pos
+                                                 : st.data_pos % (uint64_t)tr->ntokens;
+    memcpy(tr->rng, st.rng, sizeof tr->rng);
+    /* the best checkpoint's loss, when it is still there */
+    double best = options_number(st.options, "best_val", HUGE_VAL);
+    tr->best_val = tr->o.best_checkpoint && access(tr->o.best_checkpoint, R_OK) == 0
+                       ? best : HUGE_VAL;
+    nnt_train_state_clear(&st);
+    tr->done = nnt_trainer_steps(tr);
+    return NNT_OK;
+}

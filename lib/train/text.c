@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/* The trainer's figures as text (nnt_trainer_text): what nnt-train prints, for any program
+ * that reports a run the same way.
+ *
+ *   model    family, sizes and options of the configuration, the parameters (the active ones
+ *            of a mixture of experts)
+ *   report   a step's line (loss, lr, gradient norm, time, tokens/s, MFU, memory nodes) or a
+ *            validation's; live: a short step line with the smoothed loss and the time left
+ *   run      this trainer's steps (time, mean rates and MFU, last loss) and validations
+ *   memory   the memory nodes' peak use, bytes moved, time waiting for data
+ * Lines of fields drop their last fields rather than pass a terminal's width. */
+#include "trainer_impl.h"
+#include "../optim/optim.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+/* Text being built in buf (cap bytes): fields are added in order; with width > 0, once one
+ * would reach column width, neither it nor any later one is. */
+typedef struct text {
+    char *buf;
+    size_t cap, n;
+    int width, full, overflow;
+} text;
+
+static void add(text *t, const char *fmt, ...) NNT_PRINTF(2, 3);
+static void add(text *t, const char *fmt, ...)
+{
+    char field[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(field, sizeof field, fmt, ap);
+    va_end(ap);
+    if (t->full || (t->width > 0 && t->n + (size_t)k >= (size_t)t->width))
+        t->full = 1;
+    else if (t->n + (size_t)k >= t->cap || k >= (int)sizeof field)
+        t->full = t->overflow = 1;
+    else
+        memcpy(t->buf + t->n, field, (size_t)k + 1), t->n += (size_t)k;
+}
+
+static void format_bytes(char *buf, size_t cap, int64_t bytes)
+{
+    double v = (double)bytes;
+    if (v >= 1024.0 * 1024 * 1024)
+        snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, cap, "%.1f MiB", v / (1024.0 * 1024));
+}
+
+/* Memory node i's use as "  NAME USED of BUDGET", or (peak) its peak as "NAME peak ..."
+ * (", " before all but the first). */
+static void add_memory(text *t, const nnt_mem_stats *ms, int i, int peak)
+{
+    char used[32], budget[32];
+    format_bytes(used, sizeof used, peak ? ms->node[i].peak_bytes : ms->node[i].used_bytes);
+    format_bytes(budget, sizeof budget, ms->node[i].budget_bytes);
+    add(t, peak ? "%s%s peak %s%s%s" : "%s%s %s%s%s", peak ? (i ? ", " : "") : "  ",
+        ms->node[i].name, used, ms->node[i].budget_bytes > 0 ? " of " : "",
+        ms->node[i].budget_bytes > 0 ? budget : "");
+}
+
+/* "MFU 12.3%" (the number width wide), or "MFU -" for NaN. */
+static void add_mfu(text *t, const char *before, double mfu, int width)
+{
+    if (isnan(mfu))
+        add(t, "%sMFU %*s", before, width + 1, "-");
+    else
+        add(t, "%sMFU %*.1f%%", before, width, 100 * mfu);
+}
+
+static int read_memory(const nnt_trainer *tr, nnt_mem_stats *ms)
+{
+    memset(ms, 0, sizeof *ms);
+    ms->size = sizeof *ms;
+    if (nnt_ctx_mem_stats(tr->ctx, ms, 0))
+        ms->nnodes = 0;
+    return ms->nnodes;
+}
+
+/* The configuration's family and sizes, then what its family lets it choose. */
+static void add_model(const nnt_trainer *tr, text *t)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    nnt_family_info fam = NNT_FAMILY_INFO_INIT, f = NNT_FAMILY_INFO_INIT;
+    nnt_model_config_of(tr->model, &c);
+    for (int i = 0; nnt_model_family_info(i, &f) == 0; i++)
+        if (f.family == c.family)
+            fam = f;
+    unsigned has = fam.features;
+    add(t, "%s L %lld, C %lld, NH %lld", fam.title ? fam.title : "?", (long long)c.layers,
+        (long long)c.channels, (long long)c.heads);
+    if (has & NNT_FAMILY_HAS_KV_HEADS)
+        add(t, ", NKV %lld", (long long)c.kv_heads);
+    if (c.head_dim * c.heads != c.channels)
+        add(t, ", head dim %lld", (long long)c.head_dim);
+    if (c.qk_norm)
+        add(t, ", q/k norm");
+    if (has & NNT_FAMILY_HAS_HIDDEN)
+        add(t, ", hidden %lld", (long long)c.hidden);
+    add(t, ", V %lld, context %lld", (long long)c.vocab, (long long)c.max_seq);
+    if (has & NNT_FAMILY_HAS_ROPE)
+        add(t, ", %s head, rope theta %g%s", c.tied ? "tied" : "untied", c.rope.theta,
+            c.rope.scaling == NNT_ROPE_SCALING_LLAMA3   ? " (llama3 scaling)"
+            : c.rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)" : "");
+    if (c.rope_local_theta > 0.0)
+        add(t, ", windowed layers' rope theta %g", c.rope_local_theta);
+    if (c.sliding_window > 0 && c.window_global_every > 0)
+        add(t, ", window %lld (every %lld%s layer global)", (long long)c.sliding_window,
+            (long long)c.window_global_every, c.window_global_every == 2 ? "nd"
+            : c.window_global_every == 3 ? "rd" : "th");
+    else if (c.sliding_window > 0)
+        add(t, ", window %lld from layer %lld", (long long)c.sliding_window,
+            (long long)c.window_from);
+    if (c.query_pre_attn_scalar > 0.0)
+        add(t, ", query_pre_attn_scalar %g", c.query_pre_attn_scalar);
+    if (c.attn_softcap > 0.0 || c.final_softcap > 0.0)
+        add(t, ", soft-caps %g (scores) %g (logits)", c.attn_softcap, c.final_softcap);
+    /* mixture of experts: the parameters a token runs through (blocks as nnt.h's
+     * nnt_model_config says: experts, moe_every, dense_layers) */
+    int64_t idle = 0;
+    if ((has & NNT_FAMILY_HAS_MOE) && c.experts > 0) {
+        int64_t I = c.expert_hidden ? c.expert_hidden : c.hidden, sparse = 0;
+        for (int64_t i = 0; i < c.layers; i++)
+            sparse += (c.moe_every <= 1 || (i + 1) % c.moe_every == 0) &&
+                      !NNT_MODEL_DENSE_LAYER(&c, i);
+        idle = sparse * (c.experts - c.experts_per_token) * 3 * c.channels * I;
+        add(t, ", %lld of %lld blocks with %lld experts of %lld, top %lld", (long long)sparse,
+            (long long)c.layers, (long long)c.experts, (long long)I,
+            (long long)c.experts_per_token);
+    }
+    add(t, ": %.3fM parameters", (double)tr->params / 1e6);
+    if (idle)
+        add(t, ", %.3fM active", (double)(tr->params - idle) / 1e6);
+}
+
+/* A step's line: in full, or live (the smoothed loss and the time the remaining steps and
+ * validations take at this trainer's means); a validation's. */
+static void add_report(const nnt_trainer *tr, text *t, const nnt_trainer_report *r, int live)
+{
+    int64_t steps = tr->o.steps, ve = tr->o.val_every;
+    int digits = snprintf(NULL, 0, "%lld", (long long)steps);
+    nnt_mem_stats ms;
+    if (r->event == NNT_TRAINER_VALIDATION)
+        return add(t, "val  %*lld/%lld  loss %.6f  on %lld held-out tokens (%.2f s)", digits,
+                   (long long)r->step, (long long)steps, r->loss, (long long)r->tokens,
+                   r->ms / 1e3);
+    if (r->event != NNT_TRAINER_STEP)
+        return add(t, "checkpoint of step %lld written", (long long)r->step);
+    if (live) {
+        double s = tr->ms_sum / (double)(tr->steps_run ? tr->steps_run : 1) *
+                   (double)(steps - r->step) / 1e3;
+        if (tr->validations_run && ve > 0)   /* the validations left, this step's included */
+            s += tr->validation_s / (double)tr->validations_run *
+                 (double)(steps / ve - (r->step - 1) / ve + (steps % ve != 0));
+        add(t, "step %lld/%lld  loss %.4f (avg %.4f)", (long long)r->step, (long long)steps,
+            r->loss, tr->loss_ema);
+        if (s >= 60)
+            add(t, "  ETA %lldm%02llds", (long long)(s / 60), (long long)s % 60);
+        else
+            add(t, "  ETA %.1fs", s);
+        add(t, "  %.0f tok/s", r->tokens_per_s);
+        add_mfu(t, "  ", r->mfu, 0);
+    } else {
+        add(t, "step %*lld/%lld  loss %.6f", digits, (long long)r->step, (long long)steps,
+            r->loss);
+        add(t, "  lr %.3e", r->lr);
+        add(t, "  norm %7.4f", r->grad_norm);
+        add(t, "  %8.1f ms", r->ms);
+        add(t, "  %8.0f tok/s", r->tokens_per_s);
+        add_mfu(t, "  ", r->mfu, 5);
+    }
+    for (int i = 0; i < read_memory(tr, &ms); i++)
+        add_memory(t, &ms, i, 0);
+}
+
+/* This trainer's steps (none with steps 0) and the validations, a line each. */
+static void add_run(const nnt_trainer *tr, text *t)
+{
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    nnt_trainer_info_get(tr, &ti);
+    if (tr->o.steps > 0)
+        add(t, "trained steps %lld..%lld in %.2f s", (long long)(tr->done + 1),
+            (long long)(tr->done + tr->steps_run), tr->run_s);
+    if (tr->o.steps > 0 && tr->steps_run > 1) {
+        add(t, ": %.1f ms/step, %.0f tokens/s", ti.step_ms, ti.tokens_per_s);
+        if (!isnan(ti.mfu))
+            add_mfu(t, ", ", ti.mfu, 0);
+        add(t, " (mean without the first step)");
+    }
+    if (tr->o.steps > 0 && tr->steps_run)
+        add(t, "; last loss %.6f", tr->last_loss);
+    if (ti.validations)
+        add(t, "%svalidation: loss %.6f (perplexity %.4g) at step %lld (lowest %.6f at step "
+            "%lld)", t->n ? "\n" : "", ti.last_val_loss, exp(ti.last_val_loss),
+            (long long)ti.last_val_step, ti.lowest_val_loss, (long long)ti.lowest_val_step);
+    if (ti.validations && tr->validations_run)
+        add(t, "; %lld validation%s in %.2f s%s", (long long)tr->validations_run,
+            tr->validations_run > 1 ? "s" : "", tr->validation_s,
+            tr->o.steps ? " of the training time" : "");
+}
+
+NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
+                             const nnt_trainer_report *report, int width, char *buf, size_t cap)
+{
+    const char *fn = "nnt_trainer_text";
+    NNT_TRY(nnt_trainer_check(tr, fn));
+    int on_report = what == NNT_TRAINER_TEXT_REPORT || what == NNT_TRAINER_TEXT_LIVE;
+    if (!buf || !cap || (on_report && !report) || (unsigned)what > NNT_TRAINER_TEXT_MEMORY)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: buf NULL, cap 0, no report for a report's "
+                        "line, or what %d unknown", fn, (int)what);
+    text t = {buf, cap, 0, on_report ? width : 0, 0, 0};
+    nnt_mem_stats ms;
+    buf[0] = '\0';
+    if (what == NNT_TRAINER_TEXT_MODEL)
+        add_model(tr, &t);
+    else if (on_report)
+        add_report(tr, &t, report, what == NNT_TRAINER_TEXT_LIVE);
+    else if (what == NNT_TRAINER_TEXT_RUN)
+        add_run(tr, &t);
+    else if (read_memory(tr, &ms)) {   /* since the runtime started */
+        char moved[32];
+        for (int i = 0; i < ms.nnodes; i++)
+            add_memory(&t, &ms, i, 1);
+        format_bytes(moved, sizeof moved, ms.bytes_moved);
+        add(&t, "; %s moved between nodes", moved);
+        if (ms.bytes_to_disk || ms.bytes_from_disk) {
+            char down[32], up[32];
+            format_bytes(down, sizeof down, ms.bytes_to_disk);
+            format_bytes(up, sizeof up, ms.bytes_from_disk);
+            add(&t, " (%s written to disk, %s read back)", down, up);
+        }
+        add(&t, "; %.3f s of worker time waiting for data", ms.transfer_wait_s);
+    }
+    if (t.overflow)
+        return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: the text does not fit in %zu bytes", fn, cap);
+    return NNT_OK;
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* The trainer's state (internal), shared by its files: trainer.c (the loop, the log),
+ * record.c (the options string of its checkpoints, the checks of a resume), keep.c (a
+ * previous run's files kept) and run.c (a run built from its description). */
+#ifndef NNT_TRAIN_TRAINER_IMPL_H
+#define NNT_TRAIN_TRAINER_IMPL_H
+
+#include "train.h"
+#include "../internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+
+#define NNT_TRAINER_MAGIC 0x6e6e7472u /* "nntr" */
+
+struct nnt_trainer {
+    unsigned magic;
+    nnt_ctx *ctx;
+    nnt_layer *model;
+    nnt_optim *opt;
+    nnt_data *data;                /* training tokens (NULL: validation only)              */
+    nnt_trainer_options o;         /* strings below are owned copies                       */
+    /* nnt_trainer_open's trainers own what they were built from (destroyed with them) */
+    int owns;
+    nnt_tokenizer *tok;
+    int tok_kind;                  /* its nnt_tokenizer_kind; AUTO: none                     */
+    nnt_data *val_owned;           /* the held-out tokens of run.val_data                   */
+    int64_t ntokens;               /* tokens trained on: the data's first ntokens          */
+    int64_t held_out;              /* the data's tokens after those                        */
+    uint64_t nrows;                /* shuffle: sequences of T + 1 tokens at row * T        */
+    nnt_tensor *tokens, *targets;  /* (B, T) int32                                         */
+    int masked;                    /* the training data has a loss mask                    */
+    uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
+    int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
+    int32_t *window;               /* (B*T + 1) consecutive tokens                         */
+    int32_t *rows;                 /* shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
+    uint64_t data_pos;             /* next window's start (< ntokens); shuffle: rows read   */
+    uint64_t rng[4];
+    int64_t done;                  /* updates done when created or resumed                 */
+    int64_t until;                 /* the last step of the run in progress                 */
+    double best_val;               /* lowest validation loss saved to best_checkpoint      */
+    double flops_per_token;
+    int64_t params, frozen;        /* elements of the model's parameters, of frozen ones    */
+    int base_known;                /* base_sum computed (frozen parameters only)            */
+    uint64_t base_sum;             /* checksum of the frozen parameters (nnt_trainer_base_sum) */
+    int tracing;
+    volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
+    volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
+    int stopping;                  /* the ranks' agreed stop, at the last step boundary    */
+    double peak;                   /* the MFU's peak (peak_flops or measured)              */
+    int peak_measured;
+    int peak_low;                  /* a step ran faster than the measured peak             */
+    int rank;                      /* this process's rank: only rank 0 writes the log      */
+    int logs_open;                 /* log_dir's files opened (at the first step)           */
+    FILE *csv, *val_csv;           /* train.csv, val.csv                                   */
+    int mem_nodes;                 /* memory nodes in train.csv's columns                  */
+    nnt_train_point *curve, *val_curve;   /* (ncurve), (nval): the log's points         */
+    int64_t ncurve, cap_curve, nval, cap_val;
+    int64_t nvalidations, last_val_step, low_val_step;
+    double last_val, low_val;
+    char *kept_previous;           /* keep_previous: where another run's files went        */
+    /* this trainer's steps and validations (nnt_trainer_info) */
+    int64_t steps_run, validations_run;
+    double ms_rest, last_loss, validation_s;   /* steps' time without the first             */
+    double ms_sum, loss_ema, run_s;   /* steps' time, the smoothed loss, time in run/step  */
+};
+
+/* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
+int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
+/* The optimizer's updates done (trainer.c). */
+int64_t nnt_trainer_steps(const nnt_trainer *tr);
+/* The options string of a checkpoint of step into *out, malloc'd (record.c). */
+int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out);
+/* mkdir -p; 0, or -1 with errno set (trainer.c). */
+int nnt_trainer_make_dirs(const char *path);
+/* What a model source names as its tokenizer (source.c): *kind NNT_TOKENIZER_AUTO when
+ * nothing, else its kind and its files (files[0] a tokenizer.json, files[1] and [2] GPT-2's
+ * vocab.json and merges.txt; malloc'd, the caller frees them). */
+int nnt_source_tokenizer(const char *source, int *kind, char *files[3]);
+/* The tokenizer of that kind and those files (source.c). */
+int nnt_source_tokenizer_open(int kind, char *const files[3], nnt_tokenizer **out);
+/* keep_previous at creation (keep.c). */
+int nnt_trainer_keep_previous(nnt_trainer *tr);
+
+#endif

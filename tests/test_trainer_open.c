@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: MIT */
+/* A run built from its description (nnt_trainer_open) against one built here piece by piece
+ * (nnt_model_create, nnt_layer_init, nnt_optim_create, nnt_data_open, nnt_trainer_create with
+ * the held-out split computed here): the same losses, norms, rates and validations bit for
+ * bit, and the figures of nnt_trainer_info; the run's description in its checkpoints; a
+ * fine-tuning run (LoRA with dropout on a frozen base) resumed bit for bit, a base of other
+ * weights or shapes refused; a previous run's files kept; the tokenizer of a model source;
+ * the texts of nnt_trainer_text; the failures naming their field. A tiny GPT-2 on an llm.c
+ * token file of random ids. */
+#define _XOPEN_SOURCE 700   /* realpath */
+#include "testutil.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define B 2
+#define T 8
+#define V 32
+#define NTOK 400           /* tokens in the file */
+#define STEPS 8
+#define ACCUM 3            /* 8 steps of 3 x 16 tokens wrap past the 340 trained on */
+
+static nnt_ctx *ctx;
+static char dir[64], path_data[96], path_ckpt[96];
+
+static void write_tokens(const char *path, int n)
+{
+    /* llm.c token shard: 256 int32 header (magic 20240520, version 1, count), uint16 ids */
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    int32_t header[256] = {20240520, 1, n};
+    fwrite(header, sizeof header, 1, f);
+    uint64_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint16_t id = (uint16_t)((x >> 33) % V);
+        fwrite(&id, sizeof id, 1, f);
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void setup(void)
+{
+    ctx = test_ctx();
+    snprintf(dir, sizeof dir, "/tmp/test_trainer_open-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path_data, sizeof path_data, "%s/tokens.bin", dir);
+    snprintf(path_ckpt, sizeof path_ckpt, "%s/ckpt.safetensors", dir);
+    write_tokens(path_data, NTOK);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+static nnt_model_config tiny_config(void)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.layers = 1, c.channels = 16, c.heads = 2, c.max_seq = T, c.vocab = V;
+    return c;
+}
+
+/* The reports of a run, by step. */
+typedef struct reports {
+    nnt_trainer_report step[STEPS + 1], last;
+    double val[STEPS + 1];
+    int nval;
+} reports;
+
+static int on_report(const nnt_trainer_report *rep, void *user)
+{
+    reports *r = user;
+    ck_assert(rep->step >= 0 && rep->step <= STEPS);
+    if (rep->event == NNT_TRAINER_VALIDATION)
+        r->val[rep->step] = rep->loss, r->nval++;
+    else if (rep->event == NNT_TRAINER_STEP)
+        r->step[rep->step] = *rep, r->last = *rep;
+    return 0;
+}
+
+static nnt_trainer_options loop_options(reports *r)
+{
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.accum = ACCUM, to.steps = STEPS, to.seed = 7;
+    to.val_every = 4, to.callback = on_report, to.user = r;
+    return to;
+}
+
+/* AdamW with the learning rates left to nnt_trainer_open's defaults (lr < 0, min_lr < 0). */
+static nnt_optim_options optim_options(void)
+{
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = -1, oo.min_lr = -1, oo.schedule = NNT_SCHEDULE_COSINE, oo.warmup_steps = 2;
+    oo.grad_clip = 1.0, oo.weight_decay = 0.1;
+    return oo;
+}
+
+/* The run of nnt_trainer_open: the configuration, the token file, the last 0.15 held out, at
+ * most 5 validation windows of it. */
+static nnt_run_config run_config(const nnt_model_config *c, const nnt_optim_options *oo)
+{
+    nnt_run_config run = NNT_RUN_CONFIG_INIT;
+    run.model_config = c, run.data = path_data, run.data_format = NNT_DATA_LLMC;
+    run.val_split = 0.15, run.val_batches = 5, run.optim = oo;
+    return run;
+}
+
+static void expect_same_report(const nnt_trainer_report *a, const nnt_trainer_report *b)
+{
+    ck_assert_msg(a->loss == b->loss && a->lr == b->lr && a->grad_norm == b->grad_norm,
+                  "step %lld: loss %.9g / %.9g, lr %.9g / %.9g, norm %.9g / %.9g",
+                  (long long)a->step, a->loss, b->loss, a->lr, b->lr, a->grad_norm,
+                  b->grad_norm);
+}
+
+/* nnt_trainer_open against the same run built here: 340 tokens trained on (400 - 60 held
+ * out, floor(400 x 0.15)), 3 validation windows (all that 60 tokens hold of B T + 1 = 17),
+ * the default rates 3e-3 and 3e-4 of a model under 10M parameters. */
+START_TEST(test_open_matches_create)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports ra, rb;
+    memset(&ra, 0, sizeof ra), memset(&rb, 0, sizeof rb);
+    nnt_trainer_options to = loop_options(&ra);
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+    ck_assert_int_eq(ti.train_tokens, 340);
+    ck_assert_int_eq(ti.held_out, 60);
+    ck_assert_int_eq(ti.val_tokens, 60);
+    ck_assert_int_eq(ti.val_batches, 3);
+    ck_assert(ti.lr == 3e-3 && ti.min_lr == 3e-3 / 10);
+    ck_assert_int_eq(ti.tokenizer, NNT_TOKENIZER_BYTES);   /* no source: bytes */
+    ck_assert_int_eq(ti.frozen, 0);
+    nnt_layer *model = NULL;
+    nnt_data *data = NULL;
+    nnt_tokenizer *tok = NULL;
+    nnt_optim *opt = NULL;
+    int64_t numel = 0, vocab = 0;
+    EXPECT_OK(nnt_trainer_parts(tr, &model, &opt, &data, &tok));
+    ck_assert(model && opt && data && tok);
+    EXPECT_OK(nnt_layer_num_params(model, NULL, &numel));
+    ck_assert_int_eq(ti.params, numel);
+    EXPECT_OK(nnt_tokenizer_vocab_size(tok, &vocab));
+    ck_assert_int_eq(vocab, 256);
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);   /* (and what it built) */
+
+    /* the same run, piece by piece */
+    nnt_layer *m = NULL;
+    nnt_optim *o = NULL;
+    nnt_data *d = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &m));
+    EXPECT_OK(nnt_layer_init(m, 7));
+    oo.lr = 3e-3, oo.min_lr = 3e-3 / 10, oo.total_steps = STEPS, oo.accum_steps = ACCUM;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &o));
+    EXPECT_OK(nnt_optim_add_layer(o, m));
+    EXPECT_OK(nnt_data_open(path_data, NNT_DATA_LLMC, NULL, V, &d));
+    to = loop_options(&rb);
+    to.train_tokens = 340, to.val_start = 340, to.val_len = 60, to.val_batches = 3;
+    EXPECT_OK(nnt_trainer_create(m, o, d, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    for (int s = 1; s <= STEPS; s++)
+        expect_same_report(&ra.step[s], &rb.step[s]);
+    ck_assert_int_eq(ra.nval, 2);   /* after steps 4 and 8 */
+    ck_assert_int_eq(rb.nval, 2);
+    ck_assert(ra.val[4] == rb.val[4] && ra.val[8] == rb.val[8]);
+    EXPECT_OK(nnt_trainer_parts(tr, NULL, NULL, NULL, &tok));
+    ck_assert_ptr_null(tok);   /* (nnt_trainer_create's: none) */
+    nnt_trainer_destroy(tr);
+    nnt_optim_destroy(o);
+    nnt_layer_destroy(m);
+    nnt_data_close(d);
+}
+END_TEST
+
+/* The value of key in the options string of the checkpoint at path. */
+static void saved_value(const char *path, const char *key, char *buf, size_t cap)
+{
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    int found = 0;
+    EXPECT_OK(nnt_train_state_info(NULL, path, &st));
+    EXPECT_OK(nnt_options_get(st.options, key, buf, cap, &found));
+    ck_assert_msg(found, "%s records no \"%s\": %s", path, key, st.options);
+    nnt_train_state_clear(&st);
+}
+
+/* A LoRA run (dropout 0.1: its masks follow the micro-batch's number) on a frozen fresh base
+ * of seed 7: stopped after step 3, saved, and resumed by a trainer of the same description,
+ * its steps 4..8 are the uninterrupted run's bit for bit. The checkpoint records the run; a
+ * base of other weights (seed 8), of another shape, or with nothing frozen is refused before
+ * anything changes, naming it. */
+START_TEST(test_fine_tune_resume)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 2, lo.alpha = 4, lo.dropout = 0.1, lo.targets = "c_attn,c_fc", lo.seed = 5;
+    nnt_run_config run = run_config(&c, &oo);
+    run.val_split = 0, run.lora = &lo, run.freeze = "wpe.*";
+    reports full, part, rest;
+    memset(&full, 0, sizeof full), memset(&part, 0, sizeof part), memset(&rest, 0, sizeof rest);
+    nnt_trainer_options to = loop_options(&full);
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    to = loop_options(&part);
+    to.checkpoint = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 3));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+    ck_assert(ti.frozen > 0 && ti.frozen < ti.params);
+    nnt_trainer_destroy(tr);
+
+    char text[4096], *abs = realpath(path_data, NULL);
+    ck_assert_ptr_nonnull(abs);
+    saved_value(path_ckpt, "data", text, sizeof text);
+    ck_assert_str_eq(text, abs);
+    free(abs);
+    saved_value(path_ckpt, "frozen", text, sizeof text);
+    ck_assert_int_eq(atoll(text), ti.frozen);
+    saved_value(path_ckpt, "base_checksum", text, sizeof text);
+    ck_assert_uint_eq(strlen(text), 16);
+    const char *const want[][2] = {{"lora_rank", "2"}, {"lora_alpha", "4"},
+                                   {"lora_targets", "c_attn,c_fc"}, {"freeze", "wpe.*"},
+                                   {"tokenizer", "bytes"}, {"data_format", "llmc"},
+                                   {"val_batches", "5"}, {"precision", "fp32"},
+                                   {"program", "nnt"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        saved_value(path_ckpt, want[i][0], text, sizeof text);
+        ck_assert_str_eq(text, want[i][1]);
+    }
+
+    to = loop_options(&rest);
+    to.checkpoint = path_ckpt, to.resume = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+    ck_assert_int_eq(ti.step, 3);
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    for (int s = 1; s <= STEPS; s++)
+        expect_same_report(&full.step[s], s <= 3 ? &part.step[s] : &rest.step[s]);
+
+    to.seed = 8;   /* a base of other weights (the same shapes) */
+    EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_FORMAT);
+    ck_assert_ptr_null(tr);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "the base model changed since"));
+    ck_assert(!strncmp(nnt_ctx_last_error(NULL), "resume: ", 8));
+    to.seed = 7, c.channels = 24;
+    EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "channels 16, this trainer's 24"));
+    c.channels = 16, run.lora = NULL, run.freeze = NULL;
+    EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "frozen parameter elements, "
+                                 "this trainer's model 0"));
+    /* the other way: a run without frozen parameters resumed as a fine-tuning one */
+    to.resume = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));   /* (nothing frozen) */
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    run.lora = &lo, to.resume = path_ckpt;
+    EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "run had 0 frozen parameter "
+                                 "elements, this trainer's model"));
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int exists(const char *dir_, const char *name)
+{
+    char p[256];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir_, name);
+    return stat(p, &st) == 0;
+}
+
+/* One run of the trainer into log_dir out (its checkpoint there), keep_previous as given. */
+static void run_into(const char *out, int keep, const char *resume, char *kept, size_t cap)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    oo.warmup_steps = 1;   /* (below the 2 steps) */
+    nnt_run_config run = run_config(&c, &oo);
+    char ckpt[128];
+    reports r;
+    memset(&r, 0, sizeof r);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", out);
+    nnt_trainer_options to = loop_options(&r);
+    to.steps = 2, to.log_dir = out, to.checkpoint = ckpt, to.resume = resume;
+    to.keep_previous = keep, to.keep_also = "model.bin,none.txt";
+    nnt_trainer *tr = NULL;
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+    snprintf(kept, cap, "%s", ti.kept_previous ? ti.kept_previous : "");
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+}
+
+/* keep_previous: a second run into one directory moves the first's checkpoint, logs and the
+ * names of keep_also to previous-1, a third run's predecessor to previous-2; a run resuming
+ * the checkpoint there, or without keep_previous, moves nothing. */
+START_TEST(test_keep_previous)
+{
+    char out[128], kept[256], want[160], prev[160];
+    snprintf(out, sizeof out, "%s/out", dir);
+    run_into(out, 1, NULL, kept, sizeof kept);
+    ck_assert_str_eq(kept, "");   /* nothing there */
+    snprintf(prev, sizeof prev, "%s/model.bin", out);
+    FILE *f = fopen(prev, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    run_into(out, 1, NULL, kept, sizeof kept);
+    snprintf(want, sizeof want, "%s/previous-1", out);
+    ck_assert_str_eq(kept, want);
+    ck_assert(exists(want, "checkpoint.safetensors") && exists(want, "train.csv") &&
+              exists(want, "loss.svg") && exists(want, "model.bin"));
+    ck_assert(!exists(out, "model.bin") && exists(out, "checkpoint.safetensors"));
+    run_into(out, 1, NULL, kept, sizeof kept);
+    snprintf(want, sizeof want, "%s/previous-2", out);
+    ck_assert_str_eq(kept, want);
+    snprintf(prev, sizeof prev, "%s/checkpoint.safetensors", out);
+    run_into(out, 1, prev, kept, sizeof kept);   /* (its own checkpoint: continued) */
+    ck_assert_str_eq(kept, "");
+    snprintf(want, sizeof want, "%s/copy.safetensors", out);
+    copy_file(prev, want);
+    run_into(out, 1, want, kept, sizeof kept);   /* (another file of the directory: too) */
+    ck_assert_str_eq(kept, "");
+    run_into(out, 0, NULL, kept, sizeof kept);
+    ck_assert_str_eq(kept, "");
+    ck_assert(!exists(out, "previous-3"));
+}
+END_TEST
+
+
+static int64_t source_vocab(const char *source, int want_rc)
+{
+    nnt_tokenizer *tok = (nnt_tokenizer *)1;
+    int64_t v = 0;
+    EXPECT_RC(nnt_tokenizer_of_source(source, &tok), want_rc);
+    if (tok)
+        EXPECT_OK(nnt_tokenizer_vocab_size(tok, &v));
+    nnt_tokenizer_destroy(tok);
+    return v;
+}
+
+/* nnt_tokenizer_of_source: a directory's tokenizer.json (before its vocab.json and
+ * merges.txt), its vocab.json and merges.txt, none; a checkpoint's recorded tokenizer (the
+ * file, or its directory), refused naming the file once it is gone; none for NULL, a preset,
+ * a token file. */
+START_TEST(test_tokenizer_of_source)
+{
+    const char *top = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+    char json[1024], bpe[512], both[128], path[1024];
+    snprintf(json, sizeof json, "%s/tests/fixtures/hftok/llama3.json", top);   /* 1201 */
+    snprintf(bpe, sizeof bpe, "%s/tests/fixtures/bpe", top);   /* GPT-2's files, cut */
+    snprintf(both, sizeof both, "%s/both", dir);
+    ck_assert_int_eq(mkdir(both, 0777), 0);
+    snprintf(path, sizeof path, "%s/tokenizer.json", both);
+    copy_file(json, path);
+    snprintf(path, sizeof path, "%s/vocab.json", both);
+    snprintf(json, sizeof json, "%s/vocab.json", bpe);
+    copy_file(json, path);
+    nnt_tokenizer *ref = NULL;
+    int64_t bpe_vocab = 0;
+    snprintf(path, sizeof path, "%s/merges.txt", bpe);
+    EXPECT_OK(nnt_tokenizer_bpe_load(json, path, &ref));
+    EXPECT_OK(nnt_tokenizer_vocab_size(ref, &bpe_vocab));
+    nnt_tokenizer_destroy(ref);
+    ck_assert_int_eq(source_vocab(both, NNT_OK), 1201);
+    ck_assert_int_eq(source_vocab(bpe, NNT_OK), bpe_vocab);
+    ck_assert(bpe_vocab > 256 && bpe_vocab != 1201);
+    ck_assert_int_eq(source_vocab(dir, NNT_OK), 0);   /* (no tokenizer files) */
+    ck_assert_int_eq(source_vocab(NULL, NNT_OK), 0);
+    ck_assert_int_eq(source_vocab("gpt2", NNT_OK), 0);
+    ck_assert_int_eq(source_vocab(path_data, NNT_OK), 0);
+
+    /* a run with the json tokenizer of both/tokenizer.json, its checkpoint in ckdir */
+    nnt_model_config c = tiny_config();
+    c.vocab = 1201;
+    nnt_optim_options oo = optim_options();
+    oo.warmup_steps = 0;   /* (one step) */
+    nnt_run_config run = run_config(&c, &oo);
+    char ckdir[128], ckpt[160];
+    snprintf(ckdir, sizeof ckdir, "%s/run", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", ckdir);
+    snprintf(path, sizeof path, "%s/tokenizer.json", both);
+    run.tokenizer = NNT_TOKENIZER_JSON, run.tokenizer_json = both, run.val_split = 0;
+    reports r;
+    nnt_trainer_options to = loop_options(&r);
+    to.steps = 1, to.log_dir = ckdir, to.checkpoint = ckpt;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    ck_assert_int_eq(source_vocab(ckpt, NNT_OK), 1201);
+    ck_assert_int_eq(source_vocab(ckdir, NNT_OK), 1201);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(source_vocab(ckpt, NNT_E_IO), 0);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "tokenizer.json, which is not there"));
+    /* the same with GPT-2's files (both recorded) */
+    char vocab_json[1024], merges_txt[1024];
+    snprintf(vocab_json, sizeof vocab_json, "%s/vocab.json", bpe);
+    snprintf(merges_txt, sizeof merges_txt, "%s/merges.txt", bpe);
+    run.tokenizer = NNT_TOKENIZER_BPE, run.tokenizer_json = NULL;
+    run.bpe_vocab = vocab_json, run.bpe_merges = merges_txt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    ck_assert_int_eq(source_vocab(ckpt, NNT_OK), bpe_vocab);
+}
+END_TEST
+
+/* nnt_trainer_text: the model, a step's line in full and cut to a width, a live line, a
+ * validation's, the run's and the memory's summaries, as nnt-train prints them. */
+START_TEST(test_text)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports r;
+    memset(&r, 0, sizeof r);
+    nnt_trainer_options to = loop_options(&r);
+    nnt_trainer *tr = NULL;
+    char text[1024], want[1024];
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 2));
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, text, sizeof text));
+    snprintf(want, sizeof want, "GPT-2 L 1, C 16, NH 2, V 32, context 8: %.3fM parameters",
+             (double)ti.params / 1e6);
+    ck_assert_str_eq(text, want);
+
+    const nnt_trainer_report *s2 = &r.step[2];
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, s2, 0, text, sizeof text));
+    int n = snprintf(want, sizeof want, "step 2/8  loss %.6f  lr %.3e  norm %7.4f  %8.1f ms  "
+                     "%8.0f tok/s  MFU ", s2->loss, s2->lr, s2->grad_norm, s2->ms,
+                     s2->tokens_per_s);
+    ck_assert_msg(!strncmp(text, want, (size_t)n), "'%s' is not '%s...'", text, want);
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, s2, 40, text, sizeof text));
+    snprintf(want, sizeof want, "step 2/8  loss %.6f  lr %.3e", s2->loss, s2->lr);
+    ck_assert_str_eq(text, want);   /* (37 columns: the norm would pass 40) */
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, s2, 37, text, sizeof text));
+    snprintf(want, sizeof want, "step 2/8  loss %.6f", s2->loss);
+    ck_assert_str_eq(text, want);   /* (a line never reaches the last column) */
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_LIVE, s2, 0, text, sizeof text));
+    snprintf(want, sizeof want, "step 2/8  loss %.4f (avg %.4f)  ETA ", s2->loss,
+             0.9 * r.step[1].loss + 0.1 * s2->loss);
+    ck_assert_msg(!strncmp(text, want, strlen(want)), "'%s' is not '%s...'", text, want);
+
+    nnt_trainer_report v = *s2;
+    v.event = NNT_TRAINER_VALIDATION, v.step = 4, v.loss = 3.25, v.tokens = 48, v.ms = 1250;
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, &v, 0, text, sizeof text));
+    ck_assert_str_eq(text, "val  4/8  loss 3.250000  on 48 held-out tokens (1.25 s)");
+
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_RUN, NULL, 0, text, sizeof text));
+    snprintf(want, sizeof want, "trained steps 1..2 in ");
+    ck_assert_msg(!strncmp(text, want, strlen(want)), "'%s'", text);
+    snprintf(want, sizeof want, ": %.1f ms/step, %.0f tokens/s", ti.step_ms, ti.tokens_per_s);
+    ck_assert_msg(strstr(text, want) != NULL, "'%s' has no '%s'", text, want);
+    snprintf(want, sizeof want, " (mean without the first step); last loss %.6f", s2->loss);
+    ck_assert_msg(strstr(text, want) != NULL, "'%s' has no '%s'", text, want);
+    /* the validation after the run's last step (2) */
+    snprintf(want, sizeof want, "\nvalidation: loss %.6f (perplexity %.4g) at step 2 (lowest "
+             "%.6f at step 2); 1 validation in ", r.val[2], exp(r.val[2]), r.val[2]);
+    ck_assert_msg(strstr(text, want) != NULL, "'%s' has no '%s'", text, want);
+    ck_assert_int_eq(ti.steps_run, 2);
+    ck_assert(ti.step_ms == r.step[2].ms && ti.last_loss == s2->loss);
+
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_MEMORY, NULL, 0, text, sizeof text));
+    ck_assert_ptr_nonnull(strstr(text, " moved between nodes; "));
+    EXPECT_RC(nnt_trainer_text(tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, text, 8), NNT_E_INVAL);
+    EXPECT_RC(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, NULL, 0, text, sizeof text),
+              NNT_E_INVAL);
+    nnt_trainer_destroy(tr);
+}
+END_TEST
+
+/* A failure about one field of the description names it first. */
+static void expect_field_failure(const nnt_run_config *run, const nnt_trainer_options *to,
+                                 int want, const char *field)
+{
+    nnt_trainer *tr = (nnt_trainer *)1;
+    EXPECT_RC(nnt_trainer_open(ctx, run, to, &tr), want);
+    ck_assert_ptr_null(tr);
+    const char *m = nnt_ctx_last_error(NULL);
+    ck_assert_msg(!strncmp(m, field, strlen(field)) && m[strlen(field)] == ':',
+                  "'%s' does not start with %s:", m, field);
+}
+
+START_TEST(test_open_failures)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    reports r;
+    nnt_trainer_options to = loop_options(&r);
+    char small[96], tiny[96], missing[96];
+    snprintf(small, sizeof small, "%s/small.bin", dir);
+    snprintf(tiny, sizeof tiny, "%s/tiny.bin", dir);
+    snprintf(missing, sizeof missing, "%s/none.bin", dir);
+    write_tokens(small, 10);   /* fewer than B T + 1 */
+    write_tokens(tiny, 6);     /* fewer than T + 1 */
+    nnt_run_config run = run_config(&c, &oo);
+    run.val_split = 1.0;
+    expect_field_failure(&run, &to, NNT_E_INVAL, "val_split");
+    run = run_config(&c, &oo), run.val_split = 0, run.val_data = small;
+    expect_field_failure(&run, &to, NNT_E_INVAL, "val_data");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "fewer than one batch"));
+    run = run_config(&c, &oo), run.data = missing;
+    expect_field_failure(&run, &to, NNT_E_IO, "data");
+    run = run_config(&c, &oo), run.val_split = 0, run.data = tiny, to.shuffle = 1;
+    expect_field_failure(&run, &to, NNT_E_INVAL, "shuffle");
+    to.shuffle = 0;
+    run = run_config(&c, &oo), run.lora = &lo, run.load_peft = dir;
+    expect_field_failure(&run, &to, NNT_E_INVAL, "lora");
+    run = run_config(&c, &oo), run.freeze = "nothing.*";
+    expect_field_failure(&run, &to, NNT_E_INVAL, "freeze");
+    oo.lr = 0.01, oo.min_lr = 0.5;
+    run = run_config(&c, &oo);
+    expect_field_failure(&run, &to, NNT_E_INVAL, "min_lr");
+    run = run_config(NULL, &oo);
+    expect_field_failure(&run, &to, NNT_E_INVAL, "model_config");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trainer_open");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_open_matches_create);
+    tcase_add_test(tc, test_fine_tune_resume);
+    tcase_add_test(tc, test_keep_previous);
+    tcase_add_test(tc, test_tokenizer_of_source);
+    tcase_add_test(tc, test_text);
+    tcase_add_test(tc, test_open_failures);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
