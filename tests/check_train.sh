@@ -451,14 +451,16 @@ fi
 # frozen, the adapters' options (or the PEFT directory) and a checksum of the frozen
 # parameters; --resume alone rebuilds the base from its source, freezes and adds the adapters
 # again, then loads the trained parameters and their optimizer state. LoRA with dropout (its
-# masks follow the step), --freeze alone, --load-peft; a base of another shape, or whose
-# weights changed since, is refused.
+# masks follow the step), --freeze alone, --load-peft, LoRA under bf16 products (the frozen
+# matrices then kept in bf16: the base's checksum is taken before that rounding); a base of
+# another shape, or whose weights changed since, is refused.
 cp -r "$tmp/l1/hf" "$tmp/base"
 ft_base="--load-hf $tmp/base $lora --steps 6 --lr 1e-2 --print-loss"
 set -f   # (the patterns of --freeze)
 for ft in "lora:--lora-rank 4 --lora-alpha 16 --lora-dropout 0.1 \
 --lora-targets q_proj,v_proj,down_proj" "freeze:--freeze model.embed_tokens.*,model.layers.0.mlp.*" \
-          "peft:--load-peft $tmp/lo/adapter"; do
+          "peft:--load-peft $tmp/lo/adapter" \
+          "bf16:--lora-rank 4 --lora-alpha 16 --precision bf16"; do
     k=${ft%%:*}
     run_ok "ft_${k}6" $ft_base ${ft#*:} --out "$tmp/ft/${k}6"
     run_ok "ft_${k}3" $ft_base ${ft#*:} --stop-after 3 --out "$tmp/ft/$k"

@@ -26,8 +26,10 @@ static const char *schedule_name(nnt_schedule s)
 }
 
 /* The checksum of the frozen parameters, in the model's order: FNV-1a 64 over each one's name
- * (with its NUL) and its elements as stored. Computed once (they do not change). */
-static int base_checksum(nnt_trainer *tr, uint64_t *sum)
+ * (with its NUL) and its elements as stored. Computed once, when the trainer is created
+ * (nnt_trainer_base_checksum): before any forward, since under bf16 products a frozen
+ * matrix is then kept in bf16 (its rounding), while the base a resume loads is not yet. */
+int nnt_trainer_base_checksum(nnt_trainer *tr, uint64_t *sum)
 {
     int64_t count = 0, most = 1;
     if (tr->base_known)
@@ -77,7 +79,7 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
     *out = NULL;
     NNT_TRY(nnt_model_config_of(tr->model, &c));
     if (tr->frozen > 0)
-        NNT_TRY(base_checksum(tr, &sum));
+        NNT_TRY(nnt_trainer_base_checksum(tr, &sum));
     snprintf(base, sizeof base, ", \"frozen\": %lld", (long long)tr->frozen);
     if (tr->frozen > 0)
         snprintf(base + strlen(base), sizeof base - strlen(base), ", \"base_checksum\": "
@@ -166,7 +168,7 @@ static int check_base(nnt_trainer *tr, const char *fn, const char *path, const c
     if (frozen <= 0 || !options ||
         nnt_options_get(options, "base_checksum", text, sizeof text, &found) || !found)
         return NNT_OK;   /* (a checkpoint of a run without frozen parameters) */
-    NNT_TRY(base_checksum(tr, &sum));
+    NNT_TRY(nnt_trainer_base_checksum(tr, &sum));
     if (nnt_meta_parse_hex64(text, &want) || want != sum)
         return nnt_fail(tr->ctx, NNT_E_FORMAT, "%s: %s: the frozen parameters (the base model) "
                         "are not those the checkpoint's run trained on: their checksum is "

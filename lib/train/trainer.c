@@ -147,6 +147,9 @@ static int prepare(nnt_trainer *tr, const char *fn)
         *(p.frozen ? &frozen : &trained) += (double)n * (strstr(p.name, "experts.") ? active : 1.0);
         tr->params += n, tr->frozen += p.frozen ? n : 0;
     }
+    uint64_t sum;   /* the base as loaded: before a bf16 product rounds a frozen matrix */
+    if (tr->frozen > 0)
+        NNT_TRY(nnt_trainer_base_checksum(tr, &sum));
     /* a frozen parameter: its forward and input-gradient products, no weight gradient */
     tr->flops_per_token = 6.0 * trained + 4.0 * frozen +
                           12.0 * (double)(cfg.layers * o->seq) * (double)(cfg.heads * cfg.head_dim);

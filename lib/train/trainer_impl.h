@@ -82,4 +82,8 @@ int nnt_source_tokenizer_open(int kind, char *const files[3], nnt_tokenizer **ou
 /* keep_previous at creation (keep.c). */
 int nnt_trainer_keep_previous(nnt_trainer *tr);
 
+/* The checksum of the frozen parameters (lib/train/record.c); computed at the first call,
+ * which nnt_trainer_create makes before any forward. */
+int nnt_trainer_base_checksum(nnt_trainer *tr, uint64_t *sum);
+
 #endif
