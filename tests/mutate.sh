@@ -113,6 +113,10 @@ moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* c
 olmoe_qk_per_head|lib/models/moe.c|s@c->qk_norm = 2;@c->qk_norm = 1;@|OLMoE config.json: q/k norms per head (Qwen3 style) instead of over the whole projection
 moe_topk_no_heap|cpu/moe.c|s@if (k \* 64 <= E) {@if (0) {@|MoE top-k: the partial-sort regime of torch.topk (k 64 <= E) selected as the nth_element one
 moe_dense_layers|lib/models/transformer.c|s@return !(i < 64 \&\& (c->dense_layers >> i \& 1u));@return 1;@|MoE: mlp_only_layers ignored (every block sparse)
+ksum_join_overlap|cpu/gemm_dnnl.c|s@        off += k\[i\];@        off += k[i] - (i == 0);@|k-summed bf16 product: the second k tile joined over the last k row of the first
+ksum_never|lib/ops/gemm.c|s@return 4.0 \* m \* n > 2.0 \* k \* (m + n);@return 4.0 * m * n < 0.0;@|bf16 products never summed over their k tiles in one task
+kept_never_repacked|lib/ops/gemm.c|s@if (kl->handle\[i\] \&\& kl->packed_at\[i\] == version)@if (kl->handle[i])@|packs kept with B never packed again after B changes
+kept_task_writes_unseen|lib/codelets/submit.c|s@nnt_handle_written(bufs\[i\].handle);@(void)bufs[i].handle;@|writes by tasks not counted: packs kept with B stale after a task writes B
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
