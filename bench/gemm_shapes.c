@@ -17,6 +17,11 @@
  *           float operands rounded into scratch, B reordered), and
  *   dnnl1   oneDNN's matmul on the same tile, one thread, bf16 operands, B as stored;
  * GFLOP/s, and nnt / dnnl2 and task / dnnl1 (the share of the library's rate reached).
+ * GEMM_SHAPES_VARIANTS="before:NNT_GEMM_KSUM=0,NNT_GEMM_PACK=temp after:" measures nnt under
+ * each environment (a context each, made anew every round, the variants' order alternating
+ * between rounds), the best round of each product kept. B is written again (converted from
+ * its float master, or scaled by 1) before each timed product, as a training step rewrites
+ * its weights, so that packs of B kept between products are made inside the timing.
  * f32: the older table (issue 16): BLIS against oneDNN, float products of GPT-2's tiles,
  * one core. Needs oneDNN (configure --with-onednn); exits 77 without it.
  *
@@ -158,6 +163,17 @@ static const struct product smollm2[] = {
 };
 #undef P
 
+static const char *loadavg(void)
+{
+    static char buf[64];
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f || !fgets(buf, sizeof buf, f))
+        snprintf(buf, sizeof buf, "?\n");
+    if (f)
+        fclose(f);
+    return buf;
+}
+
 static long whole(long tile, long size) { return tile > 0 && tile < size ? tile : size; }
 
 /* A oneDNN matmul on bf16 operands as stored (B's layout too), C float, made for the
@@ -278,40 +294,67 @@ static float *f32_buffer(long n)
     return x;
 }
 
-struct timings {
-    double nnt, dnnl2, task, dnnl1;
+/* The environment of a variant: "NAME:VAR=VALUE,VAR=VALUE" ("NAME:" none); every
+ * variable any variant names is unset first. */
+#define MAX_VARIANTS 4
+
+struct variant {
+    char name[32];
+    char vars[8][64];
+    int nvars;
 };
 
-/* One round of the four measurements of product p (each the time of one call). */
-static int one_round(nnt_ctx *ctx, const struct product *p, struct nnt_side *s,
-                     struct direct *d2, struct direct *d1, nnt_dnnl_cache *cache,
-                     const float *ta32, const void *tb, float *tc, long m, long n, long k,
-                     struct timings *t)
+static int parse_variants(const char *spec, struct variant *v)
 {
-    double t0 = now();
-    int rc = nnt_tensor_gemm(p->ta ? NNT_TRANS : NNT_NOTRANS, p->tb ? NNT_TRANS : NNT_NOTRANS,
-                             1.0, s->a, s->b, 0.0, s->c, 1, 0);
-    if (!rc)
-        rc = nnt_ctx_wait(ctx);
-    double t1 = now();
-    omp_set_num_threads(2);
-    rc = rc || direct_run(d2);
-    double t2 = now();
-    omp_set_num_threads(1);
-    rc = rc || direct_run(d1);
-    double t3 = now();
-    int dtypes = NNT_DNNL_BF16 | (p->b16 ? NNT_DNNL_B_BF16 : 0);
-    rc = rc || nnt_cpu_gemm_dnnl(cache, p->ta, p->tb, dtypes, m, n, k, 1.0f, ta32,
-                                 p->ta ? m : k, 0, tb, p->tb ? k : n, 0, 0.0f, tc, n, 0, 1);
-    double t4 = now();
-    t->nnt = t1 - t0;
-    t->dnnl2 = t2 - t1;
-    t->dnnl1 = t3 - t2;
-    t->task = t4 - t3;
-    return rc;
+    int n = 0;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && n < MAX_VARIANTS;
+         tok = strtok_r(NULL, " ", &save), n++) {
+        char *colon = strchr(tok, ':');
+        memset(&v[n], 0, sizeof v[n]);
+        if (colon)
+            *colon = 0;
+        snprintf(v[n].name, sizeof v[n].name, "%s", tok);
+        for (char *s2 = NULL, *var = colon ? strtok_r(colon + 1, ",", &s2) : NULL;
+             var && v[n].nvars < 8; var = strtok_r(NULL, ",", &s2))
+            snprintf(v[n].vars[v[n].nvars++], 64, "%s", var);
+    }
+    return n;
 }
 
-static int bf16_product(nnt_ctx *ctx, const struct product *p, int rounds, double *sum)
+static void apply_variant(const struct variant *all, int n, const struct variant *v)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < all[i].nvars; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s", all[i].vars[j]);
+            char *eq = strchr(name, '=');
+            if (eq)
+                *eq = 0;
+            unsetenv(name);
+        }
+    for (int j = 0; j < v->nvars; j++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s", v->vars[j]);
+        char *eq = strchr(name, '=');
+        if (eq) {
+            *eq = 0;
+            setenv(name, eq + 1, 1);
+        }
+    }
+}
+
+/* The best times of one product: nnt under each variant, and the direct calls. */
+struct best {
+    double nnt[MAX_VARIANTS], dnnl2, task, dnnl1;
+};
+
+static double min2(double a, double b) { return a < b ? a : b; }
+
+/* One round of product p in ctx: its tensors and primitives made, one untimed call of
+ * each, then one timed call of each (nnt, dnnl2, dnnl1, task), kept where best. */
+static int product_round(nnt_ctx *ctx, const struct product *p, int vi, struct best *b)
 {
     long m = whole(p->tm, p->M), n = whole(p->tn, p->N), k = whole(p->tk, p->K);
     struct nnt_side s;
@@ -327,26 +370,33 @@ static int bf16_product(nnt_ctx *ctx, const struct product *p, int rounds, doubl
     rc = rc || direct_make(&d2, p->ta, p->tb, p->M, p->N, p->K, a16, b16, c2);
     omp_set_num_threads(1);
     rc = rc || direct_make(&d1, p->ta, p->tb, m, n, k, ta16, tb16, c1);
-    struct timings best = {1e30, 1e30, 1e30, 1e30}, t;
-    for (int r = 0; r <= rounds && !rc; r++) {   /* round 0: warm-up */
-        rc = one_round(ctx, p, &s, &d2, &d1, cache, ta32, p->b16 ? (void *)tb16 : (void *)tb32,
-                       tc, m, n, k, &t);
-        if (r == 0)
-            continue;
-        best.nnt = t.nnt < best.nnt ? t.nnt : best.nnt;
-        best.dnnl2 = t.dnnl2 < best.dnnl2 ? t.dnnl2 : best.dnnl2;
-        best.dnnl1 = t.dnnl1 < best.dnnl1 ? t.dnnl1 : best.dnnl1;
-        best.task = t.task < best.task ? t.task : best.task;
-    }
-    if (!rc) {
-        double fl = 2.0 * p->M * p->N * p->K, tf = 2.0 * m * n * k;
-        printf("| %-14s | %5ld x %5ld x %5ld | %4ld x %5ld x %5ld | %6.1f | %6.1f | %5.2f | "
-               "%6.1f | %6.1f | %5.2f |\n", p->name, p->M, p->N, p->K, m, n, k,
-               fl / best.nnt * 1e-9, fl / best.dnnl2 * 1e-9, best.dnnl2 / best.nnt,
-               tf / best.task * 1e-9, tf / best.dnnl1 * 1e-9, best.dnnl1 / best.task);
-        sum[0] += best.nnt;
-        sum[1] += best.dnnl2;
-        sum[2] += fl;
+    const void *tb = p->b16 ? (const void *)tb16 : (const void *)tb32;
+    for (int r = 0; r < 2 && !rc; r++) {   /* r 0: warm-up */
+        /* B written again, as a step writes a weight (its bf16 copy, once a forward) between
+         * its products: what nnt derived from it (packs) is made again inside the timing */
+        rc = p->b16 ? nnt_tensor_convert(s.b32, s.b) : nnt_tensor_scale(s.b, 1.0);
+        rc = rc || nnt_ctx_wait(ctx);
+        double t0 = now();
+        rc = nnt_tensor_gemm(p->ta ? NNT_TRANS : NNT_NOTRANS, p->tb ? NNT_TRANS : NNT_NOTRANS,
+                             1.0, s.a, s.b, 0.0, s.c, 1, 0);
+        rc = rc || nnt_ctx_wait(ctx);
+        double t1 = now();
+        omp_set_num_threads(2);
+        rc = rc || direct_run(&d2);
+        double t2 = now();
+        omp_set_num_threads(1);
+        rc = rc || direct_run(&d1);
+        double t3 = now();
+        int dtypes = NNT_DNNL_BF16 | (p->b16 ? NNT_DNNL_B_BF16 : 0);
+        rc = rc || nnt_cpu_gemm_dnnl(cache, p->ta, p->tb, dtypes, m, n, k, 1.0f, ta32,
+                                     p->ta ? m : k, 0, tb, p->tb ? k : n, 0, 0.0f, tc, n, 0, 1);
+        double t4 = now();
+        if (r == 1) {
+            b->nnt[vi] = min2(b->nnt[vi], t1 - t0);
+            b->dnnl2 = min2(b->dnnl2, t2 - t1);
+            b->dnnl1 = min2(b->dnnl1, t3 - t2);
+            b->task = min2(b->task, t4 - t3);
+        }
     }
     nnt_side_free(&s);
     direct_free(&d2);
@@ -366,34 +416,87 @@ static int bf16_table(const char *model, int rounds)
         printf("SKIP: oneDNN's ISA %s has no bf16 dot products\n", nnt_cpu_dnnl_isa());
         return 77;
     }
-    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
-    o.ncpus = 2;
-    o.ncuda = 0;
-    o.sched = "lws";
-    nnt_ctx *ctx = NULL;
-    int rc = nnt_ctx_create(&o, &ctx);
-    if (!rc)
-        rc = nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16);
+    struct variant v[MAX_VARIANTS];
+    const char *spec = getenv("GEMM_SHAPES_VARIANTS");
+    int nv = parse_variants(spec && *spec ? spec : "nnt:", v);
+    struct best *best = malloc(np * sizeof *best);
+    if (!best || nv < 1)
+        return 1;
+    for (size_t i = 0; i < np; i++) {
+        best[i].dnnl2 = best[i].task = best[i].dnnl1 = 1e30;
+        for (int j = 0; j < MAX_VARIANTS; j++)
+            best[i].nnt[j] = 1e30;
+    }
+    int rc = 0;
+    const char *kernels[MAX_VARIANTS] = {NULL};
+    printf("load at start %s", loadavg());
+    for (int r = 0; r < rounds && !rc; r++)
+        for (int vi = 0; vi < nv && !rc; vi++) {
+            int order = r % 2 ? nv - 1 - vi : vi;   /* alternate which variant goes first */
+            apply_variant(v, nv, &v[order]);
+            nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+            o.ncpus = 2;
+            o.ncuda = 0;
+            o.sched = "lws";
+            nnt_ctx *ctx = NULL;
+            rc = nnt_ctx_create(&o, &ctx);
+            if (!rc)
+                rc = nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16);
+            if (!rc && !kernels[order]) {
+                const char *desc = "";
+                nnt_ctx_kernels(ctx, &desc);
+                kernels[order] = strdup(desc);
+            }
+            for (size_t i = 0; i < np && !rc; i++)
+                rc = product_round(ctx, &ps[i], order, &best[i]);
+            if (rc)
+                fprintf(stderr, "gemm_shapes: failed (%d): %s\n", rc, nnt_ctx_last_error(ctx));
+            nnt_ctx_destroy(ctx);
+        }
     if (rc) {
-        fprintf(stderr, "gemm_shapes: %s: %s\n", nnt_strerror(rc), nnt_ctx_last_error(NULL));
+        free(best);
         return 1;
     }
-    const char *kernels = "";
-    nnt_ctx_kernels(ctx, &kernels);
-    printf("%s bf16 products, best of %d interleaved rounds; nnt: %s\n", model, rounds, kernels);
-    printf("| product | M x N x K | tile m x n x k | nnt GF/s | dnnl2 GF/s | nnt/dnnl2 | "
-           "task GF/s | dnnl1 GF/s | task/dnnl1 |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
-    double sum[3] = {0, 0, 0};
-    for (size_t i = 0; i < np && !rc; i++)
-        rc = bf16_product(ctx, &ps[i], rounds, sum);
-    if (!rc)
-        printf("all products once: nnt %.1f ms (%.1f GFLOP/s), oneDNN 2 threads %.1f ms (%.1f "
-               "GFLOP/s): nnt/dnnl2 %.2f\n", sum[0] * 1e3, sum[2] / sum[0] * 1e-9, sum[1] * 1e3,
-               sum[2] / sum[1] * 1e-9, sum[1] / sum[0]);
-    else
-        fprintf(stderr, "gemm_shapes: failed (%d): %s\n", rc, nnt_ctx_last_error(ctx));
-    nnt_ctx_destroy(ctx);
-    return rc ? 1 : 0;
+    printf("%s bf16 products, best of %d rounds (variants and direct calls interleaved); "
+           "load %s", model, rounds, loadavg());
+    for (int vi = 0; vi < nv; vi++)
+        printf("- %s (%s%s%s): %s\n", v[vi].name, v[vi].nvars ? "" : "no variable",
+               v[vi].nvars ? v[vi].vars[0] : "", v[vi].nvars > 1 ? ", ..." : "", kernels[vi]);
+    printf("\n| product | M x N x K | tile m x n x k |");
+    for (int vi = 0; vi < nv; vi++)
+        printf(" %s GF/s |", v[vi].name);
+    printf(" dnnl2 GF/s |");
+    for (int vi = 0; vi < nv; vi++)
+        printf(" %s/dnnl2 |", v[vi].name);
+    printf(" task GF/s | dnnl1 GF/s | task/dnnl1 |\n|---|---|---|");
+    for (int vi = 0; vi < 2 * nv + 4; vi++)
+        printf("---:|");
+    printf("\n");
+    double sum[MAX_VARIANTS + 1] = {0}, flops = 0;
+    for (size_t i = 0; i < np; i++) {
+        const struct product *p = &ps[i];
+        long m = whole(p->tm, p->M), n = whole(p->tn, p->N), k = whole(p->tk, p->K);
+        double fl = 2.0 * p->M * p->N * p->K, tf = 2.0 * m * n * k;
+        printf("| %s | %ld x %ld x %ld | %ld x %ld x %ld |", p->name, p->M, p->N, p->K, m, n, k);
+        for (int vi = 0; vi < nv; vi++)
+            printf(" %.1f |", fl / best[i].nnt[vi] * 1e-9);
+        printf(" %.1f |", fl / best[i].dnnl2 * 1e-9);
+        for (int vi = 0; vi < nv; vi++)
+            printf(" %.2f |", best[i].dnnl2 / best[i].nnt[vi]);
+        printf(" %.1f | %.1f | %.2f |\n", tf / best[i].task * 1e-9, tf / best[i].dnnl1 * 1e-9,
+               best[i].dnnl1 / best[i].task);
+        for (int vi = 0; vi < nv; vi++)
+            sum[vi] += best[i].nnt[vi];
+        sum[nv] += best[i].dnnl2;
+        flops += fl;
+    }
+    printf("\nall products once (sum of the best times):");
+    for (int vi = 0; vi < nv; vi++)
+        printf(" %s %.1f ms (%.1f GFLOP/s, %.2f of dnnl2);", v[vi].name, sum[vi] * 1e3,
+               flops / sum[vi] * 1e-9, sum[nv] / sum[vi]);
+    printf(" dnnl2 %.1f ms (%.1f GFLOP/s)\n", sum[nv] * 1e3, flops / sum[nv] * 1e-9);
+    free(best);
+    return 0;
 }
 
 int main(int argc, char **argv)

@@ -276,8 +276,9 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN) {   /* what oneDNN's products do with B */
         size_t len = strlen(ctx->kernels), room = sizeof ctx->kernels - len;
         if (ctx->pack_keep)
-            snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles packed and "
-                     "kept while unchanged", NNT_GEMM_KEEP_MIN_READERS);
+            snprintf(ctx->kernels + len, room, "; B tiles of float products shared by %d+ row "
+                     "tiles packed and kept while unchanged, of bf16 products by %d+ packed once "
+                     "a product", NNT_GEMM_KEEP_MIN_READERS, NNT_GEMM_PACK_MIN_READERS);
         else if (ctx->pack_b)
             snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles packed once "
                      "a product", NNT_GEMM_PACK_MIN_READERS);
@@ -327,6 +328,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     wait_all(ctx);
     nnt_stats_ctx_stop(ctx);
     ctx_orphan_tensors(ctx);
+    nnt_gemm_kept_drain();
     pthread_mutex_lock(&live_lock);
     live_ctx = NULL;
     pthread_mutex_unlock(&live_lock);

@@ -455,6 +455,9 @@ int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why);
  * for each product alone); the packs kept with t, released (nnt_tensor_destroy). */
 int nnt_gemm_packs_kept(const nnt_ctx *ctx);
 void nnt_gemm_kept_free(nnt_tensor *t);
+/* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes (the
+ * layers' bf16 weight copies are made anew every step), freed (when a context goes). */
+void nnt_gemm_kept_drain(void);
 /* Every write of a tile's handle (a task that writes it, a host copy into it) bumps its
  * version, so that what was derived from the tile (a packed copy) knows when it is stale:
  * nnt_submit and the host copies call nnt_handle_written. */

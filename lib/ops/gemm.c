@@ -9,6 +9,8 @@
 #include "../internal.h"
 #include "nnt_cpu.h"
 
+#include <pthread.h>
+
 /* Access mode of C in the k tasks after the first. Plain RW keeps the k order fixed
  * (deterministic); building with -DNNT_GEMM_K_COMMUTE lets StarPU run them in any order
  * (RW | COMMUTE), which is how bench/RESULTS.md compared the two. */
@@ -361,10 +363,9 @@ static int submit_c_tile_ksum(nnt_trans trans_a, nnt_trans trans_b, double alpha
  * output is written to memory and read back by the products, where each product's own
  * reorder stays in its core's cache): with 2 readers the steps were as fast either way, with
  * 3 or more packing wins. */
-static int packs_b(const nnt_tensor *c, const struct gemm_dims *d)
+static int packs_b(const nnt_tensor *c, const struct gemm_dims *d, int keep)
 {
-    const int64_t readers = c->ctx->pack_keep ? NNT_GEMM_KEEP_MIN_READERS
-                                              : NNT_GEMM_PACK_MIN_READERS;
+    const int64_t readers = keep ? NNT_GEMM_KEEP_MIN_READERS : NNT_GEMM_PACK_MIN_READERS;
     if (!c->ctx->pack_b || d->nb != 0 || nnt_box_numel(d->nm, c->grid + d->c_m) < readers)
         return 0;
     /* the readers: row tiles of 2 rows or more (one-row products read B as stored), each
@@ -438,6 +439,9 @@ struct kept_layout {
     int used, trans_b;
     nnt_gemm_packing packing;
     starpu_data_handle_t *handle;   /* per B tile; NULL where B is used as stored */
+    void **memory;                  /* its RAM (the handle's home, ours: never freed and
+                                       allocated again by StarPU, whose fresh pages cost a
+                                       page fault each)                                 */
     uint64_t *packed_at;
     uint64_t last_use;
 };
@@ -447,16 +451,76 @@ struct nnt_gemm_kept {
     uint64_t clock;
 };
 
-/* Unregister a layout's handles: once their readers ran (async), or now (the tensor goes). */
-static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles, int async)
+/* The RAM of packs whose tensor went, kept for the next packs of the same size: the layers
+ * make their bf16 weight copies anew every step (GPT-2 124M: about 400 tiles, 0.8 GB of
+ * packs), and fresh memory costs a page fault every 4 KiB (measured: 50-60 K more faults a
+ * step without this). Shared by the contexts of the process; emptied when a context goes
+ * (nnt_gemm_kept_drain). */
+struct kept_block {
+    void *memory;
+    size_t bytes;
+    struct kept_block *next;
+};
+static pthread_mutex_t kept_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept_block *kept_pool;
+
+static void *kept_alloc(size_t bytes)
 {
-    for (int64_t i = 0; kl->handle && i < ntiles; i++) {
-        if (kl->handle[i] && async)
-            starpu_data_unregister_submit(kl->handle[i]);
-        else if (kl->handle[i])
-            starpu_data_unregister_no_coherency(kl->handle[i]);
+    void *memory = NULL;
+    pthread_mutex_lock(&kept_pool_lock);
+    for (struct kept_block **at = &kept_pool; *at; at = &(*at)->next)
+        if ((*at)->bytes == bytes) {
+            struct kept_block *blk = *at;
+            *at = blk->next;
+            memory = blk->memory;
+            free(blk);
+            break;
+        }
+    pthread_mutex_unlock(&kept_pool_lock);
+    if (!memory && posix_memalign(&memory, 64, bytes) != 0)
+        memory = NULL;
+    return memory;
+}
+
+static void kept_release(void *memory, size_t bytes)
+{
+    struct kept_block *blk = malloc(sizeof *blk);
+    if (!blk) {
+        free(memory);
+        return;
     }
+    blk->memory = memory;
+    blk->bytes = bytes;
+    pthread_mutex_lock(&kept_pool_lock);
+    blk->next = kept_pool;
+    kept_pool = blk;
+    pthread_mutex_unlock(&kept_pool_lock);
+}
+
+void nnt_gemm_kept_drain(void)
+{
+    pthread_mutex_lock(&kept_pool_lock);
+    while (kept_pool) {
+        struct kept_block *blk = kept_pool;
+        kept_pool = blk->next;
+        free(blk->memory);
+        free(blk);
+    }
+    pthread_mutex_unlock(&kept_pool_lock);
+}
+
+/* Unregister a layout's handles (waiting for the tasks that use them); their RAM goes to the
+ * pool. */
+static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles)
+{
+    for (int64_t i = 0; kl->handle && i < ntiles; i++)
+        if (kl->handle[i]) {
+            size_t bytes = starpu_vector_get_nx(kl->handle[i]);
+            starpu_data_unregister_no_coherency(kl->handle[i]);
+            kept_release(kl->memory[i], bytes);
+        }
     free(kl->handle);
+    free(kl->memory);
     free(kl->packed_at);
     memset(kl, 0, sizeof *kl);
 }
@@ -466,7 +530,7 @@ void nnt_gemm_kept_free(nnt_tensor *t)
     if (!t->kept)
         return;
     for (int i = 0; i < KEPT_LAYOUTS; i++)
-        kept_layout_clear(&t->kept->layout[i], t->ntiles, 0);
+        kept_layout_clear(&t->kept->layout[i], t->ntiles);
     free(t->kept);
     t->kept = NULL;
 }
@@ -490,11 +554,12 @@ static struct kept_layout *kept_layout_of(nnt_tensor *b, int trans_b, const nnt_
         if (!kl->used || (victim->used && kl->last_use < victim->last_use))
             victim = kl;
     }
-    kept_layout_clear(victim, b->ntiles, 1);
+    kept_layout_clear(victim, b->ntiles);
     victim->handle = calloc((size_t)b->ntiles, sizeof *victim->handle);
+    victim->memory = calloc((size_t)b->ntiles, sizeof *victim->memory);
     victim->packed_at = calloc((size_t)b->ntiles, sizeof *victim->packed_at);
-    if (!victim->handle || !victim->packed_at) {
-        kept_layout_clear(victim, b->ntiles, 1);
+    if (!victim->handle || !victim->memory || !victim->packed_at) {
+        kept_layout_clear(victim, b->ntiles);
         return NULL;
     }
     victim->used = 1;
@@ -531,8 +596,12 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
         uint64_t version = nnt_handle_version(b->tiles[i].handle) + 1;
         if (kl->handle[i] && kl->packed_at[i] == version)
             continue;   /* packed from the tile as it is */
-        if (!kl->handle[i])
-            starpu_vector_data_register(&kl->handle[i], -1, 0, (uint32_t)bytes, 1);
+        if (!kl->handle[i]) {
+            if (!(kl->memory[i] = kept_alloc(bytes)))
+                continue;   /* no memory: this tile as stored */
+            starpu_vector_data_register(&kl->handle[i], STARPU_MAIN_RAM,
+                                        (uintptr_t)kl->memory[i], (uint32_t)bytes, 1);
+        }
         rc = nnt_insert_gemm_pack(c->ctx, &pb->packing, trans_b != NNT_NOTRANS, n, k,
                                   b->tiles[i].handle, kl->handle[i]);
         kl->packed_at[i] = rc == 0 ? version : 0;
@@ -540,6 +609,18 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
     pb->handle = kl->handle;
     pb->kept = 1;
     return rc;
+}
+
+/* Whether this product keeps B's packs (ctx->pack_keep) or packs for itself alone: float
+ * products keep them; bf16 products do not, because the B they read is a layer's bf16
+ * weight copy, which the layers make anew every forward (the packs would die with it each
+ * step), and measured on AMD Zen 4 (bench/RESULTS-bf16.md) bf16 steps were no faster with
+ * kept packs read by 2 row tiles while fp32 steps took 8-11 % less CPU time. */
+static int keeps_b(const nnt_tensor *a, const nnt_tensor *b, const nnt_tensor *c)
+{
+    nnt_gemm_packing p;
+    nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, 1, &p);
+    return c->ctx->pack_keep && !p.bf16;
 }
 
 /* Whether a product of m rows reads B tile bi (n x k) packed: only where B as stored would
@@ -742,9 +823,10 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
     struct packed_b pb = {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0};
     const int ksum = rc == 0 && !travel && sums_k(a, c, &d, e);
-    if (rc == 0 && !ksum && packs_b(c, &d))
-        rc = c->ctx->pack_keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
-                               : packed_b_submit(trans_b, a, b, c, &d, &pb);
+    const int keep = rc == 0 && keeps_b(a, b, c);
+    if (rc == 0 && !ksum && packs_b(c, &d, keep))
+        rc = keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
+                  : packed_b_submit(trans_b, a, b, c, &d, &pb);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
         if (!ksum || submit_c_tile_ksum(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, &rc))
             rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
