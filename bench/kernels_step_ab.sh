@@ -27,7 +27,8 @@ b_env=${B_ENV-}
 a_name=${A_NAME:-generic}
 b_name=${B_NAME:-avx2}
 precisions=${PRECISIONS:-fp32 bf16}
-model=${MODEL:---layers 12 --channels 768 --heads 12 --vocab 50257 --context 1024 --batch 4 --seq 64}
+gpt2="--layers 12 --channels 768 --heads 12 --vocab 50257 --context 1024 --batch 4 --seq 64"
+model=${MODEL:-$gpt2}
 steps=${STEPS:-4}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -44,9 +45,12 @@ train() { # ENV PRECISION [extra nnt-train arguments]
 # "ms cpu_s" of one run's output
 ms_cpu() { awk '/ms\/step/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /^ms\/step/) ms = $i}
                 /^cpu / {cpu = $2 + $3} END {printf "%s %.2f", ms, cpu}'; }
-echo "# $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+cpu() { lscpu | sed -n "s/^$1: *//p"; }
+echo "# $(cpu 'Model name'), family $(cpu 'CPU family') model $(cpu Model)," \
+    "load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 echo "# A: ${a_name} (${a_env:-no change}), B: ${b_name} (${b_env:-no change}); nice ${NICE:-0}"
-echo "# round precision ${a_name}_ms ${b_name}_ms ${a_name}/${b_name} ${a_name}_cpu_s ${b_name}_cpu_s load1"
+echo "# round precision ${a_name}_ms ${b_name}_ms ${a_name}/${b_name}" \
+    "${a_name}_cpu_s ${b_name}_cpu_s load1"
 for r in $(seq "$rounds"); do
     for prec in $precisions; do
         if [ $((r % 2)) -eq 1 ]; then
@@ -54,7 +58,8 @@ for r in $(seq "$rounds"); do
         else
             b=$(train "$b_env" "$prec" | ms_cpu); a=$(train "$a_env" "$prec" | ms_cpu)
         fi
-        echo "$r $prec ${a% *} ${b% *} $(echo "${a% *} ${b% *}" | awk '{printf "%.3f", $1 / $2}') ${a#* } ${b#* } $(cut -d' ' -f1 /proc/loadavg)"
+        q=$(echo "${a% *} ${b% *}" | awk '{printf "%.3f", $1 / $2}')
+        echo "$r $prec ${a% *} ${b% *} $q ${a#* } ${b#* } $(cut -d' ' -f1 /proc/loadavg)"
     done
 done | tee "$tmp/rows"
 echo "# load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
@@ -67,7 +72,8 @@ for prec in $precisions; do
     hi=$(awk -v p=$prec '$2 == p {print $5}' "$tmp/rows" | sort -n | tail -1)
     ca=$(awk -v p=$prec '$2 == p {print $6}' "$tmp/rows" | med)
     cb=$(awk -v p=$prec '$2 == p {print $7}' "$tmp/rows" | med)
-    echo "$prec: median ms/step $a_name $a, $b_name $b; $a_name/$b_name per round: median $q (range $lo-$hi); median CPU s a run $a_name $ca, $b_name $cb"
+    echo "$prec: median ms/step $a_name $a, $b_name $b; $a_name/$b_name per round: median" \
+        "$q (range $lo-$hi); median CPU s a run $a_name $ca, $b_name $cb"
 done
 [ "${TRACE:-0}" = 1 ] || exit 0
 for prec in $precisions; do
@@ -77,6 +83,7 @@ for prec in $precisions; do
         awk -v p=$prec -v i="$name" '$1 ~ /^nnt_/ {t += $3; if ($1 == "nnt_gemm") g += $3}
             END {printf "%s %s: worker-busy %.0f ms over 2 steps, GEMM %.1f %%, non-GEMM %.1f %% (%.0f ms/step)\n",
                  p, i, t, 100 * g / t, 100 * (t - g) / t, (t - g) / 2}' "$tmp/out/trace-ops.txt"
-        cp "$tmp/out/trace-ops.txt" "${TRACE_DIR:-$tmp}/trace-ops-$prec-$name.txt" 2>/dev/null || true
+        cp "$tmp/out/trace-ops.txt" "${TRACE_DIR:-$tmp}/trace-ops-$prec-$name.txt" \
+            2>/dev/null || true
     done
 done
