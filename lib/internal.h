@@ -443,8 +443,10 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
 int nnt_gemm_packs(const nnt_ctx *ctx, const char **why);
 /* lib/ops/gemm.c: 1 when the bf16 products of ctx sum several k tiles of a C tile in one
  * task (nnt_insert_gemm_ksum): oneDNN computes them with bf16 dot products, NNT_GEMM_KSUM is
- * not 0, only CPU workers of one process (the task has no CUDA implementation; MPI sums
- * rows across ranks in its own order); else 0 and why not (static string). */
+ * not 0, only CPU workers (the task has no CUDA implementation); else 0 and why not (static
+ * string). Over MPI such a task runs on C's owner with the rows brought to it (under
+ * NNT_DIST_DATA too, where other products' C tiles may travel to the rows), so that every
+ * rank computes one process's sums. */
 int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why);
 /* C tiles along m (readers of each B tile) from which a product packs its B tiles: into
  * packs kept with B (ctx->pack_keep), or made for this product alone. */

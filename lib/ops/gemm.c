@@ -297,7 +297,6 @@ int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why)
            : !nnt_cpu_dnnl_bf16_native()             ? "no bf16 dot products"
            : v && strcmp(v, "0") == 0                ? "NNT_GEMM_KSUM=0"
            : ctx->ncuda > 0                          ? "CUDA workers"
-           : ctx->mpi                                ? "MPI"
                                                      : NULL;
     return *why == NULL;
 }
@@ -451,11 +450,10 @@ struct nnt_gemm_kept {
     uint64_t clock;
 };
 
-/* The RAM of packs whose tensor went, kept for the next packs of the same size: the layers
- * make their bf16 weight copies anew every step (GPT-2 124M: about 400 tiles, 0.8 GB of
- * packs), and fresh memory costs a page fault every 4 KiB (measured: 50-60 K more faults a
- * step without this). Shared by the contexts of the process; emptied when a context goes
- * (nnt_gemm_kept_drain). */
+/* The RAM of packs whose tensor went, kept (up to KEPT_POOL_MAX) for the next packs of the
+ * same size: tensors made anew every step (as the layers make their bf16 weight copies)
+ * would otherwise pack into fresh memory, a page fault every 4 KiB. Shared by the contexts
+ * of the process; emptied when a context goes (nnt_gemm_kept_drain). */
 struct kept_block {
     void *memory;
     size_t bytes;
@@ -463,6 +461,8 @@ struct kept_block {
 };
 static pthread_mutex_t kept_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept_block *kept_pool;
+static size_t kept_pool_bytes;
+#define KEPT_POOL_MAX ((size_t)1 << 30)   /* beyond 1 GiB, released RAM is freed */
 
 static void *kept_alloc(size_t bytes)
 {
@@ -473,6 +473,7 @@ static void *kept_alloc(size_t bytes)
             struct kept_block *blk = *at;
             *at = blk->next;
             memory = blk->memory;
+            kept_pool_bytes -= blk->bytes;
             free(blk);
             break;
         }
@@ -485,16 +486,20 @@ static void *kept_alloc(size_t bytes)
 static void kept_release(void *memory, size_t bytes)
 {
     struct kept_block *blk = malloc(sizeof *blk);
-    if (!blk) {
-        free(memory);
-        return;
-    }
-    blk->memory = memory;
-    blk->bytes = bytes;
     pthread_mutex_lock(&kept_pool_lock);
-    blk->next = kept_pool;
-    kept_pool = blk;
+    int keep = blk && kept_pool_bytes + bytes <= KEPT_POOL_MAX;
+    if (keep) {
+        blk->memory = memory;
+        blk->bytes = bytes;
+        blk->next = kept_pool;
+        kept_pool = blk;
+        kept_pool_bytes += bytes;
+    }
     pthread_mutex_unlock(&kept_pool_lock);
+    if (!keep) {
+        free(blk);
+        free(memory);
+    }
 }
 
 void nnt_gemm_kept_drain(void)
@@ -506,6 +511,7 @@ void nnt_gemm_kept_drain(void)
         free(blk->memory);
         free(blk);
     }
+    kept_pool_bytes = 0;
     pthread_mutex_unlock(&kept_pool_lock);
 }
 
@@ -820,9 +826,11 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     int rc = check_operands(fn, trans_a, trans_b, a, b, beta, c, ndim_k, ndim_batch, &d);
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
-    const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
+    /* a C tile summed in one task is computed where it is owned, its rows brought there
+     * (under NNT_DIST_DATA too): one process's task, one process's bits */
+    const int ksum = rc == 0 && sums_k(a, c, &d, e);
+    const int travel = rc == 0 && !ksum && data_travel(a, b, beta, c, &d, e);
     struct packed_b pb = {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0};
-    const int ksum = rc == 0 && !travel && sums_k(a, c, &d, e);
     const int keep = rc == 0 && keeps_b(a, b, c);
     if (rc == 0 && !ksum && packs_b(c, &d, keep))
         rc = keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
