@@ -380,6 +380,30 @@ def peak_worker(a):
     print(json.dumps({"gflops": 2.0 * n ** 3 / best / 1e9}))
 
 
+def floor_worker(a):
+    """The bf16 floor's rate (issue 41): torch.mm 2048^3 on bf16 tensors with THREADS threads
+    (oneDNN's bf16 matmul on AVX512-BF16 / AMX CPUs), best of 10 after 3 warm-ups."""
+    import torch
+    torch.set_num_threads(a.threads)
+    n = 2048
+    x = torch.randn(n, n).bfloat16()
+    y = torch.randn(n, n).bfloat16()
+    for _ in range(3):
+        torch.mm(x, y)
+    best = float("inf")
+    for _ in range(10):
+        t0 = time.perf_counter()
+        torch.mm(x, y)
+        best = min(best, time.perf_counter() - t0)
+    print(json.dumps({"gflops": 2.0 * n ** 3 / best / 1e9}))
+
+
+def torch_floor(a):
+    argv = [sys.executable, os.path.abspath(__file__), "--floor-worker", "--threads",
+            str(a.threads)]
+    return json.loads(run_child(argv).strip().splitlines()[-1])["gflops"]
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def run_child(argv, env=None):
@@ -623,11 +647,14 @@ def main():
     p.add_argument("--variant", default="default", help=argparse.SUPPRESS)
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--peak-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--floor-worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.torch_worker:
         return torch_worker(a)
     if a.peak_worker:
         return peak_worker(a)
+    if a.floor_worker:
+        return floor_worker(a)
 
     if a.tilings is None and a.configs and all(c in LLAMA for c in a.configs.split(",")):
         a.tilings = "auto"  # Llama configs only: nnt-train's automatic tiling
@@ -708,6 +735,10 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
     load_before = loadavg()
     model, nproc = machine()
     peak0 = torch_peak(a)
+    bf16_floor = a.device == "cpu" and a.precision == "bf16"
+    floor0 = torch_floor(a) if bf16_floor else None
+    if floor0:
+        print("torch.mm 2048^3 bf16, %d threads: %.1f GFLOP/s" % (a.threads, floor0), flush=True)
     if a.device == "cuda":
         print("%s: %.1f TFLOP/s; load %s" % (peak_desc(a), peak0 / 1e3, load_before),
               flush=True)
@@ -751,6 +782,7 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
                 print("%s round %d %-5s %-8s %.3f s/step (load %.2f)"
                       % (c, rnd + 1, side, what, r[side][what][-1], la), flush=True)
     peak1 = torch_peak(a)
+    floor1 = torch_floor(a) if bf16_floor else None
     load_after = loadavg()
     end = datetime.datetime.now(datetime.timezone.utc)
     peak = max(peak0, peak1)
@@ -937,6 +969,22 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
       % ("the nominal %g TFLOP/s (--peak-tflops)" % a.peak_tflops if a.peak_tflops
          else "the %.0f GFLOP/s of design.md" % DESIGN_PEAK))
     w("")
+    if bf16_floor:
+        rate = max(floor0, floor1)
+        w("The bf16 floor (issue 41): a step's FLOPs at the rate of torch.mm 2048 x 2048 x 2048 "
+          "on bf16 tensors with %d threads (oneDNN), best of 10: %.1f GFLOP/s before the runs, "
+          "%.1f after (the higher, %.1f, is used). Share of the floor = floor time / step time "
+          "(goal >= 70 %%); torch/nnt: PyTorch bf16 autocast's best variant over nnt (goal >= 2)."
+          % (a.threads, floor0, floor1, rate))
+        w("")
+        w("| config | GFLOP/step | floor s | s/step nnt | nnt share of the floor | "
+          "s/step torch | torch share of the floor | torch/nnt |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for c, L, C, NH, params, _, fl, tn, tt, best, med, r, tbest, tmed in rows:
+            floor_s = fl / rate / 1e9
+            w("| %s | %.1f | %.3f | %.3f | %.1f%% | %.3f | %.1f%% | %.2f |"
+              % (c, fl / 1e9, floor_s, tn, 100 * floor_s / tn, tt, 100 * floor_s / tt, tt / tn))
+        w("")
     w("nnt tilings tried (nnt-train options; C = channels; -1: one tile) and the tile sizes "
       "nnt-train reported:")
     w("")

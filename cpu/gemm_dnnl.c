@@ -56,6 +56,8 @@ struct nnt_dnnl_cache {
     struct cache_entry slot[CACHE_SLOTS];
     void *scratch;                /* scratchpad, then packed B, then converted operands        */
     size_t scratch_bytes;
+    void *ksum;                   /* the bf16 operands of a product over several k tiles       */
+    size_t ksum_bytes;
 };
 
 static dnnl_engine_t engine;
@@ -137,6 +139,7 @@ void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c)
         entry_clear(&c->slot[i]);
     dnnl_stream_destroy(c->stream);
     free(c->scratch);
+    free(c->ksum);
     free(c);
 }
 
@@ -261,6 +264,12 @@ static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
 }
 
 static unsigned long products_done, packs_done, packed_done, packed_reordered;   /* atomic */
+static unsigned long ksum_done;   /* atomic */
+unsigned long nnt_cpu_dnnl_ksum_products(void)
+{
+    return __atomic_load_n(&ksum_done, __ATOMIC_RELAXED);
+}
+
 unsigned long nnt_cpu_dnnl_products(void)
 {
     return __atomic_load_n(&products_done, __ATOMIC_RELAXED);
@@ -588,6 +597,70 @@ int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int
     return rc;
 }
 
+/* Rows of a tile as bf16 into dst: `rows` rows of `cols` elements (leading dimension ld in
+ * the tile, dld in dst), float rounded by nnt_cpu_f32_to_bf16, bf16 copied. */
+static void rows_to_bf16(const void *src, int is_bf16, int64_t rows, int64_t cols, int64_t ld,
+                         uint16_t *dst, int64_t dld)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        if (is_bf16)
+            memcpy(dst + r * dld, (const uint16_t *)src + r * ld, (size_t)cols * 2);
+        else
+            nnt_cpu_f32_to_bf16(cols, (const float *)src + r * ld, dst + r * dld);
+    }
+}
+
+/* One operand of the k-summed product, its nk tiles side by side along k, as bf16 in dst:
+ * k_major (the tiles are (k_i, w) row-major: A^T or B) stacks them, else (w, k_i) tiles
+ * (A or B^T) are joined row by row into (w, K). */
+static void join_k(const void *const *tiles, int is_bf16, int nk, const int64_t *k, int64_t w,
+                   int k_major, int64_t ktotal, uint16_t *dst)
+{
+    int64_t off = 0;
+    for (int i = 0; i < nk; i++) {
+        if (k_major)
+            rows_to_bf16(tiles[i], is_bf16, k[i], w, w, dst + off * w, w);
+        else
+            rows_to_bf16(tiles[i], is_bf16, w, k[i], k[i], dst + off, ktotal);
+        off += k[i];
+    }
+}
+
+int nnt_cpu_gemm_dnnl_ksum(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
+                           int64_t m, int64_t n, int nk, const int64_t *k, float alpha,
+                           const void *const *a, const void *const *b, float beta, float *c,
+                           int64_t ldc)
+{
+    int64_t ktotal = 0;
+    for (int i = 0; i < nk; i++)
+        ktotal += k[i];
+    if (!cache || nk < 1 || m <= 0 || n <= 0)
+        return m <= 0 || n <= 0 ? 0 : -1;
+    size_t a_bytes = (size_t)(m * ktotal) * 2, bytes = a_bytes + (size_t)(ktotal * n) * 2 + 64;
+    if (cache->ksum_bytes < bytes) {
+        free(cache->ksum);
+        cache->ksum_bytes = 0;
+        if (posix_memalign(&cache->ksum, 64, bytes + bytes / 4) != 0) {
+            cache->ksum = NULL;
+            return -1;
+        }
+        cache->ksum_bytes = bytes + bytes / 4;
+    }
+    uint16_t *acat = cache->ksum, *bcat = (uint16_t *)((char *)cache->ksum + round64(a_bytes));
+    join_k(a, dtypes & NNT_DNNL_A_BF16, nk, k, m, trans_a, ktotal, acat);    // (K, m) | (m, K)
+    join_k(b, dtypes & NNT_DNNL_B_BF16, nk, k, n, !trans_b, ktotal, bcat);   // (K, n) | (n, K)
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = gemm_one_thread(cache, trans_a, trans_b,
+                             NNT_DNNL_BF16 | NNT_DNNL_A_BF16 | NNT_DNNL_B_BF16, m, n, ktotal,
+                             alpha, acat, trans_a ? m : ktotal, 0, bcat, trans_b ? ktotal : n,
+                             0, 0, beta, c, ldc, 0, 1);
+    omp_set_num_threads(threads);
+    if (rc == 0)
+        __atomic_fetch_add(&ksum_done, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
 #else /* !NNT_HAVE_ONEDNN: the backend is absent; callers check nnt_cpu_dnnl_available */
 
 int nnt_cpu_dnnl_available(void) { return 0; }
@@ -597,6 +670,7 @@ nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c) { (void)c; }
 void nnt_cpu_dnnl_reorder_plain(int on) { (void)on; }
 unsigned long nnt_cpu_dnnl_products(void) { return 0; }
+unsigned long nnt_cpu_dnnl_ksum_products(void) { return 0; }
 void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_products,
                               unsigned long *reordered)
 {
@@ -623,6 +697,16 @@ int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int
 {
     (void)cache, (void)trans_a, (void)dtypes, (void)m, (void)n, (void)k, (void)alpha, (void)a;
     (void)lda, (void)packed, (void)m_packed, (void)beta, (void)c, (void)ldc;
+    return -1;
+}
+
+int nnt_cpu_gemm_dnnl_ksum(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
+                           int64_t m, int64_t n, int nk, const int64_t *k, float alpha,
+                           const void *const *a, const void *const *b, float beta, float *c,
+                           int64_t ldc)
+{
+    (void)cache, (void)trans_a, (void)trans_b, (void)dtypes, (void)m, (void)n, (void)nk;
+    (void)k, (void)alpha, (void)a, (void)b, (void)beta, (void)c, (void)ldc;
     return -1;
 }
 

@@ -195,6 +195,20 @@ int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int
 void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_products,
                               unsigned long *reordered);
 
+/* One bf16 product summed over nk k tiles in one matmul: C (m, n) = alpha sum_i op(A_i)
+ * op(B_i) + beta C, where tile i of A is (m, k[i]) row-major, or (k[i], m) when trans_a, and
+ * tile i of B (k[i], n), or (n, k[i]) when trans_b; dtypes: NNT_DNNL_A_BF16 / _B_BF16 when
+ * the tiles hold bf16 (else floats, rounded by nnt_cpu_f32_to_bf16). The tiles are joined
+ * along k into the cache's own buffer, so C is read and written once instead of once per
+ * k tile (a weight gradient summed over row tiles, 2 bytes of operands per 8 of C each).
+ * Returns 0, or -1 when oneDNN cannot (no bf16 matmul here, no memory): C untouched.
+ * nnt_cpu_dnnl_ksum_products (tests): how many such products were computed.              */
+unsigned long nnt_cpu_dnnl_ksum_products(void);
+int nnt_cpu_gemm_dnnl_ksum(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtypes,
+                           int64_t m, int64_t n, int nk, const int64_t *k, float alpha,
+                           const void *const *a, const void *const *b, float beta, float *c,
+                           int64_t ldc);
+
 /* One row with bfloat16-valued operands (cpu/gemv.c): y (n) = alpha x op(B) + beta y, x (k)
  * dense floats holding bf16 values; trans_b: B (n, k), y[j] = alpha sum_i x[i] B[j, i] +
  * beta y[j]; else B (k, n), y[j] = alpha sum_i x[i] B[i, j] + beta y[j]; leading dim ldb.

@@ -344,14 +344,25 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     }
     const char *why_not = NULL;
     ctx->pack_b = nnt_gemm_packs(ctx, &why_not);
+    ctx->pack_keep = nnt_gemm_packs_kept(ctx);
     if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN) {   /* what oneDNN's products do with B */
         size_t len = strlen(ctx->kernels), room = sizeof ctx->kernels - len;
-        if (ctx->pack_b)
+        if (ctx->pack_keep)
+            snprintf(ctx->kernels + len, room, "; B tiles of float products shared by %d+ row "
+                     "tiles packed and kept while unchanged, of bf16 products by %d+ packed once "
+                     "a product", NNT_GEMM_KEEP_MIN_READERS, NNT_GEMM_PACK_MIN_READERS);
+        else if (ctx->pack_b)
             snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles packed once "
                      "a product", NNT_GEMM_PACK_MIN_READERS);
         else
             snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles not packed "
                      "(%s)", NNT_GEMM_PACK_MIN_READERS, why_not);
+    }
+    ctx->ksum = nnt_gemm_sums_k(ctx, &why_not);
+    if (ctx->ksum) {
+        size_t len = strlen(ctx->kernels);
+        snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; bf16 products sum their k "
+                 "tiles in one task");
     }
     /* Ours or the user's; without one StarPU still limits itself to the memory it found
      * available at start-up, and spins forever when tiles exceed that: use it too. */
@@ -389,6 +400,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     wait_all(ctx);
     nnt_stats_ctx_stop(ctx);
     ctx_orphan_tensors(ctx);
+    nnt_gemm_kept_drain();
     pthread_mutex_lock(&live_lock);
     live_ctx = NULL;
     pthread_mutex_unlock(&live_lock);

@@ -205,6 +205,7 @@ void ctx_orphan_tensors(nnt_ctx *ctx)
     pthread_mutex_unlock(&ctx->lock);
     while (t) {
         nnt_tensor *next = t->next;
+        nnt_gemm_kept_free(t);
         for (int64_t i = 0; i < t->ntiles; i++)
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
         free(t->tiles);

@@ -66,6 +66,8 @@ struct nnt_tensor {
     int written;                  /* every tile has been written once: readable. StarPU
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
+    struct nnt_gemm_kept *kept;   /* its tiles kept packed as a product's B, or NULL
+                                     (lib/ops/gemm.c; freed by nnt_gemm_kept_free)        */
     /* An NNT_INT32 tensor whose values came from the host (nnt_tensor_copy_from_host, or a
      * fill): their range as seen then, so that a layer checks token ids without reading the
      * tensor back (no wait); ids_known 0 once a task writes it (nnt_tensor_mark_written). */
@@ -78,7 +80,7 @@ struct nnt_ctx {
     unsigned magic;
     int ncpus, ncuda;
     const char *sched;
-    char kernels[384];            /* CPU kernels chosen at start (nnt_ctx_kernels)       */
+    char kernels[512];            /* CPU kernels chosen at start (nnt_ctx_kernels)       */
     char errmsg[NNT_ERRMSG_MAX];
     pthread_mutex_t lock;         /* guards the tensor list and errmsg                   */
     nnt_tensor *tensors;          /* live tensors, to orphan them on destroy             */
@@ -101,6 +103,10 @@ struct nnt_ctx {
     int first_cuda_worker;        /* a CUDA worker's id, for codelets' can_execute        */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
+    int pack_keep;                /* ... into packs kept with B while its tiles do not
+                                     change (else packs made for one product only)        */
+    int ksum;                     /* bf16 products sum their k tiles in one task
+                                     (nnt_gemm_ksum_applies; nnt_gemm_sums_k)             */
     int no_dropout;               /* forwards that train nothing (the trainer's validation,
                                      generation): LoRA adapters apply no dropout          */
     int64_t dropout_pass;         /* > 0: the pass the adapters' dropout masks are drawn
@@ -476,8 +482,36 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
  * read oneDNN's layout; no MPI, whose transfers know no temporary handle; no disk swap, to
  * which a temporary handle cannot be evicted); else 0 and why not (static string). */
 int nnt_gemm_packs(const nnt_ctx *ctx, const char **why);
-/* C tiles along m (readers of each B tile) from which a product packs its B tiles. */
+/* lib/ops/gemm.c: 1 when the bf16 products of ctx sum several k tiles of a C tile in one
+ * task (nnt_insert_gemm_ksum): oneDNN computes them with bf16 dot products, NNT_GEMM_KSUM is
+ * not 0, only CPU workers (the task has no CUDA implementation); else 0 and why not (static
+ * string). Over MPI such a task runs on C's owner with the rows brought to it (under
+ * NNT_DIST_DATA too, where other products' C tiles may travel to the rows), so that every
+ * rank computes one process's sums. */
+int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why);
+/* C tiles along m (readers of each B tile) from which a product packs its B tiles: into
+ * packs kept with B (ctx->pack_keep), or made for this product alone. */
 #define NNT_GEMM_PACK_MIN_READERS 3
+#define NNT_GEMM_KEEP_MIN_READERS 2
+/* lib/ops/gemm.c: whether ctx keeps B's packs between products (pack_b, no RAM budget given:
+ * the packs stay in RAM beside B until B changes or is destroyed; NNT_GEMM_PACK=temp packs
+ * for each product alone); the packs kept with t, released (nnt_tensor_destroy). */
+int nnt_gemm_packs_kept(const nnt_ctx *ctx);
+void nnt_gemm_kept_free(nnt_tensor *t);
+/* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes (the
+ * layers' bf16 weight copies are made anew every step), freed (when a context goes). */
+void nnt_gemm_kept_drain(void);
+/* Every write of a tile's handle (a task that writes it, a host copy into it) bumps its
+ * version, so that what was derived from the tile (a packed copy) knows when it is stale:
+ * nnt_submit and the host copies call nnt_handle_written. */
+static inline uint64_t nnt_handle_version(starpu_data_handle_t h)
+{
+    return (uint64_t)(uintptr_t)starpu_data_get_user_data(h);
+}
+static inline void nnt_handle_written(starpu_data_handle_t h)
+{
+    starpu_data_set_user_data(h, (void *)((uintptr_t)starpu_data_get_user_data(h) + 1));
+}
 /* B tiles packed once for the products that share them (oneDNN's blocked layout, so that
  * each product skips its own reorder of B; nnt_cpu_dnnl_pack): the products' dtype and
  * rounding, exactly those the unpacked codelet would use, and the row count the layout is
@@ -496,6 +530,21 @@ void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m,
 size_t nnt_gemm_pack_bytes(const nnt_gemm_packing *p, int64_t n, int64_t k);
 int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,
                          int64_t k, starpu_data_handle_t b, starpu_data_handle_t packed);
+
+/* A product whose C tile sums several k tiles of bf16 products, in one task instead of one
+ * per k tile (lib/codelets/gemm.c): the task joins the tiles along k as it rounds them to
+ * bf16 (float tiles) or copies them (bf16 tiles) and multiplies once, so C (typically a
+ * weight gradient summed over row tiles) is read and written once. nnt_gemm_ksum_applies:
+ * whether ctx's products may be summed so (ctx->ksum, bf16 precision, oneDNN's bf16 products
+ * on the CPU workers). nnt_insert_gemm_ksum: a[i], b[i] the k tiles (k[i] each, at most
+ * NNT_GEMM_KSUM_MAX), C (m, n) = alpha sum_i op(a[i]) op(b[i]) + beta C, one matrix; CPU
+ * workers only. */
+#define NNT_GEMM_KSUM_MAX 8
+int nnt_gemm_ksum_applies(const nnt_ctx *ctx);
+int nnt_insert_gemm_ksum(nnt_ctx *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int nk,
+                         const int64_t *k, float alpha, float beta,
+                         const starpu_data_handle_t *a, const starpu_data_handle_t *b,
+                         starpu_data_handle_t c);
 
 /* lib/codelets/layernorm.c */
 int nnt_insert_layernorm_fwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t gamma,

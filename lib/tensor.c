@@ -238,6 +238,7 @@ int nnt_tensor_destroy(nnt_tensor *t)
     if (t->magic != NNT_TENSOR_MAGIC)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_tensor_destroy: not a tensor (destroyed already?)");
     if (t->ctx && nnt_ctx_check(t->ctx, NULL) == 0) {
+        nnt_gemm_kept_free(t);
         nnt_ctx_remove_tensor(t->ctx, t);
         for (int64_t i = 0; i < t->ntiles; i++)   /* waits for pending tasks on each tile */
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
@@ -364,6 +365,8 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
         if (starpu_data_acquire(h, to_tiles ? STARPU_W : STARPU_R) != 0)
             return nnt_fail(t->ctx, NNT_E_RUNTIME, "%s: cannot acquire tile %lld", fn,
                             (long long)i);
+        if (to_tiles)
+            nnt_handle_written(h);
         nnt_tensor_tile_coord(t, i, coord);
         nnt_tensor_tile_box(t, coord, origin, shape);
         nnt_row_major_strides(t->ndim, shape, tile_stride);

@@ -142,6 +142,10 @@ moe_shared_softmax|cpu/moe.c|s@return 1.0f / (1.0f + expf(-z));@return expf(z - 
 moe_shared_gate_grad|cpu/moe.c|s@float d = (float)((double)g \* (1.0 - (double)g) \* dot);@float d = (float)((double)g * dot);@|Qwen2-MoE backward: the sigmoid derivative g (1 - g) taken as g
 moe_shared_tiles|lib/ops/moe.c|s@NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile\[2\], c > 0,@NNT_TRY(nnt_insert_moe_shared_bwd(s->ctx, tile[2], 0,@|Qwen2-MoE backward: each channel tile part of the gate gradient overwrites the previous ones
 moe_fused_up_offset|lib/models/moe.c|s@alt->offset = proj == 2 ? e \* C \* I : e \* 2 \* I \* C + proj \* I \* C;@alt->offset = proj == 2 ? e * C * I : e * 2 * I * C;@|MoE fused layout: each expert up_proj read from its gate_proj rows of gate_up_proj
+ksum_join_overlap|cpu/gemm_dnnl.c|s@        off += k\[i\];@        off += k[i] - (i == 0);@|k-summed bf16 product: the second k tile joined over the last k row of the first
+ksum_never|lib/ops/gemm.c|s@return 4.0 \* m \* n > 2.0 \* k \* (m + n);@return 4.0 * m * n < 0.0;@|bf16 products never summed over their k tiles in one task
+kept_never_repacked|lib/ops/gemm.c|s@if (kl->handle\[i\] \&\& kl->packed_at\[i\] == version)@if (kl->handle[i])@|packs kept with B never packed again after B changes
+kept_task_writes_unseen|lib/codelets/submit.c|s@nnt_handle_written(bufs\[i\].handle);@(void)bufs[i].handle;@|writes by tasks not counted: packs kept with B stale after a task writes B
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -411,6 +411,122 @@ START_TEST(test_packed)
 }
 END_TEST
 
+/* ---- bf16 products summed over k tiles in one matmul (nnt_cpu_gemm_dnnl_ksum) ----------- */
+
+/* bf16 bit pattern of x (round to nearest even, as nnt_cpu_f32_to_bf16; finite x) */
+static uint16_t to_bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Loop index: bit 0 trans_a, bit 1 trans_b, bit 2 A's tiles bf16, bit 3 B's. Three k tiles
+ * of 5, 16 and 7 (sizes that do not line up with oneDNN's blocks), joined by the kernel:
+ * the bits of one nnt_cpu_gemm_dnnl product on operands the test joins itself (the same
+ * matmul on the same bf16 values), within float summation of a double reference on the
+ * bf16-rounded operands, and far from the first k tile alone (a join that dropped tiles). */
+START_TEST(test_ksum)
+{
+    if (!nnt_cpu_dnnl_bf16_native()) {
+        printf("test_gemm_backends ksum: oneDNN ISA %s has no bf16 dot products: not used\n",
+               nnt_cpu_dnnl_isa());
+        return;
+    }
+    enum { NK = 3, M = 37, N = 29, K = 28 };
+    const int64_t kt[NK] = {5, 16, 7};
+    int ta = _i & 1, tb = (_i >> 1) & 1, a16 = (_i >> 2) & 1, b16 = (_i >> 3) & 1;
+    unsigned long long seed = 0x6b73756dULL + (unsigned long long)_i;
+    float *af = random_floats(M * K, &seed), *bf = random_floats(K * N, &seed);
+    float *c0 = random_floats(M * N, &seed);
+    uint16_t *aj = malloc(M * K * 2), *bj = malloc(K * N * 2);   /* joined, as the test sees it */
+    void *at[NK], *bt[NK];
+    int64_t off = 0;
+    for (int t = 0; t < NK; t++) {
+        /* tile t: A (M, kt) or (kt, M), B (kt, N) or (N, kt); values from op(A) (M, K), op(B) */
+        at[t] = malloc((size_t)(M * kt[t]) * 4);
+        bt[t] = malloc((size_t)(kt[t] * N) * 4);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t l = 0; l < kt[t]; l++) {
+                float v = af[i * K + off + l];
+                int64_t at_i = ta ? l * M + i : i * kt[t] + l;
+                if (a16)
+                    ((uint16_t *)at[t])[at_i] = to_bf16_bits(v);
+                else
+                    ((float *)at[t])[at_i] = v;
+                aj[ta ? (off + l) * M + i : i * K + off + l] = to_bf16_bits(v);
+            }
+        for (int64_t l = 0; l < kt[t]; l++)
+            for (int64_t j = 0; j < N; j++) {
+                float v = bf[(off + l) * N + j];
+                int64_t bt_i = tb ? j * kt[t] + l : l * N + j;
+                if (b16)
+                    ((uint16_t *)bt[t])[bt_i] = to_bf16_bits(v);
+                else
+                    ((float *)bt[t])[bt_i] = v;
+                bj[tb ? j * K + off + l : (off + l) * N + j] = to_bf16_bits(v);
+            }
+        off += kt[t];
+    }
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    ck_assert_ptr_nonnull(cache);
+    float *got = malloc(M * N * 4), *want = malloc(M * N * 4), *first = malloc(M * N * 4);
+    memcpy(got, c0, M * N * 4);
+    memcpy(want, c0, M * N * 4);
+    memcpy(first, c0, M * N * 4);
+    const float alpha = 0.75f, beta = 0.5f;
+    unsigned long before = nnt_cpu_dnnl_ksum_products();
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl_ksum(cache, ta, tb, (a16 ? NNT_DNNL_A_BF16 : 0) |
+                                            (b16 ? NNT_DNNL_B_BF16 : 0), M, N, NK, kt, alpha,
+                                            (const void *const *)at, (const void *const *)bt,
+                                            beta, got, N), 0);
+    ck_assert_uint_eq(nnt_cpu_dnnl_ksum_products(), before + 1);
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl(cache, ta, tb, NNT_DNNL_BF16 | NNT_DNNL_A_BF16 |
+                                       NNT_DNNL_B_BF16, M, N, K, alpha, aj, ta ? M : K, 0, bj,
+                                       tb ? K : N, 0, beta, want, N, 0, 1), 0);
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl_ksum(cache, ta, tb, (a16 ? NNT_DNNL_A_BF16 : 0) |
+                                            (b16 ? NNT_DNNL_B_BF16 : 0), M, N, 1, kt, alpha,
+                                            (const void *const *)at, (const void *const *)bt,
+                                            beta, first, N), 0);
+    double worst = 0.0, far = 0.0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double ref = 0.0, scale = fabs(beta * c0[i * N + j]);
+            for (int64_t l = 0; l < K; l++) {
+                double t = (double)bf16_value(aj[ta ? l * M + i : i * K + l]) *
+                           (double)bf16_value(bj[tb ? j * K + l : l * N + j]);
+                ref += t;
+                scale += fabs(alpha * t);
+            }
+            ref = alpha * ref + beta * c0[i * N + j];
+            double e = fabs(got[i * N + j] - ref) / (scale + 1e-3);
+            double f = fabs(first[i * N + j] - ref) / (scale + 1e-3);
+            worst = e > worst ? e : worst;
+            far = f > far ? f : far;
+        }
+    ck_assert_msg(memcmp(got, want, M * N * 4) == 0, "case %d: not the bits of the product on "
+                  "the joined operands", _i);
+    /* measured (Zen 4): 1.0e-7 at most over the 16 cases; the first tile alone: > 0.6 */
+    ck_assert_msg(worst < 1e-6, "case %d: error %.3g against the reference", _i, worst);
+    ck_assert_msg(far > 1e-2, "case %d: the first tile alone is as close (%.3g)", _i, far);
+    printf("test_gemm_backends ksum case %d (%s%s, %s A, %s B tiles): the joined product's "
+           "bits, error %.2e (first tile alone %.2e)\n", _i, ta ? "T" : "N", tb ? "T" : "N",
+           a16 ? "bf16" : "float", b16 ? "bf16" : "float", worst, far);
+    for (int t = 0; t < NK; t++)
+        free(at[t]), free(bt[t]);
+    free(af), free(bf), free(c0), free(aj), free(bj), free(got), free(want), free(first);
+    nnt_cpu_dnnl_cache_destroy(cache);
+}
+END_TEST
+
 /* ---- the backend through the public API ------------------------------------------------- */
 
 static nnt_ctx *ctx_with(const char *gemm)
@@ -605,6 +721,205 @@ START_TEST(test_model_packed)
 }
 END_TEST
 
+/* A weight-gradient-like product under NNT_PRECISION_BF16 through the public API: C (65,
+ * 48) = A^T B with A (40, 65) and B (40, 48) cut into k tiles of 16, 16 and 8 and C into row
+ * tiles of 32, 32 and 1: the two multi-row C tiles are one task each over their three k
+ * tiles (nnt_cpu_gemm_dnnl_ksum), the one-row tile keeps its row kernel. Against a double
+ * reference on the bf16-rounded operands; with NNT_GEMM_KSUM=0 (one task a k tile) within
+ * the same tolerance and no joined product; bf16 operand tensors give the bits of float
+ * ones; a second run gives the same bits. */
+static float *ksum_product(int ksum, int as_bf16, const float *ah, const float *bh,
+                           unsigned long *joined)
+{
+    if (!ksum)
+        setenv("NNT_GEMM_KSUM", "0", 1);
+    nnt_ctx *ctx = ctx_with("onednn");
+    unsetenv("NNT_GEMM_KSUM");
+    const char *desc = NULL;
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    ck_assert_msg(!strstr(desc, "sum their k tiles") == !ksum, "ksum %d: %s", ksum, desc);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    nnt_tensor *a = NULL, *b = NULL, *c = NULL, *a32 = NULL, *b32 = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){40, 65}, (int64_t[]){16, 32},
+                                &a32));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){40, 48}, (int64_t[]){16, 48},
+                                &b32));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){65, 48}, (int64_t[]){32, 48}, &c));
+    EXPECT_OK(nnt_tensor_copy_from_host(a32, ah, 40 * 65 * sizeof(float)));
+    EXPECT_OK(nnt_tensor_copy_from_host(b32, bh, 40 * 48 * sizeof(float)));
+    a = a32, b = b32;
+    if (as_bf16) {
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, 2, (int64_t[]){40, 65}, (int64_t[]){16, 32},
+                                    &a));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, 2, (int64_t[]){40, 48}, (int64_t[]){16, 48},
+                                    &b));
+        EXPECT_OK(nnt_tensor_convert(a32, a));
+        EXPECT_OK(nnt_tensor_convert(b32, b));
+    }
+    unsigned long before = nnt_cpu_dnnl_ksum_products();
+    EXPECT_OK(nnt_tensor_gemm(NNT_TRANS, NNT_NOTRANS, 1.0, a, b, 0.0, c, 1, 0));
+    float *out = test_to_host(c, NULL);
+    *joined = nnt_cpu_dnnl_ksum_products() - before;
+    if (as_bf16) {
+        EXPECT_OK(nnt_tensor_destroy(a));
+        EXPECT_OK(nnt_tensor_destroy(b));
+    }
+    EXPECT_OK(nnt_tensor_destroy(a32));
+    EXPECT_OK(nnt_tensor_destroy(b32));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    return out;
+}
+
+START_TEST(test_model_ksum)
+{
+    if (!nnt_cpu_dnnl_bf16_native()) {
+        printf("test_gemm_backends api ksum: oneDNN ISA %s has no bf16 dot products: the "
+               "tasks are not joined\n", nnt_cpu_dnnl_isa());
+        return;
+    }
+    unsigned long long seed = 0x6b73756d32ULL;
+    float *ah = random_floats(40 * 65, &seed), *bh = random_floats(40 * 48, &seed);
+    unsigned long j1, j2, j3, j0;
+    float *c1 = ksum_product(1, 0, ah, bh, &j1), *c2 = ksum_product(1, 0, ah, bh, &j2);
+    float *c3 = ksum_product(1, 1, ah, bh, &j3), *c0 = ksum_product(0, 0, ah, bh, &j0);
+    ck_assert_msg(j1 == 2 && j2 == 2 && j3 == 2 && j0 == 0, "joined products %lu %lu %lu, "
+                  "NNT_GEMM_KSUM=0 %lu (2, 2, 2, 0 expected)", j1, j2, j3, j0);
+    ck_assert_msg(memcmp(c1, c2, 65 * 48 * 4) == 0, "two runs differ");
+    ck_assert_msg(memcmp(c1, c3, 65 * 48 * 4) == 0, "bf16 tensors: not the bits of float ones");
+    double worst = 0.0, worst0 = 0.0;
+    int differ = 0;
+    for (int64_t i = 0; i < 65; i++)
+        for (int64_t j = 0; j < 48; j++) {
+            double ref = 0.0, scale = 0.0;
+            for (int64_t l = 0; l < 40; l++) {
+                double t = (double)bf16_value(to_bf16_bits(ah[l * 65 + i])) *
+                           (double)bf16_value(to_bf16_bits(bh[l * 48 + j]));
+                ref += t;
+                scale += fabs(t);
+            }
+            double e = fabs(c1[i * 48 + j] - ref) / (scale + 1e-3);
+            double e0 = fabs(c0[i * 48 + j] - ref) / (scale + 1e-3);
+            worst = e > worst ? e : worst;
+            worst0 = e0 > worst0 ? e0 : worst0;
+            differ += c1[i * 48 + j] != c0[i * 48 + j];
+        }
+    /* measured (Zen 4): 6.4e-8 joined, 5.5e-8 a task a k tile */
+    ck_assert_msg(worst < 1e-6 && worst0 < 1e-6, "errors %.3g joined, %.3g a task a k tile",
+                  worst, worst0);
+    printf("test_gemm_backends api ksum: 2 joined tasks, error %.2e (%.2e a task a k tile; "
+           "%d of %d elements differ between the two), bf16 tensors the same bits\n", worst,
+           worst0, differ, 65 * 48);
+    free(ah), free(bh), free(c0), free(c1), free(c2), free(c3);
+}
+END_TEST
+
+/* B tiles kept packed between products (lib/ops/gemm.c, ctx->pack_keep): C = A W^T with A
+ * in 3 row tiles of 8 (each W tile read by 3 row tiles) and W (40, 24) in tiles of 16 x 24
+ * (one of 8 rows at the edge); repeated on the same W it packs nothing more; after W is
+ * changed by a task (scale), by a host copy or by a conversion into it (a bf16 copy under
+ * NNT_PRECISION_BF16) it packs again and gives the product of the new W (the bits of
+ * NNT_GEMM_PACK=0's, where each product reorders W itself). _i: 0 fp32, 1 bf16 (W a bf16
+ * copy: bf16 products pack for each product, keeping nothing, with the same bits). Plain layouts are packed too (nnt_cpu_dnnl_reorder_plain), so that AVX2 hosts run
+ * the path. */
+static float *kept_product(nnt_ctx *ctx, nnt_tensor *a, nnt_tensor *w, nnt_tensor *c)
+{
+    EXPECT_OK(nnt_tensor_gemm(NNT_NOTRANS, NNT_TRANS, 1.0, a, w, 0.0, c, 1, 0));
+    (void)ctx;
+    return test_to_host(c, NULL);
+}
+
+static void kept_run(int keep, int bf16, float *out[5], unsigned long packs[5])
+{
+    if (!keep)
+        setenv("NNT_GEMM_PACK", "0", 1);
+    nnt_ctx *ctx = ctx_with("onednn");
+    unsetenv("NNT_GEMM_PACK");
+    const char *desc = NULL;
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    ck_assert_msg(!strstr(desc, "packed and kept while unchanged") == !keep, "%s", desc);
+    if (bf16)
+        EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    nnt_tensor *a = NULL, *w32 = NULL, *w = NULL, *c = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 24}, (int64_t[]){8, 24}, &a));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){40, 24}, (int64_t[]){16, 24},
+                                &w32));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 40}, (int64_t[]){8, 16}, &c));
+    EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
+    EXPECT_OK(nnt_tensor_fill_normal(w32, 2, 0.0, 1.0));
+    w = w32;
+    if (bf16) {
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_BF16, 2, (int64_t[]){40, 24}, (int64_t[]){16, 24},
+                                    &w));
+        EXPECT_OK(nnt_tensor_convert(w32, w));
+    }
+    unsigned long p0, q, r;
+    nnt_cpu_dnnl_pack_counts(&p0, &q, &r);
+    float host[40 * 24];
+    for (int i = 0; i < 40 * 24; i++)
+        host[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (int step = 0; step < 5; step++) {
+        if (step == 2)   /* a task writes W */
+            EXPECT_OK(nnt_tensor_scale(bf16 ? w32 : w, -0.5));
+        if (step == 3)   /* the host writes W */
+            EXPECT_OK(nnt_tensor_copy_from_host(w32, host, sizeof host));
+        if (step == 4)   /* a task writes W again, the same way */
+            EXPECT_OK(nnt_tensor_scale(w32, 2.0));
+        if (bf16 && step >= 2)
+            EXPECT_OK(nnt_tensor_convert(w32, w));
+        out[step] = kept_product(ctx, a, w, c);
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        nnt_cpu_dnnl_pack_counts(&packs[step], &q, &r);
+        packs[step] -= p0;
+    }
+    if (bf16)
+        EXPECT_OK(nnt_tensor_destroy(w));
+    EXPECT_OK(nnt_tensor_destroy(w32));
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+START_TEST(test_model_kept)
+{
+    int bf16 = _i;
+    if (bf16 && !nnt_cpu_dnnl_bf16_native()) {
+        printf("test_gemm_backends api kept bf16: oneDNN ISA %s has no bf16 dot products: "
+               "bf16 products are not packed\n", nnt_cpu_dnnl_isa());
+        return;
+    }
+    nnt_cpu_dnnl_reorder_plain(1);
+    float *kept[5], *stored[5];
+    unsigned long pk[5], ps[5];
+    kept_run(1, bf16, kept, pk);
+    kept_run(0, bf16, stored, ps);
+    nnt_cpu_dnnl_reorder_plain(0);
+    /* 3 W tiles: float products pack them at the first product, not at the second, again
+     * after each change; bf16 products pack them for each product (not kept) */
+    static const unsigned long want[2][5] = {{3, 3, 6, 9, 12}, {3, 6, 9, 12, 15}};
+    ck_assert_msg(pk[0] == want[bf16][0] && pk[1] == want[bf16][1] && pk[2] == want[bf16][2] &&
+                  pk[3] == want[bf16][3] && pk[4] == want[bf16][4],
+                  "packs after each product: %lu %lu %lu %lu %lu (%lu %lu %lu %lu %lu expected)",
+                  pk[0], pk[1], pk[2], pk[3], pk[4], want[bf16][0], want[bf16][1],
+                  want[bf16][2], want[bf16][3], want[bf16][4]);
+    ck_assert_msg(ps[4] == 0, "NNT_GEMM_PACK=0 packed %lu tiles", ps[4]);
+    for (int step = 0; step < 5; step++) {
+        ck_assert_msg(memcmp(kept[step], stored[step], 24 * 40 * sizeof(float)) == 0,
+                      "%s product %d: kept packs give other bits than W as stored",
+                      bf16 ? "bf16" : "fp32", step);
+        if (step > 1)
+            ck_assert_msg(memcmp(kept[step], kept[step - 1], 24 * 40 * sizeof(float)) != 0,
+                          "product %d: W changed but the product did not", step);
+    }
+    ck_assert_msg(memcmp(kept[0], kept[1], 24 * 40 * sizeof(float)) == 0, "repeat differs");
+    printf("test_gemm_backends api kept %s: packs after each product %lu %lu %lu %lu %lu, "
+           "the bits of W as stored\n", bf16 ? "bf16" : "fp32", pk[0], pk[1], pk[2], pk[3],
+           pk[4]);
+    for (int step = 0; step < 5; step++)
+        free(kept[step]), free(stored[step]);
+}
+END_TEST
+
 static Suite *backends_suite(void)
 {
     Suite *s = suite_create("gemm_backends");
@@ -614,11 +929,14 @@ static Suite *backends_suite(void)
     tcase_add_test(k, test_threads);
     tcase_add_loop_test(k, test_bf16_operands, 0, 4);
     tcase_add_loop_test(k, test_packed, 0, NPACK);
+    tcase_add_loop_test(k, test_ksum, 0, 16);
     suite_add_tcase(s, k);
     TCase *api = tcase_create("api");
     tcase_add_test(api, test_choice);
     tcase_add_loop_test(api, test_model_losses, 0, 2);
     tcase_add_loop_test(api, test_model_packed, 0, 6);
+    tcase_add_test(api, test_model_ksum);
+    tcase_add_loop_test(api, test_model_kept, 0, 2);
     suite_add_tcase(s, api);
     return s;
 }

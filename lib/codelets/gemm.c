@@ -439,6 +439,104 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     return nnt_submit(ctx, packed ? &gemm_packed_cl : &gemm_cl, nbuf, bufs, &g, sizeof g);
 }
 
+/* ---- products summed over several k tiles in one task ---------------------------------- */
+
+/* Buffers: the nk tiles of A, the nk tiles of B, then C; one matrix (batch 1), no epilogue. */
+struct ksum_args {
+    int trans_a, trans_b, a_bf16, b_bf16, nk;
+    int64_t m, n;
+    int64_t k[NNT_GEMM_KSUM_MAX];
+    float alpha, beta;
+};
+
+static void gemm_ksum_cpu(void *buffers[], void *cl_arg)
+{
+    const struct ksum_args *g = cl_arg;
+    const void *a[NNT_GEMM_KSUM_MAX], *b[NNT_GEMM_KSUM_MAX];
+    for (int i = 0; i < g->nk; i++) {
+        a[i] = (const void *)STARPU_VECTOR_GET_PTR(buffers[i]);          // (m, k_i) | (k_i, m)
+        b[i] = (const void *)STARPU_VECTOR_GET_PTR(buffers[g->nk + i]);  // (k_i, n) | (n, k_i)
+    }
+    float *c = buffer_f32(buffers, 2 * g->nk);                            // (m, n)
+    int dtypes = (g->a_bf16 ? NNT_DNNL_A_BF16 : 0) | (g->b_bf16 ? NNT_DNNL_B_BF16 : 0);
+    nnt_dnnl_cache *cache = nnt_worker_product_cache();
+    if (nnt_cpu_gemm_dnnl_ksum(cache, g->trans_a, g->trans_b, dtypes, g->m, g->n, g->nk, g->k,
+                               g->alpha, a, b, g->beta, c, g->n) == 0)
+        return;
+    /* no memory for the joined operands: the k tiles one after the other, as separate
+     * tasks would have multiplied them */
+    for (int i = 0; i < g->nk; i++)
+        if (nnt_cpu_gemm_dnnl(cache, g->trans_a, g->trans_b, dtypes | NNT_DNNL_BF16, g->m, g->n,
+                              g->k[i], g->alpha, a[i], g->trans_a ? g->m : g->k[i], 0, b[i],
+                              g->trans_b ? g->k[i] : g->n, 0, i ? 1.0f : g->beta, c, g->n, 0,
+                              1)) {
+            nnt_task_error("nnt_gemm", "oneDNN failed on a bf16 product summed over %d k tiles "
+                           "(%lld x %lld)", g->nk, (long long)g->m, (long long)g->n);
+            return;
+        }
+}
+
+static uint32_t gemm_ksum_footprint(struct starpu_task *task)
+{
+    const struct ksum_args *g = task->cl_arg;
+    int64_t ktotal = 0;
+    for (int i = 0; i < g->nk; i++)
+        ktotal += g->k[i];
+    int64_t key[7] = {g->trans_a, g->trans_b, g->m, g->n, ktotal, g->nk,
+                      g->a_bf16 + 2 * g->b_bf16 + 4 * (g->beta == 0.0f)};
+    uint32_t h = 0;
+    for (int i = 0; i < 7; i++) {
+        h = starpu_hash_crc32c_be((uint32_t)((uint64_t)key[i] >> 32), h);
+        h = starpu_hash_crc32c_be((uint32_t)key[i], h);
+    }
+    return h;
+}
+
+static struct starpu_perfmodel gemm_ksum_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_gemm_ksum",
+    .footprint = gemm_ksum_footprint,
+};
+
+static struct starpu_codelet gemm_ksum_cl = {
+    .name = "nnt_gemm",
+    .cpu_funcs = {gemm_ksum_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &gemm_ksum_model,
+};
+
+int nnt_gemm_ksum_applies(const nnt_ctx *ctx)
+{
+    return ctx->ksum && ctx->precision == NNT_PRECISION_BF16 &&
+           bf16_products(ctx->precision, 0, 0);
+}
+
+int nnt_insert_gemm_ksum(nnt_ctx *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int nk,
+                         const int64_t *k, float alpha, float beta,
+                         const starpu_data_handle_t *a, const starpu_data_handle_t *b,
+                         starpu_data_handle_t c)
+{
+    struct ksum_args g;
+    memset(&g, 0, sizeof g);
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.a_bf16 = starpu_vector_get_elemsize(a[0]) == sizeof(uint16_t);
+    g.b_bf16 = starpu_vector_get_elemsize(b[0]) == sizeof(uint16_t);
+    g.nk = nk;
+    g.m = m;
+    g.n = n;
+    g.alpha = alpha;
+    g.beta = beta;
+    struct starpu_data_descr bufs[2 * NNT_GEMM_KSUM_MAX + 1];
+    for (int i = 0; i < nk; i++) {
+        g.k[i] = k[i];
+        bufs[i] = (struct starpu_data_descr){a[i], STARPU_R};
+        bufs[nk + i] = (struct starpu_data_descr){b[i], STARPU_R};
+    }
+    bufs[2 * nk] = (struct starpu_data_descr){c, beta == 0.0f ? STARPU_W : STARPU_RW};
+    return nnt_submit(ctx, &gemm_ksum_cl, 2 * nk + 1, bufs, &g, sizeof g);
+}
+
 /* ---- packing B -------------------------------------------------------------------------- */
 
 struct pack_args {

@@ -64,6 +64,9 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
     int rc;
     if (ctx->mpi && (rc = check_task_fits(ctx, cl, nbuf, bufs, 0)))   /* no CUDA with MPI */
         return rc;
+    for (int i = 0; i < nbuf; i++)
+        if (bufs[i].mode & STARPU_W)
+            nnt_handle_written(bufs[i].handle);
     void *copy = malloc(args_size ? args_size : 1);   /* freed by StarPU with the task */
     if (!copy)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", cl->name);

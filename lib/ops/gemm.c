@@ -9,6 +9,8 @@
 #include "../internal.h"
 #include "nnt_cpu.h"
 
+#include <pthread.h>
+
 /* Access mode of C in the k tasks after the first. Plain RW keeps the k order fixed
  * (deterministic); building with -DNNT_GEMM_K_COMMUTE lets StarPU run them in any order
  * (RW | COMMUTE), which is how bench/RESULTS.md compared the two. */
@@ -262,7 +264,14 @@ struct packed_b {
     nnt_gemm_packing packing;   /* the same for every tile of the product */
     int64_t last[3];            /* the (m, n, k) of reads_packed's last answer, and it */
     int last_ok;
+    int kept;                   /* the handles are B's kept packs (not released here) */
 };
+
+int nnt_gemm_packs_kept(const nnt_ctx *ctx)
+{
+    const char *v = getenv("NNT_GEMM_PACK");
+    return ctx->pack_b && !(v && strcmp(v, "temp") == 0) && !getenv("STARPU_LIMIT_CPU_MEM");
+}
 
 int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
 {
@@ -279,6 +288,72 @@ int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
     return *why == NULL;
 }
 
+/* ---- bf16 products summed over their k tiles in one task ------------------------------- */
+
+int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why)
+{
+    const char *v = getenv("NNT_GEMM_KSUM");
+    *why = nnt_cpu_gemm_backend() != NNT_GEMM_ONEDNN ? "BLIS computes the products"
+           : !nnt_cpu_dnnl_bf16_native()             ? "no bf16 dot products"
+           : v && strcmp(v, "0") == 0                ? "NNT_GEMM_KSUM=0"
+           : ctx->ncuda > 0                          ? "CUDA workers"
+                                                     : NULL;
+    return *why == NULL;
+}
+
+/* Whether each C tile's k tiles go to one task (nnt_insert_gemm_ksum) rather than one task
+ * each: bf16 products with several k tiles (not more than a task takes), one matrix a task,
+ * no epilogue, and C's tiles larger than what the join copies: each further k task would
+ * read and write the whole C tile again (8 bytes an element), the joined task copies each k
+ * tile's operands once more in bf16 (2 bytes an element; they are rounded into a copy in
+ * either case when they are float). So the weight gradients dY^T X, whose k tiles are the
+ * row tiles (GPT-2 B 4 T 64 on 2 workers: a 768 x 768 gradient tile summed over two
+ * 128-row tiles, 2.4 MB of C against 0.4 MB of a k tile's operands), but not the products
+ * whose k is a hidden or vocabulary tile (128 x 768 of C against 2.8 MB). Whether a product
+ * is summed so depends on shapes and tiles only, not on the operands' dtypes: bf16 tiles
+ * give the bits of float tiles holding the same values. */
+static int sums_k(const nnt_tensor *a, const nnt_tensor *c, const struct gemm_dims *d,
+                  nnt_epilogue e)
+{
+    int64_t nkt = k_tile_count(a, d);
+    if (!c->ctx->ksum || nkt < 2 || nkt > NNT_GEMM_KSUM_MAX || d->nb != 0 ||
+        e != NNT_EPILOGUE_NONE || !nnt_gemm_ksum_applies(c->ctx))
+        return 0;
+    /* the first (largest) tiles of C and of A's k dims */
+    double m = (double)nnt_box_numel(d->nm, c->tile + d->c_m);
+    double n = (double)nnt_box_numel(d->nn, c->tile + d->c_n);
+    double k = (double)nnt_box_numel(d->nk, a->tile + d->a_k);
+    return 4.0 * m * n > 2.0 * k * (m + n);
+}
+
+/* C tile ci as one task over all its k tiles (sums_k). One-row tiles keep their row kernel
+ * (one task per k tile, submit_c_tile): 1 when the tile was not submitted here. */
+static int submit_c_tile_ksum(nnt_trans trans_a, nnt_trans trans_b, double alpha,
+                              nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c,
+                              const struct gemm_dims *d, int64_t ci, int *rc)
+{
+    int64_t cc[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], cshape[NNT_MAX_DIMS];
+    int64_t kc[NNT_MAX_DIMS], ashape[NNT_MAX_DIMS], k[NNT_GEMM_KSUM_MAX];
+    starpu_data_handle_t at[NNT_GEMM_KSUM_MAX], bt[NNT_GEMM_KSUM_MAX];
+    nnt_tensor_tile_coord(c, ci, cc);
+    nnt_tensor_tile_box(c, cc, origin, cshape);
+    int64_t m = nnt_box_numel(d->nm, cshape + d->c_m), n = nnt_box_numel(d->nn, cshape + d->c_n);
+    if (m < 2)
+        return 1;
+    int nk = (int)k_tile_count(a, d);
+    for (int kt = 0; kt < nk; kt++) {
+        k_tile_coord(a, d, kt, kc);
+        int64_t ai = a_tile_of(a, d, cc, kc);
+        nnt_tensor_tile_shape_at(a, ai, ashape);
+        k[kt] = nnt_box_numel(d->nk, ashape + d->a_k);
+        at[kt] = a->tiles[ai].handle;
+        bt[kt] = b->tiles[b_tile_of(b, d, cc, kc)].handle;
+    }
+    *rc = nnt_insert_gemm_ksum(c->ctx, trans_a != NNT_NOTRANS, trans_b != NNT_NOTRANS, m, n, nk,
+                               k, (float)alpha, (float)beta, at, bt, c->tiles[ci].handle);
+    return 0;
+}
+
 /* Whether this product's B tiles are worth packing: the context packs (ctx->pack_b), each
  * tile is read by NNT_GEMM_PACK_MIN_READERS C tiles or more (along m), and there are no
  * batch dims (a task multiplies one matrix). The threshold: a pack task is a reorder of B as
@@ -287,10 +362,10 @@ int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
  * output is written to memory and read back by the products, where each product's own
  * reorder stays in its core's cache): with 2 readers the steps were as fast either way, with
  * 3 or more packing wins. */
-static int packs_b(const nnt_tensor *c, const struct gemm_dims *d)
+static int packs_b(const nnt_tensor *c, const struct gemm_dims *d, int keep)
 {
-    if (!c->ctx->pack_b || d->nb != 0 ||
-        nnt_box_numel(d->nm, c->grid + d->c_m) < NNT_GEMM_PACK_MIN_READERS)
+    const int64_t readers = keep ? NNT_GEMM_KEEP_MIN_READERS : NNT_GEMM_PACK_MIN_READERS;
+    if (!c->ctx->pack_b || d->nb != 0 || nnt_box_numel(d->nm, c->grid + d->c_m) < readers)
         return 0;
     /* the readers: row tiles of 2 rows or more (one-row products read B as stored), each
      * met once per column tile */
@@ -299,11 +374,15 @@ static int packs_b(const nnt_tensor *c, const struct gemm_dims *d)
         nnt_tensor_tile_shape_at(c, i, shape);
         multirow += nnt_box_numel(d->nm, shape + d->c_m) > 1;
     }
-    return multirow / nnt_box_numel(d->nn, c->grid + d->c_n) >= NNT_GEMM_PACK_MIN_READERS;
+    return multirow / nnt_box_numel(d->nn, c->grid + d->c_n) >= readers;
 }
 
 static void packed_b_release(struct packed_b *pb, int64_t ntiles)
 {
+    if (pb->kept) {   /* B's own: they stay */
+        pb->handle = NULL;
+        return;
+    }
     for (int64_t i = 0; pb->handle && i < ntiles; i++)
         if (pb->handle[i])
             starpu_data_unregister_submit(pb->handle[i]);
@@ -341,6 +420,213 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
                                   b->tiles[i].handle, pb->handle[i]);
     }
     return rc;
+}
+
+/* B's tiles kept packed between products (ctx->pack_keep): per layout (transpose and
+ * packing) a StarPU handle a tile, allocated once, and the version of the B tile it was
+ * packed from (nnt_handle_version + 1; 0 never). A product repacks only the tiles written
+ * since (a weight after the optimizer's step, a bf16 weight copy after its conversion),
+ * so the packs of a weight serve every product that reads it in the same layout until it
+ * changes: both row tiles of a forward, the forwards and backwards of several micro-batches
+ * (fp32 weights). The writes are known at submission (nnt_submit counts them), in the order
+ * StarPU runs them, so a pack task submitted here reads the B tile the products read. Two
+ * layouts a tensor (a weight is B of the forward, x W^T, and of the input gradient, dY W);
+ * a third replaces the one used longest ago. */
+#define KEPT_LAYOUTS 2
+
+struct kept_layout {
+    int used, trans_b;
+    nnt_gemm_packing packing;
+    starpu_data_handle_t *handle;   /* per B tile; NULL where B is used as stored */
+    void **memory;                  /* its RAM (the handle's home, ours: never freed and
+                                       allocated again by StarPU, whose fresh pages cost a
+                                       page fault each)                                 */
+    uint64_t *packed_at;
+    uint64_t last_use;
+};
+
+struct nnt_gemm_kept {
+    struct kept_layout layout[KEPT_LAYOUTS];
+    uint64_t clock;
+};
+
+/* The RAM of packs whose tensor went, kept (up to KEPT_POOL_MAX) for the next packs of the
+ * same size: tensors made anew every step (as the layers make their bf16 weight copies)
+ * would otherwise pack into fresh memory, a page fault every 4 KiB. Shared by the contexts
+ * of the process; emptied when a context goes (nnt_gemm_kept_drain). */
+struct kept_block {
+    void *memory;
+    size_t bytes;
+    struct kept_block *next;
+};
+static pthread_mutex_t kept_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept_block *kept_pool;
+static size_t kept_pool_bytes;
+#define KEPT_POOL_MAX ((size_t)1 << 30)   /* beyond 1 GiB, released RAM is freed */
+
+static void *kept_alloc(size_t bytes)
+{
+    void *memory = NULL;
+    pthread_mutex_lock(&kept_pool_lock);
+    for (struct kept_block **at = &kept_pool; *at; at = &(*at)->next)
+        if ((*at)->bytes == bytes) {
+            struct kept_block *blk = *at;
+            *at = blk->next;
+            memory = blk->memory;
+            kept_pool_bytes -= blk->bytes;
+            free(blk);
+            break;
+        }
+    pthread_mutex_unlock(&kept_pool_lock);
+    if (!memory && posix_memalign(&memory, 64, bytes) != 0)
+        memory = NULL;
+    return memory;
+}
+
+static void kept_release(void *memory, size_t bytes)
+{
+    struct kept_block *blk = malloc(sizeof *blk);
+    pthread_mutex_lock(&kept_pool_lock);
+    int keep = blk && kept_pool_bytes + bytes <= KEPT_POOL_MAX;
+    if (keep) {
+        blk->memory = memory;
+        blk->bytes = bytes;
+        blk->next = kept_pool;
+        kept_pool = blk;
+        kept_pool_bytes += bytes;
+    }
+    pthread_mutex_unlock(&kept_pool_lock);
+    if (!keep) {
+        free(blk);
+        free(memory);
+    }
+}
+
+void nnt_gemm_kept_drain(void)
+{
+    pthread_mutex_lock(&kept_pool_lock);
+    while (kept_pool) {
+        struct kept_block *blk = kept_pool;
+        kept_pool = blk->next;
+        free(blk->memory);
+        free(blk);
+    }
+    kept_pool_bytes = 0;
+    pthread_mutex_unlock(&kept_pool_lock);
+}
+
+/* Unregister a layout's handles (waiting for the tasks that use them); their RAM goes to the
+ * pool. */
+static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles)
+{
+    for (int64_t i = 0; kl->handle && i < ntiles; i++)
+        if (kl->handle[i]) {
+            size_t bytes = starpu_vector_get_nx(kl->handle[i]);
+            starpu_data_unregister_no_coherency(kl->handle[i]);
+            kept_release(kl->memory[i], bytes);
+        }
+    free(kl->handle);
+    free(kl->memory);
+    free(kl->packed_at);
+    memset(kl, 0, sizeof *kl);
+}
+
+void nnt_gemm_kept_free(nnt_tensor *t)
+{
+    if (!t->kept)
+        return;
+    for (int i = 0; i < KEPT_LAYOUTS; i++)
+        kept_layout_clear(&t->kept->layout[i], t->ntiles);
+    free(t->kept);
+    t->kept = NULL;
+}
+
+/* B's kept layout for (trans_b, p): found, or made in a free slot or the one used longest
+ * ago. NULL without memory for the bookkeeping. */
+static struct kept_layout *kept_layout_of(nnt_tensor *b, int trans_b, const nnt_gemm_packing *p)
+{
+    if (!b->kept && !(b->kept = calloc(1, sizeof *b->kept)))
+        return NULL;
+    struct nnt_gemm_kept *k = b->kept;
+    struct kept_layout *victim = &k->layout[0];
+    k->clock++;
+    for (int i = 0; i < KEPT_LAYOUTS; i++) {
+        struct kept_layout *kl = &k->layout[i];
+        if (kl->used && kl->trans_b == trans_b && kl->packing.bf16 == p->bf16 &&
+            kl->packing.bits == p->bits && kl->packing.m == p->m) {
+            kl->last_use = k->clock;
+            return kl;
+        }
+        if (!kl->used || (victim->used && kl->last_use < victim->last_use))
+            victim = kl;
+    }
+    kept_layout_clear(victim, b->ntiles);
+    victim->handle = calloc((size_t)b->ntiles, sizeof *victim->handle);
+    victim->memory = calloc((size_t)b->ntiles, sizeof *victim->memory);
+    victim->packed_at = calloc((size_t)b->ntiles, sizeof *victim->packed_at);
+    if (!victim->handle || !victim->memory || !victim->packed_at) {
+        kept_layout_clear(victim, b->ntiles);
+        return NULL;
+    }
+    victim->used = 1;
+    victim->trans_b = trans_b;
+    victim->packing = *p;
+    victim->last_use = k->clock;
+    return victim;
+}
+
+/* packed_b_submit with B's kept packs: the tiles written since their packing are packed
+ * again (the others are read as they are). */
+static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
+                         const nnt_tensor *c, const struct gemm_dims *d, struct packed_b *pb)
+{
+    int64_t cshape[NNT_MAX_DIMS], bshape[NNT_MAX_DIMS];
+    nnt_tensor_tile_shape_at(c, 0, cshape);
+    nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16,
+                        nnt_box_numel(d->nm, cshape + d->c_m), &pb->packing);
+    struct kept_layout *kl = kept_layout_of(b, trans_b != NNT_NOTRANS, &pb->packing);
+    if (!kl)
+        return NNT_OK;   /* no memory for the bookkeeping: every B tile as stored */
+    int rc = NNT_OK;
+    int64_t last_k = -1, last_n = -1;
+    size_t bytes = 0;
+    for (int64_t i = 0; i < b->ntiles && rc == 0; i++) {
+        nnt_tensor_tile_shape_at(b, i, bshape);
+        int64_t k = nnt_box_numel(d->nk, bshape + d->b_k);
+        int64_t n = nnt_box_numel(d->nn, bshape + d->b_n);
+        if (k != last_k || n != last_n)
+            bytes = nnt_gemm_pack_bytes(&pb->packing, n, k);
+        last_k = k, last_n = n;
+        if (bytes == 0)
+            continue;
+        uint64_t version = nnt_handle_version(b->tiles[i].handle) + 1;
+        if (kl->handle[i] && kl->packed_at[i] == version)
+            continue;   /* packed from the tile as it is */
+        if (!kl->handle[i]) {
+            if (!(kl->memory[i] = kept_alloc(bytes)))
+                continue;   /* no memory: this tile as stored */
+            starpu_vector_data_register(&kl->handle[i], STARPU_MAIN_RAM,
+                                        (uintptr_t)kl->memory[i], (uint32_t)bytes, 1);
+        }
+        rc = nnt_insert_gemm_pack(c->ctx, &pb->packing, trans_b != NNT_NOTRANS, n, k,
+                                  b->tiles[i].handle, kl->handle[i]);
+        kl->packed_at[i] = rc == 0 ? version : 0;
+    }
+    pb->handle = kl->handle;
+    pb->kept = 1;
+    return rc;
+}
+
+/* Whether this product keeps B's packs (ctx->pack_keep) or packs for itself alone: float
+ * products keep them; bf16 products do not, because the B they read is a layer's bf16
+ * weight copy, which the layers make anew every forward (the packs would die with it each
+ * step), and measured on AMD Zen 4 (bench/RESULTS-bf16.md) bf16 steps were no faster with
+ * kept packs read by 2 row tiles while fp32 steps took 8-11 % less CPU time. */
+static int keeps_b(const nnt_tensor *a, const nnt_tensor *b, const nnt_tensor *c)
+{
+    nnt_gemm_packing p;
+    nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, 1, &p);
+    return c->ctx->pack_keep && !p.bf16;
 }
 
 /* Whether a product of m rows reads B tile bi (n x k) packed: only where B as stored would
@@ -540,13 +826,19 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     int rc = check_operands(fn, trans_a, trans_b, a, b, beta, c, ndim_k, ndim_batch, &d);
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
-    const int travel = rc == 0 && data_travel(a, b, beta, c, &d, e);
-    struct packed_b pb = {NULL, {0, 0, 0}, {0, 0, 0}, 0};
-    if (rc == 0 && packs_b(c, &d))
-        rc = packed_b_submit(trans_b, a, b, c, &d, &pb);
+    /* a C tile summed in one task is computed where it is owned, its rows brought there
+     * (under NNT_DIST_DATA too): one process's task, one process's bits */
+    const int ksum = rc == 0 && sums_k(a, c, &d, e);
+    const int travel = rc == 0 && !ksum && data_travel(a, b, beta, c, &d, e);
+    struct packed_b pb = {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0};
+    const int keep = rc == 0 && keeps_b(a, b, c);
+    if (rc == 0 && !ksum && packs_b(c, &d, keep))
+        rc = keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
+                  : packed_b_submit(trans_b, a, b, c, &d, &pb);
     for (int64_t ci = 0; rc == 0 && ci < c->ntiles; ci++)
-        rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
-                           travel && travels(a, c, &d, ci), &pb);
+        if (!ksum || submit_c_tile_ksum(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, &rc))
+            rc = submit_c_tile(trans_a, trans_b, alpha, a, b, beta, c, &d, ci, e, bias, aux,
+                               travel && travels(a, c, &d, ci), &pb);
     packed_b_release(&pb, b->ntiles);
     if (rc == 0) {
         nnt_tensor_mark_written(c);
