@@ -97,6 +97,9 @@ gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_loca
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
+gemma_mm_softcap_kept|lib/models/gemma.c|s@    c->final_softcap = 0.0;$@    ;@|Gemma3ForConditionalGeneration: final_logit_softcapping of the text_config applied (transformers applies none)
+gemma_mm_tie_text|lib/models/gemma.c|s@return rc ? rc : nnt_cfg_bool(o, "tie_word_embeddings", 1, \&c->tied);@return rc;@|Gemma3ForConditionalGeneration: the head tied by tie_word_embeddings of the text_config, not of the top level
+gemma_mm_first_nesting|lib/models/hf.c|s@if (starts_with(nnt_hf_weights_name(w, i), n->rename\[0\]\[1\]))@if (0)@|Gemma3ForConditionalGeneration: files under the module names of transformers read as if under the names of Google
 lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it

@@ -102,9 +102,9 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE };
 
 static const nnt_hf_arch ARCHS[] = {
-    {"MixtralForCausalLM", "mixtral"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe"},
-    {"OlmoeForCausalLM", "olmoe"},
+    {"MixtralForCausalLM", "mixtral", NULL},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", NULL},
+    {"OlmoeForCausalLM", "olmoe", NULL},
 };
 
 /* mlp_only_layers: a list of block indices below 64 (absent or null: none). */
