@@ -46,6 +46,17 @@ The script checks that on text alone the model's logits are Gemma3ForCausalLM's 
 same weights without the final soft-cap (and differ with it), and that token_type_ids of
 zeros change nothing.
 
+LoRA (PEFT 0.21) on the gemma3 and gemma2 models above (r 4, lora_alpha 8, dropout 0;
+AdamW lr 1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.05 on the adapters, the base
+frozen as get_peft_model leaves it, 10 steps):
+  gemma3_lora   all-linear (q, k, v, o, gate, up, down of every block)
+  gemma2_lora   PEFT's default targets for Gemma 2 (no target_modules: q_proj, v_proj),
+                use_rslora (s = 8 / sqrt(4) = 4, not 2)
+  CASE/init/, CASE/trained/    save_pretrained before and after the steps
+  CASE.reference.safetensors   train_tokens, train_targets (10, B, T) int32; losses (10);
+                               tokens (B, T) int32, logits (B, T, V) of the trained
+                               adapter; merged_logits of merge_and_unload()
+
     /tmp/venv-torch/bin/python tests/gen_gemma_fixtures.py --check-saved DIR
 
 loads DIR (what nnt_model_save_hf wrote of gemma3mm: a Gemma3ForCausalLM directory) with
@@ -60,6 +71,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from safetensors.torch import load_file
+from peft import LoraConfig, get_peft_model
 from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
                           Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig)
 
@@ -249,6 +261,62 @@ def mm_fixture(out):
     print(f"{name}: loss {loss.item():.6f}")
 
 
+LORA = {
+    "gemma3_lora": ("gemma3", dict(target_modules="all-linear")),
+    "gemma2_lora": ("gemma2", dict(use_rslora=True)),
+}
+
+
+def lora_fixture(out, name, seed):
+    base, extra = LORA[name]
+    model = AutoModelForCausalLM.from_pretrained(os.path.join(out, base),
+                                                 attn_implementation="eager").float()
+    model.eval()
+    model.name_or_path = model.config._name_or_path = base   # not this machine's path
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 64, (B, T), generator=g)
+    seq = torch.randint(0, 64, (STEPS, B, T + 1), generator=g)
+    torch.manual_seed(seed)
+    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                     **extra)
+    peft = get_peft_model(model, cfg)
+    peft.eval()
+    print(f"{name}: targets {sorted(peft.peft_config['default'].target_modules)}")
+
+    def save(path):
+        peft.save_pretrained(path)
+        readme = os.path.join(path, "README.md")
+        if os.path.exists(readme):
+            os.remove(readme)
+    save(os.path.join(out, name, "init"))
+    opt = torch.optim.AdamW([p for p in peft.parameters() if p.requires_grad], lr=1e-2,
+                            betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05)
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        _, loss = loss_of(peft, seq[s, :, :-1], seq[s, :, 1:])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    save(os.path.join(out, name, "trained"))
+    with torch.no_grad():
+        plain = peft.get_base_model()
+        logits = peft(input_ids=tokens).logits
+        with peft.disable_adapter():
+            base_logits = plain(input_ids=tokens).logits
+        merged = peft.merge_and_unload()(input_ids=tokens).logits
+    moved = (logits - base_logits).abs().max().item()
+    print(f"{name}: losses {losses[0]:.5f} -> {losses[-1]:.5f}; the trained adapter moves "
+          f"the logits by {moved:.3g}; merged differ by {(merged - logits).abs().max():.3g}")
+    assert moved > 1e-2
+    save_file({"train_tokens": seq[..., :-1].contiguous().to(torch.int32),
+               "train_targets": seq[..., 1:].contiguous().to(torch.int32),
+               "losses": torch.tensor(losses, dtype=torch.float32),
+               "tokens": tokens.to(torch.int32), "logits": logits.contiguous(),
+               "merged_logits": merged.contiguous()},
+              os.path.join(out, f"{name}.reference.safetensors"))
+
+
 def check_saved(path, out):
     """What nnt saved of gemma3mm, loaded by transformers: its logits against the reference."""
     ref = load_file(os.path.join(out, "gemma3mm.reference.safetensors"))
@@ -322,6 +390,8 @@ def main():
         print(f"{name}: loss {loss.item():.6f}, AdamW {losses[0]:.6f} -> {losses[-1]:.6f}, "
               f"greedy {out[0].tolist()}")
     mm_fixture(args.out)
+    for i, name in enumerate(LORA):
+        lora_fixture(args.out, name, 7000 + i)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):
