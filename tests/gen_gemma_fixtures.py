@@ -30,6 +30,37 @@ Per model NAME:
 The script checks that each Gemma option matters: the logits change by more than 1e-2
 without the window, with norms w instead of 1 + w, without the embedding scale, without the
 soft-caps, with the local rope base on every layer.
+
+gemma3mm: a Gemma3ForConditionalGeneration (what google/gemma-3-4b-it and larger are) whose
+text_config is gemma3's above with final_logit_softcapping 3.0 (which its forward does not
+apply) and tie_word_embeddings false (the top level's true ties the head), and a tiny SigLIP
+vision tower (hidden 8, one layer, 14x14 images of 7x7 patches, 4 tokens an image):
+  gemma3mm/config.json, gemma3mm/model.safetensors   save_pretrained (the text model under
+                               language_model.model., vision_tower., multi_modal_projector.)
+  gemma3mm_modules/            the same weights under transformers' module names
+                               (model.language_model., model.vision_tower., ...), which
+                               transformers loads to the same logits
+  gemma3mm.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V) of the
+                               model on text alone; loss (1)
+The script checks that on text alone the model's logits are Gemma3ForCausalLM's with the
+same weights without the final soft-cap (and differ with it), and that token_type_ids of
+zeros change nothing.
+
+LoRA (PEFT 0.21) on the gemma3 and gemma2 models above (r 4, lora_alpha 8, dropout 0;
+AdamW lr 1e-2, betas (0.9, 0.999), eps 1e-8, weight decay 0.05 on the adapters, the base
+frozen as get_peft_model leaves it, 10 steps):
+  gemma3_lora   all-linear (q, k, v, o, gate, up, down of every block)
+  gemma2_lora   PEFT's default targets for Gemma 2 (no target_modules: q_proj, v_proj),
+                use_rslora (s = 8 / sqrt(4) = 4, not 2)
+  CASE/init/, CASE/trained/    save_pretrained before and after the steps
+  CASE.reference.safetensors   train_tokens, train_targets (10, B, T) int32; losses (10);
+                               tokens (B, T) int32, logits (B, T, V) of the trained
+                               adapter; merged_logits of merge_and_unload()
+
+    /tmp/venv-torch/bin/python tests/gen_gemma_fixtures.py --check-saved DIR
+
+loads DIR (what nnt_model_save_hf wrote of gemma3mm: a Gemma3ForCausalLM directory) with
+transformers and prints the largest difference of its logits from gemma3mm's reference.
 """
 import argparse
 import hashlib
@@ -39,8 +70,10 @@ import os
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          Gemma3ForCausalLM, Gemma3TextConfig)
+from safetensors.torch import load_file
+from peft import LoraConfig, get_peft_model
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
+                          Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -147,14 +180,168 @@ def check_options(name, path, model, tokens, logits):
                 lambda m: rot.full_attention_inv_freq.copy_(full))
 
 
+def build_mm(seed):
+    """The Gemma3ForConditionalGeneration of gemma3mm (weights drawn as build's)."""
+    text = dict(COMMON, **MODELS["gemma3"][3])
+    text.update(final_logit_softcapping=3.0, tie_word_embeddings=False)
+    vision = dict(hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                  num_attention_heads=1, image_size=14, patch_size=7)
+    cfg = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                       boi_token_index=60, eoi_token_index=61, image_token_index=62,
+                       tie_word_embeddings=True, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(cfg).float()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    assert model.lm_head.weight is model.model.language_model.embed_tokens.weight
+    return model.eval()
+
+
+def as_causal_lm(mm, softcap):
+    """Gemma3ForCausalLM with the text weights of mm and final_logit_softcapping softcap."""
+    cfg = Gemma3TextConfig(**dict(mm.config.text_config.to_dict(),
+                                  final_logit_softcapping=softcap, tie_word_embeddings=True))
+    cfg._attn_implementation = "eager"
+    lm = Gemma3ForCausalLM(cfg).float().eval()
+    state = {"model." + k: v for k, v in mm.model.language_model.state_dict().items()}
+    missing = lm.load_state_dict(state, strict=False).missing_keys
+    assert missing in ([], ["lm_head.weight"]), missing
+    lm.tie_weights()
+    return lm
+
+
+def mm_fixture(out):
+    name = "gemma3mm"
+    model = build_mm(5100)
+    g = torch.Generator().manual_seed(6100)
+    seq = torch.randint(0, 64, (B, T + 1), generator=g)
+    tokens, targets = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+    path = os.path.join(out, name)
+    model.save_pretrained(path, safe_serialization=True)
+    for f in os.listdir(path):
+        if f not in ("config.json", "model.safetensors"):
+            os.remove(os.path.join(path, f))
+    back = Gemma3ForConditionalGeneration.from_pretrained(path, attn_implementation="eager")
+    with torch.no_grad():
+        logits, loss = loss_of(back, tokens, targets)
+        zeros = back(input_ids=tokens, token_type_ids=torch.zeros_like(tokens)).logits
+        plain = as_causal_lm(back, None)(input_ids=tokens).logits
+        capped = as_causal_lm(back, 3.0)(input_ids=tokens).logits
+    d0 = (zeros - logits).abs().max().item()
+    d1 = (plain - logits).abs().max().item()
+    d2 = (capped - logits).abs().max().item()
+    print(f"{name}: token_type_ids of zeros change the logits by {d0:.3g}; Gemma3ForCausalLM "
+          f"without the final soft-cap differs by {d1:.3g}, with it by {d2:.3g}")
+    assert d0 == 0.0 and d1 < 1e-5 and d2 > 1e-2
+    # the same weights under transformers' module names
+    modules = os.path.join(out, name + "_modules")
+    os.makedirs(modules, exist_ok=True)
+    state = load_file(os.path.join(path, "model.safetensors"))
+    renamed = {}
+    for k, v in state.items():
+        if k.startswith("language_model.model."):
+            renamed["model.language_model." + k[len("language_model.model."):]] = v
+        else:
+            assert k.startswith(("vision_tower.", "multi_modal_projector.")), k
+            renamed["model." + k] = v
+    save_file(renamed, os.path.join(modules, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(path, "config.json")) as src, \
+            open(os.path.join(modules, "config.json"), "w") as dst:
+        dst.write(src.read())
+    again = Gemma3ForConditionalGeneration.from_pretrained(modules, attn_implementation="eager")
+    with torch.no_grad():
+        d3 = (again(input_ids=tokens).logits - logits).abs().max().item()
+    print(f"{name}_modules: logits differ by {d3:.3g}")
+    assert d3 == 0.0
+    save_file({"tokens": tokens.to(torch.int32), "targets": targets.to(torch.int32),
+               "logits": logits.contiguous(), "loss": loss.reshape(1)},
+              os.path.join(out, f"{name}.reference.safetensors"))
+    print(f"{name}: loss {loss.item():.6f}")
+
+
+LORA = {
+    "gemma3_lora": ("gemma3", dict(target_modules="all-linear")),
+    "gemma2_lora": ("gemma2", dict(use_rslora=True)),
+}
+
+
+def lora_fixture(out, name, seed):
+    base, extra = LORA[name]
+    model = AutoModelForCausalLM.from_pretrained(os.path.join(out, base),
+                                                 attn_implementation="eager").float()
+    model.eval()
+    model.name_or_path = model.config._name_or_path = base   # not this machine's path
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 64, (B, T), generator=g)
+    seq = torch.randint(0, 64, (STEPS, B, T + 1), generator=g)
+    torch.manual_seed(seed)
+    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                     **extra)
+    peft = get_peft_model(model, cfg)
+    peft.eval()
+    print(f"{name}: targets {sorted(peft.peft_config['default'].target_modules)}")
+
+    def save(path):
+        peft.save_pretrained(path)
+        readme = os.path.join(path, "README.md")
+        if os.path.exists(readme):
+            os.remove(readme)
+    save(os.path.join(out, name, "init"))
+    opt = torch.optim.AdamW([p for p in peft.parameters() if p.requires_grad], lr=1e-2,
+                            betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05)
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        _, loss = loss_of(peft, seq[s, :, :-1], seq[s, :, 1:])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    save(os.path.join(out, name, "trained"))
+    with torch.no_grad():
+        plain = peft.get_base_model()
+        logits = peft(input_ids=tokens).logits
+        with peft.disable_adapter():
+            base_logits = plain(input_ids=tokens).logits
+        merged = peft.merge_and_unload()(input_ids=tokens).logits
+    moved = (logits - base_logits).abs().max().item()
+    print(f"{name}: losses {losses[0]:.5f} -> {losses[-1]:.5f}; the trained adapter moves "
+          f"the logits by {moved:.3g}; merged differ by {(merged - logits).abs().max():.3g}")
+    assert moved > 1e-2
+    save_file({"train_tokens": seq[..., :-1].contiguous().to(torch.int32),
+               "train_targets": seq[..., 1:].contiguous().to(torch.int32),
+               "losses": torch.tensor(losses, dtype=torch.float32),
+               "tokens": tokens.to(torch.int32), "logits": logits.contiguous(),
+               "merged_logits": merged.contiguous()},
+              os.path.join(out, f"{name}.reference.safetensors"))
+
+
+def check_saved(path, out):
+    """What nnt saved of gemma3mm, loaded by transformers: its logits against the reference."""
+    ref = load_file(os.path.join(out, "gemma3mm.reference.safetensors"))
+    with open(os.path.join(path, "config.json")) as f:
+        print("architectures", json.load(f)["architectures"])
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").float()
+    print(type(model).__name__)
+    with torch.no_grad():
+        logits = model(input_ids=ref["tokens"].long()).logits
+    rel = ((logits - ref["logits"]).abs().max() / ref["logits"].abs().max()).item()
+    print(f"{path}: logits differ from gemma3mm's by {rel:.3g} of their largest")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures",
                                                   "gemma_tiny"))
+    ap.add_argument("--check-saved", metavar="DIR")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    if args.check_saved:
+        check_saved(args.check_saved, args.out)
+        return
     for i, name in enumerate(MODELS):
         cfg, model = build(name, 5000 + i)
         g = torch.Generator().manual_seed(6000 + i)
@@ -202,6 +389,9 @@ def main():
                   os.path.join(args.out, f"{name}.generate.safetensors"))
         print(f"{name}: loss {loss.item():.6f}, AdamW {losses[0]:.6f} -> {losses[-1]:.6f}, "
               f"greedy {out[0].tolist()}")
+    mm_fixture(args.out)
+    for i, name in enumerate(LORA):
+        lora_fixture(args.out, name, 7000 + i)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

@@ -53,7 +53,7 @@ rope_freq_exponent|lib/ops/rope.c|s@float e = (float)(2 \* i) / (float)hd;@float
 rope_llama3_smooth|lib/ops/rope.c|s@f = (1.0f - s) \* f / factor + s \* f;@f = (1.0f - s) * f + s * f / factor;@|RoPE llama3: smoothing weights swapped
 gqa_kv_head|cpu/attention.c|s@return b \* mp->kv_hs + (mp->gofs + h) / mp->group;@return b * mp->kv_hs + (mp->gofs + h) % mp->kv_hs;@|grouped-query attention: q head h reads kv head h mod NKV (interleaved; whole kv tiles) instead of h / G
 gqa_span|lib/ops/attention.c|s@\*last = (h1 - 1) / g / k->tile\[1\];@*last = h0 / g / k->tile[1];@|grouped-query attention: a q head tile that spans two kv head tiles reads only the first
-gqa_dkv_init|lib/ops/attention.c|s@!touched\[kj\]);@i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
+gqa_dkv_init|lib/ops/attention.c|s@!touched_q\[qi\], !touched_kv\[kj\]);@!touched_q[qi], i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
 llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, past, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
@@ -102,6 +102,10 @@ gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_loca
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
+gemma_mm_softcap_kept|lib/models/gemma.c|s@    c->final_softcap = 0.0;$@    ;@|Gemma3ForConditionalGeneration: final_logit_softcapping of the text_config applied (transformers applies none)
+gemma_mm_tie_text|lib/models/gemma.c|s@return rc ? rc : nnt_cfg_bool(o, "tie_word_embeddings", 1, \&c->tied);@return rc;@|Gemma3ForConditionalGeneration: the head tied by tie_word_embeddings of the text_config, not of the top level
+gemma_mm_first_nesting|lib/models/hf.c|s@if (starts_with(nnt_hf_weights_name(w, i), n->rename\[0\]\[1\]))@if (0)@|Gemma3ForConditionalGeneration: files under the module names of transformers read as if under the names of Google
+gemma_lora_targets|lib/models/gemma.c|s@"q_proj,v_proj",   /\* PEFT@"q_proj,k_proj",   /* PEFT@|LoRA on Gemma: default targets q_proj, k_proj instead of PEFT q_proj, v_proj
 open_val_split_round|lib/train/run.c|s@held_out = (int64_t)((double)n \* r->val_split);@held_out = (int64_t)((double)n * r->val_split + 1.0);@|nnt_trainer_open: one token more held out than val_split says
 open_default_lr|lib/train/run.c|s@return nparams < 10000000 ? 3e-3 :@return nparams < 10000000 ? 6e-4 :@|nnt_trainer_open: the default learning rate of a small fresh model 6e-4, not 3e-3
 resume_base_unchecked|lib/train/record.c|s@want != sum)@0)@|resume of a fine-tuning run: the checksum of the frozen base not compared (a changed base accepted)

@@ -904,6 +904,59 @@ START_TEST(test_rmsnorm)
 }
 END_TEST
 
+/* Gemma's RMSNorm scaled by 1 + w: the scale made on the device as the layers make it (fill
+ * with 1, then axpby: 1 + w rounded once, equal to the CPU's bit for bit), then the RMSNorm
+ * kernels forward and backward with it, against the CPU's same chain; w = 0.1 N-like values
+ * around 0, as Gemma's norms are. */
+START_TEST(test_rmsnorm_plus_one)
+{
+    static const int64_t shapes[][2] = {{3, 17}, {17, 640}, {5, 256}};
+    for (int c = 0; c < 3; c++) {
+        int64_t rows = shapes[c][0], n = shapes[c][1], rn = rows * n;
+        rng_seed(1650 + c);
+        float *x = rand_f(rn, -2.0f, 3.0f), *dy = rand_f(rn, -1.0f, 1.0f);
+        float *w = rand_f(n, -0.3f, 0.3f), *g1 = xmalloc((size_t)n * 4);
+        float *y = xmalloc((size_t)rn * 4), *dx = xmalloc((size_t)rn * 4);
+        float *rstd = xmalloc((size_t)rows * 4), *dg = xmalloc((size_t)n * 4), *got;
+        float *d_x = dup_d(x, rn), *d_dy = dup_d(dy, rn), *d_w = dup_d(w, n);
+        float *d_g1 = dalloc((size_t)n * 4), *d_y = dalloc((size_t)rn * 4);
+        float *d_dx = dalloc((size_t)rn * 4), *d_rstd = dalloc((size_t)rows * 4);
+        float *d_dg = dalloc((size_t)n * 4);
+        nnt_cpu_fill_f32(n, 1.0f, g1);
+        nnt_cpu_axpby_f32(n, 1.0f, w, 1.0f, g1);
+        NNT_OK(nnt_cuda_fill_f32(n, 1.0f, d_g1, g_stream));
+        NNT_OK(nnt_cuda_axpby_f32(n, 1.0f, d_w, 1.0f, d_g1, g_stream));
+        got = fetch(d_g1, n);
+        ck_assert_msg(memcmp(got, g1, (size_t)n * 4) == 0, "1 + w differs from the CPU's");
+        free(got);
+        nnt_cpu_rmsnorm_fwd_f32(rows, n, 1e-6f, x, g1, y, rstd);
+        NNT_OK(nnt_cuda_rmsnorm_fwd_f32(rows, n, 1e-6f, d_x, d_g1, d_y, d_rstd, g_stream));
+        got = fetch(d_y, rn);
+        check_normwise("rmsnorm (1 + w) y", got, y, rn, 1e-5);
+        free(got);
+        upload(d_rstd, rstd, (size_t)rows * 4);
+        for (int64_t i = 0; i < n; i++)
+            dg[i] = 0.0f;
+        NNT_OK(nnt_cuda_fill_f32(n, 0.0f, d_dg, g_stream));
+        nnt_cpu_rmsnorm_bwd_f32(rows, n, x, dy, g1, rstd, dx, dg);
+        NNT_OK(nnt_cuda_rmsnorm_bwd_f32(rows, n, d_x, d_dy, d_g1, d_rstd, d_dx, d_dg,
+                                        g_stream));
+        got = fetch(d_dx, rn);
+        check_normwise("rmsnorm (1 + w) dx", got, dx, rn, 3e-6);
+        free(got);
+        got = fetch(d_dg, n);   /* d(1 + w) / dw = 1: the weight's gradient */
+        check_normwise("rmsnorm (1 + w) dw", got, dg, n, 3e-6);
+        free(got);
+        float *dev[10] = {d_x, d_dy, d_w, d_g1, d_y, d_dx, d_rstd, d_dg, NULL};
+        for (int i = 0; dev[i]; i++)
+            dfree(dev[i]);
+        float *host[10] = {x, dy, w, g1, y, dx, rstd, dg, NULL};
+        for (int i = 0; host[i]; i++)
+            free(host[i]);
+    }
+}
+END_TEST
+
 /* out of place, then in place (y = gate; dgate = gate, dup = up) as the codelets run it */
 START_TEST(test_swiglu)
 {
@@ -1356,6 +1409,19 @@ START_TEST(test_attention_gqa)
         {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 0, 0, 0, 0.3f},
         {{1, 6, 6, 0, 2, 3, 0}, 61, 70, 130, 60, 30, 33, 0.7f},
         {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0, 20, 0.5f},
+        /* the window's edges against the kernels' 32-row blocks and 32-key chunks: queries
+         * 100..163 over keys 0..63 with W 40, only rows 0..2 reach the block (the rest of
+         * the first row block and every later one see nothing in it) */
+        {{1, 4, 4, 0, 1, 4, 0}, 64, 64, 64, 100, 0, 40, 0.0f},
+        /* the whole key block before every query's window: nothing changes on either side */
+        {{1, 2, 2, 0, 2, 1, 0}, 64, 64, 64, 200, 0, 100, 0.0f},
+        /* W 1: each query sees its own key only (diagonal block, 45 rows: a partial block) */
+        {{2, 3, 3, 0, 3, 1, 0}, 45, 45, 17, 0, 0, 1, 0.0f},
+        /* W 64 over 130 keys in 5 chunks, queries 100..169 (rows whose windows start in
+         * different chunks), groups of 4 over 2 kv heads, hd 256 bucket, capped at 2 */
+        {{1, 8, 8, 0, 2, 4, 0}, 70, 130, 256, 100, 0, 64, 2.0f},
+        /* a window longer than the sequence: causal */
+        {{1, 4, 4, 0, 4, 1, 0}, 33, 33, 64, 0, 0, 1000, 0.0f},
     };
     for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         run_gqa_case(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,
@@ -1904,6 +1970,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_round_and_reduced_gemm);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_rmsnorm_plus_one);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_geglu_softcap);
     tcase_add_test(tc, test_rope);

@@ -51,7 +51,7 @@ static int rms_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
-static const nnt_hf_arch RMS_ARCHS[] = {{"Gpt2RmsTestForCausalLM", "gpt2_rms_test"}};
+static const nnt_hf_arch RMS_ARCHS[] = {{"Gpt2RmsTestForCausalLM", "gpt2_rms_test", NULL}};
 
 static int rms_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {

@@ -606,7 +606,7 @@ static int family_of(const nnt_cfg_in *o, const nnt_family **f, int *arch)
     return rc;
 }
 
-static int config_from(nnt_cfg_in *o, nnt_model_config *cfg)
+static int config_from(nnt_cfg_in *o, nnt_model_config *cfg, const nnt_hf_arch **which)
 {
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     const nnt_family *f = NULL;
@@ -616,18 +616,26 @@ static int config_from(nnt_cfg_in *o, nnt_model_config *cfg)
     NNT_TRY(f->read_hf(o, arch, &c));
     NNT_TRY(nnt_model_check(o->ctx, o->fn, &c));
     *cfg = c;
+    if (which)
+        *which = &f->archs[arch];
     return NNT_OK;
+}
+
+static int parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text, size_t len,
+                 nnt_model_config *cfg, const nnt_hf_arch **arch)
+{
+    nnt_cfg_in o = {ctx, fn, what, "", text, NULL, 0, 0};
+    int rc = jobj_parse(&o, 0, len, 1);
+    if (rc == 0)
+        rc = config_from(&o, cfg, arch);
+    jobj_free(&o);
+    return rc;
 }
 
 int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
                            size_t len, nnt_model_config *cfg)
 {
-    nnt_cfg_in o = {ctx, fn, what, "", text, NULL, 0, 0};
-    int rc = jobj_parse(&o, 0, len, 1);
-    if (rc == 0)
-        rc = config_from(&o, cfg);
-    jobj_free(&o);
-    return rc;
+    return parse(ctx, fn, what, text, len, cfg, NULL);
 }
 
 int nnt_model_path_join(nnt_ctx *ctx, const char *fn, const char *dir, const char *name,
@@ -669,14 +677,14 @@ static int read_file(nnt_ctx *ctx, const char *fn, const char *path, char **out,
 }
 
 int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
-                              nnt_model_config *cfg)
+                              nnt_model_config *cfg, const nnt_hf_arch **arch)
 {
     char path[NNT_MODEL_PATH_MAX];
     char *buf = NULL;
     size_t len = 0;
     NNT_TRY(nnt_model_path_join(ctx, fn, dir, "config.json", path));
     NNT_TRY(read_file(ctx, fn, path, &buf, &len));
-    int rc = nnt_model_config_parse(ctx, fn, path, buf, len, cfg);
+    int rc = parse(ctx, fn, path, buf, len, cfg, arch);
     free(buf);
     return rc;
 }
@@ -688,7 +696,7 @@ NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config 
         NNT_TRY(nnt_ctx_check(ctx, fn));
     if (!dir || !cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, dir ? "cfg" : "dir");
-    return nnt_model_config_read_dir(ctx, fn, dir, cfg);
+    return nnt_model_config_read_dir(ctx, fn, dir, cfg, NULL);
 }
 
 int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,

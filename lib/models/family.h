@@ -138,10 +138,23 @@ typedef struct nnt_llmc_name {
 
 /* ---- the descriptor ---------------------------------------------------------------------- */
 
+/* Where a file keeps the model's tensors when not under the model's own names (the language
+ * model of a multimodal checkpoint): rename[k] = {the model's prefix, the file's prefix},
+ * the first that begins a name replaced; skip: prefixes of the file's tensors that are not
+ * the model's (a vision tower), not read. NULL-terminated lists. */
+typedef struct nnt_hf_nesting {
+    const char *rename[4][2];
+    const char *skip[4];
+} nnt_hf_nesting;
+
 /* A Hugging Face architecture a family reads and writes. */
 typedef struct nnt_hf_arch {
     const char *architecture;      /* config.json architectures[0]: "LlamaForCausalLM"       */
     const char *model_type;        /* its model_type: "llama"                                */
+    /* read only: the layouts of its files (NULL: the model's names; else a list ended by
+     * one with no rename), the one whose first renamed prefix begins a tensor of the file,
+     * else the first */
+    const nnt_hf_nesting *nestings;
 } nnt_hf_arch;
 
 /* What the tree of a family is made of (lib/models/transformer.c builds it): the names of the

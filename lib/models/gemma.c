@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The Gemma family (NNT_FAMILY_GEMMA): Hugging Face Gemma3ForCausalLM (model_type
- * gemma3_text; the text_config of a gemma3 config.json is read too) and Gemma2ForCausalLM.
+ * gemma3_text), Gemma2ForCausalLM, and the text model of Gemma3ForConditionalGeneration
+ * (model_type gemma3: its text_config and its language model's tensors; saved as
+ * Gemma3ForCausalLM).
  *
  * The tree (lib/models/transformer.c) is the Llama family's with the options Gemma gives the
  * shared layers: every RMSNorm scales by 1 + weight (weights initialised to 0), four norms
@@ -103,10 +105,25 @@ static int gemma_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 
 enum { ARCH_GEMMA3, ARCH_GEMMA2, ARCH_GEMMA3_MM };
 
+/* Gemma3ForConditionalGeneration's files (google/gemma-3-4b-it and larger): the text model
+ * under language_model.model. (and an untied head language_model.lm_head.weight), the names
+ * of Google's checkpoints that transformers 5.24's save_pretrained writes too; or under the
+ * names of transformers' modules, model.language_model. (and lm_head.weight), as files
+ * written without that conversion have them. The vision tower and the projector are not
+ * read. */
+static const nnt_hf_nesting MM_FILES[] = {
+    {{{"model.", "language_model.model."}, {"lm_head.", "language_model.lm_head."}},
+     {"vision_tower.", "multi_modal_projector.", NULL}},
+    {{{"model.", "model.language_model."}},
+     {"model.vision_tower.", "model.multi_modal_projector.", NULL}},
+    {{{NULL, NULL}}, {NULL}},
+};
+
 static const nnt_hf_arch ARCHS[] = {
-    {"Gemma3ForCausalLM", "gemma3_text"},
-    {"Gemma2ForCausalLM", "gemma2"},
-    {"Gemma3ForConditionalGeneration", "gemma3"},   /* read only: its text_config */
+    {"Gemma3ForCausalLM", "gemma3_text", NULL},
+    {"Gemma2ForCausalLM", "gemma2", NULL},
+    /* read only, its text model: saved as Gemma3ForCausalLM (gemma_hf_arch) */
+    {"Gemma3ForConditionalGeneration", "gemma3", MM_FILES},
 };
 
 /* A soft-cap key: absent def, null 0, else a positive number. */
@@ -229,6 +246,10 @@ static int read_text(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
     return gemma3 ? gemma3_rope(o, c) : nnt_cfg_rope(o, &c->rope);
 }
 
+/* Gemma3ForConditionalGeneration: its text_config, except that the top level's
+ * tie_word_embeddings ties the head (transformers 5.24 ties by the top level's, true by
+ * default) and that final_logit_softcapping has no effect (its forward applies none; on
+ * text alone, no token_type_ids, its logits are Gemma3ForCausalLM's without that cap). */
 static int gemma_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     if (arch != ARCH_GEMMA3_MM)
@@ -239,7 +260,8 @@ static int gemma_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
         return nnt_cfg_bad_type(o, "text_config", "an object (Gemma 3's text model)");
     int rc = read_text(text, 1, c);
     nnt_cfg_sub_free(text);
-    return rc;
+    c->final_softcap = 0.0;
+    return rc ? rc : nnt_cfg_bool(o, "tie_word_embeddings", 1, &c->tied);
 }
 
 /* Gemma 3 with q/k norms, Gemma 2 without. */

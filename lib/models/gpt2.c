@@ -84,7 +84,7 @@ static int gpt2_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 
 /* ---- config.json (GPT2Config) -------------------------------------------------------------- */
 
-static const nnt_hf_arch ARCHS[] = {{"GPT2LMHeadModel", "gpt2"}};
+static const nnt_hf_arch ARCHS[] = {{"GPT2LMHeadModel", "gpt2", NULL}};
 
 /* GPT2Config's keys; what nnt_gpt_create cannot build is refused by key. */
 static int gpt2_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)

@@ -6,10 +6,12 @@
  * carries HF's names), or a family's table of tensors made of parameters (GPT-2's c_attn =
  * q, k, v; Conv1D weights transposed). Only the shapes differ from nnt's: HF has 2-D matrices
  * in the same memory order, rows being all dimensions but the last (or the first, for an
- * output projection (C, NH, hd)); biases and norms 1-D. A family may name other places
- * where a file holds a parameter (nnt_hf_alt: the MoE family's fused expert tensors), read
- * when the file lacks its own name. nnt_gpt_load_safetensors and nnt_gpt_save_safetensors
- * are these functions too. */
+ * output projection (C, NH, hd)); biases and norms 1-D. An architecture whose files nest the
+ * model in a larger one (Gemma3ForConditionalGeneration's language model) is read through
+ * its nesting: names renamed, the other model's tensors skipped. A family may name other
+ * places where a file holds a parameter (nnt_hf_alt: the MoE family's fused expert
+ * tensors), read when the file lacks its own name. nnt_gpt_load_safetensors and
+ * nnt_gpt_save_safetensors are these functions too. */
 #include "models.h"
 #include "family.h"
 #include "hf_shards.h"
@@ -340,14 +342,49 @@ int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path)
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
-/* What a load pass reads: the weights, their file or index (messages), and the names of
- * the tensors checked (the unknown ones of a strict family are refused). */
+/* What a load pass reads: the weights, their file or index (messages), where they keep the
+ * model's tensors (nest: NULL under the model's names), and the names of the tensors checked
+ * (the unknown ones of a strict family are refused). */
 typedef struct hf_reading {
     const nnt_hf_weights *w;
     const char *what;
+    const nnt_hf_nesting *nest;
     char **names;
     size_t n, cap;
 } hf_reading;
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* The layout of architecture a that the weights w have: the first nesting whose first
+ * renamed prefix begins one of w's tensors, else the first; NULL when a has none. */
+static const nnt_hf_nesting *nesting_of(const nnt_hf_arch *a, const nnt_hf_weights *w)
+{
+    if (!a || !a->nestings)
+        return NULL;
+    for (const nnt_hf_nesting *n = a->nestings; n->rename[0][0]; n++)
+        for (size_t i = 0; i < nnt_hf_weights_count(w); i++)
+            if (starts_with(nnt_hf_weights_name(w, i), n->rename[0][1]))
+                return n;
+    return a->nestings;
+}
+
+/* The file's name of the model's tensor name under nesting n (NULL: name itself), in out
+ * (NNT_IO_MAXNAME + 1 bytes) when renamed. */
+static const char *nested_name(const nnt_hf_nesting *n, const char *name, char *out)
+{
+    for (int k = 0; n && k < 4 && n->rename[k][0]; k++) {
+        size_t from = strlen(n->rename[k][0]);
+        if (strncmp(name, n->rename[k][0], from) == 0) {
+            snprintf(out, NNT_IO_MAXNAME + 1, "%.*s%.*s", NNT_IO_MAXNAME / 2, n->rename[k][1],
+                     NNT_IO_MAXNAME / 2, name + from);
+            return out;
+        }
+    }
+    return name;
+}
 
 /* The checkpoint's tensor of t (without the family's prefix too where it is optional), its
  * reader and file (r, path may be NULL); else the first of the family's other places for
@@ -356,15 +393,17 @@ typedef struct hf_reading {
 static const nnt_st_entry *find_tensor(const hf_pass *ps, const hf_reading *g, hf_tensor *t,
                                        const nnt_st_reader **r, const char **path)
 {
-    const nnt_st_entry *e = nnt_hf_weights_find(g->w, t->name, r, path);
+    char nested[NNT_IO_MAXNAME + 1];
+    const nnt_st_entry *e = nnt_hf_weights_find(g->w, nested_name(g->nest, t->name, nested), r,
+                                                path);
     if (!e && ps->f->hf_prefix_optional && t->bare != t->name)
-        e = nnt_hf_weights_find(g->w, t->bare, r, path);
+        e = nnt_hf_weights_find(g->w, nested_name(g->nest, t->bare, nested), r, path);
     nnt_hf_alt alt;
     for (int i = 0; !e && t->np == 1 && ps->f->hf_alt &&
                     ps->f->hf_alt(&ps->cfg, t->p[0].name, i, &alt); i++) {
         hf_tensor other = *t;
         hf_name(&other, ps->f, "", alt.name);
-        if (!(e = nnt_hf_weights_find(g->w, other.name, r, path)))
+        if (!(e = nnt_hf_weights_find(g->w, nested_name(g->nest, other.name, nested), r, path)))
             continue;
         other.nd = alt.nd;
         memcpy(other.shape, alt.shape, sizeof other.shape);
@@ -397,9 +436,11 @@ static int check_one(const hf_pass *ps, hf_tensor *t, void *arg)
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
     const char *path = g->what;
+    char nested[NNT_IO_MAXNAME + 1];
     const nnt_st_entry *e = find_tensor(ps, g, t, NULL, &path);
     if (!e)
-        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", ps->fn, g->what, t->name);
+        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", ps->fn, g->what,
+                        nested_name(g->nest, t->name, nested));
     if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, BF16 or F16 "
                         "only)", ps->fn, path, e->name, nnt_io_dtype_name(e->dtype));
@@ -443,10 +484,17 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     return rc;
 }
 
-/* A tensor of the file that is no parameter: the tied head, or a buffer HF saves. */
-static int ignorable(const char *name, int tied)
+/* A tensor of the file that is no parameter: the tied head, a buffer HF saves, or what a
+ * nesting skips (a vision tower). */
+static int ignorable(const hf_reading *g, const char *name, int tied)
 {
-    return (tied && strcmp(name, "lm_head.weight") == 0) || ends_with(name, "rotary_emb.inv_freq");
+    char head[NNT_IO_MAXNAME + 1];
+    if (tied && strcmp(name, nested_name(g->nest, "lm_head.weight", head)) == 0)
+        return 1;
+    for (int k = 0; g->nest && k < 4 && g->nest->skip[k]; k++)
+        if (starts_with(name, g->nest->skip[k]))
+            return 1;
+    return ends_with(name, "rotary_emb.inv_freq");
 }
 
 /* A strict family's file holds no tensor that is not one of the model's. */
@@ -454,7 +502,7 @@ static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g, 
 {
     for (size_t i = 0; i < nnt_hf_weights_count(g->w); i++) {
         const char *name = nnt_hf_weights_name(g->w, i), *file = g->what;
-        int known = ignorable(name, tied);
+        int known = ignorable(g, name, tied);
         for (size_t k = 0; k < g->n && !known; k++)
             known = strcmp(g->names[k], name) == 0;
         if (known)
@@ -467,13 +515,15 @@ static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g, 
 }
 
 /* A model of cfg (tree: the bare tree; else what nnt_model_create makes) from the weights w
- * (what: their file or index): every tensor checked before any is read. */
+ * (what: their file or index) of architecture arch (NULL: the model's names): every tensor
+ * checked before any is read. */
 static int load_weights(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w,
-                        const char *what, const nnt_model_config *cfg, int64_t B, int64_t T,
+                        const char *what, const nnt_hf_arch *arch,
+                        const nnt_model_config *cfg, int64_t B, int64_t T,
                         const nnt_tiling *tiling, int tree, nnt_layer **out)
 {
     nnt_layer *model = NULL;
-    hf_reading g = {w, what, NULL, 0, 0};
+    hf_reading g = {w, what, nesting_of(arch, w), NULL, 0, 0};
     int rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
                   : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
     if (rc == 0)
@@ -499,7 +549,7 @@ int nnt_model_load_gpt2_st(nnt_ctx *ctx, const char *fn, const char *path,
 {
     nnt_hf_weights *w = NULL;
     NNT_TRY(nnt_hf_weights_open_file(ctx, fn, path, &w));
-    int rc = load_weights(ctx, fn, w, path, cfg, B, T, tiling, tree, out);
+    int rc = load_weights(ctx, fn, w, path, NULL, cfg, B, T, tiling, tree, out);
     nnt_hf_weights_close(w);
     return rc;
 }
@@ -515,11 +565,12 @@ static int load_hf(nnt_ctx *ctx, const char *fn, const char *dir, int64_t B, int
     if (!dir)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: dir is NULL", fn);
     nnt_model_config cfg;
+    const nnt_hf_arch *arch = NULL;
     nnt_hf_weights *w = NULL;
-    NNT_TRY(nnt_model_config_read_dir(ctx, fn, dir, &cfg));
+    NNT_TRY(nnt_model_config_read_dir(ctx, fn, dir, &cfg, &arch));
     NNT_TRY(nnt_hf_weights_open(ctx, fn, dir, &w));
     const char *what = nnt_hf_weights_source(w);   /* a missing tensor's messages name it */
-    int rc = load_weights(ctx, fn, w, what, &cfg, B, T, tiling, tree, out);
+    int rc = load_weights(ctx, fn, w, what, arch, &cfg, B, T, tiling, tree, out);
     nnt_hf_weights_close(w);
     return rc;
 }

@@ -94,10 +94,10 @@ static int llama_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3 };
 
 static const nnt_hf_arch ARCHS[] = {
-    {"LlamaForCausalLM", "llama"},
-    {"MistralForCausalLM", "mistral"},
-    {"Qwen2ForCausalLM", "qwen2"},
-    {"Qwen3ForCausalLM", "qwen3"},
+    {"LlamaForCausalLM", "llama", NULL},
+    {"MistralForCausalLM", "mistral", NULL},
+    {"Qwen2ForCausalLM", "qwen2", NULL},
+    {"Qwen3ForCausalLM", "qwen3", NULL},
 };
 
 /* What only some architectures have: biases, q/k norms, sliding windows. Llama:

@@ -62,10 +62,12 @@ nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t l
 #define NNT_MODEL_PATH_MAX 4096
 int nnt_model_path_join(nnt_ctx *ctx, const char *fn, const char *dir, const char *name,
                         char *path);
-/* dir/config.json as a configuration nnt can build (nnt_model_hf_config), and cfg written
- * there (temporary file, fsync, rename); errors name fn. */
+/* dir/config.json as a configuration nnt can build (nnt_model_hf_config; *arch, unless
+ * arch is NULL: the architecture it names, of family.h's table), and cfg written there
+ * (temporary file, fsync, rename); errors name fn. */
+struct nnt_hf_arch;
 int nnt_model_config_read_dir(nnt_ctx *ctx, const char *fn, const char *dir,
-                              nnt_model_config *cfg);
+                              nnt_model_config *cfg, const struct nnt_hf_arch **arch);
 int nnt_model_config_write_dir(nnt_ctx *ctx, const char *fn, const char *dir,
                                const nnt_model_config *cfg);
 /* The family of c (*family) and the index of the Hugging Face architecture it saves c as

@@ -116,10 +116,10 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE, ARCH_QWEN2_MOE };
 
 static const nnt_hf_arch ARCHS[] = {
-    {"MixtralForCausalLM", "mixtral"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe"},
-    {"OlmoeForCausalLM", "olmoe"},
-    {"Qwen2MoeForCausalLM", "qwen2_moe"},
+    {"MixtralForCausalLM", "mixtral", NULL},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", NULL},
+    {"OlmoeForCausalLM", "olmoe", NULL},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", NULL},
 };
 
 /* Whether some block of c is in its dense list. */

@@ -11,7 +11,8 @@
  * finalize task. Backward: a prep task per query tile (d = rowsum(dout * o)), then one
  * block task per (i, head range, j <= i) in a fixed order, accumulating into dq_i, dk_j
  * and dv_j (RW, in submission order: the G q heads of a kv head and the query tiles add in
- * a fixed order, so results are bit-identical run to run).
+ * a fixed order, so results are bit-identical run to run); the order goes by diagonal j - i
+ * so that tasks of one diagonal do not wait for each other (submit_backward).
  * Sliding window W (the _ex functions): query position qp sees keys qp - W < kp <= qp; a
  * (query tile, key tile) pair whose keys all precede the window of the tile's first query
  * gets no task (that is what the window saves), and the kernels skip the rows and keys of
@@ -264,40 +265,44 @@ NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* w: q, k, v, o, lse, dout, dq, dk, dv (one hd tile each; lse (B, NH, T)); d like lse. */
+/* w: q, k, v, o, lse, dout, dq, dk, dv (one hd tile each; lse (B, NH, T)); d like lse.
+ * The block tasks of a (batch tile, q head tile) go by diagonal d = j - i of (query tile i,
+ * key tile j), the farthest first, then by i and kv head tile: dq_i adds its key tiles in
+ * increasing j, dk_j and dv_j their query tiles in decreasing i, each in a fixed order (the
+ * results are bit-identical run to run). A task then waits only for tasks of earlier
+ * diagonals: a chain of dependencies holds at most one task per diagonal (a window that
+ * reaches b key tiles: b), where increasing i for dk_j too made every task (i, j) wait for
+ * (i - 1, j) and (i, j - 1), a chain through the whole band (two tasks per query tile). */
 static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int64_t window,
                            float cap)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *lse = w[4], *dout = w[5],
                *dq = w[6], *dk = w[7], *dv = w[8];
-    int64_t hd = q->shape[3];
-    /* touched[t]: dk, dv tile t has had its first (initialising) task */
-    char *touched = calloc((size_t)dk->ntiles, 1);
-    if (!touched)
-        return nnt_fail(q->ctx, NNT_E_NOMEM, "nnt_tensor_attention_backward: out of memory");
-    int rc = 0;
+    int64_t hd = q->shape[3], nt = q->grid[2];
+    /* touched_*[t]: dq, dk, dv tile t has had its first (initialising) task */
+    char *touched_kv = calloc((size_t)dk->ntiles, 1), *touched_q = calloc((size_t)dq->ntiles, 1);
+    int rc = touched_kv && touched_q ? 0 : nnt_fail(q->ctx, NNT_E_NOMEM,
+                                                    "nnt_tensor_attention_backward: out of "
+                                                    "memory");
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
-            for (int64_t i = 0; i < q->grid[2] && rc == 0; i++) {
+            for (int64_t i = 0; i < nt && rc == 0; i++) {
                 struct seq_tile qt = seq_tile(q, bi, hi, i);
                 rc = nnt_insert_attn_bwd_prep(q->ctx, qt.nbh, qt.rows, hd,
                                               o->tiles[qt.index].handle,
                                               dout->tiles[qt.index].handle,
                                               d->tiles[qt.index].handle);
             }
-    /* (q head tile, i, kv head tile, j <= i), each increasing: dq_i starts with its first
-     * task, dk_j and dv_j with theirs (multi-head: at i = j) */
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++) {
             int64_t hk0, hk1;
             kv_tiles_of(q, k, hi, &hk0, &hk1);
-            for (int64_t i = 0; i < q->grid[2] && rc == 0; i++) {
-                struct seq_tile qt = seq_tile(q, bi, hi, i);
-                int64_t qi = qt.index;
-                int first = 1;
-                for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
-                    nnt_attn_map map = head_range(q, k, bi, hi, hk);
-                    for (int64_t j = 0; j <= i && rc == 0; j++) {
+            for (int64_t dj = -(nt - 1); dj <= 0 && rc == 0; dj++)
+                for (int64_t i = -dj; i < nt && rc == 0; i++) {
+                    struct seq_tile qt = seq_tile(q, bi, hi, i);
+                    int64_t qi = qt.index, j = i + dj;
+                    for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
+                        nnt_attn_map map = head_range(q, k, bi, hi, hk);
                         struct seq_tile kt = seq_tile(k, bi, hk, j);
                         int64_t kj = kt.index;
                         if (before_window(&kt, qt.pos0, window))
@@ -308,14 +313,14 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
                             dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
                         rc = nnt_insert_attn_bwd_block(q->ctx, &map, qt.rows, kt.rows, hd,
                                                        qt.pos0, kt.pos0, window, scale, cap, h,
-                                                       first, !touched[kj]);
-                        first = 0;
-                        touched[kj] = 1;
+                                                       !touched_q[qi], !touched_kv[kj]);
+                        touched_q[qi] = 1;
+                        touched_kv[kj] = 1;
                     }
                 }
-            }
         }
-    free(touched);
+    free(touched_kv);
+    free(touched_q);
     return rc;
 }
 
