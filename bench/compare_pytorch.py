@@ -760,7 +760,8 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
     for c in configs:
         L, C, NH, V, maxT = CONFIGS[c]
         r = results[c] = {"nnt": {t: [] for t in tilings}, "torch": {v: [] for v in variants},
-                          "params": None, "tiling": {}}
+                          "params": None, "tiling": {},
+                          "load": {}}
         for rnd in range(a.rounds):
             for side, what in order:
                 if side == "nnt":
@@ -778,6 +779,7 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
                         r["torch_mem"] = max(r.get("torch_mem", 0), tr["max_mem"])
                     r["torch"][what].append(statistics.mean(tr["times"]))
                 la = loadavg()[0]
+                r["load"].setdefault((side, what), []).append(la)
                 load_max = max(load_max, la)
                 print("%s round %d %-5s %-8s %.3f s/step (load %.2f)"
                       % (c, rnd + 1, side, what, r[side][what][-1], la), flush=True)
@@ -1006,6 +1008,20 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
             x = r["torch"][v]
             w("| %s | torch %s | %s | %.3f | %.3f | %.2f |"
               % (c, v, ", ".join("%.3f" % y for y in x), tmed[v], min(x), max(x) / min(x)))
+    w("")
+    w("Side by side: in each round, the PyTorch run's s/step over the nnt run's of the same "
+      "round (the best variant of each side; > 1: nnt faster), and the load average (1 min) "
+      "after each of the two runs:")
+    w("")
+    w("| config | round | nnt s/step | torch s/step | torch/nnt | load after nnt, torch |")
+    w("|---|---:|---:|---:|---:|---|")
+    for c, L, C, NH, params, _, fl, tn, tt, best, med, r, tbest, tmed in rows:
+        pairs = list(zip(r["nnt"][best], r["torch"][tbest], r["load"][("nnt", best)],
+                         r["load"][("torch", tbest)]))
+        for k, (x, y, lx, ly) in enumerate(pairs):
+            w("| %s | %d | %.3f | %.3f | %.2f | %.2f, %.2f |" % (c, k + 1, x, y, y / x, lx, ly))
+        w("| %s | median | | | %.2f | |"
+          % (c, statistics.median([y / x for x, y, _, _ in pairs])))
     w("")
     w("nnt commands (TMP: a temporary directory, removed at the end; env STARPU_SILENT=1 "
       "STARPU_HOME=%s; TMP/out is emptied before each run%s):"
