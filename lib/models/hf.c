@@ -372,14 +372,13 @@ static const nnt_hf_nesting *nesting_of(const nnt_hf_arch *a, const nnt_hf_weigh
 }
 
 /* The file's name of the model's tensor name under nesting n (NULL: name itself), in out
- * (NNT_IO_MAXNAME + 1 bytes) when renamed. */
+ * (NNT_IO_MAXNAME + 1 bytes, cut there: a longer name is no file's) when renamed. */
 static const char *nested_name(const nnt_hf_nesting *n, const char *name, char *out)
 {
     for (int k = 0; n && k < 4 && n->rename[k][0]; k++) {
         size_t from = strlen(n->rename[k][0]);
         if (strncmp(name, n->rename[k][0], from) == 0) {
-            snprintf(out, NNT_IO_MAXNAME + 1, "%.*s%.*s", NNT_IO_MAXNAME / 2, n->rename[k][1],
-                     NNT_IO_MAXNAME / 2, name + from);
+            snprintf(out, NNT_IO_MAXNAME + 1, "%s%s", n->rename[k][1], name + from);
             return out;
         }
     }
