@@ -89,7 +89,7 @@ static int open_error(const trainer *t, int rc)
     const char *const renamed[][2] = {
         {"model_source", o->load_hf ? "load-hf" : o->load_llmc ? "load-llmc" : "load-safetensors"},
         {"model_config", "model"}, {"lora", "lora-rank/--lora-targets"}, {"tiling", "tile-*"},
-        {"keep_previous", "out (or give --overwrite)"}};
+        {"keep_previous", "out (or give --overwrite)"}, {"log_dir", "out"}};
     const char *m = nnt_ctx_last_error(NULL);
     size_t n = strspn(m, "abcdefghijklmnopqrstuvwxyz_");
     char name[64];
@@ -188,30 +188,6 @@ static char *out_file(const trainer *t, const char *name, char *buf)
     return buf;
 }
 
-/* mkdir -p; 0 or 1 after a message naming the option. */
-static int make_dirs(const char *option, const char *path)
-{
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1;; s++) {
-        char c = *s;
-        if (c == '/' || c == '\0') {
-            *s = '\0';
-            if (mkdir(p, 0777) && errno != EEXIST)
-                break;
-            *s = c;
-        }
-        if (!c)
-            break;
-    }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return 0;
-    fprintf(stderr, "nnt-train: %s: cannot create directory '%s': %s\n", option, path,
-            strerror(errno ? errno : ENOTDIR));
-    return 1;
-}
-
 /* The family of the library's table that cfg has (t->fam). */
 static void find_family(trainer *t)
 {
@@ -302,16 +278,8 @@ static int check_config(trainer *t)
 static int start_runtime(trainer *t)
 {
     const train_opts *o = &t->o;
-    if (o->swap_dir && make_dirs("--swap-dir", o->swap_dir))
-        return 1;
     nnt_ctx_options co = NNT_CTX_OPTIONS_INIT;
     co.ncpus = (int)o->cpus, co.ncuda = (int)o->gpus, co.sched = o->sched;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (o->cpus > 0 && cores > 0 && o->cpus > cores) {   /* more workers than cores: slower */
-        fprintf(stderr, "nnt-train: warning: --cpus %lld: this machine has %ld cores online; "
-                "using %ld CPU workers\n", (long long)o->cpus, cores, cores);
-        co.ncpus = (int)cores;
-    }
     co.mem_gpu_mib = o->mem_gpu, co.mem_cpu_mib = o->mem_cpu;
     co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
     co.mpi = t->mpi;
@@ -329,14 +297,6 @@ static int start_runtime(trainer *t)
         return lib_error("cannot start the runtime", rc);
     nnt_ctx_rank(t->ctx, &t->rank, &t->nranks);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
-    if (o->release_weights && t->rank == 0 &&
-        (t->nranks < 2 || co.distribution == NNT_DIST_ROOT))
-        fprintf(stderr, "nnt-train: warning: --release-weights: %s; nothing to release\n",
-                t->nranks < 2 ? "one process holds every tile" : "--distribute root keeps "
-                "every tile on rank 0");
-    if (co.ncpus > 0 && t->ncpus < co.ncpus)
-        fprintf(stderr, "nnt-train: warning: --cpus %d: StarPU started %d CPU workers (its "
-                "limit STARPU_MAXCPUS, or cores kept for GPUs)\n", co.ncpus, t->ncpus);
     return 0;
 }
 
@@ -406,23 +366,15 @@ static int open_run(trainer *t)
     return 0;
 }
 
-/* Too little data for the run: fewer training tokens than a step reads, or each token seen
- * more than TRAIN_MAX_EPOCHS (100) times; one line on stderr before training (rank 0). */
-#define TRAIN_MAX_EPOCHS 100.0
-static void warn_little_data(const trainer *t, int64_t per_step)
+/* The library's warnings about the run (too little data), on stderr before training. */
+static void print_warnings(const trainer *t)
 {
-    const train_opts *o = &t->o;
-    int64_t steps = o->loop.steps, ntokens = t->ti.train_tokens;
-    double epochs = (double)per_step * (double)steps / (double)ntokens;
-    if (t->rank != 0 || o->quiet || steps <= 0 ||
-        (ntokens >= per_step && epochs <= TRAIN_MAX_EPOCHS))
+    char text[2048];
+    if (t->rank != 0 || t->o.quiet ||
+        nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_WARNINGS, NULL, 0, text, sizeof text))
         return;
-    fprintf(stderr, "nnt-train: warning: too little data: %lld training tokens for %lld steps "
-            "of %lld tokens (B %lld x T %lld x accum %lld) = %.0f passes over each token (%s): "
-            "the model will memorise them; give more data (--data) or fewer --steps\n",
-            (long long)ntokens, (long long)steps, (long long)per_step,
-            (long long)o->loop.batch, (long long)o->loop.seq, (long long)o->loop.accum, epochs,
-            ntokens < per_step ? "fewer tokens than one step reads" : "more than 100");
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        fprintf(stderr, "nnt-train: warning: %s\n", line);
 }
 
 /* ---- --resume ------------------------------------------------------------------------------ */
@@ -469,35 +421,15 @@ static int resume_options(trainer *t)
     return 0;
 }
 
-/* What the resumed run changes (a note each): the batches, the split, the schedule's end,
- * the order; nothing to do is bad usage. */
+/* A resumed run with nothing to do is bad usage (the library's summary notes what else a
+ * resume changes). */
 static int resume_notes(trainer *t)
 {
     const train_opts *o = &t->o;
-    const char *saved = t->resume_saved;
-    int64_t steps = o->loop.steps, held = train_saved_int(saved, "held_out");
-    if (!saved)
+    int64_t steps = o->loop.steps;
+    if (!t->resume_saved)
         say(t, "note: %s was not written by nnt-train: only its tensor shapes were checked\n",
             o->resume);
-    if (saved && (train_saved_int(saved, "batch") != o->loop.batch ||
-                  train_saved_int(saved, "seq") != o->loop.seq ||
-                  train_saved_int(saved, "accum") != o->loop.accum))
-        say(t, "note: the checkpoint was trained with other --batch/--seq/--accum: the data "
-               "order differs from an uninterrupted run\n");
-    /* -1: before nnt-train 0.3's validation */
-    if (saved && held != t->ti.held_out && (held != -1 || t->ti.held_out != 0))
-        say(t, "note: the checkpoint held out %lld tokens of the data, this run %lld "
-               "(--val-split): the training tokens and their order differ\n",
-            (long long)(held < 0 ? 0 : held), (long long)t->ti.held_out);
-    if (saved && train_saved_int(saved, "steps") != steps && steps > 0)
-        say(t, "note: the checkpoint was trained with --steps %lld: the learning-rate schedule "
-               "now ends at step %lld instead\n", (long long)train_saved_int(saved, "steps"),
-            (long long)steps);
-    int64_t shuffled = train_saved_int(saved, "shuffle");   /* -1: not recorded */
-    if (shuffled < 0 ? o->loop.shuffle : shuffled != o->loop.shuffle)
-        say(t, "note: the checkpoint read the data %s, this run %s: the data position "
-               "restarts at 0\n", o->loop.shuffle ? "in order" : "shuffled",
-            o->loop.shuffle ? "shuffles it" : "reads it in order");
     if (t->done >= steps && steps > 0)
         return train_usage_error("--resume %s is at step %lld: --steps %lld leaves nothing to "
                                  "do (--steps is the total)", o->resume, (long long)t->done,
@@ -514,120 +446,32 @@ static int resume_notes(trainer *t)
 static void print_summary(trainer *t)
 {
     const train_opts *o = &t->o;
-    const nnt_model_config *c = &t->cfg;
-    const char *sched = "?", *version = "?", *kernels = "?";
-    nnt_ctx_sched(t->ctx, &sched);
+    const char *version = "?", *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors
+                                      ? o->load_safetensors : o->load_hf;
+    char text[16384] = "", *data;
     nnt_version(NULL, &version);
-    nnt_ctx_kernels(t->ctx, &kernels);
     say(t, "nnt-train %s\n", version);
-    const char *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
-                       : o->load_hf;
-    char model[1024] = "";
-    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, model, sizeof model);
-    say(t, "model:     %s; %s%s", model, o->resume ? "weights of " : loaded ? "weights from " : "",
+    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, text, sizeof text);
+    say(t, "model:     %s; %s%s", text, o->resume ? "weights of " : loaded ? "weights from " : "",
         o->resume ? o->resume : loaded ? loaded : "fresh init");
     if (!o->resume && !loaded)
         say(t, " (seed %lld)", (long long)o->loop.seed);
     say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
-    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
-    if (nnt_model_lora_get(t->model, &lo) == 0)
-        say(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
-            lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets,
-            o->run.load_peft ? " from " : "", o->run.load_peft ? o->run.load_peft : "");
-    if (t->ti.frozen)
-        say(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen)\n",
-            (t->ti.params - t->ti.frozen) / 1e6, t->ti.params / 1e6);
-    const nnt_trainer_options *l = &o->loop;
-    const nnt_run_config *r = &o->run;
-    int64_t per_step = l->batch * l->seq * l->accum;
-    nnt_data_format format = NNT_DATA_TEXT;
-    char reading[64], held[64] = "";
-    if (t->data) {
-        nnt_data_format_of(t->data, &format);
-        if (format == NNT_DATA_TEXT)
-            snprintf(reading, sizeof reading, "text, %s tokenizer",
-                     train_choice_name("tokenizer", t->ti.tokenizer));
-        else
-            snprintf(reading, sizeof reading, "%s token file",
-                     format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
-        if (t->ti.held_out)
-            snprintf(held, sizeof held, " to train on (the last %lld held out)",
-                     (long long)t->ti.held_out);
-        say(t, "data:      %s%s, %s: %lld tokens%s; %lld tokens a step (B %lld x T %lld x "
-               "accum %lld), %.2f epochs in %lld steps%s\n",
-            r->data, t->default_corpus ? " (the default corpus)" : "", reading,
-            (long long)t->ti.train_tokens, held, (long long)per_step, (long long)l->batch,
-            (long long)l->seq, (long long)l->accum,
-            (double)per_step * (double)l->steps / (double)t->ti.train_tokens,
-            (long long)l->steps, l->shuffle ? "; shuffled: its sequences of T + 1 tokens in a "
-                                              "new order each epoch" : "");
-        warn_little_data(t, per_step);
-    } else {
-        say(t, "data:      none: --steps 0 only validates, on --val-data\n");
-    }
-    if (!t->ti.val_batches) {
-        say(t, "validate:  no (--val-data FILE or --val-split X for a held-out loss)\n");
-    } else {
-        char what[96], when[96] = "once, without training (--steps 0)", every[32] = "every step";
-        if (r->val_data)
-            snprintf(what, sizeof what, "%lld tokens", (long long)t->ti.val_tokens);
-        else
-            snprintf(what, sizeof what, "the last %lld tokens of the data (--val-split %g)",
-                     (long long)t->ti.val_tokens, r->val_split);
-        if (l->val_every > 1)
-            snprintf(every, sizeof every, "every %lld steps", (long long)l->val_every);
-        if (l->steps > 0)
-            snprintf(when, sizeof when, "%s and after the last%s", every,
-                     o->trace ? " (not during the traced steps)" : "");
-        say(t, "validate:  %s%s%s: %lld batch%s of B x T (%lld tokens) %s\n",
-            r->val_data ? r->val_data : "", r->val_data ? ", " : "", what,
-            (long long)t->ti.val_batches, t->ti.val_batches > 1 ? "es" : "",
-            (long long)(t->ti.val_batches * l->batch * l->seq), when);
-    }
-    say(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
-           "%lld, head_dim %lld\n", (long long)t->tiling.batch, (long long)t->tiling.seq,
-        (long long)t->tiling.channels, (long long)t->tiling.hidden, (long long)t->tiling.vocab,
-        (long long)t->tiling.heads, (long long)t->tiling.head_dim);
-    char ranks[128] = "";
-    if (t->mpi)
-        snprintf(ranks, sizeof ranks, "%d MPI ranks (distribution %s%s), each ", t->nranks,
-                 train_choice_name("distribute", o->distribute >= 0 ? o->distribute
-                                                                    : NNT_DIST_SHARDED),
-                 o->release_weights ? ", weights released after use" : "");
-    say(t, "runtime:   %s%d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\n"
-           "kernels:   %s\n", ranks, t->ncpus, t->ncuda, sched,
-        train_choice_name("precision", r->precision),
-        r->recompute ? "; activation recompute" : "", kernels);
-    if (l->steps > 0)   /* (validation only: no optimizer step, no MFU) */
-        say(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
-               "weight decay %g, momentum %g, grad clip %g\n",
-            train_choice_name("optim", o->optim.kind), t->ti.lr,
-            train_choice_name("schedule", o->optim.schedule), (long long)o->optim.warmup_steps,
-            t->ti.min_lr, o->optim.beta1, o->optim.beta2, o->optim.eps, o->optim.weight_decay,
-            o->optim.momentum, o->optim.grad_clip);
-    if (l->steps > 0 && t->ti.peak_flops <= 0)
-        say(t, "MFU:       not computed: CUDA workers run tasks and their peak is not known "
-               "(give --peak-gflops)\n");
-    else if (l->steps > 0)
-        say(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token against a peak of %.1f "
-               "GFLOP/s (%s)\n", t->ti.frozen ? "4 Nfrozen + " : "", t->ti.flops_per_token / 1e6,
-            t->ti.peak_flops / 1e9,
-            o->peak_gflops > 0 ? "--peak-gflops"
-            : t->mpi ? "87.5 GFLOP/s per CPU worker of every rank"
-            : t->ti.peak_measured ? "measured at start: one 512 x 1024 x 1024 GEMM task per "
-                                    "CPU worker, at the training's precision"
-                                  : "87.5 GFLOP/s per CPU worker: it could not be measured");
+    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_SUMMARY, NULL, 0, text, sizeof text);
+    data = t->default_corpus ? strstr(text, "data:      " TRAIN_DEFAULT_DATA ",") : NULL;
+    if (data)   /* (the default corpus named as such) */
+        data[strlen("data:      " TRAIN_DEFAULT_DATA)] = '\0';
+    say(t, "%s%s%s\n", text, data ? " (the default corpus)," : "",
+        data ? data + strlen("data:      " TRAIN_DEFAULT_DATA) + 1 : "");
+    print_warnings(t);
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
-    if (o->sample > 0 && c->vocab > tok_vocab)
+    if (o->sample > 0 && t->cfg.vocab > tok_vocab)
         say(t, "note:      the model has %lld token ids, the %s tokenizer %lld: the sample "
-               "shows the others as <id>\n", (long long)c->vocab,
+               "shows the others as <id>\n", (long long)t->cfg.vocab,
             train_choice_name("tokenizer", t->ti.tokenizer), (long long)tok_vocab);
-    if (t->done)
-        say(t, "resumed:   %s at step %lld, data position %llu\n", o->resume,
-            (long long)t->done, (unsigned long long)t->ti.data_pos);
     if (t->done && t->resumed_names[0])
-        say(t, "           with its run's %s (options given here override them)\n",
+        say(t, "resumed with its run's %s (options given here override them)\n",
             t->resumed_names);
 }
 
@@ -729,69 +573,27 @@ static int write_outputs(trainer *t)
     return 0;
 }
 
-/* Text with newlines, tabs, printable ASCII and valid UTF-8 as they are, other bytes as
- * \xHH (a sample cannot send control sequences to the terminal); ids the tokenizer does
- * not have (a larger model vocabulary) as <id>. Runs of known ids are decoded together so
- * that characters split over several tokens come out whole. */
-static int print_tokens(trainer *t, FILE *f, const int32_t *ids, size_t n)
-{
-    int64_t vocab = 0;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    int rc = nnt_tokenizer_vocab_size(t->tok, &vocab);
-    for (size_t i = 0; i < n && !rc;) {
-        size_t j = i;
-        while (j < n && ids[j] >= 0 && ids[j] < vocab)
-            j++;
-        size_t want = 8 * (j - i) + 16;
-        for (int tries = 0; j > i && tries < 2; tries++, want = len + 1) {
-            char *more = want > cap ? realloc(text, want) : text;
-            if (!more)
-                return free(text), lib_error("sample", NNT_E_NOMEM);
-            text = more, cap = want > cap ? want : cap;
-            rc = nnt_tokenizer_decode(t->tok, ids + i, j - i, text, cap, &len);
-            if (rc != NNT_E_INVAL || len < cap)   /* else too small: the size needed */
-                break;
-        }
-        if (rc)
-            return free(text), lib_error("nnt_tokenizer_decode", rc);
-        const unsigned char *s = (const unsigned char *)text;
-        if (j > i)
-            text_out_escaped(f, s, len, 1);
-        if (j < n)
-            fprintf(f, "<%d>", (int)ids[j++]);
-        i = j;
-    }
-    free(text);
-    return rc;
-}
-
+/* The sample: --prompt continued by --sample tokens, control bytes escaped (newlines, tabs,
+ * printable ASCII and valid UTF-8 as they are, other bytes as \xHH). */
 static int print_sample(trainer *t)
 {
     const train_opts *o = &t->o;
-    size_t plen = strlen(o->prompt), nprompt = 0;
-    int32_t *ids = malloc((plen + 1 + (size_t)o->sample) * sizeof *ids);
-    int rc = ids ? nnt_tokenizer_encode(t->tok, o->prompt, plen, ids, plen + 1, &nprompt)
-                 : NNT_E_NOMEM;
-    if (rc || nprompt == 0) {
-        free(ids);
-        return rc ? lib_error("--prompt", rc) : train_usage_error("--prompt: gives no tokens");
-    }
-    /* the seed: the next xoshiro256** output of the trainer's rng words */
-    uint64_t x = t->ti.rng[1] * 5;
+    char *text = NULL;
+    size_t len = 0;
+    uint64_t x = t->ti.rng[1] * 5;   /* the seed: the next xoshiro256** output of the rng */
     nnt_sampling s = NNT_SAMPLING_INIT;
     s.temperature = o->temperature, s.top_k = o->top_k, s.seed = ((x << 7) | (x >> 57)) * 9;
-    rc = nnt_model_generate(t->model, ids, (int64_t)nprompt, o->sample, &s, ids + nprompt);
+    int rc = nnt_model_generate_text(t->model, t->tok, o->prompt, o->sample, &s, &text, &len);
     if (rc)
-        rc = lib_error("nnt_model_generate", rc);
-    else if (t->info) {
+        return lib_error("sample (--prompt)", rc);
+    if (t->info) {
         fprintf(t->info, "---- sample: %lld tokens, temperature %g, top-k %lld ----\n",
                 (long long)o->sample, o->temperature, (long long)o->top_k);
-        rc = print_tokens(t, t->info, ids, nprompt + (size_t)o->sample);
+        text_out_escaped(t->info, (const unsigned char *)text, len, 1);
         fputs("\n----\n", t->info);
     }
-    free(ids);
-    return rc;
+    free(text);
+    return 0;
 }
 
 /* The steps and validations, the sample's time (sample_s, 0 without one), all (total_s), the
@@ -801,9 +603,7 @@ static void print_final_report(trainer *t, double sample_s, double total_s)
     const train_opts *o = &t->o;
     const nnt_trainer_info *ti = &t->ti;
     const nnt_trainer_options *l = &o->loop;
-    char text[2048] = "", path[4096], best[96], hf[4096], peft[4096];
-    snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f",
-             ti->best_val_loss);
+    char text[16384] = "", path[4096], hf[4096], peft[4096];
     snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
     snprintf(peft, sizeof peft, "%s/", o->save_peft ? o->save_peft : "");
     if (ti->peak_low)   /* (the mean step beat a measured peak) */
@@ -822,17 +622,9 @@ static void print_final_report(trainer *t, double sample_s, double total_s)
     int files = l->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
                 o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
-    /* each file: whether written, whether in OUT (else path is the whole path), what it is */
+    if (nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_FILES, NULL, 0, text, sizeof text) == 0 && *text)
+        say(t, "%s\n", text);   /* the logs, checkpoints and trace; then the program's files */
     const struct { int on, in_out; const char *path, *what; } w[] = {
-        {l->steps > 0, 1, "train.csv",
-         "log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory"},
-        {l->steps > 0, 1, "loss.svg", "loss curve"},
-        {l->steps > 0 && ti->val_batches, 1, "val.csv",
-         "validation log: step, loss on the held-out tokens, tokens"},
-        {o->save_best && ti->best_val_loss < HUGE_VAL, 0, t->path_best, best},
-        {ti->steps_run && !o->no_save, 0, t->path_ckpt, ti->frozen
-         ? "checkpoint of the trained parameters and their optimizer state: continue with --resume"
-         : "checkpoint: continue with --resume, generate with nnt-generate --checkpoint"},
         {o->save_peft != NULL, 0, peft, o->merge ? "PEFT adapter directory: adapter_config.json, "
          "adapter_model.safetensors (merged after)" : "PEFT adapter directory: "
          "adapter_config.json, adapter_model.safetensors"},
@@ -840,9 +632,7 @@ static void print_final_report(trainer *t, double sample_s, double total_s)
         {o->save_llmc, 1, "model.bin", "weights, llm.c fp32 checkpoint"},
         {o->save_hf != NULL, 0, hf, o->save_hf_shard_bytes ? "Hugging Face model directory: "
          "config.json, weights in shards when above --save-hf-shard-size" : "Hugging Face "
-         "model directory: config.json, model.safetensors"},
-        {o->trace != NULL, 0, o->trace, "trace timeline"},
-        {o->trace != NULL, 0, t->path_table, "per-op table"}};
+         "model directory: config.json, model.safetensors"}};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         if (w[i].on)
             say(t, "  %s  (%s)\n", w[i].in_out ? out_file(t, w[i].path, path) : w[i].path,
@@ -872,9 +662,8 @@ static int setup(trainer *t)
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
-    if ((t->rank == 0 && make_dirs("--out", o->out_dir)) || (rc = start_runtime(t)) ||
-        (rc = open_run(t)))
-        return rc ? rc : 1;
+    if ((rc = start_runtime(t)) || (rc = open_run(t)))
+        return rc;
     return o->resume ? resume_notes(t) : 0;
 }
 

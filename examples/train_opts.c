@@ -395,6 +395,8 @@ static int check_combinations(const train_opts *o)
     if (o->no_save && (o->save || o->loop.save_every || o->stop_after || o->save_best))
         return train_usage_error("--no-save excludes --save, --save-every, --save-best and "
                                  "--stop-after");
+    if (o->sample > 0 && !*o->prompt)
+        return train_usage_error("--prompt: empty (the sample starts from it; --sample 0: none)");
     if ((o->swap_dir != NULL) != (o->swap_size > 0))
         return train_usage_error("--swap-dir and --swap-size go together");
     if (o->save_hf_shard_size && !o->save_hf)

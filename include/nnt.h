@@ -78,7 +78,7 @@ typedef struct nnt_ctx_options {
                                     default, dmdas when GPUs are used                      */
     int64_t mem_gpu_mib;         /* per-GPU memory budget in MiB; 0 = the card less a reserve */
     int64_t mem_cpu_mib;         /* RAM budget in MiB; 0 = RAM available at start-up        */
-    const char *swap_dir;        /* directory for disk swap; NULL = no disk swap            */
+    const char *swap_dir;        /* directory for disk swap (created when missing); NULL: none */
     int64_t swap_mib;            /* disk swap size in MiB; required with swap_dir           */
     const char *perfmodel_dir;   /* StarPU performance models; NULL = $STARPU_HOME if set,
                                     else $XDG_CACHE_HOME/nnt, else ~/.cache/nnt             */
@@ -1194,6 +1194,14 @@ typedef struct nnt_sampling {
  * are untouched. */
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
                                int64_t ngen, const nnt_sampling *s, int32_t *out);
+/* Text in, text out: prompt (UTF-8, encoded by tok; at least one token) continued by ngen
+ * tokens as nnt_model_generate continues it, and the whole sequence decoded into *text
+ * (malloc'd, NUL-terminated: free() it; *len, when len is not NULL, its length, which counts
+ * any NUL byte decoded), the ids tok does not have (a model vocabulary larger than the
+ * tokenizer's) written as "<id>". *text NULL on failure. */
+NNT_API int nnt_model_generate_text(nnt_layer *model, const nnt_tokenizer *tok,
+                                    const char *prompt, int64_t ngen, const nnt_sampling *s,
+                                    char **text, size_t *len);
 
 
 /* ---- data and tokenizers ---------------------------------------------------------------- */
@@ -1574,7 +1582,13 @@ typedef enum nnt_trainer_text_kind {
                                      left (a terminal's line redrawn in place)                 */
     NNT_TRAINER_TEXT_RUN = 3,     /* this trainer's steps (time, mean rates, last loss) and
                                      validations (the last, the lowest, their time)           */
-    NNT_TRAINER_TEXT_MEMORY = 4   /* the memory nodes' peak use, bytes moved, waits          */
+    NNT_TRAINER_TEXT_MEMORY = 4,  /* the memory nodes' peak use, bytes moved, waits          */
+    NNT_TRAINER_TEXT_SUMMARY = 5, /* the run, a labelled line each: fine-tuning, data,
+                                     validation, tiling, runtime, optimizer, a resume and what
+                                     it changes                                              */
+    NNT_TRAINER_TEXT_WARNINGS = 6,/* what makes the run doubtful (too little data), a line
+                                     each; empty when nothing does                          */
+    NNT_TRAINER_TEXT_FILES = 7    /* the files the trainer wrote, "  PATH  (what it is)" each */
 } nnt_trainer_text_kind;
 
 /* The text of what (report: the callback's, for REPORT and LIVE) into buf (cap bytes,

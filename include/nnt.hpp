@@ -25,6 +25,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -905,6 +906,19 @@ public:
     {
         return generate(span<const std::int32_t>(prompt.begin(), prompt.size()), ngen, s);
     }
+    /* The prompt and ngen tokens after it as text (nnt_model_generate_text; tok: a
+     * tokenizer's get()). */
+    std::string generate_text(const nnt_tokenizer *tok, std::string_view prompt,
+                              std::int64_t ngen, const nnt_sampling *s = nullptr)
+    {
+        char *text = nullptr;
+        std::size_t len = 0;
+        check(nnt_model_generate_text(h(), tok, detail::cstr(prompt).c_str(), ngen, s, &text,
+                                      &len));
+        std::string out(text, len);
+        std::free(text);
+        return out;
+    }
     void save_hf(std::string_view dir) { check(nnt_model_save_hf(h(), detail::cstr(dir).c_str())); }
     void save_hf(std::string_view dir, const nnt_hf_save_options &opts)
     {
@@ -1337,11 +1351,12 @@ public:
     }
     layer_ref model() const { return layer_ref(parts().model); }
     /* The text nnt-train prints (nnt_trainer_text): the model, a report's line (report: the
-     * callback's; width > 0: fields cut to it), the run's or the memory's summary. */
+     * callback's; width > 0: fields cut to it), the run's or the memory's summary, the run's
+     * description, warnings, files. */
     std::string text(nnt_trainer_text_kind what, const nnt_trainer_report *report = nullptr,
                      int width = 0) const
     {
-        std::string buf(4096, '\0');
+        std::string buf(32768, '\0');
         check(nnt_trainer_text(get(), what, report, width, buf.data(), buf.size()));
         buf.resize(std::char_traits<char>::length(buf.data()));
         return buf;

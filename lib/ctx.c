@@ -109,7 +109,11 @@ static int start_starpu(const nnt_ctx_options *o)
     int mpi = o->mpi;
     struct starpu_conf conf;
     starpu_conf_init(&conf);
-    conf.ncpus = o->ncpus;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    conf.ncpus = o->ncpus > 0 && cores > 0 && o->ncpus > cores ? (int)cores : o->ncpus;
+    if (conf.ncpus != o->ncpus)   /* more workers than cores: slower */
+        nnt_log(NNT_LOG_WARN, "ncpus %d: this machine has %ld cores online; %d CPU workers",
+                o->ncpus, cores, conf.ncpus);
     conf.ncuda = o->ncuda;
     conf.nopencl = 0;
     conf.nmic = 0;
@@ -329,6 +333,14 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx_start_cuda_libraries();
     ctx->ncpus = (int)starpu_cpu_worker_get_count();
     ctx->ncuda = (int)starpu_cuda_worker_get_count();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (opts.ncpus > 0 && ctx->ncpus < opts.ncpus && ctx->ncpus < cores)
+        nnt_log(NNT_LOG_WARN, "ncpus %d: StarPU started %d CPU workers (its limit "
+                "STARPU_MAXCPUS, or cores kept for GPUs)", opts.ncpus, ctx->ncpus);
+    if (opts.release_weights && !ctx->release_weights && rank == 0)
+        nnt_log(NNT_LOG_WARN, "release_weights: %s; nothing to release", nranks < 2
+                ? "one process holds every tile" : "the root distribution keeps every tile "
+                "on rank 0");
     struct starpu_sched_policy *policy = starpu_sched_ctx_get_sched_policy(0);
     ctx->sched = policy && policy->policy_name ? policy->policy_name : "unknown";
     choose_placement(ctx);

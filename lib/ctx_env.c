@@ -4,6 +4,7 @@
  * budget below the card's size), the performance-model directory (STARPU_HOME, one per MPI
  * rank), worker binding under MPI, STARPU_SILENT, the corrected hwloc topology. */
 #include "ctx_impl.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,29 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* mkdir -p */
-static int make_dirs(const char *path)
-{
-    char buf[4096];
-    size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: bad directory path '%s'", path);
-    memcpy(buf, path, len + 1);
-    for (char *p = buf + 1; ; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot create '%s': %s", buf,
-                                strerror(errno));
-            *p = saved;
-            if (saved == '\0')
-                break;
-        }
-    }
-    return NNT_OK;
-}
 
 /* Memory budgets reach StarPU through environment variables read at start-up, and so do
  * its verbosity (STARPU_SILENT) and the topology it loads (HWLOC_XMLFILE, put back right
@@ -143,9 +121,9 @@ int ctx_configure_environment(const nnt_ctx_options *o, int rank)
         !getenv("STARPU_MPI_THREAD_COREID"))
         set_limit(MPI_NOBIND, 1);
     if (dir) {
-        int rc = make_dirs(dir);
-        if (rc == 0)
-            rc = ctx_check_dir("performance-model directory", dir);
+        int rc = nnt_io_make_dirs(dir) ? nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot "
+                                                  "create '%s': %s", dir, strerror(errno))
+                                        : ctx_check_dir("performance-model directory", dir);
         if (rc)
             return rc;
         if (rank >= 0)

@@ -3,6 +3,7 @@
  * caller's structure by its size, and the checks nnt_ctx_create makes before starting anything
  * (workers, scheduler, budgets, MPI, distribution, swap directory and its free space). */
 #include "ctx_impl.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -134,6 +135,9 @@ int ctx_validate_options(const nnt_ctx_options *o)
             return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: swap_mib %lld is below the "
                             "minimum of %d MiB", (long long)o->swap_mib,
                             STARPU_DISK_SIZE_MIN / (1024 * 1024));
+        if (nnt_io_make_dirs(o->swap_dir))   /* (created when missing) */
+            return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: swap directory '%s': cannot "
+                            "create it: %s", o->swap_dir, strerror(errno));
         NNT_TRY(ctx_check_dir("swap directory", o->swap_dir));
         return check_free_space(o->swap_dir, o->swap_mib);
     }

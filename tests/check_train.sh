@@ -915,7 +915,7 @@ fi
 # tokens are fewer than a step reads or each would be seen more than 100 times --------------
 printf 'abc' > "$tmp/tiny.txt"
 run_ok tiny $small --data "$tmp/tiny.txt" --steps 2 --out "$tmp/tiny" --print-loss
-grep -q 'warning: too little data: 3 training tokens for 2 steps of 32 tokens (B 2 x T 16 x accum 1) = 21 passes over each token (fewer tokens than one step reads).*more data (--data) or fewer --steps' "$tmp/tiny.err" &&
+grep -q 'warning: too little data: 3 training tokens for 2 steps of 32 tokens (B 2 x T 16 x accum 1) = 21 passes over each token (fewer tokens than one step reads): the model will memorise them; give more data or fewer steps' "$tmp/tiny.err" &&
     echo "ok: 3 tokens: warned" || { fail "3 tokens: no too-little-data warning:"; cat "$tmp/tiny.err"; }
 head -c 320 "$tmp/corpus.txt" > "$tmp/320.txt"
 # 32 tokens a step: 1000 steps read each of 320 tokens 100 times (no warning), 1001 steps 100.1

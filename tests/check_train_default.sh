@@ -34,7 +34,7 @@ else
     # a tenth of the default corpus held out: validated after each of the 2 steps
     # (2 steps: a validation every step, of one batch, a tenth of the batches between them
     # rounded up to 1)
-    grep -q "validate: *the last [0-9]* tokens of the data (--val-split 0.1): 1 batch of B x T (1024 tokens) every step" "$tmp/out" ||
+    grep -q "validate: *the last [0-9]* tokens of the data (split 0.1): 1 batch of B x T (1024 tokens) every step" "$tmp/out" ||
         fail "the header does not describe the validation"
     [ "$(grep -c '^val  *[12]/2  loss [0-9.]*  *on [0-9]* held-out tokens' "$tmp/out")" -eq 2 ] ||
         fail "no validation lines after steps 1 and 2"

@@ -331,6 +331,13 @@ void test_training(nnt::context &ctx)
     s.seed = 7;
     std::vector<std::int32_t> g1 = m.generate({4, 5}, 6, &s), g2 = m.generate({4, 5}, 6, &s);
     EXPECT(g1.size() == 6 && g1 == g2);
+    // text in, text out: the prompt's ids (bytes below the model's vocabulary), then g1's
+    nnt::tokenizer bytes = nnt::tokenizer::bytes();
+    std::string text = m.generate_text(bytes.get(), "\x04\x05", 6, &s), want = "\x04\x05";
+    for (std::int32_t t : g1)
+        want += t < 256 ? std::string(1, static_cast<char>(t)) : "<" + std::to_string(t) + ">";
+    EXPECT(text == want);
+    EXPECT_ERROR(NNT_E_INVAL, "gives no token", m.generate_text(bytes.get(), "", 2));
 
     EXPECT_ERROR(NNT_E_INVAL, "no-such-preset", nnt::model_preset("no-such-preset"));
     EXPECT_ERROR(NNT_E_INVAL, "", nnt::layer::model(ctx, cfg, 0, T));

@@ -262,6 +262,50 @@ START_TEST(test_gpt2_path)
 }
 END_TEST
 
+/* nnt_model_generate_text: a model of 300 ids with the byte tokenizer (256): the same tokens
+ * as nnt_model_generate on the prompt's bytes, the runs of byte ids decoded, the others as
+ * "<id>"; an empty prompt and NULLs refused. */
+START_TEST(test_generate_text)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    c.vocab = 300, c.max_seq = 32, c.layers = 1, c.heads = 2, c.channels = 16;
+    nnt_layer *l = NULL;
+    nnt_tokenizer *tok = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 32, NULL, &l));
+    EXPECT_OK(nnt_layer_init(l, 11));
+    EXPECT_OK(nnt_tokenizer_bytes_create(&tok));
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.top_k = 0, s.seed = 9;   /* near-uniform logits: ids >= 256 among the 24 */
+    int32_t ids[3 + 24] = {'A', 'b', '\n'};
+    EXPECT_OK(nnt_model_generate(l, ids, 3, 24, &s, ids + 3));
+    char want[512], *text = NULL;
+    size_t n = 0, len = 0;
+    int above = 0;
+    for (int i = 0; i < 27; i++) {
+        above += ids[i] >= 256;
+        if (ids[i] >= 256)
+            n += (size_t)snprintf(want + n, sizeof want - n, "<%d>", (int)ids[i]);
+        else
+            want[n++] = (char)ids[i];
+    }
+    ck_assert_msg(above > 0 && above < 24, "%d ids of 24 above the bytes", above);
+    EXPECT_OK(nnt_model_generate_text(l, tok, "Ab\n", 24, &s, &text, &len));
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, n);
+    ck_assert_mem_eq(text, want, n);
+    ck_assert_int_eq(text[n], '\0');
+    free(text);
+    text = (char *)1;
+    EXPECT_FAIL_MSG(nnt_model_generate_text(l, tok, "", 4, &s, &text, NULL), NNT_E_INVAL,
+                    "gives no token");
+    ck_assert_ptr_null(text);
+    EXPECT_RC(nnt_model_generate_text(l, NULL, "A", 4, &s, &text, NULL), NNT_E_INVAL);
+    EXPECT_RC(nnt_model_generate_text(l, tok, "A", 4, &s, NULL, NULL), NNT_E_INVAL);
+    nnt_tokenizer_destroy(tok);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 /* ---- training state ---------------------------------------------------------------------- */
 
 /* Every parameter's value (grad 0) or gradient (grad 1), concatenated (malloc'd). */
@@ -583,6 +627,7 @@ static Suite *generate_suite(void)
     tcase_add_test(tc, test_long_prompt);
     tcase_add_test(tc, test_sampling);
     tcase_add_test(tc, test_gpt2_path);
+    tcase_add_test(tc, test_generate_text);
     tcase_add_loop_test(tc, test_training_state, 0, NMODELS);
     tcase_add_test(tc, test_errors);
     tcase_add_loop_test(tc, test_greedy_hf_long, 0, 3 * NMODELS);

@@ -497,6 +497,93 @@ START_TEST(test_text)
 }
 END_TEST
 
+/* The line of text that starts with label (the text's own buffer is changed). */
+static const char *line_of(char *text, const char *label)
+{
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        if (!strncmp(line, label, strlen(label)))
+            return line;
+    return "";
+}
+
+/* nnt_trainer_text's SUMMARY, WARNINGS and FILES: the data, validation, optimizer and MFU
+ * lines of the run; the files after its logs and checkpoint; too little data; a resume with
+ * another accum and order, noted. */
+START_TEST(test_text_summary)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    reports r;
+    memset(&r, 0, sizeof r);
+    nnt_trainer_options to = loop_options(&r);
+    char out[128], text[16384], want[1024], copy[16384];
+    snprintf(out, sizeof out, "%s/out/logs", dir);   /* (created by the trainer) */
+    to.log_dir = out, to.checkpoint = path_ckpt;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_SUMMARY, NULL, 0, text, sizeof text));
+    ck_assert_int_ne(text[strlen(text) - 1], '\n');
+    /* 340 tokens trained on, 48 a step: 8 x 48 / 340 = 1.13 epochs; 3 windows of 60 */
+    snprintf(want, sizeof want, "data:      %s, llm.c token file: 340 tokens to train on (the "
+             "last 60 held out); 48 tokens a step (B 2 x T 8 x accum 3), 1.13 epochs in 8 "
+             "steps", path_data);
+    ck_assert_str_eq(line_of(strcpy(copy, text), "data:"), want);
+    ck_assert_str_eq(line_of(strcpy(copy, text), "validate:"), "validate:  the last 60 tokens "
+                     "of the data (split 0.15): 3 batches of B x T (48 tokens) every 4 steps "
+                     "and after the last");
+    ck_assert_str_eq(line_of(strcpy(copy, text), "optimizer:"), "optimizer: adamw, lr 0.003 "
+                     "(cosine schedule, warmup 2, min 0.0003), betas 0.9 0.999, eps 1e-08, "
+                     "weight decay 0.1, momentum 0, grad clip 1");
+    ck_assert_str_eq(line_of(strcpy(copy, text), "MFU:"), "MFU:       not computed: no peak");
+    ck_assert_str_eq(line_of(strcpy(copy, text), "tiling:"), "tiling:    batch 2, seq 8, "
+                     "channels 16, hidden 64, vocab 32, heads 2, head_dim 8");
+    ck_assert_ptr_null(strstr(text, "resumed:"));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_WARNINGS, NULL, 0, text, sizeof text));
+    ck_assert_str_eq(text, "");
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_FILES, NULL, 0, text, sizeof text));
+    ck_assert_str_eq(text, "");   /* nothing written yet */
+    EXPECT_OK(nnt_trainer_run(tr, 4));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_FILES, NULL, 0, text, sizeof text));
+    snprintf(want, sizeof want, "  %s/train.csv  (log: step, loss, lr, grad norm, ms, tokens/s, "
+             "MFU, memory)\n  %s/loss.svg  (loss curve)\n  %s/val.csv  (validation log: step, "
+             "loss on the held-out tokens, tokens)\n  %s  (checkpoint: continue with nnt-train "
+             "--resume, generate with nnt-generate --checkpoint)", out, out, out, path_ckpt);
+    ck_assert_str_eq(text, want);
+    nnt_trainer_destroy(tr);
+
+    /* resumed at step 4 with accum 2, shuffled, 20 steps: 2 x 16 x 20 / 340 = 1.9 passes */
+    to.accum = 2, to.shuffle = 1, to.steps = 20, to.resume = path_ckpt, to.log_dir = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_SUMMARY, NULL, 0, text, sizeof text));
+    snprintf(want, sizeof want, "resumed:   %s at step 4, data position 0", path_ckpt);
+    ck_assert_str_eq(line_of(strcpy(copy, text), "resumed:"), want);
+    ck_assert_ptr_nonnull(strstr(text, "\nnote:      the checkpoint was trained with another "
+                                       "batch, seq or accum: the data order differs"));
+    ck_assert_ptr_nonnull(strstr(text, "\nnote:      the checkpoint was trained with 8 steps: "
+                                       "the learning-rate schedule now ends at step 20"));
+    ck_assert_ptr_nonnull(strstr(text, "\nnote:      the checkpoint read the data in order, "
+                                       "this run shuffles it: the data position restarts at 0"));
+    ck_assert_ptr_null(strstr(text, "checkpoint held out"));
+    nnt_trainer_destroy(tr);
+
+    /* 1000 steps of 32 tokens over 340: 94 passes, no warning; 1100: 104, one */
+    to.resume = NULL, to.shuffle = 0, to.steps = 1000;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_WARNINGS, NULL, 0, text, sizeof text));
+    ck_assert_str_eq(text, "");
+    nnt_trainer_destroy(tr);
+    to.steps = 1100;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_WARNINGS, NULL, 0, text, sizeof text));
+    ck_assert_str_eq(text, "too little data: 340 training tokens for 1100 steps of 32 tokens "
+                     "(B 2 x T 8 x accum 2) = 104 passes over each token (more than 100): the "
+                     "model will memorise them; give more data or fewer steps");
+    nnt_trainer_destroy(tr);
+}
+END_TEST
+
 /* A failure about one field of the description names it first. */
 static void expect_field_failure(const nnt_run_config *run, const nnt_trainer_options *to,
                                  int want, const char *field)
@@ -556,6 +643,7 @@ int main(void)
     tcase_add_test(tc, test_keep_previous);
     tcase_add_test(tc, test_tokenizer_of_source);
     tcase_add_test(tc, test_text);
+    tcase_add_test(tc, test_text_summary);
     tcase_add_test(tc, test_open_failures);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

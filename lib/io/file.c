@@ -101,6 +101,27 @@ struct nnt_io_out {
 };
 
 static int io_writer = 1;   /* process-wide: see nnt_io_set_writer */
+int nnt_io_make_dirs(const char *path)
+{
+    char *p = path && *path ? strdup(path) : NULL;
+    if (!p)
+        return errno = path && *path ? ENOMEM : ENOENT, -1;
+    for (char *s = p + 1;; s++) {
+        char c = *s;
+        if (c != '/' && c != '\0')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0777) && errno != EEXIST)
+            return free(p), -1;
+        *s = c;
+        if (!c)
+            break;
+    }
+    free(p);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
+}
+
 static void (*io_note)(const char *msg);   /* see nnt_io_set_note */
 
 void nnt_io_set_note(void (*note)(const char *msg))

@@ -325,6 +325,9 @@ int nnt_io_open_read(const char *path, int *fd, uint64_t *size, char *err, size_
 /* Read exactly n bytes at off; a short read is NNT_E_IO ("file shrank"). */
 int nnt_io_pread(int fd, void *buf, size_t n, uint64_t off, const char *path, char *err,
                  size_t errlen);
+/* mkdir -p path (0777 less the umask): 0 when path is then a directory, else -1 with errno
+ * set (ENOTDIR: something else is there). */
+int nnt_io_make_dirs(const char *path);
 
 typedef struct nnt_io_out nnt_io_out;  /* a file being written through temp + rename */
 /* Whether this process writes files (1, the default). 0 on the ranks > 0 of an MPI job

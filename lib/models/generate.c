@@ -29,6 +29,8 @@
 #include "../layers/generic.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* What one generation holds. */
@@ -243,4 +245,71 @@ NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t 
                                int64_t ngen, const nnt_sampling *s, int32_t *out)
 {
     return nnt_model_run_generate(model, "nnt_model_generate", prompt, nprompt, ngen, s, out);
+}
+
+/* ids[0..n) as text into *out (malloc'd): the runs of ids the tokenizer has decoded whole (a
+ * character split over several tokens comes out whole), the others as "<id>". */
+static int decode_shown(const nnt_tokenizer *tok, const int32_t *ids, size_t n, char **out,
+                        size_t *out_len)
+{
+    int64_t vocab = 0;
+    size_t len = 0, cap = 0, k, need = 0;
+    char *text = NULL;
+    int rc = nnt_tokenizer_vocab_size(tok, &vocab);
+    for (size_t i = 0; rc == NNT_OK && i <= n; i = k + 1) {
+        for (k = i; k < n && ids[k] >= 0 && ids[k] < vocab;)
+            k++;
+        if (k > i && (rc = nnt_tokenizer_decode(tok, ids + i, k - i, NULL, 0, &need)) &&
+            rc != NNT_E_INVAL)
+            break;   /* (NNT_E_INVAL: the size needed is in need) */
+        need = (k > i ? need : 0) + 16;   /* and "<id>" */
+        char *more = len + need > cap ? realloc(text, 2 * (len + need)) : text;
+        if (!more) {
+            rc = NNT_E_NOMEM;
+            break;
+        }
+        text = more, cap = len + need > cap ? 2 * (len + need) : cap;
+        size_t got = 0;
+        rc = k > i ? nnt_tokenizer_decode(tok, ids + i, k - i, text + len, cap - len, &got) : 0;
+        len += got;
+        if (rc == NNT_OK && k < n)
+            len += (size_t)snprintf(text + len, cap - len, "<%d>", (int)ids[k]);
+        text[len] = '\0';
+    }
+    if (rc)
+        free(text), text = NULL, len = 0;
+    *out = text, *out_len = len;
+    return rc;
+}
+
+NNT_API int nnt_model_generate_text(nnt_layer *model, const nnt_tokenizer *tok,
+                                    const char *prompt, int64_t ngen, const nnt_sampling *s,
+                                    char **text, size_t *len)
+{
+    const char *fn = "nnt_model_generate_text";
+    size_t got = 0;
+    nnt_ctx *ctx = model && model->ctx ? model->ctx : NULL;
+    size_t nprompt = 0, plen = prompt ? strlen(prompt) : 0;
+    if (!text)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: text is NULL", fn);
+    *text = NULL;
+    if (!tok || !prompt || ngen < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: tok or prompt NULL, or ngen %lld < 0", fn,
+                        (long long)ngen);
+    int rc = nnt_tokenizer_encode(tok, prompt, plen, NULL, 0, &nprompt);
+    if (rc == NNT_OK && nprompt == 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the prompt \"%.40s\" gives no token", fn, prompt);
+    int32_t *ids = rc ? NULL : malloc((nprompt + (size_t)ngen) * sizeof *ids);
+    if (!rc && !ids)
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    if (!rc)
+        rc = nnt_tokenizer_encode(tok, prompt, plen, ids, nprompt, &nprompt);
+    if (!rc)
+        rc = nnt_model_run_generate(model, fn, ids, (int64_t)nprompt, ngen, s, ids + nprompt);
+    if (!rc && (rc = decode_shown(tok, ids, nprompt + (size_t)ngen, text, &got)))
+        rc = nnt_fail(ctx, rc, "%s: decoding: %s", fn, nnt_ctx_last_error(NULL));
+    free(ids);
+    if (len)
+        *len = got;
+    return rc;
 }

@@ -75,7 +75,7 @@ int nnt_trainer_keep_previous(nnt_trainer *tr)
         free(dflt), free(dir);
         return NNT_OK;   /* no checkpoint of another run (nothing of value to lose), or ours */
     }
-    if (nnt_trainer_make_dirs(o->log_dir))
+    if (nnt_io_make_dirs(o->log_dir))
         rc = nnt_fail(tr->ctx, NNT_E_IO, "keep_previous: cannot create directory %s: %s",
                       o->log_dir, strerror(errno));
     for (int n = 1; rc == NNT_OK; n++) {

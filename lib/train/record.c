@@ -199,6 +199,8 @@ NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
     tr->data_pos = tr->o.shuffle || !tr->ntokens ? st.data_pos
                                                  : st.data_pos % (uint64_t)tr->ntokens;
     memcpy(tr->rng, st.rng, sizeof tr->rng);
+    free(tr->resumed_options);   /* (for nnt_trainer_text's notes; NULL: out of memory) */
+    tr->resumed_options = st.options ? strdup(st.options) : NULL;
     /* the best checkpoint's loss, when it is still there */
     double best = options_number(st.options, "best_val", HUGE_VAL);
     tr->best_val = tr->o.best_checkpoint && access(tr->o.best_checkpoint, R_OK) == 0

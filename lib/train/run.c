@@ -402,6 +402,7 @@ NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
         return rc;
     }
     tr->owns = 1, tr->tok = p.tok, tr->tok_kind = p.tok_kind, tr->val_owned = p.val;
+    tr->tiling = p.tiling, tr->tiling_known = 1;
     for (int i = 0; i < 3; i++)
         free(p.tok_files[i]);
     *out = tr;

@@ -8,6 +8,8 @@
  *            validation's; live: a short step line with the smoothed loss and the time left
  *   run      this trainer's steps (time, mean rates and MFU, last loss) and validations
  *   memory   the memory nodes' peak use, bytes moved, time waiting for data
+ *   summary, warnings, files: the run's description, its warnings, the files written
+ *            (summary.c)
  * Lines of fields drop their last fields rather than pass a terminal's width. */
 #include "trainer_impl.h"
 #include "../optim/optim.h"
@@ -16,29 +18,24 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* Text being built in buf (cap bytes): fields are added in order; with width > 0, once one
- * would reach column width, neither it nor any later one is. */
-typedef struct text {
-    char *buf;
-    size_t cap, n;
-    int width, full, overflow;
-} text;
-
-static void add(text *t, const char *fmt, ...) NNT_PRINTF(2, 3);
-static void add(text *t, const char *fmt, ...)
+void nnt_text_add(nnt_text *t, const char *fmt, ...)
 {
-    char field[1024];
+    if (t->full)
+        return;
+    size_t room = t->cap - t->n;
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(field, sizeof field, fmt, ap);
+    int k = vsnprintf(t->buf + t->n, room, fmt, ap);
     va_end(ap);
-    if (t->full || (t->width > 0 && t->n + (size_t)k >= (size_t)t->width))
-        t->full = 1;
-    else if (t->n + (size_t)k >= t->cap || k >= (int)sizeof field)
+    if (k < 0 || (t->width > 0 && t->n + (size_t)k >= (size_t)t->width))
+        t->full = 1;   /* (the field would reach the width: neither it nor a later one) */
+    else if ((size_t)k >= room)
         t->full = t->overflow = 1;
     else
-        memcpy(t->buf + t->n, field, (size_t)k + 1), t->n += (size_t)k;
+        t->n += (size_t)k;
+    t->buf[t->n] = '\0';
 }
+#define add nnt_text_add
 
 static void format_bytes(char *buf, size_t cap, int64_t bytes)
 {
@@ -51,7 +48,7 @@ static void format_bytes(char *buf, size_t cap, int64_t bytes)
 
 /* Memory node i's use as "  NAME USED of BUDGET", or (peak) its peak as "NAME peak ..."
  * (", " before all but the first). */
-static void add_memory(text *t, const nnt_mem_stats *ms, int i, int peak)
+static void add_memory(nnt_text *t, const nnt_mem_stats *ms, int i, int peak)
 {
     char used[32], budget[32];
     format_bytes(used, sizeof used, peak ? ms->node[i].peak_bytes : ms->node[i].used_bytes);
@@ -62,7 +59,7 @@ static void add_memory(text *t, const nnt_mem_stats *ms, int i, int peak)
 }
 
 /* "MFU 12.3%" (the number width wide), or "MFU -" for NaN. */
-static void add_mfu(text *t, const char *before, double mfu, int width)
+static void add_mfu(nnt_text *t, const char *before, double mfu, int width)
 {
     if (isnan(mfu))
         add(t, "%sMFU %*s", before, width + 1, "-");
@@ -80,7 +77,7 @@ static int read_memory(const nnt_trainer *tr, nnt_mem_stats *ms)
 }
 
 /* The configuration's family and sizes, then what its family lets it choose. */
-static void add_model(const nnt_trainer *tr, text *t)
+static void add_model(const nnt_trainer *tr, nnt_text *t)
 {
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     nnt_family_info fam = NNT_FAMILY_INFO_INIT, f = NNT_FAMILY_INFO_INIT;
@@ -137,7 +134,8 @@ static void add_model(const nnt_trainer *tr, text *t)
 
 /* A step's line: in full, or live (the smoothed loss and the time the remaining steps and
  * validations take at this trainer's means); a validation's. */
-static void add_report(const nnt_trainer *tr, text *t, const nnt_trainer_report *r, int live)
+static void add_report(const nnt_trainer *tr, nnt_text *t, const nnt_trainer_report *r,
+                       int live)
 {
     int64_t steps = tr->o.steps, ve = tr->o.val_every;
     int digits = snprintf(NULL, 0, "%lld", (long long)steps);
@@ -176,7 +174,7 @@ static void add_report(const nnt_trainer *tr, text *t, const nnt_trainer_report 
 }
 
 /* This trainer's steps (none with steps 0) and the validations, a line each. */
-static void add_run(const nnt_trainer *tr, text *t)
+static void add_run(const nnt_trainer *tr, nnt_text *t)
 {
     nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
     nnt_trainer_info_get(tr, &ti);
@@ -207,10 +205,10 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
     const char *fn = "nnt_trainer_text";
     NNT_TRY(nnt_trainer_check(tr, fn));
     int on_report = what == NNT_TRAINER_TEXT_REPORT || what == NNT_TRAINER_TEXT_LIVE;
-    if (!buf || !cap || (on_report && !report) || (unsigned)what > NNT_TRAINER_TEXT_MEMORY)
+    if (!buf || !cap || (on_report && !report) || (unsigned)what > NNT_TRAINER_TEXT_FILES)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: buf NULL, cap 0, no report for a report's "
                         "line, or what %d unknown", fn, (int)what);
-    text t = {buf, cap, 0, on_report ? width : 0, 0, 0};
+    nnt_text t = {buf, cap, 0, on_report ? width : 0, 0, 0};
     nnt_mem_stats ms;
     buf[0] = '\0';
     if (what == NNT_TRAINER_TEXT_MODEL)
@@ -219,6 +217,12 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
         add_report(tr, &t, report, what == NNT_TRAINER_TEXT_LIVE);
     else if (what == NNT_TRAINER_TEXT_RUN)
         add_run(tr, &t);
+    else if (what == NNT_TRAINER_TEXT_SUMMARY)
+        nnt_trainer_text_summary(tr, &t);
+    else if (what == NNT_TRAINER_TEXT_WARNINGS)
+        nnt_trainer_text_warnings(tr, &t);
+    else if (what == NNT_TRAINER_TEXT_FILES)
+        nnt_trainer_text_files(tr, &t);
     else if (read_memory(tr, &ms)) {   /* since the runtime started */
         char moved[32];
         for (int i = 0; i < ms.nnodes; i++)

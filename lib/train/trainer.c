@@ -227,29 +227,6 @@ static char *log_path(const nnt_trainer *tr, const char *name)
     return p;
 }
 
-int nnt_trainer_make_dirs(const char *path)
-{
-    char *p = strdup(path);
-    if (!p)
-        return -1;
-    for (char *s = p + 1;; s++) {
-        char c = *s;
-        if (c == '/' || c == '\0') {
-            *s = '\0';
-            if (mkdir(p, 0777) && errno != EEXIST) {
-                free(p);
-                return -1;
-            }
-            *s = c;
-        }
-        if (!c)
-            break;
-    }
-    free(p);
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
-}
-
 /* Append (step, loss) to a curve of *n points with room for *cap. */
 static int add_point(nnt_train_point **curve, int64_t *n, int64_t *cap, int64_t step,
                      double loss)
@@ -319,7 +296,7 @@ static int open_logs(nnt_trainer *tr)
 {
     if (!tr->o.log_dir || tr->logs_open || tr->rank != 0 || tr->o.steps == 0)
         return NNT_OK;
-    if (nnt_trainer_make_dirs(tr->o.log_dir))
+    if (nnt_io_make_dirs(tr->o.log_dir))
         return nnt_fail(tr->ctx, NNT_E_IO, "nnt_trainer: cannot create directory %s: %s",
                         tr->o.log_dir, strerror(errno));
     nnt_mem_stats ms;
@@ -431,6 +408,9 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
         rc = nnt_fail(tr->ctx, rc, "resume: %s", nnt_ctx_last_error(NULL));
     if (!rc)
         rc = nnt_trainer_keep_previous(tr);
+    if (!rc && tr->o.log_dir && tr->rank == 0 && nnt_io_make_dirs(tr->o.log_dir))
+        rc = nnt_fail(tr->ctx, NNT_E_IO, "log_dir: cannot create directory '%s': %s",
+                      tr->o.log_dir, strerror(errno));
     if (rc) {
         nnt_trainer_destroy(tr);
         return rc;
@@ -452,7 +432,7 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
         fclose(tr->csv);
     if (tr->val_csv)
         fclose(tr->val_csv);
-    free(tr->curve), free(tr->val_curve), free(tr->kept_previous);
+    free(tr->curve), free(tr->val_curve), free(tr->kept_previous), free(tr->resumed_options);
     free_strings(&tr->o);
     if (tr->owns) {   /* nnt_trainer_open's: what it was built from */
         nnt_optim_destroy(tr->opt);
@@ -604,6 +584,8 @@ static int save_at(nnt_trainer *tr, const char *path, int64_t step)
     NNT_TRY(nnt_trainer_options_string(tr, step, &st.options));
     int rc = nnt_train_state_save(tr->opt, path, &st);
     free(st.options);
+    if (rc == NNT_OK && tr->o.checkpoint && !strcmp(path, tr->o.checkpoint))
+        tr->checkpoint_saved = 1;
     return rc;
 }
 
@@ -730,6 +712,7 @@ static int trace_control(nnt_trainer *tr, int64_t step, int after)
     if (after && tr->tracing && (step == first + o->trace_steps - 1 || step == tr->until)) {
         tr->tracing = 0;
         NNT_TRY(nnt_trace_stop(tr->ctx, o->trace, o->trace_table));
+        tr->traced = 1;
     }
     return NNT_OK;
 }
@@ -872,6 +855,7 @@ NNT_API int nnt_trainer_run(nnt_trainer *tr, int64_t until)
     if (tr->tracing) {   /* stopped before the traced steps' end */
         tr->tracing = 0;
         int trc = nnt_trace_stop(tr->ctx, tr->o.trace, tr->o.trace_table);
+        tr->traced |= trc == NNT_OK;
         rc = rc ? rc : trc;
     }
     tr->until = tr->o.steps;

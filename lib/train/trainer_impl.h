@@ -7,6 +7,7 @@
 
 #include "train.h"
 #include "../internal.h"
+#include "../io/io.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -59,11 +60,29 @@ struct nnt_trainer {
     int64_t nvalidations, last_val_step, low_val_step;
     double last_val, low_val;
     char *kept_previous;           /* keep_previous: where another run's files went        */
+    char *resumed_options;         /* the resumed checkpoint's options string (or NULL)    */
+    int checkpoint_saved;          /* a save to the checkpoint option's path succeeded     */
+    int traced;                    /* the trace option's files were written                */
+    int tiling_known;              /* nnt_trainer_open's: tiling is the model's            */
+    nnt_tiling tiling;
     /* this trainer's steps and validations (nnt_trainer_info) */
     int64_t steps_run, validations_run;
     double ms_rest, last_loss, validation_s;   /* steps' time without the first             */
     double ms_sum, loss_ema, run_s;   /* steps' time, the smoothed loss, time in run/step  */
 };
+
+/* Text being built in buf (cap bytes) by nnt_text_add (text.c): fields are added in order;
+ * with width > 0, once one would reach column width, neither it nor any later one is. */
+typedef struct nnt_text {
+    char *buf;
+    size_t cap, n;
+    int width, full, overflow;
+} nnt_text;
+void nnt_text_add(nnt_text *t, const char *fmt, ...) NNT_PRINTF(2, 3);
+/* nnt_trainer_text's SUMMARY, WARNINGS and FILES (summary.c). */
+void nnt_trainer_text_summary(const nnt_trainer *tr, nnt_text *t);
+void nnt_trainer_text_warnings(const nnt_trainer *tr, nnt_text *t);
+void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t);
 
 /* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
@@ -71,8 +90,6 @@ int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
 int64_t nnt_trainer_steps(const nnt_trainer *tr);
 /* The options string of a checkpoint of step into *out, malloc'd (record.c). */
 int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out);
-/* mkdir -p; 0, or -1 with errno set (trainer.c). */
-int nnt_trainer_make_dirs(const char *path);
 /* What a model source names as its tokenizer (source.c): *kind NNT_TOKENIZER_AUTO when
  * nothing, else its kind and its files (files[0] a tokenizer.json, files[1] and [2] GPT-2's
  * vocab.json and merges.txt; malloc'd, the caller frees them). */

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/* The run a trainer trains, as text (nnt_trainer_text's SUMMARY, WARNINGS and FILES): what
+ * nnt-train prints before its first step and after its last, for any program that reports a
+ * run the same way.
+ *
+ *   summary   "label:     text" lines: the LoRA adapters and the trained share of the
+ *             parameters, the data and its use, the validation, the tiling, the runtime and
+ *             CPU kernels, the optimizer, what MFU counts, a resume and the notes on what it
+ *             changes
+ *   warnings  too little data for the steps asked (fewer tokens than a step reads, or each
+ *             token read more than 100 times)
+ *   files     what the trainer wrote: the logs, the checkpoints, the trace
+ * The run's paths come from the description nnt_trainer_open records (its options string);
+ * a trainer of nnt_trainer_create has none and its lines leave them out. */
+#include "trainer_impl.h"
+#include "../optim/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define add nnt_text_add
+#define TRAIN_MAX_EPOCHS 100.0   /* more passes over each token: a warning */
+
+/* Member key of an options string (a resumed checkpoint's, or the members of the run that
+ * nnt_trainer_open records, without braces) into buf; "" when absent. */
+static const char *member(const char *options, const char *key, char *buf, size_t cap)
+{
+    size_t n = options ? strlen(options) : 0;
+    char *object = options ? malloc(n + 3) : NULL;
+    int found = 0;
+    if (object)   /* (braces around bare members) */
+        snprintf(object, n + 3, options[0] == '{' ? "%s" : "{%s}", options);
+    if (!object || nnt_options_get(object, key, buf, cap, &found) || !found)
+        buf[0] = '\0';
+    free(object);
+    return buf;
+}
+
+/* The same as a number; dflt when absent. */
+static double member_number(const char *options, const char *key, double dflt)
+{
+    char buf[64];
+    return *member(options, key, buf, sizeof buf) ? strtod(buf, NULL) : dflt;
+}
+
+/* The tokens a step reads (B T accum). */
+static int64_t per_step(const nnt_trainer *tr)
+{
+    return tr->o.batch * tr->o.seq * tr->o.accum;
+}
+
+static void add_tuning(const nnt_trainer *tr, nnt_text *t)
+{
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    char peft[4096];
+    member(tr->o.extra_options, "load_peft", peft, sizeof peft);
+    if (nnt_model_lora_get(tr->model, &lo) == 0)
+        add(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
+            lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets, *peft ? " from " : "",
+            peft);
+    if (tr->frozen)
+        add(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen)\n",
+            (double)(tr->params - tr->frozen) / 1e6, (double)tr->params / 1e6);
+}
+
+static void add_data(const nnt_trainer *tr, nnt_text *t)
+{
+    static const char *const kinds[] = {"bytes", "GPT-2 BPE", "tokenizer.json"};
+    const nnt_trainer_options *o = &tr->o;
+    nnt_data_format format = NNT_DATA_TEXT;
+    char path[4096];
+    if (!tr->data)
+        return add(t, "data:      none: steps 0 only validate\n");
+    nnt_data_format_of(tr->data, &format);
+    member(o->extra_options, "data", path, sizeof path);
+    add(t, "data:      %s%s", path, *path ? ", " : "");
+    if (format != NNT_DATA_TEXT)
+        add(t, "%s token file", format == NNT_DATA_LLMC ? "llm.c" : "nanoGPT");
+    else if ((unsigned)tr->tok_kind < 3)
+        add(t, "text, %s tokenizer", kinds[tr->tok_kind]);
+    else
+        add(t, "text");
+    add(t, ": %lld tokens", (long long)tr->ntokens);
+    if (tr->held_out)
+        add(t, " to train on (the last %lld held out)", (long long)tr->held_out);
+    add(t, "; %lld tokens a step (B %lld x T %lld x accum %lld), %.2f epochs in %lld steps%s\n",
+        (long long)per_step(tr), (long long)o->batch, (long long)o->seq, (long long)o->accum,
+        (double)per_step(tr) * (double)o->steps / (double)(tr->ntokens ? tr->ntokens : 1),
+        (long long)o->steps, o->shuffle ? "; shuffled: its sequences of T + 1 tokens in a new "
+                                          "order each epoch" : "");
+}
+
+static void add_validation(const nnt_trainer *tr, nnt_text *t)
+{
+    const nnt_trainer_options *o = &tr->o;
+    char path[4096];
+    if (!o->val_batches)
+        return add(t, "validate:  no (held-out tokens: val_data or val_split)\n");
+    member(o->extra_options, "val_data", path, sizeof path);
+    add(t, "validate:  ");
+    if (*path)
+        add(t, "%s, %lld tokens", path, (long long)o->val_len);
+    else if (member_number(o->extra_options, "val_split", 0) > 0)
+        add(t, "the last %lld tokens of the data (split %g)", (long long)o->val_len,
+            member_number(o->extra_options, "val_split", 0));
+    else
+        add(t, "%lld held-out tokens", (long long)o->val_len);
+    add(t, ": %lld batch%s of B x T (%lld tokens) ", (long long)o->val_batches,
+        o->val_batches > 1 ? "es" : "", (long long)(o->val_batches * o->batch * o->seq));
+    if (o->steps == 0)
+        return add(t, "once, without training (steps 0)\n");
+    if (o->val_every > 1)
+        add(t, "every %lld steps", (long long)o->val_every);
+    else
+        add(t, "every step");
+    add(t, " and after the last%s\n", o->trace ? " (not during the traced steps)" : "");
+}
+
+static void add_runtime(const nnt_trainer *tr, nnt_text *t)
+{
+    static const char *const dists[] = {"root", "sharded", "data"};
+    static const char *const precisions[] = {"fp32", "tf32", "bf16"};
+    const nnt_tiling *g = &tr->tiling;
+    const char *sched = "?", *kernels = "?";
+    int ncpus = 0, ncuda = 0, rank = 0, nranks = 1;
+    nnt_precision precision = NNT_PRECISION_FP32;
+    if (tr->tiling_known)
+        add(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
+            "%lld, head_dim %lld\n", (long long)g->batch, (long long)g->seq,
+            (long long)g->channels, (long long)g->hidden, (long long)g->vocab,
+            (long long)g->heads, (long long)g->head_dim);
+    nnt_ctx_sched(tr->ctx, &sched);
+    nnt_ctx_kernels(tr->ctx, &kernels);
+    nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);
+    nnt_ctx_rank(tr->ctx, &rank, &nranks);
+    nnt_ctx_precision(tr->ctx, &precision);
+    add(t, "runtime:   ");
+    if (tr->ctx->mpi)
+        add(t, "%d MPI ranks (distribution %s%s), each ", nranks,
+            (unsigned)tr->ctx->distribution < 3 ? dists[tr->ctx->distribution] : "?",
+            tr->ctx->release_weights ? ", weights released after use" : "");
+    add(t, "%d CPU workers, %d CUDA workers, scheduler %s; %s GEMM operands%s\nkernels:   %s\n",
+        ncpus, ncuda, sched, (unsigned)precision < 3 ? precisions[precision] : "?",
+        member_number(tr->o.extra_options, "recompute", 0) ? "; activation recompute" : "",
+        kernels);
+}
+
+static void add_optimizer(const nnt_trainer *tr, nnt_text *t)
+{
+    const nnt_optim_options *p = &tr->opt->opts;
+    if (tr->o.steps == 0)   /* (validation only: no update) */
+        return;
+    add(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
+        "weight decay %g, momentum %g, grad clip %g\n", nnt_optim_kind_name(p->kind), p->lr,
+        p->schedule == NNT_SCHEDULE_COSINE ? "cosine" : "constant", (long long)p->warmup_steps,
+        p->min_lr, p->beta1, p->beta2, p->eps, p->weight_decay, p->momentum, p->grad_clip);
+}
+
+/* What MFU counts, and against which peak. */
+static void add_mfu_basis(const nnt_trainer *tr, nnt_text *t)
+{
+    int ncpus = 0, ncuda = 0;
+    nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);
+    if (tr->o.steps == 0)
+        return;
+    if (tr->peak <= 0)
+        return add(t, "MFU:       not computed: no peak%s\n", ncuda ? " (CUDA workers run tasks "
+                   "and their peak is not known: give one)" : "");
+    add(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
+        "(%s)\n", tr->frozen ? "4 Nfrozen + " : "", tr->flops_per_token / 1e6, tr->peak / 1e9,
+        tr->peak_measured ? "measured at start: one 512 x 1024 x 1024 GEMM task per CPU worker, "
+                            "at the training's precision"
+        : tr->o.measure_peak ? "nominal: it could not be measured" : "given");
+}
+
+/* The resumed checkpoint, and what this run does differently from the run that wrote it. */
+static void add_resume(const nnt_trainer *tr, nnt_text *t)
+{
+    const nnt_trainer_options *o = &tr->o;
+    const char *saved = tr->resumed_options;
+    if (!o->resume || !tr->done)
+        return;
+    add(t, "resumed:   %s at step %lld, data position %llu\n", o->resume, (long long)tr->done,
+        (unsigned long long)tr->data_pos);
+    if (!saved)
+        return;
+    if (member_number(saved, "batch", o->batch) != o->batch ||
+        member_number(saved, "seq", o->seq) != o->seq ||
+        member_number(saved, "accum", o->accum) != o->accum)
+        add(t, "note:      the checkpoint was trained with another batch, seq or accum: the "
+               "data order differs from an uninterrupted run\n");
+    double held = member_number(saved, "held_out", -1);   /* -1: not recorded */
+    if (held >= 0 ? held != (double)tr->held_out : tr->held_out != 0)
+        add(t, "note:      the checkpoint held out %.0f tokens of the data, this run %lld: the "
+               "training tokens and their order differ\n", held < 0 ? 0 : held,
+            (long long)tr->held_out);
+    double steps = member_number(saved, "steps", (double)o->steps);
+    if (steps != (double)o->steps && o->steps > 0)
+        add(t, "note:      the checkpoint was trained with %.0f steps: the learning-rate "
+               "schedule now ends at step %lld instead\n", steps, (long long)o->steps);
+    double shuffled = member_number(saved, "shuffle", -1);   /* -1: not recorded */
+    if (shuffled < 0 ? o->shuffle : shuffled != o->shuffle)
+        add(t, "note:      the checkpoint read the data %s, this run %s: the data position "
+               "restarts at 0\n", o->shuffle ? "in order" : "shuffled",
+            o->shuffle ? "shuffles it" : "reads it in order");
+}
+
+void nnt_trainer_text_summary(const nnt_trainer *tr, nnt_text *t)
+{
+    add_tuning(tr, t);
+    add_data(tr, t);
+    add_validation(tr, t);
+    add_runtime(tr, t);
+    add_optimizer(tr, t);
+    add_mfu_basis(tr, t);
+    add_resume(tr, t);
+    if (t->n && t->buf[t->n - 1] == '\n')   /* (no newline at the end) */
+        t->buf[--t->n] = '\0';
+}
+
+void nnt_trainer_text_warnings(const nnt_trainer *tr, nnt_text *t)
+{
+    int64_t steps = tr->o.steps, ntokens = tr->ntokens, step = per_step(tr);
+    double epochs = (double)step * (double)steps / (double)(ntokens ? ntokens : 1);
+    if (!tr->data || steps <= 0 || (ntokens >= step && epochs <= TRAIN_MAX_EPOCHS))
+        return;
+    add(t, "too little data: %lld training tokens for %lld steps of %lld tokens (B %lld x T "
+        "%lld x accum %lld) = %.0f passes over each token (%s): the model will memorise them; "
+        "give more data or fewer steps", (long long)ntokens, (long long)steps, (long long)step,
+        (long long)tr->o.batch, (long long)tr->o.seq, (long long)tr->o.accum, epochs,
+        ntokens < step ? "fewer tokens than one step reads" : "more than 100");
+}
+
+/* One file: "  PATH  (what)" on a line of its own. */
+static void add_file(nnt_text *t, const char *dir, const char *name, const char *what)
+{
+    add(t, "%s  %s%s%s  (%s)", t->n ? "\n" : "", dir ? dir : "", dir ? "/" : "", name, what);
+}
+
+void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t)
+{
+    const nnt_trainer_options *o = &tr->o;
+    char best[96];
+    if (tr->logs_open) {
+        add_file(t, o->log_dir, "train.csv",
+                 "log: step, loss, lr, grad norm, ms, tokens/s, MFU, memory");
+        add_file(t, o->log_dir, "loss.svg", "loss curve");
+    }
+    if (tr->logs_open && o->val_batches)
+        add_file(t, o->log_dir, "val.csv",
+                 "validation log: step, loss on the held-out tokens, tokens");
+    snprintf(best, sizeof best, "checkpoint of the lowest validation loss, %.6f", tr->best_val);
+    if (o->best_checkpoint && tr->best_val < HUGE_VAL)
+        add_file(t, NULL, o->best_checkpoint, best);
+    if (tr->checkpoint_saved)
+        add_file(t, NULL, o->checkpoint, tr->frozen
+                 ? "checkpoint of the trained parameters and their optimizer state: continue "
+                   "with nnt-train --resume"
+                 : "checkpoint: continue with nnt-train --resume, generate with nnt-generate "
+                   "--checkpoint");
+    if (tr->traced) {
+        add_file(t, NULL, o->trace, "trace timeline");
+        add_file(t, NULL, o->trace_table, "per-op table");
+    }
+}
