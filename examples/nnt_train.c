@@ -49,31 +49,6 @@ typedef struct trainer {
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
 
-static volatile sig_atomic_t interrupted;   /* the signal that stopped the run (INT, TERM) */
-static volatile sig_atomic_t save_asked;    /* SIGUSR1: 1 asked, 2 no checkpoint to write  */
-static nnt_trainer *running;
-
-/* SIGINT, SIGTERM (how Slurm, systemd and docker stop a program): stop after the step in
- * progress and save; a second one ends the program at once (the previous checkpoint stays
- * whole: saves go through a temporary file). SIGUSR1 (e.g. sbatch --signal=B:USR1@120):
- * a checkpoint after the step in progress, the run going on. Only flags are set here. */
-static void on_signal(int sig)
-{
-    if (sig == SIGUSR1) {
-        save_asked = nnt_trainer_request_save(running) == NNT_OK ? 1 : 2;
-        return;
-    }
-    interrupted = sig;
-    nnt_trainer_request_stop(running);
-    signal(sig, SIG_DFL);
-}
-
-static void catch_signals(int on)
-{
-    void (*h)(int) = on ? on_signal : SIG_DFL;
-    signal(SIGINT, h), signal(SIGTERM, h), signal(SIGUSR1, on ? h : SIG_IGN);
-}
-
 /* A library call failed: its status and the thread's last failure message. */
 static int lib_error(const char *what, int rc)
 {
@@ -282,7 +257,7 @@ static int start_runtime(trainer *t)
     co.ncpus = (int)o->cpus, co.ncuda = (int)o->gpus, co.sched = o->sched;
     co.mem_gpu_mib = o->mem_gpu, co.mem_cpu_mib = o->mem_cpu;
     co.swap_dir = o->swap_dir, co.swap_mib = o->swap_size;
-    co.mpi = t->mpi;
+    co.mpi = o->distribute >= 0 ? 1 : -1;   /* -1: as the launcher started the process */
     co.distribution = o->distribute >= 0 ? o->distribute : NNT_DIST_SHARDED;
     co.release_weights = o->release_weights;
 #if defined(__GLIBC__) && defined(M_ARENA_MAX)
@@ -297,6 +272,13 @@ static int start_runtime(trainer *t)
         return lib_error("cannot start the runtime", rc);
     nnt_ctx_rank(t->ctx, &t->rank, &t->nranks);
     nnt_ctx_workers(t->ctx, &t->ncpus, &t->ncuda);
+    t->mpi = o->distribute >= 0 || t->nranks > 1;
+    /* Only rank 0 prints and writes files; the others print errors only (the library
+     * writes the log, checkpoints and weights on rank 0, every rank taking part) */
+    if (t->rank > 0 && (t->info = NULL, t->live = 0, !freopen("/dev/null", "w", stdout))) {
+        fprintf(stderr, "nnt-train: rank %d: cannot silence its output\n", t->rank);
+        return 1;
+    }
     return 0;
 }
 
@@ -524,15 +506,10 @@ static int on_report(const nnt_trainer_report *rep, void *user)
     trainer *t = user;
     const train_opts *o = &t->o;
     nnt_trainer_info_get(t->tr, &t->ti);   /* this run's steps and validations so far */
-    if (save_asked == 2) {
-        save_asked = 0;
-        fprintf(stderr, "nnt-train: SIGUSR1 ignored: --no-save writes no checkpoint\n");
-    }
     if (rep->event == NNT_TRAINER_CHECKPOINT) {   /* --save-every, or SIGUSR1's */
-        if (save_asked == 1)
+        if (rep->requested)
             fprintf(stderr, "nnt-train: SIGUSR1: checkpoint of step %lld written to %s\n",
                     (long long)rep->step, t->path_ckpt);
-        save_asked = 0;
         return 0;
     }
     report_line(t, rep);
@@ -667,27 +644,8 @@ static int setup(trainer *t)
     return o->resume ? resume_notes(t) : 0;
 }
 
-/* This process's rank and the job's size from the launcher's environment (Open MPI's mpirun,
- * PMI as srun and MPICH set it, Slurm's own): 0 and 1 when not started as an MPI job. */
-static void launcher_rank(int *rank, int *size)
-{
-    static const char *const vars[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                          {"PMI_RANK", "PMI_SIZE"},
-                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
-    *rank = 0, *size = 1;
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *r = getenv(vars[i][0]), *n = getenv(vars[i][1]);
-        if (r && n && atoi(n) >= 1) {
-            *rank = atoi(r), *size = atoi(n);
-            return;
-        }
-    }
-}
-
 static void teardown(trainer *t)
 {
-    catch_signals(0);   /* (a run that failed: the handlers may still be set) */
-    running = NULL;
     nnt_trainer_destroy(t->tr);   /* (and the model, data, tokenizer it was built from) */
     if (t->ctx)
         nnt_ctx_destroy(t->ctx);
@@ -702,8 +660,10 @@ static int run(trainer *t)
     if (rc)
         return rc;
     print_summary(t);
-    running = t->tr;
-    catch_signals(1);
+    /* SIGINT, SIGTERM (how Slurm, systemd and docker stop a program): stop after the step in
+     * progress and save; a second one ends the program at once (the previous checkpoint stays
+     * whole). SIGUSR1 (e.g. sbatch --signal=B:USR1@120): a checkpoint, the run going on. */
+    nnt_trainer_handle_signals(t->tr, 1);
     int64_t steps = t->o.loop.steps;
     rc = nnt_trainer_run(t->tr, t->o.stop_after > 0 && t->o.stop_after < steps ? t->o.stop_after
                                                                                : steps);
@@ -718,9 +678,9 @@ static int run(trainer *t)
     /* MPI: the ranks' agreed stop decides (a signal to one rank stops every rank after the
      * same step; the others exit as if they had received SIGTERM; one that came after the
      * last step's agreement stops nothing) */
-    int stop_sig = !t->mpi ? interrupted : !t->ti.stopped ? 0 : interrupted ? interrupted
-                                                                             : SIGTERM;
-    if (stop_sig && !interrupted)
+    int own = t->ti.stop_signal;
+    int stop_sig = !t->mpi ? own : !t->ti.stopped ? 0 : own ? own : SIGTERM;
+    if (stop_sig && !own)
         say(t, "another rank of the job was interrupted: every rank stops after step %lld\n",
             (long long)(t->done + t->ti.steps_run));
     if (stop_sig && t->o.no_save)
@@ -734,8 +694,7 @@ static int run(trainer *t)
      * one of a rank that another rank's signal stopped already) only sets the flag; a
      * second ends the program, the previous checkpoint whole */
     rc = write_outputs(t);
-    catch_signals(0);
-    running = NULL;
+    nnt_trainer_handle_signals(t->tr, 0);
     if (rc)
         return rc;
     if (t->o.sample > 0 && !stop_sig) {
@@ -761,24 +720,13 @@ int main(int argc, char **argv)
     trainer t;
     memset(&t, 0, sizeof t);
     setvbuf(stdout, NULL, _IOLBF, 0);   /* a line per step into a file or pipe too */
-    int rc = train_opts_parse(argc, argv, &t.o), rank, size;
+    int rc = train_opts_parse(argc, argv, &t.o);
     if (rc)
         return rc == 1 ? 0 : 2;
     t.info = t.o.quiet ? NULL : t.o.print_loss ? stderr : stdout;
     /* On a terminal one progress line is redrawn in place (NNT_TRAIN_LIVE=0: a line a step) */
     const char *live = getenv("NNT_TRAIN_LIVE");
     t.live = t.info && !t.o.print_loss && isatty(fileno(t.info)) && !(live && !strcmp(live, "0"));
-    launcher_rank(&rank, &size);
-    t.mpi = t.o.distribute >= 0 || size > 1;
-    /* Only rank 0 prints and writes files; the others print errors only (the library
-     * writes the log, checkpoints and weights on rank 0, every rank taking part) */
-    if (t.mpi && rank > 0) {
-        t.info = NULL, t.live = 0, t.rank = rank;
-        if (!freopen("/dev/null", "w", stdout)) {
-            fprintf(stderr, "nnt-train: rank %d: cannot silence its output\n", rank);
-            return 1;
-        }
-    }
     rc = run(&t);
     teardown(&t);
     return rc;

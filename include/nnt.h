@@ -82,7 +82,8 @@ typedef struct nnt_ctx_options {
     int64_t swap_mib;            /* disk swap size in MiB; required with swap_dir           */
     const char *perfmodel_dir;   /* StarPU performance models; NULL = $STARPU_HOME if set,
                                     else $XDG_CACHE_HOME/nnt, else ~/.cache/nnt             */
-    int mpi;                     /* 1: one rank of an MPI job (StarPU-MPI; see nnt_ctx_rank) */
+    int mpi;                     /* 1: one rank of an MPI job (StarPU-MPI; see nnt_ctx_rank);
+                                    -1: 1 when an MPI launcher started several ranks        */
     int distribution;            /* under MPI, which rank owns each tile: an
                                     nnt_distribution (NNT_DIST_ROOT, _SHARDED, _DATA)       */
     int release_weights;         /* under MPI with NNT_DIST_SHARDED or _DATA: 1 = a rank drops
@@ -1437,6 +1438,8 @@ typedef struct nnt_trainer_report {
     int64_t mem_peak_bytes;
     int validates;               /* step: a validation follows it                             */
     int saved_best;              /* validation: its loss is the lowest: best_checkpoint written */
+    int requested;               /* checkpoint: asked for (nnt_trainer_request_save, SIGUSR1 with
+                                    nnt_trainer_handle_signals, on any rank), not save_every's */
 } nnt_trainer_report;
 
 /* 0 goes on; any other value asks the trainer to stop as nnt_trainer_request_stop does. */
@@ -1535,11 +1538,13 @@ typedef struct nnt_trainer_info {
     double mfu;                  /* model FLOP utilisation at step_ms; NaN without a peak, or
                                     when a step (or this mean) beat a measured peak: peak_low  */
     int peak_low;                /* 1: the measured peak was low (a busy machine at start)     */
+    int stop_signal;             /* the signal (SIGINT, SIGTERM) that asked this process's run
+                                    to stop (nnt_trainer_handle_signals); 0: none            */
 } nnt_trainer_info;
 
 #define NNT_TRAINER_INFO_INIT \
     { sizeof(nnt_trainer_info), 0, 0, { 0, 0, 0, 0 }, 0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0.0, \
-      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0 }
+      0, 0, 0, 0, 0, 0, 0.0, 0.0, NNT_TOKENIZER_AUTO, NULL, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0, 0 }
 
 /* A trainer of model (a model of nnt_model_create / nnt_model_load_hf / nnt_gpt_*, created
  * for batches of (batch, seq)) with opt (its parameters added) on data (may be NULL when
@@ -1571,6 +1576,13 @@ NNT_API int nnt_trainer_request_stop(nnt_trainer *tr);
  * a time limit); a NNT_TRAINER_CHECKPOINT report follows it. Async-signal-safe: it only
  * sets a flag; NNT_E_STATE (no message) when the trainer has no checkpoint path. */
 NNT_API int nnt_trainer_request_save(nnt_trainer *tr);
+/* on 1: SIGINT and SIGTERM stop the run after the step in progress (stop_signal in
+ * nnt_trainer_info says which; the caller then saves), a second one gets the action there was
+ * before (by default the process ends at once); SIGUSR1 asks for a checkpoint as
+ * nnt_trainer_request_save (without a checkpoint path: a warning in the log). on 0: the
+ * actions there were before, put back (also when the trainer is destroyed). One trainer at a
+ * time (NNT_E_STATE for another); the handlers only set flags. */
+NNT_API int nnt_trainer_handle_signals(nnt_trainer *tr, int on);
 NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info);
 
 /* What nnt_trainer_text writes: the text nnt-train prints. */

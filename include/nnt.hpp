@@ -1320,6 +1320,8 @@ public:
     }
     /* Async-signal-safe: the run stops after the step in progress. */
     void request_stop() noexcept { (void)nnt_trainer_request_stop(get()); }
+    /* SIGINT/SIGTERM stop after the step, SIGUSR1 a checkpoint (nnt_trainer_handle_signals). */
+    void handle_signals(bool on = true) { check(nnt_trainer_handle_signals(get(), on ? 1 : 0)); }
     nnt_trainer_info info() const
     {
         nnt_trainer_info i{};

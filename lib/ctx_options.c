@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -46,16 +47,34 @@ int nnt_ctx_options_init(nnt_ctx_options *opts)
     return options_init(opts, sizeof *opts);
 }
 
-/* Copy the caller's options over the defaults, honouring its size field. */
+/* The number of ranks of the MPI job an MPI launcher started this process in (Open MPI's
+ * mpirun, PMI as srun and MPICH set it, Slurm's own), 1 when none did. */
+static int launched_ranks(void)
+{
+    static const char *const vars[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                          {"PMI_RANK", "PMI_SIZE"},
+                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *rank = getenv(vars[i][0]), *size = getenv(vars[i][1]);
+        if (rank && size && atoi(size) >= 1)
+            return atoi(size);
+    }
+    return 1;
+}
+
+/* Copy the caller's options over the defaults, honouring its size field; mpi -1 resolved. */
 int ctx_read_options(const nnt_ctx_options *user, nnt_ctx_options *opts)
 {
     nnt_ctx_options defaults;
     nnt_ctx_options_init(&defaults);
     /* 0.2 ended the structure before mpi and distribution */
-    return nnt_read_options("nnt_ctx_create", user, &defaults, opts, sizeof *opts,
-                            offsetof(nnt_ctx_options, mpi),
-                            "initialise them with NNT_CTX_OPTIONS_INIT or "
-                            "nnt_ctx_options_init");
+    NNT_TRY(nnt_read_options("nnt_ctx_create", user, &defaults, opts, sizeof *opts,
+                             offsetof(nnt_ctx_options, mpi),
+                             "initialise them with NNT_CTX_OPTIONS_INIT or "
+                             "nnt_ctx_options_init"));
+    if (opts->mpi == -1)   /* an MPI job when a launcher started several ranks */
+        opts->mpi = launched_ranks() > 1;
+    return NNT_OK;
 }
 
 static int sched_exists(const char *name)
@@ -118,7 +137,7 @@ int ctx_validate_options(const nnt_ctx_options *o)
                         "(gpu %lld MiB, cpu %lld MiB)", (long long)o->mem_gpu_mib,
                         (long long)o->mem_cpu_mib);
     if (o->mpi != 0 && o->mpi != 1)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: mpi %d (use 0 or 1)", o->mpi);
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: mpi %d (use 0, 1 or -1)", o->mpi);
     if (o->distribution != NNT_DIST_ROOT && o->distribution != NNT_DIST_SHARDED &&
         o->distribution != NNT_DIST_DATA)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: distribution %d is none of "

@@ -559,6 +559,8 @@ void test_trainer(nnt::context &ctx)
     moved.save(tmpdir + "/trainer.safetensors");
     moved.resume(tmpdir + "/trainer.safetensors");
     EXPECT(moved.info().step == 3);
+    moved.handle_signals();
+    moved.handle_signals(false);
 
     // a run built from its description (nnt_trainer_open): the wrapper's losses are those of
     // the same description through the C API; its model, tokenizer and texts
@@ -582,6 +584,8 @@ void test_trainer(nnt::context &ctx)
     EXPECT(ot.parts().tok != nullptr && ot.model().kind() == NNT_LAYER_MODEL);
     EXPECT(ot.text(NNT_TRAINER_TEXT_MODEL).rfind("Llama L 2, C 64, NH 4, NKV 2", 0) == 0);
     EXPECT(ot.text(NNT_TRAINER_TEXT_RUN).rfind("trained steps 1..3 in ", 0) == 0);
+    EXPECT(ot.text(NNT_TRAINER_TEXT_SUMMARY).find("data:      " + path + ", text") !=
+           std::string::npos);
     EXPECT(!nnt::tokenizer::of_source(tmpdir));   // (no tokenizer files there)
     run.val_split = 1.5;
     EXPECT_ERROR(NNT_E_INVAL, "val_split: ", nnt::trainer::open(ctx, run, o));

@@ -33,6 +33,7 @@
  *       Without MPI (any build): nnt_ctx_rank gives 0 of 1 and refuses a NULL context; mpi,
  *       distribution and release_weights values out of range are refused.
  * Exit 0 on success, 1 on failure (the reason on stderr). */
+#define _POSIX_C_SOURCE 200809L   /* setenv */
 #include "nnt.h"
 
 #include <stdint.h>
@@ -353,12 +354,12 @@ static int local(void)
     if (expect_create_fails(&o, NNT_E_INVAL, "distribution 7 is none of"))
         return 1;
     o.distribution = NNT_DIST_SHARDED, o.mpi = 2;
-    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0 or 1)"))
+    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0, 1 or -1)"))
         return 1;
     /* checked with a swap directory too (its checks used to end the validation) */
     const char *tmpdir = getenv("TMPDIR");
     o.swap_dir = tmpdir && *tmpdir ? tmpdir : "/tmp", o.swap_mib = 1024;
-    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0 or 1)"))
+    if (expect_create_fails(&o, NNT_E_INVAL, "mpi 2 (use 0, 1 or -1)"))
         return 1;
     o.mpi = 0, o.distribution = 7;
     if (expect_create_fails(&o, NNT_E_INVAL, "distribution 7 is none of"))
@@ -368,7 +369,8 @@ static int local(void)
         return 1;
     o.release_weights = 0;
     o.distribution = NNT_DIST_SHARDED, o.swap_dir = NULL, o.swap_mib = 0;
-    o.mpi = 0;
+    o.mpi = -1;   /* as the launcher says: a job of one rank is one process */
+    setenv("PMI_RANK", "0", 1), setenv("PMI_SIZE", "1", 1);
     nnt_ctx *ctx = NULL;
     int rank = -1, size = -1;
     TRY(nnt_ctx_create(&o, &ctx));

@@ -10,6 +10,7 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "testutil.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -584,6 +585,82 @@ START_TEST(test_text_summary)
 }
 END_TEST
 
+/* nnt_trainer_handle_signals: SIGUSR1 during step 2 writes a checkpoint after it (reported
+ * as requested) and the run goes on; SIGTERM during step 3 stops it after that step
+ * (stop_signal), and a second SIGTERM reaches the handler there was before; off, every
+ * action is the one before; a second trainer is refused while the first holds them. */
+static volatile sig_atomic_t earlier_handler_calls;
+static void earlier_handler(int sig)
+{
+    (void)sig;
+    earlier_handler_calls++;
+}
+
+typedef struct signal_run {
+    int64_t steps, checkpoints_requested;
+} signal_run;
+
+static int raise_on_report(const nnt_trainer_report *rep, void *user)
+{
+    signal_run *sr = user;
+    if (rep->event == NNT_TRAINER_CHECKPOINT)
+        sr->checkpoints_requested += rep->requested;
+    if (rep->event != NNT_TRAINER_STEP)
+        return 0;
+    sr->steps++;
+    if (rep->step == 2)
+        raise(SIGUSR1);
+    if (rep->step == 3)
+        raise(SIGTERM);
+    return 0;
+}
+
+START_TEST(test_signals)
+{
+    nnt_model_config c = tiny_config();
+    nnt_optim_options oo = optim_options();
+    nnt_run_config run = run_config(&c, &oo);
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    signal_run sr = {0, 0};
+    to.batch = B, to.seq = T, to.steps = STEPS, to.callback = raise_on_report, to.user = &sr;
+    to.checkpoint = path_ckpt;
+    struct sigaction mine, now, usr1_before, int_before;
+    ck_assert_int_eq(sigaction(SIGUSR1, NULL, &usr1_before), 0);
+    ck_assert_int_eq(sigaction(SIGINT, NULL, &int_before), 0);
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = earlier_handler;
+    sigemptyset(&mine.sa_mask);
+    ck_assert_int_eq(sigaction(SIGTERM, &mine, NULL), 0);
+    nnt_trainer *tr = NULL, *other = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &other));
+    EXPECT_OK(nnt_trainer_handle_signals(tr, 1));
+    EXPECT_FAIL_MSG(nnt_trainer_handle_signals(other, 1), NNT_E_STATE, "another trainer");
+    EXPECT_RC(nnt_trainer_handle_signals(tr, 2), NNT_E_INVAL);
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+    ck_assert_int_eq(ti.step, 3);   /* stopped after the step the signal came in */
+    ck_assert_int_eq(ti.stop_signal, SIGTERM);
+    ck_assert_int_eq(sr.checkpoints_requested, 1);
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    EXPECT_OK(nnt_train_state_info(NULL, path_ckpt, &st));   /* SIGUSR1's, of step 2 */
+    nnt_train_state_clear(&st);
+    ck_assert_int_eq(earlier_handler_calls, 0);
+    raise(SIGTERM);   /* the second: the action there was before */
+    ck_assert_int_eq(earlier_handler_calls, 1);
+    EXPECT_OK(nnt_trainer_handle_signals(tr, 0));
+    ck_assert_int_eq(sigaction(SIGUSR1, NULL, &now), 0);
+    ck_assert(now.sa_handler == usr1_before.sa_handler);
+    nnt_trainer_destroy(tr);
+    EXPECT_OK(nnt_trainer_handle_signals(other, 1));   /* free again */
+    nnt_trainer_destroy(other);   /* (puts them back) */
+    ck_assert_int_eq(sigaction(SIGINT, NULL, &now), 0);
+    ck_assert(now.sa_handler == int_before.sa_handler);
+    signal(SIGTERM, SIG_DFL);
+}
+END_TEST
+
 /* A failure about one field of the description names it first. */
 static void expect_field_failure(const nnt_run_config *run, const nnt_trainer_options *to,
                                  int want, const char *field)
@@ -644,6 +721,7 @@ int main(void)
     tcase_add_test(tc, test_tokenizer_of_source);
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_text_summary);
+    tcase_add_test(tc, test_signals);
     tcase_add_test(tc, test_open_failures);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

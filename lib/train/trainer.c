@@ -424,6 +424,7 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
 {
     if (!tr || tr->magic != NNT_TRAINER_MAGIC)
         return;
+    nnt_trainer_release_signals(tr);
     tr->magic = 0;
     nnt_tensor_destroy(tr->tokens);
     nnt_tensor_destroy(tr->targets);
@@ -812,6 +813,11 @@ static int one_step(nnt_trainer *tr)
         return nnt_fail(tr->ctx, NNT_E_STATE, "the loss is not finite at step %lld: a lower "
                         "learning rate?", (long long)step);
     int save_asked;
+    if (tr->save_refused) {
+        tr->save_refused = 0;
+        nnt_log(NNT_LOG_WARN, "a checkpoint was asked for (SIGUSR1) after step %lld, but the "
+                "trainer has no checkpoint path: nothing written", (long long)step);
+    }
     NNT_TRY(agree_requests(tr, &save_asked));
     if (r.validates && !tr->stopping)   /* (a stop asked for during the report: none) */
         NNT_TRY(validate_at(tr, step, NULL));
@@ -822,7 +828,7 @@ static int one_step(nnt_trainer *tr)
         nnt_trainer_report c;
         memset(&c, 0, sizeof c);
         c.size = sizeof c, c.event = NNT_TRAINER_CHECKPOINT, c.step = step;
-        c.steps = tr->o.steps;
+        c.steps = tr->o.steps, c.requested = save_asked;
         callback(tr, &c);
     }
     return NNT_OK;
@@ -893,6 +899,7 @@ NNT_API int nnt_trainer_info_get(const nnt_trainer *tr, nnt_trainer_info *info)
     info->step = nnt_trainer_steps(tr), info->data_pos = tr->data_pos;
     memcpy(info->rng, tr->rng, sizeof info->rng);
     info->stopped = tr->stopping, info->best_val_loss = tr->best_val;
+    info->stop_signal = tr->stop_signal;
     info->flops_per_token = tr->flops_per_token;
     info->peak_flops = tr->peak, info->peak_measured = tr->peak_measured;
     info->validations = tr->nvalidations;

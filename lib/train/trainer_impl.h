@@ -47,6 +47,8 @@ struct nnt_trainer {
     int tracing;
     volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
     volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
+    volatile sig_atomic_t stop_signal;  /* the signal that asked the stop (signals.c)      */
+    volatile sig_atomic_t save_refused; /* SIGUSR1 without a checkpoint path               */
     int stopping;                  /* the ranks' agreed stop, at the last step boundary    */
     double peak;                   /* the MFU's peak (peak_flops or measured)              */
     int peak_measured;
@@ -83,6 +85,10 @@ void nnt_text_add(nnt_text *t, const char *fmt, ...) NNT_PRINTF(2, 3);
 void nnt_trainer_text_summary(const nnt_trainer *tr, nnt_text *t);
 void nnt_trainer_text_warnings(const nnt_trainer *tr, nnt_text *t);
 void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t);
+
+/* The signal handlers of nnt_trainer_handle_signals put back when tr holds them
+ * (signals.c; nnt_trainer_destroy calls it). */
+void nnt_trainer_release_signals(const nnt_trainer *tr);
 
 /* NNT_OK for a trainer (and its context), else a failure naming fn (trainer.c). */
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
