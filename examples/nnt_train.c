@@ -242,9 +242,9 @@ static int check_config(trainer *t)
         return train_usage_error("%s is not available for %s models yet%s", opt, t->fam.title,
                                  o->save_weights || o->load_safetensors
                                      ? " (use --save-hf DIR / --load-hf DIR)" : "");
-    if (t->o.loop.seq < 0)
+    if (t->o.loop.seq < 0 && t->cfg.max_seq > 0)   /* (0: a checkpoint's, not known yet) */
         t->o.loop.seq = t->cfg.max_seq < 128 ? t->cfg.max_seq : 128;
-    if (t->o.loop.seq > t->cfg.max_seq)
+    if (t->cfg.max_seq > 0 && t->o.loop.seq > t->cfg.max_seq)
         return train_usage_error("--seq %lld is longer than the context %lld (--context)",
                                  (long long)t->o.loop.seq, (long long)t->cfg.max_seq);
     return 0;
@@ -301,7 +301,7 @@ static int open_run(trainer *t)
     lo.targets = o->lora_targets, lo.seed = o->loop.seed;
     nnt_run_config *r = &o->run;
     r->model_source = source;
-    r->model_config = o->load_llmc || o->load_hf ? NULL : &t->cfg;   /* (theirs) */
+    r->model_config = o->load_llmc || o->load_hf || t->cfg_resumed ? NULL : &t->cfg;
     r->tiling = &over, r->lora = train_lora_asked(o) ? &lo : NULL, r->optim = &o->optim;
     if ((t->default_corpus = !r->data))   /* (a directory: read as text) */
         r->data = TRAIN_DEFAULT_DATA;
@@ -362,8 +362,8 @@ static void print_warnings(const trainer *t)
 /* ---- --resume ------------------------------------------------------------------------------ */
 
 /* --resume: the checkpoint's options string when nnt-train wrote it; the options it records
- * that the command line does not give take their saved values, and a fine-tuning run's base
- * its source unless --load-* is given. */
+ * that the command line does not give take their saved values (the library takes the model,
+ * a fine-tuning run's base included, from the checkpoint unless --load-* is given). */
 static int resume_options(trainer *t)
 {
     train_opts *o = &t->o;
@@ -382,25 +382,7 @@ static int resume_options(trainer *t)
     if (st.options && strstr(st.options, "\"program\": \"nnt-train\""))
         t->resume_saved = strdup(st.options);   /* (NULL, out of memory: as not recorded) */
     nnt_train_state_clear(&st);
-    if ((rc = train_opts_restore(o, t->resume_saved, t->resumed_names,
-                                 sizeof t->resumed_names)))
-        return rc;
-    char *base = train_saved_int(t->resume_saved, "frozen") > 0 && !o->load_hf &&
-                 !o->load_llmc && !o->load_safetensors
-                     ? train_saved(t->resume_saved, "model_source") : NULL;
-    nnt_model_config c;
-    if (base && o->nkept < (int)(sizeof o->kept / sizeof o->kept[0])) {
-        o->kept[o->nkept++] = base;   /* a directory, an llm.c file, or GPT-2 weights */
-        *(stat(base, &sb) == 0 && S_ISDIR(sb.st_mode) ? &o->load_hf
-          : nnt_model_source_config(NULL, base, &c) == 0 ? &o->load_llmc
-                                                          : &o->load_safetensors) = base;
-        size_t n = strlen(t->resumed_names);
-        snprintf(t->resumed_names + n, sizeof t->resumed_names - n, "%s--load-%s %s",
-                 n ? " " : "", o->load_hf ? "hf" : o->load_llmc ? "llmc" : "safetensors", base);
-    } else {
-        free(base);
-    }
-    return 0;
+    return train_opts_restore(o, t->resume_saved, t->resumed_names, sizeof t->resumed_names);
 }
 
 /* A resumed run with nothing to do is bad usage (the library's summary notes what else a
@@ -627,9 +609,10 @@ static int setup(trainer *t)
                       o->kv_heads > 0 || o->hidden > 0 || o->head_dim > 0 || o->qk_norm ||
                       o->vocab > 0 || o->context > 0 || o->load_llmc || o->load_safetensors ||
                       o->load_hf;
-    /* --resume without model options: the model the checkpoint records */
-    if (o->resume && !model_given)
-        t->cfg_resumed = nnt_model_train_state_config(NULL, o->resume, &t->cfg) == 0;
+    /* --resume without model options: the library takes the checkpoint's model (its
+     * configuration here for the checks, when the checkpoint records one) */
+    if ((t->cfg_resumed = o->resume && !model_given))
+        nnt_model_train_state_config(NULL, o->resume, &t->cfg);
     snprintf(t->path_best, sizeof t->path_best, "%s/best.safetensors", o->out_dir);
     snprintf(t->path_table, sizeof t->path_table, "%s/trace-ops.txt", o->out_dir);
     t->path_ckpt = o->save ? strdup(o->save) : malloc(strlen(o->out_dir) + 32);
@@ -639,8 +622,8 @@ static int setup(trainer *t)
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
-    if ((rc = start_runtime(t)) || (rc = open_run(t)))
-        return rc;
+    if ((rc = start_runtime(t)) || (rc = open_run(t)) || (rc = check_config(t)))
+        return rc;   /* (checked again with the model's configuration) */
     return o->resume ? resume_notes(t) : 0;
 }
 

@@ -1620,7 +1620,9 @@ typedef struct nnt_run_config {
                                      preset; NULL: a fresh model of model_config             */
     const nnt_model_config *model_config;  /* a fresh model's configuration (vocab 0: the
                                      tokenizer's), or GPT-2 weights'; NULL with a source that
-                                     has its own                                             */
+                                     has its own. Both NULL with a resume: the checkpoint's
+                                     model (a fine-tuning run's base from the source it
+                                     recorded)                                               */
     const nnt_tiling *tiling;     /* overrides of nnt_model_tiling (0 automatic, -1 one tile);
                                      NULL: automatic                                         */
     int recompute;                /* keep block outputs only (nnt_layer_set_recompute)       */

@@ -468,8 +468,8 @@ for ft in "lora:--lora-rank 4 --lora-alpha 16 --lora-dropout 0.1 \
         --print-loss
     grep -v '^step [123] \|^val [123] ' "$tmp/ft_${k}6.out" > "$tmp/ft_${k}6.tail"
     if [ $status -eq 0 ] && cmp -s "$tmp/ft_${k}6.tail" "$tmp/ft_${k}_resumed.out" &&
-       grep -q -- "--load-hf $tmp/base" "$tmp/ft_${k}_resumed.err" &&
-       grep -q "trained: .* (the rest frozen)" "$tmp/ft_${k}_resumed.err"; then
+       grep -q "the rest frozen: the base $tmp/base" "$tmp/ft_${k}_resumed.err" &&
+       grep -q "trained: .* (the rest frozen" "$tmp/ft_${k}_resumed.err"; then
         echo "ok: a $k fine-tuning run resumed bit for bit:" \
              "$(grep '^step' "$tmp/ft_${k}_resumed.out" | cut -d' ' -f4 | tr '\n' ' ')"
     else

@@ -276,6 +276,67 @@ START_TEST(test_fine_tune_resume)
 }
 END_TEST
 
+/* A resume that names no model takes the checkpoint's: a LoRA run on the Llama directory of
+ * tests/fixtures/lora_tiny/llama (its base), stopped after step 3 and resumed with neither
+ * model_source nor model_config, goes on bit for bit and names its base; a run on a fresh
+ * model resumed so gets a model of the checkpoint's configuration. */
+START_TEST(test_resume_takes_model)
+{
+    const char *top = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+    char base[512], text[16384], *abs;
+    snprintf(base, sizeof base, "%s/tests/fixtures/lora_tiny/llama", top);
+    ck_assert_ptr_nonnull(abs = realpath(base, NULL));
+    nnt_optim_options oo = optim_options();
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 2, lo.alpha = 4, lo.targets = "q_proj,down_proj";
+    nnt_run_config run = run_config(NULL, &oo);
+    run.model_source = base, run.val_split = 0, run.lora = &lo, run.tokenizer = NNT_TOKENIZER_BYTES;
+    reports full, part, rest;
+    memset(&full, 0, sizeof full), memset(&part, 0, sizeof part), memset(&rest, 0, sizeof rest);
+    nnt_trainer_options to = loop_options(&full);
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    to = loop_options(&part);
+    to.checkpoint = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 3));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    to = loop_options(&rest);
+    to.checkpoint = path_ckpt, to.resume = path_ckpt;
+    run.model_source = NULL;   /* (and no model_config): the checkpoint's */
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_SUMMARY, NULL, 0, text, sizeof text));
+    char want[1024];
+    snprintf(want, sizeof want, "(the rest frozen: the base %s)", abs);
+    ck_assert_msg(strstr(text, want) != NULL, "'%s' has no '%s'", text, want);
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    for (int s = 1; s <= STEPS; s++)
+        expect_same_report(&full.step[s], s <= 3 ? &part.step[s] : &rest.step[s]);
+    free(abs);
+
+    /* a fresh model's run: resumed into a model of the checkpoint's configuration */
+    nnt_model_config c = tiny_config();
+    run = run_config(&c, &oo);
+    to = loop_options(&part);
+    to.checkpoint = path_ckpt, to.steps = 3;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 2));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    run.model_config = NULL, to.resume = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    nnt_trainer_info ti = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(tr, &ti));
+    ck_assert_int_eq(ti.step, 2);
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to)
 {
     char cmd[512];
@@ -722,6 +783,7 @@ int main(void)
     tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_text_summary);
     tcase_add_test(tc, test_signals);
+    tcase_add_test(tc, test_resume_takes_model);
     tcase_add_test(tc, test_open_failures);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -31,6 +31,8 @@ typedef struct run_parts {
     nnt_data *data, *val;
     nnt_optim *opt;
     int64_t val_start, val_len, val_batches, train_tokens;
+    nnt_model_config resumed_cfg;  /* a resume that names no model: the checkpoint's       */
+    char *base;                    /* and its fine-tuning run's base (owned)               */
 } run_parts;
 
 static void parts_free(run_parts *p)
@@ -42,6 +44,7 @@ static void parts_free(run_parts *p)
     nnt_tokenizer_destroy(p->tok);
     for (int i = 0; i < 3; i++)
         free(p->tok_files[i]);
+    free(p->base);
 }
 
 /* The failure just recorded, again under field's name. */
@@ -58,6 +61,35 @@ static char *path_in(const char *dir, const char *name)
     if (s)
         snprintf(s, n, "%s/%s", dir, name);
     return s;
+}
+
+/* A resume that names no model (no model_source, no model_config) takes the checkpoint's:
+ * a fine-tuning run's base from the source it recorded (with the checkpoint's configuration
+ * where the source has none, as GPT-2 weights), else a model of the checkpoint's
+ * configuration that the resume then fills. */
+static int resumed_model(run_parts *p)
+{
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    nnt_model_config own;
+    char base[4096], frozen[32];
+    int has_base = 0, has_frozen = 0, rc;
+    if (!p->o.resume || p->r.model_source || p->r.model_config)
+        return NNT_OK;
+    if ((rc = nnt_train_state_info(p->ctx, p->o.resume, &st)))
+        return field_fail(p, "resume", rc);
+    if (st.options && !nnt_options_get(st.options, "frozen", frozen, sizeof frozen, &has_frozen) &&
+        has_frozen && atoll(frozen) > 0)
+        nnt_options_get(st.options, "model_source", base, sizeof base, &has_base);
+    nnt_train_state_clear(&st);
+    if (has_base && !(p->base = strdup(base)))
+        return nnt_fail(p->ctx, NNT_E_NOMEM, "nnt_trainer_open: out of memory");
+    p->r.model_source = p->base;
+    if (p->base && nnt_model_source_config(NULL, p->base, &own) == 0)
+        return NNT_OK;   /* (the source has its configuration) */
+    if ((rc = nnt_model_train_state_config(p->ctx, p->o.resume, &p->resumed_cfg)))
+        return field_fail(p, "resume", rc);
+    p->r.model_config = &p->resumed_cfg;
+    return NNT_OK;
 }
 
 /* ---- the tokenizer ------------------------------------------------------------------------ */
@@ -385,7 +417,7 @@ NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
         return field_fail(&p, "precision", rc);
     char *record = NULL;
     nnt_trainer *tr = NULL;
-    if (!(rc = open_tokenizer(&p)) && !(rc = open_model(&p)) && !(rc = open_tokens(&p)) &&
+    if (!(rc = resumed_model(&p)) && !(rc = open_tokenizer(&p)) && !(rc = open_model(&p)) && !(rc = open_tokens(&p)) &&
         !(rc = open_optimizer(&p)) && !(record = run_members(&p)))
         rc = nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
     if (!rc) {
@@ -405,6 +437,7 @@ NNT_API int nnt_trainer_open(nnt_ctx *ctx, const nnt_run_config *run,
     tr->tiling = p.tiling, tr->tiling_known = 1;
     for (int i = 0; i < 3; i++)
         free(p.tok_files[i]);
+    free(p.base);
     *out = tr;
     return NNT_OK;
 }
