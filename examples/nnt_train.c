@@ -33,19 +33,14 @@ typedef struct trainer {
     nnt_trainer *tr;              /* the run (nnt_trainer_open), owning the parts below    */
     nnt_layer *model;
     nnt_tokenizer *tok;
-    nnt_data *data;               /* training tokens, or NULL (--steps 0 with --val-data) */
     nnt_model_config cfg;
     nnt_family_info fam;          /* cfg's family in the library's table                  */
     int cfg_resumed;              /* cfg is the --resume checkpoint's                      */
-    int default_corpus;           /* no --data: TRAIN_DEFAULT_DATA                         */
-    int peak_low;                 /* a step beat the measured peak: no MFU printed        */
     char *resume_saved;           /* the checkpoint's options string when nnt-train's      */
     char resumed_names[2048];     /* those that changed a value, for the summary           */
-    nnt_tiling tiling;
     nnt_trainer_info ti;          /* its state after setup, during and after the run      */
     int64_t nonfinite, done;      /* non-finite step; steps before this run                */
     int ncpus, ncuda, live, line_open, mpi, rank, nranks;
-    int col;                       /* the terminal cursor's column (say on a terminal) */
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
 
@@ -89,63 +84,15 @@ static int term_width(const trainer *t)
     return ws.ws_col;
 }
 
-/* Write text to a terminal of width columns, *col the cursor's column, never past its
- * edge: a line that would reach it is broken after the last ", ", "; " or "  " that fits
- * (else the last space; else where it must) and goes on indented by 11 columns (the
- * summary's labels). */
-static void put_wrapped(FILE *f, const char *text, int width, int *col)
-{
-    while (*text) {
-        const char *nl = strchr(text, '\n');
-        size_t len = nl ? (size_t)(nl - text) : strlen(text);
-        size_t room = width - 1 > *col ? (size_t)(width - 1 - *col) : 0;
-        if (len <= room) {
-            fwrite(text, 1, len, f);
-            *col += (int)len;
-            text += len;
-            if (nl) {
-                fputc('\n', f);
-                *col = 0;
-                text++;
-            }
-            continue;
-        }
-        size_t cut = 0, any = 0;   /* never inside the label column */
-        for (size_t i = *col < 12 ? (size_t)(12 - *col) : 1; i < room; i++)
-            if (text[i] == ' ') {
-                any = i;
-                if (text[i - 1] == ',' || text[i - 1] == ';' || text[i + 1] == ' ')
-                    cut = i;
-            }
-        cut = cut ? cut : any;
-        if (!cut && *col <= 11)
-            cut = room;   /* no space to break at: cut the word */
-        fwrite(text, 1, cut, f);
-        fprintf(f, "\n%11s", "");
-        *col = 11;
-        text += cut;
-        while (*text == ' ')
-            text++;
-    }
-}
-
 static void say(trainer *t, const char *fmt, ...)
 {
     if (!t->info)
         return;
     if (t->line_open)   /* end the live progress line first */
-        fputc('\n', t->info), t->line_open = 0, t->col = 0;
-    va_list ap, copy;
+        fputc('\n', t->info), t->line_open = 0;
+    va_list ap;
     va_start(ap, fmt);
-    va_copy(copy, ap);
-    int width = term_width(t);
-    char buf[4096];
-    int n = width > 20 && !strchr(fmt, '\r') ? vsnprintf(buf, sizeof buf, fmt, copy) : -1;
-    va_end(copy);
-    if (n >= 0 && (size_t)n < sizeof buf)
-        put_wrapped(t->info, buf, width, &t->col);   /* on a terminal: never past its edge */
-    else
-        vfprintf(t->info, fmt, ap);
+    vfprintf(t->info, fmt, ap);
     va_end(ap);
 }
 
@@ -291,9 +238,6 @@ static int open_run(trainer *t)
     train_opts *o = &t->o;
     const char *source = o->load_llmc ? o->load_llmc : o->load_safetensors ? o->load_safetensors
                        : o->load_hf;
-    nnt_tiling over = NNT_TILING_INIT;
-    over.batch = o->tile_batch, over.seq = o->tile_seq, over.channels = o->tile_channels;
-    over.hidden = o->tile_hidden, over.vocab = o->tile_vocab, over.heads = o->tile_heads;
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     lo.rank = o->lora_rank > 0 ? o->lora_rank : lo.rank;
     lo.alpha = o->lora_alpha >= 0 ? o->lora_alpha : lo.alpha;
@@ -302,9 +246,8 @@ static int open_run(trainer *t)
     nnt_run_config *r = &o->run;
     r->model_source = source;
     r->model_config = o->load_llmc || o->load_hf || t->cfg_resumed ? NULL : &t->cfg;
-    r->tiling = &over, r->lora = train_lora_asked(o) ? &lo : NULL, r->optim = &o->optim;
-    if ((t->default_corpus = !r->data))   /* (a directory: read as text) */
-        r->data = TRAIN_DEFAULT_DATA;
+    r->tiling = &o->tiling, r->lora = train_lora_asked(o) ? &lo : NULL, r->optim = &o->optim;
+    r->data = r->data ? r->data : TRAIN_DEFAULT_DATA;   /* (a directory: read as text) */
     nnt_trainer_options *l = &o->loop;
     l->checkpoint = t->path_ckpt, l->best_checkpoint = o->save_best ? t->path_best : NULL;
     l->trace = o->trace, l->trace_table = t->path_table;
@@ -322,19 +265,18 @@ static int open_run(trainer *t)
     l->keep_previous = !o->overwrite && (l->steps > 0 || o->save_weights || o->save_llmc ||
                                          o->trace);
     l->keep_also = "best.safetensors,model.safetensors,model.bin,trace-ops.txt";
-    char extra[64];
-    snprintf(extra, sizeof extra, "\"sample\": %lld", (long long)o->sample);
+    char extra[320];   /* (the preset is named in the summary) */
+    snprintf(extra, sizeof extra, "\"sample\": %lld%s%s%s", (long long)o->sample,
+             o->model ? ", \"preset\": \"" : "", o->model ? o->model : "", o->model ? "\"" : "");
     l->extra_options = extra;
     int rc = nnt_trainer_open(t->ctx, r, l, &t->tr);
-    r->tiling = NULL, r->lora = NULL;   /* (the locals above) */
+    r->lora = NULL;   /* (a local) */
     if (rc)
         return open_error(t, rc);
     t->ti.size = sizeof t->ti;
     nnt_trainer_info_get(t->tr, &t->ti);
-    nnt_trainer_parts(t->tr, &t->model, NULL, &t->data, &t->tok);
+    nnt_trainer_parts(t->tr, &t->model, NULL, NULL, &t->tok);
     nnt_model_config_of(t->model, &t->cfg);
-    find_family(t);
-    nnt_model_tiling(t->ctx, &t->cfg, l->batch, l->seq, &over, &t->tiling);
     t->done = t->ti.step;
     int64_t tok_vocab = 0;   /* the sample's prompt goes through the tokenizer */
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
@@ -409,28 +351,15 @@ static int resume_notes(trainer *t)
 
 static void print_summary(trainer *t)
 {
-    const train_opts *o = &t->o;
-    const char *version = "?", *loaded = o->load_llmc ? o->load_llmc : o->load_safetensors
-                                      ? o->load_safetensors : o->load_hf;
-    char text[16384] = "", *data;
+    const char *version = "?";
+    char text[16384] = "";
     nnt_version(NULL, &version);
-    say(t, "nnt-train %s\n", version);
-    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, text, sizeof text);
-    say(t, "model:     %s; %s%s", text, o->resume ? "weights of " : loaded ? "weights from " : "",
-        o->resume ? o->resume : loaded ? loaded : "fresh init");
-    if (!o->resume && !loaded)
-        say(t, " (seed %lld)", (long long)o->loop.seed);
-    say(t, "%s%s\n", o->model ? ", preset " : "", o->model ? o->model : "");
-    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_SUMMARY, NULL, 0, text, sizeof text);
-    data = t->default_corpus ? strstr(text, "data:      " TRAIN_DEFAULT_DATA ",") : NULL;
-    if (data)   /* (the default corpus named as such) */
-        data[strlen("data:      " TRAIN_DEFAULT_DATA)] = '\0';
-    say(t, "%s%s%s\n", text, data ? " (the default corpus)," : "",
-        data ? data + strlen("data:      " TRAIN_DEFAULT_DATA) + 1 : "");
+    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_SUMMARY, NULL, term_width(t), text, sizeof text);
+    say(t, "nnt-train %s\n%s\n", version, text);
     print_warnings(t);
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
-    if (o->sample > 0 && t->cfg.vocab > tok_vocab)
+    if (t->o.sample > 0 && t->cfg.vocab > tok_vocab)
         say(t, "note:      the model has %lld token ids, the %s tokenizer %lld: the sample "
                "shows the others as <id>\n", (long long)t->cfg.vocab,
             train_choice_name("tokenizer", t->ti.tokenizer), (long long)tok_vocab);
@@ -466,22 +395,6 @@ static void report_line(trainer *t, const nnt_trainer_report *r)
     fflush(t->info);
 }
 
-/* A step ran at flops_per_s, faster than the peak measured at start-up: that measurement
- * was low (a busy machine) and supports no MFU; said once on stderr. */
-static void peak_was_low(trainer *t, double flops_per_s)
-{
-    if (t->peak_low)
-        return;
-    t->peak_low = 1;
-    if (t->o.quiet || t->rank != 0)
-        return;
-    if (t->line_open && t->info)
-        fputc('\n', t->info), fflush(t->info), t->line_open = 0;
-    fprintf(stderr, "nnt-train: note: a step ran at %.1f GFLOP/s, above the peak of %.1f "
-            "GFLOP/s measured at start (the machine was busy?): MFU is not shown; "
-            "--peak-gflops X sets the peak\n", flops_per_s / 1e9, t->ti.peak_flops / 1e9);
-}
-
 /* The trainer's reports: a step's or a validation's line. Nonzero stops the run. */
 static int on_report(const nnt_trainer_report *rep, void *user)
 {
@@ -497,9 +410,6 @@ static int on_report(const nnt_trainer_report *rep, void *user)
     report_line(t, rep);
     if (rep->event == NNT_TRAINER_VALIDATION && rep->saved_best && !o->print_loss && t->info)
         say(t, "saved %s: the lowest validation loss so far\n", t->path_best), fflush(t->info);
-    if (rep->event == NNT_TRAINER_STEP && isnan(rep->mfu) && t->ti.peak_flops > 0 &&
-        t->ti.peak_measured)
-        peak_was_low(t, t->ti.flops_per_token * rep->tokens_per_s);
     if (rep->event == NNT_TRAINER_STEP && !isfinite(rep->loss))
         t->nonfinite = rep->step;
     return 0;
@@ -560,28 +470,27 @@ static int print_sample(trainer *t)
 static void print_final_report(trainer *t, double sample_s, double total_s)
 {
     const train_opts *o = &t->o;
-    const nnt_trainer_info *ti = &t->ti;
     const nnt_trainer_options *l = &o->loop;
     char text[16384] = "", path[4096], hf[4096], peft[4096];
     snprintf(hf, sizeof hf, "%s/", o->save_hf ? o->save_hf : "");
     snprintf(peft, sizeof peft, "%s/", o->save_peft ? o->save_peft : "");
-    if (ti->peak_low)   /* (the mean step beat a measured peak) */
-        peak_was_low(t, ti->flops_per_token * ti->tokens_per_s);
     if (l->steps == 0)
         say(t, "\nno training (--steps 0)");
-    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_RUN, NULL, 0, text, sizeof text);
+    nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_RUN, NULL, term_width(t), text, sizeof text);
     say(t, "%s%s", *text ? "\n" : "", text);
     if (sample_s > 0)
         say(t, "\nsample:   %lld tokens in %.2f s (%.1f tokens/s)", (long long)o->sample,
             sample_s, (double)o->sample / sample_s);
     say(t, "\ntotal:    %.2f s with start-up and files", total_s);
-    if (nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MEMORY, NULL, 0, text, sizeof text) == 0 &&
+    int width = term_width(t) > 34 ? term_width(t) - 10 : 0;   /* (after its label) */
+    if (nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_MEMORY, NULL, width, text, sizeof text) == 0 &&
         *text)   /* since the runtime started */
         say(t, "\nmemory:   %s", text);
     int files = l->steps || o->save_hf || o->save_peft || o->save_weights || o->save_llmc ||
                 o->trace;
     say(t, "\nwritten:%s\n", files ? "" : " nothing (--steps 0: the validation is printed)");
-    if (nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_FILES, NULL, 0, text, sizeof text) == 0 && *text)
+    if (nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_FILES, NULL, term_width(t), text,
+                         sizeof text) == 0 && *text)
         say(t, "%s\n", text);   /* the logs, checkpoints and trace; then the program's files */
     const struct { int on, in_out; const char *path, *what; } w[] = {
         {o->save_peft != NULL, 0, peft, o->merge ? "PEFT adapter directory: adapter_config.json, "

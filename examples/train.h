@@ -33,7 +33,7 @@ typedef struct train_opts {
     int init;                                /* --init given                              */
     const char *load_llmc, *load_safetensors, *load_hf;
     /* tiling overrides: 0 automatic, -1 one tile, > 0 tile size */
-    int64_t tile_batch, tile_seq, tile_channels, tile_hidden, tile_vocab, tile_heads;
+    nnt_tiling tiling;
     /* runtime */
     int64_t cpus, gpus, mem_gpu, mem_cpu, swap_size;
     const char *sched, *swap_dir;

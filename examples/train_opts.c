@@ -113,9 +113,9 @@ static const cli_option table[] = {
     OPT_FLAG("recompute", run.recompute, RES,
              "keep only block outputs, recompute in the backward"),
     OPT_GROUP("Tiling (0 automatic, -1 one tile, > 0 tile size; default 0):"),
-    TILE("tile-batch", tile_batch, NULL), TILE("tile-seq", tile_seq, NULL),
-    TILE("tile-channels", tile_channels, NULL), TILE("tile-hidden", tile_hidden, NULL),
-    TILE("tile-vocab", tile_vocab, NULL), TILE("tile-heads", tile_heads, ""),
+    TILE("tile-batch", tiling.batch, NULL), TILE("tile-seq", tiling.seq, NULL),
+    TILE("tile-channels", tiling.channels, NULL), TILE("tile-hidden", tiling.hidden, NULL),
+    TILE("tile-vocab", tiling.vocab, NULL), TILE("tile-heads", tiling.heads, ""),
     OPT_GROUP("Fine-tuning (frozen parameters, LoRA adapters in PEFT's format):"),
     OPT_STR("freeze", run.freeze, NULL, RES, "PAT",
             "freeze the parameters whose names match the glob "
@@ -239,6 +239,7 @@ int train_opts_parse(int argc, char **argv, train_opts *o)
     o->run = (nnt_run_config)NNT_RUN_CONFIG_INIT;   /* (the table sets the fields it names) */
     o->loop = (nnt_trainer_options)NNT_TRAINER_OPTIONS_INIT;
     o->optim = (nnt_optim_options)NNT_OPTIM_OPTIONS_INIT;
+    o->tiling = (nnt_tiling)NNT_TILING_INIT;
     int rc = cli_parse(&program, argc, argv, o, o->given, NULL, NULL);
     program.help_fill = NULL;
     return rc;
@@ -326,37 +327,6 @@ void train_opts_free(train_opts *o)
     o->nkept = 0;
 }
 
-/* A size as transformers' max_shard_size writes it: an integer, then nothing (bytes) or
- * one of B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), any
- * case. > 0; 0 or -1 when malformed. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    static const struct { const char *unit; uint64_t mult; } units[] = {
-        {"", 1}, {"b", 1}, {"kb", 1000}, {"mb", 1000000}, {"gb", 1000000000},
-        {"tb", 1000000000000ULL}, {"kib", 1ULL << 10}, {"mib", 1ULL << 20},
-        {"gib", 1ULL << 30}, {"tib", 1ULL << 40}};
-    char *end;
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || v == 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        size_t n = strlen(units[i].unit);
-        if (strlen(end) != n)
-            continue;
-        int same = 1;
-        for (size_t k = 0; k < n; k++)
-            same &= (end[k] | 0x20) == units[i].unit[k];
-        if (same && v <= UINT64_MAX / units[i].mult) {
-            *out = v * units[i].mult;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 /* Whether the command line asks for LoRA adapters (--lora-*). */
 int train_lora_asked(const train_opts *o)
 {
@@ -438,7 +408,7 @@ int train_opts_resolve(train_opts *o)
     char path[4096];
     if (check_combinations(o) || check_input_files(o))
         return 2;
-    if (o->save_hf_shard_size && parse_size(o->save_hf_shard_size, &o->save_hf_shard_bytes))
+    if (o->save_hf_shard_size && nnt_hf_size_parse(o->save_hf_shard_size, &o->save_hf_shard_bytes))
         return train_usage_error("--save-hf-shard-size: '%s' is not a size (a positive integer "
                                  "and B, KB, MB, GB, TB, KiB, MiB, GiB or TiB, e.g. 2GB)",
                                  o->save_hf_shard_size);

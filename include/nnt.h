@@ -1095,6 +1095,10 @@ typedef struct nnt_hf_save_options {
  * chat_template.jinja, special_tokens_map.json and generation_config.json, those it has
  * (those it has not are removed from dir: they would be another tokenizer's). config.json
  * comes last. */
+/* A size as transformers' save_pretrained(max_shard_size) takes it ("2GB", "500MB", "1GiB":
+ * a positive integer, then nothing (bytes) or B, KB, MB, GB, TB (powers of 1000) or KiB, MiB,
+ * GiB, TiB (powers of 1024), any case) into *bytes; NNT_E_INVAL naming the text otherwise. */
+NNT_API int nnt_hf_size_parse(const char *text, uint64_t *bytes);
 NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
                                  const nnt_hf_save_options *opts);
 
@@ -1595,9 +1599,9 @@ typedef enum nnt_trainer_text_kind {
     NNT_TRAINER_TEXT_RUN = 3,     /* this trainer's steps (time, mean rates, last loss) and
                                      validations (the last, the lowest, their time)           */
     NNT_TRAINER_TEXT_MEMORY = 4,  /* the memory nodes' peak use, bytes moved, waits          */
-    NNT_TRAINER_TEXT_SUMMARY = 5, /* the run, a labelled line each: fine-tuning, data,
-                                     validation, tiling, runtime, optimizer, a resume and what
-                                     it changes                                              */
+    NNT_TRAINER_TEXT_SUMMARY = 5, /* the run, a labelled line each: the model and its weights,
+                                     fine-tuning, data, validation, tiling, runtime,
+                                     optimizer, a resume and what it changes                 */
     NNT_TRAINER_TEXT_WARNINGS = 6,/* what makes the run doubtful (too little data), a line
                                      each; empty when nothing does                          */
     NNT_TRAINER_TEXT_FILES = 7    /* the files the trainer wrote, "  PATH  (what it is)" each */
@@ -1605,8 +1609,10 @@ typedef enum nnt_trainer_text_kind {
 
 /* The text of what (report: the callback's, for REPORT and LIVE) into buf (cap bytes,
  * NUL-terminated; lines separated by newlines, none at the end). width > 0: the fields of a
- * REPORT or LIVE line that would reach column width are left out, the first ones kept (0:
- * any length). Too small a buffer is NNT_E_INVAL. See nnt_trainer_text(3) for the formats. */
+ * REPORT or LIVE line that would reach column width are left out, the first ones kept; the
+ * lines of the other kinds are broken before it (at ", " or "; " where they can) and go on
+ * indented to column 11, their labels' (width 0, or below 24: any length). Too small a
+ * buffer is NNT_E_INVAL. See nnt_trainer_text(3) for the formats. */
 NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
                              const nnt_trainer_report *report, int width, char *buf,
                              size_t cap);

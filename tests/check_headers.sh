@@ -41,7 +41,7 @@ for h in "$top_srcdir"/include/*.hpp; do
             echo "FAIL: $name does not compile alone as C++17 -pedantic -Werror with $cxx"; fail=1
         fi
     done
-    if grep -E '^ *# *include' "$h" | grep -vE '<(nnt\.h|array|cstddef|cstdint|initializer_list|optional|stdexcept|string|string_view|type_traits|utility|vector)>'; then
+    if grep -E '^ *# *include' "$h" | grep -vE '<(nnt\.h|array|cstddef|cstdint|cstdlib|initializer_list|optional|stdexcept|string|string_view|type_traits|utility|vector)>'; then
         echo "FAIL: $name includes a header other than nnt.h and standard C++ ones"; fail=1
     fi
     [ $fail -eq 0 ] && echo "ok: $name (C++17 with $compilers)"

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <sched.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,8 +120,8 @@ START_TEST(ctx_rejects_bad_options)
     nnt_ctx_options_init(&o); o.mem_gpu_mib = -1;              expect_bad_options(&o, NNT_E_INVAL);
     nnt_ctx_options_init(&o); o.mem_cpu_mib = -1;              expect_bad_options(&o, NNT_E_INVAL);
     nnt_ctx_options_init(&o); o.swap_mib = 64;                 expect_bad_options(&o, NNT_E_INVAL);
-    nnt_ctx_options_init(&o); o.swap_dir = "/nonexistent/nnt"; o.swap_mib = 64;
-    expect_bad_options(&o, NNT_E_IO);
+    nnt_ctx_options_init(&o); o.swap_dir = "/etc/hostname/nnt"; o.swap_mib = 64;
+    expect_bad_options(&o, NNT_E_IO);   /* (cannot be created under a file) */
     nnt_ctx_options_init(&o); o.swap_dir = "/etc/hostname";    o.swap_mib = 64;
     expect_bad_options(&o, NNT_E_IO);
     nnt_ctx_options_init(&o); o.swap_dir = "/tmp";             o.swap_mib = 1;
@@ -133,6 +134,25 @@ START_TEST(ctx_rejects_bad_options)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "MiB free on the file system"));
     nnt_ctx_options_init(&o); o.perfmodel_dir = "/proc/nnt-cannot-create";
     expect_bad_options(&o, NNT_E_IO);
+}
+END_TEST
+
+/* A missing swap directory is created with its parents. */
+START_TEST(ctx_creates_swap_dir)
+{
+    char dir[64] = "/tmp/nnt-swap-XXXXXX", swap[96], cmd[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(swap, sizeof swap, "%s/a/b", dir);
+    nnt_ctx_options o;
+    nnt_ctx_options_init(&o);
+    o.ncpus = 1, o.swap_dir = swap, o.swap_mib = 64;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    struct stat st;
+    ck_assert(stat(swap, &st) == 0 && S_ISDIR(st.st_mode));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -698,6 +718,7 @@ static Suite *api_suite(void)
     suite_add_tcase(s, basics);
     TCase *ctx = tcase_create("context");
     tcase_add_test(ctx, ctx_rejects_bad_options);
+    tcase_add_test(ctx, ctx_creates_swap_dir);
     tcase_add_test(ctx, ctx_accepts_0_2_programs);
     tcase_add_test(ctx, ctx_cuda_request_without_cuda_runtime);
     tcase_add_test(ctx, ctx_life_cycle);

@@ -478,6 +478,29 @@ START_TEST(test_model_open)
 }
 END_TEST
 
+/* nnt_hf_size_parse: transformers' max_shard_size text (powers of 1000 and 1024, any case). */
+START_TEST(test_size_parse)
+{
+    static const struct { const char *text; uint64_t bytes; } good[] = {
+        {"2GB", 2000000000ULL}, {"1GiB", 1ULL << 30}, {"500mb", 500000000ULL},
+        {"3kib", 3072}, {"7", 7}, {"12b", 12}, {"1TB", 1000000000000ULL},
+        {"18446744073709551615", UINT64_MAX}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t b = 0;
+        EXPECT_OK(nnt_hf_size_parse(good[i].text, &b));
+        ck_assert_msg(b == good[i].bytes, "%s: %llu", good[i].text, (unsigned long long)b);
+    }
+    static const char *const bad[] = {"", "0", "0GB", "-1GB", "2 GB", "2G", "GB", "2GBs",
+                                      "1.5GB", "20000000000000000TB", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t b = 5;
+        EXPECT_FAIL_MSG(nnt_hf_size_parse(bad[i], &b), NNT_E_INVAL, "is not a size");
+        ck_assert_uint_eq(b, 5);
+    }
+    EXPECT_RC(nnt_hf_size_parse(NULL, NULL), NNT_E_INVAL);
+}
+END_TEST
+
 START_TEST(test_save_errors)
 {
     nnt_layer *a = NULL;
@@ -696,6 +719,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_save, 0, 3);
     tcase_add_test(tc, test_save_one_file);
     tcase_add_test(tc, test_stale);
+    tcase_add_test(tc, test_size_parse);
     tcase_add_test(tc, test_save_errors);
     tcase_add_test(tc, test_save_tokenizer);
     tcase_add_test(tc, test_save_tokenizer_files);

@@ -601,6 +601,20 @@ START_TEST(test_text_summary)
     ck_assert_str_eq(line_of(strcpy(copy, text), "tiling:"), "tiling:    batch 2, seq 8, "
                      "channels 16, hidden 64, vocab 32, heads 2, head_dim 8");
     ck_assert_ptr_null(strstr(text, "resumed:"));
+    /* width 60: every line before column 60, a continuation indented 11, at a space: the
+     * same text once the breaks are spaces again */
+    char wrapped[16384], *w = wrapped, *line;
+    EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_SUMMARY, NULL, 60, wrapped, sizeof wrapped));
+    ck_assert(strlen(wrapped) > strlen(text));
+    for (line = strtok(strcpy(copy, wrapped), "\n"); line; line = strtok(NULL, "\n"))
+        ck_assert_msg(strlen(line) < 60, "'%s': %zu columns", line, strlen(line));
+    for (char *r = wrapped; *r;)
+        if (!strncmp(r, "\n           ", 12))
+            *w++ = ' ', r += 12;
+        else
+            *w++ = *r++;
+    *w = '\0';
+    ck_assert_str_eq(wrapped, text);
     EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_WARNINGS, NULL, 0, text, sizeof text));
     ck_assert_str_eq(text, "");
     EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_FILES, NULL, 0, text, sizeof text));

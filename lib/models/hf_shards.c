@@ -605,3 +605,26 @@ int nnt_hf_remove_stale(const char *dir, int nshards, char *err, size_t errlen)
         rc = remove_file(dir, nshards ? NNT_HF_SINGLE : NNT_HF_INDEX, err, errlen);
     return rc ? rc : sync_dir(dir, err, errlen);
 }
+
+NNT_API int nnt_hf_size_parse(const char *text, uint64_t *bytes)
+{
+    static const struct { const char *unit; uint64_t mult; } units[] = {
+        {"", 1}, {"b", 1}, {"kb", 1000}, {"mb", 1000000}, {"gb", 1000000000},
+        {"tb", 1000000000000ULL}, {"kib", 1ULL << 10}, {"mib", 1ULL << 20},
+        {"gib", 1ULL << 30}, {"tib", 1ULL << 40}};
+    const char *fn = "nnt_hf_size_parse";
+    char *end;
+    if (!text || !bytes)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: text or bytes is NULL", fn);
+    errno = 0;
+    unsigned long long v = *text >= '0' && *text <= '9' ? strtoull(text, &end, 10) : 0;
+    for (size_t i = 0; v && !errno && i < sizeof units / sizeof units[0]; i++) {
+        size_t n = strlen(units[i].unit), k = 0;
+        while (k < n && (end[k] | 0x20) == units[i].unit[k])
+            k++;
+        if (k == n && !end[n] && v <= UINT64_MAX / units[i].mult)
+            return *bytes = v * units[i].mult, NNT_OK;
+    }
+    return nnt_fail(NULL, NNT_E_INVAL, "%s: '%s' is not a size (a positive integer and B, KB, "
+                    "MB, GB, TB, KiB, MiB, GiB or TiB, any case, e.g. 2GB)", fn, text);
+}

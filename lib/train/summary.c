@@ -3,7 +3,8 @@
  * nnt-train prints before its first step and after its last, for any program that reports a
  * run the same way.
  *
- *   summary   "label:     text" lines: the LoRA adapters and the trained share of the
+ *   summary   "label:     text" lines: the model and where its weights come from, the LoRA
+ *             adapters and the trained share of the
  *             parameters, the data and its use, the validation, the tiling, the runtime and
  *             CPU kernels, the optimizer, what MFU counts, a resume and the notes on what it
  *             changes
@@ -48,6 +49,26 @@ static double member_number(const char *options, const char *key, double dflt)
 static int64_t per_step(const nnt_trainer *tr)
 {
     return tr->o.batch * tr->o.seq * tr->o.accum;
+}
+
+/* The model, and where its weights come from: the resumed checkpoint, the source, or a
+ * fresh initialisation (the preset a caller's extra_options names, as nnt-train's). */
+static void add_model_line(const nnt_trainer *tr, nnt_text *t)
+{
+    char model[2048], source[4096], preset[256];
+    nnt_text m = {model, sizeof model, 0, 0, 0, 0};
+    model[0] = '\0';
+    nnt_trainer_text_model(tr, &m);
+    member(tr->o.extra_options, "model_source", source, sizeof source);
+    member(tr->o.extra_options, "preset", preset, sizeof preset);
+    add(t, "model:     %s; ", model);
+    if (tr->o.resume)
+        add(t, "weights of %s", tr->o.resume);
+    else if (*source)
+        add(t, "weights from %s", source);
+    else
+        add(t, "fresh init (seed %llu)", (unsigned long long)tr->o.seed);
+    add(t, "%s%s\n", *preset ? ", preset " : "", preset);
 }
 
 static void add_tuning(const nnt_trainer *tr, nnt_text *t)
@@ -211,6 +232,7 @@ static void add_resume(const nnt_trainer *tr, nnt_text *t)
 
 void nnt_trainer_text_summary(const nnt_trainer *tr, nnt_text *t)
 {
+    add_model_line(tr, t);
     add_tuning(tr, t);
     add_data(tr, t);
     add_validation(tr, t);

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 void nnt_text_add(nnt_text *t, const char *fmt, ...)
@@ -77,7 +78,7 @@ static int read_memory(const nnt_trainer *tr, nnt_mem_stats *ms)
 }
 
 /* The configuration's family and sizes, then what its family lets it choose. */
-static void add_model(const nnt_trainer *tr, nnt_text *t)
+void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
 {
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     nnt_family_info fam = NNT_FAMILY_INFO_INIT, f = NNT_FAMILY_INFO_INIT;
@@ -199,6 +200,46 @@ static void add_run(const nnt_trainer *tr, nnt_text *t)
             tr->o.steps ? " of the training time" : "");
 }
 
+/* buf's lines broken before column width (a terminal's): after the last ", ", "; " or
+ * "  " that fits past the labels' column, else the last space, else where they must; the
+ * rest of a line goes on indented to column 11 (the labels'). */
+static int wrap(char *buf, size_t cap, int width)
+{
+    const size_t indent = 11;
+    size_t n = strlen(buf), o = 0;
+    char *src = malloc(n + 1);
+    if (!src)
+        return NNT_E_NOMEM;
+    memcpy(src, buf, n + 1);
+    for (const char *s = src; *s;) {
+        size_t len = strcspn(s, "\n"), col = 0;
+        while (len + col >= (size_t)width) {   /* room: width - 1 - col */
+            size_t room = (size_t)width - 1 - col, cut = 0, any = 0;
+            for (size_t i = col <= indent ? indent + 1 - col : 1; i < room; i++)
+                if (s[i] == ' ') {
+                    any = i;
+                    if (s[i - 1] == ',' || s[i - 1] == ';' || s[i + 1] == ' ')
+                        cut = i;
+                }
+            cut = cut ? cut : any ? any : room;
+            if (o + cut + indent + 2 >= cap)
+                break;
+            memcpy(buf + o, s, cut), o += cut;
+            buf[o++] = '\n', memset(buf + o, ' ', indent), o += indent, col = indent;
+            for (s += cut, len -= cut; len && *s == ' '; s++, len--)
+                ;
+        }
+        if (o + len + 2 >= cap)
+            return free(src), NNT_E_INVAL;
+        memcpy(buf + o, s, len), o += len, s += len;
+        if (*s == '\n')
+            buf[o++] = *s++;
+    }
+    buf[o] = '\0';
+    free(src);
+    return NNT_OK;
+}
+
 NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
                              const nnt_trainer_report *report, int width, char *buf, size_t cap)
 {
@@ -212,7 +253,7 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
     nnt_mem_stats ms;
     buf[0] = '\0';
     if (what == NNT_TRAINER_TEXT_MODEL)
-        add_model(tr, &t);
+        nnt_trainer_text_model(tr, &t);
     else if (on_report)
         add_report(tr, &t, report, what == NNT_TRAINER_TEXT_LIVE);
     else if (what == NNT_TRAINER_TEXT_RUN)
@@ -237,7 +278,12 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
         }
         add(&t, "; %.3f s of worker time waiting for data", ms.transfer_wait_s);
     }
-    if (t.overflow)
+    int rc = t.overflow ? NNT_E_INVAL : NNT_OK;
+    if (!rc && !on_report && width >= 24)
+        rc = wrap(buf, cap, width);
+    if (rc == NNT_E_NOMEM)
+        return nnt_fail(tr->ctx, rc, "%s: out of memory", fn);
+    if (rc)
         return nnt_fail(tr->ctx, NNT_E_INVAL, "%s: the text does not fit in %zu bytes", fn, cap);
     return NNT_OK;
 }

@@ -766,10 +766,11 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     int low = tr->peak_low;
     r->mfu = nnt_train_mfu(tr->flops_per_token * r->tokens_per_s, tr->peak, tr->peak_measured,
                            &tr->peak_low);
-    if (tr->peak_low && !low)
-        nnt_log(NNT_LOG_INFO, "the start-up peak of %.1f GFLOP/s was low: step %lld ran at "
-                "%.1f GFLOP/s; no MFU from here on", tr->peak / 1e9, (long long)step,
-                tr->flops_per_token * r->tokens_per_s / 1e9);
+    if (tr->peak_low && !low && tr->rank == 0)   /* (said once, as a warning) */
+        nnt_log(NNT_LOG_WARN, "step %lld ran at %.1f GFLOP/s, above the peak of %.1f GFLOP/s "
+                "measured at start (the machine was busy?): no MFU from here on; a given "
+                "peak_flops (nnt-train --peak-gflops) is taken as is", (long long)step,
+                tr->flops_per_token * r->tokens_per_s / 1e9, tr->peak / 1e9);
     return NNT_OK;
 }
 
