@@ -24,6 +24,7 @@ static const char *const data_formats[] = {"auto", "text", "llmc", "nanogpt", NU
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const optimizers[] = {"adamw", "adam", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
+static const char *const off_on[] = {"off", "on", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 /* = nnt_distribution */
 static const char *const distributions[] = {"root", "sharded", "data", NULL};
@@ -101,6 +102,8 @@ static const cli_option table[] = {
     OPT_REAL("momentum", optim.momentum, 0, 1, NULL, RES | OPEN, "X", "SGD momentum (default 0)"),
     OPT_REAL("grad-clip", optim.grad_clip, 0, 1e30, "1", RES, "X",
              "clip the global gradient norm; 0 = off (default 1)"),
+    OPT_CHOICE("update-in-backward", loop.update_in_backward, off_on, NULL, 0, "W", "off|on: "
+               "update each parameter during the backward (default: on with\n--grad-clip 0)"),
     OPT_CHOICE("schedule", optim.schedule, schedules, "cosine", RES, "S",
                "constant|cosine (default cosine)"),
     OPT_INT("warmup", optim.warmup_steps, 0, BIG, "-1", RES, "N",
@@ -434,6 +437,9 @@ int train_opts_resolve(train_opts *o)
         return train_usage_error("--warmup %lld must be below --steps %lld with the cosine "
                                  "schedule", (long long)o->optim.warmup_steps,
                                  (long long)l->steps);
+    if (l->update_in_backward == 1 && o->optim.grad_clip > 0)
+        return train_usage_error("--update-in-backward on needs --grad-clip 0 (clipping needs "
+                                 "every gradient before the first update)");
     if (o->optim.lr >= 0 && o->optim.min_lr > o->optim.lr)
         return train_usage_error("--min-lr %g is above --lr %g", o->optim.min_lr, o->optim.lr);
     if (o->peak_gflops < 0)

@@ -1499,11 +1499,17 @@ typedef struct nnt_trainer_options {
                                     checkpoint.safetensors, train.csv, val.csv, loss.svg and
                                     the names of keep_also (nnt_trainer_info.kept_previous)    */
     const char *keep_also;       /* other names of log_dir moved with them, comma-separated    */
+    int update_in_backward;      /* -1 (default): each step's last backward updates the
+                                    parameters (nnt_optim_update_in_backward) when the
+                                    optimizer allows it (grad_clip 0), unless the environment
+                                    has NNT_UPDATE_IN_BACKWARD=0; 0: never (the separate step,
+                                    gradients kept after it); 1: always (NNT_E_STATE at
+                                    creation when the optimizer clips)                     */
 } nnt_trainer_options;
 
 #define NNT_TRAINER_OPTIONS_INIT \
     { sizeof(nnt_trainer_options), 1, 1, 0, 0, 1, 1, 1, 0, 0, NULL, 0, 0, 0, 0, NULL, 0, \
-      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL }
+      NULL, 0.0, NULL, NULL, 1, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, -1 }
 
 /* The trainer's state (nnt_trainer_info_get). */
 typedef struct nnt_trainer_info {

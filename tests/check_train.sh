@@ -929,6 +929,19 @@ else
     echo "ok: too-little-data warning above 100 passes over each token, not at 100"
 fi
 
+# ---- (12b) --update-in-backward: without clipping the default updates in the backward, off
+# the separate step: the same loss lines bit for bit (accumulation 2, AdamW); on with
+# clipping is bad usage -----------------------------------------------------------------------
+uib="$small --data $tmp/corpus.txt --steps 4 --accum 2 --grad-clip 0 --print-loss"
+run_ok uib_default $uib --out "$tmp/uib_default"
+run_ok uib_off $uib --update-in-backward off --out "$tmp/uib_off"
+if cmp -s "$tmp/uib_default.out" "$tmp/uib_off.out" && [ "$(grep -c '^step' "$tmp/uib_off.out")" -eq 4 ]; then
+    echo "ok: --update-in-backward off gives the default's losses bit for bit"
+else
+    fail "--update-in-backward off: other losses:"; paste "$tmp/uib_default.out" "$tmp/uib_off.out"
+fi
+expect_error uib_clip "--update-in-backward on needs --grad-clip 0" $small --update-in-backward on --grad-clip 1
+
 # ---- (13) MFU against a peak given with --peak-gflops: printed as is, even above 100 % (a
 # measured peak that a step exceeds gives none: tests/test_train_mfu) ----------------------
 run_ok peakgiven $small --data "$tmp/corpus.txt" --steps 3 --out "$tmp/peakgiven" --peak-gflops 1e-6

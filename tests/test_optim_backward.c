@@ -277,8 +277,9 @@ END_TEST
 
 
 /* The trainer (nnt_trainer_run) updates in the backward when grad_clip is 0: the same
- * losses and norms as with NNT_UPDATE_IN_BACKWARD=0 (the separate step), and the trained
- * parameters' gradients hold nothing after the run (they were dropped in the backward). */
+ * losses and norms as with update_in_backward 0 (the separate step), and the trained
+ * parameters' gradients hold nothing after the run (they were dropped in the backward);
+ * update_in_backward 1 is refused with clipping. */
 typedef struct trainer_run {
     double loss[STEPS + 1], norm[STEPS + 1];
 } trainer_run;
@@ -291,7 +292,7 @@ static int on_step(const nnt_trainer_report *r, void *user)
     return 0;
 }
 
-static int run_trainer(const char *tokens, trainer_run *out)
+static int run_trainer(const char *tokens, int update_in_backward, trainer_run *out)
 {
     memset(out, 0, sizeof *out);
     nnt_ctx *ctx = test_ctx();
@@ -306,7 +307,7 @@ static int run_trainer(const char *tokens, trainer_run *out)
     EXPECT_OK(nnt_data_open(tokens, NNT_DATA_LLMC, NULL, V, &data));
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
     to.batch = B, to.seq = T, to.tile_seq = 3, to.accum = ACCUM, to.steps = STEPS;
-    to.callback = on_step, to.user = out;
+    to.callback = on_step, to.user = out, to.update_in_backward = update_in_backward;
     EXPECT_OK(nnt_trainer_create(m, opt, data, &to, &tr));
     EXPECT_OK(nnt_trainer_run(tr, 0));
     /* the last trained parameter's gradient: dropped, or still there */
@@ -342,10 +343,8 @@ START_TEST(test_trainer)
     }
     ck_assert_int_eq(fclose(f), 0);
     trainer_run sep, in;
-    setenv("NNT_UPDATE_IN_BACKWARD", "0", 1);
-    int rc_sep = run_trainer(path, &sep);
-    unsetenv("NNT_UPDATE_IN_BACKWARD");
-    int rc_in = run_trainer(path, &in);
+    int rc_sep = run_trainer(path, 0, &sep);   /* update_in_backward 0: the separate step */
+    int rc_in = run_trainer(path, -1, &in);    /* the default: in the backward, no clipping */
     ck_assert_int_eq(rc_sep, NNT_OK);        /* the separate step leaves the gradients */
     ck_assert_int_eq(rc_in, NNT_E_STATE);    /* updated in the backward: dropped */
     for (int s = 1; s <= STEPS; s++) {
@@ -353,6 +352,29 @@ START_TEST(test_trainer)
                       "%.17g, in the backward %.17g", s, sep.loss[s], in.loss[s]);
         ck_assert(sep.norm[s] == in.norm[s] && sep.norm[s] > 0);
     }
+    trainer_run on;   /* update_in_backward 1: the same as the default here */
+    ck_assert_int_eq(run_trainer(path, 1, &on), NNT_E_STATE);
+    ck_assert(memcmp(on.loss, in.loss, sizeof on.loss) == 0);
+    /* 1 with a clipping optimizer, or a value out of range: refused at creation */
+    nnt_ctx *ctx = test_ctx();
+    nnt_layer *m = make_model(ctx, LLAMA_FROZEN, &TILINGS[1]);
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.grad_clip = 1.0;
+    nnt_optim *opt = NULL;
+    nnt_data *data = NULL;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, m));
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_LLMC, NULL, V, &data));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.steps = 1, to.update_in_backward = 1;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_STATE, "grad_clip");
+    to.update_in_backward = 2;
+    EXPECT_FAIL_MSG(nnt_trainer_create(m, opt, data, &to, &tr), NNT_E_INVAL, "update_in_backward");
+    nnt_data_close(data);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
     remove(path);
     rmdir(dir);
 }

@@ -697,7 +697,6 @@ START_TEST(test_loss)
     oo.kind = NNT_OPTIM_SGD, oo.lr = 0.5, oo.accum_steps = ACCUM;
     /* the gradients are read after the step: the update after the backward, which keeps
      * them (without clipping the trainer would update during it and drop them) */
-    setenv("NNT_UPDATE_IN_BACKWARD", "0", 1);
     nnt_optim *opt = NULL;
     EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
     EXPECT_OK(nnt_optim_add_layer(opt, model));
@@ -706,7 +705,7 @@ START_TEST(test_loss)
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
     to.batch = B, to.seq = T, to.accum = ACCUM, to.steps = 2, to.callback = on_report;
     to.tile_batch = TILINGS[ti].tile_batch, to.tile_seq = TILINGS[ti].tile_seq;
-    to.shuffle = shuffle, to.seed = 11;
+    to.shuffle = shuffle, to.seed = 11, to.update_in_backward = 0;
     if (shuffle) {   /* the micro-batches group other rows than in order */
         int other = 0;
         for (uint64_t i = 0; i < NREC; i++)
@@ -737,7 +736,6 @@ START_TEST(test_loss)
         free(want), free(got);
     }
     EXPECT_OK(nnt_trainer_step(tr));   /* the same rows again (shuffled: a new order) */
-    unsetenv("NNT_UPDATE_IN_BACKWARD");
     double e2 = fabs(losses[2] - loss2[0]) / loss2[0];
     printf("test_sft tiling %d: loss %.6f (transformers %.6f, mean of means %.6f) rel %.2e; "
            "worst gradient rel %.2e (%s); after SGD %.6f rel %.2e\n", _i, losses[1], loss1[0],

@@ -74,6 +74,9 @@ static int check_options(nnt_ctx *ctx, const char *fn, const nnt_trainer_options
                         "steps, train_tokens, tiles, val_*, save_every, peak_flops >= 0", fn);
     if (!data && o->steps > 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: no training data (NULL is for steps 0)", fn);
+    if (o->update_in_backward < -1 || o->update_in_backward > 1)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: update_in_backward %d (use -1, 0 or 1)", fn,
+                        o->update_in_backward);
     if (o->val_batches > 0 && o->val_len < o->val_batches * o->batch * o->seq + 1)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %lld validation windows of B x T + 1 tokens "
                         "need more than the %lld held-out tokens", fn,
@@ -399,6 +402,11 @@ NNT_API int nnt_trainer_create(nnt_layer *model, nnt_optim *opt, nnt_data *data,
     nnt_ctx_rank(tr->ctx, &tr->rank, &nranks);
     nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);
     int rc = failed ? nnt_fail(tr->ctx, NNT_E_NOMEM, "%s: out of memory", fn) : prepare(tr, fn);
+    if (!rc && o.update_in_backward == 1 && !nnt_optim_can_update_in_backward(opt))
+        rc = nnt_fail(tr->ctx, NNT_E_STATE, "%s: update_in_backward 1, but the optimizer %s", fn,
+                      opt->opts.grad_clip > 0 ? "clips the global gradient norm (grad_clip): "
+                      "every gradient is needed before the first update"
+                      : "cannot (no parameters added by layer, or armed already)");
     if (!rc && o.measure_peak && ncuda == 0) {
         double measured = measure_peak(tr->ctx, ncpus);
         if (measured > 0)
@@ -552,11 +560,13 @@ static uint64_t batch_advance(const nnt_trainer *tr)
 /* divisor: what the summed loss of the micro-batch's counted targets is divided by (0: their
  * number, the mean). */
 /* Whether the step's last backward updates the parameters (nnt_optim_update_in_backward):
- * whenever the optimizer allows it (no clipping, parameters added by layer), unless
- * NNT_UPDATE_IN_BACKWARD=0 (for comparisons: the results are the same). */
+ * the option's 0 or 1, or (-1) whenever the optimizer allows it (no clipping, parameters
+ * added by layer) unless NNT_UPDATE_IN_BACKWARD=0 (for comparisons: the same results). */
 static int update_in_backward(const nnt_trainer *tr)
 {
     const char *env = getenv("NNT_UPDATE_IN_BACKWARD");
+    if (tr->o.update_in_backward >= 0)
+        return tr->o.update_in_backward;
     return nnt_optim_can_update_in_backward(tr->opt) && !(env && strcmp(env, "0") == 0);
 }
 
