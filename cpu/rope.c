@@ -38,3 +38,34 @@ void nnt_cpu_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign
         }
     }
 }
+
+/* The rows of nb batch rows of nh slabs of nt rows, row (b, h, t) at position pos[b * nt + t]
+ * (the same arithmetic as nnt_cpu_rope_f32, position by position). */
+void nnt_cpu_rope_pos_f32(int64_t nb, int64_t nh, int64_t nt, int64_t n, const int32_t *pos,
+                          int sign, const float *inv_freq, const float *x_lo,
+                          const float *x_hi, int64_t ldx, float *y_lo, float *y_hi, int64_t ldy)
+{
+    float c[ROPE_CHUNK], s[ROPE_CHUNK];
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t t = 0; t < nt; t++) {
+            double p = (double)pos[b * nt + t];
+            for (int64_t i0 = 0; i0 < n; i0 += ROPE_CHUNK) {
+                int64_t m = n - i0 < ROPE_CHUNK ? n - i0 : ROPE_CHUNK;
+                for (int64_t i = 0; i < m; i++) {
+                    double a = p * (double)inv_freq[i0 + i];
+                    c[i] = (float)cos(a);
+                    s[i] = (float)(sign < 0 ? -sin(a) : sin(a));
+                }
+                for (int64_t h = 0; h < nh; h++) {
+                    int64_t r = (b * nh + h) * nt + t;
+                    const float *xl = x_lo + r * ldx + i0, *xh = x_hi + r * ldx + i0;
+                    float *yl = y_lo + r * ldy + i0, *yh = y_hi + r * ldy + i0;
+                    for (int64_t i = 0; i < m; i++) {
+                        float lo = xl[i], hi = xh[i];
+                        yl[i] = lo * c[i] - hi * s[i];
+                        yh[i] = hi * c[i] + lo * s[i];
+                    }
+                }
+            }
+        }
+}

@@ -578,10 +578,17 @@ typedef struct nnt_rope_task {
     int64_t nbh, nt, n, pos0, ld;
     int sign;    /* +1: rotate by +angle (forward), -1: by -angle (backward) */
     int whole;
+    int64_t nb, nh;   /* with positions: the tile's batch rows and heads (nbh = nb nh)   */
 } nnt_rope_task;
 int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
                     starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
                     starpu_data_handle_t y_lo, starpu_data_handle_t y_hi);
+/* nnt_insert_rope with the positions of the rows from pos, the (t->nb, t->nt) int32 tile of
+ * the tokens' positions (pos0 unused); CPU workers only. */
+int nnt_insert_rope_pos(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
+                        starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
+                        starpu_data_handle_t y_lo, starpu_data_handle_t y_hi,
+                        starpu_data_handle_t pos);
 
 /* lib/codelets/embedding.c */
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
@@ -601,7 +608,8 @@ struct nnt_attn_map;
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
                               int64_t window, float scale, float cap,
-                              const starpu_data_handle_t *h, int init);
+                              const starpu_data_handle_t *h, int init,
+                              starpu_data_handle_t pos);
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                                  starpu_data_handle_t o, starpu_data_handle_t m,
                                  starpu_data_handle_t l, starpu_data_handle_t lse);
@@ -611,7 +619,8 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
 int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
                               int64_t window, float scale, float cap,
-                              const starpu_data_handle_t *h, int init_dq, int init_dkv);
+                              const starpu_data_handle_t *h, int init_dq, int init_dkv,
+                              starpu_data_handle_t pos);
 
 /* lib/codelets/xent.c */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,

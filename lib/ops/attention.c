@@ -22,6 +22,7 @@
 #include "nnt_cpu.h" /* nnt_attn_map */
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,9 +144,15 @@ static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t wind
     return window > 0 && kt->pos0 + kt->rows - 1 <= q_pos0 - window;
 }
 
+/* The handle of the positions tile of query tile (bi, *, ti), or NULL without positions. */
+static starpu_data_handle_t pos_tile(const nnt_tensor *pos, int64_t bi, int64_t ti)
+{
+    return pos ? pos->tiles[bi * pos->grid[1] + ti].handle : NULL;
+}
+
 static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l,
                               nnt_tensor *lse, float scale, int64_t window, float cap,
-                              int64_t bi, int64_t hi, int64_t i)
+                              nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
     int64_t hd = q->shape[3], hk0, hk1;
@@ -165,7 +172,8 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, qt.pos0,
-                                           kt.pos0, window, scale, cap, h, first);
+                                           kt.pos0, window, scale, cap, h, first,
+                                           pos_tile(pos, bi, i));
             first = 0;
         }
     }
@@ -177,7 +185,7 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
 }
 
 static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window,
-                          float cap)
+                          float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *m = NULL, *l = NULL;
     int rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &m);
@@ -186,7 +194,7 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = forward_query_tile(w, m, l, lse, scale, window, cap, bi, hi, i);
+                rc = forward_query_tile(w, m, l, lse, scale, window, cap, pos, bi, hi, i);
     nnt_temp_release(m);
     nnt_temp_release(l);
     return rc;
@@ -194,22 +202,44 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
 
 /* The scale, window and soft-cap of an _ex call's opts for q's head dimension (opts NULL: the
  * plain call's scale as given, no window, no cap). */
+/* positions (B, T) NNT_INT32 of q (B, NH, T, hd): readable, q's B and T shape and tiling;
+ * CPU workers only */
+static int check_positions(const char *fn, const nnt_tensor *q, nnt_tensor *pos)
+{
+    NNT_TRY(nnt_check_arg(fn, "positions", pos, NNT_INT32, 1));
+    if (pos->ndim != 2 || q->ndim != 4)
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: positions must have 2 dimensions (B, T), not "
+                        "%d", fn, pos->ndim);
+    NNT_TRY(nnt_check_dims(fn, "q", q, 0, "positions", pos, 0, 1));
+    NNT_TRY(nnt_check_dims(fn, "q", q, 2, "positions", pos, 1, 1));
+    if (q->ctx->ncuda > 0)
+        return nnt_fail(q->ctx, NNT_E_UNSUPPORTED, "%s: positions (packed examples) run on CPU "
+                        "workers only, and this context has %d CUDA workers", fn,
+                        q->ctx->ncuda);
+    return NNT_OK;
+}
+
 static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
-                        double *scale, int64_t *window, float *cap)
+                        double *scale, int64_t *window, float *cap, nnt_tensor **positions)
 {
     *window = 0;
     *cap = 0.0f;
+    *positions = NULL;
     if (!opts)
         return NNT_OK;
     NNT_TRY(nnt_check_arg(fn, "q", q, NNT_FP32, 0));
     nnt_ctx *ctx = q->ctx;
     int64_t hd = q->ndim == 4 ? q->shape[3] : 1;
     nnt_tensor_attention_options o;
+    const size_t before_pos = offsetof(nnt_tensor_attention_options, positions);
     NNT_TRY(nnt_check_struct_size(ctx, fn, "opts->size", opts->size,
-                                  sizeof(nnt_tensor_attention_options),
-                                  sizeof(nnt_tensor_attention_options),
+                                  sizeof(nnt_tensor_attention_options), before_pos,
                                   "initialise it with NNT_TENSOR_ATTENTION_OPTIONS_INIT"));
-    memcpy(&o, opts, sizeof o);
+    memset(&o, 0, sizeof o);
+    memcpy(&o, opts, opts->size);   /* a size without positions: none */
+    if (o.positions)
+        NNT_TRY(check_positions(fn, q, o.positions));
+    *positions = o.positions;
     if (o.window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
                         (long long)o.window);
@@ -228,10 +258,10 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
 {
     static const char *const roles[5] = {"q", "k", "v", "o", "lse"};
     static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
-    nnt_tensor *all[5] = {q, k, v, o, lse};
+    nnt_tensor *all[5] = {q, k, v, o, lse}, *pos = NULL;
     int64_t window = 0;
     float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap);
+    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
     if (rc == 0)
         rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
     if (rc)
@@ -239,7 +269,7 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_forward(w, lse, (float)scale, window, cap);
+        rc = submit_forward(w, lse, (float)scale, window, cap, pos);
     if (rc == 0)
         nnt_tensor_mark_written(lse);
     rc = nnt_whole_last_finish(w[3], o, rc);
@@ -274,7 +304,7 @@ NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  * reaches b key tiles: b), where increasing i for dk_j too made every task (i, j) wait for
  * (i - 1, j) and (i, j - 1), a chain through the whole band (two tasks per query tile). */
 static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int64_t window,
-                           float cap)
+                           float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *lse = w[4], *dout = w[5],
                *dq = w[6], *dk = w[7], *dv = w[8];
@@ -313,7 +343,8 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
                             dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
                         rc = nnt_insert_attn_bwd_block(q->ctx, &map, qt.rows, kt.rows, hd,
                                                        qt.pos0, kt.pos0, window, scale, cap, h,
-                                                       !touched_q[qi], !touched_kv[kj]);
+                                                       !touched_q[qi], !touched_kv[kj],
+                                                       pos_tile(pos, bi, i));
                         touched_q[qi] = 1;
                         touched_kv[kj] = 1;
                     }
@@ -332,10 +363,10 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     static const char *const roles[9] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
     static const int side[9] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE,
                                 SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
-    nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
+    nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv}, *pos = NULL;
     int64_t window = 0;
     float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap);
+    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
     if (rc == 0)
         rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
     if (rc)
@@ -347,7 +378,7 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
     if (rc == 0)
-        rc = submit_backward(w, d, (float)scale, window, cap);
+        rc = submit_backward(w, d, (float)scale, window, cap, pos);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
         rc = nnt_whole_last_finish(w[i], all[i], rc);
@@ -439,7 +470,7 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, q_pos0,
-                                           kt.pos0, window, scale, cap, h, first);
+                                           kt.pos0, window, scale, cap, h, first, NULL);
             first = 0;
         }
     }
@@ -474,10 +505,13 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
                         int64_t past, const nnt_tensor_attention_options *opts, double scale,
                         nnt_tensor *o)
 {
-    nnt_tensor *all[4] = {q, k, v, o};
+    nnt_tensor *all[4] = {q, k, v, o}, *pos = NULL;
     int64_t window = 0;
     float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap);
+    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
+    if (rc == 0 && pos)
+        rc = nnt_fail(q->ctx, NNT_E_INVAL, "%s: positions (packed examples) are for training "
+                      "forwards, not queries after cached keys", fn);
     if (rc == 0)
         rc = check_kv_args(fn, all, past, scale);
     if (rc)
