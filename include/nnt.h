@@ -1269,6 +1269,12 @@ NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
  * token of a source without one). A token that does not count is a target the trainer sets to
  * the cross-entropy's ignore index (-1), as transformers' label -100. */
 NNT_API int nnt_data_read_mask(nnt_data *data, int64_t pos, uint8_t *counts, int64_t n);
+/* Where examples start in tokens pos .. pos + n - 1 (wrapping as nnt_data_read): starts[i] 1
+ * when the token is an example's first token, from the example starts of nnt-tokenize's packed
+ * files (nnt-tokenize --pack; every row's first token is one), else 0 (all 0 for a source
+ * without them). The position of a token in its example (nnt_layer_set_positions) is 0 at a
+ * start, else one more than the token before it's; the trainer does this by itself. */
+NNT_API int nnt_data_read_starts(nnt_data *data, int64_t pos, uint8_t *starts, int64_t n);
 
 /* What a source holds (nnt_data_info_get). */
 typedef struct nnt_data_info {
@@ -1280,9 +1286,12 @@ typedef struct nnt_data_info {
     int64_t block;                /* > 0: the files are rows of block tokens, one or more whole
                                      examples each (nnt-tokenize --seq): train with T = block;
                                      0: a stream                                              */
+    /* appended in 0.3 (a size without it: not written) */
+    int starts;                   /* 1: a file records where its examples start (packed rows,
+                                     nnt-tokenize --pack): nnt_data_read_starts               */
 } nnt_data_info;
 
-#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0 }
+#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0, 0 }
 
 NNT_API int nnt_data_info_get(const nnt_data *data, nnt_data_info *info);
 

@@ -226,6 +226,98 @@ START_TEST(test_adamw)
 }
 END_TEST
 
+/* The examples through nnt_token_writer (mask, block T, pack, pad 0) into path: the file
+ * records their starts; it reads back as the fixture's rows, targets and positions. */
+static void write_packed(const examples *e, const char *path)
+{
+    nnt_token_writer_options wo = NNT_TOKEN_WRITER_OPTIONS_INIT;
+    wo.bits = 16, wo.vocab = 64, wo.mask = 1, wo.block = T, wo.pack = 1, wo.pad = 0;
+    nnt_token_writer *w = NULL;
+    EXPECT_OK(nnt_token_writer_open(ctx, path, &wo, &w));
+    for (int64_t x = 0, at = 0; x < e->nexamples; at += e->lens[x++]) {
+        uint8_t counts[T];
+        for (int64_t i = 0; i < e->lens[x]; i++)
+            counts[i] = (uint8_t)e->counts[at + i];
+        EXPECT_OK(nnt_token_writer_write_example(w, e->tokens + at, counts,
+                                                 (size_t)e->lens[x]));
+    }
+    EXPECT_OK(nnt_token_writer_close(w));
+    nnt_data *d = NULL;
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &d));
+    nnt_data_info di = NNT_DATA_INFO_INIT;
+    EXPECT_OK(nnt_data_info_get(d, &di));
+    ck_assert_int_eq(di.starts, 1);
+    ck_assert_int_eq(di.block, T);
+    ck_assert_int_eq(di.tokens, 2 * STEPS * T);
+    int32_t ids[2 * STEPS * T];
+    uint8_t starts[2 * STEPS * T], counts[2 * STEPS * T + 1];
+    EXPECT_OK(nnt_data_read(d, 0, ids, 2 * STEPS * T));
+    EXPECT_OK(nnt_data_read_starts(d, 0, starts, 2 * STEPS * T));
+    EXPECT_OK(nnt_data_read_mask(d, 0, counts, 2 * STEPS * T + 1));
+    for (int64_t i = 0, p = 0; i < 2 * STEPS * T; i++, p++) {
+        p = starts[i] ? 0 : p;
+        ck_assert_msg(i % T || starts[i], "row %lld starts no example", (long long)(i / T));
+        ck_assert_int_eq(ids[i], e->rows[i]);
+        ck_assert_int_eq(p, e->positions[i]);
+        ck_assert_int_eq(counts[i + 1] ? ids[(i + 1) % (2 * STEPS * T)] : -1, e->targets[i]);
+    }
+    nnt_data_close(d);
+}
+
+static double train_losses[STEPS + 1];
+static int on_step(const nnt_trainer_report *r, void *user)
+{
+    (void)user;
+    if (r->event == NNT_TRAINER_STEP && r->step >= 1 && r->step <= STEPS)
+        train_losses[r->step] = r->loss;
+    return 0;
+}
+
+/* nnt-train's path: the packed file through the trainer (AdamW as the fixture's, no
+ * clipping): its losses are transformers' with per-example positions and attention */
+START_TEST(test_trainer)
+{
+    const char *name = MODELS[_i];
+    examples e = read_examples();
+    test_make_tmpdir("packed");
+    const char *path = test_tmp_path("packed.bin");
+    write_packed(&e, path);
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "train.safetensors"));
+    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[1].t, &l));
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-3, oo.beta1 = 0.9, oo.beta2 = 0.999, oo.eps = 1e-8, oo.weight_decay = 0.0;
+    oo.grad_clip = 0.0;
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, l));
+    nnt_data *d = NULL;
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &d));
+    nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;
+    to.batch = B, to.seq = T, to.accum = 1, to.steps = STEPS, to.seed = 1;
+    to.tile_batch = TILINGS[1].tok[0], to.tile_seq = TILINGS[1].tok[1];
+    to.callback = on_step;
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_create(l, opt, d, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    double worst = 0.0;
+    for (int s = 0; s < STEPS; s++)
+        worst = fmax(worst, fabs(train_losses[s + 1] - want[s]));
+    printf("test_packed %s trainer: max |loss - fixture| %.2e over %d steps\n", name, worst,
+           STEPS);
+    EXPECT_TOL(worst, ADAMW_TOL, "%s trainer", name);
+    nnt_trainer_destroy(tr);
+    nnt_data_close(d);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+    free(want);
+    free_examples(&e);
+    test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *packed_suite(void)
 {
     Suite *s = suite_create("packed");
@@ -235,6 +327,7 @@ static Suite *packed_suite(void)
     tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_plain_positions, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_adamw, 0, NMODELS);
+    tcase_add_loop_test(tc, test_trainer, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;
 }
