@@ -211,12 +211,12 @@ int nnt_tensor_rope_positions_backward(nnt_tensor *dy, const nnt_rope_options *o
     static const char fn[] = "nnt_tensor_rope_positions_backward";
     if (!positions)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: positions is NULL", fn);
-    return rope_apply(fn, "dy", dy, opts, 0, positions, "dx", dx, -1);
+    return rope_apply(fn, "dy", dy, opts, 0, positions, "dx", dx, -1 /* the inverse */);
 }
 
 int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts, int64_t pos_offset,
                              nnt_tensor *dx)
 {
-    return rope_apply("nnt_tensor_rope_backward", "dy", dy, opts, pos_offset, NULL, "dx", dx,
-                      -1);
+    const char *fn = "nnt_tensor_rope_backward";
+    return rope_apply(fn, "dy", dy, opts, pos_offset, NULL, "dx", dx, -1);
 }

@@ -564,9 +564,8 @@ static int batch_positions(nnt_trainer *tr, nnt_data *data, int64_t start, int64
             int64_t at = (int64_t)((pos + (uint64_t)(b * T)) % (uint64_t)len);
             NNT_TRY(nnt_data_read_starts(data, start + at, starts + b * T, T));
         }
-        for (int64_t t = 0, p = 0; t < T; t++, p++) {
-            if (t == 0 || starts[b * T + t])
-                p = 0;
+        for (int64_t t = 0, p = 0; t < T; t++, p++) {   /* a row starts at 0 */
+            p = starts[b * T + t] ? 0 : p;   /* so does each example */
             tr->pos_host[b * T + t] = (int32_t)p;
         }
     }
