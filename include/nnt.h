@@ -361,9 +361,8 @@ typedef struct nnt_tensor_attention_options {
                          token's position in its example (Hugging Face's position_ids that
                          restart at 0 at each example); the query at index i with position
                          p (clamped to 0 .. i) sees the keys i - p <= j <= i only (its
-                         example; the window still applies); NULL: every earlier key. CPU
-                         workers only (NNT_E_UNSUPPORTED with CUDA workers); the _kv form
-                         refuses it                                                         */
+                         example; the window still applies); NULL: every earlier key. The
+                         _kv form refuses it                                                */
 } nnt_tensor_attention_options;
 
 #define NNT_TENSOR_ATTENTION_OPTIONS_INIT \
@@ -477,8 +476,7 @@ NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opt
                                      int64_t pos_offset, nnt_tensor *dx);
 /* nnt_tensor_rope with a position per token: the head vectors of token (b, t) rotated to
  * position positions[b, t], positions (B, T) NNT_INT32 with x's B and T tiling (packed
- * examples: Hugging Face's position_ids restarting at 0). CPU workers only
- * (NNT_E_UNSUPPORTED with CUDA workers). */
+ * examples: Hugging Face's position_ids restarting at 0). */
 NNT_API int nnt_tensor_rope_positions(nnt_tensor *x, const nnt_rope_options *opts,
                                       nnt_tensor *positions, nnt_tensor *y);
 /* dx = the inverse rotation of dy at the same positions; dx may be dy. */
@@ -609,8 +607,7 @@ NNT_API int nnt_layer_set_targets_ex(nnt_layer *layer, nnt_tensor *targets, doub
  * earlier tokens of its own example only (i - p .. i for position p; a window still applies).
  * Not copied: the tensor must stay alive and unchanged until those forwards are submitted
  * (each layer copies what its backward needs). NULL: positions 0 .. T-1 of one sequence a
- * row again (the default). Generation (nnt_model_generate) ignores them. CPU workers only:
- * the forward fails with NNT_E_UNSUPPORTED in a context with CUDA workers. */
+ * row again (the default). Generation (nnt_model_generate) ignores them. */
 NNT_API int nnt_layer_set_positions(nnt_layer *layer, nnt_tensor *positions);
 /* y = layer(x). y (may be NULL) gets the layer's output tensor (see above). For a layer
  * with targets, forward also computes the mean loss (nnt_layer_loss). */

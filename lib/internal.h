@@ -584,7 +584,7 @@ int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
                     starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
                     starpu_data_handle_t y_lo, starpu_data_handle_t y_hi);
 /* nnt_insert_rope with the positions of the rows from pos, the (t->nb, t->nt) int32 tile of
- * the tokens' positions (pos0 unused); CPU workers only. */
+ * the tokens' positions (pos0 unused). */
 int nnt_insert_rope_pos(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
                         starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
                         starpu_data_handle_t y_lo, starpu_data_handle_t y_hi,

@@ -21,7 +21,7 @@ struct attn_block_args {
     int init;       /* forward: o, m, l only written: start from 0, -inf, 0;
                        backward: bit 1 dq only written, bit 2 dk, dv only written (zeroed) */
     int has_pos;    /* a last buffer holds the queries' positions (nb, tq) int32: each
-                       query sees the keys of its example only (packed rows); CPU only */
+                       query sees the keys of its example only (packed rows) */
 };
 
 struct attn_rows_args {
@@ -117,8 +117,9 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
             rc = nnt_cuda_fill_f32(qrows, 0.0f, P(5), s);
     }
     if (rc == 0)
-        rc = nnt_cuda_attn_fwd_window_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                          a->window, a->scale, a->cap, CP(0), CP(1), CP(2), P(3), P(4), P(5), s);
+        rc = nnt_cuda_attn_fwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                          a->window, POS(a, 6), a->scale, a->cap, CP(0), CP(1),
+                                          CP(2), P(3), P(4), P(5), s);
     if (rc)
         nnt_task_error("nnt_attn_fwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -155,20 +156,20 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     if (rc == 0 && (a->init & INIT_DKV))
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(8), s);
     if (rc == 0)
-        rc = nnt_cuda_attn_bwd_window_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                          a->window, a->scale, a->cap, CP(0), CP(1), CP(2), CP(3), CP(4), CP(5),
-                                       P(6), P(7), P(8), s);
+        rc = nnt_cuda_attn_bwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                          a->window, POS(a, 9), a->scale, a->cap, CP(0), CP(1),
+                                          CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8), s);
     if (rc)
         nnt_task_error("nnt_attn_bwd_block", "CUDA kernel failed (%d)", rc);
 }
-/* The CUDA kernels take head dimensions up to NNT_CUDA_ATTN_MAX_HD, and no positions: other
- * tasks run on the CPU workers only (StarPU asks before it places a task). */
+/* The CUDA kernels take head dimensions up to NNT_CUDA_ATTN_MAX_HD: larger ones run on the
+ * CPU workers only (StarPU asks before it places a task). */
 static int block_can_execute(unsigned worker, struct starpu_task *task, unsigned nimpl)
 {
     (void)nimpl;
     const struct attn_block_args *a = task->cl_arg;
     return starpu_worker_get_type((int)worker) != STARPU_CUDA_WORKER ||
-           (a->hd <= NNT_CUDA_ATTN_MAX_HD && !a->has_pos);
+           a->hd <= NNT_CUDA_ATTN_MAX_HD;
 }
 
 static int rows_can_execute(unsigned worker, struct starpu_task *task, unsigned nimpl)

@@ -57,6 +57,18 @@ static void rope_cuda(void *buffers[], void *cl_arg)
         nnt_task_error("nnt_rope", "CUDA kernel failed (%d)", rc);
 }
 
+static void rope_pos_cuda(void *buffers[], void *cl_arg)
+{
+    const struct rope_args *a = cl_arg;
+    int rc = nnt_cuda_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
+                                   (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]),
+                                   a->sign, a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset,
+                                   a->ld, P(a->ylo), P(a->yhi) + a->hi_offset, a->ld,
+                                   nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_rope_pos", "CUDA kernel failed (%d)", rc);
+}
+
 /* The CUDA kernel takes up to NNT_CUDA_ROPE_MAX_N pairs a row (its frequency table travels
  * in the kernel's parameters): larger ones run on the CPU workers only. */
 static int rope_can_execute(unsigned worker, struct starpu_task *task, unsigned nimpl)
@@ -98,10 +110,10 @@ static struct starpu_codelet rope_cl = {
 static struct starpu_perfmodel rope_pos_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_rope_pos", .footprint = rope_footprint};
 
-/* CPU only: the CUDA kernel takes one first position per tile */
 static struct starpu_codelet rope_pos_cl = {
     .name = "nnt_rope_pos",
     .cpu_funcs = {rope_pos_cpu},
+    NNT_CUDA_FUNCS(rope_pos_cuda, rope_can_execute)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &rope_pos_model,
 };

@@ -200,10 +200,7 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
     return rc;
 }
 
-/* The scale, window and soft-cap of an _ex call's opts for q's head dimension (opts NULL: the
- * plain call's scale as given, no window, no cap). */
-/* positions (B, T) NNT_INT32 of q (B, NH, T, hd): readable, q's B and T shape and tiling;
- * CPU workers only */
+/* positions (B, T) NNT_INT32 of q (B, NH, T, hd): readable, q's B and T shape and tiling */
 static int check_positions(const char *fn, const nnt_tensor *q, nnt_tensor *pos)
 {
     NNT_TRY(nnt_check_arg(fn, "positions", pos, NNT_INT32, 1));
@@ -212,13 +209,11 @@ static int check_positions(const char *fn, const nnt_tensor *q, nnt_tensor *pos)
                         "%d", fn, pos->ndim);
     NNT_TRY(nnt_check_dims(fn, "q", q, 0, "positions", pos, 0, 1));
     NNT_TRY(nnt_check_dims(fn, "q", q, 2, "positions", pos, 1, 1));
-    if (q->ctx->ncuda > 0)
-        return nnt_fail(q->ctx, NNT_E_UNSUPPORTED, "%s: positions (packed examples) run on CPU "
-                        "workers only, and this context has %d CUDA workers", fn,
-                        q->ctx->ncuda);
     return NNT_OK;
 }
 
+/* The scale, window, soft-cap and positions (NULL: none) of an _ex call's opts for q's head
+ * dimension (opts NULL: the plain call's scale as given, no window, no cap, no positions). */
 static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
                         double *scale, int64_t *window, float *cap, nnt_tensor **positions)
 {

@@ -120,7 +120,7 @@ static int check_args(const char *fn, const char *xrole, nnt_tensor *x, const ch
     return NNT_OK;
 }
 
-/* positions (B, T) NNT_INT32 with x's B and T shape and tiling; CPU workers only */
+/* positions (B, T) NNT_INT32 with x's B and T shape and tiling */
 static int check_positions(const char *fn, const char *xrole, const nnt_tensor *x,
                            nnt_tensor *pos)
 {
@@ -130,9 +130,6 @@ static int check_positions(const char *fn, const char *xrole, const nnt_tensor *
                         "%d", fn, pos->ndim);
     NNT_TRY(nnt_check_dims(fn, xrole, x, 0, "positions", pos, 0, 1));
     NNT_TRY(nnt_check_dims(fn, xrole, x, 2, "positions", pos, 1, 1));
-    if (x->ctx->ncuda > 0)
-        return nnt_fail(x->ctx, NNT_E_UNSUPPORTED, "%s: positions run on CPU workers only, and "
-                        "this context has %d CUDA workers", fn, x->ctx->ncuda);
     return NNT_OK;
 }
 
