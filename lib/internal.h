@@ -74,6 +74,10 @@ struct nnt_tensor {
     int ids_known;
     int32_t ids_min, ids_max;
     int64_t ids_argmin, ids_argmax;  /* the first element (row-major) holding each         */
+    int32_t *ids_host;            /* while ids_known: a copy of the values (row-major; owned),
+                                     for operations that plan their tasks by them (the
+                                     attention's positions skip the tile pairs wholly
+                                     across examples); nnt_tensor_copy passes it on     */
 };
 
 struct nnt_ctx {
@@ -690,6 +694,9 @@ int nnt_whole_last_out(nnt_tensor *t, nnt_tensor **out);
 int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc);
 /* Release a stand-in input (no-op when it is the tensor itself or NULL). */
 void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
+/* dst (just written by a copy of src, same shape, row-major order kept) holds src's values
+ * as known on the host, when they are (ids_known): the copy keeps them known. */
+void nnt_tensor_copy_known_ids(const nnt_tensor *src, nnt_tensor *dst);
 /* Mark t as written (after its producing tasks were submitted). */
 static inline void nnt_tensor_mark_written(nnt_tensor *t)
 {

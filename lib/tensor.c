@@ -244,6 +244,7 @@ int nnt_tensor_destroy(nnt_tensor *t)
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
     }
     free(t->tiles);
+    free(t->ids_host);
     t->magic = 0;
     free(t);
     return NNT_OK;
@@ -394,6 +395,12 @@ static void note_ids(nnt_tensor *t, const int32_t *v, int64_t n)
     t->ids_known = t->dtype == NNT_INT32 && n > 0;
     if (!t->ids_known)
         return;
+    int32_t *h = realloc(t->ids_host, (size_t)n * sizeof *h);   /* NULL: values not kept */
+    if (h)
+        memcpy(h, v, (size_t)n * sizeof *h);
+    else
+        free(t->ids_host);
+    t->ids_host = h;
     t->ids_min = t->ids_max = v[0];
     t->ids_argmin = t->ids_argmax = 0;
     for (int64_t i = 1; i < n; i++) {
@@ -402,6 +409,16 @@ static void note_ids(nnt_tensor *t, const int32_t *v, int64_t n)
         if (v[i] > t->ids_max)
             t->ids_max = v[i], t->ids_argmax = i;
     }
+}
+
+void nnt_tensor_copy_known_ids(const nnt_tensor *src, nnt_tensor *dst)
+{
+    if (!src->ids_known || !src->ids_host || dst->dtype != NNT_INT32)
+        return;
+    int64_t n = 1;
+    for (int d = 0; d < src->ndim; d++)
+        n *= src->shape[d];
+    note_ids(dst, src->ids_host, n);
 }
 
 int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)

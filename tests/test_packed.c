@@ -318,6 +318,97 @@ START_TEST(test_trainer)
 }
 END_TEST
 
+/* From a trace table: the count of codelet name. */
+static long long traced_count(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "r");
+    char line[512], op[128];
+    long long count = 0, c;
+    double total;
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%127s %lld %lf", op, &c, &total) == 3 && strcmp(op, name) == 0)
+            count = c;
+    fclose(f);
+    return count;
+}
+
+/* The attention op with positions known on the host (copied from it) gives no task to a
+ * (query tile, key tile) pair wholly across examples, and the same bits as with the same
+ * positions written by tasks (not known: every pair j <= i gets its task). Tiles of 3 of
+ * rows 0-1 of the fixture (examples at 0, 5, 12 and 0, 9). */
+START_TEST(test_skipped_pairs)
+{
+    examples e = read_examples();
+    const int64_t NH = 2, HD = 8, TT = 3;
+    int64_t qs[4] = {B, NH, T, HD}, qt[4] = {1, NH, TT, HD}, ls[3] = {B, NH, T};
+    int64_t ps[2] = {B, T}, pt[2] = {1, TT}, swap_t[2] = {T, B}, swap_tt[2] = {TT, 1};
+    static const int SWAP[2] = {1, 0};
+    nnt_tensor *t[9], *known = fixture_ids(ctx, B, T, e.positions, pt), *swapped, *unknown;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, swap_t, swap_tt, &swapped));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, ps, pt, &unknown));
+    EXPECT_OK(nnt_tensor_permute(known, SWAP, swapped));   /* written by tasks: not known */
+    EXPECT_OK(nnt_tensor_permute(swapped, SWAP, unknown));
+    for (int i = 0; i < 9; i++)   /* q k v o dout dq dk dv, lse */
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, i < 8 ? 4 : 3, i < 8 ? qs : ls, qt, &t[i]));
+    static const int INPUTS[4] = {0, 1, 2, 4};   /* q, k, v, dout */
+    for (int i = 0; i < 4; i++) {
+        int64_t n = B * NH * T * HD;
+        float *r = test_random_f32(n, 70 + (unsigned)i, -1, 1);
+        EXPECT_OK(nnt_tensor_copy_from_host(t[INPUTS[i]], r, (size_t)n * sizeof *r));
+        free(r);
+    }
+    test_make_tmpdir("packed-trace");
+    float *out[2][4];
+    long long tasks[2][2];
+    for (int w = 0; w < 2; w++) {
+        nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+        ao.positions = w ? unknown : known;
+        const char *table = test_tmp_path("table.txt");
+        EXPECT_OK(nnt_trace_start(ctx));
+        EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[3], t[8]));
+        EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[3], t[8], t[4], &ao, t[5],
+                                                   t[6], t[7]));
+        EXPECT_OK(nnt_trace_stop(ctx, NULL, table));
+        tasks[w][0] = traced_count(table, "nnt_attn_fwd_block");
+        tasks[w][1] = traced_count(table, "nnt_attn_bwd_block");
+        int64_t n;
+        for (int i = 0; i < 4; i++)   /* o, dq, dk, dv */
+            out[w][i] = test_to_host(t[i ? 4 + i : 3], &n);
+    }
+    /* the pairs (i, j <= i) of tiles of 3 whose keys reach an example of the query tile */
+    long long want = 0, all = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i * TT < T; i++)
+            for (int64_t j = 0; j <= i; j++) {
+                int64_t begin = T;
+                for (int64_t r = i * TT; r < (i + 1) * TT && r < T; r++)
+                    begin = r - e.positions[b * T + r] < begin ? r - e.positions[b * T + r]
+                                                               : begin;
+                want += (j + 1) * TT - 1 >= begin;
+                all++;
+            }
+    printf("test_packed skipped pairs: %lld of %lld tile pairs get tasks (forward %lld, "
+           "backward %lld; positions not known on the host: %lld, %lld)\n", want, all,
+           tasks[0][0], tasks[0][1], tasks[1][0], tasks[1][1]);
+    ck_assert_int_eq(tasks[0][0], want);
+    ck_assert_int_eq(tasks[0][1], want);
+    ck_assert_int_eq(tasks[1][0], all);
+    ck_assert_int_eq(tasks[1][1], all);
+    ck_assert_int_lt(want, all);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(memcmp(out[0][i], out[1][i], (size_t)(B * NH * T * HD) * sizeof(float))
+                      == 0, "output %d differs when pairs are skipped", i);
+        free(out[0][i]), free(out[1][i]);
+    }
+    for (int i = 0; i < 9; i++)
+        nnt_tensor_destroy(t[i]);
+    nnt_tensor_destroy(known), nnt_tensor_destroy(swapped), nnt_tensor_destroy(unknown);
+    test_remove_tmpdir();
+    free_examples(&e);
+}
+END_TEST
+
 static Suite *packed_suite(void)
 {
     Suite *s = suite_create("packed");
@@ -328,6 +419,7 @@ static Suite *packed_suite(void)
     tcase_add_loop_test(tc, test_plain_positions, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_adamw, 0, NMODELS);
     tcase_add_loop_test(tc, test_trainer, 0, NMODELS);
+    tcase_add_test(tc, test_skipped_pairs);
     suite_add_tcase(s, tc);
     return s;
 }

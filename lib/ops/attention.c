@@ -17,7 +17,10 @@
  * (query tile, key tile) pair whose keys all precede the window of the tile's first query
  * gets no task (that is what the window saves), and the kernels skip the rows and keys of
  * a pair that no window reaches. A soft-cap (the _ex functions' softcap, Gemma 2) caps
- * every score inside the kernels. */
+ * every score inside the kernels. Packed examples (the _ex functions' positions): the
+ * kernels mask the keys before each query's example; with positions copied from the host
+ * (their values known at submission), a pair whose keys all precede the example of every
+ * query of its tile gets no task either (examples_begin). */
 #include "../internal.h"
 #include "nnt_cpu.h" /* nnt_attn_map */
 
@@ -144,6 +147,34 @@ static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t wind
     return window > 0 && kt->pos0 + kt->rows - 1 <= q_pos0 - window;
 }
 
+/* Positions whose values are known on the host (copied from it: nnt_tensor.ids_host): the
+ * earliest key the queries of tile (bi, *, ti) of q can see, the first token of the earliest
+ * example among its rows; -1 when unknown (no positions, or values written by tasks). A key
+ * tile wholly before it is wholly across examples for every query of the tile: the pair gets
+ * no task (the kernels would change nothing). */
+static int64_t examples_begin(const nnt_tensor *pos, const nnt_tensor *q, int64_t bi,
+                              int64_t ti)
+{
+    if (!pos || !pos->ids_known || !pos->ids_host)
+        return -1;
+    int64_t B = q->shape[0], T = q->shape[2], lo = T;
+    int64_t b0 = bi * q->tile[0], b1 = b0 + q->tile[0] < B ? b0 + q->tile[0] : B;
+    int64_t t0 = ti * q->tile[2], t1 = t0 + q->tile[2] < T ? t0 + q->tile[2] : T;
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t p = pos->ids_host[b * T + t];
+            p = p < 0 ? 0 : (p > t ? t : p);
+            lo = t - p < lo ? t - p : lo;
+        }
+    return lo;
+}
+
+/* the key tile kt ends before begin, the earliest key a query tile sees (-1: unknown) */
+static int across_examples(const struct seq_tile *kt, int64_t begin)
+{
+    return begin >= 0 && kt->pos0 + kt->rows - 1 < begin;
+}
+
 /* The handle of the positions tile of query tile (bi, *, ti), or NULL without positions. */
 static starpu_data_handle_t pos_tile(const nnt_tensor *pos, int64_t bi, int64_t ti)
 {
@@ -159,6 +190,7 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
     struct seq_tile qt = seq_tile(q, bi, hi, i);
     /* the lse, m, l tile has the same index: same leading grid, hd grid 1 */
     int rc = 0, first = 1;
+    int64_t begin = examples_begin(pos, q, bi, i);
     kv_tiles_of(q, k, hi, &hk0, &hk1);
     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
         nnt_attn_map map = head_range(q, k, bi, hi, hk);
@@ -166,8 +198,8 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
             struct seq_tile kt = seq_tile(k, bi, hk, j);
             if (kt.pos0 > qt.pos0 + qt.rows - 1)
                 break;   /* every key after every query: fully masked */
-            if (before_window(&kt, qt.pos0, window))
-                continue;   /* every key before every query's window */
+            if (before_window(&kt, qt.pos0, window) || across_examples(&kt, begin))
+                continue;   /* every key before every query's window, or example */
             starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
@@ -325,12 +357,13 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
             for (int64_t dj = -(nt - 1); dj <= 0 && rc == 0; dj++)
                 for (int64_t i = -dj; i < nt && rc == 0; i++) {
                     struct seq_tile qt = seq_tile(q, bi, hi, i);
-                    int64_t qi = qt.index, j = i + dj;
+                    int64_t qi = qt.index, j = i + dj, begin = examples_begin(pos, q, bi, i);
                     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
                         nnt_attn_map map = head_range(q, k, bi, hi, hk);
                         struct seq_tile kt = seq_tile(k, bi, hk, j);
                         int64_t kj = kt.index;
-                        if (before_window(&kt, qt.pos0, window))
+                        if (before_window(&kt, qt.pos0, window) ||
+                            across_examples(&kt, begin))
                             continue;   /* no query of the tile sees these keys */
                         starpu_data_handle_t h[9] = {
                             q->tiles[qi].handle, k->tiles[kj].handle, v->tiles[kj].handle,
