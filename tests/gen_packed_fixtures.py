@@ -28,6 +28,10 @@ one; the rest of a row is pad (no target).
                          -100 in transformers)
   The first 2 rows hold 3 and 2 examples of uneven lengths (the reference batch); rows 2
   .. 7 are four more batches of 2 rows for training.
+  examples.bin           the same rows as nnt-tokenize --pack writes them (nnt-tokenize(1),
+                         TOKEN FILES), encoded here independently: header magic 20240520,
+                         version 2, N, flags 3 (loss mask, example starts), block T; N uint16
+                         ids; the mask bits (the tokens with a target); the start bits
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   logits (2, T, V) and loss (1) of rows 0, 1 (position_ids =
@@ -36,6 +40,7 @@ Per model NAME:
   NAME.train.safetensors       losses (4): torch.optim.AdamW lr 1e-3, betas (0.9, 0.999),
                                eps 1e-8, weight decay 0, one batch of 2 rows a step (rows 0-1,
                                2-3, 4-5, 6-7), the loss before each update
+  NAME.ref                     the same as text, "step loss" a line (tests/check_packed.sh)
 The generator checks that the mask is the per-example one: each example run alone (positions
 from 0, no packing) gives the same logits as in its packed row, and the packed logits without
 position_ids (one causal sequence a row) differ.
@@ -44,6 +49,7 @@ import argparse
 import hashlib
 import json
 import os
+import struct
 
 import torch
 import torch.nn.functional as F
@@ -112,7 +118,23 @@ def pack(g):
     # next row's first token, which never counts)
     targets = torch.full_like(rows, -1)
     targets[:, :-1] = torch.where(cnt[:, 1:] == 1, rows[:, 1:], torch.full_like(rows[:, 1:], -1))
-    return (torch.tensor(toks), torch.tensor(counts), torch.tensor(lens), rows, pos, targets)
+    return (torch.tensor(toks), torch.tensor(counts), torch.tensor(lens), rows, pos, targets,
+            cnt)
+
+
+def token_file(rows, pos, cnt):
+    """nnt's packed token file (nnt-tokenize --pack) of the rows, written byte by byte."""
+    n = rows.numel()
+    head = [20240520, 2, n, 3, T] + [0] * 251
+    body = struct.pack("<256i", *head) + struct.pack(f"<{n}H", *rows.reshape(-1).tolist())
+
+    def bits(flags):
+        out = bytearray((n + 7) // 8)
+        for i, f in enumerate(flags):
+            if f:
+                out[i // 8] |= 1 << (i % 8)
+        return bytes(out)
+    return body + bits(cnt.reshape(-1).tolist()) + bits((pos.reshape(-1) == 0).tolist())
 
 
 def build(name, seed):
@@ -166,13 +188,15 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     g = torch.Generator().manual_seed(5000)
-    toks, counts, lens, rows, pos, targets = pack(g)
+    toks, counts, lens, rows, pos, targets, cnt = pack(g)
     assert rows.shape[0] == 2 * STEPS
     assert [int((pos[b] == 0).sum()) for b in range(2)] == [3, 2]
     save_file({"ex_tokens": toks.to(torch.int32), "ex_counts": counts.to(torch.int32),
                "ex_lens": lens.to(torch.int32), "rows": rows.to(torch.int32),
                "positions": pos.to(torch.int32), "targets": targets.to(torch.int32)},
               os.path.join(args.out, "examples.safetensors"))
+    with open(os.path.join(args.out, "examples.bin"), "wb") as fh:
+        fh.write(token_file(rows, pos, cnt))
     for i, name in enumerate(MODELS):
         cfg, model = build(name, 6000 + i)
         path = os.path.join(args.out, name)
@@ -201,6 +225,10 @@ def main():
             opt.step()
         save_file({"losses": torch.tensor(losses, dtype=torch.float32)},
                   os.path.join(args.out, f"{name}.train.safetensors"))
+        with open(os.path.join(args.out, f"{name}.ref"), "w") as fh:
+            fh.write("# step loss: AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, no decay, "
+                     "batches of 2 rows of examples.bin\n")
+            fh.writelines(f"{k + 1} {x:.9g}\n" for k, x in enumerate(losses))
         print(f"{name}: loss {loss.item():.6f}; examples alone vs packed {worst:.3g}, "
               f"without position_ids {d:.3g}; AdamW {[round(x, 6) for x in losses]}")
     sums = []

@@ -7,8 +7,10 @@
  * (sliding window 4 inside the examples): logits, loss and every gradient over 3 tilings
  * whose sequence tiles cut through the examples, 4 AdamW steps; positions 0 .. T-1 give the
  * run without positions bit for bit; the token file (nnt_token_writer, pack) records the
- * examples' starts (nnt_data_read_starts) and the trainer trains on it with the examples'
- * positions: its losses equal transformers'. */
+ * examples' starts (nnt_data_read_starts), byte for byte as the generator encodes the format,
+ * and the trainer trains on it with the examples' positions: its losses equal transformers';
+ * with positions known on the host, tile pairs wholly across examples get no task.
+ * (tests/check_packed.sh runs nnt-train on the generator's file.) */
 #include "testutil.h"
 #include "fixture_st.h"
 
@@ -242,6 +244,16 @@ static void write_packed(const examples *e, const char *path)
                                                  (size_t)e->lens[x]));
     }
     EXPECT_OK(nnt_token_writer_close(w));
+    /* byte for byte the generator's own encoding of the format (examples.bin) */
+    static char got[8192], want[8192];
+    FILE *a = fopen(path, "rb"), *b = fopen(path_of("examples", "bin"), "rb");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    size_t ng = fread(got, 1, sizeof got, a), nw = fread(want, 1, sizeof want, b);
+    fclose(a), fclose(b);
+    ck_assert_uint_eq(ng, 1024 + 2 * 2 * STEPS * T + 2 * (2 * STEPS * T / 8));
+    ck_assert_uint_eq(ng, nw);
+    ck_assert_msg(memcmp(got, want, ng) == 0, "the written file differs from examples.bin");
     nnt_data *d = NULL;
     EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 64, &d));
     nnt_data_info di = NNT_DATA_INFO_INIT;

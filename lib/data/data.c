@@ -548,15 +548,16 @@ int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer 
         nnt_data_close(d);
         return rc;
     }
-    char files[48] = "", mask[96] = "";
+    char files[48] = "", mask[160] = "";
     if (d->nfiles > 1)
         snprintf(files, sizeof files, ", %zu files in name order", d->nfiles);
     if (d->masked)
         snprintf(mask, sizeof mask, "; %lld count in the loss%s", (long long)d->counted,
                  d->block ? "" : "");
     if (d->block)
-        snprintf(mask + strlen(mask), sizeof mask - strlen(mask), "; rows of %lld",
-                 (long long)d->block);
+        snprintf(mask + strlen(mask), sizeof mask - strlen(mask), "; rows of %lld%s",
+                 (long long)d->block, d->starts ? ", examples packed (each its own positions "
+                 "and attention)" : "");
     nnt_log(NNT_LOG_INFO, "data: %s: %lld tokens (%s%s%s)", path, (long long)d->count,
             d->format == NNT_DATA_TEXT ? "text" : d->format == NNT_DATA_LLMC ? "llm.c shard"
                                                                               : "nanoGPT",
