@@ -605,9 +605,9 @@ NNT_API int nnt_layer_set_targets_ex(nnt_layer *layer, nnt_tensor *targets, doub
  * forwards of layer's tree (and their backwards) use them: rotary positions (Llama, Gemma,
  * MoE families) and GPT-2's position table read them, and attention lets a token see the
  * earlier tokens of its own example only (i - p .. i for position p; a window still applies).
- * Not copied: the tensor must stay alive and unchanged until those forwards are submitted
- * (each layer copies what its backward needs). NULL: positions 0 .. T-1 of one sequence a
- * row again (the default). Generation (nnt_model_generate) ignores them. */
+ * Not copied: the tensor must stay alive, unchanged and set until the backwards of those
+ * forwards are submitted (recomputing blocks read it again). NULL: positions 0 .. T-1 of
+ * one sequence a row again (the default). Generation (nnt_model_generate) ignores them. */
 NNT_API int nnt_layer_set_positions(nnt_layer *layer, nnt_tensor *positions);
 /* y = layer(x). y (may be NULL) gets the layer's output tensor (see above). For a layer
  * with targets, forward also computes the mean loss (nnt_layer_loss). */
