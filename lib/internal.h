@@ -74,10 +74,13 @@ struct nnt_tensor {
     int ids_known;
     int32_t ids_min, ids_max;
     int64_t ids_argmin, ids_argmax;  /* the first element (row-major) holding each         */
-    int32_t *ids_host;            /* while ids_known: a copy of the values (row-major; owned),
-                                     for operations that plan their tasks by them (the
-                                     attention's positions skip the tile pairs wholly
-                                     across examples); nnt_tensor_copy passes it on     */
+    /* An NNT_INT32 tensor whose values are known on the host (nnt_tensor_copy_from_host, or
+     * nnt_tensor_copy of such a tensor): a copy of them (row-major, ids_host_n of them; 0:
+     * none, e.g. after a task wrote the tensor), for operations that plan their tasks by
+     * them (the attention's positions skip the tile pairs wholly across examples). Not a
+     * licence to check values written by tasks: ids_known stays as it was. */
+    int32_t *ids_host;            /* owned; may outlive ids_host_n (reused)               */
+    int64_t ids_host_n;
 };
 
 struct nnt_ctx {
@@ -695,13 +698,14 @@ int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc);
 /* Release a stand-in input (no-op when it is the tensor itself or NULL). */
 void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
 /* dst (just written by a copy of src, same shape, row-major order kept) holds src's values
- * as known on the host, when they are (ids_known): the copy keeps them known. */
+ * as kept on the host (ids_host), when they are: the copy keeps them (not ids_known). */
 void nnt_tensor_copy_known_ids(const nnt_tensor *src, nnt_tensor *dst);
 /* Mark t as written (after its producing tasks were submitted). */
 static inline void nnt_tensor_mark_written(nnt_tensor *t)
 {
     t->written = 1;
     t->ids_known = 0;   /* the values a task wrote are not known on the host */
+    t->ids_host_n = 0;
 }
 
 /* ---- tokenizers (lib/data/tokenizer.c) ------------------------------------------------- */

@@ -413,6 +413,15 @@ START_TEST(test_skipped_pairs)
                       == 0, "output %d differs when pairs are skipped", i);
         free(out[0][i]), free(out[1][i]);
     }
+    /* filled (every position 0): the values copied before are forgotten, nothing skipped */
+    EXPECT_OK(nnt_tensor_fill(known, 0.0));
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.positions = known;
+    const char *table = test_tmp_path("table.txt");
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[3], t[8]));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, table));
+    ck_assert_int_eq(traced_count(table, "nnt_attn_fwd_block"), all);
     for (int i = 0; i < 9; i++)
         nnt_tensor_destroy(t[i]);
     nnt_tensor_destroy(known), nnt_tensor_destroy(swapped), nnt_tensor_destroy(unknown);

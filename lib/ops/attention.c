@@ -149,13 +149,14 @@ static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t wind
 
 /* Positions whose values are known on the host (copied from it: nnt_tensor.ids_host): the
  * earliest key the queries of tile (bi, *, ti) of q can see, the first token of the earliest
- * example among its rows; -1 when unknown (no positions, or values written by tasks). A key
+ * example among its rows; -1 when unknown (no positions, or values written by tasks or a
+ * fill). A key
  * tile wholly before it is wholly across examples for every query of the tile: the pair gets
  * no task (the kernels would change nothing). */
 static int64_t examples_begin(const nnt_tensor *pos, const nnt_tensor *q, int64_t bi,
                               int64_t ti)
 {
-    if (!pos || !pos->ids_known || !pos->ids_host)
+    if (!pos || pos->ids_host_n != q->shape[0] * q->shape[2] || !pos->ids_host)
         return -1;
     int64_t B = q->shape[0], T = q->shape[2], lo = T;
     int64_t b0 = bi * q->tile[0], b1 = b0 + q->tile[0] < B ? b0 + q->tile[0] : B;
