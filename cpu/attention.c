@@ -43,6 +43,34 @@ static inline int64_t nlo(int64_t qp, int64_t k_pos0, int64_t tk, int64_t w)
     return n < 0 ? 0 : (n > tk ? tk : n);
 }
 
+/* first key in the block visible to the query at qp: the window's (w 0: none) and, with
+ * positions, its example's: the query at position pos sees the pos keys before it and itself
+ * (pos clamped to [0, qp]), the keys from qp - pos on */
+static inline int64_t row_lo(int64_t qp, int64_t k_pos0, int64_t tk, int64_t w,
+                             const int32_t *pos, int64_t i)
+{
+    int64_t n = nlo(qp, k_pos0, tk, w);
+    if (pos) {
+        int64_t p = pos[i] < 0 ? 0 : (pos[i] > qp ? qp : pos[i]);
+        int64_t s = qp - p - k_pos0;
+        s = s < 0 ? 0 : (s > tk ? tk : s);
+        n = s > n ? s : n;
+    }
+    return n;
+}
+
+/* the first key of rows [i0, i1) together: the smallest row_lo */
+static int64_t chunk_lo(int64_t i0, int64_t i1, int64_t q_pos0, int64_t k_pos0, int64_t tk,
+                        int64_t w, const int32_t *pos)
+{
+    int64_t k0 = row_lo(q_pos0 + i0, k_pos0, tk, w, pos, i0);
+    for (int64_t i = i0 + 1; pos && i < i1; i++) {
+        int64_t a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i);
+        k0 = a < k0 ? a : k0;
+    }
+    return k0;
+}
+
 /* first query row with at least one visible key (tq if none) */
 static inline int64_t first_row(int64_t tq, int64_t q_pos0, int64_t k_pos0)
 {
@@ -93,20 +121,27 @@ static inline float dot(int64_t n, const float *restrict a, const float *restric
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
 static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, float cap,
-                      const float *q, const float *k, const float *v, float *o, float *m,
-                      float *l, float *p)
+                      int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
+                      float scale, float cap, const float *q, const float *k, const float *v,
+                      float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
-    int64_t k0 = nlo(q_pos0 + i0, k_pos0, tk, w);            /* the first row's first key */
+    int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;     /* to the last row's last    */
+    if (nk <= 0)
+        return;   /* (positions) no row sees a key of the block */
     /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T */
     nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k + k0 * hd, hd, 0,
                         0.0f, p, nk, 0, 1);
     for (int64_t r = 0; r < rows; r++) {
-        int64_t i = i0 + r, a = nlo(q_pos0 + i, k_pos0, tk, w) - k0;
+        int64_t i = i0 + r, a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
         int64_t nv = nvis(q_pos0 + i, k_pos0, tk) - k0;    /* visible: [a, nv) of p's row */
         float *restrict pr = p + r * nk;
+        if (nv <= a) {   /* (positions) the row's example starts after the block */
+            for (int64_t j = 0; j < nk; j++)
+                pr[j] = 0.0f;
+            continue;
+        }
         if (cap > 0.0f)
             for (int64_t j = a; j < nv; j++)
                 pr[j] = capped(pr[j], cap);
@@ -163,11 +198,11 @@ static inline int64_t map_kv_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
     return b * mp->kv_hs + (mp->gofs + h) / mp->group;
 }
 
-void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
                                  int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, float scale, float cap, const float *q,
-                                 const float *k, const float *v, float *o_acc, float *m,
-                                 float *l)
+                                 int64_t window, const int32_t *qpos, float scale, float cap,
+                                 const float *q, const float *k, const float *v, float *o_acc,
+                                 float *m, float *l)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
@@ -181,15 +216,16 @@ void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             const float *qb = q + sq * tq * hd, *kb = k + skv * tk * hd,
                         *vb = v + skv * tk * hd;
             float *ob = o_acc + sq * tq * hd, *mb = m + sq * tq, *lb = l + sq * tq;
+            const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, cap, qb, kb,
-                              vb, ob, mb, lb, p);
+                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, pb, scale, cap, qb,
+                              kb, vb, ob, mb, lb, p);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
-                    int64_t a = nlo(q_pos0 + i, k_pos0, tk, window);
+                    int64_t a = row_lo(q_pos0 + i, k_pos0, tk, window, pb, i);
                     fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk) - a, hd, scale, cap,
                                       qb + i * hd,
                                       kb + a * hd, vb + a * hd, ob + i * hd, mb + i, lb + i);
@@ -197,6 +233,16 @@ void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             }
         }
     free(p);
+}
+
+void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, float scale, float cap, const float *q,
+                                 const float *k, const float *v, float *o_acc, float *m,
+                                 float *l)
+{
+    nnt_cpu_attn_fwd_packed_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, window, NULL, scale, cap,
+                                q, k, v, o_acc, m, l);
 }
 
 void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
@@ -253,14 +299,16 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
 static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, int64_t w, float scale, float cap,
-                      const float *q, const float *k, const float *v, const float *dout,
-                      const float *lse,
+                      int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
+                      float scale, float cap, const float *q, const float *k, const float *v,
+                      const float *dout, const float *lse,
                       const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
 {
     int64_t rows = i1 - i0;
-    int64_t k0 = nlo(q_pos0 + i0, k_pos0, tk, w);
+    int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
+    if (nk <= 0)
+        return;   /* (positions) no row sees a key of the block */
     const float *qc = q + i0 * hd, *doc = dout + i0 * hd, *kc = k + k0 * hd, *vc = v + k0 * hd;
     /* p (rows, nk) = scale q k[k0:]^T;  ds (rows, nk) = dout v[k0:]^T */
     nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, qc, hd, 0, kc, hd, 0, 0.0f, p, nk, 0,
@@ -269,8 +317,9 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
                         1);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
-        int64_t a = nlo(q_pos0 + i, k_pos0, tk, w) - k0;
+        int64_t a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
         int64_t nv = isinf(lse[i]) ? a : nvis(q_pos0 + i, k_pos0, tk) - k0;
+        nv = nv < a ? a : nv;   /* (positions) a row whose example starts after the block */
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
         if (cap > 0.0f)
             capped_softmax_grad(nv - a, pr + a, dsr + a, lse[i], d[i], cap);
@@ -316,12 +365,12 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, float cap,
     }
 }
 
-void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
                                  int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, float scale, float cap, const float *q,
-                                 const float *k, const float *v, const float *dout,
-                                 const float *lse, const float *d, float *dq, float *dk,
-                                 float *dv)
+                                 int64_t window, const int32_t *qpos, float scale, float cap,
+                                 const float *q, const float *k, const float *v,
+                                 const float *dout, const float *lse, const float *d,
+                                 float *dq, float *dk, float *dv)
 {
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
@@ -334,16 +383,18 @@ void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             int64_t sq = map_q_slab(mp, b, h);
             int64_t oq = sq * tq * hd, ok = map_kv_slab(mp, b, h) * tk * hd;
             const float *lb = lse + sq * tq, *db = d + sq * tq;
+            const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, scale, cap, q + oq,
+                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, pb, scale, cap,
+                              q + oq,
                               k + ok, v + ok, dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p,
                               p + ch * tk);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
-                    int64_t a = nlo(q_pos0 + i, k_pos0, tk, window);
+                    int64_t a = row_lo(q_pos0 + i, k_pos0, tk, window, pb, i);
                     int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk) - a;
                     int64_t oa = ok + a * hd;
                     bwd_row_noscratch(nv, hd, scale, cap, q + oq + i * hd, k + oa, v + oa,
@@ -353,6 +404,17 @@ void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             }
         }
     free(p);
+}
+
+void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, float scale, float cap, const float *q,
+                                 const float *k, const float *v, const float *dout,
+                                 const float *lse, const float *d, float *dq, float *dk,
+                                 float *dv)
+{
+    nnt_cpu_attn_bwd_packed_f32(dnnl, mp, tq, tk, hd, q_pos0, k_pos0, window, NULL, scale, cap,
+                                q, k, v, dout, lse, d, dq, dk, dv);
 }
 
 void nnt_cpu_attn_bwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,

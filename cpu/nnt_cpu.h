@@ -338,6 +338,12 @@ void nnt_cpu_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const
 void nnt_cpu_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
                       const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
                       float *y_lo, float *y_hi, int64_t ldy);
+/* nnt_cpu_rope_f32 on nb batch rows of nh slabs of nt rows each, row (b, h, t) at position
+ * pos[b * nt + t] (per-token positions: packed examples restart at 0).                 set */
+void nnt_cpu_rope_pos_f32(int64_t nb, int64_t nh, int64_t nt, int64_t n, const int32_t *pos,
+                          int sign, const float *inv_freq, const float *x_lo,
+                          const float *x_hi, int64_t ldx, float *y_lo, float *y_hi,
+                          int64_t ldy);
 
 /* ---- causal attention, flash style -----------------------------------------------------------
  * nbh independent (batch, head) slabs. q, o: (nbh, tq, hd); k, v: (nbh, tk, hd) contiguous.
@@ -409,6 +415,23 @@ void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
                                  int64_t window, float scale, float cap, const float *q,
                                  const float *k, const float *v, const float *dout, const float *lse,
                                  const float *d, float *dq, float *dk, float *dv);
+/* The _window kernels with per-token positions of the queries: qpos (map->nb, tq), row b of
+ * the batch rows the map covers (NULL: the _window kernels). The query at sequence index qp
+ * with position p = qpos[b][qp - q_pos0] (clamped to [0, qp]) sees the keys of its example
+ * only, qp - p <= kp <= qp (and those of the window): packed examples whose positions
+ * restart at 0, Hugging Face's mask for packed position_ids. Rows and keys no query sees
+ * are skipped as the window's are.                                                       */
+void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, const int32_t *qpos, float scale, float cap,
+                                 const float *q, const float *k, const float *v, float *o_acc,
+                                 float *m, float *l);
+void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, const int32_t *qpos, float scale, float cap,
+                                 const float *q, const float *k, const float *v,
+                                 const float *dout, const float *lse, const float *d,
+                                 float *dq, float *dk, float *dv);
 
 /* ---- softmax rows (cross-entropy, attention), n contiguous elements ------------------------ */
 /* max of x[0..n), n >= 1 */

@@ -20,6 +20,9 @@
  * Grouped-query attention: the slabs come from an nnt_attn_map (cpu/nnt_cpu.h): fwd and dq
  * blocks run over the q slabs and read the kv slab each one maps to; dk/dv blocks run over
  * the kv slabs, so the q heads of a group add into registers of one thread, in a fixed order.
+ * Packed examples (qpos, the queries' positions (nb, tq), or NULL): the query at qp with
+ * position p (clamped to [0, qp]) also masks the keys before qp - p, its example's first
+ * token, as the CPU kernels do; the chunks start where they did (a superset).
  * No atomics: every output element is owned by exactly one thread. head_dim <= 256; the
  * register footprint is chosen by a template bucket (64, 128, 256). */
 #include "nnt_cuda.h"
@@ -114,12 +117,24 @@ __host__ __device__ inline int64_t key_begin(int64_t qp, int64_t k_pos0, int64_t
     return w > 0 && b > 0 ? b : 0;
 }
 
+/* the first key position the query at qp of batch row b (of the map) sees: its example's
+ * first token, qp - pos clamped to [0, qp] (qpos NULL: 0, every earlier key) */
+__device__ __forceinline__ int64_t example_begin(const int32_t *qpos, int64_t b, int64_t tq,
+                                                 int64_t row, int64_t qp)
+{
+    if (!qpos)
+        return 0;
+    const int64_t p = qpos[b * tq + row];
+    return qp - (p < 0 ? 0 : (p > qp ? qp : p));
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0, int64_t k_pos0,
-                int64_t w, float scale, float cap, const float *__restrict__ q, const float *__restrict__ k,
+                int64_t w, const int32_t *__restrict__ qpos, float scale, float cap,
+                const float *__restrict__ q, const float *__restrict__ k,
                 const float *__restrict__ v, float *__restrict__ o_acc, float *__restrict__ m,
                 float *__restrict__ l)
 {
@@ -134,7 +149,7 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
     const int64_t r0 = (int64_t)blockIdx.x * kBR;
     const int64_t row = r0 + g;
     const bool valid = row < tq;
-    const int64_t qpos = q_pos0 + row;
+    const int64_t qpos0 = q_pos0 + row;   /* the query's sequence index */
     const int64_t rlast = (r0 + kBR < tq ? r0 + kBR : tq) - 1;
     /* keys visible to at least one row of the tile: positions <= q_pos0 + rlast */
     int64_t kend = q_pos0 + rlast - k_pos0 + 1;
@@ -150,6 +165,7 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
         const float *ks = k + kslab * tk * hd;
         const float *vs = v + kslab * tk * hd;
         const int64_t ri = slab * tq + row;
+        const int64_t qlo = valid ? example_begin(qpos, s / mp.nh, tq, row, qpos0) : 0;
 
         __syncthreads(); /* previous slab done with shared memory */
         load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
@@ -183,8 +199,8 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
 #pragma unroll
             for (int jj = 0; jj < kPerLane; ++jj) {
                 const int64_t key = c0 + l8 + 8 * jj;
-                const bool ok = valid && key < tk && k_pos0 + key <= qpos &&
-                                (w <= 0 || k_pos0 + key > qpos - w);
+                const bool ok = valid && key < tk && k_pos0 + key <= qpos0 &&
+                                (w <= 0 || k_pos0 + key > qpos0 - w) && k_pos0 + key >= qlo;
                 sc[jj] = ok ? capped(scale * sc[jj], cap) : -INFINITY;
                 cmax = fmaxf(cmax, sc[jj]);
             }
@@ -245,7 +261,8 @@ attn_fwd_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-                   int64_t k_pos0, int64_t w, float scale, float cap, const float *__restrict__ q, const float *__restrict__ k,
+                   int64_t k_pos0, int64_t w, const int32_t *__restrict__ qpos, float scale,
+                   float cap, const float *__restrict__ q, const float *__restrict__ k,
                    const float *__restrict__ v, const float *__restrict__ dout,
                    const float *__restrict__ lse, const float *__restrict__ dd,
                    float *__restrict__ dq)
@@ -262,7 +279,7 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
     const int64_t r0 = (int64_t)blockIdx.x * kBR;
     const int64_t row = r0 + g;
     const bool valid = row < tq;
-    const int64_t qpos = q_pos0 + row;
+    const int64_t qpos0 = q_pos0 + row;   /* the query's sequence index */
     const int64_t rlast = (r0 + kBR < tq ? r0 + kBR : tq) - 1;
     int64_t kend = q_pos0 + rlast - k_pos0 + 1;
     if (kend > tk)
@@ -279,6 +296,7 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
         const float *ks = k + kslab * tk * hd;
         const float *vs = v + kslab * tk * hd;
         const int64_t ri = slab * tq + row;
+        const int64_t qlo = valid ? example_begin(qpos, s / mp.nh, tq, row, qpos0) : 0;
 
         __syncthreads();
         load_rows(sQ, pitch, qs, r0, tq, hd, kBR);
@@ -316,8 +334,9 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
 #pragma unroll
             for (int jj = 0; jj < kPerLane; ++jj) {
                 const int64_t key = c0 + l8 + 8 * jj;
-                const bool ok = valid && key < tk && k_pos0 + key <= qpos &&
-                                (w <= 0 || k_pos0 + key > qpos - w) && lr != -INFINITY;
+                const bool ok = valid && key < tk && k_pos0 + key <= qpos0 &&
+                                (w <= 0 || k_pos0 + key > qpos0 - w) && lr != -INFINITY &&
+                                k_pos0 + key >= qlo;
                 float gc = 1.0f;
                 const float sv = capped_grad(scale * sc[jj], cap, &gc);
                 const float p = ok ? expf(sv - lr) : 0.0f;
@@ -352,7 +371,8 @@ attn_bwd_dq_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_po
 template <int HDMAX>
 __global__ void __launch_bounds__(kThreads)
 attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-                     int64_t k_pos0, int64_t w, float scale, float cap, const float *__restrict__ q,
+                     int64_t k_pos0, int64_t w, const int32_t *__restrict__ qpos, float scale,
+                     float cap, const float *__restrict__ q,
                      const float *__restrict__ k, const float *__restrict__ v,
                      const float *__restrict__ dout, const float *__restrict__ lse,
                      const float *__restrict__ dd, float *__restrict__ dk,
@@ -448,7 +468,8 @@ attn_bwd_dkdv_kernel(nnt_attn_map mp, int64_t tq, int64_t tk, int hd, int64_t q_
                     const int64_t qr = r0 + r;
                     const float lr = sL[r];
                     const bool ok = valid && qr < tq && kpos <= q_pos0 + qr &&
-                                    (w <= 0 || kpos > q_pos0 + qr - w) && lr != -INFINITY;
+                                    (w <= 0 || kpos > q_pos0 + qr - w) && lr != -INFINITY &&
+                                    kpos >= example_begin(qpos, b, tq, qr, q_pos0 + qr);
                     float gc = 1.0f;
                     const float sv = capped_grad(scale * sc[jj], cap, &gc);
                     const float p = ok ? expf(sv - lr) : 0.0f;
@@ -545,7 +566,8 @@ bool bad_sizes(const nnt_attn_map &mp, int64_t tq, int64_t tk, int64_t hd)
 
 template <int HDMAX>
 int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-               int64_t k_pos0, int64_t w, float scale, float cap, const float *q, const float *k, const float *v,
+               int64_t k_pos0, int64_t w, const int32_t *qpos, float scale, float cap,
+               const float *q, const float *k, const float *v,
                float *o_acc, float *m, float *l, cudaStream_t stream)
 {
     const int pitch = pitch_for(hd);
@@ -555,13 +577,15 @@ int fwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_fwd_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(mp, tq, tk, hd, q_pos0, k_pos0,
-                                                            w, scale, cap, q, k, v, o_acc, m, l);
+                                                            w, qpos, scale, cap, q, k, v, o_acc,
+                                                            m, l);
     return launch_status();
 }
 
 template <int HDMAX>
 int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q_pos0,
-               int64_t k_pos0, int64_t w, float scale, float cap, const float *q, const float *k, const float *v,
+               int64_t k_pos0, int64_t w, const int32_t *qpos, float scale, float cap,
+               const float *q, const float *k, const float *v,
                const float *dout, const float *lse, const float *d, float *dq, float *dk,
                float *dv, cudaStream_t stream)
 {
@@ -573,7 +597,7 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_bwd_dq_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, cap, q, k, v, dout, lse, d, dq);
+        mp, tq, tk, hd, q_pos0, k_pos0, w, qpos, scale, cap, q, k, v, dout, lse, d, dq);
     ret = launch_status();
     if (ret)
         return ret;
@@ -585,17 +609,18 @@ int bwd_launch(const nnt_attn_map &mp, int64_t tq, int64_t tk, int hd, int64_t q
     if (ret)
         return ret;
     attn_bwd_dkdv_kernel<HDMAX><<<grid, kThreads, smem, stream>>>(
-        mp, tq, tk, hd, q_pos0, k_pos0, w, scale, cap, q, k, v, dout, lse, d, dk, dv);
+        mp, tq, tk, hd, q_pos0, k_pos0, w, qpos, scale, cap, q, k, v, dout, lse, d, dk, dv);
     return launch_status();
 }
 
 } /* namespace */
 
-extern "C" int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+extern "C" int nnt_cuda_attn_fwd_packed_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
                                             int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                            int64_t window, float scale, float cap, const float *q,
-                                            const float *k, const float *v, float *o_acc,
-                                            float *m, float *l, cudaStream_t stream)
+                                            int64_t window, const int32_t *qpos, float scale,
+                                            float cap, const float *q, const float *k,
+                                            const float *v, float *o_acc, float *m, float *l,
+                                            cudaStream_t stream)
 {
     if (!map || bad_sizes(*map, tq, tk, hd) || window < 0)
         return -1;
@@ -604,13 +629,23 @@ extern "C" int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq,
         return 0; /* as on the CPU: nothing to do (hd == 0 leaves m, l alone) */
     const int h = (int)hd;
     if (h <= 64)
-        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, o_acc, m,
-                              l, stream);
+        return fwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, qpos, scale, cap, q, k,
+                              v, o_acc, m, l, stream);
     if (h <= 128)
-        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, o_acc, m,
-                               l, stream);
-    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, o_acc, m, l,
-                           stream);
+        return fwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, qpos, scale, cap, q, k,
+                               v, o_acc, m, l, stream);
+    return fwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, qpos, scale, cap, q, k, v,
+                           o_acc, m, l, stream);
+}
+
+extern "C" int nnt_cuda_attn_fwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+                                            int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                            int64_t window, float scale, float cap, const float *q,
+                                            const float *k, const float *v, float *o_acc,
+                                            float *m, float *l, cudaStream_t stream)
+{
+    return nnt_cuda_attn_fwd_packed_f32(map, tq, tk, hd, q_pos0, k_pos0, window, NULL, scale,
+                                        cap, q, k, v, o_acc, m, l, stream);
 }
 
 extern "C" int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
@@ -666,12 +701,13 @@ extern "C" int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, c
     return launch_status();
 }
 
-extern "C" int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+extern "C" int nnt_cuda_attn_bwd_packed_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
                                             int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                            int64_t window, float scale, float cap, const float *q,
-                                            const float *k, const float *v, const float *dout,
-                                            const float *lse, const float *d, float *dq,
-                                            float *dk, float *dv, cudaStream_t stream)
+                                            int64_t window, const int32_t *qpos, float scale,
+                                            float cap, const float *q, const float *k,
+                                            const float *v, const float *dout, const float *lse,
+                                            const float *d, float *dq, float *dk, float *dv,
+                                            cudaStream_t stream)
 {
     if (!map || bad_sizes(*map, tq, tk, hd) || window < 0)
         return -1;
@@ -680,13 +716,24 @@ extern "C" int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq,
         return 0; /* as on the CPU: nothing to do */
     const int h = (int)hd;
     if (h <= 64)
-        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, dout, lse,
-                              d, dq, dk, dv, stream);
+        return bwd_launch<64>(mp, tq, tk, h, q_pos0, k_pos0, window, qpos, scale, cap, q, k,
+                              v, dout, lse, d, dq, dk, dv, stream);
     if (h <= 128)
-        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, dout, lse,
-                               d, dq, dk, dv, stream);
-    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, scale, cap, q, k, v, dout, lse, d,
-                           dq, dk, dv, stream);
+        return bwd_launch<128>(mp, tq, tk, h, q_pos0, k_pos0, window, qpos, scale, cap, q, k,
+                               v, dout, lse, d, dq, dk, dv, stream);
+    return bwd_launch<256>(mp, tq, tk, h, q_pos0, k_pos0, window, qpos, scale, cap, q, k, v,
+                           dout, lse, d, dq, dk, dv, stream);
+}
+
+extern "C" int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,
+                                            int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                            int64_t window, float scale, float cap, const float *q,
+                                            const float *k, const float *v, const float *dout,
+                                            const float *lse, const float *d, float *dq,
+                                            float *dk, float *dv, cudaStream_t stream)
+{
+    return nnt_cuda_attn_bwd_packed_f32(map, tq, tk, hd, q_pos0, k_pos0, window, NULL, scale,
+                                        cap, q, k, v, dout, lse, d, dq, dk, dv, stream);
 }
 
 extern "C" int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk,

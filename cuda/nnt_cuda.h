@@ -201,6 +201,12 @@ int nnt_cuda_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const
 int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
                       const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
                       float *y_lo, float *y_hi, int64_t ldy, cudaStream_t stream);
+/* Twin of nnt_cpu_rope_pos_f32: row (b, h, t) at position pos[b * nt + t], pos (nb, nt) on the
+ * device (packed examples). */
+int nnt_cuda_rope_pos_f32(int64_t nb, int64_t nh, int64_t nt, int64_t n, const int32_t *pos,
+                          int sign, const float *inv_freq, const float *x_lo, const float *x_hi,
+                          int64_t ldx, float *y_lo, float *y_hi, int64_t ldy,
+                          cudaStream_t stream);
 
 /* ---- causal attention, flash style (cuda/attention.cu) -----------------------------------------
  * Same layout and state conventions as the CPU kernels: q, o (nbh, tq, hd); k, v (nbh, tk, hd);
@@ -238,6 +244,20 @@ int nnt_cuda_attn_bwd_window_f32(const nnt_attn_map *map, int64_t tq, int64_t tk
                                  float cap, const float *q, const float *k, const float *v,
                                  const float *dout, const float *lse, const float *d,
                                  float *dq, float *dk, float *dv, cudaStream_t stream);
+/* The _window kernels with the queries' positions qpos (map->nb, tq) int32 on the device, or
+ * NULL (cpu/nnt_cpu.h's _packed kernels): packed examples, each query sees its example's keys
+ * only. */
+int nnt_cuda_attn_fwd_packed_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                                 int64_t q_pos0, int64_t k_pos0, int64_t window,
+                                 const int32_t *qpos, float scale, float cap, const float *q,
+                                 const float *k, const float *v, float *o_acc, float *m,
+                                 float *l, cudaStream_t stream);
+int nnt_cuda_attn_bwd_packed_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,
+                                 int64_t q_pos0, int64_t k_pos0, int64_t window,
+                                 const int32_t *qpos, float scale, float cap, const float *q,
+                                 const float *k, const float *v, const float *dout,
+                                 const float *lse, const float *d, float *dq, float *dk,
+                                 float *dv, cudaStream_t stream);
 int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse,
                                    cudaStream_t stream);

@@ -320,7 +320,9 @@ NNT_API int nnt_tensor_layernorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_
 /* out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] with tokens (B, T) NNT_INT32, wte (V, C),
  * wpe (maxT, C) with maxT >= T or NULL (no position embedding), out (B, T, C). out's (B, T)
  * tiling equals tokens'; wte's and wpe's C tiling equal out's; wpe's row tile equals out's
- * T tile. Token ids outside [0, V) give zero rows. */
+ * T tile. Token ids outside [0, V) give zero rows. Per-token positions (packed examples):
+ * the rows of wpe at positions (B, T) NNT_INT32 are nnt_tensor_embedding(positions, wpe,
+ * NULL, tmp), added to out (nnt_layer_set_positions does it so for GPT-2). */
 NNT_API int nnt_tensor_embedding(nnt_tensor *tokens, nnt_tensor *wte, nnt_tensor *wpe,
                                  nnt_tensor *out);
 /* dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += sum_b dout[b, t, :]
@@ -355,9 +357,17 @@ typedef struct nnt_tensor_attention_options {
     double softcap;   /* > 0: each score s = scale q.k is soft-capped to softcap tanh(s /
                          softcap) before the mask and softmax (Gemma 2's
                          attn_logit_softcapping); 0: none                                    */
+    /* appended in 0.3 (a size without it gets the fields above only) */
+    nnt_tensor *positions;  /* packed examples: (B, T) NNT_INT32, q's B and T tiling, each
+                         token's position in its example (Hugging Face's position_ids that
+                         restart at 0 at each example); the query at index i with position
+                         p (clamped to 0 .. i) sees the keys i - p <= j <= i only (its
+                         example; the window still applies); NULL: every earlier key. The
+                         _kv form refuses it                                                */
 } nnt_tensor_attention_options;
 
-#define NNT_TENSOR_ATTENTION_OPTIONS_INIT { sizeof(nnt_tensor_attention_options), 0.0, 0, 0.0 }
+#define NNT_TENSOR_ATTENTION_OPTIONS_INIT \
+    { sizeof(nnt_tensor_attention_options), 0.0, 0, 0.0, NULL }
 
 /* nnt_tensor_attention and _backward with options (NULL: the INIT values). A window gives
  * the same result as masking the keys outside it, and costs less: a query tile and a key
@@ -465,6 +475,14 @@ NNT_API int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t
 /* dx = the inverse rotation of dy (the gradient of nnt_tensor_rope); dx may be dy. */
 NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts,
                                      int64_t pos_offset, nnt_tensor *dx);
+/* nnt_tensor_rope with a position per token: the head vectors of token (b, t) rotated to
+ * position positions[b, t], positions (B, T) NNT_INT32 with x's B and T tiling (packed
+ * examples: Hugging Face's position_ids restarting at 0). */
+NNT_API int nnt_tensor_rope_positions(nnt_tensor *x, const nnt_rope_options *opts,
+                                      nnt_tensor *positions, nnt_tensor *y);
+/* dx = the inverse rotation of dy at the same positions; dx may be dy. */
+NNT_API int nnt_tensor_rope_positions_backward(nnt_tensor *dy, const nnt_rope_options *opts,
+                                               nnt_tensor *positions, nnt_tensor *dx);
 
 /* Causal attention of Tq queries that follow cached keys: query i of q (B, NH, Tq, hd) sits
  * at position past + i and attends keys 0 .. past + i of k, v (B, NKV, Tk, hd), past + Tq
@@ -582,6 +600,16 @@ NNT_API int nnt_layer_set_targets(nnt_layer *layer, nnt_tensor *targets);
  * micro-batches divided by the step's counted targets N, num_items_in_batch), give every
  * micro-batch N / accum_steps: the optimizer divides the summed gradients by accum_steps. */
 NNT_API int nnt_layer_set_targets_ex(nnt_layer *layer, nnt_tensor *targets, double divisor);
+/* Packed rows (several examples in a row, as TRL's padding-free packing trains them): the
+ * position of every token in its example, positions (B, T) NNT_INT32 of the input's B and T
+ * (Hugging Face's position_ids, 0 at each example's first token, then 1, 2, ...). The next
+ * forwards of layer's tree (and their backwards) use them: rotary positions (Llama, Gemma,
+ * MoE families) and GPT-2's position table read them, and attention lets a token see the
+ * earlier tokens of its own example only (i - p .. i for position p; a window still applies).
+ * Not copied: the tensor must stay alive, unchanged and set until the backwards of those
+ * forwards are submitted (recomputing blocks read it again). NULL: positions 0 .. T-1 of
+ * one sequence a row again (the default). Generation (nnt_model_generate) ignores them. */
+NNT_API int nnt_layer_set_positions(nnt_layer *layer, nnt_tensor *positions);
 /* y = layer(x). y (may be NULL) gets the layer's output tensor (see above). For a layer
  * with targets, forward also computes the mean loss (nnt_layer_loss). */
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y);
@@ -1251,6 +1279,12 @@ NNT_API int nnt_data_read(nnt_data *data, int64_t pos, int32_t *ids, int64_t n);
  * token of a source without one). A token that does not count is a target the trainer sets to
  * the cross-entropy's ignore index (-1), as transformers' label -100. */
 NNT_API int nnt_data_read_mask(nnt_data *data, int64_t pos, uint8_t *counts, int64_t n);
+/* Where examples start in tokens pos .. pos + n - 1 (wrapping as nnt_data_read): starts[i] 1
+ * when the token is an example's first token, from the example starts of nnt-tokenize's packed
+ * files (nnt-tokenize --pack; every row's first token is one), else 0 (all 0 for a source
+ * without them). The position of a token in its example (nnt_layer_set_positions) is 0 at a
+ * start, else one more than the token before it's; the trainer does this by itself. */
+NNT_API int nnt_data_read_starts(nnt_data *data, int64_t pos, uint8_t *starts, int64_t n);
 
 /* What a source holds (nnt_data_info_get). */
 typedef struct nnt_data_info {
@@ -1262,9 +1296,12 @@ typedef struct nnt_data_info {
     int64_t block;                /* > 0: the files are rows of block tokens, one or more whole
                                      examples each (nnt-tokenize --seq): train with T = block;
                                      0: a stream                                              */
+    /* appended in 0.3 (a size without it: not written) */
+    int starts;                   /* 1: a file records where its examples start (packed rows,
+                                     nnt-tokenize --pack): nnt_data_read_starts               */
 } nnt_data_info;
 
-#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0 }
+#define NNT_DATA_INFO_INIT { sizeof(nnt_data_info), NNT_DATA_AUTO, 0, 0, 0, 0, 0 }
 
 NNT_API int nnt_data_info_get(const nnt_data *data, nnt_data_info *info);
 

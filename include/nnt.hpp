@@ -567,6 +567,17 @@ inline void rope_backward(tensor_ref dy, const nnt_rope_options *opts, std::int6
 {
     check(nnt_tensor_rope_backward(dy.get(), opts, pos_offset, dx.get()));
 }
+/* RoPE at a position per token, positions (B, T) int32 (packed examples), and its gradient. */
+inline void rope_positions(tensor_ref x, const nnt_rope_options *opts, tensor_ref positions,
+                           tensor_ref y)
+{
+    check(nnt_tensor_rope_positions(x.get(), opts, positions.get(), y.get()));
+}
+inline void rope_positions_backward(tensor_ref dy, const nnt_rope_options *opts,
+                                    tensor_ref positions, tensor_ref dx)
+{
+    check(nnt_tensor_rope_positions_backward(dy.get(), opts, positions.get(), dx.get()));
+}
 /* Sum of squares of every element of the tensors (waits). */
 inline double sumsq(span<const tensor_ref> tensors)
 {
@@ -803,6 +814,13 @@ public:
         check(nnt_layer_set_targets_ex(h(), targets.get(), divisor));
     }
     void clear_targets() { check(nnt_layer_set_targets(h(), nullptr)); }
+    /* Packed rows: each token's position in its example, (B, T) int32 (not copied: keep it
+     * until the forwards are submitted); the examples attend to themselves only. */
+    void set_positions(tensor_ref positions)
+    {
+        check(nnt_layer_set_positions(h(), positions.get()));
+    }
+    void clear_positions() { check(nnt_layer_set_positions(h(), nullptr)); }
     /* y = layer(x); y belongs to the layer, valid until its next forward or backward. */
     tensor_ref forward(tensor_ref x)
     {
@@ -1274,6 +1292,13 @@ public:
         std::vector<std::uint8_t> counts(static_cast<std::size_t>(n > 0 ? n : 0));
         check(nnt_data_read_mask(get(), pos, counts.data(), n));
         return counts;
+    }
+    /* Whether the n tokens from pos start an example (1) or not (0): packed files. */
+    std::vector<std::uint8_t> read_starts(std::int64_t pos, std::int64_t n)
+    {
+        std::vector<std::uint8_t> starts(static_cast<std::size_t>(n > 0 ? n : 0));
+        check(nnt_data_read_starts(get(), pos, starts.data(), n));
+        return starts;
     }
     nnt_data_info info() const
     {

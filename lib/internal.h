@@ -74,6 +74,13 @@ struct nnt_tensor {
     int ids_known;
     int32_t ids_min, ids_max;
     int64_t ids_argmin, ids_argmax;  /* the first element (row-major) holding each         */
+    /* An NNT_INT32 tensor whose values are known on the host (nnt_tensor_copy_from_host, or
+     * nnt_tensor_copy of such a tensor): a copy of them (row-major, ids_host_n of them; 0:
+     * none, e.g. after a task wrote the tensor), for operations that plan their tasks by
+     * them (the attention's positions skip the tile pairs wholly across examples). Not a
+     * licence to check values written by tasks: ids_known stays as it was. */
+    int32_t *ids_host;            /* owned; may outlive ids_host_n (reused)               */
+    int64_t ids_host_n;
 };
 
 struct nnt_ctx {
@@ -578,10 +585,17 @@ typedef struct nnt_rope_task {
     int64_t nbh, nt, n, pos0, ld;
     int sign;    /* +1: rotate by +angle (forward), -1: by -angle (backward) */
     int whole;
+    int64_t nb, nh;   /* with positions: the tile's batch rows and heads (nbh = nb nh)   */
 } nnt_rope_task;
 int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
                     starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
                     starpu_data_handle_t y_lo, starpu_data_handle_t y_hi);
+/* nnt_insert_rope with the positions of the rows from pos, the (t->nb, t->nt) int32 tile of
+ * the tokens' positions (pos0 unused). */
+int nnt_insert_rope_pos(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
+                        starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
+                        starpu_data_handle_t y_lo, starpu_data_handle_t y_hi,
+                        starpu_data_handle_t pos);
 
 /* lib/codelets/embedding.c */
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
@@ -601,7 +615,8 @@ struct nnt_attn_map;
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
                               int64_t window, float scale, float cap,
-                              const starpu_data_handle_t *h, int init);
+                              const starpu_data_handle_t *h, int init,
+                              starpu_data_handle_t pos);
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                                  starpu_data_handle_t o, starpu_data_handle_t m,
                                  starpu_data_handle_t l, starpu_data_handle_t lse);
@@ -611,7 +626,8 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
 int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
                               int64_t window, float scale, float cap,
-                              const starpu_data_handle_t *h, int init_dq, int init_dkv);
+                              const starpu_data_handle_t *h, int init_dq, int init_dkv,
+                              starpu_data_handle_t pos);
 
 /* lib/codelets/xent.c */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,
@@ -681,11 +697,15 @@ int nnt_whole_last_out(nnt_tensor *t, nnt_tensor **out);
 int nnt_whole_last_finish(nnt_tensor *tmp, nnt_tensor *dst, int rc);
 /* Release a stand-in input (no-op when it is the tensor itself or NULL). */
 void nnt_whole_last_drop(nnt_tensor *tmp, nnt_tensor *orig);
+/* dst (just written by a copy of src, same shape, row-major order kept) holds src's values
+ * as kept on the host (ids_host), when they are: the copy keeps them (not ids_known). */
+void nnt_tensor_copy_known_ids(const nnt_tensor *src, nnt_tensor *dst);
 /* Mark t as written (after its producing tasks were submitted). */
 static inline void nnt_tensor_mark_written(nnt_tensor *t)
 {
     t->written = 1;
     t->ids_known = 0;   /* the values a task wrote are not known on the host */
+    t->ids_host_n = 0;
 }
 
 /* ---- tokenizers (lib/data/tokenizer.c) ------------------------------------------------- */

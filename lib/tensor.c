@@ -244,6 +244,7 @@ int nnt_tensor_destroy(nnt_tensor *t)
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
     }
     free(t->tiles);
+    free(t->ids_host);
     t->magic = 0;
     free(t);
     return NNT_OK;
@@ -404,6 +405,29 @@ static void note_ids(nnt_tensor *t, const int32_t *v, int64_t n)
     }
 }
 
+/* A copy of the n int32 values v of t on the host (ids_host); none when out of memory. */
+static void keep_values(nnt_tensor *t, const int32_t *v, int64_t n)
+{
+    t->ids_host_n = 0;
+    if (t->dtype != NNT_INT32 || n <= 0)
+        return;
+    int32_t *h = realloc(t->ids_host, (size_t)n * sizeof *h);
+    if (!h)
+        return;   /* (the old array stays owned) */
+    memcpy(h, v, (size_t)n * sizeof *h);
+    t->ids_host = h;
+    t->ids_host_n = n;
+}
+
+void nnt_tensor_copy_known_ids(const nnt_tensor *src, nnt_tensor *dst)
+{
+    int64_t n = 1;
+    for (int d = 0; d < dst->ndim; d++)
+        n *= dst->shape[d];
+    if (src->ids_host_n == n && src->ids_host)
+        keep_values(dst, src->ids_host, n);
+}
+
 int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)
 {
     const char *fn = "nnt_tensor_copy_from_host";
@@ -411,6 +435,7 @@ int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)
     if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0) {
         t->written = 1;
         note_ids(t, src, (int64_t)(bytes / t->elsize));
+        keep_values(t, src, (int64_t)(bytes / t->elsize));
     }
     return rc;
 }
@@ -439,6 +464,7 @@ int nnt_tensor_fill(nnt_tensor *t, double value)
         int32_t v = t->dtype == NNT_INT32 ? (int32_t)value : 0;
         t->written = 1;
         note_ids(t, &v, 1);   /* every element v: the first holds it */
+        t->ids_host_n = 0;    /* (the values kept are not written out for a fill) */
     }
     return rc;
 }
@@ -566,7 +592,7 @@ void nnt_tensor_invalidate(nnt_tensor *t)
 {
     nnt_tensor_forget_copies(t);   /* no rank keeps a stale copy */
     if (each_tile(t, starpu_data_invalidate_submit))
-        t->written = 0, t->ids_known = 0;
+        t->written = 0, t->ids_known = 0, t->ids_host_n = 0;
 }
 
 /* Only under a RAM budget or with a swap, the only case where the hint helps: without

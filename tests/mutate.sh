@@ -53,7 +53,7 @@ rope_freq_exponent|lib/ops/rope.c|s@float e = (float)(2 \* i) / (float)hd;@float
 rope_llama3_smooth|lib/ops/rope.c|s@f = (1.0f - s) \* f / factor + s \* f;@f = (1.0f - s) * f + s * f / factor;@|RoPE llama3: smoothing weights swapped
 gqa_kv_head|cpu/attention.c|s@return b \* mp->kv_hs + (mp->gofs + h) / mp->group;@return b * mp->kv_hs + (mp->gofs + h) % mp->kv_hs;@|grouped-query attention: q head h reads kv head h mod NKV (interleaved; whole kv tiles) instead of h / G
 gqa_span|lib/ops/attention.c|s@\*last = (h1 - 1) / g / k->tile\[1\];@*last = h0 / g / k->tile[1];@|grouped-query attention: a q head tile that spans two kv head tiles reads only the first
-gqa_dkv_init|lib/ops/attention.c|s@!touched_q\[qi\], !touched_kv\[kj\]);@!touched_q[qi], i == j);@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
+gqa_dkv_init|lib/ops/attention.c|s@!touched_q\[qi\], !touched_kv\[kj\],@!touched_q[qi], i == j,@|grouped-query attention backward: dk, dv tiles zeroed again by the diagonal task of every q head tile (the multi-head rule)
 llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], &a->rope, past, a->qkv\[1\]));@; /* k not rotated */@|attention layer: RoPE applied to q only
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
@@ -85,6 +85,12 @@ chunk_limit_strict|lib/ctx_alloc.c|s@return bytes <= NNT_STARPU_CHUNK_ALLOC_MAX;
 chunks_kept_none|lib/ctx_alloc.c|s@return empty < NNT_STARPU_CHUNKS_KEPT ? empty : NNT_STARPU_CHUNKS_KEPT;@return 0;@|budget with CUDA workers: the empty chunks StarPU keeps not counted
 tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, dwte), dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, dwte), dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
 window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
+packed_prev_key|cpu/attention.c|s@int64_t s = qp - p - k_pos0;@int64_t s = qp - p - 1 - k_pos0;@|packed examples: a query also sees the last key of the previous example
+packed_chunk_lo|cpu/attention.c|s@k0 = a < k0 ? a : k0;@k0 = a > k0 ? a : k0;@|packed examples: a chunk of query rows starts at the latest example start of its rows (earlier rows lose keys)
+packed_no_reset|lib/train/trainer.c|s@p = starts\[b \* T + t\] ? 0 : p;@p = p;@|trainer: positions not reset where examples start (only at the first token of each row)
+packed_rope_index|cpu/rope.c|s@double p = (double)pos\[b \* nt + t\];@double p = (double)t;@|RoPE with positions: the row index of the tile instead of the position of the token
+packed_skip_edge|lib/ops/attention.c|s@return begin >= 0 \&\& kt->pos0 + kt->rows - 1 < begin;@return begin >= 0 \&\& kt->pos0 + kt->rows - 1 <= begin;@|packed examples: a key tile whose last key is the first of an example skipped (the queries of that example lose it)
+packed_wpe_grad|lib/layers/leaf.c|s@return nnt_tensor_embedding_backward(e->pos, dout, dwpe, NULL);@return nnt_tensor_embedding_backward(e->tokens, dout, dwpe, NULL);@|GPT-2 with positions: the gradient of the position table scattered by token id
 sft_mask_shift|lib/train/trainer.c|s@read_range_mask(data, start, len, pos + 1, tr->mask, B \* T)@read_range_mask(data, start, len, pos, tr->mask, B * T)@|trainer, masked data: the mask of the inputs taken for the targets (shifted by one)
 sft_mean_of_means|lib/train/trainer.c|s@    divisor /= (double)o->accum;@    divisor = 0;@|trainer, masked data: each micro-batch its own mean (the mean of means, not the sum over the step / N of transformers)
 sft_targets_kept|lib/train/trainer.c|s@tr->kept\[i\] = tr->mask\[i\] ? targets\[i\] : NNT_TRAINER_IGNORE;@tr->kept[i] = targets[i];@|trainer, masked data: every target counted

@@ -296,6 +296,15 @@ run train_cpp(nnt::context &ctx, const nnt::model_config &cfg)
     m.forward(tok);
     EXPECT(std::fabs(m.loss() - mean / 2) <= 1e-12 * mean);
     m.set_targets(tgt);
+    nnt::tensor pos(ctx, NNT_INT32, {B, T});   /* positions 0 .. T-1 a row: the same loss */
+    std::vector<std::int32_t> at(static_cast<std::size_t>(B * T));
+    for (std::size_t i = 0; i < at.size(); i++)
+        at[i] = static_cast<std::int32_t>(i % T);
+    pos.copy_from_host(at);
+    m.set_positions(pos);
+    m.forward(tok);
+    EXPECT(m.loss() == mean);
+    m.clear_positions();
     for (const nnt::param_info &p : m.params())
         r.params.push_back(p.value.to_vector<float>());
     r.generated = m.generate(prompt, 5);
@@ -491,6 +500,7 @@ void test_tokens(nnt::context &)
     EXPECT(d.num_tokens() == 6 && d.format() == NNT_DATA_TEXT);
     EXPECT((d.read(4, 4) == std::vector<std::int32_t>{'e', 'f', 'a', 'b'}));
     EXPECT((d.read_mask(4, 3) == std::vector<std::uint8_t>{1, 1, 1}));   /* text: no mask */
+    EXPECT((d.read_starts(4, 3) == std::vector<std::uint8_t>{0, 0, 0}));   /* nor starts */
     EXPECT(d.info().masked == 0 && d.info().tokens == d.num_tokens() && d.info().block == 0);
     nnt::data d2 = std::move(d);
     EXPECT(!d && d2.num_tokens() == 6);

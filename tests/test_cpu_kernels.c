@@ -42,6 +42,8 @@ static void *failing_malloc(size_t n)
 #define nnt_cpu_attn_bwd_gqa_f32 noscratch_attn_bwd_gqa
 #define nnt_cpu_attn_fwd_window_f32 noscratch_attn_fwd_window
 #define nnt_cpu_attn_bwd_window_f32 noscratch_attn_bwd_window
+#define nnt_cpu_attn_fwd_packed_f32 noscratch_attn_fwd_packed
+#define nnt_cpu_attn_bwd_packed_f32 noscratch_attn_bwd_packed
 #undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
 #include "../cpu/attention.c"
 #undef malloc
@@ -53,6 +55,8 @@ static void *failing_malloc(size_t n)
 #undef nnt_cpu_attn_bwd_gqa_f32
 #undef nnt_cpu_attn_fwd_window_f32
 #undef nnt_cpu_attn_bwd_window_f32
+#undef nnt_cpu_attn_fwd_packed_f32
+#undef nnt_cpu_attn_bwd_packed_f32
 
 /* Tolerances: each about 10x the largest error measured for its check (tests/tolerances.sh)
  * on Zen 3 under the BLIS kernel sets zen3, haswell and generic; the errors are the same
@@ -2034,6 +2038,138 @@ START_TEST(test_attention_window_noscratch)
 }
 END_TEST
 
+/* ---- packed examples: per-query positions against a direct computation ------------------ */
+
+/* Measured 3.4e-7 (max |error| / max |value| of o, dq, dk, dv against double sums; both
+ * paths) */
+#define PACKED_TOL 3.4e-6
+#define PT 23   /* sequence length; tiles of 7 rows and keys cut the examples */
+#define PHD 6
+
+/* o, dq, dk, dv (T, hd) of one sequence in double: the query at i with position pos[i] sees
+ * the keys max(i - pos[i], i - w + 1) .. i (w 0: no window), scores scaled, capped (cap 0:
+ * not), softmax; the gradients of sum(o * dout). */
+static void ref_packed(const int32_t *pos, int64_t w, double scale, double cap, const float *q,
+                       const float *k, const float *v, const float *dout, double *o, double *dq,
+                       double *dk, double *dv)
+{
+    memset(dq, 0, PT * PHD * sizeof *dq), memset(dk, 0, PT * PHD * sizeof *dk);
+    memset(dv, 0, PT * PHD * sizeof *dv);
+    for (int64_t i = 0; i < PT; i++) {
+        int64_t lo = i - pos[i];
+        if (w > 0 && i - w + 1 > lo)
+            lo = i - w + 1;
+        double sc[PT], g[PT], p[PT], mx = -INFINITY, sum = 0.0, dp[PT], pdp = 0.0;
+        for (int64_t j = lo; j <= i; j++) {
+            double x = 0.0;
+            for (int c = 0; c < PHD; c++)
+                x += (double)q[i * PHD + c] * k[j * PHD + c];
+            x *= scale;
+            g[j] = 1.0;
+            if (cap > 0.0) {
+                double t = tanh(x / cap);
+                x = cap * t, g[j] = 1.0 - t * t;
+            }
+            sc[j] = x, mx = fmax(mx, x);
+        }
+        for (int64_t j = lo; j <= i; j++)
+            sum += (p[j] = exp(sc[j] - mx));
+        for (int c = 0; c < PHD; c++)
+            o[i * PHD + c] = 0.0;
+        for (int64_t j = lo; j <= i; j++) {
+            p[j] /= sum;
+            dp[j] = 0.0;
+            for (int c = 0; c < PHD; c++) {
+                o[i * PHD + c] += p[j] * v[j * PHD + c];
+                dp[j] += (double)dout[i * PHD + c] * v[j * PHD + c];
+            }
+            pdp += p[j] * dp[j];
+        }
+        for (int64_t j = lo; j <= i; j++) {
+            double ds = p[j] * (dp[j] - pdp) * g[j];
+            for (int c = 0; c < PHD; c++) {
+                dv[j * PHD + c] += p[j] * dout[i * PHD + c];
+                dq[i * PHD + c] += scale * ds * k[j * PHD + c];
+                dk[j * PHD + c] += scale * ds * q[i * PHD + c];
+            }
+        }
+    }
+}
+
+/* max |got - want| / max |want| */
+static double max_rel(const float *got, const double *want, int64_t n)
+{
+    double e = 0.0, top = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        e = fmax(e, fabs(got[i] - want[i])), top = fmax(top, fabs(want[i]));
+    return e / top;
+}
+
+/* The _packed kernels over tiles of 7 (query tile, key tile) pairs, as the tensor operation
+ * submits them: examples of 5, 9, 1, 8 tokens (and 1, 14, 8 in the second layout) cut by
+ * the tiles, with and without a window of 4, with and without a soft-cap; both paths. */
+START_TEST(test_attention_packed)
+{
+    static const int64_t starts[2][5] = {{0, 5, 14, 15, PT}, {0, 1, 15, PT, PT}};
+    const nnt_attn_map one = {1, 1, 1, 0, 1, 1, 0};
+    const int64_t tile = 7;
+    float *q = test_random_f32(PT * PHD, 15, -1, 1), *k = test_random_f32(PT * PHD, 16, -1, 1),
+          *v = test_random_f32(PT * PHD, 17, -1, 1), *dout = test_random_f32(PT * PHD, 18, -1, 1);
+    double worst = 0.0;
+    for (int layout = 0; layout < 2; layout++)
+        for (int variant = 0; variant < 4; variant++) {
+            int64_t w = variant & 1 ? 4 : 0;
+            float cap = variant & 2 ? 0.5f : 0.0f, scale = 0.45f;
+            int32_t pos[PT];
+            for (int64_t i = 0, e = 0; i < PT; i++) {
+                while (starts[layout][e + 1] <= i)
+                    e++;
+                pos[i] = (int32_t)(i - starts[layout][e]);
+            }
+            double ro[PT * PHD], rdq[PT * PHD], rdk[PT * PHD], rdv[PT * PHD];
+            ref_packed(pos, w, scale, cap, q, k, v, dout, ro, rdq, rdk, rdv);
+            for (int path = 0; path < 2; path++) {
+                float o[PT * PHD] = {0}, m[PT], l[PT], lse[PT], d[PT];
+                float dq[PT * PHD] = {0}, dk[PT * PHD] = {0}, dv[PT * PHD] = {0};
+                for (int64_t i = 0; i < PT; i++)
+                    m[i] = -INFINITY, l[i] = 0.0f;
+                for (int64_t q0 = 0; q0 < PT; q0 += tile) {
+                    int64_t tq = PT - q0 < tile ? PT - q0 : tile;
+                    for (int64_t k0 = 0; k0 <= q0; k0 += tile) {
+                        int64_t tk = PT - k0 < tile ? PT - k0 : tile;
+                        (path ? noscratch_attn_fwd_packed : nnt_cpu_attn_fwd_packed_f32)(
+                            NULL, &one, tq, tk, PHD, q0, k0, w, pos + q0, scale, cap,
+                            q + q0 * PHD, k + k0 * PHD, v + k0 * PHD, o + q0 * PHD, m + q0,
+                            l + q0);
+                    }
+                }
+                nnt_cpu_attn_fwd_finalize_f32(1, PT, PHD, o, m, l, lse);
+                nnt_cpu_attn_bwd_prep_f32(1, PT, PHD, o, dout, d);
+                for (int64_t q0 = 0; q0 < PT; q0 += tile) {
+                    int64_t tq = PT - q0 < tile ? PT - q0 : tile;
+                    for (int64_t k0 = 0; k0 <= q0; k0 += tile) {
+                        int64_t tk = PT - k0 < tile ? PT - k0 : tile;
+                        (path ? noscratch_attn_bwd_packed : nnt_cpu_attn_bwd_packed_f32)(
+                            NULL, &one, tq, tk, PHD, q0, k0, w, pos + q0, scale, cap,
+                            q + q0 * PHD, k + k0 * PHD, v + k0 * PHD, dout + q0 * PHD,
+                            lse + q0, d + q0, dq + q0 * PHD, dk + k0 * PHD, dv + k0 * PHD);
+                    }
+                }
+                double e[4] = {max_rel(o, ro, PT * PHD), max_rel(dq, rdq, PT * PHD),
+                               max_rel(dk, rdk, PT * PHD), max_rel(dv, rdv, PT * PHD)};
+                for (int x = 0; x < 4; x++) {
+                    EXPECT_TOL(e[x], PACKED_TOL, "packed %s, layout %d, window %lld, cap %g, %s",
+                               (const char *[]){"o", "dq", "dk", "dv"}[x], layout, (long long)w,
+                               (double)cap, path ? "scratch-free" : "chunked");
+                    worst = fmax(worst, e[x]);
+                }
+            }
+        }
+    printf("test_cpu_kernels attention_packed: worst error %.2e\n", worst);
+    free(q), free(k), free(v), free(dout);
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -2053,6 +2189,7 @@ static Suite *cpu_suite(void)
         {"attention_ref", test_attention_ref_fd},
         {"attention_masked", test_attention_masked_rows},
         {"attention_window", test_attention_window_noscratch},
+        {"attention_packed", test_attention_packed},
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
         {"sgd", test_sgd},                       {"round", test_round},

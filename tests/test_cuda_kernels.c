@@ -1301,8 +1301,27 @@ END_TEST
  * slabs, each reading its kv slab of a kv-side block of nb * kv_hs slabs in place), one key
  * block, forward and backward against the CPU _gqa kernels on identical inputs. Slabs the map
  * does not cover must keep their values on both sides. */
-static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, int64_t q_pos0,
-                         int64_t k_pos0, int64_t window, float cap, uint64_t seed)
+/* Packed examples: the queries' positions (nb, tq) of examples that start at the absolute
+ * sequence indices 0, 7, 20, 41, 77, 100, 133, 150, 201 (shifted by 3 b in batch row b). */
+static int32_t *packed_positions(int64_t nb, int64_t tq, int64_t q_pos0)
+{
+    static const int64_t starts[] = {0, 7, 20, 41, 77, 100, 133, 150, 201};
+    int32_t *pos = xmalloc((size_t)(nb * tq) * sizeof *pos);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < tq; i++) {
+            int64_t qp = q_pos0 + i, s = 0;
+            for (int j = 0; j < 9; j++)
+                if (starts[j] + 3 * b <= qp)
+                    s = starts[j] + 3 * b;
+            pos[b * tq + i] = (int32_t)(qp - s);
+        }
+    return pos;
+}
+
+/* qpos (the map's nb, tq) or NULL: the _packed kernels with those positions */
+static void run_gqa_case_pos(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd,
+                             int64_t q_pos0, int64_t k_pos0, int64_t window, float cap,
+                             uint64_t seed, const int32_t *qpos)
 {
     char what[200];
     const float scale = 1.0f / sqrtf((float)hd);
@@ -1322,16 +1341,19 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
     }
     float *d_q = dup_d(q, nq), *d_dout = dup_d(dout, nq), *d_o = dup_d(o, nq);
     float *d_k = dup_d(k, nk), *d_v = dup_d(v, nk), *d_m = dup_d(m, rows), *d_l = dup_d(l, rows);
+    /* (int32 positions travel as bytes) */
+    float *d_pos = qpos ? dup_d((const float *)(const void *)qpos, mp.nb * tq) : NULL;
+    const int32_t *d_qpos = (const int32_t *)(const void *)d_pos;
     snprintf(what, sizeof what,
              "gqa fwd o (nb %lld nh %lld q_hs %lld q_h0 %lld kv_hs %lld group %lld gofs %lld "
              "tq %lld tk %lld hd %lld)", (long long)mp.nb, (long long)mp.nh, (long long)mp.q_hs,
              (long long)mp.q_h0, (long long)mp.kv_hs, (long long)mp.group, (long long)mp.gofs,
              (long long)tq, (long long)tk, (long long)hd);
 
-    NNT_OK(nnt_cuda_attn_fwd_window_f32(&mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap,
-                                        d_q, d_k, d_v, d_o, d_m, d_l, g_stream));
-    nnt_cpu_attn_fwd_window_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, q, k,
-                                v, o, m, l);
+    NNT_OK(nnt_cuda_attn_fwd_packed_f32(&mp, tq, tk, hd, q_pos0, k_pos0, window, d_qpos, scale,
+                                        cap, d_q, d_k, d_v, d_o, d_m, d_l, g_stream));
+    nnt_cpu_attn_fwd_packed_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, window, qpos, scale, cap,
+                                q, k, v, o, m, l);
     got = fetch(d_o, nq);
     check_normwise(what, got, o, nq, 5e-6);
     free(got);
@@ -1351,11 +1373,11 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
     float *dq = rand_f(nq, -0.1f, 0.1f), *dk = rand_f(nk, -0.1f, 0.1f);
     float *dv = rand_f(nk, -0.1f, 0.1f);
     float *d_dq = dup_d(dq, nq), *d_dk = dup_d(dk, nk), *d_dv = dup_d(dv, nk);
-    NNT_OK(nnt_cuda_attn_bwd_window_f32(&mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap,
-                                        d_q, d_k, d_v, d_dout, d_lse, d_d, d_dq, d_dk, d_dv,
-                                        g_stream));
-    nnt_cpu_attn_bwd_window_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, q, k,
-                                v, dout, lse, d, dq, dk, dv);
+    NNT_OK(nnt_cuda_attn_bwd_packed_f32(&mp, tq, tk, hd, q_pos0, k_pos0, window, d_qpos, scale,
+                                        cap, d_q, d_k, d_v, d_dout, d_lse, d_d, d_dq, d_dk,
+                                        d_dv, g_stream));
+    nnt_cpu_attn_bwd_packed_f32(NULL, &mp, tq, tk, hd, q_pos0, k_pos0, window, qpos, scale, cap,
+                                q, k, v, dout, lse, d, dq, dk, dv);
     memcpy(what, "gqa bwd dq", 10);
     got = fetch(d_dq, nq);
     check_normwise(what, got, dq, nq, 5e-6);
@@ -1369,6 +1391,8 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
     check_normwise(what, got, dv, nk, 5e-6);
     free(got);
 
+    if (d_pos)
+        dfree(d_pos);
     float *dev[13] = {d_q, d_dout, d_o, d_k, d_v, d_m, d_l, d_lse, d_d, d_dq, d_dk, d_dv, NULL};
     for (int i = 0; dev[i]; i++)
         dfree(dev[i]);
@@ -1376,6 +1400,75 @@ static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, in
     for (int i = 0; host[i]; i++)
         free(host[i]);
 }
+
+static void run_gqa_case(nnt_attn_map mp, int64_t tq, int64_t tk, int64_t hd, int64_t q_pos0,
+                         int64_t k_pos0, int64_t window, float cap, uint64_t seed)
+{
+    run_gqa_case_pos(mp, tq, tk, hd, q_pos0, k_pos0, window, cap, seed, NULL);
+}
+
+/* Packed examples (per-query positions) against the CPU's _packed kernels: examples that
+ * start inside the 32-row blocks and 32-key chunks, several batch rows with other starts,
+ * with grouped heads, a window, a soft-cap, off-diagonal blocks whose keys precede some
+ * rows' examples (those rows see nothing there) and a block no query reaches. */
+START_TEST(test_attention_packed)
+{
+    static const struct {
+        nnt_attn_map mp;
+        int64_t tq, tk, hd, q_pos0, k_pos0, window;
+        float cap;
+    } cases[] = {
+        {{2, 6, 6, 0, 2, 3, 0}, 70, 70, 64, 0, 0, 0, 0.0f},
+        {{3, 4, 4, 0, 4, 1, 0}, 64, 64, 17, 64, 64, 0, 0.0f},
+        {{2, 4, 4, 0, 1, 4, 0}, 70, 130, 130, 100, 0, 0, 0.0f},
+        {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 30, 30, 5, 0.3f},
+        {{1, 8, 8, 0, 2, 4, 0}, 70, 130, 256, 100, 0, 64, 2.0f},
+        {{2, 2, 2, 0, 2, 1, 0}, 32, 32, 64, 150, 100, 0, 0.0f},
+    };
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        int32_t *pos = packed_positions(cases[c].mp.nb, cases[c].tq, cases[c].q_pos0);
+        run_gqa_case_pos(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,
+                         cases[c].k_pos0, cases[c].window, cases[c].cap, 950 + (uint64_t)c,
+                         pos);
+        free(pos);
+    }
+}
+END_TEST
+
+/* RoPE at per-token positions (packed examples) against the CPU kernel, in place too */
+START_TEST(test_rope_positions)
+{
+    const int64_t nb = 2, nh = 3, nt = 45, hd = 64, n = hd / 2, rn = nb * nh * nt * hd;
+    rng_seed(1900);
+    float *x = rand_f(rn, -2.0f, 2.0f), *inv = xmalloc((size_t)n * 4);
+    float *y = xmalloc((size_t)rn * 4), *got;
+    for (int64_t i = 0; i < n; i++)
+        inv[i] = (float)pow(10000.0, -2.0 * (double)i / (double)hd);
+    int32_t *pos = packed_positions(nb, nt, 10);
+    float *d_x = dup_d(x, rn), *d_y = dalloc((size_t)rn * 4);
+    float *d_pos = dup_d((const float *)(const void *)pos, nb * nt);
+    const int32_t *d_p = (const int32_t *)(const void *)d_pos;
+    for (int sign = -1; sign <= 1; sign += 2) {
+        nnt_cpu_rope_pos_f32(nb, nh, nt, n, pos, sign, inv, x, x + n, hd, y, y + n, hd);
+        NNT_OK(nnt_cuda_rope_pos_f32(nb, nh, nt, n, d_p, sign, inv, d_x, d_x + n, hd, d_y,
+                                     d_y + n, hd, g_stream));
+        got = fetch(d_y, rn);
+        check_normwise("rope positions", got, y, rn, 1e-6);
+        free(got);
+    }
+    NNT_OK(nnt_cuda_rope_pos_f32(nb, nh, nt, n, d_p, 1, inv, d_x, d_x + n, hd, d_x, d_x + n, hd,
+                                 g_stream));
+    nnt_cpu_rope_pos_f32(nb, nh, nt, n, pos, 1, inv, x, x + n, hd, y, y + n, hd);
+    got = fetch(d_x, rn);
+    check_normwise("rope positions in place", got, y, rn, 1e-6);
+    free(got);
+    ck_assert_int_eq(nnt_cuda_rope_pos_f32(nb, 0, nt, n, d_p, 1, inv, d_x, d_x + n, hd, d_x,
+                                           d_x + n, hd, g_stream),
+                     -1);
+    dfree(d_x), dfree(d_y), dfree(d_pos);
+    free(x), free(inv), free(y), free(pos);
+}
+END_TEST
 
 START_TEST(test_attention_gqa)
 {
@@ -1976,6 +2069,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_attention_gqa);
+    tcase_add_test(tc, test_attention_packed);
+    tcase_add_test(tc, test_rope_positions);
     tcase_add_test(tc, test_xent);
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_sumsq);

@@ -26,6 +26,7 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,15 +536,18 @@ START_TEST(test_token_file)
     EXPECT_FAIL_MSG(nnt_token_writer_write_example(w, bad, NULL, 2), NNT_E_INVAL,
                     "outside 0..999");
     EXPECT_OK(nnt_token_writer_close(w));
-    /* header: version 2, flags 1, block 8; 16 tokens, then 2 bytes of mask */
+    /* header: version 2, flags 3 (mask, example starts), block 8; 16 tokens, then 2 bytes of
+     * mask and 2 of example starts */
     unsigned char f[4096];
     size_t size = read_small(path, f, sizeof f);
-    ck_assert_uint_eq(size, 1024 + 2 * 16 + 2);
+    ck_assert_uint_eq(size, 1024 + 2 * 16 + 2 + 2);
     ck_assert_int_eq(le32(f), 20240520);
     ck_assert_int_eq(le32(f + 4), 2);
     ck_assert_int_eq(le32(f + 8), 16);
-    ck_assert_int_eq(le32(f + 12), 1);
+    ck_assert_int_eq(le32(f + 12), 3);
     ck_assert_int_eq(le32(f + 16), 8);
+    ck_assert_uint_eq(f[1024 + 34], 0x09);   /* a at 0, b at 3 */
+    ck_assert_uint_eq(f[1024 + 35], 0x01);   /* c at 8 */
     static const int32_t want_ids[16] = {1, 2, 3, 4, 5, 6, 7, 99, 8, 9, 10, 11, 12, 99, 99, 99};
     /* a row's and an example's first token never count; pads never */
     static const uint8_t want_counts[16] = {0, 0, 1, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0};
@@ -561,14 +565,25 @@ START_TEST(test_token_file)
     ck_assert_int_eq(di.masked, 1);
     ck_assert_int_eq(di.counted, 7);
     ck_assert_int_eq(di.block, 8);
+    ck_assert_int_eq(di.starts, 1);
     int32_t ids[20];
-    uint8_t counts[20];
+    uint8_t counts[20], starts[20];
     EXPECT_OK(nnt_data_read(data, 0, ids, 16));
     EXPECT_OK(nnt_data_read_mask(data, 3, counts, 17));   /* wraps */
+    EXPECT_OK(nnt_data_read_starts(data, 3, starts, 17));
     for (int i = 0; i < 16; i++)
         ck_assert_int_eq(ids[i], want_ids[i]);
-    for (int i = 0; i < 17; i++)
-        ck_assert_int_eq(counts[i], want_counts[(3 + i) % 16]);
+    for (int i = 0; i < 17; i++) {
+        int at = (3 + i) % 16;
+        ck_assert_int_eq(counts[i], want_counts[at]);
+        ck_assert_int_eq(starts[i], at == 0 || at == 3 || at == 8);
+    }
+    /* a structure of the size before starts was appended: filled up to block */
+    nnt_data_info old = NNT_DATA_INFO_INIT;
+    old.size = offsetof(nnt_data_info, starts), old.starts = 7;
+    EXPECT_OK(nnt_data_info_get(data, &old));
+    ck_assert_int_eq(old.block, 8);
+    ck_assert_int_eq(old.starts, 7);
     nnt_data_close(data);
     /* padded (one example a row), cut, 32-bit ids */
     wo.pack = 0, wo.cut = 1, wo.bits = 32, wo.vocab = 0;
@@ -584,13 +599,21 @@ START_TEST(test_token_file)
     ck_assert_int_eq(le32(f + 1024 + 4 * 15), 27);  /* d cut after 8 */
     ck_assert_uint_eq(f[1024 + 64], 0x04);          /* a: token 2 */
     ck_assert_uint_eq(f[1024 + 65], 0xfe);          /* d: all but its first */
+    ck_assert_int_eq(le32(f + 12), 1);              /* padded: no example starts */
+    EXPECT_OK(nnt_data_open(path, NNT_DATA_AUTO, NULL, 0, &data));
+    EXPECT_OK(nnt_data_info_get(data, &di));
+    ck_assert_int_eq(di.starts, 0);
+    EXPECT_OK(nnt_data_read_starts(data, 0, starts, 16));
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(starts[i], 0);
+    nnt_data_close(data);
     /* a reader refuses flags it does not know */
-    f[12] = 3;
+    f[12] = 5;
     FILE *o = fopen(path, "wb");
     ck_assert_uint_eq(fwrite(f, 1, size, o), size);
     ck_assert_int_eq(fclose(o), 0);
     EXPECT_FAIL_MSG(nnt_data_open(path, NNT_DATA_AUTO, NULL, 0, &data), NNT_E_FORMAT,
-                    "unknown flags 0x3");
+                    "unknown flags 0x5");
     /* the mask needs the option; examples need rows */
     wo.mask = 0;
     EXPECT_OK(nnt_token_writer_open(ctx, path, &wo, &w));

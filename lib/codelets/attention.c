@@ -20,6 +20,8 @@ struct attn_block_args {
     float cap;          /* soft-cap of the scores, cap tanh(s / cap); 0: none */
     int init;       /* forward: o, m, l only written: start from 0, -inf, 0;
                        backward: bit 1 dq only written, bit 2 dk, dv only written (zeroed) */
+    int has_pos;    /* a last buffer holds the queries' positions (nb, tq) int32: each
+                       query sees the keys of its example only (packed rows) */
 };
 
 struct attn_rows_args {
@@ -45,13 +47,16 @@ static uint32_t block_footprint(struct starpu_task *task)
         h = starpu_hash_crc32c_be_n(&a->window, sizeof a->window, h);
     if (a->cap > 0.0f)   /* a tanh per score */
         h = starpu_hash_crc32c_be(1u, h);
+    if (a->has_pos)   /* the keys of the queries' examples only */
+        h = starpu_hash_crc32c_be(2u, h);
     return starpu_hash_crc32c_be((uint32_t)a->init, h);
 }
 
 #define P(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define CP(i) ((const float *)STARPU_VECTOR_GET_PTR(buffers[i]))
+#define POS(a, i) ((a)->has_pos ? (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[i]) : NULL)
 
-/* buffers: q R, k R, v R, o_acc RW (W with init), m RW (W), l RW (W) */
+/* buffers: q R, k R, v R, o_acc RW (W with init), m RW (W), l RW (W) [, positions R] */
 static void fwd_block_cpu(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
@@ -61,9 +66,9 @@ static void fwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(qrows, -INFINITY, P(4));
         nnt_cpu_fill_f32(qrows, 0.0f, P(5));
     }
-    nnt_cpu_attn_fwd_window_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
-                                a->q_pos0, a->k_pos0, a->window, a->scale, a->cap, CP(0), CP(1), CP(2), P(3), P(4),
-                             P(5));
+    nnt_cpu_attn_fwd_packed_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
+                                a->q_pos0, a->k_pos0, a->window, POS(a, 6), a->scale, a->cap,
+                                CP(0), CP(1), CP(2), P(3), P(4), P(5));
 }
 
 /* buffers: o RW, m R, l R, lse W */
@@ -80,7 +85,7 @@ static void bwd_prep_cpu(void *buffers[], void *cl_arg)
     nnt_cpu_attn_bwd_prep_f32(a->nbh, a->tq, a->hd, CP(0), CP(1), P(2));
 }
 
-/* buffers: q, k, v, dout, lse, d R; dq, dk, dv RW (W where init says so) */
+/* buffers: q, k, v, dout, lse, d R; dq, dk, dv RW (W where init says so) [, positions R] */
 static void bwd_block_cpu(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
@@ -92,9 +97,9 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(nkv, 0.0f, P(7));
         nnt_cpu_fill_f32(nkv, 0.0f, P(8));
     }
-    nnt_cpu_attn_bwd_window_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
-                                a->q_pos0, a->k_pos0, a->window, a->scale, a->cap, CP(0), CP(1), CP(2), CP(3), CP(4),
-                             CP(5), P(6), P(7), P(8));
+    nnt_cpu_attn_bwd_packed_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
+                                a->q_pos0, a->k_pos0, a->window, POS(a, 9), a->scale, a->cap,
+                                CP(0), CP(1), CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8));
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -112,8 +117,9 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
             rc = nnt_cuda_fill_f32(qrows, 0.0f, P(5), s);
     }
     if (rc == 0)
-        rc = nnt_cuda_attn_fwd_window_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                          a->window, a->scale, a->cap, CP(0), CP(1), CP(2), P(3), P(4), P(5), s);
+        rc = nnt_cuda_attn_fwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                          a->window, POS(a, 6), a->scale, a->cap, CP(0), CP(1),
+                                          CP(2), P(3), P(4), P(5), s);
     if (rc)
         nnt_task_error("nnt_attn_fwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -150,9 +156,9 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
     if (rc == 0 && (a->init & INIT_DKV))
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(8), s);
     if (rc == 0)
-        rc = nnt_cuda_attn_bwd_window_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
-                                          a->window, a->scale, a->cap, CP(0), CP(1), CP(2), CP(3), CP(4), CP(5),
-                                       P(6), P(7), P(8), s);
+        rc = nnt_cuda_attn_bwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                          a->window, POS(a, 9), a->scale, a->cap, CP(0), CP(1),
+                                          CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8), s);
     if (rc)
         nnt_task_error("nnt_attn_bwd_block", "CUDA kernel failed (%d)", rc);
 }
@@ -226,17 +232,19 @@ static struct starpu_codelet bwd_block_cl = {
  * against their (tk, hd) key slabs at k_pos0, under a sliding window (0: none), scores
  * soft-capped by cap (0: none). h: q, k, v,
  * o, m, l. init: o, m, l are only written (the tile's first task: the whole tile is
- * initialised). */
+ * initialised). pos: the queries' positions tile (map->nb, tq) int32, or NULL. */
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
                               int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t window,
-                              float scale, float cap, const starpu_data_handle_t *h, int init)
+                              float scale, float cap, const starpu_data_handle_t *h, int init,
+                              starpu_data_handle_t pos)
 {
-    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init};
+    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init,
+                                   pos != NULL};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[6] = {
+    struct starpu_data_descr bufs[7] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
-        {h[3], acc}, {h[4], acc}, {h[5], acc}};
-    return nnt_submit(ctx, &fwd_block_cl, 6, bufs, &args, sizeof args);
+        {h[3], acc}, {h[4], acc}, {h[5], acc}, {pos, STARPU_R}};
+    return nnt_submit(ctx, &fwd_block_cl, pos ? 7 : 6, bufs, &args, sizeof args);
 }
 
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
@@ -259,18 +267,20 @@ int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
 }
 
 /* h: q, k, v, dout, lse, d, dq, dk, dv. init_dq / init_dkv: dq / dk and dv only written
- * (the whole tiles are zeroed first: the first task on each). */
+ * (the whole tiles are zeroed first: the first task on each). pos as the forward's. */
 int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
                               int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t window,
                               float scale, float cap, const starpu_data_handle_t *h,
-                              int init_dq, int init_dkv)
+                              int init_dq, int init_dkv, starpu_data_handle_t pos)
 {
     int init = (init_dq ? INIT_DQ : 0) | (init_dkv ? INIT_DKV : 0);
-    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init};
+    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init,
+                                   pos != NULL};
     enum starpu_data_access_mode mq = init_dq ? STARPU_W : STARPU_RW;
     enum starpu_data_access_mode mkv = init_dkv ? STARPU_W : STARPU_RW;
-    struct starpu_data_descr bufs[9] = {
+    struct starpu_data_descr bufs[10] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R}, {h[3], STARPU_R},
-        {h[4], STARPU_R}, {h[5], STARPU_R}, {h[6], mq}, {h[7], mkv}, {h[8], mkv}};
-    return nnt_submit(ctx, &bwd_block_cl, 9, bufs, &args, sizeof args);
+        {h[4], STARPU_R}, {h[5], STARPU_R}, {h[6], mq}, {h[7], mkv}, {h[8], mkv},
+        {pos, STARPU_R}};
+    return nnt_submit(ctx, &bwd_block_cl, pos ? 10 : 9, bufs, &args, sizeof args);
 }

@@ -21,6 +21,8 @@ struct rope_args {
     int64_t hi_offset;   /* of the hi half inside its buffer: n for whole vectors, else 0   */
     int sign;            /* +1 forward, -1 the inverse rotation (backward)                  */
     int xlo, xhi, ylo, yhi;   /* buffer slots                                               */
+    int pos;             /* nnt_rope_pos: the slot of the positions (nb, nt) int32          */
+    int64_t nb, nh;      /* nnt_rope_pos: batch rows and heads of the tile                  */
     float inv_freq[];    /* n                                                               */
 };
 
@@ -34,6 +36,16 @@ static void rope_cpu(void *buffers[], void *cl_arg)
                      a->ld);
 }
 
+/* positions from a buffer: each row its own (packed examples restart at 0) */
+static void rope_pos_cpu(void *buffers[], void *cl_arg)
+{
+    const struct rope_args *a = cl_arg;
+    nnt_cpu_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
+                         (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]), a->sign,
+                         a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
+                         P(a->yhi) + a->hi_offset, a->ld);
+}
+
 #ifdef NNT_CUDA_CODELETS
 static void rope_cuda(void *buffers[], void *cl_arg)
 {
@@ -43,6 +55,18 @@ static void rope_cuda(void *buffers[], void *cl_arg)
                                P(a->yhi) + a->hi_offset, a->ld, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_rope", "CUDA kernel failed (%d)", rc);
+}
+
+static void rope_pos_cuda(void *buffers[], void *cl_arg)
+{
+    const struct rope_args *a = cl_arg;
+    int rc = nnt_cuda_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
+                                   (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]),
+                                   a->sign, a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset,
+                                   a->ld, P(a->ylo), P(a->yhi) + a->hi_offset, a->ld,
+                                   nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_rope_pos", "CUDA kernel failed (%d)", rc);
 }
 
 /* The CUDA kernel takes up to NNT_CUDA_ROPE_MAX_N pairs a row (its frequency table travels
@@ -83,16 +107,27 @@ static struct starpu_codelet rope_cl = {
     .model = &rope_model,
 };
 
-/* x_hi == x_lo and y_hi == y_lo when t->whole */
-int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
-                    starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
-                    starpu_data_handle_t y_lo, starpu_data_handle_t y_hi)
+static struct starpu_perfmodel rope_pos_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_rope_pos", .footprint = rope_footprint};
+
+static struct starpu_codelet rope_pos_cl = {
+    .name = "nnt_rope_pos",
+    .cpu_funcs = {rope_pos_cpu},
+    NNT_CUDA_FUNCS(rope_pos_cuda, rope_can_execute)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &rope_pos_model,
+};
+
+static int insert(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
+                  starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
+                  starpu_data_handle_t y_lo, starpu_data_handle_t y_hi,
+                  starpu_data_handle_t pos)
 {
     size_t size = sizeof(struct rope_args) + (size_t)t->n * sizeof(float);
     struct rope_args *a = calloc(1, size);
     if (!a)
         return nnt_fail(ctx, NNT_E_NOMEM, "nnt_rope: out of host memory");
-    struct starpu_data_descr bufs[4];
+    struct starpu_data_descr bufs[5];
     int nbuf = 0;
     a->nbh = t->nbh;
     a->nt = t->nt;
@@ -106,7 +141,28 @@ int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
     a->xhi = nnt_buffer_slot(bufs, &nbuf, x_hi, STARPU_R);
     a->ylo = nnt_buffer_slot(bufs, &nbuf, y_lo, STARPU_W);
     a->yhi = nnt_buffer_slot(bufs, &nbuf, y_hi, STARPU_W);
-    int rc = nnt_submit(ctx, &rope_cl, nbuf, bufs, a, size);
+    if (pos) {
+        a->nb = t->nb;
+        a->nh = t->nh;
+        a->pos = nnt_buffer_slot(bufs, &nbuf, pos, STARPU_R);
+    }
+    int rc = nnt_submit(ctx, pos ? &rope_pos_cl : &rope_cl, nbuf, bufs, a, size);
     free(a);
     return rc;
+}
+
+/* x_hi == x_lo and y_hi == y_lo when t->whole */
+int nnt_insert_rope(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
+                    starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
+                    starpu_data_handle_t y_lo, starpu_data_handle_t y_hi)
+{
+    return insert(ctx, t, inv_freq, x_lo, x_hi, y_lo, y_hi, NULL);
+}
+
+int nnt_insert_rope_pos(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
+                        starpu_data_handle_t x_lo, starpu_data_handle_t x_hi,
+                        starpu_data_handle_t y_lo, starpu_data_handle_t y_hi,
+                        starpu_data_handle_t pos)
+{
+    return insert(ctx, t, inv_freq, x_lo, x_hi, y_lo, y_hi, pos);
 }

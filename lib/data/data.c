@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <glob.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ struct nnt_data {
     int masked;                   /* a file has a loss mask (nnt-tokenize's prompt/answer data) */
     int64_t counted;              /* tokens that count as targets                          */
     int64_t block;                /* the files' rows (0: none)                             */
+    int starts;                   /* a file records its examples' starts (packed rows)     */
 };
 
 /* ---- text: files and directories, tokenized at open ---------------------------------- */
@@ -404,6 +406,8 @@ static int add_token_file(nnt_data *d, nnt_tok_reader *r, const char *path, cons
         }
         d->masked = 1;
     }
+    if (nnt_tok_has_starts(r))
+        d->starts = 1;
     d->block = block;
     d->counted += counted;
     d->format = f;
@@ -425,6 +429,7 @@ static void close_token_files(nnt_data *d)
     d->count = 0;
     d->counted = 0;
     d->masked = 0;
+    d->starts = 0;
     d->block = 0;
 }
 
@@ -543,15 +548,16 @@ int nnt_data_open(const char *path, nnt_data_format format, const nnt_tokenizer 
         nnt_data_close(d);
         return rc;
     }
-    char files[48] = "", mask[96] = "";
+    char files[48] = "", mask[160] = "";
     if (d->nfiles > 1)
         snprintf(files, sizeof files, ", %zu files in name order", d->nfiles);
     if (d->masked)
         snprintf(mask, sizeof mask, "; %lld count in the loss%s", (long long)d->counted,
                  d->block ? "" : "");
     if (d->block)
-        snprintf(mask + strlen(mask), sizeof mask - strlen(mask), "; rows of %lld",
-                 (long long)d->block);
+        snprintf(mask + strlen(mask), sizeof mask - strlen(mask), "; rows of %lld%s",
+                 (long long)d->block, d->starts ? ", examples packed (each its own positions "
+                 "and attention)" : "");
     nnt_log(NNT_LOG_INFO, "data: %s: %lld tokens (%s%s%s)", path, (long long)d->count,
             d->format == NNT_DATA_TEXT ? "text" : d->format == NNT_DATA_LLMC ? "llm.c shard"
                                                                               : "nanoGPT",
@@ -606,11 +612,13 @@ static int read_span(const nnt_data *d, int64_t start, int64_t n, int32_t *ids)
     return NNT_OK;
 }
 
-/* The mask of tokens [start, start + n) of the source, inside it: 1 counts, 0 not. */
-static int read_mask_span(const nnt_data *d, int64_t start, int64_t n, uint8_t *counts)
+/* The mask of tokens [start, start + n) of the source, inside it: 1 counts, 0 not; with
+ * starts, the example starts instead: 1 an example's first token. */
+static int read_mask_span(const nnt_data *d, int64_t start, int64_t n, uint8_t *counts,
+                          int starts)
 {
-    if (!d->masked) {
-        memset(counts, 1, (size_t)n);
+    if (starts ? !d->starts : !d->masked) {
+        memset(counts, starts ? 0 : 1, (size_t)n);
         return NNT_OK;
     }
     size_t lo = 0, hi = d->nfiles - 1;   /* the first file ending after start */
@@ -625,32 +633,45 @@ static int read_mask_span(const nnt_data *d, int64_t start, int64_t n, uint8_t *
         int64_t first = f > 0 ? d->file_end[f - 1] : 0;
         int64_t k = d->file_end[f] - start < n ? d->file_end[f] - start : n;
         char err[NNT_IO_ERRLEN];
-        int rc = nnt_tok_read_mask(d->file[f], (uint64_t)(start - first), (size_t)k, counts,
-                                   err, sizeof err);
+        int rc = (starts ? nnt_tok_read_starts : nnt_tok_read_mask)(
+            d->file[f], (uint64_t)(start - first), (size_t)k, counts, err, sizeof err);
         if (rc)
-            return nnt_fail(NULL, rc, "nnt_data_read_mask: %s", err);
+            return nnt_fail(NULL, rc, "%s: %s", starts ? "nnt_data_read_starts" :
+                            "nnt_data_read_mask", err);
         start += k, n -= k, counts += k;
+    }
+    return NNT_OK;
+}
+
+/* nnt_data_read_mask (starts 0) or nnt_data_read_starts (1) */
+static int read_bits(const char *fn, nnt_data *data, int64_t pos, uint8_t *out, int64_t n,
+                     int starts)
+{
+    if (!data || (!out && n > 0))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn,
+                        data ? (starts ? "starts" : "counts") : "data");
+    if (n < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: n = %lld < 0", fn, (long long)n);
+    int64_t at = pos % data->count;
+    if (at < 0)
+        at += data->count;
+    for (int64_t done = 0; done < n;) {
+        int64_t k = data->count - at < n - done ? data->count - at : n - done;
+        NNT_TRY(read_mask_span(data, at, k, out + done, starts));
+        done += k;
+        at = 0;
     }
     return NNT_OK;
 }
 
 int nnt_data_read_mask(nnt_data *data, int64_t pos, uint8_t *counts, int64_t n)
 {
-    if (!data || (!counts && n > 0))
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_data_read_mask: %s is NULL",
-                        data ? "counts" : "data");
-    if (n < 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_data_read_mask: n = %lld < 0", (long long)n);
-    int64_t at = pos % data->count;
-    if (at < 0)
-        at += data->count;
-    for (int64_t done = 0; done < n;) {
-        int64_t k = data->count - at < n - done ? data->count - at : n - done;
-        NNT_TRY(read_mask_span(data, at, k, counts + done));
-        done += k;
-        at = 0;
-    }
-    return NNT_OK;
+    return read_bits("nnt_data_read_mask", data, pos, counts, n, 0);
+}
+
+int nnt_data_read_starts(nnt_data *data, int64_t pos, uint8_t *starts, int64_t n)
+{
+    return read_bits("nnt_data_read_starts", data, pos, starts, n, 1);
 }
 
 int nnt_data_info_get(const nnt_data *data, nnt_data_info *info)
@@ -658,13 +679,16 @@ int nnt_data_info_get(const nnt_data *data, nnt_data_info *info)
     static const char fn[] = "nnt_data_info_get";
     if (!data || !info)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: %s is NULL", fn, data ? "info" : "data");
-    NNT_TRY(nnt_check_struct_size(NULL, fn, "info", info->size, sizeof *info, 0,
+    const size_t before_starts = offsetof(nnt_data_info, starts);
+    NNT_TRY(nnt_check_struct_size(NULL, fn, "info", info->size, sizeof *info, before_starts,
                                   "initialise it with NNT_DATA_INFO_INIT"));
     info->format = data->format;
     info->tokens = data->count;
     info->masked = data->masked;
     info->counted = data->counted;
     info->block = data->block;
+    if (info->size > before_starts)   /* appended in 0.3 */
+        info->starts = data->starts;
     return NNT_OK;
 }
 

@@ -5,7 +5,7 @@
  * at close, the file put in place atomically (temporary file, fsync, rename). With the mask or
  * block options, nnt's extension (lib/io/tokens.c): which tokens count in the loss, and rows
  * of block tokens that write_example lays whole examples in (padded or packed, never
- * continued into the next row).
+ * continued into the next row); packed, the file also records where each example starts.
  * Failures are recorded in the writer's context when it was given one and is still live, else
  * as the calling thread's last error (nnt_ctx_last_error(NULL)). */
 #include "../internal.h"
@@ -77,6 +77,10 @@ int nnt_token_writer_open(nnt_ctx *ctx, const char *path, const nnt_token_writer
                               &tw->w, err, sizeof err);
     if (rc == 0 && (o.mask || o.block) &&
         (rc = nnt_tok_writer_extend(tw->w, o.mask, (uint64_t)o.block, err, sizeof err)) != 0)
+        nnt_tok_writer_abort(tw->w);
+    /* packed rows record where each example starts (per-example positions and attention) */
+    else if (rc == 0 && o.pack && o.mask && o.block &&
+             (rc = nnt_tok_writer_record_starts(tw->w, err, sizeof err)) != 0)
         nnt_tok_writer_abort(tw->w);
     if (rc) {
         free(tw);
@@ -165,6 +169,8 @@ int nnt_token_writer_write_example(nnt_token_writer *w, const int32_t *ids,
     if (used > 0 && (!w->o.pack || len > T - used))
         rc = write_pad(w, T - used, err, sizeof err);
     uint8_t first = 0;   /* its first token is no target: nothing of it comes before it */
+    if (rc == 0 && w->o.pack)
+        rc = nnt_tok_writer_mark_start(w->w, err, sizeof err);
     if (rc == 0)
         rc = nnt_tok_writer_write_masked(w->w, ids, &first, 1, err, sizeof err);
     if (rc == 0 && len > 1)

@@ -209,6 +209,7 @@ int nnt_llmc_write(const char *path, const nnt_llmc_config *cfg,
 #define NNT_TOK_VERSION32 7
 /* nnt's extension (tokens.c): version + 1, header[3] flags, header[4] block */
 #define NNT_TOK_FLAG_MASK 1u          /* a loss-mask section follows the tokens             */
+#define NNT_TOK_FLAG_STARTS 2u        /* an example-start section follows (the mask's)      */
 
 typedef enum {
     NNT_TOK_AUTO = 0,   /* llm.c magic in the first 4 bytes: LLMC; else name ends in ".bin":
@@ -242,6 +243,11 @@ int nnt_tok_has_mask(const nnt_tok_reader *r);
 uint64_t nnt_tok_block(const nnt_tok_reader *r);
 int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
                       char *err, size_t errlen);
+/* 1 when the file records where examples start (flag bit 1: packed rows); out[i] = 1 when
+ * token start + i is an example's first token, else 0 (a file without the section: all 0). */
+int nnt_tok_has_starts(const nnt_tok_reader *r);
+int nnt_tok_read_starts(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
+                        char *err, size_t errlen);
 /* Write n tokens in format (not AUTO) through temp + fsync + rename: LLMC and NANOGPT need
  * ids in 0..65535 (LLMC: n <= INT32_MAX), LLMC32 ids >= 0, TEXT ids in 0..255. */
 int nnt_tok_write(const char *path, nnt_tok_format format, const int32_t *tokens, size_t n,
@@ -263,6 +269,11 @@ uint64_t nnt_tok_writer_count(const nnt_tok_writer *w);   /* tokens written so f
  * mask is held in memory (n / 8 bytes) and written after the tokens at finish. */
 int nnt_tok_writer_extend(nnt_tok_writer *w, int masked, uint64_t block, char *err,
                           size_t errlen);
+/* Before the first token, after extend: the file records where examples start (held in
+ * memory like the mask, written after it at finish). */
+int nnt_tok_writer_record_starts(nnt_tok_writer *w, char *err, size_t errlen);
+/* The next token written starts an example (a writer that records starts). */
+int nnt_tok_writer_mark_start(nnt_tok_writer *w, char *err, size_t errlen);
 /* As nnt_tok_writer_write; counts[i] != 0: token i counts as a target (NULL: all do; a
  * writer without a mask takes only NULL). A row's first token never counts. */
 int nnt_tok_writer_write_masked(nnt_tok_writer *w, const int32_t *tokens, const uint8_t *counts,

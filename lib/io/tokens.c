@@ -13,7 +13,10 @@
  *       a loss-mask section follows the tokens; other bits must be 0), header[4] block (the
  *       row length T the examples were laid out in, n a multiple of it; 0: none), then after
  *       the n tokens, with flag bit 0, ceil(n / 8) bytes: bit i % 8 (least significant first)
- *       of byte i / 8 is 1 when token i counts as a target in the loss. Readers that know only
+ *       of byte i / 8 is 1 when token i counts as a target in the loss; then with flag bit 1
+ *       (packed rows: several examples a row) another ceil(n / 8) bytes, bit i 1 when token i
+ *       is an example's first token (older readers refuse the flag: they would let examples
+ *       attend to each other). Readers that know only
  *       versions 1 and 7 (llm.c, nnt before 0.4) refuse such a file by its version;
  *   nanoGPT train.bin / val.bin: uint16 tokens, no header;
  *   text: any bytes, one token per byte (byte-level tokenizer, vocab 256).
@@ -35,6 +38,7 @@ struct nnt_tok_reader {
     int32_t vocab;                 /* > 0: ids must be below it                             */
     uint64_t mask_off;             /* byte offset of the loss-mask section; 0: none         */
     uint64_t block;                /* rows of block tokens (the extension's header[4]); 0   */
+    uint64_t starts_off;           /* byte offset of the example-start section; 0: none     */
 };
 
 static const char *format_name(nnt_tok_format f)
@@ -95,26 +99,32 @@ static int open_llmc(nnt_tok_reader *r, uint64_t size, char *err, size_t errlen)
                            (long)n);
     uint32_t flags = extended ? nnt_io_le32(h + 12) : 0;
     int32_t block = extended ? (int32_t)nnt_io_le32(h + 16) : 0;
-    if (flags & ~(uint32_t)NNT_TOK_FLAG_MASK)
+    const uint32_t known = NNT_TOK_FLAG_MASK | NNT_TOK_FLAG_STARTS;
+    if (flags & ~known)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): unknown flags 0x%lx in "
-                           "header[3] (known: 0x%x, a loss-mask section)", path, what,
-                           (unsigned long)flags, NNT_TOK_FLAG_MASK);
+                           "header[3] (known: 0x%x, a loss-mask section, and 0x%x, example "
+                           "starts)", path, what, (unsigned long)flags, NNT_TOK_FLAG_MASK,
+                           NNT_TOK_FLAG_STARTS);
     if (block < 0 || (block > 0 && n % block))
         return nnt_io_errf(err, errlen, NNT_E_FORMAT, "%s (%s): header[4] gives rows of %ld "
                            "tokens, but header[2] = %ld tokens is not a whole number of them",
                            path, what, (long)block, (long)n);
     r->elsize = wide ? 4 : 2;
     uint64_t mask_bytes = flags & NNT_TOK_FLAG_MASK ? ((uint64_t)n + 7) / 8 : 0;
-    uint64_t want = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes;
+    uint64_t starts_bytes = flags & NNT_TOK_FLAG_STARTS ? ((uint64_t)n + 7) / 8 : 0;
+    uint64_t want = NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes + starts_bytes;
     if (size != want)
         return nnt_io_errf(err, errlen, NNT_E_FORMAT,
                            "%s (%s): %llu bytes, but header[2] = %ld tokens needs 1024 + %zu * "
-                           "%ld%s = %llu bytes (%s)",
+                           "%ld%s%s = %llu bytes (%s)",
                            path, what, (unsigned long long)size, (long)n, r->elsize, (long)n,
                            mask_bytes ? " + the loss mask's (n + 7) / 8" : "",
+                           starts_bytes ? " + the example starts' (n + 7) / 8" : "",
                            (unsigned long long)want,
                            size < want ? "truncated" : "extra bytes at the end");
     r->mask_off = mask_bytes ? NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n : 0;
+    r->starts_off = starts_bytes ? NNT_TOK_HEADER_BYTES + r->elsize * (uint64_t)n + mask_bytes
+                                 : 0;
     r->block = (uint64_t)block;
     r->count = (uint64_t)n;
     r->data_off = NNT_TOK_HEADER_BYTES;
@@ -198,18 +208,22 @@ int nnt_tok_has_mask(const nnt_tok_reader *r) { return r && r->mask_off; }
 
 uint64_t nnt_tok_block(const nnt_tok_reader *r) { return r ? r->block : 0; }
 
-int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
-                      char *err, size_t errlen)
+int nnt_tok_has_starts(const nnt_tok_reader *r) { return r && r->starts_off; }
+
+/* The bits of tokens [start, start + count) of the bit section at off (0: none, every bit
+ * absent_value) into out, one byte each. */
+static int read_bits(const nnt_tok_reader *r, uint64_t off, const char *what, uint64_t start,
+                     size_t count, uint8_t *out, int absent_value, char *err, size_t errlen)
 {
     if (!r || (!out && count))
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "token data: NULL reader or buffer");
     if (start > r->count || count > r->count - start)
         return nnt_io_errf(err, errlen, NNT_E_INVAL,
-                           "%s: mask of tokens [%llu, %llu + %zu) outside the %llu tokens of "
-                           "the file", r->path, (unsigned long long)start,
+                           "%s: %s of tokens [%llu, %llu + %zu) outside the %llu tokens of "
+                           "the file", r->path, what, (unsigned long long)start,
                            (unsigned long long)start, count, (unsigned long long)r->count);
-    if (!r->mask_off) {
-        memset(out, 1, count);
+    if (!off) {
+        memset(out, absent_value, count);
         return 0;
     }
     unsigned char buf[1 << 12];
@@ -217,13 +231,26 @@ int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uin
         uint64_t first = (start + done) / 8;          /* byte of the next token's bit */
         uint64_t last = (start + count - 1) / 8;
         size_t nb = last - first + 1 < sizeof buf ? (size_t)(last - first + 1) : sizeof buf;
-        int rc = nnt_io_pread(r->fd, buf, nb, r->mask_off + first, r->path, err, errlen);
+        int rc = nnt_io_pread(r->fd, buf, nb, off + first, r->path, err, errlen);
         if (rc)
             return rc;
         for (uint64_t i = start + done; done < count && i / 8 < first + nb; i++, done++)
             out[done] = (buf[i / 8 - first] >> (i % 8)) & 1u;
     }
     return 0;
+}
+
+int nnt_tok_read_mask(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
+                      char *err, size_t errlen)
+{
+    return read_bits(r, r ? r->mask_off : 0, "mask", start, count, out, 1, err, errlen);
+}
+
+int nnt_tok_read_starts(const nnt_tok_reader *r, uint64_t start, size_t count, uint8_t *out,
+                        char *err, size_t errlen)
+{
+    return read_bits(r, r ? r->starts_off : 0, "example starts", start, count, out, 0, err,
+                     errlen);
 }
 
 int nnt_tok_read(const nnt_tok_reader *r, uint64_t start, size_t count, int32_t *out, char *err,
@@ -292,6 +319,9 @@ struct nnt_tok_writer {
     uint64_t block;                /* rows of block tokens (0: none)                       */
     unsigned char *mask;           /* (cap_mask) bytes: bit i % 8 of byte i / 8: token i   */
     size_t cap_mask;
+    int starts;                    /* an example-start section (held here until finish)    */
+    unsigned char *start_bits;     /* (cap_starts) bytes, as mask: token i starts an example */
+    size_t cap_starts;
 };
 
 int nnt_tok_writer_begin(const char *path, nnt_tok_format format, int64_t vocab,
@@ -352,24 +382,55 @@ int nnt_tok_writer_extend(nnt_tok_writer *w, int masked, uint64_t block, char *e
     return 0;
 }
 
-/* Room in the mask for n more tokens (zeroed). */
-static int grow_mask(nnt_tok_writer *w, size_t n, char *err, size_t errlen)
+/* Room in the bit array *bits (*cap bytes) for n more tokens (zeroed). */
+static int grow_bits(nnt_tok_writer *w, unsigned char **bits, size_t *cap_bits, size_t n,
+                     const char *what, char *err, size_t errlen)
 {
     size_t need = (size_t)((w->count + n + 7) / 8);
-    if (need <= w->cap_mask)
+    if (need <= *cap_bits)
         return 0;
-    size_t cap = w->cap_mask ? w->cap_mask : 4096;
+    size_t cap = *cap_bits ? *cap_bits : 4096;
     while (cap < need)
         cap *= 2;
-    unsigned char *m = realloc(w->mask, cap);
+    unsigned char *m = realloc(*bits, cap);
     if (!m)
-        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory for the loss mask of "
-                           "%llu tokens", nnt_io_out_path(w->out),
+        return nnt_io_errf(err, errlen, NNT_E_NOMEM, "%s: out of memory for the %s of %llu "
+                           "tokens", nnt_io_out_path(w->out), what,
                            (unsigned long long)(w->count + n));
-    memset(m + w->cap_mask, 0, cap - w->cap_mask);
-    w->mask = m;
-    w->cap_mask = cap;
+    memset(m + *cap_bits, 0, cap - *cap_bits);
+    *bits = m;
+    *cap_bits = cap;
     return 0;
+}
+
+/* Room in the mask (and the start bits) for n more tokens (zeroed). */
+static int grow_mask(nnt_tok_writer *w, size_t n, char *err, size_t errlen)
+{
+    int rc = grow_bits(w, &w->mask, &w->cap_mask, n, "loss mask", err, errlen);
+    if (rc == 0 && w->starts)
+        rc = grow_bits(w, &w->start_bits, &w->cap_starts, n, "example starts", err, errlen);
+    return rc;
+}
+
+int nnt_tok_writer_record_starts(nnt_tok_writer *w, char *err, size_t errlen)
+{
+    const char *path = nnt_io_out_path(w->out), *what = format_name(w->format);
+    if (!w->extended || w->count)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): example starts are set after "
+                           "the extension and before the first token", path, what);
+    w->starts = 1;
+    return 0;
+}
+
+int nnt_tok_writer_mark_start(nnt_tok_writer *w, char *err, size_t errlen)
+{
+    if (!w->starts)
+        return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): the writer records no example "
+                           "starts", nnt_io_out_path(w->out), format_name(w->format));
+    int rc = grow_bits(w, &w->start_bits, &w->cap_starts, 1, "example starts", err, errlen);
+    if (rc == 0)
+        w->start_bits[w->count / 8] |= (unsigned char)(1u << (w->count % 8));
+    return rc;
 }
 
 int nnt_tok_writer_write(nnt_tok_writer *w, const int32_t *tokens, size_t n, char *err,
@@ -407,7 +468,7 @@ int nnt_tok_writer_write_masked(nnt_tok_writer *w, const int32_t *tokens, const 
     if (counts && !w->masked)
         return nnt_io_errf(err, errlen, NNT_E_INVAL, "%s (%s): a loss mask was not asked for "
                            "when the file was begun", path, what);
-    if (w->masked && grow_mask(w, n, err, errlen))
+    if ((w->masked || w->starts) && grow_mask(w, n, err, errlen))
         return NNT_E_NOMEM;
     unsigned char buf[1 << 14];
     size_t es = w->elsize, per = sizeof buf / es;
@@ -450,6 +511,7 @@ void nnt_tok_writer_abort(nnt_tok_writer *w)
         return;
     nnt_io_out_abort(w->out);
     free(w->mask);
+    free(w->start_bits);
     free(w);
 }
 
@@ -468,11 +530,15 @@ int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen)
         nnt_tok_header(h, w->format == NNT_TOK_LLMC32, (size_t)w->count);
         if (w->extended) {
             nnt_io_put_le32(h + 4, nnt_io_le32(h + 4) + 1);
-            nnt_io_put_le32(h + 12, w->masked ? NNT_TOK_FLAG_MASK : 0);
+            nnt_io_put_le32(h + 12, (w->masked ? NNT_TOK_FLAG_MASK : 0) |
+                                        (w->starts ? NNT_TOK_FLAG_STARTS : 0));
             nnt_io_put_le32(h + 16, (uint32_t)w->block);
         }
         if (w->masked && w->count)
             rc = nnt_io_out_write(w->out, w->mask, (size_t)((w->count + 7) / 8), err, errlen);
+        if (rc == 0 && w->starts && w->count)
+            rc = nnt_io_out_write(w->out, w->start_bits, (size_t)((w->count + 7) / 8), err,
+                                  errlen);
         if (rc == 0)
             rc = nnt_io_out_pwrite(w->out, h, sizeof h, 0, err, errlen);
     }
@@ -482,6 +548,7 @@ int nnt_tok_writer_finish(nnt_tok_writer *w, char *err, size_t errlen)
     }
     rc = nnt_io_out_commit(w->out, err, errlen);   /* frees the output either way */
     free(w->mask);
+    free(w->start_bits);
     free(w);
     return rc;
 }

@@ -59,6 +59,9 @@ typedef struct attention {
     nnt_tensor *dh[4];              // d o, dq (B, NH, T, hd); dk, dv (B, NKV, T, hd)
     nnt_tensor *dxin, *dx, *dy_cache;
     nnt_tensor *cache[2];           // (B, NKV, len, hd) keys, values of generation (owned)
+    nnt_tensor *pos;                // (B, T) int32 per-token positions (packed examples) in
+                                    // x's tiling, copied at the forward for the backward
+    int packed;                     // the last forward used pos
 } attention;
 
 /* The (B, T, heads, hd) scratch of projection i: q's heads, or k's / v's. */
@@ -117,14 +120,37 @@ static double scale_of(const attention *a)
     return a->scale != 0.0 ? a->scale : 1.0 / sqrt((double)a->w[0]->shape[1]);
 }
 
-/* the attention op's options: the scale, the sliding window and the soft-cap */
-static nnt_tensor_attention_options op_options(const attention *a)
+/* the attention op's options: the scale, the sliding window and the soft-cap, and the
+ * per-token positions pos (NULL: none) */
+static nnt_tensor_attention_options op_options(const attention *a, nnt_tensor *pos)
 {
     nnt_tensor_attention_options o = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
     o.scale = scale_of(a);
     o.window = a->window;
     o.softcap = a->softcap;
+    o.positions = pos;
     return o;
+}
+
+/* The tree's per-token positions (nnt_layer_set_positions) for the forward of x (B, T, C):
+ * copied into a->pos in x's B and T tiling (a->packed 1), or none (a->packed 0). */
+static int take_positions(nnt_layer *l, attention *a, const nnt_tensor *x)
+{
+    nnt_tensor *p = nnt_layer_positions_of(l);
+    a->packed = 0;
+    if (!p)
+        return NNT_OK;
+    if (p->ndim != 2 || x->ndim != 3 || p->shape[0] != x->shape[0] ||
+        p->shape[1] != x->shape[1])
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: the positions (%lld, %lld) "
+                        "of nnt_layer_set_positions are not the input's (B %lld, T %lld)",
+                        (long long)p->shape[0], (long long)(p->ndim > 1 ? p->shape[1] : 0),
+                        (long long)x->shape[0], (long long)x->shape[1]);
+    int64_t tile[2] = {x->tile[0], x->tile[1]};
+    NNT_TRY(nnt_layer_ensure(l, &a->pos, NNT_INT32, 2, x->shape, tile));
+    NNT_TRY(nnt_tensor_copy(p, a->pos));
+    a->packed = 1;
+    return NNT_OK;
 }
 
 /* The scale of the norm of q (i 0) or k (1): its weight, or 1 + weight. */
@@ -176,7 +202,10 @@ static int project_qkv(nnt_layer *l, attention *a, nnt_tensor *x, int64_t past)
         if (normed)
             NNT_TRY(nnt_tensor_rmsnorm(a->qk_in[i], g, a->qk_eps, a->qkv[i], a->qk_rstd[i]));
     }
-    if (a->has_rope) {   /* q and k rotated in place */
+    if (a->has_rope && past == 0 && a->packed) {   /* each token at its own position */
+        NNT_TRY(nnt_tensor_rope_positions(a->qkv[0], &a->rope, a->pos, a->qkv[0]));
+        NNT_TRY(nnt_tensor_rope_positions(a->qkv[1], &a->rope, a->pos, a->qkv[1]));
+    } else if (a->has_rope) {   /* q and k rotated in place */
         NNT_TRY(nnt_tensor_rope(a->qkv[0], &a->rope, past, a->qkv[0]));
         NNT_TRY(nnt_tensor_rope(a->qkv[1], &a->rope, past, a->qkv[1]));
     }
@@ -203,9 +232,10 @@ static int project_out(nnt_layer *l, attention *a, nnt_tensor **y)
 static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     attention *a = l->impl;
+    NNT_TRY(take_positions(l, a, x));
     NNT_TRY(project_qkv(l, a, x, 0));
     /* NKV < NH: q head h reads kv head h / (NH / NKV) inside the op (no copies) */
-    nnt_tensor_attention_options ao = op_options(a);
+    nnt_tensor_attention_options ao = op_options(a, a->packed ? a->pos : NULL);
     NNT_TRY(nnt_tensor_attention_ex(a->qkv[0], a->qkv[1], a->qkv[2], &ao, a->o, a->lse));
     return project_out(l, a, y);
 }
@@ -256,10 +286,11 @@ int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos 
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_forward: no key/value cache of %lld "
                         "positions to continue at %lld (start at position 0)",
                         (long long)at->len, (long long)at->past);
+    a->packed = 0;   /* generation: positions past .. past + T - 1 */
     NNT_TRY(project_qkv(l, a, x, at->past));
     for (int i = 0; i < 2; i++)   /* k, v of the new positions into cache rows past .. */
         NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, 0, a->cache[i], at->past, T));
-    nnt_tensor_attention_options ao = op_options(a);
+    nnt_tensor_attention_options ao = op_options(a, NULL);
     NNT_TRY(nnt_tensor_attention_kv_ex(a->qkv[0], a->cache[0], a->cache[1], at->past, &ao,
                                     a->o));
     return project_out(l, a, y);
@@ -363,10 +394,13 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(gl_lora_backward_finish(l, a->lora[3], a->heads));
     }
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
-    nnt_tensor_attention_options ao = op_options(a);
+    nnt_tensor_attention_options ao = op_options(a, a->packed ? a->pos : NULL);
     NNT_TRY(nnt_tensor_attention_backward_ex(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse,
                                              a->dh[0], &ao, a->dh[1], a->dh[2], a->dh[3]));
-    if (a->has_rope) {   /* back through the rotations of q and k, in place */
+    if (a->has_rope && a->packed) {   /* back through the rotations at the tokens' positions */
+        NNT_TRY(nnt_tensor_rope_positions_backward(a->dh[1], &a->rope, a->pos, a->dh[1]));
+        NNT_TRY(nnt_tensor_rope_positions_backward(a->dh[2], &a->rope, a->pos, a->dh[2]));
+    } else if (a->has_rope) {   /* back through the rotations of q and k, in place */
         NNT_TRY(nnt_tensor_rope_backward(a->dh[1], &a->rope, 0, a->dh[1]));
         NNT_TRY(nnt_tensor_rope_backward(a->dh[2], &a->rope, 0, a->dh[2]));
     }
@@ -403,7 +437,7 @@ static void attention_destroy(nnt_layer *l)
     nnt_tensor *own[] = {a->x_cache, a->heads, a->kv_heads, a->qkv[0], a->qkv[1], a->qkv[2],
                          a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
-                         a->pw16, a->cache[0], a->cache[1], a->qk_in[0], a->qk_in[1],
+                         a->pw16, a->cache[0], a->cache[1], a->pos, a->qk_in[0], a->qk_in[1],
                          a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0], a->dqk_in[1],
                          a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0], a->qkn1[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)

@@ -301,6 +301,32 @@ NNT_API int nnt_layer_set_targets_ex(nnt_layer *layer, nnt_tensor *targets, doub
     return rc;
 }
 
+NNT_API int nnt_layer_set_positions(nnt_layer *layer, nnt_tensor *positions)
+{
+    static const char fn[] = "nnt_layer_set_positions";
+    NNT_TRY(nnt_layer_check(layer, fn));
+    if (positions) {
+        NNT_TRY(nnt_check_arg(fn, "positions", positions, NNT_INT32, 1));
+        if (positions->ndim != 2)
+            return nnt_fail(layer->ctx, NNT_E_SHAPE, "%s: positions must have 2 dimensions "
+                            "(B, T), not %d", fn, positions->ndim);
+    }
+    layer->positions = positions;
+    /* a layer that runs another tree (the GPT layer): that tree's forwards use them too */
+    nnt_layer *inner = layer->vt->inner ? layer->vt->inner(layer) : NULL;
+    if (inner && inner != layer)
+        inner->positions = positions;
+    return NNT_OK;
+}
+
+nnt_tensor *nnt_layer_positions_of(const nnt_layer *l)
+{
+    for (; l; l = l->parent)
+        if (l->positions)
+            return l->positions;
+    return NULL;
+}
+
 /* ---- releasing received weights ---------------------------------------------------------- */
 
 /* Not while a generation runs on rank 0 (weights_fixed, the root distribution: rank 0 was

@@ -92,6 +92,8 @@ struct nnt_layer {
     const nnt_layer_vt *vt;
     nnt_ctx *ctx;
     nnt_layer *parent;                     /* the composite that owns it, or NULL            */
+    nnt_tensor *positions;                 /* nnt_layer_set_positions on this layer (not
+                                              owned), or NULL: see nnt_layer_positions_of */
     int nchildren;
     nnt_layer **children;
     char **child_names;                    /* "h.0", "attn", "0": prefix of their params;
@@ -119,6 +121,10 @@ struct nnt_layer {
         nnt_tensor **copy;
     } weight_reads[NNT_LAYER_MAX_WEIGHT_READS];
 };
+
+/* The positions (B, T) NNT_INT32 that l's forward uses (nnt_layer_set_positions on l or on
+ * the nearest ancestor that has them), or NULL: 0 .. T-1 a row. */
+nnt_tensor *nnt_layer_positions_of(const nnt_layer *l);
 
 /* The divisor nnt_layer_set_targets_ex gives the cross-entropy layer that takes its targets
  * (through nnt_layer_set_targets' path, on the calling thread); 0 otherwise. */

@@ -202,6 +202,9 @@ typedef struct embedding {
     nnt_tensor *pos_rows;           // (T, C) wpe rows past .. past + T - 1 (cached forward)
     nnt_tensor *dy_cache, *tmp;
     nnt_tensor *dwte_scratch;       // (V, C) a frozen table's scatter target (wpe trained)
+    nnt_tensor *pos, *pos_out;      // (B, T) int32 per-token positions (packed examples) in
+                                    // the input's tiling; (B, T, C) their wpe rows
+    int packed;                     // the last forward used pos
     double scale;                   // out multiplied by (float) scale (Gemma); 0: not
     nnt_tensor *dscaled;            // (B, T, C) scale * dy
 } embedding;
@@ -224,9 +227,30 @@ static int check_ids(nnt_layer *l, const nnt_tensor *x, int64_t V)
                     (long long)V);
 }
 
-static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+/* out += wpe[positions] for the tree's per-token positions (nnt_layer_set_positions), copied
+ * into e->pos in x's tiling for the backward; wpe (maxT, C) in out's C tiling. */
+static int add_positions(nnt_layer *l, embedding *e, nnt_tensor *x, nnt_tensor *p,
+                         nnt_tensor *wpe)
+{
+    if (p->ndim != 2 || p->shape[0] != x->shape[0] || p->shape[1] != x->shape[1])
+        return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: the positions (%lld, %lld) of "
+                        "nnt_layer_set_positions are not the input's (B %lld, T %lld)",
+                        (long long)p->shape[0], (long long)(p->ndim > 1 ? p->shape[1] : 0),
+                        (long long)x->shape[0], (long long)x->shape[1]);
+    NNT_TRY(nnt_layer_ensure(l, &e->pos, NNT_INT32, 2, x->shape, x->tile));
+    NNT_TRY(nnt_tensor_copy(p, e->pos));
+    NNT_TRY(nnt_layer_ensure(l, &e->pos_out, NNT_FP32, 3, e->out->shape, e->out->tile));
+    /* pos_out (B, T, C) = wpe[positions]: the position table looked up like a token table */
+    NNT_TRY(nnt_tensor_embedding(e->pos, wpe, NULL, e->pos_out));
+    return nnt_tensor_axpby(1.0, e->pos_out, 1.0, e->out);
+}
+
+/* use_pos: the tree's per-token positions apply (not in generation) */
+static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor **y, int use_pos)
 {
     embedding *e = l->impl;
+    nnt_tensor *p = use_pos && e->wpe ? nnt_layer_positions_of(l) : NULL;
+    e->packed = p != NULL;
     if (x->dtype != NNT_INT32 || x->ndim != 2 || (e->wpe && x->shape[1] > e->wpe->shape[0]))
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer takes "
                         "int32 tokens (B, T) with T <= maxT = %lld",
@@ -241,11 +265,18 @@ static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(nnt_layer_ensure(l, &e->out, NNT_FP32, 3, shape, tile));
     if (e->wpe)   /* max_seq 0: no position table */
         NNT_TRY(gl_retiled(l, e->wpe, rows_tile, &e->wpe_rows, &wpe));
-    NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, wpe, e->out));
+    NNT_TRY(nnt_tensor_embedding(e->tokens, e->wte, p ? NULL : wpe, e->out));
+    if (p)
+        NNT_TRY(add_positions(l, e, x, p, wpe));
     if (e->scale != 0.0)
         NNT_TRY(nnt_tensor_scale(e->out, e->scale));
     *y = e->out;
     return NNT_OK;
+}
+
+static int embedding_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    return embedding_forward_pos(l, x, y, 1);
 }
 
 static const nnt_layer_vt embedding_vt;
@@ -258,7 +289,7 @@ int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tenso
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: a %s layer takes no position "
                         "offset", l->vt->kind_name);
     if (past == 0 || !e->wpe)   /* positions 0 .. T-1, or none: the ordinary forward */
-        return embedding_forward(l, x, y);
+        return embedding_forward_pos(l, x, y, 0);
     if (past < 0 || x->dtype != NNT_INT32 || x->ndim != 2 || past + x->shape[1] > e->wpe->shape[0])
         return nnt_fail(l->ctx, NNT_E_SHAPE, "nnt_layer_forward: an embedding layer at position "
                         "%lld takes int32 tokens (B, T) with %lld + T <= maxT = %lld",
@@ -306,13 +337,22 @@ static int embedding_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     }
     if (!dwpe)
         return nnt_tensor_embedding_backward(e->tokens, dout, dwte, NULL);
-    if (has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]}))
+    int direct = has_tiling(e->wpe, (int64_t[2]){e->out->tile[1], e->out->tile[2]});
+    if (e->packed) {   /* dwte as without positions; dwpe[positions] += dout (a scatter) */
+        NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, dwte, NULL));
+        if (direct)
+            return nnt_tensor_embedding_backward(e->pos, dout, dwpe, NULL);
+    } else if (direct) {
         return nnt_tensor_embedding_backward(e->tokens, dout, dwte, dwpe);
+    }
     /* position rows in the input's T tiling: accumulate apart, then add */
     NNT_TRY(nnt_layer_ensure_placed(l, &e->dwpe_rows, NNT_FP32, 2, e->wpe_rows->shape,
                                     e->wpe_rows->tile, 0));
     NNT_TRY(nnt_tensor_fill(e->dwpe_rows, 0.0));
-    NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, dwte, e->dwpe_rows));
+    if (e->packed)
+        NNT_TRY(nnt_tensor_embedding_backward(e->pos, dout, e->dwpe_rows, NULL));
+    else
+        NNT_TRY(nnt_tensor_embedding_backward(e->tokens, dout, dwte, e->dwpe_rows));
     return gl_add_into(l, e->dwpe_rows, dwpe, &e->tmp);
 }
 
@@ -320,7 +360,8 @@ static void embedding_destroy(nnt_layer *l)
 {
     embedding *e = l->impl;
     nnt_tensor *own[] = {e->tokens, e->wpe_rows, e->dwpe_rows, e->out, e->pos_rows,
-                         e->dy_cache, e->tmp, e->dwte_scratch, e->dscaled};
+                         e->dy_cache, e->tmp, e->dwte_scratch, e->dscaled, e->pos,
+                         e->pos_out};
     destroy_all(own, sizeof own / sizeof own[0]);
 }
 

@@ -17,11 +17,15 @@
  * (query tile, key tile) pair whose keys all precede the window of the tile's first query
  * gets no task (that is what the window saves), and the kernels skip the rows and keys of
  * a pair that no window reaches. A soft-cap (the _ex functions' softcap, Gemma 2) caps
- * every score inside the kernels. */
+ * every score inside the kernels. Packed examples (the _ex functions' positions): the
+ * kernels mask the keys before each query's example; with positions copied from the host
+ * (their values known at submission), a pair whose keys all precede the example of every
+ * query of its tile gets no task either (examples_begin). */
 #include "../internal.h"
 #include "nnt_cpu.h" /* nnt_attn_map */
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,15 +147,51 @@ static int before_window(const struct seq_tile *kt, int64_t q_pos0, int64_t wind
     return window > 0 && kt->pos0 + kt->rows - 1 <= q_pos0 - window;
 }
 
+/* Positions whose values are known on the host (copied from it: nnt_tensor.ids_host): the
+ * earliest key the queries of tile (bi, *, ti) of q can see, the first token of the earliest
+ * example among its rows; -1 when unknown (no positions, or values written by tasks or a
+ * fill). A key
+ * tile wholly before it is wholly across examples for every query of the tile: the pair gets
+ * no task (the kernels would change nothing). */
+static int64_t examples_begin(const nnt_tensor *pos, const nnt_tensor *q, int64_t bi,
+                              int64_t ti)
+{
+    if (!pos || pos->ids_host_n != q->shape[0] * q->shape[2] || !pos->ids_host)
+        return -1;
+    int64_t B = q->shape[0], T = q->shape[2], lo = T;
+    int64_t b0 = bi * q->tile[0], b1 = b0 + q->tile[0] < B ? b0 + q->tile[0] : B;
+    int64_t t0 = ti * q->tile[2], t1 = t0 + q->tile[2] < T ? t0 + q->tile[2] : T;
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t p = pos->ids_host[b * T + t];
+            p = p < 0 ? 0 : (p > t ? t : p);
+            lo = t - p < lo ? t - p : lo;
+        }
+    return lo;
+}
+
+/* the key tile kt ends before begin, the earliest key a query tile sees (-1: unknown) */
+static int across_examples(const struct seq_tile *kt, int64_t begin)
+{
+    return begin >= 0 && kt->pos0 + kt->rows - 1 < begin;
+}
+
+/* The handle of the positions tile of query tile (bi, *, ti), or NULL without positions. */
+static starpu_data_handle_t pos_tile(const nnt_tensor *pos, int64_t bi, int64_t ti)
+{
+    return pos ? pos->tiles[bi * pos->grid[1] + ti].handle : NULL;
+}
+
 static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l,
                               nnt_tensor *lse, float scale, int64_t window, float cap,
-                              int64_t bi, int64_t hi, int64_t i)
+                              nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
     int64_t hd = q->shape[3], hk0, hk1;
     struct seq_tile qt = seq_tile(q, bi, hi, i);
     /* the lse, m, l tile has the same index: same leading grid, hd grid 1 */
     int rc = 0, first = 1;
+    int64_t begin = examples_begin(pos, q, bi, i);
     kv_tiles_of(q, k, hi, &hk0, &hk1);
     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
         nnt_attn_map map = head_range(q, k, bi, hi, hk);
@@ -159,13 +199,14 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
             struct seq_tile kt = seq_tile(k, bi, hk, j);
             if (kt.pos0 > qt.pos0 + qt.rows - 1)
                 break;   /* every key after every query: fully masked */
-            if (before_window(&kt, qt.pos0, window))
-                continue;   /* every key before every query's window */
+            if (before_window(&kt, qt.pos0, window) || across_examples(&kt, begin))
+                continue;   /* every key before every query's window, or example */
             starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, qt.pos0,
-                                           kt.pos0, window, scale, cap, h, first);
+                                           kt.pos0, window, scale, cap, h, first,
+                                           pos_tile(pos, bi, i));
             first = 0;
         }
     }
@@ -177,7 +218,7 @@ static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l
 }
 
 static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window,
-                          float cap)
+                          float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *m = NULL, *l = NULL;
     int rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &m);
@@ -186,30 +227,47 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = forward_query_tile(w, m, l, lse, scale, window, cap, bi, hi, i);
+                rc = forward_query_tile(w, m, l, lse, scale, window, cap, pos, bi, hi, i);
     nnt_temp_release(m);
     nnt_temp_release(l);
     return rc;
 }
 
-/* The scale, window and soft-cap of an _ex call's opts for q's head dimension (opts NULL: the
- * plain call's scale as given, no window, no cap). */
+/* positions (B, T) NNT_INT32 of q (B, NH, T, hd): readable, q's B and T shape and tiling */
+static int check_positions(const char *fn, const nnt_tensor *q, nnt_tensor *pos)
+{
+    NNT_TRY(nnt_check_arg(fn, "positions", pos, NNT_INT32, 1));
+    if (pos->ndim != 2 || q->ndim != 4)
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: positions must have 2 dimensions (B, T), not "
+                        "%d", fn, pos->ndim);
+    NNT_TRY(nnt_check_dims(fn, "q", q, 0, "positions", pos, 0, 1));
+    NNT_TRY(nnt_check_dims(fn, "q", q, 2, "positions", pos, 1, 1));
+    return NNT_OK;
+}
+
+/* The scale, window, soft-cap and positions (NULL: none) of an _ex call's opts for q's head
+ * dimension (opts NULL: the plain call's scale as given, no window, no cap, no positions). */
 static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
-                        double *scale, int64_t *window, float *cap)
+                        double *scale, int64_t *window, float *cap, nnt_tensor **positions)
 {
     *window = 0;
     *cap = 0.0f;
+    *positions = NULL;
     if (!opts)
         return NNT_OK;
     NNT_TRY(nnt_check_arg(fn, "q", q, NNT_FP32, 0));
     nnt_ctx *ctx = q->ctx;
     int64_t hd = q->ndim == 4 ? q->shape[3] : 1;
     nnt_tensor_attention_options o;
+    const size_t before_pos = offsetof(nnt_tensor_attention_options, positions);
     NNT_TRY(nnt_check_struct_size(ctx, fn, "opts->size", opts->size,
-                                  sizeof(nnt_tensor_attention_options),
-                                  sizeof(nnt_tensor_attention_options),
+                                  sizeof(nnt_tensor_attention_options), before_pos,
                                   "initialise it with NNT_TENSOR_ATTENTION_OPTIONS_INIT"));
-    memcpy(&o, opts, sizeof o);
+    memset(&o, 0, sizeof o);
+    memcpy(&o, opts, opts->size);   /* a size without positions: none */
+    if (o.positions)
+        NNT_TRY(check_positions(fn, q, o.positions));
+    *positions = o.positions;
     if (o.window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
                         (long long)o.window);
@@ -228,10 +286,10 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
 {
     static const char *const roles[5] = {"q", "k", "v", "o", "lse"};
     static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
-    nnt_tensor *all[5] = {q, k, v, o, lse};
+    nnt_tensor *all[5] = {q, k, v, o, lse}, *pos = NULL;
     int64_t window = 0;
     float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap);
+    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
     if (rc == 0)
         rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
     if (rc)
@@ -239,7 +297,7 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_forward(w, lse, (float)scale, window, cap);
+        rc = submit_forward(w, lse, (float)scale, window, cap, pos);
     if (rc == 0)
         nnt_tensor_mark_written(lse);
     rc = nnt_whole_last_finish(w[3], o, rc);
@@ -274,7 +332,7 @@ NNT_API int nnt_tensor_attention_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
  * reaches b key tiles: b), where increasing i for dk_j too made every task (i, j) wait for
  * (i - 1, j) and (i, j - 1), a chain through the whole band (two tasks per query tile). */
 static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int64_t window,
-                           float cap)
+                           float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *lse = w[4], *dout = w[5],
                *dq = w[6], *dk = w[7], *dv = w[8];
@@ -300,12 +358,13 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
             for (int64_t dj = -(nt - 1); dj <= 0 && rc == 0; dj++)
                 for (int64_t i = -dj; i < nt && rc == 0; i++) {
                     struct seq_tile qt = seq_tile(q, bi, hi, i);
-                    int64_t qi = qt.index, j = i + dj;
+                    int64_t qi = qt.index, j = i + dj, begin = examples_begin(pos, q, bi, i);
                     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
                         nnt_attn_map map = head_range(q, k, bi, hi, hk);
                         struct seq_tile kt = seq_tile(k, bi, hk, j);
                         int64_t kj = kt.index;
-                        if (before_window(&kt, qt.pos0, window))
+                        if (before_window(&kt, qt.pos0, window) ||
+                            across_examples(&kt, begin))
                             continue;   /* no query of the tile sees these keys */
                         starpu_data_handle_t h[9] = {
                             q->tiles[qi].handle, k->tiles[kj].handle, v->tiles[kj].handle,
@@ -313,7 +372,8 @@ static int submit_backward(nnt_tensor *const *w, nnt_tensor *d, float scale, int
                             dq->tiles[qi].handle, dk->tiles[kj].handle, dv->tiles[kj].handle};
                         rc = nnt_insert_attn_bwd_block(q->ctx, &map, qt.rows, kt.rows, hd,
                                                        qt.pos0, kt.pos0, window, scale, cap, h,
-                                                       !touched_q[qi], !touched_kv[kj]);
+                                                       !touched_q[qi], !touched_kv[kj],
+                                                       pos_tile(pos, bi, i));
                         touched_q[qi] = 1;
                         touched_kv[kj] = 1;
                     }
@@ -332,10 +392,10 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     static const char *const roles[9] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
     static const int side[9] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE,
                                 SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
-    nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
+    nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv}, *pos = NULL;
     int64_t window = 0;
     float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap);
+    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
     if (rc == 0)
         rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
     if (rc)
@@ -347,7 +407,7 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
     if (rc == 0)
-        rc = submit_backward(w, d, (float)scale, window, cap);
+        rc = submit_backward(w, d, (float)scale, window, cap, pos);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
         rc = nnt_whole_last_finish(w[i], all[i], rc);
@@ -439,7 +499,7 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
                                          v->tiles[kt.index].handle, o->tiles[qt.index].handle,
                                          m->tiles[qt.index].handle, l->tiles[qt.index].handle};
             rc = nnt_insert_attn_fwd_block(q->ctx, &map, qt.rows, kt.rows, hd, q_pos0,
-                                           kt.pos0, window, scale, cap, h, first);
+                                           kt.pos0, window, scale, cap, h, first, NULL);
             first = 0;
         }
     }
@@ -474,10 +534,13 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
                         int64_t past, const nnt_tensor_attention_options *opts, double scale,
                         nnt_tensor *o)
 {
-    nnt_tensor *all[4] = {q, k, v, o};
+    nnt_tensor *all[4] = {q, k, v, o}, *pos = NULL;
     int64_t window = 0;
     float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap);
+    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
+    if (rc == 0 && pos)
+        rc = nnt_fail(q->ctx, NNT_E_INVAL, "%s: positions (packed examples) are for training "
+                      "forwards, not queries after cached keys", fn);
     if (rc == 0)
         rc = check_kv_args(fn, all, past, scale);
     if (rc)

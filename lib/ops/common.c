@@ -150,6 +150,7 @@ void nnt_temp_release(nnt_tensor *t)
             starpu_data_unregister_submit(t->tiles[i].handle);
     }
     free(t->tiles);
+    free(t->ids_host);
     t->magic = 0;
     free(t);
 }

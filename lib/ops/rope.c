@@ -120,15 +120,31 @@ static int check_args(const char *fn, const char *xrole, nnt_tensor *x, const ch
     return NNT_OK;
 }
 
+/* positions (B, T) NNT_INT32 with x's B and T shape and tiling */
+static int check_positions(const char *fn, const char *xrole, const nnt_tensor *x,
+                           nnt_tensor *pos)
+{
+    NNT_TRY(nnt_check_arg(fn, "positions", pos, NNT_INT32, 1));
+    if (pos->ndim != 2)
+        return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: positions must have 2 dimensions (B, T), not "
+                        "%d", fn, pos->ndim);
+    NNT_TRY(nnt_check_dims(fn, xrole, x, 0, "positions", pos, 0, 1));
+    NNT_TRY(nnt_check_dims(fn, xrole, x, 2, "positions", pos, 1, 1));
+    return NNT_OK;
+}
+
+/* pos: per-token positions (B, T), or NULL: t + pos_offset */
 static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
-                      const nnt_rope_options *opts, int64_t pos_offset, const char *yrole,
-                      nnt_tensor *y, int sign)
+                      const nnt_rope_options *opts, int64_t pos_offset, nnt_tensor *pos,
+                      const char *yrole, nnt_tensor *y, int sign)
 {
     nnt_rope_options o;
     int64_t split = 0;
     int rc = nnt_rope_options_read(fn, opts, &o);
     if (rc == 0)
         rc = check_args(fn, xrole, x, yrole, y, pos_offset, &split);
+    if (rc == 0 && pos)
+        rc = check_positions(fn, xrole, x, pos);
     if (rc)
         return rc;
     int64_t hd = x->shape[3];
@@ -148,11 +164,21 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
         t.whole = split == 0;
         t.n = split ? shape[3] : hd / 2;
         t.ld = shape[3];
+        t.nb = shape[0];
+        t.nh = shape[1];
+        /* the positions tile of (b-tile, t-tile) */
+        int64_t bi = l / (x->grid[1] * x->grid[2]), ti = l % x->grid[2];
+        starpu_data_handle_t ph = pos ? pos->tiles[bi * pos->grid[1] + ti].handle : NULL;
         for (int64_t j = 0; j < npairs && rc == 0; j++) {
             int64_t ilo = lo + j, ihi = split ? lo + j + split : lo;
-            rc = nnt_insert_rope(x->ctx, &t, inv + j * t.n, x->tiles[ilo].handle,
-                                 x->tiles[ihi].handle, y->tiles[ilo].handle,
-                                 y->tiles[ihi].handle);
+            if (ph)
+                rc = nnt_insert_rope_pos(x->ctx, &t, inv + j * t.n, x->tiles[ilo].handle,
+                                         x->tiles[ihi].handle, y->tiles[ilo].handle,
+                                         y->tiles[ihi].handle, ph);
+            else
+                rc = nnt_insert_rope(x->ctx, &t, inv + j * t.n, x->tiles[ilo].handle,
+                                     x->tiles[ihi].handle, y->tiles[ilo].handle,
+                                     y->tiles[ihi].handle);
         }
     }
     free(inv);
@@ -164,11 +190,30 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
 int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t pos_offset,
                     nnt_tensor *y)
 {
-    return rope_apply("nnt_tensor_rope", "x", x, opts, pos_offset, "y", y, 1);
+    return rope_apply("nnt_tensor_rope", "x", x, opts, pos_offset, NULL, "y", y, 1);
+}
+
+int nnt_tensor_rope_positions(nnt_tensor *x, const nnt_rope_options *opts,
+                              nnt_tensor *positions, nnt_tensor *y)
+{
+    static const char fn[] = "nnt_tensor_rope_positions";
+    if (!positions)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: positions is NULL", fn);
+    return rope_apply(fn, "x", x, opts, 0, positions, "y", y, 1);
+}
+
+int nnt_tensor_rope_positions_backward(nnt_tensor *dy, const nnt_rope_options *opts,
+                                       nnt_tensor *positions, nnt_tensor *dx)
+{
+    static const char fn[] = "nnt_tensor_rope_positions_backward";
+    if (!positions)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: positions is NULL", fn);
+    return rope_apply(fn, "dy", dy, opts, 0, positions, "dx", dx, -1 /* the inverse */);
 }
 
 int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts, int64_t pos_offset,
                              nnt_tensor *dx)
 {
-    return rope_apply("nnt_tensor_rope_backward", "dy", dy, opts, pos_offset, "dx", dx, -1);
+    const char *fn = "nnt_tensor_rope_backward";
+    return rope_apply(fn, "dy", dy, opts, pos_offset, NULL, "dx", dx, -1);
 }

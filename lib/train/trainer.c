@@ -435,6 +435,8 @@ NNT_API void nnt_trainer_destroy(nnt_trainer *tr)
     nnt_trainer_release_signals(tr);
     tr->magic = 0;
     nnt_tensor_destroy(tr->tokens);
+    nnt_tensor_destroy(tr->positions);
+    free(tr->pos_host);
     nnt_tensor_destroy(tr->targets);
     free(tr->window), free(tr->rows), free(tr->mask), free(tr->kept);
     if (tr->csv)
@@ -523,6 +525,44 @@ static int batch_mask(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t le
     return NNT_OK;
 }
 
+/* Packed data (a file that records its examples' starts, nnt-tokenize --pack): the inputs'
+ * positions in their examples (0 at a start and at a row's first token, else one more than
+ * the token before) given to the model for the next forward and backward (as TRL's padding-
+ * free packing: each example its own positions and attention); other data: none. The inputs
+ * are the window at offset pos of a range of data, or shuffled rows pos .. pos + B - 1. */
+static int batch_positions(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
+                           uint64_t pos, int rows)
+{
+    nnt_data_info di = NNT_DATA_INFO_INIT;
+    NNT_TRY(nnt_data_info_get(data, &di));
+    if (!di.starts)
+        return nnt_layer_set_positions(tr->model, NULL);
+    int64_t B = tr->o.batch, T = tr->o.seq;
+    if (!tr->positions) {
+        NNT_TRY(nnt_tensor_create(tr->ctx, NNT_INT32, 2, tr->tokens->shape, tr->tokens->tile,
+                                  &tr->positions));
+        if (!(tr->pos_host = malloc((size_t)(B * T) * (sizeof(int32_t) + 1))))
+            return nnt_fail(tr->ctx, NNT_E_NOMEM, "nnt_trainer: positions: out of memory");
+    }
+    uint8_t *starts = (uint8_t *)(tr->pos_host + B * T);
+    for (int64_t b = 0; b < B; b++) {
+        if (rows) {
+            uint64_t r = nnt_shuffled_row(tr->o.seed, tr->nrows, pos + (uint64_t)b);
+            NNT_TRY(nnt_data_read_starts(data, (int64_t)r * T, starts + b * T, T));
+        } else {
+            int64_t at = (int64_t)((pos + (uint64_t)(b * T)) % (uint64_t)len);
+            NNT_TRY(nnt_data_read_starts(data, start + at, starts + b * T, T));
+        }
+        for (int64_t t = 0, p = 0; t < T; t++, p++) {   /* a row starts at 0 */
+            p = starts[b * T + t] ? 0 : p;   /* so does each example */
+            tr->pos_host[b * T + t] = (int32_t)p;
+        }
+    }
+    NNT_TRY(nnt_tensor_copy_from_host(tr->positions, tr->pos_host,
+                                      (size_t)(B * T) * sizeof(int32_t)));
+    return nnt_layer_set_positions(tr->model, tr->positions);
+}
+
 /* The window of B*T + 1 tokens at offset pos of a range of data: inputs window[0..BT),
  * targets window[1..BT] (masked: those not counting ignored). */
 static int load_window(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t len,
@@ -531,6 +571,7 @@ static int load_window(nnt_trainer *tr, nnt_data *data, int64_t start, int64_t l
     NNT_TRY(read_range(data, start, len, pos, tr->window, tr->o.batch * tr->o.seq + 1));
     if (masked)
         NNT_TRY(batch_mask(tr, data, start, len, pos, 0, NULL));
+    NNT_TRY(batch_positions(tr, data, start, len, pos, 0));
     return upload_batch(tr, tr->window, tr->window + 1, masked);
 }
 
@@ -548,6 +589,7 @@ static int load_rows(nnt_trainer *tr, uint64_t pos)
     }
     if (tr->masked)
         NNT_TRY(batch_mask(tr, tr->data, 0, tr->ntokens, pos, 1, NULL));
+    NNT_TRY(batch_positions(tr, tr->data, 0, tr->ntokens, pos, 1));
     return upload_batch(tr, inputs, targets, tr->masked);
 }
 
@@ -582,6 +624,7 @@ static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, int last, 
     if (last && update_in_backward(tr))
         NNT_TRY(nnt_optim_update_in_backward(tr->opt));
     NNT_TRY(nnt_layer_backward(tr->model, NULL, NULL));
+    NNT_TRY(nnt_layer_set_positions(tr->model, NULL));   /* (sampling uses none) */
     return nnt_layer_loss(tr->model, loss);
 }
 
@@ -669,6 +712,7 @@ static int validate_at(nnt_trainer *tr, int64_t step, double *out)
             rc = nnt_layer_loss(tr->model, &loss);
         sum += loss;
     }
+    nnt_layer_set_positions(tr->model, NULL);
     tr->ctx->no_dropout = 0;
     NNT_TRY(rc);
     nnt_trainer_report r;

@@ -34,6 +34,9 @@ struct nnt_trainer {
     uint8_t *mask;                 /* (B*T) which targets of a micro-batch count           */
     int32_t *kept;                 /* (B*T) the targets, those not counting ignored        */
     int32_t *window;               /* (B*T + 1) consecutive tokens                         */
+    nnt_tensor *positions;         /* packed data (example starts): (B, T) int32 positions of
+                                      the inputs in their examples (made at first use)     */
+    int32_t *pos_host;             /* (B*T) the same on the host; (B*T) bytes of starts after */
     int32_t *rows;                 /* shuffle: (B, T) inputs, (B, T) targets, (T + 1) a row */
     uint64_t data_pos;             /* next window's start (< ntokens); shuffle: rows read   */
     uint64_t rng[4];
