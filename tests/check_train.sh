@@ -513,6 +513,16 @@ else
     echo "ok: moe: 6 steps, loss $(head -n 1 "$tmp/moe6.out" | cut -d' ' -f4) ->" \
         "$(tail -n 1 "$tmp/moe6.out" | cut -d' ' -f4), $(grep -o '[0-9.]*M active' "$tmp/moe6.err")"
 fi
+# a Qwen2-MoE directory (V 64): the model line names its shared expert
+for i in 1 2 3 4 5 6 7 8; do printf '0123 4567, 89; 3210 (7654)\n'; done > "$tmp/digits.txt"
+"$top_builddir/nnt-tokenize" --out "$tmp/tok16.bin" "$tmp/digits.txt" > /dev/null 2>&1 ||
+    fail "nnt-tokenize of digits.txt"
+run_ok moe_shared --load-hf "$top_srcdir/tests/fixtures/moe_tiny/qwen2moe" --tokenizer bytes \
+    --data "$tmp/tok16.bin" --steps 1 --batch 1 --seq 8 --sample 0 --cpus 1 --out "$tmp/m_sh" \
+    --print-loss
+grep -q "experts of [0-9]*, top [0-9]* and a shared expert of 36: " "$tmp/moe_shared.err" &&
+    echo "ok: moe: the model line names Qwen2-MoE's shared expert" ||
+    fail "moe: no shared expert in the model line: $(grep model: "$tmp/moe_shared.err")"
 if grep -q Qwen3MoeForCausalLM "$tmp/m1/hf/config.json" 2>/dev/null; then
     run_ok moe_hf --load-hf "$tmp/m1/hf" --batch 2 --seq 16 --sample 0 --cpus 1 \
         --data "$tmp/corpus.txt" --steps 2 --out "$tmp/m2" --print-loss

@@ -127,6 +127,8 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
         add(t, ", %lld of %lld blocks with %lld experts of %lld, top %lld", (long long)sparse,
             (long long)c.layers, (long long)c.experts, (long long)I,
             (long long)c.experts_per_token);
+        if (c.shared_expert_hidden > 0)
+            add(t, " and a shared expert of %lld", (long long)c.shared_expert_hidden);
     }
     add(t, ": %.3fM parameters", (double)tr->params / 1e6);
     if (idle)
