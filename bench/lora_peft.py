@@ -1,25 +1,33 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """lora_peft.py: time one LoRA training step (forward + loss + backward + AdamW on the
-adapters, the base frozen) of nnt-train and of Hugging Face PEFT + transformers (eager,
-fp32) on the SmolLM2-135M shape, side by side, and print a Markdown table with the CPU
-model and the commands.
+adapters, the base frozen) of nnt-train and of Hugging Face PEFT + transformers (eager
+attention; fp32, or bf16 autocast against nnt's --precision bf16) on the SmolLM2-135M or
+Qwen3-0.6B shape, side by side, and print a Markdown table with the CPU model, the load
+average around each run and the commands.
 
 Not a test and not run by CI: run by hand, preferably on a quiet machine; results go to
 bench/RESULTS-lora.md. Needs a Python with torch, transformers and peft, and a built
 nnt-train.
 
-    python bench/lora_peft.py --build-dir BUILD [--threads 2] [--batch 4] [--seq 256]
+    python bench/lora_peft.py --build-dir BUILD [--shape smollm2-135m|qwen3-0.6b]
+        [--precision fp32|bf16] [--threads 2] [--batch 4] [--seq 256]
         [--rank 16] [--alpha 32] [--targets all-linear] [--steps 3] [--rounds 2]
 
-Both sides: random weights of SmolLM2-135M's sizes (vocab 49152, hidden 576, intermediate
-1536, 30 layers, 9 heads, 3 key/value heads, tied embeddings), LoRA of rank --rank on
---targets, AdamW (lr 1e-4, weight decay 0), random tokens, one warm-up step, then --steps
-timed steps; a round runs nnt then PyTorch, each in a fresh process, and the table gives the
-median over the rounds of each run's mean step time and the peak RSS of the process.
+Both sides: random weights of the shape's sizes (SmolLM2-135M: vocab 49152, hidden 576,
+intermediate 1536, 30 layers, 9 heads, 3 key/value heads, tied embeddings; Qwen3-0.6B:
+vocab 151936, hidden 1024, intermediate 3072, 28 layers, 16 heads of 128, 8 key/value
+heads, q/k norms, tied), LoRA of rank --rank on --targets, dropout 0, AdamW (lr 1e-4,
+weight decay 0), random tokens, one warm-up step, then --steps timed steps; a round runs
+nnt then PyTorch (A B A B ...), each in a fresh process under /usr/bin/time (peak RSS), and
+the table gives the median over the rounds of each run's mean step time. --precision bf16:
+nnt-train --precision bf16 (bf16 operands of the products, the frozen matrices kept in
+bf16 only) against torch.autocast("cpu", bfloat16) around the forward and the loss (the
+weights fp32, as PEFT's users run it).
 
 The nnt side runs
-    nnt-train --model smollm2-135m --lora-rank R --lora-alpha A --lora-targets LIST
+    nnt-train --model SHAPE --lora-rank R --lora-alpha A --lora-targets LIST
+        [--precision bf16]
         --batch B --seq T --steps N+1 --sample 0 --no-save --cpus THREADS --lr 1e-4
         --warmup 0 --schedule constant --weight-decay 0 --grad-clip 0 --data RANDOM.bin
 and reads the ms column of OUT/train.csv (the first step dropped).
@@ -38,6 +46,16 @@ import time
 SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
                rope_theta=100000.0, tie_word_embeddings=True, rms_norm_eps=1e-5)
+QWEN3 = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+             num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+             max_position_embeddings=40960, rope_theta=1000000.0, tie_word_embeddings=True,
+             rms_norm_eps=1e-6)
+SHAPES = {"smollm2-135m": ("LlamaConfig", "LlamaForCausalLM", SMOLLM2),
+          "qwen3-0.6b": ("Qwen3Config", "Qwen3ForCausalLM", QWEN3)}
+
+
+def load():
+    return "%.2f %.2f %.2f" % os.getloadavg()
 
 
 def cpu_model():
@@ -63,30 +81,41 @@ def token_file(path, n, vocab):
 
 
 def run_nnt(a, data, out):
-    cmd = [os.path.join(a.build_dir, "nnt-train"), "--model", "smollm2-135m",
+    cmd = [os.path.join(a.build_dir, "nnt-train"), "--model", a.shape,
            "--lora-rank", str(a.rank), "--lora-alpha", str(a.alpha), "--lora-targets", a.targets,
            "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps + 1),
            "--sample", "0", "--no-save", "--cpus", str(a.threads), "--lr", "1e-4",
            "--warmup", "0", "--schedule", "constant", "--weight-decay", "0", "--grad-clip", "0",
-           "--data", data, "--out", out, "--overwrite", "--quiet"]
-    t = time.time()
+           "--data", data, "--out", out, "--overwrite"]
+    if a.precision == "bf16":
+        cmd += ["--precision", "bf16"]
     p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("nnt-train failed: " + p.stderr[-2000:])
     rss_kb = int(p.stderr.strip().splitlines()[-1])
     with open(os.path.join(out, "train.csv")) as f:
-        ms = [float(r["ms"]) for r in csv.DictReader(f)]
-    return statistics.mean(ms[1:]), rss_kb / 1024.0, " ".join(cmd[:1] + ["..."]), time.time() - t
+        rows = list(csv.DictReader(f))
+    ms = [float(r["ms"]) for r in rows]
+    own_peak = max(float(r["RAM_peak_mib"]) for r in rows)
+    text = p.stdout + p.stderr
+    for key in ("MFU:", "memory:", "trained steps"):
+        for line in text.splitlines():
+            if line.startswith(key):
+                print("  nnt: " + line.strip(), flush=True)
+    return ms[1:], rss_kb / 1024.0, own_peak, " ".join(cmd)
 
 
 def torch_worker(a):
+    import contextlib
     import torch
     import torch.nn.functional as F
+    import transformers
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg_name, cls_name, sizes = SHAPES[a.shape]
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**SMOLLM2, attn_implementation="eager")).float()
+    cfg = getattr(transformers, cfg_name)(**sizes, attn_implementation="eager")
+    model = getattr(transformers, cls_name)(cfg).float()
     model = get_peft_model(model, LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0,
                                              target_modules=a.targets if a.targets == "all-linear"
                                              else a.targets.split(","), task_type="CAUSAL_LM"))
@@ -95,33 +124,40 @@ def torch_worker(a):
                             weight_decay=0.0)
     times = []
     for s in range(a.steps + 1):
-        x = torch.randint(0, SMOLLM2["vocab_size"], (a.batch, a.seq + 1))
+        x = torch.randint(0, sizes["vocab_size"], (a.batch, a.seq + 1))
         t = time.perf_counter()
-        logits = model(input_ids=x[:, :-1]).logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
+              else contextlib.nullcontext()):
+            logits = model(input_ids=x[:, :-1]).logits
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                   x[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
         times.append(1e3 * (time.perf_counter() - t))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"{statistics.mean(times[1:])} {rss}")
+    print(" ".join(f"{x}" for x in times[1:]) + f" {rss}")
 
 
 def run_torch(a):
-    cmd = [sys.executable, __file__, "--worker", "--threads", str(a.threads), "--batch",
-           str(a.batch), "--seq", str(a.seq), "--rank", str(a.rank), "--alpha", str(a.alpha),
-           "--targets", a.targets, "--steps", str(a.steps)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    cmd = [sys.executable, __file__, "--worker", "--shape", a.shape, "--precision",
+           a.precision, "--threads", str(a.threads), "--batch", str(a.batch), "--seq",
+           str(a.seq), "--rank", str(a.rank), "--alpha", str(a.alpha), "--targets", a.targets,
+           "--steps", str(a.steps)]
+    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("PyTorch worker failed: " + p.stderr[-2000:])
-    ms, rss = p.stdout.split()[-2:]
-    return float(ms), float(rss)
+    rss_kb = int(p.stderr.strip().splitlines()[-1])
+    vals = [float(x) for x in p.stdout.split()]
+    return vals[:-1], rss_kb / 1024.0, vals[-1], " ".join(cmd)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", default=".")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="smollm2-135m")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
@@ -134,30 +170,49 @@ def main():
     a = ap.parse_args()
     if a.worker:
         return torch_worker(a)
-    nnt_ms, nnt_rss, torch_ms, torch_rss = [], [], [], []
+    sides = {"nnt": [], "torch": []}   # per run: (step ms list, RSS MiB, own peak, loads)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "tokens.bin")
-        token_file(data, max(200000, 4 * a.batch * (a.seq + 1) * (a.steps + 2)),
-                   SMOLLM2["vocab_size"])
-        env_home = os.environ.setdefault("STARPU_HOME", os.path.join(tmp, "starpu"))
-        del env_home
+        vocab = SHAPES[a.shape][2]["vocab_size"]
+        n = max(200000, 4 * a.batch * (a.seq + 1) * (a.steps + 2))
+        if vocab > 65535:   # uint16 ids: draw them below 65536 (the speed does not care)
+            vocab = 65535
+        token_file(data, n, vocab)
+        os.environ.setdefault("STARPU_HOME", os.path.join(tmp, "starpu"))
+        cmds = {}
         for r in range(a.rounds):
-            ms, rss, _, _ = run_nnt(a, data, os.path.join(tmp, f"out{r}"))
-            nnt_ms.append(ms), nnt_rss.append(rss)
-            ms, rss = run_torch(a)
-            torch_ms.append(ms), torch_rss.append(rss)
-    n, t = statistics.median(nnt_ms), statistics.median(torch_ms)
-    print(f"CPU: {cpu_model()}, {a.threads} threads; SmolLM2-135M shape, B {a.batch}, "
-          f"T {a.seq}, LoRA r {a.rank} alpha {a.alpha:g} on {a.targets}; {a.steps} timed steps, "
-          f"{a.rounds} rounds (medians)\n")
-    print("| side | ms / step | tokens / s | peak RSS MiB | runs (ms) |")
+            l0 = load()
+            ms, rss, own, cmds["nnt"] = run_nnt(a, data, os.path.join(tmp, f"out{r}"))
+            sides["nnt"].append((ms, rss, own, (l0, load())))
+            print(f"round {r + 1} nnt: {[round(x) for x in ms]} ms, RSS {rss:.0f} MiB, "
+                  f"load {l0} -> {load()}", flush=True)
+            l0 = load()
+            ms, rss, own, cmds["torch"] = run_torch(a)
+            sides["torch"].append((ms, rss, own, (l0, load())))
+            print(f"round {r + 1} torch: {[round(x) for x in ms]} ms, RSS {rss:.0f} MiB, "
+                  f"load {l0} -> {load()}", flush=True)
+    label = "bf16 autocast" if a.precision == "bf16" else "fp32"
+    print(f"\nCPU: {cpu_model()}, {a.threads} threads; {a.shape} shape, {a.precision}, "
+          f"B {a.batch}, T {a.seq}, LoRA r {a.rank} alpha {a.alpha:g} on {a.targets}; one "
+          f"warm-up step and {a.steps} timed steps a run, {a.rounds} rounds nnt, PyTorch, "
+          f"nnt, ... (medians of the runs' means)\n")
+    print("| side | ms / step | tokens / s | peak RSS MiB (time -v) | runs: mean ms, steps ms, "
+          "load before -> after |")
     print("|------|-----------|------------|--------------|-----------|")
-    for name, ms, rss, runs in (("nnt-train", n, max(nnt_rss), nnt_ms),
-                                ("PEFT + transformers (fp32 eager)", t, max(torch_rss), torch_ms)):
-        print(f"| {name} | {ms:.0f} | {a.batch * a.seq / (ms / 1e3):.0f} | {rss:.0f} | "
-              f"{', '.join(f'{x:.0f}' for x in runs)} |")
-    print(f"\nnnt / PyTorch speed: {t / n:.2f}x")
-
+    med = {}
+    for key, name in (("nnt", f"nnt-train ({'--precision bf16' if a.precision == 'bf16' else 'fp32'})"),
+                      ("torch", f"PEFT + transformers ({label} eager)")):
+        means = [statistics.mean(r[0]) for r in sides[key]]
+        med[key] = statistics.median(means)
+        runs = "; ".join(f"{statistics.mean(r[0]):.0f} ({', '.join(f'{x:.0f}' for x in r[0])}), "
+                         f"{r[3][0]} -> {r[3][1]}" for r in sides[key])
+        print(f"| {name} | {med[key]:.0f} | {a.batch * a.seq / (med[key] / 1e3):.0f} | "
+              f"{max(r[1] for r in sides[key]):.0f} | {runs} |")
+    print(f"\nnnt / PyTorch speed: {med['torch'] / med['nnt']:.2f}x; nnt's own RAM peak "
+          f"{max(r[2] for r in sides['nnt']):.0f} MiB, PyTorch's getrusage "
+          f"{max(r[2] for r in sides['torch']):.0f} MiB")
+    for key in ("nnt", "torch"):
+        print(f"\n    {cmds[key]}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -48,6 +48,8 @@ static const want_preset PRESETS[] = {
      0, 0},
     {"llama-3.2-1b", NNT_FAMILY_LLAMA, 128256, 131072, 16, 32, 8, 2048, 8192, 1, 500000.0,
      1e-5, 0, 0},
+    {"llama-3.1-8b", NNT_FAMILY_LLAMA, 128256, 131072, 32, 32, 8, 4096, 14336, 0, 500000.0,
+     1e-5, 0, 0},
     {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1, 1000000.0, 1e-6,
      128, 1},
     /* google/gemma-3-270m, google/gemma-3-1b-pt, google/gemma-2-2b */
@@ -93,10 +95,12 @@ START_TEST(test_presets)
     }
     if (llama)
         ck_assert(c.rope.theta == w->theta);
-    int llama3 = strcmp(w->name, "llama-3.2-1b") == 0;
+    int llama32 = strcmp(w->name, "llama-3.2-1b") == 0;
+    int llama31 = strcmp(w->name, "llama-3.1-8b") == 0;
+    int llama3 = llama32 || llama31;
     ck_assert_int_eq(c.rope.scaling, llama3 ? NNT_ROPE_SCALING_LLAMA3 : NNT_ROPE_SCALING_NONE);
-    if (llama3) {   /* rope_scaling of meta-llama/Llama-3.2-1B */
-        ck_assert(c.rope.factor == 32.0 && c.rope.low_freq_factor == 1.0 &&
+    if (llama3) {   /* rope_scaling of meta-llama/Llama-3.2-1B and Llama-3.1-8B */
+        ck_assert(c.rope.factor == (llama32 ? 32.0 : 8.0) && c.rope.low_freq_factor == 1.0 &&
                   c.rope.high_freq_factor == 4.0 && c.rope.original_max_position == 8192);
     }
 }
@@ -291,6 +295,17 @@ START_TEST(test_qwen3_size)
     EXPECT_OK(nnt_model_config_of(l, &got));
     ck_assert(got.head_dim == hd && got.qk_norm == 1);
     nnt_layer_destroy(l);
+}
+END_TEST
+
+/* Llama-3.1-8B has 8,030,261,248 parameters (transformers' LlamaForCausalLM of its
+ * config.json, counted on the meta device; untied: the head is a second V x C matrix).
+ * Counted here, not created (32 GB in fp32). */
+START_TEST(test_llama31_8b_size)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-3.1-8b", &c));
+    ck_assert_int_eq(llama_numel(&c), 8030261248LL);
 }
 END_TEST
 
@@ -599,6 +614,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_llama_tree);
     tcase_add_test(tc, test_smollm2_size);
     tcase_add_test(tc, test_qwen3_size);
+    tcase_add_test(tc, test_llama31_8b_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);
     tcase_add_test(tc, test_train_tilings);

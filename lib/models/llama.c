@@ -25,7 +25,8 @@ static const struct llama_preset {
     double eps;
     int tied;
     double theta;
-    int llama3;               /* Llama 3.1's rope scaling: factor 32, low 1, high 4, 8192 */
+    double llama3;            /* Llama 3.1's rope scaling of this factor (0: none), low 1,
+                                 high 4, original 8192 */
     int64_t head_dim;         /* 0: channels / heads */
     int qk_norm;
 } PRESETS[] = {
@@ -35,13 +36,16 @@ static const struct llama_preset {
     /* TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T */
     {"tinyllama-1.1b", 32000, 2048, 22, 32, 4, 2048, 5632, 1e-5, 0, 10000.0, 0, 0, 0},
     /* meta-llama/Llama-3.2-1B */
-    {"llama-3.2-1b", 128256, 131072, 16, 32, 8, 2048, 8192, 1e-5, 1, 500000.0, 1, 0, 0},
+    {"llama-3.2-1b", 128256, 131072, 16, 32, 8, 2048, 8192, 1e-5, 1, 500000.0, 32.0, 0, 0},
+    /* meta-llama/Llama-3.1-8B: untied, rope factor 8 */
+    {"llama-3.1-8b", 128256, 131072, 32, 32, 8, 4096, 14336, 1e-5, 0, 500000.0, 8.0, 0, 0},
     /* Qwen/Qwen3-0.6B: 16 heads of 128 (2048 > C), q/k norms */
     {"qwen3-0.6b", 151936, 40960, 28, 16, 8, 1024, 3072, 1e-6, 1, 1000000.0, 0, 128, 1},
 };
 
 static const char *const PRESET_NAMES[] = {"llama-tiny", "smollm2-135m", "tinyllama-1.1b",
-                                           "llama-3.2-1b", "qwen3-0.6b", NULL};
+                                           "llama-3.2-1b", "llama-3.1-8b", "qwen3-0.6b",
+                                           NULL};
 
 static int llama_preset(const char *name, nnt_model_config *c)
 {
@@ -65,9 +69,9 @@ static int llama_preset(const char *name, nnt_model_config *c)
         c->head_dim = p->head_dim;
         c->qk_norm = p->qk_norm;
         c->rope.theta = p->theta;
-        if (p->llama3) {
+        if (p->llama3 > 0) {
             c->rope.scaling = NNT_ROPE_SCALING_LLAMA3;
-            c->rope.factor = 32.0;
+            c->rope.factor = p->llama3;
             c->rope.low_freq_factor = 1.0;
             c->rope.high_freq_factor = 4.0;
             c->rope.original_max_position = 8192;
