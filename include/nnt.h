@@ -627,7 +627,9 @@ NNT_API int nnt_layer_zero_grad(nnt_layer *layer);
  * and bias matrices' gradients; since 0.3 linear and attention layers (so also the MLPs,
  * blocks and models made of them) drop their weights' and biases', embeddings their token
  * table's: no zero-fill pass runs for them, and under a memory budget they are neither
- * kept nor written to disk. Norms and position tables zero-fill. */
+ * kept nor written to disk. Norms and position tables zero-fill. A new layer's gradients are
+ * in that state from creation since 0.3: those of linear maps and attention take no memory
+ * until a backward writes them (a frozen base's never do), the others are zero. */
 NNT_API int nnt_layer_clear_grad(nnt_layer *layer);
 /* Parameters of the whole tree, each once (a tied matrix belongs to its embedding): count
  * of tensors and total number of elements; either pointer may be NULL. */

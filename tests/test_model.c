@@ -523,6 +523,44 @@ END_TEST
  * table's (written by the tied head, _i = 1, or zero-filled by the embedding's backward,
  * _i = 0), and zero-fills the norms': the same bits as nnt_layer_zero_grad, with two
  * micro-batches a step (the second backward accumulates). _i = 1 also with recompute. */
+/* A new model's memory: its values, and the gradients that start from zeros (norms, the
+ * token table); the linear maps' and attention's are written by their first backward and
+ * take no memory before it (a frozen base's never do): about half a trainable fp32 model's
+ * memory at creation, as in training after nnt_layer_clear_grad. */
+START_TEST(test_creation_memory)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    nnt_mem_stats before, after;
+    memset(&before, 0, sizeof before);
+    before.size = sizeof before, after = before;
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &before, 0));
+    nnt_layer *m = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, TB, TT, &TILINGS[1], &m));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &after, 0));
+    int64_t count = 0, values = 0, zeroed = 0, n = 0;
+    EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(m, i);
+        EXPECT_OK(nnt_tensor_numel(p.value, &n));
+        values += 4 * n;
+        if (strstr(p.name, "norm") || strstr(p.name, "embed_tokens"))
+            zeroed += 4 * n;
+    }
+    int64_t used = after.node[0].used_bytes - before.node[0].used_bytes;
+    printf("test_model creation memory: %lld bytes (values %lld, zero-filled gradients %lld, "
+           "the others' %lld not allocated)\n", (long long)used, (long long)values,
+           (long long)zeroed, (long long)(values - zeroed));
+    ck_assert_msg(used >= values + zeroed && used < values + zeroed + (values - zeroed) / 4,
+                  "a new model takes %lld bytes: values %lld + zero-filled gradients %lld "
+                  "expected, the linear maps' gradients (%lld) not", (long long)used,
+                  (long long)values, (long long)zeroed, (long long)(values - zeroed));
+    nnt_layer_destroy(m);
+}
+END_TEST
+
 START_TEST(test_clear_grad)
 {
     nnt_model_config c;
@@ -621,6 +659,7 @@ static Suite *model_suite(void)
     tcase_add_loop_test(tc, test_recompute, 0, 2);
     tcase_add_test(tc, test_recompute_errors);
     tcase_add_loop_test(tc, test_clear_grad, 0, 2);
+    tcase_add_test(tc, test_creation_memory);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -97,10 +97,17 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
                                       l->ctx->distribution != NNT_DIST_DATA ? NNT_HELD_STAYS
                                                                             : NNT_HELD_ANYWHERE,
                                       &g);
-    if (!rc)
+    /* A kind that drops every gradient of its own (clear_grad nnt_layer_drop_grads: linear
+     * maps, attention) writes each one first with beta 0: no zero-fill now, so nothing is
+     * allocated until a backward writes it (a frozen matrix's never is); others start from
+     * zeros. */
+    int dropped = l->vt->clear_grad == nnt_layer_drop_grads;
+    if (!rc && !dropped)
         rc = nnt_tensor_fill(g, 0.0);
     if (!rc)
         rc = nnt_layer_add_param(l, name, v, g, decay, init, 1);
+    if (!rc && dropped)
+        l->params[l->nparams - 1].grad_dropped = 1;
     if (rc) {
         nnt_tensor_destroy(v);
         nnt_tensor_destroy(g);
