@@ -116,13 +116,23 @@ int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out)
 }
 
 /* Integer or real value of "key": in an options string; def when absent. */
-static double options_number(const char *s, const char *key, double def)
+const char *nnt_trainer_option(const char *options, const char *key, char *buf, size_t cap)
 {
-    char text[64];
+    size_t n = options ? strlen(options) : 0;
+    char *object = options ? malloc(n + 3) : NULL;
     int found = 0;
-    if (!s || nnt_options_get(s, key, text, sizeof text, &found) || !found)
-        return def;
-    return strtod(text, NULL);
+    if (object)   /* (braces around bare members) */
+        snprintf(object, n + 3, options[0] == '{' ? "%s" : "{%s}", options);
+    if (!object || nnt_options_get(object, key, buf, cap, &found) || !found)
+        buf[0] = '\0';
+    free(object);
+    return buf;
+}
+
+double nnt_trainer_option_number(const char *options, const char *key, double dflt)
+{
+    char buf[64];
+    return *nnt_trainer_option(options, key, buf, sizeof buf) ? strtod(buf, NULL) : dflt;
 }
 
 /* The model configuration the options string records (when it records one) must be this
@@ -142,7 +152,7 @@ static int check_model(nnt_trainer *tr, const char *fn, const char *path, const 
     const int64_t have[10] = {c.vocab, c.max_seq, c.layers, c.heads, c.channels, c.family,
                               c.kv_heads, c.hidden, c.head_dim, c.qk_norm};
     for (int i = 0; i < 10; i++) {
-        double v = options_number(options, keys[i], -1);
+        double v = nnt_trainer_option_number(options, keys[i], -1);
         if (v != (double)have[i] && (i < 5 || v != -1))
             return nnt_fail(tr->ctx, NNT_E_SHAPE, "%s: %s: the checkpoint's model has %s %lld, "
                             "this trainer's %lld", fn, path, keys[i], (long long)v,
@@ -155,7 +165,7 @@ static int check_model(nnt_trainer *tr, const char *fn, const char *path, const 
  * base) must be those it was trained with, in number of elements and in checksum. */
 static int check_base(nnt_trainer *tr, const char *fn, const char *path, const char *options)
 {
-    double frozen = options_number(options, "frozen", -1);   /* -1: before it was recorded */
+    double frozen = nnt_trainer_option_number(options, "frozen", -1);   /* -1: before it was recorded */
     char text[32];
     int found = 0;
     uint64_t sum = 0, want = 0;
@@ -192,7 +202,7 @@ NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
     NNT_TRY(rc);
     NNT_TRY(nnt_train_state_load(tr->opt, path, &st));
     /* saved in the other order (or before the order was recorded: in order): restart at 0 */
-    double shuffled = options_number(st.options, "shuffle", -1);
+    double shuffled = nnt_trainer_option_number(st.options, "shuffle", -1);
     if (shuffled < 0 ? tr->o.shuffle : shuffled != tr->o.shuffle)
         st.data_pos = 0;
     /* (no training tokens under steps 0: the position is not used) */
@@ -202,7 +212,7 @@ NNT_API int nnt_trainer_resume(nnt_trainer *tr, const char *path)
     free(tr->resumed_options);   /* (for nnt_trainer_text's notes; NULL: out of memory) */
     tr->resumed_options = st.options ? strdup(st.options) : NULL;
     /* the best checkpoint's loss, when it is still there */
-    double best = options_number(st.options, "best_val", HUGE_VAL);
+    double best = nnt_trainer_option_number(st.options, "best_val", HUGE_VAL);
     tr->best_val = tr->o.best_checkpoint && access(tr->o.best_checkpoint, R_OK) == 0
                        ? best : HUGE_VAL;
     nnt_train_state_clear(&st);

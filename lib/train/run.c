@@ -71,17 +71,16 @@ static int resumed_model(run_parts *p)
 {
     nnt_train_state st = NNT_TRAIN_STATE_INIT;
     nnt_model_config own;
-    char base[4096], frozen[32];
-    int has_base = 0, has_frozen = 0, rc;
+    char base[4096] = "";
+    int rc;
     if (!p->o.resume || p->r.model_source || p->r.model_config)
         return NNT_OK;
     if ((rc = nnt_train_state_info(p->ctx, p->o.resume, &st)))
         return field_fail(p, "resume", rc);
-    if (st.options && !nnt_options_get(st.options, "frozen", frozen, sizeof frozen, &has_frozen) &&
-        has_frozen && atoll(frozen) > 0)
-        nnt_options_get(st.options, "model_source", base, sizeof base, &has_base);
+    if (nnt_trainer_option_number(st.options, "frozen", 0) > 0)   /* a fine-tuning run's base */
+        nnt_trainer_option(st.options, "model_source", base, sizeof base);
     nnt_train_state_clear(&st);
-    if (has_base && !(p->base = strdup(base)))
+    if (*base && !(p->base = strdup(base)))
         return nnt_fail(p->ctx, NNT_E_NOMEM, "nnt_trainer_open: out of memory");
     p->r.model_source = p->base;
     if (p->base && nnt_model_source_config(NULL, p->base, &own) == 0)

@@ -23,27 +23,8 @@
 #define add nnt_text_add
 #define TRAIN_MAX_EPOCHS 100.0   /* more passes over each token: a warning */
 
-/* Member key of an options string (a resumed checkpoint's, or the members of the run that
- * nnt_trainer_open records, without braces) into buf; "" when absent. */
-static const char *member(const char *options, const char *key, char *buf, size_t cap)
-{
-    size_t n = options ? strlen(options) : 0;
-    char *object = options ? malloc(n + 3) : NULL;
-    int found = 0;
-    if (object)   /* (braces around bare members) */
-        snprintf(object, n + 3, options[0] == '{' ? "%s" : "{%s}", options);
-    if (!object || nnt_options_get(object, key, buf, cap, &found) || !found)
-        buf[0] = '\0';
-    free(object);
-    return buf;
-}
-
-/* The same as a number; dflt when absent. */
-static double member_number(const char *options, const char *key, double dflt)
-{
-    char buf[64];
-    return *member(options, key, buf, sizeof buf) ? strtod(buf, NULL) : dflt;
-}
+#define member nnt_trainer_option
+#define member_number nnt_trainer_option_number
 
 /* The tokens a step reads (B T accum). */
 static int64_t per_step(const nnt_trainer *tr)

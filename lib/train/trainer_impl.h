@@ -98,6 +98,10 @@ void nnt_trainer_release_signals(const nnt_trainer *tr);
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
 /* The optimizer's updates done (trainer.c). */
 int64_t nnt_trainer_steps(const nnt_trainer *tr);
+/* Member key of an options string (a checkpoint's, or the bare members nnt_trainer_open
+ * records) into buf, "" when absent; as a number, dflt when absent (record.c). */
+const char *nnt_trainer_option(const char *options, const char *key, char *buf, size_t cap);
+double nnt_trainer_option_number(const char *options, const char *key, double dflt);
 /* The options string of a checkpoint of step into *out, malloc'd (record.c). */
 int nnt_trainer_options_string(nnt_trainer *tr, int64_t step, char **out);
 /* What a model source names as its tokenizer (source.c): *kind NNT_TOKENIZER_AUTO when
