@@ -152,9 +152,10 @@ int nnt_ctx_set_release_window(nnt_ctx *ctx, int64_t bytes, const char *fn)
     return NNT_OK;
 }
 
-int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
+/* Count t's tiles, or refuse them when they exceed the limit (lock held; released on
+ * failure). */
+static int count_within_limit(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
 {
-    pthread_mutex_lock(&ctx->lock);
     int64_t before = held_need(ctx);
     count_tiles(ctx, t, 1);
     int64_t after = held_need(ctx);
@@ -166,6 +167,15 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
         return over_budget(ctx, fn, (double)(after - before), (double)before, (double)after);
     }
     note_peak(ctx);
+    return NNT_OK;
+}
+
+int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int rc = t->deferred ? NNT_OK : count_within_limit(ctx, t, fn);
+    if (rc)
+        return rc;
     t->prev = NULL;
     t->next = ctx->tensors;
     if (ctx->tensors)
@@ -175,10 +185,22 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
     return NNT_OK;
 }
 
+int nnt_ctx_count_deferred(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int rc = t->deferred ? count_within_limit(ctx, t, fn) : NNT_OK;
+    if (rc)
+        return rc;
+    t->deferred = 0;
+    pthread_mutex_unlock(&ctx->lock);
+    return NNT_OK;
+}
+
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
 {
     pthread_mutex_lock(&ctx->lock);
-    count_tiles(ctx, t, -1);
+    if (!t->deferred)
+        count_tiles(ctx, t, -1);
     ctx->owned_bytes -= t->owned_bytes;
     if (t->prev)
         t->prev->next = t->next;

@@ -56,6 +56,9 @@ struct nnt_tensor {
                                      copies of its tiles after each layer's use (parameters
                                      and their bf16 copies): counted like stays, plus the
                                      context's release window                            */
+    int deferred;                 /* not counted in the RAM budget yet: a gradient that takes
+                                     no memory until its first backward writes it
+                                     (nnt_ctx_count_deferred)                            */
     unsigned rows;                /* placement hint: bit d set when dimension d is a batch
                                      or sequence dimension of an activation (NNT_DIST_DATA
                                      and _SHARDED place such a tile by those coordinates); 0: a
@@ -244,8 +247,12 @@ struct nnt_dnnl_cache *nnt_worker_product_cache(void);
 int nnt_ctx_check(const nnt_ctx *ctx, const char *func);
 /* Add t to the context's tensors, or fail with NNT_E_NOMEM (recorded, naming fn) when its
  * tiles would not fit in the memory StarPU may use: the RAM budget without swap, the swap
- * with one (StarPU keeps a disk copy of every evicted tile). Without a budget: no limit. */
+ * with one (StarPU keeps a disk copy of every evicted tile). Without a budget: no limit.
+ * A deferred tensor (nnt_tensor.deferred) is added uncounted. */
 int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
+/* Count a deferred tensor's tiles now, before its first write, with add's check and
+ * failure; 0 at once for a tensor counted already. */
+int nnt_ctx_count_deferred(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 /* Under release_weights: the most bytes of weights (and their bf16 copies) a forward or
  * backward gathers at once, for the budget check (nnt_ctx_add_tensor counts each rank's own
@@ -321,7 +328,9 @@ int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const 
 enum {
     NNT_HELD_ANYWHERE = 0,   /* any rank may keep a copy of any tile it reads                */
     NNT_HELD_STAYS = 1,      /* no other rank reads its tiles in a task (nnt_tensor.stays)   */
-    NNT_HELD_RELEASED = 2    /* read elsewhere, released after each use (nnt_tensor.released) */
+    NNT_HELD_RELEASED = 2,   /* read elsewhere, released after each use (nnt_tensor.released) */
+    NNT_HELD_DEFERRED = 4    /* or'ed in: not counted in the budget until
+                                nnt_ctx_count_deferred (nnt_tensor.deferred)                 */
 };
 /* nnt_tensor_create with the placement of beside (which has the same shape and tiling):
  * each tile on the rank of beside's, so that a gradient or an optimizer moment is where its

@@ -191,8 +191,9 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     t->elsize = nnt_dtype_size(dtype);
     t->rows = nnt_rows_hint(rows, ndim);
     int spread = ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
-    t->stays = held == NNT_HELD_STAYS && spread;
-    t->released = held == NNT_HELD_RELEASED && spread && ctx->release_weights;
+    t->stays = (held & 3) == NNT_HELD_STAYS && spread;
+    t->released = (held & 3) == NNT_HELD_RELEASED && spread && ctx->release_weights;
+    t->deferred = (held & NNT_HELD_DEFERRED) != 0;
     place_tiles(t, beside, param);   /* the budget check counts each rank's tiles */
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
         if (param)

@@ -371,6 +371,76 @@ static long needed_mib(void)
     return at ? strtol(at + strlen("need at least "), NULL, 10) : -1;
 }
 
+/* A linear map's or attention's gradient counts in the budget from the first backward that
+ * writes it, not from the model's creation: under a 1 MiB budget a model whose values and
+ * gradients together exceed it is created, trains with its matrices frozen (their gradients
+ * never exist), and unfrozen is refused at its first backward with the budget named,
+ * instead of StarPU waiting forever for memory. */
+START_TEST(ctx_budget_counts_gradients_when_written)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.mem_cpu_mib = 1;
+    o.ncuda = 0;
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    /* 2 blocks of C 64, hidden 256: 512 KiB of matrices (their gradients as much), a 32 KiB
+     * token table; with the rest the model counts about 0.7 MiB before its matrices'
+     * gradients (counting them at creation, as before, refused it there) */
+    c.vocab = 128, c.max_seq = 8, c.channels = 64, c.heads = 2, c.kv_heads = 2, c.hidden = 256;
+    for (int frozen = 1; frozen >= 0; frozen--) {
+        nnt_ctx *ctx = NULL;
+        nnt_layer *m = NULL;
+        nnt_optim *opt = NULL;
+        nnt_tensor *tok = NULL, *tgt = NULL;
+        EXPECT_OK(nnt_ctx_create(&o, &ctx));
+        EXPECT_OK(nnt_model_create(ctx, &c, 1, 8, NULL, &m));
+        EXPECT_OK(nnt_layer_init(m, 3));
+        if (frozen) {
+            int64_t matrices = 0;
+            EXPECT_OK(nnt_layer_freeze(m, "*_proj.weight", 1, &matrices));
+            ck_assert_int_eq(matrices, 14);
+            nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+            oo.kind = NNT_OPTIM_SGD;   /* no state */
+            oo.lr = 0.5;
+            EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+            EXPECT_OK(nnt_optim_add_layer(opt, m));
+        }
+        int32_t ids[8] = {1, 5, 9, 2, 7, 3, 8, 4}, next[8] = {5, 9, 2, 7, 3, 8, 4, 6};
+        int64_t bt[2] = {1, 8};
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt));
+        EXPECT_OK(nnt_tensor_copy_from_host(tok, ids, sizeof ids));
+        EXPECT_OK(nnt_tensor_copy_from_host(tgt, next, sizeof next));
+        EXPECT_OK(nnt_layer_set_targets(m, tgt));
+        double loss[3];
+        for (int s = 0; s < (frozen ? 3 : 1); s++) {
+            EXPECT_OK(nnt_layer_forward(m, tok, NULL));
+            EXPECT_OK(nnt_layer_loss(m, &loss[s]));
+            if (!frozen) {
+                /* the matrices' gradients would take 512 KiB more */
+                EXPECT_FAIL_MSG(nnt_layer_backward(m, NULL, NULL), NNT_E_NOMEM,
+                                "nnt_layer_backward");
+                ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "RAM budget"));
+                /* so is a zero-fill of them */
+                EXPECT_FAIL_MSG(nnt_layer_zero_grad(m), NNT_E_NOMEM, "nnt_layer_zero_grad");
+                break;
+            }
+            EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
+            EXPECT_OK(nnt_optim_step(opt));
+            EXPECT_OK(nnt_layer_clear_grad(m));
+        }
+        if (frozen)
+            ck_assert(isfinite(loss[2]) && loss[2] < loss[0]);
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        nnt_tensor_destroy(tok);
+        nnt_tensor_destroy(tgt);
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(m);
+        EXPECT_OK(nnt_ctx_destroy(ctx));
+    }
+}
+END_TEST
+
 START_TEST(ctx_budget_counts_pinned_chunks)
 {
     nnt_tensor *a = NULL, *b = NULL, *c = NULL;
@@ -450,7 +520,9 @@ END_TEST
  * less than the kernel gets the same without the variable, from the kernel's figure.) */
 static int64_t ram_budget_mib(nnt_ctx *ctx)
 {
-    nnt_mem_stats st = {sizeof st, 0, {{"", 0, 0, 0}}, 0, 0, 0};
+    nnt_mem_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
     EXPECT_OK(nnt_ctx_mem_stats(ctx, &st, 0));
     ck_assert_str_eq(st.node[0].name, "RAM");
     return st.node[0].budget_bytes / (1024 * 1024);
@@ -724,6 +796,7 @@ static Suite *api_suite(void)
     tcase_add_test(ctx, ctx_life_cycle);
     tcase_add_test(ctx, ctx_options_are_applied);
     tcase_add_test(ctx, ctx_budget_refuses_what_cannot_fit);
+    tcase_add_test(ctx, ctx_budget_counts_gradients_when_written);
     tcase_add_test(ctx, ctx_budget_counts_pinned_chunks);
     tcase_add_test(ctx, ctx_host_ram_raises_starpu_main_memory);
     tcase_add_test(ctx, ctx_idle_workers_give_way);

@@ -88,20 +88,21 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
                         nnt_tensor **value, nnt_tensor **grad)
 {
     nnt_tensor *v = NULL, *g = NULL;
+    /* A kind that drops every gradient of its own (clear_grad nnt_layer_drop_grads: linear
+     * maps, attention) writes each one first with beta 0: no zero-fill now, so nothing is
+     * allocated, nor counted in the budget, until a backward writes it (a frozen matrix's
+     * never is); others start from zeros. */
+    int dropped = l->vt->clear_grad == nnt_layer_drop_grads;
     int rc = nnt_tensor_create_param(l->ctx, ndim, shape, tile, &v);
     if (!rc)
         /* a weight gradient travels through the ranks of its rows under NNT_DIST_DATA;
          * otherwise its tasks (products, sums, the norm's partials, the update) run on
          * its owner */
         rc = nnt_tensor_create_beside(l->ctx, NNT_FP32, ndim, shape, tile, v,
-                                      l->ctx->distribution != NNT_DIST_DATA ? NNT_HELD_STAYS
-                                                                            : NNT_HELD_ANYWHERE,
+                                      (l->ctx->distribution != NNT_DIST_DATA
+                                           ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE) |
+                                      (dropped ? NNT_HELD_DEFERRED : 0),
                                       &g);
-    /* A kind that drops every gradient of its own (clear_grad nnt_layer_drop_grads: linear
-     * maps, attention) writes each one first with beta 0: no zero-fill now, so nothing is
-     * allocated until a backward writes it (a frozen matrix's never is); others start from
-     * zeros. */
-    int dropped = l->vt->clear_grad == nnt_layer_drop_grads;
     if (!rc && !dropped)
         rc = nnt_tensor_fill(g, 0.0);
     if (!rc)
@@ -486,6 +487,19 @@ NNT_API int nnt_layer_loss(nnt_layer *layer, double *loss)
     return nnt_layer_loss(last, loss);
 }
 
+/* Count in the budget the gradients of the tree not counted yet (created deferred, never
+ * written), before something writes them (fn: the caller, for a refusal). */
+static int count_grads(nnt_layer *l, const char *fn)
+{
+    for (int i = 0; i < l->nparams; i++)
+        if (l->params[i].grad)   /* NULL: frozen */
+            NNT_TRY(nnt_ctx_count_deferred(l->ctx, l->params[i].grad, fn));
+    for (int c = 0; c < l->nchildren; c++)
+        NNT_TRY(count_grads(l->children[c], fn));
+    nnt_layer *inner = l->vt->inner ? l->vt->inner(l) : NULL;
+    return inner && inner != l ? count_grads(inner, fn) : NNT_OK;
+}
+
 NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_backward");
@@ -506,6 +520,9 @@ NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx
                         "nnt_layer_backward: dy given to a %s layer with targets (pass NULL: "
                         "the gradient of its mean loss is used)", layer->vt->kind_name);
     if (dy && (rc = nnt_tensor_check_readable(dy, "nnt_layer_backward")))
+        return rc;
+    /* the gradients this backward writes for the first time now count in the budget */
+    if ((rc = count_grads(layer, "nnt_layer_backward")))
         return rc;
     nnt_tensor *grad_in = NULL;
     rc = layer->vt->backward(layer, dy, &grad_in);
@@ -740,6 +757,8 @@ double nnt_layer_grad_beta(nnt_layer *l, const nnt_tensor *grad)
 NNT_API int nnt_layer_zero_grad(nnt_layer *layer)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_zero_grad");
+    if (!rc)
+        rc = count_grads(layer, "nnt_layer_zero_grad");
     return rc ? rc : reset_grads(layer, 0);
 }
 
