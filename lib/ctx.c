@@ -231,14 +231,35 @@ static void choose_placement(nnt_ctx *ctx)
                                  : "not pinned (STARPU_DISABLE_PINNING)");
 }
 
+/* StarPU's disk backend for the swap: NNT_SWAP_BACKEND=stdio (the default) or unistd.
+ * stdio (buffered FILE streams, StarPU keeping a bounded set of files open) waited a fifth
+ * as long for data as unistd (read/write on one file a tile) with a 0.9B model under a
+ * 4 GiB budget, 0.87x the step time (bench/RESULTS-ooc.md, 2026-11-29). StarPU 1.3's
+ * O_DIRECT variant is not offered: it aborts the process on any transfer that is not a
+ * multiple of the page size, and tiles (biases, norm vectors, edge tiles) have arbitrary
+ * sizes. Both pass swapped tiles through the page cache, which the kernel gives back under
+ * memory pressure. */
+static int swap_backend(struct starpu_disk_ops **ops)
+{
+    const char *v = getenv("NNT_SWAP_BACKEND");
+    if (!v || !*v || !strcmp(v, "stdio"))
+        *ops = &starpu_disk_stdio_ops;
+    else if (!strcmp(v, "unistd"))
+        *ops = &starpu_disk_unistd_ops;
+    else
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_SWAP_BACKEND=%s: expected "
+                        "'stdio' (the default) or 'unistd'", v);
+    return NNT_OK;
+}
+
 static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
 {
     starpu_ssize_t bytes = (starpu_ssize_t)o->swap_mib * 1024 * 1024;
-    /* Plain read/write. StarPU 1.3's O_DIRECT variant aborts the process on any transfer
-     * that is not a multiple of the page size, and tiles (biases, LayerNorm vectors, edge
-     * tiles) have arbitrary sizes. The cost: swapped tiles also pass through the page cache,
-     * which the kernel gives back under memory pressure. */
-    int node = starpu_disk_register(&starpu_disk_unistd_ops, (void *)o->swap_dir, bytes);
+    struct starpu_disk_ops *ops = NULL;
+    int rc = swap_backend(&ops);
+    if (rc)
+        return rc;
+    int node = starpu_disk_register(ops, (void *)o->swap_dir, bytes);
     if (node < 0)
         return nnt_fail(NULL, NNT_E_IO, "nnt_ctx_create: cannot use '%s' for disk swap",
                         o->swap_dir);

@@ -280,7 +280,8 @@ int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
            : v && strcmp(v, "0") == 0               ? "NNT_GEMM_PACK=0"
            : ctx->ncuda > 0                         ? "CUDA workers"
            : ctx->mpi                               ? "MPI"
-           : ctx->disk_node >= 0                    ? "disk swap"
+           : ctx->disk_node >= 0 && !(v && strcmp(v, "temp") == 0)
+               ? "disk swap; NNT_GEMM_PACK=temp packs there too"
            /* GPT-2's (128 x 768) x (768 x 768) stands for the products a model makes */
            : !nnt_gemm_pack_bytes(&(nnt_gemm_packing){0, 0, 128}, 768, 768)
                ? "oneDNN takes B as stored here"
