@@ -596,7 +596,8 @@ START_TEST(test_text_summary)
                      "and after the last");
     ck_assert_str_eq(line_of(strcpy(copy, text), "optimizer:"), "optimizer: adamw, lr 0.003 "
                      "(cosine schedule, warmup 2, min 0.0003), betas 0.9 0.999, eps 1e-08, "
-                     "weight decay 0.1, momentum 0, grad clip 1");
+                     "weight decay 0.1, momentum 0, grad clip 1; the update after the "
+                     "backward");
     ck_assert_str_eq(line_of(strcpy(copy, text), "MFU:"), "MFU:       not computed: no peak");
     ck_assert_str_eq(line_of(strcpy(copy, text), "tiling:"), "tiling:    batch 2, seq 8, "
                      "channels 16, hidden 64, vocab 32, heads 2, head_dim 8");

@@ -157,9 +157,12 @@ static void add_optimizer(const nnt_trainer *tr, nnt_text *t)
     if (tr->o.steps == 0)   /* (validation only: no update) */
         return;
     add(t, "optimizer: %s, lr %g (%s schedule, warmup %lld, min %g), betas %g %g, eps %g, "
-        "weight decay %g, momentum %g, grad clip %g\n", nnt_optim_kind_name(p->kind), p->lr,
-        p->schedule == NNT_SCHEDULE_COSINE ? "cosine" : "constant", (long long)p->warmup_steps,
-        p->min_lr, p->beta1, p->beta2, p->eps, p->weight_decay, p->momentum, p->grad_clip);
+        "weight decay %g, momentum %g, grad clip %g; %s\n", nnt_optim_kind_name(p->kind),
+        p->lr, p->schedule == NNT_SCHEDULE_COSINE ? "cosine" : "constant",
+        (long long)p->warmup_steps, p->min_lr, p->beta1, p->beta2, p->eps, p->weight_decay,
+        p->momentum, p->grad_clip, nnt_trainer_updates_in_backward(tr)
+                                       ? "each parameter updated during the backward"
+                                       : "the update after the backward");
 }
 
 /* What MFU counts, and against which peak. */

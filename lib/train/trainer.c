@@ -604,7 +604,7 @@ static uint64_t batch_advance(const nnt_trainer *tr)
 /* Whether the step's last backward updates the parameters (nnt_optim_update_in_backward):
  * the option's 0 or 1, or (-1) whenever the optimizer allows it (no clipping, parameters
  * added by layer) unless NNT_UPDATE_IN_BACKWARD=0 (for comparisons: the same results). */
-static int update_in_backward(const nnt_trainer *tr)
+int nnt_trainer_updates_in_backward(const nnt_trainer *tr)
 {
     const char *env = getenv("NNT_UPDATE_IN_BACKWARD");
     if (tr->o.update_in_backward >= 0)
@@ -621,7 +621,7 @@ static int micro_batch(nnt_trainer *tr, uint64_t pos, double divisor, int last, 
      * backward's tasks while this thread waits for the forward's end. */
     NNT_TRY(nnt_layer_set_targets_ex(tr->model, tr->targets, divisor));
     NNT_TRY(nnt_layer_forward(tr->model, tr->tokens, NULL));
-    if (last && update_in_backward(tr))
+    if (last && nnt_trainer_updates_in_backward(tr))
         NNT_TRY(nnt_optim_update_in_backward(tr->opt));
     NNT_TRY(nnt_layer_backward(tr->model, NULL, NULL));
     NNT_TRY(nnt_layer_set_positions(tr->model, NULL));   /* (sampling uses none) */

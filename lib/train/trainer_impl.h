@@ -98,6 +98,8 @@ void nnt_trainer_release_signals(const nnt_trainer *tr);
 int nnt_trainer_check(const nnt_trainer *tr, const char *fn);
 /* The optimizer's updates done (trainer.c). */
 int64_t nnt_trainer_steps(const nnt_trainer *tr);
+/* 1 when each step's last backward updates the parameters (trainer.c). */
+int nnt_trainer_updates_in_backward(const nnt_trainer *tr);
 /* Member key of an options string (a checkpoint's, or the bare members nnt_trainer_open
  * records) into buf, "" when absent; as a number, dflt when absent (record.c). */
 const char *nnt_trainer_option(const char *options, const char *key, char *buf, size_t cap);
