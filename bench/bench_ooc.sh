@@ -16,7 +16,8 @@
 # "result NAME:" and keeps the full log in NAME.log (current directory).
 # The swap directory is emptied before and after the run. Tiles are mmap'ed
 # (MALLOC_MMAP_THRESHOLD_=131072) so that freed tiles go back to the system and the RSS
-# follows the budget (bench/RESULTS-ooc.md, glibc).
+# follows the budget (bench/RESULTS-ooc.md, glibc); NNT_BENCH_MALLOC=default leaves glibc's
+# own (dynamic) threshold, as nnt-train runs without the variable.
 set -u
 name=$1
 model=$2
@@ -26,7 +27,8 @@ swapmib=${5:-0}
 extra=${NNT_BENCH_EXTRA:---sample 0 --no-save --schedule constant --warmup 0 --recompute --val-split 0}
 [ -x ./nnt-train ] || { echo "bench_ooc.sh: run it from a build directory (./nnt-train)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "bench_ooc.sh: needs GNU time (apt-get install time)" >&2; exit 2; }
-export STARPU_SILENT=1 MALLOC_MMAP_THRESHOLD_=131072
+export STARPU_SILENT=1
+[ "${NNT_BENCH_MALLOC:-}" = default ] || export MALLOC_MMAP_THRESHOLD_=131072
 STARPU_HOME=${STARPU_HOME:-$(mktemp -d)}
 export STARPU_HOME
 out=$(mktemp -d)
