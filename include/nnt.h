@@ -639,8 +639,10 @@ NNT_API int nnt_layer_param(nnt_layer *layer, int64_t i, nnt_param_info *info);
 typedef enum nnt_freeze_mode {
     NNT_UNFREEZE = 0,
     NNT_FREEZE = 1,             /* frozen; a matrix only products read (a linear's or an
-                                   attention projection's weight) is kept in bf16 only from
-                                   the first product that reads it under NNT_PRECISION_BF16 */
+                                   attention projection's weight) is kept in bf16 only: from
+                                   its freezing when the context's precision is then
+                                   NNT_PRECISION_BF16, else from the first product that
+                                   reads it under it */
     NNT_FREEZE_KEEP_FP32 = 2    /* frozen, its fp32 values kept whatever the precision      */
 } nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
@@ -1062,6 +1064,15 @@ NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config 
  * a time. On any failure nothing is created and *out is NULL. */
 NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
                               const nnt_tiling *tiling, nnt_layer **out);
+/* Read the weights of a Hugging Face directory into model (of nnt_model_create or of
+ * nnt_model_load_hf), as nnt_model_load_hf reads them: its config.json must describe the
+ * model (the sizes: NNT_E_SHAPE; the norms' eps, rope, windows and soft-caps: NNT_E_INVAL,
+ * naming the first difference) and every tensor is checked before any parameter is written.
+ * LoRA adapters are not read (nnt_model_load_peft). A parameter frozen in bf16
+ * (nnt_layer_freeze under NNT_PRECISION_BF16) receives its values rounded to bf16, so that
+ * freezing or adding LoRA before reading keeps a frozen base's matrices in bf16 all along:
+ * no fp32 copy of them is ever made. New in 0.3. */
+NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
  * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,
  * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias, or

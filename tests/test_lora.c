@@ -526,10 +526,13 @@ static void bf16_freeze_run(int mode, float *losses, float **values, int64_t *by
         EXPECT_OK(nnt_layer_freeze(l, FREEZE[i], mode, NULL));
     nnt_optim *opt = adamw(l);
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
-    for (int64_t i = 0; i < count; i++) {   /* nothing narrowed before a product */
-        nnt_dtype dt = NNT_BF16;
-        EXPECT_OK(nnt_tensor_dtype(test_param_at(l, i).value, &dt));
-        ck_assert_int_eq(dt, NNT_FP32);
+    for (int64_t i = 0; i < count; i++) {   /* under bf16 products: narrowed when frozen */
+        nnt_param_info p = test_param_at(l, i);
+        nnt_dtype dt = NNT_FP32;
+        EXPECT_OK(nnt_tensor_dtype(p.value, &dt));
+        int kept16 = mode == NNT_FREEZE && p.frozen && products_only(p.name);
+        ck_assert_msg(dt == (kept16 ? NNT_BF16 : NNT_FP32), "%s: dtype %d after freezing",
+                      p.name, (int)dt);
     }
     for (int s = 0; s < STEPS; s++) {
         nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
@@ -661,6 +664,106 @@ START_TEST(test_freeze_bf16)
     nnt_st_close(b);
     free(vk), free(vn);
     test_remove_tmpdir();
+}
+END_TEST
+
+/* 1 when every frozen matrix only products read is kept in bf16, the others in fp32; the
+ * elements of the first kind into *n16. */
+static int frozen_in_bf16(nnt_layer *l, int64_t *n16)
+{
+    int64_t count = 0;
+    int ok = 1;
+    *n16 = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        nnt_dtype dt = NNT_FP32;
+        int64_t n = 0;
+        EXPECT_OK(nnt_tensor_dtype(p.value, &dt));
+        EXPECT_OK(nnt_tensor_numel(p.value, &n));
+        int kept16 = p.frozen && products_only(p.name);
+        ok = ok && dt == (kept16 ? NNT_BF16 : NNT_FP32);
+        *n16 += kept16 ? n : 0;
+    }
+    return ok;
+}
+
+/* _i 0: FREEZE's parameters frozen, 1: LoRA on all-linear (the base frozen). Under bf16
+ * products, the model created, frozen and then read (nnt_model_read_hf, as nnt-train does
+ * for --load-hf with fine-tuning in bf16) against loaded and then frozen: the frozen
+ * matrices are bf16 before any value is read (an unwritten tensor changes type without
+ * memory or work) and stay so through the read: never fp32. 3 AdamW steps give the same
+ * losses bit for bit. Also read_hf's refusals. (StarPU's RAM counters cannot show the
+ * difference here: its cache of freed buffers serves the second model.) */
+START_TEST(test_read_hf_bf16)
+{
+    nnt_st_reader *r = fixture_open_st_path(reference("llama_freeze"));
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 4, lo.alpha = 8, lo.targets = "all-linear", lo.seed = 5;
+    nnt_model_config cfg;
+    EXPECT_OK(nnt_model_hf_config(ctx, fx("llama", NULL, NULL), &cfg));
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    float losses[2][3];
+    int64_t n16 = 0;
+    for (int late = 0; late < 2; late++) {
+        nnt_layer *l = NULL;
+        if (late)
+            EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, &TILINGS[1].t, &l));
+        else
+            EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
+        for (int i = 0; _i == 0 && i < 4; i++)
+            EXPECT_OK(nnt_layer_freeze(l, FREEZE[i], NNT_FREEZE, NULL));
+        if (_i == 1)
+            EXPECT_OK(nnt_model_lora_add(l, &lo));
+        ck_assert(frozen_in_bf16(l, &n16));   /* before a value was read, when late */
+        ck_assert_int_gt(n16, 0);
+        if (late) {
+            EXPECT_OK(nnt_model_read_hf(l, fx("llama", NULL, NULL)));
+            ck_assert(frozen_in_bf16(l, &n16));
+        }
+        nnt_optim *opt = adamw(l);
+        for (int s = 0; s < 3; s++) {
+            nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
+            nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
+            double loss = 0.0;
+            EXPECT_OK(nnt_layer_clear_grad(l));
+            EXPECT_OK(nnt_layer_set_targets(l, y));
+            EXPECT_OK(nnt_layer_forward(l, x, NULL));
+            EXPECT_OK(nnt_layer_loss(l, &loss));
+            EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+            EXPECT_OK(nnt_optim_step(opt));
+            losses[late][s] = (float)loss;
+            nnt_tensor_destroy(x);
+            nnt_tensor_destroy(y);
+        }
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(l);
+    }
+    printf("test_lora read into a frozen model (%s): %lld elements in bf16 before and after "
+           "the read; losses %.6f %.6f %.6f, equal\n", _i ? "LoRA" : "freeze", (long long)n16,
+           losses[1][0], losses[1][1], losses[1][2]);
+    ck_assert_msg(memcmp(losses[0], losses[1], sizeof losses[0]) == 0, "the losses differ");
+    /* refusals: another size, another setting, a NULL directory */
+    nnt_model_config other = cfg;
+    nnt_layer *l = NULL;
+    other.layers = cfg.layers + 1;
+    EXPECT_OK(nnt_model_create(ctx, &other, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, fx("llama", NULL, NULL)), NNT_E_SHAPE, "layers");
+    nnt_layer_destroy(l);
+    other = cfg;
+    other.norm_eps = cfg.norm_eps * 2;
+    EXPECT_OK(nnt_model_create(ctx, &other, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, fx("llama", NULL, NULL)), NNT_E_INVAL, "norm_eps");
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, NULL), NNT_E_INVAL, "dir is NULL");
+    EXPECT_FAIL_MSG(nnt_model_read_hf(NULL, fx("llama", NULL, NULL)), NNT_E_INVAL,
+                    "nnt_model_read_hf");
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    free(tok), free(tgt);
+    nnt_st_close(r);
 }
 END_TEST
 
@@ -1128,6 +1231,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_freeze_train, 0, 3);
     tcase_add_test(tc, test_freeze_memory);
     tcase_add_test(tc, test_freeze_bf16);
+    tcase_add_loop_test(tc, test_read_hf_bf16, 0, 2);
     tcase_add_loop_test(tc, test_merge_bf16, 0, 2);
     tcase_add_test(tc, test_freeze_tasks);
     tcase_add_test(tc, test_refusals);

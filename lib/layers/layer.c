@@ -832,14 +832,16 @@ int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode)
     if (mode != NNT_UNFREEZE) {
         /* a matrix kept in bf16 already stays so: its fp32 values are gone */
         p->keep_fp32 = mode == NNT_FREEZE_KEEP_FP32;
-        if (p->frozen)
-            return NNT_OK;
-        if (p->owned)
-            nnt_tensor_destroy(p->grad);
-        p->grad = NULL;
-        p->grad_dropped = 0;
-        p->frozen = 1;
-        return NNT_OK;
+        if (!p->frozen) {
+            if (p->owned)
+                nnt_tensor_destroy(p->grad);
+            p->grad = NULL;
+            p->grad_dropped = 0;
+            p->frozen = 1;
+        }
+        /* under bf16 products a matrix only products read is kept in bf16 from now on (no
+         * fp32 memory at all when its values are not written yet) */
+        return nnt_layer_param_narrow(root->ctx, p);
     }
     if (!p->frozen)
         return NNT_OK;
@@ -946,9 +948,11 @@ NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
         return rc;
     int64_t nblocks = count_blocks(layer);
     for (int64_t i = 0; i < layer->nlisted; i++) {
-        /* a frozen matrix kept in bf16: initialised in fp32 (the next product narrows it) */
+        /* a frozen matrix kept in bf16: initialised in fp32, then rounded to bf16 again (under
+         * bf16 products; else at the next bf16 product) */
         if ((rc = nnt_tensor_retype(layer->listed[i]->value, NNT_FP32)) ||
-            (rc = init_param(layer->listed[i], layer->listed_names[i], seed, nblocks)))
+            (rc = init_param(layer->listed[i], layer->listed_names[i], seed, nblocks)) ||
+            (rc = nnt_layer_param_narrow(layer->ctx, layer->listed[i])))
             return rc;
     }
     return NNT_OK;

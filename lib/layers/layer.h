@@ -152,9 +152,10 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
 nnt_tensor *nnt_layer_grad_of(const nnt_layer *l, const nnt_tensor *value);
 /* The record of l's own parameter value, or NULL. */
 nnt_layer_param_rec *nnt_layer_own_param(const nnt_layer *l, const nnt_tensor *value);
-/* Freeze p (mode NNT_FREEZE or NNT_FREEZE_KEEP_FP32: its gradient released) or unfreeze it
- * (NNT_UNFREEZE: a zero gradient of its layout again, its values widened to fp32 first if
- * they were kept in bf16). root: the tree it belongs to (its context). */
+/* Freeze p (mode NNT_FREEZE or NNT_FREEZE_KEEP_FP32: its gradient released; NNT_FREEZE under
+ * bf16 products: a matrix only products read narrowed to bf16 now, nnt_layer_param_narrow)
+ * or unfreeze it (NNT_UNFREEZE: a zero gradient of its layout again, its values widened to
+ * fp32 first if they were kept in bf16). root: the tree it belongs to (its context). */
 int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode);
 /* A frozen matrix that only products read (products_only), not frozen with keep_fp32, under
  * NNT_PRECISION_BF16: its fp32 values replaced by their bf16 rounding in place

@@ -513,20 +513,13 @@ static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g, 
     return NNT_OK;
 }
 
-/* A model of cfg (tree: the bare tree; else what nnt_model_create makes) from the weights w
- * (what: their file or index) of architecture arch (NULL: the model's names): every tensor
- * checked before any is read. */
-static int load_weights(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w,
-                        const char *what, const nnt_hf_arch *arch,
-                        const nnt_model_config *cfg, int64_t B, int64_t T,
-                        const nnt_tiling *tiling, int tree, nnt_layer **out)
+/* The weights w (what: their file or index) of architecture arch (NULL: the model's names)
+ * into model, of configuration cfg: every tensor checked before any is read. */
+static int read_weights(nnt_layer *model, const char *fn, const nnt_hf_weights *w,
+                        const char *what, const nnt_hf_arch *arch, const nnt_model_config *cfg)
 {
-    nnt_layer *model = NULL;
     hf_reading g = {w, what, nesting_of(arch, w), NULL, 0, 0};
-    int rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
-                  : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
-    if (rc == 0)
-        rc = hf_each(model, fn, check_one, &g);
+    int rc = hf_each(model, fn, check_one, &g);
     if (rc == 0 && nnt_family_find(cfg->family)->hf_strict)
         rc = check_unknown(model, fn, &g, cfg->tied);
     if (rc == 0)
@@ -534,6 +527,21 @@ static int load_weights(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w,
     for (size_t i = 0; i < g.n; i++)
         free(g.names[i]);
     free(g.names);
+    return rc;
+}
+
+/* A model of cfg (tree: the bare tree; else what nnt_model_create makes) from the weights w
+ * (read_weights). */
+static int load_weights(nnt_ctx *ctx, const char *fn, const nnt_hf_weights *w,
+                        const char *what, const nnt_hf_arch *arch,
+                        const nnt_model_config *cfg, int64_t B, int64_t T,
+                        const nnt_tiling *tiling, int tree, nnt_layer **out)
+{
+    nnt_layer *model = NULL;
+    int rc = tree ? nnt_model_build_tree(ctx, fn, cfg, B, T, tiling, &model)
+                  : nnt_model_build(ctx, fn, cfg, B, T, tiling, &model);
+    if (rc == 0)
+        rc = read_weights(model, fn, w, what, arch, cfg);
     if (rc) {
         nnt_layer_destroy(model);
         return rc;
@@ -584,6 +592,56 @@ int nnt_model_load_hf_tree(nnt_ctx *ctx, const char *dir, int64_t B, int64_t T,
                            const nnt_tiling *tiling, nnt_layer **out)
 {
     return load_hf(ctx, "nnt_model_load_hf_tree", dir, B, T, tiling, 1, out);
+}
+
+/* The configuration dir's config.json gives (file) is the model's (have), in every size and
+ * in what the computation uses; the first difference named. */
+static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
+                       const nnt_model_config *file, const nnt_model_config *have)
+{
+    nnt_model_config f = *file;
+    if (f.kv_heads == 0)
+        f.kv_heads = f.heads;
+    const struct { const char *name; double file, have; } sizes[] = {
+        {"family", f.family, have->family}, {"vocab", (double)f.vocab, (double)have->vocab},
+        {"layers", (double)f.layers, (double)have->layers},
+        {"heads", (double)f.heads, (double)have->heads},
+        {"kv_heads", (double)f.kv_heads, (double)have->kv_heads},
+        {"channels", (double)f.channels, (double)have->channels},
+        {"tied", f.tied, have->tied}, {"qk_norm", f.qk_norm, have->qk_norm},
+        {"experts", (double)f.experts, (double)have->experts},
+        {"norm_eps", f.norm_eps, have->norm_eps}, {"rope theta", f.rope.theta, have->rope.theta},
+        {"rope scaling", f.rope.scaling, have->rope.scaling},
+        {"sliding_window", (double)f.sliding_window, (double)have->sliding_window},
+        {"attn_softcap", f.attn_softcap, have->attn_softcap},
+        {"final_softcap", f.final_softcap, have->final_softcap},
+        {"query_pre_attn_scalar", f.query_pre_attn_scalar, have->query_pre_attn_scalar},
+        {"rope_local_theta", f.rope_local_theta, have->rope_local_theta},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].file != sizes[i].have)
+            return nnt_fail(ctx, i < 9 ? NNT_E_SHAPE : NNT_E_INVAL, "%s: %s/config.json has %s "
+                            "%g, the model %g", fn, dir, sizes[i].name, sizes[i].file,
+                            sizes[i].have);
+    return NNT_OK;
+}
+
+NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir)
+{
+    const char *fn = "nnt_model_read_hf";
+    NNT_TRY(nnt_layer_check(model, fn));
+    if (!dir)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "%s: dir is NULL", fn);
+    nnt_model_config have, file;
+    const nnt_hf_arch *arch = NULL;
+    nnt_hf_weights *w = NULL;
+    NNT_TRY(nnt_model_config_get(model, fn, &have));
+    NNT_TRY(nnt_model_config_read_dir(model->ctx, fn, dir, &file, &arch));
+    NNT_TRY(same_config(model->ctx, fn, dir, &file, &have));
+    NNT_TRY(nnt_hf_weights_open(model->ctx, fn, dir, &w));
+    int rc = read_weights(model, fn, w, nnt_hf_weights_source(w), arch, &have);
+    nnt_hf_weights_close(w);
+    return rc;
 }
 
 /* ---- saving a directory ------------------------------------------------------------------ */

@@ -60,6 +60,8 @@ nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t l
 /* Paths of a model directory: dir/name into path (NNT_MODEL_PATH_MAX bytes); NNT_E_INVAL
  * naming fn when too long. */
 #define NNT_MODEL_PATH_MAX 4096
+/* 1 when source (as nnt_model_open takes it) is a Hugging Face directory, else 0. */
+int nnt_model_source_is_hf(const char *source);
 int nnt_model_path_join(nnt_ctx *ctx, const char *fn, const char *dir, const char *name,
                         char *path);
 /* dir/config.json as a configuration nnt can build (nnt_model_hf_config; *arch, unless

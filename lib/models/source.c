@@ -76,6 +76,17 @@ static int classify(nnt_ctx *ctx, const char *fn, const char *source, source_kin
                     source);
 }
 
+int nnt_model_source_is_hf(const char *source)
+{
+    char path[NNT_MODEL_PATH_MAX];
+    source_kind kind;
+    struct stat st;
+    /* (only a directory can be one: no failure recorded for the rest) */
+    return source && stat(source, &st) == 0 && S_ISDIR(st.st_mode) &&
+           classify(NULL, "nnt_model_source_is_hf", source, &kind, path) == 0 &&
+           kind == SOURCE_HF;
+}
+
 NNT_API int nnt_model_source_config(nnt_ctx *ctx, const char *source, nnt_model_config *cfg)
 {
     const char *fn = "nnt_model_source_config";

@@ -11,6 +11,7 @@
  *   trainer     nnt_trainer_create, owning all of it, recording the description */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "trainer_impl.h"
+#include "../models/models.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -146,9 +147,17 @@ static int open_model(run_parts *p)
         NNT_TRY(nnt_tokenizer_vocab_size(p->tok, &p->cfg.vocab));
     if ((rc = nnt_model_tiling(p->ctx, &p->cfg, o->batch, o->seq, r->tiling, &p->tiling)))
         return field_fail(p, "tiling", rc);
-    /* loaded, or (source NULL) created from the seed */
-    if ((rc = nnt_model_open(p->ctx, r->model_source, &p->cfg, o->batch, o->seq, &p->tiling,
-                             o->seed, &p->model)))
+    /* Fine-tuning a Hugging Face model in bf16: created empty, frozen (or given adapters),
+     * then read, so that its frozen matrices are bf16 from the start (nnt_model_read_hf);
+     * else loaded, or (source NULL) created from the seed */
+    int read_late = (r->lora || (r->freeze && *r->freeze)) &&
+                    r->precision == NNT_PRECISION_BF16 && nnt_model_source_is_hf(r->model_source);
+    if (read_late)
+        rc = nnt_model_create(p->ctx, &p->cfg, o->batch, o->seq, &p->tiling, &p->model);
+    else
+        rc = nnt_model_open(p->ctx, r->model_source, &p->cfg, o->batch, o->seq, &p->tiling,
+                            o->seed, &p->model);
+    if (rc)
         return field_fail(p, r->model_source ? "model_source" : "model_config", rc);
     if (r->recompute && (rc = nnt_layer_set_recompute(p->model, 1)))
         return field_fail(p, "recompute", rc);
@@ -168,6 +177,8 @@ static int open_model(run_parts *p)
         return field_fail(p, "load_peft", rc);
     if (r->lora && (rc = nnt_model_lora_add(p->model, r->lora)))
         return field_fail(p, "lora", rc);
+    if (read_late && (rc = nnt_model_read_hf(p->model, r->model_source)))
+        return field_fail(p, "model_source", rc);
     return NNT_OK;
 }
 
