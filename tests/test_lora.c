@@ -509,6 +509,27 @@ static int products_only(const char *name)
            strcmp(name, "lm_head.weight") == 0;
 }
 
+/* Step s of the llama_freeze fixture's batches (tiling 1): its loss; *held (may be NULL) the
+ * bytes owned once the forward holds its activations. */
+static float fixture_step(nnt_layer *l, nnt_optim *opt, const int32_t *tok, const int32_t *tgt,
+                          int s, int64_t *held)
+{
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
+    double loss = 0.0;
+    EXPECT_OK(nnt_layer_clear_grad(l));
+    EXPECT_OK(nnt_layer_set_targets(l, y));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_layer_loss(l, &loss));
+    if (held)
+        *held = owned();
+    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
+    EXPECT_OK(nnt_optim_step(opt));
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    return (float)loss;
+}
+
 /* FREEZE's parameters frozen (mode) under bf16 products, 10 AdamW steps: losses, every
  * parameter's final values as floats, the bytes owned after the steps; the model's files in
  * dir (NULL: none). frozen16: the elements of frozen matrices that only products read. */
@@ -535,20 +556,10 @@ static void bf16_freeze_run(int mode, float *losses, float **values, int64_t *by
                       p.name, (int)dt);
     }
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
-        double loss = 0.0;
-        EXPECT_OK(nnt_layer_clear_grad(l));
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
+        int64_t held = 0;
+        losses[s] = fixture_step(l, opt, tok, tgt, s, &held);
         if (s == 0)   /* every block's activations held: the bf16 copies too */
-            *fwd_bytes = owned() - base;
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        losses[s] = (float)loss;
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+            *fwd_bytes = held - base;
     }
     EXPECT_OK(nnt_ctx_wait(ctx));
     *bytes = owned() - base;
@@ -724,20 +735,8 @@ START_TEST(test_read_hf_bf16)
             ck_assert(frozen_in_bf16(l, &n16));
         }
         nnt_optim *opt = adamw(l);
-        for (int s = 0; s < 3; s++) {
-            nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
-            nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
-            double loss = 0.0;
-            EXPECT_OK(nnt_layer_clear_grad(l));
-            EXPECT_OK(nnt_layer_set_targets(l, y));
-            EXPECT_OK(nnt_layer_forward(l, x, NULL));
-            EXPECT_OK(nnt_layer_loss(l, &loss));
-            EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-            EXPECT_OK(nnt_optim_step(opt));
-            losses[late][s] = (float)loss;
-            nnt_tensor_destroy(x);
-            nnt_tensor_destroy(y);
-        }
+        for (int s = 0; s < 3; s++)
+            losses[late][s] = fixture_step(l, opt, tok, tgt, s, NULL);
         EXPECT_OK(nnt_ctx_wait(ctx));
         nnt_optim_destroy(opt);
         nnt_layer_destroy(l);
