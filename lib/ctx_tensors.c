@@ -176,6 +176,7 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
     int rc = t->deferred ? NNT_OK : count_within_limit(ctx, t, fn);
     if (rc)
         return rc;
+    ctx->deferred_tensors += t->deferred;
     t->prev = NULL;
     t->next = ctx->tensors;
     if (ctx->tensors)
@@ -191,9 +192,18 @@ int nnt_ctx_count_deferred(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
     int rc = t->deferred ? count_within_limit(ctx, t, fn) : NNT_OK;
     if (rc)
         return rc;
+    ctx->deferred_tensors -= t->deferred;
     t->deferred = 0;
     pthread_mutex_unlock(&ctx->lock);
     return NNT_OK;
+}
+
+int nnt_ctx_has_deferred(nnt_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int some = ctx->deferred_tensors > 0;
+    pthread_mutex_unlock(&ctx->lock);
+    return some;
 }
 
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
@@ -201,6 +211,7 @@ void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
     pthread_mutex_lock(&ctx->lock);
     if (!t->deferred)
         count_tiles(ctx, t, -1);
+    ctx->deferred_tensors -= t->deferred;
     ctx->owned_bytes -= t->owned_bytes;
     if (t->prev)
         t->prev->next = t->next;
@@ -220,6 +231,7 @@ void ctx_orphan_tensors(nnt_ctx *ctx)
     ctx->tensors = NULL;
     ctx->tile_bytes = 0;
     ctx->small_bytes = 0;
+    ctx->deferred_tensors = 0;
     ctx->stays_bytes = 0;
     ctx->released_bytes = 0;
     ctx->release_window = 0;

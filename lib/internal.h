@@ -106,6 +106,8 @@ struct nnt_ctx {
                                      the test hook NNT_TEST_PINNED_RAM=1): lib/ctx_alloc.c */
     int64_t small_bytes;          /* with ram_chunked: bytes of the registered tiles that
                                      StarPU suballocates, rounded (guarded by lock)       */
+    int64_t deferred_tensors;     /* live tensors not counted yet (nnt_tensor.deferred;
+                                     guarded by lock)                                     */
     int64_t peak_chunks;          /* with ram_chunked: the most chunks they took so far   */
     int64_t gpu_budget;           /* bytes StarPU may use on the smallest GPU (0: none)   */
     int cuda_tasks_on_cuda;       /* tasks a CUDA worker can run go to the CUDA workers
@@ -253,6 +255,8 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 /* Count a deferred tensor's tiles now, before its first write, with add's check and
  * failure; 0 at once for a tensor counted already. */
 int nnt_ctx_count_deferred(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
+/* Whether some live tensor is still deferred (then nnt_ctx_count_deferred has work). */
+int nnt_ctx_has_deferred(nnt_ctx *ctx);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 /* Under release_weights: the most bytes of weights (and their bf16 copies) a forward or
  * backward gathers at once, for the budget check (nnt_ctx_add_tensor counts each rank's own

@@ -488,9 +488,13 @@ NNT_API int nnt_layer_loss(nnt_layer *layer, double *loss)
 }
 
 /* Count in the budget the gradients of the tree not counted yet (created deferred, never
- * written), before something writes them (fn: the caller, for a refusal). */
+ * written), before something writes them (fn: the caller, for a refusal). Composite kinds
+ * call nnt_layer_backward on their children: once every gradient counts (from the first
+ * backward on), no walk. */
 static int count_grads(nnt_layer *l, const char *fn)
 {
+    if (!nnt_ctx_has_deferred(l->ctx))
+        return NNT_OK;
     for (int i = 0; i < l->nparams; i++)
         if (l->params[i].grad)   /* NULL: frozen */
             NNT_TRY(nnt_ctx_count_deferred(l->ctx, l->params[i].grad, fn));
