@@ -70,7 +70,8 @@ struct nnt_tensor {
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
     struct nnt_gemm_kept *kept;   /* its tiles kept packed as a product's B, or NULL
-                                     (lib/ops/gemm.c; freed by nnt_gemm_kept_free)        */
+                                     (lib/ops/gemm.c; freed by nnt_gemm_kept_free, or by
+                                     nnt_gemm_kept_retire in nnt_temp_release)          */
     /* An NNT_INT32 tensor whose values came from the host (nnt_tensor_copy_from_host, or a
      * fill): their range as seen then, so that a layer checks token ids without reading the
      * tensor back (no wait); ids_known 0 once a task writes it (nnt_tensor_mark_written). */
@@ -518,6 +519,11 @@ int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why);
  * for each product alone); the packs kept with t, released (nnt_tensor_destroy). */
 int nnt_gemm_packs_kept(const nnt_ctx *ctx);
 void nnt_gemm_kept_free(nnt_tensor *t);
+/* The same without waiting (nnt_temp_release): each pack is unregistered, and its RAM pooled,
+ * once the tasks submitted on it have run. nnt_gemm_kept_live: the kept packs registered now
+ * (tests: that released tensors leave none behind). */
+void nnt_gemm_kept_retire(nnt_tensor *t);
+unsigned long nnt_gemm_kept_live(void);
 /* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes (the
  * layers' bf16 weight copies are made anew every step), freed (when a context goes). */
 void nnt_gemm_kept_drain(void);

@@ -7,6 +7,8 @@
 #include "fixture.h"
 #include "nnt_cpu.h"
 
+unsigned long nnt_gemm_kept_live(void);   /* lib/internal.h (which needs StarPU's) */
+
 #include <pthread.h>
 #include <stdint.h>
 
@@ -579,12 +581,16 @@ END_TEST
  * one batch of random tokens: its losses. */
 enum { V = 67, B = 2, T = 12, STEPS = 6 };
 
-static void train_losses_tiled(const char *gemm, nnt_precision prec, const nnt_tiling *tiling,
-                               double *loss)
+/* STEPS steps on one batch: the loss of each; recompute: the blocks' activations recomputed
+ * in the backward; live (NULL: not asked): the kept packs registered after each step. */
+static void train_losses_run(const char *gemm, nnt_precision prec, const nnt_tiling *tiling,
+                             int recompute, double *loss, unsigned long *live)
 {
     nnt_ctx *ctx = ctx_with(gemm);
     nnt_layer *gpt = NULL;
     EXPECT_OK(nnt_gpt_load_llmc(ctx, fixture_path("gpt2_tiny.llmc.bin"), B, T, tiling, &gpt));
+    if (recompute)
+        EXPECT_OK(nnt_layer_set_recompute(gpt, 1));
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     nnt_optim *opt = NULL;
     EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
@@ -611,10 +617,20 @@ static void train_losses_tiled(const char *gemm, nnt_precision prec, const nnt_t
         EXPECT_OK(nnt_optim_step(opt));
         nnt_tensor_destroy(x);
         nnt_tensor_destroy(y);
+        if (live) {
+            EXPECT_OK(nnt_ctx_wait(ctx));
+            live[s] = nnt_gemm_kept_live();
+        }
     }
     nnt_optim_destroy(opt);
     nnt_layer_destroy(gpt);
     EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+static void train_losses_tiled(const char *gemm, nnt_precision prec, const nnt_tiling *tiling,
+                               double *loss)
+{
+    train_losses_run(gemm, prec, tiling, 0, loss, NULL);
 }
 
 static void train_losses(const char *gemm, nnt_precision prec, double *loss)
@@ -920,6 +936,40 @@ START_TEST(test_model_kept)
 }
 END_TEST
 
+/* Packs kept on activations that recompute releases every step (the weight gradients' B is
+ * a block's activation: tiling 0 of test_model_packed) go with them: a released tensor took
+ * its packs' handles and RAM along, step after step, before 2026-11-29 (the default nnt-train
+ * run with --recompute left 4 layouts a step behind). The losses are the bits of the run
+ * without recompute (the same kernels on the same tiles); no pack is left once the context
+ * went. */
+START_TEST(test_recompute_releases_packs)
+{
+    nnt_tiling tiling = NNT_TILING_INIT;
+    tiling.batch = 1;
+    tiling.seq = T / 2;
+    tiling.channels = 8;
+    tiling.hidden = 32;
+    tiling.vocab = 23;
+    double kept[STEPS], again[STEPS];
+    unsigned long live[STEPS], before = nnt_gemm_kept_live();
+    nnt_cpu_dnnl_reorder_plain(1);
+    train_losses_run("onednn", NNT_PRECISION_FP32, &tiling, 0, kept, NULL);
+    train_losses_run("onednn", NNT_PRECISION_FP32, &tiling, 1, again, live);
+    nnt_cpu_dnnl_reorder_plain(0);
+    ck_assert_msg(live[0] > before, "no pack kept: the path did not run");
+    for (int s = 1; s < STEPS; s++)
+        ck_assert_msg(live[s] == live[0], "kept packs registered after step %d: %lu, after "
+                      "step 0: %lu (released activations left theirs)", s, live[s], live[0]);
+    ck_assert_msg(nnt_gemm_kept_live() == before, "%lu kept packs left after the context went",
+                  nnt_gemm_kept_live() - before);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(memcmp(&kept[s], &again[s], sizeof(double)) == 0, "step %d: loss %.17g "
+                      "with recompute, %.17g without", s, again[s], kept[s]);
+    printf("test_gemm_backends api recompute: %lu kept packs after each of %d steps, none "
+           "after the context; losses the bits of the run without recompute\n", live[0], STEPS);
+}
+END_TEST
+
 static Suite *backends_suite(void)
 {
     Suite *s = suite_create("gemm_backends");
@@ -937,6 +987,7 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(api, test_model_packed, 0, 6);
     tcase_add_test(api, test_model_ksum);
     tcase_add_loop_test(api, test_model_kept, 0, 2);
+    tcase_add_test(api, test_recompute_releases_packs);
     suite_add_tcase(s, api);
     return s;
 }

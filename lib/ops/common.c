@@ -145,6 +145,8 @@ void nnt_temp_release(nnt_tensor *t)
     if (!t)
         return;
     if (t->ctx) {
+        nnt_gemm_kept_retire(t);   /* B's packs kept by products that read t (recomputed
+                                      activations) */
         nnt_ctx_remove_tensor(t->ctx, t);
         for (int64_t i = 0; i < t->ntiles; i++)
             starpu_data_unregister_submit(t->tiles[i].handle);

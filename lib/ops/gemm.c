@@ -516,30 +516,79 @@ void nnt_gemm_kept_drain(void)
     pthread_mutex_unlock(&kept_pool_lock);
 }
 
-/* Unregister a layout's handles (waiting for the tasks that use them); their RAM goes to the
- * pool. */
-static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles)
+static unsigned long kept_handles;   /* atomic: kept packs registered (nnt_gemm_kept_live) */
+
+unsigned long nnt_gemm_kept_live(void)
+{
+    return __atomic_load_n(&kept_handles, __ATOMIC_RELAXED);
+}
+
+/* A kept pack retired without waiting: its RAM goes to the pool once the tasks submitted on
+ * it have run (a write acquire, granted after them), then StarPU drops the handle. */
+struct kept_retired {
+    starpu_data_handle_t handle;
+    void *memory;
+    size_t bytes;
+};
+
+static void kept_retired_cb(void *arg)
+{
+    struct kept_retired *r = arg;
+    starpu_data_release(r->handle);
+    kept_release(r->memory, r->bytes);   /* nothing reads it again: unregistered next */
+    __atomic_sub_fetch(&kept_handles, 1, __ATOMIC_RELAXED);
+    free(r);
+}
+
+/* Unregister a kept pack: waiting for the tasks that use it (wait 1), or after them, the
+ * caller going on at once (wait 0). Its RAM goes to the pool. */
+static void kept_handle_drop(starpu_data_handle_t h, void *memory, int wait)
+{
+    size_t bytes = starpu_vector_get_nx(h);
+    struct kept_retired *r = wait ? NULL : malloc(sizeof *r);
+    if (r) {
+        *r = (struct kept_retired){h, memory, bytes};
+        if (starpu_data_acquire_cb(h, STARPU_W, kept_retired_cb, r) == 0) {
+            starpu_data_unregister_submit(h);   /* after the acquire: no coherency */
+            return;
+        }
+        free(r);
+    }
+    starpu_data_unregister_no_coherency(h);
+    kept_release(memory, bytes);
+    __atomic_sub_fetch(&kept_handles, 1, __ATOMIC_RELAXED);
+}
+
+/* Unregister a layout's handles (wait: as kept_handle_drop); their RAM goes to the pool. */
+static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles, int wait)
 {
     for (int64_t i = 0; kl->handle && i < ntiles; i++)
-        if (kl->handle[i]) {
-            size_t bytes = starpu_vector_get_nx(kl->handle[i]);
-            starpu_data_unregister_no_coherency(kl->handle[i]);
-            kept_release(kl->memory[i], bytes);
-        }
+        if (kl->handle[i])
+            kept_handle_drop(kl->handle[i], kl->memory[i], wait);
     free(kl->handle);
     free(kl->memory);
     free(kl->packed_at);
     memset(kl, 0, sizeof *kl);
 }
 
-void nnt_gemm_kept_free(nnt_tensor *t)
+static void kept_free(nnt_tensor *t, int wait)
 {
     if (!t->kept)
         return;
     for (int i = 0; i < KEPT_LAYOUTS; i++)
-        kept_layout_clear(&t->kept->layout[i], t->ntiles);
+        kept_layout_clear(&t->kept->layout[i], t->ntiles, wait);
     free(t->kept);
     t->kept = NULL;
+}
+
+void nnt_gemm_kept_free(nnt_tensor *t)
+{
+    kept_free(t, 1);
+}
+
+void nnt_gemm_kept_retire(nnt_tensor *t)
+{
+    kept_free(t, 0);
 }
 
 /* B's kept layout for (trans_b, p): found, or made in a free slot or the one used longest
@@ -561,12 +610,12 @@ static struct kept_layout *kept_layout_of(nnt_tensor *b, int trans_b, const nnt_
         if (!kl->used || (victim->used && kl->last_use < victim->last_use))
             victim = kl;
     }
-    kept_layout_clear(victim, b->ntiles);
+    kept_layout_clear(victim, b->ntiles, 0);
     victim->handle = calloc((size_t)b->ntiles, sizeof *victim->handle);
     victim->memory = calloc((size_t)b->ntiles, sizeof *victim->memory);
     victim->packed_at = calloc((size_t)b->ntiles, sizeof *victim->packed_at);
     if (!victim->handle || !victim->memory || !victim->packed_at) {
-        kept_layout_clear(victim, b->ntiles);
+        kept_layout_clear(victim, b->ntiles, 0);
         return NULL;
     }
     victim->used = 1;
@@ -608,6 +657,7 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
                 continue;   /* no memory: this tile as stored */
             starpu_vector_data_register(&kl->handle[i], STARPU_MAIN_RAM,
                                         (uintptr_t)kl->memory[i], (uint32_t)bytes, 1);
+            __atomic_add_fetch(&kept_handles, 1, __ATOMIC_RELAXED);
         }
         rc = nnt_insert_gemm_pack(c->ctx, &pb->packing, trans_b != NNT_NOTRANS, n, k,
                                   b->tiles[i].handle, kl->handle[i]);
