@@ -98,6 +98,8 @@ struct nnt_ctx {
     int disk_node;                /* StarPU disk memory node, -1 without swap            */
     int64_t ram_budget;           /* bytes StarPU may use in RAM (0: no limit)           */
     int ram_budget_default;       /* ram_budget is StarPU's own limit, none was given    */
+    int defer_init;               /* > 0: layers made now leave their parameters unwritten
+                                     (nnt_model_build_uninit: the caller initialises once) */
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
     int64_t tile_bytes;           /* bytes of all registered tiles (guarded by lock); with
                                      ram_chunked, as StarPU allocates them in RAM

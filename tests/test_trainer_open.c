@@ -276,6 +276,114 @@ START_TEST(test_fine_tune_resume)
 }
 END_TEST
 
+/* The RAM StarPU had allocated at most since the last call (which resets the peak). */
+static int64_t ram_peak(void)
+{
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &ms, 1));
+    ck_assert_int_ge(ms.nnodes, 1);
+    return ms.node[0].peak_bytes;
+}
+
+/* The parameters of a model on the host: name, dtype, frozen flag, bytes. */
+typedef struct host_params {
+    int64_t n;
+    char name[64][64];
+    nnt_dtype dtype[64];
+    int frozen[64];
+    size_t bytes[64];
+    char *value[64];
+} host_params;
+
+static void read_params(nnt_layer *model, host_params *h)
+{
+    EXPECT_OK(nnt_layer_num_params(model, &h->n, NULL));
+    ck_assert_int_le(h->n, 64);
+    for (int64_t i = 0; i < h->n; i++) {
+        nnt_param_info p;
+        memset(&p, 0, sizeof p);
+        p.size = sizeof p;
+        int64_t numel = 0;
+        EXPECT_OK(nnt_layer_param(model, i, &p));
+        EXPECT_OK(nnt_tensor_dtype(p.value, &h->dtype[i]));
+        EXPECT_OK(nnt_tensor_numel(p.value, &numel));
+        snprintf(h->name[i], sizeof h->name[i], "%s", p.name);
+        h->frozen[i] = p.frozen;
+        h->bytes[i] = (size_t)numel * (h->dtype[i] == NNT_BF16 ? 2 : 4);
+        ck_assert_ptr_nonnull(h->value[i] = malloc(h->bytes[i]));
+        EXPECT_OK(nnt_tensor_copy_to_host(p.value, h->value[i], h->bytes[i]));
+    }
+}
+
+/* LoRA on a fresh base under bf16 products: nnt_trainer_open builds the model with its
+ * parameters unwritten, adds the adapters (freezing the base), then initialises the base
+ * from the seed, each frozen matrix straight to bf16, one at a time. The parameters are the
+ * bits of a model opened from the seed and given the same adapters afterwards (written in
+ * fp32 first, then narrowed), and the RAM at the peak (each in a context of its own) is less
+ * by at least half what the frozen matrices take more in fp32 than in bf16 (measured on AMD
+ * Zen 4: 3.8 MB against 5.6 MB, the frozen matrices 3.1 MB more in fp32). */
+START_TEST(test_fine_tune_fresh_bf16)
+{
+    nnt_model_config c = tiny_config();
+    c.layers = 2, c.channels = 256, c.heads = 4;
+    nnt_optim_options oo = optim_options();
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 2, lo.alpha = 4, lo.targets = "c_attn,c_fc", lo.seed = 5;
+    nnt_run_config run = run_config(&c, &oo);
+    run.val_split = 0, run.lora = &lo, run.precision = NNT_PRECISION_BF16;
+    nnt_trainer_options to = loop_options(NULL);
+    to.callback = NULL, to.measure_peak = 0;   /* (its start-up GEMMs would set the peak) */
+
+    static host_params got, want;
+    ram_peak();
+    nnt_trainer *tr = NULL;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    int64_t peak_open = ram_peak();
+    nnt_layer *model = NULL;
+    EXPECT_OK(nnt_trainer_parts(tr, &model, NULL, NULL, NULL));
+    read_params(model, &got);
+    nnt_trainer_destroy(tr);
+
+    EXPECT_OK(nnt_ctx_destroy(ctx));   /* (StarPU's cache of freed buffers goes with it) */
+    ctx = test_ctx();
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    ram_peak();
+    nnt_layer *ref = NULL;
+    EXPECT_OK(nnt_model_open(ctx, NULL, &c, B, T, NULL, to.seed, &ref));
+    EXPECT_OK(nnt_model_lora_add(ref, &lo));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    int64_t peak_ref = ram_peak();
+    read_params(ref, &want);
+    nnt_layer_destroy(ref);
+
+    int64_t narrowed = 0;
+    ck_assert_int_eq(got.n, want.n);
+    for (int64_t i = 0; i < got.n; i++) {
+        ck_assert_str_eq(got.name[i], want.name[i]);
+        ck_assert_msg(got.dtype[i] == want.dtype[i] && got.bytes[i] == want.bytes[i] &&
+                      got.frozen[i] == want.frozen[i], "%s: dtype %d / %d, %zu / %zu bytes, "
+                      "frozen %d / %d", got.name[i], (int)got.dtype[i], (int)want.dtype[i],
+                      got.bytes[i], want.bytes[i], got.frozen[i], want.frozen[i]);
+        ck_assert_msg(memcmp(got.value[i], want.value[i], got.bytes[i]) == 0, "%s: other "
+                      "values than the model opened from seed %llu", got.name[i],
+                      (unsigned long long)to.seed);
+        narrowed += got.dtype[i] == NNT_BF16 ? (int64_t)got.bytes[i] : 0;   /* fp32 - bf16 */
+        free(got.value[i]), free(want.value[i]);
+    }
+    ck_assert_msg(narrowed > 0, "no matrix kept in bf16");
+    ck_assert_msg(peak_open <= peak_ref - narrowed / 2, "RAM peak %lld opening the run, "
+                  "%lld opening the model then adding adapters: frozen matrices were held in "
+                  "fp32 (%lld bytes more than in bf16)", (long long)peak_open,
+                  (long long)peak_ref, (long long)narrowed);
+    printf("test_trainer_open fine_tune_fresh_bf16: the parameters of the model opened from "
+           "the seed; RAM peak %lld bytes against %lld (frozen matrices: %lld bytes more in "
+           "fp32)\n", (long long)peak_open, (long long)peak_ref, (long long)narrowed);
+}
+END_TEST
+
 /* A resume that names no model takes the checkpoint's: a LoRA run on the Llama directory of
  * tests/fixtures/lora_tiny/llama (its base), stopped after step 3 and resumed with neither
  * model_source nor model_config, goes on bit for bit and names its base; a run on a fresh
@@ -800,6 +908,7 @@ int main(void)
     tcase_add_test(tc, test_signals);
     tcase_add_test(tc, test_resume_takes_model);
     tcase_add_test(tc, test_open_failures);
+    tcase_add_test(tc, test_fine_tune_fresh_bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

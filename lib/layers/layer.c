@@ -726,7 +726,7 @@ int nnt_layer_finish(nnt_layer *l, int rc, nnt_layer **out)
     /* the kinds that build into a local first have not seen out yet */
     if (rc == 0 && !out)
         rc = nnt_fail(l->ctx, NNT_E_INVAL, "%s: out is NULL", l->create_fn);
-    if (rc == 0)
+    if (rc == 0 && l->ctx->defer_init == 0)
         rc = nnt_layer_init(l, 0);
     if (rc) {
         nnt_layer_destroy(l);
@@ -945,21 +945,43 @@ static int init_param(const nnt_layer_param_rec *p, const char *name, uint64_t s
     }
 }
 
-NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
+/* The parameters of the tree (base: not the adapters; unwritten: only those never
+ * written), each from seed by its rule. A frozen matrix kept in bf16 is initialised in fp32,
+ * then rounded to bf16 again (under bf16 products; else at the next bf16 product), one
+ * tensor at a time: a frozen base never exists in fp32 as a whole. */
+static int init_listed(nnt_layer *layer, const char *fn, uint64_t seed, int base, int unwritten)
 {
-    int rc = nnt_layer_check(layer, "nnt_layer_init");
-    if (rc || (rc = ensure_listing(layer, "nnt_layer_init")))
+    int rc = nnt_layer_check(layer, fn);
+    if (rc || (rc = ensure_listing(layer, fn)))
         return rc;
     int64_t nblocks = count_blocks(layer);
     for (int64_t i = 0; i < layer->nlisted; i++) {
-        /* a frozen matrix kept in bf16: initialised in fp32, then rounded to bf16 again (under
-         * bf16 products; else at the next bf16 product) */
-        if ((rc = nnt_tensor_retype(layer->listed[i]->value, NNT_FP32)) ||
-            (rc = init_param(layer->listed[i], layer->listed_names[i], seed, nblocks)) ||
-            (rc = nnt_layer_param_narrow(layer->ctx, layer->listed[i])))
+        nnt_layer_param_rec *p = layer->listed[i];
+        if ((base && p->adapter) || (unwritten && p->value->written))
+            continue;
+        if ((rc = nnt_tensor_retype(p->value, NNT_FP32)) ||
+            (rc = init_param(p, layer->listed_names[i], seed, nblocks)) ||
+            (rc = nnt_layer_param_narrow(layer->ctx, p)))
+            return rc;
+        /* narrowed: its fp32 tiles go before the next tensor's are written (else the fills
+         * of every tensor, ready at once, can run before the conversions) */
+        if (p->value->dtype == NNT_BF16 && (rc = nnt_tensor_wait_written(p->value)))
             return rc;
     }
     return NNT_OK;
+}
+
+NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
+{
+    return init_listed(layer, "nnt_layer_init", seed, 0, 0);
+}
+
+int nnt_layer_init_base(nnt_layer *layer, uint64_t seed, int unwritten)
+{
+    /* the tree, whose records say what freezing and adapters did (a GPT layer's own
+     * records of the same tensors do not) */
+    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
+    return init_listed(tree ? tree : layer, "nnt_layer_init", seed, 1, unwritten);
 }
 
 /* ---- destruction ---------------------------------------------------------------------------- */

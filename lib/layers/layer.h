@@ -172,6 +172,11 @@ int nnt_layer_params_changed(nnt_layer *l);
 nnt_layer_param_rec *nnt_layer_listed(nnt_layer *l, int64_t i);
 /* Initialise the adapters' parameters of l's tree (nnt_layer_init's rules, from seed). */
 int nnt_layer_init_adapters(nnt_layer *l, uint64_t seed);
+/* nnt_layer_init of every parameter but the adapters' (unwritten: only those never written,
+ * as a checkpoint read into the model leaves them): for a model made by
+ * nnt_model_build_uninit, after its freezing, so that frozen matrices go to bf16 one at a
+ * time instead of the whole model being written in fp32 first. */
+int nnt_layer_init_base(nnt_layer *l, uint64_t seed, int unwritten);
 /* Forget the activation slot t (a field about to be freed, e.g. an adapter's). */
 void nnt_layer_forget_activation(nnt_layer *l, nnt_tensor **t);
 

@@ -60,8 +60,10 @@ nnt_model_config nnt_gpt2_model_config(int64_t vocab, int64_t max_seq, int64_t l
 /* Paths of a model directory: dir/name into path (NNT_MODEL_PATH_MAX bytes); NNT_E_INVAL
  * naming fn when too long. */
 #define NNT_MODEL_PATH_MAX 4096
-/* 1 when source (as nnt_model_open takes it) is a Hugging Face directory, else 0. */
+/* 1 when source (as nnt_model_open takes it) is a Hugging Face directory, else 0;
+ * nnt_model_source_is_fresh: 1 when it makes a fresh model (NULL: from cfg, or a preset). */
 int nnt_model_source_is_hf(const char *source);
+int nnt_model_source_is_fresh(const char *source);
 int nnt_model_path_join(nnt_ctx *ctx, const char *fn, const char *dir, const char *name,
                         char *path);
 /* dir/config.json as a configuration nnt can build (nnt_model_hf_config; *arch, unless
@@ -96,6 +98,11 @@ int nnt_model_block_window(const nnt_model_config *cfg, int64_t i);
  * tiling overrides (NULL: automatic). Errors name fn. */
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
                     int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* nnt_model_build with the parameters left unwritten (no layer initialises its own): the
+ * caller initialises them once (nnt_layer_init, or nnt_layer_init_base after freezing) or
+ * reads them. */
+int nnt_model_build_uninit(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
+                           int64_t B, int64_t T, const nnt_tiling *tiling, nnt_layer **out);
 /* The tree of generic layers (NNT_LAYER_MODEL) of either family, checked as
  * nnt_model_create checks cfg: a Llama configuration gives what nnt_model_create gives; a
  * GPT-2 one the parameters of nnt_gpt_create (names, shapes, order, decay flags), not yet

@@ -76,6 +76,13 @@ static int classify(nnt_ctx *ctx, const char *fn, const char *source, source_kin
                     source);
 }
 
+int nnt_model_source_is_fresh(const char *source)
+{
+    struct stat st;
+    nnt_model_config c;
+    return !source || (stat(source, &st) != 0 && nnt_model_preset(source, &c) == 0);
+}
+
 int nnt_model_source_is_hf(const char *source)
 {
     char path[NNT_MODEL_PATH_MAX];
@@ -120,7 +127,10 @@ static int create(nnt_ctx *ctx, const char *preset, const nnt_model_config *cfg,
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_model_open: source and cfg are NULL");
     if (!cfg)
         NNT_TRY(nnt_model_preset(preset, &c));
-    NNT_TRY(nnt_model_create(ctx, cfg ? cfg : &c, B, T, tiling, out));
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "nnt_model_open: out is NULL");
+    /* initialised once, at seed (not first at 0 by nnt_model_create) */
+    NNT_TRY(nnt_model_build_uninit(ctx, "nnt_model_create", cfg ? cfg : &c, B, T, tiling, out));
     int rc = nnt_layer_init(*out, seed);
     if (rc) {
         nnt_layer_destroy(*out);

@@ -411,6 +411,18 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
     return f->build(ctx, fn, cfg, B, T, &t, out);
 }
 
+int nnt_model_build_uninit(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
+                           int64_t B, int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+{
+    NNT_TRY(nnt_ctx_check(ctx, fn));
+    ctx->defer_init++;
+    int rc = nnt_model_build(ctx, fn, cfg, B, T, tiling, out);
+    ctx->defer_init--;
+    return rc;
+}
+
+/* Built without the layers' own initialisations (each layer would write its parameters at
+ * seed 0 as it is made, and the model all of them again), then initialised once. */
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
                              const nnt_tiling *tiling, nnt_layer **out)
 {
@@ -418,8 +430,13 @@ NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
-    NNT_TRY(nnt_ctx_check(ctx, fn));
-    return nnt_model_build(ctx, fn, cfg, B, T, tiling, out);
+    NNT_TRY(nnt_model_build_uninit(ctx, fn, cfg, B, T, tiling, out));
+    int rc = nnt_layer_init(*out, 0);
+    if (rc) {
+        nnt_layer_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 /* ---- queries ------------------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
  *   trainer     nnt_trainer_create, owning all of it, recording the description */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "trainer_impl.h"
+#include "../layers/layer.h"
 #include "../models/models.h"
 
 #include <stdlib.h>
@@ -147,13 +148,18 @@ static int open_model(run_parts *p)
         NNT_TRY(nnt_tokenizer_vocab_size(p->tok, &p->cfg.vocab));
     if ((rc = nnt_model_tiling(p->ctx, &p->cfg, o->batch, o->seq, r->tiling, &p->tiling)))
         return field_fail(p, "tiling", rc);
-    /* Fine-tuning a Hugging Face model in bf16: created empty, frozen (or given adapters),
-     * then read, so that its frozen matrices are bf16 from the start (nnt_model_read_hf);
-     * else loaded, or (source NULL) created from the seed */
-    int read_late = (r->lora || (r->freeze && *r->freeze)) &&
-                    r->precision == NNT_PRECISION_BF16 && nnt_model_source_is_hf(r->model_source);
-    if (read_late)
-        rc = nnt_model_create(p->ctx, &p->cfg, o->batch, o->seq, &p->tiling, &p->model);
+    /* Fine-tuning a fresh model, or a Hugging Face one in bf16: built with its parameters
+     * unwritten, frozen (or given adapters), then initialised from the seed, or read
+     * (nnt_model_read_hf; what the directory lacks initialised as nnt_model_create does), so
+     * that under bf16 its frozen matrices are never held in fp32 all at once (an 8B preset:
+     * 32 GB); else loaded, or (source NULL) created from the seed */
+    int tunes = r->lora || (r->freeze && *r->freeze);
+    int read_late = tunes && r->precision == NNT_PRECISION_BF16 &&
+                    nnt_model_source_is_hf(r->model_source);
+    int init_late = tunes && nnt_model_source_is_fresh(r->model_source);
+    if (read_late || init_late)
+        rc = nnt_model_build_uninit(p->ctx, "nnt_model_create", &p->cfg, o->batch, o->seq,
+                                    &p->tiling, &p->model);
     else
         rc = nnt_model_open(p->ctx, r->model_source, &p->cfg, o->batch, o->seq, &p->tiling,
                             o->seed, &p->model);
@@ -179,6 +185,9 @@ static int open_model(run_parts *p)
         return field_fail(p, "lora", rc);
     if (read_late && (rc = nnt_model_read_hf(p->model, r->model_source)))
         return field_fail(p, "model_source", rc);
+    if ((read_late || init_late) &&
+        (rc = nnt_layer_init_base(p->model, init_late ? o->seed : 0, read_late)))
+        return field_fail(p, "model_config", rc);
     return NNT_OK;
 }
 
