@@ -187,7 +187,7 @@ static int open_model(run_parts *p)
         return field_fail(p, "model_source", rc);
     if ((read_late || init_late) &&
         (rc = nnt_layer_init_base(p->model, init_late ? o->seed : 0, read_late)))
-        return field_fail(p, "model_config", rc);
+        return field_fail(p, r->model_source ? "model_source" : "model_config", rc);
     return NNT_OK;
 }
 
