@@ -12,7 +12,8 @@
 # same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
 # a RAM budget that one process cannot train in but 2 sharded ranks can; --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
-# distributions, and with LoRA adapters; mixture-of-experts models (moe-tiny through
+# distributions, and with LoRA adapters; packed rows (example starts) with --recompute;
+# mixture-of-experts models (moe-tiny through
 # nnt-train, Qwen2-MoE through test_mpi moe) under both distributions; SIGTERM to both
 # ranks or to one, SIGUSR1 to one: the ranks stop or save after the same step). A library
 # built without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is
@@ -364,6 +365,28 @@ for dist in sharded data; do
     cmp -s "$tmp/t_aone/checkpoint.safetensors" "$tmp/t_a$dist/checkpoint.safetensors" ||
         fail "nnt-train -np 2 LoRA --distribute $dist: the checkpoint differs"
 done
+# packed rows (nnt-tokenize --pack's example starts: each example its own positions and
+# attention; tests/check_packed.sh has one process's losses against PyTorch's) on a Llama
+# directory, with --recompute (the blocks read the positions again) and row tiles of 5 (key
+# tiles across examples get no task): one process's losses and checkpoint on both ranks
+fx="$top_srcdir/tests/fixtures/packed_tiny"
+packed="--load-hf $fx/llama --data $fx/examples.bin --batch 2 --seq 16 --steps 4 --sample 0
+        --cpus 1 --print-loss --tile-seq 5 --tile-batch 1 --recompute --lr 0.001 --warmup 0"
+# shellcheck disable=SC2086 # the options are words
+$TIMEOUT "$train_prog" $packed --out "$tmp/p_one" > "$tmp/p_one.txt" 2> "$tmp/p_one.err" ||
+    { fail "nnt-train packed rows, one process: exit status $?"; tail -n 3 "$tmp/p_one.err"; }
+for dist in sharded data; do
+    # shellcheck disable=SC2086
+    $TIMEOUT $MPIRUN "$train_prog" $packed --distribute $dist --out "$tmp/p_$dist" \
+        > "$tmp/p_$dist.txt" 2> "$tmp/p_$dist.err" ||
+        { fail "nnt-train -np 2 packed rows --distribute $dist: exit status $?"
+          tail -n 3 "$tmp/p_$dist.err"; }
+    cmp -s "$tmp/p_one.txt" "$tmp/p_$dist.txt" ||
+        fail "nnt-train -np 2 packed rows --distribute $dist: other losses than one process"
+    cmp -s "$tmp/p_one/checkpoint.safetensors" "$tmp/p_$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 packed rows --distribute $dist: the checkpoint differs"
+done
+echo "nnt-train -np 2 packed rows: $(grep -c '^step' "$tmp/p_one.txt") steps, one process's losses and checkpoint under both distributions"
 # mixture of experts: each rank reads the routing (a collective host read) and submits the
 # same experts' tasks, sized by their tokens; nnt-train's moe-tiny (Qwen3-MoE's layout, the
 # load-balancing loss on): one process's losses and checkpoint; Qwen2-MoE (shared experts,
