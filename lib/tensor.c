@@ -634,6 +634,8 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
     n->dtype = keep.dtype, n->elsize = keep.elsize, n->tiles = keep.tiles;
     n->owned_bytes = keep.owned_bytes, n->stays = keep.stays, n->released = keep.released;
     pthread_mutex_unlock(&t->ctx->lock);
+    /* the packs of the old tiles (their write counts would pass for the new tiles') */
+    nnt_gemm_kept_retire(t);
     nnt_temp_release(n);   /* after the conversion that reads its tiles */
     return NNT_OK;
 }

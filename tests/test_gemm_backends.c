@@ -7,7 +7,9 @@
 #include "fixture.h"
 #include "nnt_cpu.h"
 
-unsigned long nnt_gemm_kept_live(void);   /* lib/internal.h (which needs StarPU's) */
+/* lib/internal.h (which needs StarPU's) */
+unsigned long nnt_gemm_kept_live(void);
+int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype);
 
 #include <pthread.h>
 #include <stdint.h>
@@ -936,6 +938,47 @@ START_TEST(test_model_kept)
 }
 END_TEST
 
+/* A tensor given new tiles by a change of storage type (a frozen matrix narrowed to bf16 and
+ * widened again, as nnt_layer_init does) drops the packs of its old tiles: its new tiles
+ * count their writes from 0 again, so a pack of the old ones made at the same count would
+ * pass for current, and the product would read the values from before the rounding. */
+START_TEST(test_kept_after_retype)
+{
+    nnt_cpu_dnnl_reorder_plain(1);
+    nnt_ctx *ctx = ctx_with("onednn");
+    nnt_tensor *a = NULL, *w = NULL, *w2 = NULL, *c = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 24}, (int64_t[]){8, 24}, &a));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){40, 24}, (int64_t[]){16, 24}, &w));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){40, 24}, (int64_t[]){16, 24}, &w2));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 40}, (int64_t[]){8, 16}, &c));
+    EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
+    float host[40 * 24];
+    for (int i = 0; i < 40 * 24; i++)   /* one write from the host; not bf16 values */
+        host[i] = (float)((i * 37) % 101) / 50.0f - 1.0f + 1e-4f;
+    EXPECT_OK(nnt_tensor_copy_from_host(w, host, sizeof host));
+    unsigned long live = nnt_gemm_kept_live();
+    float *before = kept_product(ctx, a, w, c);
+    ck_assert_msg(nnt_gemm_kept_live() > live, "no pack kept: the path did not run");
+    EXPECT_OK(nnt_tensor_retype(w, NNT_BF16));   /* rounded */
+    EXPECT_OK(nnt_tensor_retype(w, NNT_FP32));   /* new tiles, written once */
+    float *after = kept_product(ctx, a, w, c);
+    EXPECT_OK(nnt_tensor_copy_to_host(w, host, sizeof host));
+    EXPECT_OK(nnt_tensor_copy_from_host(w2, host, sizeof host));
+    float *fresh = kept_product(ctx, a, w2, c);
+    ck_assert_msg(memcmp(after, fresh, 24 * 40 * sizeof(float)) == 0, "after the retype the "
+                  "product reads other values than a fresh tensor of the rounded weights");
+    ck_assert_msg(memcmp(after, before, 24 * 40 * sizeof(float)) != 0, "rounding the weights "
+                  "changed no product");
+    free(before), free(after), free(fresh);
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(w));
+    EXPECT_OK(nnt_tensor_destroy(w2));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    nnt_cpu_dnnl_reorder_plain(0);
+}
+END_TEST
+
 /* Packs kept on activations that recompute releases every step (the weight gradients' B is
  * a block's activation: tiling 0 of test_model_packed) go with them: a released tensor took
  * its packs' handles and RAM along, step after step, before 2026-11-29 (the default nnt-train
@@ -988,6 +1031,7 @@ static Suite *backends_suite(void)
     tcase_add_test(api, test_model_ksum);
     tcase_add_loop_test(api, test_model_kept, 0, 2);
     tcase_add_test(api, test_recompute_releases_packs);
+    tcase_add_test(api, test_kept_after_retype);
     suite_add_tcase(s, api);
     return s;
 }
