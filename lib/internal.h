@@ -71,7 +71,7 @@ struct nnt_tensor {
                                      read checks this first (nnt_tensor_check_readable)   */
     struct nnt_gemm_kept *kept;   /* its tiles kept packed as a product's B, or NULL
                                      (lib/ops/gemm.c; freed by nnt_gemm_kept_free, or by
-                                     nnt_gemm_kept_retire in nnt_temp_release)          */
+                                     nnt_gemm_kept_retire: nnt_temp_release, a retype)  */
     /* An NNT_INT32 tensor whose values came from the host (nnt_tensor_copy_from_host, or a
      * fill): their range as seen then, so that a layer checks token ids without reading the
      * tensor back (no wait); ids_known 0 once a task writes it (nnt_tensor_mark_written). */
@@ -521,8 +521,9 @@ int nnt_gemm_sums_k(const nnt_ctx *ctx, const char **why);
  * for each product alone); the packs kept with t, released (nnt_tensor_destroy). */
 int nnt_gemm_packs_kept(const nnt_ctx *ctx);
 void nnt_gemm_kept_free(nnt_tensor *t);
-/* The same without waiting (nnt_temp_release): each pack is unregistered, and its RAM pooled,
- * once the tasks submitted on it have run. nnt_gemm_kept_live: the kept packs registered now
+/* The same without waiting (nnt_temp_release, and nnt_tensor_retype, whose new tiles' write
+ * counts start again): each pack is unregistered, and its RAM pooled, once the tasks
+ * submitted on it have run. nnt_gemm_kept_live: the kept packs registered now
  * (tests: that released tensors leave none behind). */
 void nnt_gemm_kept_retire(nnt_tensor *t);
 unsigned long nnt_gemm_kept_live(void);
