@@ -1045,6 +1045,13 @@ NNT_API int nnt_model_tiling(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
  * ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight" when untied). */
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
                              const nnt_tiling *tiling, nnt_layer **out);
+/* nnt_model_create without the initialisation: every parameter is left unwritten (no memory
+ * yet), and whatever reads one first (a forward, a save, nnt_tensor_copy_to_host) fails with
+ * NNT_E_STATE until it is written. For a base that will be frozen or given adapters, then
+ * read (nnt_model_read_hf) or initialised (nnt_layer_init): under NNT_PRECISION_BF16 its
+ * frozen matrices are then never held in fp32 as a whole. New in 0.3. */
+NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B,
+                                   int64_t T, const nnt_tiling *tiling, nnt_layer **out);
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
@@ -1070,8 +1077,9 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
  * naming the first difference) and every tensor is checked before any parameter is written.
  * LoRA adapters are not read (nnt_model_load_peft). A parameter frozen in bf16
  * (nnt_layer_freeze under NNT_PRECISION_BF16) receives its values rounded to bf16, so that
- * freezing or adding LoRA before reading keeps a frozen base's matrices in bf16 all along:
- * no fp32 copy of them is ever made. New in 0.3. */
+ * freezing or adding LoRA before reading a model of nnt_model_create_empty keeps a frozen
+ * base's matrices in bf16 all along: no fp32 copy of them is ever made (nnt_model_create has
+ * written them in fp32 once, at seed 0). New in 0.3. */
 NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
  * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,

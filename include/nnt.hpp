@@ -892,6 +892,11 @@ public:
     {
         check(nnt_model_save_peft(h(), detail::cstr(dir).c_str()));
     }
+    /* A Hugging Face directory's weights into this model (nnt_model_read_hf). */
+    void read_hf(std::string_view dir)
+    {
+        check(nnt_model_read_hf(h(), detail::cstr(dir).c_str()));
+    }
     void load_peft(std::string_view dir)
     {
         check(nnt_model_load_peft(h(), detail::cstr(dir).c_str()));
@@ -986,6 +991,15 @@ public:
     {
         return detail::make<layer>([&](nnt_layer **o) {
             return nnt_model_create(ctx.get(), &cfg, B, T, t, o);
+        });
+    }
+    /* Its parameters left unwritten (nnt_model_create_empty): freeze it or add adapters,
+     * then read_hf or init. */
+    static layer model_empty(context &ctx, const nnt_model_config &cfg, std::int64_t B,
+                             std::int64_t T, const nnt_tiling *t = nullptr)
+    {
+        return detail::make<layer>([&](nnt_layer **o) {
+            return nnt_model_create_empty(ctx.get(), &cfg, B, T, t, o);
         });
     }
     /* A Hugging Face directory (config.json and model.safetensors or its shards). */

@@ -432,6 +432,12 @@ void test_hf(nnt::context &ctx)
         EXPECT(m.param(i).value.to_vector<float>() == m2.param(i).value.to_vector<float>());
     }
     EXPECT(m.generate({1, 2}, 4) == m2.generate({1, 2}, 4));
+    // created empty, then read: the loaded model's parameters; unread, it cannot run
+    nnt::layer e = nnt::layer::model_empty(ctx, cfg, B, T);
+    EXPECT_ERROR(NNT_E_STATE, "holds no data", e.generate({1, 2}, 4));
+    e.read_hf(dir);
+    for (std::int64_t i = 0; i < m.num_params(); i++)
+        EXPECT(m.param(i).value.to_vector<float>() == e.param(i).value.to_vector<float>());
 
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::layer::load_hf(ctx, "/no/such/dir", B, T));
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::model_hf_config("/no/such/dir"));

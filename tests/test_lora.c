@@ -700,11 +700,12 @@ static int frozen_in_bf16(nnt_layer *l, int64_t *n16)
 }
 
 /* _i 0: FREEZE's parameters frozen, 1: LoRA on all-linear (the base frozen). Under bf16
- * products, the model created, frozen and then read (nnt_model_read_hf, as nnt-train does
- * for --load-hf with fine-tuning in bf16) against loaded and then frozen: the frozen
- * matrices are bf16 before any value is read (an unwritten tensor changes type without
- * memory or work) and stay so through the read: never fp32. 3 AdamW steps give the same
- * losses bit for bit. Also read_hf's refusals. (StarPU's RAM counters cannot show the
+ * products, the model created empty (nnt_model_create_empty: nothing written; a forward
+ * then fails, naming the unwritten parameter), frozen and then read (nnt_model_read_hf, as
+ * nnt-train does for --load-hf with fine-tuning in bf16) against loaded and then frozen: the
+ * frozen matrices are bf16 before any value is read (an unwritten tensor changes type
+ * without memory or work) and stay so through the read: never fp32. 3 AdamW steps give the
+ * same losses bit for bit. Also read_hf's refusals. (StarPU's RAM counters cannot show the
  * difference here: its cache of freed buffers serves the second model.) */
 START_TEST(test_read_hf_bf16)
 {
@@ -721,7 +722,7 @@ START_TEST(test_read_hf_bf16)
     for (int late = 0; late < 2; late++) {
         nnt_layer *l = NULL;
         if (late)
-            EXPECT_OK(nnt_model_create(ctx, &cfg, B, T, &TILINGS[1].t, &l));
+            EXPECT_OK(nnt_model_create_empty(ctx, &cfg, B, T, &TILINGS[1].t, &l));
         else
             EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
         for (int i = 0; _i == 0 && i < 4; i++)
@@ -731,6 +732,12 @@ START_TEST(test_read_hf_bf16)
         ck_assert(frozen_in_bf16(l, &n16));   /* before a value was read, when late */
         ck_assert_int_gt(n16, 0);
         if (late) {
+            int64_t shape[2] = {B, T};
+            nnt_tensor *x = NULL;
+            EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, shape, &x));
+            EXPECT_OK(nnt_tensor_copy_from_host(x, tok, (size_t)(B * T) * sizeof *tok));
+            EXPECT_FAIL_MSG(nnt_layer_forward(l, x, NULL), NNT_E_STATE, "holds no data");
+            nnt_tensor_destroy(x);
             EXPECT_OK(nnt_model_read_hf(l, fx("llama", NULL, NULL)));
             ck_assert(frozen_in_bf16(l, &n16));
         }

@@ -421,6 +421,16 @@ int nnt_model_build_uninit(nnt_ctx *ctx, const char *fn, const nnt_model_config 
     return rc;
 }
 
+NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B,
+                                   int64_t T, const nnt_tiling *tiling, nnt_layer **out)
+{
+    const char *fn = "nnt_model_create_empty";
+    if (!out)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    return nnt_model_build_uninit(ctx, fn, cfg, B, T, tiling, out);
+}
+
 /* Built without the layers' own initialisations (each layer would write its parameters at
  * seed 0 as it is made, and the model all of them again), then initialised once. */
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
