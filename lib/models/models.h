@@ -103,6 +103,10 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
  * reads them. */
 int nnt_model_build_uninit(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
                            int64_t B, int64_t T, const nnt_tiling *tiling, nnt_layer **out);
+/* nnt_model_build_uninit, then every parameter initialised once from seed (nnt_layer_init);
+ * on failure nothing is left (*out NULL). */
+int nnt_model_build_init(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                         int64_t T, const nnt_tiling *tiling, uint64_t seed, nnt_layer **out);
 /* The tree of generic layers (NNT_LAYER_MODEL) of either family, checked as
  * nnt_model_create checks cfg: a Llama configuration gives what nnt_model_create gives; a
  * GPT-2 one the parameters of nnt_gpt_create (names, shapes, order, decay flags), not yet

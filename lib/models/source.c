@@ -127,16 +127,8 @@ static int create(nnt_ctx *ctx, const char *preset, const nnt_model_config *cfg,
         return nnt_fail(ctx, NNT_E_INVAL, "nnt_model_open: source and cfg are NULL");
     if (!cfg)
         NNT_TRY(nnt_model_preset(preset, &c));
-    if (!out)
-        return nnt_fail(ctx, NNT_E_INVAL, "nnt_model_open: out is NULL");
     /* initialised once, at seed (not first at 0 by nnt_model_create) */
-    NNT_TRY(nnt_model_build_uninit(ctx, "nnt_model_create", cfg ? cfg : &c, B, T, tiling, out));
-    int rc = nnt_layer_init(*out, seed);
-    if (rc) {
-        nnt_layer_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
+    return nnt_model_build_init(ctx, "nnt_model_create", cfg ? cfg : &c, B, T, tiling, seed, out);
 }
 
 /* GPT-2 weights of a safetensors file, in the configuration cfg. */

@@ -433,6 +433,18 @@ NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, in
 
 /* Built without the layers' own initialisations (each layer would write its parameters at
  * seed 0 as it is made, and the model all of them again), then initialised once. */
+int nnt_model_build_init(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
+                         int64_t T, const nnt_tiling *tiling, uint64_t seed, nnt_layer **out)
+{
+    NNT_TRY(nnt_model_build_uninit(ctx, fn, cfg, B, T, tiling, out));
+    int rc = nnt_layer_init(*out, seed);
+    if (rc) {
+        nnt_layer_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B, int64_t T,
                              const nnt_tiling *tiling, nnt_layer **out)
 {
@@ -440,13 +452,7 @@ NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
     if (!out)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: out is NULL", fn);
     *out = NULL;
-    NNT_TRY(nnt_model_build_uninit(ctx, fn, cfg, B, T, tiling, out));
-    int rc = nnt_layer_init(*out, 0);
-    if (rc) {
-        nnt_layer_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
+    return nnt_model_build_init(ctx, fn, cfg, B, T, tiling, 0, out);
 }
 
 /* ---- queries ------------------------------------------------------------------------------ */
