@@ -73,4 +73,37 @@ static inline nnt_tensor *fixture_ids(nnt_ctx *ctx, int64_t b, int64_t t, const 
     return x;
 }
 
+#define FIXTURE_OK(call)                                                                   \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        ck_assert_msg(rc_ == 0, "%s returned %d (%s)", #call, rc_,                        \
+                      nnt_ctx_last_error(NULL));                                           \
+    } while (0)
+
+/* One step of the fixtures' training loops on the (b, t) batch of tokens tok and targets tgt
+ * (ids tensors in tiles xtile and ytile): the gradients dropped (drop 1: nnt_layer_clear_grad,
+ * the trainer's way) or zero-filled (0), the forward with the targets and its loss, then
+ * at(user) (NULL: nothing) while the forward's activations are held, the backward and opt's
+ * step. Returns the loss. */
+static inline double fixture_train_step(nnt_ctx *ctx, nnt_layer *l, nnt_optim *opt, int64_t b,
+                                        int64_t t, const int32_t *tok, const int32_t *tgt,
+                                        const int64_t *xtile, const int64_t *ytile, int drop,
+                                        void (*at)(void *), void *user)
+{
+    nnt_tensor *x = fixture_ids(ctx, b, t, tok, xtile);
+    nnt_tensor *y = fixture_ids(ctx, b, t, tgt, ytile);
+    double loss = 0.0;
+    FIXTURE_OK(drop ? nnt_layer_clear_grad(l) : nnt_layer_zero_grad(l));
+    FIXTURE_OK(nnt_layer_set_targets(l, y));
+    FIXTURE_OK(nnt_layer_forward(l, x, NULL));
+    FIXTURE_OK(nnt_layer_loss(l, &loss));
+    if (at)
+        at(user);
+    FIXTURE_OK(nnt_layer_backward(l, NULL, NULL));
+    FIXTURE_OK(nnt_optim_step(opt));
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    return loss;
+}
+
 #endif

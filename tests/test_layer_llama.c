@@ -278,17 +278,8 @@ START_TEST(test_adamw)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, (int64_t[2]){2, 3});
-        double loss = 0.0;
-        EXPECT_OK(clear ? nnt_layer_clear_grad(l) : nnt_layer_zero_grad(l));
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
+                                         TILINGS[1].tok, (int64_t[2]){2, 3}, clear, NULL, NULL);
         double d = fabs(loss - want[s]);
         worst = d > worst ? d : worst;
     }

@@ -146,17 +146,9 @@ static double train(nnt_layer *l, nnt_optim *opt, nnt_st_reader *r, const int64_
     float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, tok_tile);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, tok_tile);
-        double loss = 0.0;
-        EXPECT_OK(nnt_layer_clear_grad(l));   /* the trainer's way */
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+        /* gradients dropped: the trainer's way */
+        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
+                                         tok_tile, tok_tile, 1, NULL, NULL);
         worst = fmax(worst, fabs(loss - want[s]) / want[s]);
     }
     free(tok), free(tgt), free(want);
@@ -511,23 +503,17 @@ static int products_only(const char *name)
 
 /* Step s of the llama_freeze fixture's batches (tiling 1): its loss; *held (may be NULL) the
  * bytes owned once the forward holds its activations. */
+static void note_owned(void *held)
+{
+    *(int64_t *)held = owned();
+}
+
 static float fixture_step(nnt_layer *l, nnt_optim *opt, const int32_t *tok, const int32_t *tgt,
                           int s, int64_t *held)
 {
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
-    nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
-    double loss = 0.0;
-    EXPECT_OK(nnt_layer_clear_grad(l));
-    EXPECT_OK(nnt_layer_set_targets(l, y));
-    EXPECT_OK(nnt_layer_forward(l, x, NULL));
-    EXPECT_OK(nnt_layer_loss(l, &loss));
-    if (held)
-        *held = owned();
-    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-    EXPECT_OK(nnt_optim_step(opt));
-    nnt_tensor_destroy(x);
-    nnt_tensor_destroy(y);
-    return (float)loss;
+    return (float)fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
+                                     TILINGS[1].tok, TILINGS[1].tok, 1,
+                                     held ? note_owned : NULL, held);
 }
 
 /* FREEZE's parameters frozen (mode) under bf16 products, 10 AdamW steps: losses, every
@@ -890,18 +876,9 @@ static void dropout_run(int ti, int recompute, double dropout, float *losses)
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     nnt_optim *opt = adamw(l);
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[ti].tok);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[ti].tok);
-        double loss = 0.0;
-        EXPECT_OK(nnt_layer_clear_grad(l));
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        losses[s] = (float)loss;
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+        losses[s] = (float)fixture_train_step(ctx, l, opt, B, T, tok + s * B * T,
+                                              tgt + s * B * T, TILINGS[ti].tok, TILINGS[ti].tok,
+                                              1, NULL, NULL);
     }
     free(tok), free(tgt);
     nnt_optim_destroy(opt);

@@ -251,17 +251,8 @@ START_TEST(test_adamw)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[ti].tok);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[ti].tok);
-        double loss = 0.0;
-        EXPECT_OK(nnt_layer_clear_grad(l));
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
+                                         TILINGS[ti].tok, TILINGS[ti].tok, 1, NULL, NULL);
         worst = fmax(worst, fabs(loss - want[s]));
     }
     printf("test_model_gemma %s adamw tiling %d: max |loss - fixture| %.2e over %d steps\n",
@@ -669,17 +660,8 @@ START_TEST(test_lora_train)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double eloss = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[ti].tok);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[ti].tok);
-        double loss = 0.0;
-        EXPECT_OK(nnt_layer_clear_grad(l));
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
+                                         TILINGS[ti].tok, TILINGS[ti].tok, 1, NULL, NULL);
         eloss = fmax(eloss, fabs(loss - want[s]) / want[s]);
     }
     test_make_tmpdir("gemma_lora");

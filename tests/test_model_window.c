@@ -129,17 +129,8 @@ START_TEST(test_adamw)
     EXPECT_OK(nnt_optim_add_layer(opt, l));
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        nnt_tensor *x = fixture_ids(ctx, B, T, tok + s * B * T, TILINGS[1].tok);
-        nnt_tensor *y = fixture_ids(ctx, B, T, tgt + s * B * T, TILINGS[1].tok);
-        double loss = 0.0;
-        EXPECT_OK(nnt_layer_zero_grad(l));
-        EXPECT_OK(nnt_layer_set_targets(l, y));
-        EXPECT_OK(nnt_layer_forward(l, x, NULL));
-        EXPECT_OK(nnt_layer_loss(l, &loss));
-        EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-        EXPECT_OK(nnt_optim_step(opt));
-        nnt_tensor_destroy(x);
-        nnt_tensor_destroy(y);
+        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
+                                         TILINGS[1].tok, TILINGS[1].tok, 0, NULL, NULL);
         worst = fmax(worst, fabs(loss - want[s]));
     }
     printf("test_model_window %s adamw: max |loss - fixture| %.2e over %d steps\n", name,
