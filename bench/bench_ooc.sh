@@ -14,10 +14,12 @@
 # Every run: --sample 0 --no-save --schedule constant --warmup 0 --recompute unless
 # NNT_BENCH_EXTRA overrides the extra options. Prints one summary line starting with
 # "result NAME:" and keeps the full log in NAME.log (current directory).
-# The swap directory is emptied before and after the run. Tiles are mmap'ed
-# (MALLOC_MMAP_THRESHOLD_=131072) so that freed tiles go back to the system and the RSS
-# follows the budget (bench/RESULTS-ooc.md, glibc); NNT_BENCH_MALLOC=default leaves glibc's
-# own (dynamic) threshold, as nnt-train runs without the variable.
+# The swap directory is emptied before and after the run. Under a swap, tiles of 1 MiB and
+# more get RAM from nnt's own mappings (lib/ctx_ram.c; NNT_RAM_HOOKS=0: StarPU's malloc);
+# smaller blocks are mmap'ed by glibc (MALLOC_MMAP_THRESHOLD_=131072) so that freed tiles go
+# back to the system and the RSS follows the budget (bench/RESULTS-ooc.md);
+# NNT_BENCH_MALLOC=default leaves glibc's own (dynamic) threshold, as nnt-train runs without
+# the variable.
 set -u
 name=$1
 model=$2

@@ -267,6 +267,20 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
     return NNT_OK;
 }
 
+/* Under a swap, the RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c). */
+static void report_ram_hooks(nnt_ctx *ctx)
+{
+    const char *why_not = NULL;
+    if (!ctx_ram_install(ctx->ram_budget, &why_not)) {
+        nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: StarPU's allocator (%s)", why_not);
+        return;
+    }
+    ctx->ram_kept = (int64_t)ctx_ram_kept_cap();
+    nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: blocks of 1 MiB+ mapped on their own, "
+            "a freed one reused for the next of its size (%.1f MiB of the budget kept for "
+            "that)", (double)ctx->ram_kept / 1048576.0);
+}
+
 /* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in
  * ctx->kernels with the elementwise kernels' instruction set (nnt_cpu_isa) and what idle
  * workers do (NNT_WORKER_IDLE); a bad NNT_GEMM or NNT_WORKER_IDLE fails the creation. */
@@ -406,6 +420,8 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         ctx->ram_budget = starpu_total;   /* StarPU holds to the smaller of the two */
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
+    if (ctx->disk_node >= 0)
+        report_ram_hooks(ctx);
     nnt_stats_ctx_start(ctx);
     nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     live_ctx = ctx;
@@ -439,6 +455,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     pthread_mutex_unlock(&live_lock);
     ctx_stop_cuda_libraries();
     shutdown_runtime(ctx->mpi);
+    ctx_ram_remove();
     ctx_free_cpu_scratch();
     ctx_restore_limits();
     nnt_io_set_writer(1);

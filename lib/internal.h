@@ -98,6 +98,8 @@ struct nnt_ctx {
     int disk_node;                /* StarPU disk memory node, -1 without swap            */
     int64_t ram_budget;           /* bytes StarPU may use in RAM (0: no limit)           */
     int ram_budget_default;       /* ram_budget is StarPU's own limit, none was given    */
+    int64_t ram_kept;             /* of ram_budget, the room of freed tiles kept for reuse
+                                     under a swap (lib/ctx_ram.c): not for tasks' tiles   */
     int defer_init;               /* > 0: layers made now leave their parameters unwritten
                                      (nnt_model_build_uninit: the caller initialises once) */
     int64_t swap_bytes;           /* size of the disk swap (0: none)                     */
@@ -745,5 +747,13 @@ void nnt_stats_ctx_stop(nnt_ctx *ctx);
 /* Give a task the completion callback that feeds the statistics and the trace
  * (nnt_submit, before submission). */
 void nnt_stats_task_hook(struct starpu_task *task);
+
+/* What the RAM hooks under a swap did since they were installed (lib/ctx_ram.c): blocks
+ * handed to StarPU from their own mapping, of which mapped afresh and reused from a freed
+ * one, and the bytes of freed blocks kept now. */
+typedef struct {
+    int64_t blocks, mapped, reused, kept_bytes;
+} nnt_ram_stats;
+void nnt_ram_stats_get(nnt_ram_stats *out);
 
 #endif /* NNT_INTERNAL_H */

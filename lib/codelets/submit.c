@@ -32,11 +32,13 @@ static int check_task_fits(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
     const double mib = 1048576.0;
     if (ctx->ram_budget > 0) {
         int64_t need = task_need(nbuf, bufs, ctx->ram_chunked);
-        if (need > ctx->ram_budget)
+        if (need > ctx->ram_budget - ctx->ram_kept)
             return nnt_fail(ctx, NNT_E_NOMEM, "%s: one task needs %.2f MiB of tiles%s but the "
-                            "RAM budget is %.0f MiB; use smaller tiles or a larger mem_cpu_mib",
-                            cl->name, (double)need / mib, ctx->ram_chunked ? " (in StarPU's "
-                            "32 MiB chunks of pinned RAM)" : "", (double)ctx->ram_budget / mib);
+                            "RAM budget is %.0f MiB (%.0f MiB of it kept for reusing freed "
+                            "tiles); use smaller tiles or a larger mem_cpu_mib", cl->name,
+                            (double)need / mib, ctx->ram_chunked ? " (in StarPU's 32 MiB "
+                            "chunks of pinned RAM)" : "", (double)ctx->ram_budget / mib,
+                            (double)ctx->ram_kept / mib);
     }
     if (on_gpu && ctx->gpu_budget > 0) {
         int64_t need = task_need(nbuf, bufs, 1);
