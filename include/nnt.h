@@ -120,6 +120,16 @@ NNT_API const char *nnt_ctx_last_error(const nnt_ctx *ctx);
 
 #define NNT_MAX_MEM_NODES 16
 
+/* What a tile holds, for nnt_mem_stats's transfers by kind. */
+enum nnt_mem_kind {
+    NNT_MEM_WEIGHTS = 0,       /* a model's parameters (fp32, or their bf16 copies)        */
+    NNT_MEM_GRADIENTS = 1,     /* their gradients                                          */
+    NNT_MEM_OPTIM_STATE = 2,   /* an optimizer's state (Adam's moments)                    */
+    NNT_MEM_TENSORS = 3,       /* every other tensor: activations, the caller's own        */
+    NNT_MEM_INTERNAL = 4       /* the library's own tiles (packed operands, partial sums)  */
+};
+#define NNT_MEM_KINDS 8        /* room for kinds to come                                   */
+
 typedef struct nnt_mem_stats {
     size_t size;                 /* sizeof(nnt_mem_stats): set it before the call            */
     int nnodes;                  /* memory nodes described below                             */
@@ -135,6 +145,12 @@ typedef struct nnt_mem_stats {
                                     of them without MPI; its share under MPI)               */
     int64_t bytes_to_disk;       /* of bytes_moved: written to the disk swap (evictions)    */
     int64_t bytes_from_disk;     /* of bytes_moved: read back from it                       */
+    /* Which tensors move: bytes_to_disk, bytes_from_disk and the transfers from RAM to the
+     * GPUs and back, by what the tiles hold (index NNT_MEM_*; kinds not defined yet stay 0). */
+    int64_t to_disk_by[NNT_MEM_KINDS];
+    int64_t from_disk_by[NNT_MEM_KINDS];
+    int64_t to_gpu_by[NNT_MEM_KINDS];
+    int64_t from_gpu_by[NNT_MEM_KINDS];
 } nnt_mem_stats;
 
 NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);

@@ -141,8 +141,8 @@ static void register_tiles(nnt_tensor *t)
     t->owned_bytes = 0;
     for (int64_t i = 0; i < t->ntiles; i++) {
         int64_t bytes = nnt_tensor_tile_bytes(t, i);
-        starpu_vector_data_register(&t->tiles[i].handle, -1, 0, (uint32_t)(bytes / t->elsize),
-                                    t->elsize);
+        nnt_moves_register(&t->tiles[i].handle, (uint32_t)(bytes / t->elsize), t->elsize,
+                           t->kind);
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
         if (t->tiles[i].owner == ctx->rank)
             t->owned_bytes += bytes;
@@ -194,6 +194,7 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     t->stays = (held & 3) == NNT_HELD_STAYS && spread;
     t->released = (held & 3) == NNT_HELD_RELEASED && spread && ctx->release_weights;
     t->deferred = (held & NNT_HELD_DEFERRED) != 0;
+    t->kind = param ? NNT_MEM_WEIGHTS : NNT_MEM_TENSORS;
     place_tiles(t, beside, param);   /* the budget check counts each rank's tiles */
     if ((rc = nnt_ctx_add_tensor(ctx, t, fn)) != 0) {
         if (param)
@@ -241,8 +242,10 @@ int nnt_tensor_destroy(nnt_tensor *t)
     if (t->ctx && nnt_ctx_check(t->ctx, NULL) == 0) {
         nnt_gemm_kept_free(t);
         nnt_ctx_remove_tensor(t->ctx, t);
-        for (int64_t i = 0; i < t->ntiles; i++)   /* waits for pending tasks on each tile */
+        for (int64_t i = 0; i < t->ntiles; i++) {   /* waits for pending tasks on each tile */
+            nnt_moves_forget(t->tiles[i].handle);
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
+        }
     }
     free(t->tiles);
     free(t->ids_host);
@@ -614,6 +617,13 @@ void nnt_tensor_wont_use(nnt_tensor *t)
 
 /* ---- storage dtype ----------------------------------------------------------------------- */
 
+void nnt_tensor_set_kind(nnt_tensor *t, int kind)
+{
+    t->kind = kind;
+    for (int64_t i = 0; t->ctx && i < t->ntiles; i++)
+        nnt_moves_set_kind(t->tiles[i].handle, kind);
+}
+
 int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
 {
     if (t->dtype == dtype)
@@ -634,6 +644,7 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
     n->dtype = keep.dtype, n->elsize = keep.elsize, n->tiles = keep.tiles;
     n->owned_bytes = keep.owned_bytes, n->stays = keep.stays, n->released = keep.released;
     pthread_mutex_unlock(&t->ctx->lock);
+    nnt_tensor_set_kind(t, t->kind);   /* the new tiles were n's */
     /* the packs of the old tiles (their write counts would pass for the new tiles') */
     nnt_gemm_kept_retire(t);
     nnt_temp_release(n);   /* after the conversion that reads its tiles */

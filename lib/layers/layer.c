@@ -103,6 +103,8 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
                                            ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE) |
                                       (dropped ? NNT_HELD_DEFERRED : 0),
                                       &g);
+    if (!rc)
+        nnt_tensor_set_kind(g, NNT_MEM_GRADIENTS);
     if (!rc && !dropped)
         rc = nnt_tensor_fill(g, 0.0);
     if (!rc)
@@ -856,8 +858,10 @@ int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode)
     int rc = nnt_tensor_create_beside(root->ctx, NNT_FP32, v->ndim, v->shape, v->tile, v,
                                       root->ctx->distribution != NNT_DIST_DATA
                                           ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE, &g);
-    if (rc == 0)
+    if (rc == 0) {
+        nnt_tensor_set_kind(g, NNT_MEM_GRADIENTS);
         rc = nnt_tensor_fill(g, 0.0);
+    }
     if (rc) {
         nnt_tensor_destroy(g);
         return rc;

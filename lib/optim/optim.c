@@ -249,9 +249,12 @@ static int create_state(nnt_optim *opt, nnt_tensor *value, nnt_optim_param *p)
         rc = nnt_tensor_shape(value, shape);
     if (rc == 0)
         rc = nnt_tensor_tile_shape(value, tile);
-    for (int i = 0; rc == 0 && i < nnt_optim_nstate(&opt->opts); i++)
+    for (int i = 0; rc == 0 && i < nnt_optim_nstate(&opt->opts); i++) {
         rc = nnt_tensor_create_beside(opt->ctx, NNT_FP32, ndim, shape, tile, value,
                                       NNT_HELD_STAYS, &p->state[i]);
+        if (rc == 0)
+            nnt_tensor_set_kind(p->state[i], NNT_MEM_OPTIM_STATE);
+    }
     return rc;
 }
 

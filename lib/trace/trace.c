@@ -32,6 +32,7 @@ static struct {
     node_peak nodes[NNT_MAX_MEM_NODES];
     int64_t bytes_moved;          /* bus counters summed since create / the last reset    */
     int64_t to_disk, from_disk;   /* of them, the buses into and out of a disk node       */
+    int64_t to_gpu, from_gpu;     /* and those from the CPU RAM to a GPU and back         */
     int64_t wait_ns;              /* data waits of all tasks since create / the last reset */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -123,6 +124,7 @@ static void reset_counters_locked(void)
         st.nodes[i].peak = i < n ? node_used((unsigned)i) : 0;
     st.bytes_moved = 0;
     st.to_disk = st.from_disk = 0;
+    st.to_gpu = st.from_gpu = 0;
     st.wait_ns = 0;
 }
 
@@ -142,6 +144,8 @@ void nnt_stats_ctx_start(nnt_ctx *ctx)
     pthread_mutex_lock(&st.lock);
     free_trace_locked();
     reset_counters_locked();
+    nnt_mem_stats by_kind;   /* zeroes the counts by kind too */
+    nnt_moves_read(&by_kind, 1);
     int nbus = starpu_bus_get_count();
     for (int b = 0; b < nbus; b++) {   /* reading the bus counters zeroes them */
         struct starpu_profiling_bus_info info;
@@ -154,6 +158,7 @@ void nnt_stats_ctx_start(nnt_ctx *ctx)
 void nnt_stats_ctx_stop(nnt_ctx *ctx)
 {
     (void)ctx;
+    nnt_moves_clear();
     pthread_mutex_lock(&st.lock);
     st.on = 0;
     free_trace_locked();
@@ -410,8 +415,14 @@ static int64_t node_budget(const nnt_ctx *ctx, unsigned node)
     return limited && total > 0 ? (int64_t)total : 0;
 }
 
+static int node_is(int node, enum starpu_node_kind kind)
+{
+    return node >= 0 && starpu_node_get_kind((unsigned)node) == kind;
+}
+
 /* Add the bus counters (which StarPU zeroes at each read) to bytes_moved, and those of the
- * buses into and out of a disk node to to_disk and from_disk (st.lock held). */
+ * buses into and out of a disk node to to_disk and from_disk, of the buses from the CPU RAM
+ * to a GPU and back to to_gpu and from_gpu (st.lock held). */
 static void poll_buses_locked(void)
 {
     int nbus = starpu_bus_get_count();
@@ -422,11 +433,25 @@ static void poll_buses_locked(void)
         int64_t bytes = (int64_t)info.transferred_bytes;
         int src = starpu_bus_get_src(b), dst = starpu_bus_get_dst(b);
         st.bytes_moved += bytes;
-        if (dst >= 0 && starpu_node_get_kind((unsigned)dst) == STARPU_DISK_RAM)
+        if (node_is(dst, STARPU_DISK_RAM))
             st.to_disk += bytes;
-        if (src >= 0 && starpu_node_get_kind((unsigned)src) == STARPU_DISK_RAM)
+        if (node_is(src, STARPU_DISK_RAM))
             st.from_disk += bytes;
+        if (node_is(src, STARPU_CPU_RAM) && node_is(dst, STARPU_CUDA_RAM))
+            st.to_gpu += bytes;
+        if (node_is(src, STARPU_CUDA_RAM) && node_is(dst, STARPU_CPU_RAM))
+            st.from_gpu += bytes;
     }
+}
+
+/* by[NNT_MEM_INTERNAL]: what of total no tensor's kind counted (the library's own tiles);
+ * never below 0 (a transfer is counted by kind when it starts, on its bus when it ends). */
+static void set_internal(int64_t *by, int64_t total)
+{
+    int64_t rest = total;
+    for (int k = 0; k < NNT_MEM_KINDS; k++)
+        rest -= k == NNT_MEM_INTERNAL ? 0 : by[k];
+    by[NNT_MEM_INTERNAL] = rest > 0 ? rest : 0;
 }
 
 /* Every field of *stats (sizeof *stats). */
@@ -450,6 +475,11 @@ static int fill_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset)
     stats->bytes_to_disk = st.to_disk;
     stats->bytes_from_disk = st.from_disk;
     stats->transfer_wait_s = (double)st.wait_ns * 1e-9;
+    nnt_moves_read(stats, reset);
+    set_internal(stats->to_disk_by, st.to_disk);
+    set_internal(stats->from_disk_by, st.from_disk);
+    set_internal(stats->to_gpu_by, st.to_gpu);
+    set_internal(stats->from_gpu_by, st.from_gpu);
     pthread_mutex_lock(&ctx->lock);
     stats->owned_bytes = ctx->owned_bytes;
     pthread_mutex_unlock(&ctx->lock);

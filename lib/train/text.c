@@ -68,6 +68,29 @@ static void add_mfu(nnt_text *t, const char *before, double mfu, int width)
         add(t, "%sMFU %*.1f%%", before, width, 100 * mfu);
 }
 
+/* "; label: weights 1.2 GiB, gradients 3.0 MiB": the kinds of by that moved bytes, in
+ * NNT_MEM_* order; nothing when none did. */
+static void add_by_kind(nnt_text *t, const char *label, const int64_t *by)
+{
+    static const char *const names[] = {"weights", "gradients", "optimizer state",
+                                        "other tensors", "the library's own tiles"};
+    int n = 0;
+    for (int k = 0; k < (int)(sizeof names / sizeof names[0]); k++) {
+        if (!by[k])
+            continue;
+        char bytes[32];
+        if (by[k] >= 1024 * 1024)
+            format_bytes(bytes, sizeof bytes, by[k]);
+        else   /* a few partial sums: not "0.0 MiB" */
+            snprintf(bytes, sizeof bytes, "%.1f KiB", (double)by[k] / 1024.0);
+        if (n++)
+            add(t, ", ");
+        else
+            add(t, "; %s: ", label);
+        add(t, "%s %s", names[k], bytes);
+    }
+}
+
 static int read_memory(const nnt_trainer *tr, nnt_mem_stats *ms)
 {
     memset(ms, 0, sizeof *ms);
@@ -277,7 +300,11 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
             format_bytes(down, sizeof down, ms.bytes_to_disk);
             format_bytes(up, sizeof up, ms.bytes_from_disk);
             add(&t, " (%s written to disk, %s read back)", down, up);
+            add_by_kind(&t, "written to disk", ms.to_disk_by);
+            add_by_kind(&t, "read back", ms.from_disk_by);
         }
+        add_by_kind(&t, "to the GPUs", ms.to_gpu_by);
+        add_by_kind(&t, "back from them", ms.from_gpu_by);
         add(&t, "; %.3f s of worker time waiting for data", ms.transfer_wait_s);
     }
     int rc = t.overflow ? NNT_E_INVAL : NNT_OK;
