@@ -120,11 +120,8 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
     }
     pthread_mutex_lock(&lock);
     void *p = take_kept(len);
-    if (p)
-        counts.reused++;
-    else
-        counts.mapped++;
     pthread_mutex_unlock(&lock);
+    int reused = p != NULL;
     if (!p && !(p = map_block(len))) {
         free(b);
         *out = NULL;
@@ -137,6 +134,10 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
     b->next = live[k];
     live[k] = b;
     counts.blocks++;
+    if (reused)
+        counts.reused++;
+    else
+        counts.mapped++;
     pthread_mutex_unlock(&lock);
     *out = p;
     return 0;

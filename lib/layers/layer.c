@@ -214,9 +214,11 @@ int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
         return NNT_OK;
     nnt_tensor_destroy(*t);
     *t = NULL;
-    return nnt_tensor_create_beside(l->ctx, dtype, beside->ndim, beside->shape, beside->tile,
-                                    beside, beside->released ? NNT_HELD_RELEASED
-                                                             : NNT_HELD_ANYWHERE, t);
+    NNT_TRY(nnt_tensor_create_beside(l->ctx, dtype, beside->ndim, beside->shape, beside->tile,
+                                     beside, beside->released ? NNT_HELD_RELEASED
+                                                              : NNT_HELD_ANYWHERE, t));
+    nnt_tensor_set_kind(*t, beside->kind);   /* a weight's copy moves as weights */
+    return NNT_OK;
 }
 
 int nnt_layer_ensure(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,

@@ -200,7 +200,8 @@ int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int n
                             const int64_t *shape, const int64_t *tile, unsigned rows);
 
 /* nnt_layer_ensure for a tensor of beside's shape and tiling whose tiles live where
- * beside's do (a weight's bf16 copy: converted on the weight's rank, only the copy travels). */
+ * beside's do (a weight's bf16 copy: converted on the weight's rank, only the copy travels),
+ * of beside's kind (NNT_MEM_*: a weight's copy counts as weights). */
 int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
                             const nnt_tensor *beside);
 

@@ -2,7 +2,9 @@
 /* Updates during the backward (nnt_optim_update_in_backward): each parameter is updated as
  * soon as the backward has submitted the last task that writes its gradient, and its
  * gradient is dropped at once. Under a memory budget a block's weights and moments are then
- * read and written once a step while they are in memory, and gradients never reach the disk.
+ * read and written once a step while they are in memory, and a gradient reaches the disk only
+ * when its writers are far apart in the backward (a tied table: the head first, the
+ * embedding last).
  *
  * The update is the one nnt_optim_step makes -- the same lr, the same gradient scale
  * (1 / accum_steps; no clipping, which needs every gradient first), the same kernels -- so
