@@ -322,8 +322,8 @@ void nnt_ram_stats_get(ram_stats *out);
  * 2 MiB (384 MiB) under a 128 MiB budget (of which 4 MiB for the blocks kept): each filled
  * with its own value, then all read back in turn, twice, through tiles evicted and fetched
  * again. Every value must be right (a block handed out twice, or too short, shows here),
- * blocks must have been reused, and the kept ones stay within their 4 MiB; a context
- * without a swap installs no hooks. */
+ * blocks must have been reused, and the kept ones stay within their 4 MiB; a task needing
+ * the budget but the kept room is refused; a context without a swap installs no hooks. */
 START_TEST(test_ram_hooks)
 {
     enum { NT = 12, TILES = 16, TILE = 512 * 1024 };   /* floats: tiles of 2 MiB */
@@ -371,10 +371,21 @@ START_TEST(test_ram_hooks)
     ck_assert(ms.bytes_to_disk > 0 && ms.to_disk_by[NNT_MEM_TENSORS] > 0);
     for (int i = 0; i < NT; i++)
         nnt_tensor_destroy(t[i]);
+    /* the room kept is not the tasks': a tile of 126 MiB fits the budget, not what is left of
+     * it (StarPU would wait for memory forever), and is refused; one of 120 MiB is not */
+    nnt_tensor *one = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){126 << 18}, NULL, &one));
+    EXPECT_FAIL_MSG(nnt_tensor_fill(one, 1.0), NNT_E_NOMEM, "kept for reusing freed tiles");
+    nnt_tensor_destroy(one);
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){120 << 18}, NULL, &one));
+    EXPECT_OK(nnt_tensor_fill(one, 1.0));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    nnt_tensor_destroy(one);
     EXPECT_OK(nnt_ctx_destroy(ctx));
     walk_dir(dir, 1, 0);
 
     /* without a swap: StarPU's own allocator */
+    nnt_ram_stats_get(&rs);
     opts.swap_dir = NULL;
     opts.swap_mib = 0;
     EXPECT_OK(nnt_ctx_create(&opts, &ctx));
