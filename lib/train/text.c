@@ -81,8 +81,10 @@ static void add_by_kind(nnt_text *t, const char *label, const int64_t *by)
         char bytes[32];
         if (by[k] >= 1024 * 1024)
             format_bytes(bytes, sizeof bytes, by[k]);
-        else   /* a few partial sums: not "0.0 MiB" */
+        else if (by[k] >= 1024)   /* a few partial sums: not "0.0 MiB" */
             snprintf(bytes, sizeof bytes, "%.1f KiB", (double)by[k] / 1024.0);
+        else
+            snprintf(bytes, sizeof bytes, "%lld B", (long long)by[k]);
         if (n++)
             add(t, ", ");
         else
