@@ -240,10 +240,8 @@ void ctx_orphan_tensors(nnt_ctx *ctx)
     while (t) {
         nnt_tensor *next = t->next;
         nnt_gemm_kept_free(t);
-        for (int64_t i = 0; i < t->ntiles; i++) {
-            nnt_moves_forget(t->tiles[i].handle);
+        for (int64_t i = 0; i < t->ntiles; i++)
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
-        }
         free(t->tiles);
         t->tiles = NULL;
         t->ctx = NULL;

@@ -242,10 +242,8 @@ int nnt_tensor_destroy(nnt_tensor *t)
     if (t->ctx && nnt_ctx_check(t->ctx, NULL) == 0) {
         nnt_gemm_kept_free(t);
         nnt_ctx_remove_tensor(t->ctx, t);
-        for (int64_t i = 0; i < t->ntiles; i++) {   /* waits for pending tasks on each tile */
-            nnt_moves_forget(t->tiles[i].handle);
+        for (int64_t i = 0; i < t->ntiles; i++)   /* waits for pending tasks on each tile */
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
-        }
     }
     free(t->tiles);
     free(t->ids_host);

@@ -10,12 +10,11 @@
  * src/drivers/disk/driver_disk.c), which is handed the interfaces of both nodes but not the
  * handle. The interface StarPU keeps for a handle on the main RAM node is allocated once, at
  * registration, so its address names the tile: a table maps it to the tile's kind. An
- * entry is added when the tile is registered (or replaces the entry of a dead tile whose
- * interface had that address), removed when a tensor is destroyed (its tiles unregistered at
- * once), and kept when a temporary is released (nnt_temp_release: StarPU unregisters its
- * tiles once their tasks ran, and may move them until then) until the address is reused or
- * the context ends. A transfer whose tile is not in the table (the library's own tiles:
- * packed B tiles, partial sums) counts in no kind; nnt_ctx_mem_stats reports it under
+ * entry is added when the tile is registered and removed when StarPU frees the handle's
+ * interfaces (the interface's unregister_data_handle, which StarPU calls just before: for a
+ * temporary released with nnt_temp_release, once its tasks ran, StarPU moving its tiles
+ * until then). A transfer whose tile is not in the table (the library's own tiles: packed B
+ * tiles, partial sums) counts in no kind; nnt_ctx_mem_stats reports it under
  * NNT_MEM_INTERNAL as the bus counters' rest.
  *
  * The interface id stays StarPU's vector id, so codelets, StarPU-MPI's datatypes and
@@ -96,6 +95,22 @@ static int counted_any_to_any(void *src_iface, unsigned src_node, void *dst_ifac
     return vector_any_to_any(src_iface, src_node, dst_iface, dst_node, async);
 }
 
+/* The tile's entry out of the table: StarPU is about to free its interfaces. */
+static void forget(starpu_data_handle_t h)
+{
+    const void *iface = starpu_data_get_interface_on_node(h, STARPU_MAIN_RAM);
+    pthread_mutex_lock(&mv.lock);
+    for (struct entry **at = &mv.bucket[slot(iface)]; *at; at = &(*at)->next) {
+        if ((*at)->iface != iface)
+            continue;
+        struct entry *e = *at;
+        *at = e->next;
+        free(e);
+        break;
+    }
+    pthread_mutex_unlock(&mv.lock);
+}
+
 static void make_ops(void)
 {
     counted_ops = starpu_interface_vector_ops;
@@ -103,6 +118,7 @@ static void make_ops(void)
     vector_any_to_any = counted_copy.any_to_any;
     counted_copy.any_to_any = counted_any_to_any;
     counted_ops.copy_methods = &counted_copy;
+    counted_ops.unregister_data_handle = forget;   /* (the vector interface has none) */
 }
 
 void nnt_moves_register(starpu_data_handle_t *h, uint32_t nx, size_t elsize, int kind)
@@ -131,21 +147,6 @@ void nnt_moves_set_kind(starpu_data_handle_t h, int kind)
     }
     if (e)
         e->kind = kind;
-    pthread_mutex_unlock(&mv.lock);
-}
-
-void nnt_moves_forget(starpu_data_handle_t h)
-{
-    const void *iface = starpu_data_get_interface_on_node(h, STARPU_MAIN_RAM);
-    pthread_mutex_lock(&mv.lock);
-    for (struct entry **at = &mv.bucket[slot(iface)]; *at; at = &(*at)->next) {
-        if ((*at)->iface != iface)
-            continue;
-        struct entry *e = *at;
-        *at = e->next;
-        free(e);
-        break;
-    }
     pthread_mutex_unlock(&mv.lock);
 }
 
