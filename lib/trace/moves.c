@@ -15,7 +15,8 @@
  * temporary released with nnt_temp_release, once its tasks ran, StarPU moving its tiles
  * until then). A transfer whose tile is not in the table (the library's own tiles: packed B
  * tiles, partial sums) counts in no kind; nnt_ctx_mem_stats reports it under
- * NNT_MEM_INTERNAL as the bus counters' rest.
+ * NNT_MEM_INTERNAL as the bus counters' rest. So does a transfer to or from a second NUMA
+ * node's RAM (StarPU with STARPU_USE_NUMA), whose interface is not the main RAM's.
  *
  * The interface id stays StarPU's vector id, so codelets, StarPU-MPI's datatypes and
  * StarPU's memory chunk reuse (which compares interface ids) treat the tiles as vectors. */
