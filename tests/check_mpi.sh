@@ -10,7 +10,9 @@
 # held after a backward), and options that differ across ranks (NNT_E_INVAL on every rank,
 # no hang), a rank killed mid-run (the job ends, naming it); nnt-train under mpirun (the
 # same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
-# a RAM budget that one process cannot train in but 2 sharded ranks can; --distribute data
+# a RAM budget that one process cannot train in but 2 sharded ranks can, and a smaller one
+# with a disk swap on each rank (one process's losses, the weights named among what moved
+# to disk); --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
 # distributions, and with LoRA adapters; packed rows (example starts) with --recompute;
 # mixture-of-experts models (moe-tiny through
@@ -261,6 +263,19 @@ $TIMEOUT $MPIRUN "$train_prog" $budget --out "$tmp/b_two" --mem-cpu 20 > "$tmp/b
 cmp -s "$tmp/b_one.txt" "$tmp/b_two.txt" ||
     fail "nnt-train -np 2 --mem-cpu 20: other losses than one process without a budget"
 echo "RAM budget: one process refused at 20 MiB, 2 sharded ranks trained in 20 MiB each"
+# The same model under a 4 MiB budget with a disk swap on each rank: one process's losses
+# without a budget, and rank 0's memory line says which tensors went to its disk
+$TIMEOUT $MPIRUN "$train_prog" $budget --out "$tmp/b_swap" --mem-cpu 4 \
+    --swap-dir "$tmp/b_swapdir" --swap-size 64 > "$tmp/b_swap.txt" 2> "$tmp/b_swap.err" ||
+    { fail "nnt-train -np 2 --mem-cpu 4 --swap-dir: exit status $?"; tail -n 3 "$tmp/b_swap.err"; }
+if ! cmp -s "$tmp/b_one.txt" "$tmp/b_swap.txt"; then
+    fail "nnt-train -np 2 --mem-cpu 4 --swap-dir: other losses than one process without a budget"
+elif ! grep -q '^memory:.*written to disk: weights [1-9]' "$tmp/b_swap.err"; then
+    fail "nnt-train -np 2 --mem-cpu 4 --swap-dir: no weights written to disk in the memory line"
+else
+    echo "RAM budget of 4 MiB + swap on 2 ranks: one process's losses;" \
+         "$(grep '^memory:' "$tmp/b_swap.err" | grep -o 'written to disk: weights [^,]*')"
+fi
 
 # --trace under mpirun: collective; rank 0 writes both ranks' tasks (workers "rank R ...")
 run_train t_trace 1 --out "$tmp/t_trace" --trace "$tmp/t_trace/trace.svg" --trace-steps 2
