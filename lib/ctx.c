@@ -267,8 +267,9 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
     return NNT_OK;
 }
 
-/* Under a swap, the RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c). */
-static void report_ram_hooks(nnt_ctx *ctx)
+/* Under a swap, the RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c), and
+ * the log line that says which allocator serves. */
+static void use_ram_hooks(nnt_ctx *ctx)
 {
     const char *why_not = NULL;
     if (!ctx_ram_install(ctx->ram_budget, &why_not)) {
@@ -421,7 +422,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     if (ctx->disk_node >= 0)
-        report_ram_hooks(ctx);
+        use_ram_hooks(ctx);
     nnt_stats_ctx_start(ctx);
     nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     live_ctx = ctx;

@@ -752,12 +752,12 @@ void nnt_stats_task_hook(struct starpu_task *task);
 /* Which tensors move (lib/trace/moves.c). Register a tensor's tile as a StarPU vector of nx
  * elements of elsize bytes, home node -1, whose transfers between RAM and the disk swap or a
  * GPU count as kind's (NNT_MEM_*) until StarPU frees it; change a registered tile's kind;
- * read the bytes counted by kind into s's *_by arrays (zeroed after when
- * reset). */
+ * read the bytes counted by kind into s's *_by arrays (zeroed after when reset). */
 void nnt_moves_register(starpu_data_handle_t *h, uint32_t nx, size_t elsize, int kind);
 void nnt_moves_set_kind(starpu_data_handle_t h, int kind);
 void nnt_moves_read(nnt_mem_stats *s, int reset);
-void nnt_moves_clear(void);   /* every tile forgotten, the counts zeroed (the context ends) */
+/* Every tile forgotten and the counts zeroed: when a context starts and when it ends. */
+void nnt_moves_clear(void);
 /* What t's tiles hold from now on (NNT_MEM_*): gradients, optimizer state; t's kind is kept
  * across nnt_tensor_retype. */
 void nnt_tensor_set_kind(nnt_tensor *t, int kind);

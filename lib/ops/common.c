@@ -148,9 +148,8 @@ void nnt_temp_release(nnt_tensor *t)
         nnt_gemm_kept_retire(t);   /* B's packs kept by products that read t (recomputed
                                       activations) */
         nnt_ctx_remove_tensor(t->ctx, t);
-        for (int64_t i = 0; i < t->ntiles; i++) {
+        for (int64_t i = 0; i < t->ntiles; i++)
             starpu_data_unregister_submit(t->tiles[i].handle);
-        }
     }
     free(t->tiles);
     free(t->ids_host);

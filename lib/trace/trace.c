@@ -144,8 +144,7 @@ void nnt_stats_ctx_start(nnt_ctx *ctx)
     pthread_mutex_lock(&st.lock);
     free_trace_locked();
     reset_counters_locked();
-    nnt_mem_stats by_kind;   /* zeroes the counts by kind too */
-    nnt_moves_read(&by_kind, 1);
+    nnt_moves_clear();   /* the counts by kind too */
     int nbus = starpu_bus_get_count();
     for (int b = 0; b < nbus; b++) {   /* reading the bus counters zeroes them */
         struct starpu_profiling_bus_info info;
