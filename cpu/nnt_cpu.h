@@ -491,6 +491,12 @@ void nnt_cpu_sumsq_f32(int64_t n, const float *x, float *acc);
 void nnt_cpu_adam_step_f32(int64_t n, int decoupled, float lr, float beta1, float beta2,
                            float eps, float weight_decay, float bc1, float bc2, float grad_scale,
                            const float *g, float *p, float *m, float *v);
+/* The same, and p16 (n) = p rounded to bf16 as nnt_cpu_f32_to_bf16 rounds it, a block at a
+ * time while it is in cache: a parameter's bf16 copy written with its update. */
+void nnt_cpu_adam_step_f32_bf16(int64_t n, int decoupled, float lr, float beta1, float beta2,
+                                float eps, float weight_decay, float bc1, float bc2,
+                                float grad_scale, const float *g, float *p, float *m, float *v,
+                                uint16_t *p16);
 /* SGD with momentum (PyTorch, dampening 0, no Nesterov): g' = grad_scale*g + wd*p;
  * buf = momentum*buf + g' (buf = g' on the first step: first_step != 0); p -= lr * buf.
  * buf == NULL: plain SGD, p -= lr * g'.                                                    */

@@ -67,6 +67,22 @@ void nnt_cpu_adam_step_f32(int64_t n, int decoupled, float lr, float beta1, floa
     }
 }
 
+/* Blocks of 16 KiB of p: the update leaves them in the first-level cache for the rounding */
+#define ADAM_BF16_BLOCK 4096
+
+void nnt_cpu_adam_step_f32_bf16(int64_t n, int decoupled, float lr, float beta1, float beta2,
+                                float eps, float weight_decay, float bc1, float bc2,
+                                float grad_scale, const float *restrict g, float *restrict p,
+                                float *restrict m, float *restrict v, uint16_t *restrict p16)
+{
+    for (int64_t i = 0; i < n; i += ADAM_BF16_BLOCK) {
+        int64_t len = n - i < ADAM_BF16_BLOCK ? n - i : ADAM_BF16_BLOCK;
+        nnt_cpu_adam_step_f32(len, decoupled, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
+                              grad_scale, g + i, p + i, m + i, v + i);
+        nnt_cpu_f32_to_bf16(len, p + i, p16 + i);
+    }
+}
+
 /* g' = grad_scale g + wd p;  buf = first_step ? g' : momentum buf + g';  p -= lr buf.
  * buf may be NULL when momentum == 0 (plain SGD: p -= lr g'). */
 void nnt_cpu_sgd_step_f32(int64_t n, float lr, float momentum, float weight_decay,

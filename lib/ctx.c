@@ -412,6 +412,13 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; bf16 products sum their k "
                  "tiles in one task");
     }
+    const char *order = getenv("NNT_TASK_ORDER");
+    ctx->task_order = !(order && strcmp(order, "0") == 0);
+    if (ctx->task_order) {
+        size_t len = strlen(ctx->kernels);
+        snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; tasks prioritized by layer, "
+                 "weight gradients after their layer's input gradient");
+    }
     /* Ours or the user's; without one StarPU still limits itself to the memory it found
      * available at start-up, and spins forever when tiles exceed that: use it too. */
     const char *limit = getenv("STARPU_LIMIT_CPU_MEM");

@@ -86,13 +86,19 @@ struct nnt_tensor {
     int32_t *ids_host;            /* owned; may outlive ids_host_n (reused)               */
     int64_t ids_host_n;
     int kind;                     /* what its tiles hold, NNT_MEM_* (lib/trace/moves.c)   */
+    /* The bf16 copy of an fp32 parameter that the bf16 products read (gl_weight_operand),
+     * which the optimizer's update writes too (nnt_tensor_adam_step): on the parameter,
+     * bf16_copy; on the copy, copy_src and, per tile, the version of copy_src's tile whose
+     * values it holds (nnt_handle_version + 1; 0: none). Unlinked when either goes. */
+    struct nnt_tensor *bf16_copy, *copy_src;
+    uint64_t *copy_versions;      /* (ntiles) on a copy                                   */
 };
 
 struct nnt_ctx {
     unsigned magic;
     int ncpus, ncuda;
     const char *sched;
-    char kernels[512];            /* CPU kernels chosen at start (nnt_ctx_kernels)       */
+    char kernels[1024];           /* CPU kernels chosen at start (nnt_ctx_kernels)       */
     char errmsg[NNT_ERRMSG_MAX];
     pthread_mutex_t lock;         /* guards the tensor list and errmsg                   */
     nnt_tensor *tensors;          /* live tensors, to orphan them on destroy             */
@@ -134,6 +140,14 @@ struct nnt_ctx {
      * optimizer, while it updates parameters during a backward: lib/optim); NULL: none. */
     int (*backward_hook)(void *user, struct nnt_layer *l);
     void *backward_hook_user;
+    /* StarPU priority of the tasks submitted from now on (nnt_submit; one less for a task that
+     * writes a gradient tile). Each layer's forward and backward lowers it by 2
+     * (nnt_layer_next_priority), so that among ready tasks the earlier layer's go first, and
+     * within a layer's backward the chain to the input gradient goes before the weight
+     * gradients: a weight gradient waits only until its layer's input-gradient tasks ran.
+     * Both stay 0 when task_order is 0 (NNT_TASK_ORDER=0). */
+    int task_prio;
+    int task_order;
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
@@ -415,6 +429,8 @@ static inline float *nnt_tile_f32(void *buffer)
     return (float *)STARPU_VECTOR_GET_PTR(buffer);
 }
 
+/* The StarPU priority of a task on bufs submitted now (ctx->task_prio; nnt_submit). */
+int nnt_task_priority(const nnt_ctx *ctx, int nbuf, const struct starpu_data_descr *bufs);
 /* Submit a task of cl on nbuf (handle, mode) pairs (any number: StarPU's dynamic handles
  * beyond STARPU_NMAXBUFS) with a copy of args; maps StarPU's errors to NNT_E_*. */
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
@@ -488,7 +504,7 @@ int nnt_sumsq_gather(nnt_ctx *ctx, int64_t count, starpu_data_handle_t *partial,
 int nnt_insert_adam_step(nnt_ctx *ctx, int decoupled, float lr, float beta1, float beta2,
                          float eps, float weight_decay, float bc1, float bc2, float grad_scale,
                          starpu_data_handle_t p, starpu_data_handle_t g, starpu_data_handle_t m,
-                         starpu_data_handle_t v);
+                         starpu_data_handle_t v, starpu_data_handle_t p16);
 int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_decay,
                         float grad_scale, int first_step, starpu_data_handle_t p,
                         starpu_data_handle_t g, starpu_data_handle_t buf);
@@ -535,14 +551,26 @@ unsigned long nnt_gemm_kept_live(void);
 void nnt_gemm_kept_drain(void);
 /* Every write of a tile's handle (a task that writes it, a host copy into it) bumps its
  * version, so that what was derived from the tile (a packed copy) knows when it is stale:
- * nnt_submit and the host copies call nnt_handle_written. */
+ * nnt_submit and the host copies call nnt_handle_written. The handle's StarPU user data
+ * holds the version, and in its top bit whether the tile is a gradient's
+ * (nnt_handle_mark_gradient, from nnt_tensor_set_kind; for nnt_submit's priorities). */
+#define NNT_HANDLE_GRADIENT ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
 static inline uint64_t nnt_handle_version(starpu_data_handle_t h)
 {
-    return (uint64_t)(uintptr_t)starpu_data_get_user_data(h);
+    return (uint64_t)((uintptr_t)starpu_data_get_user_data(h) & ~NNT_HANDLE_GRADIENT);
 }
 static inline void nnt_handle_written(starpu_data_handle_t h)
 {
     starpu_data_set_user_data(h, (void *)((uintptr_t)starpu_data_get_user_data(h) + 1));
+}
+static inline int nnt_handle_is_gradient(starpu_data_handle_t h)
+{
+    return ((uintptr_t)starpu_data_get_user_data(h) & NNT_HANDLE_GRADIENT) != 0;
+}
+static inline void nnt_handle_mark_gradient(starpu_data_handle_t h, int gradient)
+{
+    uintptr_t v = (uintptr_t)starpu_data_get_user_data(h) & ~NNT_HANDLE_GRADIENT;
+    starpu_data_set_user_data(h, (void *)(v | (gradient ? NNT_HANDLE_GRADIENT : 0)));
 }
 /* B tiles packed once for the products that share them (oneDNN's blocked layout, so that
  * each product skips its own reorder of B; nnt_cpu_dnnl_pack): the products' dtype and
@@ -759,8 +787,22 @@ void nnt_moves_read(nnt_mem_stats *s, int reset);
 /* Every tile forgotten and the counts zeroed: when a context starts and when it ends. */
 void nnt_moves_clear(void);
 /* What t's tiles hold from now on (NNT_MEM_*): gradients, optimizer state; t's kind is kept
- * across nnt_tensor_retype. */
+ * across nnt_tensor_retype. A gradient's tiles are marked (nnt_handle_mark_gradient). */
 void nnt_tensor_set_kind(nnt_tensor *t, int kind);
+/* A parameter's bf16 copy (nnt_tensor.bf16_copy). nnt_tensor_copy_link: copy (w's layout)
+ * becomes w's, holding none of its values yet; NNT_E_NOMEM. nnt_tensor_copy_current: the
+ * copy holds the values w's tiles have now (no task wrote them since). nnt_tensor_copy_mark:
+ * tile i (all when i < 0) holds w's values as they are after the tasks submitted so far.
+ * nnt_tensor_copy_forget: no tile does (w's tiles were replaced or invalidated).
+ * nnt_tensor_copy_unlink: before t (either side) is freed. */
+int nnt_tensor_copy_link(nnt_tensor *w, nnt_tensor *copy);
+int nnt_tensor_copy_current(const nnt_tensor *copy);
+void nnt_tensor_copy_mark(nnt_tensor *copy, int64_t i);
+void nnt_tensor_copy_forget(nnt_tensor *t);
+void nnt_tensor_copy_unlink(nnt_tensor *t);
+/* The priority of the tasks the next layer's forward or backward submits (ctx->task_prio,
+ * lowered by 2; back to 0 long before it could overflow). */
+void nnt_layer_next_priority(nnt_ctx *ctx);
 
 /* What the RAM hooks under a swap did since they were installed (lib/ctx_ram.c): blocks
  * handed to StarPU from their own mapping, of which mapped afresh and reused from a freed

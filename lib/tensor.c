@@ -233,6 +233,65 @@ int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const 
     return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, NNT_HELD_RELEASED, out);
 }
 
+/* ---- a parameter's bf16 copy ----------------------------------------------------------- */
+
+void nnt_tensor_copy_unlink(nnt_tensor *t)
+{
+    if (t->bf16_copy) {
+        t->bf16_copy->copy_src = NULL;
+        t->bf16_copy = NULL;
+    }
+    if (t->copy_src) {
+        t->copy_src->bf16_copy = NULL;
+        t->copy_src = NULL;
+    }
+    free(t->copy_versions);
+    t->copy_versions = NULL;
+}
+
+int nnt_tensor_copy_link(nnt_tensor *w, nnt_tensor *copy)
+{
+    if (w->bf16_copy == copy && copy->copy_src == w)
+        return NNT_OK;
+    uint64_t *versions = calloc((size_t)copy->ntiles, sizeof *versions);
+    if (!versions)
+        return nnt_fail(w->ctx, NNT_E_NOMEM, "nnt: out of host memory for a bf16 copy's record");
+    nnt_tensor_copy_unlink(copy);
+    if (w->bf16_copy)   /* a copy made before: it no longer follows w */
+        nnt_tensor_copy_unlink(w->bf16_copy);
+    w->bf16_copy = copy;
+    copy->copy_src = w;
+    copy->copy_versions = versions;
+    return NNT_OK;
+}
+
+int nnt_tensor_copy_current(const nnt_tensor *copy)
+{
+    const nnt_tensor *w = copy->copy_src;
+    if (!w || w->ntiles != copy->ntiles)
+        return 0;
+    for (int64_t i = 0; i < w->ntiles; i++)
+        if (copy->copy_versions[i] != nnt_handle_version(w->tiles[i].handle) + 1)
+            return 0;
+    return 1;
+}
+
+void nnt_tensor_copy_mark(nnt_tensor *copy, int64_t i)
+{
+    const nnt_tensor *w = copy->copy_src;
+    if (!w)
+        return;
+    for (int64_t j = i < 0 ? 0 : i; j < (i < 0 ? w->ntiles : i + 1); j++)
+        copy->copy_versions[j] = nnt_handle_version(w->tiles[j].handle) + 1;
+}
+
+void nnt_tensor_copy_forget(nnt_tensor *t)
+{
+    nnt_tensor *copy = t->copy_src ? t : t->bf16_copy;
+    if (copy && copy->copy_versions)
+        memset(copy->copy_versions, 0, (size_t)copy->ntiles * sizeof *copy->copy_versions);
+}
+
 int nnt_tensor_destroy(nnt_tensor *t)
 {
     if (!t)
@@ -245,6 +304,7 @@ int nnt_tensor_destroy(nnt_tensor *t)
         for (int64_t i = 0; i < t->ntiles; i++)   /* waits for pending tasks on each tile */
             starpu_data_unregister_no_coherency(t->tiles[i].handle);
     }
+    nnt_tensor_copy_unlink(t);
     free(t->tiles);
     free(t->ids_host);
     t->magic = 0;
@@ -593,6 +653,7 @@ void nnt_tensor_forget_copies(nnt_tensor *t)
 void nnt_tensor_invalidate(nnt_tensor *t)
 {
     nnt_tensor_forget_copies(t);   /* no rank keeps a stale copy */
+    nnt_tensor_copy_forget(t);
     if (each_tile(t, starpu_data_invalidate_submit))
         t->written = 0, t->ids_known = 0, t->ids_host_n = 0;
 }
@@ -618,8 +679,10 @@ void nnt_tensor_wont_use(nnt_tensor *t)
 void nnt_tensor_set_kind(nnt_tensor *t, int kind)
 {
     t->kind = kind;
-    for (int64_t i = 0; t->ctx && i < t->ntiles; i++)
+    for (int64_t i = 0; t->ctx && i < t->ntiles; i++) {
         nnt_moves_set_kind(t->tiles[i].handle, kind);
+        nnt_handle_mark_gradient(t->tiles[i].handle, kind == NNT_MEM_GRADIENTS);
+    }
 }
 
 int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
@@ -643,6 +706,7 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
     n->owned_bytes = keep.owned_bytes, n->stays = keep.stays, n->released = keep.released;
     pthread_mutex_unlock(&t->ctx->lock);
     nnt_tensor_set_kind(t, t->kind);   /* the new tiles were n's */
+    nnt_tensor_copy_forget(t);   /* whose versions say nothing of the copy */
     /* the packs of the old tiles (their write counts would pass for the new tiles') */
     nnt_gemm_kept_retire(t);
     nnt_temp_release(n);   /* after the conversion that reads its tiles */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelets of the optimizer steps, one task per parameter tile:
- *   adam: p (n) RW, g (n) R, m (n) RW, v (n) RW
+ *   adam: p (n) RW, g (n) R, m (n) RW, v (n) RW [, p16 (n) W: p's bf16 copy, written too]
  *   sgd:  p (n) RW, g (n) R [, buf (n) W on the first step, RW after]
  * Every element is updated on its own, so the result does not depend on the tiling. */
 #include "../internal.h"
@@ -10,6 +10,7 @@
 
 struct adam_args {
     int decoupled;
+    int bf16_copy;    /* buffer 4 is p's bf16 copy, written with the update */
     float lr, beta1, beta2, eps, weight_decay;
     float bc1, bc2;   /* bias corrections 1 - beta^step */
     float grad_scale;
@@ -26,10 +27,18 @@ struct sgd_args {
 static void adam_cpu(void *buffers[], void *cl_arg)
 {
     const struct adam_args *a = cl_arg;
-    nnt_cpu_adam_step_f32(nnt_tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1, a->beta2,
-                          a->eps, a->weight_decay, a->bc1, a->bc2, a->grad_scale,
-                          nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[2]),
-                          nnt_tile_f32(buffers[3]));
+    if (a->bf16_copy)
+        nnt_cpu_adam_step_f32_bf16(nnt_tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1,
+                                   a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2,
+                                   a->grad_scale, nnt_tile_f32(buffers[1]),
+                                   nnt_tile_f32(buffers[0]), nnt_tile_f32(buffers[2]),
+                                   nnt_tile_f32(buffers[3]),
+                                   (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[4]));
+    else
+        nnt_cpu_adam_step_f32(nnt_tile_numel(buffers[0]), a->decoupled, a->lr, a->beta1,
+                              a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2, a->grad_scale,
+                              nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[0]),
+                              nnt_tile_f32(buffers[2]), nnt_tile_f32(buffers[3]));
 }
 
 static void sgd_cpu(void *buffers[], void *cl_arg)
@@ -51,6 +60,10 @@ static void adam_cuda(void *buffers[], void *cl_arg)
                                     a->grad_scale, nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[0]),
                                     nnt_tile_f32(buffers[2]), nnt_tile_f32(buffers[3]),
                                     nnt_cuda_task_stream());
+    if (rc == 0 && a->bf16_copy)   /* the rounding of nnt_tensor_convert, on the same stream */
+        rc = nnt_cuda_f32_to_bf16(nnt_tile_numel(buffers[0]), nnt_tile_f32(buffers[0]),
+                                  (uint16_t *)STARPU_VECTOR_GET_PTR(buffers[4]),
+                                  nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_adam_step", "CUDA kernel failed (%d)", rc);
 }
@@ -82,7 +95,7 @@ static uint32_t hash_size_and(struct starpu_task *task, uint32_t a, uint32_t b)
 static uint32_t adam_footprint(struct starpu_task *task)
 {
     const struct adam_args *a = task->cl_arg;
-    return hash_size_and(task, (uint32_t)a->decoupled, 0);
+    return hash_size_and(task, (uint32_t)a->decoupled, (uint32_t)a->bf16_copy);
 }
 
 /* With or without momentum, reading the buffer or not. */
@@ -116,11 +129,11 @@ static struct starpu_codelet sgd_cl = {
 /* ---- submission ----------------------------------------------------------------------- */
 
 /* One Adam/AdamW step on a parameter tile p with gradient g and moments m, v (all distinct
- * tiles of one size). */
+ * tiles of one size); p16: p's bf16 copy (a bf16 tile of p's size) written too, or NULL. */
 int nnt_insert_adam_step(nnt_ctx *ctx, int decoupled, float lr, float beta1, float beta2,
                          float eps, float weight_decay, float bc1, float bc2, float grad_scale,
                          starpu_data_handle_t p, starpu_data_handle_t g, starpu_data_handle_t m,
-                         starpu_data_handle_t v)
+                         starpu_data_handle_t v, starpu_data_handle_t p16)
 {
     struct adam_args args;
     memset(&args, 0, sizeof args);
@@ -133,9 +146,10 @@ int nnt_insert_adam_step(nnt_ctx *ctx, int decoupled, float lr, float beta1, flo
     args.bc1 = bc1;
     args.bc2 = bc2;
     args.grad_scale = grad_scale;
-    struct starpu_data_descr bufs[4] = {
-        {p, STARPU_RW}, {g, STARPU_R}, {m, STARPU_RW}, {v, STARPU_RW}};
-    return nnt_submit(ctx, &adam_cl, 4, bufs, &args, sizeof args);
+    args.bf16_copy = p16 != NULL;
+    struct starpu_data_descr bufs[5] = {
+        {p, STARPU_RW}, {g, STARPU_R}, {m, STARPU_RW}, {v, STARPU_RW}, {p16, STARPU_W}};
+    return nnt_submit(ctx, &adam_cl, p16 ? 5 : 4, bufs, &args, sizeof args);
 }
 
 /* One SGD step on a parameter tile p with gradient g; buf: the momentum tile, or NULL

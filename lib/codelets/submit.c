@@ -60,6 +60,18 @@ static int cuda_can_run(const nnt_ctx *ctx, struct starpu_codelet *cl, struct st
     return !cl->can_execute || cl->can_execute((unsigned)ctx->first_cuda_worker, task, 0);
 }
 
+/* ctx->task_prio, one less for a task that writes a gradient tile: off the path to the
+ * input gradient, which the layers before it wait for (lib/internal.h, task_prio) */
+int nnt_task_priority(const nnt_ctx *ctx, int nbuf, const struct starpu_data_descr *bufs)
+{
+    if (!ctx->task_order)
+        return 0;
+    for (int i = 0; i < nbuf; i++)
+        if ((bufs[i].mode & STARPU_W) && nnt_handle_is_gradient(bufs[i].handle))
+            return ctx->task_prio - 1;
+    return ctx->task_prio;
+}
+
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
                const struct starpu_data_descr *bufs, const void *args, size_t args_size)
 {
@@ -98,6 +110,7 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
         starpu_task_destroy(task);   /* and the argument copy with it */
         return rc;
     }
+    task->priority = nnt_task_priority(ctx, nbuf, bufs);
     nnt_stats_task_hook(task);
     rc = starpu_task_submit(task);
     if (rc != 0) {   /* as starpu_task_insert does: the task and its arguments are freed */

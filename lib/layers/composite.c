@@ -277,8 +277,10 @@ static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     block *k = l->impl;
     NNT_TRY(block_compute(l, x, NULL));
-    if (k->recompute)
+    if (k->recompute) {
         nnt_layer_drop_activations(l, k->y, NULL);
+        nnt_layer_drop_weight_copies(l);
+    }
     k->x = x;
     *y = k->y;
     return NNT_OK;
@@ -314,6 +316,8 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
      * scratch -- is released, so that the next block's backward reuses the memory (StarPU
      * recycles chunks of the same size) instead of every block keeping its own. */
     nnt_layer_drop_activations(l, k->y, k->dx);
+    if (k->recompute)   /* else kept for the next forward, which the update keeps current */
+        nnt_layer_drop_weight_copies(l);
     *dx = k->dx;
     return NNT_OK;
 }

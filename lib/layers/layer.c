@@ -193,6 +193,17 @@ void nnt_layer_drop_activations(nnt_layer *l, const nnt_tensor *keep,
         nnt_layer_drop_activations(l->children[c], keep, keep2);
 }
 
+void nnt_layer_drop_weight_copies(nnt_layer *l)
+{
+    for (int i = 0; i < l->nweight_reads; i++) {
+        nnt_tensor **copy = l->weight_reads[i].copy;
+        nnt_temp_release(*copy);
+        *copy = NULL;
+    }
+    for (int c = 0; c < l->nchildren; c++)
+        nnt_layer_drop_weight_copies(l->children[c]);
+}
+
 int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int ndim,
                             const int64_t *shape, const int64_t *tile, unsigned rows)
 {
@@ -208,7 +219,6 @@ int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int n
 int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
                             const nnt_tensor *beside)
 {
-    NNT_TRY(track_activation(l, t));
     if (*t && same_layout(*t, dtype, beside->ndim, beside->shape, beside->tile) &&
         (*t)->place_seq == beside->place_seq)
         return NNT_OK;
@@ -451,6 +461,12 @@ static int check_release_window(nnt_layer *l, const char *fn)
                                       gathered_at_once(l, precision == NNT_PRECISION_BF16), fn);
 }
 
+void nnt_layer_next_priority(nnt_ctx *ctx)
+{
+    if (ctx->task_order)
+        ctx->task_prio = ctx->task_prio < -(1 << 30) ? 0 : ctx->task_prio - 2;
+}
+
 NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
 {
     int rc = nnt_layer_check(layer, "nnt_layer_forward");
@@ -465,6 +481,7 @@ NNT_API int nnt_layer_forward(nnt_layer *layer, nnt_tensor *x, nnt_tensor **y)
         return rc;
     nnt_tensor *out = NULL;
     layer->forward_pending = 0;
+    nnt_layer_next_priority(layer->ctx);
     rc = layer->vt->forward(layer, x, &out);
     if (rc)
         return rc;
@@ -533,6 +550,7 @@ NNT_API int nnt_layer_backward(nnt_layer *layer, nnt_tensor *dy, nnt_tensor **dx
     if ((rc = count_grads(layer, "nnt_layer_backward")))
         return rc;
     nnt_tensor *grad_in = NULL;
+    nnt_layer_next_priority(layer->ctx);
     rc = layer->vt->backward(layer, dy, &grad_in);
     if (rc)
         return rc;

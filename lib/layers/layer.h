@@ -201,9 +201,15 @@ int nnt_layer_ensure_placed(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype, int n
 
 /* nnt_layer_ensure for a tensor of beside's shape and tiling whose tiles live where
  * beside's do (a weight's bf16 copy: converted on the weight's rank, only the copy travels),
- * of beside's kind (NNT_MEM_*: a weight's copy counts as weights). */
+ * of beside's kind (NNT_MEM_*: a weight's copy counts as weights). Not an activation: kept
+ * from step to step (the optimizer's update writes it too, nnt_tensor_adam_step) until the
+ * layer goes or nnt_layer_drop_weight_copies. */
 int nnt_layer_ensure_beside(nnt_layer *l, nnt_tensor **t, nnt_dtype dtype,
                             const nnt_tensor *beside);
+/* Release the weight copies (gl_weight_operand) of l's subtree, as
+ * nnt_layer_drop_activations releases activations: a block that recomputes keeps none
+ * between its forward and its backward. */
+void nnt_layer_drop_weight_copies(nnt_layer *l);
 
 /* Drop every tensor that nnt_layer_ensure made in l's subtree, except keep and keep2 (either
  * may be NULL): each is released

@@ -152,7 +152,13 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
     }
     if (!(*copy && l->ctx->weights_fixed)) {   /* else the copy still holds w's values */
         NNT_TRY(nnt_layer_ensure_beside(l, copy, NNT_BF16, w));
-        NNT_TRY(nnt_tensor_convert(w, *copy));
+        /* converted unless no task wrote w since the last conversion or since an update
+         * that wrote the copy too (nnt_tensor_adam_step) */
+        if ((*copy)->copy_src != w || !nnt_tensor_copy_current(*copy)) {
+            NNT_TRY(nnt_tensor_copy_link(w, *copy));
+            NNT_TRY(nnt_tensor_convert(w, *copy));
+            nnt_tensor_copy_mark(*copy, -1);
+        }
     }
     *operand = *copy;
     return NNT_OK;

@@ -296,7 +296,6 @@ int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
                    const struct starpu_data_descr *bufs, void *args, size_t args_size,
                    int *submit_rc)
 {
-    (void)ctx;
     *submit_rc = 0;
     struct starpu_task *task = starpu_mpi_task_build(MPI_COMM_WORLD, cl, STARPU_DATA_MODE_ARRAY,
                                                      bufs, nbuf, STARPU_CL_ARGS, args,
@@ -307,6 +306,7 @@ int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
         task->callback_arg_free = 0;
         task->prologue_callback_arg_free = 0;
         task->prologue_callback_pop_arg_free = 0;
+        task->priority = nnt_task_priority(ctx, nbuf, bufs);
         nnt_stats_task_hook(task);
         *submit_rc = starpu_task_submit(task);
         if (*submit_rc != 0) {

@@ -151,6 +151,7 @@ void nnt_temp_release(nnt_tensor *t)
         for (int64_t i = 0; i < t->ntiles; i++)
             starpu_data_unregister_submit(t->tiles[i].handle);
     }
+    nnt_tensor_copy_unlink(t);
     free(t->tiles);
     free(t->ids_host);
     t->magic = 0;

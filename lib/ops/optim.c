@@ -84,11 +84,22 @@ int nnt_tensor_adam_step(const nnt_adam_options *opts, int64_t step, nnt_tensor 
         return rc;
     float bc1 = (float)(1.0 - pow(o.beta1, (double)step));
     float bc2 = (float)(1.0 - pow(o.beta2, (double)step));
-    for (int64_t i = 0; rc == 0 && i < p->ntiles; i++)
+    /* p's bf16 copy (the layers' operand under bf16 products), rounded from the updated
+     * values by the same tasks: the next forward does not convert p again */
+    nnt_tensor *copy = p->bf16_copy;
+    if (copy && (copy->dtype != NNT_BF16 || copy->ntiles != p->ntiles))
+        copy = NULL;   /* (a copy is made in p's layout: not expected) */
+    for (int64_t i = 0; rc == 0 && i < p->ntiles; i++) {
         rc = nnt_insert_adam_step(p->ctx, o.decoupled, (float)o.lr, (float)o.beta1,
                                   (float)o.beta2, (float)o.eps, (float)o.weight_decay, bc1, bc2,
                                   (float)o.grad_scale, p->tiles[i].handle, g->tiles[i].handle,
-                                  m->tiles[i].handle, v->tiles[i].handle);
+                                  m->tiles[i].handle, v->tiles[i].handle,
+                                  copy ? copy->tiles[i].handle : NULL);
+        if (rc == 0 && copy)
+            nnt_tensor_copy_mark(copy, i);
+    }
+    if (copy)
+        nnt_tensor_mark_written(copy);
     return rc;
 }
 
