@@ -546,8 +546,8 @@ void nnt_gemm_kept_free(nnt_tensor *t);
  * (tests: that released tensors leave none behind). */
 void nnt_gemm_kept_retire(nnt_tensor *t);
 unsigned long nnt_gemm_kept_live(void);
-/* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes (the
- * layers' bf16 weight copies are made anew every step), freed (when a context goes). */
+/* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes
+ * (recomputed activations are made anew every step), freed when a context goes. */
 void nnt_gemm_kept_drain(void);
 /* Every write of a tile's handle (a task that writes it, a host copy into it) bumps its
  * version, so that what was derived from the tile (a packed copy) knows when it is stale:

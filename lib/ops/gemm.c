@@ -452,8 +452,8 @@ struct nnt_gemm_kept {
 };
 
 /* The RAM of packs whose tensor went, kept (up to KEPT_POOL_MAX) for the next packs of the
- * same size: tensors made anew every step (as the layers make their bf16 weight copies)
- * would otherwise pack into fresh memory, a page fault every 4 KiB. Shared by the contexts
+ * same size: tensors made anew every step (recomputed activations, the bf16 weight copies
+ * of blocks that recompute) would otherwise pack into fresh memory, a page fault every 4 KiB. Shared by the contexts
  * of the process; emptied when a context goes (nnt_gemm_kept_drain). */
 struct kept_block {
     void *memory;
@@ -669,10 +669,12 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
 }
 
 /* Whether this product keeps B's packs (ctx->pack_keep) or packs for itself alone: float
- * products keep them; bf16 products do not, because the B they read is a layer's bf16
- * weight copy, which the layers make anew every forward (the packs would die with it each
- * step), and measured on AMD Zen 4 (bench/RESULTS-bf16.md) bf16 steps were no faster with
- * kept packs read by 2 row tiles while fp32 steps took 8-11 % less CPU time. */
+ * products keep them; bf16 products do not: measured on AMD Zen 4 (bench/RESULTS-bf16.md)
+ * bf16 steps were no faster with kept packs read by 2 row tiles while fp32 steps took 8-11 %
+ * less CPU time; measured again once the layers kept their bf16 weight copies from step to
+ * step (the optimizer writes them, so a pack would serve a whole step): GPT-2 124M B 4 T 64
+ * 0.95-0.99x the step time in 6 rounds, SmolLM2-135M B 4 T 256 0.99-1.01x, for 4 more
+ * bytes a weight outside the RAM budget's count (two layouts of 2 bytes). */
 static int keeps_b(const nnt_tensor *a, const nnt_tensor *b, const nnt_tensor *c)
 {
     nnt_gemm_packing p;
