@@ -673,7 +673,7 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
  * bf16 steps were no faster with kept packs read by 2 row tiles while fp32 steps took 8-11 %
  * less CPU time; measured again once the layers kept their bf16 weight copies from step to
  * step (the optimizer writes them, so a pack would serve a whole step): GPT-2 124M B 4 T 64
- * 0.95-0.99x the step time in 6 rounds, SmolLM2-135M B 4 T 256 0.99-1.01x, for 4 more
+ * 0.94-0.98x the step time in 3 rounds, SmolLM2-135M B 4 T 256 0.99-1.01x, for 4 more
  * bytes a weight outside the RAM budget's count (two layouts of 2 bytes). */
 static int keeps_b(const nnt_tensor *a, const nnt_tensor *b, const nnt_tensor *c)
 {
