@@ -23,7 +23,9 @@
  * its float master, or scaled by 1) before each timed product, as a training step rewrites
  * its weights, so that packs of B kept between products are made inside the timing.
  * f32: the older table (issue 16): BLIS against oneDNN, float products of GPT-2's tiles,
- * one core. Needs oneDNN (configure --with-onednn); exits 77 without it.
+ * one core. Needs oneDNN (configure --with-onednn); exits 77 without it. Runs with
+ * OMP_WAIT_POLICY=PASSIVE unless the environment sets it (dnnl2's idle OpenMP thread would
+ * otherwise spin on a core the next nnt product needs).
  *
  *     make bench/gemm_shapes && nice -n -10 bench/gemm_shapes gpt2 7
  */
@@ -39,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef NNT_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -503,6 +506,15 @@ static int bf16_table(const char *model, int rounds)
 
 int main(int argc, char **argv)
 {
+    /* GNU OpenMP's threads spin for milliseconds after a parallel region by default: after
+     * each dnnl2 call its second thread took a core from the StarPU workers of the next
+     * product (GPT-2's 256 x 768 x 2304 input gradient read 0.42 of dnnl2's rate, 0.89
+     * without). The policy is read when libgomp loads: the program runs itself again. */
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        execv("/proc/self/exe", argv);
+        perror("gemm_shapes: execv /proc/self/exe");   /* and on, spinning */
+    }
     const char *what = argc > 1 ? argv[1] : "gpt2";
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
     if (rounds < 1)

@@ -24,8 +24,10 @@
 #include <omp.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CACHE_SLOTS 48   /* distinct GEMM shapes of one training step fit (GPT-2: ~30) */
 
@@ -35,6 +37,8 @@ struct gemm_key {
     int64_t m_packed;   /* B arrives in the layout of the matmul of m_packed rows
                            (nnt_cpu_dnnl_pack); 0: B as stored                        */
     int64_t pack;       /* 1: the entry is that pack (a reorder of B only)             */
+    int64_t b_stored;   /* a bf16 product taking B as stored (takes_b_stored) when it was
+                           chosen (so that a context choosing otherwise builds its own)  */
     uint32_t alpha_bits, beta_bits;
 };
 
@@ -82,6 +86,40 @@ int nnt_cpu_dnnl_bf16_native(void)
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
     return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
            (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
+/* bf16 products take B tiles larger than a core's L2 cache as stored
+ * (nnt_cpu_dnnl_bf16_b_stored), chosen by nnt_cpu_dnnl_choose_b when a context starts
+ * (before its workers) */
+static int b_stored;
+static size_t l2_bytes;
+
+int nnt_cpu_dnnl_choose_b(char *why, size_t len)
+{
+    const char *v = getenv("NNT_GEMM_BF16_B");
+    if (v && *v && strcmp(v, "reorder") != 0 && strcmp(v, "stored") != 0) {
+        snprintf(why, len, "NNT_GEMM_BF16_B='%s': use reorder or stored", v);
+        return -1;
+    }
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+    long l2 = 0;
+#endif
+    l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)1 << 20;   /* unknown: the 1 MiB measured */
+    if (v && strcmp(v, "reorder") == 0)
+        b_stored = 0;
+    else if (v && strcmp(v, "stored") == 0)
+        b_stored = nnt_cpu_dnnl_bf16_native();
+    else   /* the kernels it was measured on (AVX512-BF16 without AMX: AMD Zen 4 and Zen 5) */
+        b_stored = nnt_cpu_dnnl_available() &&
+                   dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16;
+    return 0;
+}
+
+size_t nnt_cpu_dnnl_bf16_b_stored(void)
+{
+    return b_stored ? l2_bytes : 0;
 }
 
 const char *nnt_cpu_dnnl_isa(void)
@@ -230,6 +268,26 @@ static int is_blocked(const_dnnl_primitive_desc_t pd)
     return md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks > 0;
 }
 
+/* Whether a product of these dtypes, m rows and a B of k x n runs on B as stored although
+ * its matmul prefers a blocked layout: a bf16 product of at most 256 rows whose B is larger
+ * than a core's L2 cache, where nnt_cpu_dnnl_bf16_b_stored says so (oneDNN's brgemm then
+ * copies B's blocks as it goes, and gives the bits of the blocked layout: the same kernel,
+ * the same order of the sums). The reorder pass over B, which costs about what reading and
+ * writing B does, weighs on a product in proportion to 1 / m. Measured on AMD Zen 4, 1 MiB L2
+ * (bench/RESULTS-bf16.md): GPT-2's 768 x 768 bf16 tiles (1.2 MB) read by 128-row tiles ran at
+ * 0.77-0.98 of oneDNN's rate on B as stored after their own reorder, 0.83 for the
+ * language-model head's 11 MB, against 0.97-1.06 as stored (steps 0.91-0.98x the time), with
+ * 256-row tiles steps 0.95-0.97x; at 512 rows and more (SmolLM2-135M's head: 8192 x 576, its
+ * weight gradient's 8192-row tiles) as stored was 1-4 % slower; B within L2 (576 x 576) the
+ * same either way. */
+static int takes_b_stored(dnnl_data_type_t ta, dnnl_data_type_t tb, int64_t m, int64_t n,
+                          int64_t k)
+{
+    size_t l2 = nnt_cpu_dnnl_bf16_b_stored();
+    return ta == dnnl_bf16 && tb == dnnl_bf16 && l2 > 0 && m <= 256 &&
+           (size_t)(n * k) * 2 > l2;
+}
+
 /* Tests: reorder B also into a preferred plain layout (else B is used as stored then), and
  * pack B into such a layout too (else nnt_cpu_dnnl_pack_bytes declines). */
 static int reorder_plain;
@@ -253,7 +311,7 @@ static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
     dnnl_primitive_desc_t pd = NULL;
     int rc = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success
                  ? -1
-                 : !is_blocked(pd) && !reorder_plain;
+                 : (!is_blocked(pd) || takes_b_stored(dt, dt, m, n, k)) && !reorder_plain;
     if (rc == 0)
         *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     if (pd)
@@ -264,7 +322,12 @@ static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
 }
 
 static unsigned long products_done, packs_done, packed_done, packed_reordered;   /* atomic */
-static unsigned long ksum_done;   /* atomic */
+static unsigned long ksum_done, stored_built;   /* atomic */
+unsigned long nnt_cpu_dnnl_stored_matmuls(void)
+{
+    return __atomic_load_n(&stored_built, __ATOMIC_RELAXED);
+}
+
 unsigned long nnt_cpu_dnnl_ksum_products(void)
 {
     return __atomic_load_n(&ksum_done, __ATOMIC_RELAXED);
@@ -323,9 +386,14 @@ static int entry_build(struct cache_entry *e, const struct gemm_key *key, float 
     dnnl_primitive_attr_t attr = make_attr(alpha, beta);
     dnnl_primitive_desc_t pd = NULL;
     int bad = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
-    if (!bad && !key->m_packed && !reorder_plain && !is_blocked(pd)) {
-        /* it wants a plain layout (a GEMM-based implementation): B as it is stored (a packed
-         * B is always reordered into the layout the matmul wants, should that differ) */
+    int stored = !bad && !key->m_packed && !reorder_plain && is_blocked(pd) && key->b_stored &&
+                 takes_b_stored(ta, tb, key->m, key->n, key->k);
+    if (stored)
+        __atomic_fetch_add(&stored_built, 1, __ATOMIC_RELAXED);
+    if (stored || (!bad && !key->m_packed && !reorder_plain && !is_blocked(pd))) {
+        /* it wants a plain layout (a GEMM-based implementation), or takes B as stored faster
+         * than after a reorder: B as it is stored (a packed B is always reordered into the
+         * layout the matmul wants, should that differ) */
         dnnl_primitive_desc_destroy(pd);
         pd = NULL;
         bad = dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) != dnnl_success ||
@@ -476,7 +544,7 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
                             batch > 1 ? (conv_a ? ar * ac : stride_a) : 0,
                             batch > 1 ? (conv_b ? br * bc : stride_b) : 0,
                             batch > 1 ? stride_c : 0, batch, any_bf16 ? 3 : 0, m_packed, 0,
-                            0, 0};
+                            any_bf16 && takes_b_stored(dnnl_bf16, dnnl_bf16, m, n, k), 0, 0};
     memcpy(&key.alpha_bits, &alpha, sizeof alpha);
     memcpy(&key.beta_bits, &beta, sizeof beta);
     struct cache_entry *e = lookup(cache, &key, alpha, beta);
@@ -665,12 +733,15 @@ int nnt_cpu_gemm_dnnl_ksum(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
 
 int nnt_cpu_dnnl_available(void) { return 0; }
 int nnt_cpu_dnnl_bf16_native(void) { return 0; }
+size_t nnt_cpu_dnnl_bf16_b_stored(void) { return 0; }
+int nnt_cpu_dnnl_choose_b(char *why, size_t len) { (void)why, (void)len; return 0; }
 const char *nnt_cpu_dnnl_isa(void) { return "not compiled in"; }
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c) { (void)c; }
 void nnt_cpu_dnnl_reorder_plain(int on) { (void)on; }
 unsigned long nnt_cpu_dnnl_products(void) { return 0; }
 unsigned long nnt_cpu_dnnl_ksum_products(void) { return 0; }
+unsigned long nnt_cpu_dnnl_stored_matmuls(void) { return 0; }
 void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_products,
                               unsigned long *reordered)
 {

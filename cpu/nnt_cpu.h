@@ -149,6 +149,17 @@ int nnt_cpu_gemm_backend(void);          /* NNT_GEMM_*                          
 int nnt_cpu_dnnl_available(void);        /* compiled in and its CPU engine works           */
 int nnt_cpu_dnnl_bf16_native(void);      /* bf16 dot products in hardware (AVX512-BF16/AMX) */
 const char *nnt_cpu_dnnl_isa(void);      /* oneDNN's instruction set here, static string   */
+/* Whether bf16 products of up to 256 rows read B tiles larger than a core's L2 cache as
+ * stored, not reordered into oneDNN's blocked layout first (nor packed): chosen by
+ * nnt_cpu_dnnl_choose_b (a context's start, before its workers run): on oneDNN's
+ * avx512_core_bf16 kernels (measured faster there), unless the environment's
+ * NNT_GEMM_BF16_B=reorder; =stored chooses it wherever bf16 is native; -1 with why filled
+ * for another value. nnt_cpu_dnnl_bf16_b_stored: the L2 size in bytes above which B is read
+ * as stored, 0: never. */
+int nnt_cpu_dnnl_choose_b(char *why, size_t len);
+size_t nnt_cpu_dnnl_bf16_b_stored(void);
+/* Tests: matmuls made to take B as stored where they would want it blocked (the rule above). */
+unsigned long nnt_cpu_dnnl_stored_matmuls(void);
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void);   /* NULL when unavailable or no memory */
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *cache);
 /* B goes through a reorder into the layout the matmul prefers when that layout is blocked

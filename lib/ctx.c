@@ -290,6 +290,8 @@ static int choose_kernels(nnt_ctx *ctx)
     const char *blis_arch = nnt_cpu_blis_setup();
     char why[200];
     int rc = nnt_cpu_gemm_choose(why, sizeof why);
+    if (rc == 0 && nnt_cpu_dnnl_choose_b(why, sizeof why) != 0)
+        rc = -1;
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
     if ((rc = choose_idle()) || (rc = choose_cpu_tasks()))
@@ -405,6 +407,12 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         else
             snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles not packed "
                      "(%s)", NNT_GEMM_PACK_MIN_READERS, why_not);
+        size_t l2 = nnt_cpu_dnnl_bf16_b_stored();   /* those not packed nor reordered */
+        if (l2 > 0) {
+            len = strlen(ctx->kernels);
+            snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; bf16 products of up to "
+                     "256 rows read B tiles over %zu KiB (a core's L2 cache) as stored", l2 >> 10);
+        }
     }
     ctx->ksum = nnt_gemm_sums_k(ctx, &why_not);
     if (ctx->ksum) {

@@ -308,6 +308,96 @@ START_TEST(test_bf16_operands)
 }
 END_TEST
 
+/* ---- B as stored (NNT_GEMM_BF16_B) --------------------------------------------------------- */
+
+/* A bf16 product of up to 256 rows on a B larger than a core's L2 cache, with B reordered into
+ * the blocked layout first (reorder) and as stored (stored): where oneDNN's avx512_core_bf16
+ * kernels make stored the default, the same bits (nnt relies on it: the same kernel, the same
+ * order of the sums); elsewhere within the bf16 tolerance. Both orientations of B (x W^T and
+ * dY W), a float A rounded by the kernel and a bf16 A, m 128 and a short 61; and stored
+ * taken only for such products. */
+static float *b_stored_product(const char *mode, int tb, int a16, int64_t m, int64_t n,
+                               int64_t k, const void *a, const uint16_t *b, size_t *l2)
+{
+    char why[128];
+    setenv("NNT_GEMM_BF16_B", mode, 1);
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    *l2 = nnt_cpu_dnnl_bf16_b_stored();
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();   /* no primitive of the other mode */
+    ck_assert_ptr_nonnull(cache);
+    unsigned long before = nnt_cpu_dnnl_stored_matmuls();
+    float *c = calloc((size_t)(m * n), sizeof *c);
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl(cache, 0, tb, NNT_DNNL_BF16 | NNT_DNNL_B_BF16 |
+                                       (a16 ? NNT_DNNL_A_BF16 : 0), m, n, k, 1.0f, a, k, 0, b,
+                                       tb ? k : n, 0, 0.0f, c, n, 0, 1), 0);
+    /* the matmul took B as stored exactly when the mode says so (on this B and m) */
+    ck_assert_uint_eq(nnt_cpu_dnnl_stored_matmuls() - before, *l2 > 0);
+    nnt_cpu_dnnl_cache_destroy(cache);
+    return c;
+}
+
+START_TEST(test_b_stored)
+{
+    if (!nnt_cpu_dnnl_bf16_native()) {
+        printf("test_gemm_backends B as stored: oneDNN ISA %s has no bf16 dot products: not "
+               "used\n", nnt_cpu_dnnl_isa());
+        return;
+    }
+    const int tb = _i & 1, a16 = (_i >> 1) & 1;
+    const int64_t m = (_i >> 2) & 1 ? 61 : 128, n = 1024, k = 2048;   /* B 4 MiB in bf16 */
+    unsigned long long seed = 0x73746f72ULL + (unsigned long long)_i;
+    float *af = random_floats(m * k, &seed), *bf = random_floats(k * n, &seed);
+    uint16_t *ah = malloc((size_t)(m * k) * 2), *bh = malloc((size_t)(k * n) * 2);
+    nnt_cpu_f32_to_bf16(m * k, af, ah);
+    nnt_cpu_f32_to_bf16(k * n, bf, bh);
+    const void *a = a16 ? (const void *)ah : (const void *)af;
+    const char *saved = getenv("NNT_GEMM_BF16_B");
+    char *restore = saved ? strdup(saved) : NULL;
+    size_t l2_reorder = 0, l2_stored = 0, l2_default = 0;
+    float *reorder = b_stored_product("reorder", tb, a16, m, n, k, a, bh, &l2_reorder);
+    float *stored = b_stored_product("stored", tb, a16, m, n, k, a, bh, &l2_stored);
+    float *dflt = b_stored_product("", tb, a16, m, n, k, a, bh, &l2_default);
+    ck_assert_uint_eq(l2_reorder, 0);
+    ck_assert_uint_gt(l2_stored, 0);
+    int relied = strcmp(nnt_cpu_dnnl_isa(), "avx512_core_bf16") == 0;
+    ck_assert_msg(relied == (l2_default > 0), "the default takes B as stored on %s: %d",
+                  nnt_cpu_dnnl_isa(), l2_default > 0);
+    double worst = 0.0;
+    int64_t differ = 0;
+    for (int64_t i = 0; i < m * n; i++) {
+        double e = fabs((double)stored[i] - reorder[i]) / (fabs(reorder[i]) + 1.0);
+        worst = e > worst ? e : worst;
+        differ += stored[i] != reorder[i];
+    }
+    if (relied)
+        ck_assert_msg(differ == 0, "B as stored: %lld of %lld elements differ from the reordered "
+                      "B's (worst %.2e)", (long long)differ, (long long)(m * n), worst);
+    else
+        EXPECT_TOL(worst, BF16_TOL, "B as stored against the reordered B on %s",
+                   nnt_cpu_dnnl_isa());
+    ck_assert_int_eq(memcmp(dflt, relied ? stored : reorder, (size_t)(m * n) * 4), 0);
+    printf("test_gemm_backends B as stored (tb %d, A bf16 %d, m %lld): %lld elements differ "
+           "from the reordered B's on %s (L2 %zu KiB)\n", tb, a16, (long long)m,
+           (long long)differ, nnt_cpu_dnnl_isa(), l2_stored >> 10);
+    if (restore)
+        setenv("NNT_GEMM_BF16_B", restore, 1);
+    else
+        unsetenv("NNT_GEMM_BF16_B");
+    char why[128];
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    setenv("NNT_GEMM_BF16_B", "blocked", 1);   /* not a value */
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "NNT_GEMM_BF16_B") != NULL, "%s", why);
+    if (restore)
+        setenv("NNT_GEMM_BF16_B", restore, 1);
+    else
+        unsetenv("NNT_GEMM_BF16_B");
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    free(restore);
+    free(af), free(bf), free(ah), free(bh), free(reorder), free(stored), free(dflt);
+}
+END_TEST
+
 /* ---- B packed once (nnt_cpu_dnnl_pack) --------------------------------------------------- */
 
 /* A product on a packed B must give the bits of the same product on B as stored: the same
@@ -1023,6 +1113,7 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(k, test_bf16_operands, 0, 4);
     tcase_add_loop_test(k, test_packed, 0, NPACK);
     tcase_add_loop_test(k, test_ksum, 0, 16);
+    tcase_add_loop_test(k, test_b_stored, 0, 8);
     suite_add_tcase(s, k);
     TCase *api = tcase_create("api");
     tcase_add_test(api, test_choice);
