@@ -14,7 +14,8 @@
  *   dnnl2   oneDNN's matmul on the whole product with 2 OpenMP threads, operands already
  *           bf16 and B as stored (the primitive made beforehand; torch.mm does the same);
  *   task    one tile's task kernel on one thread (nnt_cpu_gemm_dnnl as the codelet calls it:
- *           float operands rounded into scratch, B reordered), and
+ *           float operands rounded into scratch, B reordered or read as stored as the
+ *           environment's NNT_GEMM_BF16_B, not a variant's, chooses), and
  *   dnnl1   oneDNN's matmul on the same tile, one thread, bf16 operands, B as stored;
  * GFLOP/s, and nnt / dnnl2 and task / dnnl1 (the share of the library's rate reached).
  * GEMM_SHAPES_VARIANTS="before:NNT_GEMM_KSUM=0,NNT_GEMM_PACK=temp after:" measures nnt under
@@ -530,6 +531,13 @@ int main(int argc, char **argv)
         return 2;
     }
     nnt_cpu_blis_setup();
+    /* this program's own copy of the kernels (the task column): B as the environment says,
+     * as nnt_ctx_create chooses it for the library's */
+    char why[128];
+    if (nnt_cpu_dnnl_choose_b(why, sizeof why) != 0) {
+        fprintf(stderr, "gemm_shapes: %s\n", why);
+        return 2;
+    }
     return bf16_table(what, rounds);
 }
 
