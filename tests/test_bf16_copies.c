@@ -38,6 +38,19 @@ static nnt_layer *make_model(nnt_ctx *ctx, int kind, const nnt_tiling *tl, int r
     return m;
 }
 
+/* An optimizer of options oo on m's parameters, and the (B, T) token and target tensors */
+static nnt_optim *optim_and_io(nnt_ctx *ctx, nnt_layer *m, const nnt_optim_options *oo,
+                               nnt_tensor **tok, nnt_tensor **tgt)
+{
+    nnt_optim *opt = NULL;
+    EXPECT_OK(nnt_optim_create(ctx, oo, &opt));
+    EXPECT_OK(nnt_optim_add_layer(opt, m));
+    int64_t shape[2] = {B, T};
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, tok));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, tgt));
+    return opt;
+}
+
 static void batch(int s, int32_t *tok, int32_t *tgt)
 {
     unsigned long long seed = 91 + (unsigned long long)s;
@@ -48,15 +61,21 @@ static void batch(int s, int32_t *tok, int32_t *tgt)
     memcpy(tgt, row + 1, sizeof(int32_t) * B * T);
 }
 
-static double forward_loss(nnt_layer *m, nnt_tensor *tok, nnt_tensor *tgt, int s)
+/* The forward of batch s */
+static void forward(nnt_layer *m, nnt_tensor *tok, nnt_tensor *tgt, int s)
 {
     int32_t tk[B * T], tg[B * T];
-    double loss = 0;
     batch(s, tk, tg);
     EXPECT_OK(nnt_tensor_copy_from_host(tok, tk, sizeof tk));
     EXPECT_OK(nnt_tensor_copy_from_host(tgt, tg, sizeof tg));
     EXPECT_OK(nnt_layer_set_targets(m, tgt));
     EXPECT_OK(nnt_layer_forward(m, tok, NULL));
+}
+
+static double forward_loss(nnt_layer *m, nnt_tensor *tok, nnt_tensor *tgt, int s)
+{
+    double loss = 0;
+    forward(m, tok, tgt, s);
     EXPECT_OK(nnt_layer_loss(m, &loss));
     return loss;
 }
@@ -102,23 +121,13 @@ static void train(int kind, const nnt_tiling *tl, int recompute, nnt_optim_kind 
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.kind = ok, oo.lr = 4e-3, oo.weight_decay = 0.1, oo.momentum = 0.8;
     oo.grad_clip = inbwd ? 0 : 0.7;   /* below the norms here: the scaled update */
-    nnt_optim *opt = NULL;
-    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
-    EXPECT_OK(nnt_optim_add_layer(opt, m));
-    int64_t shape[2] = {B, T};
     nnt_tensor *tok = NULL, *tgt = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &tok));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &tgt));
+    nnt_optim *opt = optim_and_io(ctx, m, &oo, &tok, &tgt);
     for (int s = 0; s < STEPS; s++) {
         if (s == 1)
             EXPECT_OK(nnt_trace_start(ctx));
         EXPECT_OK(nnt_layer_clear_grad(m));
-        int32_t tk[B * T], tg[B * T];
-        batch(s, tk, tg);
-        EXPECT_OK(nnt_tensor_copy_from_host(tok, tk, sizeof tk));
-        EXPECT_OK(nnt_tensor_copy_from_host(tgt, tg, sizeof tg));
-        EXPECT_OK(nnt_layer_set_targets(m, tgt));
-        EXPECT_OK(nnt_layer_forward(m, tok, NULL));
+        forward(m, tok, tgt, s);
         if (inbwd)
             EXPECT_OK(nnt_optim_update_in_backward(opt));
         EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
@@ -199,16 +208,11 @@ START_TEST(test_host_write_converts)
     nnt_layer *twin = make_model(ctx, GPT2, &TILINGS[1], 0);
     nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
     oo.lr = 1e-2, oo.grad_clip = 0;
-    nnt_optim *opt = NULL;
-    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
-    EXPECT_OK(nnt_optim_add_layer(opt, m));
-    int64_t shape[2] = {B, T};
     nnt_tensor *tok = NULL, *tgt = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &tok));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, NULL, &tgt));
+    nnt_optim *opt = optim_and_io(ctx, m, &oo, &tok, &tgt);
     for (int s = 0; s < 2; s++) {
         EXPECT_OK(nnt_layer_clear_grad(m));
-        forward_loss(m, tok, tgt, s);
+        forward(m, tok, tgt, s);
         EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
         EXPECT_OK(nnt_optim_step(opt));
     }
