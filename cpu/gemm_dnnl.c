@@ -10,7 +10,8 @@
  *   its own small cache of primitives keyed by shape, strides, transposes, dtypes, alpha, beta;
  * - a row-major B can run at half the speed of B in the layout the primitive prefers: the
  *   matmul is created with B in format "any" and, when the preferred layout differs, B is
- *   reordered into it first (one pass over B).
+ *   reordered into it first (one pass over B); except bf16 products of few rows on a B beyond
+ *   the L2 cache, faster on B as stored where measured (takes_b_stored).
  * Each call runs one OpenMP thread (each StarPU worker owns a core: never oversubscribe). */
 #include "nnt_cpu.h"
 
