@@ -38,8 +38,8 @@ struct gemm_key {
     int64_t m_packed;   /* B arrives in the layout of the matmul of m_packed rows
                            (nnt_cpu_dnnl_pack); 0: B as stored                        */
     int64_t pack;       /* 1: the entry is that pack (a reorder of B only)             */
-    int64_t b_stored;   /* a bf16 product taking B as stored (takes_b_stored) when it was
-                           chosen (so that a context choosing otherwise builds its own)  */
+    int64_t b_stored;   /* a bf16 product that takes B as stored (takes_b_stored, when the
+                           key is made: a context choosing otherwise builds its own)     */
     uint32_t alpha_bits, beta_bits;
 };
 
@@ -387,11 +387,12 @@ static int entry_build(struct cache_entry *e, const struct gemm_key *key, float 
     dnnl_primitive_attr_t attr = make_attr(alpha, beta);
     dnnl_primitive_desc_t pd = NULL;
     int bad = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
-    int stored = !bad && !key->m_packed && !reorder_plain && is_blocked(pd) && key->b_stored &&
-                 takes_b_stored(ta, tb, key->m, key->n, key->k);
+    /* key->b_stored: takes_b_stored's verdict on this product, made with the key */
+    const int may_plain = !bad && !key->m_packed && !reorder_plain;
+    const int stored = may_plain && key->b_stored && is_blocked(pd);
     if (stored)
         __atomic_fetch_add(&stored_built, 1, __ATOMIC_RELAXED);
-    if (stored || (!bad && !key->m_packed && !reorder_plain && !is_blocked(pd))) {
+    if (may_plain && (stored || !is_blocked(pd))) {
         /* it wants a plain layout (a GEMM-based implementation), or takes B as stored faster
          * than after a reorder: B as it is stored (a packed B is always reordered into the
          * layout the matmul wants, should that differ) */

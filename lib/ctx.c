@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +309,50 @@ static int choose_kernels(nnt_ctx *ctx)
     return NNT_OK;
 }
 
+/* Append to ctx->kernels (its description of the chosen kernels) */
+static void kernels_add(nnt_ctx *ctx, const char *fmt, ...) NNT_PRINTF(2, 3);
+static void kernels_add(nnt_ctx *ctx, const char *fmt, ...)
+{
+    size_t len = strlen(ctx->kernels);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->kernels + len, sizeof ctx->kernels - len, fmt, ap);
+    va_end(ap);
+}
+
+/* What the products do with B (packs, B as stored), whether bf16 products sum their k tiles
+ * in one task, and the task order (NNT_TASK_ORDER), described in ctx->kernels. */
+static void choose_products(nnt_ctx *ctx)
+{
+    const char *why_not = NULL;
+    ctx->pack_b = nnt_gemm_packs(ctx, &why_not);
+    ctx->pack_keep = nnt_gemm_packs_kept(ctx);
+    if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN) {   /* what oneDNN's products do with B */
+        if (ctx->pack_keep)
+            kernels_add(ctx, "; B tiles of float products shared by %d+ row tiles packed and "
+                        "kept while unchanged, of bf16 products by %d+ packed once a product",
+                        NNT_GEMM_KEEP_MIN_READERS, NNT_GEMM_PACK_MIN_READERS);
+        else if (ctx->pack_b)
+            kernels_add(ctx, "; B tiles shared by %d+ row tiles packed once a product",
+                        NNT_GEMM_PACK_MIN_READERS);
+        else
+            kernels_add(ctx, "; B tiles shared by %d+ row tiles not packed (%s)",
+                        NNT_GEMM_PACK_MIN_READERS, why_not);
+        size_t l2 = nnt_cpu_dnnl_bf16_b_stored();   /* those not packed nor reordered */
+        if (l2 > 0)
+            kernels_add(ctx, "; bf16 products of up to 256 rows read B tiles over %zu KiB (a "
+                        "core's L2 cache) as stored", l2 >> 10);
+    }
+    ctx->ksum = nnt_gemm_sums_k(ctx, &why_not);
+    if (ctx->ksum)
+        kernels_add(ctx, "; bf16 products sum their k tiles in one task");
+    const char *order = getenv("NNT_TASK_ORDER");
+    ctx->task_order = !(order && strcmp(order, "0") == 0);
+    if (ctx->task_order)
+        kernels_add(ctx, "; tasks prioritized by layer, weight gradients after their layer's "
+                    "input gradient");
+}
+
 /* What lib/io's writers tell without failing (stale temporary files removed) goes to the
  * log as a warning. */
 static void io_note(const char *msg)
@@ -392,41 +437,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         free(ctx);
         return rc;
     }
-    const char *why_not = NULL;
-    ctx->pack_b = nnt_gemm_packs(ctx, &why_not);
-    ctx->pack_keep = nnt_gemm_packs_kept(ctx);
-    if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN) {   /* what oneDNN's products do with B */
-        size_t len = strlen(ctx->kernels), room = sizeof ctx->kernels - len;
-        if (ctx->pack_keep)
-            snprintf(ctx->kernels + len, room, "; B tiles of float products shared by %d+ row "
-                     "tiles packed and kept while unchanged, of bf16 products by %d+ packed once "
-                     "a product", NNT_GEMM_KEEP_MIN_READERS, NNT_GEMM_PACK_MIN_READERS);
-        else if (ctx->pack_b)
-            snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles packed once "
-                     "a product", NNT_GEMM_PACK_MIN_READERS);
-        else
-            snprintf(ctx->kernels + len, room, "; B tiles shared by %d+ row tiles not packed "
-                     "(%s)", NNT_GEMM_PACK_MIN_READERS, why_not);
-        size_t l2 = nnt_cpu_dnnl_bf16_b_stored();   /* those not packed nor reordered */
-        if (l2 > 0) {
-            len = strlen(ctx->kernels);
-            snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; bf16 products of up to "
-                     "256 rows read B tiles over %zu KiB (a core's L2 cache) as stored", l2 >> 10);
-        }
-    }
-    ctx->ksum = nnt_gemm_sums_k(ctx, &why_not);
-    if (ctx->ksum) {
-        size_t len = strlen(ctx->kernels);
-        snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; bf16 products sum their k "
-                 "tiles in one task");
-    }
-    const char *order = getenv("NNT_TASK_ORDER");
-    ctx->task_order = !(order && strcmp(order, "0") == 0);
-    if (ctx->task_order) {
-        size_t len = strlen(ctx->kernels);
-        snprintf(ctx->kernels + len, sizeof ctx->kernels - len, "; tasks prioritized by layer, "
-                 "weight gradients after their layer's input gradient");
-    }
+    choose_products(ctx);
     /* Ours or the user's; without one StarPU still limits itself to the memory it found
      * available at start-up, and spins forever when tiles exceed that: use it too. */
     const char *limit = getenv("STARPU_LIMIT_CPU_MEM");
