@@ -145,7 +145,7 @@ struct nnt_ctx {
      * (nnt_layer_next_priority), so that among ready tasks the earlier layer's go first, and
      * within a layer's backward the chain to the input gradient goes before the weight
      * gradients: a weight gradient waits only until its layer's input-gradient tasks ran.
-     * Both stay 0 when task_order is 0 (NNT_TASK_ORDER=0). */
+     * Both stay 0 unless task_order (NNT_TASK_ORDER=1, off by default: lib/ctx.c). */
     int task_prio;
     int task_order;
     int weights_fixed;            /* no parameter changes until cleared (text generation

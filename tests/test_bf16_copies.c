@@ -5,7 +5,7 @@
  * afresh (recompute drops the blocks' copies and converts them again). A copy that no
  * update wrote (SGD), or whose weight was written since (a host copy), is converted again.
  * GPT-2 (tied head) and Llama (GQA), two tilings, updates after and during the backward.
- * And the task order by layer (NNT_TASK_ORDER) changes no bit. */
+ * And the task order by layer (NNT_TASK_ORDER=1) changes no bit. */
 #include "testutil.h"
 
 #include <stdint.h>
@@ -250,25 +250,26 @@ START_TEST(test_host_write_converts)
 }
 END_TEST
 
-/* NNT_TASK_ORDER=0 (every task at StarPU's default priority): the same bits as the default
- * order by layer, which the context's kernels line names only when on */
-START_TEST(test_task_order_off)
+/* NNT_TASK_ORDER=1 (tasks prioritized by layer): the same bits as the default (StarPU's
+ * default priority for every task); the context's kernels line names the order only when on */
+START_TEST(test_task_order_on)
 {
     result on, off;
-    train(GPT2, &TILINGS[1], 0, NNT_OPTIM_ADAMW, 1, &on);
-    setenv("NNT_TASK_ORDER", "0", 1);
+    train(GPT2, &TILINGS[1], 0, NNT_OPTIM_ADAMW, 1, &off);
     nnt_ctx *ctx = test_ctx();
     const char *desc = NULL;
     EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
-    ck_assert_msg(!strstr(desc, "prioritized"), "NNT_TASK_ORDER=0 but: %s", desc);
+    ck_assert_msg(!strstr(desc, "prioritized"), "by default: %s", desc);
     EXPECT_OK(nnt_ctx_destroy(ctx));
-    train(GPT2, &TILINGS[1], 0, NNT_OPTIM_ADAMW, 1, &off);
-    unsetenv("NNT_TASK_ORDER");
+    setenv("NNT_TASK_ORDER", "1", 1);
+    train(GPT2, &TILINGS[1], 0, NNT_OPTIM_ADAMW, 1, &on);
     ctx = test_ctx();
     EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
-    ck_assert_msg(strstr(desc, "prioritized by layer") != NULL, "by default: %s", desc);
+    ck_assert_msg(strstr(desc, "prioritized by layer") != NULL, "NNT_TASK_ORDER=1 but: %s",
+                  desc);
     EXPECT_OK(nnt_ctx_destroy(ctx));
-    expect_same(&off, &on, "gpt2, NNT_TASK_ORDER=0 against the default");
+    unsetenv("NNT_TASK_ORDER");
+    expect_same(&on, &off, "gpt2, NNT_TASK_ORDER=1 against the default");
     free_result(&on);
     free_result(&off);
 }
@@ -282,7 +283,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_adamw_writes_copies, 0, 4 * NKINDS);
     tcase_add_loop_test(tc, test_sgd_converts, 0, 2);
     tcase_add_test(tc, test_host_write_converts);
-    tcase_add_test(tc, test_task_order_off);
+    tcase_add_test(tc, test_task_order_on);
     suite_add_tcase(s, tc);
     return s;
 }
