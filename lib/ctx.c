@@ -441,6 +441,9 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         return rc;
     }
     choose_products(ctx);
+    ctx->debug_faults = nnt_debug_tasks_faults();
+    if (nnt_debug_tasks_on())
+        kernels_add(ctx, "; every task checked on CPU workers (NNT_DEBUG_TASKS)");
     /* Ours or the user's; without one StarPU still limits itself to the memory it found
      * available at start-up, and spins forever when tiles exceed that: use it too. */
     const char *limit = getenv("STARPU_LIMIT_CPU_MEM");
@@ -477,6 +480,7 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     if (rc)
         return rc;
     wait_all(ctx);
+    unsigned long faults = nnt_debug_tasks_faults() - ctx->debug_faults;
     nnt_stats_ctx_stop(ctx);
     ctx_orphan_tensors(ctx);
     nnt_gemm_kept_drain();
@@ -492,6 +496,10 @@ int nnt_ctx_destroy(nnt_ctx *ctx)
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;
     free(ctx);
+    if (faults > 0)
+        return nnt_fail(NULL, NNT_E_RUNTIME, "nnt_ctx_destroy: NNT_DEBUG_TASKS found %lu "
+                        "faults in the tasks of this context (logged as they happened)",
+                        faults);
     return NNT_OK;
 }
 

@@ -148,6 +148,7 @@ struct nnt_ctx {
      * Both stay 0 unless task_order (NNT_TASK_ORDER=1, off by default: lib/ctx.c). */
     int task_prio;
     int task_order;
+    unsigned long debug_faults;   /* nnt_debug_tasks_faults() when the context started */
     int weights_fixed;            /* no parameter changes until cleared (text generation
                                      after its first forward): layers may reuse the bf16
                                      weight copies they made (gl_weight_operand)          */
@@ -435,6 +436,13 @@ int nnt_task_priority(const nnt_ctx *ctx, int nbuf, const struct starpu_data_des
  * beyond STARPU_NMAXBUFS) with a copy of args; maps StarPU's errors to NNT_E_*. */
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
                const struct starpu_data_descr *bufs, const void *args, size_t args_size);
+
+/* NNT_DEBUG_TASKS / NNT_DEBUG_JITTER (lib/codelets/debug.c): whether tasks are checked;
+ * wrap a built task into its checked twin (0; -1 out of memory; 0 at once when off); the
+ * faults found so far. */
+int nnt_debug_tasks_on(void);
+int nnt_debug_task_wrap(struct starpu_task *task);
+unsigned long nnt_debug_tasks_faults(void);
 
 /* Add handle h with mode to bufs (*n entries so far) unless it is there already, in which
  * case the modes are merged (read + write = RW); returns the handle's slot. For tasks that

@@ -111,6 +111,12 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
         return rc;
     }
     task->priority = nnt_task_priority(ctx, nbuf, bufs);
+    if (nnt_debug_task_wrap(task) != 0) {
+        task->destroy = 0;
+        starpu_task_destroy(task);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory (NNT_DEBUG_TASKS)",
+                        cl->name);
+    }
     nnt_stats_task_hook(task);
     rc = starpu_task_submit(task);
     if (rc != 0) {   /* as starpu_task_insert does: the task and its arguments are freed */
