@@ -137,12 +137,7 @@ static void train(int kind, const nnt_tiling *tl, int recompute, nnt_optim_kind 
     }
     EXPECT_OK(nnt_trace_stop(ctx, NULL, test_tmp_path("table.txt")));
     r->converts = table_count(test_tmp_path("table.txt"), "nnt_convert");
-    int64_t count = 0;
-    EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
-    ck_assert_int_le(count, MAXP);
-    r->nparams = (int)count;
-    for (int i = 0; i < r->nparams; i++)
-        r->params[i] = test_to_host(test_param_at(m, i).value, &r->numel[i]);
+    r->nparams = test_param_values(m, MAXP, r->params, r->numel);
     nnt_tensor_destroy(tok);
     nnt_tensor_destroy(tgt);
     nnt_optim_destroy(opt);

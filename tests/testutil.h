@@ -52,6 +52,18 @@ static inline nnt_param_info test_param_at(nnt_layer *l, int64_t i)
     return p;
 }
 
+/* Every parameter's values copied to the host (at most max of them; values[i] malloc'ed,
+ * numel[i] its size); returns how many. */
+static inline int test_param_values(nnt_layer *l, int max, float **values, int64_t *numel)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_le(count, max);
+    for (int64_t i = 0; i < count; i++)
+        values[i] = test_to_host(test_param_at(l, i).value, &numel[i]);
+    return (int)count;
+}
+
 static inline nnt_ctx *test_ctx(void)
 {
     nnt_ctx *ctx = NULL;

@@ -47,12 +47,15 @@ struct handle_counts {
     uint64_t writes_run, reads_run;
 };
 
-/* What a task expects of each buffer when it starts. */
+/* A task's buffer: its access (decoded once, at submission) and what the task expects of
+ * its handle when it starts. */
 struct expect {
     struct handle_counts *counts;
     uint64_t writes;   /* writes run: those submitted before it */
     uint64_t reads;    /* reads run at least (a writer: those submitted before it) */
-    int write, read;
+    int write, read;   /* the task writes (W, RW), only reads (R)                   */
+    int poison;        /* content undefined before the body (W, SCRATCH)            */
+    int changes;       /* the body may change it (W, RW, SCRATCH)                   */
 };
 
 struct task_info {
@@ -131,20 +134,20 @@ static uint64_t checksum(const unsigned char *p, size_t n)
 
 /* Record buffer ranges of a task starting; name any overlap with a running task's buffer
  * where either writes. */
-static void enter(const struct task_info *info, int nbuf, const uintptr_t *lo,
-                  const uintptr_t *hi, const int *write)
+static void enter(const struct task_info *info, const uintptr_t *lo, const uintptr_t *hi)
 {
     pthread_mutex_lock(&lock);
-    for (int i = 0; i < nbuf; i++) {
+    for (int i = 0; i < info->nbuf; i++) {
+        int write = info->expect[i].changes;
         for (int a = 0; a < nactive; a++) {
             const struct active *o = &active[a];
-            if (o->task != info && (write[i] || o->write) && lo[i] < o->hi && o->lo < hi[i])
+            if (o->task != info && (write || o->write) && lo[i] < o->hi && o->lo < hi[i])
                 fault(info, "buffer %d overlaps buffer %d of a %s task running at the same "
                       "time, one of them writing: two handles share memory", i, o->buf,
                       name_of(o->task));
         }
         if (nactive < MAX_ACTIVE && hi[i] > lo[i])
-            active[nactive++] = (struct active){lo[i], hi[i], write[i], info, i};
+            active[nactive++] = (struct active){lo[i], hi[i], write, info, i};
     }
     pthread_mutex_unlock(&lock);
 }
@@ -208,6 +211,8 @@ static void expect_of(struct starpu_task *task, struct task_info *info)
         starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, i);
         e->write = (mode & STARPU_W) != 0;
         e->read = (mode & STARPU_R) != 0 && !e->write;
+        e->poison = mode == STARPU_W || mode == STARPU_SCRATCH;
+        e->changes = e->write || mode == STARPU_SCRATCH;
         e->counts = counts_of(h, nnt_handle_version(h) - (uint64_t)e->write);
         if (!e->counts || mode == STARPU_SCRATCH || mode == STARPU_REDUX)
             continue;
@@ -253,27 +258,23 @@ static void checked_run(void *buffers[], void *cl_arg)
 {
     struct starpu_task *task = starpu_task_get_current();
     struct task_info *info = task->prologue_callback_pop_arg;
-    int nbuf = STARPU_TASK_GET_NBUFFERS(task);
+    int nbuf = info->nbuf;
     uintptr_t lo[nbuf > 0 ? nbuf : 1], hi[nbuf > 0 ? nbuf : 1];
     uint64_t sum[nbuf > 0 ? nbuf : 1];
-    int write[nbuf > 0 ? nbuf : 1];
     if (__atomic_add_fetch(&info->runs, 1, __ATOMIC_RELAXED) > 1)
         fault(info, "the task ran %d times", info->runs);
     for (int i = 0; i < nbuf; i++) {
-        starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, i);
-        enum starpu_data_access_mode mode = STARPU_TASK_GET_MODE(task, i);
+        const struct expect *e = &info->expect[i];
         /* every nnt buffer interface (vector, variable, the counted tiles) starts with the
            interface id then the pointer, as StarPU's vector interface */
         lo[i] = ((struct starpu_vector_interface *)buffers[i])->ptr;
-        hi[i] = lo[i] + starpu_data_get_size(h);
-        write[i] = (mode & STARPU_W) != 0 || (mode & STARPU_SCRATCH) != 0;
-        mode &= ~STARPU_COMMUTE;
-        if (mode == STARPU_W || mode == STARPU_SCRATCH)   /* content undefined: poisoned */
+        hi[i] = lo[i] + starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+        if (e->poison)
             memset((void *)lo[i], 0xff, hi[i] - lo[i]);
-        sum[i] = write[i] ? 0 : checksum((const unsigned char *)lo[i], hi[i] - lo[i]);
+        sum[i] = e->changes ? 0 : checksum((const unsigned char *)lo[i], hi[i] - lo[i]);
     }
     check_order(info);
-    enter(info, nbuf, lo, hi, write);
+    enter(info, lo, hi);
     if (jitter_us)
         jitter();
     info->orig->cpu_funcs[0](buffers, cl_arg);
@@ -282,7 +283,7 @@ static void checked_run(void *buffers[], void *cl_arg)
     leave(info);
     count_run(info);
     for (int i = 0; i < nbuf; i++)
-        if (!write[i] && checksum((const unsigned char *)lo[i], hi[i] - lo[i]) != sum[i])
+        if (!info->expect[i].changes && checksum((const unsigned char *)lo[i], hi[i] - lo[i]) != sum[i])
             fault(info, "the task wrote its buffer %d, which it declares read-only", i);
 }
 
