@@ -8,6 +8,10 @@
  *   user scratchpad mode, and each cache (one per thread) owns its scratchpad;
  * - creating the same primitive again is cheap (oneDNN's primitive cache): each thread keeps
  *   its own small cache of primitives keyed by shape, strides, transposes, dtypes, alpha, beta;
+ * - that cache hands out the primitive first made for any equal key, and equal keys can have
+ *   descriptors that differ (the stride of a dimension of size 1 does not count in a key, but
+ *   counts in brgemm's choices): the scratchpad and B's layout are taken from the primitive
+ *   made (made_from), never from the descriptor it was created from;
  * - a row-major B can run at half the speed of B in the layout the primitive prefers: the
  *   matmul is created with B in format "any" and, when the preferred layout differs, B is
  *   reordered into it first (one pass over B); except bf16 products of few rows on a B beyond
@@ -228,6 +232,25 @@ static size_t scratchpad_bytes(const_dnnl_primitive_desc_t pd)
     return md ? dnnl_memory_desc_get_size(md) : 0;
 }
 
+/* The descriptor the primitive p was made from, which says what p runs with: its
+ * scratchpad and its weights' layout. Not necessarily the descriptor p was created from:
+ * oneDNN's primitive cache hands out a primitive made earlier, maybe by another thread,
+ * for any equal key, and two descriptors of one key can differ. A (m, 1) stored as a column
+ * (lda 1) or as a row (A^T, lda m) is one key (a dimension of size 1 has no stride that
+ * counts), but oneDNN 2.6's brgemm matmul (avx512_core) copies a transposed A and asks for
+ * more scratchpad: 640 bytes against 960 (m 3) or 1088 (m 5). When the two workers of a
+ * fresh process built both at once, the descriptor of one could come before the other's
+ * primitive entered the cache: given 640 bytes, the primitive wrote past its scratchpad
+ * into the reordered B that follows it, and a column of the product came out wrong (the
+ * attention's dq over a key block of one row: tests/test_packed failed in 2 to 3 of 100
+ * processes; tests/test_gemm_backends test_cached_primitive makes it happen at will).
+ * NULL when oneDNN cannot say. */
+static const_dnnl_primitive_desc_t made_from(dnnl_primitive_t p)
+{
+    const_dnnl_primitive_desc_t pd = NULL;
+    return dnnl_primitive_get_primitive_desc(p, &pd) == dnnl_success ? pd : NULL;
+}
+
 /* A memory object of descriptor md with no data yet (the handle is set at each call); none
  * (NULL, success) for an empty descriptor (a primitive without scratchpad). */
 static int make_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t *md)
@@ -247,12 +270,14 @@ static int make_reorder_b(struct cache_entry *e, const dnnl_memory_desc_t *user,
     int bad = !attr || dnnl_reorder_primitive_desc_create(&pd, user, engine, want, engine,
                                                            attr) != dnnl_success;
     bad = bad || dnnl_primitive_create(&e->reorder_b, pd) != dnnl_success;
+    const_dnnl_primitive_desc_t run = bad ? NULL : made_from(e->reorder_b);
+    bad = bad || !run;
     if (!bad) {
-        size_t s = scratchpad_bytes(pd);
+        size_t s = scratchpad_bytes(run);
         if (s > e->scratch_bytes)
             e->scratch_bytes = s;
         bad = make_memory(&e->scratch_reorder,
-                          dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+                          dnnl_primitive_desc_query_md(run, dnnl_query_scratchpad_md, 0));
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -287,6 +312,15 @@ static int takes_b_stored(dnnl_data_type_t ta, dnnl_data_type_t tb, int64_t m, i
     size_t l2 = nnt_cpu_dnnl_bf16_b_stored();
     return ta == dnnl_bf16 && tb == dnnl_bf16 && l2 > 0 && m <= 256 &&
            (size_t)(n * k) * 2 > l2;
+}
+
+/* Tests: a function run between a matmul's descriptor and its primitive (in entry_build). */
+static void (*between_fn)(void *);
+static void *between_arg;
+void nnt_cpu_dnnl_between(void (*fn)(void *), void *arg)
+{
+    between_fn = fn;
+    between_arg = arg;
 }
 
 /* Tests: reorder B also into a preferred plain layout (else B is used as stored then), and
@@ -401,13 +435,20 @@ static int entry_build(struct cache_entry *e, const struct gemm_key *key, float 
         bad = dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) != dnnl_success ||
               dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
     }
+    if (!bad && between_fn) {
+        void (*fn)(void *) = between_fn;
+        between_fn = NULL;   /* once: the products it runs build their own entries */
+        fn(between_arg);
+    }
     bad = bad || dnnl_primitive_create(&e->matmul, pd) != dnnl_success;
+    const_dnnl_primitive_desc_t run = bad ? NULL : made_from(e->matmul);
+    bad = bad || !run;
     if (!bad) {
-        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        e->scratch_bytes = scratchpad_bytes(pd);
+        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(run, dnnl_query_weights_md, 0);
+        e->scratch_bytes = scratchpad_bytes(run);
         bad = make_memory(&e->a, &a_md) || make_memory(&e->b, &b_md) ||
               make_memory(&e->c, &c_md) ||
-              make_memory(&e->scratch, dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+              make_memory(&e->scratch, dnnl_primitive_desc_query_md(run, dnnl_query_scratchpad_md, 0));
         if (!bad && !dnnl_memory_desc_equal(want, &b_md))
             bad = make_reorder_b(e, &b_md, want);
     }
@@ -741,6 +782,7 @@ const char *nnt_cpu_dnnl_isa(void) { return "not compiled in"; }
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *c) { (void)c; }
 void nnt_cpu_dnnl_reorder_plain(int on) { (void)on; }
+void nnt_cpu_dnnl_between(void (*fn)(void *), void *arg) { (void)fn, (void)arg; }
 unsigned long nnt_cpu_dnnl_products(void) { return 0; }
 unsigned long nnt_cpu_dnnl_ksum_products(void) { return 0; }
 unsigned long nnt_cpu_dnnl_stored_matmuls(void) { return 0; }

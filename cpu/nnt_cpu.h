@@ -167,6 +167,10 @@ void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *cache);
  * this on (then the reorder path runs on any host, and nnt_cpu_dnnl_pack_bytes accepts a
  * plain layout too, so packing B runs there as well). Affects primitives created after it. */
 void nnt_cpu_dnnl_reorder_plain(int on);
+/* Tests: fn(arg) runs once, in the next matmul built, between its descriptor and its
+ * primitive (where another thread may put an equal key's primitive in oneDNN's cache).
+ * Not thread-safe: set it while no product runs. */
+void nnt_cpu_dnnl_between(void (*fn)(void *), void *arg);
 /* How many products oneDNN has computed in this process (every thread), for tests: that the
  * backend really ran (its summation order need not differ from BLIS's: on AVX-512 both
  * accumulate each element in k order, giving the same bits). */

@@ -346,9 +346,9 @@ static void choose_products(nnt_ctx *ctx)
     ctx->ksum = nnt_gemm_sums_k(ctx, &why_not);
     if (ctx->ksum)
         kernels_add(ctx, "; bf16 products sum their k tiles in one task");
-    /* opt-in: with it, tests/test_packed gave wrong gradients in about 1 run in 6 under lws
-     * (2 workers; never with it off in 46 runs, nor under the prio scheduler): a missing
-     * ordering somewhere that priorities expose, not found yet (bench/RESULTS-bf16.md) */
+    /* opt-in (its gain was small and mixed: bench/RESULTS-bf16.md); the wrong gradients
+     * first seen with it came from oneDNN's scratchpads (cpu/gemm_dnnl.c, made_from), with
+     * either order */
     const char *order = getenv("NNT_TASK_ORDER");
     ctx->task_order = order && strcmp(order, "1") == 0;
     if (ctx->task_order)

@@ -52,17 +52,6 @@ static uint32_t block_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be((uint32_t)a->init, h);
 }
 
-/* The products inside the attention kernels run on BLIS (no oneDNN cache), not oneDNN:
- * with oneDNN, tests/test_packed's Llama (grouped-query attention, packed positions, tiles
- * of 3 and 5 rows) gave a layer-1 q_proj gradient 5-9 % off in fresh processes, 2 of 400
- * with the default task order and 9-10 of 400 with NNT_TASK_ORDER=1 (also with
- * NNT_GEMM_PACK=0); with these products on BLIS and the layers' products still on oneDNN,
- * 0 of 400 (twice). NNT_DEBUG_TASKS saw every handle accessed in submission order, no
- * read-only buffer written and no shared memory, and valgrind found nothing: the cause
- * inside the oneDNN path is not found yet (bench/RESULTS-bf16.md, "The race"). BLIS costs
- * the attention kernels about 1.2x (bench/attention_cpu, avx2 rows). */
-#define ATTN_PRODUCTS NULL
-
 #define P(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define CP(i) ((const float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define POS(a, i) ((a)->has_pos ? (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[i]) : NULL)
@@ -77,7 +66,7 @@ static void fwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(qrows, -INFINITY, P(4));
         nnt_cpu_fill_f32(qrows, 0.0f, P(5));
     }
-    nnt_cpu_attn_fwd_packed_f32(ATTN_PRODUCTS, &a->map, a->tq, a->tk, a->hd,
+    nnt_cpu_attn_fwd_packed_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
                                 a->q_pos0, a->k_pos0, a->window, POS(a, 6), a->scale, a->cap,
                                 CP(0), CP(1), CP(2), P(3), P(4), P(5));
 }
@@ -108,7 +97,7 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
         nnt_cpu_fill_f32(nkv, 0.0f, P(7));
         nnt_cpu_fill_f32(nkv, 0.0f, P(8));
     }
-    nnt_cpu_attn_bwd_packed_f32(ATTN_PRODUCTS, &a->map, a->tq, a->tk, a->hd,
+    nnt_cpu_attn_bwd_packed_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
                                 a->q_pos0, a->k_pos0, a->window, POS(a, 9), a->scale, a->cap,
                                 CP(0), CP(1), CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8));
 }
