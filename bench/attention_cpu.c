@@ -6,7 +6,9 @@
  *                    (the kernels before this bench was written);
  *   avx2 + BLIS      the AVX2 softmax rows (where the CPU has AVX2 + FMA);
  *   avx2 + oneDNN    and the products through oneDNN, as the codelets run them when oneDNN
- *                    is the CPU GEMM backend (skipped in a build without oneDNN).
+ *                    is the CPU GEMM backend (skipped in a build without oneDNN);
+ *   oneDNN bf16      the products with bf16 operands, as the codelets run them under
+ *                    NNT_PRECISION_BF16 (only where oneDNN has bf16 dot products).
  *
  * Shapes: one tile of nnt's automatic tiling for GPT-2 124M on 2 workers: 24 slabs (batch
  * tile 2 x 12 heads) of T 64 (B 4, T 64), and 12 slabs of a 512-row query block over a
@@ -68,13 +70,15 @@ static struct bufs alloc_bufs(const struct shape *s)
     return b;
 }
 
-#define NCONF 3
-static const char *const conf_name[NCONF] = {"generic + BLIS", "avx2 + BLIS", "avx2 + oneDNN"};
+#define NCONF 4
+static const char *const conf_name[NCONF] = {"generic + BLIS", "avx2 + BLIS", "avx2 + oneDNN",
+                                             "oneDNN bf16"};
 static nnt_dnnl_cache *dnnl; /* the products' cache in the current configuration, or NULL */
+static int bf16;             /* the configuration's products in bf16                         */
 
 static void forward(const struct shape *s, struct bufs *b)
 {
-    const nnt_attn_map mha = {s->nbh, 1, 1, 0, 1, 1, 0};
+    const nnt_attn_map mha = {s->nbh, 1, 1, 0, 1, 1, 0, bf16};
     for (int64_t i = 0; i < s->nbh * s->tq; i++)
         b->m[i] = -INFINITY, b->l[i] = 0.0f;
     memset(b->o, 0, (size_t)(s->nbh * s->tq * HD) * sizeof(float));
@@ -85,7 +89,7 @@ static void forward(const struct shape *s, struct bufs *b)
 
 static void backward(const struct shape *s, struct bufs *b)
 {
-    const nnt_attn_map mha = {s->nbh, 1, 1, 0, 1, 1, 0};
+    const nnt_attn_map mha = {s->nbh, 1, 1, 0, 1, 1, 0, bf16};
     nnt_cpu_attn_bwd_prep_f32(s->nbh, s->tq, HD, b->o, b->dout, b->d);
     nnt_cpu_attn_bwd_gqa_f32(dnnl, &mha, s->tq, s->tk, HD, s->q_pos0, s->k_pos0, 0.125f, b->q,
                              b->k, b->v, b->dout, b->lse, b->d, b->dq, b->dk, b->dv);
@@ -124,7 +128,7 @@ int main(int argc, char **argv)
         {"T1024 block below the diagonal (12 x 512 x 512)", 12, 512, 512, 512, 0},
     };
     nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
-    int nconf = cache ? NCONF : NCONF - 1;
+    int nconf = !cache ? NCONF - 2 : nnt_cpu_dnnl_bf16_native() ? NCONF : NCONF - 1;
     printf("attention_cpu: one thread, head_dim %d, %d rounds (the configurations in turn each "
            "round), ms = best call of the round, median over rounds; CPU ISA %s, oneDNN %s\n",
            HD, rounds, nnt_cpu_isa_name(), cache ? nnt_cpu_dnnl_isa() : "not available");
@@ -135,7 +139,8 @@ int main(int argc, char **argv)
         for (int r = 0; r < rounds; r++)
             for (int c = 0; c < nconf; c++) {
                 nnt_cpu_isa_force(c ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
-                dnnl = c == 2 ? cache : NULL;
+                dnnl = c >= 2 ? cache : NULL;
+                bf16 = c == 3;
                 best_of(s, &b, &t[c][0][r], &t[c][1][r]);
             }
         /* causal product flops: full 2 tq tk hd per product, minus what lies above */

@@ -19,7 +19,13 @@
  *
  * Grouped-query attention: the _gqa entry points take an nnt_attn_map that names the kv slab
  * each q slab reads (several q heads read the same k, v slab in place; nothing is copied),
- * and add the gradients of those q heads into its dk, dv one after another (increasing h). */
+ * and add the gradients of those q heads into its dk, dv one after another (increasing h).
+ *
+ * bf16 products (map->bf16, with a oneDNN cache): the operands of every product, q, k, v,
+ * dout and the probabilities p and score gradients ds, are rounded to bf16 (to nearest even)
+ * and multiplied with float sums, as the GEMMs of NNT_PRECISION_BF16 are; the softmax, the
+ * running maxima and sums, and every accumulator stay float. Without a cache, or where
+ * oneDNN declines, the product runs in float. */
 #include "nnt_cpu.h"
 
 #include <math.h>
@@ -116,14 +122,63 @@ static inline float dot(int64_t n, const float *restrict a, const float *restric
     return s;
 }
 
+/* An operand of the kernels' products: its floats, and under bf16 products the same rounded
+ * to bf16 once for all the chunks that read it (NULL: the product rounds the floats). */
+typedef struct operand {
+    const float *f;
+    const uint16_t *h;
+} operand;
+
+static operand from(const operand x, int64_t offset)
+{
+    operand r = {x.f + offset, x.h ? x.h + offset : NULL};
+    return r;
+}
+
+/* One product of the kernels: C = alpha op(A) op(B) + beta C, rows of A and C contiguous
+ * (leading dimensions lda, ldb, ldc); bf16: with bf16 operands on dnnl (see the top). */
+static void product(nnt_dnnl_cache *dnnl, int bf16, int trans_a, int trans_b, int64_t m,
+                    int64_t n, int64_t k, float alpha, operand a, int64_t lda, operand b,
+                    int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    int dtypes = NNT_DNNL_BF16 | (a.h ? NNT_DNNL_A_BF16 : 0) | (b.h ? NNT_DNNL_B_BF16 : 0);
+    if (bf16 && dnnl &&
+        nnt_cpu_gemm_dnnl(dnnl, trans_a, trans_b, dtypes, m, n, k, alpha,
+                          a.h ? (const void *)a.h : a.f, lda, 0, b.h ? (const void *)b.h : b.f,
+                          ldb, 0, beta, c, ldc, 0, 1) == 0)
+        return;
+    nnt_cpu_product_f32(dnnl, trans_a, trans_b, m, n, k, alpha, a.f, lda, 0, b.f, ldb, 0, beta,
+                        c, ldc, 0, 1);
+}
+
+/* The operand of the n floats x: with a bf16 copy in h when there is one (bf16 products
+ * with scratch for it), made here; else the floats alone. */
+static operand rounded(const float *x, int64_t n, uint16_t *h)
+{
+    operand r = {x, NULL};
+    if (h) {
+        nnt_cpu_f32_to_bf16(n, x, h);
+        r.h = h;
+    }
+    return r;
+}
+
+/* Scratch for bf16 copies of rows x hd elements (bf16 products on dnnl), or NULL (none
+ * needed, or no memory: the products then round their operands themselves). */
+static uint16_t *bf16_scratch(const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int64_t rows,
+                              int64_t hd)
+{
+    return mp->bf16 && dnnl ? malloc((size_t)(rows * hd) * sizeof(uint16_t)) : NULL;
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
-static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
-                      float scale, float cap, const float *q, const float *k, const float *v,
-                      float *o, float *m, float *l, float *p)
+static void fwd_chunk(nnt_dnnl_cache *dnnl, int bf16, int64_t i0, int64_t i1, int64_t tk,
+                      int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
+                      float scale, float cap, operand q, operand k, operand v, float *o,
+                      float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
@@ -131,8 +186,8 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
     /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T */
-    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, q + i0 * hd, hd, 0, k + k0 * hd, hd, 0,
-                        0.0f, p, nk, 0, 1);
+    product(dnnl, bf16, 0, 1, rows, nk, hd, scale, from(q, i0 * hd), hd, from(k, k0 * hd), hd,
+            0.0f, p, nk);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r, a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
         int64_t nv = nvis(q_pos0 + i, k_pos0, tk) - k0;    /* visible: [a, nv) of p's row */
@@ -160,8 +215,9 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
             orow[c] *= alpha;
     }
     /* o[i0:i1] (rows, hd) += p (rows, nk) v[k0:k0 + nk] (nk, hd) */
-    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, 1.0f, p, nk, 0, v + k0 * hd, hd, 0, 1.0f,
-                        o + i0 * hd, hd, 0, 1);
+    const operand pv = {p, NULL};
+    product(dnnl, bf16, 0, 0, rows, hd, nk, 1.0f, pv, nk, from(v, k0 * hd), hd, 1.0f,
+            o + i0 * hd, hd);
 }
 
 /* Scratch-free fallback for one query row: online softmax one key at a time. */
@@ -210,6 +266,9 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
         return; /* empty, or the whole block lies above the diagonal or before the window */
     int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = malloc((size_t)(ch * tk) * sizeof(float));
+    uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd) : NULL;   /* q, k, v rounded */
+    operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
+    int64_t kv_done = -1;   /* the kv slab ks, vs hold */
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
             int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
@@ -217,11 +276,19 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                         *vb = v + skv * tk * hd;
             float *ob = o_acc + sq * tq * hd, *mb = m + sq * tq, *lb = l + sq * tq;
             const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
+            if (p) {
+                qs = rounded(qb, tq * hd, h16);
+                if (skv != kv_done) {   /* q heads of one kv head follow one another */
+                    ks = rounded(kb, tk * hd, h16 ? h16 + tq * hd : NULL);
+                    vs = rounded(vb, tk * hd, h16 ? h16 + (tq + tk) * hd : NULL);
+                    kv_done = skv;
+                }
+            }
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    fwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, pb, scale, cap, qb,
-                              kb, vb, ob, mb, lb, p);
+                    fwd_chunk(dnnl, mp->bf16 != 0, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
+                              scale, cap, qs, ks, vs, ob, mb, lb, p);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
@@ -232,6 +299,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
+    free(h16);
     free(p);
 }
 
@@ -259,7 +327,7 @@ void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *k, const float *v, float *o_acc, float *m,
                                 float *l)
 {
-    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0, 0};
     nnt_cpu_attn_fwd_gqa_f32(NULL, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o_acc, m,
                              l);
 }
@@ -298,23 +366,22 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
-static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, int64_t hd,
-                      int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
-                      float scale, float cap, const float *q, const float *k, const float *v,
-                      const float *dout, const float *lse,
-                      const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
+static void bwd_chunk(nnt_dnnl_cache *dnnl, int bf16, int64_t i0, int64_t i1, int64_t tk,
+                      int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
+                      float scale, float cap, operand q, operand k, operand v, operand dout,
+                      const float *lse, const float *d, float *dq, float *dk, float *dv,
+                      float *p, float *ds)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
-    const float *qc = q + i0 * hd, *doc = dout + i0 * hd, *kc = k + k0 * hd, *vc = v + k0 * hd;
+    const operand qc = from(q, i0 * hd), doc = from(dout, i0 * hd), kc = from(k, k0 * hd),
+                  vc = from(v, k0 * hd), pc = {p, NULL}, dsc = {ds, NULL};
     /* p (rows, nk) = scale q k[k0:]^T;  ds (rows, nk) = dout v[k0:]^T */
-    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, scale, qc, hd, 0, kc, hd, 0, 0.0f, p, nk, 0,
-                        1);
-    nnt_cpu_product_f32(dnnl, 0, 1, rows, nk, hd, 1.0f, doc, hd, 0, vc, hd, 0, 0.0f, ds, nk, 0,
-                        1);
+    product(dnnl, bf16, 0, 1, rows, nk, hd, scale, qc, hd, kc, hd, 0.0f, p, nk);
+    product(dnnl, bf16, 0, 1, rows, nk, hd, 1.0f, doc, hd, vc, hd, 0.0f, ds, nk);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
         int64_t a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
@@ -331,12 +398,9 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, int64_t i0, int64_t i1, int64_t tk, 
             pr[j] = dsr[j] = 0.0f;
     }
     /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q */
-    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, 1.0f, p, nk, 0, doc, hd, 0, 1.0f,
-                        dv + k0 * hd, hd, 0, 1);
-    nnt_cpu_product_f32(dnnl, 0, 0, rows, hd, nk, scale, ds, nk, 0, kc, hd, 0, 1.0f,
-                        dq + i0 * hd, hd, 0, 1);
-    nnt_cpu_product_f32(dnnl, 1, 0, nk, hd, rows, scale, ds, nk, 0, qc, hd, 0, 1.0f,
-                        dk + k0 * hd, hd, 0, 1);
+    product(dnnl, bf16, 1, 0, nk, hd, rows, 1.0f, pc, nk, doc, hd, 1.0f, dv + k0 * hd, hd);
+    product(dnnl, bf16, 0, 0, rows, hd, nk, scale, dsc, nk, kc, hd, 1.0f, dq + i0 * hd, hd);
+    product(dnnl, bf16, 1, 0, nk, hd, rows, scale, dsc, nk, qc, hd, 1.0f, dk + k0 * hd, hd);
 }
 
 /* Scratch-free fallback for one query row, one key at a time. */
@@ -378,18 +442,30 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
         return;
     int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
+    /* q, dout, k, v rounded */
+    uint16_t *h16 = p ? bf16_scratch(mp, dnnl, 2 * tq + 2 * tk, hd) : NULL;
+    operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
+    int64_t kv_done = -1;   /* the kv slab ks, vs hold */
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
-            int64_t sq = map_q_slab(mp, b, h);
-            int64_t oq = sq * tq * hd, ok = map_kv_slab(mp, b, h) * tk * hd;
+            int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
+            int64_t oq = sq * tq * hd, ok = skv * tk * hd;
             const float *lb = lse + sq * tq, *db = d + sq * tq;
             const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
+            if (p) {
+                qs = rounded(q + oq, tq * hd, h16);
+                dos = rounded(dout + oq, tq * hd, h16 ? h16 + tq * hd : NULL);
+                if (skv != kv_done) {
+                    ks = rounded(k + ok, tk * hd, h16 ? h16 + 2 * tq * hd : NULL);
+                    vs = rounded(v + ok, tk * hd, h16 ? h16 + (2 * tq + tk) * hd : NULL);
+                    kv_done = skv;
+                }
+            }
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    bwd_chunk(dnnl, i0, i1, tk, hd, q_pos0, k_pos0, window, pb, scale, cap,
-                              q + oq,
-                              k + ok, v + ok, dout + oq, lb, db, dq + oq, dk + ok, dv + ok, p,
+                    bwd_chunk(dnnl, mp->bf16 != 0, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
+                              scale, cap, qs, ks, vs, dos, lb, db, dq + oq, dk + ok, dv + ok, p,
                               p + ch * tk);
                     continue;
                 }
@@ -403,6 +479,7 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
+    free(h16);
     free(p);
 }
 
@@ -433,7 +510,7 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                                 const float *lse, const float *d, float *dq, float *dk,
                                 float *dv)
 {
-    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0, 0};
     nnt_cpu_attn_bwd_gqa_f32(NULL, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
                              lse, d, dq, dk, dv);
 }

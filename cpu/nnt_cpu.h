@@ -386,6 +386,9 @@ typedef struct nnt_attn_map {
     int64_t q_hs, q_h0;   /* heads per batch row of the q-side block; first head covered  */
     int64_t kv_hs;        /* heads per batch row of the kv-side block                     */
     int64_t group, gofs;  /* q heads per kv head; q head offset of h = 0 (see above)      */
+    int64_t bf16;         /* CPU: the kernels' products with bf16 operands and float sums
+                             (scores, p v and the backward's five) on oneDNN's bf16 dot
+                             products; 0 (the initializers' default): float operands      */
 } nnt_attn_map;
 #endif
 /* nnt_cpu_attn_fwd_block_f32 on the slabs of map (q, o_acc, m, l q-side; k, v kv-side), its

@@ -664,7 +664,7 @@ extern "C" int nnt_cuda_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, 
                                            float *o_acc, float *m, float *l,
                                            cudaStream_t stream)
 {
-    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0, 0};
     return nnt_cuda_attn_fwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, o_acc,
                                      m, l, stream);
 }
@@ -753,7 +753,7 @@ extern "C" int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, 
                                            const float *dout, const float *lse, const float *d,
                                            float *dq, float *dk, float *dv, cudaStream_t stream)
 {
-    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0};
+    const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0, 0};
     return nnt_cuda_attn_bwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
                                      lse, d, dq, dk, dv, stream);
 }

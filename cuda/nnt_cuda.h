@@ -225,6 +225,7 @@ typedef struct nnt_attn_map {
     int64_t q_hs, q_h0;
     int64_t kv_hs;
     int64_t group, gofs;
+    int64_t bf16;   /* CPU kernels only (cpu/nnt_cpu.h); the CUDA kernels compute in float */
 } nnt_attn_map;
 #endif
 int nnt_cuda_attn_fwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, int64_t hd,

@@ -109,22 +109,30 @@ static float *to_host(nnt_tensor *t)
  * is the largest |got - want| / (|want| + max |want|), against rtol; each call site reports
  * on its own line. */
 #define expect_close(...) expect_close_at(__LINE__, __VA_ARGS__)
-static void expect_close_at(int line, const char *what, int tiling, const float *got,
-                            const double *want, int64_t n, double rtol)
+/* max |got - want| / (|want| + max |want|), and where (NaN: the first NaN) */
+static double close_error(const float *got, const double *want, int64_t n, int64_t *iw)
 {
     double amax = 0, worst = 0;
-    int64_t iw = 0;
+    *iw = 0;
     for (int64_t i = 0; i < n; i++)
         amax = fmax(amax, fabs(want[i]));
     for (int64_t i = 0; i < n; i++) {
         double d = fabs(got[i] - want[i]), den = fabs(want[i]) + amax;
         double e = den > 0 ? d / den : (d == 0 ? 0 : INFINITY);
         if (!(e <= worst)) {   /* also a NaN */
-            worst = e, iw = i;
+            worst = e, *iw = i;
             if (e != e)
                 break;
         }
     }
+    return worst;
+}
+
+static void expect_close_at(int line, const char *what, int tiling, const float *got,
+                            const double *want, int64_t n, double rtol)
+{
+    int64_t iw;
+    double worst = close_error(got, want, n, &iw);
     test_tol_note(__FILE__, line, worst, rtol);
     ck_assert_msg(worst <= rtol,
                   "%s, tiling %d, element %lld: got %.9g, want %.9g (error %.3g above %.3g)",
@@ -775,9 +783,28 @@ static const int64_t at_tilings[][4] = {
 };
 #define AT_NT ((int)(sizeof at_tilings / sizeof *at_tilings))
 
-START_TEST(attention_matches_reference_for_every_tiling)
+/* The op's forward and backward on (AT_B, AT_H, AT_T, AT_D) q, k, v, dout in tiles tl: got
+ * o, lse, dq, dk, dv on the host (freed by the caller). */
+static void run_attention(const int64_t *tl, double scale, const float *q, const float *k,
+                          const float *v, const float *dout, float *got[5])
 {
     const int64_t s4[4] = {AT_B, AT_H, AT_T, AT_D};
+    nnt_tensor *tq = tensor_f32(4, s4, tl, q), *tk = tensor_f32(4, s4, tl, k),
+               *tv = tensor_f32(4, s4, tl, v), *to = tensor_f32(4, s4, tl, NULL),
+               *tlse = tensor_f32(3, s4, tl, NULL), *tdo = tensor_f32(4, s4, tl, dout),
+               *tdq = tensor_f32(4, s4, tl, NULL), *tdk = tensor_f32(4, s4, tl, NULL),
+               *tdv = tensor_f32(4, s4, tl, NULL);
+    EXPECT_OK(nnt_tensor_attention(tq, tk, tv, scale, to, tlse));
+    EXPECT_OK(nnt_tensor_attention_backward(tq, tk, tv, to, tlse, tdo, scale, tdq, tdk, tdv));
+    float *host[5] = {to_host(to), to_host(tlse), to_host(tdq), to_host(tdk), to_host(tdv)};
+    memcpy(got, host, sizeof host);
+    nnt_tensor *all[9] = {tq, tk, tv, to, tlse, tdo, tdq, tdk, tdv};
+    for (int i = 0; i < 9; i++)
+        EXPECT_OK(nnt_tensor_destroy(all[i]));
+}
+
+START_TEST(attention_matches_reference_for_every_tiling)
+{
     const double scale = 1.0 / sqrt((double)AT_D);
     float *q = test_random_f32(AT_N, 21, -1.5, 1.5), *k = test_random_f32(AT_N, 22, -1.5, 1.5),
           *v = test_random_f32(AT_N, 23, -1, 1), *dout = test_random_f32(AT_N, 24, -1, 1);
@@ -791,15 +818,8 @@ START_TEST(attention_matches_reference_for_every_tiling)
     float *first[5] = {NULL};
     for (int t = 0; t < AT_NT; t++) {
         const int64_t *tl = at_tilings[t];
-        nnt_tensor *tq = tensor_f32(4, s4, tl, q), *tk = tensor_f32(4, s4, tl, k),
-                   *tv = tensor_f32(4, s4, tl, v), *to = tensor_f32(4, s4, tl, NULL),
-                   *tlse = tensor_f32(3, s4, tl, NULL), *tdo = tensor_f32(4, s4, tl, dout),
-                   *tdq = tensor_f32(4, s4, tl, NULL), *tdk = tensor_f32(4, s4, tl, NULL),
-                   *tdv = tensor_f32(4, s4, tl, NULL);
-        EXPECT_OK(nnt_tensor_attention(tq, tk, tv, scale, to, tlse));
-        EXPECT_OK(nnt_tensor_attention_backward(tq, tk, tv, to, tlse, tdo, scale, tdq, tdk,
-                                                tdv));
-        float *got[5] = {to_host(to), to_host(tlse), to_host(tdq), to_host(tdk), to_host(tdv)};
+        float *got[5];
+        run_attention(tl, scale, q, k, v, dout, got);
         expect_close("attention o", t, got[0], o_ref, AT_N, TOL_AT_O);
         expect_close("attention lse", t, got[1], lse_ref, AT_R, TOL_AT_LSE);
         expect_close("attention dq", t, got[2], dq_ref, AT_N, TOL_AT_DQ);
@@ -816,14 +836,60 @@ START_TEST(attention_matches_reference_for_every_tiling)
             for (int i = 0; i < 5; i++)
                 free(got[i]);
         }
-        nnt_tensor *all[9] = {tq, tk, tv, to, tlse, tdo, tdq, tdk, tdv};
-        for (int i = 0; i < 9; i++)
-            EXPECT_OK(nnt_tensor_destroy(all[i]));
     }
     for (int i = 0; i < 5; i++)
         free(first[i]);
     free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
     free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref);
+}
+END_TEST
+
+/* Under NNT_PRECISION_BF16, where the context says the CPU attention kernels' products take
+ * bf16 operands (oneDNN with bf16 dot products), o and the gradients are the float ones up to
+ * bf16 rounding: farther from the float reference than float rounding, within the bf16
+ * bound; elsewhere the float results. Two tilings. */
+#define TOL_AT16 1e-2   /* against the float reference; measured (Zen 4) 0.9e-3 (lse) to 2.6e-3 */
+START_TEST(attention_under_bf16_precision)
+{
+    const double scale = 1.0 / sqrt((double)AT_D);
+    const char *kernels = NULL;
+    EXPECT_OK(nnt_ctx_kernels(ctx, &kernels));
+    int bf16 = strstr(kernels, "attention kernels' products take bf16") != NULL;
+    float *q = test_random_f32(AT_N, 31, -1.5, 1.5), *k = test_random_f32(AT_N, 32, -1.5, 1.5),
+          *v = test_random_f32(AT_N, 33, -1, 1), *dout = test_random_f32(AT_N, 34, -1, 1);
+    double *qd = test_to_double(q, AT_N), *kd = test_to_double(k, AT_N), *vd = test_to_double(v, AT_N),
+           *dd = test_to_double(dout, AT_N);
+    double *ref[5] = {test_zeros(AT_N), test_zeros(AT_R), test_zeros(AT_N), test_zeros(AT_N),
+                      test_zeros(AT_N)};
+    attn_fwd_ref(AT_B * AT_H, AT_T, AT_D, scale, qd, kd, vd, ref[0], ref[1]);
+    attn_bwd_ref(AT_B * AT_H, AT_T, AT_D, scale, qd, kd, vd, dd, ref[2], ref[3], ref[4]);
+    static const char *const names[5] = {"o", "lse", "dq", "dk", "dv"};
+    const double tol32[5] = {TOL_AT_O, TOL_AT_LSE, TOL_AT_DQ, TOL_AT_DK, TOL_AT_DV};
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    for (int t = 0; t < 2; t++) {
+        const int64_t *tl = at_tilings[t];
+        float *got[5];
+        run_attention(tl, scale, q, k, v, dout, got);
+        for (int i = 0; i < 5; i++) {
+            int64_t n = i == 1 ? AT_R : AT_N, at;
+            double err = close_error(got[i], ref[i], n, &at);
+            if (!bf16 || i == 1) {   /* lse: a float softmax of bf16-rounded scores */
+                expect_close(names[i], t, got[i], ref[i], n, bf16 ? TOL_AT16 : tol32[i]);
+                continue;
+            }
+            expect_close(names[i], t, got[i], ref[i], n, TOL_AT16);
+            ck_assert_msg(err > 10 * tol32[i], "attention %s, tiling %d, under bf16: error %.3g "
+                          "is float rounding's (bf16 products not taken)", names[i], t, err);
+        }
+        for (int i = 0; i < 5; i++)
+            free(got[i]);
+    }
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+    printf("test_ops_nn attention under bf16 precision: %s\n",
+           bf16 ? "bf16 products (the context's kernels say so)" : "float products");
+    for (int i = 0; i < 5; i++)
+        free(ref[i]);
+    free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
 }
 END_TEST
 
@@ -1034,6 +1100,7 @@ static Suite *ops_nn_suite(void)
     tcase_add_loop_test(tc, embedding_matches_reference_for_every_tiling, 0, 2);
     tcase_add_test(tc, embedding_rejects_bad_arguments);
     tcase_add_test(tc, attention_matches_reference_for_every_tiling);
+    tcase_add_test(tc, attention_under_bf16_precision);
     tcase_add_test(tc, attention_is_deterministic);
     tcase_add_test(tc, attention_rejects_bad_arguments);
     tcase_add_loop_test(tc, cross_entropy_matches_reference_for_every_tiling, 0, 2);

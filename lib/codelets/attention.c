@@ -49,6 +49,8 @@ static uint32_t block_footprint(struct starpu_task *task)
         h = starpu_hash_crc32c_be(1u, h);
     if (a->has_pos)   /* the keys of the queries' examples only */
         h = starpu_hash_crc32c_be(2u, h);
+    if (a->map.bf16)   /* bf16 products on a CPU worker */
+        h = starpu_hash_crc32c_be(3u, h);
     return starpu_hash_crc32c_be((uint32_t)a->init, h);
 }
 
@@ -233,13 +235,23 @@ static struct starpu_codelet bwd_block_cl = {
  * soft-capped by cap (0: none). h: q, k, v,
  * o, m, l. init: o, m, l are only written (the tile's first task: the whole tile is
  * initialised). pos: the queries' positions tile (map->nb, tq) int32, or NULL. */
+/* The map of a block task: bf16 products under NNT_PRECISION_BF16 where the CPU has bf16
+ * dot products and oneDNN is the backend (a CPU worker's kernel; CUDA's ignore it). */
+static nnt_attn_map task_map(const nnt_ctx *ctx, const nnt_attn_map *map)
+{
+    nnt_attn_map m = *map;
+    m.bf16 = ctx->precision == NNT_PRECISION_BF16 && nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN &&
+             nnt_cpu_dnnl_bf16_native();
+    return m;
+}
+
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
                               int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t window,
                               float scale, float cap, const starpu_data_handle_t *h, int init,
                               starpu_data_handle_t pos)
 {
-    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init,
-                                   pos != NULL};
+    struct attn_block_args args = {task_map(ctx, map), tq, tk, hd, q_pos0, k_pos0, window,
+                                   scale, cap, init, pos != NULL};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[7] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
@@ -274,8 +286,8 @@ int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq,
                               int init_dq, int init_dkv, starpu_data_handle_t pos)
 {
     int init = (init_dq ? INIT_DQ : 0) | (init_dkv ? INIT_DKV : 0);
-    struct attn_block_args args = {*map, tq, tk, hd, q_pos0, k_pos0, window, scale, cap, init,
-                                   pos != NULL};
+    struct attn_block_args args = {task_map(ctx, map), tq, tk, hd, q_pos0, k_pos0, window,
+                                   scale, cap, init, pos != NULL};
     enum starpu_data_access_mode mq = init_dq ? STARPU_W : STARPU_RW;
     enum starpu_data_access_mode mkv = init_dkv ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[10] = {

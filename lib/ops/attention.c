@@ -132,7 +132,7 @@ static nnt_attn_map head_range(const nnt_tensor *q, const nnt_tensor *k, int64_t
     int64_t k0 = hk * k->tile[1], k1 = k0 + k->tile[1];         /* kv heads of kv tile hk   */
     k1 = k1 < k->shape[1] ? k1 : k->shape[1];
     int64_t a = h0 > k0 * g ? h0 : k0 * g, b = h1 < k1 * g ? h1 : k1 * g;   /* served */
-    nnt_attn_map m = {shape[0], b - a, shape[1], a - h0, k1 - k0, g, a - k0 * g};
+    nnt_attn_map m = {shape[0], b - a, shape[1], a - h0, k1 - k0, g, a - k0 * g, 0};
     return m;
 }
 
