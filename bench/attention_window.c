@@ -8,8 +8,10 @@
  * submitted (against the count of tile pairs that reach a window: none is submitted for a
  * pair wholly outside) and the kernels' busy time. Public API only.
  *
- * Usage: bench/attention_window [ROUNDS [T [W [TILE [NH [NKV [HD]]]]]]]
- *        defaults 5 4096 512 256 8 8 64 */
+ * Usage: bench/attention_window [ROUNDS [T [W [TILE [NH [NKV [HD [PRECISION]]]]]]]]
+ *        defaults 5 4096 512 256 8 8 64 fp32; PRECISION bf16: the context's precision
+ *        NNT_PRECISION_BF16 (the CPU attention kernels' products in bf16 where oneDNN has
+ *        bf16 dot products, nnt_ctx_set_precision(3)) */
 #include <nnt.h>
 
 #include <stdio.h>
@@ -145,16 +147,19 @@ int main(int argc, char **argv)
     int64_t T = argc > 2 ? atoll(argv[2]) : 4096, W = argc > 3 ? atoll(argv[3]) : 512;
     int64_t tile = argc > 4 ? atoll(argv[4]) : 256, NH = argc > 5 ? atoll(argv[5]) : 8;
     int64_t NKV = argc > 6 ? atoll(argv[6]) : NH, HD = argc > 7 ? atoll(argv[7]) : 64;
+    const char *prec = argc > 8 ? argv[8] : "fp32";
     if (rounds < 1 || rounds > MAX_ROUNDS || T < 1 || W < 1 || tile < 1 || NH < 1 ||
-        NKV < 1 || NH % NKV || HD < 1) {
-        fprintf(stderr, "usage: %s [ROUNDS (1..%d) [T [W [TILE [NH [NKV [HD]]]]]]]\n", argv[0],
-                MAX_ROUNDS);
+        NKV < 1 || NH % NKV || HD < 1 || (strcmp(prec, "fp32") && strcmp(prec, "bf16"))) {
+        fprintf(stderr, "usage: %s [ROUNDS (1..%d) [T [W [TILE [NH [NKV [HD [fp32|bf16]]]]]]]]\n",
+                argv[0], MAX_ROUNDS);
         return 2;
     }
     struct bench b = {NULL, {NULL}};
     int64_t qs[4] = {1, NH, T, HD}, ks[4] = {1, NKV, T, HD}, ls[3] = {1, NH, T};
     int64_t qt[4] = {1, NH, tile, HD}, kt[4] = {1, NKV, tile, HD}, lt[3] = {1, NH, tile};
     int rc = nnt_ctx_create(NULL, &b.ctx);
+    if (rc == 0 && strcmp(prec, "bf16") == 0)
+        rc = nnt_ctx_set_precision(b.ctx, NNT_PRECISION_BF16);
     for (int i = 0; i < LSE && rc == 0; i++) {
         int kv = i == K || i == V || i == DK || i == DV;
         rc = nnt_tensor_create(b.ctx, NNT_FP32, 4, kv ? ks : qs, kv ? kt : qt, &b.t[i]);
@@ -171,8 +176,8 @@ int main(int argc, char **argv)
     for (int v = 0; v < 2 && rc == 0; v++)   /* warm-up: scratch, perf models */
         rc = pass(&b, v ? W : 0, &f0, &g0);
     printf("attention (1, %lld, %lld, %lld), %lld kv heads, sequence tiles of %lld; window "
-           "%lld against causal, %d rounds\n", (long long)NH, (long long)T, (long long)HD,
-           (long long)NKV, (long long)tile, (long long)W, rounds);
+           "%lld against causal, %d rounds, precision %s\n", (long long)NH, (long long)T,
+           (long long)HD, (long long)NKV, (long long)tile, (long long)W, rounds, prec);
     for (int r = 0; r < rounds && rc == 0; r++) {
         for (int v = 0; v < 2 && rc == 0; v++) {
             int which = r % 2 ? 1 - v : v;   /* alternate which goes first */
