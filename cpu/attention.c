@@ -135,14 +135,28 @@ static operand from(const operand x, int64_t offset)
     return r;
 }
 
+/* The products' bf16 mode: on dnnl, and for one-row products (the decode steps of
+ * generation) `row`, room for a row of A rounded to bf16 values (NULL: none). */
+typedef struct bf16_mode {
+    int on;
+    float *row;
+} bf16_mode;
+
 /* One product of the kernels: C = alpha op(A) op(B) + beta C, rows of A and C contiguous
- * (leading dimensions lda, ldb, ldc); bf16: with bf16 operands on dnnl (see the top). */
-static void product(nnt_dnnl_cache *dnnl, int bf16, int trans_a, int trans_b, int64_t m,
-                    int64_t n, int64_t k, float alpha, operand a, int64_t lda, operand b,
-                    int64_t ldb, float beta, float *c, int64_t ldc)
+ * (leading dimensions lda, ldb, ldc); bf16.on: with bf16 operands on dnnl (see the top),
+ * one row of A against a B rounded once by nnt's bf16 gemv (its bf16 B read as it is, the
+ * row rounded into bf16.row), as the layers' one-row products under bf16 precision. */
+static void product(nnt_dnnl_cache *dnnl, bf16_mode bf16, int trans_a, int trans_b,
+                    int64_t m, int64_t n, int64_t k, float alpha, operand a, int64_t lda,
+                    operand b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
+    if (bf16.on && dnnl && m == 1 && !trans_a && b.h && bf16.row && k > 0) {
+        nnt_cpu_round_f32(k, 7, a.f, bf16.row);   /* bf16's 7 explicit mantissa bits */
+        nnt_cpu_gemv_bf16(trans_b, 1, n, k, alpha, bf16.row, b.h, ldb, beta, c);
+        return;
+    }
     int dtypes = NNT_DNNL_BF16 | (a.h ? NNT_DNNL_A_BF16 : 0) | (b.h ? NNT_DNNL_B_BF16 : 0);
-    if (bf16 && dnnl &&
+    if (bf16.on && dnnl &&
         nnt_cpu_gemm_dnnl(dnnl, trans_a, trans_b, dtypes, m, n, k, alpha,
                           a.h ? (const void *)a.h : a.f, lda, 0, b.h ? (const void *)b.h : b.f,
                           ldb, 0, beta, c, ldc, 0, 1) == 0)
@@ -151,13 +165,15 @@ static void product(nnt_dnnl_cache *dnnl, int bf16, int trans_a, int trans_b, in
                         c, ldc, 0, 1);
 }
 
-/* The operand of the n floats x: with a bf16 copy in h when there is one (bf16 products
- * with scratch for it), made here; else the floats alone. */
-static operand rounded(const float *x, int64_t n, uint16_t *h)
+/* The operand of the rows x hd floats x, of which the products read rows [lo, hi): with a bf16
+ * copy of those rows in h (at the same offsets) when there is h (bf16 products with scratch
+ * for it), made here; else the floats alone. */
+static operand rounded(const float *x, int64_t lo, int64_t hi, int64_t hd, uint16_t *h)
 {
     operand r = {x, NULL};
     if (h) {
-        nnt_cpu_f32_to_bf16(n, x, h);
+        if (hi > lo)
+            nnt_cpu_f32_to_bf16((hi - lo) * hd, x + lo * hd, h + lo * hd);
         r.h = h;
     }
     return r;
@@ -171,11 +187,18 @@ static uint16_t *bf16_scratch(const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int6
     return mp->bf16 && dnnl ? malloc((size_t)(rows * hd) * sizeof(uint16_t)) : NULL;
 }
 
+/* Room for one row of A of the one-row products (k is tk or hd), with the bf16 copies h16
+ * (else NULL: those products run on dnnl). */
+static float *row_scratch(const uint16_t *h16, int64_t tk, int64_t hd)
+{
+    return h16 ? malloc((size_t)(tk > hd ? tk : hd) * sizeof(float)) : NULL;
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
-static void fwd_chunk(nnt_dnnl_cache *dnnl, int bf16, int64_t i0, int64_t i1, int64_t tk,
+static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
                       float scale, float cap, operand q, operand k, operand v, float *o,
                       float *m, float *l, float *p)
@@ -267,6 +290,8 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = malloc((size_t)(ch * tk) * sizeof(float));
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd) : NULL;   /* q, k, v rounded */
+    int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
+    const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd)};
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -276,18 +301,18 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                         *vb = v + skv * tk * hd;
             float *ob = o_acc + sq * tq * hd, *mb = m + sq * tq, *lb = l + sq * tq;
             const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
-            if (p) {
-                qs = rounded(qb, tq * hd, h16);
+            if (p) {   /* the rows the chunks read: queries [r0, r1), keys [klo, khi) */
+                qs = rounded(qb, r0, r1, hd, h16);
                 if (skv != kv_done) {   /* q heads of one kv head follow one another */
-                    ks = rounded(kb, tk * hd, h16 ? h16 + tq * hd : NULL);
-                    vs = rounded(vb, tk * hd, h16 ? h16 + (tq + tk) * hd : NULL);
+                    ks = rounded(kb, klo, khi, hd, h16 ? h16 + tq * hd : NULL);
+                    vs = rounded(vb, klo, khi, hd, h16 ? h16 + (tq + tk) * hd : NULL);
                     kv_done = skv;
                 }
             }
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    fwd_chunk(dnnl, mp->bf16 != 0, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
+                    fwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
                               scale, cap, qs, ks, vs, ob, mb, lb, p);
                     continue;
                 }
@@ -299,6 +324,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
+    free(bf16.row);
     free(h16);
     free(p);
 }
@@ -366,7 +392,7 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
-static void bwd_chunk(nnt_dnnl_cache *dnnl, int bf16, int64_t i0, int64_t i1, int64_t tk,
+static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
                       float scale, float cap, operand q, operand k, operand v, operand dout,
                       const float *lse, const float *d, float *dq, float *dk, float *dv,
@@ -444,6 +470,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
     /* q, dout, k, v rounded */
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, 2 * tq + 2 * tk, hd) : NULL;
+    int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
+    const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd)};
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -452,19 +480,19 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
             int64_t oq = sq * tq * hd, ok = skv * tk * hd;
             const float *lb = lse + sq * tq, *db = d + sq * tq;
             const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
-            if (p) {
-                qs = rounded(q + oq, tq * hd, h16);
-                dos = rounded(dout + oq, tq * hd, h16 ? h16 + tq * hd : NULL);
+            if (p) {   /* the rows the chunks read, as in the forward */
+                qs = rounded(q + oq, r0, r1, hd, h16);
+                dos = rounded(dout + oq, r0, r1, hd, h16 ? h16 + tq * hd : NULL);
                 if (skv != kv_done) {
-                    ks = rounded(k + ok, tk * hd, h16 ? h16 + 2 * tq * hd : NULL);
-                    vs = rounded(v + ok, tk * hd, h16 ? h16 + (2 * tq + tk) * hd : NULL);
+                    ks = rounded(k + ok, klo, khi, hd, h16 ? h16 + 2 * tq * hd : NULL);
+                    vs = rounded(v + ok, klo, khi, hd, h16 ? h16 + (2 * tq + tk) * hd : NULL);
                     kv_done = skv;
                 }
             }
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
-                    bwd_chunk(dnnl, mp->bf16 != 0, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
+                    bwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
                               scale, cap, qs, ks, vs, dos, lb, db, dq + oq, dk + ok, dv + ok, p,
                               p + ch * tk);
                     continue;
@@ -479,6 +507,7 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
+    free(bf16.row);
     free(h16);
     free(p);
 }
