@@ -156,8 +156,10 @@ typedef struct nnt_mem_stats {
 NNT_API int nnt_ctx_mem_stats(nnt_ctx *ctx, nnt_mem_stats *stats, int reset);
 
 /* Precision of the operands of matrix products: nnt_tensor_gemm, nnt_tensor_gemm_ex and
- * the products inside layers (linear maps, the lm head; not the attention's own q k^T and
- * p v, which stay fp32). Storage, accumulation, epilogues and every other op stay fp32.
+ * the products inside layers (linear maps, the lm head). The attention's own products
+ * (q k^T, p v, their gradients) follow NNT_PRECISION_BF16 on CPU workers with bf16
+ * dot-product instructions and oneDNN only, and stay fp32 elsewhere (GPUs included; see
+ * nnt_ctx_set_precision(3)). Storage, accumulation, epilogues and every other op stay fp32.
  *   NNT_PRECISION_FP32  full float operands (the default)
  *   NNT_PRECISION_TF32  operands rounded to TF32 (10 mantissa bits): tensor cores on GPUs
  *   NNT_PRECISION_BF16  operands rounded to bfloat16 (7 mantissa bits): bf16 tensor cores
