@@ -150,7 +150,7 @@ static void product(nnt_dnnl_cache *dnnl, bf16_mode bf16, int trans_a, int trans
                     int64_t m, int64_t n, int64_t k, float alpha, operand a, int64_t lda,
                     operand b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
-    if (bf16.on && dnnl && m == 1 && !trans_a && b.h && bf16.row && k > 0) {
+    if (bf16.row && m == 1 && !trans_a && b.h && k > 0) {   /* row: bf16 on dnnl */
         nnt_cpu_round_f32(k, 7, a.f, bf16.row);   /* bf16's 7 explicit mantissa bits */
         nnt_cpu_gemv_bf16(trans_b, 1, n, k, alpha, bf16.row, b.h, ldb, beta, c);
         return;

@@ -242,8 +242,8 @@ static size_t scratchpad_bytes(const_dnnl_primitive_desc_t pd)
  * fresh process built both at once, the descriptor of one could come before the other's
  * primitive entered the cache: given 640 bytes, the primitive wrote past its scratchpad
  * into the reordered B that follows it, and a column of the product came out wrong (the
- * attention's dq over a key block of one row: tests/test_packed failed in 2 to 3 of 100
- * processes; tests/test_gemm_backends test_cached_primitive makes it happen at will).
+ * attention's dq over a key block of one row: tests/test_packed failed in 2 to 12 of 400
+ * fresh processes; tests/test_gemm_backends test_cached_primitive makes it happen at will).
  * NULL when oneDNN cannot say. */
 static const_dnnl_primitive_desc_t made_from(dnnl_primitive_t p)
 {

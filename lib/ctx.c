@@ -346,7 +346,7 @@ static void choose_products(nnt_ctx *ctx)
     ctx->ksum = nnt_gemm_sums_k(ctx, &why_not);
     if (ctx->ksum)
         kernels_add(ctx, "; bf16 products sum their k tiles in one task");
-    if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN && nnt_cpu_dnnl_bf16_native())
+    if (nnt_attn_bf16_products())
         kernels_add(ctx, "; under bf16 precision the CPU attention kernels' products take bf16 "
                     "operands too");
     /* opt-in (its gain was small and mixed: bench/RESULTS-bf16.md); the wrong gradients

@@ -671,8 +671,11 @@ int nnt_insert_embedding_sum_pos(nnt_ctx *ctx, starpu_data_handle_t dout, int64_
                                  int64_t inner, starpu_data_handle_t dwpe);
 
 /* lib/codelets/attention.c; map: the slabs of a block task (cpu/nnt_cpu.h); window: the
- * sliding window (0: plain causal); cap: the scores' soft-cap (0: none) */
+ * sliding window (0: plain causal); cap: the scores' soft-cap (0: none). Whether the CPU
+ * attention kernels take bf16 operands under NNT_PRECISION_BF16 (oneDNN the backend, with
+ * bf16 dot products). */
 struct nnt_attn_map;
+int nnt_attn_bf16_products(void);
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int64_t tq,
                               int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
                               int64_t window, float scale, float cap,

@@ -230,21 +230,25 @@ static struct starpu_codelet bwd_block_cl = {
     .model = &bwd_block_model,
 };
 
+int nnt_attn_bf16_products(void)
+{
+    return nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN && nnt_cpu_dnnl_bf16_native();
+}
+
+/* The map of a block task: bf16 products under NNT_PRECISION_BF16 where the CPU kernels can
+ * (nnt_attn_bf16_products; CUDA's kernels ignore it). */
+static nnt_attn_map task_map(const nnt_ctx *ctx, const nnt_attn_map *map)
+{
+    nnt_attn_map m = *map;
+    m.bf16 = ctx->precision == NNT_PRECISION_BF16 && nnt_attn_bf16_products();
+    return m;
+}
+
 /* One (query tile, key tile) pair: the q slabs of map, (tq, hd) queries each at q_pos0,
  * against their (tk, hd) key slabs at k_pos0, under a sliding window (0: none), scores
  * soft-capped by cap (0: none). h: q, k, v,
  * o, m, l. init: o, m, l are only written (the tile's first task: the whole tile is
  * initialised). pos: the queries' positions tile (map->nb, tq) int32, or NULL. */
-/* The map of a block task: bf16 products under NNT_PRECISION_BF16 where the CPU has bf16
- * dot products and oneDNN is the backend (a CPU worker's kernel; CUDA's ignore it). */
-static nnt_attn_map task_map(const nnt_ctx *ctx, const nnt_attn_map *map)
-{
-    nnt_attn_map m = *map;
-    m.bf16 = ctx->precision == NNT_PRECISION_BF16 && nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN &&
-             nnt_cpu_dnnl_bf16_native();
-    return m;
-}
-
 int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq, int64_t tk,
                               int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t window,
                               float scale, float cap, const starpu_data_handle_t *h, int init,
