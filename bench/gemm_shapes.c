@@ -3,7 +3,7 @@
  * tilings nnt's automatic tiling gives them for 2 CPU workers, against oneDNN called
  * directly, side by side in one process (rounds interleaved, the best of each).
  *
- *   bench/gemm_shapes [gpt2|smollm2|f32] [ROUNDS]
+ *   bench/gemm_shapes [gpt2|smollm2|llama1b|f32] [ROUNDS]
  *
  * gpt2 (GPT-2 124M, B 4 T 64: 256 rows in tiles of 128) and smollm2 (SmolLM2-135M, B 4
  * T 256: 1024 rows in tiles of 512), bf16 products as `--precision bf16` makes them (float
@@ -164,6 +164,28 @@ static const struct product smollm2[] = {
     P("dW gate / up", 1, 0, 0, 1536, 576, 1024, 768, 0, 512),
     P("dW down", 1, 0, 0, 576, 1536, 1024, 0, 768, 512),
     P("dW lm head", 1, 0, 0, 49152, 576, 1024, 8192, 0, 512),
+};
+/* Llama-3.2-1B, B 4 T 256, 2 workers, LoRA r 16 on a frozen base (issue 38): rows 512,
+ * channels whole (2048; k and v 512), hidden 4096 (of 8192), vocab 8064 (of 128256); no
+ * weight gradient of the base; the adapters' products of q_proj (A (16, 2048), B (2048,
+ * 16), float) */
+static const struct product llama1b[] = {
+    P("fwd q / o", 0, 1, 1, 1024, 2048, 2048, 512, 0, 0),
+    P("fwd k / v", 0, 1, 1, 1024, 512, 2048, 512, 0, 0),
+    P("fwd gate / up", 0, 1, 1, 1024, 8192, 2048, 512, 4096, 0),
+    P("fwd down", 0, 1, 1, 1024, 2048, 8192, 512, 0, 4096),
+    P("fwd lm head", 0, 1, 1, 1024, 128256, 2048, 512, 8064, 0),
+    P("dX q / o", 0, 0, 1, 1024, 2048, 2048, 512, 0, 0),
+    P("dX k / v", 0, 0, 1, 1024, 2048, 512, 512, 0, 0),
+    P("dX gate / up", 0, 0, 1, 1024, 2048, 8192, 512, 0, 4096),
+    P("dX down", 0, 0, 1, 1024, 8192, 2048, 512, 4096, 0),
+    P("dX lm head", 0, 0, 1, 1024, 2048, 128256, 512, 0, 8064),
+    P("lora x A^T", 0, 1, 0, 1024, 16, 2048, 512, 0, 0),
+    P("lora u B^T", 0, 1, 0, 1024, 2048, 16, 512, 0, 0),
+    P("lora dB g^T u", 1, 0, 0, 2048, 16, 1024, 0, 0, 512),
+    P("lora du g B", 0, 0, 0, 1024, 16, 2048, 512, 0, 0),
+    P("lora dA du^T x", 1, 0, 0, 16, 2048, 1024, 0, 0, 512),
+    P("lora dx du A", 0, 0, 0, 1024, 2048, 16, 512, 0, 0),
 };
 #undef P
 
@@ -415,9 +437,12 @@ static int product_round(nnt_ctx *ctx, const struct product *p, int vi, struct b
 
 static int bf16_table(const char *model, int rounds)
 {
-    const struct product *ps = strcmp(model, "gpt2") == 0 ? gpt2 : smollm2;
-    size_t np = strcmp(model, "gpt2") == 0 ? sizeof gpt2 / sizeof gpt2[0]
-                                             : sizeof smollm2 / sizeof smollm2[0];
+    const struct product *ps = smollm2;
+    size_t np = sizeof smollm2 / sizeof smollm2[0];
+    if (strcmp(model, "gpt2") == 0)
+        ps = gpt2, np = sizeof gpt2 / sizeof gpt2[0];
+    else if (strcmp(model, "llama1b") == 0)
+        ps = llama1b, np = sizeof llama1b / sizeof llama1b[0];
     if (!nnt_cpu_dnnl_bf16_native()) {
         printf("SKIP: oneDNN's ISA %s has no bf16 dot products\n", nnt_cpu_dnnl_isa());
         return 77;
@@ -526,7 +551,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(what, "f32") == 0)
         return f32_table(rounds);
-    if (strcmp(what, "gpt2") && strcmp(what, "smollm2")) {
+    if (strcmp(what, "gpt2") && strcmp(what, "smollm2") && strcmp(what, "llama1b")) {
         fprintf(stderr, "usage: gemm_shapes [gpt2|smollm2|f32] [ROUNDS]\n");
         return 2;
     }

@@ -14,8 +14,8 @@
  *   made (made_from), never from the descriptor it was created from;
  * - a row-major B can run at half the speed of B in the layout the primitive prefers: the
  *   matmul is created with B in format "any" and, when the preferred layout differs, B is
- *   reordered into it first (one pass over B); except bf16 products of few rows on a B beyond
- *   the L2 cache, faster on B as stored where measured (takes_b_stored).
+ *   reordered into it first (one pass over B); except bf16 products on a B beyond the L2
+ *   cache, which may run faster on B as stored: measured per shape (b_layout).
  * Each call runs one OpenMP thread (each StarPU worker owns a core: never oversubscribe). */
 #include "nnt_cpu.h"
 
@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CACHE_SLOTS 48   /* distinct GEMM shapes of one training step fit (GPT-2: ~30) */
@@ -93,10 +94,9 @@ int nnt_cpu_dnnl_bf16_native(void)
            (unsigned)dnnl_cpu_isa_avx512_core_bf16;
 }
 
-/* bf16 products take B tiles larger than a core's L2 cache as stored
- * (nnt_cpu_dnnl_bf16_b_stored), chosen by nnt_cpu_dnnl_choose_b when a context starts
- * (before its workers) */
-static int b_stored;
+/* What bf16 products do with B tiles larger than a core's L2 cache (nnt_cpu_dnnl_b_mode),
+ * chosen by nnt_cpu_dnnl_choose_b when a context starts (before its workers) */
+static int b_mode;   /* NNT_DNNL_B_* */
 static size_t l2_bytes;
 
 int nnt_cpu_dnnl_choose_b(char *why, size_t len)
@@ -113,18 +113,25 @@ int nnt_cpu_dnnl_choose_b(char *why, size_t len)
 #endif
     l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)1 << 20;   /* unknown: the 1 MiB measured */
     if (v && strcmp(v, "reorder") == 0)
-        b_stored = 0;
+        b_mode = NNT_DNNL_B_REORDER;
     else if (v && strcmp(v, "stored") == 0)
-        b_stored = nnt_cpu_dnnl_bf16_native();
-    else   /* the kernels it was measured on (AVX512-BF16 without AMX: AMD Zen 4 and Zen 5) */
-        b_stored = nnt_cpu_dnnl_available() &&
-                   dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16;
+        b_mode = nnt_cpu_dnnl_bf16_native() ? NNT_DNNL_B_STORED : NNT_DNNL_B_REORDER;
+    else   /* the kernels whose matmul gives the same bits on B as stored (test_b_stored) */
+        b_mode = nnt_cpu_dnnl_available() &&
+                         dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16
+                     ? NNT_DNNL_B_MEASURED
+                     : NNT_DNNL_B_REORDER;
     return 0;
+}
+
+int nnt_cpu_dnnl_b_mode(void)
+{
+    return b_mode;
 }
 
 size_t nnt_cpu_dnnl_bf16_b_stored(void)
 {
-    return b_stored ? l2_bytes : 0;
+    return b_mode != NNT_DNNL_B_REORDER ? l2_bytes : 0;
 }
 
 const char *nnt_cpu_dnnl_isa(void)
@@ -294,24 +301,130 @@ static int is_blocked(const_dnnl_primitive_desc_t pd)
     return md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks > 0;
 }
 
-/* Whether a product of these dtypes, m rows and a B of k x n runs on B as stored although
- * its matmul prefers a blocked layout: a bf16 product of at most 256 rows whose B is larger
- * than a core's L2 cache, where nnt_cpu_dnnl_bf16_b_stored says so (oneDNN's brgemm then
- * copies B's blocks as it goes, and gives the bits of the blocked layout: the same kernel,
- * the same order of the sums). The reorder pass over B, which costs about what reading and
- * writing B does, weighs on a product in proportion to 1 / m. Measured on AMD Zen 4, 1 MiB L2
- * (bench/RESULTS-bf16.md): GPT-2's 768 x 768 bf16 tiles (1.2 MB) read by 128-row tiles ran at
- * 0.77-0.98 of oneDNN's rate on B as stored after their own reorder, 0.83 for the
- * language-model head's 11 MB, against 0.97-1.06 as stored (steps 0.91-0.98x the time), with
- * 256-row tiles steps 0.95-0.97x; at 512 rows and more (SmolLM2-135M's head: 8192 x 576, its
- * weight gradient's 8192-row tiles) as stored was 1-4 % slower; B within L2 (576 x 576) the
- * same either way. */
-static int takes_b_stored(dnnl_data_type_t ta, dnnl_data_type_t tb, int64_t m, int64_t n,
-                          int64_t k)
+/* ---- B as stored or reordered: measured per shape ---------------------------------------
+ * A bf16 product whose B is larger than a core's L2 cache can run on B as stored although
+ * its matmul prefers a blocked layout: oneDNN's brgemm then copies B's blocks as it goes,
+ * and on its avx512_core_bf16 kernels gives the bits of the blocked layout (the same kernel,
+ * the same order of the sums; test_b_stored). Which is faster depends on the CPU and the
+ * shape: the reorder pass over B weighs on a product in proportion to 1 / m, and its cost
+ * differs between CPUs and between B's orientations. Measured (bench/RESULTS-bf16.md):
+ * AMD Zen 4, 1 MiB L2: 128- and 256-row products of GPT-2's 768 x 768 tiles and of its head
+ * faster as stored (steps 0.91-0.98x), 512 rows and more 1-4 % slower as stored; AMD Zen 5,
+ * 1 MiB L2: Llama-3.2-1B's x W^T products of 512 rows (B 2048 x 2048 and larger) 0.69-0.74
+ * of oneDNN's rate after a reorder against 0.91-1.00 as stored (steps 1.16x faster), its
+ * dY W products the same either way. So no fixed rule: unless NNT_GEMM_BF16_B forces one
+ * way, the first B_TRIALS products of each shape (trans_b, m, n, k) alternate between the
+ * two ways, each timed on its thread's CPU clock, and the shape keeps the way whose faster
+ * run was faster, for the rest of the process (both give the same bits, so which way a
+ * product ran never shows in its result). */
+#define B_TRIALS 4      /* 2 runs each way: the first run of a way may find cold caches */
+#define B_SHAPES 256    /* shapes measured; more shapes than that take the fallback      */
+
+struct b_shape {
+    int64_t trans_b, m, n, k;
+    int used, claimed, done;   /* trial runs handed out and finished                    */
+    double best[2];            /* the fastest run on a reordered B [0] and as stored [1] */
+    int verdict;               /* -1 while measured, else the way kept (1: as stored)    */
+};
+static struct b_shape b_shapes[B_SHAPES];
+static pthread_mutex_t b_lock = PTHREAD_MUTEX_INITIALIZER;
+static double (*b_trial_time)(int stored, double measured);   /* tests */
+
+/* Where no measurement decides (its runs still going, or no slot left): Zen 4's rule. */
+static int b_fallback(int64_t m)
+{
+    return m <= 256;
+}
+
+/* Whether a bf16 product's B (k x n) is one whose layout the mode chooses: larger than L2. */
+static int b_eligible(int64_t n, int64_t k)
 {
     size_t l2 = nnt_cpu_dnnl_bf16_b_stored();
-    return ta == dnnl_bf16 && tb == dnnl_bf16 && l2 > 0 && m <= 256 &&
-           (size_t)(n * k) * 2 > l2;
+    return l2 > 0 && (size_t)(n * k) * 2 > l2;
+}
+
+/* The slot of a shape, taken when new; NULL when the table is full. b_lock held. */
+static struct b_shape *b_slot(int64_t trans_b, int64_t m, int64_t n, int64_t k)
+{
+    uint64_t h = (uint64_t)(m * 31 + n) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(k * 2 + trans_b);
+    for (int probe = 0; probe < B_SHAPES; probe++) {
+        struct b_shape *s = &b_shapes[(h + (uint64_t)probe) % B_SHAPES];
+        if (!s->used) {
+            *s = (struct b_shape){trans_b, m, n, k, 1, 0, 0, {1e300, 1e300}, -1};
+            return s;
+        }
+        if (s->trans_b == trans_b && s->m == m && s->n == n && s->k == k)
+            return s;
+    }
+    return NULL;
+}
+
+/* The way a bf16 product of m rows on B (k x n, trans_b) takes B: 1 as stored, 0 reordered.
+ * *trial: the slot whose measurement this run is, else NULL. measure 0 (a pack's decision,
+ * made on the submitting thread): the verdict when there is one, else as stored (no pack:
+ * the products' own runs then measure the shape). */
+static int b_layout(int64_t trans_b, int64_t m, int64_t n, int64_t k, int measure,
+                    struct b_shape **trial)
+{
+    *trial = NULL;
+    if (!b_eligible(n, k))
+        return 0;
+    if (b_mode == NNT_DNNL_B_STORED)
+        return 1;
+    pthread_mutex_lock(&b_lock);
+    struct b_shape *s = b_slot(trans_b != 0, m, n, k);
+    int way = s ? (s->verdict >= 0 ? s->verdict : measure ? -1 : 1) : b_fallback(m);
+    if (way < 0) {
+        if (s->claimed < B_TRIALS) {
+            way = s->claimed++ % 2 == 0;   /* as stored first, then reordered, ... */
+            *trial = s;
+        } else {
+            way = b_fallback(m);   /* the shape's last trial runs still going */
+        }
+    }
+    pthread_mutex_unlock(&b_lock);
+    return way;
+}
+
+/* A trial run of way `stored` took `seconds` of its thread's CPU time. */
+static void b_measured(struct b_shape *s, int stored, double seconds)
+{
+    if (b_trial_time)
+        seconds = b_trial_time(stored, seconds);
+    pthread_mutex_lock(&b_lock);
+    if (seconds < s->best[stored])
+        s->best[stored] = seconds;
+    if (++s->done == B_TRIALS)
+        s->verdict = s->best[1] <= s->best[0];
+    pthread_mutex_unlock(&b_lock);
+}
+
+static double thread_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k)
+{
+    pthread_mutex_lock(&b_lock);
+    int v = -1;
+    for (int i = 0; i < B_SHAPES; i++) {
+        const struct b_shape *s = &b_shapes[i];
+        if (s->used && s->trans_b == (trans_b != 0) && s->m == m && s->n == n && s->k == k)
+            v = s->verdict;
+    }
+    pthread_mutex_unlock(&b_lock);
+    return v;
+}
+
+void nnt_cpu_dnnl_b_forget(double (*trial_time)(int stored, double measured))
+{
+    pthread_mutex_lock(&b_lock);
+    memset(b_shapes, 0, sizeof b_shapes);
+    b_trial_time = trial_time;
+    pthread_mutex_unlock(&b_lock);
 }
 
 /* Tests: a function run between a matmul's descriptor and its primitive (in entry_build). */
@@ -330,7 +443,9 @@ void nnt_cpu_dnnl_reorder_plain(int on) { reorder_plain = on; }
 
 /* The layout in which the matmul of m rows (A (m, k) as stored, C (m, n) float, products of
  * dtype dt) wants B (k, n): 0 and md when it is a blocked one (B worth packing), 1 when it
- * takes B as stored (unless tests pack plain layouts too), -1 when oneDNN fails. */
+ * wants B as stored (unless tests pack plain layouts too), -1 when oneDNN fails. Whether a
+ * bf16 product takes a blocked B as stored all the same is b_layout's choice, made by the
+ * pack's decision (nnt_cpu_dnnl_pack_bytes), not here: a pack decided on is built. */
 static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
                      dnnl_data_type_t dt)
 {
@@ -346,7 +461,7 @@ static int packed_md(dnnl_memory_desc_t *md, int64_t m, int64_t n, int64_t k,
     dnnl_primitive_desc_t pd = NULL;
     int rc = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success
                  ? -1
-                 : (!is_blocked(pd) || takes_b_stored(dt, dt, m, n, k)) && !reorder_plain;
+                 : !is_blocked(pd) && !reorder_plain;
     if (rc == 0)
         *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     if (pd)
@@ -421,7 +536,7 @@ static int entry_build(struct cache_entry *e, const struct gemm_key *key, float 
     dnnl_primitive_attr_t attr = make_attr(alpha, beta);
     dnnl_primitive_desc_t pd = NULL;
     int bad = !attr || dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) != dnnl_success;
-    /* key->b_stored: takes_b_stored's verdict on this product, made with the key */
+    /* key->b_stored: b_layout's choice for this product, made with the key */
     const int may_plain = !bad && !key->m_packed && !reorder_plain;
     const int stored = may_plain && key->b_stored && is_blocked(pd);
     if (stored)
@@ -587,7 +702,10 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
                             batch > 1 ? (conv_a ? ar * ac : stride_a) : 0,
                             batch > 1 ? (conv_b ? br * bc : stride_b) : 0,
                             batch > 1 ? stride_c : 0, batch, any_bf16 ? 3 : 0, m_packed, 0,
-                            any_bf16 && takes_b_stored(dnnl_bf16, dnnl_bf16, m, n, k), 0, 0};
+                            0, 0, 0};
+    struct b_shape *trial = NULL;
+    if (any_bf16 && !m_packed)
+        key.b_stored = b_layout(trans_b, m, n, k, 1, &trial);
     memcpy(&key.alpha_bits, &alpha, sizeof alpha);
     memcpy(&key.beta_bits, &beta, sizeof beta);
     struct cache_entry *e = lookup(cache, &key, alpha, beta);
@@ -605,7 +723,13 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
         to_bf16_dense(b, br, bc, ldb, stride_b, batch, (uint16_t *)(buf + head + round64(conv_a)));
         b = buf + head + round64(conv_a);
     }
-    return run_entry(cache, e, a, b, c, buf);
+    if (!trial)
+        return run_entry(cache, e, a, b, c, buf);
+    double start = thread_seconds();
+    int rc = run_entry(cache, e, a, b, c, buf);
+    if (rc == 0)
+        b_measured(trial, (int)key.b_stored, thread_seconds() - start);
+    return rc;
 }
 
 /* The pack on one thread: B (k, n) as stored, made the product's dtype as the precision
@@ -669,12 +793,15 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
     return rc;
 }
 
-size_t nnt_cpu_dnnl_pack_bytes(int dtypes, int64_t m, int64_t n, int64_t k)
+size_t nnt_cpu_dnnl_pack_bytes(int trans_b, int dtypes, int64_t m, int64_t n, int64_t k)
 {
     if (!nnt_cpu_dnnl_available() || m <= 0 || n <= 0 || k <= 0)
         return 0;
     if ((dtypes & NNT_DNNL_BF16) && !nnt_cpu_dnnl_bf16_native())
         return 0;
+    struct b_shape *unused;
+    if ((dtypes & NNT_DNNL_BF16) && !reorder_plain && b_layout(trans_b, m, n, k, 0, &unused))
+        return 0;   /* the products take B as stored */
     dnnl_memory_desc_t md;
     int threads = omp_get_max_threads();   /* the layout the workers' primitives will want */
     omp_set_num_threads(1);
@@ -777,6 +904,16 @@ int nnt_cpu_gemm_dnnl_ksum(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
 int nnt_cpu_dnnl_available(void) { return 0; }
 int nnt_cpu_dnnl_bf16_native(void) { return 0; }
 size_t nnt_cpu_dnnl_bf16_b_stored(void) { return 0; }
+int nnt_cpu_dnnl_b_mode(void) { return NNT_DNNL_B_REORDER; }
+int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k)
+{
+    (void)trans_b, (void)m, (void)n, (void)k;
+    return -1;
+}
+void nnt_cpu_dnnl_b_forget(double (*trial_time)(int stored, double measured))
+{
+    (void)trial_time;
+}
 int nnt_cpu_dnnl_choose_b(char *why, size_t len) { (void)why, (void)len; return 0; }
 const char *nnt_cpu_dnnl_isa(void) { return "not compiled in"; }
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void) { return NULL; }
@@ -791,8 +928,9 @@ void nnt_cpu_dnnl_pack_counts(unsigned long *packs, unsigned long *packed_produc
 {
     *packs = *packed_products = *reordered = 0;
 }
-size_t nnt_cpu_dnnl_pack_bytes(int dtypes, int64_t m, int64_t n, int64_t k)
+size_t nnt_cpu_dnnl_pack_bytes(int trans_b, int dtypes, int64_t m, int64_t n, int64_t k)
 {
+    (void)trans_b;
     (void)dtypes, (void)m, (void)n, (void)k;
     return 0;
 }

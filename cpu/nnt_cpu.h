@@ -149,15 +149,26 @@ int nnt_cpu_gemm_backend(void);          /* NNT_GEMM_*                          
 int nnt_cpu_dnnl_available(void);        /* compiled in and its CPU engine works           */
 int nnt_cpu_dnnl_bf16_native(void);      /* bf16 dot products in hardware (AVX512-BF16/AMX) */
 const char *nnt_cpu_dnnl_isa(void);      /* oneDNN's instruction set here, static string   */
-/* Whether bf16 products of up to 256 rows read B tiles larger than a core's L2 cache as
- * stored, not reordered into oneDNN's blocked layout first (nor packed): chosen by
- * nnt_cpu_dnnl_choose_b (a context's start, before its workers run): on oneDNN's
- * avx512_core_bf16 kernels (measured faster there), unless the environment's
- * NNT_GEMM_BF16_B=reorder; =stored chooses it wherever bf16 is native; -1 with why filled
- * for another value. nnt_cpu_dnnl_bf16_b_stored: the L2 size in bytes above which B is read
- * as stored, 0: never. */
+/* What bf16 products do with B tiles larger than a core's L2 cache, whose blocked layout
+ * their matmul prefers: chosen by nnt_cpu_dnnl_choose_b (a context's start, before its
+ * workers run). NNT_DNNL_B_MEASURED on oneDNN's avx512_core_bf16 kernels (whose matmul gives
+ * the same bits on B as stored): each shape's first products run both ways, timed, and the
+ * shape keeps the faster (cpu/gemm_dnnl.c, b_layout); NNT_DNNL_B_REORDER elsewhere, or with
+ * the environment's NNT_GEMM_BF16_B=reorder; NNT_DNNL_B_STORED (as stored, never packed)
+ * with NNT_GEMM_BF16_B=stored where bf16 is native; -1 with why filled for another value.
+ * nnt_cpu_dnnl_bf16_b_stored: the L2 size in bytes above which B may be read as stored, 0:
+ * never. nnt_cpu_dnnl_b_verdict (tests, benchmarks): the way a shape kept, 1 as stored, 0
+ * reordered, -1 not measured (yet). nnt_cpu_dnnl_b_forget (tests; while no product runs):
+ * forget every shape's measurement, and, when trial_time is not NULL, replace each trial
+ * run's measured seconds by trial_time(stored, measured). */
+#define NNT_DNNL_B_REORDER 0
+#define NNT_DNNL_B_STORED 1
+#define NNT_DNNL_B_MEASURED 2
 int nnt_cpu_dnnl_choose_b(char *why, size_t len);
+int nnt_cpu_dnnl_b_mode(void);
 size_t nnt_cpu_dnnl_bf16_b_stored(void);
+int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k);
+void nnt_cpu_dnnl_b_forget(double (*trial_time)(int stored, double measured));
 /* Tests: matmuls made to take B as stored where they would want it blocked (the rule above). */
 unsigned long nnt_cpu_dnnl_stored_matmuls(void);
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void);   /* NULL when unavailable or no memory */
@@ -188,7 +199,9 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
  * products' dtype (bf16 when dtypes has NNT_DNNL_BF16, else float), so that each product
  * skips its own reorder of B (on AVX-512 hosts 20-30 % of a 128-row bf16 product).
  * nnt_cpu_dnnl_pack_bytes: the packed size, 0 when the matmul takes B as stored (then there
- * is nothing to gain) or oneDNN cannot (not compiled in; bf16 without bf16 dot products).
+ * is nothing to gain; for bf16 products, also where B's layout is measured and the shape
+ * (trans_b, m, n, k) has no verdict yet, or kept B as stored) or oneDNN cannot (not
+ * compiled in; bf16 without bf16 dot products).
  * nnt_cpu_dnnl_pack: B dense as stored (op(B) = B^T when trans_b; bf16 bit patterns when
  * dtypes has NNT_DNNL_B_BF16) into `packed` (pack_bytes bytes), rounded as the unpacked
  * products round it: a float B of bf16 products by nnt_cpu_f32_to_bf16, a float B of float
@@ -200,7 +213,7 @@ int nnt_cpu_gemm_dnnl(nnt_dnnl_cache *cache, int trans_a, int trans_b, int dtype
  * as a packed B has no other reader. nnt_cpu_dnnl_pack_counts (tests): packs made, products
  * on a packed B, and of those the ones that had to reorder it again (the matmul of their m
  * wanted another layout: correct, only slower). */
-size_t nnt_cpu_dnnl_pack_bytes(int dtypes, int64_t m, int64_t n, int64_t k);
+size_t nnt_cpu_dnnl_pack_bytes(int trans_b, int dtypes, int64_t m, int64_t n, int64_t k);
 int nnt_cpu_dnnl_pack(nnt_dnnl_cache *cache, int trans_b, int dtypes, int bits, int64_t m,
                       int64_t n, int64_t k, const void *b, void *packed);
 int nnt_cpu_gemm_dnnl_packed(nnt_dnnl_cache *cache, int trans_a, int dtypes, int64_t m,

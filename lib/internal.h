@@ -592,8 +592,9 @@ struct nnt_gemm_packing {
     int bf16;      /* bf16 products (else float products)                               */
     int bits;      /* float products: mantissa bits a float operand is rounded to (0 all) */
     int64_t m;     /* rows of the products the layout is chosen for                     */
+    int trans_b;   /* the products read B^T (B stored (n, k))                           */
 };
-void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m,
+void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int trans_b, int64_t m,
                          nnt_gemm_packing *p);
 size_t nnt_gemm_pack_bytes(const nnt_gemm_packing *p, int64_t n, int64_t k);
 int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,

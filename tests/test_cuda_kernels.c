@@ -1418,12 +1418,12 @@ START_TEST(test_attention_packed)
         int64_t tq, tk, hd, q_pos0, k_pos0, window;
         float cap;
     } cases[] = {
-        {{2, 6, 6, 0, 2, 3, 0}, 70, 70, 64, 0, 0, 0, 0.0f},
-        {{3, 4, 4, 0, 4, 1, 0}, 64, 64, 17, 64, 64, 0, 0.0f},
-        {{2, 4, 4, 0, 1, 4, 0}, 70, 130, 130, 100, 0, 0, 0.0f},
-        {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 30, 30, 5, 0.3f},
-        {{1, 8, 8, 0, 2, 4, 0}, 70, 130, 256, 100, 0, 64, 2.0f},
-        {{2, 2, 2, 0, 2, 1, 0}, 32, 32, 64, 150, 100, 0, 0.0f},
+        {{2, 6, 6, 0, 2, 3, 0, 0}, 70, 70, 64, 0, 0, 0, 0.0f},
+        {{3, 4, 4, 0, 4, 1, 0, 0}, 64, 64, 17, 64, 64, 0, 0.0f},
+        {{2, 4, 4, 0, 1, 4, 0, 0}, 70, 130, 130, 100, 0, 0, 0.0f},
+        {{2, 4, 4, 0, 1, 4, 0, 0}, 40, 40, 12, 30, 30, 5, 0.3f},
+        {{1, 8, 8, 0, 2, 4, 0, 0}, 70, 130, 256, 100, 0, 64, 2.0f},
+        {{2, 2, 2, 0, 2, 1, 0, 0}, 32, 32, 64, 150, 100, 0, 0.0f},
     };
     for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
         int32_t *pos = packed_positions(cases[c].mp.nb, cases[c].tq, cases[c].q_pos0);
@@ -1478,50 +1478,50 @@ START_TEST(test_attention_gqa)
         float cap;
     } cases[] = {
         /* whole tiles: 6 q heads, 2 kv heads (groups of 3), self-attention diagonal block */
-        {{2, 6, 6, 0, 2, 3, 0}, 17, 17, 64, 0, 0, 0, 0.0f},
+        {{2, 6, 6, 0, 2, 3, 0, 0}, 17, 17, 64, 0, 0, 0, 0.0f},
         /* multi-query: 8 q heads read one kv head; hd > 128 bucket; every key visible */
-        {{1, 8, 8, 0, 1, 8, 0}, 61, 40, 130, 100, 0, 0, 0.0f},
+        {{1, 8, 8, 0, 1, 8, 0, 0}, 61, 40, 130, 100, 0, 0, 0.0f},
         /* a q tile of heads [0, 3) with groups of 2: the range that kv tile 1 (one head)
          * serves is q head 2 alone */
-        {{2, 1, 3, 2, 1, 2, 0}, 33, 70, 17, 40, 0, 0, 0.0f},
+        {{2, 1, 3, 2, 1, 2, 0, 0}, 33, 70, 17, 40, 0, 0, 0.0f},
         /* q heads [2, 6) of a q tile, kv tile of 3 heads, groups of 2: kv heads 1, 1, 2, 2;
          * partially masked, first rows see no key */
-        {{1, 4, 4, 0, 3, 2, 2}, 40, 33, 3, 0, 10, 0, 0.0f},
+        {{1, 4, 4, 0, 3, 2, 2, 0}, 40, 33, 3, 0, 10, 0, 0.0f},
         /* multi-head through the map (group 1, sub-range of heads), hd 256 */
-        {{2, 2, 4, 1, 4, 1, 1}, 20, 20, 256, 0, 0, 0, 0.0f},
+        {{2, 2, 4, 1, 4, 1, 1, 0}, 20, 20, 256, 0, 0, 0, 0.0f},
         /* 40 q heads over 5 kv heads (groups of 8), one-row blocks, hd 1 */
-        {{3, 40, 40, 0, 5, 8, 0}, 1, 2, 1, 1, 0, 0, 0.0f},
+        {{3, 40, 40, 0, 5, 8, 0, 0}, 1, 2, 1, 1, 0, 0, 0.0f},
         /* generation with a key/value cache (nnt_tensor_attention_kv): one query at position
          * 70 against a cache block of 96 rows (keys 71.. masked), 9 heads over 3 kv heads */
-        {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0, 0, 0.0f},
+        {{1, 9, 9, 0, 3, 3, 0, 0}, 1, 96, 64, 70, 0, 0, 0.0f},
         /* 4 queries at 30..33 against the cache block of rows 32..95 (partly masked) */
-        {{1, 12, 12, 0, 12, 1, 0}, 4, 64, 64, 30, 32, 0, 0.0f},
+        {{1, 12, 12, 0, 12, 1, 0, 0}, 4, 64, 64, 30, 32, 0, 0.0f},
         /* Gemma: sliding windows cutting the block (5 and 33 keys), scores soft-capped (0.3
          * on scores of about 1: the cap bites), both, groups of 4 over one kv head */
-        {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 0, 0, 5, 0.0f},
-        {{2, 4, 4, 0, 1, 4, 0}, 40, 40, 12, 0, 0, 0, 0.3f},
-        {{1, 6, 6, 0, 2, 3, 0}, 61, 70, 130, 60, 30, 33, 0.7f},
-        {{1, 9, 9, 0, 3, 3, 0}, 1, 96, 64, 70, 0, 20, 0.5f},
+        {{2, 4, 4, 0, 1, 4, 0, 0}, 40, 40, 12, 0, 0, 5, 0.0f},
+        {{2, 4, 4, 0, 1, 4, 0, 0}, 40, 40, 12, 0, 0, 0, 0.3f},
+        {{1, 6, 6, 0, 2, 3, 0, 0}, 61, 70, 130, 60, 30, 33, 0.7f},
+        {{1, 9, 9, 0, 3, 3, 0, 0}, 1, 96, 64, 70, 0, 20, 0.5f},
         /* the window's edges against the kernels' 32-row blocks and 32-key chunks: queries
          * 100..163 over keys 0..63 with W 40, only rows 0..2 reach the block (the rest of
          * the first row block and every later one see nothing in it) */
-        {{1, 4, 4, 0, 1, 4, 0}, 64, 64, 64, 100, 0, 40, 0.0f},
+        {{1, 4, 4, 0, 1, 4, 0, 0}, 64, 64, 64, 100, 0, 40, 0.0f},
         /* the whole key block before every query's window: nothing changes on either side */
-        {{1, 2, 2, 0, 2, 1, 0}, 64, 64, 64, 200, 0, 100, 0.0f},
+        {{1, 2, 2, 0, 2, 1, 0, 0}, 64, 64, 64, 200, 0, 100, 0.0f},
         /* W 1: each query sees its own key only (diagonal block, 45 rows: a partial block) */
-        {{2, 3, 3, 0, 3, 1, 0}, 45, 45, 17, 0, 0, 1, 0.0f},
+        {{2, 3, 3, 0, 3, 1, 0, 0}, 45, 45, 17, 0, 0, 1, 0.0f},
         /* W 64 over 130 keys in 5 chunks, queries 100..169 (rows whose windows start in
          * different chunks), groups of 4 over 2 kv heads, hd 256 bucket, capped at 2 */
-        {{1, 8, 8, 0, 2, 4, 0}, 70, 130, 256, 100, 0, 64, 2.0f},
+        {{1, 8, 8, 0, 2, 4, 0, 0}, 70, 130, 256, 100, 0, 64, 2.0f},
         /* a window longer than the sequence: causal */
-        {{1, 4, 4, 0, 4, 1, 0}, 33, 33, 64, 0, 0, 1000, 0.0f},
+        {{1, 4, 4, 0, 4, 1, 0, 0}, 33, 33, 64, 0, 0, 1000, 0.0f},
     };
     for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         run_gqa_case(cases[c].mp, cases[c].tq, cases[c].tk, cases[c].hd, cases[c].q_pos0,
                      cases[c].k_pos0, cases[c].window, cases[c].cap, 900 + (uint64_t)c);
     /* a bad map or head dimension */
-    const nnt_attn_map bad = {1, 2, 2, 0, 1, 0, 0};   /* group 0 */
-    const nnt_attn_map ok = {1, 2, 2, 0, 1, 2, 0};
+    const nnt_attn_map bad = {1, 2, 2, 0, 1, 0, 0, 0};   /* group 0 */
+    const nnt_attn_map ok = {1, 2, 2, 0, 1, 2, 0, 0};
     ck_assert_int_eq(nnt_cuda_attn_fwd_gqa_f32(&bad, 1, 1, 8, 0, 0, 1.0f, NULL, NULL, NULL,
                                                NULL, NULL, NULL, g_stream),
                      -1);

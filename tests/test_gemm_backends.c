@@ -361,18 +361,20 @@ END_TEST
 
 /* ---- B as stored (NNT_GEMM_BF16_B) --------------------------------------------------------- */
 
-/* A bf16 product of up to 256 rows on a B larger than a core's L2 cache, with B reordered into
- * the blocked layout first (reorder) and as stored (stored): where oneDNN's avx512_core_bf16
- * kernels make stored the default, the same bits (nnt relies on it: the same kernel, the same
- * order of the sums); elsewhere within the bf16 tolerance. Both orientations of B (x W^T and
- * dY W), a float A rounded by the kernel and a bf16 A, m 128 and a short 61; and stored
- * taken only for such products. */
+/* A bf16 product on a B larger than a core's L2 cache, with B reordered into the blocked
+ * layout first (reorder) and as stored (stored): where oneDNN's avx512_core_bf16 kernels
+ * measure which is faster (the default there), the same bits (nnt relies on it: the same
+ * kernel, the same order of the sums); elsewhere within the bf16 tolerance. Both
+ * orientations of B (x W^T and dY W), a float A rounded by the kernel and a bf16 A, m 512, 128
+ * and a short 61; and stored taken only for such products (the default's first run of a
+ * shape is its first trial, as stored: measurements forgotten before it). */
 static float *b_stored_product(const char *mode, int tb, int a16, int64_t m, int64_t n,
                                int64_t k, const void *a, const uint16_t *b, size_t *l2)
 {
     char why[128];
     setenv("NNT_GEMM_BF16_B", mode, 1);
     ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    nnt_cpu_dnnl_b_forget(NULL);
     *l2 = nnt_cpu_dnnl_bf16_b_stored();
     nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();   /* no primitive of the other mode */
     ck_assert_ptr_nonnull(cache);
@@ -395,7 +397,7 @@ START_TEST(test_b_stored)
         return;
     }
     const int tb = _i & 1, a16 = (_i >> 1) & 1;
-    const int64_t m = (_i >> 2) & 1 ? 61 : 128, n = 1024, k = 2048;   /* B 4 MiB in bf16 */
+    const int64_t ms[3] = {128, 61, 512}, m = ms[_i >> 2], n = 1024, k = 2048;   /* B 4 MiB */
     unsigned long long seed = 0x73746f72ULL + (unsigned long long)_i;
     float *af = random_floats(m * k, &seed), *bf = random_floats(k * n, &seed);
     uint16_t *ah = malloc((size_t)(m * k) * 2), *bh = malloc((size_t)(k * n) * 2);
@@ -444,6 +446,108 @@ START_TEST(test_b_stored)
 }
 END_TEST
 
+/* The measured choice of B's layout (the default with oneDNN's avx512_core_bf16 kernels):
+ * each shape's first 4 products alternate between B as stored and reordered, and the shape
+ * keeps the faster (trial times replaced by fakes, so the verdicts are known); a shape
+ * without a verdict is not packed, nor does the pack's question use up its trials; the
+ * products give the same bits whichever way they ran; real timings give a verdict too. */
+static double stored_slower(int stored, double measured)
+{
+    (void)measured;
+    return stored ? 2e-3 : 1e-3;
+}
+static double stored_faster(int stored, double measured)
+{
+    (void)measured;
+    return stored ? 1e-3 : 2e-3;
+}
+
+static void b_measured_runs(int tb, int64_t m, int64_t n, int64_t k, int runs, const float *a,
+                            const uint16_t *b, float *c0, unsigned long *stored_built)
+{
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    ck_assert_ptr_nonnull(cache);
+    unsigned long before = nnt_cpu_dnnl_stored_matmuls();
+    float *c = malloc((size_t)(m * n) * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    for (int r = 0; r < runs; r++) {
+        ck_assert_int_eq(nnt_cpu_gemm_dnnl(cache, 0, tb, NNT_DNNL_BF16 | NNT_DNNL_B_BF16, m, n, k,
+                                           1.0f, a, k, 0, b, tb ? k : n, 0, 0.0f, c, n, 0, 1),
+                         0);
+        if (r == 0 && c0[0] != c0[0])   /* NaN: the first result of the shape, the reference */
+            memcpy(c0, c, (size_t)(m * n) * sizeof *c);
+        else
+            ck_assert_msg(memcmp(c, c0, (size_t)(m * n) * sizeof *c) == 0,
+                          "run %d of (tb %d, m %lld) differs from the first", r, tb,
+                          (long long)m);
+    }
+    *stored_built = nnt_cpu_dnnl_stored_matmuls() - before;
+    nnt_cpu_dnnl_cache_destroy(cache);
+    free(c);
+}
+
+START_TEST(test_b_measured)
+{
+    char why[128];
+    const char *saved = getenv("NNT_GEMM_BF16_B");
+    char *restore = saved ? strdup(saved) : NULL;
+    unsetenv("NNT_GEMM_BF16_B");
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    if (nnt_cpu_dnnl_b_mode() != NNT_DNNL_B_MEASURED) {
+        printf("test_gemm_backends B measured: oneDNN ISA %s: B's layout not measured (mode "
+               "%d)\n", nnt_cpu_dnnl_isa(), nnt_cpu_dnnl_b_mode());
+        ck_assert_int_eq(nnt_cpu_dnnl_b_mode(), NNT_DNNL_B_REORDER);
+    } else {
+        const int64_t m = 64, n = 1024, k = 1024;   /* B 2 MiB in bf16: over L2 */
+        ck_assert_uint_gt((size_t)(n * k) * 2, nnt_cpu_dnnl_bf16_b_stored());
+        unsigned long long seed = 0x6d656173ULL;
+        float *a = random_floats(m * k, &seed), *bf = random_floats(k * n, &seed);
+        uint16_t *b = malloc((size_t)(k * n) * 2);
+        float *c0 = malloc((size_t)(m * n) * sizeof *c0);
+        nnt_cpu_f32_to_bf16(k * n, bf, b);
+        for (int tb = 0; tb < 2; tb++) {
+            c0[0] = NAN;
+            unsigned long built = 0;
+            /* stored slower: trials stored, reordered, stored, reordered; kept: reordered */
+            nnt_cpu_dnnl_b_forget(stored_slower);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), -1);
+            ck_assert_uint_eq(nnt_cpu_dnnl_pack_bytes(tb, NNT_DNNL_BF16, m, n, k), 0);
+            b_measured_runs(tb, m, n, k, 3, a, b, c0, &built);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), -1);   /* 3 of 4 runs */
+            ck_assert_uint_eq(built, 1);   /* one entry as stored, made by the first trial */
+            b_measured_runs(tb, m, n, k, 3, a, b, c0, &built);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), 0);
+            ck_assert_uint_eq(built, 0);   /* the 4th trial and 2 runs: all reordered */
+            ck_assert_uint_gt(nnt_cpu_dnnl_pack_bytes(tb, NNT_DNNL_BF16, m, n, k), 0);
+            /* stored faster: kept as stored, never packed */
+            nnt_cpu_dnnl_b_forget(stored_faster);
+            b_measured_runs(tb, m, n, k, 4, a, b, c0, &built);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), 1);
+            ck_assert_uint_eq(nnt_cpu_dnnl_pack_bytes(tb, NNT_DNNL_BF16, m, n, k), 0);
+            b_measured_runs(tb, m, n, k, 2, a, b, c0, &built);
+            ck_assert_uint_eq(built, 1);
+            /* the real clock: some verdict after 4 runs */
+            nnt_cpu_dnnl_b_forget(NULL);
+            b_measured_runs(tb, m, n, k, 4, a, b, c0, &built);
+            int v = nnt_cpu_dnnl_b_verdict(tb, m, n, k);
+            ck_assert_msg(v == 0 || v == 1, "no verdict after 4 runs: %d", v);
+            printf("test_gemm_backends B measured (tb %d, m %lld, n %lld, k %lld): this CPU "
+                   "keeps B %s\n", tb, (long long)m, (long long)n, (long long)k,
+                   v ? "as stored" : "reordered");
+        }
+        /* B within L2: never measured, its blocked layout packed */
+        nnt_cpu_dnnl_b_forget(NULL);
+        ck_assert_uint_gt(nnt_cpu_dnnl_pack_bytes(1, NNT_DNNL_BF16, 64, 256, 256), 0);
+        free(a), free(bf), free(b), free(c0);
+    }
+    if (restore)
+        setenv("NNT_GEMM_BF16_B", restore, 1);
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    nnt_cpu_dnnl_b_forget(NULL);
+    free(restore);
+}
+END_TEST
+
 /* ---- B packed once (nnt_cpu_dnnl_pack) --------------------------------------------------- */
 
 /* A product on a packed B must give the bits of the same product on B as stored: the same
@@ -486,7 +590,8 @@ START_TEST(test_packed)
     const int64_t m = pc->m, n = pc->n, k = pc->k;
     nnt_cpu_dnnl_reorder_plain(1);
     nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
-    size_t bytes = nnt_cpu_dnnl_pack_bytes(pc->bf16 ? NNT_DNNL_BF16 : 0, pc->m_packed, n, k);
+    size_t bytes =
+        nnt_cpu_dnnl_pack_bytes(pc->tb, pc->bf16 ? NNT_DNNL_BF16 : 0, pc->m_packed, n, k);
     if (pc->bf16 && !nnt_cpu_dnnl_bf16_native()) {
         ck_assert_msg(bytes == 0, "bf16 products packed for on a CPU without them");
         printf("test_gemm_backends packed case %d: no bf16 products on oneDNN ISA %s: not "
@@ -1160,7 +1265,8 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(k, test_bf16_operands, 0, 4);
     tcase_add_loop_test(k, test_packed, 0, NPACK);
     tcase_add_loop_test(k, test_ksum, 0, 16);
-    tcase_add_loop_test(k, test_b_stored, 0, 8);
+    tcase_add_loop_test(k, test_b_stored, 0, 12);
+    tcase_add_test(k, test_b_measured);
     suite_add_tcase(s, k);
     TCase *api = tcase_create("api");
     tcase_add_test(api, test_choice);

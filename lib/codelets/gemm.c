@@ -570,17 +570,18 @@ static struct starpu_codelet gemm_pack_cl = {
     .model = &gemm_pack_model,
 };
 
-void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int64_t m,
+void nnt_gemm_packing_of(const nnt_ctx *ctx, int a_bf16, int b_bf16, int trans_b, int64_t m,
                          nnt_gemm_packing *p)
 {
     p->bf16 = bf16_products(ctx->precision, a_bf16, b_bf16);
     p->bits = p->bf16 ? 0 : precision_bits(ctx->precision);
     p->m = m;
+    p->trans_b = trans_b != 0;
 }
 
 size_t nnt_gemm_pack_bytes(const nnt_gemm_packing *p, int64_t n, int64_t k)
 {
-    return nnt_cpu_dnnl_pack_bytes(p->bf16 ? NNT_DNNL_BF16 : 0, p->m, n, k);
+    return nnt_cpu_dnnl_pack_bytes(p->trans_b, p->bf16 ? NNT_DNNL_BF16 : 0, p->m, n, k);
 }
 
 int nnt_insert_gemm_pack(nnt_ctx *ctx, const nnt_gemm_packing *p, int trans_b, int64_t n,

@@ -283,7 +283,7 @@ int nnt_gemm_packs(const nnt_ctx *ctx, const char **why)
            : ctx->disk_node >= 0 && !(v && strcmp(v, "temp") == 0)
                ? "disk swap; NNT_GEMM_PACK=temp packs there too"
            /* GPT-2's (128 x 768) x (768 x 768) stands for the products a model makes */
-           : !nnt_gemm_pack_bytes(&(nnt_gemm_packing){0, 0, 128}, 768, 768)
+           : !nnt_gemm_pack_bytes(&(nnt_gemm_packing){0, 0, 128, 0}, 768, 768)
                ? "oneDNN takes B as stored here"
                : NULL;
     return *why == NULL;
@@ -400,7 +400,8 @@ static int packed_b_submit(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b
     int64_t cshape[NNT_MAX_DIMS], bshape[NNT_MAX_DIMS];
     nnt_tensor_tile_shape_at(c, 0, cshape);
     nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16,
-                        nnt_box_numel(d->nm, cshape + d->c_m), &pb->packing);
+                        trans_b != NNT_NOTRANS, nnt_box_numel(d->nm, cshape + d->c_m),
+                        &pb->packing);
     pb->handle = calloc((size_t)b->ntiles, sizeof *pb->handle);
     if (!pb->handle)
         return 0;   /* no memory for the bookkeeping: every B tile as stored */
@@ -633,7 +634,8 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
     int64_t cshape[NNT_MAX_DIMS], bshape[NNT_MAX_DIMS];
     nnt_tensor_tile_shape_at(c, 0, cshape);
     nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16,
-                        nnt_box_numel(d->nm, cshape + d->c_m), &pb->packing);
+                        trans_b != NNT_NOTRANS, nnt_box_numel(d->nm, cshape + d->c_m),
+                        &pb->packing);
     struct kept_layout *kl = kept_layout_of(b, trans_b != NNT_NOTRANS, &pb->packing);
     if (!kl)
         return NNT_OK;   /* no memory for the bookkeeping: every B tile as stored */
@@ -678,7 +680,7 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
 static int keeps_b(const nnt_tensor *a, const nnt_tensor *b, const nnt_tensor *c)
 {
     nnt_gemm_packing p;
-    nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, 1, &p);
+    nnt_gemm_packing_of(c->ctx, a->dtype == NNT_BF16, b->dtype == NNT_BF16, 0, 1, &p);
     return c->ctx->pack_keep && !p.bf16;
 }
 
@@ -883,7 +885,7 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
      * (under NNT_DIST_DATA too): one process's task, one process's bits */
     const int ksum = rc == 0 && sums_k(a, c, &d, e);
     const int travel = rc == 0 && !ksum && data_travel(a, b, beta, c, &d, e);
-    struct packed_b pb = {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0};
+    struct packed_b pb = {NULL, {0, 0, 0, 0}, {0, 0, 0}, 0, 0};
     const int keep = rc == 0 && keeps_b(a, b, c);
     if (rc == 0 && !ksum && packs_b(c, &d, keep))
         rc = keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
