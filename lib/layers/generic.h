@@ -95,6 +95,10 @@ static inline nnt_tensor *gl_weight_read(nnt_tensor *w, nnt_tensor *copy)
 /* 1 if l is a cross_entropy layer whose targets are set (nnt_layer_set_targets with a
  * tensor, not NULL), else 0. */
 int gl_cross_entropy_has_targets(const nnt_layer *l);
+/* A cross_entropy layer l whose backward writes the gradient over its input, the logits,
+ * instead of a tensor of its own: one (..., V) tensor less, for a parent whose logits no
+ * backward reads (a model: its head's and soft-cap's backwards read their inputs). */
+void gl_cross_entropy_in_place(nnt_layer *l);
 /* *out = *opts (NNT_ATTENTION_OPTIONS_INIT if NULL), checked; NNT_E_INVAL naming fn. The
  * rope pointer is copied as is (the caller copies what it points to). */
 int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const char *fn,

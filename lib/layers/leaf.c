@@ -931,7 +931,9 @@ typedef struct xent {
     nnt_tensor *logits;             // (..., V) input of the last forward (not owned)
     nnt_tensor *fwd_targets;        // (...) int32, logits' leading tiling
     nnt_tensor *losses, *lse;       // (...)
-    nnt_tensor *dlogits;            // (..., V)
+    nnt_tensor *dlogits;            // (..., V); unused in place
+    int in_place;                   /* the backward writes the gradient over the logits
+                                       (gl_cross_entropy_in_place)                      */
 } xent;
 
 static int xent_set_targets(nnt_layer *l, nnt_tensor *t)
@@ -1054,10 +1056,12 @@ static int xent_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
                         "cross_entropy layer had no targets");
     nnt_tensor *x = c->logits;
     double scale = c->fwd_nvalid ? 1.0 / c->fwd_divisor : 0.0;
-    NNT_TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
+    if (!c->in_place)
+        NNT_TRY(nnt_layer_ensure(l, &c->dlogits, NNT_FP32, x->ndim, x->shape, x->tile));
+    nnt_tensor *dlogits = c->in_place ? x : c->dlogits;   // (..., V)
     NNT_TRY(nnt_tensor_cross_entropy_backward(x, c->fwd_targets, c->ignore, c->lse, scale,
-                                          c->dlogits));
-    *dx = c->dlogits;
+                                          dlogits));
+    *dx = dlogits;
     return NNT_OK;
 }
 
@@ -1082,6 +1086,12 @@ static const nnt_layer_vt xent_vt = {
 int gl_cross_entropy_has_targets(const nnt_layer *l)
 {
     return l->vt == &xent_vt && ((const xent *)l->impl)->have_targets;
+}
+
+void gl_cross_entropy_in_place(nnt_layer *l)
+{
+    if (l->vt == &xent_vt)
+        ((xent *)l->impl)->in_place = 1;
 }
 
 NNT_API int nnt_layer_cross_entropy_create(nnt_ctx *ctx, int32_t ignore_index, nnt_layer **out)

@@ -347,6 +347,7 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
         NNT_TRY(adopt(l, "final_logit_softcap", cap));
     }
     NNT_TRY(nnt_layer_cross_entropy_create(l->ctx, IGNORE_INDEX, &loss));
+    gl_cross_entropy_in_place(loss);   /* the backward overwrites the logits (B, T, V) */
     return adopt(l, "loss", loss);
 }
 
