@@ -16,6 +16,18 @@ void nnt_cpu_embedding_gather_f32(int64_t ntok, int64_t nc, const int32_t *tok, 
     }
 }
 
+/* the same from bf16 rows, widened (exact) */
+void nnt_cpu_embedding_gather_bf16(int64_t ntok, int64_t nc, const int32_t *tok, int64_t v0,
+                                   int64_t nv, const uint16_t *table, int64_t ldt, float *out,
+                                   int64_t ldo)
+{
+    for (int64_t i = 0; i < ntok; i++) {
+        int64_t t = (int64_t)tok[i] - v0;
+        if (t >= 0 && t < nv)
+            nnt_cpu_bf16_to_f32(nc, table + t * ldt, out + i * ldo);
+    }
+}
+
 /* dtable row tok[i] - v0 += dout row i, i increasing (deterministic) */
 void nnt_cpu_embedding_scatter_add_f32(int64_t ntok, int64_t nc, const int32_t *tok,
                                        int64_t v0, int64_t nv, const float *dout, int64_t ldo,

@@ -252,6 +252,17 @@ void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y)
         y[i] = nnt_cpu_bf16_value(x[i]);
 }
 
+int64_t nnt_cpu_bf16_inexact_f32(int64_t n, const float *x)
+{
+    int64_t inexact = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, x + i, sizeof bits);
+        inexact += (bits & 0xffffu) != 0;
+    }
+    return inexact;
+}
+
 /* ---- the backend: BLIS or oneDNN ------------------------------------------------------------- */
 
 static int gemm_backend = NNT_GEMM_BLIS;

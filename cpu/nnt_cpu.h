@@ -276,6 +276,8 @@ void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
  * f32_to_bf16 rounds as nnt_cpu_round_f32 with 7 bits; bf16_to_f32 is exact.            */
 void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
 void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
+/* How many of x's n floats bf16 cannot hold exactly (low 16 bits not all zero).          */
+int64_t nnt_cpu_bf16_inexact_f32(int64_t n, const float *x);
 /* One bfloat16 bit pattern as a float (exact). */
 #ifndef NNT_CPU_BF16_VALUE_DEFINED   /* once, though tests include this header twice */
 #define NNT_CPU_BF16_VALUE_DEFINED
@@ -503,6 +505,10 @@ void nnt_cpu_xent_bwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const floa
 void nnt_cpu_embedding_gather_f32(int64_t ntok, int64_t nc, const int32_t *tok, int64_t v0,
                                   int64_t nv, const float *table, int64_t ldt, float *out,
                                   int64_t ldo);
+/* The same from a table of bfloat16 bit patterns, widened to float (exact)              */
+void nnt_cpu_embedding_gather_bf16(int64_t ntok, int64_t nc, const int32_t *tok, int64_t v0,
+                                   int64_t nv, const uint16_t *table, int64_t ldt, float *out,
+                                   int64_t ldo);
 /* dtable[tok[i] - v0, :] += dout[i, :], i in increasing order (deterministic)            += */
 void nnt_cpu_embedding_scatter_add_f32(int64_t ntok, int64_t nc, const int32_t *tok,
                                        int64_t v0, int64_t nv, const float *dout, int64_t ldo,

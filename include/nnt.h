@@ -660,7 +660,8 @@ typedef enum nnt_freeze_mode {
                                    attention projection's weight) is kept in bf16 only: from
                                    its freezing when the context's precision is then
                                    NNT_PRECISION_BF16, else from the first product that
-                                   reads it under it */
+                                   reads it under it; a token table whose values are all
+                                   bf16 values too, from the first forward under it */
     NNT_FREEZE_KEEP_FP32 = 2    /* frozen, its fp32 values kept whatever the precision      */
 } nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the

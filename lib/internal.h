@@ -481,6 +481,8 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
                            float b);
 
 /* lib/codelets/convert.c: src tile float -> dst tile bf16 (to_bf16) or back, same numel */
+/* count (an int32 tile of 1) = how many of float tile src's values bf16 cannot hold (CPU) */
+int nnt_insert_bf16_inexact(nnt_ctx *ctx, starpu_data_handle_t src, starpu_data_handle_t count);
 int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
                        starpu_data_handle_t dst);
 
@@ -660,9 +662,10 @@ int nnt_insert_rope_pos(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_f
                         starpu_data_handle_t pos);
 
 /* lib/codelets/embedding.c */
+/* table_bf16: the table tile holds bf16 (its gather runs on a CPU worker) */
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
-                                starpu_data_handle_t table, int64_t v0, int zero_first,
-                                starpu_data_handle_t out);
+                                starpu_data_handle_t table, int table_bf16, int64_t v0,
+                                int zero_first, starpu_data_handle_t out);
 int nnt_insert_embedding_scatter(nnt_ctx *ctx, starpu_data_handle_t tokens,
                                  starpu_data_handle_t dout, int64_t v0,
                                  starpu_data_handle_t dtable);
@@ -745,6 +748,10 @@ void nnt_temp_release(nnt_tensor *t);
 /* A temporary with src's shape and dtype but the given tiling, holding a copy of src
  * (nnt_tensor_copy): how an op retiles an input whose tiling does not fit it. */
 int nnt_retile_temp(nnt_tensor *src, const int64_t *tile, nnt_tensor **out);
+/* lib/ops/copy.c: *exact = 1 when every value of float tensor t is a bf16 value (a pass
+ * over t on CPU workers, then a wait for its per-tile counts), else 0; 0 without checking
+ * for a tensor of another dtype, unwritten, or spread over MPI ranks. */
+int nnt_tensor_bf16_exact(nnt_tensor *t, int *exact);
 /* Ops whose kernels need the last dimension whole (LayerNorm, RMSNorm, attention's hd).
  * nnt_check_row_vector: vec must be (C), C = x's last dimension (any tiling).
  * nnt_check_row_stat: stat (...) must have x's leading dimensions and their tiling. */

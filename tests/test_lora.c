@@ -664,6 +664,124 @@ START_TEST(test_freeze_bf16)
 }
 END_TEST
 
+/* A frozen token table under bf16 products (llama-tiny, _i: tied head) is kept in bf16
+ * only when all its values are bf16 values (tables loaded from bf16 checkpoints), against
+ * the same run keeping its fp32 values (NNT_FREEZE_KEEP_FP32): the same losses and trained
+ * values bit for bit (the gathers widen the bf16 rows exactly; a tied head's products read
+ * bf16 either way), the table NNT_BF16, and 4 bytes an element less when tied (its fp32
+ * values and the bf16 copy the head's products read, 6, against 2), 2 untied. A table with
+ * other values stays fp32 (rounding it would change the model's input) until values that
+ * bf16 holds are written into it. */
+static void table_run(int tied, int mode, float *losses, float **trained, int64_t *ntrained,
+                      int64_t *bytes, nnt_dtype *table_dtype)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    c.tied = tied;
+    int64_t base = owned(), count = 0, total = 0, n = 0;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, &TILINGS[1].t, &l));
+    EXPECT_OK(nnt_layer_init(l, 11));
+    nnt_param_info table = test_param_at(l, 0);
+    ck_assert_str_eq(table.name, "model.embed_tokens.weight");
+    float *v = test_to_host(table.value, &n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = round_bf16(v[i]);
+    EXPECT_OK(nnt_tensor_copy_from_host(table.value, v, (size_t)n * sizeof *v));
+    free(v);
+    EXPECT_OK(nnt_layer_freeze(l, "model.embed_tokens.weight", mode, NULL));
+    EXPECT_OK(nnt_layer_freeze(l, "*.mlp.*", NNT_FREEZE, NULL));
+    nnt_optim *opt = adamw(l);
+    int32_t tok[3 * B * T], tgt[3 * B * T];
+    for (int i = 0; i < 3 * B * T; i++) {
+        tok[i] = (int32_t)((i * 7 + 3) % c.vocab);
+        tgt[i] = (int32_t)((i * 11 + 5) % c.vocab);
+    }
+    for (int s = 0; s < 3; s++)
+        losses[s] = fixture_step(l, opt, tok, tgt, s, NULL);
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    *bytes = owned() - base;
+    EXPECT_OK(nnt_tensor_dtype(test_param_at(l, 0).value, table_dtype));
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    *trained = NULL;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        if (p.frozen)
+            continue;
+        float *pv = test_to_host(p.value, &n);
+        *trained = realloc(*trained, (size_t)(total + n) * sizeof **trained);
+        memcpy(*trained + total, pv, (size_t)n * sizeof *pv);
+        total += n;
+        free(pv);
+    }
+    ck_assert_int_gt(total, 0);
+    *ntrained = total;
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(l);
+}
+
+START_TEST(test_frozen_table_bf16)
+{
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
+    float kept[3], narrow[3], *tk = NULL, *tn = NULL;
+    int64_t bk = 0, bn = 0, nk = 0, nn = 0;
+    nnt_dtype dk = NNT_BF16, dn = NNT_FP32;
+    table_run(_i, NNT_FREEZE_KEEP_FP32, kept, &tk, &nk, &bk, &dk);
+    table_run(_i, NNT_FREEZE, narrow, &tn, &nn, &bn, &dn);
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    int64_t elements = c.vocab * c.channels;
+    printf("test_lora frozen token table (%s head), bf16 values: kept in %s, %lld bytes owned "
+           "after 3 steps (keeping fp32: %lld); losses %.6f %.6f %.6f, equal\n",
+           _i ? "tied" : "untied", dn == NNT_BF16 ? "bf16" : "fp32", (long long)bn,
+           (long long)bk, narrow[0], narrow[1], narrow[2]);
+    ck_assert_int_eq(dk, NNT_FP32);
+    ck_assert_int_eq(dn, NNT_BF16);
+    ck_assert_msg(memcmp(kept, narrow, sizeof kept) == 0, "the losses differ");
+    ck_assert_int_eq(bk - bn, (_i ? 4 : 2) * elements);
+    ck_assert_int_eq(nk, nn);
+    ck_assert_msg(memcmp(tk, tn, (size_t)nk * sizeof *tk) == 0, "the trained values differ");
+    free(tk), free(tn);
+    nnt_layer *l = NULL;
+    /* values bf16 cannot hold: kept fp32; bf16 values written in: narrowed at the next
+     * forward */
+    c.tied = _i;
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, &TILINGS[1].t, &l));
+    EXPECT_OK(nnt_layer_init(l, 11));
+    EXPECT_OK(nnt_layer_freeze(l, "model.embed_tokens.weight", NNT_FREEZE, NULL));
+    int32_t tok[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)((i * 7 + 3) % c.vocab);
+    int64_t shape[2] = {B, T}, n = 0;
+    nnt_tensor *x = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, shape, TILINGS[1].tok, &x));
+    EXPECT_OK(nnt_tensor_copy_from_host(x, tok, sizeof tok));
+    nnt_tensor *table = test_param_at(l, 0).value;
+    nnt_dtype dt = NNT_BF16;
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_tensor_dtype(table, &dt));
+    ck_assert_int_eq(dt, NNT_FP32);
+    float *v = test_to_host(table, &n);
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float r = round_bf16(v[i]);
+        moved += r != v[i];
+        v[i] = r;
+    }
+    ck_assert_int_gt(moved, n / 2);   /* the initialisation's values are no bf16 values */
+    EXPECT_OK(nnt_tensor_copy_from_host(table, v, (size_t)n * sizeof *v));
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_tensor_dtype(table, &dt));
+    ck_assert_int_eq(dt, NNT_BF16);
+    float *w = values_f32(table, &n);
+    ck_assert_int_eq(memcmp(v, w, (size_t)n * sizeof *v), 0);
+    free(v), free(w);
+    nnt_tensor_destroy(x);
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_FP32));
+}
+END_TEST
+
 /* 1 when every frozen matrix only products read is kept in bf16, the others in fp32; the
  * elements of the first kind into *n16. */
 static int frozen_in_bf16(nnt_layer *l, int64_t *n16)
@@ -1214,6 +1332,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_freeze_train, 0, 3);
     tcase_add_test(tc, test_freeze_memory);
     tcase_add_test(tc, test_freeze_bf16);
+    tcase_add_loop_test(tc, test_frozen_table_bf16, 0, 2);
     tcase_add_loop_test(tc, test_read_hf_bf16, 0, 2);
     tcase_add_loop_test(tc, test_merge_bf16, 0, 2);
     tcase_add_test(tc, test_freeze_tasks);

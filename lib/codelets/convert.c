@@ -59,3 +59,32 @@ int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
     struct starpu_data_descr bufs[2] = {{src, STARPU_R}, {dst, STARPU_W}};
     return nnt_submit(ctx, &convert_cl, 2, bufs, &c, sizeof c);
 }
+
+/* buffers: a float tile (n) R, count (1) int32 W: how many of its values bf16 cannot hold.
+ * CPU only (run once on a table that is to be kept in bf16). */
+static void inexact_cpu(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    int64_t n = nnt_tile_numel(buffers[0]);
+    int64_t count = nnt_cpu_bf16_inexact_f32(n, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]));
+    *(int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]) =
+        count > INT32_MAX ? INT32_MAX : (int32_t)count;
+}
+
+static struct starpu_perfmodel inexact_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_bf16_inexact",
+};
+
+static struct starpu_codelet inexact_cl = {
+    .name = "nnt_bf16_inexact",
+    .cpu_funcs = {inexact_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &inexact_model,
+};
+
+int nnt_insert_bf16_inexact(nnt_ctx *ctx, starpu_data_handle_t src, starpu_data_handle_t count)
+{
+    struct starpu_data_descr bufs[2] = {{src, STARPU_R}, {count, STARPU_W}};
+    return nnt_submit(ctx, &inexact_cl, 2, bufs, NULL, 0);
+}

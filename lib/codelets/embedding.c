@@ -31,6 +31,21 @@ static void gather_cpu(void *buffers[], void *cl_arg)
                                  out, nc);
 }
 
+/* the same from a bf16 table (nv, nc); CPU only */
+static void gather16_cpu(void *buffers[], void *cl_arg)
+{
+    const struct gather_args *a = cl_arg;
+    int64_t ntok = STARPU_VECTOR_GET_NX(buffers[0]);
+    int64_t nc = STARPU_VECTOR_GET_NX(buffers[2]) / ntok;
+    int64_t nv = STARPU_VECTOR_GET_NX(buffers[1]) / nc;
+    float *out = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    if (a->zero_first)
+        nnt_cpu_fill_f32(ntok * nc, 0.0f, out);
+    nnt_cpu_embedding_gather_bf16(ntok, nc, (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                  a->v0, nv, (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                  nc, out, nc);
+}
+
 /* buffers: tokens (ntok) R, dout (ntok, nc) R, dtable (nv, nc) RW */
 static void scatter_cpu(void *buffers[], void *cl_arg)
 {
@@ -137,6 +152,14 @@ static struct starpu_codelet gather_cl = {
     .model = &gather_model,
 };
 
+/* a bf16 table's gathers run on CPU workers (the table is a frozen model's, kept in RAM) */
+static struct starpu_codelet gather16_cl = {
+    .name = "nnt_embedding_gather_bf16",
+    .cpu_funcs = {gather16_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &gather_model,
+};
+
 static struct starpu_codelet scatter_cl = {
     .name = "nnt_embedding_scatter",
     .cpu_funcs = {scatter_cpu},
@@ -162,13 +185,13 @@ static struct starpu_codelet sum_pos_cl = {
 };
 
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
-                                starpu_data_handle_t table, int64_t v0, int zero_first,
-                                starpu_data_handle_t out)
+                                starpu_data_handle_t table, int table_bf16, int64_t v0,
+                                int zero_first, starpu_data_handle_t out)
 {
     struct gather_args args = {v0, zero_first};
     struct starpu_data_descr bufs[3] = {
         {tokens, STARPU_R}, {table, STARPU_R}, {out, zero_first ? STARPU_W : STARPU_RW}};
-    return nnt_submit(ctx, &gather_cl, 3, bufs, &args, sizeof args);
+    return nnt_submit(ctx, table_bf16 ? &gather16_cl : &gather_cl, 3, bufs, &args, sizeof args);
 }
 
 int nnt_insert_embedding_scatter(nnt_ctx *ctx, starpu_data_handle_t tokens,

@@ -213,7 +213,43 @@ typedef struct embedding {
     int packed;                     // the last forward used pos
     double scale;                   // out multiplied by (float) scale (Gemma); 0: not
     nnt_tensor *dscaled;            // (B, T, C) scale * dy
+    uint64_t table_seen;            // narrow_table: 1 + wte's write count when it last
+                                    // looked (0: never)
 } embedding;
+
+/* The sum of t's tiles' write counts: it changes whenever a task or a host copy writes t. */
+static uint64_t writes_of(const nnt_tensor *t)
+{
+    uint64_t v = 0;
+    for (int64_t i = 0; i < t->ntiles; i++)
+        v += nnt_handle_version(t->tiles[i].handle);
+    return v;
+}
+
+/* A frozen token table under bf16 products is kept in bf16 only, like a frozen linear
+ * map's weight, when that loses nothing: when every value is a bf16 value (a model loaded
+ * from bf16 weights, as Hugging Face checkpoints mostly are; checked by a pass over the
+ * table, again only once its values change). The gathers then widen its rows (exact) and a
+ * tied head's products read it as it is: the same results in half the memory (Llama-3.2-1B:
+ * 1 GB). A table that bf16 cannot hold keeps its float values: the lookup is not a product,
+ * and rounding the table would change the model's input. */
+static int narrow_table(nnt_layer *l, embedding *e)
+{
+    nnt_layer_param_rec *own = nnt_layer_own_param(l, e->wte);
+    if (!own || !own->frozen || own->keep_fp32 || e->wte->dtype != NNT_FP32 ||
+        !e->wte->written || l->ctx->precision != NNT_PRECISION_BF16)
+        return NNT_OK;   /* (an unwritten table: the gathers refuse it) */
+    uint64_t seen = 1 + writes_of(e->wte);
+    if (e->table_seen == seen)
+        return NNT_OK;   /* looked at these values already: not all bf16 */
+    int exact = 0;
+    NNT_TRY(nnt_tensor_bf16_exact(e->wte, &exact));
+    e->table_seen = seen;
+    if (!exact)
+        return NNT_OK;
+    own->products_only = 1;   /* its readers: the gathers and a tied head's products */
+    return nnt_layer_param_narrow(l->ctx, own);
+}
 
 /* NNT_E_INVAL naming an id of tokens (B, T) outside [0, V), its place and V, when their
  * values came from the host (nnt_tensor.ids_known: their range was seen as they were
@@ -262,6 +298,7 @@ static int embedding_forward_pos(nnt_layer *l, nnt_tensor *x, nnt_tensor **y, in
                         "int32 tokens (B, T) with T <= maxT = %lld",
                         (long long)(e->wpe ? e->wpe->shape[0] : 0));
     NNT_TRY(check_ids(l, x, e->wte->shape[0]));
+    NNT_TRY(narrow_table(l, e));
     int64_t C = e->wte->shape[1], ct = e->wte->tile[1];
     int64_t shape[3] = {x->shape[0], x->shape[1], C}, tile[3] = {x->tile[0], x->tile[1], ct};
     int64_t rows_tile[2] = {x->tile[1], ct};
@@ -301,6 +338,7 @@ int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tenso
                         "%lld takes int32 tokens (B, T) with %lld + T <= maxT = %lld",
                         (long long)past, (long long)past, (long long)e->wpe->shape[0]);
     NNT_TRY(check_ids(l, x, e->wte->shape[0]));
+    NNT_TRY(narrow_table(l, e));
     int64_t T = x->shape[1], C = e->wte->shape[1];
     int64_t shape[3] = {x->shape[0], T, C}, tile[3] = {x->tile[0], x->tile[1], e->wte->tile[1]};
     int64_t rows[2] = {T, C}, rows_tile[2] = {x->tile[1], e->wte->tile[1]};

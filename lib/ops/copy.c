@@ -167,6 +167,33 @@ int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst)
     return rc;
 }
 
+int nnt_tensor_bf16_exact(nnt_tensor *t, int *exact)
+{
+    *exact = 0;
+    if (t->dtype != NNT_FP32 || !t->written || (t->ctx->mpi && t->ctx->nranks > 1))
+        return NNT_OK;
+    nnt_tensor *counts = NULL;   // (ntiles) int32: each tile's values that bf16 cannot hold
+    int64_t shape[1] = {t->ntiles}, tile[1] = {1};
+    NNT_TRY(nnt_temp_create(t->ctx, NNT_INT32, 1, shape, tile, &counts));
+    int rc = NNT_OK;
+    for (int64_t i = 0; i < t->ntiles && rc == 0; i++)
+        rc = nnt_insert_bf16_inexact(t->ctx, t->tiles[i].handle, counts->tiles[i].handle);
+    int32_t *host = rc ? NULL : malloc((size_t)t->ntiles * sizeof *host);
+    if (rc == 0 && !host)
+        rc = nnt_fail(t->ctx, NNT_E_NOMEM, "nnt: out of memory checking a tensor's values");
+    if (rc == 0) {
+        nnt_tensor_mark_written(counts);
+        rc = nnt_tensor_copy_to_host(counts, host, (size_t)t->ntiles * sizeof *host);
+    }
+    int64_t inexact = 0;
+    for (int64_t i = 0; rc == 0 && i < t->ntiles; i++)
+        inexact += host[i];
+    *exact = rc == 0 && inexact == 0;
+    free(host);
+    nnt_temp_release(counts);
+    return rc;
+}
+
 int nnt_retile_temp(nnt_tensor *src, const int64_t *tile, nnt_tensor **out)
 {
     int rc = nnt_temp_create(src->ctx, src->dtype, src->ndim, src->shape, tile, out);

@@ -75,7 +75,8 @@ static int forward_tile(nnt_tensor *tokens, nnt_tensor *wte, nnt_tensor *wpe, nn
                 nnt_mpi_migrate(ctx, oh, r, !first);
                 at = r;
             }
-            rc = nnt_insert_embedding_gather(ctx, tok, w->handle, vj * wte->tile[0], first, oh);
+            rc = nnt_insert_embedding_gather(ctx, tok, w->handle, wte->dtype == NNT_BF16,
+                                             vj * wte->tile[0], first, oh);
             first = 0;
         }
     }
@@ -94,8 +95,8 @@ int nnt_tensor_embedding(nnt_tensor *tokens, nnt_tensor *wte, nnt_tensor *wpe,
 {
     const char *fn = "nnt_tensor_embedding";
     int rc = check_input(fn, "tokens", tokens, NNT_INT32, 2);
-    if (rc == 0)
-        rc = check_input(fn, "wte", wte, NNT_FP32, 2);
+    if (rc == 0)   /* a bf16 table (a frozen model's, kept in bf16) is read widened */
+        rc = check_input(fn, "wte", wte, wte && wte->dtype == NNT_BF16 ? NNT_BF16 : NNT_FP32, 2);
     if (rc == 0 && wpe)
         rc = check_input(fn, "wpe", wpe, NNT_FP32, 2);
     if (rc == 0 && !out)
