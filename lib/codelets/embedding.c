@@ -16,34 +16,23 @@ struct pos_args {
     int64_t inner;     /* nt * nc: the slab that lines up with the position rows      */
 };
 
-/* buffers: tokens (ntok) R, table (nv, nc) R, out (ntok, nc) W or RW */
+/* buffers: tokens (ntok) R, table (nv, nc) R (float, or bf16: elements of 2 bytes), out
+ * (ntok, nc) W or RW */
 static void gather_cpu(void *buffers[], void *cl_arg)
 {
     const struct gather_args *a = cl_arg;
     int64_t ntok = STARPU_VECTOR_GET_NX(buffers[0]);
     int64_t nc = STARPU_VECTOR_GET_NX(buffers[2]) / ntok;
     int64_t nv = STARPU_VECTOR_GET_NX(buffers[1]) / nc;
+    const int32_t *tok = (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const void *table = (const void *)STARPU_VECTOR_GET_PTR(buffers[1]);
     float *out = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
     if (a->zero_first)
         nnt_cpu_fill_f32(ntok * nc, 0.0f, out);
-    nnt_cpu_embedding_gather_f32(ntok, nc, (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                                 a->v0, nv, (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), nc,
-                                 out, nc);
-}
-
-/* the same from a bf16 table (nv, nc); CPU only */
-static void gather16_cpu(void *buffers[], void *cl_arg)
-{
-    const struct gather_args *a = cl_arg;
-    int64_t ntok = STARPU_VECTOR_GET_NX(buffers[0]);
-    int64_t nc = STARPU_VECTOR_GET_NX(buffers[2]) / ntok;
-    int64_t nv = STARPU_VECTOR_GET_NX(buffers[1]) / nc;
-    float *out = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    if (a->zero_first)
-        nnt_cpu_fill_f32(ntok * nc, 0.0f, out);
-    nnt_cpu_embedding_gather_bf16(ntok, nc, (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                                  a->v0, nv, (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                                  nc, out, nc);
+    if (STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == 2)
+        nnt_cpu_embedding_gather_bf16(ntok, nc, tok, a->v0, nv, table, nc, out, nc);
+    else
+        nnt_cpu_embedding_gather_f32(ntok, nc, tok, a->v0, nv, table, nc, out, nc);
 }
 
 /* buffers: tokens (ntok) R, dout (ntok, nc) R, dtable (nv, nc) RW */
@@ -155,7 +144,7 @@ static struct starpu_codelet gather_cl = {
 /* a bf16 table's gathers run on CPU workers (the table is a frozen model's, kept in RAM) */
 static struct starpu_codelet gather16_cl = {
     .name = "nnt_embedding_gather_bf16",
-    .cpu_funcs = {gather16_cpu},
+    .cpu_funcs = {gather_cpu},
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &gather_model,
 };
