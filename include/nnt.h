@@ -335,8 +335,9 @@ NNT_API int nnt_tensor_layernorm_backward(nnt_tensor *x, nnt_tensor *gamma, nnt_
                                           nnt_tensor *rstd, nnt_tensor *dy, nnt_tensor *dx,
                                           nnt_tensor *dgamma, nnt_tensor *dbeta);
 
-/* out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] with tokens (B, T) NNT_INT32, wte (V, C),
- * wpe (maxT, C) with maxT >= T or NULL (no position embedding), out (B, T, C). out's (B, T)
+/* out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] with tokens (B, T) NNT_INT32, wte (V, C)
+ * NNT_FP32 or NNT_BF16 (rows widened exactly; its gathers run on CPU workers), wpe (maxT, C)
+ * NNT_FP32 with maxT >= T or NULL (no position embedding), out (B, T, C). out's (B, T)
  * tiling equals tokens'; wte's and wpe's C tiling equal out's; wpe's row tile equals out's
  * T tile. Token ids outside [0, V) give zero rows. Per-token positions (packed examples):
  * the rows of wpe at positions (B, T) NNT_INT32 are nnt_tensor_embedding(positions, wpe,
