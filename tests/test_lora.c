@@ -775,6 +775,21 @@ START_TEST(test_frozen_table_bf16)
     ck_assert_int_eq(dt, NNT_BF16);
     float *w = values_f32(table, &n);
     ck_assert_int_eq(memcmp(v, w, (size_t)n * sizeof *v), 0);
+    /* unfrozen (fp32 again), values bf16 cannot hold written, frozen again: still fp32,
+     * those values intact, after the freezing and after a forward */
+    EXPECT_OK(nnt_layer_freeze(l, "model.embed_tokens.weight", NNT_UNFREEZE, NULL));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = w[i] * 1.0009765625f + 1e-6f;   /* no bf16 value (mostly) */
+    EXPECT_OK(nnt_tensor_copy_from_host(table, v, (size_t)n * sizeof *v));
+    EXPECT_OK(nnt_layer_freeze(l, "model.embed_tokens.weight", NNT_FREEZE, NULL));
+    EXPECT_OK(nnt_tensor_dtype(table, &dt));
+    ck_assert_int_eq(dt, NNT_FP32);
+    EXPECT_OK(nnt_layer_forward(l, x, NULL));
+    EXPECT_OK(nnt_tensor_dtype(table, &dt));
+    ck_assert_int_eq(dt, NNT_FP32);
+    free(w);
+    w = test_to_host(table, &n);
+    ck_assert_int_eq(memcmp(v, w, (size_t)n * sizeof *v), 0);
     free(v), free(w);
     nnt_tensor_destroy(x);
     nnt_layer_destroy(l);

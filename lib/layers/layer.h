@@ -49,12 +49,12 @@ typedef struct nnt_layer_param_rec {
                               backward computes no gradient for it                         */
     int adapter;           /* a LoRA adapter's matrix (lib/layers/lora.c): trained, saved in
                               PEFT files, never in the model's own files                   */
-    int products_only;     /* its readers take a bf16 value as it is: matrix products
-                              through gl_weight_operand (a linear's or an attention
-                              projection's weight), or the gathers of a token table whose
-                              values are all bf16 (leaf.c, narrow_table): frozen under
+    int products_only;     /* only matrix products read it, through gl_weight_operand (a
+                              linear's or an attention projection's weight): frozen under
                               NNT_PRECISION_BF16 it is kept in bf16 only
-                              (nnt_layer_param_narrow)                                     */
+                              (nnt_layer_param_narrow; a token table's narrowing, which
+                              needs its values to be bf16 values, sets it for that call
+                              alone: leaf.c, narrow_table)                                 */
     int keep_fp32;         /* frozen with NNT_FREEZE_KEEP_FP32: never narrowed             */
 } nnt_layer_param_rec;
 

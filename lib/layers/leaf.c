@@ -247,8 +247,12 @@ static int narrow_table(nnt_layer *l, embedding *e)
     e->table_seen = seen;
     if (!exact)
         return NNT_OK;
-    own->products_only = 1;   /* its readers: the gathers and a tied head's products */
-    return nnt_layer_param_narrow(l->ctx, own);
+    /* narrowed now only: freezing it again after an unfreeze, or initialising it, must not
+     * round values that bf16 may no longer hold (its readers take bf16 all the same) */
+    own->products_only = 1;
+    int rc = nnt_layer_param_narrow(l->ctx, own);
+    own->products_only = 0;
+    return rc;
 }
 
 /* NNT_E_INVAL naming an id of tokens (B, T) outside [0, V), its place and V, when their
