@@ -343,15 +343,17 @@ static int b_eligible(int64_t n, int64_t k)
     return l2 > 0 && (size_t)(n * k) * 2 > l2;
 }
 
-/* The slot of a shape, taken when new; NULL when the table is full. b_lock held. */
-static struct b_shape *b_slot(int64_t trans_b, int64_t m, int64_t n, int64_t k)
+/* The slot of a shape (trans_b 0 or 1), taken when new if take; NULL when the table is
+ * full, or the shape is new and not taken. b_lock held. */
+static struct b_shape *b_slot(int64_t trans_b, int64_t m, int64_t n, int64_t k, int take)
 {
     uint64_t h = (uint64_t)(m * 31 + n) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(k * 2 + trans_b);
     for (int probe = 0; probe < B_SHAPES; probe++) {
         struct b_shape *s = &b_shapes[(h + (uint64_t)probe) % B_SHAPES];
         if (!s->used) {
-            *s = (struct b_shape){trans_b, m, n, k, 1, 0, 0, {1e300, 1e300}, -1};
-            return s;
+            if (take)
+                *s = (struct b_shape){trans_b, m, n, k, 1, 0, 0, {1e300, 1e300}, -1};
+            return take ? s : NULL;
         }
         if (s->trans_b == trans_b && s->m == m && s->n == n && s->k == k)
             return s;
@@ -372,7 +374,7 @@ static int b_layout(int64_t trans_b, int64_t m, int64_t n, int64_t k, int measur
     if (b_mode == NNT_DNNL_B_STORED)
         return 1;
     pthread_mutex_lock(&b_lock);
-    struct b_shape *s = b_slot(trans_b != 0, m, n, k);
+    struct b_shape *s = b_slot(trans_b != 0, m, n, k, 1);
     int way = s ? (s->verdict >= 0 ? s->verdict : measure ? -1 : 1) : b_fallback(m);
     if (way < 0) {
         if (s->claimed < B_TRIALS) {
@@ -409,12 +411,8 @@ static double thread_seconds(void)
 int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k)
 {
     pthread_mutex_lock(&b_lock);
-    int v = -1;
-    for (int i = 0; i < B_SHAPES; i++) {
-        const struct b_shape *s = &b_shapes[i];
-        if (s->used && s->trans_b == (trans_b != 0) && s->m == m && s->n == n && s->k == k)
-            v = s->verdict;
-    }
+    const struct b_shape *s = b_slot(trans_b != 0, m, n, k, 0);
+    int v = s ? s->verdict : -1;
     pthread_mutex_unlock(&b_lock);
     return v;
 }

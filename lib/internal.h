@@ -662,10 +662,10 @@ int nnt_insert_rope_pos(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_f
                         starpu_data_handle_t pos);
 
 /* lib/codelets/embedding.c */
-/* table_bf16: the table tile holds bf16 (its gather runs on a CPU worker) */
+/* a table tile of bf16 (elements of 2 bytes) is gathered on a CPU worker */
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
-                                starpu_data_handle_t table, int table_bf16, int64_t v0,
-                                int zero_first, starpu_data_handle_t out);
+                                starpu_data_handle_t table, int64_t v0, int zero_first,
+                                starpu_data_handle_t out);
 int nnt_insert_embedding_scatter(nnt_ctx *ctx, starpu_data_handle_t tokens,
                                  starpu_data_handle_t dout, int64_t v0,
                                  starpu_data_handle_t dtable);

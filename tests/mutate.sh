@@ -37,9 +37,9 @@ ln_no_eps|cpu/layernorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double
 attn_dk_sign|cpu/attention.c|s@product(dnnl, bf16, 1, 0, nk, hd, rows, scale, dsc, nk@product(dnnl, bf16, 1, 0, nk, hd, rows, -scale, dsc, nk@|attention backward: dk with its sign flipped
 attn_future_key|cpu/attention.c|s@int64_t n = qp - k_pos0 + 1;@int64_t n = qp - k_pos0 + 2;@|causal mask: each query sees one future key
 b_verdict_inverted|cpu/gemm_dnnl.c|s@s->verdict = s->best\[1\] <= s->best\[0\];@s->verdict = s->best[1] > s->best[0];@|measured B layout: the slower way kept
-table_inexact_narrowed|lib/layers/leaf.c|s@    if (!exact)@    if (0 \&\& !exact)@|a frozen token table kept in bf16 whatever its values
+table_inexact_narrowed|lib/layers/leaf.c|s@return exact ? nnt_tensor_retype(e->wte, NNT_BF16) : NNT_OK;@return nnt_tensor_retype(e->wte, NNT_BF16);@|a frozen token table kept in bf16 whatever its values
 gather_bf16_row|cpu/embedding.c|s@nnt_cpu_bf16_to_f32(nc, table + t \* ldt, out + i \* ldo);@nnt_cpu_bf16_to_f32(nc, table + (t ^ 1) * ldt, out + i * ldo);@|bf16 table lookups read a neighbouring row
-table_refreeze_rounds|lib/layers/leaf.c|s@    own->products_only = 0;@    (void)0;@|a token table narrowed once is rounded again when frozen after an unfreeze
+table_refreeze_rounds|lib/layers/leaf.c|s@return exact ? nnt_tensor_retype(e->wte, NNT_BF16)@return exact ? (own->products_only = 1, nnt_tensor_retype(e->wte, NNT_BF16))@|a token table narrowed once is rounded again when frozen after an unfreeze
 attn_bf16_off|lib/codelets/attention.c|s@m.bf16 = ctx->precision == NNT_PRECISION_BF16@m.bf16 = 0 \&\& ctx->precision == NNT_PRECISION_BF16@|bf16 precision: the CPU attention kernels keep float products
 attn_bf16_kv_offset|cpu/attention.c|s@scale, from(q, i0 \* hd), hd, from(k, k0 \* hd), hd,@scale, from(q, i0 * hd), hd, from(k, 0), hd,@|attention forward: the scores of a chunk from the first key of the block, not of the chunk (windows)
 adamw_bc_step|lib/ops/optim.c|s@float bc1 = (float)(1.0 - pow(o.beta1, (double)step));@float bc1 = (float)(1.0 - pow(o.beta1, (double)(step + 1)));@|AdamW: first-moment bias correction one step ahead

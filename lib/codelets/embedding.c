@@ -174,9 +174,10 @@ static struct starpu_codelet sum_pos_cl = {
 };
 
 int nnt_insert_embedding_gather(nnt_ctx *ctx, starpu_data_handle_t tokens,
-                                starpu_data_handle_t table, int table_bf16, int64_t v0,
-                                int zero_first, starpu_data_handle_t out)
+                                starpu_data_handle_t table, int64_t v0, int zero_first,
+                                starpu_data_handle_t out)
 {
+    const int table_bf16 = starpu_vector_get_elemsize(table) == sizeof(uint16_t);
     struct gather_args args = {v0, zero_first};
     struct starpu_data_descr bufs[3] = {
         {tokens, STARPU_R}, {table, STARPU_R}, {out, zero_first ? STARPU_W : STARPU_RW}};

@@ -52,9 +52,7 @@ typedef struct nnt_layer_param_rec {
     int products_only;     /* only matrix products read it, through gl_weight_operand (a
                               linear's or an attention projection's weight): frozen under
                               NNT_PRECISION_BF16 it is kept in bf16 only
-                              (nnt_layer_param_narrow; a token table's narrowing, which
-                              needs its values to be bf16 values, sets it for that call
-                              alone: leaf.c, narrow_table)                                 */
+                              (nnt_layer_param_narrow)                                     */
     int keep_fp32;         /* frozen with NNT_FREEZE_KEEP_FP32: never narrowed             */
 } nnt_layer_param_rec;
 

@@ -245,14 +245,9 @@ static int narrow_table(nnt_layer *l, embedding *e)
     int exact = 0;
     NNT_TRY(nnt_tensor_bf16_exact(e->wte, &exact));
     e->table_seen = seen;
-    if (!exact)
-        return NNT_OK;
-    /* narrowed now only: freezing it again after an unfreeze, or initialising it, must not
-     * round values that bf16 may no longer hold (its readers take bf16 all the same) */
-    own->products_only = 1;
-    int rc = nnt_layer_param_narrow(l->ctx, own);
-    own->products_only = 0;
-    return rc;
+    /* (not marked products_only: freezing it again after an unfreeze, or initialising it,
+     * must not round values that bf16 may no longer hold) */
+    return exact ? nnt_tensor_retype(e->wte, NNT_BF16) : NNT_OK;
 }
 
 /* NNT_E_INVAL naming an id of tokens (B, T) outside [0, V), its place and V, when their

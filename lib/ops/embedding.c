@@ -75,8 +75,7 @@ static int forward_tile(nnt_tensor *tokens, nnt_tensor *wte, nnt_tensor *wpe, nn
                 nnt_mpi_migrate(ctx, oh, r, !first);
                 at = r;
             }
-            rc = nnt_insert_embedding_gather(ctx, tok, w->handle, wte->dtype == NNT_BF16,
-                                             vj * wte->tile[0], first, oh);
+            rc = nnt_insert_embedding_gather(ctx, tok, w->handle, vj * wte->tile[0], first, oh);
             first = 0;
         }
     }
