@@ -14,8 +14,8 @@
  *   made (made_from), never from the descriptor it was created from;
  * - a row-major B can run at half the speed of B in the layout the primitive prefers: the
  *   matmul is created with B in format "any" and, when the preferred layout differs, B is
- *   reordered into it first (one pass over B); except bf16 products on a B beyond the L2
- *   cache, which may run faster on B as stored: measured per shape (b_layout).
+ *   reordered into it first (one pass over B); except where B as stored runs faster, which
+ *   is measured per shape (b_layout).
  * Each call runs one OpenMP thread (each StarPU worker owns a core: never oversubscribe). */
 #include "nnt_cpu.h"
 
@@ -302,26 +302,28 @@ static int is_blocked(const_dnnl_primitive_desc_t pd)
 }
 
 /* ---- B as stored or reordered: measured per shape ---------------------------------------
- * A bf16 product whose B is larger than a core's L2 cache can run on B as stored although
- * its matmul prefers a blocked layout: oneDNN's brgemm then copies B's blocks as it goes,
- * and on its avx512_core_bf16 kernels gives the bits of the blocked layout (the same kernel,
- * the same order of the sums; test_b_stored). Which is faster depends on the CPU and the
- * shape: the reorder pass over B weighs on a product in proportion to 1 / m, and its cost
- * differs between CPUs and between B's orientations. Measured (bench/RESULTS-bf16.md):
+ * A product can run on B as stored although its matmul prefers a blocked layout: oneDNN's
+ * brgemm then copies B's blocks as it goes, and on its avx512_core_bf16 kernels gives the
+ * bits of the blocked layout, in bf16 and in float (the same kernel, the same order of the
+ * sums; test_b_stored). Which is faster depends on the CPU and the shape: the reorder pass
+ * over B weighs on a product in proportion to 1 / m, and its cost differs between CPUs and
+ * between B's orientations. Measured (bench/RESULTS-bf16.md, bench/RESULTS-window.md):
  * AMD Zen 4, 1 MiB L2: 128- and 256-row products of GPT-2's 768 x 768 tiles and of its head
  * faster as stored (steps 0.91-0.98x), 512 rows and more 1-4 % slower as stored; AMD Zen 5,
  * 1 MiB L2: Llama-3.2-1B's x W^T products of 512 rows (B 2048 x 2048 and larger) 0.69-0.74
  * of oneDNN's rate after a reorder against 0.91-1.00 as stored (steps 1.16x faster), its
- * dY W products the same either way. So no fixed rule: unless NNT_GEMM_BF16_B forces one
- * way, the first B_TRIALS products of each shape (trans_b, m, n, k) alternate between the
- * two ways, each timed on its thread's CPU clock, and the shape keeps the way whose faster
- * run was faster, for the rest of the process (both give the same bits, so which way a
- * product ran never shows in its result). */
+ * dY W products the same either way; AMD Zen 5, the attention kernels' small products (64
+ * rows, B of 64 x 256 and smaller): 1.1-1.4x faster on B as stored in float, 1.2-1.6x in
+ * bf16. So no fixed rule: the first B_TRIALS products of each shape (trans_b, dtype, m, n,
+ * k) alternate between the two ways, each timed on its thread's CPU clock, and the shape
+ * keeps the way whose faster run was faster, for the rest of the process (both give the
+ * same bits, so which way a product ran never shows in its result). NNT_GEMM_BF16_B forces
+ * one way for bf16 products on a B beyond L2, and "reorder" every product's. */
 #define B_TRIALS 4      /* 2 runs each way: the first run of a way may find cold caches */
-#define B_SHAPES 256    /* shapes measured; more shapes than that take the fallback      */
+#define B_SHAPES 1024   /* shapes measured; more shapes than that take the fallback      */
 
 struct b_shape {
-    int64_t trans_b, m, n, k;
+    int64_t trans_b, bf16, m, n, k;
     int used, claimed, done;   /* trial runs handed out and finished                    */
     double best[2];            /* the fastest run on a reordered B [0] and as stored [1] */
     int verdict;               /* -1 while measured, else the way kept (1: as stored)    */
@@ -343,38 +345,41 @@ static int b_eligible(int64_t n, int64_t k)
     return l2 > 0 && (size_t)(n * k) * 2 > l2;
 }
 
-/* The slot of a shape (trans_b 0 or 1), taken when new if take; NULL when the table is
- * full, or the shape is new and not taken. b_lock held. */
-static struct b_shape *b_slot(int64_t trans_b, int64_t m, int64_t n, int64_t k, int take)
+/* The slot of a shape (trans_b and bf16 0 or 1), taken when new if take; NULL when the table
+ * is full, or the shape is new and not taken. b_lock held. */
+static struct b_shape *b_slot(int64_t trans_b, int64_t bf16, int64_t m, int64_t n, int64_t k,
+                              int take)
 {
-    uint64_t h = (uint64_t)(m * 31 + n) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(k * 2 + trans_b);
+    uint64_t h = (uint64_t)(m * 31 + n) * 0x9e3779b97f4a7c15ull ^
+                 (uint64_t)(k * 4 + bf16 * 2 + trans_b);
     for (int probe = 0; probe < B_SHAPES; probe++) {
         struct b_shape *s = &b_shapes[(h + (uint64_t)probe) % B_SHAPES];
         if (!s->used) {
             if (take)
-                *s = (struct b_shape){trans_b, m, n, k, 1, 0, 0, {1e300, 1e300}, -1};
+                *s = (struct b_shape){trans_b, bf16, m, n, k, 1, 0, 0, {1e300, 1e300}, -1};
             return take ? s : NULL;
         }
-        if (s->trans_b == trans_b && s->m == m && s->n == n && s->k == k)
+        if (s->trans_b == trans_b && s->bf16 == bf16 && s->m == m && s->n == n && s->k == k)
             return s;
     }
     return NULL;
 }
 
-/* The way a bf16 product of m rows on B (k x n, trans_b) takes B: 1 as stored, 0 reordered.
- * *trial: the slot whose measurement this run is, else NULL. measure 0 (a pack's decision,
- * made on the submitting thread): the verdict when there is one, else as stored (no pack:
- * the products' own runs then measure the shape). */
-static int b_layout(int64_t trans_b, int64_t m, int64_t n, int64_t k, int measure,
+/* The way a product of m rows (bf16 products or float) on B (k x n, trans_b) takes B: 1 as
+ * stored, 0 reordered. *trial: the slot whose measurement this run is, else NULL. measure 0
+ * (a bf16 pack's decision, made on the submitting thread): the verdict when there is one,
+ * else as stored (no pack: the products' own runs then measure the shape). */
+static int b_layout(int64_t trans_b, int bf16, int64_t m, int64_t n, int64_t k, int measure,
                     struct b_shape **trial)
 {
     *trial = NULL;
-    if (!b_eligible(n, k))
+    int large = bf16 && b_eligible(n, k);   /* what NNT_GEMM_BF16_B=stored decides */
+    if (b_mode == NNT_DNNL_B_REORDER || (!large && b_mode != NNT_DNNL_B_MEASURED))
         return 0;
     if (b_mode == NNT_DNNL_B_STORED)
         return 1;
     pthread_mutex_lock(&b_lock);
-    struct b_shape *s = b_slot(trans_b != 0, m, n, k, 1);
+    struct b_shape *s = b_slot(trans_b != 0, bf16 != 0, m, n, k, 1);
     int way = s ? (s->verdict >= 0 ? s->verdict : measure ? -1 : 1) : b_fallback(m);
     if (way < 0) {
         if (s->claimed < B_TRIALS) {
@@ -408,10 +413,10 @@ static double thread_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k)
+int nnt_cpu_dnnl_b_verdict(int trans_b, int bf16, int64_t m, int64_t n, int64_t k)
 {
     pthread_mutex_lock(&b_lock);
-    const struct b_shape *s = b_slot(trans_b != 0, m, n, k, 0);
+    const struct b_shape *s = b_slot(trans_b != 0, bf16 != 0, m, n, k, 0);
     int v = s ? s->verdict : -1;
     pthread_mutex_unlock(&b_lock);
     return v;
@@ -702,8 +707,8 @@ static int gemm_one_thread(nnt_dnnl_cache *cache, int trans_a, int trans_b, int 
                             batch > 1 ? stride_c : 0, batch, any_bf16 ? 3 : 0, m_packed, 0,
                             0, 0, 0};
     struct b_shape *trial = NULL;
-    if (any_bf16 && !m_packed)
-        key.b_stored = b_layout(trans_b, m, n, k, 1, &trial);
+    if (!m_packed)
+        key.b_stored = b_layout(trans_b, any_bf16, m, n, k, 1, &trial);
     memcpy(&key.alpha_bits, &alpha, sizeof alpha);
     memcpy(&key.beta_bits, &beta, sizeof beta);
     struct cache_entry *e = lookup(cache, &key, alpha, beta);
@@ -798,7 +803,8 @@ size_t nnt_cpu_dnnl_pack_bytes(int trans_b, int dtypes, int64_t m, int64_t n, in
     if ((dtypes & NNT_DNNL_BF16) && !nnt_cpu_dnnl_bf16_native())
         return 0;
     struct b_shape *unused;
-    if ((dtypes & NNT_DNNL_BF16) && !reorder_plain && b_layout(trans_b, m, n, k, 0, &unused))
+    if ((dtypes & NNT_DNNL_BF16) && !reorder_plain && b_eligible(n, k) &&
+        b_layout(trans_b, 1, m, n, k, 0, &unused))
         return 0;   /* the products take B as stored */
     dnnl_memory_desc_t md;
     int threads = omp_get_max_threads();   /* the layout the workers' primitives will want */
@@ -903,9 +909,9 @@ int nnt_cpu_dnnl_available(void) { return 0; }
 int nnt_cpu_dnnl_bf16_native(void) { return 0; }
 size_t nnt_cpu_dnnl_bf16_b_stored(void) { return 0; }
 int nnt_cpu_dnnl_b_mode(void) { return NNT_DNNL_B_REORDER; }
-int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k)
+int nnt_cpu_dnnl_b_verdict(int trans_b, int bf16, int64_t m, int64_t n, int64_t k)
 {
-    (void)trans_b, (void)m, (void)n, (void)k;
+    (void)trans_b, (void)bf16, (void)m, (void)n, (void)k;
     return -1;
 }
 void nnt_cpu_dnnl_b_forget(double (*trial_time)(int stored, double measured))

@@ -149,16 +149,19 @@ int nnt_cpu_gemm_backend(void);          /* NNT_GEMM_*                          
 int nnt_cpu_dnnl_available(void);        /* compiled in and its CPU engine works           */
 int nnt_cpu_dnnl_bf16_native(void);      /* bf16 dot products in hardware (AVX512-BF16/AMX) */
 const char *nnt_cpu_dnnl_isa(void);      /* oneDNN's instruction set here, static string   */
-/* What bf16 products do with B tiles larger than a core's L2 cache, whose blocked layout
- * their matmul prefers: chosen by nnt_cpu_dnnl_choose_b (a context's start, before its
- * workers run). NNT_DNNL_B_MEASURED on oneDNN's avx512_core_bf16 kernels (whose matmul gives
- * the same bits on B as stored): each shape's first products run both ways, timed, and the
- * shape keeps the faster (cpu/gemm_dnnl.c, b_layout); NNT_DNNL_B_REORDER elsewhere, or with
- * the environment's NNT_GEMM_BF16_B=reorder; NNT_DNNL_B_STORED (as stored, never packed)
- * with NNT_GEMM_BF16_B=stored where bf16 is native; -1 with why filled for another value.
- * nnt_cpu_dnnl_bf16_b_stored: the L2 size in bytes above which B may be read as stored, 0:
- * never. nnt_cpu_dnnl_b_verdict (tests, benchmarks): the way a shape kept, 1 as stored, 0
- * reordered, -1 not measured (yet). nnt_cpu_dnnl_b_forget (tests; while no product runs):
+/* What products do with B tiles whose blocked layout their matmul prefers: chosen by
+ * nnt_cpu_dnnl_choose_b (a context's start, before its workers run). NNT_DNNL_B_MEASURED on
+ * oneDNN's avx512_core_bf16 kernels (whose matmul gives the same bits on B as stored): each
+ * shape's first unpacked products (float or bf16) run both ways, timed, and the shape keeps
+ * the faster (cpu/gemm_dnnl.c, b_layout); NNT_DNNL_B_REORDER elsewhere, or with the
+ * environment's NNT_GEMM_BF16_B=reorder: always reordered; NNT_DNNL_B_STORED with
+ * NNT_GEMM_BF16_B=stored where bf16 is native: bf16 products on B tiles larger than a core's
+ * L2 cache as stored (never packed), the others reordered; -1 with why filled for another
+ * value. nnt_cpu_dnnl_bf16_b_stored: the L2 size in bytes above which a bf16 product's B may
+ * be read as stored whatever its measurement (packs of smaller B tiles are always made), 0:
+ * never. nnt_cpu_dnnl_b_verdict (tests, benchmarks): the way a shape (of bf16 products or
+ * float ones) kept, 1 as stored, 0 reordered, -1 not measured (yet).
+ * nnt_cpu_dnnl_b_forget (tests; while no product runs):
  * forget every shape's measurement, and, when trial_time is not NULL, replace each trial
  * run's measured seconds by trial_time(stored, measured). */
 #define NNT_DNNL_B_REORDER 0
@@ -167,7 +170,7 @@ const char *nnt_cpu_dnnl_isa(void);      /* oneDNN's instruction set here, stati
 int nnt_cpu_dnnl_choose_b(char *why, size_t len);
 int nnt_cpu_dnnl_b_mode(void);
 size_t nnt_cpu_dnnl_bf16_b_stored(void);
-int nnt_cpu_dnnl_b_verdict(int trans_b, int64_t m, int64_t n, int64_t k);
+int nnt_cpu_dnnl_b_verdict(int trans_b, int bf16, int64_t m, int64_t n, int64_t k);
 void nnt_cpu_dnnl_b_forget(double (*trial_time)(int stored, double measured));
 /* Tests: matmuls made to take B as stored where they would want it blocked (the rule above). */
 unsigned long nnt_cpu_dnnl_stored_matmuls(void);

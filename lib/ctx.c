@@ -340,9 +340,9 @@ static void choose_products(nnt_ctx *ctx)
                         NNT_GEMM_PACK_MIN_READERS, why_not);
         size_t l2 = nnt_cpu_dnnl_bf16_b_stored();   /* those not packed nor reordered */
         if (l2 > 0 && nnt_cpu_dnnl_b_mode() == NNT_DNNL_B_MEASURED)
-            kernels_add(ctx, "; bf16 products on B tiles over %zu KiB (a core's L2 cache) "
-                        "read them as stored or reordered, as each shape's first runs measure "
-                        "faster", l2 >> 10);
+            kernels_add(ctx, "; products on B tiles not packed (bf16 ones on B tiles over %zu "
+                        "KiB, a core's L2 cache, never packed) read them as stored or "
+                        "reordered, as each shape's first runs measure faster", l2 >> 10);
         else if (l2 > 0)
             kernels_add(ctx, "; bf16 products read B tiles over %zu KiB (a core's L2 cache) as "
                         "stored", l2 >> 10);

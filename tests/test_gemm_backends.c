@@ -510,26 +510,26 @@ START_TEST(test_b_measured)
             unsigned long built = 0;
             /* stored slower: trials stored, reordered, stored, reordered; kept: reordered */
             nnt_cpu_dnnl_b_forget(stored_slower);
-            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), -1);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, 1, m, n, k), -1);
             ck_assert_uint_eq(nnt_cpu_dnnl_pack_bytes(tb, NNT_DNNL_BF16, m, n, k), 0);
             b_measured_runs(tb, m, n, k, 3, a, b, c0, &built);
-            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), -1);   /* 3 of 4 runs */
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, 1, m, n, k), -1);   /* 3 of 4 runs */
             ck_assert_uint_eq(built, 1);   /* one entry as stored, made by the first trial */
             b_measured_runs(tb, m, n, k, 3, a, b, c0, &built);
-            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), 0);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, 1, m, n, k), 0);
             ck_assert_uint_eq(built, 0);   /* the 4th trial and 2 runs: all reordered */
             ck_assert_uint_gt(nnt_cpu_dnnl_pack_bytes(tb, NNT_DNNL_BF16, m, n, k), 0);
             /* stored faster: kept as stored, never packed */
             nnt_cpu_dnnl_b_forget(stored_faster);
             b_measured_runs(tb, m, n, k, 4, a, b, c0, &built);
-            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, m, n, k), 1);
+            ck_assert_int_eq(nnt_cpu_dnnl_b_verdict(tb, 1, m, n, k), 1);
             ck_assert_uint_eq(nnt_cpu_dnnl_pack_bytes(tb, NNT_DNNL_BF16, m, n, k), 0);
             b_measured_runs(tb, m, n, k, 2, a, b, c0, &built);
             ck_assert_uint_eq(built, 1);
             /* the real clock: some verdict after 4 runs */
             nnt_cpu_dnnl_b_forget(NULL);
             b_measured_runs(tb, m, n, k, 4, a, b, c0, &built);
-            int v = nnt_cpu_dnnl_b_verdict(tb, m, n, k);
+            int v = nnt_cpu_dnnl_b_verdict(tb, 1, m, n, k);
             ck_assert_msg(v == 0 || v == 1, "no verdict after 4 runs: %d", v);
             printf("test_gemm_backends B measured (tb %d, m %lld, n %lld, k %lld): this CPU "
                    "keeps B %s\n", tb, (long long)m, (long long)n, (long long)k,
@@ -539,6 +539,106 @@ START_TEST(test_b_measured)
         nnt_cpu_dnnl_b_forget(NULL);
         ck_assert_uint_gt(nnt_cpu_dnnl_pack_bytes(1, NNT_DNNL_BF16, 64, 256, 256), 0);
         free(a), free(bf), free(b), free(c0);
+    }
+    if (restore)
+        setenv("NNT_GEMM_BF16_B", restore, 1);
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    nnt_cpu_dnnl_b_forget(NULL);
+    free(restore);
+}
+END_TEST
+
+/* Every unpacked product's shape is measured, float products and small B tiles too (the
+ * attention kernels' products: 64 rows against a key tile, A transposed for dk and dv, alpha
+ * and beta): both ways give the same bits, the verdict is kept per dtype, and a float verdict
+ * leaves the bf16 products of that shape unmeasured. */
+struct measured_case {
+    int bf16, a16, ta, tb;   /* bf16 products (a16: A already bf16); A and B transposed */
+    int64_t m, n, k, lda, ldc;
+    float alpha, beta;
+};
+static const struct measured_case measured_cases[] = {
+    {0, 0, 0, 1, 64, 256, 64, 64, 256, 0.125f, 0.0f},    /* scores: q k^T               */
+    {0, 0, 0, 0, 64, 64, 191, 256, 64, 1.0f, 1.0f},      /* o += p v, p's rows of 256   */
+    {0, 0, 1, 0, 191, 64, 64, 256, 64, 0.125f, 1.0f},    /* dk += ds^T q                */
+    {0, 0, 0, 1, 61, 63, 64, 64, 63, 1.0f, 0.0f},        /* odd sizes                   */
+    {0, 0, 0, 0, 512, 768, 768, 768, 768, 1.0f, 1.0f},   /* a model's tile, B 2.25 MiB  */
+    {1, 0, 0, 1, 64, 255, 64, 64, 255, 0.125f, 0.0f},    /* bf16, float operands        */
+    {1, 1, 1, 0, 256, 64, 64, 256, 64, 1.0f, 1.0f},      /* bf16 A, transposed          */
+};
+
+static void measured_case_runs(const struct measured_case *mc, int runs, const void *a,
+                               const void *b, const float *c_in, float *c0,
+                               unsigned long *stored_built)
+{
+    const int64_t m = mc->m, n = mc->n, k = mc->k, ldb = mc->tb ? k : n;
+    const int dtypes = mc->bf16 ? NNT_DNNL_BF16 | NNT_DNNL_B_BF16 | (mc->a16 ? NNT_DNNL_A_BF16 : 0)
+                                : 0;
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    ck_assert_ptr_nonnull(cache);
+    unsigned long before = nnt_cpu_dnnl_stored_matmuls();
+    float *c = malloc((size_t)(m * mc->ldc) * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    for (int r = 0; r < runs; r++) {
+        memcpy(c, c_in, (size_t)(m * mc->ldc) * sizeof *c);
+        ck_assert_int_eq(nnt_cpu_gemm_dnnl(cache, mc->ta, mc->tb, dtypes, m, n, k, mc->alpha, a,
+                                           mc->lda, 0, b, ldb, 0, mc->beta, c, mc->ldc, 0, 1),
+                         0);
+        if (c0[0] != c0[0])   /* NaN: the first result of the shape, the reference */
+            memcpy(c0, c, (size_t)(m * mc->ldc) * sizeof *c);
+        else
+            ck_assert_msg(memcmp(c, c0, (size_t)(m * mc->ldc) * sizeof *c) == 0,
+                          "run %d of (%lld, %lld, %lld) differs from the first", r,
+                          (long long)m, (long long)n, (long long)k);
+    }
+    *stored_built = nnt_cpu_dnnl_stored_matmuls() - before;
+    nnt_cpu_dnnl_cache_destroy(cache);
+    free(c);
+}
+
+START_TEST(test_b_measured_small)
+{
+    const struct measured_case *mc = &measured_cases[_i];
+    char why[128];
+    const char *saved = getenv("NNT_GEMM_BF16_B");
+    char *restore = saved ? strdup(saved) : NULL;
+    unsetenv("NNT_GEMM_BF16_B");
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    if (nnt_cpu_dnnl_b_mode() != NNT_DNNL_B_MEASURED || (mc->bf16 && !nnt_cpu_dnnl_bf16_native())) {
+        printf("test_gemm_backends B measured, case %d: oneDNN ISA %s: not measured (mode %d)\n",
+               _i, nnt_cpu_dnnl_isa(), nnt_cpu_dnnl_b_mode());
+    } else {
+        const int64_t m = mc->m, n = mc->n, k = mc->k, tb = mc->tb;
+        const int64_t a_len = (mc->ta ? k : m) * mc->lda;
+        unsigned long long seed = 0x736d616cULL + (unsigned long long)_i;
+        float *af = random_floats(a_len, &seed), *bf = random_floats(k * n, &seed);
+        float *c_in = random_floats(m * mc->ldc, &seed), *c0 = malloc((size_t)(m * mc->ldc) * 4);
+        uint16_t *ah = malloc((size_t)a_len * 2), *bh = malloc((size_t)(k * n) * 2);
+        nnt_cpu_f32_to_bf16(a_len, af, ah);
+        nnt_cpu_f32_to_bf16(k * n, bf, bh);
+        const void *a = mc->a16 ? (const void *)ah : (const void *)af;
+        const void *b = mc->bf16 ? (const void *)bh : (const void *)bf;
+        /* does the matmul (of A as stored, lda k) want B blocked, so that a run as stored is
+         * a matmul made so? */
+        int blocked = nnt_cpu_dnnl_pack_bytes((int)tb, mc->bf16 ? NNT_DNNL_BF16 : 0, m, n, k) > 0;
+        unsigned long built = 0;
+        c0[0] = NAN;
+        nnt_cpu_dnnl_b_forget(stored_faster);
+        measured_case_runs(mc, 6, a, b, c_in, c0, &built);
+        ck_assert_int_eq(nnt_cpu_dnnl_b_verdict((int)tb, mc->bf16, m, n, k), 1);
+        ck_assert_int_eq(nnt_cpu_dnnl_b_verdict((int)tb, !mc->bf16, m, n, k), -1);
+        if (!mc->ta && mc->lda == k)   /* A as pack_bytes asks: the 2 trials' entry */
+            ck_assert_uint_eq(built, (unsigned long)blocked);
+        else
+            ck_assert_uint_le(built, 1);
+        nnt_cpu_dnnl_b_forget(stored_slower);
+        measured_case_runs(mc, 6, a, b, c_in, c0, &built);
+        ck_assert_int_eq(nnt_cpu_dnnl_b_verdict((int)tb, mc->bf16, m, n, k), 0);
+        printf("test_gemm_backends B measured, case %d (%s, ta %d, tb %d, %lld x %lld x %lld): "
+               "B %s, the same bits both ways\n", _i, mc->bf16 ? "bf16" : "float", mc->ta,
+               mc->tb, (long long)m, (long long)n, (long long)k,
+               blocked ? "wanted blocked" : "wanted as stored");
+        free(af), free(bf), free(c_in), free(c0), free(ah), free(bh);
     }
     if (restore)
         setenv("NNT_GEMM_BF16_B", restore, 1);
@@ -1267,6 +1367,8 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(k, test_ksum, 0, 16);
     tcase_add_loop_test(k, test_b_stored, 0, 12);
     tcase_add_test(k, test_b_measured);
+    tcase_add_loop_test(k, test_b_measured_small, 0,
+                        (int)(sizeof measured_cases / sizeof measured_cases[0]));
     suite_add_tcase(s, k);
     TCase *api = tcase_create("api");
     tcase_add_test(api, test_choice);
