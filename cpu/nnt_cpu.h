@@ -176,6 +176,10 @@ void nnt_cpu_dnnl_b_forget(double (*trial_time)(int stored, double measured));
 unsigned long nnt_cpu_dnnl_stored_matmuls(void);
 nnt_dnnl_cache *nnt_cpu_dnnl_cache_create(void);   /* NULL when unavailable or no memory */
 void nnt_cpu_dnnl_cache_destroy(nnt_dnnl_cache *cache);
+/* Tests: the primitives a cache has made (its lookups that missed), and how many it keeps
+ * (the least recently used one is replaced when a new one is needed then). */
+unsigned long nnt_cpu_dnnl_cache_builds(const nnt_dnnl_cache *cache);
+int nnt_cpu_dnnl_cache_slots(void);
 /* B goes through a reorder into the layout the matmul prefers when that layout is blocked
  * (AVX-512 hosts); a preferred plain layout is ignored (B used as stored) unless tests turn
  * this on (then the reorder path runs on any host, and nnt_cpu_dnnl_pack_bytes accepts a

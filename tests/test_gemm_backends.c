@@ -648,6 +648,64 @@ START_TEST(test_b_measured_small)
 }
 END_TEST
 
+/* The per-thread cache of primitives: a shape run again is found (no primitive made again),
+ * and more shapes than it keeps replace the least recently used ones, every product right
+ * (against the same product on BLIS) while entries come and go. */
+static void cache_product(nnt_dnnl_cache *cache, int64_t n, const float *a, const float *b,
+                          float *c, float *want)
+{
+    const int64_t m = 3, k = 5;   /* A (m, k), B (n, k) transposed, n the shape's mark */
+    ck_assert_int_eq(nnt_cpu_gemm_dnnl(cache, 0, 1, 0, m, n, k, 1.0f, a, k, 0, b, k, 0, 0.0f, c,
+                                       n, 0, 1), 0);
+    nnt_cpu_gemm_f32(0, 1, m, n, k, 1.0f, a, k, 0, b, k, 0, 0.0f, want, n, 0, 1);
+    for (int64_t i = 0; i < m * n; i++)
+        ck_assert_msg(fabsf(c[i] - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])),
+                      "n %lld element %lld: %g against %g", (long long)n, (long long)i,
+                      (double)c[i], (double)want[i]);
+}
+
+START_TEST(test_dnnl_cache)
+{
+    if (!nnt_cpu_dnnl_available()) {
+        printf("test_gemm_backends primitive cache: no oneDNN\n");
+        return;
+    }
+    const int slots = nnt_cpu_dnnl_cache_slots(), shapes = slots + slots / 2;
+    char why[128];
+    const char *saved = getenv("NNT_GEMM_BF16_B");
+    char *restore = saved ? strdup(saved) : NULL;
+    setenv("NNT_GEMM_BF16_B", "reorder", 1);   /* one entry a shape: none measured both ways */
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    unsigned long long seed = 0x63616368ULL;
+    float *a = random_floats(3 * 5, &seed), *b = random_floats((int64_t)shapes * 5, &seed);
+    float *c = malloc((size_t)shapes * 3 * sizeof *c), *want = malloc((size_t)shapes * 3 * 4);
+    nnt_dnnl_cache *cache = nnt_cpu_dnnl_cache_create();
+    ck_assert_ptr_nonnull(cache);
+    for (int round = 0; round < 3; round++)   /* 8 shapes: made once, then found */
+        for (int64_t n = 1; n <= 8; n++)
+            cache_product(cache, n, a, b, c, want);
+    ck_assert_uint_eq(nnt_cpu_dnnl_cache_builds(cache), 8);
+    for (int64_t n = 1; n <= shapes; n++)   /* more than it keeps: n 1 to 8 found again */
+        cache_product(cache, n, a, b, c, want);
+    ck_assert_uint_eq(nnt_cpu_dnnl_cache_builds(cache), (unsigned long)shapes);
+    for (int64_t n = shapes; n > shapes - slots; n--)   /* the last `slots` shapes: all kept */
+        cache_product(cache, n, a, b, c, want);
+    ck_assert_uint_eq(nnt_cpu_dnnl_cache_builds(cache), (unsigned long)shapes);
+    cache_product(cache, 1, a, b, c, want);   /* replaced by now: made again */
+    ck_assert_uint_eq(nnt_cpu_dnnl_cache_builds(cache), (unsigned long)shapes + 1);
+    printf("test_gemm_backends primitive cache: %d slots, %d shapes, %lu primitives made\n",
+           slots, shapes, nnt_cpu_dnnl_cache_builds(cache));
+    nnt_cpu_dnnl_cache_destroy(cache);
+    free(a), free(b), free(c), free(want);
+    if (restore)
+        setenv("NNT_GEMM_BF16_B", restore, 1);
+    else
+        unsetenv("NNT_GEMM_BF16_B");
+    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    free(restore);
+}
+END_TEST
+
 /* ---- B packed once (nnt_cpu_dnnl_pack) --------------------------------------------------- */
 
 /* A product on a packed B must give the bits of the same product on B as stored: the same
@@ -1367,6 +1425,7 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(k, test_ksum, 0, 16);
     tcase_add_loop_test(k, test_b_stored, 0, 12);
     tcase_add_test(k, test_b_measured);
+    tcase_add_test(k, test_dnnl_cache);
     tcase_add_loop_test(k, test_b_measured_small, 0,
                         (int)(sizeof measured_cases / sizeof measured_cases[0]));
     suite_add_tcase(s, k);
