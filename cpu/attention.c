@@ -138,10 +138,14 @@ static operand from(const operand x, int64_t offset)
 }
 
 /* The products' bf16 mode: on dnnl, and for one-row products (the decode steps of
- * generation) `row`, room for a row of A rounded to bf16 values (NULL: none). */
+ * generation) `row`, room for a row of A rounded to bf16 values (NULL: none); `scores` (the
+ * backward), room for a chunk's p and ds rounded to bf16, each row as the softmax's gradient
+ * finishes it (while it is in the cache), for the products that read them (ds read by two:
+ * rounded once); NULL: those products round them. */
 typedef struct bf16_mode {
     int on;
     float *row;
+    uint16_t *scores;
 } bf16_mode;
 
 /* One product of the kernels: C = alpha op(A) op(B) + beta C, rows of A and C contiguous
@@ -181,12 +185,21 @@ static operand rounded(const float *x, int64_t lo, int64_t hi, int64_t hd, uint1
     return r;
 }
 
-/* Scratch for bf16 copies of rows x hd elements (bf16 products on dnnl), or NULL (none
- * needed, or no memory: the products then round their operands themselves). */
+/* Scratch for bf16 copies of rows x hd elements and of score blocks of `scores` elements
+ * (bf16 products on dnnl), or NULL (none needed, or no memory: the products then round their
+ * operands themselves). */
 static uint16_t *bf16_scratch(const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int64_t rows,
-                              int64_t hd)
+                              int64_t hd, int64_t scores)
 {
-    return mp->bf16 && dnnl ? malloc((size_t)(rows * hd) * sizeof(uint16_t)) : NULL;
+    return mp->bf16 && dnnl ? malloc((size_t)(rows * hd + scores) * sizeof(uint16_t)) : NULL;
+}
+
+/* Row r of a score block (nk floats at x) rounded into the block's bf16 copy, if any. */
+static void round_row(const bf16_mode bf16, int64_t block, int64_t r, int64_t nk,
+                      const float *x)
+{
+    if (bf16.scores)
+        nnt_cpu_f32_to_bf16(nk, x, bf16.scores + block + r * nk);
 }
 
 /* Room for one row of A of the one-row products (k is tk or hd), with the bf16 copies h16
@@ -291,9 +304,11 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
         return; /* empty, or the whole block lies above the diagonal or before the window */
     int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = malloc((size_t)(ch * tk) * sizeof(float));
-    uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd) : NULL;   /* q, k, v rounded */
+    /* q, k, v rounded (p is rounded by its product: rounding each row as the softmax ends it
+     * was no faster here) */
+    uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd, 0) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
-    const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd)};
+    const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -478,7 +493,8 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
-    const operand pc = {p, NULL}, dsc = {ds, NULL};
+    const uint16_t *p16 = bf16.scores, *ds16 = p16 ? p16 + rows * nk : NULL;
+    const operand pc = {p, p16}, dsc = {ds, ds16};
     segment sg[2 * ATTN_GROUPS];
     int ns = chunk_segments(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, sg);
     /* p (rows, nk) = scale q k[k0:]^T;  ds (rows, nk) = dout v[k0:]^T, segment by segment
@@ -505,6 +521,8 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
             pr[j] = dsr[j] = 0.0f;
         for (int64_t j = nv; j < nk; j++)
             pr[j] = dsr[j] = 0.0f;
+        round_row(bf16, 0, r, nk, pr);
+        round_row(bf16, rows * nk, r, nk, dsr);
     }
     /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q, segment
      * by segment (p and ds are 0 outside each row's keys) */
@@ -560,10 +578,11 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     int64_t ch = bwd_chunk_rows(tk);
     ch = r1 - r0 < ch ? r1 - r0 : ch;
     float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
-    /* q, dout, k, v rounded */
-    uint16_t *h16 = p ? bf16_scratch(mp, dnnl, 2 * tq + 2 * tk, hd) : NULL;
+    /* q, dout, k, v rounded, and p, ds */
+    uint16_t *h16 = p ? bf16_scratch(mp, dnnl, 2 * tq + 2 * tk, hd, 2 * ch * tk) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
-    const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd)};
+    const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd),
+                            h16 ? h16 + (2 * tq + 2 * tk) * hd : NULL};
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs hold */
     for (int64_t b = 0; b < mp->nb; b++)
