@@ -210,7 +210,70 @@ static int use_avx2(void)
 {
     return nnt_cpu_isa() == NNT_CPU_ISA_AVX2;
 }
+
+/* to_bf16_avx2 on 16 floats a step where the CPU has AVX-512F, and by AVX512-BF16's
+ * VCVTNEPS2BF16 where it has that too (feature tests), with the same results: round_bits'
+ * (the half added with the kept part's lowest bit, NaN made quiet) is the instruction's
+ * rounding, except that the instruction flushes subnormal inputs to zero, so a step with a
+ * subnormal takes the integer way. On AMD Zen 5, 64K floats in L2 (bench/RESULTS-window.md):
+ * 0.109 ns a float 8 a step, 0.073 16 a step, 0.03 by the instruction. */
+#define NNT_AVX512F __attribute__((target("avx512f")))
+#define NNT_AVX512BF16 __attribute__((target("avx512f,avx512bf16")))
+static NNT_AVX512F int64_t to_bf16_avx512(int64_t n, const float *x, uint16_t *y)
+{
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000), quiet = _mm512_set1_epi32(0x00400000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_loadu_si512((const void *)(x + i));
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+        __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), lsb);
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, magnitude), inf);
+        r = _mm512_mask_or_epi32(r, nan, u, quiet);   /* NaN: its bits, made quiet */
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    return i;
+}
+
+static NNT_AVX512BF16 int64_t to_bf16_avx512bf16(int64_t n, const float *x, uint16_t *y)
+{
+    const __m512i exponent = _mm512_set1_epi32(0x7f800000), fraction = _mm512_set1_epi32(0x7fffff);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 f = _mm512_loadu_ps(x + i);
+        __m512i u = _mm512_castps_si512(f);
+        __mmask16 subnormal = _mm512_testn_epi32_mask(u, exponent) & _mm512_test_epi32_mask(u, fraction);
+        if (subnormal)
+            to_bf16_avx512(16, x + i, y + i);
+        else
+            _mm256_storeu_si256((__m256i *)(y + i), (__m256i)_mm512_cvtneps_pbh(f));
+    }
+    return i;
+}
+
+/* 2: AVX512-BF16 (with AVX-512F), 1: AVX-512F, 0: neither; at most the forced level */
+static int avx512_forced = -1;
+static int avx512_level(void)
+{
+    static int level = -1;   /* the same answer from any thread */
+    if (level < 0)
+        level = !__builtin_cpu_supports("avx512f") ? 0
+                : __builtin_cpu_supports("avx512bf16") ? 2 : 1;
+    return avx512_forced >= 0 && avx512_forced < level ? avx512_forced : level;
+}
 #endif
+
+int nnt_cpu_avx512_force(int level)
+{
+#if NNT_CPU_X86
+    avx512_forced = level;
+    return avx512_level();
+#else
+    (void)level;
+    return 0;
+#endif
+}
 
 void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y)
 {
@@ -231,8 +294,11 @@ void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y)
 {
     int64_t i = 0;
 #if NNT_CPU_X86
-    if (use_avx2())
-        i = to_bf16_avx2(n, x, y);
+    if (use_avx2()) {
+        int level = avx512_level();
+        i = level == 2 ? to_bf16_avx512bf16(n, x, y) : level == 1 ? to_bf16_avx512(n, x, y) : 0;
+        i += to_bf16_avx2(n - i, x + i, y + i);
+    }
 #endif
     for (; i < n; i++) {
         uint32_t u;

@@ -282,6 +282,10 @@ void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
 /* bfloat16 values as uint16_t bit patterns (the upper half of a float's bits):
  * f32_to_bf16 rounds as nnt_cpu_round_f32 with 7 bits; bf16_to_f32 is exact.            */
 void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
+/* Tests: the AVX-512 level the AVX2 path's bf16 conversion may use (2: VCVTNEPS2BF16, 1:
+ * AVX-512F integer steps, 0: AVX2 only; -1: the CPU's), at most the CPU's; returns the level
+ * in use. */
+int nnt_cpu_avx512_force(int level);
 void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
 /* How many of x's n floats bf16 cannot hold exactly (low 16 bits not all zero).          */
 int64_t nnt_cpu_bf16_inexact_f32(int64_t n, const float *x);

@@ -1898,12 +1898,31 @@ START_TEST(test_isa_convert)
     float *x = rand_f(N, -1e3f, 1e3f);
     const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu,
                                 0x00000001u, 0x80000000u, 0x7f7fffffu, 0x3f808000u, 0x3f818000u,
-                                0x3f807fffu, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0x7f7f8000u};
+                                0x3f807fffu, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0x7f7f8000u,
+                                0x00400000u, 0x807fffffu};   /* subnormals that round to one */
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
         memcpy(&x[3 * i + 1], &special[i], sizeof special[i]);
     float *r[2][2];
     uint16_t *h[2];
     float *back[2];
+    /* the AVX2 path's conversion to bf16 at each AVX-512 level this CPU has (2: the
+     * instruction, whose subnormal steps take 1's way; 1: AVX-512F; 0: AVX2 alone) */
+    const int top = nnt_cpu_avx512_force(-1);
+    for (int level = 0; level < top; level++) {
+        uint16_t *got = calloc(N, sizeof(uint16_t)), *want = calloc(N, sizeof(uint16_t));
+        nnt_cpu_isa_force(NNT_CPU_ISA_GENERIC);
+        nnt_cpu_f32_to_bf16(N, x, want);
+        nnt_cpu_isa_force(NNT_CPU_ISA_AVX2);
+        ck_assert_int_eq(nnt_cpu_avx512_force(level), level);
+        for (int64_t n = N - 17; n <= N; n++)   /* every tail length of 16 a step */
+            nnt_cpu_f32_to_bf16(n, x, got);
+        ck_assert_msg(memcmp(got, want, N * sizeof(uint16_t)) == 0,
+                      "bf16 conversion at AVX-512 level %d", level);
+        nnt_cpu_avx512_force(-1);
+        free(got), free(want);
+    }
+    printf("test_cpu_kernels isa_convert: bf16 conversions checked at AVX-512 levels 0 to %d\n",
+           top);
     for (int path = 0; path < 2; path++) {
         nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
         r[path][0] = alloc_f(N), r[path][1] = alloc_f(N), back[path] = alloc_f(N);
