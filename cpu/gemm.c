@@ -252,28 +252,7 @@ static NNT_AVX512BF16 int64_t to_bf16_avx512bf16(int64_t n, const float *x, uint
     return i;
 }
 
-/* 2: AVX512-BF16 (with AVX-512F), 1: AVX-512F, 0: neither; at most the forced level */
-static int avx512_forced = -1;
-static int avx512_level(void)
-{
-    static int level = -1;   /* the same answer from any thread */
-    if (level < 0)
-        level = !__builtin_cpu_supports("avx512f") ? 0
-                : __builtin_cpu_supports("avx512bf16") ? 2 : 1;
-    return avx512_forced >= 0 && avx512_forced < level ? avx512_forced : level;
-}
 #endif
-
-int nnt_cpu_avx512_force(int level)
-{
-#if NNT_CPU_X86
-    avx512_forced = level;
-    return avx512_level();
-#else
-    (void)level;
-    return 0;
-#endif
-}
 
 void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y)
 {
@@ -295,7 +274,7 @@ void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y)
     int64_t i = 0;
 #if NNT_CPU_X86
     if (use_avx2()) {
-        int level = avx512_level();
+        int level = nnt_cpu_avx512();
         i = level == 2 ? to_bf16_avx512bf16(n, x, y) : level == 1 ? to_bf16_avx512(n, x, y) : 0;
         i += to_bf16_avx2(n - i, x + i, y + i);
     }

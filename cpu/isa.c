@@ -48,6 +48,38 @@ void nnt_cpu_isa_force(int level)
         isa_level = -1; /* NNT_CPU_ISA is read again at the next call */
 }
 
+/* The AVX-512 level the AVX2 path may use: 2 AVX512-BF16 (with AVX-512F), 1 AVX-512F, 0
+ * neither (feature tests), at most the level forced (tests); 0 off the AVX2 path. */
+static int avx512_forced = -1;
+
+static int avx512_detect(void)
+{
+#if NNT_CPU_X86
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f"))
+        return 0;
+    return __builtin_cpu_supports("avx512bf16") ? 2 : 1;
+#else
+    return 0;
+#endif
+}
+
+int nnt_cpu_avx512(void)
+{
+    static int level = -1;   /* the same answer from any thread */
+    if (nnt_cpu_isa() != NNT_CPU_ISA_AVX2)
+        return 0;
+    if (level < 0)
+        level = avx512_detect();
+    return avx512_forced >= 0 && avx512_forced < level ? avx512_forced : level;
+}
+
+int nnt_cpu_avx512_force(int level)
+{
+    avx512_forced = level < 0 ? -1 : level;
+    return nnt_cpu_avx512();
+}
+
 const char *nnt_cpu_isa_name(void)
 {
     return nnt_cpu_isa() == NNT_CPU_ISA_AVX2 ? "avx2" : "generic";

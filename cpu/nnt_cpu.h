@@ -44,6 +44,12 @@ extern "C" {
 #define NNT_CPU_ISA_GENERIC 0
 #define NNT_CPU_ISA_AVX2 1
 int nnt_cpu_isa(void);                   /* NNT_CPU_ISA_*                                       */
+/* The AVX-512 steps the AVX2 path takes where the CPU has them (feature tests; the same bits
+ * as its 8-float steps): 2 AVX512-BF16 and AVX-512F (the bf16 conversion by VCVTNEPS2BF16),
+ * 1 AVX-512F (the softmax rows, the bf16 conversion), 0 none (or the generic path).
+ * nnt_cpu_avx512_force (tests): at most that level (-1: the CPU's); returns the level. */
+int nnt_cpu_avx512(void);
+int nnt_cpu_avx512_force(int level);
 const char *nnt_cpu_isa_name(void);      /* "generic" or "avx2", a static string               */
 /* Tests: force a level (one the CPU lacks gives generic); -1 returns to the default (and
  * reads NNT_CPU_ISA again at the next call).                                               */
@@ -282,10 +288,7 @@ void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
 /* bfloat16 values as uint16_t bit patterns (the upper half of a float's bits):
  * f32_to_bf16 rounds as nnt_cpu_round_f32 with 7 bits; bf16_to_f32 is exact.            */
 void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
-/* Tests: the AVX-512 level the AVX2 path's bf16 conversion may use (2: VCVTNEPS2BF16, 1:
- * AVX-512F integer steps, 0: AVX2 only; -1: the CPU's), at most the CPU's; returns the level
- * in use. */
-int nnt_cpu_avx512_force(int level);
+
 void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
 /* How many of x's n floats bf16 cannot hold exactly (low 16 bits not all zero).          */
 int64_t nnt_cpu_bf16_inexact_f32(int64_t n, const float *x);

@@ -2127,6 +2127,67 @@ START_TEST(test_isa_paths)
 }
 END_TEST
 
+/* The AVX2 path's AVX-512 steps (nnt_cpu_avx512) give its 8-float steps' bits: the softmax
+ * rows (exponentials in place or summed only, the softmax gradient), with every length of
+ * tail and of 8-float step, specials among the values, and the cross-entropy and attention
+ * kernels that use them. */
+static void isa_rows_at(int level, int64_t n, const float *x, const float *dy, float *out[4],
+                        float sums[2])
+{
+    ck_assert_int_eq(nnt_cpu_avx512_force(level), level);
+    out[0] = dup_f(n, x), out[1] = dup_f(n, x), out[2] = dup_f(n, dy);
+    sums[0] = nnt_cpu_row_exp_f32(n, out[0], 0.75f);
+    sums[1] = nnt_cpu_row_sumexp_f32(n, x, -0.5f);
+    nnt_cpu_row_softmax_grad_f32(n, out[1], out[2], 1.5f, 0.25f);
+    int64_t nbh = 2, tq = n, tk = n + 3, hd = 5;   /* a key block 3 positions longer */
+    float *q = rand_f(nbh * tq * hd, -2, 2), *k = rand_f(nbh * tk * hd, -2, 2);
+    float *v = rand_f(nbh * tk * hd, -1, 1), *ml = alloc_f(3 * nbh * tq);
+    for (int64_t i = 0; i < nbh * tq; i++)
+        ml[i] = -INFINITY;
+    out[3] = alloc_f(nbh * tq * hd);
+    nnt_cpu_attn_fwd_block_f32(nbh, tq, tk, hd, 2, 0, 0.3f, q, k, v, out[3], ml, ml + nbh * tq);
+    free(q), free(k), free(v), free(ml);
+}
+
+START_TEST(test_isa_avx512)
+{
+    if (!force_avx2("isa_avx512"))
+        return;
+    const int top = nnt_cpu_avx512_force(-1);
+    if (top == 0) {
+        printf("isa_avx512: this CPU has no AVX-512F: its steps are not used\n");
+        nnt_cpu_isa_force(-1);
+        return;
+    }
+    for (int64_t n = 1; n <= 49; n += (n < 40 ? 1 : 9)) {
+        rng_seed(97 + (unsigned)n);
+        float *x = rand_f(n, -6, 6), *dy = rand_f(n, -1, 1), *a[2][4], sums[2][2];
+        if (n > 5 && n % 2 == 0)   /* an infinity, a NaN (odd n: none, the sums finite) */
+            x[n / 2] = INFINITY, x[n / 3] = NAN, x[n - 1] = -200.0f;
+        for (int level = 0; level < 2; level++) {
+            rng_seed(5);   /* the attention's operands: the same at both levels */
+            isa_rows_at(level ? top : 0, n, x, dy, a[level], sums[level]);
+        }
+        const int64_t len[4] = {n, n, n, 2 * n * 5};
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(memcmp(a[0][i], a[1][i], (size_t)len[i] * sizeof(float)) == 0,
+                          "n %lld: output %d of AVX-512 level %d differs from AVX2's",
+                          (long long)n, i, top);
+        ck_assert_msg(memcmp(sums[0], sums[1], sizeof sums[0]) == 0,
+                      "n %lld: the sums differ (%.9g %.9g against %.9g %.9g)", (long long)n,
+                      (double)sums[1][0], (double)sums[1][1], (double)sums[0][0],
+                      (double)sums[0][1]);
+        for (int level = 0; level < 2; level++)
+            for (int i = 0; i < 4; i++)
+                free(a[level][i]);
+        free(x), free(dy);
+    }
+    printf("isa_avx512: AVX-512 level %d gives the AVX2 steps' bits\n", top);
+    nnt_cpu_avx512_force(-1);
+    nnt_cpu_isa_force(-1);
+}
+END_TEST
+
 /* NNT_CPU_ISA=generic forces the portable path; unset, the CPU decides */
 START_TEST(test_isa_env)
 {
@@ -2354,6 +2415,7 @@ static Suite *cpu_suite(void)
         {"sgd", test_sgd},                       {"round", test_round},
         {"isa_exp", test_isa_exp},               {"isa_paths", test_isa_paths},
         {"isa_env", test_isa_env},               {"isa_convert", test_isa_convert},
+        {"isa_avx512", test_isa_avx512},
         {"random", test_random},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
