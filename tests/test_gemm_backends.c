@@ -486,13 +486,33 @@ static void b_measured_runs(int tb, int64_t m, int64_t n, int64_t k, int runs, c
     free(c);
 }
 
-START_TEST(test_b_measured)
+/* NNT_GEMM_BF16_B set to value (NULL: unset) and the layout mode chosen again; returns the
+ * value the variable had (NULL: unset), for b_mode_restore. */
+static char *b_mode_set(const char *value)
 {
     char why[128];
     const char *saved = getenv("NNT_GEMM_BF16_B");
-    char *restore = saved ? strdup(saved) : NULL;
-    unsetenv("NNT_GEMM_BF16_B");
+    char *old = saved ? strdup(saved) : NULL;
+    if (value)
+        setenv("NNT_GEMM_BF16_B", value, 1);
+    else
+        unsetenv("NNT_GEMM_BF16_B");
     ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    return old;
+}
+
+/* The variable as b_mode_set found it, its mode chosen again, no shape measured */
+static void b_mode_restore(char *old)
+{
+    char *unused = b_mode_set(old);
+    nnt_cpu_dnnl_b_forget(NULL);
+    free(unused);
+    free(old);
+}
+
+START_TEST(test_b_measured)
+{
+    char *restore = b_mode_set(NULL);
     if (nnt_cpu_dnnl_b_mode() != NNT_DNNL_B_MEASURED) {
         printf("test_gemm_backends B measured: oneDNN ISA %s: B's layout not measured (mode "
                "%d)\n", nnt_cpu_dnnl_isa(), nnt_cpu_dnnl_b_mode());
@@ -540,11 +560,7 @@ START_TEST(test_b_measured)
         ck_assert_uint_gt(nnt_cpu_dnnl_pack_bytes(1, NNT_DNNL_BF16, 64, 256, 256), 0);
         free(a), free(bf), free(b), free(c0);
     }
-    if (restore)
-        setenv("NNT_GEMM_BF16_B", restore, 1);
-    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
-    nnt_cpu_dnnl_b_forget(NULL);
-    free(restore);
+    b_mode_restore(restore);
 }
 END_TEST
 
@@ -599,11 +615,7 @@ static void measured_case_runs(const struct measured_case *mc, int runs, const v
 START_TEST(test_b_measured_small)
 {
     const struct measured_case *mc = &measured_cases[_i];
-    char why[128];
-    const char *saved = getenv("NNT_GEMM_BF16_B");
-    char *restore = saved ? strdup(saved) : NULL;
-    unsetenv("NNT_GEMM_BF16_B");
-    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    char *restore = b_mode_set(NULL);
     if (nnt_cpu_dnnl_b_mode() != NNT_DNNL_B_MEASURED || (mc->bf16 && !nnt_cpu_dnnl_bf16_native())) {
         printf("test_gemm_backends B measured, case %d: oneDNN ISA %s: not measured (mode %d)\n",
                _i, nnt_cpu_dnnl_isa(), nnt_cpu_dnnl_b_mode());
@@ -640,11 +652,7 @@ START_TEST(test_b_measured_small)
                blocked ? "wanted blocked" : "wanted as stored");
         free(af), free(bf), free(c_in), free(c0), free(ah), free(bh);
     }
-    if (restore)
-        setenv("NNT_GEMM_BF16_B", restore, 1);
-    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
-    nnt_cpu_dnnl_b_forget(NULL);
-    free(restore);
+    b_mode_restore(restore);
 }
 END_TEST
 
@@ -671,11 +679,7 @@ START_TEST(test_dnnl_cache)
         return;
     }
     const int slots = nnt_cpu_dnnl_cache_slots(), shapes = slots + slots / 2;
-    char why[128];
-    const char *saved = getenv("NNT_GEMM_BF16_B");
-    char *restore = saved ? strdup(saved) : NULL;
-    setenv("NNT_GEMM_BF16_B", "reorder", 1);   /* one entry a shape: none measured both ways */
-    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
+    char *restore = b_mode_set("reorder");   /* one entry a shape: none measured both ways */
     unsigned long long seed = 0x63616368ULL;
     float *a = random_floats(3 * 5, &seed), *b = random_floats((int64_t)shapes * 5, &seed);
     float *c = malloc((size_t)shapes * 3 * sizeof *c), *want = malloc((size_t)shapes * 3 * 4);
@@ -697,12 +701,7 @@ START_TEST(test_dnnl_cache)
            slots, shapes, nnt_cpu_dnnl_cache_builds(cache));
     nnt_cpu_dnnl_cache_destroy(cache);
     free(a), free(b), free(c), free(want);
-    if (restore)
-        setenv("NNT_GEMM_BF16_B", restore, 1);
-    else
-        unsetenv("NNT_GEMM_BF16_B");
-    ck_assert_int_eq(nnt_cpu_dnnl_choose_b(why, sizeof why), 0);
-    free(restore);
+    b_mode_restore(restore);
 }
 END_TEST
 
