@@ -322,9 +322,9 @@ static int is_blocked(const_dnnl_primitive_desc_t pd)
  * A product can run on B as stored although its matmul prefers a blocked layout: oneDNN's
  * brgemm then copies B's blocks as it goes, and on its avx512_core_bf16 kernels gives the
  * bits of the blocked layout, in bf16 and in float (the same kernel, the same order of the
- * sums; test_b_stored). Which is faster depends on the CPU and the shape: the reorder pass
- * over B weighs on a product in proportion to 1 / m, and its cost differs between CPUs and
- * between B's orientations. Measured (bench/RESULTS-bf16.md, bench/RESULTS-window.md):
+ * sums; test_b_stored, test_b_measured_small). Which is faster depends on the CPU and the
+ * shape: the reorder pass over B weighs on a product in proportion to 1 / m, and its cost
+ * differs between CPUs and between B's orientations. Measured (bench/RESULTS-bf16.md, bench/RESULTS-window.md):
  * AMD Zen 4, 1 MiB L2: 128- and 256-row products of GPT-2's 768 x 768 tiles and of its head
  * faster as stored (steps 0.91-0.98x), 512 rows and more 1-4 % slower as stored; AMD Zen 5,
  * 1 MiB L2: Llama-3.2-1B's x W^T products of 512 rows (B 2048 x 2048 and larger) 0.69-0.74
