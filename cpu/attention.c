@@ -415,8 +415,8 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
  * and it gives each group of ATTN_CHUNK rows of a chunk only the keys its rows see, so that a
  * chunk against the diagonal or a window's edge computes no more scores than chunks of
  * ATTN_CHUNK rows would. On AMD Zen 5 (tiles of 256, 64-dim heads, bench/RESULTS-window.md)
- * the backward of a block the diagonal or a window's edge cuts took 7 % less time than in
- * chunks of 64 rows, of a whole block 4 % less. */
+ * the backward of a block the diagonal or a window's edge cuts took 6-7 % less time than in
+ * chunks of 64 rows, of a whole block the same. */
 #define ATTN_BWD_CHUNK 256
 #define ATTN_BWD_SCRATCH 65536
 #define ATTN_GROUPS (ATTN_BWD_CHUNK / ATTN_CHUNK)

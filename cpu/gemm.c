@@ -13,6 +13,7 @@
 
 #if NNT_CPU_X86
 #include "simd_avx2.h"
+#include "simd_avx512.h"
 #endif
 
 #ifdef HAVE_CONFIG_H
@@ -217,9 +218,7 @@ static int use_avx2(void)
  * rounding, except that the instruction flushes subnormal inputs to zero, so a step with a
  * subnormal takes the integer way. On AMD Zen 5, 64K floats in L2 (bench/RESULTS-window.md):
  * 0.109 ns a float 8 a step, 0.073 16 a step, 0.03 by the instruction. */
-#define NNT_AVX512F __attribute__((target("avx512f")))
-#define NNT_AVX512BF16 __attribute__((target("avx512f,avx512bf16")))
-static NNT_AVX512F int64_t to_bf16_avx512(int64_t n, const float *x, uint16_t *y)
+static NNT_AVX512 int64_t to_bf16_avx512(int64_t n, const float *x, uint16_t *y)
 {
     const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
     const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: AVX-512F helpers for the run-time chosen paths (nnt_cpu_avx512, under the
  * AVX2 level of nnt_cpu_isa). Include only where NNT_CPU_X86, after simd_avx2.h; every
- * function here carries NNT_AVX512, so the file compiles without -mavx512f and runs only
- * when the CPU has AVX-512F. Each gives, lane for lane, the bits of its AVX2 twin. */
+ * function here carries NNT_AVX512 (and those of its includers that need AVX512-BF16 carry
+ * NNT_AVX512BF16), so the file compiles without -mavx512f and runs only when the CPU has
+ * AVX-512F. Each gives, lane for lane, the bits of its AVX2 twin. */
 #ifndef NNT_SIMD_AVX512_H
 #define NNT_SIMD_AVX512_H
 
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #define NNT_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define NNT_AVX512BF16 __attribute__((target("avx512f,avx512bf16,avx2,fma")))
 
 /* nnt_avx2_exp on 16 floats: the same operations in the same order, so the same bits */
 static inline NNT_AVX512 __m512 nnt_avx512_exp(__m512 x)

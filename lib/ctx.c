@@ -302,14 +302,15 @@ static int choose_kernels(nnt_ctx *ctx)
     if (dnnl)
         snprintf(dnnl_desc, sizeof dnnl_desc, " (ISA %s, bf16 operands %s)", nnt_cpu_dnnl_isa(),
                  nnt_cpu_dnnl_bf16_native() ? "direct" : "expanded to fp32");
-    const char *avx512[3] = {"", " (softmax rows and bf16 conversions 16 floats a step, "
-                                 "AVX-512F)", " (softmax rows and bf16 conversions 16 floats "
-                                 "a step, AVX-512F and AVX512-BF16)"};
+    const int avx512 = nnt_cpu_avx512();
+    char wide[96] = "";
+    if (avx512)
+        snprintf(wide, sizeof wide, " (softmax rows and bf16 conversions 16 floats a step, "
+                 "AVX-512F%s)", avx512 == 2 ? " and AVX512-BF16" : "");
     snprintf(ctx->kernels, sizeof ctx->kernels,
              "CPU GEMM %s%s: %s; BLIS kernels %s (%s); elementwise kernels %s%s; idle CPU "
              "workers %s", dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch,
-             nnt_cpu_blis_reason(), nnt_cpu_isa_name(), avx512[nnt_cpu_avx512()],
-             idle_yield ? "yield" : "spin");
+             nnt_cpu_blis_reason(), nnt_cpu_isa_name(), wide, idle_yield ? "yield" : "spin");
     return NNT_OK;
 }
 
