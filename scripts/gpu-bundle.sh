@@ -70,6 +70,10 @@ cp "$(real_program "$build/nnt-train")" "$dest/nnt-train.bin"
     cp "$(real_program "$t")" "$dest/tests/$(basename "$t")"
 done
 [ $cpu_only = 1 ] || cp "$src"/tests/check_train.sh "$dest/tests/"
+if [ $cpu_only = 0 ]; then   # issue 39's window benchmark (gpu-session.sh window)
+    mkdir -p "$dest/bench"
+    cp "$(real_program "$build/bench/attention_window")" "$dest/bench/attention_window"
+fi
 cp -L "$build/.libs/libnnt.so.0" "$dest/lib/"   # the soname, as a file: links may not travel
 
 # Libraries the programs load, minus the C runtime and CUDA's own (the GPU machine has
@@ -94,6 +98,7 @@ missing=$(ldd "$dest/nnt-train.bin" | grep 'not found' || true)
 # the xz archive below, 5.4 MB, is what travels): a device call carries at most 64 MiB with
 # the source tree.
 strip --strip-unneeded "$dest/nnt-train.bin" $(ls "$dest"/tests/test_* 2>/dev/null) \
+    $(ls "$dest"/bench/* 2>/dev/null) \
     "$dest"/lib/*.so* 2>/dev/null ||
     echo "gpu-bundle: warning: strip failed; the bundle keeps its symbols" >&2
 

@@ -55,6 +55,10 @@
 #   compile  the peer with torch.compile on GPT-2 124M: gpt2_124m_bf16.torch_compile_s and
 #            the compilation step's time (200)
 #   kernels  test_cuda_kernels: every CUDA kernel against the CPU kernels (90)
+#   window   issue 39: bench/attention_window (T 4096, W 512, tiles of 256, 8 heads of 64),
+#            sliding-window attention against causal on the GPU, fp32 then bf16:
+#            window.fp32_ratio, .bf16_ratio (window / causal, median of the rounds), the
+#            causal and window milliseconds (60)
 #   first-all  diagnostic, not in the plan: GPT-2 124M's first steps with NNT_CPU_TASKS=all
 #            (StarPU's placement and calibration on the CPU workers too; 110 s on 2026-11-26)
 #   cpubench issue 16 on the host CPU (cpu-bundle/, scripts/gpu-bundle.sh --cpu) (300)
@@ -154,6 +158,15 @@ md_of() {
         printf "Test suite with CUDA workers: %s passed, %s failed, %s skipped, %s stopped at " \
                "their limit (%s). %s\n", g("suite.pass"), g("suite.fail"), g("suite.skip"),
                g("suite.timeout"), g("suite.limit"), g("suite.failed")
+        if (g("window.fp32_ratio") != "-" || g("window.bf16_ratio") != "-")
+            printf "\nSliding-window attention against causal (bench/attention_window, %s): " \
+                   "fp32 %s ms against %s ms, ratio %s; bf16 %s ms against %s ms, ratio %s.\n",
+                   g("window.shape"), g("window.fp32_window_ms"), g("window.fp32_causal_ms"),
+                   g("window.fp32_ratio"), g("window.bf16_window_ms"),
+                   g("window.bf16_causal_ms"), g("window.bf16_ratio")
+        if (g("kernels.exit") != "-")
+            printf "\nCUDA kernels against the CPU kernels (test_cuda_kernels): exit %s, %s.\n",
+                   g("kernels.exit"), g("kernels.checks")
         if (g("-.notes") != "-")
             printf "\nNotes: %s\n", g("-.notes")
     }' "$@"
@@ -635,7 +648,36 @@ phase_kernels() {
     top_srcdir="$here" CK_DEFAULT_TIMEOUT=$lim NNT_TOL_REPORT="$out/tolerances-cuda_kernels.txt" \
         timeout -k 5 "$lim" "$testdir/test_cuda_kernels" > "$out/kernels.log" 2>&1
     put kernels exit "$?"
+    put kernels checks "$(str "$(grep -m1 'Checks' "$out/kernels.log")")"
     say "kernels: $(grep -m1 'Checks' "$out/kernels.log")"
+}
+
+# window_figs LOG PREC: the median line of bench/attention_window's LOG as results
+window_figs() {
+    local line c w r
+    line=$(grep -m1 '^median:' "$1") || { put window "$2_ratio" null; return 0; }
+    c=$(echo "$line" | sed -n 's/^median: causal \([0-9.]*\) ms.*/\1/p')
+    w=$(echo "$line" | sed -n 's/.*, window \([0-9.]*\) ms.*/\1/p')
+    r=$(echo "$line" | sed -n 's/.*times: median \([0-9.]*\)x.*/\1/p')
+    put window "$2_causal_ms" "$(num "$c")"
+    put window "$2_window_ms" "$(num "$w")"
+    put window "$2_ratio" "$(num "$r")"
+    say "window $2: causal $c ms, window $w ms, ratio $r"
+}
+
+phase_window() {
+    local lim=$1 prec rc b=$builddir/bench/attention_window
+    [ -x "$b" ] || { say "window: no bench/attention_window in $builddir"; return 0; }
+    local args=(5 4096 512 256 8 8 64)
+    [ $rehearse = 1 ] && args=(2 512 64 64 2 2 16)
+    put window shape "$(str "rounds T W tile NH NKV HD: ${args[*]}")"
+    for prec in fp32 bf16; do
+        STARPU_HOME="$out/home-window" timeout -k 5 $((lim / 2)) "$b" "${args[@]}" "$prec" \
+            > "$out/window-$prec.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] || say "window $prec: exit $rc: $(tail -n 1 "$out/window-$prec.log")"
+        window_figs "$out/window-$prec.log" "$prec"
+    done
 }
 
 phase_cpubench() {
@@ -650,9 +692,11 @@ phase_cpubench() {
 
 # defaults: limit and the least worth starting with
 declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=240 [largest]=200
-                        [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300)
+                        [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
+                        [window]=60)
 declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60
-                      [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60)
+                      [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
+                      [window]=20)
 : > "$tsv"
 status=0
 for phase in "$@"; do
