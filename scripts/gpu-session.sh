@@ -59,6 +59,12 @@
 #            sliding-window attention against causal on the GPU, fp32 then bf16:
 #            window.fp32_ratio, .bf16_ratio (window / causal, median of the rounds), the
 #            causal and window milliseconds (60)
+#   steps    diagnostic, not in the plan: GPT-2 124M (the gpt2 phase's sizes and token file),
+#            12 steps on the gpt2 phase's calibrated performance models (fresh ones without
+#            it), with dmdas, with eager (no model) and with dmdas traced over steps 2-12
+#            (DEST/steps-trace.svg, its per-op table in the logs): steps.<variant>_ms, the
+#            milliseconds of each step, for the slow steps after the first that calls 1, 3
+#            and 5 of 2026-11-29 saw (1.3-1.5 s against 0.15 s) (150)
 #   first-all  diagnostic, not in the plan: GPT-2 124M's first steps with NNT_CPU_TASKS=all
 #            (StarPU's placement and calibration on the CPU workers too; 110 s on 2026-11-26)
 #   cpubench issue 16 on the host CPU (cpu-bundle/, scripts/gpu-bundle.sh --cpu) (300)
@@ -264,7 +270,10 @@ str() { # str TEXT: a JSON string
 write_results() {
     json_of "$tsv" > "$dest/RESULTS-gpu.json"
     md_of "$tsv" > "$dest/RESULTS-gpu-section.md"
-    tar czf "$dest/run.tgz" -C "$work" r 2> /dev/null
+    # without the weights and token files (the peer's 124M initial weights made call 1's of
+    # 2026-11-29 pass the 16 MB a file that comes back may have)
+    tar czf "$dest/run.tgz" --exclude='init-*' --exclude='*.safetensors' --exclude='*.bin' \
+        -C "$work" r 2> /dev/null
 }
 note() { notes="${notes:+$notes; }$*"; put - notes "$(str "$notes")"; say "note: $*"; }
 notes=
@@ -495,6 +504,22 @@ phase_first_all() {
     put first_step all_ms "$(str "$(tr '\n' ' ' < "$out/nnt-first-all.ms")(exit $nnt_rc)")"
 }
 
+phase_steps() {
+    local lim=$1 m=("${small[@]}") v sched
+    local data=$out/tokens-gpt2.bin
+    [ -f "$data" ] || write_tokens "$data" $((13 * m[5] * m[6] + 1)) "${m[3]}"
+    local run_home=$out/home-nnt-gpt2   # the gpt2 phase's models, when it ran
+    mkdir -p "$run_home"
+    for v in dmdas eager trace; do
+        sched=$v trace=()
+        [ $v = trace ] && sched=dmdas trace=(--trace "$dest/steps-trace.svg" --trace-steps 11)
+        STARPU_SCHED=$sched nnt_run "steps-$v" $((lim / 3)) $(model_args "${m[@]}") \
+            --steps 12 --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 \
+            "${trace[@]}" "${cpus[@]}"
+        put steps "${v}_ms" "$(str "$(tr '\n' ' ' < "$out/steps-$v.ms")(exit $nnt_rc)")"
+    done
+}
+
 # the 1558M runs share one token file
 xl_data() {
     local m=("${xl[@]}")
@@ -693,10 +718,10 @@ phase_cpubench() {
 # defaults: limit and the least worth starting with
 declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=240 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
-                        [window]=60)
+                        [window]=60 [steps]=150)
 declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60
                       [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
-                      [window]=20)
+                      [window]=20 [steps]=45)
 : > "$tsv"
 status=0
 for phase in "$@"; do

@@ -710,6 +710,8 @@ static double main_thread_share(const char *mode, const char *kernels_want)
     nnt_ctx_options o;
     EXPECT_OK(nnt_ctx_options_init(&o));
     o.ncpus = 1;
+    o.ncuda = 0;   /* a CUDA worker's driver thread would share the core (0.505 and 0.336 on
+                    * an H200 machine, 2026-11-29): this is about CPU workers */
     nnt_ctx *ctx = NULL;
     EXPECT_OK(nnt_ctx_create(&o, &ctx));
     const char *kernels = NULL;

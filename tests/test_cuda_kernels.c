@@ -28,11 +28,12 @@
  *   5e-6 normwise: attention forward / backward, multi-head and grouped-query (different
  *              summation orders in float) [0.09]; the row log-sum-exp l: rtol 1e-5, atol
  *              1e-6 [0.04]
- *   mixture of experts (not yet run on a GPU: the tolerances are estimates, to be set from
- *              the first measurement): routing choices equal, probs and w 1e-5 (expf),
- *              dlogits 1e-6 normwise; gather and scatter-add bit-exact; weight_grad 1e-6
- *              (sums in double), the shared gate's ds 1e-6 and shared_add 1e-6 (atol 1e-6;
- *              expf), dz 1e-5 normwise
+ *   mixture of experts (first run on an H200, 2026-11-29): routing choices equal, probs
+ *              and w 3e-6 [0.08: 2.4e-7 measured] (expf), dlogits 1e-6 normwise [0.18];
+ *              gather and scatter-add bit-exact; weight_grad 1e-6 (sums in double; measured
+ *              exact), shared_add 1e-6 (atol 1e-6; expf) [0.23], the shared gate's ds 1e-6
+ *              (atol 1e-7; from the same dy on both sides, not yet measured so), dz 3e-6
+ *              normwise [0.08: 2.4e-7 measured]
  */
 #include <check.h>
 #include <math.h>
@@ -1927,10 +1928,10 @@ START_TEST(test_moe_route)
                                   (long long)k, (long long)n, tied ? " (tied)" : "",
                                   (long long)(i / k), (long long)(i % k), gi[i], idx[i]);
                 float *got = fetch(d_p, n * E);
-                check_close("moe route probs", got, p, n * E, 1e-5, 1e-7);
+                check_close("moe route probs", got, p, n * E, 3e-6, 1e-7);
                 free(got);
                 got = fetch(d_w, n * k);
-                check_close("moe route w", got, w, n * k, 1e-5, 1e-7);
+                check_close("moe route w", got, w, n * k, 3e-6, 1e-7);
                 free(got);
                 /* backward: dw random, aux on every other case */
                 float *dw = rand_f(n * k, -1.0f, 1.0f), *aux = rand_f(E, 0.0f, 0.1f);
@@ -2028,7 +2029,10 @@ START_TEST(test_moe_maps)
             got = fetch(d_dst, rows * width);
             check_close("moe shared_add", got, dst, rows * width, 1e-6, 1e-6);
             free(got);
-            for (int accumulate = 0; accumulate < 2; accumulate++) {   /* dy: dst */
+            /* dy: the CPU's dst on both sides (the GPU's own shared_add differs by up to
+             * 2.3e-7, which ds = g dy carried past its 1e-6 on 2026-11-29) */
+            upload(d_dst, dst, (size_t)(rows * width) * 4);
+            for (int accumulate = 0; accumulate < 2; accumulate++) {
                 nnt_cpu_moe_shared_bwd_f32(rows, width, accumulate, z, act, dst, ds, dz);
                 NNT_OK(nnt_cuda_moe_shared_bwd_f32(rows, width, accumulate, d_z, d_act, d_dst,
                                                    d_ds, d_dz, g_stream));
@@ -2036,7 +2040,7 @@ START_TEST(test_moe_maps)
                 check_close("moe shared_bwd ds", got, ds, rows * width, 1e-6, 1e-7);
                 free(got);
                 got = fetch(d_dz, rows);
-                check_normwise("moe shared_bwd dz", got, dz, rows, 1e-5);
+                check_normwise("moe shared_bwd dz", got, dz, rows, 3e-6);
                 free(got);
             }
             free(perm), free(gmap), free(smap), free(act), free(w), free(ex), free(dst);
