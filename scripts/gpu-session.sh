@@ -50,8 +50,10 @@
 #            at once by nnt's budget check when its tiles do not fit; the first that starts
 #            trains 2 steps: largest.parameters, .step_s (the second step) (200)
 #   suite    every test program but test_cuda_kernels with CUDA workers, NNT_TEST_JOBS at
-#            once (8), each under NNT_TEST_TIMEOUT (90): suite.pass, .fail, .skip, .timeout
-#            and the names of those that failed or timed out (150)
+#            once (8), each under NNT_TEST_TIMEOUT (90), those on tests/testutil.h in
+#            NNT_TEST_SHARDS processes (3; NNT_TEST_SHARD=I/N, each its share of the tests),
+#            larger sources first: suite.pass, .fail, .skip, .timeout (programs; one whose
+#            shard failed, failed) and the names of those that failed or timed out (150)
 #   compile  the peer with torch.compile on GPT-2 124M: gpt2_124m_bf16.torch_compile_s and
 #            the compilation step's time (200)
 #   kernels  test_cuda_kernels: every CUDA kernel against the CPU kernels (90)
@@ -603,50 +605,72 @@ phase_largest() {
 }
 
 phase_suite() {
-    local lim=$1 jobs=${NNT_TEST_JOBS:-8} each=${NNT_TEST_TIMEOUT:-90} names t name
+    local lim=$1 jobs=${NNT_TEST_JOBS:-8} each=${NNT_TEST_TIMEOUT:-90} names t name sh
+    local shards=${NNT_TEST_SHARDS:-3}
     [ $rehearse = 1 ] && names=${NNT_TESTS:-ctx_alloc} || names=${NNT_TESTS:-}
     [ "$each" -gt "$lim" ] && each=$lim
     local ends=$(($(date +%s) + lim))
     mkdir -p "$out/suite"
     : > "$out/suite/results"
     local running=0 list=()
-    for t in "$testdir"/test_*; do
+    # the programs, larger sources (more tests) first; those on tests/testutil.h in shards
+    for t in $(for t in "$testdir"/test_*; do
+                   n=$(basename "$t"); n=${n#test_}
+                   echo "$(cat "$here/tests/test_$n".c* 2> /dev/null | wc -c) $t"
+               done | sort -rn | cut -d' ' -f2); do
         name=$(basename "$t"); name=${name#test_}
         case $name in cuda_kernels | *.* ) continue ;; esac
         [ -x "$t" ] || continue
         if [ -n "$names" ]; then case " $names " in *" $name "*) ;; *) continue ;; esac; fi
-        list+=("$name")
+        if [ "$shards" -gt 1 ] && grep -qs 'testutil.h' "$here/tests/test_$name".c*; then
+            for sh in $(seq 0 $((shards - 1))); do list+=("$name $sh/$shards"); done
+        else
+            list+=("$name -")
+        fi
     done
-    for name in "${list[@]}"; do
+    local job
+    for job in "${list[@]}"; do
+        name=${job% *} sh=${job#* }
         local left=$((ends - $(date +%s)))
-        [ $left -gt 5 ] || { echo "$name 0 notrun" >> "$out/suite/results"; continue; }
+        [ $left -gt 5 ] || { echo "$name $sh 0 notrun" >> "$out/suite/results"; continue; }
         (
             t0=$(date +%s)
-            STARPU_NCPU=${STARPU_NCPU:-2} top_srcdir="$here" top_builddir="$builddir" \
-                CK_DEFAULT_TIMEOUT=$each \
-                STARPU_HOME="$out/suite/home-$name" NNT_TOL_REPORT="$out/suite/tol-$name.txt" \
+            tag=$name; [ "$sh" = - ] || tag=$name.${sh%/*}
+            env $([ "$sh" = - ] || echo NNT_TEST_SHARD="$sh") \
+                STARPU_NCPU=${STARPU_NCPU:-2} top_srcdir="$here" top_builddir="$builddir" \
+                CK_DEFAULT_TIMEOUT=$each STARPU_HOME="$out/suite/home-$tag" \
+                NNT_TOL_REPORT="$out/suite/tol-$tag.txt" \
                 timeout -k 5 "$(( each < left ? each : left ))" "$testdir/test_$name" \
-                > "$out/suite/$name.log" 2>&1
+                > "$out/suite/$tag.log" 2>&1
             rc=$?
-            echo "$name $(( $(date +%s) - t0 )) $rc" >> "$out/suite/results"
+            echo "$name $sh $(( $(date +%s) - t0 )) $rc" >> "$out/suite/results"
         ) &
         running=$((running + 1))
         [ $running -lt "$jobs" ] || { wait -n; running=$((running - 1)); }
     done
     wait
+    # per program: failed if a shard failed, else stopped at the limit if one was, else not
+    # run if one was not, else skipped if all skipped, else passed
+    awk '{ s = $4 == 0 ? 0 : $4 == 77 ? 1 : $4 == "notrun" ? 2 : ($4 == 124 || $4 == 137) ? 3 : 4
+           if (!($1 in st) || s > st[$1] || (s == 1 && st[$1] == 0)) st[$1] = s
+           if (s == 0) ok[$1] = 1
+           if (!($1 in t) || $3 + 0 > t[$1]) t[$1] = $3 + 0
+           if (s == 4) why[$1] = "exit " $4 }
+         END { for (n in st) { v = st[n] == 1 && ok[n] ? 0 : st[n]
+                               print n, t[n], v, (n in why) ? why[n] : "" } }' \
+        "$out/suite/results" | sort > "$out/suite/programs"
     local pass fail skip tout notrun failed
-    pass=$(awk '$3 == 0' "$out/suite/results" | wc -l)
-    skip=$(awk '$3 == 77' "$out/suite/results" | wc -l)
-    tout=$(awk '$3 == 124 || $3 == 137' "$out/suite/results" | wc -l)
-    notrun=$(awk '$3 == "notrun"' "$out/suite/results" | wc -l)
-    fail=$(awk '$3 != 0 && $3 != 77 && $3 != 124 && $3 != 137 && $3 != "notrun"' \
-        "$out/suite/results" | wc -l)
-    failed=$(awk '$3 != 0 && $3 != 77 {
-        why = $3 == 124 || $3 == 137 ? "limit" : $3 == "notrun" ? "not run" : "exit " $3
-        printf "%s%s (%s, %s s)", s, $1, why, $2; s = ", " }' "$out/suite/results")
+    pass=$(awk '$3 == 0' "$out/suite/programs" | wc -l)
+    skip=$(awk '$3 == 1' "$out/suite/programs" | wc -l)
+    notrun=$(awk '$3 == 2' "$out/suite/programs" | wc -l)
+    tout=$(awk '$3 == 3' "$out/suite/programs" | wc -l)
+    fail=$(awk '$3 == 4' "$out/suite/programs" | wc -l)
+    failed=$(awk '$3 >= 2 {
+        why = $3 == 3 ? "limit" : $3 == 2 ? "not run" : $4 " " $5
+        printf "%s%s (%s, %s s)", s, $1, why, $2; s = ", " }' "$out/suite/programs")
     put suite pass "$pass"; put suite fail "$fail"; put suite skip "$skip"
     put suite timeout "$tout"; put suite not_run "$notrun"
-    put suite limit "$(str "$jobs at once, each under $each s, all under $lim s")"
+    put suite limit "$(str "$jobs at once, each under $each s, all under $lim s, $shards shards")"
     put suite failed "$(str "$failed")"
     say "suite: $pass passed, $fail failed, $skip skipped, $tout at their limit, $notrun not" \
         "run: $failed"

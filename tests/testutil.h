@@ -10,6 +10,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Shards (NNT_TEST_SHARD=I/N, 0 <= I < N): a program runs only the tests, and the loop
+ * tests' iterations, whose order of addition is I modulo N, so that N processes share its
+ * tests. For GPU machines, where every forked test starts a CUDA context and a program runs
+ * 5-20x longer than on 2 CPU cores (scripts/gpu-session.sh suite, NNT_TEST_SHARDS). Unset:
+ * every test, loop tests added whole, as Check's own macros do. */
+static inline int test_shard_count(int *index)
+{
+    static int n = -1, i = 0;
+    if (n < 0) {
+        const char *e = getenv("NNT_TEST_SHARD");
+        int a = 0, b = 0;
+        char tail = 0;
+        n = 1;
+        if (e && *e) {
+            if (sscanf(e, "%d/%d%c", &a, &b, &tail) != 2 || b < 1 || a < 0 || a >= b) {
+                fprintf(stderr, "NNT_TEST_SHARD=%s: want I/N with 0 <= I < N\n", e);
+                exit(2);
+            }
+            n = b, i = a;
+        }
+    }
+    *index = i;
+    return n;
+}
+
+static inline int test_shard_takes(void)
+{
+    static int added = 0;
+    int index, n = test_shard_count(&index);
+    return added++ % n == index;
+}
+
+#undef tcase_add_test
+#define tcase_add_test(tc, tf)                                                                 do {                                                                                           if (test_shard_takes())                                                                        _tcase_add_test((tc), (tf), 0, 0, 0, 1);                                           } while (0)
+#undef tcase_add_loop_test
+#define tcase_add_loop_test(tc, tf, s, e)                                                      do {                                                                                           int shard_index_;                                                                          if (test_shard_count(&shard_index_) == 1) {                                                    _tcase_add_test((tc), (tf), 0, 0, (s), (e));                                               break;                                                                                 }                                                                                          for (int it_ = (s); it_ < (e); it_++)                                                          if (test_shard_takes())                                                                        _tcase_add_test((tc), (tf), 0, 0, it_, it_ + 1);                               } while (0)
+
 /* Assert a call returned the expected status, showing the library's message otherwise. */
 #define EXPECT_RC(call, want)                                                              \
     do {                                                                                   \
