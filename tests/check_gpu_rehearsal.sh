@@ -86,6 +86,18 @@ awk -v a="$params" -v b="$nnt_m" \
     'BEGIN { d = a / 1e6 - b; exit !(b > 0 && d < 0.001 && d > -0.001) }' ||
     fail "largest.parameters $params, nnt-train counts ${nnt_m}M"
 
+# the suite's shards (NNT_TEST_SHARD, tests/testutil.h): together they ran every test of the
+# program once, each a share
+checks() { sed -n 's/.*Checks: \([0-9]*\),.*/\1/p' "$@" | awk '{ s += $1 } END { print s + 0 }'; }
+whole=$(top_srcdir=$srcdir "$builddir/tests/test_ctx_alloc" 2>&1 | checks)
+shards=$(cat "$log"/suite/ctx_alloc.[0-9].log | checks)
+[ "$whole" -ge 3 ] && [ "$shards" = "$whole" ] ||
+    fail "the suite's shards of test_ctx_alloc ran $shards tests, the program $whole"
+for f in "$log"/suite/ctx_alloc.[0-9].log; do
+    n=$(checks "$f")
+    [ "$n" -ge 1 ] && [ "$n" -lt "$whole" ] || fail "$f ran $n of $whole tests"
+done
+
 # the section for RESULTS-gpu.md
 grep -q '^| measurement | nnt | PyTorch eager' "$tmp/a/RESULTS-gpu-section.md" ||
     fail "no table in RESULTS-gpu-section.md"

@@ -41,6 +41,7 @@ attn_segment_rows|cpu/attention.c|s@r1 = (last + 1) \* ATTN_CHUNK;@r1 = last * A
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p
 bf16_cvt_subnormal|cpu/gemm.c|s@        if (subnormal)@        if (0 \&\& subnormal)@|bf16 conversion by VCVTNEPS2BF16: subnormal inputs flushed to zero
 avx512_tail_lanes|cpu/softmax.c|s@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 8), s, up);@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 0), s, e);@|AVX-512 row exp: the tail summed in the lanes of the wrong partial sum
+test_shard_no_count|tests/testutil.h|s@return added++ % n == index;@return added % n == index;@|test shards: the order of addition not counted, so shard 0 runs every test and the others none
 dnnl_cache_mru|cpu/gemm_dnnl.c|s@c->slot\[i\].last_use < c->slot\[v\].last_use@c->slot[i].last_use > c->slot[v].last_use@|primitive cache: the most recently used entry replaced
 table_inexact_narrowed|lib/layers/leaf.c|s@return exact ? nnt_tensor_retype(e->wte, NNT_BF16) : NNT_OK;@return nnt_tensor_retype(e->wte, NNT_BF16);@|a frozen token table kept in bf16 whatever its values
 gather_bf16_row|cpu/embedding.c|s@nnt_cpu_bf16_to_f32(nc, table + t \* ldt, out + i \* ldo);@nnt_cpu_bf16_to_f32(nc, table + (t ^ 1) * ldt, out + i * ldo);@|bf16 table lookups read a neighbouring row
