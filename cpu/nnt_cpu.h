@@ -480,6 +480,76 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
                                  const float *dout, const float *lse, const float *d,
                                  float *dq, float *dk, float *dv);
 
+/* ---- attention by products (cpu/attn_products.c) ----------------------------------------------
+ * The same block as nnt_cpu_attn_fwd_packed_f32 / _bwd_packed_f32 (map, window, positions,
+ * soft-cap), computed as strided-batched matrix products of whole chunks of query rows and
+ * row kernels between them, through a table of operations: CUDA's (cublas products at the
+ * tensor cores' or the CUDA cores' rate, lib/codelets/attention.c) or the CPU twins below
+ * (tests). Per chunk of up to `rows` query rows of up to `count` slabs, keys [kb, kb + keys):
+ *   forward:  s = scale q k^T;  rows_fwd: masks, cap, running (m, l), p = exp(s - m) in s,
+ *             o_acc *= alpha;  o_acc += p v
+ *   backward: s = scale q k^T, dp = dout v^T;  rows_bwd: p = exp(cap(s) - lse) in s,
+ *             ds = p (dp - d) g in dp (g: the cap's 1 - tanh^2);  dv += p^T dout,
+ *             dq += scale ds k, dk += scale ds^T q
+ * Slabs are taken as strided runs (nnt_attn_run), so a product covers many slabs at once:
+ * every slab of the map in `group` runs when the map is whole (q heads of every kv head of
+ * the blocks: nh == q_hs == group kv_hs, q_h0 == gofs == 0), else a run per q head over the
+ * batch rows. Runs that write dk, dv never name a kv slab twice, and run one after the other.
+ * ws: scratch of ws_floats floats: at least 2 tk (forward 1 tk); more lets a product take
+ * more rows and slabs (up to 256 rows).                                                     */
+#ifndef NNT_ATTN_ROWS_DEFINED   /* shared with cuda/nnt_cuda.h */
+#define NNT_ATTN_ROWS_DEFINED
+typedef struct nnt_attn_rows {
+    int64_t count, rows, keys;   /* s and dp are (count, rows, keys), rows and keys dense    */
+    int64_t tq, hd;              /* q-side tile rows; head dimension                          */
+    int64_t r0;                  /* the chunk's first query row in the tile                   */
+    int64_t q0, qstride;         /* q-side slab of entry e: q0 + (t0 + e) qstride (m, l, lse,
+                                    d rows at slab tq + r0 + r, o_acc rows at that hd)      */
+    int64_t t0, bdiv;            /* entry e is the run's entry t0 + e; its batch row (for its
+                                    positions) (t0 + e) / bdiv                               */
+    int64_t q_pos0, k_pos0, kb;  /* positions of the tiles' row 0; the chunk's first key      */
+    int64_t window;              /* 0: none                                                   */
+    const int32_t *qpos;         /* (nb, tq) positions, or NULL                              */
+    float cap;                   /* soft-cap, 0: none                                         */
+} nnt_attn_rows;
+#endif
+
+#ifndef NNT_ATTN_PRODUCTS_DEFINED   /* (test_cpu_kernels includes this header twice) */
+#define NNT_ATTN_PRODUCTS_DEFINED
+typedef struct nnt_attn_products_ops {
+    void *ctx;   /* passed back to each operation */
+    /* row-major C = alpha op(A) op(B) + beta C for batch matrices (nnt_cpu_gemm_f32's
+     * arguments); beta 0: C not read */
+    int (*gemm)(void *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                int64_t stride_c, int64_t batch);
+    int (*rows_fwd)(void *ctx, const nnt_attn_rows *r, float *s, float *m, float *l,
+                    float *o_acc);
+    int (*rows_bwd)(void *ctx, const nnt_attn_rows *r, float *s, float *dp, const float *lse,
+                    const float *d);
+} nnt_attn_products_ops;
+
+int nnt_attn_products_fwd(const nnt_attn_products_ops *ops, const nnt_attn_map *map, int64_t tq,
+                          int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                          int64_t window, const int32_t *qpos, float scale, float cap,
+                          const float *q, const float *k, const float *v, float *o_acc,
+                          float *m, float *l, float *ws, int64_t ws_floats);
+int nnt_attn_products_bwd(const nnt_attn_products_ops *ops, const nnt_attn_map *map, int64_t tq,
+                          int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                          int64_t window, const int32_t *qpos, float scale, float cap,
+                          const float *q, const float *k, const float *v, const float *dout,
+                          const float *lse, const float *d, float *dq, float *dk, float *dv,
+                          float *ws, int64_t ws_floats);
+/* The CPU twins of the row kernels (the definition cuda/attention.cu's follow) and a table of
+ * CPU operations (products by nnt_cpu_gemm_f32): the orchestration's tests. */
+int nnt_cpu_attn_rows_fwd_f32(void *ctx, const nnt_attn_rows *r, float *s, float *m, float *l,
+                              float *o_acc);
+int nnt_cpu_attn_rows_bwd_f32(void *ctx, const nnt_attn_rows *r, float *s, float *dp,
+                              const float *lse, const float *d);
+extern const nnt_attn_products_ops nnt_cpu_attn_products_ops;
+#endif
+
 /* ---- softmax rows (cross-entropy, attention), n contiguous elements ------------------------ */
 /* max of x[0..n), n >= 1 */
 float nnt_cpu_row_max_f32(int64_t n, const float *x);

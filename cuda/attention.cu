@@ -757,3 +757,141 @@ extern "C" int nnt_cuda_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, 
     return nnt_cuda_attn_bwd_gqa_f32(&mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
                                      lse, d, dq, dk, dv, stream);
 }
+
+/* ---- attention by products: the row kernels (twins of cpu/attn_products.c's) ---------------- */
+
+namespace {
+
+const int kRowWarps = 8;   /* rows (warps) a block */
+
+/* Whether the query at qp (position *pos, or none) sees the key at kp (cpu/attn_products.c) */
+__device__ __forceinline__ bool key_seen(int64_t qp, int64_t kp, int64_t w, const int32_t *pos)
+{
+    if (kp > qp || (w > 0 && kp <= qp - w))
+        return false;
+    if (pos) {
+        const int64_t p = *pos < 0 ? 0 : (*pos > qp ? qp : *pos);
+        return kp >= qp - p;
+    }
+    return true;
+}
+
+__device__ __forceinline__ float warp_max_f(float v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum_f(float v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__global__ void rows_fwd_kernel(nnt_attn_rows r, float *s, float *m, float *l, float *o_acc)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t total = r.count * r.rows;
+    for (int64_t x = (int64_t)blockIdx.x * kRowWarps + warp; x < total;
+         x += (int64_t)gridDim.x * kRowWarps) {
+        const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows), qp = r.q_pos0 + i;
+        const int64_t ri = (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
+        const int32_t *pos = r.qpos ? r.qpos + ((r.t0 + e) / r.bdiv) * r.tq + i : NULL;
+        float *row = s + x * r.keys;
+        float bm = -INFINITY;
+        bool seen = false;
+        for (int64_t j = lane; j < r.keys; j += 32) {
+            if (!key_seen(qp, r.k_pos0 + r.kb + j, r.window, pos)) {
+                row[j] = -INFINITY;
+                continue;
+            }
+            seen = true;
+            float v = row[j];
+            if (r.cap > 0.0f)
+                row[j] = v = r.cap * tanhf(v / r.cap);
+            bm = fmaxf(bm, v);
+        }
+        seen = __any_sync(0xffffffffu, seen);
+        if (!seen) {   /* no key of the chunk: the row is left as it was */
+            for (int64_t j = lane; j < r.keys; j += 32)
+                row[j] = 0.0f;
+            continue;
+        }
+        bm = warp_max_f(bm);
+        const float mold = m[ri], mnew = fmaxf(mold, bm);
+        const float alpha = expf(mold - mnew);   /* 0 when m was -inf */
+        float sum = 0.0f;
+        for (int64_t j = lane; j < r.keys; j += 32) {
+            const float p = expf(row[j] - mnew);   /* masked: exp(-inf) = 0 */
+            row[j] = p;
+            sum += p;
+        }
+        sum = warp_sum_f(sum);
+        for (int64_t c = lane; c < r.hd; c += 32)
+            o_acc[ri * r.hd + c] *= alpha;
+        __syncwarp();
+        if (lane == 0) {
+            l[ri] = l[ri] * alpha + sum;
+            m[ri] = mnew;
+        }
+    }
+}
+
+__global__ void rows_bwd_kernel(nnt_attn_rows r, float *s, float *dp, const float *lse,
+                                const float *d)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t total = r.count * r.rows;
+    for (int64_t x = (int64_t)blockIdx.x * kRowWarps + warp; x < total;
+         x += (int64_t)gridDim.x * kRowWarps) {
+        const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows), qp = r.q_pos0 + i;
+        const int64_t ri = (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
+        const int32_t *pos = r.qpos ? r.qpos + ((r.t0 + e) / r.bdiv) * r.tq + i : NULL;
+        float *srow = s + x * r.keys, *drow = dp + x * r.keys;
+        const float lsei = lse[ri], di = d[ri];
+        const bool none = isinf(lsei);   /* a row that sees no key at all */
+        for (int64_t j = lane; j < r.keys; j += 32) {
+            if (none || !key_seen(qp, r.k_pos0 + r.kb + j, r.window, pos)) {
+                srow[j] = drow[j] = 0.0f;
+                continue;
+            }
+            float v = srow[j], g = 1.0f;
+            if (r.cap > 0.0f) {
+                const float t = tanhf(v / r.cap);
+                v = r.cap * t;
+                g = 1.0f - t * t;
+            }
+            const float p = expf(v - lsei);
+            srow[j] = p;
+            drow[j] = p * (drow[j] - di) * g;
+        }
+    }
+}
+
+} /* namespace */
+
+extern "C" int nnt_cuda_attn_rows_fwd_f32(const nnt_attn_rows *r, float *s, float *m, float *l,
+                                          float *o_acc, cudaStream_t stream)
+{
+    if (!r || r->count < 0 || r->rows < 0 || r->keys < 0 || r->bdiv < 1)
+        return -1;
+    if (r->count == 0 || r->rows == 0 || r->keys == 0)
+        return 0;
+    rows_fwd_kernel<<<warp_row_blocks(r->count * r->rows, kRowWarps), 32 * kRowWarps, 0,
+                      stream>>>(*r, s, m, l, o_acc);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_attn_rows_bwd_f32(const nnt_attn_rows *r, float *s, float *dp,
+                                          const float *lse, const float *d, cudaStream_t stream)
+{
+    if (!r || r->count < 0 || r->rows < 0 || r->keys < 0 || r->bdiv < 1)
+        return -1;
+    if (r->count == 0 || r->rows == 0 || r->keys == 0)
+        return 0;
+    rows_bwd_kernel<<<warp_row_blocks(r->count * r->rows, kRowWarps), 32 * kRowWarps, 0,
+                      stream>>>(*r, s, dp, lse, d);
+    return launch_status();
+}

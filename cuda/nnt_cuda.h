@@ -277,6 +277,28 @@ int nnt_cuda_attn_bwd_gqa_f32(const nnt_attn_map *map, int64_t tq, int64_t tk, i
                               const float *lse, const float *d, float *dq, float *dk,
                               float *dv, cudaStream_t stream);
 
+/* Attention by products (cpu/nnt_cpu.h, cpu/attn_products.c): the row kernels between its
+ * products, twins of nnt_cpu_attn_rows_fwd_f32 / _bwd_f32 (one warp a row; sums in another
+ * order). r is a HOST pointer; s, dp, m, l, o_acc, lse, d and r->qpos are on the device. */
+#ifndef NNT_ATTN_ROWS_DEFINED
+#define NNT_ATTN_ROWS_DEFINED
+typedef struct nnt_attn_rows {
+    int64_t count, rows, keys;
+    int64_t tq, hd;
+    int64_t r0;
+    int64_t q0, qstride;
+    int64_t t0, bdiv;
+    int64_t q_pos0, k_pos0, kb;
+    int64_t window;
+    const int32_t *qpos;
+    float cap;
+} nnt_attn_rows;
+#endif
+int nnt_cuda_attn_rows_fwd_f32(const nnt_attn_rows *r, float *s, float *m, float *l,
+                               float *o_acc, cudaStream_t stream);
+int nnt_cuda_attn_rows_bwd_f32(const nnt_attn_rows *r, float *s, float *dp, const float *lse,
+                               const float *d, cudaStream_t stream);
+
 /* ---- softmax cross-entropy (cuda/xent.cu) ------------------------------------------------------ */
 int nnt_cuda_xent_fwd_block_f32(int64_t rows, int64_t nv, int64_t v0, const float *logits,
                                 int64_t ld, const int32_t *targets, float *m, float *s,

@@ -188,6 +188,27 @@ static int choose_cpu_tasks(void)
     return NNT_OK;
 }
 
+/* NNT_CUDA_ATTN: how CUDA workers compute attention blocks. "flash" (the default): the flash
+ * kernels of cuda/attention.cu, on the CUDA cores; "products": as strided-batched cuBLAS
+ * products of chunks of query rows with row kernels between them (cpu/attn_products.c), in
+ * float, or TF32 on the tensor cores under NNT_PRECISION_TF32 and _BF16. The flash kernels
+ * took 58 % of a GPT-2 124M step on an H200 (bench/RESULTS-gpu.md, 2026-11-29); the products
+ * path is tested on CPU, not yet run on a GPU, hence not the default. */
+static int cuda_attn_products;   /* chosen by choose_cuda_attn for the context being started */
+
+static int choose_cuda_attn(void)
+{
+    const char *v = getenv("NNT_CUDA_ATTN");
+    if (v && !*v)
+        v = NULL;   /* set but empty: the default */
+    if (v && strcmp(v, "flash") && strcmp(v, "products"))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_CUDA_ATTN=%s: expected 'flash' "
+                        "(the default: the flash attention kernels) or 'products' (cuBLAS "
+                        "products of query-row chunks)", v);
+    cuda_attn_products = v && !strcmp(v, "products");
+    return NNT_OK;
+}
+
 /* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
  * unless STARPU_DISABLE_PINNING is a positive number (StarPU reads it as a number, -1 when
  * unset). NNT_TEST_PINNED_RAM=1 makes the budget checks count RAM so without CUDA workers:
@@ -223,6 +244,7 @@ static void choose_placement(nnt_ctx *ctx)
     if (ctx->ncuda > 0)
         starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, &ctx->first_cuda_worker, 1);
     ctx->cuda_tasks_on_cuda = ctx->ncuda > 0 && ctx->first_cuda_worker >= 0 && !cpu_tasks_all;
+    ctx->cuda_attn_products = cuda_attn_products;
     if (ctx->ncuda > 0)
         nnt_log(NNT_LOG_INFO, "%s; RAM %s", ctx->cuda_tasks_on_cuda
                 ? "tasks a CUDA worker can run go to the CUDA workers only (NNT_CPU_TASKS=all: "
@@ -230,6 +252,10 @@ static void choose_placement(nnt_ctx *ctx)
                 : "tasks go to any worker (NNT_CPU_TASKS=all)",
                 ctx->ram_chunked ? "pinned, tiles of up to 4 MiB in 32 MiB chunks"
                                  : "not pinned (STARPU_DISABLE_PINNING)");
+    if (ctx->ncuda > 0)
+        nnt_log(NNT_LOG_INFO, "attention on CUDA workers: %s", ctx->cuda_attn_products
+                ? "cuBLAS products of query-row chunks (NNT_CUDA_ATTN=products)"
+                : "flash kernels (NNT_CUDA_ATTN=products: cuBLAS products)");
 }
 
 /* StarPU's disk backend for the swap: NNT_SWAP_BACKEND=stdio (the default) or unistd.
@@ -295,7 +321,7 @@ static int choose_kernels(nnt_ctx *ctx)
         rc = -1;
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
-    if ((rc = choose_idle()) || (rc = choose_cpu_tasks()))
+    if ((rc = choose_idle()) || (rc = choose_cpu_tasks()) || (rc = choose_cuda_attn()))
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
     char dnnl_desc[64] = "";

@@ -125,6 +125,8 @@ struct nnt_ctx {
     int cuda_tasks_on_cuda;       /* tasks a CUDA worker can run go to the CUDA workers
                                      only (with CUDA workers, unless NNT_CPU_TASKS=all)   */
     int first_cuda_worker;        /* a CUDA worker's id, for codelets' can_execute        */
+    int cuda_attn_products;       /* NNT_CUDA_ATTN=products: attention blocks on CUDA workers
+                                     as products (cpu/attn_products.c), not flash kernels */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
     int pack_keep;                /* ... into packs kept with B while its tiles do not

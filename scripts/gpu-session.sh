@@ -61,6 +61,10 @@
 #            sliding-window attention against causal on the GPU, fp32 then bf16:
 #            window.fp32_ratio, .bf16_ratio (window / causal, median of the rounds), the
 #            causal and window milliseconds (60)
+#   attn     the CUDA attention's two paths (NNT_CUDA_ATTN) on GPT-2 124M (the gpt2 phase's
+#            sizes, token file and calibrated models), 10 steps each, flash then products:
+#            attn.flash_ms, .products_ms (every step), .flash_s, .products_s (the mean of
+#            steps 4-10), .speedup, .max_loss_diff (the same steps' losses) (120)
 #   steps    diagnostic, not in the plan: GPT-2 124M (the gpt2 phase's sizes and token file),
 #            12 steps on the gpt2 phase's calibrated performance models (fresh ones without
 #            it), with dmdas, with eager (no model) and with dmdas traced over steps 2-12
@@ -172,6 +176,11 @@ md_of() {
                    g("window.shape"), g("window.fp32_window_ms"), g("window.fp32_causal_ms"),
                    g("window.fp32_ratio"), g("window.bf16_window_ms"),
                    g("window.bf16_causal_ms"), g("window.bf16_ratio")
+        if (g("attn.flash_s") != "-" || g("attn.products_s") != "-")
+            printf "\nCUDA attention (GPT-2 124M, steps 4-10): flash kernels %s s a step, " \
+                   "products (NNT_CUDA_ATTN=products) %s s, %sx; largest loss difference %s.\n",
+                   g("attn.flash_s"), g("attn.products_s"), g("attn.speedup"),
+                   g("attn.max_loss_diff")
         if (g("kernels.exit") != "-")
             printf "\nCUDA kernels against the CPU kernels (test_cuda_kernels): exit %s, %s.\n",
                    g("kernels.exit"), g("kernels.checks")
@@ -506,6 +515,27 @@ phase_first_all() {
     put first_step all_ms "$(str "$(tr '\n' ' ' < "$out/nnt-first-all.ms")(exit $nnt_rc)")"
 }
 
+phase_attn() {
+    local lim=$1 m=("${small[@]}") v
+    local data=$out/tokens-gpt2.bin
+    [ -f "$data" ] || write_tokens "$data" $((11 * m[5] * m[6] + 1)) "${m[3]}"
+    local run_home=$out/home-nnt-gpt2   # the gpt2 phase's models, when it ran
+    mkdir -p "$run_home"
+    for v in flash products; do
+        NNT_CUDA_ATTN=$v nnt_run "attn-$v" $((lim / 2)) $(model_args "${m[@]}") --steps 10 \
+            --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 "${cpus[@]}"
+        put attn "${v}_ms" "$(str "$(tr '\n' ' ' < "$out/attn-$v.ms")(exit $nnt_rc)")"
+        put attn "${v}_s" "$(num "$(awk 'NR >= 4 { s += $1 / 1000; n++ }
+            END { if (n) printf "%.6g", s / n }' "$out/attn-$v.ms")")"
+    done
+    put attn speedup "$(num "$(awk -v a="$(awk 'NR >= 4 { s += $1; n++ } END { if (n) print s / n }' \
+        "$out/attn-flash.ms")" -v b="$(awk 'NR >= 4 { s += $1; n++ } END { if (n) print s / n }' \
+        "$out/attn-products.ms")" 'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
+    put attn max_loss_diff "$(num "$(max_diff "$out/attn-flash.loss" "$out/attn-products.loss")")"
+    say "attn: flash $(tr '\n' ' ' < "$out/attn-flash.ms")ms; products" \
+        "$(tr '\n' ' ' < "$out/attn-products.ms")ms"
+}
+
 phase_steps() {
     local lim=$1 m=("${small[@]}") v sched
     local data=$out/tokens-gpt2.bin
@@ -742,10 +772,10 @@ phase_cpubench() {
 # defaults: limit and the least worth starting with
 declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=240 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
-                        [window]=60 [steps]=150)
+                        [window]=60 [steps]=150 [attn]=120)
 declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60
                       [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
-                      [window]=20 [steps]=45)
+                      [window]=20 [steps]=45 [attn]=40)
 : > "$tsv"
 status=0
 for phase in "$@"; do

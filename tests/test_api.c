@@ -573,6 +573,25 @@ START_TEST(ctx_host_ram_raises_starpu_main_memory)
 }
 END_TEST
 
+/* NNT_CUDA_ATTN chooses the CUDA workers' attention (lib/ctx.c): flash, products or empty
+ * are taken (also without CUDA workers, where nothing changes); anything else is refused,
+ * named. */
+START_TEST(ctx_cuda_attn_choice)
+{
+    static const char *const good[] = {"flash", "products", ""};
+    for (int i = 0; i < 3; i++) {
+        setenv("NNT_CUDA_ATTN", good[i], 1);
+        nnt_ctx *ctx = test_ctx();
+        EXPECT_OK(nnt_ctx_destroy(ctx));
+    }
+    nnt_ctx *ctx = NULL;
+    setenv("NNT_CUDA_ATTN", "tensor-cores", 1);
+    EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &ctx), NNT_E_INVAL, "NNT_CUDA_ATTN=tensor-cores");
+    ck_assert_ptr_null(ctx);
+    unsetenv("NNT_CUDA_ATTN");
+}
+END_TEST
+
 /* ---- tensor misuse --------------------------------------------------------------------- */
 
 START_TEST(tensor_create_rejects_bad_arguments)
@@ -802,6 +821,7 @@ static Suite *api_suite(void)
     tcase_add_test(ctx, ctx_budget_counts_pinned_chunks);
     tcase_add_test(ctx, ctx_host_ram_raises_starpu_main_memory);
     tcase_add_test(ctx, ctx_idle_workers_give_way);
+    tcase_add_test(ctx, ctx_cuda_attn_choice);
     suite_add_tcase(s, ctx);
     TCase *tensor = tcase_create("tensor misuse");
     tcase_add_test(tensor, tensor_create_rejects_bad_arguments);

@@ -2390,6 +2390,151 @@ START_TEST(test_attention_packed)
 }
 END_TEST
 
+/* max |got - want| / max |want| over n floats */
+static double max_rel_f(const float *got, const float *want, int64_t n)
+{
+    double e = 0.0, top = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        e = fmax(e, fabs((double)got[i] - want[i])), top = fmax(top, fabs((double)want[i]));
+    return top > 0.0 ? e / top : e;
+}
+
+/* Attention by products (cpu/attn_products.c, the CPU operations) against the flash kernels
+ * on the same blocks: a query tile of 37 rows at position 40 against a key tile of 29 rows
+ * before it (at 11) and one that the diagonal cuts (at 40); multi-head, whole grouped-query
+ * and partial grouped-query maps; plain causal, a window of 20 that cuts the first key tile,
+ * a soft-cap, packed examples, all three; the scratch large (one product per run) and small
+ * (chunks of 4 rows of one slab). Forward: o, m, l after both key tiles; backward: dq, dk,
+ * dv of both from the flash forward's lse and d. */
+#define PROD_TOL 4e-6   /* measured 3.8e-7 (AMD Zen 5, 2026-11-29) */
+START_TEST(test_attention_products)
+{
+    const int64_t tq = 37, tk = 29, hd = 12, qp0 = 40, kp0[2] = {11, 40};
+    static const nnt_attn_map maps[] = {
+        {2, 3, 3, 0, 3, 1, 0, 0},   /* multi-head: every slab of the blocks */
+        {2, 6, 6, 0, 2, 3, 0, 0},   /* grouped-query, whole: 3 runs of 4 slabs */
+        {2, 2, 4, 1, 2, 2, 1, 0},   /* grouped-query, q heads 1-2 of 4, a run per head */
+    };
+    double worst = 0.0;
+    for (int mi = 0; mi < (int)(sizeof maps / sizeof maps[0]); mi++) {
+        const nnt_attn_map *mp = &maps[mi];
+        const int64_t nq = mp->nb * mp->q_hs, nkv = mp->nb * mp->kv_hs;
+        float *q = test_random_f32(nq * tq * hd, 31, -1, 1), *dout = test_random_f32(nq * tq * hd, 32, -1, 1);
+        float *k[2], *v[2];
+        for (int b = 0; b < 2; b++)
+            k[b] = test_random_f32(nkv * tk * hd, 33 + 2 * b, -1, 1),
+            v[b] = test_random_f32(nkv * tk * hd, 34 + 2 * b, -1, 1);
+        int32_t *pos = malloc((size_t)(mp->nb * tq) * sizeof *pos);
+        for (int64_t b = 0; b < mp->nb; b++)
+            for (int64_t i = 0; i < tq; i++)
+                pos[b * tq + i] = (int32_t)((i + 7 * b) % 23 + 3 * b);
+        for (int variant = 0; variant < 5; variant++) {
+            const int64_t w = variant == 1 || variant == 4 ? 20 : 0;
+            const float cap = variant == 2 || variant == 4 ? 0.7f : 0.0f, scale = 0.41f;
+            const int32_t *qpos = variant >= 3 ? pos : NULL;
+            float *o[2], *m[2], *l[2], *dq[2], *dk[2][2], *dv[2][2];
+            float *lse = malloc((size_t)(nq * tq) * 4), *d = malloc((size_t)(nq * tq) * 4);
+            for (int path = 0; path < 3; path++) {   /* flash; products, scratch large, small */
+                int x = path ? 1 : 0;
+                int64_t ws_n = path == 1 ? 2 * nq * tq * tk : 2 * 4 * tk;
+                float *ws = malloc((size_t)ws_n * 4);
+                if (path < 2) {
+                    o[x] = calloc((size_t)(nq * tq * hd), 4);
+                    m[x] = malloc((size_t)(nq * tq) * 4), l[x] = calloc((size_t)(nq * tq), 4);
+                    for (int64_t i = 0; i < nq * tq; i++)
+                        m[x][i] = -INFINITY;
+                } else {   /* the small scratch: from the same start */
+                    for (int64_t i = 0; i < nq * tq * hd; i++)
+                        o[1][i] = 0.0f;
+                    for (int64_t i = 0; i < nq * tq; i++)
+                        m[1][i] = -INFINITY, l[1][i] = 0.0f;
+                }
+                for (int b = 0; b < 2; b++) {
+                    if (path == 0)
+                        nnt_cpu_attn_fwd_packed_f32(NULL, mp, tq, tk, hd, qp0, kp0[b], w, qpos,
+                                                    scale, cap, q, k[b], v[b], o[0], m[0], l[0]);
+                    else
+                        ck_assert_int_eq(nnt_attn_products_fwd(&nnt_cpu_attn_products_ops, mp, tq,
+                                                               tk, hd, qp0, kp0[b], w, qpos, scale,
+                                                               cap, q, k[b], v[b], o[1], m[1], l[1],
+                                                               ws, ws_n), 0);
+                }
+                if (path == 0) {   /* lse and d from the flash forward, for every path */
+                    float *of = malloc((size_t)(nq * tq * hd) * 4);
+                    memcpy(of, o[0], (size_t)(nq * tq * hd) * 4);
+                    nnt_cpu_attn_fwd_finalize_f32(nq, tq, hd, of, m[0], l[0], lse);
+                    nnt_cpu_attn_bwd_prep_f32(nq, tq, hd, of, dout, d);
+                    free(of);
+                } else {
+                    double e[3] = {max_rel_f(o[1], o[0], nq * tq * hd),
+                                   max_rel_f(l[1], l[0], nq * tq), 0.0};
+                    for (int64_t i = 0; i < nq * tq; i++)
+                        if (m[1][i] != m[0][i] && !(isinf(m[0][i]) && isinf(m[1][i])))
+                            e[2] = fmax(e[2], fabs((double)m[1][i] - m[0][i]));
+                    for (int c = 0; c < 3; c++) {
+                        EXPECT_TOL(e[c], PROD_TOL, "products forward %s, map %d, variant %d, "
+                                   "scratch %lld", (const char *[]){"o", "l", "m"}[c], mi,
+                                   variant, (long long)ws_n);
+                        worst = fmax(worst, e[c]);
+                    }
+                }
+                if (path < 2) {
+                    dq[x] = calloc((size_t)(nq * tq * hd), 4);
+                } else {
+                    for (int64_t i = 0; i < nq * tq * hd; i++)
+                        dq[1][i] = 0.0f;
+                }
+                for (int b = 0; b < 2; b++) {
+                    if (path < 2)
+                        dk[x][b] = calloc((size_t)(nkv * tk * hd), 4),
+                        dv[x][b] = calloc((size_t)(nkv * tk * hd), 4);
+                    else
+                        for (int64_t i = 0; i < nkv * tk * hd; i++)
+                            dk[1][b][i] = dv[1][b][i] = 0.0f;
+                    if (path == 0)
+                        nnt_cpu_attn_bwd_packed_f32(NULL, mp, tq, tk, hd, qp0, kp0[b], w, qpos,
+                                                    scale, cap, q, k[b], v[b], dout, lse, d,
+                                                    dq[0], dk[0][b], dv[0][b]);
+                    else
+                        ck_assert_int_eq(nnt_attn_products_bwd(&nnt_cpu_attn_products_ops, mp, tq,
+                                                               tk, hd, qp0, kp0[b], w, qpos, scale,
+                                                               cap, q, k[b], v[b], dout, lse, d,
+                                                               dq[1], dk[1][b], dv[1][b], ws,
+                                                               ws_n), 0);
+                }
+                if (path > 0) {
+                    double e[5] = {max_rel_f(dq[1], dq[0], nq * tq * hd),
+                                   max_rel_f(dk[1][0], dk[0][0], nkv * tk * hd),
+                                   max_rel_f(dk[1][1], dk[0][1], nkv * tk * hd),
+                                   max_rel_f(dv[1][0], dv[0][0], nkv * tk * hd),
+                                   max_rel_f(dv[1][1], dv[0][1], nkv * tk * hd)};
+                    for (int c = 0; c < 5; c++) {
+                        EXPECT_TOL(e[c], PROD_TOL, "products backward %s, map %d, variant %d, "
+                                   "scratch %lld", (const char *[]){"dq", "dk 0", "dk 1", "dv 0",
+                                   "dv 1"}[c], mi, variant, (long long)ws_n);
+                        worst = fmax(worst, e[c]);
+                    }
+                }
+                free(ws);
+            }
+            ck_assert_int_eq(nnt_attn_products_fwd(&nnt_cpu_attn_products_ops, mp, tq, tk, hd,
+                                                   qp0, kp0[0], w, qpos, scale, cap, q, k[0],
+                                                   v[0], o[1], m[1], l[1], lse, tk - 1), -1);
+            for (int x = 0; x < 2; x++) {
+                free(o[x]), free(m[x]), free(l[x]), free(dq[x]);
+                for (int b = 0; b < 2; b++)
+                    free(dk[x][b]), free(dv[x][b]);
+            }
+            free(lse), free(d);
+        }
+        free(q), free(dout), free(pos);
+        for (int b = 0; b < 2; b++)
+            free(k[b]), free(v[b]);
+    }
+    printf("test_cpu_kernels attention_products: worst error %.2e\n", worst);
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -2410,6 +2555,7 @@ static Suite *cpu_suite(void)
         {"attention_masked", test_attention_masked_rows},
         {"attention_window", test_attention_window_noscratch},
         {"attention_packed", test_attention_packed},
+        {"attention_products", test_attention_products},
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
         {"sgd", test_sgd},                       {"round", test_round},

@@ -28,6 +28,9 @@
  *   5e-6 normwise: attention forward / backward, multi-head and grouped-query (different
  *              summation orders in float) [0.09]; the row log-sum-exp l: rtol 1e-5, atol
  *              1e-6 [0.04]
+ *   attention by products (NNT_CUDA_ATTN=products; not yet run on a GPU): float products
+ *              5e-6 normwise as the flash kernels; TF32 products 5e-3 (an estimate: 10-bit
+ *              mantissas), both to be set from the first measurement
  *   mixture of experts (first run on an H200, 2026-11-29): routing choices equal, probs
  *              and w 3e-6 [0.08: 2.4e-7 measured] (expf), dlogits 1e-6 normwise [0.18];
  *              gather and scatter-add bit-exact; weight_grad 1e-6 (sums in double; measured
@@ -2051,6 +2054,138 @@ START_TEST(test_moe_maps)
 }
 END_TEST
 
+/* ---- attention by products (cpu/attn_products.c with cuBLAS and the CUDA row kernels) ------- */
+
+struct dev_products {
+    int math;
+};
+
+static int dev_gemm(void *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                    int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                    int64_t stride_c, int64_t batch)
+{
+    const struct dev_products *dp = ctx;
+    return nnt_cuda_gemm(dp->math, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                         stride_b, beta, c, ldc, stride_c, batch, g_blas, g_stream);
+}
+
+static int dev_rows_fwd(void *ctx, const nnt_attn_rows *r, float *s, float *m, float *l,
+                        float *o_acc)
+{
+    (void)ctx;
+    return nnt_cuda_attn_rows_fwd_f32(r, s, m, l, o_acc, g_stream);
+}
+
+static int dev_rows_bwd(void *ctx, const nnt_attn_rows *r, float *s, float *dp,
+                        const float *lse, const float *d)
+{
+    (void)ctx;
+    return nnt_cuda_attn_rows_bwd_f32(r, s, dp, lse, d, g_stream);
+}
+
+/* The products path on the GPU against the CPU's flash kernels, the blocks of
+ * test_cpu_kernels' attention_products: a 37-row query tile at 40 against key tiles at 11 and
+ * 40 (29 rows), multi-head, whole and partial grouped-query maps; causal, a window of 20, a
+ * soft-cap, packed examples, all three; a large and a small scratch; float products and TF32. */
+static void run_products_case(const nnt_attn_map *mp, int variant, int math, int small)
+{
+    const int64_t tq = 37, tk = 29, hd = 12, qp0 = 40, kp0[2] = {11, 40};
+    const int64_t nq = mp->nb * mp->q_hs, nkv = mp->nb * mp->kv_hs;
+    const int64_t nqe = nq * tq * hd, nke = nkv * tk * hd;
+    const int64_t w = variant == 1 || variant == 4 ? 20 : 0;
+    const float cap = variant == 2 || variant == 4 ? 0.7f : 0.0f, scale = 0.41f;
+    int32_t *pos = xmalloc((size_t)(mp->nb * tq) * sizeof *pos);
+    for (int64_t b = 0; b < mp->nb; b++)
+        for (int64_t i = 0; i < tq; i++)
+            pos[b * tq + i] = (int32_t)((i + 7 * b) % 23 + 3 * b);
+    const int32_t *qpos = variant >= 3 ? pos : NULL;
+    int32_t *d_pos = dup_i(pos, mp->nb * tq);
+    float *q = rand_f(nqe, -1, 1), *dout = rand_f(nqe, -1, 1), *k[2], *v[2];
+    float *o = xmalloc((size_t)nqe * 4), *m = xmalloc((size_t)(nq * tq) * 4);
+    float *l = xmalloc((size_t)(nq * tq) * 4), *lse = xmalloc((size_t)(nq * tq) * 4);
+    float *d = xmalloc((size_t)(nq * tq) * 4);
+    float *dq = xmalloc((size_t)nqe * 4), *dk[2], *dv[2];
+    for (int b = 0; b < 2; b++) {
+        k[b] = rand_f(nke, -1, 1), v[b] = rand_f(nke, -1, 1);
+        dk[b] = xmalloc((size_t)nke * 4), dv[b] = xmalloc((size_t)nke * 4);
+        memset(dk[b], 0, (size_t)nke * 4), memset(dv[b], 0, (size_t)nke * 4);
+    }
+    memset(o, 0, (size_t)nqe * 4), memset(dq, 0, (size_t)nqe * 4);
+    for (int64_t i = 0; i < nq * tq; i++)
+        m[i] = -INFINITY, l[i] = 0.0f;
+    /* the GPU's state from the same start */
+    float *d_q = dup_d(q, nqe), *d_dout = dup_d(dout, nqe), *d_o = dup_d(o, nqe);
+    float *d_m = dup_d(m, nq * tq), *d_l = dup_d(l, nq * tq), *d_dq = dup_d(dq, nqe);
+    float *d_k[2], *d_v[2], *d_dk[2], *d_dv[2];
+    for (int b = 0; b < 2; b++)
+        d_k[b] = dup_d(k[b], nke), d_v[b] = dup_d(v[b], nke), d_dk[b] = dup_d(dk[b], nke),
+        d_dv[b] = dup_d(dv[b], nke);
+    const int64_t ws_n = small ? 2 * 4 * tk : 2 * nq * tq * tk;
+    float *d_ws = dalloc((size_t)ws_n * 4);
+    struct dev_products dp = {math ? NNT_CUDA_MATH_TF32 : NNT_CUDA_MATH_F32};
+    const nnt_attn_products_ops ops = {&dp, dev_gemm, dev_rows_fwd, dev_rows_bwd};
+    for (int b = 0; b < 2; b++) {
+        nnt_cpu_attn_fwd_packed_f32(NULL, mp, tq, tk, hd, qp0, kp0[b], w, qpos, scale, cap,
+                                    q, k[b], v[b], o, m, l);
+        NNT_OK(nnt_attn_products_fwd(&ops, mp, tq, tk, hd, qp0, kp0[b], w,
+                                     qpos ? d_pos : NULL, scale, cap, d_q, d_k[b], d_v[b],
+                                     d_o, d_m, d_l, d_ws, ws_n));
+    }
+    /* float: the flash kernels' 5e-6; TF32 (10-bit mantissas): an estimate, not yet run */
+    const double tol = math ? 5e-3 : 5e-6;
+    float *got = fetch(d_o, nqe);
+    check_normwise(math ? "products fwd o (tf32)" : "products fwd o", got, o, nqe, tol);
+    free(got);
+    got = fetch(d_l, nq * tq);
+    check_normwise(math ? "products fwd l (tf32)" : "products fwd l", got, l, nq * tq, tol);
+    free(got);
+    float *of = copy_f(o, nqe);
+    nnt_cpu_attn_fwd_finalize_f32(nq, tq, hd, of, m, l, lse);
+    nnt_cpu_attn_bwd_prep_f32(nq, tq, hd, of, dout, d);
+    float *d_lse = dup_d(lse, nq * tq), *d_d = dup_d(d, nq * tq);
+    for (int b = 0; b < 2; b++) {
+        nnt_cpu_attn_bwd_packed_f32(NULL, mp, tq, tk, hd, qp0, kp0[b], w, qpos, scale, cap,
+                                    q, k[b], v[b], dout, lse, d, dq, dk[b], dv[b]);
+        NNT_OK(nnt_attn_products_bwd(&ops, mp, tq, tk, hd, qp0, kp0[b], w,
+                                     qpos ? d_pos : NULL, scale, cap, d_q, d_k[b], d_v[b],
+                                     d_dout, d_lse, d_d, d_dq, d_dk[b], d_dv[b], d_ws, ws_n));
+    }
+    got = fetch(d_dq, nqe);
+    check_normwise(math ? "products bwd dq (tf32)" : "products bwd dq", got, dq, nqe, tol);
+    free(got);
+    for (int b = 0; b < 2; b++) {
+        got = fetch(d_dk[b], nke);
+        check_normwise(math ? "products bwd dk (tf32)" : "products bwd dk", got, dk[b], nke,
+                       tol);
+        free(got);
+        got = fetch(d_dv[b], nke);
+        check_normwise(math ? "products bwd dv (tf32)" : "products bwd dv", got, dv[b], nke,
+                       tol);
+        free(got);
+    }
+    free(pos), free(q), free(dout), free(o), free(m), free(l), free(lse), free(d), free(dq);
+    free(of);
+    dfree(d_pos), dfree(d_q), dfree(d_dout), dfree(d_o), dfree(d_m), dfree(d_l);
+    dfree(d_dq), dfree(d_ws), dfree(d_lse), dfree(d_d);
+    for (int b = 0; b < 2; b++) {
+        free(k[b]), free(v[b]), free(dk[b]), free(dv[b]);
+        dfree(d_k[b]), dfree(d_v[b]), dfree(d_dk[b]), dfree(d_dv[b]);
+    }
+}
+
+START_TEST(test_attention_products)
+{
+    static const nnt_attn_map maps[] = {
+        {2, 3, 3, 0, 3, 1, 0, 0}, {2, 6, 6, 0, 2, 3, 0, 0}, {2, 2, 4, 1, 2, 2, 1, 0}};
+    for (int mi = 0; mi < 3; mi++)
+        for (int variant = 0; variant < 5; variant++)
+            for (int math = 0; math < 2; math++)
+                for (int small = 0; small < 2; small++)
+                    run_products_case(&maps[mi], variant, math, small);
+}
+END_TEST
+
 /* ---- suite ------------------------------------------------------------------------------------ */
 
 static Suite *cuda_suite(void)
@@ -2074,6 +2209,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_attention_gqa);
     tcase_add_test(tc, test_attention_packed);
+    tcase_add_test(tc, test_attention_products);
     tcase_add_test(tc, test_rope_positions);
     tcase_add_test(tc, test_xent);
     tcase_add_test(tc, test_embedding);

@@ -22,6 +22,9 @@ struct attn_block_args {
                        backward: bit 1 dq only written, bit 2 dk, dv only written (zeroed) */
     int has_pos;    /* a last buffer holds the queries' positions (nb, tq) int32: each
                        query sees the keys of its example only (packed rows) */
+    int cuda_math;  /* on a CUDA worker: 0 the flash kernels; else attention by products
+                       (NNT_CUDA_ATTN=products) with products of math NNT_CUDA_MATH_F32 + 1
+                       or NNT_CUDA_MATH_TF32 + 1 */
 };
 
 struct attn_rows_args {
@@ -51,6 +54,8 @@ static uint32_t block_footprint(struct starpu_task *task)
         h = starpu_hash_crc32c_be(2u, h);
     if (a->map.bf16)   /* bf16 products on a CPU worker */
         h = starpu_hash_crc32c_be(3u, h);
+    if (a->cuda_math)   /* products on a CUDA worker */
+        h = starpu_hash_crc32c_be(4u + (uint32_t)a->cuda_math, h);
     return starpu_hash_crc32c_be((uint32_t)a->init, h);
 }
 
@@ -105,6 +110,69 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
 }
 
 #ifdef NNT_CUDA_CODELETS
+/* ---- attention by products on a CUDA worker (NNT_CUDA_ATTN=products) ---------------------- */
+
+struct cuda_products {
+    int math;   /* NNT_CUDA_MATH_F32 or _TF32 */
+    cublasHandle_t handle;
+    cudaStream_t stream;
+};
+
+static int cuda_products_gemm(void *ctx, int trans_a, int trans_b, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a, int64_t lda,
+                              int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
+                              float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    const struct cuda_products *cp = ctx;
+    return nnt_cuda_gemm(cp->math, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                         stride_b, beta, c, ldc, stride_c, batch, cp->handle, cp->stream);
+}
+
+static int cuda_products_fwd_rows(void *ctx, const nnt_attn_rows *r, float *s, float *m,
+                                  float *l, float *o_acc)
+{
+    return nnt_cuda_attn_rows_fwd_f32(r, s, m, l, o_acc, ((struct cuda_products *)ctx)->stream);
+}
+
+static int cuda_products_bwd_rows(void *ctx, const nnt_attn_rows *r, float *s, float *dp,
+                                  const float *lse, const float *d)
+{
+    return nnt_cuda_attn_rows_bwd_f32(r, s, dp, lse, d, ((struct cuda_products *)ctx)->stream);
+}
+
+/* The worker's scratch for a block's products: up to 256 rows of every slab of a run, two
+ * (tk)-float rows each (the backward's s and dp), at most 32 Mi floats (128 MiB), at least
+ * what one row of one slab takes. NULL when the GPU has no room. */
+static float *products_scratch(const struct attn_block_args *a, int64_t *floats)
+{
+    int64_t rows = a->tq < 256 ? a->tq : 256;
+    int64_t slabs = a->map.nb * a->map.nh;
+    int64_t want = 2 * slabs * rows * a->tk, most = (int64_t)32 << 20, least = 2 * a->tk;
+    want = want > most ? most : want;
+    want = want < least ? least : want;
+    *floats = want;
+    return nnt_worker_scratch((size_t)want * sizeof(float));
+}
+
+static int cuda_products_block(const struct attn_block_args *a, void *buffers[], int backward,
+                               cudaStream_t s)
+{
+    struct cuda_products cp = {a->cuda_math - 1, starpu_cublas_get_local_handle(), s};
+    const nnt_attn_products_ops ops = {&cp, cuda_products_gemm, cuda_products_fwd_rows,
+                                       cuda_products_bwd_rows};
+    int64_t ws_floats;
+    float *ws = products_scratch(a, &ws_floats);
+    if (!ws)
+        return -2;   /* cudaErrorMemoryAllocation */
+    if (!backward)
+        return nnt_attn_products_fwd(&ops, &a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                     a->window, POS(a, 6), a->scale, a->cap, CP(0), CP(1),
+                                     CP(2), P(3), P(4), P(5), ws, ws_floats);
+    return nnt_attn_products_bwd(&ops, &a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
+                                 a->window, POS(a, 9), a->scale, a->cap, CP(0), CP(1), CP(2),
+                                 CP(3), CP(4), CP(5), P(6), P(7), P(8), ws, ws_floats);
+}
+
 static void fwd_block_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
@@ -118,7 +186,9 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
         if (rc == 0)
             rc = nnt_cuda_fill_f32(qrows, 0.0f, P(5), s);
     }
-    if (rc == 0)
+    if (rc == 0 && a->cuda_math)
+        rc = cuda_products_block(a, buffers, 0, s);
+    else if (rc == 0)
         rc = nnt_cuda_attn_fwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
                                           a->window, POS(a, 6), a->scale, a->cap, CP(0), CP(1),
                                           CP(2), P(3), P(4), P(5), s);
@@ -157,7 +227,9 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(7), s);
     if (rc == 0 && (a->init & INIT_DKV))
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(8), s);
-    if (rc == 0)
+    if (rc == 0 && a->cuda_math)
+        rc = cuda_products_block(a, buffers, 1, s);
+    else if (rc == 0)
         rc = nnt_cuda_attn_bwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
                                           a->window, POS(a, 9), a->scale, a->cap, CP(0), CP(1),
                                           CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8), s);
@@ -244,6 +316,18 @@ static nnt_attn_map task_map(const nnt_ctx *ctx, const nnt_attn_map *map)
     return m;
 }
 
+/* The products' math on a CUDA worker (struct attn_block_args.cuda_math): 0 without
+ * NNT_CUDA_ATTN=products; float under NNT_PRECISION_FP32, TF32 under the others. */
+static int task_cuda_math(const nnt_ctx *ctx)
+{
+#ifdef NNT_CUDA_CODELETS
+    if (ctx->cuda_attn_products)
+        return 1 + (ctx->precision == NNT_PRECISION_FP32 ? NNT_CUDA_MATH_F32 : NNT_CUDA_MATH_TF32);
+#endif
+    (void)ctx;
+    return 0;
+}
+
 /* One (query tile, key tile) pair: the q slabs of map, (tq, hd) queries each at q_pos0,
  * against their (tk, hd) key slabs at k_pos0, under a sliding window (0: none), scores
  * soft-capped by cap (0: none). h: q, k, v,
@@ -255,7 +339,7 @@ int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq,
                               starpu_data_handle_t pos)
 {
     struct attn_block_args args = {task_map(ctx, map), tq, tk, hd, q_pos0, k_pos0, window,
-                                   scale, cap, init, pos != NULL};
+                                   scale, cap, init, pos != NULL, task_cuda_math(ctx)};
     enum starpu_data_access_mode acc = init ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[7] = {
         {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R},
@@ -291,7 +375,7 @@ int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq,
 {
     int init = (init_dq ? INIT_DQ : 0) | (init_dkv ? INIT_DKV : 0);
     struct attn_block_args args = {task_map(ctx, map), tq, tk, hd, q_pos0, k_pos0, window,
-                                   scale, cap, init, pos != NULL};
+                                   scale, cap, init, pos != NULL, task_cuda_math(ctx)};
     enum starpu_data_access_mode mq = init_dq ? STARPU_W : STARPU_RW;
     enum starpu_data_access_mode mkv = init_dkv ? STARPU_W : STARPU_RW;
     struct starpu_data_descr bufs[10] = {
