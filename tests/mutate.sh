@@ -41,6 +41,10 @@ attn_segment_rows|cpu/attention.c|s@r1 = (last + 1) \* ATTN_CHUNK;@r1 = last * A
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p
 bf16_cvt_subnormal|cpu/gemm.c|s@        if (subnormal)@        if (0 \&\& subnormal)@|bf16 conversion by VCVTNEPS2BF16: subnormal inputs flushed to zero
 avx512_tail_lanes|cpu/softmax.c|s@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 8), s, up);@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 0), s, e);@|AVX-512 row exp: the tail summed in the lanes of the wrong partial sum
+prod_window_start|cpu/attn_products.c|s@int64_t b = w > 0 ? q_pos0 + r0 - w + 1 - k_pos0 : 0;@int64_t b = w > 0 ? q_pos0 + r0 - w + 2 - k_pos0 : 0;@|attention by products: the chunk keys start one past the first rows window start
+prod_cap_grad|cpu/attn_products.c|s@drow\[j\] = p \* (drow\[j\] - d\[ri\]) \* g;@drow[j] = p * (drow[j] - d[ri]);@|attention by products: the soft-cap gradient factor dropped in the backward rows
+prod_dk_scale|cpu/attn_products.c|s@rc = ops->gemm(ops->ctx, 1, 0, kn, hd, rq, scale, dp, kn, sp, q + iq, hd, sq,@rc = ops->gemm(ops->ctx, 1, 0, kn, hd, rq, 1.0f, dp, kn, sp, q + iq, hd, sq,@|attention by products: dk without the scores scale
+prod_batch_row|cpu/attn_products.c|s@attn_run r = {i, mp->group, 0, 1, mp->nb \* mp->kv_hs, mp->kv_hs};@attn_run r = {i, mp->group, 0, 1, mp->nb * mp->kv_hs, 1};@|attention by products: a whole maps entries read the positions of the wrong batch row
 test_shard_no_count|tests/testutil.h|s@return added++ % n == index;@return added % n == index;@|test shards: the order of addition not counted, so shard 0 runs every test and the others none
 dnnl_cache_mru|cpu/gemm_dnnl.c|s@c->slot\[i\].last_use < c->slot\[v\].last_use@c->slot[i].last_use > c->slot[v].last_use@|primitive cache: the most recently used entry replaced
 table_inexact_narrowed|lib/layers/leaf.c|s@return exact ? nnt_tensor_retype(e->wte, NNT_BF16) : NNT_OK;@return nnt_tensor_retype(e->wte, NNT_BF16);@|a frozen token table kept in bf16 whatever its values
