@@ -69,48 +69,123 @@ static void chunk_keys(int64_t r0, int64_t rq, int64_t tk, int64_t q_pos0, int64
     *ke = e < 0 ? 0 : (e > tk ? tk : e);
 }
 
-int nnt_attn_products_fwd(const nnt_attn_products_ops *ops, const nnt_attn_map *mp, int64_t tq,
-                          int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                          int64_t window, const int32_t *qpos, float scale, float cap,
-                          const float *q, const float *k, const float *v, float *o_acc,
-                          float *m, float *l, float *ws, int64_t ws_floats)
+/* One chunk: entries [t0, t0 + cnt) of a run, query rows [r0, r0 + rq), keys [kb, kb + kn);
+ * qo, ko: offsets of its first query row and first key in the q-side and kv-side tiles;
+ * sq, skv: the strides between entries there. */
+typedef struct {
+    attn_run run;
+    int64_t t0, cnt, r0, rq, kb, kn, qo, ko, sq, skv;
+} attn_chunk;
+
+typedef int (*chunk_fn)(const attn_chunk *c, void *arg);
+
+/* fn on every chunk of the block that a query row's keys reach, run by run (per: tk-float
+ * rows of scratch a query row takes), in order; the first nonzero return ends it. */
+static int for_each_chunk(const nnt_attn_map *mp, int64_t tq, int64_t tk, int64_t hd,
+                          int64_t q_pos0, int64_t k_pos0, int64_t w, int per, int64_t ws_floats,
+                          chunk_fn fn, void *arg)
 {
     if (tq <= 0 || tk <= 0 || mp->nb <= 0 || mp->nh <= 0)
         return 0;
     for (int64_t ri = 0; ri < run_count(mp); ri++) {
-        attn_run run = run_of(mp, ri);
+        attn_chunk c;
+        c.run = run_of(mp, ri);
         attn_chunks ch;
-        if (chunks_for(tq, tk, run.count, 1, ws_floats, &ch))
+        if (chunks_for(tq, tk, c.run.count, per, ws_floats, &ch))
             return -1;
-        const int64_t sq = run.qstride * tq * hd, skv = run.kvstride * tk * hd;
-        for (int64_t t0 = 0; t0 < run.count; t0 += ch.count) {
-            int64_t cnt = run.count - t0 < ch.count ? run.count - t0 : ch.count;
-            const int64_t qoff = (run.q0 + t0 * run.qstride) * tq * hd;
-            const int64_t kvoff = (run.kv0 + t0 * run.kvstride) * tk * hd;
-            for (int64_t r0 = 0; r0 < tq; r0 += ch.rows) {
-                int64_t rq = tq - r0 < ch.rows ? tq - r0 : ch.rows, kb, ke;
-                chunk_keys(r0, rq, tk, q_pos0, k_pos0, window, &kb, &ke);
-                int64_t kn = ke - kb;
-                if (kn <= 0)
+        c.sq = c.run.qstride * tq * hd, c.skv = c.run.kvstride * tk * hd;
+        for (c.t0 = 0; c.t0 < c.run.count; c.t0 += ch.count) {
+            c.cnt = c.run.count - c.t0 < ch.count ? c.run.count - c.t0 : ch.count;
+            for (c.r0 = 0; c.r0 < tq; c.r0 += ch.rows) {
+                int64_t ke;
+                c.rq = tq - c.r0 < ch.rows ? tq - c.r0 : ch.rows;
+                chunk_keys(c.r0, c.rq, tk, q_pos0, k_pos0, w, &c.kb, &ke);
+                c.kn = ke - c.kb;
+                if (c.kn <= 0)
                     continue;
-                /* s (cnt, rq, kn) = scale q[r0:] k[kb:ke]^T */
-                int rc = ops->gemm(ops->ctx, 0, 1, rq, kn, hd, scale, q + qoff + r0 * hd, hd,
-                                   sq, k + kvoff + kb * hd, hd, skv, 0.0f, ws, kn, rq * kn, cnt);
-                nnt_attn_rows r = {cnt, rq, kn, tq, hd, r0, run.q0, run.qstride, t0,
-                                   run.bdiv, q_pos0, k_pos0, kb, window, qpos, cap};
-                if (rc == 0)
-                    rc = ops->rows_fwd(ops->ctx, &r, ws, m, l, o_acc);
-                /* o_acc[r0:] += p v[kb:ke] */
-                if (rc == 0)
-                    rc = ops->gemm(ops->ctx, 0, 0, rq, hd, kn, 1.0f, ws, kn, rq * kn,
-                                   v + kvoff + kb * hd, hd, skv, 1.0f, o_acc + qoff + r0 * hd,
-                                   hd, sq, cnt);
+                c.qo = (c.run.q0 + c.t0 * c.run.qstride) * tq * hd + c.r0 * hd;
+                c.ko = (c.run.kv0 + c.t0 * c.run.kvstride) * tk * hd + c.kb * hd;
+                int rc = fn(&c, arg);
                 if (rc)
                     return rc;
             }
         }
     }
     return 0;
+}
+
+/* a block's arguments, for the chunks */
+typedef struct {
+    const nnt_attn_products_ops *ops;
+    int64_t tq, hd, q_pos0, k_pos0, window;
+    const int32_t *qpos;
+    float scale, cap;
+    const float *q, *k, *v, *dout, *lse, *d;
+    float *o_acc, *m, *l, *dq, *dk, *dv, *s, *dp;
+} attn_block;
+
+static nnt_attn_rows rows_of(const attn_block *b, const attn_chunk *c)
+{
+    nnt_attn_rows r = {c->cnt, c->rq, c->kn, b->tq, b->hd, c->r0, c->run.q0, c->run.qstride,
+                       c->t0, c->run.bdiv, b->q_pos0, b->k_pos0, c->kb, b->window, b->qpos,
+                       b->cap};
+    return r;
+}
+
+static int fwd_chunk(const attn_chunk *c, void *arg)
+{
+    const attn_block *b = arg;
+    const nnt_attn_products_ops *ops = b->ops;
+    const int64_t sp = c->rq * c->kn;
+    /* s (cnt, rq, kn) = scale q[r0:] k[kb:]^T */
+    int rc = ops->gemm(ops->ctx, 0, 1, c->rq, c->kn, b->hd, b->scale, b->q + c->qo, b->hd, c->sq,
+                       b->k + c->ko, b->hd, c->skv, 0.0f, b->s, c->kn, sp, c->cnt);
+    nnt_attn_rows r = rows_of(b, c);
+    if (rc == 0)
+        rc = ops->rows_fwd(ops->ctx, &r, b->s, b->m, b->l, b->o_acc);
+    /* o_acc[r0:] += p v[kb:] */
+    if (rc == 0)
+        rc = ops->gemm(ops->ctx, 0, 0, c->rq, b->hd, c->kn, 1.0f, b->s, c->kn, sp, b->v + c->ko,
+                       b->hd, c->skv, 1.0f, b->o_acc + c->qo, b->hd, c->sq, c->cnt);
+    return rc;
+}
+
+static int bwd_chunk(const attn_chunk *c, void *arg)
+{
+    const attn_block *b = arg;
+    const nnt_attn_products_ops *ops = b->ops;
+    const int64_t sp = c->rq * c->kn, hd = b->hd;
+    /* s = scale q k^T, dp = dout v^T (cnt, rq, kn) */
+    int rc = ops->gemm(ops->ctx, 0, 1, c->rq, c->kn, hd, b->scale, b->q + c->qo, hd, c->sq,
+                       b->k + c->ko, hd, c->skv, 0.0f, b->s, c->kn, sp, c->cnt);
+    if (rc == 0)
+        rc = ops->gemm(ops->ctx, 0, 1, c->rq, c->kn, hd, 1.0f, b->dout + c->qo, hd, c->sq,
+                       b->v + c->ko, hd, c->skv, 0.0f, b->dp, c->kn, sp, c->cnt);
+    nnt_attn_rows r = rows_of(b, c);
+    if (rc == 0)
+        rc = ops->rows_bwd(ops->ctx, &r, b->s, b->dp, b->lse, b->d);
+    /* dv[kb:] += p^T dout;  dq[r0:] += scale ds k;  dk[kb:] += scale ds^T q */
+    if (rc == 0)
+        rc = ops->gemm(ops->ctx, 1, 0, c->kn, hd, c->rq, 1.0f, b->s, c->kn, sp, b->dout + c->qo,
+                       hd, c->sq, 1.0f, b->dv + c->ko, hd, c->skv, c->cnt);
+    if (rc == 0)
+        rc = ops->gemm(ops->ctx, 0, 0, c->rq, hd, c->kn, b->scale, b->dp, c->kn, sp, b->k + c->ko,
+                       hd, c->skv, 1.0f, b->dq + c->qo, hd, c->sq, c->cnt);
+    if (rc == 0)
+        rc = ops->gemm(ops->ctx, 1, 0, c->kn, hd, c->rq, b->scale, b->dp, c->kn, sp, b->q + c->qo,
+                       hd, c->sq, 1.0f, b->dk + c->ko, hd, c->skv, c->cnt);
+    return rc;
+}
+
+int nnt_attn_products_fwd(const nnt_attn_products_ops *ops, const nnt_attn_map *mp, int64_t tq,
+                          int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                          int64_t window, const int32_t *qpos, float scale, float cap,
+                          const float *q, const float *k, const float *v, float *o_acc,
+                          float *m, float *l, float *ws, int64_t ws_floats)
+{
+    attn_block b = {ops, tq, hd, q_pos0, k_pos0, window, qpos, scale, cap, q, k, v, NULL,
+                    NULL, NULL, o_acc, m, l, NULL, NULL, NULL, ws, NULL};
+    return for_each_chunk(mp, tq, tk, hd, q_pos0, k_pos0, window, 1, ws_floats, fwd_chunk, &b);
 }
 
 int nnt_attn_products_bwd(const nnt_attn_products_ops *ops, const nnt_attn_map *mp, int64_t tq,
@@ -120,52 +195,10 @@ int nnt_attn_products_bwd(const nnt_attn_products_ops *ops, const nnt_attn_map *
                           const float *lse, const float *d, float *dq, float *dk, float *dv,
                           float *ws, int64_t ws_floats)
 {
-    if (tq <= 0 || tk <= 0 || mp->nb <= 0 || mp->nh <= 0)
-        return 0;
-    for (int64_t ri = 0; ri < run_count(mp); ri++) {
-        attn_run run = run_of(mp, ri);
-        attn_chunks ch;
-        if (chunks_for(tq, tk, run.count, 2, ws_floats, &ch))
-            return -1;
-        float *s = ws, *dp = ws + ch.count * ch.rows * tk;
-        const int64_t sq = run.qstride * tq * hd, skv = run.kvstride * tk * hd;
-        for (int64_t t0 = 0; t0 < run.count; t0 += ch.count) {
-            int64_t cnt = run.count - t0 < ch.count ? run.count - t0 : ch.count;
-            const int64_t qoff = (run.q0 + t0 * run.qstride) * tq * hd;
-            const int64_t kvoff = (run.kv0 + t0 * run.kvstride) * tk * hd;
-            for (int64_t r0 = 0; r0 < tq; r0 += ch.rows) {
-                int64_t rq = tq - r0 < ch.rows ? tq - r0 : ch.rows, kb, ke;
-                chunk_keys(r0, rq, tk, q_pos0, k_pos0, window, &kb, &ke);
-                int64_t kn = ke - kb, sp = rq * kn;
-                if (kn <= 0)
-                    continue;
-                const int64_t iq = qoff + r0 * hd, ik = kvoff + kb * hd;
-                /* s = scale q k^T, dp = dout v^T (cnt, rq, kn) */
-                int rc = ops->gemm(ops->ctx, 0, 1, rq, kn, hd, scale, q + iq, hd, sq, k + ik, hd,
-                                   skv, 0.0f, s, kn, sp, cnt);
-                if (rc == 0)
-                    rc = ops->gemm(ops->ctx, 0, 1, rq, kn, hd, 1.0f, dout + iq, hd, sq, v + ik,
-                                   hd, skv, 0.0f, dp, kn, sp, cnt);
-                nnt_attn_rows r = {cnt, rq, kn, tq, hd, r0, run.q0, run.qstride, t0,
-                                   run.bdiv, q_pos0, k_pos0, kb, window, qpos, cap};
-                if (rc == 0)
-                    rc = ops->rows_bwd(ops->ctx, &r, s, dp, lse, d);
-                /* dv[kb:] += p^T dout;  dq[r0:] += scale ds k;  dk[kb:] += scale ds^T q */
-                if (rc == 0)
-                    rc = ops->gemm(ops->ctx, 1, 0, kn, hd, rq, 1.0f, s, kn, sp, dout + iq, hd, sq,
-                                   1.0f, dv + ik, hd, skv, cnt);
-                if (rc == 0)
-                    rc = ops->gemm(ops->ctx, 0, 0, rq, hd, kn, scale, dp, kn, sp, k + ik, hd,
-                                   skv, 1.0f, dq + iq, hd, sq, cnt);
-                if (rc == 0)
-                    rc = ops->gemm(ops->ctx, 1, 0, kn, hd, rq, scale, dp, kn, sp, q + iq, hd, sq,
-                                   1.0f, dk + ik, hd, skv, cnt);
-                if (rc)
-                    return rc;
-            }
-        }
-    }
-    return 0;
+    /* s and dp: halves of the scratch (chunks_for sizes a chunk to half of it) */
+    attn_block b = {ops, tq, hd, q_pos0, k_pos0, window, qpos, scale, cap, q, k, v, dout,
+                    lse, d, NULL, NULL, NULL, dq, dk, dv, ws, ws + ws_floats / 2};
+    return for_each_chunk(mp, tq, tk, hd, q_pos0, k_pos0, window, 2, ws_floats, bwd_chunk, &b);
 }
 
 /* ---- the row kernels' definition (CPU twins; cuda/attention.cu follows it) ----------------- */

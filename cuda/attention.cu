@@ -776,6 +776,17 @@ __device__ __forceinline__ bool key_seen(int64_t qp, int64_t kp, int64_t w, cons
     return true;
 }
 
+/* Row x of a chunk (entry x / rows): its query's position qp, its index ri in m, l, lse, d
+ * (o_acc rows at ri hd); returns its position entry, or NULL without positions. */
+__device__ __forceinline__ const int32_t *row_of(const nnt_attn_rows &r, int64_t x, int64_t *qp,
+                                                 int64_t *ri)
+{
+    const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows);
+    *qp = r.q_pos0 + i;
+    *ri = (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
+    return r.qpos ? r.qpos + ((r.t0 + e) / r.bdiv) * r.tq + i : NULL;
+}
+
 __device__ __forceinline__ float warp_max_f(float v)
 {
     for (int off = 16; off > 0; off >>= 1)
@@ -796,9 +807,8 @@ __global__ void rows_fwd_kernel(nnt_attn_rows r, float *s, float *m, float *l, f
     const int64_t total = r.count * r.rows;
     for (int64_t x = (int64_t)blockIdx.x * kRowWarps + warp; x < total;
          x += (int64_t)gridDim.x * kRowWarps) {
-        const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows), qp = r.q_pos0 + i;
-        const int64_t ri = (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
-        const int32_t *pos = r.qpos ? r.qpos + ((r.t0 + e) / r.bdiv) * r.tq + i : NULL;
+        int64_t qp, ri;
+        const int32_t *pos = row_of(r, x, &qp, &ri);
         float *row = s + x * r.keys;
         float bm = -INFINITY;
         bool seen = false;
@@ -846,9 +856,8 @@ __global__ void rows_bwd_kernel(nnt_attn_rows r, float *s, float *dp, const floa
     const int64_t total = r.count * r.rows;
     for (int64_t x = (int64_t)blockIdx.x * kRowWarps + warp; x < total;
          x += (int64_t)gridDim.x * kRowWarps) {
-        const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows), qp = r.q_pos0 + i;
-        const int64_t ri = (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
-        const int32_t *pos = r.qpos ? r.qpos + ((r.t0 + e) / r.bdiv) * r.tq + i : NULL;
+        int64_t qp, ri;
+        const int32_t *pos = row_of(r, x, &qp, &ri);
         float *srow = s + x * r.keys, *drow = dp + x * r.keys;
         const float lsei = lse[ri], di = d[ri];
         const bool none = isinf(lsei);   /* a row that sees no key at all */
@@ -870,15 +879,22 @@ __global__ void rows_bwd_kernel(nnt_attn_rows r, float *s, float *dp, const floa
     }
 }
 
+/* -1 for a bad chunk, 0 for an empty one, 1 for one to launch */
+int rows_check(const nnt_attn_rows *r)
+{
+    if (!r || r->count < 0 || r->rows < 0 || r->keys < 0 || r->bdiv < 1)
+        return -1;
+    return r->count > 0 && r->rows > 0 && r->keys > 0;
+}
+
 } /* namespace */
 
 extern "C" int nnt_cuda_attn_rows_fwd_f32(const nnt_attn_rows *r, float *s, float *m, float *l,
                                           float *o_acc, cudaStream_t stream)
 {
-    if (!r || r->count < 0 || r->rows < 0 || r->keys < 0 || r->bdiv < 1)
-        return -1;
-    if (r->count == 0 || r->rows == 0 || r->keys == 0)
-        return 0;
+    const int c = rows_check(r);
+    if (c <= 0)
+        return c;
     rows_fwd_kernel<<<warp_row_blocks(r->count * r->rows, kRowWarps), 32 * kRowWarps, 0,
                       stream>>>(*r, s, m, l, o_acc);
     return launch_status();
@@ -887,10 +903,9 @@ extern "C" int nnt_cuda_attn_rows_fwd_f32(const nnt_attn_rows *r, float *s, floa
 extern "C" int nnt_cuda_attn_rows_bwd_f32(const nnt_attn_rows *r, float *s, float *dp,
                                           const float *lse, const float *d, cudaStream_t stream)
 {
-    if (!r || r->count < 0 || r->rows < 0 || r->keys < 0 || r->bdiv < 1)
-        return -1;
-    if (r->count == 0 || r->rows == 0 || r->keys == 0)
-        return 0;
+    const int c = rows_check(r);
+    if (c <= 0)
+        return c;
     rows_bwd_kernel<<<warp_row_blocks(r->count * r->rows, kRowWarps), 32 * kRowWarps, 0,
                       stream>>>(*r, s, dp, lse, d);
     return launch_status();
