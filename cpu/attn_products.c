@@ -274,7 +274,8 @@ int nnt_cpu_attn_rows_bwd_f32(void *ctx, const nnt_attn_rows *r, float *s, float
         for (int64_t rr = 0; rr < r->rows; rr++) {
             const int64_t i = r->r0 + rr, qp = r->q_pos0 + i, ri = row_index(r, e, i);
             const int32_t *pos = row_pos(r, e, i);
-            float *srow = s + (e * r->rows + rr) * r->keys, *drow = dp + (e * r->rows + rr) * r->keys;
+            const int64_t at = (e * r->rows + rr) * r->keys;
+            float *srow = s + at, *drow = dp + at;
             const int none = isinf(lse[ri]);   /* a row that sees no key at all */
             for (int64_t j = 0; j < r->keys; j++) {
                 if (none || !key_seen(qp, r->k_pos0 + r->kb + j, r->window, pos)) {

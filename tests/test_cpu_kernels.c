@@ -2419,7 +2419,8 @@ START_TEST(test_attention_products)
     for (int mi = 0; mi < (int)(sizeof maps / sizeof maps[0]); mi++) {
         const nnt_attn_map *mp = &maps[mi];
         const int64_t nq = mp->nb * mp->q_hs, nkv = mp->nb * mp->kv_hs;
-        float *q = test_random_f32(nq * tq * hd, 31, -1, 1), *dout = test_random_f32(nq * tq * hd, 32, -1, 1);
+        float *q = test_random_f32(nq * tq * hd, 31, -1, 1);
+        float *dout = test_random_f32(nq * tq * hd, 32, -1, 1);
         float *k[2], *v[2];
         for (int b = 0; b < 2; b++)
             k[b] = test_random_f32(nkv * tk * hd, 33 + 2 * b, -1, 1),

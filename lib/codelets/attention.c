@@ -316,13 +316,14 @@ static nnt_attn_map task_map(const nnt_ctx *ctx, const nnt_attn_map *map)
     return m;
 }
 
-/* The products' math on a CUDA worker (struct attn_block_args.cuda_math): 0 without
- * NNT_CUDA_ATTN=products; float under NNT_PRECISION_FP32, TF32 under the others. */
+/* The products' math on a CUDA worker (struct attn_block_args.cuda_math): 0 without CUDA
+ * workers or NNT_CUDA_ATTN=products; float under NNT_PRECISION_FP32, TF32 under the others. */
 static int task_cuda_math(const nnt_ctx *ctx)
 {
 #ifdef NNT_CUDA_CODELETS
-    if (ctx->cuda_attn_products)
-        return 1 + (ctx->precision == NNT_PRECISION_FP32 ? NNT_CUDA_MATH_F32 : NNT_CUDA_MATH_TF32);
+    if (ctx->cuda_attn_products && ctx->ncuda > 0)
+        return 1 + (ctx->precision == NNT_PRECISION_FP32 ? NNT_CUDA_MATH_F32
+                                                         : NNT_CUDA_MATH_TF32);
 #endif
     (void)ctx;
     return 0;
