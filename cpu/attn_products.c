@@ -5,6 +5,7 @@
  * path that runs on tensor cores; the CPU twins here define the row kernels and test the
  * orchestration against the CPU flash kernels (cpu/attention.c). */
 #include "nnt_cpu.h"
+#include "attn_mask.h"
 
 #include <math.h>
 
@@ -63,10 +64,8 @@ static int chunks_for(int64_t tq, int64_t tk, int64_t most, int per, int64_t ws_
 static void chunk_keys(int64_t r0, int64_t rq, int64_t tk, int64_t q_pos0, int64_t k_pos0,
                        int64_t w, int64_t *kb, int64_t *ke)
 {
-    int64_t b = w > 0 ? q_pos0 + r0 - w + 1 - k_pos0 : 0;
-    int64_t e = q_pos0 + r0 + rq - 1 - k_pos0 + 1;
-    *kb = b < 0 ? 0 : (b > tk ? tk : b);
-    *ke = e < 0 ? 0 : (e > tk ? tk : e);
+    *kb = nlo(q_pos0 + r0, k_pos0, tk, w);
+    *ke = nvis(q_pos0 + r0 + rq - 1, k_pos0, tk);
 }
 
 /* One chunk: entries [t0, t0 + cnt) of a run, query rows [r0, r0 + rq), keys [kb, kb + kn);
@@ -203,25 +202,14 @@ int nnt_attn_products_bwd(const nnt_attn_products_ops *ops, const nnt_attn_map *
 
 /* ---- the row kernels' definition (CPU twins; cuda/attention.cu follows it) ----------------- */
 
-/* Whether the query at qp (position p from qpos, or none) sees the key at kp. */
-static inline int key_seen(int64_t qp, int64_t kp, int64_t w, const int32_t *pos)
+/* Row rr of entry e of a chunk: its index in m, l, lse, d (o_acc rows at that hd), and the
+ * chunk's keys [*lo, *hi) its query sees (attn_mask.h; *hi <= *lo: none). */
+static int64_t row_keys(const nnt_attn_rows *r, int64_t e, int64_t rr, int64_t *lo, int64_t *hi)
 {
-    if (kp > qp || (w > 0 && kp <= qp - w))
-        return 0;
-    if (pos) {
-        int64_t p = *pos < 0 ? 0 : (*pos > qp ? qp : *pos);
-        return kp >= qp - p;
-    }
-    return 1;
-}
-
-static inline const int32_t *row_pos(const nnt_attn_rows *r, int64_t e, int64_t i)
-{
-    return r->qpos ? r->qpos + ((r->t0 + e) / r->bdiv) * r->tq + i : NULL;
-}
-
-static inline int64_t row_index(const nnt_attn_rows *r, int64_t e, int64_t i)
-{
+    const int64_t i = r->r0 + rr, qp = r->q_pos0 + i, end = r->kb + r->keys;
+    const int32_t *pb = r->qpos ? r->qpos + ((r->t0 + e) / r->bdiv) * r->tq : NULL;
+    *lo = row_lo(qp, r->k_pos0, end, r->window, pb, i) - r->kb;
+    *hi = nvis(qp, r->k_pos0, end) - r->kb;
     return (r->q0 + (r->t0 + e) * r->qstride) * r->tq + i;
 }
 
@@ -231,25 +219,23 @@ int nnt_cpu_attn_rows_fwd_f32(void *ctx, const nnt_attn_rows *r, float *s, float
     (void)ctx;
     for (int64_t e = 0; e < r->count; e++)
         for (int64_t rr = 0; rr < r->rows; rr++) {
-            const int64_t i = r->r0 + rr, qp = r->q_pos0 + i, ri = row_index(r, e, i);
-            const int32_t *pos = row_pos(r, e, i);
+            int64_t lo, hi;
+            const int64_t ri = row_keys(r, e, rr, &lo, &hi);
             float *row = s + (e * r->rows + rr) * r->keys;
-            float bm = -INFINITY;
-            int seen = 0;
-            for (int64_t j = 0; j < r->keys; j++) {
-                if (!key_seen(qp, r->k_pos0 + r->kb + j, r->window, pos)) {
-                    row[j] = -INFINITY;
-                    continue;
-                }
-                seen = 1;
-                if (r->cap > 0.0f)
-                    row[j] = r->cap * tanhf(row[j] / r->cap);
-                bm = row[j] > bm ? row[j] : bm;
-            }
-            if (!seen) {   /* no key of the chunk: the row is left as it was */
+            if (hi <= lo) {   /* no key of the chunk: the row is left as it was */
                 for (int64_t j = 0; j < r->keys; j++)
                     row[j] = 0.0f;
                 continue;
+            }
+            float bm = -INFINITY;
+            for (int64_t j = 0; j < r->keys; j++) {
+                if (j < lo || j >= hi) {
+                    row[j] = -INFINITY;
+                    continue;
+                }
+                if (r->cap > 0.0f)
+                    row[j] = r->cap * tanhf(row[j] / r->cap);
+                bm = row[j] > bm ? row[j] : bm;
             }
             const float mnew = m[ri] > bm ? m[ri] : bm;
             const float alpha = expf(m[ri] - mnew);   /* 0 when m was -inf */
@@ -272,13 +258,13 @@ int nnt_cpu_attn_rows_bwd_f32(void *ctx, const nnt_attn_rows *r, float *s, float
     (void)ctx;
     for (int64_t e = 0; e < r->count; e++)
         for (int64_t rr = 0; rr < r->rows; rr++) {
-            const int64_t i = r->r0 + rr, qp = r->q_pos0 + i, ri = row_index(r, e, i);
-            const int32_t *pos = row_pos(r, e, i);
-            const int64_t at = (e * r->rows + rr) * r->keys;
+            int64_t lo, hi;
+            const int64_t ri = row_keys(r, e, rr, &lo, &hi), at = (e * r->rows + rr) * r->keys;
             float *srow = s + at, *drow = dp + at;
-            const int none = isinf(lse[ri]);   /* a row that sees no key at all */
+            if (isinf(lse[ri]))   /* a row that sees no key at all */
+                hi = lo;
             for (int64_t j = 0; j < r->keys; j++) {
-                if (none || !key_seen(qp, r->k_pos0 + r->kb + j, r->window, pos)) {
+                if (j < lo || j >= hi) {
                     srow[j] = drow[j] = 0.0f;
                     continue;
                 }

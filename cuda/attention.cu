@@ -764,27 +764,18 @@ namespace {
 
 const int kRowWarps = 8;   /* rows (warps) a block */
 
-/* Whether the query at qp (position *pos, or none) sees the key at kp (cpu/attn_products.c) */
-__device__ __forceinline__ bool key_seen(int64_t qp, int64_t kp, int64_t w, const int32_t *pos)
+/* Row x of a chunk (entry x / rows): its index in m, l, lse, d (o_acc rows at that hd), and
+ * the chunk's keys [*lo, *hi) its query sees: from its window's and its example's first key
+ * (key_begin, example_begin) to its own (*hi <= *lo: none) */
+__device__ __forceinline__ int64_t row_of(const nnt_attn_rows &r, int64_t x, int64_t *lo,
+                                          int64_t *hi)
 {
-    if (kp > qp || (w > 0 && kp <= qp - w))
-        return false;
-    if (pos) {
-        const int64_t p = *pos < 0 ? 0 : (*pos > qp ? qp : *pos);
-        return kp >= qp - p;
-    }
-    return true;
-}
-
-/* Row x of a chunk (entry x / rows): its query's position qp, its index ri in m, l, lse, d
- * (o_acc rows at ri hd); returns its position entry, or NULL without positions. */
-__device__ __forceinline__ const int32_t *row_of(const nnt_attn_rows &r, int64_t x, int64_t *qp,
-                                                 int64_t *ri)
-{
-    const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows);
-    *qp = r.q_pos0 + i;
-    *ri = (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
-    return r.qpos ? r.qpos + ((r.t0 + e) / r.bdiv) * r.tq + i : NULL;
+    const int64_t e = x / r.rows, i = r.r0 + (x - e * r.rows), qp = r.q_pos0 + i;
+    const int64_t ex = example_begin(r.qpos, (r.t0 + e) / r.bdiv, r.tq, i, qp) - r.k_pos0;
+    const int64_t a = key_begin(qp, r.k_pos0, r.window);
+    *lo = (a > ex ? a : ex) - r.kb;
+    *hi = qp - r.k_pos0 + 1 - r.kb;
+    return (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
 }
 
 __device__ __forceinline__ float warp_max_f(float v)
@@ -807,13 +798,13 @@ __global__ void rows_fwd_kernel(nnt_attn_rows r, float *s, float *m, float *l, f
     const int64_t total = r.count * r.rows;
     for (int64_t x = (int64_t)blockIdx.x * kRowWarps + warp; x < total;
          x += (int64_t)gridDim.x * kRowWarps) {
-        int64_t qp, ri;
-        const int32_t *pos = row_of(r, x, &qp, &ri);
+        int64_t lo, hi;
+        const int64_t ri = row_of(r, x, &lo, &hi);
         float *row = s + x * r.keys;
         float bm = -INFINITY;
         bool seen = false;
         for (int64_t j = lane; j < r.keys; j += 32) {
-            if (!key_seen(qp, r.k_pos0 + r.kb + j, r.window, pos)) {
+            if (j < lo || j >= hi) {
                 row[j] = -INFINITY;
                 continue;
             }
@@ -856,13 +847,13 @@ __global__ void rows_bwd_kernel(nnt_attn_rows r, float *s, float *dp, const floa
     const int64_t total = r.count * r.rows;
     for (int64_t x = (int64_t)blockIdx.x * kRowWarps + warp; x < total;
          x += (int64_t)gridDim.x * kRowWarps) {
-        int64_t qp, ri;
-        const int32_t *pos = row_of(r, x, &qp, &ri);
+        int64_t lo, hi;
+        const int64_t ri = row_of(r, x, &lo, &hi);
         float *srow = s + x * r.keys, *drow = dp + x * r.keys;
         const float lsei = lse[ri], di = d[ri];
         const bool none = isinf(lsei);   /* a row that sees no key at all */
         for (int64_t j = lane; j < r.keys; j += 32) {
-            if (none || !key_seen(qp, r.k_pos0 + r.kb + j, r.window, pos)) {
+            if (none || j < lo || j >= hi) {
                 srow[j] = drow[j] = 0.0f;
                 continue;
             }

@@ -35,13 +35,13 @@ done
 MUTATIONS='
 ln_no_eps|cpu/layernorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double)n)@|LayerNorm forward without eps
 attn_dk_sign|cpu/attention.c|s@product(dnnl, bf16, 1, 0, n, hd, m, scale, from(dsc, c)@product(dnnl, bf16, 1, 0, n, hd, m, -scale, from(dsc, c)@|attention backward: dk with its sign flipped
-attn_future_key|cpu/attention.c|s@int64_t n = qp - k_pos0 + 1;@int64_t n = qp - k_pos0 + 2;@|causal mask: each query sees one future key
+attn_future_key|cpu/attn_mask.h|s@int64_t n = qp - k_pos0 + 1;@int64_t n = qp - k_pos0 + 2;@|causal mask: each query sees one future key
 b_verdict_inverted|cpu/gemm_dnnl.c|s@s->verdict = s->best\[1\] <= s->best\[0\];@s->verdict = s->best[1] > s->best[0];@|measured B layout: the slower way kept
 attn_segment_rows|cpu/attention.c|s@r1 = (last + 1) \* ATTN_CHUNK;@r1 = last * ATTN_CHUNK + 1;@|attention backward: a key segment given too few rows of its chunk
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p
 bf16_cvt_subnormal|cpu/gemm.c|s@        if (subnormal)@        if (0 \&\& subnormal)@|bf16 conversion by VCVTNEPS2BF16: subnormal inputs flushed to zero
 avx512_tail_lanes|cpu/softmax.c|s@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 8), s, up);@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 0), s, e);@|AVX-512 row exp: the tail summed in the lanes of the wrong partial sum
-prod_window_start|cpu/attn_products.c|s@int64_t b = w > 0 ? q_pos0 + r0 - w + 1 - k_pos0 : 0;@int64_t b = w > 0 ? q_pos0 + r0 - w + 2 - k_pos0 : 0;@|attention by products: the chunk keys start one past the first rows window start
+prod_window_start|cpu/attn_products.c|s@\*kb = nlo(q_pos0 + r0, k_pos0, tk, w);@*kb = nlo(q_pos0 + r0 + 1, k_pos0, tk, w);@|attention by products: the chunk keys start at the second rows window start
 prod_cap_grad|cpu/attn_products.c|s@drow\[j\] = p \* (drow\[j\] - d\[ri\]) \* g;@drow[j] = p * (drow[j] - d[ri]);@|attention by products: the soft-cap gradient factor dropped in the backward rows
 prod_dk_scale|cpu/attn_products.c|s@rc = ops->gemm(ops->ctx, 1, 0, c->kn, hd, c->rq, b->scale, b->dp, c->kn, sp, b->q + c->qo,@rc = ops->gemm(ops->ctx, 1, 0, c->kn, hd, c->rq, 1.0f, b->dp, c->kn, sp, b->q + c->qo,@|attention by products: dk without the scores scale
 prod_batch_row|cpu/attn_products.c|s@attn_run r = {i, mp->group, 0, 1, mp->nb \* mp->kv_hs, mp->kv_hs};@attn_run r = {i, mp->group, 0, 1, mp->nb * mp->kv_hs, 1};@|attention by products: a whole maps entries read the positions of the wrong batch row
@@ -100,8 +100,8 @@ chunk_fill_whole|lib/ctx_alloc.c|s@const int64_t filled = NNT_STARPU_CHUNK - NNT
 chunk_limit_strict|lib/ctx_alloc.c|s@return bytes <= NNT_STARPU_CHUNK_ALLOC_MAX;@return bytes < NNT_STARPU_CHUNK_ALLOC_MAX;@|budget with CUDA workers: a tile of exactly 4 MiB counted whole instead of in a chunk
 chunks_kept_none|lib/ctx_alloc.c|s@return empty < NNT_STARPU_CHUNKS_KEPT ? empty : NNT_STARPU_CHUNKS_KEPT;@return 0;@|budget with CUDA workers: the empty chunks StarPU keeps not counted
 tied_head_beta|lib/layers/leaf.c|s@nnt_layer_grad_beta(h->emb, dwte), dwte, g->ndim - 1, 0));@nnt_layer_grad_beta(l, dwte), dwte, g->ndim - 1, 0));@|tied lm_head after nnt_layer_clear_grad: adds to the dropped token-table gradient, which the embedding then zero-fills
-window_one_more|cpu/attention.c|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
-packed_prev_key|cpu/attention.c|s@int64_t s = qp - p - k_pos0;@int64_t s = qp - p - 1 - k_pos0;@|packed examples: a query also sees the last key of the previous example
+window_one_more|cpu/attn_mask.h|s@int64_t n = qp - w + 1 - k_pos0;@int64_t n = qp - w - k_pos0;@|sliding window: each query sees one key more than the window
+packed_prev_key|cpu/attn_mask.h|s@int64_t s = qp - p - k_pos0;@int64_t s = qp - p - 1 - k_pos0;@|packed examples: a query also sees the last key of the previous example
 packed_chunk_lo|cpu/attention.c|s@k0 = a < k0 ? a : k0;@k0 = a > k0 ? a : k0;@|packed examples: a chunk of query rows starts at the latest example start of its rows (earlier rows lose keys)
 packed_no_reset|lib/train/trainer.c|s@p = starts\[b \* T + t\] ? 0 : p;@p = p;@|trainer: positions not reset where examples start (only at the first token of each row)
 packed_rope_index|cpu/rope.c|s@double p = (double)pos\[b \* nt + t\];@double p = (double)t;@|RoPE with positions: the row index of the tile instead of the position of the token
