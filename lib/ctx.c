@@ -51,6 +51,23 @@ int nnt_ctx_check(const nnt_ctx *ctx, const char *func)
     return nnt_fail(NULL, NNT_E_STATE, "%s: not a live context (destroyed already?)", func);
 }
 
+/* An NNT_* variable with two values: *second 0 when it is unset, empty (the default, as for
+ * NNT_GEMM) or `first`, 1 when it is `second`; any other value fails, the message saying what
+ * was expected. */
+static int env_choice(const char *name, const char *first, const char *second,
+                      const char *expected, int *is_second)
+{
+    const char *v = getenv(name);
+    *is_second = 0;
+    if (!v || !*v || !strcmp(v, first))
+        return NNT_OK;
+    if (strcmp(v, second))
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s=%s: expected %s", name, v,
+                        expected);
+    *is_second = 1;
+    return NNT_OK;
+}
+
 /* ---- idle CPU workers ------------------------------------------------------------------
  * StarPU 1.3 as Debian builds it (STARPU_NON_BLOCKING_DRIVERS) has an idle CPU worker poll
  * for work without ever giving its core away. Where threads outnumber cores that poll holds
@@ -73,14 +90,11 @@ static unsigned yield_when_idle(void *arg)
 
 static int choose_idle(void)
 {
-    const char *v = getenv("NNT_WORKER_IDLE");
-    if (v && !*v)
-        v = NULL;   /* set but empty: the default, as for NNT_GEMM */
-    if (v && strcmp(v, "yield") && strcmp(v, "spin"))
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_WORKER_IDLE=%s: expected "
-                        "'yield' (the default) or 'spin'", v);
-    idle_yield = !v || !strcmp(v, "yield");
-    return NNT_OK;
+    int spin;
+    int rc = env_choice("NNT_WORKER_IDLE", "yield", "spin", "'yield' (the default) or 'spin'",
+                        &spin);
+    idle_yield = !spin;
+    return rc;
 }
 
 /* After starpu_init; shutdown_runtime deregisters it */
@@ -177,15 +191,9 @@ static int cpu_tasks_all;   /* chosen by choose_cpu_tasks for the context being 
 
 static int choose_cpu_tasks(void)
 {
-    const char *v = getenv("NNT_CPU_TASKS");
-    if (v && !*v)
-        v = NULL;   /* set but empty: the default */
-    if (v && strcmp(v, "rest") && strcmp(v, "all"))
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_CPU_TASKS=%s: expected 'rest' "
-                        "(the default: with CUDA workers, CPU workers run only the tasks no "
-                        "CUDA worker can) or 'all'", v);
-    cpu_tasks_all = v && !strcmp(v, "all");
-    return NNT_OK;
+    return env_choice("NNT_CPU_TASKS", "rest", "all", "'rest' (the default: with CUDA workers, "
+                      "CPU workers run only the tasks no CUDA worker can) or 'all'",
+                      &cpu_tasks_all);
 }
 
 /* NNT_CUDA_ATTN: how CUDA workers compute attention blocks. "flash" (the default): the flash
@@ -198,15 +206,9 @@ static int cuda_attn_products;   /* chosen by choose_cuda_attn for the context b
 
 static int choose_cuda_attn(void)
 {
-    const char *v = getenv("NNT_CUDA_ATTN");
-    if (v && !*v)
-        v = NULL;   /* set but empty: the default */
-    if (v && strcmp(v, "flash") && strcmp(v, "products"))
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_CUDA_ATTN=%s: expected 'flash' "
-                        "(the default: the flash attention kernels) or 'products' (cuBLAS "
-                        "products of query-row chunks)", v);
-    cuda_attn_products = v && !strcmp(v, "products");
-    return NNT_OK;
+    return env_choice("NNT_CUDA_ATTN", "flash", "products", "'flash' (the default: the flash "
+                      "attention kernels) or 'products' (cuBLAS products of query-row chunks)",
+                      &cuda_attn_products);
 }
 
 /* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
@@ -268,15 +270,11 @@ static void choose_placement(nnt_ctx *ctx)
  * memory pressure. */
 static int swap_backend(struct starpu_disk_ops **ops)
 {
-    const char *v = getenv("NNT_SWAP_BACKEND");
-    if (!v || !*v || !strcmp(v, "stdio"))
-        *ops = &starpu_disk_stdio_ops;
-    else if (!strcmp(v, "unistd"))
-        *ops = &starpu_disk_unistd_ops;
-    else
-        return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: NNT_SWAP_BACKEND=%s: expected "
-                        "'stdio' (the default) or 'unistd'", v);
-    return NNT_OK;
+    int unistd;
+    int rc = env_choice("NNT_SWAP_BACKEND", "stdio", "unistd",
+                        "'stdio' (the default) or 'unistd'", &unistd);
+    *ops = unistd ? &starpu_disk_unistd_ops : &starpu_disk_stdio_ops;
+    return rc;
 }
 
 static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
