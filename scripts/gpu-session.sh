@@ -521,16 +521,17 @@ phase_attn() {
     [ -f "$data" ] || write_tokens "$data" $((11 * m[5] * m[6] + 1)) "${m[3]}"
     local run_home=$out/home-nnt-gpt2   # the gpt2 phase's models, when it ran
     mkdir -p "$run_home"
+    declare -A secs
     for v in flash products; do
         NNT_CUDA_ATTN=$v nnt_run "attn-$v" $((lim / 2)) $(model_args "${m[@]}") --steps 10 \
             --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 "${cpus[@]}"
         put attn "${v}_ms" "$(str "$(tr '\n' ' ' < "$out/attn-$v.ms")(exit $nnt_rc)")"
-        put attn "${v}_s" "$(num "$(awk 'NR >= 4 { s += $1 / 1000; n++ }
-            END { if (n) printf "%.6g", s / n }' "$out/attn-$v.ms")")"
+        secs[$v]=$(awk 'NR >= 4 { s += $1 / 1000; n++ } END { if (n) printf "%.6g", s / n }' \
+            "$out/attn-$v.ms")
+        put attn "${v}_s" "$(num "${secs[$v]}")"
     done
-    put attn speedup "$(num "$(awk -v a="$(awk 'NR >= 4 { s += $1; n++ } END { if (n) print s / n }' \
-        "$out/attn-flash.ms")" -v b="$(awk 'NR >= 4 { s += $1; n++ } END { if (n) print s / n }' \
-        "$out/attn-products.ms")" 'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
+    put attn speedup "$(num "$(awk -v a="${secs[flash]}" -v b="${secs[products]}" \
+        'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
     put attn max_loss_diff "$(num "$(max_diff "$out/attn-flash.loss" "$out/attn-products.loss")")"
     say "attn: flash $(tr '\n' ' ' < "$out/attn-flash.ms")ms; products" \
         "$(tr '\n' ' ' < "$out/attn-products.ms")ms"
