@@ -196,19 +196,21 @@ static int choose_cpu_tasks(void)
                       &cpu_tasks_all);
 }
 
-/* NNT_CUDA_ATTN: how CUDA workers compute attention blocks. "flash" (the default): the flash
- * kernels of cuda/attention.cu, on the CUDA cores; "products": as strided-batched cuBLAS
- * products of chunks of query rows with row kernels between them (cpu/attn_products.c), in
- * float, or TF32 on the tensor cores under NNT_PRECISION_TF32 and _BF16. The flash kernels
- * took 58 % of a GPT-2 124M step on an H200 (bench/RESULTS-gpu.md, 2026-11-29); the products
- * path is tested on CPU, not yet run on a GPU, hence not the default. */
-static int cuda_attn_products;   /* chosen by choose_cuda_attn for the context being started */
+/* NNT_CUDA_ATTN: how CUDA workers compute attention blocks. "products" (the default): as
+ * strided-batched cuBLAS products of chunks of query rows with row kernels between them
+ * (cpu/attn_products.c), in float, or TF32 on the tensor cores under NNT_PRECISION_TF32 and
+ * _BF16; "flash": the flash kernels of cuda/attention.cu, on the CUDA cores. On an H200
+ * (bench/RESULTS-gpu.md, 2026-11-29, second session) the products took GPT-2 124M's bf16 step
+ * from 157 to 96.5 ms and the 1558M's from 613 to 385 ms, the losses within 4.5e-5 of the
+ * flash kernels', and agree with the CPU kernels within 0.05 of their tolerance (float) and
+ * 0.16 (TF32) in test_cuda_kernels. */
+static int cuda_attn_flash;   /* chosen by choose_cuda_attn for the context being started */
 
 static int choose_cuda_attn(void)
 {
-    return env_choice("NNT_CUDA_ATTN", "flash", "products", "'flash' (the default: the flash "
-                      "attention kernels) or 'products' (cuBLAS products of query-row chunks)",
-                      &cuda_attn_products);
+    return env_choice("NNT_CUDA_ATTN", "products", "flash", "'products' (the default: cuBLAS "
+                      "products of query-row chunks) or 'flash' (the flash attention kernels)",
+                      &cuda_attn_flash);
 }
 
 /* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
@@ -246,7 +248,7 @@ static void choose_placement(nnt_ctx *ctx)
     if (ctx->ncuda > 0)
         starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, &ctx->first_cuda_worker, 1);
     ctx->cuda_tasks_on_cuda = ctx->ncuda > 0 && ctx->first_cuda_worker >= 0 && !cpu_tasks_all;
-    ctx->cuda_attn_products = cuda_attn_products;
+    ctx->cuda_attn_products = !cuda_attn_flash;
     if (ctx->ncuda > 0)
         nnt_log(NNT_LOG_INFO, "%s; RAM %s", ctx->cuda_tasks_on_cuda
                 ? "tasks a CUDA worker can run go to the CUDA workers only (NNT_CPU_TASKS=all: "
@@ -256,8 +258,8 @@ static void choose_placement(nnt_ctx *ctx)
                                  : "not pinned (STARPU_DISABLE_PINNING)");
     if (ctx->ncuda > 0)
         nnt_log(NNT_LOG_INFO, "attention on CUDA workers: %s", ctx->cuda_attn_products
-                ? "cuBLAS products of query-row chunks (NNT_CUDA_ATTN=products)"
-                : "flash kernels (NNT_CUDA_ATTN=products: cuBLAS products)");
+                ? "cuBLAS products of query-row chunks (NNT_CUDA_ATTN=flash: the flash kernels)"
+                : "flash kernels (NNT_CUDA_ATTN=flash)");
 }
 
 /* StarPU's disk backend for the swap: NNT_SWAP_BACKEND=stdio (the default) or unistd.

@@ -573,7 +573,7 @@ START_TEST(ctx_host_ram_raises_starpu_main_memory)
 }
 END_TEST
 
-/* NNT_CUDA_ATTN chooses the CUDA workers' attention (lib/ctx.c): flash, products or empty
+/* NNT_CUDA_ATTN chooses the CUDA workers' attention (lib/ctx.c): products, flash or empty
  * are taken (also without CUDA workers, where nothing changes); anything else is refused,
  * named. */
 START_TEST(ctx_cuda_attn_choice)

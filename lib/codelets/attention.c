@@ -22,9 +22,9 @@ struct attn_block_args {
                        backward: bit 1 dq only written, bit 2 dk, dv only written (zeroed) */
     int has_pos;    /* a last buffer holds the queries' positions (nb, tq) int32: each
                        query sees the keys of its example only (packed rows) */
-    int cuda_math;  /* on a CUDA worker: 0 the flash kernels; else attention by products
-                       (NNT_CUDA_ATTN=products) with products of math NNT_CUDA_MATH_F32 + 1
-                       or NNT_CUDA_MATH_TF32 + 1 */
+    int cuda_math;  /* on a CUDA worker: 0 the flash kernels (NNT_CUDA_ATTN=flash); else
+                       attention by products (the default) with products of math
+                       NNT_CUDA_MATH_F32 + 1 or NNT_CUDA_MATH_TF32 + 1 */
 };
 
 struct attn_rows_args {
@@ -110,7 +110,7 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
 }
 
 #ifdef NNT_CUDA_CODELETS
-/* ---- attention by products on a CUDA worker (NNT_CUDA_ATTN=products) ---------------------- */
+/* ---- attention by products on a CUDA worker (the default; NNT_CUDA_ATTN=flash: not) ------- */
 
 struct cuda_products {
     int math;   /* NNT_CUDA_MATH_F32 or _TF32 */
@@ -154,6 +154,18 @@ static float *products_scratch(const struct attn_block_args *a, int64_t *floats)
     return nnt_worker_scratch((size_t)want * sizeof(float));
 }
 
+/* No GPU memory for the scratch: the block runs on the flash kernels instead (said once). */
+#define PRODUCTS_NO_SCRATCH 1
+static int no_scratch(void)
+{
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        nnt_log(NNT_LOG_WARN, "attention on a CUDA worker: no GPU memory for the products' "
+                "scratch; such blocks run on the flash kernels (slower)");
+    return PRODUCTS_NO_SCRATCH;
+}
+
+/* A block by products: 0, a CUDA error, or PRODUCTS_NO_SCRATCH (nothing written) */
 static int cuda_products_block(const struct attn_block_args *a, void *buffers[], int backward,
                                cudaStream_t s)
 {
@@ -163,7 +175,7 @@ static int cuda_products_block(const struct attn_block_args *a, void *buffers[],
     int64_t ws_floats;
     float *ws = products_scratch(a, &ws_floats);
     if (!ws)
-        return -2;   /* cudaErrorMemoryAllocation */
+        return no_scratch();
     if (!backward)
         return nnt_attn_products_fwd(&ops, &a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
                                      a->window, POS(a, 6), a->scale, a->cap, CP(0), CP(1),
@@ -186,9 +198,10 @@ static void fwd_block_cuda(void *buffers[], void *cl_arg)
         if (rc == 0)
             rc = nnt_cuda_fill_f32(qrows, 0.0f, P(5), s);
     }
-    if (rc == 0 && a->cuda_math)
-        rc = cuda_products_block(a, buffers, 0, s);
-    else if (rc == 0)
+    int flash = !a->cuda_math;
+    if (rc == 0 && !flash && (rc = cuda_products_block(a, buffers, 0, s)) == PRODUCTS_NO_SCRATCH)
+        flash = 1, rc = 0;
+    if (rc == 0 && flash)
         rc = nnt_cuda_attn_fwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
                                           a->window, POS(a, 6), a->scale, a->cap, CP(0), CP(1),
                                           CP(2), P(3), P(4), P(5), s);
@@ -227,9 +240,10 @@ static void bwd_block_cuda(void *buffers[], void *cl_arg)
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(7), s);
     if (rc == 0 && (a->init & INIT_DKV))
         rc = nnt_cuda_fill_f32(nkv, 0.0f, P(8), s);
-    if (rc == 0 && a->cuda_math)
-        rc = cuda_products_block(a, buffers, 1, s);
-    else if (rc == 0)
+    int flash = !a->cuda_math;
+    if (rc == 0 && !flash && (rc = cuda_products_block(a, buffers, 1, s)) == PRODUCTS_NO_SCRATCH)
+        flash = 1, rc = 0;
+    if (rc == 0 && flash)
         rc = nnt_cuda_attn_bwd_packed_f32(&a->map, a->tq, a->tk, a->hd, a->q_pos0, a->k_pos0,
                                           a->window, POS(a, 9), a->scale, a->cap, CP(0), CP(1),
                                           CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8), s);
