@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The whole file, NUL-terminated (malloc'd). */
@@ -200,6 +201,49 @@ START_TEST(test_trace_many_tasks)
 }
 END_TEST
 
+/* The table lists the longest stretches a worker spent without a task: one CPU worker, fills,
+ * then the host sleeps 100 ms, then a scale; the longest stretch is at least the sleep, from
+ * the last fill to the scale. */
+START_TEST(test_trace_idle_stretch)
+{
+    test_make_tmpdir("test-trace");
+    nnt_ctx_options opts = NNT_CTX_OPTIONS_INIT;
+    opts.ncpus = 1;
+    opts.ncuda = 0;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&opts, &ctx));
+    nnt_tensor *t = filled(ctx, 64, 64, 16, 16, 1.0);
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_fill(t, 2.0));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    const struct timespec sleep_for = {0, 100 * 1000 * 1000};
+    nanosleep(&sleep_for, NULL);
+    EXPECT_OK(nnt_tensor_scale(t, 0.5));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, test_tmp_path("idle.txt")));
+    char *table = slurp(test_tmp_path("idle.txt"));
+    const char *head = "longest idle stretches of workers between their tasks (1 ms or more):\n";
+    const char *list = strstr(table, head);
+    ck_assert_msg(list != NULL, "no idle stretches in\n%s", table);
+    const char *first = strstr(list + strlen(head), " ms at ");
+    ck_assert_msg(first != NULL, "no stretch listed in\n%s", list);
+    while (first > list && first[-1] != ' ')   /* back to the length's first digit */
+        first--;
+    double ms = 0.0, at = -1.0;
+    char after[64] = "", before[64] = "";
+    ck_assert_int_eq(sscanf(first, "%lf ms at %lf ms, after %63[^,], before %63s", &ms, &at,
+                            after, before), 4);
+    ck_assert_msg(ms >= 100.0, "longest stretch %.3f ms, shorter than the 100 ms sleep", ms);
+    ck_assert_msg(at >= 0.0, "stretch at %.3f ms, before the trace's start", at);
+    ck_assert_str_eq(after, "nnt_fill_f32");
+    ck_assert_str_eq(before, "nnt_scale");
+    free(table);
+    nnt_tensor_destroy(t);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    test_remove_tmpdir();
+}
+END_TEST
+
 static nnt_mem_stats stats_of(nnt_ctx *ctx, int reset)
 {
     nnt_mem_stats s;
@@ -356,6 +400,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_trace_gemm);
     tcase_add_test(tc, test_trace_many_tasks);
+    tcase_add_test(tc, test_trace_idle_stretch);
     tcase_add_test(tc, test_mem_stats);
     tcase_add_test(tc, test_mem_stats_no_budget);
     tcase_add_test(tc, test_mem_stats_swap);

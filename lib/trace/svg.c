@@ -397,6 +397,54 @@ static void put_workers(text *t, const nnt_trace_log *log, const summary *s)
     }
 }
 
+/* The longest stretches in which a worker that ran tasks had none (from one task's end to
+ * the next one's data fetch or start), with the tasks on either side: where a step waits on
+ * something that is not a task (the host reading a value back, submission, a lock). */
+#define IDLE_SHOWN 5
+#define IDLE_MIN_NS 1000000   /* 1 ms */
+
+typedef struct {
+    int64_t ns, at;           /* its length; its start from the trace's start */
+    const nnt_trace_rec *after, *before;
+} idle_stretch;
+
+static void keep_longest(idle_stretch *top, int *ntop, idle_stretch x)
+{
+    if (*ntop == IDLE_SHOWN && top[IDLE_SHOWN - 1].ns >= x.ns)
+        return;   /* no longer than the shortest kept */
+    int i = *ntop < IDLE_SHOWN ? (*ntop)++ : IDLE_SHOWN - 1;
+    for (; i > 0 && top[i - 1].ns < x.ns; i--)
+        top[i] = top[i - 1];
+    top[i] = x;
+}
+
+static void put_idle_stretches(text *t, const nnt_trace_log *log, const summary *s)
+{
+    idle_stretch top[IDLE_SHOWN];
+    int ntop = 0;
+    const nnt_trace_rec *last = NULL;   /* of this worker's tasks so far, the last to end */
+    for (size_t i = 0; i < log->n; i++) {
+        const nnt_trace_rec *r = &log->recs[i];
+        if (!last || last->worker != r->worker) {   /* a worker's first task */
+            last = r;
+            continue;
+        }
+        /* from the latest end so far (a CUDA worker's tasks may overlap) to this task's data
+         * fetch, which starts no later than its body (lib/trace/trace.c) */
+        int64_t gap = r->wait_start - last->end;
+        if (gap >= IDLE_MIN_NS)
+            keep_longest(top, &ntop, (idle_stretch){gap, last->end - s->t0, last, r});
+        if (r->end > last->end)
+            last = r;
+    }
+    put(t, "\nlongest idle stretches of workers between their tasks (1 ms or more):%s\n",
+        ntop ? "" : " none");
+    for (int i = 0; i < ntop; i++)
+        put(t, "%-24.24s %10.3f ms at %10.3f ms, after %s, before %s\n",
+            log->worker_names[top[i].after->worker], (double)top[i].ns * 1e-6,
+            (double)top[i].at * 1e-6, top[i].after->codelet, top[i].before->codelet);
+}
+
 int nnt_trace_write_table(const nnt_trace_log *log, const char *path, char *err,
                           size_t errlen)
 {
@@ -418,6 +466,7 @@ int nnt_trace_write_table(const nnt_trace_log *log, const char *path, char *err,
             s.busy_ns > 0 ? 100.0 * (double)o->busy_ns / (double)s.busy_ns : 0.0);
     }
     put_workers(&t, log, &s);
+    put_idle_stretches(&t, log, &s);
     rc = flush_text(&t, path, "table", err, errlen);
     free(t.buf);
     free(s.ops);
