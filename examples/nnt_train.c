@@ -616,6 +616,8 @@ int main(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : 2;
     t.info = t.o.quiet ? NULL : t.o.print_loss ? stderr : stdout;
+    if (t.o.quiet && !getenv("NNT_LOG_LEVEL"))   /* the library's warnings too */
+        nnt_log_set_level(NNT_LOG_ERROR);
     /* On a terminal one progress line is redrawn in place (NNT_TRAIN_LIVE=0: a line a step) */
     const char *live = getenv("NNT_TRAIN_LIVE");
     t.live = t.info && !t.o.print_loss && isatty(fileno(t.info)) && !(live && !strcmp(live, "0"));

@@ -461,6 +461,9 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (opts.ncpus > 0 && ctx->ncpus < opts.ncpus && ctx->ncpus < cores)
         nnt_log(NNT_LOG_WARN, "ncpus %d: StarPU started %d CPU workers (its limit "
                 "STARPU_MAXCPUS, or cores kept for GPUs)", opts.ncpus, ctx->ncpus);
+    if (opts.mem_gpu_mib > 0 && ctx->ncuda == 0 && rank == 0)
+        nnt_log(NNT_LOG_WARN, "mem_gpu_mib %lld: no CUDA worker started, so no GPU budget "
+                "applies", (long long)opts.mem_gpu_mib);
     if (opts.release_weights && !ctx->release_weights && rank == 0)
         nnt_log(NNT_LOG_WARN, "release_weights: %s; nothing to release", nranks < 2
                 ? "one process holds every tile" : "the root distribution keeps every tile "

@@ -1,0 +1,189 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# nnt-train's options that no other test gave a value off its default, each through what it
+# changes that a user would see:
+#   --data-format   one token sequence as an llm.c shard (auto) and as a nanoGPT file under
+#                   a name auto reads as text (nanogpt): the same losses; the text reading
+#                   gives others; llmc on the nanoGPT file, nanogpt on a text file and an
+#                   unknown format are refused, named;
+#   --sched         eager, dmdas and ws on 2 workers: the default's losses, bit for bit, and
+#                   the runtime line names the scheduler; an unknown one is refused, named;
+#   --save-llmc     OUT/model.bin with llm.c's header (magic 20240326, version 3, maxT, V, L,
+#                   NH, C, padded V) and 4 bytes a parameter after its 1024;
+#   --load-llmc, --load-safetensors
+#                   the same weights read back through llm.c's file, through the bare
+#                   safetensors file of --save-hf and through its directory: equal losses;
+#                   a file of another shape is refused naming the tensor;
+#   --init          the default's losses; with --load-* refused;
+#   --head-dim      a Llama with heads of 12 for C 32 and 4 heads: --save-hf's config.json
+#                   and q/k shapes say so (4 x 12 and 2 x 12 rows); an odd size and GPT-2
+#                   are refused;
+#   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
+#                   still on stdout), not even the library's warnings (--mem-gpu without a
+#                   GPU, which warns otherwise), the error when not.
+set -u
+: "${top_builddir:?}"
+prog="$top_builddir/nnt-train"
+[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+fail() { echo "FAIL: $*"; fail=1; }
+
+# run NAME ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $status.
+run() {
+    name=$1; shift
+    "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
+    status=$?
+}
+
+run_ok() {
+    run "$@"
+    [ $status -eq 0 ] || { fail "$1: exit status $status"; tail -n 5 "$tmp/$1.err"; }
+}
+
+# expect_error NAME PATTERN ARGS...: nonzero status and PATTERN in the error message.
+expect_error() {
+    name=$1 pattern=$2; shift 2
+    run "$name" "$@"
+    if [ $status -eq 0 ]; then
+        fail "$name: exit status 0 (expected an error)"
+    elif ! grep -q -- "$pattern" "$tmp/$name.err"; then
+        fail "$name: status $status but the message does not name '$pattern':"
+        cat "$tmp/$name.err"
+    else
+        echo "ok: $name -> status $status: $(head -n 1 "$tmp/$name.err")"
+    fi
+}
+
+# same_losses WHAT A B: the --print-loss lines of runs A and B are identical (and present).
+same_losses() {
+    if [ -s "$tmp/$2.out" ] && cmp -s "$tmp/$2.out" "$tmp/$3.out"; then
+        echo "ok: $1: $(tr '\n' ' ' < "$tmp/$2.out")"
+    else
+        fail "$1: the losses differ:"; paste "$tmp/$2.out" "$tmp/$3.out"
+    fi
+}
+
+i=0
+while [ $i -lt 300 ]; do
+    echo "line $i: the quick brown fox jumps over the lazy dog; a stitch in time saves nine."
+    i=$((i + 1))
+done > "$tmp/corpus.txt"
+"$top_builddir/nnt-tokenize" --out "$tmp/tok.bin" "$tmp/corpus.txt" > /dev/null 2>&1 ||
+    fail "nnt-tokenize of the corpus"
+tail -c +1025 "$tmp/tok.bin" > "$tmp/tokens.raw"   # the same tokens without the header
+
+gpt="--layers 1 --channels 32 --heads 2 --context 32"
+run_args="--batch 2 --seq 16 --sample 0 --cpus 2 --steps 3 --print-loss"
+
+# ---- --data-format ----------------------------------------------------------------------------
+run_ok llmc_auto $gpt $run_args --data "$tmp/tok.bin" --out "$tmp/d1"
+run_ok nanogpt $gpt $run_args --data "$tmp/tokens.raw" --data-format nanogpt --out "$tmp/d2"
+same_losses "--data-format nanogpt reads the llm.c shard's tokens" llmc_auto nanogpt
+grep -q "tokens.raw, nanoGPT token file: 25090 tokens" "$tmp/nanogpt.err" ||
+    fail "--data-format nanogpt: the data line: $(grep data: "$tmp/nanogpt.err")"
+run_ok as_text $gpt $run_args --data "$tmp/tokens.raw" --out "$tmp/d3"
+if grep -q "tokens.raw, text, bytes tokenizer: 50180 tokens" "$tmp/as_text.err" &&
+   ! cmp -s "$tmp/as_text.out" "$tmp/llmc_auto.out"; then
+    echo "ok: auto reads a file not named .bin as text (its 50180 bytes), other losses"
+else
+    fail "auto on tokens.raw: $(grep data: "$tmp/as_text.err"), losses $(tr '\n' ' ' < "$tmp/as_text.out")"
+fi
+expect_error llmc_on_raw "bad magic" $gpt $run_args --data "$tmp/tokens.raw" --data-format llmc \
+    --out "$tmp/d4"
+expect_error nanogpt_on_text "not below the vocabulary size 256" $gpt $run_args \
+    --data "$tmp/corpus.txt" --data-format nanogpt --out "$tmp/d5"
+expect_error csv "'csv' is not one of auto, text, llmc, nanogpt" $gpt $run_args \
+    --data "$tmp/tok.bin" --data-format csv --out "$tmp/d6"
+
+# ---- --sched: any scheduler, the same numbers ----------------------------------------------------
+for s in eager dmdas ws; do
+    run_ok "sched_$s" $gpt $run_args --data "$tmp/tok.bin" --sched "$s" --out "$tmp/s_$s"
+    grep -q "scheduler $s;" "$tmp/sched_$s.err" ||
+        fail "--sched $s: the runtime line: $(grep runtime: "$tmp/sched_$s.err")"
+    same_losses "--sched $s" llmc_auto "sched_$s"
+done
+expect_error sched_unknown "unknown scheduler 'nosuch'" $gpt $run_args --data "$tmp/tok.bin" \
+    --sched nosuch --out "$tmp/s_x"
+
+# ---- --save-llmc, then the three ways of loading the same weights ---------------------------------
+run_ok saved $gpt $run_args --data "$tmp/tok.bin" --out "$tmp/w" --save-llmc --save-hf "$tmp/w/hf"
+header=$(od -An -t d4 -N 32 "$tmp/w/model.bin" 2>/dev/null | tr -s ' \n' '  ' | sed 's/^ //; s/ $//')
+size=$(wc -c < "$tmp/w/model.bin" 2>/dev/null || echo 0)
+# GPT-2 L 1, C 32, V 256 (padded 256), context 32: wte 8192 + wpe 1024 + 2 LayerNorms 128 +
+# attention 3072 + 96 (qkv) and 1024 + 32 (proj) + MLP 4096 + 128 (fc) and 4096 + 32 (proj) +
+# the final LayerNorm 64 = 21984 parameters
+if [ "$header" = "20240326 3 32 256 1 2 32 256" ] && [ "$size" -eq $((1024 + 4 * 21984)) ]; then
+    echo "ok: --save-llmc: header $header, $size bytes"
+else
+    fail "--save-llmc: header '$header', $size bytes (expected 20240326 3 32 256 1 2 32 256, $((1024 + 4 * 21984)))"
+fi
+load_args="--batch 2 --seq 16 --sample 0 --cpus 2 --steps 2 --print-loss --data $tmp/tok.bin"
+run_ok from_llmc --load-llmc "$tmp/w/model.bin" $load_args --out "$tmp/l1"
+run_ok from_hf --load-hf "$tmp/w/hf" $load_args --out "$tmp/l2"
+run_ok from_st $gpt --load-safetensors "$tmp/w/hf/model.safetensors" $load_args --out "$tmp/l3"
+same_losses "--load-llmc and --load-hf of one run's weights" from_llmc from_hf
+same_losses "--load-safetensors and --load-hf" from_st from_hf
+grep -q "weights from $tmp/w/hf/model.safetensors" "$tmp/from_st.err" ||
+    fail "--load-safetensors: the model line: $(grep model: "$tmp/from_st.err")"
+[ "$(head -n 1 "$tmp/from_hf.out")" = "$(head -n 1 "$tmp/llmc_auto.out")" ] &&
+    fail "the loaded weights start from the fresh model's loss"
+expect_error st_shape "transformer.wte.weight has shape (256, 32), expected (256, 64)" \
+    --layers 1 --channels 64 --heads 2 --context 32 \
+    --load-safetensors "$tmp/w/hf/model.safetensors" $load_args --out "$tmp/l4"
+
+# ---- --init ---------------------------------------------------------------------------------------
+run_ok init $gpt $run_args --data "$tmp/tok.bin" --init --out "$tmp/i1"
+same_losses "--init (the default)" llmc_auto init
+expect_error init_load "--init and --load-\* exclude each other" --init --load-hf "$tmp/w/hf" \
+    $load_args --out "$tmp/i2"
+
+# ---- --head-dim ------------------------------------------------------------------------------------
+llama="--model llama-tiny --layers 1 --channels 32 --heads 4 --kv-heads 2 --hidden 48
+    --context 32 --batch 2 --seq 16 --sample 0 --cpus 2 --steps 2 --print-loss"
+run_ok head_dim $llama --head-dim 12 --data "$tmp/corpus.txt" --out "$tmp/h1" --save-hf "$tmp/h1/hf"
+st_head=$(head -c 4000 "$tmp/h1/hf/model.safetensors" 2>/dev/null | tr -d '\000')
+if grep -q "head dim 12," "$tmp/head_dim.err" &&
+   grep -q '"head_dim": *12' "$tmp/h1/hf/config.json" 2>/dev/null &&
+   echo "$st_head" | grep -q '"model.layers.0.self_attn.q_proj.weight":{"dtype":"F32","shape":\[48,32\]' &&
+   echo "$st_head" | grep -q '"model.layers.0.self_attn.k_proj.weight":{"dtype":"F32","shape":\[24,32\]'; then
+    echo "ok: --head-dim 12: model line, config.json and q/k shapes (48 x 32, 24 x 32)"
+else
+    fail "--head-dim 12: $(grep model: "$tmp/head_dim.err"); config: $(cat "$tmp/h1/hf/config.json" 2>/dev/null)"
+fi
+expect_error head_dim_odd "even head dimension" $llama --head-dim 7 --data "$tmp/corpus.txt" \
+    --out "$tmp/h2"
+expect_error head_dim_gpt2 "--head-dim does not apply to GPT-2" $gpt $run_args --head-dim 8 \
+    --data "$tmp/corpus.txt" --out "$tmp/h3"
+
+# ---- --quiet ---------------------------------------------------------------------------------------
+run_ok quiet $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --quiet \
+    --out "$tmp/q1"
+run_ok loud $gpt --batch 2 --seq 16 --cpus 2 --steps 2 --data "$tmp/tok.bin" --out "$tmp/q2"
+if [ ! -s "$tmp/quiet.out" ] && [ ! -s "$tmp/quiet.err" ] && [ -s "$tmp/loud.out" ] &&
+   [ -s "$tmp/q1/checkpoint.safetensors" ]; then
+    echo "ok: --quiet: nothing printed (without it $(wc -l < "$tmp/loud.out") lines), the checkpoint written"
+else
+    fail "--quiet: $(wc -c < "$tmp/quiet.out") bytes on stdout, $(wc -c < "$tmp/quiet.err") on stderr"
+fi
+# a library warning is silenced too: --mem-gpu without a GPU (see below)
+run_ok mem_gpu $gpt $run_args --data "$tmp/tok.bin" --mem-gpu 100 --out "$tmp/g1"
+if grep -q "runtime: .* 0 CUDA workers" "$tmp/mem_gpu.err"; then
+    grep -q "mem_gpu_mib 100: no CUDA worker started, so no GPU budget applies" \
+        "$tmp/mem_gpu.err" && echo "ok: --mem-gpu without a GPU: warned" ||
+        fail "--mem-gpu without a GPU: no warning in: $(cat "$tmp/mem_gpu.err")"
+    run_ok mem_gpu_quiet $gpt $run_args --data "$tmp/tok.bin" --mem-gpu 100 --quiet \
+        --out "$tmp/g2"
+    [ -s "$tmp/mem_gpu_quiet.err" ] &&
+        fail "--quiet: the library's warning printed: $(cat "$tmp/mem_gpu_quiet.err")"
+fi
+run_ok quiet_loss $gpt $run_args --data "$tmp/tok.bin" --quiet --out "$tmp/q3"
+same_losses "--quiet --print-loss" llmc_auto quiet_loss
+[ -s "$tmp/quiet_loss.err" ] && fail "--quiet --print-loss: stderr: $(cat "$tmp/quiet_loss.err")"
+expect_error quiet_error "cannot open" $gpt $run_args --quiet --data "$tmp/nosuch.bin" \
+    --out "$tmp/q4"
+
+[ $fail -eq 0 ] && echo "PASS" || echo "FAIL"
+exit $fail
