@@ -384,6 +384,10 @@ static void choose_products(nnt_ctx *ctx)
     if (nnt_attn_bf16_products())
         kernels_add(ctx, "; under bf16 precision the CPU attention kernels' products take bf16 "
                     "operands too");
+    if (ctx->ncuda > 0)
+        kernels_add(ctx, "; attention on CUDA workers %s", ctx->cuda_attn_products
+                    ? "by cuBLAS products of query-row chunks (TF32 under bf16 and tf32 "
+                      "precision)" : "by the flash kernels (NNT_CUDA_ATTN=flash)");
     /* opt-in (its gain was small and mixed: bench/RESULTS-bf16.md); the wrong gradients
      * first seen with it came from oneDNN's scratchpads (cpu/gemm_dnnl.c, made_from), with
      * either order */
