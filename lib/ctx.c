@@ -213,6 +213,22 @@ static int choose_cuda_attn(void)
                       &cuda_attn_flash);
 }
 
+/* NNT_OPTIM_ON: "any" (the default) lets a task that writes weights or optimizer state run
+ * where any other task would (with CUDA workers, on them); "cpu" keeps such tasks (the
+ * optimizer's updates, weight initialisation) on the CPU workers, so that fp32 weights and
+ * the moments stay in RAM, and only gradients come from the GPUs and the products' bf16
+ * weight copies (written by the same update tasks) go to them: the idea of ZeRO-Offload, for
+ * models whose training state does not fit the GPU budget (bench/RESULTS-gpu.md: offloaded
+ * by StarPU alone the 1558M moved 69 GiB a step through a quarter budget). */
+static int optim_on_cpu;   /* chosen by choose_optim_on for the context being started */
+
+static int choose_optim_on(void)
+{
+    return env_choice("NNT_OPTIM_ON", "any", "cpu", "'any' (the default) or 'cpu' (with CUDA "
+                      "workers, tasks that write weights or optimizer state on CPU workers)",
+                      &optim_on_cpu);
+}
+
 /* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
  * unless STARPU_DISABLE_PINNING is a positive number (StarPU reads it as a number, -1 when
  * unset). NNT_TEST_PINNED_RAM=1 makes the budget checks count RAM so without CUDA workers:
@@ -249,6 +265,7 @@ static void choose_placement(nnt_ctx *ctx)
         starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, &ctx->first_cuda_worker, 1);
     ctx->cuda_tasks_on_cuda = ctx->ncuda > 0 && ctx->first_cuda_worker >= 0 && !cpu_tasks_all;
     ctx->cuda_attn_products = !cuda_attn_flash;
+    ctx->optim_on_cpu = optim_on_cpu;
     if (ctx->ncuda > 0)
         nnt_log(NNT_LOG_INFO, "%s; RAM %s", ctx->cuda_tasks_on_cuda
                 ? "tasks a CUDA worker can run go to the CUDA workers only (NNT_CPU_TASKS=all: "
@@ -321,7 +338,8 @@ static int choose_kernels(nnt_ctx *ctx)
         rc = -1;
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
-    if ((rc = choose_idle()) || (rc = choose_cpu_tasks()) || (rc = choose_cuda_attn()))
+    if ((rc = choose_idle()) || (rc = choose_cpu_tasks()) || (rc = choose_cuda_attn()) ||
+        (rc = choose_optim_on()))
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
     char dnnl_desc[64] = "";
@@ -384,6 +402,12 @@ static void choose_products(nnt_ctx *ctx)
     if (nnt_attn_bf16_products())
         kernels_add(ctx, "; under bf16 precision the CPU attention kernels' products take bf16 "
                     "operands too");
+    if (ctx->ncuda > 0 && ctx->optim_on_cpu)
+        kernels_add(ctx, "; tasks that write weights or optimizer state on CPU workers "
+                    "(NNT_OPTIM_ON=cpu)");
+    else if (ctx->optim_on_cpu)
+        nnt_log(NNT_LOG_INFO, "NNT_OPTIM_ON=cpu: no CUDA worker, so every task is on the CPU "
+                "workers anyway");
     if (ctx->ncuda > 0)
         kernels_add(ctx, "; attention on CUDA workers %s", ctx->cuda_attn_products
                     ? "by cuBLAS products of query-row chunks (TF32 under bf16 and tf32 "

@@ -125,8 +125,11 @@ struct nnt_ctx {
     int cuda_tasks_on_cuda;       /* tasks a CUDA worker can run go to the CUDA workers
                                      only (with CUDA workers, unless NNT_CPU_TASKS=all)   */
     int first_cuda_worker;        /* a CUDA worker's id, for codelets' can_execute        */
-    int cuda_attn_products;       /* NNT_CUDA_ATTN=products: attention blocks on CUDA workers
-                                     as products (cpu/attn_products.c), not flash kernels */
+    int cuda_attn_products;       /* attention blocks on CUDA workers as products
+                                     (cpu/attn_products.c; NNT_CUDA_ATTN=flash: 0)        */
+    int optim_on_cpu;             /* NNT_OPTIM_ON=cpu: with CUDA workers, tasks that write
+                                     weights or optimizer state run on CPU workers
+                                     (nnt_task_writes_host_side)                          */
     nnt_precision precision;      /* of GEMM operands, for tasks submitted from now on   */
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
     int pack_keep;                /* ... into packs kept with B while its tiles do not
@@ -564,12 +567,16 @@ void nnt_gemm_kept_drain(void);
 /* Every write of a tile's handle (a task that writes it, a host copy into it) bumps its
  * version, so that what was derived from the tile (a packed copy) knows when it is stale:
  * nnt_submit and the host copies call nnt_handle_written. The handle's StarPU user data
- * holds the version, and in its top bit whether the tile is a gradient's
- * (nnt_handle_mark_gradient, from nnt_tensor_set_kind; for nnt_submit's priorities). */
+ * holds the version, and in its two top bits what the tile holds (nnt_handle_mark_kind,
+ * from the tensor's kind): a gradient's tile (for nnt_submit's priorities), or a weight's or
+ * an optimizer state's (host side: with NNT_OPTIM_ON=cpu, the tasks that write them run on
+ * CPU workers, nnt_task_writes_host_side). */
 #define NNT_HANDLE_GRADIENT ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
+#define NNT_HANDLE_HOST_SIDE ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 2))
+#define NNT_HANDLE_MARKS (NNT_HANDLE_GRADIENT | NNT_HANDLE_HOST_SIDE)
 static inline uint64_t nnt_handle_version(starpu_data_handle_t h)
 {
-    return (uint64_t)((uintptr_t)starpu_data_get_user_data(h) & ~NNT_HANDLE_GRADIENT);
+    return (uint64_t)((uintptr_t)starpu_data_get_user_data(h) & ~NNT_HANDLE_MARKS);
 }
 static inline void nnt_handle_written(starpu_data_handle_t h)
 {
@@ -579,11 +586,25 @@ static inline int nnt_handle_is_gradient(starpu_data_handle_t h)
 {
     return ((uintptr_t)starpu_data_get_user_data(h) & NNT_HANDLE_GRADIENT) != 0;
 }
-static inline void nnt_handle_mark_gradient(starpu_data_handle_t h, int gradient)
+static inline int nnt_handle_is_host_side(starpu_data_handle_t h)
 {
-    uintptr_t v = (uintptr_t)starpu_data_get_user_data(h) & ~NNT_HANDLE_GRADIENT;
-    starpu_data_set_user_data(h, (void *)(v | (gradient ? NNT_HANDLE_GRADIENT : 0)));
+    return ((uintptr_t)starpu_data_get_user_data(h) & NNT_HANDLE_HOST_SIDE) != 0;
 }
+/* kind: an enum nnt_mem_kind */
+static inline void nnt_handle_mark_kind(starpu_data_handle_t h, int kind)
+{
+    uintptr_t v = (uintptr_t)starpu_data_get_user_data(h) & ~NNT_HANDLE_MARKS;
+    if (kind == NNT_MEM_GRADIENTS)
+        v |= NNT_HANDLE_GRADIENT;
+    else if (kind == NNT_MEM_WEIGHTS || kind == NNT_MEM_OPTIM_STATE)
+        v |= NNT_HANDLE_HOST_SIDE;
+    starpu_data_set_user_data(h, (void *)v);
+}
+/* Whether a task with these buffers writes a host-side tile and ctx sends such tasks to its
+ * CPU workers (NNT_OPTIM_ON=cpu, lib/ctx.c): nnt_submit then restricts it to them when CUDA
+ * workers exist. */
+int nnt_task_writes_host_side(const nnt_ctx *ctx, int nbuf,
+                              const struct starpu_data_descr *bufs);
 /* B tiles packed once for the products that share them (oneDNN's blocked layout, so that
  * each product skips its own reorder of B; nnt_cpu_dnnl_pack): the products' dtype and
  * rounding, exactly those the unpacked codelet would use, and the row count the layout is
@@ -808,7 +829,7 @@ void nnt_moves_read(nnt_mem_stats *s, int reset);
 /* Every tile forgotten and the counts zeroed: when a context starts and when it ends. */
 void nnt_moves_clear(void);
 /* What t's tiles hold from now on (NNT_MEM_*): gradients, optimizer state; t's kind is kept
- * across nnt_tensor_retype. A gradient's tiles are marked (nnt_handle_mark_gradient). */
+ * across nnt_tensor_retype. Its tiles are marked so (nnt_handle_mark_kind). */
 void nnt_tensor_set_kind(nnt_tensor *t, int kind);
 /* A parameter's bf16 copy (nnt_tensor.bf16_copy). nnt_tensor_copy_link: copy (w's layout)
  * becomes w's, holding none of its values yet; NNT_E_NOMEM. nnt_tensor_copy_current: the

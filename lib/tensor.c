@@ -143,6 +143,7 @@ static void register_tiles(nnt_tensor *t)
         int64_t bytes = nnt_tensor_tile_bytes(t, i);
         nnt_moves_register(&t->tiles[i].handle, (uint32_t)(bytes / t->elsize), t->elsize,
                            t->kind);
+        nnt_handle_mark_kind(t->tiles[i].handle, t->kind);
         nnt_mpi_register(ctx, t->tiles[i].handle, t->tiles[i].owner);
         if (t->tiles[i].owner == ctx->rank)
             t->owned_bytes += bytes;
@@ -681,7 +682,7 @@ void nnt_tensor_set_kind(nnt_tensor *t, int kind)
     t->kind = kind;
     for (int64_t i = 0; t->ctx && i < t->ntiles; i++) {
         nnt_moves_set_kind(t->tiles[i].handle, kind);
-        nnt_handle_mark_gradient(t->tiles[i].handle, kind == NNT_MEM_GRADIENTS);
+        nnt_handle_mark_kind(t->tiles[i].handle, kind);
     }
 }
 

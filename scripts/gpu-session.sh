@@ -43,7 +43,9 @@
 #   offload  the same model with --recompute, in core and with --mem-gpu a quarter of its
 #            training state (fp32 weights, gradients and Adam moments, 16 bytes a parameter):
 #            offload.gpu_budget_mib, .state_mib, .in_core_s, .offloaded_s, .max_loss_diff
-#            (the same steps' losses) (240)
+#            (the same steps' losses); then offloaded with NNT_OPTIM_ON=cpu (the optimizer's
+#            tasks on the CPU workers, weights and moments kept in RAM): .optim_on_cpu_s,
+#            .optim_on_cpu_loss_diff (300)
 #   largest  the largest model that trains with the host RAM (--mem-cpu NNT_LARGEST_RAM_MIB,
 #            default 85 % of MemTotal; --recompute, B4 T1024, bf16): candidates from large to
 #            small (NNT_LARGEST="L24xC5120 L19xC5120 L14xC5120", heads of 128), each refused
@@ -99,7 +101,7 @@ json_of() {
         for (j = 1; j <= nsec; j++) seen[order[j]] = 1
         want["gpt2_124m_bf16"] = "nnt_s torch_eager_s torch_compile_s"
         want["gpt2_1558m_bf16"] = "nnt_s torch_eager_s mfu"
-        want["offload"] = "gpu_budget_mib state_mib in_core_s offloaded_s max_loss_diff"
+        want["offload"] = "gpu_budget_mib state_mib in_core_s offloaded_s max_loss_diff optim_on_cpu_s optim_on_cpu_loss_diff"
         want["largest"] = "parameters step_s"
         for (s in want) {
             n = split(want[s], ks, " ")
@@ -160,6 +162,9 @@ md_of() {
             g("offload.state_mib") " MiB of state, s/step", g("offload.offloaded_s"), "", "",
             "in-core / offloaded " g("offload.throughput_ratio") ", largest loss difference " \
             g("offload.max_loss_diff"))
+        row("the same, NNT_OPTIM_ON=cpu (optimizer on the CPU workers), s/step",
+            g("offload.optim_on_cpu_s"), "", "", "largest loss difference from in core " \
+            g("offload.optim_on_cpu_loss_diff"))
         row("largest model on the host RAM: " g("largest.parameters") " parameters, s/step",
             g("largest.step_s"), "", "", g("largest.shape"))
         row("first step (fresh performance models), s", g("first_step.first_s"), "", "",
@@ -592,19 +597,27 @@ phase_offload() {
     budget=$((state / 4))
     put offload state_mib "$state"
     put offload gpu_budget_mib "$budget"
-    local half=$((lim * 2 / 5))
-    nnt_run nnt-incore "$half" $(model_args "${m[@]}") --steps 5 --recompute \
+    local part=$((lim * 3 / 10))
+    nnt_run nnt-incore "$part" $(model_args "${m[@]}") --steps 5 --recompute \
         --data "$xl_tokens" --data-format nanogpt --precision bf16 --lr 1e-4 "${cpus[@]}"
     put offload in_core_s "$(num "$(step_s nnt-incore)")"
-    nnt_run nnt-offload $((lim - half)) $(model_args "${m[@]}") --steps 5 --recompute \
+    nnt_run nnt-offload $((lim * 4 / 10)) $(model_args "${m[@]}") --steps 5 --recompute \
         --mem-gpu "$budget" --data "$xl_tokens" --data-format nanogpt --precision bf16 \
         --lr 1e-4 "${cpus[@]}"
     put offload offloaded_s "$(num "$(step_s nnt-offload)")"
     put offload max_loss_diff "$(num "$(max_diff "$out/nnt-incore.loss" "$out/nnt-offload.loss")")"
     put offload throughput_ratio "$(num "$(awk -v a="$(step_s nnt-incore)" \
         -v b="$(step_s nnt-offload)" 'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
-    grep -h '^memory:' "$out/nnt-incore.log" "$out/nnt-offload.log" | sed 's/^/    /' |
-        tee -a "$out/summary.txt"
+    # the same budget with the optimizer's tasks on the CPU workers (weights and moments
+    # stay in RAM: only gradients come down, bf16 weight copies go up)
+    NNT_OPTIM_ON=cpu nnt_run nnt-offload-cpuopt $((lim - part - lim * 4 / 10)) \
+        $(model_args "${m[@]}") --steps 5 --recompute --mem-gpu "$budget" \
+        --data "$xl_tokens" --data-format nanogpt --precision bf16 --lr 1e-4 "${cpus[@]}"
+    put offload optim_on_cpu_s "$(num "$(step_s nnt-offload-cpuopt)")"
+    put offload optim_on_cpu_loss_diff "$(num "$(max_diff "$out/nnt-incore.loss" \
+        "$out/nnt-offload-cpuopt.loss")")"
+    grep -h '^memory:' "$out/nnt-incore.log" "$out/nnt-offload.log" \
+        "$out/nnt-offload-cpuopt.log" 2>/dev/null | sed 's/^/    /' | tee -a "$out/summary.txt"
 }
 
 phase_largest() {
@@ -771,7 +784,7 @@ phase_cpubench() {
 }
 
 # defaults: limit and the least worth starting with
-declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=240 [largest]=200
+declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=300 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
                         [window]=60 [steps]=150 [attn]=120)
 declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60

@@ -3,7 +3,8 @@
  * with a RAM budget far below its state (parameters + gradients + two AdamW moments) and a
  * disk swap directory (nnt_ctx_options) must give losses and final parameters bit-identical
  * to the same model, same tiling, trained without limits. Public API only, but for
- * test_default_gpu_budget (an internal function: the library's objects are linked).
+ * test_default_gpu_budget and test_optim_on_cpu_marks (internal functions and structures: the
+ * library's objects are linked).
  *
  * The model (L=4, C=128, NH=4, V=1024, T=32) has 0.93M parameters: 14 MiB of training
  * state, plus activations. The budget is 1 MiB, StarPU's smallest (STARPU_LIMIT_CPU_MEM is
@@ -19,6 +20,8 @@
  * the page size.)
  * Each test also checks that the budget of the limited run does not outlive its context. */
 #include "testutil.h"
+#include "internal.h"
+#include "optim/optim.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -311,12 +314,6 @@ START_TEST(test_budget_matches_ram)
 }
 END_TEST
 
-/* lib/internal.h's nnt_ram_stats and its reader (lib/ctx_ram.c) */
-typedef struct {
-    int64_t blocks, mapped, reused, kept_bytes;
-} ram_stats;
-void nnt_ram_stats_get(ram_stats *out);
-
 /* Under a swap the RAM of tiles of 1 MiB and more comes from nnt's hooks (lib/ctx_ram.c),
  * which keep a freed tile's block for the next tile of its size. 12 tensors of 16 tiles of
  * 2 MiB (384 MiB) under a 128 MiB budget (of which 4 MiB for the blocks kept): each filled
@@ -356,7 +353,7 @@ START_TEST(test_ram_hooks)
                                  (long long)k, host[k], i + 0.5);
         }
     free(host);
-    ram_stats rs;
+    nnt_ram_stats rs;
     nnt_ram_stats_get(&rs);
     fprintf(stderr, "RAM hooks: %lld blocks handed out, %lld mapped, %lld reused, %lld bytes "
             "kept\n", (long long)rs.blocks, (long long)rs.mapped, (long long)rs.reused,
@@ -392,7 +389,7 @@ START_TEST(test_ram_hooks)
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, shape, tile, &t[0]));
     EXPECT_OK(nnt_tensor_fill(t[0], 1.0));
     EXPECT_OK(nnt_ctx_wait(ctx));
-    ram_stats none;
+    nnt_ram_stats none;
     nnt_ram_stats_get(&none);
     ck_assert_int_eq(none.blocks, rs.blocks);   /* not one more */
     nnt_tensor_destroy(t[0]);
@@ -400,7 +397,83 @@ START_TEST(test_ram_hooks)
 }
 END_TEST
 
-int64_t nnt_default_gpu_budget_mib(int64_t total_mib);   /* lib/internal.h (needs StarPU's) */
+/* NNT_OPTIM_ON=cpu (lib/ctx.c): a task that writes a weight's or an optimizer state's tile
+ * is one nnt_submit keeps on the CPU workers when CUDA workers exist; one that writes a
+ * gradient or an activation, or only reads weights, is not; without the variable none is.
+ * Here (no GPU) the tiles' marks after a training step and the rule on them. */
+static int writes_host_side(nnt_ctx *ctx, nnt_tensor *t, enum starpu_data_access_mode mode)
+{
+    struct starpu_data_descr d[2] = {{t->tiles[0].handle, mode}, {NULL, STARPU_W}};
+    nnt_tensor *out = NULL;   /* an activation the task writes beside it */
+    const int64_t shape[1] = {4};
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, shape, NULL, &out));
+    d[1].handle = out->tiles[0].handle;
+    int host = nnt_task_writes_host_side(ctx, 2, d);
+    nnt_tensor_destroy(out);
+    return host;
+}
+
+START_TEST(test_optim_on_cpu_marks)
+{
+    const nnt_gpt_config cfg = {sizeof(nnt_gpt_config), V, MAXT, 1, NH, C};
+    for (int on = 0; on < 2; on++) {
+        if (on)
+            setenv("NNT_OPTIM_ON", "cpu", 1);
+        else
+            unsetenv("NNT_OPTIM_ON");
+        nnt_ctx *ctx = test_ctx();
+        nnt_layer *m = NULL;
+        nnt_optim *opt = NULL;
+        nnt_tensor *tok = NULL, *tgt = NULL;
+        int64_t bt[2] = {B, T};
+        int32_t tok_host[B * T], tgt_host[B * T];
+        EXPECT_OK(nnt_gpt_create(ctx, &cfg, B, T, &TILING, &m));
+        init_weights(m);
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt));
+        batch(tok_host, tgt_host);
+        EXPECT_OK(nnt_tensor_copy_from_host(tok, tok_host, sizeof tok_host));
+        EXPECT_OK(nnt_tensor_copy_from_host(tgt, tgt_host, sizeof tgt_host));
+        EXPECT_OK(nnt_layer_set_targets(m, tgt));
+        nnt_optim_options adam = NNT_OPTIM_OPTIONS_INIT;
+        EXPECT_OK(nnt_optim_create(ctx, &adam, &opt));
+        EXPECT_OK(nnt_optim_add_layer(opt, m));
+        EXPECT_OK(nnt_layer_zero_grad(m));
+        EXPECT_OK(nnt_layer_forward(m, tok, NULL));
+        EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
+        EXPECT_OK(nnt_optim_step(opt));
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        ck_assert_int_eq(ctx->optim_on_cpu, on);
+        ck_assert_int_ge(opt->nparams, 4);
+        for (int i = 0; i < opt->nparams; i++) {
+            const nnt_optim_param *p = &opt->params[i];
+            for (int64_t t = 0; t < p->value->ntiles; t++)
+                ck_assert_msg(nnt_handle_is_host_side(p->value->tiles[t].handle) &&
+                              !nnt_handle_is_gradient(p->value->tiles[t].handle),
+                              "%s: tile %lld not marked a weight's", p->name, (long long)t);
+            for (int k = 0; k < 2; k++)
+                ck_assert_msg(p->state[k] && nnt_handle_is_host_side(p->state[k]->tiles[0].handle),
+                              "%s: state %d not marked host side", p->name, k);
+            ck_assert_msg(nnt_handle_is_gradient(p->grad->tiles[0].handle) &&
+                          !nnt_handle_is_host_side(p->grad->tiles[0].handle),
+                          "%s: gradient marked host side, or not a gradient", p->name);
+            ck_assert_int_eq(writes_host_side(ctx, p->value, STARPU_RW), on);
+            ck_assert_int_eq(writes_host_side(ctx, p->state[0], STARPU_W), on);
+            ck_assert_int_eq(writes_host_side(ctx, p->value, STARPU_R), 0);
+            ck_assert_int_eq(writes_host_side(ctx, p->grad, STARPU_RW), 0);
+        }
+        nnt_tensor_destroy(tok);
+        nnt_tensor_destroy(tgt);
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(m);
+        EXPECT_OK(nnt_ctx_destroy(ctx));
+    }
+    setenv("NNT_OPTIM_ON", "gpu", 1);   /* neither value: refused, named */
+    nnt_ctx *ctx = NULL;
+    EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &ctx), NNT_E_INVAL, "NNT_OPTIM_ON=gpu");
+    unsetenv("NNT_OPTIM_ON");
+}
+END_TEST
 
 /* The default GPU budget leaves max(1.5 GiB, 1/16 of the card) to what StarPU does not count;
  * a card smaller than two reserves gets half. */
@@ -424,6 +497,7 @@ static Suite *ooc_suite(void)
     tcase_add_loop_test(tc, test_budget_matches_ram, 0, 4);
     tcase_add_test(tc, test_default_gpu_budget);
     tcase_add_test(tc, test_ram_hooks);
+    tcase_add_test(tc, test_optim_on_cpu_marks);
     suite_add_tcase(s, tc);
     return s;
 }

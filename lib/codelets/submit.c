@@ -72,6 +72,17 @@ int nnt_task_priority(const nnt_ctx *ctx, int nbuf, const struct starpu_data_des
     return ctx->task_prio;
 }
 
+int nnt_task_writes_host_side(const nnt_ctx *ctx, int nbuf,
+                              const struct starpu_data_descr *bufs)
+{
+    if (!ctx->optim_on_cpu)
+        return 0;
+    for (int i = 0; i < nbuf; i++)
+        if ((bufs[i].mode & STARPU_W) && nnt_handle_is_host_side(bufs[i].handle))
+            return 1;
+    return 0;
+}
+
 int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
                const struct starpu_data_descr *bufs, const void *args, size_t args_size)
 {
@@ -103,8 +114,12 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
     /* With CUDA workers a task that one can run goes to them only (NNT_CPU_TASKS, lib/ctx.c):
      * the CPU workers never time GPU-sized tasks for the scheduler's models */
     int on_gpu = cuda_can_run(ctx, cl, task);
-    if (on_gpu && ctx->cuda_tasks_on_cuda)
+    if (on_gpu && cl->cpu_funcs[0] && nnt_task_writes_host_side(ctx, nbuf, bufs)) {
+        task->where = STARPU_CPU;
+        on_gpu = 0;
+    } else if (on_gpu && ctx->cuda_tasks_on_cuda) {
         task->where = STARPU_CUDA;
+    }
     if ((rc = check_task_fits(ctx, cl, nbuf, bufs, on_gpu)) != 0) {
         task->destroy = 0;
         starpu_task_destroy(task);   /* and the argument copy with it */
