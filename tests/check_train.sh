@@ -12,7 +12,7 @@
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
 # (after a reviewed change of nnt-train's numerics; say why in the commit).
 set -u
-: "${top_builddir:?}"
+: "${top_builddir:?}" "${top_srcdir:?}"
 prog="$top_builddir/nnt-train"
 [ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
 tmp=$(mktemp -d) || exit 99
@@ -28,34 +28,7 @@ while [ $i -lt 300 ]; do
     i=$((i + 1))
 done > "$tmp/corpus.txt"
 
-fail() { echo "FAIL: $*"; fail=1; }
-
-# run NAME ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $status.
-run() {
-    name=$1; shift
-    "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
-    status=$?
-}
-
-# run_ok NAME ARGS...: as run, and a failure unless the status is 0 (stderr shown).
-run_ok() {
-    run "$@"
-    [ $status -eq 0 ] || { fail "$1: exit status $status"; tail -n 5 "$tmp/$1.err"; }
-}
-
-# expect_error NAME PATTERN ARGS...: nonzero status and PATTERN in the error message.
-expect_error() {
-    name=$1 pattern=$2; shift 2
-    run "$name" "$@"
-    if [ $status -eq 0 ]; then
-        fail "$name: exit status 0 (expected an error)"
-    elif ! grep -q -- "$pattern" "$tmp/$name.err"; then
-        fail "$name: status $status but the message does not name '$pattern':"
-        cat "$tmp/$name.err"
-    else
-        echo "ok: $name -> status $status: $(head -n 1 "$tmp/$name.err")"
-    fi
-}
+. "$top_srcdir/tests/train_checks.sh"
 
 # ---- (1) --print-loss: exactly N lines "step n loss x.xxxxxx", n = 1..N, loss decreasing ----
 run loss20 $small --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/o1" --print-loss
