@@ -46,6 +46,29 @@ void nnt_cpu_axpby_f32(int64_t n, float alpha, const float *restrict x, float be
     }
 }
 
+/* The same operations into a third array; in place (z == y) through axpby, whose restrict
+ * loops need no overlap check. */
+void nnt_cpu_axpbyz_f32(int64_t n, float alpha, const float *restrict x, float beta,
+                        const float *y, float *z)
+{
+    if (z == y) {
+        nnt_cpu_axpby_f32(n, alpha, x, beta, z);
+        return;
+    }
+    const float *restrict yr = y;
+    float *restrict zr = z;
+    if (beta == 0.0f) {
+        for (int64_t i = 0; i < n; i++)
+            zr[i] = alpha * x[i];
+    } else if (beta == 1.0f) {
+        for (int64_t i = 0; i < n; i++)
+            zr[i] = yr[i] + alpha * x[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            zr[i] = alpha * x[i] + beta * yr[i];
+    }
+}
+
 /* 0.5 (1 + tanh(u)) == sigmoid(2u): gelu(x) = x sigmoid(2u), u = k0 (x + k1 x^3).
  * The sigmoid form keeps full relative accuracy where 1 + tanh(u) would cancel (x << 0). */
 static inline float gelu_sig(float x)

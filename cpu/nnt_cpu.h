@@ -65,6 +65,10 @@ void nnt_cpu_fill_u16(int64_t n, uint16_t value, uint16_t *x);   /* e.g. bfloat1
 void nnt_cpu_scale_f32(int64_t n, float alpha, float *x);
 /* y[i] = alpha * x[i] + beta * y[i]   (beta == 0: y is not read, so NaN in y is overwritten) */
 void nnt_cpu_axpby_f32(int64_t n, float alpha, const float *x, float beta, float *y);
+/* z[i] = alpha * x[i] + beta * y[i] with axpby's operations (z may be y, not x; beta == 0:
+ * y is not read) */
+void nnt_cpu_axpbyz_f32(int64_t n, float alpha, const float *x, float beta, const float *y,
+                        float *z);
 /* GELU, tanh approximation as in GPT-2:
  * y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))                                     */
 void nnt_cpu_gelu_fwd_f32(int64_t n, const float *x, float *y);          /* y set */

@@ -44,18 +44,18 @@ __global__ void scale_kernel(int64_t n, float alpha, float *x)
         x[i] *= alpha;
 }
 
-__global__ void axpby_kernel(int64_t n, float alpha, const float *__restrict__ x, float beta,
-                             float *__restrict__ y)
+__global__ void axpbyz_kernel(int64_t n, float alpha, const float *__restrict__ x, float beta,
+                              const float *y, float *z)   /* z may be y */
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         /* explicit rounding: same operations as the CPU kernel, no FMA contraction */
         if (beta == 0.0f)
-            y[i] = alpha * x[i];
+            z[i] = alpha * x[i];
         else if (beta == 1.0f)
-            y[i] = __fadd_rn(y[i], __fmul_rn(alpha, x[i]));
+            z[i] = __fadd_rn(y[i], __fmul_rn(alpha, x[i]));
         else
-            y[i] = __fadd_rn(__fmul_rn(alpha, x[i]), __fmul_rn(beta, y[i]));
+            z[i] = __fadd_rn(__fmul_rn(alpha, x[i]), __fmul_rn(beta, y[i]));
     }
 }
 
@@ -209,13 +209,19 @@ int nnt_cuda_scale_f32(int64_t n, float alpha, float *x, cudaStream_t stream)
     return launch_status();
 }
 
-int nnt_cuda_axpby_f32(int64_t n, float alpha, const float *x, float beta, float *y,
-                       cudaStream_t stream)
+int nnt_cuda_axpbyz_f32(int64_t n, float alpha, const float *x, float beta, const float *y,
+                        float *z, cudaStream_t stream)
 {
     if (n <= 0)
         return n < 0 ? -1 : 0;
-    axpby_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, alpha, x, beta, y);
+    axpbyz_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, alpha, x, beta, y, z);
     return launch_status();
+}
+
+int nnt_cuda_axpby_f32(int64_t n, float alpha, const float *x, float beta, float *y,
+                       cudaStream_t stream)
+{
+    return nnt_cuda_axpbyz_f32(n, alpha, x, beta, y, y, stream);
 }
 
 int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stream)

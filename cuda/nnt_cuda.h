@@ -59,6 +59,9 @@ int nnt_cuda_scale_f32(int64_t n, float alpha, float *x, cudaStream_t stream);
 /* y[i] = alpha * x[i] + beta * y[i]   (beta == 0: y is not read) */
 int nnt_cuda_axpby_f32(int64_t n, float alpha, const float *x, float beta, float *y,
                        cudaStream_t stream);
+/* z[i] = alpha * x[i] + beta * y[i], the same operations (z may be y, not x)     z set */
+int nnt_cuda_axpbyz_f32(int64_t n, float alpha, const float *x, float beta, const float *y,
+                        float *z, cudaStream_t stream);
 /* y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated like the CPU kernel as
  * x sigmoid(2u) (full relative accuracy for x << 0)                                  y set */
 int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stream);

@@ -491,10 +491,19 @@ int nnt_insert_bf16_inexact(nnt_ctx *ctx, starpu_data_handle_t src, starpu_data_
 int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
                        starpu_data_handle_t dst);
 
+/* lib/ops/elementwise.c: z = alpha x + beta y, x and y read (both written before), z
+ * written; equal shapes and tilings; z may be y or x. nnt_tensor_sum_into: sum = a + b
+ * (sum a third tensor) in a's layout, b in any tiling: one pass when b's tiling is a's, else
+ * b copied into sum first; the same bits either way. */
+int nnt_tensor_axpbyz(double alpha, nnt_tensor *x, double beta, nnt_tensor *y, nnt_tensor *z);
+int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum);
+
 /* lib/codelets/elementwise.c */
 int nnt_insert_scale(nnt_ctx *ctx, starpu_data_handle_t x, float alpha);
 int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
                      starpu_data_handle_t y);
+int nnt_insert_axpbyz(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
+                      starpu_data_handle_t y, starpu_data_handle_t z);
 int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
 int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
                         starpu_data_handle_t dx);
@@ -741,6 +750,8 @@ void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape);
 int64_t nnt_tensor_bytes(const nnt_tensor *t);
 /* Bytes of the tile at linear index i. */
 int64_t nnt_tensor_tile_bytes(const nnt_tensor *t, int64_t i);
+/* Whether a and b (valid tensors) have equal shapes and tilings; records nothing. */
+int nnt_same_layout(const nnt_tensor *a, const nnt_tensor *b);
 /* NNT_E_SHAPE (recorded, naming fn and the roles) unless a and b have equal shapes and
  * tilings; also checks that both are usable. */
 int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *a,

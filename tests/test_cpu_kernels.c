@@ -324,10 +324,21 @@ START_TEST(test_fill_scale_axpby)
             if (beta == 0.0f)
                 for (int64_t i = 0; i < n; i++)
                     yy[i] = NAN; /* must not be read */
+            /* axpbyz into a third array: axpby's bits (its y left as it was) */
+            float *zz = rand_f(n, -2, 2);
+            nnt_cpu_axpbyz_f32(n, 0.7f, x, beta, yy, zz);
             nnt_cpu_axpby_f32(n, 0.7f, x, beta, yy);
             for (int64_t i = 0; i < n; i++)
                 ref[i] = 0.7 * x[i] + (beta == 0.0f ? 0.0 : (double)beta * y0[i]);
             expect_close("axpby", n, yy, ref, TOL_AXPBY, 0.01);
+            ck_assert_msg(n == 0 || !memcmp(zz, yy, (size_t)n * sizeof *zz),
+                          "axpbyz (beta %g, n %lld): not axpby's bits", beta, (long long)n);
+            /* and in place (z == y) */
+            memcpy(zz, y0, (size_t)n * sizeof *zz);
+            nnt_cpu_axpbyz_f32(n, 0.7f, x, beta, zz, zz);
+            ck_assert_msg(n == 0 || !memcmp(zz, yy, (size_t)n * sizeof *zz),
+                          "axpbyz in place (beta %g): not axpby's bits", beta);
+            free(zz);
             free(y0);
             free(yy);
         }

@@ -12,7 +12,7 @@
  *   bit-exact: fill (f32, i32, u16), scale, add_bcast, copy_box, embedding gather /
  *              scatter-add, bias add of bias_gelu (pre), fill_random (uniform,
  *              normal and dropout; see test_fill_random)
- *   1e-6:      axpby, sum_outer, sumsq, optimizer steps (same operations; all measured
+ *   1e-6:      axpby, axpbyz, sum_outer, sumsq, optimizer steps (same operations; all measured
  *              bit-identical, a difference can only come from a CPU build that contracts
  *              multiply-adds into FMAs)
  *   1e-5:      GELU fwd/bwd (atol 1e-6) [0.18], bias_gelu out, xent (s, loss, dlogits
@@ -299,6 +299,22 @@ START_TEST(test_elementwise)
             got = fetch(dz, n);
             check_close("axpby", got, ref, n, 1e-6, 1e-7);
             free(got);
+            /* axpbyz: z = 1.3 x + beta y into a third array, y (here the old z) unchanged */
+            float *dy_ = NULL;
+            ck_assert_int_eq(cudaMalloc((void **)&dy_, (size_t)(n ? n : 1) * 4), cudaSuccess);
+            upload(dy_, y, (size_t)n * 4);
+            NNT_OK(nnt_cuda_axpbyz_f32(n, 1.3f, dx, betas[b], dy_, dz, g_stream));
+            float *yref = malloc((size_t)(n ? n : 1) * 4);
+            memcpy(yref, y, (size_t)n * 4);
+            nnt_cpu_axpbyz_f32(n, 1.3f, x, betas[b], y, ref);
+            got = fetch(dz, n);
+            check_close("axpbyz", got, ref, n, 1e-6, 1e-7);
+            free(got);
+            got = fetch(dy_, n);
+            check_exact_f("axpbyz leaves y", got, yref, n);
+            free(got);
+            free(yref);
+            cudaFree(dy_);
         }
 
         /* GELU */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelets of the elementwise tensor operations, one task per tile of n contiguous floats:
- * scale, axpby, GELU forward and backward, soft-capping (Gemma 2's final logits) forward and
- * backward.
+ * scale, axpby (in place, and axpbyz into a third tile), GELU forward and backward,
+ * soft-capping (Gemma 2's final logits) forward and backward.
  *
  * In place: the GELU tasks may be given the same tile in several roles (y == x, dx == dy,
  * dx == x). StarPU gets each distinct handle once, with the union of the access modes
@@ -42,6 +42,14 @@ static void axpby_cpu(void *buffers[], void *cl_arg)
     const struct axpby_args *a = cl_arg;
     nnt_cpu_axpby_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]), a->beta,
                       nnt_tile_f32(buffers[1]));
+}
+
+/* buffers: x (n) R, y (n) R, z (n) W */
+static void axpbyz_cpu(void *buffers[], void *cl_arg)
+{
+    const struct axpby_args *a = cl_arg;
+    nnt_cpu_axpbyz_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]), a->beta,
+                       nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[2]));
 }
 
 static void softcap_cpu(void *buffers[], void *cl_arg)
@@ -93,6 +101,16 @@ static void axpby_cuda(void *buffers[], void *cl_arg)
                                 a->beta, nnt_tile_f32(buffers[1]), nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_axpby", "CUDA kernel failed (%d)", rc);
+}
+
+static void axpbyz_cuda(void *buffers[], void *cl_arg)
+{
+    const struct axpby_args *a = cl_arg;
+    int rc = nnt_cuda_axpbyz_f32(nnt_tile_numel(buffers[0]), a->alpha, nnt_tile_f32(buffers[0]),
+                                 a->beta, nnt_tile_f32(buffers[1]), nnt_tile_f32(buffers[2]),
+                                 nnt_cuda_task_stream());
+    if (rc)
+        nnt_task_error("nnt_axpbyz", "CUDA kernel failed (%d)", rc);
 }
 
 static void gelu_cuda(void *buffers[], void *cl_arg)
@@ -159,6 +177,8 @@ static struct starpu_perfmodel scale_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_scale"};
 static struct starpu_perfmodel axpby_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_axpby", .footprint = axpby_footprint};
+static struct starpu_perfmodel axpbyz_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_axpbyz", .footprint = axpby_footprint};
 static struct starpu_perfmodel gelu_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "nnt_gelu", .footprint = gelu_footprint};
 static struct starpu_perfmodel gelu_bwd_model = {
@@ -201,6 +221,14 @@ static struct starpu_codelet axpby_cl = {
     .model = &axpby_model,
 };
 
+static struct starpu_codelet axpbyz_cl = {
+    .name = "nnt_axpbyz",
+    .cpu_funcs = {axpbyz_cpu},
+    NNT_CUDA_FUNCS(axpbyz_cuda)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &axpbyz_model,
+};
+
 static struct starpu_codelet gelu_cl = {
     .name = "nnt_gelu",
     .cpu_funcs = {gelu_cpu},
@@ -234,6 +262,15 @@ int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float be
     struct axpby_args args = {alpha, beta};
     struct starpu_data_descr bufs[2] = {{x, STARPU_R}, {y, beta == 0.0f ? STARPU_W : STARPU_RW}};
     return nnt_submit(ctx, &axpby_cl, 2, bufs, &args, sizeof args);
+}
+
+/* z = alpha x + beta y on one tile: three distinct tiles */
+int nnt_insert_axpbyz(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
+                      starpu_data_handle_t y, starpu_data_handle_t z)
+{
+    struct axpby_args args = {alpha, beta};
+    struct starpu_data_descr bufs[3] = {{x, STARPU_R}, {y, STARPU_R}, {z, STARPU_W}};
+    return nnt_submit(ctx, &axpbyz_cl, 3, bufs, &args, sizeof args);
 }
 
 /* y = gelu(x) on one tile; y may be x */

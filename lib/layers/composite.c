@@ -114,8 +114,7 @@ static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(nnt_layer_backward(l->children[UP], m->du, &dxu));
     /* dx = dxg + dxu, both in x's layout */
     NNT_TRY(nnt_layer_ensure(l, &m->dx, NNT_FP32, dxg->ndim, dxg->shape, dxg->tile));
-    NNT_TRY(nnt_tensor_copy(dxg, m->dx));
-    NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));
+    NNT_TRY(nnt_tensor_sum_into(dxu, dxg, m->dx));
     *dx = m->dx;
     return NNT_OK;
 }
@@ -237,8 +236,7 @@ typedef struct block {
 static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **sum)
 {
     NNT_TRY(nnt_layer_ensure(l, sum, NNT_FP32, a->ndim, a->shape, a->tile));
-    NNT_TRY(nnt_tensor_copy(b, *sum));
-    return nnt_tensor_axpby(1.0, a, 1.0, *sum);
+    return nnt_tensor_sum_into(a, b, *sum);
 }
 
 /* Child role r of a block: the children are ln_1, attn, ln_2, mlp, or with four norms

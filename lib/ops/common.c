@@ -65,6 +65,16 @@ static const char *layout_str(const nnt_tensor *t, char *buf, size_t size)
     return buf;
 }
 
+int nnt_same_layout(const nnt_tensor *a, const nnt_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || a->tile[d] != b->tile[d])
+            return 0;
+    return 1;
+}
+
 int nnt_check_same_layout(const char *fn, const char *role_a, const nnt_tensor *a,
                           const char *role_b, const nnt_tensor *b)
 {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Elementwise tensor operations: scale, axpby, GELU and its backward, soft-capping and its
- * backward (internal: Gemma 2's final logits). Operands of one call
- * have equal shapes and tilings, so tile i of each operand holds the same elements: one
- * task per tile, no ordering between tiles, and the result does not depend on the tiling. */
+/* Elementwise tensor operations: scale, axpby, axpbyz (internal), GELU and its backward,
+ * soft-capping and its backward (internal: Gemma 2's final logits). Operands of one call have
+ * equal shapes and tilings, so tile i of each operand holds the same elements: one task per
+ * tile, no ordering between tiles, and the result does not depend on the tiling. (And
+ * nnt_tensor_sum_into, internal, whose second operand may be tiled otherwise.) */
 #include "../internal.h"
 
 #include <math.h>
@@ -40,6 +41,42 @@ int nnt_tensor_axpby(double alpha, nnt_tensor *x, double beta, nnt_tensor *y)
     if (rc == 0)
         nnt_tensor_mark_written(y);
     return rc;
+}
+
+int nnt_tensor_axpbyz(double alpha, nnt_tensor *x, double beta, nnt_tensor *y, nnt_tensor *z)
+{
+    const char *fn = "nnt_tensor_axpbyz";
+    int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "y", y, NNT_FP32, 1);
+    if (rc == 0)
+        rc = nnt_check_arg(fn, "z", z, NNT_FP32, 0);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "y", y);
+    if (rc == 0)
+        rc = nnt_check_same_layout(fn, "x", x, "z", z);
+    if (rc)
+        return rc;
+    if (z == y)
+        return nnt_tensor_axpby(alpha, x, beta, y);
+    if (z == x)
+        return nnt_tensor_axpby(beta, y, alpha, x);
+    for (int64_t i = 0; i < z->ntiles && rc == 0; i++)
+        rc = nnt_insert_axpbyz(z->ctx, (float)alpha, x->tiles[i].handle, (float)beta,
+                               y->tiles[i].handle, z->tiles[i].handle);
+    if (rc == 0)
+        nnt_tensor_mark_written(z);
+    return rc;
+}
+
+int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum)
+{
+    if (sum == a || sum == b)
+        return nnt_fail(sum->ctx, NNT_E_INVAL, "nnt_tensor_sum_into: sum is one of the terms");
+    if (nnt_same_layout(a, b) && nnt_same_layout(a, sum))
+        return nnt_tensor_axpbyz(1.0, a, 1.0, b, sum);   /* sum = b + 1 a, as below */
+    NNT_TRY(nnt_tensor_copy(b, sum));
+    return nnt_tensor_axpby(1.0, a, 1.0, sum);
 }
 
 int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y)
