@@ -81,7 +81,7 @@ llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, he
 qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\], full@int normed = i < 1 \&\& a->qkn[i], full@|attention layer (Qwen3): k not normalised, q only
 head_dim_scale|lib/layers/attention.c|s@: 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@: 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
-swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 1.0, m->dx));@NNT_TRY(nnt_tensor_axpby(1.0, dxu, 0.0, m->dx));@|SwiGLU MLP backward: dx from up_proj only
+swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_sum_into(dxu, dxg, m->dx));@NNT_TRY(nnt_tensor_copy(dxu, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one@gl_rmsnorm_new_ex(l->ctx, C, 1e-5, o->norm_plus_one@|RMSNorm block: eps 1e-5 whatever norm_eps says
 train_wrap_heldout|lib/train/trainer.c|s@int64_t run = len - at < n ? len - at : n;@int64_t run = n;@|trainer: a training window past the end of the training tokens reads on into the held-out ones
 val_window_shift|lib/train/trainer.c|s@o->val_len, (uint64_t)(k \* bt), di.masked);@o->val_len, (uint64_t)(k * bt + 1), di.masked);@|trainer validation: every window one token late
