@@ -2,7 +2,8 @@
 /* nnt CUDA kernels: LayerNorm over the last dimension.
  * Forward and dx: one warp per row, row statistics in double (two passes over the row).
  * dgamma / dbeta: one thread block per 32 columns, 16 row groups, double partial sums reduced
- * in a fixed order (deterministic, no atomics). */
+ * in a fixed order (deterministic, no atomics); with nnt_cuda_set_norm_split(1), the rows cut
+ * into chunks too when the columns are few (kernel_util.cuh, col_sums_split). */
 #include "nnt_cuda.h"
 #include "kernel_util.cuh"
 
@@ -122,7 +123,29 @@ __global__ void ln_bwd_params_kernel(int64_t rows, int64_t n, const float *__res
     }
 }
 
+/* dgamma's and dbeta's terms of row r, column j, for col_sums_split */
+struct ln_param_terms {
+    int64_t n;
+    const float *x, *dy, *mean, *rstd;
+    __device__ void operator()(int64_t r, int64_t j, double &g, double &b) const
+    {
+        const float d = dy[r * n + j];
+        const float xh = __fmul_rn(__fsub_rn(x[r * n + j], mean[r]), rstd[r]);
+        g += (double)d * (double)xh;
+        b += (double)d;
+    }
+};
+
 } /* namespace */
+
+namespace nnt_cu {
+int norm_split = 0;
+}
+
+extern "C" void nnt_cuda_set_norm_split(int on)
+{
+    nnt_cu::norm_split = on != 0;
+}
 
 extern "C" int nnt_cuda_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
                                           const float *gamma, const float *beta, float *y,
@@ -153,6 +176,11 @@ extern "C" int nnt_cuda_layernorm_bwd_f32(int64_t rows, int64_t n, const float *
     int ret = launch_status();
     if (ret || (!dgamma && !dbeta))
         return ret;
+    if (norm_split) {
+        const ln_param_terms t = {n, x, dy, mean, rstd};
+        if ((ret = col_sums_split(rows, n, t, dgamma, dbeta, stream)) <= 0)
+            return ret;
+    }
     int64_t cb = (n + kColTile - 1) / kColTile;
     if (cb > 65535)
         cb = 65535;

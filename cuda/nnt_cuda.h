@@ -168,6 +168,11 @@ int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int trans_a, i
 /* ---- LayerNorm over the last dimension (cuda/layernorm.cu) -------------------------------------
  * One warp per row, statistics in double (two passes). gamma == NULL means 1, beta == NULL 0;
  * in backward dgamma / dbeta may be NULL (not accumulated).                                   */
+/* Whether the LayerNorm and RMSNorm backwards cut their rows into chunks for dgamma / dbeta
+ * (a second kernel adds the chunks in order; when the columns are few the one-pass kernel
+ * occupies a GPU poorly), process-wide; 0 (the default) the one-pass kernel. lib/ctx.c sets
+ * it from NNT_CUDA_NORM_BWD. */
+void nnt_cuda_set_norm_split(int on);
 /* y = (x - mean) * rstd * gamma + beta; mean, rstd (rows) set                                */
 int nnt_cuda_layernorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
                                const float *gamma, const float *beta, float *y,

@@ -95,6 +95,18 @@ __global__ void rms_bwd_gamma_kernel(int64_t rows, int64_t n, const float *__res
     }
 }
 
+/* dgamma's term of row r, column j, for col_sums_split */
+struct rms_gamma_terms {
+    int64_t n;
+    const float *x, *dy, *rstd;
+    __device__ void operator()(int64_t r, int64_t j, double &g, double &unused) const
+    {
+        (void)unused;
+        const float xh = __fmul_rn(x[r * n + j], rstd[r]);
+        g += (double)dy[r * n + j] * (double)xh;
+    }
+};
+
 } /* namespace */
 
 extern "C" int nnt_cuda_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
@@ -125,6 +137,11 @@ extern "C" int nnt_cuda_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x,
     int ret = launch_status();
     if (ret || !dgamma)
         return ret;
+    if (norm_split) {
+        const rms_gamma_terms t = {n, x, dy, rstd};
+        if ((ret = col_sums_split(rows, n, t, dgamma, (float *)NULL, stream)) <= 0)
+            return ret;
+    }
     int64_t cb = (n + kColTile - 1) / kColTile;
     if (cb > 65535)
         cb = 65535;

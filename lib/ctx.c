@@ -229,6 +229,21 @@ static int choose_optim_on(void)
                       &optim_on_cpu);
 }
 
+/* NNT_CUDA_NORM_BWD: how the CUDA LayerNorm and RMSNorm backwards sum dgamma / dbeta over
+ * rows: "rows" (the default) one thread block per 32 columns over every row; "chunks" the
+ * rows cut into chunks too, their sums added in order by a second kernel
+ * (cuda/kernel_util.cuh). On an H200, GPT-2 124M's layernorm_bwd took 4x its forward and
+ * 4.7 % of the GPU's time: 24 thread blocks for C 768 (bench/RESULTS-gpu.md). The chunks are
+ * not yet run on a GPU, hence not the default. */
+static int norm_bwd_chunks;   /* chosen by choose_norm_bwd for the context being started */
+
+static int choose_norm_bwd(void)
+{
+    return env_choice("NNT_CUDA_NORM_BWD", "rows", "chunks", "'rows' (the default) or "
+                      "'chunks' (the norms' parameter gradients summed over row chunks)",
+                      &norm_bwd_chunks);
+}
+
 /* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
  * unless STARPU_DISABLE_PINNING is a positive number (StarPU reads it as a number, -1 when
  * unset). NNT_TEST_PINNED_RAM=1 makes the budget checks count RAM so without CUDA workers:
@@ -266,6 +281,9 @@ static void choose_placement(nnt_ctx *ctx)
     ctx->cuda_tasks_on_cuda = ctx->ncuda > 0 && ctx->first_cuda_worker >= 0 && !cpu_tasks_all;
     ctx->cuda_attn_products = !cuda_attn_flash;
     ctx->optim_on_cpu = optim_on_cpu;
+#ifdef NNT_CUDA_CODELETS
+    nnt_cuda_set_norm_split(norm_bwd_chunks);   /* process-wide, as the kernels are */
+#endif
     if (ctx->ncuda > 0)
         nnt_log(NNT_LOG_INFO, "%s; RAM %s", ctx->cuda_tasks_on_cuda
                 ? "tasks a CUDA worker can run go to the CUDA workers only (NNT_CPU_TASKS=all: "
@@ -339,7 +357,7 @@ static int choose_kernels(nnt_ctx *ctx)
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
     if ((rc = choose_idle()) || (rc = choose_cpu_tasks()) || (rc = choose_cuda_attn()) ||
-        (rc = choose_optim_on()))
+        (rc = choose_optim_on()) || (rc = choose_norm_bwd()))
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
     char dnnl_desc[64] = "";
@@ -408,6 +426,9 @@ static void choose_products(nnt_ctx *ctx)
     else if (ctx->optim_on_cpu)
         nnt_log(NNT_LOG_INFO, "NNT_OPTIM_ON=cpu: no CUDA worker, so every task is on the CPU "
                 "workers anyway");
+    if (ctx->ncuda > 0 && norm_bwd_chunks)
+        kernels_add(ctx, "; CUDA norm backwards sum their parameter gradients over row chunks "
+                    "(NNT_CUDA_NORM_BWD=chunks)");
     if (ctx->ncuda > 0)
         kernels_add(ctx, "; attention on CUDA workers %s", ctx->cuda_attn_products
                     ? "by cuBLAS products of query-row chunks (TF32 under bf16 and tf32 "

@@ -67,6 +67,8 @@
 #            sizes, token file and calibrated models), 10 steps each, flash then products:
 #            attn.flash_ms, .products_ms (every step), .flash_s, .products_s (the mean of
 #            steps 4-10), .speedup, .max_loss_diff (the same steps' losses) (120)
+#   norm     the same for the norms' backward (NNT_CUDA_NORM_BWD), rows then chunks:
+#            norm.rows_ms, .chunks_ms, .rows_s, .chunks_s, .speedup, .max_loss_diff (120)
 #   steps    diagnostic, not in the plan: GPT-2 124M (the gpt2 phase's sizes and token file),
 #            12 steps on the gpt2 phase's calibrated performance models (fresh ones without
 #            it), with dmdas, with eager (no model) and with dmdas traced over steps 2-12
@@ -183,9 +185,14 @@ md_of() {
                    g("window.bf16_causal_ms"), g("window.bf16_ratio")
         if (g("attn.flash_s") != "-" || g("attn.products_s") != "-")
             printf "\nCUDA attention (GPT-2 124M, steps 4-10): flash kernels %s s a step, " \
-                   "products (NNT_CUDA_ATTN=products) %s s, %sx; largest loss difference %s.\n",
+                   "products (the default) %s s, %sx; largest loss difference %s.\n",
                    g("attn.flash_s"), g("attn.products_s"), g("attn.speedup"),
                    g("attn.max_loss_diff")
+        if (g("norm.rows_s") != "-" || g("norm.chunks_s") != "-")
+            printf "\nCUDA norm backwards (GPT-2 124M, steps 4-10): over rows %s s a step, " \
+                   "over row chunks (NNT_CUDA_NORM_BWD=chunks) %s s, %sx; largest loss " \
+                   "difference %s.\n", g("norm.rows_s"), g("norm.chunks_s"),
+                   g("norm.speedup"), g("norm.max_loss_diff")
         if (g("kernels.exit") != "-")
             printf "\nCUDA kernels against the CPU kernels (test_cuda_kernels): exit %s, %s.\n",
                    g("kernels.exit"), g("kernels.checks")
@@ -520,27 +527,36 @@ phase_first_all() {
     put first_step all_ms "$(str "$(tr '\n' ' ' < "$out/nnt-first-all.ms")(exit $nnt_rc)")"
 }
 
-phase_attn() {
-    local lim=$1 m=("${small[@]}") v
+# ab_phase KEY VAR A B LIMIT: GPT-2 124M (the gpt2 phase's sizes, token file and calibrated
+# models), 10 steps with VAR=A then VAR=B: KEY.A_ms, KEY.B_ms (every step), KEY.A_s, KEY.B_s
+# (the mean of steps 4-10), KEY.speedup (A's over B's), KEY.max_loss_diff.
+ab_phase() {
+    local key=$1 var=$2 a=$3 b=$4 lim=$5 m=("${small[@]}") v
     local data=$out/tokens-gpt2.bin
     [ -f "$data" ] || write_tokens "$data" $((11 * m[5] * m[6] + 1)) "${m[3]}"
     local run_home=$out/home-nnt-gpt2   # the gpt2 phase's models, when it ran
     mkdir -p "$run_home"
     declare -A secs
-    for v in flash products; do
-        NNT_CUDA_ATTN=$v nnt_run "attn-$v" $((lim / 2)) $(model_args "${m[@]}") --steps 10 \
+    local had=${!var+1} before=${!var-}
+    for v in "$a" "$b"; do
+        export "$var=$v"
+        nnt_run "$key-$v" $((lim / 2)) $(model_args "${m[@]}") --steps 10 \
             --data "$data" --data-format nanogpt --precision bf16 --lr 1e-4 "${cpus[@]}"
-        put attn "${v}_ms" "$(str "$(tr '\n' ' ' < "$out/attn-$v.ms")(exit $nnt_rc)")"
+        if [ -n "$had" ]; then export "$var=$before"; else unset "$var"; fi
+        put "$key" "${v}_ms" "$(str "$(tr '\n' ' ' < "$out/$key-$v.ms")(exit $nnt_rc)")"
         secs[$v]=$(awk 'NR >= 4 { s += $1 / 1000; n++ } END { if (n) printf "%.6g", s / n }' \
-            "$out/attn-$v.ms")
-        put attn "${v}_s" "$(num "${secs[$v]}")"
+            "$out/$key-$v.ms")
+        put "$key" "${v}_s" "$(num "${secs[$v]}")"
     done
-    put attn speedup "$(num "$(awk -v a="${secs[flash]}" -v b="${secs[products]}" \
-        'BEGIN { if (a > 0 && b > 0) printf "%.3g", a / b }')")"
-    put attn max_loss_diff "$(num "$(max_diff "$out/attn-flash.loss" "$out/attn-products.loss")")"
-    say "attn: flash $(tr '\n' ' ' < "$out/attn-flash.ms")ms; products" \
-        "$(tr '\n' ' ' < "$out/attn-products.ms")ms"
+    put "$key" speedup "$(num "$(awk -v x="${secs[$a]}" -v y="${secs[$b]}" \
+        'BEGIN { if (x > 0 && y > 0) printf "%.3g", x / y }')")"
+    put "$key" max_loss_diff "$(num "$(max_diff "$out/$key-$a.loss" "$out/$key-$b.loss")")"
+    say "$key: $a $(tr '\n' ' ' < "$out/$key-$a.ms")ms; $b" \
+        "$(tr '\n' ' ' < "$out/$key-$b.ms")ms"
 }
+
+phase_attn() { ab_phase attn NNT_CUDA_ATTN flash products "$1"; }
+phase_norm() { ab_phase norm NNT_CUDA_NORM_BWD rows chunks "$1"; }
 
 phase_steps() {
     local lim=$1 m=("${small[@]}") v sched
@@ -786,10 +802,10 @@ phase_cpubench() {
 # defaults: limit and the least worth starting with
 declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=300 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
-                        [window]=60 [steps]=150 [attn]=120)
+                        [window]=60 [steps]=150 [attn]=120 [norm]=120)
 declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60
                       [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
-                      [window]=20 [steps]=45 [attn]=40)
+                      [window]=20 [steps]=45 [attn]=40 [norm]=40)
 : > "$tsv"
 status=0
 for phase in "$@"; do

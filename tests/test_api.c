@@ -573,22 +573,29 @@ START_TEST(ctx_host_ram_raises_starpu_main_memory)
 }
 END_TEST
 
-/* NNT_CUDA_ATTN chooses the CUDA workers' attention (lib/ctx.c): products, flash or empty
- * are taken (also without CUDA workers, where nothing changes); anything else is refused,
- * named. */
+/* NNT_CUDA_ATTN chooses the CUDA workers' attention, NNT_CUDA_NORM_BWD their norms' backward
+ * (lib/ctx.c): either of a variable's two values, or empty, is taken (also without CUDA
+ * workers, where nothing changes); anything else is refused, named. */
 START_TEST(ctx_cuda_attn_choice)
 {
-    static const char *const good[] = {"flash", "products", ""};
-    for (int i = 0; i < 3; i++) {
-        setenv("NNT_CUDA_ATTN", good[i], 1);
-        nnt_ctx *ctx = test_ctx();
-        EXPECT_OK(nnt_ctx_destroy(ctx));
+    static const struct {
+        const char *var, *good[3], *bad;
+    } vars[] = {{"NNT_CUDA_ATTN", {"flash", "products", ""}, "tensor-cores"},
+                {"NNT_CUDA_NORM_BWD", {"rows", "chunks", ""}, "atomics"}};
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 3; i++) {
+            setenv(vars[v].var, vars[v].good[i], 1);
+            nnt_ctx *ctx = test_ctx();
+            EXPECT_OK(nnt_ctx_destroy(ctx));
+        }
+        nnt_ctx *ctx = NULL;
+        char named[64];
+        snprintf(named, sizeof named, "%s=%s", vars[v].var, vars[v].bad);
+        setenv(vars[v].var, vars[v].bad, 1);
+        EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &ctx), NNT_E_INVAL, named);
+        ck_assert_ptr_null(ctx);
+        unsetenv(vars[v].var);
     }
-    nnt_ctx *ctx = NULL;
-    setenv("NNT_CUDA_ATTN", "tensor-cores", 1);
-    EXPECT_FAIL_MSG(nnt_ctx_create(NULL, &ctx), NNT_E_INVAL, "NNT_CUDA_ATTN=tensor-cores");
-    ck_assert_ptr_null(ctx);
-    unsetenv("NNT_CUDA_ATTN");
 }
 END_TEST
 

@@ -924,6 +924,79 @@ START_TEST(test_rmsnorm)
 }
 END_TEST
 
+/* The norms' parameter gradients over row chunks (nnt_cuda_set_norm_split, NNT_CUDA_NORM_BWD
+ * =chunks): rows enough for 3 and 17 chunks, the last one short, against the CPU kernels with
+ * the tolerances of the one-pass kernels (the sums in double, in another fixed order), and the
+ * one-pass kernels at these sizes too. */
+START_TEST(test_norm_split)
+{
+    static const int64_t shapes[][2] = {{700, 130}, {4097, 768}};
+    for (int split = 1; split >= 0; split--)
+        for (int k = 0; k < 2; k++) {
+            nnt_cuda_set_norm_split(split);
+            int64_t rows = shapes[k][0], n = shapes[k][1], rn = rows * n;
+            rng_seed(2600 + k);
+            float *x = rand_f(rn, -2.0f, 3.0f), *dy = rand_f(rn, -1.0f, 1.0f);
+            float *gamma = rand_f(n, 0.5f, 1.5f), *beta = rand_f(n, -0.5f, 0.5f);
+            float *dgamma = rand_f(n, -1.0f, 1.0f), *dbeta = rand_f(n, -1.0f, 1.0f);
+            float *dg2 = xmalloc((size_t)n * 4), *y = xmalloc((size_t)rn * 4);
+            float *dx = xmalloc((size_t)rn * 4), *mean = xmalloc((size_t)rows * 4);
+            float *rstd = xmalloc((size_t)rows * 4), *got;
+            memcpy(dg2, dgamma, (size_t)n * 4);
+            float *d_x = dup_d(x, rn), *d_dy = dup_d(dy, rn), *d_g = dup_d(gamma, n);
+            float *d_dg = dup_d(dgamma, n), *d_db = dup_d(dbeta, n), *d_dx = dalloc((size_t)rn * 4);
+            nnt_cpu_layernorm_fwd_f32(rows, n, 1e-5f, x, gamma, beta, y, mean, rstd);
+            float *d_mean = dup_d(mean, rows), *d_rstd = dup_d(rstd, rows);
+            NNT_OK(nnt_cuda_layernorm_bwd_f32(rows, n, d_x, d_dy, d_g, d_mean, d_rstd, d_dx,
+                                              d_dg, d_db, g_stream));
+            nnt_cpu_layernorm_bwd_f32(rows, n, x, dy, gamma, mean, rstd, dx, dgamma, dbeta);
+            got = fetch(d_dg, n);
+            check_normwise(split ? "layernorm dgamma (chunks)" : "layernorm dgamma (rows)", got,
+                           dgamma, n, 3e-6);
+            free(got);
+            got = fetch(d_db, n);
+            check_normwise(split ? "layernorm dbeta (chunks)" : "layernorm dbeta (rows)", got,
+                           dbeta, n, 3e-6);
+            free(got);
+            /* RMSNorm, the same rows */
+            nnt_cpu_rmsnorm_fwd_f32(rows, n, 1e-5f, x, gamma, y, rstd);
+            upload(d_rstd, rstd, (size_t)rows * 4);
+            float *d_dg2 = dup_d(dg2, n);
+            NNT_OK(nnt_cuda_rmsnorm_bwd_f32(rows, n, d_x, d_dy, d_g, d_rstd, d_dx, d_dg2,
+                                            g_stream));
+            nnt_cpu_rmsnorm_bwd_f32(rows, n, x, dy, gamma, rstd, dx, dg2);
+            got = fetch(d_dg2, n);
+            check_normwise(split ? "rmsnorm dgamma (chunks)" : "rmsnorm dgamma (rows)", got, dg2,
+                           n, 3e-6);
+            free(got);
+            got = fetch(d_dx, rn);
+            check_normwise("rmsnorm dx (norm split test)", got, dx, rn, 3e-6);
+            free(got);
+            dfree(d_x);
+            dfree(d_dy);
+            dfree(d_g);
+            dfree(d_dg);
+            dfree(d_db);
+            dfree(d_dx);
+            dfree(d_mean);
+            dfree(d_rstd);
+            dfree(d_dg2);
+            free(x);
+            free(dy);
+            free(gamma);
+            free(beta);
+            free(dgamma);
+            free(dbeta);
+            free(dg2);
+            free(y);
+            free(dx);
+            free(mean);
+            free(rstd);
+        }
+    nnt_cuda_set_norm_split(0);
+}
+END_TEST
+
 /* Gemma's RMSNorm scaled by 1 + w: the scale made on the device as the layers make it (fill
  * with 1, then axpby: 1 + w rounded once, equal to the CPU's bit for bit), then the RMSNorm
  * kernels forward and backward with it, against the CPU's same chain; w = 0.1 N-like values
@@ -2219,6 +2292,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rmsnorm_plus_one);
+    tcase_add_test(tc, test_norm_split);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_geglu_softcap);
     tcase_add_test(tc, test_rope);
