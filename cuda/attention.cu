@@ -778,20 +778,6 @@ __device__ __forceinline__ int64_t row_of(const nnt_attn_rows &r, int64_t x, int
     return (r.q0 + (r.t0 + e) * r.qstride) * r.tq + i;
 }
 
-__device__ __forceinline__ float warp_max_f(float v)
-{
-    for (int off = 16; off > 0; off >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum_f(float v)
-{
-    for (int off = 16; off > 0; off >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
-
 __global__ void rows_fwd_kernel(nnt_attn_rows r, float *s, float *m, float *l, float *o_acc)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -820,7 +806,7 @@ __global__ void rows_fwd_kernel(nnt_attn_rows r, float *s, float *m, float *l, f
                 row[j] = 0.0f;
             continue;
         }
-        bm = warp_max_f(bm);
+        bm = warp_max(bm);
         const float mold = m[ri], mnew = fmaxf(mold, bm);
         const float alpha = expf(mold - mnew);   /* 0 when m was -inf */
         float sum = 0.0f;
@@ -829,7 +815,7 @@ __global__ void rows_fwd_kernel(nnt_attn_rows r, float *s, float *m, float *l, f
             row[j] = p;
             sum += p;
         }
-        sum = warp_sum_f(sum);
+        sum = warp_sum(sum);
         for (int64_t c = lane; c < r.hd; c += 32)
             o_acc[ri * r.hd + c] *= alpha;
         __syncwarp();

@@ -30,11 +30,20 @@ inline int launch_status(void)
     return e == cudaSuccess ? 0 : -(int)e;
 }
 
-/* Sum of v over the 32 lanes of a full warp (every lane gets it; fixed order). */
-__device__ __forceinline__ double warp_sum(double v)
+/* Sum (max) of v over the 32 lanes of a full warp (every lane gets it; fixed order), in v's
+ * type: double for the norms' statistics, float for attention's rows. */
+template <class T>
+__device__ __forceinline__ T warp_sum(T v)
 {
     for (int off = 16; off > 0; off >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;
 }
 
