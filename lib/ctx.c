@@ -79,7 +79,7 @@ static int env_choice(const char *name, const char *first, const char *second,
  * when there is none (one process x 2 workers: the same speed). NNT_WORKER_IDLE=spin keeps
  * StarPU's own behaviour. */
 static int idle_hook = -1;   /* StarPU's id of the hook, -1 when none is registered */
-static int idle_yield;       /* chosen by choose_idle for the context being started */
+static int idle_spin;        /* NNT_WORKER_IDLE=spin, for the context being started */
 
 static unsigned yield_when_idle(void *arg)
 {
@@ -88,19 +88,10 @@ static unsigned yield_when_idle(void *arg)
     return 1;   /* a worker that can block may still do so */
 }
 
-static int choose_idle(void)
-{
-    int spin;
-    int rc = env_choice("NNT_WORKER_IDLE", "yield", "spin", "'yield' (the default) or 'spin'",
-                        &spin);
-    idle_yield = !spin;
-    return rc;
-}
-
 /* After starpu_init; shutdown_runtime deregisters it */
 static void register_idle_hook(void)
 {
-    if (!idle_yield)
+    if (idle_spin)
         return;
     idle_hook = starpu_idle_hook_register(yield_when_idle, NULL);
     if (idle_hook < 0)
@@ -187,14 +178,7 @@ static int start_starpu(const nnt_ctx_options *o)
  * performance models the CPU workers ran GPT-2 124M's GPU-sized products, seconds each, in
  * its first steps (110 s for 2 steps on an H200, bench/RESULTS-gpu.md); and a product a CPU
  * core takes seconds for is never worth its transfers next to a GPU. */
-static int cpu_tasks_all;   /* chosen by choose_cpu_tasks for the context being started */
-
-static int choose_cpu_tasks(void)
-{
-    return env_choice("NNT_CPU_TASKS", "rest", "all", "'rest' (the default: with CUDA workers, "
-                      "CPU workers run only the tasks no CUDA worker can) or 'all'",
-                      &cpu_tasks_all);
-}
+static int cpu_tasks_all;   /* for the context being started */
 
 /* NNT_CUDA_ATTN: how CUDA workers compute attention blocks. "products" (the default): as
  * strided-batched cuBLAS products of chunks of query rows with row kernels between them
@@ -204,14 +188,7 @@ static int choose_cpu_tasks(void)
  * from 157 to 96.5 ms and the 1558M's from 613 to 385 ms, the losses within 4.5e-5 of the
  * flash kernels', and agree with the CPU kernels within 0.05 of their tolerance (float) and
  * 0.16 (TF32) in test_cuda_kernels. */
-static int cuda_attn_flash;   /* chosen by choose_cuda_attn for the context being started */
-
-static int choose_cuda_attn(void)
-{
-    return env_choice("NNT_CUDA_ATTN", "products", "flash", "'products' (the default: cuBLAS "
-                      "products of query-row chunks) or 'flash' (the flash attention kernels)",
-                      &cuda_attn_flash);
-}
+static int cuda_attn_flash;   /* for the context being started */
 
 /* NNT_OPTIM_ON: "any" (the default) lets a task that writes weights or optimizer state run
  * where any other task would (with CUDA workers, on them); "cpu" keeps such tasks (the
@@ -220,14 +197,7 @@ static int choose_cuda_attn(void)
  * weight copies (written by the same update tasks) go to them: the idea of ZeRO-Offload, for
  * models whose training state does not fit the GPU budget (bench/RESULTS-gpu.md: offloaded
  * by StarPU alone the 1558M moved 69 GiB a step through a quarter budget). */
-static int optim_on_cpu;   /* chosen by choose_optim_on for the context being started */
-
-static int choose_optim_on(void)
-{
-    return env_choice("NNT_OPTIM_ON", "any", "cpu", "'any' (the default) or 'cpu' (with CUDA "
-                      "workers, tasks that write weights or optimizer state on CPU workers)",
-                      &optim_on_cpu);
-}
+static int optim_on_cpu;   /* for the context being started */
 
 /* NNT_CUDA_NORM_BWD: how the CUDA LayerNorm and RMSNorm backwards sum dgamma / dbeta over
  * rows: "rows" (the default) one thread block per 32 columns over every row; "chunks" the
@@ -235,13 +205,30 @@ static int choose_optim_on(void)
  * (cuda/kernel_util.cuh). On an H200, GPT-2 124M's layernorm_bwd took 4x its forward and
  * 4.7 % of the GPU's time: 24 thread blocks for C 768 (bench/RESULTS-gpu.md). The chunks are
  * not yet run on a GPU, hence not the default. */
-static int norm_bwd_chunks;   /* chosen by choose_norm_bwd for the context being started */
+static int norm_bwd_chunks;   /* for the context being started */
 
-static int choose_norm_bwd(void)
+/* The two-valued variables above, read when a context starts: the first value is the default
+ * (also when unset or empty), the flag says whether the second was given. */
+static int read_choices(void)
 {
-    return env_choice("NNT_CUDA_NORM_BWD", "rows", "chunks", "'rows' (the default) or "
-                      "'chunks' (the norms' parameter gradients summed over row chunks)",
-                      &norm_bwd_chunks);
+    static const struct {
+        const char *name, *first, *second, *expected;
+        int *is_second;
+    } vars[] = {
+        {"NNT_WORKER_IDLE", "yield", "spin", "'yield' (the default) or 'spin'", &idle_spin},
+        {"NNT_CPU_TASKS", "rest", "all", "'rest' (the default: with CUDA workers, CPU workers "
+         "run only the tasks no CUDA worker can) or 'all'", &cpu_tasks_all},
+        {"NNT_CUDA_ATTN", "products", "flash", "'products' (the default: cuBLAS products of "
+         "query-row chunks) or 'flash' (the flash attention kernels)", &cuda_attn_flash},
+        {"NNT_OPTIM_ON", "any", "cpu", "'any' (the default) or 'cpu' (with CUDA workers, tasks "
+         "that write weights or optimizer state on CPU workers)", &optim_on_cpu},
+        {"NNT_CUDA_NORM_BWD", "rows", "chunks", "'rows' (the default) or 'chunks' (the norms' "
+         "parameter gradients summed over row chunks)", &norm_bwd_chunks},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        NNT_TRY(env_choice(vars[i].name, vars[i].first, vars[i].second, vars[i].expected,
+                           vars[i].is_second));
+    return NNT_OK;
 }
 
 /* Whether StarPU allocates RAM pinned and in chunks (lib/ctx_alloc.c): with CUDA workers
@@ -356,8 +343,7 @@ static int choose_kernels(nnt_ctx *ctx)
         rc = -1;
     if (rc)
         return nnt_fail(NULL, NNT_E_INVAL, "nnt_ctx_create: %s", why);
-    if ((rc = choose_idle()) || (rc = choose_cpu_tasks()) || (rc = choose_cuda_attn()) ||
-        (rc = choose_optim_on()) || (rc = choose_norm_bwd()))
+    if ((rc = read_choices()) != 0)
         return rc;
     int dnnl = nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN;
     char dnnl_desc[64] = "";
@@ -372,7 +358,7 @@ static int choose_kernels(nnt_ctx *ctx)
     snprintf(ctx->kernels, sizeof ctx->kernels,
              "CPU GEMM %s%s: %s; BLIS kernels %s (%s); elementwise kernels %s%s; idle CPU "
              "workers %s", dnnl ? "oneDNN" : "BLIS", dnnl_desc, why, blis_arch,
-             nnt_cpu_blis_reason(), nnt_cpu_isa_name(), wide, idle_yield ? "yield" : "spin");
+             nnt_cpu_blis_reason(), nnt_cpu_isa_name(), wide, idle_spin ? "spin" : "yield");
     return NNT_OK;
 }
 
