@@ -492,9 +492,9 @@ int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
                        starpu_data_handle_t dst);
 
 /* lib/ops/elementwise.c: z = alpha x + beta y, x and y read (both written before), z
- * written; equal shapes and tilings; z may be y or x. nnt_tensor_sum_into: sum = a + b
- * (sum a third tensor) in a's layout, b in any tiling: one pass when b's tiling is a's, else
- * b copied into sum first; the same bits either way. */
+ * written; three tensors of equal shapes and tilings. nnt_tensor_sum_into: sum = a + b (three
+ * tensors) in a's layout, b in any tiling: one pass when b's tiling is a's, else b copied
+ * into sum first; the same bits either way. */
 int nnt_tensor_axpbyz(double alpha, nnt_tensor *x, double beta, nnt_tensor *y, nnt_tensor *z);
 int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum);
 

@@ -55,12 +55,9 @@ int nnt_tensor_axpbyz(double alpha, nnt_tensor *x, double beta, nnt_tensor *y, n
         rc = nnt_check_same_layout(fn, "x", x, "y", y);
     if (rc == 0)
         rc = nnt_check_same_layout(fn, "x", x, "z", z);
-    if (rc)
-        return rc;
-    if (z == y)
-        return nnt_tensor_axpby(alpha, x, beta, y);
-    if (z == x)
-        return nnt_tensor_axpby(beta, y, alpha, x);
+    if (rc == 0 && (z == x || z == y || x == y))
+        rc = nnt_fail(z->ctx, NNT_E_INVAL, "%s: x, y and z must be three tensors (in place: "
+                      "nnt_tensor_axpby)", fn);
     for (int64_t i = 0; i < z->ntiles && rc == 0; i++)
         rc = nnt_insert_axpbyz(z->ctx, (float)alpha, x->tiles[i].handle, (float)beta,
                                y->tiles[i].handle, z->tiles[i].handle);
@@ -71,8 +68,9 @@ int nnt_tensor_axpbyz(double alpha, nnt_tensor *x, double beta, nnt_tensor *y, n
 
 int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum)
 {
-    if (sum == a || sum == b)
-        return nnt_fail(sum->ctx, NNT_E_INVAL, "nnt_tensor_sum_into: sum is one of the terms");
+    if (sum == a || sum == b || a == b)
+        return nnt_fail(sum->ctx, NNT_E_INVAL, "nnt_tensor_sum_into: a, b and sum must be three "
+                        "tensors");
     if (nnt_same_layout(a, b) && nnt_same_layout(a, sum))
         return nnt_tensor_axpbyz(1.0, a, 1.0, b, sum);   /* sum = b + 1 a, as below */
     NNT_TRY(nnt_tensor_copy(b, sum));
