@@ -316,19 +316,24 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
     return NNT_OK;
 }
 
-/* Under a swap, the RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c), and
- * the log line that says which allocator serves. */
+/* The RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c), and the log line
+ * that says which allocator serves. */
 static void use_ram_hooks(nnt_ctx *ctx)
 {
     const char *why_not = NULL;
-    if (!ctx_ram_install(ctx->ram_budget, &why_not)) {
-        nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: StarPU's allocator (%s)", why_not);
+    int swap = ctx->disk_node >= 0;
+    if (!ctx_ram_install(ctx->ram_budget, swap, &why_not)) {
+        nnt_log(NNT_LOG_INFO, "RAM of tiles: StarPU's allocator (%s)", why_not);
         return;
     }
     ctx->ram_kept = (int64_t)ctx_ram_kept_cap();
-    nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: blocks of 1 MiB+ mapped on their own, "
-            "a freed one reused for the next of its size (%.1f MiB of the budget kept for "
-            "that)", (double)ctx->ram_kept / 1048576.0);
+    if (swap)
+        nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: blocks of 1 MiB+ mapped on their "
+                "own, a freed one reused for the next of its size (%.1f MiB of the budget kept "
+                "for that)", (double)ctx->ram_kept / 1048576.0);
+    else
+        nnt_log(NNT_LOG_INFO, "RAM of tiles: blocks of 1 MiB+ mapped on their own, a freed one "
+                "reused for the next of its size (kept under the peak of the blocks in use)");
 }
 
 /* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in
@@ -529,8 +534,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
         ctx->ram_budget = starpu_total;   /* StarPU holds to the smaller of the two */
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
-    if (ctx->disk_node >= 0)
-        use_ram_hooks(ctx);
+    use_ram_hooks(ctx);
     nnt_stats_ctx_start(ctx);
     nnt_io_set_writer(rank == 0);   /* under MPI rank 0 alone writes files */
     live_ctx = ctx;

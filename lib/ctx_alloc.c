@@ -25,10 +25,11 @@
  * The bound used for the chunks: without frees, a chunk is passed over only when its free
  * tail is shorter than the request, at most 256 blocks, so every chunk but the last holds
  * more than 2048 - 256 = 1792 of its 2048 blocks, 7/8 of it: ceil(small / 28 MiB) chunks
- * hold small bytes of rounded suballocations. Tiles are mostly allocated once for a run
- * (weights, gradients, optimizer moments, the activations of a fixed batch, reused through
- * StarPU's memchunk cache); frees followed by allocations of other sizes can fragment the
- * chunks beyond the bound. */
+ * hold small bytes of rounded suballocations. Weights, gradients and optimizer moments are
+ * allocated once for a run; the activations of a fixed batch are freed and allocated again
+ * every step at the same sizes (on a GPU through StarPU's memchunk cache; in RAM StarPU frees
+ * them at once unless STARPU_LIMIT_CPU_MEM is set, see lib/ctx_ram.c); frees followed by
+ * allocations of other sizes can fragment the chunks beyond the bound. */
 #include "ctx_alloc.h"
 
 int nnt_alloc_suballocated(int64_t bytes)

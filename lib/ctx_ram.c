@@ -1,31 +1,44 @@
 /* SPDX-License-Identifier: MIT */
-/* The RAM of tiles under a swap: StarPU's allocation hooks (starpu_malloc_set_hooks).
+/* The RAM of tiles: StarPU's allocation hooks (starpu_malloc_set_hooks).
  *
- * Under a RAM budget with a disk swap, StarPU evicts tiles (frees their RAM) to make room for
- * the one it fetches next, and allocates that one afresh (StarPU 1.3.10's
- * src/datawizard/malloc.c, _starpu_malloc_flags_on_node: reclaim, then allocate). With
- * glibc's allocator each large block is either its own mapping (MALLOC_MMAP_THRESHOLD_ low:
- * every new tile is mapped and faulted in page by page, zeroed by the kernel) or a piece of
- * the heap (glibc's own dynamic threshold: freed tiles reused, but the heap keeps what was
- * freed and the process's resident memory outgrows the budget: 5.4 GiB for 4).
+ * StarPU 1.3.10 frees a tile's RAM as soon as the tile goes (unregistered, or evicted under a
+ * budget) and allocates the next one afresh; it keeps freed RAM for reuse (its memchunk cache)
+ * only under a RAM limit (src/datawizard/memalloc.c, _starpu_request_mem_chunk_removal: RAM
+ * is freed at once while STARPU_LIMIT_CPU_MEM is unset). With glibc's allocator each large
+ * block is either its own mapping (MALLOC_MMAP_THRESHOLD_ low: every new tile is mapped and
+ * faulted in page by page, zeroed by the kernel) or a piece of a heap (glibc's own dynamic
+ * threshold: the worker threads' heaps of 64 MiB are unmapped when they empty and mapped
+ * again for the next tile, so the tiles are faulted in again too; or the heap keeps what was
+ * freed and the process's resident memory outgrows a budget: 5.4 GiB for 4).
  *
  * These hooks map each block of NNT_RAM_MAPPED_MIN bytes or more on its own and, when StarPU
- * frees it, keep it for the next allocation of the same size while the blocks kept stay
- * under a cap (1/32 of the budget, at most 512 MiB; beyond it the oldest is unmapped), so a
- * tile evicted to fetch another of its size hands over its pages: no fault, no zeroing. The
- * cap is taken from the budget (StarPU counts it as used from the start, and the library's
- * budget checks use what is left), so the tiles and the blocks kept together stay within it.
- * Smaller blocks go to malloc, as StarPU's own path does.
+ * frees it, keep it for the next allocation of the same size, so the next tile of that size
+ * gets its pages: no fault, no zeroing. Smaller blocks go to malloc, as StarPU's own path
+ * does. Two ways to bound what is kept:
  *
- * Measured with a 0.9B model under a 4 GiB budget (bench/RESULTS-ooc.md, 2026-11-29): 61 %
- * of the blocks reused, 6.2 M page faults instead of 9.4 M, system time 43-49 s instead of
- * 62-66 s, steps 1.11-1.18x the in-RAM step instead of 1.19-1.27x, the same resident memory.
- * Kept only where it measured better or no worse: a cap of 1/8 reused 80 % of the blocks but
- * evicted more (no faster); blocks aligned to 2 MiB and advised as huge pages took faults
- * from 6.2 M to 0.17 M but not the time (the kernel still zeroes every new page).
+ *  - Under a swap (a RAM budget that StarPU enforces by evicting tiles): the blocks kept stay
+ *    under a cap (1/32 of the budget, at most 512 MiB; beyond it the oldest is unmapped). The
+ *    cap is taken from the budget (StarPU counts it as used from the start, and the library's
+ *    budget checks use what is left), so the tiles and the blocks kept together stay within
+ *    it. Measured with a 0.9B model under a 4 GiB budget (bench/RESULTS-ooc.md, 2026-11-29):
+ *    61 % of the blocks reused, 6.2 M page faults instead of 9.4 M, system time 43-49 s
+ *    instead of 62-66 s, steps 1.11-1.18x the in-RAM step instead of 1.19-1.27x, the same
+ *    resident memory. A cap of 1/8 reused 80 % of the blocks but evicted more (no faster);
+ *    blocks aligned to 2 MiB and advised as huge pages took faults from 6.2 M to 0.17 M but
+ *    not the time (the kernel still zeroes every new page).
+ *  - In RAM (no swap): a training step frees and allocates its activations' and gradients'
+ *    tiles again every step (several GiB for a 1B model), more than a fixed cap holds, and a
+ *    cap too small to hold one step's tiles reuses none of them (each is unmapped before its
+ *    size comes again). So the blocks are kept while the blocks handed out and kept together
+ *    stay under the most ever handed out at once (the peak: resident memory never goes above
+ *    what the tiles themselves once needed), and at most a quarter of the memory StarPU uses
+ *    for RAM; each kept block is advised MADV_FREE, so the kernel may take its pages back
+ *    under memory pressure (the block is then faulted in again when reused) instead of
+ *    swapping or killing. Measured on Llama-3.2-1B LoRA steps (bench/RESULTS-lora.md,
+ *    2026-11-30).
  *
- * Installed only where they stand in for plain malloc: a swap, no CUDA worker (StarPU pins RAM
- * for GPUs with cudaHostAlloc) and one NUMA node (StarPU binds with hwloc otherwise); after
+ * Installed only where they stand in for plain malloc: no CUDA worker (StarPU pins RAM for
+ * GPUs with cudaHostAlloc) and one NUMA node (StarPU binds with hwloc otherwise); after
  * starpu_init, so a block StarPU allocated before is not in the registry and goes to free(),
  * as StarPU's own path would; removed after starpu_shutdown, which frees every tile.
  * NNT_RAM_HOOKS=0 leaves StarPU's allocator. */
@@ -45,7 +58,7 @@
 
 #define NNT_RAM_MAPPED_MIN ((size_t)1 << 20)   /* smaller blocks: malloc            */
 #define NBUCKETS 4096                            /* the registry's hash buckets       */
-#define MAX_KEPT 256                             /* freed blocks kept at most         */
+#define MAX_KEPT 1024                            /* freed blocks kept at most         */
 
 struct block {
     void *ptr;
@@ -58,6 +71,8 @@ static struct block *live[NBUCKETS];   /* blocks handed to StarPU, by address   
 static struct block kept[MAX_KEPT];    /* freed blocks, oldest first               */
 static int nkept;
 static size_t kept_bytes, kept_cap;
+static size_t live_bytes, peak_bytes;   /* mapped blocks handed out now, and at most   */
+static int in_ram;                      /* no swap: kept under the peak, MADV_FREE      */
 static int installed;
 static nnt_ram_stats counts;
 
@@ -130,6 +145,11 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
     b->ptr = p;
     b->len = len;
     pthread_mutex_lock(&lock);
+    live_bytes += len;
+    if (live_bytes > peak_bytes)
+        peak_bytes = live_bytes;
+    while (in_ram && nkept > 0 && live_bytes + kept_bytes > peak_bytes)
+        drop_oldest();
     size_t k = bucket(p);
     b->next = live[k];
     live[k] = b;
@@ -172,7 +192,16 @@ static int ram_free(unsigned node, void *p, size_t dim, int flags)
     }
     size_t len = b->len;
     free(b);
-    if (len > kept_cap) {
+    live_bytes -= len;
+    int keep = len <= kept_cap;
+    pthread_mutex_unlock(&lock);
+#ifdef MADV_FREE
+    /* before another thread can take it: a page written after the advice is kept */
+    if (keep && in_ram)
+        madvise(p, len, MADV_FREE);   /* the kernel may take the pages back under pressure */
+#endif
+    pthread_mutex_lock(&lock);
+    if (!keep) {
         pthread_mutex_unlock(&lock);
         munmap(p, len);
         return 0;
@@ -187,7 +216,7 @@ static int ram_free(unsigned node, void *p, size_t dim, int flags)
     return 0;
 }
 
-int ctx_ram_install(int64_t budget, const char **why_not)
+int ctx_ram_install(int64_t budget, int swap, const char **why_not)
 {
     const char *v = getenv("NNT_RAM_HOOKS");
     if (v && !strcmp(v, "0")) {
@@ -203,15 +232,19 @@ int ctx_ram_install(int64_t budget, const char **why_not)
         return 0;
     }
     pthread_mutex_lock(&lock);
-    /* 1/32 of the budget, 512 MiB at most; none where it cannot hold one mapped block */
-    int64_t cap = budget > 0 ? budget / 32 : 0;
-    cap = cap > ((int64_t)512 << 20) ? (int64_t)512 << 20 : cap;
+    /* under a swap 1/32 of the budget, 512 MiB at most; in RAM a quarter of it (and the
+     * peak); none where it cannot hold one mapped block */
+    int64_t cap = budget > 0 ? budget / (swap ? 32 : 4) : 0;
+    if (swap && cap > ((int64_t)512 << 20))
+        cap = (int64_t)512 << 20;
     kept_cap = cap < (int64_t)NNT_RAM_MAPPED_MIN ? 0 : (size_t)cap;
+    in_ram = !swap;
+    live_bytes = peak_bytes = 0;
     memset(&counts, 0, sizeof counts);
     installed = 1;
     pthread_mutex_unlock(&lock);
-    /* the blocks kept live inside the budget: StarPU counts their room as used */
-    if (kept_cap)
+    /* under a swap the blocks kept live inside the budget: StarPU counts their room as used */
+    if (kept_cap && swap)
         starpu_memory_allocate(STARPU_MAIN_RAM, kept_cap, STARPU_MEMORY_OVERFLOW);
     starpu_malloc_set_hooks(ram_malloc, ram_free);
     return 1;
@@ -221,21 +254,22 @@ void ctx_ram_remove(void)
 {
     if (!installed)
         return;
-    nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: %lld blocks of 1 MiB+ handed out, %lld "
-            "newly mapped, %lld reused", (long long)counts.blocks, (long long)counts.mapped,
-            (long long)counts.reused);
+    nnt_log(NNT_LOG_INFO, "RAM of tiles: %lld blocks of 1 MiB+ handed out, %lld newly mapped, "
+            "%lld reused; at most %.1f MiB handed out at once", (long long)counts.blocks,
+            (long long)counts.mapped, (long long)counts.reused, (double)peak_bytes / 1048576.0);
     starpu_malloc_set_hooks(NULL, NULL);   /* (StarPU stopped: its budget went with it) */
     pthread_mutex_lock(&lock);
     while (nkept > 0)
         drop_oldest();
     installed = 0;
     kept_cap = 0;
+    in_ram = 0;
     pthread_mutex_unlock(&lock);
 }
 
 size_t ctx_ram_kept_cap(void)
 {
-    return kept_cap;
+    return in_ram ? 0 : kept_cap;
 }
 
 void nnt_ram_stats_get(nnt_ram_stats *out)
@@ -243,5 +277,7 @@ void nnt_ram_stats_get(nnt_ram_stats *out)
     pthread_mutex_lock(&lock);
     *out = counts;
     out->kept_bytes = (int64_t)kept_bytes;
+    out->live_bytes = (int64_t)live_bytes;
+    out->peak_bytes = (int64_t)peak_bytes;
     pthread_mutex_unlock(&lock);
 }

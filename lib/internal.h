@@ -857,11 +857,11 @@ void nnt_tensor_copy_unlink(nnt_tensor *t);
  * lowered by 2; back to 0 long before it could overflow). */
 void nnt_layer_next_priority(nnt_ctx *ctx);
 
-/* What the RAM hooks under a swap did since they were installed (lib/ctx_ram.c): blocks
- * handed to StarPU from their own mapping, of which mapped afresh and reused from a freed
- * one, and the bytes of freed blocks kept now. */
+/* What the RAM hooks did since they were installed (lib/ctx_ram.c): blocks handed to StarPU
+ * from their own mapping, of which mapped afresh and reused from a freed one; the bytes of
+ * freed blocks kept now, of blocks handed out now and at most at once. */
 typedef struct {
-    int64_t blocks, mapped, reused, kept_bytes;
+    int64_t blocks, mapped, reused, kept_bytes, live_bytes, peak_bytes;
 } nnt_ram_stats;
 void nnt_ram_stats_get(nnt_ram_stats *out);
 

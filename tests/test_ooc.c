@@ -314,13 +314,37 @@ START_TEST(test_budget_matches_ram)
 }
 END_TEST
 
+/* A tensor of n tiles of tile floats filled with v (its RAM allocated and written); waited. */
+static nnt_tensor *ram_filled(nnt_ctx *ctx, int n, int64_t tile, double v)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){n * tile}, (int64_t[]){tile}, &t));
+    EXPECT_OK(nnt_tensor_fill(t, v));
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    return t;
+}
+
+/* Every element of t is v. */
+static void ram_check(nnt_tensor *t, double v)
+{
+    int64_t n = 0;
+    EXPECT_OK(nnt_tensor_numel(t, &n));
+    float *host = malloc((size_t)n * sizeof *host);
+    ck_assert_ptr_nonnull(host);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, host, (size_t)n * sizeof *host));
+    for (int64_t k = 0; k < n; k++)
+        if (host[k] != (float)v)
+            ck_abort_msg("element %lld: %g, not %g", (long long)k, host[k], v);
+    free(host);
+}
+
 /* Under a swap the RAM of tiles of 1 MiB and more comes from nnt's hooks (lib/ctx_ram.c),
  * which keep a freed tile's block for the next tile of its size. 12 tensors of 16 tiles of
  * 2 MiB (384 MiB) under a 128 MiB budget (of which 4 MiB for the blocks kept): each filled
  * with its own value, then all read back in turn, twice, through tiles evicted and fetched
  * again. Every value must be right (a block handed out twice, or too short, shows here),
  * blocks must have been reused, and the kept ones stay within their 4 MiB; a task needing
- * the budget but the kept room is refused; a context without a swap installs no hooks. */
+ * the budget but the kept room is refused. Then in RAM (lib/ctx_ram.c's peak rule). */
 START_TEST(test_ram_hooks)
 {
     enum { NT = 12, TILES = 16, TILE = 512 * 1024 };   /* floats: tiles of 2 MiB */
@@ -381,19 +405,47 @@ START_TEST(test_ram_hooks)
     EXPECT_OK(nnt_ctx_destroy(ctx));
     walk_dir(dir, 1, 0);
 
-    /* without a swap: StarPU's own allocator */
-    nnt_ram_stats_get(&rs);
+    /* in RAM (no swap, no budget: StarPU frees a tile's RAM when it goes): the hooks too,
+     * freed blocks kept while they and the blocks in use stay under the peak in use */
     opts.swap_dir = NULL;
     opts.swap_mib = 0;
+    opts.mem_cpu_mib = 0;
     EXPECT_OK(nnt_ctx_create(&opts, &ctx));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, shape, tile, &t[0]));
-    EXPECT_OK(nnt_tensor_fill(t[0], 1.0));
-    EXPECT_OK(nnt_ctx_wait(ctx));
-    nnt_ram_stats none;
-    nnt_ram_stats_get(&none);
-    ck_assert_int_eq(none.blocks, rs.blocks);   /* not one more */
-    nnt_tensor_destroy(t[0]);
+    const int64_t two = 2 << 20, three = 3 << 20;
+    nnt_tensor *a = ram_filled(ctx, 16, two / 4, 1.5);            /* 32 MiB in use */
+    nnt_tensor_destroy(a);
+    nnt_ram_stats_get(&rs);
+    ck_assert_int_eq(rs.mapped, 16);
+    ck_assert_int_eq(rs.kept_bytes, 16 * two);                    /* all 16 kept */
+    ck_assert_int_eq(rs.live_bytes, 0);
+    ck_assert_int_eq(rs.peak_bytes, 16 * two);
+    nnt_tensor *b = ram_filled(ctx, 16, two / 4, 2.5);            /* their blocks again */
+    nnt_ram_stats_get(&rs);
+    ck_assert_int_eq(rs.mapped, 16);
+    ck_assert_int_eq(rs.reused, 16);
+    ck_assert_int_eq(rs.kept_bytes, 0);
+    nnt_tensor *c = ram_filled(ctx, 8, three / 4, 3.5);           /* 24 MiB more: peak 56 */
+    nnt_tensor_destroy(b);
+    nnt_ram_stats_get(&rs);
+    ck_assert_int_eq(rs.peak_bytes, 16 * two + 8 * three);
+    ck_assert_int_eq(rs.kept_bytes, 16 * two);
+    /* 16 new blocks of 3 MiB: each takes the room of the oldest kept ones, and at the new
+     * peak (72 MiB in use) none is left */
+    nnt_tensor *d = ram_filled(ctx, 16, three / 4, 4.5);
+    nnt_ram_stats_get(&rs);
+    ck_assert_int_eq(rs.mapped, 16 + 8 + 16);
+    ck_assert_int_eq(rs.live_bytes, 24 * three);
+    ck_assert_int_eq(rs.peak_bytes, 24 * three);
+    ck_assert_int_eq(rs.kept_bytes, 0);
+    ram_check(c, 3.5);
+    ram_check(d, 4.5);
+    nnt_tensor_destroy(c);
+    nnt_tensor_destroy(d);
+    nnt_ram_stats_get(&rs);
+    ck_assert_int_eq(rs.kept_bytes, 24 * three);
     EXPECT_OK(nnt_ctx_destroy(ctx));
+    nnt_ram_stats_get(&rs);
+    ck_assert_int_eq(rs.kept_bytes, 0);                           /* unmapped at the end */
 }
 END_TEST
 
