@@ -41,6 +41,7 @@ sumsq_first_partial_lost|lib/ops/reduce.c|s@for (int64_t i = 0; i < asked; i++)@
 trace_idle_from_wait_end|lib/trace/svg.c|s@int64_t gap = r->wait_start - last->end;@int64_t gap = r->wait_start - last->wait_end - 1000000000;@|trace table: idle stretches measured from the data fetch of the last task, less a second
 llmc_header_l_nh|lib/io/llmc.c|s@cfg->vocab_size, cfg->num_layers,       cfg->num_heads,@cfg->vocab_size, cfg->num_heads,       cfg->num_layers,@|llm.c checkpoint written with its layer and head counts swapped
 host_side_no_state|lib/internal.h|s@kind == NNT_MEM_OPTIM_STATE)@kind == NNT_MEM_TENSORS)@|NNT_OPTIM_ON=cpu: the optimizer state not marked host side (its tasks left to the GPU)
+ram_kept_over_peak|lib/ctx_ram.c|s@live_bytes + kept_bytes > peak_bytes)@live_bytes > peak_bytes)@|RAM hooks in RAM: freed blocks kept beyond the peak in use
 axpbyz_sign|cpu/elementwise.c|s@            zr\[i\] = yr\[i\] + alpha \* x\[i\];@            zr[i] = yr[i] - alpha * x[i];@|axpbyz (the residual sums and the SwiGLU backward) subtracting x
 attn_segment_rows|cpu/attention.c|s@r1 = (last + 1) \* ATTN_CHUNK;@r1 = last * ATTN_CHUNK + 1;@|attention backward: a key segment given too few rows of its chunk
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p
