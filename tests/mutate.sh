@@ -42,6 +42,8 @@ trace_idle_from_wait_end|lib/trace/svg.c|s@int64_t gap = r->wait_start - last->e
 llmc_header_l_nh|lib/io/llmc.c|s@cfg->vocab_size, cfg->num_layers,       cfg->num_heads,@cfg->vocab_size, cfg->num_heads,       cfg->num_layers,@|llm.c checkpoint written with its layer and head counts swapped
 host_side_no_state|lib/internal.h|s@kind == NNT_MEM_OPTIM_STATE)@kind == NNT_MEM_TENSORS)@|NNT_OPTIM_ON=cpu: the optimizer state not marked host side (its tasks left to the GPU)
 ram_kept_over_peak|lib/ctx_ram.c|s@live_bytes + kept_bytes > peak_bytes)@live_bytes > peak_bytes)@|RAM hooks in RAM: freed blocks kept beyond the peak in use
+hash_words_no_fold|lib/io/meta.c|s@lane\[j\] = h ^ (h >> 32);@lane[j] = h;@|base checksum: the high bits of the words not folded into the lanes
+base_old_key_words|lib/train/record.c|s@        kind = NNT_BASE_SUM_FNV;@        kind = NNT_BASE_SUM_WORDS;@|resume: the base checksum of an older checkpoint compared with the new kind
 axpbyz_sign|cpu/elementwise.c|s@            zr\[i\] = yr\[i\] + alpha \* x\[i\];@            zr[i] = yr[i] - alpha * x[i];@|axpbyz (the residual sums and the SwiGLU backward) subtracting x
 attn_segment_rows|cpu/attention.c|s@r1 = (last + 1) \* ATTN_CHUNK;@r1 = last * ATTN_CHUNK + 1;@|attention backward: a key segment given too few rows of its chunk
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p

@@ -1623,6 +1623,39 @@ START_TEST(tok_corrupt)
 }
 END_TEST
 
+/* ---- checksums ------------------------------------------------------------------------ */
+
+/* nnt_hash_words against its specification (io.h) as a separate Python program computed it
+ * (bytes (37 i + 11) mod 256, lengths around the 32-byte blocks): a change of the function
+ * would make every recorded base checksum (nnt_trainer) stale. Then: one bit flipped
+ * anywhere, in a word's high or low half or in the tail, changes it. */
+START_TEST(hash_words_known)
+{
+    static const struct {
+        size_t n;
+        uint64_t want;
+    } cases[] = {{0, 0x9f455a3c21ea74c5ULL},   {1, 0xdb04e080e5c65b8bULL},
+                 {31, 0x646d034f8623f6feULL},  {32, 0xdc1736afe47d302aULL},
+                 {33, 0x551881e50cc52132ULL},  {100, 0x3c44bbf00eae3bdbULL},
+                 {1000, 0x0f7131e34683b051ULL}};
+    unsigned char buf[1000];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)((i * 37 + 11) & 0xff);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        ck_assert_msg(nnt_hash_words(buf, cases[c].n) == cases[c].want,
+                      "%zu bytes: %016llx, not %016llx", cases[c].n,
+                      (unsigned long long)nnt_hash_words(buf, cases[c].n),
+                      (unsigned long long)cases[c].want);
+    uint64_t base = nnt_hash_words(buf, 100);
+    for (size_t i = 0; i < 100; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            buf[i] ^= (unsigned char)(1u << bit);
+            ck_assert_msg(nnt_hash_words(buf, 100) != base, "byte %zu bit %d", i, bit);
+            buf[i] ^= (unsigned char)(1u << bit);
+        }
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------------------------- */
 
 static Suite *io_suite(void)
@@ -1665,6 +1698,10 @@ static Suite *io_suite(void)
     tcase_add_test(tc, tok_round_trip);
     tcase_add_test(tc, tok_text);
     tcase_add_test(tc, tok_corrupt);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("checksums");
+    tcase_add_test(tc, hash_words_known);
     suite_add_tcase(s, tc);
     return s;
 }

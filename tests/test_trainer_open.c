@@ -193,11 +193,23 @@ static void saved_value(const char *path, const char *key, char *buf, size_t cap
     nnt_train_state_clear(&st);
 }
 
+/* Whether the run recorded in the training state at path has key. */
+static int has_value(const char *path, const char *key)
+{
+    nnt_train_state st = NNT_TRAIN_STATE_INIT;
+    char buf[64];
+    int found = 0;
+    EXPECT_OK(nnt_train_state_info(NULL, path, &st));
+    EXPECT_OK(nnt_options_get(st.options, key, buf, sizeof buf, &found));
+    nnt_train_state_clear(&st);
+    return found;
+}
+
 /* A LoRA run (dropout 0.1: its masks follow the micro-batch's number) on a frozen fresh base
  * of seed 7: stopped after step 3, saved, and resumed by a trainer of the same description,
  * its steps 4..8 are the uninterrupted run's bit for bit. The checkpoint records the run; a
  * base of other weights (seed 8), of another shape, or with nothing frozen is refused before
- * anything changes, naming it. */
+ * anything changes, naming it. A checkpoint with the older checksum of the base resumes too. */
 START_TEST(test_fine_tune_resume)
 {
     nnt_model_config c = tiny_config();
@@ -230,7 +242,7 @@ START_TEST(test_fine_tune_resume)
     free(abs);
     saved_value(path_ckpt, "frozen", text, sizeof text);
     ck_assert_int_eq(atoll(text), ti.frozen);
-    saved_value(path_ckpt, "base_checksum", text, sizeof text);
+    saved_value(path_ckpt, "base_checksum2", text, sizeof text);
     ck_assert_uint_eq(strlen(text), 16);
     const char *const want[][2] = {{"lora_rank", "2"}, {"lora_alpha", "4"},
                                    {"lora_targets", "c_attn,c_fc"}, {"freeze", "wpe.*"},
@@ -257,6 +269,31 @@ START_TEST(test_fine_tune_resume)
     ck_assert_ptr_null(tr);
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "the base model changed since"));
     ck_assert(!strncmp(nnt_ctx_last_error(NULL), "resume: ", 8));
+
+    /* a checkpoint of the older kind (FNV-1a over the base's bytes, "base_checksum"):
+     * resumed as before, bit for bit, and a base of other weights refused the same way */
+    setenv("NNT_TEST_BASE_CHECKSUM_FNV", "1", 1);
+    to = loop_options(&part);
+    to.checkpoint = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 3));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+    unsetenv("NNT_TEST_BASE_CHECKSUM_FNV");
+    saved_value(path_ckpt, "base_checksum", text, sizeof text);
+    ck_assert_uint_eq(strlen(text), 16);
+    ck_assert(!has_value(path_ckpt, "base_checksum2"));
+    memset(&rest, 0, sizeof rest);
+    to = loop_options(&rest);
+    to.checkpoint = path_ckpt, to.resume = path_ckpt;
+    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 0));
+    nnt_trainer_destroy(tr);
+    for (int s = 4; s <= STEPS; s++)
+        expect_same_report(&full.step[s], &rest.step[s]);
+    to.seed = 8;
+    EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "the base model changed since"));
     to.seed = 7, c.channels = 24;
     EXPECT_RC(nnt_trainer_open(ctx, &run, &to, &tr), NNT_E_SHAPE);
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "channels 16, this trainer's 24"));

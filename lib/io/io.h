@@ -489,6 +489,13 @@ int nnt_bpe_decode(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *out, 
 /* h = (h ^ byte) * 0x100000001b3 over n bytes / over the 32 bits of each of n floats. */
 uint64_t nnt_fnv1a_bytes(uint64_t h, const char *s, size_t n);
 uint64_t nnt_fnv1a_floats(uint64_t h, const float *x, size_t n);
+/* A checksum of n bytes at memory speed, where FNV-1a's one multiply a byte in one chain
+ * runs at about 1 GB/s: the bytes as little-endian 64-bit words in four lanes, word i to
+ * lane i % 4, each lane h = (h ^ w) * 0x100000001b3, h ^= h >> 32 (so that the words' high
+ * bits reach the low ones), from the FNV offset basis; the last n % 32 bytes go through
+ * FNV-1a after the lanes, then n, each as 8 little-endian bytes (FNV-1a). The same value on
+ * every host. */
+uint64_t nnt_hash_words(const void *data, size_t n);
 /* Strict decimal: digits only, no leading zero (but "0"), fits in uint64_t; *end gets the
  * byte after the digits. 0, or -1 when malformed. */
 int nnt_meta_parse_u64(const char *s, uint64_t *out, const char **end);

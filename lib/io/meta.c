@@ -23,6 +23,39 @@ uint64_t nnt_fnv1a_floats(uint64_t h, const float *x, size_t n)
     return h;
 }
 
+/* w as 8 bytes in little-endian order */
+static uint64_t fnv1a_u64(uint64_t h, uint64_t w)
+{
+    for (int i = 0; i < 8; i++, w >>= 8)
+        h = (h ^ (w & 0xff)) * FNV_PRIME;
+    return h;
+}
+
+static uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t w = 0;
+    for (int i = 7; i >= 0; i--)   /* compilers make this one load on little-endian hosts */
+        w = w << 8 | p[i];
+    return w;
+}
+
+uint64_t nnt_hash_words(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t lane[4] = {NNT_FNV_OFFSET, NNT_FNV_OFFSET, NNT_FNV_OFFSET, NNT_FNV_OFFSET};
+    size_t blocks = n / 32;
+    for (size_t b = 0; b < blocks; b++, p += 32)
+        for (int j = 0; j < 4; j++) {
+            uint64_t h = (lane[j] ^ load_le64(p + 8 * j)) * FNV_PRIME;
+            lane[j] = h ^ (h >> 32);
+        }
+    uint64_t h = NNT_FNV_OFFSET;
+    for (int j = 0; j < 4; j++)
+        h = fnv1a_u64(h, lane[j]);
+    h = nnt_fnv1a_bytes(h, (const char *)p, n % 32);
+    return fnv1a_u64(h, (uint64_t)n);
+}
+
 int nnt_meta_parse_u64(const char *s, uint64_t *out, const char **end)
 {
     uint64_t v = 0;

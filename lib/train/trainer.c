@@ -152,7 +152,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
     }
     uint64_t sum;   /* the base as loaded: before a bf16 product rounds a frozen matrix */
     if (tr->frozen > 0)
-        NNT_TRY(nnt_trainer_base_checksum(tr, &sum));
+        NNT_TRY(nnt_trainer_base_checksum(tr, NNT_BASE_SUM_WORDS, &sum));
     /* a frozen parameter: its forward and input-gradient products, no weight gradient */
     tr->flops_per_token = 6.0 * trained + 4.0 * frozen +
                           12.0 * (double)(cfg.layers * o->seq) * (double)(cfg.heads * cfg.head_dim);

@@ -45,8 +45,9 @@ struct nnt_trainer {
     double best_val;               /* lowest validation loss saved to best_checkpoint      */
     double flops_per_token;
     int64_t params, frozen;        /* elements of the model's parameters, of frozen ones    */
-    int base_known;                /* base_sum computed (frozen parameters only)            */
-    uint64_t base_sum;             /* checksum of the frozen parameters (nnt_trainer_base_sum) */
+    int base_known;                /* NNT_BASE_SUM_* bits: the checksums computed           */
+    uint64_t base_sum;             /* checksum of the frozen parameters, words kind          */
+    uint64_t base_sum_fnv;         /* the same, byte kind (resuming older checkpoints)       */
     int tracing;
     volatile sig_atomic_t stop;    /* nnt_trainer_request_stop                             */
     volatile sig_atomic_t save;    /* nnt_trainer_request_save                             */
@@ -115,8 +116,10 @@ int nnt_source_tokenizer_open(int kind, char *const files[3], nnt_tokenizer **ou
 /* keep_previous at creation (keep.c). */
 int nnt_trainer_keep_previous(nnt_trainer *tr);
 
-/* The checksum of the frozen parameters (lib/train/record.c); computed at the first call,
- * which nnt_trainer_create makes before any forward. */
-int nnt_trainer_base_checksum(nnt_trainer *tr, uint64_t *sum);
+/* The checksum of the frozen parameters (lib/train/record.c), of a kind; each kind computed
+ * at its first call (nnt_trainer_create asks for the words kind before any forward). */
+#define NNT_BASE_SUM_WORDS 1   /* "base_checksum2": nnt_hash_words of each parameter     */
+#define NNT_BASE_SUM_FNV 2     /* "base_checksum": FNV-1a over the bytes (older checkpoints) */
+int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum);
 
 #endif
