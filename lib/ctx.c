@@ -332,8 +332,8 @@ static void use_ram_hooks(nnt_ctx *ctx)
                 "own, a freed one reused for the next of its size (%.1f MiB of the budget kept "
                 "for that)", (double)ctx->ram_kept / 1048576.0);
     else
-        nnt_log(NNT_LOG_INFO, "RAM of tiles: blocks of 1 MiB+ mapped on their own, a freed one "
-                "reused for the next of its size (kept under the peak of the blocks in use)");
+        nnt_log(NNT_LOG_INFO, "RAM of tiles: blocks of 128 KiB+ mapped on their own, a freed one "
+                "reused for the next of its size (kept under 9/8 of the peak of the blocks in use)");
 }
 
 /* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in

@@ -11,7 +11,7 @@
  * again for the next tile, so the tiles are faulted in again too; or the heap keeps what was
  * freed and the process's resident memory outgrows a budget: 5.4 GiB for 4).
  *
- * These hooks map each block of NNT_RAM_MAPPED_MIN bytes or more on its own and, when StarPU
+ * These hooks map each block of mapped_min bytes or more on its own and, when StarPU
  * frees it, keep it for the next allocation of the same size, so the next tile of that size
  * gets its pages: no fault, no zeroing. Smaller blocks go to malloc, as StarPU's own path
  * does. Two ways to bound what is kept:
@@ -30,12 +30,15 @@
  *    tiles again every step (several GiB for a 1B model), more than a fixed cap holds, and a
  *    cap too small to hold one step's tiles reuses none of them (each is unmapped before its
  *    size comes again). So the blocks are kept while the blocks handed out and kept together
- *    stay under the most ever handed out at once (the peak: resident memory never goes above
- *    what the tiles themselves once needed), and at most a quarter of the memory StarPU uses
- *    for RAM; each kept block is advised MADV_FREE, so the kernel may take its pages back
- *    under memory pressure (the block is then faulted in again when reused) instead of
- *    swapping or killing. Measured on Llama-3.2-1B LoRA steps (bench/RESULTS-lora.md,
- *    2026-11-30).
+ *    stay under 9/8 of the most ever handed out at once (the peak; the eighth more because the
+ *    scheduler does not free and allocate in the same order every step: with the peak alone
+ *    a Llama-3.2-1B LoRA step still mapped 5-8 blocks anew, whose first writers took 25 ms
+ *    instead of 1), and at most a quarter of the memory StarPU uses for RAM. Measured on
+ *    Llama-3.2-1B LoRA steps (bench/RESULTS-lora.md, 2026-11-30): no page fault a step
+ *    instead of about 42,000, steps 0.98-1.00x, peak RSS 2-7 % lower. Tried and not kept:
+ *    advising each kept block MADV_FREE (the kernel could take its pages back under memory
+ *    pressure): each advice flushes the other cores' TLBs, and the README's GPT-2 steps of
+ *    about 37 ms took 42-48 ms with it.
  *
  * Installed only where they stand in for plain malloc: no CUDA worker (StarPU pins RAM for
  * GPUs with cudaHostAlloc) and one NUMA node (StarPU binds with hwloc otherwise); after
@@ -56,13 +59,20 @@
 
 #include <starpu.h>
 
-#define NNT_RAM_MAPPED_MIN ((size_t)1 << 20)   /* smaller blocks: malloc            */
+/* Smaller blocks go to malloc: 1 MiB under a swap (as measured there); in RAM 128 KiB,
+ * glibc's default mmap threshold. glibc raises that threshold (and its trim threshold) only
+ * when it frees a block it mapped, so once every block of 1 MiB or more came from here, its
+ * blocks of 128 KiB to 1 MiB were each mapped and unmapped again: README's GPT-2 (tiles of
+ * 0.1 to 1.5 MiB) then took 3,800 page faults a step and 1.1x the step time. */
+#define NNT_RAM_MAPPED_MIN_SWAP ((size_t)1 << 20)
+#define NNT_RAM_MAPPED_MIN_RAM ((size_t)128 << 10)
 #define NBUCKETS 4096                            /* the registry's hash buckets       */
 #define MAX_KEPT 1024                            /* freed blocks kept at most         */
 
 struct block {
-    void *ptr;
-    size_t len;   /* mapped bytes (whole pages) */
+    void *ptr;    /* handed out: off bytes into its mapping                     */
+    size_t len;   /* the bytes asked for, rounded up to whole pages              */
+    size_t off;   /* the mapping is len + a page from ptr - off                   */
     struct block *next;
 };
 
@@ -72,7 +82,9 @@ static struct block kept[MAX_KEPT];    /* freed blocks, oldest first            
 static int nkept;
 static size_t kept_bytes, kept_cap;
 static size_t live_bytes, peak_bytes;   /* mapped blocks handed out now, and at most   */
-static int in_ram;                      /* no swap: kept under the peak, MADV_FREE      */
+static int in_ram;                      /* no swap: kept under 9/8 of the peak          */
+static unsigned mapped_count;           /* the offsets of new mappings cycle with it    */
+static size_t mapped_min = NNT_RAM_MAPPED_MIN_SWAP;   /* smaller blocks: malloc            */
 static int installed;
 static nnt_ram_stats counts;
 
@@ -88,32 +100,43 @@ static size_t page_round(size_t n)
     return (n + page - 1) / page * page;
 }
 
-/* A fresh mapping of len bytes, NULL when the system has none. */
-static void *map_block(size_t len)
+/* A fresh mapping for len bytes, off bytes into it (a multiple of 64 below a page), NULL
+ * when the system has none. Blocks at the same offset in their pages would make a kernel
+ * that streams several of them at once (y = silu(gate) up) store and load at addresses
+ * 4 KiB apart, which x86 cores stall on (4K aliasing): the offsets cycle through the 64
+ * cache lines of a page, in steps of 5 lines. */
+static void *map_block(size_t len, size_t off)
 {
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, len + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p + off;
 }
 
-/* The most recent kept block of len bytes, taken out of the kept list; NULL when none. */
-static void *take_kept(size_t len)
+static void unmap_block(void *p, size_t len, size_t off)
+{
+    munmap((char *)p - off, len + (size_t)sysconf(_SC_PAGESIZE));
+}
+
+/* The most recent kept block of len bytes, taken out of the kept list into *b; 0 when none. */
+static int take_kept(size_t len, struct block *b)
 {
     for (int i = nkept - 1; i >= 0; i--) {
         if (kept[i].len != len)
             continue;
-        void *p = kept[i].ptr;
+        b->ptr = kept[i].ptr;
+        b->off = kept[i].off;
         memmove(&kept[i], &kept[i + 1], (size_t)(nkept - 1 - i) * sizeof kept[0]);
         nkept--;
         kept_bytes -= len;
-        return p;
+        return 1;
     }
-    return NULL;
+    return 0;
 }
 
 /* Unmap the oldest kept block. */
 static void drop_oldest(void)
 {
-    munmap(kept[0].ptr, kept[0].len);
+    unmap_block(kept[0].ptr, kept[0].len, kept[0].off);
     kept_bytes -= kept[0].len;
     memmove(&kept[0], &kept[1], (size_t)(nkept - 1) * sizeof kept[0]);
     nkept--;
@@ -123,7 +146,7 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
 {
     (void)node;
     (void)flags;
-    if (dim < NNT_RAM_MAPPED_MIN) {
+    if (dim < mapped_min) {
         *out = malloc(dim ? dim : 1);
         return *out ? 0 : -ENOMEM;
     }
@@ -134,21 +157,23 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
         return -ENOMEM;
     }
     pthread_mutex_lock(&lock);
-    void *p = take_kept(len);
+    int reused = take_kept(len, b);
+    size_t off = 64 * ((mapped_count++ * 5) % 64);
     pthread_mutex_unlock(&lock);
-    int reused = p != NULL;
-    if (!p && !(p = map_block(len))) {
+    if (!reused && !(b->ptr = map_block(len, off))) {
         free(b);
         *out = NULL;
         return -ENOMEM;
     }
-    b->ptr = p;
+    if (!reused)
+        b->off = off;
+    void *p = b->ptr;
     b->len = len;
     pthread_mutex_lock(&lock);
     live_bytes += len;
     if (live_bytes > peak_bytes)
         peak_bytes = live_bytes;
-    while (in_ram && nkept > 0 && live_bytes + kept_bytes > peak_bytes)
+    while (in_ram && nkept > 0 && live_bytes + kept_bytes > peak_bytes + peak_bytes / 8)
         drop_oldest();
     size_t k = bucket(p);
     b->next = live[k];
@@ -190,26 +215,19 @@ static int ram_free(unsigned node, void *p, size_t dim, int flags)
         free(p);   /* malloc'ed here, or by StarPU before the hooks */
         return 0;
     }
-    size_t len = b->len;
+    size_t len = b->len, off = b->off;
     free(b);
     live_bytes -= len;
-    int keep = len <= kept_cap;
-    pthread_mutex_unlock(&lock);
-#ifdef MADV_FREE
-    /* before another thread can take it: a page written after the advice is kept */
-    if (keep && in_ram)
-        madvise(p, len, MADV_FREE);   /* the kernel may take the pages back under pressure */
-#endif
-    pthread_mutex_lock(&lock);
-    if (!keep) {
+    if (len > kept_cap) {
         pthread_mutex_unlock(&lock);
-        munmap(p, len);
+        unmap_block(p, len, off);
         return 0;
     }
     while (nkept > 0 && (nkept == MAX_KEPT || kept_bytes + len > kept_cap))
         drop_oldest();
     kept[nkept].ptr = p;
     kept[nkept].len = len;
+    kept[nkept].off = off;
     nkept++;
     kept_bytes += len;
     pthread_mutex_unlock(&lock);
@@ -237,8 +255,9 @@ int ctx_ram_install(int64_t budget, int swap, const char **why_not)
     int64_t cap = budget > 0 ? budget / (swap ? 32 : 4) : 0;
     if (swap && cap > ((int64_t)512 << 20))
         cap = (int64_t)512 << 20;
-    kept_cap = cap < (int64_t)NNT_RAM_MAPPED_MIN ? 0 : (size_t)cap;
     in_ram = !swap;
+    mapped_min = swap ? NNT_RAM_MAPPED_MIN_SWAP : NNT_RAM_MAPPED_MIN_RAM;
+    kept_cap = cap < (int64_t)mapped_min ? 0 : (size_t)cap;
     live_bytes = peak_bytes = 0;
     memset(&counts, 0, sizeof counts);
     installed = 1;
@@ -254,8 +273,9 @@ void ctx_ram_remove(void)
 {
     if (!installed)
         return;
-    nnt_log(NNT_LOG_INFO, "RAM of tiles: %lld blocks of 1 MiB+ handed out, %lld newly mapped, "
+    nnt_log(NNT_LOG_INFO, "RAM of tiles: %lld blocks of %zu KiB+ handed out, %lld newly mapped, "
             "%lld reused; at most %.1f MiB handed out at once", (long long)counts.blocks,
+            mapped_min >> 10,
             (long long)counts.mapped, (long long)counts.reused, (double)peak_bytes / 1048576.0);
     starpu_malloc_set_hooks(NULL, NULL);   /* (StarPU stopped: its budget went with it) */
     pthread_mutex_lock(&lock);
