@@ -205,6 +205,18 @@ static int has_value(const char *path, const char *key)
     return found;
 }
 
+/* The run's first 3 steps, reported into part, saved at path (its checkpoint). */
+static void save_first_steps(const nnt_run_config *run, reports *part, const char *path)
+{
+    nnt_trainer_options to = loop_options(part);
+    nnt_trainer *tr = NULL;
+    to.checkpoint = path;
+    EXPECT_OK(nnt_trainer_open(ctx, run, &to, &tr));
+    EXPECT_OK(nnt_trainer_run(tr, 3));
+    EXPECT_OK(nnt_trainer_save(tr, NULL));
+    nnt_trainer_destroy(tr);
+}
+
 /* A LoRA run (dropout 0.1: its masks follow the micro-batch's number) on a frozen fresh base
  * of seed 7: stopped after step 3, saved, and resumed by a trainer of the same description,
  * its steps 4..8 are the uninterrupted run's bit for bit. The checkpoint records the run; a
@@ -273,12 +285,7 @@ START_TEST(test_fine_tune_resume)
     /* a checkpoint of the older kind (FNV-1a over the base's bytes, "base_checksum"):
      * resumed as before, bit for bit, and a base of other weights refused the same way */
     setenv("NNT_TEST_BASE_CHECKSUM_FNV", "1", 1);
-    to = loop_options(&part);
-    to.checkpoint = path_ckpt;
-    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
-    EXPECT_OK(nnt_trainer_run(tr, 3));
-    EXPECT_OK(nnt_trainer_save(tr, NULL));
-    nnt_trainer_destroy(tr);
+    save_first_steps(&run, &part, path_ckpt);
     unsetenv("NNT_TEST_BASE_CHECKSUM_FNV");
     saved_value(path_ckpt, "base_checksum", text, sizeof text);
     ck_assert_uint_eq(strlen(text), 16);
@@ -446,12 +453,7 @@ START_TEST(test_resume_takes_model)
     EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
     EXPECT_OK(nnt_trainer_run(tr, 0));
     nnt_trainer_destroy(tr);
-    to = loop_options(&part);
-    to.checkpoint = path_ckpt;
-    EXPECT_OK(nnt_trainer_open(ctx, &run, &to, &tr));
-    EXPECT_OK(nnt_trainer_run(tr, 3));
-    EXPECT_OK(nnt_trainer_save(tr, NULL));
-    nnt_trainer_destroy(tr);
+    save_first_steps(&run, &part, path_ckpt);
     to = loop_options(&rest);
     to.checkpoint = path_ckpt, to.resume = path_ckpt;
     run.model_source = NULL;   /* (and no model_config): the checkpoint's */
