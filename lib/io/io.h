@@ -489,6 +489,8 @@ int nnt_bpe_decode(const nnt_bpe *bpe, const int32_t *ids, size_t n, char *out, 
 /* h = (h ^ byte) * 0x100000001b3 over n bytes / over the 32 bits of each of n floats. */
 uint64_t nnt_fnv1a_bytes(uint64_t h, const char *s, size_t n);
 uint64_t nnt_fnv1a_floats(uint64_t h, const float *x, size_t n);
+/* The same over the 8 bytes of w in little-endian order. */
+uint64_t nnt_fnv1a_u64(uint64_t h, uint64_t w);
 /* A checksum of n bytes at memory speed, where FNV-1a's one multiply a byte in one chain
  * runs at about 1 GB/s: the bytes as little-endian 64-bit words in four lanes, word i to
  * lane i % 4, each lane h = (h ^ w) * 0x100000001b3, h ^= h >> 32 (so that the words' high

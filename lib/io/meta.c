@@ -23,8 +23,7 @@ uint64_t nnt_fnv1a_floats(uint64_t h, const float *x, size_t n)
     return h;
 }
 
-/* w as 8 bytes in little-endian order */
-static uint64_t fnv1a_u64(uint64_t h, uint64_t w)
+uint64_t nnt_fnv1a_u64(uint64_t h, uint64_t w)
 {
     for (int i = 0; i < 8; i++, w >>= 8)
         h = (h ^ (w & 0xff)) * FNV_PRIME;
@@ -51,9 +50,9 @@ uint64_t nnt_hash_words(const void *data, size_t n)
         }
     uint64_t h = NNT_FNV_OFFSET;
     for (int j = 0; j < 4; j++)
-        h = fnv1a_u64(h, lane[j]);
+        h = nnt_fnv1a_u64(h, lane[j]);
     h = nnt_fnv1a_bytes(h, (const char *)p, n % 32);
-    return fnv1a_u64(h, (uint64_t)n);
+    return nnt_fnv1a_u64(h, (uint64_t)n);
 }
 
 int nnt_meta_parse_u64(const char *s, uint64_t *out, const char **end)

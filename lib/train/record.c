@@ -69,11 +69,7 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum)
                 h = nnt_fnv1a_bytes(h, buf, bytes);
                 continue;
             }
-            uint64_t w = nnt_hash_words(buf, bytes);
-            char le[8];
-            for (int b = 0; b < 8; b++, w >>= 8)
-                le[b] = (char)(w & 0xff);
-            h = nnt_fnv1a_bytes(h, le, sizeof le);
+            h = nnt_fnv1a_u64(h, nnt_hash_words(buf, bytes));
         }
         free(buf);
         NNT_TRY(rc);
