@@ -316,24 +316,16 @@ static int register_swap(nnt_ctx *ctx, const nnt_ctx_options *o)
     return NNT_OK;
 }
 
-/* The RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c), and the log line
- * that says which allocator serves. */
+/* The RAM of tiles from nnt's hooks where they can serve (lib/ctx_ram.c, which logs how), or
+ * the log line that says StarPU's allocator serves. */
 static void use_ram_hooks(nnt_ctx *ctx)
 {
     const char *why_not = NULL;
-    int swap = ctx->disk_node >= 0;
-    if (!ctx_ram_install(ctx->ram_budget, swap, &why_not)) {
+    if (!ctx_ram_install(ctx->ram_budget, ctx->disk_node >= 0, &why_not)) {
         nnt_log(NNT_LOG_INFO, "RAM of tiles: StarPU's allocator (%s)", why_not);
         return;
     }
     ctx->ram_kept = (int64_t)ctx_ram_kept_cap();
-    if (swap)
-        nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: blocks of 1 MiB+ mapped on their "
-                "own, a freed one reused for the next of its size (%.1f MiB of the budget kept "
-                "for that)", (double)ctx->ram_kept / 1048576.0);
-    else
-        nnt_log(NNT_LOG_INFO, "RAM of tiles: blocks of 128 KiB+ mapped on their own, a freed one "
-                "reused for the next of its size (kept under 9/8 of the peak of the blocks in use)");
 }
 
 /* BLIS's kernel set, then the GEMM backend (NNT_GEMM or a feature test), described in

@@ -39,8 +39,8 @@ void ctx_orphan_tensors(nnt_ctx *ctx);
  * Installed after starpu_init when they can stand in for StarPU's plain malloc (no CUDA
  * worker, one NUMA node, NNT_RAM_HOOKS not 0): returns 1, else 0 with *why_not set. budget:
  * the RAM budget in bytes, which sizes the freed blocks kept; swap: a disk swap is
- * registered (the blocks kept are then counted in the budget). Removed after
- * starpu_shutdown. */
+ * registered (the blocks kept are then counted in the budget). Logs (info) which blocks it
+ * serves. Removed after starpu_shutdown. */
 int ctx_ram_install(int64_t budget, int swap, const char **why_not);
 void ctx_ram_remove(void);
 size_t ctx_ram_kept_cap(void);   /* bytes of the budget set aside for blocks kept (swap) */

@@ -85,6 +85,7 @@ static size_t live_bytes, peak_bytes;   /* mapped blocks handed out now, and at 
 static int in_ram;                      /* no swap: kept under 9/8 of the peak          */
 static unsigned mapped_count;           /* the offsets of new mappings cycle with it    */
 static size_t mapped_min = NNT_RAM_MAPPED_MIN_SWAP;   /* smaller blocks: malloc            */
+static size_t page_size = 4096;         /* sysconf(_SC_PAGESIZE), read at install      */
 static int installed;
 static nnt_ram_stats counts;
 
@@ -96,8 +97,7 @@ static size_t bucket(const void *p)
 
 static size_t page_round(size_t n)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return (n + page - 1) / page * page;
+    return (n + page_size - 1) / page_size * page_size;
 }
 
 /* A fresh mapping for len bytes, off bytes into it (a multiple of 64 below a page), NULL
@@ -107,14 +107,14 @@ static size_t page_round(size_t n)
  * cache lines of a page, in steps of 5 lines. */
 static void *map_block(size_t len, size_t off)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    char *p = mmap(NULL, len + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *p = mmap(NULL, len + page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     return p == MAP_FAILED ? NULL : p + off;
 }
 
 static void unmap_block(void *p, size_t len, size_t off)
 {
-    munmap((char *)p - off, len + (size_t)sysconf(_SC_PAGESIZE));
+    munmap((char *)p - off, len + page_size);
 }
 
 /* The most recent kept block of len bytes, taken out of the kept list into *b; 0 when none. */
@@ -158,17 +158,16 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
     }
     pthread_mutex_lock(&lock);
     int reused = take_kept(len, b);
-    size_t off = 64 * ((mapped_count++ * 5) % 64);
+    if (!reused)
+        b->off = 64 * ((mapped_count++ * 5) % 64);
     pthread_mutex_unlock(&lock);
-    if (!reused && !(b->ptr = map_block(len, off))) {
+    if (!reused && !(b->ptr = map_block(len, b->off))) {
         /* no mapping (out of memory, or of mappings: vm.max_map_count): malloc's, which
          * ram_free finds in no record and frees */
         free(b);
         *out = malloc(dim);
         return *out ? 0 : -ENOMEM;
     }
-    if (!reused)
-        b->off = off;
     void *p = b->ptr;
     b->len = len;
     pthread_mutex_lock(&lock);
@@ -261,6 +260,8 @@ int ctx_ram_install(int64_t budget, int swap, const char **why_not)
     mapped_min = swap ? NNT_RAM_MAPPED_MIN_SWAP : NNT_RAM_MAPPED_MIN_RAM;
     kept_cap = cap < (int64_t)mapped_min ? 0 : (size_t)cap;
     live_bytes = peak_bytes = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    page_size = page > 0 ? (size_t)page : 4096;
     memset(&counts, 0, sizeof counts);
     installed = 1;
     pthread_mutex_unlock(&lock);
@@ -268,6 +269,14 @@ int ctx_ram_install(int64_t budget, int swap, const char **why_not)
     if (kept_cap && swap)
         starpu_memory_allocate(STARPU_MAIN_RAM, kept_cap, STARPU_MEMORY_OVERFLOW);
     starpu_malloc_set_hooks(ram_malloc, ram_free);
+    if (swap)
+        nnt_log(NNT_LOG_INFO, "RAM of tiles under the swap: blocks of %zu KiB+ mapped on their "
+                "own, a freed one reused for the next of its size (%.1f MiB of the budget kept "
+                "for that)", mapped_min >> 10, (double)kept_cap / 1048576.0);
+    else
+        nnt_log(NNT_LOG_INFO, "RAM of tiles: blocks of %zu KiB+ mapped on their own, a freed "
+                "one reused for the next of its size (kept under 9/8 of the peak of the blocks "
+                "in use)", mapped_min >> 10);
     return 1;
 }
 

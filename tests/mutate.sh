@@ -43,7 +43,7 @@ llmc_header_l_nh|lib/io/llmc.c|s@cfg->vocab_size, cfg->num_layers,       cfg->nu
 host_side_no_state|lib/internal.h|s@kind == NNT_MEM_OPTIM_STATE)@kind == NNT_MEM_TENSORS)@|NNT_OPTIM_ON=cpu: the optimizer state not marked host side (its tasks left to the GPU)
 ram_kept_over_peak|lib/ctx_ram.c|s@live_bytes + kept_bytes > peak_bytes + peak_bytes / 8)@live_bytes > peak_bytes + peak_bytes / 8)@|RAM hooks in RAM: freed blocks kept beyond the peak in use
 ram_no_slack|lib/ctx_ram.c|s@kept_bytes > peak_bytes + peak_bytes / 8)@kept_bytes > peak_bytes)@|RAM hooks in RAM: freed blocks kept only under the peak itself
-ram_offset_zero|lib/ctx_ram.c|s@size_t off = 64 \* ((mapped_count++ \* 5) % 64);@size_t off = 0 * mapped_count++;@|RAM hooks: every block at the start of its page (4K aliasing)
+ram_offset_zero|lib/ctx_ram.c|s@b->off = 64 \* ((mapped_count++ \* 5) % 64);@b->off = 0 * mapped_count++;@|RAM hooks: every block at the start of its page (4K aliasing)
 hash_words_no_fold|lib/io/meta.c|s@lane\[j\] = h ^ (h >> 32);@lane[j] = h;@|base checksum: the high bits of the words not folded into the lanes
 base_old_key_words|lib/train/record.c|s@        kind = NNT_BASE_SUM_FNV;@        kind = NNT_BASE_SUM_WORDS;@|resume: the base checksum of an older checkpoint compared with the new kind
 axpbyz_sign|cpu/elementwise.c|s@            zr\[i\] = yr\[i\] + alpha \* x\[i\];@            zr[i] = yr[i] - alpha * x[i];@|axpbyz (the residual sums and the SwiGLU backward) subtracting x
