@@ -11,17 +11,11 @@
 # unknown chat template, an example longer than T are refused naming the line or template;
 # Llama 3.2's template with --chat-date gives TRL's ids and labels; nnt-train --save-hf copies
 # tokenizer.json and the files beside it (tokenizer_config.json, generation_config.json, ...).
-set -u
-: "${top_builddir:?}" "${top_srcdir:?}"
-prog="$top_builddir/nnt-tokenize"
-[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
+prog="${top_builddir:?}/nnt-tokenize"
+. "${top_srcdir:?}/tests/train_checks.sh"   # tmp, fail, run, run_ok
 export STARPU_SILENT=1
 STARPU_HOME=${STARPU_HOME:-$tmp/starpu}
 export STARPU_HOME
-fail=0
-fail() { echo "FAIL: $*"; fail=1; }
 json="$top_srcdir/tests/fixtures/hftok/llama3.json"
 # The GPT-2 fixture with one more merge, newline + space (its tiny vocabulary has none across
 # line ends): a cut between "\n" and "  indented" would change the ids.
@@ -41,18 +35,8 @@ printf 'second file, no final newline' > "$tmp/corpus/a.txt"
 printf 'skipped: a subdirectory\n' > "$tmp/corpus/sub/c.txt"
 cat "$tmp/corpus/a.txt" "$tmp/corpus/b.txt" > "$tmp/ab.txt"
 
-# run NAME ARGS...: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err, status in $status.
-run() {
-    name=$1; shift
-    "$prog" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"
-    status=$?
-}
-run_ok() {
-    run "$@"
-    [ $status -eq 0 ] || { fail "$1: exit status $status"; cat "$tmp/$1.err"; }
-}
-# expect_error NAME STATUS PATTERN ARGS...
-expect_error() {
+# expect_status NAME STATUS PATTERN ARGS...: that exit status and PATTERN in the message
+expect_status() {
     name=$1 want=$2 pattern=$3; shift 3
     run "$name" "$@"
     if [ $status -ne "$want" ]; then
@@ -138,32 +122,32 @@ done
 
 # refusals: exit 1 naming the file; bad usage exit 2; an old output survives a failed run
 cp "$tmp/bytes.bin" "$tmp/keep.bin"
-expect_error missing 1 "$tmp/nope.txt" --out "$tmp/keep.bin" "$tmp/ab.txt" "$tmp/nope.txt"
+expect_status missing 1 "$tmp/nope.txt" --out "$tmp/keep.bin" "$tmp/ab.txt" "$tmp/nope.txt"
 cmp -s "$tmp/bytes.bin" "$tmp/keep.bin" || fail "missing: the old output file was changed"
 printf '{"model": {"type": "BPE", "vocab": ' > "$tmp/bad.json"
-expect_error badjson 1 "bad.json" --tokenizer-json "$tmp/bad.json" --print "$tmp/ab.txt"
-expect_error nobpe 1 "nope.json" --bpe-vocab "$tmp/nope.json" --bpe-merges "$tmp/m.txt" --print \
+expect_status badjson 1 "bad.json" --tokenizer-json "$tmp/bad.json" --print "$tmp/ab.txt"
+expect_status nobpe 1 "nope.json" --bpe-vocab "$tmp/nope.json" --bpe-merges "$tmp/m.txt" --print \
     "$tmp/ab.txt"
 mkdir "$tmp/empty"
-expect_error emptydir 1 "has no regular files" --print "$tmp/empty"
-expect_error noout 2 "give one of --out FILE and --print" "$tmp/ab.txt"
-expect_error noinput 2 "no INPUT" --print
-expect_error badtok 2 "--tokenizer: 'sp' is not one of bytes, bpe, json" --tokenizer sp --print \
+expect_status emptydir 1 "has no regular files" --print "$tmp/empty"
+expect_status noout 2 "give one of --out FILE and --print" "$tmp/ab.txt"
+expect_status noinput 2 "no INPUT" --print
+expect_status badtok 2 "--tokenizer: 'sp' is not one of bytes, bpe, json" --tokenizer sp --print \
     "$tmp/ab.txt"
-expect_error nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab.txt"
-expect_error threads 2 "--threads: 0 is out of range (1 to 256)" --threads 0 --print "$tmp/ab.txt"
-expect_error bits 2 "--token-bits: '8' is not one of 16, 32" --token-bits 8 --print "$tmp/ab.txt"
-expect_error unknown 2 "unknown option '--fast' (see nnt-tokenize --help)" --fast --print \
+expect_status nojson 2 "needs --tokenizer-json" --tokenizer json --print "$tmp/ab.txt"
+expect_status threads 2 "--threads: 0 is out of range (1 to 256)" --threads 0 --print "$tmp/ab.txt"
+expect_status bits 2 "--token-bits: '8' is not one of 16, 32" --token-bits 8 --print "$tmp/ab.txt"
+expect_status unknown 2 "unknown option '--fast' (see nnt-tokenize --help)" --fast --print \
     "$tmp/ab.txt"
-expect_error unknown_last 2 "unknown option '--fast'" --print --fast
+expect_status unknown_last 2 "unknown option '--fast'" --print --fast
 # the parser the three programs share (examples/cli.c)
-expect_error no_value 2 "--threads needs a value" --print "$tmp/ab.txt" --threads
-expect_error chunk_huge 2 "--chunk-bytes: 99999999999999999999 is out of range (1 to 1073741824)" \
+expect_status no_value 2 "--threads needs a value" --print "$tmp/ab.txt" --threads
+expect_status chunk_huge 2 "--chunk-bytes: 99999999999999999999 is out of range (1 to 1073741824)" \
     --print --chunk-bytes 99999999999999999999 "$tmp/ab.txt"
-expect_error chunk_word 2 "--chunk-bytes: '1k' is not an integer" --print --chunk-bytes 1k \
+expect_status chunk_word 2 "--chunk-bytes: '1k' is not an integer" --print --chunk-bytes 1k \
     "$tmp/ab.txt"
-expect_error flag_value 2 "--print takes no value" --print=yes "$tmp/ab.txt"
-expect_error short_unknown 2 "unknown option '-x'" -x --print "$tmp/ab.txt"
+expect_status flag_value 2 "--print takes no value" --print=yes "$tmp/ab.txt"
+expect_status short_unknown 2 "unknown option '-x'" -x --print "$tmp/ab.txt"
 # options and INPUTs in any order, --name=value, -o, and -- before an INPUT named like an option
 cp "$tmp/ab.txt" "$tmp/--dash.txt"
 run_ok order "$tmp/ab.txt" --threads=1 -o "$tmp/order.bin" --token-bits=16
@@ -180,7 +164,7 @@ cmp -s "$tmp/order.bin" "$tmp/bytes.bin" || fail "order: not the token file of a
     fail "--help: no defaults or man page"
 # a library failure names its call once (it used to print "nnt_tokenizer_hf_load: ...
 # nnt_tokenizer_hf_load: ...")
-expect_error nofile 1 "nope.json" --tokenizer-json "$tmp/nope.json" --print "$tmp/ab.txt"
+expect_status nofile 1 "nope.json" --tokenizer-json "$tmp/nope.json" --print "$tmp/ab.txt"
 [ "$(grep -o 'nnt_tokenizer_hf_load' "$tmp/nofile.err" | wc -l)" -eq 1 ] ||
     { fail "nofile: the failing call named more than once:"; cat "$tmp/nofile.err"; }
 [ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "refusals: a temporary file was left behind"
@@ -273,31 +257,31 @@ awk -v ids="$(cat "$tmp/l32.ids")" -v mask="$(cat "$tmp/l32.mask")" '
     fail "jsonl-llama32: the ids or the mask differ from TRL's"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
-expect_error jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
+expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
     --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/broken.jsonl"
 printf '{"prompt": "Q", "completion": ""}\n' > "$tmp/empty.jsonl"
-expect_error jsonl-empty 1 "empty.jsonl:1: .*empty completion" --jsonl --seq 64 \
+expect_status jsonl-empty 1 "empty.jsonl:1: .*empty completion" --jsonl --seq 64 \
     --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/empty.jsonl"
 printf '{"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]}\n' \
     > "$tmp/role.jsonl"
-expect_error jsonl-role 1 "role.jsonl:1: .*role \"tool\": tool messages are not implemented" \
+expect_status jsonl-role 1 "role.jsonl:1: .*role \"tool\": tool messages are not implemented" \
     --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" \
     "$tmp/role.jsonl"
-expect_error jsonl-long 1 "records.jsonl:5: .*does not fit in a row of 64" --jsonl --seq 64 \
+expect_status jsonl-long 1 "records.jsonl:5: .*does not fit in a row of 64" --jsonl --seq 64 \
     --tokenizer-json "$sft/chatml/tokenizer.json" --out "$tmp/x.bin" "$sft/records.jsonl"
 grep -q -- "--too-long cut" "$tmp/jsonl-long.err" || fail "jsonl-long: no hint of --too-long cut"
 printf '{"chat_template": "{%% for m in messages %%}<s>[INST] {{ m.content }}{%% endfor %%}"}' \
     > "$tmp/tokenizer_config.json"
-expect_error jsonl-template 1 'chat_template "{% for m in messages %}<s>\[INST\]' --jsonl \
+expect_status jsonl-template 1 'chat_template "{% for m in messages %}<s>\[INST\]' --jsonl \
     --seq 64 --tokenizer-json "$sft/chatml/tokenizer.json" --tokenizer-config \
     "$tmp/tokenizer_config.json" --out "$tmp/x.bin" "$sft/records.jsonl"
 run_ok jsonl-template-given --jsonl --seq 96 --chat-template chatml --tokenizer-json \
     "$sft/chatml/tokenizer.json" --tokenizer-config "$tmp/tokenizer_config.json" \
     --out "$tmp/x.bin" "$sft/records.jsonl"
-expect_error jsonl-noseq 2 "give --seq T" --jsonl --tokenizer-json "$sft/chatml/tokenizer.json" \
+expect_status jsonl-noseq 2 "give --seq T" --jsonl --tokenizer-json "$sft/chatml/tokenizer.json" \
     --out "$tmp/x.bin" "$sft/records.jsonl"
-expect_error jsonl-seqonly 2 "are for --jsonl input" --seq 64 --out "$tmp/x.bin" "$tmp/ab.txt"
-expect_error jsonl-tmpl 2 "'vicuna' is not one of auto, none, chatml, llama3" --jsonl --seq 64 \
+expect_status jsonl-seqonly 2 "are for --jsonl input" --seq 64 --out "$tmp/x.bin" "$tmp/ab.txt"
+expect_status jsonl-tmpl 2 "'vicuna' is not one of auto, none, chatml, llama3" --jsonl --seq 64 \
     --chat-template vicuna --out "$tmp/x.bin" "$sft/records.jsonl"
 [ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "jsonl: a temporary file was left behind"
 

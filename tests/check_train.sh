@@ -11,13 +11,8 @@
 #
 # NNT_WRITE_TRAIN_REFERENCE=1 rewrites the reference from this build instead of comparing
 # (after a reviewed change of nnt-train's numerics; say why in the commit).
-set -u
-: "${top_builddir:?}" "${top_srcdir:?}"
-prog="$top_builddir/nnt-train"
-[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+prog="${top_builddir:?}/nnt-train"
+. "${top_srcdir:?}/tests/train_checks.sh"
 
 small="--layers 1 --channels 32 --heads 2 --context 32 --batch 2 --seq 16 --sample 0"
 
@@ -28,7 +23,6 @@ while [ $i -lt 300 ]; do
     i=$((i + 1))
 done > "$tmp/corpus.txt"
 
-. "$top_srcdir/tests/train_checks.sh"
 
 # ---- (1) --print-loss: exactly N lines "step n loss x.xxxxxx", n = 1..N, loss decreasing ----
 run loss20 $small --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/o1" --print-loss

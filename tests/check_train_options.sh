@@ -21,15 +21,8 @@
 #   --quiet         nothing on stdout or stderr when all goes well (the --print-loss lines
 #                   still on stdout), not even the library's warnings (--mem-gpu without a
 #                   GPU, which warns otherwise), the error when not.
-set -u
-: "${top_builddir:?}" "${top_srcdir:?}"
-prog="$top_builddir/nnt-train"
-[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-
-. "$top_srcdir/tests/train_checks.sh"
+prog="${top_builddir:?}/nnt-train"
+. "${top_srcdir:?}/tests/train_checks.sh"
 
 # same_losses WHAT A B: the --print-loss lines of runs A and B are identical (and present).
 same_losses() {

@@ -1,7 +1,14 @@
 # SPDX-License-Identifier: MIT
-# Sourced by the nnt-train checks (check_train.sh, check_train_options.sh): running $prog
-# with its output in $tmp, and the failures counted in $fail. Each sets prog, tmp and fail=0
-# before sourcing this.
+# Sourced by the checks of the programs (check_train.sh, check_train_options.sh,
+# check_tokenize.sh), each of which sets prog (the program under test) first: the program
+# must be built, a scratch directory $tmp removed on exit, failures counted in $fail, and
+# helpers running $prog with its output in $tmp.
+set -u
+: "${top_builddir:?}" "${top_srcdir:?}" "${prog:?}"
+[ -x "$prog" ] || { echo "FAIL: $prog was not built"; exit 1; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
 
 fail() { echo "FAIL: $*"; fail=1; }
 
