@@ -402,7 +402,7 @@ static int on_report(const nnt_trainer_report *rep, void *user)
     const train_opts *o = &t->o;
     nnt_trainer_info_get(t->tr, &t->ti);   /* this run's steps and validations so far */
     if (rep->event == NNT_TRAINER_CHECKPOINT) {   /* --save-every, or SIGUSR1's */
-        if (rep->requested)
+        if (rep->requested && t->rank == 0)   /* (rank 0 writes it; the others took part) */
             fprintf(stderr, "nnt-train: SIGUSR1: checkpoint of step %lld written to %s\n",
                     (long long)rep->step, t->path_ckpt);
         return 0;
