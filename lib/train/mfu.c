@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* A step's model FLOP utilisation, and the rule that a measured peak a step exceeds
- * supports none (lib/train/train.h). */
+/* A step's model FLOP utilisation, the rule that a measured peak a step exceeds supports
+ * none, and the sustained rate of a peak's rounds (lib/train/train.h). */
 #include "train.h"
 
 #include <math.h>
@@ -14,4 +14,17 @@ double nnt_train_mfu(double flops_per_s, double peak, int measured, int *peak_lo
         return NAN;
     }
     return flops_per_s / peak;
+}
+
+double nnt_train_sustained_rate(const double *seconds, int n, int window, double flops)
+{
+    double best = 0;
+    for (int first = 0; window >= 1 && first + window <= n; first++) {
+        double s = 0;
+        for (int i = first; i < first + window; i++)
+            s += seconds[i];
+        if (s > 0 && window * flops / s > best)
+            best = window * flops / s;
+    }
+    return best;
 }

@@ -30,4 +30,8 @@ int nnt_train_svg_write(const char *path, const nnt_train_point *points, int64_t
  * supports no MFU). A peak given by the user is taken as is. */
 double nnt_train_mfu(double flops_per_s, double peak, int measured, int *peak_low);
 
+/* The rate of the fastest `window` rounds in a row among n (each of `flops` FLOPs, taking
+ * seconds[i]): window * flops over their summed time; 0 when n < window or window < 1. */
+double nnt_train_sustained_rate(const double *seconds, int n, int window, double flops);
+
 #endif

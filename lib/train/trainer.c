@@ -186,33 +186,37 @@ static int prepare(nnt_trainer *tr, const char *fn)
 }
 
 /* The CPU workers' GEMM rate: a (W x 512, 1024) x (1024, 1024) product cut into one 512-row
- * tile per worker (one task each, about 1 GFLOP), the best of the rounds after a warm-up: at
- * least 3, and more (up to 12) until 3 rounds in a row beat the best by no more than 2 % (a
- * busy machine gives slow rounds first); 0 when it cannot be measured (e.g. a RAM budget
- * below the tiles' 10 MiB). */
+ * tile per worker (one task each, about 1 GFLOP), measured in rounds of one product each.
+ * The first rounds are slow (first touch of the tiles, the kernels' set-up and their
+ * per-shape choices, the cores' clocks) and one round alone varies by about 10 % on a shared
+ * host, so the rate is that of the best PEAK_WINDOW rounds in a row (about 20 ms, a rate the
+ * workers sustain, as a step's products must) among PEAK_ROUNDS after PEAK_WARMUP. 0 when
+ * it cannot be measured (e.g. a RAM budget below the tiles' 10 MiB). */
+enum { PEAK_WARMUP = 3, PEAK_ROUNDS = 32, PEAK_WINDOW = 8 };
+
 static double measure_peak(nnt_ctx *ctx, int ncpus)
 {
     int64_t w = ncpus > 0 ? ncpus : 1, rows = 512, n = 1024;
     int64_t shape_a[2] = {w * rows, n}, tile_a[2] = {rows, n}, shape_b[2] = {n, n};
     nnt_tensor *a = NULL, *b = NULL, *c = NULL;
-    double best = 0;
+    double seconds[PEAK_ROUNDS], best = 0;
+    int measured = 0;
     if (!nnt_tensor_create(ctx, NNT_FP32, 2, shape_a, tile_a, &a) &&
         !nnt_tensor_create(ctx, NNT_FP32, 2, shape_b, shape_b, &b) &&
         !nnt_tensor_create(ctx, NNT_FP32, 2, shape_a, tile_a, &c) &&
         !nnt_tensor_fill(a, 0.5) && !nnt_tensor_fill(b, 0.25) && !nnt_ctx_wait(ctx)) {
-        for (int round = 0, stable = 0; round <= 12 && (round <= 3 || stable < 3); round++) {
+        for (int round = 0; round < PEAK_WARMUP + PEAK_ROUNDS; round++) {
             double start = now_s();
             if (nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, a, b, 0.0, c, 1, 0) ||
                 nnt_ctx_wait(ctx))
                 break;
-            double rate = 2.0 * (double)(w * rows) * (double)n * (double)n / (now_s() - start);
-            if (round == 0)
-                continue;   /* the warm-up: first touch of the tiles, the kernels' set-up */
-            stable = rate > 1.02 * best ? 0 : stable + 1;
-            if (rate > best)
-                best = rate;
+            if (round >= PEAK_WARMUP)
+                seconds[measured++] = now_s() - start;
         }
     }
+    if (measured == PEAK_ROUNDS)
+        best = nnt_train_sustained_rate(seconds, PEAK_ROUNDS, PEAK_WINDOW,
+                                        2.0 * (double)(w * rows) * (double)n * (double)n);
     nnt_tensor_destroy(a);
     nnt_tensor_destroy(b);
     nnt_tensor_destroy(c);
