@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Smoke test of nnt-train on a tiny model: the --print-loss format and a decreasing loss, the
 # 20 losses of a tiled run against a committed reference (tests/fixtures/train_losses.txt),
-# recompute / precision / fallback-kernel / out-of-core / accumulation runs against it,
+# recompute / precision / fallback-kernel / out-of-core (LoRA too) / accumulation runs against it,
 # bit-exact resume, errors on bad usage and bad files, a Llama-family model (training,
 # recompute, --save-hf / --load-hf, resume; LoRA adapters: --lora-*, --freeze, --save-peft,
 # --load-peft, --merge, nnt-generate --adapter, fine-tuning runs resumed), validation on
@@ -191,6 +191,32 @@ for rec in --recompute "" unistd; do
     else
         echo "ok: $what: the 6 losses of the run in RAM;" \
              "$(grep '^memory:' "$tmp/ooc6.err" | sed 's/^memory: *//')"
+    fi
+done
+
+# LoRA adapters out of core: a frozen base of 3 layers of 128 channels (2.4 MB in fp32, 1.2
+# MB kept in bf16 under bf16 products) with LoRA r 4 on every linear map and dropout, in a
+# 1 MiB RAM budget with a disk swap, gives the losses of the run in RAM bit for bit, the
+# frozen weights written to the disk and read back
+ooc_lora="--layers 3 --channels 128 --heads 2 --context 32 --batch 2 --seq 16 --sample 0
+--no-save --steps 4 --print-loss --data $tmp/corpus.txt --lora-rank 4 --lora-alpha 8
+--lora-dropout 0.1 --lora-targets all-linear"
+for prec in fp32 bf16; do
+    run_ok "lora_ram_$prec" $ooc_lora --precision $prec --out "$tmp/lora_ram"
+    run "lora_ooc_$prec" $ooc_lora --precision $prec --out "$tmp/lora_ooc" --mem-cpu 1 \
+        --swap-dir "$tmp/swap" --swap-size 64
+    what="LoRA ($prec products) in a 1 MiB RAM budget + swap"
+    if [ $status -ne 0 ] || ! cmp -s "$tmp/lora_ram_$prec.out" "$tmp/lora_ooc_$prec.out" ||
+       [ "$(grep -c '^step' "$tmp/lora_ooc_$prec.out")" -ne 4 ]; then
+        fail "$what: status $status, losses differ from the run in RAM:"
+        paste "$tmp/lora_ram_$prec.out" "$tmp/lora_ooc_$prec.out"; tail -n 5 "$tmp/lora_ooc_$prec.err"
+    elif ! grep -q "written to disk: weights [1-9][0-9.]* MiB" "$tmp/lora_ooc_$prec.err" ||
+         ! grep -q "frozen" "$tmp/lora_ooc_$prec.err"; then
+        fail "$what: the frozen weights were not moved to the disk:"
+        grep -e memory -e frozen "$tmp/lora_ooc_$prec.err"
+    else
+        echo "ok: $what: the 4 losses of the run in RAM;" \
+             "$(grep '^memory:' "$tmp/lora_ooc_$prec.err" | sed 's/^memory: *//')"
     fi
 done
 
