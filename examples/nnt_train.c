@@ -45,9 +45,20 @@ typedef struct trainer {
 } trainer;
 
 /* A library call failed: its status and the thread's last failure message. */
+/* After an out-of-memory error (the library names its own fields, mem_cpu_mib and swap_dir):
+ * the options that give a run more room or make it need less. */
+static void memory_hint(int rc)
+{
+    if (rc == NNT_E_NOMEM)
+        fprintf(stderr, "nnt-train: more room: --mem-cpu MiB (the RAM budget; default: the RAM "
+                "available at start) or a disk swap (--swap-dir DIR --swap-size MiB); less "
+                "needed: a smaller --batch or --seq, --recompute\n");
+}
+
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
+    memory_hint(rc);
     return 1;
 }
 
@@ -71,7 +82,12 @@ static int open_error(const trainer *t, int rc)
     for (size_t i = 0; i < sizeof renamed / sizeof renamed[0]; i++)
         if (!strncmp(m, renamed[i][0], n) && !renamed[i][0][n])
             snprintf(name, sizeof name, "%s", renamed[i][1]);
-    fprintf(stderr, "nnt-train: --%s: %s: %s\n", name, nnt_strerror(rc), m + n + 2);
+    if (rc == NNT_E_NOMEM)   /* (not the option's fault: what was being made for it) */
+        fprintf(stderr, "nnt-train: out of memory while making what --%s asks for: %s\n", name,
+                m + n + 2);
+    else
+        fprintf(stderr, "nnt-train: --%s: %s: %s\n", name, nnt_strerror(rc), m + n + 2);
+    memory_hint(rc);
     return rc == NNT_E_INVAL || (!strncmp(m, "resume:", 7) && rc != NNT_E_IO) ? 2 : 1;
 }
 

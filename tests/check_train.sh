@@ -194,6 +194,12 @@ for rec in --recompute "" unistd; do
     fi
 done
 
+# the same budget without a swap: refused, naming the options that give room or need less
+expect_error ooc_noswap "more room: --mem-cpu MiB .* or a disk swap (--swap-dir DIR" $ooc \
+    --data "$tmp/corpus.txt" --steps 1 --out "$tmp/ooc_noswap" --mem-cpu 1
+grep -q "out of memory .*exceed the RAM budget of 1 MiB" "$tmp/ooc_noswap.err" ||
+    fail "ooc_noswap: the library's message is missing:" "$(cat "$tmp/ooc_noswap.err")"
+
 # LoRA adapters out of core: a frozen base of 3 layers of 128 channels (2.4 MB in fp32, 1.2
 # MB kept in bf16 under bf16 products) with LoRA r 4 on every linear map and dropout, in a
 # 1 MiB RAM budget with a disk swap, gives the losses of the run in RAM bit for bit, the
