@@ -44,7 +44,6 @@ typedef struct trainer {
     char *path_ckpt, path_best[4096], path_table[4096];
 } trainer;
 
-/* A library call failed: its status and the thread's last failure message. */
 /* After an out-of-memory error (the library names its own fields, mem_cpu_mib and swap_dir):
  * the options that give a run more room or make it need less. */
 static void memory_hint(int rc)
@@ -55,6 +54,7 @@ static void memory_hint(int rc)
                 "needed: a smaller --batch or --seq, --recompute\n");
 }
 
+/* A library call failed: its status and the thread's last failure message. */
 static int lib_error(const char *what, int rc)
 {
     fprintf(stderr, "nnt-train: %s: %s: %s\n", what, nnt_strerror(rc), nnt_ctx_last_error(NULL));
