@@ -226,6 +226,12 @@ int nnt_tensor_geglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
                               nnt_tensor *dgate, nnt_tensor *dup);
 int nnt_tensor_softcap(nnt_tensor *x, double cap, nnt_tensor *y);
 int nnt_tensor_softcap_backward(nnt_tensor *x, double cap, nnt_tensor *dy, nnt_tensor *dx);
+/* nnt_tensor_attention_kv_ex with the keys' row r at position k_pos0 + r (a cache that keeps
+ * the last positions only): queries at past .., 0 <= k_pos0 <= past, past - k_pos0 + Tq <= Tk;
+ * rows at positions after the last query are masked as any later key is. */
+int nnt_tensor_attention_kv_from(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
+                                 int64_t k_pos0, const nnt_tensor_attention_options *opts,
+                                 nnt_tensor *o);
 void nnt_vlog(int level, const char *fmt, va_list ap);
 
 /* A task body failed (it cannot return a status): log it and remember it, so that the next

@@ -4,8 +4,11 @@
  * every layer and a Qwen2ForCausalLM with use_sliding_window, sliding_window 5 and
  * max_window_layers 1 (layer 0 full, layer 1 sliding), T 16 > W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
- * the window with the key/value cache (nnt_model_generate) against transformers' generate;
- * the configuration read and written back (nnt_model_save_hf) as transformers reads it. */
+ * the window with the key/value cache (nnt_model_generate) against transformers' generate,
+ * from the fixture's prompt and from a prompt longer than a windowed layer's caches; a
+ * windowed layer's caches keep 2 W - 1 rows, not the generation's length, and give the
+ * tokens of generation without a cache over 60 tokens; the configuration read and written
+ * back (nnt_model_save_hf) as transformers reads it. */
 #include "testutil.h"
 #include "fixture_st.h"
 
@@ -164,6 +167,83 @@ START_TEST(test_generate)
 }
 END_TEST
 
+/* A prompt of 12 tokens, longer than a windowed layer's caches (2 W - 1 = 9 rows): the first
+ * 12 of transformers' greedy tokens, continued by nnt as transformers continued them. */
+START_TEST(test_generate_long_prompt)
+{
+    const char *name = MODELS[_i].name;
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "generate.safetensors"));
+    int64_t ng = 0, np = 12;
+    int32_t *greedy = fixture_read_n(r, "greedy", NNT_IO_I32, &ng);
+    ck_assert(ng > np && np > 2 * MODELS[_i].window - 1);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), 1, ng, NULL, &l));
+    int32_t *out = calloc((size_t)ng, sizeof *out);
+    EXPECT_OK(nnt_model_generate(l, greedy, np, ng - np, NULL, out));
+    for (int64_t i = 0; i < ng - np; i++)
+        ck_assert_msg(out[i] == greedy[np + i], "%s: token %lld after a prompt of %lld is %d, "
+                      "transformers %d", name, (long long)i, (long long)np, out[i],
+                      greedy[np + i]);
+    free(out), free(greedy);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
+/* The RAM a generation of n tokens adds at its peak (its caches, activations, logits). */
+static int64_t generation_peak(nnt_layer *l, const int32_t *prompt, int64_t np, int64_t n,
+                               int32_t *out)
+{
+    nnt_mem_stats ms;
+    memset(&ms, 0, sizeof ms);
+    ms.size = sizeof ms;
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &ms, 1));
+    int64_t before = ms.node[0].used_bytes;
+    EXPECT_OK(nnt_model_generate(l, prompt, np, n, NULL, out));
+    EXPECT_OK(nnt_ctx_mem_stats(ctx, &ms, 0));
+    return ms.node[0].peak_bytes - before;
+}
+
+/* Mistral (every layer windowed, W 5), its whole context of 64, 60 tokens after the fixture's
+ * prompt: the same tokens as without a cache (the caches slid 11 times); and the RAM the
+ * generation adds at its peak the same as for 12 tokens, where caches of the generation's
+ * length would add 2 layers x k, v x (63 - 15) rows x NKV hd floats (a windowed layer's
+ * caches and their spares: 2 x 2 x 9 rows either way) */
+START_TEST(test_generate_window_cache)
+{
+    enum { CONTEXT = 64, SHORT = 12 };   /* the fixture's max_position_embeddings */
+    nnt_st_reader *r = fixture_open_st_path(path_of("mistral", "generate.safetensors"));
+    int64_t np = 0;
+    int32_t *prompt = fixture_read_n(r, "prompt", NNT_IO_I32, &np);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("mistral", NULL), 1, CONTEXT, NULL, &l));
+    nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_config_of(l, &cfg));
+    int64_t n = CONTEXT - np, hd = cfg.head_dim > 0 ? cfg.head_dim : cfg.channels / cfg.heads;
+    int64_t kv = cfg.kv_heads > 0 ? cfg.kv_heads : cfg.heads;
+    int64_t grows = cfg.layers * 2 * (n - SHORT) * kv * hd * (int64_t)sizeof(float);
+    int32_t *got = calloc((size_t)n, sizeof *got), *want = calloc((size_t)n, sizeof *want);
+    int64_t added_short = generation_peak(l, prompt, np, SHORT, got);
+    int64_t added = generation_peak(l, prompt, np, n, got);
+    nnt_sampling s = NNT_SAMPLING_INIT;
+    s.temperature = 0.0, s.no_cache = 1;
+    EXPECT_OK(nnt_model_generate(l, prompt, np, n, &s, want));
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "token %lld: %d with the cache, %d without", (long long)i,
+                      got[i], want[i]);
+    printf("test_model_window: 60 tokens as without a cache; the generation added %lld bytes "
+           "at its peak (%lld for %d tokens; caches of its length would add %lld more)\n",
+           (long long)added, (long long)added_short, SHORT, (long long)grows);
+    ck_assert_msg(added - added_short < grows / 4, "60 tokens added %lld bytes, %d tokens %lld: "
+                  "caches that grow with the generation (%lld)?", (long long)added, SHORT,
+                  (long long)added_short, (long long)grows);
+    free(got), free(want), free(prompt);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* saved and read back: the same window configuration (the architecture that has it) */
 START_TEST(test_save_roundtrip)
 {
@@ -193,6 +273,8 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_reference, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_adamw, 0, NMODELS);
     tcase_add_loop_test(tc, test_generate, 0, NMODELS);
+    tcase_add_loop_test(tc, test_generate_long_prompt, 0, NMODELS);
+    tcase_add_test(tc, test_generate_window_cache);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;

@@ -58,7 +58,9 @@ typedef struct attention {
     nnt_tensor *y;                  // (B, T, C)
     nnt_tensor *dh[4];              // d o, dq (B, NH, T, hd); dk, dv (B, NKV, T, hd)
     nnt_tensor *dxin, *dx, *dy_cache;
-    nnt_tensor *cache[2];           // (B, NKV, len, hd) keys, values of generation (owned)
+    nnt_tensor *cache[2];           // (B, NKV, rows, hd) keys, values of generation (owned)
+    nnt_tensor *spare[2];           // the same, to slide a window's caches into (or NULL)
+    int64_t cache_pos0;             // the position of the caches' row 0
     nnt_tensor *pos;                // (B, T) int32 per-token positions (packed examples) in
                                     // x's tiling, copied at the forward for the backward
     int packed;                     // the last forward used pos
@@ -240,27 +242,48 @@ static int attention_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return project_out(l, a, y);
 }
 
-/* The key/value caches (B, NKV, len, hd), tiles (x's B tile, k's head tile, seq_tile, hd),
+/* The tensors pair[0..1] (B, NKV, len, hd), tiles (x's B tile, k's head tile, seq_tile, hd),
  * zeroed; kept when they already have that layout. */
-static int ensure_cache(nnt_layer *l, attention *a, const nnt_tensor *x, int64_t len,
-                        int64_t seq_tile)
+static int ensure_pair(nnt_layer *l, attention *a, nnt_tensor **pair, const nnt_tensor *x,
+                       int64_t len, int64_t seq_tile)
 {
     const nnt_tensor *wk = a->w[1];
     int64_t shape[4] = {x->shape[0], wk->shape[0], len, wk->shape[1]};
     int64_t tile[4] = {x->tile[0], wk->tile[0], seq_tile > 0 && seq_tile < len ? seq_tile : len,
                        wk->shape[1]};
     for (int i = 0; i < 2; i++) {
-        nnt_tensor *c = a->cache[i];
+        nnt_tensor *c = pair[i];
         int same = c != NULL;
         for (int d = 0; same && d < 4; d++)
             same = c->shape[d] == shape[d] && c->tile[d] == tile[d];
         if (same)
             continue;
         nnt_tensor_destroy(c);
-        a->cache[i] = NULL;
-        NNT_TRY(nnt_tensor_create(l->ctx, NNT_FP32, 4, shape, tile, &a->cache[i]));
-        NNT_TRY(nnt_tensor_fill(a->cache[i], 0.0));
+        pair[i] = NULL;
+        NNT_TRY(nnt_tensor_create(l->ctx, NNT_FP32, 4, shape, tile, &pair[i]));
+        NNT_TRY(nnt_tensor_fill(pair[i], 0.0));
     }
+    return NNT_OK;
+}
+
+/* The rows of a layer's caches for a generation of len positions: a layer with a sliding
+ * window of W keys keeps the last W - 1 positions and room for W new ones (2 W - 1 rows, and
+ * its caches slide once every W tokens: W - 1 rows copied), when that is fewer than len. */
+static int64_t cache_rows(const attention *a, int64_t len)
+{
+    return a->window > 0 && 2 * a->window - 1 < len ? 2 * a->window - 1 : len;
+}
+
+/* Keys and values of positions [from, past) moved to the caches' first rows (through the
+ * spare pair, which becomes the caches): the caches' rows then start at position from. */
+static int slide_caches(attention *a, int64_t from, int64_t past)
+{
+    for (int i = 0; i < 2; i++) {
+        NNT_TRY(gl_copy_rows(a->cache[i], 2, from - a->cache_pos0, a->spare[i], 0, past - from));
+        nnt_tensor *c = a->cache[i];
+        a->cache[i] = a->spare[i], a->spare[i] = c;
+    }
+    a->cache_pos0 = from;
     return NNT_OK;
 }
 
@@ -274,25 +297,46 @@ int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos 
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: a %s layer has no key/value "
                         "cache", l->vt->kind_name);
     attention *a = l->impl;
-    int64_t T = x->ndim == 3 ? x->shape[1] : 0;
-    if (at->past < 0 || at->past + T > at->len)
+    int64_t T = x->ndim == 3 ? x->shape[1] : 0, past = at->past, rows = cache_rows(a, at->len);
+    if (past < 0 || past + T > at->len)
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: %lld cached and %lld new "
-                        "positions do not fit a key/value cache of %lld", (long long)at->past,
+                        "positions do not fit a key/value cache of %lld", (long long)past,
                         (long long)T, (long long)at->len);
-    if (at->past == 0)
-        NNT_TRY(ensure_cache(l, a, x, at->len, at->seq_tile));
-    else if (!a->cache[0] || a->cache[0]->shape[2] != at->len ||
-             a->cache[0]->shape[0] != x->shape[0])
+    if (past == 0) {
+        NNT_TRY(ensure_pair(l, a, a->cache, x, rows, at->seq_tile));
+        if (rows < at->len)
+            NNT_TRY(ensure_pair(l, a, a->spare, x, rows, at->seq_tile));
+        a->cache_pos0 = 0;
+    } else if (!a->cache[0] || a->cache[0]->shape[2] != rows ||
+               a->cache[0]->shape[0] != x->shape[0])
         return nnt_fail(l->ctx, NNT_E_STATE, "nnt_layer_forward: no key/value cache of %lld "
                         "positions to continue at %lld (start at position 0)",
-                        (long long)at->len, (long long)at->past);
+                        (long long)at->len, (long long)past);
     a->packed = 0;   /* generation: positions past .. past + T - 1 */
-    NNT_TRY(project_qkv(l, a, x, at->past));
-    for (int i = 0; i < 2; i++)   /* k, v of the new positions into cache rows past .. */
-        NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, 0, a->cache[i], at->past, T));
+    NNT_TRY(project_qkv(l, a, x, past));
     nnt_tensor_attention_options ao = op_options(a, NULL);
-    NNT_TRY(nnt_tensor_attention_kv_ex(a->qkv[0], a->cache[0], a->cache[1], at->past, &ao,
-                                    a->o));
+    if (past == 0 && T > rows) {
+        /* a prompt longer than a window's caches: its own keys, then its last W - 1 kept */
+        NNT_TRY(nnt_tensor_attention_ex(a->qkv[0], a->qkv[1], a->qkv[2], &ao, a->o, a->lse));
+        int64_t keep = a->window - 1;
+        for (int i = 0; i < 2; i++)
+            NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, T - keep, a->cache[i], 0, keep));
+        a->cache_pos0 = T - keep;
+        return project_out(l, a, y);
+    }
+    if (past + T - a->cache_pos0 > rows) {   /* (a window's caches) full: slide them */
+        int64_t from = past - (a->window - 1);   /* what the first new query still sees */
+        if (from < a->cache_pos0 || past - from + T > rows)
+            return nnt_fail(l->ctx, NNT_E_INVAL, "nnt_layer_forward: %lld new positions at "
+                            "%lld do not fit a window's key/value cache of %lld rows (one "
+                            "token at a time after the prompt)", (long long)T, (long long)past,
+                            (long long)rows);
+        NNT_TRY(slide_caches(a, from, past));
+    }
+    for (int i = 0; i < 2; i++)   /* k, v of the new positions into the rows past .. */
+        NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, 0, a->cache[i], past - a->cache_pos0, T));
+    NNT_TRY(nnt_tensor_attention_kv_from(a->qkv[0], a->cache[0], a->cache[1], past,
+                                         a->cache_pos0, &ao, a->o));
     return project_out(l, a, y);
 }
 
@@ -303,7 +347,8 @@ void gl_attention_release_cache(nnt_layer *l)
     attention *a = l->impl;
     for (int i = 0; i < 2; i++) {
         nnt_tensor_destroy(a->cache[i]);
-        a->cache[i] = NULL;
+        nnt_tensor_destroy(a->spare[i]);
+        a->cache[i] = a->spare[i] = NULL;
     }
 }
 
@@ -437,7 +482,7 @@ static void attention_destroy(nnt_layer *l)
     nnt_tensor *own[] = {a->x_cache, a->heads, a->kv_heads, a->qkv[0], a->qkv[1], a->qkv[2],
                          a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
-                         a->pw16, a->cache[0], a->cache[1], a->pos, a->qk_in[0], a->qk_in[1],
+                         a->pw16, a->cache[0], a->cache[1], a->spare[0], a->spare[1], a->pos, a->qk_in[0], a->qk_in[1],
                          a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0], a->dqk_in[1],
                          a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0], a->qkn1[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)

@@ -438,8 +438,9 @@ NNT_API int nnt_tensor_attention_backward_ex(nnt_tensor *q, nnt_tensor *k, nnt_t
 /* ---- queries after cached keys -------------------------------------------------------------- */
 
 /* q, o (B, NH, Tq, hd) of one layout; k, v (B, NKV, Tk, hd) of one layout, B and its tiling
- * as q's, NKV dividing NH, hd as q's; past >= 0, past + Tq <= Tk. */
-static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, double scale)
+ * as q's, NKV dividing NH, hd as q's; 0 <= k_pos0 <= past, past - k_pos0 + Tq <= Tk. */
+static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, int64_t k_pos0,
+                         double scale)
 {
     static const char *const roles[4] = {"q", "k", "v", "o"};
     int rc = 0;
@@ -470,18 +471,20 @@ static int check_kv_args(const char *fn, nnt_tensor *const *all, int64_t past, d
     if (q->shape[1] % k->shape[1] != 0)
         return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: the %lld kv heads of k do not divide the "
                         "%lld heads of q", fn, (long long)k->shape[1], (long long)q->shape[1]);
-    if (past < 0 || past > k->shape[2] - q->shape[2])
+    if (k_pos0 < 0 || past < k_pos0 || past - k_pos0 > k->shape[2] - q->shape[2])
         return nnt_fail(q->ctx, NNT_E_INVAL, "%s: past %lld and the %lld queries of q do not "
-                        "fit in the %lld keys of k (0 <= past <= Tk - Tq)", fn,
-                        (long long)past, (long long)q->shape[2], (long long)k->shape[2]);
+                        "fit in the %lld keys of k from position %lld (0 <= past - k_pos0 <= "
+                        "Tk - Tq)", fn, (long long)past, (long long)q->shape[2],
+                        (long long)k->shape[2], (long long)k_pos0);
     return NNT_OK;
 }
 
 /* Tasks of query tile (bi, hi, i), its rows at positions past + i * tile: one block task per
- * kv head range and key tile holding a key at or before its last query, then a finalize. */
+ * kv head range and key tile holding a key at or before its last query (key row r at
+ * position k_pos0 + r), then a finalize. */
 static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t past,
-                         float scale, int64_t window, float cap, int64_t bi, int64_t hi,
-                         int64_t i)
+                         int64_t k_pos0, float scale, int64_t window, float cap, int64_t bi,
+                         int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3], *m = mll[0], *l = mll[1];
     int64_t hd = q->shape[3], hk0, hk1;
@@ -491,8 +494,10 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
     kv_tiles_of(q, k, hi, &hk0, &hk1);
     for (int64_t hk = hk0; hk <= hk1 && rc == 0; hk++) {
         nnt_attn_map map = head_range(q, k, bi, hi, hk);
-        for (int64_t j = 0; j < k->grid[2] && j * k->tile[2] <= q_last && rc == 0; j++) {
+        for (int64_t j = 0; j < k->grid[2] && k_pos0 + j * k->tile[2] <= q_last && rc == 0;
+             j++) {
             struct seq_tile kt = seq_tile(k, bi, hk, j);
+            kt.pos0 += k_pos0;
             if (before_window(&kt, q_pos0, window))
                 continue;   /* keys older than every query's window are not read */
             starpu_data_handle_t h[6] = {q->tiles[qt.index].handle, k->tiles[kt.index].handle,
@@ -512,8 +517,8 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
 }
 
 /* w: q, k, v, o with one hd tile; m, l and the (unused) lse are temporaries (B, NH, Tq). */
-static int submit_kv(nnt_tensor *const *w, int64_t past, float scale, int64_t window,
-                     float cap)
+static int submit_kv(nnt_tensor *const *w, int64_t past, int64_t k_pos0, float scale,
+                     int64_t window, float cap)
 {
     nnt_tensor *q = w[0], *mll[3] = {NULL, NULL, NULL};
     int64_t shape[3] = {q->shape[0], q->shape[1], q->shape[2]};
@@ -524,15 +529,15 @@ static int submit_kv(nnt_tensor *const *w, int64_t past, float scale, int64_t wi
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
-                rc = kv_query_tile(w, mll, past, scale, window, cap, bi, hi, i);
+                rc = kv_query_tile(w, mll, past, k_pos0, scale, window, cap, bi, hi, i);
     for (int i = 0; i < 3; i++)
         nnt_temp_release(mll[i]);
     return rc;
 }
 
 static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
-                        int64_t past, const nnt_tensor_attention_options *opts, double scale,
-                        nnt_tensor *o)
+                        int64_t past, int64_t k_pos0, const nnt_tensor_attention_options *opts,
+                        double scale, nnt_tensor *o)
 {
     nnt_tensor *all[4] = {q, k, v, o}, *pos = NULL;
     int64_t window = 0;
@@ -542,13 +547,13 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
         rc = nnt_fail(q->ctx, NNT_E_INVAL, "%s: positions (packed examples) are for training "
                       "forwards, not queries after cached keys", fn);
     if (rc == 0)
-        rc = check_kv_args(fn, all, past, scale);
+        rc = check_kv_args(fn, all, past, k_pos0, scale);
     if (rc)
         return rc;
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_kv(w, past, (float)scale, window, cap);
+        rc = submit_kv(w, past, k_pos0, (float)scale, window, cap);
     rc = nnt_whole_last_finish(w[3], o, rc);
     for (int i = 0; i < 3; i++)
         nnt_whole_last_drop(w[i], all[i]);
@@ -558,7 +563,7 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
 int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
                             double scale, nnt_tensor *o)
 {
-    return attention_kv("nnt_tensor_attention_kv", q, k, v, past, NULL, scale, o);
+    return attention_kv("nnt_tensor_attention_kv", q, k, v, past, 0, NULL, scale, o);
 }
 
 NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
@@ -566,6 +571,15 @@ NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor 
                                        nnt_tensor *o)
 {
     static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
-    return attention_kv("nnt_tensor_attention_kv_ex", q, k, v, past, opts ? opts : &defaults,
+    return attention_kv("nnt_tensor_attention_kv_ex", q, k, v, past, 0, opts ? opts : &defaults,
                         0.0, o);
+}
+
+int nnt_tensor_attention_kv_from(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
+                                 int64_t k_pos0, const nnt_tensor_attention_options *opts,
+                                 nnt_tensor *o)
+{
+    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    return attention_kv("nnt_tensor_attention_kv_ex", q, k, v, past, k_pos0,
+                        opts ? opts : &defaults, 0.0, o);
 }
