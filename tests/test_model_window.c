@@ -6,7 +6,8 @@
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
  * from the fixture's prompt and from a prompt longer than a windowed layer's caches; a
- * windowed layer's caches keep 2 W - 1 rows, not the generation's length, and give the
+ * windowed layer's caches keep 2 W - 1 rows (and a spare pair), not the generation's
+ * length, and give the
  * tokens of generation without a cache over 60 tokens; the configuration read and written
  * back (nnt_model_save_hf) as transformers reads it. */
 #include "testutil.h"
@@ -207,9 +208,9 @@ static int64_t generation_peak(nnt_layer *l, const int32_t *prompt, int64_t np, 
 
 /* Mistral (every layer windowed, W 5), its whole context of 64, 60 tokens after the fixture's
  * prompt: the same tokens as without a cache (the caches slid 11 times); and the RAM the
- * generation adds at its peak the same as for 12 tokens, where caches of the generation's
- * length would add 2 layers x k, v x (63 - 15) rows x NKV hd floats (a windowed layer's
- * caches and their spares: 2 x 2 x 9 rows either way) */
+ * generation adds at its peak about what 12 tokens add (their caches: 15 rows, fewer than a
+ * windowed layer's 9 and 9 spare), where caches of the generation's length would add 2
+ * layers x k, v x (63 - 15) rows x NKV hd floats more */
 START_TEST(test_generate_window_cache)
 {
     enum { CONTEXT = 64, SHORT = 12 };   /* the fixture's max_position_embeddings */
@@ -224,6 +225,7 @@ START_TEST(test_generate_window_cache)
     int64_t kv = cfg.kv_heads > 0 ? cfg.kv_heads : cfg.heads;
     int64_t grows = cfg.layers * 2 * (n - SHORT) * kv * hd * (int64_t)sizeof(float);
     int32_t *got = calloc((size_t)n, sizeof *got), *want = calloc((size_t)n, sizeof *want);
+    generation_peak(l, prompt, np, SHORT, got);   /* (what the first generation keeps) */
     int64_t added_short = generation_peak(l, prompt, np, SHORT, got);
     int64_t added = generation_peak(l, prompt, np, n, got);
     nnt_sampling s = NNT_SAMPLING_INIT;

@@ -267,11 +267,13 @@ static int ensure_pair(nnt_layer *l, attention *a, nnt_tensor **pair, const nnt_
 }
 
 /* The rows of a layer's caches for a generation of len positions: a layer with a sliding
- * window of W keys keeps the last W - 1 positions and room for W new ones (2 W - 1 rows, and
- * its caches slide once every W tokens: W - 1 rows copied), when that is fewer than len. */
+ * window of W keys keeps the last W - 1 positions and room for W new ones (2 W - 1 rows; once
+ * every W tokens W - 1 rows slide into a spare pair of as many rows), when those 4 W - 2 rows
+ * are fewer than len; else len, as a layer without a window. */
 static int64_t cache_rows(const attention *a, int64_t len)
 {
-    return a->window > 0 && 2 * a->window - 1 < len ? 2 * a->window - 1 : len;
+    int64_t rows = 2 * a->window - 1;
+    return a->window > 0 && 2 * rows < len ? rows : len;
 }
 
 /* Keys and values of positions [from, past) moved to the caches' first rows (through the
