@@ -192,7 +192,9 @@ int gl_copy_rows(nnt_tensor *src, int dim, int64_t r0, nnt_tensor *dst, int64_t 
 int gl_embedding_forward_at(nnt_layer *l, nnt_tensor *x, int64_t past, nnt_tensor **y);
 /* The attention layer's forward of x (B, T, C) at positions at->past ..: its k, v written
  * into its caches (created, zeroed, at past 0), queries against all cached keys
- * (nnt_tensor_attention_kv). No backward may follow. */
+ * (nnt_tensor_attention_kv). A layer with a sliding window keeps only the last keys its
+ * window needs when that saves memory (lib/layers/attention.c cache_rows); after the
+ * prompt, one token at a time then. No backward may follow. */
 int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at,
                                 nnt_tensor **y);
 void gl_attention_release_cache(nnt_layer *l);
