@@ -40,8 +40,9 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum)
 {
     int64_t count = 0, most = 1;
     int words = kind == NNT_BASE_SUM_WORDS;
+    uint64_t *known = words ? &tr->base_sum : &tr->base_sum_fnv;
     if (tr->base_known & kind)
-        return *sum = words ? tr->base_sum : tr->base_sum_fnv, NNT_OK;
+        return *sum = *known, NNT_OK;
     NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
     for (int pass = 0; pass < 2; pass++) {   /* the largest one, then the sum */
         uint64_t h = NNT_FNV_OFFSET;
@@ -63,20 +64,16 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum)
                 continue;
             }
             h = nnt_fnv1a_bytes(h, p.name, strlen(p.name) + 1);
-            if ((rc = nnt_tensor_copy_to_host(p.value, buf, bytes)) != NNT_OK)
-                continue;
-            if (!words) {
-                h = nnt_fnv1a_bytes(h, buf, bytes);
-                continue;
-            }
-            h = nnt_fnv1a_u64(h, nnt_hash_words(buf, bytes));
+            if ((rc = nnt_tensor_copy_to_host(p.value, buf, bytes)) == NNT_OK)
+                h = words ? nnt_fnv1a_u64(h, nnt_hash_words(buf, bytes))
+                          : nnt_fnv1a_bytes(h, buf, bytes);
         }
         free(buf);
         NNT_TRY(rc);
-        *(words ? &tr->base_sum : &tr->base_sum_fnv) = h;
+        *known = h;
     }
     tr->base_known |= kind;
-    return *sum = words ? tr->base_sum : tr->base_sum_fnv, NNT_OK;
+    return *sum = *known, NNT_OK;
 }
 
 /* The run's configuration as a JSON object: the model (what a resume checks), the batches,
