@@ -289,6 +289,19 @@ static int slide_caches(attention *a, int64_t from, int64_t past)
     return NNT_OK;
 }
 
+/* A prompt of T positions longer than a window's caches: its queries against its own keys
+ * (the training forward's attention, with the window) into a->o, then its last W - 1 keys
+ * and values into the caches' first rows, the keys later queries still see. */
+static int prompt_past_caches(attention *a, int64_t T, const nnt_tensor_attention_options *ao)
+{
+    NNT_TRY(nnt_tensor_attention_ex(a->qkv[0], a->qkv[1], a->qkv[2], ao, a->o, a->lse));
+    int64_t keep = a->window - 1;
+    for (int i = 0; i < 2; i++)
+        NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, T - keep, a->cache[i], 0, keep));
+    a->cache_pos0 = T - keep;
+    return NNT_OK;
+}
+
 static const nnt_layer_vt attention_vt;
 
 int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at,
@@ -318,12 +331,7 @@ int gl_attention_forward_cached(nnt_layer *l, nnt_tensor *x, const gl_cache_pos 
     NNT_TRY(project_qkv(l, a, x, past));
     nnt_tensor_attention_options ao = op_options(a, NULL);
     if (past == 0 && T > rows) {
-        /* a prompt longer than a window's caches: its own keys, then its last W - 1 kept */
-        NNT_TRY(nnt_tensor_attention_ex(a->qkv[0], a->qkv[1], a->qkv[2], &ao, a->o, a->lse));
-        int64_t keep = a->window - 1;
-        for (int i = 0; i < 2; i++)
-            NNT_TRY(gl_copy_rows(a->qkv[1 + i], 2, T - keep, a->cache[i], 0, keep));
-        a->cache_pos0 = T - keep;
+        NNT_TRY(prompt_past_caches(a, T, &ao));
         return project_out(l, a, y);
     }
     if (past + T - a->cache_pos0 > rows) {   /* (a window's caches) full: slide them */

@@ -566,15 +566,6 @@ int nnt_tensor_attention_kv(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t
     return attention_kv("nnt_tensor_attention_kv", q, k, v, past, 0, NULL, scale, o);
 }
 
-NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
-                                       int64_t past, const nnt_tensor_attention_options *opts,
-                                       nnt_tensor *o)
-{
-    static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
-    return attention_kv("nnt_tensor_attention_kv_ex", q, k, v, past, 0, opts ? opts : &defaults,
-                        0.0, o);
-}
-
 int nnt_tensor_attention_kv_from(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, int64_t past,
                                  int64_t k_pos0, const nnt_tensor_attention_options *opts,
                                  nnt_tensor *o)
@@ -582,4 +573,11 @@ int nnt_tensor_attention_kv_from(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v, in
     static const nnt_tensor_attention_options defaults = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
     return attention_kv("nnt_tensor_attention_kv_ex", q, k, v, past, k_pos0,
                         opts ? opts : &defaults, 0.0, o);
+}
+
+NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
+                                       int64_t past, const nnt_tensor_attention_options *opts,
+                                       nnt_tensor *o)
+{
+    return nnt_tensor_attention_kv_from(q, k, v, past, 0, opts, o);
 }
