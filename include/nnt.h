@@ -1000,10 +1000,11 @@ typedef struct nnt_model_config {
                                      Llama and MoE families); 2: one RMSNorm over each
                                      token's whole q and k projections (OLMoE; MoE family) */
     /* which blocks' attention has a sliding window (nnt_tensor_attention_ex(3)). Block i
-     * (from 0) has one iff sliding_window > 0, i >= window_from and not (window_global_every
-     * > 0 and (i + 1) % window_global_every == 0): Mistral every block (0, 0), Qwen2/Qwen3
-     * window_from = max_window_layers, Gemma 2 window_global_every 2, Gemma 3 its
-     * sliding_window_pattern. Families with NNT_FAMILY_HAS_WINDOW only. */
+     * (from 0) has one iff sliding_window > 0, i >= window_from, not (window_global_every
+     * > 0 and (i + 1) % window_global_every == 0) and NNT_MODEL_WINDOW_FULL(cfg, i) is 0:
+     * Mistral every block (0, 0), Qwen2/Qwen3 window_from = max_window_layers, Gemma 2
+     * window_global_every 2, Gemma 3 its sliding_window_pattern; any other choice of blocks
+     * (a layer_types list) in window_full_layers. Families with NNT_FAMILY_HAS_WINDOW only. */
     int64_t sliding_window;       /* W (Hugging Face's sliding_window); 0: no window         */
     int64_t window_from;          /* first block with a window                               */
     int64_t window_global_every;  /* every N-th block, counting from 1, is full; 0: none     */
@@ -1031,6 +1032,9 @@ typedef struct nnt_model_config {
                                      Qwen2-MoE; nnt_mlp_options); 0: none                    */
     uint64_t dense_layers_more[7];/* bit i % 64 of word i / 64 - 1: block i dense, for
                                      64 <= i < NNT_MODEL_MAX_DENSE_LAYER                      */
+    uint64_t window_full_layers[8];/* bit i % 64 of word i / 64: block i (below
+                                     NNT_MODEL_MAX_WINDOW_LAYER) has no window, whatever the
+                                     rule above gives it (see sliding_window); 0: the rule  */
 } nnt_model_config;
 
 /* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
@@ -1041,11 +1045,18 @@ typedef struct nnt_model_config {
      (((i) < 64 ? (cfg)->dense_layers : (cfg)->dense_layers_more[(i) / 64 - 1]) >>          \
           ((i) % 64) & 1u))
 
+/* window_full_layers: block indices below this */
+#define NNT_MODEL_MAX_WINDOW_LAYER 512
+/* 1 if block i of the configuration *cfg is in its window_full_layers list, else 0 */
+#define NNT_MODEL_WINDOW_FULL(cfg, i)                                                        \
+    ((i) >= 0 && (i) < NNT_MODEL_MAX_WINDOW_LAYER &&                                         \
+     ((cfg)->window_full_layers[(i) / 64] >> ((i) % 64) & 1u))
+
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 } }
+      { 0 }, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

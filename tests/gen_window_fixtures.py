@@ -13,6 +13,9 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
   mistral   MistralForCausalLM, sliding_window 5 (every layer)
   qwen2     Qwen2ForCausalLM, use_sliding_window, sliding_window 5, max_window_layers 1
             (layer 0 full, layer 1 sliding)
+  qwen2_listed  Qwen2ForCausalLM, use_sliding_window, sliding_window 5, layer_types
+            ["sliding_attention", "full_attention"] (layer 0 sliding, layer 1 full: no
+            max_window_layers says it)
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -43,6 +46,9 @@ MODELS = {
     "mistral": (MistralConfig, MistralForCausalLM, dict(sliding_window=5)),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM,
               dict(use_sliding_window=True, sliding_window=5, max_window_layers=1)),
+    "qwen2_listed": (Qwen2Config, Qwen2ForCausalLM,
+                     dict(use_sliding_window=True, sliding_window=5,
+                          layer_types=["sliding_attention", "full_attention"])),
 }
 
 

@@ -49,6 +49,7 @@ base_old_key_words|lib/train/record.c|s@        kind = NNT_BASE_SUM_FNV;@       
 axpbyz_sign|cpu/elementwise.c|s@            zr\[i\] = yr\[i\] + alpha \* x\[i\];@            zr[i] = yr[i] - alpha * x[i];@|axpbyz (the residual sums and the SwiGLU backward) subtracting x
 attn_segment_rows|cpu/attention.c|s@r1 = (last + 1) \* ATTN_CHUNK;@r1 = last * ATTN_CHUNK + 1;@|attention backward: a key segment given too few rows of its chunk
 peak_last_window_lost|lib/train/mfu.c|s@window >= 1 \&\& first + window <= n;@window >= 1 \&\& first + window < n;@|MFU peak: the last window of rounds not counted
+window_full_ignored|lib/models/transformer.c|s@ NNT_MODEL_WINDOW_FULL(c, i))@ 0)@|sliding windows: the full layers of a layer_types list of no rule given a window
 kv_window_cache_full|lib/layers/attention.c|s@    return a->window > 0 \&\& 2 \* rows < len ? rows : len;@    return len;@|generation: a windowed layer keeps caches of the generation length
 kv_slide_one_short|lib/layers/attention.c|s@int64_t from = past - (a->window - 1);@int64_t from = past - (a->window - 2);@|generation: a sliding cache drops the oldest key a query still sees
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p

@@ -394,6 +394,109 @@ START_TEST(test_save_qwen3)
 }
 END_TEST
 
+/* config.json of architecture arch with L layers, the sliding window 3 and the layer_types
+ * list of the letters of kinds (S sliding, F full), into dir */
+static void write_listed(const char *dir, const char *arch, int64_t L, const char *kinds)
+{
+    size_t cap = (size_t)L * 24 + 1024, n = 0;
+    char *text = malloc(cap), path[700];
+    ck_assert_ptr_nonnull(text);
+    n += (size_t)snprintf(text, cap,
+                          "{\"architectures\": [\"%s\"], \"vocab_size\": 61, \"hidden_size\": "
+                          "32, \"intermediate_size\": 48, \"num_hidden_layers\": %lld, "
+                          "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                          "\"head_dim\": 8, \"max_position_embeddings\": 64, \"rms_norm_eps\": "
+                          "1e-06, \"use_sliding_window\": true, \"sliding_window\": 3, "
+                          "\"layer_types\": [", arch, (long long)L);
+    for (int64_t i = 0; i < L; i++)
+        n += (size_t)snprintf(text + n, cap - n, "%s\"%s\"", i ? ", " : "",
+                              kinds[i % strlen(kinds)] == 'S' ? "sliding_attention"
+                                                               : "full_attention");
+    snprintf(text + n, cap - n, "]}");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_str(path, text);
+    free(text);
+}
+
+/* A layer_types list read as the rule that says it (window_from, window_global_every where
+ * the family has it) or else as window_full_layers, the blocks the model builds with a window
+ * those of the list, and saved back as the same list; lists past 512 layers with no rule are
+ * refused. */
+static const struct {
+    const char *arch, *kinds;
+    int64_t layers, from, every;
+    uint64_t full;   /* window_full_layers[0] */
+} LISTED[] = {
+    {"Gemma3ForCausalLM", "FSSFS", 5, 0, 0, 0x9},       /* no rule: blocks 0 and 3 full     */
+    {"Gemma3ForCausalLM", "SSF", 6, 0, 3, 0},           /* every 3rd full: the rule         */
+    {"Gemma2ForCausalLM", "SFFSSF", 6, 0, 0, 0x26},     /* blocks 1, 2, 5 full              */
+    {"Qwen3ForCausalLM", "SF", 2, 0, 0, 0x2},           /* Qwen3 has no every-N rule        */
+    {"Qwen2ForCausalLM", "FFS", 3, 2, 0, 0},            /* from block 2: max_window_layers  */
+    {"Qwen2ForCausalLM", "SFS", 3, 0, 0, 0x2},
+};
+
+START_TEST(test_layer_types_listed)
+{
+    const char *dir = in_tmp("listed"), *saved = in_tmp("listed_saved");
+    write_listed(dir, LISTED[_i].arch, LISTED[_i].layers, LISTED[_i].kinds);
+    nnt_model_config cfg, back;
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &cfg));
+    ck_assert_int_eq(cfg.sliding_window, 3);
+    ck_assert_int_eq(cfg.window_from, LISTED[_i].from);
+    ck_assert_int_eq(cfg.window_global_every, LISTED[_i].every);
+    ck_assert_msg(cfg.window_full_layers[0] == LISTED[_i].full, "%s %s: window_full_layers %#llx",
+                  LISTED[_i].arch, LISTED[_i].kinds,
+                  (unsigned long long)cfg.window_full_layers[0]);
+    for (int w = 1; w < NNT_MODEL_MAX_WINDOW_LAYER / 64; w++)
+        ck_assert(cfg.window_full_layers[w] == 0);
+    nnt_layer *m = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &cfg, 1, 4, NULL, &m));
+    EXPECT_OK(nnt_model_save_hf(m, saved));
+    EXPECT_OK(nnt_model_hf_config(ctx, saved, &back));
+    ck_assert_int_eq(back.window_from, cfg.window_from);
+    ck_assert_int_eq(back.window_global_every, cfg.window_global_every);
+    ck_assert(memcmp(back.window_full_layers, cfg.window_full_layers,
+                     sizeof cfg.window_full_layers) == 0);
+    /* the saved list, layer by layer */
+    char path[700], *text;
+    snprintf(path, sizeof path, "%s/config.json", saved);
+    size_t len = 0;
+    text = (char *)slurp(path, &len);
+    const char *p = strstr(text, "\"layer_types\"");
+    int64_t L = LISTED[_i].layers;
+    if (LISTED[_i].every == 0 && LISTED[_i].full == 0 && !strstr(LISTED[_i].arch, "Gemma"))
+        ck_assert_ptr_null(p);   /* Qwen2's max_window_layers says it */
+    for (int64_t i = 0; p && i < L; i++) {
+        p = strchr(p + (i ? 1 : 15), '"');
+        ck_assert_ptr_nonnull(p);
+        int sliding = LISTED[_i].kinds[i % strlen(LISTED[_i].kinds)] == 'S';
+        ck_assert_msg(strncmp(p + 1, sliding ? "sliding_attention" : "full_attention",
+                              sliding ? 17 : 14) == 0, "%s %s: layer %lld saved as %.20s",
+                      LISTED[_i].arch, LISTED[_i].kinds, (long long)i, p);
+        p = strchr(p + 1, '"');
+    }
+    free(text);
+    nnt_layer_destroy(m);
+}
+END_TEST
+
+START_TEST(test_layer_types_long)
+{
+    const char *dir = in_tmp("long");
+    nnt_model_config cfg;
+    write_listed(dir, "Gemma3ForCausalLM", 512, "SFF");   /* blocks 1, 2, 4, 5, ... 511 */
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &cfg));
+    ck_assert(NNT_MODEL_WINDOW_FULL(&cfg, 511) && !NNT_MODEL_WINDOW_FULL(&cfg, 510) &&
+              NNT_MODEL_WINDOW_FULL(&cfg, 64) && !NNT_MODEL_WINDOW_FULL(&cfg, 63));
+    write_listed(dir, "Gemma3ForCausalLM", 513, "SFF");
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, dir, &cfg), NNT_E_UNSUPPORTED, "layer_types");
+    write_listed(dir, "Gemma3ForCausalLM", 600, "SSF");   /* a rule says it, whatever L */
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &cfg));
+    ck_assert_int_eq(cfg.window_global_every, 3);
+}
+END_TEST
+
 /* ---- (d) refusals -------------------------------------------------------------------- */
 
 /* A config.json of gqa's sizes with extra members (a JSON fragment after a comma, or ""). */
@@ -600,6 +703,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_round_trip, 0, 4);
     tcase_add_test(tc, test_save_qwen2);
     tcase_add_test(tc, test_save_qwen3);
+    tcase_add_loop_test(tc, test_layer_types_listed, 0, (int)(sizeof LISTED / sizeof LISTED[0]));
+    tcase_add_test(tc, test_layer_types_long);
     tcase_add_loop_test(tc, test_bad_config, 0, (int)(sizeof BAD_CONFIGS / sizeof BAD_CONFIGS[0]));
     tcase_add_test(tc, test_bad_json);
     tcase_add_test(tc, test_bad_weights);

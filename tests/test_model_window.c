@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Sliding-window attention through the model, against transformers (tests/fixtures/
  * window_tiny, tests/gen_window_fixtures.py): a MistralForCausalLM with sliding_window 5 on
- * every layer and a Qwen2ForCausalLM with use_sliding_window, sliding_window 5 and
- * max_window_layers 1 (layer 0 full, layer 1 sliding), T 16 > W: nnt_model_load_hf on the
+ * every layer, a Qwen2ForCausalLM with use_sliding_window, sliding_window 5 and
+ * max_window_layers 1 (layer 0 full, layer 1 sliding) and one whose layer_types list says
+ * what no max_window_layers can (layer 0 sliding, layer 1 full: window_full_layers), T 16 >
+ * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
  * from the fixture's prompt and from a prompt longer than a windowed layer's caches; a
@@ -24,8 +26,19 @@
 static const struct {
     const char *name;
     int64_t window, from;
-} MODELS[] = {{"mistral", 5, 0}, {"qwen2", 5, 1}};
-#define NMODELS 2
+    uint64_t full;   /* window_full_layers[0] */
+} MODELS[] = {{"mistral", 5, 0, 0}, {"qwen2", 5, 1, 0}, {"qwen2_listed", 5, 0, 2}};
+#define NMODELS 3
+
+/* cfg's window_full_layers: full in its first word, 0 in the others */
+static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
+{
+    for (int w = 0; w < NNT_MODEL_MAX_WINDOW_LAYER / 64; w++)
+        ck_assert_msg(cfg->window_full_layers[w] == (w ? 0 : full), "%s: window_full_layers[%d] "
+                      "%#llx, not %#llx", name, w,
+                      (unsigned long long)cfg->window_full_layers[w],
+                      (unsigned long long)(w ? 0 : full));
+}
 
 /* Measured (AMD EPYC, Zen 3; worst over models and tilings): logits 9.0e-7, loss 1.0e-7,
  * gradients 5.7e-6, AdamW losses 1.2e-6 (absolute). */
@@ -63,6 +76,7 @@ START_TEST(test_reference)
     ck_assert_int_eq(cfg.sliding_window, MODELS[_i / 3].window);
     ck_assert_int_eq(cfg.window_from, MODELS[_i / 3].from);
     ck_assert_int_eq(cfg.window_global_every, 0);
+    expect_full_layers(&cfg, MODELS[_i / 3].full, name);
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
     int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
     int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
@@ -261,6 +275,8 @@ START_TEST(test_save_roundtrip)
     ck_assert_int_eq(a.sliding_window, b.sliding_window);
     ck_assert_int_eq(a.window_from, b.window_from);
     ck_assert_int_eq(a.window_global_every, b.window_global_every);
+    expect_full_layers(&a, MODELS[_i].full, name);
+    expect_full_layers(&b, MODELS[_i].full, name);
     nnt_layer_destroy(l);
     test_remove_tmpdir();
 }

@@ -358,10 +358,12 @@ void nnt_cfg_sub_free(nnt_cfg_in *sub)
 }
 
 /* layer_types (transformers' list of "sliding_attention" / "full_attention", one per layer)
- * as window_from and window_global_every: layers from window_from on sliding, or every
- * window_global_every-th full and the others sliding. Absent: the keys' values stand; a
- * list of another form, or of another length than num_hidden_layers: unsupported. */
-int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c)
+ * as window_from and window_global_every where it has one of their forms (layers from
+ * window_from on sliding, or with every_rule every window_global_every-th full and the others
+ * sliding), else as window_full_layers (the full layers; up to NNT_MODEL_MAX_WINDOW_LAYER
+ * layers). Absent: the keys' values stand; not a list of those strings, or of another length
+ * than num_hidden_layers: unsupported. */
+int nnt_cfg_layer_types(const nnt_cfg_in *o, int every_rule, nnt_model_config *c)
 {
     if (!nnt_cfg_has(o, "layer_types"))
         return NNT_OK;
@@ -385,8 +387,8 @@ int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c)
         p = e ? e + 1 : p + 1;
     }
     ok = ok && n == c->layers;
-    /* the forms: first sliding layer on; or every N-th full from 1 */
-    int64_t from = 0, every = 0, any = 0;
+    /* the forms: first sliding layer on; or every N-th full from 1; else the full layers */
+    int64_t from = 0, every = 0, any = 0, listed = 0;
     for (int64_t i = 0; ok && i < n; i++)
         any |= sliding[i];
     if (ok && any) {
@@ -401,15 +403,23 @@ int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c)
                 every++;
             every++;   /* the first full layer is layer every - 1 */
             for (int64_t i = 0; i < n; i++)
-                ok &= sliding[i] == ((i + 1) % every != 0);
+                listed |= sliding[i] != ((i + 1) % every != 0);
+            listed |= !every_rule;
         }
+    }
+    memset(c->window_full_layers, 0, sizeof c->window_full_layers);
+    if (ok && listed) {   /* no rule: window_full_layers names the full layers */
+        every = 0;
+        ok = n <= NNT_MODEL_MAX_WINDOW_LAYER;
+        for (int64_t i = 0; ok && i < n; i++)
+            c->window_full_layers[i / 64] |= (uint64_t)!sliding[i] << (i % 64);
     }
     free(text);
     free(sliding);
     if (!ok)
         return nnt_cfg_unsupported(o, "layer_types", "(this list)",
-                                   "\"full_attention\" / \"sliding_attention\" per layer, "
-                                   "sliding from a layer on or all but every N-th");
+                                   "\"full_attention\" / \"sliding_attention\" per layer (at "
+                                   "most 512 layers where the sliding ones have no pattern)");
     if (!any)
         c->sliding_window = 0;
     c->window_from = from;

@@ -51,10 +51,12 @@ int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope);
  * it with nnt_cfg_sub_free. */
 int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub);
 void nnt_cfg_sub_free(nnt_cfg_in *sub);
-/* layer_types (a "sliding_attention" / "full_attention" list) as c's window_from and
- * window_global_every (c->layers set; no sliding layer: sliding_window 0); absent: c as is;
- * a list of no form nnt_model_config can say: NNT_E_UNSUPPORTED. */
-int nnt_cfg_layer_types(const nnt_cfg_in *o, nnt_model_config *c);
+/* layer_types (a "sliding_attention" / "full_attention" list) as c's window_from,
+ * window_global_every (only with every_rule: the families whose configurations say it) or
+ * else window_full_layers (c->layers set; no sliding layer: sliding_window 0); absent: c as
+ * is; not such a list, or one of more than NNT_MODEL_MAX_WINDOW_LAYER layers that no rule
+ * says: NNT_E_UNSUPPORTED. */
+int nnt_cfg_layer_types(const nnt_cfg_in *o, int every_rule, nnt_model_config *c);
 
 /* Other JSON files (adapter_config.json): the object of file path (no file NNT_E_IO,
  * malformed NNT_E_FORMAT naming it); its keys in file order; a string (malloc'd, NULL when

@@ -194,12 +194,13 @@ static int windows(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
         return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
     c->window_from = 0;
     c->window_global_every = 2;
+    memset(c->window_full_layers, 0, sizeof c->window_full_layers);
     if (gemma3)
         NNT_TRY(nnt_cfg_int(o, "sliding_window_pattern", 0, 6, &c->window_global_every));
     if (c->window_global_every < 1)
         return nnt_cfg_bad_type(o, "sliding_window_pattern", "a positive integer");
     if (c->sliding_window)
-        NNT_TRY(nnt_cfg_layer_types(o, c));
+        NNT_TRY(nnt_cfg_layer_types(o, 1, c));
     if (c->window_global_every == 1)   /* every layer global */
         c->sliding_window = 0;
     return NNT_OK;

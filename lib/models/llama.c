@@ -123,6 +123,7 @@ static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
         c->qkv_bias = 1;
     c->qk_norm = arch == ARCH_QWEN3;
     c->sliding_window = c->window_from = c->window_global_every = 0;
+    memset(c->window_full_layers, 0, sizeof c->window_full_layers);
     if (arch == ARCH_QWEN2 || arch == ARCH_QWEN3) {   /* sliding_window only applies with it */
         NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &on));
         if (!on)
@@ -136,7 +137,7 @@ static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
             return nnt_cfg_bad_type(o, "max_window_layers", "an integer >= 0");
         if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
             return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
-        return c->sliding_window ? nnt_cfg_layer_types(o, c) : NNT_OK;
+        return c->sliding_window ? nnt_cfg_layer_types(o, 0, c) : NNT_OK;
     }
     if (arch == ARCH_MISTRAL) {
         char v[33];
@@ -183,8 +184,8 @@ static int llama_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
 {
     int plain = !c->qk_norm && c->qkv_bias == c->out_bias;
     if (c->sliding_window) {   /* Mistral: every layer; Qwen2, Qwen3: from max_window_layers */
-        if (c->window_global_every == 0 && c->window_from == 0 && plain && !c->qkv_bias &&
-            !c->mlp_bias)
+        if (c->window_global_every == 0 && c->window_from == 0 && !nnt_model_window_listed(c) &&
+            plain && !c->qkv_bias && !c->mlp_bias)
             return ARCH_MISTRAL;
         if (c->window_global_every == 0 && !c->qk_norm && c->qkv_bias && !c->out_bias &&
             !c->mlp_bias)
@@ -196,7 +197,8 @@ static int llama_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
                         "family has sliding_window=%lld with window_from=%lld, "
                         "window_global_every=%lld, qkv_bias=%d, out_bias=%d, mlp_bias=%d, "
                         "qk_norm=%d (MistralForCausalLM: every layer, no biases; "
-                        "Qwen2ForCausalLM, Qwen3ForCausalLM: from a layer on)", fn,
+                        "Qwen2ForCausalLM, Qwen3ForCausalLM: from a layer on, or a "
+                        "window_full_layers list)", fn,
                         (long long)c->sliding_window, (long long)c->window_from,
                         (long long)c->window_global_every, c->qkv_bias, c->out_bias,
                         c->mlp_bias, c->qk_norm);
@@ -237,6 +239,8 @@ static void llama_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
         nnt_cfg_put_bool(t, "use_sliding_window", 1);
         nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
         nnt_cfg_put_int(t, "max_window_layers", c->window_from);
+        if (nnt_model_window_listed(c))   /* blocks of no max_window_layers form */
+            nnt_cfg_put_layer_types(t, c);
     } else
         nnt_cfg_put_bool(t, "use_sliding_window", 0);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);

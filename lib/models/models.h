@@ -90,10 +90,13 @@ int nnt_model_config_parse(nnt_ctx *ctx, const char *fn, const char *what, const
 /* The checks of nnt_model_create without a batch: cfg is a configuration nnt can build,
  * its rope options included (Llama family). Errors name fn. */
 int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
-/* Block i of cfg has a sliding window (cfg->sliding_window): 1, else 0. */
 /* Whether block i of c has a mixture-of-experts MLP (experts, moe_every, dense_layers). */
 int nnt_model_block_moe(const nnt_model_config *c, int64_t i);
+/* Block i of cfg has a sliding window (cfg->sliding_window; nnt.h's rule): 1, else 0. */
 int nnt_model_block_window(const nnt_model_config *cfg, int64_t i);
+/* whether cfg names blocks without a window in window_full_layers (a layer_types list of no
+ * rule's form) */
+int nnt_model_window_listed(const nnt_model_config *cfg);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's
  * tiling overrides (NULL: automatic). Errors name fn. */
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,

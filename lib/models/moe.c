@@ -178,7 +178,7 @@ static int sparse_layers(const nnt_cfg_in *o, nnt_model_config *c)
         return nnt_cfg_unsupported(o, "use_sliding_window", "true", "false");
     nnt_model_config windows = *c;   /* a layer_types list names no sliding layer */
     windows.sliding_window = 1;
-    NNT_TRY(nnt_cfg_layer_types(o, &windows));
+    NNT_TRY(nnt_cfg_layer_types(o, 0, &windows));
     if (nnt_cfg_has(o, "layer_types") && windows.sliding_window)
         return nnt_cfg_unsupported(o, "layer_types", "(with sliding_attention)",
                                    "full_attention only");

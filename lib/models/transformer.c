@@ -121,9 +121,17 @@ int nnt_model_block_moe(const nnt_model_config *c, int64_t i)
     return !NNT_MODEL_DENSE_LAYER(c, i);
 }
 
+int nnt_model_window_listed(const nnt_model_config *c)
+{
+    uint64_t any = 0;
+    for (int w = 0; w < NNT_MODEL_MAX_WINDOW_LAYER / 64; w++)
+        any |= c->window_full_layers[w];
+    return any != 0;
+}
+
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
 {
-    if (c->sliding_window <= 0 || i < c->window_from)
+    if (c->sliding_window <= 0 || i < c->window_from || NNT_MODEL_WINDOW_FULL(c, i))
         return 0;
     return !(c->window_global_every > 0 && (i + 1) % c->window_global_every == 0);
 }

@@ -12,6 +12,7 @@
  *            (summary.c)
  * Lines of fields drop their last fields rather than pass a terminal's width. */
 #include "trainer_impl.h"
+#include "../models/models.h"
 #include "../optim/optim.h"
 
 #include <math.h>
@@ -129,7 +130,13 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
             : c.rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)" : "");
     if (c.rope_local_theta > 0.0)
         add(t, ", windowed layers' rope theta %g", c.rope_local_theta);
-    if (c.sliding_window > 0 && c.window_global_every > 0)
+    if (c.sliding_window > 0 && nnt_model_window_listed(&c)) {
+        int64_t windowed = 0;
+        for (int64_t i = 0; i < c.layers; i++)
+            windowed += nnt_model_block_window(&c, i);
+        add(t, ", window %lld on %lld of the %lld layers (layer_types)",
+            (long long)c.sliding_window, (long long)windowed, (long long)c.layers);
+    } else if (c.sliding_window > 0 && c.window_global_every > 0)
         add(t, ", window %lld (every %lld%s layer global)", (long long)c.sliding_window,
             (long long)c.window_global_every, c.window_global_every == 2 ? "nd"
             : c.window_global_every == 3 ? "rd" : "th");
