@@ -4,7 +4,8 @@
 
 Each case K builds a random tiny Hugging Face model (GPT-2, Llama, Mistral, Qwen2 or Qwen3;
 from K 400 Gemma 2 or Gemma 3: windows, patterns, query_pre_attn_scalar, soft-caps, local
-and linear-scaled rope;
+and linear-scaled rope; from K 500 sliding windows in every family that has them (Mistral,
+Qwen2, Qwen3, Gemma 2, Gemma 3) on layers chosen by a random layer_types list of any form;
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -39,8 +40,10 @@ so float32 summation-order differences grow over the steps):
         fp32 is (within max(1e-4, 3x PyTorch's own error)) and step 1 is within 1e-5, the
         case is ill-conditioned, not wrong: a note, not a failure.
   bf16  loss 2e-2, norm 5e-2 after several steps (bf16 rounding drifts); the exact check is
-        step 1 within 1e-5 of PyTorch with bf16-rounded linear operands, and when it holds
-        a larger later drift is a note.
+        step 1 within 1e-5 of PyTorch with nnt's bf16 roundings emulated (the linear layers'
+        operands, the attention's q, k, v and probabilities as its flash kernels round them),
+        or within 3x of how far that emulation moves with float64 sums (a value next to a
+        rounding boundary flips: a note); when it holds a larger later drift is a note.
   lr column 1e-6 * lr; --print-loss (6 decimals) against train.csv 2e-6;
   MPI 1e-6 against one process (documented as bit for bit: any difference is noted);
   resume and generation: exact.
@@ -86,8 +89,10 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # ---------------------------------------------------------------------------------------------
 # case generation. Series by K: 0-99 base; from 100 harsher tilings, more MPI, generation
 # and bf16; from 200 also optimizers, clipping, schedules; from 300 also --shuffle,
-# --val-split and --seed; from 400 the Gemma families (with all of the above). Every series
-# below 400 mixes the other families and the resume kind.
+# --val-split and --seed; from 400 the Gemma families (with all of the above); from 500 the
+# families with sliding windows, on the layers of a random layer_types list (or of
+# max_window_layers, or of Gemma's pattern). Every series below 400 mixes the other families
+# and the resume kind.
 
 def gen_case(seed, k, forced=None):
     r = random.Random(seed * 100003 + k)
@@ -97,6 +102,8 @@ def gen_case(seed, k, forced=None):
     fam = r.choices(FAMILIES, FAMILY_WEIGHTS)[0]
     if k >= 400:   # a draw of its own: the cases below 400 stay as they were
         fam = r.choice(["gemma2", "gemma3"])
+    if k >= 500:   # another: the cases below 500 stay as they were
+        fam = r.choice(["mistral", "qwen2", "qwen3", "gemma2", "gemma3"])
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -166,6 +173,14 @@ def pick_model(r, c):
         c["final_cap"] = r.choice([None, None, 2.0, 30.0])
         c["rope_local"] = r.choice([10000.0, 100.0, 1000000.0]) if g3 else None
         c["rope_linear"] = r.choice([None, 2.0, 8.0]) if g3 else None
+    if c["k"] >= 500:   # drawn last too: windows on layers of any choice
+        c["layers"] = r.choice([2, 3, 4, 5])
+        c["window"] = r.choice([2, 2, 3, 5, 8, 64])   # not 1: see above
+        c["max_window_layers"] = r.randint(0, c["layers"])
+        c["layer_types"] = None
+        if r.random() < 0.7:
+            c["layer_types"] = [r.choice(["sliding_attention", "full_attention"])
+                                for _ in range(c["layers"])]
 
 
 def pick_training(r, c):
@@ -296,6 +311,8 @@ def hf_config(c):
     if fam in ("gemma2", "gemma3"):
         kw.update(query_pre_attn_scalar=c["qpas"], sliding_window=c["window"],
                   attention_bias=c["attn_bias"], final_logit_softcapping=c["final_cap"])
+        if c.get("layer_types"):
+            kw["layer_types"] = c["layer_types"]
         if fam == "gemma2":
             return Gemma2Config(attn_logit_softcapping=c["attn_cap"], **kw), Gemma2ForCausalLM
         full = {"rope_type": "default", "rope_theta": c["rope_theta"]}
@@ -309,11 +326,17 @@ def hf_config(c):
         return LlamaConfig(attention_bias=c["attn_bias"], mlp_bias=c["mlp_bias"], **kw), \
             LlamaForCausalLM
     if fam == "mistral":
-        return MistralConfig(sliding_window=None, **kw), MistralForCausalLM
+        return MistralConfig(sliding_window=c.get("window"), **kw), MistralForCausalLM
+    if c.get("window"):   # (from K 500) Qwen2's and Qwen3's windows, on the layers listed
+        kw.update(use_sliding_window=True, sliding_window=c["window"],
+                  max_window_layers=c["max_window_layers"])
+        if c.get("layer_types"):
+            kw["layer_types"] = c["layer_types"]
+    else:
+        kw["use_sliding_window"] = False
     if fam == "qwen2":
-        return Qwen2Config(use_sliding_window=False, **kw), Qwen2ForCausalLM
-    return Qwen3Config(use_sliding_window=False, attention_bias=c["attn_bias"], **kw), \
-        Qwen3ForCausalLM
+        return Qwen2Config(**kw), Qwen2ForCausalLM
+    return Qwen3Config(attention_bias=c["attn_bias"], **kw), Qwen3ForCausalLM
 
 
 def build_model(c, path):
@@ -482,17 +505,59 @@ def ref_train(path, ids, c, dtype=torch.float32, norms=None, vals=None):
 
 
 @contextlib.contextmanager
-def bf16_linear_operands():
+def bf16_linear_operands(key_tile=0, f64=False):
     """Round the operands of every linear layer (and GPT-2's Conv1D addmm) to bf16, as nnt's
-    --precision bf16 does; sums and everything else stay float."""
-    lin, addmm = F.linear, torch.addmm
+    --precision bf16 does, and the attention's as nnt's CPU flash kernels do (since
+    2026-11-29): q, k and v, and per key tile of key_tile keys (0: one tile) the probabilities
+    exp(s - m) against the running maximum m, summed unrounded into l, the output rescaled by
+    exp(m_old - m) and divided by l at the end. transformers' eager attention calls
+    torch.matmul for q k^T and p v and nn.functional.softmax between them (the rotary tables
+    use the @ operator, not patched). Sums and everything else stay float; with f64 the
+    products sum in float64 (then float), to see how far rounding flips move the result."""
+    lin0, addmm0, matmul0, softmax = F.linear, torch.addmm, torch.matmul, F.softmax
+    d = (lambda t: t.double()) if f64 else (lambda t: t)
+    f = lambda t: t.to(torch.float32)
+    lin = lambda x, w, b=None: f(lin0(d(x), d(w), None if b is None else d(b)))
+    addmm = lambda b, x, w, **kw: f(addmm0(d(b), d(x), d(w), **kw))
+    matmul = lambda a, b, **kw: f(matmul0(d(a), d(b), **kw))
     rb = lambda t: t.to(torch.bfloat16).to(torch.float32)
+    scores = []   # the scores whose p v comes next
+
+    def soft(x, dim=-1, dtype=None, **kw):
+        scores.append(x.to(torch.float32))
+        return x
+
+    def flash(s, v):   # s (..., Tq, Tk) with the mask added, v (..., Tk, hd)
+        s = torch.where(s < -1e30, torch.full_like(s, -math.inf), s)
+        tk = s.shape[-1]
+        step = key_tile if key_tile > 0 else tk
+        m = torch.full(s.shape[:-1] + (1,), -math.inf)
+        l = torch.zeros_like(m)
+        o = torch.zeros(s.shape[:-1] + (v.shape[-1],))
+        for j0 in range(0, tk, step):
+            sj = s[..., j0:j0 + step]
+            mn = torch.maximum(m, sj.amax(-1, keepdim=True))
+            alive = ~torch.isinf(mn)
+            alpha = torch.where(torch.isinf(m), torch.zeros_like(m), torch.exp(m - mn))
+            pj = torch.where(alive, torch.exp(sj - torch.where(alive, mn, torch.zeros_like(mn))),
+                             torch.zeros_like(sj))
+            l = l * alpha + pj.sum(-1, keepdim=True)
+            o = o * alpha + matmul(rb(pj), rb(v[..., j0:j0 + step, :]))
+            m = mn
+        return o / torch.where(l > 0, l, torch.ones_like(l))
+
+    def mm(a, b, **kw):
+        if scores:
+            return flash(scores.pop(), b)
+        return matmul(rb(a), rb(b), **kw)
+
     F.linear = lambda x, w, b=None: lin(rb(x), rb(w), b)
     torch.addmm = lambda b, x, w, **kw: addmm(b, rb(x), rb(w), **kw)
+    torch.matmul, F.softmax = mm, soft
     try:
         yield
     finally:
-        F.linear, torch.addmm = lin, addmm
+        F.linear, torch.addmm, torch.matmul, F.softmax = lin0, addmm0, matmul0, softmax
 
 
 def ref_greedy(path, prompt, n, W):
@@ -688,16 +753,28 @@ def check_conditioning(c, model, ids, res):
 
 
 def check_bf16_step1(c, d, ids, res):
-    with bf16_linear_operands():
+    tile = max(c["tiles"].get("seq", 0), 0)
+    with bf16_linear_operands(tile):
         e = ref_train(os.path.join(d, "model"), ids, dict(c, steps=1))[0]
-    res["bf16emu_step1_rel"] = abs(res["nnt"][0] - e) / e
+    rel = res["bf16emu_step1_rel"] = abs(res["nnt"][0] - e) / e
+    ok = rel <= TOL["bf16_step1"]
+    if not ok:
+        # a value a hair from a bf16 rounding boundary rounds the other way when its sum is
+        # taken in another order: the emulation with float64 sums shows how far such flips
+        # move this case's loss; nnt within 3x of that is as close as the emulation can say
+        with bf16_linear_operands(tile, f64=True):
+            e64 = ref_train(os.path.join(d, "model"), ids, dict(c, steps=1))[0]
+        flips = res["bf16emu_flips_rel"] = abs(e64 - e) / e
+        ok = rel <= 3 * flips
+        if ok:
+            res["notes"].append("bf16 step 1 %.2g from the emulation, which float64 sums move "
+                                "by %.2g (rounding flips)" % (rel, flips))
     mism = [x for x in res["issues"] if "mismatch" in x]
-    if res["bf16emu_step1_rel"] > TOL["bf16_step1"]:
-        res["issues"].append("bf16 step 1 vs bf16-rounded linear operands rel %.3g"
-                             % res["bf16emu_step1_rel"])
+    if not ok:
+        res["issues"].append("bf16 step 1 vs bf16-rounded linear operands rel %.3g" % rel)
     elif mism and len(mism) == len(res["issues"]):
         res["notes"].append("bf16 drift only (step 1 matches the bf16 emulation to %.2g): %s"
-                            % (res["bf16emu_step1_rel"], "; ".join(mism)))
+                            % (rel, "; ".join(mism)))
         res["issues"] = []
 
 
@@ -834,8 +911,10 @@ def case_kinds(c, res=None):
         kinds.append("attn-bias")
     if c.get("attn_cap") or c.get("final_cap"):
         kinds.append("softcap")
-    if c.get("window") and c["family"].startswith("gemma") and c["window"] < c["T"]:
+    if c.get("window") and c["window"] < c["T"]:
         kinds.append("window<T")
+    if c.get("layer_types"):
+        kinds.append("layer_types")
     if c.get("resume"):
         kinds.append("resume")
     if c.get("mpi") and (res is None or "mpi skipped (--no-mpi)" not in res.get("notes", [])):
