@@ -6,6 +6,9 @@ Each case K builds a random tiny Hugging Face model (GPT-2, Llama, Mistral, Qwen
 from K 400 Gemma 2 or Gemma 3: windows, patterns, query_pre_attn_scalar, soft-caps, local
 and linear-scaled rope; from K 500 sliding windows in every family that has them (Mistral,
 Qwen2, Qwen3, Gemma 2, Gemma 3) on layers chosen by a random layer_types list of any form;
+from K 700 the mixture-of-experts families (Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE: experts,
+top-k, expert widths, norm_topk_prob, Qwen2-MoE's shared expert, sparse steps and dense
+layers; transformers' experts one F.linear after another, experts_implementation "eager");
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -72,7 +75,9 @@ import transformers
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          Gemma3TextConfig, Gemma3ForCausalLM)
+                          Gemma3TextConfig, Gemma3ForCausalLM, MixtralConfig,
+                          MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
+                          OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -83,6 +88,7 @@ TOL = {  # see the docstring
     "print_loss": 2e-6, "mpi": 1e-6,
 }
 FAMILIES = ["gpt2", "llama", "mistral", "qwen2", "qwen3"]
+MOE_FAMILIES = ["mixtral", "qwen3_moe", "olmoe", "qwen2_moe"]
 FAMILY_WEIGHTS = [20, 30, 12, 15, 23]
 RESUME_FRACTION = 0.13
 TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
@@ -93,8 +99,8 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # and bf16; from 200 also optimizers, clipping, schedules; from 300 also --shuffle,
 # --val-split and --seed; from 400 the Gemma families (with all of the above); from 500 the
 # families with sliding windows, on the layers of a random layer_types list (or of
-# max_window_layers, or of Gemma's pattern). Every series below 400 mixes the other families
-# and the resume kind.
+# max_window_layers, or of Gemma's pattern); from 700 the MoE families. Every series below 400
+# mixes the other families and the resume kind.
 
 def gen_case(seed, k, forced=None):
     r = random.Random(seed * 100003 + k)
@@ -106,6 +112,8 @@ def gen_case(seed, k, forced=None):
         fam = r.choice(["gemma2", "gemma3"])
     if k >= 500:   # another: the cases below 500 stay as they were
         fam = r.choice(["mistral", "qwen2", "qwen3", "gemma2", "gemma3"])
+    if k >= 700:   # and another: the mixture-of-experts families
+        fam = r.choice(MOE_FAMILIES)
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -175,7 +183,21 @@ def pick_model(r, c):
         c["final_cap"] = r.choice([None, None, 2.0, 30.0])
         c["rope_local"] = r.choice([10000.0, 100.0, 1000000.0]) if g3 else None
         c["rope_linear"] = r.choice([None, 2.0, 8.0]) if g3 else None
-    if c["k"] >= 500:   # drawn last too: windows on layers of any choice
+    if fam in MOE_FAMILIES:   # (from K 700) drawn last as well
+        # transformers 5.24's grouped expert products want rows of a multiple of 16 bytes:
+        # widths of multiples of 4 (heads that tile the width)
+        c["hd"] = (hd + 3) // 4 * 4
+        c["channels"], c["explicit_hd"] = nh * c["hd"], False
+        c["hidden"] = (c["hidden"] + 3) // 4 * 4
+        c["experts"] = r.choice([2, 3, 4, 8])
+        c["topk"] = r.randint(1, min(3, c["experts"]))
+        c["moe_hidden"] = r.choice([8, 12, 24, 4 * r.randint(2, 10)])
+        c["norm_topk"] = r.random() < 0.5
+        c["shared"] = r.choice([8, 20, 36]) if fam == "qwen2_moe" else 0
+        c["sparse_step"] = r.choice([1, 1, 2]) if fam in ("qwen3_moe", "qwen2_moe") else 1
+        c["mlp_only"] = sorted(r.sample(range(c["layers"]), r.randint(0, 1))) \
+            if fam in ("qwen3_moe", "qwen2_moe") else []
+    if c["k"] >= 500 and fam not in MOE_FAMILIES:   # drawn last too: windows on any layers
         c["layers"] = r.choice([2, 3, 4, 5])
         c["window"] = r.choice([2, 2, 3, 5, 8, 64])   # not 1: see above
         c["max_window_layers"] = r.randint(0, c["layers"])
@@ -324,6 +346,23 @@ def hf_config(c):
         kw["rope_parameters"] = {"full_attention": full, "sliding_attention": {
             "rope_type": "default", "rope_theta": c["rope_local"]}}
         return Gemma3TextConfig(sliding_window_pattern=c["pattern"], **kw), Gemma3ForCausalLM
+    if fam in MOE_FAMILIES:
+        kw["head_dim"] = c["hd"]
+        if fam == "mixtral":
+            return MixtralConfig(num_local_experts=c["experts"],
+                                 num_experts_per_tok=c["topk"], sliding_window=None,
+                                 **kw), MixtralForCausalLM
+        moe = dict(num_experts=c["experts"], num_experts_per_tok=c["topk"],
+                   moe_intermediate_size=c["moe_hidden"], norm_topk_prob=c["norm_topk"])
+        if fam == "olmoe":
+            return OlmoeConfig(**moe, **kw), OlmoeForCausalLM
+        moe.update(decoder_sparse_step=c["sparse_step"], mlp_only_layers=c["mlp_only"],
+                   use_sliding_window=False)
+        if fam == "qwen3_moe":
+            return Qwen3MoeConfig(attention_bias=c["attn_bias"], **moe, **kw), \
+                Qwen3MoeForCausalLM
+        return Qwen2MoeConfig(shared_expert_intermediate_size=c["shared"], **moe, **kw), \
+            Qwen2MoeForCausalLM
     if fam == "llama":
         return LlamaConfig(attention_bias=c["attn_bias"], mlp_bias=c["mlp_bias"], **kw), \
             LlamaForCausalLM
@@ -368,8 +407,14 @@ def build_model(c, path):
 
 
 def load_model(path, dtype=torch.float32):
+    kw = {}
+    with open(os.path.join(path, "config.json")) as f:
+        if "num_experts" in (keys := json.load(f)) or "num_local_experts" in keys:
+            # experts by F.linear one after another (the bf16 emulation's hook; float64 too),
+            # not transformers 5's grouped products
+            kw["experts_implementation"] = "eager"
     m = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype,
-                                                          attn_implementation="eager")
+                                                          attn_implementation="eager", **kw)
     m.eval()
     return m
 
@@ -533,6 +578,8 @@ def bf16_linear_operands(key_tile=0, f64=False, nudge=0.0):
     scores = []   # the scores whose p v comes next
 
     def soft(x, dim=-1, dtype=None, **kw):
+        if x.dim() != 4:   # not the attention's (B, H, Tq, Tk) scores: MoE routers
+            return softmax(x, dim=dim, dtype=dtype, **kw)
         scores.append(x.to(torch.float32))
         return x
 
@@ -939,6 +986,8 @@ def case_kinds(c, res=None):
         kinds.append("window<T")
     if c.get("layer_types"):
         kinds.append("layer_types")
+    if c.get("experts"):
+        kinds.append("moe-E%d-k%d" % (c["experts"], c["topk"]))
     if c.get("resume"):
         kinds.append("resume")
     if c.get("mpi") and (res is None or "mpi skipped (--no-mpi)" not in res.get("notes", [])):
