@@ -66,6 +66,21 @@ static inline int64_t end_row(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_
     return i < 0 ? 0 : (i > tq ? tq : i);
 }
 
+/* The keys [lo[r], hi[r]) row i0 + r of rows [i0, i1) sees, counted from the chunk's first
+ * key k0 (the band products' rows); with lse (the backward), a row whose lse is -inf sees
+ * none. */
+static void row_keys(int64_t i0, int64_t i1, int64_t q_pos0, int64_t k_pos0, int64_t tk,
+                     int64_t w, const int32_t *pos, int64_t k0, const float *lse, int64_t *lo,
+                     int64_t *hi)
+{
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
+        int64_t nv = lse && isinf(lse[i]) ? a : nvis(q_pos0 + i, k_pos0, tk) - k0;
+        lo[i - i0] = a;
+        hi[i - i0] = nv < a ? a : nv;
+    }
+}
+
 /* s soft-capped (cap 0: s itself) */
 static inline float capped(float s, float cap)
 {
@@ -178,23 +193,42 @@ static float *row_scratch(const uint16_t *h16, int64_t tk, int64_t hd)
     return h16 ? malloc((size_t)(tk > hd ? tk : hd) * sizeof(float)) : NULL;
 }
 
+/* Room for n transposed (hd, tk) operands of the band products (cpu/attn_band.c), which the
+ * kernels use for their float products where the CPU has AVX2 or AVX-512F (faster than the
+ * GEMMs at these shapes, and no scores outside the rows' keys); NULL: the GEMMs (bf16
+ * products on dnnl, the portable path, no scratch p, or no memory). */
+static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int n,
+                           int64_t tk, int64_t hd)
+{
+    if (!p || (mp->bf16 && dnnl) || nnt_cpu_band_level() <= 0)
+        return NULL;
+    return malloc((size_t)(n * tk * hd) * sizeof(float));
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
  * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
 static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
-                      float scale, float cap, operand q, operand k, operand v, float *o,
-                      float *m, float *l, float *p)
+                      float scale, float cap, operand q, operand k, operand v, const float *kt,
+                      float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;     /* to the last row's last    */
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
-    /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T */
-    product(dnnl, bf16, 0, 1, rows, nk, hd, scale, from(q, i0 * hd), hd, from(k, k0 * hd), hd,
-            0.0f, p, nk);
+    int64_t lo[ATTN_CHUNK], hi[ATTN_CHUNK];   /* (rows) each row's keys, from k0 */
+    /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T: with kt, the band products over the
+     * rows' own keys */
+    if (kt) {
+        row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, NULL, lo, hi);
+        nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
+    } else {
+        product(dnnl, bf16, 0, 1, rows, nk, hd, scale, from(q, i0 * hd), hd, from(k, k0 * hd),
+                hd, 0.0f, p, nk);
+    }
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r, a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
         int64_t nv = nvis(q_pos0 + i, k_pos0, tk) - k0;    /* visible: [a, nv) of p's row */
@@ -222,6 +256,10 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
             orow[c] *= alpha;
     }
     /* o[i0:i1] (rows, hd) += p (rows, nk) v[k0:k0 + nk] (nk, hd) */
+    if (kt) {
+        nnt_cpu_band_ab(rows, hd, 1.0f, p, nk, v.f + k0 * hd, hd, lo, hi, o + i0 * hd, hd);
+        return;
+    }
     const operand pv = {p, NULL};
     product(dnnl, bf16, 0, 0, rows, hd, nk, 1.0f, pv, nk, from(v, k0 * hd), hd, 1.0f,
             o + i0 * hd, hd);
@@ -278,8 +316,9 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd, 0) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
+    float *kt = band_scratch(p, mp, dnnl, 1, tk, hd);   /* (hd, tk) k^T, or NULL: GEMMs */
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
-    int64_t kv_done = -1;   /* the kv slab ks, vs hold */
+    int64_t kv_done = -1;   /* the kv slab ks, vs (and kt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
             int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
@@ -292,6 +331,8 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 if (skv != kv_done) {   /* q heads of one kv head follow one another */
                     ks = rounded(kb, klo, khi, hd, h16 ? h16 + tq * hd : NULL);
                     vs = rounded(vb, klo, khi, hd, h16 ? h16 + (tq + tk) * hd : NULL);
+                    if (kt)
+                        nnt_cpu_band_transpose(khi - klo, hd, kb + klo * hd, kt + klo, tk);
                     kv_done = skv;
                 }
             }
@@ -299,7 +340,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
                     fwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
-                              scale, cap, qs, ks, vs, ob, mb, lb, p);
+                              scale, cap, qs, ks, vs, kt, ob, mb, lb, p);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
@@ -310,6 +351,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
+    free(kt);
     free(bf16.row);
     free(h16);
     free(p);
@@ -454,8 +496,8 @@ static int chunk_segments(int64_t i0, int64_t i1, int64_t q_pos0, int64_t k_pos0
 static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
                       float scale, float cap, operand q, operand k, operand v, operand dout,
-                      const float *lse, const float *d, float *dq, float *dk, float *dv,
-                      float *p, float *ds)
+                      const float *kt, const float *vt, const float *lse, const float *d,
+                      float *dq, float *dk, float *dv, float *p, float *ds)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
@@ -465,7 +507,15 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     const uint16_t *p16 = bf16.scores, *ds16 = p16 ? p16 + rows * nk : NULL;
     const operand pc = {p, p16}, dsc = {ds, ds16};
     segment sg[2 * ATTN_GROUPS];
-    int ns = chunk_segments(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, sg);
+    int64_t lo[ATTN_BWD_CHUNK], hi[ATTN_BWD_CHUNK];   /* (rows) with kt: each row's keys */
+    int ns = 0;
+    if (kt) {   /* the band products: p, ds over the rows' own keys */
+        row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, lse, lo, hi);
+        nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
+        nnt_cpu_band_abt(rows, hd, 1.0f, dout.f + i0 * hd, hd, vt + k0, tk, lo, hi, ds, nk);
+    } else {
+        ns = chunk_segments(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, sg);
+    }
     /* p (rows, nk) = scale q k[k0:]^T;  ds (rows, nk) = dout v[k0:]^T, segment by segment
      * (what no segment covers is outside its rows' keys, set to 0 below) */
     for (int s = 0; s < ns; s++) {
@@ -494,7 +544,14 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         round_row(bf16, rows * nk, r, nk, dsr);
     }
     /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q, segment
-     * by segment (p and ds are 0 outside each row's keys) */
+     * by segment or over the band (p and ds are 0 outside each row's keys) */
+    if (kt) {
+        nnt_cpu_band_atb(rows, nk, hd, 1.0f, p, nk, dout.f + i0 * hd, hd, lo, hi, dv + k0 * hd,
+                         hd);
+        nnt_cpu_band_ab(rows, hd, scale, ds, nk, k.f + k0 * hd, hd, lo, hi, dq + i0 * hd, hd);
+        nnt_cpu_band_atb(rows, nk, hd, scale, ds, nk, q.f + i0 * hd, hd, lo, hi, dk + k0 * hd,
+                         hd);
+    }
     for (int s = 0; s < ns; s++) {
         int64_t m = sg[s].r1 - sg[s].r0, n = sg[s].k1 - sg[s].k0, c = sg[s].r0 * nk + sg[s].k0;
         int64_t iq = (i0 + sg[s].r0) * hd, ik = (k0 + sg[s].k0) * hd;
@@ -552,8 +609,10 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd),
                             h16 ? h16 + (2 * tq + 2 * tk) * hd : NULL};
+    float *kt = band_scratch(p, mp, dnnl, 2, tk, hd);   /* k^T, v^T (hd, tk), or NULL */
+    float *vt = kt ? kt + tk * hd : NULL;
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
-    int64_t kv_done = -1;   /* the kv slab ks, vs hold */
+    int64_t kv_done = -1;   /* the kv slab ks, vs (and kt, vt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
             int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
@@ -566,6 +625,10 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 if (skv != kv_done) {
                     ks = rounded(k + ok, klo, khi, hd, h16 ? h16 + 2 * tq * hd : NULL);
                     vs = rounded(v + ok, klo, khi, hd, h16 ? h16 + (2 * tq + tk) * hd : NULL);
+                    if (kt) {
+                        nnt_cpu_band_transpose(khi - klo, hd, k + ok + klo * hd, kt + klo, tk);
+                        nnt_cpu_band_transpose(khi - klo, hd, v + ok + klo * hd, vt + klo, tk);
+                    }
                     kv_done = skv;
                 }
             }
@@ -573,8 +636,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
                     bwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
-                              scale, cap, qs, ks, vs, dos, lb, db, dq + oq, dk + ok, dv + ok, p,
-                              p + ch * tk);
+                              scale, cap, qs, ks, vs, dos, kt, vt, lb, db, dq + oq, dk + ok,
+                              dv + ok, p, p + ch * tk);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
@@ -587,6 +650,7 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
+    free(kt);
     free(bf16.row);
     free(h16);
     free(p);

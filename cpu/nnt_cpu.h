@@ -484,6 +484,34 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
                                  const float *dout, const float *lse, const float *d,
                                  float *dq, float *dk, float *dv);
 
+/* ---- band products (cpu/attn_band.c) -------------------------------------------------------
+ * The float products of the attention kernels above, over a band: row r of a score block sees
+ * the keys [lo[r], hi[r]) (none when hi[r] <= lo[r]), and rows are taken in groups (8 with
+ * AVX-512F, 6 with AVX2) that compute only the keys from the group's smallest lo to its
+ * largest hi. Sums over the inner dimension in increasing order, one fused multiply-add a
+ * step, on every path (nnt_cpu_band_level; the portable path sums each row's own keys, the
+ * same bits where the zeros below hold).
+ *   abt: c[r][j] = alpha sum_d a[r][d] bt[d][j] for j in its group's keys (c elsewhere not
+ *        written; the caller's softmax reads [lo[r], hi[r]) and clears the rest);
+ *   ab:  c[r][0..hd) += alpha sum_j p[r][j] b[j][..] over its group's keys, p zero outside
+ *        [lo[r], hi[r]) there;
+ *   atb: c[j][0..hd) += alpha sum_r p[r][j] a[r][..] over the rows from the first to the last
+ *        that sees key j's group of keys, for the keys j < nk some row sees, p zero outside
+ *        [lo[r], hi[r]) on those rows.
+ * transpose: xt[d * ldt + j] = x[j * hd + d] for j < n (the bt of abt). */
+int nnt_cpu_band_level(void);       /* 2 AVX-512F, 1 AVX2 + FMA, 0 portable (callers: GEMMs)  */
+int nnt_cpu_band_force(int level);  /* tests: at most that level (-1: the CPU's); the level    */
+void nnt_cpu_band_transpose(int64_t n, int64_t hd, const float *x, float *xt, int64_t ldt);
+void nnt_cpu_band_abt(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
+                      const float *bt, int64_t ldbt, const int64_t *lo, const int64_t *hi,
+                      float *c, int64_t ldc);
+void nnt_cpu_band_ab(int64_t m, int64_t hd, float alpha, const float *p, int64_t ldp,
+                     const float *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
+                     float *c, int64_t ldc);
+void nnt_cpu_band_atb(int64_t m, int64_t nk, int64_t hd, float alpha, const float *p,
+                      int64_t ldp, const float *a, int64_t lda, const int64_t *lo,
+                      const int64_t *hi, float *c, int64_t ldc);
+
 /* ---- attention by products (cpu/attn_products.c) ----------------------------------------------
  * The same block as nnt_cpu_attn_fwd_packed_f32 / _bwd_packed_f32 (map, window, positions,
  * soft-cap), computed as strided-batched matrix products of whole chunks of query rows and

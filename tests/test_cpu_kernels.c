@@ -2547,6 +2547,154 @@ START_TEST(test_attention_products)
 }
 END_TEST
 
+/* ---- band products (cpu/attn_band.c) ---------------------------------------------------- */
+
+/* The three band products on random rows' keys (empty rows, rows out of order as packed
+ * examples make them, row counts and widths that leave partial tiles: m not a multiple of 8 or
+ * 6, hd not of 32 or 16) at every level the CPU has: the keys each row sees against a float64
+ * sum, what no group computes left as it was, and the same bits at every level (each sum in
+ * increasing order, one fused multiply-add a step). */
+static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *worst)
+{
+    int64_t *lo = malloc((size_t)m * sizeof(int64_t)), *hi = malloc((size_t)m * sizeof(int64_t));
+    ck_assert(lo && hi);
+    for (int64_t r = 0; r < m; r++) {
+        int64_t a, b;
+        if (shape == 0) {   /* a window of nk - m + 1 keys sliding one key a row */
+            a = r;
+            b = r + nk - m + 1;
+        } else {            /* anywhere, sometimes empty */
+            a = (int64_t)(rng_u64() % (uint64_t)nk);
+            b = a + (int64_t)(rng_u64() % (uint64_t)(nk - a + 1));
+            if (rng_u64() % 5 == 0)
+                b = a;
+        }
+        lo[r] = a;
+        hi[r] = b;
+    }
+    float *a = rand_f(m * hd, -1, 1), *bt = rand_f(hd * nk, -1, 1), *b = rand_f(nk * hd, -1, 1);
+    float *c0 = rand_f(m * hd, -1, 1), *ck0 = rand_f(nk * hd, -1, 1);
+    /* p: zero outside each row's keys, as the kernels' softmax leaves it */
+    float *p = rand_f(m * nk, -1, 1);
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < nk; j++)
+            if (j < lo[r] || j >= hi[r])
+                p[r * nk + j] = 0.0f;
+    const float sentinel = 12345.0f, alpha = 0.37f;
+    float *first[3] = {NULL, NULL, NULL};   /* the highest level's s, c, ck */
+    char what[96];
+    snprintf(what, sizeof what, "band m %lld nk %lld hd %lld shape %d", (long long)m,
+             (long long)nk, (long long)hd, shape);
+    for (int level = 2; level >= 0; level--) {
+        if (nnt_cpu_band_force(level) != level)
+            continue;
+        float *s = alloc_f(m * nk), *c = alloc_f(m * hd), *ck = alloc_f(nk * hd);
+        for (int64_t i = 0; i < m * nk; i++)
+            s[i] = sentinel;
+        memcpy(c, c0, (size_t)(m * hd) * sizeof(float));
+        memcpy(ck, ck0, (size_t)(nk * hd) * sizeof(float));
+        /* the transpose that makes abt's bt, into a wider matrix (ld nk + 5) */
+        float *t = alloc_f(hd * (nk + 5));
+        nnt_cpu_band_transpose(nk, hd, b, t, nk + 5);
+        for (int64_t j = 0; j < nk; j++)
+            for (int64_t x = 0; x < hd; x++)
+                ck_assert_msg(t[x * (nk + 5) + j] == b[j * hd + x], "%s: transpose level %d",
+                              what, level);
+        free(t);
+        nnt_cpu_band_abt(m, hd, alpha, a, hd, bt, nk, lo, hi, s, nk);
+        nnt_cpu_band_ab(m, hd, alpha, p, nk, b, hd, lo, hi, c, hd);
+        nnt_cpu_band_atb(m, nk, hd, alpha, p, nk, a, hd, lo, hi, ck, hd);
+        double e = 0.0;
+        for (int64_t r = 0; r < m; r++) {
+            for (int64_t j = 0; j < nk; j++) {
+                if (j < lo[r] || j >= hi[r])
+                    continue;   /* outside the row's keys: below */
+                double x = 0.0, mag = 0.0;
+                for (int64_t d = 0; d < hd; d++) {
+                    x += (double)a[r * hd + d] * bt[d * nk + j];
+                    mag += fabs((double)a[r * hd + d] * bt[d * nk + j]);
+                }
+                double err = fabs(s[r * nk + j] - alpha * x) / (alpha * mag + 1e-30);
+                e = err > e ? err : e;
+            }
+            for (int64_t x = 0; x < hd; x++) {
+                double y = 0.0, mag = 0.0;
+                for (int64_t j = 0; j < nk; j++) {
+                    y += (double)p[r * nk + j] * b[j * hd + x];
+                    mag += fabs((double)p[r * nk + j] * b[j * hd + x]);
+                }
+                double ref = c0[r * hd + x] + alpha * y;
+                double err = fabs(c[r * hd + x] - ref) / (alpha * mag + fabs(c0[r * hd + x]));
+                e = err > e ? err : e;
+            }
+        }
+        for (int64_t j = 0; j < nk; j++)
+            for (int64_t x = 0; x < hd; x++) {
+                double y = 0.0, mag = 0.0;
+                for (int64_t r = 0; r < m; r++) {
+                    y += (double)p[r * nk + j] * a[r * hd + x];
+                    mag += fabs((double)p[r * nk + j] * a[r * hd + x]);
+                }
+                double ref = ck0[j * hd + x] + alpha * y;
+                double err = fabs(ck[j * hd + x] - ref) / (alpha * mag + fabs(ck0[j * hd + x]));
+                e = err > e ? err : e;
+            }
+        /* relative to the sum of the terms' magnitudes: measured 1.5e-7 at most */
+        EXPECT_TOL(e, 1.5e-6, "%s, level %d", what, level);
+        *worst = e > *worst ? e : *worst;
+        /* a row's scores outside its group's keys: never written */
+        int mr = level == 2 ? 8 : level == 1 ? 6 : 1;
+        for (int64_t g = 0; g < m; g += mr) {
+            int64_t k0 = INT64_MAX, k1 = INT64_MIN;
+            for (int64_t r = g; r < g + mr && r < m; r++)
+                if (lo[r] < hi[r]) {
+                    k0 = lo[r] < k0 ? lo[r] : k0;
+                    k1 = hi[r] > k1 ? hi[r] : k1;
+                }
+            for (int64_t r = g; r < g + mr && r < m; r++)
+                for (int64_t j = 0; j < nk; j++)
+                    if (j < k0 || j >= k1)
+                        ck_assert_msg(s[r * nk + j] == sentinel,
+                                      "%s, level %d: row %lld key %lld written", what, level,
+                                      (long long)r, (long long)j);
+        }
+        if (first[0]) {   /* a higher level's results: the same bits */
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t j = lo[r]; j < hi[r]; j++)
+                    ck_assert_msg(s[r * nk + j] == first[0][r * nk + j],
+                                  "%s: abt level %d differs", what, level);
+            ck_assert_msg(memcmp(c, first[1], (size_t)(m * hd) * sizeof(float)) == 0,
+                          "%s: ab level %d differs", what, level);
+            ck_assert_msg(memcmp(ck, first[2], (size_t)(nk * hd) * sizeof(float)) == 0,
+                          "%s: atb level %d differs", what, level);
+            free(s), free(c), free(ck);
+        } else {
+            first[0] = s;
+            first[1] = c;
+            first[2] = ck;
+        }
+    }
+    nnt_cpu_band_force(-1);
+    free(first[0]), free(first[1]), free(first[2]);
+    free(lo), free(hi), free(a), free(bt), free(b), free(c0), free(ck0), free(p);
+}
+
+START_TEST(test_band_products)
+{
+    rng_seed(97);
+    static const int64_t shapes[][3] = {{64, 127, 64}, {13, 40, 80}, {8, 32, 32}, {1, 1, 1},
+                                        {29, 100, 24}, {6, 7, 48}, {17, 33, 100},
+                                        {40, 48, 16}};
+    double worst = 0.0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int shape = 0; shape < 2; shape++)
+            if (shape == 1 || shapes[i][1] >= shapes[i][0])
+                band_case(shapes[i][0], shapes[i][1], shapes[i][2], shape, &worst);
+    printf("test_cpu_kernels band_products: worst error %.2e, every level the same bits\n",
+           worst);
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -2574,6 +2722,7 @@ static Suite *cpu_suite(void)
         {"isa_exp", test_isa_exp},               {"isa_paths", test_isa_paths},
         {"isa_env", test_isa_env},               {"isa_convert", test_isa_convert},
         {"isa_avx512", test_isa_avx512},
+        {"band_products", test_band_products},
         {"random", test_random},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -2592,13 +2741,22 @@ static Suite *cpu_suite(void)
     return s;
 }
 
-/* The whole suite on the default path (AVX2 where the CPU has it), then again on the portable
- * one (the children Check forks inherit the forced level). */
+/* The whole suite on the default path (AVX2 where the CPU has it, with its AVX-512 steps where
+ * it has those), then on the AVX2 path without AVX-512 (where the CPU has it: what a CPU
+ * without AVX-512 runs, the band products' AVX2 tiles among them), then on the portable one
+ * (the children Check forks inherit the forced levels). */
 int main(void)
 {
     int failed = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         if (pass == 1) {
+            if (nnt_cpu_avx512() == 0)
+                continue;
+            nnt_cpu_avx512_force(0);
+            printf("again without AVX-512 (nnt_cpu_avx512 forced to 0)\n");
+        }
+        if (pass == 2) {
+            nnt_cpu_avx512_force(-1);
             if (nnt_cpu_isa() == NNT_CPU_ISA_GENERIC)
                 break;
             nnt_cpu_isa_force(NNT_CPU_ISA_GENERIC);
