@@ -193,14 +193,34 @@ static float *row_scratch(const uint16_t *h16, int64_t tk, int64_t hd)
     return h16 ? malloc((size_t)(tk > hd ? tk : hd) * sizeof(float)) : NULL;
 }
 
-/* Room for n transposed (hd, tk) operands of the band products (cpu/attn_band.c), which the
- * kernels use for their float products where the CPU has AVX2 or AVX-512F (faster than the
- * GEMMs at these shapes, and no scores outside the rows' keys); NULL: the GEMMs (bf16
- * products on dnnl, the portable path, no scratch p, or no memory). */
-static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int n,
-                           int64_t tk, int64_t hd)
+/* Whether every query row of the block sees every key of it (no diagonal, window or example
+ * start cuts it) */
+static int block_whole(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0, int64_t window,
+                       const int32_t *qpos)
 {
-    if (!p || (mp->bf16 && dnnl) || nnt_cpu_band_level() <= 0)
+    return !qpos && nvis(q_pos0, k_pos0, tk) == tk &&
+           nlo(q_pos0 + tq - 1, k_pos0, tk, window) == 0;
+}
+
+/* Room for n transposed (hd, tk) operands of the band products (cpu/attn_band.c), which the
+ * kernels use for their float products where the CPU has AVX2 or AVX-512F; NULL: the GEMMs.
+ * With AVX-512F the band products are faster than oneDNN's at these shapes for every block
+ * (AMD Zen 5, one thread, a block of 256 x 256, 8 heads of 64: forward 0.73 against 0.90 ms
+ * for a whole block, 0.44 against 0.59 for one the diagonal or a window's edge cuts; backward
+ * 1.65 against 1.75 and 0.98 against 1.21); with AVX2 alone (the same host, AVX-512 off in
+ * both), for the forward (1.38 against 1.41 and 0.75 against 0.88 ms) and the backward of cut
+ * blocks (1.74 against 1.97), not for the backward of whole blocks (3.20 against 3.03 ms), which
+ * keep the GEMMs (`bwd_whole`: a whole block's backward). The GEMMs also where the products
+ * are bf16 (on dnnl), on the portable path, without scratch p or memory, and below
+ * ATTN_BAND_ROWS query rows, as in generation's decode steps (there the transposes would cost
+ * as much as the products, and the GEMMs' one-row path streams k and v once). */
+#define ATTN_BAND_ROWS 8
+static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int n,
+                           int64_t rows, int bwd_whole, int64_t tk, int64_t hd)
+{
+    int level = nnt_cpu_band_level();
+    if (!p || (mp->bf16 && dnnl) || rows < ATTN_BAND_ROWS || level <= 0 ||
+        (level == 1 && bwd_whole))
         return NULL;
     return malloc((size_t)(n * tk * hd) * sizeof(float));
 }
@@ -243,17 +263,18 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
                 pr[j] = capped(pr[j], cap);
         float bm = nnt_cpu_row_max_f32(nv - a, pr + a);     /* nv - a >= 1 */
         float mnew = m[i] > bm ? m[i] : bm;
-        float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
         float sum = nnt_cpu_row_exp_f32(nv - a, pr + a, mnew);
         for (int64_t j = 0; j < a; j++)
             pr[j] = 0.0f;
         for (int64_t j = nv; j < nk; j++)
             pr[j] = 0.0f;
-        l[i] = l[i] * alpha + sum;
+        if (m[i] != mnew) {   /* the running maximum moved: rescale (alpha 0 when m was -inf) */
+            float alpha = expf(m[i] - mnew);
+            l[i] *= alpha;
+            nnt_cpu_scale_f32(hd, alpha, o + i * hd);
+        }
+        l[i] += sum;
         m[i] = mnew;
-        float *restrict orow = o + i * hd;
-        for (int64_t c = 0; c < hd; c++)
-            orow[c] *= alpha;
     }
     /* o[i0:i1] (rows, hd) += p (rows, nk) v[k0:k0 + nk] (nk, hd) */
     if (kt) {
@@ -316,7 +337,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd, 0) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
-    float *kt = band_scratch(p, mp, dnnl, 1, tk, hd);   /* (hd, tk) k^T, or NULL: GEMMs */
+    float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, 0, tk, hd);   /* (hd, tk) k^T, or NULL: GEMMs */
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -609,7 +630,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd),
                             h16 ? h16 + (2 * tq + 2 * tk) * hd : NULL};
-    float *kt = band_scratch(p, mp, dnnl, 2, tk, hd);   /* k^T, v^T (hd, tk), or NULL */
+    float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0,
+                             block_whole(tq, tk, q_pos0, k_pos0, window, qpos), tk, hd);   /* k^T, v^T (hd, tk), or NULL */
     float *vt = kt ? kt + tk * hd : NULL;
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt, vt) hold */

@@ -11,6 +11,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The keys [*k0, *k1) of a group of rows: from the smallest lo to the largest hi of its
  * rows that see any key (lo < hi). Returns 0 when none does. */
@@ -26,6 +28,13 @@ static inline int band_group_keys(int64_t rows, const int64_t *lo, const int64_t
     *k0 = a;
     *k1 = b;
     return a < b;
+}
+
+/* The rows of the next group of n left: mr while at least mr are left, then 4, 2 and 1
+ * (at most 3 groups smaller than mr: the tiles' row counts are constants) */
+static inline int band_group_rows(int64_t n, int mr)
+{
+    return n >= mr ? mr : n >= 4 ? 4 : n >= 2 ? 2 : 1;
 }
 
 /* The rows [*i0, *i1) from the first to the last that sees any of the keys [j0, j1).
@@ -128,11 +137,16 @@ static inline NNT_AVX2 void band_storen8(float *p, __m256 x, int64_t n)
 #endif /* NNT_CPU_X86 */
 
 static int band_forced = -1;
+static int band_env = -1;   /* NNT_ATTN_BAND=0 (read once): 0, the GEMMs; else 1 */
 
 int nnt_cpu_band_level(void)
 {
+    if (band_env < 0) {
+        const char *e = getenv("NNT_ATTN_BAND");
+        band_env = e && strcmp(e, "0") == 0 ? 0 : 1;
+    }
     int level = 0;
-    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2 && band_env)
         level = nnt_cpu_avx512() >= 1 ? 2 : 1;
     return band_forced >= 0 && band_forced < level ? band_forced : level;
 }

@@ -2,77 +2,128 @@
 /* nnt CPU kernels: the band products of the attention kernels, written once for a vector
  * width (internal; included by cpu/attn_band.c once per instruction set, which defines first):
  *   BAND(name)  the name with the set's suffix       BAND_T     the set's target attribute
- *   VF, VW      vector type, floats in one            MR         rows (keys) of a tile
+ *   VF, VW      vector type, floats in one            MR         rows (keys) of a full group
  *   v_zero() v_bcast(x) v_load(p) v_loadn(p, n) v_store(p, x) v_storen(p, x, n) v_fma(a, b, c)
- *   (v_loadn: the first n lanes, n may be <= 0 or >= VW, the rest 0; v_storen: the first n)
- * A tile is MR rows by 2 VW columns held in 2 MR accumulators; its sum over the product's
- * inner dimension runs in increasing order, one fused multiply-add a step. */
+ *   v_mul(a, b)  (v_loadn: the first n lanes, n may be <= 0 or >= VW, the rest 0; v_storen:
+ *   the first n)
+ * A tile is R rows (R = MR, 4, 2 or 1: groups of MR rows, the last few rows in groups of 4, 2
+ * and 1) by one or two vectors of columns, held in registers; its sum over the product's inner
+ * dimension runs in increasing order, one fused multiply-add a step. R is a constant in each
+ * tile (the group functions of each R are functions of their own: inlined into one, GCC ran out
+ * of registers and kept a tile's operand on the stack, a third slower). */
 
 #define BAND_INLINE static inline BAND_T __attribute__((always_inline))
+#define BAND_GROUP static BAND_T __attribute__((noinline))
 
-/* The first row of a tile's MR rows that exists, clamped: rows past `rows` read the last one
- * (computed, not stored). */
-#define BAND_ROW(r, rows) ((r) < (rows) ? (r) : (rows) - 1)
+/* ---- abt: c = alpha a b^T, b given transposed ------------------------------------------- */
 
-/* c (rows x ncol, ldc) = alpha a bt over hd: a's rows at a (lda), bt (hd, ldbt) from the
- * tile's first column. full: ncol == 2 VW (no masks). */
-BAND_INLINE void BAND(abt_tile)(int full, int rows, int64_t ncol, int64_t hd, float alpha,
+/* c (R x ncol, ldc) = alpha a bt over hd: a's R rows at a (lda); bt (hd, ldbt) from the
+ * tile's first column; NV vectors of columns (2, or 1 for a narrow last tile). full: ncol ==
+ * NV VW (no masks). */
+BAND_INLINE void BAND(abt_tile)(int R, int NV, int full, int64_t ncol, int64_t hd, float alpha,
                                 const float *a, int64_t lda, const float *bt, int64_t ldbt,
                                 float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
     const float *ar[MR];
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         acc0[r] = acc1[r] = v_zero();
-        ar[r] = a + BAND_ROW(r, rows) * lda;
+        ar[r] = a + r * lda;
     }
     for (int64_t d = 0; d < hd; d++) {
         const float *b = bt + d * ldbt;
         VF b0 = full ? v_load(b) : v_loadn(b, ncol);
-        VF b1 = full ? v_load(b + VW) : v_loadn(b + VW, ncol - VW);
+        VF b1 = NV == 1 ? v_zero() : full ? v_load(b + VW) : v_loadn(b + VW, ncol - VW);
 #pragma GCC unroll 16
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             VF x = v_bcast(ar[r][d]);
             acc0[r] = v_fma(x, b0, acc0[r]);
-            acc1[r] = v_fma(x, b1, acc1[r]);
+            if (NV == 2)
+                acc1[r] = v_fma(x, b1, acc1[r]);
         }
     }
     VF al = v_bcast(alpha);
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; r++) {
-        if (r >= rows)
-            break;
+    for (int r = 0; r < R; r++) {
         float *cr = c + r * ldc;
         if (full) {
             v_store(cr, v_mul(al, acc0[r]));
-            v_store(cr + VW, v_mul(al, acc1[r]));
+            if (NV == 2)
+                v_store(cr + VW, v_mul(al, acc1[r]));
         } else {
             v_storen(cr, v_mul(al, acc0[r]), ncol);
-            v_storen(cr + VW, v_mul(al, acc1[r]), ncol - VW);
+            if (NV == 2)
+                v_storen(cr + VW, v_mul(al, acc1[r]), ncol - VW);
         }
     }
 }
 
-/* c (rows x ncol, ldc) += alpha sum over j in [j0, j1) of p[r][j] b[j][..]: p's rows at p
- * (ldp), b's rows (ldb) from the tile's first column. */
-BAND_INLINE void BAND(ab_tile)(int full, int rows, int64_t ncol, int64_t j0, int64_t j1,
+/* One group of R rows of abt: the keys [k0, k1) in tiles of 2 VW columns, the last one
+ * masked (and of one vector where no more is left) */
+#define BAND_ABT_G(RR)                                                                        \
+    BAND_GROUP void BAND(abt_g##RR)(int64_t k0, int64_t k1, int64_t hd, float alpha,          \
+                                    const float *a, int64_t lda, const float *bt,             \
+                                    int64_t ldbt, float *c, int64_t ldc)                      \
+    {                                                                                         \
+        int64_t j = k0;                                                                       \
+        for (; j + 2 * VW <= k1; j += 2 * VW)                                                 \
+            BAND(abt_tile)(RR, 2, 1, 2 * VW, hd, alpha, a, lda, bt + j, ldbt, c + j, ldc);    \
+        if (j + VW < k1)                                                                      \
+            BAND(abt_tile)(RR, 2, 0, k1 - j, hd, alpha, a, lda, bt + j, ldbt, c + j, ldc);    \
+        else if (j < k1)                                                                      \
+            BAND(abt_tile)(RR, 1, 0, k1 - j, hd, alpha, a, lda, bt + j, ldbt, c + j, ldc);    \
+    }
+BAND_ABT_G(MR)
+BAND_ABT_G(4)
+BAND_ABT_G(2)
+BAND_ABT_G(1)
+#undef BAND_ABT_G
+
+static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
+                             const float *bt, int64_t ldbt, const int64_t *lo,
+                             const int64_t *hi, float *c, int64_t ldc)
+{
+    for (int64_t g = 0; g < m;) {
+        int rows = band_group_rows(m - g, MR);
+        int64_t k0, k1;
+        if (band_group_keys(rows, lo + g, hi + g, &k0, &k1)) {
+            const float *ag = a + g * lda;
+            float *cg = c + g * ldc;
+            if (rows == MR)
+                BAND(abt_gMR)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
+            else if (rows == 4)
+                BAND(abt_g4)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
+            else if (rows == 2)
+                BAND(abt_g2)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
+            else
+                BAND(abt_g1)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
+        }
+        g += rows;
+    }
+}
+
+/* ---- ab: c += alpha p b ------------------------------------------------------------------ */
+
+/* c (R x ncol, ldc) += alpha sum over j in [j0, j1) of p[r][j] b[j][..]: p's rows at p (ldp),
+ * b's rows (ldb) from the tile's first column. */
+BAND_INLINE void BAND(ab_tile)(int R, int full, int64_t ncol, int64_t j0, int64_t j1,
                                float alpha, const float *p, int64_t ldp, const float *b,
                                int64_t ldb, float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
     const float *pr[MR];
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         acc0[r] = acc1[r] = v_zero();
-        pr[r] = p + BAND_ROW(r, rows) * ldp;
+        pr[r] = p + r * ldp;
     }
     for (int64_t j = j0; j < j1; j++) {
         const float *bj = b + j * ldb;
         VF b0 = full ? v_load(bj) : v_loadn(bj, ncol);
         VF b1 = full ? v_load(bj + VW) : v_loadn(bj + VW, ncol - VW);
 #pragma GCC unroll 16
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             VF x = v_bcast(pr[r][j]);
             acc0[r] = v_fma(x, b0, acc0[r]);
             acc1[r] = v_fma(x, b1, acc1[r]);
@@ -80,9 +131,7 @@ BAND_INLINE void BAND(ab_tile)(int full, int rows, int64_t ncol, int64_t j0, int
     }
     VF al = v_bcast(alpha);
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; r++) {
-        if (r >= rows)
-            break;
+    for (int r = 0; r < R; r++) {
         float *cr = c + r * ldc;
         if (full) {
             v_store(cr, v_fma(al, acc0[r], v_load(cr)));
@@ -94,36 +143,74 @@ BAND_INLINE void BAND(ab_tile)(int full, int rows, int64_t ncol, int64_t j0, int
     }
 }
 
-/* c (nkeys x ncol, ldc: rows for the keys from the tile's first) += alpha sum over i in
+/* One group of R rows of ab: hd columns in tiles of 2 VW, the last one masked */
+#define BAND_AB_G(RR)                                                                         \
+    BAND_GROUP void BAND(ab_g##RR)(int64_t k0, int64_t k1, int64_t hd, float alpha,           \
+                                   const float *p, int64_t ldp, const float *b, int64_t ldb,  \
+                                   float *c, int64_t ldc)                                     \
+    {                                                                                         \
+        int64_t x = 0;                                                                        \
+        for (; x + 2 * VW <= hd; x += 2 * VW)                                                 \
+            BAND(ab_tile)(RR, 1, 2 * VW, k0, k1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
+        if (x < hd)                                                                           \
+            BAND(ab_tile)(RR, 0, hd - x, k0, k1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
+    }
+BAND_AB_G(MR)
+BAND_AB_G(4)
+BAND_AB_G(2)
+BAND_AB_G(1)
+#undef BAND_AB_G
+
+static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const float *p, int64_t ldp,
+                            const float *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
+                            float *c, int64_t ldc)
+{
+    for (int64_t g = 0; g < m;) {
+        int rows = band_group_rows(m - g, MR);
+        int64_t k0, k1;
+        if (band_group_keys(rows, lo + g, hi + g, &k0, &k1)) {
+            const float *pg = p + g * ldp;
+            float *cg = c + g * ldc;
+            if (rows == MR)
+                BAND(ab_gMR)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
+            else if (rows == 4)
+                BAND(ab_g4)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
+            else if (rows == 2)
+                BAND(ab_g2)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
+            else
+                BAND(ab_g1)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
+        }
+        g += rows;
+    }
+}
+
+/* ---- atb: c += alpha p^T a --------------------------------------------------------------- */
+
+/* c (R keys x ncol, ldc: rows for the keys from the tile's first) += alpha sum over i in
  * [i0, i1) of p[i][key] a[i][..]: p from the tile's first key (ldp), a's rows (lda) from the
  * tile's first column. */
-BAND_INLINE void BAND(atb_tile)(int full, int nkeys, int64_t ncol, int64_t i0, int64_t i1,
+BAND_INLINE void BAND(atb_tile)(int R, int full, int64_t ncol, int64_t i0, int64_t i1,
                                 float alpha, const float *p, int64_t ldp, const float *a,
                                 int64_t lda, float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
-    int key[MR];
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++)
         acc0[r] = acc1[r] = v_zero();
-        key[r] = BAND_ROW(r, nkeys);
-    }
     for (int64_t i = i0; i < i1; i++) {
         const float *ai = a + i * lda, *pi = p + i * ldp;
         VF a0 = full ? v_load(ai) : v_loadn(ai, ncol);
         VF a1 = full ? v_load(ai + VW) : v_loadn(ai + VW, ncol - VW);
 #pragma GCC unroll 16
-        for (int r = 0; r < MR; r++) {
-            VF x = v_bcast(pi[key[r]]);
+        for (int r = 0; r < R; r++) {
+            VF x = v_bcast(pi[r]);
             acc0[r] = v_fma(x, a0, acc0[r]);
             acc1[r] = v_fma(x, a1, acc1[r]);
         }
     }
     VF al = v_bcast(alpha);
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; r++) {
-        if (r >= nkeys)
-            break;
+    for (int r = 0; r < R; r++) {
         float *cr = c + r * ldc;
         if (full) {
             v_store(cr, v_fma(al, acc0[r], v_load(cr)));
@@ -135,45 +222,23 @@ BAND_INLINE void BAND(atb_tile)(int full, int nkeys, int64_t ncol, int64_t i0, i
     }
 }
 
-/* ---- whole products over a band (the contracts: nnt_cpu.h, "band products") ------------ */
-
-static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
-                             const float *bt, int64_t ldbt, const int64_t *lo,
-                             const int64_t *hi, float *c, int64_t ldc)
-{
-    for (int64_t g = 0; g < m; g += MR) {
-        int rows = m - g < MR ? (int)(m - g) : MR;
-        int64_t k0, k1;
-        if (!band_group_keys(rows, lo + g, hi + g, &k0, &k1))
-            continue;
-        const float *ag = a + g * lda;
-        float *cg = c + g * ldc;
-        int64_t j = k0;
-        for (; j + 2 * VW <= k1; j += 2 * VW)
-            BAND(abt_tile)(1, rows, 2 * VW, hd, alpha, ag, lda, bt + j, ldbt, cg + j, ldc);
-        if (j < k1)
-            BAND(abt_tile)(0, rows, k1 - j, hd, alpha, ag, lda, bt + j, ldbt, cg + j, ldc);
+/* One group of R keys of atb: hd columns in tiles of 2 VW, the last one masked */
+#define BAND_ATB_G(RR)                                                                        \
+    BAND_GROUP void BAND(atb_g##RR)(int64_t i0, int64_t i1, int64_t hd, float alpha,          \
+                                    const float *p, int64_t ldp, const float *a, int64_t lda, \
+                                    float *c, int64_t ldc)                                    \
+    {                                                                                         \
+        int64_t x = 0;                                                                        \
+        for (; x + 2 * VW <= hd; x += 2 * VW)                                                 \
+            BAND(atb_tile)(RR, 1, 2 * VW, i0, i1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
+        if (x < hd)                                                                           \
+            BAND(atb_tile)(RR, 0, hd - x, i0, i1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
     }
-}
-
-static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const float *p, int64_t ldp,
-                            const float *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
-                            float *c, int64_t ldc)
-{
-    for (int64_t g = 0; g < m; g += MR) {
-        int rows = m - g < MR ? (int)(m - g) : MR;
-        int64_t k0, k1;
-        if (!band_group_keys(rows, lo + g, hi + g, &k0, &k1))
-            continue;
-        const float *pg = p + g * ldp;
-        float *cg = c + g * ldc;
-        int64_t x = 0;
-        for (; x + 2 * VW <= hd; x += 2 * VW)
-            BAND(ab_tile)(1, rows, 2 * VW, k0, k1, alpha, pg, ldp, b + x, ldb, cg + x, ldc);
-        if (x < hd)
-            BAND(ab_tile)(0, rows, hd - x, k0, k1, alpha, pg, ldp, b + x, ldb, cg + x, ldc);
-    }
-}
+BAND_ATB_G(MR)
+BAND_ATB_G(4)
+BAND_ATB_G(2)
+BAND_ATB_G(1)
+#undef BAND_ATB_G
 
 static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, const float *p,
                              int64_t ldp, const float *a, int64_t lda, const int64_t *lo,
@@ -183,21 +248,24 @@ static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, con
     if (m <= 0 || !band_group_keys(m, lo, hi, &k0, &k1))
         return;
     k1 = k1 < nk ? k1 : nk;
-    for (int64_t j = k0; j < k1; j += MR) {
-        int nkeys = k1 - j < MR ? (int)(k1 - j) : MR;
+    for (int64_t j = k0; j < k1;) {
+        int nkeys = band_group_rows(k1 - j, MR);
         int64_t i0, i1;
-        if (!band_key_rows(m, lo, hi, j, j + nkeys, &i0, &i1))
-            continue;
-        float *cj = c + j * ldc;
-        int64_t x = 0;
-        for (; x + 2 * VW <= hd; x += 2 * VW)
-            BAND(atb_tile)(1, nkeys, 2 * VW, i0, i1, alpha, p + j, ldp, a + x, lda, cj + x,
-                           ldc);
-        if (x < hd)
-            BAND(atb_tile)(0, nkeys, hd - x, i0, i1, alpha, p + j, ldp, a + x, lda, cj + x,
-                           ldc);
+        if (band_key_rows(m, lo, hi, j, j + nkeys, &i0, &i1)) {
+            const float *pj = p + j;
+            float *cj = c + j * ldc;
+            if (nkeys == MR)
+                BAND(atb_gMR)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
+            else if (nkeys == 4)
+                BAND(atb_g4)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
+            else if (nkeys == 2)
+                BAND(atb_g2)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
+            else
+                BAND(atb_g1)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
+        }
+        j += nkeys;
     }
 }
 
 #undef BAND_INLINE
-#undef BAND_ROW
+#undef BAND_GROUP

@@ -499,7 +499,9 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
  *        that sees key j's group of keys, for the keys j < nk some row sees, p zero outside
  *        [lo[r], hi[r]) on those rows.
  * transpose: xt[d * ldt + j] = x[j * hd + d] for j < n (the bt of abt). */
-int nnt_cpu_band_level(void);       /* 2 AVX-512F, 1 AVX2 + FMA, 0 portable (callers: GEMMs)  */
+/* 2 AVX-512F, 1 AVX2 + FMA, 0 portable (callers: GEMMs; also with NNT_ATTN_BAND=0 in the
+ * environment, read at the first call: the GEMMs side by side, for benchmarks) */
+int nnt_cpu_band_level(void);
 int nnt_cpu_band_force(int level);  /* tests: at most that level (-1: the CPU's); the level    */
 void nnt_cpu_band_transpose(int64_t n, int64_t hd, const float *x, float *xt, int64_t ldt);
 void nnt_cpu_band_abt(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
