@@ -2,11 +2,14 @@
 /* nnt CPU kernels: causal attention in flash style (online softmax over key blocks).
  *
  * Query rows are processed in chunks of ATTN_CHUNK rows (the backward: up to ATTN_BWD_CHUNK
- * rows, each group of ATTN_CHUNK given its own keys, see bwd_chunk_rows): the (chunk, tk)
- * score block is built with GEMMs, the softmax is applied row by row, and the products with
- * V (or the gradients) are again GEMMs. The heap scratch is O(ATTN_BWD_CHUNK * tk) floats at
- * most. If it cannot be allocated, a scratch-free path handles one (query, key) pair at a
- * time.
+ * rows, see bwd_chunk_rows): the (chunk, tk) score block is built with products, the softmax is
+ * applied row by row, and the products with V (or the gradients) follow. In float, where the
+ * CPU has AVX2 or AVX-512F, the products are the band products of cpu/attn_band.c (groups of 8
+ * or 6 rows, each given only the keys its rows see; k, and v for the backward, transposed once
+ * a call; see band_scratch for where the GEMMs stay); else GEMMs, each group of ATTN_CHUNK rows
+ * of a backward chunk given its own keys (chunk_segments). The heap scratch is
+ * O(ATTN_BWD_CHUNK * tk) floats at most. If it cannot be allocated, a scratch-free path handles
+ * one (query, key) pair at a time.
  *
  * Masking: query row i (absolute position q_pos0 + i) sees keys j < nvis(i), where
  * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk). With a sliding window W > 0 (the _window
@@ -246,8 +249,8 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, NULL, lo, hi);
         nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
     } else {
-        product(dnnl, bf16, 0, 1, rows, nk, hd, scale, from(q, i0 * hd), hd, from(k, k0 * hd),
-                hd, 0.0f, p, nk);
+        product(dnnl, bf16, 0, 1, rows, nk, hd,
+                scale, from(q, i0 * hd), hd, from(k, k0 * hd), hd, 0.0f, p, nk);
     }
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r, a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
