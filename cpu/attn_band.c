@@ -4,9 +4,10 @@
  * window's or the diagonal's edge computes a staircase of scores no row sees (63 keys a row at
  * each edge); these products take rows in groups of MR (8 with AVX-512, 6 with AVX2) and give
  * each group only the keys its rows see. Their tiles are register-blocked (MR rows by two
- * vectors of columns), and for the attention's narrow shapes they run faster than oneDNN's
- * matmul: AMD Zen 5, one thread, 64 rows, 575 keys, 64-dim heads (bench/RESULTS-window.md):
- * q k^T 260 against 165 GFLOP/s, p v 252 against 222, p^T q 253 against 217. */
+ * vectors of columns), and for the attention's narrow shapes they run a little faster than
+ * oneDNN's matmul with B as stored: AMD Zen 5, one thread, 64 rows, 575 keys, 64-dim heads
+ * (bench/RESULTS-window.md): q k^T 260 against 227 GFLOP/s, p v 252 against 245, p^T q 253
+ * against 228; a block the diagonal or a window's edge cuts 15-19 % faster. */
 #include "nnt_cpu.h"
 
 #include <math.h>
