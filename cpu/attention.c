@@ -207,23 +207,21 @@ static int block_whole(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0, i
 
 /* Room for n transposed (hd, tk) operands of the band products (cpu/attn_band.c), which the
  * kernels use for their float products where the CPU has AVX2 or AVX-512F; NULL: the GEMMs.
- * With AVX-512F the band products are faster than oneDNN's at these shapes for every block
- * (AMD Zen 5, one thread, a block of 256 x 256, 8 heads of 64: forward 0.73 against 0.90 ms
- * for a whole block, 0.44 against 0.59 for one the diagonal or a window's edge cuts; backward
- * 1.65 against 1.75 and 0.98 against 1.21); with AVX2 alone (the same host, AVX-512 off in
- * both), for the forward (1.38 against 1.41 and 0.75 against 0.88 ms) and the backward of cut
- * blocks (1.74 against 1.97), not for the backward of whole blocks (3.20 against 3.03 ms), which
- * keep the GEMMs (`bwd_whole`: a whole block's backward). The GEMMs also where the products
- * are bf16 (on dnnl), on the portable path, without scratch p or memory, and below
- * ATTN_BAND_ROWS query rows, as in generation's decode steps (there the transposes would cost
- * as much as the products, and the GEMMs' one-row path streams k and v once). */
+ * Measured on AMD Zen 5, one thread, a block of 256 x 256 (bench/RESULTS-window.md): the band
+ * products take 0.85-0.93 of the GEMMs' time for the forward of a whole block, 0.78-0.85 for a
+ * block the diagonal or a window's edge cuts, and 0.80-0.95 for the backward of a cut block
+ * (heads of 64, 128 and 256; with AVX-512 and with AVX2 alone); the backward of a whole block
+ * (`bwd_whole`) keeps the GEMMs, as fast with heads of 64 and 128 and 10 % faster with heads
+ * of 256. The GEMMs also where the products are bf16 (on dnnl), on the portable path, without
+ * scratch p or memory, and below ATTN_BAND_ROWS query rows, as in generation's decode steps
+ * (there the transposes would cost as much as the products, and the GEMMs' one-row path
+ * streams k and v once). */
 #define ATTN_BAND_ROWS 8
 static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int n,
                            int64_t rows, int bwd_whole, int64_t tk, int64_t hd)
 {
-    int level = nnt_cpu_band_level();
-    if (!p || (mp->bf16 && dnnl) || rows < ATTN_BAND_ROWS || level <= 0 ||
-        (level == 1 && bwd_whole))
+    if (!p || (mp->bf16 && dnnl) || rows < ATTN_BAND_ROWS || bwd_whole ||
+        nnt_cpu_band_level() <= 0)
         return NULL;
     return malloc((size_t)(n * tk * hd) * sizeof(float));
 }

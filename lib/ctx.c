@@ -402,9 +402,8 @@ static void choose_products(nnt_ctx *ctx)
         kernels_add(ctx, "; bf16 products sum their k tiles in one task");
     const int band = nnt_cpu_band_level();
     if (band > 0)
-        kernels_add(ctx, "; CPU attention's float products by nnt's band products (%s%s)",
-                    band == 2 ? "AVX-512F" : "AVX2",
-                    band == 2 ? "" : ", oneDNN's or BLIS's for whole blocks' backward");
+        kernels_add(ctx, "; CPU attention's float products by nnt's band products (%s; the "
+                    "backward of whole blocks by the backend's)", band == 2 ? "AVX-512F" : "AVX2");
     if (nnt_attn_bf16_products())
         kernels_add(ctx, "; under bf16 precision the CPU attention kernels' products take bf16 "
                     "operands too");
