@@ -338,7 +338,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd, 0) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
-    float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, 0, tk, hd);   /* (hd, tk) k^T, or NULL: GEMMs */
+    float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, 0, tk, hd);   /* (hd, tk) k^T, or NULL */
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -631,8 +631,9 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd),
                             h16 ? h16 + (2 * tq + 2 * tk) * hd : NULL};
+    /* k^T, v^T (hd, tk each), or NULL */
     float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0,
-                             block_whole(tq, tk, q_pos0, k_pos0, window, qpos), tk, hd);   /* k^T, v^T (hd, tk), or NULL */
+                             block_whole(tq, tk, q_pos0, k_pos0, window, qpos), tk, hd);
     float *vt = kt ? kt + tk * hd : NULL;
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt, vt) hold */
