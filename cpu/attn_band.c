@@ -77,19 +77,6 @@ static inline NNT_AVX512 __mmask16 band_mask16(int64_t n)
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define v_mul(a, b) _mm512_mul_ps((a), (b))
 #include "attn_band_impl.h"
-#undef BAND
-#undef BAND_T
-#undef VF
-#undef VW
-#undef MR
-#undef v_zero
-#undef v_bcast
-#undef v_load
-#undef v_loadn
-#undef v_store
-#undef v_storen
-#undef v_fma
-#undef v_mul
 
 /* ---- AVX2 + FMA: tiles of 6 rows by 16 columns (12 accumulators of the 16 registers) ---- */
 static inline NNT_AVX2 __m256 band_loadn8(const float *p, int64_t n)
@@ -122,19 +109,6 @@ static inline NNT_AVX2 void band_storen8(float *p, __m256 x, int64_t n)
 #define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define v_mul(a, b) _mm256_mul_ps((a), (b))
 #include "attn_band_impl.h"
-#undef BAND
-#undef BAND_T
-#undef VF
-#undef VW
-#undef MR
-#undef v_zero
-#undef v_bcast
-#undef v_load
-#undef v_loadn
-#undef v_store
-#undef v_storen
-#undef v_fma
-#undef v_mul
 #endif /* NNT_CPU_X86 */
 
 static int band_forced = -1;

@@ -5,7 +5,7 @@
  *   VF, VW      vector type, floats in one            MR         rows (keys) of a full group
  *   v_zero() v_bcast(x) v_load(p) v_loadn(p, n) v_store(p, x) v_storen(p, x, n) v_fma(a, b, c)
  *   v_mul(a, b)  (v_loadn: the first n lanes, n may be <= 0 or >= VW, the rest 0; v_storen:
- *   the first n)
+ *   the first n); all of them are undefined at the end
  * A tile is R rows (R = MR, 4, 2 or 1: groups of MR rows, the last few rows in groups of 4, 2
  * and 1) by one or two vectors of columns, held in registers; its sum over the product's inner
  * dimension runs in increasing order, one fused multiply-add a step. R is a constant in each
@@ -105,6 +105,24 @@ static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const float *a,
 
 /* ---- ab: c += alpha p b ------------------------------------------------------------------ */
 
+/* c (R x ncol, ldc) += alpha (acc0, acc1): the end of ab's and atb's tiles */
+BAND_INLINE void BAND(add_tile)(int R, int full, int64_t ncol, float alpha, const VF *acc0,
+                                const VF *acc1, float *c, int64_t ldc)
+{
+    VF al = v_bcast(alpha);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+        float *cr = c + r * ldc;
+        if (full) {
+            v_store(cr, v_fma(al, acc0[r], v_load(cr)));
+            v_store(cr + VW, v_fma(al, acc1[r], v_load(cr + VW)));
+        } else {
+            v_storen(cr, v_fma(al, acc0[r], v_loadn(cr, ncol)), ncol);
+            v_storen(cr + VW, v_fma(al, acc1[r], v_loadn(cr + VW, ncol - VW)), ncol - VW);
+        }
+    }
+}
+
 /* c (R x ncol, ldc) += alpha sum over j in [j0, j1) of p[r][j] b[j][..]: p's rows at p (ldp),
  * b's rows (ldb) from the tile's first column. */
 BAND_INLINE void BAND(ab_tile)(int R, int full, int64_t ncol, int64_t j0, int64_t j1,
@@ -129,18 +147,7 @@ BAND_INLINE void BAND(ab_tile)(int R, int full, int64_t ncol, int64_t j0, int64_
             acc1[r] = v_fma(x, b1, acc1[r]);
         }
     }
-    VF al = v_bcast(alpha);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; r++) {
-        float *cr = c + r * ldc;
-        if (full) {
-            v_store(cr, v_fma(al, acc0[r], v_load(cr)));
-            v_store(cr + VW, v_fma(al, acc1[r], v_load(cr + VW)));
-        } else {
-            v_storen(cr, v_fma(al, acc0[r], v_loadn(cr, ncol)), ncol);
-            v_storen(cr + VW, v_fma(al, acc1[r], v_loadn(cr + VW, ncol - VW)), ncol - VW);
-        }
-    }
+    BAND(add_tile)(R, full, ncol, alpha, acc0, acc1, c, ldc);
 }
 
 /* One group of R rows of ab: hd columns in tiles of 2 VW, the last one masked */
@@ -208,18 +215,7 @@ BAND_INLINE void BAND(atb_tile)(int R, int full, int64_t ncol, int64_t i0, int64
             acc1[r] = v_fma(x, a1, acc1[r]);
         }
     }
-    VF al = v_bcast(alpha);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; r++) {
-        float *cr = c + r * ldc;
-        if (full) {
-            v_store(cr, v_fma(al, acc0[r], v_load(cr)));
-            v_store(cr + VW, v_fma(al, acc1[r], v_load(cr + VW)));
-        } else {
-            v_storen(cr, v_fma(al, acc0[r], v_loadn(cr, ncol)), ncol);
-            v_storen(cr + VW, v_fma(al, acc1[r], v_loadn(cr + VW, ncol - VW)), ncol - VW);
-        }
-    }
+    BAND(add_tile)(R, full, ncol, alpha, acc0, acc1, c, ldc);
 }
 
 /* One group of R keys of atb: hd columns in tiles of 2 VW, the last one masked */
@@ -269,3 +265,17 @@ static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, con
 
 #undef BAND_INLINE
 #undef BAND_GROUP
+/* the including file's parameters, for the next instruction set */
+#undef BAND
+#undef BAND_T
+#undef VF
+#undef VW
+#undef MR
+#undef v_zero
+#undef v_bcast
+#undef v_load
+#undef v_loadn
+#undef v_store
+#undef v_storen
+#undef v_fma
+#undef v_mul

@@ -2554,6 +2554,19 @@ END_TEST
  * 6, hd not of 32 or 16) at every level the CPU has: the keys each row sees against a float64
  * sum, what no group computes left as it was, and the same bits at every level (each sum in
  * increasing order, one fused multiply-add a step). */
+/* sum of x[i sx] y[i sy] over i < n in float64, and of the terms' magnitudes in *mag */
+static double dot_mag(int64_t n, const float *x, int64_t sx, const float *y, int64_t sy,
+                      double *mag)
+{
+    double s = 0.0, g = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        s += (double)x[i * sx] * y[i * sy];
+        g += fabs((double)x[i * sx] * y[i * sy]);
+    }
+    *mag = g;
+    return s;
+}
+
 static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *worst)
 {
     int64_t *lo = malloc((size_t)m * sizeof(int64_t)), *hi = malloc((size_t)m * sizeof(int64_t));
@@ -2609,20 +2622,12 @@ static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wors
             for (int64_t j = 0; j < nk; j++) {
                 if (j < lo[r] || j >= hi[r])
                     continue;   /* outside the row's keys: below */
-                double x = 0.0, mag = 0.0;
-                for (int64_t d = 0; d < hd; d++) {
-                    x += (double)a[r * hd + d] * bt[d * nk + j];
-                    mag += fabs((double)a[r * hd + d] * bt[d * nk + j]);
-                }
+                double mag, x = dot_mag(hd, a + r * hd, 1, bt + j, nk, &mag);
                 double err = fabs(s[r * nk + j] - alpha * x) / (alpha * mag + 1e-30);
                 e = err > e ? err : e;
             }
             for (int64_t x = 0; x < hd; x++) {
-                double y = 0.0, mag = 0.0;
-                for (int64_t j = 0; j < nk; j++) {
-                    y += (double)p[r * nk + j] * b[j * hd + x];
-                    mag += fabs((double)p[r * nk + j] * b[j * hd + x]);
-                }
+                double mag, y = dot_mag(nk, p + r * nk, 1, b + x, hd, &mag);
                 double ref = c0[r * hd + x] + alpha * y;
                 double err = fabs(c[r * hd + x] - ref) / (alpha * mag + fabs(c0[r * hd + x]));
                 e = err > e ? err : e;
@@ -2630,11 +2635,7 @@ static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wors
         }
         for (int64_t j = 0; j < nk; j++)
             for (int64_t x = 0; x < hd; x++) {
-                double y = 0.0, mag = 0.0;
-                for (int64_t r = 0; r < m; r++) {
-                    y += (double)p[r * nk + j] * a[r * hd + x];
-                    mag += fabs((double)p[r * nk + j] * a[r * hd + x]);
-                }
+                double mag, y = dot_mag(m, p + j, nk, a + x, hd, &mag);
                 double ref = ck0[j * hd + x] + alpha * y;
                 double err = fabs(ck[j * hd + x] - ref) / (alpha * mag + fabs(ck0[j * hd + x]));
                 e = err > e ? err : e;
