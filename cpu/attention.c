@@ -208,8 +208,8 @@ static int block_whole(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0, i
 /* Room for n transposed (hd, tk) operands of the band products (cpu/attn_band.c), which the
  * kernels use for their float products where the CPU has AVX2 or AVX-512F; NULL: the GEMMs.
  * Measured on AMD Zen 5, one thread, a block of 256 x 256 (bench/RESULTS-window.md): the band
- * products take 0.85-0.93 of the GEMMs' time for the forward of a whole block, 0.78-0.85 for a
- * block the diagonal or a window's edge cuts, and 0.80-0.95 for the backward of a cut block
+ * products take 0.91-0.98 of the GEMMs' time for the forward of a whole block, 0.80-0.85 for a
+ * block the diagonal or a window's edge cuts, and 0.78-0.97 for the backward of a cut block
  * (heads of 64, 128 and 256; with AVX-512 and with AVX2 alone); the backward of a whole block
  * (`bwd_whole`) keeps the GEMMs, as fast with heads of 64 and 128 and 10 % faster with heads
  * of 256. The GEMMs also where the products are bf16 (on dnnl), on the portable path, without
