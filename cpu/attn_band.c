@@ -6,8 +6,9 @@
  * each group only the keys its rows see. Their tiles are register-blocked (MR rows by two
  * vectors of columns), and for the attention's narrow shapes they run a little faster than
  * oneDNN's matmul with B as stored: AMD Zen 5, one thread, 64 rows, 575 keys, 64-dim heads
- * (bench/RESULTS-window.md): q k^T 260 against 227 GFLOP/s, p v 252 against 245, p^T q 253
- * against 228; a block the diagonal or a window's edge cuts 15-19 % faster. */
+ * (bench/RESULTS-window.md): q k^T 273-278 against 233-240 GFLOP/s, p v 266-270 against
+ * 257-263, p^T q 269-270 against 228-232; a block the diagonal or a window's edge cuts 15-19 %
+ * faster. */
 #include "nnt_cpu.h"
 
 #include <math.h>
