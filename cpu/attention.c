@@ -70,8 +70,8 @@ static inline int64_t end_row(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_
 }
 
 /* The keys [lo[r], hi[r]) row i0 + r of rows [i0, i1) sees, counted from the chunk's first
- * key k0 (the band products' rows); with lse (the backward), a row whose lse is -inf sees
- * none. */
+ * key k0 (none: hi == lo, as for a row whose example starts after the block); with lse (the
+ * backward), a row whose lse is -inf sees none. */
 static void row_keys(int64_t i0, int64_t i1, int64_t q_pos0, int64_t k_pos0, int64_t tk,
                      int64_t w, const int32_t *pos, int64_t k0, const float *lse, int64_t *lo,
                      int64_t *hi)
@@ -241,18 +241,17 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
     int64_t lo[ATTN_CHUNK], hi[ATTN_CHUNK];   /* (rows) each row's keys, from k0 */
+    row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, NULL, lo, hi);
     /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T: with kt, the band products over the
      * rows' own keys */
     if (kt) {
-        row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, NULL, lo, hi);
         nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
     } else {
         product(dnnl, bf16, 0, 1, rows, nk, hd,
                 scale, from(q, i0 * hd), hd, from(k, k0 * hd), hd, 0.0f, p, nk);
     }
     for (int64_t r = 0; r < rows; r++) {
-        int64_t i = i0 + r, a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
-        int64_t nv = nvis(q_pos0 + i, k_pos0, tk) - k0;    /* visible: [a, nv) of p's row */
+        int64_t i = i0 + r, a = lo[r], nv = hi[r];   /* visible: [a, nv) of p's row */
         float *restrict pr = p + r * nk;
         if (nv <= a) {   /* (positions) the row's example starts after the block */
             for (int64_t j = 0; j < nk; j++)
@@ -529,10 +528,10 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     const uint16_t *p16 = bf16.scores, *ds16 = p16 ? p16 + rows * nk : NULL;
     const operand pc = {p, p16}, dsc = {ds, ds16};
     segment sg[2 * ATTN_GROUPS];
-    int64_t lo[ATTN_BWD_CHUNK], hi[ATTN_BWD_CHUNK];   /* (rows) with kt: each row's keys */
+    int64_t lo[ATTN_BWD_CHUNK], hi[ATTN_BWD_CHUNK];   /* (rows) each row's keys, from k0 */
+    row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, lse, lo, hi);
     int ns = 0;
     if (kt) {   /* the band products: p, ds over the rows' own keys */
-        row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, lse, lo, hi);
         nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
         nnt_cpu_band_abt(rows, hd, 1.0f, dout.f + i0 * hd, hd, vt + k0, tk, lo, hi, ds, nk);
     } else {
@@ -549,10 +548,7 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
                 ds + c, nk);
     }
     for (int64_t r = 0; r < rows; r++) {
-        int64_t i = i0 + r;
-        int64_t a = row_lo(q_pos0 + i, k_pos0, tk, w, pos, i) - k0;
-        int64_t nv = isinf(lse[i]) ? a : nvis(q_pos0 + i, k_pos0, tk) - k0;
-        nv = nv < a ? a : nv;   /* (positions) a row whose example starts after the block */
+        int64_t i = i0 + r, a = lo[r], nv = hi[r];   /* [a, nv): empty with lse -inf */
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
         if (cap > 0.0f)
             capped_softmax_grad(nv - a, pr + a, dsr + a, lse[i], d[i], cap);

@@ -493,8 +493,9 @@ static void attention_destroy(nnt_layer *l)
                          a->o, a->lse, a->atty, a->y, a->dh[0], a->dh[1], a->dh[2], a->dh[3],
                          a->dxin, a->dx, a->dy_cache, a->w16[0], a->w16[1], a->w16[2],
                          a->pw16, a->cache[0], a->cache[1], a->spare[0], a->spare[1], a->pos,
-                         a->qk_in[0], a->qk_in[1], a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0], a->dqk_in[1],
-                         a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0], a->qkn1[1]};
+                         a->qk_in[0], a->qk_in[1], a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0],
+                         a->dqk_in[1], a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0],
+                         a->qkn1[1]};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
     for (int i = 0; i < 4; i++) {
