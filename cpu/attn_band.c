@@ -39,6 +39,12 @@ static inline int band_group_rows(int64_t n, int mr)
     return n >= mr ? mr : n >= 4 ? 4 : n >= 2 ? 2 : 1;
 }
 
+/* A group of rows' place (1, 2, 4 or mr rows) in the tables of group functions */
+static inline int band_group_slot(int rows)
+{
+    return rows == 1 ? 0 : rows == 2 ? 1 : rows == 4 ? 2 : 3;
+}
+
 /* The rows [*i0, *i1) from the first to the last that sees any of the keys [j0, j1).
  * Returns 0 when none does. */
 static inline int band_key_rows(int64_t m, const int64_t *lo, const int64_t *hi, int64_t j0,

@@ -79,6 +79,9 @@ BAND_ABT_G(4)
 BAND_ABT_G(2)
 BAND_ABT_G(1)
 #undef BAND_ABT_G
+static void (*const BAND(abt_gs)[4])(int64_t, int64_t, int64_t, float, const float *, int64_t,
+                                     const float *, int64_t, float *, int64_t) = {
+    BAND(abt_g1), BAND(abt_g2), BAND(abt_g4), BAND(abt_gMR)};   /* by band_group_slot */
 
 static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
                              const float *bt, int64_t ldbt, const int64_t *lo,
@@ -88,16 +91,8 @@ static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const float *a,
         int rows = band_group_rows(m - g, MR);
         int64_t k0, k1;
         if (band_group_keys(rows, lo + g, hi + g, &k0, &k1)) {
-            const float *ag = a + g * lda;
-            float *cg = c + g * ldc;
-            if (rows == MR)
-                BAND(abt_gMR)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
-            else if (rows == 4)
-                BAND(abt_g4)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
-            else if (rows == 2)
-                BAND(abt_g2)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
-            else
-                BAND(abt_g1)(k0, k1, hd, alpha, ag, lda, bt, ldbt, cg, ldc);
+            BAND(abt_gs)[band_group_slot(rows)](k0, k1, hd, alpha, a + g * lda, lda, bt, ldbt,
+                                                c + g * ldc, ldc);
         }
         g += rows;
     }
@@ -167,6 +162,9 @@ BAND_AB_G(4)
 BAND_AB_G(2)
 BAND_AB_G(1)
 #undef BAND_AB_G
+static void (*const BAND(ab_gs)[4])(int64_t, int64_t, int64_t, float, const float *, int64_t,
+                                    const float *, int64_t, float *, int64_t) = {
+    BAND(ab_g1), BAND(ab_g2), BAND(ab_g4), BAND(ab_gMR)};   /* by band_group_slot */
 
 static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const float *p, int64_t ldp,
                             const float *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
@@ -176,16 +174,8 @@ static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const float *p, 
         int rows = band_group_rows(m - g, MR);
         int64_t k0, k1;
         if (band_group_keys(rows, lo + g, hi + g, &k0, &k1)) {
-            const float *pg = p + g * ldp;
-            float *cg = c + g * ldc;
-            if (rows == MR)
-                BAND(ab_gMR)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
-            else if (rows == 4)
-                BAND(ab_g4)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
-            else if (rows == 2)
-                BAND(ab_g2)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
-            else
-                BAND(ab_g1)(k0, k1, hd, alpha, pg, ldp, b, ldb, cg, ldc);
+            BAND(ab_gs)[band_group_slot(rows)](k0, k1, hd, alpha, p + g * ldp, ldp, b, ldb,
+                                               c + g * ldc, ldc);
         }
         g += rows;
     }
@@ -235,6 +225,9 @@ BAND_ATB_G(4)
 BAND_ATB_G(2)
 BAND_ATB_G(1)
 #undef BAND_ATB_G
+static void (*const BAND(atb_gs)[4])(int64_t, int64_t, int64_t, float, const float *, int64_t,
+                                     const float *, int64_t, float *, int64_t) = {
+    BAND(atb_g1), BAND(atb_g2), BAND(atb_g4), BAND(atb_gMR)};   /* by band_group_slot */
 
 static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, const float *p,
                              int64_t ldp, const float *a, int64_t lda, const int64_t *lo,
@@ -248,16 +241,8 @@ static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, con
         int nkeys = band_group_rows(k1 - j, MR);
         int64_t i0, i1;
         if (band_key_rows(m, lo, hi, j, j + nkeys, &i0, &i1)) {
-            const float *pj = p + j;
-            float *cj = c + j * ldc;
-            if (nkeys == MR)
-                BAND(atb_gMR)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
-            else if (nkeys == 4)
-                BAND(atb_g4)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
-            else if (nkeys == 2)
-                BAND(atb_g2)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
-            else
-                BAND(atb_g1)(i0, i1, hd, alpha, pj, ldp, a, lda, cj, ldc);
+            BAND(atb_gs)[band_group_slot(nkeys)](i0, i1, hd, alpha, p + j, ldp, a, lda,
+                                                 c + j * ldc, ldc);
         }
         j += nkeys;
     }
