@@ -397,16 +397,17 @@ int nnt_cfg_layer_types(const nnt_cfg_in *o, int every_rule, nnt_model_config *c
         int run = 1;
         for (int64_t i = from; i < n; i++)
             run &= sliding[i];
-        if (!run)
+        if (!run) {
             from = 0;
-        if (!run && every_rule) {   /* every N-th full from 1? */
-            while (every < n && sliding[every])
-                every++;
-            every++;   /* the first full layer is layer every - 1 */
-            for (int64_t i = 0; i < n; i++)
-                listed |= sliding[i] != ((i + 1) % every != 0);
-        } else if (!run)
-            listed = 1;
+            listed = !every_rule;
+            if (every_rule) {   /* every N-th full from 1? */
+                while (every < n && sliding[every])
+                    every++;
+                every++;   /* the first full layer is layer every - 1 */
+                for (int64_t i = 0; i < n; i++)
+                    listed |= sliding[i] != ((i + 1) % every != 0);
+            }
+        }
     }
     memset(c->window_full_layers, 0, sizeof c->window_full_layers);
     if (ok && listed) {   /* no rule: window_full_layers names the full layers */
