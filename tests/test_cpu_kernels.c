@@ -1717,6 +1717,19 @@ static int force_avx2(const char *test)
     return 0;
 }
 
+/* sum of x[i sx] y[i sy] over i < n in float64, and of the terms' magnitudes in *mag */
+static double dot_mag(int64_t n, const float *x, int64_t sx, const float *y, int64_t sy,
+                      double *mag)
+{
+    double s = 0.0, g = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        s += (double)x[i * sx] * y[i * sy];
+        g += fabs((double)x[i * sx] * y[i * sy]);
+    }
+    *mag = g;
+    return s;
+}
+
 /* nnt_cpu_gemv_bf16: one row of bf16 values against B (bf16 bits, or floats of the same
  * values), both orientations, padded rows (ldb), tails of every length, alpha / beta (beta 0:
  * y is NaN before and must not be read). Against the float64 sum of the exact products,
@@ -1741,12 +1754,7 @@ static double gemv_case(int trans_b, int64_t n, int64_t k, float alpha, float be
                   (long long)n, (long long)k);
     double worst = 0.0;
     for (int64_t j = 0; j < n; j++) {
-        double sum = 0.0, mag = 0.0;
-        for (int64_t i = 0; i < k; i++) {
-            double p = (double)x[i] * bf[trans_b ? j * ldb + i : i * ldb + j];
-            sum += p;
-            mag += fabs(p);
-        }
+        double mag, sum = dot_mag(k, x, 1, bf + (trans_b ? j * ldb : j), trans_b ? 1 : ldb, &mag);
         double want = alpha * sum + (beta == 0.0f ? 0.0 : (double)beta * y0[j]);
         double scale = fabs(alpha) * mag + (beta == 0.0f ? 0.0 : fabs(beta * y0[j])) + 1e-30;
         double e = fabs(y[j] - want) / scale;
@@ -2554,19 +2562,6 @@ END_TEST
  * 6, hd not of 32 or 16) at every level the CPU has: the keys each row sees against a float64
  * sum, what no group computes left as it was, and the same bits at every level (each sum in
  * increasing order, one fused multiply-add a step). */
-/* sum of x[i sx] y[i sy] over i < n in float64, and of the terms' magnitudes in *mag */
-static double dot_mag(int64_t n, const float *x, int64_t sx, const float *y, int64_t sy,
-                      double *mag)
-{
-    double s = 0.0, g = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        s += (double)x[i * sx] * y[i * sy];
-        g += fabs((double)x[i * sx] * y[i * sy]);
-    }
-    *mag = g;
-    return s;
-}
-
 static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *worst)
 {
     int64_t *lo = malloc((size_t)m * sizeof(int64_t)), *hi = malloc((size_t)m * sizeof(int64_t));
