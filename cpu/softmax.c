@@ -67,7 +67,9 @@ static NNT_AVX2 float row_exp_avx2(int64_t n, const float *x, float mx, float *o
 }
 
 /* row_exp_avx2 16 a step: lanes 0-7 of the sum are its s0, lanes 8-15 its s1, each element
- * added in the lane it goes to there (its 8-float step into s0's, its tail into s1's) */
+ * added in the lane it goes to there (its 8-float step into s0's, its tail into s1's). A last
+ * 8 to 15 floats are one masked step: their first 8 go to s0's lanes as row_exp_avx2's 8-float
+ * step puts them, the rest to s1's as its tail does. */
 static NNT_AVX512 float row_exp_avx512(int64_t n, const float *x, float mx, float *out)
 {
     const __m512 vmx = _mm512_set1_ps(mx);
@@ -80,12 +82,12 @@ static NNT_AVX512 float row_exp_avx512(int64_t n, const float *x, float mx, floa
         s = _mm512_add_ps(s, e);
     }
     if (j + 8 <= n) {
-        const __mmask16 m = nnt_avx512_mask(8, 0);
+        const __mmask16 m = nnt_avx512_mask(n - j, 0);
         __m512 e = nnt_avx512_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vmx));
         if (out)
             _mm512_mask_storeu_ps(out + j, m, e);
         s = _mm512_mask_add_ps(s, m, s, e);
-        j += 8;
+        j = n;
     }
     if (j < n) {
         const __mmask16 m = nnt_avx512_mask(n - j, 0);
