@@ -36,8 +36,23 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define ATTN_CHUNK 64
+
+/* A call's scratch: slot `slot` of the thread's (nnt_cpu_scratch: kept between calls, never
+ * freed here), or NULL, which takes the paths that need less. The tests build a copy of these
+ * kernels with malloc defined to fail, for those paths: that copy asks malloc. */
+enum { SCRATCH_P, SCRATCH_H16, SCRATCH_ROW, SCRATCH_KT, SCRATCH_B16 };
+static void *attn_scratch(int slot, size_t bytes)
+{
+#ifdef malloc
+    (void)slot;
+    return malloc(bytes);
+#else
+    return nnt_cpu_scratch(slot, bytes);
+#endif
+}
 
 /* Prefetches of rows [lo, hi) of a (rows, hd) slab, one per cache line. A block task's tiles
  * come from memory more often than from a cache (other tasks ran since they were written), and
@@ -196,7 +211,9 @@ static operand rounded(const float *x, int64_t lo, int64_t hi, int64_t hd, uint1
 static uint16_t *bf16_scratch(const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int64_t rows,
                               int64_t hd, int64_t scores)
 {
-    return mp->bf16 && dnnl ? malloc((size_t)(rows * hd + scores) * sizeof(uint16_t)) : NULL;
+    return mp->bf16 && dnnl ? attn_scratch(SCRATCH_H16,
+                                           (size_t)(rows * hd + scores) * sizeof(uint16_t))
+                            : NULL;
 }
 
 /* Row r of a score block (nk floats at x) rounded into the block's bf16 copy, if any. */
@@ -211,7 +228,7 @@ static void round_row(const bf16_mode bf16, int64_t block, int64_t r, int64_t nk
  * (else NULL: those products run on dnnl). */
 static float *row_scratch(const uint16_t *h16, int64_t tk, int64_t hd)
 {
-    return h16 ? malloc((size_t)(tk > hd ? tk : hd) * sizeof(float)) : NULL;
+    return h16 ? attn_scratch(SCRATCH_ROW, (size_t)(tk > hd ? tk : hd) * sizeof(float)) : NULL;
 }
 
 /* Whether every query row of the block sees every key of it (no diagonal, window or example
@@ -241,7 +258,70 @@ static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cach
     if (!p || (mp->bf16 && dnnl) || rows < ATTN_BAND_ROWS || bwd_whole ||
         nnt_cpu_band_level() <= 0)
         return NULL;
-    return malloc((size_t)(n * tk * hd) * sizeof(float));
+    return attn_scratch(SCRATCH_KT, (size_t)(n * tk * hd) * sizeof(float));
+}
+
+/* Scratch of the bf16 band products (cpu/attn_band16.c), which the kernels use for their bf16
+ * products where nnt_cpu_band16_level() says (AVX512-BF16), hd is even and a call has at
+ * least ATTN_BAND_ROWS query rows: their operands as bf16 pairs along each sum (nnt_cpu.h,
+ * "bf16 band products"). kt: k's pairs transposed, (hd / 2, tk), for q k^T; vt (backward):
+ * v's, for dout v^T; kv2: the pair rows of v (forward: p v) or of k (backward: ds k), ((tk +
+ * 1) / 2 + 1, hd); per chunk: s16, bf16 rows of the score blocks (forward p; backward p then
+ * ds), (ch, tk + 1) each; (backward) pp, dsp: the row pairs of p and ds, (ch / 2 + 1, tk) each;
+ * qp, dop: those of the chunk's q and dout rows, (ch / 2 + 1, hd) each. One allocation, at
+ * kt. */
+typedef struct band16 {
+    uint32_t *kt, *vt, *kv2, *pp, *dsp, *qp, *dop;
+    uint16_t *s16;
+} band16;
+
+static band16 *band16_scratch(band16 *b, const float *p, const uint16_t *h16,
+                              const nnt_attn_map *mp, int bwd, int bwd_whole, int64_t rows,
+                              int64_t ch, int64_t tk, int64_t hd)
+{
+    if (!p || !h16 || !mp->bf16 || hd % 2 != 0 || rows < ATTN_BAND_ROWS || bwd_whole ||
+        nnt_cpu_band16_level() <= 0)
+        return NULL;
+    int64_t nkt = hd / 2 * tk, nkv2 = ((tk + 1) / 2 + 1) * hd, ns = ch * (tk + 1);
+    int64_t nrp = (ch / 2 + 1) * tk, nqp = (ch / 2 + 1) * hd;
+    int64_t words = nkt * (bwd ? 2 : 1) + nkv2 + (bwd ? 2 * nrp + 2 * nqp : 0) +
+                    (ns * (bwd ? 2 : 1) + 1) / 2;
+    uint32_t *w = attn_scratch(SCRATCH_B16, (size_t)words * sizeof(uint32_t));
+    if (!w)
+        return NULL;   /* the GEMMs */
+    memset(b, 0, sizeof *b);
+    b->kt = w;
+    w += nkt;
+    if (bwd) {
+        b->vt = w;
+        w += nkt;
+    }
+    b->kv2 = w;
+    w += nkv2;
+    if (bwd) {
+        b->pp = w;
+        b->dsp = w + nrp;
+        b->qp = w + 2 * nrp;
+        b->dop = w + 2 * nrp + nqp;
+        w += 2 * nrp + 2 * nqp;
+    }
+    b->s16 = (uint16_t *)w;
+    return b;
+}
+
+/* The pairs of a kv slab for the bf16 band products: k's transposed (and v's: backward),
+ * and the pair rows of kv (v forward, k backward), from their bf16 rows [a, b) (a even; b
+ * even or tk) */
+static void band16_slab(const band16 *b16, const uint16_t *k16, const uint16_t *v16,
+                        const uint16_t *kv16, int64_t a, int64_t b, int64_t tk, int64_t hd)
+{
+    int64_t hd2 = hd / 2;
+    nnt_cpu_bf16_pair_transpose(b - a, hd2, (const uint32_t *)(k16 + a * hd), hd2,
+                                b16->kt + a, tk);
+    if (b16->vt)
+        nnt_cpu_bf16_pair_transpose(b - a, hd2, (const uint32_t *)(v16 + a * hd), hd2,
+                                    b16->vt + a, tk);
+    nnt_cpu_bf16_pair_rows(b - a, hd, kv16 + a * hd, hd, b16->kv2 + a / 2 * hd, hd);
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
@@ -251,18 +331,24 @@ static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cach
 static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
                       float scale, float cap, operand q, operand k, operand v, const float *kt,
-                      float *o, float *m, float *l, float *p)
+                      const band16 *b16, float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
+    if (b16)
+        k0 -= k0 & 1;   /* the bf16 band products' key pairs start at even keys */
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;     /* to the last row's last    */
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
+    int64_t ldp = b16 ? nk + (nk & 1) : nk;   /* p's rows (b16: whole key pairs, 0 padded) */
     int64_t lo[ATTN_CHUNK], hi[ATTN_CHUNK];   /* (rows) each row's keys, from k0 */
     row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, NULL, lo, hi);
-    /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T: with kt, the band products over the
-     * rows' own keys */
-    if (kt) {
+    /* p (rows, nk) = scale * q[i0:i1] k[k0:k0 + nk]^T: with kt or b16, the band products over
+     * the rows' own keys */
+    if (b16) {
+        nnt_cpu_band16_abt(rows, hd / 2, scale, (const uint32_t *)(q.h + i0 * hd), hd / 2,
+                           b16->kt + k0, tk, lo, hi, p, ldp);
+    } else if (kt) {
         nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
     } else {
         product(dnnl, bf16, 0, 1, rows, nk, hd,
@@ -270,10 +356,12 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     }
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r, a = lo[r], nv = hi[r];   /* visible: [a, nv) of p's row */
-        float *restrict pr = p + r * nk;
+        float *restrict pr = p + r * ldp;
         if (nv <= a) {   /* (positions) the row's example starts after the block */
-            for (int64_t j = 0; j < nk; j++)
+            for (int64_t j = 0; j < ldp; j++)
                 pr[j] = 0.0f;
+            if (b16)
+                nnt_cpu_f32_to_bf16(ldp, pr, b16->s16 + r * ldp);
             continue;
         }
         if (cap > 0.0f)
@@ -284,8 +372,10 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         float sum = nnt_cpu_row_exp_f32(nv - a, pr + a, mnew);
         for (int64_t j = 0; j < a; j++)
             pr[j] = 0.0f;
-        for (int64_t j = nv; j < nk; j++)
+        for (int64_t j = nv; j < ldp; j++)
             pr[j] = 0.0f;
+        if (b16)   /* rounded as the softmax ends the row */
+            nnt_cpu_f32_to_bf16(ldp, pr, b16->s16 + r * ldp);
         if (m[i] != mnew) {   /* the running maximum moved: rescale (alpha 0 when m was -inf) */
             float alpha = expf(m[i] - mnew);
             l[i] *= alpha;
@@ -295,6 +385,11 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         m[i] = mnew;
     }
     /* o[i0:i1] (rows, hd) += p (rows, nk) v[k0:k0 + nk] (nk, hd) */
+    if (b16) {
+        nnt_cpu_band16_ab(rows, hd, 1.0f, (const uint32_t *)b16->s16, ldp / 2,
+                          b16->kv2 + k0 / 2 * hd, hd, lo, hi, o + i0 * hd, hd);
+        return;
+    }
     if (kt) {
         nnt_cpu_band_ab(rows, hd, 1.0f, p, nk, v.f + k0 * hd, hd, lo, hi, o + i0 * hd, hd);
         return;
@@ -349,13 +444,18 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= r1)
         return; /* empty, or the whole block lies above the diagonal or before the window */
     int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
-    float *p = malloc((size_t)(ch * tk) * sizeof(float));
+    float *p = attn_scratch(SCRATCH_P, (size_t)(ch * (tk + 1)) * sizeof(float));   /* b16: pairs */
     /* q, k, v rounded (p is rounded by its product: rounding each row as the softmax ends it
      * was no faster here) */
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd, 0) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
     float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, 0, tk, hd);   /* (hd, tk) k^T, or NULL */
+    band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 0, 0, r1 - r0, ch, tk, hd);
+    if (b16) {   /* whole key pairs: from an even key, to an even one or tk */
+        klo -= klo & 1;
+        khi += khi < tk ? khi & 1 : 0;
+    }
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -378,6 +478,8 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                     vs = rounded(vb, klo, khi, hd, h16 ? h16 + (tq + tk) * hd : NULL);
                     if (kt)
                         nnt_cpu_band_transpose(khi - klo, hd, kb + klo * hd, kt + klo, tk);
+                    if (b16)
+                        band16_slab(b16, ks.h, NULL, vs.h, klo, khi, tk, hd);
                     kv_done = skv;
                 }
             }
@@ -385,7 +487,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
                     fwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
-                              scale, cap, qs, ks, vs, kt, ob, mb, lb, p);
+                              scale, cap, qs, ks, vs, kt, b16, ob, mb, lb, p);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
@@ -396,10 +498,6 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
-    free(kt);
-    free(bf16.row);
-    free(h16);
-    free(p);
 }
 
 void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
@@ -536,19 +634,77 @@ static int chunk_segments(int64_t i0, int64_t i1, int64_t q_pos0, int64_t k_pos0
     return ns;
 }
 
+/* The softmax gradient of row r of a chunk's score blocks: p (the scaled scores in, the
+ * probabilities out) and ds (dout v^T in, the scores' gradient out) over the row's keys [a,
+ * nv), both cleared elsewhere in [0, n) */
+static void grad_row(int64_t a, int64_t nv, int64_t n, float *restrict pr, float *restrict dsr,
+                     float lse, float d, float cap)
+{
+    if (cap > 0.0f)
+        capped_softmax_grad(nv - a, pr + a, dsr + a, lse, d, cap);
+    else
+        nnt_cpu_row_softmax_grad_f32(nv - a, pr + a, dsr + a, lse, d);
+    for (int64_t j = 0; j < a; j++)
+        pr[j] = dsr[j] = 0.0f;
+    for (int64_t j = nv > a ? nv : a; j < n; j++)
+        pr[j] = dsr[j] = 0.0f;
+}
+
+/* bwd_chunk by the bf16 band products: keys [k0, k0 + nk) (k0 even), p and ds in rows of
+ * whole key pairs, rounded to bf16 as each row ends, the five products over the rows' own
+ * keys. q and dout with their bf16 rows (q.h, dout.h). */
+static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_pos0,
+                        int64_t k_pos0, int64_t w, const int32_t *pos, int64_t k0, int64_t nk,
+                        float scale, float cap, operand q, operand dout, const band16 *b16,
+                        const float *lse, const float *d, float *dq, float *dk, float *dv,
+                        float *p, float *ds)
+{
+    int64_t rows = i1 - i0, ldp = nk + (nk & 1), hd2 = hd / 2;
+    int64_t lo[ATTN_BWD_CHUNK], hi[ATTN_BWD_CHUNK];   /* (rows) each row's keys, from k0 */
+    row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, lse, lo, hi);
+    const uint32_t *q32 = (const uint32_t *)(q.h + i0 * hd);
+    const uint32_t *do32 = (const uint32_t *)(dout.h + i0 * hd);
+    nnt_cpu_band16_abt(rows, hd2, scale, q32, hd2, b16->kt + k0, tk, lo, hi, p, ldp);
+    nnt_cpu_band16_abt(rows, hd2, 1.0f, do32, hd2, b16->vt + k0, tk, lo, hi, ds, ldp);
+    uint16_t *p16 = b16->s16, *ds16 = b16->s16 + rows * ldp;
+    for (int64_t r = 0; r < rows; r++) {
+        grad_row(lo[r], hi[r], ldp, p + r * ldp, ds + r * ldp, lse[i0 + r], d[i0 + r], cap);
+        nnt_cpu_f32_to_bf16(ldp, p + r * ldp, p16 + r * ldp);
+        nnt_cpu_f32_to_bf16(ldp, ds + r * ldp, ds16 + r * ldp);
+    }
+    /* the row pairs of p, ds, q and dout for the sums over rows */
+    nnt_cpu_bf16_pair_rows(rows, nk, p16, ldp, b16->pp, tk);
+    nnt_cpu_bf16_pair_rows(rows, nk, ds16, ldp, b16->dsp, tk);
+    nnt_cpu_bf16_pair_rows(rows, hd, q.h + i0 * hd, hd, b16->qp, hd);
+    nnt_cpu_bf16_pair_rows(rows, hd, dout.h + i0 * hd, hd, b16->dop, hd);
+    /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q */
+    nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->pp, tk, b16->dop, hd, lo, hi, dv + k0 * hd, hd);
+    nnt_cpu_band16_ab(rows, hd, scale, (const uint32_t *)ds16, ldp / 2, b16->kv2 + k0 / 2 * hd,
+                      hd, lo, hi, dq + i0 * hd, hd);
+    nnt_cpu_band16_atb(rows, nk, hd, scale, b16->dsp, tk, b16->qp, hd, lo, hi, dk + k0 * hd,
+                       hd);
+}
+
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
  * q, dout, dq: (tq, hd); k, v, dk, dv: (tk, hd); lse, d: (tq). */
 static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
                       float scale, float cap, operand q, operand k, operand v, operand dout,
-                      const float *kt, const float *vt, const float *lse, const float *d,
-                      float *dq, float *dk, float *dv, float *p, float *ds)
+                      const float *kt, const float *vt, const band16 *b16, const float *lse,
+                      const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
+    if (b16)
+        k0 -= k0 & 1;   /* key pairs from an even key, as the forward's */
     int64_t nk = nvis(q_pos0 + i1 - 1, k_pos0, tk) - k0;
     if (nk <= 0)
         return;   /* (positions) no row sees a key of the block */
+    if (b16) {
+        bwd_chunk16(i0, i1, tk, hd, q_pos0, k_pos0, w, pos, k0, nk, scale, cap, q, dout, b16,
+                    lse, d, dq, dk, dv, p, ds);
+        return;
+    }
     const uint16_t *p16 = bf16.scores, *ds16 = p16 ? p16 + rows * nk : NULL;
     const operand pc = {p, p16}, dsc = {ds, ds16};
     segment sg[2 * ATTN_GROUPS];
@@ -571,17 +727,9 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         product(dnnl, bf16, 0, 1, m, n, hd, 1.0f, from(dout, iq), hd, from(v, ik), hd, 0.0f,
                 ds + c, nk);
     }
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t i = i0 + r, a = lo[r], nv = hi[r];   /* [a, nv): empty with lse -inf */
+    for (int64_t r = 0; r < rows; r++) {   /* [lo, hi): empty with lse -inf */
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
-        if (cap > 0.0f)
-            capped_softmax_grad(nv - a, pr + a, dsr + a, lse[i], d[i], cap);
-        else
-            nnt_cpu_row_softmax_grad_f32(nv - a, pr + a, dsr + a, lse[i], d[i]);
-        for (int64_t j = 0; j < a; j++)
-            pr[j] = dsr[j] = 0.0f;
-        for (int64_t j = nv; j < nk; j++)
-            pr[j] = dsr[j] = 0.0f;
+        grad_row(lo[r], hi[r], nk, pr, dsr, lse[i0 + r], d[i0 + r], cap);
         round_row(bf16, 0, r, nk, pr);
         round_row(bf16, rows * nk, r, nk, dsr);
     }
@@ -645,16 +793,21 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
         return;
     int64_t ch = bwd_chunk_rows(tk);
     ch = r1 - r0 < ch ? r1 - r0 : ch;
-    float *p = malloc((size_t)(2 * ch * tk) * sizeof(float));
+    float *p = attn_scratch(SCRATCH_P, (size_t)(2 * ch * (tk + 1)) * sizeof(float));
     /* q, dout, k, v rounded, and p, ds */
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, 2 * tq + 2 * tk, hd, 2 * ch * tk) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd),
                             h16 ? h16 + (2 * tq + 2 * tk) * hd : NULL};
     /* k^T, v^T (hd, tk each), or NULL */
-    float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0,
-                             block_whole(tq, tk, q_pos0, k_pos0, window, qpos), tk, hd);
+    int whole = block_whole(tq, tk, q_pos0, k_pos0, window, qpos);
+    float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0, whole, tk, hd);
     float *vt = kt ? kt + tk * hd : NULL;
+    band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 1, whole, r1 - r0, ch, tk, hd);
+    if (b16) {   /* whole key pairs: from an even key, to an even one or tk */
+        klo -= klo & 1;
+        khi += khi < tk ? khi & 1 : 0;
+    }
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt, vt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -682,6 +835,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                         nnt_cpu_band_transpose(khi - klo, hd, k + ok + klo * hd, kt + klo, tk);
                         nnt_cpu_band_transpose(khi - klo, hd, v + ok + klo * hd, vt + klo, tk);
                     }
+                    if (b16)
+                        band16_slab(b16, ks.h, vs.h, ks.h, klo, khi, tk, hd);
                     kv_done = skv;
                 }
             }
@@ -689,8 +844,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
                     bwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
-                              scale, cap, qs, ks, vs, dos, kt, vt, lb, db, dq + oq, dk + ok,
-                              dv + ok, p, p + ch * tk);
+                              scale, cap, qs, ks, vs, dos, kt, vt, b16, lb, db, dq + oq,
+                              dk + ok, dv + ok, p, p + ch * (tk + 1));
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++) {
@@ -703,10 +858,6 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                 }
             }
         }
-    free(kt);
-    free(bf16.row);
-    free(h16);
-    free(p);
 }
 
 void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,

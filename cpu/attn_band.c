@@ -16,50 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The keys [*k0, *k1) of a group of rows: from the smallest lo to the largest hi of its
- * rows that see any key (lo < hi). Returns 0 when none does. */
-static inline int band_group_keys(int64_t rows, const int64_t *lo, const int64_t *hi,
-                                  int64_t *k0, int64_t *k1)
-{
-    int64_t a = INT64_MAX, b = INT64_MIN;
-    for (int64_t r = 0; r < rows; r++)
-        if (lo[r] < hi[r]) {
-            a = lo[r] < a ? lo[r] : a;
-            b = hi[r] > b ? hi[r] : b;
-        }
-    *k0 = a;
-    *k1 = b;
-    return a < b;
-}
-
-/* The rows of the next group of n left: mr while at least mr are left, then 4, 2 and 1
- * (at most 3 groups smaller than mr: the tiles' row counts are constants) */
-static inline int band_group_rows(int64_t n, int mr)
-{
-    return n >= mr ? mr : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-}
-
-/* A group of rows' place (1, 2, 4 or mr rows) in the tables of group functions */
-static inline int band_group_slot(int rows)
-{
-    return rows == 1 ? 0 : rows == 2 ? 1 : rows == 4 ? 2 : 3;
-}
-
-/* The rows [*i0, *i1) from the first to the last that sees any of the keys [j0, j1).
- * Returns 0 when none does. */
-static inline int band_key_rows(int64_t m, const int64_t *lo, const int64_t *hi, int64_t j0,
-                                int64_t j1, int64_t *i0, int64_t *i1)
-{
-    int64_t a = -1, b = -1;
-    for (int64_t r = 0; r < m; r++)
-        if (lo[r] < hi[r] && lo[r] < j1 && hi[r] > j0) {
-            a = a < 0 ? r : a;
-            b = r;
-        }
-    *i0 = a;
-    *i1 = b + 1;
-    return a >= 0;
-}
+#include "attn_band_groups.h"
 
 #if NNT_CPU_X86
 #include "simd_avx2.h"

@@ -237,10 +237,11 @@ static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, con
     if (m <= 0 || !band_group_keys(m, lo, hi, &k0, &k1))
         return;
     k1 = k1 < nk ? k1 : nk;
+    band_rows seen = band_rows_start(m, lo, hi);
     for (int64_t j = k0; j < k1;) {
         int nkeys = band_group_rows(k1 - j, MR);
         int64_t i0, i1;
-        if (band_key_rows(m, lo, hi, j, j + nkeys, &i0, &i1)) {
+        if (band_rows_next(&seen, m, lo, hi, j, j + nkeys, &i0, &i1)) {
             BAND(atb_gs)[band_group_slot(nkeys)](i0, i1, hd, alpha, p + j, ldp, a, lda,
                                                  c + j * ldc, ldc);
         }

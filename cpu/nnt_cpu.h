@@ -484,6 +484,13 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
                                  const float *dout, const float *lse, const float *d,
                                  float *dq, float *dk, float *dv);
 
+/* ---- scratch (cpu/scratch.c) ----------------------------------------------------------------
+ * A buffer of at least `bytes` for the calling thread's slot, kept between calls (the same
+ * buffer until a call asks for more) and freed when the thread exits; NULL when out of memory.
+ * Callers own a slot for the length of one call and free nothing. */
+#define NNT_CPU_SCRATCH_SLOTS 8
+void *nnt_cpu_scratch(int slot, size_t bytes);
+
 /* ---- band products (cpu/attn_band.c) -------------------------------------------------------
  * The float products of the attention kernels above, over a band: row r of a score block sees
  * the keys [lo[r], hi[r]) (none when hi[r] <= lo[r]), and rows are taken in groups (8 with
@@ -513,6 +520,45 @@ void nnt_cpu_band_ab(int64_t m, int64_t hd, float alpha, const float *p, int64_t
 void nnt_cpu_band_atb(int64_t m, int64_t nk, int64_t hd, float alpha, const float *p,
                       int64_t ldp, const float *a, int64_t lda, const int64_t *lo,
                       const int64_t *hi, float *c, int64_t ldc);
+
+/* ---- bf16 band products (cpu/attn_band16.c) -------------------------------------------------
+ * The band products above with bf16 operands and float sums (NNT_PRECISION_BF16's products),
+ * on AVX512-BF16's pairwise dot products: every operand comes as 32-bit words holding a pair of
+ * bf16 values along the sum's dimension, the first in the low half (nnt_cpu_bf16_pair_rows /
+ * _transpose make them). The same groups and keys as the float products; the sums in
+ * increasing order of pairs, a pair's two products added in one step.
+ *   abt: c[r][j] = alpha sum_{t < hd2} a[r][t] . bt[t][j] (a: rows of hd2 pairs along the head
+ *        dimension, bt those of the keys transposed), j in r's group's keys (c elsewhere not
+ *        written);
+ *   ab:  c[r][0..hd) += alpha sum_t p[r][t] . b[t][..] for the key pairs t from k0 / 2 to
+ *        (k1 + 1) / 2 of r's group's keys [k0, k1): p's rows hold key pairs, b's row t the keys
+ *        2t and 2t + 1; p must be 0 at those pairs' keys outside [lo[r], hi[r]), the key before
+ *        k0 and the one at k1 included;
+ *   atb: c[j][0..hd) += alpha sum_t p[t][j] . a[t][..] for the row pairs t from i0 / 2 to
+ *        (i1 + 1) / 2 of the rows [i0, i1) that see key j's group (as the float atb): p's row t
+ *        holds rows 2t and 2t + 1 of the scores, a's row t those of a; p 0 where a row of those
+ *        pairs does not see key j.
+ * They return -1 (nothing done) where nnt_cpu_band16_level() is 0. */
+/* 1 where the CPU has AVX512-BF16 and the float band products run at level 2, without
+ * AMX-BF16 (oneDNN's tiles there; not measured against these); else 0 */
+int nnt_cpu_band16_level(void);
+int nnt_cpu_band16_force(int level);   /* tests: at most that level (-1: the CPU's) */
+/* y[t][c] = x[2t][c] | x[2t + 1][c] << 16 for t < (n + 1) / 2, c < m (x[n][c] = 0 when n is
+ * odd) */
+void nnt_cpu_bf16_pair_rows(int64_t n, int64_t m, const uint16_t *x, int64_t ldx, uint32_t *y,
+                            int64_t ldy);
+/* xt[t * ldt + j] = x[j * ldx + t] for j < n, t < m */
+void nnt_cpu_bf16_pair_transpose(int64_t n, int64_t m, const uint32_t *x, int64_t ldx,
+                                 uint32_t *xt, int64_t ldt);
+int nnt_cpu_band16_abt(int64_t m, int64_t hd2, float alpha, const uint32_t *a, int64_t lda,
+                       const uint32_t *bt, int64_t ldbt, const int64_t *lo, const int64_t *hi,
+                       float *c, int64_t ldc);
+int nnt_cpu_band16_ab(int64_t m, int64_t hd, float alpha, const uint32_t *p, int64_t ldp,
+                      const uint32_t *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
+                      float *c, int64_t ldc);
+int nnt_cpu_band16_atb(int64_t m, int64_t nk, int64_t hd, float alpha, const uint32_t *p,
+                       int64_t ldp, const uint32_t *a, int64_t lda, const int64_t *lo,
+                       const int64_t *hi, float *c, int64_t ldc);
 
 /* ---- attention by products (cpu/attn_products.c) ----------------------------------------------
  * The same block as nnt_cpu_attn_fwd_packed_f32 / _bwd_packed_f32 (map, window, positions,

@@ -55,8 +55,12 @@ kv_slide_one_short|lib/layers/attention.c|s@int64_t from = past - (a->window - 1
 attn_ds16_over_p|cpu/attention.c|s@round_row(bf16, rows \* nk, r, nk, dsr);@round_row(bf16, 0, r, nk, dsr);@|bf16 attention backward: ds rounded over the bf16 copy of p
 bf16_cvt_subnormal|cpu/gemm.c|s@        if (subnormal)@        if (0 \&\& subnormal)@|bf16 conversion by VCVTNEPS2BF16: subnormal inputs flushed to zero
 avx512_tail_lanes|cpu/softmax.c|s@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 8), s, up);@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - j, 0), s, e);@|AVX-512 row exp: the tail summed in the lanes of the wrong partial sum
-band_group_keys_short|cpu/attn_band.c|s@            b = hi\[r\] > b ? hi\[r\] : b;@            b = hi[r] - 1 > b ? hi[r] - 1 : b;@|band products: a group of rows given its keys to one before the last its rows see
-band_atb_rows_short|cpu/attn_band.c|s@    \*i1 = b + 1;@    *i1 = b;@|band products: dk, dv of a group of keys without the last row that sees them
+band_group_keys_short|cpu/attn_band_groups.h|s@            b = hi\[r\] > b ? hi\[r\] : b;@            b = hi[r] - 1 > b ? hi[r] - 1 : b;@|band products: a group of rows given its keys to one before the last its rows see
+band_atb_rows_short|cpu/attn_band_groups.h|s@    \*i1 = b + 1;@    *i1 = b;@|band products: dk, dv of a group of keys without the last row that sees them (rows in no order)
+band_rows_next_short|cpu/attn_band_groups.h|s@    \*i1 = c->last + 1;@    *i1 = c->last;@|band products: dk, dv of a group of keys without the last row that sees them (the diagonal, a window)
+band16_pair_start|cpu/attn_band16.c|s@sum16_gs\[band_group_slot(rows)\](k0 / 2,@sum16_gs[band_group_slot(rows)]((k0 + 1) / 2,@|bf16 band products: p v without the first key pair of a group that starts at an odd key
+band16_dv_of_ds|cpu/attention.c|s@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->pp,@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->dsp,@|bf16 band backward: dv from ds instead of p
+band16_odd_k0|cpu/attention.c|s@        k0 -= k0 \& 1;   /\* the bf16 band products. key pairs start at even keys \*/@        k0 += 0;@|bf16 band products: key pairs from an odd first key (q k^T and p v misaligned)
 band_transpose_lane|cpu/attn_band.c|s@_mm512_storeu_ps(o + 4 \* ldt, _mm512_shuffle_f32x4(add, bdd, 0x88));@_mm512_storeu_ps(o + 4 * ldt, _mm512_shuffle_f32x4(add, bdd, 0xdd));@|band products: the AVX-512 transpose of k writes column 12 where column 4 goes
 attn_rescale_skipped|cpu/attention.c|s@        if (m\[i\] != mnew) {@        if (0) {@|attention forward: o and l not rescaled when the running maximum moves
 prod_window_start|cpu/attn_products.c|s@\*kb = nlo(q_pos0 + r0, k_pos0, tk, w);@*kb = nlo(q_pos0 + r0 + 1, k_pos0, tk, w);@|attention by products: the chunk keys start at the second rows window start

@@ -1308,25 +1308,22 @@ static void ref_attn_bf16(int64_t T, int64_t hd, int64_t w, double scale, const 
  * first key is past 0), two slabs of heads
  * sharing one kv slab (grouped-query attention: the kv slab's bf16 copy made once for
  * both). */
-START_TEST(test_attention_bf16)
+/* One pass of test_attention_bf16 at a bf16 band level (nnt_cpu_band16_force): o and lse
+ * forward with map.bf16 (and o32 without it), then dq, dk, dv; returns the largest normwise
+ * error of o, dq, dk, dv against the float64 reference */
+static double attention_bf16_at(int level, nnt_dnnl_cache *dnnl, int64_t T, int64_t hd,
+                                int64_t w, const char *what)
 {
-    static const int64_t cases[][3] = {{37, 7, 0}, {65, 64, 0}, {130, 16, 40}, {200, 8, 0}};
-    nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
-    if (!dnnl || !nnt_cpu_dnnl_bf16_native()) {
-        printf("attention_bf16: skipped, no oneDNN with bf16 dot products here\n");
-        nnt_cpu_dnnl_cache_destroy(dnnl);
-        return;
-    }
-    int64_t T = cases[_i][0], hd = cases[_i][1], w = cases[_i][2], nq = 2 * T * hd;
-    int64_t nkv = T * hd;
+    int64_t nq = 2 * T * hd, nkv = T * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    rng_seed(91 + (uint64_t)_i);
+    rng_seed(91 + (uint64_t)T);
     float *q = rand_f(nq, -2, 2), *k = rand_f(nkv, -2, 2), *v = rand_f(nkv, -1, 1);
     float *dout = rand_f(nq, -1, 1), *o = alloc_f(nq), *m = alloc_f(2 * T), *l = alloc_f(2 * T);
     float *lse = alloc_f(2 * T), *d = alloc_f(2 * T), *dq = alloc_f(nq), *dk = alloc_f(nkv);
     float *dv = alloc_f(nkv), *o32 = alloc_f(nq);
     double *ro = alloc_d(nq), *rl = alloc_d(2 * T), *rdq = alloc_d(nq), *rdk = alloc_d(nkv);
     double *rdv = alloc_d(nkv);
+    ck_assert_int_eq(nnt_cpu_band16_force(level), level);
     for (int bf16 = 0; bf16 < 2; bf16++) {
         const nnt_attn_map gqa = {1, 2, 2, 0, 1, 2, 0, bf16};   /* 2 q heads, 1 kv head */
         for (int64_t i = 0; i < 2 * T; i++)
@@ -1346,25 +1343,52 @@ START_TEST(test_attention_bf16)
         nnt_cpu_attn_bwd_window_f32(dnnl, &gqa, T, T, hd, 0, 0, w, scale, 0.0f, q, k, v, dout,
                                     lse, d, dq, dk, dv);
     }
+    nnt_cpu_band16_force(-1);
     for (int64_t h = 0; h < 2; h++)   /* both q heads add into the one kv slab's dk, dv */
         ref_attn_bf16(T, hd, w, scale, q + h * T * hd, k, v, dout + h * T * hd, o + h * T * hd,
                       lse + h * T, ro + h * T * hd, rl + h * T, rdq + h * T * hd, rdk, rdv);
-    char what[64];
-    snprintf(what, sizeof what, "bf16 attention T=%lld hd=%lld window %lld", (long long)T,
-             (long long)hd, (long long)w);
     expect_close_norm(what, nq, o, ro, TOL_ATTN16);
     expect_close(what, 2 * T, lse, rl, TOL_ATTN16_LSE, 1.0);
     expect_close_norm(what, nq, dq, rdq, TOL_ATTN16);
     expect_close_norm(what, nkv, dk, rdk, TOL_ATTN16);
     expect_close_norm(what, nkv, dv, rdv, TOL_ATTN16);
-    /* and the float kernels' o is farther (the flag is not ignored) */
     int64_t at;
+    const float *got[4] = {o, dq, dk, dv};
+    const double *ref[4] = {ro, rdq, rdk, rdv};
+    const int64_t len[4] = {nq, nq, nkv, nkv};
+    double worst = 0.0;
+    for (int i = 0; i < 4; i++) {
+        double e = close_err(len[i], got[i], NULL, ref[i], maxabs(len[i], ref[i]), &at);
+        worst = e > worst ? e : worst;
+    }
+    /* and the float kernels' o is farther (the flag is not ignored) */
     double *r32 = to_d(nq, o32), diff = close_err(nq, o, NULL, r32, maxabs(nq, r32), &at);
     ck_assert_msg(diff > TOL_ATTN16, "%s: o with bf16 products equals the float one "
                   "(difference %.3g)", what, diff);
     free(q), free(k), free(v), free(dout), free(o), free(m), free(l), free(lse), free(d);
     free(dq), free(dk), free(dv), free(o32), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
     free(r32);
+    return worst;
+}
+
+START_TEST(test_attention_bf16)
+{
+    static const int64_t cases[][3] = {{37, 7, 0}, {65, 64, 0}, {130, 16, 40}, {200, 8, 0}};
+    nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
+    if (!dnnl || !nnt_cpu_dnnl_bf16_native()) {
+        printf("attention_bf16: skipped, no oneDNN with bf16 dot products here\n");
+        nnt_cpu_dnnl_cache_destroy(dnnl);
+        return;
+    }
+    int64_t T = cases[_i][0], hd = cases[_i][1], w = cases[_i][2];
+    for (int level = nnt_cpu_band16_level(); level >= 0; level--) {
+        char what[96];
+        snprintf(what, sizeof what, "bf16 attention T=%lld hd=%lld window %lld, %s",
+                 (long long)T, (long long)hd, (long long)w,
+                 level ? "bf16 band products" : "oneDNN's products");
+        double e = attention_bf16_at(level, dnnl, T, hd, w, what);
+        printf("%s: largest normwise error %.2e\n", what, e);
+    }
     nnt_cpu_dnnl_cache_destroy(dnnl);
 }
 END_TEST
@@ -2691,6 +2715,144 @@ START_TEST(test_band_products)
 }
 END_TEST
 
+/* ---- bf16 band products (cpu/attn_band16.c) --------------------------------------------- */
+
+/* x rounded to bf16 (nnt_cpu_f32_to_bf16), in h, and back to float in x */
+static void to_bf16_values(int64_t n, float *x, uint16_t *h)
+{
+    nnt_cpu_f32_to_bf16(n, x, h);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t w = (uint32_t)h[i] << 16;
+        memcpy(&x[i], &w, sizeof w);
+    }
+}
+
+/* The three bf16 band products on the rows' keys of band_case (a sliding window, random
+ * ranges with empty ones), odd row and key counts among them (the pairs' padding), against
+ * float64 sums of the same bf16 values; the pair layouts exact; abt writing nothing outside a
+ * group's keys. */
+static void band16_case(int64_t m, int64_t nk, int64_t hd, int shape, double *worst)
+{
+    int64_t *lo = malloc((size_t)m * sizeof(int64_t)), *hi = malloc((size_t)m * sizeof(int64_t));
+    ck_assert(lo && hi);
+    for (int64_t r = 0; r < m; r++) {
+        int64_t a = r, b = r + nk - m + 1;
+        if (shape == 1) {
+            a = (int64_t)(rng_u64() % (uint64_t)nk);
+            b = rng_u64() % 5 == 0 ? a : a + (int64_t)(rng_u64() % (uint64_t)(nk - a + 1));
+        }
+        lo[r] = a;
+        hi[r] = b;
+    }
+    int64_t hd2 = hd / 2, nk2 = nk + (nk & 1), m2 = (m + 1) / 2, nkp = (nk + 1) / 2;
+    float *q = rand_f(m * hd, -1, 1), *k = rand_f(nk * hd, -1, 1), *v = rand_f(nk * hd, -1, 1);
+    float *p = rand_f(m * nk2, -1, 1);   /* (m, nk2): zero outside each row's keys, and pads */
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < nk2; j++)
+            if (j < lo[r] || j >= hi[r])
+                p[r * nk2 + j] = 0.0f;
+    uint16_t *q16 = malloc((size_t)(m * hd) * 2), *k16 = malloc((size_t)(nk * hd) * 2);
+    uint16_t *v16 = malloc((size_t)(nk * hd) * 2), *p16 = malloc((size_t)(m * nk2) * 2);
+    uint32_t *q32 = malloc((size_t)(m * hd2) * 4), *k32 = malloc((size_t)(nk * hd2) * 4);
+    uint32_t *kt = malloc((size_t)(hd2 * (nk + 3)) * 4), *v2 = malloc((size_t)(nkp * hd) * 4);
+    uint32_t *p32 = malloc((size_t)(m * nk2 / 2) * 4), *pi = malloc((size_t)(m2 * nk) * 4);
+    uint32_t *q2 = malloc((size_t)(m2 * hd) * 4);
+    ck_assert(q16 && k16 && v16 && p16 && q32 && k32 && kt && v2 && p32 && pi && q2);
+    to_bf16_values(m * hd, q, q16);
+    to_bf16_values(nk * hd, k, k16);
+    to_bf16_values(nk * hd, v, v16);
+    to_bf16_values(m * nk2, p, p16);
+    memcpy(q32, q16, (size_t)(m * hd) * 2);   /* pairs along a row: the row's own words */
+    memcpy(k32, k16, (size_t)(nk * hd) * 2);
+    memcpy(p32, p16, (size_t)(m * nk2) * 2);
+    nnt_cpu_bf16_pair_transpose(nk, hd2, k32, hd2, kt, nk + 3);
+    nnt_cpu_bf16_pair_rows(nk, hd, v16, hd, v2, hd);
+    nnt_cpu_bf16_pair_rows(m, nk, p16, nk2, pi, nk);
+    nnt_cpu_bf16_pair_rows(m, hd, q16, hd, q2, hd);
+    char what[96];
+    snprintf(what, sizeof what, "band16 m %lld nk %lld hd %lld shape %d", (long long)m,
+             (long long)nk, (long long)hd, shape);
+    for (int64_t j = 0; j < nk; j++)
+        for (int64_t t = 0; t < hd2; t++)
+            ck_assert_msg(kt[t * (nk + 3) + j] == k32[j * hd2 + t], "%s: transpose", what);
+    for (int64_t t = 0; t < nkp; t++)
+        for (int64_t c = 0; c < hd; c++)
+            ck_assert_msg(v2[t * hd + c] == ((uint32_t)v16[2 * t * hd + c] |
+                                             (2 * t + 1 < nk ? (uint32_t)v16[(2 * t + 1) * hd + c]
+                                                                   << 16 : 0u)),
+                          "%s: pair rows", what);
+    const float sentinel = 12345.0f, alpha = 0.37f;
+    float *s = alloc_f(m * nk), *c = rand_f(m * hd, -1, 1), *ck = rand_f(nk * hd, -1, 1);
+    float *c0 = dup_f(m * hd, c), *ck0 = dup_f(nk * hd, ck);
+    for (int64_t i = 0; i < m * nk; i++)
+        s[i] = sentinel;
+    ck_assert_int_eq(nnt_cpu_band16_abt(m, hd2, alpha, q32, hd2, kt, nk + 3, lo, hi, s, nk), 0);
+    ck_assert_int_eq(nnt_cpu_band16_ab(m, hd, alpha, p32, nk2 / 2, v2, hd, lo, hi, c, hd), 0);
+    ck_assert_int_eq(nnt_cpu_band16_atb(m, nk, hd, alpha, pi, nk, q2, hd, lo, hi, ck, hd), 0);
+    double e = 0.0;
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t j = lo[r]; j < hi[r]; j++) {
+            double mag, x = dot_mag(hd, q + r * hd, 1, k + j * hd, 1, &mag);
+            double err = fabs(s[r * nk + j] - alpha * x) / (alpha * mag + 1e-30);
+            e = err > e ? err : e;
+        }
+        for (int64_t x = 0; x < hd; x++) {
+            double mag, y = dot_mag(nk, p + r * nk2, 1, v + x, hd, &mag);
+            double ref = c0[r * hd + x] + alpha * y;
+            double err = fabs(c[r * hd + x] - ref) / (alpha * mag + fabs(c0[r * hd + x]));
+            e = err > e ? err : e;
+        }
+    }
+    for (int64_t j = 0; j < nk; j++)
+        for (int64_t x = 0; x < hd; x++) {
+            double mag, y = dot_mag(m, p + j, nk2, q + x, hd, &mag);
+            double ref = ck0[j * hd + x] + alpha * y;
+            double err = fabs(ck[j * hd + x] - ref) / (alpha * mag + fabs(ck0[j * hd + x]));
+            e = err > e ? err : e;
+        }
+    /* relative to the sum of the terms' magnitudes: measured 8.4e-8 at most */
+    EXPECT_TOL(e, 1.5e-6, "%s", what);
+    *worst = e > *worst ? e : *worst;
+    for (int64_t g = 0; g < m; g += 8) {   /* groups of 8 rows */
+        int64_t k0 = INT64_MAX, k1 = INT64_MIN;
+        for (int64_t r = g; r < g + 8 && r < m; r++)
+            if (lo[r] < hi[r]) {
+                k0 = lo[r] < k0 ? lo[r] : k0;
+                k1 = hi[r] > k1 ? hi[r] : k1;
+            }
+        for (int64_t r = g; r < g + 8 && r < m; r++)
+            for (int64_t j = 0; j < nk; j++)
+                if (j < k0 || j >= k1)
+                    ck_assert_msg(s[r * nk + j] == sentinel, "%s: row %lld key %lld written",
+                                  what, (long long)r, (long long)j);
+    }
+    free(lo), free(hi), free(q), free(k), free(v), free(p), free(q16), free(k16), free(v16);
+    free(p16), free(q32), free(k32), free(kt), free(v2), free(p32), free(pi), free(q2);
+    free(s), free(c), free(ck), free(c0), free(ck0);
+}
+
+START_TEST(test_band16_products)
+{
+    if (nnt_cpu_band16_level() == 0) {
+        printf("test_cpu_kernels band16_products: skipped: no AVX512-BF16 band products on this "
+               "CPU (or at this level)\n");
+        ck_assert_int_eq(nnt_cpu_band16_abt(1, 1, 1.0f, NULL, 1, NULL, 1, NULL, NULL, NULL, 1),
+                         -1);
+        return;
+    }
+    rng_seed(101);
+    static const int64_t shapes[][3] = {{64, 127, 64}, {13, 40, 80}, {8, 32, 32}, {1, 1, 2},
+                                        {29, 101, 24}, {7, 7, 48}, {17, 33, 100},
+                                        {40, 48, 16}, {3, 64, 256}};
+    double worst = 0.0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int shape = 0; shape < 2; shape++)
+            if (shape == 1 || shapes[i][1] >= shapes[i][0])
+                band16_case(shapes[i][0], shapes[i][1], shapes[i][2], shape, &worst);
+    printf("test_cpu_kernels band16_products: worst error %.2e\n", worst);
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -2719,6 +2881,7 @@ static Suite *cpu_suite(void)
         {"isa_env", test_isa_env},               {"isa_convert", test_isa_convert},
         {"isa_avx512", test_isa_avx512},
         {"band_products", test_band_products},
+        {"band16_products", test_band16_products},
         {"random", test_random},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
