@@ -261,6 +261,17 @@ static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cach
     return attn_scratch(SCRATCH_KT, (size_t)(n * tk * hd) * sizeof(float));
 }
 
+/* A score row x of n floats, 0 outside [a, b), rounded to bf16 into h: the zeros written
+ * (nnt_cpu_f32_to_bf16's bits for 0.0f), the rest converted */
+static void round_visible(const float *x, int64_t a, int64_t b, int64_t n, uint16_t *h)
+{
+    a = a < n ? a : n;
+    b = b > a ? (b < n ? b : n) : a;
+    memset(h, 0, (size_t)a * sizeof *h);
+    nnt_cpu_f32_to_bf16(b - a, x + a, h + a);
+    memset(h + b, 0, (size_t)(n - b) * sizeof *h);
+}
+
 /* Scratch of the bf16 band products (cpu/attn_band16.c), which the kernels use for their bf16
  * products where nnt_cpu_band16_level() says (AVX512-BF16), hd is even and a call has at
  * least ATTN_BAND_ROWS query rows: their operands as bf16 pairs along each sum (nnt_cpu.h,
@@ -361,7 +372,7 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
             for (int64_t j = 0; j < ldp; j++)
                 pr[j] = 0.0f;
             if (b16)
-                nnt_cpu_f32_to_bf16(ldp, pr, b16->s16 + r * ldp);
+                round_visible(pr, 0, 0, ldp, b16->s16 + r * ldp);
             continue;
         }
         if (cap > 0.0f)
@@ -375,7 +386,7 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         for (int64_t j = nv; j < ldp; j++)
             pr[j] = 0.0f;
         if (b16)   /* rounded as the softmax ends the row */
-            nnt_cpu_f32_to_bf16(ldp, pr, b16->s16 + r * ldp);
+            round_visible(pr, a, nv, ldp, b16->s16 + r * ldp);
         if (m[i] != mnew) {   /* the running maximum moved: rescale (alpha 0 when m was -inf) */
             float alpha = expf(m[i] - mnew);
             l[i] *= alpha;
@@ -669,8 +680,8 @@ static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t 
     uint16_t *p16 = b16->s16, *ds16 = b16->s16 + rows * ldp;
     for (int64_t r = 0; r < rows; r++) {
         grad_row(lo[r], hi[r], ldp, p + r * ldp, ds + r * ldp, lse[i0 + r], d[i0 + r], cap);
-        nnt_cpu_f32_to_bf16(ldp, p + r * ldp, p16 + r * ldp);
-        nnt_cpu_f32_to_bf16(ldp, ds + r * ldp, ds16 + r * ldp);
+        round_visible(p + r * ldp, lo[r], hi[r], ldp, p16 + r * ldp);
+        round_visible(ds + r * ldp, lo[r], hi[r], ldp, ds16 + r * ldp);
     }
     /* the row pairs of p, ds, q and dout for the sums over rows */
     nnt_cpu_bf16_pair_rows(rows, nk, p16, ldp, b16->pp, tk);

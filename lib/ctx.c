@@ -406,7 +406,9 @@ static void choose_products(nnt_ctx *ctx)
                     "backward of whole blocks by the backend's)", band == 2 ? "AVX-512F" : "AVX2");
     if (nnt_attn_bf16_products())
         kernels_add(ctx, "; under bf16 precision the CPU attention kernels' products take bf16 "
-                    "operands too");
+                    "operands too%s", nnt_cpu_band16_level() > 0
+                    ? ", by nnt's bf16 band products (AVX512-BF16; the backward of whole "
+                      "blocks by the backend's)" : "");
     if (ctx->ncuda > 0 && ctx->optim_on_cpu)
         kernels_add(ctx, "; tasks that write weights or optimizer state on CPU workers "
                     "(NNT_OPTIM_ON=cpu)");
