@@ -9,7 +9,8 @@
  * a call; see band_scratch for where the GEMMs stay); else GEMMs, each group of ATTN_CHUNK rows
  * of a backward chunk given its own keys (chunk_segments). The heap scratch is
  * O(ATTN_BWD_CHUNK * tk) floats at most. If it cannot be allocated, a scratch-free path handles
- * one (query, key) pair at a time.
+ * one (query, key) pair at a time. The scratch is the thread's (nnt_cpu_scratch), kept between
+ * calls. Each slab's rows are prefetched in one burst before its products (prefetch_rows).
  *
  * Masking: query row i (absolute position q_pos0 + i) sees keys j < nvis(i), where
  * nvis(i) = clamp(q_pos0 + i - k_pos0 + 1, 0, tk). With a sliding window W > 0 (the _window
@@ -29,8 +30,11 @@
  * bf16 products (map->bf16, with a oneDNN cache): the operands of every product, q, k, v,
  * dout and the probabilities p and score gradients ds, are rounded to bf16 (to nearest even)
  * and multiplied with float sums, as the GEMMs of NNT_PRECISION_BF16 are; the softmax, the
- * running maxima and sums, and every accumulator stay float. Without a cache, or where
- * oneDNN declines, the product runs in float. */
+ * running maxima and sums, and every accumulator stay float. Where the CPU has AVX512-BF16
+ * (nnt_cpu_band16_level), hd is even and a call has ATTN_BAND_ROWS query rows or more, those
+ * products are the bf16 band products of cpu/attn_band16.c (the float band products' groups,
+ * on pairs of bf16 values: see band16_scratch), except the backward of whole blocks; else
+ * oneDNN's. Without a cache, or where oneDNN declines, the product runs in float. */
 #include "nnt_cpu.h"
 #include "attn_mask.h"
 
@@ -247,10 +251,10 @@ static int block_whole(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0, i
  * block the diagonal or a window's edge cuts, and 0.78-0.97 for the backward of a cut block
  * (heads of 64, 128 and 256; with AVX-512 and with AVX2 alone); the backward of a whole block
  * (`bwd_whole`) keeps the GEMMs, as fast with heads of 64 and 128 and 10 % faster with heads
- * of 256. The GEMMs also where the products are bf16 (on dnnl), on the portable path, without
- * scratch p or memory, and below ATTN_BAND_ROWS query rows, as in generation's decode steps
- * (there the transposes would cost as much as the products, and the GEMMs' one-row path
- * streams k and v once). */
+ * of 256. Not these where the products are bf16 (on dnnl: the bf16 band products, else
+ * oneDNN's); the GEMMs also on the portable path, without scratch p or memory, and below
+ * ATTN_BAND_ROWS query rows, as in generation's decode steps (there the transposes would cost
+ * as much as the products, and the GEMMs' one-row path streams k and v once). */
 #define ATTN_BAND_ROWS 8
 static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int n,
                            int64_t rows, int bwd_whole, int64_t tk, int64_t hd)
@@ -274,7 +278,10 @@ static void round_visible(const float *x, int64_t a, int64_t b, int64_t n, uint1
 
 /* Scratch of the bf16 band products (cpu/attn_band16.c), which the kernels use for their bf16
  * products where nnt_cpu_band16_level() says (AVX512-BF16), hd is even and a call has at
- * least ATTN_BAND_ROWS query rows: their operands as bf16 pairs along each sum (nnt_cpu.h,
+ * least ATTN_BAND_ROWS query rows, except the backward of whole blocks (`bwd_whole`: oneDNN's,
+ * 0.95-1.02 ms against 1.03-1.10 for a block of 256 x 256 with 8 heads of 64, one thread, AMD
+ * Zen 5; a cut block's backward 0.65-0.67 against 0.87-1.00, its forward 0.33-0.34 against
+ * 0.36-0.38: bench/RESULTS-window.md): their operands as bf16 pairs along each sum (nnt_cpu.h,
  * "bf16 band products"). kt: k's pairs transposed, (hd / 2, tk), for q k^T; vt (backward):
  * v's, for dout v^T; kv2: the pair rows of v (forward: p v) or of k (backward: ds k), ((tk +
  * 1) / 2 + 1, hd); per chunk: s16, bf16 rows of the score blocks (forward p; backward p then

@@ -1,11 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* nnt CPU kernels: the band products of the attention kernels, written once for a vector
- * width (internal; included by cpu/attn_band.c once per instruction set, which defines first):
+ * width and an operand type (internal; included by cpu/attn_band.c once per instruction set,
+ * and by cpu/attn_band16.c for bf16 pairs, which define first):
  *   BAND(name)  the name with the set's suffix       BAND_T     the set's target attribute
  *   VF, VW      vector type, floats in one            MR         rows (keys) of a full group
  *   v_zero() v_bcast(x) v_load(p) v_loadn(p, n) v_store(p, x) v_storen(p, x, n) v_fma(a, b, c)
- *   v_mul(a, b)  (v_loadn: the first n lanes, n may be <= 0 or >= VW, the rest 0; v_storen:
- *   the first n); all of them are undefined at the end
+ *   v_mul(a, b)  on floats (the results c; v_loadn: the first n lanes, n may be <= 0 or >= VW,
+ *   the rest 0; v_storen: the first n);
+ *   BAND_E, VB  the operands' element (a float, or a pair of bf16 values in 32 bits) and a
+ *   vector of VW of them; v_bload(p) v_bloadn(p, n) v_bzero() their loads; v_abcast(p) the
+ *   element at p in every lane; v_dot(acc, x, b) acc plus the lanes' products of x and b (for
+ *   pairs: both products of a lane's pair);
+ *   BAND_IN0(k) BAND_IN1(k) the inner dimension's steps for elements [k0, k1) of the sums over
+ *   keys (ab) and query rows (atb): from BAND_IN0(k0) to BAND_IN1(k1) (floats: k0, k1; pairs:
+ *   k0 / 2, (k1 + 1) / 2); abt's inner dimension comes in steps already (hd, or hd / 2 pairs);
+ *   all of them are undefined at the end
  * A tile is R rows (R = MR, 4, 2 or 1: groups of MR rows, the last few rows in groups of 4, 2
  * and 1) by one or two vectors of columns, held in registers; its sum over the product's inner
  * dimension runs in increasing order, one fused multiply-add a step. R is a constant in each
@@ -21,26 +30,26 @@
  * tile's first column; NV vectors of columns (2, or 1 for a narrow last tile). full: ncol ==
  * NV VW (no masks). */
 BAND_INLINE void BAND(abt_tile)(int R, int NV, int full, int64_t ncol, int64_t hd, float alpha,
-                                const float *a, int64_t lda, const float *bt, int64_t ldbt,
+                                const BAND_E *a, int64_t lda, const BAND_E *bt, int64_t ldbt,
                                 float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
-    const float *ar[MR];
+    const BAND_E *ar[MR];
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
         acc0[r] = acc1[r] = v_zero();
         ar[r] = a + r * lda;
     }
     for (int64_t d = 0; d < hd; d++) {
-        const float *b = bt + d * ldbt;
-        VF b0 = full ? v_load(b) : v_loadn(b, ncol);
-        VF b1 = NV == 1 ? v_zero() : full ? v_load(b + VW) : v_loadn(b + VW, ncol - VW);
+        const BAND_E *b = bt + d * ldbt;
+        VB b0 = full ? v_bload(b) : v_bloadn(b, ncol);
+        VB b1 = NV == 1 ? v_bzero() : full ? v_bload(b + VW) : v_bloadn(b + VW, ncol - VW);
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            VF x = v_bcast(ar[r][d]);
-            acc0[r] = v_fma(x, b0, acc0[r]);
+            VB x = v_abcast(ar[r] + d);
+            acc0[r] = v_dot(acc0[r], x, b0);
             if (NV == 2)
-                acc1[r] = v_fma(x, b1, acc1[r]);
+                acc1[r] = v_dot(acc1[r], x, b1);
         }
     }
     VF al = v_bcast(alpha);
@@ -63,7 +72,7 @@ BAND_INLINE void BAND(abt_tile)(int R, int NV, int full, int64_t ncol, int64_t h
  * masked (and of one vector where no more is left) */
 #define BAND_ABT_G(RR)                                                                        \
     BAND_GROUP void BAND(abt_g##RR)(int64_t k0, int64_t k1, int64_t hd, float alpha,          \
-                                    const float *a, int64_t lda, const float *bt,             \
+                                    const BAND_E *a, int64_t lda, const BAND_E *bt,           \
                                     int64_t ldbt, float *c, int64_t ldc)                      \
     {                                                                                         \
         int64_t j = k0;                                                                       \
@@ -79,12 +88,12 @@ BAND_ABT_G(4)
 BAND_ABT_G(2)
 BAND_ABT_G(1)
 #undef BAND_ABT_G
-static void (*const BAND(abt_gs)[4])(int64_t, int64_t, int64_t, float, const float *, int64_t,
-                                     const float *, int64_t, float *, int64_t) = {
+static void (*const BAND(abt_gs)[4])(int64_t, int64_t, int64_t, float, const BAND_E *, int64_t,
+                                     const BAND_E *, int64_t, float *, int64_t) = {
     BAND(abt_g1), BAND(abt_g2), BAND(abt_g4), BAND(abt_gMR)};   /* by band_group_slot */
 
-static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
-                             const float *bt, int64_t ldbt, const int64_t *lo,
+static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const BAND_E *a, int64_t lda,
+                             const BAND_E *bt, int64_t ldbt, const int64_t *lo,
                              const int64_t *hi, float *c, int64_t ldc)
 {
     for (int64_t g = 0; g < m;) {
@@ -118,28 +127,28 @@ BAND_INLINE void BAND(add_tile)(int R, int full, int64_t ncol, float alpha, cons
     }
 }
 
-/* c (R x ncol, ldc) += alpha sum over j in [j0, j1) of p[r][j] b[j][..]: p's rows at p (ldp),
- * b's rows (ldb) from the tile's first column. */
+/* c (R x ncol, ldc) += alpha sum over steps j in [j0, j1) of p[r][j] b[j][..]: p's rows at p
+ * (ldp), b's rows (ldb) from the tile's first column. */
 BAND_INLINE void BAND(ab_tile)(int R, int full, int64_t ncol, int64_t j0, int64_t j1,
-                               float alpha, const float *p, int64_t ldp, const float *b,
+                               float alpha, const BAND_E *p, int64_t ldp, const BAND_E *b,
                                int64_t ldb, float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
-    const float *pr[MR];
+    const BAND_E *pr[MR];
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
         acc0[r] = acc1[r] = v_zero();
         pr[r] = p + r * ldp;
     }
     for (int64_t j = j0; j < j1; j++) {
-        const float *bj = b + j * ldb;
-        VF b0 = full ? v_load(bj) : v_loadn(bj, ncol);
-        VF b1 = full ? v_load(bj + VW) : v_loadn(bj + VW, ncol - VW);
+        const BAND_E *bj = b + j * ldb;
+        VB b0 = full ? v_bload(bj) : v_bloadn(bj, ncol);
+        VB b1 = full ? v_bload(bj + VW) : v_bloadn(bj + VW, ncol - VW);
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            VF x = v_bcast(pr[r][j]);
-            acc0[r] = v_fma(x, b0, acc0[r]);
-            acc1[r] = v_fma(x, b1, acc1[r]);
+            VB x = v_abcast(pr[r] + j);
+            acc0[r] = v_dot(acc0[r], x, b0);
+            acc1[r] = v_dot(acc1[r], x, b1);
         }
     }
     BAND(add_tile)(R, full, ncol, alpha, acc0, acc1, c, ldc);
@@ -148,26 +157,26 @@ BAND_INLINE void BAND(ab_tile)(int R, int full, int64_t ncol, int64_t j0, int64_
 /* One group of R rows of ab: hd columns in tiles of 2 VW, the last one masked */
 #define BAND_AB_G(RR)                                                                         \
     BAND_GROUP void BAND(ab_g##RR)(int64_t k0, int64_t k1, int64_t hd, float alpha,           \
-                                   const float *p, int64_t ldp, const float *b, int64_t ldb,  \
-                                   float *c, int64_t ldc)                                     \
+                                   const BAND_E *p, int64_t ldp, const BAND_E *b,             \
+                                   int64_t ldb, float *c, int64_t ldc)                        \
     {                                                                                         \
-        int64_t x = 0;                                                                        \
+        int64_t x = 0, j0 = BAND_IN0(k0), j1 = BAND_IN1(k1);                                  \
         for (; x + 2 * VW <= hd; x += 2 * VW)                                                 \
-            BAND(ab_tile)(RR, 1, 2 * VW, k0, k1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
+            BAND(ab_tile)(RR, 1, 2 * VW, j0, j1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
         if (x < hd)                                                                           \
-            BAND(ab_tile)(RR, 0, hd - x, k0, k1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
+            BAND(ab_tile)(RR, 0, hd - x, j0, j1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
     }
 BAND_AB_G(MR)
 BAND_AB_G(4)
 BAND_AB_G(2)
 BAND_AB_G(1)
 #undef BAND_AB_G
-static void (*const BAND(ab_gs)[4])(int64_t, int64_t, int64_t, float, const float *, int64_t,
-                                    const float *, int64_t, float *, int64_t) = {
+static void (*const BAND(ab_gs)[4])(int64_t, int64_t, int64_t, float, const BAND_E *, int64_t,
+                                    const BAND_E *, int64_t, float *, int64_t) = {
     BAND(ab_g1), BAND(ab_g2), BAND(ab_g4), BAND(ab_gMR)};   /* by band_group_slot */
 
-static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const float *p, int64_t ldp,
-                            const float *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
+static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const BAND_E *p, int64_t ldp,
+                            const BAND_E *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
                             float *c, int64_t ldc)
 {
     for (int64_t g = 0; g < m;) {
@@ -183,11 +192,11 @@ static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const float *p, 
 
 /* ---- atb: c += alpha p^T a --------------------------------------------------------------- */
 
-/* c (R keys x ncol, ldc: rows for the keys from the tile's first) += alpha sum over i in
- * [i0, i1) of p[i][key] a[i][..]: p from the tile's first key (ldp), a's rows (lda) from the
- * tile's first column. */
+/* c (R keys x ncol, ldc: rows for the keys from the tile's first) += alpha sum over steps i
+ * in [i0, i1) of p[i][key] a[i][..]: p from the tile's first key (ldp), a's rows (lda) from
+ * the tile's first column. */
 BAND_INLINE void BAND(atb_tile)(int R, int full, int64_t ncol, int64_t i0, int64_t i1,
-                                float alpha, const float *p, int64_t ldp, const float *a,
+                                float alpha, const BAND_E *p, int64_t ldp, const BAND_E *a,
                                 int64_t lda, float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
@@ -195,14 +204,14 @@ BAND_INLINE void BAND(atb_tile)(int R, int full, int64_t ncol, int64_t i0, int64
     for (int r = 0; r < R; r++)
         acc0[r] = acc1[r] = v_zero();
     for (int64_t i = i0; i < i1; i++) {
-        const float *ai = a + i * lda, *pi = p + i * ldp;
-        VF a0 = full ? v_load(ai) : v_loadn(ai, ncol);
-        VF a1 = full ? v_load(ai + VW) : v_loadn(ai + VW, ncol - VW);
+        const BAND_E *ai = a + i * lda, *pi = p + i * ldp;
+        VB a0 = full ? v_bload(ai) : v_bloadn(ai, ncol);
+        VB a1 = full ? v_bload(ai + VW) : v_bloadn(ai + VW, ncol - VW);
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            VF x = v_bcast(pi[r]);
-            acc0[r] = v_fma(x, a0, acc0[r]);
-            acc1[r] = v_fma(x, a1, acc1[r]);
+            VB x = v_abcast(pi + r);
+            acc0[r] = v_dot(acc0[r], x, a0);
+            acc1[r] = v_dot(acc1[r], x, a1);
         }
     }
     BAND(add_tile)(R, full, ncol, alpha, acc0, acc1, c, ldc);
@@ -211,26 +220,26 @@ BAND_INLINE void BAND(atb_tile)(int R, int full, int64_t ncol, int64_t i0, int64
 /* One group of R keys of atb: hd columns in tiles of 2 VW, the last one masked */
 #define BAND_ATB_G(RR)                                                                        \
     BAND_GROUP void BAND(atb_g##RR)(int64_t i0, int64_t i1, int64_t hd, float alpha,          \
-                                    const float *p, int64_t ldp, const float *a, int64_t lda, \
-                                    float *c, int64_t ldc)                                    \
+                                    const BAND_E *p, int64_t ldp, const BAND_E *a,            \
+                                    int64_t lda, float *c, int64_t ldc)                       \
     {                                                                                         \
-        int64_t x = 0;                                                                        \
+        int64_t x = 0, t0 = BAND_IN0(i0), t1 = BAND_IN1(i1);                                  \
         for (; x + 2 * VW <= hd; x += 2 * VW)                                                 \
-            BAND(atb_tile)(RR, 1, 2 * VW, i0, i1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
+            BAND(atb_tile)(RR, 1, 2 * VW, t0, t1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
         if (x < hd)                                                                           \
-            BAND(atb_tile)(RR, 0, hd - x, i0, i1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
+            BAND(atb_tile)(RR, 0, hd - x, t0, t1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
     }
 BAND_ATB_G(MR)
 BAND_ATB_G(4)
 BAND_ATB_G(2)
 BAND_ATB_G(1)
 #undef BAND_ATB_G
-static void (*const BAND(atb_gs)[4])(int64_t, int64_t, int64_t, float, const float *, int64_t,
-                                     const float *, int64_t, float *, int64_t) = {
+static void (*const BAND(atb_gs)[4])(int64_t, int64_t, int64_t, float, const BAND_E *, int64_t,
+                                     const BAND_E *, int64_t, float *, int64_t) = {
     BAND(atb_g1), BAND(atb_g2), BAND(atb_g4), BAND(atb_gMR)};   /* by band_group_slot */
 
-static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, const float *p,
-                             int64_t ldp, const float *a, int64_t lda, const int64_t *lo,
+static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, const BAND_E *p,
+                             int64_t ldp, const BAND_E *a, int64_t lda, const int64_t *lo,
                              const int64_t *hi, float *c, int64_t ldc)
 {
     int64_t k0, k1;
@@ -265,3 +274,12 @@ static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, con
 #undef v_storen
 #undef v_fma
 #undef v_mul
+#undef BAND_E
+#undef VB
+#undef v_bload
+#undef v_bloadn
+#undef v_bzero
+#undef v_abcast
+#undef v_dot
+#undef BAND_IN0
+#undef BAND_IN1

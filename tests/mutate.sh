@@ -58,7 +58,7 @@ avx512_tail_lanes|cpu/softmax.c|s@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - 
 band_group_keys_short|cpu/attn_band_groups.h|s@            b = hi\[r\] > b ? hi\[r\] : b;@            b = hi[r] - 1 > b ? hi[r] - 1 : b;@|band products: a group of rows given its keys to one before the last its rows see
 band_atb_rows_short|cpu/attn_band_groups.h|s@    \*i1 = b + 1;@    *i1 = b;@|band products: dk, dv of a group of keys without the last row that sees them (rows in no order)
 band_rows_next_short|cpu/attn_band_groups.h|s@    \*i1 = c->last + 1;@    *i1 = c->last;@|band products: dk, dv of a group of keys without the last row that sees them (the diagonal, a window)
-band16_pair_start|cpu/attn_band16.c|s@sum16_gs\[band_group_slot(rows)\](k0 / 2,@sum16_gs[band_group_slot(rows)]((k0 + 1) / 2,@|bf16 band products: p v without the first key pair of a group that starts at an odd key
+band16_pair_start|cpu/attn_band16.c|s@#define BAND_IN0(k) ((k) / 2)@#define BAND_IN0(k) (((k) + 1) / 2)@|bf16 band products: p v (and p^T dout, ds^T q) without the first pair of a group that starts at an odd key (row)
 band16_dv_of_ds|cpu/attention.c|s@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->pp,@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->dsp,@|bf16 band backward: dv from ds instead of p
 band16_odd_k0|cpu/attention.c|s@        k0 -= k0 \& 1;   /\* the bf16 band products. key pairs start at even keys \*/@        k0 += 0;@|bf16 band products: key pairs from an odd first key (q k^T and p v misaligned)
 band_transpose_lane|cpu/attn_band.c|s@_mm512_storeu_ps(o + 4 \* ldt, _mm512_shuffle_f32x4(add, bdd, 0x88));@_mm512_storeu_ps(o + 4 * ldt, _mm512_shuffle_f32x4(add, bdd, 0xdd));@|band products: the AVX-512 transpose of k writes column 12 where column 4 goes
