@@ -40,15 +40,7 @@ static inline NNT_AVX512 __mmask16 band_mask16(int64_t n)
 #define v_storen(p, x, n) _mm512_mask_storeu_ps((p), band_mask16(n), (x))
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define v_mul(a, b) _mm512_mul_ps((a), (b))
-#define BAND_E float
-#define VB VF
-#define v_bload(p) v_load(p)
-#define v_bloadn(p, n) v_loadn((p), (n))
-#define v_bzero() v_zero()
-#define v_abcast(p) v_bcast(*(p))
-#define v_dot(acc, x, b) v_fma((x), (b), (acc))
-#define BAND_IN0(k) (k)
-#define BAND_IN1(k) (k)
+#include "attn_band_f32.h"
 #include "attn_band_impl.h"
 
 /* ---- AVX2 + FMA: tiles of 6 rows by 16 columns (12 accumulators of the 16 registers) ---- */
@@ -81,15 +73,7 @@ static inline NNT_AVX2 void band_storen8(float *p, __m256 x, int64_t n)
 #define v_storen(p, x, n) band_storen8((p), (x), (n))
 #define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define v_mul(a, b) _mm256_mul_ps((a), (b))
-#define BAND_E float
-#define VB VF
-#define v_bload(p) v_load(p)
-#define v_bloadn(p, n) v_loadn((p), (n))
-#define v_bzero() v_zero()
-#define v_abcast(p) v_bcast(*(p))
-#define v_dot(acc, x, b) v_fma((x), (b), (acc))
-#define BAND_IN0(k) (k)
-#define BAND_IN1(k) (k)
+#include "attn_band_f32.h"
 #include "attn_band_impl.h"
 #endif /* NNT_CPU_X86 */
 

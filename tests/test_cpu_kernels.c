@@ -2581,6 +2581,39 @@ END_TEST
 
 /* ---- band products (cpu/attn_band.c) ---------------------------------------------------- */
 
+/* The largest error of the three band products' results against float64 sums, each relative to
+ * the sum of its terms' magnitudes: s (m, nk) = alpha a k^T over each row's keys (a (m, hd); k's
+ * element (j, x) at kb[j * kj + x * kx]); c = c0 + alpha p b and ck = ck0 + alpha p^T a (p (m,
+ * nk) of row stride ldp, zero outside each row's keys; b (nk, hd)) */
+static double band_errors(int64_t m, int64_t nk, int64_t hd, const int64_t *lo, const int64_t *hi,
+                          float alpha, const float *a, const float *kb, int64_t kj, int64_t kx,
+                          const float *p, int64_t ldp, const float *b, const float *s,
+                          const float *c, const float *c0, const float *ck, const float *ck0)
+{
+    double e = 0.0;
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t j = lo[r]; j < hi[r]; j++) {   /* outside the row's keys: the callers */
+            double mag, x = dot_mag(hd, a + r * hd, 1, kb + j * kj, kx, &mag);
+            double err = fabs(s[r * nk + j] - alpha * x) / (alpha * mag + 1e-30);
+            e = err > e ? err : e;
+        }
+        for (int64_t x = 0; x < hd; x++) {
+            double mag, y = dot_mag(nk, p + r * ldp, 1, b + x, hd, &mag);
+            double ref = c0[r * hd + x] + alpha * y;
+            double err = fabs(c[r * hd + x] - ref) / (alpha * mag + fabs(c0[r * hd + x]));
+            e = err > e ? err : e;
+        }
+    }
+    for (int64_t j = 0; j < nk; j++)
+        for (int64_t x = 0; x < hd; x++) {
+            double mag, y = dot_mag(m, p + j, ldp, a + x, hd, &mag);
+            double ref = ck0[j * hd + x] + alpha * y;
+            double err = fabs(ck[j * hd + x] - ref) / (alpha * mag + fabs(ck0[j * hd + x]));
+            e = err > e ? err : e;
+        }
+    return e;
+}
+
 /* The three band products on random rows' keys (empty rows, rows out of order as packed
  * examples make them, row counts and widths that leave partial tiles: m not a multiple of 8 or
  * 6, hd not of 32 or 16) at every level the CPU has: the keys each row sees against a float64
@@ -2636,29 +2669,9 @@ static void band_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wors
         nnt_cpu_band_abt(m, hd, alpha, a, hd, bt, nk, lo, hi, s, nk);
         nnt_cpu_band_ab(m, hd, alpha, p, nk, b, hd, lo, hi, c, hd);
         nnt_cpu_band_atb(m, nk, hd, alpha, p, nk, a, hd, lo, hi, ck, hd);
-        double e = 0.0;
-        for (int64_t r = 0; r < m; r++) {
-            for (int64_t j = 0; j < nk; j++) {
-                if (j < lo[r] || j >= hi[r])
-                    continue;   /* outside the row's keys: below */
-                double mag, x = dot_mag(hd, a + r * hd, 1, bt + j, nk, &mag);
-                double err = fabs(s[r * nk + j] - alpha * x) / (alpha * mag + 1e-30);
-                e = err > e ? err : e;
-            }
-            for (int64_t x = 0; x < hd; x++) {
-                double mag, y = dot_mag(nk, p + r * nk, 1, b + x, hd, &mag);
-                double ref = c0[r * hd + x] + alpha * y;
-                double err = fabs(c[r * hd + x] - ref) / (alpha * mag + fabs(c0[r * hd + x]));
-                e = err > e ? err : e;
-            }
-        }
-        for (int64_t j = 0; j < nk; j++)
-            for (int64_t x = 0; x < hd; x++) {
-                double mag, y = dot_mag(m, p + j, nk, a + x, hd, &mag);
-                double ref = ck0[j * hd + x] + alpha * y;
-                double err = fabs(ck[j * hd + x] - ref) / (alpha * mag + fabs(ck0[j * hd + x]));
-                e = err > e ? err : e;
-            }
+        /* bt's element (x, j): k (j, x) */
+        double e = band_errors(m, nk, hd, lo, hi, alpha, a, bt, 1, nk, p, nk, b, s, c, c0, ck,
+                               ck0);
         /* relative to the sum of the terms' magnitudes: measured 1.5e-7 at most */
         EXPECT_TOL(e, 1.5e-6, "%s, level %d", what, level);
         *worst = e > *worst ? e : *worst;
@@ -2789,27 +2802,7 @@ static void band16_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wo
     ck_assert_int_eq(nnt_cpu_band16_abt(m, hd2, alpha, q32, hd2, kt, nk + 3, lo, hi, s, nk), 0);
     ck_assert_int_eq(nnt_cpu_band16_ab(m, hd, alpha, p32, nk2 / 2, v2, hd, lo, hi, c, hd), 0);
     ck_assert_int_eq(nnt_cpu_band16_atb(m, nk, hd, alpha, pi, nk, q2, hd, lo, hi, ck, hd), 0);
-    double e = 0.0;
-    for (int64_t r = 0; r < m; r++) {
-        for (int64_t j = lo[r]; j < hi[r]; j++) {
-            double mag, x = dot_mag(hd, q + r * hd, 1, k + j * hd, 1, &mag);
-            double err = fabs(s[r * nk + j] - alpha * x) / (alpha * mag + 1e-30);
-            e = err > e ? err : e;
-        }
-        for (int64_t x = 0; x < hd; x++) {
-            double mag, y = dot_mag(nk, p + r * nk2, 1, v + x, hd, &mag);
-            double ref = c0[r * hd + x] + alpha * y;
-            double err = fabs(c[r * hd + x] - ref) / (alpha * mag + fabs(c0[r * hd + x]));
-            e = err > e ? err : e;
-        }
-    }
-    for (int64_t j = 0; j < nk; j++)
-        for (int64_t x = 0; x < hd; x++) {
-            double mag, y = dot_mag(m, p + j, nk2, q + x, hd, &mag);
-            double ref = ck0[j * hd + x] + alpha * y;
-            double err = fabs(ck[j * hd + x] - ref) / (alpha * mag + fabs(ck0[j * hd + x]));
-            e = err > e ? err : e;
-        }
+    double e = band_errors(m, nk, hd, lo, hi, alpha, q, k, hd, 1, p, nk2, v, s, c, c0, ck, ck0);
     /* relative to the sum of the terms' magnitudes: measured 8.4e-8 at most */
     EXPECT_TOL(e, 1.5e-6, "%s", what);
     *worst = e > *worst ? e : *worst;
