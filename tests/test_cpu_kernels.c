@@ -2312,21 +2312,22 @@ END_TEST
 /* o, dq, dk, dv (T, hd) of one sequence in double: the query at i with position pos[i] sees
  * the keys max(i - pos[i], i - w + 1) .. i (w 0: no window), scores scaled, capped (cap 0:
  * not), softmax; the gradients of sum(o * dout). */
-static void ref_packed(const int32_t *pos, int64_t w, double scale, double cap, const float *q,
-                       const float *k, const float *v, const float *dout, double *o, double *dq,
-                       double *dk, double *dv)
+static void ref_packed(int64_t T, int64_t hd, const int32_t *pos, int64_t w, double scale,
+                       double cap, const float *q, const float *k, const float *v,
+                       const float *dout, double *o, double *dq, double *dk, double *dv)
 {
-    memset(dq, 0, PT * PHD * sizeof *dq), memset(dk, 0, PT * PHD * sizeof *dk);
-    memset(dv, 0, PT * PHD * sizeof *dv);
-    for (int64_t i = 0; i < PT; i++) {
+    memset(dq, 0, (size_t)(T * hd) * sizeof *dq), memset(dk, 0, (size_t)(T * hd) * sizeof *dk);
+    memset(dv, 0, (size_t)(T * hd) * sizeof *dv);
+    double *sc = alloc_d(T), *g = alloc_d(T), *p = alloc_d(T), *dp = alloc_d(T);
+    for (int64_t i = 0; i < T; i++) {
         int64_t lo = i - pos[i];
         if (w > 0 && i - w + 1 > lo)
             lo = i - w + 1;
-        double sc[PT], g[PT], p[PT], mx = -INFINITY, sum = 0.0, dp[PT], pdp = 0.0;
+        double mx = -INFINITY, sum = 0.0, pdp = 0.0;
         for (int64_t j = lo; j <= i; j++) {
             double x = 0.0;
-            for (int c = 0; c < PHD; c++)
-                x += (double)q[i * PHD + c] * k[j * PHD + c];
+            for (int64_t c = 0; c < hd; c++)
+                x += (double)q[i * hd + c] * k[j * hd + c];
             x *= scale;
             g[j] = 1.0;
             if (cap > 0.0) {
@@ -2337,26 +2338,27 @@ static void ref_packed(const int32_t *pos, int64_t w, double scale, double cap, 
         }
         for (int64_t j = lo; j <= i; j++)
             sum += (p[j] = exp(sc[j] - mx));
-        for (int c = 0; c < PHD; c++)
-            o[i * PHD + c] = 0.0;
+        for (int64_t c = 0; c < hd; c++)
+            o[i * hd + c] = 0.0;
         for (int64_t j = lo; j <= i; j++) {
             p[j] /= sum;
             dp[j] = 0.0;
-            for (int c = 0; c < PHD; c++) {
-                o[i * PHD + c] += p[j] * v[j * PHD + c];
-                dp[j] += (double)dout[i * PHD + c] * v[j * PHD + c];
+            for (int64_t c = 0; c < hd; c++) {
+                o[i * hd + c] += p[j] * v[j * hd + c];
+                dp[j] += (double)dout[i * hd + c] * v[j * hd + c];
             }
             pdp += p[j] * dp[j];
         }
         for (int64_t j = lo; j <= i; j++) {
             double ds = p[j] * (dp[j] - pdp) * g[j];
-            for (int c = 0; c < PHD; c++) {
-                dv[j * PHD + c] += p[j] * dout[i * PHD + c];
-                dq[i * PHD + c] += scale * ds * k[j * PHD + c];
-                dk[j * PHD + c] += scale * ds * q[i * PHD + c];
+            for (int64_t c = 0; c < hd; c++) {
+                dv[j * hd + c] += p[j] * dout[i * hd + c];
+                dq[i * hd + c] += scale * ds * k[j * hd + c];
+                dk[j * hd + c] += scale * ds * q[i * hd + c];
             }
         }
     }
+    free(sc), free(g), free(p), free(dp);
 }
 
 /* max |got - want| / max |want| */
@@ -2390,7 +2392,7 @@ START_TEST(test_attention_packed)
                 pos[i] = (int32_t)(i - starts[layout][e]);
             }
             double ro[PT * PHD], rdq[PT * PHD], rdk[PT * PHD], rdv[PT * PHD];
-            ref_packed(pos, w, scale, cap, q, k, v, dout, ro, rdq, rdk, rdv);
+            ref_packed(PT, PHD, pos, w, scale, cap, q, k, v, dout, ro, rdq, rdk, rdv);
             for (int path = 0; path < 2; path++) {
                 float o[PT * PHD] = {0}, m[PT], l[PT], lse[PT], d[PT];
                 float dq[PT * PHD] = {0}, dk[PT * PHD] = {0}, dv[PT * PHD] = {0};
@@ -2441,6 +2443,129 @@ static double max_rel_f(const float *got, const float *want, int64_t n)
         e = fmax(e, fabs((double)got[i] - want[i])), top = fmax(top, fabs((double)want[i]));
     return top > 0.0 ? e / top : e;
 }
+
+/* One pass of the _packed kernels over tiles of BTILE query rows and keys of a BT-token
+ * sequence of BHD-dim heads (map: float or bf16 products; dnnl for the latter): o, dq, dk, dv */
+#define BT 61
+#define BHD 16
+#define BTILE 24
+static void packed_pass(const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, const int32_t *pos,
+                        int64_t w, float scale, float cap, const float *q, const float *k,
+                        const float *v, const float *dout, float *out[4])
+{
+    float *o = out[0], *dq = out[1], *dk = out[2], *dv = out[3];
+    float m[BT], l[BT], lse[BT], d[BT];
+    for (int i = 0; i < 4; i++)
+        memset(out[i], 0, BT * BHD * sizeof(float));
+    for (int64_t i = 0; i < BT; i++)
+        m[i] = -INFINITY, l[i] = 0.0f;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            nnt_cpu_attn_fwd_finalize_f32(1, BT, BHD, o, m, l, lse);
+            nnt_cpu_attn_bwd_prep_f32(1, BT, BHD, o, dout, d);
+        }
+        for (int64_t q0 = 0; q0 < BT; q0 += BTILE)
+            for (int64_t k0 = 0; k0 <= q0; k0 += BTILE) {
+                int64_t tq = BT - q0 < BTILE ? BT - q0 : BTILE;
+                int64_t tk = BT - k0 < BTILE ? BT - k0 : BTILE;
+                if (pass == 0)
+                    nnt_cpu_attn_fwd_packed_f32(dnnl, mp, tq, tk, BHD, q0, k0, w, pos + q0,
+                                                scale, cap, q + q0 * BHD, k + k0 * BHD,
+                                                v + k0 * BHD, o + q0 * BHD, m + q0, l + q0);
+                else
+                    nnt_cpu_attn_bwd_packed_f32(dnnl, mp, tq, tk, BHD, q0, k0, w, pos + q0,
+                                                scale, cap, q + q0 * BHD, k + k0 * BHD,
+                                                v + k0 * BHD, dout + q0 * BHD, lse + q0, d + q0,
+                                                dq + q0 * BHD, dk + k0 * BHD, dv + k0 * BHD);
+            }
+    }
+}
+
+/* Measured (AMD Zen 5), max |error| / max |value| of o, dq, dk, dv against double sums: float
+ * products 2.5e-7 at every band level; bf16 products 4.4e-3 (bf16 operands). The bf16 band
+ * products against oneDNN's: 4.3e-8 here (another sum order); a p or ds value that one of them
+ * rounds to the neighbouring bf16 moves an output by up to 5.2e-5 (test_attention_bf16's
+ * measurement on Zen 4, one value in some 40000), which the last bound allows. */
+#define PACKED_BAND_TOL 2.5e-6
+#define PACKED_BF16_TOL 4.4e-2
+#define PACKED_BF16_PATHS 2.3e-4
+
+/* The _packed kernels with tiles of 24 (groups of 8 rows: the band products' paths, where the
+ * tiles of 7 above take the GEMMs): examples of 9, 21, 1, 19 and 11 tokens (odd starts: a
+ * group's keys, and the bf16 pairs, cut by them), with and without a window of 11 and a
+ * soft-cap. Float products at every band level against double sums; under bf16 products the
+ * bf16 band products and oneDNN's against double sums within bf16's error and against each
+ * other. */
+START_TEST(test_attention_packed_band)
+{
+    static const int64_t starts[] = {0, 9, 30, 31, 50, BT};
+    const nnt_attn_map f32 = {1, 1, 1, 0, 1, 1, 0, 0}, b16 = {1, 1, 1, 0, 1, 1, 0, 1};
+    float *q = test_random_f32(BT * BHD, 25, -1, 1), *k = test_random_f32(BT * BHD, 26, -1, 1);
+    float *v = test_random_f32(BT * BHD, 27, -1, 1), *dout = test_random_f32(BT * BHD, 28, -1, 1);
+    float *out[2][4];
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 4; i++)
+            out[p][i] = alloc_f(BT * BHD);
+    double *ref[4] = {alloc_d(BT * BHD), alloc_d(BT * BHD), alloc_d(BT * BHD), alloc_d(BT * BHD)};
+    int32_t pos[BT];
+    for (int64_t i = 0, e = 0; i < BT; i++) {
+        while (starts[e + 1] <= i)
+            e++;
+        pos[i] = (int32_t)(i - starts[e]);
+    }
+    nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
+    int bf16 = dnnl && nnt_cpu_dnnl_bf16_native();
+    double worst[3] = {0.0, 0.0, 0.0};
+    static const char *const names[4] = {"o", "dq", "dk", "dv"};
+    for (int variant = 0; variant < 4; variant++) {
+        int64_t w = variant & 1 ? 11 : 0;
+        float cap = variant & 2 ? 0.5f : 0.0f, scale = 0.4f;
+        ref_packed(BT, BHD, pos, w, scale, cap, q, k, v, dout, ref[0], ref[1], ref[2], ref[3]);
+        for (int level = nnt_cpu_band_level(); level >= 0; level--) {
+            ck_assert_int_eq(nnt_cpu_band_force(level), level);
+            packed_pass(&f32, NULL, pos, w, scale, cap, q, k, v, dout, out[0]);
+            for (int i = 0; i < 4; i++) {
+                double e = max_rel(out[0][i], ref[i], BT * BHD);
+                EXPECT_TOL(e, PACKED_BAND_TOL, "packed band %s, window %lld, cap %g, level %d",
+                           names[i], (long long)w, (double)cap, level);
+                worst[0] = fmax(worst[0], e);
+            }
+        }
+        nnt_cpu_band_force(-1);
+        if (!bf16)
+            continue;
+        for (int p = 0; p < 2; p++) {   /* the bf16 band products where the CPU has them */
+            nnt_cpu_band16_force(p == 0 ? -1 : 0);
+            packed_pass(&b16, dnnl, pos, w, scale, cap, q, k, v, dout, out[p]);
+        }
+        nnt_cpu_band16_force(-1);
+        for (int i = 0; i < 4; i++) {
+            for (int p = 0; p < 2; p++) {
+                double e = max_rel(out[p][i], ref[i], BT * BHD);
+                EXPECT_TOL(e, PACKED_BF16_TOL, "packed bf16 %s, window %lld, cap %g, %s",
+                           names[i], (long long)w, (double)cap, p ? "oneDNN" : "default");
+                worst[1] = fmax(worst[1], e);
+            }
+            double e = max_rel_f(out[0][i], out[1][i], BT * BHD);
+            EXPECT_TOL(e, PACKED_BF16_PATHS, "packed bf16 %s, window %lld, cap %g: the two paths",
+                       names[i], (long long)w, (double)cap);
+            worst[2] = fmax(worst[2], e);
+        }
+    }
+    printf("test_cpu_kernels attention_packed_band: worst error %.2e (float), %.2e (bf16), "
+           "%.2e between the bf16 paths%s\n", worst[0], worst[1], worst[2],
+           bf16 ? (nnt_cpu_band16_level() ? "" : " (no bf16 band products here: both oneDNN's)")
+                : " (no oneDNN bf16 here: not run)");
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 4; i++)
+            free(out[p][i]);
+    for (int i = 0; i < 4; i++)
+        free(ref[i]);
+    free(q), free(k), free(v), free(dout);
+    nnt_cpu_dnnl_cache_destroy(dnnl);
+}
+END_TEST
+
 
 /* Attention by products (cpu/attn_products.c, the CPU operations) against the flash kernels
  * on the same blocks: a query tile of 37 rows at position 40 against a key tile of 29 rows
@@ -2866,6 +2991,7 @@ static Suite *cpu_suite(void)
         {"attention_masked", test_attention_masked_rows},
         {"attention_window", test_attention_window_noscratch},
         {"attention_packed", test_attention_packed},
+        {"attention_packed_band", test_attention_packed_band},
         {"attention_products", test_attention_products},
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
