@@ -334,11 +334,9 @@ static void band16_slab(const band16 *b16, const uint16_t *k16, const uint16_t *
                         const uint16_t *kv16, int64_t a, int64_t b, int64_t tk, int64_t hd)
 {
     int64_t hd2 = hd / 2;
-    nnt_cpu_bf16_pair_transpose(b - a, hd2, (const uint32_t *)(k16 + a * hd), hd2,
-                                b16->kt + a, tk);
+    nnt_cpu_band_transpose(b - a, hd2, k16 + a * hd, b16->kt + a, tk);
     if (b16->vt)
-        nnt_cpu_bf16_pair_transpose(b - a, hd2, (const uint32_t *)(v16 + a * hd), hd2,
-                                    b16->vt + a, tk);
+        nnt_cpu_band_transpose(b - a, hd2, v16 + a * hd, b16->vt + a, tk);
     nnt_cpu_bf16_pair_rows(b - a, hd, kv16 + a * hd, hd, b16->kv2 + a / 2 * hd, hd);
 }
 

@@ -28,16 +28,12 @@
 #define VF __m512
 #define VW 16
 #define MR 8
-static inline NNT_AVX512 __mmask16 band_mask16(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
 #define v_zero() _mm512_setzero_ps()
 #define v_bcast(x) _mm512_set1_ps(x)
 #define v_load(p) _mm512_loadu_ps(p)
-#define v_loadn(p, n) _mm512_maskz_loadu_ps(band_mask16(n), (p))
+#define v_loadn(p, n) _mm512_maskz_loadu_ps(nnt_avx512_maskn(n), (p))
 #define v_store(p, x) _mm512_storeu_ps((p), (x))
-#define v_storen(p, x, n) _mm512_mask_storeu_ps((p), band_mask16(n), (x))
+#define v_storen(p, x, n) _mm512_mask_storeu_ps((p), nnt_avx512_maskn(n), (x))
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define v_mul(a, b) _mm512_mul_ps((a), (b))
 #include "attn_band_f32.h"
@@ -98,24 +94,28 @@ int nnt_cpu_band_force(int level)
     return nnt_cpu_band_level();
 }
 
-/* xt[d * ldt + j] = x[j * hd + d] for rows [j0, j1) and columns [d0, d1) */
+/* xt[d * ldt + j] = x[j * hd + d] for rows [j0, j1) and columns [d0, d1), 32-bit words (floats
+ * or bf16 pairs: moved as they are) */
 static void transpose_portable(int64_t j0, int64_t j1, int64_t d0, int64_t d1, int64_t hd,
-                               const float *x, float *xt, int64_t ldt)
+                               const void *x, void *xt, int64_t ldt)
 {
+    const char *xb = x;
+    char *tb = xt;
     for (int64_t b = j0; b < j1; b += 16)   /* 16 rows of x at a time: xt's runs of 16 */
         for (int64_t d = d0; d < d1; d++) {
             int64_t e = b + 16 < j1 ? b + 16 : j1;
-            float *t = xt + d * ldt;
             for (int64_t j = b; j < e; j++)
-                t[j] = x[j * hd + d];
+                memcpy(tb + 4 * (d * ldt + j), xb + 4 * (j * hd + d), 4);
         }
 }
 
 #if NNT_CPU_X86
 /* Blocks of 16 x 16 transposed in registers (four rounds of shuffles), the edges portably */
-static NNT_AVX512 void transpose_avx512(int64_t n, int64_t hd, const float *x, float *xt,
+static NNT_AVX512 void transpose_avx512(int64_t n, int64_t hd, const void *xv, void *xtv,
                                         int64_t ldt)
 {
+    const float *x = xv;   /* only the intrinsics' loads and stores touch the words */
+    float *xt = xtv;
     int64_t n16 = n / 16 * 16, hd16 = hd / 16 * 16;
     for (int64_t j = 0; j < n16; j += 16)
         for (int64_t d = 0; d < hd16; d += 16) {
@@ -151,9 +151,11 @@ static NNT_AVX512 void transpose_avx512(int64_t n, int64_t hd, const float *x, f
 }
 
 /* Blocks of 8 x 8 */
-static NNT_AVX2 void transpose_avx2(int64_t n, int64_t hd, const float *x, float *xt,
+static NNT_AVX2 void transpose_avx2(int64_t n, int64_t hd, const void *xv, void *xtv,
                                     int64_t ldt)
 {
+    const float *x = xv;
+    float *xt = xtv;
     int64_t n8 = n / 8 * 8, hd8 = hd / 8 * 8;
     for (int64_t j = 0; j < n8; j += 8)
         for (int64_t d = 0; d < hd8; d += 8) {
@@ -181,7 +183,7 @@ static NNT_AVX2 void transpose_avx2(int64_t n, int64_t hd, const float *x, float
 }
 #endif
 
-void nnt_cpu_band_transpose(int64_t n, int64_t hd, const float *x, float *xt, int64_t ldt)
+void nnt_cpu_band_transpose(int64_t n, int64_t hd, const void *x, void *xt, int64_t ldt)
 {
 #if NNT_CPU_X86
     int level = nnt_cpu_band_level();

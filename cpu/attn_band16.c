@@ -59,11 +59,6 @@ static inline uint32_t pair_of(uint16_t first, uint16_t second)
 }
 
 #if NNT_CPU_X86
-static inline NNT_AVX512BF16 __mmask16 b16_mask(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
 /* the pair at p in every lane */
 static inline NNT_AVX512BF16 __m512bh b16_bcast(const uint32_t *p)
 {
@@ -90,22 +85,6 @@ static NNT_AVX512BF16 void pair_rows_avx512(int64_t n, int64_t m, const uint16_t
     }
 }
 
-static NNT_AVX512BF16 void pair_transpose_avx512(int64_t n, int64_t m, const uint32_t *x,
-                                                 int64_t ldx, uint32_t *xt, int64_t ldt)
-{
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                             11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)ldx));
-    for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 k = b16_mask(n - j);
-        const uint32_t *xj = x + j * ldx;
-        for (int64_t t = 0; t < m; t++) {
-            __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, xj + t, 4);
-            _mm512_mask_storeu_epi32(xt + t * ldt + j, k, g);
-        }
-    }
-}
-
 /* The band products' template (attn_band_impl.h) on pairs: tiles of 8 rows by 32 columns,
  * each step one VDPBF16PS a row and vector */
 #define BAND(name) band16_##name##_avx512
@@ -116,15 +95,15 @@ static NNT_AVX512BF16 void pair_transpose_avx512(int64_t n, int64_t m, const uin
 #define v_zero() _mm512_setzero_ps()
 #define v_bcast(x) _mm512_set1_ps(x)
 #define v_load(p) _mm512_loadu_ps(p)
-#define v_loadn(p, n) _mm512_maskz_loadu_ps(b16_mask(n), (p))
+#define v_loadn(p, n) _mm512_maskz_loadu_ps(nnt_avx512_maskn(n), (p))
 #define v_store(p, x) _mm512_storeu_ps((p), (x))
-#define v_storen(p, x, n) _mm512_mask_storeu_ps((p), b16_mask(n), (x))
+#define v_storen(p, x, n) _mm512_mask_storeu_ps((p), nnt_avx512_maskn(n), (x))
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define v_mul(a, b) _mm512_mul_ps((a), (b))
 #define BAND_E uint32_t
 #define VB __m512bh
 #define v_bload(p) ((__m512bh)_mm512_loadu_si512(p))
-#define v_bloadn(p, n) ((__m512bh)_mm512_maskz_loadu_epi32(b16_mask(n), (p)))
+#define v_bloadn(p, n) ((__m512bh)_mm512_maskz_loadu_epi32(nnt_avx512_maskn(n), (p)))
 #define v_bzero() ((__m512bh)_mm512_setzero_si512())
 #define v_abcast(p) b16_bcast(p)
 #define v_dot(acc, x, b) _mm512_dpbf16_ps((acc), (x), (b))
@@ -148,20 +127,6 @@ void nnt_cpu_bf16_pair_rows(int64_t n, int64_t m, const uint16_t *x, int64_t ldx
         for (int64_t c = 0; c < m; c++)
             y[t * ldy + c] = pair_of(x[2 * t * ldx + c], 2 * t + 1 < n ? x[(2 * t + 1) * ldx + c]
                                                                       : 0);
-}
-
-void nnt_cpu_bf16_pair_transpose(int64_t n, int64_t m, const uint32_t *x, int64_t ldx,
-                                 uint32_t *xt, int64_t ldt)
-{
-#if NNT_CPU_X86
-    if (nnt_cpu_band16_level() > 0) {
-        pair_transpose_avx512(n, m, x, ldx, xt, ldt);
-        return;
-    }
-#endif
-    for (int64_t j = 0; j < n; j++)
-        for (int64_t t = 0; t < m; t++)
-            xt[t * ldt + j] = x[j * ldx + t];
 }
 
 int nnt_cpu_band16_abt(int64_t m, int64_t hd2, float alpha, const uint32_t *a, int64_t lda,

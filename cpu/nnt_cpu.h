@@ -505,12 +505,13 @@ void *nnt_cpu_scratch(int slot, size_t bytes);
  *   atb: c[j][0..hd) += alpha sum_r p[r][j] a[r][..] over the rows from the first to the last
  *        that sees key j's group of keys, for the keys j < nk some row sees, p zero outside
  *        [lo[r], hi[r]) on those rows.
- * transpose: xt[d * ldt + j] = x[j * hd + d] for j < n (the bt of abt). */
+ * transpose: xt[d * ldt + j] = x[j * hd + d] for j < n (the bt of abt), 32-bit words: floats, or
+ *        the bf16 pairs of the bf16 band products below. */
 /* 2 AVX-512F, 1 AVX2 + FMA, 0 portable (callers: GEMMs; also with NNT_ATTN_BAND=0 in the
  * environment, read at the first call: the GEMMs side by side, for benchmarks) */
 int nnt_cpu_band_level(void);
 int nnt_cpu_band_force(int level);  /* tests: at most that level (-1: the CPU's); the level    */
-void nnt_cpu_band_transpose(int64_t n, int64_t hd, const float *x, float *xt, int64_t ldt);
+void nnt_cpu_band_transpose(int64_t n, int64_t hd, const void *x, void *xt, int64_t ldt);
 void nnt_cpu_band_abt(int64_t m, int64_t hd, float alpha, const float *a, int64_t lda,
                       const float *bt, int64_t ldbt, const int64_t *lo, const int64_t *hi,
                       float *c, int64_t ldc);
@@ -524,8 +525,8 @@ void nnt_cpu_band_atb(int64_t m, int64_t nk, int64_t hd, float alpha, const floa
 /* ---- bf16 band products (cpu/attn_band16.c) -------------------------------------------------
  * The band products above with bf16 operands and float sums (NNT_PRECISION_BF16's products),
  * on AVX512-BF16's pairwise dot products: every operand comes as 32-bit words holding a pair of
- * bf16 values along the sum's dimension, the first in the low half (nnt_cpu_bf16_pair_rows /
- * _transpose make them). The same groups and keys as the float products; the sums in
+ * bf16 values along the sum's dimension, the first in the low half (nnt_cpu_bf16_pair_rows and
+ * nnt_cpu_band_transpose make them). The same groups and keys as the float products; the sums in
  * increasing order of pairs, a pair's two products added in one step.
  *   abt: c[r][j] = alpha sum_{t < hd2} a[r][t] . bt[t][j] (a: rows of hd2 pairs along the head
  *        dimension, bt those of the keys transposed), j in r's group's keys (c elsewhere not
@@ -547,9 +548,6 @@ int nnt_cpu_band16_force(int level);   /* tests: at most that level (-1: the CPU
  * odd) */
 void nnt_cpu_bf16_pair_rows(int64_t n, int64_t m, const uint16_t *x, int64_t ldx, uint32_t *y,
                             int64_t ldy);
-/* xt[t * ldt + j] = x[j * ldx + t] for j < n, t < m */
-void nnt_cpu_bf16_pair_transpose(int64_t n, int64_t m, const uint32_t *x, int64_t ldx,
-                                 uint32_t *xt, int64_t ldt);
 int nnt_cpu_band16_abt(int64_t m, int64_t hd2, float alpha, const uint32_t *a, int64_t lda,
                        const uint32_t *bt, int64_t ldbt, const int64_t *lo, const int64_t *hi,
                        float *c, int64_t ldc);

@@ -42,6 +42,12 @@ static inline NNT_AVX512 __m512 nnt_avx512_exp(__m512 x)
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x); /* NaN stays */
 }
 
+/* the lanes [0, n) of 16, for any n (none when n <= 0, all when n >= 16) */
+static inline NNT_AVX512 __mmask16 nnt_avx512_maskn(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
 /* the lanes [0, n) of 16 (n <= 16), and those lanes moved up by `up` */
 static inline NNT_AVX512 __mmask16 nnt_avx512_mask(int64_t n, int up)
 {

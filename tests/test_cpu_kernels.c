@@ -2903,7 +2903,7 @@ static void band16_case(int64_t m, int64_t nk, int64_t hd, int shape, double *wo
     memcpy(q32, q16, (size_t)(m * hd) * 2);   /* pairs along a row: the row's own words */
     memcpy(k32, k16, (size_t)(nk * hd) * 2);
     memcpy(p32, p16, (size_t)(m * nk2) * 2);
-    nnt_cpu_bf16_pair_transpose(nk, hd2, k32, hd2, kt, nk + 3);
+    nnt_cpu_band_transpose(nk, hd2, k32, kt, nk + 3);
     nnt_cpu_bf16_pair_rows(nk, hd, v16, hd, v2, hd);
     nnt_cpu_bf16_pair_rows(m, nk, p16, nk2, pi, nk);
     nnt_cpu_bf16_pair_rows(m, hd, q16, hd, q2, hd);
