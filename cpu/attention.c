@@ -265,15 +265,23 @@ static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cach
     return attn_scratch(SCRATCH_KT, (size_t)(n * tk * hd) * sizeof(float));
 }
 
-/* A score row x of n floats, 0 outside [a, b), rounded to bf16 into h: the zeros written
- * (nnt_cpu_f32_to_bf16's bits for 0.0f), the rest converted */
-static void round_visible(const float *x, int64_t a, int64_t b, int64_t n, uint16_t *h)
+/* The end of a score row of n floats whose keys are [a, nv): without h, cleared outside them
+ * for the products that read it; with h (the bf16 band products), rounded to bf16 into h with
+ * zeros outside (the floats there are not read again) */
+static void close_row(float *x, int64_t a, int64_t nv, int64_t n, uint16_t *h)
 {
     a = a < n ? a : n;
-    b = b > a ? (b < n ? b : n) : a;
-    memset(h, 0, (size_t)a * sizeof *h);
-    nnt_cpu_f32_to_bf16(b - a, x + a, h + a);
-    memset(h + b, 0, (size_t)(n - b) * sizeof *h);
+    nv = nv > a ? (nv < n ? nv : n) : a;
+    if (h) {   /* the zeros written: nnt_cpu_f32_to_bf16's bits for 0.0f */
+        memset(h, 0, (size_t)a * sizeof *h);
+        nnt_cpu_f32_to_bf16(nv - a, x + a, h + a);
+        memset(h + nv, 0, (size_t)(n - nv) * sizeof *h);
+        return;
+    }
+    for (int64_t j = 0; j < a; j++)
+        x[j] = 0.0f;
+    for (int64_t j = nv; j < n; j++)
+        x[j] = 0.0f;
 }
 
 /* Scratch of the bf16 band products (cpu/attn_band16.c), which the kernels use for their bf16
@@ -327,6 +335,14 @@ static band16 *band16_scratch(band16 *b, const float *p, const uint16_t *h16,
     return b;
 }
 
+/* The keys [*klo, *khi) of a call widened to whole key pairs for the bf16 band products: from
+ * an even key, to an even one or tk */
+static void band16_keys(int64_t *klo, int64_t *khi, int64_t tk)
+{
+    *klo -= *klo & 1;
+    *khi += *khi < tk ? *khi & 1 : 0;
+}
+
 /* The pairs of a kv slab for the bf16 band products: k's transposed (and v's: backward),
  * and the pair rows of kv (v forward, k backward), from their bf16 rows [a, b) (a even; b
  * even or tk) */
@@ -373,11 +389,9 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r, a = lo[r], nv = hi[r];   /* visible: [a, nv) of p's row */
         float *restrict pr = p + r * ldp;
+        uint16_t *h = b16 ? b16->s16 + r * ldp : NULL;   /* (b16) p's bf16 row */
         if (nv <= a) {   /* (positions) the row's example starts after the block */
-            for (int64_t j = 0; j < ldp; j++)
-                pr[j] = 0.0f;
-            if (b16)
-                round_visible(pr, 0, 0, ldp, b16->s16 + r * ldp);
+            close_row(pr, 0, 0, ldp, h);
             continue;
         }
         if (cap > 0.0f)
@@ -386,12 +400,7 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         float bm = nnt_cpu_row_max_f32(nv - a, pr + a);     /* nv - a >= 1 */
         float mnew = m[i] > bm ? m[i] : bm;
         float sum = nnt_cpu_row_exp_f32(nv - a, pr + a, mnew);
-        for (int64_t j = 0; j < a; j++)
-            pr[j] = 0.0f;
-        for (int64_t j = nv; j < ldp; j++)
-            pr[j] = 0.0f;
-        if (b16)   /* rounded as the softmax ends the row */
-            round_visible(pr, a, nv, ldp, b16->s16 + r * ldp);
+        close_row(pr, a, nv, ldp, h);   /* b16: rounded as the softmax ends the row */
         if (m[i] != mnew) {   /* the running maximum moved: rescale (alpha 0 when m was -inf) */
             float alpha = expf(m[i] - mnew);
             l[i] *= alpha;
@@ -468,10 +477,8 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
     float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, 0, tk, hd);   /* (hd, tk) k^T, or NULL */
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 0, 0, r1 - r0, ch, tk, hd);
-    if (b16) {   /* whole key pairs: from an even key, to an even one or tk */
-        klo -= klo & 1;
-        khi += khi < tk ? khi & 1 : 0;
-    }
+    if (b16)
+        band16_keys(&klo, &khi, tk);
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
@@ -650,20 +657,15 @@ static int chunk_segments(int64_t i0, int64_t i1, int64_t q_pos0, int64_t k_pos0
     return ns;
 }
 
-/* The softmax gradient of row r of a chunk's score blocks: p (the scaled scores in, the
- * probabilities out) and ds (dout v^T in, the scores' gradient out) over the row's keys [a,
- * nv), both cleared elsewhere in [0, n) */
-static void grad_row(int64_t a, int64_t nv, int64_t n, float *restrict pr, float *restrict dsr,
-                     float lse, float d, float cap)
+/* The softmax gradient of a row of a chunk's score blocks over its keys [a, nv): p (the scaled
+ * scores in, the probabilities out) and ds (dout v^T in, the scores' gradient out) */
+static void grad_row(int64_t a, int64_t nv, float *restrict pr, float *restrict dsr, float lse,
+                     float d, float cap)
 {
     if (cap > 0.0f)
         capped_softmax_grad(nv - a, pr + a, dsr + a, lse, d, cap);
     else
         nnt_cpu_row_softmax_grad_f32(nv - a, pr + a, dsr + a, lse, d);
-    for (int64_t j = 0; j < a; j++)
-        pr[j] = dsr[j] = 0.0f;
-    for (int64_t j = nv > a ? nv : a; j < n; j++)
-        pr[j] = dsr[j] = 0.0f;
 }
 
 /* bwd_chunk by the bf16 band products: keys [k0, k0 + nk) (k0 even), p and ds in rows of
@@ -684,9 +686,9 @@ static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t 
     nnt_cpu_band16_abt(rows, hd2, 1.0f, do32, hd2, b16->vt + k0, tk, lo, hi, ds, ldp);
     uint16_t *p16 = b16->s16, *ds16 = b16->s16 + rows * ldp;
     for (int64_t r = 0; r < rows; r++) {
-        grad_row(lo[r], hi[r], ldp, p + r * ldp, ds + r * ldp, lse[i0 + r], d[i0 + r], cap);
-        round_visible(p + r * ldp, lo[r], hi[r], ldp, p16 + r * ldp);
-        round_visible(ds + r * ldp, lo[r], hi[r], ldp, ds16 + r * ldp);
+        grad_row(lo[r], hi[r], p + r * ldp, ds + r * ldp, lse[i0 + r], d[i0 + r], cap);
+        close_row(p + r * ldp, lo[r], hi[r], ldp, p16 + r * ldp);
+        close_row(ds + r * ldp, lo[r], hi[r], ldp, ds16 + r * ldp);
     }
     /* the row pairs of p, ds, q and dout for the sums over rows */
     nnt_cpu_bf16_pair_rows(rows, nk, p16, ldp, b16->pp, tk);
@@ -745,7 +747,9 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     }
     for (int64_t r = 0; r < rows; r++) {   /* [lo, hi): empty with lse -inf */
         float *restrict pr = p + r * nk, *restrict dsr = ds + r * nk;
-        grad_row(lo[r], hi[r], nk, pr, dsr, lse[i0 + r], d[i0 + r], cap);
+        grad_row(lo[r], hi[r], pr, dsr, lse[i0 + r], d[i0 + r], cap);
+        close_row(pr, lo[r], hi[r], nk, NULL);
+        close_row(dsr, lo[r], hi[r], nk, NULL);
         round_row(bf16, 0, r, nk, pr);
         round_row(bf16, rows * nk, r, nk, dsr);
     }
@@ -820,10 +824,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0, whole, tk, hd);
     float *vt = kt ? kt + tk * hd : NULL;
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 1, whole, r1 - r0, ch, tk, hd);
-    if (b16) {   /* whole key pairs: from an even key, to an even one or tk */
-        klo -= klo & 1;
-        khi += khi < tk ? khi & 1 : 0;
-    }
+    if (b16)
+        band16_keys(&klo, &khi, tk);
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
     int64_t kv_done = -1;   /* the kv slab ks, vs (and kt, vt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
