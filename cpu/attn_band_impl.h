@@ -107,7 +107,7 @@ static BAND_T void BAND(abt)(int64_t m, int64_t hd, float alpha, const BAND_E *a
     }
 }
 
-/* ---- ab: c += alpha p b ------------------------------------------------------------------ */
+/* ---- ab and atb: c += alpha (sums over keys or query rows) ---------------------------- */
 
 /* c (R x ncol, ldc) += alpha (acc0, acc1): the end of ab's and atb's tiles */
 BAND_INLINE void BAND(add_tile)(int R, int full, int64_t ncol, float alpha, const VF *acc0,
@@ -127,53 +127,60 @@ BAND_INLINE void BAND(add_tile)(int R, int full, int64_t ncol, float alpha, cons
     }
 }
 
-/* c (R x ncol, ldc) += alpha sum over steps j in [j0, j1) of p[r][j] b[j][..]: p's rows at p
- * (ldp), b's rows (ldb) from the tile's first column. */
-BAND_INLINE void BAND(ab_tile)(int R, int full, int64_t ncol, int64_t j0, int64_t j1,
-                               float alpha, const BAND_E *p, int64_t ldp, const BAND_E *b,
-                               int64_t ldb, float *c, int64_t ldc)
+/* c (R x ncol, ldc) += alpha sum over steps t in [t0, t1) of x_r(t) b[t][..], x_r(t) =
+ * x[r * ldxr + t * ldxt]: for ab p's rows (ldxr ldp, ldxt 1), for atb p's columns at the tile's
+ * keys (ldxr 1, ldxt ldp); b's rows (ldb) from the tile's first column. */
+BAND_INLINE void BAND(sum_tile)(int R, int full, int64_t ncol, int64_t t0, int64_t t1,
+                                float alpha, const BAND_E *x, int64_t ldxr, int64_t ldxt,
+                                const BAND_E *b, int64_t ldb, float *c, int64_t ldc)
 {
     VF acc0[MR], acc1[MR];
-    const BAND_E *pr[MR];
+    const BAND_E *xr[MR];
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
         acc0[r] = acc1[r] = v_zero();
-        pr[r] = p + r * ldp;
+        xr[r] = x + r * ldxr;
     }
-    for (int64_t j = j0; j < j1; j++) {
-        const BAND_E *bj = b + j * ldb;
-        VB b0 = full ? v_bload(bj) : v_bloadn(bj, ncol);
-        VB b1 = full ? v_bload(bj + VW) : v_bloadn(bj + VW, ncol - VW);
+    for (int64_t t = t0; t < t1; t++) {
+        const BAND_E *bt = b + t * ldb;
+        VB b0 = full ? v_bload(bt) : v_bloadn(bt, ncol);
+        VB b1 = full ? v_bload(bt + VW) : v_bloadn(bt + VW, ncol - VW);
+        int64_t off = t * ldxt;
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            VB x = v_abcast(pr[r] + j);
-            acc0[r] = v_dot(acc0[r], x, b0);
-            acc1[r] = v_dot(acc1[r], x, b1);
+            VB xv = v_abcast(xr[r] + off);
+            acc0[r] = v_dot(acc0[r], xv, b0);
+            acc1[r] = v_dot(acc1[r], xv, b1);
         }
     }
     BAND(add_tile)(R, full, ncol, alpha, acc0, acc1, c, ldc);
 }
 
-/* One group of R rows of ab: hd columns in tiles of 2 VW, the last one masked */
-#define BAND_AB_G(RR)                                                                         \
-    BAND_GROUP void BAND(ab_g##RR)(int64_t k0, int64_t k1, int64_t hd, float alpha,           \
-                                   const BAND_E *p, int64_t ldp, const BAND_E *b,             \
-                                   int64_t ldb, float *c, int64_t ldc)                        \
+/* One group of R rows (ab) or keys (atb): the sum over elements [e0, e1) of the inner dimension
+ * (keys for ab, query rows for atb), hd columns in tiles of 2 VW, the last one masked */
+#define BAND_SUM_G(RR)                                                                        \
+    BAND_GROUP void BAND(sum_g##RR)(int64_t e0, int64_t e1, int64_t hd, float alpha,          \
+                                    const BAND_E *x, int64_t ldxr, int64_t ldxt,              \
+                                    const BAND_E *b, int64_t ldb, float *c, int64_t ldc)      \
     {                                                                                         \
-        int64_t x = 0, j0 = BAND_IN0(k0), j1 = BAND_IN1(k1);                                  \
-        for (; x + 2 * VW <= hd; x += 2 * VW)                                                 \
-            BAND(ab_tile)(RR, 1, 2 * VW, j0, j1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
-        if (x < hd)                                                                           \
-            BAND(ab_tile)(RR, 0, hd - x, j0, j1, alpha, p, ldp, b + x, ldb, c + x, ldc);      \
+        int64_t col = 0, t0 = BAND_IN0(e0), t1 = BAND_IN1(e1);                                \
+        for (; col + 2 * VW <= hd; col += 2 * VW)                                             \
+            BAND(sum_tile)(RR, 1, 2 * VW, t0, t1, alpha, x, ldxr, ldxt, b + col, ldb,         \
+                           c + col, ldc);                                                     \
+        if (col < hd)                                                                         \
+            BAND(sum_tile)(RR, 0, hd - col, t0, t1, alpha, x, ldxr, ldxt, b + col, ldb,       \
+                           c + col, ldc);                                                     \
     }
-BAND_AB_G(MR)
-BAND_AB_G(4)
-BAND_AB_G(2)
-BAND_AB_G(1)
-#undef BAND_AB_G
-static void (*const BAND(ab_gs)[4])(int64_t, int64_t, int64_t, float, const BAND_E *, int64_t,
-                                    const BAND_E *, int64_t, float *, int64_t) = {
-    BAND(ab_g1), BAND(ab_g2), BAND(ab_g4), BAND(ab_gMR)};   /* by band_group_slot */
+BAND_SUM_G(MR)
+BAND_SUM_G(4)
+BAND_SUM_G(2)
+BAND_SUM_G(1)
+#undef BAND_SUM_G
+static void (*const BAND(sum_gs)[4])(int64_t, int64_t, int64_t, float, const BAND_E *, int64_t,
+                                     int64_t, const BAND_E *, int64_t, float *, int64_t) = {
+    BAND(sum_g1), BAND(sum_g2), BAND(sum_g4), BAND(sum_gMR)};   /* by band_group_slot */
+
+/* ---- ab: c += alpha p b ------------------------------------------------------------------ */
 
 static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const BAND_E *p, int64_t ldp,
                             const BAND_E *b, int64_t ldb, const int64_t *lo, const int64_t *hi,
@@ -183,60 +190,14 @@ static BAND_T void BAND(ab)(int64_t m, int64_t hd, float alpha, const BAND_E *p,
         int rows = band_group_rows(m - g, MR);
         int64_t k0, k1;
         if (band_group_keys(rows, lo + g, hi + g, &k0, &k1)) {
-            BAND(ab_gs)[band_group_slot(rows)](k0, k1, hd, alpha, p + g * ldp, ldp, b, ldb,
-                                               c + g * ldc, ldc);
+            BAND(sum_gs)[band_group_slot(rows)](k0, k1, hd, alpha, p + g * ldp, ldp, 1, b,
+                                                ldb, c + g * ldc, ldc);
         }
         g += rows;
     }
 }
 
 /* ---- atb: c += alpha p^T a --------------------------------------------------------------- */
-
-/* c (R keys x ncol, ldc: rows for the keys from the tile's first) += alpha sum over steps i
- * in [i0, i1) of p[i][key] a[i][..]: p from the tile's first key (ldp), a's rows (lda) from
- * the tile's first column. */
-BAND_INLINE void BAND(atb_tile)(int R, int full, int64_t ncol, int64_t i0, int64_t i1,
-                                float alpha, const BAND_E *p, int64_t ldp, const BAND_E *a,
-                                int64_t lda, float *c, int64_t ldc)
-{
-    VF acc0[MR], acc1[MR];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; r++)
-        acc0[r] = acc1[r] = v_zero();
-    for (int64_t i = i0; i < i1; i++) {
-        const BAND_E *ai = a + i * lda, *pi = p + i * ldp;
-        VB a0 = full ? v_bload(ai) : v_bloadn(ai, ncol);
-        VB a1 = full ? v_bload(ai + VW) : v_bloadn(ai + VW, ncol - VW);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; r++) {
-            VB x = v_abcast(pi + r);
-            acc0[r] = v_dot(acc0[r], x, a0);
-            acc1[r] = v_dot(acc1[r], x, a1);
-        }
-    }
-    BAND(add_tile)(R, full, ncol, alpha, acc0, acc1, c, ldc);
-}
-
-/* One group of R keys of atb: hd columns in tiles of 2 VW, the last one masked */
-#define BAND_ATB_G(RR)                                                                        \
-    BAND_GROUP void BAND(atb_g##RR)(int64_t i0, int64_t i1, int64_t hd, float alpha,          \
-                                    const BAND_E *p, int64_t ldp, const BAND_E *a,            \
-                                    int64_t lda, float *c, int64_t ldc)                       \
-    {                                                                                         \
-        int64_t x = 0, t0 = BAND_IN0(i0), t1 = BAND_IN1(i1);                                  \
-        for (; x + 2 * VW <= hd; x += 2 * VW)                                                 \
-            BAND(atb_tile)(RR, 1, 2 * VW, t0, t1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
-        if (x < hd)                                                                           \
-            BAND(atb_tile)(RR, 0, hd - x, t0, t1, alpha, p, ldp, a + x, lda, c + x, ldc);     \
-    }
-BAND_ATB_G(MR)
-BAND_ATB_G(4)
-BAND_ATB_G(2)
-BAND_ATB_G(1)
-#undef BAND_ATB_G
-static void (*const BAND(atb_gs)[4])(int64_t, int64_t, int64_t, float, const BAND_E *, int64_t,
-                                     const BAND_E *, int64_t, float *, int64_t) = {
-    BAND(atb_g1), BAND(atb_g2), BAND(atb_g4), BAND(atb_gMR)};   /* by band_group_slot */
 
 static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, const BAND_E *p,
                              int64_t ldp, const BAND_E *a, int64_t lda, const int64_t *lo,
@@ -251,7 +212,7 @@ static BAND_T void BAND(atb)(int64_t m, int64_t nk, int64_t hd, float alpha, con
         int nkeys = band_group_rows(k1 - j, MR);
         int64_t i0, i1;
         if (band_rows_next(&seen, m, lo, hi, j, j + nkeys, &i0, &i1)) {
-            BAND(atb_gs)[band_group_slot(nkeys)](i0, i1, hd, alpha, p + j, ldp, a, lda,
+            BAND(sum_gs)[band_group_slot(nkeys)](i0, i1, hd, alpha, p + j, 1, ldp, a, lda,
                                                  c + j * ldc, ldc);
         }
         j += nkeys;
