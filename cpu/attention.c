@@ -47,7 +47,7 @@
 /* A call's scratch: slot `slot` of the thread's (nnt_cpu_scratch: kept between calls, never
  * freed here), or NULL, which takes the paths that need less. The tests build a copy of these
  * kernels with malloc defined to fail, for those paths: that copy asks malloc. */
-enum { SCRATCH_P, SCRATCH_H16, SCRATCH_ROW, SCRATCH_KT, SCRATCH_B16 };
+enum { SCRATCH_P, SCRATCH_H16, SCRATCH_ROW, SCRATCH_KT, SCRATCH_B16, SCRATCH_BAND };
 static void *attn_scratch(int slot, size_t bytes)
 {
 #ifdef malloc
@@ -552,22 +552,76 @@ void nnt_cpu_attn_fwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
                              l);
 }
 
+/* A row of the finalize: o /= l (o 0 where l is 0); lse = m + log(l) (-inf where l is 0) */
+static void finalize_row(int64_t hd, float *restrict orow, float m, float l, float *lse)
+{
+    if (l > 0.0f) {
+        float inv = 1.0f / l;
+        for (int64_t c = 0; c < hd; c++)
+            orow[c] *= inv;
+        *lse = m + logf(l);
+    } else {
+        for (int64_t c = 0; c < hd; c++)
+            orow[c] = 0.0f;
+        *lse = -INFINITY;
+    }
+}
+
+/* d of a row: the double sum of dout o (the AVX2 path in two 4-lane partial sums, then the
+ * tail: another order of the same double additions, d the same to float rounding) */
+static float prep_row(int64_t hd, const float *restrict orow, const float *restrict drow)
+{
+    double s = 0.0;
+    for (int64_t c = 0; c < hd; c++)
+        s += (double)orow[c] * drow[c];
+    return (float)s;
+}
+
+#if NNT_CPU_X86
+#include "simd_avx2.h"
+
+/* finalize_row 8 floats at a time: the same products, the same bits */
+static NNT_AVX2 void finalize_row_avx2(int64_t hd, float *restrict orow, float m, float l,
+                                       float *lse)
+{
+    int64_t c = 0, n8 = hd & ~(int64_t)7;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    __m256 vi = _mm256_set1_ps(inv);
+    for (; c < n8; c += 8)
+        _mm256_storeu_ps(orow + c, l > 0.0f ? _mm256_mul_ps(_mm256_loadu_ps(orow + c), vi)
+                                            : _mm256_setzero_ps());
+    for (; c < hd; c++)
+        orow[c] = l > 0.0f ? orow[c] * inv : 0.0f;
+    *lse = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+static NNT_AVX2 float prep_row_avx2(int64_t hd, const float *restrict orow,
+                                    const float *restrict drow)
+{
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int64_t c = 0, n8 = hd & ~(int64_t)7;
+    for (; c < n8; c += 8) {
+        __m256 a = _mm256_loadu_ps(orow + c), b = _mm256_loadu_ps(drow + c);
+        s0 = _mm256_add_pd(s0, _mm256_mul_pd(nnt_avx2_lo_pd(a), nnt_avx2_lo_pd(b)));
+        s1 = _mm256_add_pd(s1, _mm256_mul_pd(nnt_avx2_hi_pd(a), nnt_avx2_hi_pd(b)));
+    }
+    double s = nnt_avx2_hsum_pd(_mm256_add_pd(s0, s1));
+    for (; c < hd; c++)
+        s += (double)orow[c] * drow[c];
+    return (float)s;
+}
+#endif
+
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse)
 {
-    for (int64_t r = 0; r < nbh * tq; r++) {
-        float *restrict orow = o + r * hd;
-        if (l[r] > 0.0f) {
-            float inv = 1.0f / l[r];
-            for (int64_t c = 0; c < hd; c++)
-                orow[c] *= inv;
-            lse[r] = m[r] + logf(l[r]);
-        } else {
-            for (int64_t c = 0; c < hd; c++)
-                orow[c] = 0.0f;
-            lse[r] = -INFINITY;
-        }
-    }
+    void (*row)(int64_t, float *, float, float, float *) = finalize_row;
+#if NNT_CPU_X86
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+        row = finalize_row_avx2;
+#endif
+    for (int64_t r = 0; r < nbh * tq; r++)
+        row(hd, o + r * hd, m[r], l[r], lse + r);
 }
 
 /* ---- backward --------------------------------------------------------------------------- */
@@ -575,13 +629,13 @@ void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o
 void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
                                const float *dout, float *d)
 {
-    for (int64_t r = 0; r < nbh * tq; r++) {
-        const float *restrict orow = o + r * hd, *restrict drow = dout + r * hd;
-        double s = 0.0;
-        for (int64_t c = 0; c < hd; c++)
-            s += (double)orow[c] * drow[c];
-        d[r] = (float)s;
-    }
+    float (*row)(int64_t, const float *, const float *) = prep_row;
+#if NNT_CPU_X86
+    if (nnt_cpu_isa() == NNT_CPU_ISA_AVX2)
+        row = prep_row_avx2;
+#endif
+    for (int64_t r = 0; r < nbh * tq; r++)
+        d[r] = row(hd, o + r * hd, dout + r * hd);
 }
 
 /* ---- the backward's chunks, in segments -------------------------------------------------- */
@@ -908,4 +962,95 @@ void nnt_cpu_attn_bwd_block_f32(int64_t nbh, int64_t tq, int64_t tk, int64_t hd,
     const nnt_attn_map mha = {nbh, 1, 1, 0, 1, 1, 0, 0};
     nnt_cpu_attn_bwd_gqa_f32(NULL, &mha, tq, tk, hd, q_pos0, k_pos0, scale, q, k, v, dout,
                              lse, d, dq, dk, dv);
+}
+
+/* ---- a query tile over its band of key tiles ------------------------------------------------ */
+
+/* The q heads [h, *h1) of batch row b of a map that read one kv slab (q heads of one kv head
+ * follow one another), as a map of their own over that batch row: q-side and kv-side
+ * pointers then start at batch row b. */
+static nnt_attn_map slab_run(const nnt_attn_map *mp, int64_t b, int64_t h, int64_t *h1)
+{
+    int64_t skv = map_kv_slab(mp, b, h), e = h + 1;
+    while (e < mp->nh && map_kv_slab(mp, b, e) == skv)
+        e++;
+    *h1 = e;
+    nnt_attn_map run = {1, e - h, mp->q_hs, mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs + h,
+                        mp->bf16};
+    return run;
+}
+
+int nnt_cpu_attn_fwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                              int64_t hd, int64_t q_pos0, int64_t window, const int32_t *qpos,
+                              float scale, float cap, const nnt_attn_keys *keys, const float *q,
+                              float *o, float *lse)
+{
+    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tq <= 0 || hd <= 0)
+        return 0;
+    float *ml = attn_scratch(SCRATCH_BAND, (size_t)(2 * mp->q_hs * tq) * sizeof(float));
+    if (!ml)
+        return -1;
+    float *m = ml, *l = ml + mp->q_hs * tq;   /* (q_hs, tq) each, as a batch row of lse */
+    for (int64_t b = 0; b < mp->nb; b++) {
+        const int64_t qrow = b * mp->q_hs * tq;   /* batch row b of the q-side tiles */
+        const int32_t *pb = qpos ? qpos + b * tq : NULL;
+        for (int64_t h = 0, h1; h < mp->nh; h = h1) {
+            nnt_attn_map run = slab_run(mp, b, h, &h1);
+            for (int64_t s = run.q_h0; s < run.q_h0 + run.nh; s++) {   /* o 0, m -inf, l 0 */
+                nnt_cpu_fill_f32(tq * hd, 0.0f, o + (qrow + s * tq) * hd);
+                nnt_cpu_fill_f32(tq, -INFINITY, m + s * tq);
+                nnt_cpu_fill_f32(tq, 0.0f, l + s * tq);
+            }
+            for (int j = 0; j < keys->n; j++) {
+                const int64_t krow = b * mp->kv_hs * keys->tk[j] * hd;
+                nnt_cpu_attn_fwd_packed_f32(dnnl, &run, tq, keys->tk[j], hd, q_pos0,
+                                            keys->k_pos0[j], window, pb, scale, cap,
+                                            q + qrow * hd, keys->k[j] + krow,
+                                            keys->v[j] + krow, o + qrow * hd, m, l);
+            }
+            for (int64_t s = run.q_h0; s < run.q_h0 + run.nh; s++)
+                nnt_cpu_attn_fwd_finalize_f32(1, tq, hd, o + (qrow + s * tq) * hd, m + s * tq,
+                                              l + s * tq, lse + qrow + s * tq);
+        }
+    }
+    return 0;
+}
+
+int nnt_cpu_attn_bwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                              int64_t hd, int64_t q_pos0, int64_t window, const int32_t *qpos,
+                              float scale, float cap, const nnt_attn_keys *keys, const float *q,
+                              const float *o, const float *dout, const float *lse, float *dq)
+{
+    if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tq <= 0 || hd <= 0)
+        return 0;
+    float *d = attn_scratch(SCRATCH_BAND, (size_t)(mp->q_hs * tq) * sizeof(float));
+    if (!d)
+        return -1;   /* (q_hs, tq): rowsum(dout o) of a batch row */
+    for (int64_t b = 0; b < mp->nb; b++) {
+        const int64_t qrow = b * mp->q_hs * tq;
+        const int32_t *pb = qpos ? qpos + b * tq : NULL;
+        for (int64_t h = 0, h1; h < mp->nh; h = h1) {
+            nnt_attn_map run = slab_run(mp, b, h, &h1);
+            const int64_t skv = run.gofs / run.group;   /* the run's kv slab in its batch row */
+            for (int64_t s = run.q_h0; s < run.q_h0 + run.nh; s++) {   /* d; dq 0 */
+                int64_t at = (qrow + s * tq) * hd;
+                nnt_cpu_attn_bwd_prep_f32(1, tq, hd, o + at, dout + at, d + s * tq);
+                nnt_cpu_fill_f32(tq * hd, 0.0f, dq + at);
+            }
+            for (int j = 0; j < keys->n; j++) {
+                const int64_t tk = keys->tk[j], krow = b * mp->kv_hs * tk * hd;
+                float *dk = keys->dk[j] + krow, *dv = keys->dv[j] + krow;
+                if (keys->start[j]) {   /* the first sums into this kv slab */
+                    nnt_cpu_fill_f32(tk * hd, 0.0f, dk + skv * tk * hd);
+                    nnt_cpu_fill_f32(tk * hd, 0.0f, dv + skv * tk * hd);
+                }
+                nnt_cpu_attn_bwd_packed_f32(dnnl, &run, tq, tk, hd, q_pos0, keys->k_pos0[j],
+                                            window, pb, scale, cap, q + qrow * hd,
+                                            keys->k[j] + krow, keys->v[j] + krow,
+                                            dout + qrow * hd, lse + qrow, d, dq + qrow * hd,
+                                            dk, dv);
+            }
+        }
+    }
+    return 0;
 }

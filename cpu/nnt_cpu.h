@@ -484,6 +484,35 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
                                  const float *dout, const float *lse, const float *d,
                                  float *dq, float *dk, float *dv);
 
+/* ---- a query tile over its band of key tiles (the op's band tasks) ---------------------------
+ * The _packed kernels of one query tile (map; tq rows at q_pos0) against n key tiles in
+ * increasing position, tile j of tk[j] rows at k_pos0[j] (k[j], v[j]; backward dk[j], dv[j]),
+ * run by run of the q heads that read one kv slab: every key tile while the run's q and o
+ * (dout, dq) are still in cache. The map covers every slab of the q-side tiles (and, where
+ * start[j], of the kv-side ones). Forward: o and lse written (o the softmax average, as after
+ * _finalize), the running m, l in scratch. Backward: d = rowsum(dout o) in scratch from o, dq
+ * written, dk[j] and dv[j] added to, or written where start[j] (zeroed before their first
+ * sums). Each output's sums go in the order of the block kernels' calls over the same key
+ * tiles in turn. Returns 0, or -1 without scratch memory (nothing written).                 */
+#ifndef NNT_ATTN_KEYS_DEFINED
+#define NNT_ATTN_KEYS_DEFINED
+typedef struct nnt_attn_keys {
+    int n;
+    const int64_t *tk, *k_pos0;
+    const float *const *k, *const *v;
+    float *const *dk, *const *dv;   /* backward */
+    const int *start;               /* backward */
+} nnt_attn_keys;
+#endif
+int nnt_cpu_attn_fwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                              int64_t hd, int64_t q_pos0, int64_t window, const int32_t *qpos,
+                              float scale, float cap, const nnt_attn_keys *keys, const float *q,
+                              float *o, float *lse);
+int nnt_cpu_attn_bwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int64_t tq,
+                              int64_t hd, int64_t q_pos0, int64_t window, const int32_t *qpos,
+                              float scale, float cap, const nnt_attn_keys *keys, const float *q,
+                              const float *o, const float *dout, const float *lse, float *dq);
+
 /* ---- scratch (cpu/scratch.c) ----------------------------------------------------------------
  * A buffer of at least `bytes` for the calling thread's slot, kept between calls (the same
  * buffer until a call asks for more) and freed when the thread exits; NULL when out of memory.

@@ -44,6 +44,8 @@ static void *failing_malloc(size_t n)
 #define nnt_cpu_attn_bwd_window_f32 noscratch_attn_bwd_window
 #define nnt_cpu_attn_fwd_packed_f32 noscratch_attn_fwd_packed
 #define nnt_cpu_attn_bwd_packed_f32 noscratch_attn_bwd_packed
+#define nnt_cpu_attn_fwd_band_f32 noscratch_attn_fwd_band
+#define nnt_cpu_attn_bwd_band_f32 noscratch_attn_bwd_band
 #undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
 #include "../cpu/attention.c"
 #undef malloc
@@ -57,6 +59,8 @@ static void *failing_malloc(size_t n)
 #undef nnt_cpu_attn_bwd_window_f32
 #undef nnt_cpu_attn_fwd_packed_f32
 #undef nnt_cpu_attn_bwd_packed_f32
+#undef nnt_cpu_attn_fwd_band_f32
+#undef nnt_cpu_attn_bwd_band_f32
 
 /* Tolerances: each about 10x the largest error measured for its check (tests/tolerances.sh)
  * on Zen 3 under the BLIS kernel sets zen3, haswell and generic; the errors are the same
@@ -2567,6 +2571,169 @@ START_TEST(test_attention_packed_band)
 END_TEST
 
 
+/* The band drivers (a query tile over its band of key tiles, the op's band tasks) against the
+ * block kernels over the same tiles in the same order, bit for bit: every output's sums are the
+ * same operations. A sequence of BT tokens in tiles of BTILE, each tile a buffer of its own
+ * (slabs of the map's tiles, as the op's tiles); multi-head over 2 batch rows, grouped-query
+ * and multi-query maps; a window that cuts tiles, one of 30 keys, a soft-cap, packed examples,
+ * and bf16 products where oneDNN has them. Query tiles go in decreasing order for both, each
+ * dk, dv tile starting at its first task. The copy without scratch refuses (-1) and writes
+ * nothing. */
+#define BAND_NT ((BT + BTILE - 1) / BTILE)
+static int64_t band_rows(int t)
+{
+    return BT - t * BTILE < BTILE ? BT - t * BTILE : BTILE;
+}
+
+static float *band_tile(int64_t slabs, int t, unsigned seed)   /* random (slabs, rows, BHD) */
+{
+    return test_random_f32(slabs * band_rows(t) * BHD, seed, -1, 1);
+}
+
+/* out[x][t]: o, lse, dq, dk, dv tiles; band 1: the band drivers, 0: the block kernels */
+static void band_pass(const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int band, int64_t w,
+                      float cap, const int32_t *const *pos, float *const *q, float *const *k,
+                      float *const *v, float *const *dout, float *out[5][BAND_NT])
+{
+    const int64_t nq = mp->nb * mp->q_hs, nkv = mp->nb * mp->kv_hs;
+    const float scale = 0.3f;
+    int started[BAND_NT] = {0};
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = pass ? BAND_NT - 1 : 0; pass ? i >= 0 : i < BAND_NT; i += pass ? -1 : 1) {
+            const int64_t tq = band_rows(i), q0 = (int64_t)i * BTILE;
+            int j0 = 0;   /* the first key tile not wholly before the window of query q0 */
+            while (w > 0 && (int64_t)(j0 + 1) * BTILE - 1 <= q0 - w)
+                j0++;
+            int64_t tk[BAND_NT], kp[BAND_NT];
+            const float *kk[BAND_NT], *vv[BAND_NT];
+            float *dk[BAND_NT], *dv[BAND_NT];
+            int start[BAND_NT];
+            for (int j = j0; j <= i; j++) {
+                tk[j - j0] = band_rows(j), kp[j - j0] = (int64_t)j * BTILE;
+                kk[j - j0] = k[j], vv[j - j0] = v[j];
+                dk[j - j0] = out[3][j], dv[j - j0] = out[4][j];
+                start[j - j0] = pass && !started[j];
+                started[j] |= pass;
+            }
+            nnt_attn_keys keys = {i - j0 + 1, tk, kp, kk, vv, dk, dv, start};
+            float *o = out[0][i], *lse = out[1][i], *dq = out[2][i];
+            if (band && pass == 0) {
+                ck_assert_int_eq(nnt_cpu_attn_fwd_band_f32(dnnl, mp, tq, BHD, q0, w, pos[i],
+                                                           scale, cap, &keys, q[i], o, lse), 0);
+                continue;
+            }
+            if (band) {
+                ck_assert_int_eq(nnt_cpu_attn_bwd_band_f32(dnnl, mp, tq, BHD, q0, w, pos[i],
+                                                           scale, cap, &keys, q[i], o, dout[i],
+                                                           lse, dq), 0);
+                continue;
+            }
+            float *m = alloc_f(nq * tq), *l = alloc_f(nq * tq), *d = alloc_f(nq * tq);
+            if (pass == 0) {
+                for (int64_t r = 0; r < nq * tq; r++)
+                    m[r] = -INFINITY, l[r] = 0.0f;
+                memset(o, 0, (size_t)(nq * tq * BHD) * sizeof(float));
+            } else {
+                nnt_cpu_attn_bwd_prep_f32(nq, tq, BHD, o, dout[i], d);
+                memset(dq, 0, (size_t)(nq * tq * BHD) * sizeof(float));
+            }
+            for (int j = 0; j < keys.n; j++) {
+                if (pass == 0) {
+                    nnt_cpu_attn_fwd_packed_f32(dnnl, mp, tq, tk[j], BHD, q0, kp[j], w, pos[i],
+                                                scale, cap, q[i], kk[j], vv[j], o, m, l);
+                    continue;
+                }
+                if (start[j]) {
+                    memset(dk[j], 0, (size_t)(nkv * tk[j] * BHD) * sizeof(float));
+                    memset(dv[j], 0, (size_t)(nkv * tk[j] * BHD) * sizeof(float));
+                }
+                nnt_cpu_attn_bwd_packed_f32(dnnl, mp, tq, tk[j], BHD, q0, kp[j], w, pos[i],
+                                            scale, cap, q[i], kk[j], vv[j], dout[i], lse, d, dq,
+                                            dk[j], dv[j]);
+            }
+            if (pass == 0)
+                nnt_cpu_attn_fwd_finalize_f32(nq, tq, BHD, o, m, l, lse);
+            free(m), free(l), free(d);
+        }
+}
+
+START_TEST(test_attention_band_tasks)
+{
+    static const nnt_attn_map maps[] = {
+        {2, 3, 3, 0, 3, 1, 0, 0},   /* multi-head, 2 batch rows */
+        {2, 6, 6, 0, 2, 3, 0, 0},   /* grouped-query: runs of 3 q heads a kv slab */
+        {1, 4, 4, 0, 1, 4, 0, 0},   /* multi-query */
+    };
+    /* window, soft-cap, packed examples */
+    static const struct { int64_t w; float cap; int packed; } variants[] = {
+        {11, 0.0f, 0}, {30, 0.0f, 0}, {11, 0.5f, 0}, {11, 0.0f, 1}};
+    nnt_dnnl_cache *dnnl = nnt_cpu_dnnl_cache_create();
+    const int bf16_native = dnnl && nnt_cpu_dnnl_bf16_native();
+    int64_t compared = 0;
+    for (int mi = 0; mi < 3; mi++)
+        for (int b16 = 0; b16 <= bf16_native; b16++) {
+            nnt_attn_map mp = maps[mi];
+            mp.bf16 = b16;
+            const int64_t nq = mp.nb * mp.q_hs, nkv = mp.nb * mp.kv_hs;
+            float *q[BAND_NT], *k[BAND_NT], *v[BAND_NT], *dout[BAND_NT];
+            float *out[2][5][BAND_NT];
+            int32_t *pos[BAND_NT];
+            for (int t = 0; t < BAND_NT; t++) {
+                q[t] = band_tile(nq, t, 50 + t), dout[t] = band_tile(nq, t, 60 + t);
+                k[t] = band_tile(nkv, t, 70 + t), v[t] = band_tile(nkv, t, 80 + t);
+                pos[t] = malloc((size_t)(mp.nb * band_rows(t)) * sizeof(int32_t));
+                for (int64_t b = 0; b < mp.nb; b++)   /* examples of 17 tokens, row b later */
+                    for (int64_t r = 0; r < band_rows(t); r++)
+                        pos[t][b * band_rows(t) + r] = (int32_t)((t * BTILE + r + 5 * b) % 17);
+                for (int x = 0; x < 2; x++)
+                    for (int o = 0; o < 5; o++) {
+                        int64_t n = (o == 1 ? 1 : BHD) * (o < 3 ? nq : nkv) * band_rows(t);
+                        out[x][o][t] = alloc_f(n);
+                    }
+            }
+            for (int vi = 0; vi < 4; vi++) {
+                const int32_t *const *pp = (const int32_t *const *)pos;
+                const int32_t *none[BAND_NT] = {NULL};
+                for (int x = 0; x < 2; x++)
+                    band_pass(&mp, b16 ? dnnl : NULL, x, variants[vi].w, variants[vi].cap,
+                              variants[vi].packed ? pp : none, q, k, v, dout, out[x]);
+                for (int o = 0; o < 5; o++)
+                    for (int t = 0; t < BAND_NT; t++) {
+                        int64_t n = (o == 1 ? 1 : BHD) * (o < 3 ? nq : nkv) * band_rows(t);
+                        ck_assert_msg(memcmp(out[0][o][t], out[1][o][t], (size_t)n * 4) == 0,
+                                      "band tasks: %s tile %d, map %d, bf16 %d, variant %d "
+                                      "differ from the blocks'",
+                                      (const char *[]){"o", "lse", "dq", "dk", "dv"}[o], t, mi,
+                                      b16, vi);
+                        compared += n;
+                    }
+            }
+            /* without scratch: -1, nothing written */
+            const int64_t tk0 = BTILE, kp0 = 0;
+            const float *k0 = k[0], *v0 = v[0];
+            nnt_attn_keys one = {1, &tk0, &kp0, &k0, &v0, NULL, NULL, NULL};
+            float *o = alloc_f(nq * BTILE * BHD), *lse = alloc_f(nq * BTILE);
+            for (int64_t r = 0; r < nq * BTILE * BHD; r++)
+                o[r] = 7.0f;
+            ck_assert_int_eq(noscratch_attn_fwd_band(NULL, &mp, BTILE, BHD, 0, 11, NULL, 0.3f,
+                                                     0.0f, &one, q[0], o, lse), -1);
+            for (int64_t r = 0; r < nq * BTILE * BHD; r++)
+                ck_assert(o[r] == 7.0f);
+            free(o), free(lse);
+            for (int t = 0; t < BAND_NT; t++) {
+                free(q[t]), free(k[t]), free(v[t]), free(dout[t]), free(pos[t]);
+                for (int x = 0; x < 2; x++)
+                    for (int o2 = 0; o2 < 5; o2++)
+                        free(out[x][o2][t]);
+            }
+        }
+    printf("test_cpu_kernels attention_band_tasks: %lld values of the band drivers, the blocks' "
+           "bits%s\n", (long long)compared, bf16_native ? " (float and bf16 products)"
+                                                       : " (float products; no oneDNN bf16)");
+    nnt_cpu_dnnl_cache_destroy(dnnl);
+}
+END_TEST
+
 /* Attention by products (cpu/attn_products.c, the CPU operations) against the flash kernels
  * on the same blocks: a query tile of 37 rows at position 40 against a key tile of 29 rows
  * before it (at 11) and one that the diagonal cuts (at 40); multi-head, whole grouped-query
@@ -2992,6 +3159,7 @@ static Suite *cpu_suite(void)
         {"attention_window", test_attention_window_noscratch},
         {"attention_packed", test_attention_packed},
         {"attention_packed_band", test_attention_packed_band},
+        {"attention_band_tasks", test_attention_band_tasks},
         {"attention_products", test_attention_products},
         {"xent_ref", test_xent_ref_fd},          {"xent", test_xent},
         {"embedding", test_embedding},           {"adam", test_adam},
