@@ -734,6 +734,27 @@ int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int6
                               int64_t window, float scale, float cap,
                               const starpu_data_handle_t *h, int init_dq, int init_dkv,
                               starpu_data_handle_t pos);
+/* A band task (CPU workers only; lib/ops/attention.c): query tile (map, tq rows of hd at
+ * q_pos0) against its band of n key tiles in increasing position, tile j of tk[j] rows at
+ * k_pos0[j], in one task (nnt_cpu_attn_fwd_band_f32 / _bwd_band_f32). start[j]: the
+ * backward's dk and dv of key tile j are only written (its first task). pos: the queries'
+ * positions tile, or NULL. Forward handles: q, o, lse and kv = k_j, v_j a key tile; backward:
+ * h = q, o, dout, lse, dq and kv = k_j, v_j, dk_j, dv_j a key tile. */
+#define NNT_ATTN_BAND_MAX 8
+struct nnt_attn_band_task {
+    const struct nnt_attn_map *map;
+    int64_t tq, hd, q_pos0, window;
+    float scale, cap;
+    int n;
+    int64_t tk[NNT_ATTN_BAND_MAX], k_pos0[NNT_ATTN_BAND_MAX];
+    int start[NNT_ATTN_BAND_MAX];
+    starpu_data_handle_t pos;
+};
+int nnt_insert_attn_fwd_band(nnt_ctx *ctx, const struct nnt_attn_band_task *t,
+                             starpu_data_handle_t q, starpu_data_handle_t o,
+                             starpu_data_handle_t lse, const starpu_data_handle_t *kv);
+int nnt_insert_attn_bwd_band(nnt_ctx *ctx, const struct nnt_attn_band_task *t,
+                             const starpu_data_handle_t *h, const starpu_data_handle_t *kv);
 
 /* lib/codelets/xent.c */
 int nnt_insert_xent_fwd_block(nnt_ctx *ctx, const starpu_data_handle_t *h, int64_t v0,

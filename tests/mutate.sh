@@ -62,6 +62,10 @@ band16_pair_start|cpu/attn_band16.c|s@#define BAND_IN0(k) ((k) / 2)@#define BAND
 band16_dv_of_ds|cpu/attention.c|s@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->pp,@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->dsp,@|bf16 band backward: dv from ds instead of p
 band16_odd_k0|cpu/attention.c|s@        k0 -= k0 \& 1;   /\* the bf16 band products. key pairs start at even keys \*/@        k0 += 0;@|bf16 band products: key pairs from an odd first key (q k^T and p v misaligned)
 band_transpose_lane|cpu/attn_band.c|s@_mm512_storeu_ps(o + 4 \* ldt, _mm512_shuffle_f32x4(add, bdd, 0x88));@_mm512_storeu_ps(o + 4 * ldt, _mm512_shuffle_f32x4(add, bdd, 0xdd));@|band products: the AVX-512 transpose of k writes column 12 where column 4 goes
+band_run_gofs|cpu/attention.c|s@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs + h,@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs,@|band tasks: every run of q heads reads the kv slab of the first run
+band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {   /\* the first sums into this kv slab \*/@                if (0) {@|band tasks: dk, dv of a key tile not zeroed before their first sums
+band_first_from_1|lib/ops/attention.c|s@    for (; j < i; j++) {@    for (j = i > 0; j < i; j++) {@|band tasks: a band never starts at the first key tile
+band_start_always|lib/ops/attention.c|s@                        t.start\[j\] = !touched\[kj\];@                        t.start[j] = 1;@|band tasks: every backward task zeroes its dk, dv tiles first
 attn_rescale_skipped|cpu/attention.c|s@        if (m\[i\] != mnew) {@        if (0) {@|attention forward: o and l not rescaled when the running maximum moves
 prod_window_start|cpu/attn_products.c|s@\*kb = nlo(q_pos0 + r0, k_pos0, tk, w);@*kb = nlo(q_pos0 + r0 + 1, k_pos0, tk, w);@|attention by products: the chunk keys start at the second rows window start
 prod_cap_grad|cpu/attn_products.c|s@drow\[j\] = p \* (drow\[j\] - d\[ri\]) \* g;@drow[j] = p * (drow[j] - d[ri]);@|attention by products: the soft-cap gradient factor dropped in the backward rows

@@ -330,21 +330,6 @@ START_TEST(test_trainer)
 }
 END_TEST
 
-/* From a trace table: the count of codelet name. */
-static long long traced_count(const char *path, const char *name)
-{
-    FILE *f = fopen(path, "r");
-    char line[512], op[128];
-    long long count = 0, c;
-    double total;
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%127s %lld %lf", op, &c, &total) == 3 && strcmp(op, name) == 0)
-            count = c;
-    fclose(f);
-    return count;
-}
-
 /* The attention op with positions known on the host (copied from it) gives no task to a
  * (query tile, key tile) pair wholly across examples, and the same bits as with the same
  * positions written by tasks (not known: every pair j <= i gets its task). Tiles of 3 of
@@ -382,8 +367,8 @@ START_TEST(test_skipped_pairs)
         EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[3], t[8], t[4], &ao, t[5],
                                                    t[6], t[7]));
         EXPECT_OK(nnt_trace_stop(ctx, NULL, table));
-        tasks[w][0] = traced_count(table, "nnt_attn_fwd_block");
-        tasks[w][1] = traced_count(table, "nnt_attn_bwd_block");
+        tasks[w][0] = test_traced_count(table, "nnt_attn_fwd_block");
+        tasks[w][1] = test_traced_count(table, "nnt_attn_bwd_block");
         int64_t n;
         for (int i = 0; i < 4; i++)   /* o, dq, dk, dv */
             out[w][i] = test_to_host(t[i ? 4 + i : 3], &n);
@@ -421,7 +406,7 @@ START_TEST(test_skipped_pairs)
     EXPECT_OK(nnt_trace_start(ctx));
     EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[3], t[8]));
     EXPECT_OK(nnt_trace_stop(ctx, NULL, table));
-    ck_assert_int_eq(traced_count(table, "nnt_attn_fwd_block"), all);
+    ck_assert_int_eq(test_traced_count(table, "nnt_attn_fwd_block"), all);
     for (int i = 0; i < 9; i++)
         nnt_tensor_destroy(t[i]);
     nnt_tensor_destroy(known), nnt_tensor_destroy(swapped), nnt_tensor_destroy(unknown);

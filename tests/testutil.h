@@ -239,6 +239,21 @@ static inline double test_rel_err(const float *got, const float *want, int64_t n
     return den > 0.0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* From a trace table (nnt_trace_stop's table_path): the tasks of codelet name (0: none). */
+static inline long long test_traced_count(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "r");
+    char line[512], op[128];
+    long long count = 0, c;
+    double total;
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%127s %lld %lf", op, &c, &total) == 3 && strcmp(op, name) == 0)
+            count = c;
+    fclose(f);
+    return count;
+}
+
 static inline int run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

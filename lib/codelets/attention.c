@@ -59,6 +59,32 @@ static uint32_t block_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be((uint32_t)a->init, h);
 }
 
+/* A band task's arguments (struct nnt_attn_band_task without its handles) */
+struct attn_band_args {
+    nnt_attn_map map;
+    int64_t tq, hd, q_pos0, window;
+    float scale, cap;
+    int has_pos, n;
+    int64_t tk[NNT_ATTN_BAND_MAX], k_pos0[NNT_ATTN_BAND_MAX];
+    int start[NNT_ATTN_BAND_MAX];
+};
+
+/* Footprint of a band task: its sizes and each key tile's size and place against the query
+ * tile (a band at the sequence's start is shorter, one cut by the window the same as the
+ * next) */
+static uint32_t band_footprint(struct starpu_task *task)
+{
+    const struct attn_band_args *a = task->cl_arg;
+    int64_t v[7] = {a->map.nb * a->map.nh, a->map.group, a->tq, a->hd, a->window, a->n,
+                    (a->cap > 0.0f) | a->has_pos << 1 | (int64_t)(a->map.bf16 != 0) << 2};
+    uint32_t h = starpu_hash_crc32c_be_n(v, sizeof v, 0);
+    for (int j = 0; j < a->n; j++) {
+        int64_t kj[2] = {a->tk[j], a->q_pos0 - a->k_pos0[j]};
+        h = starpu_hash_crc32c_be_n(kj, sizeof kj, h);
+    }
+    return h;
+}
+
 #define P(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define CP(i) ((const float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define POS(a, i) ((a)->has_pos ? (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[i]) : NULL)
@@ -107,6 +133,40 @@ static void bwd_block_cpu(void *buffers[], void *cl_arg)
     nnt_cpu_attn_bwd_packed_f32(nnt_worker_product_cache(), &a->map, a->tq, a->tk, a->hd,
                                 a->q_pos0, a->k_pos0, a->window, POS(a, 9), a->scale, a->cap,
                                 CP(0), CP(1), CP(2), CP(3), CP(4), CP(5), P(6), P(7), P(8));
+}
+
+/* buffers: q R, o W, lse W [, positions R], then k_j R, v_j R a key tile */
+static void fwd_band_cpu(void *buffers[], void *cl_arg)
+{
+    const struct attn_band_args *a = cl_arg;
+    const float *k[NNT_ATTN_BAND_MAX], *v[NNT_ATTN_BAND_MAX];
+    const int base = 3 + a->has_pos;
+    for (int j = 0; j < a->n; j++)
+        k[j] = CP(base + 2 * j), v[j] = CP(base + 2 * j + 1);
+    nnt_attn_keys keys = {a->n, a->tk, a->k_pos0, k, v, NULL, NULL, NULL};
+    if (nnt_cpu_attn_fwd_band_f32(nnt_worker_product_cache(), &a->map, a->tq, a->hd, a->q_pos0,
+                                  a->window, POS(a, 3), a->scale, a->cap, &keys, CP(0), P(1),
+                                  P(2)) != 0)
+        nnt_task_error("nnt_attn_fwd_band", "out of host memory for its scratch");
+}
+
+/* buffers: q, o, dout, lse R, dq W [, positions R], then k_j R, v_j R, dk_j, dv_j RW (W where
+ * start[j]) a key tile */
+static void bwd_band_cpu(void *buffers[], void *cl_arg)
+{
+    const struct attn_band_args *a = cl_arg;
+    const float *k[NNT_ATTN_BAND_MAX], *v[NNT_ATTN_BAND_MAX];
+    float *dk[NNT_ATTN_BAND_MAX], *dv[NNT_ATTN_BAND_MAX];
+    const int base = 5 + a->has_pos;
+    for (int j = 0; j < a->n; j++) {
+        k[j] = CP(base + 4 * j), v[j] = CP(base + 4 * j + 1);
+        dk[j] = P(base + 4 * j + 2), dv[j] = P(base + 4 * j + 3);
+    }
+    nnt_attn_keys keys = {a->n, a->tk, a->k_pos0, k, v, dk, dv, a->start};
+    if (nnt_cpu_attn_bwd_band_f32(nnt_worker_product_cache(), &a->map, a->tq, a->hd, a->q_pos0,
+                                  a->window, POS(a, 5), a->scale, a->cap, &keys, CP(0), CP(1),
+                                  CP(2), CP(3), P(4)) != 0)
+        nnt_task_error("nnt_attn_bwd_band", "out of host memory for its scratch");
 }
 
 #ifdef NNT_CUDA_CODELETS
@@ -316,6 +376,25 @@ static struct starpu_codelet bwd_block_cl = {
     .model = &bwd_block_model,
 };
 
+static struct starpu_perfmodel fwd_band_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_attn_fwd_band", .footprint = band_footprint};
+static struct starpu_perfmodel bwd_band_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_attn_bwd_band", .footprint = band_footprint};
+
+static struct starpu_codelet fwd_band_cl = {
+    .name = "nnt_attn_fwd_band",
+    .cpu_funcs = {fwd_band_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &fwd_band_model,
+};
+
+static struct starpu_codelet bwd_band_cl = {
+    .name = "nnt_attn_bwd_band",
+    .cpu_funcs = {bwd_band_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &bwd_band_model,
+};
+
 int nnt_attn_bf16_products(void)
 {
     return nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN && nnt_cpu_dnnl_bf16_native();
@@ -398,4 +477,52 @@ int nnt_insert_attn_bwd_block(nnt_ctx *ctx, const nnt_attn_map *map, int64_t tq,
         {h[4], STARPU_R}, {h[5], STARPU_R}, {h[6], mq}, {h[7], mkv}, {h[8], mkv},
         {pos, STARPU_R}};
     return nnt_submit(ctx, &bwd_block_cl, pos ? 10 : 9, bufs, &args, sizeof args);
+}
+
+static struct attn_band_args band_args(const nnt_ctx *ctx, const struct nnt_attn_band_task *t)
+{
+    struct attn_band_args a;
+    memset(&a, 0, sizeof a);
+    a.map = task_map(ctx, t->map);
+    a.tq = t->tq, a.hd = t->hd, a.q_pos0 = t->q_pos0, a.window = t->window;
+    a.scale = t->scale, a.cap = t->cap;
+    a.has_pos = t->pos != NULL, a.n = t->n;
+    for (int j = 0; j < t->n; j++)
+        a.tk[j] = t->tk[j], a.k_pos0[j] = t->k_pos0[j], a.start[j] = t->start[j];
+    return a;
+}
+
+int nnt_insert_attn_fwd_band(nnt_ctx *ctx, const struct nnt_attn_band_task *t,
+                             starpu_data_handle_t q, starpu_data_handle_t o,
+                             starpu_data_handle_t lse, const starpu_data_handle_t *kv)
+{
+    struct attn_band_args args = band_args(ctx, t);
+    struct starpu_data_descr bufs[4 + 2 * NNT_ATTN_BAND_MAX] = {
+        {q, STARPU_R}, {o, STARPU_W}, {lse, STARPU_W}};
+    int n = 3;
+    if (t->pos)
+        bufs[n++] = (struct starpu_data_descr){t->pos, STARPU_R};
+    for (int j = 0; j < 2 * t->n; j++)
+        bufs[n++] = (struct starpu_data_descr){kv[j], STARPU_R};
+    return nnt_submit(ctx, &fwd_band_cl, n, bufs, &args, sizeof args);
+}
+
+int nnt_insert_attn_bwd_band(nnt_ctx *ctx, const struct nnt_attn_band_task *t,
+                             const starpu_data_handle_t *h, const starpu_data_handle_t *kv)
+{
+    struct attn_band_args args = band_args(ctx, t);
+    struct starpu_data_descr bufs[6 + 4 * NNT_ATTN_BAND_MAX] = {
+        {h[0], STARPU_R}, {h[1], STARPU_R}, {h[2], STARPU_R}, {h[3], STARPU_R},
+        {h[4], STARPU_W}};
+    int n = 5;
+    if (t->pos)
+        bufs[n++] = (struct starpu_data_descr){t->pos, STARPU_R};
+    for (int j = 0; j < t->n; j++) {
+        enum starpu_data_access_mode acc = t->start[j] ? STARPU_W : STARPU_RW;
+        bufs[n++] = (struct starpu_data_descr){kv[4 * j], STARPU_R};
+        bufs[n++] = (struct starpu_data_descr){kv[4 * j + 1], STARPU_R};
+        bufs[n++] = (struct starpu_data_descr){kv[4 * j + 2], acc};
+        bufs[n++] = (struct starpu_data_descr){kv[4 * j + 3], acc};
+    }
+    return nnt_submit(ctx, &bwd_band_cl, n, bufs, &args, sizeof args);
 }

@@ -20,7 +20,8 @@
  * every score inside the kernels. Packed examples (the _ex functions' positions): the
  * kernels mask the keys before each query's example; with positions copied from the host
  * (their values known at submission), a pair whose keys all precede the example of every
- * query of its tile gets no task either (examples_begin). */
+ * query of its tile gets no task either (examples_begin). With a window on CPU workers, the
+ * pairs of a query tile go in one band task instead (band_tasks, below). */
 #include "../internal.h"
 #include "nnt_cpu.h" /* nnt_attn_map */
 
@@ -182,6 +183,167 @@ static starpu_data_handle_t pos_tile(const nnt_tensor *pos, int64_t bi, int64_t 
     return pos ? pos->tiles[bi * pos->grid[1] + ti].handle : NULL;
 }
 
+/* ---- band tasks ----------------------------------------------------------------------------- */
+
+/* On CPU workers a sliding window's pairs go by band tasks: one task a query tile over all the
+ * key tiles it reaches (nnt_insert_attn_fwd_band), which keeps the query tile's q, o (dout,
+ * dq) in cache from one key tile to the next, starts and finishes its outputs there (no fill,
+ * finalize or prep tasks, no m, l, d temporaries) and submits a third of the tasks (T 4096, W
+ * 512, tiles of 256: the window's attention 1.02-1.04x faster through the op,
+ * bench/RESULTS-window.md). The backward's band task of query tile i adds into dk and dv of
+ * its L key tiles, so the tasks go by classes of i modulo L (the longest band): within a
+ * class the bands do not meet and the tasks run in parallel, and every dk_j, dv_j adds its
+ * query tiles in a fixed order. */
+
+/* the map covers every slab of its q-side tile and of its kv-side tile */
+static int map_covers_tiles(const nnt_attn_map *m)
+{
+    return m->q_h0 == 0 && m->nh == m->q_hs && m->gofs / m->group == 0 &&
+           (m->gofs + m->nh - 1) / m->group == m->kv_hs - 1;
+}
+
+/* The first key tile that query tile (bi, hi, i) pairs with: the tiles before it are wholly
+ * before the window, or the examples, of each of its queries, and as both drop a prefix its
+ * pairs are the key tiles [band_first, i]. */
+static int64_t band_first(const nnt_tensor *q, const nnt_tensor *k, int64_t bi, int64_t hi,
+                          int64_t hk, int64_t i, int64_t window, const nnt_tensor *pos)
+{
+    struct seq_tile qt = seq_tile(q, bi, hi, i);
+    int64_t begin = examples_begin(pos, q, bi, i), j = 0;
+    for (; j < i; j++) {
+        struct seq_tile kt = seq_tile(k, bi, hk, j);
+        if (!before_window(&kt, qt.pos0, window) && !across_examples(&kt, begin))
+            break;
+    }
+    return j;
+}
+
+/* The longest band of the query tiles of (bi, hi) against kv head tile hk, in key tiles */
+static int64_t band_longest(const nnt_tensor *q, const nnt_tensor *k, int64_t bi, int64_t hi,
+                            int64_t hk, int64_t window, const nnt_tensor *pos)
+{
+    int64_t longest = 0;
+    for (int64_t i = 0; i < q->grid[2]; i++) {
+        int64_t n = i - band_first(q, k, bi, hi, hk, i, window, pos) + 1;
+        longest = n > longest ? n : longest;
+    }
+    return longest;
+}
+
+/* Whether the attention of q (one hd tile) against k goes by band tasks: a window, no CUDA
+ * worker (the band codelets are the CPU's; CUDA's blocks are unchanged), NNT_ATTN_BAND_TASKS
+ * not 0, every q head tile reading one kv head tile whole, bands of at most
+ * NNT_ATTN_BAND_MAX key tiles, for the backward at least two tasks a class, and under a RAM
+ * budget a band task's tiles (5 q-side and 4 kv-side tiles a key tile at most) within a
+ * quarter of it (a block task has 7 to 9). */
+static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
+                      const nnt_tensor *pos, int backward)
+{
+    const char *env = getenv("NNT_ATTN_BAND_TASKS");
+    if (window <= 0 || q->ctx->ncuda > 0 || (env && strcmp(env, "0") == 0))
+        return 0;
+    int64_t longest = 0;
+    for (int64_t bi = 0; bi < q->grid[0]; bi++)
+        for (int64_t hi = 0; hi < q->grid[1]; hi++) {
+            int64_t hk0, hk1;
+            kv_tiles_of(q, k, hi, &hk0, &hk1);
+            nnt_attn_map map = head_range(q, k, bi, hi, hk0);
+            if (hk0 != hk1 || !map_covers_tiles(&map))
+                return 0;
+            int64_t n = band_longest(q, k, bi, hi, hk0, window, pos);
+            longest = n > longest ? n : longest;
+        }
+    int64_t shape[4], tile_bytes = 0;   /* the largest q tile's (kv tiles are no larger) */
+    nnt_tensor_tile_shape_at(q, 0, shape);
+    tile_bytes = shape[0] * shape[1] * shape[2] * shape[3] * (int64_t)sizeof(float);
+    nnt_ctx *ctx = q->ctx;
+    if (ctx->ram_budget > 0 && (5 + 4 * longest) * tile_bytes > ctx->ram_budget / 4)
+        return 0;
+    return longest <= NNT_ATTN_BAND_MAX && (!backward || q->grid[2] >= 2 * longest);
+}
+
+/* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); its
+ * first key tile in *first. */
+static struct nnt_attn_band_task band_task(const nnt_attn_map *map, const nnt_tensor *q,
+                                           const nnt_tensor *k, int64_t bi, int64_t hi,
+                                           int64_t hk, int64_t i, float scale, int64_t window,
+                                           float cap, nnt_tensor *pos, int64_t *first)
+{
+    struct nnt_attn_band_task t;
+    struct seq_tile qt = seq_tile(q, bi, hi, i);
+    memset(&t, 0, sizeof t);
+    t.map = map;
+    t.tq = qt.rows, t.hd = q->shape[3], t.q_pos0 = qt.pos0, t.window = window;
+    t.scale = scale, t.cap = cap;
+    t.pos = pos_tile(pos, bi, i);
+    *first = band_first(q, k, bi, hi, hk, i, window, pos);
+    t.n = (int)(i - *first + 1);
+    for (int j = 0; j < t.n; j++) {
+        struct seq_tile kt = seq_tile(k, bi, hk, *first + j);
+        t.tk[j] = kt.rows, t.k_pos0[j] = kt.pos0;
+    }
+    return t;
+}
+
+static int forward_band(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window,
+                        float cap, nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
+{
+    nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
+    int64_t hk, hk1, first;
+    kv_tiles_of(q, k, hi, &hk, &hk1);
+    nnt_attn_map map = head_range(q, k, bi, hi, hk);
+    struct nnt_attn_band_task t = band_task(&map, q, k, bi, hi, hk, i, scale, window, cap, pos,
+                                            &first);
+    starpu_data_handle_t kv[2 * NNT_ATTN_BAND_MAX];
+    for (int j = 0; j < t.n; j++) {
+        int64_t kj = seq_tile(k, bi, hk, first + j).index;
+        kv[2 * j] = k->tiles[kj].handle, kv[2 * j + 1] = v->tiles[kj].handle;
+    }
+    int64_t qi = seq_tile(q, bi, hi, i).index;
+    return nnt_insert_attn_fwd_band(q->ctx, &t, q->tiles[qi].handle, o->tiles[qi].handle,
+                                    lse->tiles[qi].handle, kv);
+}
+
+/* w: q, k, v, o, lse, dout, dq, dk, dv as submit_backward's */
+static int backward_bands(nnt_tensor *const *w, float scale, int64_t window, float cap,
+                          nnt_tensor *pos)
+{
+    nnt_tensor *q = w[0], *k = w[1], *v = w[2], *dk = w[7], *dv = w[8];
+    char *touched = calloc((size_t)dk->ntiles, 1);   /* dk, dv tile t has had its first task */
+    int rc = touched ? 0 : nnt_fail(q->ctx, NNT_E_NOMEM, "nnt_tensor_attention_backward: out "
+                                    "of memory");
+    for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
+        for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++) {
+            int64_t hk, hk1, first;
+            kv_tiles_of(q, k, hi, &hk, &hk1);
+            nnt_attn_map map = head_range(q, k, bi, hi, hk);
+            int64_t classes = band_longest(q, k, bi, hi, hk, window, pos);
+            for (int64_t c = 0; c < classes && rc == 0; c++)
+                for (int64_t i = c; i < q->grid[2] && rc == 0; i += classes) {
+                    struct nnt_attn_band_task t = band_task(&map, q, k, bi, hi, hk, i, scale,
+                                                            window, cap, pos, &first);
+                    int64_t qi = seq_tile(q, bi, hi, i).index;
+                    starpu_data_handle_t h[5], kv[4 * NNT_ATTN_BAND_MAX];
+                    const int roles[5] = {0, 3, 5, 4, 6};   /* q, o, dout, lse, dq */
+                    for (int x = 0; x < 5; x++)
+                        h[x] = w[roles[x]]->tiles[qi].handle;
+                    for (int j = 0; j < t.n; j++) {
+                        int64_t kj = seq_tile(k, bi, hk, first + j).index;
+                        kv[4 * j] = k->tiles[kj].handle, kv[4 * j + 1] = v->tiles[kj].handle;
+                        kv[4 * j + 2] = dk->tiles[kj].handle;
+                        kv[4 * j + 3] = dv->tiles[kj].handle;
+                        t.start[j] = !touched[kj];
+                        touched[kj] = 1;
+                    }
+                    rc = nnt_insert_attn_bwd_band(q->ctx, &t, h, kv);
+                }
+        }
+    free(touched);
+    return rc;
+}
+
+/* ---- blocks ------------------------------------------------------------------------------- */
+
 static int forward_query_tile(nnt_tensor *const *w, nnt_tensor *m, nnt_tensor *l,
                               nnt_tensor *lse, float scale, int64_t window, float cap,
                               nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
@@ -221,6 +383,14 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
                           float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *m = NULL, *l = NULL;
+    if (band_tasks(q, w[1], window, pos, 0)) {
+        int rc = 0;
+        for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
+            for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
+                for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
+                    rc = forward_band(w, lse, scale, window, cap, pos, bi, hi, i);
+        return rc;
+    }
     int rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &m);
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &l);
@@ -404,9 +574,12 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     for (int i = 0; i < 9 && rc == 0; i++)
         if (i != 4)
             rc = i < 6 ? nnt_whole_last_in(all[i], &w[i]) : nnt_whole_last_out(all[i], &w[i]);
-    if (rc == 0)
+    int bands = rc == 0 && band_tasks(w[0], w[1], window, pos, 1);
+    if (rc == 0 && bands)
+        rc = backward_bands(w, (float)scale, window, cap, pos);
+    if (rc == 0 && !bands)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
-    if (rc == 0)
+    if (rc == 0 && !bands)
         rc = submit_backward(w, d, (float)scale, window, cap, pos);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
