@@ -429,6 +429,77 @@ START_TEST(band_tasks_match_blocks)
 }
 END_TEST
 
+/* Under a RAM budget a band task's tiles must fit in a quarter of it, or the op keeps the
+ * block tasks: (1, 8, 512, 64) in sequence tiles of 128 (256 KiB a tile) with a window of 100
+ * (bands of 2 key tiles: a backward band task holds 13 tiles, 3.25 MiB). Under 12 MiB the
+ * blocks (the bits of NNT_ATTN_BAND_TASKS=0 in the default context), under 64 MiB the bands. */
+#define RB_T 512
+#define RB_N (8 * RB_T * 64)
+static struct run budget_run(int64_t mib, const float *const *in, long long *bands,
+                             long long *blocks)
+{
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ctx = NULL;
+    if (mib > 0) {
+        nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+        o.mem_cpu_mib = mib;
+        EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    } else {
+        ctx = test_ctx();
+    }
+    const int64_t shape[4] = {1, 8, RB_T, 64}, tile[4] = {1, 8, 128, 64};
+    nnt_tensor *t[9];
+    for (int i = 0; i < 8; i++)   /* q, k, v, dout, then o, dq, dk, dv */
+        t[i] = tensor_f32(4, shape, tile, i < 4 ? in[i] : NULL);
+    t[8] = tensor_f32(3, shape, tile, NULL);
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.window = 100;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nnt-test-budget-%ld.txt", (long)getpid());
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[4], t[8]));
+    EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[4], t[8], t[3], &ao, t[5],
+                                               t[6], t[7]));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, path));
+    *bands = test_traced_count(path, "nnt_attn_fwd_band") +
+             test_traced_count(path, "nnt_attn_bwd_band");
+    *blocks = test_traced_count(path, "nnt_attn_fwd_block") +
+              test_traced_count(path, "nnt_attn_bwd_block");
+    remove(path);
+    struct run r = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7])};
+    destroy_all(9, t);
+    return r;
+}
+
+START_TEST(band_tasks_within_ram_budget)
+{
+    const float *in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = test_random_f32(RB_N, 91 + (unsigned)i, -1, 1);
+    long long bands[3], blocks[3];
+    setenv("NNT_ATTN_BAND_TASKS", "0", 1);
+    struct run ref = budget_run(0, in, &bands[0], &blocks[0]);
+    unsetenv("NNT_ATTN_BAND_TASKS");
+    struct run small = budget_run(12, in, &bands[1], &blocks[1]);
+    struct run large = budget_run(64, in, &bands[2], &blocks[2]);
+    int ncpu = 0, ncuda = 0;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpu, &ncuda));
+    ck_assert_msg(bands[1] == 0 && blocks[1] == blocks[0] && blocks[0] > 0,
+                  "12 MiB: %lld band and %lld block tasks (%lld blocks without bands)",
+                  bands[1], blocks[1], blocks[0]);
+    ck_assert_msg(ncuda > 0 || (bands[2] == 2 * (RB_T / 128) && blocks[2] == 0),
+                  "64 MiB: %lld band and %lld block tasks", bands[2], blocks[2]);
+    expect_same_bits("o, blocks under a 12 MiB budget", 0, ref.o, small.o, RB_N);
+    expect_same_bits("dq, blocks under a 12 MiB budget", 0, ref.dq, small.dq, RB_N);
+    expect_same_bits("dk, blocks under a 12 MiB budget", 0, ref.dk, small.dk, RB_N);
+    expect_same_bits("o, bands under a 64 MiB budget", 0, ref.o, large.o, RB_N);
+    EXPECT_TOL(test_rel_err(large.dk, ref.dk, RB_N), BAND_TOL, "dk, bands under 64 MiB");
+    run_free(&ref), run_free(&small), run_free(&large);
+    for (int i = 0; i < 4; i++)
+        free((void *)in[i]);
+}
+END_TEST
+
 /* ---- queries after cached keys ---------------------------------------------------------- */
 
 #define KQ 5    /* queries */
@@ -559,6 +630,7 @@ static Suite *ops_window_suite(void)
     tcase_add_test(tc, window_zero_is_plain_and_deterministic);
     tcase_add_loop_test(tc, softcap_matches_reference, 0, 3);
     tcase_add_loop_test(tc, band_tasks_match_blocks, 0, 3);
+    tcase_add_test(tc, band_tasks_within_ram_budget);
     tcase_add_loop_test(tc, window_kv_matches_reference, 0, KV_NC);
     tcase_add_test(tc, window_kv_rows_match_whole_sequence);
     tcase_add_test(tc, window_rejects_bad_options);
