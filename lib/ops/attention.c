@@ -193,7 +193,9 @@ static starpu_data_handle_t pos_tile(const nnt_tensor *pos, int64_t bi, int64_t 
  * bench/RESULTS-window.md). The backward's band task of query tile i adds into dk and dv of
  * its L key tiles, so the tasks go by classes of i modulo L (the longest band): within a
  * class the bands do not meet and the tasks run in parallel, and every dk_j, dv_j adds its
- * query tiles in a fixed order. */
+ * query tiles in a fixed order. The forward's tasks, all independent, go from the last query
+ * tile down: the short bands of the sequence's start come last and fill the workers' tail
+ * (the window's forward 14.2-14.4 -> 13.4-13.6 ms on 2 workers, tiles of 256). */
 
 /* the map covers every slab of its q-side tile and of its kv-side tile */
 static int map_covers_tiles(const nnt_attn_map *m)
@@ -387,7 +389,7 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
         int rc = 0;
         for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
             for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
-                for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
+                for (int64_t i = q->grid[2] - 1; i >= 0 && rc == 0; i--)   /* the long first */
                     rc = forward_band(w, lse, scale, window, cap, pos, bi, hi, i);
         return rc;
     }
