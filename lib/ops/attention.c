@@ -306,39 +306,49 @@ static int forward_band(nnt_tensor *const *w, nnt_tensor *lse, float scale, int6
                                     lse->tiles[qi].handle, kv);
 }
 
-/* w: q, k, v, o, lse, dout, dq, dk, dv as submit_backward's */
+/* The backward band task of query tile (bi, hi, i) against kv head tile hk (map); touched[t]:
+ * dk, dv tile t has had its first task */
+static int backward_band(nnt_tensor *const *w, char *touched, const nnt_attn_map *map,
+                         int64_t bi, int64_t hi, int64_t hk, int64_t i, float scale,
+                         int64_t window, float cap, nnt_tensor *pos)
+{
+    nnt_tensor *q = w[0], *k = w[1], *v = w[2], *dk = w[7], *dv = w[8];
+    int64_t first, qi = seq_tile(q, bi, hi, i).index;
+    struct nnt_attn_band_task t = band_task(map, q, k, bi, hi, hk, i, scale, window, cap, pos,
+                                            &first);
+    starpu_data_handle_t h[5], kv[4 * NNT_ATTN_BAND_MAX];
+    const int roles[5] = {0, 3, 5, 4, 6};   /* q, o, dout, lse, dq */
+    for (int x = 0; x < 5; x++)
+        h[x] = w[roles[x]]->tiles[qi].handle;
+    for (int j = 0; j < t.n; j++) {
+        int64_t kj = seq_tile(k, bi, hk, first + j).index;
+        kv[4 * j] = k->tiles[kj].handle, kv[4 * j + 1] = v->tiles[kj].handle;
+        kv[4 * j + 2] = dk->tiles[kj].handle, kv[4 * j + 3] = dv->tiles[kj].handle;
+        t.start[j] = !touched[kj];
+        touched[kj] = 1;
+    }
+    return nnt_insert_attn_bwd_band(q->ctx, &t, h, kv);
+}
+
+/* w: q, k, v, o, lse, dout, dq, dk, dv as submit_backward's. Per (batch tile, q head tile),
+ * the classes in turn. (Moving the short bands of the sequence's start to the end made the
+ * tail longer: they wait for the last class.) */
 static int backward_bands(nnt_tensor *const *w, float scale, int64_t window, float cap,
                           nnt_tensor *pos)
 {
-    nnt_tensor *q = w[0], *k = w[1], *v = w[2], *dk = w[7], *dv = w[8];
-    char *touched = calloc((size_t)dk->ntiles, 1);   /* dk, dv tile t has had its first task */
+    nnt_tensor *q = w[0], *k = w[1], *dk = w[7];
+    char *touched = calloc((size_t)dk->ntiles, 1);
     int rc = touched ? 0 : nnt_fail(q->ctx, NNT_E_NOMEM, "nnt_tensor_attention_backward: out "
                                     "of memory");
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++) {
-            int64_t hk, hk1, first;
+            int64_t hk, hk1;
             kv_tiles_of(q, k, hi, &hk, &hk1);
             nnt_attn_map map = head_range(q, k, bi, hi, hk);
             int64_t classes = band_longest(q, k, bi, hi, hk, window, pos);
             for (int64_t c = 0; c < classes && rc == 0; c++)
-                for (int64_t i = c; i < q->grid[2] && rc == 0; i += classes) {
-                    struct nnt_attn_band_task t = band_task(&map, q, k, bi, hi, hk, i, scale,
-                                                            window, cap, pos, &first);
-                    int64_t qi = seq_tile(q, bi, hi, i).index;
-                    starpu_data_handle_t h[5], kv[4 * NNT_ATTN_BAND_MAX];
-                    const int roles[5] = {0, 3, 5, 4, 6};   /* q, o, dout, lse, dq */
-                    for (int x = 0; x < 5; x++)
-                        h[x] = w[roles[x]]->tiles[qi].handle;
-                    for (int j = 0; j < t.n; j++) {
-                        int64_t kj = seq_tile(k, bi, hk, first + j).index;
-                        kv[4 * j] = k->tiles[kj].handle, kv[4 * j + 1] = v->tiles[kj].handle;
-                        kv[4 * j + 2] = dk->tiles[kj].handle;
-                        kv[4 * j + 3] = dv->tiles[kj].handle;
-                        t.start[j] = !touched[kj];
-                        touched[kj] = 1;
-                    }
-                    rc = nnt_insert_attn_bwd_band(q->ctx, &t, h, kv);
-                }
+                for (int64_t i = c; i < q->grid[2] && rc == 0; i += classes)
+                    rc = backward_band(w, touched, &map, bi, hi, hk, i, scale, window, cap, pos);
         }
     free(touched);
     return rc;
