@@ -65,7 +65,7 @@ band_transpose_lane|cpu/attn_band.c|s@_mm512_storeu_ps(o + 4 \* ldt, _mm512_shuf
 band_run_gofs|cpu/attention.c|s@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs + h,@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs,@|band tasks: every run of q heads reads the kv slab of the first run
 band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {   /\* the first sums into this kv slab \*/@                if (0) {@|band tasks: dk, dv of a key tile not zeroed before their first sums
 band_first_from_1|lib/ops/attention.c|s@    for (; j < i; j++) {@    for (j = i > 0; j < i; j++) {@|band tasks: a band never starts at the first key tile
-band_start_always|lib/ops/attention.c|s@                        t.start\[j\] = !touched\[kj\];@                        t.start[j] = 1;@|band tasks: every backward task zeroes its dk, dv tiles first
+band_start_always|lib/ops/attention.c|s@        t.start\[j\] = !touched\[kj\];@        t.start[j] = 1;@|band tasks: every backward task zeroes its dk, dv tiles first
 band_budget_ignored|lib/ops/attention.c|s@(5 + 4 \* longest) \* tile_bytes > ctx->ram_budget / 4)@(5 + 4 * longest) * tile_bytes > ctx->ram_budget * 4)@|band tasks: kept under a RAM budget whose quarter their tiles exceed
 attn_rescale_skipped|cpu/attention.c|s@        if (m\[i\] != mnew) {@        if (0) {@|attention forward: o and l not rescaled when the running maximum moves
 prod_window_start|cpu/attn_products.c|s@\*kb = nlo(q_pos0 + r0, k_pos0, tk, w);@*kb = nlo(q_pos0 + r0 + 1, k_pos0, tk, w);@|attention by products: the chunk keys start at the second rows window start
