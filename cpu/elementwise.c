@@ -9,8 +9,8 @@
 #define GELU_K1 0.044715f
 
 /* +0.0 (all bytes zero, the common case: accumulators started) through memset, which
- * writes whole cache lines at 2.3x the rate of the store loop here (64 KB from memory: 2.0
- * against 4.6 us, AMD Zen 5); the loop is not vectorized at -O2. */
+ * writes whole cache lines faster than the store loop (64 KiB from memory: 2.1 us against 2.6
+ * for the loop as the build vectorises it, 4.6 scalar; AMD Zen 5). */
 void nnt_cpu_fill_f32(int64_t n, float value, float *restrict x)
 {
     uint32_t bits;
