@@ -255,21 +255,21 @@ static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
             int64_t n = band_longest(q, k, bi, hi, hk0, window, pos);
             longest = n > longest ? n : longest;
         }
-    int64_t shape[4], tile_bytes = 0;   /* the largest q tile's (kv tiles are no larger) */
+    int64_t shape[4];   /* the largest q tile's (kv tiles are no larger) */
     nnt_tensor_tile_shape_at(q, 0, shape);
-    tile_bytes = shape[0] * shape[1] * shape[2] * shape[3] * (int64_t)sizeof(float);
+    int64_t tile_bytes = shape[0] * shape[1] * shape[2] * shape[3] * (int64_t)sizeof(float);
     nnt_ctx *ctx = q->ctx;
     if (ctx->ram_budget > 0 && (5 + 4 * longest) * tile_bytes > ctx->ram_budget / 4)
         return 0;
     return longest <= NNT_ATTN_BAND_MAX && (!backward || q->grid[2] >= 2 * longest);
 }
 
-/* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); its
- * first key tile in *first. */
+/* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); the
+ * tile index of each of its key tiles in kidx. */
 static struct nnt_attn_band_task band_task(const nnt_attn_map *map, const nnt_tensor *q,
                                            const nnt_tensor *k, int64_t bi, int64_t hi,
                                            int64_t hk, int64_t i, float scale, int64_t window,
-                                           float cap, nnt_tensor *pos, int64_t *first)
+                                           float cap, nnt_tensor *pos, int64_t *kidx)
 {
     struct nnt_attn_band_task t;
     struct seq_tile qt = seq_tile(q, bi, hi, i);
@@ -278,11 +278,11 @@ static struct nnt_attn_band_task band_task(const nnt_attn_map *map, const nnt_te
     t.tq = qt.rows, t.hd = q->shape[3], t.q_pos0 = qt.pos0, t.window = window;
     t.scale = scale, t.cap = cap;
     t.pos = pos_tile(pos, bi, i);
-    *first = band_first(q, k, bi, hi, hk, i, window, pos);
-    t.n = (int)(i - *first + 1);
+    int64_t first = band_first(q, k, bi, hi, hk, i, window, pos);
+    t.n = (int)(i - first + 1);
     for (int j = 0; j < t.n; j++) {
-        struct seq_tile kt = seq_tile(k, bi, hk, *first + j);
-        t.tk[j] = kt.rows, t.k_pos0[j] = kt.pos0;
+        struct seq_tile kt = seq_tile(k, bi, hk, first + j);
+        t.tk[j] = kt.rows, t.k_pos0[j] = kt.pos0, kidx[j] = kt.index;
     }
     return t;
 }
@@ -291,16 +291,14 @@ static int forward_band(nnt_tensor *const *w, nnt_tensor *lse, float scale, int6
                         float cap, nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
-    int64_t hk, hk1, first;
+    int64_t hk, hk1, kidx[NNT_ATTN_BAND_MAX];
     kv_tiles_of(q, k, hi, &hk, &hk1);
     nnt_attn_map map = head_range(q, k, bi, hi, hk);
     struct nnt_attn_band_task t = band_task(&map, q, k, bi, hi, hk, i, scale, window, cap, pos,
-                                            &first);
+                                            kidx);
     starpu_data_handle_t kv[2 * NNT_ATTN_BAND_MAX];
-    for (int j = 0; j < t.n; j++) {
-        int64_t kj = seq_tile(k, bi, hk, first + j).index;
-        kv[2 * j] = k->tiles[kj].handle, kv[2 * j + 1] = v->tiles[kj].handle;
-    }
+    for (int j = 0; j < t.n; j++)
+        kv[2 * j] = k->tiles[kidx[j]].handle, kv[2 * j + 1] = v->tiles[kidx[j]].handle;
     int64_t qi = seq_tile(q, bi, hi, i).index;
     return nnt_insert_attn_fwd_band(q->ctx, &t, q->tiles[qi].handle, o->tiles[qi].handle,
                                     lse->tiles[qi].handle, kv);
@@ -313,15 +311,15 @@ static int backward_band(nnt_tensor *const *w, char *touched, const nnt_attn_map
                          int64_t window, float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *dk = w[7], *dv = w[8];
-    int64_t first, qi = seq_tile(q, bi, hi, i).index;
+    int64_t kidx[NNT_ATTN_BAND_MAX], qi = seq_tile(q, bi, hi, i).index;
     struct nnt_attn_band_task t = band_task(map, q, k, bi, hi, hk, i, scale, window, cap, pos,
-                                            &first);
+                                            kidx);
     starpu_data_handle_t h[5], kv[4 * NNT_ATTN_BAND_MAX];
     const int roles[5] = {0, 3, 5, 4, 6};   /* q, o, dout, lse, dq */
     for (int x = 0; x < 5; x++)
         h[x] = w[roles[x]]->tiles[qi].handle;
     for (int j = 0; j < t.n; j++) {
-        int64_t kj = seq_tile(k, bi, hk, first + j).index;
+        int64_t kj = kidx[j];
         kv[4 * j] = k->tiles[kj].handle, kv[4 * j + 1] = v->tiles[kj].handle;
         kv[4 * j + 2] = dk->tiles[kj].handle, kv[4 * j + 3] = dv->tiles[kj].handle;
         t.start[j] = !touched[kj];
