@@ -2,16 +2,17 @@
 /* Sliding-window attention against plain causal attention, side by side in one run
  * (bench/RESULTS-window.md): the forward and the backward of nnt_tensor_attention_ex /
  * nnt_tensor_attention_backward_ex over (B, NH, T, hd) with NKV kv heads, the same tiling
- * (sequence tiles of TILE, whole heads), without a window and with a window of W keys,
+ * (sequence tiles of TILE, head tiles of HTILE q heads: whole heads by default), without a window and with a window of W keys,
  * alternating in every round. Prints each round's times and ratio, the median and best,
  * the ratio of query-key pairs (the FLOP ratio), and from a traced pass of each the tasks
  * submitted (against the count of tile pairs that reach a window: none is submitted for a
  * pair wholly outside) and the kernels' busy time. Public API only.
  *
- * Usage: bench/attention_window [ROUNDS [T [W [TILE [NH [NKV [HD [PRECISION]]]]]]]]
- *        defaults 5 4096 512 256 8 8 64 fp32; PRECISION bf16: the context's precision
+ * Usage: bench/attention_window [ROUNDS [T [W [TILE [NH [NKV [HD [PRECISION [HTILE]]]]]]]]]
+ *        defaults 5 4096 512 256 8 8 64 fp32 NH; PRECISION bf16: the context's precision
  *        NNT_PRECISION_BF16 (the CPU attention kernels' products in bf16 where oneDNN has
- *        bf16 dot products, nnt_ctx_set_precision(3)) */
+ *        bf16 dot products, nnt_ctx_set_precision(3)); HTILE divides NH and is a multiple of
+ *        NH / NKV (each q head tile reads one kv head tile, of HTILE NKV / NH heads) */
 #include <nnt.h>
 
 #include <stdio.h>
@@ -155,15 +156,19 @@ int main(int argc, char **argv)
     int64_t tile = argc > 4 ? atoll(argv[4]) : 256, NH = argc > 5 ? atoll(argv[5]) : 8;
     int64_t NKV = argc > 6 ? atoll(argv[6]) : NH, HD = argc > 7 ? atoll(argv[7]) : 64;
     const char *prec = argc > 8 ? argv[8] : "fp32";
+    int64_t htile = argc > 9 ? atoll(argv[9]) : NH;
     if (rounds < 1 || rounds > MAX_ROUNDS || T < 1 || W < 1 || tile < 1 || NH < 1 ||
-        NKV < 1 || NH % NKV || HD < 1 || (strcmp(prec, "fp32") && strcmp(prec, "bf16"))) {
-        fprintf(stderr, "usage: %s [ROUNDS (1..%d) [T [W [TILE [NH [NKV [HD [fp32|bf16]]]]]]]]\n",
-                argv[0], MAX_ROUNDS);
+        NKV < 1 || NH % NKV || HD < 1 || (strcmp(prec, "fp32") && strcmp(prec, "bf16")) ||
+        htile < 1 || NH % htile || htile % (NH / NKV)) {
+        fprintf(stderr, "usage: %s [ROUNDS (1..%d) [T [W [TILE [NH [NKV [HD [fp32|bf16 "
+                "[HTILE]]]]]]]]]\n", argv[0], MAX_ROUNDS);
         return 2;
     }
+    int64_t kvtile = htile / (NH / NKV), nht = NH / htile;   /* kv heads a tile; head tiles */
     struct bench b = {NULL, {NULL}};
     int64_t qs[4] = {1, NH, T, HD}, ks[4] = {1, NKV, T, HD}, ls[3] = {1, NH, T};
-    int64_t qt[4] = {1, NH, tile, HD}, kt[4] = {1, NKV, tile, HD}, lt[3] = {1, NH, tile};
+    int64_t qt[4] = {1, htile, tile, HD}, kt[4] = {1, kvtile, tile, HD};
+    int64_t lt[3] = {1, htile, tile};
     int rc = nnt_ctx_create(NULL, &b.ctx);
     if (rc == 0 && strcmp(prec, "bf16") == 0)
         rc = nnt_ctx_set_precision(b.ctx, NNT_PRECISION_BF16);
@@ -182,9 +187,10 @@ int main(int argc, char **argv)
         rc = nnt_ctx_wait(b.ctx);
     for (int v = 0; v < 2 && rc == 0; v++)   /* warm-up: scratch, perf models */
         rc = pass(&b, v ? W : 0, &f0, &g0);
-    printf("attention (1, %lld, %lld, %lld), %lld kv heads, sequence tiles of %lld; window "
-           "%lld against causal, %d rounds, precision %s\n", (long long)NH, (long long)T,
-           (long long)HD, (long long)NKV, (long long)tile, (long long)W, rounds, prec);
+    printf("attention (1, %lld, %lld, %lld), %lld kv heads, sequence tiles of %lld, head "
+           "tiles of %lld; window %lld against causal, %d rounds, precision %s\n",
+           (long long)NH, (long long)T, (long long)HD, (long long)NKV, (long long)tile,
+           (long long)htile, (long long)W, rounds, prec);
     for (int r = 0; r < rounds && rc == 0; r++) {
         for (int v = 0; v < 2 && rc == 0; v++) {
             int which = r % 2 ? 1 - v : v;   /* alternate which goes first */
@@ -205,8 +211,8 @@ int main(int argc, char **argv)
         rc = traced(&b, v ? W : 0, counts[v], busy[v]);
     if (rc == 0) {
         double pc = pairs(T, 0), pw = pairs(T, W);
-        /* B 1 and whole heads: one (batch, head) tile, one kv head tile */
-        int64_t tc = tile_pairs(T, tile, 0), tw = tile_pairs(T, tile, W);
+        /* B 1: a task per tile pair (or query tile) of each of the nht head tiles */
+        int64_t tc = nht * tile_pairs(T, tile, 0), tw = nht * tile_pairs(T, tile, W);
         printf("median: causal %.1f ms (forward %.1f, backward %.1f), window %.1f ms "
                "(forward %.1f, backward %.1f); ratio of the rounds' times: median %.3fx, "
                "best %.3fx\n", 1e3 * median(sum[0], rounds), 1e3 * median(f[0], rounds),
@@ -214,7 +220,7 @@ int main(int argc, char **argv)
                1e3 * median(f[1], rounds), 1e3 * median(g[1], rounds),
                median(ratio, rounds), best(ratio, rounds));
         printf("query-key pairs: causal %.0f, window %.0f: FLOP ratio %.3f\n", pc, pw, pw / pc);
-        long long nt = (T + tile - 1) / tile;   /* query tiles: one band task each */
+        long long nt = nht * ((T + tile - 1) / tile);   /* query tiles: a band task each */
         double all[2] = {0.0, 0.0};
         for (int v = 0; v < 2; v++)
             for (int c = 0; c < NCL; c++)
