@@ -293,9 +293,9 @@ static void close_row(float *x, int64_t a, int64_t nv, int64_t n, uint16_t *h)
  * "bf16 band products"). kt: k's pairs transposed, (hd / 2, tk), for q k^T; vt (backward):
  * v's, for dout v^T; kv2: the pair rows of v (forward: p v) or of k (backward: ds k), ((tk +
  * 1) / 2 + 1, hd); per chunk: s16, bf16 rows of the score blocks (forward p; backward p then
- * ds), (ch, tk + 1) each; (backward) pp, dsp: the row pairs of p and ds, (ch / 2 + 1, tk) each;
- * qp, dop: those of the chunk's q and dout rows, (ch / 2 + 1, hd) each. One allocation, at
- * kt. */
+ * ds: p's only with a soft-cap), (ch, tk + 1) each; (backward) pp, dsp: the row pairs of p
+ * and ds, (ch / 2 + 1, tk) each; qp, dop: those of the chunk's q and dout rows, (ch / 2 + 1,
+ * hd) each. One allocation, at kt. */
 typedef struct band16 {
     uint32_t *kt, *vt, *kv2, *pp, *dsp, *qp, *dop;
     uint16_t *s16;
@@ -717,15 +717,22 @@ static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t 
     const uint32_t *do32 = (const uint32_t *)(dout.h + i0 * hd);
     nnt_cpu_band16_abt(rows, hd2, scale, q32, hd2, b16->kt + k0, tk, lo, hi, p, ldp);
     nnt_cpu_band16_abt(rows, hd2, 1.0f, do32, hd2, b16->vt + k0, tk, lo, hi, ds, ldp);
+    /* p and ds ended and rounded: ds's bf16 rows and the row pairs of both, without a
+     * soft-cap in one pass a pair of rows (an (8, 256, 64) block cut by the window's edge:
+     * its backward 0.618-0.622 ms against 0.647-0.653 in four passes, one thread, AMD Zen 5,
+     * bench/RESULTS-window.md) */
     uint16_t *p16 = b16->s16, *ds16 = b16->s16 + rows * ldp;
-    for (int64_t r = 0; r < rows; r++) {
-        grad_row(lo[r], hi[r], p + r * ldp, ds + r * ldp, lse[i0 + r], d[i0 + r], cap);
-        close_row(p + r * ldp, lo[r], hi[r], ldp, p16 + r * ldp);
-        close_row(ds + r * ldp, lo[r], hi[r], ldp, ds16 + r * ldp);
+    if (cap > 0.0f || nnt_cpu_band16_grad_rows(rows, nk, ldp, p, ds, lo, hi, lse + i0, d + i0,
+                                               ds16, b16->pp, b16->dsp, tk) != 0) {
+        for (int64_t r = 0; r < rows; r++) {
+            grad_row(lo[r], hi[r], p + r * ldp, ds + r * ldp, lse[i0 + r], d[i0 + r], cap);
+            close_row(p + r * ldp, lo[r], hi[r], ldp, p16 + r * ldp);
+            close_row(ds + r * ldp, lo[r], hi[r], ldp, ds16 + r * ldp);
+        }
+        nnt_cpu_bf16_pair_rows(rows, nk, p16, ldp, b16->pp, tk);
+        nnt_cpu_bf16_pair_rows(rows, nk, ds16, ldp, b16->dsp, tk);
     }
-    /* the row pairs of p, ds, q and dout for the sums over rows */
-    nnt_cpu_bf16_pair_rows(rows, nk, p16, ldp, b16->pp, tk);
-    nnt_cpu_bf16_pair_rows(rows, nk, ds16, ldp, b16->dsp, tk);
+    /* the row pairs of q and dout for the sums over rows */
     nnt_cpu_bf16_pair_rows(rows, hd, q.h + i0 * hd, hd, b16->qp, hd);
     nnt_cpu_bf16_pair_rows(rows, hd, dout.h + i0 * hd, hd, b16->dop, hd);
     /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q */

@@ -85,6 +85,123 @@ static NNT_AVX512BF16 void pair_rows_avx512(int64_t n, int64_t m, const uint16_t
     }
 }
 
+/* ---- the backward's score rows ended (nnt_cpu_band16_grad_rows) ---- */
+
+/* x's 16 values rounded to bf16 as nnt_cpu_f32_to_bf16 rounds them: VCVTNEPS2BF16 (which
+ * flushes subnormals) where none is subnormal, else that function itself */
+static inline NNT_AVX512BF16 __m256i bf16_of(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    if (_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) &
+        _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7fffff))) {
+        float f[16];
+        uint16_t h[16];
+        _mm512_storeu_ps(f, x);
+        nnt_cpu_f32_to_bf16(16, f, h);
+        return _mm256_loadu_si256((const __m256i *)h);
+    }
+    return (__m256i)_mm512_cvtneps_pbh(x);
+}
+
+/* 16 words of a row pair: a's bf16 values in the low halves, b's in the high */
+static inline NNT_AVX512BF16 __m512i pair_words(__m256i a, __m256i b)
+{
+    return _mm512_or_si512(_mm512_cvtepu16_epi32(a),
+                           _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+}
+
+/* The first n (> 0) of x's 16 values at y (a masked 16-bit store needs AVX512-BW) */
+static inline NNT_AVX512BF16 void store16(uint16_t *y, int64_t n, __m256i x)
+{
+    if (n >= 16) {
+        _mm256_storeu_si256((__m256i *)y, x);
+        return;
+    }
+    uint16_t h[16];
+    _mm256_storeu_si256((__m256i *)h, x);
+    memcpy(y, h, (size_t)n * sizeof *y);
+}
+
+/* Columns [c, c + 16) of one score row of n (its keys [lo, hi)): p = exp(s - lse) and
+ * ds = p (dp - d) there, as row_softmax_grad_avx512 computes them, 0 outside the keys */
+static inline NNT_AVX512BF16 __attribute__((always_inline)) void
+grad_lanes(int64_t c, int64_t n, const float *s, const float *dp, int64_t lo, int64_t hi,
+           float lse, float d, __m512 *p, __m512 *ds)
+{
+    int64_t a = lo > c ? lo - c : 0, b = (hi < n ? hi : n) - c;
+    const __mmask16 keys = (__mmask16)(nnt_avx512_maskn(b) & ~nnt_avx512_maskn(a));
+    const __mmask16 row = nnt_avx512_maskn(n - c);
+    __m512 e = nnt_avx512_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(row, s + c),
+                                            _mm512_set1_ps(lse)));
+    __m512 g = _mm512_mul_ps(e, _mm512_sub_ps(_mm512_maskz_loadu_ps(row, dp + c),
+                                              _mm512_set1_ps(d)));
+    *p = _mm512_maskz_mov_ps(keys, e);
+    *ds = _mm512_maskz_mov_ps(keys, g);
+}
+
+/* x[0, a) and x[b, n) of a row of 16-bit values or of words set to 0 */
+static void clear_outside16(uint16_t *x, int64_t a, int64_t b, int64_t n)
+{
+    memset(x, 0, (size_t)a * sizeof *x);
+    memset(x + b, 0, (size_t)(n - b) * sizeof *x);
+}
+
+static void clear_outside32(uint32_t *x, int64_t a, int64_t b, int64_t n)
+{
+    memset(x, 0, (size_t)a * sizeof *x);
+    memset(x + b, 0, (size_t)(n - b) * sizeof *x);
+}
+
+/* The keys [*k0, *k1) that rows r and (second) r + 1 see, k0 down to a multiple of 16 (the
+ * vectors' columns); an empty pair gives k0 = k1 = ldp */
+static void pair_keys(const int64_t *lo, const int64_t *hi, int64_t r, int second, int64_t ldp,
+                      int64_t *k0, int64_t *k1)
+{
+    int64_t a = ldp, b = 0;
+    for (int64_t i = r; i < r + 1 + second; i++)
+        if (lo[i] < hi[i]) {
+            a = lo[i] < a ? lo[i] : a;
+            b = hi[i] > b ? hi[i] : b;
+        }
+    *k0 = a < b ? a - a % 16 : ldp;
+    *k1 = a < b ? b : ldp;
+}
+
+static NNT_AVX512BF16 void grad_rows_avx512(int64_t rows, int64_t nk, int64_t ldp,
+                                            const float *s, const float *dp, const int64_t *lo,
+                                            const int64_t *hi, const float *lse, const float *d,
+                                            uint16_t *ds16, uint32_t *pp, uint32_t *dsp,
+                                            int64_t ldr)
+{
+    for (int64_t r = 0; r < rows; r += 2) {   /* row pair r / 2 */
+        const int second = r + 1 < rows;
+        uint32_t *ppt = pp + r / 2 * ldr, *dspt = dsp + r / 2 * ldr;
+        uint16_t *ds0 = ds16 + r * ldp, *ds1 = ds0 + ldp;
+        int64_t k0, k1;
+        pair_keys(lo, hi, r, second, ldp, &k0, &k1);
+        clear_outside16(ds0, k0, k1, ldp);
+        if (second)
+            clear_outside16(ds1, k0, k1, ldp);
+        clear_outside32(ppt, k0 < nk ? k0 : nk, k1 < nk ? k1 : nk, nk);
+        clear_outside32(dspt, k0 < nk ? k0 : nk, k1 < nk ? k1 : nk, nk);
+        for (int64_t c = k0; c < k1; c += 16) {
+            __m512 p0, g0, p1 = _mm512_setzero_ps(), g1 = p1;
+            grad_lanes(c, ldp, s + r * ldp, dp + r * ldp, lo[r], hi[r], lse[r], d[r], &p0,
+                       &g0);
+            if (second)
+                grad_lanes(c, ldp, s + (r + 1) * ldp, dp + (r + 1) * ldp, lo[r + 1],
+                           hi[r + 1], lse[r + 1], d[r + 1], &p1, &g1);
+            __m256i hp0 = bf16_of(p0), hg0 = bf16_of(g0), hp1 = bf16_of(p1), hg1 = bf16_of(g1);
+            store16(ds0 + c, ldp - c, hg0);
+            if (second)
+                store16(ds1 + c, ldp - c, hg1);
+            const __mmask16 words = nnt_avx512_maskn(nk - c);
+            _mm512_mask_storeu_epi32(ppt + c, words, pair_words(hp0, hp1));
+            _mm512_mask_storeu_epi32(dspt + c, words, pair_words(hg0, hg1));
+        }
+    }
+}
+
 /* The band products' template (attn_band_impl.h) on pairs: tiles of 8 rows by 32 columns,
  * each step one VDPBF16PS a row and vector */
 #define BAND(name) band16_##name##_avx512
@@ -117,6 +234,22 @@ void nnt_cpu_bf16_pair_rows(int64_t n, int64_t m, const uint16_t *x, int64_t ldx
         for (int64_t c = 0; c < m; c++)
             y[t * ldy + c] = pair_of(x[2 * t * ldx + c], 2 * t + 1 < n ? x[(2 * t + 1) * ldx + c]
                                                                       : 0);
+}
+
+int nnt_cpu_band16_grad_rows(int64_t rows, int64_t nk, int64_t ldp, const float *s,
+                             const float *dp, const int64_t *lo, const int64_t *hi,
+                             const float *lse, const float *d, uint16_t *ds16, uint32_t *pp,
+                             uint32_t *dsp, int64_t ldr)
+{
+#if NNT_CPU_X86
+    if (nnt_cpu_band16_level() > 0) {
+        grad_rows_avx512(rows, nk, ldp, s, dp, lo, hi, lse, d, ds16, pp, dsp, ldr);
+        return 0;
+    }
+#endif
+    (void)rows, (void)nk, (void)ldp, (void)s, (void)dp, (void)lo, (void)hi, (void)lse, (void)d;
+    (void)ds16, (void)pp, (void)dsp, (void)ldr;
+    return -1;
 }
 
 int nnt_cpu_band16_abt(int64_t m, int64_t hd2, float alpha, const uint32_t *a, int64_t lda,

@@ -577,6 +577,18 @@ int nnt_cpu_band16_force(int level);   /* tests: at most that level (-1: the CPU
  * odd) */
 void nnt_cpu_bf16_pair_rows(int64_t n, int64_t m, const uint16_t *x, int64_t ldx, uint32_t *y,
                             int64_t ldy);
+/* The backward's score rows [0, rows) of a chunk ended for the bf16 band products, in one pass
+ * a pair of rows: for row r over its keys [lo[r], hi[r]) p = exp(s - lse[r]) and
+ * ds = p (dp - d[r]) (s, dp: (rows, ldp) floats, the scaled scores and dout v^T, only read),
+ * as nnt_cpu_row_softmax_grad_f32 computes them, rounded to bf16 as nnt_cpu_f32_to_bf16
+ * rounds them, 0 outside those keys; written as ds's bf16 rows ds16 (rows, ldp) and as the
+ * row pairs of p and ds, pp and dsp ((rows + 1) / 2 rows of ldr words, columns [0, nk), nk <=
+ * ldp): what those three functions and nnt_cpu_bf16_pair_rows give, bit for bit (finite
+ * values). */
+int nnt_cpu_band16_grad_rows(int64_t rows, int64_t nk, int64_t ldp, const float *s,
+                             const float *dp, const int64_t *lo, const int64_t *hi,
+                             const float *lse, const float *d, uint16_t *ds16, uint32_t *pp,
+                             uint32_t *dsp, int64_t ldr);
 int nnt_cpu_band16_abt(int64_t m, int64_t hd2, float alpha, const uint32_t *a, int64_t lda,
                        const uint32_t *bt, int64_t ldbt, const int64_t *lo, const int64_t *hi,
                        float *c, int64_t ldc);

@@ -17,6 +17,7 @@
  * embedding gather, bias addition and broadcast addition are bit-exact.
  */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -3138,6 +3139,116 @@ START_TEST(test_band16_products)
 }
 END_TEST
 
+/* The four passes that nnt_cpu_band16_grad_rows replaces, over rows [0, rows) of (rows, ldp)
+ * scores s and dp (changed in place): the softmax's gradient over each row's keys, the rows
+ * rounded to bf16 with zeros outside the keys (p16, ds16), and the row pairs of both. */
+static void grad_rows_four_passes(int64_t rows, int64_t nk, int64_t ldp, float *s, float *dp,
+                                  const int64_t *lo, const int64_t *hi, const float *lse,
+                                  const float *d, uint16_t *p16, uint16_t *ds16, uint32_t *pp,
+                                  uint32_t *dsp, int64_t ldr)
+{
+    memset(p16, 0, (size_t)(rows * ldp) * sizeof *p16);
+    memset(ds16, 0, (size_t)(rows * ldp) * sizeof *ds16);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = lo[r], n = hi[r] - lo[r], at = r * ldp + a;
+        if (n <= 0)
+            continue;
+        nnt_cpu_row_softmax_grad_f32(n, s + at, dp + at, lse[r], d[r]);
+        nnt_cpu_f32_to_bf16(n, s + at, p16 + at);
+        nnt_cpu_f32_to_bf16(n, dp + at, ds16 + at);
+    }
+    nnt_cpu_bf16_pair_rows(rows, nk, p16, ldp, pp, ldr);
+    nnt_cpu_bf16_pair_rows(rows, nk, ds16, ldp, dsp, ldr);
+}
+
+/* nnt_cpu_band16_grad_rows against those four passes, bit for bit: odd and even row counts,
+ * ldp nk and nk + 1, rows without keys, keys cut anywhere, scores whose p or ds are
+ * subnormal (the rounding's other path); s and dp only read, the words past nk untouched.
+ * Returns the subnormal p and ds values rounded. */
+static int64_t grad_rows_case(int64_t rows, int64_t nk, int64_t ldp, int64_t ldr)
+{
+    int64_t *lo = malloc((size_t)rows * sizeof(int64_t)), *hi = malloc((size_t)rows * sizeof(int64_t));
+    ck_assert(lo && hi);
+    float *s = rand_f(rows * ldp, -3, 3), *dp = rand_f(rows * ldp, -2, 2);
+    float *lse = rand_f(rows, -1, 2), *d = rand_f(rows, -1, 1);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = (int64_t)(rng_u64() % (uint64_t)(nk + 1));
+        lo[r] = a;
+        hi[r] = rng_u64() % 6 == 0 ? a : a + (int64_t)(rng_u64() % (uint64_t)(nk - a + 1));
+        if (r % 3 == 1)   /* s - lse in [-87.45, -86.85]: p normal, subnormal and 0 */
+            for (int64_t j = 0; j < ldp; j++)
+                s[r * ldp + j] = lse[r] - 86.85f - 0.6f * (float)j / (float)ldp;
+        if (r % 4 == 2) {   /* d 0 and dp subnormal: ds = p dp subnormal */
+            d[r] = 0.0f;
+            for (int64_t j = 0; j < ldp; j++)
+                dp[r * ldp + j] = 1.25e-39f * (float)(1 + j % 7);
+        }
+    }
+    int64_t npair = (rows + 1) / 2;
+    float *s0 = dup_f(rows * ldp, s), *dp0 = dup_f(rows * ldp, dp);
+    float *sr = dup_f(rows * ldp, s), *dpr = dup_f(rows * ldp, dp);
+    uint16_t *p16 = malloc((size_t)(rows * ldp) * 2), *ds16r = malloc((size_t)(rows * ldp) * 2);
+    uint16_t *ds16 = malloc((size_t)(rows * ldp) * 2);
+    uint32_t *ppr = malloc((size_t)(npair * ldr) * 4), *dspr = malloc((size_t)(npair * ldr) * 4);
+    uint32_t *pp = malloc((size_t)(npair * ldr) * 4), *dsp = malloc((size_t)(npair * ldr) * 4);
+    ck_assert(p16 && ds16r && ds16 && ppr && dspr && pp && dsp);
+    grad_rows_four_passes(rows, nk, ldp, sr, dpr, lo, hi, lse, d, p16, ds16r, ppr, dspr, ldr);
+    memset(ds16, 0xAA, (size_t)(rows * ldp) * 2);
+    for (int64_t i = 0; i < npair * ldr; i++)
+        pp[i] = dsp[i] = 0xDEADBEEFu;
+    ck_assert_int_eq(nnt_cpu_band16_grad_rows(rows, nk, ldp, s, dp, lo, hi, lse, d, ds16, pp,
+                                              dsp, ldr), 0);
+    char what[80];
+    snprintf(what, sizeof what, "grad_rows rows %lld nk %lld ldp %lld", (long long)rows,
+             (long long)nk, (long long)ldp);
+    ck_assert_msg(memcmp(s, s0, (size_t)(rows * ldp) * 4) == 0, "%s: s written", what);
+    ck_assert_msg(memcmp(dp, dp0, (size_t)(rows * ldp) * 4) == 0, "%s: dp written", what);
+    int64_t subnormal = 0;
+    for (int64_t i = 0; i < rows * ldp; i++) {
+        ck_assert_msg(ds16[i] == ds16r[i], "%s: ds16 row %lld column %lld: %04x, %04x", what,
+                      (long long)(i / ldp), (long long)(i % ldp), ds16[i], ds16r[i]);
+        for (int x = 0; x < 2; x++) {
+            float v = x ? dpr[i] : sr[i];
+            int64_t j = i % ldp, r = i / ldp;
+            subnormal += j >= lo[r] && j < hi[r] && v != 0.0f && fabsf(v) < FLT_MIN;
+        }
+    }
+    for (int64_t t = 0; t < npair; t++)
+        for (int64_t c = 0; c < ldr; c++) {
+            int64_t i = t * ldr + c;
+            uint32_t wp = c < nk ? ppr[i] : 0xDEADBEEFu, wd = c < nk ? dspr[i] : 0xDEADBEEFu;
+            ck_assert_msg(pp[i] == wp && dsp[i] == wd, "%s: pair %lld word %lld: %08x %08x, "
+                          "expected %08x %08x", what, (long long)t, (long long)c, pp[i], dsp[i],
+                          wp, wd);
+        }
+    free(lo), free(hi), free(s), free(dp), free(lse), free(d), free(s0), free(dp0), free(sr);
+    free(dpr), free(p16), free(ds16r), free(ds16), free(ppr), free(dspr), free(pp), free(dsp);
+    return subnormal;
+}
+
+START_TEST(test_band16_grad_rows)
+{
+    if (nnt_cpu_band16_level() == 0) {
+        printf("test_cpu_kernels band16_grad_rows: skipped: no AVX512-BF16 band products on "
+               "this CPU (or at this level)\n");
+        ck_assert_int_eq(nnt_cpu_band16_grad_rows(1, 1, 1, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                  NULL, NULL, NULL, 1), -1);
+        return;
+    }
+    rng_seed(202);
+    static const int64_t shapes[][3] = {{256, 256, 256}, {64, 127, 128}, {7, 33, 34},
+                                        {1, 1, 2},       {2, 16, 16},   {13, 40, 40},
+                                        {5, 17, 18},     {32, 100, 100}};
+    int64_t subnormal = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        subnormal += grad_rows_case(shapes[i][0], shapes[i][1], shapes[i][2],
+                                    shapes[i][1] + 3);
+    ck_assert_msg(subnormal > 100, "only %lld subnormal values", (long long)subnormal);
+    printf("test_cpu_kernels band16_grad_rows: %lld subnormal p or ds values among those "
+           "compared\n", (long long)subnormal);
+}
+END_TEST
+
 /* ---- runner ------------------------------------------------------------------------------ */
 
 static Suite *cpu_suite(void)
@@ -3169,6 +3280,7 @@ static Suite *cpu_suite(void)
         {"isa_avx512", test_isa_avx512},
         {"band_products", test_band_products},
         {"band16_products", test_band16_products},
+        {"band16_grad_rows", test_band16_grad_rows},
         {"random", test_random},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
