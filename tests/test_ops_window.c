@@ -381,6 +381,33 @@ static int reads_whole_kv_tiles(int64_t nkv, int64_t qh, int64_t kvh)
     return 1;
 }
 
+/* The longest band of T in sequence tiles of ts under window w, in key tiles: query tile i
+ * pairs with the key tiles from the first whose last key is not before its first query's
+ * window */
+static int64_t longest_band(int64_t T, int64_t ts, int64_t w)
+{
+    int64_t nt = (T + ts - 1) / ts, longest = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        int64_t j = 0;
+        while (j < i && (j + 1) * ts - 1 <= i * ts - w)
+            j++;
+        longest = i - j + 1 > longest ? i - j + 1 : longest;
+    }
+    return longest;
+}
+
+/* Whether the backward goes by band tasks (nnt_tensor_attention_ex(3)): on CPU workers alone,
+ * where every q head tile reads one kv head tile whole, the sequence holds at least 2 L tiles
+ * and each class (query tiles L apart, over the batch and head tiles) as many tasks as there
+ * are CPU workers */
+static int backward_by_bands(int whole, int ncpu, int ncuda, int64_t B, int64_t tb,
+                             int64_t H, int64_t th, int64_t T, int64_t ts, int64_t w)
+{
+    int64_t nt = (T + ts - 1) / ts, L = longest_band(T, ts, w);
+    int64_t pairs = (B + tb - 1) / tb * ((H + th - 1) / th);
+    return whole && ncuda == 0 && L <= 8 && nt >= 2 * L && pairs * (nt / L) >= ncpu;
+}
+
 START_TEST(band_tasks_match_blocks)
 {
     static const int64_t windows[2] = {2, 5};
@@ -406,7 +433,13 @@ START_TEST(band_tasks_match_blocks)
                           "%lld band tasks, NKV %d, W %d, tiling %d", fwd_band, (int)nkv,
                           (int)windows[wi], t);
             banded += fwd_band > 0;
-            bwd_banded += test_traced_count(path, "nnt_attn_bwd_band") > 0;
+            long long bwd_band = test_traced_count(path, "nnt_attn_bwd_band");
+            int want = backward_by_bands(whole, ncpu, ncuda, WB, tl[0], WH, tl[1], WT, tl[2],
+                                         windows[wi]);
+            ck_assert_msg((bwd_band > 0) == want, "%lld backward band tasks (expected %s), "
+                          "NKV %d, W %d, tiling %d, %d CPU workers", bwd_band,
+                          want ? "some" : "none", (int)nkv, (int)windows[wi], t, ncpu);
+            bwd_banded += bwd_band > 0;
             setenv("NNT_ATTN_BAND_TASKS", "0", 1);
             struct run p = window_op(nkv, tl, kt, windows[wi], scale, q, k, v, dout);
             unsetenv("NNT_ATTN_BAND_TASKS");
@@ -420,8 +453,10 @@ START_TEST(band_tasks_match_blocks)
             run_free(&b), run_free(&p);
         }
     remove(path);
-    /* the backward's band tasks need two tasks a class: W 2 in tiles of 4, 3 and 2 */
-    ck_assert_msg(ncuda > 0 || bwd_banded > 0, "no backward by band tasks, NKV %d", (int)nkv);
+    /* the backward's band tasks need two tasks a class, and as many as the CPU workers:
+     * W 2 in tiles of 4, 3 and 2 on 2 workers */
+    ck_assert_msg(ncuda > 0 || ncpu > 2 || bwd_banded > 0, "no backward by band tasks, NKV %d",
+                  (int)nkv);
     printf("test_ops_window band_tasks_match_blocks: NKV %d, %d of %d runs by band tasks (the "
            "backward %d)%s, dk and dv %.2e from the blocks'\n", (int)nkv, banded, 2 * W_NT,
            bwd_banded, ncuda ? " (CUDA workers: blocks)" : "", worst);
@@ -487,14 +522,103 @@ START_TEST(band_tasks_within_ram_budget)
     ck_assert_msg(bands[1] == 0 && blocks[1] == blocks[0] && blocks[0] > 0,
                   "12 MiB: %lld band and %lld block tasks (%lld blocks without bands)",
                   bands[1], blocks[1], blocks[0]);
-    ck_assert_msg(ncuda > 0 || (bands[2] == 2 * (RB_T / 128) && blocks[2] == 0),
-                  "64 MiB: %lld band and %lld block tasks", bands[2], blocks[2]);
+    /* the backward by band tasks where 2 a class keep the CPU workers busy (2 or fewer) */
+    int bwd = backward_by_bands(1, ncpu, ncuda, 1, 1, 8, 8, RB_T, 128, 100);
+    ck_assert_msg(ncuda > 0 || (bands[2] == (bwd ? 2 : 1) * (RB_T / 128) &&
+                                (blocks[2] == 0) == bwd),
+                  "64 MiB: %lld band and %lld block tasks, %d CPU workers", bands[2],
+                  blocks[2], ncpu);
     expect_same_bits("o, blocks under a 12 MiB budget", 0, ref.o, small.o, RB_N);
     expect_same_bits("dq, blocks under a 12 MiB budget", 0, ref.dq, small.dq, RB_N);
     expect_same_bits("dk, blocks under a 12 MiB budget", 0, ref.dk, small.dk, RB_N);
     expect_same_bits("o, bands under a 64 MiB budget", 0, ref.o, large.o, RB_N);
     EXPECT_TOL(test_rel_err(large.dk, ref.dk, RB_N), BAND_TOL, "dk, bands under 64 MiB");
     run_free(&ref), run_free(&small), run_free(&large);
+    for (int i = 0; i < 4; i++)
+        free((void *)in[i]);
+}
+END_TEST
+
+/* With more CPU workers than a class of the backward's band tasks holds, the backward keeps
+ * the block tasks (a diagonal's run in parallel): (B, 8, 512, 64) in sequence tiles of 128
+ * with a window of 100 (L 2: classes of 2 query tiles) on 4 CPU workers (STARPU_NCPU). B 1:
+ * 2 tasks a class, the blocks (the bits of NNT_ATTN_BAND_TASKS=0); B 2 in batch tiles of 1:
+ * 4, the bands. The forward goes by band tasks either way. */
+static void workers_run(int64_t B, const float *const *in, int blocks_only, struct run *r,
+                        long long *fwd_bands, long long *bwd_bands)
+{
+    const int64_t shape[4] = {B, 8, RB_T, 64}, tile[4] = {1, 8, 128, 64};
+    nnt_tensor *t[9];
+    for (int i = 0; i < 8; i++)   /* q, k, v, dout, then o, dq, dk, dv */
+        t[i] = tensor_f32(4, shape, tile, i < 4 ? in[i] : NULL);
+    t[8] = tensor_f32(3, shape, tile, NULL);
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.window = 100;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nnt-test-workers-%ld.txt", (long)getpid());
+    if (blocks_only)
+        setenv("NNT_ATTN_BAND_TASKS", "0", 1);
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[4], t[8]));
+    EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[4], t[8], t[3], &ao, t[5],
+                                               t[6], t[7]));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, path));
+    unsetenv("NNT_ATTN_BAND_TASKS");
+    *fwd_bands = test_traced_count(path, "nnt_attn_fwd_band");
+    *bwd_bands = test_traced_count(path, "nnt_attn_bwd_band");
+    remove(path);
+    struct run x = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7])};
+    *r = x;
+    destroy_all(9, t);
+}
+
+START_TEST(band_tasks_keep_every_worker_busy)
+{
+    const char *old = getenv("STARPU_NCPU");
+    char *saved = old ? strdup(old) : NULL;
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    setenv("STARPU_NCPU", "4", 1);
+    ctx = test_ctx();
+    if (saved)
+        setenv("STARPU_NCPU", saved, 1);
+    else
+        unsetenv("STARPU_NCPU");
+    free(saved);
+    int ncpu = 0, ncuda = 0;
+    EXPECT_OK(nnt_ctx_workers(ctx, &ncpu, &ncuda));
+    if (ncuda > 0 || ncpu < 3) {
+        printf("test_ops_window band_tasks_keep_every_worker_busy: skipped: %d CPU and %d CUDA "
+               "workers (4 CPU workers and no CUDA wanted)\n", ncpu, ncuda);
+        return;
+    }
+    const float *in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = test_random_f32(2 * RB_N, 95 + (unsigned)i, -1, 1);
+    for (int64_t B = 1; B <= 2; B++) {
+        struct run blocks, run;
+        long long fb, bb, fwd, bwd;
+        workers_run(B, in, 1, &blocks, &fb, &bb);
+        workers_run(B, in, 0, &run, &fwd, &bwd);
+        int want = backward_by_bands(1, ncpu, ncuda, B, 1, 8, 8, RB_T, 128, 100);
+        ck_assert_msg(fb == 0 && bb == 0 && fwd == B * (RB_T / 128) &&
+                      bwd == (want ? fwd : 0), "B %d, %d CPU workers: %lld forward and %lld "
+                      "backward band tasks", (int)B, ncpu, fwd, bwd);
+        ck_assert_msg(want == (B == 2 && ncpu <= 4), "B %d: the rule's expectation", (int)B);
+        const int64_t n = B * RB_N;
+        expect_same_bits("o, band tasks vs blocks, 4 workers", (int)B, blocks.o, run.o, n);
+        expect_same_bits("dq, band tasks vs blocks, 4 workers", (int)B, blocks.dq, run.dq, n);
+        if (!want) {   /* the backward's blocks: their bits */
+            expect_same_bits("dk, blocks on 4 workers", (int)B, blocks.dk, run.dk, n);
+            expect_same_bits("dv, blocks on 4 workers", (int)B, blocks.dv, run.dv, n);
+        } else {
+            EXPECT_TOL(fmax(test_rel_err(run.dk, blocks.dk, n), test_rel_err(run.dv, blocks.dv,
+                                                                             n)),
+                       BAND_TOL, "dk, dv: band tasks on 4 workers");
+        }
+        run_free(&blocks), run_free(&run);
+    }
+    printf("test_ops_window band_tasks_keep_every_worker_busy: %d CPU workers: B 1 backward "
+           "by blocks, B 2 by band tasks\n", ncpu);
     for (int i = 0; i < 4; i++)
         free((void *)in[i]);
 }
@@ -631,6 +755,7 @@ static Suite *ops_window_suite(void)
     tcase_add_loop_test(tc, softcap_matches_reference, 0, 3);
     tcase_add_loop_test(tc, band_tasks_match_blocks, 0, 3);
     tcase_add_test(tc, band_tasks_within_ram_budget);
+    tcase_add_test(tc, band_tasks_keep_every_worker_busy);
     tcase_add_loop_test(tc, window_kv_matches_reference, 0, KV_NC);
     tcase_add_test(tc, window_kv_rows_match_whole_sequence);
     tcase_add_test(tc, window_rejects_bad_options);
