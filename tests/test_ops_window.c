@@ -470,6 +470,36 @@ END_TEST
  * blocks (the bits of NNT_ATTN_BAND_TASKS=0 in the default context), under 64 MiB the bands. */
 #define RB_T 512
 #define RB_N (8 * RB_T * 64)
+/* Forward and backward of (B, 8, RB_T, 64) in tiles of (1, 8, 128, 64) with a window of 100
+ * on the current context, traced: the outputs, and the codelets' task counts (forward and
+ * backward band tasks, forward and backward block tasks) */
+enum { FWD_BANDS, BWD_BANDS, FWD_BLOCKS, BWD_BLOCKS };
+static struct run traced_window_run(int64_t B, const float *const *in, long long count[4])
+{
+    const int64_t shape[4] = {B, 8, RB_T, 64}, tile[4] = {1, 8, 128, 64};
+    nnt_tensor *t[9];
+    for (int i = 0; i < 8; i++)   /* q, k, v, dout, then o, dq, dk, dv */
+        t[i] = tensor_f32(4, shape, tile, i < 4 ? in[i] : NULL);
+    t[8] = tensor_f32(3, shape, tile, NULL);
+    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
+    ao.window = 100;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nnt-test-window-run-%ld.txt", (long)getpid());
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[4], t[8]));
+    EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[4], t[8], t[3], &ao, t[5],
+                                               t[6], t[7]));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, path));
+    static const char *const codelets[4] = {"nnt_attn_fwd_band", "nnt_attn_bwd_band",
+                                            "nnt_attn_fwd_block", "nnt_attn_bwd_block"};
+    for (int c = 0; c < 4; c++)
+        count[c] = test_traced_count(path, codelets[c]);
+    remove(path);
+    struct run r = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7])};
+    destroy_all(9, t);
+    return r;
+}
+
 static struct run budget_run(int64_t mib, const float *const *in, long long *bands,
                              long long *blocks)
 {
@@ -482,27 +512,10 @@ static struct run budget_run(int64_t mib, const float *const *in, long long *ban
     } else {
         ctx = test_ctx();
     }
-    const int64_t shape[4] = {1, 8, RB_T, 64}, tile[4] = {1, 8, 128, 64};
-    nnt_tensor *t[9];
-    for (int i = 0; i < 8; i++)   /* q, k, v, dout, then o, dq, dk, dv */
-        t[i] = tensor_f32(4, shape, tile, i < 4 ? in[i] : NULL);
-    t[8] = tensor_f32(3, shape, tile, NULL);
-    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
-    ao.window = 100;
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/nnt-test-budget-%ld.txt", (long)getpid());
-    EXPECT_OK(nnt_trace_start(ctx));
-    EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[4], t[8]));
-    EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[4], t[8], t[3], &ao, t[5],
-                                               t[6], t[7]));
-    EXPECT_OK(nnt_trace_stop(ctx, NULL, path));
-    *bands = test_traced_count(path, "nnt_attn_fwd_band") +
-             test_traced_count(path, "nnt_attn_bwd_band");
-    *blocks = test_traced_count(path, "nnt_attn_fwd_block") +
-              test_traced_count(path, "nnt_attn_bwd_block");
-    remove(path);
-    struct run r = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7])};
-    destroy_all(9, t);
+    long long count[4];
+    struct run r = traced_window_run(1, in, count);
+    *bands = count[FWD_BANDS] + count[BWD_BANDS];
+    *blocks = count[FWD_BLOCKS] + count[BWD_BLOCKS];
     return r;
 }
 
@@ -544,32 +557,14 @@ END_TEST
  * with a window of 100 (L 2: classes of 2 query tiles) on 4 CPU workers (STARPU_NCPU). B 1:
  * 2 tasks a class, the blocks (the bits of NNT_ATTN_BAND_TASKS=0); B 2 in batch tiles of 1:
  * 4, the bands. The forward goes by band tasks either way. */
-static void workers_run(int64_t B, const float *const *in, int blocks_only, struct run *r,
-                        long long *fwd_bands, long long *bwd_bands)
+static struct run workers_run(int64_t B, const float *const *in, int blocks_only,
+                              long long count[4])
 {
-    const int64_t shape[4] = {B, 8, RB_T, 64}, tile[4] = {1, 8, 128, 64};
-    nnt_tensor *t[9];
-    for (int i = 0; i < 8; i++)   /* q, k, v, dout, then o, dq, dk, dv */
-        t[i] = tensor_f32(4, shape, tile, i < 4 ? in[i] : NULL);
-    t[8] = tensor_f32(3, shape, tile, NULL);
-    nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
-    ao.window = 100;
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/nnt-test-workers-%ld.txt", (long)getpid());
     if (blocks_only)
         setenv("NNT_ATTN_BAND_TASKS", "0", 1);
-    EXPECT_OK(nnt_trace_start(ctx));
-    EXPECT_OK(nnt_tensor_attention_ex(t[0], t[1], t[2], &ao, t[4], t[8]));
-    EXPECT_OK(nnt_tensor_attention_backward_ex(t[0], t[1], t[2], t[4], t[8], t[3], &ao, t[5],
-                                               t[6], t[7]));
-    EXPECT_OK(nnt_trace_stop(ctx, NULL, path));
+    struct run r = traced_window_run(B, in, count);
     unsetenv("NNT_ATTN_BAND_TASKS");
-    *fwd_bands = test_traced_count(path, "nnt_attn_fwd_band");
-    *bwd_bands = test_traced_count(path, "nnt_attn_bwd_band");
-    remove(path);
-    struct run x = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7])};
-    *r = x;
-    destroy_all(9, t);
+    return r;
 }
 
 START_TEST(band_tasks_keep_every_worker_busy)
@@ -595,14 +590,16 @@ START_TEST(band_tasks_keep_every_worker_busy)
     for (int i = 0; i < 4; i++)
         in[i] = test_random_f32(2 * RB_N, 95 + (unsigned)i, -1, 1);
     for (int64_t B = 1; B <= 2; B++) {
-        struct run blocks, run;
-        long long fb, bb, fwd, bwd;
-        workers_run(B, in, 1, &blocks, &fb, &bb);
-        workers_run(B, in, 0, &run, &fwd, &bwd);
+        long long nb[4], nr[4];
+        struct run blocks = workers_run(B, in, 1, nb), run = workers_run(B, in, 0, nr);
         int want = backward_by_bands(1, ncpu, ncuda, B, 1, 8, 8, RB_T, 128, 100);
-        ck_assert_msg(fb == 0 && bb == 0 && fwd == B * (RB_T / 128) &&
-                      bwd == (want ? fwd : 0), "B %d, %d CPU workers: %lld forward and %lld "
-                      "backward band tasks", (int)B, ncpu, fwd, bwd);
+        ck_assert_msg(nb[FWD_BANDS] == 0 && nb[BWD_BANDS] == 0 &&
+                      nr[FWD_BANDS] == B * (RB_T / 128) && nr[FWD_BLOCKS] == 0 &&
+                      nr[BWD_BANDS] == (want ? nr[FWD_BANDS] : 0) &&
+                      (nr[BWD_BLOCKS] == 0) == want,
+                      "B %d, %d CPU workers: %lld forward and %lld backward band tasks, %lld "
+                      "backward block tasks", (int)B, ncpu, nr[FWD_BANDS], nr[BWD_BANDS],
+                      nr[BWD_BLOCKS]);
         ck_assert_msg(want == (B == 2 && ncpu <= 4), "B %d: the rule's expectation", (int)B);
         const int64_t n = B * RB_N;
         expect_same_bits("o, band tasks vs blocks, 4 workers", (int)B, blocks.o, run.o, n);
