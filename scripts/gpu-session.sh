@@ -63,6 +63,13 @@
 #            sliding-window attention against causal on the GPU, fp32 then bf16:
 #            window.fp32_ratio, .bf16_ratio (window / causal, median of the rounds), the
 #            causal and window milliseconds (60)
+#   cpuwindow issue 39 on the machine's CPU cores alone (STARPU_NCUDA=0, every core a CPU
+#            worker): bench/attention_window fp32 with whole heads (classes of 5 band tasks,
+#            fewer than the workers) three ways, NNT_ATTN_BAND_TASKS 0 (blocks), unset (the
+#            rule: the backward by blocks there) and 2 (the backward by band tasks anyway), and
+#            with head tiles of 2 (classes of 20: band tasks by the rule):
+#            cpuwindow.ncpus, .<variant>_window_ms, .<variant>_bwd_ms, .<variant>_ratio for
+#            blocks, rule, bands, heads2 (60)
 #   attn     the CUDA attention's two paths (NNT_CUDA_ATTN) on GPT-2 124M (the gpt2 phase's
 #            sizes, token file and calibrated models), 10 steps each, flash then products:
 #            attn.flash_ms, .products_ms (every step), .flash_s, .products_s (the mean of
@@ -183,6 +190,17 @@ md_of() {
                    g("window.shape"), g("window.fp32_window_ms"), g("window.fp32_causal_ms"),
                    g("window.fp32_ratio"), g("window.bf16_window_ms"),
                    g("window.bf16_causal_ms"), g("window.bf16_ratio")
+        if (g("cpuwindow.rule_ratio") != "-" || g("cpuwindow.bands_ratio") != "-")
+            printf "\nSliding-window attention on %s CPU workers alone (fp32, window ms, its " \
+                   "backward ms, ratio to causal): blocks %s, %s, %s; the rule %s, %s, %s; " \
+                   "band tasks anyway %s, %s, %s; head tiles of 2 %s, %s, %s.\n",
+                   g("cpuwindow.ncpus"), g("cpuwindow.blocks_window_ms"),
+                   g("cpuwindow.blocks_bwd_ms"), g("cpuwindow.blocks_ratio"),
+                   g("cpuwindow.rule_window_ms"), g("cpuwindow.rule_bwd_ms"),
+                   g("cpuwindow.rule_ratio"), g("cpuwindow.bands_window_ms"),
+                   g("cpuwindow.bands_bwd_ms"), g("cpuwindow.bands_ratio"),
+                   g("cpuwindow.heads2_window_ms"), g("cpuwindow.heads2_bwd_ms"),
+                   g("cpuwindow.heads2_ratio")
         if (g("attn.flash_s") != "-" || g("attn.products_s") != "-")
             printf "\nCUDA attention (GPT-2 124M, steps 4-10): flash kernels %s s a step, " \
                    "products (the default) %s s, %sx; largest loss difference %s.\n",
@@ -789,6 +807,36 @@ phase_window() {
     done
 }
 
+# cpuwindow_figs LOG VARIANT: the window's ms, its backward's and the ratio, as results
+cpuwindow_figs() {
+    local line w g r
+    line=$(grep -m1 '^median:' "$1") || { put cpuwindow "$2_ratio" null; return 0; }
+    w=$(echo "$line" | sed -n 's/.*, window \([0-9.]*\) ms.*/\1/p')
+    g=$(echo "$line" | sed -n 's/.*, window [0-9.]* ms (forward [0-9.]*, backward \([0-9.]*\)).*/\1/p')
+    r=$(echo "$line" | sed -n 's/.*times: median \([0-9.]*\)x.*/\1/p')
+    put cpuwindow "$2_window_ms" "$(num "$w")"
+    put cpuwindow "$2_bwd_ms" "$(num "$g")"
+    put cpuwindow "$2_ratio" "$(num "$r")"
+    say "cpuwindow $2: window $w ms (backward $g), ratio $r"
+}
+
+phase_cpuwindow() {
+    local lim=$1 v env htile rc b=$builddir/bench/attention_window
+    [ -x "$b" ] || { say "cpuwindow: no bench/attention_window in $builddir"; return 0; }
+    local args=(3 4096 512 256 8 8 64 fp32)
+    [ $rehearse = 1 ] && args=(2 512 64 64 2 2 16 fp32)
+    put cpuwindow ncpus "$(nproc)"
+    for v in blocks rule bands heads2; do
+        env=; htile=${args[4]}
+        case $v in blocks) env=0 ;; bands) env=2 ;; heads2) htile=2 ;; esac
+        STARPU_HOME="$out/home-cpuwindow" STARPU_NCUDA=0 NNT_ATTN_BAND_TASKS=$env \
+            timeout -k 5 $((lim / 4)) "$b" "${args[@]}" "$htile" > "$out/cpuwindow-$v.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] || say "cpuwindow $v: exit $rc: $(tail -n 1 "$out/cpuwindow-$v.log")"
+        cpuwindow_figs "$out/cpuwindow-$v.log" "$v"
+    done
+}
+
 phase_cpubench() {
     local lim=$1
     lscpu > "$out/lscpu.txt" 2>&1
@@ -802,10 +850,10 @@ phase_cpubench() {
 # defaults: limit and the least worth starting with
 declare -A phase_limit=([info]=20 [budget]=60 [gpt2]=170 [xl]=200 [offload]=300 [largest]=200
                         [suite]=150 [compile]=200 [kernels]=90 [first-all]=150 [cpubench]=300
-                        [window]=60 [steps]=150 [attn]=120 [norm]=120)
+                        [window]=60 [cpuwindow]=60 [steps]=150 [attn]=120 [norm]=120)
 declare -A phase_min=([info]=5 [budget]=20 [gpt2]=60 [xl]=80 [offload]=100 [largest]=60
                       [suite]=30 [compile]=90 [kernels]=30 [first-all]=60 [cpubench]=60
-                      [window]=20 [steps]=45 [attn]=40 [norm]=40)
+                      [window]=20 [cpuwindow]=20 [steps]=45 [attn]=40 [norm]=40)
 : > "$tsv"
 status=0
 for phase in "$@"; do

@@ -556,12 +556,13 @@ END_TEST
  * the block tasks (a diagonal's run in parallel): (B, 8, 512, 64) in sequence tiles of 128
  * with a window of 100 (L 2: classes of 2 query tiles) on 4 CPU workers (STARPU_NCPU). B 1:
  * 2 tasks a class, the blocks (the bits of NNT_ATTN_BAND_TASKS=0); B 2 in batch tiles of 1:
- * 4, the bands. The forward goes by band tasks either way. */
-static struct run workers_run(int64_t B, const float *const *in, int blocks_only,
+ * 4, the bands. The forward goes by band tasks either way; NNT_ATTN_BAND_TASKS=2 takes the
+ * backward's band tasks for B 1 too. */
+static struct run workers_run(int64_t B, const float *const *in, const char *band_tasks,
                               long long count[4])
 {
-    if (blocks_only)
-        setenv("NNT_ATTN_BAND_TASKS", "0", 1);
+    if (band_tasks)
+        setenv("NNT_ATTN_BAND_TASKS", band_tasks, 1);
     struct run r = traced_window_run(B, in, count);
     unsetenv("NNT_ATTN_BAND_TASKS");
     return r;
@@ -591,7 +592,7 @@ START_TEST(band_tasks_keep_every_worker_busy)
         in[i] = test_random_f32(2 * RB_N, 95 + (unsigned)i, -1, 1);
     for (int64_t B = 1; B <= 2; B++) {
         long long nb[4], nr[4];
-        struct run blocks = workers_run(B, in, 1, nb), run = workers_run(B, in, 0, nr);
+        struct run blocks = workers_run(B, in, "0", nb), run = workers_run(B, in, NULL, nr);
         int want = backward_by_bands(1, ncpu, ncuda, B, 1, 8, 8, RB_T, 128, 100);
         ck_assert_msg(nb[FWD_BANDS] == 0 && nb[BWD_BANDS] == 0 &&
                       nr[FWD_BANDS] == B * (RB_T / 128) && nr[FWD_BLOCKS] == 0 &&
@@ -612,10 +613,19 @@ START_TEST(band_tasks_keep_every_worker_busy)
                                                                              n)),
                        BAND_TOL, "dk, dv: band tasks on 4 workers");
         }
+        if (!want) {   /* NNT_ATTN_BAND_TASKS=2: the band tasks whatever the workers */
+            long long n2[4];
+            struct run all = workers_run(B, in, "2", n2);
+            ck_assert_msg(n2[BWD_BANDS] == n2[FWD_BANDS] && n2[BWD_BLOCKS] == 0,
+                          "NNT_ATTN_BAND_TASKS=2, B %d: %lld backward band tasks, %lld "
+                          "blocks", (int)B, n2[BWD_BANDS], n2[BWD_BLOCKS]);
+            expect_same_bits("dq, NNT_ATTN_BAND_TASKS=2", (int)B, blocks.dq, all.dq, n);
+            run_free(&all);
+        }
         run_free(&blocks), run_free(&run);
     }
     printf("test_ops_window band_tasks_keep_every_worker_busy: %d CPU workers: B 1 backward "
-           "by blocks, B 2 by band tasks\n", ncpu);
+           "by blocks (by band tasks with NNT_ATTN_BAND_TASKS=2), B 2 by band tasks\n", ncpu);
     for (int i = 0; i < 4; i++)
         free((void *)in[i]);
 }

@@ -236,7 +236,8 @@ static int64_t band_longest(const nnt_tensor *q, const nnt_tensor *k, int64_t bi
  * worker (the band codelets are the CPU's; CUDA's blocks are unchanged), NNT_ATTN_BAND_TASKS
  * not 0, every q head tile reading one kv head tile whole, bands of at most
  * NNT_ATTN_BAND_MAX key tiles, for the backward at least two tasks a class and as many tasks
- * a class, over the (batch, head) tiles, as the context has CPU workers, and under a RAM
+ * a class, over the (batch, head) tiles, as the context has CPU workers (not asked with
+ * NNT_ATTN_BAND_TASKS=2, which measures that rule), and under a RAM
  * budget a band task's tiles (5 q-side and 4 kv-side tiles a key tile at most) within a
  * quarter of it (a block task has 7 to 9). (The backward's blocks run a diagonal's tasks in
  * parallel, L times a class's: in a list-scheduling model of T 4096, tiles of 256, W 512
@@ -269,7 +270,9 @@ static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
     if (longest > NNT_ATTN_BAND_MAX)
         return 0;
     int64_t class_tasks = q->grid[0] * q->grid[1] * (q->grid[2] / longest);   /* the least */
-    return !backward || (q->grid[2] >= 2 * longest && class_tasks >= ctx->ncpus);
+    int any_workers = env && strcmp(env, "2") == 0;   /* benchmarks: the rule off */
+    return !backward ||
+           (q->grid[2] >= 2 * longest && (any_workers || class_tasks >= ctx->ncpus));
 }
 
 /* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); the
