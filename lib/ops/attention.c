@@ -298,14 +298,14 @@ static struct nnt_attn_band_task band_task(const nnt_attn_map *map, const nnt_te
     return t;
 }
 
-static int forward_band(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window,
-                        float cap, nnt_tensor *pos, int64_t bi, int64_t hi, int64_t i)
+/* The forward band task of query tile (bi, hi, i) against kv head tile hk (map) */
+static int forward_band(nnt_tensor *const *w, nnt_tensor *lse, const nnt_attn_map *map,
+                        int64_t bi, int64_t hi, int64_t hk, int64_t i, float scale,
+                        int64_t window, float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *k = w[1], *v = w[2], *o = w[3];
-    int64_t hk, hk1, kidx[NNT_ATTN_BAND_MAX];
-    kv_tiles_of(q, k, hi, &hk, &hk1);
-    nnt_attn_map map = head_range(q, k, bi, hi, hk);
-    struct nnt_attn_band_task t = band_task(&map, q, k, bi, hi, hk, i, scale, window, cap, pos,
+    int64_t kidx[NNT_ATTN_BAND_MAX];
+    struct nnt_attn_band_task t = band_task(map, q, k, bi, hi, hk, i, scale, window, cap, pos,
                                             kidx);
     starpu_data_handle_t kv[2 * NNT_ATTN_BAND_MAX];
     for (int j = 0; j < t.n; j++)
@@ -313,6 +313,24 @@ static int forward_band(nnt_tensor *const *w, nnt_tensor *lse, float scale, int6
     int64_t qi = seq_tile(q, bi, hi, i).index;
     return nnt_insert_attn_fwd_band(q->ctx, &t, q->tiles[qi].handle, o->tiles[qi].handle,
                                     lse->tiles[qi].handle, kv);
+}
+
+/* w: q, k, v, o as submit_forward's. Per (batch tile, q head tile), the query tiles from the
+ * last down (the long bands first). */
+static int forward_bands(nnt_tensor *const *w, nnt_tensor *lse, float scale, int64_t window,
+                         float cap, nnt_tensor *pos)
+{
+    nnt_tensor *q = w[0], *k = w[1];
+    int rc = 0;
+    for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
+        for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++) {
+            int64_t hk, hk1;
+            kv_tiles_of(q, k, hi, &hk, &hk1);
+            nnt_attn_map map = head_range(q, k, bi, hi, hk);
+            for (int64_t i = q->grid[2] - 1; i >= 0 && rc == 0; i--)
+                rc = forward_band(w, lse, &map, bi, hi, hk, i, scale, window, cap, pos);
+        }
+    return rc;
 }
 
 /* The backward band task of query tile (bi, hi, i) against kv head tile hk (map); touched[t]:
@@ -404,14 +422,8 @@ static int submit_forward(nnt_tensor *const *w, nnt_tensor *lse, float scale, in
                           float cap, nnt_tensor *pos)
 {
     nnt_tensor *q = w[0], *m = NULL, *l = NULL;
-    if (band_tasks(q, w[1], window, pos, 0)) {
-        int rc = 0;
-        for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
-            for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
-                for (int64_t i = q->grid[2] - 1; i >= 0 && rc == 0; i--)   /* the long first */
-                    rc = forward_band(w, lse, scale, window, cap, pos, bi, hi, i);
-        return rc;
-    }
+    if (band_tasks(q, w[1], window, pos, 0))
+        return forward_bands(w, lse, scale, window, cap, pos);
     int rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &m);
     if (rc == 0)
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &l);
@@ -595,13 +607,13 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     for (int i = 0; i < 9 && rc == 0; i++)
         if (i != 4)
             rc = i < 6 ? nnt_whole_last_in(all[i], &w[i]) : nnt_whole_last_out(all[i], &w[i]);
-    int bands = rc == 0 && band_tasks(w[0], w[1], window, pos, 1);
-    if (rc == 0 && bands)
+    if (rc == 0 && band_tasks(w[0], w[1], window, pos, 1)) {
         rc = backward_bands(w, (float)scale, window, cap, pos);
-    if (rc == 0 && !bands)
+    } else if (rc == 0) {
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
-    if (rc == 0 && !bands)
-        rc = submit_backward(w, d, (float)scale, window, cap, pos);
+        if (rc == 0)
+            rc = submit_backward(w, d, (float)scale, window, cap, pos);
+    }
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
         rc = nnt_whole_last_finish(w[i], all[i], rc);
