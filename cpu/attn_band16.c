@@ -139,17 +139,12 @@ grad_lanes(int64_t c, int64_t n, const float *s, const float *dp, int64_t lo, in
     *ds = _mm512_maskz_mov_ps(keys, g);
 }
 
-/* x[0, a) and x[b, n) of a row of 16-bit values or of words set to 0 */
-static void clear_outside16(uint16_t *x, int64_t a, int64_t b, int64_t n)
+/* Elements [0, a) and [b, n) of a row of `size`-byte elements at x set to 0 (bf16 rows:
+ * 0.0's bits; words: pairs of them) */
+static void clear_outside(void *x, size_t size, int64_t a, int64_t b, int64_t n)
 {
-    memset(x, 0, (size_t)a * sizeof *x);
-    memset(x + b, 0, (size_t)(n - b) * sizeof *x);
-}
-
-static void clear_outside32(uint32_t *x, int64_t a, int64_t b, int64_t n)
-{
-    memset(x, 0, (size_t)a * sizeof *x);
-    memset(x + b, 0, (size_t)(n - b) * sizeof *x);
+    memset(x, 0, (size_t)a * size);
+    memset((char *)x + (size_t)b * size, 0, (size_t)(n - b) * size);
 }
 
 /* The keys [*k0, *k1) that rows r and (second) r + 1 see, k0 down to a multiple of 16 (the
@@ -179,11 +174,12 @@ static NNT_AVX512BF16 void grad_rows_avx512(int64_t rows, int64_t nk, int64_t ld
         uint16_t *ds0 = ds16 + r * ldp, *ds1 = ds0 + ldp;
         int64_t k0, k1;
         pair_keys(lo, hi, r, second, ldp, &k0, &k1);
-        clear_outside16(ds0, k0, k1, ldp);
+        const int64_t w0 = k0 < nk ? k0 : nk, w1 = k1 < nk ? k1 : nk;   /* words: < nk */
+        clear_outside(ds0, sizeof *ds0, k0, k1, ldp);
         if (second)
-            clear_outside16(ds1, k0, k1, ldp);
-        clear_outside32(ppt, k0 < nk ? k0 : nk, k1 < nk ? k1 : nk, nk);
-        clear_outside32(dspt, k0 < nk ? k0 : nk, k1 < nk ? k1 : nk, nk);
+            clear_outside(ds1, sizeof *ds1, k0, k1, ldp);
+        clear_outside(ppt, sizeof *ppt, w0, w1, nk);
+        clear_outside(dspt, sizeof *dspt, w0, w1, nk);
         for (int64_t c = k0; c < k1; c += 16) {
             __m512 p0, g0, p1 = _mm512_setzero_ps(), g1 = p1;
             grad_lanes(c, ldp, s + r * ldp, dp + r * ldp, lo[r], hi[r], lse[r], d[r], &p0,
