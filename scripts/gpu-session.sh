@@ -62,14 +62,14 @@
 #   window   issue 39: bench/attention_window (T 4096, W 512, tiles of 256, 8 heads of 64),
 #            sliding-window attention against causal on the GPU, fp32 then bf16:
 #            window.fp32_ratio, .bf16_ratio (window / causal, median of the rounds), the
-#            causal and window milliseconds (60)
+#            causal and window milliseconds, the window's backward's (60)
 #   cpuwindow issue 39 on the machine's CPU cores alone (STARPU_NCUDA=0, every core a CPU
 #            worker): bench/attention_window fp32 with whole heads (classes of 5 band tasks,
 #            fewer than the workers) three ways, NNT_ATTN_BAND_TASKS 0 (blocks), unset (the
 #            rule: the backward by blocks there) and 2 (the backward by band tasks anyway), and
 #            with head tiles of 2 (classes of 20: band tasks by the rule):
-#            cpuwindow.ncpus, .<variant>_window_ms, .<variant>_bwd_ms, .<variant>_ratio for
-#            blocks, rule, bands, heads2 (60)
+#            cpuwindow.ncpus, .<variant>_causal_ms, _window_ms, _bwd_ms, _ratio for blocks,
+#            rule, bands, heads2 (60)
 #   attn     the CUDA attention's two paths (NNT_CUDA_ATTN) on GPT-2 124M (the gpt2 phase's
 #            sizes, token file and calibrated models), 10 steps each, flash then products:
 #            attn.flash_ms, .products_ms (every step), .flash_s, .products_s (the mean of
@@ -779,17 +779,20 @@ phase_kernels() {
     say "kernels: $(grep -m1 'Checks' "$out/kernels.log")"
 }
 
-# window_figs LOG PREC: the median line of bench/attention_window's LOG as results
+# window_figs GROUP LOG KEY: the median line of bench/attention_window's LOG as results
+# GROUP.KEY_causal_ms, _window_ms, _bwd_ms (the window's backward) and _ratio
 window_figs() {
-    local line c w r
-    line=$(grep -m1 '^median:' "$1") || { put window "$2_ratio" null; return 0; }
+    local line c w g r
+    line=$(grep -m1 '^median:' "$2") || { put "$1" "$3_ratio" null; return 0; }
     c=$(echo "$line" | sed -n 's/^median: causal \([0-9.]*\) ms.*/\1/p')
     w=$(echo "$line" | sed -n 's/.*, window \([0-9.]*\) ms.*/\1/p')
+    g=$(echo "$line" | sed -n 's/.*, window [0-9.]* ms (forward [0-9.]*, backward \([0-9.]*\)).*/\1/p')
     r=$(echo "$line" | sed -n 's/.*times: median \([0-9.]*\)x.*/\1/p')
-    put window "$2_causal_ms" "$(num "$c")"
-    put window "$2_window_ms" "$(num "$w")"
-    put window "$2_ratio" "$(num "$r")"
-    say "window $2: causal $c ms, window $w ms, ratio $r"
+    put "$1" "$3_causal_ms" "$(num "$c")"
+    put "$1" "$3_window_ms" "$(num "$w")"
+    put "$1" "$3_bwd_ms" "$(num "$g")"
+    put "$1" "$3_ratio" "$(num "$r")"
+    say "$1 $3: causal $c ms, window $w ms (backward $g), ratio $r"
 }
 
 phase_window() {
@@ -803,21 +806,8 @@ phase_window() {
             > "$out/window-$prec.log" 2>&1
         rc=$?
         [ $rc -eq 0 ] || say "window $prec: exit $rc: $(tail -n 1 "$out/window-$prec.log")"
-        window_figs "$out/window-$prec.log" "$prec"
+        window_figs window "$out/window-$prec.log" "$prec"
     done
-}
-
-# cpuwindow_figs LOG VARIANT: the window's ms, its backward's and the ratio, as results
-cpuwindow_figs() {
-    local line w g r
-    line=$(grep -m1 '^median:' "$1") || { put cpuwindow "$2_ratio" null; return 0; }
-    w=$(echo "$line" | sed -n 's/.*, window \([0-9.]*\) ms.*/\1/p')
-    g=$(echo "$line" | sed -n 's/.*, window [0-9.]* ms (forward [0-9.]*, backward \([0-9.]*\)).*/\1/p')
-    r=$(echo "$line" | sed -n 's/.*times: median \([0-9.]*\)x.*/\1/p')
-    put cpuwindow "$2_window_ms" "$(num "$w")"
-    put cpuwindow "$2_bwd_ms" "$(num "$g")"
-    put cpuwindow "$2_ratio" "$(num "$r")"
-    say "cpuwindow $2: window $w ms (backward $g), ratio $r"
 }
 
 phase_cpuwindow() {
@@ -833,7 +823,7 @@ phase_cpuwindow() {
             timeout -k 5 $((lim / 4)) "$b" "${args[@]}" "$htile" > "$out/cpuwindow-$v.log" 2>&1
         rc=$?
         [ $rc -eq 0 ] || say "cpuwindow $v: exit $rc: $(tail -n 1 "$out/cpuwindow-$v.log")"
-        cpuwindow_figs "$out/cpuwindow-$v.log" "$v"
+        window_figs cpuwindow "$out/cpuwindow-$v.log" "$v"
     done
 }
 
