@@ -244,25 +244,36 @@ static int block_whole(int64_t tq, int64_t tk, int64_t q_pos0, int64_t k_pos0, i
            nlo(q_pos0 + tq - 1, k_pos0, tk, window) == 0;
 }
 
-/* Room for n transposed (hd, tk) operands of the band products (cpu/attn_band.c), which the
- * kernels use for their float products where the CPU has AVX2 or AVX-512F; NULL: the GEMMs.
- * Measured on AMD Zen 5, one thread, a block of 256 x 256 (bench/RESULTS-window.md): the band
- * products take 0.91-0.98 of the GEMMs' time for the forward of a whole block, 0.80-0.85 for a
- * block the diagonal or a window's edge cuts, and 0.78-0.97 for the backward of a cut block
- * (heads of 64, 128 and 256; with AVX-512 and with AVX2 alone); the backward of a whole block
- * (`bwd_whole`) keeps the GEMMs, as fast with heads of 64 and 128 and 10 % faster with heads
- * of 256. Not these where the products are bf16 (on dnnl: the bf16 band products, else
- * oneDNN's); the GEMMs also on the portable path, without scratch p or memory, and below
+/* The leading dimension of the band products' transposed operands (kt, vt: hd rows of tk
+ * keys, floats or bf16 pairs): tk and 16 words more, so that rows of 1024 keys, 4 KiB apart,
+ * do not all fall into the same sets of the L1 cache. Blocks of 1024 x 1024 (8 heads of 64,
+ * one thread, AMD Zen 5): a whole block's forward 10.2 ms against 11.65 at a leading dimension
+ * of tk, its backward 23.5-23.8 against 26.1-26.3, a diagonal block's 5.38 and 11.6-11.7
+ * against 6.02-6.04 and 13.0 (bench/RESULTS-window.md). */
+static int64_t band_ld(int64_t tk)
+{
+    return tk + 16;
+}
+
+/* Room for n transposed (hd, band_ld(tk)) operands of the band products (cpu/attn_band.c),
+ * which the kernels use for their float products where the CPU has AVX2 or AVX-512F; NULL:
+ * the GEMMs. Measured on AMD Zen 5, one thread, a block of 256 x 256 (bench/RESULTS-window.md):
+ * the band products take 0.91-0.98 of the GEMMs' time for the forward of a whole block,
+ * 0.80-0.85 for a block the diagonal or a window's edge cuts, 0.78-0.97 for the backward of a
+ * cut block (heads of 64, 128 and 256; with AVX-512 and with AVX2 alone), and 0.91-0.97 for
+ * the backward of a whole block with AVX-512 (heads of 64: 1.47-1.48 ms against 1.58-1.59; 128:
+ * 1.41-1.43 against 1.46-1.47; 256: 1.35-1.36 against 1.39-1.40), 1.00 with AVX2 alone (2.74
+ * against 2.75-2.76). Not these where the products are bf16 (on dnnl: the bf16 band products,
+ * else oneDNN's); the GEMMs also on the portable path, without scratch p or memory, and below
  * ATTN_BAND_ROWS query rows, as in generation's decode steps (there the transposes would cost
  * as much as the products, and the GEMMs' one-row path streams k and v once). */
 #define ATTN_BAND_ROWS 8
 static float *band_scratch(const float *p, const nnt_attn_map *mp, nnt_dnnl_cache *dnnl, int n,
-                           int64_t rows, int bwd_whole, int64_t tk, int64_t hd)
+                           int64_t rows, int64_t tk, int64_t hd)
 {
-    if (!p || (mp->bf16 && dnnl) || rows < ATTN_BAND_ROWS || bwd_whole ||
-        nnt_cpu_band_level() <= 0)
+    if (!p || (mp->bf16 && dnnl) || rows < ATTN_BAND_ROWS || nnt_cpu_band_level() <= 0)
         return NULL;
-    return attn_scratch(SCRATCH_KT, (size_t)(n * tk * hd) * sizeof(float));
+    return attn_scratch(SCRATCH_KT, (size_t)(n * band_ld(tk) * hd) * sizeof(float));
 }
 
 /* The end of a score row of n floats whose keys are [a, nv): without h, cleared outside them
@@ -308,7 +319,7 @@ static band16 *band16_scratch(band16 *b, const float *p, const uint16_t *h16,
     if (!p || !h16 || !mp->bf16 || hd % 2 != 0 || rows < ATTN_BAND_ROWS || bwd_whole ||
         nnt_cpu_band16_level() <= 0)
         return NULL;
-    int64_t nkt = hd / 2 * tk, nkv2 = ((tk + 1) / 2 + 1) * hd, ns = ch * (tk + 1);
+    int64_t nkt = hd / 2 * band_ld(tk), nkv2 = ((tk + 1) / 2 + 1) * hd, ns = ch * (tk + 1);
     int64_t nrp = (ch / 2 + 1) * tk, nqp = (ch / 2 + 1) * hd;
     int64_t words = nkt * (bwd ? 2 : 1) + nkv2 + (bwd ? 2 * nrp + 2 * nqp : 0) +
                     (ns * (bwd ? 2 : 1) + 1) / 2;
@@ -350,9 +361,9 @@ static void band16_slab(const band16 *b16, const uint16_t *k16, const uint16_t *
                         const uint16_t *kv16, int64_t a, int64_t b, int64_t tk, int64_t hd)
 {
     int64_t hd2 = hd / 2;
-    nnt_cpu_band_transpose(b - a, hd2, k16 + a * hd, b16->kt + a, tk);
+    nnt_cpu_band_transpose(b - a, hd2, k16 + a * hd, b16->kt + a, band_ld(tk));
     if (b16->vt)
-        nnt_cpu_band_transpose(b - a, hd2, v16 + a * hd, b16->vt + a, tk);
+        nnt_cpu_band_transpose(b - a, hd2, v16 + a * hd, b16->vt + a, band_ld(tk));
     nnt_cpu_bf16_pair_rows(b - a, hd, kv16 + a * hd, hd, b16->kv2 + a / 2 * hd, hd);
 }
 
@@ -379,9 +390,9 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
      * the rows' own keys */
     if (b16) {
         nnt_cpu_band16_abt(rows, hd / 2, scale, (const uint32_t *)(q.h + i0 * hd), hd / 2,
-                           b16->kt + k0, tk, lo, hi, p, ldp);
+                           b16->kt + k0, band_ld(tk), lo, hi, p, ldp);
     } else if (kt) {
-        nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
+        nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, band_ld(tk), lo, hi, p, nk);
     } else {
         product(dnnl, bf16, 0, 1, rows, nk, hd,
                 scale, from(q, i0 * hd), hd, from(k, k0 * hd), hd, 0.0f, p, nk);
@@ -475,7 +486,7 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     uint16_t *h16 = p ? bf16_scratch(mp, dnnl, tq + 2 * tk, hd, 0) : NULL;
     int64_t klo = nlo(q_pos0 + r0, k_pos0, tk, window), khi = nvis(q_pos0 + r1 - 1, k_pos0, tk);
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
-    float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, 0, tk, hd);   /* (hd, tk) k^T, or NULL */
+    float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, tk, hd);   /* (hd, tk) k^T, or NULL */
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 0, 0, r1 - r0, ch, tk, hd);
     if (b16)
         band16_keys(&klo, &khi, tk);
@@ -500,7 +511,8 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                     ks = rounded(kb, klo, khi, hd, h16 ? h16 + tq * hd : NULL);
                     vs = rounded(vb, klo, khi, hd, h16 ? h16 + (tq + tk) * hd : NULL);
                     if (kt)
-                        nnt_cpu_band_transpose(khi - klo, hd, kb + klo * hd, kt + klo, tk);
+                        nnt_cpu_band_transpose(khi - klo, hd, kb + klo * hd, kt + klo,
+                                               band_ld(tk));
                     if (b16)
                         band16_slab(b16, ks.h, NULL, vs.h, klo, khi, tk, hd);
                     kv_done = skv;
@@ -715,8 +727,8 @@ static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t 
     row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, lse, lo, hi);
     const uint32_t *q32 = (const uint32_t *)(q.h + i0 * hd);
     const uint32_t *do32 = (const uint32_t *)(dout.h + i0 * hd);
-    nnt_cpu_band16_abt(rows, hd2, scale, q32, hd2, b16->kt + k0, tk, lo, hi, p, ldp);
-    nnt_cpu_band16_abt(rows, hd2, 1.0f, do32, hd2, b16->vt + k0, tk, lo, hi, ds, ldp);
+    nnt_cpu_band16_abt(rows, hd2, scale, q32, hd2, b16->kt + k0, band_ld(tk), lo, hi, p, ldp);
+    nnt_cpu_band16_abt(rows, hd2, 1.0f, do32, hd2, b16->vt + k0, band_ld(tk), lo, hi, ds, ldp);
     /* p and ds ended and rounded: ds's bf16 rows and the row pairs of both, without a
      * soft-cap in one pass a pair of rows (an (8, 256, 64) block cut by the window's edge:
      * its backward 0.618-0.622 ms against 0.647-0.653 in four passes, one thread, AMD Zen 5,
@@ -770,8 +782,9 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     row_keys(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, lse, lo, hi);
     int ns = 0;
     if (kt) {   /* the band products: p, ds over the rows' own keys */
-        nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, tk, lo, hi, p, nk);
-        nnt_cpu_band_abt(rows, hd, 1.0f, dout.f + i0 * hd, hd, vt + k0, tk, lo, hi, ds, nk);
+        nnt_cpu_band_abt(rows, hd, scale, q.f + i0 * hd, hd, kt + k0, band_ld(tk), lo, hi, p, nk);
+        nnt_cpu_band_abt(rows, hd, 1.0f, dout.f + i0 * hd, hd, vt + k0, band_ld(tk), lo, hi, ds,
+                         nk);
     } else {
         ns = chunk_segments(i0, i1, q_pos0, k_pos0, tk, w, pos, k0, sg);
     }
@@ -861,8 +874,8 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                             h16 ? h16 + (2 * tq + 2 * tk) * hd : NULL};
     /* k^T, v^T (hd, tk each), or NULL */
     int whole = block_whole(tq, tk, q_pos0, k_pos0, window, qpos);
-    float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0, whole, tk, hd);
-    float *vt = kt ? kt + tk * hd : NULL;
+    float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0, tk, hd);
+    float *vt = kt ? kt + band_ld(tk) * hd : NULL;
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 1, whole, r1 - r0, ch, tk, hd);
     if (b16)
         band16_keys(&klo, &khi, tk);
@@ -890,8 +903,9 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
                     ks = rounded(k + ok, klo, khi, hd, h16 ? h16 + 2 * tq * hd : NULL);
                     vs = rounded(v + ok, klo, khi, hd, h16 ? h16 + (2 * tq + tk) * hd : NULL);
                     if (kt) {
-                        nnt_cpu_band_transpose(khi - klo, hd, k + ok + klo * hd, kt + klo, tk);
-                        nnt_cpu_band_transpose(khi - klo, hd, v + ok + klo * hd, vt + klo, tk);
+                        int64_t ld = band_ld(tk);
+                        nnt_cpu_band_transpose(khi - klo, hd, k + ok + klo * hd, kt + klo, ld);
+                        nnt_cpu_band_transpose(khi - klo, hd, v + ok + klo * hd, vt + klo, ld);
                     }
                     if (b16)
                         band16_slab(b16, ks.h, vs.h, ks.h, klo, khi, tk, hd);
