@@ -367,14 +367,153 @@ static void band16_slab(const band16 *b16, const uint16_t *k16, const uint16_t *
     nnt_cpu_bf16_pair_rows(b - a, hd, kv16 + a * hd, hd, b16->kv2 + a / 2 * hd, hd);
 }
 
+/* ---- a call's keys in segments ----------------------------------------------------------- */
+
+/* The keys of a call's kv slab, as segments of rows: a block's key tile is one, a band task's
+ * query tile takes the key tiles of its band at once (nnt_cpu_attn_fwd_band_f32: one band of
+ * keys, as if the tiles were one, with one softmax a row over it). Segment s holds the call's
+ * keys [at[s], at[s + 1]), its rows of k, v (backward: dk, dv) from its first key. */
+#define ATTN_SEGS 8
+#define ATTN_SEG_ROWS 256   /* the most query rows of a chunk (forward and backward) */
+typedef struct kv_segs {
+    int n;
+    int64_t at[ATTN_SEGS + 1];
+    const float *k[ATTN_SEGS], *v[ATTN_SEGS];
+    float *dk[ATTN_SEGS], *dv[ATTN_SEGS];
+} kv_segs;
+
+enum { SEG_K, SEG_V, SEG_DK, SEG_DV };
+
+/* segment s's rows of k, v, dk or dv */
+static const float *seg_rows(const kv_segs *sg, int which, int s)
+{
+    return which == SEG_K ? sg->k[s] : which == SEG_V ? sg->v[s] : which == SEG_DK ? sg->dk[s]
+                                                                                 : sg->dv[s];
+}
+
+/* kv slab skv of the key tiles of a call (each tile's slabs of its own rows) */
+static void slab_segs(const nnt_attn_keys *keys, int64_t skv, int64_t hd, kv_segs *sg)
+{
+    sg->n = keys->n;
+    sg->at[0] = 0;
+    for (int s = 0; s < keys->n; s++) {
+        const int64_t at = skv * keys->tk[s] * hd;
+        sg->k[s] = keys->k[s] + at;
+        sg->v[s] = keys->v[s] + at;
+        sg->dk[s] = keys->dk ? keys->dk[s] + at : NULL;
+        sg->dv[s] = keys->dv ? keys->dv[s] + at : NULL;
+        sg->at[s + 1] = sg->at[s] + keys->tk[s];
+    }
+}
+
+/* The call's keys [a, b) that segment s holds: [*sa, *sb); 0 if none */
+static int seg_keys(const kv_segs *sg, int s, int64_t a, int64_t b, int64_t *sa, int64_t *sb)
+{
+    *sa = a > sg->at[s] ? a : sg->at[s];
+    *sb = b < sg->at[s + 1] ? b : sg->at[s + 1];
+    return *sb > *sa;
+}
+
+/* rows [a, b) of the segments' k, v, dk or dv, prefetched; of k or v, transposed into xt (ld).
+ * segs_prefetch is inlined where GCC allows it: a function of prefetches alone is pure to
+ * GCC's interprocedural analysis (-O2), which then drops its calls (a backward of whole
+ * bf16 blocks, whose k, v, dk, dv the prefetches bring, ran 5-10 % slower so). */
+#if defined(__GNUC__)
+#define ATTN_INLINE static inline __attribute__((always_inline))
+#else
+#define ATTN_INLINE static inline
+#endif
+ATTN_INLINE void segs_prefetch(const kv_segs *sg, int which, int64_t a, int64_t b, int64_t hd)
+{
+    int64_t sa, sb;
+    for (int s = 0; s < sg->n; s++)
+        if (seg_keys(sg, s, a, b, &sa, &sb))
+            prefetch_rows(seg_rows(sg, which, s), sa - sg->at[s], sb - sg->at[s], hd);
+}
+
+static void segs_transpose(const kv_segs *sg, int which, int64_t a, int64_t b, int64_t hd,
+                           float *xt, int64_t ld)
+{
+    int64_t sa, sb;
+    for (int s = 0; s < sg->n; s++)
+        if (seg_keys(sg, s, a, b, &sa, &sb))
+            nnt_cpu_band_transpose(sb - sa, hd, seg_rows(sg, which, s) + (sa - sg->at[s]) * hd,
+                                   xt + sa, ld);
+}
+
+/* The operand of the segments' k or v rows [a, b): the floats of a single segment (the GEMM
+ * paths read them; NULL with more), and with h their bf16 copy, made here, at the same rows */
+static operand segs_operand(const kv_segs *sg, int which, int64_t a, int64_t b, int64_t hd,
+                            uint16_t *h)
+{
+    operand r = {sg->n == 1 ? seg_rows(sg, which, 0) : NULL, h};
+    int64_t sa, sb;
+    for (int s = 0; h && s < sg->n; s++)
+        if (seg_keys(sg, s, a, b, &sa, &sb))
+            nnt_cpu_f32_to_bf16((sb - sa) * hd, seg_rows(sg, which, s) + (sa - sg->at[s]) * hd,
+                                h + sa * hd);
+    return r;
+}
+
+/* The keys [lo[r], hi[r]) of rows (from key k0) within keys [k0 + ca, k0 + cb), from k0 + ca */
+static void clip_keys(int64_t rows, const int64_t *lo, const int64_t *hi, int64_t ca,
+                      int64_t cb, int64_t *slo, int64_t *shi)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t a = lo[r] < ca ? ca : (lo[r] > cb ? cb : lo[r]);
+        int64_t b = hi[r] < ca ? ca : (hi[r] > cb ? cb : hi[r]);
+        slo[r] = a - ca, shi[r] = b - ca;
+    }
+}
+
+/* c[r][..] += alpha sum_j p[r][j] x[k0 + j][..] over each row's keys [lo[r], hi[r]) (p's
+ * columns: keys from k0), x the rows of the segments' k or v: a band product a segment (the
+ * sums of each segment's keys added to c in turn) */
+static void segs_ab(const kv_segs *sg, int which, int64_t rows, int64_t k0, int64_t nk,
+                    int64_t hd, float alpha, const float *p, int64_t ldp, const int64_t *lo,
+                    const int64_t *hi, float *c, int64_t ldc)
+{
+    int64_t slo[ATTN_SEG_ROWS], shi[ATTN_SEG_ROWS], sa, sb;
+    for (int s = 0; s < sg->n; s++) {
+        if (!seg_keys(sg, s, k0, k0 + nk, &sa, &sb))
+            continue;
+        clip_keys(rows, lo, hi, sa - k0, sb - k0, slo, shi);
+        const float *x = seg_rows(sg, which, s) + (sa - sg->at[s]) * hd;
+        nnt_cpu_band_ab(rows, hd, alpha, p + (sa - k0), ldp, x, hd, slo, shi, c, ldc);
+    }
+}
+
+/* The segments' dk (dk 1) or dv rows k0 + j += alpha sum_r p[r][j] a[r][..] over the rows
+ * that see key k0 + j (p's columns: keys from k0; pairs: p and a as the bf16 band products'
+ * row pairs, nnt_cpu_band16_atb): a band product a segment, each key's sum the same as in one */
+static void segs_atb(const kv_segs *sg, int dk, int pairs, int64_t rows, int64_t k0, int64_t nk,
+                     int64_t hd, float alpha, const void *p, int64_t ldp, const void *a,
+                     int64_t lda, const int64_t *lo, const int64_t *hi)
+{
+    int64_t slo[ATTN_SEG_ROWS], shi[ATTN_SEG_ROWS], sa, sb;
+    for (int s = 0; s < sg->n; s++) {
+        if (!seg_keys(sg, s, k0, k0 + nk, &sa, &sb))
+            continue;
+        clip_keys(rows, lo, hi, sa - k0, sb - k0, slo, shi);
+        float *c = (dk ? sg->dk[s] : sg->dv[s]) + (sa - sg->at[s]) * hd;
+        if (pairs)
+            nnt_cpu_band16_atb(rows, sb - sa, hd, alpha, (const uint32_t *)p + (sa - k0), ldp,
+                               a, lda, slo, shi, c, hd);
+        else
+            nnt_cpu_band_atb(rows, sb - sa, hd, alpha, (const float *)p + (sa - k0), ldp, a,
+                             lda, slo, shi, c, hd);
+    }
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* One slab, rows [i0, i1) with scratch p of (i1 - i0, tk) floats.
- * q, o: (tq, hd); k, v: (tk, hd); m, l: (tq). Every row sees at least one key. */
+ * q, o: (tq, hd); k, v: (tk, hd) (the GEMMs), or in segments sg (the band products: v's
+ * rows); m, l: (tq). Every row sees at least one key. */
 static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
-                      float scale, float cap, operand q, operand k, operand v, const float *kt,
-                      const band16 *b16, float *o, float *m, float *l, float *p)
+                      float scale, float cap, operand q, operand k, operand v, const kv_segs *sg,
+                      const float *kt, const band16 *b16, float *o, float *m, float *l, float *p)
 {
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);   /* the rows' first key   */
@@ -427,7 +566,7 @@ static void fwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         return;
     }
     if (kt) {
-        nnt_cpu_band_ab(rows, hd, 1.0f, p, nk, v.f + k0 * hd, hd, lo, hi, o + i0 * hd, hd);
+        segs_ab(sg, SEG_V, rows, k0, nk, hd, 1.0f, p, nk, lo, hi, o + i0 * hd, hd);
         return;
     }
     const operand pv = {p, NULL};
@@ -469,16 +608,23 @@ static inline int64_t map_kv_slab(const nnt_attn_map *mp, int64_t b, int64_t h)
     return b * mp->kv_hs + (mp->gofs + h) / mp->group;
 }
 
-void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
-                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, const int32_t *qpos, float scale, float cap,
-                                 const float *q, const float *k, const float *v, float *o_acc,
-                                 float *m, float *l)
+/* nnt_cpu_attn_fwd_packed_f32 over the key tiles `keys` in turn as one block of keys (their
+ * positions follow one another): with more than one, -1 where the band products are not
+ * available (nothing written; one call a tile then), else 0 */
+static int fwd_tiles(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq, int64_t hd,
+                     int64_t q_pos0, int64_t window, const int32_t *qpos, float scale,
+                     float cap, const nnt_attn_keys *keys, const float *q, float *o_acc,
+                     float *m, float *l)
 {
+    int64_t tk = 0, k_pos0 = keys->n > 0 ? keys->k_pos0[0] : 0;
+    for (int j = 0; j < keys->n; j++)
+        tk += keys->tk[j];
+    if (keys->n > ATTN_SEGS)
+        return -1;
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
     if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= r1)
-        return; /* empty, or the whole block lies above the diagonal or before the window */
+        return 0; /* empty, or the whole block lies above the diagonal or before the window */
     int64_t ch = r1 - r0 < ATTN_CHUNK ? r1 - r0 : ATTN_CHUNK;
     float *p = attn_scratch(SCRATCH_P, (size_t)(ch * (tk + 1)) * sizeof(float));   /* b16: pairs */
     /* q, k, v rounded (p is rounded by its product: rounding each row as the softmax ends it
@@ -488,51 +634,67 @@ void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     const bf16_mode bf16 = {mp->bf16 != 0, row_scratch(h16, tk, hd), NULL};
     float *kt = band_scratch(p, mp, dnnl, 1, r1 - r0, tk, hd);   /* (hd, tk) k^T, or NULL */
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 0, 0, r1 - r0, ch, tk, hd);
+    if (keys->n > 1 && !kt && !b16)
+        return -1;   /* segments: the band products' alone */
     if (b16)
         band16_keys(&klo, &khi, tk);
     operand qs = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
-    int64_t kv_done = -1;   /* the kv slab ks, vs (and kt) hold */
+    kv_segs sg;
+    int64_t kv_done = -1;   /* the kv slab sg, ks, vs (and kt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
             int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
-            const float *qb = q + sq * tq * hd, *kb = k + skv * tk * hd,
-                        *vb = v + skv * tk * hd;
+            const float *qb = q + sq * tq * hd;
             float *ob = o_acc + sq * tq * hd, *mb = m + sq * tq, *lb = l + sq * tq;
             const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
+            const int kv_new = skv != kv_done;   /* q heads of one kv head follow one another */
+            if (kv_new)
+                slab_segs(keys, skv, hd, &sg);
+            kv_done = skv;
             if (p) {   /* the rows the chunks read: queries [r0, r1), keys [klo, khi) */
                 prefetch_rows(qb, r0, r1, hd);
                 prefetch_rows(ob, r0, r1, hd);
-                if (skv != kv_done) {
-                    prefetch_rows(kb, klo, khi, hd);
-                    prefetch_rows(vb, klo, khi, hd);
+                if (kv_new) {
+                    segs_prefetch(&sg, SEG_K, klo, khi, hd);
+                    segs_prefetch(&sg, SEG_V, klo, khi, hd);
                 }
                 qs = rounded(qb, r0, r1, hd, h16);
-                if (skv != kv_done) {   /* q heads of one kv head follow one another */
-                    ks = rounded(kb, klo, khi, hd, h16 ? h16 + tq * hd : NULL);
-                    vs = rounded(vb, klo, khi, hd, h16 ? h16 + (tq + tk) * hd : NULL);
+                if (kv_new) {
+                    ks = segs_operand(&sg, SEG_K, klo, khi, hd, h16 ? h16 + tq * hd : NULL);
+                    vs = segs_operand(&sg, SEG_V, klo, khi, hd,
+                                      h16 ? h16 + (tq + tk) * hd : NULL);
                     if (kt)
-                        nnt_cpu_band_transpose(khi - klo, hd, kb + klo * hd, kt + klo,
-                                               band_ld(tk));
+                        segs_transpose(&sg, SEG_K, klo, khi, hd, kt, band_ld(tk));
                     if (b16)
                         band16_slab(b16, ks.h, NULL, vs.h, klo, khi, tk, hd);
-                    kv_done = skv;
                 }
             }
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
                     fwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
-                              scale, cap, qs, ks, vs, kt, b16, ob, mb, lb, p);
+                              scale, cap, qs, ks, vs, &sg, kt, b16, ob, mb, lb, p);
                     continue;
                 }
-                for (int64_t i = i0; i < i1; i++) {
+                for (int64_t i = i0; i < i1; i++) {   /* one segment (above) */
                     int64_t a = row_lo(q_pos0 + i, k_pos0, tk, window, pb, i);
                     fwd_row_noscratch(nvis(q_pos0 + i, k_pos0, tk) - a, hd, scale, cap,
-                                      qb + i * hd,
-                                      kb + a * hd, vb + a * hd, ob + i * hd, mb + i, lb + i);
+                                      qb + i * hd, sg.k[0] + a * hd, sg.v[0] + a * hd,
+                                      ob + i * hd, mb + i, lb + i);
                 }
             }
         }
+    return 0;
+}
+
+void nnt_cpu_attn_fwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, const int32_t *qpos, float scale, float cap,
+                                 const float *q, const float *k, const float *v, float *o_acc,
+                                 float *m, float *l)
+{
+    const nnt_attn_keys one = {1, &tk, &k_pos0, &k, &v, NULL, NULL, NULL};
+    (void)fwd_tiles(dnnl, mp, tq, hd, q_pos0, window, qpos, scale, cap, &one, q, o_acc, m, l);
 }
 
 void nnt_cpu_attn_fwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
@@ -719,7 +881,7 @@ static void grad_row(int64_t a, int64_t nv, float *restrict pr, float *restrict 
 static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t q_pos0,
                         int64_t k_pos0, int64_t w, const int32_t *pos, int64_t k0, int64_t nk,
                         float scale, float cap, operand q, operand dout, const band16 *b16,
-                        const float *lse, const float *d, float *dq, float *dk, float *dv,
+                        const float *lse, const float *d, float *dq, const kv_segs *sg,
                         float *p, float *ds)
 {
     int64_t rows = i1 - i0, ldp = nk + (nk & 1), hd2 = hd / 2;
@@ -748,11 +910,10 @@ static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t 
     nnt_cpu_bf16_pair_rows(rows, hd, q.h + i0 * hd, hd, b16->qp, hd);
     nnt_cpu_bf16_pair_rows(rows, hd, dout.h + i0 * hd, hd, b16->dop, hd);
     /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q */
-    nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->pp, tk, b16->dop, hd, lo, hi, dv + k0 * hd, hd);
+    segs_atb(sg, 0, 1, rows, k0, nk, hd, 1.0f, b16->pp, tk, b16->dop, hd, lo, hi);
     nnt_cpu_band16_ab(rows, hd, scale, (const uint32_t *)ds16, ldp / 2, b16->kv2 + k0 / 2 * hd,
                       hd, lo, hi, dq + i0 * hd, hd);
-    nnt_cpu_band16_atb(rows, nk, hd, scale, b16->dsp, tk, b16->qp, hd, lo, hi, dk + k0 * hd,
-                       hd);
+    segs_atb(sg, 1, 1, rows, k0, nk, hd, scale, b16->dsp, tk, b16->qp, hd, lo, hi);
 }
 
 /* One slab, rows [i0, i1); scratch p and ds of (i1 - i0, tk) floats each.
@@ -760,9 +921,10 @@ static void bwd_chunk16(int64_t i0, int64_t i1, int64_t tk, int64_t hd, int64_t 
 static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t i1, int64_t tk,
                       int64_t hd, int64_t q_pos0, int64_t k_pos0, int64_t w, const int32_t *pos,
                       float scale, float cap, operand q, operand k, operand v, operand dout,
-                      const float *kt, const float *vt, const band16 *b16, const float *lse,
-                      const float *d, float *dq, float *dk, float *dv, float *p, float *ds)
+                      const kv_segs *kv, const float *kt, const float *vt, const band16 *b16,
+                      const float *lse, const float *d, float *dq, float *p, float *ds)
 {
+    float *dk = kv->dk[0], *dv = kv->dv[0];   /* the GEMMs: one segment */
     int64_t rows = i1 - i0;
     int64_t k0 = chunk_lo(i0, i1, q_pos0, k_pos0, tk, w, pos);
     if (b16)
@@ -772,7 +934,7 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
         return;   /* (positions) no row sees a key of the block */
     if (b16) {
         bwd_chunk16(i0, i1, tk, hd, q_pos0, k_pos0, w, pos, k0, nk, scale, cap, q, dout, b16,
-                    lse, d, dq, dk, dv, p, ds);
+                    lse, d, dq, kv, p, ds);
         return;
     }
     const uint16_t *p16 = bf16.scores, *ds16 = p16 ? p16 + rows * nk : NULL;
@@ -809,11 +971,9 @@ static void bwd_chunk(nnt_dnnl_cache *dnnl, bf16_mode bf16, int64_t i0, int64_t 
     /* dv[k0:] += p^T dout;  dq[i0:i1] += scale ds k[k0:];  dk[k0:] += scale ds^T q, segment
      * by segment or over the band (p and ds are 0 outside each row's keys) */
     if (kt) {
-        nnt_cpu_band_atb(rows, nk, hd, 1.0f, p, nk, dout.f + i0 * hd, hd, lo, hi, dv + k0 * hd,
-                         hd);
-        nnt_cpu_band_ab(rows, hd, scale, ds, nk, k.f + k0 * hd, hd, lo, hi, dq + i0 * hd, hd);
-        nnt_cpu_band_atb(rows, nk, hd, scale, ds, nk, q.f + i0 * hd, hd, lo, hi, dk + k0 * hd,
-                         hd);
+        segs_atb(kv, 0, 0, rows, k0, nk, hd, 1.0f, p, nk, dout.f + i0 * hd, hd, lo, hi);
+        segs_ab(kv, SEG_K, rows, k0, nk, hd, scale, ds, nk, lo, hi, dq + i0 * hd, hd);
+        segs_atb(kv, 1, 0, rows, k0, nk, hd, scale, ds, nk, q.f + i0 * hd, hd, lo, hi);
     }
     for (int s = 0; s < ns; s++) {
         int64_t m = sg[s].r1 - sg[s].r0, n = sg[s].k1 - sg[s].k0, c = sg[s].r0 * nk + sg[s].k0;
@@ -853,17 +1013,22 @@ static void bwd_row_noscratch(int64_t nv, int64_t hd, float scale, float cap,
     }
 }
 
-void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
-                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
-                                 int64_t window, const int32_t *qpos, float scale, float cap,
-                                 const float *q, const float *k, const float *v,
-                                 const float *dout, const float *lse, const float *d,
-                                 float *dq, float *dk, float *dv)
+/* nnt_cpu_attn_bwd_packed_f32 over the key tiles `keys` (with dk, dv) in turn as one block of
+ * keys, as fwd_tiles: -1 (nothing written) where more than one would need the GEMMs */
+static int bwd_tiles(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq, int64_t hd,
+                     int64_t q_pos0, int64_t window, const int32_t *qpos, float scale,
+                     float cap, const nnt_attn_keys *keys, const float *q, const float *dout,
+                     const float *lse, const float *d, float *dq)
 {
+    int64_t tk = 0, k_pos0 = keys->n > 0 ? keys->k_pos0[0] : 0;
+    for (int j = 0; j < keys->n; j++)
+        tk += keys->tk[j];
+    if (keys->n > ATTN_SEGS)
+        return -1;
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
     if (mp->nb <= 0 || mp->nh <= 0 || mp->group <= 0 || tk <= 0 || hd <= 0 || r0 >= r1)
-        return;
+        return 0;
     int64_t ch = bwd_chunk_rows(tk);
     ch = r1 - r0 < ch ? r1 - r0 : ch;
     float *p = attn_scratch(SCRATCH_P, (size_t)(2 * ch * (tk + 1)) * sizeof(float));
@@ -877,59 +1042,73 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, i
     float *kt = band_scratch(p, mp, dnnl, 2, r1 - r0, tk, hd);
     float *vt = kt ? kt + band_ld(tk) * hd : NULL;
     band16 b16s, *b16 = band16_scratch(&b16s, p, h16, mp, 1, whole, r1 - r0, ch, tk, hd);
+    if (keys->n > 1 && !kt && !b16)
+        return -1;   /* segments: the band products' alone */
     if (b16)
         band16_keys(&klo, &khi, tk);
     operand qs = {NULL, NULL}, dos = {NULL, NULL}, ks = {NULL, NULL}, vs = {NULL, NULL};
-    int64_t kv_done = -1;   /* the kv slab ks, vs (and kt, vt) hold */
+    kv_segs sg;
+    int64_t kv_done = -1;   /* the kv slab sg, ks, vs (and kt, vt) hold */
     for (int64_t b = 0; b < mp->nb; b++)
         for (int64_t h = 0; h < mp->nh; h++) {
-            int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h);
-            int64_t oq = sq * tq * hd, ok = skv * tk * hd;
+            int64_t sq = map_q_slab(mp, b, h), skv = map_kv_slab(mp, b, h), oq = sq * tq * hd;
             const float *lb = lse + sq * tq, *db = d + sq * tq;
             const int32_t *pb = qpos ? qpos + b * tq : NULL;   /* (tq) positions of row b */
+            const int kv_new = skv != kv_done;
+            if (kv_new)
+                slab_segs(keys, skv, hd, &sg);
+            kv_done = skv;
             if (p) {   /* the rows the chunks read, as in the forward */
                 prefetch_rows(q + oq, r0, r1, hd);
                 prefetch_rows(dout + oq, r0, r1, hd);
                 prefetch_rows(dq + oq, r0, r1, hd);
-                if (skv != kv_done) {
-                    prefetch_rows(k + ok, klo, khi, hd);
-                    prefetch_rows(v + ok, klo, khi, hd);
-                    prefetch_rows(dk + ok, klo, khi, hd);
-                    prefetch_rows(dv + ok, klo, khi, hd);
-                }
+                for (int x = SEG_K; kv_new && x <= SEG_DV; x++)
+                    segs_prefetch(&sg, x, klo, khi, hd);
                 qs = rounded(q + oq, r0, r1, hd, h16);
                 dos = rounded(dout + oq, r0, r1, hd, h16 ? h16 + tq * hd : NULL);
-                if (skv != kv_done) {
-                    ks = rounded(k + ok, klo, khi, hd, h16 ? h16 + 2 * tq * hd : NULL);
-                    vs = rounded(v + ok, klo, khi, hd, h16 ? h16 + (2 * tq + tk) * hd : NULL);
+                if (kv_new) {
+                    ks = segs_operand(&sg, SEG_K, klo, khi, hd,
+                                      h16 ? h16 + 2 * tq * hd : NULL);
+                    vs = segs_operand(&sg, SEG_V, klo, khi, hd,
+                                      h16 ? h16 + (2 * tq + tk) * hd : NULL);
                     if (kt) {
-                        int64_t ld = band_ld(tk);
-                        nnt_cpu_band_transpose(khi - klo, hd, k + ok + klo * hd, kt + klo, ld);
-                        nnt_cpu_band_transpose(khi - klo, hd, v + ok + klo * hd, vt + klo, ld);
+                        segs_transpose(&sg, SEG_K, klo, khi, hd, kt, band_ld(tk));
+                        segs_transpose(&sg, SEG_V, klo, khi, hd, vt, band_ld(tk));
                     }
                     if (b16)
                         band16_slab(b16, ks.h, vs.h, ks.h, klo, khi, tk, hd);
-                    kv_done = skv;
                 }
             }
             for (int64_t i0 = r0; i0 < r1; i0 += ch) {
                 int64_t i1 = i0 + ch < r1 ? i0 + ch : r1;
                 if (p) {
                     bwd_chunk(dnnl, bf16, i0, i1, tk, hd, q_pos0, k_pos0, window, pb,
-                              scale, cap, qs, ks, vs, dos, kt, vt, b16, lb, db, dq + oq,
-                              dk + ok, dv + ok, p, p + ch * (tk + 1));
+                              scale, cap, qs, ks, vs, dos, &sg, kt, vt, b16, lb, db, dq + oq,
+                              p, p + ch * (tk + 1));
                     continue;
                 }
-                for (int64_t i = i0; i < i1; i++) {
+                for (int64_t i = i0; i < i1; i++) {   /* one segment (above) */
                     int64_t a = row_lo(q_pos0 + i, k_pos0, tk, window, pb, i);
                     int64_t nv = isinf(lb[i]) ? 0 : nvis(q_pos0 + i, k_pos0, tk) - a;
-                    int64_t oa = ok + a * hd;
-                    bwd_row_noscratch(nv, hd, scale, cap, q + oq + i * hd, k + oa, v + oa,
-                                      dout + oq + i * hd, lb[i], db[i], dq + oq + i * hd,
-                                      dk + oa, dv + oa);
+                    bwd_row_noscratch(nv, hd, scale, cap, q + oq + i * hd, sg.k[0] + a * hd,
+                                      sg.v[0] + a * hd, dout + oq + i * hd, lb[i], db[i],
+                                      dq + oq + i * hd, sg.dk[0] + a * hd, sg.dv[0] + a * hd);
                 }
             }
         }
+    return 0;
+}
+
+void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
+                                 int64_t tk, int64_t hd, int64_t q_pos0, int64_t k_pos0,
+                                 int64_t window, const int32_t *qpos, float scale, float cap,
+                                 const float *q, const float *k, const float *v,
+                                 const float *dout, const float *lse, const float *d,
+                                 float *dq, float *dk, float *dv)
+{
+    const nnt_attn_keys one = {1, &tk, &k_pos0, &k, &v, &dk, &dv, NULL};
+    (void)bwd_tiles(dnnl, mp, tq, hd, q_pos0, window, qpos, scale, cap, &one, q, dout, lse, d,
+                    dq);
 }
 
 void nnt_cpu_attn_bwd_window_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
@@ -980,6 +1159,39 @@ static nnt_attn_map slab_run(const nnt_attn_map *mp, int64_t b, int64_t h, int64
     return run;
 }
 
+/* Key tiles [j0, j0 + n) of a band (n <= ATTN_SEGS) from batch row b (kv_hs kv slabs a batch
+ * row), as keys of their own in r */
+typedef struct band_keys {
+    int64_t tk[ATTN_SEGS], kp[ATTN_SEGS];
+    const float *k[ATTN_SEGS], *v[ATTN_SEGS];
+    float *dk[ATTN_SEGS], *dv[ATTN_SEGS];
+    nnt_attn_keys keys;
+} band_keys;
+
+static const nnt_attn_keys *band_row(const nnt_attn_keys *keys, int j0, int n, int64_t b,
+                                     int64_t kv_hs, int64_t hd, band_keys *r)
+{
+    for (int j = 0; j < n; j++) {
+        const int64_t tk = keys->tk[j0 + j], at = b * kv_hs * tk * hd;
+        r->tk[j] = tk, r->kp[j] = keys->k_pos0[j0 + j];
+        r->k[j] = keys->k[j0 + j] + at, r->v[j] = keys->v[j0 + j] + at;
+        r->dk[j] = keys->dk ? keys->dk[j0 + j] + at : NULL;
+        r->dv[j] = keys->dv ? keys->dv[j0 + j] + at : NULL;
+    }
+    nnt_attn_keys x = {n, r->tk, r->kp, r->k, r->v, keys->dk ? r->dk : NULL,
+                       keys->dv ? r->dv : NULL, NULL};
+    r->keys = x;
+    return &r->keys;
+}
+
+/* The band drivers take a run's key tiles in one call of the kernels (fwd_tiles, bwd_tiles: one
+ * softmax a row over the whole band, each group of rows' keys in one product of scores) where
+ * the band products are available, else one call a key tile. A query tile of (8, 256, 64) over
+ * a band of 3 key tiles of 256, window 512 (one thread, hot, AMD Zen 5): forward 1.43 ms
+ * against 1.53-1.59 a key tile at a time, backward 3.09-3.12 against 3.19-3.26; tiles of 512
+ * (a band of 2): 2.83-2.86 against 3.00-3.07, 6.21-6.24 against 6.22-6.29. The forward's
+ * band tasks of T 4096 in tiles of 256 in sequence, one thread, tiles from memory: 22.4-22.9 ms
+ * against 23.7 (bench/RESULTS-window.md). */
 int nnt_cpu_attn_fwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq,
                               int64_t hd, int64_t q_pos0, int64_t window, const int32_t *qpos,
                               float scale, float cap, const nnt_attn_keys *keys, const float *q,
@@ -991,6 +1203,7 @@ int nnt_cpu_attn_fwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
     if (!ml)
         return -1;
     float *m = ml, *l = ml + mp->q_hs * tq;   /* (q_hs, tq) each, as a batch row of lse */
+    band_keys bk;
     for (int64_t b = 0; b < mp->nb; b++) {
         const int64_t qrow = b * mp->q_hs * tq;   /* batch row b of the q-side tiles */
         const int32_t *pb = qpos ? qpos + b * tq : NULL;
@@ -1001,13 +1214,14 @@ int nnt_cpu_attn_fwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
                 nnt_cpu_fill_f32(tq, -INFINITY, m + s * tq);
                 nnt_cpu_fill_f32(tq, 0.0f, l + s * tq);
             }
-            for (int j = 0; j < keys->n; j++) {
-                const int64_t krow = b * mp->kv_hs * keys->tk[j] * hd;
-                nnt_cpu_attn_fwd_packed_f32(dnnl, &run, tq, keys->tk[j], hd, q_pos0,
-                                            keys->k_pos0[j], window, pb, scale, cap,
-                                            q + qrow * hd, keys->k[j] + krow,
-                                            keys->v[j] + krow, o + qrow * hd, m, l);
-            }
+            if (keys->n > ATTN_SEGS ||
+                fwd_tiles(dnnl, &run, tq, hd, q_pos0, window, pb, scale, cap,
+                          band_row(keys, 0, keys->n, b, mp->kv_hs, hd, &bk), q + qrow * hd,
+                          o + qrow * hd, m, l) != 0)
+                for (int j = 0; j < keys->n; j++)
+                    fwd_tiles(dnnl, &run, tq, hd, q_pos0, window, pb, scale, cap,
+                              band_row(keys, j, 1, b, mp->kv_hs, hd, &bk), q + qrow * hd,
+                              o + qrow * hd, m, l);
             for (int64_t s = run.q_h0; s < run.q_h0 + run.nh; s++)
                 nnt_cpu_attn_fwd_finalize_f32(1, tq, hd, o + (qrow + s * tq) * hd, m + s * tq,
                                               l + s * tq, lse + qrow + s * tq);
@@ -1026,6 +1240,7 @@ int nnt_cpu_attn_bwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
     float *d = attn_scratch(SCRATCH_BAND, (size_t)(mp->q_hs * tq) * sizeof(float));
     if (!d)
         return -1;   /* (q_hs, tq): rowsum(dout o) of a batch row */
+    band_keys bk;
     for (int64_t b = 0; b < mp->nb; b++) {
         const int64_t qrow = b * mp->q_hs * tq;
         const int32_t *pb = qpos ? qpos + b * tq : NULL;
@@ -1037,19 +1252,21 @@ int nnt_cpu_attn_bwd_band_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int6
                 nnt_cpu_attn_bwd_prep_f32(1, tq, hd, o + at, dout + at, d + s * tq);
                 nnt_cpu_fill_f32(tq * hd, 0.0f, dq + at);
             }
-            for (int j = 0; j < keys->n; j++) {
-                const int64_t tk = keys->tk[j], krow = b * mp->kv_hs * tk * hd;
-                float *dk = keys->dk[j] + krow, *dv = keys->dv[j] + krow;
-                if (keys->start[j]) {   /* the first sums into this kv slab */
-                    nnt_cpu_fill_f32(tk * hd, 0.0f, dk + skv * tk * hd);
-                    nnt_cpu_fill_f32(tk * hd, 0.0f, dv + skv * tk * hd);
+            for (int j = 0; j < keys->n; j++) {   /* the first sums into this kv slab */
+                const int64_t tk = keys->tk[j], at = (b * mp->kv_hs + skv) * tk * hd;
+                if (keys->start[j]) {
+                    nnt_cpu_fill_f32(tk * hd, 0.0f, keys->dk[j] + at);
+                    nnt_cpu_fill_f32(tk * hd, 0.0f, keys->dv[j] + at);
                 }
-                nnt_cpu_attn_bwd_packed_f32(dnnl, &run, tq, tk, hd, q_pos0, keys->k_pos0[j],
-                                            window, pb, scale, cap, q + qrow * hd,
-                                            keys->k[j] + krow, keys->v[j] + krow,
-                                            dout + qrow * hd, lse + qrow, d, dq + qrow * hd,
-                                            dk, dv);
             }
+            if (keys->n > ATTN_SEGS ||
+                bwd_tiles(dnnl, &run, tq, hd, q_pos0, window, pb, scale, cap,
+                          band_row(keys, 0, keys->n, b, mp->kv_hs, hd, &bk), q + qrow * hd,
+                          dout + qrow * hd, lse + qrow, d, dq + qrow * hd) != 0)
+                for (int j = 0; j < keys->n; j++)
+                    bwd_tiles(dnnl, &run, tq, hd, q_pos0, window, pb, scale, cap,
+                              band_row(keys, j, 1, b, mp->kv_hs, hd, &bk), q + qrow * hd,
+                              dout + qrow * hd, lse + qrow, d, dq + qrow * hd);
         }
     }
     return 0;

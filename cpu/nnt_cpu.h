@@ -485,15 +485,17 @@ void nnt_cpu_attn_bwd_packed_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, 
                                  float *dq, float *dk, float *dv);
 
 /* ---- a query tile over its band of key tiles (the op's band tasks) ---------------------------
- * The _packed kernels of one query tile (map; tq rows at q_pos0) against n key tiles in
- * increasing position, tile j of tk[j] rows at k_pos0[j] (k[j], v[j]; backward dk[j], dv[j]),
- * run by run of the q heads that read one kv slab: every key tile while the run's q and o
- * (dout, dq) are still in cache. The map covers every slab of the q-side tiles (and, where
- * start[j], of the kv-side ones). Forward: o and lse written (o the softmax average, as after
- * _finalize), the running m, l in scratch. Backward: d = rowsum(dout o) in scratch from o, dq
- * written, dk[j] and dv[j] added to, or written where start[j] (zeroed before their first
- * sums). Each output's sums go in the order of the block kernels' calls over the same key
- * tiles in turn. Returns 0, or -1 without scratch memory (nothing written).                 */
+ * The _packed kernels of one query tile (map; tq rows at q_pos0) against n key tiles whose
+ * positions follow one another, tile j of tk[j] rows at k_pos0[j] (k[j], v[j]; backward dk[j],
+ * dv[j]), run by run of the q heads that read one kv slab, the run's q and o (dout, dq) in
+ * cache for all of them. Where the band products run (nnt_cpu_band_level, or for bf16
+ * products nnt_cpu_band16_level) and n <= 8, a run's key tiles are one block of keys to the
+ * kernels (one softmax a row over them; the float products sum each tile's keys apart); else
+ * one call a key tile, the block kernels' calls in turn. The map covers every slab of the
+ * q-side tiles (and, where start[j], of the kv-side ones). Forward: o and lse written (o the
+ * softmax average, as after _finalize), the running m, l in scratch. Backward: d = rowsum(dout
+ * o) in scratch from o, dq written, dk[j] and dv[j] added to, or written where start[j] (zeroed
+ * before their first sums). Returns 0, or -1 without scratch memory (nothing written).      */
 #ifndef NNT_ATTN_KEYS_DEFINED
 #define NNT_ATTN_KEYS_DEFINED
 typedef struct nnt_attn_keys {

@@ -58,12 +58,14 @@ avx512_tail_lanes|cpu/softmax.c|s@s = _mm512_mask_add_ps(s, nnt_avx512_mask(n - 
 band_group_keys_short|cpu/attn_band_groups.h|s@            b = hi\[r\] > b ? hi\[r\] : b;@            b = hi[r] - 1 > b ? hi[r] - 1 : b;@|band products: a group of rows given its keys to one before the last its rows see
 band_atb_rows_short|cpu/attn_band_groups.h|s@    \*i1 = b + 1;@    *i1 = b;@|band products: dk, dv of a group of keys without the last row that sees them (rows in no order)
 band_rows_next_short|cpu/attn_band_groups.h|s@    \*i1 = c->last + 1;@    *i1 = c->last;@|band products: dk, dv of a group of keys without the last row that sees them (the diagonal, a window)
+band_seg_clip_short|cpu/attention.c|s@int64_t b = hi\[r\] < ca ? ca : (hi\[r\] > cb ? cb : hi\[r\]);@int64_t b = hi[r] < ca ? ca : (hi[r] > cb ? cb - 1 : hi[r]);@|band tasks: a row whose keys run past a key tile of the band loses the last key of the tile in the products after the scores
+band_seg_transpose_at|cpu/attention.c|s@xt + sa, ld);@xt + sa - sg->at[s], ld);@|band tasks: the k of each key tile transposed to its own columns (from 0), not to those of the band
 band16_pair_start|cpu/attn_band16.c|s@#define BAND_IN0(k) ((k) / 2)@#define BAND_IN0(k) (((k) + 1) / 2)@|bf16 band products: p v (and p^T dout, ds^T q) without the first pair of a group that starts at an odd key (row)
-band16_dv_of_ds|cpu/attention.c|s@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->pp,@nnt_cpu_band16_atb(rows, nk, hd, 1.0f, b16->dsp,@|bf16 band backward: dv from ds instead of p
+band16_dv_of_ds|cpu/attention.c|s@segs_atb(sg, 0, 1, rows, k0, nk, hd, 1.0f, b16->pp,@segs_atb(sg, 0, 1, rows, k0, nk, hd, 1.0f, b16->dsp,@|bf16 band backward: dv from ds instead of p
 band16_odd_k0|cpu/attention.c|s@        k0 -= k0 \& 1;   /\* the bf16 band products. key pairs start at even keys \*/@        k0 += 0;@|bf16 band products: key pairs from an odd first key (q k^T and p v misaligned)
 band_transpose_lane|cpu/attn_band.c|s@_mm512_storeu_ps(o + 4 \* ldt, _mm512_shuffle_f32x4(add, bdd, 0x88));@_mm512_storeu_ps(o + 4 * ldt, _mm512_shuffle_f32x4(add, bdd, 0xdd));@|band products: the AVX-512 transpose of k writes column 12 where column 4 goes
 band_run_gofs|cpu/attention.c|s@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs + h,@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs,@|band tasks: every run of q heads reads the kv slab of the first run
-band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {   /\* the first sums into this kv slab \*/@                if (0) {@|band tasks: dk, dv of a key tile not zeroed before their first sums
+band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {@                if (0) {@|band tasks: dk, dv of a key tile not zeroed before their first sums
 band_first_from_1|lib/ops/attention.c|s@    for (; j < i; j++) {@    for (j = i > 0; j < i; j++) {@|band tasks: a band never starts at the first key tile
 band_start_always|lib/ops/attention.c|s@        t.start\[j\] = !touched\[kj\];@        t.start[j] = 1;@|band tasks: every backward task zeroes its dk, dv tiles first
 band_budget_ignored|lib/ops/attention.c|s@(5 + 4 \* longest) \* tile_bytes > ctx->ram_budget / 4)@(5 + 4 * longest) * tile_bytes > ctx->ram_budget * 4)@|band tasks: kept under a RAM budget whose quarter their tiles exceed

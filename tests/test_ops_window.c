@@ -360,12 +360,14 @@ START_TEST(window_zero_is_plain_and_deterministic)
 END_TEST
 
 /* Band tasks (a query tile over its band of key tiles in one task; the window's default on
- * CPU workers) against the block tasks (NNT_ATTN_BAND_TASKS=0) over every tiling: o, lse and
- * dq the same bits (the same kernel calls in the same order), dk and dv within float rounding
- * (their query tiles add in another order): normwise, measured (AMD Zen 5) 8.6e-8. The
- * traced forward submits the band codelet where the tiling allows it (a q head tile reading
- * one kv head tile whole) and the blocks' otherwise; on CUDA workers always the blocks'. */
-#define BAND_TOL 8.6e-7
+ * CPU workers) against the block tasks (NNT_ATTN_BAND_TASKS=0) over every tiling: o, lse, dq,
+ * dk and dv within float rounding (a band task's kernels take its key tiles as one block of
+ * keys, one softmax a row over them, and its dk, dv add in another order): normwise, measured
+ * (AMD Zen 5) up to 9.9e-8 (o, lse and dq were the blocks' bits before 2026-11-30, when the
+ * kernels took a band's key tiles one at a time). The traced forward submits the band codelet
+ * where the tiling allows it (a q head tile reading one kv head tile whole) and the blocks'
+ * otherwise; on CUDA workers always the blocks'. */
+#define BAND_TOL 1e-6
 
 /* every q head tile (of qh heads; WH q heads, nkv kv heads) reads all of one kv head tile (of
  * kvh heads), the band tasks' condition */
@@ -443,12 +445,11 @@ START_TEST(band_tasks_match_blocks)
             setenv("NNT_ATTN_BAND_TASKS", "0", 1);
             struct run p = window_op(nkv, tl, kt, windows[wi], scale, q, k, v, dout);
             unsetenv("NNT_ATTN_BAND_TASKS");
-            expect_same_bits("o, band tasks vs blocks", t, p.o, b.o, WNQ);
-            expect_same_bits("lse, band tasks vs blocks", t, p.lse, b.lse, WR);
-            expect_same_bits("dq, band tasks vs blocks", t, p.dq, b.dq, WNQ);
-            double e = fmax(test_rel_err(b.dk, p.dk, nk), test_rel_err(b.dv, p.dv, nk));
-            EXPECT_TOL(e, BAND_TOL, "dk, dv: band tasks vs blocks, NKV %d, W %d, tiling %d",
-                       (int)nkv, (int)windows[wi], t);
+            double e = fmax(fmax(test_rel_err(b.o, p.o, WNQ), test_rel_err(b.lse, p.lse, WR)),
+                            test_rel_err(b.dq, p.dq, WNQ));
+            e = fmax(e, fmax(test_rel_err(b.dk, p.dk, nk), test_rel_err(b.dv, p.dv, nk)));
+            EXPECT_TOL(e, BAND_TOL, "o, lse, dq, dk, dv: band tasks vs blocks, NKV %d, W %d, "
+                       "tiling %d", (int)nkv, (int)windows[wi], t);
             worst = fmax(worst, e);
             run_free(&b), run_free(&p);
         }
@@ -458,7 +459,7 @@ START_TEST(band_tasks_match_blocks)
     ck_assert_msg(ncuda > 0 || ncpu > 2 || bwd_banded > 0, "no backward by band tasks, NKV %d",
                   (int)nkv);
     printf("test_ops_window band_tasks_match_blocks: NKV %d, %d of %d runs by band tasks (the "
-           "backward %d)%s, dk and dv %.2e from the blocks'\n", (int)nkv, banded, 2 * W_NT,
+           "backward %d)%s, o, lse, dq, dk, dv %.2e from the blocks'\n", (int)nkv, banded, 2 * W_NT,
            bwd_banded, ncuda ? " (CUDA workers: blocks)" : "", worst);
     free(q), free(k), free(v), free(dout);
 }
@@ -544,8 +545,8 @@ START_TEST(band_tasks_within_ram_budget)
     expect_same_bits("o, blocks under a 12 MiB budget", 0, ref.o, small.o, RB_N);
     expect_same_bits("dq, blocks under a 12 MiB budget", 0, ref.dq, small.dq, RB_N);
     expect_same_bits("dk, blocks under a 12 MiB budget", 0, ref.dk, small.dk, RB_N);
-    expect_same_bits("o, bands under a 64 MiB budget", 0, ref.o, large.o, RB_N);
-    EXPECT_TOL(test_rel_err(large.dk, ref.dk, RB_N), BAND_TOL, "dk, bands under 64 MiB");
+    EXPECT_TOL(fmax(test_rel_err(large.o, ref.o, RB_N), test_rel_err(large.dk, ref.dk, RB_N)),
+               BAND_TOL, "o, dk: bands under 64 MiB");
     run_free(&ref), run_free(&small), run_free(&large);
     for (int i = 0; i < 4; i++)
         free((void *)in[i]);
@@ -603,23 +604,18 @@ START_TEST(band_tasks_keep_every_worker_busy)
                       nr[BWD_BLOCKS]);
         ck_assert_msg(want == (B == 2 && ncpu <= 4), "B %d: the rule's expectation", (int)B);
         const int64_t n = B * RB_N;
-        expect_same_bits("o, band tasks vs blocks, 4 workers", (int)B, blocks.o, run.o, n);
-        expect_same_bits("dq, band tasks vs blocks, 4 workers", (int)B, blocks.dq, run.dq, n);
-        if (!want) {   /* the backward's blocks: their bits */
-            expect_same_bits("dk, blocks on 4 workers", (int)B, blocks.dk, run.dk, n);
-            expect_same_bits("dv, blocks on 4 workers", (int)B, blocks.dv, run.dv, n);
-        } else {
-            EXPECT_TOL(fmax(test_rel_err(run.dk, blocks.dk, n), test_rel_err(run.dv, blocks.dv,
-                                                                             n)),
-                       BAND_TOL, "dk, dv: band tasks on 4 workers");
-        }
+        double e = fmax(test_rel_err(run.o, blocks.o, n), test_rel_err(run.dq, blocks.dq, n));
+        e = fmax(e, fmax(test_rel_err(run.dk, blocks.dk, n), test_rel_err(run.dv, blocks.dv, n)));
+        EXPECT_TOL(e, BAND_TOL, "o, dq, dk, dv: band tasks vs blocks on 4 workers, B %d",
+                   (int)B);
         if (!want) {   /* NNT_ATTN_BAND_TASKS=2: the band tasks whatever the workers */
             long long n2[4];
             struct run all = workers_run(B, in, "2", n2);
             ck_assert_msg(n2[BWD_BANDS] == n2[FWD_BANDS] && n2[BWD_BLOCKS] == 0,
                           "NNT_ATTN_BAND_TASKS=2, B %d: %lld backward band tasks, %lld "
                           "blocks", (int)B, n2[BWD_BANDS], n2[BWD_BLOCKS]);
-            expect_same_bits("dq, NNT_ATTN_BAND_TASKS=2", (int)B, blocks.dq, all.dq, n);
+            EXPECT_TOL(test_rel_err(all.dq, blocks.dq, n), BAND_TOL,
+                       "dq, NNT_ATTN_BAND_TASKS=2, B %d", (int)B);
             run_free(&all);
         }
         run_free(&blocks), run_free(&run);
