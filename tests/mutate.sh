@@ -68,8 +68,9 @@ band_run_gofs|cpu/attention.c|s@mp->q_h0 + h, mp->kv_hs, mp->group, mp->gofs + h
 band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {@                if (0) {@|band tasks: dk, dv of a key tile not zeroed before their first sums
 band_first_from_1|lib/ops/attention.c|s@    for (; j < i; j++) {@    for (j = i > 0; j < i; j++) {@|band tasks: a band never starts at the first key tile
 band_start_always|lib/ops/attention.c|s@        t.start\[j\] = !touched\[kj\];@        t.start[j] = 1;@|band tasks: every backward task zeroes its dk, dv tiles first
+band_runs_last_lost|lib/ops/attention.c|s@    for (int64_t r = 0; done < nt \&\& rc == 0; r++)@    for (int64_t r = 0; done < nt - 1 \&\& rc == 0; r++)@|band tasks: the backward leaves out the last task of its runs
 band_budget_ignored|lib/ops/attention.c|s@(5 + 4 \* longest) \* tile_bytes > ctx->ram_budget / 4)@(5 + 4 * longest) * tile_bytes > ctx->ram_budget * 4)@|band tasks: kept under a RAM budget whose quarter their tiles exceed
-band_workers_ignored|lib/ops/attention.c|s@class_tasks >= ctx->ncpus)@class_tasks >= 1)@|band tasks: the backward by bands with fewer tasks a class than CPU workers
+band_workers_ignored|lib/ops/attention.c|s@runs >= ctx->ncpus)@runs >= 1)@|band tasks: the backward by bands with fewer runs than CPU workers
 band16_grad_subnormal|cpu/attn_band16.c|s@    if (_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@    if (0 \&\& _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@|bf16 backward score rows: subnormal p and ds flushed to 0 by VCVTNEPS2BF16
 band16_grad_keys_from_0|cpu/attn_band16.c|s@(nnt_avx512_maskn(b) \& ~nnt_avx512_maskn(a))@(nnt_avx512_maskn(b))@|bf16 backward score rows: the columns before a rows first key kept
 attn_rescale_skipped|cpu/attention.c|s@        if (m\[i\] != mnew) {@        if (0) {@|attention forward: o and l not rescaled when the running maximum moves

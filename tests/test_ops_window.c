@@ -400,8 +400,7 @@ static int64_t longest_band(int64_t T, int64_t ts, int64_t w)
 
 /* Whether the backward goes by band tasks (nnt_tensor_attention_ex(3)): on CPU workers alone,
  * where every q head tile reads one kv head tile whole, the sequence holds at least 2 L tiles
- * and each class (query tiles L apart, over the batch and head tiles) as many tasks as there
- * are CPU workers */
+ * and the batch and head tiles as many runs of L query tiles as there are CPU workers */
 static int backward_by_bands(int whole, int ncpu, int ncuda, int64_t B, int64_t tb,
                              int64_t H, int64_t th, int64_t T, int64_t ts, int64_t w)
 {
@@ -454,7 +453,7 @@ START_TEST(band_tasks_match_blocks)
             run_free(&b), run_free(&p);
         }
     remove(path);
-    /* the backward's band tasks need two tasks a class, and as many as the CPU workers:
+    /* the backward's band tasks need two runs of L a tile, and as many as the CPU workers:
      * W 2 in tiles of 4, 3 and 2 on 2 workers */
     ck_assert_msg(ncuda > 0 || ncpu > 2 || bwd_banded > 0, "no backward by band tasks, NKV %d",
                   (int)nkv);
@@ -536,7 +535,7 @@ START_TEST(band_tasks_within_ram_budget)
     ck_assert_msg(bands[1] == 0 && blocks[1] == blocks[0] && blocks[0] > 0,
                   "12 MiB: %lld band and %lld block tasks (%lld blocks without bands)",
                   bands[1], blocks[1], blocks[0]);
-    /* the backward by band tasks where 2 a class keep the CPU workers busy (2 or fewer) */
+    /* the backward by band tasks where 2 runs keep the CPU workers busy (2 or fewer) */
     int bwd = backward_by_bands(1, ncpu, ncuda, 1, 1, 8, 8, RB_T, 128, 100);
     ck_assert_msg(ncuda > 0 || (bands[2] == (bwd ? 2 : 1) * (RB_T / 128) &&
                                 (blocks[2] == 0) == bwd),
@@ -553,11 +552,11 @@ START_TEST(band_tasks_within_ram_budget)
 }
 END_TEST
 
-/* With more CPU workers than a class of the backward's band tasks holds, the backward keeps
- * the block tasks (a diagonal's run in parallel): (B, 8, 512, 64) in sequence tiles of 128
- * with a window of 100 (L 2: classes of 2 query tiles) on 4 CPU workers (STARPU_NCPU). B 1:
- * 2 tasks a class, the blocks (the bits of NNT_ATTN_BAND_TASKS=0); B 2 in batch tiles of 1:
- * 4, the bands. The forward goes by band tasks either way; NNT_ATTN_BAND_TASKS=2 takes the
+/* With more CPU workers than the backward's band tasks have runs, the backward keeps the block
+ * tasks (a diagonal's run in parallel): (B, 8, 512, 64) in sequence tiles of 128 with a window
+ * of 100 (L 2: runs of at least 2 query tiles, 2 a (batch, head) tile) on 4 CPU workers
+ * (STARPU_NCPU). B 1: 2 runs, the blocks (their task counts); B 2 in batch tiles of 1: 4, the
+ * bands. The forward goes by band tasks either way; NNT_ATTN_BAND_TASKS=2 takes the
  * backward's band tasks for B 1 too. */
 static struct run workers_run(int64_t B, const float *const *in, const char *band_tasks,
                               long long count[4])

@@ -191,11 +191,11 @@ static starpu_data_handle_t pos_tile(const nnt_tensor *pos, int64_t bi, int64_t 
  * finalize or prep tasks, no m, l, d temporaries) and submits a third of the tasks (T 4096, W
  * 512, tiles of 256: the window's attention 1.02-1.04x faster through the op,
  * bench/RESULTS-window.md). The backward's band task of query tile i adds into dk and dv of
- * its L key tiles, so the tasks go by classes of i modulo L (the longest band): within a
- * class the bands do not meet and the tasks run in parallel, and every dk_j, dv_j adds its
- * query tiles in a fixed order. The forward's tasks, all independent, go from the last query
- * tile down: the short bands of the sequence's start come last and fill the workers' tail
- * (the window's forward 14.2-14.4 -> 13.4-13.6 ms on 2 workers, tiles of 256). */
+ * its L key tiles (L the longest band), so the tasks go in runs of neighbouring query tiles
+ * (backward_runs): within a run one after another, the runs in parallel, and every dk_j, dv_j
+ * adds its query tiles in a fixed order. The forward's tasks, all independent, go from the
+ * last query tile down: the short bands of the sequence's start come last and fill the
+ * workers' tail (the window's forward 14.2-14.4 -> 13.4-13.6 ms on 2 workers, tiles of 256). */
 
 /* the map covers every slab of its q-side tile and of its kv-side tile */
 static int map_covers_tiles(const nnt_attn_map *m)
@@ -235,15 +235,16 @@ static int64_t band_longest(const nnt_tensor *q, const nnt_tensor *k, int64_t bi
 /* Whether the attention of q (one hd tile) against k goes by band tasks: a window, no CUDA
  * worker (the band codelets are the CPU's; CUDA's blocks are unchanged), NNT_ATTN_BAND_TASKS
  * not 0, every q head tile reading one kv head tile whole, bands of at most
- * NNT_ATTN_BAND_MAX key tiles, for the backward at least two tasks a class and as many tasks
- * a class, over the (batch, head) tiles, as the context has CPU workers (not asked with
- * NNT_ATTN_BAND_TASKS=2, which measures that rule), and under a RAM
+ * NNT_ATTN_BAND_MAX key tiles, for the backward at least two runs of L query tiles (L the
+ * longest band: backward_runs) a (batch, head) tile and as many runs, over the (batch, head)
+ * tiles, as the context has CPU workers (not asked with NNT_ATTN_BAND_TASKS=2, which measures
+ * that rule), and under a RAM
  * budget a band task's tiles (5 q-side and 4 kv-side tiles a key tile at most) within a
  * quarter of it (a block task has 7 to 9). (The backward's blocks run a diagonal's tasks in
- * parallel, L times a class's: in a list-scheduling model of T 4096, tiles of 256, W 512
- * (L 3, classes of 5), the band tasks' span is 16, 8, 6 and 6 block-units on 2, 4, 8 and 16
- * workers, the blocks' 15, 7.5, 4 and 2; through the op the band tasks ran the window 1.02-1.04x
- * faster on 2 workers, above.) */
+ * parallel, L times as many as the band tasks' runs, or classes before: in a list-scheduling
+ * model of T 4096, tiles of 256, W 512 (L 3, classes of 5), the band tasks' span was 16, 8, 6
+ * and 6 block-units on 2, 4, 8 and 16 workers, the blocks' 15, 7.5, 4 and 2; through the op
+ * the band tasks ran the window 1.02-1.04x faster on 2 workers, above.) */
 static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
                       const nnt_tensor *pos, int backward)
 {
@@ -269,10 +270,10 @@ static int band_tasks(const nnt_tensor *q, const nnt_tensor *k, int64_t window,
         return 0;
     if (longest > NNT_ATTN_BAND_MAX)
         return 0;
-    int64_t class_tasks = q->grid[0] * q->grid[1] * (q->grid[2] / longest);   /* the least */
+    int64_t runs = q->grid[0] * q->grid[1] * (q->grid[2] / longest);   /* the most */
     int any_workers = env && strcmp(env, "2") == 0;   /* benchmarks: the rule off */
     return !backward ||
-           (q->grid[2] >= 2 * longest && (any_workers || class_tasks >= ctx->ncpus));
+           (q->grid[2] >= 2 * longest && (any_workers || runs >= ctx->ncpus));
 }
 
 /* The band task of query tile (bi, hi, i) against kv head tile hk (map: their slabs); the
@@ -357,9 +358,63 @@ static int backward_band(nnt_tensor *const *w, char *touched, const nnt_attn_map
     return nnt_insert_attn_bwd_band(q->ctx, &t, h, kv);
 }
 
-/* w: q, k, v, o, lse, dout, dq, dk, dv as submit_backward's. Per (batch tile, q head tile),
- * the classes in turn. (Moving the short bands of the sequence's start to the end made the
- * tail longer: they wait for the last class.) */
+/* The query-key pairs of query tile (bi, hi, i) under window (0: causal), examples aside: a
+ * band task's work */
+static int64_t tile_pairs(const nnt_tensor *q, int64_t bi, int64_t hi, int64_t i,
+                          int64_t window)
+{
+    struct seq_tile qt = seq_tile(q, bi, hi, i);
+    int64_t pairs = 0;
+    for (int64_t r = 0; r < qt.rows; r++) {
+        int64_t keys = qt.pos0 + r + 1;
+        pairs += window > 0 && keys > window ? window : keys;
+    }
+    return pairs;
+}
+
+/* The backward's band tasks of one (batch, head) tile in `parts` runs of neighbouring query
+ * tiles of about equal work (pairs), each run's tasks one after another (a task shares all but
+ * one of its key tiles with the next: they are still in the caches), the runs side by side:
+ * the runs' tasks go in turn, the first of each run, then the second, ..., so that a task
+ * waits only for the tasks before it in its run and, at a run's end, for the first tasks of
+ * the next run (a run holds at least L tasks). One thread, the backward's band tasks of T 4096
+ * in tiles of 256, W 512, 8 heads of 64, tiles from memory (AMD Zen 5): 48.2-48.4 ms in
+ * sequence order against 50.5-51.9 taken by classes (query tiles L apart, all independent
+ * within a class), the order before 2026-11-30 (bench/RESULTS-window.md). */
+#define NNT_ATTN_RUNS_MAX 64
+static int backward_runs(nnt_tensor *const *w, char *touched, const nnt_attn_map *map,
+                         int64_t bi, int64_t hi, int64_t hk, int64_t parts, float scale,
+                         int64_t window, float cap, nnt_tensor *pos)
+{
+    nnt_tensor *q = w[0];
+    const int64_t nt = q->grid[2];
+    int64_t total = 0, start[NNT_ATTN_RUNS_MAX + 1], done = 0;
+    for (int64_t i = 0; i < nt; i++)
+        total += tile_pairs(q, bi, hi, i, window);
+    start[0] = 0;   /* run p - 1: [start[p - 1], start[p]), to the tile whose middle passes
+                     * p / parts of the work (the largest run the least) */
+    for (int64_t p = 1, i = 0, sum = 0; p <= parts; p++) {
+        for (int64_t c; i < nt; i++, sum += c) {
+            c = tile_pairs(q, bi, hi, i, window);
+            if (p < parts && 2 * sum + c > 2 * (total * p / parts))
+                break;
+        }
+        start[p] = i;
+    }
+    int rc = 0;
+    for (int64_t r = 0; done < nt && rc == 0; r++)
+        for (int64_t p = 0; p < parts && rc == 0; p++)
+            if (start[p] + r < start[p + 1]) {
+                rc = backward_band(w, touched, map, bi, hi, hk, start[p] + r, scale, window, cap,
+                                   pos);
+                done++;
+            }
+    return rc;
+}
+
+/* w: q, k, v, o, lse, dout, dq, dk, dv as submit_backward's. Per (batch tile, q head tile), in
+ * runs (backward_runs): as many in all as the context has CPU workers, where each tile's
+ * sequence holds enough (at least L query tiles a run). */
 static int backward_bands(nnt_tensor *const *w, float scale, int64_t window, float cap,
                           nnt_tensor *pos)
 {
@@ -367,15 +422,18 @@ static int backward_bands(nnt_tensor *const *w, float scale, int64_t window, flo
     char *touched = calloc((size_t)dk->ntiles, 1);
     int rc = touched ? 0 : nnt_fail(q->ctx, NNT_E_NOMEM, "nnt_tensor_attention_backward: out "
                                     "of memory");
+    const int64_t tiles = q->grid[0] * q->grid[1];
     for (int64_t bi = 0; bi < q->grid[0] && rc == 0; bi++)
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++) {
             int64_t hk, hk1;
             kv_tiles_of(q, k, hi, &hk, &hk1);
             nnt_attn_map map = head_range(q, k, bi, hi, hk);
-            int64_t classes = band_longest(q, k, bi, hi, hk, window, pos);
-            for (int64_t c = 0; c < classes && rc == 0; c++)
-                for (int64_t i = c; i < q->grid[2] && rc == 0; i += classes)
-                    rc = backward_band(w, touched, &map, bi, hi, hk, i, scale, window, cap, pos);
+            int64_t L = band_longest(q, k, bi, hi, hk, window, pos);
+            int64_t parts = (q->ctx->ncpus + tiles - 1) / tiles, most = q->grid[2] / L;
+            parts = parts < most ? parts : most;
+            parts = parts < NNT_ATTN_RUNS_MAX ? parts : NNT_ATTN_RUNS_MAX;
+            rc = backward_runs(w, touched, &map, bi, hi, hk, parts > 1 ? parts : 1, scale,
+                               window, cap, pos);
         }
     free(touched);
     return rc;
