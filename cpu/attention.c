@@ -63,8 +63,16 @@ static void *attn_scratch(int slot, size_t bytes)
  * the products' own loads would fetch them one miss at a time; prefetched in one burst before
  * the slab's products, all the misses are in flight at once. On AMD Zen 5 (bench/RESULTS-
  * window.md) a block's backward with its tiles in memory took 1.11-1.17 ms against 1.31-1.37
- * without (0.92-0.94 with the tiles in cache). */
-static void prefetch_rows(const float *x, int64_t lo, int64_t hi, int64_t hd)
+ * without (0.92-0.94 with the tiles in cache). Always inlined, as are the helpers that call
+ * it: a function of prefetches alone is pure to GCC's interprocedural analysis (-O2), which
+ * then drops the calls to it (a first helper over key tiles lost its prefetches so: a bf16
+ * backward of whole blocks from memory ran 5-10 % slower). */
+#if defined(__GNUC__)
+#define ATTN_INLINE static inline __attribute__((always_inline))
+#else
+#define ATTN_INLINE static inline
+#endif
+ATTN_INLINE void prefetch_rows(const float *x, int64_t lo, int64_t hi, int64_t hd)
 {
 #if defined(__GNUC__)
     const char *c = (const char *)(x + lo * hd);
@@ -414,15 +422,8 @@ static int seg_keys(const kv_segs *sg, int s, int64_t a, int64_t b, int64_t *sa,
     return *sb > *sa;
 }
 
-/* rows [a, b) of the segments' k, v, dk or dv, prefetched; of k or v, transposed into xt (ld).
- * segs_prefetch is inlined where GCC allows it: a function of prefetches alone is pure to
- * GCC's interprocedural analysis (-O2), which then drops its calls (a backward of whole
- * bf16 blocks, whose k, v, dk, dv the prefetches bring, ran 5-10 % slower so). */
-#if defined(__GNUC__)
-#define ATTN_INLINE static inline __attribute__((always_inline))
-#else
-#define ATTN_INLINE static inline
-#endif
+/* rows [a, b) of the segments' k, v, dk or dv, prefetched (ATTN_INLINE: see prefetch_rows);
+ * of k or v, transposed into xt (ld) */
 ATTN_INLINE void segs_prefetch(const kv_segs *sg, int which, int64_t a, int64_t b, int64_t hd)
 {
     int64_t sa, sb;
