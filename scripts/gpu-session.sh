@@ -64,10 +64,10 @@
 #            window.fp32_ratio, .bf16_ratio (window / causal, median of the rounds), the
 #            causal and window milliseconds, the window's backward's (60)
 #   cpuwindow issue 39 on the machine's CPU cores alone (STARPU_NCUDA=0, every core a CPU
-#            worker): bench/attention_window fp32 with whole heads (classes of 5 band tasks,
-#            fewer than the workers) three ways, NNT_ATTN_BAND_TASKS 0 (blocks), unset (the
-#            rule: the backward by blocks there) and 2 (the backward by band tasks anyway), and
-#            with head tiles of 2 (classes of 20: band tasks by the rule):
+#            worker): bench/attention_window fp32 with whole heads (at most 5 runs of band
+#            tasks, fewer than the workers) three ways, NNT_ATTN_BAND_TASKS 0 (blocks), unset
+#            (the rule: the backward by blocks there) and 2 (the backward by band tasks anyway),
+#            and with head tiles of 2 (up to 20 runs: band tasks by the rule):
 #            cpuwindow.ncpus, .<variant>_causal_ms, _window_ms, _bwd_ms, _ratio for blocks,
 #            rule, bands, heads2 (60)
 #   attn     the CUDA attention's two paths (NNT_CUDA_ATTN) on GPT-2 124M (the gpt2 phase's
