@@ -805,6 +805,9 @@ void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float 
 #define ATTN_BWD_CHUNK 256
 #define ATTN_BWD_SCRATCH 65536
 #define ATTN_GROUPS (ATTN_BWD_CHUNK / ATTN_CHUNK)
+#if ATTN_BWD_CHUNK > ATTN_SEG_ROWS || ATTN_CHUNK > ATTN_SEG_ROWS
+#error "segs_ab and segs_atb take chunks of at most ATTN_SEG_ROWS rows"
+#endif
 
 /* The backward's rows a chunk against blocks of tk keys: a multiple of ATTN_CHUNK */
 static int64_t bwd_chunk_rows(int64_t tk)
