@@ -414,6 +414,16 @@ static void slab_segs(const nnt_attn_keys *keys, int64_t skv, int64_t hd, kv_seg
     }
 }
 
+/* The key tiles `keys` as one block of keys: *tk keys from position *k_pos0 (the tiles'
+ * positions follow one another); -1 with more tiles than ATTN_SEGS */
+static int keys_block(const nnt_attn_keys *keys, int64_t *tk, int64_t *k_pos0)
+{
+    *tk = 0, *k_pos0 = keys->n > 0 ? keys->k_pos0[0] : 0;
+    for (int j = 0; j < keys->n; j++)
+        *tk += keys->tk[j];
+    return keys->n > ATTN_SEGS ? -1 : 0;
+}
+
 /* The call's keys [a, b) that segment s holds: [*sa, *sb); 0 if none */
 static int seg_keys(const kv_segs *sg, int s, int64_t a, int64_t b, int64_t *sa, int64_t *sb)
 {
@@ -617,10 +627,8 @@ static int fwd_tiles(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq, i
                      float cap, const nnt_attn_keys *keys, const float *q, float *o_acc,
                      float *m, float *l)
 {
-    int64_t tk = 0, k_pos0 = keys->n > 0 ? keys->k_pos0[0] : 0;
-    for (int j = 0; j < keys->n; j++)
-        tk += keys->tk[j];
-    if (keys->n > ATTN_SEGS)
+    int64_t tk, k_pos0;
+    if (keys_block(keys, &tk, &k_pos0) != 0)
         return -1;
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
@@ -1024,10 +1032,8 @@ static int bwd_tiles(nnt_dnnl_cache *dnnl, const nnt_attn_map *mp, int64_t tq, i
                      float cap, const nnt_attn_keys *keys, const float *q, const float *dout,
                      const float *lse, const float *d, float *dq)
 {
-    int64_t tk = 0, k_pos0 = keys->n > 0 ? keys->k_pos0[0] : 0;
-    for (int j = 0; j < keys->n; j++)
-        tk += keys->tk[j];
-    if (keys->n > ATTN_SEGS)
+    int64_t tk, k_pos0;
+    if (keys_block(keys, &tk, &k_pos0) != 0)
         return -1;
     int64_t r0 = first_row(tq, q_pos0, k_pos0);
     int64_t r1 = tk <= 0 ? 0 : end_row(tq, tk, q_pos0, k_pos0, window);
