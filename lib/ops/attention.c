@@ -377,10 +377,12 @@ static int64_t tile_pairs(const nnt_tensor *q, int64_t bi, int64_t hi, int64_t i
  * one of its key tiles with the next: they are still in the caches), the runs side by side:
  * the runs' tasks go in turn, the first of each run, then the second, ..., so that a task
  * waits only for the tasks before it in its run and, at a run's end, for the first tasks of
- * the next run (a run holds at least L tasks). One thread, the backward's band tasks of T 4096
- * in tiles of 256, W 512, 8 heads of 64, tiles from memory (AMD Zen 5): 48.2-48.4 ms in
- * sequence order against 50.5-51.9 taken by classes (query tiles L apart, all independent
- * within a class), the order before 2026-11-30 (bench/RESULTS-window.md). */
+ * the next run (parts is at most nt / L, so that runs hold about L tasks or more; splitting by
+ * pairs gives the last runs, of whole bands, fewer tasks than the first, whose bands are
+ * short: their first tasks may then also wait on a neighbour's). One thread, the backward's
+ * band tasks of T 4096 in tiles of 256, W 512, 8 heads of 64, tiles from memory (AMD Zen 5):
+ * 48.2-48.4 ms in sequence order against 50.5-51.9 taken by classes (query tiles L apart, all
+ * independent within a class), the order before 2026-11-30 (bench/RESULTS-window.md). */
 #define NNT_ATTN_RUNS_MAX 64
 static int backward_runs(nnt_tensor *const *w, char *touched, const nnt_attn_map *map,
                          int64_t bi, int64_t hi, int64_t hk, int64_t parts, float scale,
