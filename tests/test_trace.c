@@ -201,6 +201,50 @@ START_TEST(test_trace_many_tasks)
 }
 END_TEST
 
+/* A trace records the tasks submitted from its start on (nnt_trace_start(3)): not a task
+ * submitted before, though it runs after the start, nor one that ended before, though its
+ * completion callback, which records it, runs after the start (a host read returns once the
+ * task's data is back, which can be before the callback has run). Rounds of fills read back
+ * at once, each followed by an empty trace (before 2026-11-30 one in a few rounds left a fill
+ * there); then 100 rounds of fills submitted just before a trace, which holds none of them
+ * but the scale submitted after the start. */
+START_TEST(test_trace_starts_after_earlier_tasks)
+{
+    test_make_tmpdir("test-trace");
+    nnt_ctx *ctx = test_ctx();
+    nnt_tensor *t = filled(ctx, 64, 64, 8, 64, 0.0);   /* 8 tiles */
+    float *host = malloc(64 * 64 * sizeof *host);
+    long count = 0;
+    double total, mean, share;
+    for (int r = 0; r < 200; r++) {
+        EXPECT_OK(nnt_tensor_fill(t, (double)r));
+        EXPECT_OK(nnt_tensor_copy_to_host(t, host, 64 * 64 * sizeof *host));
+        EXPECT_OK(nnt_trace_start(ctx));
+        EXPECT_OK(nnt_trace_stop(ctx, NULL, test_tmp_path("empty.txt")));
+        char *table = slurp(test_tmp_path("empty.txt"));
+        ck_assert_msg(!table_row(table, "nnt_fill_f32", &count, &total, &mean, &share),
+                      "round %d: %ld fills that ended before the trace started are in it", r,
+                      count);
+        free(table);
+    }
+    for (int r = 0; r < 100; r++)
+        EXPECT_OK(nnt_tensor_fill(t, (double)r));
+    EXPECT_OK(nnt_trace_start(ctx));
+    EXPECT_OK(nnt_tensor_scale(t, 0.5));
+    EXPECT_OK(nnt_trace_stop(ctx, NULL, test_tmp_path("after.txt")));
+    char *table = slurp(test_tmp_path("after.txt"));
+    ck_assert_msg(!table_row(table, "nnt_fill_f32", &count, &total, &mean, &share),
+                  "%ld fills submitted before the trace started are in it", count);
+    ck_assert_msg(table_row(table, "nnt_scale", &count, &total, &mean, &share) && count == 8,
+                  "the scale's 8 tasks: %ld in the trace", count);
+    free(table);
+    free(host);
+    nnt_tensor_destroy(t);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* The table lists the longest stretches a worker spent without a task: one CPU worker, fills,
  * then the host sleeps 100 ms, then a scale; the longest stretch is at least the sleep, from
  * the last fill to the scale. */
@@ -400,6 +444,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_trace_gemm);
     tcase_add_test(tc, test_trace_many_tasks);
+    tcase_add_test(tc, test_trace_starts_after_earlier_tasks);
     tcase_add_test(tc, test_trace_idle_stretch);
     tcase_add_test(tc, test_mem_stats);
     tcase_add_test(tc, test_mem_stats_no_budget);

@@ -26,6 +26,8 @@ static struct {
     pthread_mutex_t lock;         /* guards everything below                              */
     int on;                       /* a context is live                                    */
     int tracing;                  /* 1 after nnt_trace_start, 2 while nnt_trace_stop waits */
+    int64_t trace_t0;             /* nnt_trace_start's time on the tasks' profiling clock
+                                     (ns): the tasks submitted from then on are recorded   */
     nnt_trace_rec *recs;          /* (nrecs) of the trace in progress                     */
     size_t nrecs, cap;
     int oom;                      /* a record could not be stored                         */
@@ -105,7 +107,10 @@ static void task_done(void *arg)
         if (wait > 0)
             st.wait_ns += wait;
         sample_peaks_locked();
-        if (st.tracing)
+        /* a task submitted before the trace started is not in it, though it may run, or
+         * its callback may, after the start (a host read of a task's data can return
+         * before its callback has run) */
+        if (st.tracing && ts_ns(&p->submit_time) >= st.trace_t0)
             add_record_locked(task, p);
     }
     pthread_mutex_unlock(&st.lock);
@@ -179,6 +184,8 @@ int nnt_trace_start(nnt_ctx *ctx)
     if (!already) {
         free_trace_locked();
         st.tracing = 1;
+        /* StarPU's clock, that of the tasks' profiling times (microseconds) */
+        st.trace_t0 = (int64_t)(starpu_timing_now() * 1e3);
     }
     pthread_mutex_unlock(&st.lock);
     if (already)
