@@ -69,6 +69,8 @@ band_start_ignored|cpu/attention.c|s@                if (keys->start\[j\]) {@   
 band_first_from_1|lib/ops/attention.c|s@    for (; j < i; j++) {@    for (j = i > 0; j < i; j++) {@|band tasks: a band never starts at the first key tile
 band_start_always|lib/ops/attention.c|s@        t.start\[j\] = !touched\[kj\];@        t.start[j] = 1;@|band tasks: every backward task zeroes its dk, dv tiles first
 band_runs_last_lost|lib/ops/attention.c|s@    for (int64_t r = 0; done < nt \&\& rc == 0; r++)@    for (int64_t r = 0; done < nt - 1 \&\& rc == 0; r++)@|band tasks: the backward leaves out the last task of its runs
+trace_records_before_start|lib/trace/trace.c|s@if (st.tracing \&\& ts_ns(\&p->submit_time) >= st.trace_t0)@if (st.tracing)@|trace: the tasks submitted before nnt_trace_start recorded too
+packed_window_ignored|cpu/attn_mask.h|s@        n = s > n ? s : n;@        n = s;@|attention with packed examples: the window ignored (each query sees all of its example)
 band_budget_ignored|lib/ops/attention.c|s@(5 + 4 \* longest) \* tile_bytes > ctx->ram_budget / 4)@(5 + 4 * longest) * tile_bytes > ctx->ram_budget * 4)@|band tasks: kept under a RAM budget whose quarter their tiles exceed
 band_workers_ignored|lib/ops/attention.c|s@runs >= ctx->ncpus)@runs >= 1)@|band tasks: the backward by bands with fewer runs than CPU workers
 band16_grad_subnormal|cpu/attn_band16.c|s@    if (_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@    if (0 \&\& _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) \&@|bf16 backward score rows: subnormal p and ds flushed to 0 by VCVTNEPS2BF16
