@@ -6,8 +6,9 @@
  * scores (softcap). Checked against a float64 reference written here, forward and
  * backward, for windows of 1, shorter than a tile,
  * longer than a tile, T and longer than T (plain causal attention, bit for bit), grouped-
- * query heads and several tilings with partial tiles; and the cached attention of
- * generation against the same reference for queries after cached keys. */
+ * query heads and several tilings with partial tiles; random shapes, tilings and options
+ * (packed examples too) against it; and the cached attention of generation against the same
+ * reference for queries after cached keys. */
 #include "testutil.h"
 
 #include <math.h>
