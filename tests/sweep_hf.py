@@ -42,7 +42,8 @@ so float32 summation-order differences grow over the steps):
         Above 1e-6 the case is also run in float64: if nnt is as close to float64 as PyTorch
         fp32 is (within max(1e-4, 3x PyTorch's own error, or 3x that of PyTorch fp32 started
         from weights an ulp apart: all scaled one way, or each by its own random amount)) and
-        step 1 is within 1e-5, the case is ill-conditioned, not wrong: a note, not a failure.
+        step 1 is within max(1e-5, 3x PyTorch fp32's own step-1 error) of float64, the case is
+        ill-conditioned, not wrong: a note, not a failure.
   bf16  loss 2e-2, norm 5e-2 after several steps (bf16 rounding drifts); the exact check is
         step 1 within 1e-5 of PyTorch with nnt's bf16 roundings emulated (the linear layers'
         operands, the attention's q, k, v and probabilities as its flash kernels round them),
@@ -817,6 +818,12 @@ def check_conditioning(c, model, ids, res):
     res["rel64"] = max(reldiff(got, r64), reldiff(gn, n64))
     res["f32_rel64"] = max(reldiff(res["ref"], r64), reldiff(res["ref_norm"], n64))
     res["step1_rel64"] = max(reldiff(got[:1], r64[:1]), reldiff(gn[:1], n64[:1]))
+    # step 1 too can be ill-conditioned (case 546 of seed 3839: large weights, four layers;
+    # PyTorch fp32's first gradient norm 3.0e-5 from float64, nnt's 2.0e-5 to 4.6e-5 over
+    # its tilings): within 3x PyTorch fp32's own error there, as later steps are
+    res["f32_step1_rel64"] = max(reldiff(res["ref"][:1], r64[:1]),
+                                 reldiff(res["ref_norm"][:1], n64[:1]))
+    step1_bound = max(TOL["f64_step1"], 3 * res["f32_step1_rel64"])
     mism = [x for x in res["issues"] if "mismatch" in x]
     if mism and res["rel64"] > max(TOL["f64_escape_min"], 3 * res["f32_rel64"]):
         # PyTorch fp32 may stay near float64 by luck in a chaotic run (case 32 of seed 1234:
@@ -838,7 +845,7 @@ def check_conditioning(c, model, ids, res):
         res["f32_nudged_rel64"] = drift
     drift = max(res["f32_rel64"], res.get("f32_nudged_rel64", 0.0))
     if mism and res["rel64"] <= max(TOL["f64_escape_min"], 3 * drift) and \
-            res["step1_rel64"] < TOL["f64_step1"]:
+            res["step1_rel64"] < step1_bound:
         res["notes"].append("ill-conditioned: nnt vs fp64 %.2g, torch fp32 vs fp64 %.2g "
                             "(from weights an ulp apart %.2g): %s"
                             % (res["rel64"], res["f32_rel64"],
