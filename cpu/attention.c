@@ -432,8 +432,7 @@ static int seg_keys(const kv_segs *sg, int s, int64_t a, int64_t b, int64_t *sa,
     return *sb > *sa;
 }
 
-/* rows [a, b) of the segments' k, v, dk or dv, prefetched (ATTN_INLINE: see prefetch_rows);
- * of k or v, transposed into xt (ld) */
+/* rows [a, b) of the segments' k, v, dk or dv, prefetched (ATTN_INLINE: see prefetch_rows) */
 ATTN_INLINE void segs_prefetch(const kv_segs *sg, int which, int64_t a, int64_t b, int64_t hd)
 {
     int64_t sa, sb;
@@ -442,6 +441,7 @@ ATTN_INLINE void segs_prefetch(const kv_segs *sg, int which, int64_t a, int64_t 
             prefetch_rows(seg_rows(sg, which, s), sa - sg->at[s], sb - sg->at[s], hd);
 }
 
+/* rows [a, b) of the segments' k or v, transposed into xt (ld) at columns [a, b) */
 static void segs_transpose(const kv_segs *sg, int which, int64_t a, int64_t b, int64_t hd,
                            float *xt, int64_t ld)
 {

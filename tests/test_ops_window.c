@@ -520,7 +520,8 @@ static int64_t rs_draw(unsigned long long *state, int64_t lo, int64_t hi)
     return lo + (int64_t)(test_rand(state) * (double)(hi - lo + 1));
 }
 
-/* One draw's shapes and options (as the test above says); ex: (b, t) positions */
+/* One draw's shapes and options (as RS_CASES's comment says); with packed, the test draws
+ * the examples' positions */
 struct rs_case {
     int64_t b, nkv, nh, t, hd, w, qt[4], kt[4];
     double cap, scale;
