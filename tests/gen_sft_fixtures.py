@@ -150,6 +150,30 @@ QWEN3_RECORDS = [
                   {"role": "user", "content": "More?"},
                   {"role": "assistant", "content": "\n\nNo more."}]},
 ]
+# Gemma's template (Gemma and Gemma 2) refuses a first system message and both want users on
+# the even turns: conversations for both, then Gemma 3's with a first system message
+GEMMA_RECORDS = [
+    {"messages": [{"role": "user", "content": "Hello, who are you?"},
+                  {"role": "assistant", "content": "I am a small model."}]},
+    {"messages": [{"role": "user", "content": " Say hello. "},
+                  {"role": "assistant", "content": "\u00a0Bonjour !\u3000\n"},
+                  {"role": "user", "content": "Another?"},
+                  {"role": "assistant", "content": " A pear. "}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "system", "content": "Be formal now."},
+                  {"role": "user", "content": "Bye"},
+                  {"role": "assistant", "content": "Goodbye."}]},
+]
+GEMMA3_RECORDS = [
+    {"messages": [{"role": "system", "content": "  Answer in French.\n"},
+                  {"role": "user", "content": " Say hello. "},
+                  {"role": "assistant", "content": "Bonjour !"}]},
+    {"messages": [{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple."},
+                  {"role": "user", "content": "Another?"},
+                  {"role": "assistant", "content": "A pear."}]},
+]
 LLAMA32_DATE = "03 Feb 2025"
 
 
@@ -178,6 +202,8 @@ def llama31_training(original):
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LLAMA31_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                    "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"]
+GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
+GEMMA_CONFIG = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}
 NEW_TOKENIZERS = {
     "qwen2_5": dict(special=QWEN_SPECIAL, bos=None, template="qwen2_5", training=None,
                     config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
@@ -192,7 +218,14 @@ NEW_TOKENIZERS = {
     "llama3_2": dict(special=LLAMA31_SPECIAL, bos="<|begin_of_text|>", template="llama3_2",
                      training=llama31_training, date=LLAMA32_DATE,
                      config={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),
+    # new in 0.3: TRL swaps in gemma_training.jinja / gemma3_training.jinja by identity
+    "gemma": dict(special=GEMMA_SPECIAL, bos="<bos>", template="gemma", training=None,
+                  config=GEMMA_CONFIG, records=["gemma_records"]),
+    "gemma3": dict(special=GEMMA_SPECIAL, bos="<bos>", template="gemma3", training=None,
+                   config=GEMMA_CONFIG, records=["gemma_records", "gemma3_records"]),
 }
+RECORD_SETS = {"chat_records": CHAT_RECORDS, "qwen3_records": QWEN3_RECORDS,
+               "gemma_records": GEMMA_RECORDS, "gemma3_records": GEMMA3_RECORDS}
 
 TOKENIZERS = {
     "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
@@ -304,12 +337,10 @@ def trl_prepare_chat(tok_dir, records, training_template, model, date=None):
 
 
 def new_templates(args):
-    with open(os.path.join(args.out, "chat_records.jsonl"), "w") as f:
-        for r in CHAT_RECORDS:
-            f.write(json.dumps(r) + "\n")
-    with open(os.path.join(args.out, "qwen3_records.jsonl"), "w") as f:
-        for r in QWEN3_RECORDS:
-            f.write(json.dumps(r) + "\n")
+    for set_name, recs in RECORD_SETS.items():
+        with open(os.path.join(args.out, set_name + ".jsonl"), "w") as f:
+            for r in recs:
+                f.write(json.dumps(r) + "\n")
     for name, spec in NEW_TOKENIZERS.items():
         spec = dict(spec)
         original_template = trl_template(spec["template"])
@@ -318,7 +349,8 @@ def new_templates(args):
         vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
         training = spec["training"](original_template) if spec["training"] else None
         model = tiny_llama(vocab, 1)
-        sets = [CHAT_RECORDS] + ([QWEN3_RECORDS] if name == "qwen3" else [])
+        default_sets = ["chat_records"] + (["qwen3_records"] if name == "qwen3" else [])
+        sets = [RECORD_SETS[k] for k in spec.get("records", default_sets)]
         prepared = []
         for recs in sets:
             out, original = trl_prepare_chat(d, recs, training, model, spec.get("date"))

@@ -185,6 +185,8 @@ sft_trim_ascii|lib/data/sft.c|s@return white ? len : 0;@return 0;@|chat template
 sft_qwen3_think_kept|lib/data/sft.c|s@answer = after_last(content->s, content->len, "</think>", \&alen);@answer = content->s, alen = content->len;@|Qwen3: the reasoning in content kept in the answer after the think block
 sft_llama31_date|lib/data/sft.c|s@Cutting Knowledge Date: December 2023@Cutting Knowledge Date: December 2024@|Llama 3.1: the knowledge date of the system block wrong
 sft_llama31_system_kept|lib/data/sft.c|s@\*skip = role \&\& role->type@*skip = 0 \&\& role->type@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
+sft_gemma3_system_lost|lib/data/sft.c|s@if (prefix \&\& turn == 0) {@if (prefix \&\& turn == 1) {@|Gemma 3: the content of a first system message not put before the first user message
+sft_gemma_assistant_role|lib/data/sft.c|s@NNT_TRY(assistant ? puts0(s, "model") : put(s, role->s, role->len));@NNT_TRY(put(s, role->s, role->len));@|Gemma: the turns of the assistant headed "assistant", not "model"
 hf_tokenizer_files_skipped|lib/models/hf.c|s@        if (stat(src, \&ss) == 0)$@        if (0)@|nnt_model_save_hf_ex: the files beside tokenizer.json (tokenizer_config.json, ...) not copied
 ids_vocab_edge|lib/layers/leaf.c|s@x->ids_max < V))@x->ids_max <= V))@|embedding layer: the token id V itself let through (one past the vocabulary)
 ids_last_place|lib/tensor.c|s@if (v\[i\] > t->ids_max)@if (v[i] >= t->ids_max)@|token ids from the host: the place of the largest taken at its last occurrence, not its first

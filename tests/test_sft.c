@@ -213,13 +213,16 @@ static int compare_records(nnt_sft *s, const char *name, const char *records, in
     return r;
 }
 
-/* _i: 0 qwen2_5, 1 qwen3, 2 llama3_1, 3 llama3_2 (dated 03 Feb 2025 as the fixture) */
+/* _i: 0 qwen2_5, 1 qwen3, 2 llama3_1, 3 llama3_2 (dated 03 Feb 2025 as the fixture), 4 gemma
+ * (its conversations: no first system message), 5 gemma3 (those, then a first system one) */
 START_TEST(test_chat_templates)
 {
-    static const char *const NAMES[] = {"qwen2_5", "qwen3", "llama3_1", "llama3_2"};
-    static const char *const BY_NAME[] = {"qwen2.5", "qwen3", "llama3.1", "llama3.2"};
+    static const char *const NAMES[] = {"qwen2_5", "qwen3", "llama3_1", "llama3_2", "gemma",
+                                        "gemma3"};
+    static const char *const BY_NAME[] = {"qwen2.5", "qwen3", "llama3.1", "llama3.2", "gemma2",
+                                          "gemma3"};
     static const nnt_chat_template WANT[] = {NNT_CHAT_QWEN2_5, NNT_CHAT_QWEN3, NNT_CHAT_LLAMA3_1,
-                                             NNT_CHAT_LLAMA3_2};
+                                             NNT_CHAT_LLAMA3_2, NNT_CHAT_GEMMA, NNT_CHAT_GEMMA3};
     const char *name = NAMES[_i];
     char cfg[4300];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
@@ -234,6 +237,14 @@ START_TEST(test_chat_templates)
         nnt_chat_template t;
         EXPECT_OK(nnt_sft_template_of(s, &t));
         ck_assert_int_eq(t, WANT[_i]);
+        if (_i >= 4) {
+            int n = compare_records(s, name, "gemma_records.jsonl", 0, 0);
+            ck_assert_int_eq(n, 3);
+            if (_i == 5)
+                ck_assert_int_eq(compare_records(s, name, "gemma3_records.jsonl", 0, n), 2);
+            nnt_sft_destroy(s);
+            continue;
+        }
         int n = compare_records(s, name, "chat_records.jsonl", 0, 0);
         ck_assert_int_eq(n, 5);
         if (_i == 1)
@@ -425,6 +436,65 @@ START_TEST(test_chat_refusals)
     so.date = "";
     EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "date");
     free(qwen3), free(qwen25), free(other);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Gemma's rules: Gemma (and Gemma 2) refuse a first system message, which Gemma 3 puts before
+ * the first user message; both want users on the even turns; with no tokenizer_config.json
+ * the chosen template's bos is <bos>; an assistant message of white space only is refused */
+START_TEST(test_gemma_turns)
+{
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer("gemma3", cfg, sizeof cfg);
+    const char *sys_first = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                            "{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": "
+                            "\"assistant\", \"content\": \"Hello!\"}]}";
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0, len = 0;
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_GEMMA);
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, sys_first, strlen(sys_first), &ids, &counts, &n),
+                    NNT_E_FORMAT, "messages[0] is a system message, which the Gemma template "
+                    "refuses");
+    static const struct {
+        const char *record, *says;
+    } BAD[] = {
+        {"{\"messages\": [{\"role\": \"assistant\", \"content\": \"x\"}, {\"role\": "
+         "\"user\", \"content\": \"y\"}]}", "messages[0] is a \"assistant\" message where "
+         "the %s template takes a user one"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"user\", \"content\": \"y\"}, {\"role\": \"assistant\", \"content\": \"z\"}]}",
+         "messages[1] is a \"user\" message where the %s template takes an assistant one"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \" \\n\"}]}", "messages[1] is an assistant message of "
+         "white space only"},
+    };
+    for (int g = 0; g < 2; g++) {
+        if (g == 1) {
+            nnt_sft_destroy(s);
+            s = open_sft(tok, cfg, NNT_CHAT_GEMMA3);
+        }
+        for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+            char says[256];
+            snprintf(says, sizeof says, BAD[k].says, g ? "Gemma 3" : "Gemma");
+            int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
+            ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[k].record, rc);
+            ck_assert_msg(strstr(nnt_ctx_last_error(NULL), says) != NULL,
+                          "%s: message '%s' does not say '%s'", BAD[k].record,
+                          nnt_ctx_last_error(NULL), says);
+        }
+    }
+    /* Gemma 3 without a tokenizer_config.json: <bos> first, the system text untrimmed */
+    nnt_sft_destroy(s);
+    s = open_sft(tok, NULL, NNT_CHAT_GEMMA3);
+    EXPECT_OK(nnt_sft_encode(s, sys_first, strlen(sys_first), &ids, &counts, &n));
+    char text[1024];
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+    text[len < sizeof text ? len : sizeof text - 1] = '\0';
+    ck_assert_str_eq(text, "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                           "<start_of_turn>model\nHello!<end_of_turn>\n");
+    nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
 END_TEST
@@ -811,7 +881,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_encode, 0, 2);
     tcase_add_test(tc, test_templates_and_errors);
-    tcase_add_loop_test(tc, test_chat_templates, 0, 4);
+    tcase_add_loop_test(tc, test_chat_templates, 0, 6);
+    tcase_add_test(tc, test_gemma_turns);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

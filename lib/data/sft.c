@@ -9,7 +9,8 @@
  *                                    (completion_only_loss)
  *   {"messages": [{"role", "content"}, ...]}
  *                                    rendered with a chat template (ChatML, Llama 3, and
- *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's as published)
+ *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's, Gemma's (also
+ *                                    Gemma 2's) and Gemma 3's as published)
  *                                    and encoded without added special tokens
  *                                    (apply_chat_template); the tokens that overlap an
  *                                    assistant turn's span count (assistant_only_loss with
@@ -17,7 +18,9 @@
  *                                    "<|im_end|>\n" after "<|im_start|>assistant", Qwen3
  *                                    "<think>\n" REASONING "\n</think>\n\n" CONTENT
  *                                    "<|im_end|>\n" after "<|im_start|>assistant\n", Llama 3
- *                                    and 3.1+ trim(CONTENT) "<|eot_id|>" after the header
+ *                                    and 3.1+ trim(CONTENT) "<|eot_id|>" after the header,
+ *                                    Gemma and Gemma 3 trim(CONTENT) "<end_of_turn>\n" after
+ *                                    "<start_of_turn>model\n"
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
  * is read with hftok's small tree over lib/io's bounded reader. */
 #include "../internal.h"
@@ -47,6 +50,9 @@ struct nnt_sft {
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
 };
+
+/* the templates' names (nnt_chat_template_from_name), for the messages */
+#define TEMPLATE_NAMES "chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, gemma, gemma3"
 
 /* ---- tokenizer_config.json ------------------------------------------------------------------ */
 
@@ -163,6 +169,8 @@ static const struct {
     {"qwen3.jinja (Qwen3)", 0x959a4551391a6549ULL, NNT_CHAT_QWEN3},
     {"llama3_1.jinja (Llama 3.1)", 0x60848a05837ce656ULL, NNT_CHAT_LLAMA3_1},
     {"llama3_2.jinja (Llama 3.2)", 0x0ac29b9538e2befaULL, NNT_CHAT_LLAMA3_2},
+    {"gemma.jinja (Gemma, Gemma 2)", 0x5c10ee65212d93b3ULL, NNT_CHAT_GEMMA},
+    {"gemma3.jinja (Gemma 3)", 0xc90dea00b85c935dULL, NNT_CHAT_GEMMA3},
 };
 
 #define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -266,9 +274,9 @@ static int recognise(const char *path, const char *raw, nnt_chat_template *t, ch
         head[k] = '\0';
         rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template \"%s%s\" is not one nnt "
                       "knows%s%s (plain ChatML as SmolLM2 uses it, Llama 3's headers, and "
-                      "Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's templates exactly as their "
-                      "models publish them): give the template to render with (nnt-tokenize "
-                      "--chat-template chatml, llama3, qwen2.5, qwen3, llama3.1 or llama3.2)",
+                      "Qwen2.5's, Qwen3's, Llama 3.1's, 3.2's, Gemma's and Gemma 3's templates "
+                      "exactly as their models publish them): give the template to render with "
+                      "(nnt-tokenize --chat-template " TEMPLATE_NAMES ")",
                       fn, path, head, raw[k] ? "..." : "", extra ? ": it has " : "",
                       extra ? extra : "");
     }
@@ -338,8 +346,8 @@ static int read_config(nnt_sft *s, const char *path, int want_template)
         rc = recognise(path, tmpl->s, &s->tmpl, &s->system);
     else if (tmpl && tmpl->type != JV_NULL)
         rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template is not one string (named "
-                      "templates): give the template to render with (chatml, llama3, qwen2.5, "
-                      "qwen3, llama3.1 or llama3.2)", fn, path);
+                      "templates): give the template to render with (" TEMPLATE_NAMES ")", fn,
+                      path);
     hft_jv_free(&root);
     free(buf);
     free(file);
@@ -359,14 +367,15 @@ NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out
     } NAMES[] = {{"chatml", NNT_CHAT_CHATML}, {"llama3", NNT_CHAT_LLAMA3},
                  {"qwen2.5", NNT_CHAT_QWEN2_5}, {"qwen3", NNT_CHAT_QWEN3},
                  {"llama3.1", NNT_CHAT_LLAMA3_1}, {"llama3.2", NNT_CHAT_LLAMA3_2},
-                 {"none", NNT_CHAT_NONE}};
+                 {"gemma", NNT_CHAT_GEMMA}, {"gemma2", NNT_CHAT_GEMMA},
+                 {"gemma3", NNT_CHAT_GEMMA3}, {"none", NNT_CHAT_NONE}};
     for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++)
         if (strcmp(name, NAMES[k].name) == 0) {
             *out = NAMES[k].t;
             return NNT_OK;
         }
     return nnt_fail(NULL, NNT_E_UNSUPPORTED, "chat template \"%s\" is not one nnt knows "
-                    "(chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, none)", name);
+                    "(" TEMPLATE_NAMES ", gemma2, none)", name);
 }
 
 void nnt_sft_destroy(nnt_sft *s)
@@ -409,7 +418,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     nnt_sft_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_SFT_OPTIONS_INIT"));
-    if ((unsigned)o.chat_template > NNT_CHAT_LLAMA3_2)
+    if ((unsigned)o.chat_template > NNT_CHAT_GEMMA3)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.date && (!*o.date || strlen(o.date) >= 32 || strchr(o.date, '\n')))
         return nnt_fail(NULL, NNT_E_INVAL, "%s: date \"%s\" (one line of at most 31 bytes, as "
@@ -596,7 +605,7 @@ static void trim(const char **b, const char **e)
 static const char *template_name(nnt_chat_template t)
 {
     static const char *const NAMES[] = {"", "", "ChatML", "Llama 3", "Qwen2.5", "Qwen3",
-                                        "Llama 3.1", "Llama 3.2"};
+                                        "Llama 3.1", "Llama 3.2", "Gemma", "Gemma 3"};
     return (unsigned)t < sizeof NAMES / sizeof NAMES[0] ? NAMES[t] : "";
 }
 
@@ -660,9 +669,15 @@ static int turn_begin(turns *a)
     return NNT_OK;
 }
 
+static int is_gemma(nnt_chat_template t)
+{
+    return t == NNT_CHAT_GEMMA || t == NNT_CHAT_GEMMA3;
+}
+
+/* tokenizer_config.json's bos_token, else the template's */
 static const char *bos_of(const nnt_sft *s)
 {
-    return s->bos ? s->bos : "<|begin_of_text|>";
+    return s->bos ? s->bos : is_gemma(s->tmpl) ? "<bos>" : "<|begin_of_text|>";
 }
 
 /* ChatML (and Qwen2.5, with its default system message): <|im_start|>ROLE\nCONTENT<|im_end|>\n;
@@ -729,6 +744,55 @@ static int render_llama31_system(nnt_sft *s, const jv *msgs, int *skip)
     return puts0(s, "<|eot_id|>");
 }
 
+/* Gemma's and Gemma 3's start: bos, and a first system message (*skip 1): Gemma 3 puts its
+ * content and "\n\n" (not trimmed) before the first turn's (*prefix), Gemma's refuses it. */
+static int gemma_start(nnt_sft *s, const jv *msgs, int *skip, const jv **prefix)
+{
+    const jv *role = hft_jv_get(&msgs->items[0], "role");
+    *skip = strcmp(role->s, "system") == 0;
+    *prefix = *skip ? hft_jv_get(&msgs->items[0], "content") : NULL;
+    if (*skip && s->tmpl == NNT_CHAT_GEMMA)
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[0] is a system message, "
+                        "which the Gemma template refuses (\"System role not supported\"; "
+                        "Gemma 3's puts it before the first user message)");
+    return puts0(s, bos_of(s));
+}
+
+/* Gemma's and Gemma 3's turn `turn` (from 0, after a first system message), messages[i]:
+ * users on the even turns and the other roles on the odd ones, as the templates require; each
+ * <start_of_turn>ROLE\n, (turn 0) the prefix and "\n\n", trim(CONTENT) <end_of_turn>\n, an
+ * assistant's ROLE "model" and its trimmed content and <end_of_turn>\n counted (TRL's
+ * gemma_training.jinja and gemma3_training.jinja). */
+static int render_gemma(nnt_sft *s, size_t i, size_t turn, const jv *role, const jv *content,
+                        const jv *prefix, turns *a)
+{
+    int user = strcmp(role->s, "user") == 0, assistant = strcmp(role->s, "assistant") == 0;
+    if (user != (turn % 2 == 0))
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is a \"%s\" message "
+                        "where the %s template takes %s (\"Conversation roles must alternate "
+                        "user/assistant/user/assistant/...\")", i, role->s,
+                        template_name(s->tmpl), user ? "an assistant one" : "a user one");
+    const char *c = content->s, *e = content->s + content->len;
+    trim(&c, &e);
+    if (assistant && c == e)
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is an assistant "
+                        "message of white space only: nothing to learn", i);
+    NNT_TRY(puts0(s, "<start_of_turn>"));
+    NNT_TRY(assistant ? puts0(s, "model") : put(s, role->s, role->len));
+    NNT_TRY(puts0(s, "\n"));
+    if (prefix && turn == 0) {
+        NNT_TRY(put(s, prefix->s, prefix->len));
+        NNT_TRY(puts0(s, "\n\n"));
+    }
+    if (assistant)
+        a->at[2 * a->n] = s->text.n;
+    NNT_TRY(put(s, c, (size_t)(e - c)));
+    NNT_TRY(puts0(s, "<end_of_turn>\n"));
+    if (assistant)
+        a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
 /* text[0, n) after the last occurrence of what in it (all of it if none). */
 static const char *after_last(const char *text, size_t n, const char *what, size_t *left)
 {
@@ -788,8 +852,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
     static const char fn[] = "nnt_sft_encode";
     if (s->tmpl == NNT_CHAT_NONE)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: a \"messages\" record needs a chat template "
-                        "(the tokenizer_config.json's, or chatml, llama3, qwen2.5, qwen3, "
-                        "llama3.1, llama3.2)", fn);
+                        "(the tokenizer_config.json's, or " TEMPLATE_NAMES ")", fn);
     if (msgs->type != JV_ARR || msgs->n == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"messages\" is not a non-empty array", fn);
     turns a;
@@ -798,15 +861,20 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
     for (size_t i = 0; i < msgs->n; i++)   /* every message checked before any is rendered */
         NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning));
     int skip = 0;
+    const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
     if (is_llama31(s->tmpl))
         NNT_TRY(render_llama31_system(s, msgs, &skip));
     else if (s->tmpl == NNT_CHAT_LLAMA3)
         NNT_TRY(puts0(s, bos_of(s)));
+    else if (is_gemma(s->tmpl))
+        NNT_TRY(gemma_start(s, msgs, &skip, &prefix));
     for (size_t i = (size_t)skip; i < msgs->n; i++) {
         message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning);
         if (strcmp(role->s, "assistant") == 0)
             NNT_TRY(turn_begin(&a));
-        if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
+        if (is_gemma(s->tmpl))
+            NNT_TRY(render_gemma(s, i, i - (size_t)skip, role, content, prefix, &a));
+        else if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
             NNT_TRY(render_llama3(s, i, role, content, &a));
         else if (s->tmpl == NNT_CHAT_QWEN3)
             NNT_TRY(render_qwen3(s, i, role, content, reasoning, &a));
