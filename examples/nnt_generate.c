@@ -21,7 +21,8 @@ typedef struct opts {
     const char *load_hf, *load_llmc, *checkpoint;
     const char *adapter;                    /* --adapter DIR: a PEFT LoRA adapter */
     const char *prompt, *prompt_file, *prompt_ids, *vocab, *merges, *tokenizer_json;
-    int64_t max_new, top_k, seed, eos, cpus;
+    const char *eos;                        /* --eos: auto, none, or ids     */
+    int64_t max_new, top_k, seed, cpus;
     double temperature, top_p;
     int tokenizer;                          /* TOK_*, -1: not given          */
     int precision;                          /* nnt_precision                 */
@@ -66,8 +67,9 @@ static const cli_option table[] = {
     OPT_REAL("top-p", top_p, 0, 1, "1", CLI_OPEN_MIN, "P", "the most likely tokens of "
              "probability P at least (default 1)"),
     OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
-    OPT_INT("eos", eos, -1, 2147483647.0, "-1", 0, "ID",
-            "stop after the token ID (default -1: none)"),
+    OPT_STR("eos", eos, "auto", 0, "IDS", "stop after any of these ids (comma-separated);\n"
+            "none (or -1): never; default auto: the --load-hf\ndirectory's (its "
+            "generation_config.json's\neos_token_id, else config.json's), else none"),
     OPT_FLAG("no-cache", no_cache, 0, "a forward over the whole window for each token (no "
              "key/value\ncache: the same tokens, slower)"),
     OPT_GROUP("Output (on a terminal, bytes that are not valid UTF-8 and control characters as "
@@ -156,8 +158,9 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* The ids of a "1 2 3" (spaces or commas) list: *ids malloc'd, *n of them. */
-static int parse_ids(const char *s, int32_t **ids, size_t *n)
+/* The ids of a "1 2 3" (spaces or commas) list: *ids malloc'd, *n of them (what: the option,
+ * for the messages). */
+static int parse_id_list(const char *what, const char *s, int32_t **ids, size_t *n)
 {
     size_t cap = strlen(s) / 2 + 1;
     *ids = malloc(cap * sizeof **ids);
@@ -173,11 +176,38 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n)
         errno = 0;
         long long v = strtoll(s, &end, 10);
         if (errno || end == s || v < 0 || v > INT32_MAX || *n == cap)
-            return usage("bad id list in --prompt-ids at \"%s\"", s);
+            return usage("bad id list in %s at \"%s\"", what, s);
         (*ids)[(*n)++] = (int32_t)v;
         s = end;
     }
-    return *n ? 0 : usage("%s", "--prompt-ids has no id");
+    return *n ? 0 : usage("%s has no id", what);
+}
+
+/* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids)
+ * that the vocabulary of V tokens has (as transformers, which never meets the others); *ids
+ * malloc'd (NULL: none), *n of them. */
+static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
+{
+    *ids = NULL, *n = 0;
+    if (!strcmp(o->eos, "none") || !strcmp(o->eos, "-1"))
+        return 0;
+    if (strcmp(o->eos, "auto"))
+        return parse_id_list("--eos", o->eos, ids, n);
+    if (!o->load_hf)
+        return 0;
+    int64_t count = 0;
+    int rc = nnt_model_hf_eos_ids(o->load_hf, NULL, 0, &count);
+    *ids = rc == 0 && count > 0 ? malloc((size_t)count * sizeof **ids) : NULL;
+    if (rc == 0 && count > 0 && !*ids)
+        rc = NNT_E_NOMEM;
+    if (rc == 0 && count > 0)
+        rc = nnt_model_hf_eos_ids(o->load_hf, *ids, count, &count);
+    if (rc)
+        return lib_error("--eos auto (the model's eos_token_id)", rc);
+    for (int64_t k = 0; k < count; k++)
+        if ((*ids)[k] < V)
+            (*ids)[(*n)++] = (*ids)[k];
+    return 0;
 }
 
 static char *path_in(const char *dir, const char *name)
@@ -354,7 +384,7 @@ static int load_model(nnt_ctx *ctx, const opts *o, int64_t T, nnt_layer **model)
 
 /* Generate and stream the new tokens (text through tok, or ids). */
 static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const int32_t *prompt,
-                    size_t nprompt)
+                    size_t nprompt, const int32_t *eos, size_t neos)
 {
     int32_t *out = malloc(((size_t)o->max_new + 1) * sizeof *out);
     int32_t *ids = malloc((nprompt + (size_t)o->max_new + 1) * sizeof *ids);
@@ -363,7 +393,8 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     s.top_k = o->top_k;
     s.top_p = o->top_p;
     s.seed = (uint64_t)o->seed;
-    s.eos = (int32_t)o->eos;
+    s.eos_ids = eos;
+    s.n_eos_ids = (int64_t)neos;
     s.no_cache = o->no_cache;
     stream st = {o->print_ids ? NULL : tok, ids, 0, 0, 0, NULL, 0, isatty(STDOUT_FILENO), 0};
     if (ids && st.tok && !o->continuation_only) {   /* the prompt first, as nnt-train's sample */
@@ -401,7 +432,7 @@ static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prom
                          size_t *nprompt)
 {
     if (o->prompt_ids)
-        return parse_ids(o->prompt_ids, prompt, nprompt);
+        return parse_id_list("--prompt-ids", o->prompt_ids, prompt, nprompt);
     int e = nnt_tokenizer_encode(tok, o->prompt, o->prompt_len, NULL, 0, nprompt);
     *prompt = e ? NULL : malloc((*nprompt + 1) * sizeof **prompt);
     if (e || !*prompt ||
@@ -428,8 +459,8 @@ int main(int argc, char **argv)
     }
     nnt_layer *model = NULL;
     nnt_tokenizer *tok = NULL;
-    int32_t *prompt = NULL;
-    size_t nprompt = 0;
+    int32_t *prompt = NULL, *eos = NULL;
+    size_t nprompt = 0, neos = 0;
     char *trained = NULL;   /* a checkpoint's training options: its tokenizer */
     if (o.checkpoint)
         rc = checkpoint_options(&o, &trained);
@@ -437,11 +468,18 @@ int main(int argc, char **argv)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
         rc = prompt_tokens(&o, tok, &prompt, &nprompt);
+
     if (rc == 0)
         rc = load_model(ctx, &o, (int64_t)nprompt + o.max_new, &model);
+    nnt_model_config cfg;
+    if (rc == 0 && (rc = nnt_model_config_of(model, &cfg)) != 0)
+        rc = lib_error("nnt_model_config_of", rc);
     if (rc == 0)
-        rc = generate(&o, model, tok, prompt, nprompt);
+        rc = eos_ids(&o, cfg.vocab, &eos, &neos);
+    if (rc == 0)
+        rc = generate(&o, model, tok, prompt, nprompt, eos, neos);
     free(prompt);
+    free(eos);
     free(o.prompt_buf);
     free(trained);
     nnt_tokenizer_destroy(tok);

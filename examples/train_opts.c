@@ -50,7 +50,7 @@ static const cli_option table[] = {
     OPT_FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
     OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
             "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, "
-            "Qwen2,\nQwen3)"),
+            "Qwen2,\nQwen3, Gemma 3, Gemma 2, Mixtral, Qwen3-MoE, OLMoE,\nQwen2-MoE)"),
     OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE",
             "start from an llm.c fp32 checkpoint (gives the configuration)"),
     OPT_STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
@@ -197,10 +197,11 @@ static const cli_option table[] = {
 
 static const char usage_head[] =
     "Usage: nnt-train [OPTION]...\n"
-    "Train a GPT-2 or Llama-family language model with nnt. Without options: a small GPT-2\n"
-    "(4 layers, 128 channels, 4 heads, byte tokens) learns " TRAIN_DEFAULT_DATA " for 2000 steps\n"
-    "(a few minutes on 2 CPU cores), validating on the last tenth of the texts, then writes\n"
-    "logs, a loss curve and a checkpoint to ./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
+    "Train a GPT-2, Llama-, Gemma- or MoE-family language model with nnt. Without options:\n"
+    "a small GPT-2 (4 layers, 128 channels, 4 heads, byte tokens) learns\n"
+    TRAIN_DEFAULT_DATA " for 2000 steps (a few minutes on 2 CPU cores), validating\n"
+    "on the last tenth of the texts, then writes logs, a loss curve and a checkpoint to\n"
+    "./" TRAIN_DEFAULT_OUT " and prints a text sample.\n"
     "\n";
 static const char usage_tail[] =
     "\n"

@@ -1086,14 +1086,21 @@ NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, in
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
- * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; architectures[0], else
- * model_type); the result passes nnt_model_create's checks. A configuration nnt cannot
+ * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM,
+ * the text of Gemma3ForConditionalGeneration, and the MoE classes of nnt_model_hf_config(3);
+ * architectures[0], else model_type); the result passes nnt_model_create's checks. A configuration nnt cannot
  * train (another architecture, a rope type other than "default"/"llama3", a layer_types
  * list of no form nnt_model_config can say, an odd head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a
  * message naming the key and value; malformed JSON, a missing or wrong-typed key
  * NNT_E_FORMAT; no file NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
  * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
+/* The end-of-sequence ids a Hugging Face model directory gives generation, as transformers'
+ * generate takes them: generation_config.json's eos_token_id (an id or a list), else
+ * config.json's (or its text_config's); *n gets their number (0: none named) and the first
+ * cap of them go into ids (new in 0.3). Neither file: NNT_E_IO; a value other than an id
+ * or a list of ids: NNT_E_FORMAT naming the key. For nnt_sampling.eos_ids. */
+NNT_API int nnt_model_hf_eos_ids(const char *dir, int32_t *ids, int64_t cap, int64_t *n);
 /* Create a model from a Hugging Face directory: config.json and model.safetensors, or the
  * shards of model.safetensors.index.json when there is no model.safetensors (fp32, bf16 or
  * fp16 tensors, converted to fp32; HF's 2-D shapes). Every tensor is checked (present,
@@ -1266,9 +1273,13 @@ typedef struct nnt_sampling {
                                     chosen, in order, before the next forward: to show the
                                     text as it is produced (an eos token too, then no more)   */
     void *on_token_arg;
+    /* also new in 0.3, later (a size without them gets none) */
+    const int32_t *eos_ids;      /* NULL, or n_eos_ids more ids that stop as eos does: a model's
+                                    eos_token_id list (nnt_model_hf_eos_ids)                 */
+    int64_t n_eos_ids;
 } nnt_sampling;
 
-#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL }
+#define NNT_SAMPLING_INIT { sizeof(nnt_sampling), 1.0, 40, 0, 1.0, -1, 0, NULL, NULL, NULL, 0 }
 
 /* Append ngen tokens to the prompt (nprompt >= 1 ids in [0, V)) and write them to
  * out[0..ngen); s NULL: greedy. A GPT layer generates as nnt_gpt_generate. With a key/value

@@ -4,7 +4,8 @@
 # (tests/fixtures/llama_tiny/gqa) equal transformers' (gqa.greedy_long of generate.safetensors,
 # tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,
 # tests/gen_gpt2_generate.py), with and without the key/value cache, in fp32 and with
-# --precision bf16; --eos stops; a GPT-2
+# --precision bf16; --eos stops at any id of its list, by default at the model directory's
+# (generation_config.json, else config.json), with none at none; a GPT-2
 # directory gives the same ids with and without the cache; text is the prompt and its
 # continuation (--continuation-only: the new text), escaped on a terminal, raw into a pipe;
 # bad usage exits 2, a missing model directory 1, and both say why.
@@ -40,6 +41,20 @@ expect no-cache "$want" --load-hf "$gqa" --prompt-ids "59,15,1,58,30" --max-new-
     --temperature 0 --print-ids --no-cache --cpus 2
 expect eos "24 26 16 8" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos 8 --print-ids --cpus 2
+expect eos_list "24 26" --load-hf "$gqa" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --temperature 0 --eos 40,26 --print-ids --cpus 2
+# --eos auto (the default): generation_config.json's eos_token_id list (an id beyond the
+# vocabulary of 61 left out, as transformers never meets it), else config.json's
+mkdir "$tmp/gqa_eos"
+cp "$gqa/model.safetensors" "$tmp/gqa_eos/"
+sed 's/"eos_token_id": null/"eos_token_id": 16/' "$gqa/config.json" > "$tmp/gqa_eos/config.json"
+expect eos_config "24 26 16" --load-hf "$tmp/gqa_eos" --prompt-ids "$prompt" \
+    --max-new-tokens 48 --temperature 0 --print-ids --cpus 2
+echo '{"eos_token_id": [99, 8], "bos_token_id": 1}' > "$tmp/gqa_eos/generation_config.json"
+expect eos_generation_config "24 26 16 8" --load-hf "$tmp/gqa_eos" --prompt-ids "$prompt" \
+    --max-new-tokens 48 --temperature 0 --print-ids --cpus 2
+expect eos_none "$want" --load-hf "$tmp/gqa_eos" --prompt-ids "$prompt" --max-new-tokens 48 \
+    --temperature 0 --eos none --print-ids --cpus 2
 # GPT-2: 40 greedy tokens equal transformers' (tests/fixtures/gpt2_gen, gen_gpt2_generate.py)
 gen="$top_srcdir/tests/fixtures/gpt2_gen"
 gprompt=$(sed -n 1p "$gen/greedy.txt") gwant=$(sed -n 2p "$gen/greedy.txt")
@@ -211,7 +226,11 @@ bad 2 "unknown option '--frobnicate' (see nnt-generate --help)" --load-hf "$gqa"
 bad 2 "--seed needs a value" --load-hf "$gqa" --prompt-ids 1 --seed
 bad 2 "--top-k: 99999999999999999999 is out of range (0 to 2147483647)" --load-hf "$gqa" \
     --prompt-ids 1 --top-k 99999999999999999999
-bad 2 "--eos: -2 is out of range (-1 to 2147483647)" --load-hf "$gqa" --prompt-ids 1 --eos -2
+bad 2 "--cpus: -2 is out of range (-1 to 4096)" --load-hf "$gqa" --prompt-ids 1 --cpus -2
+bad 2 "bad id list in --eos at \"-2\"" --load-hf "$gqa" --prompt-ids 1 --eos -2
+bad 1 "eos_ids.0. 999 must be in .0, 61)" --load-hf "$gqa" --prompt-ids 1 --eos 999
+echo '{"eos_token_id": "</s>"}' > "$tmp/gqa_eos/generation_config.json"
+bad 1 "eos_token_id" --load-hf "$tmp/gqa_eos" --prompt-ids 1
 bad 2 "--max-new-tokens: 'ten' is not an integer" --load-hf "$gqa" --prompt-ids 1 \
     --max-new-tokens ten
 bad 2 "--temperature: 'hot' is not a finite number" --load-hf "$gqa" --prompt-ids 1 \

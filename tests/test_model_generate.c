@@ -542,7 +542,28 @@ START_TEST(test_top_p_eos)
     ck_assert_msg(!w.out_of_order && w.n == first + 1, "on_token with eos: %d calls, want %d",
                   w.n, first + 1);
     expect_ids(w.ids, a, first + 1, "on_token with eos");
+    /* eos_ids: the first of the list met stops, the rest is that id */
     s.eos = -1;
+    s.on_token = NULL;
+    int32_t list[3] = {(int32_t)m->V - 1, greedy[5], greedy[2]};
+    int stop = 0;
+    while (greedy[stop] != greedy[5] && greedy[stop] != greedy[2])
+        stop++;
+    for (int i = 0; i < 3; i++)   /* (greedy never picks V - 1 before its stop here) */
+        ck_assert_msg(greedy[i] != list[0], "the fixture's greedy token %d is V - 1", i);
+    s.eos_ids = list;
+    s.n_eos_ids = 3;
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    expect_ids(a, greedy, stop + 1, "eos_ids: up to the first of them");
+    for (int i = stop + 1; i < NGEN; i++)
+        ck_assert_msg(a[i] == greedy[stop], "eos_ids: token %d is %d, not %d", i, (int)a[i],
+                      (int)greedy[stop]);
+    s.eos = greedy[0];   /* with eos too: the earlier stop */
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    ck_assert_int_eq(a[1], greedy[0]);
+    s.eos = -1;
+    s.n_eos_ids = 0;
+    s.on_token = record_token;
     w.n = 0;
     EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
     ck_assert_msg(!w.out_of_order && w.n == NGEN, "on_token: %d calls, want %d", w.n, NGEN);
@@ -568,9 +589,95 @@ START_TEST(test_top_p_eos)
                     "nnt_model_generate: eos 61 must be -1 (none) or in [0, 61)");
     s.eos = -2;
     EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL, fn);
+    s.eos = -1;
+    int32_t bad_ids[2] = {3, (int32_t)m->V};
+    s.eos_ids = bad_ids;
+    s.n_eos_ids = 2;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                    "nnt_model_generate: eos_ids[1] 61 must be in [0, 61)");
+    s.eos_ids = NULL;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                    "eos_ids: NULL with n_eos_ids > 0");
+    s.n_eos_ids = -1;
+    EXPECT_FAIL_MSG(nnt_model_generate(l, prompt, NPROMPT, 4, &s, a), NNT_E_INVAL,
+                    "n_eos_ids is negative");
+    /* the size before eos_ids: not read */
+    s = (nnt_sampling)NNT_SAMPLING_INIT;
+    s.temperature = 0.0;
+    s.eos_ids = bad_ids;
+    s.n_eos_ids = 2;
+    s.size = offsetof(nnt_sampling, eos_ids);
+    EXPECT_OK(nnt_model_generate(l, prompt, NPROMPT, NGEN, &s, a));
+    expect_ids(a, greedy, NGEN, "the size before eos_ids");
     nnt_layer_destroy(l);
     free(prompt);
     free(greedy);
+}
+END_TEST
+
+/* nnt_model_hf_eos_ids: generation_config.json's eos_token_id (an id or a list) before
+ * config.json's, then its text_config's; null or absent: none; bad values and no file refused */
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void expect_eos(const char *dir, int64_t want_n, const int32_t *want)
+{
+    int32_t ids[4] = {-7, -7, -7, -7};
+    int64_t n = -5;
+    EXPECT_OK(nnt_model_hf_eos_ids(dir, ids, 2, &n));
+    ck_assert_int_eq(n, want_n);
+    for (int64_t i = 0; i < 4; i++)
+        ck_assert_int_eq(ids[i], i < want_n && i < 2 ? want[i] : -7);
+}
+
+START_TEST(test_hf_eos_ids)
+{
+    char dir[] = "/tmp/test_eos-XXXXXX", path[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *fn = "nnt_model_hf_eos_ids";
+    int64_t n = 0;
+    EXPECT_FAIL_MSG(nnt_model_hf_eos_ids(dir, NULL, 0, &n), NNT_E_IO, "neither");
+    write_file(dir, "config.json", "{\"eos_token_id\": 2, \"vocab_size\": 10}");
+    expect_eos(dir, 1, (int32_t[]){2});
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": null}");
+    expect_eos(dir, 1, (int32_t[]){2});   /* null: config.json's */
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": [1, 106, 7]}");
+    expect_eos(dir, 3, (int32_t[]){1, 106});   /* 3 named, the first cap (2) written */
+    EXPECT_OK(nnt_model_hf_eos_ids(dir, NULL, 0, &n));   /* the count alone */
+    ck_assert_int_eq(n, 3);
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": []}");
+    expect_eos(dir, 1, (int32_t[]){2});
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    unlink(path);
+    write_file(dir, "config.json", "{\"text_config\": {\"eos_token_id\": [1, 106]}}");
+    expect_eos(dir, 2, (int32_t[]){1, 106});   /* a multimodal Gemma 3's */
+    write_file(dir, "config.json", "{\"vocab_size\": 10}");
+    expect_eos(dir, 0, NULL);
+    static const char *const BAD[] = {"{\"eos_token_id\": \"</s>\"}",
+                                      "{\"eos_token_id\": -1}",
+                                      "{\"eos_token_id\": [1, 2.5]}",
+                                      "{\"eos_token_id\": 4294967296}",
+                                      "{\"eos_token_id\": [1, 2}"};
+    for (int i = 0; i < 5; i++) {
+        write_file(dir, "config.json", BAD[i]);
+        int rc = nnt_model_hf_eos_ids(dir, NULL, 0, &n);
+        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[i], rc);
+        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), "eos_token_id") != NULL ||
+                      strstr(nnt_ctx_last_error(NULL), "config.json") != NULL,
+                      "%s: '%s'", BAD[i], nnt_ctx_last_error(NULL));
+    }
+    EXPECT_FAIL_MSG(nnt_model_hf_eos_ids(NULL, NULL, 0, &n), NNT_E_INVAL, fn);
+    EXPECT_FAIL_MSG(nnt_model_hf_eos_ids(dir, NULL, 2, &n), NNT_E_INVAL, "ids is NULL");
+    EXPECT_FAIL_MSG(nnt_model_hf_eos_ids(dir, NULL, 0, NULL), NNT_E_INVAL, "n is NULL");
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    ck_assert_int_eq(system(path), 0);
 }
 END_TEST
 
@@ -633,6 +740,7 @@ static Suite *generate_suite(void)
     tcase_add_loop_test(tc, test_greedy_hf_long, 0, 3 * NMODELS);
     tcase_add_loop_test(tc, test_cache_equals_no_cache, 0, 6);
     tcase_add_test(tc, test_top_p_eos);
+    tcase_add_test(tc, test_hf_eos_ids);
     suite_add_tcase(s, tc);
     return s;
 }

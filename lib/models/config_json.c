@@ -202,6 +202,38 @@ int nnt_cfg_int(const nnt_cfg_in *o, const char *key, int required, int64_t def,
     return NNT_OK;
 }
 
+/* Token ids: an integer or a list of them (absent, null or []: none), each in [0, 2^31): the
+ * first cap into ids, their number in *n. */
+int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap, int64_t *n)
+{
+    *n = 0;
+    const jkey *k = jvalue(o, key);
+    if (!k)
+        return NNT_OK;
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
+    int list = o->buf[k->start] == '[', rc = list ? nnt_json_expect(&j, '[', key) : NNT_OK;
+    for (int first = 1; rc == 0 && (!list || nnt_json_peek(&j) != ']'); first = 0) {
+        uint64_t v = 0;
+        if (!first && list)
+            rc = nnt_json_expect(&j, ',', key);
+        if (rc == 0 && (nnt_json_peek(&j) < '0' || nnt_json_peek(&j) > '9'))
+            return nnt_cfg_bad_type(o, key, "a token id or a list of them");
+        if (rc == 0 && (rc = nnt_json_u64(&j, &v, key)) == 0 && v > INT32_MAX)
+            return nnt_cfg_bad_type(o, key, "token ids below 2^31");
+        if (rc == 0 && *n < cap)
+            ids[*n] = (int32_t)v;
+        if (rc == 0)
+            ++*n;
+        if (!list)
+            break;
+    }
+    if (rc == 0 && list)
+        rc = nnt_json_expect(&j, ']', key);
+    return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
+}
+
 int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out)
 {
     const jkey *k = jvalue(o, key);
@@ -709,6 +741,42 @@ NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config 
     if (!dir || !cfg)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: %s is NULL", fn, dir ? "cfg" : "dir");
     return nnt_model_config_read_dir(ctx, fn, dir, cfg, NULL);
+}
+
+/* The eos_token_id of dir/name (*n -1: no such file; 0: none named) */
+static int eos_of_file(const char *fn, const char *dir, const char *name, int32_t *ids,
+                       int64_t cap, int64_t *n)
+{
+    char path[NNT_MODEL_PATH_MAX];
+    nnt_cfg_in *o = NULL, *text = NULL;
+    *n = -1;
+    NNT_TRY(nnt_model_path_join(NULL, fn, dir, name, path));
+    if (access(path, F_OK) != 0)
+        return NNT_OK;
+    NNT_TRY(nnt_cfg_open(NULL, fn, path, &o));
+    int rc = nnt_cfg_ids(o, "eos_token_id", ids, cap, n);
+    if (rc == 0 && *n == 0 && nnt_cfg_has(o, "text_config"))   /* a multimodal config.json */
+        rc = nnt_cfg_sub(o, "text_config", &text);
+    if (rc == 0 && text)
+        rc = nnt_cfg_ids(text, "eos_token_id", ids, cap, n);
+    nnt_cfg_sub_free(text);
+    nnt_cfg_close(o);
+    return rc;
+}
+
+NNT_API int nnt_model_hf_eos_ids(const char *dir, int32_t *ids, int64_t cap, int64_t *n)
+{
+    const char *fn = "nnt_model_hf_eos_ids";
+    if (!dir || !n || (cap > 0 && !ids) || cap < 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: %s", fn, !dir ? "dir is NULL" : !n ? "n is NULL"
+                        : cap < 0 ? "cap is negative" : "ids is NULL");
+    NNT_TRY(eos_of_file(fn, dir, "generation_config.json", ids, cap, n));
+    if (*n <= 0)
+        NNT_TRY(eos_of_file(fn, dir, "config.json", ids, cap, n));
+    if (*n < 0)
+        return nnt_fail(NULL, NNT_E_IO, "%s: %s: neither generation_config.json nor "
+                        "config.json is there", fn, dir);
+    return NNT_OK;
 }
 
 int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,

@@ -51,6 +51,8 @@ int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope);
  * it with nnt_cfg_sub_free. */
 int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub);
 void nnt_cfg_sub_free(nnt_cfg_in *sub);
+/* Token ids: an integer or a list (absent or null: none); the first cap into ids, *n of them */
+int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap, int64_t *n);
 /* layer_types (a "sliding_attention" / "full_attention" list) as c's window_from,
  * window_global_every (only with every_rule: the families whose configurations say it) or
  * else window_full_layers (c->layers set; no sliding layer: sliding_window 0); absent: c as

@@ -140,6 +140,17 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
     return nnt_tensor_copy_to_host(logits, g->sm.logits, (size_t)g->sm.V * sizeof(float));
 }
 
+/* token ends the generation: s's eos or one of its eos_ids */
+static int is_eos(const nnt_sampling *s, int32_t token)
+{
+    if (s->eos >= 0 && token == s->eos)
+        return 1;
+    for (int64_t k = 0; k < s->n_eos_ids; k++)
+        if (token == s->eos_ids[k])
+            return 1;
+    return 0;
+}
+
 static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64_t V,
                          const int32_t *prompt, int64_t nprompt, int64_t ngen,
                          const nnt_sampling *s, int32_t *out, float *trace)
@@ -174,9 +185,9 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
             rc = nnt_sampler_pick(&g.sm, model->ctx, fn, &out[i]);
         if (rc == 0 && s->on_token)
             s->on_token(s->on_token_arg, i, out[i]);
-        if (rc == 0 && s->eos >= 0 && out[i] == s->eos) {   /* the rest is eos, unrun */
+        if (rc == 0 && is_eos(s, out[i])) {   /* the rest is that eos, unrun */
             for (int64_t j = i + 1; j < ngen; j++)
-                out[j] = s->eos;
+                out[j] = out[i];
             break;
         }
     }
@@ -200,10 +211,11 @@ static int read_sampling(const nnt_ctx *ctx, const char *fn, const nnt_sampling 
         out->top_k = 0;
         return NNT_OK;
     }
-    /* the 0.2 struct ends before top_p */
-    NNT_TRY(nnt_check_struct_size(ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
-                                  offsetof(nnt_sampling, top_p),
-                                  "initialise it with NNT_SAMPLING_INIT"));
+    /* the 0.2 struct ends before top_p, 0.3's first form before eos_ids */
+    if (s->size != offsetof(nnt_sampling, eos_ids))
+        NNT_TRY(nnt_check_struct_size(ctx, fn, "s->size", s->size, sizeof(nnt_sampling),
+                                      offsetof(nnt_sampling, top_p),
+                                      "initialise it with NNT_SAMPLING_INIT"));
     memcpy(out, s, s->size);
     out->size = sizeof *out;
     if (!(out->top_p > 0.0 && out->top_p <= 1.0))
@@ -212,6 +224,14 @@ static int read_sampling(const nnt_ctx *ctx, const char *fn, const nnt_sampling 
     if (out->eos < -1 || out->eos >= V)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: eos %d must be -1 (none) or in [0, %lld)", fn,
                         (int)out->eos, (long long)V);
+    if (out->n_eos_ids < 0 || (out->n_eos_ids > 0 && !out->eos_ids))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: eos_ids: %s", fn, out->n_eos_ids < 0
+                        ? "n_eos_ids is negative" : "NULL with n_eos_ids > 0");
+    for (int64_t k = 0; k < out->n_eos_ids; k++)
+        if (out->eos_ids[k] < 0 || out->eos_ids[k] >= V)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: eos_ids[%lld] %d must be in [0, %lld) (the "
+                            "model's vocabulary)", fn, (long long)k, (int)out->eos_ids[k],
+                            (long long)V);
     return NNT_OK;
 }
 
