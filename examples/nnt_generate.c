@@ -22,6 +22,8 @@ typedef struct opts {
     const char *adapter;                    /* --adapter DIR: a PEFT LoRA adapter */
     const char *prompt, *prompt_file, *prompt_ids, *vocab, *merges, *tokenizer_json;
     const char *eos;                        /* --eos: auto, none, or ids     */
+    const char *system, *tokenizer_config;  /* --chat's system message, configuration */
+    int chat, chat_template;                /* --chat; its template (chat_templates)  */
     int64_t max_new, top_k, seed, cpus;
     double temperature, top_p;
     int tokenizer;                          /* TOK_*, -1: not given          */
@@ -34,6 +36,9 @@ typedef struct opts {
 enum { TOK_BYTES, TOK_BPE, TOK_JSON };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
+static const char *const chat_templates[] = {"auto", "chatml", "llama3", "qwen2.5", "qwen3",
+                                             "llama3.1", "llama3.2", "gemma", "gemma2",
+                                             "gemma3", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -48,6 +53,15 @@ static const cli_option table[] = {
     OPT_STR("prompt", prompt, NULL, 0, "TEXT", "text, encoded with the tokenizer"),
     OPT_STR("prompt-file", prompt_file, NULL, 0, "FILE", "the text of FILE (-: standard input)"),
     OPT_STR("prompt-ids", prompt_ids, NULL, 0, "IDS", "token ids separated by spaces or commas"),
+    OPT_FLAG("chat", chat, 0, "the prompt's text is a user's message: rendered with\nthe "
+             "model's chat template and its generation\nprompt; the answer alone is printed"),
+    OPT_STR("system", system, NULL, 0, "TEXT", "with --chat: a system message before it"),
+    OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
+               "with --chat: auto (the tokenizer_config.json's),\nchatml, llama3, qwen2.5, "
+               "qwen3, llama3.1,\nllama3.2, gemma, gemma2 or gemma3"),
+    OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "with --chat: the "
+            "tokenizer_config.json (default:\nthe --load-hf directory's, or the one beside\n"
+            "--tokenizer-json)"),
     OPT_GROUP("Tokenizer (default: the model directory's, or the one the checkpoint was trained "
               "with):"),
     OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, 0, "T",
@@ -144,6 +158,13 @@ static int parse_args(int argc, char **argv, opts *o)
         return 2;
     if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
         o->prompt_len = strlen(o->prompt);
+    if (!o->chat && (o->system || o->chat_template || o->tokenizer_config))
+        return usage("%s", "--system, --chat-template and --tokenizer-config go with --chat");
+    if (o->chat && o->prompt_ids)
+        return usage("%s", "--chat takes the text of --prompt or --prompt-file, not "
+                     "--prompt-ids");
+    if (o->chat && (o->tokenizer == TOK_BYTES || o->vocab))
+        return usage("%s", "--chat needs a Hugging Face tokenizer (tokenizer.json)");
     if (!o->vocab != !o->merges)
         return usage("%s", "--vocab and --merges go together");
     if (o->tokenizer_json && o->vocab)
@@ -397,7 +418,7 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     s.n_eos_ids = (int64_t)neos;
     s.no_cache = o->no_cache;
     stream st = {o->print_ids ? NULL : tok, ids, 0, 0, 0, NULL, 0, isatty(STDOUT_FILENO), 0};
-    if (ids && st.tok && !o->continuation_only) {   /* the prompt first, as nnt-train's sample */
+    if (ids && st.tok && !o->continuation_only && !o->chat) {   /* the prompt first, as nnt-train's sample */
         memcpy(st.ids, prompt, nprompt * sizeof *prompt);
         st.n = nprompt;
         decode_and_write(&st);
@@ -427,12 +448,105 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     return status;
 }
 
+/* text[0, n) into b as a JSON string's contents */
+static void json_escaped(char *b, size_t *k, const char *text, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '"' || c == '\\')
+            *k += (size_t)sprintf(b + *k, "\\%c", c);
+        else if (c < 0x20)
+            *k += (size_t)sprintf(b + *k, "\\u%04x", c);
+        else
+            b[(*k)++] = (char)c;
+    }
+}
+
+/* --chat's configuration: --tokenizer-config, else the one in the --load-hf directory or
+ * beside --tokenizer-json (malloc'd; NULL: none, the chosen template alone). */
+static char *chat_config(const opts *o)
+{
+    if (o->tokenizer_config)
+        return strdup(o->tokenizer_config);
+    const char *from = o->tokenizer_json ? o->tokenizer_json : o->load_hf;
+    if (!from)
+        return NULL;
+    struct stat sb;
+    char *dir = strdup(from);
+    if (dir && !(stat(from, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            strcpy(dir, ".");
+    }
+    char *path = dir ? path_in(dir, "tokenizer_config.json") : NULL;
+    free(dir);
+    if (path && access(path, R_OK) != 0) {
+        free(path);
+        path = NULL;
+    }
+    return path;
+}
+
+/* --chat: the prompt's text as a user's message (after --system's) rendered with the chat
+ * template and its generation prompt (nnt_sft_encode_prompt). */
+static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
+                       size_t *nprompt)
+{
+    static const nnt_chat_template TEMPLATES[] = {
+        NNT_CHAT_AUTO,     NNT_CHAT_CHATML,   NNT_CHAT_LLAMA3, NNT_CHAT_QWEN2_5,
+        NNT_CHAT_QWEN3,    NNT_CHAT_LLAMA3_1, NNT_CHAT_LLAMA3_2, NNT_CHAT_GEMMA,
+        NNT_CHAT_GEMMA,    NNT_CHAT_GEMMA3};
+    size_t ns = o->system ? strlen(o->system) : 0;
+    char *rec = malloc(6 * (o->prompt_len + ns) + 128), *config = chat_config(o);
+    if (!rec) {
+        free(config);
+        return lib_error("--chat", NNT_E_NOMEM);
+    }
+    size_t k = (size_t)sprintf(rec, "{\"messages\": [");
+    if (o->system) {
+        k += (size_t)sprintf(rec + k, "{\"role\": \"system\", \"content\": \"");
+        json_escaped(rec, &k, o->system, ns);
+        k += (size_t)sprintf(rec + k, "\"}, ");
+    }
+    k += (size_t)sprintf(rec + k, "{\"role\": \"user\", \"content\": \"");
+    json_escaped(rec, &k, o->prompt, o->prompt_len);
+    k += (size_t)sprintf(rec + k, "\"}]}");
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = config;
+    so.chat_template = TEMPLATES[o->chat_template];
+    nnt_sft *s = NULL;
+    const int32_t *ids = NULL;
+    int rc = 0, status = 0;
+    if (!config && so.chat_template == NNT_CHAT_AUTO)
+        status = usage("%s", "--chat: no tokenizer_config.json in the --load-hf directory or "
+                       "beside --tokenizer-json: give --tokenizer-config FILE or "
+                       "--chat-template NAME");
+    else if ((rc = nnt_sft_create(tok, &so, &s)) != 0)
+        status = lib_error("--chat (nnt_sft_create)", rc);
+    else if ((nnt_sft_template_of(s, &so.chat_template), so.chat_template == NNT_CHAT_NONE))
+        status = usage("--chat: %s has no chat_template: give --chat-template NAME", config);
+    else if ((rc = nnt_sft_encode_prompt(s, rec, k, &ids, nprompt)) != 0)
+        status = lib_error("--chat (nnt_sft_encode_prompt)", rc);
+    else if (!(*prompt = malloc((*nprompt + 1) * sizeof **prompt)))
+        status = lib_error("--chat", NNT_E_NOMEM);
+    else
+        memcpy(*prompt, ids, *nprompt * sizeof **prompt);
+    nnt_sft_destroy(s);
+    free(rec);
+    free(config);
+    return status;
+}
+
 /* The prompt's ids: --prompt-ids, or --prompt through tok. */
 static int prompt_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
                          size_t *nprompt)
 {
     if (o->prompt_ids)
         return parse_id_list("--prompt-ids", o->prompt_ids, prompt, nprompt);
+    if (o->chat)
+        return chat_tokens(o, tok, prompt, nprompt);
     int e = nnt_tokenizer_encode(tok, o->prompt, o->prompt_len, NULL, 0, nprompt);
     *prompt = e ? NULL : malloc((*nprompt + 1) * sizeof **prompt);
     if (e || !*prompt ||

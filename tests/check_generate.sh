@@ -5,7 +5,8 @@
 # tests/gen_llama_generate.py), and 40 of a GPT-2 (tests/fixtures/gpt2_gen,
 # tests/gen_gpt2_generate.py), with and without the key/value cache, in fp32 and with
 # --precision bf16; --eos stops at any id of its list, by default at the model directory's
-# (generation_config.json, else config.json), with none at none; a GPT-2
+# (generation_config.json, else config.json), with none at none; --chat renders the prompt
+# as transformers' apply_chat_template with the generation prompt; a GPT-2
 # directory gives the same ids with and without the cache; text is the prompt and its
 # continuation (--continuation-only: the new text), escaped on a terminal, raw into a pipe;
 # bad usage exits 2, a missing model directory 1, and both say why.
@@ -55,6 +56,31 @@ expect eos_generation_config "24 26 16 8" --load-hf "$tmp/gqa_eos" --prompt-ids 
     --max-new-tokens 48 --temperature 0 --print-ids --cpus 2
 expect eos_none "$want" --load-hf "$tmp/gqa_eos" --prompt-ids "$prompt" --max-new-tokens 48 \
     --temperature 0 --eos none --print-ids --cpus 2
+# --chat: --system and --prompt as a conversation, rendered with the tokenizer_config.json's
+# chat template (Gemma 3's) and its generation prompt: the new ids of transformers'
+# apply_chat_template ids (tests/fixtures/sft/gemma3.prompts, line 4: that conversation, its
+# system message untrimmed before the first user message) given as --prompt-ids; the answer
+# alone is printed
+sft="$top_srcdir/tests/fixtures/sft"
+mkdir "$tmp/chat"
+cp "$sft/model/config.json" "$sft/model/model.safetensors" "$sft/gemma3/tokenizer.json" \
+    "$sft/gemma3/tokenizer_config.json" "$tmp/chat/"
+cids=$(sed -n 4p "$sft/gemma3.prompts" | sed 's/^ids //')
+csys=$(printf '  Answer in French.\nX') csys=${csys%X}
+cwant=$("$prog" --load-hf "$tmp/chat" --prompt-ids "$cids" --max-new-tokens 12 \
+    --temperature 0 --print-ids --cpus 2 2> "$tmp/chat.err") ||
+    { fail "chat reference run"; cat "$tmp/chat.err"; }
+expect chat "$cwant" --load-hf "$tmp/chat" --chat --system "$csys" \
+    --prompt " Say hello. " --max-new-tokens 12 --temperature 0 --print-ids --cpus 2
+expect chat_named "$cwant" --load-hf "$tmp/chat" --chat --chat-template gemma3 \
+    --tokenizer-config "$sft/gemma3/tokenizer_config.json" --system "$csys" \
+    --prompt " Say hello. " --max-new-tokens 12 --temperature 0 --print-ids --cpus 2
+atext=$("$prog" --load-hf "$tmp/chat" --chat --system "Be brief." --prompt "Name a fruit." \
+    --max-new-tokens 12 --temperature 0 --cpus 2 2> "$tmp/chat.err" | cat)
+case "$atext" in
+    *start_of_turn*|*Name*) fail "--chat printed the prompt: '$atext'";;
+esac
+[ -n "$atext" ] || fail "--chat printed nothing"
 # GPT-2: 40 greedy tokens equal transformers' (tests/fixtures/gpt2_gen, gen_gpt2_generate.py)
 gen="$top_srcdir/tests/fixtures/gpt2_gen"
 gprompt=$(sed -n 1p "$gen/greedy.txt") gwant=$(sed -n 2p "$gen/greedy.txt")
@@ -229,6 +255,11 @@ bad 2 "--top-k: 99999999999999999999 is out of range (0 to 2147483647)" --load-h
 bad 2 "--cpus: -2 is out of range (-1 to 4096)" --load-hf "$gqa" --prompt-ids 1 --cpus -2
 bad 2 "bad id list in --eos at \"-2\"" --load-hf "$gqa" --prompt-ids 1 --eos -2
 bad 1 "eos_ids.0. 999 must be in .0, 61)" --load-hf "$gqa" --prompt-ids 1 --eos 999
+bad 2 "--system, --chat-template and --tokenizer-config go with --chat" --load-hf "$gqa" \
+    --prompt x --system y
+bad 2 "--chat takes the text of --prompt" --load-hf "$gqa" --prompt-ids 1 --chat
+rm "$tmp/chat/tokenizer_config.json"
+bad 2 "--chat: no tokenizer_config.json" --load-hf "$tmp/chat" --prompt x --chat
 echo '{"eos_token_id": "</s>"}' > "$tmp/gqa_eos/generation_config.json"
 bad 1 "eos_token_id" --load-hf "$tmp/gqa_eos" --prompt-ids 1
 bad 2 "--max-new-tokens: 'ten' is not an integer" --load-hf "$gqa" --prompt-ids 1 \

@@ -31,7 +31,9 @@ them against the Hub), with tokenizers of their special tokens:
             here date_string "03 Feb 2025" through chat_template_kwargs
 chat_records.jsonl: conversations for them (no system message, system first, in the middle,
 several turns, white space a trim removes, Unicode white space, think tags in content);
-qwen3_records.jsonl: reasoning_content, and think tags Qwen3 splits. NAME.expected as above,
+qwen3_records.jsonl: reasoning_content, and think tags Qwen3 splits. NAME.prompts: each
+conversation up to its last user message through apply_chat_template with
+add_generation_prompt=True (the published template; nnt_sft_encode_prompt). NAME.expected as above,
 SFTTrainer with assistant_only_loss: Qwen2.5 and Qwen3 through TRL's own training templates
 (qwen2_5_training.jinja, qwen3_training.jinja, which TRL swaps in by identity), Llama 3.1 and
 3.2 through a training variant made here (TRL 1.16 has none for them and refuses
@@ -367,6 +369,37 @@ def new_templates(args):
         print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared])
 
 
+def prompt_fixtures(args):
+    """SET_prompts.jsonl: each conversation of SET_records.jsonl up to its last user message;
+    NAME.prompts: those of the tokenizer's sets rendered by the published template with
+    add_generation_prompt (apply_chat_template's ids): what nnt_sft_encode_prompt must give."""
+    sets = {name: ["chat_records"] for name in ("chatml", "llama3", "qwen2_5", "llama3_1",
+                                                "llama3_2")}
+    sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
+                gemma3=["gemma_records", "gemma3_records"])
+    for set_name in ("chat_records", "qwen3_records", "gemma_records", "gemma3_records"):
+        with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
+                  "w") as f:
+            for r in RECORD_SETS[set_name]:
+                msgs = r["messages"]
+                last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+                f.write(json.dumps({"messages": msgs[:last + 1]}) + "\n")
+    for name, set_names in sets.items():
+        tok = AutoTokenizer.from_pretrained(os.path.join(args.out, name))
+        kwargs = {"date_string": LLAMA32_DATE} if name == "llama3_2" else {}
+        lines = []
+        for set_name in set_names:
+            for r in RECORD_SETS[set_name]:
+                msgs = r["messages"]
+                last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+                ids = tok.apply_chat_template(msgs[:last + 1], tokenize=True, return_dict=True,
+                                              add_generation_prompt=True, **kwargs)["input_ids"]
+                lines.append("ids " + " ".join(map(str, ids)) + "\n")
+        with open(os.path.join(args.out, f"{name}.prompts"), "w") as f:
+            f.writelines(lines)
+        print(name, "prompts", len(lines))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "sft"))
@@ -392,6 +425,7 @@ def main():
         print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared[name]],
               "targets", [sum(l != -100 for l in lab[1:]) for _, lab in prepared[name]])
     new_templates(args)
+    prompt_fixtures(args)
     # the loss with gradient accumulation, on the llama3 examples
     tok = AutoTokenizer.from_pretrained(os.path.join(args.out, "llama3"))
     vocab = Tokenizer.from_file(os.path.join(args.out, "llama3", "tokenizer.json")).get_vocab_size()

@@ -187,6 +187,8 @@ sft_llama31_date|lib/data/sft.c|s@Cutting Knowledge Date: December 2023@Cutting 
 sft_llama31_system_kept|lib/data/sft.c|s@\*skip = role \&\& role->type@*skip = 0 \&\& role->type@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
 sft_gemma3_system_lost|lib/data/sft.c|s@if (prefix \&\& turn == 0) {@if (prefix \&\& turn == 1) {@|Gemma 3: the content of a first system message not put before the first user message
 sft_gemma_assistant_role|lib/data/sft.c|s@NNT_TRY(assistant ? puts0(s, "model") : put(s, role->s, role->len));@NNT_TRY(put(s, role->s, role->len));@|Gemma: the turns of the assistant headed "assistant", not "model"
+sft_prompt_no_generation|lib/data/sft.c|s@NNT_TRY(puts0(s, generation_prompt(s->tmpl)));@NNT_TRY(puts0(s, ""));@|chat prompts: the generation prompt of the template left out
+sft_qwen3_prompt_think|lib/data/sft.c|s@    if (s->prompt) {   /\* before the last user message@    if (0) {   /* before the last user message@|Qwen3 prompts: earlier assistant turns with their think blocks (the training form)
 eos_ids_ignored|lib/models/generate.c|s@    for (int64_t k = 0; k < s->n_eos_ids; k++)@    for (int64_t k = 0; k < 0; k++)@|generation: the eos_ids list never stops it
 hf_eos_config_first|lib/models/config_json.c|s@    if (\*n <= 0)@    if (1)@|nnt_model_hf_eos_ids: config.json read over generation_config.json
 hf_tokenizer_files_skipped|lib/models/hf.c|s@        if (stat(src, \&ss) == 0)$@        if (0)@|nnt_model_save_hf_ex: the files beside tokenizer.json (tokenizer_config.json, ...) not copied

@@ -15,12 +15,15 @@
  *            cutting and refusing, read back through nnt_data;
  *   errors   broken records, an empty completion, a role the template does not know, a
  *            chat template nnt does not know;
- *   chat     the templates Qwen2.5, Qwen3, Llama 3.1 and 3.2 publish (their exact text, from
- *            TRL's copies), recognised in tokenizer_config.json or chat_template.jinja:
- *            conversations (no system message, system first or later, several turns, white
- *            space trim removes, Unicode white space, think tags, reasoning_content) give
- *            SFTTrainer's input_ids and assistant-only labels; Llama 3.2's date today by
- *            default; tool calls and unknown keys refused. */
+ *   chat     the templates Qwen2.5, Qwen3, Llama 3.1 and 3.2, Gemma (Gemma 2) and Gemma 3
+ *            publish (their exact text, from TRL's copies), recognised in
+ *            tokenizer_config.json or chat_template.jinja: conversations (no system message,
+ *            system first or later, several turns, white space trim removes, Unicode white
+ *            space, think tags, reasoning_content) give SFTTrainer's input_ids and
+ *            assistant-only labels; Llama 3.2's date today by default; tool calls and unknown
+ *            keys refused; Gemma's turn rules;
+ *   prompts  the conversations up to their last user message with the generation prompt
+ *            (nnt_sft_encode_prompt) give apply_chat_template's ids, for every template. */
 #include "testutil.h"
 #include "fixture_st.h"
 #include "train/train.h"
@@ -288,6 +291,71 @@ START_TEST(test_chat_templates)
             ck_assert_int_eq(memcmp(a, b, na * sizeof *a), 0);
         }
     }
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Prompts for generation (nnt_sft_encode_prompt): each conversation of the fixture's sets up
+ * to its last user message gives apply_chat_template's ids with add_generation_prompt=True
+ * (NAME.prompts): _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (earlier assistant turns without
+ * their reasoning), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3 */
+START_TEST(test_prompts)
+{
+    static const char *const NAMES[] = {"chatml", "llama3", "qwen2_5", "qwen3", "llama3_1",
+                                        "llama3_2", "gemma", "gemma3"};
+    static const char *const SETS[][2] = {
+        {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
+        {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", "qwen3_prompts.jsonl"},
+        {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
+        {"gemma_prompts.jsonl", NULL}, {"gemma_prompts.jsonl", "gemma3_prompts.jsonl"}};
+    const char *name = NAMES[_i];
+    char cfg[4300], expected[4300], line[8192], want[8192];
+    nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = cfg;
+    so.date = _i == 5 ? "03 Feb 2025" : NULL;
+    nnt_sft *s = NULL;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    snprintf(expected, sizeof expected, "%s.prompts", fixture(name));
+    int k = 0;
+    for (int set = 0; set < 2 && SETS[_i][set]; set++) {
+        FILE *f = fopen(fixture(SETS[_i][set]), "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            const int32_t *ids;
+            size_t n = 0;
+            EXPECT_OK(nnt_sft_encode_prompt(s, line, strlen(line), &ids, &n));
+            long want_ids[256];
+            read_line(expected, k, want, sizeof want);
+            int nw = parse_ints(want, want_ids, 256);
+            ck_assert_msg((int)n == nw, "%s prompt %d: %zu ids, transformers %d", name, k + 1, n,
+                          nw);
+            for (int j = 0; j < nw; j++)
+                ck_assert_msg(ids[j] == want_ids[j], "%s prompt %d: id %d is %d, transformers "
+                              "%ld", name, k + 1, j, ids[j], want_ids[j]);
+            k++;
+        }
+        fclose(f);
+    }
+    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 5};   /* the prompts of the sets */
+    ck_assert_int_eq(k, COUNT[_i]);
+    /* a prompt ends with a user message, and is a messages record alone */
+    const int32_t *ids;
+    size_t n = 0;
+    const char *ends = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                       "{\"role\": \"assistant\", \"content\": \"Hello!\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, ends, strlen(ends), &ids, &n), NNT_E_FORMAT,
+                    "a prompt's last message is a user's (this one is a \"assistant\" message)");
+    const char *text = "{\"text\": \"Hi\"}";
+    EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, text, strlen(text), &ids, &n), NNT_E_FORMAT,
+                    "a prompt is a record {\"messages\": [...]}");
+    EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, NULL, 0, NULL, &n), NNT_E_INVAL, "NULL");
+    /* the encoder still encodes training records after prompts (the same state) */
+    const uint8_t *counts;
+    EXPECT_OK(nnt_sft_encode(s, ends, strlen(ends), &ids, &counts, &n));
+    ck_assert_int_eq(counts[n - 1], 1);
+    nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
 END_TEST
@@ -883,6 +951,7 @@ int main(void)
     tcase_add_test(tc, test_templates_and_errors);
     tcase_add_loop_test(tc, test_chat_templates, 0, 6);
     tcase_add_test(tc, test_gemma_turns);
+    tcase_add_loop_test(tc, test_prompts, 0, 8);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

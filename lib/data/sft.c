@@ -49,6 +49,7 @@ struct nnt_sft {
     int32_t *a, *b;               /* scratch encodings                                       */
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
+    int prompt;                   /* rendering a prompt for generation (nnt_sft_encode_prompt) */
 };
 
 /* the templates' names (nnt_chat_template_from_name), for the messages */
@@ -833,9 +834,15 @@ static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
         think++, tlen--;
     while (tlen > 0 && think[tlen - 1] == '\n')
         tlen--;
+    NNT_TRY(puts0(s, "<|im_start|>assistant\n"));
+    if (s->prompt) {   /* before the last user message: the published template's answer alone */
+        while (answer != content->s && alen > 0 && *answer == '\n')
+            answer++, alen--;
+        NNT_TRY(put(s, answer, alen));
+        return puts0(s, "<|im_end|>\n");
+    }
     while (alen > 0 && *answer == '\n')   /* content.lstrip('\n') */
         answer++, alen--;
-    NNT_TRY(puts0(s, "<|im_start|>assistant\n"));
     a->at[2 * a->n] = s->text.n;
     NNT_TRY(puts0(s, "<think>\n"));
     NNT_TRY(put(s, think, tlen));
@@ -846,7 +853,15 @@ static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
     return NNT_OK;
 }
 
-/* "messages": the rendered text into s->text, the assistant spans counted. */
+/* The generation prompt the templates add after the messages (add_generation_prompt) */
+static const char *generation_prompt(nnt_chat_template t)
+{
+    return t == NNT_CHAT_LLAMA3 || is_llama31(t) ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+         : is_gemma(t) ? "<start_of_turn>model\n" : "<|im_start|>assistant\n";
+}
+
+/* "messages": the rendered text into s->text, the assistant spans counted; for a prompt
+ * (s->prompt) the last message a user's, then the generation prompt, nothing counted. */
 static int encode_messages(nnt_sft *s, const jv *msgs)
 {
     static const char fn[] = "nnt_sft_encode";
@@ -860,6 +875,9 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
     const jv *role, *content, *reasoning;
     for (size_t i = 0; i < msgs->n; i++)   /* every message checked before any is rendered */
         NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning));
+    if (s->prompt && strcmp(role->s, "user") != 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt's last message is a user's (this one "
+                        "is a \"%s\" message): the model answers it", fn, role->s);
     int skip = 0;
     const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
     if (is_llama31(s->tmpl))
@@ -880,6 +898,10 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
             NNT_TRY(render_qwen3(s, i, role, content, reasoning, &a));
         else
             NNT_TRY(render_chatml(s, i, role, content, &a));
+    }
+    if (s->prompt) {
+        NNT_TRY(puts0(s, generation_prompt(s->tmpl)));
+        return encode_record(s, s->text.p, s->text.n, 0);
     }
     if (a.n == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: no assistant message: nothing to learn", fn);
@@ -946,13 +968,10 @@ static int encode_value(nnt_sft *s, const jv *root)
     return NNT_OK;
 }
 
-NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int32_t **ids,
-                           const uint8_t **counts, size_t *n)
+/* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering */
+static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
 {
     static const char fn[] = "nnt_sft_encode";
-    if (!s || (!record && len) || !ids || !counts || !n)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
-    *ids = NULL, *counts = NULL, *n = 0;
     char err[NNT_IO_ERRLEN];
     nnt_json j;
     jv root;
@@ -961,12 +980,40 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
     if (rc == 0)
         rc = nnt_json_end(&j);
     if (rc)
-        rc = nnt_fail(NULL, rc, "%s: %s", fn, err);
-    else
+        return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    s->prompt = prompt;
+    const jv *messages = hft_jv_get(&root, "messages");
+    if (!prompt)
         rc = encode_value(s, &root);
+    else if (root.type != JV_OBJ || !messages || root.n != 1)
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (and "
+                      "no other key)", fn);
+    else
+        rc = (s->text.n = 0, encode_messages(s, messages));
+    s->prompt = 0;
     hft_jv_free(&root);
-    if (rc)
-        return rc;
+    return rc;
+}
+
+NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
+                                  const int32_t **ids, size_t *n)
+{
+    if (!s || (!record && len) || !ids || !n)
+        return nnt_fail(NULL, NNT_E_INVAL, "nnt_sft_encode_prompt: a NULL argument");
+    *ids = NULL, *n = 0;
+    NNT_TRY(encode_json(s, record, len, 1));
+    *ids = s->ids, *n = s->n;
+    return NNT_OK;
+}
+
+NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int32_t **ids,
+                           const uint8_t **counts, size_t *n)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (!s || (!record && len) || !ids || !counts || !n)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: a NULL argument", fn);
+    *ids = NULL, *counts = NULL, *n = 0;
+    NNT_TRY(encode_json(s, record, len, 0));
     *ids = s->ids, *counts = s->counts, *n = s->n;
     return NNT_OK;
 }
