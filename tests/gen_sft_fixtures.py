@@ -369,6 +369,11 @@ def new_templates(args):
         print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared])
 
 
+def up_to_last_user(msgs):
+    last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    return msgs[:last + 1]
+
+
 def prompt_fixtures(args):
     """SET_prompts.jsonl: each conversation of SET_records.jsonl up to its last user message;
     NAME.prompts: those of the tokenizer's sets rendered by the published template with
@@ -381,19 +386,16 @@ def prompt_fixtures(args):
         with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
                   "w") as f:
             for r in RECORD_SETS[set_name]:
-                msgs = r["messages"]
-                last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
-                f.write(json.dumps({"messages": msgs[:last + 1]}) + "\n")
+                f.write(json.dumps({"messages": up_to_last_user(r["messages"])}) + "\n")
     for name, set_names in sets.items():
         tok = AutoTokenizer.from_pretrained(os.path.join(args.out, name))
         kwargs = {"date_string": LLAMA32_DATE} if name == "llama3_2" else {}
         lines = []
         for set_name in set_names:
             for r in RECORD_SETS[set_name]:
-                msgs = r["messages"]
-                last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
-                ids = tok.apply_chat_template(msgs[:last + 1], tokenize=True, return_dict=True,
-                                              add_generation_prompt=True, **kwargs)["input_ids"]
+                ids = tok.apply_chat_template(up_to_last_user(r["messages"]), tokenize=True,
+                                              return_dict=True, add_generation_prompt=True,
+                                              **kwargs)["input_ids"]
                 lines.append("ids " + " ".join(map(str, ids)) + "\n")
         with open(os.path.join(args.out, f"{name}.prompts"), "w") as f:
             f.writelines(lines)

@@ -703,13 +703,11 @@ static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content
     return NNT_OK;
 }
 
-/* Llama 3's header and trimmed content; an assistant's content and <|eot_id|> count. */
-static int render_llama3(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
+/* messages[i]'s trimmed content and the turn's end marker, counted for an assistant (Llama 3's
+ * and Gemma's turns); an assistant message of white space only is refused */
+static int put_trimmed(nnt_sft *s, size_t i, int assistant, const jv *content, const char *end,
+                       turns *a)
 {
-    int assistant = strcmp(role->s, "assistant") == 0;
-    NNT_TRY(puts0(s, "<|start_header_id|>"));
-    NNT_TRY(put(s, role->s, role->len));
-    NNT_TRY(puts0(s, "<|end_header_id|>\n\n"));
     const char *c = content->s, *e = content->s + content->len;
     trim(&c, &e);
     if (assistant && c == e)
@@ -718,10 +716,19 @@ static int render_llama3(nnt_sft *s, size_t i, const jv *role, const jv *content
     if (assistant)
         a->at[2 * a->n] = s->text.n;
     NNT_TRY(put(s, c, (size_t)(e - c)));
-    NNT_TRY(puts0(s, "<|eot_id|>"));
+    NNT_TRY(puts0(s, end));
     if (assistant)
         a->at[2 * a->n++ + 1] = s->text.n;
     return NNT_OK;
+}
+
+/* Llama 3's header and trimmed content; an assistant's content and <|eot_id|> count. */
+static int render_llama3(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
+{
+    NNT_TRY(puts0(s, "<|start_header_id|>"));
+    NNT_TRY(put(s, role->s, role->len));
+    NNT_TRY(puts0(s, "<|end_header_id|>\n\n"));
+    return put_trimmed(s, i, strcmp(role->s, "assistant") == 0, content, "<|eot_id|>", a);
 }
 
 /* Llama 3.1 and 3.2 without tools: bos, the system block (its knowledge and today's dates,
@@ -773,11 +780,6 @@ static int render_gemma(nnt_sft *s, size_t i, size_t turn, const jv *role, const
                         "where the %s template takes %s (\"Conversation roles must alternate "
                         "user/assistant/user/assistant/...\")", i, role->s,
                         template_name(s->tmpl), user ? "an assistant one" : "a user one");
-    const char *c = content->s, *e = content->s + content->len;
-    trim(&c, &e);
-    if (assistant && c == e)
-        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is an assistant "
-                        "message of white space only: nothing to learn", i);
     NNT_TRY(puts0(s, "<start_of_turn>"));
     NNT_TRY(assistant ? puts0(s, "model") : put(s, role->s, role->len));
     NNT_TRY(puts0(s, "\n"));
@@ -785,13 +787,7 @@ static int render_gemma(nnt_sft *s, size_t i, size_t turn, const jv *role, const
         NNT_TRY(put(s, prefix->s, prefix->len));
         NNT_TRY(puts0(s, "\n\n"));
     }
-    if (assistant)
-        a->at[2 * a->n] = s->text.n;
-    NNT_TRY(put(s, c, (size_t)(e - c)));
-    NNT_TRY(puts0(s, "<end_of_turn>\n"));
-    if (assistant)
-        a->at[2 * a->n++ + 1] = s->text.n;
-    return NNT_OK;
+    return put_trimmed(s, i, assistant, content, "<end_of_turn>\n", a);
 }
 
 /* text[0, n) after the last occurrence of what in it (all of it if none). */
