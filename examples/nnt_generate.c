@@ -24,6 +24,8 @@ typedef struct opts {
     const char *eos;                        /* --eos: auto, none, or ids     */
     const char *system, *tokenizer_config;  /* --chat's system message, configuration */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
+    char *model_dir, *trained_tokenizer;    /* a checkpoint's Hugging Face directory and
+                                               tokenizer.json, as its run recorded them */
     int64_t max_new, top_k, seed, cpus;
     double temperature, top_p;
     int tokenizer;                          /* TOK_*, -1: not given          */
@@ -83,7 +85,8 @@ static const cli_option table[] = {
     OPT_INT("seed", seed, 0, CLI_BIG, "0", 0, "S", "sampling seed (default 0)"),
     OPT_STR("eos", eos, "auto", 0, "IDS", "stop after any of these ids (comma-separated);\n"
             "none (or -1): never; default auto: the --load-hf\ndirectory's (its "
-            "generation_config.json's\neos_token_id, else config.json's), else none"),
+            "generation_config.json's\neos_token_id, else config.json's; a checkpoint's:\n"
+            "the directory it was trained from)"),
     OPT_FLAG("no-cache", no_cache, 0, "a forward over the whole window for each token (no "
              "key/value\ncache: the same tokens, slower)"),
     OPT_GROUP("Output (on a terminal, bytes that are not valid UTF-8 and control characters as "
@@ -204,8 +207,8 @@ static int parse_id_list(const char *what, const char *s, int32_t **ids, size_t 
     return *n ? 0 : usage("%s has no id", what);
 }
 
-/* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids)
- * that the vocabulary of V tokens has (as transformers, which never meets the others); *ids
+/* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids; a
+ * checkpoint's: the directory its run started from) that the vocabulary of V tokens has (as transformers, which never meets the others); *ids
  * malloc'd (NULL: none), *n of them. */
 static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
 {
@@ -214,15 +217,17 @@ static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
         return 0;
     if (strcmp(o->eos, "auto"))
         return parse_id_list("--eos", o->eos, ids, n);
-    if (!o->load_hf)
-        return 0;
+    const char *dir = o->load_hf ? o->load_hf : o->model_dir;
+    struct stat sb;
+    if (!dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return 0;   /* an llm.c file, a checkpoint of a preset or of a directory since moved */
     int64_t count = 0;
-    int rc = nnt_model_hf_eos_ids(o->load_hf, NULL, 0, &count);
+    int rc = nnt_model_hf_eos_ids(dir, NULL, 0, &count);
     *ids = rc == 0 && count > 0 ? malloc((size_t)count * sizeof **ids) : NULL;
     if (rc == 0 && count > 0 && !*ids)
         rc = NNT_E_NOMEM;
     if (rc == 0 && count > 0)
-        rc = nnt_model_hf_eos_ids(o->load_hf, *ids, count, &count);
+        rc = nnt_model_hf_eos_ids(dir, *ids, count, &count);
     if (rc)
         return lib_error("--eos auto (the model's eos_token_id)", rc);
     for (int64_t k = 0; k < count; k++)
@@ -463,12 +468,14 @@ static void json_escaped(char *b, size_t *k, const char *text, size_t n)
 }
 
 /* --chat's configuration: --tokenizer-config, else the one in the --load-hf directory or
- * beside --tokenizer-json (malloc'd; NULL: none, the chosen template alone). */
+ * beside --tokenizer-json (or the tokenizer.json a checkpoint was trained with) (malloc'd;
+ * NULL: none, the chosen template alone). */
 static char *chat_config(const opts *o)
 {
     if (o->tokenizer_config)
         return strdup(o->tokenizer_config);
-    const char *from = o->tokenizer_json ? o->tokenizer_json : o->load_hf;
+    const char *from = o->tokenizer_json ? o->tokenizer_json
+                     : o->load_hf ? o->load_hf : o->trained_tokenizer;
     if (!from)
         return NULL;
     struct stat sb;
@@ -578,6 +585,10 @@ int main(int argc, char **argv)
     char *trained = NULL;   /* a checkpoint's training options: its tokenizer */
     if (o.checkpoint)
         rc = checkpoint_options(&o, &trained);
+    if (rc == 0 && trained) {
+        o.model_dir = saved(trained, "model_source");
+        o.trained_tokenizer = saved(trained, "tokenizer_json");
+    }
     if (rc == 0)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
@@ -596,6 +607,8 @@ int main(int argc, char **argv)
     free(eos);
     free(o.prompt_buf);
     free(trained);
+    free(o.model_dir);
+    free(o.trained_tokenizer);
     nnt_tokenizer_destroy(tok);
     nnt_layer_destroy(model);
     nnt_ctx_destroy(ctx);

@@ -81,6 +81,21 @@ case "$atext" in
     *start_of_turn*|*Name*) fail "--chat printed the prompt: '$atext'";;
 esac
 [ -n "$atext" ] || fail "--chat printed nothing"
+# a checkpoint trained from that directory: --chat takes the template beside the tokenizer.json
+# its run recorded, and --eos auto the eos ids of the directory it started from
+"$top_builddir/nnt-train" --load-hf "$tmp/chat" --data "$top_srcdir/README" --steps 1 \
+    --batch 2 --seq 16 --sample 0 --cpus 2 --out "$tmp/chatc" > "$tmp/chatc.log" 2>&1 ||
+    { fail "nnt-train --load-hf (chat)"; cat "$tmp/chatc.log"; }
+kwant=$("$prog" --checkpoint "$tmp/chatc" --prompt-ids "$cids" --max-new-tokens 6 \
+    --temperature 0 --print-ids --cpus 2 2> "$tmp/chat.err") ||
+    { fail "checkpoint reference run"; cat "$tmp/chat.err"; }
+expect chat_checkpoint "$kwant" --checkpoint "$tmp/chatc" --chat --system "$csys" \
+    --prompt " Say hello. " --max-new-tokens 6 --temperature 0 --print-ids --cpus 2
+first=${kwant%% *}
+echo "{\"eos_token_id\": [$first]}" > "$tmp/chat/generation_config.json"
+expect eos_checkpoint "$first" --checkpoint "$tmp/chatc" --prompt-ids "$cids" \
+    --max-new-tokens 6 --temperature 0 --print-ids --cpus 2
+rm "$tmp/chat/generation_config.json"
 # GPT-2: 40 greedy tokens equal transformers' (tests/fixtures/gpt2_gen, gen_gpt2_generate.py)
 gen="$top_srcdir/tests/fixtures/gpt2_gen"
 gprompt=$(sed -n 1p "$gen/greedy.txt") gwant=$(sed -n 2p "$gen/greedy.txt")
