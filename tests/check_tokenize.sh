@@ -9,8 +9,9 @@
 # TRL's ids and labels padded to T, nnt-train's first loss on it is transformers' with labels
 # -100 and gradient accumulation; broken lines, an empty completion, an unknown role, an
 # unknown chat template, an example longer than T are refused naming the line or template;
-# Llama 3.2's template with --chat-date gives TRL's ids and labels; nnt-train --save-hf copies
-# tokenizer.json and the files beside it (tokenizer_config.json, generation_config.json, ...).
+# Llama 3.2's template with --chat-date and Gemma 3's give TRL's ids and labels; nnt-train
+# --save-hf copies tokenizer.json and the files beside it (tokenizer_config.json,
+# generation_config.json, ...).
 prog="${top_builddir:?}/nnt-tokenize"
 . "${top_srcdir:?}/tests/train_checks.sh"   # tmp, fail, run, run_ok
 export STARPU_SILENT=1
@@ -241,20 +242,30 @@ set -- $(od -An -v -tu4 -N 20 "$tmp/packed.bin")
 [ "$3 $5" = "192 64" ] || fail "packed: $3 tokens in rows of $5, expected 3 rows of 64"
 # Llama 3.2's published template (recognised in its tokenizer_config.json) dated as the
 # fixture with --chat-date: each row begins with TRL's ids, its mask is TRL's labels
+# same_rows NAME FILE T ROWS EXPECTED: the ROWS rows of T 16-bit ids of FILE begin with the
+# ids of EXPECTED (TRL's), and their mask is its labels
+same_rows() {
+    od -An -v -tu2 -j 1024 -N $(($3 * $4 * 2)) "$2" | tr -s ' \n' '  ' |
+        sed 's/^ //; s/ $//' > "$tmp/$1.ids"
+    od -An -v -tu1 -j $((1024 + $3 * $4 * 2)) "$2" | awk '{ for (i = 1; i <= NF; i++)
+        for (b = 0; b < 8; b++) printf "%s%d", (n++ ? " " : ""), int($i / 2 ^ b) % 2 }' \
+        | cut -d' ' -f1-$(($3 * $4)) > "$tmp/$1.mask"
+    awk -v ids="$(cat "$tmp/$1.ids")" -v mask="$(cat "$tmp/$1.mask")" -v T="$3" -v rows="$4" '
+        BEGIN { split(ids, got, " "); split(mask, m, " ") }
+        $1 == "ids" { for (i = 2; i <= NF; i++) if (got[row * T + i - 1] != $i) bad++ }
+        $1 == "labels" { for (i = 3; i <= NF; i++) if (m[row * T + i - 1] != ($i != -100)) bad++
+                         row++ }
+        END { exit bad || row != rows }' "$5" ||
+        fail "$1: the ids or the mask differ from TRL's"
+}
 run_ok jsonl-llama32 --jsonl --seq 128 --chat-date "03 Feb 2025" --tokenizer-json \
     "$sft/llama3_2/tokenizer.json" --out "$tmp/l32.bin" "$sft/chat_records.jsonl"
-od -An -v -tu2 -j 1024 -N 1280 "$tmp/l32.bin" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//' \
-    > "$tmp/l32.ids"
-od -An -v -tu1 -j 2304 "$tmp/l32.bin" | awk '{ for (i = 1; i <= NF; i++)
-    for (b = 0; b < 8; b++) printf "%s%d", (n++ ? " " : ""), int($i / 2 ^ b) % 2 }' \
-    | cut -d' ' -f1-640 > "$tmp/l32.mask"
-awk -v ids="$(cat "$tmp/l32.ids")" -v mask="$(cat "$tmp/l32.mask")" '
-    BEGIN { split(ids, got, " "); split(mask, m, " ") }
-    $1 == "ids" { for (i = 2; i <= NF; i++) if (got[row * 128 + i - 1] != $i) bad++ }
-    $1 == "labels" { for (i = 3; i <= NF; i++) if (m[row * 128 + i - 1] != ($i != -100)) bad++
-                     row++ }
-    END { exit bad || row != 5 }' "$sft/llama3_2.expected" ||
-    fail "jsonl-llama32: the ids or the mask differ from TRL's"
+same_rows jsonl-llama32 "$tmp/l32.bin" 128 5 "$sft/llama3_2.expected"
+# Gemma 3's published template, recognised: its conversations, then those with a first
+# system message
+run_ok jsonl-gemma3 --jsonl --seq 64 --tokenizer-json "$sft/gemma3/tokenizer.json" \
+    --out "$tmp/g3.bin" "$sft/gemma_records.jsonl" "$sft/gemma3_records.jsonl"
+same_rows jsonl-gemma3 "$tmp/g3.bin" 64 5 "$sft/gemma3.expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
