@@ -2,7 +2,8 @@
 /* The environment variables StarPU reads at start-up, set by nnt_ctx_create from its options
  * and put back when the context goes: memory budgets (STARPU_LIMIT_*_MEM, a default GPU
  * budget below the card's size), the performance-model directory (STARPU_HOME, one per MPI
- * rank), worker binding under MPI, STARPU_SILENT, the corrected hwloc topology. */
+ * rank), worker binding under MPI, STARPU_SILENT, the corrected hwloc topology, the most tasks
+ * in flight (STARPU_LIMIT_MAX/MIN_SUBMITTED_TASKS). */
 #include "ctx_impl.h"
 #include "io/io.h"
 
@@ -21,7 +22,9 @@
 static const char *const limit_vars[NVARS] = {"STARPU_LIMIT_CUDA_MEM", "STARPU_LIMIT_CPU_MEM",
                                               "STARPU_SILENT", "STARPU_WORKERS_NOBIND",
                                               "STARPU_MPI_NOBIND", "STARPU_HOME",
-                                              "HWLOC_XMLFILE", "HWLOC_THISSYSTEM"};
+                                              "HWLOC_XMLFILE", "HWLOC_THISSYSTEM",
+                                              "STARPU_LIMIT_MAX_SUBMITTED_TASKS",
+                                              "STARPU_LIMIT_MIN_SUBMITTED_TASKS"};
 static struct {
     int saved;       /* this context set the variable       */
     char *previous;  /* its earlier value, NULL when unset  */
@@ -35,10 +38,10 @@ void ctx_set_var(int which, const char *value)
     setenv(limit_vars[which], value, 1);
 }
 
-static void set_limit(int which, int64_t mib)
+static void set_limit(int which, int64_t value)
 {
     char num[32];
-    snprintf(num, sizeof num, "%lld", (long long)mib);
+    snprintf(num, sizeof num, "%lld", (long long)value);
     ctx_set_var(which, num);
 }
 
@@ -144,6 +147,17 @@ int ctx_configure_environment(const nnt_ctx_options *o, int rank)
     }
     if (o->mem_cpu_mib > 0)
         set_limit(1, o->mem_cpu_mib);
+    /* The task graph in bounds: StarPU holds about 3 KiB a task submitted and not yet run, and
+     * a submission goes on as fast as the program makes tasks, so tiles far too small for
+     * their work ran a process out of memory (a training step of 2.4 million tasks, channels
+     * in tiles of 1: 7.6 GB of RSS for a model of 0.3 MB). Past NNT_MAX_SUBMITTED tasks in
+     * flight a submission waits until fewer than 3/4 of them are (the same step: 2.7 GB, and
+     * 1.2x faster); a training step of the usual tilings stays below it. Not under MPI, where
+     * StarPU-MPI's own thread submits too; the user's values (either variable) stand. */
+    if (!o->mpi && !getenv(limit_vars[MAX_SUBMITTED]) && !getenv(limit_vars[MIN_SUBMITTED])) {
+        set_limit(MAX_SUBMITTED, NNT_MAX_SUBMITTED);
+        set_limit(MIN_SUBMITTED, NNT_MAX_SUBMITTED / 4 * 3);
+    }
     /* StarPU's own warnings (a slow transfer, memory purged under a budget) are expected
      * under a budget and drown nnt's messages: shown at the debug log level only, unless the
      * user set STARPU_SILENT */

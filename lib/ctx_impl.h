@@ -15,7 +15,9 @@ int ctx_check_dir(const char *what, const char *dir);
 
 /* ctx_env.c: the environment variables the context sets (indices into its list) */
 enum { LIMIT_CUDA, LIMIT_CPU, SILENT, NOBIND, MPI_NOBIND, RANK_HOME, HWLOC_XML, HWLOC_THIS,
-       NVARS };
+       MAX_SUBMITTED, MIN_SUBMITTED, NVARS };
+/* The most tasks submitted and not yet run before a submission waits (ctx_env.c) */
+#define NNT_MAX_SUBMITTED 100000
 /* Set an environment variable of the list, its earlier value kept for ctx_restore_var. */
 void ctx_set_var(int which, const char *value);
 /* The variable's earlier value back, if this context set it. */

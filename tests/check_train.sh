@@ -84,6 +84,18 @@ if [ $status -ne 0 ] || ! cmp -s "$tmp/plain20.out" "$tmp/rec20.out" ||
 else
     echo "ok: --recompute: the 20 losses are identical"
 fi
+# a submission that waits with 16 tasks in flight (nnt's default bound is 100000): the same
+# run to the end, the same losses (every code path that acquires data with tasks in flight)
+export STARPU_LIMIT_MAX_SUBMITTED_TASKS=16 STARPU_LIMIT_MIN_SUBMITTED_TASKS=8
+run_ok lim20 $small $tiled --data "$tmp/corpus.txt" --steps 20 --lr 3e-3 --out "$tmp/r3" \
+    --print-loss --no-save
+unset STARPU_LIMIT_MAX_SUBMITTED_TASKS STARPU_LIMIT_MIN_SUBMITTED_TASKS
+if [ $status -ne 0 ] || ! cmp -s "$tmp/plain20.out" "$tmp/lim20.out"; then
+    fail "16 tasks in flight: status $status, losses differ or missing:"
+    paste "$tmp/plain20.out" "$tmp/lim20.out"; cat "$tmp/lim20.err"
+else
+    echo "ok: 16 tasks in flight: the 20 losses are identical"
+fi
 if [ -e "$tmp/r1/checkpoint.safetensors" ] || [ -e "$tmp/r2/checkpoint.safetensors" ] ||
    [ ! -s "$tmp/r1/train.csv" ]; then
     fail "--no-save: a checkpoint was written, or no train.csv"

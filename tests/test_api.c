@@ -295,6 +295,49 @@ START_TEST(ctx_options_are_applied)
 }
 END_TEST
 
+/* A graph of n one-value tiles filled with 2 and scaled by 1.5, read back: 3.0 everywhere */
+static void many_small_tasks(nnt_ctx *ctx, int64_t n)
+{
+    nnt_tensor *t = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){n}, (int64_t[]){1}, &t));
+    EXPECT_OK(nnt_tensor_fill(t, 2.0));
+    EXPECT_OK(nnt_tensor_scale(t, 1.5));
+    float *x = malloc((size_t)n * sizeof *x);
+    EXPECT_OK(nnt_tensor_copy_to_host(t, x, (size_t)n * sizeof *x));
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(x[i] == 3.0f, "tile %lld is %g", (long long)i, (double)x[i]);
+    free(x);
+    EXPECT_OK(nnt_tensor_destroy(t));
+}
+
+/* The tasks in flight are bounded (StarPU's STARPU_LIMIT_MAX/MIN_SUBMITTED_TASKS): 100000
+ * and 75000 by default while the context lives; the user's values stand, and a graph far
+ * past them runs to the end, a submission waiting while they are reached */
+START_TEST(ctx_bounds_tasks_in_flight)
+{
+    const char *max = "STARPU_LIMIT_MAX_SUBMITTED_TASKS", *min = "STARPU_LIMIT_MIN_SUBMITTED_TASKS";
+    unsetenv(max);
+    unsetenv(min);
+    nnt_ctx *ctx = test_ctx();
+    ck_assert_str_eq(getenv(max), "100000");
+    ck_assert_str_eq(getenv(min), "75000");
+    many_small_tasks(ctx, 3000);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ck_assert_ptr_null(getenv(max));
+    ck_assert_ptr_null(getenv(min));
+    setenv(max, "8", 1);
+    setenv(min, "4", 1);
+    ctx = test_ctx();
+    ck_assert_str_eq(getenv(max), "8");
+    many_small_tasks(ctx, 3000);   /* 6000 tasks, at most 8 in flight */
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    ck_assert_str_eq(getenv(max), "8");
+    ck_assert_str_eq(getenv(min), "4");
+    unsetenv(max);
+    unsetenv(min);
+}
+END_TEST
+
 /* Budgets that cannot work give NNT_E_NOMEM instead of a runtime that waits forever. */
 START_TEST(ctx_budget_refuses_what_cannot_fit)
 {
@@ -811,6 +854,7 @@ static Suite *api_suite(void)
     Suite *s = suite_create("api");
     TCase *basics = tcase_create("basics");
     tcase_add_test(basics, strerror_names_every_code);
+    tcase_add_test(basics, ctx_bounds_tasks_in_flight);
     tcase_add_test(basics, version_matches_header);
     tcase_add_test(basics, log_hook_and_levels);
     tcase_add_test(basics, log_level_from_environment);
