@@ -250,7 +250,32 @@ def pick_tiles(r, c):
             if tiny > 1:
                 v = r.choice([3, 5, 7, 13, 16, 24, 64])
         tiles[key] = v
+    # and the products' tasks of the run in bounds: seed 3840 case 535 (channels in tiles of
+    # 1, hidden 3, seq 2, B 4 x T 61, 3 steps of 3 micro-batches: 267 million by gemm_tasks)
+    # would take hours. The bound changes no case of seeds 1234, 3838 and 3839 (their largest,
+    # 40 million, ran in the time)
+    runs = c["steps"] * c.get("accum", 1)
+    while runs * gemm_tasks(dims, tiles, c["layers"]) > MAX_GEMM_TASKS:
+        key = max(("channels", "hidden", "vocab", "seq"),
+                  key=lambda k: ntiles(dims[k], tiles[k]))
+        tiles[key] = r.choice([13, 16, 24, 64]) if key != "seq" else 0
     c["tiles"] = tiles
+
+
+MAX_GEMM_TASKS = 50_000_000   # the run's, all micro-batches
+
+
+def ntiles(d, v):
+    """Tiles of a width d cut in tiles of v (0 automatic, -1 one: counted as one)."""
+    return 1 if v <= 0 or v >= d else -(-d // v)
+
+
+def gemm_tasks(dims, tiles, layers):
+    """About the GEMM tasks of a micro-batch: every product's row, column and inner tiles,
+    forward and the two backward products, the MLP's three and the head."""
+    rows = ntiles(dims["batch"], tiles["batch"]) * ntiles(dims["seq"], tiles["seq"])
+    ch, hid, voc = (ntiles(dims[k], tiles[k]) for k in ("channels", "hidden", "vocab"))
+    return 3 * rows * ch * (3 * layers * hid + voc)
 
 
 def pick_extras(r, c):
