@@ -664,8 +664,10 @@ START_TEST(test_hf_eos_ids)
                                       "{\"eos_token_id\": -1}",
                                       "{\"eos_token_id\": [1, 2.5]}",
                                       "{\"eos_token_id\": 4294967296}",
-                                      "{\"eos_token_id\": [1, 2}"};
-    for (int i = 0; i < 5; i++) {
+                                      "{\"eos_token_id\": [1, 2}",
+                                      "{\"eos_token_id\": 2.5}",
+                                      "{\"eos_token_id\": 1e3}"};
+    for (int i = 0; i < 7; i++) {
         write_file(dir, "config.json", BAD[i]);
         int rc = nnt_model_hf_eos_ids(dir, NULL, 0, &n);
         ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[i], rc);

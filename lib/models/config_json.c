@@ -231,6 +231,8 @@ int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap,
     }
     if (rc == 0 && list)
         rc = nnt_json_expect(&j, ']', key);
+    if (rc == 0 && nnt_json_peek(&j) != -1)   /* 2.5, 1e3: not an id */
+        return nnt_cfg_bad_type(o, key, "a token id or a list of them");
     return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
 }
 
