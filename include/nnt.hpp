@@ -623,6 +623,18 @@ inline model_config model_hf_config(std::string_view dir)
     check(nnt_model_hf_config(nullptr, detail::cstr(dir).c_str(), &c));
     return c;
 }
+/* Its end-of-sequence ids (nnt_model_hf_eos_ids): generation_config.json's, else
+ * config.json's; empty when it names none. */
+inline std::vector<std::int32_t> model_hf_eos_ids(std::string_view dir)
+{
+    std::string d = detail::cstr(dir);
+    std::int64_t n = 0;
+    check(nnt_model_hf_eos_ids(d.c_str(), nullptr, 0, &n));
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+    if (n > 0)
+        check(nnt_model_hf_eos_ids(d.c_str(), ids.data(), n, &n));
+    return ids;
+}
 inline model_config model_train_state_config(std::string_view path)
 {
     model_config c;

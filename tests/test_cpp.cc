@@ -441,6 +441,9 @@ void test_hf(nnt::context &ctx)
 
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::layer::load_hf(ctx, "/no/such/dir", B, T));
     EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::model_hf_config("/no/such/dir"));
+    EXPECT(nnt::model_hf_eos_ids(dir).empty());   // eos_token_id null
+    EXPECT(nnt::model_hf_eos_ids(fixture("gpt2_tiny")) == std::vector<std::int32_t>{50256});
+    EXPECT_ERROR(NNT_E_IO, "/no/such/dir", nnt::model_hf_eos_ids("/no/such/dir"));
     // any source the way a user names it (nnt_model_open): a preset, created from the seed
     nnt::layer p1 = nnt::layer::open(ctx, "llama-tiny", nullptr, B, T, nullptr, 3);
     EXPECT(p1.config().kv_heads == nnt::model_source_config("llama-tiny").kv_heads);
