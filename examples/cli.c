@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The command line of nnt's programs: parsing, errors, --help and --version from a table
- * (examples/cli.h). */
+ * (examples/cli.h); the defaults of the chat options nnt-tokenize and nnt-generate share. */
 #include "cli.h"
 
 #include <nnt.h>
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int cli_error(const char *program, const char *fmt, ...)
 {
@@ -274,4 +276,37 @@ int cli_parse(const cli_program *p, int argc, char **argv, void *o, unsigned cha
             given[d - p->options] = 1;
     }
     return 0;
+}
+
+/* ---- the chat options nnt-tokenize and nnt-generate share ---------------------------------- */
+
+char *cli_config_beside(const char *tokenizer_json)
+{
+    if (!tokenizer_json)
+        return NULL;
+    struct stat st;
+    size_t n = strlen(tokenizer_json);
+    char *p = malloc(n + 32);
+    if (!p)
+        return NULL;
+    if (stat(tokenizer_json, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(p, n + 32, "%s/tokenizer_config.json", tokenizer_json);
+    } else {
+        const char *slash = strrchr(tokenizer_json, '/');
+        size_t d = slash ? (size_t)(slash - tokenizer_json) + 1 : 0;
+        memcpy(p, tokenizer_json, d);
+        strcpy(p + d, "tokenizer_config.json");
+    }
+    if (access(p, R_OK) == 0)
+        return p;
+    free(p);
+    return NULL;
+}
+
+nnt_chat_template cli_chat_template(const char *name)
+{
+    nnt_chat_template t = NNT_CHAT_AUTO;
+    if (strcmp(name, "auto") != 0 && nnt_chat_template_from_name(name, &t) != 0)
+        t = NNT_CHAT_AUTO;   /* (the option's choices are names the library knows) */
+    return t;
 }

@@ -7,6 +7,8 @@
 #ifndef NNT_EXAMPLES_CLI_H
 #define NNT_EXAMPLES_CLI_H
 
+#include <nnt.h>
+
 #include <stddef.h>
 
 /* Where a value goes: an int (FLAG: 1 when given; CHOICE: the index in `choices`, -1 when
@@ -78,6 +80,11 @@ const cli_option *cli_find(const cli_program *p, const char *name, size_t len);
 void cli_value_text(const cli_option *d, const void *o, char *out, size_t size);
 /* The name of choice value of option, e.g. cli_choice_name(p, "optim", 2) = "sgd"; "?". */
 const char *cli_choice_name(const cli_program *p, const char *option, int value);
+/* The tokenizer_config.json beside a tokenizer.json (or in its directory, or in a model
+ * directory), when there is one; NULL otherwise (malloc'd). */
+char *cli_config_beside(const char *tokenizer_json);
+/* A --chat-template choice: "auto", or a name of nnt_chat_template_from_name. */
+nnt_chat_template cli_chat_template(const char *name);
 /* Print "NAME: " and the message on stderr; returns 2 (the status of bad usage). */
 int cli_error(const char *program, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -208,8 +208,8 @@ static int parse_id_list(const char *what, const char *s, int32_t **ids, size_t 
 }
 
 /* --eos: none, the ids given, or (auto) the --load-hf directory's (nnt_model_hf_eos_ids; a
- * checkpoint's: the directory its run started from) that the vocabulary of V tokens has (as transformers, which never meets the others); *ids
- * malloc'd (NULL: none), *n of them. */
+ * checkpoint's: the directory its run started from) that the vocabulary of V tokens has (as
+ * transformers, which never meets the others); *ids malloc'd (NULL: none), *n of them. */
 static int eos_ids(const opts *o, int64_t V, int32_t **ids, size_t *n)
 {
     *ids = NULL, *n = 0;
@@ -423,7 +423,8 @@ static int generate(const opts *o, nnt_layer *model, nnt_tokenizer *tok, const i
     s.n_eos_ids = (int64_t)neos;
     s.no_cache = o->no_cache;
     stream st = {o->print_ids ? NULL : tok, ids, 0, 0, 0, NULL, 0, isatty(STDOUT_FILENO), 0};
-    if (ids && st.tok && !o->continuation_only && !o->chat) {   /* the prompt first, as nnt-train's sample */
+    /* the prompt first, as nnt-train's sample (--chat: the answer alone) */
+    if (ids && st.tok && !o->continuation_only && !o->chat) {
         memcpy(st.ids, prompt, nprompt * sizeof *prompt);
         st.n = nprompt;
         decode_and_write(&st);
@@ -474,26 +475,8 @@ static char *chat_config(const opts *o)
 {
     if (o->tokenizer_config)
         return strdup(o->tokenizer_config);
-    const char *from = o->tokenizer_json ? o->tokenizer_json
-                     : o->load_hf ? o->load_hf : o->trained_tokenizer;
-    if (!from)
-        return NULL;
-    struct stat sb;
-    char *dir = strdup(from);
-    if (dir && !(stat(from, &sb) == 0 && S_ISDIR(sb.st_mode))) {
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
-        else
-            strcpy(dir, ".");
-    }
-    char *path = dir ? path_in(dir, "tokenizer_config.json") : NULL;
-    free(dir);
-    if (path && access(path, R_OK) != 0) {
-        free(path);
-        path = NULL;
-    }
-    return path;
+    return cli_config_beside(o->tokenizer_json ? o->tokenizer_json
+                             : o->load_hf ? o->load_hf : o->trained_tokenizer);
 }
 
 /* --chat: the prompt's text as a user's message (after --system's) rendered with the chat
@@ -501,10 +484,6 @@ static char *chat_config(const opts *o)
 static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
                        size_t *nprompt)
 {
-    static const nnt_chat_template TEMPLATES[] = {
-        NNT_CHAT_AUTO,     NNT_CHAT_CHATML,   NNT_CHAT_LLAMA3, NNT_CHAT_QWEN2_5,
-        NNT_CHAT_QWEN3,    NNT_CHAT_LLAMA3_1, NNT_CHAT_LLAMA3_2, NNT_CHAT_GEMMA,
-        NNT_CHAT_GEMMA,    NNT_CHAT_GEMMA3};
     size_t ns = o->system ? strlen(o->system) : 0;
     char *rec = malloc(6 * (o->prompt_len + ns) + 128), *config = chat_config(o);
     if (!rec) {
@@ -522,9 +501,10 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
     k += (size_t)sprintf(rec + k, "\"}]}");
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = config;
-    so.chat_template = TEMPLATES[o->chat_template];
+    so.chat_template = cli_chat_template(chat_templates[o->chat_template]);
     nnt_sft *s = NULL;
     const int32_t *ids = NULL;
+    nnt_chat_template used = NNT_CHAT_NONE;
     int rc = 0, status = 0;
     if (!config && so.chat_template == NNT_CHAT_AUTO)
         status = usage("%s", "--chat: no tokenizer_config.json in the --load-hf directory or "
@@ -532,7 +512,7 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
                        "--chat-template NAME");
     else if ((rc = nnt_sft_create(tok, &so, &s)) != 0)
         status = lib_error("--chat (nnt_sft_create)", rc);
-    else if ((nnt_sft_template_of(s, &so.chat_template), so.chat_template == NNT_CHAT_NONE))
+    else if (nnt_sft_template_of(s, &used) == 0 && used == NNT_CHAT_NONE)
         status = usage("--chat: %s has no chat_template: give --chat-template NAME", config);
     else if ((rc = nnt_sft_encode_prompt(s, rec, k, &ids, nprompt)) != 0)
         status = lib_error("--chat (nnt_sft_encode_prompt)", rc);
@@ -593,7 +573,6 @@ int main(int argc, char **argv)
         rc = load_tokenizer(&o, trained, &tok);
     if (rc == 0)
         rc = prompt_tokens(&o, tok, &prompt, &nprompt);
-
     if (rc == 0)
         rc = load_model(ctx, &o, (int64_t)nprompt + o.max_new, &model);
     nnt_model_config cfg;

@@ -162,11 +162,8 @@ static int parse_opts(int argc, char **argv, opts *o)
 /* --jsonl: the records into rows of T with their loss mask (tokenize_jsonl.c). */
 static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
-    static const nnt_chat_template templates[] = {
-        NNT_CHAT_AUTO,    NNT_CHAT_NONE,  NNT_CHAT_CHATML,   NNT_CHAT_LLAMA3,
-        NNT_CHAT_QWEN2_5, NNT_CHAT_QWEN3, NNT_CHAT_LLAMA3_1, NNT_CHAT_LLAMA3_2,
-        NNT_CHAT_GEMMA,   NNT_CHAT_GEMMA, NNT_CHAT_GEMMA3};
-    jsonl_opts j = {o->seq, o->pack, o->too_long == 1, templates[o->chat_template],
+    jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
+                    cli_chat_template(chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,

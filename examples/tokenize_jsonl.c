@@ -4,6 +4,7 @@
  * named as FILE:LINE with the library's message; blank lines are skipped. */
 #define _POSIX_C_SOURCE 200809L
 #include "tokenize_jsonl.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,31 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* The tokenizer_config.json beside a tokenizer.json (or in its directory), when there is
- * one; NULL otherwise (malloc'd). */
-static char *config_beside(const char *tokenizer_json)
-{
-    if (!tokenizer_json)
-        return NULL;
-    struct stat st;
-    size_t n = strlen(tokenizer_json);
-    char *p = malloc(n + 32);
-    if (!p)
-        return NULL;
-    if (stat(tokenizer_json, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(p, n + 32, "%s/tokenizer_config.json", tokenizer_json);
-    } else {
-        const char *slash = strrchr(tokenizer_json, '/');
-        size_t d = slash ? (size_t)(slash - tokenizer_json) + 1 : 0;
-        memcpy(p, tokenizer_json, d);
-        strcpy(p + d, "tokenizer_config.json");
-    }
-    if (access(p, R_OK) == 0)
-        return p;
-    free(p);
-    return NULL;
-}
 
 static int fail_lib(const char *where, int rc)
 {
@@ -98,7 +74,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
                    const char *out, int bits, int64_t vocab, jsonl_stats *st)
 {
     memset(st, 0, sizeof *st);
-    char *found = o->tokenizer_config ? NULL : config_beside(o->tokenizer_json);
+    char *found = o->tokenizer_config ? NULL : cli_config_beside(o->tokenizer_json);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = o->tokenizer_config ? o->tokenizer_config : found;
     so.chat_template = o->chat_template;

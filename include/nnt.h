@@ -1088,11 +1088,12 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM,
  * the text of Gemma3ForConditionalGeneration, and the MoE classes of nnt_model_hf_config(3);
- * architectures[0], else model_type); the result passes nnt_model_create's checks. A configuration nnt cannot
- * train (another architecture, a rope type other than "default"/"llama3", a layer_types
- * list of no form nnt_model_config can say, an odd head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a
- * message naming the key and value; malformed JSON, a missing or wrong-typed key
- * NNT_E_FORMAT; no file NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
+ * architectures[0], else model_type); the result passes nnt_model_create's checks. A
+ * configuration nnt cannot train (another architecture, a rope type other than
+ * "default"/"llama3", a layer_types list of no form nnt_model_config can say, an odd
+ * head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a message naming the
+ * key and value; malformed JSON, a missing or wrong-typed key NNT_E_FORMAT; no file
+ * NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
  * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
 /* The end-of-sequence ids a Hugging Face model directory gives generation, as transformers'

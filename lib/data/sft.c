@@ -852,8 +852,9 @@ static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
 /* The generation prompt the templates add after the messages (add_generation_prompt) */
 static const char *generation_prompt(nnt_chat_template t)
 {
-    return t == NNT_CHAT_LLAMA3 || is_llama31(t) ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
-         : is_gemma(t) ? "<start_of_turn>model\n" : "<|im_start|>assistant\n";
+    if (t == NNT_CHAT_LLAMA3 || is_llama31(t))
+        return "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    return is_gemma(t) ? "<start_of_turn>model\n" : "<|im_start|>assistant\n";
 }
 
 /* "messages": the rendered text into s->text, the assistant spans counted; for a prompt
@@ -930,7 +931,6 @@ static int encode_value(nnt_sft *s, const jv *root)
             strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages"))
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (text, prompt, "
                             "completion, messages)", fn, root->keys[i]);
-    s->text.n = 0;
     if (messages)
         return encode_messages(s, messages);
     if (text) {
@@ -978,6 +978,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
     if (rc)
         return nnt_fail(NULL, rc, "%s: %s", fn, err);
     s->prompt = prompt;
+    s->text.n = 0;
     const jv *messages = hft_jv_get(&root, "messages");
     if (!prompt)
         rc = encode_value(s, &root);
@@ -985,7 +986,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (and "
                       "no other key)", fn);
     else
-        rc = (s->text.n = 0, encode_messages(s, messages));
+        rc = encode_messages(s, messages);
     s->prompt = 0;
     hft_jv_free(&root);
     return rc;
