@@ -262,10 +262,11 @@ run_ok jsonl-llama32 --jsonl --seq 128 --chat-date "03 Feb 2025" --tokenizer-jso
     "$sft/llama3_2/tokenizer.json" --out "$tmp/l32.bin" "$sft/chat_records.jsonl"
 same_rows jsonl-llama32 "$tmp/l32.bin" 128 5 "$sft/llama3_2.expected"
 # Gemma 3's published template, recognised: its conversations, then those with a first
-# system message
+# system message, then contents as lists of text parts
 run_ok jsonl-gemma3 --jsonl --seq 64 --tokenizer-json "$sft/gemma3/tokenizer.json" \
-    --out "$tmp/g3.bin" "$sft/gemma_records.jsonl" "$sft/gemma3_records.jsonl"
-same_rows jsonl-gemma3 "$tmp/g3.bin" 64 5 "$sft/gemma3.expected"
+    --out "$tmp/g3.bin" "$sft/gemma_records.jsonl" "$sft/gemma3_records.jsonl" \
+    "$sft/gemma3_parts_records.jsonl"
+same_rows jsonl-gemma3 "$tmp/g3.bin" 64 7 "$sft/gemma3.expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \

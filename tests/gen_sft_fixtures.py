@@ -31,7 +31,9 @@ them against the Hub), with tokenizers of their special tokens:
             here date_string "03 Feb 2025" through chat_template_kwargs
 chat_records.jsonl: conversations for them (no system message, system first, in the middle,
 several turns, white space a trim removes, Unicode white space, think tags in content);
-qwen3_records.jsonl: reasoning_content, and think tags Qwen3 splits. NAME.prompts: each
+qwen3_records.jsonl: reasoning_content, and think tags Qwen3 splits. gemma_records.jsonl:
+Gemma's (and Gemma 3's) alternating turns; gemma3_records.jsonl: Gemma 3's first system
+message; gemma3_parts_records.jsonl: Gemma 3's contents as lists of text parts. NAME.prompts: each
 conversation up to its last user message through apply_chat_template with
 add_generation_prompt=True (the published template; nnt_sft_encode_prompt). NAME.expected as above,
 SFTTrainer with assistant_only_loss: Qwen2.5 and Qwen3 through TRL's own training templates
@@ -176,6 +178,22 @@ GEMMA3_RECORDS = [
                   {"role": "user", "content": "Another?"},
                   {"role": "assistant", "content": "A pear."}]},
 ]
+# Gemma 3's contents as lists of parts (its template renders each text part trimmed, and a
+# system message's first part untrimmed); every content a list (one Arrow type for TRL)
+GEMMA3_PARTS_RECORDS = [
+    {"messages": [{"role": "system", "content": [{"type": "text",
+                                                 "text": "  Answer in French.\n"}]},
+                  {"role": "user", "content": [{"type": "text", "text": " Say "},
+                                               {"type": "text", "text": "hello. "}]},
+                  {"role": "assistant", "content": [{"type": "text", "text": "Bon"},
+                                                    {"type": "text", "text": " jour !\n"}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "Name a fruit."}]},
+                  {"role": "assistant", "content": [{"type": "text", "text": " "},
+                                                    {"type": "text", "text": "An apple."}]},
+                  {"role": "user", "content": [{"type": "text", "text": "Another?"},
+                                               {"type": "text", "text": "\tOne more."}]},
+                  {"role": "assistant", "content": [{"type": "text", "text": "A pear."}]}]},
+]
 LLAMA32_DATE = "03 Feb 2025"
 
 
@@ -224,10 +242,12 @@ NEW_TOKENIZERS = {
     "gemma": dict(special=GEMMA_SPECIAL, bos="<bos>", template="gemma", training=None,
                   config=GEMMA_CONFIG, records=["gemma_records"]),
     "gemma3": dict(special=GEMMA_SPECIAL, bos="<bos>", template="gemma3", training=None,
-                   config=GEMMA_CONFIG, records=["gemma_records", "gemma3_records"]),
+                   config=GEMMA_CONFIG,
+                   records=["gemma_records", "gemma3_records", "gemma3_parts_records"]),
 }
 RECORD_SETS = {"chat_records": CHAT_RECORDS, "qwen3_records": QWEN3_RECORDS,
-               "gemma_records": GEMMA_RECORDS, "gemma3_records": GEMMA3_RECORDS}
+               "gemma_records": GEMMA_RECORDS, "gemma3_records": GEMMA3_RECORDS,
+               "gemma3_parts_records": GEMMA3_PARTS_RECORDS}
 
 TOKENIZERS = {
     "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
@@ -381,8 +401,8 @@ def prompt_fixtures(args):
     sets = {name: ["chat_records"] for name in ("chatml", "llama3", "qwen2_5", "llama3_1",
                                                 "llama3_2")}
     sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
-                gemma3=["gemma_records", "gemma3_records"])
-    for set_name in ("chat_records", "qwen3_records", "gemma_records", "gemma3_records"):
+                gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"])
+    for set_name in RECORD_SETS:
         with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
                   "w") as f:
             for r in RECORD_SETS[set_name]:

@@ -21,7 +21,8 @@
  *            system first or later, several turns, white space trim removes, Unicode white
  *            space, think tags, reasoning_content) give SFTTrainer's input_ids and
  *            assistant-only labels; Llama 3.2's date today by default; tool calls and unknown
- *            keys refused; Gemma's turn rules;
+ *            keys refused; Gemma's turn rules; Gemma 3's contents as lists of text parts
+ *            (images and other parts refused, and lists for the other templates);
  *   prompts  the conversations up to their last user message with the generation prompt
  *            (nnt_sft_encode_prompt) give apply_chat_template's ids, for every template. */
 #include "testutil.h"
@@ -217,7 +218,8 @@ static int compare_records(nnt_sft *s, const char *name, const char *records, in
 }
 
 /* _i: 0 qwen2_5, 1 qwen3, 2 llama3_1, 3 llama3_2 (dated 03 Feb 2025 as the fixture), 4 gemma
- * (its conversations: no first system message), 5 gemma3 (those, then a first system one) */
+ * (its conversations: no first system message), 5 gemma3 (those, then a first system one, then
+ * contents as lists of text parts) */
 START_TEST(test_chat_templates)
 {
     static const char *const NAMES[] = {"qwen2_5", "qwen3", "llama3_1", "llama3_2", "gemma",
@@ -243,8 +245,11 @@ START_TEST(test_chat_templates)
         if (_i >= 4) {
             int n = compare_records(s, name, "gemma_records.jsonl", 0, 0);
             ck_assert_int_eq(n, 3);
-            if (_i == 5)
+            if (_i == 5) {   /* then a first system message, then contents of text parts */
                 ck_assert_int_eq(compare_records(s, name, "gemma3_records.jsonl", 0, n), 2);
+                ck_assert_int_eq(compare_records(s, name, "gemma3_parts_records.jsonl", 0,
+                                                 n + 2), 2);
+            }
             nnt_sft_destroy(s);
             continue;
         }
@@ -303,11 +308,12 @@ START_TEST(test_prompts)
 {
     static const char *const NAMES[] = {"chatml", "llama3", "qwen2_5", "qwen3", "llama3_1",
                                         "llama3_2", "gemma", "gemma3"};
-    static const char *const SETS[][2] = {
+    static const char *const SETS[][3] = {
         {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
         {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", "qwen3_prompts.jsonl"},
         {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
-        {"gemma_prompts.jsonl", NULL}, {"gemma_prompts.jsonl", "gemma3_prompts.jsonl"}};
+        {"gemma_prompts.jsonl", NULL},
+        {"gemma_prompts.jsonl", "gemma3_prompts.jsonl", "gemma3_parts_prompts.jsonl"}};
     const char *name = NAMES[_i];
     char cfg[4300], expected[4300], line[8192], want[8192];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
@@ -318,7 +324,7 @@ START_TEST(test_prompts)
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
     snprintf(expected, sizeof expected, "%s.prompts", fixture(name));
     int k = 0;
-    for (int set = 0; set < 2 && SETS[_i][set]; set++) {
+    for (int set = 0; set < 3 && SETS[_i][set]; set++) {
         FILE *f = fopen(fixture(SETS[_i][set]), "r");
         ck_assert_ptr_nonnull(f);
         while (fgets(line, sizeof line, f)) {
@@ -338,7 +344,7 @@ START_TEST(test_prompts)
         }
         fclose(f);
     }
-    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 5};   /* the prompts of the sets */
+    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7};   /* the prompts of the sets */
     ck_assert_int_eq(k, COUNT[_i]);
     /* a prompt ends with a user message, and is a messages record alone */
     const int32_t *ids;
@@ -563,6 +569,77 @@ START_TEST(test_gemma_turns)
     ck_assert_str_eq(text, "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
                            "<start_of_turn>model\nHello!<end_of_turn>\n");
     nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Gemma 3's contents as lists of parts: text parts trimmed one after another (other keys of a
+ * part ignored, as the template ignores them), an empty list nothing; images, other kinds of
+ * part, a part without text, a system message of several parts, an assistant's parts of white
+ * space only, and lists with another template refused, each naming what is wrong */
+START_TEST(test_gemma3_parts)
+{
+    char cfg[4300], text[1024];
+    nnt_tokenizer *tok = load_tokenizer("gemma3", cfg, sizeof cfg);
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_GEMMA3);
+    const char *rec = "{\"messages\": [{\"role\": \"system\", \"content\": [{\"type\": \"text\", "
+                      "\"text\": \" Be brief. \"}]}, {\"role\": \"user\", \"content\": []}, "
+                      "{\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": "
+                      "\" Hel\", \"image\": null}, {\"text\": \"lo! \", \"type\": \"text\"}]}]}";
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0, len = 0;
+    EXPECT_OK(nnt_sft_encode(s, rec, strlen(rec), &ids, &counts, &n));
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+    text[len < sizeof text ? len : sizeof text - 1] = '\0';
+    ck_assert_str_eq(text, "<bos><start_of_turn>user\n Be brief. \n\n<end_of_turn>\n"
+                           "<start_of_turn>model\nHello!<end_of_turn>\n");
+    static const struct {
+        const char *content, *says;
+    } BAD[] = {
+        {"[{\"type\": \"image\", \"url\": \"a.png\"}]", "messages[1].content[0] is a part of "
+         "type \"image\": nnt trains text models and renders text parts only"},
+        {"[{\"type\": \"text\", \"text\": \"x\"}, {\"type\": \"audio\"}]", "messages[1]."
+         "content[1] is a part of type \"audio\""},
+        {"[{\"type\": \"text\"}]", "messages[1].content[0] is a text part without a string "
+         "\"text\""},
+        {"[{\"type\": \"text\", \"text\": 3}]", "without a string \"text\""},
+        {"[\"x\"]", "messages[1].content[0] is not a part {\"type\": \"text\", \"text\": "
+         "string}"},
+        {"[{\"text\": \"x\"}]", "messages[1].content[0] is not a part"},
+        {"[{\"type\": \"text\", \"text\": \" \"}, {\"type\": \"text\", \"text\": \"\\n\"}]",
+         "messages[1] is an assistant message of white space only"},
+        {"[]", "messages[1] is an assistant message of white space only"},
+        {"3", "messages[1] is not {\"role\": string, \"content\": string or [text parts]}"},
+    };
+    char bad[512];
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+        snprintf(bad, sizeof bad, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                 "{\"role\": \"assistant\", \"content\": %s}]}", BAD[k].content);
+        int rc = nnt_sft_encode(s, bad, strlen(bad), &ids, &counts, &n);
+        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", bad, rc);
+        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL, "%s: message '%s' "
+                      "does not say '%s'", bad, nnt_ctx_last_error(NULL), BAD[k].says);
+    }
+    const char *two = "{\"messages\": [{\"role\": \"system\", \"content\": [{\"type\": \"text\", "
+                      "\"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}, {\"role\": "
+                      "\"user\", \"content\": \"Hi\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, two, strlen(two), &ids, &n), NNT_E_FORMAT,
+                    "messages[0], a system message, has 2 parts: the Gemma 3 template renders "
+                    "its first alone");
+    nnt_sft_destroy(s);
+    /* the other templates take strings: a list is refused, not rendered as its text */
+    static const nnt_chat_template OTHERS[] = {NNT_CHAT_GEMMA, NNT_CHAT_CHATML, NNT_CHAT_QWEN3,
+                                               NNT_CHAT_LLAMA3_1};
+    const char *parts = "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", "
+                        "\"text\": \"Hi\"}]}]}";
+    for (size_t k = 0; k < sizeof OTHERS / sizeof OTHERS[0]; k++) {
+        s = open_sft(tok, NULL, OTHERS[k]);
+        EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, parts, strlen(parts), &ids, &n), NNT_E_FORMAT,
+                        "messages[0]'s content is a list of parts, which nnt renders with the "
+                        "Gemma 3 template only");
+        nnt_sft_destroy(s);
+    }
     nnt_tokenizer_destroy(tok);
 }
 END_TEST
@@ -951,6 +1028,7 @@ int main(void)
     tcase_add_test(tc, test_templates_and_errors);
     tcase_add_loop_test(tc, test_chat_templates, 0, 6);
     tcase_add_test(tc, test_gemma_turns);
+    tcase_add_test(tc, test_gemma3_parts);
     tcase_add_loop_test(tc, test_prompts, 0, 8);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);

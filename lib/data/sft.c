@@ -615,8 +615,32 @@ static int is_llama31(nnt_chat_template t)
     return t == NNT_CHAT_LLAMA3_1 || t == NNT_CHAT_LLAMA3_2;
 }
 
-/* One message checked: its role (system, user or assistant), its content (a string), and
- * for Qwen3 its reasoning_content (NULL when absent); the keys nnt renders, no others. */
+/* Gemma 3's content as a list of parts: each {"type": "text", "text": string} (the template
+ * renders their texts trimmed, one after another; other keys of a part it ignores); an image
+ * or another kind of part refused (nnt trains text models). */
+static int content_parts(const jv *content, size_t i)
+{
+    static const char fn[] = "nnt_sft_encode";
+    for (size_t k = 0; k < content->n; k++) {
+        const jv *part = &content->items[k];
+        const jv *type = hft_jv_get(part, "type"), *text = hft_jv_get(part, "text");
+        if (part->type != JV_OBJ || !type || type->type != JV_STR)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].content[%zu] is not a part "
+                            "{\"type\": \"text\", \"text\": string}", fn, i, k);
+        if (strcmp(type->s, "text") != 0)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].content[%zu] is a part of "
+                            "type \"%s\": nnt trains text models and renders text parts only",
+                            fn, i, k, type->s);
+        if (!text || text->type != JV_STR)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].content[%zu] is a text part "
+                            "without a string \"text\"", fn, i, k);
+    }
+    return NNT_OK;
+}
+
+/* One message checked: its role (system, user or assistant), its content (a string; Gemma 3:
+ * or a list of text parts), and for Qwen3 its reasoning_content (NULL when absent); the keys
+ * nnt renders, no others. */
 static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **role,
                          const jv **content, const jv **reasoning)
 {
@@ -624,11 +648,20 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
     *role = hft_jv_get(m, "role");
     *content = hft_jv_get(m, "content");
     *reasoning = t == NNT_CHAT_QWEN3 ? hft_jv_get(m, "reasoning_content") : NULL;
+    int parts = *content && (*content)->type == JV_ARR;
+    if (parts && t != NNT_CHAT_GEMMA3)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu]'s content is a list of parts, "
+                        "which nnt renders with the Gemma 3 template only (the %s template "
+                        "takes a string)", fn, i, template_name(t));
     if (m->type != JV_OBJ || !*role || (*role)->type != JV_STR || !*content ||
-        (*content)->type != JV_STR || (*reasoning && (*reasoning)->type != JV_STR))
+        ((*content)->type != JV_STR && !parts) ||
+        (*reasoning && (*reasoning)->type != JV_STR))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is not {\"role\": string, "
                         "\"content\": string%s}", fn, i,
-                        t == NNT_CHAT_QWEN3 ? " (, \"reasoning_content\": string)" : "");
+                        t == NNT_CHAT_QWEN3 ? " (, \"reasoning_content\": string)"
+                        : t == NNT_CHAT_GEMMA3 ? " or [text parts]" : "");
+    if (parts)
+        NNT_TRY(content_parts(*content, i));
     for (size_t k = 0; k < m->n; k++) {
         const char *key = m->keys[k];
         if (!strcmp(key, "role") || !strcmp(key, "content") ||
@@ -650,7 +683,7 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\", which the %s "
                         "template does not know (system, user, assistant)", fn, i, r,
                         template_name(t));
-    if (strcmp(r, "assistant") == 0 && (*content)->len == 0 &&
+    if (strcmp(r, "assistant") == 0 && !parts && (*content)->len == 0 &&
         !(*reasoning && (*reasoning)->len > 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an empty assistant message: "
                         "nothing to learn", fn, i);
@@ -703,19 +736,41 @@ static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content
     return NNT_OK;
 }
 
-/* messages[i]'s trimmed content and the turn's end marker, counted for an assistant (Llama 3's
- * and Gemma's turns); an assistant message of white space only is refused */
+/* The text of content (a string, or part k of a list of text parts) */
+static const jv *content_text(const jv *content, size_t k)
+{
+    return content->type == JV_STR ? content : hft_jv_get(&content->items[k], "text");
+}
+
+/* [*c, *e): the text of content's part k (a string: k 0), trimmed */
+static void part_trimmed(const jv *content, size_t k, const char **c, const char **e)
+{
+    const jv *text = content_text(content, k);
+    *c = text->s, *e = text->s + text->len;
+    trim(c, e);
+}
+
+/* messages[i]'s trimmed content (a list's text parts each trimmed, one after another) and the
+ * turn's end marker, counted for an assistant (Llama 3's and Gemma's turns); an assistant
+ * message of white space only is refused */
 static int put_trimmed(nnt_sft *s, size_t i, int assistant, const jv *content, const char *end,
                        turns *a)
 {
-    const char *c = content->s, *e = content->s + content->len;
-    trim(&c, &e);
-    if (assistant && c == e)
+    size_t nparts = content->type == JV_STR ? 1 : content->n, kept = 0;
+    const char *c, *e;
+    for (size_t k = 0; k < nparts; k++) {
+        part_trimmed(content, k, &c, &e);
+        kept += (size_t)(e - c);
+    }
+    if (assistant && kept == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is an assistant "
                         "message of white space only: nothing to learn", i);
     if (assistant)
         a->at[2 * a->n] = s->text.n;
-    NNT_TRY(put(s, c, (size_t)(e - c)));
+    for (size_t k = 0; k < nparts; k++) {
+        part_trimmed(content, k, &c, &e);
+        NNT_TRY(put(s, c, (size_t)(e - c)));
+    }
     NNT_TRY(puts0(s, end));
     if (assistant)
         a->at[2 * a->n++ + 1] = s->text.n;
@@ -753,7 +808,8 @@ static int render_llama31_system(nnt_sft *s, const jv *msgs, int *skip)
 }
 
 /* Gemma's and Gemma 3's start: bos, and a first system message (*skip 1): Gemma 3 puts its
- * content and "\n\n" (not trimmed) before the first turn's (*prefix), Gemma's refuses it. */
+ * content (a list's first part: a single one) and "\n\n" (not trimmed) before the first
+ * turn's (*prefix), Gemma's refuses it. */
 static int gemma_start(nnt_sft *s, const jv *msgs, int *skip, const jv **prefix)
 {
     const jv *role = hft_jv_get(&msgs->items[0], "role");
@@ -763,6 +819,13 @@ static int gemma_start(nnt_sft *s, const jv *msgs, int *skip, const jv **prefix)
         return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[0] is a system message, "
                         "which the Gemma template refuses (\"System role not supported\"; "
                         "Gemma 3's puts it before the first user message)");
+    if (*prefix && (*prefix)->type == JV_ARR) {
+        if ((*prefix)->n != 1)
+            return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[0], a system "
+                            "message, has %zu parts: the Gemma 3 template renders its first "
+                            "alone (give one)", (*prefix)->n);
+        *prefix = content_text(*prefix, 0);
+    }
     return puts0(s, bos_of(s));
 }
 
