@@ -23,6 +23,7 @@ typedef struct opts {
     const char *prompt, *prompt_file, *prompt_ids, *vocab, *merges, *tokenizer_json;
     const char *eos;                        /* --eos: auto, none, or ids     */
     const char *system, *tokenizer_config;  /* --chat's system message, configuration */
+    const char *messages;                   /* --messages FILE: a conversation (--chat) */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
     char *model_dir, *trained_tokenizer;    /* a checkpoint's Hugging Face directory and
                                                tokenizer.json, as its run recorded them */
@@ -58,6 +59,9 @@ static const cli_option table[] = {
     OPT_FLAG("chat", chat, 0, "the prompt's text is a user's message: rendered with\nthe "
              "model's chat template and its generation\nprompt; the answer alone is printed"),
     OPT_STR("system", system, NULL, 0, "TEXT", "with --chat: a system message before it"),
+    OPT_STR("messages", messages, NULL, 0, "FILE", "a conversation (JSON: {\"messages\": "
+            "[...]} or [...]),\nits last message a user's, rendered as --chat\nrenders "
+            "(implies --chat; -: standard input)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "with --chat: auto (the tokenizer_config.json's),\nchatml, llama3, qwen2.5, "
                "qwen3, llama3.1,\nllama3.2, gemma, gemma2 or gemma3"),
@@ -103,7 +107,8 @@ static const cli_option table[] = {
 static const cli_program program = {
     "nnt-generate", table, (int)(sizeof table / sizeof table[0]),
     "Usage: nnt-generate (--load-hf DIR | --load-llmc FILE | --checkpoint FILE|DIR)\n"
-    "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS) [OPTION]...\n"
+    "                    (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS |\n"
+    "                     --messages FILE) [OPTION]...\n"
     "Continue a prompt with a language model (nnt_model_generate: a key/value cache, greedy\n"
     "or sampled decoding) and print the prompt and its continuation as they come.\n\n",
     "\nExit status: 0 done, 1 error (library, files), 2 bad usage.\nSee nnt-generate(1).\n",
@@ -118,12 +123,13 @@ static int lib_error(const char *what, int rc)
     return 1;
 }
 
-/* --prompt-file: the whole file (- : standard input) as the prompt's text. */
-static int read_prompt_file(opts *o)
+/* --prompt-file or --messages (option): the whole of path (- : standard input) as the
+ * prompt's text. */
+static int read_prompt_file(opts *o, const char *option, const char *path)
 {
-    FILE *f = strcmp(o->prompt_file, "-") ? fopen(o->prompt_file, "rb") : stdin;
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) {
-        fprintf(stderr, "nnt-generate: --prompt-file %s: %s\n", o->prompt_file, strerror(errno));
+        fprintf(stderr, "nnt-generate: %s %s: %s\n", option, path, strerror(errno));
         return 2;
     }
     size_t cap = 1 << 16, n = 0, got;
@@ -140,7 +146,7 @@ static int read_prompt_file(opts *o)
         fclose(f);
     if (failed) {
         free(buf);
-        fprintf(stderr, "nnt-generate: --prompt-file %s: %s\n", o->prompt_file, failed);
+        fprintf(stderr, "nnt-generate: %s %s: %s\n", option, path, failed);
         return 2;
     }
     o->prompt = o->prompt_buf = buf;
@@ -155,9 +161,14 @@ static int parse_args(int argc, char **argv, opts *o)
         return rc;
     if (!!o->load_hf + !!o->load_llmc + !!o->checkpoint != 1)
         return usage("%s", "give one of --load-hf, --load-llmc and --checkpoint");
-    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file != 1)
-        return usage("%s", "give one of --prompt, --prompt-file and --prompt-ids");
-    if (o->prompt_file && read_prompt_file(o))
+    if (!!o->prompt + !!o->prompt_ids + !!o->prompt_file + !!o->messages != 1)
+        return usage("%s", "give one of --prompt, --prompt-file, --prompt-ids and --messages");
+    if (o->messages && o->system)
+        return usage("%s", "--messages: the system message goes in the file's messages, not "
+                     "--system");
+    o->chat |= o->messages != NULL;
+    if ((o->prompt_file && read_prompt_file(o, "--prompt-file", o->prompt_file)) ||
+        (o->messages && read_prompt_file(o, "--messages", o->messages)))
         return 2;
     if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
         o->prompt_len = strlen(o->prompt);
@@ -479,26 +490,38 @@ static char *chat_config(const opts *o)
                              : o->load_hf ? o->load_hf : o->trained_tokenizer);
 }
 
-/* --chat: the prompt's text as a user's message (after --system's) rendered with the chat
- * template and its generation prompt (nnt_sft_encode_prompt). */
+/* --chat's record into rec (*k bytes): the prompt's text as a user's message after
+ * --system's (--messages: the file's text, given as it is). */
+static void chat_record(const opts *o, char *rec, size_t *k)
+{
+    size_t ns = o->system ? strlen(o->system) : 0;
+    *k = (size_t)sprintf(rec, "{\"messages\": [");
+    if (o->system) {
+        *k += (size_t)sprintf(rec + *k, "{\"role\": \"system\", \"content\": \"");
+        json_escaped(rec, k, o->system, ns);
+        *k += (size_t)sprintf(rec + *k, "\"}, ");
+    }
+    *k += (size_t)sprintf(rec + *k, "{\"role\": \"user\", \"content\": \"");
+    json_escaped(rec, k, o->prompt, o->prompt_len);
+    *k += (size_t)sprintf(rec + *k, "\"}]}");
+}
+
+/* --chat: the prompt's text as a user's message (after --system's), or --messages's
+ * conversation, rendered with the chat template and its generation prompt
+ * (nnt_sft_encode_prompt). */
 static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt,
                        size_t *nprompt)
 {
-    size_t ns = o->system ? strlen(o->system) : 0;
+    size_t ns = o->system ? strlen(o->system) : 0, k = 0;
     char *rec = malloc(6 * (o->prompt_len + ns) + 128), *config = chat_config(o);
     if (!rec) {
         free(config);
         return lib_error("--chat", NNT_E_NOMEM);
     }
-    size_t k = (size_t)sprintf(rec, "{\"messages\": [");
-    if (o->system) {
-        k += (size_t)sprintf(rec + k, "{\"role\": \"system\", \"content\": \"");
-        json_escaped(rec, &k, o->system, ns);
-        k += (size_t)sprintf(rec + k, "\"}, ");
-    }
-    k += (size_t)sprintf(rec + k, "{\"role\": \"user\", \"content\": \"");
-    json_escaped(rec, &k, o->prompt, o->prompt_len);
-    k += (size_t)sprintf(rec + k, "\"}]}");
+    if (o->messages)
+        memcpy(rec, o->prompt, k = o->prompt_len);
+    else
+        chat_record(o, rec, &k);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = config;
     so.chat_template = cli_chat_template(chat_templates[o->chat_template]);
@@ -515,7 +538,8 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
     else if (nnt_sft_template_of(s, &used) == 0 && used == NNT_CHAT_NONE)
         status = usage("--chat: %s has no chat_template: give --chat-template NAME", config);
     else if ((rc = nnt_sft_encode_prompt(s, rec, k, &ids, nprompt)) != 0)
-        status = lib_error("--chat (nnt_sft_encode_prompt)", rc);
+        status = lib_error(o->messages ? "--messages (nnt_sft_encode_prompt)"
+                           : "--chat (nnt_sft_encode_prompt)", rc);
     else if (!(*prompt = malloc((*nprompt + 1) * sizeof **prompt)))
         status = lib_error("--chat", NNT_E_NOMEM);
     else

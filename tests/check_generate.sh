@@ -6,7 +6,8 @@
 # tests/gen_gpt2_generate.py), with and without the key/value cache, in fp32 and with
 # --precision bf16; --eos stops at any id of its list, by default at the model directory's
 # (generation_config.json, else config.json), with none at none; --chat renders the prompt
-# as transformers' apply_chat_template with the generation prompt; a GPT-2
+# as transformers' apply_chat_template with the generation prompt, and so does --messages
+# (a conversation of several turns in a file); a GPT-2
 # directory gives the same ids with and without the cache; text is the prompt and its
 # continuation (--continuation-only: the new text), escaped on a terminal, raw into a pipe;
 # bad usage exits 2, a missing model directory 1, and both say why.
@@ -81,6 +82,25 @@ case "$atext" in
     *start_of_turn*|*Name*) fail "--chat printed the prompt: '$atext'";;
 esac
 [ -n "$atext" ] || fail "--chat printed nothing"
+# --messages: a conversation of several turns from a file (gemma3_prompts.jsonl line 2: a
+# system message, a user's, an assistant's, a user's), and as a bare list on standard input
+# (gemma3_parts_prompts.jsonl line 2: contents as lists of text parts), give the new ids of
+# transformers' apply_chat_template ids (gemma3.prompts lines 5 and 7) as --prompt-ids
+for m in "5 gemma3_prompts.jsonl 2" "7 gemma3_parts_prompts.jsonl 2"; do
+    set -- $m
+    mids=$(sed -n "$1p" "$sft/gemma3.prompts" | sed 's/^ids //')
+    sed -n "$3p" "$sft/$2" > "$tmp/conv.json"
+    mwant=$("$prog" --load-hf "$tmp/chat" --prompt-ids "$mids" --max-new-tokens 8 \
+        --temperature 0 --print-ids --cpus 2 2> "$tmp/chat.err") ||
+        { fail "messages reference run $1"; cat "$tmp/chat.err"; }
+    expect "messages_$1" "$mwant" --load-hf "$tmp/chat" --messages "$tmp/conv.json" \
+        --max-new-tokens 8 --temperature 0 --print-ids --cpus 2
+    sed 's/^{"messages": //; s/}$//' "$tmp/conv.json" > "$tmp/list.json"
+    got=$("$prog" --load-hf "$tmp/chat" --messages - --max-new-tokens 8 --temperature 0 \
+        --print-ids --cpus 2 < "$tmp/list.json" 2> "$tmp/chat.err")
+    [ "$got" = "$mwant" ] || { fail "messages_list_$1: got '$got', expected '$mwant'"
+                                cat "$tmp/chat.err"; }
+done
 # a checkpoint trained from that directory: --chat takes the template beside the tokenizer.json
 # its run recorded, and --eos auto the eos ids of the directory it started from
 "$top_builddir/nnt-train" --load-hf "$tmp/chat" --data "$top_srcdir/README" --steps 1 \
@@ -235,9 +255,22 @@ bad() {
     [ -s "$tmp/bad.out" ] && fail "$*: wrote to stdout"
 }
 bad 2 "give one of --load-hf" --prompt-ids 1
-bad 2 "give one of --prompt, --prompt-file and --prompt-ids" --load-hf "$gqa"
-bad 2 "give one of --prompt, --prompt-file and --prompt-ids" --load-hf "$gqa" --prompt x \
-    --prompt-file "$tmp/prompt.txt"
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids and --messages" --load-hf "$gqa"
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids and --messages" --load-hf "$gqa" \
+    --prompt x --prompt-file "$tmp/prompt.txt"
+bad 2 "give one of --prompt, --prompt-file, --prompt-ids and --messages" --load-hf "$gqa" \
+    --prompt x --messages "$tmp/conv.json"
+bad 2 "--messages: the system message goes in the file's messages" --load-hf "$tmp/chat" \
+    --messages "$tmp/conv.json" --system y
+bad 2 "--messages $tmp/no-conv.json: No such file" --load-hf "$tmp/chat" \
+    --messages "$tmp/no-conv.json"
+# a truncated conversation: where it ends (its own offsets); a last message not a user's
+head -c 40 "$tmp/conv.json" > "$tmp/cut.json"
+bad 1 "--messages (nnt_sft_encode_prompt): .* at byte 40" --load-hf "$tmp/chat" \
+    --messages "$tmp/cut.json"
+echo '[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yes"}]' \
+    > "$tmp/ends.json"
+bad 1 "a prompt's last message is a user's" --load-hf "$tmp/chat" --messages "$tmp/ends.json"
 bad 2 "$tmp/no-prompt.txt" --load-hf "$gqa" --prompt-file "$tmp/no-prompt.txt"
 bad 2 "--prompt needs a tokenizer" --load-hf "$gqa" --prompt "hello"
 # a directory without tokenizer files (nnt-train's byte-level --save-hf): bytes is a choice

@@ -6,7 +6,8 @@
  * another), and loads it: a tokenizer.json (then encodes and decodes a text, and decodes
  * out-of-range ids), a Llama config.json beside an intact model.safetensors, or a
  * model.safetensors whose header region is mutated, or prompt/answer data: a record of
- * tests/fixtures/sft/records.jsonl or chat_prompts.jsonl encoded (nnt_sft_encode_prompt,
+ * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl or gemma3_parts_records.jsonl (lists
+ * of text parts) encoded (nnt_sft_encode_prompt,
  * nnt_sft_encode) and laid out in rows of a token file (nnt_token_writer_write_example, read
  * back through nnt_data with its mask), or a tokenizer_config.json (Llama 3's, ChatML's,
  * Gemma 3's, Qwen3's) whose chat template is recognised or refused (nnt_sft_create).
@@ -224,17 +225,21 @@ int main(int argc, char **argv)
     }
     nnt_log_set_level(NNT_LOG_ERROR);
     long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
-    char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], cfg_copy[1024],
-        rows[1024];
+    char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], sft_parts[1024],
+        cfg_copy[1024], rows[1024];
     snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
     snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
     snprintf(sft_records, sizeof sft_records, "%s/tests/fixtures/sft/records.jsonl", src);
     snprintf(sft_prompts, sizeof sft_prompts, "%s/tests/fixtures/sft/chat_prompts.jsonl", src);
+    snprintf(sft_parts, sizeof sft_parts, "%s/tests/fixtures/sft/gemma3_parts_records.jsonl",
+             src);
     snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
     snprintf(rows, sizeof rows, "%s/rows.bin", work);
     nnt_tokenizer *stok = NULL;
-    size_t nrecs[2] = {0, 0};
-    unsigned char *recs[2] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1])};
+    size_t nrecs[3] = {0, 0, 0};
+    unsigned char *recs[3] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
+                              read_all(sft_parts, &nrecs[2])};
+    static const size_t LINES[3] = {6, 5, 2};   /* the records of each set */
     static const char *const CONFIGS[] = {"llama3", "chatml", "gemma3", "qwen3"};
     if (nnt_tokenizer_hf_load(sft_tok, &stok) != NNT_OK) {
         fprintf(stderr, "fuzz_loaders: %s\n", nnt_ctx_last_error(NULL));
@@ -259,11 +264,12 @@ int main(int argc, char **argv)
         } else {
             char which[1024];
             snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 4]);
-            int set = (int)(next() % 2);   /* training records, or conversations' prompts */
+            /* training records, conversations' prompts, or Gemma 3's lists of parts */
+            int set = (int)(next() % 3);
             const unsigned char *records = recs[set];
             size_t nrec = nrecs[set];
             unsigned char line[1024];
-            size_t start = 0, len = 0, k = (size_t)(next() % (set ? 5 : 6));
+            size_t start = 0, len = 0, k = (size_t)(next() % LINES[set]);
             for (size_t i = 0, l = 0; i < nrec; i++)   /* line k of the records */
                 if (records[i] == '\n') {
                     if (l++ == k) {
@@ -290,6 +296,7 @@ int main(int argc, char **argv)
     nnt_tokenizer_destroy(stok);
     free(recs[0]);
     free(recs[1]);
+    free(recs[2]);
     unlink(cfg_copy);
     unlink(rows);
     nnt_ctx_destroy(ctx);

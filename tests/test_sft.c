@@ -346,6 +346,18 @@ START_TEST(test_prompts)
     }
     static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7};   /* the prompts of the sets */
     ck_assert_int_eq(k, COUNT[_i]);
+    /* the last conversation's list of messages alone: the same ids */
+    const char *list = strchr(line, '['), *end = strrchr(line, ']');
+    ck_assert_ptr_nonnull(list);
+    long want_ids[256];
+    read_line(expected, k - 1, want, sizeof want);
+    int nw = parse_ints(want, want_ids, 256);
+    const int32_t *lids;
+    size_t nl = 0;
+    EXPECT_OK(nnt_sft_encode_prompt(s, list, (size_t)(end + 1 - list), &lids, &nl));
+    ck_assert_int_eq((int)nl, nw);
+    for (int j = 0; j < nw; j++)
+        ck_assert_int_eq(lids[j], want_ids[j]);
     /* a prompt ends with a user message, and is a messages record alone */
     const int32_t *ids;
     size_t n = 0;
@@ -353,9 +365,14 @@ START_TEST(test_prompts)
                        "{\"role\": \"assistant\", \"content\": \"Hello!\"}]}";
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, ends, strlen(ends), &ids, &n), NNT_E_FORMAT,
                     "a prompt's last message is a user's (this one is a \"assistant\" message)");
-    const char *text = "{\"text\": \"Hi\"}";
+    const char *text = "{\"text\": \"Hi\"}", *other = "{\"messages\": [], \"x\": 1}";
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, text, strlen(text), &ids, &n), NNT_E_FORMAT,
+                    "a prompt is a record {\"messages\": [...]} (and no other key), or the "
+                    "list of messages alone");
+    EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, other, strlen(other), &ids, &n), NNT_E_FORMAT,
                     "a prompt is a record {\"messages\": [...]}");
+    EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, "[]", 2, &ids, &n), NNT_E_FORMAT,
+                    "\"messages\" is not a non-empty array");
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, NULL, 0, NULL, &n), NNT_E_INVAL, "NULL");
     /* the encoder still encodes training records after prompts (the same state) */
     const uint8_t *counts;

@@ -1042,12 +1042,12 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         return nnt_fail(NULL, rc, "%s: %s", fn, err);
     s->prompt = prompt;
     s->text.n = 0;
-    const jv *messages = hft_jv_get(&root, "messages");
+    const jv *messages = root.type == JV_ARR ? &root : hft_jv_get(&root, "messages");
     if (!prompt)
         rc = encode_value(s, &root);
-    else if (root.type != JV_OBJ || !messages || root.n != 1)
+    else if (!messages || (root.type == JV_OBJ && root.n != 1))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (and "
-                      "no other key)", fn);
+                      "no other key), or the list of messages alone", fn);
     else
         rc = encode_messages(s, messages);
     s->prompt = 0;
