@@ -856,6 +856,9 @@ void nnt_stats_ctx_stop(nnt_ctx *ctx);
 /* Give a task the completion callback that feeds the statistics and the trace
  * (nnt_submit, before submission). */
 void nnt_stats_task_hook(struct starpu_task *task);
+/* The tasks of nnt_submit run (their callbacks done) and the sum of their bodies' times
+ * since the context started or the last reset (reset: zeroed after the read). */
+void nnt_stats_tasks(int64_t *tasks, int64_t *busy_ns, int reset);
 
 /* Which tensors move (lib/trace/moves.c). Register a tensor's tile as a StarPU vector of nx
  * elements of elsize bytes, home node -1, whose transfers between RAM and the disk swap or a

@@ -7,6 +7,7 @@
  *   - adds the time the worker spent fetching the task's input data (acquire_data_start_time
  *     to acquire_data_end_time) to the transfer wait of nnt_ctx_mem_stats,
  *   - samples the memory used on every node for the peaks of nnt_ctx_mem_stats,
+ *   - counts the task and its body's time (nnt_stats_tasks),
  *   - while a trace is on, appends a record (worker, codelet, data wait, start, end).
  * One context is live per process (lib/ctx.c), so the state is this file's. */
 #include "../internal.h"
@@ -36,6 +37,8 @@ static struct {
     int64_t to_disk, from_disk;   /* of them, the buses into and out of a disk node       */
     int64_t to_gpu, from_gpu;     /* and those from the CPU RAM to a GPU and back         */
     int64_t wait_ns;              /* data waits of all tasks since create / the last reset */
+    int64_t tasks, task_ns;       /* tasks run and their bodies' time since create / the
+                                     last nnt_stats_tasks reset                            */
 } st = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int64_t ts_ns(const struct timespec *t)
@@ -106,6 +109,9 @@ static void task_done(void *arg)
     if (st.on) {
         if (wait > 0)
             st.wait_ns += wait;
+        int64_t body = ts_ns(&p->end_time) - ts_ns(&p->start_time);
+        st.tasks++;
+        st.task_ns += body > 0 ? body : 0;
         sample_peaks_locked();
         /* a task submitted before the trace started is not in it, though it may run, or
          * its callback may, after the start (a host read of a task's data can return
@@ -149,6 +155,7 @@ void nnt_stats_ctx_start(nnt_ctx *ctx)
     pthread_mutex_lock(&st.lock);
     free_trace_locked();
     reset_counters_locked();
+    st.tasks = st.task_ns = 0;
     nnt_moves_clear();   /* the counts by kind too */
     int nbus = starpu_bus_get_count();
     for (int b = 0; b < nbus; b++) {   /* reading the bus counters zeroes them */
@@ -156,6 +163,18 @@ void nnt_stats_ctx_start(nnt_ctx *ctx)
         starpu_bus_get_profiling_info(b, &info);
     }
     st.on = 1;
+    pthread_mutex_unlock(&st.lock);
+}
+
+void nnt_stats_tasks(int64_t *tasks, int64_t *busy_ns, int reset)
+{
+    pthread_mutex_lock(&st.lock);
+    if (tasks)
+        *tasks = st.tasks;
+    if (busy_ns)
+        *busy_ns = st.task_ns;
+    if (reset)
+        st.tasks = st.task_ns = 0;
     pthread_mutex_unlock(&st.lock);
 }
 

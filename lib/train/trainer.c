@@ -777,10 +777,45 @@ static int trace_control(nnt_trainer *tr, int64_t step, int after)
 }
 
 /* One update: its loss, lr, gradient norm and time into r. */
+/* A step of many tasks whose bodies are shorter on average than the runtime's own cost of a
+ * task (about 3-5 us to submit, schedule and finish one: 344k tasks of 1 us ran at 4.2 us a
+ * task on 2 CPU workers, AMD Zen 4): a tiling cut too fine, said once with what to change.
+ * CPU workers only (a CUDA task's body is its launch). */
+enum { SMALL_TASKS_MIN = 50000 };   /* fewer: the runtime's cost is under about 0.2 s a step */
+#define SMALL_TASK_US 10.0            /* a mean body under it: the runtime's cost rivals it  */
+
+static void warn_small_tasks(nnt_trainer *tr, int64_t step, double ms)
+{
+    int64_t tasks = 0, busy_ns = 0;
+    int ncpus = 0, ncuda = 0;
+    nnt_stats_tasks(&tasks, &busy_ns, 0);
+    nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);
+    double mean_us = (double)busy_ns / 1e3 / (double)(tasks ? tasks : 1);
+    if (tr->small_tasks_said || tr->rank != 0 || ncuda > 0 || tasks < SMALL_TASKS_MIN ||
+        mean_us >= SMALL_TASK_US)
+        return;
+    tr->small_tasks_said = 1;
+    char tiles[160] = "";
+    const nnt_tiling *g = &tr->tiling;
+    if (tr->tiling_known)
+        snprintf(tiles, sizeof tiles, " (batch %lld, seq %lld, channels %lld, hidden %lld, "
+                 "vocab %lld, heads %lld)", (long long)g->batch, (long long)g->seq,
+                 (long long)g->channels, (long long)g->hidden, (long long)g->vocab,
+                 (long long)g->heads);
+    nnt_log(NNT_LOG_WARN, "step %lld ran %lld tasks of %.1f us of work each on average, "
+            "less than the runtime spends on a task: the %d CPU workers were busy %.0f %% of "
+            "the step. The tiles are too small for this model%s: larger tiles make fewer, "
+            "larger tasks (nnt_tiling; nnt-train --tile-channels, --tile-hidden, --tile-seq, "
+            "--tile-heads, 0: chosen for the model)", (long long)step, (long long)tasks,
+            mean_us, ncpus, 100.0 * (double)busy_ns / 1e6 / (ms * (ncpus > 0 ? ncpus : 1)),
+            tiles);
+}
+
 static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;
     double start = now_s(), sum = 0;
+    nnt_stats_tasks(NULL, NULL, 1);   /* the step's tasks, for warn_small_tasks */
     /* dropped, not zero-filled: the first backward writes them (no traffic for old values) */
     NNT_TRY(nnt_layer_clear_grad(tr->model));
     /* masked data: the step's loss is the summed loss of its counted targets divided by
@@ -824,6 +859,7 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
     int low = tr->peak_low;
     r->mfu = nnt_train_mfu(tr->flops_per_token * r->tokens_per_s, tr->peak, tr->peak_measured,
                            &tr->peak_low);
+    warn_small_tasks(tr, step, r->ms);
     if (tr->peak_low && !low && tr->rank == 0)   /* (said once, as a warning) */
         nnt_log(NNT_LOG_WARN, "step %lld ran at %.1f GFLOP/s, above the peak of %.1f GFLOP/s "
                 "measured at start (the machine was busy?): no MFU from here on; a given "

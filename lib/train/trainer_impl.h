@@ -57,6 +57,7 @@ struct nnt_trainer {
     double peak;                   /* the MFU's peak (peak_flops or measured)              */
     int peak_measured;
     int peak_low;                  /* a step ran faster than the measured peak             */
+    int small_tasks_said;          /* warn_small_tasks has warned                          */
     int rank;                      /* this process's rank: only rank 0 writes the log      */
     int logs_open;                 /* log_dir's files opened (at the first step)           */
     FILE *csv, *val_csv;           /* train.csv, val.csv                                   */
