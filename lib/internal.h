@@ -134,6 +134,7 @@ struct nnt_ctx {
     int pack_b;                   /* products pack shared B tiles (nnt_gemm_packs)       */
     int pack_keep;                /* ... into packs kept with B while its tiles do not
                                      change (else packs made for one product only)        */
+    int64_t pack_keep_max;        /* bytes the kept packs may hold at once (pack_keep)    */
     int ksum;                     /* bf16 products sum their k tiles in one task
                                      (nnt_gemm_ksum_applies; nnt_gemm_sums_k)             */
     int no_dropout;               /* forwards that train nothing (the trainer's validation,
@@ -266,6 +267,9 @@ int nnt_topology_file(char *path, size_t len);
 /* The machine's main memory in bytes: NNT_HOST_RAM_MIB when it is a number, else the
  * kernel's MemTotal (0 when unknown). */
 int64_t nnt_host_ram_bytes(void);
+/* The memory available for new allocations now (the kernel's MemAvailable, else its free
+ * pages), at most nnt_host_ram_bytes; 0 when unknown. */
+int64_t nnt_host_available_bytes(void);
 
 /* Scratch memory of the calling worker, at least bytes, in the worker's memory (RAM for a
  * CPU worker, GPU memory for a CUDA worker, there allocated on the worker's stream). Kept
@@ -576,6 +580,13 @@ void nnt_gemm_kept_free(nnt_tensor *t);
  * (tests: that released tensors leave none behind). */
 void nnt_gemm_kept_retire(nnt_tensor *t);
 unsigned long nnt_gemm_kept_live(void);
+/* The RAM of kept packs (in use and pooled) now and at most since the context started
+ * (outside StarPU's memory nodes), and the cap on what they may hold in use
+ * (ctx->pack_keep_max: an eighth of the RAM available when the context started, or
+ * NNT_GEMM_PACK_KEEP_MIB): beyond it, B tiles are not packed to be kept (read as stored). */
+void nnt_gemm_kept_bytes(int64_t *now, int64_t *peak);
+/* ctx->pack_keep_max from the environment and the RAM available now; the peak reset */
+void nnt_gemm_kept_start(nnt_ctx *ctx);
 /* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes
  * (recomputed activations are made anew every step), freed when a context goes. */
 void nnt_gemm_kept_drain(void);

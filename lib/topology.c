@@ -110,6 +110,27 @@ int64_t nnt_host_ram_bytes(void)
     return env > 0 ? env : kernel_ram();
 }
 
+int64_t nnt_host_available_bytes(void)
+{
+    int64_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kib;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) {
+            avail = (int64_t)kib * 1024;
+            break;
+        }
+    if (f)
+        fclose(f);
+    if (avail <= 0) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        avail = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+    }
+    int64_t ram = nnt_host_ram_bytes();
+    return ram > 0 && (avail <= 0 || avail > ram) ? ram : avail;
+}
+
 int nnt_topology_file(char *path, size_t len)
 {
     path[0] = 0;

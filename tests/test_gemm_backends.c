@@ -9,6 +9,7 @@
 
 /* lib/internal.h (which needs StarPU's) */
 unsigned long nnt_gemm_kept_live(void);
+void nnt_gemm_kept_bytes(int64_t *now, int64_t *peak);
 int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype);
 
 #include <pthread.h>
@@ -1336,6 +1337,83 @@ START_TEST(test_model_kept)
 }
 END_TEST
 
+/* The kept packs' cap (NNT_GEMM_PACK_KEEP_MIB): W (3072, 256) in 3 tiles of 1 MiB read by 3
+ * row tiles of A; with a cap of 2 MiB two tiles are kept packed and the third read as stored
+ * (packed again for no product), with 0 none, without a cap all three; the packs in use
+ * never pass the cap, and the products' bits are those of W as stored (NNT_GEMM_PACK=0).
+ * Then the cap's text in the kernels' description. */
+static void capped_run(const char *cap, float **out, unsigned long *packs, int64_t *peak)
+{
+    if (!cap)
+        setenv("NNT_GEMM_PACK", "0", 1);
+    else if (*cap)
+        setenv("NNT_GEMM_PACK_KEEP_MIB", cap, 1);
+    nnt_ctx *ctx = ctx_with("onednn");
+    unsetenv("NNT_GEMM_PACK");
+    unsetenv("NNT_GEMM_PACK_KEEP_MIB");
+    const char *desc = NULL;
+    EXPECT_OK(nnt_ctx_kernels(ctx, &desc));
+    if (cap)
+        ck_assert_msg(strstr(desc, *cap ? "kept while unchanged (up to 0.0 GiB, "
+                             "NNT_GEMM_PACK_KEEP_MIB; beyond, read as stored)"
+                             : "kept while unchanged (up to ") != NULL, "%s", desc);
+    nnt_tensor *a = NULL, *w = NULL, *c = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 256}, (int64_t[]){8, 256},
+                                &a));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3072, 256},
+                                (int64_t[]){1024, 256}, &w));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 3072}, (int64_t[]){8, 1024},
+                                &c));
+    EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
+    EXPECT_OK(nnt_tensor_fill_normal(w, 2, 0.0, 1.0));
+    unsigned long p0, q, r;
+    nnt_cpu_dnnl_pack_counts(&p0, &q, &r);
+    for (int k = 0; k < 2; k++) {   /* twice: what was kept is not packed again */
+        free(*out);
+        *out = kept_product(ctx, a, w, c);
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        int64_t now = 0;
+        nnt_gemm_kept_bytes(&now, peak);
+        if (cap && *cap)
+            ck_assert_msg(now <= (int64_t)atoi(cap) << 20, "cap %s MiB: %lld bytes of kept "
+                          "packs", cap, (long long)now);
+    }
+    nnt_cpu_dnnl_pack_counts(packs, &q, &r);
+    *packs -= p0;
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(w));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+START_TEST(test_model_kept_cap)
+{
+    nnt_cpu_dnnl_reorder_plain(1);
+    static const char *const CAPS[] = {"2", "0", "", NULL};
+    static const unsigned long WANT[] = {2, 0, 3, 0};
+    float *out[4] = {NULL, NULL, NULL, NULL};
+    unsigned long packs[4];
+    int64_t peak[4];
+    for (int k = 0; k < 4; k++)
+        capped_run(CAPS[k], &out[k], &packs[k], &peak[k]);
+    nnt_cpu_dnnl_reorder_plain(0);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_msg(packs[k] == WANT[k], "cap %s: %lu tiles packed (%lu expected)",
+                      CAPS[k] ? CAPS[k] : "(NNT_GEMM_PACK=0)", packs[k], WANT[k]);
+        ck_assert_msg(memcmp(out[k], out[3], 24 * 3072 * sizeof(float)) == 0, "cap %s: other "
+                      "bits than W as stored", CAPS[k] ? CAPS[k] : "-");
+    }
+    ck_assert_msg(peak[0] > (1 << 20) && peak[0] <= (2 << 20) && peak[2] > (2 << 20),
+                  "peaks of kept packs: %lld with a cap of 2 MiB, %lld without", (long long)peak[0],
+                  (long long)peak[2]);
+    printf("test_gemm_backends api kept cap: tiles packed %lu (2 MiB), %lu (0), %lu (none); peak "
+           "bytes %lld, %lld\n", packs[0], packs[1], packs[2], (long long)peak[0],
+           (long long)peak[2]);
+    for (int k = 0; k < 4; k++)
+        free(out[k]);
+}
+END_TEST
+
 /* A tensor given new tiles by a change of storage type (a frozen matrix narrowed to bf16 and
  * widened again, as nnt_layer_init does) drops the packs of its old tiles: its new tiles
  * count their writes from 0 again, so a pack of the old ones made at the same count would
@@ -1434,6 +1512,7 @@ static Suite *backends_suite(void)
     tcase_add_loop_test(api, test_model_packed, 0, 6);
     tcase_add_test(api, test_model_ksum);
     tcase_add_loop_test(api, test_model_kept, 0, 2);
+    tcase_add_test(api, test_model_kept_cap);
     tcase_add_test(api, test_recompute_releases_packs);
     tcase_add_test(api, test_kept_after_retype);
     suite_add_tcase(s, api);

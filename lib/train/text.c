@@ -302,6 +302,12 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
         char moved[32];
         for (int i = 0; i < ms.nnodes; i++)
             add_memory(&t, &ms, i, 1);
+        int64_t packs = 0;
+        nnt_gemm_kept_bytes(NULL, &packs);
+        if (packs > 0) {   /* outside the nodes' counts (lib/ops/gemm.c) */
+            format_bytes(moved, sizeof moved, packs);
+            add(&t, ", and %s of packed weights kept for the products", moved);
+        }
         format_bytes(moved, sizeof moved, ms.bytes_moved);
         add(&t, "; %s moved between nodes", moved);
         if (ms.bytes_to_disk || ms.bytes_from_disk) {
