@@ -164,7 +164,7 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(chat_templates[o->chat_template]),
-                    o->tokenizer_config, o->json, o->chat_date};
+                    o->tokenizer_config, o->json, o->chat_date, NULL};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

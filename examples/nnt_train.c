@@ -11,6 +11,7 @@
 #define _XOPEN_SOURCE 700   /* fileno */
 #include "train.h"
 #include "text_out.h"
+#include "tokenize_jsonl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -42,6 +43,8 @@ typedef struct trainer {
     int64_t nonfinite, done;      /* non-finite step; steps before this run                */
     int ncpus, ncuda, live, line_open, mpi, rank, nranks;
     char *path_ckpt, path_best[4096], path_table[4096];
+    char *jsonl_bin[2];           /* --data, --val-data .jsonl made into token files in OUT */
+    char jsonl_said[2][4400];     /* and the summary's line on each ("" when none)         */
 } trainer;
 
 /* After an out-of-memory error (the library names its own fields, mem_cpu_mib and swap_dir):
@@ -371,7 +374,7 @@ static void print_summary(trainer *t)
     char text[16384] = "";
     nnt_version(NULL, &version);
     nnt_trainer_text(t->tr, NNT_TRAINER_TEXT_SUMMARY, NULL, term_width(t), text, sizeof text);
-    say(t, "nnt-train %s\n%s\n", version, text);
+    say(t, "nnt-train %s\n%s%s%s\n", version, t->jsonl_said[0], t->jsonl_said[1], text);
     print_warnings(t);
     int64_t tok_vocab = 0;
     nnt_tokenizer_vocab_size(t->tok, &tok_vocab);
@@ -524,6 +527,78 @@ static void print_final_report(trainer *t, double sample_s, double total_s)
 }
 /* ---- setup, run, main ------------------------------------------------------------------------ */
 
+/* mkdir -p dir (0, or 1 after a message) */
+static int make_dirs(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1;; c++)
+        if (*c == '/' || *c == '\0') {
+            char was = *c;
+            *c = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                fprintf(stderr, "nnt-train: --out: cannot create %s: %s\n", p, strerror(errno));
+                return 1;
+            }
+            if ((*c = was) == '\0')
+                return 0;
+        }
+}
+
+/* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
+ * into a token file with a loss mask, OUT/FILE.tokens.bin (--val-data's FILE.val-tokens.bin),
+ * rows of T, one example a row, those longer than T cut (as nnt-tokenize --jsonl --seq T
+ * --too-long cut makes it, through nnt_sft), which the run then reads. One process only
+ * (rank 0 would write it while the others read). */
+static int jsonl_data(trainer *t, const char *option, const char **path, int which)
+{
+    train_opts *o = &t->o;
+    size_t n = *path ? strlen(*path) : 0;
+    if (n < 7 || strcmp(*path + n - 6, ".jsonl") != 0 || o->run.data_format != NNT_DATA_AUTO)
+        return 0;
+    const char *json = o->run.tokenizer_json ? o->run.tokenizer_json : o->load_hf;
+    if (t->mpi)
+        return train_usage_error("%s %s: prompt/answer records are made into a token file by "
+                                 "one process: run nnt-tokenize --jsonl first and give the "
+                                 "file it writes", option, *path);
+    if (!json || (o->run.tokenizer >= 0 && o->run.tokenizer != NNT_TOKENIZER_JSON))
+        return train_usage_error("%s %s: prompt/answer records need the model's Hugging Face "
+                                 "tokenizer and chat template: --load-hf DIR or "
+                                 "--tokenizer-json FILE", option, *path);
+    const char *base = strrchr(*path, '/') ? strrchr(*path, '/') + 1 : *path;
+    size_t len = strlen(o->out_dir) + strlen(base) + 16;
+    char *out = malloc(len);
+    nnt_tokenizer *tok = NULL;
+    int64_t vocab = 0;
+    int rc = out ? nnt_tokenizer_hf_load(json, &tok) : NNT_E_NOMEM;
+    if (rc) {
+        free(out);
+        return lib_error("tokenizer for the prompt/answer records", rc);
+    }
+    snprintf(out, len, "%s/%.*s.%s", o->out_dir, (int)(strlen(base) - 6), base,
+             which ? "val-tokens.bin" : "tokens.bin");
+    nnt_tokenizer_vocab_size(tok, &vocab);
+    jsonl_opts jo = {o->loop.seq, 0, 1, NNT_CHAT_AUTO, NULL, json, NULL, "nnt-train"};
+    jsonl_stats st;
+    char *inputs[1] = {(char *)*path};
+    rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
+    nnt_tokenizer_destroy(tok);
+    if (rc) {
+        fprintf(stderr, "nnt-train: %s %s: not made into a token file (nnt-tokenize --jsonl "
+                "makes one with more choices: --chat-template, --pack, --too-long)\n", option,
+                *path);
+        free(out);
+        return 1;
+    }
+    snprintf(t->jsonl_said[which], sizeof t->jsonl_said[which], "records:   %s: %lld "
+             "examples (%lld cut to T %lld) in %lld rows, %lld tokens count in the loss, "
+             "written to %s\n", *path, (long long)st.examples, (long long)st.cut,
+             (long long)o->loop.seq, (long long)st.rows, (long long)st.counted, out);
+    t->jsonl_bin[which] = out;
+    *path = out;
+    return 0;
+}
+
 static int setup(trainer *t)
 {
     train_opts *o = &t->o;
@@ -547,7 +622,9 @@ static int setup(trainer *t)
         return rc;
     if (!t->path_ckpt)
         return lib_error("nnt-train", NNT_E_NOMEM);
-    if ((rc = start_runtime(t)) || (rc = open_run(t)) || (rc = check_config(t)))
+    if ((rc = start_runtime(t)) || (rc = jsonl_data(t, "--data", &o->run.data, 0)) ||
+        (rc = jsonl_data(t, "--val-data", &o->run.val_data, 1)) || (rc = open_run(t)) ||
+        (rc = check_config(t)))
         return rc;   /* (checked again with the model's configuration) */
     return o->resume ? resume_notes(t) : 0;
 }
@@ -559,6 +636,7 @@ static void teardown(trainer *t)
         nnt_ctx_destroy(t->ctx);
     train_opts_free(&t->o);
     free(t->resume_saved), free(t->path_ckpt);
+    free(t->jsonl_bin[0]), free(t->jsonl_bin[1]);
 }
 
 static int run(trainer *t)

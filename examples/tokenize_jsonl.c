@@ -13,9 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const char *prog = "nnt-tokenize";   /* the messages' prefix (jsonl_opts.program) */
+
 static int fail_lib(const char *where, int rc)
 {
-    fprintf(stderr, "nnt-tokenize: %s: %s (%s)\n", where, nnt_ctx_last_error(NULL),
+    fprintf(stderr, "%s: %s: %s (%s)\n", prog, where, nnt_ctx_last_error(NULL),
             nnt_strerror(rc));
     return 1;
 }
@@ -26,7 +28,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        fprintf(stderr, "nnt-tokenize: %s: cannot open: %s\n", path, strerror(errno));
+        fprintf(stderr, "%s: %s: cannot open: %s\n", prog, path, strerror(errno));
         return 1;
     }
     char *line = NULL, where[4200];
@@ -51,18 +53,20 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
         if (e) {
             rc = fail_lib(where, e);
             if (e == NNT_E_INVAL && (int64_t)n > T)
-                fprintf(stderr, "nnt-tokenize: (%zu tokens: give --too-long cut to keep the "
-                        "first %lld, or a larger --seq)\n", n, (long long)T);
+                fprintf(stderr, "%s: (%zu tokens: give --too-long cut to keep the first %lld, "
+                        "or a larger --seq)\n", prog, n, (long long)T);
             break;
         }
-        int64_t kept = (int64_t)n > T ? T : (int64_t)n;
+        int64_t kept = (int64_t)n > T ? T : (int64_t)n, counted = 0;
         st->examples++;
         st->cut += (int64_t)n > T;
         for (int64_t i = 1; i < kept; i++)
-            st->counted += counts[i] != 0;
+            counted += counts[i] != 0;
+        st->counted += counted;
+        st->empty += counted == 0;
     }
     if (rc == 0 && ferror(f)) {
-        fprintf(stderr, "nnt-tokenize: %s: cannot read: %s\n", path, strerror(errno));
+        fprintf(stderr, "%s: %s: cannot read: %s\n", prog, path, strerror(errno));
         rc = 1;
     }
     free(line);
@@ -74,6 +78,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
                    const char *out, int bits, int64_t vocab, jsonl_stats *st)
 {
     memset(st, 0, sizeof *st);
+    prog = o->program ? o->program : "nnt-tokenize";
     char *found = o->tokenizer_config ? NULL : cli_config_beside(o->tokenizer_json);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = o->tokenizer_config ? o->tokenizer_config : found;
@@ -104,11 +109,23 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     }
     if (st->examples == 0) {
         nnt_token_writer_destroy(w);
-        fprintf(stderr, "nnt-tokenize: no records in the input\n");
+        fprintf(stderr, "%s: no records in the input\n", prog);
+        return 1;
+    }
+    if (st->empty == st->examples) {
+        nnt_token_writer_destroy(w);
+        fprintf(stderr, "%s: no example keeps a token that counts in the loss once cut to %lld "
+                "tokens (the answers lie beyond them): give a larger --seq\n", prog,
+                (long long)o->seq);
         return 1;
     }
     if ((rc = nnt_token_writer_close(w)) != 0)
         return fail_lib("nnt_token_writer_close", rc);
+    if (st->empty > 0)
+        fprintf(stderr, "%s: warning: %lld of the %lld examples keep no token that counts in "
+                "the loss once cut to %lld tokens (their answers lie beyond them): a larger "
+                "--seq keeps them\n", prog, (long long)st->empty, (long long)st->examples,
+                (long long)o->seq);
     st->rows = (n + o->seq - 1) / o->seq;   /* close filled the last one */
     return 0;
 }

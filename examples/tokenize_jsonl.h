@@ -13,10 +13,12 @@ typedef struct jsonl_opts {
     const char *tokenizer_config;     /* NULL: the one beside tokenizer_json, if any     */
     const char *tokenizer_json;
     const char *chat_date;            /* Llama 3.1+'s "Today Date"; NULL: the template's */
+    const char *program;              /* its messages' prefix; NULL: "nnt-tokenize"      */
 } jsonl_opts;
 
 typedef struct jsonl_stats {
     int64_t examples, cut, rows, counted;
+    int64_t empty;                    /* examples of which no token counts once cut to T */
 } jsonl_stats;
 
 /* 0, or 1 after a message on stderr naming the file and line. */

@@ -999,6 +999,46 @@ else
     echo "ok: $(grep -o 'ran [0-9]* tasks of [0-9.]* us' "$tmp/fine_tiles.err"): warned once; the default tiling: no warning"
 fi
 
+# ---- (12c) prompt/answer records: --data FILE.jsonl with a --load-hf directory's tokenizer
+# is made into OUT/FILE.tokens.bin, the bytes nnt-tokenize --jsonl --too-long cut writes, and
+# trains as that file does (the same losses); --val-data's into FILE.val-tokens.bin; a T
+# that leaves no answer is refused; JSON records given as text otherwise are refused by the
+# library (nnt_data_open), and taken with --data-format text ----------------------------------
+sft="$top_srcdir/tests/fixtures/sft"
+mkdir "$tmp/sftm"
+cp "$sft/model/config.json" "$sft/model/model.safetensors" "$sft/chatml/tokenizer.json" \
+    "$sft/chatml/tokenizer_config.json" "$tmp/sftm/"
+cp "$sft/chat_records.jsonl" "$tmp/chat.jsonl"
+jl="--load-hf $tmp/sftm --batch 2 --seq 128 --steps 3 --sample 0 --no-save --print-loss"
+run_ok jsonl_train $jl --data "$tmp/chat.jsonl" --val-data "$tmp/chat.jsonl" --out "$tmp/jl1"
+"$top_builddir/nnt-tokenize" --jsonl --seq 128 --too-long cut --tokenizer-json \
+    "$tmp/sftm/tokenizer.json" --out "$tmp/chat_tok.bin" "$tmp/chat.jsonl" 2> "$tmp/jl_tok.err" ||
+    { fail "nnt-tokenize --jsonl"; cat "$tmp/jl_tok.err"; }
+run_ok jsonl_bin $jl --data "$tmp/chat_tok.bin" --val-data "$tmp/chat_tok.bin" --out "$tmp/jl2"
+if ! cmp -s "$tmp/jl1/chat.tokens.bin" "$tmp/chat_tok.bin" ||
+   ! cmp -s "$tmp/jl1/chat.val-tokens.bin" "$tmp/chat_tok.bin"; then
+    fail "--data .jsonl: OUT/chat.tokens.bin (or .val-tokens.bin) is not nnt-tokenize's file"
+elif ! cmp -s "$tmp/jsonl_train.out" "$tmp/jsonl_bin.out" ||
+     [ "$(grep -c '^step' "$tmp/jsonl_train.out")" -ne 3 ]; then
+    fail "--data .jsonl: other losses than its token file's:"
+    paste "$tmp/jsonl_train.out" "$tmp/jsonl_bin.out"
+else
+    echo "ok: --data and --val-data .jsonl: nnt-tokenize's bytes, the same losses"
+fi
+run_ok jsonl_summary --load-hf "$tmp/sftm" --batch 2 --seq 128 --steps 1 --sample 0 --no-save \
+    --data "$tmp/chat.jsonl" --out "$tmp/jl3"
+grep -q "^records:   $tmp/chat.jsonl: 5 examples (0 cut to T 128) in 5 rows, 86 tokens count in the loss, written to $tmp/jl3/chat.tokens.bin" "$tmp/jsonl_summary.out" ||
+    { fail "--data .jsonl: no records line in the summary:"; head -n 4 "$tmp/jsonl_summary.out"; }
+expect_error jsonl_short "no example keeps a token that counts in the loss once cut to 16 tokens" \
+    $jl --seq 16 --data "$tmp/chat.jsonl" --out "$tmp/jl4"
+expect_error jsonl_bytes "need the model's Hugging Face tokenizer" $small \
+    --data "$tmp/chat.jsonl" --out "$tmp/jl5"
+cp "$tmp/chat.jsonl" "$tmp/records.txt"
+expect_error json_text "records.txt holds JSON records, one a line: read as text" $small \
+    --data "$tmp/records.txt" --out "$tmp/jl6"
+run_ok json_text_given $small --data "$tmp/records.txt" --data-format text --steps 1 \
+    --out "$tmp/jl7"
+
 # ---- (12b) --update-in-backward: without clipping the default updates in the backward, off
 # the separate step: the same loss lines bit for bit (accumulation 2, AdamW); on with
 # clipping is bad usage -----------------------------------------------------------------------

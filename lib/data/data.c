@@ -12,6 +12,7 @@
 #define _FILE_OFFSET_BITS 64
 #include "../internal.h"
 #include "../io/io.h"
+#include "hftok_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -433,6 +434,56 @@ static void close_token_files(nnt_data *d)
     d->block = 0;
 }
 
+/* Whether a file read as text holds JSON records, one a line (prompt/answer data, or a
+ * dataset's {"text": ...} export): its first line that is not blank is a JSON object (within
+ * the first MiB; a longer first line: a name ending in .jsonl). Read as text, a model would
+ * learn the JSON's quotes and keys. */
+static int json_records(const char *path)
+{
+    enum { HEAD = 1 << 20 };
+    FILE *f = fopen(path, "rb");
+    char *buf = f ? malloc(HEAD) : NULL;
+    size_t n = buf ? fread(buf, 1, HEAD, f) : 0, k = 0;
+    if (f)
+        fclose(f);
+    while (k < n && strchr(" \t\r\n", buf[k]) && buf[k])
+        k++;
+    int records = 0;
+    if (k < n && buf[k] == '{') {
+        const char *nl = memchr(buf + k, '\n', n - k);
+        size_t len = nl ? (size_t)(nl - (buf + k)) : n - k, at = strlen(path);
+        if (!nl && n == HEAD) {
+            records = at > 6 && strcmp(path + at - 6, ".jsonl") == 0;
+        } else {
+            char err[NNT_IO_ERRLEN];
+            nnt_json j;
+            jv root;
+            nnt_json_init(&j, buf + k, len, 0, "the line", err, sizeof err);
+            if (hft_jv_parse(&j, &root, 0, "in the line") == 0) {
+                records = nnt_json_end(&j) == 0 && root.type == JV_OBJ;
+                hft_jv_free(&root);
+            }
+        }
+    }
+    free(buf);
+    return records;
+}
+
+/* Text of any format (AUTO) must not be JSON records (json_records) */
+static int refuse_json_records(const path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (json_records(l->path[i]))
+            return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s holds JSON records, one a "
+                            "line: read as text, the model would learn their quotes and keys. "
+                            "Records {\"text\"}, {\"prompt\", \"completion\"} or "
+                            "{\"messages\"} become a token file with a loss mask through "
+                            "nnt_sft (nnt-tokenize --jsonl; nnt-train reads a .jsonl so); to "
+                            "train on the file's text as it is, give the text format "
+                            "(NNT_DATA_TEXT, nnt-train --data-format text)", l->path[i]);
+    return NNT_OK;
+}
+
 /* The files of l as one stream: token files of format, or with AUTO whatever they are (all
  * token files of one format, or all text: tokenized with tok, in order). */
 static int open_files(const char *name, const path_list *l, nnt_data_format format,
@@ -457,6 +508,8 @@ static int open_files(const char *name, const path_list *l, nnt_data_format form
         else
             nnt_tok_close(r);
     }
+    if (rc == 0 && text)
+        rc = refuse_json_records(l);
     if (rc == 0 && text)
         return open_text(name, l, tok, vocab, d);
     return rc;
@@ -514,6 +567,8 @@ static int open_any(const char *path, nnt_data_format format, const nnt_tokenize
         rc = dir_files(path, &l);
         if (rc == 0 && format == NNT_DATA_AUTO)
             rc = refuse_token_files(path, &l);
+        if (rc == 0 && format == NNT_DATA_AUTO)
+            rc = refuse_json_records(&l);
         if (rc == 0)
             rc = open_text(path, &l, tok, vocab, d);
     } else {
