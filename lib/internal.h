@@ -98,7 +98,7 @@ struct nnt_ctx {
     unsigned magic;
     int ncpus, ncuda;
     const char *sched;
-    char kernels[1024];           /* CPU kernels chosen at start (nnt_ctx_kernels)       */
+    char kernels[2048];           /* CPU kernels chosen at start (nnt_ctx_kernels)       */
     char errmsg[NNT_ERRMSG_MAX];
     pthread_mutex_t lock;         /* guards the tensor list and errmsg                   */
     nnt_tensor *tensors;          /* live tensors, to orphan them on destroy             */
