@@ -1487,8 +1487,9 @@ NNT_API int nnt_sft_encode(nnt_sft *s, const char *record, size_t len, const int
 /* A prompt for generation: a record {"messages": [...]} (or the list of messages alone)
  * whose last message is a user's, rendered with the template and then its generation
  * prompt, as transformers' apply_chat_template(messages, add_generation_prompt=True) renders
- * the published template (Qwen3: earlier assistant turns without their reasoning), into *ids (*n of them, valid until the next call). Refused as
- * nnt_sft_encode refuses, and a last message not a user's, NNT_E_FORMAT (new in 0.3). */
+ * the published template (Qwen3: earlier assistant turns without their reasoning), into
+ * *ids (*n of them, valid until the next call). Refused as nnt_sft_encode refuses, and a
+ * last message not a user's, NNT_E_FORMAT (new in 0.3). */
 NNT_API int nnt_sft_encode_prompt(nnt_sft *s, const char *record, size_t len,
                                   const int32_t **ids, size_t *n);
 
