@@ -988,8 +988,8 @@ fi
 # positions: about 340000 tasks of about 1 us a step), naming the tiling; none with the
 # tiling chosen for the model (about 200 tasks of 5-16 us: few tasks) -------------------------
 fine="--layers 2 --channels 32 --heads 2 --batch 2 --seq 32 --data $tmp/corpus.txt --steps 2 --val-split 0 --sample 0 --no-save --cpus 2"
-run_ok fine_tiles $fine --tile-channels 1 --tile-hidden 3 --tile-seq 2
-run_ok fine_default $fine
+run_ok fine_tiles $fine --tile-channels 1 --tile-hidden 3 --tile-seq 2 --out "$tmp/fine1"
+run_ok fine_default $fine --out "$tmp/fine2"
 if [ "$(grep -c 'warning: step 1 ran [0-9]* tasks of [0-9.]* us of work each on average, less than the runtime spends on a task: the 2 CPU workers were busy [0-9]* % of the step. The tiles are too small for this model (batch 2, seq 2, channels 1, hidden 3, vocab 256, heads 2): larger tiles' "$tmp/fine_tiles.err")" != 1 ] ||
     grep -q 'tasks of' "$tmp/fine_tiles.out"; then
     fail "tiles of 1 channel: no one-line small-tasks warning on stderr:"; cat "$tmp/fine_tiles.err"
