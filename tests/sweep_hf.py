@@ -255,7 +255,7 @@ def pick_tiles(r, c):
     # would take hours. The bound changes no case of seeds 1234, 3838 and 3839 (their largest,
     # 40 million, ran in the time)
     runs = c["steps"] * c.get("accum", 1)
-    while runs * gemm_tasks(dims, tiles, c["layers"]) > MAX_GEMM_TASKS:
+    while runs * gemm_tasks(dims, tiles, c) > MAX_GEMM_TASKS:
         key = max(("channels", "hidden", "vocab", "seq"),
                   key=lambda k: ntiles(dims[k], tiles[k]))
         tiles[key] = r.choice([13, 16, 24, 64]) if key != "seq" else 0
@@ -270,12 +270,24 @@ def ntiles(d, v):
     return 1 if v <= 0 or v >= d else -(-d // v)
 
 
-def gemm_tasks(dims, tiles, layers):
+def gemm_tasks(dims, tiles, c):
     """About the GEMM tasks of a micro-batch: every product's row, column and inner tiles,
-    forward and the two backward products, the MLP's three and the head."""
+    forward and the two backward products, the MLP's three and the head. A mixture of
+    experts: each expert's three products over its gathered rows (about rows x top-k row
+    tiles over all experts, plus a partial tile each), in experts of intermediate_size
+    (Mixtral, OLMoE) or moe_intermediate_size (Qwen's) cut by the hidden tiles, on every
+    layer (an upper bound where some are dense): seed 3842 case 702 (OLMoE, 3 experts of 328,
+    channels in tiles of 2, hidden 3) ran 910k GEMM tasks a micro-batch, the dense count
+    429k, this one about 1.09 million (no case of cases 700-759 of seeds 1234, 3838-3842
+    changes: 13 million for its run is within the bound, but with 1 CPU worker, recompute
+    and 1.4 million tasks a micro-batch in all, its nnt-train passed the 300 s timeout)."""
     rows = ntiles(dims["batch"], tiles["batch"]) * ntiles(dims["seq"], tiles["seq"])
     ch, hid, voc = (ntiles(dims[k], tiles[k]) for k in ("channels", "hidden", "vocab"))
-    return 3 * rows * ch * (3 * layers * hid + voc)
+    mlp = rows * hid
+    if c["family"] in MOE_FAMILIES:
+        width = c["hidden"] if c["family"] in ("mixtral", "olmoe") else c["moe_hidden"]
+        mlp = max(mlp, ntiles(width, tiles["hidden"]) * (rows * c["topk"] + c["experts"]))
+    return 3 * ch * (3 * c["layers"] * mlp + rows * voc)
 
 
 def pick_extras(r, c):
