@@ -1029,6 +1029,17 @@ run_ok jsonl_summary --load-hf "$tmp/sftm" --batch 2 --seq 128 --steps 1 --sampl
     --data "$tmp/chat.jsonl" --out "$tmp/jl3"
 grep -q "^records:   $tmp/chat.jsonl: 5 examples (0 cut to T 128) in 5 rows, 86 tokens count in the loss, written to $tmp/jl3/chat.tokens.bin" "$tmp/jsonl_summary.out" ||
     { fail "--data .jsonl: no records line in the summary:"; head -n 4 "$tmp/jsonl_summary.out"; }
+# at T 32 four of the five answers are cut away: a warning counts them, and the first step
+# (the first example's row alone) has no counted target: said once
+run_ok jsonl_cut --load-hf "$tmp/sftm" --batch 1 --seq 32 --steps 3 --sample 0 --no-save \
+    --data "$tmp/chat.jsonl" --out "$tmp/jl8"
+if ! grep -q "warning: 4 of the 5 examples keep no token that counts in the loss once cut to 32 tokens" "$tmp/jsonl_cut.err" ||
+   [ "$(grep -c "warning: step 1: no token of its 1 rows counts in the loss (their examples' answers cut away at T 32, or masked out)" "$tmp/jsonl_cut.err")" != 1 ] ||
+   grep -q "warning: step [23]: no token" "$tmp/jsonl_cut.err"; then
+    fail "--data .jsonl at T 32: no warnings of the answers cut away:"; cat "$tmp/jsonl_cut.err"
+else
+    echo "ok: answers cut away: the examples counted, a step without targets said once"
+fi
 expect_error jsonl_short "no example keeps a token that counts in the loss once cut to 16 tokens" \
     $jl --seq 16 --data "$tmp/chat.jsonl" --out "$tmp/jl4"
 expect_error jsonl_bytes "need the model's Hugging Face tokenizer" $small \

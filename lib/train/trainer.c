@@ -831,6 +831,13 @@ static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
         divisor += (double)counted;
     }
     divisor /= (double)o->accum;
+    if (tr->masked && divisor == 0 && !tr->no_targets_said && tr->rank == 0) {
+        tr->no_targets_said = 1;   /* (transformers would divide by 0 here) */
+        nnt_log(NNT_LOG_WARN, "step %lld: no token of its %lld rows counts in the loss (their "
+                "examples' answers cut away at T %lld, or masked out): its loss is 0, and only "
+                "the optimizer's momentum and weight decay move the weights (said once)",
+                (long long)step, (long long)(o->batch * o->accum), (long long)o->seq);
+    }
     int rc = NNT_OK;
     for (int64_t k = 0; k < o->accum && rc == 0; k++) {
         double loss = 0.0;

@@ -58,6 +58,7 @@ struct nnt_trainer {
     int peak_measured;
     int peak_low;                  /* a step ran faster than the measured peak             */
     int small_tasks_said;          /* warn_small_tasks has warned                          */
+    int no_targets_said;           /* a step without a counted target was warned of        */
     int rank;                      /* this process's rank: only rank 0 writes the log      */
     int logs_open;                 /* log_dir's files opened (at the first step)           */
     FILE *csv, *val_csv;           /* train.csv, val.csv                                   */
