@@ -40,6 +40,8 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             len--;
         ssize_t k = 0;
+        if (lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0)
+            memmove(line, line + 3, (size_t)(len -= 3));   /* a UTF-8 byte-order mark */
         while (k < len && (line[k] == ' ' || line[k] == '\t'))
             k++;
         if (k == len)

@@ -202,6 +202,11 @@ awk '$1 == "ids" { for (i = 2; i <= 65; i++) ids = ids (ids == "" ? "" : " ") (i
 [ "$(cat "$tmp/sft.ids")" = "$(cat "$tmp/want.ids")" ] || fail "jsonl: the ids differ from TRL's"
 [ "$(cat "$tmp/sft.mask")" = "$(cat "$tmp/want.mask")" ] ||
     fail "jsonl: the loss mask differs from TRL's labels"
+# the same records after a UTF-8 byte-order mark (as some editors save them): the same file
+{ printf '\357\273\277'; cat "$sft/records.jsonl"; } > "$tmp/bom.jsonl"
+run_ok jsonl-bom --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" \
+    --out "$tmp/sft-bom.bin" "$tmp/bom.jsonl"
+cmp -s "$tmp/sft.bin" "$tmp/sft-bom.bin" || fail "jsonl: a byte-order mark changes the file"
 # nnt-train's loss on it before any update: transformers' 7.840593 (N = 54 counted targets in
 # micro-batches of 26, 9 and 19; the mean of the micro-batches' means would be 8.002753)
 if "$train" --load-hf "$sft/model" --data "$tmp/sft.bin" --batch 2 --seq 64 --accum 3 \

@@ -1049,6 +1049,9 @@ expect_error json_text "records.txt holds JSON records, one a line: read as text
     --data "$tmp/records.txt" --out "$tmp/jl6"
 run_ok json_text_given $small --data "$tmp/records.txt" --data-format text --steps 1 \
     --out "$tmp/jl7"
+{ printf '\357\273\277'; cat "$tmp/chat.jsonl"; } > "$tmp/bom.txt"
+expect_error json_text_bom "bom.txt holds JSON records" $small --data "$tmp/bom.txt" \
+    --out "$tmp/jl9"
 
 # ---- (12b) --update-in-backward: without clipping the default updates in the backward, off
 # the separate step: the same loss lines bit for bit (accumulation 2, AdamW); on with

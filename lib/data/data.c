@@ -446,6 +446,8 @@ static int json_records(const char *path)
     size_t n = buf ? fread(buf, 1, HEAD, f) : 0, k = 0;
     if (f)
         fclose(f);
+    if (n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
+        k = 3;   /* a UTF-8 byte-order mark */
     while (k < n && strchr(" \t\r\n", buf[k]) && buf[k])
         k++;
     int records = 0;
