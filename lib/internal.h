@@ -135,6 +135,7 @@ struct nnt_ctx {
     int pack_keep;                /* ... into packs kept with B while its tiles do not
                                      change (else packs made for one product only)        */
     int64_t pack_keep_max;        /* bytes the kept packs may hold at once (pack_keep)    */
+    int pack_keep_given;          /* ... set by NNT_GEMM_PACK_KEEP_MIB                    */
     int ksum;                     /* bf16 products sum their k tiles in one task
                                      (nnt_gemm_ksum_applies; nnt_gemm_sums_k)             */
     int no_dropout;               /* forwards that train nothing (the trainer's validation,

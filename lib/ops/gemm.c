@@ -501,11 +501,10 @@ void nnt_gemm_kept_start(nnt_ctx *ctx)
     const char *v = getenv("NNT_GEMM_PACK_KEEP_MIB");
     char *end = NULL;
     long long mib = v ? strtoll(v, &end, 10) : -1;
-    if (v && end != v && *end == '\0' && mib >= 0)
-        ctx->pack_keep_max = (int64_t)mib << 20;
-    else
-        ctx->pack_keep_max = nnt_host_available_bytes() / 8;
-    if (v && ctx->pack_keep_max != (int64_t)mib << 20)
+    int given = v && end != v && *end == '\0' && mib >= 0 && mib < (1LL << 40);
+    ctx->pack_keep_max = given ? (int64_t)mib << 20 : nnt_host_available_bytes() / 8;
+    ctx->pack_keep_given = given;
+    if (v && !given)
         nnt_log(NNT_LOG_WARN, "NNT_GEMM_PACK_KEEP_MIB=%s is not a number of MiB: ignored", v);
     pthread_mutex_lock(&kept_pool_lock);
     kept_peak = kept_in_use + (int64_t)kept_pool_bytes;
