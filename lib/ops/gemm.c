@@ -493,9 +493,9 @@ void nnt_gemm_kept_bytes(int64_t *now, int64_t *peak)
 /* An eighth of the RAM available at the start (a cache: the products' bits are the same
  * without it): on a 24 GB machine about 2.7 GiB, twice the fp32 weights of a 0.35B model
  * (two layouts a weight). Without a cap, Gemma 3 1B with LoRA adapters (fp32, B 1 x T 256,
- * AMD Zen 4) kept 8 GiB of packs of its frozen weights: RSS 13.6 GB against 5.6 GB without
- * packs, for steps 11 % faster (5.57 against 6.25 s); with 2 GiB of packs 5.72 s and 7.7 GB,
- * with 5.4 GiB 5.51 s and 11.2 GB. */
+ * AMD Zen 4) kept 8 GiB of packs of its frozen weights: peak RSS 13.0 GiB against 5.35 GiB
+ * without packs, for steps 11 % faster (5.57 against 6.25 s); with 2 GiB of packs 5.72 s and
+ * 7.36 GiB, with 5.4 GiB 5.51 s and 10.7 GiB (bench/RESULTS-lora.md). */
 void nnt_gemm_kept_start(nnt_ctx *ctx)
 {
     const char *v = getenv("NNT_GEMM_PACK_KEEP_MIB");
