@@ -41,6 +41,7 @@ struct nnt_data {
 typedef struct text_buf {
     int32_t *ids;
     size_t n, cap;
+    int refuse_records;           /* AUTO: a file of JSON records is refused (json_records) */
 } text_buf;
 
 static int reserve(text_buf *b, size_t more, const char *path)
@@ -88,6 +89,29 @@ static int read_file(const char *path, char **out, size_t *len)
     return NNT_OK;
 }
 
+/* Whether text holds JSON records, one a line (prompt/answer data, or a dataset's
+ * {"text": ...} export): its first line that is not blank (after a UTF-8 byte-order mark) is
+ * a JSON object. Read as text, a model would learn the records' quotes and keys. */
+static int json_records(const char *text, size_t len)
+{
+    size_t k = len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r' || text[k] == '\n'))
+        k++;
+    if (k == len || text[k] != '{')
+        return 0;
+    const char *nl = memchr(text + k, '\n', len - k);
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    jv root;
+    nnt_json_init(&j, text + k, nl ? (size_t)(nl - (text + k)) : len - k, 0, "the line", err,
+                  sizeof err);
+    if (hft_jv_parse(&j, &root, 0, "in the line") != 0)
+        return 0;
+    int records = nnt_json_end(&j) == 0 && root.type == JV_OBJ;
+    hft_jv_free(&root);
+    return records;
+}
+
 /* Append the ids of one text file; tok NULL: bytes. Byte-level and BPE tokenizers give at
  * most one id per byte, so len ids of room suffice at first; a tokenizer that gives more (a
  * Metaspace one prepends a word marker) says how many, and the text is encoded again into
@@ -97,6 +121,13 @@ static int append_file(text_buf *b, const char *path, const nnt_tokenizer *tok)
     char *text;
     size_t len = 0, n = 0;
     int rc = read_file(path, &text, &len);
+    if (rc == 0 && b->refuse_records && json_records(text, len))
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s holds JSON records, one a line: "
+                      "read as text, the model would learn their quotes and keys. Records "
+                      "{\"text\"}, {\"prompt\", \"completion\"} or {\"messages\"} become a "
+                      "token file with a loss mask through nnt_sft (nnt-tokenize --jsonl; "
+                      "nnt-train reads a .jsonl so); to train on the file's text as it is, give "
+                      "the text format (NNT_DATA_TEXT, nnt-train --data-format text)", path);
     if (rc == 0)
         rc = reserve(b, len, path);
     if (rc == 0 && tok) {
@@ -300,11 +331,12 @@ static int check_vocab(const int32_t *ids, size_t n, int64_t vocab, const char *
     return NNT_OK;
 }
 
-/* Text: the file path, or the files of l when l is not NULL (a directory or a pattern). */
+/* Text: the file path, or the files of l when l is not NULL (a directory or a pattern);
+ * refuse_records: as the format AUTO (files of JSON records refused). */
 static int open_text(const char *path, const path_list *l, const nnt_tokenizer *tok,
-                     int64_t vocab, nnt_data *d)
+                     int64_t vocab, int refuse_records, nnt_data *d)
 {
-    text_buf b = {NULL, 0, 0};
+    text_buf b = {NULL, 0, 0, refuse_records};
     int rc = l ? append_files(&b, l, tok) : append_file(&b, path, tok);
     if (rc == 0)
         rc = check_vocab(b.ids, b.n, vocab, path);
@@ -434,65 +466,13 @@ static void close_token_files(nnt_data *d)
     d->block = 0;
 }
 
-/* Whether a file read as text holds JSON records, one a line (prompt/answer data, or a
- * dataset's {"text": ...} export): its first line that is not blank is a JSON object (within
- * the first MiB; a longer first line: a name ending in .jsonl). Read as text, a model would
- * learn the JSON's quotes and keys. */
-static int json_records(const char *path)
-{
-    enum { HEAD = 1 << 20 };
-    FILE *f = fopen(path, "rb");
-    char *buf = f ? malloc(HEAD) : NULL;
-    size_t n = buf ? fread(buf, 1, HEAD, f) : 0, k = 0;
-    if (f)
-        fclose(f);
-    if (n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
-        k = 3;   /* a UTF-8 byte-order mark */
-    while (k < n && strchr(" \t\r\n", buf[k]) && buf[k])
-        k++;
-    int records = 0;
-    if (k < n && buf[k] == '{') {
-        const char *nl = memchr(buf + k, '\n', n - k);
-        size_t len = nl ? (size_t)(nl - (buf + k)) : n - k, at = strlen(path);
-        if (!nl && n == HEAD) {
-            records = at > 6 && strcmp(path + at - 6, ".jsonl") == 0;
-        } else {
-            char err[NNT_IO_ERRLEN];
-            nnt_json j;
-            jv root;
-            nnt_json_init(&j, buf + k, len, 0, "the line", err, sizeof err);
-            if (hft_jv_parse(&j, &root, 0, "in the line") == 0) {
-                records = nnt_json_end(&j) == 0 && root.type == JV_OBJ;
-                hft_jv_free(&root);
-            }
-        }
-    }
-    free(buf);
-    return records;
-}
-
-/* Text of any format (AUTO) must not be JSON records (json_records) */
-static int refuse_json_records(const path_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (json_records(l->path[i]))
-            return nnt_fail(NULL, NNT_E_FORMAT, "nnt_data_open: %s holds JSON records, one a "
-                            "line: read as text, the model would learn their quotes and keys. "
-                            "Records {\"text\"}, {\"prompt\", \"completion\"} or "
-                            "{\"messages\"} become a token file with a loss mask through "
-                            "nnt_sft (nnt-tokenize --jsonl; nnt-train reads a .jsonl so); to "
-                            "train on the file's text as it is, give the text format "
-                            "(NNT_DATA_TEXT, nnt-train --data-format text)", l->path[i]);
-    return NNT_OK;
-}
-
 /* The files of l as one stream: token files of format, or with AUTO whatever they are (all
  * token files of one format, or all text: tokenized with tok, in order). */
 static int open_files(const char *name, const path_list *l, nnt_data_format format,
                       const nnt_tokenizer *tok, int64_t vocab, nnt_data *d)
 {
     if (format == NNT_DATA_TEXT)
-        return open_text(name, l, tok, vocab, d);
+        return open_text(name, l, tok, vocab, 0, d);
     int rc = NNT_OK, text = 0;
     for (size_t i = 0; rc == 0 && i < l->n; i++) {
         nnt_tok_reader *r;
@@ -511,9 +491,7 @@ static int open_files(const char *name, const path_list *l, nnt_data_format form
             nnt_tok_close(r);
     }
     if (rc == 0 && text)
-        rc = refuse_json_records(l);
-    if (rc == 0 && text)
-        return open_text(name, l, tok, vocab, d);
+        return open_text(name, l, tok, vocab, 1, d);
     return rc;
 }
 
@@ -569,10 +547,8 @@ static int open_any(const char *path, nnt_data_format format, const nnt_tokenize
         rc = dir_files(path, &l);
         if (rc == 0 && format == NNT_DATA_AUTO)
             rc = refuse_token_files(path, &l);
-        if (rc == 0 && format == NNT_DATA_AUTO)
-            rc = refuse_json_records(&l);
         if (rc == 0)
-            rc = open_text(path, &l, tok, vocab, d);
+            rc = open_text(path, &l, tok, vocab, format == NNT_DATA_AUTO, d);
     } else {
         char *one[1] = {(char *)path};
         rc = open_files(path, &(path_list){one, 1}, format, tok, vocab, d);
