@@ -192,7 +192,7 @@ sft_gemma_assistant_role|lib/data/sft.c|s@NNT_TRY(assistant ? puts0(s, "model") 
 sft_prompt_no_generation|lib/data/sft.c|s@NNT_TRY(puts0(s, generation_prompt(s->tmpl)));@NNT_TRY(puts0(s, ""));@|chat prompts: the generation prompt of the template left out
 sft_qwen3_prompt_think|lib/data/sft.c|s@    if (s->prompt) {   /\* before the last user message@    if (0) {   /* before the last user message@|Qwen3 prompts: earlier assistant turns with their think blocks (the training form)
 generate_messages_as_text|examples/nnt_generate.c|s@        memcpy(rec, o->prompt, k = o->prompt_len);@        chat_record(o, rec, \&k);@|nnt-generate --messages: the file rendered as the text of one user message
-small_tasks_never_said|lib/train/trainer.c|s@        mean_us >= SMALL_TASK_US)@        mean_us >= 0)@|trainer: a step of a million one-microsecond tasks not warned of
+small_tasks_never_said|lib/train/trainer.c|s@ mean_us >= SMALL_TASK_US)@ mean_us >= 0)@|trainer: a step of a million one-microsecond tasks not warned of
 kept_cap_ignored|lib/ops/gemm.c|s@    int fits = kept_in_use + bytes <= kept_cap;@    int fits = kept_in_use <= kept_cap;@|kept packs: a B tile packed and kept past the cap (the cap checked without its bytes)
 json_records_as_text|lib/data/data.c|s@    int records = nnt_json_end(\&j) == 0 \&\& root.type == JV_OBJ;@    int records = 0;@|nnt_data_open: a file of JSON records read as text without a word
 no_targets_unsaid|lib/train/trainer.c|s@    if (tr->masked \&\& divisor == 0 \&\& !tr->no_targets_said \&\& tr->rank == 0) {@    if (0) {@|trainer: a step whose rows count no target trained without a word

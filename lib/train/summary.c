@@ -122,19 +122,26 @@ static void add_validation(const nnt_trainer *tr, nnt_text *t)
     add(t, " and after the last%s\n", o->trace ? " (not during the traced steps)" : "");
 }
 
+void nnt_trainer_text_tiling(const nnt_trainer *tr, nnt_text *t)
+{
+    const nnt_tiling *g = &tr->tiling;
+    add(t, "batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads %lld",
+        (long long)g->batch, (long long)g->seq, (long long)g->channels, (long long)g->hidden,
+        (long long)g->vocab, (long long)g->heads);
+}
+
 static void add_runtime(const nnt_trainer *tr, nnt_text *t)
 {
     static const char *const dists[] = {"root", "sharded", "data"};
     static const char *const precisions[] = {"fp32", "tf32", "bf16"};
-    const nnt_tiling *g = &tr->tiling;
     const char *sched = "?", *kernels = "?";
     int ncpus = 0, ncuda = 0, rank = 0, nranks = 1;
     nnt_precision precision = NNT_PRECISION_FP32;
-    if (tr->tiling_known)
-        add(t, "tiling:    batch %lld, seq %lld, channels %lld, hidden %lld, vocab %lld, heads "
-            "%lld, head_dim %lld\n", (long long)g->batch, (long long)g->seq,
-            (long long)g->channels, (long long)g->hidden, (long long)g->vocab,
-            (long long)g->heads, (long long)g->head_dim);
+    if (tr->tiling_known) {
+        add(t, "tiling:    ");
+        nnt_trainer_text_tiling(tr, t);
+        add(t, ", head_dim %lld\n", (long long)tr->tiling.head_dim);
+    }
     nnt_ctx_sched(tr->ctx, &sched);
     nnt_ctx_kernels(tr->ctx, &kernels);
     nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);

@@ -776,7 +776,6 @@ static int trace_control(nnt_trainer *tr, int64_t step, int after)
     return NNT_OK;
 }
 
-/* One update: its loss, lr, gradient norm and time into r. */
 /* A step of many tasks whose bodies are shorter on average than the runtime's own cost of a
  * task (about 3-5 us to submit, schedule and finish one: 344k tasks of 1 us ran at 4.2 us a
  * task on 2 CPU workers, AMD Zen 4): a tiling cut too fine, said once with what to change.
@@ -788,20 +787,21 @@ static void warn_small_tasks(nnt_trainer *tr, int64_t step, double ms)
 {
     int64_t tasks = 0, busy_ns = 0;
     int ncpus = 0, ncuda = 0;
+    if (tr->small_tasks_said || tr->rank != 0)
+        return;
     nnt_stats_tasks(&tasks, &busy_ns, 0);
     nnt_ctx_workers(tr->ctx, &ncpus, &ncuda);
     double mean_us = (double)busy_ns / 1e3 / (double)(tasks ? tasks : 1);
-    if (tr->small_tasks_said || tr->rank != 0 || ncuda > 0 || tasks < SMALL_TASKS_MIN ||
-        mean_us >= SMALL_TASK_US)
+    if (ncuda > 0 || tasks < SMALL_TASKS_MIN || mean_us >= SMALL_TASK_US)
         return;
     tr->small_tasks_said = 1;
-    char tiles[160] = "";
-    const nnt_tiling *g = &tr->tiling;
-    if (tr->tiling_known)
-        snprintf(tiles, sizeof tiles, " (batch %lld, seq %lld, channels %lld, hidden %lld, "
-                 "vocab %lld, heads %lld)", (long long)g->batch, (long long)g->seq,
-                 (long long)g->channels, (long long)g->hidden, (long long)g->vocab,
-                 (long long)g->heads);
+    char tiles[192] = "";
+    nnt_text tt = {tiles, sizeof tiles, 0, 0, 0, 0};
+    if (tr->tiling_known) {
+        nnt_text_add(&tt, " (");
+        nnt_trainer_text_tiling(tr, &tt);
+        nnt_text_add(&tt, ")");
+    }
     nnt_log(NNT_LOG_WARN, "step %lld ran %lld tasks of %.1f us of work each on average, "
             "less than the runtime spends on a task: the %d CPU workers were busy %.0f %% of "
             "the step. The tiles are too small for this model%s: larger tiles make fewer, "
@@ -811,6 +811,7 @@ static void warn_small_tasks(nnt_trainer *tr, int64_t step, double ms)
             tiles);
 }
 
+/* One update: its loss, lr, gradient norm and time into r. */
 static int train_step(nnt_trainer *tr, int64_t step, nnt_trainer_report *r)
 {
     const nnt_trainer_options *o = &tr->o;

@@ -90,6 +90,8 @@ void nnt_text_add(nnt_text *t, const char *fmt, ...) NNT_PRINTF(2, 3);
 /* nnt_trainer_text's MODEL (text.c), SUMMARY, WARNINGS and FILES (summary.c). */
 void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t);
 void nnt_trainer_text_summary(const nnt_trainer *tr, nnt_text *t);
+/* The tiling (tr->tiling, tiling_known) as "batch B, seq S, ..., heads H", no head_dim */
+void nnt_trainer_text_tiling(const nnt_trainer *tr, nnt_text *t);
 void nnt_trainer_text_warnings(const nnt_trainer *tr, nnt_text *t);
 void nnt_trainer_text_files(const nnt_trainer *tr, nnt_text *t);
 
