@@ -39,9 +39,9 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
         snprintf(where, sizeof where, "%s:%ld", path, lineno);
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             len--;
-        ssize_t k = 0;
-        if (lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0)
-            memmove(line, line + 3, (size_t)(len -= 3));   /* a UTF-8 byte-order mark */
+        /* a UTF-8 byte-order mark before the first record: skipped */
+        ssize_t bom = lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+        ssize_t k = bom;
         while (k < len && (line[k] == ' ' || line[k] == '\t'))
             k++;
         if (k == len)
@@ -49,7 +49,7 @@ static int one_file(const char *path, nnt_sft *s, nnt_token_writer *w, int64_t T
         const int32_t *ids;
         const uint8_t *counts;
         size_t n;
-        int e = nnt_sft_encode(s, line, (size_t)len, &ids, &counts, &n);
+        int e = nnt_sft_encode(s, line + bom, (size_t)(len - bom), &ids, &counts, &n);
         if (e == 0)
             e = nnt_token_writer_write_example(w, ids, counts, n);
         if (e) {

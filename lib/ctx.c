@@ -381,12 +381,9 @@ static void choose_products(nnt_ctx *ctx)
     if (nnt_cpu_gemm_backend() == NNT_GEMM_ONEDNN) {   /* what oneDNN's products do with B */
         if (ctx->pack_keep)
             kernels_add(ctx, "; B tiles of float products shared by %d+ row tiles packed and "
-                        "kept while unchanged (up to %.1f %s, %s; beyond, read as stored), "
+                        "kept while unchanged (up to %lld MiB, %s; beyond, read as stored), "
                         "of bf16 products by %d+ packed once a product",
-                        NNT_GEMM_KEEP_MIN_READERS,
-                        (double)ctx->pack_keep_max / (ctx->pack_keep_max < (1 << 30)
-                                                      ? 1048576.0 : 1073741824.0),
-                        ctx->pack_keep_max < (1 << 30) ? "MiB" : "GiB",
+                        NNT_GEMM_KEEP_MIN_READERS, (long long)(ctx->pack_keep_max >> 20),
                         ctx->pack_keep_given ? "NNT_GEMM_PACK_KEEP_MIB"
                         : "an eighth of the RAM available at start",
                         NNT_GEMM_PACK_MIN_READERS);

@@ -187,7 +187,7 @@ sft_llama31_date|lib/data/sft.c|s@Cutting Knowledge Date: December 2023@Cutting 
 sft_llama31_system_kept|lib/data/sft.c|s@\*skip = role \&\& role->type@*skip = 0 \&\& role->type@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
 sft_gemma3_system_lost|lib/data/sft.c|s@if (prefix \&\& turn == 0) {@if (prefix \&\& turn == 1) {@|Gemma 3: the content of a first system message not put before the first user message
 sft_gemma3_system_parts|lib/data/sft.c|s@if ((\*prefix)->n != 1)@if ((*prefix)->n < 1)@|Gemma 3: a system message of several parts accepted (the template renders its first alone)
-sft_gemma3_parts_first_only|lib/data/sft.c|s@    size_t nparts = content->type == JV_STR ? 1 : content->n, kept = 0;@    size_t nparts = 1, kept = 0;@|Gemma 3: only the first text part of a content list rendered
+sft_gemma3_parts_first_only|lib/data/sft.c|s@    size_t nparts = content->type == JV_STR ? 1 : content->n, start = s->text.n;@    size_t nparts = 1, start = s->text.n;@|Gemma 3: only the first text part of a content list rendered
 sft_gemma_assistant_role|lib/data/sft.c|s@NNT_TRY(assistant ? puts0(s, "model") : put(s, role->s, role->len));@NNT_TRY(put(s, role->s, role->len));@|Gemma: the turns of the assistant headed "assistant", not "model"
 sft_prompt_no_generation|lib/data/sft.c|s@NNT_TRY(puts0(s, generation_prompt(s->tmpl)));@NNT_TRY(puts0(s, ""));@|chat prompts: the generation prompt of the template left out
 sft_qwen3_prompt_think|lib/data/sft.c|s@    if (s->prompt) {   /\* before the last user message@    if (0) {   /* before the last user message@|Qwen3 prompts: earlier assistant turns with their think blocks (the training form)

@@ -756,21 +756,17 @@ static void part_trimmed(const jv *content, size_t k, const char **c, const char
 static int put_trimmed(nnt_sft *s, size_t i, int assistant, const jv *content, const char *end,
                        turns *a)
 {
-    size_t nparts = content->type == JV_STR ? 1 : content->n, kept = 0;
-    const char *c, *e;
+    size_t nparts = content->type == JV_STR ? 1 : content->n, start = s->text.n;
     for (size_t k = 0; k < nparts; k++) {
-        part_trimmed(content, k, &c, &e);
-        kept += (size_t)(e - c);
-    }
-    if (assistant && kept == 0)
-        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is an assistant "
-                        "message of white space only: nothing to learn", i);
-    if (assistant)
-        a->at[2 * a->n] = s->text.n;
-    for (size_t k = 0; k < nparts; k++) {
+        const char *c, *e;
         part_trimmed(content, k, &c, &e);
         NNT_TRY(put(s, c, (size_t)(e - c)));
     }
+    if (assistant && s->text.n == start)   /* (the record's text is dropped with the error) */
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is an assistant "
+                        "message of white space only: nothing to learn", i);
+    if (assistant)
+        a->at[2 * a->n] = start;
     NNT_TRY(puts0(s, end));
     if (assistant)
         a->at[2 * a->n++ + 1] = s->text.n;
