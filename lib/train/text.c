@@ -305,8 +305,9 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
         int64_t packs = 0;
         nnt_gemm_kept_bytes(NULL, &packs);
         if (packs > 0) {   /* outside the nodes' counts (lib/ops/gemm.c) */
-            format_bytes(moved, sizeof moved, packs);
-            add(&t, ", and %s of packed weights kept for the products", moved);
+            char packed[32];
+            format_bytes(packed, sizeof packed, packs);
+            add(&t, ", and %s of packed weights kept for the products", packed);
         }
         format_bytes(moved, sizeof moved, ms.bytes_moved);
         add(&t, "; %s moved between nodes", moved);
