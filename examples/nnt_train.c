@@ -142,6 +142,18 @@ static void find_family(trainer *t)
 
 /* The configuration of a fresh or safetensors-loaded model: preset or the default small
  * GPT-2, then the individual overrides, each allowed by the family's features. */
+/* --layers L on a preset: its layers without rotary positions (SmolLM3's every 4th) as its
+ * pattern repeated over the L layers. */
+static void resize_layers(nnt_model_config *c, int64_t layers)
+{
+    uint64_t nope[NNT_MODEL_MAX_NOPE_LAYER / 64] = {0};
+    for (int64_t i = 0; i < layers && i < NNT_MODEL_MAX_NOPE_LAYER; i++)
+        if (NNT_MODEL_NOPE_LAYER(c, i % c->layers))
+            nope[i / 64] |= (uint64_t)1 << (i % 64);
+    memcpy(c->nope_layers, nope, sizeof nope);
+    c->layers = layers;
+}
+
 static int model_config(trainer *t)
 {
     const train_opts *o = &t->o;
@@ -164,7 +176,8 @@ static int model_config(trainer *t)
                                      "--kv-heads, --hidden, --head-dim and --qk-norm need a "
                                      "family that has them", need[i].opt, t->fam.title,
                                      t->fam.presets);
-    if (o->layers > 0) c.layers = o->layers;
+    if (o->layers > 0)
+        resize_layers(&c, o->layers);
     if (o->channels > 0) c.channels = o->channels;
     if (o->heads > 0) c.heads = o->heads;
     if (o->kv_heads > 0) c.kv_heads = o->kv_heads;

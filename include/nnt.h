@@ -736,11 +736,17 @@ typedef struct nnt_attention_options {
                                      (Gemma 2's attn_logit_softcapping); 0: none            */
     int qk_norm_plus_one;         /* the q/k norms scale by 1 + weight, weights initialised
                                      to 0 (Gemma 3)                                          */
+    int llama_names;              /* 1: the Llama layout's names (q_proj, k_proj, v_proj,
+                                     o_proj) whatever the other options say; 0: GPT-2's (q,
+                                     k, v, c_proj; LoRA's c_attn) when the options are
+                                     GPT-2's (multi-head, all biases, no rope, no q/k norms),
+                                     else the Llama layout's (a SmolLM3 block without rope
+                                     and with biases: 1)                                     */
 } nnt_attention_options;
 
 /* GPT-2's attention: multi-head, all biases, no rotary positions, no window. */
 #define NNT_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0 }
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0, 0 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
@@ -933,7 +939,8 @@ typedef enum nnt_model_family {
     NNT_FAMILY_LLAMA = 1,         /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU MLP, grouped-query
                                      attention (also Mistral and its sliding window, Qwen2
                                      with qkv_bias, Qwen3 with qk_norm and head_dim, their
-                                     sliding windows, SmolLM, TinyLlama)                     */
+                                     sliding windows, SmolLM3 with blocks without rotary
+                                     positions (nope_layers), SmolLM2, TinyLlama)            */
     NNT_FAMILY_GEMMA = 2,         /* Gemma3ForCausalLM, Gemma2ForCausalLM: RMSNorms scaled by
                                      1 + weight, four per block, embedding times sqrt(C),
                                      GeGLU MLP, query_pre_attn_scalar, sliding windows,
@@ -957,7 +964,8 @@ enum {
     NNT_FAMILY_HAS_SOFTCAP = 1 << 9,   /* attn_softcap, final_softcap                         */
     NNT_FAMILY_HAS_QUERY_SCALE = 1 << 10, /* query_pre_attn_scalar                            */
     NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11, /* rope_local_theta                                */
-    NNT_FAMILY_HAS_MOE = 1 << 12       /* mixture-of-experts MLPs (experts, ...)              */
+    NNT_FAMILY_HAS_MOE = 1 << 12,      /* mixture-of-experts MLPs (experts, ...)              */
+    NNT_FAMILY_HAS_NOPE = 1 << 13      /* blocks without rotary positions (nope_layers)       */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -1035,6 +1043,10 @@ typedef struct nnt_model_config {
     uint64_t window_full_layers[8];/* bit i % 64 of word i / 64: block i (below
                                      NNT_MODEL_MAX_WINDOW_LAYER) has no window, whatever the
                                      rule above gives it (see sliding_window); 0: the rule  */
+    uint64_t nope_layers[8];      /* bit i % 64 of word i / 64: block i (below
+                                     NNT_MODEL_MAX_NOPE_LAYER) has no rotary positions, its
+                                     q and k as projected (SmolLM3's no_rope_layers 0 entries;
+                                     families with NNT_FAMILY_HAS_NOPE); 0: rope everywhere */
 } nnt_model_config;
 
 /* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
@@ -1052,11 +1064,18 @@ typedef struct nnt_model_config {
     ((i) >= 0 && (i) < NNT_MODEL_MAX_WINDOW_LAYER &&                                         \
      ((cfg)->window_full_layers[(i) / 64] >> ((i) % 64) & 1u))
 
+/* nope_layers: block indices below this */
+#define NNT_MODEL_MAX_NOPE_LAYER 512
+/* 1 if block i of the configuration *cfg has no rotary positions (nope_layers), else 0 */
+#define NNT_MODEL_NOPE_LAYER(cfg, i)                                                         \
+    ((i) >= 0 && (i) < NNT_MODEL_MAX_NOPE_LAYER &&                                           \
+     ((cfg)->nope_layers[(i) / 64] >> ((i) % 64) & 1u))
+
 /* GPT-2 124M (nnt_model_preset "gpt2"). */
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 } }
+      { 0 }, { 0 }, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -1086,7 +1105,8 @@ NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, in
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */
 NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
- * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM,
+ * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
+ * Gemma3ForCausalLM, Gemma2ForCausalLM,
  * the text of Gemma3ForConditionalGeneration, and the MoE classes of nnt_model_hf_config(3);
  * architectures[0], else model_type); the result passes nnt_model_create's checks. A
  * configuration nnt cannot train (another architecture, a rope type other than
@@ -1122,8 +1142,8 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
 NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
  * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,
- * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias, or
- * Qwen3ForCausalLM with qk_norm. dir is created if missing (one level); each file through
+ * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias,
+ * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers. dir is created if missing (one level); each file through
  * a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it

@@ -16,6 +16,12 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
   qwen2_listed  Qwen2ForCausalLM, use_sliding_window, sliding_window 5, layer_types
             ["sliding_attention", "full_attention"] (layer 0 sliding, layer 1 full: no
             max_window_layers says it)
+  smollm3   SmolLM3ForCausalLM, no_rope_layers [0, 1] (layer 0 without rotary positions),
+            use_sliding_window, sliding_window 5 (so layer 0 slides: the layers without
+            rope do when no layer_types is given), MLP biases (no attention biases: without
+            rotary positions k's bias has no gradient, the softmax being blind to it)
+  smollm3_nope  SmolLM3ForCausalLM, no_rope_layers [1, 0] (layer 1 without rotary
+            positions), no window, no rope_theta (SmolLM3Config's default_theta 2e6)
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -35,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -49,13 +55,21 @@ MODELS = {
     "qwen2_listed": (Qwen2Config, Qwen2ForCausalLM,
                      dict(use_sliding_window=True, sliding_window=5,
                           layer_types=["sliding_attention", "full_attention"])),
+    "smollm3": (SmolLM3Config, SmolLM3ForCausalLM,
+                dict(no_rope_layers=[0, 1], use_sliding_window=True, sliding_window=5,
+                     mlp_bias=True)),
+    "smollm3_nope": (SmolLM3Config, SmolLM3ForCausalLM,
+                     dict(no_rope_layers=[1, 0], use_sliding_window=False,
+                          rope_theta=None)),
 }
 
 
 def build(name, seed):
     cc, mc, extra = MODELS[name]
-    cfg = cc(**COMMON, **extra, attn_implementation="eager", bos_token_id=None,
-             eos_token_id=None, pad_token_id=None)
+    kw = {**COMMON, **extra}
+    kw = {k: v for k, v in kw.items() if not (k == "rope_theta" and v is None)}
+    cfg = cc(**kw, attn_implementation="eager", bos_token_id=None, eos_token_id=None,
+             pad_token_id=None)
     torch.manual_seed(seed)
     model = mc(cfg).float()
     g = torch.Generator().manual_seed(seed + 1)
@@ -100,13 +114,18 @@ def main():
                "logits": logits.detach().contiguous(), "loss": loss.detach().reshape(1)}
         for k, p in model.named_parameters():
             ref["grad." + k] = p.grad.detach().clone().contiguous()
-        # the window matters: with one longer than the sequence the logits differ
-        nowin = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
-                                                     sliding_window=1000)
-        with torch.no_grad():
-            d = (nowin(input_ids=tokens).logits - logits).abs().max().item()
-        print(f"{name}: logits without the window differ by {d:.3g}")
-        assert d > 1e-3
+        # the window matters: with one longer than the sequence the logits differ; so do
+        # the layers without rope: with rope everywhere the logits differ
+        changes = {"sliding_window": 1000} if cfg.sliding_window else {}
+        if name.startswith("smollm3"):
+            changes["no_rope_layers"] = [1] * cfg.num_hidden_layers
+        for key, value in changes.items():
+            other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
+                                                         **{key: value})
+            with torch.no_grad():
+                d = (other(input_ids=tokens).logits - logits).abs().max().item()
+            print(f"{name}: logits with {key} {value} differ by {d:.3g}")
+            assert d > 1e-3
         save_file(ref, os.path.join(args.out, f"{name}.reference.safetensors"))
         train_seq = torch.randint(0, cfg.vocab_size, (STEPS, B, T + 1), generator=g)
         _, m = build(name, 3000 + i)

@@ -9,6 +9,8 @@ Qwen2, Qwen3, Gemma 2, Gemma 3) on layers chosen by a random layer_types list of
 from K 700 the mixture-of-experts families (Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE: experts,
 top-k, expert widths, norm_topk_prob, Qwen2-MoE's shared expert, sparse steps and dense
 layers; transformers' experts one F.linear after another, experts_implementation "eager");
+from K 800 SmolLM3 (layers without rotary positions from a random no_rope_layers list, and
+its windows: on the layers without rope by default, or on those of a layer_types list);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -79,7 +81,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           Qwen3Config, Qwen3ForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           Gemma3TextConfig, Gemma3ForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
-                          OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM)
+                          OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
+                          SmolLM3Config, SmolLM3ForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -101,7 +104,8 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # and bf16; from 200 also optimizers, clipping, schedules; from 300 also --shuffle,
 # --val-split and --seed; from 400 the Gemma families (with all of the above); from 500 the
 # families with sliding windows, on the layers of a random layer_types list (or of
-# max_window_layers, or of Gemma's pattern); from 700 the MoE families. Every series below 400
+# max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3.
+# Every series below 400
 # mixes the other families and the resume kind.
 
 def gen_case(seed, k, forced=None):
@@ -116,6 +120,8 @@ def gen_case(seed, k, forced=None):
         fam = r.choice(["mistral", "qwen2", "qwen3", "gemma2", "gemma3"])
     if k >= 700:   # and another: the mixture-of-experts families
         fam = r.choice(MOE_FAMILIES)
+    if k >= 800:   # SmolLM3 (no draw: the cases below 800 stay as they were)
+        fam = "smollm3"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -207,6 +213,13 @@ def pick_model(r, c):
         if r.random() < 0.7:
             c["layer_types"] = [r.choice(["sliding_attention", "full_attention"])
                                 for _ in range(c["layers"])]
+    if fam == "smollm3":   # (from K 800) drawn last: layers without rope, biases, windows
+        # heads that tile the width (SmolLM3's attention takes C / NH; no head_dim key)
+        c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
+        c["no_rope"] = [int(r.random() < 0.6) for _ in range(c["layers"])]
+        c["attn_bias"] = r.random() < 0.3
+        c["mlp_bias"] = r.random() < 0.3
+        c["smol_window"] = r.random() < 0.6   # use_sliding_window (else no window at all)
 
 
 def pick_training(r, c):
@@ -407,6 +420,14 @@ def hf_config(c):
             LlamaForCausalLM
     if fam == "mistral":
         return MistralConfig(sliding_window=c.get("window"), **kw), MistralForCausalLM
+    if fam == "smollm3":
+        kw.update(no_rope_layers=c["no_rope"], attention_bias=c["attn_bias"],
+                  mlp_bias=c["mlp_bias"], use_sliding_window=c["smol_window"])
+        if c["smol_window"]:   # on the layers without rope, or on those of the list
+            kw["sliding_window"] = c["window"]
+            if c.get("layer_types"):
+                kw["layer_types"] = c["layer_types"]
+        return SmolLM3Config(**kw), SmolLM3ForCausalLM
     if c.get("window"):   # (from K 500) Qwen2's and Qwen3's windows, on the layers listed
         kw.update(use_sliding_window=True, sliding_window=c["window"],
                   max_window_layers=c["max_window_layers"])

@@ -175,9 +175,10 @@ START_TEST(test_table)
     EXPECT_OK(nnt_model_family_info(1, &f));
     ck_assert_int_eq(f.family, NNT_FAMILY_LLAMA);
     ck_assert_str_eq(f.architectures, "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                                      "Qwen3ForCausalLM");
-    ck_assert_str_eq(f.model_types, "llama, mistral, qwen2, qwen3");
+                                      "Qwen3ForCausalLM, SmolLM3ForCausalLM");
+    ck_assert_str_eq(f.model_types, "llama, mistral, qwen2, qwen3, smollm3");
     ck_assert(f.features & NNT_FAMILY_HAS_KV_HEADS);
+    ck_assert(f.features & NNT_FAMILY_HAS_NOPE);
     ck_assert(f.features & NNT_FAMILY_HAS_ROPE);
     ck_assert(!(f.features & NNT_FAMILY_HAS_LLMC));
     EXPECT_OK(nnt_model_family_info(2, &f));
@@ -206,7 +207,7 @@ START_TEST(test_table)
     ck_assert_int_eq(c.family, FAMILY_ID);
     ck_assert_double_eq(c.norm_eps, 3e-5);
     EXPECT_FAIL_MSG(nnt_model_preset("nope", &c), NNT_E_INVAL, "tiny, llama-tiny");
-    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, gemma3-270m"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, smollm3-3b, gemma3-270m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen1.5-moe-a2.7b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */

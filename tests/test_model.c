@@ -52,6 +52,9 @@ static const want_preset PRESETS[] = {
      1e-5, 0, 0},
     {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1, 1000000.0, 1e-6,
      128, 1},
+    /* HuggingFaceTB/SmolLM3-3B */
+    {"smollm3-3b", NNT_FAMILY_LLAMA, 128256, 65536, 36, 16, 4, 2048, 11008, 1, 5000000.0, 1e-6,
+     0, 0},
     /* google/gemma-3-270m, google/gemma-3-1b-pt, google/gemma-2-2b */
     {"gemma3-270m", NNT_FAMILY_GEMMA, 262144, 32768, 18, 4, 1, 640, 2048, 1, 1000000.0, 1e-6,
      256, 1},
@@ -95,6 +98,11 @@ START_TEST(test_presets)
     }
     if (llama)
         ck_assert(c.rope.theta == w->theta);
+    /* SmolLM3-3B's no_rope_layers: 0 on every 4th layer (3, 7, ..., 35) */
+    int smollm3 = strcmp(w->name, "smollm3-3b") == 0;
+    ck_assert_uint_eq(c.nope_layers[0], smollm3 ? 0x888888888ULL : 0);
+    for (int i = 1; i < NNT_MODEL_MAX_NOPE_LAYER / 64; i++)
+        ck_assert_uint_eq(c.nope_layers[i], 0);
     int llama32 = strcmp(w->name, "llama-3.2-1b") == 0;
     int llama31 = strcmp(w->name, "llama-3.1-8b") == 0;
     int llama3 = llama32 || llama31;
@@ -328,6 +336,17 @@ START_TEST(test_gemma_size)
     EXPECT_OK(nnt_model_preset("gemma2-2b", &c));
     ck_assert_int_eq(llama_numel(&c), 2614341888);
     nnt_layer_destroy(l);
+}
+END_TEST
+
+/* SmolLM3-3B has 3,075,098,624 parameters in 326 tensors (transformers 5.24's
+ * SmolLM3ForCausalLM of its config.json, counted on the meta device; tied). Counted here, not
+ * created (12 GB in fp32). */
+START_TEST(test_smollm3_size)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("smollm3-3b", &c));
+    ck_assert_int_eq(llama_numel(&c), 3075098624LL);
 }
 END_TEST
 
@@ -728,6 +747,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_llama_tree);
     tcase_add_test(tc, test_smollm2_size);
     tcase_add_test(tc, test_qwen3_size);
+    tcase_add_test(tc, test_smollm3_size);
     tcase_add_test(tc, test_llama31_8b_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);

@@ -382,10 +382,11 @@ START_TEST(test_save_qwen3)
     EXPECT_FAIL_MSG(nnt_model_save_hf(a, in_tmp("none")), NNT_E_UNSUPPORTED, "qk_norm=1");
     nnt_layer_destroy(a);
     /* Qwen3Config's head_dim is 128 when config.json has none (C 32 / NH 4 would be 8) */
-    write_config(in_tmp("q3"), "Qwen3ForCausalLM", "");
+    write_config(in_tmp("q3"), "Qwen3ForCausalLM", "\"num_key_value_heads\": 2");
     EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("q3"), &cfg));
     ck_assert(cfg.head_dim == 128 && cfg.qk_norm && !cfg.qkv_bias && !cfg.out_bias);
-    write_config(in_tmp("q3"), "Qwen3ForCausalLM", "\"head_dim\": null");
+    write_config(in_tmp("q3"), "Qwen3ForCausalLM", "\"head_dim\": null, "
+                 "\"num_key_value_heads\": 2");
     EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("q3"), &cfg));
     ck_assert_int_eq(cfg.head_dim, 128);
     write_config(in_tmp("l"), "LlamaForCausalLM", "");
@@ -546,7 +547,10 @@ static const struct {
      "layer_types"},
     {"LlamaForCausalLM", "\"head_dim\": 15", NNT_E_INVAL, "even head_dim (15)"},
     {"LlamaForCausalLM", "\"head_dim\": 0", NNT_E_FORMAT, "head_dim"},
-    {"Qwen3ForCausalLM", "\"head_dim\": 9", NNT_E_INVAL, "even head_dim (9)"},
+    {"Qwen3ForCausalLM", "\"head_dim\": 9, \"num_key_value_heads\": 2", NNT_E_INVAL,
+     "even head_dim (9)"},
+    /* no num_key_value_heads: Qwen2Config's 32 (transformers 5.24), not the heads */
+    {"Qwen2ForCausalLM", "", NNT_E_INVAL, "kv_heads=32 does not divide heads=4"},
     {"Qwen3ForCausalLM", "\"use_sliding_window\": true, \"sliding_window\": 0", NNT_E_FORMAT,
      "sliding_window must be a positive integer or null"},
     {"LlamaForCausalLM", "\"hidden_act\": \"gelu\"", NNT_E_UNSUPPORTED, "hidden_act \"gelu\""},

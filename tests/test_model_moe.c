@@ -456,6 +456,7 @@ START_TEST(test_dense_layers_past_64)
     const char *json = "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"vocab_size\": 32, "
                        "\"hidden_size\": 16, \"intermediate_size\": 24, "
                        "\"num_hidden_layers\": 600, \"num_attention_heads\": 2, "
+                       "\"num_key_value_heads\": 2, "
                        "\"max_position_embeddings\": 16, \"num_experts\": 2, "
                        "\"num_experts_per_tok\": 1, \"mlp_only_layers\": [%d]}";
     snprintf(text, sizeof text, json, 511);
@@ -471,14 +472,32 @@ START_TEST(test_dense_layers_past_64)
 }
 END_TEST
 
+/* MixtralConfig's defaults where config.json has no key (transformers 5.24): rope_theta
+ * 1e6, 8 key/value heads, eps 1e-5, untied. */
+START_TEST(test_mixtral_defaults)
+{
+    test_make_tmpdir("mixtral");
+    write_file(test_tmp_path("config.json"),
+               "{\"architectures\": [\"MixtralForCausalLM\"], \"vocab_size\": 32, "
+               "\"hidden_size\": 32, \"intermediate_size\": 24, \"num_hidden_layers\": 2, "
+               "\"num_attention_heads\": 8, \"max_position_embeddings\": 16}");
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path(""), &c));
+    ck_assert(c.family == NNT_FAMILY_MOE && c.rope.theta == 1000000.0 && c.kv_heads == 8 &&
+              c.norm_eps == 1e-5 && !c.tied);
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* Qwen2MoeForCausalLM's config.json keys at Qwen2MoeConfig's defaults (transformers 5.24:
- * Qwen1.5-MoE-A2.7B's shape), and the sliding windows nnt refuses. */
+ * Qwen1.5-MoE-A2.7B's shape; 16 key/value heads, not the heads), and the sliding windows nnt
+ * refuses. */
 START_TEST(test_qwen2moe_defaults)
 {
     static const char *const BASE = "{\"architectures\": [\"Qwen2MoeForCausalLM\"], "
-                                    "\"vocab_size\": 32, \"hidden_size\": 16, "
+                                    "\"vocab_size\": 32, \"hidden_size\": 32, "
                                     "\"intermediate_size\": 24, \"num_hidden_layers\": 2, "
-                                    "\"num_attention_heads\": 2, "
+                                    "\"num_attention_heads\": 16, "
                                     "\"max_position_embeddings\": 16%s}";
     char text[1024];
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
@@ -491,7 +510,7 @@ START_TEST(test_qwen2moe_defaults)
               c.expert_hidden == 1408 && c.shared_expert_hidden == 5632 &&
               c.norm_topk_prob == 0 && c.qkv_bias == 1 && c.out_bias == 0 && c.qk_norm == 0 &&
               c.norm_eps == 1e-6 && c.moe_every == 1 && c.router_aux_coef == 0.0 &&
-              c.kv_heads == 2);
+              c.kv_heads == 16);
     snprintf(text, sizeof text, BASE, ", \"qkv_bias\": false, \"decoder_sparse_step\": 2, "
              "\"output_router_logits\": true, \"use_sliding_window\": false, "
              "\"layer_types\": [\"full_attention\", \"full_attention\"]");
@@ -527,6 +546,7 @@ static Suite *moe_suite(void)
     tcase_add_loop_test(tc, test_fused_layouts, 0, 2 * NLAYOUTS);
     tcase_add_test(tc, test_dense_layers_past_64);
     tcase_add_test(tc, test_qwen2moe_defaults);
+    tcase_add_test(tc, test_mixtral_defaults);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     suite_add_tcase(s, tc);
     return s;

@@ -3,7 +3,9 @@
  * window_tiny, tests/gen_window_fixtures.py): a MistralForCausalLM with sliding_window 5 on
  * every layer, a Qwen2ForCausalLM with use_sliding_window, sliding_window 5 and
  * max_window_layers 1 (layer 0 full, layer 1 sliding) and one whose layer_types list says
- * what no max_window_layers can (layer 0 sliding, layer 1 full: window_full_layers), T 16 >
+ * what no max_window_layers can (layer 0 sliding, layer 1 full: window_full_layers), and
+ * two SmolLM3ForCausalLM with a layer without rotary positions (layer 0, which slides, with
+ * MLP biases; layer 1, no window, SmolLM3's default rope base), T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
@@ -18,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define B 2
 #define T 16
@@ -27,8 +30,14 @@ static const struct {
     const char *name;
     int64_t window, from;
     uint64_t full;   /* window_full_layers[0] */
-} MODELS[] = {{"mistral", 5, 0, 0}, {"qwen2", 5, 1, 0}, {"qwen2_listed", 5, 0, 2}};
-#define NMODELS 3
+    uint64_t nope;   /* nope_layers[0] */
+    const char *arch;
+} MODELS[] = {{"mistral", 5, 0, 0, 0, "MistralForCausalLM"},
+              {"qwen2", 5, 1, 0, 0, "Qwen2ForCausalLM"},
+              {"qwen2_listed", 5, 0, 2, 0, "Qwen2ForCausalLM"},
+              {"smollm3", 5, 0, 2, 1, "SmolLM3ForCausalLM"},
+              {"smollm3_nope", 0, 0, 0, 2, "SmolLM3ForCausalLM"}};
+#define NMODELS 5
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -40,8 +49,18 @@ static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const
                       (unsigned long long)(w ? 0 : full));
 }
 
+/* cfg's nope_layers: nope in its first word, 0 in the others */
+static void expect_nope_layers(const nnt_model_config *cfg, uint64_t nope, const char *name)
+{
+    for (int w = 0; w < NNT_MODEL_MAX_NOPE_LAYER / 64; w++)
+        ck_assert_msg(cfg->nope_layers[w] == (w ? 0 : nope), "%s: nope_layers[%d] %#llx, not "
+                      "%#llx", name, w, (unsigned long long)cfg->nope_layers[w],
+                      (unsigned long long)(w ? 0 : nope));
+}
+
 /* Measured (AMD EPYC, Zen 3; worst over models and tilings): logits 9.0e-7, loss 1.0e-7,
- * gradients 5.7e-6, AdamW losses 1.2e-6 (absolute). */
+ * gradients 5.7e-6, AdamW losses 1.2e-6 (absolute); Zen 4 with the SmolLM3 models too:
+ * logits 1.0e-6 (smollm3_nope), loss 1.2e-7, gradients 5.7e-6, AdamW 1.3e-6. */
 #define LOGITS_TOL 9e-6
 #define LOSS_TOL 1e-6
 #define GRAD_TOL 5.7e-5
@@ -77,6 +96,7 @@ START_TEST(test_reference)
     ck_assert_int_eq(cfg.window_from, MODELS[_i / 3].from);
     ck_assert_int_eq(cfg.window_global_every, 0);
     expect_full_layers(&cfg, MODELS[_i / 3].full, name);
+    expect_nope_layers(&cfg, MODELS[_i / 3].nope, name);
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
     int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
     int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
@@ -260,6 +280,112 @@ START_TEST(test_generate_window_cache)
 }
 END_TEST
 
+/* dir/config.json of text */
+static void write_config(const char *dir, const char *text)
+{
+    char path[800];
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+#define SMOLLM3_CONFIG                                                                     \
+    "{\"architectures\": [\"SmolLM3ForCausalLM\"], \"model_type\": \"smollm3\", "         \
+    "\"vocab_size\": 61, \"hidden_size\": 32, \"intermediate_size\": 40, "                 \
+    "\"num_attention_heads\": 4, \"max_position_embeddings\": 16"
+
+/* SmolLM3's config.json as transformers 5.24's SmolLM3Config reads it where the lists are
+ * not given: no rope on every no_rope_layer_interval-th layer (default 4), the windows on
+ * those layers when use_sliding_window, rope_theta 2e6 by default; and what it refuses. */
+START_TEST(test_smollm3_config)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    test_make_tmpdir("smollm3");
+    write_config(test_tmp_path("a"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 8, "
+                 "\"use_sliding_window\": true, \"sliding_window\": 4}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("a"), &c));
+    expect_nope_layers(&c, 0x88, "interval 4");   /* layers 3 and 7 */
+    ck_assert_int_eq(c.sliding_window, 4);
+    expect_full_layers(&c, 0x77, "interval 4");   /* the others full */
+    ck_assert(c.rope.theta == 2000000.0);
+    ck_assert(c.qkv_bias == 0 && c.out_bias == 0 && c.mlp_bias == 0 && c.tied == 1);
+    write_config(test_tmp_path("b"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 7, "
+                 "\"no_rope_layer_interval\": 3, \"sliding_window\": 4, "
+                 "\"rope_theta\": 1000.0}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
+    expect_nope_layers(&c, 0x24, "interval 3");   /* layers 2 and 5 */
+    ck_assert_int_eq(c.sliding_window, 0);          /* use_sliding_window false */
+    ck_assert(c.rope.theta == 1000.0);
+    /* a list longer than the layers: its first entries (SmolLM3Config's "at least") */
+    write_config(test_tmp_path("c"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 3, "
+                 "\"no_rope_layers\": [1, 0, 1, 0, 0]}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("c"), &c));
+    expect_nope_layers(&c, 0x2, "long list");
+    static const struct {
+        const char *keys;
+        int rc;
+        const char *msg;
+    } BAD[] = {
+        {"\"num_hidden_layers\": 3, \"no_rope_layers\": [1, 0]", NNT_E_FORMAT,
+         "no_rope_layers must be a list of at least num_hidden_layers entries"},
+        {"\"num_hidden_layers\": 2, \"no_rope_layers\": [1, 2]", NNT_E_FORMAT,
+         "no_rope_layers must be a list of 0 or 1 a layer"},
+        {"\"num_hidden_layers\": 2, \"no_rope_layers\": 1", NNT_E_FORMAT,
+         "no_rope_layers must be a list of 0 or 1 a layer"},
+        {"\"num_hidden_layers\": 2, \"no_rope_layer_interval\": 0", NNT_E_FORMAT,
+         "no_rope_layer_interval must be a positive integer"},
+        {"\"num_hidden_layers\": 2, \"layer_types\": [\"sliding_attention\", "
+         "\"full_attention\"]", NNT_E_UNSUPPORTED, "without a sliding_window"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char text[1024], dir[32];
+        snprintf(text, sizeof text, SMOLLM3_CONFIG ", %s}", BAD[i].keys);
+        snprintf(dir, sizeof dir, "bad%zu", i);
+        write_config(test_tmp_path(dir), text);
+        EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path(dir), &c), BAD[i].rc,
+                        BAD[i].msg);
+    }
+    /* a block without rope keeps the Llama layout's names with GPT-2's other options (one
+     * kv head a head, q, k, v and o biases), as transformers' SmolLM3 has them */
+    nnt_model_config q = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &q));
+    q.kv_heads = q.heads;
+    q.qkv_bias = q.out_bias = 1;
+    q.nope_layers[0] = 1;
+    nnt_layer *m = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &q, 1, 4, NULL, &m));
+    int64_t count = 0, found = 0;
+    EXPECT_OK(nnt_layer_num_params(m, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(m, i);
+        found += strcmp(p.name, "model.layers.0.self_attn.q_proj.weight") == 0 ||
+                 strcmp(p.name, "model.layers.0.self_attn.o_proj.bias") == 0;
+    }
+    ck_assert_int_eq(found, 2);
+    nnt_layer_destroy(m);
+    EXPECT_OK(nnt_model_preset("llama-tiny", &q));
+    q.nope_layers[0] = 1;
+    q.qk_norm = 1;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &q, 1, 4, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_save_hf(l, test_tmp_path("qk")), NNT_E_UNSUPPORTED,
+                    "SmolLM3ForCausalLM's, which has no q/k norms");
+    nnt_layer_destroy(l);
+    q.qk_norm = 0;
+    q.nope_layers[0] = 4;   /* block 2 of 2 */
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "nope_layers names block 2 of a model of 2");
+    EXPECT_OK(nnt_model_preset("gemma3-270m", &q));
+    q.nope_layers[0] = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "the Gemma family has no blocks without rotary positions");
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* saved and read back: the same window configuration (the architecture that has it) */
 START_TEST(test_save_roundtrip)
 {
@@ -277,6 +403,17 @@ START_TEST(test_save_roundtrip)
     ck_assert_int_eq(a.window_global_every, b.window_global_every);
     expect_full_layers(&a, MODELS[_i].full, name);
     expect_full_layers(&b, MODELS[_i].full, name);
+    expect_nope_layers(&a, MODELS[_i].nope, name);
+    expect_nope_layers(&b, MODELS[_i].nope, name);
+    ck_assert(a.rope.theta == b.rope.theta);
+    char arch[64];
+    snprintf(arch, sizeof arch, "\"%s\"", MODELS[_i].arch);
+    char path[800];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len = 0;
+    char *text = (char *)slurp(path, &len);
+    ck_assert_msg(strstr(text, arch), "%s: saved as %s?\n%s", name, MODELS[_i].arch, text);
+    free(text);
     nnt_layer_destroy(l);
     test_remove_tmpdir();
 }
@@ -294,6 +431,7 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_generate_long_prompt, 0, NMODELS);
     tcase_add_test(tc, test_generate_window_cache);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
+    tcase_add_test(tc, test_smollm3_config);
     suite_add_tcase(s, tc);
     return s;
 }

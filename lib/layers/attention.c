@@ -597,11 +597,12 @@ static const nnt_layer_vt attention_vt = {
     NNT_LAYER_ATTENTION, "attention", attention_forward, attention_backward,
     NULL, NULL, NULL, NULL, attention_destroy, nnt_layer_drop_grads, NULL, NULL};
 
-/* GPT-2's options: multi-head, all biases, no rope (GPT-2's names). */
+/* GPT-2's options: multi-head, all biases, no rope (GPT-2's names), unless the Llama
+ * layout's names are asked for. */
 static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 {
-    return (o->kv_heads == 0 || o->kv_heads == NH) && o->qkv_bias && o->out_bias && !o->rope &&
-           !o->qk_norm;
+    return !o->llama_names && (o->kv_heads == 0 || o->kv_heads == NH) && o->qkv_bias &&
+           o->out_bias && !o->rope && !o->qk_norm;
 }
 
 /* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias (GPT-2's

@@ -202,9 +202,9 @@ int nnt_cfg_int(const nnt_cfg_in *o, const char *key, int required, int64_t def,
     return NNT_OK;
 }
 
-/* Token ids: an integer or a list of them (absent, null or []: none), each in [0, 2^31): the
- * first cap into ids, their number in *n. */
-int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap, int64_t *n)
+/* Integers below 2^31, as a list or (one_ok) one alone; what names them in messages. */
+static int int_list(const nnt_cfg_in *o, const char *key, int one_ok, const char *what,
+                    int32_t *ids, int64_t cap, int64_t *n)
 {
     *n = 0;
     const jkey *k = jvalue(o, key);
@@ -214,14 +214,16 @@ int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap,
     nnt_json j;
     nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
     int list = o->buf[k->start] == '[', rc = list ? nnt_json_expect(&j, '[', key) : NNT_OK;
+    if (!list && !one_ok)
+        return nnt_cfg_bad_type(o, key, what);
     for (int first = 1; rc == 0 && (!list || nnt_json_peek(&j) != ']'); first = 0) {
         uint64_t v = 0;
         if (!first && list)
             rc = nnt_json_expect(&j, ',', key);
         if (rc == 0 && (nnt_json_peek(&j) < '0' || nnt_json_peek(&j) > '9'))
-            return nnt_cfg_bad_type(o, key, "a token id or a list of them");
+            return nnt_cfg_bad_type(o, key, what);
         if (rc == 0 && (rc = nnt_json_u64(&j, &v, key)) == 0 && v > INT32_MAX)
-            return nnt_cfg_bad_type(o, key, "token ids below 2^31");
+            return nnt_cfg_bad_type(o, key, what);
         if (rc == 0 && *n < cap)
             ids[*n] = (int32_t)v;
         if (rc == 0)
@@ -231,9 +233,22 @@ int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap,
     }
     if (rc == 0 && list)
         rc = nnt_json_expect(&j, ']', key);
-    if (rc == 0 && nnt_json_peek(&j) != -1)   /* 2.5, 1e3: not an id */
-        return nnt_cfg_bad_type(o, key, "a token id or a list of them");
+    if (rc == 0 && nnt_json_peek(&j) != -1)   /* 2.5, 1e3: not an integer */
+        return nnt_cfg_bad_type(o, key, what);
     return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
+}
+
+/* Token ids: an integer or a list of them (absent, null or []: none), each in [0, 2^31): the
+ * first cap into ids, their number in *n. */
+int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap, int64_t *n)
+{
+    return int_list(o, key, 1, "a token id or a list of them (below 2^31)", ids, cap, n);
+}
+
+int nnt_cfg_int_list(const nnt_cfg_in *o, const char *key, const char *what, int32_t *vals,
+                     int64_t cap, int64_t *n)
+{
+    return int_list(o, key, 0, what, vals, cap, n);
 }
 
 int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out)
@@ -473,19 +488,19 @@ void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
 }
 
 /* rope_parameters (transformers 5) or rope_theta + rope_scaling (earlier). */
-int nnt_cfg_rope(const nnt_cfg_in *o, nnt_rope_options *rope)
+int nnt_cfg_rope(const nnt_cfg_in *o, double theta, nnt_rope_options *rope)
 {
     nnt_cfg_in r;
     int present = 0;
     NNT_TRY(get_object(o, "rope_parameters", "rope_parameters.", &r, &present));
     if (present) {
-        int rc = nnt_cfg_double(&r, "rope_theta", 0, 10000.0, &rope->theta);
+        int rc = nnt_cfg_double(&r, "rope_theta", 0, theta, &rope->theta);
         if (rc == 0)
             rc = rope_type(&r, rope);
         jobj_free(&r);
         return rc;
     }
-    NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, 10000.0, &rope->theta));
+    NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, theta, &rope->theta));
     NNT_TRY(get_object(o, "rope_scaling", "rope_scaling.", &r, &present));
     int rc = present ? rope_type(&r, rope) : NNT_OK;
     jobj_free(&r);

@@ -42,8 +42,9 @@ int nnt_cfg_bad_type(const nnt_cfg_in *o, const char *key, const char *want);
 /* The value's text (at most size - 1 bytes of it) for a message. */
 void nnt_cfg_text(const nnt_cfg_in *o, const char *key, char *out, size_t size);
 /* The rotary options: rope_parameters (transformers 5), else rope_theta + rope_scaling;
- * rope types "default", "llama3" and "linear". */
-int nnt_cfg_rope(const nnt_cfg_in *o, nnt_rope_options *rope);
+ * rope types "default", "llama3" and "linear"; theta where no rope_theta is given (the
+ * configuration class's default_theta). */
+int nnt_cfg_rope(const nnt_cfg_in *o, double theta, nnt_rope_options *rope);
 /* The rotary options of one rope object (a rope_parameters entry): rope_theta (theta when
  * absent) and its rope_type. */
 int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope);
@@ -53,6 +54,10 @@ int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub);
 void nnt_cfg_sub_free(nnt_cfg_in *sub);
 /* Token ids: an integer or a list (absent or null: none); the first cap into ids, *n of them */
 int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap, int64_t *n);
+/* A list of integers in [0, 2^31) (absent or null: *n 0): the first cap into vals, *n of
+ * them; another value is NNT_E_FORMAT saying key must be what. */
+int nnt_cfg_int_list(const nnt_cfg_in *o, const char *key, const char *what, int32_t *vals,
+                     int64_t cap, int64_t *n);
 /* layer_types (a "sliding_attention" / "full_attention" list) as c's window_from,
  * window_global_every (only with every_rule: the families whose configurations say it) or
  * else window_full_layers (c->layers set; no sliding layer: sliding_window 0); absent: c as

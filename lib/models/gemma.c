@@ -244,7 +244,7 @@ static int read_text(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
         NNT_TRY(softcap(o, "attn_logit_softcapping", 50.0, &c->attn_softcap));
     c->qk_norm = gemma3;
     NNT_TRY(windows(o, gemma3, c));
-    return gemma3 ? gemma3_rope(o, c) : nnt_cfg_rope(o, &c->rope);
+    return gemma3 ? gemma3_rope(o, c) : nnt_cfg_rope(o, 10000.0, &c->rope);
 }
 
 /* Gemma3ForConditionalGeneration: its text_config, except that the top level's

@@ -97,6 +97,8 @@ int nnt_model_block_window(const nnt_model_config *cfg, int64_t i);
 /* whether cfg names blocks without a window in window_full_layers (a layer_types list of no
  * rule's form) */
 int nnt_model_window_listed(const nnt_model_config *cfg);
+/* whether some block of cfg has no rotary positions (nope_layers) */
+int nnt_model_nope_any(const nnt_model_config *cfg);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's
  * tiling overrides (NULL: automatic). Errors name fn. */
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,

@@ -196,7 +196,11 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "intermediate_size", 1, 0, &c->hidden));
     NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 1, 0, &c->layers));
     NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 1, 0, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
+    /* absent or null: MixtralConfig's 8, Qwen3MoeConfig's 4, Qwen2MoeConfig's 16, OLMoE the
+     * heads (transformers 5.24) */
+    int64_t kv = arch == ARCH_MIXTRAL ? 8 : arch == ARCH_QWEN3_MOE ? 4
+                 : arch == ARCH_QWEN2_MOE ? 16 : c->heads;
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, kv, &c->kv_heads));
     NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 1, 0, &c->max_seq));
     int qwen = arch == ARCH_QWEN3_MOE || arch == ARCH_QWEN2_MOE;
     NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, qwen ? 1e-6 : 1e-5, &c->norm_eps));
@@ -262,7 +266,8 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     }
     if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts)
         return nnt_cfg_bad_type(o, "num_experts_per_tok", "between 1 and the experts");
-    return nnt_cfg_rope(o, &c->rope);
+    /* MixtralConfig's default_theta is 1e6, the others' 1e4 (transformers 5.24) */
+    return nnt_cfg_rope(o, arch == ARCH_MIXTRAL ? 1000000.0 : 10000.0, &c->rope);
 }
 
 /* The architecture c is saved as, or -1 if none has c. */

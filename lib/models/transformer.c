@@ -114,6 +114,25 @@ static int check_gemma_options(nnt_ctx *ctx, const char *fn, const nnt_model_con
     return NNT_OK;
 }
 
+/* Blocks without rotary positions: only in families that have them, and only blocks the
+ * model has. */
+static int check_nope(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+                      const nnt_family *f)
+{
+    for (int64_t i = 0; i < NNT_MODEL_MAX_NOPE_LAYER; i++) {
+        if (!NNT_MODEL_NOPE_LAYER(c, i))
+            continue;
+        if (!(f->features & NNT_FAMILY_HAS_NOPE))
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no blocks without rotary "
+                            "positions (nope_layers names block %lld)", fn, f->title,
+                            (long long)i);
+        if (i >= c->layers)
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: nope_layers names block %lld of a model of "
+                            "%lld", fn, (long long)i, (long long)c->layers);
+    }
+    return NNT_OK;
+}
+
 int nnt_model_block_moe(const nnt_model_config *c, int64_t i)
 {
     if (c->experts <= 0 || (c->moe_every > 1 && (i + 1) % c->moe_every != 0))
@@ -126,6 +145,14 @@ int nnt_model_window_listed(const nnt_model_config *c)
     uint64_t any = 0;
     for (int w = 0; w < NNT_MODEL_MAX_WINDOW_LAYER / 64; w++)
         any |= c->window_full_layers[w];
+    return any != 0;
+}
+
+int nnt_model_nope_any(const nnt_model_config *c)
+{
+    uint64_t any = 0;
+    for (int w = 0; w < NNT_MODEL_MAX_NOPE_LAYER / 64; w++)
+        any |= c->nope_layers[w];
     return any != 0;
 }
 
@@ -168,6 +195,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (cfg->experts && !(f->features & NNT_FAMILY_HAS_MOE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no mixture of experts "
                         "(experts %lld)", fn, f->title, (long long)cfg->experts);
+    NNT_TRY(check_nope(ctx, fn, cfg, f));
     return f->check(ctx, fn, cfg);
 }
 
@@ -281,6 +309,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.qkv_bias = c->qkv_bias;
     ao.out_bias = c->out_bias;
     ao.rope = f->rope ? &c->rope : NULL;
+    ao.llama_names = f->rope;   /* q_proj ... o_proj in blocks without rope too */
     ao.head_dim = head_dim_of(c);
     ao.qk_norm = c->qk_norm;
     ao.qk_norm_eps = c->norm_eps;
@@ -315,7 +344,8 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
         int windowed = nnt_model_block_window(c, i);
         ao.window = windowed ? c->sliding_window : 0;
         if (f->rope)
-            ao.rope = windowed && c->rope_local_theta > 0.0 ? &local : &c->rope;
+            ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? NULL
+                      : windowed && c->rope_local_theta > 0.0 ? &local : &c->rope;
         int sparse = nnt_model_block_moe(c, i);
         bo.mlp = sparse ? &moe : &mo;
         snprintf(name, sizeof name, "%s%lld", f->block, (long long)i);

@@ -130,6 +130,12 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
             : c.rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)" : "");
     if (c.rope_local_theta > 0.0)
         add(t, ", windowed layers' rope theta %g", c.rope_local_theta);
+    if (nnt_model_nope_any(&c)) {
+        int64_t nope = 0;
+        for (int64_t i = 0; i < c.layers; i++)
+            nope += NNT_MODEL_NOPE_LAYER(&c, i);
+        add(t, ", no rope on %lld of the %lld layers", (long long)nope, (long long)c.layers);
+    }
     if (c.sliding_window > 0 && nnt_model_window_listed(&c)) {
         int64_t windowed = 0;
         for (int64_t i = 0; i < c.layers; i++)
