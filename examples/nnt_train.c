@@ -179,7 +179,11 @@ static int model_config(trainer *t)
     if (o->layers > 0)
         resize_layers(&c, o->layers);
     if (o->channels > 0) c.channels = o->channels;
-    if (o->heads > 0) c.heads = o->heads;
+    if (o->heads > 0) {   /* a preset with as many kv heads as heads keeps it so */
+        if (c.kv_heads == c.heads)
+            c.kv_heads = o->heads;
+        c.heads = o->heads;
+    }
     if (o->kv_heads > 0) c.kv_heads = o->kv_heads;
     if (o->hidden > 0) c.hidden = o->hidden;
     if (o->head_dim > 0) c.head_dim = o->head_dim;
@@ -193,8 +197,10 @@ static int model_config(trainer *t)
         return train_usage_error("--head-dim %lld: rotary positions need an even head "
                                  "dimension", (long long)c.head_dim);
     if (c.kv_heads > 0 && c.heads % c.kv_heads)
-        return train_usage_error("--kv-heads %lld does not divide --heads %lld",
-                                 (long long)c.kv_heads, (long long)c.heads);
+        return train_usage_error("%s %lld does not divide %s %lld%s",
+                                 o->kv_heads > 0 ? "--kv-heads" : "the preset's kv heads",
+                                 (long long)c.kv_heads, o->heads > 0 ? "--heads" : "the heads",
+                                 (long long)c.heads, o->kv_heads > 0 ? "" : " (give --kv-heads)");
     t->cfg = c;
     return 0;
 }

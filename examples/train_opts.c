@@ -197,7 +197,7 @@ static const cli_option table[] = {
 
 static const char usage_head[] =
     "Usage: nnt-train [OPTION]...\n"
-    "Train a GPT-2, Llama-, Gemma- or MoE-family language model with nnt. Without options:\n"
+    "Train a GPT-2, Llama-, Gemma-, MoE- or OLMo-family language model with nnt. Without options:\n"
     "a small GPT-2 (4 layers, 128 channels, 4 heads, byte tokens) learns\n"
     TRAIN_DEFAULT_DATA " for 2000 steps (a few minutes on 2 CPU cores), validating\n"
     "on the last tenth of the texts, then writes logs, a loss curve and a checkpoint to\n"

@@ -778,11 +778,14 @@ typedef struct nnt_block_options {
     const nnt_mlp_options *mlp;   /* NULL: NNT_MLP_OPTIONS_INIT                             */
     int norm_plus_one;            /* RMSNorms scale by 1 + weight, weights initialised to 0
                                      (Gemma)                                                 */
-    int sandwich_norms;           /* four norms (Gemma 2 and 3): x + post(attn(input(x))),
+    int sandwich_norms;           /* 1: four norms (Gemma 2 and 3): x + post(attn(input(x))),
                                      then + post_ff(mlp(pre_ff(.))); RMSNorm blocks only:
                                      children input_layernorm, self_attn,
                                      post_attention_layernorm, pre_feedforward_layernorm,
-                                     mlp, post_feedforward_layernorm                         */
+                                     mlp, post_feedforward_layernorm; 2: the two after each
+                                     part alone (OLMo 2): x + post(attn(x)), then +
+                                     post_ff(mlp(.)): children self_attn, mlp,
+                                     post_attention_layernorm, post_feedforward_layernorm    */
 } nnt_block_options;
 
 #define NNT_BLOCK_OPTIONS_INIT \
@@ -945,9 +948,12 @@ typedef enum nnt_model_family {
                                      1 + weight, four per block, embedding times sqrt(C),
                                      GeGLU MLP, query_pre_attn_scalar, sliding windows,
                                      soft-caps (Gemma 2), q/k norms and local rope (Gemma 3) */
-    NNT_FAMILY_MOE = 3            /* MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM:
+    NNT_FAMILY_MOE = 3,           /* MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM:
                                      Llama's blocks with mixture-of-experts MLPs (experts,
                                      ...), OLMoE's q/k norms (qk_norm 2)                    */
+    NNT_FAMILY_OLMO = 4           /* Olmo2ForCausalLM: Llama's layers with the norms after
+                                     the attention and the MLP instead of before them, q/k
+                                     norms over the whole projections (qk_norm 2)           */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -965,7 +971,8 @@ enum {
     NNT_FAMILY_HAS_QUERY_SCALE = 1 << 10, /* query_pre_attn_scalar                            */
     NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11, /* rope_local_theta                                */
     NNT_FAMILY_HAS_MOE = 1 << 12,      /* mixture-of-experts MLPs (experts, ...)              */
-    NNT_FAMILY_HAS_NOPE = 1 << 13      /* blocks without rotary positions (nope_layers)       */
+    NNT_FAMILY_HAS_NOPE = 1 << 13,     /* blocks without rotary positions (nope_layers)       */
+    NNT_FAMILY_HAS_QK_NORM_WHOLE = 1 << 14 /* qk_norm 2: q/k norms over whole projections     */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,

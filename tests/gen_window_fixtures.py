@@ -22,6 +22,9 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             rotary positions k's bias has no gradient, the softmax being blind to it)
   smollm3_nope  SmolLM3ForCausalLM, no_rope_layers [1, 0] (layer 1 without rotary
             positions), no window, no rope_theta (SmolLM3Config's default_theta 2e6)
+  olmo2     Olmo2ForCausalLM (no window: the norms after the attention and the MLP, q/k
+            norms over the whole projections), NKV 2, attention biases (the k norm makes
+            k's bias matter), head_dim 12 (NH hd 48 against C 32)
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -41,7 +44,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM,
+                          Olmo2Config, Olmo2ForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -61,6 +65,7 @@ MODELS = {
     "smollm3_nope": (SmolLM3Config, SmolLM3ForCausalLM,
                      dict(no_rope_layers=[1, 0], use_sliding_window=False,
                           rope_theta=None)),
+    "olmo2": (Olmo2Config, Olmo2ForCausalLM, dict(attention_bias=True, head_dim=12)),
 }
 
 
@@ -116,7 +121,7 @@ def main():
             ref["grad." + k] = p.grad.detach().clone().contiguous()
         # the window matters: with one longer than the sequence the logits differ; so do
         # the layers without rope: with rope everywhere the logits differ
-        changes = {"sliding_window": 1000} if cfg.sliding_window else {}
+        changes = {"sliding_window": 1000} if getattr(cfg, "sliding_window", None) else {}
         if name.startswith("smollm3"):
             changes["no_rope_layers"] = [1] * cfg.num_hidden_layers
         for key, value in changes.items():

@@ -155,7 +155,11 @@ gemma_embed_scale|lib/models/transformer.c|s@gl_embedding_set_scale(emb, sqrt((d
 gemma_attn_softcap_off|lib/layers/attention.c|s@o.softcap = a->softcap;@o.softcap = 0.0;@|Gemma 2: attention scores not soft-capped
 gemma_softcap_grad|cpu/attention.c|s@ds\[j\] = e \* (ds\[j\] - d) \* (1.0f - t \* t);@ds[j] = e * (ds[j] - d);@|Gemma 2: the factor 1 - tanh^2 of the score soft-cap gradient left out
 gemma_final_softcap_off|lib/models/transformer.c|s@if (c->final_softcap > 0.0) {@if (c->final_softcap > 1e300) {@|Gemma 2: final logits not soft-capped
-gemma_local_rope|lib/models/transformer.c|s@ao.rope = windowed \&\& c->rope_local_theta@ao.rope = !windowed \&\& c->rope_local_theta@|Gemma 3: the local rope base on the global layers and the global one on the local layers
+gemma_local_rope|lib/models/transformer.c|s@: windowed \&\& c->rope_local_theta@: !windowed \&\& c->rope_local_theta@|Gemma 3: the local rope base on the global layers and the global one on the local layers
+nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? NULL@ao.rope = 0 ? NULL@|SmolLM3: rotary positions on the layers without them
+nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every) {@for (int64_t i = every; i < L; i += every) {@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
+olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
+llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope;@ao.llama_names = 0;@|a block without rope and with all biases named as GPT-2 (q.weight)
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied

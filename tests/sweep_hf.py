@@ -10,7 +10,8 @@ from K 700 the mixture-of-experts families (Mixtral, Qwen3-MoE, OLMoE, Qwen2-MoE
 top-k, expert widths, norm_topk_prob, Qwen2-MoE's shared expert, sparse steps and dense
 layers; transformers' experts one F.linear after another, experts_implementation "eager");
 from K 800 SmolLM3 (layers without rotary positions from a random no_rope_layers list, and
-its windows: on the layers without rope by default, or on those of a layer_types list);
+its windows: on the layers without rope by default, or on those of a layer_types list); from
+K 900 OLMo 2 (norms after the attention and the MLP, q/k norms over whole projections);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -82,7 +83,7 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           Gemma3TextConfig, Gemma3ForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
                           OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
-                          SmolLM3Config, SmolLM3ForCausalLM)
+                          SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -104,7 +105,8 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # and bf16; from 200 also optimizers, clipping, schedules; from 300 also --shuffle,
 # --val-split and --seed; from 400 the Gemma families (with all of the above); from 500 the
 # families with sliding windows, on the layers of a random layer_types list (or of
-# max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3.
+# max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
+# from 900 OLMo 2.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -122,6 +124,8 @@ def gen_case(seed, k, forced=None):
         fam = r.choice(MOE_FAMILIES)
     if k >= 800:   # SmolLM3 (no draw: the cases below 800 stay as they were)
         fam = "smollm3"
+    if k >= 900:   # OLMo 2 (no draw either)
+        fam = "olmo2"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -213,6 +217,9 @@ def pick_model(r, c):
         if r.random() < 0.7:
             c["layer_types"] = [r.choice(["sliding_attention", "full_attention"])
                                 for _ in range(c["layers"])]
+    if fam == "olmo2":   # (from K 900) drawn last: biases; no window (Olmo2 has none)
+        c["attn_bias"] = r.random() < 0.4
+        c["window"], c["layer_types"] = None, None
     if fam == "smollm3":   # (from K 800) drawn last: layers without rope, biases, windows
         # heads that tile the width (SmolLM3's attention takes C / NH; no head_dim key)
         c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
@@ -420,6 +427,8 @@ def hf_config(c):
             LlamaForCausalLM
     if fam == "mistral":
         return MistralConfig(sliding_window=c.get("window"), **kw), MistralForCausalLM
+    if fam == "olmo2":
+        return Olmo2Config(attention_bias=c["attn_bias"], **kw), Olmo2ForCausalLM
     if fam == "smollm3":
         kw.update(no_rope_layers=c["no_rope"], attention_bias=c["attn_bias"],
                   mlp_bias=c["mlp_bias"], use_sliding_window=c["smol_window"])

@@ -192,12 +192,20 @@ START_TEST(test_table)
     ck_assert_str_eq(f.architectures, "MixtralForCausalLM, Qwen3MoeForCausalLM, "
                                       "OlmoeForCausalLM, Qwen2MoeForCausalLM");
     ck_assert(f.features & NNT_FAMILY_HAS_MOE);
+    ck_assert(f.features & NNT_FAMILY_HAS_QK_NORM_WHOLE);
     EXPECT_OK(nnt_model_family_info(4, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_OLMO);
+    ck_assert_str_eq(f.architectures, "Olmo2ForCausalLM");
+    ck_assert_str_eq(f.model_types, "olmo2");
+    ck_assert_str_eq(f.presets, "olmo2-1b, olmo2-7b");
+    ck_assert(f.features & NNT_FAMILY_HAS_QK_NORM_WHOLE);
+    ck_assert(!(f.features & (NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_MOE)));
+    EXPECT_OK(nnt_model_family_info(5, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(5, &f), NNT_E_INVAL, "no family 5");
+    EXPECT_FAIL_MSG(nnt_model_family_info(6, &f), NNT_E_INVAL, "no family 6");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -209,7 +217,8 @@ START_TEST(test_table)
     EXPECT_FAIL_MSG(nnt_model_preset("nope", &c), NNT_E_INVAL, "tiny, llama-tiny");
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, smollm3-3b, gemma3-270m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
-    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen1.5-moe-a2.7b, gpt2-rms-tiny"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
+                                 "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }

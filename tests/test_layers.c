@@ -1330,6 +1330,26 @@ START_TEST(test_llama_misuse)
     bo.attention = &ao;
     EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL, fb);
     ck_assert_ptr_null(l);
+    bo.attention = NULL;
+    bo.sandwich_norms = 3;   /* 0, 1 (Gemma's four) or 2 (OLMo 2's two after the parts) */
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
+                    "sandwich_norms 3");
+    bo.sandwich_norms = 2;   /* children: self_attn, mlp, and the two norms after them */
+    EXPECT_OK(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l));
+    int nc = 0;
+    int64_t np = 0;
+    EXPECT_OK(nnt_layer_num_children(l, &nc));
+    ck_assert_int_eq(nc, 4);
+    EXPECT_OK(nnt_layer_num_params(l, &np, NULL));
+    for (int64_t i = np - 2; i < np; i++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+        EXPECT_OK(nnt_layer_param(l, i, &info));
+        ck_assert_str_eq(info.name, i == np - 2 ? "post_attention_layernorm.weight"
+                                                : "post_feedforward_layernorm.weight");
+    }
+    nnt_layer_destroy(l);
+    l = NULL;
+    bo.sandwich_norms = 0;
     /* options are copied at create time: changing them afterwards changes nothing */
     ro = (nnt_rope_options)NNT_ROPE_OPTIONS_INIT;
     ao.kv_heads = 2;

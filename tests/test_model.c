@@ -52,6 +52,11 @@ static const want_preset PRESETS[] = {
      1e-5, 0, 0},
     {"qwen3-0.6b", NNT_FAMILY_LLAMA, 151936, 40960, 28, 16, 8, 1024, 3072, 1, 1000000.0, 1e-6,
      128, 1},
+    /* allenai/OLMo-2-0425-1B, allenai/OLMo-2-1124-7B */
+    {"olmo2-1b", NNT_FAMILY_OLMO, 100352, 4096, 16, 16, 16, 2048, 8192, 0, 500000.0, 1e-6, 0,
+     2},
+    {"olmo2-7b", NNT_FAMILY_OLMO, 100352, 4096, 32, 32, 32, 4096, 11008, 0, 500000.0, 1e-6, 0,
+     2},
     /* HuggingFaceTB/SmolLM3-3B */
     {"smollm3-3b", NNT_FAMILY_LLAMA, 128256, 65536, 36, 16, 4, 2048, 11008, 1, 5000000.0, 1e-6,
      0, 0},
@@ -204,7 +209,7 @@ static int64_t llama_numel(const nnt_model_config *c)
     int64_t per = norms * C + Q * C + 2 * KV * hd * C + C * Q + 3 * C * c->hidden;
     per += c->qkv_bias ? Q + 2 * KV * hd : 0;
     per += c->out_bias ? C : 0;
-    per += c->qk_norm ? 2 * hd : 0;
+    per += c->qk_norm == 2 ? Q + KV * hd : c->qk_norm ? 2 * hd : 0;   /* 2: whole projections */
     per += c->mlp_bias ? 2 * c->hidden + C : 0;
     return c->vocab * C * (c->tied ? 1 : 2) + c->layers * per + C;
 }
@@ -347,6 +352,20 @@ START_TEST(test_smollm3_size)
     nnt_model_config c;
     EXPECT_OK(nnt_model_preset("smollm3-3b", &c));
     ck_assert_int_eq(llama_numel(&c), 3075098624LL);
+}
+END_TEST
+
+/* OLMo-2-0425-1B has 1,484,916,736 parameters in 179 tensors and OLMo-2-1124-7B
+ * 7,298,617,344 in 355 (transformers 5.24's Olmo2ForCausalLM of their config.json, counted
+ * on the meta device; untied, q/k norms over the whole projections). Counted here, not
+ * created (6 and 29 GB in fp32). */
+START_TEST(test_olmo2_size)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("olmo2-1b", &c));
+    ck_assert_int_eq(llama_numel(&c), 1484916736LL);
+    EXPECT_OK(nnt_model_preset("olmo2-7b", &c));
+    ck_assert_int_eq(llama_numel(&c), 7298617344LL);
 }
 END_TEST
 
@@ -748,6 +767,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_smollm2_size);
     tcase_add_test(tc, test_qwen3_size);
     tcase_add_test(tc, test_smollm3_size);
+    tcase_add_test(tc, test_olmo2_size);
     tcase_add_test(tc, test_llama31_8b_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);

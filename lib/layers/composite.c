@@ -224,7 +224,8 @@ enum { LN_1, ATTN, LN_2, MLP, POST_ATTN, POST_MLP };
 
 typedef struct block {
     int recompute;                  /* keep only y; the backward reruns the forward first */
-    int sandwich;                   /* four norms (Gemma): the children as child() says */
+    int sandwich;                   /* 1: four norms (Gemma), 2: the two after each part
+                                       alone (OLMo 2): the children as child() says */
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x))
     nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2))
@@ -239,12 +240,30 @@ static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **s
     return nnt_tensor_sum_into(a, b, *sum);
 }
 
-/* Child role r of a block: the children are ln_1, attn, ln_2, mlp, or with four norms
- * input, attn, post-attention, pre-feedforward, mlp, post-feedforward (HF's order). */
+/* Child role r of a block, or NULL where it has none: the children are ln_1, attn, ln_2, mlp,
+ * or with four norms input, attn, post-attention, pre-feedforward, mlp, post-feedforward, or
+ * with the norms after the parts alone attn, mlp, post-attention, post-feedforward (HF's
+ * orders). */
 static nnt_layer *child(nnt_layer *l, int r)
 {
-    static const int sandwich[6] = {0, 1, 3, 4, 2, 5};   /* role -> child index */
-    return l->children[((block *)l->impl)->sandwich ? sandwich[r] : r];
+    static const int index[3][6] = {{0, 1, 2, 3, -1, -1},   /* role -> child index */
+                                    {0, 1, 3, 4, 2, 5},
+                                    {-1, 0, -1, 1, 2, 3}};
+    int i = index[((block *)l->impl)->sandwich][r];
+    return i < 0 ? NULL : l->children[i];
+}
+
+/* *y = norm role r of l applied to x, or x where l has no such norm. */
+static int norm_or_same(nnt_layer *l, int r, nnt_tensor *x, nnt_tensor **y)
+{
+    *y = x;
+    return child(l, r) ? nnt_layer_forward(child(l, r), x, y) : NNT_OK;
+}
+
+/* *d through norm role r of l backward, unchanged where l has no such norm. */
+static int norm_backward(nnt_layer *l, int r, nnt_tensor **d)
+{
+    return child(l, r) ? nnt_layer_backward(child(l, r), *d, d) : NNT_OK;
 }
 
 /* at: NULL, or the positions of a forward with key/value caches (the attention's). */
@@ -252,18 +271,16 @@ static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
-    NNT_TRY(nnt_layer_forward(child(l, LN_1), x, &h));
+    NNT_TRY(norm_or_same(l, LN_1, x, &h));
     if (at)
         NNT_TRY(gl_forward_cached(child(l, ATTN), h, at, &h));
     else
         NNT_TRY(nnt_layer_forward(child(l, ATTN), h, &h));
-    if (k->sandwich)
-        NNT_TRY(nnt_layer_forward(child(l, POST_ATTN), h, &h));
+    NNT_TRY(norm_or_same(l, POST_ATTN, h, &h));
     NNT_TRY(add_to_new(l, h, x, &k->r2));
-    NNT_TRY(nnt_layer_forward(child(l, LN_2), k->r2, &h));
+    NNT_TRY(norm_or_same(l, LN_2, k->r2, &h));
     NNT_TRY(nnt_layer_forward(child(l, MLP), h, &h));
-    if (k->sandwich)
-        NNT_TRY(nnt_layer_forward(child(l, POST_MLP), h, &h));
+    NNT_TRY(norm_or_same(l, POST_MLP, h, &h));
     return add_to_new(l, h, k->r2, &k->y);
 }
 
@@ -298,16 +315,14 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
         NNT_TRY(block_compute(l, k->x, NULL));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
     d = g;
-    if (k->sandwich)
-        NNT_TRY(nnt_layer_backward(child(l, POST_MLP), d, &d));
+    NNT_TRY(norm_backward(l, POST_MLP, &d));
     NNT_TRY(nnt_layer_backward(child(l, MLP), d, &d));
-    NNT_TRY(nnt_layer_backward(child(l, LN_2), d, &d));
+    NNT_TRY(norm_backward(l, LN_2, &d));
     NNT_TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
     d = k->dr2;
-    if (k->sandwich)
-        NNT_TRY(nnt_layer_backward(child(l, POST_ATTN), d, &d));
+    NNT_TRY(norm_backward(l, POST_ATTN, &d));
     NNT_TRY(nnt_layer_backward(child(l, ATTN), d, &d));
-    NNT_TRY(nnt_layer_backward(child(l, LN_1), d, &d));
+    NNT_TRY(norm_backward(l, LN_1, &d));
     NNT_TRY(add_to_new(l, d, k->dr2, &k->dx));
     /* Nothing of this block is read again before its next forward but its output (the
      * caller's y) and the input gradient: the rest -- forward activations and backward
@@ -393,11 +408,12 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
         {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp", NULL, NULL},
         {"input_layernorm", "self_attn", "pre_feedforward_layernorm", "mlp",
          "post_attention_layernorm", "post_feedforward_layernorm"}};
-    static const int order[2][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
-                                    {LN_1, ATTN, POST_ATTN, LN_2, MLP, POST_MLP}};
-    int rms = o->norm == NNT_NORM_RMSNORM, sw = o->sandwich_norms != 0;
+    static const int order[3][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
+                                    {LN_1, ATTN, POST_ATTN, LN_2, MLP, POST_MLP},
+                                    {ATTN, MLP, POST_ATTN, POST_MLP, -1, -1}};
+    int rms = o->norm == NNT_NORM_RMSNORM, sw = o->sandwich_norms;
     ((block *)l->impl)->sandwich = sw;
-    for (int j = 0; j < (sw ? 6 : 4); j++) {
+    for (int j = 0; j < (sw == 1 ? 6 : 4); j++) {
         int i = order[sw][j];
         nnt_layer *c = NULL;
         if (i == ATTN)
@@ -430,6 +446,9 @@ static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char
     if ((opts->sandwich_norms || opts->norm_plus_one) && opts->norm != NNT_NORM_RMSNORM)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: sandwich_norms and norm_plus_one need "
                         "NNT_NORM_RMSNORM", fn);
+    if (opts->sandwich_norms < 0 || opts->sandwich_norms > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: sandwich_norms %d (0: two norms before the "
+                        "parts, 1: four, 2: two after the parts)", fn, opts->sandwich_norms);
     if (!(opts->norm_eps > 0.0) || !isfinite(opts->norm_eps))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
                         opts->norm_eps);

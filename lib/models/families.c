@@ -10,8 +10,9 @@
 #define MAX_FAMILIES 16
 
 static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_llama,
-                                               &nnt_family_gemma, &nnt_family_moe};
-static int nfamilies = 4;
+                                               &nnt_family_gemma, &nnt_family_moe,
+                                               &nnt_family_olmo};
+static int nfamilies = 5;
 
 const nnt_family *nnt_family_at(int i)
 {

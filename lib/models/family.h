@@ -243,6 +243,7 @@ extern const nnt_family nnt_family_gpt2;
 extern const nnt_family nnt_family_llama;
 extern const nnt_family nnt_family_gemma;
 extern const nnt_family nnt_family_moe;
+extern const nnt_family nnt_family_olmo;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

@@ -459,7 +459,7 @@ const nnt_family nnt_family_moe = {
     NNT_FAMILY_MOE, "moe", "MoE",
     NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
         NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
-        NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_MOE,
+        NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_MOE | NNT_FAMILY_HAS_QK_NORM_WHOLE,
     moe_preset, PRESET_NAMES,
     moe_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,

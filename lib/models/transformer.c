@@ -189,9 +189,10 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
                         "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
     NNT_TRY(check_gemma_options(ctx, fn, cfg, f));
-    if (cfg->qk_norm == 2 && !(f->features & NNT_FAMILY_HAS_MOE))
+    if (cfg->qk_norm == 2 && !(f->features & NNT_FAMILY_HAS_QK_NORM_WHOLE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm 2 (one norm over the whole q and k "
-                        "projections, OLMoE's) is for the MoE family", fn);
+                        "projections, OLMoE's and OLMo 2's) is for the MoE and OLMo families",
+                        fn);
     if (cfg->experts && !(f->features & NNT_FAMILY_HAS_MOE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no mixture of experts "
                         "(experts %lld)", fn, f->title, (long long)cfg->experts);

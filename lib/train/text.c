@@ -120,7 +120,7 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
     if (c.head_dim * c.heads != c.channels)
         add(t, ", head dim %lld", (long long)c.head_dim);
     if (c.qk_norm)
-        add(t, ", q/k norm");
+        add(t, c.qk_norm == 2 ? ", q/k norms over the projections" : ", q/k norm");
     if (has & NNT_FAMILY_HAS_HIDDEN)
         add(t, ", hidden %lld", (long long)c.hidden);
     add(t, ", V %lld, context %lld", (long long)c.vocab, (long long)c.max_seq);

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* The OLMo family (NNT_FAMILY_OLMO): Hugging Face Olmo2ForCausalLM (model_type olmo2).
+ *
+ * The tree (lib/models/transformer.c) is the Llama family's with the options OLMo 2 gives the
+ * shared layers: its blocks normalise after each part instead of before it (the block option
+ * sandwich_norms 2: x + post_attention_layernorm(attn(x)), then h +
+ * post_feedforward_layernorm(mlp(h))), and its q and k norms each take a token's whole
+ * projection (qk_norm 2, OLMoE's), after the projection's bias and before the rotation.
+ * Parameter names are Hugging Face's ("model.layers.<i>.post_feedforward_layernorm.weight",
+ * "model.layers.<i>.self_attn.q_norm.weight" of NH hd values, ...); the head is untied
+ * unless tie_word_embeddings is true. Checked against transformers 5.24's modeling_olmo2.py
+ * (tests/test_model_window.c). */
+#include "models.h"
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- presets ------------------------------------------------------------------------------- */
+
+/* allenai/OLMo-2-0425-1B and allenai/OLMo-2-1124-7B: V 100352, 4096 positions, untied, RMSNorm
+ * eps 1e-6, rope theta 500000, heads of 128, as many kv heads as heads. Parameters: a block
+ * has q, k, v, o (C, C), three (C, hidden) MLP matrices, q and k norms of C and two C norms:
+ *   1B: C 2048, 16 layers, hidden 8192: 2 x 205,520,896 + 16 x 67,117,056 + 2,048 =
+ *     1,484,916,736;
+ *   7B: C 4096, 32 layers, hidden 11008: 2 x 411,041,792 + 32 x 202,391,552 + 4,096 =
+ *     7,298,617,344. */
+static const struct olmo_preset {
+    const char *name;
+    int64_t layers, heads, channels, hidden;
+} PRESETS[] = {
+    {"olmo2-1b", 16, 16, 2048, 8192},
+    {"olmo2-7b", 32, 32, 4096, 11008},
+};
+
+static const char *const PRESET_NAMES[] = {"olmo2-1b", "olmo2-7b", NULL};
+
+static int olmo_preset(const char *name, nnt_model_config *c)
+{
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const struct olmo_preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+        *c = init;
+        c->family = NNT_FAMILY_OLMO;
+        c->vocab = 100352;
+        c->max_seq = 4096;
+        c->layers = p->layers;
+        c->heads = c->kv_heads = p->heads;
+        c->channels = p->channels;
+        c->hidden = p->hidden;
+        c->norm_eps = 1e-6;
+        c->tied = 0;
+        c->qkv_bias = c->out_bias = c->mlp_bias = 0;
+        c->qk_norm = 2;
+        c->rope.theta = 500000.0;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- checks --------------------------------------------------------------------------------- */
+
+static int olmo_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
+    if (hd % 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
+                        fn, (long long)hd, c->head_dim ? "" : " = channels / heads");
+    if (c->qk_norm < 0 || c->qk_norm > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
+                        "whole projection)", fn, c->qk_norm);
+    return NNT_OK;
+}
+
+/* ---- config.json ---------------------------------------------------------------------------- */
+
+enum { ARCH_OLMO2 };
+
+static const nnt_hf_arch ARCHS[] = {
+    {"Olmo2ForCausalLM", "olmo2", NULL},
+};
+
+/* Olmo2Config's keys and defaults (transformers 5.24): attention_bias on q, k, v and o, no
+ * MLP bias, no sliding window, head_dim hidden_size / num_attention_heads unless given. */
+static int olmo_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
+{
+    static const char *const acts[1] = {"silu"};
+    int act = 0;
+    (void)arch;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 50304, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 4096, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 11008, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 32, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 32, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 2048, &c->max_seq));
+    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, 1e-5, &c->norm_eps));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
+    if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
+        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
+    NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
+    c->out_bias = c->qkv_bias;
+    c->mlp_bias = 0;
+    c->qk_norm = 2;
+    return nnt_cfg_rope(o, 10000.0, &c->rope);
+}
+
+/* Olmo2ForCausalLM: q/k norms over the whole projections, biases on q, k, v and o or none,
+ * none on the MLP, no window. */
+static int olmo_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    if (c->qk_norm != 2 || c->qkv_bias != c->out_bias || c->mlp_bias || c->sliding_window)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: Olmo2ForCausalLM has q/k norms over the "
+                        "whole projections (qk_norm 2), biases on q, k, v and o or none, none on "
+                        "the MLP and no window (qk_norm=%d, qkv_bias=%d, out_bias=%d, "
+                        "mlp_bias=%d, sliding_window=%lld)", fn, c->qk_norm, c->qkv_bias,
+                        c->out_bias, c->mlp_bias, (long long)c->sliding_window);
+    return ARCH_OLMO2;
+}
+
+static void olmo_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
+{
+    (void)arch;
+    nnt_cfg_put_int(t, "vocab_size", c->vocab);
+    nnt_cfg_put_int(t, "hidden_size", c->channels);
+    nnt_cfg_put_int(t, "intermediate_size", c->hidden);
+    nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
+    nnt_cfg_put_int(t, "num_attention_heads", c->heads);
+    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
+    nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
+    nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
+    nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
+    nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
+    nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
+    nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);
+    nnt_cfg_put_double(t, "attention_dropout", 0.0);
+    /* Olmo2Config's token ids (pad 1, eos 50279) are its tokenizer's */
+    if (c->vocab <= 50279)
+        nnt_cfg_add(t, ",\n  \"pad_token_id\": null,\n  \"bos_token_id\": null,\n  "
+                    "\"eos_token_id\": null");
+    nnt_cfg_put_rope(t, &c->rope);
+}
+
+/* ---- parameter names in the files: the tree's own; o_proj (C, NH, hd) is HF's (C, NH hd) -- */
+
+static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
+
+const nnt_family nnt_family_olmo = {
+    NNT_FAMILY_OLMO, "olmo", "OLMo",
+    NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
+        NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
+        NNT_FAMILY_HAS_BIASES | NNT_FAMILY_HAS_QK_NORM_WHOLE,
+    olmo_preset, PRESET_NAMES,
+    olmo_check,
+    {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
+     NNT_MLP_SWIGLU, 1, 0, 2, 0},
+    NULL,
+    ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), olmo_read_hf, olmo_hf_arch, olmo_write_hf,
+    NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
+    NULL, 0,
+    "q_proj,v_proj",   /* the Llama family's (PEFT 0.21 has no default for olmo2) */
+    NULL,
+    NULL,
+};
