@@ -193,7 +193,8 @@ typedef struct nnt_family {
     int (*preset)(const char *name, nnt_model_config *cfg);
     const char *const *preset_names;
     /* the family's own checks of a configuration whose sizes are checked (NNT_E_INVAL or
-     * NNT_E_UNSUPPORTED naming fn and the field) */
+     * NNT_E_UNSUPPORTED naming fn and the field; NULL: none), after those of every family
+     * (transformer.c: with rotary positions an even head_dim, qk_norm 0 to 2, ...) */
     int (*check)(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
     nnt_family_layout layout;
     /* builds the model of a checked configuration with a resolved tiling (NULL: the tree

@@ -89,12 +89,9 @@ static int gemma_preset(const char *name, nnt_model_config *c)
 
 /* ---- checks --------------------------------------------------------------------------------- */
 
+/* (the head_dim and qk_norm checks of every family with rotary positions: transformer.c) */
 static int gemma_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
-    if (hd % 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
-                        fn, (long long)hd, c->head_dim ? "" : " = channels / heads");
     if (c->mlp_bias)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the Gemma family has no MLP biases (mlp_bias "
                         "%d)", fn, c->mlp_bias);

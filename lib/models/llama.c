@@ -88,17 +88,6 @@ static int llama_preset(const char *name, nnt_model_config *c)
     return 0;
 }
 
-/* ---- checks --------------------------------------------------------------------------------- */
-
-static int llama_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
-{
-    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
-    if (hd % 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
-                        fn, (long long)hd, c->head_dim ? "" : " = channels / heads");
-    /* the rope options' own checks run in the attention layer, naming the field */
-    return NNT_OK;
-}
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 
@@ -374,7 +363,8 @@ const nnt_family nnt_family_llama = {
         NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
         NNT_FAMILY_HAS_BIASES | NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_NOPE,
     llama_preset, PRESET_NAMES,
-    llama_check,
+    NULL,   /* no checks beyond those of every family with rotary positions (transformer.c;
+               the rope options' own run in the attention layer, naming the field) */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
      NNT_MLP_SWIGLU, 1, 0, 0, 0},
     NULL,

@@ -83,12 +83,9 @@ static int moe_preset(const char *name, nnt_model_config *c)
 
 /* ---- checks --------------------------------------------------------------------------------- */
 
+/* (the head_dim and qk_norm checks of every family with rotary positions: transformer.c) */
 static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
-    if (hd % 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld)",
-                        fn, (long long)hd);
     if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts ||
         c->experts > 1024 || c->expert_hidden < 0 || c->moe_every < 0 ||
         c->shared_expert_hidden < 0)
@@ -101,9 +98,6 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     if (!(c->router_aux_coef >= 0.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: router_aux_coef %g must be >= 0", fn,
                         c->router_aux_coef);
-    if (c->qk_norm < 0 || c->qk_norm > 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
-                        "whole projection)", fn, c->qk_norm);
     if (c->out_bias || c->mlp_bias)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no output-projection "
                         "or MLP biases (out_bias %d, mlp_bias %d; qkv_bias: Qwen2-MoE's q, k, v "

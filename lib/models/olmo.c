@@ -60,19 +60,6 @@ static int olmo_preset(const char *name, nnt_model_config *c)
     return 0;
 }
 
-/* ---- checks --------------------------------------------------------------------------------- */
-
-static int olmo_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
-{
-    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
-    if (hd % 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
-                        fn, (long long)hd, c->head_dim ? "" : " = channels / heads");
-    if (c->qk_norm < 0 || c->qk_norm > 2)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
-                        "whole projection)", fn, c->qk_norm);
-    return NNT_OK;
-}
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 
@@ -155,7 +142,7 @@ const nnt_family nnt_family_olmo = {
         NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
         NNT_FAMILY_HAS_BIASES | NNT_FAMILY_HAS_QK_NORM_WHOLE,
     olmo_preset, PRESET_NAMES,
-    olmo_check,
+    NULL,   /* no checks beyond those of every family with rotary positions */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
      NNT_MLP_SWIGLU, 1, 0, 2, 0},
     NULL,

@@ -189,6 +189,13 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
                         "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
     NNT_TRY(check_gemma_options(ctx, fn, cfg, f));
+    int64_t hd = head_dim_of(cfg);
+    if (f->layout.rope && hd % 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
+                        fn, (long long)hd, cfg->head_dim ? "" : " = channels / heads");
+    if (cfg->qk_norm < 0 || cfg->qk_norm > 2)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
+                        "whole projection)", fn, cfg->qk_norm);
     if (cfg->qk_norm == 2 && !(f->features & NNT_FAMILY_HAS_QK_NORM_WHOLE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm 2 (one norm over the whole q and k "
                         "projections, OLMoE's and OLMo 2's) is for the MoE and OLMo families",
@@ -197,7 +204,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no mixture of experts "
                         "(experts %lld)", fn, f->title, (long long)cfg->experts);
     NNT_TRY(check_nope(ctx, fn, cfg, f));
-    return f->check(ctx, fn, cfg);
+    return f->check ? f->check(ctx, fn, cfg) : NNT_OK;
 }
 
 /* ... and for batches of (B, T). */
