@@ -92,6 +92,10 @@ void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...) NNT_PRINTF(2, 3);
 void nnt_cfg_put_double(nnt_cfg_out *t, const char *key, double v);
 void nnt_cfg_put_int(nnt_cfg_out *t, const char *key, int64_t v);
 void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
+/* The sizes every family but GPT-2 writes first: vocab_size, hidden_size,
+ * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
+ * (C / NH when 0), max_position_embeddings, rms_norm_eps. */
+void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c);
 /* rope_theta and rope_scaling (null, or the llama3 or linear object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
 /* One rope object as a value: {"rope_type": "default" or "linear" (with factor),

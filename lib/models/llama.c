@@ -307,15 +307,7 @@ static int llama_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
 
 static void llama_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
-    nnt_cfg_put_int(t, "vocab_size", c->vocab);
-    nnt_cfg_put_int(t, "hidden_size", c->channels);
-    nnt_cfg_put_int(t, "intermediate_size", c->hidden);
-    nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
-    nnt_cfg_put_int(t, "num_attention_heads", c->heads);
-    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
-    nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
-    nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
-    nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
+    nnt_cfg_put_sizes(t, c);
     nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
     if (arch != ARCH_QWEN2 && arch != ARCH_MISTRAL)
