@@ -463,7 +463,9 @@ NNT_API int nnt_tensor_swiglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_ten
 typedef enum nnt_rope_scaling {
     NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
     NNT_ROPE_SCALING_LLAMA3 = 1,  /* Llama 3.1's: Hugging Face rope_type "llama3"          */
-    NNT_ROPE_SCALING_LINEAR = 2   /* positions divided by factor: rope_type "linear"       */
+    NNT_ROPE_SCALING_LINEAR = 2,  /* positions divided by factor: rope_type "linear"       */
+    NNT_ROPE_SCALING_YARN = 3     /* YaRN: rope_type "yarn" (factor, original_max_position,
+                                     beta_fast, beta_slow, truncate, attention_factor)     */
 } nnt_rope_scaling;
 
 typedef struct nnt_rope_options {
@@ -472,13 +474,24 @@ typedef struct nnt_rope_options {
     int scaling;            /* NNT_ROPE_SCALING_NONE, _LLAMA3 or _LINEAR                   */
     double factor;          /* llama3 and linear (rope_scaling.factor), > 0                */
     double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
-    int64_t original_max_position;  /* llama3 only (original_max_position_embeddings) > 0 */
+    int64_t original_max_position;  /* llama3 and yarn (original_max_position_embeddings) > 0 */
+    /* yarn only (transformers' _compute_yarn_parameters): the frequencies from beta_fast
+     * rotations over original_max_position kept (extrapolated), from beta_slow on divided
+     * by factor (interpolated), a linear ramp between (its ends rounded out to whole
+     * frequencies with truncate); attention_factor > 0 multiplies the cosines and sines in
+     * transformers: nnt's attention layer multiplies its scores by attention_factor^2
+     * instead (the rope op rotates only). 0: 0.1 ln(factor) + 1 (1 for factor <= 1). */
+    double beta_fast, beta_slow;    /* > 0 (32, 1)                                        */
+    double attention_factor;        /* >= 0                                              */
+    int truncate;                   /* 1 (transformers' default) or 0                     */
 } nnt_rope_options;
 
 /* theta 10000, no scaling; the llama3 fields hold Llama 3.1's values (factor 8, low 1,
- * high 4, original 8192), used only with NNT_ROPE_SCALING_LLAMA3. */
+ * high 4, original 8192), used only with NNT_ROPE_SCALING_LLAMA3; yarn's transformers'
+ * defaults (beta_fast 32, beta_slow 1, attention_factor from factor, truncate). */
 #define NNT_ROPE_OPTIONS_INIT \
-    { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192 }
+    { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192, 32.0, \
+      1.0, 0.0, 1 }
 
 /* Rotary position embedding, Hugging Face's rotate-half convention, on x (B, NH, T, hd) of
  * the attention layout: for every head vector at sequence index t (position

@@ -219,6 +219,9 @@ int nnt_read_options(const char *fn, const void *user, const void *defaults, voi
 /* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
  * (lib/ops/rope.c; also the attention layer's, at creation). */
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);
+/* What transformers multiplies the cosines and sines by (YaRN's attention_factor, or its
+ * default from factor; 1 for the other scalings and for NULL). */
+double nnt_rope_attention_factor(const nnt_rope_options *o);
 /* Gemma's elementwise operations (internal; the layers' options use them): GeGLU, the
  * SwiGLU operations with GELU's tanh form (transformers' gelu_pytorch_tanh) in place of
  * silu (lib/ops/swiglu.c), and soft-capping y = tanh(x / cap) cap, cap > 0, with its

@@ -25,6 +25,11 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
   olmo2     Olmo2ForCausalLM (no window: the norms after the attention and the MLP, q/k
             norms over the whole projections), NKV 2, attention biases (the k norm makes
             k's bias matter), head_dim 12 (NH hd 48 against C 32)
+  llama_yarn  LlamaForCausalLM with YaRN (rope_type "yarn", factor 4, original 64, theta
+            100, head_dim 16: the ramp spans frequencies 0 to 5 of 8; attention_factor from
+            the factor)
+  qwen3_yarn  Qwen3ForCausalLM with YaRN (factor 2.5, original 48, theta 50, beta_fast 4,
+            beta_slow 0.5, truncate false, attention_factor 1.3), q/k norms, head_dim 12
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -45,7 +50,8 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM,
-                          Olmo2Config, Olmo2ForCausalLM)
+                          Olmo2Config, Olmo2ForCausalLM, LlamaConfig, LlamaForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -66,6 +72,17 @@ MODELS = {
                      dict(no_rope_layers=[1, 0], use_sliding_window=False,
                           rope_theta=None)),
     "olmo2": (Olmo2Config, Olmo2ForCausalLM, dict(attention_bias=True, head_dim=12)),
+    "llama_yarn": (LlamaConfig, LlamaForCausalLM,
+                   dict(head_dim=16, rope_theta=None,
+                        rope_parameters={"rope_type": "yarn", "rope_theta": 100.0,
+                                         "factor": 4.0,
+                                         "original_max_position_embeddings": 64})),
+    "qwen3_yarn": (Qwen3Config, Qwen3ForCausalLM,
+                   dict(head_dim=12, use_sliding_window=False, rope_theta=None,
+                        rope_parameters={"rope_type": "yarn", "rope_theta": 50.0,
+                                         "factor": 2.5, "original_max_position_embeddings": 48,
+                                         "beta_fast": 4.0, "beta_slow": 0.5,
+                                         "truncate": False, "attention_factor": 1.3})),
 }
 
 
@@ -124,6 +141,9 @@ def main():
         changes = {"sliding_window": 1000} if getattr(cfg, "sliding_window", None) else {}
         if name.startswith("smollm3"):
             changes["no_rope_layers"] = [1] * cfg.num_hidden_layers
+        if name.endswith("_yarn"):   # the same without the scaling
+            changes["rope_parameters"] = {"rope_type": "default",
+                                          "rope_theta": cfg.rope_parameters["rope_theta"]}
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})

@@ -159,6 +159,8 @@ gemma_local_rope|lib/models/transformer.c|s@: windowed \&\& c->rope_local_theta@
 nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? NULL@ao.rope = 0 ? NULL@|SmolLM3: rotary positions on the layers without them
 nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every) {@for (int64_t i = every; i < L; i += every) {@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
 olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
+yarn_ramp_shift|lib/ops/rope.c|s@float ramp = ((float)i - flow) / span;@float ramp = ((float)i + 1.0f - flow) / span;@|YaRN: the ramp one frequency early
+yarn_factor_once|lib/layers/attention.c|s@return s \* f \* f;@return s * f;@|YaRN: the attention factor applied once to the scores, not squared
 llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope;@ao.llama_names = 0;@|a block without rope and with all biases named as GPT-2 (q.weight)
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative

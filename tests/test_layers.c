@@ -1074,9 +1074,9 @@ END_TEST
 START_TEST(test_leaf_llama_attention)
 {
     static const nnt_rope_options rope = {sizeof rope, 10000.0, NNT_ROPE_SCALING_NONE,
-                                          8.0, 1.0, 4.0, 8192};
+                                          8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1};
     static const nnt_rope_options rope_hi = {sizeof rope, 3.0, NNT_ROPE_SCALING_NONE,
-                                             8.0, 1.0, 4.0, 8192};
+                                             8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1};
     struct {
         int64_t nkv, flags;
         const nnt_rope_options *rope;
@@ -1138,7 +1138,7 @@ END_TEST
 START_TEST(test_llama_block)
 {
     static const nnt_rope_options rope = {sizeof rope, 5.0, NNT_ROPE_SCALING_NONE,
-                                          8.0, 1.0, 4.0, 8192};
+                                          8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1};
     nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
     ao.kv_heads = 2;
     ao.qkv_bias = 0;

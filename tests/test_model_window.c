@@ -7,7 +7,9 @@
  * two SmolLM3ForCausalLM with a layer without rotary positions (layer 0, which slides, with
  * MLP biases; layer 1, no window, SmolLM3's default rope base), and an
  * Olmo2ForCausalLM (the norms after the attention and the MLP, q/k norms over the whole
- * projections, attention biases, head_dim 12 against C 32; no window), T 16 >
+ * projections, attention biases, head_dim 12 against C 32; no window), and a
+ * LlamaForCausalLM and a Qwen3ForCausalLM with YaRN's rope (its defaults; and beta_fast,
+ * beta_slow, truncate false and attention_factor given), T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
@@ -39,8 +41,10 @@ static const struct {
               {"qwen2_listed", 5, 0, 2, 0, "Qwen2ForCausalLM"},
               {"smollm3", 5, 0, 2, 1, "SmolLM3ForCausalLM"},
               {"smollm3_nope", 0, 0, 0, 2, "SmolLM3ForCausalLM"},
-              {"olmo2", 0, 0, 0, 0, "Olmo2ForCausalLM"}};
-#define NMODELS 6
+              {"olmo2", 0, 0, 0, 0, "Olmo2ForCausalLM"},
+              {"llama_yarn", 0, 0, 0, 0, "LlamaForCausalLM"},
+              {"qwen3_yarn", 0, 0, 0, 0, "Qwen3ForCausalLM"}};
+#define NMODELS 8
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -63,7 +67,8 @@ static void expect_nope_layers(const nnt_model_config *cfg, uint64_t nope, const
 
 /* Measured (AMD EPYC, Zen 3; worst over models and tilings): logits 9.0e-7, loss 1.0e-7,
  * gradients 5.7e-6, AdamW losses 1.2e-6 (absolute); Zen 4 with the SmolLM3 models too:
- * logits 1.0e-6 (smollm3_nope), loss 1.2e-7, gradients 5.7e-6, AdamW 2.3e-6 (olmo2). */
+ * logits 1.0e-6 (smollm3_nope), loss 1.6e-7 (qwen3_yarn), gradients 5.7e-6, AdamW 2.3e-6
+ * (olmo2). */
 #define LOGITS_TOL 9e-6
 #define LOSS_TOL 1e-6
 #define GRAD_TOL 5.7e-5
@@ -408,7 +413,12 @@ START_TEST(test_save_roundtrip)
     expect_full_layers(&b, MODELS[_i].full, name);
     expect_nope_layers(&a, MODELS[_i].nope, name);
     expect_nope_layers(&b, MODELS[_i].nope, name);
-    ck_assert(a.rope.theta == b.rope.theta);
+    ck_assert(a.rope.theta == b.rope.theta && a.rope.scaling == b.rope.scaling &&
+              a.rope.factor == b.rope.factor &&
+              a.rope.original_max_position == b.rope.original_max_position &&
+              a.rope.beta_fast == b.rope.beta_fast && a.rope.beta_slow == b.rope.beta_slow &&
+              a.rope.attention_factor == b.rope.attention_factor &&
+              a.rope.truncate == b.rope.truncate);
     char arch[64];
     snprintf(arch, sizeof arch, "\"%s\"", MODELS[_i].arch);
     char path[800];

@@ -816,8 +816,20 @@ START_TEST(rope_rejects_bad_arguments)
         EXPECT_FAIL_MSG(nnt_tensor_rope_backward(x, &ro, 0, y), NNT_E_INVAL, bfn);
     }
     ro = good;
-    ro.scaling = 3;
+    ro.scaling = 4;
     EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, fn);
+    /* YaRN's fields, checked with its scaling only */
+    ro = good;
+    ro.scaling = NNT_ROPE_SCALING_YARN;
+    EXPECT_OK(nnt_tensor_rope(x, &ro, 0, y));
+    ro.beta_fast = 0.0;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, "beta_fast");
+    ro.beta_fast = 32.0, ro.attention_factor = -1.0;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, "attention_factor");
+    ro.attention_factor = 0.0, ro.truncate = 2;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, "truncate 2");
+    ro.truncate = 0, ro.original_max_position = 0;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, "original_max_position");
     ro = good;
     ro.scaling = NNT_ROPE_SCALING_LINEAR;
     ro.factor = 0;

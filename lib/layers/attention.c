@@ -117,9 +117,15 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
 
+/* The scores' scale: the options' (0: 1 / sqrt(hd)), times YaRN's attention factor squared
+ * (transformers multiplies q's and k's cosines and sines by it; the rotation is linear, so
+ * the factor comes out of both into the scores, and the key/value cache keeps keys without
+ * it). */
 static double scale_of(const attention *a)
 {
-    return a->scale != 0.0 ? a->scale : 1.0 / sqrt((double)a->w[0]->shape[1]);
+    double s = a->scale != 0.0 ? a->scale : 1.0 / sqrt((double)a->w[0]->shape[1]);
+    double f = a->has_rope ? nnt_rope_attention_factor(&a->rope) : 1.0;
+    return s * f * f;
 }
 
 /* the attention op's options: the scale, the sliding window and the soft-cap, and the

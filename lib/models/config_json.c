@@ -355,17 +355,64 @@ static int llama3_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
     return nnt_cfg_int(r, "original_max_position_embeddings", 1, 0, &rope->original_max_position);
 }
 
-/* rope_type (or the older "type") of a rope object: default, llama3 or linear (factor). */
+/* partial_rotary_factor: 1 (nnt rotates whole head vectors) */
+static int whole_rotary(const nnt_cfg_in *o)
+{
+    double f = 1.0;
+    NNT_TRY(nnt_cfg_double(o, "partial_rotary_factor", 0, 1.0, &f));
+    return f == 1.0 ? NNT_OK
+                    : nnt_cfg_unsupported(o, "partial_rotary_factor", "(below 1)",
+                                          "1: rotary positions on the whole head vectors");
+}
+
+/* transformers' get_mscale */
+static double yarn_mscale(double factor, double mscale)
+{
+    return factor <= 1.0 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
+}
+
+/* YaRN's keys as transformers 5.24's _compute_yarn_parameters reads them: factor and
+ * original_max_position_embeddings required, beta_fast (null or 0: 32), beta_slow (null or
+ * 0: 1), truncate (true), attention_factor, else mscale / mscale_all_dim's ratio when both
+ * are non-zero, else the default of factor (attention_factor 0). */
+static int yarn_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
+{
+    double mscale = 0.0, mscale_all = 0.0;
+    rope->scaling = NNT_ROPE_SCALING_YARN;
+    NNT_TRY(nnt_cfg_double(r, "factor", 1, 0, &rope->factor));
+    NNT_TRY(nnt_cfg_int(r, "original_max_position_embeddings", 1, 0,
+                        &rope->original_max_position));
+    NNT_TRY(nnt_cfg_double(r, "beta_fast", 0, 32.0, &rope->beta_fast));
+    NNT_TRY(nnt_cfg_double(r, "beta_slow", 0, 1.0, &rope->beta_slow));
+    if (rope->beta_fast == 0.0)
+        rope->beta_fast = 32.0;
+    if (rope->beta_slow == 0.0)
+        rope->beta_slow = 1.0;
+    NNT_TRY(nnt_cfg_bool(r, "truncate", 1, &rope->truncate));
+    NNT_TRY(nnt_cfg_double(r, "attention_factor", 0, 0.0, &rope->attention_factor));
+    NNT_TRY(nnt_cfg_double(r, "mscale", 0, 0.0, &mscale));
+    NNT_TRY(nnt_cfg_double(r, "mscale_all_dim", 0, 0.0, &mscale_all));
+    if (!nnt_cfg_has(r, "attention_factor") && mscale != 0.0 && mscale_all != 0.0)
+        rope->attention_factor = yarn_mscale(rope->factor, mscale) /
+                                 yarn_mscale(rope->factor, mscale_all);
+    return NNT_OK;
+}
+
+/* rope_type (or the older "type") of a rope object: default, llama3, linear (factor) or
+ * yarn. */
 static int rope_type(const nnt_cfg_in *r, nnt_rope_options *rope)
 {
-    static const char *const types[3] = {"default", "llama3", "linear"};
+    static const char *const types[4] = {"default", "llama3", "linear", "yarn"};
     const char *key = jvalue(r, "rope_type") || !jvalue(r, "type") ? "rope_type" : "type";
     int which = 0;
-    NNT_TRY(nnt_cfg_choice(r, key, "default", types, 3, &which));
+    NNT_TRY(nnt_cfg_choice(r, key, "default", types, 4, &which));
+    NNT_TRY(whole_rotary(r));
     if (which == 2) {
         rope->scaling = NNT_ROPE_SCALING_LINEAR;
         return nnt_cfg_double(r, "factor", 1, 0, &rope->factor);
     }
+    if (which == 3)
+        return yarn_fields(r, rope);
     return which ? llama3_fields(r, rope) : NNT_OK;
 }
 
@@ -514,6 +561,7 @@ int nnt_cfg_rope(const nnt_cfg_in *o, double theta, nnt_rope_options *rope)
         return rc;
     }
     NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, theta, &rope->theta));
+    NNT_TRY(whole_rotary(o));
     NNT_TRY(get_object(o, "rope_scaling", "rope_scaling.", &r, &present));
     int rc = present ? rope_type(&r, rope) : NNT_OK;
     jobj_free(&r);
@@ -582,16 +630,38 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v)
     nnt_cfg_add(t, ",\n  \"%s\": %s", key, v ? "true" : "false");
 }
 
+/* YaRN's keys after "rope_type": "yarn" (attention_factor only when set) */
+static void put_yarn(nnt_cfg_out *t, const nnt_rope_options *r)
+{
+    char f[40], fast[40], slow[40], af[40];
+    double_text(r->factor, f, sizeof f);
+    double_text(r->beta_fast, fast, sizeof fast);
+    double_text(r->beta_slow, slow, sizeof slow);
+    nnt_cfg_add(t, ", \"factor\": %s, \"original_max_position_embeddings\": %lld, "
+                "\"beta_fast\": %s, \"beta_slow\": %s, \"truncate\": %s", f,
+                (long long)r->original_max_position, fast, slow,
+                r->truncate ? "true" : "false");
+    if (r->attention_factor > 0.0) {
+        double_text(r->attention_factor, af, sizeof af);
+        nnt_cfg_add(t, ", \"attention_factor\": %s", af);
+    }
+}
+
 void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
 {
     char theta[40], f[40];
     double_text(r->theta, theta, sizeof theta);
     double_text(r->factor, f, sizeof f);
-    if (r->scaling == NNT_ROPE_SCALING_LINEAR)
+    if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
         nnt_cfg_add(t, "{\"rope_type\": \"linear\", \"factor\": %s, \"rope_theta\": %s}", f,
                     theta);
-    else
+    } else if (r->scaling == NNT_ROPE_SCALING_YARN) {
+        nnt_cfg_add(t, "{\"rope_type\": \"yarn\"");
+        put_yarn(t, r);
+        nnt_cfg_add(t, ", \"rope_theta\": %s}", theta);
+    } else {
         nnt_cfg_add(t, "{\"rope_type\": \"default\", \"rope_theta\": %s}", theta);
+    }
 }
 
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
@@ -601,6 +671,12 @@ void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
     if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
         double_text(r->factor, f, sizeof f);
         nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %s}", f);
+        return;
+    }
+    if (r->scaling == NNT_ROPE_SCALING_YARN) {
+        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"yarn\"");
+        put_yarn(t, r);
+        nnt_cfg_add(t, "}");
         return;
     }
     if (r->scaling != NNT_ROPE_SCALING_LLAMA3) {

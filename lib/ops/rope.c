@@ -20,6 +20,70 @@
 
 /* ---- options and the frequency table -------------------------------------------------------- */
 
+static int yarn_check(const char *fn, const nnt_rope_options *o)
+{
+    int rc;
+    if ((rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0)) ||
+        (rc = nnt_check_range(fn, "beta_fast", o->beta_fast, 0, 1, INFINITY, 0)) ||
+        (rc = nnt_check_range(fn, "beta_slow", o->beta_slow, 0, 1, INFINITY, 0)) ||
+        (rc = nnt_check_range(fn, "attention_factor", o->attention_factor, 0, 0, INFINITY, 0)))
+        return rc;
+    if (o->original_max_position <= 0)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: original_max_position %lld must be > 0", fn,
+                        (long long)o->original_max_position);
+    if (o->truncate != 0 && o->truncate != 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: truncate %d must be 0 or 1", fn, o->truncate);
+    return NNT_OK;
+}
+
+double nnt_rope_attention_factor(const nnt_rope_options *o)
+{
+    if (!o || o->scaling != NNT_ROPE_SCALING_YARN)
+        return 1.0;
+    if (o->attention_factor > 0.0)
+        return o->attention_factor;
+    return o->factor <= 1.0 ? 1.0 : 0.1 * log(o->factor) + 1.0;
+}
+
+/* base^(2i / hd) with the exponent in float32, the power taken in double and rounded to
+ * float32 (torch's float pow may differ by an ulp) */
+static float rope_power(double base, int64_t i, int64_t hd)
+{
+    float e = (float)(2 * i) / (float)hd;
+    return (float)pow(base, (double)e);
+}
+
+/* YaRN's correction dimension: the frequency index at which a wavelength spans `rotations`
+ * turns over the original context (transformers' find_correction_dim, in double). */
+static double yarn_dim(double rotations, int64_t hd, double base, int64_t orig)
+{
+    return (double)hd * log((double)orig / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* YaRN's frequencies (transformers' _compute_yarn_parameters, float32 tensors): ramp r_i =
+ * clamp((i - low) / (high - low), 0, 1) between the correction dimensions of beta_fast and
+ * beta_slow (rounded out with truncate, clamped to [0, hd - 1]); extrapolation weight
+ * e = 1 - r; inv = inv0 / factor * (1 - e) + inv0 * e, inv0 = 1 / base^(2i/hd). */
+static void yarn_table(const nnt_rope_options *o, int64_t hd, double base, float *inv)
+{
+    double low = yarn_dim(o->beta_fast, hd, o->theta, o->original_max_position);
+    double high = yarn_dim(o->beta_slow, hd, o->theta, o->original_max_position);
+    if (o->truncate)
+        low = floor(low), high = ceil(high);
+    low = fmax(low, 0.0), high = fmin(high, (double)(hd - 1));
+    if (low == high)
+        high += 0.001;   /* transformers' guard against a zero-width ramp */
+    const float flow = (float)low, span = (float)(high - low), factor = (float)o->factor;
+    for (int64_t i = 0; i < hd / 2; i++) {
+        float pos_freq = rope_power(base, i, hd);
+        float extrapolated = 1.0f / pos_freq, interpolated = 1.0f / (factor * pos_freq);
+        float ramp = ((float)i - flow) / span;
+        ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+        float weight = 1.0f - ramp;   /* of the extrapolated frequency */
+        inv[i] = interpolated * (1.0f - weight) + extrapolated * weight;
+    }
+}
+
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o)
 {
     static const nnt_rope_options defaults = NNT_ROPE_OPTIONS_INIT;
@@ -28,11 +92,14 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
     if (rc == 0)
         rc = nnt_check_range(fn, "theta", o->theta, 0, 1, INFINITY, 0);
     if (rc == 0 && o->scaling != NNT_ROPE_SCALING_NONE && o->scaling != NNT_ROPE_SCALING_LLAMA3 &&
-        o->scaling != NNT_ROPE_SCALING_LINEAR)
+        o->scaling != NNT_ROPE_SCALING_LINEAR && o->scaling != NNT_ROPE_SCALING_YARN)
         rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is none of NNT_ROPE_SCALING_NONE, "
-                      "NNT_ROPE_SCALING_LLAMA3 and NNT_ROPE_SCALING_LINEAR", fn, o->scaling);
+                      "NNT_ROPE_SCALING_LLAMA3, NNT_ROPE_SCALING_LINEAR and "
+                      "NNT_ROPE_SCALING_YARN", fn, o->scaling);
     if (rc == 0 && o->scaling == NNT_ROPE_SCALING_LINEAR)
         return nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0);
+    if (rc == 0 && o->scaling == NNT_ROPE_SCALING_YARN)
+        return yarn_check(fn, o);
     if (rc || o->scaling != NNT_ROPE_SCALING_LLAMA3)
         return rc;
     if ((rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0)) ||
@@ -61,6 +128,10 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
 static void rope_table(const nnt_rope_options *o, int64_t hd, float *inv)
 {
     const double base = (float)o->theta;   /* torch casts the scalar base to float32 */
+    if (o->scaling == NNT_ROPE_SCALING_YARN) {
+        yarn_table(o, hd, base, inv);
+        return;
+    }
     const float two_pi = (float)(2.0 * M_PI), orig = (float)o->original_max_position;
     const float low = (float)o->low_freq_factor;
     const float factor = (float)o->factor;
@@ -68,8 +139,7 @@ static void rope_table(const nnt_rope_options *o, int64_t hd, float *inv)
     const float high_wavelen = (float)((double)o->original_max_position / o->high_freq_factor);
     const float span = (float)(o->high_freq_factor - o->low_freq_factor);
     for (int64_t i = 0; i < hd / 2; i++) {
-        float e = (float)(2 * i) / (float)hd;
-        float f = 1.0f / (float)pow(base, (double)e);
+        float f = 1.0f / rope_power(base, i, hd);
         if (o->scaling == NNT_ROPE_SCALING_LINEAR)
             f = f / factor;
         if (o->scaling == NNT_ROPE_SCALING_LLAMA3) {

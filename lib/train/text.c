@@ -127,7 +127,8 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
     if (has & NNT_FAMILY_HAS_ROPE)
         add(t, ", %s head, rope theta %g%s", c.tied ? "tied" : "untied", c.rope.theta,
             c.rope.scaling == NNT_ROPE_SCALING_LLAMA3   ? " (llama3 scaling)"
-            : c.rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)" : "");
+            : c.rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)"
+            : c.rope.scaling == NNT_ROPE_SCALING_YARN   ? " (yarn scaling)" : "");
     if (c.rope_local_theta > 0.0)
         add(t, ", windowed layers' rope theta %g", c.rope_local_theta);
     if (nnt_model_nope_any(&c)) {
