@@ -964,9 +964,10 @@ typedef enum nnt_model_family {
     NNT_FAMILY_MOE = 3,           /* MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM:
                                      Llama's blocks with mixture-of-experts MLPs (experts,
                                      ...), OLMoE's q/k norms (qk_norm 2)                    */
-    NNT_FAMILY_OLMO = 4           /* Olmo2ForCausalLM: Llama's layers with the norms after
-                                     the attention and the MLP instead of before them, q/k
-                                     norms over the whole projections (qk_norm 2)           */
+    NNT_FAMILY_OLMO = 4           /* Olmo2ForCausalLM, Olmo3ForCausalLM: Llama's layers with
+                                     the norms after the attention and the MLP instead of
+                                     before them, q/k norms over the whole projections
+                                     (qk_norm 2); OLMo 3's windows and local rope           */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -1042,7 +1043,8 @@ typedef struct nnt_model_config {
                                      attn_logit_softcapping); 0: none                        */
     double final_softcap;         /* logits soft-capped (final_logit_softcapping); 0: none   */
     double rope_local_theta;      /* the rotary base of the blocks with a window, no scaling
-                                     (Gemma 3's rope_local_base_freq); 0: rope for all       */
+                                     (Gemma 3's rope_local_base_freq, OLMo 3's
+                                     sliding_attention rope); 0: rope for all                */
     /* mixture of experts (NNT_FAMILY_MOE): block i (from 0) has an NNT_MLP_MOE MLP iff
      * experts > 0, (i + 1) % moe_every == 0 and NNT_MODEL_DENSE_LAYER(cfg, i) is 0; the
      * other blocks a SwiGLU MLP of hidden */

@@ -30,6 +30,9 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             the factor)
   qwen3_yarn  Qwen3ForCausalLM with YaRN (factor 2.5, original 48, theta 50, beta_fast 4,
             beta_slow 0.5, truncate false, attention_factor 1.3), q/k norms, head_dim 12
+  olmo3     Olmo3ForCausalLM, L 4: sliding_window 5 on layers 0-2 (its default layer_types),
+            layer 3 full; rope_parameters: the full layer YaRN (factor 2, original 32, theta
+            1000), the sliding ones theta 300
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -51,7 +54,7 @@ from safetensors.torch import save_file
 from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM,
                           Olmo2Config, Olmo2ForCausalLM, LlamaConfig, LlamaForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+                          Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -83,6 +86,13 @@ MODELS = {
                                          "factor": 2.5, "original_max_position_embeddings": 48,
                                          "beta_fast": 4.0, "beta_slow": 0.5,
                                          "truncate": False, "attention_factor": 1.3})),
+    "olmo3": (Olmo3Config, Olmo3ForCausalLM,
+              dict(num_hidden_layers=4, sliding_window=5, rope_theta=None,
+                   rope_parameters={"full_attention": {"rope_type": "yarn", "rope_theta": 1000.0,
+                                                       "factor": 2.0,
+                                                       "original_max_position_embeddings": 32},
+                                    "sliding_attention": {"rope_type": "default",
+                                                          "rope_theta": 300.0}})),
 }
 
 

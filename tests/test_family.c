@@ -195,11 +195,12 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_QK_NORM_WHOLE);
     EXPECT_OK(nnt_model_family_info(4, &f));
     ck_assert_int_eq(f.family, NNT_FAMILY_OLMO);
-    ck_assert_str_eq(f.architectures, "Olmo2ForCausalLM");
-    ck_assert_str_eq(f.model_types, "olmo2");
+    ck_assert_str_eq(f.architectures, "Olmo2ForCausalLM, Olmo3ForCausalLM");
+    ck_assert_str_eq(f.model_types, "olmo2, olmo3");
     ck_assert_str_eq(f.presets, "olmo2-1b, olmo2-7b");
     ck_assert(f.features & NNT_FAMILY_HAS_QK_NORM_WHOLE);
-    ck_assert(!(f.features & (NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_MOE)));
+    ck_assert(f.features & NNT_FAMILY_HAS_WINDOW && f.features & NNT_FAMILY_HAS_LOCAL_ROPE);
+    ck_assert(!(f.features & NNT_FAMILY_HAS_MOE));
     EXPECT_OK(nnt_model_family_info(5, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");

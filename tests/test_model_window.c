@@ -9,7 +9,9 @@
  * Olmo2ForCausalLM (the norms after the attention and the MLP, q/k norms over the whole
  * projections, attention biases, head_dim 12 against C 32; no window), and a
  * LlamaForCausalLM and a Qwen3ForCausalLM with YaRN's rope (its defaults; and beta_fast,
- * beta_slow, truncate false and attention_factor given), T 16 >
+ * beta_slow, truncate false and attention_factor given), and an Olmo3ForCausalLM (OLMo 2's
+ * layers, a window on three layers of four with a rope of their own, YaRN on the fourth),
+ * T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
@@ -36,15 +38,17 @@ static const struct {
     uint64_t full;   /* window_full_layers[0] */
     uint64_t nope;   /* nope_layers[0] */
     const char *arch;
-} MODELS[] = {{"mistral", 5, 0, 0, 0, "MistralForCausalLM"},
-              {"qwen2", 5, 1, 0, 0, "Qwen2ForCausalLM"},
-              {"qwen2_listed", 5, 0, 2, 0, "Qwen2ForCausalLM"},
-              {"smollm3", 5, 0, 2, 1, "SmolLM3ForCausalLM"},
-              {"smollm3_nope", 0, 0, 0, 2, "SmolLM3ForCausalLM"},
-              {"olmo2", 0, 0, 0, 0, "Olmo2ForCausalLM"},
-              {"llama_yarn", 0, 0, 0, 0, "LlamaForCausalLM"},
-              {"qwen3_yarn", 0, 0, 0, 0, "Qwen3ForCausalLM"}};
-#define NMODELS 8
+    int64_t every;   /* window_global_every */
+} MODELS[] = {{"mistral", 5, 0, 0, 0, "MistralForCausalLM", 0},
+              {"qwen2", 5, 1, 0, 0, "Qwen2ForCausalLM", 0},
+              {"qwen2_listed", 5, 0, 2, 0, "Qwen2ForCausalLM", 0},
+              {"smollm3", 5, 0, 2, 1, "SmolLM3ForCausalLM", 0},
+              {"smollm3_nope", 0, 0, 0, 2, "SmolLM3ForCausalLM", 0},
+              {"olmo2", 0, 0, 0, 0, "Olmo2ForCausalLM", 0},
+              {"llama_yarn", 0, 0, 0, 0, "LlamaForCausalLM", 0},
+              {"qwen3_yarn", 0, 0, 0, 0, "Qwen3ForCausalLM", 0},
+              {"olmo3", 5, 0, 0, 0, "Olmo3ForCausalLM", 4}};
+#define NMODELS 9
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -102,7 +106,7 @@ START_TEST(test_reference)
     EXPECT_OK(nnt_model_hf_config(ctx, path_of(name, NULL), &cfg));
     ck_assert_int_eq(cfg.sliding_window, MODELS[_i / 3].window);
     ck_assert_int_eq(cfg.window_from, MODELS[_i / 3].from);
-    ck_assert_int_eq(cfg.window_global_every, 0);
+    ck_assert_int_eq(cfg.window_global_every, MODELS[_i / 3].every);
     expect_full_layers(&cfg, MODELS[_i / 3].full, name);
     expect_nope_layers(&cfg, MODELS[_i / 3].nope, name);
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
@@ -413,6 +417,7 @@ START_TEST(test_save_roundtrip)
     expect_full_layers(&b, MODELS[_i].full, name);
     expect_nope_layers(&a, MODELS[_i].nope, name);
     expect_nope_layers(&b, MODELS[_i].nope, name);
+    ck_assert(a.rope_local_theta == b.rope_local_theta);
     ck_assert(a.rope.theta == b.rope.theta && a.rope.scaling == b.rope.scaling &&
               a.rope.factor == b.rope.factor &&
               a.rope.original_max_position == b.rope.original_max_position &&

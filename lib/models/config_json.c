@@ -422,6 +422,70 @@ int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope)
     return rope_type(r, rope);
 }
 
+int nnt_cfg_windows(const nnt_cfg_in *o, const char *pattern_key, int64_t every,
+                    nnt_model_config *c)
+{
+    char v[8];
+    nnt_cfg_text(o, "sliding_window", v, sizeof v);
+    if (strcmp(v, "null") == 0)
+        c->sliding_window = 0;
+    else
+        NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 4096, &c->sliding_window));
+    if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
+        return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
+    c->window_from = 0;
+    c->window_global_every = every;
+    memset(c->window_full_layers, 0, sizeof c->window_full_layers);
+    if (pattern_key)
+        NNT_TRY(nnt_cfg_int(o, pattern_key, 0, every, &c->window_global_every));
+    if (c->window_global_every < 1)
+        return nnt_cfg_bad_type(o, pattern_key ? pattern_key : "layer_types",
+                                "a positive integer");
+    if (c->sliding_window)
+        NNT_TRY(nnt_cfg_layer_types(o, 1, c));
+    if (c->window_global_every == 1)   /* every layer global */
+        c->sliding_window = 0;
+    return NNT_OK;
+}
+
+int nnt_cfg_rope_by_layer_type(const nnt_cfg_in *o, double theta, const char *local_key,
+                               double local_theta, nnt_model_config *c)
+{
+    nnt_cfg_in *params = NULL, *full = NULL, *local = NULL, *scaling = NULL;
+    nnt_rope_options lr = NNT_ROPE_OPTIONS_INIT;
+    int rc = nnt_cfg_sub(o, "rope_parameters", &params);
+    if (rc == 0 && params && nnt_cfg_has(params, "full_attention")) {
+        rc = nnt_cfg_sub(params, "full_attention", &full);
+        if (rc == 0)
+            rc = nnt_cfg_rope_in(full, theta, &c->rope);
+        if (rc == 0)
+            rc = nnt_cfg_sub(params, "sliding_attention", &local);
+        if (rc == 0 && local)
+            rc = nnt_cfg_rope_in(local, local_theta, &lr);
+        else
+            lr.theta = local_theta;
+        if (rc == 0 && lr.scaling != NNT_ROPE_SCALING_NONE)
+            rc = nnt_cfg_unsupported(params, "sliding_attention.rope_type", "(a scaling)",
+                                     "\"default\" on the sliding layers");
+        c->rope_local_theta = lr.theta;
+    } else if (rc == 0) {
+        rc = params ? nnt_cfg_rope_in(params, theta, &c->rope)
+                    : nnt_cfg_double(o, "rope_theta", 0, theta, &c->rope.theta);
+        if (rc == 0 && !params)
+            rc = nnt_cfg_sub(o, "rope_scaling", &scaling);
+        if (rc == 0 && scaling)
+            rc = nnt_cfg_rope_in(scaling, c->rope.theta, &c->rope);
+        c->rope_local_theta = c->rope.theta;
+        if (rc == 0 && local_key)
+            rc = nnt_cfg_double(o, local_key, 0, local_theta, &c->rope_local_theta);
+    }
+    nnt_cfg_sub_free(params);
+    nnt_cfg_sub_free(full);
+    nnt_cfg_sub_free(local);
+    nnt_cfg_sub_free(scaling);
+    return rc;
+}
+
 int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub)
 {
     *sub = NULL;
@@ -662,6 +726,17 @@ void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
     } else {
         nnt_cfg_add(t, "{\"rope_type\": \"default\", \"rope_theta\": %s}", theta);
     }
+}
+
+void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;
+    local.theta = c->rope_local_theta > 0.0 ? c->rope_local_theta : c->rope.theta;
+    nnt_cfg_add(t, ",\n  \"rope_parameters\": {\"sliding_attention\": ");
+    nnt_cfg_put_rope_object(t, &local);
+    nnt_cfg_add(t, ", \"full_attention\": ");
+    nnt_cfg_put_rope_object(t, &c->rope);
+    nnt_cfg_add(t, "}");
 }
 
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)

@@ -48,6 +48,20 @@ int nnt_cfg_rope(const nnt_cfg_in *o, double theta, nnt_rope_options *rope);
 /* The rotary options of one rope object (a rope_parameters entry): rope_theta (theta when
  * absent) and its rope_type. */
 int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope);
+/* Which layers have the window sliding_window (absent: 4096; null: none): layer_types (full
+ * on every N-th layer counting from 1 as window_global_every N, any other list as
+ * window_from or window_full_layers), else every `every`-th layer global (pattern_key, when
+ * not NULL, gives that N: Gemma 3's sliding_window_pattern). */
+int nnt_cfg_windows(const nnt_cfg_in *o, const char *pattern_key, int64_t every,
+                    nnt_model_config *c);
+/* The rotary options of models whose windowed layers have a rope of their own (Gemma 3,
+ * OLMo 3): rope_parameters {"full_attention": {...}, "sliding_attention": {...}}
+ * (transformers 5; absent rope_theta: theta and local_theta), else rope_theta (theta) and
+ * rope_scaling for the global layers and local_key (local_theta) for the windowed ones, or
+ * with local_key NULL the global layers' theta. c->rope is the global layers',
+ * c->rope_local_theta the windowed ones' (which take no scaling: NNT_E_UNSUPPORTED). */
+int nnt_cfg_rope_by_layer_type(const nnt_cfg_in *o, double theta, const char *local_key,
+                               double local_theta, nnt_model_config *c);
 /* The object under key as *sub (NULL when absent or null; messages prefixed "key."); free
  * it with nnt_cfg_sub_free. */
 int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub);
@@ -96,6 +110,9 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
  * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
  * (C / NH when 0), max_position_embeddings, rms_norm_eps. */
 void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c);
+/* ,\n  "rope_parameters": {"sliding_attention": {...}, "full_attention": {...}} of c's
+ * windowed layers' rope (rope_local_theta, else the global one's theta) and the global. */
+void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c);
 /* rope_theta and rope_scaling (null, or the llama3 or linear object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
 /* One rope object as a value: {"rope_type": "default" or "linear" (with factor),

@@ -138,71 +138,6 @@ static int softcap(const nnt_cfg_in *o, const char *key, double def, double *out
     return NNT_OK;
 }
 
-/* Gemma 3's rotary options: rope_parameters {"full_attention": {...}, "sliding_attention":
- * {...}} (transformers 5), else rope_theta (1e6), rope_scaling (the global layers') and
- * rope_local_base_freq (1e4). The local layers' rope has no scaling. */
-static int gemma3_rope(const nnt_cfg_in *o, nnt_model_config *c)
-{
-    nnt_cfg_in *params = NULL, *full = NULL, *local = NULL, *scaling = NULL;
-    nnt_rope_options lr = NNT_ROPE_OPTIONS_INIT;
-    int rc = nnt_cfg_sub(o, "rope_parameters", &params);
-    if (rc == 0 && params && nnt_cfg_has(params, "full_attention")) {
-        rc = nnt_cfg_sub(params, "full_attention", &full);
-        if (rc == 0)
-            rc = nnt_cfg_rope_in(full, 1000000.0, &c->rope);
-        if (rc == 0)
-            rc = nnt_cfg_sub(params, "sliding_attention", &local);
-        if (rc == 0 && local)
-            rc = nnt_cfg_rope_in(local, 10000.0, &lr);
-        else
-            lr.theta = 10000.0;
-        if (rc == 0 && lr.scaling != NNT_ROPE_SCALING_NONE)
-            rc = nnt_cfg_unsupported(params, "sliding_attention.rope_type", "(a scaling)",
-                                     "\"default\" on the sliding layers");
-        c->rope_local_theta = lr.theta;
-    } else if (rc == 0) {
-        rc = params ? nnt_cfg_rope_in(params, 1000000.0, &c->rope)
-                    : nnt_cfg_double(o, "rope_theta", 0, 1000000.0, &c->rope.theta);
-        if (rc == 0 && !params)
-            rc = nnt_cfg_sub(o, "rope_scaling", &scaling);
-        if (rc == 0 && scaling)
-            rc = nnt_cfg_rope_in(scaling, c->rope.theta, &c->rope);
-        if (rc == 0)
-            rc = nnt_cfg_double(o, "rope_local_base_freq", 0, 10000.0, &c->rope_local_theta);
-    }
-    nnt_cfg_sub_free(params);
-    nnt_cfg_sub_free(full);
-    nnt_cfg_sub_free(local);
-    nnt_cfg_sub_free(scaling);
-    return rc;
-}
-
-/* Which layers slide: layer_types, else Gemma 3's sliding_window_pattern (every N-th layer
- * global, default 6) or Gemma 2's alternation (every other from the first). */
-static int windows(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
-{
-    char v[8];
-    nnt_cfg_text(o, "sliding_window", v, sizeof v);
-    if (strcmp(v, "null") == 0)
-        c->sliding_window = 0;
-    else
-        NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 4096, &c->sliding_window));
-    if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
-        return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
-    c->window_from = 0;
-    c->window_global_every = 2;
-    memset(c->window_full_layers, 0, sizeof c->window_full_layers);
-    if (gemma3)
-        NNT_TRY(nnt_cfg_int(o, "sliding_window_pattern", 0, 6, &c->window_global_every));
-    if (c->window_global_every < 1)
-        return nnt_cfg_bad_type(o, "sliding_window_pattern", "a positive integer");
-    if (c->sliding_window)
-        NNT_TRY(nnt_cfg_layer_types(o, 1, c));
-    if (c->window_global_every == 1)   /* every layer global */
-        c->sliding_window = 0;
-    return NNT_OK;
-}
-
 static int read_text(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
 {
     static const char *const acts[1] = {"gelu_pytorch_tanh"};
@@ -240,8 +175,12 @@ static int read_text(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
     if (!gemma3)
         NNT_TRY(softcap(o, "attn_logit_softcapping", 50.0, &c->attn_softcap));
     c->qk_norm = gemma3;
-    NNT_TRY(windows(o, gemma3, c));
-    return gemma3 ? gemma3_rope(o, c) : nnt_cfg_rope(o, 10000.0, &c->rope);
+    /* which layers slide: layer_types, else Gemma 3's sliding_window_pattern (every N-th
+     * layer global, default 6) or Gemma 2's alternation (every other from the first) */
+    NNT_TRY(nnt_cfg_windows(o, gemma3 ? "sliding_window_pattern" : NULL, gemma3 ? 6 : 2, c));
+    /* Gemma 3: global 1e6, local rope_local_base_freq (1e4) */
+    return gemma3 ? nnt_cfg_rope_by_layer_type(o, 1000000.0, "rope_local_base_freq", 10000.0, c)
+                  : nnt_cfg_rope(o, 10000.0, &c->rope);
 }
 
 /* Gemma3ForConditionalGeneration: its text_config, except that the top level's
@@ -318,16 +257,10 @@ static void gemma_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     put_softcap(t, "final_logit_softcapping", c->final_softcap);
     put_softcap(t, "attn_logit_softcapping", arch == ARCH_GEMMA2 ? c->attn_softcap : 0.0);
     nnt_cfg_put_bool(t, "use_bidirectional_attention", 0);
-    nnt_cfg_add(t, ",\n  \"rope_parameters\": ");
     if (arch == ARCH_GEMMA3) {
-        nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;
-        local.theta = c->rope_local_theta > 0.0 ? c->rope_local_theta : c->rope.theta;
-        nnt_cfg_add(t, "{\"sliding_attention\": ");
-        nnt_cfg_put_rope_object(t, &local);
-        nnt_cfg_add(t, ", \"full_attention\": ");
-        nnt_cfg_put_rope_object(t, &c->rope);
-        nnt_cfg_add(t, "}");
+        nnt_cfg_put_rope_by_layer_type(t, c);
     } else {
+        nnt_cfg_add(t, ",\n  \"rope_parameters\": ");
         nnt_cfg_put_rope_object(t, &c->rope);
     }
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The OLMo family (NNT_FAMILY_OLMO): Hugging Face Olmo2ForCausalLM (model_type olmo2).
+/* The OLMo family (NNT_FAMILY_OLMO): Hugging Face Olmo2ForCausalLM (model_type olmo2) and
+ * Olmo3ForCausalLM (olmo3: OLMo 2's layers with sliding windows on three layers of four,
+ * a rope of their own on the windowed layers, YaRN on the others in its checkpoints).
  *
  * The tree (lib/models/transformer.c) is the Llama family's with the options OLMo 2 gives the
  * shared layers: its blocks normalise after each part instead of before it (the block option
@@ -9,7 +11,7 @@
  * Parameter names are Hugging Face's ("model.layers.<i>.post_feedforward_layernorm.weight",
  * "model.layers.<i>.self_attn.q_norm.weight" of NH hd values, ...); the head is untied
  * unless tie_word_embeddings is true. Checked against transformers 5.24's modeling_olmo2.py
- * (tests/test_model_window.c). */
+ * and modeling_olmo3.py (tests/test_model_window.c). */
 #include "models.h"
 #include "family.h"
 
@@ -63,19 +65,23 @@ static int olmo_preset(const char *name, nnt_model_config *c)
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 
-enum { ARCH_OLMO2 };
+enum { ARCH_OLMO2, ARCH_OLMO3 };
 
 static const nnt_hf_arch ARCHS[] = {
     {"Olmo2ForCausalLM", "olmo2", NULL},
+    {"Olmo3ForCausalLM", "olmo3", NULL},
 };
 
-/* Olmo2Config's keys and defaults (transformers 5.24): attention_bias on q, k, v and o, no
- * MLP bias, no sliding window, head_dim hidden_size / num_attention_heads unless given. */
+/* Olmo2Config's and Olmo3Config's keys and defaults (transformers 5.24): attention_bias on q,
+ * k, v and o, no MLP bias, head_dim hidden_size / num_attention_heads unless given; OLMo 2
+ * has no window and one rope (theta 1e4); OLMo 3 the window sliding_window (4096) on the
+ * layers layer_types names (every fourth full by default), the rope of rope_parameters'
+ * "full_attention" on the full layers and of "sliding_attention" (no scaling) on the
+ * windowed ones (else rope_theta, rope_scaling on the full ones; theta 5e5). */
 static int olmo_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
     int act = 0;
-    (void)arch;
     NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 50304, &c->vocab));
     NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 4096, &c->channels));
     NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 11008, &c->hidden));
@@ -93,25 +99,27 @@ static int olmo_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     c->out_bias = c->qkv_bias;
     c->mlp_bias = 0;
     c->qk_norm = 2;
-    return nnt_cfg_rope(o, 10000.0, &c->rope);
+    if (arch == ARCH_OLMO2)
+        return nnt_cfg_rope(o, 10000.0, &c->rope);
+    NNT_TRY(nnt_cfg_windows(o, NULL, 4, c));
+    return nnt_cfg_rope_by_layer_type(o, 500000.0, NULL, 500000.0, c);
 }
 
-/* Olmo2ForCausalLM: q/k norms over the whole projections, biases on q, k, v and o or none,
- * none on the MLP, no window. */
+/* Olmo2ForCausalLM, or with windows or a rope of the windowed layers Olmo3ForCausalLM:
+ * q/k norms over the whole projections, biases on q, k, v and o or none, none on the MLP. */
 static int olmo_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    if (c->qk_norm != 2 || c->qkv_bias != c->out_bias || c->mlp_bias || c->sliding_window)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: Olmo2ForCausalLM has q/k norms over the "
-                        "whole projections (qk_norm 2), biases on q, k, v and o or none, none on "
-                        "the MLP and no window (qk_norm=%d, qkv_bias=%d, out_bias=%d, "
-                        "mlp_bias=%d, sliding_window=%lld)", fn, c->qk_norm, c->qkv_bias,
-                        c->out_bias, c->mlp_bias, (long long)c->sliding_window);
-    return ARCH_OLMO2;
+    if (c->qk_norm != 2 || c->qkv_bias != c->out_bias || c->mlp_bias)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: Olmo2ForCausalLM and Olmo3ForCausalLM have "
+                        "q/k norms over the whole projections (qk_norm 2), biases on q, k, v "
+                        "and o or none and none on the MLP (qk_norm=%d, qkv_bias=%d, "
+                        "out_bias=%d, mlp_bias=%d)", fn, c->qk_norm, c->qkv_bias, c->out_bias,
+                        c->mlp_bias);
+    return c->sliding_window > 0 || c->rope_local_theta > 0.0 ? ARCH_OLMO3 : ARCH_OLMO2;
 }
 
 static void olmo_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
-    (void)arch;
     nnt_cfg_put_sizes(t, c);
     nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
@@ -121,7 +129,16 @@ static void olmo_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     if (c->vocab <= 50279)
         nnt_cfg_add(t, ",\n  \"pad_token_id\": null,\n  \"bos_token_id\": null,\n  "
                     "\"eos_token_id\": null");
-    nnt_cfg_put_rope(t, &c->rope);
+    if (arch == ARCH_OLMO2) {
+        nnt_cfg_put_rope(t, &c->rope);
+        return;
+    }
+    if (c->sliding_window > 0)
+        nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
+    else
+        nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+    nnt_cfg_put_layer_types(t, c);
+    nnt_cfg_put_rope_by_layer_type(t, c);
 }
 
 /* ---- parameter names in the files: the tree's own; o_proj (C, NH, hd) is HF's (C, NH hd) -- */
@@ -132,7 +149,8 @@ const nnt_family nnt_family_olmo = {
     NNT_FAMILY_OLMO, "olmo", "OLMo",
     NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
         NNT_FAMILY_HAS_QK_NORM | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED |
-        NNT_FAMILY_HAS_BIASES | NNT_FAMILY_HAS_QK_NORM_WHOLE,
+        NNT_FAMILY_HAS_BIASES | NNT_FAMILY_HAS_QK_NORM_WHOLE | NNT_FAMILY_HAS_WINDOW |
+        NNT_FAMILY_HAS_LOCAL_ROPE,
     olmo_preset, PRESET_NAMES,
     NULL,   /* no checks beyond those of every family with rotary positions */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
