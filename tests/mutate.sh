@@ -157,7 +157,7 @@ gemma_softcap_grad|cpu/attention.c|s@ds\[j\] = e \* (ds\[j\] - d) \* (1.0f - t \
 gemma_final_softcap_off|lib/models/transformer.c|s@if (c->final_softcap > 0.0) {@if (c->final_softcap > 1e300) {@|Gemma 2: final logits not soft-capped
 gemma_local_rope|lib/models/transformer.c|s@: windowed \&\& c->rope_local_theta@: !windowed \&\& c->rope_local_theta@|Gemma 3: the local rope base on the global layers and the global one on the local layers
 nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? NULL@ao.rope = 0 ? NULL@|SmolLM3: rotary positions on the layers without them
-nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every) {@for (int64_t i = every; i < L; i += every) {@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
+nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every)@for (int64_t i = every; i < L; i += every)@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
 olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
 yarn_ramp_shift|lib/ops/rope.c|s@float ramp = ((float)i - flow) / span;@float ramp = ((float)i + 1.0f - flow) / span;@|YaRN: the ramp one frequency early
 yarn_factor_once|lib/layers/attention.c|s@return s \* f \* f;@return s * f;@|YaRN: the attention factor applied once to the scores, not squared

@@ -11,7 +11,10 @@ top-k, expert widths, norm_topk_prob, Qwen2-MoE's shared expert, sparse steps an
 layers; transformers' experts one F.linear after another, experts_implementation "eager");
 from K 800 SmolLM3 (layers without rotary positions from a random no_rope_layers list, and
 its windows: on the layers without rope by default, or on those of a layer_types list); from
-K 900 OLMo 2 (norms after the attention and the MLP, q/k norms over whole projections);
+K 900 OLMo 2 (norms after the attention and the MLP, q/k norms over whole projections); from
+K 1000 OLMo 3 (its windows on random layers, a rope of their own, YaRN or not on the full
+ones); from K 1100 YaRN rope scaling (random factor, original context, betas, truncate,
+attention factor) on Llama, Mistral, Qwen2 and Qwen3;
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -83,7 +86,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           Gemma3TextConfig, Gemma3ForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
                           OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
-                          SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM)
+                          SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
+                          Olmo3Config, Olmo3ForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -106,7 +110,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # --val-split and --seed; from 400 the Gemma families (with all of the above); from 500 the
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
-# from 900 OLMo 2.
+# from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -126,6 +130,10 @@ def gen_case(seed, k, forced=None):
         fam = "smollm3"
     if k >= 900:   # OLMo 2 (no draw either)
         fam = "olmo2"
+    if k >= 1000:   # OLMo 3
+        fam = "olmo3"
+    if k >= 1100:   # YaRN (a draw of its own: the cases below 1100 stay as they were)
+        fam = r.choice(["llama", "mistral", "qwen2", "qwen3"])
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -220,6 +228,21 @@ def pick_model(r, c):
     if fam == "olmo2":   # (from K 900) drawn last: biases; no window (Olmo2 has none)
         c["attn_bias"] = r.random() < 0.4
         c["window"], c["layer_types"] = None, None
+    if fam == "olmo3":   # (from K 1000) drawn last: biases, the windowed layers' rope
+        c["attn_bias"] = r.random() < 0.4
+        c["rope_local"] = r.choice([10000.0, 100.0, 1000000.0])
+    c["yarn"] = None
+    if c["k"] >= 1000 and r.random() < (0.5 if fam == "olmo3" else 1.0):   # drawn last too
+        y = {"rope_type": "yarn", "rope_theta": c["rope_theta"],
+             "factor": r.choice([1.5, 2.0, 4.0, 8.0]),
+             "original_max_position_embeddings": r.choice([4, 8, 16, 32])}
+        if r.random() < 0.5:
+            y.update(beta_fast=r.choice([2.0, 8.0, 32.0]), beta_slow=r.choice([0.5, 1.0, 2.0]))
+        if r.random() < 0.3:
+            y["truncate"] = False
+        if r.random() < 0.3:
+            y["attention_factor"] = r.choice([0.8, 1.2, 1.5])
+        c["yarn"] = y
     if fam == "smollm3":   # (from K 800) drawn last: layers without rope, biases, windows
         # heads that tile the width (SmolLM3's attention takes C / NH; no head_dim key)
         c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
@@ -382,6 +405,8 @@ def hf_config(c):
         rope = {"rope_type": "llama3", "rope_theta": c["rope_theta"], "factor": 8.0,
                 "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": max(4, c["max_pos"] // 4)}
+    if c.get("yarn"):   # (from K 1000) in place of the others
+        rope = dict(c["yarn"])
     kw = dict(hidden_size=c["channels"], intermediate_size=c["hidden"],
               num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
               num_key_value_heads=c["kv_heads"], max_position_embeddings=c["max_pos"],
@@ -429,6 +454,13 @@ def hf_config(c):
         return MistralConfig(sliding_window=c.get("window"), **kw), MistralForCausalLM
     if fam == "olmo2":
         return Olmo2Config(attention_bias=c["attn_bias"], **kw), Olmo2ForCausalLM
+    if fam == "olmo3":   # windows (on the layers listed, else three of four), two ropes
+        kw["rope_parameters"] = {"full_attention": rope, "sliding_attention": {
+            "rope_type": "default", "rope_theta": c["rope_local"]}}
+        if c.get("layer_types"):
+            kw["layer_types"] = c["layer_types"]
+        return Olmo3Config(attention_bias=c["attn_bias"], sliding_window=c["window"], **kw), \
+            Olmo3ForCausalLM
     if fam == "smollm3":
         kw.update(no_rope_layers=c["no_rope"], attention_bias=c["attn_bias"],
                   mlp_bias=c["mlp_bias"], use_sliding_window=c["smol_window"])

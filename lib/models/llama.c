@@ -150,79 +150,75 @@ static int variant(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     return NNT_OK;
 }
 
-/* SmolLM3 as transformers 5.24 reads it: no_rope_layers (1: rotary positions, 0: none; at
- * least one entry a layer), else no rope on every no_rope_layer_interval-th layer (default
- * 4); attention_bias, mlp_bias; a layer has the window sliding_window where layer_types says
- * "sliding_attention" (the mask of its eager and sdpa attention), and when no layer_types is
- * given, on the layers without rope if use_sliding_window. */
-static int smollm3(const nnt_cfg_in *o, nnt_model_config *c)
+/* SmolLM3's layers without rope: no_rope_layers (1: rotary positions, 0: none; at least
+ * one entry a layer), else every no_rope_layer_interval-th layer (default 4) from 1. */
+static int smollm3_nope(const nnt_cfg_in *o, nnt_model_config *c)
 {
-    int64_t every = 4, n = 0, L = c->layers;
-    int use_window = 0;
-    if (L > NNT_MODEL_MAX_WINDOW_LAYER)
-        return nnt_cfg_unsupported(o, "num_hidden_layers", "(over 512)",
-                                   "at most 512 layers for SmolLM3ForCausalLM");
-    NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
-    c->out_bias = c->qkv_bias;
-    NNT_TRY(nnt_cfg_bool(o, "mlp_bias", 0, &c->mlp_bias));
+    int32_t rope[NNT_MODEL_MAX_NOPE_LAYER];
+    int64_t every = 4, n = 0, L = c->layers;   /* L <= 512 (smollm3) */
     memset(c->nope_layers, 0, sizeof c->nope_layers);
-    if (nnt_cfg_has(o, "no_rope_layers")) {
-        int32_t *rope = calloc((size_t)L + 1, sizeof *rope);
-        if (!rope)
-            return nnt_cfg_bad_type(o, "no_rope_layers", "a list of 0 or 1 a layer (no memory)");
-        int rc = nnt_cfg_int_list(o, "no_rope_layers", "a list of 0 or 1 a layer", rope, L, &n);
-        for (int64_t i = 0; rc == 0 && i < L && i < n; i++)
-            if (rope[i] > 1)
-                rc = nnt_cfg_bad_type(o, "no_rope_layers", "a list of 0 or 1 a layer");
-        if (rc == 0 && n < L)
-            rc = nnt_cfg_bad_type(o, "no_rope_layers", "a list of at least num_hidden_layers "
-                                  "entries");
-        for (int64_t i = 0; rc == 0 && i < L; i++) {
-            if (rope[i] == 0 && i >= NNT_MODEL_MAX_NOPE_LAYER)
-                rc = nnt_cfg_unsupported(o, "no_rope_layers", "(a 0 past layer 511)",
-                                         "layers without rope below 512");
-            else if (rope[i] == 0)
-                c->nope_layers[i / 64] |= (uint64_t)1 << (i % 64);
-        }
-        free(rope);
-        NNT_TRY(rc);
-    } else {
+    if (!nnt_cfg_has(o, "no_rope_layers")) {
         NNT_TRY(nnt_cfg_int(o, "no_rope_layer_interval", 0, 4, &every));
         if (every < 1)
             return nnt_cfg_bad_type(o, "no_rope_layer_interval", "a positive integer");
-        for (int64_t i = every - 1; i < L; i += every) {
-            if (i >= NNT_MODEL_MAX_NOPE_LAYER)
-                return nnt_cfg_unsupported(o, "no_rope_layer_interval", "(layers past 511 "
-                                           "without rope)", "layers without rope below 512");
+        for (int64_t i = every - 1; i < L; i += every)
             c->nope_layers[i / 64] |= (uint64_t)1 << (i % 64);
-        }
+        return NNT_OK;
     }
-    NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 0, &c->sliding_window));
-    if (nnt_cfg_has(o, "sliding_window") && c->sliding_window < 1)
+    NNT_TRY(nnt_cfg_int_list(o, "no_rope_layers", "a list of 0 or 1 a layer", rope, L, &n));
+    if (n < L)
+        return nnt_cfg_bad_type(o, "no_rope_layers", "a list of at least num_hidden_layers "
+                                "entries");
+    for (int64_t i = 0; i < L; i++) {
+        if (rope[i] > 1)
+            return nnt_cfg_bad_type(o, "no_rope_layers", "a list of 0 or 1 a layer");
+        if (rope[i] == 0)
+            c->nope_layers[i / 64] |= (uint64_t)1 << (i % 64);
+    }
+    return NNT_OK;
+}
+
+/* SmolLM3's windows: sliding_window on the layers layer_types names "sliding_attention" (the
+ * mask of transformers' eager and sdpa attention), or without layer_types, with
+ * use_sliding_window, on the layers without rope. */
+static int smollm3_windows(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    int use_window = 0;
+    int64_t w = 0;
+    NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 0, &w));
+    if (nnt_cfg_has(o, "sliding_window") && w < 1)
         return nnt_cfg_bad_type(o, "sliding_window", "a positive integer or null");
     NNT_TRY(nnt_cfg_bool(o, "use_sliding_window", 0, &use_window));
     c->window_from = c->window_global_every = 0;
     memset(c->window_full_layers, 0, sizeof c->window_full_layers);
     if (nnt_cfg_has(o, "layer_types")) {
-        int64_t w = c->sliding_window;
         c->sliding_window = 1;   /* to learn which layers the list makes sliding */
         NNT_TRY(nnt_cfg_layer_types(o, 0, c));
         if (c->sliding_window && !w)
             return nnt_cfg_unsupported(o, "layer_types", "(sliding layers)",
                                        "full_attention layers without a sliding_window");
-        if (c->sliding_window)
-            c->sliding_window = w;
+        c->sliding_window = c->sliding_window ? w : 0;
         return NNT_OK;
     }
-    /* no list: the layers without rope slide when use_sliding_window and sliding_window */
-    if (!use_window || !c->sliding_window || !nnt_model_nope_any(c)) {
-        c->sliding_window = 0;
-        return NNT_OK;
-    }
-    for (int64_t i = 0; i < L; i++)
+    c->sliding_window = use_window && nnt_model_nope_any(c) ? w : 0;
+    for (int64_t i = 0; c->sliding_window && i < c->layers; i++)
         if (!NNT_MODEL_NOPE_LAYER(c, i))
             c->window_full_layers[i / 64] |= (uint64_t)1 << (i % 64);
     return NNT_OK;
+}
+
+/* SmolLM3 as transformers 5.24 reads it: attention_bias, mlp_bias, its layers without rope
+ * and its windows (at most 512 layers: the configuration's lists). */
+static int smollm3(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    if (c->layers > NNT_MODEL_MAX_NOPE_LAYER)
+        return nnt_cfg_unsupported(o, "num_hidden_layers", "(over 512)",
+                                   "at most 512 layers for SmolLM3ForCausalLM");
+    NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
+    c->out_bias = c->qkv_bias;
+    NNT_TRY(nnt_cfg_bool(o, "mlp_bias", 0, &c->mlp_bias));
+    NNT_TRY(smollm3_nope(o, c));
+    return smollm3_windows(o, c);
 }
 
 static int llama_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
