@@ -398,6 +398,39 @@ START_TEST(test_smollm3_config)
 }
 END_TEST
 
+/* YaRN's truncate as transformers 5.24 reads it: from a flat rope_parameters (or
+ * rope_scaling) object, but true for per-layer-type objects (it reads the top level, where
+ * they have none): OLMo 3's full_attention "truncate": false is not applied there. */
+START_TEST(test_yarn_truncate)
+{
+    static const char *const YARN = "{\"rope_type\": \"yarn\", \"rope_theta\": 1000.0, "
+                                    "\"factor\": 2.0, \"original_max_position_embeddings\": 16, "
+                                    "\"truncate\": false}";
+    char text[1024];
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    test_make_tmpdir("yarn");
+    snprintf(text, sizeof text, "{\"architectures\": [\"LlamaForCausalLM\"], "
+             "\"vocab_size\": 61, \"hidden_size\": 32, \"intermediate_size\": 40, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+             "\"max_position_embeddings\": 64, \"rope_parameters\": %s}", YARN);
+    write_config(test_tmp_path("flat"), text);
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("flat"), &c));
+    ck_assert(c.rope.scaling == NNT_ROPE_SCALING_YARN && c.rope.truncate == 0 &&
+              c.rope.beta_fast == 32.0 && c.rope.beta_slow == 1.0 && c.rope.factor == 2.0);
+    snprintf(text, sizeof text, "{\"architectures\": [\"Olmo3ForCausalLM\"], "
+             "\"vocab_size\": 61, \"hidden_size\": 32, \"intermediate_size\": 40, "
+             "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
+             "\"max_position_embeddings\": 64, \"rope_parameters\": {\"full_attention\": %s, "
+             "\"sliding_attention\": {\"rope_type\": \"default\"}}}", YARN);
+    write_config(test_tmp_path("nested"), text);
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("nested"), &c));
+    ck_assert(c.rope.scaling == NNT_ROPE_SCALING_YARN && c.rope.truncate == 1);
+    ck_assert(c.rope_local_theta == 500000.0 && c.sliding_window == 4096 &&
+              c.window_global_every == 4);   /* Olmo3Config's defaults */
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* saved and read back: the same window configuration (the architecture that has it) */
 START_TEST(test_save_roundtrip)
 {
@@ -450,6 +483,7 @@ static Suite *window_suite(void)
     tcase_add_test(tc, test_generate_window_cache);
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
+    tcase_add_test(tc, test_yarn_truncate);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -458,6 +458,9 @@ int nnt_cfg_rope_by_layer_type(const nnt_cfg_in *o, double theta, const char *lo
         rc = nnt_cfg_sub(params, "full_attention", &full);
         if (rc == 0)
             rc = nnt_cfg_rope_in(full, theta, &c->rope);
+        /* transformers 5.24's YaRN reads truncate from the top of rope_parameters, where
+         * these have none: always true, whatever the full_attention object says */
+        c->rope.truncate = 1;
         if (rc == 0)
             rc = nnt_cfg_sub(params, "sliding_attention", &local);
         if (rc == 0 && local)

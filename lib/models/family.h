@@ -59,7 +59,8 @@ int nnt_cfg_windows(const nnt_cfg_in *o, const char *pattern_key, int64_t every,
  * (transformers 5; absent rope_theta: theta and local_theta), else rope_theta (theta) and
  * rope_scaling for the global layers and local_key (local_theta) for the windowed ones, or
  * with local_key NULL the global layers' theta. c->rope is the global layers',
- * c->rope_local_theta the windowed ones' (which take no scaling: NNT_E_UNSUPPORTED). */
+ * c->rope_local_theta the windowed ones' (which take no scaling: NNT_E_UNSUPPORTED). In the
+ * first form YaRN's truncate is true whatever the object says, as transformers reads it. */
 int nnt_cfg_rope_by_layer_type(const nnt_cfg_in *o, double theta, const char *local_key,
                                double local_theta, nnt_model_config *c);
 /* The object under key as *sub (NULL when absent or null; messages prefixed "key."); free
