@@ -43,14 +43,15 @@ static const cli_option table[] = {
     OPT_INT("context", context, 1, 1e8, "-1", 0, "maxT", "override the preset"),
     OPT_INT("kv-heads", kv_heads, 1, 1e6, "-1", 0, "NKV", NULL),
     OPT_INT("hidden", hidden, 1, 1e8, "-1", 0, "F",
-            "Llama family: key/value heads, MLP inner size"),
+            "all but GPT-2: key/value heads, MLP inner size"),
     OPT_INT("head-dim", head_dim, 2, 1e5, "-1", 0, "D", NULL),
-    OPT_FLAG("qk-norm", qk_norm, 0, "Llama family: heads of D (default C / NH), RMSNorm on each\n"
-             "head of q and k (Qwen3)"),
+    OPT_FLAG("qk-norm", qk_norm, 0, "all but GPT-2: heads of D (default C / NH), RMSNorm on\n"
+             "each head of q and k (Qwen3)"),
     OPT_FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
     OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
             "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, "
-            "Qwen2,\nQwen3, Gemma 3, Gemma 2, Mixtral, Qwen3-MoE, OLMoE,\nQwen2-MoE)"),
+            "Qwen2,\nQwen3, SmolLM3, Gemma 3, Gemma 2, Mixtral, Qwen3-MoE,\nOLMoE, Qwen2-MoE, "
+            "OLMo 2, OLMo 3)"),
     OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE",
             "start from an llm.c fp32 checkpoint (gives the configuration)"),
     OPT_STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
