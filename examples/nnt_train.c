@@ -140,8 +140,6 @@ static void find_family(trainer *t)
         t->fam.title = t->fam.name = "?";
 }
 
-/* The configuration of a fresh or safetensors-loaded model: preset or the default small
- * GPT-2, then the individual overrides, each allowed by the family's features. */
 /* --layers L on a preset: its layers without rotary positions (SmolLM3's every 4th) as its
  * pattern repeated over the L layers. */
 static void resize_layers(nnt_model_config *c, int64_t layers)
@@ -154,6 +152,8 @@ static void resize_layers(nnt_model_config *c, int64_t layers)
     c->layers = layers;
 }
 
+/* The configuration of a fresh or safetensors-loaded model: preset or the default small
+ * GPT-2, then the individual overrides, each allowed by the family's features. */
 static int model_config(trainer *t)
 {
     const train_opts *o = &t->o;

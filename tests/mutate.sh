@@ -109,7 +109,7 @@ llama_rope_q_only|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope(a->qkv\[1\], 
 llama_rope_bwd_k|lib/layers/attention.c|s@NNT_TRY(nnt_tensor_rope_backward(a->dh\[2\], &a->rope, 0, a->dh\[2\]));@; /* dk not rotated back */@|attention layer backward: dk not rotated back
 llama_kv_heads|lib/layers/attention.c|s@rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);@rc = attention_params(l, a, channels, heads, heads, hd, \&o, \&t);@|attention layer: the kv head count passed as the q head count
 qk_norm_q_only|lib/layers/attention.c|s@int normed = i < 2 \&\& a->qkn\[i\], full@int normed = i < 1 \&\& a->qkn[i], full@|attention layer (Qwen3): k not normalised, q only
-head_dim_scale|lib/layers/attention.c|s@: 1.0 / sqrt((double)a->w\[0\]->shape\[1\]);@: 1.0 / sqrt((double)(a->pw->shape[0] / a->w[0]->shape[0]));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
+head_dim_scale|lib/layers/attention.c|s@: 1.0 / sqrt((double)hd);@: 1.0 / sqrt((double)(channels / heads));@|attention layer: scores scaled by 1/sqrt(C / NH) instead of 1/sqrt(head_dim)
 llama_out_bias|lib/layers/attention.c|s@a->pb ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, a->pb, NULL));@NNT_EPILOGUE_NONE, a->pb, NULL));@|attention layer: the output projection bias left out
 swiglu_dx_up_only|lib/layers/composite.c|s@NNT_TRY(nnt_tensor_sum_into(dxu, dxg, m->dx));@NNT_TRY(nnt_tensor_copy(dxu, m->dx));@|SwiGLU MLP backward: dx from up_proj only
 block_norm_eps|lib/layers/composite.c|s@gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one@gl_rmsnorm_new_ex(l->ctx, C, 1e-5, o->norm_plus_one@|RMSNorm block: eps 1e-5 whatever norm_eps says
@@ -160,7 +160,7 @@ nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? N
 nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every)@for (int64_t i = every; i < L; i += every)@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
 olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
 yarn_ramp_shift|lib/ops/rope.c|s@float ramp = ((float)i - flow) / span;@float ramp = ((float)i + 1.0f - flow) / span;@|YaRN: the ramp one frequency early
-yarn_factor_once|lib/layers/attention.c|s@return s \* f \* f;@return s * f;@|YaRN: the attention factor applied once to the scores, not squared
+yarn_factor_once|lib/layers/attention.c|s@a->scale = s \* f \* f;@a->scale = s * f;@|YaRN: the attention factor applied once to the scores, not squared
 llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope;@ao.llama_names = 0;@|a block without rope and with all biases named as GPT-2 (q.weight)
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative

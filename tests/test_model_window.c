@@ -26,7 +26,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define B 2
 #define T 16
@@ -292,18 +291,6 @@ START_TEST(test_generate_window_cache)
 }
 END_TEST
 
-/* dir/config.json of text */
-static void write_config(const char *dir, const char *text)
-{
-    char path[800];
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 #define SMOLLM3_CONFIG                                                                     \
     "{\"architectures\": [\"SmolLM3ForCausalLM\"], \"model_type\": \"smollm3\", "         \
     "\"vocab_size\": 61, \"hidden_size\": 32, \"intermediate_size\": 40, "                 \
@@ -316,7 +303,7 @@ START_TEST(test_smollm3_config)
 {
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     test_make_tmpdir("smollm3");
-    write_config(test_tmp_path("a"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 8, "
+    test_write_config(test_tmp_path("a"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 8, "
                  "\"use_sliding_window\": true, \"sliding_window\": 4}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("a"), &c));
     expect_nope_layers(&c, 0x88, "interval 4");   /* layers 3 and 7 */
@@ -324,7 +311,7 @@ START_TEST(test_smollm3_config)
     expect_full_layers(&c, 0x77, "interval 4");   /* the others full */
     ck_assert(c.rope.theta == 2000000.0);
     ck_assert(c.qkv_bias == 0 && c.out_bias == 0 && c.mlp_bias == 0 && c.tied == 1);
-    write_config(test_tmp_path("b"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 7, "
+    test_write_config(test_tmp_path("b"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 7, "
                  "\"no_rope_layer_interval\": 3, \"sliding_window\": 4, "
                  "\"rope_theta\": 1000.0}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
@@ -332,7 +319,7 @@ START_TEST(test_smollm3_config)
     ck_assert_int_eq(c.sliding_window, 0);          /* use_sliding_window false */
     ck_assert(c.rope.theta == 1000.0);
     /* a list longer than the layers: its first entries (SmolLM3Config's "at least") */
-    write_config(test_tmp_path("c"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 3, "
+    test_write_config(test_tmp_path("c"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 3, "
                  "\"no_rope_layers\": [1, 0, 1, 0, 0]}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("c"), &c));
     expect_nope_layers(&c, 0x2, "long list");
@@ -356,7 +343,7 @@ START_TEST(test_smollm3_config)
         char text[1024], dir[32];
         snprintf(text, sizeof text, SMOLLM3_CONFIG ", %s}", BAD[i].keys);
         snprintf(dir, sizeof dir, "bad%zu", i);
-        write_config(test_tmp_path(dir), text);
+        test_write_config(test_tmp_path(dir), text);
         EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path(dir), &c), BAD[i].rc,
                         BAD[i].msg);
     }
@@ -413,7 +400,7 @@ START_TEST(test_yarn_truncate)
              "\"vocab_size\": 61, \"hidden_size\": 32, \"intermediate_size\": 40, "
              "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
              "\"max_position_embeddings\": 64, \"rope_parameters\": %s}", YARN);
-    write_config(test_tmp_path("flat"), text);
+    test_write_config(test_tmp_path("flat"), text);
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("flat"), &c));
     ck_assert(c.rope.scaling == NNT_ROPE_SCALING_YARN && c.rope.truncate == 0 &&
               c.rope.beta_fast == 32.0 && c.rope.beta_slow == 1.0 && c.rope.factor == 2.0);
@@ -422,7 +409,7 @@ START_TEST(test_yarn_truncate)
              "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
              "\"max_position_embeddings\": 64, \"rope_parameters\": {\"full_attention\": %s, "
              "\"sliding_attention\": {\"rope_type\": \"default\"}}}", YARN);
-    write_config(test_tmp_path("nested"), text);
+    test_write_config(test_tmp_path("nested"), text);
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("nested"), &c));
     ck_assert(c.rope.scaling == NNT_ROPE_SCALING_YARN && c.rope.truncate == 1);
     ck_assert(c.rope_local_theta == 500000.0 && c.sliding_window == 4096 &&

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Shards (NNT_TEST_SHARD=I/N, 0 <= I < N): a program runs only the tests, and the loop
  * tests' iterations, whose order of addition is I modulo N, so that N processes share its
@@ -155,6 +156,18 @@ static inline void test_remove_tmpdir(void)
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir());
     ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A directory dir (new) holding config.json of text. */
+static inline void test_write_config(const char *dir, const char *text)
+{
+    char path[4300];
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
 }
 
 /* test_tmpdir()/name in a static buffer (one of four, so a few can be alive at once). */

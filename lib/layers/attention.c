@@ -29,7 +29,7 @@ typedef struct attention {
     int has_rope;
     nnt_rope_options rope;          // a copy of the options' rope
     int64_t window;                 // sliding window of the attention op (0: none)
-    double scale, softcap;          // of the scores (scale 0: 1 / sqrt(hd); softcap 0: none)
+    double scale, softcap;          // of the scores (the scale as applied; softcap 0: none)
     int qk_plus_one;                // the q/k norms scale by 1 + weight
     nnt_tensor *qkn1[2];            // (hd) 1 + q_norm, 1 + k_norm weights (qk_plus_one)
     int gpt2;                       // GPT-2's names and c_attn (one module for q, k, v)
@@ -117,23 +117,12 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
 
-/* The scores' scale: the options' (0: 1 / sqrt(hd)), times YaRN's attention factor squared
- * (transformers multiplies q's and k's cosines and sines by it; the rotation is linear, so
- * the factor comes out of both into the scores, and the key/value cache keeps keys without
- * it). */
-static double scale_of(const attention *a)
-{
-    double s = a->scale != 0.0 ? a->scale : 1.0 / sqrt((double)a->w[0]->shape[1]);
-    double f = a->has_rope ? nnt_rope_attention_factor(&a->rope) : 1.0;
-    return s * f * f;
-}
-
 /* the attention op's options: the scale, the sliding window and the soft-cap, and the
  * per-token positions pos (NULL: none) */
 static nnt_tensor_attention_options op_options(const attention *a, nnt_tensor *pos)
 {
     nnt_tensor_attention_options o = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
-    o.scale = scale_of(a);
+    o.scale = a->scale;
     o.window = a->window;
     o.softcap = a->softcap;
     o.positions = pos;
@@ -721,13 +710,21 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
     attention *a = l->impl;
     if (rc == 0) {
         a->window = o.window;
-        a->scale = o.scale;
         a->softcap = o.softcap;
         a->qk_plus_one = o.qk_norm && o.qk_norm_plus_one;
     }
     if (rc == 0 && o.rope) {
         a->has_rope = 1;
         rc = nnt_rope_options_read(fn, o.rope, &a->rope);
+    }
+    if (rc == 0) {
+        /* the scores' scale: the options' (0: 1 / sqrt(hd)), times YaRN's attention factor
+         * squared (transformers multiplies q's and k's cosines and sines by it; the rotation
+         * is linear, so the factor comes out of both into the scores, and the key/value
+         * cache keeps keys without it) */
+        double s = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)hd);
+        double f = a->has_rope ? nnt_rope_attention_factor(&a->rope) : 1.0;
+        a->scale = s * f * f;
     }
     if (rc == 0)
         rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);

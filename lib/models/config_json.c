@@ -605,6 +605,20 @@ void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c)
     nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
 }
 
+void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    if (c->sliding_window > 0)
+        nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
+    else
+        nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+}
+
+void nnt_cfg_put_no_token_ids(nnt_cfg_out *t)
+{
+    nnt_cfg_add(t, ",\n  \"pad_token_id\": null,\n  \"bos_token_id\": null,\n  "
+                "\"eos_token_id\": null");
+}
+
 void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
 {
     nnt_cfg_add(t, ",\n  \"layer_types\": [");

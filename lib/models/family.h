@@ -111,6 +111,12 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
  * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
  * (C / NH when 0), max_position_embeddings, rms_norm_eps. */
 void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c);
+/* ,\n  "sliding_window": W, or null without a window. */
+void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c);
+/* ,\n  "pad_token_id": null, "bos_token_id": null, "eos_token_id": null: a configuration
+ * class's ids that a model's smaller vocabulary lacks (transformers would refuse an
+ * embedding padding_idx out of range). */
+void nnt_cfg_put_no_token_ids(nnt_cfg_out *t);
 /* ,\n  "rope_parameters": {"sliding_attention": {...}, "full_attention": {...}} of c's
  * windowed layers' rope (rope_local_theta, else the global one's theta) and the global. */
 void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c);

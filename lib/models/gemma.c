@@ -249,10 +249,7 @@ static void gemma_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
         nnt_cfg_put_int(t, "query_pre_attn_scalar", (int64_t)qs);
     else
         nnt_cfg_put_double(t, "query_pre_attn_scalar", qs);
-    if (c->sliding_window > 0)
-        nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
-    else
-        nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+    nnt_cfg_put_window(t, c);
     nnt_cfg_put_layer_types(t, c);
     put_softcap(t, "final_logit_softcapping", c->final_softcap);
     put_softcap(t, "attn_logit_softcapping", arch == ARCH_GEMMA2 ? c->attn_softcap : 0.0);

@@ -88,7 +88,6 @@ static int llama_preset(const char *name, nnt_model_config *c)
     return 0;
 }
 
-
 /* ---- config.json ---------------------------------------------------------------------------- */
 
 enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3, ARCH_SMOLLM3 };
@@ -316,16 +315,12 @@ static void llama_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
             nnt_cfg_add(t, "%s%d", i ? ", " : "", !NNT_MODEL_NOPE_LAYER(c, i));
         nnt_cfg_add(t, "]");
         nnt_cfg_put_bool(t, "use_sliding_window", c->sliding_window > 0);
-        if (c->sliding_window > 0)
-            nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
-        else
-            nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+        nnt_cfg_put_window(t, c);
         nnt_cfg_put_layer_types(t, c);
         /* SmolLM3Config's token ids (pad 128004: its embedding's padding_idx, bos 128000, eos
          * 128001) are its tokenizer's; a smaller vocabulary has none of them */
         if (c->vocab <= 128004)
-            nnt_cfg_add(t, ",\n  \"pad_token_id\": null,\n  \"bos_token_id\": null,\n  "
-                        "\"eos_token_id\": null");
+            nnt_cfg_put_no_token_ids(t);
     } else if (arch == ARCH_MISTRAL) {
         nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
     } else if (arch != ARCH_LLAMA && c->sliding_window) {   /* Qwen2, Qwen3 */

@@ -313,10 +313,7 @@ static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     if (arch == ARCH_MIXTRAL) {
         nnt_cfg_put_int(t, "num_local_experts", c->experts);
         nnt_cfg_put_double(t, "router_jitter_noise", 0.0);
-        if (c->sliding_window)
-            nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
-        else
-            nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+        nnt_cfg_put_window(t, c);
     } else if (arch == ARCH_OLMOE) {
         nnt_cfg_put_int(t, "num_experts", c->experts);
         nnt_cfg_put_bool(t, "norm_topk_prob", c->norm_topk_prob);

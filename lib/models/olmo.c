@@ -62,7 +62,6 @@ static int olmo_preset(const char *name, nnt_model_config *c)
     return 0;
 }
 
-
 /* ---- config.json ---------------------------------------------------------------------------- */
 
 enum { ARCH_OLMO2, ARCH_OLMO3 };
@@ -127,16 +126,12 @@ static void olmo_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
     /* Olmo2Config's token ids (pad 1, eos 50279) are its tokenizer's */
     if (c->vocab <= 50279)
-        nnt_cfg_add(t, ",\n  \"pad_token_id\": null,\n  \"bos_token_id\": null,\n  "
-                    "\"eos_token_id\": null");
+        nnt_cfg_put_no_token_ids(t);
     if (arch == ARCH_OLMO2) {
         nnt_cfg_put_rope(t, &c->rope);
         return;
     }
-    if (c->sliding_window > 0)
-        nnt_cfg_put_int(t, "sliding_window", c->sliding_window);
-    else
-        nnt_cfg_add(t, ",\n  \"sliding_window\": null");
+    nnt_cfg_put_window(t, c);
     nnt_cfg_put_layer_types(t, c);
     nnt_cfg_put_rope_by_layer_type(t, c);
 }

@@ -20,19 +20,29 @@
 
 /* ---- options and the frequency table -------------------------------------------------------- */
 
+/* YaRN's own fields (factor and original_max_position checked with llama3's) */
 static int yarn_check(const char *fn, const nnt_rope_options *o)
 {
     int rc;
-    if ((rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0)) ||
-        (rc = nnt_check_range(fn, "beta_fast", o->beta_fast, 0, 1, INFINITY, 0)) ||
+    if ((rc = nnt_check_range(fn, "beta_fast", o->beta_fast, 0, 1, INFINITY, 0)) ||
         (rc = nnt_check_range(fn, "beta_slow", o->beta_slow, 0, 1, INFINITY, 0)) ||
         (rc = nnt_check_range(fn, "attention_factor", o->attention_factor, 0, 0, INFINITY, 0)))
         return rc;
-    if (o->original_max_position <= 0)
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: original_max_position %lld must be > 0", fn,
-                        (long long)o->original_max_position);
     if (o->truncate != 0 && o->truncate != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: truncate %d must be 0 or 1", fn, o->truncate);
+    return NNT_OK;
+}
+
+/* Llama 3.1's own fields: 0 < low_freq_factor < high_freq_factor */
+static int llama3_check(const char *fn, const nnt_rope_options *o)
+{
+    int rc;
+    if ((rc = nnt_check_range(fn, "low_freq_factor", o->low_freq_factor, 0, 1, INFINITY, 0)) ||
+        (rc = nnt_check_range(fn, "high_freq_factor", o->high_freq_factor, 0, 1, INFINITY, 0)))
+        return rc;
+    if (!(o->high_freq_factor > o->low_freq_factor))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: high_freq_factor %g must be larger than "
+                        "low_freq_factor %g", fn, o->high_freq_factor, o->low_freq_factor);
     return NNT_OK;
 }
 
@@ -96,23 +106,16 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
         rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is none of NNT_ROPE_SCALING_NONE, "
                       "NNT_ROPE_SCALING_LLAMA3, NNT_ROPE_SCALING_LINEAR and "
                       "NNT_ROPE_SCALING_YARN", fn, o->scaling);
-    if (rc == 0 && o->scaling == NNT_ROPE_SCALING_LINEAR)
-        return nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0);
-    if (rc == 0 && o->scaling == NNT_ROPE_SCALING_YARN)
-        return yarn_check(fn, o);
-    if (rc || o->scaling != NNT_ROPE_SCALING_LLAMA3)
+    /* every scaling has a factor; llama3 and yarn an original context too */
+    if (rc || o->scaling == NNT_ROPE_SCALING_NONE)
         return rc;
-    if ((rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0)) ||
-        (rc = nnt_check_range(fn, "low_freq_factor", o->low_freq_factor, 0, 1, INFINITY, 0)) ||
-        (rc = nnt_check_range(fn, "high_freq_factor", o->high_freq_factor, 0, 1, INFINITY, 0)))
+    rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0);
+    if (rc || o->scaling == NNT_ROPE_SCALING_LINEAR)
         return rc;
-    if (!(o->high_freq_factor > o->low_freq_factor))
-        return nnt_fail(NULL, NNT_E_INVAL, "%s: high_freq_factor %g must be larger than "
-                        "low_freq_factor %g", fn, o->high_freq_factor, o->low_freq_factor);
     if (o->original_max_position <= 0)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: original_max_position %lld must be > 0", fn,
                         (long long)o->original_max_position);
-    return NNT_OK;
+    return o->scaling == NNT_ROPE_SCALING_YARN ? yarn_check(fn, o) : llama3_check(fn, o);
 }
 
 /* inv[i], i < hd/2, with Hugging Face's float32 operations (transformers'
