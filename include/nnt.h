@@ -1165,8 +1165,8 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
  * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,
  * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias,
- * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers. dir is created if missing (one level); each file through
- * a temporary file, fsync and rename. */
+ * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers. dir is created if
+ * missing (one level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it
  * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model

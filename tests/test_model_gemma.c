@@ -113,21 +113,24 @@ START_TEST(test_config)
     expect_gemma2(&c);
     test_make_tmpdir("gemma_config");
     test_write_config(test_tmp_path("old"), "{\"architectures\": [\"Gemma3ForCausalLM\"], "
-                 "\"model_type\": \"gemma3_text\", " GEMMA3_OLD "}");
+                      "\"model_type\": \"gemma3_text\", " GEMMA3_OLD "}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("old"), &c));
     expect_gemma3(&c);   /* attn_logit_softcapping: no effect in Gemma 3 (transformers') */
-    test_write_config(test_tmp_path("mm"), "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
-                 "\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_text\", "
-                 GEMMA3_OLD "}, \"vision_config\": {\"hidden_size\": 8}}");
+    test_write_config(test_tmp_path("mm"),
+                      "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                      "\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": "
+                      "\"gemma3_text\", " GEMMA3_OLD "}, \"vision_config\": {\"hidden_size\": 8}}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("mm"), &c));
     expect_gemma3(&c);
     /* a text_config that names only what differs from Gemma3TextConfig's defaults, as
      * google/gemma-3-4b-it's does (its keys as recalled: the hub is out of reach here) */
-    test_write_config(test_tmp_path("4b"), "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
-                 "\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560, "
-                 "\"intermediate_size\": 10240, \"model_type\": \"gemma3_text\", "
-                 "\"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": "
-                 "\"linear\"}, \"sliding_window\": 1024}, \"vision_config\": {}}");
+    test_write_config(test_tmp_path("4b"),
+                      "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+                      "\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560, "
+                      "\"intermediate_size\": 10240, \"model_type\": \"gemma3_text\", "
+                      "\"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, "
+                      "\"rope_type\": \"linear\"}, \"sliding_window\": 1024}, "
+                      "\"vision_config\": {}}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("4b"), &c));
     ck_assert(c.vocab == 262208 && c.channels == 2560 && c.hidden == 10240 && c.layers == 34);
     ck_assert(c.heads == 8 && c.kv_heads == 4 && c.head_dim == 256 && c.qk_norm == 1);
@@ -135,19 +138,19 @@ START_TEST(test_config)
     ck_assert(c.rope.theta == 1000000.0 && c.rope.scaling == NNT_ROPE_SCALING_LINEAR &&
               c.rope.factor == 8.0 && c.rope_local_theta == 10000.0);
     test_write_config(test_tmp_path("g2"), "{\"model_type\": \"gemma2\", \"vocab_size\": 64, "
-                 "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 4, "
-                 "\"num_attention_heads\": 4, \"sliding_window\": 5}");
+                      "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 4, "
+                      "\"num_attention_heads\": 4, \"sliding_window\": 5}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("g2"), &c));
     ck_assert(c.attn_softcap == 50.0 && c.final_softcap == 30.0 && c.head_dim == 256 &&
               c.kv_heads == 4 && c.query_pre_attn_scalar == 256.0 && c.tied == 1);
     ck_assert(c.window_global_every == 2 && c.sliding_window == 5 && c.rope.theta == 10000.0);
     test_write_config(test_tmp_path("bidir"), "{\"model_type\": \"gemma3_text\", " GEMMA3_OLD
-                 ", \"use_bidirectional_attention\": true}");
+                      ", \"use_bidirectional_attention\": true}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("bidir"), &c), NNT_E_UNSUPPORTED,
                     "use_bidirectional_attention");
     test_write_config(test_tmp_path("act"), "{\"model_type\": \"gemma2\", \"vocab_size\": 64, "
-                 "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
-                 "\"num_attention_heads\": 4, \"hidden_activation\": \"silu\"}");
+                      "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+                      "\"num_attention_heads\": 4, \"hidden_activation\": \"silu\"}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("act"), &c), NNT_E_UNSUPPORTED,
                     "hidden_activation");
     test_remove_tmpdir();

@@ -304,7 +304,7 @@ START_TEST(test_smollm3_config)
     nnt_model_config c = NNT_MODEL_CONFIG_INIT;
     test_make_tmpdir("smollm3");
     test_write_config(test_tmp_path("a"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 8, "
-                 "\"use_sliding_window\": true, \"sliding_window\": 4}");
+                      "\"use_sliding_window\": true, \"sliding_window\": 4}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("a"), &c));
     expect_nope_layers(&c, 0x88, "interval 4");   /* layers 3 and 7 */
     ck_assert_int_eq(c.sliding_window, 4);
@@ -312,15 +312,15 @@ START_TEST(test_smollm3_config)
     ck_assert(c.rope.theta == 2000000.0);
     ck_assert(c.qkv_bias == 0 && c.out_bias == 0 && c.mlp_bias == 0 && c.tied == 1);
     test_write_config(test_tmp_path("b"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 7, "
-                 "\"no_rope_layer_interval\": 3, \"sliding_window\": 4, "
-                 "\"rope_theta\": 1000.0}");
+                      "\"no_rope_layer_interval\": 3, \"sliding_window\": 4, "
+                      "\"rope_theta\": 1000.0}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
     expect_nope_layers(&c, 0x24, "interval 3");   /* layers 2 and 5 */
     ck_assert_int_eq(c.sliding_window, 0);          /* use_sliding_window false */
     ck_assert(c.rope.theta == 1000.0);
     /* a list longer than the layers: its first entries (SmolLM3Config's "at least") */
     test_write_config(test_tmp_path("c"), SMOLLM3_CONFIG ", \"num_hidden_layers\": 3, "
-                 "\"no_rope_layers\": [1, 0, 1, 0, 0]}");
+                      "\"no_rope_layers\": [1, 0, 1, 0, 0]}");
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("c"), &c));
     expect_nope_layers(&c, 0x2, "long list");
     static const struct {
