@@ -140,20 +140,23 @@ int nnt_model_block_moe(const nnt_model_config *c, int64_t i)
     return !NNT_MODEL_DENSE_LAYER(c, i);
 }
 
-int nnt_model_window_listed(const nnt_model_config *c)
+/* whether a bit of words[0..n) is set */
+static int any_bit(const uint64_t *words, int n)
 {
     uint64_t any = 0;
-    for (int w = 0; w < NNT_MODEL_MAX_WINDOW_LAYER / 64; w++)
-        any |= c->window_full_layers[w];
+    for (int w = 0; w < n; w++)
+        any |= words[w];
     return any != 0;
+}
+
+int nnt_model_window_listed(const nnt_model_config *c)
+{
+    return any_bit(c->window_full_layers, NNT_MODEL_MAX_WINDOW_LAYER / 64);
 }
 
 int nnt_model_nope_any(const nnt_model_config *c)
 {
-    uint64_t any = 0;
-    for (int w = 0; w < NNT_MODEL_MAX_NOPE_LAYER / 64; w++)
-        any |= c->nope_layers[w];
-    return any != 0;
+    return any_bit(c->nope_layers, NNT_MODEL_MAX_NOPE_LAYER / 64);
 }
 
 int nnt_model_block_window(const nnt_model_config *c, int64_t i)
