@@ -378,18 +378,20 @@ void nnt_cpu_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const
 /* ---- rotary position embedding, rotate-half pairs (Hugging Face convention) ------------------
  * nbh slabs of nt rows; row r = s * nt + t has position pos0 + t. Pair i < n of row r is
  * (x_lo[r * ldx + i], x_hi[r * ldx + i]); a = pos * inv_freq[i] and its cosine and sine are
- * computed in double, then rounded to float (c, s; s negated when sign < 0):
+ * computed in double, then rounded to float and multiplied by scale in float (c, s; s
+ * negated when sign < 0):
  *   y_lo = x_lo c - x_hi s,  y_hi = x_hi c + x_lo s     (float, each operation rounded)
- * sign > 0 rotates by +a (forward), sign < 0 by -a (the inverse: the backward pass). For a
- * whole head vector of hd: n = hd / 2, x_hi = x_lo + hd / 2, ldx = hd. inv_freq (n) is a
- * host array. y_lo may be x_lo and y_hi x_hi (in place).                                 set */
-void nnt_cpu_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
+ * sign > 0 rotates by +a (forward), sign < 0 by -a (the inverse: the backward pass; with
+ * scale, its transpose). For a whole head vector of hd: n = hd / 2, x_hi = x_lo + hd / 2,
+ * ldx = hd; for its first r entries only (partial rotary): n = r / 2, x_hi = x_lo + r / 2,
+ * ldx = hd. inv_freq (n) is a host array. y_lo may be x_lo and y_hi x_hi (in place).  set */
+void nnt_cpu_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign, float scale,
                       const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
                       float *y_lo, float *y_hi, int64_t ldy);
 /* nnt_cpu_rope_f32 on nb batch rows of nh slabs of nt rows each, row (b, h, t) at position
  * pos[b * nt + t] (per-token positions: packed examples restart at 0).                 set */
 void nnt_cpu_rope_pos_f32(int64_t nb, int64_t nh, int64_t nt, int64_t n, const int32_t *pos,
-                          int sign, const float *inv_freq, const float *x_lo,
+                          int sign, float scale, const float *inv_freq, const float *x_lo,
                           const float *x_hi, int64_t ldx, float *y_lo, float *y_hi,
                           int64_t ldy);
 

@@ -206,14 +206,14 @@ int nnt_cuda_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const
  * Twin of nnt_cpu_rope_f32; inv_freq is a HOST array of n <= NNT_CUDA_ROPE_MAX_N entries
  * (larger n: -1), passed to the kernel by value. y_lo may be x_lo and y_hi x_hi.        set */
 #define NNT_CUDA_ROPE_MAX_N 512
-int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
+int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign, float scale,
                       const float *inv_freq, const float *x_lo, const float *x_hi, int64_t ldx,
                       float *y_lo, float *y_hi, int64_t ldy, cudaStream_t stream);
 /* Twin of nnt_cpu_rope_pos_f32: row (b, h, t) at position pos[b * nt + t], pos (nb, nt) on the
  * device (packed examples). */
 int nnt_cuda_rope_pos_f32(int64_t nb, int64_t nh, int64_t nt, int64_t n, const int32_t *pos,
-                          int sign, const float *inv_freq, const float *x_lo, const float *x_hi,
-                          int64_t ldx, float *y_lo, float *y_hi, int64_t ldy,
+                          int sign, float scale, const float *inv_freq, const float *x_lo,
+                          const float *x_hi, int64_t ldx, float *y_lo, float *y_hi, int64_t ldy,
                           cudaStream_t stream);
 
 /* ---- causal attention, flash style (cuda/attention.cu) -----------------------------------------

@@ -152,6 +152,23 @@ static void resize_layers(nnt_model_config *c, int64_t layers)
     c->layers = layers;
 }
 
+/* A preset's LongRoPE factors are one per rotated pair of its head size: with another head
+ * size (--channels, --heads, --head-dim) the rope takes no scaling, and says so. */
+static void longrope_fit(nnt_model_config *c)
+{
+    if (c->rope.scaling != NNT_ROPE_SCALING_LONGROPE)
+        return;
+    int64_t hd = c->head_dim ? c->head_dim : c->channels / c->heads;
+    double f = c->rope.partial_rotary_factor;
+    int64_t rotary = f == 0.0 || f == 1.0 ? hd : (int64_t)((double)hd * f);
+    if (rotary / 2 == c->rope.nfactors)
+        return;
+    c->rope.scaling = NNT_ROPE_SCALING_NONE;
+    fprintf(stderr, "nnt-train: the preset's LongRoPE has %lld factors, for another head size; "
+            "with %lld rotated dimensions of %lld the rope takes no scaling\n",
+            (long long)c->rope.nfactors, (long long)rotary, (long long)hd);
+}
+
 /* The configuration of a fresh or safetensors-loaded model: preset or the default small
  * GPT-2, then the individual overrides, each allowed by the family's features. */
 static int model_config(trainer *t)
@@ -201,6 +218,7 @@ static int model_config(trainer *t)
                                  o->kv_heads > 0 ? "--kv-heads" : "the preset's kv heads",
                                  (long long)c.kv_heads, o->heads > 0 ? "--heads" : "the heads",
                                  (long long)c.heads, o->kv_heads > 0 ? "" : " (give --kv-heads)");
+    longrope_fit(&c);
     t->cfg = c;
     return 0;
 }

@@ -464,17 +464,24 @@ typedef enum nnt_rope_scaling {
     NNT_ROPE_SCALING_NONE = 0,    /* inv_freq[i] = theta^(-2i/hd)                         */
     NNT_ROPE_SCALING_LLAMA3 = 1,  /* Llama 3.1's: Hugging Face rope_type "llama3"          */
     NNT_ROPE_SCALING_LINEAR = 2,  /* positions divided by factor: rope_type "linear"       */
-    NNT_ROPE_SCALING_YARN = 3     /* YaRN: rope_type "yarn" (factor, original_max_position,
+    NNT_ROPE_SCALING_YARN = 3,    /* YaRN: rope_type "yarn" (factor, original_max_position,
                                      beta_fast, beta_slow, truncate, attention_factor)     */
+    NNT_ROPE_SCALING_LONGROPE = 4 /* LongRoPE (Phi-3): rope_type "longrope" (short_factor,
+                                     long_factor, original_max_position, factor,
+                                     attention_factor)                                      */
 } nnt_rope_scaling;
+
+/* Frequencies a longrope factor list holds at most (rotary_dim / 2). */
+#define NNT_ROPE_MAX_FACTORS 256
 
 typedef struct nnt_rope_options {
     size_t size;            /* sizeof(nnt_rope_options), set by the init macro            */
     double theta;           /* base of the frequencies (rope_theta), > 0                   */
-    int scaling;            /* NNT_ROPE_SCALING_NONE, _LLAMA3 or _LINEAR                   */
-    double factor;          /* llama3 and linear (rope_scaling.factor), > 0                */
+    int scaling;            /* NNT_ROPE_SCALING_NONE, _LLAMA3, _LINEAR, _YARN, _LONGROPE   */
+    double factor;          /* llama3, linear, yarn, longrope (rope_scaling.factor), > 0   */
     double low_freq_factor, high_freq_factor;   /* llama3 only, 0 < low < high             */
-    int64_t original_max_position;  /* llama3 and yarn (original_max_position_embeddings) > 0 */
+    int64_t original_max_position;  /* llama3, yarn, longrope (original_max_position_embeddings)
+                                       > 0                                                */
     /* yarn only (transformers' _compute_yarn_parameters): the frequencies from beta_fast
      * rotations over original_max_position kept (extrapolated), from beta_slow on divided
      * by factor (interpolated), a linear ramp between (its ends rounded out to whole
@@ -484,6 +491,21 @@ typedef struct nnt_rope_options {
     double beta_fast, beta_slow;    /* > 0 (32, 1)                                        */
     double attention_factor;        /* >= 0                                              */
     int truncate;                   /* 1 (transformers' default) or 0                     */
+    /* The rotated part of each head vector (transformers' partial_rotary_factor): its first
+     * rotary_dim = (int64_t)(hd * partial_rotary_factor) entries, rotate-half pairs (i,
+     * i + rotary_dim/2), frequencies over rotary_dim; the other entries pass unchanged.
+     * 0 or 1: the whole vector; else in (0, 1) with rotary_dim even and >= 2. */
+    double partial_rotary_factor;
+    /* longrope only (transformers' _compute_longrope_parameters): nfactors = rotary_dim / 2
+     * divisors of the frequencies, inv[i] = 1 / (f[i] theta^(2i / rotary_dim)), f
+     * short_factor when a call's last position + 1 <= original_max_position, else
+     * long_factor (transformers chooses per forward by its largest position; cached keys
+     * keep what they were rotated with). attention_factor 0: sqrt(1 + ln(factor) /
+     * ln(original_max_position)), 1 for factor <= 1 (factor: max_position_embeddings /
+     * original_max_position when a config gives none). */
+    int64_t nfactors;
+    float short_factor[NNT_ROPE_MAX_FACTORS];
+    float long_factor[NNT_ROPE_MAX_FACTORS];
 } nnt_rope_options;
 
 /* theta 10000, no scaling; the llama3 fields hold Llama 3.1's values (factor 8, low 1,
@@ -491,28 +513,33 @@ typedef struct nnt_rope_options {
  * defaults (beta_fast 32, beta_slow 1, attention_factor from factor, truncate). */
 #define NNT_ROPE_OPTIONS_INIT \
     { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192, 32.0, \
-      1.0, 0.0, 1 }
+      1.0, 0.0, 1, 1.0, 0, { 0 }, { 0 } }
 
 /* Rotary position embedding, Hugging Face's rotate-half convention, on x (B, NH, T, hd) of
  * the attention layout: for every head vector at sequence index t (position
- * pos = t + pos_offset) and i < hd/2, with a = pos * inv_freq[i],
- *   y[i]        = x[i] cos(a) - x[i + hd/2] sin(a)
- *   y[i + hd/2] = x[i + hd/2] cos(a) + x[i] sin(a).
- * inv_freq as Hugging Face computes it in float (opts; NULL: NNT_ROPE_OPTIONS_INIT); angle,
- * cosine and sine in double. y: x's shape and tiling; y may be x (in place). hd even; its
- * tile hd (whole vectors) or a divisor of hd/2; any B, NH, T tiling. pos_offset >= 0 (a KV
- * cache's length). */
+ * pos = t + pos_offset) and i < r/2 (r the rotary_dim of opts: hd unless
+ * partial_rotary_factor is set), with a = pos * inv_freq[i] and m yarn's and longrope's
+ * attention factor (1 for the other scalings),
+ *   y[i]       = x[i] m cos(a) - x[i + r/2] m sin(a)
+ *   y[i + r/2] = x[i + r/2] m cos(a) + x[i] m sin(a),
+ * and y[j] = x[j] for j >= r. inv_freq as Hugging Face computes it in float (opts; NULL:
+ * NNT_ROPE_OPTIONS_INIT); angle, cosine and sine in double. y: x's shape and tiling; y may
+ * be x (in place). hd even; its tile hd (whole vectors) or a divisor of r/2; any B, NH, T
+ * tiling. pos_offset >= 0 (a KV cache's length). */
 NNT_API int nnt_tensor_rope(nnt_tensor *x, const nnt_rope_options *opts, int64_t pos_offset,
                             nnt_tensor *y);
-/* dx = the inverse rotation of dy (the gradient of nnt_tensor_rope); dx may be dy. */
+/* dx = the transposed rotation of dy, times m (the gradient of nnt_tensor_rope); dx may be
+ * dy. */
 NNT_API int nnt_tensor_rope_backward(nnt_tensor *dy, const nnt_rope_options *opts,
                                      int64_t pos_offset, nnt_tensor *dx);
 /* nnt_tensor_rope with a position per token: the head vectors of token (b, t) rotated to
  * position positions[b, t], positions (B, T) NNT_INT32 with x's B and T tiling (packed
- * examples: Hugging Face's position_ids restarting at 0). */
+ * examples: Hugging Face's position_ids restarting at 0). longrope: the short factors,
+ * T <= original_max_position (past it transformers chooses by the largest position, which
+ * the host does not read: NNT_E_UNSUPPORTED). */
 NNT_API int nnt_tensor_rope_positions(nnt_tensor *x, const nnt_rope_options *opts,
                                       nnt_tensor *positions, nnt_tensor *y);
-/* dx = the inverse rotation of dy at the same positions; dx may be dy. */
+/* dx = the transposed rotation of dy at the same positions, times m; dx may be dy. */
 NNT_API int nnt_tensor_rope_positions_backward(nnt_tensor *dy, const nnt_rope_options *opts,
                                                nnt_tensor *positions, nnt_tensor *dx);
 
@@ -755,11 +782,15 @@ typedef struct nnt_attention_options {
                                      GPT-2's (multi-head, all biases, no rope, no q/k norms),
                                      else the Llama layout's (a SmolLM3 block without rope
                                      and with biases: 1)                                     */
+    int fused_qkv;                /* with the Llama layout's names: LoRA adapts q_proj,
+                                     k_proj and v_proj as one module "qkv_proj" (one A, B
+                                     their rows one after the other: Phi-3's files and
+                                     PEFT's adapters of them); 0: each its own              */
 } nnt_attention_options;
 
 /* GPT-2's attention: multi-head, all biases, no rotary positions, no window. */
 #define NNT_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0, 0 }
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0, 0, 0 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
@@ -778,9 +809,13 @@ typedef struct nnt_mlp_options {
                                      "shared_expert_gate" (linear C -> 1, no bias); the
                                      output is the routed sum + sigmoid(shared_expert_gate(x))
                                      shared_expert(x) (Qwen2-MoE); 0: none                    */
+    int fused_gate_up;            /* NNT_MLP_SWIGLU, _GEGLU: LoRA adapts gate_proj and up_proj
+                                     as one module "gate_up_proj" of the MLP (one A, B their
+                                     rows one after the other: Phi-3's files and PEFT's
+                                     adapters of them); 0: each its own                     */
 } nnt_mlp_options;
 
-#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0, 0 }
+#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0, 0, 0 }
 
 /* Options of nnt_layer_block_create_ex. */
 typedef struct nnt_block_options {
@@ -964,10 +999,14 @@ typedef enum nnt_model_family {
     NNT_FAMILY_MOE = 3,           /* MixtralForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM:
                                      Llama's blocks with mixture-of-experts MLPs (experts,
                                      ...), OLMoE's q/k norms (qk_norm 2)                    */
-    NNT_FAMILY_OLMO = 4           /* Olmo2ForCausalLM, Olmo3ForCausalLM: Llama's layers with
+    NNT_FAMILY_OLMO = 4,          /* Olmo2ForCausalLM, Olmo3ForCausalLM: Llama's layers with
                                      the norms after the attention and the MLP instead of
                                      before them, q/k norms over the whole projections
                                      (qk_norm 2); OLMo 3's windows and local rope           */
+    NNT_FAMILY_PHI3 = 5           /* Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4-mini): Llama's
+                                     layers, q, k, v in one qkv_proj and gate and up in one
+                                     gate_up_proj in its files, partial rotary factors,
+                                     LongRoPE, a sliding window on every layer               */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -986,7 +1025,8 @@ enum {
     NNT_FAMILY_HAS_LOCAL_ROPE = 1 << 11, /* rope_local_theta                                */
     NNT_FAMILY_HAS_MOE = 1 << 12,      /* mixture-of-experts MLPs (experts, ...)              */
     NNT_FAMILY_HAS_NOPE = 1 << 13,     /* blocks without rotary positions (nope_layers)       */
-    NNT_FAMILY_HAS_QK_NORM_WHOLE = 1 << 14 /* qk_norm 2: q/k norms over whole projections     */
+    NNT_FAMILY_HAS_QK_NORM_WHOLE = 1 << 14, /* qk_norm 2: q/k norms over whole projections    */
+    NNT_FAMILY_HAS_PARTIAL_ROTARY = 1 << 15 /* rope.partial_rotary_factor below 1            */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,

@@ -219,9 +219,14 @@ int nnt_read_options(const char *fn, const void *user, const void *defaults, voi
 /* RoPE options (NULL: the defaults) checked and copied into *o, errors naming fn
  * (lib/ops/rope.c; also the attention layer's, at creation). */
 int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope_options *o);
-/* What transformers multiplies the cosines and sines by (YaRN's attention_factor, or its
- * default from factor; 1 for the other scalings and for NULL). */
+/* What transformers multiplies the cosines and sines by (YaRN's and LongRoPE's
+ * attention_factor, or its default from factor; 1 for the other scalings and for NULL). */
 double nnt_rope_attention_factor(const nnt_rope_options *o);
+/* The rotated entries of a head vector of hd (partial_rotary_factor's; hd for NULL). */
+int64_t nnt_rope_rotary_dim(const nnt_rope_options *o, int64_t hd);
+/* NNT_E_INVAL naming fn unless o's rotary dimension of hd is even and >= 2 and a longrope's
+ * factors are as many as its pairs. */
+int nnt_rope_check_head(const char *fn, const nnt_rope_options *o, int64_t hd);
 /* Gemma's elementwise operations (internal; the layers' options use them): GeGLU, the
  * SwiGLU operations with GELU's tanh form (transformers' gelu_pytorch_tanh) in place of
  * silu (lib/ops/swiglu.c), and soft-capping y = tanh(x / cap) cap, cap > 0, with its
@@ -696,11 +701,13 @@ int nnt_insert_swiglu_bwd(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
 
 /* lib/codelets/rope.c: one task on nbh slabs of nt rows (positions pos0, pos0 + 1, ...) of
  * n pairs; rows of ld floats. whole: the tile holds whole head vectors (x_hi == x_lo,
- * y_hi == y_lo, the hi half at offset n, ld = 2n); else lo and hi are two tiles (ld = n).
+ * y_hi == y_lo, the hi half at offset n, ld = hd >= 2n); else lo and hi are two tiles
+ * (ld = n).
  * inv_freq: the n frequencies of the task's pairs. y may be x (in place). */
 typedef struct nnt_rope_task {
     int64_t nbh, nt, n, pos0, ld;
     int sign;    /* +1: rotate by +angle (forward), -1: by -angle (backward) */
+    float scale; /* the cosines' and sines' factor (the attention factor; 1: none) */
     int whole;
     int64_t nb, nh;   /* with positions: the tile's batch rows and heads (nbh = nb nh)   */
 } nnt_rope_task;

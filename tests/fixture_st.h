@@ -73,6 +73,38 @@ static inline nnt_tensor *fixture_ids(nnt_ctx *ctx, int64_t b, int64_t t, const 
     return x;
 }
 
+/* The largest relative normwise difference over the tensors of want, which got holds with
+ * the same names and shapes, and no other (*worst: its name); with values 0, the names and
+ * shapes alone are compared (the result is 0). */
+static inline double fixture_compare_files(const char *got_path, const char *want_path,
+                                           int values, char *worst, size_t wn)
+{
+    nnt_st_reader *got = fixture_open_st_path(got_path), *want = fixture_open_st_path(want_path);
+    double e = 0.0;
+    ck_assert_int_eq(nnt_st_count(got), nnt_st_count(want));
+    for (size_t i = 0; i < nnt_st_count(want); i++) {
+        const nnt_st_entry *w = nnt_st_entry_at(want, i), *g = nnt_st_find(got, w->name);
+        ck_assert_msg(g != NULL, "%s has no tensor %s", got_path, w->name);
+        ck_assert_int_eq(g->ndim, w->ndim);
+        for (int d = 0; d < w->ndim; d++)
+            ck_assert_msg(g->shape[d] == w->shape[d], "%s: %s dimension %d is %lld, PEFT's %lld",
+                          got_path, w->name, d, (long long)g->shape[d], (long long)w->shape[d]);
+        if (!values)
+            continue;
+        float *a = fixture_read_n(got, w->name, NNT_IO_F32, NULL);
+        float *b = fixture_read_n(want, w->name, NNT_IO_F32, NULL);
+        double ei = test_rel_err(a, b, (int64_t)w->numel);
+        if (ei >= e) {
+            e = ei;
+            snprintf(worst, wn, "%s", w->name);
+        }
+        free(a), free(b);
+    }
+    nnt_st_close(got);
+    nnt_st_close(want);
+    return e;
+}
+
 #define FIXTURE_OK(call)                                                                   \
     do {                                                                                   \
         int rc_ = (call);                                                                  \

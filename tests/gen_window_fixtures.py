@@ -33,6 +33,19 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
   olmo3     Olmo3ForCausalLM, L 4: sliding_window 5 on layers 0-2 (its default layer_types),
             layer 3 full; rope_parameters: the full layer YaRN (factor 2, original 32, theta
             1000), the sliding ones theta 300
+  phi3      Phi3ForCausalLM (q, k, v in one qkv_proj, gate and up in one gate_up_proj),
+            sliding_window 5 on every layer, head_dim 12 with partial_rotary_factor 0.5
+            (pairs (i, i + 3) of the first 6 entries rotated, theta 500)
+  phi3_longrope  Phi3ForCausalLM, C 64 (head_dim 16), partial_rotary_factor 0.75 (12
+            rotated), LongRoPE over original_max_position_embeddings 10 of 64: T 16 takes the
+            long factors (attention factor sqrt(1 + ln 6.4 / ln 10)); generation from a
+            prompt of 4 switches to them at position 10, its cached keys keeping the short
+            ones; tied head; matrices drawn at 0.15 (not 0.3: at C 64 the float32 reference
+            would sit 2.4e-5 from float64's in its gradients)
+  phi3_lora  PEFT 0.21's LoRA on phi3 (all-linear: qkv_proj, o_proj, gate_up_proj,
+            down_proj; r 4, lora_alpha 8): phi3_lora/init, phi3_lora/trained (10 AdamW
+            steps, lr 1e-2, weight decay 0.05) and phi3_lora.reference.safetensors, as
+            tests/gen_gemma_fixtures.py makes its LoRA fixtures
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -54,7 +67,8 @@ from safetensors.torch import save_file
 from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM,
                           Olmo2Config, Olmo2ForCausalLM, LlamaConfig, LlamaForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM)
+                          Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM,
+                          Phi3Config, Phi3ForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -93,6 +107,18 @@ MODELS = {
                                                        "original_max_position_embeddings": 32},
                                     "sliding_attention": {"rope_type": "default",
                                                           "rope_theta": 300.0}})),
+    "phi3": (Phi3Config, Phi3ForCausalLM,
+             dict(sliding_window=5, head_dim=12, rope_theta=None,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                   "partial_rotary_factor": 0.5})),
+    "phi3_longrope": (Phi3Config, Phi3ForCausalLM,
+                      dict(hidden_size=64, tie_word_embeddings=True, rope_theta=None,
+                           _init_scale=0.15,
+                           original_max_position_embeddings=10,
+                           rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                            "partial_rotary_factor": 0.75,
+                                            "short_factor": [1.0, 1.2, 1.5, 2.0, 3.0, 4.0],
+                                            "long_factor": [1.1, 2.0, 4.0, 8.0, 16.0, 24.0]})),
 }
 
 
@@ -100,6 +126,7 @@ def build(name, seed):
     cc, mc, extra = MODELS[name]
     kw = {**COMMON, **extra}
     kw = {k: v for k, v in kw.items() if not (k == "rope_theta" and v is None)}
+    scale = kw.pop("_init_scale", 0.3)   # of the matrices (C 64 needs less to stay tame)
     cfg = cc(**kw, attn_implementation="eager", bos_token_id=None, eos_token_id=None,
              pad_token_id=None)
     torch.manual_seed(seed)
@@ -112,7 +139,7 @@ def build(name, seed):
             elif pname.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
             else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                p.copy_(scale * torch.randn(p.shape, generator=g))
     return cfg, model
 
 
@@ -154,6 +181,12 @@ def main():
         if name.endswith("_yarn"):   # the same without the scaling
             changes["rope_parameters"] = {"rope_type": "default",
                                           "rope_theta": cfg.rope_parameters["rope_theta"]}
+        if name.startswith("phi3"):   # the whole vectors rotated; no LongRoPE
+            changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 500.0,
+                                          "partial_rotary_factor": 1.0}
+            if name == "phi3_longrope":
+                changes["rope_parameters"].update(partial_rotary_factor=0.75,
+                                                  rope_theta=10000.0)
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})
@@ -186,6 +219,13 @@ def main():
                   os.path.join(args.out, f"{name}.generate.safetensors"))
         print(f"{name}: loss {loss.item():.6f}, AdamW {losses[0]:.6f} -> {losses[-1]:.6f}, "
               f"greedy {out[0].tolist()}")
+    # LoRA on phi3 (PEFT's all-linear: its fused qkv_proj and gate_up_proj, o_proj,
+    # down_proj), made as tests/gen_gemma_fixtures.py makes its LoRA fixtures
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gen_gemma_fixtures
+    gen_gemma_fixtures.LORA["phi3_lora"] = ("phi3", dict(target_modules="all-linear"))
+    gen_gemma_fixtures.lora_fixture(args.out, "phi3_lora", 5000)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

@@ -625,8 +625,6 @@ def ref_train(path, ids, c, dtype=torch.float32, norms=None, vals=None, nudge=0.
     every initial weight scaled by 1 + nudge (a float ulp: how chaotic the run is); jitter (a
     seed): each by its own 1 + u 2^-23, u uniform in [-1, 1]."""
     model = load_model(path, dtype)
-    if FOLD_ROPE_FACTOR[0]:
-        fold_rope_factor(model)
     gen = torch.Generator().manual_seed(jitter) if jitter is not None else None
     if nudge or gen is not None:
         with torch.no_grad():
@@ -666,26 +664,6 @@ def ref_train(path, ids, c, dtype=torch.float32, norms=None, vals=None, nudge=0.
     return losses
 
 
-FOLD_ROPE_FACTOR = [False]   # set inside bf16_linear_operands: ref_train folds it
-
-
-def fold_rope_factor(model):
-    """Move YaRN's attention factor from the rotary cosines and sines into the attention's
-    score scale (times its square), as nnt computes it: the same in exact arithmetic, but q and
-    k then reach the bf16 roundings without the factor, as nnt's do."""
-    rot = getattr(getattr(model, "model", None), "rotary_emb", None)
-    if rot is None:   # GPT-2: no rotary positions
-        return
-    types = model.config.layer_types if hasattr(rot, "layer_types") else None
-    factor = {}
-    for t in (sorted(set(types)) if types else [None]):
-        name = "attention_scaling" if t is None else t + "_attention_scaling"
-        factor[t] = getattr(rot, name, 1.0)
-        setattr(rot, name, 1.0)
-    for i, layer in enumerate(model.model.layers):
-        layer.self_attn.scaling *= factor[types[i] if types else None] ** 2
-
-
 @contextlib.contextmanager
 def bf16_linear_operands(key_tile=0, f64=False, nudge=0.0, jitter=None):
     """Round the operands of every linear layer (and GPT-2's Conv1D addmm) to bf16, as nnt's
@@ -694,8 +672,8 @@ def bf16_linear_operands(key_tile=0, f64=False, nudge=0.0, jitter=None):
     exp(s - m) against the running maximum m, summed unrounded into l, the output rescaled by
     exp(m_old - m) and divided by l at the end. transformers' eager attention calls
     torch.matmul for q k^T and p v and nn.functional.softmax between them (the rotary tables
-    use the @ operator, not patched; YaRN's attention factor moves into the scores' scale, as
-    nnt has it: fold_rope_factor). Sums and everything else stay float. To see how far
+    use the @ operator, not patched; YaRN's and LongRoPE's attention factor stays in them, as
+    nnt has it since 2026-12-01). Sums and everything else stay float. To see how far
     rounding flips move the result (a value at or next to a bf16 rounding boundary rounds the
     other way when nnt computes it an ulp apart): with f64 the products sum in float64 (then
     float); with nudge every value is scaled by 1 + nudge before it is rounded; with jitter (a
@@ -750,12 +728,10 @@ def bf16_linear_operands(key_tile=0, f64=False, nudge=0.0, jitter=None):
     F.linear = lambda x, w, b=None: lin(rb(x), rb(w), b)
     torch.addmm = lambda b, x, w, **kw: addmm(b, rb(x), rb(w), **kw)
     torch.matmul, F.softmax = mm, soft
-    FOLD_ROPE_FACTOR[0] = True
     try:
         yield
     finally:
         F.linear, torch.addmm, torch.matmul, F.softmax = lin0, addmm0, matmul0, softmax
-        FOLD_ROPE_FACTOR[0] = False
 
 
 def ref_greedy(path, prompt, n, W):

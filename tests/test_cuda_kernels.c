@@ -1176,6 +1176,7 @@ START_TEST(test_rope)
                     int64_t hd = hds[a], n = hd / 2, nbh = nbhs[b], nt = nts[c];
                     int64_t rn = nbh * nt * hd;
                     int sign = (cs & 1) ? -1 : 1;
+                    float sc = p ? 1.19f : 1.0f;   /* an attention factor, and none */
                     rng_seed(1800 + cs++);
                     float *x = rand_f(rn, -2.0f, 2.0f), *inv = xmalloc((size_t)n * 4);
                     for (int64_t i = 0; i < n; i++)
@@ -1183,13 +1184,13 @@ START_TEST(test_rope)
                     float *y = xmalloc((size_t)rn * 4), *got;
                     float *d_x = dup_d(x, rn), *d_y = dalloc((size_t)rn * 4);
                     /* whole vectors: lo = x, hi = x + n, ld = hd */
-                    nnt_cpu_rope_f32(nbh, nt, n, pos0s[p], sign, inv, x, x + n, hd, y, y + n, hd);
-                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, inv, d_x, d_x + n, hd,
+                    nnt_cpu_rope_f32(nbh, nt, n, pos0s[p], sign, sc, inv, x, x + n, hd, y, y + n, hd);
+                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, sc, inv, d_x, d_x + n, hd,
                                              d_y, d_y + n, hd, g_stream));
                     got = fetch(d_y, rn);
                     check_normwise("rope whole", got, y, rn, 1e-6);
                     free(got);
-                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, inv, d_x, d_x + n, hd,
+                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, sc, inv, d_x, d_x + n, hd,
                                              d_x, d_x + n, hd, g_stream));
                     got = fetch(d_x, rn);
                     check_normwise("rope whole in place", got, y, rn, 1e-6);
@@ -1202,9 +1203,9 @@ START_TEST(test_rope)
                         memcpy(hi + r * n, x + r * hd + n, (size_t)n * 4);
                     }
                     float *d_lo = dup_d(lo, hn), *d_hi = dup_d(hi, hn);
-                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, inv, d_lo, d_hi, n,
+                    NNT_OK(nnt_cuda_rope_f32(nbh, nt, n, pos0s[p], sign, sc, inv, d_lo, d_hi, n,
                                              d_lo, d_hi, n, g_stream));
-                    nnt_cpu_rope_f32(nbh, nt, n, pos0s[p], sign, inv, lo, hi, n, lo, hi, n);
+                    nnt_cpu_rope_f32(nbh, nt, n, pos0s[p], sign, sc, inv, lo, hi, n, lo, hi, n);
                     got = fetch(d_lo, hn);
                     check_normwise("rope split lo", got, lo, hn, 1e-6);
                     free(got);
@@ -1223,7 +1224,7 @@ START_TEST(test_rope)
                 }
     /* more pairs than the kernel's parameter table holds: refused */
     float f = 1.0f;
-    ck_assert_int_eq(nnt_cuda_rope_f32(1, 1, NNT_CUDA_ROPE_MAX_N + 1, 0, 1, &f, NULL, NULL,
+    ck_assert_int_eq(nnt_cuda_rope_f32(1, 1, NNT_CUDA_ROPE_MAX_N + 1, 0, 1, 1.0f, &f, NULL, NULL,
                                        NNT_CUDA_ROPE_MAX_N + 1, NULL, NULL,
                                        NNT_CUDA_ROPE_MAX_N + 1, g_stream),
                      -1);
@@ -1542,20 +1543,20 @@ START_TEST(test_rope_positions)
     float *d_pos = dup_d((const float *)(const void *)pos, nb * nt);
     const int32_t *d_p = (const int32_t *)(const void *)d_pos;
     for (int sign = -1; sign <= 1; sign += 2) {
-        nnt_cpu_rope_pos_f32(nb, nh, nt, n, pos, sign, inv, x, x + n, hd, y, y + n, hd);
-        NNT_OK(nnt_cuda_rope_pos_f32(nb, nh, nt, n, d_p, sign, inv, d_x, d_x + n, hd, d_y,
+        nnt_cpu_rope_pos_f32(nb, nh, nt, n, pos, sign, 1.25f, inv, x, x + n, hd, y, y + n, hd);
+        NNT_OK(nnt_cuda_rope_pos_f32(nb, nh, nt, n, d_p, sign, 1.25f, inv, d_x, d_x + n, hd, d_y,
                                      d_y + n, hd, g_stream));
         got = fetch(d_y, rn);
         check_normwise("rope positions", got, y, rn, 1e-6);
         free(got);
     }
-    NNT_OK(nnt_cuda_rope_pos_f32(nb, nh, nt, n, d_p, 1, inv, d_x, d_x + n, hd, d_x, d_x + n, hd,
+    NNT_OK(nnt_cuda_rope_pos_f32(nb, nh, nt, n, d_p, 1, 1.0f, inv, d_x, d_x + n, hd, d_x, d_x + n, hd,
                                  g_stream));
-    nnt_cpu_rope_pos_f32(nb, nh, nt, n, pos, 1, inv, x, x + n, hd, y, y + n, hd);
+    nnt_cpu_rope_pos_f32(nb, nh, nt, n, pos, 1, 1.0f, inv, x, x + n, hd, y, y + n, hd);
     got = fetch(d_x, rn);
     check_normwise("rope positions in place", got, y, rn, 1e-6);
     free(got);
-    ck_assert_int_eq(nnt_cuda_rope_pos_f32(nb, 0, nt, n, d_p, 1, inv, d_x, d_x + n, hd, d_x,
+    ck_assert_int_eq(nnt_cuda_rope_pos_f32(nb, 0, nt, n, d_p, 1, 1.0f, inv, d_x, d_x + n, hd, d_x,
                                            d_x + n, hd, g_stream),
                      -1);
     dfree(d_x), dfree(d_y), dfree(d_pos);

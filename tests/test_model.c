@@ -57,6 +57,10 @@ static const want_preset PRESETS[] = {
      2},
     {"olmo2-7b", NNT_FAMILY_OLMO, 100352, 4096, 32, 32, 32, 4096, 11008, 0, 500000.0, 1e-6, 0,
      2},
+    /* microsoft/Phi-3-mini-4k-instruct, microsoft/Phi-4-mini-instruct */
+    {"phi3-mini", NNT_FAMILY_PHI3, 32064, 4096, 32, 32, 32, 3072, 8192, 0, 10000.0, 1e-5, 0, 0},
+    {"phi4-mini", NNT_FAMILY_PHI3, 200064, 131072, 32, 24, 8, 3072, 8192, 1, 10000.0, 1e-5, 0,
+     0},
     /* HuggingFaceTB/SmolLM3-3B */
     {"smollm3-3b", NNT_FAMILY_LLAMA, 128256, 65536, 36, 16, 4, 2048, 11008, 1, 5000000.0, 1e-6,
      0, 0},
@@ -111,7 +115,10 @@ START_TEST(test_presets)
     int llama32 = strcmp(w->name, "llama-3.2-1b") == 0;
     int llama31 = strcmp(w->name, "llama-3.1-8b") == 0;
     int llama3 = llama32 || llama31;
-    ck_assert_int_eq(c.rope.scaling, llama3 ? NNT_ROPE_SCALING_LLAMA3 : NNT_ROPE_SCALING_NONE);
+    int phi4 = strcmp(w->name, "phi4-mini") == 0;   /* LongRoPE: test_phi3_size */
+    ck_assert_int_eq(c.rope.scaling, llama3 ? NNT_ROPE_SCALING_LLAMA3
+                                     : phi4 ? NNT_ROPE_SCALING_LONGROPE
+                                            : NNT_ROPE_SCALING_NONE);
     if (llama3) {   /* rope_scaling of meta-llama/Llama-3.2-1B and Llama-3.1-8B */
         ck_assert(c.rope.factor == (llama32 ? 32.0 : 8.0) && c.rope.low_freq_factor == 1.0 &&
                   c.rope.high_freq_factor == 4.0 && c.rope.original_max_position == 8192);
@@ -366,6 +373,26 @@ START_TEST(test_olmo2_size)
     ck_assert_int_eq(llama_numel(&c), 1484916736LL);
     EXPECT_OK(nnt_model_preset("olmo2-7b", &c));
     ck_assert_int_eq(llama_numel(&c), 7298617344LL);
+}
+END_TEST
+
+/* Phi-3-mini-4k has 3,821,079,552 parameters in 195 tensors and Phi-4-mini 3,836,021,760 in
+ * 194 (transformers 5.24's Phi3ForCausalLM of their config.json, counted on the meta device;
+ * the same count with q, k, v and gate, up fused). Counted here, not created (15 GB in fp32).
+ * Phi-4-mini's rope: 96 of 128 dimensions rotated, LongRoPE's 48 factors, the attention factor
+ * sqrt(1 + ln 32 / ln 4096) = 1.19024 (transformers' attention_scaling). */
+START_TEST(test_phi3_size)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("phi3-mini", &c));
+    ck_assert_int_eq(llama_numel(&c), 3821079552LL);
+    ck_assert(c.sliding_window == 2047 && c.rope.scaling == NNT_ROPE_SCALING_NONE);
+    EXPECT_OK(nnt_model_preset("phi4-mini", &c));
+    ck_assert_int_eq(llama_numel(&c), 3836021760LL);
+    ck_assert(c.rope.scaling == NNT_ROPE_SCALING_LONGROPE && c.rope.nfactors == 48 &&
+              c.rope.partial_rotary_factor == 0.75 && c.rope.original_max_position == 4096 &&
+              c.rope.short_factor[47] == 1.0f && c.rope.long_factor[47] == 47.77f);
+    ck_assert(fabs(sqrt(1.0 + log(c.rope.factor) / log(4096.0)) - 1.1902380714238083) < 1e-15);
 }
 END_TEST
 
@@ -768,6 +795,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_qwen3_size);
     tcase_add_test(tc, test_smollm3_size);
     tcase_add_test(tc, test_olmo2_size);
+    tcase_add_test(tc, test_phi3_size);
     tcase_add_test(tc, test_llama31_8b_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);

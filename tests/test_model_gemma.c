@@ -586,38 +586,6 @@ static const char *const LORAS[2][2] = {{"gemma3_lora", "gemma3"}, {"gemma2_lora
 #define LORA_ADAPTER_TOL 1e-4
 #define LORA_LOGITS_TOL 5e-6
 
-/* The largest relative normwise difference over the tensors of want, which got holds with
- * the same names and shapes, and no other (*worst: its name); with values 0, the names and
- * shapes alone are compared (the result is 0). */
-static double compare_tensors(const char *got_path, const char *want_path, int values,
-                              char *worst, size_t wn)
-{
-    nnt_st_reader *got = fixture_open_st_path(got_path), *want = fixture_open_st_path(want_path);
-    double e = 0.0;
-    ck_assert_int_eq(nnt_st_count(got), nnt_st_count(want));
-    for (size_t i = 0; i < nnt_st_count(want); i++) {
-        const nnt_st_entry *w = nnt_st_entry_at(want, i), *g = nnt_st_find(got, w->name);
-        ck_assert_msg(g != NULL, "%s has no tensor %s", got_path, w->name);
-        ck_assert_int_eq(g->ndim, w->ndim);
-        for (int d = 0; d < w->ndim; d++)
-            ck_assert_msg(g->shape[d] == w->shape[d], "%s: %s dimension %d is %lld, PEFT's %lld",
-                          got_path, w->name, d, (long long)g->shape[d], (long long)w->shape[d]);
-        if (!values)
-            continue;
-        float *a = fixture_read_n(got, w->name, NNT_IO_F32, NULL);
-        float *b = fixture_read_n(want, w->name, NNT_IO_F32, NULL);
-        double ei = test_rel_err(a, b, (int64_t)w->numel);
-        if (ei >= e) {
-            e = ei;
-            snprintf(worst, wn, "%s", w->name);
-        }
-        free(a), free(b);
-    }
-    nnt_st_close(got);
-    nnt_st_close(want);
-    return e;
-}
-
 /* The logits (B, T, V) of tokens, no targets. */
 static float *lora_logits(nnt_layer *l, const int32_t *tok, const int64_t *tile)
 {
@@ -660,7 +628,7 @@ START_TEST(test_lora_train)
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("trained")));
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("trained"));
     snprintf(dir, sizeof dir, "%s/trained/adapter_model.safetensors", path_of(name, NULL));
-    double ea = compare_tensors(file, dir, 1, worst, sizeof worst);
+    double ea = fixture_compare_files(file, dir, 1, worst, sizeof worst);
     printf("test_model_gemma %s tiling %d: losses rel %.2e, adapters rel %.2e (%s)\n", name, ti,
            eloss, ea, worst);
     EXPECT_TOL(eloss, LORA_LOSS_TOL, "%s tiling %d: losses", name, ti);
@@ -726,7 +694,7 @@ START_TEST(test_lora_targets)
         snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("a"));
         snprintf(want, sizeof want, "%s/init/adapter_model.safetensors",
                  path_of(LORAS[c][0], NULL));
-        compare_tensors(file, want, 0, unused, sizeof unused);
+        fixture_compare_files(file, want, 0, unused, sizeof unused);
         test_remove_tmpdir();
         nnt_layer_destroy(l);
     }

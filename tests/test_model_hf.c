@@ -274,9 +274,18 @@ static void expect_same_config(nnt_layer *a, nnt_layer *b)
     ck_assert(ca.norm_eps == cb.norm_eps && ca.tied == cb.tied && ca.qkv_bias == cb.qkv_bias);
     ck_assert(ca.out_bias == cb.out_bias && ca.mlp_bias == cb.mlp_bias);
     ck_assert(ca.head_dim == cb.head_dim && ca.qk_norm == cb.qk_norm);
-    if (ca.family != NNT_FAMILY_LLAMA)
+    if (ca.family != NNT_FAMILY_LLAMA && ca.family != NNT_FAMILY_PHI3)
         return;
     ck_assert(ca.rope.theta == cb.rope.theta && ca.rope.scaling == cb.rope.scaling);
+    ck_assert(ca.rope.partial_rotary_factor == cb.rope.partial_rotary_factor);
+    if (ca.rope.scaling == NNT_ROPE_SCALING_LONGROPE)
+        ck_assert(ca.rope.factor == cb.rope.factor &&
+                  ca.rope.original_max_position == cb.rope.original_max_position &&
+                  ca.rope.attention_factor == cb.rope.attention_factor &&
+                  ca.rope.nfactors == cb.rope.nfactors &&
+                  !memcmp(ca.rope.short_factor, cb.rope.short_factor,
+                          sizeof ca.rope.short_factor) &&
+                  !memcmp(ca.rope.long_factor, cb.rope.long_factor, sizeof ca.rope.long_factor));
     if (ca.rope.scaling == NNT_ROPE_SCALING_LLAMA3)
         ck_assert(ca.rope.factor == cb.rope.factor &&
                   ca.rope.low_freq_factor == cb.rope.low_freq_factor &&
@@ -365,6 +374,90 @@ START_TEST(test_save_qwen2)
 END_TEST
 
 static void write_config(const char *dir, const char *arch, const char *extra);
+
+/* The rope keys as transformers 5.24's configuration classes read them (each expectation
+ * checked with AutoConfig.from_pretrained): rope_scaling, when given and not empty, replaces
+ * rope_parameters; a rope_theta inside it wins over the top level's; a yarn or longrope
+ * object without original_max_position_embeddings takes max_position_embeddings (64). */
+START_TEST(test_rope_keys)
+{
+    static const struct {
+        const char *extra;
+        int scaling;
+        double theta, factor;
+        int64_t orig;
+    } CASES[] = {
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
+         NNT_ROPE_SCALING_YARN, 10000.0, 4.0, 64},
+        {"\"rope_theta\": 5000.0, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0, "
+         "\"rope_theta\": 777.0}", NNT_ROPE_SCALING_LINEAR, 777.0, 2.0, 0},
+        {"\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 100.0}, "
+         "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}",
+         NNT_ROPE_SCALING_LINEAR, 10000.0, 2.0, 0},
+        {"\"rope_scaling\": {}, \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": "
+         "3.0, \"rope_theta\": 50.0}", NNT_ROPE_SCALING_LINEAR, 50.0, 3.0, 0},
+        {"\"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1.0, 1.5, 2.0, "
+         "2.5], \"long_factor\": [2.0, 3.0, 4.0, 5.0]}", NNT_ROPE_SCALING_LONGROPE, 10000.0,
+         1.0, 64},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        nnt_model_config cfg;
+        write_config(in_tmp("rk"), "LlamaForCausalLM", CASES[i].extra);
+        EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+        ck_assert_msg(cfg.rope.scaling == CASES[i].scaling && cfg.rope.theta == CASES[i].theta &&
+                          cfg.rope.factor == CASES[i].factor &&
+                          (!CASES[i].orig || cfg.rope.original_max_position == CASES[i].orig),
+                      "case %zu: scaling %d theta %g factor %g original %lld", i,
+                      cfg.rope.scaling, cfg.rope.theta, cfg.rope.factor,
+                      (long long)cfg.rope.original_max_position);
+    }
+    nnt_model_config cfg;
+    write_config(in_tmp("rk"), "LlamaForCausalLM", CASES[4].extra);
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+    ck_assert(cfg.rope.nfactors == 4 && cfg.rope.short_factor[1] == 1.5f &&
+              cfg.rope.long_factor[3] == 5.0f);
+    /* Phi3Config: its original_max_position_embeddings (default 4096) replaces the rope
+     * object's; "yarn" (and the older "su", which transformers 5.24 can no longer read) is
+     * longrope; partial_rotary_factor from the top level */
+    static const char F[] = "\"short_factor\": [1.0, 1.5, 2.0, 2.5], \"long_factor\": [2.0, 3.0, "
+                            "4.0, 5.0]";
+    static const struct {
+        const char *extra;
+        int64_t orig;
+        double factor, partial;
+    } PHI3[] = {
+        {"\"original_max_position_embeddings\": 16, \"rope_scaling\": {\"type\": \"yarn\", "
+         "\"original_max_position_embeddings\": 32, %s}", 16, 4.0, 1.0},
+        {"\"rope_scaling\": {\"type\": \"longrope\", \"original_max_position_embeddings\": 32, "
+         "%s}", 4096, 64.0 / 4096.0, 1.0},
+        {"\"original_max_position_embeddings\": 16, \"rope_scaling\": {\"type\": \"su\", %s}", 16,
+         4.0, 1.0},
+        {"\"partial_rotary_factor\": 0.5, \"rope_scaling\": {\"type\": \"longrope\", "
+         "\"short_factor\": [1.0, 2.0], \"long_factor\": [3.0, 4.0], \"factor\": 3.0}%.0s", 4096,
+         3.0, 0.5},
+    };
+    for (size_t i = 0; i < sizeof PHI3 / sizeof *PHI3; i++) {
+        char extra[512];
+        snprintf(extra, sizeof extra, PHI3[i].extra, F);
+        write_config(in_tmp("rk"), "Phi3ForCausalLM", extra);
+        EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+        ck_assert_msg(cfg.family == NNT_FAMILY_PHI3 &&
+                          cfg.rope.scaling == NNT_ROPE_SCALING_LONGROPE &&
+                          cfg.rope.original_max_position == PHI3[i].orig &&
+                          cfg.rope.factor == PHI3[i].factor &&
+                          cfg.rope.partial_rotary_factor == PHI3[i].partial,
+                      "phi3 case %zu: original %lld factor %g partial %g", i,
+                      (long long)cfg.rope.original_max_position, cfg.rope.factor,
+                      cfg.rope.partial_rotary_factor);
+    }
+    write_config(in_tmp("rk"), "LlamaForCausalLM", CASES[4].extra);
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+    /* and back: saved, the longrope object reads back the same */
+    expect_saved_as(&cfg, "longrope", (const char *const[]){
+        "\"rope_type\": \"longrope\", \"short_factor\": [1, 1.5, 2, 2.5], \"long_factor\": "
+        "[2, 3, 4, 5], \"factor\": 1.0, \"original_max_position_embeddings\": 64", NULL});
+}
+END_TEST
 
 /* A Llama model with q/k norms saves as Qwen3, its head_dim (24, NH 4, C 64) kept. */
 START_TEST(test_save_qwen3)
@@ -532,12 +625,30 @@ static const struct {
 } BAD_CONFIGS[] = {
     {"BertForMaskedLM", "", NNT_E_UNSUPPORTED, "architectures[0] \"BertForMaskedLM\""},
     {"LlamaForCausalLM",
-     "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4.0}", NNT_E_UNSUPPORTED,
-     "rope_scaling.rope_type \"longrope\" is not supported (default, llama3, linear, yarn)"},
-    {"LlamaForCausalLM", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
-     NNT_E_FORMAT, "rope_scaling.original_max_position_embeddings"},
+     "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4.0}", NNT_E_FORMAT,
+     "rope_scaling.short_factor must be a list of numbers"},
+    {"LlamaForCausalLM",
+     "\"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 2, 3, 4], "
+     "\"long_factor\": [1, 2, 3]}", NNT_E_FORMAT, "rope_scaling.long_factor"},
+    {"LlamaForCausalLM",
+     "\"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1, 2, 3], "
+     "\"long_factor\": [1, 2, 3]}", NNT_E_INVAL, "the rotary dimension 8 needs 4"},
+    {"LlamaForCausalLM",
+     "\"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1, \"a\"], "
+     "\"long_factor\": [1, 2]}", NNT_E_FORMAT, "rope_scaling.short_factor"},
+    {"LlamaForCausalLM", "\"rope_scaling\": {\"rope_type\": \"su\", \"factor\": 4.0}",
+     NNT_E_UNSUPPORTED, "rope_scaling.rope_type \"su\" is not supported"},
+    {"LlamaForCausalLM", "\"rope_scaling\": {\"rope_type\": \"yarn\"}",
+     NNT_E_FORMAT, "rope_scaling.factor"},
     {"LlamaForCausalLM", "\"partial_rotary_factor\": 0.5", NNT_E_UNSUPPORTED,
      "partial_rotary_factor"},
+    /* Phi-3: nnt trains without dropout; its rope is default or longrope */
+    {"Phi3ForCausalLM", "\"resid_pdrop\": 0.1", NNT_E_UNSUPPORTED, "resid_pdrop"},
+    {"Phi3ForCausalLM", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}",
+     NNT_E_UNSUPPORTED, "rope_type"},
+    {"Phi3ForCausalLM", "\"partial_rotary_factor\": 0.375", NNT_E_INVAL,
+     "= 3 must be even"},   /* (int)(hd 8 x 0.375) */
+    {"Phi3ForCausalLM", "\"sliding_window\": 0", NNT_E_FORMAT, "sliding_window"},
     {"LlamaForCausalLM", "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2.0}",
      NNT_E_UNSUPPORTED, "rope_parameters.rope_type \"dynamic\""},
     {"LlamaForCausalLM", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}",
@@ -711,6 +822,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_round_trip, 0, 4);
     tcase_add_test(tc, test_save_qwen2);
     tcase_add_test(tc, test_save_qwen3);
+    tcase_add_test(tc, test_rope_keys);
     tcase_add_loop_test(tc, test_layer_types_listed, 0, (int)(sizeof LISTED / sizeof LISTED[0]));
     tcase_add_test(tc, test_layer_types_long);
     tcase_add_loop_test(tc, test_bad_config, 0, (int)(sizeof BAD_CONFIGS / sizeof BAD_CONFIGS[0]));

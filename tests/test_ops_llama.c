@@ -773,6 +773,115 @@ START_TEST(rope_tables_match_hand_checked_values)
 }
 END_TEST
 
+/* ---- partial rotary and LongRoPE (Phi-3) -------------------------------------------------- */
+
+/* x, y (nbh, t, hd): the first r entries rotated as rope_ref does hd, times m (LongRoPE's
+ * attention factor: transformers multiplies the cosines and sines), the rest copied; sign -1
+ * the transposed rotation (the gradient). */
+static void rope_partial_ref(int64_t nbh, int64_t t, int64_t hd, int64_t r, const double *inv,
+                             int64_t pos0, int sign, double m, const double *x, double *y)
+{
+    int64_t h = r / 2;
+    for (int64_t row = 0; row < nbh * t; row++) {
+        const double *xr = x + row * hd;
+        double *yr = y + row * hd;
+        for (int64_t i = r; i < hd; i++)
+            yr[i] = xr[i];
+        for (int64_t i = 0; i < h; i++) {
+            double a = (double)(pos0 + row % t) * inv[i], c = m * cos(a), sn = m * sign * sin(a);
+            double lo = xr[i], hi = xr[i + h];
+            yr[i] = lo * c - hi * sn;
+            yr[i + h] = hi * c + lo * sn;
+        }
+    }
+}
+
+/* (2, 3, 7, 12) with partial_rotary_factor 0.5 (r 6, pairs (i, i + 3)) and LongRoPE over an
+ * original context of 8: positions 0..6 take the short factors, 2..8 the long ones (their
+ * last position + 1 passes 8); factor 4 gives the attention factor sqrt(1 + ln 4 / ln 8) =
+ * 1.29099. Against the float64 reference, measured y 1.1e-7 and dx 1.4e-7 (every tiling,
+ * in place or not); the entries past r are copied bit for bit. A wrong choice of factors,
+ * pair offset or missing attention factor is off by O(1). */
+#define RPP_TOL 1e-6
+
+START_TEST(rope_partial_longrope_matches_reference)
+{
+    enum { B = 2, H = 3, T = 7, D = 12, R = 6, N = B * H * T * D };
+    const int64_t s4[4] = {B, H, T, D};
+    static const int64_t tilings[][4] = {{2, 3, 7, 12}, {1, 2, 3, 12}, {2, 1, 4, 3},
+                                         {1, 3, 2, 1}};
+    nnt_rope_options ro = NNT_ROPE_OPTIONS_INIT;
+    ro.theta = 500.0;
+    ro.partial_rotary_factor = 0.5;
+    ro.scaling = NNT_ROPE_SCALING_LONGROPE;
+    ro.factor = 4.0;
+    ro.original_max_position = 8;
+    ro.nfactors = R / 2;
+    const float shortf[3] = {1.0f, 1.5f, 3.0f}, longf[3] = {1.25f, 4.0f, 9.5f};
+    memcpy(ro.short_factor, shortf, sizeof shortf);
+    memcpy(ro.long_factor, longf, sizeof longf);
+    const double m = sqrt(1.0 + log(4.0) / log(8.0));
+    float *x = test_random_f32(N, 31, -2, 2), *dy = test_random_f32(N, 32, -1, 1);
+    double *xd = test_to_double(x, N), *dyd = test_to_double(dy, N);
+    double *y_ref = test_zeros(N), *dx_ref = test_zeros(N);
+    for (int off = 0; off <= 2; off += 2) {   /* 0: short factors, 2: long */
+        double inv[R / 2];
+        for (int i = 0; i < R / 2; i++)
+            inv[i] = (float)(1.0 / ((off ? longf : shortf)[i] * pow(500.0, 2.0 * i / R)));
+        rope_partial_ref(B * H, T, D, R, inv, off, 1, m, xd, y_ref);
+        rope_partial_ref(B * H, T, D, R, inv, off, -1, m, dyd, dx_ref);
+        for (size_t k = 0; k < sizeof tilings / sizeof *tilings; k++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                nnt_tensor *tx = tensor_f32(4, s4, tilings[k], x);
+                nnt_tensor *tdy = tensor_f32(4, s4, tilings[k], dy);
+                nnt_tensor *ty = in_place ? tx : tensor_f32(4, s4, tilings[k], NULL);
+                nnt_tensor *tdx = in_place ? tdy : tensor_f32(4, s4, tilings[k], NULL);
+                EXPECT_OK(nnt_tensor_rope(tx, &ro, off, ty));
+                EXPECT_OK(nnt_tensor_rope_backward(tdy, &ro, off, tdx));
+                float *gy = to_host(ty), *gdx = to_host(tdx);
+                EXPECT_TOL(rel_err(gy, y_ref, N), RPP_TOL, "partial longrope y, offset %d, "
+                           "tiling %zu, in place %d", off, k, in_place);
+                EXPECT_TOL(rel_err(gdx, dx_ref, N), RPP_TOL, "partial longrope dx, offset %d, "
+                           "tiling %zu, in place %d", off, k, in_place);
+                for (int64_t e = 0; e < N; e++)   /* the entries past r pass unchanged */
+                    if (e % D >= R && (gy[e] != x[e] || gdx[e] != dy[e]))
+                        ck_abort_msg("entry %lld past the rotary dimension changed",
+                                     (long long)e);
+                free(gy), free(gdx);
+                nnt_tensor *all[4] = {tx, tdy, in_place ? NULL : ty, in_place ? NULL : tdx};
+                destroy_all(4, all);
+            }
+    }
+    /* hd tiles must divide r/2 = 3; r must be even; the factors one per pair; per-token
+     * positions past the original context are refused (transformers picks by the largest) */
+    const char *fn = "nnt_tensor_rope";
+    nnt_tensor *h2 = tensor_f32(4, s4, (int64_t[]){2, 3, 7, 2}, x);
+    EXPECT_FAIL_MSG(nnt_tensor_rope(h2, &ro, 0, h2), NNT_E_SHAPE, "half the rotary");
+    nnt_tensor *w = tensor_f32(4, s4, s4, x);
+    nnt_rope_options bad = ro;
+    bad.partial_rotary_factor = 0.25;   /* r 3 */
+    EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "even");
+    bad = ro;
+    bad.nfactors = 2;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "needs 3");
+    bad = ro;
+    bad.long_factor[1] = 0.0f;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "long_factor[1]");
+    bad = ro;
+    bad.partial_rotary_factor = 1.5;
+    EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "partial_rotary_factor");
+    nnt_tensor *pos = tensor_i32(2, (int64_t[]){B, T}, (int64_t[]){B, T});
+    EXPECT_OK(nnt_tensor_fill(pos, 0));
+    EXPECT_OK(nnt_tensor_rope_positions(w, &ro, pos, w));   /* T 7 <= 8: the short factors */
+    bad = ro;
+    bad.original_max_position = 6;
+    EXPECT_FAIL_MSG(nnt_tensor_rope_positions(w, &bad, pos, w), NNT_E_UNSUPPORTED, fn);
+    nnt_tensor *all[3] = {h2, w, pos};
+    destroy_all(3, all);
+    free(x), free(dy), free(xd), free(dyd), free(y_ref), free(dx_ref);
+}
+END_TEST
+
 START_TEST(rope_rejects_bad_arguments)
 {
     const char *fn = "nnt_tensor_rope", *bfn = "nnt_tensor_rope_backward";
@@ -816,7 +925,7 @@ START_TEST(rope_rejects_bad_arguments)
         EXPECT_FAIL_MSG(nnt_tensor_rope_backward(x, &ro, 0, y), NNT_E_INVAL, bfn);
     }
     ro = good;
-    ro.scaling = 4;
+    ro.scaling = 5;
     EXPECT_FAIL_MSG(nnt_tensor_rope(x, &ro, 0, y), NNT_E_INVAL, fn);
     /* YaRN's fields, checked with its scaling only */
     ro = good;
@@ -1353,6 +1462,7 @@ static Suite *ops_llama_suite(void)
     tcase_add_test(tc, rope_backward_inverts_rope);
     tcase_add_test(tc, rope_pos_offset_matches_longer_sequence);
     tcase_add_test(tc, rope_tables_match_hand_checked_values);
+    tcase_add_test(tc, rope_partial_longrope_matches_reference);
     tcase_add_test(tc, rope_rejects_bad_arguments);
     tcase_add_loop_test(tc, gqa_matches_reference_for_every_tiling, 0, 4);
     tcase_add_test(tc, gqa_is_deterministic);

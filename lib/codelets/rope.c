@@ -3,9 +3,9 @@
  * layout (B, NH, T, hd): a tile is (nbh, nt, w) with nbh = b-tile * h-tile slabs.
  *
  * One task rotates n pairs of every row: either a tile holding whole head vectors (w = hd,
- * lo = the first hd/2 entries of a row, hi = the next hd/2 ones, n = hd/2), or a pair of
- * tiles of an hd split into tiles of w dividing hd/2 (lo = tile j, hi = tile j + hd/(2w),
- * n = w). The frequencies of the task's n pairs, computed on the host once per operation,
+ * lo = the first r/2 entries of a row, hi = the next r/2 ones, n = r/2, r the rotary
+ * dimension: hd, or less with a partial rotary factor), or a pair of tiles of an hd split
+ * into tiles of w dividing r/2 (lo = tile j, hi = tile j + r/(2w), n = w). The frequencies of the task's n pairs, computed on the host once per operation,
  * travel in the argument block. In place (y == x) each distinct handle is given to StarPU
  * once, with the union of the access modes, and the body finds the roles through slot
  * indices, as the GELU codelets do. */
@@ -20,6 +20,7 @@ struct rope_args {
     int64_t ld;          /* row length of the tiles (w)                                     */
     int64_t hi_offset;   /* of the hi half inside its buffer: n for whole vectors, else 0   */
     int sign;            /* +1 forward, -1 the inverse rotation (backward)                  */
+    float scale;         /* the cosines' and sines' factor (attention factor; 1: none)      */
     int xlo, xhi, ylo, yhi;   /* buffer slots                                               */
     int pos;             /* nnt_rope_pos: the slot of the positions (nb, nt) int32          */
     int64_t nb, nh;      /* nnt_rope_pos: batch rows and heads of the tile                  */
@@ -31,7 +32,7 @@ struct rope_args {
 static void rope_cpu(void *buffers[], void *cl_arg)
 {
     const struct rope_args *a = cl_arg;
-    nnt_cpu_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->inv_freq, P(a->xlo),
+    nnt_cpu_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->scale, a->inv_freq, P(a->xlo),
                      P(a->xhi) + a->hi_offset, a->ld, P(a->ylo), P(a->yhi) + a->hi_offset,
                      a->ld);
 }
@@ -42,7 +43,7 @@ static void rope_pos_cpu(void *buffers[], void *cl_arg)
     const struct rope_args *a = cl_arg;
     nnt_cpu_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
                          (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]), a->sign,
-                         a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
+                         a->scale, a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
                          P(a->yhi) + a->hi_offset, a->ld);
 }
 
@@ -50,7 +51,7 @@ static void rope_pos_cpu(void *buffers[], void *cl_arg)
 static void rope_cuda(void *buffers[], void *cl_arg)
 {
     const struct rope_args *a = cl_arg;
-    int rc = nnt_cuda_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->inv_freq, P(a->xlo),
+    int rc = nnt_cuda_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->scale, a->inv_freq, P(a->xlo),
                                P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
                                P(a->yhi) + a->hi_offset, a->ld, nnt_cuda_task_stream());
     if (rc)
@@ -62,7 +63,8 @@ static void rope_pos_cuda(void *buffers[], void *cl_arg)
     const struct rope_args *a = cl_arg;
     int rc = nnt_cuda_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
                                    (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]),
-                                   a->sign, a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset,
+                                   a->sign, a->scale, a->inv_freq, P(a->xlo),
+                                   P(a->xhi) + a->hi_offset,
                                    a->ld, P(a->ylo), P(a->yhi) + a->hi_offset, a->ld,
                                    nnt_cuda_task_stream());
     if (rc)
@@ -135,6 +137,7 @@ static int insert(nnt_ctx *ctx, const nnt_rope_task *t, const float *inv_freq,
     a->pos0 = t->pos0;
     a->ld = t->ld;
     a->sign = t->sign;
+    a->scale = t->scale;
     a->hi_offset = t->whole ? t->n : 0;
     memcpy(a->inv_freq, inv_freq, (size_t)t->n * sizeof(float));
     a->xlo = nnt_buffer_slot(bufs, &nbuf, x_lo, STARPU_R);

@@ -44,7 +44,9 @@ typedef struct attention {
                                     // qk_full: (NH hd), (NKV hd)
     nnt_tensor *qkn_scratch[2];     // a frozen norm weight's gradient sum (dropped)
     gl_lora *lora[4];               // adapters: q_proj, k_proj, v_proj, o_proj; GPT-2:
-                                    // c_attn ([0], parts q, k, v) and c_proj ([3])
+                                    // c_attn ([0], parts q, k, v) and c_proj ([3]); fused
+                                    // names: qkv_proj ([0], parts q, k, v) and o_proj ([3])
+    int fused;                      // LoRA's q, k, v one module qkv_proj (Phi-3's files)
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin, *x_cache;      // x with the weights' C tiling
     nnt_tensor *heads;              // (B, T, NH, hd) scratch: q/k/v before permute, grads
@@ -76,8 +78,9 @@ static nnt_tensor *scratch_of(attention *a, int i)
  * parts) or the projection's own; NULL: none. */
 static gl_lora *qkv_lora(const attention *a, int i, int *part)
 {
-    *part = a->gpt2 ? i : 0;
-    return a->lora[a->gpt2 ? 0 : i];
+    int one = a->gpt2 || a->fused;   /* q, k, v one module */
+    *part = one ? i : 0;
+    return a->lora[one ? 0 : i];
 }
 
 /* Layouts of the activations for x (B, T, C): heads (B, T, NH, hd), bnth (B, NH, T, hd),
@@ -503,26 +506,30 @@ static void attention_destroy(nnt_layer *l)
 
 static const char *const GPT2_MODULES[] = {"c_attn", "c_proj", NULL};
 static const char *const LLAMA_MODULES[] = {"q_proj", "k_proj", "v_proj", "o_proj", NULL};
+static const char *const FUSED_MODULES[] = {"qkv_proj", "o_proj", NULL};
 
 const char *const *gl_attention_lora_modules(const nnt_layer *l)
 {
-    return ((const attention *)l->impl)->gpt2 ? GPT2_MODULES : LLAMA_MODULES;
+    const attention *a = l->impl;
+    return a->gpt2 ? GPT2_MODULES : a->fused ? FUSED_MODULES : LLAMA_MODULES;
 }
 
-/* The slot of a module in a->lora, or -1. */
-static int lora_slot(const attention *a, const char *module)
+/* The slot of a module in a->lora, or -1: GPT-2's and the fused names' two modules are
+ * slots 0 (q, k, v) and 3. */
+static int lora_slot(const nnt_layer *l, const char *module)
 {
-    const char *const *names = a->gpt2 ? GPT2_MODULES : LLAMA_MODULES;
+    const attention *a = l->impl;
+    const char *const *names = gl_attention_lora_modules(l);
     for (int i = 0; names[i]; i++)
         if (strcmp(names[i], module) == 0)
-            return a->gpt2 ? 3 * i : i;
+            return a->gpt2 || a->fused ? 3 * i : i;
     return -1;
 }
 
 int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, double scale)
 {
     attention *a = l->impl;
-    int slot = lora_slot(a, module);
+    int slot = lora_slot(l, module);
     if (slot < 0)
         return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: an attention layer has no module %s", module);
     if (a->lora[slot])
@@ -538,8 +545,8 @@ int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, dou
         sp.in_tile[0] = pw->tile[1], sp.in_tile[1] = pw->tile[2];
         sp.out_dims[0] = 1;
         sp.out[0][0] = pw->shape[0], sp.out_tile[0][0] = pw->tile[0];
-    } else {   /* q_proj, k_proj or v_proj; c_attn: all three */
-        int first = a->gpt2 ? 0 : slot, last = a->gpt2 ? 2 : slot;
+    } else {   /* q_proj, k_proj or v_proj; c_attn, qkv_proj: all three */
+        int one = a->gpt2 || a->fused, first = one ? 0 : slot, last = one ? 2 : slot;
         sp.in[0] = a->w[first]->shape[2], sp.in_tile[0] = a->w[first]->tile[2];
         sp.nparts = last - first + 1;
         for (int i = first; i <= last; i++) {
@@ -556,14 +563,14 @@ int gl_attention_lora_attach(nnt_layer *l, const char *module, int64_t rank, dou
 gl_lora *gl_attention_lora_of(nnt_layer *l, const char *module)
 {
     attention *a = l->impl;
-    int slot = lora_slot(a, module);
+    int slot = lora_slot(l, module);
     return slot < 0 ? NULL : a->lora[slot];
 }
 
 void gl_attention_lora_remove(nnt_layer *l, const char *module)
 {
     attention *a = l->impl;
-    int slot = lora_slot(a, module);
+    int slot = lora_slot(l, module);
     if (slot >= 0) {
         gl_lora_free(l, a->lora[slot]);
         a->lora[slot] = NULL;
@@ -581,7 +588,7 @@ int gl_attention_lora_merge(nnt_layer *l)
             NNT_TRY(gl_lora_merge(lo, 0, a->pw));
         else
             for (int i = 0; i < lo->nparts; i++)
-                NNT_TRY(gl_lora_merge(lo, i, a->w[a->gpt2 ? i : s]));
+                NNT_TRY(gl_lora_merge(lo, i, a->w[a->gpt2 || a->fused ? i : s]));
         gl_lora_free(l, lo);
         a->lora[s] = NULL;
     }
@@ -608,6 +615,7 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
 {
     int n = !is_gpt2(o, NH), full = o->qk_norm == 2;
     a->gpt2 = !n;
+    a->fused = n && o->fused_qkv;
     int64_t ct = gl_tile(t->channels, C), nt = gl_tile(t->heads, NH);
     int64_t kt = gl_tile(t->heads, NKV), dt = gl_tile(t->head_dim, hd);
     if (full)   /* the norm reads each token's whole projection: heads untiled */
@@ -701,11 +709,12 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads %lld does not divide heads %lld", fn,
                       (long long)nkv, (long long)heads);
     if (rc == 0 && o.rope) {
-        int64_t dt = gl_tile(t.head_dim, hd);
-        if (hd % 2 || (dt != hd && (hd / 2) % dt))
+        int64_t dt = gl_tile(t.head_dim, hd), half = nnt_rope_rotary_dim(o.rope, hd) / 2;
+        if (hd % 2 || (dt != hd && half % dt))
             rc = nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head dimension "
-                          "(%lld) whose tile (%lld) is whole or divides hd / 2", fn,
-                          (long long)hd, (long long)dt);
+                          "(%lld) whose tile (%lld) is whole or divides half the rotary "
+                          "dimension (%lld)", fn, (long long)hd, (long long)dt,
+                          (long long)half);
     }
     attention *a = l->impl;
     if (rc == 0) {
@@ -717,15 +726,11 @@ int gl_attention_new(nnt_ctx *ctx, int64_t channels, int64_t heads,
         a->has_rope = 1;
         rc = nnt_rope_options_read(fn, o.rope, &a->rope);
     }
-    if (rc == 0) {
-        /* the scores' scale: the options' (0: 1 / sqrt(hd)), times YaRN's attention factor
-         * squared (transformers multiplies q's and k's cosines and sines by it; the rotation
-         * is linear, so the factor comes out of both into the scores, and the key/value
-         * cache keeps keys without it) */
-        double s = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)hd);
-        double f = a->has_rope ? nnt_rope_attention_factor(&a->rope) : 1.0;
-        a->scale = s * f * f;
-    }
+    if (rc == 0 && o.rope)
+        rc = nnt_rope_check_head(fn, &a->rope, hd);
+    if (rc == 0)   /* the options' (0: 1 / sqrt(hd)); YaRN's and LongRoPE's attention factor
+                    * is the rope op's, on the rotated entries as transformers has it */
+        a->scale = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)hd);
     if (rc == 0)
         rc = attention_params(l, a, channels, heads, nkv, hd, &o, &t);
     if (rc) {

@@ -84,17 +84,51 @@ enum { GATE, UP, DOWN };
 
 typedef struct swiglu {
     int gelu;                       // GeGLU: gelu_tanh(g) * u (Gemma)
+    int fused;                      // LoRA's gate_proj and up_proj one module gate_up_proj
+    gl_lora *lora;                  // that module's adapter (parts gate, up), or NULL
     nnt_tensor *g, *u;              // (..., hidden) the outputs of gate_proj, up_proj (not owned)
     nnt_tensor *h;                  // (..., hidden) silu(g) * u
     nnt_tensor *dg, *du;            // (..., hidden)
     nnt_tensor *dx;                 // (..., C) x's layout
+    nnt_tensor *x, *xin, *x_cache;  // the input; xin: in the adapter's C tiling (x or x_cache)
+    nnt_tensor *dxin, *dx_cache;    // the adapter's dx in xin's layout (when xin is not x)
 } swiglu;
+
+/* g (+)= s u B_gate^T, u (+)= s u B_up^T of the fused adapter: x in A's C tiling */
+static int swiglu_lora_forward(nnt_layer *l, swiglu *m, nnt_tensor *x)
+{
+    const nnt_tensor *a = m->lora->a;   // (r, C)
+    int64_t tile[NNT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        tile[d] = x->tile[d];
+    tile[x->ndim - 1] = a->tile[1];
+    NNT_TRY(gl_retiled(l, x, tile, &m->x_cache, &m->xin));
+    m->x = x;
+    NNT_TRY(gl_lora_begin(l, m->lora, m->xin));
+    NNT_TRY(gl_lora_part(m->lora, 0, m->g, 1.0));
+    return gl_lora_part(m->lora, 1, m->u, 1.0);
+}
+
+/* dB, dA of the fused adapter, and m->dx += du A */
+static int swiglu_lora_backward(nnt_layer *l, swiglu *m)
+{
+    NNT_TRY(gl_lora_backward_part(l, m->lora, 0, m->dg));
+    NNT_TRY(gl_lora_backward_part(l, m->lora, 1, m->du));
+    if (m->xin == m->x)
+        return gl_lora_backward_finish(l, m->lora, m->dx);
+    NNT_TRY(nnt_layer_ensure(l, &m->dxin, NNT_FP32, m->xin->ndim, m->xin->shape, m->xin->tile));
+    NNT_TRY(nnt_tensor_fill(m->dxin, 0.0));
+    NNT_TRY(gl_lora_backward_finish(l, m->lora, m->dxin));
+    return gl_add_into(l, m->dxin, m->dx, &m->dx_cache);
+}
 
 static int swiglu_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
 {
     swiglu *m = l->impl;
     NNT_TRY(nnt_layer_forward(l->children[GATE], x, &m->g));
     NNT_TRY(nnt_layer_forward(l->children[UP], x, &m->u));
+    if (m->lora)
+        NNT_TRY(swiglu_lora_forward(l, m, x));
     NNT_TRY(nnt_layer_ensure(l, &m->h, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
     NNT_TRY((m->gelu ? nnt_tensor_geglu : nnt_tensor_swiglu)(m->g, m->u, m->h));
     return nnt_layer_forward(l->children[DOWN], m->h, y);
@@ -115,6 +149,8 @@ static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     /* dx = dxg + dxu, both in x's layout */
     NNT_TRY(nnt_layer_ensure(l, &m->dx, NNT_FP32, dxg->ndim, dxg->shape, dxg->tile));
     NNT_TRY(nnt_tensor_sum_into(dxu, dxg, m->dx));
+    if (m->lora)
+        NNT_TRY(swiglu_lora_backward(l, m));
     *dx = m->dx;
     return NNT_OK;
 }
@@ -122,9 +158,11 @@ static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void swiglu_destroy(nnt_layer *l)
 {
     swiglu *m = l->impl;
-    nnt_tensor *own[] = {m->h, m->dg, m->du, m->dx};
+    nnt_tensor *own[] = {m->h, m->dg, m->du, m->dx, m->x_cache, m->dxin, m->dx_cache};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
+    gl_lora_free(l, m->lora);
+    m->lora = NULL;
 }
 
 static const nnt_layer_vt swiglu_vt = {
@@ -146,6 +184,63 @@ static int swiglu_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bia
             child->params[0].init = NNT_INIT_NORMAL_PROJ;   /* "weight" */
         NNT_TRY(adopt(l, names[i], child));
     }
+    return NNT_OK;
+}
+
+/* ---- the fused gate_up_proj adapter (fused_gate_up) --------------------------------------- */
+
+static swiglu *fused_of(const nnt_layer *l)
+{
+    swiglu *m = l->vt == &swiglu_vt ? l->impl : NULL;
+    return m && m->fused ? m : NULL;
+}
+
+const char *const *gl_mlp_lora_modules(const nnt_layer *l)
+{
+    static const char *const fused[] = {"gate_up_proj", NULL};
+    return fused_of(l) ? fused : NULL;
+}
+
+int gl_mlp_lora_attach(nnt_layer *l, int64_t rank, double scale)
+{
+    swiglu *m = fused_of(l);
+    if (!m)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: this MLP has no module gate_up_proj");
+    if (m->lora)
+        return nnt_fail(l->ctx, NNT_E_INVAL, "nnt: the MLP's gate_up_proj has a LoRA adapter "
+                        "already");
+    const nnt_tensor *wg = gl_linear_weight(l->children[GATE]);   // (hidden, C)
+    const nnt_tensor *wu = gl_linear_weight(l->children[UP]);
+    gl_lora_spec sp = {"gate_up_proj.", rank, scale, 1, {wg->shape[1]}, {wg->tile[1]}, 2,
+                       {1, 1}, {{wg->shape[0]}, {wu->shape[0]}},
+                       {{wg->tile[0]}, {wu->tile[0]}}, {"gate", "up"}};
+    return gl_lora_new(l, &sp, &m->lora);
+}
+
+gl_lora *gl_mlp_lora_of(nnt_layer *l)
+{
+    swiglu *m = fused_of(l);
+    return m ? m->lora : NULL;
+}
+
+void gl_mlp_lora_remove(nnt_layer *l)
+{
+    swiglu *m = fused_of(l);
+    if (m) {
+        gl_lora_free(l, m->lora);
+        m->lora = NULL;
+    }
+}
+
+int gl_mlp_lora_merge(nnt_layer *l)
+{
+    swiglu *m = fused_of(l);
+    if (!m || !m->lora)
+        return NNT_OK;
+    NNT_TRY(gl_lora_merge(m->lora, 0, gl_linear_weight(l->children[GATE])));
+    NNT_TRY(gl_lora_merge(m->lora, 1, gl_linear_weight(l->children[UP])));
+    gl_lora_free(l, m->lora);
+    m->lora = NULL;
     return NNT_OK;
 }
 
@@ -188,11 +283,15 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
     unsigned bias = o.bias ? NNT_LINEAR_BIAS : 0;
     NNT_TRY(nnt_layer_new(ctx, glu ? &swiglu_vt : &mlp_vt, glu ? sizeof(swiglu) : 0, fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
-    if (glu)
+    if (glu) {
         ((swiglu *)l->impl)->gelu = o.kind == NNT_MLP_GEGLU;
+        ((swiglu *)l->impl)->fused = o.fused_gate_up != 0;
+    }
     if (rc == 0)
         rc = glu ? swiglu_children(l, channels, hidden, bias, &t, fn)
                  : mlp_children(l, channels, hidden, bias, &t, fn);
+    for (int i = GATE; rc == 0 && glu && o.fused_gate_up && i <= UP; i++)
+        gl_linear_no_lora(l->children[i]);
     if (rc) {
         nnt_layer_destroy(l);
         return rc;

@@ -177,6 +177,17 @@ gl_lora *gl_attention_lora_of(nnt_layer *l, const char *module);
 int gl_attention_lora_merge(nnt_layer *l);
 void gl_linear_lora_remove(nnt_layer *l);
 void gl_attention_lora_remove(nnt_layer *l, const char *module);
+/* A SwiGLU / GeGLU MLP with fused_gate_up: its module "gate_up_proj" (parts gate, up);
+ * NULL for other MLPs. */
+const char *const *gl_mlp_lora_modules(const nnt_layer *l);
+int gl_mlp_lora_attach(nnt_layer *l, int64_t rank, double scale);
+gl_lora *gl_mlp_lora_of(nnt_layer *l);
+int gl_mlp_lora_merge(nnt_layer *l);
+void gl_mlp_lora_remove(nnt_layer *l);
+/* A linear layer that lists no LoRA module (its parent adapts it within a fused one), and
+ * its weight (out, in). */
+void gl_linear_no_lora(nnt_layer *l);
+nnt_tensor *gl_linear_weight(nnt_layer *l);
 
 /* ---- forward with a key/value cache (generation) ---- */
 

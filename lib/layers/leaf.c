@@ -634,6 +634,7 @@ typedef struct linear {
     nnt_tensor *w16;                // w's bf16 copy under NNT_PRECISION_BF16, else NULL
     nnt_tensor *b;                  // (out) or NULL (gradients: nnt_layer_grad_of)
     gl_lora *lora;                  // its LoRA adapter, or NULL
+    int no_lora;                    // takes none (part of its parent's fused module)
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *xin;                // x, or x_cache: x with the weight's in tiling
     nnt_tensor *x_cache;
@@ -719,8 +720,17 @@ static void linear_destroy(nnt_layer *l)
 const char *const *gl_linear_lora_modules(const nnt_layer *l)
 {
     static const char *const self[] = {"", NULL};
-    (void)l;
-    return self;
+    return ((const linear *)l->impl)->no_lora ? NULL : self;
+}
+
+void gl_linear_no_lora(nnt_layer *l)
+{
+    ((linear *)l->impl)->no_lora = 1;
+}
+
+nnt_tensor *gl_linear_weight(nnt_layer *l)
+{
+    return ((linear *)l->impl)->w;
 }
 
 int gl_linear_lora_attach(nnt_layer *l, int64_t rank, double scale)

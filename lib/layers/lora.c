@@ -176,6 +176,8 @@ const char *const *gl_lora_modules(const nnt_layer *l)
         return gl_linear_lora_modules(l);
     case NNT_LAYER_ATTENTION:
         return gl_attention_lora_modules(l);
+    case NNT_LAYER_MLP:
+        return gl_mlp_lora_modules(l);
     default:
         return NULL;
     }
@@ -185,6 +187,8 @@ int gl_lora_attach(nnt_layer *l, const char *module, int64_t rank, double scale)
 {
     if (l->vt->kind == NNT_LAYER_LINEAR)
         return gl_linear_lora_attach(l, rank, scale);
+    if (l->vt->kind == NNT_LAYER_MLP)
+        return gl_mlp_lora_attach(l, rank, scale);
     return gl_attention_lora_attach(l, module, rank, scale);
 }
 
@@ -194,6 +198,8 @@ gl_lora *gl_lora_of(nnt_layer *l, const char *module)
         return gl_linear_lora_of(l);
     if (l->vt->kind == NNT_LAYER_ATTENTION)
         return gl_attention_lora_of(l, module);
+    if (l->vt->kind == NNT_LAYER_MLP)
+        return gl_mlp_lora_of(l);
     return NULL;
 }
 
@@ -203,6 +209,8 @@ int gl_lora_merge_all(nnt_layer *l)
         return gl_linear_lora_merge(l);
     if (l->vt->kind == NNT_LAYER_ATTENTION)
         return gl_attention_lora_merge(l);
+    if (l->vt->kind == NNT_LAYER_MLP)
+        return gl_mlp_lora_merge(l);
     return NNT_OK;
 }
 
@@ -212,4 +220,6 @@ void gl_lora_remove(nnt_layer *l, const char *module)
         gl_linear_lora_remove(l);
     else if (l->vt->kind == NNT_LAYER_ATTENTION)
         gl_attention_lora_remove(l, module);
+    else if (l->vt->kind == NNT_LAYER_MLP)
+        gl_mlp_lora_remove(l);
 }

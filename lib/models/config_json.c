@@ -251,6 +251,37 @@ int nnt_cfg_int_list(const nnt_cfg_in *o, const char *key, const char *what, int
     return int_list(o, key, 0, what, vals, cap, n);
 }
 
+int nnt_cfg_float_list(const nnt_cfg_in *o, const char *key, float *vals, int64_t cap,
+                       int64_t *n)
+{
+    *n = 0;
+    const jkey *k = jvalue(o, key);
+    if (!k)
+        return NNT_OK;
+    if (o->buf[k->start] != '[')
+        return nnt_cfg_bad_type(o, key, "a list of numbers");
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, o->buf + k->start, k->end - k->start, k->start, o->file, err, sizeof err);
+    int rc = nnt_json_expect(&j, '[', key);
+    for (int first = 1; rc == 0 && nnt_json_peek(&j) != ']'; first = 0) {
+        if (!first && (rc = nnt_json_expect(&j, ',', key)))
+            break;
+        int c = nnt_json_peek(&j);
+        if (c != '-' && (c < '0' || c > '9'))
+            return nnt_cfg_bad_type(o, key, "a list of numbers");
+        size_t start = j.pos;
+        if ((rc = nnt_json_skip(&j, 1, key)))
+            break;
+        if (*n < cap)
+            vals[*n] = (float)span_double(j.buf + start, j.pos - start);
+        ++*n;
+    }
+    if (rc == 0)
+        rc = nnt_json_expect(&j, ']', key);
+    return rc ? nnt_fail(o->ctx, rc, "%s: %s", o->fn, err) : NNT_OK;
+}
+
 int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out)
 {
     const jkey *k = jvalue(o, key);
@@ -345,24 +376,34 @@ void nnt_cfg_text(const nnt_cfg_in *o, const char *key, char *out, size_t size)
     out[n] = '\0';
 }
 
+/* How a configuration class reads its rope objects: max_position_embeddings; original > 0:
+ * every scaling's original_max_position_embeddings (Phi3Config's attribute, which replaces
+ * the object's); longrope_aliases: "su" and "yarn" are longrope (Phi3Config). */
+typedef struct rope_rules {
+    int64_t max_position, original;
+    int longrope_aliases;
+} rope_rules;
+
+/* original_max_position_embeddings of a rope object; absent: the model's
+ * max_position_embeddings (transformers' standardize_rope_params) */
+static int original_max(const nnt_cfg_in *r, const rope_rules *u, nnt_rope_options *rope)
+{
+    if (u->original > 0) {
+        rope->original_max_position = u->original;
+        return NNT_OK;
+    }
+    return nnt_cfg_int(r, "original_max_position_embeddings", 0, u->max_position,
+                       &rope->original_max_position);
+}
+
 /* The llama3 fields of a rope object (rope_scaling or rope_parameters). */
-static int llama3_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
+static int llama3_fields(const nnt_cfg_in *r, const rope_rules *u, nnt_rope_options *rope)
 {
     rope->scaling = NNT_ROPE_SCALING_LLAMA3;
     NNT_TRY(nnt_cfg_double(r, "factor", 1, 0, &rope->factor));
     NNT_TRY(nnt_cfg_double(r, "low_freq_factor", 1, 0, &rope->low_freq_factor));
     NNT_TRY(nnt_cfg_double(r, "high_freq_factor", 1, 0, &rope->high_freq_factor));
-    return nnt_cfg_int(r, "original_max_position_embeddings", 1, 0, &rope->original_max_position);
-}
-
-/* partial_rotary_factor: 1 (nnt rotates whole head vectors) */
-static int whole_rotary(const nnt_cfg_in *o)
-{
-    double f = 1.0;
-    NNT_TRY(nnt_cfg_double(o, "partial_rotary_factor", 0, 1.0, &f));
-    return f == 1.0 ? NNT_OK
-                    : nnt_cfg_unsupported(o, "partial_rotary_factor", "(below 1)",
-                                          "1: rotary positions on the whole head vectors");
+    return original_max(r, u, rope);
 }
 
 /* transformers' get_mscale */
@@ -371,17 +412,16 @@ static double yarn_mscale(double factor, double mscale)
     return factor <= 1.0 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
 }
 
-/* YaRN's keys as transformers 5.24's _compute_yarn_parameters reads them: factor and
- * original_max_position_embeddings required, beta_fast (null or 0: 32), beta_slow (null or
- * 0: 1), truncate (true), attention_factor, else mscale / mscale_all_dim's ratio when both
- * are non-zero, else the default of factor (attention_factor 0). */
-static int yarn_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
+/* YaRN's keys as transformers 5.24's _compute_yarn_parameters reads them: factor required,
+ * original_max_position_embeddings, beta_fast (null or 0: 32), beta_slow (null or 0: 1),
+ * truncate (true), attention_factor, else mscale / mscale_all_dim's ratio when both are
+ * non-zero, else the default of factor (attention_factor 0). */
+static int yarn_fields(const nnt_cfg_in *r, const rope_rules *u, nnt_rope_options *rope)
 {
     double mscale = 0.0, mscale_all = 0.0;
     rope->scaling = NNT_ROPE_SCALING_YARN;
     NNT_TRY(nnt_cfg_double(r, "factor", 1, 0, &rope->factor));
-    NNT_TRY(nnt_cfg_int(r, "original_max_position_embeddings", 1, 0,
-                        &rope->original_max_position));
+    NNT_TRY(original_max(r, u, rope));
     NNT_TRY(nnt_cfg_double(r, "beta_fast", 0, 32.0, &rope->beta_fast));
     NNT_TRY(nnt_cfg_double(r, "beta_slow", 0, 1.0, &rope->beta_slow));
     if (rope->beta_fast == 0.0)
@@ -398,28 +438,73 @@ static int yarn_fields(const nnt_cfg_in *r, nnt_rope_options *rope)
     return NNT_OK;
 }
 
-/* rope_type (or the older "type") of a rope object: default, llama3, linear (factor) or
- * yarn. */
-static int rope_type(const nnt_cfg_in *r, nnt_rope_options *rope)
+/* One factor list of longrope: as many as the other, at most NNT_ROPE_MAX_FACTORS */
+static int longrope_list(const nnt_cfg_in *r, const char *key, float *vals, int64_t *n)
 {
-    static const char *const types[4] = {"default", "llama3", "linear", "yarn"};
-    const char *key = jvalue(r, "rope_type") || !jvalue(r, "type") ? "rope_type" : "type";
-    int which = 0;
-    NNT_TRY(nnt_cfg_choice(r, key, "default", types, 4, &which));
-    NNT_TRY(whole_rotary(r));
-    if (which == 2) {
-        rope->scaling = NNT_ROPE_SCALING_LINEAR;
-        return nnt_cfg_double(r, "factor", 1, 0, &rope->factor);
-    }
-    if (which == 3)
-        return yarn_fields(r, rope);
-    return which ? llama3_fields(r, rope) : NNT_OK;
+    if (!nnt_cfg_has(r, key))
+        return nnt_cfg_bad_type(r, key, "a list of numbers (required by longrope)");
+    NNT_TRY(nnt_cfg_float_list(r, key, vals, NNT_ROPE_MAX_FACTORS, n));
+    if (*n < 1 || *n > NNT_ROPE_MAX_FACTORS)
+        return nnt_cfg_bad_type(r, key, "a list of 1 to 256 numbers");
+    return NNT_OK;
 }
 
-int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope)
+/* LongRoPE's keys (transformers 5.24's _compute_longrope_parameters): short_factor and
+ * long_factor lists, original_max_position_embeddings, factor (absent:
+ * max_position_embeddings / original_max_position_embeddings), attention_factor (absent:
+ * from factor). */
+static int longrope_fields(const nnt_cfg_in *r, const rope_rules *u, nnt_rope_options *rope)
 {
+    int64_t nlong = 0;
+    rope->scaling = NNT_ROPE_SCALING_LONGROPE;
+    NNT_TRY(longrope_list(r, "short_factor", rope->short_factor, &rope->nfactors));
+    NNT_TRY(longrope_list(r, "long_factor", rope->long_factor, &nlong));
+    if (nlong != rope->nfactors)
+        return nnt_cfg_bad_type(r, "long_factor", "a list as long as short_factor");
+    NNT_TRY(original_max(r, u, rope));
+    if (rope->original_max_position < 1)
+        return nnt_cfg_bad_type(r, "original_max_position_embeddings", "a positive integer");
+    NNT_TRY(nnt_cfg_double(r, "factor", 0,
+                           (double)u->max_position / (double)rope->original_max_position,
+                           &rope->factor));
+    return nnt_cfg_double(r, "attention_factor", 0, 0.0, &rope->attention_factor);
+}
+
+/* rope_type (or the older "type") of a rope object: default, llama3, linear (factor), yarn
+ * or longrope; with longrope_aliases "su" and "yarn" are longrope (Phi3Config's reading). */
+static int rope_type(const nnt_cfg_in *r, const rope_rules *u, nnt_rope_options *rope)
+{
+    enum { DEFAULT, LLAMA3, LINEAR, YARN, LONGROPE, SU };
+    static const char *const types[6] = {"default", "llama3", "linear", "yarn", "longrope",
+                                         "su"};
+    const char *key = jvalue(r, "rope_type") || !jvalue(r, "type") ? "rope_type" : "type";
+    int which = 0;
+    NNT_TRY(nnt_cfg_choice(r, key, "default", types, u->longrope_aliases ? 6 : 5, &which));
+    NNT_TRY(nnt_cfg_double(r, "partial_rotary_factor", 0, rope->partial_rotary_factor,
+                           &rope->partial_rotary_factor));
+    if (u->longrope_aliases && (which == YARN || which == SU))
+        which = LONGROPE;
+    switch (which) {
+    case LINEAR:
+        rope->scaling = NNT_ROPE_SCALING_LINEAR;
+        return nnt_cfg_double(r, "factor", 1, 0, &rope->factor);
+    case YARN:
+        return yarn_fields(r, u, rope);
+    case LONGROPE:
+        return longrope_fields(r, u, rope);
+    case LLAMA3:
+        return llama3_fields(r, u, rope);
+    default:
+        return NNT_OK;
+    }
+}
+
+int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, int64_t max_position,
+                    nnt_rope_options *rope)
+{
+    rope_rules u = {max_position, 0, 0};
     NNT_TRY(nnt_cfg_double(r, "rope_theta", 0, theta, &rope->theta));
-    return rope_type(r, rope);
+    return rope_type(r, &u, rope);
 }
 
 int nnt_cfg_windows(const nnt_cfg_in *o, const char *pattern_key, int64_t every,
@@ -451,33 +536,35 @@ int nnt_cfg_windows(const nnt_cfg_in *o, const char *pattern_key, int64_t every,
 int nnt_cfg_rope_by_layer_type(const nnt_cfg_in *o, double theta, const char *local_key,
                                double local_theta, nnt_model_config *c)
 {
-    nnt_cfg_in *params = NULL, *full = NULL, *local = NULL, *scaling = NULL;
+    nnt_cfg_in *params = NULL, *full = NULL, *local = NULL;
     nnt_rope_options lr = NNT_ROPE_OPTIONS_INIT;
     int rc = nnt_cfg_sub(o, "rope_parameters", &params);
+    if (rc == 0)
+        rc = nnt_cfg_double(o, "partial_rotary_factor", 0, 1.0, &lr.partial_rotary_factor);
+    c->rope.partial_rotary_factor = lr.partial_rotary_factor;
     if (rc == 0 && params && nnt_cfg_has(params, "full_attention")) {
         rc = nnt_cfg_sub(params, "full_attention", &full);
         if (rc == 0)
-            rc = nnt_cfg_rope_in(full, theta, &c->rope);
+            rc = nnt_cfg_rope_in(full, theta, c->max_seq, &c->rope);
         /* transformers 5.24's YaRN reads truncate from the top of rope_parameters, where
          * these have none: always true, whatever the full_attention object says */
         c->rope.truncate = 1;
         if (rc == 0)
             rc = nnt_cfg_sub(params, "sliding_attention", &local);
         if (rc == 0 && local)
-            rc = nnt_cfg_rope_in(local, local_theta, &lr);
+            rc = nnt_cfg_rope_in(local, local_theta, c->max_seq, &lr);
         else
             lr.theta = local_theta;
         if (rc == 0 && lr.scaling != NNT_ROPE_SCALING_NONE)
             rc = nnt_cfg_unsupported(params, "sliding_attention.rope_type", "(a scaling)",
                                      "\"default\" on the sliding layers");
+        if (rc == 0 && lr.partial_rotary_factor != c->rope.partial_rotary_factor)
+            rc = nnt_cfg_unsupported(params, "sliding_attention.partial_rotary_factor",
+                                     "(other than full_attention's)",
+                                     "the same rotary dimension on every layer");
         c->rope_local_theta = lr.theta;
     } else if (rc == 0) {
-        rc = params ? nnt_cfg_rope_in(params, theta, &c->rope)
-                    : nnt_cfg_double(o, "rope_theta", 0, theta, &c->rope.theta);
-        if (rc == 0 && !params)
-            rc = nnt_cfg_sub(o, "rope_scaling", &scaling);
-        if (rc == 0 && scaling)
-            rc = nnt_cfg_rope_in(scaling, c->rope.theta, &c->rope);
+        rc = nnt_cfg_rope(o, theta, c->max_seq, &c->rope);
         c->rope_local_theta = c->rope.theta;
         if (rc == 0 && local_key)
             rc = nnt_cfg_double(o, local_key, 0, local_theta, &c->rope_local_theta);
@@ -485,7 +572,6 @@ int nnt_cfg_rope_by_layer_type(const nnt_cfg_in *o, double theta, const char *lo
     nnt_cfg_sub_free(params);
     nnt_cfg_sub_free(full);
     nnt_cfg_sub_free(local);
-    nnt_cfg_sub_free(scaling);
     return rc;
 }
 
@@ -628,25 +714,35 @@ void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
     nnt_cfg_add(t, "]");
 }
 
-/* rope_parameters (transformers 5) or rope_theta + rope_scaling (earlier). */
-int nnt_cfg_rope(const nnt_cfg_in *o, double theta, nnt_rope_options *rope)
+/* transformers 5.24's convert_rope_params_to_dict and standardize_rope_params: the
+ * rope_scaling object when given and not empty, else rope_parameters; in it rope_theta and
+ * partial_rotary_factor, else the top level's (theta and 1 when absent there too). */
+int nnt_cfg_rope_ex(const nnt_cfg_in *o, double theta, int64_t max_position,
+                    int64_t original, int longrope_aliases, nnt_rope_options *rope)
 {
-    nnt_cfg_in r;
-    int present = 0;
-    NNT_TRY(get_object(o, "rope_parameters", "rope_parameters.", &r, &present));
-    if (present) {
-        int rc = nnt_cfg_double(&r, "rope_theta", 0, theta, &rope->theta);
-        if (rc == 0)
-            rc = rope_type(&r, rope);
-        jobj_free(&r);
-        return rc;
-    }
+    rope_rules u = {max_position, original, longrope_aliases};
+    nnt_cfg_in *r = NULL;
     NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, theta, &rope->theta));
-    NNT_TRY(whole_rotary(o));
-    NNT_TRY(get_object(o, "rope_scaling", "rope_scaling.", &r, &present));
-    int rc = present ? rope_type(&r, rope) : NNT_OK;
-    jobj_free(&r);
+    NNT_TRY(nnt_cfg_double(o, "partial_rotary_factor", 0, 1.0, &rope->partial_rotary_factor));
+    int rc = nnt_cfg_sub(o, "rope_scaling", &r);
+    if (rc == 0 && r && nnt_cfg_count(r) == 0) {
+        nnt_cfg_sub_free(r);
+        r = NULL;
+    }
+    if (rc == 0 && !r)
+        rc = nnt_cfg_sub(o, "rope_parameters", &r);
+    if (rc == 0 && r)
+        rc = nnt_cfg_double(r, "rope_theta", 0, rope->theta, &rope->theta);
+    if (rc == 0 && r)
+        rc = rope_type(r, &u, rope);
+    nnt_cfg_sub_free(r);
     return rc;
+}
+
+int nnt_cfg_rope(const nnt_cfg_in *o, double theta, int64_t max_position,
+                 nnt_rope_options *rope)
+{
+    return nnt_cfg_rope_ex(o, theta, max_position, 0, 0, rope);
 }
 
 /* ---- writing --------------------------------------------------------------------------- */
@@ -728,6 +824,42 @@ static void put_yarn(nnt_cfg_out *t, const nnt_rope_options *r)
     }
 }
 
+/* The shortest text that reads back as the float v */
+static void float_text(float v, char *s, size_t size)
+{
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(s, size, "%.*g", prec, (double)v);
+        if ((float)span_double(s, strlen(s)) == v)
+            break;
+    }
+    char point = localeconv()->decimal_point[0];
+    for (char *p = s; *p; p++)
+        if (*p == point)
+            *p = '.';
+}
+
+/* LongRoPE's keys after "rope_type": "longrope" */
+static void put_longrope(nnt_cfg_out *t, const nnt_rope_options *r)
+{
+    char f[40], af[40];
+    const float *lists[2] = {r->short_factor, r->long_factor};
+    for (int l = 0; l < 2; l++) {
+        nnt_cfg_add(t, ", \"%s_factor\": [", l ? "long" : "short");
+        for (int64_t i = 0; i < r->nfactors; i++) {
+            float_text(lists[l][i], f, sizeof f);
+            nnt_cfg_add(t, "%s%s", i ? ", " : "", f);
+        }
+        nnt_cfg_add(t, "]");
+    }
+    double_text(r->factor, f, sizeof f);
+    nnt_cfg_add(t, ", \"factor\": %s, \"original_max_position_embeddings\": %lld", f,
+                (long long)r->original_max_position);
+    if (r->attention_factor > 0.0) {
+        double_text(r->attention_factor, af, sizeof af);
+        nnt_cfg_add(t, ", \"attention_factor\": %s", af);
+    }
+}
+
 void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
 {
     char theta[40], f[40];
@@ -739,6 +871,10 @@ void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
     } else if (r->scaling == NNT_ROPE_SCALING_YARN) {
         nnt_cfg_add(t, "{\"rope_type\": \"yarn\"");
         put_yarn(t, r);
+        nnt_cfg_add(t, ", \"rope_theta\": %s}", theta);
+    } else if (r->scaling == NNT_ROPE_SCALING_LONGROPE) {
+        nnt_cfg_add(t, "{\"rope_type\": \"longrope\"");
+        put_longrope(t, r);
         nnt_cfg_add(t, ", \"rope_theta\": %s}", theta);
     } else {
         nnt_cfg_add(t, "{\"rope_type\": \"default\", \"rope_theta\": %s}", theta);
@@ -759,7 +895,15 @@ void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c)
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
 {
     nnt_cfg_put_double(t, "rope_theta", r->theta);
+    if (r->partial_rotary_factor != 0.0 && r->partial_rotary_factor != 1.0)
+        nnt_cfg_put_double(t, "partial_rotary_factor", r->partial_rotary_factor);
     char f[40], lo[40], hi[40];
+    if (r->scaling == NNT_ROPE_SCALING_LONGROPE) {
+        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"longrope\"");
+        put_longrope(t, r);
+        nnt_cfg_add(t, "}");
+        return;
+    }
     if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
         double_text(r->factor, f, sizeof f);
         nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %s}", f);

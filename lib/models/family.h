@@ -41,13 +41,22 @@ int nnt_cfg_unsupported(const nnt_cfg_in *o, const char *key, const char *value,
 int nnt_cfg_bad_type(const nnt_cfg_in *o, const char *key, const char *want);
 /* The value's text (at most size - 1 bytes of it) for a message. */
 void nnt_cfg_text(const nnt_cfg_in *o, const char *key, char *out, size_t size);
-/* The rotary options: rope_parameters (transformers 5), else rope_theta + rope_scaling;
- * rope types "default", "llama3" and "linear"; theta where no rope_theta is given (the
- * configuration class's default_theta). */
-int nnt_cfg_rope(const nnt_cfg_in *o, double theta, nnt_rope_options *rope);
+/* The rotary options as transformers 5.24 reads them: the rope_scaling object when given and
+ * not empty, else rope_parameters; rope types "default", "llama3", "linear", "yarn" and
+ * "longrope"; rope_theta and partial_rotary_factor from the object, else from the top level,
+ * else theta (the configuration class's default_theta) and 1; original_max_position_embeddings
+ * from the object, else max_position (the model's max_position_embeddings). nnt_cfg_rope_ex
+ * as Phi3Config reads them: original > 0 replaces every object's
+ * original_max_position_embeddings, and with longrope_aliases the types "su" and "yarn" are
+ * longrope. */
+int nnt_cfg_rope_ex(const nnt_cfg_in *o, double theta, int64_t max_position,
+                    int64_t original, int longrope_aliases, nnt_rope_options *rope);
+int nnt_cfg_rope(const nnt_cfg_in *o, double theta, int64_t max_position,
+                 nnt_rope_options *rope);
 /* The rotary options of one rope object (a rope_parameters entry): rope_theta (theta when
- * absent) and its rope_type. */
-int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, nnt_rope_options *rope);
+ * absent), its rope_type, its partial_rotary_factor (rope's when absent). */
+int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, int64_t max_position,
+                    nnt_rope_options *rope);
 /* Which layers have the window sliding_window (absent: 4096; null: none): layer_types (full
  * on every N-th layer counting from 1 as window_global_every N, any other list as
  * window_from or window_full_layers), else every `every`-th layer global (pattern_key, when
@@ -69,6 +78,10 @@ int nnt_cfg_sub(const nnt_cfg_in *o, const char *key, nnt_cfg_in **sub);
 void nnt_cfg_sub_free(nnt_cfg_in *sub);
 /* Token ids: an integer or a list (absent or null: none); the first cap into ids, *n of them */
 int nnt_cfg_ids(const nnt_cfg_in *o, const char *key, int32_t *ids, int64_t cap, int64_t *n);
+/* A list of numbers (absent or null: *n 0): the first cap into vals as floats, *n of them;
+ * another value is NNT_E_FORMAT. */
+int nnt_cfg_float_list(const nnt_cfg_in *o, const char *key, float *vals, int64_t cap,
+                       int64_t *n);
 /* A list of integers in [0, 2^31) (absent or null: *n 0): the first cap into vals, *n of
  * them; another value is NNT_E_FORMAT saying key must be what. */
 int nnt_cfg_int_list(const nnt_cfg_in *o, const char *key, const char *what, int32_t *vals,
@@ -120,7 +133,8 @@ void nnt_cfg_put_no_token_ids(nnt_cfg_out *t);
 /* ,\n  "rope_parameters": {"sliding_attention": {...}, "full_attention": {...}} of c's
  * windowed layers' rope (rope_local_theta, else the global one's theta) and the global. */
 void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c);
-/* rope_theta and rope_scaling (null, or the llama3 or linear object). */
+/* rope_theta, partial_rotary_factor (when not 1) and rope_scaling (null, or the llama3,
+ * linear, yarn or longrope object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
 /* One rope object as a value: {"rope_type": "default" or "linear" (with factor),
  * "rope_theta": ...}. */
@@ -157,6 +171,15 @@ typedef struct nnt_hf_alt {
     int64_t shape[3];
     int64_t offset;
 } nnt_hf_alt;
+
+/* A tensor of a Hugging Face file that holds two or three parameters of one module one
+ * after the other along its rows (Phi-3's "self_attn.qkv_proj.weight" (NH hd + 2 NKV hd, C):
+ * q_proj's rows, k_proj's, v_proj's): hf replaces parts[0] at the end of the first part's
+ * name. */
+typedef struct nnt_hf_fused {
+    const char *hf;
+    const char *parts[3];
+} nnt_hf_fused;
 
 /* ---- llm.c checkpoints ------------------------------------------------------------------- */
 
@@ -209,6 +232,8 @@ typedef struct nnt_family_layout {
     int norm_plus_one;             /* RMSNorms (blocks, final, q/k) scale by 1 + weight      */
     int sandwich_norms;            /* four norms per block (nnt_block_options)               */
     int embed_scale;               /* the embedding's output times sqrt(C)                   */
+    int fused_lora;                /* LoRA's modules qkv_proj and gate_up_proj (Phi-3's fused
+                                      tensors) in place of q/k/v_proj and gate/up_proj       */
 } nnt_family_layout;
 
 typedef struct nnt_family {
@@ -265,6 +290,10 @@ typedef struct nnt_family {
     /* when a file has no tensor under that name, the other places to look for parameter name,
      * i = 0, 1, ... until it returns 0 (NULL: none); files are written under the names */
     int (*hf_alt)(const nnt_model_config *cfg, const char *name, int i, nnt_hf_alt *alt);
+    /* with every parameter under its own name: the tensors that hold several (read and
+     * written fused; nhf_fused of them) */
+    const nnt_hf_fused *hf_fused;
+    int nhf_fused;
 } nnt_family;
 
 /* The families (families.c). */
@@ -273,6 +302,7 @@ extern const nnt_family nnt_family_llama;
 extern const nnt_family nnt_family_gemma;
 extern const nnt_family nnt_family_moe;
 extern const nnt_family nnt_family_olmo;
+extern const nnt_family nnt_family_phi3;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

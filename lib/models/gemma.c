@@ -180,7 +180,7 @@ static int read_text(const nnt_cfg_in *o, int gemma3, nnt_model_config *c)
     NNT_TRY(nnt_cfg_windows(o, gemma3 ? "sliding_window_pattern" : NULL, gemma3 ? 6 : 2, c));
     /* Gemma 3: global 1e6, local rope_local_base_freq (1e4) */
     return gemma3 ? nnt_cfg_rope_by_layer_type(o, 1000000.0, "rope_local_base_freq", 10000.0, c)
-                  : nnt_cfg_rope(o, 10000.0, &c->rope);
+                  : nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope);
 }
 
 /* Gemma3ForConditionalGeneration: its text_config, except that the top level's
@@ -275,7 +275,7 @@ const nnt_family nnt_family_gemma = {
     gemma_preset, PRESET_NAMES,
     gemma_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_GEGLU, 1, 1, 1, 1},
+     NNT_MLP_GEGLU, 1, 1, 1, 1, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), gemma_read_hf, gemma_hf_arch,
     gemma_write_hf,
@@ -284,4 +284,5 @@ const nnt_family nnt_family_gemma = {
     "q_proj,v_proj",   /* PEFT 0.21's default targets for gemma2 and gemma3_text */
     NULL,
     NULL,
+    NULL, 0,   /* no fused tensors */
 };

@@ -14,7 +14,10 @@
  * token alone (1, 1) at position n - 1 against the cached keys. Past the window the window
  * slides and positions restart at 0, so every key and value changes: each token is then a
  * forward over the last window tokens at positions 0 .. window - 1 (the ordinary forward,
- * as without a cache). nnt_sampling's no_cache runs every token that way.
+ * as without a cache). nnt_sampling's no_cache runs every token that way. With LongRoPE the
+ * token that takes the sequence past original_max_position runs as a prefill again, its
+ * cached keys rotated anew with the long factors (transformers' Phi3ForCausalLM drops its
+ * cache there).
  *
  * Under MPI the tensors a generation creates (token ids, activations, key/value caches,
  * logits) belong to rank 0 while it runs (the root distribution; gen_root_placement), so
@@ -40,6 +43,8 @@ typedef struct gen {
     int use_cache;
     int64_t cached;          /* positions in the caches (0: none)                         */
     int64_t cache_len;       /* rows of the caches: the most positions decoded, <= window */
+    int64_t reprefill;       /* n at which the caches are computed again (LongRoPE's switch to
+                                its long factors: original_max_position + 1); 0: none     */
     int32_t *ids;            // (window) host copy of the window
     nnt_tensor *tokens;      // (1, w) int32, one tile
     nnt_tensor *last;        // (1, 1, C) the final norm's output at the last position
@@ -116,7 +121,8 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
                       int64_t n)
 {
     nnt_layer *m = g->model;
-    int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0;
+    int decode = g->use_cache && n <= g->window && g->cached == n - 1 && g->cached > 0 &&
+                 n != g->reprefill;
     int prefill = g->use_cache && n <= g->window && !decode;
     int64_t w = decode ? 1 : (n < g->window ? n : g->window), shape[2] = {1, w};
     gl_cache_pos at = {decode ? n - 1 : 0, g->cache_len, 0};
@@ -165,7 +171,12 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
     g.window = window;
     g.use_cache = !s->no_cache;
     g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
-    int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
+    nnt_model_config cfg;
+    int rc = nnt_model_config_get(model, fn, &cfg);
+    if (rc == 0 && cfg.rope.scaling == NNT_ROPE_SCALING_LONGROPE)
+        g.reprefill = cfg.rope.original_max_position + 1;
+    if (rc == 0)
+        rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
     g.sm.top_p = s->top_p;
     g.ids = rc ? NULL : malloc((size_t)window * sizeof *g.ids);
     if (rc == 0 && !g.ids)

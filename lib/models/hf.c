@@ -65,7 +65,7 @@ static void shape_text(int nd, const int64_t *shape, char *out, size_t size)
 }
 
 /* One tensor of a Hugging Face file: its name (with the family's prefix), its parts (the
- * model's parameters, n floats each, one after the other in it), its HF shape (nd dims),
+ * model's parameters, n[i] floats each, one after the other in it), its HF shape (nd dims),
  * and in: a Conv1D weight's in size (stored (in, out); 0: none). When loading from another
  * place the family names (nnt_hf_alt), name and shape are that tensor's, and the parts
  * start at element offset of it. */
@@ -74,20 +74,26 @@ typedef struct hf_tensor {
     const char *bare;      /* name without the family's prefix (inside name) */
     nnt_param_info p[3];
     int np, nd;
-    int64_t n, shape[3], in, offset;
+    int64_t n[3], total;   /* the parts' elements, their sum */
+    int64_t shape[3], in, offset;
 } hf_tensor;
 
-/* t's HF shape from its first part's nnt shape (the rules of nnt_hf_spec). */
+/* t's HF shape from its first part's nnt shape (the rules of nnt_hf_spec; parts of two or
+ * more dimensions, not biases: (their rows summed, the last dimension)). */
 static int hf_layout(nnt_ctx *ctx, const char *fn, hf_tensor *t, int conv1d, int rows_first)
 {
     int nd = 0;
     int64_t s[NNT_MAX_DIMS];
     NNT_TRY(nnt_tensor_ndim(t->p[0].value, &nd));
     NNT_TRY(nnt_tensor_shape(t->p[0].value, s));
-    NNT_TRY(nnt_tensor_numel(t->p[0].value, &t->n));
+    t->total = 0;
+    for (int i = 0; i < t->np; i++) {
+        NNT_TRY(nnt_tensor_numel(t->p[i].value, &t->n[i]));
+        t->total += t->n[i];
+    }
     if (nd <= conv1d || nd <= rows_first)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: parameter %s has %d dims", fn, t->p[0].name, nd);
-    int64_t total = t->n * t->np;
+    int64_t total = t->total;
     t->in = t->offset = 0;
     if (conv1d) {   /* Conv1D (in, out) */
         t->in = 1;
@@ -103,6 +109,10 @@ static int hf_layout(nnt_ctx *ctx, const char *fn, hf_tensor *t, int conv1d, int
         t->nd = 2;
         t->shape[0] = rows;
         t->shape[1] = total / rows;
+    } else if (nd >= 2 && !ends_with(t->name, ".bias")) {   /* parts along the rows */
+        t->nd = 2;
+        t->shape[1] = s[nd - 1];
+        t->shape[0] = total / s[nd - 1];
     } else {
         t->nd = 1;
         t->shape[0] = total;
@@ -167,6 +177,38 @@ static int own_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
     return hf_layout(ps->model->ctx, ps->fn, t, 0, rows_first);
 }
 
+/* Parameter i's place among the family's fused tensors: 0 none, 1 the first part of one (t
+ * is then that tensor), 2 another part (visited with the first), or a negative NNT_E_*. */
+static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
+{
+    nnt_param_info p = param_of(ps->model, i);
+    for (int k = 0; p.name && k < ps->f->nhf_fused; k++) {
+        const nnt_hf_fused *fu = &ps->f->hf_fused[k];
+        for (int j = 0; j < 3 && fu->parts[j]; j++) {
+            if (!ends_with(p.name, fu->parts[j]))
+                continue;
+            if (j)
+                return 2;
+            char prefix[NNT_IO_MAXNAME + 1], pname[NNT_IO_MAXNAME + 1];
+            size_t n = strlen(p.name) - strlen(fu->parts[0]);
+            snprintf(prefix, sizeof prefix, "%.*s", (int)n, p.name);
+            for (t->np = 0; t->np < 3 && fu->parts[t->np]; t->np++) {
+                snprintf(pname, sizeof pname, "%s%s", prefix, fu->parts[t->np]);
+                int64_t at = param_index(ps->model, ps->count, pname);
+                if (at < 0)
+                    return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: the %s model has no "
+                                    "parameter %s", ps->fn, ps->f->title, pname);
+                t->p[t->np] = param_of(ps->model, at);
+            }
+            snprintf(pname, sizeof pname, "%s%s", prefix, fu->hf);
+            hf_name(t, ps->f, "", pname);
+            NNT_TRY(hf_layout(ps->model->ctx, ps->fn, t, 0, 0));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Calls visit on every tensor of the model's Hugging Face file, in file order; stops at the
  * first failure. */
 typedef int (*hf_visit)(const hf_pass *ps, hf_tensor *t, void *arg);
@@ -184,7 +226,13 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
         for (int64_t i = 0; i < ps.count; i++) {
             if (nnt_layer_listed(tree, i)->adapter)   /* not the model's: PEFT files */
                 continue;
-            NNT_TRY(own_tensor(&ps, i, &t));
+            int fused = fused_tensor(&ps, i, &t);
+            if (fused < 0)
+                return fused;
+            if (fused == 2)
+                continue;
+            if (!fused)
+                NNT_TRY(own_tensor(&ps, i, &t));
             NNT_TRY(visit(&ps, &t, arg));
         }
         return NNT_OK;
@@ -302,7 +350,7 @@ static int declare_one(const hf_pass *ps, hf_tensor *t, void *arg)
     (void)ps;
     st_save *s = arg;
     s->transposes |= t->in != 0;
-    return st_declare(s, t->name, t->nd, t->shape, t->n * t->np);
+    return st_declare(s, t->name, t->nd, t->shape, t->total);
 }
 
 static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
@@ -312,9 +360,9 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
     s->io = 0;
     if (!st_mine(s))
         return NNT_OK;
-    for (int i = 0; i < t->np; i++)
-        NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + i * t->n, t->n));
-    int64_t total = t->n * t->np;
+    int64_t total = t->total, at = 0;
+    for (int i = 0; i < t->np; at += t->n[i], i++)
+        NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + at, t->n[i]));
     if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
         transpose(s->buf, s->tmp, total / t->in, t->in);
     s->io = 1;
@@ -465,7 +513,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     nnt_ctx *ctx = ps->model->ctx;
     const nnt_st_reader *r = NULL;
     const nnt_st_entry *e = find_tensor(ps, g, t, &r, NULL);
-    int64_t total = t->n * t->np;
+    int64_t total = t->total, at = 0;
     char err[NNT_IO_ERRLEN];
     float *buf = malloc((size_t)total * sizeof(float) + 1);
     float *tmp = t->in ? malloc((size_t)total * sizeof(float) + 1) : NULL;
@@ -476,8 +524,8 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
         rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
-    for (int i = 0; i < t->np && rc == 0; i++)
-        rc = nnt_tensor_from_host_f32(t->p[i].value, buf + i * t->n, t->n);
+    for (int i = 0; i < t->np && rc == 0; at += t->n[i], i++)
+        rc = nnt_tensor_from_host_f32(t->p[i].value, buf + at, t->n[i]);
     free(buf);
     free(tmp);
     return rc;

@@ -247,10 +247,10 @@ static int llama_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     c->qkv_bias = c->out_bias = c->mlp_bias = 0;
     if (arch == ARCH_SMOLLM3) {   /* its default_theta 2e6 */
         NNT_TRY(smollm3(o, c));
-        return nnt_cfg_rope(o, 2000000.0, &c->rope);
+        return nnt_cfg_rope(o, 2000000.0, c->max_seq, &c->rope);
     }
     NNT_TRY(variant(o, arch, c));
-    return nnt_cfg_rope(o, 10000.0, &c->rope);
+    return nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope);
 }
 
 /* Llama (q, k, v, o biases all or none), Qwen2 (q, k, v biases, no o or MLP bias) or Qwen3
@@ -349,7 +349,7 @@ const nnt_family nnt_family_llama = {
     NULL,   /* no checks beyond those of every family with rotary positions (transformer.c;
                the rope options' own run in the attention layer, naming the field) */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), llama_read_hf, llama_hf_arch,
     llama_write_hf,
@@ -358,4 +358,5 @@ const nnt_family nnt_family_llama = {
     "q_proj,v_proj",   /* PEFT's default targets for llama, mistral, qwen2, qwen3 */
     NULL,
     NULL,
+    NULL, 0,   /* no fused tensors */
 };

@@ -261,7 +261,8 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts)
         return nnt_cfg_bad_type(o, "num_experts_per_tok", "between 1 and the experts");
     /* MixtralConfig's default_theta is 1e6, the others' 1e4 (transformers 5.24) */
-    return nnt_cfg_rope(o, arch == ARCH_MIXTRAL ? 1000000.0 : 10000.0, &c->rope);
+    return nnt_cfg_rope(o, arch == ARCH_MIXTRAL ? 1000000.0 : 10000.0, c->max_seq,
+                        &c->rope);
 }
 
 /* The architecture c is saved as, or -1 if none has c. */
@@ -446,7 +447,7 @@ const nnt_family nnt_family_moe = {
     moe_preset, PRESET_NAMES,
     moe_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), moe_read_hf, moe_hf_arch, moe_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
@@ -454,4 +455,5 @@ const nnt_family nnt_family_moe = {
     "q_proj,v_proj",   /* PEFT 0.21's default targets for mixtral (none for qwen3_moe, olmoe) */
     moe_hf_rename,
     moe_hf_alt,
+    NULL, 0,   /* no fused tensors */
 };

@@ -99,7 +99,7 @@ static int olmo_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     c->mlp_bias = 0;
     c->qk_norm = 2;
     if (arch == ARCH_OLMO2)
-        return nnt_cfg_rope(o, 10000.0, &c->rope);
+        return nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope);
     NNT_TRY(nnt_cfg_windows(o, NULL, 4, c));
     return nnt_cfg_rope_by_layer_type(o, 500000.0, NULL, 500000.0, c);
 }
@@ -149,7 +149,7 @@ const nnt_family nnt_family_olmo = {
     olmo_preset, PRESET_NAMES,
     NULL,   /* no checks beyond those of every family with rotary positions */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 2, 0},
+     NNT_MLP_SWIGLU, 1, 0, 2, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), olmo_read_hf, olmo_hf_arch, olmo_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
@@ -157,4 +157,5 @@ const nnt_family nnt_family_olmo = {
     "q_proj,v_proj",   /* the Llama family's (PEFT 0.21 has no default for olmo2) */
     NULL,
     NULL,
+    NULL, 0,   /* no fused tensors */
 };

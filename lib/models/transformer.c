@@ -29,7 +29,6 @@
 #include "../layers/generic.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -196,6 +195,12 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (f->layout.rope && hd % 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
                         fn, (long long)hd, cfg->head_dim ? "" : " = channels / heads");
+    double prf = cfg->rope.partial_rotary_factor;
+    if (f->layout.rope && prf != 0.0 && prf != 1.0 &&
+        !(f->features & NNT_FAMILY_HAS_PARTIAL_ROTARY))
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the %s family rotates whole head vectors "
+                        "(rope.partial_rotary_factor %g; Phi-3's family rotates a part)", fn,
+                        f->title, prf);
     if (cfg->qk_norm < 0 || cfg->qk_norm > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
                         "whole projection)", fn, cfg->qk_norm);
@@ -228,6 +233,8 @@ int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
     nnt_rope_options rope;
     int rc = nnt_family_find(cfg->family)->layout.rope
                  ? nnt_rope_options_read(fn, &cfg->rope, &rope) : 0;
+    if (rc == 0 && nnt_family_find(cfg->family)->layout.rope)
+        rc = nnt_rope_check_head(fn, &rope, head_dim_of(cfg));
     /* the reader records its message without a context */
     return rc ? nnt_fail(ctx, rc, "%s", nnt_ctx_last_error(NULL)) : NNT_OK;
 }
@@ -321,6 +328,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.out_bias = c->out_bias;
     ao.rope = f->rope ? &c->rope : NULL;
     ao.llama_names = f->rope;   /* q_proj ... o_proj in blocks without rope too */
+    ao.fused_qkv = f->fused_lora;
     ao.head_dim = head_dim_of(c);
     ao.qk_norm = c->qk_norm;
     ao.qk_norm_eps = c->norm_eps;
@@ -333,6 +341,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT, moe = NNT_MLP_OPTIONS_INIT;
     mo.kind = f->mlp_kind;
     mo.bias = c->mlp_bias;
+    mo.fused_gate_up = f->fused_lora;
     moe.kind = NNT_MLP_MOE;
     moe.bias = 0;
     moe.experts = c->experts;

@@ -46,13 +46,40 @@ static int llama3_check(const char *fn, const nnt_rope_options *o)
     return NNT_OK;
 }
 
+/* LongRoPE's own fields: nfactors in [1, NNT_ROPE_MAX_FACTORS], every factor > 0 (their
+ * count against the head vectors is the op's and the model's check) */
+static int longrope_check(const char *fn, const nnt_rope_options *o)
+{
+    if (o->nfactors < 1 || o->nfactors > NNT_ROPE_MAX_FACTORS)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: nfactors %lld must be in [1, %d]", fn,
+                        (long long)o->nfactors, NNT_ROPE_MAX_FACTORS);
+    for (int64_t i = 0; i < o->nfactors; i++)
+        if (!(o->short_factor[i] > 0.0f) || !(o->long_factor[i] > 0.0f) ||
+            isinf(o->short_factor[i]) || isinf(o->long_factor[i]))
+            return nnt_fail(NULL, NNT_E_INVAL, "%s: short_factor[%lld] %g and long_factor[%lld] "
+                            "%g must be finite and > 0", fn, (long long)i,
+                            (double)o->short_factor[i], (long long)i,
+                            (double)o->long_factor[i]);
+    return nnt_check_range(fn, "attention_factor", o->attention_factor, 0, 0, INFINITY, 0);
+}
+
 double nnt_rope_attention_factor(const nnt_rope_options *o)
 {
-    if (!o || o->scaling != NNT_ROPE_SCALING_YARN)
+    if (!o || (o->scaling != NNT_ROPE_SCALING_YARN && o->scaling != NNT_ROPE_SCALING_LONGROPE))
         return 1.0;
     if (o->attention_factor > 0.0)
         return o->attention_factor;
-    return o->factor <= 1.0 ? 1.0 : 0.1 * log(o->factor) + 1.0;
+    if (o->factor <= 1.0)
+        return 1.0;
+    if (o->scaling == NNT_ROPE_SCALING_LONGROPE)
+        return sqrt(1.0 + log(o->factor) / log((double)o->original_max_position));
+    return 0.1 * log(o->factor) + 1.0;
+}
+
+int64_t nnt_rope_rotary_dim(const nnt_rope_options *o, int64_t hd)
+{
+    double f = o ? o->partial_rotary_factor : 1.0;
+    return f == 0.0 || f == 1.0 ? hd : (int64_t)((double)hd * f);
 }
 
 /* base^(2i / hd) with the exponent in float32, the power taken in double and rounded to
@@ -101,12 +128,13 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
                               "initialise them with NNT_ROPE_OPTIONS_INIT");
     if (rc == 0)
         rc = nnt_check_range(fn, "theta", o->theta, 0, 1, INFINITY, 0);
-    if (rc == 0 && o->scaling != NNT_ROPE_SCALING_NONE && o->scaling != NNT_ROPE_SCALING_LLAMA3 &&
-        o->scaling != NNT_ROPE_SCALING_LINEAR && o->scaling != NNT_ROPE_SCALING_YARN)
+    if (rc == 0 && (o->scaling < NNT_ROPE_SCALING_NONE || o->scaling > NNT_ROPE_SCALING_LONGROPE))
         rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is none of NNT_ROPE_SCALING_NONE, "
-                      "NNT_ROPE_SCALING_LLAMA3, NNT_ROPE_SCALING_LINEAR and "
-                      "NNT_ROPE_SCALING_YARN", fn, o->scaling);
+                      "_LLAMA3, _LINEAR, _YARN and _LONGROPE", fn, o->scaling);
     /* every scaling has a factor; llama3 and yarn an original context too */
+    if (rc == 0 && o->partial_rotary_factor != 0.0)
+        rc = nnt_check_range(fn, "partial_rotary_factor", o->partial_rotary_factor, 0, 1, 1.0,
+                             1);
     if (rc || o->scaling == NNT_ROPE_SCALING_NONE)
         return rc;
     rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0);
@@ -115,24 +143,48 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
     if (o->original_max_position <= 0)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: original_max_position %lld must be > 0", fn,
                         (long long)o->original_max_position);
+    if (o->scaling == NNT_ROPE_SCALING_LONGROPE)
+        return longrope_check(fn, o);
     return o->scaling == NNT_ROPE_SCALING_YARN ? yarn_check(fn, o) : llama3_check(fn, o);
 }
 
-/* inv[i], i < hd/2, with Hugging Face's float32 operations (transformers'
- * _compute_default_rope_parameters, _compute_linear_scaling_rope_parameters and
- * _compute_llama3_parameters):
+int nnt_rope_check_head(const char *fn, const nnt_rope_options *o, int64_t hd)
+{
+    int64_t r = nnt_rope_rotary_dim(o, hd);
+    if (r < 2 || r % 2)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: the rotary dimension (int)(%lld x "
+                        "partial_rotary_factor %g) = %lld must be even and >= 2", fn,
+                        (long long)hd, o->partial_rotary_factor, (long long)r);
+    if (o->scaling == NNT_ROPE_SCALING_LONGROPE && o->nfactors != r / 2)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: longrope has %lld factors; the rotary dimension "
+                        "%lld needs %lld", fn, (long long)o->nfactors, (long long)r,
+                        (long long)(r / 2));
+    return NNT_OK;
+}
+
+/* inv[i], i < hd/2 (hd: the rotary dimension), with Hugging Face's float32 operations
+ * (transformers' _compute_default_rope_parameters, _compute_linear_scaling_rope_parameters,
+ * _compute_llama3_parameters and _compute_longrope_parameters, the long factors where
+ * use_long):
  *   inv = 1 / base ** (float(2i) / hd)
  * and with linear scaling inv / factor (positions divided by the factor), and
  * and with llama3 scaling, wavelen = 2 pi / inv (torch: reciprocal(inv) * 2 pi):
  *   wavelen > orig / low:   inv / factor                          (low frequencies)
  *   wavelen < orig / high:  inv                                   (high frequencies)
  *   otherwise:              (1 - s) inv / factor + s inv,  s = (orig / wavelen - low) / (high - low)
+ * and with longrope 1 / (f[i] * base ** (float(2i) / hd)).
  * The power is taken in double and rounded (torch's float pow may differ by an ulp). */
-static void rope_table(const nnt_rope_options *o, int64_t hd, float *inv)
+static void rope_table(const nnt_rope_options *o, int64_t hd, int use_long, float *inv)
 {
     const double base = (float)o->theta;   /* torch casts the scalar base to float32 */
     if (o->scaling == NNT_ROPE_SCALING_YARN) {
         yarn_table(o, hd, base, inv);
+        return;
+    }
+    if (o->scaling == NNT_ROPE_SCALING_LONGROPE) {
+        const float *ext = use_long ? o->long_factor : o->short_factor;
+        for (int64_t i = 0; i < hd / 2; i++)
+            inv[i] = 1.0f / (ext[i] * rope_power(base, i, hd));
         return;
     }
     const float two_pi = (float)(2.0 * M_PI), orig = (float)o->original_max_position;
@@ -163,7 +215,8 @@ static void rope_table(const nnt_rope_options *o, int64_t hd, float *inv)
 /* x (B, NH, T, hd) read, y written with x's layout (may be x); hd even, its tile hd or a
  * divisor of hd/2. *split = hd/(2 w) tile pairs, or 0 for whole head vectors. */
 static int check_args(const char *fn, const char *xrole, nnt_tensor *x, const char *yrole,
-                      nnt_tensor *y, int64_t pos_offset, int64_t *split)
+                      nnt_tensor *y, int64_t pos_offset, const nnt_rope_options *o,
+                      int64_t *split)
 {
     int rc = nnt_check_arg(fn, xrole, x, NNT_FP32, 1);
     if (rc == 0)
@@ -182,14 +235,18 @@ static int check_args(const char *fn, const char *xrole, nnt_tensor *x, const ch
     if (pos_offset < 0 || pos_offset > INT64_MAX - x->shape[2])
         return nnt_fail(x->ctx, NNT_E_INVAL, "%s: pos_offset %lld must be >= 0 (and the last "
                         "position must fit int64_t)", fn, (long long)pos_offset);
+    if ((rc = nnt_rope_check_head(fn, o, hd)))
+        return rc;
+    int64_t half = nnt_rope_rotary_dim(o, hd) / 2;   /* pairs (i, i + half) */
     *split = 0;
     if (x->grid[3] == 1)
         return NNT_OK;
-    if ((hd / 2) % w != 0)
+    if (half % w != 0)
         return nnt_fail(x->ctx, NNT_E_SHAPE, "%s: hd = %lld of %s is split into tiles of %lld; "
-                        "the hd tile must be hd (whole head vectors) or divide hd/2 = %lld", fn,
-                        (long long)hd, xrole, (long long)w, (long long)(hd / 2));
-    *split = hd / 2 / w;
+                        "the hd tile must be hd (whole head vectors) or divide %lld, half the "
+                        "rotary dimension", fn, (long long)hd, xrole, (long long)w,
+                        (long long)half);
+    *split = half / w;
     return NNT_OK;
 }
 
@@ -215,16 +272,27 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
     int64_t split = 0;
     int rc = nnt_rope_options_read(fn, opts, &o);
     if (rc == 0)
-        rc = check_args(fn, xrole, x, yrole, y, pos_offset, &split);
+        rc = check_args(fn, xrole, x, yrole, y, pos_offset, &o, &split);
     if (rc == 0 && pos)
         rc = check_positions(fn, xrole, x, pos);
     if (rc)
         return rc;
-    int64_t hd = x->shape[3];
-    float *inv = malloc((size_t)(hd / 2) * sizeof *inv);
+    int64_t hd = x->shape[3], rd = nnt_rope_rotary_dim(&o, hd), T = x->shape[2];
+    /* longrope: the long factors where the last position + 1 passes the original context */
+    int use_long = pos_offset + T > o.original_max_position;
+    if (o.scaling == NNT_ROPE_SCALING_LONGROPE && pos && use_long)
+        return nnt_fail(x->ctx, NNT_E_UNSUPPORTED, "%s: longrope with per-token positions over "
+                        "T = %lld > original_max_position %lld (transformers picks the factors "
+                        "by the largest position)", fn, (long long)T,
+                        (long long)o.original_max_position);
+    if (rd < hd && y != x) {   /* the entries past the rotary dimension pass unchanged */
+        NNT_TRY(nnt_tensor_copy(x, y));
+        x = y;
+    }
+    float *inv = malloc((size_t)(rd / 2) * sizeof *inv);
     if (!inv)
         return nnt_fail(x->ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
-    rope_table(&o, hd, inv);
+    rope_table(&o, rd, use_long, inv);
     int64_t nlead = x->grid[0] * x->grid[1] * x->grid[2], npairs = split ? split : 1;
     for (int64_t l = 0; l < nlead && rc == 0; l++) {
         int64_t lo = l * x->grid[3], shape[4];
@@ -234,8 +302,9 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
         t.nt = shape[2];
         t.pos0 = pos_offset + (l % x->grid[2]) * x->tile[2];
         t.sign = sign;
+        t.scale = (float)nnt_rope_attention_factor(&o);
         t.whole = split == 0;
-        t.n = split ? shape[3] : hd / 2;
+        t.n = split ? shape[3] : rd / 2;
         t.ld = shape[3];
         t.nb = shape[0];
         t.nh = shape[1];
