@@ -8,6 +8,8 @@
 #include "fixture.h"
 #include "io/io.h"
 
+#include <math.h>
+
 /* The safetensors file at path (any fixture directory). */
 static inline nnt_st_reader *fixture_open_st_path(const char *path)
 {
@@ -136,6 +138,54 @@ static inline double fixture_train_step(nnt_ctx *ctx, nnt_layer *l, nnt_optim *o
     nnt_tensor_destroy(x);
     nnt_tensor_destroy(y);
     return loss;
+}
+
+/* ---- the PEFT fixtures (tests/gen_lora_fixtures.py, gen_gemma_fixtures.py,
+ * gen_window_fixtures.py) ------------------------------------------------------------------ */
+
+/* AdamW as the fixtures' torch.optim.AdamW (lr 1e-2, weight decay 0.05, betas 0.9, 0.999,
+ * eps 1e-8) over l's trainable parameters. */
+static inline nnt_optim *fixture_peft_adamw(nnt_ctx *ctx, nnt_layer *l)
+{
+    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+    oo.lr = 1e-2;
+    oo.weight_decay = 0.05;
+    nnt_optim *opt = NULL;
+    FIXTURE_OK(nnt_optim_create(ctx, &oo, &opt));
+    FIXTURE_OK(nnt_optim_add_layer(opt, l));
+    return opt;
+}
+
+/* The fixture r's steps training steps (train_tokens, train_targets (steps, b, t) in tiles of
+ * tile; its losses), gradients dropped as the trainer drops them: the worst relative loss
+ * difference. */
+static inline double fixture_peft_train(nnt_ctx *ctx, nnt_layer *l, nnt_optim *opt,
+                                        const nnt_st_reader *r, int64_t b, int64_t t,
+                                        int steps, const int64_t *tile)
+{
+    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
+    double worst = 0.0;
+    for (int s = 0; s < steps; s++) {
+        double loss = fixture_train_step(ctx, l, opt, b, t, tok + s * b * t, tgt + s * b * t,
+                                         tile, tile, 1, NULL, NULL);
+        worst = fmax(worst, fabs(loss - want[s]) / want[s]);
+    }
+    free(tok), free(tgt), free(want);
+    return worst;
+}
+
+/* The logits (b, t, V) of tokens tok in tiles of tile, without targets (malloc'd). */
+static inline float *fixture_logits(nnt_ctx *ctx, nnt_layer *l, int64_t b, int64_t t,
+                                    const int32_t *tok, const int64_t *tile)
+{
+    nnt_tensor *x = fixture_ids(ctx, b, t, tok, tile), *out = NULL;
+    FIXTURE_OK(nnt_layer_set_targets(l, NULL));
+    FIXTURE_OK(nnt_layer_forward(l, x, &out));
+    float *v = test_to_host(out, NULL);
+    nnt_tensor_destroy(x);
+    return v;
 }
 
 #endif

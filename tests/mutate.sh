@@ -160,7 +160,13 @@ nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? N
 nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every)@for (int64_t i = every; i < L; i += every)@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
 olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
 yarn_ramp_shift|lib/ops/rope.c|s@float ramp = ((float)i - flow) / span;@float ramp = ((float)i + 1.0f - flow) / span;@|YaRN: the ramp one frequency early
-yarn_factor_once|lib/layers/attention.c|s@a->scale = s \* f \* f;@a->scale = s * f;@|YaRN: the attention factor applied once to the scores, not squared
+rope_factor_dropped|lib/ops/rope.c|s@t.scale = (float)nnt_rope_attention_factor(\&o);@t.scale = 1.0f;@|YaRN, LongRoPE: the attention factor not applied to the cosines and sines
+partial_whole_vector|lib/ops/rope.c|s@t.n = split ? shape\[3\] : rd / 2;@t.n = split ? shape[3] : hd / 2;@|partial rotary: the whole head vector rotated
+partial_freq_over_hd|lib/ops/rope.c|s@rope_table(\&o, rd, use_long, inv);@rope_table(\&o, hd, use_long, inv);@|partial rotary: the frequencies over hd, not the rotary dimension
+longrope_switch_early|lib/ops/rope.c|s@int use_long = pos_offset + T > o.original_max_position;@int use_long = pos_offset + T >= o.original_max_position;@|LongRoPE: the long factors one position early
+longrope_no_reprefill|lib/models/generate.c|s@                 n != g->reprefill;@                 1;@|LongRoPE generation: the cache not computed again past the original context
+phi3_original_ignored|lib/models/phi3.c|s@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, original, 1,@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, 0, 1,@|Phi-3: the original context of the rope object kept over the one of Phi3Config
+fused_lora_up_as_gate|lib/layers/composite.c|s@    return gl_lora_part(m->lora, 1, m->u, 1.0);@    return gl_lora_part(m->lora, 0, m->u, 1.0);@|fused gate_up_proj LoRA: the up rows given the B of the gate part
 llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope;@ao.llama_names = 0;@|a block without rope and with all biases named as GPT-2 (q.weight)
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
@@ -179,7 +185,7 @@ text_width_edge|lib/train/text.c|s@t->n + (size_t)k >= (size_t)t->width@t->n + (
 resume_base_source|lib/train/run.c|s@"frozen", 0) > 0)@"frozen", 0) < 0)@|nnt_trainer_open resuming a fine-tuning run without a model: the source of the base not taken from the checkpoint
 open_error_status|examples/nnt_train.c|s@(!strncmp(m, "resume:", 7) \&\& rc != NNT_E_IO) ? 2 : 1;@0 ? 2 : 1;@|nnt-train: a checkpoint of another model (resume) exits 1, not 2 (bad usage)
 lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
-lora_cattn_part|lib/layers/attention.c|s@\*part = a->gpt2 ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2: q, k and v all take the q third of B
+lora_cattn_part|lib/layers/attention.c|s@\*part = one ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2 (qkv_proj of Phi-3): q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
 lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0));@1.0, lo->b[i], lo->a, 1.0, w, 1, 0));@|LoRA merge: W += B A without the scale
 lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen)$@if (p->adapter \&\& !p->frozen)@|LoRA: the adapters frozen instead of the base, whose gradients are then computed

@@ -14,7 +14,9 @@ its windows: on the layers without rope by default, or on those of a layer_types
 K 900 OLMo 2 (norms after the attention and the MLP, q/k norms over whole projections); from
 K 1000 OLMo 3 (its windows on random layers, a rope of their own, YaRN or not on the full
 ones); from K 1100 YaRN rope scaling (random factor, original context, betas, truncate,
-attention factor) on Llama, Mistral, Qwen2 and Qwen3;
+attention factor) on Llama, Mistral, Qwen2 and Qwen3; from K 1200 Phi-3 (q, k, v and gate, up
+fused in its files, a random partial_rotary_factor, LongRoPE's random factors over a random
+original context, a window on every layer or none);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -87,7 +89,7 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
                           OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
                           SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
-                          Olmo3Config, Olmo3ForCausalLM)
+                          Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -110,7 +112,8 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # --val-split and --seed; from 400 the Gemma families (with all of the above); from 500 the
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
-# from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures.
+# from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
+# from 1200 Phi-3.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -134,6 +137,8 @@ def gen_case(seed, k, forced=None):
         fam = "olmo3"
     if k >= 1100:   # YaRN (a draw of its own: the cases below 1100 stay as they were)
         fam = r.choice(["llama", "mistral", "qwen2", "qwen3"])
+    if k >= 1200:   # Phi-3 (no draw)
+        fam = "phi3"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -243,6 +248,28 @@ def pick_model(r, c):
         if r.random() < 0.3:
             y["attention_factor"] = r.choice([0.8, 1.2, 1.5])
         c["yarn"] = y
+    if fam == "phi3":   # (from K 1200) drawn last: partial rotary, LongRoPE, a window
+        # heads that tile the width (Phi3Config checks LongRoPE's factors against C / NH),
+        # no biases, a window on every layer or none, no YaRN (Phi3Config reads it as
+        # longrope)
+        c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
+        c["attn_bias"] = c["mlp_bias"] = c["llama3"] = False
+        c["yarn"], c["layer_types"] = None, None
+        c["window"] = r.choice([None, None, 2, 3, 5, 8, 64])
+        parts = [f for f in (1.0, 0.75, 0.5, 0.25) if int(c["hd"] * f) % 2 == 0 and
+                 int(c["hd"] * f) >= 2]
+        c["partial"] = r.choice(parts)
+        c["longrope"] = None
+        if r.random() < 0.6:
+            n = int(c["hd"] * c["partial"]) // 2
+            lr = {"short_factor": [round(r.uniform(1.0, 3.0), 3) for _ in range(n)],
+                  "long_factor": [round(r.uniform(1.0, 20.0), 3) for _ in range(n)],
+                  "original": r.choice([4, 8, 16, c["max_pos"]])}
+            if r.random() < 0.3:
+                lr["factor"] = r.choice([1.0, 2.0, 16.0])
+            if r.random() < 0.3:
+                lr["attention_factor"] = r.choice([0.9, 1.3])
+            c["longrope"] = lr
     if fam == "smollm3":   # (from K 800) drawn last: layers without rope, biases, windows
         # heads that tile the width (SmolLM3's attention takes C / NH; no head_dim key)
         c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
@@ -461,6 +488,17 @@ def hf_config(c):
             kw["layer_types"] = c["layer_types"]
         return Olmo3Config(attention_bias=c["attn_bias"], sliding_window=c["window"], **kw), \
             Olmo3ForCausalLM
+    if fam == "phi3":   # its rope: partial rotary factor, LongRoPE or not
+        rope["partial_rotary_factor"] = c["partial"]
+        lr = c.get("longrope")
+        if lr:
+            rope.update(rope_type="longrope", short_factor=lr["short_factor"],
+                        long_factor=lr["long_factor"])
+            for key in ("factor", "attention_factor"):
+                if key in lr:
+                    rope[key] = lr[key]
+            kw["original_max_position_embeddings"] = lr["original"]
+        return Phi3Config(sliding_window=c.get("window"), **kw), Phi3ForCausalLM
     if fam == "smollm3":
         kw.update(no_rope_layers=c["no_rope"], attention_bias=c["attn_bias"],
                   mlp_bias=c["mlp_bias"], use_sliding_window=c["smol_window"])

@@ -99,73 +99,6 @@ static float *frozen_values(nnt_layer *l, int64_t *total)
     return all;
 }
 
-/* The largest relative normwise difference of the tensors of want (all present in got with
- * the same shape); *worst gets the name of that tensor. */
-static double compare_files(const char *got_path, const char *want_path, char *worst, size_t wn)
-{
-    nnt_st_reader *got = fixture_open_st_path(got_path), *want = fixture_open_st_path(want_path);
-    double e = 0.0;
-    for (size_t i = 0; i < nnt_st_count(want); i++) {
-        const nnt_st_entry *w = nnt_st_entry_at(want, i), *g = nnt_st_find(got, w->name);
-        ck_assert_msg(g != NULL, "%s has no tensor %s", got_path, w->name);
-        ck_assert_int_eq(g->ndim, w->ndim);
-        for (int d = 0; d < w->ndim; d++)
-            ck_assert_msg(g->shape[d] == w->shape[d], "%s: %s dimension %d is %lld, PEFT's %lld",
-                          got_path, w->name, d, (long long)g->shape[d], (long long)w->shape[d]);
-        float *a = fixture_read_n(got, w->name, NNT_IO_F32, NULL);
-        float *b = fixture_read_n(want, w->name, NNT_IO_F32, NULL);
-        double ei = test_rel_err(a, b, (int64_t)w->numel);
-        if (ei >= e) {
-            e = ei;
-            snprintf(worst, wn, "%s", w->name);
-        }
-        free(a), free(b);
-    }
-    ck_assert_int_eq(nnt_st_count(got), nnt_st_count(want));
-    nnt_st_close(got);
-    nnt_st_close(want);
-    return e;
-}
-
-static nnt_optim *adamw(nnt_layer *l)
-{
-    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
-    oo.lr = 1e-2;
-    oo.weight_decay = 0.05;
-    nnt_optim *opt = NULL;
-    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
-    EXPECT_OK(nnt_optim_add_layer(opt, l));
-    return opt;
-}
-
-/* 10 steps as the fixture's: the worst relative loss difference. */
-static double train(nnt_layer *l, nnt_optim *opt, nnt_st_reader *r, const int64_t *tok_tile)
-{
-    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
-    double worst = 0.0;
-    for (int s = 0; s < STEPS; s++) {
-        /* gradients dropped: the trainer's way */
-        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
-                                         tok_tile, tok_tile, 1, NULL, NULL);
-        worst = fmax(worst, fabs(loss - want[s]) / want[s]);
-    }
-    free(tok), free(tgt), free(want);
-    return worst;
-}
-
-/* The logits (B, T, V) of tokens, no targets. */
-static float *logits_of(nnt_layer *l, const int32_t *tok, const int64_t *tok_tile)
-{
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tok_tile), *out = NULL;
-    EXPECT_OK(nnt_layer_set_targets(l, NULL));
-    EXPECT_OK(nnt_layer_forward(l, x, &out));
-    float *v = test_to_host(out, NULL);
-    nnt_tensor_destroy(x);
-    return v;
-}
-
 /* NNT_LORA_KEEP: the adapter in DIR/CASE with nnt's logits beside it. */
 static void keep(nnt_layer *l, const char *name, const float *logits)
 {
@@ -199,8 +132,8 @@ START_TEST(test_train)
     int64_t nfrozen = 0;
     float *before = frozen_values(l, &nfrozen);
     ck_assert_int_gt(nfrozen, 0);
-    nnt_optim *opt = adamw(l);
-    double eloss = train(l, opt, r, TILINGS[ti].tok);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
+    double eloss = fixture_peft_train(ctx, l, opt, r, B, T, STEPS, TILINGS[ti].tok);
     int64_t n2 = 0;
     float *after = frozen_values(l, &n2);
     ck_assert_int_eq(n2, nfrozen);
@@ -210,10 +143,10 @@ START_TEST(test_train)
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("trained")));
     char worst[300] = "", file[4300];
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("trained"));
-    double ea = compare_files(file, fx(name, "trained", "adapter_model.safetensors"), worst,
-                              sizeof worst);
+    double ea = fixture_compare_files(file, fx(name, "trained", "adapter_model.safetensors"), 1,
+                                      worst, sizeof worst);
     int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
-    float *logits = logits_of(l, tok, TILINGS[ti].tok);
+    float *logits = fixture_logits(ctx, l, B, T, tok, TILINGS[ti].tok);
     if (ti == 0)
         keep(l, name, logits);
     printf("test_lora %s tiling %d: losses rel %.2e, adapters rel %.2e (%s)\n", name, ti,
@@ -241,9 +174,9 @@ START_TEST(test_load_merge)
     float *want_merged = fixture_read_n(r, "merged_logits", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fx(base, NULL, NULL), B, T, &TILINGS[1].t, &l));
-    float *plain = logits_of(l, tok, TILINGS[1].tok);
+    float *plain = fixture_logits(ctx, l, B, T, tok, TILINGS[1].tok);
     EXPECT_OK(nnt_model_load_peft(l, fx(name, "trained", NULL)));
-    float *got = logits_of(l, tok, TILINGS[1].tok);
+    float *got = fixture_logits(ctx, l, B, T, tok, TILINGS[1].tok);
     double el = test_rel_err(got, want, n), moved = test_rel_err(plain, want, n);
     EXPECT_OK(nnt_model_lora_merge(l));
     int64_t count = 0;
@@ -251,13 +184,14 @@ START_TEST(test_load_merge)
     for (int64_t i = 0; i < count; i++)
         ck_assert_msg(!strstr(test_param_at(l, i).name, "lora_"), "%s: %s after the merge", name,
                       test_param_at(l, i).name);
-    float *merged = logits_of(l, tok, TILINGS[1].tok);
+    float *merged = fixture_logits(ctx, l, B, T, tok, TILINGS[1].tok);
     double em = test_rel_err(merged, want_merged, n);
     test_make_tmpdir("lora-merge");
     EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("merged")));
     char worst[300] = "", file[4300];
     snprintf(file, sizeof file, "%s/model.safetensors", test_tmp_path("merged"));
-    double ew = compare_files(file, fx(name, "merged", "model.safetensors"), worst, sizeof worst);
+    double ew = fixture_compare_files(file, fx(name, "merged", "model.safetensors"), 1, worst,
+                                      sizeof worst);
     printf("test_lora %s: PEFT's adapter logits rel %.2e (the base's %.2e away), merged logits "
            "rel %.2e, merged weights rel %.2e (%s)\n", name, el, moved, em, ew, worst);
     ck_assert_msg(moved > 100 * LOGITS_TOL, "%s: the adapter changes the logits too little "
@@ -330,8 +264,8 @@ START_TEST(test_bf16)
     EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
     EXPECT_OK(nnt_model_load_hf(ctx, fx(base, NULL, NULL), B, T, &TILINGS[1].t, &l));
     EXPECT_OK(nnt_model_load_peft(l, fx(name, "init", NULL)));
-    nnt_optim *opt = adamw(l);
-    double e = train(l, opt, r, TILINGS[1].tok);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
+    double e = fixture_peft_train(ctx, l, opt, r, B, T, STEPS, TILINGS[1].tok);
     printf("test_lora %s bf16: losses rel %.2e from PEFT's fp32\n", name, e);
     /* measured 3.9e-3 (llama_all), 7.9e-4 (gpt2_all); the fp32 runs agree to 4.5e-7 */
     ck_assert_msg(e > 1e-5 && e < 2e-2, "%s bf16: losses rel %.2e", name, e);
@@ -375,8 +309,8 @@ START_TEST(test_freeze_train)
         trainable += !p.frozen;
     }
     ck_assert_int_eq(trainable, 5);   /* layer 1's q, k, v, o; lm_head */
-    nnt_optim *opt = adamw(l);
-    double eloss = train(l, opt, r, TILINGS[ti].tok);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
+    double eloss = fixture_peft_train(ctx, l, opt, r, B, T, STEPS, TILINGS[ti].tok);
     int64_t n2 = 0;
     float *after = frozen_values(l, &n2);
     ck_assert_msg(memcmp(before, after, (size_t)nfrozen * sizeof *after) == 0,
@@ -427,13 +361,13 @@ START_TEST(test_freeze_memory)
     int64_t base = owned(), frozen_bytes = 0, count = 0;
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, NULL, &l));
-    nnt_optim *opt = adamw(l);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
     int64_t full = owned() - base;
     nnt_optim_destroy(opt);
     nnt_layer_destroy(l);
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, NULL, &l));
     freeze_all(l);
-    opt = adamw(l);
+    opt = fixture_peft_adamw(ctx, l);
     int64_t part = owned() - base;
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
@@ -531,7 +465,7 @@ static void bf16_freeze_run(int mode, float *losses, float **values, int64_t *by
     EXPECT_OK(nnt_model_load_hf(ctx, fx("llama", NULL, NULL), B, T, &TILINGS[1].t, &l));
     for (int i = 0; i < 4; i++)
         EXPECT_OK(nnt_layer_freeze(l, FREEZE[i], mode, NULL));
-    nnt_optim *opt = adamw(l);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
     EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
     for (int64_t i = 0; i < count; i++) {   /* under bf16 products: narrowed when frozen */
         nnt_param_info p = test_param_at(l, i);
@@ -691,7 +625,7 @@ static void table_run(int tied, int mode, float *losses, float **trained, int64_
     free(v);
     EXPECT_OK(nnt_layer_freeze(l, "model.embed_tokens.weight", mode, NULL));
     EXPECT_OK(nnt_layer_freeze(l, "*.mlp.*", NNT_FREEZE, NULL));
-    nnt_optim *opt = adamw(l);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
     int32_t tok[3 * B * T], tgt[3 * B * T];
     for (int i = 0; i < 3 * B * T; i++) {
         tok[i] = (int32_t)((i * 7 + 3) % c.vocab);
@@ -860,7 +794,7 @@ START_TEST(test_read_hf_bf16)
             EXPECT_OK(nnt_model_read_hf(l, fx("llama", NULL, NULL)));
             ck_assert(frozen_in_bf16(l, &n16));
         }
-        nnt_optim *opt = adamw(l);
+        nnt_optim *opt = fixture_peft_adamw(ctx, l);
         for (int s = 0; s < 3; s++)
             losses[late][s] = fixture_step(l, opt, tok, tgt, s, NULL);
         EXPECT_OK(nnt_ctx_wait(ctx));
@@ -904,7 +838,7 @@ START_TEST(test_merge_bf16)
     EXPECT_OK(nnt_ctx_set_precision(ctx, NNT_PRECISION_BF16));
     EXPECT_OK(nnt_model_load_hf(ctx, fx(base, NULL, NULL), B, T, &TILINGS[1].t, &l));
     EXPECT_OK(nnt_model_load_peft(l, fx(name, "trained", NULL)));
-    free(logits_of(l, tok, TILINGS[1].tok));   /* the base's matrices kept in bf16 */
+    free(fixture_logits(ctx, l, B, T, tok, TILINGS[1].tok));   /* the base's matrices kept in bf16 */
     EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("base16")));
     EXPECT_OK(nnt_model_lora_merge(l));
     EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("merged16")));
@@ -1007,7 +941,7 @@ static void dropout_run(int ti, int recompute, double dropout, float *losses)
     lo.dropout = dropout;
     lo.seed = 9;
     EXPECT_OK(nnt_model_lora_add(l, &lo));
-    nnt_optim *opt = adamw(l);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
     for (int s = 0; s < STEPS; s++) {
         losses[s] = (float)fixture_train_step(ctx, l, opt, B, T, tok + s * B * T,
                                               tgt + s * B * T, TILINGS[ti].tok, TILINGS[ti].tok,
@@ -1131,7 +1065,7 @@ static void trainer_run(const char *data_path, const char *resume, int64_t until
     lo.dropout = 0.1;
     lo.seed = 5;   /* the masks' too; a resume brings step 2's values */
     EXPECT_OK(nnt_model_lora_add(l, &lo));
-    nnt_optim *opt = adamw(l);
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
     nnt_data *data = NULL;
     EXPECT_OK(nnt_data_open(data_path, NNT_DATA_LLMC, NULL, V, &data));
     nnt_trainer_options to = NNT_TRAINER_OPTIONS_INIT;

@@ -586,17 +586,6 @@ static const char *const LORAS[2][2] = {{"gemma3_lora", "gemma3"}, {"gemma2_lora
 #define LORA_ADAPTER_TOL 1e-4
 #define LORA_LOGITS_TOL 5e-6
 
-/* The logits (B, T, V) of tokens, no targets. */
-static float *lora_logits(nnt_layer *l, const int32_t *tok, const int64_t *tile)
-{
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tile), *out = NULL;
-    EXPECT_OK(nnt_layer_set_targets(l, NULL));
-    EXPECT_OK(nnt_layer_forward(l, x, &out));
-    float *v = test_to_host(out, NULL);
-    nnt_tensor_destroy(x);
-    return v;
-}
-
 /* PEFT's initial adapter, 10 AdamW steps as PEFT's (lr 1e-2, weight decay 0.05): the losses
  * and the trained adapter's tensors; _i = case * 2 + (tiling 1 or 3) */
 START_TEST(test_lora_train)
@@ -605,25 +594,12 @@ START_TEST(test_lora_train)
     int ti = _i % 2 ? 3 : 1;
     char dir[4300], file[4400], worst[300] = "";
     nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
-    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(base, NULL), B, T, &TILINGS[ti].t, &l));
     snprintf(dir, sizeof dir, "%s/init", path_of(name, NULL));
     EXPECT_OK(nnt_model_load_peft(l, dir));
-    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
-    oo.lr = 1e-2;
-    oo.weight_decay = 0.05;
-    nnt_optim *opt = NULL;
-    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
-    EXPECT_OK(nnt_optim_add_layer(opt, l));
-    double eloss = 0.0;
-    for (int s = 0; s < STEPS; s++) {
-        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
-                                         TILINGS[ti].tok, TILINGS[ti].tok, 1, NULL, NULL);
-        eloss = fmax(eloss, fabs(loss - want[s]) / want[s]);
-    }
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
+    double eloss = fixture_peft_train(ctx, l, opt, r, B, T, STEPS, TILINGS[ti].tok);
     test_make_tmpdir("gemma_lora");
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("trained")));
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("trained"));
@@ -634,7 +610,6 @@ START_TEST(test_lora_train)
     EXPECT_TOL(eloss, LORA_LOSS_TOL, "%s tiling %d: losses", name, ti);
     EXPECT_TOL(ea, LORA_ADAPTER_TOL, "%s tiling %d: adapter %s", name, ti, worst);
     test_remove_tmpdir();
-    free(tok), free(tgt), free(want);
     nnt_optim_destroy(opt);
     nnt_layer_destroy(l);
     nnt_st_close(r);
@@ -653,12 +628,12 @@ START_TEST(test_lora_load_merge)
     float *want_merged = fixture_read_n(r, "merged_logits", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of(base, NULL), B, T, &TILINGS[2].t, &l));
-    float *plain = lora_logits(l, tok, TILINGS[2].tok);
+    float *plain = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
     snprintf(dir, sizeof dir, "%s/trained", path_of(name, NULL));
     EXPECT_OK(nnt_model_load_peft(l, dir));
-    float *got = lora_logits(l, tok, TILINGS[2].tok);
+    float *got = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
     EXPECT_OK(nnt_model_lora_merge(l));
-    float *merged = lora_logits(l, tok, TILINGS[2].tok);
+    float *merged = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
     double el = test_rel_err(got, want, n), em = test_rel_err(merged, want_merged, n);
     double moved = test_rel_err(plain, want, n);
     printf("test_model_gemma %s: logits with PEFT's adapter rel %.2e (the base's %.2e away), "

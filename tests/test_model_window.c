@@ -39,19 +39,17 @@ static const struct {
     const char *arch;
     int64_t every;   /* window_global_every */
     int64_t prompt;  /* test_generate_long_prompt's prompt; 0: 12 */
-} MODELS[] = {{"mistral", 5, 0, 0, 0, "MistralForCausalLM", 0},
-              {"qwen2", 5, 1, 0, 0, "Qwen2ForCausalLM", 0},
-              {"qwen2_listed", 5, 0, 2, 0, "Qwen2ForCausalLM", 0},
-              {"smollm3", 5, 0, 2, 1, "SmolLM3ForCausalLM", 0},
-              {"smollm3_nope", 0, 0, 0, 2, "SmolLM3ForCausalLM", 0},
-              {"olmo2", 0, 0, 0, 0, "Olmo2ForCausalLM", 0},
-              {"llama_yarn", 0, 0, 0, 0, "LlamaForCausalLM", 0},
-              {"qwen3_yarn", 0, 0, 0, 0, "Qwen3ForCausalLM", 0},
-              {"olmo3", 5, 0, 0, 0, "Olmo3ForCausalLM", 4},
-              {"phi3", 5, 0, 0, 0, "Phi3ForCausalLM", 0},
-              /* its prompt within the original context of 10: transformers' generation had
-               * rotated the first 10 keys with the short factors, a prompt past 10 would
-               * take the long ones for all */
+} MODELS[] = {{"mistral", 5, 0, 0, 0, "MistralForCausalLM", 0, 0},
+              {"qwen2", 5, 1, 0, 0, "Qwen2ForCausalLM", 0, 0},
+              {"qwen2_listed", 5, 0, 2, 0, "Qwen2ForCausalLM", 0, 0},
+              {"smollm3", 5, 0, 2, 1, "SmolLM3ForCausalLM", 0, 0},
+              {"smollm3_nope", 0, 0, 0, 2, "SmolLM3ForCausalLM", 0, 0},
+              {"olmo2", 0, 0, 0, 0, "Olmo2ForCausalLM", 0, 0},
+              {"llama_yarn", 0, 0, 0, 0, "LlamaForCausalLM", 0, 0},
+              {"qwen3_yarn", 0, 0, 0, 0, "Qwen3ForCausalLM", 0, 0},
+              {"olmo3", 5, 0, 0, 0, "Olmo3ForCausalLM", 4, 0},
+              {"phi3", 5, 0, 0, 0, "Phi3ForCausalLM", 0, 0},
+              /* a prompt of 8 within its original context of 10, the long factors after */
               {"phi3_longrope", 0, 0, 0, 0, "Phi3ForCausalLM", 0, 8}};
 #define NMODELS 11
 
@@ -493,17 +491,6 @@ END_TEST
 #define LORA_ADAPTER_TOL 8e-5
 #define LORA_LOGITS_TOL 7e-6
 
-/* The logits (B, T, V) of tokens, no targets. */
-static float *logits_of(nnt_layer *l, const int32_t *tok, const int64_t *tile)
-{
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, tile), *out = NULL;
-    EXPECT_OK(nnt_layer_set_targets(l, NULL));
-    EXPECT_OK(nnt_layer_forward(l, x, &out));
-    float *v = test_to_host(out, NULL);
-    nnt_tensor_destroy(x);
-    return v;
-}
-
 /* PEFT's initial all-linear adapter of phi3 (qkv_proj, o_proj, gate_up_proj, down_proj), 10
  * AdamW steps as PEFT's: the losses and the trained adapter's tensors (their names and
  * shapes PEFT's: B of qkv_proj (NH hd + 2 NKV hd, r)); _i: tilings 1 and 2 */
@@ -512,25 +499,12 @@ START_TEST(test_phi3_lora_train)
     int ti = _i + 1;
     char dir[4300], file[4400], worst[300] = "";
     nnt_st_reader *r = fixture_open_st_path(path_of("phi3_lora", "reference.safetensors"));
-    int32_t *tok = fixture_read_n(r, "train_tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = fixture_read_n(r, "train_targets", NNT_IO_I32, NULL);
-    float *want = fixture_read_n(r, "losses", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of("phi3", NULL), B, T, &TILINGS[ti].t, &l));
     snprintf(dir, sizeof dir, "%s/init", path_of("phi3_lora", NULL));
     EXPECT_OK(nnt_model_load_peft(l, dir));
-    nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
-    oo.lr = 1e-2;
-    oo.weight_decay = 0.05;
-    nnt_optim *opt = NULL;
-    EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
-    EXPECT_OK(nnt_optim_add_layer(opt, l));
-    double eloss = 0.0;
-    for (int s = 0; s < STEPS; s++) {
-        double loss = fixture_train_step(ctx, l, opt, B, T, tok + s * B * T, tgt + s * B * T,
-                                         TILINGS[ti].tok, TILINGS[ti].tok, 1, NULL, NULL);
-        eloss = fmax(eloss, fabs(loss - want[s]) / want[s]);
-    }
+    nnt_optim *opt = fixture_peft_adamw(ctx, l);
+    double eloss = fixture_peft_train(ctx, l, opt, r, B, T, STEPS, TILINGS[ti].tok);
     test_make_tmpdir("phi3_lora");
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("trained")));
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("trained"));
@@ -542,7 +516,6 @@ START_TEST(test_phi3_lora_train)
     EXPECT_TOL(eloss, LORA_LOSS_TOL, "phi3_lora tiling %d: losses", ti);
     EXPECT_TOL(ea, LORA_ADAPTER_TOL, "phi3_lora tiling %d: adapter %s", ti, worst);
     test_remove_tmpdir();
-    free(tok), free(tgt), free(want);
     nnt_optim_destroy(opt);
     nnt_layer_destroy(l);
     nnt_st_close(r);
@@ -561,12 +534,12 @@ START_TEST(test_phi3_lora_load_merge)
     float *want_merged = fixture_read_n(r, "merged_logits", NNT_IO_F32, NULL);
     nnt_layer *l = NULL;
     EXPECT_OK(nnt_model_load_hf(ctx, path_of("phi3", NULL), B, T, &TILINGS[2].t, &l));
-    float *plain = logits_of(l, tok, TILINGS[2].tok);
+    float *plain = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
     snprintf(dir, sizeof dir, "%s/trained", path_of("phi3_lora", NULL));
     EXPECT_OK(nnt_model_load_peft(l, dir));
-    float *got = logits_of(l, tok, TILINGS[2].tok);
+    float *got = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
     EXPECT_OK(nnt_model_lora_merge(l));
-    float *merged = logits_of(l, tok, TILINGS[2].tok);
+    float *merged = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
     double el = test_rel_err(got, want, n), em = test_rel_err(merged, want_merged, n);
     double moved = test_rel_err(plain, want, n);
     printf("test_model_window phi3_lora: logits with PEFT's adapter rel %.2e (the base's %.2e "
@@ -598,6 +571,31 @@ START_TEST(test_phi3_lora_load_merge)
     nnt_layer_destroy(l);
     free(tok), free(want), free(want_merged), free(plain), free(got), free(merged);
     nnt_st_close(r);
+}
+END_TEST
+
+/* nnt_model_read_hf into a model of another rotary dimension or other LongRoPE factors than
+ * the directory's: refused, naming what differs; into its own configuration: read */
+START_TEST(test_phi3_read_hf)
+{
+    const char *dir = path_of("phi3_longrope", NULL);
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, other;
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &c));
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &l));
+    EXPECT_OK(nnt_model_read_hf(l, dir));
+    nnt_layer_destroy(l);
+    other = c;
+    other.rope.partial_rotary_factor = 0.5;   /* 8 of 16 rotated: 4 factors */
+    other.rope.nfactors = 4;
+    EXPECT_OK(nnt_model_create(ctx, &other, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, dir), NNT_E_INVAL, "partial_rotary_factor");
+    nnt_layer_destroy(l);
+    other = c;
+    other.rope.long_factor[5] = 25.0f;
+    EXPECT_OK(nnt_model_create(ctx, &other, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, dir), NNT_E_INVAL, "longrope factors");
+    nnt_layer_destroy(l);
 }
 END_TEST
 
@@ -660,6 +658,7 @@ static Suite *window_suite(void)
     tcase_add_test(tc, test_yarn_truncate);
     tcase_add_loop_test(tc, test_phi3_lora_train, 0, 2);
     tcase_add_test(tc, test_phi3_lora_load_merge);
+    tcase_add_test(tc, test_phi3_read_hf);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -797,8 +797,8 @@ static void rope_partial_ref(int64_t nbh, int64_t t, int64_t hd, int64_t r, cons
 }
 
 /* (2, 3, 7, 12) with partial_rotary_factor 0.5 (r 6, pairs (i, i + 3)) and LongRoPE over an
- * original context of 8: positions 0..6 take the short factors, 2..8 the long ones (their
- * last position + 1 passes 8); factor 4 gives the attention factor sqrt(1 + ln 4 / ln 8) =
+ * original context of 8: positions 0..6 and 1..7 take the short factors, 2..8 the long ones
+ * (their last position + 1 passes 8); factor 4 gives the attention factor sqrt(1 + ln 4 / ln 8) =
  * 1.29099. Against the float64 reference, measured y 1.1e-7 and dx 1.4e-7 (every tiling,
  * in place or not); the entries past r are copied bit for bit. A wrong choice of factors,
  * pair offset or missing attention factor is off by O(1). */
@@ -824,10 +824,11 @@ START_TEST(rope_partial_longrope_matches_reference)
     float *x = test_random_f32(N, 31, -2, 2), *dy = test_random_f32(N, 32, -1, 1);
     double *xd = test_to_double(x, N), *dyd = test_to_double(dy, N);
     double *y_ref = test_zeros(N), *dx_ref = test_zeros(N);
-    for (int off = 0; off <= 2; off += 2) {   /* 0: short factors, 2: long */
+    for (int off = 0; off <= 2; off++) {   /* positions up to 6, 7 (= 8 - 1): short; 8 long */
         double inv[R / 2];
+        const float *f = off + T > 8 ? longf : shortf;
         for (int i = 0; i < R / 2; i++)
-            inv[i] = (float)(1.0 / ((off ? longf : shortf)[i] * pow(500.0, 2.0 * i / R)));
+            inv[i] = (float)(1.0 / (f[i] * pow(500.0, 2.0 * i / R)));
         rope_partial_ref(B * H, T, D, R, inv, off, 1, m, xd, y_ref);
         rope_partial_ref(B * H, T, D, R, inv, off, -1, m, dyd, dx_ref);
         for (size_t k = 0; k < sizeof tilings / sizeof *tilings; k++)

@@ -650,6 +650,8 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
     nnt_model_config f = *file;
     if (f.kv_heads == 0)
         f.kv_heads = f.heads;
+    double fp = f.rope.partial_rotary_factor, hp = have->rope.partial_rotary_factor;
+    int scaled = f.rope.scaling != NNT_ROPE_SCALING_NONE;   /* its fields count */
     const struct { const char *name; double file, have; } sizes[] = {
         {"family", f.family, have->family}, {"vocab", (double)f.vocab, (double)have->vocab},
         {"layers", (double)f.layers, (double)have->layers},
@@ -665,12 +667,23 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
         {"final_softcap", f.final_softcap, have->final_softcap},
         {"query_pre_attn_scalar", f.query_pre_attn_scalar, have->query_pre_attn_scalar},
         {"rope_local_theta", f.rope_local_theta, have->rope_local_theta},
+        {"rope partial_rotary_factor", fp == 0.0 ? 1.0 : fp, hp == 0.0 ? 1.0 : hp},
+        {"rope factor", scaled ? f.rope.factor : 0.0, scaled ? have->rope.factor : 0.0},
+        {"rope original_max_position", scaled ? (double)f.rope.original_max_position : 0.0,
+         scaled ? (double)have->rope.original_max_position : 0.0},
+        {"rope attention_factor", f.rope.attention_factor, have->rope.attention_factor},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i].file != sizes[i].have)
             return nnt_fail(ctx, i < 9 ? NNT_E_SHAPE : NNT_E_INVAL, "%s: %s/config.json has %s "
                             "%g, the model %g", fn, dir, sizes[i].name, sizes[i].file,
                             sizes[i].have);
+    if (f.rope.scaling == NNT_ROPE_SCALING_LONGROPE &&
+        (f.rope.nfactors != have->rope.nfactors ||
+         memcmp(f.rope.short_factor, have->rope.short_factor, sizeof f.rope.short_factor) ||
+         memcmp(f.rope.long_factor, have->rope.long_factor, sizeof f.rope.long_factor)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: %s/config.json has other longrope factors than "
+                        "the model", fn, dir);
     return NNT_OK;
 }
 
