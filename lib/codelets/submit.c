@@ -95,7 +95,8 @@ int nnt_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
     void *copy = malloc(args_size ? args_size : 1);   /* freed by StarPU with the task */
     if (!copy)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", cl->name);
-    memcpy(copy, args, args_size);
+    if (args_size)   /* (args may be NULL without arguments) */
+        memcpy(copy, args, args_size);
     if (ctx->mpi) {
         int submitted = 0;
         rc = nnt_mpi_submit(ctx, cl, nbuf, bufs, copy, args_size, &submitted);
