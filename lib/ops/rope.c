@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* Rotary position embedding (Hugging Face's rotate-half convention) on tiled tensors of the
- * attention layout (B, NH, T, hd), and its gradient (the inverse rotation).
+ * attention layout (B, NH, T, hd), and its gradient (the transposed rotation).
  *
- * The frequency table inv_freq (hd/2) is computed on the host once per call, as Hugging
- * Face computes it in float32 (and with Llama 3.1's scaling, _compute_llama3_parameters),
- * and each task gets the slice it needs in its argument block. The kernels take the angle,
- * its cosine and sine in double. Tiling: hd whole (one task per tile) or in tiles of a
- * divisor w of hd/2 (one task per pair of tiles j and j + hd/(2w), which hold the two
- * halves of the same pairs); any B, NH, T tiling. Every element is computed the same way
- * whatever the tiling, so results are bit-identical across tilings. */
+ * The first r entries of each head vector rotate (r: hd, or the partial rotary factor's
+ * part), the others pass. The frequency table inv_freq (r/2) is computed on the host once
+ * per call, as Hugging Face computes it in float32 (with its scalings: llama3, linear, yarn,
+ * longrope's short or long factors), and each task gets the slice it needs in its argument
+ * block, with the attention factor (yarn, longrope) that multiplies the cosines and sines.
+ * The kernels take the angle, its cosine and sine in double. Tiling: hd whole (one task per
+ * tile) or in tiles of a divisor w of r/2 (one task per pair of tiles j and j + r/(2w),
+ * which hold the two halves of the same pairs); any B, NH, T tiling. Every element is
+ * computed the same way whatever the tiling, so results are bit-identical across tilings. */
 #include "../internal.h"
 
 #include <math.h>
@@ -60,6 +62,10 @@ static int longrope_check(const char *fn, const nnt_rope_options *o)
                             "%g must be finite and > 0", fn, (long long)i,
                             (double)o->short_factor[i], (long long)i,
                             (double)o->long_factor[i]);
+    if (o->attention_factor == 0.0 && o->factor > 1.0 && o->original_max_position < 2)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: longrope's default attention factor divides by "
+                        "ln(original_max_position %lld): give attention_factor", fn,
+                        (long long)o->original_max_position);
     return nnt_check_range(fn, "attention_factor", o->attention_factor, 0, 0, INFINITY, 0);
 }
 
@@ -131,10 +137,10 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
     if (rc == 0 && (o->scaling < NNT_ROPE_SCALING_NONE || o->scaling > NNT_ROPE_SCALING_LONGROPE))
         rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is none of NNT_ROPE_SCALING_NONE, "
                       "_LLAMA3, _LINEAR, _YARN and _LONGROPE", fn, o->scaling);
-    /* every scaling has a factor; llama3 and yarn an original context too */
     if (rc == 0 && o->partial_rotary_factor != 0.0)
         rc = nnt_check_range(fn, "partial_rotary_factor", o->partial_rotary_factor, 0, 1, 1.0,
                              1);
+    /* every scaling has a factor; llama3, yarn and longrope an original context too */
     if (rc || o->scaling == NNT_ROPE_SCALING_NONE)
         return rc;
     rc = nnt_check_range(fn, "factor", o->factor, 0, 1, INFINITY, 0);
@@ -212,8 +218,9 @@ static void rope_table(const nnt_rope_options *o, int64_t hd, int use_long, floa
 
 /* ---- the operation ---------------------------------------------------------------------------- */
 
-/* x (B, NH, T, hd) read, y written with x's layout (may be x); hd even, its tile hd or a
- * divisor of hd/2. *split = hd/(2 w) tile pairs, or 0 for whole head vectors. */
+/* x (B, NH, T, hd) read, y written with x's layout (may be x); hd even, the rotary dimension
+ * r of o even, hd's tile hd or a divisor of r/2. *split = r/(2 w) tile pairs, or 0 for whole
+ * head vectors. */
 static int check_args(const char *fn, const char *xrole, nnt_tensor *x, const char *yrole,
                       nnt_tensor *y, int64_t pos_offset, const nnt_rope_options *o,
                       int64_t *split)
