@@ -869,6 +869,11 @@ START_TEST(rope_partial_longrope_matches_reference)
     bad.long_factor[1] = 0.0f;
     EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "long_factor[1]");
     bad = ro;
+    bad.original_max_position = 1;   /* the default attention factor would divide by ln 1 */
+    EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "give attention_factor");
+    bad.attention_factor = 1.1;
+    EXPECT_OK(nnt_tensor_rope(w, &bad, 0, w));
+    bad = ro;
     bad.partial_rotary_factor = 1.5;
     EXPECT_FAIL_MSG(nnt_tensor_rope(w, &bad, 0, w), NNT_E_INVAL, "partial_rotary_factor");
     nnt_tensor *pos = tensor_i32(2, (int64_t[]){B, T}, (int64_t[]){B, T});
