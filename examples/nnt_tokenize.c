@@ -55,7 +55,7 @@ static const char *const token_bits[] = {"16", "32", NULL};
 static const char *const too_long[] = {"refuse", "cut", NULL};
 static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", "qwen2.5",
                                              "qwen3", "llama3.1", "llama3.2", "gemma",
-                                             "gemma2", "gemma3", NULL};
+                                             "gemma2", "gemma3", "phi3", "phi3.5", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -90,9 +90,9 @@ static const cli_option table[] = {
     OPT_CHOICE("too-long", too_long, too_long, "refuse", 0, "refuse|cut",
                "an example longer than T (default refuse)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
-               "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3 "
-               "for \"messages\"\n(default auto: the tokenizer_config.json's,\nwhen nnt knows "
-               "it)"),
+               "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|"
+               "phi3|phi3.5\nfor \"messages\" (default auto: the\ntokenizer_config.json's, "
+               "when nnt knows it)"),
     OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\" (\"26 Jul "
             "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2)"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "tokenizer_config.json "

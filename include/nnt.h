@@ -1530,8 +1530,10 @@ typedef enum nnt_chat_template {
     NNT_CHAT_GEMMA = 8,           /* <bos> then <start_of_turn>ROLE\n CONTENT<end_of_turn>\n,
                                      the assistant's ROLE "model", no system message (Gemma,
                                      Gemma 2)                                                 */
-    NNT_CHAT_GEMMA3 = 9           /* Gemma's, a first system message's content and \n\n
+    NNT_CHAT_GEMMA3 = 9,          /* Gemma's, a first system message's content and \n\n
                                      before the first user message's (Gemma 3)               */
+    NNT_CHAT_PHI3 = 10,           /* <|ROLE|>\n CONTENT<|end|>\n, then eos_token (Phi-3)    */
+    NNT_CHAT_PHI3_5 = 11          /* Phi-3's without empty system messages (Phi-3.5)         */
 } nnt_chat_template;
 
 typedef struct nnt_sft_options {
@@ -1559,7 +1561,7 @@ NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
  * choice), when it is one token; else 0. Padding never counts in the loss. */
 NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
 /* "chatml", "llama3", "qwen2.5", "qwen3", "llama3.1", "llama3.2", "gemma" (or "gemma2"),
- * "gemma3" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
+ * "gemma3", "phi3", "phi3.5" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
 NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
 /* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n
  * entries, valid until the next call. A malformed record, a kind it cannot be (keys), an

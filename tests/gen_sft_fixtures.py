@@ -33,7 +33,10 @@ chat_records.jsonl: conversations for them (no system message, system first, in 
 several turns, white space a trim removes, Unicode white space, think tags in content);
 qwen3_records.jsonl: reasoning_content, and think tags Qwen3 splits. gemma_records.jsonl:
 Gemma's (and Gemma 3's) alternating turns; gemma3_records.jsonl: Gemma 3's first system
-message; gemma3_parts_records.jsonl: Gemma 3's contents as lists of text parts. NAME.prompts: each
+message; gemma3_parts_records.jsonl: Gemma 3's contents as lists of text parts;
+phi3_records.jsonl: for phi3 and phi3_5 (Phi-3's and Phi-3.5's templates, phi3.jinja and
+phi3_5.jinja: <|ROLE|>, <|end|>, eos_token at the end), an empty system message and a
+conversation ending with a user message. NAME.prompts: each
 conversation up to its last user message through apply_chat_template with
 add_generation_prompt=True (the published template; nnt_sft_encode_prompt). NAME.expected as above,
 SFTTrainer with assistant_only_loss: Qwen2.5 and Qwen3 through TRL's own training templates
@@ -194,6 +197,16 @@ GEMMA3_PARTS_RECORDS = [
                                                {"type": "text", "text": "\tOne more."}]},
                   {"role": "assistant", "content": [{"type": "text", "text": "A pear."}]}]},
 ]
+# Phi-3's and Phi-3.5's templates: an empty system message (Phi-3.5 drops it), a conversation
+# that ends with a user message after the last assistant one (its eos is not counted)
+PHI3_RECORDS = [
+    {"messages": [{"role": "system", "content": ""},
+                  {"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple."}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": " Hello! "},
+                  {"role": "user", "content": "Bye"}]},
+]
 LLAMA32_DATE = "03 Feb 2025"
 
 
@@ -223,6 +236,8 @@ QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LLAMA31_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                    "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"]
 GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
+PHI3_SPECIAL = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+PHI3_CONFIG = {"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "bos_token": None}
 GEMMA_CONFIG = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}
 NEW_TOKENIZERS = {
     "qwen2_5": dict(special=QWEN_SPECIAL, bos=None, template="qwen2_5", training=None,
@@ -244,10 +259,15 @@ NEW_TOKENIZERS = {
     "gemma3": dict(special=GEMMA_SPECIAL, bos="<bos>", template="gemma3", training=None,
                    config=GEMMA_CONFIG,
                    records=["gemma_records", "gemma3_records", "gemma3_parts_records"]),
+    # new in 0.3: TRL swaps in phi3_training.jinja / phi3_5_training.jinja by identity
+    "phi3": dict(special=PHI3_SPECIAL, bos=None, template="phi3", training=None,
+                 config=PHI3_CONFIG, records=["chat_records", "phi3_records"]),
+    "phi3_5": dict(special=PHI3_SPECIAL, bos=None, template="phi3_5", training=None,
+                   config=PHI3_CONFIG, records=["chat_records", "phi3_records"]),
 }
 RECORD_SETS = {"chat_records": CHAT_RECORDS, "qwen3_records": QWEN3_RECORDS,
                "gemma_records": GEMMA_RECORDS, "gemma3_records": GEMMA3_RECORDS,
-               "gemma3_parts_records": GEMMA3_PARTS_RECORDS}
+               "gemma3_parts_records": GEMMA3_PARTS_RECORDS, "phi3_records": PHI3_RECORDS}
 
 TOKENIZERS = {
     "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
@@ -401,7 +421,8 @@ def prompt_fixtures(args):
     sets = {name: ["chat_records"] for name in ("chatml", "llama3", "qwen2_5", "llama3_1",
                                                 "llama3_2")}
     sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
-                gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"])
+                gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"],
+                phi3=["chat_records", "phi3_records"], phi3_5=["chat_records", "phi3_records"])
     for set_name in RECORD_SETS:
         with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
                   "w") as f:

@@ -146,6 +146,8 @@ sft_mask_shift|lib/train/trainer.c|s@read_range_mask(data, start, len, pos + 1, 
 sft_mean_of_means|lib/train/trainer.c|s@    divisor /= (double)o->accum;@    divisor = 0;@|trainer, masked data: each micro-batch its own mean (the mean of means, not the sum over the step / N of transformers)
 sft_targets_kept|lib/train/trainer.c|s@tr->kept\[i\] = tr->mask\[i\] ? targets\[i\] : NNT_TRAINER_IGNORE;@tr->kept[i] = targets[i];@|trainer, masked data: every target counted
 sft_prompt_last|lib/data/sft.c|s@memset(s->counts + k, 1, s->n - k);@memset(s->counts + k - 1, 1, s->n - k + 1);@|prompt/completion: the last token of the prompt counted
+phi3_eos_not_counted|lib/data/sft.c|s@        a->at\[2 \* a->n - 1\] = s->text.n;@        (void)a;@|Phi-3 chat template: the closing eos after a last assistant message not counted
+phi35_empty_system_kept|lib/data/sft.c|s@strcmp(role->s, "system") == 0 \&\& content->len == 0)@strcmp(role->s, "system") == 0 \&\& content->len == 1)@|Phi-3.5 chat template: an empty system message rendered
 sft_span_end|lib/data/sft.c|s@size_t end = p == n ? p : p + 1;@size_t end = p + 1;@|assistant turns: the token after the turn counted too
 mask_row_start|lib/io/tokens.c|s@ \&\& !(w->block \&\& at % w->block == 0))@)@|token writer: the first token of a row may count
 mask_bit_order|lib/io/tokens.c|s@out\[done\] = (buf\[i / 8 - first\] >> (i % 8)) \& 1u;@out[done] = (buf[i / 8 - first] >> (7 - i % 8)) \& 1u;@|token reader: the bits of the loss mask read most significant first

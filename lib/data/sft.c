@@ -10,7 +10,8 @@
  *   {"messages": [{"role", "content"}, ...]}
  *                                    rendered with a chat template (ChatML, Llama 3, and
  *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's, Gemma's (also
- *                                    Gemma 2's) and Gemma 3's as published)
+ *                                    Gemma 2's), Gemma 3's, Phi-3's and Phi-3.5's as
+ *                                    published)
  *                                    and encoded without added special tokens
  *                                    (apply_chat_template); the tokens that overlap an
  *                                    assistant turn's span count (assistant_only_loss with
@@ -20,7 +21,9 @@
  *                                    "<|im_end|>\n" after "<|im_start|>assistant\n", Llama 3
  *                                    and 3.1+ trim(CONTENT) "<|eot_id|>" after the header,
  *                                    Gemma and Gemma 3 trim(CONTENT) "<end_of_turn>\n" after
- *                                    "<start_of_turn>model\n"
+ *                                    "<start_of_turn>model\n", Phi-3 and Phi-3.5 CONTENT
+ *                                    "<|end|>\n" after "<|assistant|>\n" (and the closing eos
+ *                                    after a last assistant message)
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
  * is read with hftok's small tree over lib/io's bounded reader. */
 #include "../internal.h"
@@ -53,7 +56,8 @@ struct nnt_sft {
 };
 
 /* the templates' names (nnt_chat_template_from_name), for the messages */
-#define TEMPLATE_NAMES "chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, gemma, gemma3"
+#define TEMPLATE_NAMES \
+    "chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, gemma, gemma3, phi3, phi3.5"
 
 /* ---- tokenizer_config.json ------------------------------------------------------------------ */
 
@@ -172,6 +176,8 @@ static const struct {
     {"llama3_2.jinja (Llama 3.2)", 0x0ac29b9538e2befaULL, NNT_CHAT_LLAMA3_2},
     {"gemma.jinja (Gemma, Gemma 2)", 0x5c10ee65212d93b3ULL, NNT_CHAT_GEMMA},
     {"gemma3.jinja (Gemma 3)", 0xc90dea00b85c935dULL, NNT_CHAT_GEMMA3},
+    {"phi3.jinja (Phi-3)", 0xecebdb26677c663dULL, NNT_CHAT_PHI3},
+    {"phi3_5.jinja (Phi-3.5)", 0xcf278cde387a54c8ULL, NNT_CHAT_PHI3_5},
 };
 
 #define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -369,7 +375,8 @@ NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out
                  {"qwen2.5", NNT_CHAT_QWEN2_5}, {"qwen3", NNT_CHAT_QWEN3},
                  {"llama3.1", NNT_CHAT_LLAMA3_1}, {"llama3.2", NNT_CHAT_LLAMA3_2},
                  {"gemma", NNT_CHAT_GEMMA}, {"gemma2", NNT_CHAT_GEMMA},
-                 {"gemma3", NNT_CHAT_GEMMA3}, {"none", NNT_CHAT_NONE}};
+                 {"gemma3", NNT_CHAT_GEMMA3}, {"phi3", NNT_CHAT_PHI3},
+                 {"phi3.5", NNT_CHAT_PHI3_5}, {"none", NNT_CHAT_NONE}};
     for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++)
         if (strcmp(name, NAMES[k].name) == 0) {
             *out = NAMES[k].t;
@@ -419,7 +426,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     nnt_sft_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_SFT_OPTIONS_INIT"));
-    if ((unsigned)o.chat_template > NNT_CHAT_GEMMA3)
+    if ((unsigned)o.chat_template > NNT_CHAT_PHI3_5)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.date && (!*o.date || strlen(o.date) >= 32 || strchr(o.date, '\n')))
         return nnt_fail(NULL, NNT_E_INVAL, "%s: date \"%s\" (one line of at most 31 bytes, as "
@@ -606,7 +613,8 @@ static void trim(const char **b, const char **e)
 static const char *template_name(nnt_chat_template t)
 {
     static const char *const NAMES[] = {"", "", "ChatML", "Llama 3", "Qwen2.5", "Qwen3",
-                                        "Llama 3.1", "Llama 3.2", "Gemma", "Gemma 3"};
+                                        "Llama 3.1", "Llama 3.2", "Gemma", "Gemma 3",
+                                        "Phi-3", "Phi-3.5"};
     return (unsigned)t < sizeof NAMES / sizeof NAMES[0] ? NAMES[t] : "";
 }
 
@@ -849,6 +857,41 @@ static int render_gemma(nnt_sft *s, size_t i, size_t turn, const jv *role, const
     return put_trimmed(s, i, assistant, content, "<end_of_turn>\n", a);
 }
 
+static int is_phi3(nnt_chat_template t)
+{
+    return t == NNT_CHAT_PHI3 || t == NNT_CHAT_PHI3_5;
+}
+
+/* Phi-3's and Phi-3.5's message: <|ROLE|>\n CONTENT<|end|>\n (Phi-3.5: nothing for a system
+ * message whose content is empty); an assistant's CONTENT<|end|>\n counted (TRL's
+ * phi3_training.jinja and phi3_5_training.jinja). */
+static int render_phi3(nnt_sft *s, const jv *role, const jv *content, turns *a)
+{
+    int assistant = strcmp(role->s, "assistant") == 0;
+    if (s->tmpl == NNT_CHAT_PHI3_5 && strcmp(role->s, "system") == 0 && content->len == 0)
+        return NNT_OK;
+    NNT_TRY(puts0(s, "<|"));
+    NNT_TRY(put(s, role->s, role->len));
+    NNT_TRY(puts0(s, "|>\n"));
+    if (assistant)
+        a->at[2 * a->n] = s->text.n;
+    NNT_TRY(put(s, content->s, content->len));
+    NNT_TRY(puts0(s, "<|end|>\n"));
+    if (assistant)
+        a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
+/* Phi-3's end of a conversation: eos_token (nothing without one), counted when the last
+ * message is an assistant's (its training template puts it in the last turn's span). */
+static int phi3_end(nnt_sft *s, const jv *last_role, turns *a)
+{
+    NNT_TRY(puts0(s, s->eos ? s->eos : ""));
+    if (strcmp(last_role->s, "assistant") == 0 && a->n > 0)
+        a->at[2 * a->n - 1] = s->text.n;
+    return NNT_OK;
+}
+
 /* text[0, n) after the last occurrence of what in it (all of it if none). */
 static const char *after_last(const char *text, size_t n, const char *what, size_t *left)
 {
@@ -913,6 +956,8 @@ static const char *generation_prompt(nnt_chat_template t)
 {
     if (t == NNT_CHAT_LLAMA3 || is_llama31(t))
         return "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    if (is_phi3(t))
+        return "<|assistant|>\n";
     return is_gemma(t) ? "<start_of_turn>model\n" : "<|im_start|>assistant\n";
 }
 
@@ -952,9 +997,13 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
             NNT_TRY(render_llama3(s, i, role, content, &a));
         else if (s->tmpl == NNT_CHAT_QWEN3)
             NNT_TRY(render_qwen3(s, i, role, content, reasoning, &a));
+        else if (is_phi3(s->tmpl))
+            NNT_TRY(render_phi3(s, role, content, &a));
         else
             NNT_TRY(render_chatml(s, i, role, content, &a));
     }
+    if (is_phi3(s->tmpl) && !s->prompt)
+        NNT_TRY(phi3_end(s, role, &a));
     if (s->prompt) {
         NNT_TRY(puts0(s, generation_prompt(s->tmpl)));
         return encode_record(s, s->text.p, s->text.n, 0);
