@@ -4,7 +4,8 @@
  * NNT_CUDA_ROPE_MAX_N entries, a host array) travels by value in the kernel's parameters,
  * so nothing is allocated or copied. Angle, cosine and sine in double as on the CPU (CUDA's
  * cos / sin, like the C library's, are within an ulp of double), rounded to float and
- * multiplied by scale in float; the rotation in float with each operation rounded (no FMA contraction), as on the CPU. */
+ * multiplied by scale in float; the rotation in float with each operation rounded (no FMA
+ * contraction), as on the CPU. */
 #include "nnt_cuda.h"
 #include "kernel_util.cuh"
 
@@ -64,8 +65,9 @@ static int rope(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, const int32_t 
 }
 
 extern "C" int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
-                                 float scale, const float *inv_freq, const float *x_lo, const float *x_hi,
-                                 int64_t ldx, float *y_lo, float *y_hi, int64_t ldy,
+                                 float scale, const float *inv_freq, const float *x_lo,
+                                 const float *x_hi, int64_t ldx, float *y_lo, float *y_hi,
+                                 int64_t ldy,
                                  cudaStream_t stream)
 {
     return rope(nbh, nt, n, pos0, NULL, 1, sign, scale, inv_freq, x_lo, x_hi, ldx, y_lo, y_hi,
