@@ -67,8 +67,7 @@ static int rope(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, const int32_t 
 extern "C" int nnt_cuda_rope_f32(int64_t nbh, int64_t nt, int64_t n, int64_t pos0, int sign,
                                  float scale, const float *inv_freq, const float *x_lo,
                                  const float *x_hi, int64_t ldx, float *y_lo, float *y_hi,
-                                 int64_t ldy,
-                                 cudaStream_t stream)
+                                 int64_t ldy, cudaStream_t stream)
 {
     return rope(nbh, nt, n, pos0, NULL, 1, sign, scale, inv_freq, x_lo, x_hi, ldx, y_lo, y_hi,
                 ldy, stream);
