@@ -188,4 +188,32 @@ static inline float *fixture_logits(nnt_ctx *ctx, nnt_layer *l, int64_t b, int64
     return v;
 }
 
+/* PEFT's adapter directory `adapter` loaded on the model of the Hugging Face directory base
+ * (tiling, the ids in tiles of tile): e[0] its logits of the reference's tokens against the
+ * reference's logits, e[1] after nnt_model_lora_merge against its merged_logits, e[2] the
+ * base model's own logits against the reference's (how far the adapter moves them). */
+static inline void fixture_peft_logits(nnt_ctx *ctx, const char *base, const char *adapter,
+                                       const char *reference, const nnt_tiling *tiling,
+                                       const int64_t *tile, int64_t b, int64_t t, double e[3])
+{
+    nnt_st_reader *r = fixture_open_st_path(reference);
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    int64_t n = 0;
+    float *want = fixture_read_n(r, "logits", NNT_IO_F32, &n);
+    float *want_merged = fixture_read_n(r, "merged_logits", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    FIXTURE_OK(nnt_model_load_hf(ctx, base, b, t, tiling, &l));
+    float *plain = fixture_logits(ctx, l, b, t, tok, tile);
+    FIXTURE_OK(nnt_model_load_peft(l, adapter));
+    float *got = fixture_logits(ctx, l, b, t, tok, tile);
+    FIXTURE_OK(nnt_model_lora_merge(l));
+    float *merged = fixture_logits(ctx, l, b, t, tok, tile);
+    e[0] = test_rel_err(got, want, n);
+    e[1] = test_rel_err(merged, want_merged, n);
+    e[2] = test_rel_err(plain, want, n);
+    free(tok), free(want), free(want_merged), free(plain), free(got), free(merged);
+    nnt_layer_destroy(l);
+    nnt_st_close(r);
+}
+
 #endif

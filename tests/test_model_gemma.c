@@ -620,31 +620,18 @@ END_TEST
 START_TEST(test_lora_load_merge)
 {
     const char *name = LORAS[_i][0], *base = LORAS[_i][1];
-    char dir[4300];
-    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
-    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
-    int64_t n = 0;
-    float *want = fixture_read_n(r, "logits", NNT_IO_F32, &n);
-    float *want_merged = fixture_read_n(r, "merged_logits", NNT_IO_F32, NULL);
-    nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_load_hf(ctx, path_of(base, NULL), B, T, &TILINGS[2].t, &l));
-    float *plain = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
+    char dir[4300], ref[4300];
+    double e[3];
     snprintf(dir, sizeof dir, "%s/trained", path_of(name, NULL));
-    EXPECT_OK(nnt_model_load_peft(l, dir));
-    float *got = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
-    EXPECT_OK(nnt_model_lora_merge(l));
-    float *merged = fixture_logits(ctx, l, B, T, tok, TILINGS[2].tok);
-    double el = test_rel_err(got, want, n), em = test_rel_err(merged, want_merged, n);
-    double moved = test_rel_err(plain, want, n);
+    snprintf(ref, sizeof ref, "%s", path_of(name, "reference.safetensors"));
+    fixture_peft_logits(ctx, path_of(base, NULL), dir, ref, &TILINGS[2].t, TILINGS[2].tok, B,
+                        T, e);
     printf("test_model_gemma %s: logits with PEFT's adapter rel %.2e (the base's %.2e away), "
-           "merged rel %.2e\n", name, el, moved, em);
-    ck_assert_msg(moved > 100 * LORA_LOGITS_TOL, "%s: the adapter moves the logits too little",
+           "merged rel %.2e\n", name, e[0], e[2], e[1]);
+    ck_assert_msg(e[2] > 100 * LORA_LOGITS_TOL, "%s: the adapter moves the logits too little",
                   name);
-    EXPECT_TOL(el, LORA_LOGITS_TOL, "%s: logits with PEFT's adapter", name);
-    EXPECT_TOL(em, LORA_LOGITS_TOL, "%s: merged logits", name);
-    free(tok), free(want), free(want_merged), free(plain), free(got), free(merged);
-    nnt_layer_destroy(l);
-    nnt_st_close(r);
+    EXPECT_TOL(e[0], LORA_LOGITS_TOL, "%s: logits with PEFT's adapter", name);
+    EXPECT_TOL(e[1], LORA_LOGITS_TOL, "%s: merged logits", name);
 }
 END_TEST
 
