@@ -997,6 +997,20 @@ def check_bf16_step1(c, d, ids, res):
         e = ref_train(os.path.join(d, "model"), ids, dict(c, steps=1))[0]
     rel = res["bf16emu_step1_rel"] = abs(res["nnt"][0] - e) / e
     ok = rel <= TOL["bf16_step1"]
+    if not ok and c.get("window") and tile > 0:
+        # with a window the CPU workers' band tasks (lib/ops/attention.c band_tasks) take a
+        # query tile's keys in one block: one softmax a row, p rounded once, as the emulation
+        # computes it with one key tile (seed 3852 case 1242: 3.7e-5 from the emulation by key
+        # tiles of 14, 4.2e-8 from the one by a key tile; NNT_ATTN_BAND_TASKS=0 matches the
+        # first)
+        with bf16_linear_operands(0):
+            e0 = ref_train(os.path.join(d, "model"), ids, dict(c, steps=1))[0]
+        rel0 = res["bf16emu_band_step1_rel"] = abs(res["nnt"][0] - e0) / e0
+        if rel0 <= TOL["bf16_step1"]:
+            ok, rel, e = True, rel0, e0
+            res["notes"].append("bf16 step 1 %.2g from the emulation by the whole rows' "
+                                "softmax (band tasks), %.2g from the one by key tiles"
+                                % (rel0, res["bf16emu_step1_rel"]))
     if not ok:
         # a value at or a hair from a bf16 rounding boundary rounds the other way when nnt
         # computes it an ulp apart (another summation order, its own norms and exp): the
