@@ -157,10 +157,12 @@ static int is_eos(const nnt_sampling *s, int32_t token)
     return 0;
 }
 
-static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64_t V,
-                         const int32_t *prompt, int64_t nprompt, int64_t ngen,
+/* model: the tree of cfg's model (window: the most tokens a forward sees) */
+static int tree_generate(nnt_layer *model, const char *fn, const nnt_model_config *cfg,
+                         int64_t window, const int32_t *prompt, int64_t nprompt, int64_t ngen,
                          const nnt_sampling *s, int32_t *out, float *trace)
 {
+    int64_t V = cfg->vocab;
     nnt_layer *loss = model->nchildren >= 3 ? model->children[model->nchildren - 1] : NULL;
     if (!loss || loss->vt->kind != NNT_LAYER_CROSS_ENTROPY)
         return nnt_fail(model->ctx, NNT_E_INVAL, "%s: the model does not end in a head and a "
@@ -171,12 +173,9 @@ static int tree_generate(nnt_layer *model, const char *fn, int64_t window, int64
     g.window = window;
     g.use_cache = !s->no_cache;
     g.cache_len = nprompt + ngen - 1 < window ? nprompt + ngen - 1 : window;
-    nnt_model_config cfg;
-    int rc = nnt_model_config_get(model, fn, &cfg);
-    if (rc == 0 && cfg.rope.scaling == NNT_ROPE_SCALING_LONGROPE)
-        g.reprefill = cfg.rope.original_max_position + 1;
-    if (rc == 0)
-        rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
+    if (cfg->rope.scaling == NNT_ROPE_SCALING_LONGROPE)
+        g.reprefill = cfg->rope.original_max_position + 1;
+    int rc = nnt_sampler_init(&g.sm, model->ctx, fn, V, s->temperature, s->top_k, s->seed);
     g.sm.top_p = s->top_p;
     g.ids = rc ? NULL : malloc((size_t)window * sizeof *g.ids);
     if (rc == 0 && !g.ids)
@@ -268,8 +267,8 @@ int nnt_model_generate_trace(nnt_layer *model, const char *fn, const int32_t *pr
     nnt_layer *tree = nnt_gpt_tree(model, &window);
     if (tree)   /* the layer's activations are the tree's: no backward after this */
         nnt_gpt_cancel_backward(model);
-    return tree_generate(tree ? tree : model, fn, window, cfg.vocab, prompt, nprompt, ngen, &s,
-                         out, trace);
+    return tree_generate(tree ? tree : model, fn, &cfg, window, prompt, nprompt, ngen, &s, out,
+                         trace);
 }
 
 NNT_API int nnt_model_generate(nnt_layer *model, const int32_t *prompt, int64_t nprompt,
