@@ -90,20 +90,16 @@ typedef struct swiglu {
     nnt_tensor *h;                  // (..., hidden) silu(g) * u
     nnt_tensor *dg, *du;            // (..., hidden)
     nnt_tensor *dx;                 // (..., C) x's layout
-    nnt_tensor *x, *xin, *x_cache;  // the input; xin: in the adapter's C tiling (x or x_cache)
+    nnt_tensor *x, *xin;            // the input; xin: in the weights' C tiling (not owned)
     nnt_tensor *dxin, *dx_cache;    // the adapter's dx in xin's layout (when xin is not x)
 } swiglu;
 
-/* g (+)= s u B_gate^T, u (+)= s u B_up^T of the fused adapter: x in A's C tiling */
+/* g (+)= s u B_gate^T, u (+)= s u B_up^T of the fused adapter, from x as gate_proj took it
+ * (in its weight's C tiling, which is A's) */
 static int swiglu_lora_forward(nnt_layer *l, swiglu *m, nnt_tensor *x)
 {
-    const nnt_tensor *a = m->lora->a;   // (r, C)
-    int64_t tile[NNT_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++)
-        tile[d] = x->tile[d];
-    tile[x->ndim - 1] = a->tile[1];
-    NNT_TRY(gl_retiled(l, x, tile, &m->x_cache, &m->xin));
     m->x = x;
+    m->xin = gl_linear_input(l->children[GATE]);
     NNT_TRY(gl_lora_begin(l, m->lora, m->xin));
     NNT_TRY(gl_lora_part(m->lora, 0, m->g, 1.0));
     return gl_lora_part(m->lora, 1, m->u, 1.0);
@@ -158,7 +154,7 @@ static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void swiglu_destroy(nnt_layer *l)
 {
     swiglu *m = l->impl;
-    nnt_tensor *own[] = {m->h, m->dg, m->du, m->dx, m->x_cache, m->dxin, m->dx_cache};
+    nnt_tensor *own[] = {m->h, m->dg, m->du, m->dx, m->dxin, m->dx_cache};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
     gl_lora_free(l, m->lora);

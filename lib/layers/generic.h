@@ -184,10 +184,12 @@ int gl_mlp_lora_attach(nnt_layer *l, int64_t rank, double scale);
 gl_lora *gl_mlp_lora_of(nnt_layer *l);
 int gl_mlp_lora_merge(nnt_layer *l);
 void gl_mlp_lora_remove(nnt_layer *l);
-/* A linear layer that lists no LoRA module (its parent adapts it within a fused one), and
- * its weight (out, in). */
+/* A linear layer that lists no LoRA module (its parent adapts it within a fused one), its
+ * weight (out, in), and its last forward's input in the weight's in tiling (the input itself
+ * or the layer's retiled copy of it). */
 void gl_linear_no_lora(nnt_layer *l);
 nnt_tensor *gl_linear_weight(nnt_layer *l);
+nnt_tensor *gl_linear_input(nnt_layer *l);
 
 /* ---- forward with a key/value cache (generation) ---- */
 

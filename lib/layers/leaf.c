@@ -733,6 +733,11 @@ nnt_tensor *gl_linear_weight(nnt_layer *l)
     return ((linear *)l->impl)->w;
 }
 
+nnt_tensor *gl_linear_input(nnt_layer *l)
+{
+    return ((linear *)l->impl)->xin;
+}
+
 int gl_linear_lora_attach(nnt_layer *l, int64_t rank, double scale)
 {
     linear *n = l->impl;
