@@ -773,6 +773,15 @@ void nnt_cfg_add(nnt_cfg_out *t, const char *fmt, ...)
 
 /* v as a JSON float that reads back as v: integral values as "10000.0", others in the
  * shortest %g form (with a '.' whatever the locale). */
+/* s with the locale's decimal point made '.' */
+static void dot_decimal(char *s)
+{
+    char point = localeconv()->decimal_point[0];
+    for (char *p = s; *p; p++)
+        if (*p == point)
+            *p = '.';
+}
+
 static void double_text(double v, char *s, size_t size)
 {
     if (v == floor(v) && fabs(v) < 1e15) {
@@ -784,10 +793,7 @@ static void double_text(double v, char *s, size_t size)
                 break;
         }
     }
-    char point = localeconv()->decimal_point[0];
-    for (char *p = s; *p; p++)
-        if (*p == point)
-            *p = '.';
+    dot_decimal(s);
 }
 
 void nnt_cfg_put_double(nnt_cfg_out *t, const char *key, double v)
@@ -807,21 +813,12 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v)
     nnt_cfg_add(t, ",\n  \"%s\": %s", key, v ? "true" : "false");
 }
 
-/* YaRN's keys after "rope_type": "yarn" (attention_factor only when set) */
-static void put_yarn(nnt_cfg_out *t, const nnt_rope_options *r)
+/* ", \"key\": v" (a double that reads back as itself) */
+static void put_field(nnt_cfg_out *t, const char *key, double v)
 {
-    char f[40], fast[40], slow[40], af[40];
-    double_text(r->factor, f, sizeof f);
-    double_text(r->beta_fast, fast, sizeof fast);
-    double_text(r->beta_slow, slow, sizeof slow);
-    nnt_cfg_add(t, ", \"factor\": %s, \"original_max_position_embeddings\": %lld, "
-                "\"beta_fast\": %s, \"beta_slow\": %s, \"truncate\": %s", f,
-                (long long)r->original_max_position, fast, slow,
-                r->truncate ? "true" : "false");
-    if (r->attention_factor > 0.0) {
-        double_text(r->attention_factor, af, sizeof af);
-        nnt_cfg_add(t, ", \"attention_factor\": %s", af);
-    }
+    char s[40];
+    double_text(v, s, sizeof s);
+    nnt_cfg_add(t, ", \"%s\": %s", key, s);
 }
 
 /* The shortest text that reads back as the float v */
@@ -832,16 +829,13 @@ static void float_text(float v, char *s, size_t size)
         if ((float)span_double(s, strlen(s)) == v)
             break;
     }
-    char point = localeconv()->decimal_point[0];
-    for (char *p = s; *p; p++)
-        if (*p == point)
-            *p = '.';
+    dot_decimal(s);
 }
 
-/* LongRoPE's keys after "rope_type": "longrope" */
-static void put_longrope(nnt_cfg_out *t, const nnt_rope_options *r)
+/* LongRoPE's factor lists */
+static void put_factor_lists(nnt_cfg_out *t, const nnt_rope_options *r)
 {
-    char f[40], af[40];
+    char f[40];
     const float *lists[2] = {r->short_factor, r->long_factor};
     for (int l = 0; l < 2; l++) {
         nnt_cfg_add(t, ", \"%s_factor\": [", l ? "long" : "short");
@@ -851,34 +845,42 @@ static void put_longrope(nnt_cfg_out *t, const nnt_rope_options *r)
         }
         nnt_cfg_add(t, "]");
     }
-    double_text(r->factor, f, sizeof f);
-    nnt_cfg_add(t, ", \"factor\": %s, \"original_max_position_embeddings\": %lld", f,
-                (long long)r->original_max_position);
-    if (r->attention_factor > 0.0) {
-        double_text(r->attention_factor, af, sizeof af);
-        nnt_cfg_add(t, ", \"attention_factor\": %s", af);
+}
+
+/* A rope object's "rope_type" and the fields of its scaling (none for the default) */
+static void put_scaling(nnt_cfg_out *t, const nnt_rope_options *r)
+{
+    static const char *const TYPES[] = {"default", "llama3", "linear", "yarn", "longrope"};
+    int k = r->scaling >= 0 && r->scaling <= NNT_ROPE_SCALING_LONGROPE ? r->scaling : 0;
+    nnt_cfg_add(t, "\"rope_type\": \"%s\"", TYPES[k]);
+    if (r->scaling == NNT_ROPE_SCALING_NONE)
+        return;
+    if (r->scaling == NNT_ROPE_SCALING_LONGROPE)
+        put_factor_lists(t, r);
+    put_field(t, "factor", r->factor);
+    if (r->scaling == NNT_ROPE_SCALING_LLAMA3) {
+        put_field(t, "low_freq_factor", r->low_freq_factor);
+        put_field(t, "high_freq_factor", r->high_freq_factor);
     }
+    if (r->scaling != NNT_ROPE_SCALING_LINEAR)
+        nnt_cfg_add(t, ", \"original_max_position_embeddings\": %lld",
+                    (long long)r->original_max_position);
+    if (r->scaling == NNT_ROPE_SCALING_YARN) {
+        put_field(t, "beta_fast", r->beta_fast);
+        put_field(t, "beta_slow", r->beta_slow);
+        nnt_cfg_add(t, ", \"truncate\": %s", r->truncate ? "true" : "false");
+    }
+    if (r->attention_factor > 0.0 &&
+        (r->scaling == NNT_ROPE_SCALING_YARN || r->scaling == NNT_ROPE_SCALING_LONGROPE))
+        put_field(t, "attention_factor", r->attention_factor);
 }
 
 void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r)
 {
-    char theta[40], f[40];
-    double_text(r->theta, theta, sizeof theta);
-    double_text(r->factor, f, sizeof f);
-    if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
-        nnt_cfg_add(t, "{\"rope_type\": \"linear\", \"factor\": %s, \"rope_theta\": %s}", f,
-                    theta);
-    } else if (r->scaling == NNT_ROPE_SCALING_YARN) {
-        nnt_cfg_add(t, "{\"rope_type\": \"yarn\"");
-        put_yarn(t, r);
-        nnt_cfg_add(t, ", \"rope_theta\": %s}", theta);
-    } else if (r->scaling == NNT_ROPE_SCALING_LONGROPE) {
-        nnt_cfg_add(t, "{\"rope_type\": \"longrope\"");
-        put_longrope(t, r);
-        nnt_cfg_add(t, ", \"rope_theta\": %s}", theta);
-    } else {
-        nnt_cfg_add(t, "{\"rope_type\": \"default\", \"rope_theta\": %s}", theta);
-    }
+    nnt_cfg_add(t, "{");
+    put_scaling(t, r);
+    put_field(t, "rope_theta", r->theta);
+    nnt_cfg_add(t, "}");
 }
 
 void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c)
@@ -897,35 +899,13 @@ void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
     nnt_cfg_put_double(t, "rope_theta", r->theta);
     if (r->partial_rotary_factor != 0.0 && r->partial_rotary_factor != 1.0)
         nnt_cfg_put_double(t, "partial_rotary_factor", r->partial_rotary_factor);
-    char f[40], lo[40], hi[40];
-    if (r->scaling == NNT_ROPE_SCALING_LONGROPE) {
-        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"longrope\"");
-        put_longrope(t, r);
-        nnt_cfg_add(t, "}");
-        return;
-    }
-    if (r->scaling == NNT_ROPE_SCALING_LINEAR) {
-        double_text(r->factor, f, sizeof f);
-        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %s}", f);
-        return;
-    }
-    if (r->scaling == NNT_ROPE_SCALING_YARN) {
-        nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"yarn\"");
-        put_yarn(t, r);
-        nnt_cfg_add(t, "}");
-        return;
-    }
-    if (r->scaling != NNT_ROPE_SCALING_LLAMA3) {
+    if (r->scaling == NNT_ROPE_SCALING_NONE) {
         nnt_cfg_add(t, ",\n  \"rope_scaling\": null");
         return;
     }
-    double_text(r->factor, f, sizeof f);
-    double_text(r->low_freq_factor, lo, sizeof lo);
-    double_text(r->high_freq_factor, hi, sizeof hi);
-    nnt_cfg_add(t, ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %s, "
-           "\"low_freq_factor\": %s, \"high_freq_factor\": %s, "
-           "\"original_max_position_embeddings\": %lld}", f, lo, hi,
-           (long long)r->original_max_position);
+    nnt_cfg_add(t, ",\n  \"rope_scaling\": {");
+    put_scaling(t, r);
+    nnt_cfg_add(t, "}");
 }
 
 /* ---- config.json <-> nnt_model_config ---------------------------------------------------- */
@@ -1128,7 +1108,7 @@ int nnt_model_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
     if (!f)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown family %d", fn, c->family);
     *family = f;
-    return f->hf_arch(ctx, fn, c);
+    return f->hf_arch ? f->hf_arch(ctx, fn, c) : 0;
 }
 
 int nnt_model_config_text(nnt_ctx *ctx, const char *fn, const nnt_model_config *c, char **out)
