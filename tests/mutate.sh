@@ -162,7 +162,7 @@ nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? N
 nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every)@for (int64_t i = every; i < L; i += every)@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
 olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
 yarn_ramp_shift|lib/ops/rope.c|s@float ramp = ((float)i - flow) / span;@float ramp = ((float)i + 1.0f - flow) / span;@|YaRN: the ramp one frequency early
-rope_factor_dropped|lib/ops/rope.c|s@t.scale = (float)nnt_rope_attention_factor(\&o);@t.scale = 1.0f;@|YaRN, LongRoPE: the attention factor not applied to the cosines and sines
+rope_factor_dropped|lib/ops/rope.c|s@const float scale = (float)nnt_rope_attention_factor(\&o);@const float scale = 1.0f;@|YaRN, LongRoPE: the attention factor not applied to the cosines and sines
 partial_whole_vector|lib/ops/rope.c|s@t.n = split ? shape\[3\] : rd / 2;@t.n = split ? shape[3] : hd / 2;@|partial rotary: the whole head vector rotated
 partial_freq_over_hd|lib/ops/rope.c|s@rope_table(\&o, rd, use_long, inv);@rope_table(\&o, hd, use_long, inv);@|partial rotary: the frequencies over hd, not the rotary dimension
 longrope_switch_early|lib/ops/rope.c|s@int use_long = pos_offset + T > o.original_max_position;@int use_long = pos_offset + T >= o.original_max_position;@|LongRoPE: the long factors one position early

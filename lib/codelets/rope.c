@@ -5,8 +5,9 @@
  * One task rotates n pairs of every row: either a tile holding whole head vectors (w = hd,
  * lo = the first r/2 entries of a row, hi = the next r/2 ones, n = r/2, r the rotary
  * dimension: hd, or less with a partial rotary factor), or a pair of tiles of an hd split
- * into tiles of w dividing r/2 (lo = tile j, hi = tile j + r/(2w), n = w). The frequencies of the task's n pairs, computed on the host once per operation,
- * travel in the argument block. In place (y == x) each distinct handle is given to StarPU
+ * into tiles of w dividing r/2 (lo = tile j, hi = tile j + r/(2w), n = w). The frequencies
+ * of the task's n pairs, computed on the host once per operation, travel in the argument
+ * block with the factor of their cosines and sines. In place (y == x) each distinct handle is given to StarPU
  * once, with the union of the access modes, and the body finds the roles through slot
  * indices, as the GELU codelets do. */
 #include "../internal.h"
@@ -32,9 +33,9 @@ struct rope_args {
 static void rope_cpu(void *buffers[], void *cl_arg)
 {
     const struct rope_args *a = cl_arg;
-    nnt_cpu_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->scale, a->inv_freq, P(a->xlo),
-                     P(a->xhi) + a->hi_offset, a->ld, P(a->ylo), P(a->yhi) + a->hi_offset,
-                     a->ld);
+    nnt_cpu_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->scale, a->inv_freq,
+                     P(a->xlo), P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
+                     P(a->yhi) + a->hi_offset, a->ld);
 }
 
 /* positions from a buffer: each row its own (packed examples restart at 0) */
@@ -43,16 +44,16 @@ static void rope_pos_cpu(void *buffers[], void *cl_arg)
     const struct rope_args *a = cl_arg;
     nnt_cpu_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
                          (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]), a->sign,
-                         a->scale, a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
-                         P(a->yhi) + a->hi_offset, a->ld);
+                         a->scale, a->inv_freq, P(a->xlo), P(a->xhi) + a->hi_offset, a->ld,
+                         P(a->ylo), P(a->yhi) + a->hi_offset, a->ld);
 }
 
 #ifdef NNT_CUDA_CODELETS
 static void rope_cuda(void *buffers[], void *cl_arg)
 {
     const struct rope_args *a = cl_arg;
-    int rc = nnt_cuda_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->scale, a->inv_freq, P(a->xlo),
-                               P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
+    int rc = nnt_cuda_rope_f32(a->nbh, a->nt, a->n, a->pos0, a->sign, a->scale, a->inv_freq,
+                               P(a->xlo), P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
                                P(a->yhi) + a->hi_offset, a->ld, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_rope", "CUDA kernel failed (%d)", rc);
@@ -64,9 +65,8 @@ static void rope_pos_cuda(void *buffers[], void *cl_arg)
     int rc = nnt_cuda_rope_pos_f32(a->nb, a->nh, a->nt, a->n,
                                    (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[a->pos]),
                                    a->sign, a->scale, a->inv_freq, P(a->xlo),
-                                   P(a->xhi) + a->hi_offset,
-                                   a->ld, P(a->ylo), P(a->yhi) + a->hi_offset, a->ld,
-                                   nnt_cuda_task_stream());
+                                   P(a->xhi) + a->hi_offset, a->ld, P(a->ylo),
+                                   P(a->yhi) + a->hi_offset, a->ld, nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_rope_pos", "CUDA kernel failed (%d)", rc);
 }

@@ -195,12 +195,11 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (f->layout.rope && hd % 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
                         fn, (long long)hd, cfg->head_dim ? "" : " = channels / heads");
-    double prf = cfg->rope.partial_rotary_factor;
-    if (f->layout.rope && prf != 0.0 && prf != 1.0 &&
+    if (f->layout.rope && nnt_rope_rotary_dim(&cfg->rope, hd) != hd &&
         !(f->features & NNT_FAMILY_HAS_PARTIAL_ROTARY))
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the %s family rotates whole head vectors "
                         "(rope.partial_rotary_factor %g; Phi-3's family rotates a part)", fn,
-                        f->title, prf);
+                        f->title, cfg->rope.partial_rotary_factor);
     if (cfg->qk_norm < 0 || cfg->qk_norm > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
                         "whole projection)", fn, cfg->qk_norm);
@@ -231,9 +230,9 @@ int nnt_model_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg)
 {
     NNT_TRY(check_model(ctx, fn, cfg));
     nnt_rope_options rope;
-    int rc = nnt_family_find(cfg->family)->layout.rope
-                 ? nnt_rope_options_read(fn, &cfg->rope, &rope) : 0;
-    if (rc == 0 && nnt_family_find(cfg->family)->layout.rope)
+    int rc = 0;
+    if (nnt_family_find(cfg->family)->layout.rope &&
+        (rc = nnt_rope_options_read(fn, &cfg->rope, &rope)) == 0)
         rc = nnt_rope_check_head(fn, &rope, head_dim_of(cfg));
     /* the reader records its message without a context */
     return rc ? nnt_fail(ctx, rc, "%s", nnt_ctx_last_error(NULL)) : NNT_OK;

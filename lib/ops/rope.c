@@ -300,6 +300,7 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
     if (!inv)
         return nnt_fail(x->ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
     rope_table(&o, rd, use_long, inv);
+    const float scale = (float)nnt_rope_attention_factor(&o);
     int64_t nlead = x->grid[0] * x->grid[1] * x->grid[2], npairs = split ? split : 1;
     for (int64_t l = 0; l < nlead && rc == 0; l++) {
         int64_t lo = l * x->grid[3], shape[4];
@@ -309,7 +310,7 @@ static int rope_apply(const char *fn, const char *xrole, nnt_tensor *x,
         t.nt = shape[2];
         t.pos0 = pos_offset + (l % x->grid[2]) * x->tile[2];
         t.sign = sign;
-        t.scale = (float)nnt_rope_attention_factor(&o);
+        t.scale = scale;
         t.whole = split == 0;
         t.n = split ? shape[3] : rd / 2;
         t.ld = shape[3];

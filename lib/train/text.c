@@ -130,12 +130,10 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
             : c.rope.scaling == NNT_ROPE_SCALING_LINEAR ? " (linear scaling)"
             : c.rope.scaling == NNT_ROPE_SCALING_YARN   ? " (yarn scaling)"
             : c.rope.scaling == NNT_ROPE_SCALING_LONGROPE ? " (longrope scaling)" : "");
-    double prf = c.rope.partial_rotary_factor;
-    if ((has & NNT_FAMILY_HAS_ROPE) && prf != 0.0 && prf != 1.0) {
-        int64_t hd = c.head_dim ? c.head_dim : c.channels / c.heads;
-        add(t, " on %lld of %lld dimensions a head", (long long)(int64_t)((double)hd * prf),
-            (long long)hd);
-    }
+    int64_t hd = c.head_dim ? c.head_dim : c.channels / c.heads;
+    int64_t rotary = nnt_rope_rotary_dim(&c.rope, hd);
+    if ((has & NNT_FAMILY_HAS_ROPE) && rotary != hd)
+        add(t, " on %lld of %lld dimensions a head", (long long)rotary, (long long)hd);
     if (c.rope_local_theta > 0.0)
         add(t, ", windowed layers' rope theta %g", c.rope_local_theta);
     if (nnt_model_nope_any(&c)) {
