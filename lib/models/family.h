@@ -261,7 +261,8 @@ typedef struct nnt_family {
     /* config.json -> *cfg (set to NNT_MODEL_CONFIG_INIT with family = id before) for
      * archs[arch]; messages through o */
     int (*read_hf)(const nnt_cfg_in *o, int arch, nnt_model_config *cfg);
-    /* the architecture cfg is saved as (index of archs), or a negative NNT_E_* naming fn */
+    /* the architecture cfg is saved as (index of archs), or a negative NNT_E_* naming fn;
+     * NULL: archs[0] (a family of one architecture) */
     int (*hf_arch)(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg);
     /* the keys after "architectures" and "model_type" (each ",\n  \"key\": value") */
     void (*write_hf)(nnt_cfg_out *t, int arch, const nnt_model_config *cfg);

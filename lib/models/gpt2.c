@@ -124,14 +124,6 @@ static int gpt2_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     return NNT_OK;
 }
 
-static int gpt2_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
-{
-    (void)ctx;
-    (void)fn;
-    (void)c;
-    return 0;
-}
-
 static void gpt2_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
     (void)arch;
@@ -208,7 +200,7 @@ const nnt_family nnt_family_gpt2 = {
     gpt2_check,
     {"", "wte.weight", "h.", "ln_f", 1, NNT_NORM_LAYERNORM, NNT_MLP_GELU, 0, 0, 0, 0, 0},
     nnt_gpt_layer_new,
-    ARCHS, 1, gpt2_read_hf, gpt2_hf_arch, gpt2_write_hf,
+    ARCHS, 1, gpt2_read_hf, NULL, gpt2_write_hf,
     GPT2_HF, (int)(sizeof GPT2_HF / sizeof GPT2_HF[0]), NULL, "transformer.", 1, 0, "h.",
     GPT2_LLMC, (int)(sizeof GPT2_LLMC / sizeof GPT2_LLMC[0]),
     "c_attn",   /* PEFT's default target for gpt2 */

@@ -159,12 +159,6 @@ static int phi3_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
-static int phi3_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
-{
-    (void)ctx, (void)fn, (void)c;
-    return 0;
-}
-
 /* The rope as Phi3Config has it: rope_theta, partial_rotary_factor and rope_scaling at the
  * top level, original_max_position_embeddings beside them (the class's attribute, which
  * replaces the rope object's). */
@@ -208,7 +202,8 @@ const nnt_family nnt_family_phi3 = {
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
      NNT_MLP_SWIGLU, 1, 0, 0, 0, 1},
     NULL,
-    ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), phi3_read_hf, phi3_hf_arch, phi3_write_hf,
+    ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), phi3_read_hf, NULL,
+    phi3_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
     NULL, 0,
     "qkv_proj",   /* PEFT 0.21 has no default for phi3: its fused q, k, v */
