@@ -834,10 +834,14 @@ typedef struct nnt_block_options {
                                      part alone (OLMo 2): x + post(attn(x)), then +
                                      post_ff(mlp(.)): children self_attn, mlp,
                                      post_attention_layernorm, post_feedforward_layernorm    */
+    int parallel;                 /* 1: the attention and the MLP side by side on one norm of
+                                     the input (Phi, GPT-J): x + (attn(n(x)) + mlp(n(x)));
+                                     children input_layernorm, self_attn, mlp; not with
+                                     sandwich_norms. New in 0.3.                             */
 } nnt_block_options;
 
 #define NNT_BLOCK_OPTIONS_INIT \
-    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL, 0, 0 }
+    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL, 0, 0, 0 }
 
 /* The attention, MLP and block layers with options (NULL: the INIT values, which give
  * exactly nnt_layer_attention_create / _mlp_create / _block_create). Without GPT-2's options
@@ -1003,10 +1007,14 @@ typedef enum nnt_model_family {
                                      the norms after the attention and the MLP instead of
                                      before them, q/k norms over the whole projections
                                      (qk_norm 2); OLMo 3's windows and local rope           */
-    NNT_FAMILY_PHI3 = 5           /* Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4-mini): Llama's
+    NNT_FAMILY_PHI3 = 5,          /* Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4-mini): Llama's
                                      layers, q, k, v in one qkv_proj and gate and up in one
                                      gate_up_proj in its files, partial rotary factors,
                                      LongRoPE, a sliding window on every layer               */
+    NNT_FAMILY_PHI = 6            /* PhiForCausalLM (Phi-1, Phi-1.5, Phi-2): one LayerNorm a
+                                     block before the attention and the GELU MLP side by
+                                     side, every bias, partial rotary factors (0.5 unless
+                                     given), a head with a bias. New in 0.3.                 */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */

@@ -46,6 +46,12 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             down_proj; r 4, lora_alpha 8): phi3_lora/init, phi3_lora/trained (10 AdamW
             steps, lr 1e-2, weight decay 0.05) and phi3_lora.reference.safetensors, as
             tests/gen_gemma_fixtures.py makes its LoRA fixtures
+  phi       PhiForCausalLM (the attention and the MLP side by side on one LayerNorm, every
+            bias, a head with a bias, fc1/fc2 and dense), NKV 2, head_dim 10 (NH hd 40
+            against C 32) with partial_rotary_factor 0.4 (4 of 10 rotated, as Phi-2), theta
+            500, no window; LayerNorm eps 1e-4
+  phi_lora  PEFT 0.21's LoRA on phi with PEFT's default targets for phi (q_proj, v_proj,
+            fc1, fc2), as phi3_lora
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -68,7 +74,7 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM,
                           Olmo2Config, Olmo2ForCausalLM, LlamaConfig, LlamaForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM,
-                          Phi3Config, Phi3ForCausalLM)
+                          Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -119,6 +125,10 @@ MODELS = {
                                             "partial_rotary_factor": 0.75,
                                             "short_factor": [1.0, 1.2, 1.5, 2.0, 3.0, 4.0],
                                             "long_factor": [1.1, 2.0, 4.0, 8.0, 16.0, 24.0]})),
+    "phi": (PhiConfig, PhiForCausalLM,
+            dict(head_dim=10, layer_norm_eps=1e-4, rope_theta=None, _init_scale=0.15,
+                 rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                  "partial_rotary_factor": 0.4})),
 }
 
 
@@ -187,6 +197,9 @@ def main():
             if name == "phi3_longrope":
                 changes["rope_parameters"].update(partial_rotary_factor=0.75,
                                                   rope_theta=10000.0)
+        if name == "phi":   # the whole vectors rotated
+            changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 500.0,
+                                          "partial_rotary_factor": 1.0}
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})
@@ -226,6 +239,8 @@ def main():
     import gen_gemma_fixtures
     gen_gemma_fixtures.LORA["phi3_lora"] = ("phi3", dict(target_modules="all-linear"))
     gen_gemma_fixtures.lora_fixture(args.out, "phi3_lora", 5000)
+    gen_gemma_fixtures.LORA["phi_lora"] = ("phi", dict())   # PEFT's default targets
+    gen_gemma_fixtures.lora_fixture(args.out, "phi_lora", 5001)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

@@ -50,8 +50,9 @@ static const struct {
               {"olmo3", 5, 0, 0, 0, "Olmo3ForCausalLM", 4, 0},
               {"phi3", 5, 0, 0, 0, "Phi3ForCausalLM", 0, 0},
               /* a prompt of 8 within its original context of 10, the long factors after */
-              {"phi3_longrope", 0, 0, 0, 0, "Phi3ForCausalLM", 0, 8}};
-#define NMODELS 11
+              {"phi3_longrope", 0, 0, 0, 0, "Phi3ForCausalLM", 0, 8},
+              {"phi", 0, 0, 0, 0, "PhiForCausalLM", 0, 0}};
+#define NMODELS 12
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -130,8 +131,18 @@ static float *grad_of(const nnt_st_reader *r, nnt_layer *l, const char *name, in
                   {"self_attn.q_proj.weight", "self_attn.k_proj.weight"}},
                  {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 0, {NULL}},
                  {"mlp.up_proj.weight", "mlp.gate_up_proj.weight", 1, {"mlp.gate_proj.weight"}}};
+    /* Phi's names for the tree's modules */
+    static const char *const PHI[3][2] = {
+        {".self_attn.o_proj.", ".self_attn.dense."}, {".mlp.c_fc.", ".mlp.fc1."},
+        {".mlp.c_proj.", ".mlp.fc2."}};
     char gname[300];
     snprintf(gname, sizeof gname, "grad.%s", name);
+    for (int k = 0; k < 3 && !nnt_st_find(r, gname); k++) {
+        const char *at = strstr(name, PHI[k][0]);
+        if (at)
+            snprintf(gname, sizeof gname, "grad.%.*s%s%s", (int)(at - name), name, PHI[k][1],
+                     at + strlen(PHI[k][0]));
+    }
     int64_t nw = 0;
     if (nnt_st_find(r, gname)) {
         float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
@@ -482,7 +493,17 @@ START_TEST(test_yarn_truncate)
 }
 END_TEST
 
-/* ---- LoRA on Phi-3 against PEFT (its fused qkv_proj and gate_up_proj) ---------------------- */
+/* ---- LoRA on Phi-3 (its fused qkv_proj and gate_up_proj) and Phi against PEFT ------------- */
+
+/* The adapters: PEFT's all-linear on phi3; PEFT's default targets on phi (q_proj, v_proj, fc1,
+ * fc2: Phi's names, the tree's o_proj being "dense" and c_fc, c_proj "fc1", "fc2"). targets:
+ * what nnt is given to make PEFT's initial adapter's tensors; refused: targets that match no
+ * module (Phi-3's fused parts, the tree's own names that Phi's files do not use), the message
+ * naming refused_name. */
+static const struct {
+    const char *name, *base, *targets, *default_targets, *refused, *refused_name;
+} LORAS[2] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'"},
+              {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'"}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
@@ -491,30 +512,31 @@ END_TEST
 #define LORA_ADAPTER_TOL 8e-5
 #define LORA_LOGITS_TOL 7e-6
 
-/* PEFT's initial all-linear adapter of phi3 (qkv_proj, o_proj, gate_up_proj, down_proj), 10
- * AdamW steps as PEFT's: the losses and the trained adapter's tensors (their names and
- * shapes PEFT's: B of qkv_proj (NH hd + 2 NKV hd, r)); _i: tilings 1 and 2 */
+/* PEFT's initial adapter (phi3: all-linear, B of qkv_proj (NH hd + 2 NKV hd, r); phi: its
+ * default targets), 10 AdamW steps as PEFT's: the losses and the trained adapter's tensors
+ * (their names and shapes PEFT's); _i: adapter _i / 2, tilings 1 and 2 */
 START_TEST(test_phi3_lora_train)
 {
-    int ti = _i + 1;
+    int ti = _i % 2 + 1;
+    const char *name = LORAS[_i / 2].name;
     char dir[4300], file[4400], worst[300] = "";
-    nnt_st_reader *r = fixture_open_st_path(path_of("phi3_lora", "reference.safetensors"));
+    nnt_st_reader *r = fixture_open_st_path(path_of(name, "reference.safetensors"));
     nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_load_hf(ctx, path_of("phi3", NULL), B, T, &TILINGS[ti].t, &l));
-    snprintf(dir, sizeof dir, "%s/init", path_of("phi3_lora", NULL));
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(LORAS[_i / 2].base, NULL), B, T, &TILINGS[ti].t,
+                                &l));
+    snprintf(dir, sizeof dir, "%s/init", path_of(name, NULL));
     EXPECT_OK(nnt_model_load_peft(l, dir));
     nnt_optim *opt = fixture_peft_adamw(ctx, l);
     double eloss = fixture_peft_train(ctx, l, opt, r, B, T, STEPS, TILINGS[ti].tok);
-    test_make_tmpdir("phi3_lora");
+    test_make_tmpdir(name);
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("trained")));
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("trained"));
-    snprintf(dir, sizeof dir, "%s/trained/adapter_model.safetensors",
-             path_of("phi3_lora", NULL));
+    snprintf(dir, sizeof dir, "%s/trained/adapter_model.safetensors", path_of(name, NULL));
     double ea = fixture_compare_files(file, dir, 1, worst, sizeof worst);
-    printf("test_model_window phi3_lora tiling %d: losses rel %.2e, adapters rel %.2e (%s)\n",
+    printf("test_model_window %s tiling %d: losses rel %.2e, adapters rel %.2e (%s)\n", name,
            ti, eloss, ea, worst);
-    EXPECT_TOL(eloss, LORA_LOSS_TOL, "phi3_lora tiling %d: losses", ti);
-    EXPECT_TOL(ea, LORA_ADAPTER_TOL, "phi3_lora tiling %d: adapter %s", ti, worst);
+    EXPECT_TOL(eloss, LORA_LOSS_TOL, "%s tiling %d: losses", name, ti);
+    EXPECT_TOL(ea, LORA_ADAPTER_TOL, "%s tiling %d: adapter %s", name, ti, worst);
     test_remove_tmpdir();
     nnt_optim_destroy(opt);
     nnt_layer_destroy(l);
@@ -522,42 +544,43 @@ START_TEST(test_phi3_lora_train)
 }
 END_TEST
 
-/* PEFT's trained adapter loaded: PEFT's logits; merged: merge_and_unload's; all-linear made
- * by nnt: PEFT's names and shapes, and no module of its own for q_proj or gate_proj */
+/* PEFT's trained adapter loaded: PEFT's logits; merged: merge_and_unload's; the adapter nnt
+ * makes with LORAS' targets: PEFT's initial adapter's names and shapes; the refused targets
+ * match no module; the family's default targets PEFT's; _i: the adapter */
 START_TEST(test_phi3_lora_load_merge)
 {
-    char dir[4300], file[4400], ref[4300], unused[8];
+    const char *name = LORAS[_i].name;
+    char base[4300], dir[4300], file[4400], ref[4300], unused[8];
+    snprintf(base, sizeof base, "%s", path_of(LORAS[_i].base, NULL));
     double e[3];
-    snprintf(dir, sizeof dir, "%s/trained", path_of("phi3_lora", NULL));
-    snprintf(ref, sizeof ref, "%s", path_of("phi3_lora", "reference.safetensors"));
-    fixture_peft_logits(ctx, path_of("phi3", NULL), dir, ref, &TILINGS[2].t, TILINGS[2].tok, B,
-                        T, e);
-    printf("test_model_window phi3_lora: logits with PEFT's adapter rel %.2e (the base's %.2e "
-           "away), merged rel %.2e\n", e[0], e[2], e[1]);
+    snprintf(dir, sizeof dir, "%s/trained", path_of(name, NULL));
+    snprintf(ref, sizeof ref, "%s", path_of(name, "reference.safetensors"));
+    fixture_peft_logits(ctx, base, dir, ref, &TILINGS[2].t, TILINGS[2].tok, B, T, e);
+    printf("test_model_window %s: logits with PEFT's adapter rel %.2e (the base's %.2e away), "
+           "merged rel %.2e\n", name, e[0], e[2], e[1]);
     ck_assert_msg(e[2] > 100 * LORA_LOGITS_TOL, "the adapter moves the logits too little");
-    EXPECT_TOL(e[0], LORA_LOGITS_TOL, "phi3_lora: logits with PEFT's adapter");
-    EXPECT_TOL(e[1], LORA_LOGITS_TOL, "phi3_lora: merged logits");
+    EXPECT_TOL(e[0], LORA_LOGITS_TOL, "%s: logits with PEFT's adapter", name);
+    EXPECT_TOL(e[1], LORA_LOGITS_TOL, "%s: merged logits", name);
     nnt_layer *l = NULL;
-    /* nnt's own all-linear adapter: PEFT's tensors; q_proj or gate_proj alone: none */
-    EXPECT_OK(nnt_model_load_hf(ctx, path_of("phi3", NULL), B, T, NULL, &l));
+    EXPECT_OK(nnt_model_load_hf(ctx, base, B, T, NULL, &l));
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     lo.rank = 4;
-    lo.targets = "all-linear";
+    lo.targets = LORAS[_i].targets;
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     test_make_tmpdir("phi3_lora_targets");
     EXPECT_OK(nnt_model_save_peft(l, test_tmp_path("a")));
     snprintf(file, sizeof file, "%s/adapter_model.safetensors", test_tmp_path("a"));
-    snprintf(dir, sizeof dir, "%s/init/adapter_model.safetensors", path_of("phi3_lora", NULL));
+    snprintf(dir, sizeof dir, "%s/init/adapter_model.safetensors", path_of(name, NULL));
     fixture_compare_files(file, dir, 0, unused, sizeof unused);
     test_remove_tmpdir();
     nnt_layer_destroy(l);
-    EXPECT_OK(nnt_model_load_hf(ctx, path_of("phi3", NULL), B, T, NULL, &l));
-    lo.targets = "q_proj,gate_proj";
-    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, "q_proj");
-    lo.targets = NULL;   /* the family's default: qkv_proj */
+    EXPECT_OK(nnt_model_load_hf(ctx, base, B, T, NULL, &l));
+    lo.targets = LORAS[_i].refused;
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, LORAS[_i].refused_name);
+    lo.targets = NULL;   /* the family's default */
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     EXPECT_OK(nnt_model_lora_get(l, &lo));
-    ck_assert_str_eq(lo.targets, "qkv_proj");
+    ck_assert_str_eq(lo.targets, LORAS[_i].default_targets);
     nnt_layer_destroy(l);
 }
 END_TEST
@@ -644,8 +667,8 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
     tcase_add_test(tc, test_yarn_truncate);
-    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 2);
-    tcase_add_test(tc, test_phi3_lora_load_merge);
+    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 4);
+    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 2);
     tcase_add_test(tc, test_phi3_read_hf);
     suite_add_tcase(s, tc);
     return s;

@@ -317,13 +317,16 @@ NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidd
 
 enum { LN_1, ATTN, LN_2, MLP, POST_ATTN, POST_MLP };
 
+/* The arrangements of a block's norms and parts (nnt_block_options' sandwich_norms and
+ * parallel). */
+enum { BLOCK_PRE, BLOCK_SANDWICH, BLOCK_POST, BLOCK_PARALLEL };
+
 typedef struct block {
     int recompute;                  /* keep only y; the backward reruns the forward first */
-    int sandwich;                   /* 1: four norms (Gemma), 2: the two after each part
-                                       alone (OLMo 2): the children as child() says */
+    int layout;                     /* BLOCK_*: the children as child() says */
     nnt_tensor *x;                  // the input of the last forward (not owned)
-    nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x))
-    nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2))
+    nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x)); parallel: attn(h) + mlp(h)
+    nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2)); parallel: r2 + x
     nnt_tensor *dr2, *dx;           // r2's and x's layouts
     nnt_tensor *dy_cache;
 } block;
@@ -337,14 +340,15 @@ static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **s
 
 /* Child role r of a block, or NULL where it has none: the children are ln_1, attn, ln_2, mlp,
  * or with four norms input, attn, post-attention, pre-feedforward, mlp, post-feedforward, or
- * with the norms after the parts alone attn, mlp, post-attention, post-feedforward (HF's
- * orders). */
+ * with the norms after the parts alone attn, mlp, post-attention, post-feedforward, or side
+ * by side input, attn, mlp (HF's orders). */
 static nnt_layer *child(nnt_layer *l, int r)
 {
-    static const int index[3][6] = {{0, 1, 2, 3, -1, -1},   /* role -> child index */
+    static const int index[4][6] = {{0, 1, 2, 3, -1, -1},   /* role -> child index */
                                     {0, 1, 3, 4, 2, 5},
-                                    {-1, 0, -1, 1, 2, 3}};
-    int i = index[((block *)l->impl)->sandwich][r];
+                                    {-1, 0, -1, 1, 2, 3},
+                                    {0, 1, -1, 2, -1, -1}};
+    int i = index[((block *)l->impl)->layout][r];
     return i < 0 ? NULL : l->children[i];
 }
 
@@ -361,16 +365,36 @@ static int norm_backward(nnt_layer *l, int r, nnt_tensor **d)
     return child(l, r) ? nnt_layer_backward(child(l, r), *d, d) : NNT_OK;
 }
 
+/* The attention of block l on h (with caches at positions at, when not NULL). */
+static int attention_forward(nnt_layer *l, nnt_tensor *h, const gl_cache_pos *at,
+                             nnt_tensor **y)
+{
+    return at ? gl_forward_cached(child(l, ATTN), h, at, y)
+              : nnt_layer_forward(child(l, ATTN), h, y);
+}
+
+/* Side by side: y = (attn(h) + mlp(h)) + x with h = ln_1(x), transformers' order of the sums
+ * (PhiDecoderLayer). */
+static int parallel_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
+{
+    block *k = l->impl;
+    nnt_tensor *h = NULL, *a = NULL, *m = NULL;
+    NNT_TRY(norm_or_same(l, LN_1, x, &h));
+    NNT_TRY(attention_forward(l, h, at, &a));
+    NNT_TRY(nnt_layer_forward(child(l, MLP), h, &m));
+    NNT_TRY(add_to_new(l, a, m, &k->r2));
+    return add_to_new(l, k->r2, x, &k->y);
+}
+
 /* at: NULL, or the positions of a forward with key/value caches (the attention's). */
 static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
+    if (k->layout == BLOCK_PARALLEL)
+        return parallel_compute(l, x, at);
     NNT_TRY(norm_or_same(l, LN_1, x, &h));
-    if (at)
-        NNT_TRY(gl_forward_cached(child(l, ATTN), h, at, &h));
-    else
-        NNT_TRY(nnt_layer_forward(child(l, ATTN), h, &h));
+    NNT_TRY(attention_forward(l, h, at, &h));
     NNT_TRY(norm_or_same(l, POST_ATTN, h, &h));
     NNT_TRY(add_to_new(l, h, x, &k->r2));
     NNT_TRY(norm_or_same(l, LN_2, k->r2, &h));
@@ -396,10 +420,39 @@ static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return NNT_OK;
 }
 
+/* Side by side: dh = dattn + dmlp, dx = ln_1'(dh) + dy. */
+static int parallel_backward(nnt_layer *l, nnt_tensor *g)
+{
+    block *k = l->impl;
+    nnt_tensor *da = NULL, *dm = NULL;
+    NNT_TRY(nnt_layer_backward(child(l, MLP), g, &dm));
+    NNT_TRY(nnt_layer_backward(child(l, ATTN), g, &da));
+    NNT_TRY(add_to_new(l, da, dm, &k->dr2));
+    da = k->dr2;
+    NNT_TRY(norm_backward(l, LN_1, &da));
+    return add_to_new(l, da, g, &k->dx);
+}
+
+/* The gradient through the parts one after the other. */
+static int serial_backward(nnt_layer *l, nnt_tensor *g)
+{
+    block *k = l->impl;
+    nnt_tensor *d = g;
+    NNT_TRY(norm_backward(l, POST_MLP, &d));
+    NNT_TRY(nnt_layer_backward(child(l, MLP), d, &d));
+    NNT_TRY(norm_backward(l, LN_2, &d));
+    NNT_TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
+    d = k->dr2;
+    NNT_TRY(norm_backward(l, POST_ATTN, &d));
+    NNT_TRY(nnt_layer_backward(child(l, ATTN), d, &d));
+    NNT_TRY(norm_backward(l, LN_1, &d));
+    return add_to_new(l, d, k->dr2, &k->dx);
+}
+
 static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 {
     block *k = l->impl;
-    nnt_tensor *g = NULL, *d = NULL;
+    nnt_tensor *g = NULL;
     /* Recompute: the same kernels on the same tiles, the same bits. Not before the incoming
      * gradient exists: otherwise StarPU would run the recomputes of all blocks as soon as
      * they are submitted (they only read the kept block inputs), every block's activations
@@ -409,16 +462,7 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (k->recompute)
         NNT_TRY(block_compute(l, k->x, NULL));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
-    d = g;
-    NNT_TRY(norm_backward(l, POST_MLP, &d));
-    NNT_TRY(nnt_layer_backward(child(l, MLP), d, &d));
-    NNT_TRY(norm_backward(l, LN_2, &d));
-    NNT_TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
-    d = k->dr2;
-    NNT_TRY(norm_backward(l, POST_ATTN, &d));
-    NNT_TRY(nnt_layer_backward(child(l, ATTN), d, &d));
-    NNT_TRY(norm_backward(l, LN_1, &d));
-    NNT_TRY(add_to_new(l, d, k->dr2, &k->dx));
+    NNT_TRY(k->layout == BLOCK_PARALLEL ? parallel_backward(l, g) : serial_backward(l, g));
     /* Nothing of this block is read again before its next forward but its output (the
      * caller's y) and the input gradient: the rest -- forward activations and backward
      * scratch -- is released, so that the next block's backward reuses the memory (StarPU
@@ -503,13 +547,16 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
         {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp", NULL, NULL},
         {"input_layernorm", "self_attn", "pre_feedforward_layernorm", "mlp",
          "post_attention_layernorm", "post_feedforward_layernorm"}};
-    static const int order[3][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
+    static const int order[4][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
                                     {LN_1, ATTN, POST_ATTN, LN_2, MLP, POST_MLP},
-                                    {ATTN, MLP, POST_ATTN, POST_MLP, -1, -1}};
+                                    {ATTN, MLP, POST_ATTN, POST_MLP, -1, -1},
+                                    {LN_1, ATTN, MLP, -1, -1, -1}};
+    static const int nchildren[4] = {4, 6, 4, 3};
     int rms = o->norm == NNT_NORM_RMSNORM, sw = o->sandwich_norms;
-    ((block *)l->impl)->sandwich = sw;
-    for (int j = 0; j < (sw == 1 ? 6 : 4); j++) {
-        int i = order[sw][j];
+    int layout = o->parallel ? BLOCK_PARALLEL : sw;
+    ((block *)l->impl)->layout = layout;
+    for (int j = 0; j < nchildren[layout]; j++) {
+        int i = order[layout][j];
         nnt_layer *c = NULL;
         if (i == ATTN)
             NNT_TRY(gl_attention_new(l->ctx, C, NH, o->attention, t, fn, &c));
@@ -519,7 +566,7 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
             NNT_TRY(gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one, t, fn, &c));
         else
             NNT_TRY(gl_layernorm_new(l->ctx, C, o->norm_eps, t, fn, &c));
-        NNT_TRY(adopt(l, names[sw ? 2 : rms][i], c));
+        NNT_TRY(adopt(l, names[sw || o->parallel ? 2 : rms][i], c));
     }
     return NNT_OK;
 }
@@ -544,6 +591,10 @@ static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char
     if (opts->sandwich_norms < 0 || opts->sandwich_norms > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: sandwich_norms %d (0: two norms before the "
                         "parts, 1: four, 2: two after the parts)", fn, opts->sandwich_norms);
+    if (opts->parallel < 0 || opts->parallel > 1 || (opts->parallel && opts->sandwich_norms))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: parallel %d (0: the parts one after the other, "
+                        "1: side by side on one norm; not with sandwich_norms %d)", fn,
+                        opts->parallel, opts->sandwich_norms);
     if (!(opts->norm_eps > 0.0) || !isfinite(opts->norm_eps))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
                         opts->norm_eps);

@@ -234,6 +234,8 @@ typedef struct nnt_family_layout {
     int embed_scale;               /* the embedding's output times sqrt(C)                   */
     int fused_lora;                /* LoRA's modules qkv_proj and gate_up_proj (Phi-3's fused
                                       tensors) in place of q/k/v_proj and gate/up_proj       */
+    int parallel;                  /* attention and MLP side by side on one norm (Phi)       */
+    int head_bias;                 /* the untied head has a bias "lm_head.bias" (Phi)        */
 } nnt_family_layout;
 
 typedef struct nnt_family {
@@ -304,6 +306,7 @@ extern const nnt_family nnt_family_gemma;
 extern const nnt_family nnt_family_moe;
 extern const nnt_family nnt_family_olmo;
 extern const nnt_family nnt_family_phi3;
+extern const nnt_family nnt_family_phi;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

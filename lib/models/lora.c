@@ -41,7 +41,23 @@ typedef struct lora_module {
 
 typedef int (*module_fn)(const lora_module *m, void *arg);
 
-static int each_module_in(nnt_layer *l, const char *prefix, const char *hf_prefix, int depth,
+/* How a family names the modules in its files: its prefix and its renames (hf_rename). */
+typedef struct module_naming {
+    const nnt_family *f;
+    const nnt_model_config *cfg;
+} module_naming;
+
+/* m's Hugging Face name: the family's prefix and its name for the module's path. */
+static void module_hf_name(const module_naming *mn, lora_module *m)
+{
+    char renamed[MODULE_MAX];
+    snprintf(renamed, sizeof renamed, "%s", m->path);
+    if (mn->f->hf_rename)
+        mn->f->hf_rename(mn->cfg, m->path, renamed, sizeof renamed);
+    snprintf(m->hf, sizeof m->hf, "%s%s", mn->f->hf_prefix ? mn->f->hf_prefix : "", renamed);
+}
+
+static int each_module_in(nnt_layer *l, const char *prefix, const module_naming *mn, int depth,
                           module_fn f, void *arg)
 {
     const char *const *mods = gl_lora_modules(l);
@@ -52,14 +68,14 @@ static int each_module_in(nnt_layer *l, const char *prefix, const char *hf_prefi
             snprintf(m.path, sizeof m.path, "%s%s", prefix, mods[i]);
         else   /* the layer itself: its path without the trailing dot */
             snprintf(m.path, sizeof m.path, "%.*s", (int)(n ? n - 1 : 0), prefix);
-        snprintf(m.hf, sizeof m.hf, "%s%s", hf_prefix, m.path);
+        module_hf_name(mn, &m);
         NNT_TRY(f(&m, arg));
     }
     for (int c = 0; c < l->nchildren; c++) {
         char sub[MODULE_MAX];
         const char *name = l->child_names[c];
         snprintf(sub, sizeof sub, "%s%s%s", prefix, name, name[0] ? "." : "");
-        NNT_TRY(each_module_in(l->children[c], sub, hf_prefix, depth + 1, f, arg));
+        NNT_TRY(each_module_in(l->children[c], sub, mn, depth + 1, f, arg));
     }
     return NNT_OK;
 }
@@ -78,7 +94,10 @@ static int tree_of(nnt_layer *model, const char *fn, nnt_layer **tree, const nnt
 static int each_module(nnt_layer *model, const nnt_family *f, module_fn fn, void *arg)
 {
     nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
-    return each_module_in(tree, "", f->hf_prefix ? f->hf_prefix : "", 0, fn, arg);
+    nnt_model_config cfg;
+    NNT_TRY(nnt_model_config_get(model, "nnt_model_lora", &cfg));
+    module_naming mn = {f, &cfg};
+    return each_module_in(tree, "", &mn, 0, fn, arg);
 }
 
 /* ---- targets ------------------------------------------------------------------------------ */

@@ -14,7 +14,8 @@
  *                          configured), the family's MLP
  *   <norm>                 the final norm
  *   "lm_head"              tied: the embedding's table (no parameter); untied: a linear
- *                          layer without bias, parameter "weight" (V, C)
+ *                          layer, parameter "weight" (V, C), and "bias" (V) where the
+ *                          family's head has one (Phi)
  *   "final_logit_softcap"  with final_softcap only: tanh(z / c) c of the logits (no
  *                          parameter)
  *   "loss"                 cross-entropy (ignore index -1)
@@ -355,6 +356,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     bo.mlp = &mo;
     bo.norm_plus_one = f->norm_plus_one;
     bo.sandwich_norms = f->sandwich_norms;
+    bo.parallel = f->parallel;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];
         nnt_layer *block = NULL;
@@ -389,14 +391,15 @@ static int add_norm(nnt_layer *l, const nnt_model_config *c, const nnt_family_la
 }
 
 static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *c,
-                    const nnt_tiling *t, const char *fn)
+                    const nnt_family_layout *f, const nnt_tiling *t, const char *fn)
 {
     nnt_layer *head = NULL, *loss = NULL;
     if (c->tied)
         NNT_TRY(gl_lm_head_new(embedding, fn, &head));
     else
-        NNT_TRY(gl_linear_new(l->ctx, c->channels, c->vocab, 0, gl_tile(t->channels, c->channels),
-                              gl_tile(t->vocab, c->vocab), fn, &head));
+        NNT_TRY(gl_linear_new(l->ctx, c->channels, c->vocab, f->head_bias ? NNT_LINEAR_BIAS : 0,
+                              gl_tile(t->channels, c->channels), gl_tile(t->vocab, c->vocab),
+                              fn, &head));
     NNT_TRY(adopt(l, "lm_head", head));
     if (c->final_softcap > 0.0) {
         nnt_layer *cap = NULL;
@@ -422,7 +425,7 @@ static int tree_children(nnt_layer *l, const nnt_model_config *c, const nnt_tili
         NNT_TRY(gl_embedding_set_scale(emb, sqrt((double)c->channels)));
     NNT_TRY(add_blocks(l, c, f, t, fn));
     NNT_TRY(add_norm(l, c, f, t, fn));
-    return add_head(l, emb, c, t, fn);
+    return add_head(l, emb, c, f, t, fn);
 }
 
 /* The tree of a checked configuration with a resolved tiling. */

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/* The Phi family (NNT_FAMILY_PHI): Hugging Face PhiForCausalLM (model_type phi): Phi-1,
+ * Phi-1.5, Phi-2.
+ *
+ * The tree (lib/models/transformer.c) is made of the same layers as the others, arranged as
+ * Phi has them: a block is one LayerNorm (weight and bias) whose output goes to the attention
+ * and to the MLP side by side, y = x + (attn(n(x)) + mlp(n(x))) (nnt_block_options'
+ * parallel); the attention has biases on q, k, v and its output projection and rotates part
+ * of each head vector (partial_rotary_factor, PhiConfig's default 0.5); the MLP is fc2(gelu_
+ * tanh(fc1(x))) with biases; a final LayerNorm; a head of its own with a bias. The files name
+ * the output projection "dense" and the MLP's products "fc1" and "fc2", where the tree has
+ * the names the shared layers give them (o_proj, c_fc, c_proj): they are renamed on the way
+ * in and out, and so are LoRA's modules (PEFT's default targets for phi: q_proj, v_proj, fc1,
+ * fc2). Dropouts are read and not applied (nnt trains without dropout: a warning says so).
+ * Checked against transformers 5.24's modeling_phi.py (tests/test_model_window.c). */
+#include "models.h"
+#include "family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- presets ------------------------------------------------------------------------------- */
+
+/* microsoft/phi-1_5 (and microsoft/phi-1, of the same shapes): V 51200, C 2048, 24 layers of
+ * 32 heads of 64, hidden 8192, rotary dimension 32 of 64, 2048 positions. A block: its
+ * LayerNorm 2 C, q, k, v and dense with their biases 4 (C^2 + C), fc1 and fc2 with theirs
+ * 2 C hidden + hidden + C = 50,354,176; 24 of them, the embedding (104,857,600), the final
+ * LayerNorm and the head with its bias (104,908,800): 1,418,270,720.
+ * microsoft/phi-2: C 2560, 32 layers of 32 heads of 80, hidden 10240, rotary dimension 32 of
+ * 80 (partial_rotary_factor 0.4). A block 78,671,360; with the embedding (131,072,000), the
+ * final LayerNorm and the head (131,123,200): 2,779,683,840. Both match transformers'
+ * parameter counts. */
+static const struct phi_preset {
+    const char *name;
+    int64_t layers, channels, hidden;
+    double partial;
+} PRESETS[] = {
+    {"phi-1.5", 24, 2048, 8192, 0.5},
+    {"phi-2", 32, 2560, 10240, 0.4},
+};
+
+static const char *const PRESET_NAMES[] = {"phi-1.5", "phi-2", NULL};
+
+static int phi_preset(const char *name, nnt_model_config *c)
+{
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const struct phi_preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+        *c = init;
+        c->family = NNT_FAMILY_PHI;
+        c->vocab = 51200;
+        c->max_seq = 2048;
+        c->layers = p->layers;
+        c->heads = 32;
+        c->channels = p->channels;
+        c->hidden = p->hidden;
+        c->norm_eps = 1e-5;
+        c->tied = 0;
+        c->qkv_bias = c->out_bias = c->mlp_bias = 1;
+        c->rope.theta = 10000.0;
+        c->rope.partial_rotary_factor = p->partial;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- config.json ---------------------------------------------------------------------------- */
+
+static const nnt_hf_arch ARCHS[] = {{"PhiForCausalLM", "phi", NULL}};
+
+/* PhiConfig's keys and defaults (transformers 5.24): Phi-1's sizes, kv heads the heads,
+ * head_dim C / NH unless given (PhiAttention takes the attribute when a file has it), the
+ * rope of rope_scaling or rope_parameters with partial_rotary_factor 0.5 unless given, an
+ * untied head (its bias makes a tied one another model), no q/k LayerNorms. */
+static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
+{
+    static const char *const acts[2] = {"gelu_new", "gelu_pytorch_tanh"};
+    static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attention_dropout"};
+    int act = 0, qk_layernorm = 0;
+    nnt_cfg_in *rope = NULL;
+    (void)arch;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 51200, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2048, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 8192, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 24, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 32, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 2048, &c->max_seq));
+    NNT_TRY(nnt_cfg_double(o, "layer_norm_eps", 0, 1e-5, &c->norm_eps));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    if (c->tied)
+        return nnt_cfg_unsupported(o, "tie_word_embeddings", "true", "false: the Phi family's "
+                                   "head has a bias, so nnt keeps it untied");
+    NNT_TRY(nnt_cfg_bool(o, "qk_layernorm", 0, &qk_layernorm));
+    if (qk_layernorm)
+        return nnt_cfg_unsupported(o, "qk_layernorm", "true", "false (no Phi checkpoint has "
+                                   "them)");
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "gelu_new", acts, 2, &act));
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
+    if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
+        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
+    for (int i = 0; i < 3; i++) {
+        double p = 0.0;
+        NNT_TRY(nnt_cfg_double(o, drops[i], 0, 0.0, &p));
+        if (p != 0.0)
+            nnt_log(NNT_LOG_WARN, "config.json: %s %g is not applied: nnt trains without "
+                    "dropout", drops[i], p);
+    }
+    c->qkv_bias = c->out_bias = c->mlp_bias = 1;
+    NNT_TRY(nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope));
+    /* PhiConfig's partial_rotary_factor is 0.5 where neither the top level nor the rope
+     * object gives one */
+    int given = nnt_cfg_has(o, "partial_rotary_factor");
+    for (int k = 0; k < 2 && !given; k++) {
+        NNT_TRY(nnt_cfg_sub(o, k ? "rope_parameters" : "rope_scaling", &rope));
+        given = rope && nnt_cfg_has(rope, "partial_rotary_factor");
+        nnt_cfg_sub_free(rope);
+    }
+    if (!given)
+        c->rope.partial_rotary_factor = 0.5;
+    return NNT_OK;
+}
+
+/* PhiForCausalLM: every bias, an untied head, no q/k norms. */
+static int phi_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
+{
+    if (!c->qkv_bias || !c->out_bias || !c->mlp_bias || c->qk_norm || c->tied)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the Phi family has every bias, no q/k norms and "
+                        "a head of its own with a bias (qkv_bias=%d, out_bias=%d, mlp_bias=%d, "
+                        "qk_norm=%d, tied=%d; want 1, 1, 1, 0, 0)", fn, c->qkv_bias, c->out_bias,
+                        c->mlp_bias, c->qk_norm, c->tied);
+    return NNT_OK;
+}
+
+/* PhiConfig's keys: its sizes, layer_norm_eps, partial_rotary_factor always (its default is
+ * not 1), no dropout. */
+static void phi_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
+{
+    (void)arch;
+    nnt_cfg_put_int(t, "vocab_size", c->vocab);
+    nnt_cfg_put_int(t, "hidden_size", c->channels);
+    nnt_cfg_put_int(t, "intermediate_size", c->hidden);
+    nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
+    nnt_cfg_put_int(t, "num_attention_heads", c->heads);
+    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
+    if (c->head_dim && c->head_dim * c->heads != c->channels)
+        nnt_cfg_put_int(t, "head_dim", c->head_dim);
+    nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
+    nnt_cfg_put_double(t, "layer_norm_eps", c->norm_eps);
+    nnt_cfg_add(t, ",\n  \"hidden_act\": \"gelu_new\"");
+    nnt_cfg_put_bool(t, "tie_word_embeddings", 0);
+    nnt_cfg_put_bool(t, "qk_layernorm", 0);
+    nnt_cfg_put_double(t, "attention_dropout", 0.0);
+    nnt_cfg_put_double(t, "resid_pdrop", 0.0);
+    nnt_cfg_put_double(t, "embd_pdrop", 0.0);
+    if (c->rope.partial_rotary_factor == 1.0)   /* nnt_cfg_put_rope writes the others */
+        nnt_cfg_put_double(t, "partial_rotary_factor", 1.0);
+    nnt_cfg_put_rope(t, &c->rope);
+}
+
+/* ---- parameter names in the files ----------------------------------------------------------- */
+
+static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
+
+/* The tree's module names and Phi's, each between dots or at the end of a name. */
+static const char *const RENAMES[3][2] = {
+    {".self_attn.o_proj", ".self_attn.dense"}, {".mlp.c_fc", ".mlp.fc1"}, {".mlp.c_proj", ".mlp.fc2"}};
+
+static void phi_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
+{
+    (void)c;
+    for (int i = 0; i < 3; i++) {
+        const char *at = strstr(name, RENAMES[i][0]);
+        size_t n = strlen(RENAMES[i][0]);
+        if (at && (at[n] == '.' || at[n] == '\0')) {
+            snprintf(out, size, "%.*s%s%s", (int)(at - name), name, RENAMES[i][1], at + n);
+            return;
+        }
+    }
+    snprintf(out, size, "%s", name);
+}
+
+const nnt_family nnt_family_phi = {
+    NNT_FAMILY_PHI, "phi", "Phi",
+    NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
+        NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED | NNT_FAMILY_HAS_PARTIAL_ROTARY,
+    phi_preset, PRESET_NAMES,
+    phi_check,
+    {"model.embed_tokens", "weight", "model.layers.", "model.final_layernorm", 0,
+     NNT_NORM_LAYERNORM, NNT_MLP_GELU, 1, 0, 0, 0, 0, 1, 1},
+    NULL,
+    ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), phi_read_hf, NULL,
+    phi_write_hf,
+    NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
+    NULL, 0,
+    "q_proj,v_proj,fc1,fc2",   /* PEFT 0.21's default for phi */
+    phi_hf_rename,
+    NULL,
+    NULL, 0,
+};
