@@ -436,6 +436,36 @@ START_TEST(test_rope_keys)
          "\"short_factor\": [1.0, 2.0], \"long_factor\": [3.0, 4.0], \"factor\": 3.0}%.0s", 4096,
          3.0, 0.5},
     };
+    /* PhiConfig: partial_rotary_factor 0.5 unless the top level or the rope object read
+     * (rope_scaling when given, else rope_parameters) has one, the object's first; as
+     * AutoConfig.from_pretrained reads each (transformers 5.24) */
+    static const struct {
+        const char *extra;
+        double partial, theta;
+    } PHI[] = {
+        {"\"rope_theta\": 300.0, \"resid_pdrop\": 0.1", 0.5, 300.0},   /* as Phi-2 */
+        {"\"partial_rotary_factor\": 0.75", 0.75, 10000.0},
+        {"\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 100.0, "
+         "\"partial_rotary_factor\": 0.25}", 0.25, 100.0},
+        {"\"partial_rotary_factor\": 0.75, \"rope_parameters\": {\"rope_type\": \"default\", "
+         "\"rope_theta\": 100.0, \"partial_rotary_factor\": 0.25}", 0.25, 100.0},
+        {"\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0, "
+         "\"partial_rotary_factor\": 0.75}", 0.75, 10000.0},
+        {"\"partial_rotary_factor\": 0.75, \"rope_scaling\": {\"rope_type\": \"linear\", "
+         "\"factor\": 2.0}", 0.75, 10000.0},
+        {"\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}, "
+         "\"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.25}",
+         0.5, 10000.0},
+    };
+    for (size_t i = 0; i < sizeof PHI / sizeof *PHI; i++) {
+        write_config(in_tmp("rk"), "PhiForCausalLM", PHI[i].extra);
+        EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+        ck_assert_msg(cfg.family == NNT_FAMILY_PHI &&
+                          cfg.rope.partial_rotary_factor == PHI[i].partial &&
+                          cfg.rope.theta == PHI[i].theta,
+                      "phi case %zu: partial %g theta %g", i, cfg.rope.partial_rotary_factor,
+                      cfg.rope.theta);
+    }
     for (size_t i = 0; i < sizeof PHI3 / sizeof *PHI3; i++) {
         char extra[512];
         snprintf(extra, sizeof extra, PHI3[i].extra, F);
@@ -643,7 +673,12 @@ static const struct {
     {"LlamaForCausalLM", "\"partial_rotary_factor\": 0.5", NNT_E_UNSUPPORTED,
      "partial_rotary_factor"},
     /* Phi-3: nnt trains without dropout; its rope is default or longrope */
-    {"Phi3ForCausalLM", "\"resid_pdrop\": 0.1", NNT_E_UNSUPPORTED, "resid_pdrop"},
+    {"Phi3ForCausalLM", "\"resid_pdrop\": 1.5", NNT_E_FORMAT, "resid_pdrop must be a probability"},
+    {"PhiForCausalLM", "\"embd_pdrop\": -0.1", NNT_E_FORMAT, "embd_pdrop must be a probability"},
+    {"PhiForCausalLM", "\"tie_word_embeddings\": true", NNT_E_UNSUPPORTED,
+     "tie_word_embeddings true is not supported"},
+    {"PhiForCausalLM", "\"qk_layernorm\": true", NNT_E_UNSUPPORTED, "qk_layernorm"},
+    {"PhiForCausalLM", "\"hidden_act\": \"gelu\"", NNT_E_UNSUPPORTED, "hidden_act"},
     {"Phi3ForCausalLM", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}",
      NNT_E_UNSUPPORTED, "rope_type"},
     {"Phi3ForCausalLM", "\"partial_rotary_factor\": 0.375", NNT_E_INVAL,

@@ -333,6 +333,20 @@ int nnt_cfg_unsupported(const nnt_cfg_in *o, const char *key, const char *value,
                     o->file, o->prefix, key, value, valid);
 }
 
+int nnt_cfg_dropouts(const nnt_cfg_in *o, const char *const *keys, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double p = 0.0;
+        NNT_TRY(nnt_cfg_double(o, keys[i], 0, 0.0, &p));
+        if (!(p >= 0.0 && p < 1.0))
+            return nnt_cfg_bad_type(o, keys[i], "a probability in [0, 1)");
+        if (p != 0.0)
+            nnt_log(NNT_LOG_WARN, "%s: %s: %s%s %g is not applied: nnt trains without dropout",
+                    o->fn, o->file, o->prefix, keys[i], p);
+    }
+    return NNT_OK;
+}
+
 /* valid[0..n) as "a, b, c" into out. */
 static void list_text(const char *const *valid, int n, char *out, size_t size)
 {

@@ -32,6 +32,9 @@ int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out);
  * Another value is NNT_E_UNSUPPORTED naming it and listing the valid ones. */
 int nnt_cfg_choice(const nnt_cfg_in *o, const char *key, const char *def,
                    const char *const *valid, int nvalid, int *which);
+/* Dropout probabilities keys[0..n) (absent or null: 0), each in [0, 1) (else NNT_E_FORMAT);
+ * one above 0 is logged as a warning: nnt trains without dropout. */
+int nnt_cfg_dropouts(const nnt_cfg_in *o, const char *const *keys, int n);
 /* Whether key is present and not null. */
 int nnt_cfg_has(const nnt_cfg_in *o, const char *key);
 /* NNT_E_UNSUPPORTED: "key value is not supported (valid)". */

@@ -101,23 +101,19 @@ static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
     if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
         return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
-    for (int i = 0; i < 3; i++) {
-        double p = 0.0;
-        NNT_TRY(nnt_cfg_double(o, drops[i], 0, 0.0, &p));
-        if (p != 0.0)
-            nnt_log(NNT_LOG_WARN, "config.json: %s %g is not applied: nnt trains without "
-                    "dropout", drops[i], p);
-    }
+    NNT_TRY(nnt_cfg_dropouts(o, drops, 3));
     c->qkv_bias = c->out_bias = c->mlp_bias = 1;
     NNT_TRY(nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope));
-    /* PhiConfig's partial_rotary_factor is 0.5 where neither the top level nor the rope
-     * object gives one */
+    /* PhiConfig's partial_rotary_factor is 0.5 where neither the top level nor the rope object
+     * read (rope_scaling when not empty, else rope_parameters) gives one */
     int given = nnt_cfg_has(o, "partial_rotary_factor");
-    for (int k = 0; k < 2 && !given; k++) {
-        NNT_TRY(nnt_cfg_sub(o, k ? "rope_parameters" : "rope_scaling", &rope));
-        given = rope && nnt_cfg_has(rope, "partial_rotary_factor");
+    NNT_TRY(nnt_cfg_sub(o, "rope_scaling", &rope));
+    if (!rope || nnt_cfg_count(rope) == 0) {
         nnt_cfg_sub_free(rope);
+        NNT_TRY(nnt_cfg_sub(o, "rope_parameters", &rope));
     }
+    given = given || (rope && nnt_cfg_has(rope, "partial_rotary_factor"));
+    nnt_cfg_sub_free(rope);
     if (!given)
         c->rope.partial_rotary_factor = 0.5;
     return NNT_OK;

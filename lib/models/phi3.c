@@ -96,8 +96,8 @@ static const nnt_hf_arch ARCHS[] = {{"Phi3ForCausalLM", "phi3", NULL}};
  * no biases, head_dim C / NH unless given, sliding_window (absent or null: none) on every
  * layer, the rope of rope_scaling or rope_parameters with partial_rotary_factor, its types
  * default and longrope ("su" and "yarn" read as longrope), original_max_position_embeddings
- * (4096) replacing the rope object's. Dropouts other than 0 are refused: nnt trains without
- * dropout. */
+ * (4096) replacing the rope object's. Dropouts are read and not applied (nnt trains without
+ * dropout: a warning says so). */
 static int phi3_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
@@ -119,13 +119,7 @@ static int phi3_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
     if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
         return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
-    for (int i = 0; i < 3; i++) {
-        double p = 0.0;
-        NNT_TRY(nnt_cfg_double(o, drops[i], 0, 0.0, &p));
-        if (p != 0.0)
-            return nnt_cfg_unsupported(o, drops[i], "(above 0)", "0: nnt trains without "
-                                       "dropout");
-    }
+    NNT_TRY(nnt_cfg_dropouts(o, drops, 3));
     c->qkv_bias = c->out_bias = c->mlp_bias = 0;
     c->window_from = c->window_global_every = 0;
     NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 0, &c->sliding_window));
