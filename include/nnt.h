@@ -1149,8 +1149,11 @@ typedef struct nnt_model_config {
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
- * V 256: tests and demos), "smollm2-135m", "tinyllama-1.1b", "llama-3.2-1b"; see
- * nnt_model_preset(3). */
+ * V 256: tests and demos), "smollm2-135m", "tinyllama-1.1b", "llama-3.2-1b",
+ * "llama-3.1-8b", "qwen3-0.6b", "smollm3-3b", "gemma3-270m", "gemma3-1b", "gemma2-2b",
+ * "moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen1.5-moe-a2.7b",
+ * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2" (each family's in
+ * nnt_family_info.presets); see nnt_model_preset(3). */
 NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg);
 /* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
  * (B, T) on the context's workers (the heuristic of nnt_gpt_tiling(3), with the model's
@@ -1177,7 +1180,8 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
 /* Read a Hugging Face model directory's config.json (GPT2LMHeadModel, LlamaForCausalLM,
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,
- * the text of Gemma3ForConditionalGeneration, and the MoE classes of nnt_model_hf_config(3);
+ * the text of Gemma3ForConditionalGeneration, the MoE classes of nnt_model_hf_config(3),
+ * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM and PhiForCausalLM;
  * architectures[0], else model_type); the result passes nnt_model_create's checks. A
  * configuration nnt cannot train (another architecture, a rope type other than
  * "default"/"llama3", a layer_types list of no form nnt_model_config can say, an odd
@@ -1213,8 +1217,10 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
 /* Write dir/model.safetensors (fp32, HF names and shapes, no lm_head.weight when tied)
  * and dir/config.json that transformers loads (from_pretrained): GPT2LMHeadModel,
  * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias,
- * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers. dir is created if
- * missing (one level); each file through a temporary file, fsync and rename. */
+ * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers; the other
+ * families' architectures as nnt_model_save_hf(3) says (Gemma, MoE, OLMo,
+ * Phi3ForCausalLM, PhiForCausalLM). dir is created if missing (one level); each file
+ * through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it
  * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model
@@ -1287,12 +1293,14 @@ NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
  * s = alpha / r (rslora: alpha / sqrt(r)); A starts uniform in +-1/sqrt(in) (PEFT's
  * kaiming_uniform_ with a = sqrt(5)), B at zero. Modules are named as in Hugging Face's
  * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama family),
- * c_attn, c_proj (attention and MLP), c_fc (GPT-2), lm_head (an untied head); a target
- * matches a module whose name is it or ends with "." and it ("self_attn.q_proj" too), as
- * PEFT's target_modules list. The adapter matrices are parameters of the model named
- * "<module>.lora_A.weight", "<module>.lora_B.weight" (GPT-2's c_attn: "lora_B.q.weight",
- * ".k.", ".v." parts, its B's three thirds), trained like any other; files of the model
- * (nnt_model_save_hf) do not hold them, PEFT's (nnt_model_save_peft) do. */
+ * qkv_proj, o_proj, gate_up_proj, down_proj (Phi-3 family), q_proj, k_proj, v_proj, dense,
+ * fc1, fc2 (Phi family), c_attn, c_proj (attention and MLP), c_fc (GPT-2), lm_head (an
+ * untied head); a target matches a module whose name is it or ends with "." and it
+ * ("self_attn.q_proj" too), as PEFT's target_modules list. The adapter matrices are
+ * parameters of the model named "<module>.lora_A.weight", "<module>.lora_B.weight" (GPT-2's
+ * c_attn: "lora_B.q.weight", ".k.", ".v." parts, its B's three thirds), trained like any
+ * other; files of the model (nnt_model_save_hf) do not hold them, PEFT's
+ * (nnt_model_save_peft) do. */
 typedef struct nnt_lora_options {
     size_t size;                  /* sizeof(nnt_lora_options), set by the init macro         */
     int64_t rank;                 /* r, 1 .. 65536                                           */
@@ -1304,7 +1312,8 @@ typedef struct nnt_lora_options {
                                      the trainer's validation and in generation              */
     const char *targets;          /* comma-separated module names, or "all-linear" (every
                                      linear map but lm_head); NULL: PEFT's default of the
-                                     family (q_proj,v_proj; GPT-2: c_attn). Read by
+                                     family (q_proj,v_proj; GPT-2: c_attn; Phi-3: qkv_proj;
+                                     Phi: q_proj,v_proj,fc1,fc2). Read by
                                      nnt_model_lora_add; nnt_model_lora_get gives the
                                      model's (valid while the model lives)                   */
     uint64_t seed;                /* A's initialisation and the dropout masks                 */

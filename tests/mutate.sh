@@ -160,7 +160,7 @@ gemma_final_softcap_off|lib/models/transformer.c|s@if (c->final_softcap > 0.0) {
 gemma_local_rope|lib/models/transformer.c|s@: windowed \&\& c->rope_local_theta@: !windowed \&\& c->rope_local_theta@|Gemma 3: the local rope base on the global layers and the global one on the local layers
 nope_ignored|lib/models/transformer.c|s@ao.rope = NNT_MODEL_NOPE_LAYER(c, i) ? NULL@ao.rope = 0 ? NULL@|SmolLM3: rotary positions on the layers without them
 nope_interval_shift|lib/models/llama.c|s@for (int64_t i = every - 1; i < L; i += every)@for (int64_t i = every; i < L; i += every)@|SmolLM3: no_rope_layer_interval counted from 0, not from 1
-olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3}};@{-1, 0, -1, 1, 3, 2}};@|OLMo 2: the post-attention and post-feedforward norms swapped
+olmo_post_norms_swapped|lib/layers/composite.c|s@{-1, 0, -1, 1, 2, 3},@{-1, 0, -1, 1, 3, 2},@|OLMo 2: the post-attention and post-feedforward norms swapped
 yarn_ramp_shift|lib/ops/rope.c|s@float ramp = ((float)i - flow) / span;@float ramp = ((float)i + 1.0f - flow) / span;@|YaRN: the ramp one frequency early
 rope_factor_dropped|lib/ops/rope.c|s@const float scale = (float)nnt_rope_attention_factor(\&o);@const float scale = 1.0f;@|YaRN, LongRoPE: the attention factor not applied to the cosines and sines
 partial_whole_vector|lib/ops/rope.c|s@t.n = split ? shape\[3\] : rd / 2;@t.n = split ? shape[3] : hd / 2;@|partial rotary: the whole head vector rotated
@@ -234,6 +234,10 @@ ksum_join_overlap|cpu/gemm_dnnl.c|s@        off += k\[i\];@        off += k[i] -
 ksum_never|lib/ops/gemm.c|s@return 4.0 \* m \* n > 2.0 \* k \* (m + n);@return 4.0 * m * n < 0.0;@|bf16 products never summed over their k tiles in one task
 kept_never_repacked|lib/ops/gemm.c|s@if (kl->handle\[i\] \&\& kl->packed_at\[i\] == version)@if (kl->handle[i])@|packs kept with B never packed again after B changes
 kept_task_writes_unseen|lib/codelets/submit.c|s@nnt_handle_written(bufs\[i\].handle);@(void)bufs[i].handle;@|writes by tasks not counted: packs kept with B stale after a task writes B
+parallel_mlp_on_attn|lib/layers/composite.c|s@    NNT_TRY(nnt_layer_forward(child(l, MLP), h, \&m));@    NNT_TRY(nnt_layer_forward(child(l, MLP), a, \&m));@|parallel block (Phi): the MLP on the attention output instead of the norm
+parallel_mlp_grad_dropped|lib/layers/composite.c|s@    NNT_TRY(add_to_new(l, da, dm, \&k->dr2));@    NNT_TRY(add_to_new(l, da, da, \&k->dr2));@|parallel block backward: the MLP input gradient replaced by the attention one
+phi_partial_default|lib/models/phi.c|s@        c->rope.partial_rotary_factor = 0.5;@        c->rope.partial_rotary_factor = 1.0;@|Phi config.json: no partial_rotary_factor read as 1, not the 0.5 of PhiConfig
+lora_names_not_renamed|lib/models/lora.c|s@    if (mn->f->hf_rename)@    if (0 \&\& mn->f->hf_rename)@|LoRA modules under the tree names, not those of the family (Phi: dense, fc1, fc2)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

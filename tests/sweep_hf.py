@@ -16,7 +16,9 @@ K 1000 OLMo 3 (its windows on random layers, a rope of their own, YaRN or not on
 ones); from K 1100 YaRN rope scaling (random factor, original context, betas, truncate,
 attention factor) on Llama, Mistral, Qwen2 and Qwen3; from K 1200 Phi-3 (q, k, v and gate, up
 fused in its files, a random partial_rotary_factor, LongRoPE's random factors over a random
-original context, a window on every layer or none);
+original context, a window on every layer or none); from K 1300 Phi (the attention and the
+MLP side by side on one LayerNorm, every bias, a head with a bias, a random partial rotary
+factor, linear or YaRN scaling or none, GQA, head_dim other than C / NH);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -89,7 +91,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
                           OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
                           SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
-                          Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM)
+                          Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM,
+                          PhiConfig, PhiForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -113,7 +116,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
-# from 1200 Phi-3.
+# from 1200 Phi-3; from 1300 Phi.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -139,6 +142,8 @@ def gen_case(seed, k, forced=None):
         fam = r.choice(["llama", "mistral", "qwen2", "qwen3"])
     if k >= 1200:   # Phi-3 (no draw)
         fam = "phi3"
+    if k >= 1300:   # Phi (no draw)
+        fam = "phi"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -270,6 +275,20 @@ def pick_model(r, c):
             if r.random() < 0.3:
                 lr["attention_factor"] = r.choice([0.9, 1.3])
             c["longrope"] = lr
+    if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
+        # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
+        # (PhiAttention takes the attribute)
+        c["tied"], c["window"], c["layer_types"] = False, None, None
+        parts = [f for f in (1.0, 0.75, 0.5, 0.4, 0.25) if int(c["hd"] * f) % 2 == 0 and
+                 int(c["hd"] * f) >= 2]
+        c["partial"] = r.choice(parts)
+        c["partial_key"] = r.choice(["top", "rope", "default"]) if c["partial"] == 0.5 \
+            else r.choice(["top", "rope"])
+        c["phi_scaling"] = r.choice([None, None, "linear", "yarn"])
+        c["rope_linear"] = r.choice([2.0, 8.0])
+        if c["phi_scaling"] != "yarn":
+            c["yarn"] = None
+        c["gelu_pt"] = r.random() < 0.3
     if fam == "smollm3":   # (from K 800) drawn last: layers without rope, biases, windows
         # heads that tile the width (SmolLM3's attention takes C / NH; no head_dim key)
         c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
@@ -499,6 +518,19 @@ def hf_config(c):
                     rope[key] = lr[key]
             kw["original_max_position_embeddings"] = lr["original"]
         return Phi3Config(sliding_window=c.get("window"), **kw), Phi3ForCausalLM
+    if fam == "phi":   # PhiConfig: LayerNorm eps, the partial factor given or its default 0.5
+        if c["phi_scaling"] == "linear":
+            rope = {"rope_type": "linear", "factor": c["rope_linear"],
+                    "rope_theta": c["rope_theta"]}
+        kw["rope_parameters"] = rope
+        if c["partial_key"] == "rope":
+            rope["partial_rotary_factor"] = c["partial"]
+        elif c["partial_key"] == "top":
+            kw["partial_rotary_factor"] = c["partial"]
+        kw["layer_norm_eps"] = kw.pop("rms_norm_eps")
+        act = "gelu_pytorch_tanh" if c["gelu_pt"] else "gelu_new"
+        return PhiConfig(hidden_act=act, resid_pdrop=0.0, embd_pdrop=0.0,
+                         attention_dropout=0.0, **kw), PhiForCausalLM
     if fam == "smollm3":
         kw.update(no_rope_layers=c["no_rope"], attention_bias=c["attn_bias"],
                   mlp_bias=c["mlp_bias"], use_sliding_window=c["smol_window"])

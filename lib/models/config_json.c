@@ -694,6 +694,11 @@ int nnt_cfg_layer_types(const nnt_cfg_in *o, int every_rule, nnt_model_config *c
 
 void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c)
 {
+    nnt_cfg_put_sizes_eps(t, c, "rms_norm_eps");
+}
+
+void nnt_cfg_put_sizes_eps(nnt_cfg_out *t, const nnt_model_config *c, const char *eps_key)
+{
     nnt_cfg_put_int(t, "vocab_size", c->vocab);
     nnt_cfg_put_int(t, "hidden_size", c->channels);
     nnt_cfg_put_int(t, "intermediate_size", c->hidden);
@@ -702,7 +707,7 @@ void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c)
     nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
     nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
     nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
-    nnt_cfg_put_double(t, "rms_norm_eps", c->norm_eps);
+    nnt_cfg_put_double(t, eps_key, c->norm_eps);
 }
 
 void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c)

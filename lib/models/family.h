@@ -127,6 +127,8 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
  * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
  * (C / NH when 0), max_position_embeddings, rms_norm_eps. */
 void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c);
+/* The same with the norms' eps under eps_key ("layer_norm_eps": Phi). */
+void nnt_cfg_put_sizes_eps(nnt_cfg_out *t, const nnt_model_config *c, const char *eps_key);
 /* ,\n  "sliding_window": W, or null without a window. */
 void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c);
 /* ,\n  "pad_token_id": null, "bos_token_id": null, "eos_token_id": null: a configuration

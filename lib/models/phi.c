@@ -130,21 +130,12 @@ static int phi_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
-/* PhiConfig's keys: its sizes, layer_norm_eps, partial_rotary_factor always (its default is
- * not 1), no dropout. */
+/* PhiConfig's keys: its sizes (head_dim too: PhiAttention takes it), layer_norm_eps,
+ * partial_rotary_factor always (its default is not 1), no dropout. */
 static void phi_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
     (void)arch;
-    nnt_cfg_put_int(t, "vocab_size", c->vocab);
-    nnt_cfg_put_int(t, "hidden_size", c->channels);
-    nnt_cfg_put_int(t, "intermediate_size", c->hidden);
-    nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
-    nnt_cfg_put_int(t, "num_attention_heads", c->heads);
-    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
-    if (c->head_dim && c->head_dim * c->heads != c->channels)
-        nnt_cfg_put_int(t, "head_dim", c->head_dim);
-    nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
-    nnt_cfg_put_double(t, "layer_norm_eps", c->norm_eps);
+    nnt_cfg_put_sizes_eps(t, c, "layer_norm_eps");
     nnt_cfg_add(t, ",\n  \"hidden_act\": \"gelu_new\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", 0);
     nnt_cfg_put_bool(t, "qk_layernorm", 0);
