@@ -210,11 +210,18 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY && f.features & NNT_FAMILY_HAS_WINDOW);
     ck_assert(!(f.features & NNT_FAMILY_HAS_BIASES) && !(f.features & NNT_FAMILY_HAS_QK_NORM));
     EXPECT_OK(nnt_model_family_info(6, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_PHI);
+    ck_assert_str_eq(f.architectures, "PhiForCausalLM");
+    ck_assert_str_eq(f.model_types, "phi");
+    ck_assert_str_eq(f.presets, "phi-1.5, phi-2");
+    ck_assert(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY && f.features & NNT_FAMILY_HAS_UNTIED);
+    ck_assert(!(f.features & NNT_FAMILY_HAS_BIASES) && !(f.features & NNT_FAMILY_HAS_WINDOW));
+    EXPECT_OK(nnt_model_family_info(7, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(7, &f), NNT_E_INVAL, "no family 7");
+    EXPECT_FAIL_MSG(nnt_model_family_info(8, &f), NNT_E_INVAL, "no family 8");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -227,7 +234,8 @@ START_TEST(test_table)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, smollm3-3b, gemma3-270m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
-                                 "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, gpt2-rms-tiny"));
+                                 "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, phi-1.5, "
+                                 "phi-2, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }

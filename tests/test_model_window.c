@@ -499,11 +499,13 @@ END_TEST
  * fc2: Phi's names, the tree's o_proj being "dense" and c_fc, c_proj "fc1", "fc2"). targets:
  * what nnt is given to make PEFT's initial adapter's tensors; refused: targets that match no
  * module (Phi-3's fused parts, the tree's own names that Phi's files do not use), the message
- * naming refused_name. */
+ * naming refused_name and listing the modules under the family's names. */
 static const struct {
-    const char *name, *base, *targets, *default_targets, *refused, *refused_name;
-} LORAS[2] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'"},
-              {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'"}};
+    const char *name, *base, *targets, *default_targets, *refused, *refused_name, *listed;
+} LORAS[2] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+               "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;"},
+              {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'",
+               "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
@@ -577,6 +579,7 @@ START_TEST(test_phi3_lora_load_merge)
     EXPECT_OK(nnt_model_load_hf(ctx, base, B, T, NULL, &l));
     lo.targets = LORAS[_i].refused;
     EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, LORAS[_i].refused_name);
+    ck_assert_msg(strstr(nnt_ctx_last_error(ctx), LORAS[_i].listed), "%s", nnt_ctx_last_error(ctx));
     lo.targets = NULL;   /* the family's default */
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     EXPECT_OK(nnt_model_lora_get(l, &lo));

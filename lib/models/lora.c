@@ -179,8 +179,8 @@ typedef struct add_pass {
 static int add_one(const lora_module *m, void *arg)
 {
     add_pass *a = arg;
-    const char *last = strrchr(m->path, '.');
-    last = last ? last + 1 : m->path;
+    const char *last = strrchr(m->hf, '.');   /* the family's name of the module */
+    last = last ? last + 1 : m->hf;
     if (!strstr(a->seen, last) && strlen(a->seen) + strlen(last) + 3 < sizeof a->seen)
         snprintf(a->seen + strlen(a->seen), sizeof a->seen - strlen(a->seen), "%s%s",
                  a->seen[0] ? ", " : "", last);

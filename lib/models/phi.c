@@ -142,7 +142,8 @@ static void phi_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
     nnt_cfg_put_double(t, "resid_pdrop", 0.0);
     nnt_cfg_put_double(t, "embd_pdrop", 0.0);
-    if (c->rope.partial_rotary_factor == 1.0)   /* nnt_cfg_put_rope writes the others */
+    if (c->rope.partial_rotary_factor == 0.0 || c->rope.partial_rotary_factor == 1.0)
+        /* the whole vector (nnt_cfg_put_rope writes the other factors) */
         nnt_cfg_put_double(t, "partial_rotary_factor", 1.0);
     nnt_cfg_put_rope(t, &c->rope);
 }
