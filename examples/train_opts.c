@@ -51,7 +51,7 @@ static const cli_option table[] = {
     OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
             "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, "
             "Qwen2,\nQwen3, SmolLM3, Gemma 3, Gemma 2, Mixtral, Qwen3-MoE,\nOLMoE, Qwen2-MoE, "
-            "OLMo 2, OLMo 3, Phi-3, Phi-4-mini,\nPhi-1, Phi-1.5, Phi-2)"),
+            "OLMo 2, OLMo 3, Phi-3, Phi-4-mini,\nPhi-1, Phi-1.5, Phi-2, Granite 3)"),
     OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE",
             "start from an llm.c fp32 checkpoint (gives the configuration)"),
     OPT_STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
@@ -199,8 +199,8 @@ static const cli_option table[] = {
 
 static const char usage_head[] =
     "Usage: nnt-train [OPTION]...\n"
-    "Train a GPT-2, Llama-, Gemma-, MoE-, OLMo-, Phi-3- or Phi-family language model with\n"
-    "nnt.\n"
+    "Train a GPT-2, Llama-, Gemma-, MoE-, OLMo-, Phi-3-, Phi- or Granite-family language\n"
+    "model with nnt.\n"
     "Without options: a small GPT-2 (4 layers, 128 channels, 4 heads, byte tokens) learns\n"
     TRAIN_DEFAULT_DATA " for 2000 steps (a few minutes on 2 CPU cores), validating\n"
     "on the last tenth of the texts, then writes logs, a loss curve and a checkpoint to\n"

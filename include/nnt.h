@@ -588,7 +588,8 @@ typedef enum nnt_layer_kind {
     NNT_LAYER_GPT = 10,           /* a whole GPT-2 model: nnt_gpt_create                      */
     NNT_LAYER_RMSNORM = 11,       /* (..., C) -> (..., C), eps, weight (new in 0.3)           */
     NNT_LAYER_MODEL = 12,         /* a transformer of nnt_model_create (new in 0.3)           */
-    NNT_LAYER_SOFTCAP = 13        /* (...) -> tanh(x / cap) cap: Gemma 2's final logits (0.3) */
+    NNT_LAYER_SOFTCAP = 13,       /* (...) -> tanh(x / cap) cap: Gemma 2's final logits (0.3) */
+    NNT_LAYER_SCALE = 14          /* (...) -> x / d in place: Granite's logits (0.3)          */
 } nnt_layer_kind;
 
 /* Flags of nnt_layer_linear_create. */
@@ -838,10 +839,13 @@ typedef struct nnt_block_options {
                                      the input (Phi, GPT-J): x + (attn(n(x)) + mlp(n(x)));
                                      children input_layernorm, self_attn, mlp; not with
                                      sandwich_norms. New in 0.3.                             */
+    double residual_scale;        /* > 0: each part's output times it before its residual sum
+                                     (Granite's residual_multiplier); 0: 1. Not with
+                                     parallel. New in 0.3.                                   */
 } nnt_block_options;
 
 #define NNT_BLOCK_OPTIONS_INIT \
-    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL, 0, 0, 0 }
+    { sizeof(nnt_block_options), NNT_NORM_LAYERNORM, 1e-5, NULL, NULL, 0, 0, 0, 0.0 }
 
 /* The attention, MLP and block layers with options (NULL: the INIT values, which give
  * exactly nnt_layer_attention_create / _mlp_create / _block_create). Without GPT-2's options
@@ -1011,10 +1015,14 @@ typedef enum nnt_model_family {
                                      layers, q, k, v in one qkv_proj and gate and up in one
                                      gate_up_proj in its files, partial rotary factors,
                                      LongRoPE, a sliding window on every layer               */
-    NNT_FAMILY_PHI = 6            /* PhiForCausalLM (Phi-1, Phi-1.5, Phi-2): one LayerNorm a
+    NNT_FAMILY_PHI = 6,           /* PhiForCausalLM (Phi-1, Phi-1.5, Phi-2): one LayerNorm a
                                      block before the attention and the GELU MLP side by
                                      side, every bias, partial rotary factors (0.5 unless
                                      given), a head with a bias. New in 0.3.                 */
+    NNT_FAMILY_GRANITE = 7        /* GraniteForCausalLM (IBM Granite 3): Llama's layers with
+                                     an embedding multiplier, residual multiplier, attention
+                                     multiplier (the scores' scale) and logits scaling. New
+                                     in 0.3.                                                 */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -1034,7 +1042,9 @@ enum {
     NNT_FAMILY_HAS_MOE = 1 << 12,      /* mixture-of-experts MLPs (experts, ...)              */
     NNT_FAMILY_HAS_NOPE = 1 << 13,     /* blocks without rotary positions (nope_layers)       */
     NNT_FAMILY_HAS_QK_NORM_WHOLE = 1 << 14, /* qk_norm 2: q/k norms over whole projections    */
-    NNT_FAMILY_HAS_PARTIAL_ROTARY = 1 << 15 /* rope.partial_rotary_factor below 1            */
+    NNT_FAMILY_HAS_PARTIAL_ROTARY = 1 << 15, /* rope.partial_rotary_factor below 1           */
+    NNT_FAMILY_HAS_MULTIPLIERS = 1 << 16 /* embedding_multiplier, residual_multiplier,
+                                            attention_multiplier, logits_scaling (Granite)   */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -1117,6 +1127,12 @@ typedef struct nnt_model_config {
                                      NNT_MODEL_MAX_NOPE_LAYER) has no rotary positions, its
                                      q and k as projected (SmolLM3's no_rope_layers 0 entries;
                                      families with NNT_FAMILY_HAS_NOPE); 0: rope everywhere */
+    /* Granite's multipliers (families with NNT_FAMILY_HAS_MULTIPLIERS; 0: none). New in 0.3. */
+    double embedding_multiplier;  /* the embedding's output times it                         */
+    double residual_multiplier;   /* each block part's output times it before its residual
+                                     sum: x + m attn(n(x)), then + m mlp(n(.))                */
+    double attention_multiplier;  /* the scores' scale (in place of 1 / sqrt(hd))            */
+    double logits_scaling;        /* the logits divided by it                                */
 } nnt_model_config;
 
 /* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
@@ -1145,7 +1161,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 } }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

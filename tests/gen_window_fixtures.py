@@ -52,6 +52,11 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             500, no window; LayerNorm eps 1e-4
   phi_lora  PEFT 0.21's LoRA on phi with PEFT's default targets for phi (q_proj, v_proj,
             fc1, fc2), as phi3_lora
+  granite   GraniteForCausalLM: embedding_multiplier 1.7, residual_multiplier 0.22,
+            attention_multiplier 0.3 (the scores' scale; 1 / sqrt(12) is 0.29), logits_scaling
+            2.5, attention biases (q, k, v, o), head_dim 12, tied head, no window
+(The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
+differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
   NAME/config.json, NAME/model.safetensors   save_pretrained
   NAME.reference.safetensors   tokens, targets (B, T) int32; logits (B, T, V); loss (1);
@@ -74,7 +79,8 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           Qwen2Config, Qwen2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM,
                           Olmo2Config, Olmo2ForCausalLM, LlamaConfig, LlamaForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM,
-                          Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM)
+                          Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
+                          GraniteConfig, GraniteForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -129,6 +135,10 @@ MODELS = {
             dict(head_dim=10, layer_norm_eps=1e-4, rope_theta=None, _init_scale=0.15,
                  rope_parameters={"rope_type": "default", "rope_theta": 500.0,
                                   "partial_rotary_factor": 0.4})),
+    "granite": (GraniteConfig, GraniteForCausalLM,
+                dict(head_dim=12, attention_bias=True, tie_word_embeddings=True,
+                     embedding_multiplier=1.7, residual_multiplier=0.22,
+                     attention_multiplier=0.3, logits_scaling=2.5)),
 }
 
 
@@ -197,6 +207,9 @@ def main():
             if name == "phi3_longrope":
                 changes["rope_parameters"].update(partial_rotary_factor=0.75,
                                                   rope_theta=10000.0)
+        if name == "granite":   # each multiplier matters
+            changes = {"embedding_multiplier": 1.0, "residual_multiplier": 1.0,
+                       "attention_multiplier": 1.0, "logits_scaling": 1.0}
         if name == "phi":   # the whole vectors rotated
             changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 500.0,
                                           "partial_rotary_factor": 1.0}

@@ -466,6 +466,12 @@ START_TEST(test_rope_keys)
                       "phi case %zu: partial %g theta %g", i, cfg.rope.partial_rotary_factor,
                       cfg.rope.theta);
     }
+    /* GraniteConfig: each multiplier 1 when absent, the scores' scale too (not 1 / sqrt(hd)) */
+    write_config(in_tmp("rk"), "GraniteForCausalLM", "\"logits_scaling\": 16.0");
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+    ck_assert(cfg.family == NNT_FAMILY_GRANITE && cfg.embedding_multiplier == 1.0 &&
+              cfg.residual_multiplier == 1.0 && cfg.attention_multiplier == 1.0 &&
+              cfg.logits_scaling == 16.0 && cfg.rope.theta == 10000.0);
     for (size_t i = 0; i < sizeof PHI3 / sizeof *PHI3; i++) {
         char extra[512];
         snprintf(extra, sizeof extra, PHI3[i].extra, F);
@@ -679,6 +685,10 @@ static const struct {
      "tie_word_embeddings true is not supported"},
     {"PhiForCausalLM", "\"qk_layernorm\": true", NNT_E_UNSUPPORTED, "qk_layernorm"},
     {"PhiForCausalLM", "\"hidden_act\": \"gelu\"", NNT_E_UNSUPPORTED, "hidden_act"},
+    {"GraniteForCausalLM", "\"logits_scaling\": 0", NNT_E_FORMAT,
+     "logits_scaling must be a finite number > 0"},
+    {"GraniteForCausalLM", "\"residual_multiplier\": -0.2", NNT_E_FORMAT,
+     "residual_multiplier must be a finite number > 0"},
     {"Phi3ForCausalLM", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}",
      NNT_E_UNSUPPORTED, "rope_type"},
     {"Phi3ForCausalLM", "\"partial_rotary_factor\": 0.375", NNT_E_INVAL,

@@ -51,8 +51,9 @@ static const struct {
               {"phi3", 5, 0, 0, 0, "Phi3ForCausalLM", 0, 0},
               /* a prompt of 8 within its original context of 10, the long factors after */
               {"phi3_longrope", 0, 0, 0, 0, "Phi3ForCausalLM", 0, 8},
-              {"phi", 0, 0, 0, 0, "PhiForCausalLM", 0, 0}};
-#define NMODELS 12
+              {"phi", 0, 0, 0, 0, "PhiForCausalLM", 0, 0},
+              {"granite", 0, 0, 0, 0, "GraniteForCausalLM", 0, 0}};
+#define NMODELS 13
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -613,6 +614,48 @@ START_TEST(test_phi3_read_hf)
 }
 END_TEST
 
+/* Granite's multipliers: only in its family, finite; nnt_model_read_hf into a model of
+ * another residual_multiplier refused naming it; an attention_multiplier of 0 (nnt's 1 /
+ * sqrt(hd)) saved as that number (GraniteConfig's default being 1) */
+START_TEST(test_granite_options)
+{
+    const char *dir = path_of("granite", NULL);
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, q;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &c));
+    ck_assert(c.embedding_multiplier == 1.7 && c.residual_multiplier == 0.22 &&
+              c.attention_multiplier == 0.3 && c.logits_scaling == 2.5);
+    EXPECT_OK(nnt_model_preset("llama-tiny", &q));
+    q.logits_scaling = 2.0;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "the Llama family has no logits_scaling");
+    q = c;
+    q.residual_multiplier = NAN;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "residual_multiplier nan must be finite");
+    q.residual_multiplier = 0.25;
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, dir), NNT_E_INVAL, "residual_multiplier 0.22");
+    nnt_layer_destroy(l);
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;   /* Llama's default targets */
+    EXPECT_OK(nnt_model_load_hf(ctx, dir, B, T, NULL, &l));
+    EXPECT_OK(nnt_model_lora_add(l, &lo));
+    EXPECT_OK(nnt_model_lora_get(l, &lo));
+    ck_assert_str_eq(lo.targets, "q_proj,v_proj");
+    nnt_layer_destroy(l);
+    q = c;
+    q.attention_multiplier = 0.0;
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    test_make_tmpdir("granite");
+    EXPECT_OK(nnt_model_save_hf(l, test_tmp_path("g")));
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("g"), &q));
+    ck_assert_msg(fabs(q.attention_multiplier - 1.0 / sqrt(12.0)) < 1e-15, "%.17g",
+                  q.attention_multiplier);
+    test_remove_tmpdir();
+}
+END_TEST
+
 /* saved and read back: the same window configuration (the architecture that has it) */
 START_TEST(test_save_roundtrip)
 {
@@ -633,6 +676,10 @@ START_TEST(test_save_roundtrip)
     expect_nope_layers(&a, MODELS[_i].nope, name);
     expect_nope_layers(&b, MODELS[_i].nope, name);
     ck_assert(a.rope_local_theta == b.rope_local_theta);
+    ck_assert(a.embedding_multiplier == b.embedding_multiplier &&
+              a.residual_multiplier == b.residual_multiplier &&
+              a.attention_multiplier == b.attention_multiplier &&
+              a.logits_scaling == b.logits_scaling);
     ck_assert(a.rope.theta == b.rope.theta && a.rope.scaling == b.rope.scaling &&
               a.rope.factor == b.rope.factor &&
               a.rope.original_max_position == b.rope.original_max_position &&
@@ -673,6 +720,7 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_phi3_lora_train, 0, 4);
     tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 2);
     tcase_add_test(tc, test_phi3_read_hf);
+    tcase_add_test(tc, test_granite_options);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -324,11 +324,13 @@ enum { BLOCK_PRE, BLOCK_SANDWICH, BLOCK_POST, BLOCK_PARALLEL };
 typedef struct block {
     int recompute;                  /* keep only y; the backward reruns the forward first */
     int layout;                     /* BLOCK_*: the children as child() says */
+    double scale;                   /* the parts' outputs times it before the residual sums */
     nnt_tensor *x;                  // the input of the last forward (not owned)
     nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x)); parallel: attn(h) + mlp(h)
     nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2)); parallel: r2 + x
     nnt_tensor *dr2, *dx;           // r2's and x's layouts
     nnt_tensor *dy_cache;
+    nnt_tensor *gs, *dr2s;          // scale dy and scale dr2 (scale other than 1)
 } block;
 
 /* *sum = a + b in a's layout (b in any tiling). */
@@ -336,6 +338,32 @@ static int add_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, nnt_tensor **s
 {
     NNT_TRY(nnt_layer_ensure(l, sum, NNT_FP32, a->ndim, a->shape, a->tile));
     return nnt_tensor_sum_into(a, b, *sum);
+}
+
+/* *sum = b + scale a in a's layout (b in any tiling), as transformers' b + a * scale. */
+static int add_scaled_to_new(nnt_layer *l, nnt_tensor *a, nnt_tensor *b, double scale,
+                             nnt_tensor **sum)
+{
+    if (scale == 1.0)
+        return add_to_new(l, a, b, sum);
+    NNT_TRY(nnt_layer_ensure(l, sum, NNT_FP32, a->ndim, a->shape, a->tile));
+    if (nnt_same_layout(a, b))
+        return nnt_tensor_axpbyz(scale, a, 1.0, b, *sum);
+    NNT_TRY(nnt_tensor_copy(b, *sum));
+    return nnt_tensor_axpby(scale, a, 1.0, *sum);
+}
+
+/* *out = scale g (g itself when scale is 1; else into *cache, in g's layout). */
+static int scaled(nnt_layer *l, nnt_tensor *g, double scale, nnt_tensor **cache,
+                  nnt_tensor **out)
+{
+    *out = g;
+    if (scale == 1.0)
+        return NNT_OK;
+    NNT_TRY(nnt_layer_ensure(l, cache, NNT_FP32, g->ndim, g->shape, g->tile));
+    NNT_TRY(nnt_tensor_axpby(scale, g, 0.0, *cache));
+    *out = *cache;
+    return NNT_OK;
 }
 
 /* Child role r of a block, or NULL where it has none: the children are ln_1, attn, ln_2, mlp,
@@ -396,11 +424,11 @@ static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
     NNT_TRY(norm_or_same(l, LN_1, x, &h));
     NNT_TRY(attention_forward(l, h, at, &h));
     NNT_TRY(norm_or_same(l, POST_ATTN, h, &h));
-    NNT_TRY(add_to_new(l, h, x, &k->r2));
+    NNT_TRY(add_scaled_to_new(l, h, x, k->scale, &k->r2));
     NNT_TRY(norm_or_same(l, LN_2, k->r2, &h));
     NNT_TRY(nnt_layer_forward(child(l, MLP), h, &h));
     NNT_TRY(norm_or_same(l, POST_MLP, h, &h));
-    return add_to_new(l, h, k->r2, &k->y);
+    return add_scaled_to_new(l, h, k->r2, k->scale, &k->y);
 }
 
 /* With recompute, everything but the output is dropped once computed (released: its memory
@@ -433,16 +461,17 @@ static int parallel_backward(nnt_layer *l, nnt_tensor *g)
     return add_to_new(l, da, g, &k->dx);
 }
 
-/* The gradient through the parts one after the other. */
+/* The gradient through the parts one after the other (each part's times the scale). */
 static int serial_backward(nnt_layer *l, nnt_tensor *g)
 {
     block *k = l->impl;
-    nnt_tensor *d = g;
+    nnt_tensor *d = NULL;
+    NNT_TRY(scaled(l, g, k->scale, &k->gs, &d));
     NNT_TRY(norm_backward(l, POST_MLP, &d));
     NNT_TRY(nnt_layer_backward(child(l, MLP), d, &d));
     NNT_TRY(norm_backward(l, LN_2, &d));
     NNT_TRY(add_to_new(l, d, g, &k->dr2));   /* through the residual and through ln_2 */
-    d = k->dr2;
+    NNT_TRY(scaled(l, k->dr2, k->scale, &k->dr2s, &d));
     NNT_TRY(norm_backward(l, POST_ATTN, &d));
     NNT_TRY(nnt_layer_backward(child(l, ATTN), d, &d));
     NNT_TRY(norm_backward(l, LN_1, &d));
@@ -477,7 +506,7 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
 static void block_destroy(nnt_layer *l)
 {
     block *k = l->impl;
-    nnt_tensor *own[] = {k->r2, k->y, k->dr2, k->dx, k->dy_cache};
+    nnt_tensor *own[] = {k->r2, k->y, k->dr2, k->dx, k->dy_cache, k->gs, k->dr2s};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
 }
@@ -555,6 +584,7 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
     int rms = o->norm == NNT_NORM_RMSNORM, sw = o->sandwich_norms;
     int layout = o->parallel ? BLOCK_PARALLEL : sw;
     ((block *)l->impl)->layout = layout;
+    ((block *)l->impl)->scale = o->residual_scale > 0.0 ? o->residual_scale : 1.0;
     for (int j = 0; j < nchildren[layout]; j++) {
         int i = order[layout][j];
         nnt_layer *c = NULL;
@@ -595,6 +625,10 @@ static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char
         return nnt_fail(ctx, NNT_E_INVAL, "%s: parallel %d (0: the parts one after the other, "
                         "1: side by side on one norm; not with sandwich_norms %d)", fn,
                         opts->parallel, opts->sandwich_norms);
+    if (!(opts->residual_scale >= 0.0) || !isfinite(opts->residual_scale) ||
+        (opts->parallel && opts->residual_scale > 0.0 && opts->residual_scale != 1.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: residual_scale %g must be finite and >= 0 (0: "
+                        "1), and 1 or 0 with parallel", fn, opts->residual_scale);
     if (!(opts->norm_eps > 0.0) || !isfinite(opts->norm_eps))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: norm_eps %g must be finite and > 0", fn,
                         opts->norm_eps);

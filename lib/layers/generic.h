@@ -43,6 +43,12 @@ int gl_embedding_set_scale(nnt_layer *embedding, double scale);
 /* A soft-cap leaf (NNT_LAYER_SOFTCAP): y = tanh(x / cap) cap, cap > 0 (Gemma 2's final
  * logits), not initialised (no parameters). */
 int gl_softcap_new(nnt_ctx *ctx, double cap, const char *fn, nnt_layer **out);
+/* A scale leaf (NNT_LAYER_SCALE): y = x / divisor, divisor > 0, in place (its output is its
+ * input, scaled; its backward scales the incoming gradient in place): Granite's
+ * logits_scaling after the head, whose logits nothing else reads. x (1 / divisor) rounded
+ * once, as transformers' x / divisor for a divisor that is a power of two (an ulp apart
+ * otherwise). */
+int gl_scale_new(nnt_ctx *ctx, double divisor, const char *fn, nnt_layer **out);
 int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags,
                   int64_t in_tile, int64_t out_tile, const char *fn, nnt_layer **out);
 /* opts NULL: the INIT options (GPT-2's). */

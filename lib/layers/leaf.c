@@ -966,6 +966,53 @@ int gl_softcap_new(nnt_ctx *ctx, double cap, const char *fn, nnt_layer **out)
     return NNT_OK;
 }
 
+/* ---- scale: y = x / divisor in place (Granite's logits) ------------------------------------ */
+
+typedef struct scale {
+    double divisor;
+    nnt_tensor *dy_cache;           // dy in the layout of the last forward's x, when other
+    nnt_tensor *x;                  // the input (and output) of the last forward (not owned)
+} scale;
+
+static int scale_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
+{
+    scale *s = l->impl;
+    NNT_TRY(nnt_tensor_scale(x, 1.0 / s->divisor));
+    s->x = x;
+    *y = x;
+    return NNT_OK;
+}
+
+static int scale_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
+{
+    scale *s = l->impl;
+    nnt_tensor *g = NULL;
+    NNT_TRY(gl_dy_like(l, dy, s->x, "nnt_layer_backward", &s->dy_cache, &g));
+    NNT_TRY(nnt_tensor_scale(g, 1.0 / s->divisor));
+    *dx = g;
+    return NNT_OK;
+}
+
+static void scale_destroy(nnt_layer *l)
+{
+    nnt_tensor_destroy(((scale *)l->impl)->dy_cache);
+}
+
+static const nnt_layer_vt scale_vt = {
+    NNT_LAYER_SCALE, "scale", scale_forward, scale_backward,
+    NULL, NULL, NULL, NULL, scale_destroy, NULL, NULL, NULL};
+
+int gl_scale_new(nnt_ctx *ctx, double divisor, const char *fn, nnt_layer **out)
+{
+    if (!(divisor > 0.0) || !isfinite(divisor))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: divisor %g must be finite and > 0", fn, divisor);
+    nnt_layer *l = NULL;
+    NNT_TRY(nnt_layer_new(ctx, &scale_vt, sizeof(scale), fn, &l));
+    ((scale *)l->impl)->divisor = divisor;
+    *out = l;
+    return NNT_OK;
+}
+
 /* ---- cross_entropy -------------------------------------------------------------------- */
 
 typedef struct xent {

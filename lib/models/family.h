@@ -312,6 +312,7 @@ extern const nnt_family nnt_family_moe;
 extern const nnt_family nnt_family_olmo;
 extern const nnt_family nnt_family_phi3;
 extern const nnt_family nnt_family_phi;
+extern const nnt_family nnt_family_granite;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

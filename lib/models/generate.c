@@ -131,8 +131,9 @@ static int gen_logits(gen *g, const int32_t *prompt, int64_t nprompt, const int3
     NNT_TRY(ensure(m->ctx, &g->tokens, NNT_INT32, 2, shape, shape));
     NNT_TRY(nnt_tensor_copy_from_host(g->tokens, g->ids, (size_t)w * sizeof *g->ids));
     nnt_tensor *x = g->tokens, *logits = NULL;   // (1, w) -> (1, w, C)
-    int head = m->nchildren - 2;
-    if (m->children[head]->vt->kind == NNT_LAYER_SOFTCAP)
+    int head = m->nchildren - 2;   /* lm_head: before the soft-cap or the logits' scale */
+    while (m->children[head]->vt->kind == NNT_LAYER_SOFTCAP ||
+           m->children[head]->vt->kind == NNT_LAYER_SCALE)
         head--;
     g->cached = 0;   /* until this forward has been submitted whole */
     for (int i = 0; i < head; i++)

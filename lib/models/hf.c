@@ -20,6 +20,7 @@
 #include "../layers/layer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -652,6 +653,16 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
         f.kv_heads = f.heads;
     double fp = f.rope.partial_rotary_factor, hp = have->rope.partial_rotary_factor;
     int scaled = f.rope.scaling != NNT_ROPE_SCALING_NONE;   /* its fields count */
+    /* Granite's multipliers: 0 is 1, an attention_multiplier of 0 1 / sqrt(hd) */
+    double hd = (double)(f.head_dim ? f.head_dim : f.channels / f.heads);
+    double fm[4] = {f.embedding_multiplier, f.residual_multiplier, f.attention_multiplier,
+                    f.logits_scaling};
+    double hm[4] = {have->embedding_multiplier, have->residual_multiplier,
+                    have->attention_multiplier, have->logits_scaling};
+    for (int i = 0; i < 4; i++) {
+        fm[i] = fm[i] != 0.0 ? fm[i] : i == 2 ? 1.0 / sqrt(hd) : 1.0;
+        hm[i] = hm[i] != 0.0 ? hm[i] : i == 2 ? 1.0 / sqrt(hd) : 1.0;
+    }
     const struct { const char *name; double file, have; } sizes[] = {
         {"family", f.family, have->family}, {"vocab", (double)f.vocab, (double)have->vocab},
         {"layers", (double)f.layers, (double)have->layers},
@@ -672,6 +683,8 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
         {"rope original_max_position", scaled ? (double)f.rope.original_max_position : 0.0,
          scaled ? (double)have->rope.original_max_position : 0.0},
         {"rope attention_factor", f.rope.attention_factor, have->rope.attention_factor},
+        {"embedding_multiplier", fm[0], hm[0]}, {"residual_multiplier", fm[1], hm[1]},
+        {"attention_multiplier", fm[2], hm[2]}, {"logits_scaling", fm[3], hm[3]},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i].file != sizes[i].have)

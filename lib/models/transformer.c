@@ -18,6 +18,8 @@
  *                          family's head has one (Phi)
  *   "final_logit_softcap"  with final_softcap only: tanh(z / c) c of the logits (no
  *                          parameter)
+ *   "logits_scaling"       with logits_scaling other than 0 and 1 only: the logits
+ *                          divided by it, in place (no parameter)
  *   "loss"                 cross-entropy (ignore index -1)
  * e.g. for the Llama family "model.embed_tokens", "model.layers.<i>", "model.norm", so that
  * every parameter carries its Hugging Face name, and for GPT-2 "", "h.<i>", "ln_f" (llm.c-
@@ -85,23 +87,31 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     return NNT_OK;
 }
 
-/* The query scale, soft-caps and local rotary base: finite, >= 0, and only in the families
- * that have them. */
-static int check_gemma_options(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
-                               const nnt_family *f)
+/* The query scale, soft-caps, local rotary base and Granite's multipliers: finite, >= 0, and
+ * only in the families that have them. */
+static int check_scalar_options(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+                                const nnt_family *f)
 {
     static const struct {
         const char *name;
         size_t offset;
         unsigned feature;
-    } opts[4] = {
+    } opts[8] = {
         {"query_pre_attn_scalar", offsetof(nnt_model_config, query_pre_attn_scalar),
          NNT_FAMILY_HAS_QUERY_SCALE},
         {"attn_softcap", offsetof(nnt_model_config, attn_softcap), NNT_FAMILY_HAS_SOFTCAP},
         {"final_softcap", offsetof(nnt_model_config, final_softcap), NNT_FAMILY_HAS_SOFTCAP},
         {"rope_local_theta", offsetof(nnt_model_config, rope_local_theta),
-         NNT_FAMILY_HAS_LOCAL_ROPE}};
-    for (int i = 0; i < 4; i++) {
+         NNT_FAMILY_HAS_LOCAL_ROPE},
+        {"embedding_multiplier", offsetof(nnt_model_config, embedding_multiplier),
+         NNT_FAMILY_HAS_MULTIPLIERS},
+        {"residual_multiplier", offsetof(nnt_model_config, residual_multiplier),
+         NNT_FAMILY_HAS_MULTIPLIERS},
+        {"attention_multiplier", offsetof(nnt_model_config, attention_multiplier),
+         NNT_FAMILY_HAS_MULTIPLIERS},
+        {"logits_scaling", offsetof(nnt_model_config, logits_scaling),
+         NNT_FAMILY_HAS_MULTIPLIERS}};
+    for (int i = 0; i < 8; i++) {
         double v;
         memcpy(&v, (const char *)c + opts[i].offset, sizeof v);
         if (!(v >= 0.0) || !isfinite(v))
@@ -191,7 +201,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (cfg->sliding_window && !(f->features & NNT_FAMILY_HAS_WINDOW))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no sliding window "
                         "(sliding_window %lld)", fn, f->title, (long long)cfg->sliding_window);
-    NNT_TRY(check_gemma_options(ctx, fn, cfg, f));
+    NNT_TRY(check_scalar_options(ctx, fn, cfg, f));
     int64_t hd = head_dim_of(cfg);
     if (f->layout.rope && hd % 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: rotary positions need an even head_dim (%lld%s)",
@@ -333,8 +343,9 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.qk_norm = c->qk_norm;
     ao.qk_norm_eps = c->norm_eps;
     ao.qk_norm_plus_one = f->norm_plus_one;
-    /* transformers' query_pre_attn_scalar**-0.5 */
-    ao.scale = c->query_pre_attn_scalar > 0.0 ? pow(c->query_pre_attn_scalar, -0.5) : 0.0;
+    /* transformers' query_pre_attn_scalar**-0.5, or Granite's attention_multiplier */
+    ao.scale = c->query_pre_attn_scalar > 0.0 ? pow(c->query_pre_attn_scalar, -0.5)
+                                              : c->attention_multiplier;
     ao.softcap = c->attn_softcap;
     nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;   /* the windowed blocks' (Gemma 3) */
     local.theta = c->rope_local_theta;
@@ -357,6 +368,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     bo.norm_plus_one = f->norm_plus_one;
     bo.sandwich_norms = f->sandwich_norms;
     bo.parallel = f->parallel;
+    bo.residual_scale = c->residual_multiplier;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];
         nnt_layer *block = NULL;
@@ -406,6 +418,11 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
         NNT_TRY(gl_softcap_new(l->ctx, c->final_softcap, fn, &cap));
         NNT_TRY(adopt(l, "final_logit_softcap", cap));
     }
+    if (c->logits_scaling > 0.0 && c->logits_scaling != 1.0) {
+        nnt_layer *div = NULL;
+        NNT_TRY(gl_scale_new(l->ctx, c->logits_scaling, fn, &div));
+        NNT_TRY(adopt(l, "logits_scaling", div));
+    }
     NNT_TRY(nnt_layer_cross_entropy_create(l->ctx, IGNORE_INDEX, &loss));
     gl_cross_entropy_in_place(loss);   /* the backward overwrites the logits (B, T, V) */
     return adopt(l, "loss", loss);
@@ -423,6 +440,8 @@ static int tree_children(nnt_layer *l, const nnt_model_config *c, const nnt_tili
     NNT_TRY(adopt(l, f->embedding, emb));
     if (f->embed_scale)   /* transformers' hidden_size**0.5, in the embedding's dtype */
         NNT_TRY(gl_embedding_set_scale(emb, sqrt((double)c->channels)));
+    else if (c->embedding_multiplier > 0.0)   /* Granite's */
+        NNT_TRY(gl_embedding_set_scale(emb, c->embedding_multiplier));
     NNT_TRY(add_blocks(l, c, f, t, fn));
     NNT_TRY(add_norm(l, c, f, t, fn));
     return add_head(l, emb, c, f, t, fn);
