@@ -170,7 +170,7 @@ longrope_no_reprefill|lib/models/generate.c|s@                 n != g->reprefill
 phi3_original_ignored|lib/models/phi3.c|s@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, original, 1,@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, 0, 1,@|Phi-3: the original context of the rope object kept over the one of Phi3Config
 fused_lora_up_as_gate|lib/layers/composite.c|s@    return gl_lora_part(m->lora, 1, m->u, 1.0);@    return gl_lora_part(m->lora, 0, m->u, 1.0);@|fused gate_up_proj LoRA: the up rows given the B of the gate part
 llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope;@ao.llama_names = 0;@|a block without rope and with all biases named as GPT-2 (q.weight)
-gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5) :@? 1.0 / sqrt((double)head_dim_of(c)) :@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
+gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5)$@? 1.0 / sqrt((double)head_dim_of(c))@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
 gemma_mm_softcap_kept|lib/models/gemma.c|s@    c->final_softcap = 0.0;$@    ;@|Gemma3ForConditionalGeneration: final_logit_softcapping of the text_config applied (transformers applies none)
@@ -238,6 +238,11 @@ parallel_mlp_on_attn|lib/layers/composite.c|s@    NNT_TRY(nnt_layer_forward(chil
 parallel_mlp_grad_dropped|lib/layers/composite.c|s@    NNT_TRY(add_to_new(l, da, dm, \&k->dr2));@    NNT_TRY(add_to_new(l, da, da, \&k->dr2));@|parallel block backward: the MLP input gradient replaced by the attention one
 phi_partial_default|lib/models/phi.c|s@        c->rope.partial_rotary_factor = 0.5;@        c->rope.partial_rotary_factor = 1.0;@|Phi config.json: no partial_rotary_factor read as 1, not the 0.5 of PhiConfig
 lora_names_not_renamed|lib/models/lora.c|s@    if (mn->f->hf_rename)@    if (0 \&\& mn->f->hf_rename)@|LoRA modules under the tree names, not those of the family (Phi: dense, fc1, fc2)
+granite_residual_ignored|lib/layers/composite.c|s@->scale = o->residual_scale > 0.0 ? o->residual_scale : 1.0;@->scale = 1.0;@|Granite: residual_multiplier not applied
+granite_residual_bwd_unscaled|lib/layers/composite.c|s@    NNT_TRY(scaled(l, k->dr2, k->scale, \&k->dr2s, \&d));@    NNT_TRY(scaled(l, k->dr2, 1.0, \&k->dr2s, \&d));@|Granite backward: the gradient into the attention part not times residual_multiplier
+granite_logits_times|lib/layers/leaf.c|s@    NNT_TRY(nnt_tensor_scale(x, 1.0 / s->divisor));@    NNT_TRY(nnt_tensor_scale(x, s->divisor));@|Granite: the logits multiplied by logits_scaling instead of divided
+granite_logits_bwd_unscaled|lib/layers/leaf.c|s@    NNT_TRY(nnt_tensor_scale(g, 1.0 / s->divisor));@    NNT_TRY(nnt_tensor_scale(g, 1.0));@|Granite backward: the logits gradient not divided by logits_scaling
+granite_attention_multiplier_ignored|lib/models/transformer.c|s@                                              : c->attention_multiplier;@                                              : 0.0;@|Granite: attention_multiplier ignored (scores scaled by 1 / sqrt(hd))
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

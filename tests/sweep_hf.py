@@ -18,7 +18,9 @@ attention factor) on Llama, Mistral, Qwen2 and Qwen3; from K 1200 Phi-3 (q, k, v
 fused in its files, a random partial_rotary_factor, LongRoPE's random factors over a random
 original context, a window on every layer or none); from K 1300 Phi (the attention and the
 MLP side by side on one LayerNorm, every bias, a head with a bias, a random partial rotary
-factor, linear or YaRN scaling or none, GQA, head_dim other than C / NH);
+factor, linear or YaRN scaling or none, GQA, head_dim other than C / NH); from K 1400 Granite
+(random embedding, residual and attention multipliers and logits scaling, attention and MLP
+biases, YaRN or not);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -92,7 +94,7 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
                           SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
                           Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          PhiConfig, PhiForCausalLM)
+                          PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -116,7 +118,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
-# from 1200 Phi-3; from 1300 Phi.
+# from 1200 Phi-3; from 1300 Phi; from 1400 Granite.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -144,6 +146,8 @@ def gen_case(seed, k, forced=None):
         fam = "phi3"
     if k >= 1300:   # Phi (no draw)
         fam = "phi"
+    if k >= 1400:   # Granite (no draw)
+        fam = "granite"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -289,6 +293,19 @@ def pick_model(r, c):
         if c["phi_scaling"] != "yarn":
             c["yarn"] = None
         c["gelu_pt"] = r.random() < 0.3
+    if fam == "granite":   # (from K 1400) drawn last: the multipliers, biases, YaRN or not
+        c["window"], c["layer_types"] = None, None
+        c["attn_bias"] = r.random() < 0.3
+        c["mlp_bias"] = r.random() < 0.2
+        c["mult"] = {"embedding_multiplier": r.choice([1.0, 1.7, 12.0]),
+                     "residual_multiplier": r.choice([0.22, 0.5, 1.0]),
+                     "attention_multiplier": r.choice([0.0078125, 0.3, 1.0,
+                                                       round(c["hd"] ** -0.5, 6)]),
+                     "logits_scaling": r.choice([1.0, 2.5, 8.0, 16.0])}
+        if r.random() < 0.2:   # absent: GraniteConfig's 1
+            del c["mult"][r.choice(sorted(c["mult"]))]
+        if r.random() < 0.7:
+            c["yarn"] = None
     if fam == "smollm3":   # (from K 800) drawn last: layers without rope, biases, windows
         # heads that tile the width (SmolLM3's attention takes C / NH; no head_dim key)
         c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
@@ -518,6 +535,9 @@ def hf_config(c):
                     rope[key] = lr[key]
             kw["original_max_position_embeddings"] = lr["original"]
         return Phi3Config(sliding_window=c.get("window"), **kw), Phi3ForCausalLM
+    if fam == "granite":
+        return GraniteConfig(attention_bias=c["attn_bias"], mlp_bias=c["mlp_bias"],
+                             **c["mult"], **kw), GraniteForCausalLM
     if fam == "phi":   # PhiConfig: LayerNorm eps, the partial factor given or its default 0.5
         if c["phi_scaling"] == "linear":
             rope = {"rope_type": "linear", "factor": c["rope_linear"],

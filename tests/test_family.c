@@ -217,11 +217,16 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY && f.features & NNT_FAMILY_HAS_UNTIED);
     ck_assert(!(f.features & NNT_FAMILY_HAS_BIASES) && !(f.features & NNT_FAMILY_HAS_WINDOW));
     EXPECT_OK(nnt_model_family_info(7, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_GRANITE);
+    ck_assert_str_eq(f.architectures, "GraniteForCausalLM");
+    ck_assert_str_eq(f.presets, "");
+    ck_assert(f.features & NNT_FAMILY_HAS_MULTIPLIERS && f.features & NNT_FAMILY_HAS_BIASES);
+    EXPECT_OK(nnt_model_family_info(8, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(8, &f), NNT_E_INVAL, "no family 8");
+    EXPECT_FAIL_MSG(nnt_model_family_info(9, &f), NNT_E_INVAL, "no family 9");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
