@@ -1074,9 +1074,11 @@ END_TEST
 START_TEST(test_leaf_llama_attention)
 {
     static const nnt_rope_options rope = {sizeof rope, 10000.0, NNT_ROPE_SCALING_NONE,
-                                          8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1};
+                                          8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1, 1.0, 0,
+                                          {0}, {0}};
     static const nnt_rope_options rope_hi = {sizeof rope, 3.0, NNT_ROPE_SCALING_NONE,
-                                             8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1};
+                                             8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1, 1.0, 0,
+                                          {0}, {0}};
     struct {
         int64_t nkv, flags;
         const nnt_rope_options *rope;
@@ -1138,7 +1140,8 @@ END_TEST
 START_TEST(test_llama_block)
 {
     static const nnt_rope_options rope = {sizeof rope, 5.0, NNT_ROPE_SCALING_NONE,
-                                          8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1};
+                                          8.0, 1.0, 4.0, 8192, 32.0, 1.0, 0.0, 1, 1.0, 0,
+                                          {0}, {0}};
     nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
     ao.kv_heads = 2;
     ao.qkv_bias = 0;
@@ -1349,7 +1352,32 @@ START_TEST(test_llama_misuse)
     }
     nnt_layer_destroy(l);
     l = NULL;
+    bo.parallel = 1;   /* side by side: not with sandwich_norms */
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
+                    "parallel 1");
     bo.sandwich_norms = 0;
+    bo.residual_scale = 0.5;   /* nor with a residual scale */
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
+                    "residual_scale 0.5");
+    bo.residual_scale = 0.0;
+    bo.parallel = 2;
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
+                    "parallel 2");
+    bo.parallel = 1;   /* children: input_layernorm, self_attn, mlp */
+    EXPECT_OK(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l));
+    EXPECT_OK(nnt_layer_num_children(l, &nc));
+    ck_assert_int_eq(nc, 3);
+    EXPECT_OK(nnt_layer_num_params(l, &np, NULL));
+    nnt_param_info first = {sizeof first, NULL, NULL, NULL, 0, 0};
+    EXPECT_OK(nnt_layer_param(l, 0, &first));
+    ck_assert_str_eq(first.name, "input_layernorm.weight");
+    nnt_layer_destroy(l);
+    l = NULL;
+    bo.parallel = 0;
+    bo.residual_scale = -0.5;
+    EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
+                    "residual_scale -0.5");
+    bo.residual_scale = 0.0;
     /* options are copied at create time: changing them afterwards changes nothing */
     ro = (nnt_rope_options)NNT_ROPE_OPTIONS_INIT;
     ao.kv_heads = 2;
