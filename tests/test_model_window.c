@@ -580,7 +580,8 @@ START_TEST(test_phi3_lora_load_merge)
     EXPECT_OK(nnt_model_load_hf(ctx, base, B, T, NULL, &l));
     lo.targets = LORAS[_i].refused;
     EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, LORAS[_i].refused_name);
-    ck_assert_msg(strstr(nnt_ctx_last_error(ctx), LORAS[_i].listed), "%s", nnt_ctx_last_error(ctx));
+    ck_assert_msg(strstr(nnt_ctx_last_error(ctx), LORAS[_i].listed), "%s",
+                  nnt_ctx_last_error(ctx));
     lo.targets = NULL;   /* the family's default */
     EXPECT_OK(nnt_model_lora_add(l, &lo));
     EXPECT_OK(nnt_model_lora_get(l, &lo));

@@ -109,7 +109,7 @@ static void granite_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c
     nnt_cfg_put_rope(t, &c->rope);
 }
 
-/* ---- parameter names in the files: the tree's own (Llama's) ---------------------------------- */
+/* ---- parameter names in the files: the tree's own (Llama's) ------------------------------- */
 
 static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
 

@@ -154,7 +154,9 @@ static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
 
 /* The tree's module names and Phi's, each between dots or at the end of a name. */
 static const char *const RENAMES[3][2] = {
-    {".self_attn.o_proj", ".self_attn.dense"}, {".mlp.c_fc", ".mlp.fc1"}, {".mlp.c_proj", ".mlp.fc2"}};
+    {".self_attn.o_proj", ".self_attn.dense"},
+    {".mlp.c_fc", ".mlp.fc1"},
+    {".mlp.c_proj", ".mlp.fc2"}};
 
 static void phi_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
 {
