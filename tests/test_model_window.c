@@ -11,7 +11,9 @@
  * LlamaForCausalLM and a Qwen3ForCausalLM with YaRN's rope (its defaults; and beta_fast,
  * beta_slow, truncate false and attention_factor given), and an Olmo3ForCausalLM (OLMo 2's
  * layers, a window on three layers of four with a rope of their own, YaRN on the fourth),
- * T 16 >
+ * two Phi3ForCausalLM (fused q, k, v and gate, up; partial rotary factors; LongRoPE), a
+ * PhiForCausalLM (the attention and the MLP side by side on one LayerNorm, every bias, a head
+ * with a bias, partial rotary 0.4) and a GraniteForCausalLM (its four multipliers), T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
