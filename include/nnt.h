@@ -1197,14 +1197,15 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,
  * the text of Gemma3ForConditionalGeneration, the MoE classes of nnt_model_hf_config(3),
- * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM and PhiForCausalLM;
- * architectures[0], else model_type); the result passes nnt_model_create's checks. A
- * configuration nnt cannot train (another architecture, a rope type other than
- * "default"/"llama3", a layer_types list of no form nnt_model_config can say, an odd
- * head_dim, hidden_act other than silu, ...) is NNT_E_UNSUPPORTED with a message naming the
- * key and value; malformed JSON, a missing or wrong-typed key NNT_E_FORMAT; no file
- * NNT_E_IO. ctx may be NULL (before a context exists; the message is then in
- * nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
+ * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM, PhiForCausalLM and
+ * GraniteForCausalLM; architectures[0], else model_type); the result passes
+ * nnt_model_create's checks. A configuration nnt cannot train (another architecture, a
+ * rope type other than "default", "llama3", "linear", "yarn" and "longrope", a layer_types
+ * list of no form nnt_model_config can say, an odd head_dim, another hidden_act than the
+ * family's, ...) is NNT_E_UNSUPPORTED with a
+ * message naming the key and value; malformed JSON, a missing or wrong-typed key
+ * NNT_E_FORMAT; no file NNT_E_IO. ctx may be NULL (before a context exists; the message is
+ * then in nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
 NNT_API int nnt_model_hf_config(nnt_ctx *ctx, const char *dir, nnt_model_config *cfg);
 /* The end-of-sequence ids a Hugging Face model directory gives generation, as transformers'
  * generate takes them: generation_config.json's eos_token_id (an id or a list), else
@@ -1222,8 +1223,9 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
                               const nnt_tiling *tiling, nnt_layer **out);
 /* Read the weights of a Hugging Face directory into model (of nnt_model_create or of
  * nnt_model_load_hf), as nnt_model_load_hf reads them: its config.json must describe the
- * model (the sizes: NNT_E_SHAPE; the norms' eps, rope, windows and soft-caps: NNT_E_INVAL,
- * naming the first difference) and every tensor is checked before any parameter is written.
+ * model (the sizes: NNT_E_SHAPE; the norms' eps, the rope (theta, scaling, its factors,
+ * partial rotary factor), windows, soft-caps and Granite's multipliers: NNT_E_INVAL, naming
+ * the first difference) and every tensor is checked before any parameter is written.
  * LoRA adapters are not read (nnt_model_load_peft). A parameter frozen in bf16
  * (nnt_layer_freeze under NNT_PRECISION_BF16) receives its values rounded to bf16, so that
  * freezing or adding LoRA before reading a model of nnt_model_create_empty keeps a frozen
@@ -1235,8 +1237,8 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
  * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias,
  * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers; the other
  * families' architectures as nnt_model_save_hf(3) says (Gemma, MoE, OLMo,
- * Phi3ForCausalLM, PhiForCausalLM). dir is created if missing (one level); each file
- * through a temporary file, fsync and rename. */
+ * Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM). dir is created if missing (one
+ * level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it
  * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model
@@ -1308,7 +1310,8 @@ NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
  * weight W (out, in) computes y = x W^T + s (x A^T) B^T with A (r, in), B (out, r) and
  * s = alpha / r (rslora: alpha / sqrt(r)); A starts uniform in +-1/sqrt(in) (PEFT's
  * kaiming_uniform_ with a = sqrt(5)), B at zero. Modules are named as in Hugging Face's
- * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama family),
+ * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama, Gemma, OLMo
+ * and Granite families),
  * qkv_proj, o_proj, gate_up_proj, down_proj (Phi-3 family), q_proj, k_proj, v_proj, dense,
  * fc1, fc2 (Phi family), c_attn, c_proj (attention and MLP), c_fc (GPT-2), lm_head (an
  * untied head); a target matches a module whose name is it or ends with "." and it
