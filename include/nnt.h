@@ -1019,10 +1019,14 @@ typedef enum nnt_model_family {
                                      block before the attention and the GELU MLP side by
                                      side, every bias, partial rotary factors (0.5 unless
                                      given), a head with a bias. New in 0.3.                 */
-    NNT_FAMILY_GRANITE = 7        /* GraniteForCausalLM (IBM Granite 3): Llama's layers with
+    NNT_FAMILY_GRANITE = 7,       /* GraniteForCausalLM (IBM Granite 3): Llama's layers with
                                      an embedding multiplier, residual multiplier, attention
                                      multiplier (the scores' scale) and logits scaling. New
                                      in 0.3.                                                 */
+    NNT_FAMILY_STABLELM = 8       /* StableLmForCausalLM (StableLM 2 1.6B, StableLM 3B 4E1T):
+                                     LayerNorm blocks, partial rotary factors (0.25 unless
+                                     given), q, k, v biases or none, a SwiGLU MLP. New in
+                                     0.3.                                                    */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */

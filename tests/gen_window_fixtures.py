@@ -52,9 +52,14 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             500, no window; LayerNorm eps 1e-4
   phi_lora  PEFT 0.21's LoRA on phi with PEFT's default targets for phi (q_proj, v_proj,
             fc1, fc2), as phi3_lora
+  stablelm_lora  PEFT 0.21's LoRA on stablelm with PEFT's default targets (q_proj, v_proj
+            under self_attn, which the tree calls attn), as phi3_lora
   granite   GraniteForCausalLM: embedding_multiplier 1.7, residual_multiplier 0.22,
             attention_multiplier 0.3 (the scores' scale; 1 / sqrt(12) is 0.29), logits_scaling
             2.5, attention biases (q, k, v, o), head_dim 12, tied head, no window
+  stablelm  StableLmForCausalLM: LayerNorm blocks, C 64 (head_dim 16) with StableLmConfig's
+            default partial_rotary_factor 0.25 (4 of 16 rotated), theta 500, q, k, v biases,
+            SwiGLU without biases, untied head; matrices drawn at 0.15
 (The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
 differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
@@ -80,7 +85,8 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           Olmo2Config, Olmo2ForCausalLM, LlamaConfig, LlamaForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM,
                           Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
-                          GraniteConfig, GraniteForCausalLM)
+                          GraniteConfig, GraniteForCausalLM, StableLmConfig,
+                          StableLmForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -139,6 +145,10 @@ MODELS = {
                 dict(head_dim=12, attention_bias=True, tie_word_embeddings=True,
                      embedding_multiplier=1.7, residual_multiplier=0.22,
                      attention_multiplier=0.3, logits_scaling=2.5)),
+    "stablelm": (StableLmConfig, StableLmForCausalLM,
+                 dict(hidden_size=64, use_qkv_bias=True, layer_norm_eps=1e-5, rope_theta=None,
+                      _init_scale=0.15,
+                      rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
 }
 
 
@@ -210,6 +220,9 @@ def main():
         if name == "granite":   # each multiplier matters
             changes = {"embedding_multiplier": 1.0, "residual_multiplier": 1.0,
                        "attention_multiplier": 1.0, "logits_scaling": 1.0}
+        if name == "stablelm":   # the whole vectors rotated
+            changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 500.0,
+                                          "partial_rotary_factor": 1.0}
         if name == "phi":   # the whole vectors rotated
             changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 500.0,
                                           "partial_rotary_factor": 1.0}
@@ -254,6 +267,8 @@ def main():
     gen_gemma_fixtures.lora_fixture(args.out, "phi3_lora", 5000)
     gen_gemma_fixtures.LORA["phi_lora"] = ("phi", dict())   # PEFT's default targets
     gen_gemma_fixtures.lora_fixture(args.out, "phi_lora", 5001)
+    gen_gemma_fixtures.LORA["stablelm_lora"] = ("stablelm", dict())   # PEFT's: q_proj, v_proj
+    gen_gemma_fixtures.lora_fixture(args.out, "stablelm_lora", 5002)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

@@ -222,11 +222,17 @@ START_TEST(test_table)
     ck_assert_str_eq(f.presets, "");
     ck_assert(f.features & NNT_FAMILY_HAS_MULTIPLIERS && f.features & NNT_FAMILY_HAS_BIASES);
     EXPECT_OK(nnt_model_family_info(8, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_STABLELM);
+    ck_assert_str_eq(f.architectures, "StableLmForCausalLM");
+    ck_assert_str_eq(f.presets, "stablelm-2-1.6b, stablelm-3b");
+    ck_assert(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY &&
+              !(f.features & NNT_FAMILY_HAS_HEAD_DIM));
+    EXPECT_OK(nnt_model_family_info(9, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(9, &f), NNT_E_INVAL, "no family 9");
+    EXPECT_FAIL_MSG(nnt_model_family_info(10, &f), NNT_E_INVAL, "no family 10");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -239,8 +245,9 @@ START_TEST(test_table)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, smollm3-3b, gemma3-270m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
-                                 "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, phi-1.5, "
-                                 "phi-2, gpt2-rms-tiny"));
+                                 "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, "
+                                 "phi-1.5, phi-2, stablelm-2-1.6b, stablelm-3b, "
+                                 "gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }

@@ -472,6 +472,11 @@ START_TEST(test_rope_keys)
     ck_assert(cfg.family == NNT_FAMILY_GRANITE && cfg.embedding_multiplier == 1.0 &&
               cfg.residual_multiplier == 1.0 && cfg.attention_multiplier == 1.0 &&
               cfg.logits_scaling == 16.0 && cfg.rope.theta == 10000.0);
+    /* StableLmConfig: partial_rotary_factor 0.25 unless given */
+    write_config(in_tmp("rk"), "StableLmForCausalLM", "\"num_key_value_heads\": 2");
+    EXPECT_OK(nnt_model_hf_config(ctx, in_tmp("rk"), &cfg));
+    ck_assert(cfg.family == NNT_FAMILY_STABLELM && cfg.rope.partial_rotary_factor == 0.25 &&
+              cfg.kv_heads == 2 && cfg.qkv_bias == 0);
     for (size_t i = 0; i < sizeof PHI3 / sizeof *PHI3; i++) {
         char extra[512];
         snprintf(extra, sizeof extra, PHI3[i].extra, F);
@@ -685,6 +690,11 @@ static const struct {
      "tie_word_embeddings true is not supported"},
     {"PhiForCausalLM", "\"qk_layernorm\": true", NNT_E_UNSUPPORTED, "qk_layernorm"},
     {"PhiForCausalLM", "\"hidden_act\": \"gelu\"", NNT_E_UNSUPPORTED, "hidden_act"},
+    {"StableLmForCausalLM", "\"num_key_value_heads\": 4, \"qk_layernorm\": true",
+     NNT_E_UNSUPPORTED, "qk_layernorm true is not supported"},
+    {"StableLmForCausalLM", "\"num_key_value_heads\": 4, \"use_parallel_residual\": true",
+     NNT_E_UNSUPPORTED, "use_parallel_residual true is not supported"},
+    {"StableLmForCausalLM", "", NNT_E_INVAL, "kv_heads=32 does not divide heads=4"},
     {"GraniteForCausalLM", "\"logits_scaling\": 0", NNT_E_FORMAT,
      "logits_scaling must be a finite number > 0"},
     {"GraniteForCausalLM", "\"residual_multiplier\": -0.2", NNT_E_FORMAT,

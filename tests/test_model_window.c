@@ -13,7 +13,8 @@
  * layers, a window on three layers of four with a rope of their own, YaRN on the fourth),
  * two Phi3ForCausalLM (fused q, k, v and gate, up; partial rotary factors; LongRoPE), a
  * PhiForCausalLM (the attention and the MLP side by side on one LayerNorm, every bias, a head
- * with a bias, partial rotary 0.4) and a GraniteForCausalLM (its four multipliers), T 16 >
+ * with a bias, partial rotary 0.4), a GraniteForCausalLM (its four multipliers) and a
+ * StableLmForCausalLM (LayerNorm blocks, StableLM's default partial rotary 0.25), T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
@@ -54,8 +55,9 @@ static const struct {
               /* a prompt of 8 within its original context of 10, the long factors after */
               {"phi3_longrope", 0, 0, 0, 0, "Phi3ForCausalLM", 0, 8},
               {"phi", 0, 0, 0, 0, "PhiForCausalLM", 0, 0},
-              {"granite", 0, 0, 0, 0, "GraniteForCausalLM", 0, 0}};
-#define NMODELS 13
+              {"granite", 0, 0, 0, 0, "GraniteForCausalLM", 0, 0},
+              {"stablelm", 0, 0, 0, 0, "StableLmForCausalLM", 0, 0}};
+#define NMODELS 14
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -134,17 +136,18 @@ static float *grad_of(const nnt_st_reader *r, nnt_layer *l, const char *name, in
                   {"self_attn.q_proj.weight", "self_attn.k_proj.weight"}},
                  {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 0, {NULL}},
                  {"mlp.up_proj.weight", "mlp.gate_up_proj.weight", 1, {"mlp.gate_proj.weight"}}};
-    /* Phi's names for the tree's modules */
-    static const char *const PHI[3][2] = {
+    /* Phi's and StableLM's names for the tree's modules */
+    static const char *const RENAMED[6][2] = {
         {".self_attn.o_proj.", ".self_attn.dense."}, {".mlp.c_fc.", ".mlp.fc1."},
-        {".mlp.c_proj.", ".mlp.fc2."}};
+        {".mlp.c_proj.", ".mlp.fc2."}, {".ln_1.", ".input_layernorm."},
+        {".attn.", ".self_attn."}, {".ln_2.", ".post_attention_layernorm."}};
     char gname[300];
     snprintf(gname, sizeof gname, "grad.%s", name);
-    for (int k = 0; k < 3 && !nnt_st_find(r, gname); k++) {
-        const char *at = strstr(name, PHI[k][0]);
+    for (int k = 0; k < 6 && !nnt_st_find(r, gname); k++) {
+        const char *at = strstr(name, RENAMED[k][0]);
         if (at)
-            snprintf(gname, sizeof gname, "grad.%.*s%s%s", (int)(at - name), name, PHI[k][1],
-                     at + strlen(PHI[k][0]));
+            snprintf(gname, sizeof gname, "grad.%.*s%s%s", (int)(at - name), name,
+                     RENAMED[k][1], at + strlen(RENAMED[k][0]));
     }
     int64_t nw = 0;
     if (nnt_st_find(r, gname)) {
@@ -499,16 +502,19 @@ END_TEST
 /* ---- LoRA on Phi-3 (its fused qkv_proj and gate_up_proj) and Phi against PEFT ------------- */
 
 /* The adapters: PEFT's all-linear on phi3; PEFT's default targets on phi (q_proj, v_proj, fc1,
- * fc2: Phi's names, the tree's o_proj being "dense" and c_fc, c_proj "fc1", "fc2"). targets:
+ * fc2: Phi's names, the tree's o_proj being "dense" and c_fc, c_proj "fc1", "fc2") and on
+ * stablelm (q_proj, v_proj under self_attn, the tree's attn). targets:
  * what nnt is given to make PEFT's initial adapter's tensors; refused: targets that match no
  * module (Phi-3's fused parts, the tree's own names that Phi's files do not use), the message
  * naming refused_name and listing the modules under the family's names. */
 static const struct {
     const char *name, *base, *targets, *default_targets, *refused, *refused_name, *listed;
-} LORAS[2] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+} LORAS[3] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
                "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;"},
               {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'",
-               "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"}};
+               "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"},
+              {"stablelm_lora", "stablelm", NULL, "q_proj,v_proj", "attn.q_proj",
+               "'attn.q_proj'", "(its modules: q_proj, k_proj, v_proj, o_proj, gate_proj,"}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
@@ -720,8 +726,8 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
     tcase_add_test(tc, test_yarn_truncate);
-    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 4);
-    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 2);
+    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 6);
+    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 3);
     tcase_add_test(tc, test_phi3_read_hf);
     tcase_add_test(tc, test_granite_options);
     suite_add_tcase(s, tc);

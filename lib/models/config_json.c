@@ -333,6 +333,30 @@ int nnt_cfg_unsupported(const nnt_cfg_in *o, const char *key, const char *value,
                     o->file, o->prefix, key, value, valid);
 }
 
+int nnt_cfg_rope_partial(const nnt_cfg_in *o, double theta, int64_t max_position,
+                         double partial, nnt_rope_options *rope)
+{
+    nnt_cfg_in *obj = NULL;
+    NNT_TRY(nnt_cfg_rope(o, theta, max_position, rope));
+    int given = nnt_cfg_has(o, "partial_rotary_factor");
+    NNT_TRY(nnt_cfg_sub(o, "rope_scaling", &obj));
+    if (!obj || nnt_cfg_count(obj) == 0) {
+        nnt_cfg_sub_free(obj);
+        NNT_TRY(nnt_cfg_sub(o, "rope_parameters", &obj));
+    }
+    given = given || (obj && nnt_cfg_has(obj, "partial_rotary_factor"));
+    nnt_cfg_sub_free(obj);
+    if (!given)
+        rope->partial_rotary_factor = partial;
+    return NNT_OK;
+}
+
+void nnt_cfg_put_partial(nnt_cfg_out *t, const nnt_rope_options *r)
+{
+    if (r->partial_rotary_factor == 0.0 || r->partial_rotary_factor == 1.0)
+        nnt_cfg_put_double(t, "partial_rotary_factor", 1.0);
+}
+
 int nnt_cfg_dropouts(const nnt_cfg_in *o, const char *const *keys, int n)
 {
     for (int i = 0; i < n; i++) {

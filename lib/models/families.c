@@ -12,8 +12,9 @@
 static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_llama,
                                                &nnt_family_gemma, &nnt_family_moe,
                                                &nnt_family_olmo, &nnt_family_phi3,
-                                               &nnt_family_phi, &nnt_family_granite};
-static int nfamilies = 8;
+                                               &nnt_family_phi, &nnt_family_granite,
+                                               &nnt_family_stablelm};
+static int nfamilies = 9;
 
 const nnt_family *nnt_family_at(int i)
 {

@@ -32,6 +32,11 @@ int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out);
  * Another value is NNT_E_UNSUPPORTED naming it and listing the valid ones. */
 int nnt_cfg_choice(const nnt_cfg_in *o, const char *key, const char *def,
                    const char *const *valid, int nvalid, int *which);
+/* nnt_cfg_rope for configuration classes whose partial_rotary_factor defaults to partial
+ * (PhiConfig 0.5, StableLmConfig 0.25): that where neither the top level nor the rope object
+ * read (rope_scaling when not empty, else rope_parameters) gives one. */
+int nnt_cfg_rope_partial(const nnt_cfg_in *o, double theta, int64_t max_position,
+                         double partial, nnt_rope_options *rope);
 /* Dropout probabilities keys[0..n) (absent or null: 0), each in [0, 1) (else NNT_E_FORMAT);
  * one above 0 is logged as a warning: nnt trains without dropout. */
 int nnt_cfg_dropouts(const nnt_cfg_in *o, const char *const *keys, int n);
@@ -141,6 +146,10 @@ void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c);
 /* rope_theta, partial_rotary_factor (when not 1) and rope_scaling (null, or the llama3,
  * linear, yarn or longrope object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
+/* ,\n  "partial_rotary_factor": 1.0 for a rope on whole head vectors (0 or 1), which
+ * nnt_cfg_put_rope leaves out: for the classes of nnt_cfg_rope_partial, whose default is not
+ * 1. */
+void nnt_cfg_put_partial(nnt_cfg_out *t, const nnt_rope_options *r);
 /* One rope object as a value: {"rope_type": "default" or "linear" (with factor),
  * "rope_theta": ...}. */
 void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r);
@@ -165,6 +174,11 @@ typedef struct nnt_hf_spec {
     int conv1d;
     int rows_first;
 } nnt_hf_spec;
+
+/* name with the first of each renames[i][0] that is followed by "." or ends it replaced by
+ * renames[i][1], into out (size bytes): the tree's module names and a family's (hf_rename). */
+void nnt_hf_rename_modules(const char *name, const char *const (*renames)[2], int n,
+                           char *out, size_t size);
 
 /* Another place where a Hugging Face file may hold a parameter listed under its own name:
  * its elements are [offset, offset + its size) of the tensor called name (with the family's
@@ -313,6 +327,7 @@ extern const nnt_family nnt_family_olmo;
 extern const nnt_family nnt_family_phi3;
 extern const nnt_family nnt_family_phi;
 extern const nnt_family nnt_family_granite;
+extern const nnt_family nnt_family_stablelm;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

@@ -157,6 +157,21 @@ static int spec_tensor(const hf_pass *ps, const nnt_hf_spec *h, int64_t l, hf_te
     return hf_layout(ps->model->ctx, ps->fn, t, h->conv1d, h->rows_first);
 }
 
+void nnt_hf_rename_modules(const char *name, const char *const (*renames)[2], int n,
+                           char *out, size_t size)
+{
+    char buf[NNT_IO_MAXNAME + 1];
+    snprintf(out, size, "%s", name);
+    for (int i = 0; i < n; i++) {
+        const char *at = strstr(out, renames[i][0]);
+        size_t k = strlen(renames[i][0]);
+        if (!at || (at[k] != '.' && at[k] != '\0'))
+            continue;
+        snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - out), out, renames[i][1], at + k);
+        snprintf(out, size, "%s", buf);
+    }
+}
+
 /* Parameter i under its own name. */
 static int own_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
 {

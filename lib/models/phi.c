@@ -79,7 +79,6 @@ static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     static const char *const acts[2] = {"gelu_new", "gelu_pytorch_tanh"};
     static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attention_dropout"};
     int act = 0, qk_layernorm = 0;
-    nnt_cfg_in *rope = NULL;
     (void)arch;
     NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 51200, &c->vocab));
     NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2048, &c->channels));
@@ -103,20 +102,7 @@ static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
         return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
     NNT_TRY(nnt_cfg_dropouts(o, drops, 3));
     c->qkv_bias = c->out_bias = c->mlp_bias = 1;
-    NNT_TRY(nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope));
-    /* PhiConfig's partial_rotary_factor is 0.5 where neither the top level nor the rope object
-     * read (rope_scaling when not empty, else rope_parameters) gives one */
-    int given = nnt_cfg_has(o, "partial_rotary_factor");
-    NNT_TRY(nnt_cfg_sub(o, "rope_scaling", &rope));
-    if (!rope || nnt_cfg_count(rope) == 0) {
-        nnt_cfg_sub_free(rope);
-        NNT_TRY(nnt_cfg_sub(o, "rope_parameters", &rope));
-    }
-    given = given || (rope && nnt_cfg_has(rope, "partial_rotary_factor"));
-    nnt_cfg_sub_free(rope);
-    if (!given)
-        c->rope.partial_rotary_factor = 0.5;
-    return NNT_OK;
+    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.5, &c->rope);
 }
 
 /* PhiForCausalLM: every bias, an untied head, no q/k norms. */
@@ -142,9 +128,7 @@ static void phi_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
     nnt_cfg_put_double(t, "resid_pdrop", 0.0);
     nnt_cfg_put_double(t, "embd_pdrop", 0.0);
-    if (c->rope.partial_rotary_factor == 0.0 || c->rope.partial_rotary_factor == 1.0)
-        /* the whole vector (nnt_cfg_put_rope writes the other factors) */
-        nnt_cfg_put_double(t, "partial_rotary_factor", 1.0);
+    nnt_cfg_put_partial(t, &c->rope);
     nnt_cfg_put_rope(t, &c->rope);
 }
 
@@ -161,15 +145,7 @@ static const char *const RENAMES[3][2] = {
 static void phi_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
 {
     (void)c;
-    for (int i = 0; i < 3; i++) {
-        const char *at = strstr(name, RENAMES[i][0]);
-        size_t n = strlen(RENAMES[i][0]);
-        if (at && (at[n] == '.' || at[n] == '\0')) {
-            snprintf(out, size, "%.*s%s%s", (int)(at - name), name, RENAMES[i][1], at + n);
-            return;
-        }
-    }
-    snprintf(out, size, "%s", name);
+    nnt_hf_rename_modules(name, RENAMES, 3, out, size);
 }
 
 const nnt_family nnt_family_phi = {
