@@ -20,7 +20,8 @@ original context, a window on every layer or none); from K 1300 Phi (the attenti
 MLP side by side on one LayerNorm, every bias, a head with a bias, a random partial rotary
 factor, linear or YaRN scaling or none, GQA, head_dim other than C / NH); from K 1400 Granite
 (random embedding, residual and attention multipliers and logits scaling, attention and MLP
-biases, YaRN or not);
+biases, YaRN or not); from K 1500 StableLM (LayerNorm blocks, a random partial rotary factor
+or its default 0.25, q, k, v biases or none, linear or YaRN scaling or none);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -94,7 +95,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
                           SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
                           Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM)
+                          PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM,
+                          StableLmConfig, StableLmForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -118,7 +120,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
-# from 1200 Phi-3; from 1300 Phi; from 1400 Granite.
+# from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -148,6 +150,8 @@ def gen_case(seed, k, forced=None):
         fam = "phi"
     if k >= 1400:   # Granite (no draw)
         fam = "granite"
+    if k >= 1500:   # StableLM (no draw)
+        fam = "stablelm"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -279,6 +283,20 @@ def pick_model(r, c):
             if r.random() < 0.3:
                 lr["attention_factor"] = r.choice([0.9, 1.3])
             c["longrope"] = lr
+    if fam == "stablelm":   # (from K 1500) drawn last: partial rotary, scaling, q/k/v biases
+        # heads that tile the width (StableLmAttention takes C / NH), no window
+        c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
+        c["window"], c["layer_types"] = None, None
+        parts = [f for f in (1.0, 0.5, 0.25) if int(c["hd"] * f) % 2 == 0 and
+                 int(c["hd"] * f) >= 2]
+        c["partial"] = r.choice(parts)
+        c["partial_key"] = r.choice(["top", "rope", "default"]) if c["partial"] == 0.25 \
+            else r.choice(["top", "rope"])
+        c["phi_scaling"] = r.choice([None, None, "linear", "yarn"])
+        c["rope_linear"] = r.choice([2.0, 8.0])
+        if c["phi_scaling"] != "yarn":
+            c["yarn"] = None
+        c["attn_bias"] = r.random() < 0.5
     if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
         # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
         # (PhiAttention takes the attribute)
@@ -538,7 +556,7 @@ def hf_config(c):
     if fam == "granite":
         return GraniteConfig(attention_bias=c["attn_bias"], mlp_bias=c["mlp_bias"],
                              **c["mult"], **kw), GraniteForCausalLM
-    if fam == "phi":   # PhiConfig: LayerNorm eps, the partial factor given or its default 0.5
+    if fam in ("phi", "stablelm"):   # LayerNorm eps, the partial factor given or the default
         if c["phi_scaling"] == "linear":
             rope = {"rope_type": "linear", "factor": c["rope_linear"],
                     "rope_theta": c["rope_theta"]}
@@ -548,6 +566,9 @@ def hf_config(c):
         elif c["partial_key"] == "top":
             kw["partial_rotary_factor"] = c["partial"]
         kw["layer_norm_eps"] = kw.pop("rms_norm_eps")
+        if fam == "stablelm":
+            return StableLmConfig(use_qkv_bias=c["attn_bias"], hidden_dropout=0.0,
+                                  attention_dropout=0.0, **kw), StableLmForCausalLM
         act = "gelu_pytorch_tanh" if c["gelu_pt"] else "gelu_new"
         return PhiConfig(hidden_act=act, resid_pdrop=0.0, embd_pdrop=0.0,
                          attention_dropout=0.0, **kw), PhiForCausalLM
