@@ -581,7 +581,10 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
                                     {ATTN, MLP, POST_ATTN, POST_MLP, -1, -1},
                                     {LN_1, ATTN, MLP, -1, -1, -1}};
     static const int nchildren[4] = {4, 6, 4, 3};
-    int rms = o->norm == NNT_NORM_RMSNORM, sw = o->sandwich_norms;
+    int sw = o->sandwich_norms;
+    /* Hugging Face's Llama names for RMSNorm blocks and for those whose attention takes the
+     * Llama layout's names (StableLM's LayerNorm blocks); GPT-2's otherwise */
+    int hf = o->norm == NNT_NORM_RMSNORM || (o->attention && o->attention->llama_names);
     int layout = o->parallel ? BLOCK_PARALLEL : sw;
     ((block *)l->impl)->layout = layout;
     ((block *)l->impl)->scale = o->residual_scale > 0.0 ? o->residual_scale : 1.0;
@@ -592,11 +595,11 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
             NNT_TRY(gl_attention_new(l->ctx, C, NH, o->attention, t, fn, &c));
         else if (i == MLP)
             NNT_TRY(gl_mlp_new(l->ctx, C, hidden, o->mlp, t, fn, &c));
-        else if (rms)
+        else if (o->norm == NNT_NORM_RMSNORM)
             NNT_TRY(gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one, t, fn, &c));
         else
             NNT_TRY(gl_layernorm_new(l->ctx, C, o->norm_eps, t, fn, &c));
-        NNT_TRY(adopt(l, names[sw || o->parallel ? 2 : rms][i], c));
+        NNT_TRY(adopt(l, names[sw || o->parallel ? 2 : hf][i], c));
     }
     return NNT_OK;
 }

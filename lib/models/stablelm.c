@@ -6,10 +6,10 @@
  * LayerNorm blocks (weight and bias) with the attention and the MLP one after the other,
  * grouped-query attention with rotary positions on part of each head vector
  * (partial_rotary_factor, StableLmConfig's default 0.25), biases on q, k and v or none
- * (use_qkv_bias), no bias on o_proj, a SwiGLU MLP without biases, a final LayerNorm. The
- * tree names a LayerNorm block's children ln_1, attn, ln_2, mlp; the files name them
- * input_layernorm, self_attn, post_attention_layernorm, mlp: renamed on the way in and out,
- * and so are LoRA's modules (PEFT's default targets for stablelm: q_proj, v_proj).
+ * (use_qkv_bias), no bias on o_proj, a SwiGLU MLP without biases, a final LayerNorm; every
+ * parameter under its Hugging Face name (the blocks' children input_layernorm, self_attn,
+ * post_attention_layernorm, mlp, as the attention takes the Llama layout's names); LoRA's
+ * default targets PEFT's for stablelm, q_proj and v_proj.
  * StableLM 2 12B's q/k LayerNorms per head (qk_layernorm) and its attention and MLP side by
  * side (use_parallel_residual) are refused. Checked against transformers 5.24's
  * modeling_stablelm.py (tests/test_model_window.c). */
@@ -135,22 +135,9 @@ static void stablelm_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *
     nnt_cfg_put_rope(t, &c->rope);
 }
 
-/* ---- parameter names in the files ----------------------------------------------------------- */
+/* ---- parameter names in the files: the tree's own; o_proj (C, NH, hd) is HF's (C, NH hd) -- */
 
 static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
-
-/* A LayerNorm block's children in the tree and in StableLM's files. */
-static const char *const RENAMES[3][2] = {
-    {".ln_1", ".input_layernorm"},
-    {".attn", ".self_attn"},
-    {".ln_2", ".post_attention_layernorm"}};
-
-static void stablelm_hf_rename(const nnt_model_config *c, const char *name, char *out,
-                               size_t size)
-{
-    (void)c;
-    nnt_hf_rename_modules(name, RENAMES, 3, out, size);
-}
 
 const nnt_family nnt_family_stablelm = {
     NNT_FAMILY_STABLELM, "stablelm", "StableLM",
@@ -166,7 +153,7 @@ const nnt_family nnt_family_stablelm = {
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",
     NULL, 0,
     "q_proj,v_proj",   /* PEFT 0.21's default for stablelm */
-    stablelm_hf_rename,
+    NULL,
     NULL,
     NULL, 0,
 };
