@@ -244,7 +244,7 @@ granite_logits_times|lib/layers/leaf.c|s@    NNT_TRY(nnt_tensor_scale(x, 1.0 / s
 granite_logits_bwd_unscaled|lib/layers/leaf.c|s@    NNT_TRY(nnt_tensor_scale(g, 1.0 / s->divisor));@    NNT_TRY(nnt_tensor_scale(g, 1.0));@|Granite backward: the logits gradient not divided by logits_scaling
 granite_attention_multiplier_ignored|lib/models/transformer.c|s@                                              : c->attention_multiplier;@                                              : 0.0;@|Granite: attention_multiplier ignored (scores scaled by 1 / sqrt(hd))
 stablelm_partial_default|lib/models/stablelm.c|s@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.25, \&c->rope);@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 1.0, \&c->rope);@|StableLM config.json: no partial_rotary_factor read as 1, not the 0.25 of StableLmConfig
-block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@    int hf = o->norm == NNT_NORM_RMSNORM || (o->attention && o->attention->llama_names);@    int hf = o->norm == NNT_NORM_RMSNORM;@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
+block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
