@@ -45,8 +45,9 @@ static const cli_option table[] = {
     OPT_INT("hidden", hidden, 1, 1e8, "-1", 0, "F",
             "all but GPT-2: key/value heads, MLP inner size"),
     OPT_INT("head-dim", head_dim, 2, 1e5, "-1", 0, "D", NULL),
-    OPT_FLAG("qk-norm", qk_norm, 0, "all but GPT-2: heads of D (default C / NH); RMSNorm on\n"
-             "each head of q and k (Qwen3; not Phi-3 or Phi)"),
+    OPT_FLAG("qk-norm", qk_norm, 0, "all but GPT-2: heads of D (default C / NH; StableLM:\n"
+             "C / NH only); RMSNorm on each head of q and k (Qwen3; not\nPhi-3, Phi, Granite or "
+             "StableLM)"),
     OPT_FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
     OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
             "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, "

@@ -852,8 +852,9 @@ typedef struct nnt_block_options {
  * the parameters take Hugging Face Llama's names: attention "q_proj.weight" (NH, hd, C),
  * "k_proj.weight", "v_proj.weight" (NKV, hd, C), "o_proj.weight" (C, NH, hd), biases
  * "q_proj.bias" ...; the SwiGLU MLP has linear children "gate_proj", "up_proj" (C -> hidden)
- * and "down_proj" (hidden -> C); an RMSNorm block has children "input_layernorm",
- * "self_attn", "post_attention_layernorm", "mlp". See nnt_layer_block_create_ex(3). */
+ * and "down_proj" (hidden -> C); an RMSNorm block, and a LayerNorm block whose attention
+ * has llama_names 1 (StableLM's), has children "input_layernorm", "self_attn",
+ * "post_attention_layernorm", "mlp". See nnt_layer_block_create_ex(3). */
 NNT_API int nnt_layer_attention_create_ex(nnt_ctx *ctx, int64_t channels, int64_t heads,
                                           const nnt_attention_options *opts,
                                           const nnt_tiling *tiling, nnt_layer **out);
@@ -1172,8 +1173,8 @@ typedef struct nnt_model_config {
  * V 256: tests and demos), "smollm2-135m", "tinyllama-1.1b", "llama-3.2-1b",
  * "llama-3.1-8b", "qwen3-0.6b", "smollm3-3b", "gemma3-270m", "gemma3-1b", "gemma2-2b",
  * "moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen1.5-moe-a2.7b",
- * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2" (each family's in
- * nnt_family_info.presets); see nnt_model_preset(3). */
+ * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
+ * "stablelm-3b" (each family's in nnt_family_info.presets); see nnt_model_preset(3). */
 NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg);
 /* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
  * (B, T) on the context's workers (the heuristic of nnt_gpt_tiling(3), with the model's
@@ -1201,8 +1202,8 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,
  * the text of Gemma3ForConditionalGeneration, the MoE classes of nnt_model_hf_config(3),
- * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM, PhiForCausalLM and
- * GraniteForCausalLM; architectures[0], else model_type); the result passes
+ * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM
+ * and StableLmForCausalLM; architectures[0], else model_type); the result passes
  * nnt_model_create's checks. A configuration nnt cannot train (another architecture, a
  * rope type other than "default", "llama3", "linear", "yarn" and "longrope", a layer_types
  * list of no form nnt_model_config can say, an odd head_dim, another hidden_act than the
@@ -1241,8 +1242,8 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
  * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias,
  * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers; the other
  * families' architectures as nnt_model_save_hf(3) says (Gemma, MoE, OLMo,
- * Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM). dir is created if missing (one
- * level); each file through a temporary file, fsync and rename. */
+ * Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM, StableLmForCausalLM). dir is created
+ * if missing (one level); each file through a temporary file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it
  * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model
@@ -1314,16 +1315,15 @@ NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
  * weight W (out, in) computes y = x W^T + s (x A^T) B^T with A (r, in), B (out, r) and
  * s = alpha / r (rslora: alpha / sqrt(r)); A starts uniform in +-1/sqrt(in) (PEFT's
  * kaiming_uniform_ with a = sqrt(5)), B at zero. Modules are named as in Hugging Face's
- * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama, Gemma, OLMo
- * and Granite families),
- * qkv_proj, o_proj, gate_up_proj, down_proj (Phi-3 family), q_proj, k_proj, v_proj, dense,
- * fc1, fc2 (Phi family), c_attn, c_proj (attention and MLP), c_fc (GPT-2), lm_head (an
- * untied head); a target matches a module whose name is it or ends with "." and it
- * ("self_attn.q_proj" too), as PEFT's target_modules list. The adapter matrices are
- * parameters of the model named "<module>.lora_A.weight", "<module>.lora_B.weight" (GPT-2's
- * c_attn: "lora_B.q.weight", ".k.", ".v." parts, its B's three thirds), trained like any
- * other; files of the model (nnt_model_save_hf) do not hold them, PEFT's
- * (nnt_model_save_peft) do. */
+ * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama, Gemma, OLMo,
+ * Granite and StableLM families), qkv_proj, o_proj, gate_up_proj, down_proj (Phi-3 family),
+ * q_proj, k_proj, v_proj, dense, fc1, fc2 (Phi family), c_attn, c_proj (attention and MLP),
+ * c_fc (GPT-2), lm_head (an untied head); a target matches a module whose name is it or
+ * ends with "." and it ("self_attn.q_proj" too), as PEFT's target_modules list. The adapter
+ * matrices are parameters of the model named "<module>.lora_A.weight",
+ * "<module>.lora_B.weight" (GPT-2's c_attn: "lora_B.q.weight", ".k.", ".v." parts, its B's
+ * three thirds), trained like any other; files of the model (nnt_model_save_hf) do not hold
+ * them, PEFT's (nnt_model_save_peft) do. */
 typedef struct nnt_lora_options {
     size_t size;                  /* sizeof(nnt_lora_options), set by the init macro         */
     int64_t rank;                 /* r, 1 .. 65536                                           */

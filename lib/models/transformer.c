@@ -209,8 +209,8 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (f->layout.rope && nnt_rope_rotary_dim(&cfg->rope, hd) != hd &&
         !(f->features & NNT_FAMILY_HAS_PARTIAL_ROTARY))
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the %s family rotates whole head vectors "
-                        "(rope.partial_rotary_factor %g; the Phi-3 and Phi families rotate a part)", fn,
-                        f->title, cfg->rope.partial_rotary_factor);
+                        "(rope.partial_rotary_factor %g; the Phi-3, Phi and StableLM families "
+                        "rotate a part)", fn, f->title, cfg->rope.partial_rotary_factor);
     if (cfg->qk_norm < 0 || cfg->qk_norm > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
                         "whole projection)", fn, cfg->qk_norm);
