@@ -157,7 +157,7 @@ START_TEST(test_config_errors)
     EXPECT_OK(nnt_model_preset("llama-tiny", &base));
     c = base, c.size = sizeof c - 1;
     expect_refused(&c, NNT_E_INVAL, "sizeof(nnt_model_config)");
-    c = base, c.family = 7;
+    c = base, c.family = 42;   /* no family has it */
     expect_refused(&c, NNT_E_INVAL, "family");
     c = base, c.kv_heads = 3;
     expect_refused(&c, NNT_E_INVAL, "kv_heads=3");

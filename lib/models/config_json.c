@@ -333,6 +333,29 @@ int nnt_cfg_unsupported(const nnt_cfg_in *o, const char *key, const char *value,
                     o->file, o->prefix, key, value, valid);
 }
 
+int nnt_cfg_sizes(const nnt_cfg_in *o, const nnt_cfg_defaults *d, nnt_model_config *c)
+{
+    int act = 0;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, d->vocab, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, d->channels, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, d->hidden, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, d->layers, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, d->heads, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, d->kv_heads ? d->kv_heads : c->heads,
+                        &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, d->max_seq, &c->max_seq));
+    NNT_TRY(nnt_cfg_double(o, d->eps_key, 0, d->eps, &c->norm_eps));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", d->acts[0], d->acts, d->nacts, &act));
+    c->head_dim = 0;
+    if (!d->head_dim)
+        return NNT_OK;
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
+    if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
+        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
+    return NNT_OK;
+}
+
 int nnt_cfg_rope_partial(const nnt_cfg_in *o, double theta, int64_t max_position,
                          double partial, nnt_rope_options *rope)
 {

@@ -32,6 +32,23 @@ int nnt_cfg_bool(const nnt_cfg_in *o, const char *key, int def, int *out);
  * Another value is NNT_E_UNSUPPORTED naming it and listing the valid ones. */
 int nnt_cfg_choice(const nnt_cfg_in *o, const char *key, const char *def,
                    const char *const *valid, int nvalid, int *which);
+/* A configuration class's defaults for the sizes every Llama-like class reads. */
+typedef struct nnt_cfg_defaults {
+    int64_t vocab, channels, hidden, layers, heads;
+    int64_t kv_heads;              /* num_key_value_heads; 0: the heads                     */
+    int64_t max_seq;               /* max_position_embeddings                               */
+    const char *eps_key;           /* "rms_norm_eps", "layer_norm_eps"                      */
+    double eps;
+    const char *const *acts;       /* the hidden_act values nnt computes (acts[0] the
+                                      default; others NNT_E_UNSUPPORTED)                    */
+    int nacts;
+    int head_dim;                  /* head_dim read (0 unless given; a given one > 0)       */
+} nnt_cfg_defaults;
+
+/* vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+ * num_key_value_heads, max_position_embeddings, the norms' eps, tie_word_embeddings,
+ * hidden_act and (d->head_dim) head_dim, with d's defaults. */
+int nnt_cfg_sizes(const nnt_cfg_in *o, const nnt_cfg_defaults *d, nnt_model_config *c);
 /* nnt_cfg_rope for configuration classes whose partial_rotary_factor defaults to partial
  * (PhiConfig 0.5, StableLmConfig 0.25): that where neither the top level nor the rope object
  * read (rope_scaling when not empty, else rope_parameters) gives one. */

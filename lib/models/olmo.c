@@ -80,20 +80,9 @@ static const nnt_hf_arch ARCHS[] = {
 static int olmo_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
-    int act = 0;
-    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 50304, &c->vocab));
-    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 4096, &c->channels));
-    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 11008, &c->hidden));
-    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 32, &c->layers));
-    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 32, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
-    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 2048, &c->max_seq));
-    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, 1e-5, &c->norm_eps));
-    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
-    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
-    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
-    if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
-        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
+    static const nnt_cfg_defaults sizes = {50304, 4096, 11008, 32, 32, 0, 2048,
+                                           "rms_norm_eps", 1e-5, acts, 1, 1};
+    NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
     NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
     c->out_bias = c->qkv_bias;
     c->mlp_bias = 0;

@@ -78,17 +78,11 @@ static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[2] = {"gelu_new", "gelu_pytorch_tanh"};
     static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attention_dropout"};
-    int act = 0, qk_layernorm = 0;
+    static const nnt_cfg_defaults sizes = {51200, 2048, 8192, 24, 32, 0, 2048,
+                                           "layer_norm_eps", 1e-5, acts, 2, 1};
+    int qk_layernorm = 0;
     (void)arch;
-    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 51200, &c->vocab));
-    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2048, &c->channels));
-    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 8192, &c->hidden));
-    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 24, &c->layers));
-    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 32, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
-    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 2048, &c->max_seq));
-    NNT_TRY(nnt_cfg_double(o, "layer_norm_eps", 0, 1e-5, &c->norm_eps));
-    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
     if (c->tied)
         return nnt_cfg_unsupported(o, "tie_word_embeddings", "true", "false: the Phi family's "
                                    "head has a bias, so nnt keeps it untied");
@@ -96,10 +90,6 @@ static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     if (qk_layernorm)
         return nnt_cfg_unsupported(o, "qk_layernorm", "true", "false (no Phi checkpoint has "
                                    "them)");
-    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "gelu_new", acts, 2, &act));
-    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 0, &c->head_dim));
-    if (nnt_cfg_has(o, "head_dim") && c->head_dim < 1)
-        return nnt_cfg_bad_type(o, "head_dim", "a positive integer");
     NNT_TRY(nnt_cfg_dropouts(o, drops, 3));
     c->qkv_bias = c->out_bias = c->mlp_bias = 1;
     return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.5, &c->rope);

@@ -78,18 +78,13 @@ static int stablelm_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
     static const char *const drops[2] = {"hidden_dropout", "attention_dropout"};
-    int act = 0, flag = 0;
+    /* num_key_value_heads 32 when absent, whatever the heads (StableLmConfig's);
+     * StableLmAttention's head size is C / NH (no head_dim key) */
+    static const nnt_cfg_defaults sizes = {50304, 2560, 6912, 32, 32, 32, 4096,
+                                           "layer_norm_eps", 1e-5, acts, 1, 0};
+    int flag = 0;
     (void)arch;
-    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 50304, &c->vocab));
-    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2560, &c->channels));
-    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 6912, &c->hidden));
-    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 32, &c->layers));
-    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 32, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, 32, &c->kv_heads));
-    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 4096, &c->max_seq));
-    NNT_TRY(nnt_cfg_double(o, "layer_norm_eps", 0, 1e-5, &c->norm_eps));
-    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
-    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
+    NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
     NNT_TRY(nnt_cfg_bool(o, "qk_layernorm", 0, &flag));
     if (flag)
         return nnt_cfg_unsupported(o, "qk_layernorm", "true", "false (StableLM 2 12B's "
@@ -101,7 +96,6 @@ static int stablelm_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_dropouts(o, drops, 2));
     NNT_TRY(nnt_cfg_bool(o, "use_qkv_bias", 0, &c->qkv_bias));
     c->out_bias = c->mlp_bias = 0;
-    c->head_dim = 0;   /* StableLmAttention's head size is C / NH */
     return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.25, &c->rope);
 }
 
