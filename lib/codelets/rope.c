@@ -7,9 +7,9 @@
  * dimension: hd, or less with a partial rotary factor), or a pair of tiles of an hd split
  * into tiles of w dividing r/2 (lo = tile j, hi = tile j + r/(2w), n = w). The frequencies
  * of the task's n pairs, computed on the host once per operation, travel in the argument
- * block with the factor of their cosines and sines. In place (y == x) each distinct handle is given to StarPU
- * once, with the union of the access modes, and the body finds the roles through slot
- * indices, as the GELU codelets do. */
+ * block with the factor of their cosines and sines. In place (y == x) each distinct handle
+ * is given to StarPU once, with the union of the access modes, and the body finds the roles
+ * through slot indices, as the GELU codelets do. */
 #include "../internal.h"
 #include "nnt_cpu.h"
 

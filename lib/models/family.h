@@ -167,8 +167,8 @@ void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
  * nnt_cfg_put_rope leaves out: for the classes of nnt_cfg_rope_partial, whose default is not
  * 1. */
 void nnt_cfg_put_partial(nnt_cfg_out *t, const nnt_rope_options *r);
-/* One rope object as a value: {"rope_type": "default" or "linear" (with factor),
- * "rope_theta": ...}. */
+/* One rope object as a value: {"rope_type": ..., the fields of its scaling (llama3, linear,
+ * yarn, longrope), "rope_theta": ...}. */
 void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r);
 /* ,\n  "layer_types": [...] of c's windowed blocks. */
 void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c);

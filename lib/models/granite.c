@@ -34,7 +34,7 @@ static const nnt_hf_arch ARCHS[] = {{"GraniteForCausalLM", "granite", NULL}};
 static const char *const MULTIPLIERS[4] = {"embedding_multiplier", "residual_multiplier",
                                            "attention_multiplier", "logits_scaling"};
 
-/* The multipliers of c in MULTIPLIERS' order. */
+/* The multipliers of c in MULTIPLIERS' order (nnt_model_multipliers'). */
 static double *multiplier(nnt_model_config *c, int i)
 {
     double *m[4] = {&c->embedding_multiplier, &c->residual_multiplier,
@@ -88,13 +88,10 @@ static void granite_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c
     nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);
     nnt_cfg_put_bool(t, "mlp_bias", c->mlp_bias);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
-    nnt_model_config m = *c;
-    if (m.attention_multiplier == 0.0)
-        m.attention_multiplier = 1.0 / sqrt((double)(c->head_dim ? c->head_dim
-                                                                  : c->channels / c->heads));
+    double m[4];
+    nnt_model_multipliers(c, m);
     for (int i = 0; i < 4; i++)
-        nnt_cfg_put_double(t, MULTIPLIERS[i], *multiplier(&m, i) > 0.0 ? *multiplier(&m, i)
-                                                                       : 1.0);
+        nnt_cfg_put_double(t, MULTIPLIERS[i], m[i]);
     nnt_cfg_put_rope(t, &c->rope);
 }
 

@@ -20,7 +20,6 @@
 #include "../layers/layer.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -668,16 +667,9 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
         f.kv_heads = f.heads;
     double fp = f.rope.partial_rotary_factor, hp = have->rope.partial_rotary_factor;
     int scaled = f.rope.scaling != NNT_ROPE_SCALING_NONE;   /* its fields count */
-    /* Granite's multipliers: 0 is 1, an attention_multiplier of 0 1 / sqrt(hd) */
-    double hd = (double)(f.head_dim ? f.head_dim : f.channels / f.heads);
-    double fm[4] = {f.embedding_multiplier, f.residual_multiplier, f.attention_multiplier,
-                    f.logits_scaling};
-    double hm[4] = {have->embedding_multiplier, have->residual_multiplier,
-                    have->attention_multiplier, have->logits_scaling};
-    for (int i = 0; i < 4; i++) {
-        fm[i] = fm[i] != 0.0 ? fm[i] : i == 2 ? 1.0 / sqrt(hd) : 1.0;
-        hm[i] = hm[i] != 0.0 ? hm[i] : i == 2 ? 1.0 / sqrt(hd) : 1.0;
-    }
+    double fm[4], hm[4];   /* Granite's multipliers as applied */
+    nnt_model_multipliers(&f, fm);
+    nnt_model_multipliers(have, hm);
     const struct { const char *name; double file, have; } sizes[] = {
         {"family", f.family, have->family}, {"vocab", (double)f.vocab, (double)have->vocab},
         {"layers", (double)f.layers, (double)have->layers},

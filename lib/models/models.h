@@ -97,6 +97,10 @@ int nnt_model_block_window(const nnt_model_config *cfg, int64_t i);
 /* whether cfg names blocks without a window in window_full_layers (a layer_types list of no
  * rule's form) */
 int nnt_model_window_listed(const nnt_model_config *cfg);
+/* Granite's multipliers as the model applies them, in the order embedding_multiplier,
+ * residual_multiplier, attention_multiplier, logits_scaling: 0 is 1, and an
+ * attention_multiplier of 0 the scores' default scale 1 / sqrt(hd). */
+void nnt_model_multipliers(const nnt_model_config *c, double m[4]);
 /* whether some block of cfg has no rotary positions (nope_layers) */
 int nnt_model_nope_any(const nnt_model_config *cfg);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's

@@ -345,28 +345,17 @@ static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 
 /* ---- parameter names: Mixtral's files ---------------------------------------------------- */
 
-/* Replace the first "from" of s (size bytes) by "to", if it occurs. */
-static void replace(char *s, size_t size, const char *from, const char *to)
-{
-    char *p = strstr(s, from);
-    if (!p)
-        return;
-    size_t lf = strlen(from), lt = strlen(to), rest = strlen(p + lf);
-    if ((size_t)(p - s) + lt + rest + 1 > size)
-        return;
-    memmove(p + lt, p + lf, rest + 1);
-    memcpy(p, to, lt);
-}
-
 static void moe_hf_rename(const nnt_model_config *c, const char *name, char *out, size_t size)
 {
-    snprintf(out, size, "%s", name);
-    if (arch_of(c) != ARCH_MIXTRAL)   /* the others: the tree's own names */
+    static const char *const MIXTRAL[4][2] = {{".mlp", ".block_sparse_moe"},
+                                              {".gate_proj", ".w1"},
+                                              {".up_proj", ".w3"},
+                                              {".down_proj", ".w2"}};
+    if (arch_of(c) != ARCH_MIXTRAL) {   /* the others: the tree's own names */
+        snprintf(out, size, "%s", name);
         return;
-    replace(out, size, ".mlp.", ".block_sparse_moe.");
-    replace(out, size, ".gate_proj.", ".w1.");
-    replace(out, size, ".up_proj.", ".w3.");
-    replace(out, size, ".down_proj.", ".w2.");
+    }
+    nnt_hf_rename_modules(name, MIXTRAL, 4, out, size);
 }
 
 /* ---- parameter names: transformers' fused layout ----------------------------------------

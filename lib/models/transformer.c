@@ -164,6 +164,14 @@ int nnt_model_window_listed(const nnt_model_config *c)
     return any_bit(c->window_full_layers, NNT_MODEL_MAX_WINDOW_LAYER / 64);
 }
 
+void nnt_model_multipliers(const nnt_model_config *c, double m[4])
+{
+    const double set[4] = {c->embedding_multiplier, c->residual_multiplier,
+                           c->attention_multiplier, c->logits_scaling};
+    for (int i = 0; i < 4; i++)
+        m[i] = set[i] != 0.0 ? set[i] : i == 2 ? 1.0 / sqrt((double)head_dim_of(c)) : 1.0;
+}
+
 int nnt_model_nope_any(const nnt_model_config *c)
 {
     return any_bit(c->nope_layers, NNT_MODEL_MAX_NOPE_LAYER / 64);

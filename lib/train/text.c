@@ -159,12 +159,12 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
         add(t, ", query_pre_attn_scalar %g", c.query_pre_attn_scalar);
     if (c.attn_softcap > 0.0 || c.final_softcap > 0.0)
         add(t, ", soft-caps %g (scores) %g (logits)", c.attn_softcap, c.final_softcap);
-    if (has & NNT_FAMILY_HAS_MULTIPLIERS)   /* Granite's; 0: 1 (attention: 1 / sqrt(hd)) */
-        add(t, ", multipliers %g (embedding) %g (residual) %g (scores), logits / %g",
-            c.embedding_multiplier > 0.0 ? c.embedding_multiplier : 1.0,
-            c.residual_multiplier > 0.0 ? c.residual_multiplier : 1.0,
-            c.attention_multiplier > 0.0 ? c.attention_multiplier : 1.0 / sqrt((double)hd),
-            c.logits_scaling > 0.0 ? c.logits_scaling : 1.0);
+    if (has & NNT_FAMILY_HAS_MULTIPLIERS) {   /* Granite's, as applied */
+        double m[4];
+        nnt_model_multipliers(&c, m);
+        add(t, ", multipliers %g (embedding) %g (residual) %g (scores), logits / %g", m[0],
+            m[1], m[2], m[3]);
+    }
     /* mixture of experts: the parameters a token runs through (blocks as nnt.h's
      * nnt_model_config says: experts, moe_every, dense_layers) */
     int64_t idle = 0;
