@@ -12,10 +12,10 @@
  *     running statistics), so callers can accumulate over tiles and micro-batches.
  *   - int64_t for every size and offset; int32_t for token ids.
  *   - Reductions accumulate in double internally where the comment says so.
- *   - In place is allowed where noted: gelu_fwd (y == x), gelu_bwd (dx == dy),
- *     xent_bwd_block (dlogits == logits), swiglu (any output may be an input; the two
- *     outputs of the backward must differ), rope (y_lo == x_lo, y_hi == x_hi). Elsewhere
- *     outputs must not alias inputs.
+ *   - In place is allowed where noted: gelu_fwd and gelu_erf_fwd (y == x), gelu_bwd and
+ *     gelu_erf_bwd (dx == dy), xent_bwd_block (dlogits == logits), swiglu (any output may
+ *     be an input; the two outputs of the backward must differ), rope (y_lo == x_lo,
+ *     y_hi == x_hi). Elsewhere outputs must not alias inputs.
  *   - No kernel allocates more than O(rows) scratch on the stack; none aborts.
  */
 #ifndef NNT_CPU_H
@@ -74,6 +74,12 @@ void nnt_cpu_axpbyz_f32(int64_t n, float alpha, const float *x, float beta, cons
 void nnt_cpu_gelu_fwd_f32(int64_t n, const float *x, float *y);          /* y set */
 /* dx[i] = dy[i] * gelu'(x[i])                                                  dx set */
 void nnt_cpu_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx);
+/* GELU, exact (erf) form, torch's gelu and transformers' "gelu" (GPT-NeoX, Pythia):
+ * y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); dx[i] = dy[i] gelu'(x[i]) with
+ * gelu'(x) = Phi(x) + x phi(x). Phi from a rational approximation of erfc (relative error
+ * under 5.6e-7, cpu/elementwise.c); in place as the tanh ones.               y set, dx set */
+void nnt_cpu_gelu_erf_fwd_f32(int64_t n, const float *x, float *y);
+void nnt_cpu_gelu_erf_bwd_f32(int64_t n, const float *x, const float *dy, float *dx);
 /* GeGLU (Gemma's MLP): y = gelu(gate) * up with the GELU above (transformers'
  * gelu_pytorch_tanh); backward dgate = dy up gelu'(gate), dup = dy gelu(gate). Any output
  * may be an input (each element is read before it is written); dgate != dup.        set */
@@ -313,6 +319,8 @@ static inline float nnt_cpu_bf16_value(uint16_t h)
  *   pre[r, j] += bias[j] (bias may be NULL: skip), then out[r, j] = gelu(pre[r, j]).
  * pre is kept for backward. pre and out have leading dim n.                                */
 void nnt_cpu_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out);
+/* The same with the exact GELU (nnt_cpu_gelu_erf_fwd_f32)                                   */
+void nnt_cpu_bias_gelu_erf_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out);
 
 /* ---- LayerNorm over the last dimension (whole rows) -------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* nnt CUDA kernels: elementwise ops, GELU, broadcast add, bias+GELU epilogue.
+/* nnt CUDA kernels: elementwise ops, GELU (tanh and exact), broadcast add, bias+GELU epilogue.
  * Grid-stride loops over int64 indices; every wrapper only enqueues work on `stream`. */
 #include "nnt_cuda.h"
 #include "kernel_util.cuh"
@@ -28,6 +28,43 @@ __device__ __forceinline__ float gelu_grad_f(float x)
     const float sig = gelu_sig(x);
     const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
     return sig + 2.0f * x * sig * (1.0f - sig) * du;
+}
+
+/* GELU, exact (erf) form: gelu(x) = x Phi(x), Phi = normcdff (5 ulp, CUDA's documented
+ * bound); gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) with x^2 / 2 taken
+ * exactly as h + l (its rounding would cost up to x^2 / 2 ulp in the tail), as the CPU kernel
+ * does. x is clamped to +-16, where Phi(-16) and phi(16) are 0 in float: gelu(-inf) = -0,
+ * gelu'(+inf) = 1 and gelu'(-inf) = 0, not NaN; NaN stays NaN (the comparisons are false for
+ * it). */
+__device__ __forceinline__ float gelu_erf_clamp(float x)
+{
+    return x < -16.0f ? -16.0f : x > 16.0f ? 16.0f : x;
+}
+
+__device__ __forceinline__ float gelu_erf_f(float x)
+{
+    const float xm = x < -16.0f ? -16.0f : x;
+    return __fmul_rn(xm, normcdff(xm));
+}
+
+__device__ __forceinline__ float gelu_erf_grad_f(float x)
+{
+    const float xc = gelu_erf_clamp(x), hx = 0.5f * xc;
+    const float h = __fmul_rn(hx, xc), l = fmaf(hx, xc, -h);   /* h + l = x^2 / 2 */
+    const float e = expf(-h);
+    const float pdf = __fmul_rn(fmaf(-e, l, e), 0.3989422804014327f);   /* e^-h (1 - l) */
+    return fmaf(xc, pdf, normcdff(xc));
+}
+
+/* kind: 0 the tanh approximation, 1 the exact GELU */
+template <int Erf> __device__ __forceinline__ float gelu_any(float x)
+{
+    return Erf ? gelu_erf_f(x) : gelu_f(x);
+}
+
+template <int Erf> __device__ __forceinline__ float gelu_grad_any(float x)
+{
+    return Erf ? gelu_erf_grad_f(x) : gelu_grad_f(x);
 }
 
 template <typename T> __global__ void fill_kernel(int64_t n, T value, T *x)
@@ -59,19 +96,21 @@ __global__ void axpbyz_kernel(int64_t n, float alpha, const float *__restrict__ 
     }
 }
 
+template <int Erf>
 __global__ void gelu_fwd_kernel(int64_t n, const float *x, float *y)  /* may run in place */
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = gelu_f(x[i]);
+        y[i] = gelu_any<Erf>(x[i]);
 }
 
+template <int Erf>
 __global__ void gelu_bwd_kernel(int64_t n, const float *x, const float *dy,
                                 float *dx)  /* may run in place */
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        dx[i] = dy[i] * gelu_grad_f(x[i]);
+        dx[i] = dy[i] * gelu_grad_any<Erf>(x[i]);
 }
 
 __global__ void add_bcast_kernel(int64_t outer, int64_t inner, const float *__restrict__ x,
@@ -85,6 +124,7 @@ __global__ void add_bcast_kernel(int64_t outer, int64_t inner, const float *__re
     }
 }
 
+template <int Erf>
 __global__ void bias_gelu_kernel(int64_t m, int64_t n, const float *__restrict__ bias,
                                  float *__restrict__ pre, float *__restrict__ out)
 {
@@ -96,7 +136,7 @@ __global__ void bias_gelu_kernel(int64_t m, int64_t n, const float *__restrict__
             p += bias[t % n];
             pre[t] = p;
         }
-        out[t] = gelu_f(p);
+        out[t] = gelu_any<Erf>(p);
     }
 }
 
@@ -135,6 +175,36 @@ __global__ void softcap_bwd_kernel(int64_t n, float cap, const float *x, const f
         const float t = tanhf(__fdiv_rn(x[i], cap));
         dx[i] = __fmul_rn(dy[i], __fsub_rn(1.0f, __fmul_rn(t, t)));
     }
+}
+
+/* The launches of the GELU kernels of either form (Erf 0: tanh, 1: exact) */
+template <int Erf> int gelu_fwd(int64_t n, const float *x, float *y, cudaStream_t stream)
+{
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    gelu_fwd_kernel<Erf><<<grid_for(n), kThreads, 0, stream>>>(n, x, y);
+    return launch_status();
+}
+
+template <int Erf>
+int gelu_bwd(int64_t n, const float *x, const float *dy, float *dx, cudaStream_t stream)
+{
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    gelu_bwd_kernel<Erf><<<grid_for(n), kThreads, 0, stream>>>(n, x, dy, dx);
+    return launch_status();
+}
+
+template <int Erf>
+int bias_gelu(int64_t m, int64_t n, const float *bias, float *pre, float *out,
+              cudaStream_t stream)
+{
+    if (m < 0 || n < 0)
+        return -1;
+    if (m == 0 || n == 0)
+        return 0;
+    bias_gelu_kernel<Erf><<<grid_for(m * n), kThreads, 0, stream>>>(m, n, bias, pre, out);
+    return launch_status();
 }
 
 } /* namespace */
@@ -226,19 +296,24 @@ int nnt_cuda_axpby_f32(int64_t n, float alpha, const float *x, float beta, float
 
 int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stream)
 {
-    if (n <= 0)
-        return n < 0 ? -1 : 0;
-    gelu_fwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, x, y);
-    return launch_status();
+    return gelu_fwd<0>(n, x, y, stream);
 }
 
 int nnt_cuda_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
                           cudaStream_t stream)
 {
-    if (n <= 0)
-        return n < 0 ? -1 : 0;
-    gelu_bwd_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, x, dy, dx);
-    return launch_status();
+    return gelu_bwd<0>(n, x, dy, dx, stream);
+}
+
+int nnt_cuda_gelu_erf_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stream)
+{
+    return gelu_fwd<1>(n, x, y, stream);
+}
+
+int nnt_cuda_gelu_erf_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
+                              cudaStream_t stream)
+{
+    return gelu_bwd<1>(n, x, dy, dx, stream);
 }
 
 int nnt_cuda_add_bcast_f32(int64_t outer, int64_t inner, const float *x, float *y, int64_t ldy,
@@ -255,12 +330,13 @@ int nnt_cuda_add_bcast_f32(int64_t outer, int64_t inner, const float *x, float *
 int nnt_cuda_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out,
                            cudaStream_t stream)
 {
-    if (m < 0 || n < 0)
-        return -1;
-    if (m == 0 || n == 0)
-        return 0;
-    bias_gelu_kernel<<<grid_for(m * n), kThreads, 0, stream>>>(m, n, bias, pre, out);
-    return launch_status();
+    return bias_gelu<0>(m, n, bias, pre, out, stream);
+}
+
+int nnt_cuda_bias_gelu_erf_f32(int64_t m, int64_t n, const float *bias, float *pre,
+                               float *out, cudaStream_t stream)
+{
+    return bias_gelu<1>(m, n, bias, pre, out, stream);
 }
 
 } /* extern "C" */

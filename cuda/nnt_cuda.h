@@ -68,6 +68,10 @@ int nnt_cuda_gelu_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stre
 /* dx[i] = dy[i] * gelu'(x[i])                                                        dx set */
 int nnt_cuda_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
                           cudaStream_t stream);
+/* The exact GELU x Phi(x) and its backward (cpu/nnt_cpu.h's gelu_erf; Phi by normcdff)     */
+int nnt_cuda_gelu_erf_fwd_f32(int64_t n, const float *x, float *y, cudaStream_t stream);
+int nnt_cuda_gelu_erf_bwd_f32(int64_t n, const float *x, const float *dy, float *dx,
+                              cudaStream_t stream);
 /* GeGLU and soft-capping (cpu/nnt_cpu.h's geglu and softcap kernels)                  set */
 int nnt_cuda_geglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y,
                            cudaStream_t stream);
@@ -140,6 +144,9 @@ int nnt_cuda_gemm(int math, int trans_a, int trans_b, int64_t m, int64_t n, int6
  * pre, out (m, n) with leading dim n                            (cuda/elementwise.cu)     */
 int nnt_cuda_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, float *out,
                            cudaStream_t stream);
+/* The same with the exact GELU (nnt_cuda_gelu_erf_fwd_f32)                                   */
+int nnt_cuda_bias_gelu_erf_f32(int64_t m, int64_t n, const float *bias, float *pre,
+                               float *out, cudaStream_t stream);
 
 /* One product with a fused epilogue through cuBLASLt (cuda/gemm.cu), batch 1, row-major:
  *   c (m, n), leading dim n  = epi(alpha op(A) op(B) + beta c)
@@ -157,7 +164,9 @@ int nnt_cuda_bias_gelu_f32(int64_t m, int64_t n, const float *bias, float *pre, 
  * on bad arguments, 1 when cuBLASLt cannot or will not do it (any cuBLASLt error: no
  * algorithm, unsupported, rejected; those conditions; m, n or k 0; alpha 0): nothing was
  * enqueued, the caller runs the unfused path.
- * cuBLASLt's GELU and its derivative use its own fast math: ~1e-6 relative to the kernels. */
+ * cuBLASLt's GELU and its derivative use its own fast math: ~1e-6 relative to the kernels.
+ * Its GELU is the tanh approximation: the exact GELU's epilogues (NNT_EPILOGUE_*_GELU_ERF)
+ * take NNT_CUDA_EPI_BIAS or a plain product here, then the gelu_erf kernels. */
 enum { NNT_CUDA_EPI_NONE = 0, NNT_CUDA_EPI_BIAS = 1, NNT_CUDA_EPI_BIAS_GELU = 2,
        NNT_CUDA_EPI_DGELU = 3 };
 int nnt_cuda_gemm_lt(cublasLtHandle_t lt, int math, int epilogue, int trans_a, int trans_b,

@@ -282,6 +282,11 @@ NNT_API int nnt_tensor_axpby(double alpha, nnt_tensor *x, double beta, nnt_tenso
 NNT_API int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y);
 /* dx = dy * gelu'(x). dx may be dy. */
 NNT_API int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx);
+/* y = x Phi(x), the exact GELU (torch's gelu, transformers' "gelu"; Phi the standard normal
+ * CDF); x and y may be the same. New in 0.3. */
+NNT_API int nnt_tensor_gelu_erf(nnt_tensor *x, nnt_tensor *y);
+/* dx = dy * (Phi(x) + x phi(x)), its backward. dx may be dy. New in 0.3. */
+NNT_API int nnt_tensor_gelu_erf_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx);
 /* y[m..., n...] += x[n...]: x's shape and tiling equal the trailing x-ndim dims of y's. */
 NNT_API int nnt_tensor_add_broadcast(nnt_tensor *x, nnt_tensor *y);
 /* y[n...] = alpha * sum over m... of x[m..., n...] + beta * y[n...]: the reverse of
@@ -299,7 +304,9 @@ typedef enum nnt_epilogue {
     NNT_EPILOGUE_BIAS = 1,       /* C += bias[n...]                                          */
     NNT_EPILOGUE_BIAS_GELU = 2,  /* C += bias[n...] (bias may be NULL), then aux = gelu(C);
                                     C keeps the pre-activation that backward needs          */
-    NNT_EPILOGUE_DGELU = 3       /* C = C * gelu'(aux), aux holding the pre-activation       */
+    NNT_EPILOGUE_DGELU = 3,      /* C = C * gelu'(aux), aux holding the pre-activation       */
+    NNT_EPILOGUE_BIAS_GELU_ERF = 4, /* BIAS_GELU with the exact GELU x Phi(x). New in 0.3.   */
+    NNT_EPILOGUE_DGELU_ERF = 5   /* DGELU with the exact GELU's derivative. New in 0.3.      */
 } nnt_epilogue;
 
 /* Tiled matrix product over groups of dimensions:
@@ -595,6 +602,8 @@ typedef enum nnt_layer_kind {
 /* Flags of nnt_layer_linear_create. */
 #define NNT_LINEAR_BIAS 1u        /* add a bias (out)                                         */
 #define NNT_LINEAR_GELU 2u        /* GELU (tanh approximation) on the output, fused          */
+#define NNT_LINEAR_GELU_ERF 4u    /* the exact GELU x Phi(x) on the output, fused (not with
+                                     NNT_LINEAR_GELU). New in 0.3.                           */
 
 /* One parameter of a layer, as listed by nnt_layer_param. The strings and tensors belong
  * to the layer. */
@@ -747,10 +756,12 @@ typedef enum nnt_mlp_kind {
     NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
     NNT_MLP_SWIGLU = 1,           /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
     NNT_MLP_GEGLU = 2,            /* Gemma: down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)) */
-    NNT_MLP_MOE = 3               /* mixture of SwiGLU experts: children "gate" (the router,
+    NNT_MLP_MOE = 3,              /* mixture of SwiGLU experts: children "gate" (the router,
                                      C -> experts) and "experts.<e>" (hidden: each expert's);
                                      each token through its experts_per_token experts of
                                      highest softmax(gate(x)), weighted (nnt_layer_mlp_create_ex(3)) */
+    NNT_MLP_GELU_ERF = 4          /* GPT-NeoX: c_proj(gelu(c_fc(x))) with the exact GELU
+                                     x Phi(x) (nnt_tensor_gelu_erf). New in 0.3.            */
 } nnt_mlp_kind;
 
 /* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
@@ -837,7 +848,10 @@ typedef struct nnt_block_options {
                                      post_attention_layernorm, post_feedforward_layernorm    */
     int parallel;                 /* 1: the attention and the MLP side by side on one norm of
                                      the input (Phi, GPT-J): x + (attn(n(x)) + mlp(n(x)));
-                                     children input_layernorm, self_attn, mlp; not with
+                                     children input_layernorm, self_attn, mlp; 2: side by
+                                     side, each on a norm of its own (GPT-NeoX): x +
+                                     (attn(n1(x)) + mlp(n2(x))), children input_layernorm,
+                                     self_attn, post_attention_layernorm, mlp; not with
                                      sandwich_norms. New in 0.3.                             */
     double residual_scale;        /* > 0: each part's output times it before its residual sum
                                      (Granite's residual_multiplier); 0: 1. Not with
@@ -1024,10 +1038,16 @@ typedef enum nnt_model_family {
                                      an embedding multiplier, residual multiplier, attention
                                      multiplier (the scores' scale) and logits scaling. New
                                      in 0.3.                                                 */
-    NNT_FAMILY_STABLELM = 8       /* StableLmForCausalLM (StableLM 2 1.6B, StableLM 3B 4E1T):
+    NNT_FAMILY_STABLELM = 8,      /* StableLmForCausalLM (StableLM 2 1.6B, StableLM 3B 4E1T):
                                      LayerNorm blocks, partial rotary factors (0.25 unless
                                      given), q, k, v biases or none, a SwiGLU MLP. New in
                                      0.3.                                                    */
+    NNT_FAMILY_GPTNEOX = 9        /* GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B, RedPajama-INCITE):
+                                     two LayerNorms a block before the attention and the
+                                     exact-GELU MLP side by side (or one after the other:
+                                     serial_blocks), q, k, v in one per-head query_key_value
+                                     in its files, partial rotary factors (0.25 unless
+                                     given), attention biases or none. New in 0.3.           */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -1048,8 +1068,9 @@ enum {
     NNT_FAMILY_HAS_NOPE = 1 << 13,     /* blocks without rotary positions (nope_layers)       */
     NNT_FAMILY_HAS_QK_NORM_WHOLE = 1 << 14, /* qk_norm 2: q/k norms over whole projections    */
     NNT_FAMILY_HAS_PARTIAL_ROTARY = 1 << 15, /* rope.partial_rotary_factor below 1           */
-    NNT_FAMILY_HAS_MULTIPLIERS = 1 << 16 /* embedding_multiplier, residual_multiplier,
+    NNT_FAMILY_HAS_MULTIPLIERS = 1 << 16,/* embedding_multiplier, residual_multiplier,
                                             attention_multiplier, logits_scaling (Granite)   */
+    NNT_FAMILY_HAS_SERIAL_BLOCKS = 1 << 17 /* serial_blocks (GPT-NeoX)                       */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -1138,6 +1159,10 @@ typedef struct nnt_model_config {
                                      sum: x + m attn(n(x)), then + m mlp(n(.))                */
     double attention_multiplier;  /* the scores' scale (in place of 1 / sqrt(hd))            */
     double logits_scaling;        /* the logits divided by it                                */
+    /* GPT-NeoX (families with NNT_FAMILY_HAS_SERIAL_BLOCKS). New in 0.3. */
+    int serial_blocks;            /* 1: each block's attention and MLP one after the other
+                                     (use_parallel_residual false); 0: the family's
+                                     arrangement (GPT-NeoX: side by side)                   */
 } nnt_model_config;
 
 /* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
@@ -1166,7 +1191,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0 }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0 }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -1174,7 +1199,9 @@ typedef struct nnt_model_config {
  * "llama-3.1-8b", "qwen3-0.6b", "smollm3-3b", "gemma3-270m", "gemma3-1b", "gemma2-2b",
  * "moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen1.5-moe-a2.7b",
  * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
- * "stablelm-3b" (each family's in nnt_family_info.presets); see nnt_model_preset(3). */
+ * "stablelm-3b", "pythia-70m", "pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b",
+ * "pythia-2.8b", "pythia-6.9b", "pythia-12b" (each family's in nnt_family_info.presets);
+ * see nnt_model_preset(3). */
 NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg);
 /* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
  * (B, T) on the context's workers (the heuristic of nnt_gpt_tiling(3), with the model's
@@ -1202,12 +1229,12 @@ NNT_API int nnt_model_config_of(const nnt_layer *model, nnt_model_config *cfg);
  * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM,
  * Gemma3ForCausalLM, Gemma2ForCausalLM,
  * the text of Gemma3ForConditionalGeneration, the MoE classes of nnt_model_hf_config(3),
- * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM
- * and StableLmForCausalLM; architectures[0], else model_type); the result passes
- * nnt_model_create's checks. A configuration nnt cannot train (another architecture, a
- * rope type other than "default", "llama3", "linear", "yarn" and "longrope", a layer_types
- * list of no form nnt_model_config can say, an odd head_dim, another hidden_act than the
- * family's, ...) is NNT_E_UNSUPPORTED with a
+ * Olmo2ForCausalLM, Olmo3ForCausalLM, Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM,
+ * StableLmForCausalLM and GPTNeoXForCausalLM; architectures[0], else model_type); the
+ * result passes nnt_model_create's checks. A configuration nnt cannot train (another
+ * architecture, a rope type other than "default", "llama3", "linear", "yarn" and
+ * "longrope", a layer_types list of no form nnt_model_config can say, an odd head_dim,
+ * another hidden_act than the family's, ...) is NNT_E_UNSUPPORTED with a
  * message naming the key and value; malformed JSON, a missing or wrong-typed key
  * NNT_E_FORMAT; no file NNT_E_IO. ctx may be NULL (before a context exists; the message is
  * then in nnt_ctx_last_error(NULL)). See nnt_model_hf_config(3) for the keys read. */
@@ -1229,9 +1256,10 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
 /* Read the weights of a Hugging Face directory into model (of nnt_model_create or of
  * nnt_model_load_hf), as nnt_model_load_hf reads them: its config.json must describe the
  * model (the sizes: NNT_E_SHAPE; the norms' eps, the rope (theta, scaling, its factors,
- * partial rotary factor), windows, soft-caps and Granite's multipliers: NNT_E_INVAL, naming
- * the first difference) and every tensor is checked before any parameter is written.
- * LoRA adapters are not read (nnt_model_load_peft). A parameter frozen in bf16
+ * partial rotary factor), windows, soft-caps, Granite's multipliers and GPT-NeoX's
+ * serial_blocks: NNT_E_INVAL, naming the first difference) and every tensor is checked
+ * before any parameter is written. LoRA adapters are not read (nnt_model_load_peft). A
+ * parameter frozen in bf16
  * (nnt_layer_freeze under NNT_PRECISION_BF16) receives its values rounded to bf16, so that
  * freezing or adding LoRA before reading a model of nnt_model_create_empty keeps a frozen
  * base's matrices in bf16 all along: no fp32 copy of them is ever made (nnt_model_create has
@@ -1242,8 +1270,9 @@ NNT_API int nnt_model_read_hf(nnt_layer *model, const char *dir);
  * LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases without an o_proj bias,
  * Qwen3ForCausalLM with qk_norm, or SmolLM3ForCausalLM with nope_layers; the other
  * families' architectures as nnt_model_save_hf(3) says (Gemma, MoE, OLMo,
- * Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM, StableLmForCausalLM). dir is created
- * if missing (one level); each file through a temporary file, fsync and rename. */
+ * Phi3ForCausalLM, PhiForCausalLM, GraniteForCausalLM, StableLmForCausalLM,
+ * GPTNeoXForCausalLM). dir is created if missing (one level); each file through a temporary
+ * file, fsync and rename. */
 NNT_API int nnt_model_save_hf(nnt_layer *model, const char *dir);
 /* The model configuration a training-state file records: nnt_train_state_save(3) records it
  * when the optimizer's parameters are exactly one model's (nnt_optim_add_layer with a model
@@ -1317,13 +1346,16 @@ NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
  * kaiming_uniform_ with a = sqrt(5)), B at zero. Modules are named as in Hugging Face's
  * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama, Gemma, OLMo,
  * Granite and StableLM families), qkv_proj, o_proj, gate_up_proj, down_proj (Phi-3 family),
- * q_proj, k_proj, v_proj, dense, fc1, fc2 (Phi family), c_attn, c_proj (attention and MLP),
- * c_fc (GPT-2), lm_head (an untied head); a target matches a module whose name is it or
- * ends with "." and it ("self_attn.q_proj" too), as PEFT's target_modules list. The adapter
- * matrices are parameters of the model named "<module>.lora_A.weight",
- * "<module>.lora_B.weight" (GPT-2's c_attn: "lora_B.q.weight", ".k.", ".v." parts, its B's
- * three thirds), trained like any other; files of the model (nnt_model_save_hf) do not hold
- * them, PEFT's (nnt_model_save_peft) do. */
+ * q_proj, k_proj, v_proj, dense, fc1, fc2 (Phi family), query_key_value (q, k and v),
+ * dense, dense_h_to_4h, dense_4h_to_h, embed_out (GPT-NeoX family), c_attn, c_proj
+ * (attention and MLP), c_fc (GPT-2), lm_head (an untied head); a target matches a module
+ * whose name is it or ends with "." and it ("self_attn.q_proj" too), as PEFT's
+ * target_modules list. The adapter matrices are parameters of the model named
+ * "<module>.lora_A.weight", "<module>.lora_B.weight" (GPT-2's c_attn: "lora_B.q.weight",
+ * ".k.", ".v." parts, its B's three thirds; GPT-NeoX's query_key_value likewise, under the
+ * model's "self_attn.qkv_proj", its B's rows head by head in PEFT's files), trained like any
+ * other; files of the model (nnt_model_save_hf) do not hold them, PEFT's
+ * (nnt_model_save_peft) do. */
 typedef struct nnt_lora_options {
     size_t size;                  /* sizeof(nnt_lora_options), set by the init macro         */
     int64_t rank;                 /* r, 1 .. 65536                                           */

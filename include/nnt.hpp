@@ -467,6 +467,11 @@ inline void gelu_backward(tensor_ref x, tensor_ref dy, tensor_ref dx)
 {
     check(nnt_tensor_gelu_backward(x.get(), dy.get(), dx.get()));
 }
+inline void gelu_erf(tensor_ref x, tensor_ref y) { check(nnt_tensor_gelu_erf(x.get(), y.get())); }
+inline void gelu_erf_backward(tensor_ref x, tensor_ref dy, tensor_ref dx)
+{
+    check(nnt_tensor_gelu_erf_backward(x.get(), dy.get(), dx.get()));
+}
 inline void add_broadcast(tensor_ref x, tensor_ref y)
 {
     check(nnt_tensor_add_broadcast(x.get(), y.get()));

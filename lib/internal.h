@@ -523,9 +523,10 @@ int nnt_insert_axpby(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float be
                      starpu_data_handle_t y);
 int nnt_insert_axpbyz(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float beta,
                       starpu_data_handle_t y, starpu_data_handle_t z);
-int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y);
-int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
-                        starpu_data_handle_t dx);
+/* exact: the exact GELU x Phi(x) (nnt_tensor_gelu_erf), else the tanh approximation */
+int nnt_insert_gelu(nnt_ctx *ctx, int exact, starpu_data_handle_t x, starpu_data_handle_t y);
+int nnt_insert_gelu_bwd(nnt_ctx *ctx, int exact, starpu_data_handle_t x,
+                        starpu_data_handle_t dy, starpu_data_handle_t dx);
 int nnt_insert_softcap(nnt_ctx *ctx, float cap, starpu_data_handle_t x, starpu_data_handle_t y);
 int nnt_insert_softcap_bwd(nnt_ctx *ctx, float cap, starpu_data_handle_t x,
                            starpu_data_handle_t dy, starpu_data_handle_t dx);
@@ -558,6 +559,15 @@ int nnt_insert_sgd_step(nnt_ctx *ctx, float lr, float momentum, float weight_dec
  * or tiles[1] is a B tile packed by nnt_insert_gemm_pack with *packed (then the task runs on
  * a CPU worker, batch 1).                                                                  */
 typedef struct nnt_gemm_packing nnt_gemm_packing;
+/* The GELU epilogues of either form: BIAS_GELU* write aux (gelu(C)), DGELU* read it. */
+static inline int nnt_epilogue_writes_aux(int e)
+{
+    return e == NNT_EPILOGUE_BIAS_GELU || e == NNT_EPILOGUE_BIAS_GELU_ERF;
+}
+static inline int nnt_epilogue_reads_aux(int e)
+{
+    return e == NNT_EPILOGUE_DGELU || e == NNT_EPILOGUE_DGELU_ERF;
+}
 int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb, float alpha,
                     float beta, enum starpu_data_access_mode c_mode, int epilogue,
                     const starpu_data_handle_t *tiles, const nnt_gemm_packing *packed);

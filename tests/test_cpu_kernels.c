@@ -73,6 +73,15 @@ static void *failing_malloc(size_t n)
 #define TOL_GELU_FWD 1.5e-6      /* relative / (1 + |2u|); measured 1.5e-7 */
 #define TOL_GELU_BWD 1.7e-5      /* lo 0.1; measured 1.7e-6 (1 - sigmoid rounded, x > 3) */
 #define TOL_BIAS_GELU_OUT 1.2e-6 /* as gelu_fwd; measured 1.2e-7 */
+/* The exact GELU (erf form): relative, with a floor of 1e-30 for the deep tail (|ref| +
+ * 1e-30); its gradient relative to the size of its terms |dy| (|Phi| + |x phi|) (+ 1e-30),
+ * since Phi + x phi cancels at its zero (x ~ -0.75). Over every float in [-16, 16] the
+ * kernels' errors are at most 5.5e-7 (gelu) and 5.3e-7 (gelu'), cpu/elementwise.c. */
+#define TOL_GELU_ERF_FWD 5.5e-6    /* measured 5.5e-7 (at x = 0.0045) */
+#define TOL_GELU_ERF_BWD 6e-6      /* measured 5.7e-7 */
+#define TOL_BIAS_GELU_ERF_OUT 4e-6 /* as gelu_erf_fwd; measured 3.8e-7 */
+#define TOL_FD_GELU_ERF 1.3e-8     /* analytic float64 gelu' vs central differences (h 1e-4),
+                                    * relative to 1 + |ref|; measured 1.3e-9 */
 #define TOL_SUM_OUTER 6e-7       /* lo 0.1; measured 5.6e-8 */
 #define TOL_SUMSQ 5e-7           /* relative; measured 5.2e-8 */
 #define TOL_GEMM 2.4e-6          /* norm; measured 2.4e-7 */
@@ -272,6 +281,51 @@ static double ref_gelu(double x)
     return 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)));
 }
 
+/* The exact GELU in float64: Phi(x) = 0.5 erfc(-x / sqrt 2) (erfc keeps the relative
+ * accuracy of the tail), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
+static double ref_normal_cdf(double x)
+{
+    return 0.5 * erfc(-x * 0.70710678118654752440);
+}
+
+static double ref_normal_pdf(double x)
+{
+    return exp(-0.5 * x * x) * 0.39894228040143267794;
+}
+
+static double ref_gelu_erf(double x)
+{
+    return x * ref_normal_cdf(x);
+}
+
+static double ref_gelu_erf_grad(double x)
+{
+    return ref_normal_cdf(x) + x * ref_normal_pdf(x);
+}
+
+/* max |got - ref| / (scale + 1e-30) over n, reported at line (NNT_TOL_REPORT) and checked */
+#define expect_scaled(...) expect_scaled_at(__LINE__, __VA_ARGS__)
+static void expect_scaled_at(int line, const char *what, int64_t n, const float *x,
+                             const float *got, const double *ref, const double *scale,
+                             double tol)
+{
+    double worst = 0.0;
+    int64_t iw = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]) / (scale[i] + 1e-30);
+        if (!(e <= worst)) {
+            worst = e;
+            iw = i;
+            if (e != e)
+                break;
+        }
+    }
+    test_tol_note(__FILE__, line, worst, tol);
+    ck_assert_msg(worst <= tol, "%s: x %.9g got %.9g expected %.9g (error %.3g, tolerance %.3g)",
+                  what, n ? (double)x[iw] : 0.0, n ? (double)got[iw] : 0.0, n ? ref[iw] : 0.0,
+                  worst, tol);
+}
+
 /* gelu(x) = x sigmoid(2u), u = k0 (x + k1 x^3): sigmoid(2u) evaluated in float has a
  * relative error of about |2u| ulp where u << 0 (the rounding of 2u, amplified by exp),
  * so the relative error of gelu grows to ~5e-6 at x = -6 while it is ~1e-7 for x > 0.
@@ -393,6 +447,84 @@ START_TEST(test_gelu)
 }
 END_TEST
 
+/* The exact GELU against float64 erfc: random x over [-10, 10] (results down to 1e-23), the
+ * worst point measured over all floats (x = 0.0045, where t ~ 1 and P's Horner sum rounds
+ * most), the deep tail, and in place; the gradient also against central differences. */
+START_TEST(test_gelu_erf)
+{
+    rng_seed(21);
+    const double h = 1e-4;
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t n = SIZES[si] * 7;
+        float *x = rand_f(n, -10, 10), *dy = rand_f(n, -1, 1), *y = alloc_f(n), *dx = alloc_f(n);
+        double *ref = alloc_d(n), *scale = alloc_d(n);
+        x[0] = -12.5f; /* Phi ~ 4e-36: the tail's relative accuracy */
+        if (n > 1)
+            x[1] = 0.00450617261f;
+        if (n > 2)
+            x[2] = -0.75179195f; /* gelu' ~ 0 */
+        nnt_cpu_gelu_erf_fwd_f32(n, x, y);
+        for (int64_t i = 0; i < n; i++) {
+            ref[i] = ref_gelu_erf(x[i]);
+            scale[i] = fabs(ref[i]);
+        }
+        expect_scaled("gelu_erf_fwd", n, x, y, ref, scale, TOL_GELU_ERF_FWD);
+
+        nnt_cpu_gelu_erf_bwd_f32(n, x, dy, dx);
+        double fd = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            double g = ref_gelu_erf_grad(x[i]);
+            double c = (ref_gelu_erf(x[i] + h) - ref_gelu_erf(x[i] - h)) / (2 * h);
+            fd = fmax(fd, fabs(g - c) / (1.0 + fabs(g)));
+            ref[i] = dy[i] * g;
+            scale[i] = fabs(dy[i]) * (ref_normal_cdf(x[i]) + fabs(x[i] * ref_normal_pdf(x[i])));
+        }
+        test_tol_note(__FILE__, __LINE__, fd, TOL_FD_GELU_ERF);
+        ck_assert_msg(fd <= TOL_FD_GELU_ERF, "gelu_erf' reference vs differences: %.3g", fd);
+        expect_scaled("gelu_erf_bwd", n, x, dx, ref, scale, TOL_GELU_ERF_BWD);
+
+        /* in place (y == x; dx == dy, dx == x) gives the same bits */
+        float *z = dup_f(n, x);
+        nnt_cpu_gelu_erf_fwd_f32(n, z, z);
+        ck_assert(memcmp(z, y, (size_t)n * sizeof(float)) == 0);
+        memcpy(z, dy, (size_t)n * sizeof(float));
+        nnt_cpu_gelu_erf_bwd_f32(n, x, z, z);
+        ck_assert(memcmp(z, dx, (size_t)n * sizeof(float)) == 0);
+        memcpy(z, x, (size_t)n * sizeof(float));
+        nnt_cpu_gelu_erf_bwd_f32(n, z, dy, z);
+        ck_assert(memcmp(z, dx, (size_t)n * sizeof(float)) == 0);
+        free(z);
+        free(x);
+        free(dy);
+        free(y);
+        free(dx);
+        free(ref);
+        free(scale);
+    }
+
+    /* infinities, huge values, signed zeros and NaN: no NaN from a number, the limits */
+    static const float sx[] = {INFINITY, -INFINITY, 1e30f, -1e30f, 3e38f, -3e38f, 20.0f,
+                               -20.0f, 0.0f, -0.0f, NAN};
+    static const float sy[] = {INFINITY, 0.0f, 1e30f, 0.0f, 3e38f, 0.0f, 20.0f, 0.0f, 0.0f,
+                               0.0f, NAN};
+    static const float sg[] = {1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.5f, 0.5f, NAN};
+    const int64_t ns = (int64_t)(sizeof sx / sizeof sx[0]);
+    float one[sizeof sx / sizeof sx[0]], y[sizeof sx / sizeof sx[0]], g[sizeof sx / sizeof sx[0]];
+    for (int64_t i = 0; i < ns; i++)
+        one[i] = 1.0f;
+    nnt_cpu_gelu_erf_fwd_f32(ns, sx, y);
+    nnt_cpu_gelu_erf_bwd_f32(ns, sx, one, g);
+    for (int64_t i = 0; i < ns; i++) {
+        int nan = isnan(sx[i]);
+        ck_assert_msg(nan ? isnan(y[i]) : y[i] == sy[i], "gelu_erf(%g) = %g, expected %g",
+                      (double)sx[i], (double)y[i], (double)sy[i]);
+        ck_assert_msg(nan ? isnan(g[i]) : g[i] == sg[i], "gelu_erf'(%g) = %g, expected %g",
+                      (double)sx[i], (double)g[i], (double)sg[i]);
+    }
+    ck_assert(signbit(y[9]));   /* gelu(-0) = -0 */
+}
+END_TEST
+
 START_TEST(test_bias_gelu)
 {
     rng_seed(3);
@@ -423,6 +555,39 @@ START_TEST(test_bias_gelu)
 END_TEST
 
 /* ---- broadcast add, column sums, sum of squares ------------------------------------------ */
+
+/* nnt_cpu_bias_gelu_erf_f32: the same float sum into pre as bias_gelu, out against float64 */
+START_TEST(test_bias_gelu_erf)
+{
+    rng_seed(22);
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t m = SIZES[si], n = SIZES[(si + 3) % NSIZES];
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            float *pre0 = rand_f(m * n, -5, 5), *bias = rand_f(n, -1, 1);
+            float *pre = dup_f(m * n, pre0), *out = alloc_f(m * n);
+            double *rpre = alloc_d(m * n), *rout = alloc_d(m * n), *scale = alloc_d(m * n);
+            nnt_cpu_bias_gelu_erf_f32(m, n, with_bias ? bias : NULL, pre, out);
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t j = 0; j < n; j++) {
+                    float p = pre0[r * n + j] + (with_bias ? bias[j] : 0.0f);
+                    rpre[r * n + j] = p;
+                    rout[r * n + j] = ref_gelu_erf(p);
+                    scale[r * n + j] = fabs(rout[r * n + j]);
+                }
+            expect_close("bias_gelu_erf pre", m * n, pre, rpre, 0.0, 0.0);
+            expect_scaled("bias_gelu_erf out", m * n, pre, out, rout, scale,
+                          TOL_BIAS_GELU_ERF_OUT);
+            free(pre0);
+            free(bias);
+            free(pre);
+            free(out);
+            free(rpre);
+            free(rout);
+            free(scale);
+        }
+    }
+}
+END_TEST
 
 START_TEST(test_add_bcast_sum_outer)
 {
@@ -2052,6 +2217,19 @@ START_TEST(test_isa_paths)
             for (int k = 0; k < 6; k++)
                 free(a[path][k]);
 
+        /* the exact GELU (relative to 1e-30 + |ref| forward, lo 0.1 backward) */
+        for (int path = 0; path < 2; path++) {
+            nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+            a[path][0] = alloc_f(nn);
+            a[path][1] = alloc_f(nn);
+            nnt_cpu_gelu_erf_fwd_f32(nn, x, a[path][0]);
+            nnt_cpu_gelu_erf_bwd_f32(nn, x, dy, a[path][1]);
+        }
+        expect_path("gelu_erf fwd", nn, a[1][0], a[0][0], TOL_ISA_ELEM, 1e-30);
+        expect_path("gelu_erf bwd", nn, a[1][1], a[0][1], TOL_ISA_ELEM, 0.1);
+        for (int path = 0; path < 2; path++)
+            free(a[path][0]), free(a[path][1]);
+
         /* norm backwards (dgamma, dbeta accumulate onto the same start), RMSNorm */
         float *gb[2][6];
         for (int path = 0; path < 2; path++) {
@@ -3281,6 +3459,7 @@ static Suite *cpu_suite(void)
     } cases[] = {
         {"elementwise", test_fill_scale_axpby}, {"gelu", test_gelu},
         {"bias_gelu", test_bias_gelu},           {"bcast", test_add_bcast_sum_outer},
+        {"gelu_erf", test_gelu_erf},             {"bias_gelu_erf", test_bias_gelu_erf},
         {"sumsq", test_sumsq},                   {"copy_box", test_copy_box},
         {"gemm", test_gemm},                     {"gemv_bf16", test_gemv_bf16},
         {"layernorm_ref", test_layernorm_ref_fd},

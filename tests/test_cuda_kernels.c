@@ -15,13 +15,16 @@
  *   1e-6:      axpby, axpbyz, sum_outer, sumsq, optimizer steps (same operations; all measured
  *              bit-identical, a difference can only come from a CPU build that contracts
  *              multiply-adds into FMAs)
- *   1e-5:      GELU fwd/bwd (atol 1e-6) [0.18], bias_gelu out, xent (s, loss, dlogits
+ *   1e-5:      GELU fwd/bwd (atol 1e-6) [0.18], the exact GELU's the same (its forward,
+ *              bias_gelu_erf out and specials relative, atol 1e-30; not yet run on a GPU),
+ *              bias_gelu out, xent (s, loss, dlogits
  *              normwise) [0.02], LayerNorm and RMSNorm forward (normwise) [0], SwiGLU
  *              fwd/bwd (atol 1e-6) [0.08]
  *   1e-6 normwise: RoPE (angle, cos, sin in double on both sides) [0]
  *   bit-exact: round_f32, f32_to_bf16 (the same integer rounding as the CPU), bf16_to_f32
  *   1e-5 normwise: GEMM (fp32; TF32 and bf16 against the CPU GEMM on rounded operands)
- *              [0.07], the GEMM of gemm_bias_gelu [0.04] (its GELU output 3e-5 [0.08])
+ *              [0.07], the GEMM of gemm_bias_gelu [0.04] (its GELU output 3e-5 [0.08]; the
+ *              same for the exact GELU, not yet run on a GPU)
  *   1e-4 normwise: gemm_lt (cuBLASLt epilogues, every math mode; bias + GELU also with the
  *              unfused fallback; its DGELU epilogue measured 6.9e-6)
  *   3e-6 normwise: LayerNorm and RMSNorm backward [0.09]
@@ -335,6 +338,28 @@ START_TEST(test_elementwise)
         check_close("gelu_bwd in place", got, ref, n, 1e-5, 1e-6);
         free(got);
 
+        /* the exact GELU: forward relative down to the tail (x >= -8: |gelu| >= 5e-15) */
+        NNT_OK(nnt_cuda_gelu_erf_fwd_f32(n, dx, dz, g_stream));
+        nnt_cpu_gelu_erf_fwd_f32(n, x, ref);
+        got = fetch(dz, n);
+        check_close("gelu_erf_fwd", got, ref, n, 1e-5, 1e-30);
+        free(got);
+        upload(dz, x, (size_t)n * 4);   /* in place (y == x) */
+        NNT_OK(nnt_cuda_gelu_erf_fwd_f32(n, dz, dz, g_stream));
+        got = fetch(dz, n);
+        check_close("gelu_erf_fwd in place", got, ref, n, 1e-5, 1e-30);
+        free(got);
+        NNT_OK(nnt_cuda_gelu_erf_bwd_f32(n, dx, dy, dz, g_stream));
+        nnt_cpu_gelu_erf_bwd_f32(n, x, y, ref);
+        got = fetch(dz, n);
+        check_close("gelu_erf_bwd", got, ref, n, 1e-5, 1e-6);
+        free(got);
+        upload(dz, y, (size_t)n * 4);   /* in place, as the DGELU_ERF epilogue (dx == dy) */
+        NNT_OK(nnt_cuda_gelu_erf_bwd_f32(n, dx, dz, dz, g_stream));
+        got = fetch(dz, n);
+        check_close("gelu_erf_bwd in place", got, ref, n, 1e-5, 1e-6);
+        free(got);
+
         dfree(dx);
         dfree(dy);
         dfree(dz);
@@ -345,6 +370,40 @@ START_TEST(test_elementwise)
     /* n == 0 is a no-op */
     NNT_OK(nnt_cuda_fill_f32(0, 1.0f, NULL, g_stream));
     NNT_OK(nnt_cuda_gelu_fwd_f32(0, NULL, NULL, g_stream));
+    NNT_OK(nnt_cuda_gelu_erf_fwd_f32(0, NULL, NULL, g_stream));
+}
+END_TEST
+
+/* The exact GELU at infinities, huge values, signed zeros and NaN: the CPU kernels' values
+ * (gelu(-inf) = -0, gelu'(+-inf) = 1, 0; no NaN from a number) */
+START_TEST(test_gelu_erf_special)
+{
+    static const float x[] = {INFINITY, -INFINITY, 1e30f, -1e30f, 3e38f, -3e38f, 20.0f, -20.0f,
+                              -13.0f, 0.0f, -0.0f, NAN};
+    const int64_t n = (int64_t)(sizeof x / sizeof x[0]);
+    float one[sizeof x / sizeof x[0]], y[sizeof x / sizeof x[0]], g[sizeof x / sizeof x[0]];
+    for (int64_t i = 0; i < n; i++)
+        one[i] = 1.0f;
+    nnt_cpu_gelu_erf_fwd_f32(n, x, y);
+    nnt_cpu_gelu_erf_bwd_f32(n, x, one, g);
+    float *dx = dup_d(x, n), *done = dup_d(one, n), *dz = dalloc((size_t)n * 4);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        if (bwd)
+            NNT_OK(nnt_cuda_gelu_erf_bwd_f32(n, dx, done, dz, g_stream));
+        else
+            NNT_OK(nnt_cuda_gelu_erf_fwd_f32(n, dx, dz, g_stream));
+        float *got = fetch(dz, n);
+        const float *want = bwd ? g : y;
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(isnan(want[i]) ? isnan(got[i]) : (double)got[i] == want[i] ||
+                          fabs((double)got[i] - want[i]) <= 1e-5 * fabs(want[i]),
+                          "gelu_erf%s(%g): got %g, want %g", bwd ? "'" : "", (double)x[i],
+                          (double)got[i], (double)want[i]);
+        free(got);
+    }
+    dfree(dx);
+    dfree(done);
+    dfree(dz);
 }
 END_TEST
 
@@ -383,6 +442,17 @@ START_TEST(test_bcast_and_bias_gelu)
                 free(got);
                 got = fetch(dout, mn);
                 check_close("bias_gelu out", got, out, mn, 1e-5, 1e-6);
+                free(got);
+                /* the exact GELU's, on the same pre-activations */
+                upload(dpre, pre, (size_t)mn * 4);
+                NNT_OK(nnt_cuda_bias_gelu_erf_f32(outer, inner, wb ? dx : NULL, dpre, dout,
+                                                  g_stream));
+                nnt_cpu_bias_gelu_erf_f32(outer, inner, wb ? x : NULL, pre, out);
+                got = fetch(dpre, mn);
+                check_exact_f("bias_gelu_erf pre", got, pre, mn);
+                free(got);
+                got = fetch(dout, mn);
+                check_close("bias_gelu_erf out", got, out, mn, 1e-5, 1e-30);
                 free(got);
                 dfree(dpre);
                 dfree(dout);
@@ -683,6 +753,29 @@ START_TEST(test_gemm_bias_gelu)
                     free(got);
                     got = fetch(dout, mn);
                     check_normwise("gemm_bias_gelu out", got, out, mn, 3e-5);
+                    free(got);
+                    /* the exact GELU, as the GEMM codelet does it: the product and the bias
+                     * by cuBLASLt (or cuBLAS and the bias + GELU kernel), then our kernel */
+                    rc = nnt_cuda_gemm_lt(g_lt, NNT_CUDA_MATH_F32, NNT_CUDA_EPI_BIAS, ta, tb, m,
+                                          n, k, 1.0f, da, lda, db, ldb, 0.0f, dpre,
+                                          wb ? dbias : NULL, NULL, g_ws, g_ws_size, g_stream);
+                    ck_assert(rc == 0 || rc == 1);
+                    if (rc == 0) {
+                        NNT_OK(nnt_cuda_gelu_erf_fwd_f32(mn, dpre, dout, g_stream));
+                    } else {
+                        NNT_OK(nnt_cuda_gemm_f32(ta, tb, m, n, k, 1.0f, da, lda, 0, db, ldb, 0,
+                                                 0.0f, dpre, n, 0, 1, g_blas, g_stream));
+                        NNT_OK(nnt_cuda_bias_gelu_erf_f32(m, n, wb ? dbias : NULL, dpre, dout,
+                                                          g_stream));
+                    }
+                    nnt_cpu_gemm_f32(ta, tb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0, 0.0f, pre, n,
+                                     0, 1);
+                    nnt_cpu_bias_gelu_erf_f32(m, n, wb ? bias : NULL, pre, out);
+                    got = fetch(dpre, mn);
+                    check_normwise("gemm_bias_gelu_erf pre", got, pre, mn, 1e-5);
+                    free(got);
+                    got = fetch(dout, mn);
+                    check_normwise("gemm_bias_gelu_erf out", got, out, mn, 3e-5);
                     free(got);
                     dfree(da);
                     dfree(db);
@@ -2285,6 +2378,7 @@ static Suite *cuda_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_bcast_and_bias_gelu);
+    tcase_add_test(tc, test_gelu_erf_special);
     tcase_add_test(tc, test_copy_box);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_bias_gelu);

@@ -1360,9 +1360,21 @@ START_TEST(test_llama_misuse)
     EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
                     "residual_scale 0.5");
     bo.residual_scale = 0.0;
-    bo.parallel = 2;
+    bo.parallel = 3;
     EXPECT_FAIL_MSG(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l), NNT_E_INVAL,
-                    "parallel 2");
+                    "parallel 3");
+    bo.parallel = 2;   /* children: input_layernorm, post_attention_layernorm, self_attn, mlp */
+    EXPECT_OK(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l));
+    EXPECT_OK(nnt_layer_num_children(l, &nc));
+    ck_assert_int_eq(nc, 4);
+    for (int64_t i = 0; i < 2; i++) {   /* RMSNorms: a weight each */
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+        EXPECT_OK(nnt_layer_param(l, i, &info));
+        ck_assert_str_eq(info.name, i ? "post_attention_layernorm.weight"
+                                      : "input_layernorm.weight");
+    }
+    nnt_layer_destroy(l);
+    l = NULL;
     bo.parallel = 1;   /* children: input_layernorm, self_attn, mlp */
     EXPECT_OK(nnt_layer_block_create_ex(ctx, 8, 4, 8, &bo, NULL, &l));
     EXPECT_OK(nnt_layer_num_children(l, &nc));

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Basic tensor operations: scale, axpby, GELU and its backward, broadcast add and sums over
- * leading dimensions, sum of squares, Adam/AdamW and SGD steps. Each is compared with a
- * float64 reference computed here, for several tilings (single tile, partial edge tiles,
- * tiles of one element along a dimension), and the tilings are compared with each other:
+/* Basic tensor operations: scale, axpby, GELU (tanh and exact forms) and its backward,
+ * broadcast add and sums over leading dimensions, sum of squares, Adam/AdamW and SGD steps.
+ * Each is compared with a float64 reference computed here, for several tilings (single tile,
+ * partial edge tiles, tiles of one element along a dimension), and the tilings are compared
+ * with each other:
  * bit for bit where the tiling cannot change the arithmetic (elementwise ops, optimizer
  * steps), to rounding where it changes a summation order.
  * Tolerances: about 10x the largest error measured (Zen 3; these ops do not use BLIS, and
@@ -198,28 +199,61 @@ static double gelu_grad_ref(double x)
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_K0 * (1.0 + 3.0 * GELU_K1 * x * x);
 }
 
-/* _i: 0 separate output, 1 in place (y == x) */
+/* The exact GELU x Phi(x), Phi(x) = 0.5 erfc(-x / sqrt 2), and its derivative
+ * Phi(x) + x phi(x). */
+static double gelu_erf_ref(double x)
+{
+    return 0.5 * x * erfc(-x * 0.70710678118654752440);
+}
+
+static double gelu_erf_grad_ref(double x)
+{
+    return 0.5 * erfc(-x * 0.70710678118654752440) +
+           x * exp(-0.5 * x * x) * 0.39894228040143267794;
+}
+
+/* The two forms of GELU: the operations, their float64 references, the range of x, and the
+ * tolerances of expect_close (rel, abs) forward and backward. */
+static const struct gelu_form {
+    const char *name, *bwd_name;
+    int (*fwd)(nnt_tensor *x, nnt_tensor *y);
+    int (*bwd)(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx);
+    double (*ref)(double x), (*grad)(double x);
+    double lo, hi, fwd_rel, fwd_abs, bwd_rel, bwd_abs;
+} gelu_forms[] = {
+    /* measured 4.1e-7; backward 1.8e-6 (gelu' cancels near its zero, x ~ -0.75) */
+    {"gelu", "gelu_backward", nnt_tensor_gelu, nnt_tensor_gelu_backward, gelu_ref,
+     gelu_grad_ref, -6, 6, 4e-6, 4e-8, 1e-5, 1e-6},
+    /* relative down to the tail (|gelu| >= 7.6e-23 over [-10, 10]): measured 3.3e-7;
+     * backward 3.6e-7 (its zero as gelu's, x ~ -0.75) */
+    {"gelu_erf", "gelu_erf_backward", nnt_tensor_gelu_erf, nnt_tensor_gelu_erf_backward,
+     gelu_erf_ref, gelu_erf_grad_ref, -10, 10, 3.3e-6, 1e-30, 3.6e-6, 3.6e-7},
+};
+#define NGELU ((int)(sizeof gelu_forms / sizeof *gelu_forms))
+
+/* _i: form _i / 2 (0 tanh, 1 exact); _i % 2: 0 separate output, 1 in place (y == x) */
 START_TEST(gelu_matches_reference)
 {
-    int in_place = _i;
+    const struct gelu_form *f = &gelu_forms[_i / 2];
+    int in_place = _i % 2;
     int64_t n = numel(3, ew_shape);
-    float *x = random_data(n, 5, -6, 6), *first = NULL;
+    float *x = random_data(n, 5, f->lo, f->hi), *first = NULL;
     double *want = malloc((size_t)n * sizeof *want);
     for (int64_t i = 0; i < n; i++)
-        want[i] = gelu_ref(x[i]);
+        want[i] = f->ref(x[i]);
     for (int k = 0; k < EW_NTILINGS; k++) {
         nnt_tensor *tx = make(3, ew_shape, ew_tilings[k], x);
         nnt_tensor *ty = in_place ? tx : make(3, ew_shape, ew_tilings[k], NULL);
-        EXPECT_OK(nnt_tensor_gelu(tx, ty));
+        EXPECT_OK(f->fwd(tx, ty));
         float *got = download(ty);
-        expect_close("gelu", n, got, want, 4e-6, 4e-8);   /* measured 4.1e-7 */
+        expect_close(f->name, n, got, want, f->fwd_rel, f->fwd_abs);
         if (first)
-            expect_same_bits("gelu", n, first, got), free(got);
+            expect_same_bits(f->name, n, first, got), free(got);
         else
             first = got;
         if (!in_place) {
             float *x_after = download(tx);
-            expect_same_bits("gelu input", n, x, x_after);
+            expect_same_bits(f->name, n, x, x_after);
             free(x_after);
             EXPECT_OK(nnt_tensor_destroy(ty));
         }
@@ -231,26 +265,26 @@ START_TEST(gelu_matches_reference)
 }
 END_TEST
 
-/* _i: 0 separate dx, 1 dx == dy, 2 dx == x */
+/* _i: form _i / 3 (as above); _i % 3: 0 separate dx, 1 dx == dy, 2 dx == x */
 START_TEST(gelu_backward_matches_reference)
 {
-    int alias = _i;
+    const struct gelu_form *f = &gelu_forms[_i / 3];
+    int alias = _i % 3;
     int64_t n = numel(3, ew_shape);
-    float *x = random_data(n, 6, -6, 6), *dy = random_data(n, 7, -2, 2), *first = NULL;
+    float *x = random_data(n, 6, f->lo, f->hi), *dy = random_data(n, 7, -2, 2), *first = NULL;
     double *want = malloc((size_t)n * sizeof *want);
     for (int64_t i = 0; i < n; i++)
-        want[i] = dy[i] * gelu_grad_ref(x[i]);
+        want[i] = dy[i] * f->grad(x[i]);
     for (int k = 0; k < EW_NTILINGS; k++) {
         nnt_tensor *tx = make(3, ew_shape, ew_tilings[k], x);
         nnt_tensor *tdy = make(3, ew_shape, ew_tilings[k], dy);
         nnt_tensor *tdx = alias == 1 ? tdy : alias == 2 ? tx
                                                         : make(3, ew_shape, ew_tilings[k], NULL);
-        EXPECT_OK(nnt_tensor_gelu_backward(tx, tdy, tdx));
+        EXPECT_OK(f->bwd(tx, tdy, tdx));
         float *got = download(tdx);
-        /* gelu' cancels near its zero (x ~ -0.75); measured 1.8e-6 */
-        expect_close("gelu_backward", n, got, want, 1e-5, 1e-6);
+        expect_close(f->bwd_name, n, got, want, f->bwd_rel, f->bwd_abs);
         if (first)
-            expect_same_bits("gelu_backward", n, first, got), free(got);
+            expect_same_bits(f->bwd_name, n, first, got), free(got);
         else
             first = got;
         if (alias == 0)
@@ -638,6 +672,18 @@ START_TEST(elementwise_bad_arguments)
     EXPECT_FAIL_MSG(nnt_tensor_gelu_backward(a, other_tiles, b), NNT_E_SHAPE,
                     "nnt_tensor_gelu_backward");
     EXPECT_FAIL_MSG(nnt_tensor_gelu_backward(NULL, a, b), NNT_E_INVAL, "nnt_tensor_gelu_backward");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf(b, a), NNT_E_STATE, "nnt_tensor_gelu_erf");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf(a, other_tiles), NNT_E_SHAPE, "nnt_tensor_gelu_erf");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf(a, ints), NNT_E_SHAPE, "nnt_tensor_gelu_erf");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf(a, NULL), NNT_E_INVAL, "nnt_tensor_gelu_erf");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf_backward(a, b, a), NNT_E_STATE,
+                    "nnt_tensor_gelu_erf_backward");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf_backward(a, a, other_shape), NNT_E_SHAPE,
+                    "nnt_tensor_gelu_erf_backward");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf_backward(a, other_tiles, b), NNT_E_SHAPE,
+                    "nnt_tensor_gelu_erf_backward");
+    EXPECT_FAIL_MSG(nnt_tensor_gelu_erf_backward(NULL, a, b), NNT_E_INVAL,
+                    "nnt_tensor_gelu_erf_backward");
     EXPECT_OK(nnt_tensor_axpby(1, a, 0, b));   /* beta == 0: b need not be written */
     EXPECT_OK(nnt_tensor_destroy(a));
     EXPECT_OK(nnt_tensor_destroy(b));
@@ -766,8 +812,8 @@ static Suite *basic_suite(void)
     tcase_add_test(tc, scale_matches_reference);
     tcase_add_loop_test(tc, axpby_matches_reference, 0, 3);
     tcase_add_test(tc, axpby_in_place);
-    tcase_add_loop_test(tc, gelu_matches_reference, 0, 2);
-    tcase_add_loop_test(tc, gelu_backward_matches_reference, 0, 3);
+    tcase_add_loop_test(tc, gelu_matches_reference, 0, 2 * NGELU);
+    tcase_add_loop_test(tc, gelu_backward_matches_reference, 0, 3 * NGELU);
     tcase_add_loop_test(tc, add_broadcast_matches_reference, 0, NBCAST);
     tcase_add_loop_test(tc, sum_leading_matches_reference, 0, 4 * NBCAST);
     tcase_add_test(tc, sum_leading_accumulates);

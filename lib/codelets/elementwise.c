@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelets of the elementwise tensor operations, one task per tile of n contiguous floats:
- * scale, axpby (in place, and axpbyz into a third tile), GELU forward and backward,
- * soft-capping (Gemma 2's final logits) forward and backward.
+ * scale, axpby (in place, and axpbyz into a third tile), GELU forward and backward (the tanh
+ * approximation or the exact form, chosen by the arguments), soft-capping (Gemma 2's final
+ * logits) forward and backward.
  *
  * In place: the GELU tasks may be given the same tile in several roles (y == x, dx == dy,
  * dx == x). StarPU gets each distinct handle once, with the union of the access modes
@@ -21,10 +22,12 @@ struct axpby_args {
 };
 
 /* Buffer slot of each role: gelu uses x and out (y); gelu_bwd x, dy and out (dx); the
- * softcap tasks the same, with their cap. */
+ * softcap tasks the same, with their cap. exact: the GELU tasks compute the exact GELU
+ * x Phi(x) (the gelu_erf kernels), not the tanh approximation. */
 struct gelu_args {
     int x, dy, out;
     float cap;
+    int exact;
 };
 
 /* ---- CPU ------------------------------------------------------------------------------ */
@@ -70,16 +73,18 @@ static void softcap_bwd_cpu(void *buffers[], void *cl_arg)
 static void gelu_cpu(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    nnt_cpu_gelu_fwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
-                         nnt_tile_f32(buffers[a->out]));
+    (a->exact ? nnt_cpu_gelu_erf_fwd_f32 : nnt_cpu_gelu_fwd_f32)(
+        nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+        nnt_tile_f32(buffers[a->out]));
 }
 
 /* buffers: x (n) R, dy (n) R, dx (n) W, shared ones merged (slots in the arguments) */
 static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    nnt_cpu_gelu_bwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
-                         nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]));
+    (a->exact ? nnt_cpu_gelu_erf_bwd_f32 : nnt_cpu_gelu_bwd_f32)(
+        nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+        nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]));
 }
 
 /* ---- CUDA ----------------------------------------------------------------------------- */
@@ -116,8 +121,9 @@ static void axpbyz_cuda(void *buffers[], void *cl_arg)
 static void gelu_cuda(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    int rc = nnt_cuda_gelu_fwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
-                                   nnt_tile_f32(buffers[a->out]), nnt_cuda_task_stream());
+    int rc = (a->exact ? nnt_cuda_gelu_erf_fwd_f32 : nnt_cuda_gelu_fwd_f32)(
+        nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+        nnt_tile_f32(buffers[a->out]), nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_gelu", "CUDA kernel failed (%d)", rc);
 }
@@ -125,9 +131,9 @@ static void gelu_cuda(void *buffers[], void *cl_arg)
 static void gelu_bwd_cuda(void *buffers[], void *cl_arg)
 {
     const struct gelu_args *a = cl_arg;
-    int rc = nnt_cuda_gelu_bwd_f32(nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
-                                   nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]),
-                                   nnt_cuda_task_stream());
+    int rc = (a->exact ? nnt_cuda_gelu_erf_bwd_f32 : nnt_cuda_gelu_bwd_f32)(
+        nnt_tile_numel(buffers[a->x]), nnt_tile_f32(buffers[a->x]),
+        nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out]), nnt_cuda_task_stream());
     if (rc)
         nnt_task_error("nnt_gelu_bwd", "CUDA kernel failed (%d)", rc);
 }
@@ -165,12 +171,15 @@ static uint32_t axpby_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be(a->beta == 0.0f, starpu_hash_crc32c_be(n, 0));
 }
 
-/* In place or not changes the memory traffic: hash the number of distinct buffers. */
+/* In place or not changes the memory traffic: hash the number of distinct buffers (and the
+ * form of GELU when it is the exact one: it costs more). */
 static uint32_t gelu_footprint(struct starpu_task *task)
 {
+    const struct gelu_args *a = task->cl_arg;
     uint32_t n = (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0));
-    return starpu_hash_crc32c_be((uint32_t)STARPU_TASK_GET_NBUFFERS(task),
-                                 starpu_hash_crc32c_be(n, 0));
+    uint32_t h = starpu_hash_crc32c_be((uint32_t)STARPU_TASK_GET_NBUFFERS(task),
+                                       starpu_hash_crc32c_be(n, 0));
+    return a->exact ? starpu_hash_crc32c_be(1u, h) : h;
 }
 
 static struct starpu_perfmodel scale_model = {
@@ -273,27 +282,29 @@ int nnt_insert_axpbyz(nnt_ctx *ctx, float alpha, starpu_data_handle_t x, float b
     return nnt_submit(ctx, &axpbyz_cl, 3, bufs, &args, sizeof args);
 }
 
-/* y = gelu(x) on one tile; y may be x */
-int nnt_insert_gelu(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t y)
+/* y = gelu(x) on one tile (exact: x Phi(x), else the tanh approximation); y may be x */
+int nnt_insert_gelu(nnt_ctx *ctx, int exact, starpu_data_handle_t x, starpu_data_handle_t y)
 {
     struct starpu_data_descr bufs[2];
     struct gelu_args args;
     int n = 0;
     memset(&args, 0, sizeof args);
+    args.exact = exact != 0;
     args.x = nnt_buffer_slot(bufs, &n, x, STARPU_R);
     args.out = nnt_buffer_slot(bufs, &n, y, STARPU_W);
     args.dy = args.x;   /* unused */
     return nnt_submit(ctx, &gelu_cl, n, bufs, &args, sizeof args);
 }
 
-/* dx = dy gelu'(x) on one tile; dx may be dy or x */
-int nnt_insert_gelu_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_handle_t dy,
-                        starpu_data_handle_t dx)
+/* dx = dy gelu'(x) on one tile (exact: the exact GELU's); dx may be dy or x */
+int nnt_insert_gelu_bwd(nnt_ctx *ctx, int exact, starpu_data_handle_t x,
+                        starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
     struct starpu_data_descr bufs[3];
     struct gelu_args args;
     int n = 0;
     memset(&args, 0, sizeof args);
+    args.exact = exact != 0;
     args.x = nnt_buffer_slot(bufs, &n, x, STARPU_R);
     args.dy = nnt_buffer_slot(bufs, &n, dy, STARPU_R);
     args.out = nnt_buffer_slot(bufs, &n, dx, STARPU_W);

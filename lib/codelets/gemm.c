@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelet: one GEMM step on tiles, C = alpha op(A) op(B) + beta C for a batch of matrices,
  * optionally followed by an epilogue on the finished C tile (bias, bias + GELU, GELU
- * backward). Buffers: 0 A tile, 1 B tile (float or bfloat16 each), 2 C tile, then the bias
- * tile (R) if the task has one, then the aux tile (W for BIAS_GELU, R for DGELU) if it has
- * one. The operands take the precision the task was submitted with (nnt_ctx_set_precision). */
+ * backward; GELU in its tanh or exact form). Buffers: 0 A tile, 1 B tile (float or bfloat16
+ * each), 2 C tile, then the bias tile (R) if the task has one, then the aux tile (W for
+ * BIAS_GELU[_ERF], R for DGELU[_ERF]) if it has one. The operands take the precision the
+ * task was submitted with (nnt_ctx_set_precision). */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
@@ -53,6 +54,16 @@ static void epilogue_cpu(const struct gemm_args *g, void *buffers[], float *c)
     case NNT_EPILOGUE_DGELU: {
         const float *pre = buffer_f32(buffers, aux_index(g));   // (rows, n)
         nnt_cpu_gelu_bwd_f32(rows * g->n, pre, c, c);
+        break;
+    }
+    case NNT_EPILOGUE_BIAS_GELU_ERF: {
+        float *out = buffer_f32(buffers, aux_index(g));   // (rows, n)
+        nnt_cpu_bias_gelu_erf_f32(rows, g->n, bias, c, out);
+        break;
+    }
+    case NNT_EPILOGUE_DGELU_ERF: {
+        const float *pre = buffer_f32(buffers, aux_index(g));   // (rows, n)
+        nnt_cpu_gelu_erf_bwd_f32(rows * g->n, pre, c, c);
         break;
     }
     default:
@@ -233,9 +244,27 @@ static int epilogue_cuda(const struct gemm_args *g, void *buffers[], float *c, c
         return nnt_cuda_bias_gelu_f32(rows, g->n, bias, c, buffer_f32(buffers, aux_index(g)), s);
     case NNT_EPILOGUE_DGELU:
         return nnt_cuda_gelu_bwd_f32(rows * g->n, buffer_f32(buffers, aux_index(g)), c, c, s);
+    case NNT_EPILOGUE_BIAS_GELU_ERF:
+        return nnt_cuda_bias_gelu_erf_f32(rows, g->n, bias, c, buffer_f32(buffers, aux_index(g)),
+                                          s);
+    case NNT_EPILOGUE_DGELU_ERF:
+        return nnt_cuda_gelu_erf_bwd_f32(rows * g->n, buffer_f32(buffers, aux_index(g)), c, c,
+                                         s);
     default:
         return 0;
     }
+}
+
+/* What remains of the epilogue after a cuBLASLt matmul that took its part of it
+ * (product_epilogue_lt): cuBLASLt's GELU is the tanh one, so the exact GELU's epilogues have
+ * it add the bias only (BIAS_GELU_ERF) and run the GELU kernel on the finished tile here. */
+static int epilogue_after_lt_cuda(const struct gemm_args *g, void *buffers[], float *c,
+                                  cudaStream_t s)
+{
+    int64_t mn = g->batch * g->m * g->n;
+    if (g->epilogue == NNT_EPILOGUE_BIAS_GELU_ERF)
+        return nnt_cuda_gelu_erf_fwd_f32(mn, c, buffer_f32(buffers, aux_index(g)), s);
+    return 0;
 }
 
 /* One operand for a product with bf16 operands: a bf16 tile as it is, a float tile
@@ -307,17 +336,22 @@ static int product_cuda(const struct gemm_args *g, const struct cuda_operands *o
 }
 
 /* The product and its epilogue in one cuBLASLt matmul when it can: one matrix (batch 1)
- * and an epilogue. Returns 1 when it cannot (nothing enqueued). */
+ * and an epilogue that cuBLASLt has (all of it, or for BIAS_GELU_ERF the bias: then
+ * epilogue_after_lt_cuda does the rest). Returns 1 when it cannot (nothing enqueued). */
 static int product_epilogue_lt(const struct gemm_args *g, void *buffers[],
                                const struct cuda_operands *op, float *c, cudaStream_t stream)
 {
-    static const int lt_epilogue[] = {
+    static const int lt_epilogue[] = {   /* -1: none to fuse (a plain product by cuBLAS) */
+        [NNT_EPILOGUE_NONE] = -1,
         [NNT_EPILOGUE_BIAS] = NNT_CUDA_EPI_BIAS,
         [NNT_EPILOGUE_BIAS_GELU] = NNT_CUDA_EPI_BIAS_GELU,
         [NNT_EPILOGUE_DGELU] = NNT_CUDA_EPI_DGELU,
+        [NNT_EPILOGUE_BIAS_GELU_ERF] = NNT_CUDA_EPI_BIAS,
+        [NNT_EPILOGUE_DGELU_ERF] = -1,
     };
-    if (g->batch != 1 || g->epilogue <= NNT_EPILOGUE_NONE ||
-        g->epilogue >= (int)(sizeof lt_epilogue / sizeof lt_epilogue[0]))
+    if (g->batch != 1 || g->epilogue < 0 ||
+        g->epilogue >= (int)(sizeof lt_epilogue / sizeof lt_epilogue[0]) ||
+        lt_epilogue[g->epilogue] < 0)
         return 1;
     cublasLtHandle_t lt;
     void *ws;
@@ -326,6 +360,8 @@ static int product_epilogue_lt(const struct gemm_args *g, void *buffers[],
         return 1;
     const float *bias = g->has_bias ? buffer_f32(buffers, BIAS_BUFFER) : NULL;   // (n)
     float *aux = g->has_aux ? buffer_f32(buffers, aux_index(g)) : NULL;           // (m, n)
+    if (g->epilogue == NNT_EPILOGUE_BIAS_GELU_ERF)
+        aux = NULL;   /* cuBLASLt adds the bias only */
     return nnt_cuda_gemm_lt(lt, op->math, lt_epilogue[g->epilogue], g->trans_a, g->trans_b,
                             g->m, g->n, g->k, g->alpha, op->a, ld_a(g), op->b, ld_b(g), g->beta,
                             c, bias, aux, ws, ws_size, stream);
@@ -344,7 +380,9 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
         nnt_task_error("nnt_gemm", "no GPU memory for the rounded operands");
         return;
     }
-    if (rc == 0 && product_epilogue_lt(g, buffers, &op, c, stream) != 0) {
+    if (rc == 0 && product_epilogue_lt(g, buffers, &op, c, stream) == 0) {
+        rc = epilogue_after_lt_cuda(g, buffers, c, stream);
+    } else if (rc == 0) {
         /* not fused (nothing enqueued): the product, then our epilogue kernel */
         rc = product_cuda(g, &op, c, stream);
         if (rc == 0)
@@ -419,7 +457,7 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
     g.beta = beta;
     g.epilogue = epilogue;
     g.has_bias = epilogue != NNT_EPILOGUE_NONE && tiles[3] != NULL;
-    g.has_aux = epilogue == NNT_EPILOGUE_BIAS_GELU || epilogue == NNT_EPILOGUE_DGELU;
+    g.has_aux = nnt_epilogue_writes_aux(epilogue) || nnt_epilogue_reads_aux(epilogue);
     g.precision = ctx->precision;
     g.a_bf16 = starpu_vector_get_elemsize(tiles[0]) == sizeof(uint16_t);
     g.b_bf16 = !packed && starpu_vector_get_elemsize(tiles[1]) == sizeof(uint16_t);
@@ -435,7 +473,7 @@ int nnt_insert_gemm(nnt_ctx *ctx, int trans_a, int trans_b, const int64_t *mnkb,
         bufs[nbuf++] = (struct starpu_data_descr){tiles[3], STARPU_R};
     if (g.has_aux)
         bufs[nbuf++] = (struct starpu_data_descr){
-            tiles[4], epilogue == NNT_EPILOGUE_BIAS_GELU ? STARPU_W : STARPU_R};
+            tiles[4], nnt_epilogue_writes_aux(epilogue) ? STARPU_W : STARPU_R};
     return nnt_submit(ctx, packed ? &gemm_packed_cl : &gemm_cl, nbuf, bufs, &g, sizeof g);
 }
 

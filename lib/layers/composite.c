@@ -65,13 +65,14 @@ static const nnt_layer_vt mlp_vt = {
     NNT_LAYER_MLP, "mlp", mlp_forward, mlp_backward, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     NULL};
 
-/* c_fc (C -> hidden, GELU) and c_proj (hidden -> C, the output projection). */
-static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias,
+/* c_fc (C -> hidden, GELU: act NNT_LINEAR_GELU or _GELU_ERF) and c_proj (hidden -> C, the
+ * output projection). */
+static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias, unsigned act,
                         const nnt_tiling *t, const char *fn)
 {
     int64_t ct = gl_tile(t->channels, C), ht = gl_tile(t->hidden, hidden);
     nnt_layer *fc = NULL, *proj = NULL;
-    NNT_TRY(gl_linear_new(l->ctx, C, hidden, bias | NNT_LINEAR_GELU, ct, ht, fn, &fc));
+    NNT_TRY(gl_linear_new(l->ctx, C, hidden, bias | act, ct, ht, fn, &fc));
     NNT_TRY(adopt(l, "c_fc", fc));
     NNT_TRY(gl_linear_new(l->ctx, hidden, C, bias, ht, ct, fn, &proj));
     proj->params[0].init = NNT_INIT_NORMAL_PROJ;   /* "weight" */
@@ -252,9 +253,11 @@ static int mlp_options(nnt_ctx *ctx, const nnt_mlp_options *opts, const char *fn
                         "sizeof(nnt_mlp_options) %zu (use NNT_MLP_OPTIONS_INIT)", fn, opts->size,
                         sizeof(nnt_mlp_options));
     if (opts->kind != NNT_MLP_GELU && opts->kind != NNT_MLP_SWIGLU &&
-        opts->kind != NNT_MLP_GEGLU && opts->kind != NNT_MLP_MOE)
+        opts->kind != NNT_MLP_GEGLU && opts->kind != NNT_MLP_MOE &&
+        opts->kind != NNT_MLP_GELU_ERF)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU, "
-                        "NNT_MLP_SWIGLU, NNT_MLP_GEGLU or NNT_MLP_MOE)", fn, opts->kind);
+                        "NNT_MLP_SWIGLU, NNT_MLP_GEGLU, NNT_MLP_MOE or NNT_MLP_GELU_ERF)", fn,
+                        opts->kind);
     *out = *opts;
     out->size = sizeof *out;
     return NNT_OK;
@@ -285,7 +288,9 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
     }
     if (rc == 0)
         rc = glu ? swiglu_children(l, channels, hidden, bias, &t, fn)
-                 : mlp_children(l, channels, hidden, bias, &t, fn);
+                 : mlp_children(l, channels, hidden, bias,
+                                o.kind == NNT_MLP_GELU_ERF ? NNT_LINEAR_GELU_ERF
+                                                           : NNT_LINEAR_GELU, &t, fn);
     for (int i = GATE; rc == 0 && glu && o.fused_gate_up && i <= UP; i++)
         gl_linear_no_lora(l->children[i]);
     if (rc) {
@@ -318,15 +323,15 @@ NNT_API int nnt_layer_mlp_create_ex(nnt_ctx *ctx, int64_t channels, int64_t hidd
 enum { LN_1, ATTN, LN_2, MLP, POST_ATTN, POST_MLP };
 
 /* The arrangements of a block's norms and parts (nnt_block_options' sandwich_norms and
- * parallel). */
-enum { BLOCK_PRE, BLOCK_SANDWICH, BLOCK_POST, BLOCK_PARALLEL };
+ * parallel: one norm, or two). */
+enum { BLOCK_PRE, BLOCK_SANDWICH, BLOCK_POST, BLOCK_PARALLEL, BLOCK_PARALLEL2 };
 
 typedef struct block {
     int recompute;                  /* keep only y; the backward reruns the forward first */
     int layout;                     /* BLOCK_*: the children as child() says */
     double scale;                   /* the parts' outputs times it before the residual sums */
     nnt_tensor *x;                  // the input of the last forward (not owned)
-    nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x)); parallel: attn(h) + mlp(h)
+    nnt_tensor *r2;                 // (B, T, C) x + attn(ln_1(x)); parallel: attn(.) + mlp(.)
     nnt_tensor *y;                  // (B, T, C) r2 + mlp(ln_2(r2)); parallel: r2 + x
     nnt_tensor *dr2, *dx;           // r2's and x's layouts
     nnt_tensor *dy_cache;
@@ -369,13 +374,15 @@ static int scaled(nnt_layer *l, nnt_tensor *g, double scale, nnt_tensor **cache,
 /* Child role r of a block, or NULL where it has none: the children are ln_1, attn, ln_2, mlp,
  * or with four norms input, attn, post-attention, pre-feedforward, mlp, post-feedforward, or
  * with the norms after the parts alone attn, mlp, post-attention, post-feedforward, or side
- * by side input, attn, mlp (HF's orders). */
+ * by side input, attn, mlp, or side by side on two norms input, post-attention, attn, mlp
+ * (HF's orders). */
 static nnt_layer *child(nnt_layer *l, int r)
 {
-    static const int index[4][6] = {{0, 1, 2, 3, -1, -1},   /* role -> child index */
+    static const int index[5][6] = {{0, 1, 2, 3, -1, -1},   /* role -> child index */
                                     {0, 1, 3, 4, 2, 5},
                                     {-1, 0, -1, 1, 2, 3},
-                                    {0, 1, -1, 2, -1, -1}};
+                                    {0, 1, -1, 2, -1, -1},
+                                    {0, 2, 1, 3, -1, -1}};
     int i = index[((block *)l->impl)->layout][r];
     return i < 0 ? NULL : l->children[i];
 }
@@ -401,15 +408,19 @@ static int attention_forward(nnt_layer *l, nnt_tensor *h, const gl_cache_pos *at
               : nnt_layer_forward(child(l, ATTN), h, y);
 }
 
-/* Side by side: y = (attn(h) + mlp(h)) + x with h = ln_1(x), transformers' order of the sums
- * (PhiDecoderLayer). */
+/* Side by side: y = (attn(h) + mlp(h2)) + x with h = ln_1(x) and h2 = ln_2(x) where the block
+ * has a second norm (GPT-NeoX), else h; transformers' order of the sums (PhiDecoderLayer;
+ * GPTNeoXLayer's (mlp + attn) + x is the same). */
 static int parallel_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
-    nnt_tensor *h = NULL, *a = NULL, *m = NULL;
+    nnt_tensor *h = NULL, *h2 = NULL, *a = NULL, *m = NULL;
     NNT_TRY(norm_or_same(l, LN_1, x, &h));
     NNT_TRY(attention_forward(l, h, at, &a));
-    NNT_TRY(nnt_layer_forward(child(l, MLP), h, &m));
+    h2 = h;
+    if (child(l, LN_2))
+        NNT_TRY(nnt_layer_forward(child(l, LN_2), x, &h2));
+    NNT_TRY(nnt_layer_forward(child(l, MLP), h2, &m));
     NNT_TRY(add_to_new(l, a, m, &k->r2));
     return add_to_new(l, k->r2, x, &k->y);
 }
@@ -419,7 +430,7 @@ static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
-    if (k->layout == BLOCK_PARALLEL)
+    if (k->layout == BLOCK_PARALLEL || k->layout == BLOCK_PARALLEL2)
         return parallel_compute(l, x, at);
     NNT_TRY(norm_or_same(l, LN_1, x, &h));
     NNT_TRY(attention_forward(l, h, at, &h));
@@ -448,13 +459,20 @@ static int block_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     return NNT_OK;
 }
 
-/* Side by side: dh = dattn + dmlp, dx = ln_1'(dh) + dy. */
+/* Side by side: dh = dattn + dmlp, dx = ln_1'(dh) + dy; with two norms dh = ln_1'(dattn) +
+ * ln_2'(dmlp), dx = dh + dy. */
 static int parallel_backward(nnt_layer *l, nnt_tensor *g)
 {
     block *k = l->impl;
     nnt_tensor *da = NULL, *dm = NULL;
     NNT_TRY(nnt_layer_backward(child(l, MLP), g, &dm));
     NNT_TRY(nnt_layer_backward(child(l, ATTN), g, &da));
+    if (child(l, LN_2)) {   /* each part's input gradient through its own norm */
+        NNT_TRY(norm_backward(l, LN_2, &dm));
+        NNT_TRY(norm_backward(l, LN_1, &da));
+        NNT_TRY(add_to_new(l, dm, da, &k->dr2));
+        return add_to_new(l, k->dr2, g, &k->dx);
+    }
     NNT_TRY(add_to_new(l, da, dm, &k->dr2));
     da = k->dr2;
     NNT_TRY(norm_backward(l, LN_1, &da));
@@ -491,7 +509,7 @@ static int block_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     if (k->recompute)
         NNT_TRY(block_compute(l, k->x, NULL));
     NNT_TRY(gl_dy_like(l, dy, k->y, "nnt_layer_backward", &k->dy_cache, &g));
-    NNT_TRY(k->layout == BLOCK_PARALLEL ? parallel_backward(l, g) : serial_backward(l, g));
+    NNT_TRY(k->layout >= BLOCK_PARALLEL ? parallel_backward(l, g) : serial_backward(l, g));
     /* Nothing of this block is read again before its next forward but its output (the
      * caller's y) and the input gradient: the rest -- forward activations and backward
      * scratch -- is released, so that the next block's backward reuses the memory (StarPU
@@ -576,16 +594,17 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
         {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp", NULL, NULL},
         {"input_layernorm", "self_attn", "pre_feedforward_layernorm", "mlp",
          "post_attention_layernorm", "post_feedforward_layernorm"}};
-    static const int order[4][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
+    static const int order[5][6] = {{LN_1, ATTN, LN_2, MLP, -1, -1},
                                     {LN_1, ATTN, POST_ATTN, LN_2, MLP, POST_MLP},
                                     {ATTN, MLP, POST_ATTN, POST_MLP, -1, -1},
-                                    {LN_1, ATTN, MLP, -1, -1, -1}};
-    static const int nchildren[4] = {4, 6, 4, 3};
+                                    {LN_1, ATTN, MLP, -1, -1, -1},
+                                    {LN_1, LN_2, ATTN, MLP, -1, -1}};
+    static const int nchildren[5] = {4, 6, 4, 3, 4};
     int sw = o->sandwich_norms;
     /* Hugging Face's Llama names for RMSNorm blocks and for those whose attention takes the
      * Llama layout's names (StableLM's LayerNorm blocks); GPT-2's otherwise */
     int hf = o->norm == NNT_NORM_RMSNORM || (o->attention && o->attention->llama_names);
-    int layout = o->parallel ? BLOCK_PARALLEL : sw;
+    int layout = o->parallel == 2 ? BLOCK_PARALLEL2 : o->parallel ? BLOCK_PARALLEL : sw;
     ((block *)l->impl)->layout = layout;
     ((block *)l->impl)->scale = o->residual_scale > 0.0 ? o->residual_scale : 1.0;
     for (int j = 0; j < nchildren[layout]; j++) {
@@ -599,7 +618,7 @@ static int block_children(nnt_layer *l, int64_t C, int64_t NH, int64_t hidden,
             NNT_TRY(gl_rmsnorm_new_ex(l->ctx, C, o->norm_eps, o->norm_plus_one, t, fn, &c));
         else
             NNT_TRY(gl_layernorm_new(l->ctx, C, o->norm_eps, t, fn, &c));
-        NNT_TRY(adopt(l, names[sw || o->parallel ? 2 : hf][i], c));
+        NNT_TRY(adopt(l, names[sw || o->parallel == 1 ? 2 : o->parallel ? 1 : hf][i], c));
     }
     return NNT_OK;
 }
@@ -624,10 +643,10 @@ static int block_options(nnt_ctx *ctx, const nnt_block_options *opts, const char
     if (opts->sandwich_norms < 0 || opts->sandwich_norms > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: sandwich_norms %d (0: two norms before the "
                         "parts, 1: four, 2: two after the parts)", fn, opts->sandwich_norms);
-    if (opts->parallel < 0 || opts->parallel > 1 || (opts->parallel && opts->sandwich_norms))
+    if (opts->parallel < 0 || opts->parallel > 2 || (opts->parallel && opts->sandwich_norms))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: parallel %d (0: the parts one after the other, "
-                        "1: side by side on one norm; not with sandwich_norms %d)", fn,
-                        opts->parallel, opts->sandwich_norms);
+                        "1: side by side on one norm, 2: on two; not with sandwich_norms %d)",
+                        fn, opts->parallel, opts->sandwich_norms);
     if (!(opts->residual_scale >= 0.0) || !isfinite(opts->residual_scale) ||
         (opts->parallel && opts->residual_scale > 0.0 && opts->residual_scale != 1.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: residual_scale %g must be finite and >= 0 (0: "

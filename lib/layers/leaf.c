@@ -628,6 +628,9 @@ NNT_API int nnt_layer_rmsnorm_create(nnt_ctx *ctx, int64_t channels, double eps,
 
 /* ---- linear --------------------------------------------------------------------------- */
 
+/* the fused activations of a linear layer's output */
+#define GELUS (NNT_LINEAR_GELU | NNT_LINEAR_GELU_ERF)
+
 typedef struct linear {
     unsigned flags;
     nnt_tensor *w;                  // (out, in) tiles (out_tile, in_tile)
@@ -660,7 +663,7 @@ static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     NNT_TRY(gl_weight_operand(l, n->w, &n->w16, &w));
     if (n->lora)   /* u = x A^T */
         NNT_TRY(gl_lora_begin(l, n->lora, n->xin));
-    if (!(n->flags & NNT_LINEAR_GELU)) {   /* y (..., out) = x W^T (+ b) (+ s u B^T) */
+    if (!(n->flags & GELUS)) {   /* y (..., out) = x W^T (+ b) (+ s u B^T) */
         NNT_TRY(nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, 0.0, n->y, 1, 0,
                                    n->b ? NNT_EPILOGUE_BIAS : NNT_EPILOGUE_NONE, n->b, NULL));
         return n->lora ? gl_lora_part(n->lora, 0, n->y, 1.0) : NNT_OK;
@@ -671,7 +674,10 @@ static int linear_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     if (n->lora)
         NNT_TRY(gl_lora_part(n->lora, 0, n->pre, 0.0));
     return nnt_tensor_gemm_ex(NNT_NOTRANS, NNT_TRANS, 1.0, n->xin, w, n->lora ? 1.0 : 0.0,
-                              n->pre, 1, 0, NNT_EPILOGUE_BIAS_GELU, n->b, n->y);
+                              n->pre, 1, 0,
+                              n->flags & NNT_LINEAR_GELU_ERF ? NNT_EPILOGUE_BIAS_GELU_ERF
+                                                             : NNT_EPILOGUE_BIAS_GELU,
+                              n->b, n->y);
 }
 
 static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
@@ -679,9 +685,10 @@ static int linear_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     linear *n = l->impl;
     nnt_tensor *g = NULL;   // (..., out) d loss / d (x W^T + b)
     NNT_TRY(gl_dy_like(l, dy, n->y, "nnt_layer_backward", &n->dy_cache, &g));
-    if (n->flags & NNT_LINEAR_GELU) {
+    if (n->flags & GELUS) {
         NNT_TRY(nnt_layer_ensure(l, &n->dpre, NNT_FP32, n->y->ndim, n->y->shape, n->y->tile));
-        NNT_TRY(nnt_tensor_gelu_backward(n->pre, g, n->dpre));
+        NNT_TRY(n->flags & NNT_LINEAR_GELU_ERF ? nnt_tensor_gelu_erf_backward(n->pre, g, n->dpre)
+                                               : nnt_tensor_gelu_backward(n->pre, g, n->dpre));
         g = n->dpre;
     }
     /* dW (out, in) += g^T x over all rows; db += sum of g over rows; none when frozen */
@@ -781,10 +788,11 @@ int gl_linear_new(nnt_ctx *ctx, int64_t in, int64_t out_features, unsigned flags
     nnt_layer *l = NULL;
     NNT_TRY(nnt_layer_new(ctx, &linear_vt, sizeof(linear), fn, &l));
     int rc = NNT_OK;
-    if (in < 1 || out_features < 1 || (flags & ~(NNT_LINEAR_BIAS | NNT_LINEAR_GELU)))
+    if (in < 1 || out_features < 1 || (flags & ~(NNT_LINEAR_BIAS | GELUS)) ||
+        (flags & GELUS) == GELUS)
         rc = nnt_fail(ctx, NNT_E_INVAL, "%s: in %lld and out %lld must be >= 1, flags 0x%x "
-                      "only NNT_LINEAR_BIAS | NNT_LINEAR_GELU", fn, (long long)in,
-                      (long long)out_features, flags);
+                      "only NNT_LINEAR_BIAS and one of NNT_LINEAR_GELU, NNT_LINEAR_GELU_ERF", fn,
+                      (long long)in, (long long)out_features, flags);
     linear *n = l->impl;
     n->flags = flags;
     int64_t wshape[2] = {out_features, in}, wtile[2] = {out_tile, in_tile};

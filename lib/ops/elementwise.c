@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Elementwise tensor operations: scale, axpby, axpbyz (internal), GELU and its backward,
- * soft-capping and its backward (internal: Gemma 2's final logits). Operands of one call have
- * equal shapes and tilings, so tile i of each operand holds the same elements: one task per
- * tile, no ordering between tiles, and the result does not depend on the tiling. (And
- * nnt_tensor_sum_into, internal, whose second operand may be tiled otherwise.) */
+/* Elementwise tensor operations: scale, axpby, axpbyz (internal), GELU (tanh approximation
+ * and exact form) and its backward, soft-capping and its backward (internal: Gemma 2's final
+ * logits). Operands of one call have equal shapes and tilings, so tile i of each operand
+ * holds the same elements: one task per tile, no ordering between tiles, and the result does
+ * not depend on the tiling. (And nnt_tensor_sum_into, internal, whose second operand may be
+ * tiled otherwise.) */
 #include "../internal.h"
 
 #include <math.h>
@@ -77,24 +78,25 @@ int nnt_tensor_sum_into(nnt_tensor *a, nnt_tensor *b, nnt_tensor *sum)
     return nnt_tensor_axpby(1.0, a, 1.0, sum);
 }
 
-int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y)
+/* y = gelu(x), exact: x Phi(x), else the tanh approximation */
+static int gelu_forward(const char *fn, int exact, nnt_tensor *x, nnt_tensor *y)
 {
-    const char *fn = "nnt_tensor_gelu";
     int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
         rc = nnt_check_arg(fn, "y", y, NNT_FP32, 0);
     if (rc == 0)
         rc = nnt_check_same_layout(fn, "x", x, "y", y);
     for (int64_t i = 0; rc == 0 && i < y->ntiles; i++)
-        rc = nnt_insert_gelu(y->ctx, x->tiles[i].handle, y->tiles[i].handle);
+        rc = nnt_insert_gelu(y->ctx, exact, x->tiles[i].handle, y->tiles[i].handle);
     if (rc == 0)
         nnt_tensor_mark_written(y);
     return rc;
 }
 
-int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
+/* dx = dy gelu'(x) of the same form */
+static int gelu_backward(const char *fn, int exact, nnt_tensor *x, nnt_tensor *dy,
+                         nnt_tensor *dx)
 {
-    const char *fn = "nnt_tensor_gelu_backward";
     int rc = nnt_check_arg(fn, "x", x, NNT_FP32, 1);
     if (rc == 0)
         rc = nnt_check_arg(fn, "dy", dy, NNT_FP32, 1);
@@ -105,11 +107,31 @@ int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
     if (rc == 0)
         rc = nnt_check_same_layout(fn, "dx", dx, "dy", dy);
     for (int64_t i = 0; rc == 0 && i < dx->ntiles; i++)
-        rc = nnt_insert_gelu_bwd(dx->ctx, x->tiles[i].handle, dy->tiles[i].handle,
+        rc = nnt_insert_gelu_bwd(dx->ctx, exact, x->tiles[i].handle, dy->tiles[i].handle,
                                  dx->tiles[i].handle);
     if (rc == 0)
         nnt_tensor_mark_written(dx);
     return rc;
+}
+
+int nnt_tensor_gelu(nnt_tensor *x, nnt_tensor *y)
+{
+    return gelu_forward("nnt_tensor_gelu", 0, x, y);
+}
+
+int nnt_tensor_gelu_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
+{
+    return gelu_backward("nnt_tensor_gelu_backward", 0, x, dy, dx);
+}
+
+int nnt_tensor_gelu_erf(nnt_tensor *x, nnt_tensor *y)
+{
+    return gelu_forward("nnt_tensor_gelu_erf", 1, x, y);
+}
+
+int nnt_tensor_gelu_erf_backward(nnt_tensor *x, nnt_tensor *dy, nnt_tensor *dx)
+{
+    return gelu_backward("nnt_tensor_gelu_erf_backward", 1, x, dy, dx);
 }
 
 static int check_cap(const char *fn, nnt_tensor *x, double cap)

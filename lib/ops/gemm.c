@@ -131,6 +131,8 @@ static const char *epilogue_name(nnt_epilogue e)
     case NNT_EPILOGUE_BIAS: return "NNT_EPILOGUE_BIAS";
     case NNT_EPILOGUE_BIAS_GELU: return "NNT_EPILOGUE_BIAS_GELU";
     case NNT_EPILOGUE_DGELU: return "NNT_EPILOGUE_DGELU";
+    case NNT_EPILOGUE_BIAS_GELU_ERF: return "NNT_EPILOGUE_BIAS_GELU_ERF";
+    case NNT_EPILOGUE_DGELU_ERF: return "NNT_EPILOGUE_DGELU_ERF";
     default: return NULL;
     }
 }
@@ -138,8 +140,8 @@ static const char *epilogue_name(nnt_epilogue e)
 /* Which of bias and aux the epilogue takes: 0 unused (must be NULL), 1 optional, 2 required. */
 static void epilogue_operands(nnt_epilogue e, int *bias_use, int *aux_use)
 {
-    *bias_use = e == NNT_EPILOGUE_BIAS ? 2 : e == NNT_EPILOGUE_BIAS_GELU ? 1 : 0;
-    *aux_use = e == NNT_EPILOGUE_BIAS_GELU || e == NNT_EPILOGUE_DGELU ? 2 : 0;
+    *bias_use = e == NNT_EPILOGUE_BIAS ? 2 : nnt_epilogue_writes_aux(e) ? 1 : 0;
+    *aux_use = nnt_epilogue_writes_aux(e) || nnt_epilogue_reads_aux(e) ? 2 : 0;
 }
 
 static int check_presence(const char *fn, const nnt_ctx *ctx, const char *role,
@@ -171,7 +173,7 @@ static int check_bias(const char *fn, nnt_tensor *bias, const nnt_tensor *c,
     return rc ? rc : nnt_tensor_check_readable(bias, fn);
 }
 
-/* aux with C's shape and tiling; read by DGELU, written by BIAS_GELU. */
+/* aux with C's shape and tiling; read by DGELU[_ERF], written by BIAS_GELU[_ERF]. */
 static int check_aux(const char *fn, nnt_epilogue e, nnt_tensor *aux, const nnt_tensor *a,
                      const nnt_tensor *b, const nnt_tensor *c, const nnt_tensor *bias)
 {
@@ -182,7 +184,7 @@ static int check_aux(const char *fn, nnt_epilogue e, nnt_tensor *aux, const nnt_
         return rc;
     if (aux == c)
         return nnt_fail(c->ctx, NNT_E_INVAL, "%s: aux must not be C", fn);
-    if (e == NNT_EPILOGUE_DGELU)
+    if (nnt_epilogue_reads_aux(e))
         return nnt_tensor_check_readable(aux, fn);
     if (aux == a || aux == b || aux == bias)
         return nnt_fail(c->ctx, NNT_E_INVAL, "%s: aux is written by %s and must not be A, B "
@@ -955,7 +957,7 @@ static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alp
     packed_b_release(&pb, b->ntiles);
     if (rc == 0) {
         nnt_tensor_mark_written(c);
-        if (e == NNT_EPILOGUE_BIAS_GELU)
+        if (nnt_epilogue_writes_aux(e))
             nnt_tensor_mark_written(aux);
     }
     return rc;
