@@ -60,6 +60,15 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
   stablelm  StableLmForCausalLM: LayerNorm blocks, C 64 (head_dim 16) with StableLmConfig's
             default partial_rotary_factor 0.25 (4 of 16 rotated), theta 500, q, k, v biases,
             SwiGLU without biases, untied head; matrices drawn at 0.15
+  neox      GPTNeoXForCausalLM: two LayerNorms a block (eps 1e-4), attention and exact-GELU
+            MLP side by side, C 64 (heads of 16) with GPTNeoXConfig's default rotary_pct
+            0.25 (4 of 16 rotated), rotary_emb_base 500, every bias, untied head
+            (embed_out); matrices drawn at 0.15
+  neox_serial  GPTNeoXForCausalLM with use_parallel_residual false (the parts one after the
+            other), no attention biases, tied head, rotary_pct 0.5, rotary_emb_base 300,
+            linear rope scaling by 2
+  neox_lora  PEFT 0.21's LoRA on neox with PEFT's default target for gpt_neox
+            (query_key_value, whose B's rows go head by head), as phi3_lora
 (The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
 differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
@@ -86,7 +95,7 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM,
                           Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
                           GraniteConfig, GraniteForCausalLM, StableLmConfig,
-                          StableLmForCausalLM)
+                          StableLmForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -149,6 +158,13 @@ MODELS = {
                  dict(hidden_size=64, use_qkv_bias=True, layer_norm_eps=1e-5, rope_theta=None,
                       _init_scale=0.15,
                       rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    "neox": (GPTNeoXConfig, GPTNeoXForCausalLM,
+             dict(hidden_size=64, layer_norm_eps=1e-4, rotary_emb_base=500.0, _init_scale=0.15)),
+    "neox_serial": (GPTNeoXConfig, GPTNeoXForCausalLM,
+                    dict(hidden_size=64, use_parallel_residual=False, attention_bias=False,
+                         tie_word_embeddings=True, rotary_pct=0.5, rotary_emb_base=300.0,
+                         rope_scaling={"rope_type": "linear", "factor": 2.0},
+                         _init_scale=0.15)),
 }
 
 
@@ -226,6 +242,10 @@ def main():
         if name == "phi":   # the whole vectors rotated
             changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 500.0,
                                           "partial_rotary_factor": 1.0}
+        if name.startswith("neox"):   # the other arrangement of the blocks; the whole vectors
+            changes["use_parallel_residual"] = name == "neox_serial"
+            changes["rope_parameters"] = {"rope_type": "default", "partial_rotary_factor": 1.0,
+                                          "rope_theta": cfg.rope_parameters["rope_theta"]}
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})
@@ -269,6 +289,8 @@ def main():
     gen_gemma_fixtures.lora_fixture(args.out, "phi_lora", 5001)
     gen_gemma_fixtures.LORA["stablelm_lora"] = ("stablelm", dict())   # PEFT's: q_proj, v_proj
     gen_gemma_fixtures.lora_fixture(args.out, "stablelm_lora", 5002)
+    gen_gemma_fixtures.LORA["neox_lora"] = ("neox", dict())   # PEFT's: query_key_value
+    gen_gemma_fixtures.lora_fixture(args.out, "neox_lora", 5003)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

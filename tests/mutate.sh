@@ -91,6 +91,8 @@ adamw_bc_step|lib/ops/optim.c|s@float bc1 = (float)(1.0 - pow(o.beta1, (double)s
 xent_vocab_edge|cpu/xent.c|0,/if (t >= 0 \&\& t < nv)/s@if (t >= 0 \&\& t < nv)@if (t > 0 \&\& t < nv)@|cross-entropy forward: a target on the first id of a vocabulary tile is missed
 ln_var_n1|cpu/layernorm.c|s@double rs = 1.0 / sqrt(sq / (double)n + (double)eps);@double rs = 1.0 / sqrt(sq / (double)(n - 1) + (double)eps);@|LayerNorm forward: variance divided by n - 1
 gelu_coef|cpu/elementwise.c|s@0.044715@0.04471@|GELU: tanh coefficient 0.044715 -> 0.04471
+gelu_erf_coef|cpu/elementwise.c|s@#define ERFC_P6 (-1.13520398f)@#define ERFC_P6 (-1.13510398f)@|exact GELU: erfc coefficient -1.13520398 -> -1.13510398
+gelu_erf_cdf_sign|cpu/elementwise.c|s@return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), q), q, neg);@return _mm256_blendv_ps(q, _mm256_sub_ps(_mm256_set1_ps(1.0f), q), neg);@|exact GELU, AVX2: Phi(-x) in place of Phi(x)
 adam_eps_inside|cpu/optim.c|s@p\[i\] = pi - step \* mi / (sqrtf(vi) \* inv_sqrt_bc2 + eps);@p[i] = pi - step * mi / sqrtf(vi * inv_sqrt_bc2 * inv_sqrt_bc2 + eps);@|Adam: eps inside the square root
 rms_no_eps|cpu/rmsnorm.c|s@sqrt(sq / (double)n + (double)eps)@sqrt(sq / (double)n)@|RMSNorm forward without eps
 rms_dx_sign|cpu/rmsnorm.c|s@(dyr\[j\] \* gamma\[j\] - xh \* mgx)@(dyr[j] * gamma[j] + xh * mgx)@|RMSNorm backward: the projection term of dx with its sign flipped
@@ -234,7 +236,7 @@ ksum_join_overlap|cpu/gemm_dnnl.c|s@        off += k\[i\];@        off += k[i] -
 ksum_never|lib/ops/gemm.c|s@return 4.0 \* m \* n > 2.0 \* k \* (m + n);@return 4.0 * m * n < 0.0;@|bf16 products never summed over their k tiles in one task
 kept_never_repacked|lib/ops/gemm.c|s@if (kl->handle\[i\] \&\& kl->packed_at\[i\] == version)@if (kl->handle[i])@|packs kept with B never packed again after B changes
 kept_task_writes_unseen|lib/codelets/submit.c|s@nnt_handle_written(bufs\[i\].handle);@(void)bufs[i].handle;@|writes by tasks not counted: packs kept with B stale after a task writes B
-parallel_mlp_on_attn|lib/layers/composite.c|s@    NNT_TRY(nnt_layer_forward(child(l, MLP), h, \&m));@    NNT_TRY(nnt_layer_forward(child(l, MLP), a, \&m));@|parallel block (Phi): the MLP on the attention output instead of the norm
+parallel_mlp_on_attn|lib/layers/composite.c|s@    NNT_TRY(nnt_layer_forward(child(l, MLP), h2, \&m));@    NNT_TRY(nnt_layer_forward(child(l, MLP), a, \&m));@|parallel block (Phi, GPT-NeoX): the MLP on the attention output instead of the norm
 parallel_mlp_grad_dropped|lib/layers/composite.c|s@    NNT_TRY(add_to_new(l, da, dm, \&k->dr2));@    NNT_TRY(add_to_new(l, da, da, \&k->dr2));@|parallel block backward: the MLP input gradient replaced by the attention one
 phi_partial_default|lib/models/phi.c|s@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.5, \&c->rope);@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 1.0, \&c->rope);@|Phi config.json: no partial_rotary_factor read as 1, not the 0.5 of PhiConfig
 lora_names_not_renamed|lib/models/lora.c|s@    if (mn->f->hf_rename)@    if (0 \&\& mn->f->hf_rename)@|LoRA modules under the tree names, not those of the family (Phi: dense, fc1, fc2)
@@ -244,6 +246,13 @@ granite_logits_times|lib/layers/leaf.c|s@    NNT_TRY(nnt_tensor_scale(x, 1.0 / s
 granite_logits_bwd_unscaled|lib/layers/leaf.c|s@    NNT_TRY(nnt_tensor_scale(g, 1.0 / s->divisor));@    NNT_TRY(nnt_tensor_scale(g, 1.0));@|Granite backward: the logits gradient not divided by logits_scaling
 granite_attention_multiplier_ignored|lib/models/transformer.c|s@                                              : c->attention_multiplier;@                                              : 0.0;@|Granite: attention_multiplier ignored (scores scaled by 1 / sqrt(hd))
 stablelm_partial_default|lib/models/stablelm.c|s@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.25, \&c->rope);@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 1.0, \&c->rope);@|StableLM config.json: no partial_rotary_factor read as 1, not the 0.25 of StableLmConfig
+parallel2_one_norm|lib/layers/composite.c|s@        NNT_TRY(nnt_layer_forward(child(l, LN_2), x, \&h2));@        (void)0;@|parallel block on two norms (GPT-NeoX): the MLP on the first norm, the second unused
+parallel2_norm_grad_dropped|lib/layers/composite.c|s@        NNT_TRY(norm_backward(l, LN_2, \&dm));@        (void)0;@|parallel block on two norms backward: the MLP input gradient not through its norm
+neox_serial_ignored|lib/models/transformer.c|s@    bo.parallel = c->serial_blocks ? 0 : f->parallel;@    bo.parallel = f->parallel;@|GPT-NeoX: use_parallel_residual false (serial_blocks) ignored
+neox_rotary_pct_default|lib/models/gptneox.c|s@rotary_pct", 10000.0, 0.25,@rotary_pct", 10000.0, 1.0,@|GPT-NeoX config.json: no rotary_pct read as 1, not the 0.25 of GPTNeoXConfig
+neox_qkv_not_per_head|lib/models/hf.c|s@    t->groups = shape\[0\];@    t->groups = 1;@|GPT-NeoX files: query_key_value read and written as q, k, v one after the other, not head by head
+neox_peft_b_not_per_head|lib/models/lora.c|s@        b.groups = lo->b\[0\]->shape\[0\];@        b.groups = 0;@|GPT-NeoX PEFT files: the query_key_value B rows as q, k, v one after the other, not head by head
+neox_buffers_refused|lib/models/gptneox.c|s@static const char \*const IGNORED\[\] = {".attention.bias", ".attention.masked_bias", NULL};@static const char *const IGNORED[] = {NULL};@|GPT-NeoX: the causal-mask buffers of transformers 4 files refused as unknown tensors
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 

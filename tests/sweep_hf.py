@@ -21,7 +21,10 @@ MLP side by side on one LayerNorm, every bias, a head with a bias, a random part
 factor, linear or YaRN scaling or none, GQA, head_dim other than C / NH); from K 1400 Granite
 (random embedding, residual and attention multipliers and logits scaling, attention and MLP
 biases, YaRN or not); from K 1500 StableLM (LayerNorm blocks, a random partial rotary factor
-or its default 0.25, q, k, v biases or none, linear or YaRN scaling or none);
+or its default 0.25, q, k, v biases or none, linear or YaRN scaling or none); from K 1600
+GPT-NeoX (two LayerNorms a block, the parts side by side or one after the other, the exact
+GELU, q, k, v per head in one query_key_value, attention biases or none, the rope's base and
+partial factor under GPT-NeoX's keys, in the rope object or by default);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -96,7 +99,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           SmolLM3Config, SmolLM3ForCausalLM, Olmo2Config, Olmo2ForCausalLM,
                           Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM,
                           PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM,
-                          StableLmConfig, StableLmForCausalLM)
+                          StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
+                          GPTNeoXForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -120,7 +124,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
-# from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM.
+# from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM; from 1600 GPT-NeoX.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -152,6 +156,8 @@ def gen_case(seed, k, forced=None):
         fam = "granite"
     if k >= 1500:   # StableLM (no draw)
         fam = "stablelm"
+    if k >= 1600:   # GPT-NeoX (no draw)
+        fam = "neox"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -297,6 +303,24 @@ def pick_model(r, c):
         if c["phi_scaling"] != "yarn":
             c["yarn"] = None
         c["attn_bias"] = r.random() < 0.5
+    if fam == "neox":   # (from K 1600) drawn last: the blocks' arrangement, partial rotary,
+        # scaling, attention biases, the rope's keys; heads that tile the width, no GQA
+        # (GPTNeoXAttention), no window
+        c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
+        c["kv_heads"] = c["heads"]
+        c["window"], c["layer_types"] = None, None
+        parts = [f for f in (1.0, 0.5, 0.25) if int(c["hd"] * f) % 2 == 0 and
+                 int(c["hd"] * f) >= 2]
+        c["partial"] = r.choice(parts)
+        c["partial_key"] = r.choice(["top", "rope", "default"]) if c["partial"] == 0.25 \
+            else r.choice(["top", "rope"])
+        c["theta_key"] = r.choice(["top", "rope"])
+        c["phi_scaling"] = r.choice([None, None, "linear", "yarn"])
+        c["rope_linear"] = r.choice([2.0, 8.0])
+        if c["phi_scaling"] != "yarn":
+            c["yarn"] = None
+        c["attn_bias"] = r.random() < 0.6
+        c["parallel"] = r.random() < 0.6
     if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
         # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
         # (PhiAttention takes the attribute)
@@ -556,6 +580,24 @@ def hf_config(c):
     if fam == "granite":
         return GraniteConfig(attention_bias=c["attn_bias"], mlp_bias=c["mlp_bias"],
                              **c["mult"], **kw), GraniteForCausalLM
+    if fam == "neox":   # GPTNeoXConfig's keys: rotary_emb_base, rotary_pct at the top level
+        if c["phi_scaling"] == "linear":
+            rope = {"rope_type": "linear", "factor": c["rope_linear"],
+                    "rope_theta": c["rope_theta"]}
+        top = {}
+        if c["theta_key"] == "top":
+            top["rotary_emb_base"] = rope.pop("rope_theta")
+        if c["partial_key"] == "rope":
+            rope["partial_rotary_factor"] = c["partial"]
+        elif c["partial_key"] == "top":
+            top["rotary_pct"] = c["partial"]
+        return GPTNeoXConfig(hidden_size=c["channels"], intermediate_size=c["hidden"],
+                             num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                             max_position_embeddings=c["max_pos"],
+                             layer_norm_eps=c["rms_eps"], tie_word_embeddings=c["tied"],
+                             rope_parameters=rope, use_parallel_residual=c["parallel"],
+                             attention_bias=c["attn_bias"], hidden_dropout=0.0,
+                             attention_dropout=0.0, **top, **common), GPTNeoXForCausalLM
     if fam in ("phi", "stablelm"):   # LayerNorm eps, the partial factor given or the default
         if c["phi_scaling"] == "linear":
             rope = {"rope_type": "linear", "factor": c["rope_linear"],

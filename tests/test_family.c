@@ -97,6 +97,7 @@ static const nnt_family RMS_FAMILY = {
     NULL,
     NULL,
     NULL, 0,
+    NULL,
 };
 
 /* ---- fixture -------------------------------------------------------------------------------- */
@@ -228,11 +229,19 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY &&
               !(f.features & NNT_FAMILY_HAS_HEAD_DIM));
     EXPECT_OK(nnt_model_family_info(9, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_GPTNEOX);
+    ck_assert_str_eq(f.architectures, "GPTNeoXForCausalLM");
+    ck_assert_str_eq(f.model_types, "gpt_neox");
+    ck_assert_str_eq(f.presets, "pythia-70m, pythia-160m, pythia-410m, pythia-1b, pythia-1.4b, "
+                     "pythia-2.8b, pythia-6.9b, pythia-12b");
+    ck_assert(f.features & NNT_FAMILY_HAS_SERIAL_BLOCKS && f.features & NNT_FAMILY_HAS_BIASES &&
+              !(f.features & NNT_FAMILY_HAS_KV_HEADS));
+    EXPECT_OK(nnt_model_family_info(10, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(10, &f), NNT_E_INVAL, "no family 10");
+    EXPECT_FAIL_MSG(nnt_model_family_info(11, &f), NNT_E_INVAL, "no family 11");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -247,7 +256,8 @@ START_TEST(test_table)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
                                  "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, "
                                  "phi-1.5, phi-2, stablelm-2-1.6b, stablelm-3b, "
-                                 "gpt2-rms-tiny"));
+                                 "pythia-70m, pythia-160m"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "pythia-12b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }

@@ -13,8 +13,10 @@
  * layers, a window on three layers of four with a rope of their own, YaRN on the fourth),
  * two Phi3ForCausalLM (fused q, k, v and gate, up; partial rotary factors; LongRoPE), a
  * PhiForCausalLM (the attention and the MLP side by side on one LayerNorm, every bias, a head
- * with a bias, partial rotary 0.4), a GraniteForCausalLM (its four multipliers) and a
- * StableLmForCausalLM (LayerNorm blocks, StableLM's default partial rotary 0.25), T 16 >
+ * with a bias, partial rotary 0.4), a GraniteForCausalLM (its four multipliers), a
+ * StableLmForCausalLM (LayerNorm blocks, StableLM's default partial rotary 0.25) and two
+ * GPTNeoXForCausalLM (two LayerNorms a block, the attention and the exact-GELU MLP side by
+ * side or one after the other, q, k, v in one per-head query_key_value), T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
@@ -56,8 +58,10 @@ static const struct {
               {"phi3_longrope", 0, 0, 0, 0, "Phi3ForCausalLM", 0, 8},
               {"phi", 0, 0, 0, 0, "PhiForCausalLM", 0, 0},
               {"granite", 0, 0, 0, 0, "GraniteForCausalLM", 0, 0},
-              {"stablelm", 0, 0, 0, 0, "StableLmForCausalLM", 0, 0}};
-#define NMODELS 14
+              {"stablelm", 0, 0, 0, 0, "StableLmForCausalLM", 0, 0},
+              {"neox", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0},
+              {"neox_serial", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0}};
+#define NMODELS 16
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -136,13 +140,18 @@ static float *grad_of(const nnt_st_reader *r, nnt_layer *l, const char *name, in
                   {"self_attn.q_proj.weight", "self_attn.k_proj.weight"}},
                  {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 0, {NULL}},
                  {"mlp.up_proj.weight", "mlp.gate_up_proj.weight", 1, {"mlp.gate_proj.weight"}}};
-    /* Phi's names for the tree's modules */
-    static const char *const RENAMED[3][2] = {
+    /* Phi's and GPT-NeoX's names for the tree's modules */
+    static const char *const RENAMED[6][2] = {
         {".self_attn.o_proj.", ".self_attn.dense."}, {".mlp.c_fc.", ".mlp.fc1."},
-        {".mlp.c_proj.", ".mlp.fc2."}};
+        {".mlp.c_proj.", ".mlp.fc2."}, {".self_attn.o_proj.", ".attention.dense."},
+        {".mlp.c_fc.", ".mlp.dense_h_to_4h."}, {".mlp.c_proj.", ".mlp.dense_4h_to_h."}};
+    /* GPT-NeoX's q, k, v: head h's rows of each in "attention.query_key_value", the three
+     * one after the other */
+    static const char *const QKV[3] = {"self_attn.q_proj.", "self_attn.k_proj.",
+                                       "self_attn.v_proj."};
     char gname[300];
     snprintf(gname, sizeof gname, "grad.%s", name);
-    for (int k = 0; k < 3 && !nnt_st_find(r, gname); k++) {
+    for (int k = 0; k < 6 && !nnt_st_find(r, gname); k++) {
         const char *at = strstr(name, RENAMED[k][0]);
         if (at)
             snprintf(gname, sizeof gname, "grad.%.*s%s%s", (int)(at - name), name,
@@ -152,6 +161,24 @@ static float *grad_of(const nnt_st_reader *r, nnt_layer *l, const char *name, in
     if (nnt_st_find(r, gname)) {
         float *want = fixture_read_n(r, gname, NNT_IO_F32, &nw);
         ck_assert_int_eq(nw, n);
+        return want;
+    }
+    for (int k = 0; k < 3; k++) {
+        const char *at = strstr(name, QKV[k]);
+        if (!at)
+            continue;
+        snprintf(gname, sizeof gname, "grad.%.*sattention.query_key_value.%s", (int)(at - name),
+                 name, at + strlen(QKV[k]));
+        if (!nnt_st_find(r, gname))
+            break;
+        int64_t shape[NNT_MAX_DIMS];   // (NH, hd...)
+        EXPECT_OK(nnt_tensor_shape(param_named(l, name).value, shape));
+        float *all = fixture_read_n(r, gname, NNT_IO_F32, &nw), *want = malloc((size_t)n * 4);
+        int64_t per = n / shape[0];
+        ck_assert(nw == 3 * n && want);
+        for (int64_t h = 0; h < shape[0]; h++)
+            memcpy(want + h * per, all + (3 * h + k) * per, (size_t)per * sizeof *want);
+        free(all);
         return want;
     }
     size_t len = strlen(name);
@@ -508,12 +535,15 @@ END_TEST
  * naming refused_name and listing the modules under the family's names. */
 static const struct {
     const char *name, *base, *targets, *default_targets, *refused, *refused_name, *listed;
-} LORAS[3] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+} LORAS[4] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
                "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;"},
               {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'",
                "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"},
               {"stablelm_lora", "stablelm", NULL, "q_proj,v_proj", "ln_1",
-               "'ln_1'", "(its modules: q_proj, k_proj, v_proj, o_proj, gate_proj,"}};
+               "'ln_1'", "(its modules: q_proj, k_proj, v_proj, o_proj, gate_proj,"},
+              {"neox_lora", "neox", NULL, "query_key_value", "q_proj,dense", "'q_proj'",
+               "(its modules: query_key_value, dense, dense_h_to_4h, dense_4h_to_h, "
+               "embed_out;"}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
@@ -664,6 +694,126 @@ START_TEST(test_granite_options)
 }
 END_TEST
 
+/* GPTNeoXConfig as transformers 5.24 reads it: the rope object's rope_theta and
+ * partial_rotary_factor, else rotary_emb_base and rotary_pct, else 10000 and 0.25 (the top
+ * level's rope_theta and partial_rotary_factor are not read); use_parallel_residual (true
+ * when absent) as serial_blocks; attention_bias on q, k, v and dense; num_key_value_heads not
+ * read; hidden_act other than "gelu" refused; serial_blocks only in this family; a model of
+ * the other arrangement does not read the directory */
+#define NEOX_SIZES "\"architectures\": [\"GPTNeoXForCausalLM\"], \"vocab_size\": 64, " \
+    "\"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, " \
+    "\"num_key_value_heads\": 1, \"intermediate_size\": 48"
+START_TEST(test_neox_config)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, q;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("neox", NULL), &c));
+    ck_assert(c.rope.theta == 500.0 && c.rope.partial_rotary_factor == 0.25 &&
+              c.norm_eps == 1e-4);
+    ck_assert(!c.serial_blocks && c.qkv_bias && c.out_bias && c.mlp_bias && !c.tied);
+    ck_assert_int_eq(c.kv_heads, c.heads);   /* the file says 2 of 4 */
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("neox_serial", NULL), &c));
+    ck_assert(c.rope.theta == 300.0 && c.rope.partial_rotary_factor == 0.5 &&
+              c.rope.scaling == NNT_ROPE_SCALING_LINEAR && c.rope.factor == 2.0);
+    ck_assert(c.serial_blocks && !c.qkv_bias && !c.out_bias && c.mlp_bias && c.tied);
+    test_make_tmpdir("neox_config");
+    test_write_config(test_tmp_path("a"), "{" NEOX_SIZES ", \"rope_theta\": 123.0, "
+                      "\"partial_rotary_factor\": 0.75, \"rotary_emb_base\": 55.0}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("a"), &c));
+    ck_assert(c.rope.theta == 55.0 && c.rope.partial_rotary_factor == 0.25);
+    ck_assert(!c.serial_blocks && c.qkv_bias && c.kv_heads == 2 && c.hidden == 48);
+    test_write_config(test_tmp_path("b"), "{" NEOX_SIZES ", \"rotary_pct\": 0.5, "
+                      "\"use_parallel_residual\": false, \"attention_bias\": false}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
+    ck_assert(c.rope.theta == 10000.0 && c.rope.partial_rotary_factor == 0.5);
+    ck_assert(c.serial_blocks && !c.qkv_bias && !c.out_bias && c.mlp_bias);
+    test_write_config(test_tmp_path("c"), "{" NEOX_SIZES ", \"hidden_act\": \"gelu_new\"}");
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("c"), &c), NNT_E_UNSUPPORTED,
+                    "hidden_act");
+    test_remove_tmpdir();
+    EXPECT_OK(nnt_model_preset("llama-tiny", &q));
+    q.serial_blocks = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "serial_blocks");
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("neox", NULL), &q));
+    q.serial_blocks = 1;
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, path_of("neox", NULL)), NNT_E_INVAL, "serial_blocks");
+    nnt_layer_destroy(l);
+    q.serial_blocks = 0;
+    q.out_bias = 0;   /* the attention's biases all or none */
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "out_bias=0");
+}
+END_TEST
+
+/* A GPT-NeoX file as transformers 4 wrote Pythia's: each layer's causal-mask buffer
+ * "attention.bias" (BOOL) and "attention.masked_bias" beside the parameters (skipped), the
+ * head under transformers 5's "lm_head.weight" in place of "embed_out.weight" (read): the
+ * same logits as the fixture's; another unknown tensor is still refused */
+START_TEST(test_neox_buffers)
+{
+    char err[NNT_IO_ERRLEN], path[4400];
+    const char *dir = path_of("neox", NULL);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    nnt_st_reader *in = fixture_open_st_path(path);
+    test_make_tmpdir("neox_buffers");
+    for (int round = 0; round < 2; round++) {
+        const char *out = test_tmp_path(round ? "unknown" : "buffers");
+        char file[4400], cfg[4400];
+        snprintf(cfg, sizeof cfg, "cp %s/config.json %s/", dir, out);
+        ck_assert_int_eq(mkdir(out, 0755), 0);
+        ck_assert_int_eq(system(cfg), 0);
+        snprintf(file, sizeof file, "%s/model.safetensors", out);
+        nnt_st_writer *w = NULL;
+        ck_assert_int_eq(nnt_st_writer_begin(file, &w, err, sizeof err), 0);
+        size_t n = nnt_st_count(in);
+        float **data = calloc(n, sizeof *data);
+        static uint8_t mask[64 * 64];
+        static const float masked = -1e9f;
+        const int64_t mshape[4] = {1, 1, 64, 64};
+        for (size_t i = 0; i < n; i++) {
+            const nnt_st_entry *e = nnt_st_entry_at(in, i);
+            const char *name = strcmp(e->name, "embed_out.weight") ? e->name : "lm_head.weight";
+            data[i] = fixture_read_n(in, e->name, NNT_IO_F32, NULL);
+            ck_assert_int_eq(nnt_st_writer_add(w, name, NNT_IO_F32, e->ndim, e->shape, data[i],
+                                               err, sizeof err), 0);
+        }
+        for (int layer = 0; layer < 2; layer++) {
+            char name[96];
+            snprintf(name, sizeof name, "gpt_neox.layers.%d.attention.%s", layer,
+                     round ? "bias_extra" : "bias");
+            ck_assert_int_eq(nnt_st_writer_add(w, name, NNT_IO_BOOL, 4, mshape, mask, err,
+                                               sizeof err), 0);
+            snprintf(name, sizeof name, "gpt_neox.layers.%d.attention.masked_bias", layer);
+            ck_assert_int_eq(nnt_st_writer_add(w, name, NNT_IO_F32, 0, mshape, &masked, err,
+                                               sizeof err), 0);
+        }
+        ck_assert_int_eq(nnt_st_writer_finish(w, err, sizeof err), 0);
+        for (size_t i = 0; i < n; i++)
+            free(data[i]);
+        free(data);
+    }
+    nnt_st_close(in);
+    nnt_st_reader *r = fixture_open_st_path(path_of("neox", "reference.safetensors"));
+    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
+    float *want = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_load_hf(ctx, test_tmp_path("buffers"), B, T, NULL, &l));
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[0].tok), *out = NULL;
+    EXPECT_OK(nnt_layer_forward(l, x, &out));
+    int64_t nl = 0;
+    float *logits = test_to_host(out, &nl);
+    double e = test_rel_err(logits, want, nl);
+    EXPECT_TOL(e, LOGITS_TOL, "neox with transformers 4's buffers: logits");
+    nnt_layer_destroy(l);
+    EXPECT_FAIL_MSG(nnt_model_load_hf(ctx, test_tmp_path("unknown"), B, T, NULL, &l),
+                    NNT_E_FORMAT, "unknown tensor gpt_neox.layers.0.attention.bias_extra");
+    test_remove_tmpdir();
+    free(logits), free(tok), free(want);
+    nnt_tensor_destroy(x);
+    nnt_st_close(r);
+}
+END_TEST
+
 /* saved and read back: the same window configuration (the architecture that has it) */
 START_TEST(test_save_roundtrip)
 {
@@ -684,6 +834,10 @@ START_TEST(test_save_roundtrip)
     expect_nope_layers(&a, MODELS[_i].nope, name);
     expect_nope_layers(&b, MODELS[_i].nope, name);
     ck_assert(a.rope_local_theta == b.rope_local_theta);
+    ck_assert_int_eq(a.serial_blocks, b.serial_blocks);
+    ck_assert_int_eq(a.tied, b.tied);
+    ck_assert_int_eq(a.qkv_bias, b.qkv_bias);
+    ck_assert_int_eq(a.out_bias, b.out_bias);
     ck_assert(a.embedding_multiplier == b.embedding_multiplier &&
               a.residual_multiplier == b.residual_multiplier &&
               a.attention_multiplier == b.attention_multiplier &&
@@ -725,10 +879,12 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
     tcase_add_test(tc, test_yarn_truncate);
-    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 6);
-    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 3);
+    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 8);
+    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 4);
     tcase_add_test(tc, test_phi3_read_hf);
     tcase_add_test(tc, test_granite_options);
+    tcase_add_test(tc, test_neox_config);
+    tcase_add_test(tc, test_neox_buffers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -782,14 +782,14 @@ void nnt_cfg_put_layer_types(nnt_cfg_out *t, const nnt_model_config *c)
 
 /* transformers 5.24's convert_rope_params_to_dict and standardize_rope_params: the
  * rope_scaling object when given and not empty, else rope_parameters; in it rope_theta and
- * partial_rotary_factor, else the top level's (theta and 1 when absent there too). */
-int nnt_cfg_rope_ex(const nnt_cfg_in *o, double theta, int64_t max_position,
-                    int64_t original, int longrope_aliases, nnt_rope_options *rope)
+ * partial_rotary_factor, else the top level's theta_key and partial_key (theta and partial
+ * when absent there too). */
+static int rope_read(const nnt_cfg_in *o, const char *theta_key, const char *partial_key,
+                     double theta, double partial, const rope_rules *u, nnt_rope_options *rope)
 {
-    rope_rules u = {max_position, original, longrope_aliases};
     nnt_cfg_in *r = NULL;
-    NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, theta, &rope->theta));
-    NNT_TRY(nnt_cfg_double(o, "partial_rotary_factor", 0, 1.0, &rope->partial_rotary_factor));
+    NNT_TRY(nnt_cfg_double(o, theta_key, 0, theta, &rope->theta));
+    NNT_TRY(nnt_cfg_double(o, partial_key, 0, partial, &rope->partial_rotary_factor));
     int rc = nnt_cfg_sub(o, "rope_scaling", &r);
     if (rc == 0 && r && nnt_cfg_count(r) == 0) {
         nnt_cfg_sub_free(r);
@@ -800,9 +800,24 @@ int nnt_cfg_rope_ex(const nnt_cfg_in *o, double theta, int64_t max_position,
     if (rc == 0 && r)
         rc = nnt_cfg_double(r, "rope_theta", 0, rope->theta, &rope->theta);
     if (rc == 0 && r)
-        rc = rope_type(r, &u, rope);
+        rc = rope_type(r, u, rope);
     nnt_cfg_sub_free(r);
     return rc;
+}
+
+int nnt_cfg_rope_ex(const nnt_cfg_in *o, double theta, int64_t max_position,
+                    int64_t original, int longrope_aliases, nnt_rope_options *rope)
+{
+    rope_rules u = {max_position, original, longrope_aliases};
+    return rope_read(o, "rope_theta", "partial_rotary_factor", theta, 1.0, &u, rope);
+}
+
+int nnt_cfg_rope_keys(const nnt_cfg_in *o, const char *theta_key, const char *partial_key,
+                      double theta, double partial, int64_t max_position,
+                      nnt_rope_options *rope)
+{
+    rope_rules u = {max_position, 0, 0};
+    return rope_read(o, theta_key, partial_key, theta, partial, &u, rope);
 }
 
 int nnt_cfg_rope(const nnt_cfg_in *o, double theta, int64_t max_position,
@@ -965,6 +980,11 @@ void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r)
     nnt_cfg_put_double(t, "rope_theta", r->theta);
     if (r->partial_rotary_factor != 0.0 && r->partial_rotary_factor != 1.0)
         nnt_cfg_put_double(t, "partial_rotary_factor", r->partial_rotary_factor);
+    nnt_cfg_put_rope_scaling(t, r);
+}
+
+void nnt_cfg_put_rope_scaling(nnt_cfg_out *t, const nnt_rope_options *r)
+{
     if (r->scaling == NNT_ROPE_SCALING_NONE) {
         nnt_cfg_add(t, ",\n  \"rope_scaling\": null");
         return;

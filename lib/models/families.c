@@ -13,8 +13,8 @@ static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_ll
                                                &nnt_family_gemma, &nnt_family_moe,
                                                &nnt_family_olmo, &nnt_family_phi3,
                                                &nnt_family_phi, &nnt_family_granite,
-                                               &nnt_family_stablelm};
-static int nfamilies = 9;
+                                               &nnt_family_stablelm, &nnt_family_gptneox};
+static int nfamilies = 10;
 
 const nnt_family *nnt_family_at(int i)
 {

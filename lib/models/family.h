@@ -78,6 +78,12 @@ int nnt_cfg_rope_ex(const nnt_cfg_in *o, double theta, int64_t max_position,
                     int64_t original, int longrope_aliases, nnt_rope_options *rope);
 int nnt_cfg_rope(const nnt_cfg_in *o, double theta, int64_t max_position,
                  nnt_rope_options *rope);
+/* nnt_cfg_rope with the top level's keys theta_key and partial_key in place of rope_theta and
+ * partial_rotary_factor, partial their default (GPTNeoXConfig: rotary_emb_base, rotary_pct,
+ * 0.25). */
+int nnt_cfg_rope_keys(const nnt_cfg_in *o, const char *theta_key, const char *partial_key,
+                      double theta, double partial, int64_t max_position,
+                      nnt_rope_options *rope);
 /* The rotary options of one rope object (a rope_parameters entry): rope_theta (theta when
  * absent), its rope_type, its partial_rotary_factor (rope's when absent). */
 int nnt_cfg_rope_in(const nnt_cfg_in *r, double theta, int64_t max_position,
@@ -163,6 +169,8 @@ void nnt_cfg_put_rope_by_layer_type(nnt_cfg_out *t, const nnt_model_config *c);
 /* rope_theta, partial_rotary_factor (when not 1) and rope_scaling (null, or the llama3,
  * linear, yarn or longrope object). */
 void nnt_cfg_put_rope(nnt_cfg_out *t, const nnt_rope_options *r);
+/* rope_scaling alone (null, or the object). */
+void nnt_cfg_put_rope_scaling(nnt_cfg_out *t, const nnt_rope_options *r);
 /* ,\n  "partial_rotary_factor": 1.0 for a rope on whole head vectors (0 or 1), which
  * nnt_cfg_put_rope leaves out: for the classes of nnt_cfg_rope_partial, whose default is not
  * 1. */
@@ -210,12 +218,21 @@ typedef struct nnt_hf_alt {
 
 /* A tensor of a Hugging Face file that holds two or three parameters of one module one
  * after the other along its rows (Phi-3's "self_attn.qkv_proj.weight" (NH hd + 2 NKV hd, C):
- * q_proj's rows, k_proj's, v_proj's): hf replaces parts[0] at the end of the first part's
- * name. */
+ * q_proj's rows, k_proj's, v_proj's), or with per_head head by head (GPT-NeoX's
+ * "attention.query_key_value.weight" (NH 3 hd, C): head h's q rows, its k rows, its v rows,
+ * then head h + 1's; the parts of equal size, their first dimension the heads): hf replaces
+ * parts[0] at the end of the first part's name. */
 typedef struct nnt_hf_fused {
     const char *hf;
     const char *parts[3];
+    int per_head;
 } nnt_hf_fused;
+
+/* The rows of nparts parts of equal size, each of groups groups of rows (n floats in all),
+ * from the parts one after the other (src) to group by group (dst: group g of part 0, of
+ * part 1, ..., then group g + 1), or back with to_parts: GPT-NeoX's per-head q, k, v. */
+void nnt_rows_by_group(const float *src, float *dst, int nparts, int64_t groups, int64_t n,
+                       int to_parts);
 
 /* ---- llm.c checkpoints ------------------------------------------------------------------- */
 
@@ -269,8 +286,12 @@ typedef struct nnt_family_layout {
     int sandwich_norms;            /* four norms per block (nnt_block_options)               */
     int embed_scale;               /* the embedding's output times sqrt(C)                   */
     int fused_lora;                /* LoRA's modules qkv_proj and gate_up_proj (Phi-3's fused
-                                      tensors) in place of q/k/v_proj and gate/up_proj       */
-    int parallel;                  /* attention and MLP side by side on one norm (Phi)       */
+                                      tensors) in place of q/k/v_proj and gate/up_proj; 2:
+                                      qkv_proj alone, its B's rows head by head in PEFT's
+                                      files (GPT-NeoX's query_key_value)                    */
+    int parallel;                  /* attention and MLP side by side on one norm (Phi), 2: on
+                                      two norms (GPT-NeoX; serial_blocks: one after the
+                                      other on the two)                                     */
     int head_bias;                 /* the untied head has a bias "lm_head.bias" (Phi)        */
 } nnt_family_layout;
 
@@ -333,6 +354,10 @@ typedef struct nnt_family {
      * written fused; nhf_fused of them) */
     const nnt_hf_fused *hf_fused;
     int nhf_fused;
+    /* the ends of the names of a file's tensors that are no parameter and are skipped (the
+     * buffers older files hold: GPT-NeoX's ".attention.bias" causal mask), NULL-terminated;
+     * NULL: none */
+    const char *const *hf_ignored;
 } nnt_family;
 
 /* The families (families.c). */
@@ -345,6 +370,7 @@ extern const nnt_family nnt_family_phi3;
 extern const nnt_family nnt_family_phi;
 extern const nnt_family nnt_family_granite;
 extern const nnt_family nnt_family_stablelm;
+extern const nnt_family nnt_family_gptneox;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

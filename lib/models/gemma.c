@@ -285,4 +285,5 @@ const nnt_family nnt_family_gemma = {
     NULL,
     NULL,
     NULL, 0,   /* no fused tensors */
+    NULL,
 };

@@ -207,4 +207,5 @@ const nnt_family nnt_family_gpt2 = {
     NULL,
     NULL,
     NULL, 0,   /* no fused tensors */
+    NULL,
 };

@@ -117,4 +117,5 @@ const nnt_family nnt_family_granite = {
     NULL,
     NULL,
     NULL, 0,
+    NULL,
 };

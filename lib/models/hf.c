@@ -76,6 +76,7 @@ typedef struct hf_tensor {
     int np, nd;
     int64_t n[3], total;   /* the parts' elements, their sum */
     int64_t shape[3], in, offset;
+    int64_t groups;        /* > 0: the parts' rows group by group in the file (per_head) */
 } hf_tensor;
 
 /* t's HF shape from its first part's nnt shape (the rules of nnt_hf_spec; parts of two or
@@ -94,7 +95,7 @@ static int hf_layout(nnt_ctx *ctx, const char *fn, hf_tensor *t, int conv1d, int
     if (nd <= conv1d || nd <= rows_first)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: parameter %s has %d dims", fn, t->p[0].name, nd);
     int64_t total = t->total;
-    t->in = t->offset = 0;
+    t->in = t->offset = t->groups = 0;
     if (conv1d) {   /* Conv1D (in, out) */
         t->in = 1;
         for (int d = nd - conv1d; d < nd; d++)
@@ -192,6 +193,32 @@ static int own_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
     return hf_layout(ps->model->ctx, ps->fn, t, 0, rows_first);
 }
 
+void nnt_rows_by_group(const float *src, float *dst, int nparts, int64_t groups, int64_t n,
+                       int to_parts)
+{
+    int64_t part = n / nparts, rows = part / groups;   /* a part's floats, a group's */
+    for (int p = 0; p < nparts; p++)
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t at_parts = p * part + g * rows, at_groups = (g * nparts + p) * rows;
+            memcpy(dst + (to_parts ? at_parts : at_groups),
+                   src + (to_parts ? at_groups : at_parts), (size_t)rows * sizeof *dst);
+        }
+}
+
+/* A per-head fused tensor's groups: its parts of equal size with the heads first. */
+static int per_head_groups(const hf_pass *ps, hf_tensor *t)
+{
+    int64_t shape[NNT_MAX_DIMS];
+    NNT_TRY(nnt_tensor_shape(t->p[0].value, shape));   // (NH, hd, ...)
+    for (int i = 1; i < t->np; i++)
+        if (t->n[i] != t->n[0])
+            return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: %s's parts differ in size "
+                            "(%lld, %lld): a per-head fused tensor needs as many key/value heads "
+                            "as heads", ps->fn, t->name, (long long)t->n[0], (long long)t->n[i]);
+    t->groups = shape[0];
+    return NNT_OK;
+}
+
 /* Parameter i's place among the family's fused tensors: 0 none, 1 the first part of one (t
  * is then that tensor), 2 another part (visited with the first), or a negative NNT_E_*. */
 static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
@@ -218,6 +245,8 @@ static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
             snprintf(pname, sizeof pname, "%s%s", prefix, fu->hf);
             hf_name(t, ps->f, "", pname);
             NNT_TRY(hf_layout(ps->model->ctx, ps->fn, t, 0, 0));
+            if (fu->per_head)
+                NNT_TRY(per_head_groups(ps, t));
             return 1;
         }
     }
@@ -364,7 +393,7 @@ static int declare_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     (void)ps;
     st_save *s = arg;
-    s->transposes |= t->in != 0;
+    s->transposes |= t->in != 0 || t->groups != 0;
     return st_declare(s, t->name, t->nd, t->shape, t->total);
 }
 
@@ -380,9 +409,11 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
         NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + at, t->n[i]));
     if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
         transpose(s->buf, s->tmp, total / t->in, t->in);
+    if (t->groups)   /* nnt's parts -> the file's heads one after the other */
+        nnt_rows_by_group(s->buf, s->tmp, t->np, t->groups, total, 0);
     s->io = 1;
-    return nnt_st_writer_write(s->w, t->in ? s->tmp : s->buf, (size_t)total * sizeof(float),
-                               s->err, sizeof s->err);
+    return nnt_st_writer_write(s->w, t->in || t->groups ? s->tmp : s->buf,
+                               (size_t)total * sizeof(float), s->err, sizeof s->err);
 }
 
 /* Declare every tensor under its HF name and shape (s->most: the largest). */
@@ -531,14 +562,17 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     int64_t total = t->total, at = 0;
     char err[NNT_IO_ERRLEN];
     float *buf = malloc((size_t)total * sizeof(float) + 1);
-    float *tmp = t->in ? malloc((size_t)total * sizeof(float) + 1) : NULL;
-    int rc = buf && (tmp || !t->in) ? NNT_OK : nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory",
-                                                        ps->fn);
+    int reorder = t->in || t->groups;
+    float *tmp = reorder ? malloc((size_t)total * sizeof(float) + 1) : NULL;
+    int rc = buf && (tmp || !reorder) ? NNT_OK : nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory",
+                                                          ps->fn);
     if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, (uint64_t)t->offset, (uint64_t)total,
-                                     t->in ? tmp : buf, err, sizeof err)))
+                                     reorder ? tmp : buf, err, sizeof err)))
         rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
+    if (rc == 0 && t->groups)   /* the file's heads one after the other -> nnt's parts */
+        nnt_rows_by_group(tmp, buf, t->np, t->groups, total, 1);
     for (int i = 0; i < t->np && rc == 0; at += t->n[i], i++)
         rc = nnt_tensor_from_host_f32(t->p[i].value, buf + at, t->n[i]);
     free(buf);
@@ -546,13 +580,16 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     return rc;
 }
 
-/* A tensor of the file that is no parameter: the tied head, a buffer HF saves, or what a
- * nesting skips (a vision tower). */
-static int ignorable(const hf_reading *g, const char *name, int tied)
+/* A tensor of the file that is no parameter: the tied head, a buffer HF saves (and those the
+ * family names), or what a nesting skips (a vision tower). */
+static int ignorable(const hf_reading *g, const nnt_family *f, const char *name, int tied)
 {
     char head[NNT_IO_MAXNAME + 1];
     if (tied && strcmp(name, nested_name(g->nest, "lm_head.weight", head)) == 0)
         return 1;
+    for (const char *const *end = f->hf_ignored; end && *end; end++)
+        if (ends_with(name, *end))
+            return 1;
     for (int k = 0; g->nest && k < 4 && g->nest->skip[k]; k++)
         if (starts_with(name, g->nest->skip[k]))
             return 1;
@@ -560,11 +597,13 @@ static int ignorable(const hf_reading *g, const char *name, int tied)
 }
 
 /* A strict family's file holds no tensor that is not one of the model's. */
-static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g, int tied)
+static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g,
+                         const nnt_model_config *cfg)
 {
+    const nnt_family *f = nnt_family_find(cfg->family);
     for (size_t i = 0; i < nnt_hf_weights_count(g->w); i++) {
         const char *name = nnt_hf_weights_name(g->w, i), *file = g->what;
-        int known = ignorable(g, name, tied);
+        int known = ignorable(g, f, name, cfg->tied);
         for (size_t k = 0; k < g->n && !known; k++)
             known = strcmp(g->names[k], name) == 0;
         if (known)
@@ -584,7 +623,7 @@ static int read_weights(nnt_layer *model, const char *fn, const nnt_hf_weights *
     hf_reading g = {w, what, nesting_of(arch, w), NULL, 0, 0};
     int rc = hf_each(model, fn, check_one, &g);
     if (rc == 0 && nnt_family_find(cfg->family)->hf_strict)
-        rc = check_unknown(model, fn, &g, cfg->tied);
+        rc = check_unknown(model, fn, &g, cfg);
     if (rc == 0)
         rc = hf_each(model, fn, fill_one, &g);
     for (size_t i = 0; i < g.n; i++)
@@ -678,6 +717,7 @@ static int same_config(nnt_ctx *ctx, const char *fn, const char *dir,
         {"channels", (double)f.channels, (double)have->channels},
         {"tied", f.tied, have->tied}, {"qk_norm", f.qk_norm, have->qk_norm},
         {"experts", (double)f.experts, (double)have->experts},
+        {"serial_blocks", f.serial_blocks, have->serial_blocks},
         {"norm_eps", f.norm_eps, have->norm_eps}, {"rope theta", f.rope.theta, have->rope.theta},
         {"rope scaling", f.rope.scaling, have->rope.scaling},
         {"sliding_window", (double)f.sliding_window, (double)have->sliding_window},

@@ -359,4 +359,5 @@ const nnt_family nnt_family_llama = {
     NULL,
     NULL,
     NULL, 0,   /* no fused tensors */
+    NULL,
 };

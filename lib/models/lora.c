@@ -367,6 +367,8 @@ typedef struct peft_tensor {
     int64_t rows, cols;       /* PEFT's 2-D shape                                          */
     nnt_tensor *part[3];      /* nnt's tensors whose data follow one another in it         */
     int nparts;
+    int64_t groups;           /* > 0: in the file the parts' rows go head by head (GPT-NeoX's
+                                 query_key_value: nnt_rows_by_group)                        */
 } peft_tensor;
 
 typedef int (*peft_fn)(const peft_tensor *t, void *arg);
@@ -374,6 +376,7 @@ typedef int (*peft_fn)(const peft_tensor *t, void *arg);
 typedef struct peft_pass {
     peft_fn fn;
     void *arg;
+    const nnt_family *f;
 } peft_pass;
 
 static int64_t numel_of(const nnt_tensor *t)
@@ -388,10 +391,12 @@ static int peft_of_module(const lora_module *m, void *arg)
     gl_lora *lo = gl_lora_of(m->layer, m->name);
     if (!lo)
         return NNT_OK;
-    peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1};
+    peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1, 0};
     snprintf(a.name, sizeof a.name, PEFT_PREFIX "%s.lora_A.weight", m->hf);
     NNT_TRY(p->fn(&a, p->arg));
-    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts};
+    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, 0};
+    if (p->f->layout.fused_lora == 2 && lo->nparts == 3)   /* q, k, v: (NH, hd, r) each */
+        b.groups = lo->b[0]->shape[0];
     snprintf(b.name, sizeof b.name, PEFT_PREFIX "%s.lora_B.weight", m->hf);
     for (int i = 0; i < lo->nparts; i++) {
         b.part[i] = lo->b[i];
@@ -402,7 +407,7 @@ static int peft_of_module(const lora_module *m, void *arg)
 
 static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *arg)
 {
-    peft_pass p = {fn, arg};
+    peft_pass p = {fn, arg, f};
     return each_module(model, f, peft_of_module, &p);
 }
 
@@ -410,7 +415,7 @@ static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *ar
 
 typedef struct peft_save {
     nnt_st_writer *w;
-    float *buf;
+    float *buf, *tmp;           /* tmp: the rows of a per-head tensor reordered */
     int64_t most;
     int io;                    /* the failure is lib/io's (message in err) */
     char err[NNT_IO_ERRLEN];
@@ -436,22 +441,26 @@ static int write_peft(const peft_tensor *t, void *arg)
         NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at, (size_t)n * sizeof(float)));
         at += n;
     }
+    if (t->groups)   /* nnt's q, k, v parts -> the file's heads one after the other */
+        nnt_rows_by_group(s->buf, s->tmp, t->nparts, t->groups, at, 0);
     s->io = 1;
-    int rc = nnt_st_writer_write(s->w, s->buf, (size_t)at * sizeof(float), s->err, sizeof s->err);
+    int rc = nnt_st_writer_write(s->w, t->groups ? s->tmp : s->buf, (size_t)at * sizeof(float),
+                                 s->err, sizeof s->err);
     s->io = rc != 0;
     return rc;
 }
 
 static int save_weights(nnt_layer *model, const char *fn, const nnt_family *f, const char *path)
 {
-    peft_save s = {NULL, NULL, 0, 1, ""};
+    peft_save s = {NULL, NULL, NULL, 0, 1, ""};
     int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
     if (rc == 0)
         rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
     s.io = rc != 0;
     if (rc == 0)
         rc = each_peft(model, f, declare_peft, &s);
-    if (rc == 0 && !(s.buf = malloc((size_t)(s.most ? s.most : 1) * sizeof(float)))) {
+    if (rc == 0 && (!(s.buf = malloc((size_t)(s.most ? s.most : 1) * sizeof(float))) ||
+                    !(s.tmp = malloc((size_t)(s.most ? s.most : 1) * sizeof(float))))) {
         rc = NNT_E_NOMEM;
         s.io = 1;
         snprintf(s.err, sizeof s.err, "out of memory");
@@ -465,6 +474,7 @@ static int save_weights(nnt_layer *model, const char *fn, const nnt_family *f, c
     }
     nnt_st_writer_abort(s.w);
     free(s.buf);
+    free(s.tmp);
     return rc && s.io ? nnt_fail(model->ctx, rc, "%s: %s", fn, s.err) : rc;
 }
 
@@ -690,22 +700,24 @@ static int load_one(const peft_tensor *t, void *arg)
                             (long long)t->rows, (long long)t->cols);
         return NNT_OK;
     }
-    uint64_t at = 0;
-    for (int i = 0; i < t->nparts; i++) {
+    int64_t total = t->rows * t->cols, at = 0;
+    float *buf = malloc((size_t)total * sizeof *buf + 1);
+    float *tmp = t->groups ? malloc((size_t)total * sizeof *tmp + 1) : NULL;
+    int rc = buf && (tmp || !t->groups) ? NNT_OK
+                                        : nnt_fail(g->ctx, NNT_E_NOMEM, "%s: out of memory", g->fn);
+    if (rc == 0 && (rc = nnt_st_read(g->r, e, NNT_IO_F32, 0, (uint64_t)total,
+                                     t->groups ? tmp : buf, g->err, sizeof g->err)))
+        rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
+    if (rc == 0 && t->groups)   /* the file's heads one after the other -> nnt's parts */
+        nnt_rows_by_group(tmp, buf, t->nparts, t->groups, total, 1);
+    for (int i = 0; rc == 0 && i < t->nparts; i++) {
         int64_t n = numel_of(t->part[i]);
-        float *buf = malloc((size_t)n * sizeof *buf);
-        if (!buf)
-            return nnt_fail(g->ctx, NNT_E_NOMEM, "%s: out of memory", g->fn);
-        int rc = nnt_st_read(g->r, e, NNT_IO_F32, at, (uint64_t)n, buf, g->err, sizeof g->err);
-        if (rc)
-            rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
-        if (rc == 0)
-            rc = nnt_tensor_copy_from_host(t->part[i], buf, (size_t)n * sizeof *buf);
-        free(buf);
-        NNT_TRY(rc);
-        at += (uint64_t)n;
+        rc = nnt_tensor_copy_from_host(t->part[i], buf + at, (size_t)n * sizeof *buf);
+        at += n;
     }
-    return NNT_OK;
+    free(buf);
+    free(tmp);
+    return rc;
 }
 
 /* Remove the adapters just added (a load that failed after adding them). */

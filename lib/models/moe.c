@@ -445,4 +445,5 @@ const nnt_family nnt_family_moe = {
     moe_hf_rename,
     moe_hf_alt,
     NULL, 0,   /* no fused tensors */
+    NULL,
 };

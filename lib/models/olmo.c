@@ -147,4 +147,5 @@ const nnt_family nnt_family_olmo = {
     NULL,
     NULL,
     NULL, 0,   /* no fused tensors */
+    NULL,
 };

@@ -155,4 +155,5 @@ const nnt_family nnt_family_phi = {
     phi_hf_rename,
     NULL,
     NULL, 0,
+    NULL,
 };

@@ -171,8 +171,8 @@ static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
 
 static const nnt_hf_fused FUSED[] = {
     {"self_attn.qkv_proj.weight",
-     {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
-    {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight", NULL}},
+     {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}, 0},
+    {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight", NULL}, 0},
 };
 
 const nnt_family nnt_family_phi3 = {
@@ -193,4 +193,5 @@ const nnt_family nnt_family_phi3 = {
     NULL,
     NULL,
     FUSED, (int)(sizeof FUSED / sizeof FUSED[0]),
+    NULL,
 };

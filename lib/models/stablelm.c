@@ -150,4 +150,5 @@ const nnt_family nnt_family_stablelm = {
     NULL,
     NULL,
     NULL, 0,
+    NULL,
 };

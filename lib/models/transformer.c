@@ -125,10 +125,14 @@ static int check_scalar_options(nnt_ctx *ctx, const char *fn, const nnt_model_co
 }
 
 /* Blocks without rotary positions: only in families that have them, and only blocks the
- * model has. */
-static int check_nope(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
+ * model has; serial_blocks 0 or 1, and 1 only where the family has it. */
+static int check_blocks(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
                       const nnt_family *f)
 {
+    if (c->serial_blocks < 0 || c->serial_blocks > 1 ||
+        (c->serial_blocks && !(f->features & NNT_FAMILY_HAS_SERIAL_BLOCKS)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: serial_blocks %d (0 or 1; 1 only in a family "
+                        "whose blocks can be either, not %s)", fn, c->serial_blocks, f->title);
     for (int64_t i = 0; i < NNT_MODEL_MAX_NOPE_LAYER; i++) {
         if (!NNT_MODEL_NOPE_LAYER(c, i))
             continue;
@@ -217,8 +221,8 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (f->layout.rope && nnt_rope_rotary_dim(&cfg->rope, hd) != hd &&
         !(f->features & NNT_FAMILY_HAS_PARTIAL_ROTARY))
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the %s family rotates whole head vectors "
-                        "(rope.partial_rotary_factor %g; the Phi-3, Phi and StableLM families "
-                        "rotate a part)", fn, f->title, cfg->rope.partial_rotary_factor);
+                        "(rope.partial_rotary_factor %g; the Phi-3, Phi, StableLM and GPT-NeoX "
+                        "families rotate a part)", fn, f->title, cfg->rope.partial_rotary_factor);
     if (cfg->qk_norm < 0 || cfg->qk_norm > 2)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: qk_norm %d (0: none, 1: per head, 2: over the "
                         "whole projection)", fn, cfg->qk_norm);
@@ -229,7 +233,7 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (cfg->experts && !(f->features & NNT_FAMILY_HAS_MOE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no mixture of experts "
                         "(experts %lld)", fn, f->title, (long long)cfg->experts);
-    NNT_TRY(check_nope(ctx, fn, cfg, f));
+    NNT_TRY(check_blocks(ctx, fn, cfg, f));
     return f->check ? f->check(ctx, fn, cfg) : NNT_OK;
 }
 
@@ -346,7 +350,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.out_bias = c->out_bias;
     ao.rope = f->rope ? &c->rope : NULL;
     ao.llama_names = f->rope;   /* q_proj ... o_proj in blocks without rope too */
-    ao.fused_qkv = f->fused_lora;
+    ao.fused_qkv = f->fused_lora != 0;
     ao.head_dim = head_dim_of(c);
     ao.qk_norm = c->qk_norm;
     ao.qk_norm_eps = c->norm_eps;
@@ -360,7 +364,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT, moe = NNT_MLP_OPTIONS_INIT;
     mo.kind = f->mlp_kind;
     mo.bias = c->mlp_bias;
-    mo.fused_gate_up = f->fused_lora;
+    mo.fused_gate_up = f->fused_lora == 1;
     moe.kind = NNT_MLP_MOE;
     moe.bias = 0;
     moe.experts = c->experts;
@@ -375,7 +379,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     bo.mlp = &mo;
     bo.norm_plus_one = f->norm_plus_one;
     bo.sandwich_norms = f->sandwich_norms;
-    bo.parallel = f->parallel;
+    bo.parallel = c->serial_blocks ? 0 : f->parallel;
     bo.residual_scale = c->residual_multiplier;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];
