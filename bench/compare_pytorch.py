@@ -12,7 +12,7 @@ script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
         [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b|
-                      gemma3-270m]
+                      gemma3-270m|pythia-160m]
         [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
@@ -56,7 +56,10 @@ hidden 1024, intermediate 3072, 28 layers, 16 heads of 128, 8 key/value heads, q
 rope_theta 1e6, tied, rms_norm_eps 1e-6); gemma3-270m: Gemma3ForCausalLM(Gemma3TextConfig(...))
 of google/gemma-3-270m's sizes (vocab 262144, hidden 640, intermediate 2048, 18 layers, 4
 heads of 256, 1 key/value head, query_pre_attn_scalar 256, a window of 512 on five layers of
-six, rope 1e6 / 1e4, tied, rms_norm_eps 1e-6; the FLOP count ignores the windows).
+six, rope 1e6 / 1e4, tied, rms_norm_eps 1e-6; the FLOP count ignores the windows);
+pythia-160m: GPTNeoXForCausalLM(GPTNeoXConfig(...)) of EleutherAI/pythia-160m's sizes (vocab
+50304, hidden 768, intermediate 3072, 12 layers of 12 heads, rotary_pct 0.25, the attention
+and the exact-GELU MLP side by side, every bias, untied, layer_norm_eps 1e-5).
 Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
 6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
 projections, which params counts; the attention products have heads * head_dim = C, or
@@ -140,6 +143,8 @@ CONFIGS = {
     "qwen3-0.6b": (28, 1024, 16, 151936, 40960),
     # Gemma family (nnt-train --model NAME)
     "gemma3-270m": (18, 640, 4, 262144, 32768),
+    # GPT-NeoX family (nnt-train --model NAME)
+    "pythia-160m": (12, 768, 12, 50304, 2048),
 }
 
 # Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
@@ -157,6 +162,9 @@ LLAMA = {
     # norms, a window of 512 on 5 layers of 6, rope 1e6 global / 1e4 local
     "gemma3-270m": {"kv_heads": 1, "hidden": 2048, "rope_theta": 1000000.0, "eps": 1e-6,
                     "tied": True, "head_dim": 256, "gemma3": True},
+    # EleutherAI/pythia-160m: GPTNeoXForCausalLM, two LayerNorms a block, parts side by side
+    "pythia-160m": {"kv_heads": 12, "hidden": 3072, "rope_theta": 10000.0, "eps": 1e-5,
+                    "tied": False, "neox": True},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -257,6 +265,7 @@ def torch_worker(a):
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
     from transformers import Qwen3Config, Qwen3ForCausalLM
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -274,6 +283,15 @@ def torch_worker(a):
                                tie_word_embeddings=ll["tied"], rms_norm_eps=ll["eps"],
                                attention_bias=False, attention_dropout=0.0, use_cache=False)
         model_class = Gemma3ForCausalLM
+    elif a.config in LLAMA and LLAMA[a.config].get("neox"):
+        ll = LLAMA[a.config]
+        cfg = GPTNeoXConfig(vocab_size=V, hidden_size=C, intermediate_size=ll["hidden"],
+                            num_hidden_layers=L, num_attention_heads=NH,
+                            max_position_embeddings=maxT, rotary_pct=0.25,
+                            rotary_emb_base=ll["rope_theta"], layer_norm_eps=ll["eps"],
+                            tie_word_embeddings=False, use_parallel_residual=True,
+                            hidden_dropout=0.0, attention_dropout=0.0, use_cache=False)
+        model_class = GPTNeoXForCausalLM
     elif a.config in LLAMA:
         ll = LLAMA[a.config]
         config_class, model_class = ((Qwen3Config, Qwen3ForCausalLM) if ll.get("qwen3")
@@ -813,8 +831,10 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
     lines = []
     w = lines.append
     def fam(c):
-        return ("GPT-2" if c not in LLAMA else "Gemma" if LLAMA[c].get("gemma3") else "Llama")
-    fams = [f for f in ("GPT-2", "Llama", "Gemma") if any(fam(c) == f for c in configs)]
+        return ("GPT-2" if c not in LLAMA else "Gemma" if LLAMA[c].get("gemma3")
+                else "GPT-NeoX" if LLAMA[c].get("neox") else "Llama")
+    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX")
+            if any(fam(c) == f for c in configs)]
     w("# nnt vs PyTorch: %s training step on the %s"
       % (" and ".join(fams), "GPU" if a.device == "cuda" else "CPU"))
     w("")
@@ -880,6 +900,14 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
                               "tie_word_embeddings=True, rms_norm_eps=%g)), random init"
                               % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"],
                                  ll["head_dim"], ll["eps"]))
+                continue
+            if ll.get("neox"):
+                models.append("%s: GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=%d, "
+                              "hidden_size=%d, intermediate_size=%d, num_hidden_layers=%d, "
+                              "num_attention_heads=%d, rotary_pct=0.25, rotary_emb_base=%g, "
+                              "use_parallel_residual=True, hidden_act='gelu' (the default), "
+                              "tie_word_embeddings=False, layer_norm_eps=%g)), random init"
+                              % (c, V, C, ll["hidden"], L, NH, ll["rope_theta"], ll["eps"]))
                 continue
             kind = "Qwen3" if ll.get("qwen3") else "Llama"
             extra = ("head_dim=%d" % ll["head_dim"]) if "head_dim" in ll else "mlp_bias=False"
