@@ -824,7 +824,10 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         tbest = min(tmed, key=tmed.get)
         tn, tt = med[best], tmed[tbest]
         hd = LLAMA.get(c, {}).get("head_dim")
-        fl = flops_per_step(r["params"], L, C, a.batch, a.seq, NH * hd if hd else None)
+        # an untied input embedding is a lookup, not a product: its V x C not counted
+        untied = c in LLAMA and not LLAMA[c]["tied"]
+        fl = flops_per_step(r["params"] - (CONFIGS[c][3] * C if untied else 0), L, C, a.batch,
+                            a.seq, NH * hd if hd else None)
         rows.append((c, L, C, NH, r["params"], r["nnt_mparams"], fl, tn, tt, best, med, r,
                      tbest, tmed))
 
@@ -969,7 +972,8 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
              if a.peak_tflops else "%.0f GFLOP/s, BLIS sgemm with 2 threads on an idle "
              "machine of this kind (design.md)" % DESIGN_PEAK))
     w("- FLOPs per step = 6 * params * B * T + 12 * L * B * T^2 * C (params: PyTorch's "
-      "count, the token embedding tied with the LM head%s)"
+      "count, the token embedding tied with the LM head; an untied one (pythia-160m's) is a "
+      "lookup and not counted%s)"
       % ("; the same formula for the Llama configs: grouped-query attention only shrinks the "
          "K/V projections, which params counts, and the attention products have "
          "heads * head_dim in place of C where a config gives head_dim (qwen3-0.6b: 2048); "

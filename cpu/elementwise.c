@@ -127,34 +127,41 @@ static inline NNT_AVX2 __m256 gelu_grad_avx2(__m256 x)
     return _mm256_add_ps(sig, t);
 }
 
-/* tails through masked loads and stores: an element's value never depends on n */
-static NNT_AVX2 void gelu_fwd_avx2(int64_t n, const float *x, float *y)
+static inline NNT_AVX2 __m256 gelu_avx2(__m256 x)
 {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(v, gelu_sig_avx2(v)));
-    }
-    if (i < n) {
-        __m256i mask = nnt_avx2_tail_mask(n - i);
-        __m256 v = _mm256_maskload_ps(x + i, mask);
-        _mm256_maskstore_ps(y + i, mask, _mm256_mul_ps(v, gelu_sig_avx2(v)));
-    }
+    return _mm256_mul_ps(x, gelu_sig_avx2(x));
 }
 
-static NNT_AVX2 void gelu_bwd_avx2(int64_t n, const float *x, const float *dy, float *dx)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = gelu_grad_avx2(_mm256_loadu_ps(x + i));
-        _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), g));
+/* The AVX2 loops of an activation given its value and gradient on 8 floats: fwd (y = f(x))
+ * and bwd (dx = dy f'(x)); tails through masked loads and stores: an element's value never
+ * depends on n. */
+#define AVX2_ACTIVATION_LOOPS(fwd, bwd, value, grad)                                          \
+    static NNT_AVX2 void fwd(int64_t n, const float *x, float *y)                            \
+    {                                                                                         \
+        int64_t i = 0;                                                                        \
+        for (; i + 8 <= n; i += 8)                                                            \
+            _mm256_storeu_ps(y + i, value(_mm256_loadu_ps(x + i)));                           \
+        if (i < n) {                                                                          \
+            __m256i mask = nnt_avx2_tail_mask(n - i);                                         \
+            _mm256_maskstore_ps(y + i, mask, value(_mm256_maskload_ps(x + i, mask)));         \
+        }                                                                                     \
+    }                                                                                         \
+    static NNT_AVX2 void bwd(int64_t n, const float *x, const float *dy, float *dx)          \
+    {                                                                                         \
+        int64_t i = 0;                                                                        \
+        for (; i + 8 <= n; i += 8) {                                                          \
+            __m256 g = grad(_mm256_loadu_ps(x + i));                                          \
+            _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), g));              \
+        }                                                                                     \
+        if (i < n) {                                                                          \
+            __m256i mask = nnt_avx2_tail_mask(n - i);                                         \
+            __m256 g = grad(_mm256_maskload_ps(x + i, mask));                                 \
+            _mm256_maskstore_ps(dx + i, mask,                                                 \
+                                _mm256_mul_ps(_mm256_maskload_ps(dy + i, mask), g));          \
+        }                                                                                     \
     }
-    if (i < n) {
-        __m256i mask = nnt_avx2_tail_mask(n - i);
-        __m256 g = gelu_grad_avx2(_mm256_maskload_ps(x + i, mask));
-        _mm256_maskstore_ps(dx + i, mask, _mm256_mul_ps(_mm256_maskload_ps(dy + i, mask), g));
-    }
-}
+
+AVX2_ACTIVATION_LOOPS(gelu_fwd_avx2, gelu_bwd_avx2, gelu_avx2, gelu_grad_avx2)
 #endif
 
 /* y may alias x, and dx may alias dy or x (in place) */
@@ -182,9 +189,10 @@ void nnt_cpu_gelu_bwd_f32(int64_t n, const float *x, const float *dy, float *dx)
         dx[i] = dy[i] * gelu_grad(x[i]);
 }
 
-/* pre (m, n) += bias (n) broadcast over rows; out (m, n) = gelu(pre) */
-void nnt_cpu_bias_gelu_f32(int64_t m, int64_t n, const float *restrict bias,
-                           float *restrict pre, float *restrict out)
+/* pre (m, n) += bias (n) broadcast over rows (bias NULL: nothing); out (m, n) = act(pre) row
+ * by row */
+static void bias_then(int64_t m, int64_t n, const float *restrict bias, float *restrict pre,
+                      float *restrict out, void (*act)(int64_t, const float *, float *))
 {
     for (int64_t r = 0; r < m; r++) {
         float *restrict p = pre + r * n;
@@ -192,8 +200,14 @@ void nnt_cpu_bias_gelu_f32(int64_t m, int64_t n, const float *restrict bias,
         if (bias)
             for (int64_t j = 0; j < n; j++)
                 p[j] += bias[j];
-        nnt_cpu_gelu_fwd_f32(n, p, o);
+        act(n, p, o);
     }
+}
+
+void nnt_cpu_bias_gelu_f32(int64_t m, int64_t n, const float *restrict bias,
+                           float *restrict pre, float *restrict out)
+{
+    bias_then(m, n, bias, pre, out, nnt_cpu_gelu_fwd_f32);
 }
 
 /* ---- GELU, exact (erf) form: gelu(x) = x Phi(x), Phi the standard normal CDF ----------------
@@ -342,30 +356,7 @@ static inline NNT_AVX2 __m256 gelu_erf_grad_avx2(__m256 x)
     return _mm256_fmadd_ps(xc, pdf, normal_cdf_avx2(x, q));
 }
 
-static NNT_AVX2 void gelu_erf_fwd_avx2(int64_t n, const float *x, float *y)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, gelu_erf_avx2(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        __m256i mask = nnt_avx2_tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, gelu_erf_avx2(_mm256_maskload_ps(x + i, mask)));
-    }
-}
-
-static NNT_AVX2 void gelu_erf_bwd_avx2(int64_t n, const float *x, const float *dy, float *dx)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = gelu_erf_grad_avx2(_mm256_loadu_ps(x + i));
-        _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), g));
-    }
-    if (i < n) {
-        __m256i mask = nnt_avx2_tail_mask(n - i);
-        __m256 g = gelu_erf_grad_avx2(_mm256_maskload_ps(x + i, mask));
-        _mm256_maskstore_ps(dx + i, mask, _mm256_mul_ps(_mm256_maskload_ps(dy + i, mask), g));
-    }
-}
+AVX2_ACTIVATION_LOOPS(gelu_erf_fwd_avx2, gelu_erf_bwd_avx2, gelu_erf_avx2, gelu_erf_grad_avx2)
 #endif
 
 /* y may alias x, and dx may alias dy or x (in place) */
@@ -393,18 +384,10 @@ void nnt_cpu_gelu_erf_bwd_f32(int64_t n, const float *x, const float *dy, float 
         dx[i] = dy[i] * gelu_erf_grad(x[i]);
 }
 
-/* pre (m, n) += bias (n) broadcast over rows; out (m, n) = gelu_erf(pre) */
 void nnt_cpu_bias_gelu_erf_f32(int64_t m, int64_t n, const float *restrict bias,
                                float *restrict pre, float *restrict out)
 {
-    for (int64_t r = 0; r < m; r++) {
-        float *restrict p = pre + r * n;
-        float *restrict o = out + r * n;
-        if (bias)
-            for (int64_t j = 0; j < n; j++)
-                p[j] += bias[j];
-        nnt_cpu_gelu_erf_fwd_f32(n, p, o);
-    }
+    bias_then(m, n, bias, pre, out, nnt_cpu_gelu_erf_fwd_f32);
 }
 
 /* ---- GeGLU and soft-capping (Gemma) -------------------------------------------------------- */
