@@ -727,6 +727,27 @@ START_TEST(test_neox_config)
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
     ck_assert(c.rope.theta == 10000.0 && c.rope.partial_rotary_factor == 0.5);
     ck_assert(c.serial_blocks && !c.qkv_bias && !c.out_bias && c.mlp_bias);
+    /* the keys of Pythia's published config.json files (transformers 4.24): the preset */
+    test_write_config(test_tmp_path("p"), "{\"architectures\": [\"GPTNeoXForCausalLM\"], "
+                      "\"bos_token_id\": 0, \"eos_token_id\": 0, \"hidden_act\": \"gelu\", "
+                      "\"hidden_size\": 512, \"initializer_range\": 0.02, "
+                      "\"intermediate_size\": 2048, \"layer_norm_eps\": 1e-05, "
+                      "\"max_position_embeddings\": 2048, \"model_type\": \"gpt_neox\", "
+                      "\"num_attention_heads\": 8, \"num_hidden_layers\": 6, "
+                      "\"rotary_emb_base\": 10000, \"rotary_pct\": 0.25, "
+                      "\"tie_word_embeddings\": false, \"torch_dtype\": \"float16\", "
+                      "\"transformers_version\": \"4.24.0\", \"use_cache\": true, "
+                      "\"use_parallel_residual\": true, \"vocab_size\": 50304}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("p"), &c));
+    EXPECT_OK(nnt_model_preset("pythia-70m", &q));
+    ck_assert(c.family == q.family && c.vocab == q.vocab && c.layers == q.layers &&
+              c.heads == q.heads && c.kv_heads == q.heads && c.channels == q.channels &&
+              c.hidden == q.hidden && c.max_seq == q.max_seq && c.norm_eps == q.norm_eps &&
+              c.tied == q.tied && c.qkv_bias == q.qkv_bias && c.out_bias == q.out_bias &&
+              c.mlp_bias == q.mlp_bias && c.serial_blocks == q.serial_blocks &&
+              c.rope.theta == q.rope.theta &&
+              c.rope.partial_rotary_factor == q.rope.partial_rotary_factor &&
+              c.rope.scaling == q.rope.scaling);
     test_write_config(test_tmp_path("c"), "{" NEOX_SIZES ", \"hidden_act\": \"gelu_new\"}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("c"), &c), NNT_E_UNSUPPORTED,
                     "hidden_act");
