@@ -717,10 +717,13 @@ typedef enum nnt_freeze_mode {
 } nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
  * glob pattern (fnmatch(3) without flags: * and ? match dots too; "*" is every parameter,
- * "*.mlp.*" the MLPs', "model.layers.0.*" a block's). A frozen parameter has no gradient
- * tensor (nnt_param_info.grad NULL; its memory is released), nnt_optim_add_layer skips it
- * (no optimizer state), and the backward computes no gradient for it: through a frozen
- * matrix only the input gradient flows (one product of the linear's three). Unfreezing gives
+ * "*.mlp.*" the MLPs', "model.layers.0.*" a block's); in a model also those whose tensor in
+ * the family's Hugging Face files has a matching name (new in 0.3: GPT-NeoX's q, k, v
+ * "*.attention.query_key_value.*", GPT-2's "transformer.h.0.attn.c_attn.*"). A frozen
+ * parameter has no gradient tensor (nnt_param_info.grad NULL; its memory is released),
+ * nnt_optim_add_layer skips it (no optimizer state), and the backward computes no gradient
+ * for it: through a frozen matrix only the input gradient flows (one product of the
+ * linear's three). Unfreezing gives
  * it a zero gradient again. count (may be NULL) gets the number of parameters matched; a
  * pattern that matches none is NNT_E_INVAL naming it. Between a forward and its backward, the
  * backward follows the new state. An optimizer sees the parameters frozen when it adds them:

@@ -193,7 +193,7 @@ lora_cattn_part|lib/layers/attention.c|s@\*part = one ? i : 0;@*part = 0;@|LoRA 
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
 lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0));@1.0, lo->b[i], lo->a, 1.0, w, 1, 0));@|LoRA merge: W += B A without the scale
 lora_base_trained|lib/models/lora.c|s@if (!p->adapter \&\& !p->frozen)$@if (p->adapter \&\& !p->frozen)@|LoRA: the adapters frozen instead of the base, whose gradients are then computed
-freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0)@if (fnmatch(pattern, tree->listed_names[i], 0) == 0)@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
+freeze_pattern_inverted|lib/layers/layer.c|s@if (fnmatch(pattern, tree->listed_names\[i\], 0) != 0 \&\&@if (fnmatch(pattern, tree->listed_names[i], 0) == 0 \&\&@|nnt_layer_freeze: the parameters that do not match frozen, the gradients of the matching ones computed
 bf16_widen_shift|lib/tensor.c|s@uint32_t bits = (uint32_t)h << 16;@uint32_t bits = (uint32_t)h << 15;@|a parameter kept in bf16 read into the model files with its bits shifted
 merge_bf16_unrounded|lib/layers/lora.c|s@return nnt_tensor_retype(w, kept);@return NNT_OK;@|LoRA merge into a base kept in bf16: the sum left in fp32 (not rounded as the next product would)
 narrow_keep_ignored|lib/layers/layer.c|s@p->keep_fp32 = mode == NNT_FREEZE_KEEP_FP32;@p->keep_fp32 = 0;@|NNT_FREEZE_KEEP_FP32 ignored: every frozen matrix kept in bf16 under bf16 products
@@ -253,6 +253,7 @@ neox_rotary_pct_default|lib/models/gptneox.c|s@rotary_pct", 10000.0, 0.25,@rotar
 neox_qkv_not_per_head|lib/models/hf.c|s@    t->groups = shape\[0\];@    t->groups = 1;@|GPT-NeoX files: query_key_value read and written as q, k, v one after the other, not head by head
 neox_peft_b_not_per_head|lib/models/lora.c|s@        b.groups = lo->b\[0\]->shape\[0\];@        b.groups = 0;@|GPT-NeoX PEFT files: the query_key_value B rows as q, k, v one after the other, not head by head
 neox_buffers_refused|lib/models/gptneox.c|s@static const char \*const IGNORED\[\] = {".attention.bias", ".attention.masked_bias", NULL};@static const char *const IGNORED[] = {NULL};@|GPT-NeoX: the causal-mask buffers of transformers 4 files refused as unknown tensors
+freeze_file_names_ignored|lib/layers/layer.c|s@            !(files \&\& files\[i\] \&\& fnmatch(pattern, files\[i\], 0) == 0))@            1)@|nnt_layer_freeze: the names of the file tensors holding the parameters of a model not matched
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 

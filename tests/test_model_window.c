@@ -835,6 +835,53 @@ START_TEST(test_neox_buffers)
 }
 END_TEST
 
+/* nnt_layer_freeze patterns match the names of the file tensors holding a model's parameters
+ * too: GPT-NeoX's query_key_value freezes exactly q_proj, k_proj and v_proj (weights and
+ * biases), embed_out the head, attention.dense o_proj; Phi's fc1 c_fc; a tree name still
+ * works; a pattern of neither kind is refused, the message giving a file name */
+static void expect_frozen(nnt_layer *l, const char *const *frozen)
+{
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = test_param_at(l, i);
+        int want = 0;
+        for (const char *const *f = frozen; *f && !want; f++)
+            want = strstr(p.name, *f) != NULL;
+        ck_assert_msg(p.frozen == want, "%s frozen %d, want %d", p.name, p.frozen, want);
+    }
+}
+
+START_TEST(test_freeze_file_names)
+{
+    static const char *const QKV[] = {"q_proj.", "k_proj.", "v_proj.", NULL};
+    static const char *const QKV_O_HEAD[] = {"q_proj.", "k_proj.", "v_proj.", "o_proj.",
+                                             "lm_head.", NULL};
+    static const char *const FC1[] = {".c_fc.", NULL};
+    nnt_layer *l = NULL;
+    int64_t n = 0;
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("neox", NULL), B, T, NULL, &l));
+    EXPECT_OK(nnt_layer_freeze(l, "*.attention.query_key_value.*", 1, &n));
+    ck_assert_int_eq(n, 12);   /* 2 layers x q, k, v x weight, bias */
+    expect_frozen(l, QKV);
+    EXPECT_OK(nnt_layer_freeze(l, "gpt_neox.layers.?.attention.dense.*", 1, &n));
+    ck_assert_int_eq(n, 4);
+    EXPECT_OK(nnt_layer_freeze(l, "embed_out.weight", 1, &n));
+    ck_assert_int_eq(n, 1);
+    expect_frozen(l, QKV_O_HEAD);
+    EXPECT_OK(nnt_layer_freeze(l, "*.self_attn.*", 0, &n));   /* the tree's names */
+    ck_assert_int_eq(n, 16);
+    EXPECT_FAIL_MSG(nnt_layer_freeze(l, "*.attn.c_attn.*", 1, &n), NNT_E_INVAL,
+                    "such as 'gpt_neox.layers.0.attention.query_key_value.weight'");
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("phi", NULL), B, T, NULL, &l));
+    EXPECT_OK(nnt_layer_freeze(l, "model.layers.*.mlp.fc1.*", 1, &n));
+    ck_assert_int_eq(n, 4);
+    expect_frozen(l, FC1);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 /* saved and read back: the same window configuration (the architecture that has it) */
 START_TEST(test_save_roundtrip)
 {
@@ -906,6 +953,7 @@ static Suite *window_suite(void)
     tcase_add_test(tc, test_granite_options);
     tcase_add_test(tc, test_neox_config);
     tcase_add_test(tc, test_neox_buffers);
+    tcase_add_test(tc, test_freeze_file_names);
     suite_add_tcase(s, tc);
     return s;
 }

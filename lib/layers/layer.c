@@ -5,6 +5,7 @@
 
 #include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -891,6 +892,45 @@ int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode)
     return NNT_OK;
 }
 
+static void free_names(char **names, int64_t n)
+{
+    for (int64_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* *files: the file names of tree's listed parameters (layer's file_names, matched by name
+ * where layer registers another tree's parameters), or NULL where layer has none. */
+static int file_names_of(nnt_layer *layer, nnt_layer *tree, const char *fn, char ***files)
+{
+    *files = NULL;
+    if (!layer->file_names)
+        return NNT_OK;
+    int64_t n = 0;
+    NNT_TRY(nnt_layer_num_params(layer, &n, NULL));
+    char **by_layer = calloc((size_t)(n ? n : 1), sizeof *by_layer);
+    char **by_tree = calloc((size_t)(tree->nlisted ? tree->nlisted : 1), sizeof *by_tree);
+    int rc = by_layer && by_tree ? layer->file_names(layer, n, by_layer)
+                                 : nnt_fail(layer->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        nnt_param_info p = {sizeof p, NULL, NULL, NULL, 0, 0};
+        rc = nnt_layer_param(layer, i, &p);
+        for (int64_t j = 0; rc == 0 && by_layer[i] && j < tree->nlisted; j++)
+            if (strcmp(tree->listed_names[j], p.name) == 0) {
+                by_tree[j] = by_layer[i];
+                by_layer[i] = NULL;
+                break;
+            }
+    }
+    free_names(by_layer, n);
+    if (rc) {
+        free_names(by_tree, tree->nlisted);
+        return rc;
+    }
+    *files = by_tree;
+    return NNT_OK;
+}
+
 NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, int64_t *count)
 {
     const char *fn = "nnt_layer_freeze";
@@ -902,22 +942,33 @@ NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, 
     int mode = freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 ? freeze : NNT_FREEZE;
     nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
     NNT_TRY(ensure_listing(tree, fn));
+    char **files = NULL;
+    NNT_TRY(file_names_of(layer, tree, fn, &files));
     int64_t n = 0;
     int rc = NNT_OK;
     for (int64_t i = 0; rc == 0 && i < tree->nlisted; i++) {
-        if (fnmatch(pattern, tree->listed_names[i], 0) != 0)
+        if (fnmatch(pattern, tree->listed_names[i], 0) != 0 &&
+            !(files && files[i] && fnmatch(pattern, files[i], 0) == 0))
             continue;
         rc = nnt_layer_set_frozen(tree, tree->listed[i], mode);
         n++;
     }
     if (rc == 0 && layer->vt->reregister)
         rc = layer->vt->reregister(layer);
+    if (rc == 0 && n == 0) {
+        char files_too[300] = "";
+        for (int64_t i = 0; files && i < tree->nlisted && !files_too[0]; i++)
+            if (files[i] && strcmp(files[i], tree->listed_names[i]) != 0)
+                snprintf(files_too, sizeof files_too, ", or as the model's files name them, "
+                         "such as '%s'", files[i]);
+        rc = nnt_fail(layer->ctx, NNT_E_INVAL, "%s: '%s' matches no parameter of the %s layer "
+                      "(names such as '%s'%s; * matches any text, dots included)", fn, pattern,
+                      layer->vt->kind_name, tree->nlisted ? tree->listed_names[0] : "none",
+                      files_too);
+    }
+    free_names(files, tree->nlisted);
     if (rc)
         return rc;
-    if (n == 0)
-        return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: '%s' matches no parameter of the %s layer "
-                        "(names such as '%s'; * matches any text, dots included)", fn, pattern,
-                        layer->vt->kind_name, tree->nlisted ? tree->listed_names[0] : "none");
     if (count)
         *count = n;
     return NNT_OK;

@@ -108,6 +108,10 @@ struct nnt_layer {
     char **listed_names;                   /* full dotted names                             */
     nnt_layer_param_rec **listed;
     void *impl;                            /* the kind's data                               */
+    /* The names its parameters have in its model's files (a model: its family's, which
+     * nnt_layer_freeze matches as well as the tree's): names[i] (malloc'd; NULL where none)
+     * for parameter i of nnt_layer_param, n of them. NULL: the tree's names only. */
+    int (*file_names)(nnt_layer *l, int64_t n, char **names);
     /* The tensors nnt_layer_ensure made for this layer (addresses of the kind's fields), so
      * that a recomputing block can drop its subtree's activations. */
     int nacts, cap_acts;

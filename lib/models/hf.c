@@ -291,6 +291,31 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
     return NNT_OK;
 }
 
+/* The file names of a model's parameters (nnt_layer.file_names): each part of a file's tensor
+ * named after the tensor (with the family's prefix; GPT-NeoX's q_proj, k_proj, v_proj all
+ * "gpt_neox.layers.0.attention.query_key_value.weight"). */
+typedef struct file_names_pass {
+    char **names;
+    int64_t n;
+} file_names_pass;
+
+static int name_parts(const hf_pass *ps, hf_tensor *t, void *arg)
+{
+    file_names_pass *fp = arg;
+    for (int k = 0; k < t->np; k++) {
+        int64_t i = param_index(ps->model, fp->n, t->p[k].name);
+        if (i >= 0 && !fp->names[i] && !(fp->names[i] = strdup(t->name)))
+            return nnt_fail(ps->model->ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
+    }
+    return NNT_OK;
+}
+
+int nnt_model_file_names(nnt_layer *model, int64_t n, char **names)
+{
+    file_names_pass fp = {names, n};
+    return hf_each(model, "nnt_layer_freeze", name_parts, &fp);
+}
+
 /* (rows, cols) row-major -> (cols, rows). */
 static void transpose(const float *src, float *dst, int64_t rows, int64_t cols)
 {

@@ -149,6 +149,10 @@ int nnt_model_load_gpt2_st(nnt_ctx *ctx, const char *fn, const char *path,
  * metadata {"format": "pt"}; one tensor in host memory at a time; temporary file, fsync,
  * rename. Errors name fn. */
 int nnt_model_save_gpt2_st(nnt_layer *model, const char *fn, const char *path);
+/* names[i] (malloc'd, n of them): the name in the family's Hugging Face files of the tensor
+ * that holds the model's parameter i (nnt_layer_param order), NULL for none (an adapter's):
+ * nnt_layer.file_names of every model. */
+int nnt_model_file_names(nnt_layer *model, int64_t n, char **names);
 /* An llm.c GPT-2 checkpoint (fp32, version 3) as a model for (B, T) (tree != 0: the tree of
  * nnt_model_build_tree; 0: the GPT layer): configuration from the header, every parameter
  * from its slice of the file (q, k, v: rows [0, C), [C, 2C), [2C, 3C) of each layer's qkvw;

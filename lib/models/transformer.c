@@ -488,7 +488,9 @@ int nnt_model_build_tree(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
     NNT_TRY(nnt_ctx_check(ctx, fn));
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    return tree_create(ctx, cfg, &t, fn, out);
+    NNT_TRY(tree_create(ctx, cfg, &t, fn, out));
+    (*out)->file_names = nnt_model_file_names;   /* nnt_layer_freeze matches them too */
+    return NNT_OK;
 }
 
 int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, int64_t B,
@@ -500,7 +502,9 @@ int nnt_model_build(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg, i
     nnt_tiling t;
     NNT_TRY(check_config(ctx, fn, cfg, B, T));
     NNT_TRY(resolve_tiling(ctx, fn, cfg, B, T, tiling, &t));
-    return f->build(ctx, fn, cfg, B, T, &t, out);
+    NNT_TRY(f->build(ctx, fn, cfg, B, T, &t, out));
+    (*out)->file_names = nnt_model_file_names;
+    return NNT_OK;
 }
 
 int nnt_model_build_uninit(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg,
