@@ -211,7 +211,8 @@ static const char usage_head[] =
     "\n";
 static const char usage_tail[] =
     "\n"
-    "MFU counts 6 N + 12 L T NH hd FLOPs per token (N parameters, hd the head dimension;\n"
+    "MFU counts 6 N + 12 L T NH hd FLOPs per token (N parameters, not the tables only\n"
+    "lookups read: positions, an untied token table; hd the head dimension;\n"
     "forward and backward, attention included). Exit status: 0 done, 1 library or runtime\n"
     "error, 2 bad usage, 130 interrupted.\n"
     "See nnt-train(1).\n";

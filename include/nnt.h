@@ -1793,7 +1793,9 @@ typedef struct nnt_trainer_info {
     int stopped;                 /* the run stopped at a request (of any rank, under MPI)      */
     double best_val_loss;        /* the loss best_checkpoint holds; HUGE_VAL when none         */
     double flops_per_token;      /* 6 N + 4 Nf + 12 L T NH hd, the MFU's numerator per token
-                                    (N trained and Nf frozen parameters)                      */
+                                    (N trained and Nf frozen parameters that products read:
+                                    not a position table, nor a token table without a tied
+                                    head, which lookups read; since 0.3)                     */
     double peak_flops;           /* the MFU's peak: peak_flops, or the measured one            */
     int peak_measured;           /* 1: peak_flops was measured (measure_peak)                  */
     int64_t validations;         /* validations done, with those of a resumed val.csv          */

@@ -161,6 +161,41 @@ static double schedule(int64_t s)
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(pi * (double)(s - 2) / (STEPS - 2)));
 }
 
+/* The MFU's FLOPs a token: 6 N + 12 L T NH hd with N the parameters products read, so
+ * without a lookup table: GPT-2's position table (its token table is the tied head's), an
+ * untied Llama's token table (its head has one of its own); _i: GPT-2, untied Llama */
+START_TEST(test_flops_per_token)
+{
+    run a;
+    memset(&a, 0, sizeof a);
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT;
+    if (_i) {
+        EXPECT_OK(nnt_model_preset("llama-tiny", &c));   /* L 2, C 64, NH 4, NKV 2, V 256 */
+        c.tied = 0, c.max_seq = T, c.vocab = V;
+    } else
+        c.layers = 1, c.channels = 16, c.heads = 2, c.max_seq = T, c.vocab = V;
+    EXPECT_OK(nnt_model_create(ctx, &c, B, T, NULL, &a.model));
+    nnt_optim_options oo = optim_options(1);
+    EXPECT_OK(nnt_optim_create(ctx, &oo, &a.opt));
+    EXPECT_OK(nnt_optim_add_layer(a.opt, a.model));
+    EXPECT_OK(nnt_data_open(path_data, NNT_DATA_LLMC, NULL, V, &a.data));
+    nnt_trainer_options to = trainer_options(&a, 1, 0);
+    to.peak_flops = 1e9;
+    EXPECT_OK(nnt_trainer_create(a.model, a.opt, a.data, &to, &a.tr));
+    nnt_trainer_info info = NNT_TRAINER_INFO_INIT;
+    EXPECT_OK(nnt_trainer_info_get(a.tr, &info));
+    int64_t all = 0;
+    EXPECT_OK(nnt_layer_num_params(a.model, NULL, &all));
+    int64_t hd = c.head_dim ? c.head_dim : c.channels / c.heads;
+    /* the lookups: GPT-2's positions (maxT, C); the untied Llama's tokens (V, C) */
+    int64_t lookup = _i ? c.vocab * c.channels : c.max_seq * c.channels;
+    double want = 6.0 * (double)(all - lookup) + 12.0 * (double)(c.layers * T * c.heads * hd);
+    ck_assert_msg(info.flops_per_token == want, "flops per token %.1f, want %.1f",
+                  info.flops_per_token, want);
+    close_run(&a);
+}
+END_TEST
+
 /* Accumulated steps (accum 1 and 3) against the loop here: losses, gradient norms, lr. */
 START_TEST(test_matches_manual_loop)
 {
@@ -552,6 +587,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_matches_manual_loop, 0, 2);
+    tcase_add_loop_test(tc, test_flops_per_token, 0, 2);
     tcase_add_test(tc, test_validation_mean);
     tcase_add_loop_test(tc, test_resume_bit_exact, 0, 2);
     tcase_add_test(tc, test_stop_request);

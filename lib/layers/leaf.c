@@ -912,6 +912,42 @@ int gl_lm_head_new(nnt_layer *emb, const char *fn, nnt_layer **out)
     return NNT_OK;
 }
 
+/* Whether an LM head of the subtree l is tied to the embedding emb. */
+static int head_tied_to(const nnt_layer *l, const nnt_layer *emb)
+{
+    if (l->vt == &lm_head_vt && ((const lm_head *)l->impl)->emb == emb)
+        return 1;
+    for (int c = 0; c < l->nchildren; c++)
+        if (head_tied_to(l->children[c], emb))
+            return 1;
+    return 0;
+}
+
+/* The embedding of the subtree l whose position or token table is value, or NULL. */
+static const nnt_layer *embedding_of(const nnt_layer *l, const nnt_tensor *value, int *token)
+{
+    if (l->vt == &embedding_vt) {
+        const embedding *e = l->impl;
+        if (value == e->wte || value == e->wpe) {
+            *token = value == e->wte;
+            return l;
+        }
+    }
+    for (int c = 0; c < l->nchildren; c++) {
+        const nnt_layer *e = embedding_of(l->children[c], value, token);
+        if (e)
+            return e;
+    }
+    return NULL;
+}
+
+int gl_lookup_only(const nnt_layer *tree, const nnt_tensor *value)
+{
+    int token = 0;
+    const nnt_layer *e = value ? embedding_of(tree, value, &token) : NULL;
+    return e && !(token && head_tied_to(tree, e));
+}
+
 NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)
 {
     const char *fn = "nnt_layer_lm_head_create";

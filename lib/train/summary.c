@@ -182,8 +182,9 @@ static void add_mfu_basis(const nnt_trainer *tr, nnt_text *t)
     if (tr->peak <= 0)
         return add(t, "MFU:       not computed: no peak%s\n", ncuda ? " (CUDA workers run tasks "
                    "and their peak is not known: give one)" : "");
-    add(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token against a peak of %.1f GFLOP/s "
-        "(%s)\n", tr->frozen ? "4 Nfrozen + " : "", tr->flops_per_token / 1e6, tr->peak / 1e9,
+    add(t, "MFU:       6 N + %s12 L T NH hd = %.1f MFLOP a token (N without the lookup tables) "
+        "against a peak of %.1f GFLOP/s (%s)\n", tr->frozen ? "4 Nfrozen + " : "",
+        tr->flops_per_token / 1e6, tr->peak / 1e9,
         tr->peak_measured ? "measured at start: one 512 x 1024 x 1024 GEMM task per CPU worker, "
                             "at the training's precision, the fastest 8 of 32 rounds in a row"
         : tr->o.measure_peak ? "nominal: it could not be measured" : "given");

@@ -17,6 +17,7 @@
 #include "trainer_impl.h"
 #include "../optim/optim.h"
 #include "../models/models.h"
+#include "../layers/generic.h"
 
 #include <errno.h>
 #include <math.h>
@@ -135,9 +136,10 @@ static int prepare(nnt_trainer *tr, const char *fn)
     }
     nnt_model_config cfg = NNT_MODEL_CONFIG_INIT;
     int64_t count = 0;
-    double trained = 0.0, frozen = 0.0;   /* elements */
+    double trained = 0.0, frozen = 0.0;   /* elements read by products */
     NNT_TRY(nnt_model_config_of(tr->model, &cfg));
     NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
+    nnt_layer *tree = tr->model->vt->inner ? tr->model->vt->inner(tr->model) : tr->model;
     /* mixture of experts: a token goes through k of the E experts of a block */
     double active = cfg.experts > 0 ? (double)cfg.experts_per_token / (double)cfg.experts : 1.0;
     for (int64_t i = 0; i < count; i++) {
@@ -147,8 +149,10 @@ static int prepare(nnt_trainer *tr, const char *fn)
         p.size = sizeof p;
         NNT_TRY(nnt_layer_param(tr->model, i, &p));
         NNT_TRY(nnt_tensor_numel(p.value, &n));
-        *(p.frozen ? &frozen : &trained) += (double)n * (strstr(p.name, "experts.") ? active : 1.0);
         tr->params += n, tr->frozen += p.frozen ? n : 0;
+        if (gl_lookup_only(tree, p.value))   /* an untied token table, positions: no FLOPs */
+            continue;
+        *(p.frozen ? &frozen : &trained) += (double)n * (strstr(p.name, "experts.") ? active : 1.0);
     }
     uint64_t sum;   /* the base as loaded: before a bf16 product rounds a frozen matrix */
     if (tr->frozen > 0)
