@@ -1196,6 +1196,32 @@ static void write_adapter(const char *dir, const char *config, const char *src)
     free(buf);
 }
 
+/* GPT-2's q, k and v answer to nnt_layer_freeze under the name of the tensor that holds them
+ * in its files too (transformer.h.<i>.attn.c_attn.*), and only they; c_proj to its own */
+START_TEST(test_freeze_gpt2_file_names)
+{
+    nnt_layer *l = NULL;
+    int64_t n = 0, count = 0;
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("gpt2", NULL, NULL), 2, 8, NULL, &l));
+    EXPECT_OK(nnt_layer_freeze(l, "transformer.h.0.attn.c_attn.*", 1, &n));
+    ck_assert_int_eq(n, 6);   /* q, k, v: weights and biases */
+    EXPECT_OK(nnt_layer_freeze(l, "transformer.h.1.attn.c_proj.weight", 1, &n));
+    ck_assert_int_eq(n, 1);
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    int64_t frozen = 0;
+    for (int64_t i = 0; i < count; i++) {
+        nnt_param_info p = {sizeof p, NULL, NULL, NULL, 0, 0};
+        EXPECT_OK(nnt_layer_param(l, i, &p));
+        int want = strncmp(p.name, "h.0.attn.", 9) == 0 && strstr(p.name, "c_proj") == NULL;
+        want = want || strcmp(p.name, "h.1.attn.c_proj.weight") == 0;
+        ck_assert_msg(p.frozen == want, "%s frozen %d", p.name, p.frozen);
+        frozen += p.frozen;
+    }
+    ck_assert_int_eq(frozen, 7);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     test_make_tmpdir("lora-bad");
@@ -1286,6 +1312,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_read_hf_bf16, 0, 2);
     tcase_add_loop_test(tc, test_merge_bf16, 0, 2);
     tcase_add_test(tc, test_freeze_tasks);
+    tcase_add_test(tc, test_freeze_gpt2_file_names);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_dropout_op);
     tcase_add_test(tc, test_dropout_lora);
