@@ -254,8 +254,8 @@ neox_qkv_not_per_head|lib/models/hf.c|s@    t->groups = shape\[0\];@    t->group
 neox_peft_b_not_per_head|lib/models/lora.c|s@        b.groups = lo->b\[0\]->shape\[0\];@        b.groups = 0;@|GPT-NeoX PEFT files: the query_key_value B rows as q, k, v one after the other, not head by head
 neox_buffers_refused|lib/models/gptneox.c|s@static const char \*const IGNORED\[\] = {".attention.bias", ".attention.masked_bias", NULL};@static const char *const IGNORED[] = {NULL};@|GPT-NeoX: the causal-mask buffers of transformers 4 files refused as unknown tensors
 freeze_file_names_ignored|lib/layers/layer.c|s@            !(files \&\& files\[i\] \&\& fnmatch(pattern, files\[i\], 0) == 0))@            1)@|nnt_layer_freeze: the names of the file tensors holding the parameters of a model not matched
-mfu_lookups_counted|lib/train/trainer.c|s@        if (gl_lookup_only(tree, p.value))@        if (0)@|MFU: the tables only lookups read (positions, an untied token table) counted as products
-mfu_tied_table_dropped|lib/layers/leaf.c|s@    return e \&\& !(token \&\& head_tied_to(tree, e));@    return e != NULL;@|MFU: a token table tied to the head not counted
+mfu_lookups_counted|lib/train/trainer.c|s@        if (among(p.value, lookups, nlookups))@        if (0)@|MFU: the tables only lookups read (positions, an untied token table) counted as products
+mfu_tied_table_dropped|lib/layers/leaf.c|s@        const nnt_tensor \*found\[2\] = {e->wpe, head_tied_to(tree, l) ? NULL : e->wte};@        const nnt_tensor *found[2] = {e->wpe, e->wte};@|MFU: a token table tied to the head not counted
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 

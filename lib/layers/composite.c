@@ -430,7 +430,7 @@ static int block_compute(nnt_layer *l, nnt_tensor *x, const gl_cache_pos *at)
 {
     block *k = l->impl;
     nnt_tensor *h = NULL;
-    if (k->layout == BLOCK_PARALLEL || k->layout == BLOCK_PARALLEL2)
+    if (k->layout >= BLOCK_PARALLEL)   /* on one norm or two */
         return parallel_compute(l, x, at);
     NNT_TRY(norm_or_same(l, LN_1, x, &h));
     NNT_TRY(attention_forward(l, h, at, &h));

@@ -77,9 +77,10 @@ int gl_embedding_new(nnt_ctx *ctx, int64_t vocab, int64_t max_seq, int64_t chann
                      nnt_layer **out);
 /* The tied LM head of an embedding made here. */
 int gl_lm_head_new(nnt_layer *embedding, const char *fn, nnt_layer **out);
-/* 1 if value is a table of tree that only lookups read (no product): an embedding's position
- * table, or its token table where no LM head of tree is tied to it; else 0. */
-int gl_lookup_only(const nnt_layer *tree, const nnt_tensor *value);
+/* The tables of tree that only lookups read (no product): each embedding's position table,
+ * and its token table where no LM head of tree is tied to it; the first cap into tables,
+ * their count returned. */
+int gl_lookup_tables(const nnt_layer *tree, const nnt_tensor **tables, int cap);
 /* Run the children in order (forward), in reverse order (backward; dy NULL when the last
  * child has targets). A child without input gradient, an embedding, can only come first:
  * it alone takes int32 tokens. window: nnt_layer_release_window before each child (a chain of

@@ -899,35 +899,23 @@ static void free_names(char **names, int64_t n)
     free(names);
 }
 
-/* *files: the file names of tree's listed parameters (layer's file_names, matched by name
- * where layer registers another tree's parameters), or NULL where layer has none. */
+/* *files: the file names of tree's listed parameters (layer's file_names: a layer that
+ * registers another tree's parameters registers them in the tree's order), or NULL where
+ * layer has none. */
 static int file_names_of(nnt_layer *layer, nnt_layer *tree, const char *fn, char ***files)
 {
     *files = NULL;
     if (!layer->file_names)
         return NNT_OK;
-    int64_t n = 0;
-    NNT_TRY(nnt_layer_num_params(layer, &n, NULL));
-    char **by_layer = calloc((size_t)(n ? n : 1), sizeof *by_layer);
-    char **by_tree = calloc((size_t)(tree->nlisted ? tree->nlisted : 1), sizeof *by_tree);
-    int rc = by_layer && by_tree ? layer->file_names(layer, n, by_layer)
-                                 : nnt_fail(layer->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
-    for (int64_t i = 0; rc == 0 && i < n; i++) {
-        nnt_param_info p = {sizeof p, NULL, NULL, NULL, 0, 0};
-        rc = nnt_layer_param(layer, i, &p);
-        for (int64_t j = 0; rc == 0 && by_layer[i] && j < tree->nlisted; j++)
-            if (strcmp(tree->listed_names[j], p.name) == 0) {
-                by_tree[j] = by_layer[i];
-                by_layer[i] = NULL;
-                break;
-            }
-    }
-    free_names(by_layer, n);
+    char **names = calloc((size_t)(tree->nlisted ? tree->nlisted : 1), sizeof *names);
+    if (!names)
+        return nnt_fail(layer->ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    int rc = layer->file_names(layer, tree->nlisted, names);
     if (rc) {
-        free_names(by_tree, tree->nlisted);
+        free_names(names, tree->nlisted);
         return rc;
     }
-    *files = by_tree;
+    *files = names;
     return NNT_OK;
 }
 

@@ -923,29 +923,25 @@ static int head_tied_to(const nnt_layer *l, const nnt_layer *emb)
     return 0;
 }
 
-/* The embedding of the subtree l whose position or token table is value, or NULL. */
-static const nnt_layer *embedding_of(const nnt_layer *l, const nnt_tensor *value, int *token)
+/* gl_lookup_tables over the subtree l of tree, from the n found so far; the new n */
+static int lookup_tables_in(const nnt_layer *tree, const nnt_layer *l, const nnt_tensor **tables,
+                            int cap, int n)
 {
     if (l->vt == &embedding_vt) {
         const embedding *e = l->impl;
-        if (value == e->wte || value == e->wpe) {
-            *token = value == e->wte;
-            return l;
-        }
+        const nnt_tensor *found[2] = {e->wpe, head_tied_to(tree, l) ? NULL : e->wte};
+        for (int i = 0; i < 2; i++)
+            if (found[i] && n++ < cap)
+                tables[n - 1] = found[i];
     }
-    for (int c = 0; c < l->nchildren; c++) {
-        const nnt_layer *e = embedding_of(l->children[c], value, token);
-        if (e)
-            return e;
-    }
-    return NULL;
+    for (int c = 0; c < l->nchildren; c++)
+        n = lookup_tables_in(tree, l->children[c], tables, cap, n);
+    return n;
 }
 
-int gl_lookup_only(const nnt_layer *tree, const nnt_tensor *value)
+int gl_lookup_tables(const nnt_layer *tree, const nnt_tensor **tables, int cap)
 {
-    int token = 0;
-    const nnt_layer *e = value ? embedding_of(tree, value, &token) : NULL;
-    return e && !(token && head_tied_to(tree, e));
+    return lookup_tables_in(tree, tree, tables, cap, 0);
 }
 
 NNT_API int nnt_layer_lm_head_create(nnt_layer *emb, nnt_layer **out)

@@ -73,6 +73,7 @@ typedef struct hf_tensor {
     char name[NNT_IO_MAXNAME + 1];
     const char *bare;      /* name without the family's prefix (inside name) */
     nnt_param_info p[3];
+    int64_t index[3];      /* the parts' indices among the model's parameters */
     int np, nd;
     int64_t n[3], total;   /* the parts' elements, their sum */
     int64_t shape[3], in, offset;
@@ -153,6 +154,7 @@ static int spec_tensor(const hf_pass *ps, const nnt_hf_spec *h, int64_t l, hf_te
             return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: the %s model has no parameter %s",
                             ps->fn, ps->f->title, pname);
         t->p[t->np] = param_of(ps->model, i);
+        t->index[t->np] = i;
     }
     return hf_layout(ps->model->ctx, ps->fn, t, h->conv1d, h->rows_first);
 }
@@ -176,6 +178,7 @@ void nnt_hf_rename_modules(const char *name, const char *const (*renames)[2], in
 static int own_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
 {
     t->p[0] = param_of(ps->model, i);
+    t->index[0] = i;
     t->np = 1;
     if (!t->p[0].name)
         return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: parameter %lld unreadable", ps->fn,
@@ -241,6 +244,7 @@ static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
                     return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: the %s model has no "
                                     "parameter %s", ps->fn, ps->f->title, pname);
                 t->p[t->np] = param_of(ps->model, at);
+                t->index[t->np] = at;
             }
             snprintf(pname, sizeof pname, "%s%s", prefix, fu->hf);
             hf_name(t, ps->f, "", pname);
@@ -294,26 +298,23 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
 /* The file names of a model's parameters (nnt_layer.file_names): each part of a file's tensor
  * named after the tensor (with the family's prefix; GPT-NeoX's q_proj, k_proj, v_proj all
  * "gpt_neox.layers.0.attention.query_key_value.weight"). */
-typedef struct file_names_pass {
-    char **names;
-    int64_t n;
-} file_names_pass;
-
 static int name_parts(const hf_pass *ps, hf_tensor *t, void *arg)
 {
-    file_names_pass *fp = arg;
-    for (int k = 0; k < t->np; k++) {
-        int64_t i = param_index(ps->model, fp->n, t->p[k].name);
-        if (i >= 0 && !fp->names[i] && !(fp->names[i] = strdup(t->name)))
+    char **names = arg;
+    for (int k = 0; k < t->np; k++)
+        if (!names[t->index[k]] && !(names[t->index[k]] = strdup(t->name)))
             return nnt_fail(ps->model->ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
-    }
     return NNT_OK;
 }
 
 int nnt_model_file_names(nnt_layer *model, int64_t n, char **names)
 {
-    file_names_pass fp = {names, n};
-    return hf_each(model, "nnt_layer_freeze", name_parts, &fp);
+    int64_t count = 0;
+    NNT_TRY(nnt_layer_num_params(model, &count, NULL));
+    if (n != count)
+        return nnt_fail(model->ctx, NNT_E_INVAL, "nnt_layer_freeze: %lld names for %lld "
+                        "parameters", (long long)n, (long long)count);
+    return hf_each(model, "nnt_layer_freeze", name_parts, names);
 }
 
 /* (rows, cols) row-major -> (cols, rows). */
@@ -333,9 +334,9 @@ static void transpose(const float *src, float *dst, int64_t rows, int64_t cols)
  * save) and nothing is written. */
 typedef struct st_save {
     nnt_st_writer *w;
-    float *buf, *tmp;   /* most floats each (NULL while declaring; tmp only if transposing) */
+    float *buf, *tmp;   /* most floats each (NULL while declaring; tmp only if reordering) */
     int64_t most;       /* the largest tensor's floats, found while declaring           */
-    int transposes;     /* a declared tensor is stored transposed: tmp is needed        */
+    int reorders;       /* a declared tensor is stored transposed or regrouped: tmp     */
     int io;             /* the failure is lib/io's (message in err)                     */
     int64_t ord, lo, hi;   /* the tensor being visited; this file's ordinals            */
     nnt_hf_plan *plan;
@@ -381,8 +382,8 @@ static int save_st_range(nnt_layer *model, const char *fn, const char *path, st_
         rc = declare(model, fn, &s);
     if (rc == 0) {
         s.buf = malloc((size_t)s.most * sizeof(float));
-        s.tmp = s.transposes ? malloc((size_t)s.most * sizeof(float)) : NULL;
-        if (!s.buf || (s.transposes && !s.tmp))
+        s.tmp = s.reorders ? malloc((size_t)s.most * sizeof(float)) : NULL;
+        if (!s.buf || (s.reorders && !s.tmp))
             rc = nnt_io_errf(s.err, sizeof s.err, NNT_E_NOMEM, "out of memory");
     }
     s.ord = 0;
@@ -418,7 +419,7 @@ static int declare_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     (void)ps;
     st_save *s = arg;
-    s->transposes |= t->in != 0 || t->groups != 0;
+    s->reorders |= t->in != 0 || t->groups != 0;
     return st_declare(s, t->name, t->nd, t->shape, t->total);
 }
 

@@ -417,6 +417,7 @@ typedef struct peft_save {
     nnt_st_writer *w;
     float *buf, *tmp;           /* tmp: the rows of a per-head tensor reordered */
     int64_t most;
+    int regroups;               /* a declared tensor's rows go head by head: tmp is needed */
     int io;                    /* the failure is lib/io's (message in err) */
     char err[NNT_IO_ERRLEN];
 } peft_save;
@@ -426,6 +427,7 @@ static int declare_peft(const peft_tensor *t, void *arg)
     peft_save *s = arg;
     int64_t shape[2] = {t->rows, t->cols};
     s->most = t->rows * t->cols > s->most ? t->rows * t->cols : s->most;
+    s->regroups |= t->groups != 0;
     s->io = 1;
     int rc = nnt_st_writer_add(s->w, t->name, NNT_IO_F32, 2, shape, NULL, s->err, sizeof s->err);
     s->io = rc != 0;
@@ -452,15 +454,15 @@ static int write_peft(const peft_tensor *t, void *arg)
 
 static int save_weights(nnt_layer *model, const char *fn, const nnt_family *f, const char *path)
 {
-    peft_save s = {NULL, NULL, NULL, 0, 1, ""};
+    peft_save s = {NULL, NULL, NULL, 0, 0, 1, ""};
     int rc = nnt_st_writer_begin(path, &s.w, s.err, sizeof s.err);
     if (rc == 0)
         rc = nnt_st_writer_meta(s.w, "format", "pt", s.err, sizeof s.err);
     s.io = rc != 0;
     if (rc == 0)
         rc = each_peft(model, f, declare_peft, &s);
-    if (rc == 0 && (!(s.buf = malloc((size_t)(s.most ? s.most : 1) * sizeof(float))) ||
-                    !(s.tmp = malloc((size_t)(s.most ? s.most : 1) * sizeof(float))))) {
+    size_t bytes = (size_t)(s.most ? s.most : 1) * sizeof(float);
+    if (rc == 0 && (!(s.buf = malloc(bytes)) || (s.regroups && !(s.tmp = malloc(bytes))))) {
         rc = NNT_E_NOMEM;
         s.io = 1;
         snprintf(s.err, sizeof s.err, "out of memory");

@@ -127,7 +127,7 @@ static int check_scalar_options(nnt_ctx *ctx, const char *fn, const nnt_model_co
 /* Blocks without rotary positions: only in families that have them, and only blocks the
  * model has; serial_blocks 0 or 1, and 1 only where the family has it. */
 static int check_blocks(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
-                      const nnt_family *f)
+                        const nnt_family *f)
 {
     if (c->serial_blocks < 0 || c->serial_blocks > 1 ||
         (c->serial_blocks && !(f->features & NNT_FAMILY_HAS_SERIAL_BLOCKS)))

@@ -110,6 +110,15 @@ static int check_block(const nnt_trainer *tr, const char *fn, const nnt_data_inf
     return NNT_OK;
 }
 
+/* Whether v is one of the n tensors of set. */
+static int among(const nnt_tensor *v, const nnt_tensor *const *set, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (v == set[k])
+            return 1;
+    return 0;
+}
+
 /* The data's split, the batch tensors and buffers, the rng, the FLOPs of a token. */
 static int prepare(nnt_trainer *tr, const char *fn)
 {
@@ -139,7 +148,11 @@ static int prepare(nnt_trainer *tr, const char *fn)
     double trained = 0.0, frozen = 0.0;   /* elements read by products */
     NNT_TRY(nnt_model_config_of(tr->model, &cfg));
     NNT_TRY(nnt_layer_num_params(tr->model, &count, NULL));
+    /* the tables only lookups read (an untied token table, positions): no FLOPs */
     nnt_layer *tree = tr->model->vt->inner ? tr->model->vt->inner(tr->model) : tr->model;
+    const nnt_tensor *lookups[8];
+    int nlookups = gl_lookup_tables(tree, lookups, 8);
+    nlookups = nlookups < 8 ? nlookups : 8;
     /* mixture of experts: a token goes through k of the E experts of a block */
     double active = cfg.experts > 0 ? (double)cfg.experts_per_token / (double)cfg.experts : 1.0;
     for (int64_t i = 0; i < count; i++) {
@@ -150,7 +163,7 @@ static int prepare(nnt_trainer *tr, const char *fn)
         NNT_TRY(nnt_layer_param(tr->model, i, &p));
         NNT_TRY(nnt_tensor_numel(p.value, &n));
         tr->params += n, tr->frozen += p.frozen ? n : 0;
-        if (gl_lookup_only(tree, p.value))   /* an untied token table, positions: no FLOPs */
+        if (among(p.value, lookups, nlookups))
             continue;
         *(p.frozen ? &frozen : &trained) += (double)n * (strstr(p.name, "experts.") ? active : 1.0);
     }
