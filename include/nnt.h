@@ -513,6 +513,10 @@ typedef struct nnt_rope_options {
     int64_t nfactors;
     float short_factor[NNT_ROPE_MAX_FACTORS];
     float long_factor[NNT_ROPE_MAX_FACTORS];
+    /* 0. The structure is held by value in nnt_model_config, so its size never changes:
+     * a later version's fields take this room, and a library older than them refuses a
+     * structure whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
+    uint64_t reserved[16];
 } nnt_rope_options;
 
 /* theta 10000, no scaling; the llama3 fields hold Llama 3.1's values (factor 8, low 1,
@@ -520,7 +524,7 @@ typedef struct nnt_rope_options {
  * defaults (beta_fast 32, beta_slow 1, attention_factor from factor, truncate). */
 #define NNT_ROPE_OPTIONS_INIT \
     { sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192, 32.0, \
-      1.0, 0.0, 1, 1.0, 0, { 0 }, { 0 } }
+      1.0, 0.0, 1, 1.0, 0, { 0 }, { 0 }, { 0 } }
 
 /* Rotary position embedding, Hugging Face's rotate-half convention, on x (B, NH, T, hd) of
  * the attention layout: for every head vector at sequence index t (position
@@ -1166,6 +1170,12 @@ typedef struct nnt_model_config {
     int serial_blocks;            /* 1: each block's attention and MLP one after the other
                                      (use_parallel_residual false); 0: the family's
                                      arrangement (GPT-NeoX: side by side)                   */
+    /* 0. The library writes whole configurations (nnt_model_preset, nnt_model_config_of,
+     * nnt_model_hf_config, ...) into structures the caller need not initialise, so the
+     * size of this one never changes: a later version's fields take this room (0 in them
+     * keeping today's behaviour), and a library older than them refuses a configuration
+     * whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
+    uint64_t reserved[64];
 } nnt_model_config;
 
 /* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
@@ -1194,7 +1204,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0 }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,

@@ -60,6 +60,18 @@ int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, 
     return NNT_OK;
 }
 
+int nnt_check_reserved(const nnt_ctx *ctx, const char *fn, const char *what,
+                       const uint64_t *reserved, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reserved[i] != 0)
+            return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s[%zu] is 0x%llx, not 0: a field "
+                            "of a newer nnt than the library (%s), or a structure not "
+                            "initialised by its init macro", fn, what, i,
+                            (unsigned long long)reserved[i], PACKAGE_VERSION);
+    return NNT_OK;
+}
+
 int nnt_read_options(const char *fn, const void *user, const void *defaults, void *out,
                      size_t size, size_t size_v02, const char *how)
 {

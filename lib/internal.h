@@ -209,6 +209,11 @@ void nnt_log(int level, const char *fmt, ...) NNT_PRINTF(2, 3);
  * built against that release. */
 int nnt_check_struct_size(const nnt_ctx *ctx, const char *fn, const char *what, size_t have,
                           size_t want, size_t want_v02, const char *how);
+/* A frozen structure's reserved words (n of them, what: their name in messages): 0, or
+ * NNT_E_UNSUPPORTED naming the first that is not (set by a program built against a newer
+ * nnt, whose fields took that room). */
+int nnt_check_reserved(const nnt_ctx *ctx, const char *fn, const char *what,
+                       const uint64_t *reserved, size_t n);
 /* out (size bytes) = the caller's options user, or defaults when user is NULL, after
  * checking user's size field (the first member of every option structure) as above; a
  * caller built against an older release whose structure was shorter (size_v02 bytes, the

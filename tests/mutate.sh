@@ -256,6 +256,7 @@ neox_buffers_refused|lib/models/gptneox.c|s@static const char \*const IGNORED\[\
 freeze_file_names_ignored|lib/layers/layer.c|s@            !(files \&\& files\[i\] \&\& fnmatch(pattern, files\[i\], 0) == 0))@            1)@|nnt_layer_freeze: the names of the file tensors holding the parameters of a model not matched
 mfu_lookups_counted|lib/train/trainer.c|s@        if (among(p.value, lookups, nlookups))@        if (0)@|MFU: the tables only lookups read (positions, an untied token table) counted as products
 mfu_tied_table_dropped|lib/layers/leaf.c|s@        const nnt_tensor \*found\[2\] = {e->wpe, head_tied_to(tree, l) ? NULL : e->wte};@        const nnt_tensor *found[2] = {e->wpe, e->wte};@|MFU: a token table tied to the head not counted
+reserved_last_word_unchecked|lib/error.c|s@    for (size_t i = 0; i < n; i++)@    for (size_t i = 0; i + 1 < n; i++)@|frozen structures: the last reserved word (a newer field) not checked
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 

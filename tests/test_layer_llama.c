@@ -47,13 +47,13 @@ typedef struct fix_model {
 static const fix_model MODELS[NMODELS] = {
     {"gqa", 61, 32, 2, 4, 2, 48, 1e-5, 0, 0,
      {sizeof(nnt_rope_options), 500000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192, 32.0,
-      1.0, 0.0, 1, 1.0, 0, {0}, {0}}, 0, 0},
+      1.0, 0.0, 1, 1.0, 0, {0}, {0}, {0}}, 0, 0},
     {"mqa", 53, 24, 2, 4, 1, 40, 1e-6, 1, 1,
      {sizeof(nnt_rope_options), 10000.0, NNT_ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16, 32.0, 1.0,
-      0.0, 1, 1.0, 0, {0}, {0}}, 0, 0},
+      0.0, 1, 1.0, 0, {0}, {0}, {0}}, 0, 0},
     {"qwen3", 67, 40, 2, 4, 2, 56, 1e-6, 1, 1,
      {sizeof(nnt_rope_options), 1000000.0, NNT_ROPE_SCALING_NONE, 8.0, 1.0, 4.0, 8192, 32.0,
-      1.0, 0.0, 1, 1.0, 0, {0}, {0}}, 12, 1},
+      1.0, 0.0, 1, 1.0, 0, {0}, {0}, {0}}, 12, 1},
 };
 
 enum { B = 2, T = 8, STEPS = 10 };

@@ -397,6 +397,81 @@ START_TEST(test_phi3_size)
 END_TEST
 
 /* SmolLM2-135M has 134,515,008 parameters (its model card / transformers' num_parameters). */
+/* nnt_model_config and the nnt_rope_options it holds are frozen (their reserved words take
+ * a later version's fields), since the library writes whole configurations into structures
+ * the caller did not initialise: their sizes never change, every writer leaves the reserved
+ * words 0 whatever the structure held, and a configuration with a reserved word set (a
+ * field of a newer nnt) is refused. */
+static void expect_reserved_zero(const nnt_model_config *c, const char *who)
+{
+    for (size_t i = 0; i < sizeof c->reserved / sizeof c->reserved[0]; i++)
+        ck_assert_msg(c->reserved[i] == 0, "%s left reserved[%zu] 0x%llx", who, i,
+                      (unsigned long long)c->reserved[i]);
+    for (size_t i = 0; i < sizeof c->rope.reserved / sizeof c->rope.reserved[0]; i++)
+        ck_assert_msg(c->rope.reserved[i] == 0, "%s left rope.reserved[%zu]", who, i);
+    ck_assert_uint_eq(c->size, sizeof *c);
+    ck_assert_uint_eq(c->rope.size, sizeof c->rope);
+}
+
+START_TEST(test_config_frozen)
+{
+    /* the reserved words end each structure, and the sizes are 0.3's (LP64) */
+    ck_assert_uint_eq(offsetof(nnt_model_config, reserved) + sizeof ((nnt_model_config *)0)->reserved,
+                      sizeof(nnt_model_config));
+    ck_assert_uint_eq(offsetof(nnt_rope_options, reserved) + sizeof ((nnt_rope_options *)0)->reserved,
+                      sizeof(nnt_rope_options));
+#if UINTPTR_MAX == 0xffffffffffffffffu
+    ck_assert_uint_eq(sizeof(nnt_model_config), 3248);
+    ck_assert_uint_eq(sizeof(nnt_rope_options), 2280);
+#endif
+    nnt_model_config c, made;
+    memset(&c, 0xab, sizeof c);
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    expect_reserved_zero(&c, "nnt_model_preset");
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 2, 8, NULL, &l));
+    memset(&made, 0xab, sizeof made);
+    EXPECT_OK(nnt_model_config_of(l, &made));
+    expect_reserved_zero(&made, "nnt_model_config_of");
+    test_make_tmpdir("frozen");
+    EXPECT_OK(nnt_model_save_hf(l, test_tmpdir()));
+    nnt_layer_destroy(l);
+    memset(&made, 0xab, sizeof made);
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmpdir(), &made));
+    expect_reserved_zero(&made, "nnt_model_hf_config");
+    memset(&made, 0xab, sizeof made);
+    EXPECT_OK(nnt_model_source_config(ctx, test_tmpdir(), &made));
+    expect_reserved_zero(&made, "nnt_model_source_config (a directory)");
+    memset(&made, 0xab, sizeof made);
+    EXPECT_OK(nnt_model_source_config(ctx, "gpt2", &made));
+    expect_reserved_zero(&made, "nnt_model_source_config (a preset)");
+    test_remove_tmpdir();
+
+    /* a newer program's field, or an uninitialised structure: refused, naming the word */
+    nnt_model_config newer = c;
+    newer.reserved[63] = 1;
+    expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[63] is 0x1");
+    newer = c, newer.reserved[0] = 0xab;
+    expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[0] is 0xab");
+    newer = c, newer.rope.reserved[15] = 2;
+    expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->rope.reserved[15] is 0x2");
+    nnt_tiling t;
+    EXPECT_FAIL_MSG(nnt_model_tiling(ctx, &newer, 2, 8, NULL, &t), NNT_E_UNSUPPORTED,
+                    "nnt_model_tiling");
+    /* ... and by the rope operation itself */
+    nnt_rope_options rope = NNT_ROPE_OPTIONS_INIT;
+    rope.reserved[7] = 1;
+    int64_t shape[4] = {1, 1, 2, 4};
+    nnt_tensor *x = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 4, shape, NULL, &x));
+    EXPECT_OK(nnt_tensor_fill(x, 0.5));
+    EXPECT_FAIL_MSG(nnt_tensor_rope(x, &rope, 0, x), NNT_E_UNSUPPORTED, "reserved[7]");
+    rope.reserved[7] = 0;
+    EXPECT_OK(nnt_tensor_rope(x, &rope, 0, x));
+    nnt_tensor_destroy(x);
+}
+END_TEST
+
 START_TEST(test_smollm2_size)
 {
     /* tied: no lm_head.weight */
@@ -790,6 +865,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_gemma_size);
     tcase_add_test(tc, test_preset_errors);
     tcase_add_test(tc, test_config_errors);
+    tcase_add_test(tc, test_config_frozen);
     tcase_add_test(tc, test_llama_tree);
     tcase_add_test(tc, test_smollm2_size);
     tcase_add_test(tc, test_qwen3_size);

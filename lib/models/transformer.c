@@ -198,6 +198,10 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
         return nnt_fail(ctx, NNT_E_INVAL, "%s: cfg->size %zu < sizeof(nnt_model_config) %zu "
                         "(initialise it with NNT_MODEL_CONFIG_INIT or nnt_model_preset)", fn,
                         cfg->size, sizeof(nnt_model_config));
+    NNT_TRY(nnt_check_reserved(ctx, fn, "cfg->reserved", cfg->reserved,
+                               sizeof cfg->reserved / sizeof cfg->reserved[0]));
+    NNT_TRY(nnt_check_reserved(ctx, fn, "cfg->rope.reserved", cfg->rope.reserved,
+                               sizeof cfg->rope.reserved / sizeof cfg->rope.reserved[0]));
     const nnt_family *f = nnt_family_find(cfg->family);
     if (!f) {
         char valid[256] = "";

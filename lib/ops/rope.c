@@ -133,6 +133,9 @@ int nnt_rope_options_read(const char *fn, const nnt_rope_options *user, nnt_rope
     int rc = nnt_read_options(fn, user, &defaults, o, sizeof *o, 0,
                               "initialise them with NNT_ROPE_OPTIONS_INIT");
     if (rc == 0)
+        rc = nnt_check_reserved(NULL, fn, "rope reserved", o->reserved,
+                                sizeof o->reserved / sizeof o->reserved[0]);
+    if (rc == 0)
         rc = nnt_check_range(fn, "theta", o->theta, 0, 1, INFINITY, 0);
     if (rc == 0 && (o->scaling < NNT_ROPE_SCALING_NONE || o->scaling > NNT_ROPE_SCALING_LONGROPE))
         rc = nnt_fail(NULL, NNT_E_INVAL, "%s: scaling %d is none of NNT_ROPE_SCALING_NONE, "
