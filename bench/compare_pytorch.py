@@ -12,7 +12,7 @@ script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
         [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b|
-                      gemma3-270m|pythia-160m]
+                      gemma3-270m|pythia-160m|starcoder2-3b-l4]
         [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
@@ -59,7 +59,12 @@ heads of 256, 1 key/value head, query_pre_attn_scalar 256, a window of 512 on fi
 six, rope 1e6 / 1e4, tied, rms_norm_eps 1e-6; the FLOP count ignores the windows);
 pythia-160m: GPTNeoXForCausalLM(GPTNeoXConfig(...)) of EleutherAI/pythia-160m's sizes (vocab
 50304, hidden 768, intermediate 3072, 12 layers of 12 heads, rotary_pct 0.25, the attention
-and the exact-GELU MLP side by side, every bias, untied, layer_norm_eps 1e-5).
+and the exact-GELU MLP side by side, every bias, untied, layer_norm_eps 1e-5);
+starcoder2-3b-l4: Starcoder2ForCausalLM(Starcoder2Config(...)) of bigcode/starcoder2-3b's
+sizes with 4 of its 30 layers (nnt-train --model starcoder2-3b --layers 4: vocab 49152,
+hidden 3072, intermediate 12288, 24 heads of 128 over 2 key/value heads, every bias, the
+tanh-GELU MLP, a window of 4096 (wider than the sequences), rope 999999.44, tied,
+norm_epsilon 1e-5).
 Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
 6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
 projections, which params counts; the attention products have heads * head_dim = C, or
@@ -145,6 +150,8 @@ CONFIGS = {
     "gemma3-270m": (18, 640, 4, 262144, 32768),
     # GPT-NeoX family (nnt-train --model NAME)
     "pythia-160m": (12, 768, 12, 50304, 2048),
+    # StarCoder2 family (nnt-train --model starcoder2-3b --layers 4)
+    "starcoder2-3b-l4": (4, 3072, 24, 49152, 16384),
 }
 
 # Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
@@ -165,6 +172,11 @@ LLAMA = {
     # EleutherAI/pythia-160m: GPTNeoXForCausalLM, two LayerNorms a block, parts side by side
     "pythia-160m": {"kv_heads": 12, "hidden": 3072, "rope_theta": 10000.0, "eps": 1e-5,
                     "tied": False, "neox": True},
+    # bigcode/starcoder2-3b with 4 of its 30 layers: Starcoder2ForCausalLM, LayerNorm blocks,
+    # every bias, the tanh-GELU MLP, 2 key/value heads, a window of 4096
+    "starcoder2-3b-l4": {"kv_heads": 2, "hidden": 12288, "rope_theta": 999999.4420358813,
+                         "eps": 1e-5, "tied": True, "starcoder2": True,
+                         "preset": "starcoder2-3b"},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -266,6 +278,7 @@ def torch_worker(a):
     from transformers import Qwen3Config, Qwen3ForCausalLM
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import Starcoder2Config, Starcoder2ForCausalLM
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -292,6 +305,17 @@ def torch_worker(a):
                             tie_word_embeddings=False, use_parallel_residual=True,
                             hidden_dropout=0.0, attention_dropout=0.0, use_cache=False)
         model_class = GPTNeoXForCausalLM
+    elif a.config in LLAMA and LLAMA[a.config].get("starcoder2"):
+        ll = LLAMA[a.config]
+        cfg = Starcoder2Config(vocab_size=V, hidden_size=C, intermediate_size=ll["hidden"],
+                               num_hidden_layers=L, num_attention_heads=NH,
+                               num_key_value_heads=ll["kv_heads"], max_position_embeddings=maxT,
+                               rope_theta=ll["rope_theta"], norm_epsilon=ll["eps"],
+                               sliding_window=4096, use_bias=True,
+                               hidden_act="gelu_pytorch_tanh", tie_word_embeddings=ll["tied"],
+                               attention_dropout=0.0, residual_dropout=0.0,
+                               embedding_dropout=0.0, use_cache=False)
+        model_class = Starcoder2ForCausalLM
     elif a.config in LLAMA:
         ll = LLAMA[a.config]
         config_class, model_class = ((Qwen3Config, Qwen3ForCausalLM) if ll.get("qwen3")
@@ -481,7 +505,9 @@ def nnt_argv(a, config, tiling, tmp="TMP", steps=None):
     is the placeholder used in the report); steps: --steps (default: the timed steps and
     the warm-up step)."""
     L, C, NH, V, maxT = CONFIGS[config]
-    if config in LLAMA:
+    if config in LLAMA and "preset" in LLAMA[config]:   # a preset with fewer layers
+        model = ["--model", LLAMA[config]["preset"], "--layers", str(L)]
+    elif config in LLAMA:
         model = ["--model", config]
     else:
         model = ["--layers", str(L), "--channels", str(C), "--heads", str(NH),
@@ -835,8 +861,9 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
     w = lines.append
     def fam(c):
         return ("GPT-2" if c not in LLAMA else "Gemma" if LLAMA[c].get("gemma3")
-                else "GPT-NeoX" if LLAMA[c].get("neox") else "Llama")
-    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX")
+                else "GPT-NeoX" if LLAMA[c].get("neox")
+                else "StarCoder2" if LLAMA[c].get("starcoder2") else "Llama")
+    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX", "StarCoder2")
             if any(fam(c) == f for c in configs)]
     w("# nnt vs PyTorch: %s training step on the %s"
       % (" and ".join(fams), "GPU" if a.device == "cuda" else "CPU"))
@@ -903,6 +930,16 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
                               "tie_word_embeddings=True, rms_norm_eps=%g)), random init"
                               % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"],
                                  ll["head_dim"], ll["eps"]))
+                continue
+            if ll.get("starcoder2"):
+                models.append("%s: Starcoder2ForCausalLM(Starcoder2Config(vocab_size=%d, "
+                              "hidden_size=%d, intermediate_size=%d, num_hidden_layers=%d, "
+                              "num_attention_heads=%d, num_key_value_heads=%d, rope_theta=%g, "
+                              "sliding_window=4096, use_bias=True, "
+                              "hidden_act='gelu_pytorch_tanh', tie_word_embeddings=True, "
+                              "norm_epsilon=%g)), random init"
+                              % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"],
+                                 ll["rope_theta"], ll["eps"]))
                 continue
             if ll.get("neox"):
                 models.append("%s: GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=%d, "

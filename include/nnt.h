@@ -1049,12 +1049,16 @@ typedef enum nnt_model_family {
                                      LayerNorm blocks, partial rotary factors (0.25 unless
                                      given), q, k, v biases or none, a SwiGLU MLP. New in
                                      0.3.                                                    */
-    NNT_FAMILY_GPTNEOX = 9        /* GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B, RedPajama-INCITE):
+    NNT_FAMILY_GPTNEOX = 9,       /* GPTNeoXForCausalLM (Pythia, GPT-NeoX-20B, RedPajama-INCITE):
                                      two LayerNorms a block before the attention and the
                                      exact-GELU MLP side by side (or one after the other:
                                      serial_blocks), q, k, v in one per-head query_key_value
                                      in its files, partial rotary factors (0.25 unless
                                      given), attention biases or none. New in 0.3.           */
+    NNT_FAMILY_STARCODER2 = 10    /* Starcoder2ForCausalLM (StarCoder2 3B, 7B, 15B): LayerNorm
+                                     blocks, grouped-query attention, a tanh-GELU MLP, every
+                                     bias or none, a sliding window on every layer. New in
+                                     0.3.                                                    */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -1360,7 +1364,8 @@ NNT_API int nnt_model_save_hf_ex(nnt_layer *model, const char *dir,
  * models: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama, Gemma, OLMo,
  * Granite and StableLM families), qkv_proj, o_proj, gate_up_proj, down_proj (Phi-3 family),
  * q_proj, k_proj, v_proj, dense, fc1, fc2 (Phi family), query_key_value (q, k and v),
- * dense, dense_h_to_4h, dense_4h_to_h, embed_out (GPT-NeoX family), c_attn, c_proj
+ * dense, dense_h_to_4h, dense_4h_to_h, embed_out (GPT-NeoX family), q_proj, k_proj,
+ * v_proj, o_proj, c_fc, c_proj (StarCoder2 family), c_attn, c_proj
  * (attention and MLP), c_fc (GPT-2), lm_head (an untied head); a target matches a module
  * whose name is it or ends with "." and it ("self_attn.q_proj" too), as PEFT's
  * target_modules list. The adapter matrices are parameters of the model named

@@ -27,7 +27,7 @@
 
 #define NNT_CTX_MAGIC 0x6e6e7463u     /* "nntc" */
 #define NNT_TENSOR_MAGIC 0x6e6e7474u  /* "nntt" */
-#define NNT_ERRMSG_MAX 512
+#define NNT_ERRMSG_MAX 1024
 
 /* One tile of a tensor: a StarPU handle plus the rank that owns it (multi-node later). */
 typedef struct nnt_tile {

@@ -69,6 +69,13 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             linear rope scaling by 2
   neox_lora  PEFT 0.21's LoRA on neox with PEFT's default target for gpt_neox
             (query_key_value, whose B's rows go head by head), as phi3_lora
+  starcoder2  Starcoder2ForCausalLM: LayerNorm blocks (norm_epsilon 1e-4), a tanh-GELU MLP
+            of 48, every bias (use_bias), sliding_window 5 on every layer, head_dim 12 (NH hd
+            48 against C 32), theta 500, tied head
+  starcoder2_plain  Starcoder2ForCausalLM without biases or a window, an untied head,
+            hidden_act gelu_new, linear rope scaling by 2
+  starcoder2_lora  PEFT 0.21's LoRA on starcoder2, all-linear (q, k, v, o_proj, c_fc,
+            c_proj; PEFT has no default for starcoder2), as phi3_lora
 (The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
 differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
@@ -95,7 +102,8 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           Qwen3Config, Qwen3ForCausalLM, Olmo3Config, Olmo3ForCausalLM,
                           Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
                           GraniteConfig, GraniteForCausalLM, StableLmConfig,
-                          StableLmForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM)
+                          StableLmForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM,
+                          Starcoder2Config, Starcoder2ForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -165,6 +173,15 @@ MODELS = {
                          tie_word_embeddings=True, rotary_pct=0.5, rotary_emb_base=300.0,
                          rope_scaling={"rope_type": "linear", "factor": 2.0},
                          _init_scale=0.15)),
+    "starcoder2": (Starcoder2Config, Starcoder2ForCausalLM,
+                   dict(sliding_window=5, head_dim=12, norm_epsilon=1e-4, use_bias=True,
+                        tie_word_embeddings=True, rope_theta=None,
+                        rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    "starcoder2_plain": (Starcoder2Config, Starcoder2ForCausalLM,
+                         dict(sliding_window=None, use_bias=False, hidden_act="gelu_new",
+                              rope_theta=None,
+                              rope_parameters={"rope_type": "linear", "rope_theta": 300.0,
+                                               "factor": 2.0})),
 }
 
 
@@ -246,6 +263,8 @@ def main():
             changes["use_parallel_residual"] = name == "neox_serial"
             changes["rope_parameters"] = {"rope_type": "default", "partial_rotary_factor": 1.0,
                                           "rope_theta": cfg.rope_parameters["rope_theta"]}
+        if name == "starcoder2_plain":   # the same without the scaling
+            changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 300.0}
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})
@@ -291,6 +310,9 @@ def main():
     gen_gemma_fixtures.lora_fixture(args.out, "stablelm_lora", 5002)
     gen_gemma_fixtures.LORA["neox_lora"] = ("neox", dict())   # PEFT's: query_key_value
     gen_gemma_fixtures.lora_fixture(args.out, "neox_lora", 5003)
+    gen_gemma_fixtures.LORA["starcoder2_lora"] = ("starcoder2",
+                                                  dict(target_modules="all-linear"))
+    gen_gemma_fixtures.lora_fixture(args.out, "starcoder2_lora", 5004)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

@@ -257,6 +257,10 @@ freeze_file_names_ignored|lib/layers/layer.c|s@            !(files \&\& files\[i
 mfu_lookups_counted|lib/train/trainer.c|s@        if (among(p.value, lookups, nlookups))@        if (0)@|MFU: the tables only lookups read (positions, an untied token table) counted as products
 mfu_tied_table_dropped|lib/layers/leaf.c|s@        const nnt_tensor \*found\[2\] = {e->wpe, head_tied_to(tree, l) ? NULL : e->wte};@        const nnt_tensor *found[2] = {e->wpe, e->wte};@|MFU: a token table tied to the head not counted
 reserved_last_word_unchecked|lib/error.c|s@    for (size_t i = 0; i < n; i++)@    for (size_t i = 0; i + 1 < n; i++)@|frozen structures: the last reserved word (a newer field) not checked
+starcoder2_biases_not_together|lib/models/starcoder2.c|s@    c->out_bias = c->mlp_bias = c->qkv_bias;@    c->out_bias = c->mlp_bias = 1;@|StarCoder2 config.json: use_bias false leaving the o_proj and MLP biases on
+starcoder2_untied_by_default|lib/models/starcoder2.c|s@"tie_word_embeddings", 1, \&c->tied@"tie_word_embeddings", 0, \&c->tied@|StarCoder2 config.json: no tie_word_embeddings read as untied, not true as in Starcoder2Config
+starcoder2_window_not_written|lib/models/starcoder2.c|s@    if (c->sliding_window)@    if (0)@|StarCoder2 config.json written with sliding_window null whatever the window
+starcoder2_window_layers_unchecked|lib/models/starcoder2.c|s@    if (c->sliding_window \&\& (c->window_from@    if (0 \&\& (c->window_from@|StarCoder2: a window on some layers only (which its config.json cannot say) accepted
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 

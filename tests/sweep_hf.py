@@ -24,7 +24,9 @@ biases, YaRN or not); from K 1500 StableLM (LayerNorm blocks, a random partial r
 or its default 0.25, q, k, v biases or none, linear or YaRN scaling or none); from K 1600
 GPT-NeoX (two LayerNorms a block, the parts side by side or one after the other, the exact
 GELU, q, k, v per head in one query_key_value, attention biases or none, the rope's base and
-partial factor under GPT-NeoX's keys, in the rope object or by default);
+partial factor under GPT-NeoX's keys, in the rope object or by default); from K 1700
+StarCoder2 (LayerNorm blocks, the tanh-GELU MLP, every bias or none, a window on every layer
+or none, GQA, head_dim other than C / NH, linear or YaRN scaling or none);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -100,7 +102,7 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM,
                           PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM,
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
-                          GPTNeoXForCausalLM)
+                          GPTNeoXForCausalLM, Starcoder2Config, Starcoder2ForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -124,7 +126,8 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # families with sliding windows, on the layers of a random layer_types list (or of
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
-# from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM; from 1600 GPT-NeoX.
+# from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM; from 1600 GPT-NeoX;
+# from 1700 StarCoder2.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -158,6 +161,8 @@ def gen_case(seed, k, forced=None):
         fam = "stablelm"
     if k >= 1600:   # GPT-NeoX (no draw)
         fam = "neox"
+    if k >= 1700:   # StarCoder2 (no draw)
+        fam = "starcoder2"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -321,6 +326,17 @@ def pick_model(r, c):
             c["yarn"] = None
         c["attn_bias"] = r.random() < 0.6
         c["parallel"] = r.random() < 0.6
+    if fam == "starcoder2":   # (from K 1700) drawn last: every bias or none, a window on
+        # every layer or none, the rope's scaling; head_dim as drawn (Starcoder2Attention
+        # takes the attribute)
+        c["layer_types"] = None
+        c["window"] = r.choice([None, None, 2, 3, 5, 8, 64])
+        c["phi_scaling"] = r.choice([None, None, "linear", "yarn"])
+        c["rope_linear"] = r.choice([2.0, 8.0])
+        if c["phi_scaling"] != "yarn":
+            c["yarn"] = None
+        c["attn_bias"] = c["mlp_bias"] = r.random() < 0.6
+        c["gelu_pt"] = r.random() < 0.5
     if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
         # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
         # (PhiAttention takes the attribute)
@@ -598,6 +614,15 @@ def hf_config(c):
                              rope_parameters=rope, use_parallel_residual=c["parallel"],
                              attention_bias=c["attn_bias"], hidden_dropout=0.0,
                              attention_dropout=0.0, **top, **common), GPTNeoXForCausalLM
+    if fam == "starcoder2":   # norm_epsilon, use_bias, a window on every layer or none
+        if c["phi_scaling"] == "linear":
+            kw["rope_parameters"] = {"rope_type": "linear", "factor": c["rope_linear"],
+                                     "rope_theta": c["rope_theta"]}
+        kw["norm_epsilon"] = kw.pop("rms_norm_eps")
+        act = "gelu_pytorch_tanh" if c["gelu_pt"] else "gelu_new"
+        return Starcoder2Config(use_bias=c["attn_bias"], sliding_window=c["window"],
+                                hidden_act=act, attention_dropout=0.0, residual_dropout=0.0,
+                                embedding_dropout=0.0, **kw), Starcoder2ForCausalLM
     if fam in ("phi", "stablelm"):   # LayerNorm eps, the partial factor given or the default
         if c["phi_scaling"] == "linear":
             rope = {"rope_type": "linear", "factor": c["rope_linear"],

@@ -237,11 +237,19 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_SERIAL_BLOCKS && f.features & NNT_FAMILY_HAS_BIASES &&
               !(f.features & NNT_FAMILY_HAS_KV_HEADS));
     EXPECT_OK(nnt_model_family_info(10, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_STARCODER2);
+    ck_assert_str_eq(f.architectures, "Starcoder2ForCausalLM");
+    ck_assert_str_eq(f.model_types, "starcoder2");
+    ck_assert_str_eq(f.presets, "starcoder2-3b, starcoder2-7b, starcoder2-15b");
+    ck_assert(f.features & NNT_FAMILY_HAS_WINDOW && f.features & NNT_FAMILY_HAS_BIASES &&
+              f.features & NNT_FAMILY_HAS_KV_HEADS &&
+              !(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY));
+    EXPECT_OK(nnt_model_family_info(11, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(11, &f), NNT_E_INVAL, "no family 11");
+    EXPECT_FAIL_MSG(nnt_model_family_info(12, &f), NNT_E_INVAL, "no family 12");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -257,7 +265,9 @@ START_TEST(test_table)
                                  "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, "
                                  "phi-1.5, phi-2, stablelm-2-1.6b, stablelm-3b, "
                                  "pythia-70m, pythia-160m"));
-    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "pythia-12b, gpt2-rms-tiny"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
+                                 "pythia-12b, starcoder2-3b, starcoder2-7b, starcoder2-15b"));
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "starcoder2-15b, gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }

@@ -381,6 +381,65 @@ END_TEST
  * the same count with q, k, v and gate, up fused). Counted here, not created (15 GB in fp32).
  * Phi-4-mini's rope: 96 of 128 dimensions rotated, LongRoPE's 48 factors, the attention factor
  * sqrt(1 + ln 32 / ln 4096) = 1.19024 (transformers' attention_scaling). */
+/* StarCoder2's parameters: LayerNorms with biases, every bias, a GELU MLP. */
+static int64_t starcoder2_numel(const nnt_model_config *c)
+{
+    int64_t C = c->channels, hd = C / c->heads, KV = c->kv_heads * hd, F = c->hidden;
+    int64_t per = 4 * C + 2 * C * C + 2 * KV * C + 2 * C + 2 * KV + 2 * C * F + F + C;
+    return c->vocab * C * (c->tied ? 1 : 2) + c->layers * per + 2 * C;
+}
+
+/* StarCoder2's presets: 3,030,371,328, 7,173,923,840 and 15,957,889,024 parameters
+ * (transformers' Starcoder2ForCausalLM of these shapes on the meta device; the model cards'
+ * 3.03B, 7.17B, 15.96B): heads of 128, hidden 4 C, 3b and 7b tied, 15b not, a window of 4096
+ * on every layer. The tree of the 3b's shapes with 2 of its 30 blocks (not all: 23 GB with
+ * the gradients) has the formula's count in 1 + 2 x 16 + 2 tensors. */
+START_TEST(test_starcoder2_size)
+{
+    static const struct {
+        const char *name;
+        int64_t numel, L, NH, NKV, C;
+        int tied;
+        double theta;
+    } W[3] = {{"starcoder2-3b", 3030371328LL, 30, 24, 2, 3072, 1, 999999.4420358813},
+              {"starcoder2-7b", 7173923840LL, 32, 36, 4, 4608, 1, 1e6},
+              {"starcoder2-15b", 15957889024LL, 40, 48, 4, 6144, 0, 1e5}};
+    for (int i = 0; i < 3; i++) {
+        nnt_model_config c;
+        memset(&c, 0xab, sizeof c);
+        EXPECT_OK(nnt_model_preset(W[i].name, &c));
+        ck_assert_int_eq(c.family, NNT_FAMILY_STARCODER2);
+        ck_assert(c.vocab == 49152 && c.max_seq == 16384 && c.layers == W[i].L &&
+                  c.heads == W[i].NH && c.kv_heads == W[i].NKV && c.channels == W[i].C &&
+                  c.hidden == 4 * W[i].C && c.head_dim == 0 && c.tied == W[i].tied);
+        ck_assert(c.qkv_bias && c.out_bias && c.mlp_bias && !c.qk_norm);
+        ck_assert(c.sliding_window == 4096 && c.window_from == 0 &&
+                  c.window_global_every == 0 && c.norm_eps == 1e-5);
+        ck_assert(c.rope.theta == W[i].theta && c.rope.scaling == NNT_ROPE_SCALING_NONE);
+        ck_assert_int_eq(starcoder2_numel(&c), W[i].numel);
+    }
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("starcoder2-3b", &c));
+    c.layers = 2;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create_empty(ctx, &c, 1, 16, NULL, &l));
+    int64_t count = 0, numel = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, &numel));
+    ck_assert_int_eq(numel, starcoder2_numel(&c));
+    ck_assert_int_eq(count, 1 + 2 * 16 + 2);
+    int64_t C = 3072, hd = 128;
+    expect_param(l, 0, "model.embed_tokens.weight", 2, (int64_t[]){49152, C}, 1);
+    expect_param(l, 1, "model.layers.0.input_layernorm.weight", 1, (int64_t[]){C}, 0);
+    expect_param(l, 2, "model.layers.0.input_layernorm.bias", 1, (int64_t[]){C}, 0);
+    expect_param(l, 4, "model.layers.0.self_attn.k_proj.weight", 3, (int64_t[]){2, hd, C}, 1);
+    expect_param(l, 9, "model.layers.0.self_attn.o_proj.weight", 3, (int64_t[]){C, 24, hd}, 1);
+    expect_param(l, 13, "model.layers.0.mlp.c_fc.weight", 2, (int64_t[]){4 * C, C}, 1);
+    expect_param(l, 16, "model.layers.0.mlp.c_proj.bias", 1, (int64_t[]){C}, 0);
+    expect_param(l, 34, "model.norm.bias", 1, (int64_t[]){C}, 0);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 START_TEST(test_phi3_size)
 {
     nnt_model_config c;
@@ -872,6 +931,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_smollm3_size);
     tcase_add_test(tc, test_olmo2_size);
     tcase_add_test(tc, test_phi3_size);
+    tcase_add_test(tc, test_starcoder2_size);
     tcase_add_test(tc, test_llama31_8b_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);

@@ -16,7 +16,9 @@
  * with a bias, partial rotary 0.4), a GraniteForCausalLM (its four multipliers), a
  * StableLmForCausalLM (LayerNorm blocks, StableLM's default partial rotary 0.25) and two
  * GPTNeoXForCausalLM (two LayerNorms a block, the attention and the exact-GELU MLP side by
- * side or one after the other, q, k, v in one per-head query_key_value), T 16 >
+ * side or one after the other, q, k, v in one per-head query_key_value) and two
+ * Starcoder2ForCausalLM (LayerNorm blocks, a tanh-GELU MLP, every bias and a window on every
+ * layer, head_dim 12; or no bias, no window, an untied head, linear rope scaling), T 16 >
  * W: nnt_model_load_hf on the
  * directory, logits, loss and every gradient, 10 AdamW steps' losses, greedy generation past
  * the window with the key/value cache (nnt_model_generate) against transformers' generate,
@@ -60,8 +62,10 @@ static const struct {
               {"granite", 0, 0, 0, 0, "GraniteForCausalLM", 0, 0},
               {"stablelm", 0, 0, 0, 0, "StableLmForCausalLM", 0, 0},
               {"neox", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0},
-              {"neox_serial", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0}};
-#define NMODELS 16
+              {"neox_serial", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0},
+              {"starcoder2", 5, 0, 0, 0, "Starcoder2ForCausalLM", 0, 0},
+              {"starcoder2_plain", 0, 0, 0, 0, "Starcoder2ForCausalLM", 0, 0}};
+#define NMODELS 18
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -85,11 +89,12 @@ static void expect_nope_layers(const nnt_model_config *cfg, uint64_t nope, const
 /* Measured (AMD EPYC, Zen 3; worst over models and tilings): logits 9.0e-7, loss 1.0e-7,
  * gradients 5.7e-6, AdamW losses 1.2e-6 (absolute); Zen 4 with the SmolLM3 models too:
  * logits 1.0e-6 (smollm3_nope), loss 1.6e-7 (qwen3_yarn), gradients 5.7e-6, AdamW 2.3e-6
- * (olmo2). */
+ * (olmo2); with StarCoder2's: AdamW 4.3e-6 (starcoder2_plain, whose loss falls 1.4 in the
+ * 10 steps). */
 #define LOGITS_TOL 9e-6
 #define LOSS_TOL 1e-6
 #define GRAD_TOL 5.7e-5
-#define ADAMW_TOL 1.2e-5
+#define ADAMW_TOL 4e-5
 
 static nnt_ctx *ctx;
 static void setup(void) { ctx = test_ctx(); }
@@ -535,7 +540,7 @@ END_TEST
  * naming refused_name and listing the modules under the family's names. */
 static const struct {
     const char *name, *base, *targets, *default_targets, *refused, *refused_name, *listed;
-} LORAS[4] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+} LORAS[5] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
                "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;"},
               {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'",
                "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"},
@@ -543,11 +548,13 @@ static const struct {
                "'ln_1'", "(its modules: q_proj, k_proj, v_proj, o_proj, gate_proj,"},
               {"neox_lora", "neox", NULL, "query_key_value", "q_proj,dense", "'q_proj'",
                "(its modules: query_key_value, dense, dense_h_to_4h, dense_4h_to_h, "
-               "embed_out;"}};
+               "embed_out;"},
+              {"starcoder2_lora", "starcoder2", "all-linear", "q_proj,v_proj", "gate_proj",
+               "'gate_proj'", "(its modules: q_proj, k_proj, v_proj, o_proj, c_fc, c_proj"}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
- * 10x. */
+ * 10x. starcoder2_lora: losses 6.3e-7, adapters 1.0e-5 (a lora_B of k_proj). */
 #define LORA_LOSS_TOL 2e-6
 #define LORA_ADAPTER_TOL 8e-5
 #define LORA_LOGITS_TOL 7e-6
@@ -852,6 +859,81 @@ static void expect_frozen(nnt_layer *l, const char *const *frozen)
     }
 }
 
+/* Starcoder2Config as transformers 5.24 reads it: the class's defaults (StarCoder2 3B's
+ * sizes, a tied head, every bias, no window, eps 1e-5, theta 10000), use_bias on q, k, v, o
+ * and the MLP together, sliding_window null or a positive number on every layer, the tanh
+ * GELUs only; the family's checks; and the keys of StarCoder2 3B's published config.json read
+ * as the preset (their dropouts of 0.1 read, not applied) */
+START_TEST(test_starcoder2_config)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, q;
+    nnt_layer *l = NULL;
+    test_make_tmpdir("starcoder2_config");
+    test_write_config(test_tmp_path("a"), "{\"architectures\": [\"Starcoder2ForCausalLM\"]}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("a"), &c));
+    ck_assert_int_eq(c.family, NNT_FAMILY_STARCODER2);
+    ck_assert(c.vocab == 49152 && c.channels == 3072 && c.hidden == 12288 && c.layers == 30 &&
+              c.heads == 24 && c.kv_heads == 2 && c.max_seq == 4096 && c.head_dim == 0);
+    ck_assert(c.tied && c.qkv_bias && c.out_bias && c.mlp_bias && c.sliding_window == 0);
+    ck_assert(c.norm_eps == 1e-5 && c.rope.theta == 10000.0 &&
+              c.rope.scaling == NNT_ROPE_SCALING_NONE);
+    test_write_config(test_tmp_path("b"), "{\"model_type\": \"starcoder2\", "
+                      "\"use_bias\": false, \"sliding_window\": null, "
+                      "\"tie_word_embeddings\": false, \"norm_epsilon\": 0.001, "
+                      "\"hidden_act\": \"gelu_new\", \"rms_norm_eps\": 0.5}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
+    ck_assert(!c.tied && !c.qkv_bias && !c.out_bias && !c.mlp_bias && c.sliding_window == 0 &&
+              c.norm_eps == 0.001);
+    /* the keys of bigcode/starcoder2-3b's config.json */
+    test_write_config(test_tmp_path("p"), "{\"architectures\": [\"Starcoder2ForCausalLM\"], "
+                      "\"attention_dropout\": 0.1, \"residual_dropout\": 0.1, "
+                      "\"embedding_dropout\": 0.1, \"bos_token_id\": 0, "
+                      "\"eos_token_id\": 0, \"hidden_act\": \"gelu_pytorch_tanh\", "
+                      "\"hidden_size\": 3072, \"initializer_range\": 0.018042, "
+                      "\"intermediate_size\": 12288, \"max_position_embeddings\": 16384, "
+                      "\"mlp_type\": \"default\", \"model_type\": \"starcoder2\", "
+                      "\"norm_epsilon\": 1e-05, \"norm_type\": \"layer_norm\", "
+                      "\"num_attention_heads\": 24, \"num_hidden_layers\": 30, "
+                      "\"num_key_value_heads\": 2, \"rope_theta\": 999999.4420358813, "
+                      "\"sliding_window\": 4096, \"torch_dtype\": \"float32\", "
+                      "\"transformers_version\": \"4.37.0.dev0\", \"use_bias\": true, "
+                      "\"use_cache\": true, \"vocab_size\": 49152}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("p"), &c));
+    EXPECT_OK(nnt_model_preset("starcoder2-3b", &q));
+    ck_assert(c.family == q.family && c.vocab == q.vocab && c.layers == q.layers &&
+              c.heads == q.heads && c.kv_heads == q.kv_heads && c.channels == q.channels &&
+              c.hidden == q.hidden && c.max_seq == q.max_seq && c.norm_eps == q.norm_eps &&
+              c.tied == q.tied && c.qkv_bias == q.qkv_bias && c.out_bias == q.out_bias &&
+              c.mlp_bias == q.mlp_bias && c.sliding_window == q.sliding_window &&
+              c.window_from == 0 && c.window_global_every == 0 &&
+              c.rope.theta == q.rope.theta && c.rope.scaling == q.rope.scaling);
+    test_write_config(test_tmp_path("c"), "{\"model_type\": \"starcoder2\", "
+                      "\"hidden_act\": \"gelu\"}");
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("c"), &c), NNT_E_UNSUPPORTED,
+                    "hidden_act");
+    test_write_config(test_tmp_path("d"), "{\"model_type\": \"starcoder2\", "
+                      "\"sliding_window\": 0}");
+    EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("d"), &c), NNT_E_FORMAT,
+                    "sliding_window");
+    test_remove_tmpdir();
+    /* the family's checks: the biases together, the window on every layer */
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("starcoder2", NULL), &q));
+    ck_assert(q.sliding_window == 5 && q.head_dim == 12 && q.norm_eps == 1e-4 && q.tied);
+    q.mlp_bias = 0;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "mlp_bias=0");
+    q.mlp_bias = 1, q.window_from = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "window_from=1");
+    q.window_from = 0, q.window_full_layers[0] = 2;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "window_full_layers set");
+    q.window_full_layers[0] = 0, q.qk_norm = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "qk_norm=1");
+    q.qk_norm = 0;
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 START_TEST(test_freeze_file_names)
 {
     static const char *const QKV[] = {"q_proj.", "k_proj.", "v_proj.", NULL};
@@ -947,12 +1029,13 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
     tcase_add_test(tc, test_yarn_truncate);
-    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 8);
-    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 4);
+    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 10);
+    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 5);
     tcase_add_test(tc, test_phi3_read_hf);
     tcase_add_test(tc, test_granite_options);
     tcase_add_test(tc, test_neox_config);
     tcase_add_test(tc, test_neox_buffers);
+    tcase_add_test(tc, test_starcoder2_config);
     tcase_add_test(tc, test_freeze_file_names);
     suite_add_tcase(s, tc);
     return s;

@@ -13,8 +13,9 @@ static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_ll
                                                &nnt_family_gemma, &nnt_family_moe,
                                                &nnt_family_olmo, &nnt_family_phi3,
                                                &nnt_family_phi, &nnt_family_granite,
-                                               &nnt_family_stablelm, &nnt_family_gptneox};
-static int nfamilies = 10;
+                                               &nnt_family_stablelm, &nnt_family_gptneox,
+                                               &nnt_family_starcoder2};
+static int nfamilies = 11;
 
 const nnt_family *nnt_family_at(int i)
 {
@@ -80,7 +81,7 @@ NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg)
     for (int i = 0; i < nfamilies; i++)
         if (table[i]->preset(name, cfg))
             return NNT_OK;
-    char valid[512];
+    char valid[NNT_ERRMSG_MAX];
     preset_names(valid, sizeof valid);
     return nnt_fail(NULL, NNT_E_INVAL, "%s: unknown preset '%s' (valid: %s)", fn, name, valid);
 }

@@ -371,6 +371,7 @@ extern const nnt_family nnt_family_phi;
 extern const nnt_family nnt_family_granite;
 extern const nnt_family nnt_family_stablelm;
 extern const nnt_family nnt_family_gptneox;
+extern const nnt_family nnt_family_starcoder2;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);
