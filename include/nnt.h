@@ -578,7 +578,9 @@ NNT_API int nnt_tensor_attention_kv_ex(nnt_tensor *q, nnt_tensor *k, nnt_tensor 
  * any leading dimensions (B, T); the activations take the tiling of those dimensions from
  * the input and are (re)allocated when the input's shape or tiling changes.
  * Gradients ACCUMULATE: backward adds to them (micro-batches), nnt_layer_zero_grad clears.
- * Composite layers (MLP, block, sequential, GPT) own their children and destroy them. */
+ * Composite layers (MLP, block, sequential, GPT) own their children and destroy them.
+ * nnt_tiling keeps nnt 0.2's size: nnt_gpt_tiling and nnt_model_tiling write it whole, so
+ * a tile size of a later version comes in a structure of its own. */
 typedef struct nnt_tiling {
     size_t size;                 /* sizeof(nnt_tiling), set by the init macro                */
     int64_t batch, seq, channels, hidden, vocab, heads, head_dim;
