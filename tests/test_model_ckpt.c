@@ -143,8 +143,14 @@ START_TEST(test_roundtrip)
     EXPECT_OK(nnt_model_config_of(m, &want));
     EXPECT_OK(nnt_model_train_state_config(NULL, path, &got));   /* no context needed */
     expect_same_config(&want, &got);
+    memset(&got, 0xab, sizeof got);   /* the whole structure written, reserved words 0 */
     EXPECT_OK(nnt_model_train_state_config(ctx, path, &got));
     expect_same_config(&want, &got);
+    for (size_t i = 0; i < sizeof got.reserved / sizeof got.reserved[0]; i++)
+        ck_assert_msg(got.reserved[i] == 0, "reserved[%zu] 0x%llx", i,
+                      (unsigned long long)got.reserved[i]);
+    for (size_t i = 0; i < sizeof got.rope.reserved / sizeof got.rope.reserved[0]; i++)
+        ck_assert(got.rope.reserved[i] == 0);
 
     /* the caller's section alone, without a context */
     nnt_train_state info = NNT_TRAIN_STATE_INIT;
