@@ -477,6 +477,71 @@ END_TEST
 
 /* config.json: architectures[0] chooses the family; a model_type beside it must be that
  * architecture's (read as Llama before: a "bert" model_type beside LlamaForCausalLM). */
+/* ---- the docs name every family -------------------------------------------------------- */
+
+/* top_srcdir/rel, whole (NUL-terminated, malloc'd) */
+static char *source_text(const char *rel)
+{
+    const char *top = getenv("top_srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", top && *top ? top : ".", rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    ck_assert_int_ge(n, 1);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* Each item of list ("a, b, c") in text (what: the file, for the message). */
+static void expect_each(const char *list, const char *text, const char *what, const char *fmt)
+{
+    char item[256], want[300];
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        ck_assert_uint_lt(n, sizeof item);
+        memcpy(item, p, n);
+        item[n] = '\0';
+        snprintf(want, sizeof want, fmt, item);
+        ck_assert_msg(strstr(text, want) != NULL, "%s does not name '%s'", what, want);
+        p += n;
+        p += strspn(p, ", ");
+    }
+}
+
+/* Every family of the library's table (not this test's) is in README (its title and
+ * architectures), in nnt_model_hf_config(3)'s table of architectures and in
+ * nnt_model_create(3)'s table of presets, so that a family added without its docs fails. */
+START_TEST(test_documented)
+{
+    char *readme = source_text("README");
+    char *hf = source_text("man/man3/nnt_model_hf_config.3");
+    char *create = source_text("man/man3/nnt_model_create.3");
+    nnt_family_info f = NNT_FAMILY_INFO_INIT;
+    int n = 0;
+    for (int i = 0; nnt_model_family_info(i, &f) == 0; i++) {
+        if (f.family == FAMILY_ID)
+            continue;
+        n++;
+        expect_each(f.title, readme, "README", "%s");
+        expect_each(f.architectures, readme, "README", "%s");
+        expect_each(f.architectures, hf, "nnt_model_hf_config.3", ".It %s Ta");
+        if (*f.presets)
+            expect_each(f.presets, create, "nnt_model_create.3", ".It %s Ta");
+    }
+    ck_assert_int_eq(n, 11);
+    free(readme);
+    free(hf);
+    free(create);
+}
+END_TEST
+
 START_TEST(test_config_agreement)
 {
     const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"%s\", "
@@ -521,6 +586,7 @@ static Suite *family_suite(void)
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_unknown_family);
     tcase_add_test(tc, test_config_agreement);
+    tcase_add_test(tc, test_documented);
     suite_add_tcase(s, tc);
     return s;
 }
