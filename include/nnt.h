@@ -1083,7 +1083,8 @@ enum {
     NNT_FAMILY_HAS_PARTIAL_ROTARY = 1 << 15, /* rope.partial_rotary_factor below 1           */
     NNT_FAMILY_HAS_MULTIPLIERS = 1 << 16,/* embedding_multiplier, residual_multiplier,
                                             attention_multiplier, logits_scaling (Granite)   */
-    NNT_FAMILY_HAS_SERIAL_BLOCKS = 1 << 17 /* serial_blocks (GPT-NeoX)                       */
+    NNT_FAMILY_HAS_SERIAL_BLOCKS = 1 << 17,/* serial_blocks (GPT-NeoX)                       */
+    NNT_FAMILY_HAS_GELU_CHOICE = 1 << 18 /* mlp_gelu: the MLP's GELU either form           */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -1176,6 +1177,9 @@ typedef struct nnt_model_config {
     int serial_blocks;            /* 1: each block's attention and MLP one after the other
                                      (use_parallel_residual false); 0: the family's
                                      arrangement (GPT-NeoX: side by side)                   */
+    /* The MLP's GELU (families with NNT_FAMILY_HAS_GELU_CHOICE). New in 0.3. */
+    int mlp_gelu;                 /* 0: the family's (GPT-NeoX: exact; Phi, StarCoder2: tanh);
+                                     NNT_GELU_TANH, NNT_GELU_ERF                            */
     /* 0. The library writes whole configurations (nnt_model_preset, nnt_model_config_of,
      * nnt_model_hf_config, ...) into structures the caller need not initialise, so the
      * size of this one never changes: a later version's fields take this room (0 in them
@@ -1183,6 +1187,11 @@ typedef struct nnt_model_config {
      * whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
     uint64_t reserved[64];
 } nnt_model_config;
+
+/* nnt_model_config.mlp_gelu: the tanh approximation (Hugging Face's hidden_act "gelu_new",
+ * "gelu_fast", "gelu_pytorch_tanh"), or the exact GELU x Phi(x) ("gelu") */
+#define NNT_GELU_TANH 1
+#define NNT_GELU_ERF 2
 
 /* mlp_only_layers: block indices below this (dense_layers, dense_layers_more) */
 #define NNT_MODEL_MAX_DENSE_LAYER 512
@@ -1210,7 +1219,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, { 0 } }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -1275,8 +1284,9 @@ NNT_API int nnt_model_load_hf(nnt_ctx *ctx, const char *dir, int64_t B, int64_t 
 /* Read the weights of a Hugging Face directory into model (of nnt_model_create or of
  * nnt_model_load_hf), as nnt_model_load_hf reads them: its config.json must describe the
  * model (the sizes: NNT_E_SHAPE; the norms' eps, the rope (theta, scaling, its factors,
- * partial rotary factor), windows, soft-caps, Granite's multipliers and GPT-NeoX's
- * serial_blocks: NNT_E_INVAL, naming the first difference) and every tensor is checked
+ * partial rotary factor), windows, soft-caps, Granite's multipliers, GPT-NeoX's
+ * serial_blocks and the MLP's GELU: NNT_E_INVAL, naming the first difference) and every
+ * tensor is checked
  * before any parameter is written. LoRA adapters are not read (nnt_model_load_peft). A
  * parameter frozen in bf16
  * (nnt_layer_freeze under NNT_PRECISION_BF16) receives its values rounded to bf16, so that

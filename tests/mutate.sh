@@ -261,6 +261,7 @@ starcoder2_biases_not_together|lib/models/starcoder2.c|s@    c->out_bias = c->ml
 starcoder2_untied_by_default|lib/models/starcoder2.c|s@"tie_word_embeddings", 1, \&c->tied@"tie_word_embeddings", 0, \&c->tied@|StarCoder2 config.json: no tie_word_embeddings read as untied, not true as in Starcoder2Config
 starcoder2_window_not_written|lib/models/starcoder2.c|s@    if (c->sliding_window)@    if (0)@|StarCoder2 config.json written with sliding_window null whatever the window
 starcoder2_window_layers_unchecked|lib/models/starcoder2.c|s@    if (c->sliding_window \&\& (c->window_from@    if (0 \&\& (c->window_from@|StarCoder2: a window on some layers only (which its config.json cannot say) accepted
+mlp_gelu_ignored|lib/models/transformer.c|s@    if (c->mlp_gelu \&\& (kind == NNT_MLP_GELU@    if (0 \&\& (kind == NNT_MLP_GELU@|the MLP GELU of the family whatever mlp_gelu says (GPT-NeoX-20B gelu_fast run as the exact GELU)
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
 

@@ -171,6 +171,8 @@ START_TEST(test_config_errors)
     expect_refused(&c, NNT_E_INVAL, "head_dim=-2");
     c = base, c.norm_eps = 0.0;
     expect_refused(&c, NNT_E_INVAL, "norm_eps");
+    c = base, c.mlp_gelu = NNT_GELU_ERF;   /* Llama's MLP is SwiGLU */
+    expect_refused(&c, NNT_E_INVAL, "mlp_gelu 2");
     c = base, c.rope.theta = -1.0;
     expect_refused(&c, NNT_E_INVAL, "theta");
     c = base, c.vocab = 0;

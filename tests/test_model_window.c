@@ -64,8 +64,9 @@ static const struct {
               {"neox", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0},
               {"neox_serial", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0},
               {"starcoder2", 5, 0, 0, 0, "Starcoder2ForCausalLM", 0, 0},
-              {"starcoder2_plain", 0, 0, 0, 0, "Starcoder2ForCausalLM", 0, 0}};
-#define NMODELS 18
+              {"starcoder2_plain", 0, 0, 0, 0, "Starcoder2ForCausalLM", 0, 0},
+              {"neox_fast", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0}};
+#define NMODELS 19
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -705,8 +706,9 @@ END_TEST
  * partial_rotary_factor, else rotary_emb_base and rotary_pct, else 10000 and 0.25 (the top
  * level's rope_theta and partial_rotary_factor are not read); use_parallel_residual (true
  * when absent) as serial_blocks; attention_bias on q, k, v and dense; num_key_value_heads not
- * read; hidden_act other than "gelu" refused; serial_blocks only in this family; a model of
- * the other arrangement does not read the directory */
+ * read; hidden_act "gelu" the exact GELU, "gelu_fast", "gelu_new" and "gelu_pytorch_tanh" the
+ * tanh one (mlp_gelu), others refused; serial_blocks only in this family; a model of the other
+ * arrangement or the other GELU does not read the directory */
 #define NEOX_SIZES "\"architectures\": [\"GPTNeoXForCausalLM\"], \"vocab_size\": 64, " \
     "\"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, " \
     "\"num_key_value_heads\": 1, \"intermediate_size\": 48"
@@ -755,9 +757,23 @@ START_TEST(test_neox_config)
               c.rope.theta == q.rope.theta &&
               c.rope.partial_rotary_factor == q.rope.partial_rotary_factor &&
               c.rope.scaling == q.rope.scaling);
-    test_write_config(test_tmp_path("c"), "{" NEOX_SIZES ", \"hidden_act\": \"gelu_new\"}");
+    ck_assert_int_eq(c.mlp_gelu, 0);   /* "gelu": the family's, exact */
+    test_write_config(test_tmp_path("c"), "{" NEOX_SIZES ", \"hidden_act\": \"relu\"}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("c"), &c), NNT_E_UNSUPPORTED,
                     "hidden_act");
+    /* GPT-NeoX-20B's gelu_fast, gelu_new and gelu_pytorch_tanh: the tanh GELU */
+    static const char *const tanh_acts[3] = {"gelu_fast", "gelu_new", "gelu_pytorch_tanh"};
+    for (int i = 0; i < 3; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "{" NEOX_SIZES ", \"hidden_act\": \"%s\"}", tanh_acts[i]);
+        char sub[8];
+        snprintf(sub, sizeof sub, "t%d", i);
+        test_write_config(test_tmp_path(sub), text);
+        EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path(sub), &c));
+        ck_assert_int_eq(c.mlp_gelu, NNT_GELU_TANH);
+    }
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("neox_fast", NULL), &c));
+    ck_assert_int_eq(c.mlp_gelu, NNT_GELU_TANH);
     test_remove_tmpdir();
     EXPECT_OK(nnt_model_preset("llama-tiny", &q));
     q.serial_blocks = 1;
@@ -768,6 +784,17 @@ START_TEST(test_neox_config)
     EXPECT_FAIL_MSG(nnt_model_read_hf(l, path_of("neox", NULL)), NNT_E_INVAL, "serial_blocks");
     nnt_layer_destroy(l);
     q.serial_blocks = 0;
+    q.mlp_gelu = NNT_GELU_TANH;   /* the other GELU than the directory's */
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, path_of("neox", NULL)), NNT_E_INVAL, "mlp_gelu");
+    nnt_layer_destroy(l);
+    q.mlp_gelu = NNT_GELU_ERF;   /* the family's, said: the same model */
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    EXPECT_OK(nnt_model_read_hf(l, path_of("neox", NULL)));
+    nnt_layer_destroy(l);
+    q.mlp_gelu = 3;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "mlp_gelu 3");
+    q.mlp_gelu = 0;
     q.out_bias = 0;   /* the attention's biases all or none */
     EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "out_bias=0");
 }
@@ -907,10 +934,15 @@ START_TEST(test_starcoder2_config)
               c.mlp_bias == q.mlp_bias && c.sliding_window == q.sliding_window &&
               c.window_from == 0 && c.window_global_every == 0 &&
               c.rope.theta == q.rope.theta && c.rope.scaling == q.rope.scaling);
+    ck_assert_int_eq(c.mlp_gelu, 0);
     test_write_config(test_tmp_path("c"), "{\"model_type\": \"starcoder2\", "
-                      "\"hidden_act\": \"gelu\"}");
+                      "\"hidden_act\": \"silu\"}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("c"), &c), NNT_E_UNSUPPORTED,
                     "hidden_act");
+    test_write_config(test_tmp_path("e"), "{\"model_type\": \"starcoder2\", "
+                      "\"hidden_act\": \"gelu\"}");   /* the exact GELU */
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("e"), &c));
+    ck_assert_int_eq(c.mlp_gelu, NNT_GELU_ERF);
     test_write_config(test_tmp_path("d"), "{\"model_type\": \"starcoder2\", "
                       "\"sliding_window\": 0}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("d"), &c), NNT_E_FORMAT,

@@ -8,7 +8,8 @@
  * parallel 2), or with use_parallel_residual false one after the other (serial_blocks); the
  * attention has biases on q, k, v and its output projection or none (attention_bias) and
  * rotates part of each head vector (rotary_pct, GPTNeoXConfig's default 0.25); the MLP is
- * dense_4h_to_h(gelu(dense_h_to_4h(x))) with the exact GELU and biases; a final LayerNorm; a
+ * dense_4h_to_h(gelu(dense_h_to_4h(x))) with the exact GELU (or the tanh form: mlp_gelu) and
+ * biases; a final LayerNorm; a
  * head of its own ("embed_out") unless tied. The files hold q, k and v in one tensor
  * "attention.query_key_value" whose rows go head by head (head h's q, k, v, then head h + 1's),
  * read into and written from the tree's q_proj, k_proj, v_proj (family.h's nnt_hf_fused with
@@ -80,17 +81,19 @@ static const nnt_hf_arch ARCHS[] = {{"GPTNeoXForCausalLM", "gpt_neox", NULL}};
  * rope_parameters, its rope_theta and partial_rotary_factor, else the top level's
  * rotary_emb_base (10000) and rotary_pct (0.25) (the top level's rope_theta and
  * partial_rotary_factor are not read, as transformers does not); use_parallel_residual
- * (true), attention_bias (true); hidden_act "gelu" only (the exact GELU: "gelu_fast" and
- * "gelu_new", GPT-NeoX-20B's, are refused). */
+ * (true), attention_bias (true); hidden_act "gelu" (the exact GELU), or "gelu_fast"
+ * (GPT-NeoX-20B's), "gelu_new" and "gelu_pytorch_tanh", the tanh form (mlp_gelu). */
 static int neox_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
-    static const char *const acts[1] = {"gelu"};
+    static const char *const acts[4] = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"};
     static const char *const drops[2] = {"hidden_dropout", "attention_dropout"};
     static const nnt_cfg_defaults sizes = {50432, 6144, 24576, 44, 64, 0, 2048,
-                                           "layer_norm_eps", 1e-5, acts, 1, 0};
-    int parallel = 1;
+                                           "layer_norm_eps", 1e-5, acts, 4, 0};
+    int parallel = 1, act = 0;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", acts[0], acts, 4, &act));
+    c->mlp_gelu = act ? NNT_GELU_TANH : 0;   /* GPT-NeoX-20B's gelu_fast: the tanh form */
     c->kv_heads = c->heads;   /* GPTNeoXAttention has no grouped heads */
     NNT_TRY(nnt_cfg_bool(o, "use_parallel_residual", 1, &parallel));
     c->serial_blocks = !parallel;
@@ -131,7 +134,8 @@ static void neox_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_int(t, "num_attention_heads", c->heads);
     nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
     nnt_cfg_put_double(t, "layer_norm_eps", c->norm_eps);
-    nnt_cfg_add(t, ",\n  \"hidden_act\": \"gelu\"");
+    nnt_cfg_add(t, nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? ",\n  \"hidden_act\": \"gelu\""
+                                                            : ",\n  \"hidden_act\": \"gelu_fast\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
     nnt_cfg_put_bool(t, "use_parallel_residual", !c->serial_blocks);
     nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);
@@ -190,7 +194,7 @@ static const nnt_hf_fused FUSED[] = {
 const nnt_family nnt_family_gptneox = {
     NNT_FAMILY_GPTNEOX, "gptneox", "GPT-NeoX",
     NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED | NNT_FAMILY_HAS_BIASES |
-        NNT_FAMILY_HAS_PARTIAL_ROTARY | NNT_FAMILY_HAS_SERIAL_BLOCKS,
+        NNT_FAMILY_HAS_PARTIAL_ROTARY | NNT_FAMILY_HAS_SERIAL_BLOCKS | NNT_FAMILY_HAS_GELU_CHOICE,
     neox_preset, PRESET_NAMES,
     neox_check,
     {"gpt_neox.embed_in", "weight", "gpt_neox.layers.", "gpt_neox.final_layer_norm", 0,

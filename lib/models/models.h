@@ -101,6 +101,9 @@ int nnt_model_window_listed(const nnt_model_config *cfg);
  * residual_multiplier, attention_multiplier, logits_scaling: 0 is 1, and an
  * attention_multiplier of 0 the scores' default scale 1 / sqrt(hd). */
 void nnt_model_multipliers(const nnt_model_config *c, double m[4]);
+/* The MLP kind of cfg's blocks: its family's, with the GELU form cfg->mlp_gelu chooses
+ * (NNT_MLP_GELU or NNT_MLP_GELU_ERF) where it is not 0. */
+int nnt_model_mlp_kind(const nnt_model_config *cfg);
 /* whether some block of cfg has no rotary positions (nope_layers) */
 int nnt_model_nope_any(const nnt_model_config *cfg);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's

@@ -73,16 +73,20 @@ static const nnt_hf_arch ARCHS[] = {{"PhiForCausalLM", "phi", NULL}};
 /* PhiConfig's keys and defaults (transformers 5.24): Phi-1's sizes, kv heads the heads,
  * head_dim C / NH unless given (PhiAttention takes the attribute when a file has it), the
  * rope of rope_scaling or rope_parameters with partial_rotary_factor 0.5 unless given, an
- * untied head (its bias makes a tied one another model), no q/k LayerNorms. */
+ * untied head (its bias makes a tied one another model), no q/k LayerNorms; hidden_act
+ * "gelu_new" (Phi's), "gelu_pytorch_tanh" or "gelu_fast", the tanh GELU, or "gelu", the
+ * exact one (mlp_gelu). */
 static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
-    static const char *const acts[2] = {"gelu_new", "gelu_pytorch_tanh"};
+    static const char *const acts[4] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu"};
     static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attention_dropout"};
     static const nnt_cfg_defaults sizes = {51200, 2048, 8192, 24, 32, 0, 2048,
-                                           "layer_norm_eps", 1e-5, acts, 2, 1};
-    int qk_layernorm = 0;
+                                           "layer_norm_eps", 1e-5, acts, 4, 1};
+    int qk_layernorm = 0, act = 0;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", acts[0], acts, 4, &act));
+    c->mlp_gelu = act == 3 ? NNT_GELU_ERF : 0;
     if (c->tied)
         return nnt_cfg_unsupported(o, "tie_word_embeddings", "true", "false: the Phi family's "
                                    "head has a bias, so nnt keeps it untied");
@@ -112,7 +116,8 @@ static void phi_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
     (void)arch;
     nnt_cfg_put_sizes_eps(t, c, "layer_norm_eps");
-    nnt_cfg_add(t, ",\n  \"hidden_act\": \"gelu_new\"");
+    nnt_cfg_add(t, nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? ",\n  \"hidden_act\": \"gelu\""
+                                                            : ",\n  \"hidden_act\": \"gelu_new\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", 0);
     nnt_cfg_put_bool(t, "qk_layernorm", 0);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
@@ -141,7 +146,8 @@ static void phi_hf_rename(const nnt_model_config *c, const char *name, char *out
 const nnt_family nnt_family_phi = {
     NNT_FAMILY_PHI, "phi", "Phi",
     NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
-        NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED | NNT_FAMILY_HAS_PARTIAL_ROTARY,
+        NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED | NNT_FAMILY_HAS_PARTIAL_ROTARY |
+        NNT_FAMILY_HAS_GELU_CHOICE,
     phi_preset, PRESET_NAMES,
     phi_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.final_layernorm", 0,

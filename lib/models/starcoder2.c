@@ -6,7 +6,8 @@
  * LayerNorm blocks (weight and bias) with the attention and the MLP one after the other,
  * grouped-query attention with rotary positions on the whole head vector and Mistral's sliding
  * window on every layer (sliding_window; null or absent: none), biases on q, k, v, o and the
- * MLP's products together or nowhere (use_bias), an MLP c_proj(gelu_tanh(c_fc(x))), a final
+ * MLP's products together or nowhere (use_bias), an MLP c_proj(gelu_tanh(c_fc(x))) (or the
+ * exact GELU: mlp_gelu), a final
  * LayerNorm, the head tied to the token table unless tie_word_embeddings is false. Every
  * parameter is under its Hugging Face name: the blocks' children input_layernorm, self_attn,
  * post_attention_layernorm and mlp, whose products are c_fc and c_proj as in the files.
@@ -80,17 +81,21 @@ static const nnt_hf_arch ARCHS[] = {{"Starcoder2ForCausalLM", "starcoder2", NULL
  * 3B's, with 4096 positions), norm_epsilon, head_dim
  * when a file has it (Starcoder2Attention takes the attribute), tie_word_embeddings true,
  * use_bias true, sliding_window (absent or null: none) on every layer, the rope of
- * rope_scaling or rope_parameters (rope_theta, default 10000); hidden_act "gelu_pytorch_tanh"
- * or "gelu_new" (the same tanh approximation). */
+ * rope_scaling or rope_parameters (rope_theta, default 10000); hidden_act "gelu_pytorch_tanh",
+ * "gelu_new" or "gelu_fast" (the same tanh approximation), or "gelu", the exact GELU
+ * (mlp_gelu). */
 static int starcoder2_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
-    static const char *const acts[2] = {"gelu_pytorch_tanh", "gelu_new"};
+    static const char *const acts[4] = {"gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"};
     static const char *const drops[3] = {"attention_dropout", "residual_dropout",
                                          "embedding_dropout"};
     static const nnt_cfg_defaults sizes = {49152, 3072, 12288, 30, 24, 2, 4096,
-                                           "norm_epsilon", 1e-5, acts, 2, 1};
+                                           "norm_epsilon", 1e-5, acts, 4, 1};
+    int act = 0;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", acts[0], acts, 4, &act));
+    c->mlp_gelu = act == 3 ? NNT_GELU_ERF : 0;
     NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 1, &c->tied));
     NNT_TRY(nnt_cfg_bool(o, "use_bias", 1, &c->qkv_bias));
     c->out_bias = c->mlp_bias = c->qkv_bias;
@@ -126,7 +131,9 @@ static void starcoder2_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config
 {
     (void)arch;
     nnt_cfg_put_sizes_eps(t, c, "norm_epsilon");
-    nnt_cfg_add(t, ",\n  \"hidden_act\": \"gelu_pytorch_tanh\"");
+    nnt_cfg_add(t, nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF
+                       ? ",\n  \"hidden_act\": \"gelu\""
+                       : ",\n  \"hidden_act\": \"gelu_pytorch_tanh\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
     nnt_cfg_put_bool(t, "use_bias", c->qkv_bias);
     if (c->sliding_window)
@@ -147,7 +154,7 @@ const nnt_family nnt_family_starcoder2 = {
     NNT_FAMILY_STARCODER2, "starcoder2", "StarCoder2",
     NNT_FAMILY_HAS_KV_HEADS | NNT_FAMILY_HAS_HIDDEN | NNT_FAMILY_HAS_HEAD_DIM |
         NNT_FAMILY_HAS_ROPE | NNT_FAMILY_HAS_UNTIED | NNT_FAMILY_HAS_BIASES |
-        NNT_FAMILY_HAS_WINDOW,
+        NNT_FAMILY_HAS_WINDOW | NNT_FAMILY_HAS_GELU_CHOICE,
     starcoder2_preset, PRESET_NAMES,
     starcoder2_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_LAYERNORM,

@@ -133,6 +133,11 @@ static int check_blocks(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
         (c->serial_blocks && !(f->features & NNT_FAMILY_HAS_SERIAL_BLOCKS)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: serial_blocks %d (0 or 1; 1 only in a family "
                         "whose blocks can be either, not %s)", fn, c->serial_blocks, f->title);
+    if (c->mlp_gelu < 0 || c->mlp_gelu > NNT_GELU_ERF ||
+        (c->mlp_gelu && !(f->features & NNT_FAMILY_HAS_GELU_CHOICE)))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: mlp_gelu %d (0, NNT_GELU_TANH or NNT_GELU_ERF; "
+                        "not 0 only in a family whose MLP takes either GELU, not %s)", fn,
+                        c->mlp_gelu, f->title);
     for (int64_t i = 0; i < NNT_MODEL_MAX_NOPE_LAYER; i++) {
         if (!NNT_MODEL_NOPE_LAYER(c, i))
             continue;
@@ -166,6 +171,15 @@ static int any_bit(const uint64_t *words, int n)
 int nnt_model_window_listed(const nnt_model_config *c)
 {
     return any_bit(c->window_full_layers, NNT_MODEL_MAX_WINDOW_LAYER / 64);
+}
+
+int nnt_model_mlp_kind(const nnt_model_config *c)
+{
+    const nnt_family *f = nnt_family_find(c->family);
+    int kind = f ? f->layout.mlp_kind : NNT_MLP_GELU;
+    if (c->mlp_gelu && (kind == NNT_MLP_GELU || kind == NNT_MLP_GELU_ERF))
+        kind = c->mlp_gelu == NNT_GELU_ERF ? NNT_MLP_GELU_ERF : NNT_MLP_GELU;
+    return kind;
 }
 
 void nnt_model_multipliers(const nnt_model_config *c, double m[4])
@@ -366,7 +380,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;   /* the windowed blocks' (Gemma 3) */
     local.theta = c->rope_local_theta;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT, moe = NNT_MLP_OPTIONS_INIT;
-    mo.kind = f->mlp_kind;
+    mo.kind = nnt_model_mlp_kind(c);
     mo.bias = c->mlp_bias;
     mo.fused_gate_up = f->fused_lora == 1;
     moe.kind = NNT_MLP_MOE;

@@ -159,6 +159,8 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
         add(t, ", query_pre_attn_scalar %g", c.query_pre_attn_scalar);
     if (c.attn_softcap > 0.0 || c.final_softcap > 0.0)
         add(t, ", soft-caps %g (scores) %g (logits)", c.attn_softcap, c.final_softcap);
+    if (has & NNT_FAMILY_HAS_GELU_CHOICE)   /* either GELU */
+        add(t, ", %s GELU", nnt_model_mlp_kind(&c) == NNT_MLP_GELU_ERF ? "exact" : "tanh");
     if (has & NNT_FAMILY_HAS_SERIAL_BLOCKS)   /* GPT-NeoX's two arrangements */
         add(t, ", attention and MLP %s", c.serial_blocks ? "one after the other"
                                                          : "side by side");
