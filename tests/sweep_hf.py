@@ -25,8 +25,9 @@ or its default 0.25, q, k, v biases or none, linear or YaRN scaling or none); fr
 GPT-NeoX (two LayerNorms a block, the parts side by side or one after the other, the exact
 GELU, q, k, v per head in one query_key_value, attention biases or none, the rope's base and
 partial factor under GPT-NeoX's keys, in the rope object or by default); from K 1700
-StarCoder2 (LayerNorm blocks, the tanh-GELU MLP, every bias or none, a window on every layer
-or none, GQA, head_dim other than C / NH, linear or YaRN scaling or none);
+StarCoder2 (LayerNorm blocks, the GELU MLP under its four names, the exact one too, every
+bias or none, a window on every layer or none, GQA, head_dim other than C / NH, linear or
+YaRN scaling or none);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -336,7 +337,8 @@ def pick_model(r, c):
         if c["phi_scaling"] != "yarn":
             c["yarn"] = None
         c["attn_bias"] = c["mlp_bias"] = r.random() < 0.6
-        c["gelu_pt"] = r.random() < 0.5
+        # the three names of the tanh GELU, and the exact one (mlp_gelu)
+        c["act"] = r.choice(["gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"])
     if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
         # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
         # (PhiAttention takes the attribute)
@@ -619,9 +621,8 @@ def hf_config(c):
             kw["rope_parameters"] = {"rope_type": "linear", "factor": c["rope_linear"],
                                      "rope_theta": c["rope_theta"]}
         kw["norm_epsilon"] = kw.pop("rms_norm_eps")
-        act = "gelu_pytorch_tanh" if c["gelu_pt"] else "gelu_new"
         return Starcoder2Config(use_bias=c["attn_bias"], sliding_window=c["window"],
-                                hidden_act=act, attention_dropout=0.0, residual_dropout=0.0,
+                                hidden_act=c["act"], attention_dropout=0.0, residual_dropout=0.0,
                                 embedding_dropout=0.0, **kw), Starcoder2ForCausalLM
     if fam in ("phi", "stablelm"):   # LayerNorm eps, the partial factor given or the default
         if c["phi_scaling"] == "linear":
@@ -1313,6 +1314,8 @@ def case_kinds(c, res=None):
         kinds.append("hd!=C/NH")
     if c.get("attn_bias") and c["family"] in ("qwen3", "gemma2", "gemma3"):
         kinds.append("attn-bias")
+    if c.get("act") == "gelu":
+        kinds.append("gelu-erf")
     if c.get("attn_cap") or c.get("final_cap"):
         kinds.append("softcap")
     if c.get("window") and c["window"] < c["T"]:
