@@ -689,7 +689,7 @@ static const struct {
     {"PhiForCausalLM", "\"tie_word_embeddings\": true", NNT_E_UNSUPPORTED,
      "tie_word_embeddings true is not supported"},
     {"PhiForCausalLM", "\"qk_layernorm\": true", NNT_E_UNSUPPORTED, "qk_layernorm"},
-    {"PhiForCausalLM", "\"hidden_act\": \"gelu\"", NNT_E_UNSUPPORTED, "hidden_act"},
+    {"PhiForCausalLM", "\"hidden_act\": \"relu\"", NNT_E_UNSUPPORTED, "hidden_act"},
     {"StableLmForCausalLM", "\"num_key_value_heads\": 4, \"qk_layernorm\": true",
      NNT_E_UNSUPPORTED, "qk_layernorm true is not supported"},
     {"StableLmForCausalLM", "\"num_key_value_heads\": 4, \"use_parallel_residual\": true",

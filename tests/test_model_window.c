@@ -943,6 +943,13 @@ START_TEST(test_starcoder2_config)
                       "\"hidden_act\": \"gelu\"}");   /* the exact GELU */
     EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("e"), &c));
     ck_assert_int_eq(c.mlp_gelu, NNT_GELU_ERF);
+    test_write_config(test_tmp_path("f"), "{\"model_type\": \"phi\", \"hidden_act\": \"gelu\"}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("f"), &c));   /* Phi's too */
+    ck_assert_int_eq(c.mlp_gelu, NNT_GELU_ERF);
+    test_write_config(test_tmp_path("g"), "{\"model_type\": \"phi\", "
+                      "\"hidden_act\": \"gelu_fast\"}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("g"), &c));
+    ck_assert_int_eq(c.mlp_gelu, 0);
     test_write_config(test_tmp_path("d"), "{\"model_type\": \"starcoder2\", "
                       "\"sliding_window\": 0}");
     EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path("d"), &c), NNT_E_FORMAT,
