@@ -19,6 +19,7 @@
  *     has; a config.json whose model_type is not its architecture's is refused, naming both.
  * It registers the family through the internal table, so it links the library's objects. */
 #include "testutil.h"
+#include "fixture.h"
 
 #include "io/io.h"
 #include "models/family.h"
@@ -484,19 +485,9 @@ static char *source_text(const char *rel)
 {
     const char *top = getenv("top_srcdir");
     char path[4096];
+    size_t len = 0;
     snprintf(path, sizeof path, "%s/%s", top && *top ? top : ".", rel);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    ck_assert_int_ge(n, 1);
-    rewind(f);
-    char *text = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(text);
-    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = '\0';
-    fclose(f);
-    return text;
+    return (char *)slurp(path, &len);
 }
 
 /* Each item of list ("a, b, c") in text (what: the file, for the message). */

@@ -347,6 +347,7 @@ int nnt_cfg_sizes(const nnt_cfg_in *o, const nnt_cfg_defaults *d, nnt_model_conf
     NNT_TRY(nnt_cfg_double(o, d->eps_key, 0, d->eps, &c->norm_eps));
     NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
     NNT_TRY(nnt_cfg_choice(o, "hidden_act", d->acts[0], d->acts, d->nacts, &act));
+    c->mlp_gelu = d->gelus ? d->gelus[act] : 0;
     c->head_dim = 0;
     if (!d->head_dim)
         return NNT_OK;
@@ -378,6 +379,12 @@ void nnt_cfg_put_partial(nnt_cfg_out *t, const nnt_rope_options *r)
 {
     if (r->partial_rotary_factor == 0.0 || r->partial_rotary_factor == 1.0)
         nnt_cfg_put_double(t, "partial_rotary_factor", 1.0);
+}
+
+void nnt_cfg_put_gelu(nnt_cfg_out *t, const nnt_model_config *c, const char *tanh_act)
+{
+    nnt_cfg_add(t, ",\n  \"hidden_act\": \"%s\"",
+                nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? "gelu" : tanh_act);
 }
 
 int nnt_cfg_dropouts(const nnt_cfg_in *o, const char *const *keys, int n)

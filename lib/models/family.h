@@ -43,11 +43,13 @@ typedef struct nnt_cfg_defaults {
                                       default; others NNT_E_UNSUPPORTED)                    */
     int nacts;
     int head_dim;                  /* head_dim read (0 unless given; a given one > 0)       */
+    const int *gelus;              /* the mlp_gelu of each of acts (families with
+                                      NNT_FAMILY_HAS_GELU_CHOICE); NULL: 0 for every one   */
 } nnt_cfg_defaults;
 
 /* vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  * num_key_value_heads, max_position_embeddings, the norms' eps, tie_word_embeddings,
- * hidden_act and (d->head_dim) head_dim, with d's defaults. */
+ * hidden_act (and with it mlp_gelu) and (d->head_dim) head_dim, with d's defaults. */
 int nnt_cfg_sizes(const nnt_cfg_in *o, const nnt_cfg_defaults *d, nnt_model_config *c);
 /* nnt_cfg_rope for configuration classes whose partial_rotary_factor defaults to partial
  * (PhiConfig 0.5, StableLmConfig 0.25): that where neither the top level nor the rope object
@@ -175,6 +177,9 @@ void nnt_cfg_put_rope_scaling(nnt_cfg_out *t, const nnt_rope_options *r);
  * nnt_cfg_put_rope leaves out: for the classes of nnt_cfg_rope_partial, whose default is not
  * 1. */
 void nnt_cfg_put_partial(nnt_cfg_out *t, const nnt_rope_options *r);
+/* ,\n  "hidden_act": "gelu" when the MLP's GELU is the exact one (nnt_model_mlp_kind), else
+ * tanh_act, the family's name of the tanh form. */
+void nnt_cfg_put_gelu(nnt_cfg_out *t, const nnt_model_config *c, const char *tanh_act);
 /* One rope object as a value: {"rope_type": ..., the fields of its scaling (llama3, linear,
  * yarn, longrope), "rope_theta": ...}. */
 void nnt_cfg_put_rope_object(nnt_cfg_out *t, const nnt_rope_options *r);

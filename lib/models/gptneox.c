@@ -86,14 +86,14 @@ static const nnt_hf_arch ARCHS[] = {{"GPTNeoXForCausalLM", "gpt_neox", NULL}};
 static int neox_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[4] = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"};
+    /* GPT-NeoX-20B's gelu_fast and the other names of the tanh form */
+    static const int gelus[4] = {0, NNT_GELU_TANH, NNT_GELU_TANH, NNT_GELU_TANH};
     static const char *const drops[2] = {"hidden_dropout", "attention_dropout"};
     static const nnt_cfg_defaults sizes = {50432, 6144, 24576, 44, 64, 0, 2048,
-                                           "layer_norm_eps", 1e-5, acts, 4, 0};
-    int parallel = 1, act = 0;
+                                           "layer_norm_eps", 1e-5, acts, 4, 0, gelus};
+    int parallel = 1;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
-    NNT_TRY(nnt_cfg_choice(o, "hidden_act", acts[0], acts, 4, &act));
-    c->mlp_gelu = act ? NNT_GELU_TANH : 0;   /* GPT-NeoX-20B's gelu_fast: the tanh form */
     c->kv_heads = c->heads;   /* GPTNeoXAttention has no grouped heads */
     NNT_TRY(nnt_cfg_bool(o, "use_parallel_residual", 1, &parallel));
     c->serial_blocks = !parallel;
@@ -134,8 +134,7 @@ static void neox_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_int(t, "num_attention_heads", c->heads);
     nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
     nnt_cfg_put_double(t, "layer_norm_eps", c->norm_eps);
-    nnt_cfg_add(t, nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? ",\n  \"hidden_act\": \"gelu\""
-                                                            : ",\n  \"hidden_act\": \"gelu_fast\"");
+    nnt_cfg_put_gelu(t, c, "gelu_fast");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
     nnt_cfg_put_bool(t, "use_parallel_residual", !c->serial_blocks);
     nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);

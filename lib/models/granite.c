@@ -51,7 +51,7 @@ static int granite_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     static const char *const acts[1] = {"silu"};
     static const char *const drops[1] = {"attention_dropout"};
     static const nnt_cfg_defaults sizes = {32000, 4096, 11008, 32, 32, 0, 2048,
-                                           "rms_norm_eps", 1e-6, acts, 1, 1};
+                                           "rms_norm_eps", 1e-6, acts, 1, 1, NULL};
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
     NNT_TRY(nnt_cfg_dropouts(o, drops, 1));

@@ -81,7 +81,7 @@ static int olmo_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
     static const nnt_cfg_defaults sizes = {50304, 4096, 11008, 32, 32, 0, 2048,
-                                           "rms_norm_eps", 1e-5, acts, 1, 1};
+                                           "rms_norm_eps", 1e-5, acts, 1, 1, NULL};
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
     NNT_TRY(nnt_cfg_bool(o, "attention_bias", 0, &c->qkv_bias));
     c->out_bias = c->qkv_bias;

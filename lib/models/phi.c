@@ -79,14 +79,13 @@ static const nnt_hf_arch ARCHS[] = {{"PhiForCausalLM", "phi", NULL}};
 static int phi_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[4] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu"};
+    static const int gelus[4] = {0, 0, 0, NNT_GELU_ERF};
     static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attention_dropout"};
     static const nnt_cfg_defaults sizes = {51200, 2048, 8192, 24, 32, 0, 2048,
-                                           "layer_norm_eps", 1e-5, acts, 4, 1};
-    int qk_layernorm = 0, act = 0;
+                                           "layer_norm_eps", 1e-5, acts, 4, 1, gelus};
+    int qk_layernorm = 0;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
-    NNT_TRY(nnt_cfg_choice(o, "hidden_act", acts[0], acts, 4, &act));
-    c->mlp_gelu = act == 3 ? NNT_GELU_ERF : 0;
     if (c->tied)
         return nnt_cfg_unsupported(o, "tie_word_embeddings", "true", "false: the Phi family's "
                                    "head has a bias, so nnt keeps it untied");
@@ -116,8 +115,7 @@ static void phi_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
     (void)arch;
     nnt_cfg_put_sizes_eps(t, c, "layer_norm_eps");
-    nnt_cfg_add(t, nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? ",\n  \"hidden_act\": \"gelu\""
-                                                            : ",\n  \"hidden_act\": \"gelu_new\"");
+    nnt_cfg_put_gelu(t, c, "gelu_new");
     nnt_cfg_put_bool(t, "tie_word_embeddings", 0);
     nnt_cfg_put_bool(t, "qk_layernorm", 0);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);

@@ -103,7 +103,7 @@ static int phi3_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     static const char *const acts[1] = {"silu"};
     static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attention_dropout"};
     static const nnt_cfg_defaults sizes = {32064, 3072, 8192, 32, 32, 0, 4096,
-                                           "rms_norm_eps", 1e-5, acts, 1, 1};
+                                           "rms_norm_eps", 1e-5, acts, 1, 1, NULL};
     int64_t original = 4096;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));

@@ -81,7 +81,7 @@ static int stablelm_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     /* num_key_value_heads 32 when absent, whatever the heads (StableLmConfig's);
      * StableLmAttention's head size is C / NH (no head_dim key) */
     static const nnt_cfg_defaults sizes = {50304, 2560, 6912, 32, 32, 32, 4096,
-                                           "layer_norm_eps", 1e-5, acts, 1, 0};
+                                           "layer_norm_eps", 1e-5, acts, 1, 0, NULL};
     int flag = 0;
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));

@@ -87,15 +87,13 @@ static const nnt_hf_arch ARCHS[] = {{"Starcoder2ForCausalLM", "starcoder2", NULL
 static int starcoder2_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[4] = {"gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"};
+    static const int gelus[4] = {0, 0, 0, NNT_GELU_ERF};
     static const char *const drops[3] = {"attention_dropout", "residual_dropout",
                                          "embedding_dropout"};
     static const nnt_cfg_defaults sizes = {49152, 3072, 12288, 30, 24, 2, 4096,
-                                           "norm_epsilon", 1e-5, acts, 4, 1};
-    int act = 0;
+                                           "norm_epsilon", 1e-5, acts, 4, 1, gelus};
     (void)arch;
     NNT_TRY(nnt_cfg_sizes(o, &sizes, c));
-    NNT_TRY(nnt_cfg_choice(o, "hidden_act", acts[0], acts, 4, &act));
-    c->mlp_gelu = act == 3 ? NNT_GELU_ERF : 0;
     NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 1, &c->tied));
     NNT_TRY(nnt_cfg_bool(o, "use_bias", 1, &c->qkv_bias));
     c->out_bias = c->mlp_bias = c->qkv_bias;
@@ -131,9 +129,7 @@ static void starcoder2_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config
 {
     (void)arch;
     nnt_cfg_put_sizes_eps(t, c, "norm_epsilon");
-    nnt_cfg_add(t, nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF
-                       ? ",\n  \"hidden_act\": \"gelu\""
-                       : ",\n  \"hidden_act\": \"gelu_pytorch_tanh\"");
+    nnt_cfg_put_gelu(t, c, "gelu_pytorch_tanh");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
     nnt_cfg_put_bool(t, "use_bias", c->qkv_bias);
     if (c->sliding_window)
