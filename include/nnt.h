@@ -1057,10 +1057,15 @@ typedef enum nnt_model_family {
                                      serial_blocks), q, k, v in one per-head query_key_value
                                      in its files, partial rotary factors (0.25 unless
                                      given), attention biases or none. New in 0.3.           */
-    NNT_FAMILY_STARCODER2 = 10    /* Starcoder2ForCausalLM (StarCoder2 3B, 7B, 15B): LayerNorm
+    NNT_FAMILY_STARCODER2 = 10,   /* Starcoder2ForCausalLM (StarCoder2 3B, 7B, 15B): LayerNorm
                                      blocks, grouped-query attention, a tanh-GELU MLP, every
                                      bias or none, a sliding window on every layer. New in
                                      0.3.                                                    */
+    NNT_FAMILY_GPTBIGCODE = 11    /* GPTBigCodeForCausalLM (StarCoder, SantaCoder,
+                                     tiny_starcoder_py): GPT-2's layout (learned positions,
+                                     LayerNorm blocks, every bias) with multi-query attention
+                                     (or one key/value head per head), q, k, v in one c_attn
+                                     in its files, either GELU. New in 0.3.                   */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -1228,8 +1233,9 @@ typedef struct nnt_model_config {
  * "moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen1.5-moe-a2.7b",
  * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
  * "stablelm-3b", "pythia-70m", "pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b",
- * "pythia-2.8b", "pythia-6.9b", "pythia-12b" (each family's in nnt_family_info.presets);
- * see nnt_model_preset(3). */
+ * "pythia-2.8b", "pythia-6.9b", "pythia-12b", "starcoder2-3b", "starcoder2-7b",
+ * "starcoder2-15b", "tiny-starcoder", "santacoder", "starcoder" (each family's in
+ * nnt_family_info.presets); see nnt_model_preset(3). */
 NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg);
 /* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of
  * (B, T) on the context's workers (the heuristic of nnt_gpt_tiling(3), with the model's

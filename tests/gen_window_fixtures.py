@@ -78,6 +78,15 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             C 64, rotary_pct 1, rotary_emb_base 700, untied
   starcoder2_lora  PEFT 0.21's LoRA on starcoder2, all-linear (q, k, v, o_proj, c_fc,
             c_proj; PEFT has no default for starcoder2), as phi3_lora
+  bigcode   GPTBigCodeForCausalLM (GPTBigCodeConfig's own keys, not COMMON's): multi_query
+            (one key/value head: c_attn's rows q's 32, k's 8, v's 8), learned positions,
+            LayerNorm eps 1e-4, a tanh-GELU MLP of n_inner 48, every bias, tied head
+  bigcode_mha  GPTBigCodeForCausalLM without multi_query (c_attn's rows head by head), the
+            exact GELU ("gelu"), n_inner null (4 C), an untied head
+  bigcode_lora  PEFT 0.21's LoRA on bigcode, all-linear (c_attn, the attention's and the
+            MLP's c_proj, c_fc), as phi3_lora
+  bigcode_mha_lora  PEFT 0.21's LoRA on bigcode_mha with PEFT's default target for
+            gpt_bigcode (c_attn, whose B's rows go head by head)
 (The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
 differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
@@ -105,13 +114,15 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
                           GraniteConfig, GraniteForCausalLM, StableLmConfig,
                           StableLmForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM,
-                          Starcoder2Config, Starcoder2ForCausalLM)
+                          Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
+                          GPTBigCodeForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
 COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
               rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0)
+BIGCODE_NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
 MODELS = {
     "mistral": (MistralConfig, MistralForCausalLM, dict(sliding_window=5)),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM,
@@ -187,12 +198,24 @@ MODELS = {
     "neox_fast": (GPTNeoXConfig, GPTNeoXForCausalLM,
                   dict(hidden_size=64, hidden_act="gelu_fast", rotary_pct=1.0,
                        rotary_emb_base=700.0, _init_scale=0.15)),
+    # GPTBigCodeConfig has keys of its own (n_embd, n_head, ...): COMMON is not given to it;
+    # its dropouts default to 0.1 (BIGCODE_NO_DROPOUT: none, as the other models)
+    "bigcode": (GPTBigCodeConfig, GPTBigCodeForCausalLM,
+                dict(_own=True, **BIGCODE_NO_DROPOUT, vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=4,
+                     n_inner=48, layer_norm_epsilon=1e-4, multi_query=True,
+                     activation_function="gelu_pytorch_tanh", tie_word_embeddings=True)),
+    "bigcode_mha": (GPTBigCodeConfig, GPTBigCodeForCausalLM,
+                    dict(_own=True, **BIGCODE_NO_DROPOUT, vocab_size=64, n_positions=64,
+                         n_embd=32, n_layer=2,
+                         n_head=4, n_inner=None, multi_query=False, activation_function="gelu",
+                         tie_word_embeddings=False)),
 }
 
 
 def build(name, seed):
     cc, mc, extra = MODELS[name]
-    kw = {**COMMON, **extra}
+    kw = dict(extra) if extra.get("_own") else {**COMMON, **extra}
+    kw.pop("_own", None)
     kw = {k: v for k, v in kw.items() if not (k == "rope_theta" and v is None)}
     scale = kw.pop("_init_scale", 0.3)   # of the matrices (C 64 needs less to stay tame)
     cfg = cc(**kw, attn_implementation="eager", bos_token_id=None, eos_token_id=None,
@@ -202,7 +225,7 @@ def build(name, seed):
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for pname, p in model.named_parameters():
-            if pname.endswith("norm.weight") or "layernorm" in pname:
+            if pname.endswith("norm.weight") or "layernorm" in pname or ".ln_" in pname:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif pname.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
@@ -272,6 +295,8 @@ def main():
             changes = {"hidden_act": "gelu"}
         if name == "starcoder2_plain":   # the same without the scaling
             changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 300.0}
+        if name.startswith("bigcode"):   # the other GELU in its place
+            changes = {"activation_function": "gelu" if name == "bigcode" else "gelu_new"}
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})
@@ -280,7 +305,7 @@ def main():
             print(f"{name}: logits with {key} {value} differ by {d:.3g}")
             # the two GELUs differ by 4.7e-4 at most (|x| near 2.3): a smaller bar there,
             # still 40x the tests' logits tolerance
-            assert d > (2e-4 if key == "hidden_act" else 1e-3)
+            assert d > (2e-4 if key in ("hidden_act", "activation_function") else 1e-3)
         save_file(ref, os.path.join(args.out, f"{name}.reference.safetensors"))
         train_seq = torch.randint(0, cfg.vocab_size, (STEPS, B, T + 1), generator=g)
         _, m = build(name, 3000 + i)
@@ -322,6 +347,10 @@ def main():
     gen_gemma_fixtures.LORA["starcoder2_lora"] = ("starcoder2",
                                                   dict(target_modules="all-linear"))
     gen_gemma_fixtures.lora_fixture(args.out, "starcoder2_lora", 5004)
+    gen_gemma_fixtures.LORA["bigcode_lora"] = ("bigcode", dict(target_modules="all-linear"))
+    gen_gemma_fixtures.lora_fixture(args.out, "bigcode_lora", 5005)
+    gen_gemma_fixtures.LORA["bigcode_mha_lora"] = ("bigcode_mha", dict())   # PEFT's: c_attn
+    gen_gemma_fixtures.lora_fixture(args.out, "bigcode_mha_lora", 5006)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

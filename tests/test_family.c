@@ -90,7 +90,7 @@ static const nnt_family RMS_FAMILY = {
     FAMILY_ID, "gpt2-rms", "GPT-2 with RMSNorm (test)", NNT_FAMILY_HAS_BIASES,
     rms_preset, RMS_PRESETS,
     rms_check,
-    {"", "wte.weight", "h.", "ln_f", 1, NNT_NORM_RMSNORM, NNT_MLP_GELU, 0, 0, 0, 0, 0, 0, 0},
+    {"", "wte.weight", "h.", "ln_f", 1, NNT_NORM_RMSNORM, NNT_MLP_GELU, 0, 0, 0, 0, 0, 0, 0, 0},
     NULL,
     RMS_ARCHS, 1, rms_read_hf, rms_hf_arch, rms_write_hf,
     NULL, 0, RMS_ROWS_FIRST, "", 0, 1, "h.",

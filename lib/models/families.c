@@ -14,8 +14,9 @@ static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_ll
                                                &nnt_family_olmo, &nnt_family_phi3,
                                                &nnt_family_phi, &nnt_family_granite,
                                                &nnt_family_stablelm, &nnt_family_gptneox,
-                                               &nnt_family_starcoder2};
-static int nfamilies = 11;
+                                               &nnt_family_starcoder2,
+                                               &nnt_family_gptbigcode};
+static int nfamilies = 12;
 
 const nnt_family *nnt_family_at(int i)
 {

@@ -223,21 +223,24 @@ typedef struct nnt_hf_alt {
 
 /* A tensor of a Hugging Face file that holds two or three parameters of one module one
  * after the other along its rows (Phi-3's "self_attn.qkv_proj.weight" (NH hd + 2 NKV hd, C):
- * q_proj's rows, k_proj's, v_proj's), or with per_head head by head (GPT-NeoX's
- * "attention.query_key_value.weight" (NH 3 hd, C): head h's q rows, its k rows, its v rows,
- * then head h + 1's; the parts of equal size, their first dimension the heads): hf replaces
- * parts[0] at the end of the first part's name. */
+ * q_proj's rows, k_proj's, v_proj's), or with per_head key/value head by key/value head: the
+ * rows of the q heads that share key/value head g, then g's k rows, then its v rows, then
+ * those of g + 1 (GPT-NeoX's "attention.query_key_value.weight" (NH 3 hd, C), NKV = NH: head
+ * h's q, k, v rows; GPT-BigCode's "attn.c_attn.weight": the same without multi_query, and with
+ * it (NKV 1) q's rows then k's then v's); the second part's first dimension is NKV: hf
+ * replaces parts[0] at the end of the first part's name. */
 typedef struct nnt_hf_fused {
     const char *hf;
     const char *parts[3];
     int per_head;
 } nnt_hf_fused;
 
-/* The rows of nparts parts of equal size, each of groups groups of rows (n floats in all),
- * from the parts one after the other (src) to group by group (dst: group g of part 0, of
- * part 1, ..., then group g + 1), or back with to_parts: GPT-NeoX's per-head q, k, v. */
-void nnt_rows_by_group(const float *src, float *dst, int nparts, int64_t groups, int64_t n,
-                       int to_parts);
+/* The rows of nparts parts (part_n[p] floats each, each divided into groups groups of rows of
+ * equal size), from the parts one after the other (src) to group by group (dst: group g of
+ * part 0, of part 1, ..., then group g + 1), or back with to_parts: GPT-NeoX's and
+ * GPT-BigCode's q, k, v by key/value head. */
+void nnt_rows_by_group(const float *src, float *dst, int nparts, const int64_t *part_n,
+                       int64_t groups, int to_parts);
 
 /* ---- llm.c checkpoints ------------------------------------------------------------------- */
 
@@ -292,12 +295,20 @@ typedef struct nnt_family_layout {
     int embed_scale;               /* the embedding's output times sqrt(C)                   */
     int fused_lora;                /* LoRA's modules qkv_proj and gate_up_proj (Phi-3's fused
                                       tensors) in place of q/k/v_proj and gate/up_proj; 2:
-                                      qkv_proj alone, its B's rows head by head in PEFT's
-                                      files (GPT-NeoX's query_key_value)                    */
+                                      qkv_proj alone, its B's rows key/value head by
+                                      key/value head in PEFT's files as nnt_hf_fused's
+                                      per_head (GPT-NeoX's query_key_value, GPT-BigCode's
+                                      c_attn)                                               */
     int parallel;                  /* attention and MLP side by side on one norm (Phi), 2: on
                                       two norms (GPT-NeoX; serial_blocks: one after the
                                       other on the two)                                     */
     int head_bias;                 /* the untied head has a bias "lm_head.bias" (Phi)        */
+    int llama_names;               /* without rotary positions too, the attention's parameters
+                                      under the Llama layout's names (q_proj, k_proj, v_proj,
+                                      o_proj) and the blocks' children input_layernorm,
+                                      self_attn, post_attention_layernorm, mlp, whatever the
+                                      heads (GPT-BigCode); with rotary positions they always
+                                      are                                                   */
 } nnt_family_layout;
 
 typedef struct nnt_family {
@@ -377,6 +388,7 @@ extern const nnt_family nnt_family_granite;
 extern const nnt_family nnt_family_stablelm;
 extern const nnt_family nnt_family_gptneox;
 extern const nnt_family nnt_family_starcoder2;
+extern const nnt_family nnt_family_gptbigcode;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

@@ -275,7 +275,7 @@ const nnt_family nnt_family_gemma = {
     gemma_preset, PRESET_NAMES,
     gemma_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_GEGLU, 1, 1, 1, 1, 0, 0, 0},
+     NNT_MLP_GEGLU, 1, 1, 1, 1, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), gemma_read_hf, gemma_hf_arch,
     gemma_write_hf,

@@ -198,7 +198,7 @@ const nnt_family nnt_family_gpt2 = {
     NNT_FAMILY_GPT2, "gpt2", "GPT-2", NNT_FAMILY_HAS_LLMC,
     gpt2_preset, PRESET_NAMES,
     gpt2_check,
-    {"", "wte.weight", "h.", "ln_f", 1, NNT_NORM_LAYERNORM, NNT_MLP_GELU, 0, 0, 0, 0, 0, 0, 0},
+    {"", "wte.weight", "h.", "ln_f", 1, NNT_NORM_LAYERNORM, NNT_MLP_GELU, 0, 0, 0, 0, 0, 0, 0, 0},
     nnt_gpt_layer_new,
     ARCHS, 1, gpt2_read_hf, NULL, gpt2_write_hf,
     GPT2_HF, (int)(sizeof GPT2_HF / sizeof GPT2_HF[0]), NULL, "transformer.", 1, 0, "h.",

@@ -197,7 +197,7 @@ const nnt_family nnt_family_gptneox = {
     neox_preset, PRESET_NAMES,
     neox_check,
     {"gpt_neox.embed_in", "weight", "gpt_neox.layers.", "gpt_neox.final_layer_norm", 0,
-     NNT_NORM_LAYERNORM, NNT_MLP_GELU_ERF, 1, 0, 0, 0, 2, 2, 0},
+     NNT_NORM_LAYERNORM, NNT_MLP_GELU_ERF, 1, 0, 0, 0, 2, 2, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), neox_read_hf, NULL,
     neox_write_hf,

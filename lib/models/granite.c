@@ -107,7 +107,7 @@ const nnt_family nnt_family_granite = {
     granite_preset, PRESET_NAMES,
     granite_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), granite_read_hf, NULL,
     granite_write_hf,

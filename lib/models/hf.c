@@ -77,7 +77,8 @@ typedef struct hf_tensor {
     int np, nd;
     int64_t n[3], total;   /* the parts' elements, their sum */
     int64_t shape[3], in, offset;
-    int64_t groups;        /* > 0: the parts' rows group by group in the file (per_head) */
+    int64_t groups;        /* > 0: the parts' rows group by group in the file (per_head: by
+                              key/value head) */
 } hf_tensor;
 
 /* t's HF shape from its first part's nnt shape (the rules of nnt_hf_spec; parts of two or
@@ -196,28 +197,36 @@ static int own_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
     return hf_layout(ps->model->ctx, ps->fn, t, 0, rows_first);
 }
 
-void nnt_rows_by_group(const float *src, float *dst, int nparts, int64_t groups, int64_t n,
-                       int to_parts)
+void nnt_rows_by_group(const float *src, float *dst, int nparts, const int64_t *part_n,
+                       int64_t groups, int to_parts)
 {
-    int64_t part = n / nparts, rows = part / groups;   /* a part's floats, a group's */
+    int64_t part_at = 0, group_at = 0;   /* part p's start in the parts; its rows in a group */
+    int64_t group = 0;                   /* a group's floats                                 */
     for (int p = 0; p < nparts; p++)
+        group += part_n[p] / groups;
+    for (int p = 0; p < nparts; p++) {
+        int64_t rows = part_n[p] / groups;   /* part p's floats in each group */
         for (int64_t g = 0; g < groups; g++) {
-            int64_t at_parts = p * part + g * rows, at_groups = (g * nparts + p) * rows;
+            int64_t at_parts = part_at + g * rows, at_groups = g * group + group_at;
             memcpy(dst + (to_parts ? at_parts : at_groups),
                    src + (to_parts ? at_groups : at_parts), (size_t)rows * sizeof *dst);
         }
+        part_at += part_n[p];
+        group_at += rows;
+    }
 }
 
-/* A per-head fused tensor's groups: its parts of equal size with the heads first. */
+/* A per-group fused tensor's groups: the key/value heads (its k part's first dimension),
+ * each part's rows divided evenly among them. */
 static int per_head_groups(const hf_pass *ps, hf_tensor *t)
 {
     int64_t shape[NNT_MAX_DIMS];
-    NNT_TRY(nnt_tensor_shape(t->p[0].value, shape));   // (NH, hd, ...)
-    for (int i = 1; i < t->np; i++)
-        if (t->n[i] != t->n[0])
-            return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: %s's parts differ in size "
-                            "(%lld, %lld): a per-head fused tensor needs as many key/value heads "
-                            "as heads", ps->fn, t->name, (long long)t->n[0], (long long)t->n[i]);
+    NNT_TRY(nnt_tensor_shape(t->p[t->np > 1 ? 1 : 0].value, shape));   // (NKV, hd, ...)
+    for (int i = 0; i < t->np; i++)
+        if (shape[0] < 1 || t->n[i] % shape[0])
+            return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: %s's part %d (%lld elements) "
+                            "does not divide into %lld key/value heads", ps->fn, t->name, i,
+                            (long long)t->n[i], (long long)shape[0]);
     t->groups = shape[0];
     return NNT_OK;
 }
@@ -436,7 +445,7 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
         transpose(s->buf, s->tmp, total / t->in, t->in);
     if (t->groups)   /* nnt's parts -> the file's heads one after the other */
-        nnt_rows_by_group(s->buf, s->tmp, t->np, t->groups, total, 0);
+        nnt_rows_by_group(s->buf, s->tmp, t->np, t->n, t->groups, 0);
     s->io = 1;
     return nnt_st_writer_write(s->w, t->in || t->groups ? s->tmp : s->buf,
                                (size_t)total * sizeof(float), s->err, sizeof s->err);
@@ -598,7 +607,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
     if (rc == 0 && t->groups)   /* the file's heads one after the other -> nnt's parts */
-        nnt_rows_by_group(tmp, buf, t->np, t->groups, total, 1);
+        nnt_rows_by_group(tmp, buf, t->np, t->n, t->groups, 1);
     for (int i = 0; i < t->np && rc == 0; at += t->n[i], i++)
         rc = nnt_tensor_from_host_f32(t->p[i].value, buf + at, t->n[i]);
     free(buf);

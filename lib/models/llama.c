@@ -349,7 +349,7 @@ const nnt_family nnt_family_llama = {
     NULL,   /* no checks beyond those of every family with rotary positions (transformer.c;
                the rope options' own run in the attention layer, naming the field) */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), llama_read_hf, llama_hf_arch,
     llama_write_hf,

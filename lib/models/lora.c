@@ -367,8 +367,10 @@ typedef struct peft_tensor {
     int64_t rows, cols;       /* PEFT's 2-D shape                                          */
     nnt_tensor *part[3];      /* nnt's tensors whose data follow one another in it         */
     int nparts;
-    int64_t groups;           /* > 0: in the file the parts' rows go head by head (GPT-NeoX's
-                                 query_key_value: nnt_rows_by_group)                        */
+    int64_t part_n[3];        /* the parts' elements                                       */
+    int64_t groups;           /* > 0: in the file the parts' rows go key/value head by key/value
+                                 head (GPT-NeoX's query_key_value, GPT-BigCode's c_attn:
+                                 nnt_rows_by_group)                                         */
 } peft_tensor;
 
 typedef int (*peft_fn)(const peft_tensor *t, void *arg);
@@ -391,16 +393,18 @@ static int peft_of_module(const lora_module *m, void *arg)
     gl_lora *lo = gl_lora_of(m->layer, m->name);
     if (!lo)
         return NNT_OK;
-    peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1, 0};
+    peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1,
+                     {numel_of(lo->a)}, 0};
     snprintf(a.name, sizeof a.name, PEFT_PREFIX "%s.lora_A.weight", m->hf);
     NNT_TRY(p->fn(&a, p->arg));
-    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, 0};
-    if (p->f->layout.fused_lora == 2 && lo->nparts == 3)   /* q, k, v: (NH, hd, r) each */
-        b.groups = lo->b[0]->shape[0];
+    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, {0}, 0};
+    if (p->f->layout.fused_lora == 2 && lo->nparts == 3)   /* q (NH, hd, r), k, v (NKV, hd, r) */
+        b.groups = lo->b[1]->shape[0];
     snprintf(b.name, sizeof b.name, PEFT_PREFIX "%s.lora_B.weight", m->hf);
     for (int i = 0; i < lo->nparts; i++) {
         b.part[i] = lo->b[i];
-        b.rows += numel_of(lo->b[i]) / lo->a->shape[0];
+        b.part_n[i] = numel_of(lo->b[i]);
+        b.rows += b.part_n[i] / lo->a->shape[0];
     }
     return p->fn(&b, p->arg);
 }
@@ -444,7 +448,7 @@ static int write_peft(const peft_tensor *t, void *arg)
         at += n;
     }
     if (t->groups)   /* nnt's q, k, v parts -> the file's heads one after the other */
-        nnt_rows_by_group(s->buf, s->tmp, t->nparts, t->groups, at, 0);
+        nnt_rows_by_group(s->buf, s->tmp, t->nparts, t->part_n, t->groups, 0);
     s->io = 1;
     int rc = nnt_st_writer_write(s->w, t->groups ? s->tmp : s->buf, (size_t)at * sizeof(float),
                                  s->err, sizeof s->err);
@@ -711,7 +715,7 @@ static int load_one(const peft_tensor *t, void *arg)
                                      t->groups ? tmp : buf, g->err, sizeof g->err)))
         rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
     if (rc == 0 && t->groups)   /* the file's heads one after the other -> nnt's parts */
-        nnt_rows_by_group(tmp, buf, t->nparts, t->groups, total, 1);
+        nnt_rows_by_group(tmp, buf, t->nparts, t->part_n, t->groups, 1);
     for (int i = 0; rc == 0 && i < t->nparts; i++) {
         int64_t n = numel_of(t->part[i]);
         rc = nnt_tensor_copy_from_host(t->part[i], buf + at, (size_t)n * sizeof *buf);

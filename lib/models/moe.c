@@ -436,7 +436,7 @@ const nnt_family nnt_family_moe = {
     moe_preset, PRESET_NAMES,
     moe_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), moe_read_hf, moe_hf_arch, moe_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",

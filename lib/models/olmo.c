@@ -138,7 +138,7 @@ const nnt_family nnt_family_olmo = {
     olmo_preset, PRESET_NAMES,
     NULL,   /* no checks beyond those of every family with rotary positions */
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 2, 0, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 2, 0, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), olmo_read_hf, olmo_hf_arch, olmo_write_hf,
     NULL, 0, ROWS_FIRST, "", 0, 1, "model.layers.",

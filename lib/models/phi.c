@@ -149,7 +149,7 @@ const nnt_family nnt_family_phi = {
     phi_preset, PRESET_NAMES,
     phi_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.final_layernorm", 0,
-     NNT_NORM_LAYERNORM, NNT_MLP_GELU, 1, 0, 0, 0, 0, 1, 1},
+     NNT_NORM_LAYERNORM, NNT_MLP_GELU, 1, 0, 0, 0, 0, 1, 1, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), phi_read_hf, NULL,
     phi_write_hf,

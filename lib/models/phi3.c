@@ -183,7 +183,7 @@ const nnt_family nnt_family_phi3 = {
     phi3_preset, PRESET_NAMES,
     phi3_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_RMSNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0, 1, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 1, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), phi3_read_hf, NULL,
     phi3_write_hf,

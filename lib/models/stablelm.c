@@ -140,7 +140,7 @@ const nnt_family nnt_family_stablelm = {
     stablelm_preset, PRESET_NAMES,
     stablelm_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_LAYERNORM,
-     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0},
+     NNT_MLP_SWIGLU, 1, 0, 0, 0, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), stablelm_read_hf, NULL,
     stablelm_write_hf,

@@ -154,7 +154,7 @@ const nnt_family nnt_family_starcoder2 = {
     starcoder2_preset, PRESET_NAMES,
     starcoder2_check,
     {"model.embed_tokens", "weight", "model.layers.", "model.norm", 0, NNT_NORM_LAYERNORM,
-     NNT_MLP_GELU, 1, 0, 0, 0, 0, 0, 0},
+     NNT_MLP_GELU, 1, 0, 0, 0, 0, 0, 0, 0},
     NULL,
     ARCHS, (int)(sizeof ARCHS / sizeof ARCHS[0]), starcoder2_read_hf, NULL,
     starcoder2_write_hf,

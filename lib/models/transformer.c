@@ -367,7 +367,8 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.qkv_bias = c->qkv_bias;
     ao.out_bias = c->out_bias;
     ao.rope = f->rope ? &c->rope : NULL;
-    ao.llama_names = f->rope;   /* q_proj ... o_proj in blocks without rope too */
+    ao.llama_names = f->rope || f->llama_names;   /* q_proj ... o_proj in blocks without
+                                                     rope too */
     ao.fused_qkv = f->fused_lora != 0;
     ao.head_dim = head_dim_of(c);
     ao.qk_norm = c->qk_norm;
