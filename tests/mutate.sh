@@ -171,7 +171,7 @@ longrope_switch_early|lib/ops/rope.c|s@int use_long = pos_offset + T > o.origina
 longrope_no_reprefill|lib/models/generate.c|s@                 n != g->reprefill;@                 1;@|LongRoPE generation: the cache not computed again past the original context
 phi3_original_ignored|lib/models/phi3.c|s@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, original, 1,@nnt_cfg_rope_ex(o, 10000.0, c->max_seq, 0, 1,@|Phi-3: the original context of the rope object kept over the one of Phi3Config
 fused_lora_up_as_gate|lib/layers/composite.c|s@    return gl_lora_part(m->lora, 1, m->u, 1.0);@    return gl_lora_part(m->lora, 0, m->u, 1.0);@|fused gate_up_proj LoRA: the up rows given the B of the gate part
-llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope;@ao.llama_names = 0;@|a block without rope and with all biases named as GPT-2 (q.weight)
+llama_names_off|lib/models/transformer.c|s@ao.llama_names = f->rope @ao.llama_names = 0 \&\& f->rope @|a block without rope and with all biases named as GPT-2 (q.weight)
 gemma_query_scale|lib/models/transformer.c|s@? pow(c->query_pre_attn_scalar, -0.5)$@? 1.0 / sqrt((double)head_dim_of(c))@|Gemma: scores scaled by 1/sqrt(head_dim), not query_pre_attn_scalar^-1/2
 gemma_geglu_grad|cpu/elementwise.c|s@dgate\[i\] = d \* u \* gelu_grad(g);@dgate[i] = d * u * gelu(g);@|GeGLU backward: gelu in place of its derivative
 gemma_rope_linear|lib/ops/rope.c|s@if (o->scaling == NNT_ROPE_SCALING_LINEAR)$@if (o->scaling == -1)@|RoPE linear scaling (Gemma 3 global layers) not applied
@@ -251,7 +251,7 @@ parallel2_norm_grad_dropped|lib/layers/composite.c|s@        NNT_TRY(norm_backwa
 neox_serial_ignored|lib/models/transformer.c|s@    bo.parallel = c->serial_blocks ? 0 : f->parallel;@    bo.parallel = f->parallel;@|GPT-NeoX: use_parallel_residual false (serial_blocks) ignored
 neox_rotary_pct_default|lib/models/gptneox.c|s@rotary_pct", 10000.0, 0.25,@rotary_pct", 10000.0, 1.0,@|GPT-NeoX config.json: no rotary_pct read as 1, not the 0.25 of GPTNeoXConfig
 neox_qkv_not_per_head|lib/models/hf.c|s@    t->groups = shape\[0\];@    t->groups = 1;@|GPT-NeoX files: query_key_value read and written as q, k, v one after the other, not head by head
-neox_peft_b_not_per_head|lib/models/lora.c|s@        b.groups = lo->b\[0\]->shape\[0\];@        b.groups = 0;@|GPT-NeoX PEFT files: the query_key_value B rows as q, k, v one after the other, not head by head
+neox_peft_b_not_per_head|lib/models/lora.c|s@        b.groups = lo->b\[1\]->shape\[0\];@        b.groups = 0;@|GPT-NeoX PEFT files: the query_key_value B rows as q, k, v one after the other, not head by head
 neox_buffers_refused|lib/models/gptneox.c|s@static const char \*const IGNORED\[\] = {".attention.bias", ".attention.masked_bias", NULL};@static const char *const IGNORED[] = {NULL};@|GPT-NeoX: the causal-mask buffers of transformers 4 files refused as unknown tensors
 freeze_file_names_ignored|lib/layers/layer.c|s@            !(files \&\& files\[i\] \&\& fnmatch(pattern, files\[i\], 0) == 0))@            1)@|nnt_layer_freeze: the names of the file tensors holding the parameters of a model not matched
 mfu_lookups_counted|lib/train/trainer.c|s@        if (among(p.value, lookups, nlookups))@        if (0)@|MFU: the tables only lookups read (positions, an untied token table) counted as products
@@ -261,6 +261,10 @@ starcoder2_biases_not_together|lib/models/starcoder2.c|s@    c->out_bias = c->ml
 starcoder2_untied_by_default|lib/models/starcoder2.c|s@"tie_word_embeddings", 1, \&c->tied@"tie_word_embeddings", 0, \&c->tied@|StarCoder2 config.json: no tie_word_embeddings read as untied, not true as in Starcoder2Config
 starcoder2_window_not_written|lib/models/starcoder2.c|s@    if (c->sliding_window)@    if (0)@|StarCoder2 config.json written with sliding_window null whatever the window
 starcoder2_window_layers_unchecked|lib/models/starcoder2.c|s@    if (c->sliding_window \&\& (c->window_from@    if (0 \&\& (c->window_from@|StarCoder2: a window on some layers only (which its config.json cannot say) accepted
+bigcode_groups_by_query_heads|lib/models/hf.c|s@NNT_TRY(nnt_tensor_shape(t->p\[t->np > 1 ? 1 : 0\].value, shape));@NNT_TRY(nnt_tensor_shape(t->p[0].value, shape));@|fused q, k, v by key/value head: grouped by the query heads (GPT-BigCode multi-query c_attn read wrong)
+bigcode_multi_query_ignored|lib/models/gptbigcode.c|s@    c->kv_heads = mq ? 1 : c->heads;@    c->kv_heads = c->heads;@|GPT-BigCode config.json: multi_query read as one key/value head per head
+bigcode_gelu_ignored|lib/models/gptbigcode.c|s@    c->mlp_gelu = act == 3 ? NNT_GELU_ERF : 0;@    c->mlp_gelu = 0;@|GPT-BigCode config.json: activation_function gelu read as the tanh GELU
+bigcode_lora_groups_by_query_heads|lib/models/lora.c|s@        b.groups = lo->b\[1\]->shape\[0\];@        b.groups = lo->b[0]->shape[0];@|PEFT lora_B of a fused q, k, v: rows grouped by the query heads (GPT-BigCode multi-query c_attn)
 mlp_gelu_ignored|lib/models/transformer.c|s@    if (c->mlp_gelu \&\& (kind == NNT_MLP_GELU@    if (0 \&\& (kind == NNT_MLP_GELU@|the MLP GELU of the family whatever mlp_gelu says (GPT-NeoX-20B gelu_fast run as the exact GELU)
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '

@@ -27,7 +27,9 @@ GELU, q, k, v per head in one query_key_value, attention biases or none, the rop
 partial factor under GPT-NeoX's keys, in the rope object or by default); from K 1700
 StarCoder2 (LayerNorm blocks, the GELU MLP under its four names, the exact one too, every
 bias or none, a window on every layer or none, GQA, head_dim other than C / NH, linear or
-YaRN scaling or none);
+YaRN scaling or none); from K 1800 GPT-BigCode (GPT-2's layout with learned positions,
+multi-query or multi-head attention read from one c_attn, the GELU under its four names,
+n_inner, tied or not);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -103,7 +105,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           Olmo3Config, Olmo3ForCausalLM, Phi3Config, Phi3ForCausalLM,
                           PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM,
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
-                          GPTNeoXForCausalLM, Starcoder2Config, Starcoder2ForCausalLM)
+                          GPTNeoXForCausalLM, Starcoder2Config, Starcoder2ForCausalLM,
+                          GPTBigCodeConfig, GPTBigCodeForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -128,7 +131,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
 # from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM; from 1600 GPT-NeoX;
-# from 1700 StarCoder2.
+# from 1700 StarCoder2; from 1800 GPT-BigCode.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -164,6 +167,8 @@ def gen_case(seed, k, forced=None):
         fam = "neox"
     if k >= 1700:   # StarCoder2 (no draw)
         fam = "starcoder2"
+    if k >= 1800:   # GPT-BigCode (no draw)
+        fam = "bigcode"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -338,6 +343,14 @@ def pick_model(r, c):
             c["yarn"] = None
         c["attn_bias"] = c["mlp_bias"] = r.random() < 0.6
         # the three names of the tanh GELU, and the exact one (mlp_gelu)
+        c["act"] = r.choice(["gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"])
+    if fam == "bigcode":   # (from K 1800) drawn last: multi-query or not, the GELU's name;
+        # heads that tile the width (GPTBigCodeAttention takes C / NH), every bias, no rope,
+        # no window
+        c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
+        c["kv_heads"] = r.choice([1, c["heads"]])
+        c["window"], c["layer_types"], c["yarn"] = None, None, None
+        c["llama3"], c["attn_bias"], c["mlp_bias"] = False, True, True
         c["act"] = r.choice(["gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"])
     if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
         # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
@@ -624,6 +637,14 @@ def hf_config(c):
         return Starcoder2Config(use_bias=c["attn_bias"], sliding_window=c["window"],
                                 hidden_act=c["act"], attention_dropout=0.0, residual_dropout=0.0,
                                 embedding_dropout=0.0, **kw), Starcoder2ForCausalLM
+    if fam == "bigcode":   # GPTBigCodeConfig's own keys; multi_query: one key/value head
+        return GPTBigCodeConfig(n_embd=c["channels"], n_head=c["heads"], n_layer=c["layers"],
+                                n_positions=c["max_pos"], n_inner=c["hidden"],
+                                layer_norm_epsilon=c["rms_eps"],
+                                multi_query=c["kv_heads"] == 1 and c["heads"] > 1,
+                                activation_function=c["act"], tie_word_embeddings=c["tied"],
+                                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                **common), GPTBigCodeForCausalLM
     if fam in ("phi", "stablelm"):   # LayerNorm eps, the partial factor given or the default
         if c["phi_scaling"] == "linear":
             rope = {"rope_type": "linear", "factor": c["rope_linear"],

@@ -442,6 +442,61 @@ START_TEST(test_starcoder2_size)
 }
 END_TEST
 
+/* GPT-BigCode's presets: 164,144,128, 1,124,886,528 and 15,517,456,384 parameters in 244, 292
+ * and 484 tensors (transformers 5.24's GPTBigCodeForCausalLM of these shapes on the meta
+ * device; the model cards' 164M, 1.1B, 15.5B): multi-query (c_attn C (C + 2 hd) + C + 2 hd),
+ * hidden 4 C, every bias, learned positions, tied. The tiny one's tree has them: 2 tables, 16
+ * tensors a block (q, k, v apart, where the file's 12 have c_attn's 2), the final
+ * LayerNorm's 2. */
+static int64_t bigcode_numel(const nnt_model_config *c)
+{
+    int64_t C = c->channels, hd = C / c->heads, F = c->hidden;
+    int64_t per = 4 * C + C * (C + 2 * hd) + C + 2 * hd + C * C + C + 2 * C * F + F + C;
+    return (c->vocab + c->max_seq) * C + c->layers * per + 2 * C;
+}
+
+START_TEST(test_gptbigcode_size)
+{
+    static const struct {
+        const char *name;
+        int64_t numel, V, P, L, NH, C;
+        int gelu;
+    } W[3] = {{"tiny-starcoder", 164144128LL, 49152, 8192, 20, 12, 768, NNT_GELU_ERF},
+              {"santacoder", 1124886528LL, 49280, 2048, 24, 16, 2048, 0},
+              {"starcoder", 15517456384LL, 49152, 8192, 40, 48, 6144, NNT_GELU_ERF}};
+    for (int i = 0; i < 3; i++) {
+        nnt_model_config c;
+        memset(&c, 0xab, sizeof c);
+        EXPECT_OK(nnt_model_preset(W[i].name, &c));
+        ck_assert_int_eq(c.family, NNT_FAMILY_GPTBIGCODE);
+        ck_assert(c.vocab == W[i].V && c.max_seq == W[i].P && c.layers == W[i].L &&
+                  c.heads == W[i].NH && c.kv_heads == 1 && c.channels == W[i].C &&
+                  c.hidden == 4 * W[i].C && c.head_dim == 0 && c.tied);
+        ck_assert(c.qkv_bias && c.out_bias && c.mlp_bias && !c.qk_norm && !c.sliding_window &&
+                  c.norm_eps == 1e-5 && c.mlp_gelu == W[i].gelu);
+        ck_assert_int_eq(bigcode_numel(&c), W[i].numel);
+    }
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("tiny-starcoder", &c));
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create_empty(ctx, &c, 1, 16, NULL, &l));
+    int64_t count = 0, numel = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, &numel));
+    ck_assert_int_eq(numel, 164144128LL);
+    ck_assert_int_eq(count, 2 + 20 * 16 + 2);
+    int64_t C = 768, hd = 64;
+    expect_param(l, 0, "transformer.wte.weight", 2, (int64_t[]){49152, C}, 1);
+    expect_param(l, 1, "transformer.wpe.weight", 2, (int64_t[]){8192, C}, 1);
+    expect_param(l, 2, "transformer.h.0.input_layernorm.weight", 1, (int64_t[]){C}, 0);
+    expect_param(l, 5, "transformer.h.0.self_attn.k_proj.weight", 3, (int64_t[]){1, hd, C}, 1);
+    expect_param(l, 10, "transformer.h.0.self_attn.o_proj.weight", 3, (int64_t[]){C, 12, hd},
+                 1);
+    expect_param(l, 14, "transformer.h.0.mlp.c_fc.weight", 2, (int64_t[]){4 * C, C}, 1);
+    expect_param(l, 323, "transformer.ln_f.bias", 1, (int64_t[]){C}, 0);
+    nnt_layer_destroy(l);
+}
+END_TEST
+
 START_TEST(test_phi3_size)
 {
     nnt_model_config c;
@@ -934,6 +989,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_olmo2_size);
     tcase_add_test(tc, test_phi3_size);
     tcase_add_test(tc, test_starcoder2_size);
+    tcase_add_test(tc, test_gptbigcode_size);
     tcase_add_test(tc, test_llama31_8b_size);
     tcase_add_test(tc, test_config_of);
     tcase_add_test(tc, test_tiling);

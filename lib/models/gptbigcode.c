@@ -29,7 +29,7 @@
  * output projection C^2 + C, the MLP 8 C^2 + 5 C; with the table V C and the positions P C
  * and the final LayerNorm 2 C:
  * tiny-starcoder (bigcode/tiny_starcoder_py: V 49152, P 8192, C 768, 20 layers, 12 heads)
- * 6,005,120 a block, 164,140,800;
+ * 6,005,120 a block, 164,144,128;
  * santacoder (bigcode/gpt_bigcode-santacoder: V 49280, P 2048, C 2048, 24 layers, 16 heads)
  * 42,490,112 a block, 1,124,886,528;
  * starcoder (bigcode/starcoder, starcoderbase: V 49152, P 8192, C 6144, 40 layers, 48 heads)
@@ -42,7 +42,7 @@ static const struct bigcode_preset {
     int gelu;
 } PRESETS[] = {
     {"tiny-starcoder", 49152, 8192, 20, 12, 768, NNT_GELU_ERF},
-    {"santacoder", 49280, 2048, 24, 16, 2048, NNT_GELU_TANH},
+    {"santacoder", 49280, 2048, 24, 16, 2048, 0},   /* 0: the family's tanh GELU */
     {"starcoder", 49152, 8192, 40, 48, 6144, NNT_GELU_ERF},
 };
 
