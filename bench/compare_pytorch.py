@@ -12,7 +12,7 @@ script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
         [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b|
-                      gemma3-270m|pythia-160m|starcoder2-3b-l4]
+                      gemma3-270m|pythia-160m|starcoder2-3b-l4|tiny-starcoder]
         [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
@@ -64,7 +64,11 @@ starcoder2-3b-l4: Starcoder2ForCausalLM(Starcoder2Config(...)) of bigcode/starco
 sizes with 4 of its 30 layers (nnt-train --model starcoder2-3b --layers 4: vocab 49152,
 hidden 3072, intermediate 12288, 24 heads of 128 over 2 key/value heads, every bias, the
 tanh-GELU MLP, a window of 4096 (wider than the sequences), rope 999999.44, tied,
-norm_epsilon 1e-5).
+norm_epsilon 1e-5); tiny-starcoder: GPTBigCodeForCausalLM(GPTBigCodeConfig(...)) of
+bigcode/tiny_starcoder_py's sizes (nnt-train --model tiny-starcoder: vocab 49152, 8192
+positions, n_embd 768, n_inner 3072, 20 layers of 12 heads over one key/value head
+(multi_query), learned positions, every bias, the exact-GELU MLP, tied, layer_norm_epsilon
+1e-5).
 Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
 6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
 projections, which params counts; the attention products have heads * head_dim = C, or
@@ -152,6 +156,8 @@ CONFIGS = {
     "pythia-160m": (12, 768, 12, 50304, 2048),
     # StarCoder2 family (nnt-train --model starcoder2-3b --layers 4)
     "starcoder2-3b-l4": (4, 3072, 24, 49152, 16384),
+    # GPT-BigCode family (nnt-train --model NAME)
+    "tiny-starcoder": (20, 768, 12, 49152, 8192),
 }
 
 # Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
@@ -177,6 +183,10 @@ LLAMA = {
     "starcoder2-3b-l4": {"kv_heads": 2, "hidden": 12288, "rope_theta": 999999.4420358813,
                          "eps": 1e-5, "tied": True, "starcoder2": True,
                          "preset": "starcoder2-3b"},
+    # bigcode/tiny_starcoder_py: GPTBigCodeForCausalLM, GPT-2's layout with multi-query
+    # attention, the exact GELU (no rope: rope_theta unused)
+    "tiny-starcoder": {"kv_heads": 1, "hidden": 3072, "rope_theta": 0.0, "eps": 1e-5,
+                       "tied": True, "bigcode": True},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -279,6 +289,7 @@ def torch_worker(a):
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
     from transformers import Starcoder2Config, Starcoder2ForCausalLM
+    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -316,6 +327,14 @@ def torch_worker(a):
                                attention_dropout=0.0, residual_dropout=0.0,
                                embedding_dropout=0.0, use_cache=False)
         model_class = Starcoder2ForCausalLM
+    elif a.config in LLAMA and LLAMA[a.config].get("bigcode"):
+        ll = LLAMA[a.config]
+        cfg = GPTBigCodeConfig(vocab_size=V, n_positions=maxT, n_embd=C, n_layer=L, n_head=NH,
+                               n_inner=ll["hidden"], multi_query=ll["kv_heads"] == 1,
+                               activation_function="gelu", layer_norm_epsilon=ll["eps"],
+                               tie_word_embeddings=ll["tied"], resid_pdrop=0.0,
+                               embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        model_class = GPTBigCodeForCausalLM
     elif a.config in LLAMA:
         ll = LLAMA[a.config]
         config_class, model_class = ((Qwen3Config, Qwen3ForCausalLM) if ll.get("qwen3")
@@ -862,8 +881,9 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
     def fam(c):
         return ("GPT-2" if c not in LLAMA else "Gemma" if LLAMA[c].get("gemma3")
                 else "GPT-NeoX" if LLAMA[c].get("neox")
-                else "StarCoder2" if LLAMA[c].get("starcoder2") else "Llama")
-    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX", "StarCoder2")
+                else "StarCoder2" if LLAMA[c].get("starcoder2")
+                else "GPT-BigCode" if LLAMA[c].get("bigcode") else "Llama")
+    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX", "StarCoder2", "GPT-BigCode")
             if any(fam(c) == f for c in configs)]
     w("# nnt vs PyTorch: %s training step on the %s"
       % (" and ".join(fams), "GPU" if a.device == "cuda" else "CPU"))
@@ -940,6 +960,14 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
                               "norm_epsilon=%g)), random init"
                               % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"],
                                  ll["rope_theta"], ll["eps"]))
+                continue
+            if ll.get("bigcode"):
+                models.append("%s: GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=%d, "
+                              "n_positions=%d, n_embd=%d, n_inner=%d, n_layer=%d, n_head=%d, "
+                              "multi_query=%s, activation_function='gelu', "
+                              "tie_word_embeddings=True, layer_norm_epsilon=%g, dropouts 0)), "
+                              "random init" % (c, V, maxT, C, ll["hidden"], L, NH,
+                                               ll["kv_heads"] == 1, ll["eps"]))
                 continue
             if ll.get("neox"):
                 models.append("%s: GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=%d, "

@@ -357,6 +357,24 @@ int nnt_cfg_sizes(const nnt_cfg_in *o, const nnt_cfg_defaults *d, nnt_model_conf
     return NNT_OK;
 }
 
+int nnt_cfg_gpt2_sizes(const nnt_cfg_in *o, int required, const nnt_cfg_defaults *d,
+                       nnt_model_config *c)
+{
+    int act = 0;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", required, d->vocab, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "n_positions", required, d->max_seq, &c->max_seq));
+    NNT_TRY(nnt_cfg_int(o, "n_embd", required, d->channels, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "n_layer", required, d->layers, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "n_head", required, d->heads, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "n_inner", 0, 4 * c->channels, &c->hidden));
+    NNT_TRY(nnt_cfg_double(o, "layer_norm_epsilon", 0, d->eps, &c->norm_eps));
+    NNT_TRY(nnt_cfg_choice(o, "activation_function", d->acts[0], d->acts, d->nacts, &act));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 1, &c->tied));
+    c->mlp_gelu = d->gelus ? d->gelus[act] : 0;
+    c->head_dim = 0;
+    return NNT_OK;
+}
+
 int nnt_cfg_rope_partial(const nnt_cfg_in *o, double theta, int64_t max_position,
                          double partial, nnt_rope_options *rope)
 {
@@ -762,6 +780,15 @@ void nnt_cfg_put_sizes_eps(nnt_cfg_out *t, const nnt_model_config *c, const char
     nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
     nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
     nnt_cfg_put_double(t, eps_key, c->norm_eps);
+}
+
+void nnt_cfg_put_gpt2_sizes(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    nnt_cfg_put_int(t, "vocab_size", c->vocab);
+    nnt_cfg_put_int(t, "n_positions", c->max_seq);
+    nnt_cfg_put_int(t, "n_embd", c->channels);
+    nnt_cfg_put_int(t, "n_layer", c->layers);
+    nnt_cfg_put_int(t, "n_head", c->heads);
 }
 
 void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c)

@@ -51,6 +51,12 @@ typedef struct nnt_cfg_defaults {
  * num_key_value_heads, max_position_embeddings, the norms' eps, tie_word_embeddings,
  * hidden_act (and with it mlp_gelu) and (d->head_dim) head_dim, with d's defaults. */
 int nnt_cfg_sizes(const nnt_cfg_in *o, const nnt_cfg_defaults *d, nnt_model_config *c);
+/* The sizes under GPT2Config's keys (GPT-2, GPT-BigCode): vocab_size, n_positions, n_embd,
+ * n_layer, n_head (required, or d's defaults), n_inner (absent or null: 4 n_embd) as
+ * c->hidden, layer_norm_epsilon (d->eps), activation_function (d->acts, with it mlp_gelu),
+ * tie_word_embeddings (true). */
+int nnt_cfg_gpt2_sizes(const nnt_cfg_in *o, int required, const nnt_cfg_defaults *d,
+                       nnt_model_config *c);
 /* nnt_cfg_rope for configuration classes whose partial_rotary_factor defaults to partial
  * (PhiConfig 0.5, StableLmConfig 0.25): that where neither the top level nor the rope object
  * read (rope_scaling when not empty, else rope_parameters) gives one. */
@@ -159,6 +165,8 @@ void nnt_cfg_put_bool(nnt_cfg_out *t, const char *key, int v);
 void nnt_cfg_put_sizes(nnt_cfg_out *t, const nnt_model_config *c);
 /* The same with the norms' eps under eps_key ("layer_norm_eps": Phi). */
 void nnt_cfg_put_sizes_eps(nnt_cfg_out *t, const nnt_model_config *c, const char *eps_key);
+/* vocab_size, n_positions, n_embd, n_layer, n_head (GPT2Config's keys). */
+void nnt_cfg_put_gpt2_sizes(nnt_cfg_out *t, const nnt_model_config *c);
 /* ,\n  "sliding_window": W, or null without a window. */
 void nnt_cfg_put_window(nnt_cfg_out *t, const nnt_model_config *c);
 /* ,\n  "pad_token_id": null, "bos_token_id": null, "eos_token_id": null: a configuration

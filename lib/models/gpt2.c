@@ -90,23 +90,15 @@ static const nnt_hf_arch ARCHS[] = {{"GPT2LMHeadModel", "gpt2", NULL}};
 static int gpt2_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[2] = {"gelu_new", "gelu_pytorch_tanh"};
-    int64_t inner = 0;
-    int act = 0, scale = 1, by_layer = 0;
+    static const nnt_cfg_defaults names = {0, 0, 0, 0, 0, 0, 0, NULL, 1e-5, acts, 2, 0, NULL};
+    int scale = 1, by_layer = 0;
     (void)arch;
-    NNT_TRY(nnt_cfg_int(o, "vocab_size", 1, 0, &c->vocab));
-    NNT_TRY(nnt_cfg_int(o, "n_positions", 1, 0, &c->max_seq));
-    NNT_TRY(nnt_cfg_int(o, "n_embd", 1, 0, &c->channels));
-    NNT_TRY(nnt_cfg_int(o, "n_layer", 1, 0, &c->layers));
-    NNT_TRY(nnt_cfg_int(o, "n_head", 1, 0, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "n_inner", 0, 4 * c->channels, &inner));
-    NNT_TRY(nnt_cfg_double(o, "layer_norm_epsilon", 0, 1e-5, &c->norm_eps));
-    NNT_TRY(nnt_cfg_choice(o, "activation_function", "gelu_new", acts, 2, &act));
-    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 1, &c->tied));
+    NNT_TRY(nnt_cfg_gpt2_sizes(o, 1, &names, c));
     NNT_TRY(nnt_cfg_bool(o, "scale_attn_weights", 1, &scale));
     NNT_TRY(nnt_cfg_bool(o, "scale_attn_by_inverse_layer_idx", 0, &by_layer));
     char v[64];
-    if (inner != 4 * c->channels) {
-        snprintf(v, sizeof v, "%lld", (long long)inner);
+    if (c->hidden != 4 * c->channels) {
+        snprintf(v, sizeof v, "%lld", (long long)c->hidden);
         return nnt_cfg_unsupported(o, "n_inner", v, "null or 4 * n_embd");
     }
     if (c->norm_eps != 1e-5) {
@@ -127,11 +119,7 @@ static int gpt2_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 static void gpt2_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
     (void)arch;
-    nnt_cfg_put_int(t, "vocab_size", c->vocab);
-    nnt_cfg_put_int(t, "n_positions", c->max_seq);
-    nnt_cfg_put_int(t, "n_embd", c->channels);
-    nnt_cfg_put_int(t, "n_layer", c->layers);
-    nnt_cfg_put_int(t, "n_head", c->heads);
+    nnt_cfg_put_gpt2_sizes(t, c);
     nnt_cfg_add(t, ",\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\"");
     nnt_cfg_put_double(t, "layer_norm_epsilon", c->norm_eps);
     nnt_cfg_put_double(t, "resid_pdrop", 0.0);

@@ -83,19 +83,14 @@ static const nnt_hf_arch ARCHS[] = {{"GPTBigCodeForCausalLM", "gpt_bigcode", NUL
 static int bigcode_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[4] = {"gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"};
+    static const int gelus[4] = {0, 0, 0, NNT_GELU_ERF};
     static const char *const drops[3] = {"resid_pdrop", "embd_pdrop", "attn_pdrop"};
-    int act = 0, mq = 1, scale = 1, cross = 0;
+    static const nnt_cfg_defaults sizes = {50257, 768, 0, 12, 12, 0, 1024, NULL, 1e-5, acts, 4,
+                                           0, gelus};
+    int mq = 1, scale = 1, cross = 0;
     (void)arch;
-    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 50257, &c->vocab));
-    NNT_TRY(nnt_cfg_int(o, "n_positions", 0, 1024, &c->max_seq));
-    NNT_TRY(nnt_cfg_int(o, "n_embd", 0, 768, &c->channels));
-    NNT_TRY(nnt_cfg_int(o, "n_layer", 0, 12, &c->layers));
-    NNT_TRY(nnt_cfg_int(o, "n_head", 0, 12, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "n_inner", 0, 4 * c->channels, &c->hidden));
-    NNT_TRY(nnt_cfg_double(o, "layer_norm_epsilon", 0, 1e-5, &c->norm_eps));
-    NNT_TRY(nnt_cfg_choice(o, "activation_function", acts[0], acts, 4, &act));
+    NNT_TRY(nnt_cfg_gpt2_sizes(o, 0, &sizes, c));
     NNT_TRY(nnt_cfg_bool(o, "multi_query", 1, &mq));
-    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 1, &c->tied));
     NNT_TRY(nnt_cfg_bool(o, "scale_attn_weights", 1, &scale));
     NNT_TRY(nnt_cfg_bool(o, "add_cross_attention", 0, &cross));
     if (!scale)
@@ -103,7 +98,6 @@ static int bigcode_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     if (cross)
         return nnt_cfg_unsupported(o, "add_cross_attention", "true", "false");
     NNT_TRY(nnt_cfg_dropouts(o, drops, 3));
-    c->mlp_gelu = act == 3 ? NNT_GELU_ERF : 0;
     c->kv_heads = mq ? 1 : c->heads;
     return NNT_OK;
 }
@@ -133,11 +127,7 @@ static void bigcode_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c
 {
     int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
     (void)arch;
-    nnt_cfg_put_int(t, "vocab_size", c->vocab);
-    nnt_cfg_put_int(t, "n_positions", c->max_seq);
-    nnt_cfg_put_int(t, "n_embd", c->channels);
-    nnt_cfg_put_int(t, "n_layer", c->layers);
-    nnt_cfg_put_int(t, "n_head", c->heads);
+    nnt_cfg_put_gpt2_sizes(t, c);
     nnt_cfg_put_int(t, "n_inner", c->hidden ? c->hidden : 4 * c->channels);
     nnt_cfg_add(t, ",\n  \"activation_function\": \"%s\"",
                 nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? "gelu" : "gelu_pytorch_tanh");
