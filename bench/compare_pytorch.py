@@ -869,10 +869,13 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         tbest = min(tmed, key=tmed.get)
         tn, tt = med[best], tmed[tbest]
         hd = LLAMA.get(c, {}).get("head_dim")
-        # an untied input embedding is a lookup, not a product: its V x C not counted
+        # an untied input embedding is a lookup, not a product: its V x C not counted; nor
+        # GPT-BigCode's position table (maxT x C; GPT-2's configs count theirs, 0.6 % of 124M,
+        # as the earlier results did)
         untied = c in LLAMA and not LLAMA[c]["tied"]
-        fl = flops_per_step(r["params"] - (CONFIGS[c][3] * C if untied else 0), L, C, a.batch,
-                            a.seq, NH * hd if hd else None)
+        lookups = (CONFIGS[c][3] * C if untied else 0) + \
+            (CONFIGS[c][4] * C if LLAMA.get(c, {}).get("bigcode") else 0)
+        fl = flops_per_step(r["params"] - lookups, L, C, a.batch, a.seq, NH * hd if hd else None)
         rows.append((c, L, C, NH, r["params"], r["nnt_mparams"], fl, tn, tt, best, med, r,
                      tbest, tmed))
 
