@@ -265,6 +265,7 @@ bigcode_groups_by_query_heads|lib/models/hf.c|s@NNT_TRY(nnt_tensor_shape(t->p\[t
 bigcode_multi_query_ignored|lib/models/gptbigcode.c|s@    c->kv_heads = mq ? 1 : c->heads;@    c->kv_heads = c->heads;@|GPT-BigCode config.json: multi_query read as one key/value head per head
 bigcode_gelu_ignored|lib/models/gptbigcode.c|s@gelus\[4\] = {0, 0, 0, NNT_GELU_ERF};@gelus[4] = {0, 0, 0, 0};@|GPT-BigCode config.json: activation_function gelu read as the tanh GELU
 bigcode_lora_groups_by_query_heads|lib/models/lora.c|s@        b.groups = lo->b\[1\]->shape\[0\];@        b.groups = lo->b[0]->shape[0];@|PEFT lora_B of a fused q, k, v: rows grouped by the query heads (GPT-BigCode multi-query c_attn)
+rows_by_group_equal_parts|lib/models/hf.c|s@        group_at += rows;@        group_at += part_n[0] / groups;@|fused tensors by key/value head: every part taken as wide as the first (GPT-BigCode multi-query c_attn)
 mlp_gelu_ignored|lib/models/transformer.c|s@    if (c->mlp_gelu \&\& (kind == NNT_MLP_GELU@    if (0 \&\& (kind == NNT_MLP_GELU@|the MLP GELU of the family whatever mlp_gelu says (GPT-NeoX-20B gelu_fast run as the exact GELU)
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 '
