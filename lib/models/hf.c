@@ -444,7 +444,7 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
         NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + at, t->n[i]));
     if (t->in)   /* nnt (out, in) -> Conv1D (in, out) */
         transpose(s->buf, s->tmp, total / t->in, t->in);
-    if (t->groups)   /* nnt's parts -> the file's heads one after the other */
+    if (t->groups)   /* nnt's parts -> the file's key/value heads one after the other */
         nnt_rows_by_group(s->buf, s->tmp, t->np, t->n, t->groups, 0);
     s->io = 1;
     return nnt_st_writer_write(s->w, t->in || t->groups ? s->tmp : s->buf,
@@ -606,7 +606,7 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
         rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
-    if (rc == 0 && t->groups)   /* the file's heads one after the other -> nnt's parts */
+    if (rc == 0 && t->groups)   /* the file's key/value heads one after the other -> nnt's parts */
         nnt_rows_by_group(tmp, buf, t->np, t->n, t->groups, 1);
     for (int i = 0; i < t->np && rc == 0; at += t->n[i], i++)
         rc = nnt_tensor_from_host_f32(t->p[i].value, buf + at, t->n[i]);

@@ -447,7 +447,7 @@ static int write_peft(const peft_tensor *t, void *arg)
         NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at, (size_t)n * sizeof(float)));
         at += n;
     }
-    if (t->groups)   /* nnt's q, k, v parts -> the file's heads one after the other */
+    if (t->groups)   /* nnt's q, k, v -> the file's key/value heads one after the other */
         nnt_rows_by_group(s->buf, s->tmp, t->nparts, t->part_n, t->groups, 0);
     s->io = 1;
     int rc = nnt_st_writer_write(s->w, t->groups ? s->tmp : s->buf, (size_t)at * sizeof(float),
@@ -714,7 +714,7 @@ static int load_one(const peft_tensor *t, void *arg)
     if (rc == 0 && (rc = nnt_st_read(g->r, e, NNT_IO_F32, 0, (uint64_t)total,
                                      t->groups ? tmp : buf, g->err, sizeof g->err)))
         rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
-    if (rc == 0 && t->groups)   /* the file's heads one after the other -> nnt's parts */
+    if (rc == 0 && t->groups)   /* the file's key/value heads one after the other -> nnt's parts */
         nnt_rows_by_group(tmp, buf, t->nparts, t->part_n, t->groups, 1);
     for (int i = 0; rc == 0 && i < t->nparts; i++) {
         int64_t n = numel_of(t->part[i]);
