@@ -1061,11 +1061,18 @@ typedef enum nnt_model_family {
                                      blocks, grouped-query attention, a tanh-GELU MLP, every
                                      bias or none, a sliding window on every layer. New in
                                      0.3.                                                    */
-    NNT_FAMILY_GPTBIGCODE = 11    /* GPTBigCodeForCausalLM (StarCoder, SantaCoder,
+    NNT_FAMILY_GPTBIGCODE = 11,   /* GPTBigCodeForCausalLM (StarCoder, SantaCoder,
                                      tiny_starcoder_py): GPT-2's layout (learned positions,
                                      LayerNorm blocks, every bias) with multi-query attention
                                      (or one key/value head per head), q, k, v in one c_attn
                                      in its files, either GELU. New in 0.3.                   */
+    NNT_FAMILY_FALCON = 12        /* FalconForCausalLM (Falcon-7B, -40B, -180B, Falcon2-11B):
+                                     LayerNorm blocks with the attention and the exact-GELU
+                                     MLP side by side on one norm or two (parallel_norms) or
+                                     one after the other (serial_blocks), multi-query or
+                                     grouped-query attention with q, k, v in one
+                                     query_key_value in its files, rotary positions, every
+                                     bias or none. New in 0.3.                               */
 } nnt_model_family;
 
 /* What a family's configurations may set beyond the sizes (nnt_family_info.features). */
@@ -1089,7 +1096,8 @@ enum {
     NNT_FAMILY_HAS_MULTIPLIERS = 1 << 16,/* embedding_multiplier, residual_multiplier,
                                             attention_multiplier, logits_scaling (Granite)   */
     NNT_FAMILY_HAS_SERIAL_BLOCKS = 1 << 17,/* serial_blocks (GPT-NeoX)                       */
-    NNT_FAMILY_HAS_GELU_CHOICE = 1 << 18 /* mlp_gelu: the MLP's GELU either form           */
+    NNT_FAMILY_HAS_GELU_CHOICE = 1 << 18,/* mlp_gelu: the MLP's GELU either form           */
+    NNT_FAMILY_HAS_PARALLEL_NORMS = 1 << 19 /* parallel_norms (Falcon)                     */
 };
 
 /* A family of the library's table (nnt_model_family_info). The strings are the library's,
@@ -1185,12 +1193,18 @@ typedef struct nnt_model_config {
     /* The MLP's GELU (families with NNT_FAMILY_HAS_GELU_CHOICE). New in 0.3. */
     int mlp_gelu;                 /* 0: the family's (GPT-NeoX: exact; Phi, StarCoder2: tanh);
                                      NNT_GELU_TANH, NNT_GELU_ERF                            */
+    /* Falcon (families with NNT_FAMILY_HAS_PARALLEL_NORMS; taken from the room below, so the
+     * size is 0.3's). New in 0.3. */
+    int64_t parallel_norms;       /* the attention and the MLP side by side on 1 norm or on 2
+                                     (one each: Falcon's num_ln_in_parallel_attn); 0: the
+                                     family's arrangement (with serial_blocks 1: one after
+                                     the other, and parallel_norms 0)                        */
     /* 0. The library writes whole configurations (nnt_model_preset, nnt_model_config_of,
      * nnt_model_hf_config, ...) into structures the caller need not initialise, so the
      * size of this one never changes: a later version's fields take this room (0 in them
      * keeping today's behaviour), and a library older than them refuses a configuration
      * whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
-    uint64_t reserved[64];
+    uint64_t reserved[63];
 } nnt_model_config;
 
 /* nnt_model_config.mlp_gelu: the tanh approximation (Hugging Face's hidden_act "gelu_new",
@@ -1224,7 +1238,7 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, { 0 } }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
@@ -1234,7 +1248,8 @@ typedef struct nnt_model_config {
  * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
  * "stablelm-3b", "pythia-70m", "pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b",
  * "pythia-2.8b", "pythia-6.9b", "pythia-12b", "starcoder2-3b", "starcoder2-7b",
- * "starcoder2-15b", "tiny-starcoder", "santacoder", "starcoder" (each family's in
+ * "starcoder2-15b", "tiny-starcoder", "santacoder", "starcoder", "falcon-7b",
+ * "falcon-40b" (each family's in
  * nnt_family_info.presets); see nnt_model_preset(3). */
 NNT_API int nnt_model_preset(const char *name, nnt_model_config *cfg);
 /* Resolve the 0 (automatic) entries of overrides (NULL: all automatic) for batches of

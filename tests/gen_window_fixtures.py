@@ -87,6 +87,17 @@ Models (V 64, C 32, L 2, NH 4, NKV 2, T 16):
             MLP's c_proj, c_fc), as phi3_lora
   bigcode_mha_lora  PEFT 0.21's LoRA on bigcode_mha with PEFT's default target for
             gpt_bigcode (c_attn, whose B's rows go head by head)
+  falcon    FalconForCausalLM (FalconConfig's own keys), Falcon-7B's layout: multi-query
+            (query_key_value's rows q's 32, k's 8, v's 8), the attention and the exact-GELU
+            MLP side by side on one LayerNorm (eps 1e-4), ffn_hidden_size 48, every bias
+            (bias true), rope theta 500, tied head
+  falcon_new  FalconForCausalLM, new_decoder_architecture (Falcon-40B's): 2 key/value heads
+            of 4 (query_key_value's rows by key/value head: 2 q heads, k, v), two norms a
+            block (ln_attn, ln_mlp), no bias, the tanh GELU ("gelu_new"), untied
+  falcon_serial  FalconForCausalLM with parallel_attn false (the parts one after the other),
+            multi_query false (query_key_value's rows head by head), every bias
+  falcon_new_lora  PEFT 0.21's LoRA on falcon_new with PEFT's default target for falcon
+            (query_key_value, whose B's rows go key/value head by key/value head)
 (The LoRA fixtures' adapter_config.json list target_modules in the order of PEFT's set, which
 differs from run to run; the rest regenerates byte-identical.)
 Per model NAME:
@@ -115,7 +126,7 @@ from transformers import (AutoModelForCausalLM, MistralConfig, MistralForCausalL
                           GraniteConfig, GraniteForCausalLM, StableLmConfig,
                           StableLmForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM,
                           Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
-                          GPTBigCodeForCausalLM)
+                          GPTBigCodeForCausalLM, FalconConfig, FalconForCausalLM)
 
 B, T, STEPS, P, N = 2, 16, 10, 4, 20
 
@@ -123,6 +134,9 @@ COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_la
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
               rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=10000.0)
 BIGCODE_NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+FALCON_COMMON = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     max_position_embeddings=64, ffn_hidden_size=48, hidden_dropout=0.0,
+                     attention_dropout=0.0)
 MODELS = {
     "mistral": (MistralConfig, MistralForCausalLM, dict(sliding_window=5)),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM,
@@ -209,6 +223,17 @@ MODELS = {
                          n_embd=32, n_layer=2,
                          n_head=4, n_inner=None, multi_query=False, activation_function="gelu",
                          tie_word_embeddings=False)),
+    "falcon": (FalconConfig, FalconForCausalLM,
+               dict(_own=True, **FALCON_COMMON, multi_query=True, parallel_attn=True,
+                    bias=True, layer_norm_epsilon=1e-4, tie_word_embeddings=True,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    "falcon_new": (FalconConfig, FalconForCausalLM,
+                   dict(_own=True, **FALCON_COMMON, new_decoder_architecture=True,
+                        num_kv_heads=2, parallel_attn=True, bias=False, activation="gelu_new",
+                        tie_word_embeddings=False)),
+    "falcon_serial": (FalconConfig, FalconForCausalLM,
+                      dict(_own=True, **FALCON_COMMON, multi_query=False, parallel_attn=False,
+                           bias=True, tie_word_embeddings=True)),
 }
 
 
@@ -297,6 +322,8 @@ def main():
             changes["rope_parameters"] = {"rope_type": "default", "rope_theta": 300.0}
         if name.startswith("bigcode"):   # the other GELU in its place
             changes = {"activation_function": "gelu" if name == "bigcode" else "gelu_new"}
+        if name.startswith("falcon"):   # the other GELU in its place
+            changes = {"activation": "gelu" if name == "falcon_new" else "gelu_new"}
         for key, value in changes.items():
             other = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
                                                          **{key: value})
@@ -305,7 +332,8 @@ def main():
             print(f"{name}: logits with {key} {value} differ by {d:.3g}")
             # the two GELUs differ by 4.7e-4 at most (|x| near 2.3): a smaller bar there,
             # still 40x the tests' logits tolerance
-            assert d > (2e-4 if key in ("hidden_act", "activation_function") else 1e-3)
+            assert d > (2e-4 if key in ("hidden_act", "activation_function", "activation")
+                        else 1e-3)
         save_file(ref, os.path.join(args.out, f"{name}.reference.safetensors"))
         train_seq = torch.randint(0, cfg.vocab_size, (STEPS, B, T + 1), generator=g)
         _, m = build(name, 3000 + i)
@@ -351,6 +379,8 @@ def main():
     gen_gemma_fixtures.lora_fixture(args.out, "bigcode_lora", 5005)
     gen_gemma_fixtures.LORA["bigcode_mha_lora"] = ("bigcode_mha", dict())   # PEFT's: c_attn
     gen_gemma_fixtures.lora_fixture(args.out, "bigcode_mha_lora", 5006)
+    gen_gemma_fixtures.LORA["falcon_new_lora"] = ("falcon_new", dict())   # query_key_value
+    gen_gemma_fixtures.lora_fixture(args.out, "falcon_new_lora", 5007)
     sums = []
     for root, _, names in sorted(os.walk(args.out)):
         for f in sorted(names):

@@ -67,8 +67,11 @@ static const struct {
               {"starcoder2_plain", 0, 0, 0, 0, "Starcoder2ForCausalLM", 0, 0},
               {"neox_fast", 0, 0, 0, 0, "GPTNeoXForCausalLM", 0, 0},
               {"bigcode", 0, 0, 0, 0, "GPTBigCodeForCausalLM", 0, 0},
-              {"bigcode_mha", 0, 0, 0, 0, "GPTBigCodeForCausalLM", 0, 0}};
-#define NMODELS 21
+              {"bigcode_mha", 0, 0, 0, 0, "GPTBigCodeForCausalLM", 0, 0},
+              {"falcon", 0, 0, 0, 0, "FalconForCausalLM", 0, 0},
+              {"falcon_new", 0, 0, 0, 0, "FalconForCausalLM", 0, 0},
+              {"falcon_serial", 0, 0, 0, 0, "FalconForCausalLM", 0, 0}};
+#define NMODELS 24
 
 /* cfg's window_full_layers: full in its first word, 0 in the others */
 static void expect_full_layers(const nnt_model_config *cfg, uint64_t full, const char *name)
@@ -154,21 +157,23 @@ static float *grad_of(const nnt_st_reader *r, nnt_layer *l, const char *name, in
                   {"self_attn.q_proj.weight", "self_attn.k_proj.weight"}},
                  {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 0, {NULL}},
                  {"mlp.up_proj.weight", "mlp.gate_up_proj.weight", 1, {"mlp.gate_proj.weight"}}};
-    /* Phi's, GPT-NeoX's and GPT-BigCode's names for the tree's modules */
-    static const char *const RENAMED[9][2] = {
+    /* Phi's, GPT-NeoX's, GPT-BigCode's and Falcon's names for the tree's modules */
+    static const char *const RENAMED[12][2] = {
         {".self_attn.o_proj.", ".self_attn.dense."}, {".mlp.c_fc.", ".mlp.fc1."},
         {".mlp.c_proj.", ".mlp.fc2."}, {".self_attn.o_proj.", ".attention.dense."},
         {".mlp.c_fc.", ".mlp.dense_h_to_4h."}, {".mlp.c_proj.", ".mlp.dense_4h_to_h."},
         {".self_attn.o_proj.", ".attn.c_proj."}, {".input_layernorm.", ".ln_1."},
-        {".post_attention_layernorm.", ".ln_2."}};
-    /* GPT-NeoX's and GPT-BigCode's q, k, v: one tensor whose rows go key/value head by
+        {".post_attention_layernorm.", ".ln_2."}, {".self_attn.o_proj.", ".self_attention.dense."},
+        {".input_layernorm.", ".ln_attn."}, {".post_attention_layernorm.", ".ln_mlp."}};
+    /* GPT-NeoX's, GPT-BigCode's and Falcon's q, k, v: one tensor whose rows go key/value head by
      * key/value head (of group g: its q heads' rows, its k rows, its v rows) */
     static const char *const QKV[3] = {"self_attn.q_proj.", "self_attn.k_proj.",
                                        "self_attn.v_proj."};
-    static const char *const QKV_FUSED[2] = {"attention.query_key_value.", "attn.c_attn."};
+    static const char *const QKV_FUSED[3] = {"attention.query_key_value.", "attn.c_attn.",
+                                             "self_attention.query_key_value."};
     char gname[300];
     snprintf(gname, sizeof gname, "grad.%s", name);
-    for (int k = 0; k < 9 && !nnt_st_find(r, gname); k++) {
+    for (int k = 0; k < 12 && !nnt_st_find(r, gname); k++) {
         const char *at = strstr(name, RENAMED[k][0]);
         if (at)
             snprintf(gname, sizeof gname, "grad.%.*s%s%s", (int)(at - name), name,
@@ -182,7 +187,7 @@ static float *grad_of(const nnt_st_reader *r, nnt_layer *l, const char *name, in
     }
     for (int k = 0; k < 3; k++) {
         const char *at = strstr(name, QKV[k]);
-        for (int f = 0; at && f < 2; f++) {
+        for (int f = 0; at && f < 3; f++) {
             const char *rest = at + strlen(QKV[k]);   /* "weight", "bias" */
             snprintf(gname, sizeof gname, "grad.%.*s%s%s", (int)(at - name), name,
                      QKV_FUSED[f], rest);
@@ -573,7 +578,7 @@ END_TEST
  * naming refused_name and listing the modules under the family's names. */
 static const struct {
     const char *name, *base, *targets, *default_targets, *refused, *refused_name, *listed;
-} LORAS[7] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
+} LORAS[8] = {{"phi3_lora", "phi3", "all-linear", "qkv_proj", "q_proj,gate_proj", "'q_proj'",
                "(its modules: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head;"},
               {"phi_lora", "phi", NULL, "q_proj,v_proj,fc1,fc2", "o_proj", "'o_proj'",
                "(its modules: q_proj, k_proj, v_proj, dense, fc1, fc2, lm_head;"},
@@ -587,7 +592,9 @@ static const struct {
               {"bigcode_lora", "bigcode", "all-linear", "c_attn", "q_proj,c_fc", "'q_proj'",
                "(its modules: c_attn, c_proj, c_fc"},
               {"bigcode_mha_lora", "bigcode_mha", NULL, "c_attn", "qkv_proj", "'qkv_proj'",
-               "(its modules: c_attn, c_proj, c_fc"}};
+               "(its modules: c_attn, c_proj, c_fc"},
+              {"falcon_new_lora", "falcon_new", NULL, "query_key_value", "qkv_proj",
+               "'qkv_proj'", "(its modules: query_key_value, dense, dense_h_to_4h"}};
 
 /* Measured (AMD EPYC Zen 4, 2 workers): losses 1.7e-7, adapters 7.7e-6 (relative normwise, a
  * lora_B of qkv_proj, as in test_model_gemma), logits 6.4e-7, merged 7.5e-7; limits about
@@ -1198,8 +1205,8 @@ static Suite *window_suite(void)
     tcase_add_loop_test(tc, test_save_roundtrip, 0, NMODELS);
     tcase_add_test(tc, test_smollm3_config);
     tcase_add_test(tc, test_yarn_truncate);
-    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 14);
-    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 7);
+    tcase_add_loop_test(tc, test_phi3_lora_train, 0, 16);
+    tcase_add_loop_test(tc, test_phi3_lora_load_merge, 0, 8);
     tcase_add_test(tc, test_phi3_read_hf);
     tcase_add_test(tc, test_granite_options);
     tcase_add_test(tc, test_neox_config);

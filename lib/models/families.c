@@ -15,8 +15,8 @@ static const nnt_family *table[MAX_FAMILIES] = {&nnt_family_gpt2, &nnt_family_ll
                                                &nnt_family_phi, &nnt_family_granite,
                                                &nnt_family_stablelm, &nnt_family_gptneox,
                                                &nnt_family_starcoder2,
-                                               &nnt_family_gptbigcode};
-static int nfamilies = 12;
+                                               &nnt_family_gptbigcode, &nnt_family_falcon};
+static int nfamilies = 13;
 
 const nnt_family *nnt_family_at(int i)
 {

@@ -397,6 +397,7 @@ extern const nnt_family nnt_family_stablelm;
 extern const nnt_family nnt_family_gptneox;
 extern const nnt_family nnt_family_starcoder2;
 extern const nnt_family nnt_family_gptbigcode;
+extern const nnt_family nnt_family_falcon;
 
 /* The family of id (NULL if none). */
 const nnt_family *nnt_family_find(int id);

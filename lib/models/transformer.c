@@ -125,7 +125,8 @@ static int check_scalar_options(nnt_ctx *ctx, const char *fn, const nnt_model_co
 }
 
 /* Blocks without rotary positions: only in families that have them, and only blocks the
- * model has; serial_blocks 0 or 1, and 1 only where the family has it. */
+ * model has; serial_blocks 0 or 1, and 1 only where the family has it; parallel_norms 0 to
+ * 2, not 0 only where the family has it and not with serial_blocks. */
 static int check_blocks(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
                         const nnt_family *f)
 {
@@ -133,6 +134,12 @@ static int check_blocks(nnt_ctx *ctx, const char *fn, const nnt_model_config *c,
         (c->serial_blocks && !(f->features & NNT_FAMILY_HAS_SERIAL_BLOCKS)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: serial_blocks %d (0 or 1; 1 only in a family "
                         "whose blocks can be either, not %s)", fn, c->serial_blocks, f->title);
+    if (c->parallel_norms < 0 || c->parallel_norms > 2 ||
+        (c->parallel_norms && !(f->features & NNT_FAMILY_HAS_PARALLEL_NORMS)) ||
+        (c->parallel_norms && c->serial_blocks))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: parallel_norms %lld (0, 1 or 2; not 0 only in a "
+                        "family whose blocks take either, not %s, and without serial_blocks %d)",
+                        fn, (long long)c->parallel_norms, f->title, c->serial_blocks);
     if (c->mlp_gelu < 0 || c->mlp_gelu > NNT_GELU_ERF ||
         (c->mlp_gelu && !(f->features & NNT_FAMILY_HAS_GELU_CHOICE)))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: mlp_gelu %d (0, NNT_GELU_TANH or NNT_GELU_ERF; "
@@ -398,7 +405,9 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     bo.mlp = &mo;
     bo.norm_plus_one = f->norm_plus_one;
     bo.sandwich_norms = f->sandwich_norms;
-    bo.parallel = c->serial_blocks ? 0 : f->parallel;
+    bo.parallel = c->serial_blocks    ? 0
+                  : c->parallel_norms ? (int)c->parallel_norms
+                                      : f->parallel;
     bo.residual_scale = c->residual_multiplier;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];
