@@ -253,11 +253,19 @@ START_TEST(test_table)
     ck_assert(f.features & NNT_FAMILY_HAS_KV_HEADS && f.features & NNT_FAMILY_HAS_GELU_CHOICE &&
               !(f.features & NNT_FAMILY_HAS_ROPE) && !(f.features & NNT_FAMILY_HAS_BIASES));
     EXPECT_OK(nnt_model_family_info(12, &f));
+    ck_assert_int_eq(f.family, NNT_FAMILY_FALCON);
+    ck_assert_str_eq(f.architectures, "FalconForCausalLM");
+    ck_assert_str_eq(f.model_types, "falcon");
+    ck_assert_str_eq(f.presets, "falcon-7b, falcon-40b");
+    ck_assert(f.features & NNT_FAMILY_HAS_PARALLEL_NORMS &&
+              f.features & NNT_FAMILY_HAS_SERIAL_BLOCKS && f.features & NNT_FAMILY_HAS_ROPE &&
+              !(f.features & NNT_FAMILY_HAS_PARTIAL_ROTARY));
+    EXPECT_OK(nnt_model_family_info(13, &f));
     ck_assert_int_eq(f.family, FAMILY_ID);
     ck_assert_str_eq(f.title, "GPT-2 with RMSNorm (test)");
     ck_assert_str_eq(f.presets, "gpt2-rms-tiny");
     ck_assert_str_eq(f.architectures, "Gpt2RmsTestForCausalLM");
-    EXPECT_FAIL_MSG(nnt_model_family_info(13, &f), NNT_E_INVAL, "no family 13");
+    EXPECT_FAIL_MSG(nnt_model_family_info(14, &f), NNT_E_INVAL, "no family 14");
     EXPECT_FAIL_MSG(nnt_model_family_info(-1, &f), NNT_E_INVAL, "no family -1");
     EXPECT_FAIL_MSG(nnt_model_family_info(0, NULL), NNT_E_INVAL, "info is NULL");
     f.size = 8;
@@ -276,7 +284,8 @@ START_TEST(test_table)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
                                  "pythia-12b, starcoder2-3b, starcoder2-7b, starcoder2-15b"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "starcoder2-15b, tiny-starcoder, "
-                                 "santacoder, starcoder, gpt2-rms-tiny"));
+                                 "santacoder, starcoder, falcon-7b, falcon-40b, "
+                                 "gpt2-rms-tiny"));
     /* the table refuses a second family of the same id */
     ck_assert_int_eq(nnt_family_register(&RMS_FAMILY), NNT_E_BUSY);
 }
@@ -534,7 +543,7 @@ START_TEST(test_documented)
         if (*f.presets)
             expect_each(f.presets, create, "nnt_model_create.3", ".It %s Ta");
     }
-    ck_assert_int_eq(n, 12);
+    ck_assert_int_eq(n, 13);
     free(readme);
     free(hf);
     free(create);

@@ -1011,6 +1011,109 @@ START_TEST(test_gptbigcode_config)
 }
 END_TEST
 
+/* FalconConfig's keys and defaults as transformers 5.24 reads them (the key/value heads and
+ * the blocks' arrangement from multi_query, new_decoder_architecture, parallel_attn and
+ * num_ln_in_parallel_attn; the older key names), Falcon-7B's and Falcon-40B's published
+ * config.json keys reading as the presets, what it refuses, and the checks of parallel_norms
+ * and of the family. */
+START_TEST(test_falcon_config)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, q;
+    nnt_layer *l = NULL;
+    test_make_tmpdir("falcon_config");
+    test_write_config(test_tmp_path("a"), "{\"architectures\": [\"FalconForCausalLM\"]}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("a"), &c));
+    EXPECT_OK(nnt_model_preset("falcon-7b", &q));
+    ck_assert(c.family == NNT_FAMILY_FALCON && c.vocab == q.vocab && c.channels == q.channels &&
+              c.layers == q.layers && c.heads == q.heads && c.kv_heads == 1 &&
+              c.hidden == q.hidden && c.max_seq == q.max_seq && c.norm_eps == q.norm_eps &&
+              c.tied && !c.qkv_bias && !c.serial_blocks && c.parallel_norms == 0 &&
+              c.mlp_gelu == 0 && c.rope.theta == 10000.0);
+    /* the keys of tiiuae/falcon-7b's and falcon-40b's config.json */
+    test_write_config(test_tmp_path("b"), "{\"alibi\": false, "
+                      "\"apply_residual_connection_post_layernorm\": false, "
+                      "\"architectures\": [\"FalconForCausalLM\"], \"attention_dropout\": 0.0, "
+                      "\"bias\": false, \"bos_token_id\": 11, \"eos_token_id\": 11, "
+                      "\"hidden_dropout\": 0.0, \"hidden_size\": 4544, "
+                      "\"initializer_range\": 0.02, \"layer_norm_epsilon\": 1e-05, "
+                      "\"model_type\": \"falcon\", \"multi_query\": true, "
+                      "\"new_decoder_architecture\": false, \"num_attention_heads\": 71, "
+                      "\"num_hidden_layers\": 32, \"parallel_attn\": true, "
+                      "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.27.4\", "
+                      "\"use_cache\": true, \"vocab_size\": 65024}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("b"), &c));
+    ck_assert(c.kv_heads == q.kv_heads && c.parallel_norms == q.parallel_norms &&
+              c.layers == q.layers && c.heads == q.heads && c.channels == q.channels);
+    test_write_config(test_tmp_path("c"), "{\"alibi\": false, "
+                      "\"architectures\": [\"FalconForCausalLM\"], \"bias\": false, "
+                      "\"hidden_size\": 8192, \"model_type\": \"falcon\", "
+                      "\"new_decoder_architecture\": true, \"num_attention_heads\": 128, "
+                      "\"num_hidden_layers\": 60, \"num_kv_heads\": 8, \"parallel_attn\": true, "
+                      "\"vocab_size\": 65024, \"layer_norm_epsilon\": 1e-05}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("c"), &c));
+    EXPECT_OK(nnt_model_preset("falcon-40b", &q));
+    ck_assert(c.kv_heads == 8 && c.parallel_norms == 2 && c.layers == q.layers &&
+              c.heads == q.heads && c.channels == q.channels && c.hidden == q.hidden &&
+              c.kv_heads == q.kv_heads && c.parallel_norms == q.parallel_norms);
+    /* the older names; the new architecture on one norm (Falcon2-11B's); one after the other */
+    test_write_config(test_tmp_path("d"), "{\"model_type\": \"falcon\", \"n_layer\": 3, "
+                      "\"n_head\": 4, \"n_head_kv\": 2, \"hidden_size\": 32, "
+                      "\"new_decoder_architecture\": true, \"num_ln_in_parallel_attn\": 1, "
+                      "\"activation\": \"gelu_new\", \"bias\": true}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("d"), &c));
+    ck_assert(c.layers == 3 && c.heads == 4 && c.kv_heads == 2 && c.parallel_norms == 0 &&
+              !c.serial_blocks && c.mlp_gelu == NNT_GELU_TANH && c.qkv_bias && c.out_bias &&
+              c.mlp_bias);
+    test_write_config(test_tmp_path("e"), "{\"model_type\": \"falcon\", "
+                      "\"parallel_attn\": false, \"multi_query\": false, "
+                      "\"ffn_hidden_size\": 100, \"tie_word_embeddings\": false}");
+    EXPECT_OK(nnt_model_hf_config(ctx, test_tmp_path("e"), &c));
+    ck_assert(c.serial_blocks && c.parallel_norms == 0 && c.kv_heads == c.heads &&
+              c.hidden == 100 && !c.tied);
+    static const char *const refused[6][2] = {
+        {"\"alibi\": true", "alibi true"},
+        {"\"parallel_attn\": false, \"new_decoder_architecture\": true", "parallel_attn"},
+        {"\"num_ln_in_parallel_attn\": 2", "num_ln_in_parallel_attn 2"},
+        {"\"num_ln_in_parallel_attn\": 3, \"new_decoder_architecture\": true",
+         "num_ln_in_parallel_attn 3"},
+        {"\"multi_query\": false, \"num_kv_heads\": 1", "num_kv_heads"},
+        {"\"activation\": \"relu\"", "activation"}};
+    for (int i = 0; i < 6; i++) {
+        char text[256], dir[8];
+        snprintf(text, sizeof text, "{\"model_type\": \"falcon\", %s}", refused[i][0]);
+        snprintf(dir, sizeof dir, "r%d", i);
+        test_write_config(test_tmp_path(dir), text);
+        EXPECT_FAIL_MSG(nnt_model_hf_config(ctx, test_tmp_path(dir), &c), NNT_E_UNSUPPORTED,
+                        refused[i][1]);
+    }
+    test_remove_tmpdir();
+    /* parallel_norms: 0 to 2, only in this family, not with serial_blocks; the family's
+     * checks */
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("falcon_new", NULL), &q));
+    ck_assert(q.kv_heads == 2 && q.parallel_norms == 2 && !q.qkv_bias && !q.tied &&
+              q.mlp_gelu == NNT_GELU_TANH);
+    q.parallel_norms = 3;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "parallel_norms 3");
+    q.parallel_norms = 2, q.serial_blocks = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "without serial_blocks 1");
+    q.parallel_norms = 0;   /* one after the other with 2 key/value heads of 4 */
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_UNSUPPORTED,
+                    "kv_heads 2 of 4 heads");
+    q.serial_blocks = 0, q.out_bias = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL, "out_bias=1");
+    q.out_bias = 0, q.head_dim = 4;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_UNSUPPORTED, "head_dim 4");
+    q.head_dim = 0, q.parallel_norms = 1;   /* one norm: as the family's default */
+    EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
+    nnt_layer_destroy(l);
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("mistral", NULL), &q));
+    q.parallel_norms = 2;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
+                    "not 0 only in a family whose blocks take either, not Llama");
+}
+END_TEST
+
 /* Starcoder2Config as transformers 5.24 reads it: the class's defaults (StarCoder2 3B's
  * sizes, a tied head, every bias, no window, eps 1e-5, theta 10000), use_bias on q, k, v, o
  * and the MLP together, sliding_window null or a positive number on every layer, the tanh
@@ -1137,6 +1240,16 @@ START_TEST(test_freeze_file_names)
     EXPECT_OK(nnt_layer_freeze(l, "*.input_layernorm.*", 0, &n));   /* the tree's names */
     ck_assert_int_eq(n, 4);
     nnt_layer_destroy(l);
+    /* Falcon's query_key_value (2 key/value heads of 4, no biases) and its two norms */
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of("falcon_new", NULL), B, T, NULL, &l));
+    EXPECT_OK(nnt_layer_freeze(l, "*.self_attention.query_key_value.weight", 1, &n));
+    ck_assert_int_eq(n, 6);
+    expect_frozen(l, QKV);
+    EXPECT_OK(nnt_layer_freeze(l, "transformer.h.?.ln_mlp.*", 1, &n));
+    ck_assert_int_eq(n, 4);
+    EXPECT_OK(nnt_layer_freeze(l, "*.post_attention_layernorm.*", 0, &n));
+    ck_assert_int_eq(n, 4);
+    nnt_layer_destroy(l);
 }
 END_TEST
 
@@ -1213,6 +1326,7 @@ static Suite *window_suite(void)
     tcase_add_test(tc, test_neox_buffers);
     tcase_add_test(tc, test_starcoder2_config);
     tcase_add_test(tc, test_gptbigcode_config);
+    tcase_add_test(tc, test_falcon_config);
     tcase_add_test(tc, test_freeze_file_names);
     suite_add_tcase(s, tc);
     return s;
