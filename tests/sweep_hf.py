@@ -23,13 +23,17 @@ factor, linear or YaRN scaling or none, GQA, head_dim other than C / NH); from K
 biases, YaRN or not); from K 1500 StableLM (LayerNorm blocks, a random partial rotary factor
 or its default 0.25, q, k, v biases or none, linear or YaRN scaling or none); from K 1600
 GPT-NeoX (two LayerNorms a block, the parts side by side or one after the other, the exact
-GELU, q, k, v per head in one query_key_value, attention biases or none, the rope's base and
-partial factor under GPT-NeoX's keys, in the rope object or by default); from K 1700
+GELU or, drawn last (the earlier draws of the series unchanged), the tanh one under its
+three names, q, k, v per head in one query_key_value, attention biases or none, the rope's
+base and partial factor under GPT-NeoX's keys, in the rope object or by default); from K 1700
 StarCoder2 (LayerNorm blocks, the GELU MLP under its four names, the exact one too, every
 bias or none, a window on every layer or none, GQA, head_dim other than C / NH, linear or
 YaRN scaling or none); from K 1800 GPT-BigCode (GPT-2's layout with learned positions,
 multi-query or multi-head attention read from one c_attn, the GELU under its four names,
-n_inner, tied or not);
+n_inner, tied or not); from K 1900 Falcon (the attention and the MLP side by side on one
+LayerNorm or two, or one after the other, multi-query, multi-head or grouped-query attention
+read from one query_key_value by key/value head, every bias or none, either GELU, YaRN or
+not);
 random widths, heads, head_dim, GQA, tying, biases, RoPE, norm gains), random token data and
 random nnt options (tilings, batch, accumulation, recompute, precision, optimizer, schedule,
 clipping, shuffling, validation), trains it with nnt-train and with PyTorch, and checks:
@@ -106,7 +110,8 @@ from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCaus
                           PhiConfig, PhiForCausalLM, GraniteConfig, GraniteForCausalLM,
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
                           GPTNeoXForCausalLM, Starcoder2Config, Starcoder2ForCausalLM,
-                          GPTBigCodeConfig, GPTBigCodeForCausalLM)
+                          GPTBigCodeConfig, GPTBigCodeForCausalLM, FalconConfig,
+                          FalconForCausalLM)
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -131,7 +136,7 @@ TILE_KEYS = ["batch", "seq", "channels", "hidden", "vocab", "heads"]
 # max_window_layers, or of Gemma's pattern); from 700 the MoE families; from 800 SmolLM3;
 # from 900 OLMo 2; from 1000 OLMo 3; from 1100 YaRN on the Llama family's architectures;
 # from 1200 Phi-3; from 1300 Phi; from 1400 Granite; from 1500 StableLM; from 1600 GPT-NeoX;
-# from 1700 StarCoder2; from 1800 GPT-BigCode.
+# from 1700 StarCoder2; from 1800 GPT-BigCode; from 1900 Falcon.
 # Every series below 400
 # mixes the other families and the resume kind.
 
@@ -169,6 +174,8 @@ def gen_case(seed, k, forced=None):
         fam = "starcoder2"
     if k >= 1800:   # GPT-BigCode (no draw)
         fam = "bigcode"
+    if k >= 1900:   # Falcon (no draw)
+        fam = "falcon"
     c["family"] = forced.get("family", fam)
     resume = r.random() < RESUME_FRACTION
     c["resume"] = forced.get("resume", resume)
@@ -332,6 +339,8 @@ def pick_model(r, c):
             c["yarn"] = None
         c["attn_bias"] = r.random() < 0.6
         c["parallel"] = r.random() < 0.6
+        # the exact GELU (GPTNeoXConfig's default) or a name of the tanh form (mlp_gelu)
+        c["act"] = r.choice(["gelu", "gelu", "gelu_fast", "gelu_new", "gelu_pytorch_tanh"])
     if fam == "starcoder2":   # (from K 1700) drawn last: every bias or none, a window on
         # every layer or none, the rope's scaling; head_dim as drawn (Starcoder2Attention
         # takes the attribute)
@@ -352,6 +361,21 @@ def pick_model(r, c):
         c["window"], c["layer_types"], c["yarn"] = None, None, None
         c["llama3"], c["attn_bias"], c["mlp_bias"] = False, True, True
         c["act"] = r.choice(["gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu"])
+    if fam == "falcon":   # (from K 1900) drawn last: the architecture and its arrangement,
+        # biases, the GELU's name, YaRN or not; heads that tile the width
+        # (FalconAttention takes C / NH), no window
+        c["channels"], c["explicit_hd"] = c["heads"] * c["hd"], False
+        c["window"], c["layer_types"], c["llama3"] = None, None, False
+        c["falcon_new"] = r.random() < 0.5
+        if c["falcon_new"]:   # any key/value heads; one norm or two, side by side
+            c["falcon_norms"], c["parallel"] = r.choice([1, 2, 2]), True
+        else:   # one key/value head or one per head; one norm side by side, or serial
+            c["kv_heads"] = r.choice([1, 1, c["heads"]])
+            c["falcon_norms"], c["parallel"] = 1, r.random() < 0.6
+        c["attn_bias"] = c["mlp_bias"] = r.random() < 0.5
+        c["act"] = r.choice(["gelu", "gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"])
+        if r.random() < 0.7:
+            c["yarn"] = None
     if fam == "phi":   # (from K 1300) drawn last: partial rotary, the rope's scaling
         # every bias and an untied head (PhiForCausalLM's), no window; head_dim as drawn
         # (PhiAttention takes the attribute)
@@ -627,8 +651,9 @@ def hf_config(c):
                              max_position_embeddings=c["max_pos"],
                              layer_norm_eps=c["rms_eps"], tie_word_embeddings=c["tied"],
                              rope_parameters=rope, use_parallel_residual=c["parallel"],
-                             attention_bias=c["attn_bias"], hidden_dropout=0.0,
-                             attention_dropout=0.0, **top, **common), GPTNeoXForCausalLM
+                             attention_bias=c["attn_bias"], hidden_act=c["act"],
+                             hidden_dropout=0.0, attention_dropout=0.0, **top, **common), \
+            GPTNeoXForCausalLM
     if fam == "starcoder2":   # norm_epsilon, use_bias, a window on every layer or none
         if c["phi_scaling"] == "linear":
             kw["rope_parameters"] = {"rope_type": "linear", "factor": c["rope_linear"],
@@ -645,6 +670,17 @@ def hf_config(c):
                                 activation_function=c["act"], tie_word_embeddings=c["tied"],
                                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                 **common), GPTBigCodeForCausalLM
+    if fam == "falcon":   # FalconConfig's own keys: the architecture, the arrangement
+        return FalconConfig(hidden_size=c["channels"], num_hidden_layers=c["layers"],
+                            num_attention_heads=c["heads"], num_kv_heads=c["kv_heads"],
+                            new_decoder_architecture=c["falcon_new"],
+                            multi_query=c["kv_heads"] == 1, parallel_attn=c["parallel"],
+                            num_ln_in_parallel_attn=c["falcon_norms"], bias=c["attn_bias"],
+                            max_position_embeddings=c["max_pos"], ffn_hidden_size=c["hidden"],
+                            layer_norm_epsilon=c["rms_eps"], activation=c["act"],
+                            tie_word_embeddings=c["tied"], rope_parameters=rope,
+                            hidden_dropout=0.0, attention_dropout=0.0, alibi=False,
+                            **common), FalconForCausalLM
     if fam in ("phi", "stablelm"):   # LayerNorm eps, the partial factor given or the default
         if c["phi_scaling"] == "linear":
             rope = {"rope_type": "linear", "factor": c["rope_linear"],
@@ -1337,6 +1373,9 @@ def case_kinds(c, res=None):
         kinds.append("attn-bias")
     if c.get("act") == "gelu":
         kinds.append("gelu-erf")
+    if c["family"] == "falcon":   # the architecture and the blocks' arrangement
+        kinds.append("%s-%s" % ("new" if c["falcon_new"] else "old",
+                                "serial" if not c["parallel"] else "%dnorm" % c["falcon_norms"]))
     if c.get("attn_cap") or c.get("final_cap"):
         kinds.append("softcap")
     if c.get("window") and c["window"] < c["T"]:
