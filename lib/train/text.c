@@ -164,9 +164,10 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
     if (has & NNT_FAMILY_HAS_SERIAL_BLOCKS)   /* GPT-NeoX's and Falcon's arrangements */
         add(t, ", attention and MLP %s%s", c.serial_blocks ? "one after the other"
                                                            : "side by side",
-            c.serial_blocks || !c.parallel_norms ? ""
-            : c.parallel_norms == 1               ? " on one norm"
-                                                  : " on two norms");
+            c.serial_blocks                          ? ""
+            : c.parallel_norms == 2                  ? " on two norms"
+            : has & NNT_FAMILY_HAS_PARALLEL_NORMS ? " on one norm"
+                                                     : "");
     if (has & NNT_FAMILY_HAS_MULTIPLIERS) {   /* Granite's, as applied */
         double m[4];
         nnt_model_multipliers(&c, m);
