@@ -12,7 +12,8 @@ script that sets LD_LIBRARY_PATH and runs the real program).
 
     python bench/compare_pytorch.py --build-dir BUILD [--threads 2] [--steps 3]
         [--rounds 3] [--configs 124M,small,wide|smollm2-135m|llama-tiny|qwen3-0.6b|
-                      gemma3-270m|pythia-160m|starcoder2-3b-l4|tiny-starcoder]
+                      gemma3-270m|pythia-160m|starcoder2-3b-l4|tiny-starcoder|
+                      falcon-7b-l2]
         [--tilings auto,none,split]
         [--torch-variants default,fused] [--grad-clip 0] [--nnt-data text|random]
         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--batch 4] [--seq 64]
@@ -68,7 +69,10 @@ norm_epsilon 1e-5); tiny-starcoder: GPTBigCodeForCausalLM(GPTBigCodeConfig(...))
 bigcode/tiny_starcoder_py's sizes (nnt-train --model tiny-starcoder: vocab 49152, 8192
 positions, n_embd 768, n_inner 3072, 20 layers of 12 heads over one key/value head
 (multi_query), learned positions, every bias, the exact-GELU MLP, tied, layer_norm_epsilon
-1e-5).
+1e-5); falcon-7b-l2: FalconForCausalLM(FalconConfig(...)) of tiiuae/falcon-7b's sizes with 2
+of its 32 layers (nnt-train --model falcon-7b --layers 2: vocab 65024, hidden 4544, 71
+heads of 64 over one key/value head, the attention and the exact-GELU MLP side by side on
+one LayerNorm, no biases, rope 1e4, tied, layer_norm_epsilon 1e-5).
 Default nnt tilings when every config is a Llama one: auto only. The FLOP count is the same
 6 * params * B * T + 12 * L * B * T^2 * C (grouped-query attention changes only the K/V
 projections, which params counts; the attention products have heads * head_dim = C, or
@@ -158,6 +162,8 @@ CONFIGS = {
     "starcoder2-3b-l4": (4, 3072, 24, 49152, 16384),
     # GPT-BigCode family (nnt-train --model NAME)
     "tiny-starcoder": (20, 768, 12, 49152, 8192),
+    # Falcon family (nnt-train --model falcon-7b --layers 2)
+    "falcon-7b-l2": (2, 4544, 71, 65024, 2048),
 }
 
 # Llama-family configs: nnt-train's preset of the same name; for transformers.LlamaConfig:
@@ -187,6 +193,10 @@ LLAMA = {
     # attention, the exact GELU (no rope: rope_theta unused)
     "tiny-starcoder": {"kv_heads": 1, "hidden": 3072, "rope_theta": 0.0, "eps": 1e-5,
                        "tied": True, "bigcode": True},
+    # tiiuae/falcon-7b with 2 of its 32 layers: FalconForCausalLM, multi-query, the parts
+    # side by side on one LayerNorm, no biases
+    "falcon-7b-l2": {"kv_heads": 1, "hidden": 18176, "rope_theta": 10000.0, "eps": 1e-5,
+                     "tied": True, "falcon": True, "preset": "falcon-7b"},
 }
 
 # nnt tilings, as functions of the channels C -> nnt-train tile options (0 or absent:
@@ -290,6 +300,7 @@ def torch_worker(a):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
     from transformers import Starcoder2Config, Starcoder2ForCausalLM
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM
+    from transformers import FalconConfig, FalconForCausalLM
 
     dev = torch_device(torch, a.device)
     cuda = dev.type == "cuda"
@@ -327,6 +338,17 @@ def torch_worker(a):
                                attention_dropout=0.0, residual_dropout=0.0,
                                embedding_dropout=0.0, use_cache=False)
         model_class = Starcoder2ForCausalLM
+    elif a.config in LLAMA and LLAMA[a.config].get("falcon"):
+        ll = LLAMA[a.config]
+        cfg = FalconConfig(vocab_size=V, hidden_size=C, num_hidden_layers=L,
+                           num_attention_heads=NH, multi_query=ll["kv_heads"] == 1,
+                           parallel_attn=True, bias=False, max_position_embeddings=maxT,
+                           ffn_hidden_size=ll["hidden"], layer_norm_epsilon=ll["eps"],
+                           activation="gelu", tie_word_embeddings=ll["tied"],
+                           rope_parameters={"rope_type": "default",
+                                            "rope_theta": ll["rope_theta"]},
+                           hidden_dropout=0.0, attention_dropout=0.0, use_cache=False)
+        model_class = FalconForCausalLM
     elif a.config in LLAMA and LLAMA[a.config].get("bigcode"):
         ll = LLAMA[a.config]
         cfg = GPTBigCodeConfig(vocab_size=V, n_positions=maxT, n_embd=C, n_layer=L, n_head=NH,
@@ -885,8 +907,10 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
         return ("GPT-2" if c not in LLAMA else "Gemma" if LLAMA[c].get("gemma3")
                 else "GPT-NeoX" if LLAMA[c].get("neox")
                 else "StarCoder2" if LLAMA[c].get("starcoder2")
-                else "GPT-BigCode" if LLAMA[c].get("bigcode") else "Llama")
-    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX", "StarCoder2", "GPT-BigCode")
+                else "GPT-BigCode" if LLAMA[c].get("bigcode")
+                else "Falcon" if LLAMA[c].get("falcon") else "Llama")
+    fams = [f for f in ("GPT-2", "Llama", "Gemma", "GPT-NeoX", "StarCoder2", "GPT-BigCode",
+                        "Falcon")
             if any(fam(c) == f for c in configs)]
     w("# nnt vs PyTorch: %s training step on the %s"
       % (" and ".join(fams), "GPU" if a.device == "cuda" else "CPU"))
@@ -963,6 +987,15 @@ def compare(a, configs, tilings, variants, order, tmp, versions):
                               "norm_epsilon=%g)), random init"
                               % (c, V, C, ll["hidden"], L, NH, ll["kv_heads"],
                                  ll["rope_theta"], ll["eps"]))
+                continue
+            if ll.get("falcon"):
+                models.append("%s: FalconForCausalLM(FalconConfig(vocab_size=%d, "
+                              "hidden_size=%d, ffn_hidden_size=%d, num_hidden_layers=%d, "
+                              "num_attention_heads=%d, multi_query=True, parallel_attn=True, "
+                              "bias=False, activation='gelu', rope_theta=%g, "
+                              "tie_word_embeddings=True, layer_norm_epsilon=%g, dropouts 0)), "
+                              "random init" % (c, V, C, ll["hidden"], L, NH, ll["rope_theta"],
+                                               ll["eps"]))
                 continue
             if ll.get("bigcode"):
                 models.append("%s: GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=%d, "

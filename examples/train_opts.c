@@ -47,15 +47,16 @@ static const cli_option table[] = {
             "MLP inner size"),
     OPT_INT("head-dim", head_dim, 2, 1e5, "-1", 0, "D", NULL),
     OPT_FLAG("qk-norm", qk_norm, 0, "all but GPT-2: heads of D (default C / NH; StableLM,\n"
-             "GPT-NeoX, GPT-BigCode: C / NH only); RMSNorm on each\nhead of q and k (Qwen3; "
-             "not Phi-3, Phi, Granite,\nStableLM, GPT-NeoX, StarCoder2 or GPT-BigCode)"),
+             "GPT-NeoX, GPT-BigCode, Falcon: C / NH only); RMSNorm\non each head of q and k "
+             "(Qwen3; not Phi-3, Phi, Granite,\nStableLM, GPT-NeoX, StarCoder2, GPT-BigCode or "
+             "Falcon)"),
     OPT_FLAG("init", init, 0, "fresh initialisation from --seed (default)"),
     OPT_STR("load-hf", load_hf, NULL, 0, "DIR", "start from a Hugging Face model directory "
             "(config.json and\nmodel.safetensors or sharded: GPT-2, Llama, Mistral, "
             "Qwen2,\nQwen3, SmolLM3, Gemma 3, Gemma 2, Mixtral, Qwen3-MoE,\nOLMoE, Qwen2-MoE, "
             "OLMo 2, OLMo 3, Phi-3, Phi-4-mini,\nPhi-1, Phi-1.5, Phi-2, Granite 3, StableLM 2 "
             "1.6B, StableLM 3B,\nPythia, RedPajama-INCITE, StarCoder2, StarCoder,\n"
-            "SantaCoder)"),
+            "SantaCoder, Falcon-7B, Falcon-40B)"),
     OPT_STR("load-llmc", load_llmc, NULL, 0, "FILE",
             "start from an llm.c fp32 checkpoint (gives the configuration)"),
     OPT_STR("load-safetensors", load_safetensors, NULL, 0, "FILE",
@@ -137,11 +138,11 @@ static const cli_option table[] = {
              "dropout on their input (default 0)"),
     OPT_STR("lora-targets", lora_targets, NULL, RES, "LIST", "modules: q_proj,v_proj,... "
             "(Llama), c_attn,c_proj,c_fc\n(GPT-2, GPT-BigCode), qkv_proj,gate_up_proj,... "
-            "(Phi-3),\ndense,fc1,fc2,... (Phi), query_key_value,dense,...\n(GPT-NeoX), "
-            "q_proj,...,c_fc,c_proj (StarCoder2)\n"
+            "(Phi-3),\ndense,fc1,fc2,... (Phi), query_key_value,dense,...\n(GPT-NeoX, "
+            "Falcon), q_proj,...,c_fc,c_proj (StarCoder2)\n"
             "or all-linear (default: PEFT's, q_proj,v_proj or c_attn;\nPhi-3 qkv_proj; Phi "
-            "q_proj,v_proj,fc1,fc2; GPT-NeoX\nquery_key_value; StarCoder2 q_proj,v_proj; "
-            "GPT-BigCode\nc_attn)"),
+            "q_proj,v_proj,fc1,fc2; GPT-NeoX\nand Falcon query_key_value; StarCoder2 "
+            "q_proj,v_proj;\nGPT-BigCode c_attn)"),
     OPT_STR("load-peft", run.load_peft, NULL, RES, "DIR", "start from a PEFT adapter "
             "directory (its settings; the\nrest frozen)"),
     OPT_STR("save-peft", save_peft, NULL, 0, "DIR", "write the adapters as a PEFT directory "
@@ -207,7 +208,7 @@ static const cli_option table[] = {
 static const char usage_head[] =
     "Usage: nnt-train [OPTION]...\n"
     "Train a GPT-2, Llama-, Gemma-, MoE-, OLMo-, Phi-3-, Phi-, Granite-, StableLM-,\n"
-    "GPT-NeoX-, StarCoder2- or GPT-BigCode-family language model with nnt.\n"
+    "GPT-NeoX-, StarCoder2-, GPT-BigCode- or Falcon-family language model with nnt.\n"
     "Without options: a small GPT-2 (4 layers, 128 channels, 4 heads, byte tokens) learns\n"
     TRAIN_DEFAULT_DATA " for 2000 steps (a few minutes on 2 CPU cores), validating\n"
     "on the last tenth of the texts, then writes logs, a loss curve and a checkpoint to\n"

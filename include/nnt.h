@@ -1067,8 +1067,8 @@ typedef enum nnt_model_family {
                                      (or one key/value head per head), q, k, v in one c_attn
                                      in its files, either GELU. New in 0.3.                   */
     NNT_FAMILY_FALCON = 12        /* FalconForCausalLM (Falcon-7B, -40B, -180B, Falcon2-11B):
-                                     LayerNorm blocks with the attention and the exact-GELU
-                                     MLP side by side on one norm or two (parallel_norms) or
+                                     LayerNorm blocks with the attention and the GELU MLP
+                                     side by side on one norm or two (parallel_norms) or
                                      one after the other (serial_blocks), multi-query or
                                      grouped-query attention with q, k, v in one
                                      query_key_value in its files, rotary positions, every
@@ -1095,7 +1095,7 @@ enum {
     NNT_FAMILY_HAS_PARTIAL_ROTARY = 1 << 15, /* rope.partial_rotary_factor below 1           */
     NNT_FAMILY_HAS_MULTIPLIERS = 1 << 16,/* embedding_multiplier, residual_multiplier,
                                             attention_multiplier, logits_scaling (Granite)   */
-    NNT_FAMILY_HAS_SERIAL_BLOCKS = 1 << 17,/* serial_blocks (GPT-NeoX)                       */
+    NNT_FAMILY_HAS_SERIAL_BLOCKS = 1 << 17,/* serial_blocks (GPT-NeoX, Falcon)               */
     NNT_FAMILY_HAS_GELU_CHOICE = 1 << 18,/* mlp_gelu: the MLP's GELU either form           */
     NNT_FAMILY_HAS_PARALLEL_NORMS = 1 << 19 /* parallel_norms (Falcon)                     */
 };
@@ -1186,12 +1186,13 @@ typedef struct nnt_model_config {
                                      sum: x + m attn(n(x)), then + m mlp(n(.))                */
     double attention_multiplier;  /* the scores' scale (in place of 1 / sqrt(hd))            */
     double logits_scaling;        /* the logits divided by it                                */
-    /* GPT-NeoX (families with NNT_FAMILY_HAS_SERIAL_BLOCKS). New in 0.3. */
+    /* GPT-NeoX, Falcon (families with NNT_FAMILY_HAS_SERIAL_BLOCKS). New in 0.3. */
     int serial_blocks;            /* 1: each block's attention and MLP one after the other
-                                     (use_parallel_residual false); 0: the family's
-                                     arrangement (GPT-NeoX: side by side)                   */
+                                     (use_parallel_residual false, Falcon's parallel_attn
+                                     false); 0: the family's arrangement (side by side)     */
     /* The MLP's GELU (families with NNT_FAMILY_HAS_GELU_CHOICE). New in 0.3. */
-    int mlp_gelu;                 /* 0: the family's (GPT-NeoX: exact; Phi, StarCoder2: tanh);
+    int mlp_gelu;                 /* 0: the family's (GPT-NeoX, Falcon: exact; Phi,
+                                     StarCoder2, GPT-BigCode: tanh);
                                      NNT_GELU_TANH, NNT_GELU_ERF                            */
     /* Falcon (families with NNT_FAMILY_HAS_PARALLEL_NORMS; taken from the room below, so the
      * size is 0.3's). New in 0.3. */
