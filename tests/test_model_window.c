@@ -1107,6 +1107,18 @@ START_TEST(test_falcon_config)
     q.head_dim = 0, q.parallel_norms = 1;   /* one norm: as the family's default */
     EXPECT_OK(nnt_model_create(ctx, &q, B, T, NULL, &l));
     nnt_layer_destroy(l);
+    /* a model of one norm a block, said as 1, reads a directory whose config.json says it
+     * as 0; one of two norms does not */
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("falcon", NULL), &q));
+    q.parallel_norms = 1;
+    EXPECT_OK(nnt_model_create_empty(ctx, &q, B, T, NULL, &l));
+    EXPECT_OK(nnt_model_read_hf(l, path_of("falcon", NULL)));
+    nnt_layer_destroy(l);
+    q.parallel_norms = 2;
+    EXPECT_OK(nnt_model_create_empty(ctx, &q, B, T, NULL, &l));
+    EXPECT_FAIL_MSG(nnt_model_read_hf(l, path_of("falcon", NULL)), NNT_E_INVAL,
+                    "two norms a block (parallel_norms 2) 0, the model 1");
+    nnt_layer_destroy(l);
     EXPECT_OK(nnt_model_hf_config(ctx, path_of("mistral", NULL), &q));
     q.parallel_norms = 2;
     EXPECT_FAIL_MSG(nnt_model_create(ctx, &q, 1, 4, NULL, &l), NNT_E_INVAL,
