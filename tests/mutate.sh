@@ -248,7 +248,7 @@ granite_attention_multiplier_ignored|lib/models/transformer.c|s@                
 stablelm_partial_default|lib/models/stablelm.c|s@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 0.25, \&c->rope);@    return nnt_cfg_rope_partial(o, 10000.0, c->max_seq, 1.0, \&c->rope);@|StableLM config.json: no partial_rotary_factor read as 1, not the 0.25 of StableLmConfig
 parallel2_one_norm|lib/layers/composite.c|s@        NNT_TRY(nnt_layer_forward(child(l, LN_2), x, \&h2));@        (void)0;@|parallel block on two norms (GPT-NeoX): the MLP on the first norm, the second unused
 parallel2_norm_grad_dropped|lib/layers/composite.c|s@        NNT_TRY(norm_backward(l, LN_2, \&dm));@        (void)0;@|parallel block on two norms backward: the MLP input gradient not through its norm
-neox_serial_ignored|lib/models/transformer.c|s@    bo.parallel = c->serial_blocks    ? 0@    bo.parallel = 0               ? 0@|GPT-NeoX: use_parallel_residual false (serial_blocks) ignored
+neox_serial_ignored|lib/models/transformer.c|s@    if (c->serial_blocks)$@    if (0)@|GPT-NeoX: use_parallel_residual false (serial_blocks) ignored
 neox_rotary_pct_default|lib/models/gptneox.c|s@rotary_pct", 10000.0, 0.25,@rotary_pct", 10000.0, 1.0,@|GPT-NeoX config.json: no rotary_pct read as 1, not the 0.25 of GPTNeoXConfig
 neox_qkv_not_per_head|lib/models/hf.c|s@    t->groups = shape\[0\];@    t->groups = 1;@|GPT-NeoX files: query_key_value read and written as q, k, v one after the other, not head by head
 neox_peft_b_not_per_head|lib/models/lora.c|s@        b.groups = lo->b\[1\]->shape\[0\];@        b.groups = 0;@|GPT-NeoX PEFT files: the query_key_value B rows as q, k, v one after the other, not head by head
@@ -269,7 +269,7 @@ rows_by_group_equal_parts|lib/models/hf.c|s@        group_at += rows;@        gr
 falcon_two_norms_ignored|lib/models/falcon.c|s@    c->parallel_norms = parallel \&\& norms == 2 ? 2 : 0;@    c->parallel_norms = 0;@|Falcon config.json: the two norms of the new architecture read as one
 falcon_multi_query_ignored|lib/models/falcon.c|s@!mq ? kv : 1;@!mq ? kv : kv;@|Falcon config.json: multi_query (Falcon-7B) read as one key/value head per head
 falcon_serial_ignored|lib/models/falcon.c|s@    c->serial_blocks = !parallel;@    c->serial_blocks = 0;@|Falcon config.json: parallel_attn false read as side by side
-parallel_norms_unused|lib/models/transformer.c|s@                  : c->parallel_norms ? (int)c->parallel_norms@                  : 0 ? (int)c->parallel_norms@|blocks: parallel_norms 2 built on the one norm of the family
+parallel_norms_unused|lib/models/transformer.c|s@    return c->parallel_norms ? (int)c->parallel_norms@    return 0 ? (int)c->parallel_norms@|blocks: parallel_norms 2 built on the one norm of the family
 falcon_new_arch_not_written|lib/models/falcon.c|s@    int new_arch = new_architecture(c);@    int new_arch = 0;@|Falcon config.json written without new_decoder_architecture whatever the heads and norms
 mlp_gelu_ignored|lib/models/transformer.c|s@    if (c->mlp_gelu \&\& (kind == NNT_MLP_GELU@    if (0 \&\& (kind == NNT_MLP_GELU@|the MLP GELU of the family whatever mlp_gelu says (GPT-NeoX-20B gelu_fast run as the exact GELU)
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)

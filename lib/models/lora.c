@@ -442,11 +442,9 @@ static int write_peft(const peft_tensor *t, void *arg)
 {
     peft_save *s = arg;
     int64_t at = 0;
-    for (int i = 0; i < t->nparts; i++) {
-        int64_t n = numel_of(t->part[i]);
-        NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at, (size_t)n * sizeof(float)));
-        at += n;
-    }
+    for (int i = 0; i < t->nparts; at += t->part_n[i], i++)
+        NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at,
+                                        (size_t)t->part_n[i] * sizeof(float)));
     if (t->groups)   /* nnt's q, k, v -> the file's key/value heads one after the other */
         nnt_rows_by_group(s->buf, s->tmp, t->nparts, t->part_n, t->groups, 0);
     s->io = 1;
@@ -716,11 +714,8 @@ static int load_one(const peft_tensor *t, void *arg)
         rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
     if (rc == 0 && t->groups)   /* the file's key/value heads one after the other -> nnt's parts */
         nnt_rows_by_group(tmp, buf, t->nparts, t->part_n, t->groups, 1);
-    for (int i = 0; rc == 0 && i < t->nparts; i++) {
-        int64_t n = numel_of(t->part[i]);
-        rc = nnt_tensor_copy_from_host(t->part[i], buf + at, (size_t)n * sizeof *buf);
-        at += n;
-    }
+    for (int i = 0; rc == 0 && i < t->nparts; at += t->part_n[i], i++)
+        rc = nnt_tensor_copy_from_host(t->part[i], buf + at, (size_t)t->part_n[i] * sizeof *buf);
     free(buf);
     free(tmp);
     return rc;

@@ -104,6 +104,10 @@ void nnt_model_multipliers(const nnt_model_config *c, double m[4]);
 /* The MLP kind of cfg's blocks: its family's, with the GELU form cfg->mlp_gelu chooses
  * (NNT_MLP_GELU or NNT_MLP_GELU_ERF) where it is not 0. */
 int nnt_model_mlp_kind(const nnt_model_config *cfg);
+/* How cfg's blocks arrange the attention and the MLP (nnt_block_options.parallel): 0 one
+ * after the other (serial_blocks), 1 side by side on one norm, 2 on two (parallel_norms,
+ * else the family's). */
+int nnt_model_block_parallel(const nnt_model_config *cfg);
 /* whether some block of cfg has no rotary positions (nope_layers) */
 int nnt_model_nope_any(const nnt_model_config *cfg);
 /* Check cfg as nnt_model_create does and create its model for (B, T) with the caller's

@@ -189,6 +189,14 @@ int nnt_model_mlp_kind(const nnt_model_config *c)
     return kind;
 }
 
+int nnt_model_block_parallel(const nnt_model_config *c)
+{
+    const nnt_family *f = nnt_family_find(c->family);
+    if (c->serial_blocks)
+        return 0;
+    return c->parallel_norms ? (int)c->parallel_norms : f ? f->layout.parallel : 0;
+}
+
 void nnt_model_multipliers(const nnt_model_config *c, double m[4])
 {
     const double set[4] = {c->embedding_multiplier, c->residual_multiplier,
@@ -405,9 +413,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     bo.mlp = &mo;
     bo.norm_plus_one = f->norm_plus_one;
     bo.sandwich_norms = f->sandwich_norms;
-    bo.parallel = c->serial_blocks    ? 0
-                  : c->parallel_norms ? (int)c->parallel_norms
-                                      : f->parallel;
+    bo.parallel = nnt_model_block_parallel(c);
     bo.residual_scale = c->residual_multiplier;
     for (int64_t i = 0; i < c->layers; i++) {
         char name[64];

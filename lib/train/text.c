@@ -161,13 +161,12 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
         add(t, ", soft-caps %g (scores) %g (logits)", c.attn_softcap, c.final_softcap);
     if (has & NNT_FAMILY_HAS_GELU_CHOICE)   /* either GELU */
         add(t, ", %s GELU", nnt_model_mlp_kind(&c) == NNT_MLP_GELU_ERF ? "exact" : "tanh");
-    if (has & NNT_FAMILY_HAS_SERIAL_BLOCKS)   /* GPT-NeoX's and Falcon's arrangements */
-        add(t, ", attention and MLP %s%s", c.serial_blocks ? "one after the other"
-                                                           : "side by side",
-            c.serial_blocks                          ? ""
-            : c.parallel_norms == 2                  ? " on two norms"
-            : has & NNT_FAMILY_HAS_PARALLEL_NORMS ? " on one norm"
-                                                     : "");
+    if (has & NNT_FAMILY_HAS_SERIAL_BLOCKS) {   /* GPT-NeoX's and Falcon's arrangements */
+        int parallel = nnt_model_block_parallel(&c);
+        add(t, ", attention and MLP %s", parallel ? "side by side" : "one after the other");
+        if (parallel && has & NNT_FAMILY_HAS_PARALLEL_NORMS)   /* Falcon's: on how many norms */
+            add(t, " on %s", parallel == 2 ? "two norms" : "one norm");
+    }
     if (has & NNT_FAMILY_HAS_MULTIPLIERS) {   /* Granite's, as applied */
         double m[4];
         nnt_model_multipliers(&c, m);
