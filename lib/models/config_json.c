@@ -776,7 +776,7 @@ void nnt_cfg_put_sizes_eps(nnt_cfg_out *t, const nnt_model_config *c, const char
     nnt_cfg_put_int(t, "intermediate_size", c->hidden);
     nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
     nnt_cfg_put_int(t, "num_attention_heads", c->heads);
-    nnt_cfg_put_int(t, "num_key_value_heads", c->kv_heads ? c->kv_heads : c->heads);
+    nnt_cfg_put_int(t, "num_key_value_heads", nnt_model_kv_heads(c));
     nnt_cfg_put_int(t, "head_dim", c->head_dim ? c->head_dim : c->channels / c->heads);
     nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
     nnt_cfg_put_double(t, eps_key, c->norm_eps);

@@ -136,17 +136,12 @@ static int falcon_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     return nnt_cfg_rope(o, 10000.0, c->max_seq, &c->rope);
 }
 
-static int64_t kv_of(const nnt_model_config *c)
-{
-    return c->kv_heads ? c->kv_heads : c->heads;
-}
-
 /* The layout FalconForCausalLM can hold: the older architecture (one key/value head, or one
  * per head; one norm side by side, or one after the other) or the new one (any key/value
  * heads, side by side on one norm or two). */
 static int new_architecture(const nnt_model_config *c)
 {
-    int64_t kv = kv_of(c);
+    int64_t kv = nnt_model_kv_heads(c);
     return c->parallel_norms == 2 || (kv != 1 && kv != c->heads);
 }
 
@@ -181,14 +176,14 @@ static void falcon_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
     nnt_cfg_put_int(t, "hidden_size", c->channels);
     nnt_cfg_put_int(t, "num_hidden_layers", c->layers);
     nnt_cfg_put_int(t, "num_attention_heads", c->heads);
-    nnt_cfg_put_int(t, "num_kv_heads", kv_of(c));
+    nnt_cfg_put_int(t, "num_kv_heads", nnt_model_kv_heads(c));
     nnt_cfg_put_int(t, "max_position_embeddings", c->max_seq);
     nnt_cfg_put_int(t, "ffn_hidden_size", c->hidden ? c->hidden : 4 * c->channels);
     nnt_cfg_put_double(t, "layer_norm_epsilon", c->norm_eps);
     nnt_cfg_add(t, ",\n  \"activation\": \"%s\"",
                 nnt_model_mlp_kind(c) == NNT_MLP_GELU_ERF ? "gelu" : "gelu_pytorch_tanh");
     nnt_cfg_put_bool(t, "new_decoder_architecture", new_arch);
-    nnt_cfg_put_bool(t, "multi_query", kv_of(c) == 1);
+    nnt_cfg_put_bool(t, "multi_query", nnt_model_kv_heads(c) == 1);
     nnt_cfg_put_bool(t, "parallel_attn", !c->serial_blocks);
     nnt_cfg_put_int(t, "num_ln_in_parallel_attn", c->parallel_norms == 2 ? 2 : 1);
     nnt_cfg_put_bool(t, "bias", c->qkv_bias);

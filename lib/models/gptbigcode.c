@@ -106,7 +106,7 @@ static int bigcode_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
  * q/k norms. */
 static int bigcode_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
 {
-    int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
+    int64_t kv = nnt_model_kv_heads(c);
     if (kv != 1 && kv != c->heads)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a GPT-BigCode model has one key/value head "
                         "(multi_query) or one per head (kv_heads %lld, heads %lld)", fn,
@@ -125,7 +125,7 @@ static int bigcode_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
 /* GPTBigCodeConfig's keys; no token ids (the files' generation_config.json is copied). */
 static void bigcode_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
-    int64_t kv = c->kv_heads ? c->kv_heads : c->heads;
+    int64_t kv = nnt_model_kv_heads(c);
     (void)arch;
     nnt_cfg_put_gpt2_sizes(t, c);
     nnt_cfg_put_int(t, "n_inner", c->hidden ? c->hidden : 4 * c->channels);

@@ -104,6 +104,8 @@ void nnt_model_multipliers(const nnt_model_config *c, double m[4]);
 /* The MLP kind of cfg's blocks: its family's, with the GELU form cfg->mlp_gelu chooses
  * (NNT_MLP_GELU or NNT_MLP_GELU_ERF) where it is not 0. */
 int nnt_model_mlp_kind(const nnt_model_config *cfg);
+/* cfg's key/value heads (kv_heads, 0 meaning the heads) */
+int64_t nnt_model_kv_heads(const nnt_model_config *cfg);
 /* How cfg's blocks arrange the attention and the MLP (nnt_block_options.parallel): 0 one
  * after the other (serial_blocks), 1 side by side on one norm, 2 on two (parallel_norms,
  * else the family's). */

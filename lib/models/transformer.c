@@ -50,7 +50,7 @@ static int64_t hidden_of(const nnt_model_config *c)
     return c->hidden ? c->hidden : 4 * c->channels;
 }
 
-static int64_t kv_heads_of(const nnt_model_config *c)
+int64_t nnt_model_kv_heads(const nnt_model_config *c)
 {
     return c->kv_heads ? c->kv_heads : c->heads;
 }
@@ -73,7 +73,7 @@ static int check_sizes(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: channels=%lld is not a multiple of heads=%lld "
                         "(give head_dim for heads of another size)", fn,
                         (long long)c->channels, (long long)c->heads);
-    if (c->heads % kv_heads_of(c))
+    if (c->heads % nnt_model_kv_heads(c))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: kv_heads=%lld does not divide heads=%lld", fn,
                         (long long)c->kv_heads, (long long)c->heads);
     if (!(c->norm_eps > 0.0) || !isfinite(c->norm_eps))
@@ -378,7 +378,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
                       const nnt_tiling *t, const char *fn)
 {
     nnt_attention_options ao = NNT_ATTENTION_OPTIONS_INIT;
-    ao.kv_heads = kv_heads_of(c);
+    ao.kv_heads = nnt_model_kv_heads(c);
     ao.qkv_bias = c->qkv_bias;
     ao.out_bias = c->out_bias;
     ao.rope = f->rope ? &c->rope : NULL;
@@ -502,7 +502,7 @@ static int tree_create(nnt_ctx *ctx, const nnt_model_config *cfg, const nnt_tili
     model_impl *m = l->impl;
     m->cfg = *cfg;
     m->cfg.size = sizeof m->cfg;
-    m->cfg.kv_heads = kv_heads_of(cfg);
+    m->cfg.kv_heads = nnt_model_kv_heads(cfg);
     m->cfg.hidden = hidden_of(cfg);
     m->cfg.head_dim = head_dim_of(cfg);
     if (!nnt_family_find(cfg->family)->layout.rope) {   /* ignored, so not reported either */
