@@ -1270,7 +1270,9 @@ NNT_API int nnt_model_create(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t 
  * yet), and whatever reads one first (a forward, a save, nnt_tensor_copy_to_host) fails with
  * NNT_E_STATE until it is written. For a base that will be frozen or given adapters, then
  * read (nnt_model_read_hf) or initialised (nnt_layer_init): under NNT_PRECISION_BF16 its
- * frozen matrices are then never held in fp32 as a whole. New in 0.3. */
+ * frozen matrices are then never held in fp32 as a whole. The memory budget counts each
+ * parameter when it is first written or converted (a frozen bf16 matrix at 2 bytes an
+ * element), so NNT_E_NOMEM comes from that write. New in 0.3. */
 NNT_API int nnt_model_create_empty(nnt_ctx *ctx, const nnt_model_config *cfg, int64_t B,
                                    int64_t T, const nnt_tiling *tiling, nnt_layer **out);
 /* The configuration of a layer made by nnt_model_create, nnt_model_load_hf or nnt_gpt_*. */

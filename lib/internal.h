@@ -57,8 +57,10 @@ struct nnt_tensor {
                                      and their bf16 copies): counted like stays, plus the
                                      context's release window                            */
     int deferred;                 /* not counted in the RAM budget yet: a gradient that takes
-                                     no memory until its first backward writes it
-                                     (nnt_ctx_count_deferred)                            */
+                                     no memory until its first backward writes it, or the
+                                     parameter of a model built unwritten (defer_init),
+                                     counted at its first write or when it takes another
+                                     dtype (nnt_tensor_count_first_write, _retype)        */
     unsigned rows;                /* placement hint: bit d set when dimension d is a batch
                                      or sequence dimension of an activation (NNT_DIST_DATA
                                      and _SHARDED place such a tile by those coordinates); 0: a
@@ -375,9 +377,11 @@ int nnt_tensor_create_placed(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int6
 /* A layer's parameter: under NNT_DIST_SHARDED and _DATA each tile goes to the rank with
  * the fewest bytes of parameter tiles so far (ties: the cyclic rank), so that every rank
  * holds about 1/N of the parameters, and of the gradients and moments created beside
- * them, whatever the sizes of a model's single-tile parameters. */
+ * them, whatever the sizes of a model's single-tile parameters. deferred: not counted in
+ * the budget until its first write (nnt_tensor_count_first_write), for a model built
+ * unwritten whose frozen matrices will be held in bf16. */
 int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
-                            nnt_tensor **out);
+                            int deferred, nnt_tensor **out);
 /* Who holds the tiles of a tensor under MPI, for the RAM budget (nnt_tensor_create_beside). */
 enum {
     NNT_HELD_ANYWHERE = 0,   /* any rank may keep a copy of any tile it reads                */
@@ -406,6 +410,11 @@ static inline unsigned nnt_rows_hint(unsigned rows, int ndim)
 int nnt_tensor_check(const nnt_tensor *t, const char *func);
 /* nnt_tensor_check, plus: the tensor has been written (filled, copied into, computed). */
 int nnt_tensor_check_readable(const nnt_tensor *t, const char *func);
+/* Before the first write of a deferred tensor (nnt_tensor.deferred): count its tiles in the
+ * budget, or refuse (NNT_E_NOMEM, naming func) as its creation would have. The host copies,
+ * fills, nnt_tensor_copy/permute and nnt_tensor_convert call it on what they write; layers
+ * call it (count_grads) on the gradients before a backward. 0 at once for another tensor. */
+int nnt_tensor_count_first_write(nnt_tensor *t, const char *func);
 /* Hint that t's tiles will not be used soon (starpu_data_wont_use on each): under a memory
  * budget StarPU evicts them first. Only a hint: results do not change. NULL is accepted. */
 void nnt_tensor_wont_use(nnt_tensor *t);

@@ -229,9 +229,10 @@ int nnt_tensor_create_beside(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int6
 }
 
 int nnt_tensor_create_param(nnt_ctx *ctx, int ndim, const int64_t *shape, const int64_t *tile,
-                            nnt_tensor **out)
+                            int deferred, nnt_tensor **out)
 {
-    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1, NNT_HELD_RELEASED, out);
+    return create(ctx, NNT_FP32, ndim, shape, tile, 0, NULL, 1,
+                  NNT_HELD_RELEASED | (deferred ? NNT_HELD_DEFERRED : 0), out);
 }
 
 /* ---- a parameter's bf16 copy ----------------------------------------------------------- */
@@ -491,10 +492,17 @@ void nnt_tensor_copy_known_ids(const nnt_tensor *src, nnt_tensor *dst)
         keep_values(dst, src->ids_host, n);
 }
 
+int nnt_tensor_count_first_write(nnt_tensor *t, const char *func)
+{
+    return t->deferred ? nnt_ctx_count_deferred(t->ctx, t, func) : NNT_OK;
+}
+
 int nnt_tensor_copy_from_host(nnt_tensor *t, const void *src, size_t bytes)
 {
     const char *fn = "nnt_tensor_copy_from_host";
     int rc = check_host_copy(t, src, bytes, 0, fn);
+    if (rc == 0)
+        rc = nnt_tensor_count_first_write(t, fn);
     if (rc == 0 && (rc = host_copy(t, (char *)(uintptr_t)src, 1, fn)) == 0) {
         t->written = 1;
         note_ids(t, src, (int64_t)(bytes / t->elsize));
@@ -521,6 +529,7 @@ int nnt_tensor_fill(nnt_tensor *t, double value)
     if (t->dtype == NNT_INT32 && !(value >= INT32_MIN && value <= INT32_MAX &&
                                    value == (double)(int32_t)value))
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: %g is not an int32 value", fn, value);
+    NNT_TRY(nnt_tensor_count_first_write(t, fn));
     for (int64_t i = 0; i < t->ntiles && rc == 0; i++)
         rc = nnt_insert_fill(t, t->tiles[i].handle, value);
     if (rc == 0) {
@@ -544,6 +553,7 @@ static int fill_random(nnt_tensor *t, uint64_t seed, int dist, double a, double 
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: low %g > high %g (or NaN)", fn, a, b);
     if (dist == 1 && (!(b >= 0) || a != a))
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: stddev %g must be >= 0 (mean %g)", fn, b, a);
+    NNT_TRY(nnt_tensor_count_first_write(t, fn));
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
     for (int64_t i = 0; i < t->ntiles && rc == 0; i++) {
         nnt_tensor_tile_coord(t, i, coord);
@@ -698,13 +708,16 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
         nnt_tensor_destroy(n);
         return rc;
     }
-    /* t takes n's tiles and n t's: the context's byte counts, made of both, stay right */
+    /* t takes n's tiles and n t's: the context's byte counts, made of both, stay right (a
+     * deferred t's tiles, uncounted, stay uncounted with n; t's new tiles are counted) */
     pthread_mutex_lock(&t->ctx->lock);
     nnt_tensor keep = *t;
     t->dtype = n->dtype, t->elsize = n->elsize, t->tiles = n->tiles;
     t->owned_bytes = n->owned_bytes, t->stays = n->stays, t->released = n->released;
+    t->deferred = n->deferred;
     n->dtype = keep.dtype, n->elsize = keep.elsize, n->tiles = keep.tiles;
     n->owned_bytes = keep.owned_bytes, n->stays = keep.stays, n->released = keep.released;
+    n->deferred = keep.deferred;
     pthread_mutex_unlock(&t->ctx->lock);
     nnt_tensor_set_kind(t, t->kind);   /* the new tiles were n's */
     nnt_tensor_copy_forget(t);   /* whose versions say nothing of the copy */

@@ -273,6 +273,8 @@ parallel_norms_unused|lib/models/transformer.c|s@    return c->parallel_norms ? 
 falcon_new_arch_not_written|lib/models/falcon.c|s@    int new_arch = new_architecture(c);@    int new_arch = 0;@|Falcon config.json written without new_decoder_architecture whatever the heads and norms
 mlp_gelu_ignored|lib/models/transformer.c|s@    if (c->mlp_gelu \&\& (kind == NNT_MLP_GELU@    if (0 \&\& (kind == NNT_MLP_GELU@|the MLP GELU of the family whatever mlp_gelu says (GPT-NeoX-20B gelu_fast run as the exact GELU)
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
+unwritten_values_counted|lib/layers/layer.c|s@tile, l->ctx->defer_init > 0, \&v);@tile, 0, \&v);@|a model built unwritten: its parameters counted in the budget at creation in fp32, not at their first write or conversion to bf16
+retype_count_not_moved|lib/tensor.c|s@    t->deferred = n->deferred;@    t->deferred = keep.deferred;@|nnt_tensor_retype of a parameter not counted yet: its new tiles left uncounted with it
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

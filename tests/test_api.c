@@ -484,6 +484,85 @@ START_TEST(ctx_budget_counts_gradients_when_written)
 }
 END_TEST
 
+/* A model built unwritten (nnt_model_create_empty) counts each parameter in the budget at
+ * its first write or conversion, not at creation: under a 1 MiB budget a model whose fp32
+ * values exceed it is refused by nnt_model_create, and by nnt_layer_init when built empty
+ * and left as it is; given LoRA adapters under bf16 products (its base frozen in bf16) it is
+ * initialised and trains within the budget, as nnt-train's fine-tuning of a preset does. */
+START_TEST(ctx_budget_counts_frozen_base_in_bf16)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.mem_cpu_mib = 1;
+    o.ncuda = 0;
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    /* 3 blocks of C 64, hidden 384: 1.03 MiB of fp32 matrices (0.52 MiB in bf16), tables of
+     * 32 KiB */
+    c.vocab = 128, c.max_seq = 8, c.channels = 64, c.heads = 2, c.kv_heads = 2, c.hidden = 384;
+    c.layers = 3;
+    nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
+    lo.rank = 2, lo.targets = "q_proj,v_proj", lo.seed = 4;
+    for (int way = 0; way < 3; way++) {   /* created; empty, fp32; empty, LoRA in bf16 */
+        nnt_ctx *ctx = NULL;
+        nnt_layer *m = NULL;
+        EXPECT_OK(nnt_ctx_create(&o, &ctx));
+        if (way == 0) {
+            EXPECT_FAIL_MSG(nnt_model_create(ctx, &c, 1, 8, NULL, &m), NNT_E_NOMEM,
+                            "RAM budget");
+            ck_assert_ptr_null(m);
+            EXPECT_OK(nnt_ctx_destroy(ctx));
+            continue;
+        }
+        EXPECT_OK(nnt_ctx_set_precision(ctx, way == 2 ? NNT_PRECISION_BF16
+                                                      : NNT_PRECISION_FP32));
+        EXPECT_OK(nnt_model_create_empty(ctx, &c, 1, 8, NULL, &m));
+        if (way == 1) {
+            EXPECT_FAIL_MSG(nnt_layer_init(m, 3), NNT_E_NOMEM, "nnt_layer_init");
+            ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "RAM budget"));
+            nnt_layer_destroy(m);
+            EXPECT_OK(nnt_ctx_destroy(ctx));
+            continue;
+        }
+        EXPECT_OK(nnt_model_lora_add(m, &lo));
+        EXPECT_OK(nnt_layer_init(m, 3));
+        nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
+        oo.lr = 0.05;
+        nnt_optim *opt = NULL;
+        nnt_tensor *tok = NULL, *tgt = NULL;
+        EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
+        EXPECT_OK(nnt_optim_add_layer(opt, m));
+        int32_t ids[8] = {1, 5, 9, 2, 7, 3, 8, 4}, next[8] = {5, 9, 2, 7, 3, 8, 4, 6};
+        int64_t bt[2] = {1, 8};
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok));
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt));
+        EXPECT_OK(nnt_tensor_copy_from_host(tok, ids, sizeof ids));
+        EXPECT_OK(nnt_tensor_copy_from_host(tgt, next, sizeof next));
+        EXPECT_OK(nnt_layer_set_targets(m, tgt));
+        double loss[4];
+        for (int s = 0; s < 4; s++) {
+            EXPECT_OK(nnt_layer_forward(m, tok, NULL));
+            EXPECT_OK(nnt_layer_loss(m, &loss[s]));
+            EXPECT_OK(nnt_layer_backward(m, NULL, NULL));
+            EXPECT_OK(nnt_optim_step(opt));
+            EXPECT_OK(nnt_layer_clear_grad(m));
+        }
+        ck_assert(isfinite(loss[3]) && loss[3] < loss[0]);
+        /* the bf16 base is counted: 512 KiB more do not fit */
+        int64_t half_mib = 1 << 17;
+        nnt_tensor *more = NULL;
+        EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, &half_mib, NULL, &more),
+                        NNT_E_NOMEM, "RAM budget");
+        printf("ctx_budget_counts_frozen_base_in_bf16: %s\n", nnt_ctx_last_error(ctx));
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        nnt_tensor_destroy(tok);
+        nnt_tensor_destroy(tgt);
+        nnt_optim_destroy(opt);
+        nnt_layer_destroy(m);
+        EXPECT_OK(nnt_ctx_destroy(ctx));
+    }
+}
+END_TEST
+
 START_TEST(ctx_budget_counts_pinned_chunks)
 {
     nnt_tensor *a = NULL, *b = NULL, *c = NULL;
@@ -869,6 +948,7 @@ static Suite *api_suite(void)
     tcase_add_test(ctx, ctx_options_are_applied);
     tcase_add_test(ctx, ctx_budget_refuses_what_cannot_fit);
     tcase_add_test(ctx, ctx_budget_counts_gradients_when_written);
+    tcase_add_test(ctx, ctx_budget_counts_frozen_base_in_bf16);
     tcase_add_test(ctx, ctx_budget_counts_pinned_chunks);
     tcase_add_test(ctx, ctx_host_ram_raises_starpu_main_memory);
     tcase_add_test(ctx, ctx_idle_workers_give_way);

@@ -702,6 +702,15 @@ START_TEST(test_text)
 
     EXPECT_OK(nnt_trainer_text(tr, NNT_TRAINER_TEXT_MEMORY, NULL, 0, text, sizeof text));
     ck_assert_ptr_nonnull(strstr(text, " moved between nodes; "));
+    /* the process's resident peak (getrusage) holds at least the tiles' RAM peak */
+    const char *ram = strstr(text, "RAM peak "), *rss = strstr(text, "; process peak ");
+    ck_assert_msg(ram && rss, "'%s'", text);
+    double ram_v = 0, rss_v = 0;
+    char ram_u[4] = "", rss_u[4] = "";
+    ck_assert_int_eq(sscanf(ram + strlen("RAM peak "), "%lf %3s", &ram_v, ram_u), 2);
+    ck_assert_int_eq(sscanf(rss + strlen("; process peak "), "%lf %3s", &rss_v, rss_u), 2);
+    ram_v *= strcmp(ram_u, "GiB") == 0 ? 1024 : 1, rss_v *= strcmp(rss_u, "GiB") == 0 ? 1024 : 1;
+    ck_assert_msg(rss_v >= ram_v && rss_v > 1.0, "'%s'", text);
     EXPECT_RC(nnt_trainer_text(tr, NNT_TRAINER_TEXT_MODEL, NULL, 0, text, 8), NNT_E_INVAL);
     EXPECT_RC(nnt_trainer_text(tr, NNT_TRAINER_TEXT_REPORT, NULL, 0, text, sizeof text),
               NNT_E_INVAL);

@@ -94,7 +94,9 @@ int nnt_layer_new_param(nnt_layer *l, const char *name, int ndim, const int64_t 
      * allocated, nor counted in the budget, until a backward writes it (a frozen matrix's
      * never is); others start from zeros. */
     int dropped = l->vt->clear_grad == nnt_layer_drop_grads;
-    int rc = nnt_tensor_create_param(l->ctx, ndim, shape, tile, &v);
+    /* a model built unwritten (nnt_model_build_uninit) counts each value at its first write
+     * or conversion: a base frozen in bf16 is counted in bf16, never its fp32 size */
+    int rc = nnt_tensor_create_param(l->ctx, ndim, shape, tile, l->ctx->defer_init > 0, &v);
     if (!rc)
         /* a weight gradient travels through the ranks of its rows under NNT_DIST_DATA;
          * otherwise its tasks (products, sums, the norm's partials, the update) run on
@@ -1022,7 +1024,8 @@ static int init_listed(nnt_layer *layer, const char *fn, uint64_t seed, int base
         nnt_layer_param_rec *p = layer->listed[i];
         if ((base && p->adapter) || (unwritten && p->value->written))
             continue;
-        if ((rc = nnt_tensor_retype(p->value, NNT_FP32)) ||
+        if ((rc = nnt_tensor_count_first_write(p->value, fn)) ||   /* built unwritten */
+            (rc = nnt_tensor_retype(p->value, NNT_FP32)) ||
             (rc = init_param(p, layer->listed_names[i], seed, nblocks)) ||
             (rc = nnt_layer_param_narrow(layer->ctx, p)))
             return rc;

@@ -89,6 +89,7 @@ static int permute_copy(nnt_tensor *src, const int *perm, nnt_tensor *dst, const
         return rc;
     if (src == dst)
         return nnt_fail(src->ctx, NNT_E_INVAL, "%s: source and destination are the same tensor", fn);
+    NNT_TRY(nnt_tensor_count_first_write(dst, fn));
     if (src->dtype != dst->dtype)
         return nnt_fail(src->ctx, NNT_E_SHAPE, "%s: source and destination dtypes differ", fn);
     if (src->ndim != dst->ndim)
@@ -160,6 +161,7 @@ int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst)
     if (src == dst)
         return nnt_fail(src->ctx, NNT_E_INVAL, "%s: source and destination are the same tensor",
                         fn);
+    NNT_TRY(nnt_tensor_count_first_write(dst, fn));
     for (int64_t i = 0; i < src->ntiles && rc == 0; i++)
         rc = nnt_insert_convert(src->ctx, to_bf16, src->tiles[i].handle, dst->tiles[i].handle);
     if (rc == 0)

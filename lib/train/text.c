@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 
 void nnt_text_add(nnt_text *t, const char *fmt, ...)
@@ -334,6 +335,12 @@ NNT_API int nnt_trainer_text(const nnt_trainer *tr, nnt_trainer_text_kind what,
             char packed[32];
             format_bytes(packed, sizeof packed, packs);
             add(&t, ", and %s of packed weights kept for the products", packed);
+        }
+        struct rusage ru;   /* with the libraries, buffers and heap outside the nodes' counts */
+        if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0) {
+            char resident[32];
+            format_bytes(resident, sizeof resident, (int64_t)ru.ru_maxrss * 1024);
+            add(&t, "; process peak %s resident", resident);
         }
         format_bytes(moved, sizeof moved, ms.bytes_moved);
         add(&t, "; %s moved between nodes", moved);
