@@ -234,7 +234,9 @@ void train_preset_list(char *buf, size_t cap, int col)
     buf[0] = '\0';
     for (int i = 0; nnt_model_family_info(i, &f) == 0 && n < cap; i++) {
         char one[512];
-        if (i)
+        if (!f.presets || !*f.presets)   /* (Granite: read from directories only) */
+            continue;
+        if (n)
             n += (size_t)snprintf(buf + n, cap - n, ";"), col++;
         snprintf(one, sizeof one, "%s (%s)", f.presets, f.title);
         for (char *w = strtok(one, " "); w && n < cap; w = strtok(NULL, " ")) {

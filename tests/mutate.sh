@@ -275,6 +275,8 @@ mlp_gelu_ignored|lib/models/transformer.c|s@    if (c->mlp_gelu \&\& (kind == NN
 block_names_gpt2_for_llama_attention|lib/layers/composite.c|s@ (o->attention && o->attention->llama_names);@ (0);@|LayerNorm blocks with the Llama layout (StableLM) named as GPT-2 blocks (ln_1, attn, ln_2)
 unwritten_values_counted|lib/layers/layer.c|s@tile, l->ctx->defer_init > 0, \&v);@tile, 0, \&v);@|a model built unwritten: its parameters counted in the budget at creation in fp32, not at their first write or conversion to bf16
 retype_count_not_moved|lib/tensor.c|s@    t->deferred = n->deferred;@    t->deferred = keep.deferred;@|nnt_tensor_retype of a parameter not counted yet: its new tiles left uncounted with it
+create_values_counted_late|lib/models/transformer.c|s@    int rc = nnt_layer_count_values(\*out, fn);@    int rc = 0;@|nnt_model_create: its values counted one by one as they are initialised, refused midway, not at once
+read_values_counted_late|lib/models/hf.c|s@        rc = nnt_tensor_count_first_write(t->p\[i\].value, ps->fn);@        (void)0;@|nnt_model_read_hf into a model built unwritten: its values counted by the host copy after the file was read, the refusal naming it
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -486,9 +486,10 @@ END_TEST
 
 /* A model built unwritten (nnt_model_create_empty) counts each parameter in the budget at
  * its first write or conversion, not at creation: under a 1 MiB budget a model whose fp32
- * values exceed it is refused by nnt_model_create, and by nnt_layer_init when built empty
- * and left as it is; given LoRA adapters under bf16 products (its base frozen in bf16) it is
- * initialised and trains within the budget, as nnt-train's fine-tuning of a preset does. */
+ * values exceed it is refused by nnt_model_create at once, and when built empty and left in
+ * fp32 by nnt_layer_init and nnt_model_read_hf; given LoRA adapters under bf16 products
+ * (its base frozen in bf16) it is initialised, or read from a directory, and trains within
+ * the budget, as nnt-train's fine-tuning of a preset or of --load-hf does. */
 START_TEST(ctx_budget_counts_frozen_base_in_bf16)
 {
     nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
@@ -502,29 +503,49 @@ START_TEST(ctx_budget_counts_frozen_base_in_bf16)
     c.layers = 3;
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     lo.rank = 2, lo.targets = "q_proj,v_proj", lo.seed = 4;
-    for (int way = 0; way < 3; way++) {   /* created; empty, fp32; empty, LoRA in bf16 */
-        nnt_ctx *ctx = NULL;
-        nnt_layer *m = NULL;
+    /* the directory read: the model of seed 3, saved from a context without a budget */
+    nnt_ctx *ctx = NULL;
+    nnt_layer *m = NULL;
+    o.mem_cpu_mib = 0;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 8, NULL, &m));
+    EXPECT_OK(nnt_layer_init(m, 3));
+    test_make_tmpdir("api-budget");
+    const char *dir = test_tmp_path("hf");
+    EXPECT_OK(nnt_model_save_hf(m, dir));
+    nnt_layer_destroy(m);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    o.mem_cpu_mib = 1;
+    double first[2] = {0, 0};
+    /* created; empty, fp32, initialised; empty, fp32, read; LoRA in bf16, initialised;
+     * LoRA in bf16, read */
+    for (int way = 0; way < 5; way++) {
+        int read = way == 2 || way == 4, lora = way >= 3;
+        m = NULL;
         EXPECT_OK(nnt_ctx_create(&o, &ctx));
-        if (way == 0) {
+        if (way == 0) {   /* refused before any value is written */
             EXPECT_FAIL_MSG(nnt_model_create(ctx, &c, 1, 8, NULL, &m), NNT_E_NOMEM,
-                            "RAM budget");
+                            "nnt_model_create");
+            ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "RAM budget"));
             ck_assert_ptr_null(m);
             EXPECT_OK(nnt_ctx_destroy(ctx));
             continue;
         }
-        EXPECT_OK(nnt_ctx_set_precision(ctx, way == 2 ? NNT_PRECISION_BF16
-                                                      : NNT_PRECISION_FP32));
+        EXPECT_OK(nnt_ctx_set_precision(ctx, lora ? NNT_PRECISION_BF16 : NNT_PRECISION_FP32));
         EXPECT_OK(nnt_model_create_empty(ctx, &c, 1, 8, NULL, &m));
-        if (way == 1) {
-            EXPECT_FAIL_MSG(nnt_layer_init(m, 3), NNT_E_NOMEM, "nnt_layer_init");
+        if (!lora) {
+            EXPECT_FAIL_MSG(read ? nnt_model_read_hf(m, dir) : nnt_layer_init(m, 3),
+                            NNT_E_NOMEM, read ? "nnt_model_read_hf" : "nnt_layer_init");
             ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(ctx), "RAM budget"));
             nnt_layer_destroy(m);
             EXPECT_OK(nnt_ctx_destroy(ctx));
             continue;
         }
         EXPECT_OK(nnt_model_lora_add(m, &lo));
-        EXPECT_OK(nnt_layer_init(m, 3));
+        if (read)
+            EXPECT_OK(nnt_model_read_hf(m, dir));
+        else
+            EXPECT_OK(nnt_layer_init(m, 3));
         nnt_optim_options oo = NNT_OPTIM_OPTIONS_INIT;
         oo.lr = 0.05;
         nnt_optim *opt = NULL;
@@ -547,12 +568,14 @@ START_TEST(ctx_budget_counts_frozen_base_in_bf16)
             EXPECT_OK(nnt_layer_clear_grad(m));
         }
         ck_assert(isfinite(loss[3]) && loss[3] < loss[0]);
+        first[read] = loss[0];
         /* the bf16 base is counted: 512 KiB more do not fit */
         int64_t half_mib = 1 << 17;
         nnt_tensor *more = NULL;
         EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, &half_mib, NULL, &more),
                         NNT_E_NOMEM, "RAM budget");
-        printf("ctx_budget_counts_frozen_base_in_bf16: %s\n", nnt_ctx_last_error(ctx));
+        printf("ctx_budget_counts_frozen_base_in_bf16 (%s): losses %.6f to %.6f; %s\n",
+               read ? "read" : "initialised", loss[0], loss[3], nnt_ctx_last_error(ctx));
         EXPECT_OK(nnt_ctx_wait(ctx));
         nnt_tensor_destroy(tok);
         nnt_tensor_destroy(tgt);
@@ -560,6 +583,11 @@ START_TEST(ctx_budget_counts_frozen_base_in_bf16)
         nnt_layer_destroy(m);
         EXPECT_OK(nnt_ctx_destroy(ctx));
     }
+    /* the same base of seed 3 either way (the adapters start at B = 0): the same first loss
+     * up to the bf16 rounding of the read values, which the products round anyway */
+    ck_assert_msg(first[0] == first[1], "first losses %.9g (initialised) %.9g (read)",
+                  first[0], first[1]);
+    test_remove_tmpdir();
 }
 END_TEST
 

@@ -1037,6 +1037,17 @@ static int init_listed(nnt_layer *layer, const char *fn, uint64_t seed, int base
     return NNT_OK;
 }
 
+int nnt_layer_count_values(nnt_layer *layer, const char *fn)
+{
+    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
+    if (!tree)
+        tree = layer;
+    NNT_TRY(ensure_listing(tree, fn));
+    for (int64_t i = 0; i < tree->nlisted; i++)
+        NNT_TRY(nnt_tensor_count_first_write(tree->listed[i]->value, fn));
+    return NNT_OK;
+}
+
 NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
 {
     return init_listed(layer, "nnt_layer_init", seed, 0, 0);

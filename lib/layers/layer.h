@@ -181,6 +181,10 @@ int nnt_layer_init_adapters(nnt_layer *l, uint64_t seed);
  * nnt_model_build_uninit, after its freezing, so that frozen matrices go to bf16 one at a
  * time instead of the whole model being written in fp32 first. */
 int nnt_layer_init_base(nnt_layer *l, uint64_t seed, int unwritten);
+/* Count in the memory budget, now, every parameter value of l's tree that a build with
+ * deferred initialisation left uncounted (nnt_tensor_count_first_write), or refuse them
+ * (NNT_E_NOMEM naming fn): for a model about to be written whole in fp32. */
+int nnt_layer_count_values(nnt_layer *l, const char *fn);
 /* Forget the activation slot t (a field about to be freed, e.g. an adapter's). */
 void nnt_layer_forget_activation(nnt_layer *l, nnt_tensor **t);
 

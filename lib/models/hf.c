@@ -601,6 +601,8 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
     float *tmp = reorder ? malloc((size_t)total * sizeof(float) + 1) : NULL;
     int rc = buf && (tmp || !reorder) ? NNT_OK : nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory",
                                                           ps->fn);
+    for (int i = 0; i < t->np && rc == 0; i++)   /* a model built unwritten counts them now */
+        rc = nnt_tensor_count_first_write(t->p[i].value, ps->fn);
     if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, (uint64_t)t->offset, (uint64_t)total,
                                      reorder ? tmp : buf, err, sizeof err)))
         rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);

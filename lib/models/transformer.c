@@ -567,7 +567,10 @@ int nnt_model_build_init(nnt_ctx *ctx, const char *fn, const nnt_model_config *c
                          int64_t T, const nnt_tiling *tiling, uint64_t seed, nnt_layer **out)
 {
     NNT_TRY(nnt_model_build_uninit(ctx, fn, cfg, B, T, tiling, out));
-    int rc = nnt_layer_init(*out, seed);
+    /* every value written in fp32: counted (or refused) at once, before any work */
+    int rc = nnt_layer_count_values(*out, fn);
+    if (rc == 0)
+        rc = nnt_layer_init(*out, seed);
     if (rc) {
         nnt_layer_destroy(*out);
         *out = NULL;
