@@ -528,14 +528,25 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->debug_faults = nnt_debug_tasks_faults();
     if (nnt_debug_tasks_on())
         kernels_add(ctx, "; every task checked on CPU workers (NNT_DEBUG_TASKS)");
-    /* Ours or the user's; without one StarPU still limits itself to the memory it found
-     * available at start-up, and spins forever when tiles exceed that: use it too. */
+    /* Ours or the user's; without one StarPU still limits itself to the machine's main
+     * memory, and spins forever when tiles exceed that: use it too. */
     const char *limit = getenv("STARPU_LIMIT_CPU_MEM");
     starpu_ssize_t starpu_total = starpu_memory_get_total(STARPU_MAIN_RAM);
     ctx->ram_budget = limit ? atoll(limit) * 1024 * 1024 : starpu_total > 0 ? starpu_total : 0;
     if (starpu_total > 0 && ctx->ram_budget > starpu_total)
         ctx->ram_budget = starpu_total;   /* StarPU holds to the smaller of the two */
     ctx->ram_budget_default = !limit && ctx->ram_budget > 0;
+    if (ctx->ram_budget_default) {
+        /* The main memory counts what the system and other processes hold, and tiles up to
+         * it had the kernel kill the process instead of a refusal: the budget checks hold
+         * to what was available at start, less a sixteenth for the process's own memory
+         * outside the tiles (libraries, heap, the blocks kept for reuse beyond the budget's
+         * room: lib/ctx_ram.c). StarPU's own limit stays the main memory. */
+        int64_t avail = nnt_host_available_bytes();
+        int64_t room = avail - avail / 16;
+        if (room > 0 && room < ctx->ram_budget)
+            ctx->ram_budget = room;
+    }
     ctx->swap_bytes = opts.swap_dir ? opts.swap_mib * 1024 * 1024 : 0;
     use_ram_hooks(ctx);
     nnt_stats_ctx_start(ctx);

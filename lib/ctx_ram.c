@@ -30,10 +30,13 @@
  *    tiles again every step (several GiB for a 1B model), more than a fixed cap holds, and a
  *    cap too small to hold one step's tiles reuses none of them (each is unmapped before its
  *    size comes again). So the blocks are kept while the blocks handed out and kept together
- *    stay under 9/8 of the most ever handed out at once (the peak; the eighth more because the
- *    scheduler does not free and allocate in the same order every step: with the peak alone
- *    a Llama-3.2-1B LoRA step still mapped 5-8 blocks anew, whose first writers took 25 ms
- *    instead of 1), and at most a quarter of the memory StarPU uses for RAM. Measured on
+ *    stay under the budget and under 9/8 of the most handed out at once (the peak; the
+ *    eighth more because the scheduler does not free and allocate in the same order every
+ *    step: with the peak alone a Llama-3.2-1B LoRA step still mapped 5-8 blocks anew, whose
+ *    first writers took 25 ms instead of 1), and at most a quarter of the memory StarPU uses
+ *    for RAM. A passing peak is forgotten where the library knows one ended (nnt_ram_settle:
+ *    after a model's initialisation, whose frozen matrices are written in fp32 and
+ *    converted to bf16 one by one, blocks of sizes the steps do not ask for). Measured on
  *    Llama-3.2-1B LoRA steps (bench/RESULTS-lora.md, 2026-11-30): no page fault a step
  *    instead of about 42,000, steps 0.98-1.00x, peak RSS 2-7 % lower. Tried and not kept:
  *    advising each kept block MADV_FREE (the kernel could take its pages back under memory
@@ -81,7 +84,10 @@ static struct block *live[NBUCKETS];   /* blocks handed to StarPU, by address   
 static struct block kept[MAX_KEPT];    /* freed blocks, oldest first               */
 static int nkept;
 static size_t kept_bytes, kept_cap;
-static size_t live_bytes, peak_bytes;   /* mapped blocks handed out now, and at most   */
+static size_t ram_limit;                /* in RAM: the budget; blocks kept beyond its room go */
+static size_t live_bytes, peak_bytes;   /* mapped blocks handed out now, and at most
+                                           since the start or the last nnt_ram_settle   */
+static size_t most_bytes;               /* ... at most since the start                   */
 static int in_ram;                      /* no swap: kept under 9/8 of the peak          */
 static unsigned mapped_count;           /* the offsets of new mappings cycle with it    */
 static size_t mapped_min = NNT_RAM_MAPPED_MIN_SWAP;   /* smaller blocks: malloc            */
@@ -174,7 +180,10 @@ static int ram_malloc(unsigned node, void **out, size_t dim, int flags)
     live_bytes += len;
     if (live_bytes > peak_bytes)
         peak_bytes = live_bytes;
-    while (in_ram && nkept > 0 && live_bytes + kept_bytes > peak_bytes + peak_bytes / 8)
+    if (live_bytes > most_bytes)
+        most_bytes = live_bytes;
+    while (in_ram && nkept > 0 && (live_bytes + kept_bytes > ram_limit ||
+                                   live_bytes + kept_bytes > peak_bytes + peak_bytes / 8))
         drop_oldest();
     size_t k = bucket(p);
     b->next = live[k];
@@ -259,7 +268,8 @@ int ctx_ram_install(int64_t budget, int swap, const char **why_not)
     in_ram = !swap;
     mapped_min = swap ? NNT_RAM_MAPPED_MIN_SWAP : NNT_RAM_MAPPED_MIN_RAM;
     kept_cap = cap < (int64_t)mapped_min ? 0 : (size_t)cap;
-    live_bytes = peak_bytes = 0;
+    ram_limit = budget > 0 ? (size_t)budget : SIZE_MAX;
+    live_bytes = peak_bytes = most_bytes = 0;
     long page = sysconf(_SC_PAGESIZE);
     page_size = page > 0 ? (size_t)page : 4096;
     memset(&counts, 0, sizeof counts);
@@ -287,7 +297,7 @@ void ctx_ram_remove(void)
     nnt_log(NNT_LOG_INFO, "RAM of tiles: %lld blocks of %zu KiB+ handed out, %lld newly mapped, "
             "%lld reused; at most %.1f MiB handed out at once", (long long)counts.blocks,
             mapped_min >> 10,
-            (long long)counts.mapped, (long long)counts.reused, (double)peak_bytes / 1048576.0);
+            (long long)counts.mapped, (long long)counts.reused, (double)most_bytes / 1048576.0);
     starpu_malloc_set_hooks(NULL, NULL);   /* (StarPU stopped: its budget went with it) */
     pthread_mutex_lock(&lock);
     while (nkept > 0)
@@ -295,6 +305,17 @@ void ctx_ram_remove(void)
     installed = 0;
     kept_cap = 0;
     in_ram = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+void nnt_ram_settle(void)
+{
+    pthread_mutex_lock(&lock);
+    if (installed && in_ram) {
+        peak_bytes = live_bytes;
+        while (nkept > 0 && kept_bytes > peak_bytes / 8)   /* (the rule of ram_malloc) */
+            drop_oldest();
+    }
     pthread_mutex_unlock(&lock);
 }
 

@@ -125,8 +125,8 @@ static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already
                     "%.0f MiB%s; give a %s", fn,
                     more / mib, already / mib, held_counted(ctx),
                     ctx->swap_bytes > 0 ? "disk swap"
-                    : ctx->ram_budget_default ? "default RAM budget (the memory available "
-                                                "when the context started)"
+                    : ctx->ram_budget_default ? "default RAM budget (15/16 of the memory "
+                                                "available when the context started)"
                                               : "RAM budget",
                     (double)held_limit(ctx) / mib, ceil(need / mib),
                     chunks ? " (with CUDA workers StarPU pins RAM and puts tiles of up to 4 MiB "

@@ -935,10 +935,14 @@ void nnt_layer_next_priority(nnt_ctx *ctx);
 
 /* What the RAM hooks did since they were installed (lib/ctx_ram.c): blocks handed to StarPU
  * from their own mapping, of which mapped afresh and reused from a freed one; the bytes of
- * freed blocks kept now, of blocks handed out now and at most at once. */
+ * freed blocks kept now, of blocks handed out now and at most at once (since the last
+ * nnt_ram_settle). */
 typedef struct {
     int64_t blocks, mapped, reused, kept_bytes, live_bytes, peak_bytes;
 } nnt_ram_stats;
 void nnt_ram_stats_get(nnt_ram_stats *out);
+/* In RAM (no swap): the blocks handed out now become the peak the kept ones are held to (9/8
+ * of it), and those beyond go. After a passing peak whose blocks will not come again. */
+void nnt_ram_settle(void);
 
 #endif /* NNT_INTERNAL_H */

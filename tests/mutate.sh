@@ -277,6 +277,9 @@ unwritten_values_counted|lib/layers/layer.c|s@tile, l->ctx->defer_init > 0, \&v)
 retype_count_not_moved|lib/tensor.c|s@    t->deferred = n->deferred;@    t->deferred = keep.deferred;@|nnt_tensor_retype of a parameter not counted yet: its new tiles left uncounted with it
 create_values_counted_late|lib/models/transformer.c|s@    int rc = nnt_layer_count_values(\*out, fn);@    int rc = 0;@|nnt_model_create: its values counted one by one as they are initialised, refused midway, not at once
 read_values_counted_late|lib/models/hf.c|s@        rc = nnt_tensor_count_first_write(t->p\[i\].value, ps->fn);@        (void)0;@|nnt_model_read_hf into a model built unwritten: its values counted by the host copy after the file was read, the refusal naming it
+init_not_settled|lib/layers/layer.c|s@^    nnt_ram_settle();@    (void)0;@|a frozen bf16 base initialised: the blocks of its fp32 tiles kept for the steps (the peak of the initialisation held to)
+ram_kept_over_budget|lib/ctx_ram.c|s@kept_bytes > ram_limit@kept_bytes > SIZE_MAX@|RAM hooks in RAM: freed blocks kept beyond the room left in the budget (under 9/8 of the peak)
+default_budget_main_memory|lib/ctx.c|s@        if (room > 0 \&\& room < ctx->ram_budget)@        if (0)@|the default RAM budget the whole main memory, not 15/16 of what was available at start
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -663,11 +663,13 @@ START_TEST(ctx_budget_counts_pinned_chunks)
 }
 END_TEST
 
-/* NNT_HOST_RAM_MIB above hwloc's count raises the main memory StarPU counts (the budget
- * nnt_ctx_mem_stats reports) through a topology file of this machine, which is gone, with
- * its variables, once the context started; the workers are the same; below, it lowers
- * nothing; not a number: NNT_E_INVAL naming it. (A virtual machine whose NUMA nodes count
- * less than the kernel gets the same without the variable, from the kernel's figure.) */
+/* NNT_HOST_RAM_MIB above hwloc's count raises the main memory StarPU counts (a budget
+ * above hwloc's figure is held to StarPU's, so the budget nnt_ctx_mem_stats reports shows
+ * it) through a topology file of this machine, which is gone, with its variables, once the
+ * context started; the workers are the same; below, StarPU's is not lowered; not a number:
+ * NNT_E_INVAL naming it. (A virtual machine whose NUMA nodes count less than the kernel gets
+ * the same without the variable, from the kernel's figure.) The default budget is 15/16 of
+ * the memory available at start, at most the variable's figure. */
 static int64_t ram_budget_mib(nnt_ctx *ctx)
 {
     nnt_mem_stats st;
@@ -678,25 +680,40 @@ static int64_t ram_budget_mib(nnt_ctx *ctx)
     return st.node[0].budget_bytes / (1024 * 1024);
 }
 
+/* the RAM budget of a context given mem_cpu_mib (StarPU's main memory when it is above) */
+static int64_t budget_given_mib(int64_t mib, int *ncpus)
+{
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.mem_cpu_mib = mib;
+    nnt_ctx *ctx = NULL;
+    EXPECT_OK(nnt_ctx_create(&o, &ctx));
+    int64_t got = ram_budget_mib(ctx);
+    if (ncpus)
+        EXPECT_OK(nnt_ctx_workers(ctx, ncpus, NULL));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+    return got;
+}
+
 START_TEST(ctx_host_ram_raises_starpu_main_memory)
 {
     unsetenv("NNT_HOST_RAM_MIB");
-    nnt_ctx *ctx = test_ctx();
-    int64_t hwloc_mib = ram_budget_mib(ctx);
     int ncpus = 0, ncpus_raised = 0;
-    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus, NULL));
-    EXPECT_OK(nnt_ctx_destroy(ctx));
+    const int64_t above = (int64_t)1 << 24;   /* 16 TiB: StarPU's figure holds */
+    int64_t hwloc_mib = budget_given_mib(above, &ncpus);
     ck_assert_int_gt(hwloc_mib, 0);
 
     char num[32];
     snprintf(num, sizeof num, "%lld", (long long)(2 * hwloc_mib + 3));
     setenv("NNT_HOST_RAM_MIB", num, 1);
-    ctx = test_ctx();
+    ck_assert_int_eq(budget_given_mib(above, &ncpus_raised), 2 * hwloc_mib + 3);
+    ck_assert_int_eq(ncpus_raised, ncpus);
+    nnt_ctx *ctx = test_ctx();
     ck_assert_ptr_null(getenv("HWLOC_XMLFILE"));
     ck_assert_ptr_null(getenv("HWLOC_THISSYSTEM"));
-    ck_assert_int_eq(ram_budget_mib(ctx), 2 * hwloc_mib + 3);
-    EXPECT_OK(nnt_ctx_workers(ctx, &ncpus_raised, NULL));
-    ck_assert_int_eq(ncpus_raised, ncpus);
+    /* the default budget: what the kernel has available, not the figure raised */
+    int64_t default_mib = ram_budget_mib(ctx);
+    ck_assert_int_gt(default_mib, 0);
+    ck_assert_int_le(default_mib, hwloc_mib);
     nnt_tensor *t = NULL;
     float out[70];
     EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){70}, (int64_t[]){32}, &t));
@@ -706,14 +723,18 @@ START_TEST(ctx_host_ram_raises_starpu_main_memory)
     EXPECT_OK(nnt_tensor_destroy(t));
     EXPECT_OK(nnt_ctx_destroy(ctx));
 
-    /* 1 MiB is below any hwloc count: StarPU keeps hwloc's, which is the default above
-     * except on a machine where the default was itself raised to the kernel's figure (an
-     * H200 VM: hwloc 4699 MiB, kernel 128887 MiB) */
+    /* 1 MiB is below any hwloc count: StarPU keeps hwloc's, which is the figure above
+     * except on a machine where it was itself raised to the kernel's figure (an H200 VM:
+     * hwloc 4699 MiB, kernel 128887 MiB); nnt's default budget follows the variable: 15/16
+     * of 1 MiB */
     setenv("NNT_HOST_RAM_MIB", "1", 1);
-    ctx = test_ctx();
-    int64_t kept_mib = ram_budget_mib(ctx);
+    int64_t kept_mib = budget_given_mib(above, NULL);
     ck_assert_int_gt(kept_mib, 1);
     ck_assert_int_le(kept_mib, hwloc_mib);
+    ctx = test_ctx();
+    ck_assert_int_eq(ram_budget_mib(ctx), 0);
+    EXPECT_FAIL_MSG(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){1 << 18}, NULL, &t),
+                    NNT_E_NOMEM, "15/16 of the memory available");
     EXPECT_OK(nnt_ctx_destroy(ctx));
 
     setenv("NNT_HOST_RAM_MIB", "12GB", 1);

@@ -1034,6 +1034,9 @@ static int init_listed(nnt_layer *layer, const char *fn, uint64_t seed, int base
         if (p->value->dtype == NNT_BF16 && (rc = nnt_tensor_wait_written(p->value)))
             return rc;
     }
+    /* the fp32 tiles of the frozen matrices narrowed above will not come again: their
+     * blocks are not kept for the steps */
+    nnt_ram_settle();
     return NNT_OK;
 }
 

@@ -437,6 +437,8 @@ static int64_t node_budget(const nnt_ctx *ctx, unsigned node)
                  starpu_memory_node_get_devid(node));
         limited = getenv("STARPU_LIMIT_CUDA_MEM") || getenv(var);
     }
+    if (node == STARPU_MAIN_RAM && limited)   /* nnt's checks hold to it (lib/ctx.c) */
+        return ctx->ram_budget;
     return limited && total > 0 ? (int64_t)total : 0;
 }
 
