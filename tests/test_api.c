@@ -414,6 +414,28 @@ static long needed_mib(void)
     return at ? strtol(at + strlen("need at least "), NULL, 10) : -1;
 }
 
+/* The tiny Llama of the budget tests: blocks of C 64 (2 heads), hidden F, V 128, 8 positions. */
+static nnt_model_config budget_model(int64_t layers, int64_t hidden)
+{
+    nnt_model_config c;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
+    c.vocab = 128, c.max_seq = 8, c.channels = 64, c.heads = 2, c.kv_heads = 2;
+    c.hidden = hidden, c.layers = layers;
+    return c;
+}
+
+/* Tokens (1, 8) and their next tokens, set as m's targets. */
+static void budget_tokens(nnt_ctx *ctx, nnt_layer *m, nnt_tensor **tok, nnt_tensor **tgt)
+{
+    int32_t ids[8] = {1, 5, 9, 2, 7, 3, 8, 4}, next[8] = {5, 9, 2, 7, 3, 8, 4, 6};
+    int64_t bt[2] = {1, 8};
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, tok));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, tgt));
+    EXPECT_OK(nnt_tensor_copy_from_host(*tok, ids, sizeof ids));
+    EXPECT_OK(nnt_tensor_copy_from_host(*tgt, next, sizeof next));
+    EXPECT_OK(nnt_layer_set_targets(m, *tgt));
+}
+
 /* A linear map's or attention's gradient counts in the budget from the first backward that
  * writes it, not from the model's creation: under a 1 MiB budget a model whose values and
  * gradients together exceed it is created, trains with its matrices frozen (their gradients
@@ -424,12 +446,10 @@ START_TEST(ctx_budget_counts_gradients_when_written)
     nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
     o.mem_cpu_mib = 1;
     o.ncuda = 0;
-    nnt_model_config c;
-    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
     /* 2 blocks of C 64, hidden 256: 512 KiB of matrices (their gradients as much), a 32 KiB
      * token table; with the rest the model counts about 0.7 MiB before its matrices'
      * gradients (counting them at creation, as before, refused it there) */
-    c.vocab = 128, c.max_seq = 8, c.channels = 64, c.heads = 2, c.kv_heads = 2, c.hidden = 256;
+    nnt_model_config c = budget_model(2, 256);
     for (int frozen = 1; frozen >= 0; frozen--) {
         nnt_ctx *ctx = NULL;
         nnt_layer *m = NULL;
@@ -448,13 +468,7 @@ START_TEST(ctx_budget_counts_gradients_when_written)
             EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
             EXPECT_OK(nnt_optim_add_layer(opt, m));
         }
-        int32_t ids[8] = {1, 5, 9, 2, 7, 3, 8, 4}, next[8] = {5, 9, 2, 7, 3, 8, 4, 6};
-        int64_t bt[2] = {1, 8};
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok));
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt));
-        EXPECT_OK(nnt_tensor_copy_from_host(tok, ids, sizeof ids));
-        EXPECT_OK(nnt_tensor_copy_from_host(tgt, next, sizeof next));
-        EXPECT_OK(nnt_layer_set_targets(m, tgt));
+        budget_tokens(ctx, m, &tok, &tgt);
         double loss[3];
         for (int s = 0; s < (frozen ? 3 : 1); s++) {
             EXPECT_OK(nnt_layer_forward(m, tok, NULL));
@@ -495,12 +509,9 @@ START_TEST(ctx_budget_counts_frozen_base_in_bf16)
     nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
     o.mem_cpu_mib = 1;
     o.ncuda = 0;
-    nnt_model_config c;
-    EXPECT_OK(nnt_model_preset("llama-tiny", &c));
     /* 3 blocks of C 64, hidden 384: 1.03 MiB of fp32 matrices (0.52 MiB in bf16), tables of
      * 32 KiB */
-    c.vocab = 128, c.max_seq = 8, c.channels = 64, c.heads = 2, c.kv_heads = 2, c.hidden = 384;
-    c.layers = 3;
+    nnt_model_config c = budget_model(3, 384);
     nnt_lora_options lo = NNT_LORA_OPTIONS_INIT;
     lo.rank = 2, lo.targets = "q_proj,v_proj", lo.seed = 4;
     /* the directory read: the model of seed 3, saved from a context without a budget */
@@ -552,13 +563,7 @@ START_TEST(ctx_budget_counts_frozen_base_in_bf16)
         nnt_tensor *tok = NULL, *tgt = NULL;
         EXPECT_OK(nnt_optim_create(ctx, &oo, &opt));
         EXPECT_OK(nnt_optim_add_layer(opt, m));
-        int32_t ids[8] = {1, 5, 9, 2, 7, 3, 8, 4}, next[8] = {5, 9, 2, 7, 3, 8, 4, 6};
-        int64_t bt[2] = {1, 8};
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tok));
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, bt, NULL, &tgt));
-        EXPECT_OK(nnt_tensor_copy_from_host(tok, ids, sizeof ids));
-        EXPECT_OK(nnt_tensor_copy_from_host(tgt, next, sizeof next));
-        EXPECT_OK(nnt_layer_set_targets(m, tgt));
+        budget_tokens(ctx, m, &tok, &tgt);
         double loss[4];
         for (int s = 0; s < 4; s++) {
             EXPECT_OK(nnt_layer_forward(m, tok, NULL));
