@@ -177,6 +177,7 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
     if (rc)
         return rc;
     ctx->deferred_tensors += t->deferred;
+    ctx->deferred_bytes += t->deferred ? nnt_tensor_bytes(t) : 0;
     t->prev = NULL;
     t->next = ctx->tensors;
     if (ctx->tensors)
@@ -193,6 +194,7 @@ int nnt_ctx_count_deferred(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
     if (rc)
         return rc;
     ctx->deferred_tensors -= t->deferred;
+    ctx->deferred_bytes -= t->deferred ? nnt_tensor_bytes(t) : 0;
     t->deferred = 0;
     pthread_mutex_unlock(&ctx->lock);
     return NNT_OK;
@@ -206,12 +208,22 @@ int nnt_ctx_has_deferred(nnt_ctx *ctx)
     return some;
 }
 
+int64_t nnt_ctx_ram_room(nnt_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int64_t room = ctx->ram_budget > 0 && ctx->swap_bytes == 0
+                       ? ctx->ram_budget - held_need(ctx) - ctx->deferred_bytes : INT64_MAX;
+    pthread_mutex_unlock(&ctx->lock);
+    return room;
+}
+
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t)
 {
     pthread_mutex_lock(&ctx->lock);
     if (!t->deferred)
         count_tiles(ctx, t, -1);
     ctx->deferred_tensors -= t->deferred;
+    ctx->deferred_bytes -= t->deferred ? nnt_tensor_bytes(t) : 0;
     ctx->owned_bytes -= t->owned_bytes;
     if (t->prev)
         t->prev->next = t->next;
@@ -232,6 +244,7 @@ void ctx_orphan_tensors(nnt_ctx *ctx)
     ctx->tile_bytes = 0;
     ctx->small_bytes = 0;
     ctx->deferred_tensors = 0;
+    ctx->deferred_bytes = 0;
     ctx->stays_bytes = 0;
     ctx->released_bytes = 0;
     ctx->release_window = 0;

@@ -122,6 +122,7 @@ struct nnt_ctx {
                                      StarPU suballocates, rounded (guarded by lock)       */
     int64_t deferred_tensors;     /* live tensors not counted yet (nnt_tensor.deferred;
                                      guarded by lock)                                     */
+    int64_t deferred_bytes;       /* ... and the bytes of their tiles (guarded by lock)   */
     int64_t peak_chunks;          /* with ram_chunked: the most chunks they took so far   */
     int64_t gpu_budget;           /* bytes StarPU may use on the smallest GPU (0: none)   */
     int cuda_tasks_on_cuda;       /* tasks a CUDA worker can run go to the CUDA workers
@@ -309,6 +310,10 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 int nnt_ctx_count_deferred(nnt_ctx *ctx, nnt_tensor *t, const char *fn);
 /* Whether some live tensor is still deferred (then nnt_ctx_count_deferred has work). */
 int nnt_ctx_has_deferred(nnt_ctx *ctx);
+/* The bytes of RAM the budget leaves to what lives outside the tiles (the kept packs of
+ * lib/ops/gemm.c): the budget less the tiles counted and those deferred; INT64_MAX without
+ * a budget or with a swap (tiles beyond RAM go to disk). */
+int64_t nnt_ctx_ram_room(nnt_ctx *ctx);
 void nnt_ctx_remove_tensor(nnt_ctx *ctx, nnt_tensor *t);
 /* Under release_weights: the most bytes of weights (and their bf16 copies) a forward or
  * backward gathers at once, for the budget check (nnt_ctx_add_tensor counts each rank's own

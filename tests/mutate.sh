@@ -209,7 +209,7 @@ sft_prompt_no_generation|lib/data/sft.c|s@NNT_TRY(puts0(s, generation_prompt(s->
 sft_qwen3_prompt_think|lib/data/sft.c|s@    if (s->prompt) {   /\* before the last user message@    if (0) {   /* before the last user message@|Qwen3 prompts: earlier assistant turns with their think blocks (the training form)
 generate_messages_as_text|examples/nnt_generate.c|s@        memcpy(rec, o->prompt, k = o->prompt_len);@        chat_record(o, rec, \&k);@|nnt-generate --messages: the file rendered as the text of one user message
 small_tasks_never_said|lib/train/trainer.c|s@ mean_us >= SMALL_TASK_US)@ mean_us >= 0)@|trainer: a step of a million one-microsecond tasks not warned of
-kept_cap_ignored|lib/ops/gemm.c|s@    int fits = kept_in_use + bytes <= kept_cap;@    int fits = kept_in_use <= kept_cap;@|kept packs: a B tile packed and kept past the cap (the cap checked without its bytes)
+kept_cap_ignored|lib/ops/gemm.c|s@    int fits = kept_in_use + bytes <= kept_cap \&\&@    int fits = kept_in_use <= kept_cap \&\&@|kept packs: a B tile packed and kept past the cap (the cap checked without its bytes)
 json_records_as_text|lib/data/data.c|s@    int records = nnt_json_end(\&j) == 0 \&\& root.type == JV_OBJ;@    int records = 0;@|nnt_data_open: a file of JSON records read as text without a word
 no_targets_unsaid|lib/train/trainer.c|s@    if (tr->masked \&\& divisor == 0 \&\& !tr->no_targets_said \&\& tr->rank == 0) {@    if (0) {@|trainer: a step whose rows count no target trained without a word
 eos_ids_ignored|lib/models/generate.c|s@    for (int64_t k = 0; k < s->n_eos_ids; k++)@    for (int64_t k = 0; k < 0; k++)@|generation: the eos_ids list never stops it
@@ -280,6 +280,7 @@ read_values_counted_late|lib/models/hf.c|s@        rc = nnt_tensor_count_first_w
 init_not_settled|lib/layers/layer.c|s@^    nnt_ram_settle();@    (void)0;@|a frozen bf16 base initialised: the blocks of its fp32 tiles kept for the steps (the peak of the initialisation held to)
 ram_kept_over_budget|lib/ctx_ram.c|s@kept_bytes > ram_limit@kept_bytes > SIZE_MAX@|RAM hooks in RAM: freed blocks kept beyond the room left in the budget (under 9/8 of the peak)
 default_budget_main_memory|lib/ctx.c|s@        if (room > 0 \&\& room < ctx->ram_budget)@        if (0)@|the default RAM budget the whole main memory, not 15/16 of what was available at start
+packs_outside_room|lib/ops/gemm.c|s@ \&\& kept_in_use + bytes <= room;@;@|kept packs made beyond the room the RAM budget leaves beside the tiles
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -1387,6 +1387,67 @@ static void capped_run(const char *cap, float **out, unsigned long *packs, int64
     EXPECT_OK(nnt_ctx_destroy(ctx));
 }
 
+/* The kept packs take only the room the RAM budget leaves beside the tiles (they live
+ * outside StarPU's counts): NNT_HOST_RAM_MIB=64 gives a default budget of 60 MiB and a cap
+ * of 8 MiB; with 54 MiB more of tiles beside the product's 3.3, about 2.7 MiB are left and
+ * two of W's three tiles are kept packed, the third read as stored; without them all three.
+ * The products' bits are the same either way. */
+static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, int64_t *now)
+{
+    setenv("NNT_HOST_RAM_MIB", "64", 1);
+    nnt_ctx *ctx = ctx_with("onednn");
+    unsetenv("NNT_HOST_RAM_MIB");
+    nnt_tensor *a = NULL, *w = NULL, *c = NULL, *filler = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 256}, (int64_t[]){8, 256},
+                                &a));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3072, 256},
+                                (int64_t[]){1024, 256}, &w));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 3072}, (int64_t[]){8, 1024},
+                                &c));
+    if (filler_mib) {
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){filler_mib << 18},
+                                    (int64_t[]){1 << 18}, &filler));
+        EXPECT_OK(nnt_tensor_fill(filler, 0.0));
+    }
+    EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
+    EXPECT_OK(nnt_tensor_fill_normal(w, 2, 0.0, 1.0));
+    unsigned long p0, q, r;
+    nnt_cpu_dnnl_pack_counts(&p0, &q, &r);
+    for (int k = 0; k < 2; k++) {
+        free(*out);
+        *out = kept_product(ctx, a, w, c);
+        EXPECT_OK(nnt_ctx_wait(ctx));
+    }
+    nnt_cpu_dnnl_pack_counts(packs, &q, &r);
+    *packs -= p0;
+    nnt_gemm_kept_bytes(now, NULL);
+    nnt_tensor_destroy(filler);
+    EXPECT_OK(nnt_tensor_destroy(a));
+    EXPECT_OK(nnt_tensor_destroy(w));
+    EXPECT_OK(nnt_tensor_destroy(c));
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
+START_TEST(test_kept_in_budget_room)
+{
+    nnt_cpu_dnnl_reorder_plain(1);
+    float *out[2] = {NULL, NULL};
+    unsigned long packs[2];
+    int64_t now[2];
+    roomed_run(54, &out[0], &packs[0], &now[0]);
+    roomed_run(0, &out[1], &packs[1], &now[1]);
+    nnt_cpu_dnnl_reorder_plain(0);
+    printf("test_gemm_backends kept packs in the budget's room: %lu tiles packed, %lld bytes "
+           "kept (54 MiB of tiles beside); %lu, %lld (none)\n", packs[0], (long long)now[0],
+           packs[1], (long long)now[1]);
+    ck_assert_msg(packs[0] == 2 && packs[1] == 3, "tiles packed: %lu with little room, %lu "
+                  "with room", packs[0], packs[1]);
+    ck_assert(now[0] <= (int64_t)27 << 17);   /* within the 2.7 MiB left */
+    ck_assert_msg(memcmp(out[0], out[1], 24 * 3072 * sizeof(float)) == 0, "other bits");
+    free(out[0]), free(out[1]);
+}
+END_TEST
+
 START_TEST(test_model_kept_cap)
 {
     nnt_cpu_dnnl_reorder_plain(1);
@@ -1514,6 +1575,7 @@ static Suite *backends_suite(void)
     tcase_add_test(api, test_model_ksum);
     tcase_add_loop_test(api, test_model_kept, 0, 2);
     tcase_add_test(api, test_model_kept_cap);
+    tcase_add_test(api, test_kept_in_budget_room);
     tcase_add_test(api, test_recompute_releases_packs);
     tcase_add_test(api, test_kept_after_retype);
     suite_add_tcase(s, api);

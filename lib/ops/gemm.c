@@ -514,11 +514,14 @@ void nnt_gemm_kept_start(nnt_ctx *ctx)
     pthread_mutex_unlock(&kept_pool_lock);
 }
 
-/* Whether bytes more kept packs in use stay within the cap */
-static int kept_fits(int64_t bytes)
+/* Whether bytes more kept packs in use stay within the cap and in the room the RAM budget
+ * leaves beside the tiles (a cache outside StarPU's counts: with it, tiles at the budget
+ * would take the process past it) */
+static int kept_fits(nnt_ctx *ctx, int64_t bytes)
 {
+    int64_t room = nnt_ctx_ram_room(ctx);
     pthread_mutex_lock(&kept_pool_lock);
-    int fits = kept_in_use + bytes <= kept_cap;
+    int fits = kept_in_use + bytes <= kept_cap && kept_in_use + bytes <= room;
     pthread_mutex_unlock(&kept_pool_lock);
     return fits;
 }
@@ -714,7 +717,7 @@ static int packed_b_kept(nnt_trans trans_b, const nnt_tensor *a, nnt_tensor *b,
         if (kl->handle[i] && kl->packed_at[i] == version)
             continue;   /* packed from the tile as it is */
         if (!kl->handle[i]) {
-            if (!kept_fits((int64_t)bytes) || !(kl->memory[i] = kept_alloc(bytes)))
+            if (!kept_fits(c->ctx, (int64_t)bytes) || !(kl->memory[i] = kept_alloc(bytes)))
                 continue;   /* over the cap, or no memory: this tile as stored */
             kept_count((int64_t)bytes);
             starpu_vector_data_register(&kl->handle[i], STARPU_MAIN_RAM,
