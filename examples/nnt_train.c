@@ -52,8 +52,8 @@ typedef struct trainer {
 static void memory_hint(int rc)
 {
     if (rc == NNT_E_NOMEM)
-        fprintf(stderr, "nnt-train: more room: --mem-cpu MiB (the RAM budget; default: 15/16 of the "
-                "RAM available at start) or a disk swap (--swap-dir DIR --swap-size MiB); less "
+        fprintf(stderr, "nnt-train: more room: --mem-cpu MiB (the RAM budget; default: 15/16 of "
+                "the RAM available at start) or a disk swap (--swap-dir DIR --swap-size MiB); less "
                 "needed: a smaller --batch or --seq, --recompute\n");
 }
 

@@ -154,7 +154,8 @@ static const cli_option table[] = {
     OPT_INT("gpus", gpus, -1, 1024, "-1", 0, "N", "workers (default -1: all)"),
     OPT_STR("sched", sched, NULL, 0, "NAME", "StarPU scheduler"),
     OPT_INT("mem-gpu", mem_gpu, 0, BIG, NULL, 0, "MiB", NULL),
-    OPT_INT("mem-cpu", mem_cpu, 0, BIG, NULL, 0, "MiB", "budgets (0: GPU less a reserve, RAM 15/16 of available)"),
+    OPT_INT("mem-cpu", mem_cpu, 0, BIG, NULL, 0, "MiB",
+            "budgets (0: GPU less a reserve, RAM 15/16 of available)"),
     OPT_STR("swap-dir", swap_dir, NULL, 0, "DIR", NULL),
     OPT_INT("swap-size", swap_size, 0, BIG, NULL, 0, "MiB", "disk swap for tiles that do not fit"),
     OPT_CHOICE("distribute", distribute, distributions, NULL, 0, "D", "sharded|data|root: one "

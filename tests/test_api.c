@@ -436,6 +436,18 @@ static void budget_tokens(nnt_ctx *ctx, nnt_layer *m, nnt_tensor **tok, nnt_tens
     EXPECT_OK(nnt_layer_set_targets(m, *tgt));
 }
 
+/* The end of a budget test's context: its tasks, tensors, optimizer and model gone. */
+static void budget_teardown(nnt_ctx *ctx, nnt_tensor *tok, nnt_tensor *tgt, nnt_optim *opt,
+                            nnt_layer *m)
+{
+    EXPECT_OK(nnt_ctx_wait(ctx));
+    nnt_tensor_destroy(tok);
+    nnt_tensor_destroy(tgt);
+    nnt_optim_destroy(opt);
+    nnt_layer_destroy(m);
+    EXPECT_OK(nnt_ctx_destroy(ctx));
+}
+
 /* A linear map's or attention's gradient counts in the budget from the first backward that
  * writes it, not from the model's creation: under a 1 MiB budget a model whose values and
  * gradients together exceed it is created, trains with its matrices frozen (their gradients
@@ -488,12 +500,7 @@ START_TEST(ctx_budget_counts_gradients_when_written)
         }
         if (frozen)
             ck_assert(isfinite(loss[2]) && loss[2] < loss[0]);
-        EXPECT_OK(nnt_ctx_wait(ctx));
-        nnt_tensor_destroy(tok);
-        nnt_tensor_destroy(tgt);
-        nnt_optim_destroy(opt);
-        nnt_layer_destroy(m);
-        EXPECT_OK(nnt_ctx_destroy(ctx));
+        budget_teardown(ctx, tok, tgt, opt, m);
     }
 }
 END_TEST
@@ -581,12 +588,7 @@ START_TEST(ctx_budget_counts_frozen_base_in_bf16)
                         NNT_E_NOMEM, "RAM budget");
         printf("ctx_budget_counts_frozen_base_in_bf16 (%s): losses %.6f to %.6f; %s\n",
                read ? "read" : "initialised", loss[0], loss[3], nnt_ctx_last_error(ctx));
-        EXPECT_OK(nnt_ctx_wait(ctx));
-        nnt_tensor_destroy(tok);
-        nnt_tensor_destroy(tgt);
-        nnt_optim_destroy(opt);
-        nnt_layer_destroy(m);
-        EXPECT_OK(nnt_ctx_destroy(ctx));
+        budget_teardown(ctx, tok, tgt, opt, m);
     }
     /* the same base of seed 3 either way (the adapters start at B = 0): the same first loss
      * up to the bf16 rounding of the read values, which the products round anyway */

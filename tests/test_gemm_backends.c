@@ -1337,6 +1337,18 @@ START_TEST(test_model_kept)
 }
 END_TEST
 
+/* A (24, 256) in 3 row tiles, W (3072, 256) in 3 tiles of 1 MiB and C = A W^T (24, 3072):
+ * every tile of W read by 3 row tiles of A, so packed and kept where room allows. */
+static void capped_operands(nnt_ctx *ctx, nnt_tensor **a, nnt_tensor **w, nnt_tensor **c)
+{
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 256}, (int64_t[]){8, 256},
+                                a));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3072, 256},
+                                (int64_t[]){1024, 256}, w));
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 3072}, (int64_t[]){8, 1024},
+                                c));
+}
+
 /* The kept packs' cap (NNT_GEMM_PACK_KEEP_MIB): W (3072, 256) in 3 tiles of 1 MiB read by 3
  * row tiles of A; with a cap of 2 MiB two tiles are kept packed and the third read as stored
  * (packed again for no product), with 0 none, without a cap all three; the packs in use
@@ -1359,12 +1371,7 @@ static void capped_run(const char *cap, float **out, unsigned long *packs, int64
                              "stored)" : "iB, an eighth of the RAM available at start; "
                              "beyond, read as stored)") != NULL, "%s", desc);
     nnt_tensor *a = NULL, *w = NULL, *c = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 256}, (int64_t[]){8, 256},
-                                &a));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3072, 256},
-                                (int64_t[]){1024, 256}, &w));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 3072}, (int64_t[]){8, 1024},
-                                &c));
+    capped_operands(ctx, &a, &w, &c);
     EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
     EXPECT_OK(nnt_tensor_fill_normal(w, 2, 0.0, 1.0));
     unsigned long p0, q, r;
@@ -1398,12 +1405,7 @@ static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, in
     nnt_ctx *ctx = ctx_with("onednn");
     unsetenv("NNT_HOST_RAM_MIB");
     nnt_tensor *a = NULL, *w = NULL, *c = NULL, *filler = NULL;
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 256}, (int64_t[]){8, 256},
-                                &a));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){3072, 256},
-                                (int64_t[]){1024, 256}, &w));
-    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 2, (int64_t[]){24, 3072}, (int64_t[]){8, 1024},
-                                &c));
+    capped_operands(ctx, &a, &w, &c);
     if (filler_mib) {
         EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){filler_mib << 18},
                                     (int64_t[]){1 << 18}, &filler));

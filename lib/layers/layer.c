@@ -901,6 +901,14 @@ static void free_names(char **names, int64_t n)
     free(names);
 }
 
+/* The tree of layer, whose records say what freezing and adapters did (a GPT layer's own
+ * records of the same tensors do not). */
+static nnt_layer *records_tree(nnt_layer *layer)
+{
+    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
+    return tree ? tree : layer;
+}
+
 /* *files: the file names of tree's listed parameters (layer's file_names: a layer that
  * registers another tree's parameters registers them in the tree's order), or NULL where
  * layer has none. */
@@ -930,7 +938,7 @@ NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, 
     /* 0 unfreezes; NNT_FREEZE_KEEP_FP32 freezes keeping fp32 values; any other value (1
      * as 0.3 documented it) is NNT_FREEZE */
     int mode = freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 ? freeze : NNT_FREEZE;
-    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
+    nnt_layer *tree = records_tree(layer);
     NNT_TRY(ensure_listing(tree, fn));
     char **files = NULL;
     NNT_TRY(file_names_of(layer, tree, fn, &files));
@@ -1042,9 +1050,7 @@ static int init_listed(nnt_layer *layer, const char *fn, uint64_t seed, int base
 
 int nnt_layer_count_values(nnt_layer *layer, const char *fn)
 {
-    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
-    if (!tree)
-        tree = layer;
+    nnt_layer *tree = records_tree(layer);
     NNT_TRY(ensure_listing(tree, fn));
     for (int64_t i = 0; i < tree->nlisted; i++)
         NNT_TRY(nnt_tensor_count_first_write(tree->listed[i]->value, fn));
@@ -1058,10 +1064,7 @@ NNT_API int nnt_layer_init(nnt_layer *layer, uint64_t seed)
 
 int nnt_layer_init_base(nnt_layer *layer, uint64_t seed, int unwritten)
 {
-    /* the tree, whose records say what freezing and adapters did (a GPT layer's own
-     * records of the same tensors do not) */
-    nnt_layer *tree = layer->vt->inner ? layer->vt->inner(layer) : layer;
-    return init_listed(tree ? tree : layer, "nnt_layer_init", seed, 1, unwritten);
+    return init_listed(records_tree(layer), "nnt_layer_init", seed, 1, unwritten);
 }
 
 /* ---- destruction ---------------------------------------------------------------------------- */

@@ -421,9 +421,12 @@ static void node_name(unsigned node, char *name, size_t size)
 }
 
 /* The limit nnt or the user gave StarPU for node, 0 when none (then StarPU's total is the
- * size of the RAM or GPU memory, which is not a budget). */
+ * size of the RAM or GPU memory, which is not a budget); for the main RAM the budget nnt's
+ * checks hold to (lib/ctx.c). */
 static int64_t node_budget(const nnt_ctx *ctx, unsigned node)
 {
+    if (node == STARPU_MAIN_RAM)
+        return ctx->ram_budget;
     enum starpu_node_kind kind = starpu_node_get_kind(node);
     starpu_ssize_t total = starpu_memory_get_total(node);
     int limited = 0;
@@ -437,8 +440,6 @@ static int64_t node_budget(const nnt_ctx *ctx, unsigned node)
                  starpu_memory_node_get_devid(node));
         limited = getenv("STARPU_LIMIT_CUDA_MEM") || getenv(var);
     }
-    if (node == STARPU_MAIN_RAM && limited)   /* nnt's checks hold to it (lib/ctx.c) */
-        return ctx->ram_budget;
     return limited && total > 0 ? (int64_t)total : 0;
 }
 
