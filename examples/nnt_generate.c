@@ -41,7 +41,8 @@ static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 static const char *const chat_templates[] = {"auto", "chatml", "llama3", "qwen2.5", "qwen3",
                                              "llama3.1", "llama3.2", "gemma", "gemma2",
-                                             "gemma3", "phi3", "phi3.5", NULL};
+                                             "gemma3", "phi3", "phi3.5", "qwen3-2507",
+                                             "deepseek-r1", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -64,7 +65,7 @@ static const cli_option table[] = {
             "(implies --chat; -: standard input)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "with --chat: auto (the tokenizer_config.json's),\nchatml, llama3, qwen2.5, "
-               "qwen3, llama3.1,\nllama3.2, gemma, gemma2, gemma3, phi3 or phi3.5"),
+               "qwen3, llama3.1,\nllama3.2, gemma, gemma2, gemma3, phi3, phi3.5,\nqwen3-2507 or deepseek-r1"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "with --chat: the "
             "tokenizer_config.json (default:\nthe --load-hf directory's, or the one beside\n"
             "--tokenizer-json)"),

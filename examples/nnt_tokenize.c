@@ -55,7 +55,8 @@ static const char *const token_bits[] = {"16", "32", NULL};
 static const char *const too_long[] = {"refuse", "cut", NULL};
 static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", "qwen2.5",
                                              "qwen3", "llama3.1", "llama3.2", "gemma",
-                                             "gemma2", "gemma3", "phi3", "phi3.5", NULL};
+                                             "gemma2", "gemma3", "phi3", "phi3.5",
+                                             "qwen3-2507", "deepseek-r1", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -91,7 +92,7 @@ static const cli_option table[] = {
                "an example longer than T (default refuse)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|"
-               "phi3|phi3.5\nfor \"messages\" (default auto: the\ntokenizer_config.json's, "
+               "phi3|phi3.5|\nqwen3-2507|deepseek-r1 for \"messages\" (default\nauto: the tokenizer_config.json's, "
                "when nnt knows it)"),
     OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\" (\"26 Jul "
             "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2)"),

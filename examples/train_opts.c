@@ -64,7 +64,9 @@ static const cli_option table[] = {
     OPT_GROUP("Data:"),
     OPT_STR("data", run.data, NULL, RES | DATA, "FILE|DIR|PAT", "training tokens "
             "(default " TRAIN_DEFAULT_DATA "); a quoted\npattern names several files, e.g. "
-            "'fineweb_train_*.bin'"),
+            "'fineweb_train_*.bin';\nFILE.jsonl: prompt/answer records (TRL's forms),\n"
+            "rendered with the model's chat template, the\nloss on the answers "
+            "(man nnt-tokenize)"),
     OPT_CHOICE("data-format", run.data_format, data_formats, "auto", RES | DATA, "F",
                "auto|text|llmc|nanogpt (default auto)"),
     OPT_CHOICE("tokenizer", run.tokenizer, tokenizers, NULL, RES | TOK, "T",

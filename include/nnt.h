@@ -1659,7 +1659,13 @@ typedef enum nnt_chat_template {
     NNT_CHAT_GEMMA3 = 9,          /* Gemma's, a first system message's content and \n\n
                                      before the first user message's (Gemma 3)               */
     NNT_CHAT_PHI3 = 10,           /* <|ROLE|>\n CONTENT<|end|>\n, then eos_token (Phi-3)    */
-    NNT_CHAT_PHI3_5 = 11          /* Phi-3's without empty system messages (Phi-3.5)         */
+    NNT_CHAT_PHI3_5 = 11,         /* Phi-3's without empty system messages (Phi-3.5)         */
+    NNT_CHAT_QWEN3_2507 = 12,     /* ChatML without a default system message, contents as
+                                     they are (Qwen3-*-Instruct-2507)                         */
+    NNT_CHAT_DEEPSEEK_R1 = 13     /* bos, the last system message's content, then <|User|>
+                                     CONTENT and <|Assistant|>CONTENT<|end of sentence|>
+                                     (the bars U+FF5C, the spaces U+2581: DeepSeek-R1-Distill,
+                                     Qwen and Llama)                                          */
 } nnt_chat_template;
 
 typedef struct nnt_sft_options {
@@ -1687,7 +1693,8 @@ NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
  * choice), when it is one token; else 0. Padding never counts in the loss. */
 NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
 /* "chatml", "llama3", "qwen2.5", "qwen3", "llama3.1", "llama3.2", "gemma" (or "gemma2"),
- * "gemma3", "phi3", "phi3.5" or "none"; another name is NNT_E_UNSUPPORTED naming it. */
+ * "gemma3", "phi3", "phi3.5", "qwen3-2507", "deepseek-r1" or "none"; another name is
+ * NNT_E_UNSUPPORTED naming it. */
 NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
 /* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n
  * entries, valid until the next call. A malformed record, a kind it cannot be (keys), an

@@ -36,11 +36,19 @@ Gemma's (and Gemma 3's) alternating turns; gemma3_records.jsonl: Gemma 3's first
 message; gemma3_parts_records.jsonl: Gemma 3's contents as lists of text parts;
 phi3_records.jsonl: for phi3 and phi3_5 (Phi-3's and Phi-3.5's templates, phi3.jinja and
 phi3_5.jinja: <|ROLE|>, <|end|>, eos_token at the end), an empty system message and a
-conversation ending with a user message. NAME.prompts: each
+conversation ending with a user message; qwen3_2507 (Qwen3-*-Instruct-2507's,
+qwen3_instruct_2507.jinja: ChatML, no default system message, no think handling) on the chat
+records; deepseek_r1 (DeepSeek-R1-Distill's, deepseek_r1_distill.jinja: bos, the last system
+message's content, <|User|>/<|Assistant|> with fullwidth bars; a bos post-processor, <think>
+added tokens) on the chat records and r1_records.jsonl (two system messages, reasoning in two
+assistant turns: TRL's training template keeps it, the published one drops it from earlier
+turns of a prompt). NAME.prompts: each
 conversation up to its last user message through apply_chat_template with
 add_generation_prompt=True (the published template; nnt_sft_encode_prompt). NAME.expected as above,
-SFTTrainer with assistant_only_loss: Qwen2.5 and Qwen3 through TRL's own training templates
-(qwen2_5_training.jinja, qwen3_training.jinja, which TRL swaps in by identity), Llama 3.1 and
+SFTTrainer with assistant_only_loss: Qwen2.5, Qwen3, Qwen3-Instruct-2507 and DeepSeek-R1
+through TRL's own training templates (qwen2_5_training.jinja, qwen3_training.jinja,
+qwen3_instruct_2507_training.jinja, deepseek_r1_distill_training.jinja, which TRL swaps in by
+identity), Llama 3.1 and
 3.2 through a training variant made here (TRL 1.16 has none for them and refuses
 assistant_only_loss): the original with llama3_training.jinja's markers (the trimmed content
 and <|eot_id|> of an assistant turn), checked to render the original's ids. Qwen3's training
@@ -207,6 +215,18 @@ PHI3_RECORDS = [
                   {"role": "assistant", "content": " Hello! "},
                   {"role": "user", "content": "Bye"}]},
 ]
+# DeepSeek-R1-Distill's template: the last system message's content right after bos, no
+# other system text; an earlier assistant turn's reasoning dropped in a prompt (the published
+# template keeps what follows the last </think>), kept whole in training (TRL's
+# deepseek_r1_distill_training.jinja)
+R1_RECORDS = [
+    {"messages": [{"role": "system", "content": "First."},
+                  {"role": "user", "content": "Sum?"},
+                  {"role": "assistant", "content": "<think>\nadd them\n</think>\n\nThree."},
+                  {"role": "system", "content": " Be brief.\n"},
+                  {"role": "user", "content": "More?"},
+                  {"role": "assistant", "content": "a</think>b</think> Four."}]},
+]
 LLAMA32_DATE = "03 Feb 2025"
 
 
@@ -238,6 +258,10 @@ LLAMA31_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>"
 GEMMA_SPECIAL = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
 PHI3_SPECIAL = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 PHI3_CONFIG = {"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "bos_token": None}
+# DeepSeek-R1-Distill-Qwen's: bos put first by the post-processor, <think> and </think> added
+# tokens (not special), eos also its pad
+R1_BOS, R1_EOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"
+R1_SPECIAL = [R1_BOS, R1_EOS, "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"]
 GEMMA_CONFIG = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}
 NEW_TOKENIZERS = {
     "qwen2_5": dict(special=QWEN_SPECIAL, bos=None, template="qwen2_5", training=None,
@@ -264,10 +288,21 @@ NEW_TOKENIZERS = {
                  config=PHI3_CONFIG, records=["chat_records", "phi3_records"]),
     "phi3_5": dict(special=PHI3_SPECIAL, bos=None, template="phi3_5", training=None,
                    config=PHI3_CONFIG, records=["chat_records", "phi3_records"]),
+    # new in 0.3: Qwen3-*-Instruct-2507's (ChatML without <think> handling), DeepSeek-R1-Distill's
+    # (Qwen and Llama distills); TRL swaps in their _training.jinja by identity
+    "qwen3_2507": dict(special=QWEN_SPECIAL, added=["<think>", "</think>"], bos=None,
+                       template="qwen3_instruct_2507", training=None,
+                       config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                               "bos_token": None}),
+    "deepseek_r1": dict(special=R1_SPECIAL, added=["<think>", "</think>"], bos=R1_BOS,
+                        template="deepseek_r1_distill", training=None,
+                        config={"bos_token": R1_BOS, "eos_token": R1_EOS, "pad_token": R1_EOS},
+                        records=["chat_records", "r1_records"]),
 }
 RECORD_SETS = {"chat_records": CHAT_RECORDS, "qwen3_records": QWEN3_RECORDS,
                "gemma_records": GEMMA_RECORDS, "gemma3_records": GEMMA3_RECORDS,
-               "gemma3_parts_records": GEMMA3_PARTS_RECORDS, "phi3_records": PHI3_RECORDS}
+               "gemma3_parts_records": GEMMA3_PARTS_RECORDS, "phi3_records": PHI3_RECORDS,
+               "r1_records": R1_RECORDS}
 
 TOKENIZERS = {
     "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
@@ -398,9 +433,10 @@ def new_templates(args):
             out, original = trl_prepare_chat(d, recs, training, model, spec.get("date"))
             for k, ((ids, _), orig) in enumerate(zip(out, original)):
                 if ids != orig:
-                    assert name == "qwen3", f"{name}: the training template renders other ids"
+                    assert name in ("qwen3", "deepseek_r1"), \
+                        f"{name}: the training template renders other ids"
                     print(f"{name}: record {k + 1} of its set renders other ids than the "
-                          f"original template (a <think> block in an earlier assistant turn)")
+                          f"original template (reasoning in an assistant turn)")
             prepared += out
         with open(os.path.join(args.out, f"{name}.expected"), "w") as f:
             for ids, labels in prepared:
@@ -422,7 +458,8 @@ def prompt_fixtures(args):
                                                 "llama3_2")}
     sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
                 gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"],
-                phi3=["chat_records", "phi3_records"], phi3_5=["chat_records", "phi3_records"])
+                phi3=["chat_records", "phi3_records"], phi3_5=["chat_records", "phi3_records"],
+                qwen3_2507=["chat_records"], deepseek_r1=["chat_records", "r1_records"])
     for set_name in RECORD_SETS:
         with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
                   "w") as f:

@@ -220,16 +220,22 @@ static int compare_records(nnt_sft *s, const char *name, const char *records, in
 /* _i: 0 qwen2_5, 1 qwen3, 2 llama3_1, 3 llama3_2 (dated 03 Feb 2025 as the fixture), 4 gemma
  * (its conversations: no first system message), 5 gemma3 (those, then a first system one, then
  * contents as lists of text parts), 6 phi3 and 7 phi3_5 (the chat records, then an empty
- * system message and a conversation that ends with a user message) */
+ * system message and a conversation that ends with a user message), 8 qwen3_2507 (the chat
+ * records: think tags in a content kept as they are, the assistant's "\n" not counted), 9
+ * deepseek_r1 (the chat records, then two system messages and reasoning in both assistant
+ * turns) */
 START_TEST(test_chat_templates)
 {
     static const char *const NAMES[] = {"qwen2_5", "qwen3",  "llama3_1", "llama3_2",
-                                        "gemma",   "gemma3", "phi3",     "phi3_5"};
+                                        "gemma",   "gemma3", "phi3",     "phi3_5",
+                                        "qwen3_2507", "deepseek_r1"};
     static const char *const BY_NAME[] = {"qwen2.5", "qwen3",  "llama3.1", "llama3.2",
-                                          "gemma2",  "gemma3", "phi3",     "phi3.5"};
+                                          "gemma2",  "gemma3", "phi3",     "phi3.5",
+                                          "qwen3-2507", "deepseek-r1"};
     static const nnt_chat_template WANT[] = {NNT_CHAT_QWEN2_5, NNT_CHAT_QWEN3, NNT_CHAT_LLAMA3_1,
                                              NNT_CHAT_LLAMA3_2, NNT_CHAT_GEMMA, NNT_CHAT_GEMMA3,
-                                             NNT_CHAT_PHI3, NNT_CHAT_PHI3_5};
+                                             NNT_CHAT_PHI3, NNT_CHAT_PHI3_5,
+                                             NNT_CHAT_QWEN3_2507, NNT_CHAT_DEEPSEEK_R1};
     const char *name = NAMES[_i];
     char cfg[4300];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
@@ -244,10 +250,13 @@ START_TEST(test_chat_templates)
         nnt_chat_template t;
         EXPECT_OK(nnt_sft_template_of(s, &t));
         ck_assert_int_eq(t, WANT[_i]);
-        if (_i >= 6) {   /* Phi-3, Phi-3.5 */
+        if (_i >= 6) {   /* Phi-3, Phi-3.5, Qwen3-Instruct-2507, DeepSeek-R1 */
             int n = compare_records(s, name, "chat_records.jsonl", 0, 0);
             ck_assert_int_eq(n, 5);
-            ck_assert_int_eq(compare_records(s, name, "phi3_records.jsonl", 0, n), 2);
+            if (_i <= 7)
+                ck_assert_int_eq(compare_records(s, name, "phi3_records.jsonl", 0, n), 2);
+            if (_i == 9)
+                ck_assert_int_eq(compare_records(s, name, "r1_records.jsonl", 0, n), 1);
             nnt_sft_destroy(s);
             continue;
         }
@@ -312,12 +321,13 @@ END_TEST
 /* Prompts for generation (nnt_sft_encode_prompt): each conversation of the fixture's sets up
  * to its last user message gives apply_chat_template's ids with add_generation_prompt=True
  * (NAME.prompts): _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (earlier assistant turns without
- * their reasoning), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3, 8 phi3, 9 phi3_5 */
+ * their reasoning), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3, 8 phi3, 9 phi3_5, 10 qwen3_2507,
+ * 11 deepseek_r1 (an earlier assistant turn without what precedes its last </think>) */
 START_TEST(test_prompts)
 {
     static const char *const NAMES[] = {"chatml",   "llama3",   "qwen2_5", "qwen3",
                                         "llama3_1", "llama3_2", "gemma",   "gemma3",
-                                        "phi3",     "phi3_5"};
+                                        "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1"};
     static const char *const SETS[][3] = {
         {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
         {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", "qwen3_prompts.jsonl"},
@@ -325,7 +335,9 @@ START_TEST(test_prompts)
         {"gemma_prompts.jsonl", NULL},
         {"gemma_prompts.jsonl", "gemma3_prompts.jsonl", "gemma3_parts_prompts.jsonl"},
         {"chat_prompts.jsonl", "phi3_prompts.jsonl"},
-        {"chat_prompts.jsonl", "phi3_prompts.jsonl"}};
+        {"chat_prompts.jsonl", "phi3_prompts.jsonl"},
+        {"chat_prompts.jsonl", NULL},
+        {"chat_prompts.jsonl", "r1_prompts.jsonl"}};
     const char *name = NAMES[_i];
     char cfg[4300], expected[4300], line[8192], want[8192];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
@@ -356,7 +368,7 @@ START_TEST(test_prompts)
         }
         fclose(f);
     }
-    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 7, 7};   /* the prompts of the sets */
+    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 7, 7, 5, 6};   /* the sets' prompts */
     ck_assert_int_eq(k, COUNT[_i]);
     /* the last conversation's list of messages alone: the same ids */
     const char *list = strchr(line, '['), *end = strrchr(line, ']');
@@ -1055,10 +1067,10 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_encode, 0, 2);
     tcase_add_test(tc, test_templates_and_errors);
-    tcase_add_loop_test(tc, test_chat_templates, 0, 8);
+    tcase_add_loop_test(tc, test_chat_templates, 0, 10);
     tcase_add_test(tc, test_gemma_turns);
     tcase_add_test(tc, test_gemma3_parts);
-    tcase_add_loop_test(tc, test_prompts, 0, 10);
+    tcase_add_loop_test(tc, test_prompts, 0, 12);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

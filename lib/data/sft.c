@@ -10,7 +10,8 @@
  *   {"messages": [{"role", "content"}, ...]}
  *                                    rendered with a chat template (ChatML, Llama 3, and
  *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's, Gemma's (also
- *                                    Gemma 2's), Gemma 3's, Phi-3's and Phi-3.5's as
+ *                                    Gemma 2's), Gemma 3's, Phi-3's, Phi-3.5's,
+ *                                    Qwen3-Instruct-2507's and DeepSeek-R1-Distill's as
  *                                    published)
  *                                    and encoded without added special tokens
  *                                    (apply_chat_template); the tokens that overlap an
@@ -23,7 +24,10 @@
  *                                    Gemma and Gemma 3 trim(CONTENT) "<end_of_turn>\n" after
  *                                    "<start_of_turn>model\n", Phi-3 and Phi-3.5 CONTENT
  *                                    "<|end|>\n" after "<|assistant|>\n" (and the closing eos
- *                                    after a last assistant message)
+ *                                    after a last assistant message), Qwen3-Instruct-2507
+ *                                    CONTENT "<|im_end|>\n" after "<|im_start|>assistant\n",
+ *                                    DeepSeek-R1 R1_ASSISTANT CONTENT R1_EOS (its reasoning
+ *                                    kept: TRL's deepseek_r1_distill_training.jinja)
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
  * is read with hftok's small tree over lib/io's bounded reader. */
 #include "../internal.h"
@@ -57,7 +61,17 @@ struct nnt_sft {
 
 /* the templates' names (nnt_chat_template_from_name), for the messages */
 #define TEMPLATE_NAMES \
-    "chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, gemma, gemma3, phi3, phi3.5"
+    "chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, gemma, gemma3, phi3, phi3.5, " \
+    "qwen3-2507, deepseek-r1"
+
+/* DeepSeek-R1-Distill's special tokens: fullwidth bars (U+FF5C) around them, U+2581 between
+ * the words (split strings: a hex escape would take the letter after it) */
+#define R1_BAR "\xef\xbd\x9c"
+#define R1_SPACE "\xe2\x96\x81"
+#define R1_BOS "<" R1_BAR "begin" R1_SPACE "of" R1_SPACE "sentence" R1_BAR ">"
+#define R1_EOS "<" R1_BAR "end" R1_SPACE "of" R1_SPACE "sentence" R1_BAR ">"
+#define R1_USER "<" R1_BAR "User" R1_BAR ">"
+#define R1_ASSISTANT "<" R1_BAR "Assistant" R1_BAR ">"
 
 /* ---- tokenizer_config.json ------------------------------------------------------------------ */
 
@@ -178,6 +192,10 @@ static const struct {
     {"gemma3.jinja (Gemma 3)", 0xc90dea00b85c935dULL, NNT_CHAT_GEMMA3},
     {"phi3.jinja (Phi-3)", 0xecebdb26677c663dULL, NNT_CHAT_PHI3},
     {"phi3_5.jinja (Phi-3.5)", 0xcf278cde387a54c8ULL, NNT_CHAT_PHI3_5},
+    {"qwen3_instruct_2507.jinja (Qwen3-*-Instruct-2507)", 0x3751fe8ea48448abULL,
+     NNT_CHAT_QWEN3_2507},
+    {"deepseek_r1_distill.jinja (DeepSeek-R1-Distill)", 0x845fdf813c637ee2ULL,
+     NNT_CHAT_DEEPSEEK_R1},
 };
 
 #define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -281,7 +299,8 @@ static int recognise(const char *path, const char *raw, nnt_chat_template *t, ch
         head[k] = '\0';
         rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template \"%s%s\" is not one nnt "
                       "knows%s%s (plain ChatML as SmolLM2 uses it, Llama 3's headers, and "
-                      "Qwen2.5's, Qwen3's, Llama 3.1's, 3.2's, Gemma's and Gemma 3's templates "
+                      "Qwen2.5's, Qwen3's, Llama 3.1's, 3.2's, Gemma's, Gemma 3's, Phi-3's, "
+                      "Phi-3.5's, Qwen3-Instruct-2507's and DeepSeek-R1-Distill's templates "
                       "exactly as their models publish them): give the template to render with "
                       "(nnt-tokenize --chat-template " TEMPLATE_NAMES ")",
                       fn, path, head, raw[k] ? "..." : "", extra ? ": it has " : "",
@@ -376,7 +395,8 @@ NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out
                  {"llama3.1", NNT_CHAT_LLAMA3_1}, {"llama3.2", NNT_CHAT_LLAMA3_2},
                  {"gemma", NNT_CHAT_GEMMA}, {"gemma2", NNT_CHAT_GEMMA},
                  {"gemma3", NNT_CHAT_GEMMA3}, {"phi3", NNT_CHAT_PHI3},
-                 {"phi3.5", NNT_CHAT_PHI3_5}, {"none", NNT_CHAT_NONE}};
+                 {"phi3.5", NNT_CHAT_PHI3_5}, {"qwen3-2507", NNT_CHAT_QWEN3_2507},
+                 {"deepseek-r1", NNT_CHAT_DEEPSEEK_R1}, {"none", NNT_CHAT_NONE}};
     for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++)
         if (strcmp(name, NAMES[k].name) == 0) {
             *out = NAMES[k].t;
@@ -426,7 +446,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     nnt_sft_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_SFT_OPTIONS_INIT"));
-    if ((unsigned)o.chat_template > NNT_CHAT_PHI3_5)
+    if ((unsigned)o.chat_template > NNT_CHAT_DEEPSEEK_R1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.date && (!*o.date || strlen(o.date) >= 32 || strchr(o.date, '\n')))
         return nnt_fail(NULL, NNT_E_INVAL, "%s: date \"%s\" (one line of at most 31 bytes, as "
@@ -614,7 +634,8 @@ static const char *template_name(nnt_chat_template t)
 {
     static const char *const NAMES[] = {"", "", "ChatML", "Llama 3", "Qwen2.5", "Qwen3",
                                         "Llama 3.1", "Llama 3.2", "Gemma", "Gemma 3",
-                                        "Phi-3", "Phi-3.5"};
+                                        "Phi-3", "Phi-3.5", "Qwen3-Instruct-2507",
+                                        "DeepSeek-R1-Distill"};
     return (unsigned)t < sizeof NAMES / sizeof NAMES[0] ? NAMES[t] : "";
 }
 
@@ -719,11 +740,16 @@ static int is_gemma(nnt_chat_template t)
 /* tokenizer_config.json's bos_token, else the template's */
 static const char *bos_of(const nnt_sft *s)
 {
-    return s->bos ? s->bos : is_gemma(s->tmpl) ? "<bos>" : "<|begin_of_text|>";
+    if (s->bos)
+        return s->bos;
+    return is_gemma(s->tmpl) ? "<bos>"
+         : s->tmpl == NNT_CHAT_DEEPSEEK_R1 ? R1_BOS : "<|begin_of_text|>";
 }
 
-/* ChatML (and Qwen2.5, with its default system message): <|im_start|>ROLE\nCONTENT<|im_end|>\n;
- * an assistant's "\n" CONTENT "<|im_end|>\n" counts. */
+/* ChatML (and Qwen2.5, with its default system message; Qwen3-Instruct-2507):
+ * <|im_start|>ROLE\nCONTENT<|im_end|>\n; an assistant's "\n" CONTENT "<|im_end|>\n" counts
+ * (TRL's qwen2_5_training.jinja), Qwen3-Instruct-2507's without the "\n" (its
+ * qwen3_instruct_2507_training.jinja). */
 static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
 {
     int assistant = strcmp(role->s, "assistant") == 0;
@@ -734,9 +760,10 @@ static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content
     }
     NNT_TRY(puts0(s, "<|im_start|>"));
     NNT_TRY(put(s, role->s, role->len));
-    if (assistant)
-        a->at[2 * a->n] = s->text.n;
+    size_t newline = s->text.n;
     NNT_TRY(puts0(s, "\n"));
+    if (assistant)
+        a->at[2 * a->n] = s->tmpl == NNT_CHAT_QWEN3_2507 ? s->text.n : newline;
     NNT_TRY(put(s, content->s, content->len));
     NNT_TRY(puts0(s, "<|im_end|>\n"));
     if (assistant)
@@ -951,9 +978,48 @@ static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
     return NNT_OK;
 }
 
+/* DeepSeek-R1-Distill's start: bos and the content of the last system message (the only
+ * place system messages appear), as they are. */
+static int r1_start(nnt_sft *s, const jv *msgs)
+{
+    const jv *system = NULL;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const jv *role = hft_jv_get(&msgs->items[i], "role");
+        if (strcmp(role->s, "system") == 0)
+            system = hft_jv_get(&msgs->items[i], "content");
+    }
+    NNT_TRY(puts0(s, bos_of(s)));
+    return system ? put(s, system->s, system->len) : NNT_OK;
+}
+
+/* DeepSeek-R1-Distill's message: R1_USER CONTENT for a user, R1_ASSISTANT CONTENT R1_EOS
+ * counted for an assistant (TRL's deepseek_r1_distill_training.jinja keeps CONTENT whole; in a
+ * prompt, the published template's, what follows its last </think>), nothing for a system
+ * message (r1_start put the last one first). */
+static int render_r1(nnt_sft *s, const jv *role, const jv *content, turns *a)
+{
+    if (strcmp(role->s, "user") == 0) {
+        NNT_TRY(puts0(s, R1_USER));
+        return put(s, content->s, content->len);
+    }
+    if (strcmp(role->s, "assistant") != 0)
+        return NNT_OK;
+    size_t alen = content->len, tag = s->text.n;   /* the assistant tag counts too */
+    const char *answer = s->prompt ? after_last(content->s, alen, "</think>", &alen)
+                                   : content->s;
+    NNT_TRY(puts0(s, R1_ASSISTANT));
+    NNT_TRY(put(s, answer, alen));
+    NNT_TRY(puts0(s, R1_EOS));
+    a->at[2 * a->n] = tag;
+    a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
 /* The generation prompt the templates add after the messages (add_generation_prompt) */
 static const char *generation_prompt(nnt_chat_template t)
 {
+    if (t == NNT_CHAT_DEEPSEEK_R1)
+        return R1_ASSISTANT "<think>\n";
     if (t == NNT_CHAT_LLAMA3 || is_llama31(t))
         return "<|start_header_id|>assistant<|end_header_id|>\n\n";
     if (is_phi3(t))
@@ -987,6 +1053,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         NNT_TRY(puts0(s, bos_of(s)));
     else if (is_gemma(s->tmpl))
         NNT_TRY(gemma_start(s, msgs, &skip, &prefix));
+    else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
+        NNT_TRY(r1_start(s, msgs));
     for (size_t i = (size_t)skip; i < msgs->n; i++) {
         message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning);
         if (strcmp(role->s, "assistant") == 0)
@@ -999,6 +1067,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
             NNT_TRY(render_qwen3(s, i, role, content, reasoning, &a));
         else if (is_phi3(s->tmpl))
             NNT_TRY(render_phi3(s, role, content, &a));
+        else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
+            NNT_TRY(render_r1(s, role, content, &a));
         else
             NNT_TRY(render_chatml(s, i, role, content, &a));
     }
