@@ -455,12 +455,14 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     if (rc)
         return rc;
     rc = ctx_validate_options(&opts);
-    int rank = 0, nranks = 1;
+    int rank = 0, nranks = 1, node_ranks = 1;
     /* this rank's main memory for tiles (its RAM budget, else the machine's); under MPI the
      * smallest rank's */
     int64_t ram_mib = opts.mem_cpu_mib > 0 ? opts.mem_cpu_mib : nnt_host_ram_bytes() >> 20;
+    /* read before MPI and StarPU start, and before the other ranks of this node hold tiles */
+    int64_t avail = nnt_host_available_bytes();
     if (opts.mpi)   /* collective: every rank learns whether all can go on */
-        rc = nnt_mpi_agree(&opts, rc, &rank, &nranks, &ram_mib);
+        rc = nnt_mpi_agree(&opts, rc, &rank, &nranks, &ram_mib, &node_ranks);
     if (rc)
         return rc;
 
@@ -490,6 +492,7 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
     ctx->mpi = opts.mpi;
     ctx->rank = rank;
     ctx->nranks = nranks;
+    ctx->node_ranks = node_ranks;
     ctx->distribution = opts.distribution;
     /* only where tiles have other owners than the rank using them */
     ctx->release_weights = opts.release_weights && opts.mpi && nranks > 1 &&
@@ -541,9 +544,9 @@ int nnt_ctx_create(const nnt_ctx_options *user_opts, nnt_ctx **out)
          * it had the kernel kill the process instead of a refusal: the budget checks hold
          * to what was available at start, less a sixteenth for the process's own memory
          * outside the tiles (libraries, heap, the blocks kept for reuse beyond the budget's
-         * room: lib/ctx_ram.c). StarPU's own limit stays the main memory. */
-        int64_t avail = nnt_host_available_bytes();
-        int64_t room = avail - avail / 16;
+         * room: lib/ctx_ram.c); the ranks of an MPI job on one node share it. StarPU's own
+         * limit stays the main memory. */
+        int64_t room = (avail - avail / 16) / node_ranks;
         if (room > 0 && room < ctx->ram_budget)
             ctx->ram_budget = room;
     }

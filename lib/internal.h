@@ -107,6 +107,8 @@ struct nnt_ctx {
     int disk_node;                /* StarPU disk memory node, -1 without swap            */
     int64_t ram_budget;           /* bytes StarPU may use in RAM (0: no limit)           */
     int ram_budget_default;       /* ram_budget is StarPU's own limit, none was given    */
+    int node_ranks;               /* the ranks of this job on this node (1 in one process):
+                                     they share the default budget                       */
     int64_t ram_kept;             /* of ram_budget, the room of freed tiles kept for reuse
                                      under a swap (lib/ctx_ram.c): not for tasks' tiles   */
     int defer_init;               /* > 0: layers made now leave their parameters unwritten
@@ -334,9 +336,10 @@ void nnt_mpi_migrate(nnt_ctx *ctx, starpu_data_handle_t h, int rank, int keep);
 /* nnt_ctx_create with mpi = 1, before StarPU starts: start MPI (once per process), set
  * rank and size, and agree across ranks (collective): local_rc is this rank's own option
  * check; NNT_E_INVAL on every rank when another failed or the options differ. *ram_mib:
- * this rank's main memory in, the smallest rank's out. */
+ * this rank's main memory in, the smallest rank's out. *node_ranks: the ranks on this
+ * rank's node (those that share its memory), this one included. */
 int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks,
-                  int64_t *ram_mib);
+                  int64_t *ram_mib, int *node_ranks);
 /* starpu_mpi_init_conf / starpu_mpi_shutdown on MPI_COMM_WORLD; the wait for this rank's
  * tasks (nnt_ctx_wait, nnt_ctx_destroy). */
 int nnt_mpi_init_runtime(struct starpu_conf *conf);

@@ -8,7 +8,7 @@
 # checkpoint (rank 0's the same bytes as one process's, none from rank 1), the bytes each
 # rank owns (<= 0.6 x the single process), release_weights (the same losses, less memory
 # held after a backward), and options that differ across ranks (NNT_E_INVAL on every rank,
-# no hang), a rank killed mid-run (the job ends, naming it); nnt-train under mpirun (the
+# no hang), the default RAM budget (each rank's share of the node's), a rank killed mid-run (the job ends, naming it); nnt-train under mpirun (the
 # same --print-loss lines and checkpoint, resume, --trace of both ranks, --release-weights,
 # a RAM budget that one process cannot train in but 2 sharded ranks can, and a smaller one
 # with a disk swap on each rank (one process's losses, the weights named among what moved

@@ -27,6 +27,9 @@
  *       the same for release_weights.
  *       Then a sharded context with a 32 MiB RAM budget: a 48 MiB tensor (24 MiB a rank)
  *       is refused on every rank (NNT_E_NOMEM, every rank's tiles counted), 16 MiB fit.
+ *       Then without a budget (unless STARPU_LIMIT_CPU_MEM is set): each rank's default is
+ *       its share of 15/16 of the memory available, OMPI_COMM_WORLD_LOCAL_SIZE ranks on this
+ *       node sharing it, and a tensor over it is refused naming the share.
  *   test_mpi unsupported
  *       A library built without StarPU-MPI refuses mpi = 1 with NNT_E_UNSUPPORTED.
  *   test_mpi [local]
@@ -271,6 +274,66 @@ static int moe(int argc, char **argv)
     return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
 }
 
+/* The kernel's MemAvailable in bytes (0: unknown). */
+static int64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (int64_t)kib * 1024;
+}
+
+/* Without a budget, the ranks on one node share 15/16 of the memory available at start
+ * (OMPI_COMM_WORLD_LOCAL_SIZE of them; each took it all before): each rank's default budget
+ * is its share (within 1/64 of what was available: other processes take or free memory
+ * meanwhile), and a tensor beyond it is refused naming the share. */
+static int default_budget_shared(void)
+{
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (getenv("STARPU_LIMIT_CPU_MEM") || !local || atoi(local) < 1)
+        return 0;
+    int ranks = atoi(local);
+    int64_t avail = mem_available();
+    nnt_ctx_options o = NNT_CTX_OPTIONS_INIT;
+    o.ncpus = 1;
+    o.mpi = 1;
+    nnt_ctx *ctx = NULL;
+    TRY(nnt_ctx_create(&o, &ctx));
+    nnt_mem_stats ms;
+    int rc = mem_stats_now(ctx, &ms);
+    int64_t budget = rc == 0 ? ms.node[0].budget_bytes : 0, want = (avail - avail / 16) / ranks;
+    if (rc == 0 && avail > 0 && llabs((long long)(budget - want)) >= avail / 64) {
+        fprintf(stderr, "test_mpi: default RAM budget %lld with %d ranks on this node, %lld "
+                "available at start: not its share %lld\n", (long long)budget, ranks,
+                (long long)avail, (long long)want);
+        rc = 1;
+    }
+    /* a sharded tensor of which each rank holds a bit more than the budget: refused */
+    int64_t share = budget / 4 + 1024, shape[1] = {share * 2}, tile[1] = {share};
+    nnt_tensor *t = NULL;
+    char said[160];
+    snprintf(said, sizeof said, "default RAM budget (15/16 of the memory available when the "
+             "context started, shared by the %d ranks on this node)", ranks);
+    int trc = rc ? 0 : nnt_tensor_create(ctx, NNT_FP32, 1, shape, tile, &t);
+    if (!rc && ranks > 1 && (trc != NNT_E_NOMEM || !strstr(nnt_ctx_last_error(ctx), said))) {
+        fprintf(stderr, "test_mpi: a tensor over the default budget gave %d (%s)\n", trc,
+                nnt_ctx_last_error(ctx));
+        rc = 1;
+    } else if (!rc) {
+        fprintf(stderr, "test_mpi: as expected: default budget %.1f MiB of %.1f MiB available "
+                "with %d ranks on this node: %s\n", budget / 1048576.0, avail / 1048576.0,
+                ranks, nnt_ctx_last_error(ctx));
+    }
+    nnt_tensor_destroy(t);
+    int drc = nnt_ctx_destroy(ctx);
+    return rc ? rc : drc ? fail("nnt_ctx_destroy", drc) : 0;
+}
+
 /* create with o, expect want and a message containing needle */
 static int expect_create_fails(const nnt_ctx_options *o, int want, const char *needle)
 {
@@ -335,7 +398,7 @@ static int options(void)
         nnt_tensor_destroy(t);
     }
     int drc = nnt_ctx_destroy(ctx);
-    return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
+    return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : default_budget_shared();
 }
 
 static int unsupported(void)

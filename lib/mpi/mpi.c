@@ -104,14 +104,30 @@ static int init_mpi(void)
     return NNT_OK;
 }
 
+/* The ranks of MPI_COMM_WORLD on this rank's node, this one included (collective; 1 if MPI
+ * cannot tell). */
+static int ranks_on_node(void)
+{
+    MPI_Comm node;
+    int n = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return 1;
+    if (MPI_Comm_size(node, &n) != MPI_SUCCESS || n < 1)
+        n = 1;
+    MPI_Comm_free(&node);
+    return n;
+}
+
 int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks,
-                  int64_t *ram_mib)
+                  int64_t *ram_mib, int *node_ranks)
 {
     int rc = init_mpi();
     if (rc)
         return rc;
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, nranks);
+    *node_ranks = ranks_on_node();
     /* max of (hash, -hash, failed, -RAM): equal hashes iff max(hash) == -max(-hash) */
     uint64_t h = options_hash(o) >> 2;   /* fits a signed 64-bit value and its negation */
     long long mine[4] = {(long long)h, -(long long)h, local_rc != 0, -(long long)*ram_mib};
@@ -324,12 +340,13 @@ int nnt_mpi_submit(nnt_ctx *ctx, struct starpu_codelet *cl, int nbuf,
 #else /* !NNT_HAVE_MPI */
 
 int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks,
-                  int64_t *ram_mib)
+                  int64_t *ram_mib, int *node_ranks)
 {
     (void)o;
     (void)ram_mib;
     *rank = 0;
     *nranks = 1;
+    *node_ranks = 1;
     if (local_rc)
         return local_rc;
     return nnt_fail(NULL, NNT_E_UNSUPPORTED, "nnt_ctx_create: mpi = 1 but this nnt was built "
