@@ -190,6 +190,8 @@ int nnt_ctx_add_tensor(nnt_ctx *ctx, nnt_tensor *t, const char *fn)
         ctx->tensors->prev = t;
     ctx->tensors = t;
     pthread_mutex_unlock(&ctx->lock);
+    if (ctx->pack_keep && !t->deferred)
+        nnt_gemm_kept_fit_room(ctx);   /* the room its tiles took from the kept packs */
     return NNT_OK;
 }
 

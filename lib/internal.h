@@ -626,6 +626,10 @@ unsigned long nnt_gemm_kept_live(void);
  * (ctx->pack_keep_max: an eighth of the RAM available when the context started, or
  * NNT_GEMM_PACK_KEEP_MIB): beyond it, B tiles are not packed to be kept (read as stored). */
 void nnt_gemm_kept_bytes(int64_t *now, int64_t *peak);
+/* After tiles were counted: the pool of kept packs' RAM emptied, then the packs of tensors
+ * freed, until what they hold fits the room the RAM budget leaves (nnt_ctx_ram_room; the
+ * packs took what was left when they were made). */
+void nnt_gemm_kept_fit_room(nnt_ctx *ctx);
 /* ctx->pack_keep_max from the environment and the RAM available now; the peak reset */
 void nnt_gemm_kept_start(nnt_ctx *ctx);
 /* The RAM of the packs of destroyed tensors, kept for new packs of the same sizes

@@ -281,6 +281,8 @@ init_not_settled|lib/layers/layer.c|s@^    nnt_ram_settle();@    (void)0;@|a fro
 ram_kept_over_budget|lib/ctx_ram.c|s@kept_bytes > ram_limit@kept_bytes > SIZE_MAX@|RAM hooks in RAM: freed blocks kept beyond the room left in the budget (under 9/8 of the peak)
 default_budget_main_memory|lib/ctx.c|s@        if (room > 0 \&\& room < ctx->ram_budget)@        if (0)@|the default RAM budget the whole main memory, not 15/16 of what was available at start
 packs_outside_room|lib/ops/gemm.c|s@ \&\& kept_in_use + bytes <= room;@;@|kept packs made beyond the room the RAM budget leaves beside the tiles
+packs_kept_past_room|lib/ctx_tensors.c|s@    if (ctx->pack_keep \&\& !t->deferred)@    if (0)@|kept packs left in place when later tiles take the room they were kept in
+packs_given_to_pool|lib/ops/gemm.c|s@kept_free(with\[k\], 0, 0);@kept_free(with[k], 0, 1);@|kept packs given back to the pool of their RAM, not freed, when tiles take their room
 budget_not_shared|lib/ctx.c|s@int64_t room = (avail - avail / 16) / node_ranks;@int64_t room = avail - avail / 16;@|MPI: each rank on a node takes the whole default RAM budget, not its share
 sft_2507_newline_counted|lib/data/sft.c|s@s->tmpl == NNT_CHAT_QWEN3_2507 ? s->text.n : newline;@newline;@|Qwen3-Instruct-2507: the newline after the assistant role counted (as Qwen2.5 counts it)
 sft_r1_first_system|lib/data/sft.c|s@        if (strcmp(role->s, "system") == 0)@        if (strcmp(role->s, "system") == 0 \&\& !system)@|DeepSeek-R1: the first system message put after bos, not the last

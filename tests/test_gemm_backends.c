@@ -1398,7 +1398,9 @@ static void capped_run(const char *cap, float **out, unsigned long *packs, int64
  * outside StarPU's counts): NNT_HOST_RAM_MIB=64 gives a default budget of 60 MiB and a cap
  * of 8 MiB; with 54 MiB more of tiles beside the product's 3.3, about 2.7 MiB are left and
  * two of W's three tiles are kept packed, the third read as stored; without them all three.
- * The products' bits are the same either way. */
+ * filler_mib < 0: the 54 MiB made after products that kept all three (as an optimizer's
+ * moments come after the first forward): W's packs are given back (the room is now under
+ * their 3 MiB), then two kept again. The products' bits are the same either way. */
 static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, int64_t *now)
 {
     setenv("NNT_HOST_RAM_MIB", "64", 1);
@@ -1406,15 +1408,31 @@ static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, in
     unsetenv("NNT_HOST_RAM_MIB");
     nnt_tensor *a = NULL, *w = NULL, *c = NULL, *filler = NULL;
     capped_operands(ctx, &a, &w, &c);
-    if (filler_mib) {
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){filler_mib << 18},
-                                    (int64_t[]){1 << 18}, &filler));
+    int64_t filler_shape[1] = {llabs(filler_mib) << 18}, filler_tile[1] = {1 << 18};
+    if (filler_mib > 0) {
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, filler_shape, filler_tile, &filler));
         EXPECT_OK(nnt_tensor_fill(filler, 0.0));
     }
     EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
     EXPECT_OK(nnt_tensor_fill_normal(w, 2, 0.0, 1.0));
     unsigned long p0, q, r;
     nnt_cpu_dnnl_pack_counts(&p0, &q, &r);
+    if (filler_mib < 0) {   /* all three kept, then the filler takes their room */
+        free(*out);
+        *out = kept_product(ctx, a, w, c);
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        int64_t before = 0, after = 0;
+        nnt_gemm_kept_bytes(&before, NULL);
+        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, filler_shape, filler_tile, &filler));
+        EXPECT_OK(nnt_tensor_fill(filler, 0.0));
+        EXPECT_OK(nnt_ctx_wait(ctx));
+        nnt_gemm_kept_bytes(&after, NULL);
+        printf("test_gemm_backends kept packs given back: %lld bytes kept, %lld once 54 MiB "
+               "of tiles came\n", (long long)before, (long long)after);
+        ck_assert_msg(before >= 3 << 20 && after == 0, "kept packs %lld bytes, then %lld "
+                      "with 54 MiB more of tiles", (long long)before, (long long)after);
+        nnt_cpu_dnnl_pack_counts(&p0, &q, &r);
+    }
     for (int k = 0; k < 2; k++) {
         free(*out);
         *out = kept_product(ctx, a, w, c);
@@ -1433,20 +1451,25 @@ static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, in
 START_TEST(test_kept_in_budget_room)
 {
     nnt_cpu_dnnl_reorder_plain(1);
-    float *out[2] = {NULL, NULL};
-    unsigned long packs[2];
-    int64_t now[2];
+    float *out[3] = {NULL, NULL, NULL};
+    unsigned long packs[3];
+    int64_t now[3];
     roomed_run(54, &out[0], &packs[0], &now[0]);
     roomed_run(0, &out[1], &packs[1], &now[1]);
+    roomed_run(-54, &out[2], &packs[2], &now[2]);
     nnt_cpu_dnnl_reorder_plain(0);
     printf("test_gemm_backends kept packs in the budget's room: %lu tiles packed, %lld bytes "
-           "kept (54 MiB of tiles beside); %lu, %lld (none)\n", packs[0], (long long)now[0],
-           packs[1], (long long)now[1]);
-    ck_assert_msg(packs[0] == 2 && packs[1] == 3, "tiles packed: %lu with little room, %lu "
-                  "with room", packs[0], packs[1]);
+           "kept (54 MiB of tiles beside); %lu, %lld (none); %lu, %lld (54 MiB after)\n",
+           packs[0], (long long)now[0], packs[1], (long long)now[1], packs[2],
+           (long long)now[2]);
+    ck_assert_msg(packs[0] == 2 && packs[1] == 3 && packs[2] == 2, "tiles packed: %lu with "
+                  "little room, %lu with room, %lu once the room went", packs[0], packs[1],
+                  packs[2]);
     ck_assert(now[0] <= (int64_t)27 << 17);   /* within the 2.7 MiB left */
-    ck_assert_msg(memcmp(out[0], out[1], 24 * 3072 * sizeof(float)) == 0, "other bits");
-    free(out[0]), free(out[1]);
+    ck_assert(now[2] <= (int64_t)27 << 17);
+    for (int k = 0; k < 3; k += 2)
+        ck_assert_msg(memcmp(out[k], out[1], 24 * 3072 * sizeof(float)) == 0, "other bits");
+    free(out[0]), free(out[1]), free(out[2]);
 }
 END_TEST
 

@@ -545,9 +545,10 @@ static void *kept_alloc(size_t bytes)
     return memory;
 }
 
-static void kept_release(void *memory, size_t bytes)
+/* A pack's RAM no longer in use: pooled (pool 1, within the pool's bounds) or freed. */
+static void kept_release(void *memory, size_t bytes, int pool)
 {
-    struct kept_block *blk = malloc(sizeof *blk);
+    struct kept_block *blk = pool ? malloc(sizeof *blk) : NULL;
     pthread_mutex_lock(&kept_pool_lock);
     kept_in_use -= (int64_t)bytes;
     int keep = blk && kept_pool_bytes + bytes <= KEPT_POOL_MAX &&
@@ -566,17 +567,23 @@ static void kept_release(void *memory, size_t bytes)
     }
 }
 
-void nnt_gemm_kept_drain(void)
+/* Free pooled blocks until the pool holds at most most bytes. */
+static void kept_pool_trim(int64_t most)
 {
     pthread_mutex_lock(&kept_pool_lock);
-    while (kept_pool) {
+    while (kept_pool && (int64_t)kept_pool_bytes > most) {
         struct kept_block *blk = kept_pool;
         kept_pool = blk->next;
+        kept_pool_bytes -= blk->bytes;
         free(blk->memory);
         free(blk);
     }
-    kept_pool_bytes = 0;
     pthread_mutex_unlock(&kept_pool_lock);
+}
+
+void nnt_gemm_kept_drain(void)
+{
+    kept_pool_trim(0);
 }
 
 static unsigned long kept_handles;   /* atomic: kept packs registered (nnt_gemm_kept_live) */
@@ -592,25 +599,26 @@ struct kept_retired {
     starpu_data_handle_t handle;
     void *memory;
     size_t bytes;
+    int pool;
 };
 
 static void kept_retired_cb(void *arg)
 {
     struct kept_retired *r = arg;
     starpu_data_release(r->handle);
-    kept_release(r->memory, r->bytes);   /* nothing reads it again: unregistered next */
+    kept_release(r->memory, r->bytes, r->pool);   /* nothing reads it again: unregistered next */
     __atomic_sub_fetch(&kept_handles, 1, __ATOMIC_RELAXED);
     free(r);
 }
 
 /* Unregister a kept pack: waiting for the tasks that use it (wait 1), or after them, the
- * caller going on at once (wait 0). Its RAM goes to the pool. */
-static void kept_handle_drop(starpu_data_handle_t h, void *memory, int wait)
+ * caller going on at once (wait 0). Its RAM goes to the pool (pool 1) or is freed. */
+static void kept_handle_drop(starpu_data_handle_t h, void *memory, int wait, int pool)
 {
     size_t bytes = starpu_vector_get_nx(h);
     struct kept_retired *r = wait ? NULL : malloc(sizeof *r);
     if (r) {
-        *r = (struct kept_retired){h, memory, bytes};
+        *r = (struct kept_retired){h, memory, bytes, pool};
         if (starpu_data_acquire_cb(h, STARPU_W, kept_retired_cb, r) == 0) {
             starpu_data_unregister_submit(h);   /* after the acquire: no coherency */
             return;
@@ -618,40 +626,85 @@ static void kept_handle_drop(starpu_data_handle_t h, void *memory, int wait)
         free(r);
     }
     starpu_data_unregister_no_coherency(h);
-    kept_release(memory, bytes);
+    kept_release(memory, bytes, pool);
     __atomic_sub_fetch(&kept_handles, 1, __ATOMIC_RELAXED);
 }
 
-/* Unregister a layout's handles (wait: as kept_handle_drop); their RAM goes to the pool. */
-static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles, int wait)
+/* Unregister a layout's handles (wait, pool: as kept_handle_drop). */
+static void kept_layout_clear(struct kept_layout *kl, int64_t ntiles, int wait, int pool)
 {
     for (int64_t i = 0; kl->handle && i < ntiles; i++)
         if (kl->handle[i])
-            kept_handle_drop(kl->handle[i], kl->memory[i], wait);
+            kept_handle_drop(kl->handle[i], kl->memory[i], wait, pool);
     free(kl->handle);
     free(kl->memory);
     free(kl->packed_at);
     memset(kl, 0, sizeof *kl);
 }
 
-static void kept_free(nnt_tensor *t, int wait)
+static void kept_free(nnt_tensor *t, int wait, int pool)
 {
     if (!t->kept)
         return;
     for (int i = 0; i < KEPT_LAYOUTS; i++)
-        kept_layout_clear(&t->kept->layout[i], t->ntiles, wait);
+        kept_layout_clear(&t->kept->layout[i], t->ntiles, wait, pool);
     free(t->kept);
     t->kept = NULL;
 }
 
 void nnt_gemm_kept_free(nnt_tensor *t)
 {
-    kept_free(t, 1);
+    kept_free(t, 1, 1);
 }
 
 void nnt_gemm_kept_retire(nnt_tensor *t)
 {
-    kept_free(t, 0);
+    kept_free(t, 0, 1);
+}
+
+/* The bytes of t's kept packs */
+static int64_t kept_bytes_of(const nnt_tensor *t)
+{
+    int64_t bytes = 0;
+    for (int i = 0; t->kept && i < KEPT_LAYOUTS; i++) {
+        const struct kept_layout *kl = &t->kept->layout[i];
+        for (int64_t k = 0; kl->handle && k < t->ntiles; k++)
+            bytes += kl->handle[k] ? (int64_t)starpu_vector_get_nx(kl->handle[k]) : 0;
+    }
+    return bytes;
+}
+
+/* The packs were kept in the room the budget left when they were made; tensors made since
+ * (an optimizer's moments at its first step) take that room back: the pool is emptied, then
+ * the packs of tensors are freed (once the tasks on them have run), most recent tensors first,
+ * until those left fit the room (their products' bits are the same without them). */
+void nnt_gemm_kept_fit_room(nnt_ctx *ctx)
+{
+    int64_t room = nnt_ctx_ram_room(ctx);
+    pthread_mutex_lock(&kept_pool_lock);
+    int64_t in_use = kept_in_use, pooled = (int64_t)kept_pool_bytes;
+    pthread_mutex_unlock(&kept_pool_lock);
+    if (in_use + pooled <= room)
+        return;
+    kept_pool_trim(in_use < room ? room - in_use : 0);
+    if (in_use <= room)
+        return;
+    /* the tensors with packs, taken under the lock; freed outside it (StarPU calls) */
+    pthread_mutex_lock(&ctx->lock);
+    size_t n = 0;
+    for (nnt_tensor *t = ctx->tensors; t; t = t->next)
+        n += t->kept != NULL;
+    nnt_tensor **with = malloc((n ? n : 1) * sizeof *with);
+    n = 0;
+    for (nnt_tensor *t = ctx->tensors; with && t; t = t->next)
+        if (t->kept)
+            with[n++] = t;
+    pthread_mutex_unlock(&ctx->lock);
+    for (size_t k = 0; with && k < n && in_use > room; k++) {
+        in_use -= kept_bytes_of(with[k]);
+        kept_free(with[k], 0, 0);
+    }
+    free(with);
 }
 
 /* B's kept layout for (trans_b, p): found, or made in a free slot or the one used longest
@@ -673,12 +726,12 @@ static struct kept_layout *kept_layout_of(nnt_tensor *b, int trans_b, const nnt_
         if (!kl->used || (victim->used && kl->last_use < victim->last_use))
             victim = kl;
     }
-    kept_layout_clear(victim, b->ntiles, 0);
+    kept_layout_clear(victim, b->ntiles, 0, 1);
     victim->handle = calloc((size_t)b->ntiles, sizeof *victim->handle);
     victim->memory = calloc((size_t)b->ntiles, sizeof *victim->memory);
     victim->packed_at = calloc((size_t)b->ntiles, sizeof *victim->packed_at);
     if (!victim->handle || !victim->memory || !victim->packed_at) {
-        kept_layout_clear(victim, b->ntiles, 0);
+        kept_layout_clear(victim, b->ntiles, 0, 1);
         return NULL;
     }
     victim->used = 1;
