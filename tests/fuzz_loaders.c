@@ -6,11 +6,11 @@
  * another), and loads it: a tokenizer.json (then encodes and decodes a text, and decodes
  * out-of-range ids), a Llama config.json beside an intact model.safetensors, or a
  * model.safetensors whose header region is mutated, or prompt/answer data: a record of
- * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl or gemma3_parts_records.jsonl (lists
- * of text parts) encoded (nnt_sft_encode_prompt,
+ * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl, gemma3_parts_records.jsonl (lists
+ * of text parts) or r1_records.jsonl (system messages, reasoning) encoded (nnt_sft_encode_prompt,
  * nnt_sft_encode) and laid out in rows of a token file (nnt_token_writer_write_example, read
  * back through nnt_data with its mask), or a tokenizer_config.json (Llama 3's, ChatML's,
- * Gemma 3's, Qwen3's) whose chat template is recognised or refused (nnt_sft_create).
+ * Gemma 3's, Qwen3's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's) whose chat template is recognised or refused (nnt_sft_create).
  * Loads may succeed or fail; what it
  * looks for is a crash, a hang or a sanitizer report. Build and run (iterations and seed
  * optional):
@@ -23,7 +23,9 @@
  * 2026-11-26, 9000 iterations: no report (tokenizer 482 loaded / 2518 refused, config
  * 653 / 2347, safetensors 141 / 2859). 2026-11-28, with prompt/answer data, 3000 iterations:
  * no report (records or configuration 216 taken / 534 refused). 2026-11-30, with prompts and
- * Gemma 3's and Qwen3's configurations, 2000 iterations (seed 7): no report (70 / 430). */
+ * Gemma 3's and Qwen3's configurations, 2000 iterations (seed 7): no report (70 / 430).
+ * 2026-12-01, with Qwen3-Instruct-2507's and DeepSeek-R1-Distill's configurations and R1's
+ * records, 40000 iterations (seed 12): no report (1134 / 8866). */
 #include <nnt.h>
 
 #include <stdint.h>
@@ -226,21 +228,23 @@ int main(int argc, char **argv)
     nnt_log_set_level(NNT_LOG_ERROR);
     long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
     char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], sft_parts[1024],
-        cfg_copy[1024], rows[1024];
+        sft_r1[1024], cfg_copy[1024], rows[1024];
     snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
     snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
     snprintf(sft_records, sizeof sft_records, "%s/tests/fixtures/sft/records.jsonl", src);
     snprintf(sft_prompts, sizeof sft_prompts, "%s/tests/fixtures/sft/chat_prompts.jsonl", src);
     snprintf(sft_parts, sizeof sft_parts, "%s/tests/fixtures/sft/gemma3_parts_records.jsonl",
              src);
+    snprintf(sft_r1, sizeof sft_r1, "%s/tests/fixtures/sft/r1_records.jsonl", src);
     snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
     snprintf(rows, sizeof rows, "%s/rows.bin", work);
     nnt_tokenizer *stok = NULL;
-    size_t nrecs[3] = {0, 0, 0};
-    unsigned char *recs[3] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
-                              read_all(sft_parts, &nrecs[2])};
-    static const size_t LINES[3] = {6, 5, 2};   /* the records of each set */
-    static const char *const CONFIGS[] = {"llama3", "chatml", "gemma3", "qwen3"};
+    size_t nrecs[4] = {0, 0, 0, 0};
+    unsigned char *recs[4] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
+                              read_all(sft_parts, &nrecs[2]), read_all(sft_r1, &nrecs[3])};
+    static const size_t LINES[4] = {6, 5, 2, 1};   /* the records of each set */
+    static const char *const CONFIGS[] = {"llama3", "chatml",     "gemma3",
+                                          "qwen3",  "qwen3_2507", "deepseek_r1"};
     if (nnt_tokenizer_hf_load(sft_tok, &stok) != NNT_OK) {
         fprintf(stderr, "fuzz_loaders: %s\n", nnt_ctx_last_error(NULL));
         return 2;
@@ -263,9 +267,9 @@ int main(int argc, char **argv)
             ok = try_model(ctx, model_dir);
         } else {
             char which[1024];
-            snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 4]);
-            /* training records, conversations' prompts, or Gemma 3's lists of parts */
-            int set = (int)(next() % 3);
+            snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 6]);
+            /* training records, conversations' prompts, Gemma 3's lists of parts, or R1's */
+            int set = (int)(next() % 4);
             const unsigned char *records = recs[set];
             size_t nrec = nrecs[set];
             unsigned char line[1024];
@@ -297,6 +301,7 @@ int main(int argc, char **argv)
     free(recs[0]);
     free(recs[1]);
     free(recs[2]);
+    free(recs[3]);
     unlink(cfg_copy);
     unlink(rows);
     nnt_ctx_destroy(ctx);
