@@ -62,6 +62,11 @@ for Llama 3; for ChatML the assistant part of TRL's Qwen2.5 training template ('
 content + '<|im_end|>\\n' inside the markers) on SmolLM2's template. The training variants
 render the same ids as the originals (checked here).
 
+SET_pc.jsonl: the conversations of SET_records.jsonl split at their last user message, as
+TRL's conversational prompt/completion ({"prompt": [...], "completion": [...]}; those that end
+with a user message left out); NAME.pc_expected: SFTTrainer's ids and labels for them with its
+defaults (completion_only_loss, the tokenizer's published template).
+
 model/ (config.json, model.safetensors): LlamaForCausalLM, V = the llama3 tokenizer's
 vocabulary, C 32, L 2, NH 4, NKV 2, hidden 48, untied.
 step.safetensors: the six llama3 examples, each padded to T = 64 with <|end_of_text|>
@@ -480,6 +485,57 @@ def prompt_fixtures(args):
         print(name, "prompts", len(lines))
 
 
+def split_at_last_user(msgs):
+    """TRL's conversational prompt/completion form of a conversation: the messages up to its
+    last user message, and those after it (None: nothing after it)."""
+    last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    return (msgs[:last + 1], msgs[last + 1:]) if last + 1 < len(msgs) else None
+
+
+def pc_fixtures(args):
+    """SET_pc.jsonl: each conversation of SET_records.jsonl that has messages after its last
+    user message as {"prompt": [...], "completion": [...]}; NAME.pc_expected: SFTTrainer's
+    input_ids and labels for those of the tokenizer's sets, with its defaults
+    (completion_only_loss; the tokenizer's own, published template: apply_chat_template of
+    the prompt with add_generation_prompt=True, then of prompt + completion, the completion
+    counted from where the two first differ)."""
+    sets = {name: ["chat_records"] for name in ("chatml", "llama3", "qwen2_5", "llama3_1",
+                                                "llama3_2", "qwen3_2507")}
+    sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
+                gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"],
+                phi3=["chat_records", "phi3_records"], phi3_5=["chat_records", "phi3_records"],
+                deepseek_r1=["chat_records", "r1_records"])
+    split = {}
+    for set_name, recs in RECORD_SETS.items():
+        split[set_name] = [{"prompt": p, "completion": c} for p, c in
+                           filter(None, (split_at_last_user(r["messages"]) for r in recs))]
+        with open(os.path.join(args.out, set_name.replace("records", "pc") + ".jsonl"),
+                  "w") as f:
+            for r in split[set_name]:
+                f.write(json.dumps(r) + "\n")
+    for name, set_names in sets.items():
+        d = os.path.join(args.out, name)
+        vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
+        model = tiny_llama(vocab, 1)
+        kwargs = {"date_string": LLAMA32_DATE} if name == "llama3_2" else {}
+        lines = []
+        for set_name in set_names:
+            rows = [dict(r, chat_template_kwargs=kwargs) for r in split[set_name]] \
+                if kwargs else split[set_name]
+            tok = AutoTokenizer.from_pretrained(d)
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
+                                use_cpu=True)
+                tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows),
+                                processing_class=tok)
+                for ex in tr.train_dataset:
+                    lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
+                    lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+        with open(os.path.join(args.out, f"{name}.pc_expected"), "w") as f:
+            f.writelines(lines)
+        print(name, "prompt/completion conversations", len(lines) // 2)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "sft"))
@@ -506,6 +562,7 @@ def main():
               "targets", [sum(l != -100 for l in lab[1:]) for _, lab in prepared[name]])
     new_templates(args)
     prompt_fixtures(args)
+    pc_fixtures(args)
     # the loss with gradient accumulation, on the llama3 examples
     tok = AutoTokenizer.from_pretrained(os.path.join(args.out, "llama3"))
     vocab = Tokenizer.from_file(os.path.join(args.out, "llama3", "tokenizer.json")).get_vocab_size()

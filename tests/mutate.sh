@@ -206,7 +206,7 @@ sft_gemma3_system_parts|lib/data/sft.c|s@if ((\*prefix)->n != 1)@if ((*prefix)->
 sft_gemma3_parts_first_only|lib/data/sft.c|s@    size_t nparts = content->type == JV_STR ? 1 : content->n, start = s->text.n;@    size_t nparts = 1, start = s->text.n;@|Gemma 3: only the first text part of a content list rendered
 sft_gemma_assistant_role|lib/data/sft.c|s@NNT_TRY(assistant ? puts0(s, "model") : put(s, role->s, role->len));@NNT_TRY(put(s, role->s, role->len));@|Gemma: the turns of the assistant headed "assistant", not "model"
 sft_prompt_no_generation|lib/data/sft.c|s@NNT_TRY(puts0(s, generation_prompt(s->tmpl)));@NNT_TRY(puts0(s, ""));@|chat prompts: the generation prompt of the template left out
-sft_qwen3_prompt_think|lib/data/sft.c|s@    if (s->prompt) {   /\* before the last user message@    if (0) {   /* before the last user message@|Qwen3 prompts: earlier assistant turns with their think blocks (the training form)
+sft_qwen3_prompt_think|lib/data/sft.c|s@    if (!block) {   /\* the published template@    if (0) {   /* the published template@|Qwen3 prompts: earlier assistant turns with their think blocks (the training form)
 generate_messages_as_text|examples/nnt_generate.c|s@        memcpy(rec, o->prompt, k = o->prompt_len);@        chat_record(o, rec, \&k);@|nnt-generate --messages: the file rendered as the text of one user message
 small_tasks_never_said|lib/train/trainer.c|s@ mean_us >= SMALL_TASK_US)@ mean_us >= 0)@|trainer: a step of a million one-microsecond tasks not warned of
 kept_cap_ignored|lib/ops/gemm.c|s@    int fits = kept_in_use + bytes <= kept_cap \&\&@    int fits = kept_in_use <= kept_cap \&\&@|kept packs: a B tile packed and kept past the cap (the cap checked without its bytes)
@@ -283,10 +283,13 @@ default_budget_main_memory|lib/ctx.c|s@        if (room > 0 \&\& room < ctx->ram
 packs_outside_room|lib/ops/gemm.c|s@ \&\& kept_in_use + bytes <= room;@;@|kept packs made beyond the room the RAM budget leaves beside the tiles
 packs_kept_past_room|lib/ctx_tensors.c|s@    if (ctx->pack_keep \&\& !t->deferred)@    if (0)@|kept packs left in place when later tiles take the room they were kept in
 packs_given_to_pool|lib/ops/gemm.c|s@kept_free(with\[k\], 0, 0);@kept_free(with[k], 0, 1);@|kept packs given back to the pool of their RAM, not freed, when tiles take their room
+sft_pc_prompt_counted|lib/data/sft.c|s@memset(s->counts + same, 1, s->n - same);@memset(s->counts, 1, s->n);@|conversational prompt/completion: the prompt counted with the completion
+sft_pc_qwen3_no_think|lib/data/sft.c|s@s->last_query \&\& (last @s->last_query \&\& (0 @|Qwen3 published: a last assistant turn without reasoning rendered without its (empty) think block
+sft_qwen3_last_query_first|lib/data/sft.c|s@    for (size_t i = msgs->n; i-- > 0;) {@    for (size_t i = 0; i < msgs->n; i++) {@|Qwen3 published: the first user message taken for the last query
 budget_not_shared|lib/ctx.c|s@int64_t room = (avail - avail / 16) / node_ranks;@int64_t room = avail - avail / 16;@|MPI: each rank on a node takes the whole default RAM budget, not its share
 sft_2507_newline_counted|lib/data/sft.c|s@s->tmpl == NNT_CHAT_QWEN3_2507 ? s->text.n : newline;@newline;@|Qwen3-Instruct-2507: the newline after the assistant role counted (as Qwen2.5 counts it)
 sft_r1_first_system|lib/data/sft.c|s@        if (strcmp(role->s, "system") == 0)@        if (strcmp(role->s, "system") == 0 \&\& !system)@|DeepSeek-R1: the first system message put after bos, not the last
-sft_r1_prompt_reasoning|lib/data/sft.c|s@const char \*answer = s->prompt ? after_last@const char *answer = 0 ? after_last@|DeepSeek-R1 prompts: earlier assistant turns with their reasoning (the training form)
+sft_r1_prompt_reasoning|lib/data/sft.c|s@const char \*answer = s->published ? after_last@const char *answer = 0 ? after_last@|DeepSeek-R1 prompts: earlier assistant turns with their reasoning (the training form)
 sft_r1_assistant_tag|lib/data/sft.c|s@a->at\[2 \* a->n\] = tag;@a->at[2 * a->n] = tag + strlen(R1_ASSISTANT);@|DeepSeek-R1: the assistant tag not counted with the answer
 '
 

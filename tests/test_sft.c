@@ -173,13 +173,13 @@ static void write_config(const char *path, const char *json)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-/* Every record of records (a .jsonl of the fixture) from line `first` on against NAME.expected
- * from its entry `at` on; the number of records compared. */
-static int compare_records(nnt_sft *s, const char *name, const char *records, int first,
-                           int at)
+/* Every record of records (a .jsonl of the fixture) from line `first` on against NAME.SUFFIX
+ * (SFTTrainer's ids and labels) from its entry `at` on; the number of records compared. */
+static int compare_against(nnt_sft *s, const char *name, const char *suffix,
+                           const char *records, int first, int at)
 {
     char line[8192], expected[4300];
-    snprintf(expected, sizeof expected, "%s.expected", fixture(name));
+    snprintf(expected, sizeof expected, "%s.%s", fixture(name), suffix);
     int r = 0;
     for (;; r++) {
         FILE *f = fopen(fixture(records), "r");
@@ -215,6 +215,13 @@ static int compare_records(nnt_sft *s, const char *name, const char *records, in
         ck_assert_int_lt(targets, n - 1);
     }
     return r;
+}
+
+/* The same against NAME.expected */
+static int compare_records(nnt_sft *s, const char *name, const char *records, int first,
+                           int at)
+{
+    return compare_against(s, name, "expected", records, first, at);
 }
 
 /* _i: 0 qwen2_5, 1 qwen3, 2 llama3_1, 3 llama3_2 (dated 03 Feb 2025 as the fixture), 4 gemma
@@ -402,6 +409,59 @@ START_TEST(test_prompts)
     const uint8_t *counts;
     EXPECT_OK(nnt_sft_encode(s, ends, strlen(ends), &ids, &counts, &n));
     ck_assert_int_eq(counts[n - 1], 1);
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Conversational prompt/completion records ({"prompt": [...], "completion": [...]}: each
+ * conversation of the fixture's sets split at its last user message) against SFTTrainer with
+ * its defaults (NAME.pc_expected: completion_only_loss, the published template; the prompt
+ * with its generation prompt, then prompt + completion, counted from where they differ):
+ * _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (the completion's think block, earlier turns
+ * without theirs), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3, 8 phi3, 9 phi3_5 (the closing
+ * eos), 10 qwen3_2507, 11 deepseek_r1 (the completion's reasoning dropped, as the published
+ * template drops it, and its generation prompt's <think> not in the conversation) */
+START_TEST(test_conversation_pc)
+{
+    static const char *const NAMES[] = {"chatml",   "llama3",   "qwen2_5", "qwen3",
+                                        "llama3_1", "llama3_2", "gemma",   "gemma3",
+                                        "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1"};
+    static const char *const SETS[][3] = {
+        {"chat_pc.jsonl", NULL}, {"chat_pc.jsonl", NULL},
+        {"chat_pc.jsonl", NULL}, {"chat_pc.jsonl", "qwen3_pc.jsonl"},
+        {"chat_pc.jsonl", NULL}, {"chat_pc.jsonl", NULL},
+        {"gemma_pc.jsonl", NULL},
+        {"gemma_pc.jsonl", "gemma3_pc.jsonl", "gemma3_parts_pc.jsonl"},
+        {"chat_pc.jsonl", "phi3_pc.jsonl"},
+        {"chat_pc.jsonl", "phi3_pc.jsonl"},
+        {"chat_pc.jsonl", NULL},
+        {"chat_pc.jsonl", "r1_pc.jsonl"}};
+    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 6, 6, 5, 6};   /* the sets' records */
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer(NAMES[_i], cfg, sizeof cfg);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = cfg;
+    so.date = _i == 5 ? "03 Feb 2025" : NULL;
+    nnt_sft *s = NULL;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    int n = 0;
+    for (int set = 0; set < 3 && SETS[_i][set]; set++)
+        n += compare_against(s, NAMES[_i], "pc_expected", SETS[_i][set], 0, n);
+    ck_assert_int_eq(n, COUNT[_i]);
+    /* mixed or empty forms refused */
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t got = 0;
+    const char *mixed = "{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi\"}], "
+                        "\"completion\": \"Hello!\"}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, mixed, strlen(mixed), &ids, &counts, &got), NNT_E_FORMAT,
+                    "\"prompt\" and \"completion\" must be both strings or both lists of "
+                    "messages");
+    const char *empty = "{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi\"}], "
+                        "\"completion\": []}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, empty, strlen(empty), &ids, &counts, &got), NNT_E_FORMAT,
+                    "an empty completion: nothing to learn");
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -1071,6 +1131,7 @@ int main(void)
     tcase_add_test(tc, test_gemma_turns);
     tcase_add_test(tc, test_gemma3_parts);
     tcase_add_loop_test(tc, test_prompts, 0, 12);
+    tcase_add_loop_test(tc, test_conversation_pc, 0, 12);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

@@ -6,7 +6,10 @@
  *                                    <|begin_of_text|>); every target counts
  *   {"prompt": P, "completion": C}   ids of P + C + eos the same way; the targets after the
  *                                    longest common prefix of those ids and P's count
- *                                    (completion_only_loss)
+ *                                    (completion_only_loss); P and C lists of messages: the
+ *                                    published template's rendering of P with its generation
+ *                                    prompt against that of P + C, the targets from where
+ *                                    they differ (TRL's conversational prompt/completion)
  *   {"messages": [{"role", "content"}, ...]}
  *                                    rendered with a chat template (ChatML, Llama 3, and
  *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's, Gemma's (also
@@ -57,6 +60,10 @@ struct nnt_sft {
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
     int prompt;                   /* rendering a prompt for generation (nnt_sft_encode_prompt) */
+    int published;                /* rendering as the published template does (a prompt, and
+                                     a conversational prompt/completion), not as TRL's
+                                     training variant (Qwen3's, DeepSeek-R1's)               */
+    size_t last_query;            /* Qwen3 published: the index of the last user message     */
 };
 
 /* the templates' names (nnt_chat_template_from_name), for the messages */
@@ -937,7 +944,7 @@ static const char *after_last(const char *text, size_t n, const char *what, size
  * its first </think> and that </think> (newlines stripped), ANSWER what follows its last
  * </think> (leading newlines stripped). Users, and system messages after the first, are
  * ChatML. */
-static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
+static int render_qwen3(nnt_sft *s, size_t i, int last, const jv *role, const jv *content,
                         const jv *reasoning, turns *a)
 {
     if (strcmp(role->s, "assistant") != 0)   /* Qwen3 has no default system message */
@@ -955,12 +962,15 @@ static int render_qwen3(nnt_sft *s, size_t i, const jv *role, const jv *content,
             think++, tlen--;
         answer = after_last(content->s, content->len, "</think>", &alen);
     }
+    /* the published template renders the think block only after the last user message, in
+     * the last message or where there is reasoning; TRL's training variant in every turn */
+    int block = !s->published || (i > s->last_query && (last || tlen > 0));
     while (tlen > 0 && *think == '\n')   /* reasoning_content.strip('\n') */
         think++, tlen--;
     while (tlen > 0 && think[tlen - 1] == '\n')
         tlen--;
     NNT_TRY(puts0(s, "<|im_start|>assistant\n"));
-    if (s->prompt) {   /* before the last user message: the published template's answer alone */
+    if (!block) {   /* the published template's answer alone */
         while (answer != content->s && alen > 0 && *answer == '\n')
             answer++, alen--;
         NNT_TRY(put(s, answer, alen));
@@ -1005,7 +1015,7 @@ static int render_r1(nnt_sft *s, const jv *role, const jv *content, turns *a)
     if (strcmp(role->s, "assistant") != 0)
         return NNT_OK;
     size_t alen = content->len, tag = s->text.n;   /* the assistant tag counts too */
-    const char *answer = s->prompt ? after_last(content->s, alen, "</think>", &alen)
+    const char *answer = s->published ? after_last(content->s, alen, "</think>", &alen)
                                    : content->s;
     NNT_TRY(puts0(s, R1_ASSISTANT));
     NNT_TRY(put(s, answer, alen));
@@ -1027,8 +1037,30 @@ static const char *generation_prompt(nnt_chat_template t)
     return is_gemma(t) ? "<start_of_turn>model\n" : "<|im_start|>assistant\n";
 }
 
+/* Qwen3's last query: the index of the last user message whose content is not a tool's
+ * response (<tool_response>...</tool_response>), as its template finds it; the last message
+ * when there is none. */
+static size_t last_query(const jv *msgs)
+{
+    static const char open[] = "<tool_response>", close[] = "</tool_response>";
+    for (size_t i = msgs->n; i-- > 0;) {
+        const jv *role = hft_jv_get(&msgs->items[i], "role");
+        const jv *c = hft_jv_get(&msgs->items[i], "content");
+        if (strcmp(role->s, "user") != 0 || c->type != JV_STR)
+            continue;
+        int tool = c->len >= sizeof open - 1 + sizeof close - 1 &&
+                   memcmp(c->s, open, sizeof open - 1) == 0 &&
+                   memcmp(c->s + c->len - (sizeof close - 1), close, sizeof close - 1) == 0;
+        if (!tool)
+            return i;
+    }
+    return msgs->n - 1;
+}
+
 /* "messages": the rendered text into s->text, the assistant spans counted; for a prompt
- * (s->prompt) the last message a user's, then the generation prompt, nothing counted. */
+ * (s->prompt) the last message a user's, then the generation prompt, nothing counted; for
+ * the whole of a conversational prompt/completion (s->published alone) the ids, nothing
+ * counted (the caller counts the completion). */
 static int encode_messages(nnt_sft *s, const jv *msgs)
 {
     static const char fn[] = "nnt_sft_encode";
@@ -1047,6 +1079,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
                         "is a \"%s\" message): the model answers it", fn, role->s);
     int skip = 0;
     const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
+    s->last_query = last_query(msgs);
     if (is_llama31(s->tmpl))
         NNT_TRY(render_llama31_system(s, msgs, &skip));
     else if (s->tmpl == NNT_CHAT_LLAMA3)
@@ -1064,7 +1097,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         else if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
             NNT_TRY(render_llama3(s, i, role, content, &a));
         else if (s->tmpl == NNT_CHAT_QWEN3)
-            NNT_TRY(render_qwen3(s, i, role, content, reasoning, &a));
+            NNT_TRY(render_qwen3(s, i, i + 1 == msgs->n, role, content, reasoning, &a));
         else if (is_phi3(s->tmpl))
             NNT_TRY(render_phi3(s, role, content, &a));
         else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
@@ -1078,12 +1111,52 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         NNT_TRY(puts0(s, generation_prompt(s->tmpl)));
         return encode_record(s, s->text.p, s->text.n, 0);
     }
+    if (s->published)
+        return encode_record(s, s->text.p, s->text.n, 0);
     if (a.n == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: no assistant message: nothing to learn", fn);
     NNT_TRY(encode_record(s, s->text.p, s->text.n, 0));
     for (size_t k = 0; k < a.n; k++)
         NNT_TRY(count_span(s, s->text.p, a.at[2 * k], a.at[2 * k + 1]));
     return NNT_OK;
+}
+
+/* {"prompt": [messages], "completion": [messages]} as TRL's SFTTrainer takes a conversational
+ * prompt/completion by default (completion_only_loss, the tokenizer's own template): the
+ * prompt rendered with the generation prompt (as nnt_sft_encode_prompt), then the prompt and
+ * the completion as one conversation without it; the tokens from where the two first differ
+ * count. Both rendered as the published template renders them. */
+static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *completion)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (prompt->n == 0 || completion->n == 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: nothing to learn", fn, prompt->n == 0
+                        ? "an empty list of prompt messages" : "an empty completion");
+    s->prompt = 1, s->published = 1;
+    int rc = encode_messages(s, prompt);
+    s->prompt = 0;
+    size_t np = s->n;
+    int32_t *ids = rc == 0 ? malloc((np ? np : 1) * sizeof *ids) : NULL;
+    jv all = *prompt;
+    all.items = ids ? malloc((prompt->n + completion->n) * sizeof *all.items) : NULL;
+    if (rc == 0 && !all.items)
+        rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
+    if (rc == 0) {   /* the two lists as one (the messages themselves shared) */
+        memcpy(ids, s->ids, np * sizeof *ids);
+        memcpy(all.items, prompt->items, prompt->n * sizeof *all.items);
+        memcpy(all.items + prompt->n, completion->items, completion->n * sizeof *all.items);
+        all.n = prompt->n + completion->n;
+        s->text.n = 0;
+        rc = encode_messages(s, &all);
+    }
+    if (rc == 0) {   /* the completion: from where the prompt's ids and these differ */
+        size_t same = common_prefix(ids, np, s->ids, s->n);
+        memset(s->counts + same, 1, s->n - same);
+    }
+    s->published = 0;
+    free(all.items);
+    free(ids);
+    return rc;
 }
 
 /* The record's kind from its keys; other keys are refused, to catch a misnamed one. */
@@ -1122,9 +1195,11 @@ static int encode_value(nnt_sft *s, const jv *root)
     if (!prompt || !completion)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"%s\" without \"%s\"", fn,
                         prompt ? "prompt" : "completion", prompt ? "completion" : "prompt");
+    if (prompt->type == JV_ARR && completion->type == JV_ARR)
+        return encode_conversation_pc(s, prompt, completion);
     if (prompt->type != JV_STR || completion->type != JV_STR)
-        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"prompt\" and \"completion\" must be strings "
-                        "(a conversation goes in \"messages\")", fn);
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"prompt\" and \"completion\" must be both "
+                        "strings or both lists of messages", fn);
     if (completion->len == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: empty completion: nothing to learn", fn);
     /* the prompt's ids alone, with the affixes (TRL tokenizes both with them) */
@@ -1156,6 +1231,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
     if (rc)
         return nnt_fail(NULL, rc, "%s: %s", fn, err);
     s->prompt = prompt;
+    s->published = prompt;
     s->text.n = 0;
     const jv *messages = root.type == JV_ARR ? &root : hft_jv_get(&root, "messages");
     if (!prompt)
@@ -1166,6 +1242,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
     else
         rc = encode_messages(s, messages);
     s->prompt = 0;
+    s->published = 0;
     hft_jv_free(&root);
     return rc;
 }
