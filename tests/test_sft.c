@@ -398,8 +398,8 @@ START_TEST(test_prompts)
                     "a prompt's last message is a user's (this one is a \"assistant\" message)");
     const char *text = "{\"text\": \"Hi\"}", *other = "{\"messages\": [], \"x\": 1}";
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, text, strlen(text), &ids, &n), NNT_E_FORMAT,
-                    "a prompt is a record {\"messages\": [...]} (and no other key), or the "
-                    "list of messages alone");
+                    "a prompt is a record {\"messages\": [...]} (or \"conversations\"; no "
+                    "other key), or the list of messages alone");
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, other, strlen(other), &ids, &n), NNT_E_FORMAT,
                     "a prompt is a record {\"messages\": [...]}");
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, "[]", 2, &ids, &n), NNT_E_FORMAT,
@@ -462,6 +462,99 @@ START_TEST(test_conversation_pc)
                         "\"completion\": []}";
     EXPECT_FAIL_MSG(nnt_sft_encode(s, empty, strlen(empty), &ids, &counts, &got), NNT_E_FORMAT,
                     "an empty completion: nothing to learn");
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* line with each "role", "content" and "messages" key written as ShareGPT's "from", "value"
+ * and "conversations" (the fixtures' texts hold none of them quoted) */
+static void sharegpt(const char *line, char *out, size_t cap)
+{
+    static const char *const OLD[] = {"\"role\"", "\"content\"", "\"messages\""};
+    static const char *const NEW[] = {"\"from\"", "\"value\"", "\"conversations\""};
+    size_t o = 0;
+    while (*line && o + 20 < cap) {
+        int k = 0;
+        while (k < 3 && strncmp(line, OLD[k], strlen(OLD[k])) != 0)
+            k++;
+        if (k < 3) {
+            o += (size_t)snprintf(out + o, cap - o, "%s", NEW[k]);
+            line += strlen(OLD[k]);
+        } else {
+            out[o++] = *line++;
+        }
+    }
+    ck_assert_int_eq(*line, 0);
+    out[o] = '\0';
+}
+
+/* ShareGPT's keys ({"conversations": [{"from": ..., "value": ...}]}, and from/value in the
+ * lists of a conversational prompt/completion and of a prompt) give the ids and counts of
+ * the same records with role/content (TRL's maybe_convert_to_chatml renames the keys alone),
+ * with ChatML, Qwen3 and Gemma 3's templates; ShareGPT's roles are refused with a hint, and
+ * a message with both names of a key is refused. */
+START_TEST(test_sharegpt)
+{
+    static const char *const NAMES[] = {"chatml", "qwen3", "gemma3"};
+    static const char *const FILES[][2] = {{"chat_records.jsonl", "chat_pc.jsonl"},
+                                           {"qwen3_records.jsonl", "qwen3_pc.jsonl"},
+                                           {"gemma3_parts_records.jsonl", "gemma_pc.jsonl"}};
+    char cfg[4300], line[8192], renamed[8192];
+    nnt_tokenizer *tok = load_tokenizer(NAMES[_i], cfg, sizeof cfg);
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+    int compared = 0;
+    for (int file = 0; file < 2; file++) {
+        FILE *f = fopen(fixture(FILES[_i][file]), "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            sharegpt(line, renamed, sizeof renamed);
+            ck_assert_str_ne(line, renamed);
+            const int32_t *ids;
+            const uint8_t *counts;
+            size_t n = 0, m = 0;
+            EXPECT_OK(nnt_sft_encode(s, line, strlen(line), &ids, &counts, &n));
+            int32_t *want = malloc(n * sizeof *want);
+            uint8_t *want_counts = malloc(n);
+            memcpy(want, ids, n * sizeof *want);
+            memcpy(want_counts, counts, n);
+            EXPECT_OK(nnt_sft_encode(s, renamed, strlen(renamed), &ids, &counts, &m));
+            ck_assert_int_eq(m, n);
+            ck_assert_int_eq(memcmp(ids, want, n * sizeof *want), 0);
+            ck_assert_int_eq(memcmp(counts, want_counts, n), 0);
+            free(want), free(want_counts);
+            compared++;
+        }
+        fclose(f);
+    }
+    ck_assert_int_ge(compared, 4);
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0;
+    const char *prompt = "{\"conversations\": [{\"from\": \"user\", \"value\": \"Hi\"}]}";
+    const char *same = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}";
+    int32_t first[256];
+    EXPECT_OK(nnt_sft_encode_prompt(s, same, strlen(same), &ids, &n));
+    ck_assert_uint_le(n, 256);
+    memcpy(first, ids, n * sizeof *ids);
+    size_t m = 0;
+    EXPECT_OK(nnt_sft_encode_prompt(s, prompt, strlen(prompt), &ids, &m));
+    ck_assert_int_eq(m, n);
+    ck_assert_int_eq(memcmp(ids, first, n * sizeof *ids), 0);
+    const char *human = "{\"conversations\": [{\"from\": \"human\", \"value\": \"Hi\"}, "
+                        "{\"from\": \"gpt\", \"value\": \"Hello!\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, human, strlen(human), &ids, &counts, &n), NNT_E_FORMAT,
+                    "messages[0] has role \"human\"");
+    ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "ShareGPT's human and gpt are not "
+                                 "renamed"));
+    const char *both = "{\"conversations\": [{\"from\": \"user\", \"role\": \"user\", "
+                       "\"value\": \"Hi\"}, {\"from\": \"assistant\", \"value\": \"Hello!\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, both, strlen(both), &ids, &counts, &n), NNT_E_FORMAT,
+                    "conversations[0] has both \"from\" and \"role\"");
+    const char *two = "{\"conversations\": [], \"messages\": []}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, two, strlen(two), &ids, &counts, &n), NNT_E_FORMAT,
+                    "(this one has several)");
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -1132,6 +1225,7 @@ int main(void)
     tcase_add_test(tc, test_gemma3_parts);
     tcase_add_loop_test(tc, test_prompts, 0, 12);
     tcase_add_loop_test(tc, test_conversation_pc, 0, 12);
+    tcase_add_loop_test(tc, test_sharegpt, 0, 3);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

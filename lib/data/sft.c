@@ -31,6 +31,8 @@
  *                                    CONTENT "<|im_end|>\n" after "<|im_start|>assistant\n",
  *                                    DeepSeek-R1 R1_ASSISTANT CONTENT R1_EOS (its reasoning
  *                                    kept: TRL's deepseek_r1_distill_training.jinja)
+ * ShareGPT's {"conversations": [{"from", "value"}, ...]} is taken as "messages", from and
+ * value as role and content in every list (TRL's maybe_convert_to_chatml).
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
  * is read with hftok's small tree over lib/io's bounded reader. */
 #include "../internal.h"
@@ -717,8 +719,10 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
                         "assistant)", fn, i, r);
     if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\", which the %s "
-                        "template does not know (system, user, assistant)", fn, i, r,
-                        template_name(t));
+                        "template does not know (system, user, assistant%s)", fn, i, r,
+                        template_name(t), strcmp(r, "human") == 0 || strcmp(r, "gpt") == 0
+                        ? "; ShareGPT's human and gpt are not renamed, as TRL does not rename "
+                          "them: write user and assistant" : "");
     if (strcmp(r, "assistant") == 0 && !parts && (*content)->len == 0 &&
         !(*reasoning && (*reasoning)->len > 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an empty assistant message: "
@@ -1167,23 +1171,26 @@ static int encode_value(nnt_sft *s, const jv *root)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: the record is not a JSON object", fn);
     const jv *text = hft_jv_get(root, "text"), *prompt = hft_jv_get(root, "prompt"),
              *completion = hft_jv_get(root, "completion"),
-             *messages = hft_jv_get(root, "messages");
-    int kinds = (text != NULL) + (prompt || completion) + (messages != NULL);
+             *messages = hft_jv_get(root, "messages"),
+             *conversations = hft_jv_get(root, "conversations");
+    int kinds = (text != NULL) + (prompt || completion) + (messages != NULL) +
+                (conversations != NULL);
     if (kinds != 1)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: a record has one of \"text\", \"prompt\" with "
-                        "\"completion\", or \"messages\" (this one has %s)", fn,
-                        kinds ? "several" : "none");
+                        "\"completion\", \"messages\" or \"conversations\" (this one has %s)",
+                        fn, kinds ? "several" : "none");
     for (size_t i = 0; i < root->n; i++)
         if (strcmp(root->keys[i], "tools") == 0)
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\": tool definitions and calls are "
                             "not implemented (nnt renders no tools)", fn);
     for (size_t i = 0; i < root->n; i++)
         if (strcmp(root->keys[i], "text") && strcmp(root->keys[i], "prompt") &&
-            strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages"))
+            strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages") &&
+            strcmp(root->keys[i], "conversations"))
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (text, prompt, "
-                            "completion, messages)", fn, root->keys[i]);
-    if (messages)
-        return encode_messages(s, messages);
+                            "completion, messages, conversations)", fn, root->keys[i]);
+    if (messages || conversations)
+        return encode_messages(s, messages ? messages : conversations);
     if (text) {
         if (text->type != JV_STR)
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"text\" is not a string", fn);
@@ -1217,6 +1224,32 @@ static int encode_value(nnt_sft *s, const jv *root)
     return NNT_OK;
 }
 
+/* ShareGPT's messages {"from": R, "value": C} as {"role": R, "content": C}, as TRL's
+ * maybe_convert_to_chatml renames them in the lists of prompt, completion, messages and
+ * conversations (the roles as they are: "human" and "gpt" are not renamed). A message with
+ * both names of one key is refused. */
+static int rename_from_value(jv *list, const char *name)
+{
+    static const char *const OLD[2] = {"from", "value"}, *const NEW[2] = {"role", "content"};
+    for (size_t i = 0; list && list->type == JV_ARR && i < list->n; i++) {
+        jv *m = &list->items[i];
+        for (size_t k = 0; m->type == JV_OBJ && k < m->n; k++)
+            for (int w = 0; w < 2; w++) {
+                if (strcmp(m->keys[k], OLD[w]) != 0)
+                    continue;
+                if (hft_jv_get(m, NEW[w]))
+                    return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: %s[%zu] has both "
+                                    "\"%s\" and \"%s\"", name, i, OLD[w], NEW[w]);
+                char *key = strdup(NEW[w]);
+                if (!key)
+                    return nnt_fail(NULL, NNT_E_NOMEM, "nnt_sft_encode: out of host memory");
+                free(m->keys[k]);
+                m->keys[k] = key;
+            }
+    }
+    return NNT_OK;
+}
+
 /* nnt_sft_encode, or (prompt) nnt_sft_encode_prompt's rendering */
 static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
 {
@@ -1230,15 +1263,27 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         rc = nnt_json_end(&j);
     if (rc)
         return nnt_fail(NULL, rc, "%s: %s", fn, err);
+    static const char *const LISTS[] = {"prompt", "completion", "messages", "conversations"};
+    for (int k = 0; rc == 0 && k < 4; k++)
+        rc = rename_from_value(root.type == JV_OBJ ? (jv *)hft_jv_get(&root, LISTS[k]) : NULL,
+                               LISTS[k]);
+    if (rc == 0 && root.type == JV_ARR)
+        rc = rename_from_value(&root, "messages");
+    if (rc) {
+        hft_jv_free(&root);
+        return rc;
+    }
     s->prompt = prompt;
     s->published = prompt;
     s->text.n = 0;
     const jv *messages = root.type == JV_ARR ? &root : hft_jv_get(&root, "messages");
+    if (!messages && root.type == JV_OBJ)
+        messages = hft_jv_get(&root, "conversations");
     if (!prompt)
         rc = encode_value(s, &root);
     else if (!messages || (root.type == JV_OBJ && root.n != 1))
-        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (and "
-                      "no other key), or the list of messages alone", fn);
+        rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
+                      "\"conversations\"; no other key), or the list of messages alone", fn);
     else
         rc = encode_messages(s, messages);
     s->prompt = 0;
