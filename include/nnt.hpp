@@ -204,6 +204,13 @@ struct model_config : nnt_model_config {
 struct gpt_config : nnt_gpt_config {
     gpt_config() noexcept : nnt_gpt_config NNT_GPT_CONFIG_INIT {}
 };
+struct token_writer_options : nnt_token_writer_options {
+    token_writer_options() noexcept : nnt_token_writer_options NNT_TOKEN_WRITER_OPTIONS_INIT {}
+};
+/* Its pointers stay the caller's (nnt_sft_create). */
+struct sft_options : nnt_sft_options {
+    sft_options() noexcept : nnt_sft_options NNT_SFT_OPTIONS_INIT {}
+};
 
 /* ---- library-wide functions ------------------------------------------------------------ */
 
@@ -1336,6 +1343,124 @@ public:
         nnt_data_info i = NNT_DATA_INFO_INIT;
         check(nnt_data_info_get(get(), &i));
         return i;
+    }
+};
+
+/* A token file being written (nnt_token_writer_open(3)): ids, or ids with the targets that
+ * count in the loss, laid in rows for prompt/answer data. close() puts it in place (atomic);
+ * a writer destroyed without close() leaves no file and the path untouched. */
+class token_writer : public detail::handle<nnt_token_writer, nnt_token_writer_destroy> {
+public:
+    token_writer() noexcept = default;
+    explicit token_writer(nnt_token_writer *owned) noexcept : handle(owned) {}
+    /* ctx (null: none) records the failures. */
+    explicit token_writer(std::string_view path,
+                          const nnt_token_writer_options &opts = token_writer_options(),
+                          const context *ctx = nullptr)
+    {
+        nnt_token_writer *w = nullptr;
+        check(nnt_token_writer_open(ctx ? ctx->get() : nullptr, detail::cstr(path).c_str(),
+                                    &opts, &w));
+        reset(w);
+    }
+    void write(span<const std::int32_t> ids)
+    {
+        check(nnt_token_writer_write(get(), ids.data(), ids.size()));
+    }
+    /* counts: one a token (!= 0: a target), or empty: all count. */
+    void write_masked(span<const std::int32_t> ids, span<const std::uint8_t> counts = {})
+    {
+        if (!counts.empty() && counts.size() != ids.size())
+            detail::fail(NNT_E_INVAL, "nnt::token_writer::write_masked: " +
+                                          std::to_string(counts.size()) + " counts for " +
+                                          std::to_string(ids.size()) + " ids");
+        check(nnt_token_writer_write_masked(get(), ids.data(),
+                                            counts.empty() ? nullptr : counts.data(), ids.size()));
+    }
+    /* One example laid whole in rows (the block, pack and cut options). */
+    void write_example(span<const std::int32_t> ids, span<const std::uint8_t> counts)
+    {
+        if (counts.size() != ids.size())
+            detail::fail(NNT_E_INVAL, "nnt::token_writer::write_example: " +
+                                          std::to_string(counts.size()) + " counts for " +
+                                          std::to_string(ids.size()) + " ids");
+        check(nnt_token_writer_write_example(get(), ids.data(), counts.data(), ids.size()));
+    }
+    std::int64_t count() const
+    {
+        std::int64_t n = 0;
+        check(nnt_token_writer_count(get(), &n));
+        return n;
+    }
+    /* The file into place; the writer is empty afterwards, whatever the outcome. */
+    void close() { check(nnt_token_writer_close(release())); }
+};
+
+/* Prompt/answer records to ids and targets (nnt_sft_create(3)): the tokenizer must outlive
+ * the encoder. The spans encode() and encode_prompt() return stay valid until the next call
+ * on this encoder. */
+class sft : public detail::handle<nnt_sft, nnt_sft_destroy> {
+public:
+    struct example {
+        span<const std::int32_t> ids;
+        span<const std::uint8_t> counts;   /* 1: the token counts as a target */
+    };
+    sft() noexcept = default;
+    explicit sft(nnt_sft *owned) noexcept : handle(owned) {}
+    explicit sft(const tokenizer &tok, const nnt_sft_options &opts = sft_options())
+    {
+        nnt_sft *p = nullptr;
+        check(nnt_sft_create(tok.get(), &opts, &p));
+        reset(p);
+    }
+    /* tokenizer_config: a tokenizer_config.json or its directory; its chat template, or
+     * template_ (not NNT_CHAT_AUTO) whatever it says. */
+    sft(const tokenizer &tok, std::string_view tokenizer_config,
+        nnt_chat_template template_ = NNT_CHAT_AUTO)
+    {
+        std::string config = detail::cstr(tokenizer_config);
+        sft_options o;
+        o.tokenizer_config = config.c_str();
+        o.chat_template = template_;
+        nnt_sft *p = nullptr;
+        check(nnt_sft_create(tok.get(), &o, &p));
+        reset(p);
+    }
+    /* "chatml", "llama3", ..., "deepseek-r1", "none" (nnt_chat_template_from_name) */
+    static nnt_chat_template template_named(std::string_view name)
+    {
+        nnt_chat_template t = NNT_CHAT_AUTO;
+        check(nnt_chat_template_from_name(detail::cstr(name).c_str(), &t));
+        return t;
+    }
+    nnt_chat_template chat_template() const
+    {
+        nnt_chat_template t = NNT_CHAT_AUTO;
+        check(nnt_sft_template_of(get(), &t));
+        return t;
+    }
+    std::int32_t pad_id() const
+    {
+        std::int32_t id = 0;
+        check(nnt_sft_pad_id(get(), &id));
+        return id;
+    }
+    /* One record (a JSON object: text, prompt/completion, messages or conversations). */
+    example encode(std::string_view record)
+    {
+        const std::int32_t *ids = nullptr;
+        const std::uint8_t *counts = nullptr;
+        std::size_t n = 0;
+        check(nnt_sft_encode(get(), record.data(), record.size(), &ids, &counts, &n));
+        return {{ids, n}, {counts, n}};
+    }
+    /* A conversation up to a user's message, with the template's generation prompt. */
+    span<const std::int32_t> encode_prompt(std::string_view record)
+    {
+        const std::int32_t *ids = nullptr;
+        std::size_t n = 0;
+        check(nnt_sft_encode_prompt(get(), record.data(), record.size(), &ids, &n));
+        return {ids, n};
     }
 };
 

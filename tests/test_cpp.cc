@@ -88,6 +88,8 @@ static_assert(move_only<nnt::layer>);
 static_assert(move_only<nnt::optimizer>);
 static_assert(move_only<nnt::tokenizer>);
 static_assert(move_only<nnt::data>);
+static_assert(move_only<nnt::sft>);
+static_assert(move_only<nnt::token_writer>);
 static_assert(move_only<nnt::train_state>);
 static_assert(move_only<nnt::trainer>);
 static_assert(std::is_base_of_v<std::runtime_error, nnt::error>);
@@ -516,6 +518,76 @@ void test_tokens(nnt::context &)
     EXPECT_ERROR(NNT_E_IO, "", nnt::data(tmpdir + "/none.bin"));
 }
 
+/* nnt::sft against the C calls on the fixture's ChatML tokenizer (a record of each kind, a
+ * prompt), the template named and refused; nnt::token_writer laying them in rows of 128 read
+ * back through nnt::data with their mask; a writer dropped unclosed leaves no file. */
+void test_sft(nnt::context &ctx)
+{
+    nnt::tokenizer tok = nnt::tokenizer::hf(fixture("sft/chatml/tokenizer.json"));
+    nnt::sft s(tok, fixture("sft/chatml"));
+    EXPECT(s.chat_template() == NNT_CHAT_CHATML);
+    EXPECT(nnt::sft::template_named("deepseek-r1") == NNT_CHAT_DEEPSEEK_R1);
+    EXPECT_ERROR(NNT_E_UNSUPPORTED, "chat template \"nope\"", nnt::sft::template_named("nope"));
+    std::string config = fixture("sft/chatml");
+    nnt_sft_options o = NNT_SFT_OPTIONS_INIT;
+    o.tokenizer_config = config.c_str();
+    nnt_sft *c = nullptr;
+    C_OK(nnt_sft_create(tok.get(), &o, &c));
+    const char *records[] = {
+        "{\"text\": \"The cat sat on the mat.\"}",
+        "{\"prompt\": \"Question: what colour is the sky?\", \"completion\": \" Blue.\"}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Hello!\"}]}"};
+    nnt::token_writer_options wo;
+    wo.mask = 1, wo.block = 128, wo.pad = s.pad_id(), wo.vocab = tok.vocab_size();
+    std::string path = tmpdir + "/sft.bin";
+    nnt::token_writer w(path, wo, &ctx);
+    std::vector<std::int32_t> all_ids;
+    std::vector<std::uint8_t> all_counts;
+    for (const char *r : records) {
+        nnt::sft::example e = s.encode(r);
+        const std::int32_t *ids = nullptr;
+        const std::uint8_t *counts = nullptr;
+        std::size_t n = 0;
+        C_OK(nnt_sft_encode(c, r, std::strlen(r), &ids, &counts, &n));
+        EXPECT(n > 0 && e.ids.size() == n && e.counts.size() == n);
+        EXPECT(std::equal(ids, ids + n, e.ids.begin()) &&
+               std::equal(counts, counts + n, e.counts.begin()));
+        EXPECT(n <= 128);
+        w.write_example(e.ids, e.counts);
+        all_ids.insert(all_ids.end(), e.ids.begin(), e.ids.end());
+        all_ids.resize(all_ids.size() + 128 - n, s.pad_id());
+        all_counts.insert(all_counts.end(), e.counts.begin(), e.counts.end());
+        all_counts[all_counts.size() - n] = 0;   /* a row's first token never counts */
+        all_counts.resize(all_counts.size() + 128 - n, 0);
+    }
+    const char *prompt = "[{\"role\": \"user\", \"content\": \"Hi\"}]";
+    nnt::span<const std::int32_t> p = s.encode_prompt(prompt);
+    const std::int32_t *pids = nullptr;
+    std::size_t np = 0;
+    C_OK(nnt_sft_encode_prompt(c, prompt, std::strlen(prompt), &pids, &np));
+    EXPECT(np > 0 && p.size() == np && std::equal(pids, pids + np, p.begin()));
+    nnt_sft_destroy(c);
+    EXPECT_ERROR(NNT_E_FORMAT, "nnt_sft_encode: unknown key \"x\"",
+                 s.encode("{\"text\": \"a\", \"x\": 1}"));
+    std::vector<std::uint8_t> short_counts(2, 1);
+    EXPECT_ERROR(NNT_E_INVAL, "2 counts for 3 ids",
+                 w.write_example(std::vector<std::int32_t>{1, 2, 3}, short_counts));
+    /* two rows, and the third's example until close pads it */
+    EXPECT(w.count() == 2 * 128 + static_cast<std::int64_t>(s.encode(records[2]).ids.size()));
+    w.close();
+    EXPECT(!w);
+    nnt::data d(path);
+    EXPECT(d.num_tokens() == 3 * 128 && d.info().masked == 1 && d.info().block == 128);
+    EXPECT(d.read(0, 3 * 128) == all_ids);
+    EXPECT(d.read_mask(0, 3 * 128) == all_counts);
+    {
+        nnt::token_writer dropped(tmpdir + "/dropped.bin");
+        dropped.write(std::vector<std::int32_t>{1, 2, 3});
+    }
+    EXPECT(std::fopen((tmpdir + "/dropped.bin").c_str(), "r") == nullptr);
+}
+
 /* The losses the trainer reports (steps and validations, in order). */
 int record_loss(const nnt_trainer_report *r, void *user)
 {
@@ -630,6 +702,7 @@ int main()
         test_hf(ctx);
         test_lora(ctx);
         test_tokens(ctx);
+        test_sft(ctx);
         test_trainer(ctx);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "FAIL: unexpected exception: %s\n", e.what());
