@@ -38,6 +38,7 @@
  * Exit 0 on success, 1 on failure (the reason on stderr). */
 #define _POSIX_C_SOURCE 200809L   /* setenv */
 #include "nnt.h"
+#include "meminfo.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -272,20 +273,6 @@ static int moe(int argc, char **argv)
     nnt_layer_destroy(model);
     int drc = nnt_ctx_destroy(ctx);
     return rc ? 1 : drc ? fail("nnt_ctx_destroy", drc) : 0;
-}
-
-/* The kernel's MemAvailable in bytes (0: unknown). */
-static int64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long long kib = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (int64_t)kib * 1024;
 }
 
 /* Without a budget, the ranks on one node share 15/16 of the memory available at start

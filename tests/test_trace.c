@@ -6,6 +6,7 @@
  * misuse. */
 #define _DEFAULT_SOURCE
 #include "testutil.h"
+#include "meminfo.h"
 
 #include <math.h>
 #include <time.h>
@@ -359,20 +360,6 @@ START_TEST(test_mem_stats)
     EXPECT_RC(nnt_ctx_mem_stats(ctx, &bad, 0), NNT_E_STATE);  /* a dead context */
 }
 END_TEST
-
-/* The kernel's MemAvailable in bytes (0: unknown). */
-static int64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long long kib = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (int64_t)kib * 1024;
-}
 
 /* Without a budget the RAM budget is 15/16 of the memory available at start (not the main
  * memory, whose tiles the kernel would kill the process for): reported, and tensors beyond
