@@ -325,6 +325,26 @@ START_TEST(test_chat_templates)
 }
 END_TEST
 
+/* The tokenizers of the prompt and prompt/completion fixtures (_i of test_prompts and
+ * test_conversation_pc), and the record sets each is checked on (STEM_prompts.jsonl,
+ * STEM_pc.jsonl) */
+static const char *const PROMPT_NAMES[] = {"chatml",   "llama3",   "qwen2_5", "qwen3",
+                                           "llama3_1", "llama3_2", "gemma",   "gemma3",
+                                           "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1"};
+static const char *const PROMPT_SETS[][3] = {
+    {"chat", NULL}, {"chat", NULL}, {"chat", NULL}, {"chat", "qwen3"}, {"chat", NULL},
+    {"chat", NULL}, {"gemma", NULL}, {"gemma", "gemma3", "gemma3_parts"}, {"chat", "phi3"},
+    {"chat", "phi3"}, {"chat", NULL}, {"chat", "r1"}};
+
+/* The fixture file of record set k of PROMPT_SETS[i] with suffix (NULL: none) */
+static const char *prompt_set(int i, int k, const char *suffix, char *path, size_t cap)
+{
+    if (k >= 3 || !PROMPT_SETS[i][k])
+        return NULL;
+    snprintf(path, cap, "%s%s", PROMPT_SETS[i][k], suffix);
+    return path;
+}
+
 /* Prompts for generation (nnt_sft_encode_prompt): each conversation of the fixture's sets up
  * to its last user message gives apply_chat_template's ids with add_generation_prompt=True
  * (NAME.prompts): _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (earlier assistant turns without
@@ -332,20 +352,8 @@ END_TEST
  * 11 deepseek_r1 (an earlier assistant turn without what precedes its last </think>) */
 START_TEST(test_prompts)
 {
-    static const char *const NAMES[] = {"chatml",   "llama3",   "qwen2_5", "qwen3",
-                                        "llama3_1", "llama3_2", "gemma",   "gemma3",
-                                        "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1"};
-    static const char *const SETS[][3] = {
-        {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
-        {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", "qwen3_prompts.jsonl"},
-        {"chat_prompts.jsonl", NULL}, {"chat_prompts.jsonl", NULL},
-        {"gemma_prompts.jsonl", NULL},
-        {"gemma_prompts.jsonl", "gemma3_prompts.jsonl", "gemma3_parts_prompts.jsonl"},
-        {"chat_prompts.jsonl", "phi3_prompts.jsonl"},
-        {"chat_prompts.jsonl", "phi3_prompts.jsonl"},
-        {"chat_prompts.jsonl", NULL},
-        {"chat_prompts.jsonl", "r1_prompts.jsonl"}};
-    const char *name = NAMES[_i];
+    const char *name = PROMPT_NAMES[_i], *set_file;
+    char set_path[64];
     char cfg[4300], expected[4300], line[8192], want[8192];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
@@ -355,8 +363,8 @@ START_TEST(test_prompts)
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
     snprintf(expected, sizeof expected, "%s.prompts", fixture(name));
     int k = 0;
-    for (int set = 0; set < 3 && SETS[_i][set]; set++) {
-        FILE *f = fopen(fixture(SETS[_i][set]), "r");
+    for (int set = 0; (set_file = prompt_set(_i, set, "_prompts.jsonl", set_path, 64)); set++) {
+        FILE *f = fopen(fixture(set_file), "r");
         ck_assert_ptr_nonnull(f);
         while (fgets(line, sizeof line, f)) {
             line[strcspn(line, "\n")] = '\0';
@@ -424,30 +432,18 @@ END_TEST
  * template drops it, and its generation prompt's <think> not in the conversation) */
 START_TEST(test_conversation_pc)
 {
-    static const char *const NAMES[] = {"chatml",   "llama3",   "qwen2_5", "qwen3",
-                                        "llama3_1", "llama3_2", "gemma",   "gemma3",
-                                        "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1"};
-    static const char *const SETS[][3] = {
-        {"chat_pc.jsonl", NULL}, {"chat_pc.jsonl", NULL},
-        {"chat_pc.jsonl", NULL}, {"chat_pc.jsonl", "qwen3_pc.jsonl"},
-        {"chat_pc.jsonl", NULL}, {"chat_pc.jsonl", NULL},
-        {"gemma_pc.jsonl", NULL},
-        {"gemma_pc.jsonl", "gemma3_pc.jsonl", "gemma3_parts_pc.jsonl"},
-        {"chat_pc.jsonl", "phi3_pc.jsonl"},
-        {"chat_pc.jsonl", "phi3_pc.jsonl"},
-        {"chat_pc.jsonl", NULL},
-        {"chat_pc.jsonl", "r1_pc.jsonl"}};
     static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 6, 6, 5, 6};   /* the sets' records */
-    char cfg[4300];
-    nnt_tokenizer *tok = load_tokenizer(NAMES[_i], cfg, sizeof cfg);
+    char cfg[4300], set_path[64];
+    const char *set_file;
+    nnt_tokenizer *tok = load_tokenizer(PROMPT_NAMES[_i], cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = cfg;
     so.date = _i == 5 ? "03 Feb 2025" : NULL;
     nnt_sft *s = NULL;
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
     int n = 0;
-    for (int set = 0; set < 3 && SETS[_i][set]; set++)
-        n += compare_against(s, NAMES[_i], "pc_expected", SETS[_i][set], 0, n);
+    for (int set = 0; (set_file = prompt_set(_i, set, "_pc.jsonl", set_path, 64)); set++)
+        n += compare_against(s, PROMPT_NAMES[_i], "pc_expected", set_file, 0, n);
     ck_assert_int_eq(n, COUNT[_i]);
     /* mixed or empty forms refused */
     const int32_t *ids;
