@@ -43,6 +43,7 @@ typedef struct opts {
     int jsonl, pack, pad;
     int64_t seq;
     int too_long;                 /* 0 refuse, 1 cut                                        */
+    int loss;                     /* -1 unset, 0 answers, 1 all                             */
     int chat_template;            /* index in chat_templates                                */
     const char *tokenizer_config;
     const char *chat_date;
@@ -53,6 +54,7 @@ enum { BITS_16, BITS_32 };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const token_bits[] = {"16", "32", NULL};
 static const char *const too_long[] = {"refuse", "cut", NULL};
+static const char *const losses[] = {"answers", "all", NULL};
 static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", "qwen2.5",
                                              "qwen3", "llama3.1", "llama3.2", "gemma",
                                              "gemma2", "gemma3", "phi3", "phi3.5",
@@ -94,6 +96,10 @@ static const cli_option table[] = {
                "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|"
                "phi3|phi3.5|\nqwen3-2507|deepseek-r1 for \"messages\" (default\nauto: the tokenizer_config.json's, "
                "when nnt knows it)"),
+    OPT_CHOICE("loss", loss, losses, NULL, 0, "answers|all", "the tokens that count: the "
+               "answers (the default:\ncompletions, assistant turns) or all of them, as\n"
+               "TRL with completion_only_loss=False and no\nassistant_only_loss (conversations "
+               "rendered as\ntheir published template renders them)"),
     OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\" (\"26 Jul "
             "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2)"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "tokenizer_config.json "
@@ -151,9 +157,9 @@ static int parse_opts(int argc, char **argv, opts *o)
     if (o->pack && o->pad)
         return usage("%s", "give one of --pack and --pad");
     if (!o->jsonl && (o->seq || o->pack || o->pad || o->too_long > 0 || o->chat_template > 0 ||
-                      o->tokenizer_config || o->chat_date))
-        return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date and "
-                     "--tokenizer-config are for --jsonl input");
+                      o->tokenizer_config || o->chat_date || o->loss >= 0))
+        return usage("%s", "--seq, --pack, --pad, --too-long, --chat-template, --chat-date, "
+                     "--loss and --tokenizer-config are for --jsonl input");
     if (o->jsonl && (!o->out || !o->seq))
         return usage("%s", "--jsonl writes rows of T tokens to a file: give --seq T (nnt-train's "
                      "--seq) and --out FILE");
@@ -165,7 +171,7 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(chat_templates[o->chat_template]),
-                    o->tokenizer_config, o->json, o->chat_date, NULL};
+                    o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

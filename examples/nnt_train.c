@@ -615,7 +615,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     snprintf(out, len, "%s/%.*s.%s", o->out_dir, (int)(strlen(base) - 6), base,
              which ? "val-tokens.bin" : "tokens.bin");
     nnt_tokenizer_vocab_size(tok, &vocab);
-    jsonl_opts jo = {o->loop.seq, 0, 1, NNT_CHAT_AUTO, NULL, json, NULL, "nnt-train"};
+    jsonl_opts jo = {o->loop.seq, 0, 1, NNT_CHAT_AUTO, NULL, json, NULL, "nnt-train", 0};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);

@@ -86,6 +86,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     so.tokenizer_config = o->tokenizer_config ? o->tokenizer_config : found;
     so.chat_template = o->chat_template;
     so.date = o->chat_date;
+    so.all_tokens = o->all_tokens;
     nnt_sft *s = NULL;
     int rc = nnt_sft_create(tok, &so, &s);
     free(found);

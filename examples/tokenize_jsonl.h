@@ -14,6 +14,7 @@ typedef struct jsonl_opts {
     const char *tokenizer_json;
     const char *chat_date;            /* Llama 3.1+'s "Today Date"; NULL: the template's */
     const char *program;              /* its messages' prefix; NULL: "nnt-tokenize"      */
+    int all_tokens;                   /* 1: every token counts (nnt_sft_options)          */
 } jsonl_opts;
 
 typedef struct jsonl_stats {

@@ -1678,9 +1678,13 @@ typedef struct nnt_sft_options {
     const char *date;             /* Llama 3.1 and 3.2: the system block's "Today Date" as the
                                      templates' date_string ("26 Jul 2024"); NULL: their
                                      default (3.1: 26 Jul 2024; 3.2: today, local time)      */
+    int all_tokens;               /* 1: every token counts, conversations rendered as their
+                                     published template renders them (TRL with
+                                     completion_only_loss=False and without
+                                     assistant_only_loss); 0: the answers only (default)    */
 } nnt_sft_options;
 
-#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL }
+#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL, 0 }
 
 /* tok must outlive the encoder. A chat template nnt does not recognise is NNT_E_UNSUPPORTED
  * naming it; the file unreadable NNT_E_IO, malformed NNT_E_FORMAT. */

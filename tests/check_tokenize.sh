@@ -272,6 +272,13 @@ run_ok jsonl-gemma3 --jsonl --seq 64 --tokenizer-json "$sft/gemma3/tokenizer.jso
     --out "$tmp/g3.bin" "$sft/gemma_records.jsonl" "$sft/gemma3_records.jsonl" \
     "$sft/gemma3_parts_records.jsonl"
 same_rows jsonl-gemma3 "$tmp/g3.bin" 64 7 "$sft/gemma3.expected"
+# --loss all: every token counts, as TRL with completion_only_loss=False and no
+# assistant_only_loss (Qwen3's conversations as its published template renders them: think
+# blocks only after the last user message; then prompt/completion records)
+run_ok jsonl-all --jsonl --seq 128 --loss all --tokenizer-json "$sft/qwen3/tokenizer.json" \
+    --out "$tmp/all.bin" "$sft/chat_records.jsonl" "$sft/qwen3_records.jsonl" \
+    "$sft/chat_pc.jsonl"
+same_rows jsonl-all "$tmp/all.bin" 128 12 "$sft/qwen3.all_expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
@@ -298,6 +305,8 @@ run_ok jsonl-template-given --jsonl --seq 96 --chat-template chatml --tokenizer-
 expect_status jsonl-noseq 2 "give --seq T" --jsonl --tokenizer-json "$sft/chatml/tokenizer.json" \
     --out "$tmp/x.bin" "$sft/records.jsonl"
 expect_status jsonl-seqonly 2 "are for --jsonl input" --seq 64 --out "$tmp/x.bin" "$tmp/ab.txt"
+expect_status jsonl-lossonly 2 "are for --jsonl input" --loss all --out "$tmp/x.bin" \
+    "$tmp/ab.txt"
 expect_status jsonl-tmpl 2 "'vicuna' is not one of auto, none, chatml, llama3" --jsonl --seq 64 \
     --chat-template vicuna --out "$tmp/x.bin" "$sft/records.jsonl"
 [ -z "$(ls "$tmp" | grep '\.tmp[.-]')" ] || fail "jsonl: a temporary file was left behind"

@@ -65,7 +65,9 @@ render the same ids as the originals (checked here).
 SET_pc.jsonl: the conversations of SET_records.jsonl split at their last user message, as
 TRL's conversational prompt/completion ({"prompt": [...], "completion": [...]}; those that end
 with a user message left out); NAME.pc_expected: SFTTrainer's ids and labels for them with its
-defaults (completion_only_loss, the tokenizer's published template).
+defaults (completion_only_loss, the tokenizer's published template). NAME.all_expected (llama3,
+qwen3, deepseek_r1): with completion_only_loss=False, every token counted (see
+all_fixtures).
 
 model/ (config.json, model.safetensors): LlamaForCausalLM, V = the llama3 tokenizer's
 vocabulary, C 32, L 2, NH 4, NKV 2, hidden 48, untied.
@@ -536,6 +538,40 @@ def pc_fixtures(args):
         print(name, "prompt/completion conversations", len(lines) // 2)
 
 
+def all_fixtures(args):
+    """NAME.all_expected: SFTTrainer's ids and labels with assistant_only_loss=False (its
+    default) and completion_only_loss=False: every token a target, conversations rendered by
+    the tokenizer's published template (llama3: records.jsonl, one record of each kind;
+    qwen3 and deepseek_r1: their chat and reasoning sets, where the published template
+    renders other ids than TRL's training variant; each set also as prompt/completion)."""
+    sets = {"llama3": ["records"], "qwen3": ["chat_records", "qwen3_records", "chat_pc"],
+            "deepseek_r1": ["chat_records", "r1_records", "r1_pc"]}
+    for name, set_names in sets.items():
+        d = os.path.join(args.out, name)
+        vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
+        model = tiny_llama(vocab, 1)
+        lines = []
+        for set_name in set_names:
+            with open(os.path.join(args.out, set_name + ".jsonl")) as f:
+                recs = [json.loads(line) for line in f]
+            kinds = [[r for r in recs if k in r] for k in ("text", "prompt", "messages")]
+            for group in filter(None, kinds):
+                tok = AutoTokenizer.from_pretrained(d)
+                with tempfile.TemporaryDirectory() as tmp:
+                    cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None,
+                                    packing=False, use_cpu=True, completion_only_loss=False)
+                    tr = SFTTrainer(model=model, args=cfg,
+                                    train_dataset=Dataset.from_list(group),
+                                    processing_class=tok)
+                    for ex in tr.train_dataset:
+                        assert list(ex["labels"]) == list(ex["input_ids"])
+                        lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
+                        lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+        with open(os.path.join(args.out, f"{name}.all_expected"), "w") as f:
+            f.writelines(lines)
+        print(name, "every token counted", len(lines) // 2)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "sft"))
@@ -563,6 +599,7 @@ def main():
     new_templates(args)
     prompt_fixtures(args)
     pc_fixtures(args)
+    all_fixtures(args)
     # the loss with gradient accumulation, on the llama3 examples
     tok = AutoTokenizer.from_pretrained(os.path.join(args.out, "llama3"))
     vocab = Tokenizer.from_file(os.path.join(args.out, "llama3", "tokenizer.json")).get_vocab_size()

@@ -288,6 +288,9 @@ sft_pc_qwen3_no_think|lib/data/sft.c|s@s->last_query \&\& (last @s->last_query \
 sft_qwen3_last_query_first|lib/data/sft.c|s@    for (size_t i = msgs->n; i-- > 0;) {@    for (size_t i = 0; i < msgs->n; i++) {@|Qwen3 published: the first user message taken for the last query
 sft_sharegpt_kept|lib/data/sft.c|s@                if (strcmp(m->keys\[k\], OLD\[w\]) != 0)@                if (1)@|ShareGPT records: from and value not renamed role and content
 sft_sharegpt_pc_kept|lib/data/sft.c|s@for (int k = 0; rc == 0 \&\& k < 4; k++)@for (int k = 2; rc == 0 \&\& k < 4; k++)@|ShareGPT records: from and value not renamed in the lists of a conversational prompt/completion
+sft_all_training_render|lib/data/sft.c|s@    s->published = prompt .*;   /\* TRL without@    s->published = prompt;   /* TRL without@|all_tokens: conversations rendered by the training variant, not the published template
+sft_all_not_counted|lib/data/sft.c|s@        if (rc == 0 \&\& s->all_tokens)@        if (0)@|all_tokens: only the answers counted
+tokenize_loss_ignored|examples/tokenize_jsonl.c|s@    so.all_tokens = o->all_tokens;@    so.all_tokens = 0;@|nnt-tokenize --loss all: the answers only counted
 budget_not_shared|lib/ctx.c|s@int64_t room = (avail - avail / 16) / node_ranks;@int64_t room = avail - avail / 16;@|MPI: each rank on a node takes the whole default RAM budget, not its share
 sft_2507_newline_counted|lib/data/sft.c|s@s->tmpl == NNT_CHAT_QWEN3_2507 ? s->text.n : newline;@newline;@|Qwen3-Instruct-2507: the newline after the assistant role counted (as Qwen2.5 counts it)
 sft_r1_first_system|lib/data/sft.c|s@        if (strcmp(role->s, "system") == 0)@        if (strcmp(role->s, "system") == 0 \&\& !system)@|DeepSeek-R1: the first system message put after bos, not the last

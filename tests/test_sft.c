@@ -212,7 +212,10 @@ static int compare_against(nnt_sft *s, const char *name, const char *suffix,
             targets += k > 0 && counts[k];
         }
         ck_assert_int_gt(targets, 0);
-        ck_assert_int_lt(targets, n - 1);
+        if (strcmp(suffix, "all_expected") == 0)   /* every token after the first */
+            ck_assert_int_eq(targets, n - 1);
+        else
+            ck_assert_int_lt(targets, n - 1);
     }
     return r;
 }
@@ -459,6 +462,47 @@ START_TEST(test_conversation_pc)
     EXPECT_FAIL_MSG(nnt_sft_encode(s, empty, strlen(empty), &ids, &counts, &got), NNT_E_FORMAT,
                     "an empty completion: nothing to learn");
     nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* all_tokens (TRL with completion_only_loss=False, without assistant_only_loss): every token
+ * counts and conversations are rendered by the published template (NAME.all_expected):
+ * _i 0 llama3 (a record of each kind), 1 qwen3 (think blocks only after the last user
+ * message, also as prompt/completion), 2 deepseek_r1 (reasoning split off every assistant
+ * turn); then a conversation without an assistant message is taken, and all_tokens 2
+ * refused. */
+START_TEST(test_all_tokens)
+{
+    static const char *const NAMES[] = {"llama3", "qwen3", "deepseek_r1"};
+    static const char *const SETS[][3] = {
+        {"records.jsonl", NULL, NULL},
+        {"chat_records.jsonl", "qwen3_records.jsonl", "chat_pc.jsonl"},
+        {"chat_records.jsonl", "r1_records.jsonl", "r1_pc.jsonl"}};
+    static const int COUNT[] = {6, 12, 7};
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer(NAMES[_i], cfg, sizeof cfg);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = cfg;
+    so.all_tokens = 1;
+    nnt_sft *s = NULL;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    int n = 0;
+    for (int set = 0; set < 3 && SETS[_i][set]; set++)
+        n += compare_against(s, NAMES[_i], "all_expected", SETS[_i][set], 0, n);
+    ck_assert_int_eq(n, COUNT[_i]);
+    const char *users = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}";
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t got = 0;
+    EXPECT_OK(nnt_sft_encode(s, users, strlen(users), &ids, &counts, &got));
+    ck_assert_uint_gt(got, 1);
+    ck_assert_int_eq(counts[got - 1], 1);
+    nnt_sft_destroy(s);
+    so.all_tokens = 2;
+    s = (nnt_sft *)&s;
+    EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "all_tokens 2 (use 0 or 1)");
+    ck_assert_ptr_null(s);
     nnt_tokenizer_destroy(tok);
 }
 END_TEST
@@ -1222,6 +1266,7 @@ int main(void)
     tcase_add_loop_test(tc, test_prompts, 0, 12);
     tcase_add_loop_test(tc, test_conversation_pc, 0, 12);
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
+    tcase_add_loop_test(tc, test_all_tokens, 0, 3);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

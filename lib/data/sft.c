@@ -31,6 +31,8 @@
  *                                    CONTENT "<|im_end|>\n" after "<|im_start|>assistant\n",
  *                                    DeepSeek-R1 R1_ASSISTANT CONTENT R1_EOS (its reasoning
  *                                    kept: TRL's deepseek_r1_distill_training.jinja)
+ * With all_tokens every token counts, conversations rendered as published (TRL with
+ * completion_only_loss=False and without assistant_only_loss).
  * ShareGPT's {"conversations": [{"from", "value"}, ...]} is taken as "messages", from and
  * value as role and content in every list (TRL's maybe_convert_to_chatml).
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
@@ -61,6 +63,7 @@ struct nnt_sft {
     int32_t *a, *b;               /* scratch encodings                                       */
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
+    int all_tokens;               /* every token counts (nnt_sft_options.all_tokens)         */
     int prompt;                   /* rendering a prompt for generation (nnt_sft_encode_prompt) */
     int published;                /* rendering as the published template does (a prompt, and
                                      a conversational prompt/completion), not as TRL's
@@ -457,6 +460,8 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
                              "initialise them with NNT_SFT_OPTIONS_INIT"));
     if ((unsigned)o.chat_template > NNT_CHAT_DEEPSEEK_R1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
+    if (o.all_tokens != 0 && o.all_tokens != 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: all_tokens %d (use 0 or 1)", fn, o.all_tokens);
     if (o.date && (!*o.date || strlen(o.date) >= 32 || strchr(o.date, '\n')))
         return nnt_fail(NULL, NNT_E_INVAL, "%s: date \"%s\" (one line of at most 31 bytes, as "
                         "\"26 Jul 2024\")", fn, o.date);
@@ -464,6 +469,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     if (!s)
         return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     s->tok = tok;
+    s->all_tokens = o.all_tokens;
     s->tmpl = o.chat_template == NNT_CHAT_AUTO ? NNT_CHAT_NONE : o.chat_template;
     int rc = o.tokenizer_config
                  ? read_config(s, o.tokenizer_config, o.chat_template == NNT_CHAT_AUTO)
@@ -1274,13 +1280,16 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         return rc;
     }
     s->prompt = prompt;
-    s->published = prompt;
+    s->published = prompt || s->all_tokens;   /* TRL without assistant_only_loss: as published */
     s->text.n = 0;
     const jv *messages = root.type == JV_ARR ? &root : hft_jv_get(&root, "messages");
     if (!messages && root.type == JV_OBJ)
         messages = hft_jv_get(&root, "conversations");
-    if (!prompt)
+    if (!prompt) {
         rc = encode_value(s, &root);
+        if (rc == 0 && s->all_tokens)
+            memset(s->counts, 1, s->n);
+    }
     else if (!messages || (root.type == JV_OBJ && root.n != 1))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
                       "\"conversations\"; no other key), or the list of messages alone", fn);
