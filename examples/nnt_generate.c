@@ -25,6 +25,7 @@ typedef struct opts {
     const char *system, *tokenizer_config;  /* --chat's system message, configuration */
     const char *messages;                   /* --messages FILE: a conversation (--chat) */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
+    int no_think;                           /* --no-think: Qwen3's enable_thinking=False */
     char *model_dir, *trained_tokenizer;    /* a checkpoint's Hugging Face directory and
                                                tokenizer.json, as its run recorded them */
     int64_t max_new, top_k, seed, cpus;
@@ -60,6 +61,8 @@ static const cli_option table[] = {
     OPT_FLAG("chat", chat, 0, "the prompt's text is a user's message: rendered with\nthe "
              "model's chat template and its generation\nprompt; the answer alone is printed"),
     OPT_STR("system", system, NULL, 0, "TEXT", "with --chat: a system message before it"),
+    OPT_FLAG("no-think", no_think, 0, "with --chat, Qwen3: answer without thinking first\n"
+             "(its template's enable_thinking=False: an empty\nthink block after the prompt)"),
     OPT_STR("messages", messages, NULL, 0, "FILE", "a conversation (JSON: {\"messages\": "
             "[...]} or [...]),\nits last message a user's, rendered as --chat\nrenders "
             "(implies --chat; -: standard input)"),
@@ -173,8 +176,9 @@ static int parse_args(int argc, char **argv, opts *o)
         return 2;
     if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
         o->prompt_len = strlen(o->prompt);
-    if (!o->chat && (o->system || o->chat_template || o->tokenizer_config))
-        return usage("%s", "--system, --chat-template and --tokenizer-config go with --chat");
+    if (!o->chat && (o->system || o->chat_template || o->tokenizer_config || o->no_think))
+        return usage("%s", "--system, --chat-template, --no-think and --tokenizer-config go "
+                     "with --chat");
     if (o->chat && o->prompt_ids)
         return usage("%s", "--chat takes the text of --prompt or --prompt-file, not "
                      "--prompt-ids");
@@ -526,6 +530,7 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = config;
     so.chat_template = cli_chat_template(chat_templates[o->chat_template]);
+    so.no_thinking = o->no_think;
     nnt_sft *s = NULL;
     const int32_t *ids = NULL;
     nnt_chat_template used = NNT_CHAT_NONE;

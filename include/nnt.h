@@ -1682,9 +1682,12 @@ typedef struct nnt_sft_options {
                                      published template renders them (TRL with
                                      completion_only_loss=False and without
                                      assistant_only_loss); 0: the answers only (default)    */
+    int no_thinking;              /* 1: Qwen3's prompts end with an empty think block, as its
+                                     template's enable_thinking=False renders them (other
+                                     templates refuse it); 0: the model thinks first        */
 } nnt_sft_options;
 
-#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL, 0 }
+#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL, 0, 0 }
 
 /* tok must outlive the encoder. A chat template nnt does not recognise is NNT_E_UNSUPPORTED
  * naming it; the file unreadable NNT_E_IO, malformed NNT_E_FORMAT. */

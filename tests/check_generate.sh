@@ -303,8 +303,12 @@ bad 2 "--top-k: 99999999999999999999 is out of range (0 to 2147483647)" --load-h
 bad 2 "--cpus: -2 is out of range (-1 to 4096)" --load-hf "$gqa" --prompt-ids 1 --cpus -2
 bad 2 "bad id list in --eos at \"-2\"" --load-hf "$gqa" --prompt-ids 1 --eos -2
 bad 1 "eos_ids.0. 999 must be in .0, 61)" --load-hf "$gqa" --prompt-ids 1 --eos 999
-bad 2 "--system, --chat-template and --tokenizer-config go with --chat" --load-hf "$gqa" \
-    --prompt x --system y
+bad 2 "--system, --chat-template, --no-think and --tokenizer-config go with --chat" \
+    --load-hf "$gqa" --prompt x --system y
+bad 2 "--no-think and --tokenizer-config go with --chat" --load-hf "$gqa" --prompt x \
+    --no-think
+bad 1 "no_thinking: the Gemma 3 template has no switch for thinking" --load-hf "$tmp/chat" \
+    --prompt x --chat --no-think
 bad 2 "--chat takes the text of --prompt" --load-hf "$gqa" --prompt-ids 1 --chat
 rm "$tmp/chat/tokenizer_config.json"
 bad 2 "--chat: no tokenizer_config.json" --load-hf "$tmp/chat" --prompt x --chat

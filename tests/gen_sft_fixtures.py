@@ -54,6 +54,8 @@ assistant_only_loss): the original with llama3_training.jinja's markers (the tri
 and <|eot_id|> of an assistant turn), checked to render the original's ids. Qwen3's training
 template renders a <think> block in every assistant turn, the original only after the last
 user message: the records where they differ are listed (nnt follows TRL's training ids).
+qwen3_nothink.prompts: Qwen3's prompts with enable_thinking=False (an empty think block after
+the generation prompt).
 NAME.expected: per record "ids ..." and "labels ..." lines: SFTTrainer's input_ids and
 labels (-100: not a target) for that tokenizer; prompt/completion with the default
 completion_only_loss, messages with assistant_only_loss=True and a training variant of the
@@ -472,9 +474,12 @@ def prompt_fixtures(args):
                   "w") as f:
             for r in RECORD_SETS[set_name]:
                 f.write(json.dumps({"messages": up_to_last_user(r["messages"])}) + "\n")
+    sets["qwen3_nothink"] = ["chat_records", "qwen3_records"]
     for name, set_names in sets.items():
-        tok = AutoTokenizer.from_pretrained(os.path.join(args.out, name))
+        tok = AutoTokenizer.from_pretrained(os.path.join(args.out, name.replace("_nothink", "")))
         kwargs = {"date_string": LLAMA32_DATE} if name == "llama3_2" else {}
+        if name.endswith("_nothink"):   # Qwen3 with enable_thinking=False
+            kwargs = {"enable_thinking": False}
         lines = []
         for set_name in set_names:
             for r in RECORD_SETS[set_name]:

@@ -352,21 +352,24 @@ static const char *prompt_set(int i, int k, const char *suffix, char *path, size
  * to its last user message gives apply_chat_template's ids with add_generation_prompt=True
  * (NAME.prompts): _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (earlier assistant turns without
  * their reasoning), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3, 8 phi3, 9 phi3_5, 10 qwen3_2507,
- * 11 deepseek_r1 (an earlier assistant turn without what precedes its last </think>) */
+ * 11 deepseek_r1 (an earlier assistant turn without what precedes its last </think>), 12
+ * qwen3 with no_thinking (enable_thinking=False: qwen3_nothink.prompts) */
 START_TEST(test_prompts)
 {
-    const char *name = PROMPT_NAMES[_i], *set_file;
+    const int nothink = _i == 12, i = nothink ? 3 : _i;   /* 12: Qwen3's, no_thinking */
+    const char *name = PROMPT_NAMES[i], *set_file;
     char set_path[64];
     char cfg[4300], expected[4300], line[8192], want[8192];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = cfg;
-    so.date = _i == 5 ? "03 Feb 2025" : NULL;
+    so.date = i == 5 ? "03 Feb 2025" : NULL;
+    so.no_thinking = nothink;
     nnt_sft *s = NULL;
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
-    snprintf(expected, sizeof expected, "%s.prompts", fixture(name));
+    snprintf(expected, sizeof expected, "%s.prompts", fixture(nothink ? "qwen3_nothink" : name));
     int k = 0;
-    for (int set = 0; (set_file = prompt_set(_i, set, "_prompts.jsonl", set_path, 64)); set++) {
+    for (int set = 0; (set_file = prompt_set(i, set, "_prompts.jsonl", set_path, 64)); set++) {
         FILE *f = fopen(fixture(set_file), "r");
         ck_assert_ptr_nonnull(f);
         while (fgets(line, sizeof line, f)) {
@@ -387,7 +390,7 @@ START_TEST(test_prompts)
         fclose(f);
     }
     static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 7, 7, 5, 6};   /* the sets' prompts */
-    ck_assert_int_eq(k, COUNT[_i]);
+    ck_assert_int_eq(k, COUNT[i]);
     /* the last conversation's list of messages alone: the same ids */
     const char *list = strchr(line, '['), *end = strrchr(line, ']');
     ck_assert_ptr_nonnull(list);
@@ -502,6 +505,14 @@ START_TEST(test_all_tokens)
     so.all_tokens = 2;
     s = (nnt_sft *)&s;
     EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "all_tokens 2 (use 0 or 1)");
+    ck_assert_ptr_null(s);
+    so.all_tokens = 0, so.no_thinking = 2;
+    EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "no_thinking 2 (use 0 or 1)");
+    so.no_thinking = 1;   /* a switch Qwen3's template alone has */
+    if (_i != 1)
+        EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, _i == 0
+                        ? "no_thinking: the Llama 3 template has no switch for thinking"
+                        : "no_thinking: the DeepSeek-R1-Distill template has no switch");
     ck_assert_ptr_null(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -1263,7 +1274,7 @@ int main(void)
     tcase_add_loop_test(tc, test_chat_templates, 0, 10);
     tcase_add_test(tc, test_gemma_turns);
     tcase_add_test(tc, test_gemma3_parts);
-    tcase_add_loop_test(tc, test_prompts, 0, 12);
+    tcase_add_loop_test(tc, test_prompts, 0, 13);
     tcase_add_loop_test(tc, test_conversation_pc, 0, 12);
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
     tcase_add_loop_test(tc, test_all_tokens, 0, 3);

@@ -64,12 +64,15 @@ struct nnt_sft {
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
     int all_tokens;               /* every token counts (nnt_sft_options.all_tokens)         */
+    int no_thinking;              /* Qwen3 prompts: enable_thinking=False                    */
     int prompt;                   /* rendering a prompt for generation (nnt_sft_encode_prompt) */
     int published;                /* rendering as the published template does (a prompt, and
                                      a conversational prompt/completion), not as TRL's
                                      training variant (Qwen3's, DeepSeek-R1's)               */
     size_t last_query;            /* Qwen3 published: the index of the last user message     */
 };
+
+static const char *template_name(nnt_chat_template t);
 
 /* the templates' names (nnt_chat_template_from_name), for the messages */
 #define TEMPLATE_NAMES \
@@ -462,6 +465,9 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.all_tokens != 0 && o.all_tokens != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: all_tokens %d (use 0 or 1)", fn, o.all_tokens);
+    if (o.no_thinking != 0 && o.no_thinking != 1)
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: no_thinking %d (use 0 or 1)", fn,
+                        o.no_thinking);
     if (o.date && (!*o.date || strlen(o.date) >= 32 || strchr(o.date, '\n')))
         return nnt_fail(NULL, NNT_E_INVAL, "%s: date \"%s\" (one line of at most 31 bytes, as "
                         "\"26 Jul 2024\")", fn, o.date);
@@ -470,6 +476,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
         return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     s->tok = tok;
     s->all_tokens = o.all_tokens;
+    s->no_thinking = o.no_thinking;
     s->tmpl = o.chat_template == NNT_CHAT_AUTO ? NNT_CHAT_NONE : o.chat_template;
     int rc = o.tokenizer_config
                  ? read_config(s, o.tokenizer_config, o.chat_template == NNT_CHAT_AUTO)
@@ -477,6 +484,13 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     if (rc == 0 && s->tmpl == NNT_CHAT_QWEN2_5 && !s->system && !(s->system = strdup(QWEN_SYSTEM)))
         rc = nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     if (rc) {
+        nnt_sft_destroy(s);
+        return rc;
+    }
+    if (s->no_thinking && s->tmpl != NNT_CHAT_QWEN3) {
+        rc = nnt_fail(NULL, NNT_E_INVAL, "%s: no_thinking: the %s template has no switch for "
+                      "thinking (Qwen3's enable_thinking)", fn,
+                      s->tmpl == NNT_CHAT_NONE ? "(no)" : template_name(s->tmpl));
         nnt_sft_destroy(s);
         return rc;
     }
@@ -1119,6 +1133,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         NNT_TRY(phi3_end(s, role, &a));
     if (s->prompt) {
         NNT_TRY(puts0(s, generation_prompt(s->tmpl)));
+        if (s->no_thinking)   /* Qwen3's enable_thinking=False */
+            NNT_TRY(puts0(s, "<think>\n\n</think>\n\n"));
         return encode_record(s, s->text.p, s->text.n, 0);
     }
     if (s->published)
