@@ -67,7 +67,9 @@ render the same ids as the originals (checked here).
 SET_pc.jsonl: the conversations of SET_records.jsonl split at their last user message, as
 TRL's conversational prompt/completion ({"prompt": [...], "completion": [...]}; those that end
 with a user message left out); NAME.pc_expected: SFTTrainer's ids and labels for them with its
-defaults (completion_only_loss, the tokenizer's published template). NAME.all_expected (llama3,
+defaults (completion_only_loss, the tokenizer's published template); qwen3_nothink_pc.jsonl and
+.pc_expected: Qwen3's with chat_template_kwargs {"enable_thinking": false} in each record.
+NAME.all_expected (llama3,
 qwen3, deepseek_r1): with completion_only_loss=False, every token counted (see
 all_fixtures).
 
@@ -541,6 +543,28 @@ def pc_fixtures(args):
         with open(os.path.join(args.out, f"{name}.pc_expected"), "w") as f:
             f.writelines(lines)
         print(name, "prompt/completion conversations", len(lines) // 2)
+    # per-record chat_template_kwargs: Qwen3's conversations as prompt/completion with
+    # enable_thinking=False (the prompt's generation prompt ends with an empty think block)
+    recs = [dict(r, chat_template_kwargs={"enable_thinking": False})
+            for r in split["chat_records"] + split["qwen3_records"]]
+    with open(os.path.join(args.out, "qwen3_nothink_pc.jsonl"), "w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+    d = os.path.join(args.out, "qwen3")
+    vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
+                        use_cpu=True)
+        tr = SFTTrainer(model=tiny_llama(vocab, 1), args=cfg,
+                        train_dataset=Dataset.from_list(recs),
+                        processing_class=AutoTokenizer.from_pretrained(d))
+        for ex in tr.train_dataset:
+            lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
+            lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+    with open(os.path.join(args.out, "qwen3_nothink.pc_expected"), "w") as f:
+        f.writelines(lines)
+    print("qwen3 prompt/completion with enable_thinking=False", len(lines) // 2)
 
 
 def all_fixtures(args):

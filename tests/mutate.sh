@@ -293,6 +293,8 @@ sft_all_not_counted|lib/data/sft.c|s@        if (rc == 0 \&\& s->all_tokens)@   
 tokenize_loss_ignored|examples/tokenize_jsonl.c|s@    so.all_tokens = o->all_tokens;@    so.all_tokens = 0;@|nnt-tokenize --loss all: the answers only counted
 sft_no_thinking_ignored|lib/data/sft.c|s@        if (s->no_thinking)   /\* Qwen3@        if (0)   /* Qwen3@|Qwen3 prompts: no_thinking without its empty think block
 sft_no_thinking_any_template|lib/data/sft.c|s@    if (s->no_thinking \&\& s->tmpl != NNT_CHAT_QWEN3) {@    if (0) {@|no_thinking taken with templates that have no switch for it
+sft_kwargs_kept|lib/data/sft.c|s@        memcpy(s->date, date, sizeof date);@        (void)date;@|the chat_template_kwargs of a record kept for the records after it
+sft_kwargs_thinking_ignored|lib/data/sft.c|s@            s->no_thinking = s->tmpl == NNT_CHAT_QWEN3 \&\& !v->b;@            s->no_thinking = 0;@|enable_thinking false in the chat_template_kwargs of a record ignored
 budget_not_shared|lib/ctx.c|s@int64_t room = (avail - avail / 16) / node_ranks;@int64_t room = avail - avail / 16;@|MPI: each rank on a node takes the whole default RAM budget, not its share
 sft_2507_newline_counted|lib/data/sft.c|s@s->tmpl == NNT_CHAT_QWEN3_2507 ? s->text.n : newline;@newline;@|Qwen3-Instruct-2507: the newline after the assistant role counted (as Qwen2.5 counts it)
 sft_r1_first_system|lib/data/sft.c|s@        if (strcmp(role->s, "system") == 0)@        if (strcmp(role->s, "system") == 0 \&\& !system)@|DeepSeek-R1: the first system message put after bos, not the last

@@ -451,6 +451,9 @@ START_TEST(test_conversation_pc)
     for (int set = 0; (set_file = prompt_set(_i, set, "_pc.jsonl", set_path, 64)); set++)
         n += compare_against(s, PROMPT_NAMES[_i], "pc_expected", set_file, 0, n);
     ck_assert_int_eq(n, COUNT[_i]);
+    if (_i == 3)   /* Qwen3's with chat_template_kwargs {"enable_thinking": false} a record */
+        ck_assert_int_eq(compare_against(s, "qwen3_nothink", "pc_expected",
+                                         "qwen3_nothink_pc.jsonl", 0, 0), 7);
     /* mixed or empty forms refused */
     const int32_t *ids;
     const uint8_t *counts;
@@ -465,6 +468,64 @@ START_TEST(test_conversation_pc)
     EXPECT_FAIL_MSG(nnt_sft_encode(s, empty, strlen(empty), &ids, &counts, &got), NNT_E_FORMAT,
                     "an empty completion: nothing to learn");
     nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* A record's chat_template_kwargs: Llama 3.2's date_string gives the ids and counts of the
+ * date option (themselves checked against SFTTrainer in test_chat_templates) and holds for
+ * its record alone; malformed or unknown kwargs are refused. (Qwen3's enable_thinking:
+ * test_conversation_pc.) */
+START_TEST(test_record_kwargs)
+{
+    char cfg[4300], line[8192], with[8400];
+    nnt_tokenizer *tok = load_tokenizer("llama3_2", cfg, sizeof cfg);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = cfg;
+    so.date = "03 Feb 2025";
+    nnt_sft *dated = NULL, *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+    EXPECT_OK(nnt_sft_create(tok, &so, &dated));
+    FILE *f = fopen(fixture("chat_records.jsonl"), "r");
+    ck_assert_ptr_nonnull(f);
+    int compared = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(with, sizeof with, "{\"chat_template_kwargs\": {\"date_string\": \"03 Feb "
+                 "2025\"}, %s", line + 1);
+        const int32_t *ids, *got;
+        const uint8_t *counts, *got_counts;
+        size_t n = 0, m = 0, again = 0;
+        EXPECT_OK(nnt_sft_encode(dated, line, strlen(line), &ids, &counts, &n));
+        EXPECT_OK(nnt_sft_encode(s, with, strlen(with), &got, &got_counts, &m));
+        ck_assert_int_eq(m, n);
+        ck_assert_int_eq(memcmp(got, ids, n * sizeof *ids), 0);
+        ck_assert_int_eq(memcmp(got_counts, counts, n), 0);
+        /* the next record without kwargs: today's date again (other ids unless today is
+         * 03 Feb 2025) */
+        EXPECT_OK(nnt_sft_encode(s, line, strlen(line), &got, &got_counts, &again));
+        ck_assert(again != n || memcmp(got, ids, n * sizeof *ids) != 0);
+        compared++;
+    }
+    fclose(f);
+    ck_assert_int_eq(compared, 5);
+    static const char *const BAD[][2] = {
+        {"{\"chat_template_kwargs\": 1, \"text\": \"a\"}", "\"chat_template_kwargs\" is not "
+                                                              "an object"},
+        {"{\"chat_template_kwargs\": {\"enable_thinking\": 0}, \"text\": \"a\"}",
+         "enable_thinking is not true or false"},
+        {"{\"chat_template_kwargs\": {\"date_string\": \"\"}, \"text\": \"a\"}",
+         "date_string is not one line of 1 to 31 bytes"},
+        {"{\"chat_template_kwargs\": {\"enable_think\": false}, \"text\": \"a\"}",
+         "chat_template_kwargs.enable_think is read by none of the templates nnt renders"}};
+    for (int k = 0; k < 4; k++) {
+        const int32_t *ids;
+        const uint8_t *counts;
+        size_t n = 0;
+        EXPECT_FAIL_MSG(nnt_sft_encode(s, BAD[k][0], strlen(BAD[k][0]), &ids, &counts, &n),
+                        NNT_E_FORMAT, BAD[k][1]);
+    }
+    nnt_sft_destroy(s);
+    nnt_sft_destroy(dated);
     nnt_tokenizer_destroy(tok);
 }
 END_TEST
@@ -1278,6 +1339,7 @@ int main(void)
     tcase_add_loop_test(tc, test_conversation_pc, 0, 12);
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
     tcase_add_loop_test(tc, test_all_tokens, 0, 3);
+    tcase_add_test(tc, test_record_kwargs);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

@@ -33,6 +33,7 @@
  *                                    kept: TRL's deepseek_r1_distill_training.jinja)
  * With all_tokens every token counts, conversations rendered as published (TRL with
  * completion_only_loss=False and without assistant_only_loss).
+ * A record's "chat_template_kwargs" (enable_thinking, date_string) hold for it alone.
  * ShareGPT's {"conversations": [{"from", "value"}, ...]} is taken as "messages", from and
  * value as role and content in every list (TRL's maybe_convert_to_chatml).
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
@@ -1185,6 +1186,37 @@ static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *comple
     return rc;
 }
 
+/* A record's chat_template_kwargs (TRL passes them to apply_chat_template): those the
+ * templates nnt renders read, enable_thinking (Qwen3's; a bool) and date_string (Llama 3.1
+ * and 3.2's; a string as the date option), set in s for this record (the other templates
+ * ignore them, as theirs do); another key is refused, to catch a misnamed one. */
+static int record_kwargs(nnt_sft *s, const jv *kw)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (kw->type != JV_OBJ)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"chat_template_kwargs\" is not an object", fn);
+    for (size_t k = 0; k < kw->n; k++) {
+        const jv *v = &kw->items[k];
+        if (strcmp(kw->keys[k], "enable_thinking") == 0) {
+            if (v->type != JV_BOOL)
+                return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.enable_thinking "
+                                "is not true or false", fn);
+            s->no_thinking = s->tmpl == NNT_CHAT_QWEN3 && !v->b;
+        } else if (strcmp(kw->keys[k], "date_string") == 0) {
+            if (v->type != JV_STR || v->len == 0 || v->len >= sizeof s->date ||
+                memchr(v->s, '\n', v->len))
+                return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.date_string is "
+                                "not one line of 1 to 31 bytes (\"26 Jul 2024\")", fn);
+            memcpy(s->date, v->s, v->len + 1);
+        } else {
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.%s is read by none "
+                            "of the templates nnt renders (enable_thinking, date_string)", fn,
+                            kw->keys[k]);
+        }
+    }
+    return NNT_OK;
+}
+
 /* The record's kind from its keys; other keys are refused, to catch a misnamed one. */
 static int encode_value(nnt_sft *s, const jv *root)
 {
@@ -1208,9 +1240,14 @@ static int encode_value(nnt_sft *s, const jv *root)
     for (size_t i = 0; i < root->n; i++)
         if (strcmp(root->keys[i], "text") && strcmp(root->keys[i], "prompt") &&
             strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages") &&
-            strcmp(root->keys[i], "conversations"))
+            strcmp(root->keys[i], "conversations") &&
+            strcmp(root->keys[i], "chat_template_kwargs"))
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (text, prompt, "
-                            "completion, messages, conversations)", fn, root->keys[i]);
+                            "completion, messages, conversations, chat_template_kwargs)", fn,
+                            root->keys[i]);
+    const jv *kwargs = hft_jv_get(root, "chat_template_kwargs");
+    if (kwargs)
+        NNT_TRY(record_kwargs(s, kwargs));
     if (messages || conversations)
         return encode_messages(s, messages ? messages : conversations);
     if (text) {
@@ -1301,10 +1338,15 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
     const jv *messages = root.type == JV_ARR ? &root : hft_jv_get(&root, "messages");
     if (!messages && root.type == JV_OBJ)
         messages = hft_jv_get(&root, "conversations");
-    if (!prompt) {
+    if (!prompt) {   /* a record's chat_template_kwargs hold for it alone */
+        int no_thinking = s->no_thinking;
+        char date[sizeof s->date];
+        memcpy(date, s->date, sizeof date);
         rc = encode_value(s, &root);
         if (rc == 0 && s->all_tokens)
             memset(s->counts, 1, s->n);
+        s->no_thinking = no_thinking;
+        memcpy(s->date, date, sizeof date);
     }
     else if (!messages || (root.type == JV_OBJ && root.n != 1))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
