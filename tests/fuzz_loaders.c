@@ -7,8 +7,8 @@
  * out-of-range ids), a Llama config.json beside an intact model.safetensors, or a
  * model.safetensors whose header region is mutated, or prompt/answer data: a record of
  * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl, gemma3_parts_records.jsonl (lists
- * of text parts), r1_records.jsonl (system messages, reasoning) or chat_pc.jsonl
- * (conversational prompt/completion) encoded (nnt_sft_encode_prompt,
+ * of text parts), r1_records.jsonl (system messages, reasoning), chat_pc.jsonl
+ * (conversational prompt/completion) or qwen3_nothink_pc.jsonl (chat_template_kwargs) encoded (nnt_sft_encode_prompt,
  * nnt_sft_encode) and laid out in rows of a token file (nnt_token_writer_write_example, read
  * back through nnt_data with its mask), or a tokenizer_config.json (Llama 3's, ChatML's,
  * Gemma 3's, Qwen3's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's) whose chat template is recognised or refused (nnt_sft_create).
@@ -27,7 +27,8 @@
  * Gemma 3's and Qwen3's configurations, 2000 iterations (seed 7): no report (70 / 430).
  * 2026-12-01, with Qwen3-Instruct-2507's and DeepSeek-R1-Distill's configurations and R1's
  * records, 40000 iterations (seed 12): no report (1134 / 8866); with conversational
- * prompt/completion records too, 30000 iterations (seed 14): no report (896 / 6604). */
+ * prompt/completion records too, 30000 iterations (seed 14): no report (896 / 6604); with
+ * records holding chat_template_kwargs too, 30000 iterations (seed 15): no report (843 / 6657). */
 #include <nnt.h>
 
 #include <stdint.h>
@@ -230,7 +231,7 @@ int main(int argc, char **argv)
     nnt_log_set_level(NNT_LOG_ERROR);
     long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
     char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], sft_parts[1024],
-        sft_r1[1024], sft_pc[1024], cfg_copy[1024], rows[1024];
+        sft_r1[1024], sft_pc[1024], sft_kw[1024], cfg_copy[1024], rows[1024];
     snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
     snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
     snprintf(sft_records, sizeof sft_records, "%s/tests/fixtures/sft/records.jsonl", src);
@@ -239,14 +240,15 @@ int main(int argc, char **argv)
              src);
     snprintf(sft_r1, sizeof sft_r1, "%s/tests/fixtures/sft/r1_records.jsonl", src);
     snprintf(sft_pc, sizeof sft_pc, "%s/tests/fixtures/sft/chat_pc.jsonl", src);
+    snprintf(sft_kw, sizeof sft_kw, "%s/tests/fixtures/sft/qwen3_nothink_pc.jsonl", src);
     snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
     snprintf(rows, sizeof rows, "%s/rows.bin", work);
     nnt_tokenizer *stok = NULL;
-    size_t nrecs[5] = {0, 0, 0, 0, 0};
-    unsigned char *recs[5] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
+    size_t nrecs[6] = {0, 0, 0, 0, 0, 0};
+    unsigned char *recs[6] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
                               read_all(sft_parts, &nrecs[2]), read_all(sft_r1, &nrecs[3]),
-                              read_all(sft_pc, &nrecs[4])};
-    static const size_t LINES[5] = {6, 5, 2, 1, 5};   /* the records of each set */
+                              read_all(sft_pc, &nrecs[4]),      read_all(sft_kw, &nrecs[5])};
+    static const size_t LINES[6] = {6, 5, 2, 1, 5, 7};   /* the records of each set */
     static const char *const CONFIGS[] = {"llama3", "chatml",     "gemma3",
                                           "qwen3",  "qwen3_2507", "deepseek_r1"};
     if (nnt_tokenizer_hf_load(sft_tok, &stok) != NNT_OK) {
@@ -272,9 +274,9 @@ int main(int argc, char **argv)
         } else {
             char which[1024];
             snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 6]);
-            /* training records, conversations' prompts, Gemma 3's lists of parts, R1's, or
-             * conversational prompt/completion */
-            int set = (int)(next() % 5);
+            /* training records, conversations' prompts, Gemma 3's lists of parts, R1's,
+             * conversational prompt/completion, or those with chat_template_kwargs */
+            int set = (int)(next() % 6);
             const unsigned char *records = recs[set];
             size_t nrec = nrecs[set];
             unsigned char line[1024];
@@ -308,6 +310,7 @@ int main(int argc, char **argv)
     free(recs[2]);
     free(recs[3]);
     free(recs[4]);
+    free(recs[5]);
     unlink(cfg_copy);
     unlink(rows);
     nnt_ctx_destroy(ctx);
