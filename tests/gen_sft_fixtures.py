@@ -494,6 +494,27 @@ def prompt_fixtures(args):
         print(name, "prompts", len(lines))
 
 
+def tiny_llama_for(tok_dir):
+    """tiny_llama(vocab, 1) for the tokenizer of tok_dir."""
+    vocab = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json")).get_vocab_size()
+    return tiny_llama(vocab, 1)
+
+
+def trl_lines(tok_dir, records, model, **options):
+    """SFTTrainer's input_ids and labels of records ("ids ..." and "labels ..." lines) with
+    its defaults and options (SFTConfig fields)."""
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
+                        use_cpu=True, **options)
+        tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(records),
+                        processing_class=AutoTokenizer.from_pretrained(tok_dir))
+        for ex in tr.train_dataset:
+            lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
+            lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+    return lines
+
+
 def split_at_last_user(msgs):
     """TRL's conversational prompt/completion form of a conversation: the messages up to its
     last user message, and those after it (None: nothing after it)."""
@@ -524,22 +545,13 @@ def pc_fixtures(args):
                 f.write(json.dumps(r) + "\n")
     for name, set_names in sets.items():
         d = os.path.join(args.out, name)
-        vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
-        model = tiny_llama(vocab, 1)
+        model = tiny_llama_for(d)
         kwargs = {"date_string": LLAMA32_DATE} if name == "llama3_2" else {}
         lines = []
         for set_name in set_names:
             rows = [dict(r, chat_template_kwargs=kwargs) for r in split[set_name]] \
                 if kwargs else split[set_name]
-            tok = AutoTokenizer.from_pretrained(d)
-            with tempfile.TemporaryDirectory() as tmp:
-                cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
-                                use_cpu=True)
-                tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows),
-                                processing_class=tok)
-                for ex in tr.train_dataset:
-                    lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
-                    lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+            lines += trl_lines(d, rows, model)
         with open(os.path.join(args.out, f"{name}.pc_expected"), "w") as f:
             f.writelines(lines)
         print(name, "prompt/completion conversations", len(lines) // 2)
@@ -551,17 +563,7 @@ def pc_fixtures(args):
         for r in recs:
             f.write(json.dumps(r) + "\n")
     d = os.path.join(args.out, "qwen3")
-    vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
-    lines = []
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
-                        use_cpu=True)
-        tr = SFTTrainer(model=tiny_llama(vocab, 1), args=cfg,
-                        train_dataset=Dataset.from_list(recs),
-                        processing_class=AutoTokenizer.from_pretrained(d))
-        for ex in tr.train_dataset:
-            lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
-            lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+    lines = trl_lines(d, recs, tiny_llama_for(d))
     with open(os.path.join(args.out, "qwen3_nothink.pc_expected"), "w") as f:
         f.writelines(lines)
     print("qwen3 prompt/completion with enable_thinking=False", len(lines) // 2)
@@ -577,25 +579,16 @@ def all_fixtures(args):
             "deepseek_r1": ["chat_records", "r1_records", "r1_pc"]}
     for name, set_names in sets.items():
         d = os.path.join(args.out, name)
-        vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
-        model = tiny_llama(vocab, 1)
+        model = tiny_llama_for(d)
         lines = []
         for set_name in set_names:
             with open(os.path.join(args.out, set_name + ".jsonl")) as f:
                 recs = [json.loads(line) for line in f]
             kinds = [[r for r in recs if k in r] for k in ("text", "prompt", "messages")]
             for group in filter(None, kinds):
-                tok = AutoTokenizer.from_pretrained(d)
-                with tempfile.TemporaryDirectory() as tmp:
-                    cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None,
-                                    packing=False, use_cpu=True, completion_only_loss=False)
-                    tr = SFTTrainer(model=model, args=cfg,
-                                    train_dataset=Dataset.from_list(group),
-                                    processing_class=tok)
-                    for ex in tr.train_dataset:
-                        assert list(ex["labels"]) == list(ex["input_ids"])
-                        lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
-                        lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+                lines += trl_lines(d, group, model, completion_only_loss=False)
+        for ids, labels in zip(lines[::2], lines[1::2]):   # every token a target
+            assert ids.split()[1:] == labels.split()[1:]
         with open(os.path.join(args.out, f"{name}.all_expected"), "w") as f:
             f.writelines(lines)
         print(name, "every token counted", len(lines) // 2)
