@@ -68,7 +68,8 @@ static const cli_option table[] = {
             "(implies --chat; -: standard input)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "with --chat: auto (the tokenizer_config.json's),\nchatml, llama3, qwen2.5, "
-               "qwen3, llama3.1,\nllama3.2, gemma, gemma2, gemma3, phi3, phi3.5,\nqwen3-2507 or deepseek-r1"),
+               "qwen3, llama3.1,\nllama3.2, gemma, gemma2, gemma3, phi3, phi3.5,\n"
+               "qwen3-2507 or deepseek-r1"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "with --chat: the "
             "tokenizer_config.json (default:\nthe --load-hf directory's, or the one beside\n"
             "--tokenizer-json)"),

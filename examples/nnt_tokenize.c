@@ -94,8 +94,8 @@ static const cli_option table[] = {
                "an example longer than T (default refuse)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|"
-               "phi3|phi3.5|\nqwen3-2507|deepseek-r1 for \"messages\" (default\nauto: the tokenizer_config.json's, "
-               "when nnt knows it)"),
+               "phi3|phi3.5|\nqwen3-2507|deepseek-r1 for \"messages\" (default\nauto: the "
+               "tokenizer_config.json's, when nnt knows it)"),
     OPT_CHOICE("loss", loss, losses, NULL, 0, "answers|all", "the tokens that count: the "
                "answers (the default:\ncompletions, assistant turns) or all of them, as\n"
                "TRL with completion_only_loss=False and no\nassistant_only_loss (conversations "

@@ -120,20 +120,19 @@ static int over_budget(nnt_ctx *ctx, const char *fn, double more, double already
 {
     const double mib = 1024.0 * 1024.0;
     int chunks = ctx->ram_chunked && ctx->swap_bytes == 0;
-    char shared[64] = "";
+    char limit[160] = "RAM budget", shared[64] = "";
     if (ctx->node_ranks > 1)
         snprintf(shared, sizeof shared, ", shared by the %d ranks on this node",
                  ctx->node_ranks);
+    if (ctx->swap_bytes > 0)
+        snprintf(limit, sizeof limit, "disk swap");
+    else if (ctx->ram_budget_default)
+        snprintf(limit, sizeof limit, "default RAM budget (15/16 of the memory available when "
+                 "the context started%s)", shared);
     return nnt_fail(ctx, NNT_E_NOMEM, "%s: %.1f MiB more of tensors (%.1f MiB already%s) "
-                    "exceed the %s%s%s of %.0f MiB: the tensors so far with them need at least "
+                    "exceed the %s of %.0f MiB: the tensors so far with them need at least "
                     "%.0f MiB%s; give a %s", fn,
-                    more / mib, already / mib, held_counted(ctx),
-                    ctx->swap_bytes > 0 ? "disk swap"
-                    : ctx->ram_budget_default ? "default RAM budget (15/16 of the memory "
-                                                "available when the context started"
-                                              : "RAM budget",
-                    ctx->swap_bytes == 0 && ctx->ram_budget_default ? shared : "",
-                    ctx->swap_bytes == 0 && ctx->ram_budget_default ? ")" : "",
+                    more / mib, already / mib, held_counted(ctx), limit,
                     (double)held_limit(ctx) / mib, ceil(need / mib),
                     chunks ? " (with CUDA workers StarPU pins RAM and puts tiles of up to 4 MiB "
                              "in 16 KiB blocks of 32 MiB chunks, each counted whole, keeping up "

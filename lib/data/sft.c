@@ -1104,7 +1104,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
                         "is a \"%s\" message): the model answers it", fn, role->s);
     int skip = 0;
     const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
-    s->last_query = last_query(msgs);
+    if (s->tmpl == NNT_CHAT_QWEN3)   /* (its renderer alone reads it) */
+        s->last_query = last_query(msgs);
     if (is_llama31(s->tmpl))
         NNT_TRY(render_llama31_system(s, msgs, &skip));
     else if (s->tmpl == NNT_CHAT_LLAMA3)
