@@ -1370,20 +1370,15 @@ public:
     /* counts: one a token (!= 0: a target), or empty: all count. */
     void write_masked(span<const std::int32_t> ids, span<const std::uint8_t> counts = {})
     {
-        if (!counts.empty() && counts.size() != ids.size())
-            detail::fail(NNT_E_INVAL, "nnt::token_writer::write_masked: " +
-                                          std::to_string(counts.size()) + " counts for " +
-                                          std::to_string(ids.size()) + " ids");
+        if (!counts.empty())
+            same_sizes("write_masked", ids, counts);
         check(nnt_token_writer_write_masked(get(), ids.data(),
                                             counts.empty() ? nullptr : counts.data(), ids.size()));
     }
     /* One example laid whole in rows (the block, pack and cut options). */
     void write_example(span<const std::int32_t> ids, span<const std::uint8_t> counts)
     {
-        if (counts.size() != ids.size())
-            detail::fail(NNT_E_INVAL, "nnt::token_writer::write_example: " +
-                                          std::to_string(counts.size()) + " counts for " +
-                                          std::to_string(ids.size()) + " ids");
+        same_sizes("write_example", ids, counts);
         check(nnt_token_writer_write_example(get(), ids.data(), counts.data(), ids.size()));
     }
     std::int64_t count() const
@@ -1394,6 +1389,16 @@ public:
     }
     /* The file into place; the writer is empty afterwards, whatever the outcome. */
     void close() { check(nnt_token_writer_close(release())); }
+
+private:
+    static void same_sizes(const char *fn, span<const std::int32_t> ids,
+                           span<const std::uint8_t> counts)
+    {
+        if (counts.size() != ids.size())
+            detail::fail(NNT_E_INVAL, std::string("nnt::token_writer::") + fn + ": " +
+                                          std::to_string(counts.size()) + " counts for " +
+                                          std::to_string(ids.size()) + " ids");
+    }
 };
 
 /* Prompt/answer records to ids and targets (nnt_sft_create(3)): the tokenizer must outlive
