@@ -1401,6 +1401,16 @@ static void capped_run(const char *cap, float **out, unsigned long *packs, int64
  * filler_mib < 0: the 54 MiB made after products that kept all three (as an optimizer's
  * moments come after the first forward): W's packs are given back (the room is now under
  * their 3 MiB), then two kept again. The products' bits are the same either way. */
+/* mib MiB of zeros in tiles of 1 MiB, beside the product's tensors */
+static nnt_tensor *filler_of(nnt_ctx *ctx, int64_t mib)
+{
+    nnt_tensor *filler = NULL;
+    EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, (int64_t[]){mib << 18}, (int64_t[]){1 << 18},
+                                &filler));
+    EXPECT_OK(nnt_tensor_fill(filler, 0.0));
+    return filler;
+}
+
 static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, int64_t *now)
 {
     setenv("NNT_HOST_RAM_MIB", "64", 1);
@@ -1408,11 +1418,8 @@ static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, in
     unsetenv("NNT_HOST_RAM_MIB");
     nnt_tensor *a = NULL, *w = NULL, *c = NULL, *filler = NULL;
     capped_operands(ctx, &a, &w, &c);
-    int64_t filler_shape[1] = {llabs(filler_mib) << 18}, filler_tile[1] = {1 << 18};
-    if (filler_mib > 0) {
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, filler_shape, filler_tile, &filler));
-        EXPECT_OK(nnt_tensor_fill(filler, 0.0));
-    }
+    if (filler_mib > 0)
+        filler = filler_of(ctx, filler_mib);
     EXPECT_OK(nnt_tensor_fill_normal(a, 1, 0.0, 1.0));
     EXPECT_OK(nnt_tensor_fill_normal(w, 2, 0.0, 1.0));
     unsigned long p0, q, r;
@@ -1423,8 +1430,7 @@ static void roomed_run(int64_t filler_mib, float **out, unsigned long *packs, in
         EXPECT_OK(nnt_ctx_wait(ctx));
         int64_t before = 0, after = 0;
         nnt_gemm_kept_bytes(&before, NULL);
-        EXPECT_OK(nnt_tensor_create(ctx, NNT_FP32, 1, filler_shape, filler_tile, &filler));
-        EXPECT_OK(nnt_tensor_fill(filler, 0.0));
+        filler = filler_of(ctx, -filler_mib);
         EXPECT_OK(nnt_ctx_wait(ctx));
         nnt_gemm_kept_bytes(&after, NULL);
         printf("test_gemm_backends kept packs given back: %lld bytes kept, %lld once 54 MiB "
