@@ -786,6 +786,47 @@ void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o
         finalize_row(hd, o + r * hd, m[r], l[r], lse + r);
 }
 
+/* ---- attention sinks (gpt-oss) ---------------------------------------------------------- */
+
+/* A sink logit S of a head joins each of its rows' softmax denominators and takes no value:
+ * lse' = log(exp(lse) + exp(S)), o' = o exp(lse - lse'). (A row without a key, lse -inf,
+ * gets o' = 0, lse' = S.) */
+void nnt_cpu_attn_sink_fwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                               const float *sinks, float *o, float *lse)
+{
+    for (int64_t s = 0; s < nb * nh; s++) {
+        float sink = sinks[s % nh];
+        for (int64_t t = 0; t < tq; t++) {
+            int64_t r = s * tq + t;
+            float L = lse[r], hi = L > sink ? L : sink, lo = L > sink ? sink : L;
+            float Lp = hi + log1pf(expf(lo - hi));
+            nnt_cpu_scale_f32(hd, expf(L - Lp), o + r * hd);
+            lse[r] = Lp;
+        }
+    }
+}
+
+/* dsinks[h] -= sum over the rows of head h of p_sink (dout . o), p_sink = exp(S - lse), with
+ * o and lse the sink's (o', lse'): the gradient of a softmax entry whose value is 0. Each
+ * head's sum in double over its slabs and rows in order, then added once. */
+void nnt_cpu_attn_sink_bwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                               const float *sinks, const float *o, const float *dout,
+                               const float *lse, float *dsinks)
+{
+    for (int64_t h = 0; h < nh; h++) {
+        double acc = 0.0;
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t t = 0; t < tq; t++) {
+                int64_t r = (b * nh + h) * tq + t;
+                double dot = 0.0;
+                for (int64_t c = 0; c < hd; c++)
+                    dot += (double)dout[r * hd + c] * (double)o[r * hd + c];
+                acc += exp((double)sinks[h] - (double)lse[r]) * dot;
+            }
+        dsinks[h] -= (float)acc;
+    }
+}
+
 /* ---- backward --------------------------------------------------------------------------- */
 
 void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,

@@ -345,9 +345,6 @@ void nnt_cpu_rmsnorm_fwd_f32(int64_t rows, int64_t n, float eps, const float *x,
 void nnt_cpu_rmsnorm_bwd_f32(int64_t rows, int64_t n, const float *x, const float *dy,
                              const float *gamma, const float *rstd, float *dx, float *dgamma);
 
-/* ---- SwiGLU, n contiguous elements ----------------------------------------------------------- */
-
-/* y = silu(gate) * up, silu(g) = g / (1 + exp(-g))                                      y set */
 /* ---- mixture of experts (cpu/moe.c) ----
  * Routing of n tokens over E <= NNT_MOE_MAX_EXPERTS experts: probs (n, E) = softmax(logits)
  * (the sum in double), idx (n, k) = torch.topk(probs, k).indices as torch selects on CPU
@@ -378,10 +375,23 @@ void nnt_cpu_moe_shared_add_f32(int64_t n, int64_t width, const float *z, const 
 void nnt_cpu_moe_shared_bwd_f32(int64_t n, int64_t width, int accumulate, const float *z,
                                 const float *s, const float *dy, float *ds, float *dz);
 
+/* ---- SwiGLU, n contiguous elements ----------------------------------------------------------- */
+
+/* y = silu(gate) * up, silu(g) = g / (1 + exp(-g))                                      y set */
 void nnt_cpu_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float *y);
 /* s = sigmoid(g): dgate = dy up s (1 + g (1 - s)), dup = dy silu(g)           dgate, dup set */
 void nnt_cpu_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
                             float *dgate, float *dup);
+/* gpt-oss's clamped SwiGLU (alpha > 0, limit > 0): gc = min(gate, limit), uc = clamp(up,
+ * -limit, limit), y = gc sigmoid(alpha gc) (uc + 1) (in float, that order; NaN stays NaN).
+ * Aliasing as the SwiGLU kernels.                                                      y set */
+void nnt_cpu_swiglu_clamp_fwd_f32(int64_t n, float alpha, float limit, const float *gate,
+                                  const float *up, float *y);
+/* a = alpha gc, s = sigmoid(a): dgate = dy (uc + 1) s (1 + a (1 - s)) where gate < limit,
+ * dup = dy gc s where -limit < up < limit, 0 elsewhere (torch.clamp's gradient: none at
+ * the limits themselves)                                                     dgate, dup set */
+void nnt_cpu_swiglu_clamp_bwd_f32(int64_t n, float alpha, float limit, const float *gate,
+                                  const float *up, const float *dy, float *dgate, float *dup);
 
 /* ---- rotary position embedding, rotate-half pairs (Hugging Face convention) ------------------
  * nbh slabs of nt rows; row r = s * nt + t has position pos0 + t. Pair i < n of row r is
@@ -443,6 +453,16 @@ void nnt_cpu_attn_fwd_gqa_f32(nnt_dnnl_cache *dnnl, const nnt_attn_map *map, int
 /* o = o_acc / l (in place), lse = m + log(l)  (rows with l == 0: o = 0, lse = -inf)          */
 void nnt_cpu_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse);
+/* Attention sinks (gpt-oss): a tile of nb x nh slabs (b, h) of tq rows, head h's sink logit
+ * sinks[h] added to each row's softmax denominator: lse' = log(exp(lse) + exp(sinks[h])),
+ * o *= exp(lse - lse') (in place).                                                         */
+void nnt_cpu_attn_sink_fwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                               const float *sinks, float *o, float *lse);
+/* dsinks[h] -= sum over head h's rows of exp(sinks[h] - lse) (dout . o), o, lse the
+ * forward's outputs (with the sink)                                                      += */
+void nnt_cpu_attn_sink_bwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                               const float *sinks, const float *o, const float *dout,
+                               const float *lse, float *dsinks);
 /* d[r] = sum_j dout[r, j] * o[r, j]  per row of (nbh*tq) rows                         set */
 void nnt_cpu_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
                                const float *dout, float *d);

@@ -538,6 +538,53 @@ __global__ void attn_prep_kernel(int64_t rows, int64_t hd, const float *__restri
     }
 }
 
+/* ---- attention sinks (gpt-oss) ------------------------------------------------------------ */
+
+/* one thread a row: lse' = log(exp(lse) + exp(sink)), the row times exp(lse - lse') */
+__global__ void attn_sink_fwd_kernel(int64_t nh, int64_t tq, int64_t rows, int64_t hd,
+                                     const float *__restrict__ sinks, float *__restrict__ o,
+                                     float *__restrict__ lse)
+{
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += stride) {
+        const float sink = sinks[(r / tq) % nh], L = lse[r];
+        const float hi = L > sink ? L : sink, lo = L > sink ? sink : L;
+        const float Lp = hi + log1pf(expf(lo - hi)), f = expf(L - Lp);
+        for (int64_t c = 0; c < hd; c++)
+            o[r * hd + c] *= f;
+        lse[r] = Lp;
+    }
+}
+
+/* one block a head: dsinks[h] -= sum over its rows of exp(sink - lse) (dout . o), the rows'
+ * terms in double, summed in a fixed tree (deterministic) */
+__global__ void attn_sink_bwd_kernel(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                                     const float *__restrict__ sinks,
+                                     const float *__restrict__ o,
+                                     const float *__restrict__ dout,
+                                     const float *__restrict__ lse, float *__restrict__ dsinks)
+{
+    __shared__ double part[256];
+    const int64_t h = blockIdx.x, n = nb * tq;
+    double acc = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int64_t r = ((i / tq) * nh + h) * tq + i % tq;
+        double dot = 0.0;
+        for (int64_t c = 0; c < hd; c++)
+            dot += (double)dout[r * hd + c] * (double)o[r * hd + c];
+        acc += exp((double)sinks[h] - (double)lse[r]) * dot;
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        dsinks[h] -= (float)part[0];
+}
+
 /* ---- launch helpers ----------------------------------------------------------------------- */
 
 /* opt in to more than 48 KiB of dynamic shared memory (host-side attribute, no sync) */
@@ -698,6 +745,36 @@ extern "C" int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, c
     if (b > (int64_t)1 << 19)
         b = (int64_t)1 << 19;
     attn_prep_kernel<<<(unsigned)b, 256, 0, stream>>>(rows, hd, o, dout, d);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_attn_sink_fwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                                          const float *sinks, float *o, float *lse,
+                                          cudaStream_t stream)
+{
+    if (nb < 0 || nh < 0 || tq < 0 || hd < 0)
+        return -1;
+    const int64_t rows = nb * nh * tq;
+    if (rows == 0)
+        return 0;
+    int64_t b = (rows + 255) / 256;
+    if (b > (int64_t)1 << 19)
+        b = (int64_t)1 << 19;
+    attn_sink_fwd_kernel<<<(unsigned)b, 256, 0, stream>>>(nh, tq, rows, hd, sinks, o, lse);
+    return launch_status();
+}
+
+extern "C" int nnt_cuda_attn_sink_bwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                                          const float *sinks, const float *o,
+                                          const float *dout, const float *lse, float *dsinks,
+                                          cudaStream_t stream)
+{
+    if (nb < 0 || nh < 0 || tq < 0 || hd < 0 || nh > 65535)
+        return -1;
+    if (nb * nh * tq == 0)
+        return 0;
+    attn_sink_bwd_kernel<<<(unsigned)nh, 256, 0, stream>>>(nb, nh, tq, hd, sinks, o, dout, lse,
+                                                           dsinks);
     return launch_status();
 }
 

@@ -210,6 +210,13 @@ int nnt_cuda_swiglu_fwd_f32(int64_t n, const float *gate, const float *up, float
 /* dgate = dy up silu'(gate), dup = dy silu(gate)                               dgate, dup set */
 int nnt_cuda_swiglu_bwd_f32(int64_t n, const float *gate, const float *up, const float *dy,
                             float *dgate, float *dup, cudaStream_t stream);
+/* gpt-oss's clamped SwiGLU (cpu/nnt_cpu.h's nnt_cpu_swiglu_clamp_fwd_f32)           y set */
+int nnt_cuda_swiglu_clamp_fwd_f32(int64_t n, float alpha, float limit, const float *gate,
+                                  const float *up, float *y, cudaStream_t stream);
+/* its gradient (nnt_cpu_swiglu_clamp_bwd_f32)                                dgate, dup set */
+int nnt_cuda_swiglu_clamp_bwd_f32(int64_t n, float alpha, float limit, const float *gate,
+                                  const float *up, const float *dy, float *dgate, float *dup,
+                                  cudaStream_t stream);
 
 /* ---- rotary position embedding (cuda/rope.cu) --------------------------------------------------
  * Twin of nnt_cpu_rope_f32; inv_freq is a HOST array of n <= NNT_CUDA_ROPE_MAX_N entries
@@ -279,6 +286,14 @@ int nnt_cuda_attn_bwd_packed_f32(const nnt_attn_map *map, int64_t tq, int64_t tk
 int nnt_cuda_attn_fwd_finalize_f32(int64_t nbh, int64_t tq, int64_t hd, float *o,
                                    const float *m, const float *l, float *lse,
                                    cudaStream_t stream);
+/* Attention sinks (gpt-oss), as nnt_cpu_attn_sink_fwd_f32 / _bwd_f32 (cpu/nnt_cpu.h): nb x nh
+ * slabs of tq rows; lse' = log(exp(lse) + exp(sinks[h])), o *= exp(lse - lse') in place;
+ * dsinks[h] -= sum over head h's rows of exp(sinks[h] - lse) (dout . o) (nh <= 65535)     */
+int nnt_cuda_attn_sink_fwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                               const float *sinks, float *o, float *lse, cudaStream_t stream);
+int nnt_cuda_attn_sink_bwd_f32(int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                               const float *sinks, const float *o, const float *dout,
+                               const float *lse, float *dsinks, cudaStream_t stream);
 /* d[r] = sum_j dout[r, j] * o[r, j]                                                      set */
 int nnt_cuda_attn_bwd_prep_f32(int64_t nbh, int64_t tq, int64_t hd, const float *o,
                                const float *dout, float *d, cudaStream_t stream);

@@ -390,10 +390,19 @@ typedef struct nnt_tensor_attention_options {
                          p (clamped to 0 .. i) sees the keys i - p <= j <= i only (its
                          example; the window still applies); NULL: every earlier key. The
                          _kv form refuses it                                                */
+    /* appended in 0.3 (a size without them: no sinks) */
+    nnt_tensor *sinks;  /* attention sinks (gpt-oss): (NH) fp32, tiled as q's heads, a logit
+                         per head added to each of its rows' softmax denominators with no
+                         value (o = sum_j p_j v_j, p = softmax over the row's scores and the
+                         sink); lse then includes the sink. The forwards read it; the
+                         backward takes the forward's o and lse (with the sink) and sinks
+                         again; NULL: none                                                 */
+    nnt_tensor *dsinks; /* backward only: the sinks' gradient is ADDED to it (sinks' layout);
+                         NULL: not computed                                                  */
 } nnt_tensor_attention_options;
 
 #define NNT_TENSOR_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_tensor_attention_options), 0.0, 0, 0.0, NULL }
+    { sizeof(nnt_tensor_attention_options), 0.0, 0, 0.0, NULL, NULL, NULL }
 
 /* nnt_tensor_attention and _backward with options (NULL: the INIT values). A window gives
  * the same result as masking the keys outside it, and costs less: a query tile and a key
@@ -765,12 +774,17 @@ typedef enum nnt_mlp_kind {
     NNT_MLP_GELU = 0,             /* GPT-2: c_proj(gelu(c_fc(x)))                           */
     NNT_MLP_SWIGLU = 1,           /* Llama: down_proj(silu(gate_proj(x)) * up_proj(x))      */
     NNT_MLP_GEGLU = 2,            /* Gemma: down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)) */
-    NNT_MLP_MOE = 3,              /* mixture of SwiGLU experts: children "gate" (the router,
-                                     C -> experts) and "experts.<e>" (hidden: each expert's);
+    NNT_MLP_MOE = 3,              /* mixture of SwiGLU experts (expert_kind): children "gate"
+                                     (the router, C -> experts; "router" with bias) and
+                                     "experts.<e>" (hidden: each expert's);
                                      each token through its experts_per_token experts of
                                      highest softmax(gate(x)), weighted (nnt_layer_mlp_create_ex(3)) */
-    NNT_MLP_GELU_ERF = 4          /* GPT-NeoX: c_proj(gelu(c_fc(x))) with the exact GELU
+    NNT_MLP_GELU_ERF = 4,         /* GPT-NeoX: c_proj(gelu(c_fc(x))) with the exact GELU
                                      x Phi(x) (nnt_tensor_gelu_erf). New in 0.3.            */
+    NNT_MLP_SWIGLU_CLAMP = 5      /* gpt-oss: down_proj(gc sigmoid(alpha gc) (uc + 1)) with
+                                     gc = min(gate_proj(x), limit), uc = clamp(up_proj(x),
+                                     -limit, limit) (swiglu_alpha, swiglu_limit); children
+                                     as NNT_MLP_SWIGLU's. New in 0.3.                       */
 } nnt_mlp_kind;
 
 /* Options of nnt_layer_attention_create_ex. Read at create time and copied (rope too). */
@@ -807,18 +821,26 @@ typedef struct nnt_attention_options {
                                      k_proj and v_proj as one module "qkv_proj" (one A, B
                                      their rows one after the other: Phi-3's files and
                                      PEFT's adapters of them); 0: each its own              */
+    /* appended in 0.3 (a size that ends before it: 0) */
+    int sinks;                    /* attention sinks (gpt-oss): a parameter "sinks" (NH), a
+                                     logit per head in each row's softmax with no value
+                                     (nnt_tensor_attention_ex(3)), initialised normal(0,
+                                     0.02), weight decay as the weights'; 0: none            */
 } nnt_attention_options;
 
 /* GPT-2's attention: multi-head, all biases, no rotary positions, no window. */
 #define NNT_ATTENTION_OPTIONS_INIT \
-    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0, 0, 0 }
+    { sizeof(nnt_attention_options), 0, 1, 1, NULL, 0, 0, 1e-6, 0, 0.0, 0.0, 0, 0, 0, 0 }
 
 /* Options of nnt_layer_mlp_create_ex. */
 typedef struct nnt_mlp_options {
     size_t size;                  /* sizeof(nnt_mlp_options), set by the init macro         */
     int kind;                     /* nnt_mlp_kind                                           */
-    int bias;                     /* biases on the projections                              */
-    /* NNT_MLP_MOE only (bias 0) */
+    int bias;                     /* biases on the projections; NNT_MLP_MOE: gpt-oss's
+                                     layout, the router "router" with a bias and biases on
+                                     every expert's projections (0: the router "gate", no
+                                     bias anywhere)                                          */
+    /* NNT_MLP_MOE only */
     int64_t experts;              /* E routed experts                                       */
     int64_t experts_per_token;    /* k <= E (num_experts_per_tok)                           */
     int norm_topk_prob;           /* the k weights divided by their sum                     */
@@ -830,13 +852,23 @@ typedef struct nnt_mlp_options {
                                      "shared_expert_gate" (linear C -> 1, no bias); the
                                      output is the routed sum + sigmoid(shared_expert_gate(x))
                                      shared_expert(x) (Qwen2-MoE); 0: none                    */
-    int fused_gate_up;            /* NNT_MLP_SWIGLU, _GEGLU: LoRA adapts gate_proj and up_proj
-                                     as one module "gate_up_proj" of the MLP (one A, B their
-                                     rows one after the other: Phi-3's files and PEFT's
-                                     adapters of them); 0: each its own                     */
+    int fused_gate_up;            /* NNT_MLP_SWIGLU, _GEGLU, _SWIGLU_CLAMP: LoRA adapts
+                                     gate_proj and up_proj as one module "gate_up_proj" of
+                                     the MLP (one A, B their rows one after the other:
+                                     Phi-3's files and PEFT's adapters of them); 0: each its
+                                     own                                                     */
+    /* New in 0.3 after fused_gate_up: a size that ends before them reads them as 0. */
+    double swiglu_alpha;          /* NNT_MLP_SWIGLU_CLAMP (and such experts): alpha > 0; 0:
+                                     gpt-oss's 1.702                                         */
+    double swiglu_limit;          /* NNT_MLP_SWIGLU_CLAMP (and such experts): limit > 0; 0:
+                                     gpt-oss's 7.0                                           */
+    int expert_kind;              /* NNT_MLP_MOE: the routed experts' kind, 0 or
+                                     NNT_MLP_SWIGLU (SwiGLU) or NNT_MLP_SWIGLU_CLAMP
+                                     (gpt-oss's); the shared expert stays SwiGLU             */
 } nnt_mlp_options;
 
-#define NNT_MLP_OPTIONS_INIT { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0, 0, 0 }
+#define NNT_MLP_OPTIONS_INIT \
+    { sizeof(nnt_mlp_options), NNT_MLP_GELU, 1, 0, 0, 0, 0.0, 0, 0, 0.0, 0.0, 0 }
 
 /* Options of nnt_layer_block_create_ex. */
 typedef struct nnt_block_options {
@@ -1200,12 +1232,21 @@ typedef struct nnt_model_config {
                                      (one each: Falcon's num_ln_in_parallel_attn); 0: the
                                      family's arrangement (with serial_blocks 1: one after
                                      the other, and parallel_norms 0)                        */
+    /* gpt-oss (the MoE family's GptOssForCausalLM; taken from the room below). New in 0.3. */
+    int attn_sinks;               /* attention sinks: a learned logit per head in each of its
+                                     softmax rows, with no value (nnt_attention_options.sinks) */
+    int moe_bias;                 /* the MoE MLPs' router ("router") and every expert
+                                     projection with biases (nnt_mlp_options.bias of
+                                     NNT_MLP_MOE)                                             */
+    double swiglu_limit;          /* > 0: the experts' activation is gpt-oss's clamped SwiGLU
+                                     (NNT_MLP_SWIGLU_CLAMP) with this limit; 0: SwiGLU        */
+    double swiglu_alpha;          /* its alpha (swiglu_alpha; 0: 1.702)                      */
     /* 0. The library writes whole configurations (nnt_model_preset, nnt_model_config_of,
      * nnt_model_hf_config, ...) into structures the caller need not initialise, so the
      * size of this one never changes: a later version's fields take this room (0 in them
      * keeping today's behaviour), and a library older than them refuses a configuration
      * whose reserved words are not 0 (NNT_E_UNSUPPORTED). New in 0.3. */
-    uint64_t reserved[63];
+    uint64_t reserved[60];
 } nnt_model_config;
 
 /* nnt_model_config.mlp_gelu: the tanh approximation (Hugging Face's hidden_act "gelu_new",
@@ -1239,14 +1280,14 @@ typedef struct nnt_model_config {
 #define NNT_MODEL_CONFIG_INIT \
     { sizeof(nnt_model_config), NNT_FAMILY_GPT2, 50257, 1024, 12, 12, 0, 768, 0, 1e-5, 1, 1, 1, 1, \
       NNT_ROPE_OPTIONS_INIT, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0.0, 0, 0, 0, \
-      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, { 0 } }
+      { 0 }, { 0 }, { 0 }, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0, { 0 } }
 
 /* Configuration of a named preset with the real shapes: "gpt2", "gpt2-medium", "gpt2-large",
  * "gpt2-xl", "tiny" (the GPT-2 demo), "llama-tiny" (L 2, C 64, NH 4, NKV 2, hidden 172,
  * V 256: tests and demos), "smollm2-135m", "tinyllama-1.1b", "llama-3.2-1b",
  * "llama-3.1-8b", "qwen3-0.6b", "smollm3-3b", "gemma3-270m", "gemma3-1b", "gemma2-2b",
  * "moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen1.5-moe-a2.7b",
- * "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
+ * "gpt-oss-20b", "gpt-oss-120b", "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
  * "stablelm-3b", "pythia-70m", "pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b",
  * "pythia-2.8b", "pythia-6.9b", "pythia-12b", "starcoder2-3b", "starcoder2-7b",
  * "starcoder2-15b", "tiny-starcoder", "santacoder", "starcoder", "falcon-7b",

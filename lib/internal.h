@@ -244,6 +244,29 @@ int nnt_rope_check_head(const char *fn, const nnt_rope_options *o, int64_t hd);
 int nnt_tensor_geglu(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
 int nnt_tensor_geglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
                               nnt_tensor *dgate, nnt_tensor *dup);
+/* The gated activations of lib/ops/swiglu.c and its codelets: y = act(gate) up (SwiGLU,
+ * GeGLU), or gpt-oss's clamped SwiGLU, gc = min(gate, limit), uc = clamp(up, -limit,
+ * limit), y = gc sigmoid(alpha gc) (uc + 1); its gradient is 0 at and beyond the limits
+ * (torch.clamp's). */
+enum { NNT_GLU_SILU = 0, NNT_GLU_GELU_TANH = 1, NNT_GLU_SILU_CLAMP = 2 };
+typedef struct nnt_glu_act {
+    int kind;                    /* NNT_GLU_*                                            */
+    float alpha, limit;          /* NNT_GLU_SILU_CLAMP: > 0 and finite; otherwise 0      */
+} nnt_glu_act;
+/* gpt-oss's values (transformers' GptOssConfig: swiglu_alpha, swiglu_limit) */
+#define NNT_SWIGLU_CLAMP_ALPHA 1.702
+#define NNT_SWIGLU_CLAMP_LIMIT 7.0
+/* The clamped SwiGLU on tiled tensors (alpha, limit > 0 and finite, else NNT_E_INVAL);
+ * aliasing as nnt_tensor_swiglu's. */
+int nnt_tensor_swiglu_clamp(nnt_tensor *gate, nnt_tensor *up, double alpha, double limit,
+                            nnt_tensor *y);
+int nnt_tensor_swiglu_clamp_backward(nnt_tensor *gate, nnt_tensor *up, double alpha,
+                                     double limit, nnt_tensor *dy, nnt_tensor *dgate,
+                                     nnt_tensor *dup);
+/* The operation of act (any kind) and its gradient (the MLP layers'). */
+int nnt_tensor_glu(const nnt_glu_act *act, nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
+int nnt_tensor_glu_backward(const nnt_glu_act *act, nnt_tensor *gate, nnt_tensor *up,
+                            nnt_tensor *dy, nnt_tensor *dgate, nnt_tensor *dup);
 int nnt_tensor_softcap(nnt_tensor *x, double cap, nnt_tensor *y);
 int nnt_tensor_softcap_backward(nnt_tensor *x, double cap, nnt_tensor *dy, nnt_tensor *dx);
 /* nnt_tensor_attention_kv_ex with the keys' row r at position k_pos0 + r (a cache that keeps
@@ -727,11 +750,11 @@ int nnt_insert_rmsnorm_bwd(nnt_ctx *ctx, starpu_data_handle_t x, starpu_data_han
                            starpu_data_handle_t gamma, starpu_data_handle_t rstd,
                            starpu_data_handle_t dx, starpu_data_handle_t dgamma);
 
-/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup; gelu: GeGLU
- * (gelu_tanh in place of silu) */
-int nnt_insert_swiglu(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+/* lib/codelets/swiglu.c: outputs may be inputs (one handle, RW); dgate != dup; act (copied):
+ * which gated activation (nnt_glu_act) */
+int nnt_insert_swiglu(nnt_ctx *ctx, const nnt_glu_act *act, starpu_data_handle_t gate,
                       starpu_data_handle_t up, starpu_data_handle_t y);
-int nnt_insert_swiglu_bwd(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, const nnt_glu_act *act, starpu_data_handle_t gate,
                           starpu_data_handle_t up, starpu_data_handle_t dy,
                           starpu_data_handle_t dgate, starpu_data_handle_t dup);
 
@@ -784,6 +807,15 @@ int nnt_insert_attn_fwd_block(nnt_ctx *ctx, const struct nnt_attn_map *map, int6
 int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                                  starpu_data_handle_t o, starpu_data_handle_t m,
                                  starpu_data_handle_t l, starpu_data_handle_t lse);
+/* attention sinks (gpt-oss) on a query tile of nb x nh slabs: o, lse rescaled in place by the
+ * heads' sinks tile; dsinks (RW) -= their gradient (lib/codelets/attention.c) */
+int nnt_insert_attn_sink_fwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                             starpu_data_handle_t o, starpu_data_handle_t lse,
+                             starpu_data_handle_t sinks);
+int nnt_insert_attn_sink_bwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                             starpu_data_handle_t o, starpu_data_handle_t dout,
+                             starpu_data_handle_t lse, starpu_data_handle_t sinks,
+                             starpu_data_handle_t dsinks);
 int nnt_insert_attn_bwd_prep(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t hd,
                              starpu_data_handle_t o, starpu_data_handle_t dout,
                              starpu_data_handle_t d);

@@ -47,6 +47,8 @@ static void *failing_malloc(size_t n)
 #define nnt_cpu_attn_bwd_packed_f32 noscratch_attn_bwd_packed
 #define nnt_cpu_attn_fwd_band_f32 noscratch_attn_fwd_band
 #define nnt_cpu_attn_bwd_band_f32 noscratch_attn_bwd_band
+#define nnt_cpu_attn_sink_fwd_f32 noscratch_attn_sink_fwd
+#define nnt_cpu_attn_sink_bwd_f32 noscratch_attn_sink_bwd
 #undef NNT_CPU_H /* attention.c re-includes the header: prototypes under the new names */
 #include "../cpu/attention.c"
 #undef malloc
@@ -62,6 +64,8 @@ static void *failing_malloc(size_t n)
 #undef nnt_cpu_attn_bwd_packed_f32
 #undef nnt_cpu_attn_fwd_band_f32
 #undef nnt_cpu_attn_bwd_band_f32
+#undef nnt_cpu_attn_sink_fwd_f32
+#undef nnt_cpu_attn_sink_bwd_f32
 
 /* Tolerances: each about 10x the largest error measured for its check (tests/tolerances.sh)
  * on Zen 3 under the BLIS kernel sets zen3, haswell and generic; the errors are the same
@@ -444,6 +448,89 @@ START_TEST(test_gelu)
         free(dx);
         free(ref);
     }
+}
+END_TEST
+
+/* gpt-oss's clamped SwiGLU against float64: alpha 1.3 and limit 0.8 (not gpt-oss's), gate
+ * over [-4, 4] (above the limit, and far below -limit, which only the up clamp bounds), up
+ * over [-2, 2] (beyond both limits and inside), the points at the limits themselves (no
+ * gradient there, as torch.clamp's), the far tail (sigmoid 0), and in place. Relative
+ * to lo + |ref|: the forward and dup lo 1e-3; dgate lo 0.1 (ds = s (1 + a (1 - s)) is 0 at
+ * a ~ -1.28, where its sum cancels). */
+#define TOL_SWIGLU_CLAMP_Y 3e-6    /* measured 3.1e-7 */
+#define TOL_SWIGLU_CLAMP_DG 3e-6   /* measured 2.8e-7 */
+#define TOL_SWIGLU_CLAMP_DU 3e-6   /* measured 2.9e-7 */
+START_TEST(test_swiglu_clamp)
+{
+    rng_seed(41);
+    const float alpha = 1.3f, limit = 0.8f;
+    const double A = alpha, L = limit;   /* the kernels' float values */
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t n = SIZES[si] * 7;
+        float *g = rand_f(n, -4, 4), *u = rand_f(n, -2, 2), *dy = rand_f(n, -1, 1);
+        float *y = alloc_f(n), *dg = alloc_f(n), *du = alloc_f(n);
+        double *ry = alloc_d(n), *rdg = alloc_d(n), *rdu = alloc_d(n);
+        int64_t above = 0, inside = 0, beyond = 0;
+        g[0] = limit, u[0] = 0.5f;                  /* at the limits: no gradient through */
+        if (n > 1)
+            g[1] = 0.25f, u[1] = -limit;
+        if (n > 2)
+            g[2] = -0.5f, u[2] = limit;
+        if (n > 3)
+            g[3] = -80.0f, u[3] = 0.25f;            /* sigmoid(-104) = 0 in float */
+        nnt_cpu_swiglu_clamp_fwd_f32(n, alpha, limit, g, u, y);
+        nnt_cpu_swiglu_clamp_bwd_f32(n, alpha, limit, g, u, dy, dg, du);
+        for (int64_t i = 0; i < n; i++) {
+            double gc = fmin(g[i], L), uc = fmax(-L, fmin(u[i], L));
+            double s = 1.0 / (1.0 + exp(-A * gc));
+            ry[i] = gc * s * (uc + 1.0);
+            rdg[i] = g[i] < L ? dy[i] * (uc + 1.0) * (s + A * gc * s * (1.0 - s)) : 0.0;
+            rdu[i] = -L < u[i] && u[i] < L ? dy[i] * gc * s : 0.0;
+            above += g[i] > L;
+            beyond += u[i] > L || u[i] < -L;
+            inside += u[i] > -L && u[i] < L;
+        }
+        if (n > 20)   /* the clamps bite: enough of each kind */
+            ck_assert_msg(above > n / 8 && beyond > n / 8 && inside > n / 8,
+                          "n %lld: %lld gates above, %lld ups beyond, %lld inside",
+                          (long long)n, (long long)above, (long long)beyond, (long long)inside);
+        expect_close("swiglu_clamp y", n, y, ry, TOL_SWIGLU_CLAMP_Y, 1e-3);
+        expect_close("swiglu_clamp dgate", n, dg, rdg, TOL_SWIGLU_CLAMP_DG, 0.1);
+        expect_close("swiglu_clamp dup", n, du, rdu, TOL_SWIGLU_CLAMP_DU, 1e-3);
+        /* at the limits the gradients are exactly 0 */
+        ck_assert(dg[0] == 0.0f);
+        ck_assert(n < 2 || du[1] == 0.0f);
+        ck_assert(n < 3 || du[2] == 0.0f);
+
+        /* in place (y == gate, y == up; dgate == gate with dup == up; dgate == dy) gives the
+         * same bits */
+        float *z = dup_f(n, g), *w = dup_f(n, u);
+        nnt_cpu_swiglu_clamp_fwd_f32(n, alpha, limit, z, u, z);
+        ck_assert(memcmp(z, y, (size_t)n * sizeof(float)) == 0);
+        nnt_cpu_swiglu_clamp_fwd_f32(n, alpha, limit, g, w, w);
+        ck_assert(memcmp(w, y, (size_t)n * sizeof(float)) == 0);
+        memcpy(z, g, (size_t)n * sizeof(float));
+        memcpy(w, u, (size_t)n * sizeof(float));
+        nnt_cpu_swiglu_clamp_bwd_f32(n, alpha, limit, z, w, dy, z, w);
+        ck_assert(memcmp(z, dg, (size_t)n * sizeof(float)) == 0);
+        ck_assert(memcmp(w, du, (size_t)n * sizeof(float)) == 0);
+        memcpy(z, dy, (size_t)n * sizeof(float));
+        nnt_cpu_swiglu_clamp_bwd_f32(n, alpha, limit, g, u, z, z, w);
+        ck_assert(memcmp(z, dg, (size_t)n * sizeof(float)) == 0);
+        free(z), free(w);
+        free(g), free(u), free(dy), free(y), free(dg), free(du);
+        free(ry), free(rdg), free(rdu);
+    }
+    /* NaN stays NaN (torch.clamp keeps it); +inf gates and +-inf ups are clamped; a -inf
+     * gate gives -inf sigmoid(-inf) = -inf 0 = NaN, as in torch */
+    const float sg[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.5f};
+    const float su[] = {0.5f, NAN, 0.5f, 0.5f, -INFINITY};
+    float sy[5];
+    nnt_cpu_swiglu_clamp_fwd_f32(5, alpha, limit, sg, su, sy);
+    ck_assert(isnan(sy[0]) && isnan(sy[1]));
+    ck_assert(fabs(sy[2] - L / (1.0 + exp(-A * L)) * 1.5) < 1e-6);
+    ck_assert(isnan(sy[3]));
+    ck_assert(fabs(sy[4] - 0.5 / (1.0 + exp(-A * 0.5)) * (1.0 - L)) < 1e-6);
 }
 END_TEST
 
@@ -2217,6 +2304,21 @@ START_TEST(test_isa_paths)
             for (int k = 0; k < 6; k++)
                 free(a[path][k]);
 
+        /* gpt-oss's clamped SwiGLU (limit 1.5: x beyond it and inside, u too) */
+        for (int path = 0; path < 2; path++) {
+            nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
+            for (int k = 0; k < 3; k++)
+                a[path][k] = alloc_f(nn);
+            nnt_cpu_swiglu_clamp_fwd_f32(nn, 1.3f, 1.5f, x, u, a[path][0]);
+            nnt_cpu_swiglu_clamp_bwd_f32(nn, 1.3f, 1.5f, x, u, dy, a[path][1], a[path][2]);
+        }
+        expect_path("swiglu_clamp fwd", nn, a[1][0], a[0][0], TOL_ISA_ELEM, 1e-3);
+        expect_path("swiglu_clamp dgate", nn, a[1][1], a[0][1], TOL_ISA_ELEM, 0.1);
+        expect_path("swiglu_clamp dup", nn, a[1][2], a[0][2], TOL_ISA_ELEM, 1e-3);
+        for (int path = 0; path < 2; path++)
+            for (int k = 0; k < 3; k++)
+                free(a[path][k]);
+
         /* the exact GELU (relative to 1e-30 + |ref| forward, lo 0.1 backward) */
         for (int path = 0; path < 2; path++) {
             nnt_cpu_isa_force(path ? NNT_CPU_ISA_AVX2 : NNT_CPU_ISA_GENERIC);
@@ -3460,6 +3562,7 @@ static Suite *cpu_suite(void)
         {"elementwise", test_fill_scale_axpby}, {"gelu", test_gelu},
         {"bias_gelu", test_bias_gelu},           {"bcast", test_add_bcast_sum_outer},
         {"gelu_erf", test_gelu_erf},             {"bias_gelu_erf", test_bias_gelu_erf},
+        {"swiglu_clamp", test_swiglu_clamp},
         {"sumsq", test_sumsq},                   {"copy_box", test_copy_box},
         {"gemm", test_gemm},                     {"gemv_bf16", test_gemv_bf16},
         {"layernorm_ref", test_layernorm_ref_fd},

@@ -1204,6 +1204,71 @@ START_TEST(test_swiglu)
 }
 END_TEST
 
+/* gpt-oss's clamped SwiGLU (alpha 1.3, limit 0.8: gates above the limit and far below, ups
+ * beyond both limits and inside, points at the limits, where no gradient passes) against
+ * the CPU kernel; out of place, then in place (dgate = gate, dup = up; y = gate). */
+START_TEST(test_swiglu_clamp)
+{
+    static const int64_t ns[] = {1, 3, 17, 61, 4099, (1 << 20) + 3};
+    const float alpha = 1.3f, limit = 0.8f;
+    for (int t = 0; t < (int)(sizeof ns / sizeof ns[0]); t++) {
+        int64_t n = ns[t];
+        rng_seed(1750 + t);
+        float *g = rand_f(n, -4.0f, 4.0f), *u = rand_f(n, -2.0f, 2.0f), *dy = rand_f(n, -1, 1);
+        g[0] = limit;   /* no gradient through the clamps at the limits */
+        if (n > 4) {
+            u[1] = -limit;
+            u[2] = limit;
+            g[3] = -100.0f;   /* sigmoid 0 */
+        }
+        float *y = xmalloc((size_t)n * 4), *dg = xmalloc((size_t)n * 4),
+              *du = xmalloc((size_t)n * 4), *got;
+        nnt_cpu_swiglu_clamp_fwd_f32(n, alpha, limit, g, u, y);
+        nnt_cpu_swiglu_clamp_bwd_f32(n, alpha, limit, g, u, dy, dg, du);
+        float *d_g = dup_d(g, n), *d_u = dup_d(u, n), *d_dy = dup_d(dy, n);
+        float *d_y = dalloc((size_t)n * 4), *d_dg = dalloc((size_t)n * 4),
+              *d_du = dalloc((size_t)n * 4);
+        NNT_OK(nnt_cuda_swiglu_clamp_fwd_f32(n, alpha, limit, d_g, d_u, d_y, g_stream));
+        got = fetch(d_y, n);
+        check_close("swiglu_clamp y", got, y, n, 1e-5, 1e-6);
+        free(got);
+        NNT_OK(nnt_cuda_swiglu_clamp_bwd_f32(n, alpha, limit, d_g, d_u, d_dy, d_dg, d_du,
+                                             g_stream));
+        got = fetch(d_dg, n);
+        check_close("swiglu_clamp dgate", got, dg, n, 1e-5, 1e-6);
+        ck_assert(got[0] == 0.0f);
+        free(got);
+        got = fetch(d_du, n);
+        check_close("swiglu_clamp dup", got, du, n, 1e-5, 1e-6);
+        ck_assert(n <= 4 || (got[1] == 0.0f && got[2] == 0.0f));
+        free(got);
+        /* in place: dgate = gate, dup = up */
+        NNT_OK(nnt_cuda_swiglu_clamp_bwd_f32(n, alpha, limit, d_g, d_u, d_dy, d_g, d_u,
+                                             g_stream));
+        got = fetch(d_g, n);
+        check_close("swiglu_clamp dgate in place", got, dg, n, 1e-5, 1e-6);
+        free(got);
+        got = fetch(d_u, n);
+        check_close("swiglu_clamp dup in place", got, du, n, 1e-5, 1e-6);
+        free(got);
+        upload(d_g, g, (size_t)n * 4);
+        NNT_OK(nnt_cuda_swiglu_clamp_fwd_f32(n, alpha, limit, d_g, d_u, d_g, g_stream));
+        nnt_cpu_swiglu_clamp_fwd_f32(n, alpha, limit, g, du, y);   /* d_u holds dup now */
+        got = fetch(d_g, n);
+        check_close("swiglu_clamp y in place", got, y, n, 1e-5, 1e-6);
+        free(got);
+        float *dev[7] = {d_g, d_u, d_dy, d_y, d_dg, d_du, NULL};
+        for (int i = 0; dev[i]; i++)
+            dfree(dev[i]);
+        float *host[7] = {g, u, dy, y, dg, du, NULL};
+        for (int i = 0; host[i]; i++)
+            free(host[i]);
+    }
+    ck_assert_int_eq(nnt_cuda_swiglu_clamp_fwd_f32(-1, 1.0f, 1.0f, NULL, NULL, NULL, g_stream),
+                     -1);
+}
+END_TEST
+
 /* Gemma's GeGLU (gelu_tanh(gate) * up) and soft-cap (tanh(x / cap) cap), forward and
  * backward, against the CPU kernels. */
 START_TEST(test_geglu_softcap)
@@ -2389,6 +2454,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_rmsnorm_plus_one);
     tcase_add_test(tc, test_norm_split);
     tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_swiglu_clamp);
     tcase_add_test(tc, test_geglu_softcap);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);

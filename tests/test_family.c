@@ -99,6 +99,7 @@ static const nnt_family RMS_FAMILY = {
     NULL,
     NULL, 0,
     NULL,
+    NULL, NULL,
 };
 
 /* ---- fixture -------------------------------------------------------------------------------- */
@@ -193,7 +194,8 @@ START_TEST(test_table)
     EXPECT_OK(nnt_model_family_info(3, &f));
     ck_assert_int_eq(f.family, NNT_FAMILY_MOE);
     ck_assert_str_eq(f.architectures, "MixtralForCausalLM, Qwen3MoeForCausalLM, "
-                                      "OlmoeForCausalLM, Qwen2MoeForCausalLM");
+                                      "OlmoeForCausalLM, Qwen2MoeForCausalLM, "
+                                      "GptOssForCausalLM");
     ck_assert(f.features & NNT_FAMILY_HAS_MOE);
     ck_assert(f.features & NNT_FAMILY_HAS_QK_NORM_WHOLE);
     EXPECT_OK(nnt_model_family_info(4, &f));
@@ -278,7 +280,8 @@ START_TEST(test_table)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, smollm3-3b, gemma3-270m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
-                                 "qwen1.5-moe-a2.7b, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, "
+                                 "qwen1.5-moe-a2.7b, gpt-oss-20b, gpt-oss-120b, olmo2-1b, "
+                                 "olmo2-7b, phi3-mini, phi4-mini, "
                                  "phi-1.5, phi-2, stablelm-2-1.6b, stablelm-3b, "
                                  "pythia-70m, pythia-160m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),

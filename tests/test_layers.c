@@ -20,6 +20,7 @@
 #include "fixture.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -84,6 +85,10 @@ static void teardown(void)
          * biases and rope over hd 2 in tiles of 1), 3.1e-7 */
 #define SWIGLU_TOLS ((leaf_tols){1.4e-6, 1.1e-6, 2e-6, 7e-7})
         /* measured 1.35e-7, 1.1e-7, 1.9e-7, 7.0e-8 */
+#define SWIGLU_CLAMP_TOLS ((leaf_tols){1.2e-6, 1.8e-6, 1.8e-6, 7e-7})
+        /* measured 1.1e-7, 1.8e-7, 1.8e-7, 6.7e-8 (worst of three cases) */
+#define MOE_GPTOSS_TOLS ((leaf_tols){1e-6, 1.1e-6, 2.5e-6, 7.5e-7})
+        /* measured 1.0e-7, 1.1e-7, 2.5e-7 (generic; 2.4e-7 AVX2), 7.5e-8 */
 #define LLAMA_BLOCK_TOLS ((leaf_tols){7e-7, 6e-7, 3.5e-6, 1e-6})
         /* measured 7.0e-8, 5.7e-8, 3.5e-7, 1.0e-7 (worst of three tilings) */
 /* nnt_layer_init's std, a statistical bound (not a rounding error; the generator is the
@@ -357,7 +362,7 @@ typedef struct ref_case {
     int64_t shape[4];               /* input shape */
     const int32_t *tokens;          /* embedding input, else NULL */
     int64_t dims[6];                /* kind-specific sizes */
-    double *p[16];
+    double *p[32];
     int np;
 } ref_case;
 
@@ -540,8 +545,8 @@ static void check_leaf_at(int line, const char *what, nnt_layer *l, nnt_layer *o
     for (int d = 0; d < c->ndim; d++)
         nx *= c->shape[d];
     EXPECT_OK(nnt_layer_num_params(owner, &count, NULL));
-    ck_assert_int_le(count, 16);
-    nnt_param_info info[16];
+    ck_assert_int_le(count, 32);
+    nnt_param_info info[32];
     c->np = (int)count;
     for (int i = 0; i < c->np; i++) {   /* random values, so biases and gains matter */
         info[i] = (nnt_param_info){sizeof info[i], NULL, NULL, NULL, 0, 0};
@@ -995,6 +1000,23 @@ static void ref_llama_attention(const ref_case *c, const double *x, double *y)
     free(zeros);
 }
 
+/* gpt-oss's clamped SwiGLU in the references when ref_clamp_limit > 0 (alpha
+ * ref_clamp_alpha), SiLU's otherwise; ref_clamp_hits counts the gates above the limit [0],
+ * the ups beyond it [1] and inside [2] */
+static double ref_clamp_alpha, ref_clamp_limit;
+static int64_t ref_clamp_hits[3];
+
+static double ref_glu(double g, double u)
+{
+    if (!(ref_clamp_limit > 0.0))
+        return g / (1.0 + exp(-g)) * u;
+    double L = ref_clamp_limit, gc = g > L ? L : g, uc = u > L ? L : u < -L ? -L : u;
+    ref_clamp_hits[0] += g > L;
+    ref_clamp_hits[1] += u > L || u < -L;
+    ref_clamp_hits[2] += u > -L && u < L;
+    return gc / (1.0 + exp(-ref_clamp_alpha * gc)) * (uc + 1.0);
+}
+
 /* dims: C, hidden, bias; p: gate weight [bias], up weight [bias], down weight [bias] */
 static void ref_swiglu(const ref_case *c, const double *x, double *y)
 {
@@ -1005,10 +1027,52 @@ static void ref_swiglu(const ref_case *c, const double *x, double *y)
     ref_matmul(R, C, H, x, c->p[0], nb > 1 ? c->p[1] : zeros, g);
     ref_matmul(R, C, H, x, c->p[nb], nb > 1 ? c->p[nb + 1] : zeros, u);
     for (int64_t i = 0; i < R * H; i++)
-        g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+        g[i] = ref_glu(g[i], u[i]);
     ref_matmul(R, H, C, g, c->p[2 * nb], nb > 1 ? c->p[2 * nb + 1] : zeros, y);
     free(g);
     free(zeros);
+}
+
+/* gpt-oss's MoE MLP (GptOssMLP) as transformers computes it: dims C, hidden, E, k; p: router
+ * weight (E, C), router bias (E), then per expert gate, up, down weights each with its
+ * bias. logits = x W^T + b; the k largest (torch.topk) and a softmax over those k; y = sum
+ * of softmax weight times (down(glu(gate(x), up(x))) + down bias) over the k experts. */
+static void ref_moe_gptoss(const ref_case *c, const double *x, double *y)
+{
+    int64_t C = c->dims[0], H = c->dims[1], E = c->dims[2], k = c->dims[3], R = rows_of(c);
+    double logits[8], w[8], *ye = malloc((size_t)C * sizeof *ye);
+    int64_t sel[8];
+    ck_assert(E <= 8 && ye);
+    ref_case ex = *c;   /* one expert on one row */
+    ex.ndim = 2, ex.shape[0] = 1, ex.shape[1] = C;
+    ex.dims[0] = C, ex.dims[1] = H, ex.dims[2] = 1;
+    for (int64_t r = 0; r < R; r++) {
+        const double *xr = x + r * C;
+        ref_matmul(1, C, E, xr, c->p[0], c->p[1], logits);
+        int taken[8] = {0};
+        double m = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < k; j++) {   /* the k largest, largest first */
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (!taken[e] && (best < 0 || logits[e] > logits[best]))
+                    best = e;
+            taken[best] = 1;
+            sel[j] = best;
+            m = fmax(m, logits[best]);
+        }
+        for (int64_t j = 0; j < k; j++)
+            sum += w[j] = exp(logits[sel[j]] - m);
+        for (int64_t i = 0; i < C; i++)
+            y[r * C + i] = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            for (int q = 0; q < 6; q++)
+                ex.p[q] = c->p[2 + 6 * sel[j] + q];
+            ref_swiglu(&ex, xr, ye);
+            for (int64_t i = 0; i < C; i++)
+                y[r * C + i] += w[j] / sum * ye[i];
+        }
+    }
+    free(ye);
 }
 
 /* dims: C, NH, NKV, attention flags (REF_*), hidden; p: input_layernorm weight, the attention's,
@@ -1132,6 +1196,164 @@ START_TEST(test_leaf_swiglu)
                           &SWIGLU_TOLS);
         nnt_layer_destroy(l);
     }
+}
+END_TEST
+
+/* gpt-oss's clamped SwiGLU MLP (NNT_MLP_SWIGLU_CLAMP) against the double reference: alpha
+ * 1.3 and limit 0.625 (not gpt-oss's; the clamps bite: gates above the limit, ups beyond
+ * it and inside) without and with biases, partial channel and hidden tiles; then the
+ * defaults (0: gpt-oss's 1.702 and 7.0). */
+START_TEST(test_leaf_swiglu_clamp)
+{
+    nnt_tiling t = tiling_of(0, 0, 3, 4, 0, 0, 0);
+    for (int v = 0; v < 3; v++) {
+        nnt_mlp_options o = NNT_MLP_OPTIONS_INIT;
+        o.kind = NNT_MLP_SWIGLU_CLAMP;
+        o.bias = v == 1;
+        o.swiglu_alpha = v < 2 ? 1.3 : 0.0;
+        o.swiglu_limit = v < 2 ? 0.625 : 0.0;
+        ref_clamp_alpha = v < 2 ? (double)1.3f : (double)1.702f;   /* the kernels' floats */
+        ref_clamp_limit = v < 2 ? 0.625 : 7.0;
+        memset(ref_clamp_hits, 0, sizeof ref_clamp_hits);
+        nnt_layer *l = NULL;
+        EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 7, 10, &o, v == 1 ? &t : NULL, &l));
+        static const char *const names[6] = {"gate_proj.weight", "gate_proj.bias",
+                                             "up_proj.weight", "up_proj.bias",
+                                             "down_proj.weight", "down_proj.bias"};
+        int64_t count = 0;
+        EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+        ck_assert_int_eq(count, v == 1 ? 6 : 3);
+        for (int j = 0; j < count; j++) {
+            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+            EXPECT_OK(nnt_layer_param(l, j, &info));
+            ck_assert_str_eq(info.name, names[v == 1 ? j : 2 * j]);
+        }
+        ref_case c = {3, {2, 3, 7}, NULL, {7, 10, v == 1}, {NULL}, 0};
+        static const char *const what[3] = {"clamped swiglu mlp", "clamped swiglu mlp, biases",
+                                            "clamped swiglu mlp, gpt-oss's alpha and limit"};
+        check_leaf_random(what[v], l, l, &c, (int64_t[3]){1, 2, 4}, ref_swiglu,
+                          (int64_t[3]){2, 2, 2}, &SWIGLU_CLAMP_TOLS);
+        if (v < 2)   /* the clamps bit in the reference's evaluations */
+            ck_assert_msg(ref_clamp_hits[0] > 0 && ref_clamp_hits[1] > 0 &&
+                          ref_clamp_hits[2] > 0, "clamps: %lld gates above, %lld ups beyond, "
+                          "%lld inside", (long long)ref_clamp_hits[0],
+                          (long long)ref_clamp_hits[1], (long long)ref_clamp_hits[2]);
+        nnt_layer_destroy(l);
+    }
+    ref_clamp_limit = 0.0;
+    /* the defaults are gpt-oss's 1.702 and 7.0 also where the limit bites (inputs of +-40,
+     * weights of +-1, the same in each layer): the bits of the explicit values, and not
+     * those of limit 6 */
+    nnt_layer *l = NULL;
+    nnt_mlp_options o = NNT_MLP_OPTIONS_INIT;
+    unsigned long long seed = 9;
+    const int64_t shape[3] = {2, 3, 7};
+    double *xh = random_doubles(42, &seed, -40.0, 40.0), *out[3];
+    nnt_tensor *x = f32_tensor(3, shape, shape, xh);
+    o.kind = NNT_MLP_SWIGLU_CLAMP;
+    for (int v = 0; v < 3; v++) {
+        nnt_tensor *y = NULL;
+        o.swiglu_alpha = v ? 1.702 : 0.0;
+        o.swiglu_limit = v == 0 ? 0.0 : v == 1 ? 7.0 : 6.0;
+        EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 7, 10, &o, NULL, &l));
+        unsigned long long wseed = 3;
+        for (int j = 0; j < 3; j++) {   /* weights of +-1: gates and ups of tens */
+            nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+            EXPECT_OK(nnt_layer_param(l, j, &info));
+            double *w = random_doubles(numel_of(info.value), &wseed, -1.0, 1.0);
+            from_host(info.value, w);
+            free(w);
+        }
+        EXPECT_OK(nnt_layer_forward(l, x, &y));
+        out[v] = to_host(y);
+        nnt_layer_destroy(l);
+    }
+    ck_assert(memcmp(out[0], out[1], 42 * sizeof(double)) == 0);
+    ck_assert(memcmp(out[0], out[2], 42 * sizeof(double)) != 0);
+    for (int v = 0; v < 3; v++)
+        free(out[v]);
+    free(xh);
+    nnt_tensor_destroy(x);
+    /* alpha and limit checked; a structure that ends before them (a program built before
+     * they were added) reads them as 0, whatever lies past its size */
+    o = (nnt_mlp_options)NNT_MLP_OPTIONS_INIT;
+    o.kind = NNT_MLP_SWIGLU_CLAMP;
+    o.swiglu_alpha = -5.0;
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 7, 10, &o, NULL, &l), NNT_E_INVAL,
+                    "swiglu_alpha");
+    o.size = offsetof(nnt_mlp_options, swiglu_alpha);
+    EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 7, 10, &o, NULL, &l));
+    nnt_layer_destroy(l);
+    o.size = sizeof o + 8;   /* a newer nnt's */
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 7, 10, &o, NULL, &l), NNT_E_UNSUPPORTED,
+                    "nnt_layer_mlp_create_ex");
+}
+END_TEST
+
+/* gpt-oss's mixture of experts (bias 1, expert_kind NNT_MLP_SWIGLU_CLAMP): the names
+ * (router, router.bias, each expert's biases), then forward, dx and every gradient against
+ * GptOssMLP's computation in double (softmax over the top-k logits), 4 experts, top 2, with
+ * partial channel, hidden and token tiles. */
+START_TEST(test_moe_gptoss)
+{
+    nnt_tiling t = tiling_of(1, 3, 4, 3, 0, 0, 0);
+    nnt_mlp_options o = NNT_MLP_OPTIONS_INIT;
+    o.kind = NNT_MLP_MOE;
+    o.bias = 1;
+    o.experts = 4;
+    o.experts_per_token = 2;
+    o.norm_topk_prob = 1;
+    o.expert_kind = NNT_MLP_SWIGLU_CLAMP;
+    o.swiglu_alpha = 1.3;
+    o.swiglu_limit = 0.625;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 6, 5, &o, &t, &l));
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_eq(count, 2 + 4 * 6);
+    static const char *const part[6] = {"gate_proj.weight", "gate_proj.bias", "up_proj.weight",
+                                        "up_proj.bias", "down_proj.weight", "down_proj.bias"};
+    for (int j = 0; j < count; j++) {
+        nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+        char want[64];
+        EXPECT_OK(nnt_layer_param(l, j, &info));
+        if (j < 2)
+            snprintf(want, sizeof want, "router.%s", j ? "bias" : "weight");
+        else
+            snprintf(want, sizeof want, "experts.%d.%s", (j - 2) / 6, part[(j - 2) % 6]);
+        ck_assert_str_eq(info.name, want);
+        if (j == 1 || j == 3)   /* router.bias (E), experts.0.gate_proj.bias (hidden) */
+            ck_assert_int_eq(numel_of(info.value), j == 1 ? 4 : 5);
+    }
+    ref_clamp_alpha = (double)1.3f;
+    ref_clamp_limit = 0.625;
+    memset(ref_clamp_hits, 0, sizeof ref_clamp_hits);
+    ref_case c = {3, {2, 4, 6}, NULL, {6, 5, 4, 2}, {NULL}, 0};
+    check_leaf_random("gpt-oss moe", l, l, &c, (int64_t[3]){1, 3, 4}, ref_moe_gptoss,
+                      (int64_t[3]){2, 2, 5}, &MOE_GPTOSS_TOLS);
+    ck_assert_msg(ref_clamp_hits[0] > 0 && ref_clamp_hits[1] > 0 && ref_clamp_hits[2] > 0,
+                  "clamps: %lld gates above, %lld ups beyond, %lld inside",
+                  (long long)ref_clamp_hits[0], (long long)ref_clamp_hits[1],
+                  (long long)ref_clamp_hits[2]);
+    ref_clamp_limit = 0.0;
+    nnt_layer_destroy(l);
+
+    /* without bias the router is "gate" and nothing has a bias; the experts' kind is checked */
+    o.bias = 0;
+    EXPECT_OK(nnt_layer_mlp_create_ex(ctx, 6, 5, &o, &t, &l));
+    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    ck_assert_int_eq(count, 1 + 4 * 3);
+    nnt_param_info info = {sizeof info, NULL, NULL, NULL, 0, 0};
+    EXPECT_OK(nnt_layer_param(l, 0, &info));
+    ck_assert_str_eq(info.name, "gate.weight");
+    EXPECT_OK(nnt_layer_param(l, 3, &info));
+    ck_assert_str_eq(info.name, "experts.0.down_proj.weight");
+    nnt_layer_destroy(l);
+    o.expert_kind = NNT_MLP_GEGLU;
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 6, 5, &o, &t, &l), NNT_E_INVAL, "expert_kind");
+    o.expert_kind = NNT_MLP_SWIGLU_CLAMP;
+    o.swiglu_limit = -1.0;
+    EXPECT_FAIL_MSG(nnt_layer_mlp_create_ex(ctx, 6, 5, &o, &t, &l), NNT_E_INVAL, "swiglu_limit");
 }
 END_TEST
 
@@ -1869,6 +2091,8 @@ static Suite *layers_suite(void)
     tcase_add_test(tc, test_leaf_rmsnorm);
     tcase_add_test(tc, test_leaf_llama_attention);
     tcase_add_test(tc, test_leaf_swiglu);
+    tcase_add_test(tc, test_leaf_swiglu_clamp);
+    tcase_add_test(tc, test_moe_gptoss);
     tcase_add_test(tc, test_llama_block);
     tcase_add_test(tc, test_ex_gpt2_identity);
     tcase_add_test(tc, test_llama_misuse);

@@ -617,8 +617,8 @@ START_TEST(test_config_frozen)
 
     /* a newer program's field, or an uninitialised structure: refused, naming the word */
     nnt_model_config newer = c;
-    newer.reserved[62] = 1;   /* the last word */
-    expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[62] is 0x1");
+    newer.reserved[59] = 1;   /* the last word */
+    expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[59] is 0x1");
     newer = c, newer.reserved[0] = 0xab;
     expect_refused(&newer, NNT_E_UNSUPPORTED, "cfg->reserved[0] is 0xab");
     newer = c, newer.rope.reserved[15] = 2;

@@ -80,9 +80,9 @@ static void expect_same_bits(const char *what, int variant, const float *a, cons
  * past 0), j >= p - ex[i] (ex[i], clamped to 0 .. p: query i's position in its example). o,
  * lse set; with dout, dq set and dk, dv added to (several q heads share a kv slab). */
 static void slab_ref(int64_t tq, int64_t tk, int64_t past, int64_t w, const int32_t *ex,
-                     int64_t hd, double scale, double cap, const double *q, const double *k,
-                     const double *v, double *o, double *lse, const double *dout, double *dq,
-                     double *dk, double *dv)
+                     int64_t hd, double scale, double cap, const double *sink, const double *q,
+                     const double *k, const double *v, double *o, double *lse,
+                     const double *dout, double *dq, double *dk, double *dv, double *dsink)
 {
     double *p = malloc((size_t)tk * sizeof *p), *g = malloc((size_t)tk * sizeof *g);
     for (int64_t i = 0; i < tq; i++) {
@@ -106,8 +106,12 @@ static void slab_ref(int64_t tq, int64_t tk, int64_t past, int64_t w, const int3
             }
             mx = fmax(mx, p[j]);
         }
+        if (sink)   /* gpt-oss: the sink's logit in the softmax, with no value */
+            mx = fmax(mx, *sink);
         for (int64_t j = j0; j <= pos; j++)
             sum += (p[j] = exp(p[j] - mx));
+        if (sink)
+            sum += exp(*sink - mx);
         for (int64_t j = j0; j <= pos; j++)
             p[j] /= sum;
         double oi[64] = {0}, dsum = 0;   /* hd <= 64 here */
@@ -124,6 +128,8 @@ static void slab_ref(int64_t tq, int64_t tk, int64_t past, int64_t w, const int3
             dsum += di[c] * oi[c];
             dq[i * hd + c] = 0;
         }
+        if (sink && dsink)   /* d sink = p_sink (0 - dout . o) */
+            *dsink -= exp(*sink - mx) / sum * dsum;
         for (int64_t j = j0; j <= pos; j++) {
             double dp = 0;
             for (int64_t c = 0; c < hd; c++)
@@ -143,23 +149,45 @@ static void slab_ref(int64_t tq, int64_t tk, int64_t past, int64_t w, const int3
 /* Grouped-query attention (q head h reads kv head h / (nh / nkv)) of q (b, nh, tq, hd)
  * against k, v (b, nkv, tk, hd); ex: NULL, or packed examples' positions (b, tq), as
  * slab_ref's. dout NULL: forward only. */
+static void window_ref_sinks(int64_t b, int64_t nh, int64_t nkv, int64_t tq, int64_t tk,
+                             int64_t past, int64_t w, const int32_t *ex, int64_t hd,
+                             double scale, double cap, const double *sinks, const double *q,
+                             const double *k, const double *v, double *o, double *lse,
+                             const double *dout, double *dq, double *dk, double *dv,
+                             double *dsinks);
+
 static void window_ref(int64_t b, int64_t nh, int64_t nkv, int64_t tq, int64_t tk, int64_t past,
                        int64_t w, const int32_t *ex, int64_t hd, double scale, double cap,
                        const double *q, const double *k, const double *v, double *o,
                        double *lse, const double *dout, double *dq, double *dk, double *dv)
+{
+    window_ref_sinks(b, nh, nkv, tq, tk, past, w, ex, hd, scale, cap, NULL, q, k, v, o, lse,
+                     dout, dq, dk, dv, NULL);
+}
+
+/* window_ref with attention sinks (gpt-oss): sinks (nh) or NULL; dsinks (nh) set. */
+static void window_ref_sinks(int64_t b, int64_t nh, int64_t nkv, int64_t tq, int64_t tk,
+                             int64_t past, int64_t w, const int32_t *ex, int64_t hd,
+                             double scale, double cap, const double *sinks, const double *q,
+                             const double *k, const double *v, double *o, double *lse,
+                             const double *dout, double *dq, double *dk, double *dv,
+                             double *dsinks)
 {
     int64_t g = nh / nkv, sq = tq * hd, sk = tk * hd;
     if (dout) {
         memset(dk, 0, (size_t)(b * nkv * sk) * sizeof *dk);
         memset(dv, 0, (size_t)(b * nkv * sk) * sizeof *dv);
     }
+    if (dsinks)
+        memset(dsinks, 0, (size_t)nh * sizeof *dsinks);
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < nh; h++) {
             int64_t qs = bi * nh + h, ks = bi * nkv + h / g;
-            slab_ref(tq, tk, past, w, ex ? ex + bi * tq : NULL, hd, scale, cap, q + qs * sq,
-                     k + ks * sk, v + ks * sk, o + qs * sq, lse ? lse + qs * tq : NULL,
-                     dout ? dout + qs * sq : NULL, dout ? dq + qs * sq : NULL,
-                     dout ? dk + ks * sk : NULL, dout ? dv + ks * sk : NULL);
+            slab_ref(tq, tk, past, w, ex ? ex + bi * tq : NULL, hd, scale, cap,
+                     sinks ? sinks + h : NULL, q + qs * sq, k + ks * sk, v + ks * sk,
+                     o + qs * sq, lse ? lse + qs * tq : NULL, dout ? dout + qs * sq : NULL,
+                     dout ? dq + qs * sq : NULL, dout ? dk + ks * sk : NULL,
+                     dout ? dv + ks * sk : NULL, dsinks ? dsinks + h : NULL);
         }
 }
 
@@ -199,11 +227,12 @@ static const int64_t w_tilings[][6] = {
 
 struct run {
     float *o, *lse, *dq, *dk, *dv;
+    float *dsinks;   /* with sinks: (nh), else NULL */
 };
 
 static void run_free(struct run *r)
 {
-    free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
+    free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv), free(r->dsinks);
 }
 
 /* The tensors of a run through the op: q (b, nh, t, hd) in tiles qt, k and v (b, nkv, t, hd)
@@ -211,6 +240,7 @@ static void run_free(struct run *r)
 struct shape {
     int64_t b, nh, nkv, t, hd;
     const int64_t *qt, *kt;
+    const float *sinks;   /* (nh) attention sinks (tiled as q's heads), or NULL */
 };
 
 /* Forward and backward through the op with window w (w < 0: the plain functions); ex: NULL,
@@ -225,7 +255,7 @@ static struct run attention_op(const struct shape *sh, int64_t w, double cap, do
                *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL),
                *tl = tensor_f32(3, qs, qt, NULL), *tdo = tensor_f32(4, qs, qt, dout),
                *tdq = tensor_f32(4, qs, qt, NULL), *tdk = tensor_f32(4, ks, kt, NULL),
-               *tdv = tensor_f32(4, ks, kt, NULL), *tp = NULL;
+               *tdv = tensor_f32(4, ks, kt, NULL), *tp = NULL, *ts = NULL, *tds = NULL;
     if (ex) {
         EXPECT_OK(nnt_tensor_create(ctx, NNT_INT32, 2, ps, pt, &tp));
         EXPECT_OK(nnt_tensor_copy_from_host(tp, ex, (size_t)(sh->b * sh->t) * sizeof *ex));
@@ -239,12 +269,23 @@ static struct run attention_op(const struct shape *sh, int64_t w, double cap, do
         ao.window = w;
         ao.softcap = cap;
         ao.positions = tp;
+        if (sh->sinks) {   /* the gradient adds to dsinks: start it at 1 */
+            const int64_t ss[1] = {sh->nh}, st[1] = {qt[1]};
+            ts = tensor_f32(1, ss, st, sh->sinks);
+            tds = tensor_f32(1, ss, st, NULL);
+            EXPECT_OK(nnt_tensor_fill(tds, 1.0));
+            ao.sinks = ts;
+        }
         EXPECT_OK(nnt_tensor_attention_ex(tq, tk, tv, &ao, to, tl));
+        ao.dsinks = tds;
         EXPECT_OK(nnt_tensor_attention_backward_ex(tq, tk, tv, to, tl, tdo, &ao, tdq, tdk, tdv));
     }
-    struct run r = {to_host(to), to_host(tl), to_host(tdq), to_host(tdk), to_host(tdv)};
-    nnt_tensor *all[10] = {tq, tk, tv, to, tl, tdo, tdq, tdk, tdv, tp};
-    destroy_all(10, all);
+    struct run r = {to_host(to), to_host(tl), to_host(tdq), to_host(tdk), to_host(tdv),
+                    tds ? to_host(tds) : NULL};
+    for (int64_t h = 0; tds && h < sh->nh; h++)
+        r.dsinks[h] -= 1.0f;
+    nnt_tensor *all[12] = {tq, tk, tv, to, tl, tdo, tdq, tdk, tdv, tp, ts, tds};
+    destroy_all(12, all);
     return r;
 }
 
@@ -253,7 +294,7 @@ static struct run window_op_cap(int64_t nkv, const int64_t *qt, const int64_t *k
                                 double cap, double scale, const float *q, const float *k,
                                 const float *v, const float *dout)
 {
-    const struct shape sh = {WB, WH, nkv, WT, WD, qt, kt};
+    const struct shape sh = {WB, WH, nkv, WT, WD, qt, kt, NULL};
     return attention_op(&sh, w, cap, scale, NULL, q, k, v, dout);
 }
 
@@ -355,6 +396,71 @@ START_TEST(softcap_matches_reference)
     }
     free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
     free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref), free(o_nocap);
+}
+END_TEST
+
+/* Attention sinks (gpt-oss: a logit per head in each softmax row, with no value) with and
+ * without a window, for every tiling (heads cut into tiles: the sinks' tiles follow),
+ * against the float64 reference; _i indexes w_nkv. Sinks of -1 .. 2.5 against scores of
+ * about +-3 take a large share of many rows. Measured (AMD Zen 4): o 2.2e-7, lse 7.5e-8,
+ * dq 3.0e-7, dk 2.6e-7, dv 1.6e-7 (within the window tolerances), dsinks 9.1e-7 (a sum of
+ * terms of both signs over every row of a head). */
+#define W_TOL_DSINKS 9e-6
+START_TEST(sinks_match_reference)
+{
+    static const int64_t windows[2] = {0, 5};
+    const int64_t nkv = w_nkv[_i], nk = WB * nkv * WT * WD;
+    const double scale = 1.0 / sqrt((double)WD);
+    float *q = test_random_f32(WNQ, 75, -1.5, 1.5), *k = test_random_f32(nk, 76, -1.5, 1.5),
+          *v = test_random_f32(nk, 77, -1, 1), *dout = test_random_f32(WNQ, 78, -1, 1),
+          *sinks = test_random_f32(WH, 79, -1, 2.5);
+    double *qd = test_to_double(q, WNQ), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk),
+           *dd = test_to_double(dout, WNQ), *sd = test_to_double(sinks, WH);
+    double *o_ref = test_zeros(WNQ), *lse_ref = test_zeros(WR), *dq_ref = test_zeros(WNQ),
+           *dk_ref = test_zeros(nk), *dv_ref = test_zeros(nk), *ds_ref = test_zeros(WH),
+           *o_plain = test_zeros(WNQ), worst[6] = {0, 0, 0, 0, 0, 0};
+    for (int wi = 0; wi < 2; wi++) {
+        int64_t w = windows[wi];
+        window_ref_sinks(WB, WH, nkv, WT, WT, 0, w, NULL, WD, scale, 0.0, sd, qd, kd, vd, o_ref,
+                         lse_ref, dd, dq_ref, dk_ref, dv_ref, ds_ref);
+        /* the sinks matter: without them o differs by far more than the tolerance */
+        window_ref(WB, WH, nkv, WT, WT, 0, w, NULL, WD, scale, 0.0, qd, kd, vd, o_plain, NULL,
+                   NULL, NULL, NULL, NULL);
+        double d = 0;
+        for (int64_t i = 0; i < WNQ; i++)
+            d = fmax(d, fabs(o_plain[i] - o_ref[i]));
+        ck_assert_msg(d > 5e-2, "the sinks change o by %g only", d);
+        for (int t = 0; t < W_NT; t++) {
+            const int64_t *tl = w_tilings[t];
+            const int64_t kt[4] = {tl[0], tl[4], tl[2], tl[5]};
+            const struct shape sh = {WB, WH, nkv, WT, WD, tl, kt, sinks};
+            struct run r = attention_op(&sh, w, 0.0, scale, NULL, q, k, v, dout);
+            double e[6] = {rel_err(r.o, o_ref, WNQ), rel_err(r.lse, lse_ref, WR),
+                           rel_err(r.dq, dq_ref, WNQ), rel_err(r.dk, dk_ref, nk),
+                           rel_err(r.dv, dv_ref, nk), rel_err(r.dsinks, ds_ref, WH)};
+            for (int m = 0; m < 6; m++)
+                worst[m] = fmax(worst[m], e[m]);
+            EXPECT_TOL(rel_err(r.o, o_ref, WNQ), W_TOL_O, "sinks o, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.lse, lse_ref, WR), W_TOL_LSE,
+                       "sinks lse, NKV %d, W %d, tiling %d", (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dq, dq_ref, WNQ), W_TOL_DQ, "sinks dq, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dk, dk_ref, nk), W_TOL_DK, "sinks dk, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dv, dv_ref, nk), W_TOL_DV, "sinks dv, NKV %d, W %d, tiling %d",
+                       (int)nkv, (int)w, t);
+            EXPECT_TOL(rel_err(r.dsinks, ds_ref, WH), W_TOL_DSINKS,
+                       "dsinks, NKV %d, W %d, tiling %d", (int)nkv, (int)w, t);
+            run_free(&r);
+        }
+    }
+    free(q), free(k), free(v), free(dout), free(sinks), free(qd), free(kd), free(vd), free(dd);
+    free(sd), free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref), free(ds_ref);
+    free(o_plain);
+    printf("test_ops_window sinks_match_reference: NKV %d, o %.2g, lse %.2g, dq %.2g, dk %.2g, "
+           "dv %.2g, dsinks %.2g\n", (int)nkv, worst[0], worst[1], worst[2], worst[3], worst[4],
+           worst[5]);
 }
 END_TEST
 
@@ -500,10 +606,11 @@ END_TEST
  * window_matches_reference has it), tiles of any size in B and T, q head tiles of whole groups
  * over kv head tiles (each q head tile reads one kv head tile whole: the band tasks'
  * condition), hd whole or in two tiles, and in some draws a soft-cap, a scale other than
- * 1 / sqrt(hd) and packed examples; each draw through the band tasks (the default), the block
+ * 1 / sqrt(hd) and packed examples, and in every third draw attention sinks (their gradient
+ * within dq's tolerance); each draw through the band tasks (the default), the block
  * tasks (NNT_ATTN_BAND_TASKS=0) and the band tasks without the workers' rule (=2). Normwise
- * (rel_err), measured (AMD Zen 4) over these 40 draws: o 4.2e-7, lse 1.8e-7, dq 5.5e-7, dk
- * 7.9e-7, dv 3.1e-7; over 2000 draws of another seed (17.6 s): o 8.6e-7, lse 3.3e-7, dq
+ * (rel_err), measured (AMD Zen 4) over these 40 draws: o 4.3e-7, lse 1.8e-7, dq 1.4e-6, dk
+ * 1.1e-6, dv 3.1e-7 (without the sinks: dq 5.5e-7, dk 7.9e-7); over 2000 draws of another seed (17.6 s): o 8.6e-7, lse 3.3e-7, dq
  * 1.0e-6, dk 1.5e-6, dv 5.6e-7 (11538 forward and 3641 backward band tasks). */
 #define RS_CASES 40
 #define RS_TOL_O 8e-6
@@ -558,7 +665,10 @@ START_TEST(random_shapes_match_reference)
     snprintf(path, sizeof path, "/tmp/nnt-test-random-%ld.txt", (long)getpid());
     for (int ci = 0; ci < RS_CASES; ci++) {
         const struct rs_case c = rs_case_draw(&state);
-        const struct shape sh = {c.b, c.nh, c.nkv, c.t, c.hd, c.qt, c.kt};
+        const int with_sinks = ci % 3 == 1;   /* every third draw (gpt-oss's sinks) */
+        float *sinks = test_random_f32(c.nh, 4 * ci + 5, -1, 2.5);
+        const struct shape sh = {c.b, c.nh, c.nkv, c.t, c.hd, c.qt, c.kt,
+                                 with_sinks ? sinks : NULL};
         const int64_t nq = c.b * c.nh * c.t * c.hd, nk = c.b * c.nkv * c.t * c.hd;
         const int64_t nr = c.b * c.nh * c.t;
         int32_t *ex = malloc((size_t)(c.b * c.t) * sizeof *ex);
@@ -571,11 +681,13 @@ START_TEST(random_shapes_match_reference)
               *v = test_random_f32(nk, 4 * ci + 3, -1, 1),
               *dout = test_random_f32(nq, 4 * ci + 4, -1, 1);
         double *qd = test_to_double(q, nq), *kd = test_to_double(k, nk),
-               *vd = test_to_double(v, nk), *dd = test_to_double(dout, nq);
+               *vd = test_to_double(v, nk), *dd = test_to_double(dout, nq),
+               *sd = test_to_double(sinks, c.nh);
         double *o_ref = test_zeros(nq), *lse_ref = test_zeros(nr), *dq_ref = test_zeros(nq),
-               *dk_ref = test_zeros(nk), *dv_ref = test_zeros(nk);
-        window_ref(c.b, c.nh, c.nkv, c.t, c.t, 0, c.w, c.packed ? ex : NULL, c.hd, c.scale,
-                   c.cap, qd, kd, vd, o_ref, lse_ref, dd, dq_ref, dk_ref, dv_ref);
+               *dk_ref = test_zeros(nk), *dv_ref = test_zeros(nk), *ds_ref = test_zeros(c.nh);
+        window_ref_sinks(c.b, c.nh, c.nkv, c.t, c.t, 0, c.w, c.packed ? ex : NULL, c.hd,
+                         c.scale, c.cap, with_sinks ? sd : NULL, qd, kd, vd, o_ref, lse_ref, dd,
+                         dq_ref, dk_ref, dv_ref, ds_ref);
         for (int m = 0; m < 3; m++) {
             if (modes[m])
                 setenv("NNT_ATTN_BAND_TASKS", modes[m], 1);
@@ -604,10 +716,14 @@ START_TEST(random_shapes_match_reference)
                            (int)c.qt[3], c.cap, c.scale, c.packed, modes[m] ? modes[m] : "unset");
                 worst[x] = fmax(worst[x], e[x]);
             }
+            if (with_sinks)
+                EXPECT_TOL(rel_err(r.dsinks, ds_ref, c.nh), RS_TOL_DQ, "dsinks, draw %d, "
+                           "NNT_ATTN_BAND_TASKS %s", ci, modes[m] ? modes[m] : "unset");
             run_free(&r);
         }
         free(ex), free(q), free(k), free(v), free(dout), free(qd), free(kd), free(vd), free(dd);
         free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref);
+        free(sinks), free(sd), free(ds_ref);
     }
     remove(path);
     ck_assert_msg(ncuda > 0 || (fwd_band > 0 && bwd_band > 0), "the draws ran %lld forward and "
@@ -649,7 +765,8 @@ static struct run traced_window_run(int64_t B, const float *const *in, long long
     for (int c = 0; c < 4; c++)
         count[c] = test_traced_count(path, codelets[c]);
     remove(path);
-    struct run r = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7])};
+    struct run r = {to_host(t[4]), to_host(t[8]), to_host(t[5]), to_host(t[6]), to_host(t[7]),
+                    NULL};
     destroy_all(9, t);
     return r;
 }
@@ -794,28 +911,34 @@ static const int64_t kv_cases[][4] = {
 /* Against the float64 reference, measured o 1.6e-7 (max over the cases). */
 #define KV_TOL_O 1.6e-6
 
+/* _i: a case of kv_cases, then the same cases with attention sinks (gpt-oss) */
 START_TEST(window_kv_matches_reference)
 {
-    const int64_t nkv = 2, past = kv_cases[_i][0], w = kv_cases[_i][1];
+    const int c = _i % KV_NC, with_sinks = _i >= KV_NC;
+    const int64_t nkv = 2, past = kv_cases[c][0], w = kv_cases[c][1];
     const int64_t qs[4] = {WB, WH, KQ, WD}, ks[4] = {WB, nkv, KK, WD};
-    const int64_t qt[4] = {1, 3, kv_cases[_i][3], WD}, kt[4] = {1, 1, kv_cases[_i][2], 3};
+    const int64_t qt[4] = {1, 3, kv_cases[c][3], WD}, kt[4] = {1, 1, kv_cases[c][2], 3};
+    const int64_t ss[1] = {WH}, st[1] = {3};
     const int64_t nq = WB * WH * KQ * WD, nk = WB * nkv * KK * WD;
     const double scale = 0.4;
     float *q = test_random_f32(nq, 81, -1.5, 1.5), *k = test_random_f32(nk, 82, -1.5, 1.5),
-          *v = test_random_f32(nk, 83, -1, 1);
+          *v = test_random_f32(nk, 83, -1, 1), *sinks = test_random_f32(WH, 84, -1, 2.5);
     double *qd = test_to_double(q, nq), *kd = test_to_double(k, nk), *vd = test_to_double(v, nk),
-           *o_ref = test_zeros(nq);
-    window_ref(WB, WH, nkv, KQ, KK, past, w, NULL, WD, scale, 0.0, qd, kd, vd, o_ref, NULL, NULL,
-               NULL, NULL, NULL);
+           *o_ref = test_zeros(nq), *sd = test_to_double(sinks, WH);
+    window_ref_sinks(WB, WH, nkv, KQ, KK, past, w, NULL, WD, scale, 0.0, with_sinks ? sd : NULL,
+                     qd, kd, vd, o_ref, NULL, NULL, NULL, NULL, NULL, NULL);
     nnt_tensor *tq = tensor_f32(4, qs, qt, q), *tk = tensor_f32(4, ks, kt, k),
-               *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL);
+               *tv = tensor_f32(4, ks, kt, v), *to = tensor_f32(4, qs, qt, NULL),
+               *ts = with_sinks ? tensor_f32(1, ss, st, sinks) : NULL;
     nnt_tensor_attention_options ao = NNT_TENSOR_ATTENTION_OPTIONS_INIT;
     ao.scale = scale;
     ao.window = w;
+    ao.sinks = ts;
     EXPECT_OK(nnt_tensor_attention_kv_ex(tq, tk, tv, past, &ao, to));
     float *o = to_host(to);
-    EXPECT_TOL(rel_err(o, o_ref, nq), KV_TOL_O, "kv o, past %d, W %d", (int)past, (int)w);
-    if (w >= past + KQ) {   /* the window holds every key: the plain op, bit for bit */
+    EXPECT_TOL(rel_err(o, o_ref, nq), KV_TOL_O, "kv o, past %d, W %d, sinks %d", (int)past,
+               (int)w, with_sinks);
+    if (w >= past + KQ && !with_sinks) {   /* every key in the window: the plain op's bits */
         nnt_tensor *tp = tensor_f32(4, qs, qt, NULL);
         EXPECT_OK(nnt_tensor_attention_kv(tq, tk, tv, past, scale, tp));
         float *op = to_host(tp);
@@ -823,9 +946,10 @@ START_TEST(window_kv_matches_reference)
         free(op);
         EXPECT_OK(nnt_tensor_destroy(tp));
     }
-    nnt_tensor *all[4] = {tq, tk, tv, to};
-    destroy_all(4, all);
+    nnt_tensor *all[5] = {tq, tk, tv, to, ts};
+    destroy_all(5, all);
     free(q), free(k), free(v), free(o), free(qd), free(kd), free(vd), free(o_ref);
+    free(sinks), free(sd);
 }
 END_TEST
 
@@ -913,7 +1037,8 @@ static Suite *ops_window_suite(void)
     tcase_add_test(tc, random_shapes_match_reference);
     tcase_add_test(tc, band_tasks_within_ram_budget);
     tcase_add_test(tc, band_tasks_keep_every_worker_busy);
-    tcase_add_loop_test(tc, window_kv_matches_reference, 0, KV_NC);
+    tcase_add_loop_test(tc, window_kv_matches_reference, 0, 2 * KV_NC);
+    tcase_add_loop_test(tc, sinks_match_reference, 0, 3);
     tcase_add_test(tc, window_kv_rows_match_whole_sequence);
     tcase_add_test(tc, window_rejects_bad_options);
     suite_add_tcase(s, tc);

@@ -33,6 +33,12 @@ struct attn_rows_args {
 
 enum { INIT_DQ = 1, INIT_DKV = 2 };
 
+/* an attention-sink task's tile: nb x nh slabs (b, h) of tq rows of hd */
+struct attn_sink_args {
+    int64_t nb, nh, tq, hd;
+};
+
+
 /* Footprint of a block task: its sizes, whether it straddles the diagonal (half the work
  * is masked) and its initialisation, which the buffer sizes alone do not tell apart. */
 static uint32_t block_footprint(struct starpu_task *task)
@@ -116,6 +122,20 @@ static void bwd_prep_cpu(void *buffers[], void *cl_arg)
 {
     const struct attn_rows_args *a = cl_arg;
     nnt_cpu_attn_bwd_prep_f32(a->nbh, a->tq, a->hd, CP(0), CP(1), P(2));
+}
+
+/* buffers: o RW, lse RW, sinks R */
+static void sink_fwd_cpu(void *buffers[], void *cl_arg)
+{
+    const struct attn_sink_args *a = cl_arg;
+    nnt_cpu_attn_sink_fwd_f32(a->nb, a->nh, a->tq, a->hd, CP(2), P(0), P(1));
+}
+
+/* buffers: o R, dout R, lse R, sinks R, dsinks RW */
+static void sink_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    const struct attn_sink_args *a = cl_arg;
+    nnt_cpu_attn_sink_bwd_f32(a->nb, a->nh, a->tq, a->hd, CP(3), CP(0), CP(1), CP(2), P(4));
 }
 
 /* buffers: q, k, v, dout, lse, d R; dq, dk, dv RW (W where init says so) [, positions R] */
@@ -287,6 +307,22 @@ static void bwd_prep_cuda(void *buffers[], void *cl_arg)
         nnt_task_error("nnt_attn_bwd_prep", "CUDA kernel failed (%d)", rc);
 }
 
+static void sink_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    const struct attn_sink_args *a = cl_arg;
+    if (nnt_cuda_attn_sink_fwd_f32(a->nb, a->nh, a->tq, a->hd, CP(2), P(0), P(1),
+                                   nnt_cuda_task_stream()))
+        nnt_task_error("nnt_attn_sink_fwd", "CUDA kernel failed");
+}
+
+static void sink_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    const struct attn_sink_args *a = cl_arg;
+    if (nnt_cuda_attn_sink_bwd_f32(a->nb, a->nh, a->tq, a->hd, CP(3), CP(0), CP(1), CP(2),
+                                   P(4), nnt_cuda_task_stream()))
+        nnt_task_error("nnt_attn_sink_bwd", "CUDA kernel failed");
+}
+
 static void bwd_block_cuda(void *buffers[], void *cl_arg)
 {
     const struct attn_block_args *a = cl_arg;
@@ -374,6 +410,27 @@ static struct starpu_codelet bwd_block_cl = {
     NNT_CUDA_FUNCS(bwd_block_cuda, block_can_execute)
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &bwd_block_model,
+};
+
+static struct starpu_perfmodel sink_fwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_attn_sink_fwd"};
+static struct starpu_perfmodel sink_bwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "nnt_attn_sink_bwd"};
+
+static struct starpu_codelet sink_fwd_cl = {
+    .name = "nnt_attn_sink_fwd",
+    .cpu_funcs = {sink_fwd_cpu},
+    NNT_CUDA_FUNCS(sink_fwd_cuda, NULL)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &sink_fwd_model,
+};
+
+static struct starpu_codelet sink_bwd_cl = {
+    .name = "nnt_attn_sink_bwd",
+    .cpu_funcs = {sink_bwd_cpu},
+    NNT_CUDA_FUNCS(sink_bwd_cuda, NULL)
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &sink_bwd_model,
 };
 
 static struct starpu_perfmodel fwd_band_model = {
@@ -525,4 +582,28 @@ int nnt_insert_attn_bwd_band(nnt_ctx *ctx, const struct nnt_attn_band_task *t,
         bufs[n++] = (struct starpu_data_descr){kv[4 * j + 3], acc};
     }
     return nnt_submit(ctx, &bwd_band_cl, n, bufs, &args, sizeof args);
+}
+
+/* Attention sinks (gpt-oss) on a query tile of nb x nh slabs of tq rows: o and lse (the
+ * finalized tile) rescaled in place by the sinks' tile (nh) of its heads. */
+int nnt_insert_attn_sink_fwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                             starpu_data_handle_t o, starpu_data_handle_t lse,
+                             starpu_data_handle_t sinks)
+{
+    struct attn_sink_args args = {nb, nh, tq, hd};
+    struct starpu_data_descr bufs[3] = {{o, STARPU_RW}, {lse, STARPU_RW}, {sinks, STARPU_R}};
+    return nnt_submit(ctx, &sink_fwd_cl, 3, bufs, &args, sizeof args);
+}
+
+/* dsinks (the tile of the query tile's heads) -= the sinks' gradient over the query tile,
+ * from the forward's o, lse (with the sinks) and dout. */
+int nnt_insert_attn_sink_bwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, int64_t hd,
+                             starpu_data_handle_t o, starpu_data_handle_t dout,
+                             starpu_data_handle_t lse, starpu_data_handle_t sinks,
+                             starpu_data_handle_t dsinks)
+{
+    struct attn_sink_args args = {nb, nh, tq, hd};
+    struct starpu_data_descr bufs[5] = {{o, STARPU_R}, {dout, STARPU_R}, {lse, STARPU_R},
+                                        {sinks, STARPU_R}, {dsinks, STARPU_RW}};
+    return nnt_submit(ctx, &sink_bwd_cl, 5, bufs, &args, sizeof args);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Codelets of SwiGLU, y = silu(gate) * up, and its gradient: one task per tile of n
- * contiguous floats (gate, up, y, dy, dgate, dup share one layout).
+ * contiguous floats (gate, up, y, dy, dgate, dup share one layout). The same codelets run
+ * GeGLU (gelu_tanh in place of silu) and gpt-oss's clamped SwiGLU (nnt_glu_act).
  *
  * In place: any output may be given the same tile as an input (y == gate, dgate == gate,
  * dup == up, dgate == dy, ...). StarPU gets each distinct handle once, with the union of the
@@ -9,11 +10,14 @@
 #include "../internal.h"
 #include "nnt_cpu.h"
 
+#include <string.h>
+
 /* Buffer slot of each role; forward: gate, up, y (out0); backward: gate, up, dy, dgate
  * (out0), dup (out1). */
 struct swiglu_args {
     int gate, up, dy, out0, out1;
-    int gelu;           /* GeGLU (Gemma): gelu_tanh(gate) * up instead of silu */
+    nnt_glu_act act;    /* the activation: SwiGLU, GeGLU, or the clamped SwiGLU's and its
+                           alpha, limit */
 };
 
 /* ---- CPU ------------------------------------------------------------------------------ */
@@ -21,18 +25,28 @@ struct swiglu_args {
 static void swiglu_fwd_cpu(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    (a->gelu ? nnt_cpu_geglu_fwd_f32 : nnt_cpu_swiglu_fwd_f32)(
-        nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
-        nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->out0]));
+    int64_t n = nnt_tile_numel(buffers[a->gate]);
+    const float *gate = nnt_tile_f32(buffers[a->gate]), *up = nnt_tile_f32(buffers[a->up]);
+    float *y = nnt_tile_f32(buffers[a->out0]);
+    if (a->act.kind == NNT_GLU_SILU_CLAMP)
+        nnt_cpu_swiglu_clamp_fwd_f32(n, a->act.alpha, a->act.limit, gate, up, y);
+    else
+        (a->act.kind == NNT_GLU_GELU_TANH ? nnt_cpu_geglu_fwd_f32 : nnt_cpu_swiglu_fwd_f32)(
+            n, gate, up, y);
 }
 
 static void swiglu_bwd_cpu(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    (a->gelu ? nnt_cpu_geglu_bwd_f32 : nnt_cpu_swiglu_bwd_f32)(
-        nnt_tile_numel(buffers[a->gate]), nnt_tile_f32(buffers[a->gate]),
-        nnt_tile_f32(buffers[a->up]), nnt_tile_f32(buffers[a->dy]),
-        nnt_tile_f32(buffers[a->out0]), nnt_tile_f32(buffers[a->out1]));
+    int64_t n = nnt_tile_numel(buffers[a->gate]);
+    const float *gate = nnt_tile_f32(buffers[a->gate]), *up = nnt_tile_f32(buffers[a->up]);
+    const float *dy = nnt_tile_f32(buffers[a->dy]);
+    float *dgate = nnt_tile_f32(buffers[a->out0]), *dup = nnt_tile_f32(buffers[a->out1]);
+    if (a->act.kind == NNT_GLU_SILU_CLAMP)
+        nnt_cpu_swiglu_clamp_bwd_f32(n, a->act.alpha, a->act.limit, gate, up, dy, dgate, dup);
+    else
+        (a->act.kind == NNT_GLU_GELU_TANH ? nnt_cpu_geglu_bwd_f32 : nnt_cpu_swiglu_bwd_f32)(
+            n, gate, up, dy, dgate, dup);
 }
 
 /* ---- CUDA ----------------------------------------------------------------------------- */
@@ -41,10 +55,15 @@ static void swiglu_bwd_cpu(void *buffers[], void *cl_arg)
 static void swiglu_fwd_cuda(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    int rc = (a->gelu ? nnt_cuda_geglu_fwd_f32 : nnt_cuda_swiglu_fwd_f32)(
-                                     nnt_tile_numel(buffers[a->gate]),
-                                     nnt_tile_f32(buffers[a->gate]), nnt_tile_f32(buffers[a->up]),
-                                     nnt_tile_f32(buffers[a->out0]), nnt_cuda_task_stream());
+    int64_t n = nnt_tile_numel(buffers[a->gate]);
+    const float *gate = nnt_tile_f32(buffers[a->gate]), *up = nnt_tile_f32(buffers[a->up]);
+    float *y = nnt_tile_f32(buffers[a->out0]);
+    cudaStream_t st = nnt_cuda_task_stream();
+    int rc = a->act.kind == NNT_GLU_SILU_CLAMP
+                 ? nnt_cuda_swiglu_clamp_fwd_f32(n, a->act.alpha, a->act.limit, gate, up, y, st)
+                 : (a->act.kind == NNT_GLU_GELU_TANH ? nnt_cuda_geglu_fwd_f32
+                                                     : nnt_cuda_swiglu_fwd_f32)(n, gate, up, y,
+                                                                                st);
     if (rc)
         nnt_task_error("nnt_swiglu", "CUDA kernel failed (%d)", rc);
 }
@@ -52,11 +71,17 @@ static void swiglu_fwd_cuda(void *buffers[], void *cl_arg)
 static void swiglu_bwd_cuda(void *buffers[], void *cl_arg)
 {
     const struct swiglu_args *a = cl_arg;
-    int rc = (a->gelu ? nnt_cuda_geglu_bwd_f32 : nnt_cuda_swiglu_bwd_f32)(
-                                     nnt_tile_numel(buffers[a->gate]),
-                                     nnt_tile_f32(buffers[a->gate]), nnt_tile_f32(buffers[a->up]),
-                                     nnt_tile_f32(buffers[a->dy]), nnt_tile_f32(buffers[a->out0]),
-                                     nnt_tile_f32(buffers[a->out1]), nnt_cuda_task_stream());
+    int64_t n = nnt_tile_numel(buffers[a->gate]);
+    const float *gate = nnt_tile_f32(buffers[a->gate]), *up = nnt_tile_f32(buffers[a->up]);
+    const float *dy = nnt_tile_f32(buffers[a->dy]);
+    float *dgate = nnt_tile_f32(buffers[a->out0]), *dup = nnt_tile_f32(buffers[a->out1]);
+    cudaStream_t st = nnt_cuda_task_stream();
+    int rc = a->act.kind == NNT_GLU_SILU_CLAMP
+                 ? nnt_cuda_swiglu_clamp_bwd_f32(n, a->act.alpha, a->act.limit, gate, up, dy,
+                                                 dgate, dup, st)
+                 : (a->act.kind == NNT_GLU_GELU_TANH ? nnt_cuda_geglu_bwd_f32
+                                                     : nnt_cuda_swiglu_bwd_f32)(
+                       n, gate, up, dy, dgate, dup, st);
     if (rc)
         nnt_task_error("nnt_swiglu_bwd", "CUDA kernel failed (%d)", rc);
 }
@@ -68,14 +93,17 @@ static void swiglu_bwd_cuda(void *buffers[], void *cl_arg)
 /* ---- codelets ------------------------------------------------------------------------- */
 
 /* In place or not changes the memory traffic: hash the number of distinct buffers (and the
- * activation when it is GELU's). */
+ * activation when it is not SiLU's: 2 GELU's, 3 the clamped SiLU's, whose alpha and limit
+ * do not change the work). */
 static uint32_t swiglu_footprint(struct starpu_task *task)
 {
     const struct swiglu_args *a = task->cl_arg;
     uint32_t n = (uint32_t)starpu_vector_get_nx(STARPU_TASK_GET_HANDLE(task, 0));
     uint32_t h = starpu_hash_crc32c_be((uint32_t)STARPU_TASK_GET_NBUFFERS(task),
                                        starpu_hash_crc32c_be(n, 0));
-    return a->gelu ? starpu_hash_crc32c_be(2u, h) : h;
+    if (a->act.kind == NNT_GLU_GELU_TANH)
+        return starpu_hash_crc32c_be(2u, h);
+    return a->act.kind == NNT_GLU_SILU_CLAMP ? starpu_hash_crc32c_be(3u, h) : h;
 }
 
 static struct starpu_perfmodel swiglu_fwd_model = {
@@ -101,13 +129,15 @@ static struct starpu_codelet swiglu_bwd_cl = {
 
 /* ---- submission ----------------------------------------------------------------------- */
 
-/* y = silu(gate) up (gelu: gelu_tanh(gate) up) on one tile; y may be gate or up */
-int nnt_insert_swiglu(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+/* y = act(gate, up) on one tile (silu(gate) up, ...); y may be gate or up */
+int nnt_insert_swiglu(nnt_ctx *ctx, const nnt_glu_act *act, starpu_data_handle_t gate,
                       starpu_data_handle_t up, starpu_data_handle_t y)
 {
     struct starpu_data_descr bufs[3];
-    struct swiglu_args args = {0, 0, 0, 0, 0, gelu};
+    struct swiglu_args args;
     int n = 0;
+    memset(&args, 0, sizeof args);   /* copied whole: no uninitialised padding */
+    args.act = *act;
     args.gate = nnt_buffer_slot(bufs, &n, gate, STARPU_R);
     args.up = nnt_buffer_slot(bufs, &n, up, STARPU_R);
     args.out0 = nnt_buffer_slot(bufs, &n, y, STARPU_W);
@@ -115,15 +145,17 @@ int nnt_insert_swiglu(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
     return nnt_submit(ctx, &swiglu_fwd_cl, n, bufs, &args, sizeof args);
 }
 
-/* dgate = dy up silu'(gate), dup = dy silu(gate) on one tile; dgate != dup, each may be any
- * of the inputs */
-int nnt_insert_swiglu_bwd(nnt_ctx *ctx, int gelu, starpu_data_handle_t gate,
+/* act's gradient on one tile (SwiGLU: dgate = dy up silu'(gate), dup = dy silu(gate));
+ * dgate != dup, each may be any of the inputs */
+int nnt_insert_swiglu_bwd(nnt_ctx *ctx, const nnt_glu_act *act, starpu_data_handle_t gate,
                           starpu_data_handle_t up, starpu_data_handle_t dy,
                           starpu_data_handle_t dgate, starpu_data_handle_t dup)
 {
     struct starpu_data_descr bufs[5];
-    struct swiglu_args args = {0, 0, 0, 0, 0, gelu};
+    struct swiglu_args args;
     int n = 0;
+    memset(&args, 0, sizeof args);
+    args.act = *act;
     args.gate = nnt_buffer_slot(bufs, &n, gate, STARPU_R);
     args.up = nnt_buffer_slot(bufs, &n, up, STARPU_R);
     args.dy = nnt_buffer_slot(bufs, &n, dy, STARPU_R);

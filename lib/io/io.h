@@ -142,6 +142,14 @@ int nnt_st_writer_finish(nnt_st_writer *w, char *err, size_t errlen);
 /* Discard: remove the temporary file, free w. Accepts NULL. */
 void nnt_st_writer_abort(nnt_st_writer *w);
 
+/* ---- MXFP4 (mxfp4.c) ------------------------------------------------------------------------ */
+/* Decode rows x cols MXFP4 values (cols a multiple of 32) into out (row-major fp32): blocks
+ * holds rows x cols/32 blocks of 16 bytes, scales rows x cols/32 bytes. Element 2j of a block
+ * is the low nibble of its byte j, 2j + 1 the high one; a nibble is an e2m1 code (+0 .5 1 1.5
+ * 2 3 4 6, bit 3 the sign) and the value code * 2^(scale - 127) (exact). */
+void nnt_mxfp4_decode(const uint8_t *blocks, const uint8_t *scales, int64_t rows, int64_t cols,
+                      float *out);
+
 /* ---- llm.c GPT-2 checkpoint (fp32, version 3) ---------------------------------------------- */
 #define NNT_LLMC_MAGIC 20240326
 #define NNT_LLMC_VERSION_FP32 3

@@ -5,7 +5,8 @@
  * v_proj (NKV key/value heads: grouped-query attention, done by the attention op itself),
  * o_proj, optional biases, optional RMSNorms of each head vector of q and k (Qwen3's
  * q_norm, k_norm, before the rotation; Gemma 3's scale by 1 + weight), rotary positions on
- * q and k, a query scale (Gemma's query_pre_attn_scalar) and soft-capped scores (Gemma 2).
+ * q and k, a query scale (Gemma's query_pre_attn_scalar), soft-capped scores (Gemma 2) and
+ * attention sinks (gpt-oss: a logit per head in each softmax row, with no value).
  * Shapes: B batch, T sequence, C channels, NH heads, NKV key/value heads, hd head dimension
  * (C / NH unless the options give it). */
 #include "generic.h"
@@ -38,6 +39,9 @@ typedef struct attention {
     nnt_tensor *w16[3], *pw16;      // bf16 copies of w, pw under NNT_PRECISION_BF16, else NULL
     nnt_tensor *pw;                 // (C, NH, hd) c_proj / o_proj weight
     nnt_tensor *pb;                 // (C) or NULL (gradients: nnt_layer_grad_of)
+    nnt_tensor *sinks;              // (NH) attention sinks (gpt-oss), tiled as q's heads, or
+                                    // NULL
+    nnt_tensor *sinks_scratch;      // a frozen sinks' gradient (dropped)
     double qk_eps;                  // of the q / k norms
     int qk_full;                    // qk_norm 2: over each token's whole projection (OLMoE)
     nnt_tensor *qkn[2];             // (hd) q_norm, k_norm weights, or NULL (no q/k norm);
@@ -120,7 +124,7 @@ static int ensure_acts(nnt_layer *l, attention *a, const nnt_tensor *x)
     return nnt_layer_ensure(l, &a->y, NNT_FP32, 3, y, y_tile);
 }
 
-/* the attention op's options: the scale, the sliding window and the soft-cap, and the
+/* the attention op's options: the scale, the sliding window, the soft-cap, the sinks, and the
  * per-token positions pos (NULL: none) */
 static nnt_tensor_attention_options op_options(const attention *a, nnt_tensor *pos)
 {
@@ -129,6 +133,7 @@ static nnt_tensor_attention_options op_options(const attention *a, nnt_tensor *p
     o.window = a->window;
     o.softcap = a->softcap;
     o.positions = pos;
+    o.sinks = a->sinks;
     return o;
 }
 
@@ -395,6 +400,20 @@ static int qk_norm_grad(nnt_layer *l, attention *a, int i, nnt_tensor **dn)
     return nnt_layer_grad_beta(l, *dn) == 0.0 ? nnt_tensor_fill(*dn, 0.0) : NNT_OK;
 }
 
+/* The sinks' gradient tensor the op adds to: zeroed by the first backward after the
+ * gradients were dropped (a frozen sinks' sum goes to a scratch vector). */
+static int sinks_grad(nnt_layer *l, attention *a, nnt_tensor **ds)
+{
+    *ds = nnt_layer_grad_of(l, a->sinks);
+    if (!*ds) {
+        NNT_TRY(nnt_layer_ensure_placed(l, &a->sinks_scratch, NNT_FP32, 1, a->sinks->shape,
+                                        a->sinks->tile, 0));
+        *ds = a->sinks_scratch;
+        return nnt_tensor_fill(*ds, 0.0);
+    }
+    return nnt_layer_grad_beta(l, *ds) == 0.0 ? nnt_tensor_fill(*ds, 0.0) : NNT_OK;
+}
+
 static int backward_qk_norm(nnt_layer *l, attention *a, int i)
 {
     const nnt_tensor *like = a->qk_in[i];
@@ -448,6 +467,8 @@ static int attention_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     }
     NNT_TRY(nnt_tensor_permute(a->heads, SWAP_BT_NH, a->dh[0]));
     nnt_tensor_attention_options ao = op_options(a, a->packed ? a->pos : NULL);
+    if (a->sinks)
+        NNT_TRY(sinks_grad(l, a, &ao.dsinks));
     NNT_TRY(nnt_tensor_attention_backward_ex(a->qkv[0], a->qkv[1], a->qkv[2], a->o, a->lse,
                                              a->dh[0], &ao, a->dh[1], a->dh[2], a->dh[3]));
     if (a->has_rope && a->packed) {   /* back through the rotations at the tokens' positions */
@@ -493,7 +514,7 @@ static void attention_destroy(nnt_layer *l)
                          a->pw16, a->cache[0], a->cache[1], a->spare[0], a->spare[1], a->pos,
                          a->qk_in[0], a->qk_in[1], a->qk_rstd[0], a->qk_rstd[1], a->dqk_in[0],
                          a->dqk_in[1], a->qkn_scratch[0], a->qkn_scratch[1], a->qkn1[0],
-                         a->qkn1[1]};
+                         a->qkn1[1], a->sinks_scratch};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         nnt_tensor_destroy(own[i]);
     for (int i = 0; i < 4; i++) {
@@ -609,7 +630,7 @@ static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 
 /* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias (GPT-2's
  * names), or q_proj, k_proj, v_proj, their biases if any, o_proj weight and bias if any,
- * q_norm and k_norm weights if any (Hugging Face's order). */
+ * q_norm and k_norm weights if any, sinks if any (Hugging Face's order). */
 static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, int64_t NKV,
                             int64_t hd, const nnt_attention_options *o, const nnt_tiling *t)
 {
@@ -648,6 +669,10 @@ static int attention_params(nnt_layer *l, attention *a, int64_t C, int64_t NH, i
                                     o->qk_norm_plus_one ? NNT_INIT_ZERO : NNT_INIT_ONE,
                                     &a->qkn[i], NULL));
     }
+    int64_t sinks[1] = {NH}, sinks_tile[1] = {nt};
+    if (o->sinks)   /* (NH), tiled as q's heads (the op's sinks) */
+        NNT_TRY(nnt_layer_new_param(l, "sinks", 1, sinks, sinks_tile, 1, NNT_INIT_NORMAL,
+                                    &a->sinks, NULL));
     return NNT_OK;
 }
 
@@ -658,11 +683,11 @@ int gl_attention_options(nnt_ctx *ctx, const nnt_attention_options *opts, const 
     *out = gpt2;
     if (!opts)
         return NNT_OK;
-    if (opts->size < sizeof(nnt_attention_options))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: attention options size %zu is below "
-                        "sizeof(nnt_attention_options) %zu (use NNT_ATTENTION_OPTIONS_INIT)",
-                        fn, opts->size, sizeof(nnt_attention_options));
-    *out = *opts;
+    NNT_TRY(nnt_check_struct_size(ctx, fn, "attention options size", opts->size,
+                                  sizeof(nnt_attention_options),
+                                  offsetof(nnt_attention_options, sinks),
+                                  "use NNT_ATTENTION_OPTIONS_INIT"));
+    memcpy(out, opts, opts->size);   /* the fields after a shorter size keep their 0 */
     out->size = sizeof *out;
     if (out->window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,

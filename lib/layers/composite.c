@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* The generic composite layers: mlp (c_fc, c_proj; or SwiGLU's / GeGLU's gate_proj, up_proj,
- * down_proj), block (ln_1, attn, ln_2, mlp, with the two residual connections; Llama's
- * input_layernorm, self_attn, post_attention_layernorm, mlp with RMSNorm; Gemma's four
- * norms: input_layernorm, self_attn, post_attention_layernorm, pre_feedforward_layernorm,
- * mlp, post_feedforward_layernorm) and sequential
- * (any chain). Children run through the public
+/* The generic composite layers: mlp (c_fc, c_proj; or SwiGLU's / GeGLU's / gpt-oss's
+ * clamped SwiGLU's gate_proj, up_proj, down_proj), block (ln_1, attn, ln_2, mlp, with the
+ * two residual connections; Llama's input_layernorm, self_attn, post_attention_layernorm,
+ * mlp with RMSNorm; Gemma's four norms: input_layernorm, self_attn,
+ * post_attention_layernorm, pre_feedforward_layernorm, mlp, post_feedforward_layernorm)
+ * and sequential (any chain). Children run through the public
  * nnt_layer_forward / nnt_layer_backward, which keep each child's forward/backward order. */
 #include "generic.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---- chains (mlp, sequential) ------------------------------------------------------------ */
 
@@ -84,11 +86,12 @@ static int mlp_children(nnt_layer *l, int64_t C, int64_t hidden, unsigned bias, 
 enum { GATE, UP, DOWN };
 
 typedef struct swiglu {
-    int gelu;                       // GeGLU: gelu_tanh(g) * u (Gemma)
+    nnt_glu_act act;                // silu(g) * u; GeGLU's gelu_tanh(g) * u (Gemma); or
+                                    // gpt-oss's clamped SwiGLU
     int fused;                      // LoRA's gate_proj and up_proj one module gate_up_proj
     gl_lora *lora;                  // that module's adapter (parts gate, up), or NULL
     nnt_tensor *g, *u;              // (..., hidden) the outputs of gate_proj, up_proj (not owned)
-    nnt_tensor *h;                  // (..., hidden) silu(g) * u
+    nnt_tensor *h;                  // (..., hidden) act(g, u)
     nnt_tensor *dg, *du;            // (..., hidden)
     nnt_tensor *dx;                 // (..., C) x's layout
     nnt_tensor *x, *xin;            // the input; xin: in the weights' C tiling (not owned)
@@ -127,7 +130,7 @@ static int swiglu_forward(nnt_layer *l, nnt_tensor *x, nnt_tensor **y)
     if (m->lora)
         NNT_TRY(swiglu_lora_forward(l, m, x));
     NNT_TRY(nnt_layer_ensure(l, &m->h, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
-    NNT_TRY((m->gelu ? nnt_tensor_geglu : nnt_tensor_swiglu)(m->g, m->u, m->h));
+    NNT_TRY(nnt_tensor_glu(&m->act, m->g, m->u, m->h));
     return nnt_layer_forward(l->children[DOWN], m->h, y);
 }
 
@@ -139,8 +142,7 @@ static int swiglu_backward(nnt_layer *l, nnt_tensor *dy, nnt_tensor **dx)
     NNT_TRY(nnt_layer_ensure(l, &m->dg, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
     NNT_TRY(nnt_layer_ensure(l, &m->du, NNT_FP32, m->g->ndim, m->g->shape, m->g->tile));
     /* dh has h's layout (down_proj's input) */
-    NNT_TRY((m->gelu ? nnt_tensor_geglu_backward : nnt_tensor_swiglu_backward)(m->g, m->u, dh,
-                                                                              m->dg, m->du));
+    NNT_TRY(nnt_tensor_glu_backward(&m->act, m->g, m->u, dh, m->dg, m->du));
     NNT_TRY(nnt_layer_backward(l->children[GATE], m->dg, &dxg));
     NNT_TRY(nnt_layer_backward(l->children[UP], m->du, &dxu));
     /* dx = dxg + dxu, both in x's layout */
@@ -241,6 +243,8 @@ int gl_mlp_lora_merge(nnt_layer *l)
     return NNT_OK;
 }
 
+/* The options as the library's structure: a caller's structure that ends before
+ * swiglu_alpha (built before those fields) reads the fields after it as 0. */
 static int mlp_options(nnt_ctx *ctx, const nnt_mlp_options *opts, const char *fn,
                        nnt_mlp_options *out)
 {
@@ -248,19 +252,51 @@ static int mlp_options(nnt_ctx *ctx, const nnt_mlp_options *opts, const char *fn
     *out = gpt2;
     if (!opts)
         return NNT_OK;
-    if (opts->size < sizeof(nnt_mlp_options))
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: mlp options size %zu is below "
-                        "sizeof(nnt_mlp_options) %zu (use NNT_MLP_OPTIONS_INIT)", fn, opts->size,
-                        sizeof(nnt_mlp_options));
-    if (opts->kind != NNT_MLP_GELU && opts->kind != NNT_MLP_SWIGLU &&
-        opts->kind != NNT_MLP_GEGLU && opts->kind != NNT_MLP_MOE &&
-        opts->kind != NNT_MLP_GELU_ERF)
-        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU, "
-                        "NNT_MLP_SWIGLU, NNT_MLP_GEGLU, NNT_MLP_MOE or NNT_MLP_GELU_ERF)", fn,
-                        opts->kind);
-    *out = *opts;
+    NNT_TRY(nnt_check_struct_size(ctx, fn, "mlp options size", opts->size,
+                                  sizeof(nnt_mlp_options),
+                                  offsetof(nnt_mlp_options, swiglu_alpha),
+                                  "initialise it with NNT_MLP_OPTIONS_INIT"));
+    memset(out, 0, sizeof *out);
+    memcpy(out, opts, opts->size);
     out->size = sizeof *out;
+    if (out->kind != NNT_MLP_GELU && out->kind != NNT_MLP_SWIGLU &&
+        out->kind != NNT_MLP_GEGLU && out->kind != NNT_MLP_MOE &&
+        out->kind != NNT_MLP_GELU_ERF && out->kind != NNT_MLP_SWIGLU_CLAMP)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown mlp kind %d (NNT_MLP_GELU, "
+                        "NNT_MLP_SWIGLU, NNT_MLP_GEGLU, NNT_MLP_MOE, NNT_MLP_GELU_ERF or "
+                        "NNT_MLP_SWIGLU_CLAMP)", fn, out->kind);
+    if (out->kind == NNT_MLP_MOE && out->expert_kind != 0 &&
+        out->expert_kind != NNT_MLP_SWIGLU && out->expert_kind != NNT_MLP_SWIGLU_CLAMP)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: expert_kind %d: a mixture's experts are "
+                        "NNT_MLP_SWIGLU (or 0) or NNT_MLP_SWIGLU_CLAMP", fn, out->expert_kind);
+    if (out->kind == NNT_MLP_SWIGLU_CLAMP ||
+        (out->kind == NNT_MLP_MOE && out->expert_kind == NNT_MLP_SWIGLU_CLAMP)) {
+        /* as floats, which the kernels take: positive and finite */
+        float a = (float)out->swiglu_alpha, li = (float)out->swiglu_limit;
+        if (!(out->swiglu_alpha >= 0.0) || !(out->swiglu_limit >= 0.0) ||
+            (out->swiglu_alpha != 0.0 && !(a > 0.0f && isfinite(a))) ||
+            (out->swiglu_limit != 0.0 && !(li > 0.0f && isfinite(li))))
+            return nnt_fail(ctx, NNT_E_INVAL, "%s: swiglu_alpha %g and swiglu_limit %g must "
+                            "be > 0 and finite as floats (0: gpt-oss's %g and %g)", fn,
+                            out->swiglu_alpha, out->swiglu_limit, NNT_SWIGLU_CLAMP_ALPHA,
+                            NNT_SWIGLU_CLAMP_LIMIT);
+    }
     return NNT_OK;
+}
+
+/* The gated activation of an MLP of kind (NNT_MLP_SWIGLU, _GEGLU, _SWIGLU_CLAMP) with o's
+ * alpha and limit (0: gpt-oss's). */
+static nnt_glu_act glu_act(int kind, const nnt_mlp_options *o)
+{
+    nnt_glu_act a = {NNT_GLU_SILU, 0.0f, 0.0f};
+    if (kind == NNT_MLP_GEGLU)
+        a.kind = NNT_GLU_GELU_TANH;
+    if (kind == NNT_MLP_SWIGLU_CLAMP) {
+        a.kind = NNT_GLU_SILU_CLAMP;
+        a.alpha = (float)(o->swiglu_alpha != 0.0 ? o->swiglu_alpha : NNT_SWIGLU_CLAMP_ALPHA);
+        a.limit = (float)(o->swiglu_limit != 0.0 ? o->swiglu_limit : NNT_SWIGLU_CLAMP_LIMIT);
+    }
+    return a;
 }
 
 int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *opts,
@@ -278,12 +314,13 @@ int gl_mlp_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
         NNT_TRY(gl_tiling(ctx, tiling, fn, &t));
         return gl_moe_new(ctx, channels, hidden, &o, &t, fn, out);
     }
-    int glu = o.kind == NNT_MLP_SWIGLU || o.kind == NNT_MLP_GEGLU;
+    int glu = o.kind == NNT_MLP_SWIGLU || o.kind == NNT_MLP_GEGLU ||
+              o.kind == NNT_MLP_SWIGLU_CLAMP;
     unsigned bias = o.bias ? NNT_LINEAR_BIAS : 0;
     NNT_TRY(nnt_layer_new(ctx, glu ? &swiglu_vt : &mlp_vt, glu ? sizeof(swiglu) : 0, fn, &l));
     int rc = gl_tiling(ctx, tiling, fn, &t);
     if (glu) {
-        ((swiglu *)l->impl)->gelu = o.kind == NNT_MLP_GEGLU;
+        ((swiglu *)l->impl)->act = glu_act(o.kind, &o);
         ((swiglu *)l->impl)->fused = o.fused_gate_up != 0;
     }
     if (rc == 0)

@@ -2,7 +2,12 @@
 /* The mixture-of-experts MLP (NNT_MLP_MOE of nnt_mlp_options): children "gate", the router
  * (linear C -> E, no bias), and "experts.<e>", E SwiGLU MLPs (gate_proj, up_proj, down_proj,
  * C -> I -> C), so that the parameters carry Hugging Face's names
- * ("mlp.gate.weight", "mlp.experts.3.up_proj.weight").
+ * ("mlp.gate.weight", "mlp.experts.3.up_proj.weight"). The experts' kind may be gpt-oss's
+ * clamped SwiGLU instead (expert_kind, swiglu_alpha, swiglu_limit). With bias, gpt-oss's
+ * layout: the router is "router" and has a bias (E), and every expert's three projections
+ * have biases. gpt-oss routes by a softmax over the k largest logits, which is the softmax
+ * over all E, its top k, renormalised (norm_topk_prob): the same router serves; and
+ * down_proj's bias, part of an expert's output, is weighted with it.
  *
  * y[t] = sum over the k experts e chosen for token t of w[t, e] expert_e(x[t]), the experts
  * chosen by torch.topk over softmax(gate(x)) and their weights the chosen probabilities,
@@ -37,6 +42,9 @@ typedef struct moe {
     int64_t E, k, C, I;
     int64_t S;                     /* the shared expert's inner size (0: none)               */
     int norm;
+    int bias;                      /* gpt-oss's layout: "router" with a bias, experts' biases */
+    int expert_kind;               /* NNT_MLP_SWIGLU or NNT_MLP_SWIGLU_CLAMP                 */
+    double alpha, limit;           /* the latter's swiglu_alpha, swiglu_limit (0: gpt-oss's)  */
     double aux_coef;
     int64_t row_tile;              /* rows of an expert's gathered tiles                     */
     nnt_tensor *x;                 // (B, T, C) the last forward's input (not owned)
@@ -346,15 +354,18 @@ static int moe_children(nnt_layer *l, const nnt_tiling *t, const char *fn)
 {
     moe *m = l->impl;
     nnt_layer *child = NULL;
-    NNT_TRY(gl_linear_new(l->ctx, m->C, m->E, 0, gl_tile(t->channels, m->C), m->E, fn, &child));
-    int rc = nnt_layer_add_child(l, "gate", child);
+    NNT_TRY(gl_linear_new(l->ctx, m->C, m->E, m->bias ? NNT_LINEAR_BIAS : 0,
+                          gl_tile(t->channels, m->C), m->E, fn, &child));
+    int rc = nnt_layer_add_child(l, m->bias ? "router" : "gate", child);
     if (rc) {
         nnt_layer_destroy(child);
         return rc;
     }
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT;
-    mo.kind = NNT_MLP_SWIGLU;
-    mo.bias = 0;
+    mo.kind = m->expert_kind;
+    mo.bias = m->bias;
+    mo.swiglu_alpha = m->alpha;
+    mo.swiglu_limit = m->limit;
     for (int64_t e = 0; e < m->E; e++) {
         char name[32];
         snprintf(name, sizeof name, "experts.%lld", (long long)e);
@@ -366,6 +377,9 @@ static int moe_children(nnt_layer *l, const nnt_tiling *t, const char *fn)
     }
     if (!m->S)
         return NNT_OK;
+    mo = (nnt_mlp_options)NNT_MLP_OPTIONS_INIT;   /* Qwen2-MoE's: SwiGLU, no bias */
+    mo.kind = NNT_MLP_SWIGLU;
+    mo.bias = 0;
     NNT_TRY(gl_mlp_new(l->ctx, m->C, m->S, &mo, t, fn, &child));
     if ((rc = nnt_layer_add_child(l, "shared_expert", child))) {
         nnt_layer_destroy(child);
@@ -386,8 +400,6 @@ int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
                         "experts_per_token (%lld) <= experts (%lld) <= %d and a hidden size "
                         "(%lld) >= 1", fn, (long long)o->experts_per_token,
                         (long long)o->experts, NNT_MOE_MAX_EXPERTS, (long long)hidden);
-    if (o->bias)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a mixture of experts has no biases", fn);
     if (o->shared_expert_hidden < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: shared_expert_hidden %lld must be >= 0 (0: no "
                         "shared expert)", fn, (long long)o->shared_expert_hidden);
@@ -400,6 +412,10 @@ int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
     m->E = o->experts, m->k = o->experts_per_token, m->C = channels, m->I = hidden;
     m->S = o->shared_expert_hidden;
     m->norm = o->norm_topk_prob != 0;
+    m->bias = o->bias != 0;
+    m->expert_kind = o->expert_kind == NNT_MLP_SWIGLU_CLAMP ? NNT_MLP_SWIGLU_CLAMP
+                                                            : NNT_MLP_SWIGLU;
+    m->alpha = o->swiglu_alpha, m->limit = o->swiglu_limit;
     m->aux_coef = o->router_aux_coef;
     m->row_tile = (t->batch > 0 ? t->batch : 1 << 20) * (t->seq > 0 ? t->seq : 1 << 20);
     if (m->row_tile > ((int64_t)1 << 30))

@@ -243,4 +243,5 @@ const nnt_family nnt_family_falcon = {
     NULL,
     FUSED, (int)(sizeof FUSED / sizeof FUSED[0]),
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

@@ -250,6 +250,34 @@ typedef struct nnt_hf_fused {
 void nnt_rows_by_group(const float *src, float *dst, int nparts, const int64_t *part_n,
                        int64_t groups, int to_parts);
 
+/* A tensor of a Hugging Face file that stacks many parameters (gpt-oss's experts:
+ * "mlp.experts.gate_up_proj" (E, C, 2 I) holds every expert's gate_proj and up_proj weights,
+ * each transposed, their columns interleaved): its name (without the family's prefix), its
+ * shape (nd <= 3 dimensions) and its number of members (nnt_hf_member). With mxfp4 a file
+ * may hold it as MXFP4 blocks and scales instead, as gpt-oss's original checkpoints do:
+ * "<name>_blocks" (shape[0], shape[2], shape[1] / 32, 16) uint8 and "<name>_scales"
+ * (shape[0], shape[2], shape[1] / 32) uint8 are the stacked tensor with its last two
+ * dimensions swapped, in blocks of 32 FP4 (e2m1) values, value 2j of a block in the low
+ * nibble of byte j and 2j + 1 in the high one, each block scaled by 2^(scale byte - 127)
+ * (nnt_mxfp4_decode). Read only in that form; written as the stacked tensor. */
+typedef struct nnt_hf_stack {
+    char name[256];
+    int nd;
+    int64_t shape[3];
+    int64_t members;
+    int mxfp4;
+} nnt_hf_stack;
+
+/* Member j of a stack: a parameter of the model (its name in the tree) and where its
+ * elements are in the stacked tensor (row-major): the parameter viewed as (rows, cols),
+ * cols its last dimension and rows the product of the others (a 1-D parameter: (n, 1)),
+ * has element (r, c) at offset + r stride[0] + c stride[1]. The members cover every element
+ * of the stack once, and each lies within one index of the stack's first dimension. */
+typedef struct nnt_hf_member {
+    char name[256];
+    int64_t offset, stride[2];
+} nnt_hf_member;
+
 /* ---- llm.c checkpoints ------------------------------------------------------------------- */
 
 /* llm.c's parameters in file order (lib/io's nnt_llmc_layout); LN1W .. FCPROJB are per layer
@@ -382,6 +410,14 @@ typedef struct nnt_family {
      * buffers older files hold: GPT-NeoX's ".attention.bias" causal mask), NULL-terminated;
      * NULL: none */
     const char *const *hf_ignored;
+    /* stacked tensors (nnt_hf_stack; NULL: none), with every parameter under its own name:
+     * hf_stack(cfg, name, s) is 1 if parameter name is the first member of a stack (s then
+     * describes it; the file holds it there and in its place in the file order), 2 if it is
+     * another member (visited with the first), 0 if in none; hf_member(cfg, s, j, m) fills
+     * member j < s->members of stack s */
+    int (*hf_stack)(const nnt_model_config *cfg, const char *name, nnt_hf_stack *s);
+    void (*hf_member)(const nnt_model_config *cfg, const nnt_hf_stack *s, int64_t j,
+                      nnt_hf_member *m);
 } nnt_family;
 
 /* The families (families.c). */

@@ -286,4 +286,5 @@ const nnt_family nnt_family_gemma = {
     NULL,
     NULL, 0,   /* no fused tensors */
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

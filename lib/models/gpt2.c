@@ -196,4 +196,5 @@ const nnt_family nnt_family_gpt2 = {
     NULL,
     NULL, 0,   /* no fused tensors */
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

@@ -185,4 +185,5 @@ const nnt_family nnt_family_gptbigcode = {
     NULL,
     FUSED, (int)(sizeof FUSED / sizeof FUSED[0]),
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

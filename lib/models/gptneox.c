@@ -208,4 +208,5 @@ const nnt_family nnt_family_gptneox = {
     neox_hf_alt,
     FUSED, (int)(sizeof FUSED / sizeof FUSED[0]),
     IGNORED,
+    NULL, NULL,   /* no stacked tensors */
 };

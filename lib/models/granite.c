@@ -118,4 +118,5 @@ const nnt_family nnt_family_granite = {
     NULL,
     NULL, 0,
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

@@ -10,7 +10,9 @@
  * model in a larger one (Gemma3ForConditionalGeneration's language model) is read through
  * its nesting: names renamed, the other model's tensors skipped. A family may name other
  * places where a file holds a parameter (nnt_hf_alt: the MoE family's fused expert
- * tensors), read when the file lacks its own name. nnt_gpt_load_safetensors and
+ * tensors), read when the file lacks its own name, and tensors that stack many parameters
+ * (nnt_hf_stack: gpt-oss's experts), read and written a slice (an index of their first
+ * dimension) at a time, read from MXFP4 blocks and scales too. nnt_gpt_load_safetensors and
  * nnt_gpt_save_safetensors are these functions too. */
 #include "models.h"
 #include "family.h"
@@ -64,11 +66,22 @@ static void shape_text(int nd, const int64_t *shape, char *out, size_t size)
         snprintf(out + n, size - n, ")");
 }
 
+/* A member of a stacked tensor (nnt_hf_member) resolved: the parameter viewed as (rows,
+ * cols), element (r, c) at offset + r stride[0] + c stride[1] of the stack, all of it in the
+ * stack's slice (index of its first dimension) slice. */
+typedef struct hf_member_at {
+    const char *name;
+    nnt_tensor *value;
+    int64_t index;         /* among the model's parameters */
+    int64_t rows, cols, offset, stride[2], slice;
+} hf_member_at;
+
 /* One tensor of a Hugging Face file: its name (with the family's prefix), its parts (the
  * model's parameters, n[i] floats each, one after the other in it), its HF shape (nd dims),
  * and in: a Conv1D weight's in size (stored (in, out); 0: none). When loading from another
  * place the family names (nnt_hf_alt), name and shape are that tensor's, and the parts
- * start at element offset of it. */
+ * start at element offset of it. A stacked tensor (stacked: np 0) has its members instead
+ * of parts, its shape that of stack, total its elements, slices slices of slice_n. */
 typedef struct hf_tensor {
     char name[NNT_IO_MAXNAME + 1];
     const char *bare;      /* name without the family's prefix (inside name) */
@@ -79,6 +92,10 @@ typedef struct hf_tensor {
     int64_t shape[3], in, offset;
     int64_t groups;        /* > 0: the parts' rows group by group in the file (per_head: by
                               key/value head) */
+    int stacked;
+    nnt_hf_stack stack;
+    hf_member_at *members; /* stack.members of them (malloc'd by stack_tensor) */
+    int64_t slices, slice_n, member_most;   /* member_most: the largest member's elements */
 } hf_tensor;
 
 /* t's HF shape from its first part's nnt shape (the rules of nnt_hf_spec; parts of two or
@@ -266,6 +283,125 @@ static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
     return 0;
 }
 
+/* The index of the parameter called name, looked for from hint on (then from 0): a stack's
+ * members are near one another among the parameters. */
+static int64_t param_near(nnt_layer *model, int64_t count, const char *name, int64_t hint)
+{
+    hint = hint < 0 || hint >= count ? 0 : hint;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = (hint + k) % count;
+        nnt_param_info p = param_of(model, i);
+        if (p.name && strcmp(p.name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Member j of t's stack resolved into m, checked against the stack. */
+static int stack_member(const hf_pass *ps, hf_tensor *t, int64_t j, int64_t *hint,
+                        hf_member_at *m)
+{
+    nnt_ctx *ctx = ps->model->ctx;
+    nnt_hf_member hm;
+    memset(&hm, 0, sizeof hm);
+    ps->f->hf_member(&ps->cfg, &t->stack, j, &hm);
+    hm.name[sizeof hm.name - 1] = '\0';
+    int64_t i = param_near(ps->model, ps->count, hm.name, *hint);
+    if (i < 0)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s model has no parameter %s (member %lld "
+                        "of %s)", ps->fn, ps->f->title, hm.name, (long long)j, t->name);
+    *hint = i + 1;
+    nnt_param_info p = param_of(ps->model, i);
+    int nd = 0;
+    int64_t shape[NNT_MAX_DIMS];
+    NNT_TRY(nnt_tensor_ndim(p.value, &nd));
+    NNT_TRY(nnt_tensor_shape(p.value, shape));
+    m->name = p.name;
+    m->value = p.value;
+    m->index = i;
+    m->cols = nd >= 2 ? shape[nd - 1] : 1;
+    m->rows = 1;
+    for (int d = 0; d < (nd >= 2 ? nd - 1 : nd); d++)
+        m->rows *= shape[d];
+    m->offset = hm.offset;
+    m->stride[0] = hm.stride[0];
+    m->stride[1] = m->cols > 1 ? hm.stride[1] : 0;
+    int64_t last = m->offset + (m->rows - 1) * m->stride[0] + (m->cols - 1) * m->stride[1];
+    m->slice = m->offset >= 0 ? m->offset / t->slice_n : -1;
+    if (m->offset < 0 || m->stride[0] < 0 || m->stride[1] < 0 || m->rows < 1 ||
+        m->cols < 1 || last >= t->total || last / t->slice_n != m->slice)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: member %s of %s (%lld x %lld at offset %lld, "
+                        "strides %lld, %lld) is not within one slice of its %lld x %lld "
+                        "elements", ps->fn, m->name, t->name, (long long)m->rows,
+                        (long long)m->cols, (long long)m->offset, (long long)m->stride[0],
+                        (long long)m->stride[1], (long long)t->slices, (long long)t->slice_n);
+    return NNT_OK;
+}
+
+/* Parameter i's place among the family's stacked tensors: 0 none, 1 the first member of one
+ * (t is then that tensor, its members malloc'd), 2 another member (visited with the first),
+ * or a negative NNT_E_*. */
+static int stack_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
+{
+    nnt_ctx *ctx = ps->model->ctx;
+    nnt_param_info p = param_of(ps->model, i);
+    if (!p.name)
+        return 0;   /* own_tensor says it */
+    memset(&t->stack, 0, sizeof t->stack);
+    int k = ps->f->hf_stack(&ps->cfg, p.name, &t->stack);
+    if (k == 0 || k == 2)
+        return k;
+    nnt_hf_stack *s = &t->stack;
+    s->name[sizeof s->name - 1] = '\0';
+    int ok = k == 1 && s->name[0] && s->nd >= 1 && s->nd <= 3 && s->members >= 1 &&
+             (!s->mxfp4 || s->nd == 3);
+    int64_t total = 1;
+    for (int d = 0; ok && d < s->nd; d++) {
+        ok = s->shape[d] >= 1 && s->shape[d] <= INT64_MAX / total;
+        total *= ok ? s->shape[d] : 1;
+    }
+    if (!ok)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family's stacked tensor of parameter %s "
+                        "(\"%s\", %d dims, %lld members%s) is not one", ps->fn, ps->f->title,
+                        p.name, s->name, s->nd, (long long)s->members,
+                        s->mxfp4 ? ", mxfp4" : "");
+    hf_name(t, ps->f, "", s->name);
+    t->np = 0;
+    t->nd = s->nd;
+    memset(t->shape, 0, sizeof t->shape);
+    memcpy(t->shape, s->shape, (size_t)s->nd * sizeof *t->shape);
+    t->total = total;
+    t->in = t->offset = t->groups = 0;
+    t->slices = s->nd >= 2 ? s->shape[0] : 1;
+    t->slice_n = total / t->slices;
+    t->member_most = 0;
+    if (!(t->members = calloc((size_t)s->members, sizeof *t->members)))
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
+    int64_t hint = i, sum = 0;
+    int rc = NNT_OK, first = 0;
+    for (int64_t j = 0; j < s->members && rc == 0; j++) {
+        hf_member_at *m = &t->members[j];
+        rc = stack_member(ps, t, j, &hint, m);
+        sum += rc ? 0 : m->rows * m->cols;
+        first |= rc == 0 && m->index == i;
+        if (rc == 0 && m->rows * m->cols > t->member_most)
+            t->member_most = m->rows * m->cols;
+    }
+    if (rc == 0 && !first)
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: %s, the stacked tensor of parameter %s, does not "
+                      "have it as a member", ps->fn, t->name, p.name);
+    if (rc == 0 && sum != total)
+        rc = nnt_fail(ctx, NNT_E_INVAL, "%s: the members of %s have %lld elements, it %lld",
+                      ps->fn, t->name, (long long)sum, (long long)total);
+    if (rc) {
+        free(t->members);
+        t->members = NULL;
+        return rc;
+    }
+    t->stacked = 1;
+    return 1;
+}
+
 /* Calls visit on every tensor of the model's Hugging Face file, in file order; stops at the
  * first failure. */
 typedef int (*hf_visit)(const hf_pass *ps, hf_tensor *t, void *arg);
@@ -277,12 +413,27 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
     NNT_TRY(nnt_layer_num_params(model, &ps.count, NULL));
     ps.f = nnt_family_find(ps.cfg.family);
     hf_tensor t;
+    t.stacked = 0;
+    t.members = NULL;
     if (!ps.f->hf_specs) {
         nnt_layer *tree = model->vt->inner ? model->vt->inner(model) : model;
         NNT_TRY(nnt_layer_num_params(tree, NULL, NULL));
         for (int64_t i = 0; i < ps.count; i++) {
             if (nnt_layer_listed(tree, i)->adapter)   /* not the model's: PEFT files */
                 continue;
+            int stacked = ps.f->hf_stack ? stack_tensor(&ps, i, &t) : 0;
+            if (stacked < 0)
+                return stacked;
+            if (stacked == 2)
+                continue;
+            if (stacked == 1) {
+                int rc = visit(&ps, &t, arg);
+                free(t.members);
+                t.members = NULL;
+                t.stacked = 0;
+                NNT_TRY(rc);
+                continue;
+            }
             int fused = fused_tensor(&ps, i, &t);
             if (fused < 0)
                 return fused;
@@ -306,10 +457,13 @@ static int hf_each(nnt_layer *model, const char *fn, hf_visit visit, void *arg)
 
 /* The file names of a model's parameters (nnt_layer.file_names): each part of a file's tensor
  * named after the tensor (with the family's prefix; GPT-NeoX's q_proj, k_proj, v_proj all
- * "gpt_neox.layers.0.attention.query_key_value.weight"). */
+ * "gpt_neox.layers.0.attention.query_key_value.weight"), each member of a stacked one too. */
 static int name_parts(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     char **names = arg;
+    for (int64_t k = 0; t->stacked && k < t->stack.members; k++)
+        if (!names[t->members[k].index] && !(names[t->members[k].index] = strdup(t->name)))
+            return nnt_fail(ps->model->ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
     for (int k = 0; k < t->np; k++)
         if (!names[t->index[k]] && !(names[t->index[k]] = strdup(t->name)))
             return nnt_fail(ps->model->ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
@@ -332,6 +486,22 @@ static void transpose(const float *src, float *dst, int64_t rows, int64_t cols)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             dst[c * rows + r] = src[r * cols + c];
+}
+
+/* dst[r ds0 + c ds1] = src[r ss0 + c ss1] for r < rows, c < cols, in tiles of 64 x 64 (one
+ * side or the other is strided: a stack's members, MXFP4's transposed slices). */
+static void strided_copy(float *dst, int64_t ds0, int64_t ds1, const float *src, int64_t ss0,
+                         int64_t ss1, int64_t rows, int64_t cols)
+{
+    enum { TILE = 64 };
+    for (int64_t r0 = 0; r0 < rows; r0 += TILE)
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+            int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows;
+            int64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++)
+                    dst[r * ds0 + c * ds1] = src[r * ss0 + c * ss1];
+        }
 }
 
 /* ---- saving ----------------------------------------------------------------------------- */
@@ -362,9 +532,10 @@ static int st_mine(st_save *s)
     return ord >= s->lo && ord < s->hi;
 }
 
-/* Declare the next tensor (n floats): into the plan, or to the writer when it is this
- * file's. */
-static int st_declare(st_save *s, const char *name, int nd, const int64_t *shape, int64_t n)
+/* Declare the next tensor (n floats, streamed through a buffer of need floats): into the
+ * plan, or to the writer when it is this file's. */
+static int st_declare(st_save *s, const char *name, int nd, const int64_t *shape, int64_t n,
+                      int64_t need)
 {
     s->io = 1;
     if (s->plan) {
@@ -374,7 +545,7 @@ static int st_declare(st_save *s, const char *name, int nd, const int64_t *shape
     }
     if (!st_mine(s))
         return NNT_OK;
-    s->most = n > s->most ? n : s->most;
+    s->most = need > s->most ? need : s->most;
     return nnt_st_writer_add(s->w, name, NNT_IO_F32, nd, shape, NULL, s->err, sizeof s->err);
 }
 
@@ -428,8 +599,33 @@ static int declare_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     (void)ps;
     st_save *s = arg;
-    s->reorders |= t->in != 0 || t->groups != 0;
-    return st_declare(s, t->name, t->nd, t->shape, t->total);
+    s->reorders |= t->in != 0 || t->groups != 0 || t->stacked;
+    /* a stacked tensor: a slice in buf, a member in tmp (no larger) */
+    return st_declare(s, t->name, t->nd, t->shape, t->total,
+                      t->stacked ? t->slice_n : t->total);
+}
+
+/* A stacked tensor written slice by slice: each slice's members fetched (tmp) and scattered
+ * into it (buf). */
+static int stream_stack(st_save *s, const hf_tensor *t)
+{
+    for (int64_t k = 0; k < t->slices; k++) {
+        int64_t base = k * t->slice_n;
+        memset(s->buf, 0, (size_t)t->slice_n * sizeof(float));
+        for (int64_t j = 0; j < t->stack.members; j++) {
+            const hf_member_at *m = &t->members[j];
+            if (m->slice != k)
+                continue;
+            s->io = 0;
+            NNT_TRY(nnt_tensor_to_host_f32(m->value, s->tmp, m->rows * m->cols));
+            strided_copy(s->buf + (m->offset - base), m->stride[0], m->stride[1], s->tmp,
+                         m->cols, 1, m->rows, m->cols);
+        }
+        s->io = 1;
+        NNT_TRY(nnt_st_writer_write(s->w, s->buf, (size_t)t->slice_n * sizeof(float), s->err,
+                                    sizeof s->err));
+    }
+    return NNT_OK;
 }
 
 static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
@@ -439,6 +635,8 @@ static int stream_one(const hf_pass *ps, hf_tensor *t, void *arg)
     s->io = 0;
     if (!st_mine(s))
         return NNT_OK;
+    if (t->stacked)
+        return stream_stack(s, t);
     int64_t total = t->total, at = 0;
     for (int i = 0; i < t->np; at += t->n[i], i++)
         NNT_TRY(nnt_tensor_to_host_f32(t->p[i].value, s->buf + at, t->n[i]));
@@ -558,33 +756,189 @@ static int remember(hf_reading *g, const char *name)
     return NNT_OK;
 }
 
+/* Tensor e of the file at path has nd dims shape. */
+static int check_shape(const hf_pass *ps, const char *path, const nnt_st_entry *e, int nd,
+                       const int64_t *shape)
+{
+    int same = e->ndim == nd;
+    for (int d = 0; same && d < nd; d++)
+        same = e->shape[d] == shape[d];
+    if (!same) {
+        char got[200], exp[100];
+        shape_text(e->ndim, e->shape, got, sizeof got);
+        shape_text(nd, shape, exp, sizeof exp);
+        return nnt_fail(ps->model->ctx, NNT_E_FORMAT, "%s: %s: tensor %s has shape %s, "
+                        "expected %s", ps->fn, path, e->name, got, exp);
+    }
+    return NNT_OK;
+}
+
+/* Tensor e of the file at path converts to F32. */
+static int check_dtype(const hf_pass *ps, const char *path, const nnt_st_entry *e)
+{
+    if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
+        return nnt_fail(ps->model->ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, "
+                        "BF16 or F16 only)", ps->fn, path, e->name,
+                        nnt_io_dtype_name(e->dtype));
+    return NNT_OK;
+}
+
+/* The checkpoint's tensor called t's name followed by suffix (without the family's prefix
+ * too where it is optional), its reader and file (r, path may be NULL); NULL if absent. The
+ * name looked for first (nested) in shown (NNT_IO_MAXNAME + 1 bytes). */
+static const nnt_st_entry *find_suffixed(const hf_pass *ps, const hf_reading *g,
+                                         const hf_tensor *t, const char *suffix,
+                                         const nnt_st_reader **r, const char **path,
+                                         char *shown)
+{
+    char name[NNT_IO_MAXNAME + 1], nested[NNT_IO_MAXNAME + 1];
+    snprintf(name, sizeof name, "%s%s", t->name, suffix);
+    snprintf(shown, NNT_IO_MAXNAME + 1, "%s", nested_name(g->nest, name, nested));
+    const nnt_st_entry *e = nnt_hf_weights_find(g->w, shown, r, path);
+    if (!e && ps->f->hf_prefix_optional && t->bare != t->name) {
+        snprintf(name, sizeof name, "%s%s", t->bare, suffix);
+        e = nnt_hf_weights_find(g->w, nested_name(g->nest, name, nested), r, path);
+    }
+    return e;
+}
+
+/* Where the file keeps stacked tensor t: the tensor itself (*e), else with mxfp4 its MXFP4
+ * blocks (*b) and scales (*sc), with their readers (r: 3 of them, may be NULL) and files
+ * (path: 3, may be NULL). NNT_E_FORMAT naming what is missing. */
+static int find_stack(const hf_pass *ps, const hf_reading *g, const hf_tensor *t,
+                      const nnt_st_entry **e, const nnt_st_entry **b, const nnt_st_entry **sc,
+                      const nnt_st_reader **r, const char **path)
+{
+    char shown[NNT_IO_MAXNAME + 1], bname[NNT_IO_MAXNAME + 1], sname[NNT_IO_MAXNAME + 1];
+    *b = *sc = NULL;
+    if ((*e = find_suffixed(ps, g, t, "", r, path, shown)) || !t->stack.mxfp4) {
+        if (!*e)
+            return nnt_fail(ps->model->ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", ps->fn,
+                            g->what, shown);
+        return NNT_OK;
+    }
+    *b = find_suffixed(ps, g, t, "_blocks", r ? r + 1 : NULL, path ? path + 1 : NULL, bname);
+    *sc = find_suffixed(ps, g, t, "_scales", r ? r + 2 : NULL, path ? path + 2 : NULL, sname);
+    if (!*b && !*sc)
+        return nnt_fail(ps->model->ctx, NNT_E_FORMAT, "%s: %s: no tensor %s (nor its MXFP4 "
+                        "form %s and %s)", ps->fn, g->what, shown, bname, sname);
+    if (!*b || !*sc)
+        return nnt_fail(ps->model->ctx, NNT_E_FORMAT, "%s: %s: tensor %s without %s (the "
+                        "MXFP4 form of %s)", ps->fn, g->what, *b ? (*b)->name : (*sc)->name,
+                        *b ? sname : bname, shown);
+    return NNT_OK;
+}
+
+/* The checkpoint's stacked tensor t: convertible to F32 and of its shape, or its MXFP4
+ * blocks (shape[0], shape[2], shape[1] / 32, 16) and scales (shape[0], shape[2],
+ * shape[1] / 32), U8. */
+static int check_stack(const hf_pass *ps, hf_reading *g, hf_tensor *t)
+{
+    nnt_ctx *ctx = ps->model->ctx;
+    const nnt_st_entry *e, *b, *sc;
+    const char *path[3] = {g->what, g->what, g->what};
+    NNT_TRY(find_stack(ps, g, t, &e, &b, &sc, NULL, path));
+    if (e) {
+        NNT_TRY(check_dtype(ps, path[0], e));
+        NNT_TRY(check_shape(ps, path[0], e, t->nd, t->shape));
+    } else {
+        const nnt_st_entry *both[2] = {b, sc};
+        for (int k = 0; k < 2; k++)
+            if (both[k]->dtype != NNT_IO_U8)
+                return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: MXFP4 tensor %s is %s (U8 only)",
+                                ps->fn, path[1 + k], both[k]->name,
+                                nnt_io_dtype_name(both[k]->dtype));
+        if (t->shape[1] % 32) {
+            char stack[100];
+            shape_text(t->nd, t->shape, stack, sizeof stack);
+            return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: MXFP4 tensor %s: the model's %s is %s, "
+                            "whose dimension 1 is no multiple of the 32 values of a block",
+                            ps->fn, path[1], b->name, t->name, stack);
+        }
+        const int64_t bs[4] = {t->shape[0], t->shape[2], t->shape[1] / 32, 16};
+        NNT_TRY(check_shape(ps, path[1], b, 4, bs));
+        NNT_TRY(check_shape(ps, path[2], sc, 3, bs));
+    }
+    for (int k = 0; k < 3 && ps->f->hf_strict; k++) {
+        const nnt_st_entry *seen = k == 0 ? e : k == 1 ? b : sc;
+        if (seen && remember(g, seen->name))
+            return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
+    }
+    return NNT_OK;
+}
+
 /* The checkpoint's tensor of t: present, convertible to F32, of its HF shape. */
 static int check_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
+    if (t->stacked)
+        return check_stack(ps, g, t);
     const char *path = g->what;
     char nested[NNT_IO_MAXNAME + 1];
     const nnt_st_entry *e = find_tensor(ps, g, t, NULL, &path);
     if (!e)
         return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", ps->fn, g->what,
                         nested_name(g->nest, t->name, nested));
-    if (e->dtype != NNT_IO_F32 && e->dtype != NNT_IO_BF16 && e->dtype != NNT_IO_F16)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: tensor %s is %s (F32, BF16 or F16 "
-                        "only)", ps->fn, path, e->name, nnt_io_dtype_name(e->dtype));
-    int same = e->ndim == t->nd;
-    for (int d = 0; same && d < t->nd; d++)
-        same = e->shape[d] == t->shape[d];
-    if (!same) {
-        char got[200], exp[64];
-        shape_text(e->ndim, e->shape, got, sizeof got);
-        shape_text(t->nd, t->shape, exp, sizeof exp);
-        return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: tensor %s has shape %s, expected %s",
-                        ps->fn, path, e->name, got, exp);
-    }
+    NNT_TRY(check_dtype(ps, path, e));
+    NNT_TRY(check_shape(ps, path, e, t->nd, t->shape));
     if (ps->f->hf_strict && remember(g, e->name))
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
     return NNT_OK;
+}
+
+/* The (checked) stacked tensor t into its members, slice by slice (an MXFP4 slice decoded
+ * (shape[2], shape[1]), then transposed). */
+static int fill_stack(const hf_pass *ps, hf_reading *g, hf_tensor *t)
+{
+    nnt_ctx *ctx = ps->model->ctx;
+    const nnt_st_entry *e, *b, *sc;
+    const nnt_st_reader *r[3] = {NULL, NULL, NULL};
+    NNT_TRY(find_stack(ps, g, t, &e, &b, &sc, r, NULL));
+    int64_t n = t->slice_n, rows = t->nd > 2 ? t->shape[2] : 1, cols = t->shape[1];
+    char err[NNT_IO_ERRLEN];
+    float *buf = malloc((size_t)n * sizeof(float) + 1);
+    float *mbuf = malloc((size_t)t->member_most * sizeof(float) + 1);
+    float *dec = e ? NULL : malloc((size_t)n * sizeof(float) + 1);
+    uint8_t *raw = e ? NULL : malloc((size_t)(n / 2 + n / 32) + 1);
+    int rc = buf && mbuf && (e || (dec && raw)) ? NNT_OK
+                                                : nnt_fail(ctx, NNT_E_NOMEM, "%s: out of "
+                                                           "memory", ps->fn);
+    for (int64_t j = 0; j < t->stack.members && rc == 0; j++)   /* as fill_one */
+        rc = nnt_tensor_count_first_write(t->members[j].value, ps->fn);
+    for (int64_t k = 0; k < t->slices && rc == 0; k++) {
+        if (e) {
+            rc = nnt_st_read(r[0], e, NNT_IO_F32, (uint64_t)(k * n), (uint64_t)n, buf, err,
+                             sizeof err);
+        } else {
+            rc = nnt_st_read(r[1], b, NNT_IO_U8, (uint64_t)(k * (n / 2)), (uint64_t)(n / 2),
+                             raw, err, sizeof err);
+            if (rc == 0)
+                rc = nnt_st_read(r[2], sc, NNT_IO_U8, (uint64_t)(k * (n / 32)),
+                                 (uint64_t)(n / 32), raw + n / 2, err, sizeof err);
+            if (rc == 0) {
+                nnt_mxfp4_decode(raw, raw + n / 2, rows, cols, dec);   /* (rows, cols) */
+                strided_copy(buf, 1, rows, dec, cols, 1, rows, cols);  /* (cols, rows) */
+            }
+        }
+        if (rc) {
+            rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);
+            break;
+        }
+        for (int64_t j = 0; j < t->stack.members && rc == 0; j++) {
+            const hf_member_at *m = &t->members[j];
+            if (m->slice != k)
+                continue;
+            strided_copy(mbuf, m->cols, 1, buf + (m->offset - k * n), m->stride[0],
+                         m->stride[1], m->rows, m->cols);
+            rc = nnt_tensor_from_host_f32(m->value, mbuf, m->rows * m->cols);
+        }
+    }
+    free(buf);
+    free(mbuf);
+    free(dec);
+    free(raw);
+    return rc;
 }
 
 /* The (checked) tensor of t into its parts, converted to fp32. */
@@ -592,6 +946,8 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
 {
     hf_reading *g = arg;
     nnt_ctx *ctx = ps->model->ctx;
+    if (t->stacked)
+        return fill_stack(ps, g, t);
     const nnt_st_reader *r = NULL;
     const nnt_st_entry *e = find_tensor(ps, g, t, &r, NULL);
     int64_t total = t->total, at = 0;

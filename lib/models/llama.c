@@ -360,4 +360,5 @@ const nnt_family nnt_family_llama = {
     NULL,
     NULL, 0,   /* no fused tensors */
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

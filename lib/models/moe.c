@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The mixture-of-experts family (NNT_FAMILY_MOE): Hugging Face MixtralForCausalLM,
- * Qwen3MoeForCausalLM, OlmoeForCausalLM and Qwen2MoeForCausalLM. Their blocks are Llama's
+ * Qwen3MoeForCausalLM, OlmoeForCausalLM, Qwen2MoeForCausalLM and GptOssForCausalLM. Their blocks are Llama's
  * (RMSNorm, grouped-query attention with rotary positions; Qwen3-MoE's q/k norms per head,
  * OLMoE's over each token's whole q and k projections: qk_norm 2; Qwen2-MoE's q, k, v
  * biases) with an NNT_MLP_MOE MLP (lib/layers/moe.c) in the blocks the configuration says
@@ -12,10 +12,22 @@
  * (per expert): "model.layers.<i>.mlp.gate.weight" (E, C), "...mlp.experts.<e>.gate_proj
  * .weight" (I, C), up_proj, down_proj (C, I); Mixtral's files name them
  * "...block_sparse_moe.gate.weight" and "...block_sparse_moe.experts.<e>.w1 / w3 / w2
- * .weight" (gate, up, down): those are renamed on the way in and out (hf_rename). */
+ * .weight" (gate, up, down): those are renamed on the way in and out (hf_rename).
+ *
+ * gpt-oss (OpenAI's gpt-oss-20b, -120b): every block sparse, q/k/v/o biases, attention sinks
+ * ("self_attn.sinks" (NH)), windows on every other block (layer_types), YaRN, a router with a
+ * bias ("mlp.router.weight", "mlp.router.bias") taking the top k of its logits and a softmax
+ * over them (the renormalised top-k of softmax: norm_topk_prob), experts with biases and
+ * gpt-oss's clamped SwiGLU (swiglu_limit, swiglu_alpha). Its files stack each block's experts
+ * (hf_stack): "mlp.experts.gate_up_proj" (E, C, 2 I), expert e's gate_proj and up_proj
+ * weights transposed with their columns interleaved (gate, up, gate, ...),
+ * "mlp.experts.gate_up_proj_bias" (E, 2 I) likewise, "mlp.experts.down_proj" (E, I, C) and
+ * "mlp.experts.down_proj_bias" (E, C); the original checkpoints hold gate_up_proj and
+ * down_proj as MXFP4 blocks and scales, which are read too. */
 #include "models.h"
 #include "family.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +63,41 @@ static const struct moe_preset {
      0, 0.0, 5632, 1},
 };
 
-static const char *const PRESET_NAMES[] = {"moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b",
-                                           "olmoe-1b-7b", "qwen1.5-moe-a2.7b", NULL};
+static const char *const PRESET_NAMES[] = {"moe-tiny",    "mixtral-8x7b",
+                                           "qwen3-30b-a3b", "olmoe-1b-7b",
+                                           "qwen1.5-moe-a2.7b", "gpt-oss-20b",
+                                           "gpt-oss-120b", NULL};
+
+/* openai/gpt-oss-20b (24 blocks, 32 experts: 20.9B parameters, 3.6B active) and
+ * gpt-oss-120b (36 blocks, 128 experts: 116.8B, 5.1B active): their config.json */
+static int gpt_oss_preset(const char *name, nnt_model_config *c)
+{
+    int big = strcmp(name, "gpt-oss-120b") == 0;
+    if (!big && strcmp(name, "gpt-oss-20b") != 0)
+        return 0;
+    nnt_model_config init = NNT_MODEL_CONFIG_INIT;
+    *c = init;
+    c->family = NNT_FAMILY_MOE;
+    c->vocab = 201088, c->max_seq = 131072, c->layers = big ? 36 : 24;
+    c->heads = 64, c->kv_heads = 8, c->channels = 2880, c->hidden = 2880, c->head_dim = 64;
+    c->norm_eps = 1e-5;
+    c->tied = 0;
+    c->qkv_bias = c->out_bias = 1, c->mlp_bias = 0;
+    c->experts = big ? 128 : 32, c->experts_per_token = 4, c->expert_hidden = 2880;
+    c->norm_topk_prob = 1, c->moe_every = 1;
+    c->sliding_window = 128, c->window_global_every = 2;
+    c->attn_sinks = 1, c->moe_bias = 1, c->swiglu_limit = 7.0, c->swiglu_alpha = 1.702;
+    c->rope.theta = 150000.0;
+    c->rope.scaling = NNT_ROPE_SCALING_YARN;
+    c->rope.factor = 32.0, c->rope.original_max_position = 4096;
+    c->rope.beta_fast = 32.0, c->rope.beta_slow = 1.0, c->rope.truncate = 0;
+    return 1;
+}
 
 static int moe_preset(const char *name, nnt_model_config *c)
 {
+    if (gpt_oss_preset(name, c))
+        return 1;
     for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
         const struct moe_preset *p = &PRESETS[i];
         if (strcmp(p->name, name) != 0)
@@ -98,22 +140,32 @@ static int moe_check(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
     if (!(c->router_aux_coef >= 0.0))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: router_aux_coef %g must be >= 0", fn,
                         c->router_aux_coef);
-    if (c->out_bias || c->mlp_bias)
-        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no output-projection "
-                        "or MLP biases (out_bias %d, mlp_bias %d; qkv_bias: Qwen2-MoE's q, k, v "
-                        "biases)", fn, c->out_bias, c->mlp_bias);
+    if (c->mlp_bias || (c->out_bias && !c->qkv_bias))
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: the MoE family has no MLP biases "
+                        "(mlp_bias %d; the experts' are moe_bias) and an output-projection "
+                        "bias only with q, k, v biases (out_bias %d, qkv_bias %d: gpt-oss's)",
+                        fn, c->mlp_bias, c->out_bias, c->qkv_bias);
+    if (!(c->swiglu_limit >= 0.0) || !(c->swiglu_alpha >= 0.0) || !isfinite(c->swiglu_limit) ||
+        !isfinite(c->swiglu_alpha) || (c->swiglu_alpha > 0.0 && c->swiglu_limit == 0.0))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: swiglu_limit %g and swiglu_alpha %g must be "
+                        "finite and >= 0 (limit 0: SwiGLU experts, and then alpha 0)", fn,
+                        c->swiglu_limit, c->swiglu_alpha);
+    if (c->shared_expert_hidden > 0 && (c->moe_bias || c->swiglu_limit > 0.0))
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: a shared expert (Qwen2-MoE) with expert "
+                        "biases or gpt-oss's experts", fn);
     return NNT_OK;
 }
 
 /* ---- config.json ---------------------------------------------------------------------------- */
 
-enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE, ARCH_QWEN2_MOE };
+enum { ARCH_MIXTRAL, ARCH_QWEN3_MOE, ARCH_OLMOE, ARCH_QWEN2_MOE, ARCH_GPT_OSS };
 
 static const nnt_hf_arch ARCHS[] = {
     {"MixtralForCausalLM", "mixtral", NULL},
     {"Qwen3MoeForCausalLM", "qwen3_moe", NULL},
     {"OlmoeForCausalLM", "olmoe", NULL},
     {"Qwen2MoeForCausalLM", "qwen2_moe", NULL},
+    {"GptOssForCausalLM", "gpt_oss", NULL},
 };
 
 /* Whether some block of c is in its dense list. */
@@ -179,9 +231,61 @@ static int sparse_layers(const nnt_cfg_in *o, nnt_model_config *c)
     return dense_list(o, c);
 }
 
+/* GptOssConfig's keys (transformers 5.24, its defaults gpt-oss-120b's): the sizes, biases
+ * (attention_bias: q, k, v and o), windows on the blocks layer_types names (absent: every
+ * other block from the first), the experts, swiglu_limit and swiglu_alpha, and the rope
+ * (absent: YaRN factor 32 over 4096 positions, truncate false, base 150000). */
+static int gpt_oss_read_hf(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    static const char *const acts[1] = {"silu"};
+    int act = 0, on = 0;
+    double coef = 0.0;
+    NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 201088, &c->vocab));
+    NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2880, &c->channels));
+    NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 2880, &c->hidden));
+    NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 36, &c->layers));
+    NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 64, &c->heads));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, c->heads ? c->channels / c->heads : 0, &c->head_dim));
+    NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 131072, &c->max_seq));
+    NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, 1e-5, &c->norm_eps));
+    NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
+    NNT_TRY(nnt_cfg_choice(o, "hidden_act", "silu", acts, 1, &act));
+    NNT_TRY(nnt_cfg_bool(o, "attention_bias", 1, &c->qkv_bias));
+    c->out_bias = c->qkv_bias, c->mlp_bias = 0;
+    c->qk_norm = 0;
+    NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 128, &c->experts));
+    NNT_TRY(nnt_cfg_int(o, "num_experts_per_tok", 0, 4, &c->experts_per_token));
+    c->expert_hidden = c->hidden, c->norm_topk_prob = 1, c->moe_every = 1;
+    NNT_TRY(nnt_cfg_bool(o, "output_router_logits", 0, &on));
+    NNT_TRY(nnt_cfg_double(o, "router_aux_loss_coef", 0, 0.001, &coef));
+    c->router_aux_coef = on ? coef : 0.0;
+    c->attn_sinks = 1, c->moe_bias = 1;
+    NNT_TRY(nnt_cfg_double(o, "swiglu_limit", 0, 7.0, &c->swiglu_limit));
+    NNT_TRY(nnt_cfg_double(o, "swiglu_alpha", 0, 1.702, &c->swiglu_alpha));
+    if (!(c->swiglu_limit > 0.0) || !(c->swiglu_alpha > 0.0))
+        return nnt_cfg_bad_type(o, c->swiglu_limit > 0.0 ? "swiglu_alpha" : "swiglu_limit",
+                                "a positive number");
+    if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts)
+        return nnt_cfg_bad_type(o, "num_experts_per_tok", "between 1 and the experts");
+    NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 128, &c->sliding_window));
+    c->window_from = 0, c->window_global_every = c->sliding_window ? 2 : 0;
+    if (c->sliding_window)
+        NNT_TRY(nnt_cfg_layer_types(o, 1, c));
+    if (nnt_cfg_has(o, "rope_parameters") || nnt_cfg_has(o, "rope_scaling"))
+        return nnt_cfg_rope(o, 150000.0, c->max_seq, &c->rope);
+    NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, 150000.0, &c->rope.theta));
+    c->rope.scaling = NNT_ROPE_SCALING_YARN;
+    c->rope.factor = 32.0, c->rope.original_max_position = 4096;
+    c->rope.beta_fast = 32.0, c->rope.beta_slow = 1.0, c->rope.truncate = 0;
+    return NNT_OK;
+}
+
 static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
+    if (arch == ARCH_GPT_OSS)
+        return gpt_oss_read_hf(o, c);
     int act = 0, on = 0;
     int64_t head_dim = 0;
     double jitter = 0.0, coef = 0.0;
@@ -270,6 +374,12 @@ static int arch_of(const nnt_model_config *c)
 {
     int uniform = c->moe_every <= 1 && !any_dense(c) &&
                   (!c->expert_hidden || c->expert_hidden == c->hidden);
+    if (c->attn_sinks || c->moe_bias || c->swiglu_limit > 0.0 || c->out_bias)
+        return c->attn_sinks && c->moe_bias && c->swiglu_limit > 0.0 && uniform &&
+                       c->norm_topk_prob && !c->qk_norm && c->qkv_bias == c->out_bias &&
+                       !c->shared_expert_hidden
+                   ? ARCH_GPT_OSS
+                   : -1;
     if (c->shared_expert_hidden > 0)
         return !c->qk_norm && !c->sliding_window ? ARCH_QWEN2_MOE : -1;
     if (c->qkv_bias)
@@ -295,15 +405,44 @@ static int moe_hf_arch(nnt_ctx *ctx, const char *fn, const nnt_model_config *c)
                     "experts of hidden, no biases; Qwen3MoeForCausalLM: q/k norms per head, no "
                     "window, no biases; OlmoeForCausalLM: q/k norms over the projections, every "
                     "block sparse with experts of hidden, no window, no biases; "
-                    "Qwen2MoeForCausalLM: a shared expert, no q/k norms, no window)", fn,
+                    "Qwen2MoeForCausalLM: a shared expert, no q/k norms, no window; "
+                    "GptOssForCausalLM: attention sinks, expert biases, the clamped SwiGLU, "
+                    "every block sparse with experts of hidden, renormalised, no q/k norms; "
+                    "attn_sinks %d, moe_bias %d, swiglu_limit %g)", fn,
                     c->qk_norm, c->norm_topk_prob, (long long)c->moe_every,
                     any_dense(c) ? "some" : "none", (long long)c->expert_hidden,
                     (long long)c->sliding_window, c->qkv_bias,
-                    (long long)c->shared_expert_hidden);
+                    (long long)c->shared_expert_hidden, c->attn_sinks, c->moe_bias,
+                    c->swiglu_limit);
+}
+
+/* GptOssConfig's keys */
+static void gpt_oss_write_hf(nnt_cfg_out *t, const nnt_model_config *c)
+{
+    nnt_cfg_put_sizes(t, c);
+    nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
+    nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
+    nnt_cfg_put_bool(t, "attention_bias", c->qkv_bias);
+    nnt_cfg_put_int(t, "num_local_experts", c->experts);
+    nnt_cfg_put_int(t, "num_experts_per_tok", c->experts_per_token);
+    nnt_cfg_put_bool(t, "output_router_logits", c->router_aux_coef > 0.0);
+    nnt_cfg_put_double(t, "router_aux_loss_coef",
+                       c->router_aux_coef > 0.0 ? c->router_aux_coef : 0.001);
+    nnt_cfg_put_double(t, "swiglu_limit", c->swiglu_limit);
+    nnt_cfg_put_double(t, "swiglu_alpha", c->swiglu_alpha > 0.0 ? c->swiglu_alpha : 1.702);
+    nnt_cfg_put_window(t, c);
+    if (c->sliding_window)
+        nnt_cfg_put_layer_types(t, c);
+    nnt_cfg_put_double(t, "attention_dropout", 0.0);
+    nnt_cfg_put_rope(t, &c->rope);
 }
 
 static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)
 {
+    if (arch == ARCH_GPT_OSS) {
+        gpt_oss_write_hf(t, c);
+        return;
+    }
     nnt_cfg_put_sizes(t, c);
     nnt_cfg_add(t, ",\n  \"hidden_act\": \"silu\"");
     nnt_cfg_put_bool(t, "tie_word_embeddings", c->tied);
@@ -400,6 +539,8 @@ static int moe_hf_alt(const nnt_model_config *c, const char *name, int i, nnt_hf
     size_t head = 0;
     long e = 0;
     int proj = 0, mixtral = arch_of(c) == ARCH_MIXTRAL;
+    if (arch_of(c) == ARCH_GPT_OSS)   /* its stacks (gpt_oss_stack) */
+        return 0;
     if (!expert_of(name, &head, &e, &proj) || (e < 0 && !mixtral) || i > 2 ||
         (!mixtral && i > 0) || (e < 0 && i > 0))
         return 0;
@@ -426,6 +567,76 @@ static int moe_hf_alt(const nnt_model_config *c, const char *name, int i, nnt_hf
     return 1;
 }
 
+/* ---- parameter names: gpt-oss's stacked experts ----------------------------------------- */
+
+/* name = "<block>.mlp.experts.<e>.<gate|up|down>_proj.<weight|bias>": the length of
+ * "<block>", e, proj (0 gate, 1 up, 2 down) and bias; 0 if not. */
+static int expert_param(const char *name, size_t *head, long *e, int *proj, int *bias)
+{
+    static const char *const PROJ[3] = {"gate_proj.", "up_proj.", "down_proj."};
+    const char *m = strstr(name, ".mlp.experts.");
+    if (!m)
+        return 0;
+    *head = (size_t)(m - name);
+    char *end = NULL;
+    *e = strtol(m + 13, &end, 10);
+    if (end == m + 13 || *end != '.' || *e < 0)
+        return 0;
+    for (*proj = 0; *proj < 3; (*proj)++) {
+        size_t n = strlen(PROJ[*proj]);
+        if (strncmp(end + 1, PROJ[*proj], n) != 0)
+            continue;
+        *bias = strcmp(end + 1 + n, "bias") == 0;
+        return *bias || strcmp(end + 1 + n, "weight") == 0;
+    }
+    return 0;
+}
+
+/* The stacks of gpt-oss's blocks: gate_up_proj (E, C, 2 I), gate_up_proj_bias (E, 2 I),
+ * down_proj (E, I, C), down_proj_bias (E, C); expert 0's gate_proj (down_proj) its first
+ * member. */
+static int gpt_oss_stack(const nnt_model_config *c, const char *name, nnt_hf_stack *s)
+{
+    size_t head = 0;
+    long e = 0;
+    int proj = 0, bias = 0;
+    if (arch_of(c) != ARCH_GPT_OSS || !expert_param(name, &head, &e, &proj, &bias))
+        return 0;
+    if (e != 0 || proj == 1)
+        return 2;
+    int64_t E = c->experts, C = c->channels, I = c->expert_hidden ? c->expert_hidden : c->hidden;
+    snprintf(s->name, sizeof s->name, "%.*s.mlp.experts.%s%s", (int)head, name,
+             proj == 2 ? "down_proj" : "gate_up_proj", bias ? "_bias" : "");
+    s->nd = bias ? 2 : 3;
+    s->shape[0] = E;
+    s->shape[1] = bias ? (proj == 2 ? C : 2 * I) : (proj == 2 ? I : C);
+    s->shape[2] = bias ? 0 : (proj == 2 ? C : 2 * I);
+    s->members = proj == 2 ? E : 2 * E;
+    s->mxfp4 = !bias;
+    return 1;
+}
+
+/* Member j: down_proj's expert j; gate_up_proj's expert j / 2, its gate_proj (j even) or
+ * up_proj, columns (biases: elements) interleaved. */
+static void gpt_oss_member(const nnt_model_config *c, const nnt_hf_stack *s, int64_t j,
+                           nnt_hf_member *m)
+{
+    int64_t C = c->channels, I = c->expert_hidden ? c->expert_hidden : c->hidden;
+    const char *x = strstr(s->name, ".mlp.experts.");
+    int down = strstr(x, "down_proj") != NULL, bias = strstr(x, "_bias") != NULL;
+    int64_t e = down ? j : j / 2, p = down ? 0 : j % 2;
+    snprintf(m->name, sizeof m->name, "%.*s.mlp.experts.%lld.%s.%s", (int)(x - s->name),
+             s->name, (long long)e, down ? "down_proj" : p ? "up_proj" : "gate_proj",
+             bias ? "bias" : "weight");
+    if (down) {   /* (C, I) from (I, C); (C) */
+        m->offset = e * (bias ? 1 : I) * C;
+        m->stride[0] = 1, m->stride[1] = bias ? 0 : C;
+    } else {      /* (I, C) from (C, 2 I) columns p, p + 2, ...; (I) from (2 I) */
+        m->offset = e * 2 * I * (bias ? 1 : C) + p;
+        m->stride[0] = 2, m->stride[1] = bias ? 0 : 2 * I;
+    }
+}
+
 static const char *const ROWS_FIRST[] = {"o_proj.weight", NULL};
 
 const nnt_family nnt_family_moe = {
@@ -446,4 +657,5 @@ const nnt_family nnt_family_moe = {
     moe_hf_alt,
     NULL, 0,   /* no fused tensors */
     NULL,
+    gpt_oss_stack, gpt_oss_member,
 };

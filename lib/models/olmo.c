@@ -148,4 +148,5 @@ const nnt_family nnt_family_olmo = {
     NULL,
     NULL, 0,   /* no fused tensors */
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

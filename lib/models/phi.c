@@ -160,4 +160,5 @@ const nnt_family nnt_family_phi = {
     NULL,
     NULL, 0,
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

@@ -194,4 +194,5 @@ const nnt_family nnt_family_phi3 = {
     NULL,
     FUSED, (int)(sizeof FUSED / sizeof FUSED[0]),
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

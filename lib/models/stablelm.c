@@ -151,4 +151,5 @@ const nnt_family nnt_family_stablelm = {
     NULL,
     NULL, 0,
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

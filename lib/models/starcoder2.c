@@ -165,4 +165,5 @@ const nnt_family nnt_family_starcoder2 = {
     NULL,
     NULL, 0,
     NULL,
+    NULL, NULL,   /* no stacked tensors */
 };

@@ -393,6 +393,7 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     ao.scale = c->query_pre_attn_scalar > 0.0 ? pow(c->query_pre_attn_scalar, -0.5)
                                               : c->attention_multiplier;
     ao.softcap = c->attn_softcap;
+    ao.sinks = c->attn_sinks;
     nnt_rope_options local = NNT_ROPE_OPTIONS_INIT;   /* the windowed blocks' (Gemma 3) */
     local.theta = c->rope_local_theta;
     nnt_mlp_options mo = NNT_MLP_OPTIONS_INIT, moe = NNT_MLP_OPTIONS_INIT;
@@ -400,7 +401,10 @@ static int add_blocks(nnt_layer *l, const nnt_model_config *c, const nnt_family_
     mo.bias = c->mlp_bias;
     mo.fused_gate_up = f->fused_lora == 1;
     moe.kind = NNT_MLP_MOE;
-    moe.bias = 0;
+    moe.bias = c->moe_bias;
+    moe.expert_kind = c->swiglu_limit > 0.0 ? NNT_MLP_SWIGLU_CLAMP : NNT_MLP_SWIGLU;
+    moe.swiglu_limit = c->swiglu_limit;
+    moe.swiglu_alpha = c->swiglu_alpha;
     moe.experts = c->experts;
     moe.experts_per_token = c->experts_per_token;
     moe.norm_topk_prob = c->norm_topk_prob;

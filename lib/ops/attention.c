@@ -110,6 +110,13 @@ static struct seq_tile seq_tile(const nnt_tensor *t, int64_t bi, int64_t hi, int
     return s;
 }
 
+/* The heads of head tile hi of a (B, NH, T, hd) tensor (the last tile may be short). */
+static int64_t sinks_tile_heads(const nnt_tensor *t, int64_t hi)
+{
+    int64_t h = t->shape[1] - hi * t->tile[1];
+    return h < t->tile[1] ? h : t->tile[1];
+}
+
 /* ---- head ranges -------------------------------------------------------------------------- */
 
 /* The kv head tiles that q head tile hi reads: [*first, *last]. */
@@ -508,14 +515,33 @@ static int check_positions(const char *fn, const nnt_tensor *q, nnt_tensor *pos)
     return NNT_OK;
 }
 
-/* The scale, window, soft-cap and positions (NULL: none) of an _ex call's opts for q's head
- * dimension (opts NULL: the plain call's scale as given, no window, no cap, no positions). */
-static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
-                        double *scale, int64_t *window, float *cap, nnt_tensor **positions)
+/* sinks (or dsinks) (NH) fp32 of q (B, NH, T, hd): tiled as q's heads */
+static int check_sinks(const char *fn, const char *role, const nnt_tensor *q, nnt_tensor *s)
 {
-    *window = 0;
-    *cap = 0.0f;
-    *positions = NULL;
+    NNT_TRY(nnt_check_arg(fn, role, s, NNT_FP32, 0));
+    if (q->ndim != 4 || s->ndim != 1 || s->shape[0] != q->shape[1] || s->tile[0] != q->tile[1])
+        return nnt_fail(q->ctx, NNT_E_SHAPE, "%s: %s must be (NH = %lld) tiled as q's heads "
+                        "(%lld)", fn, role, (long long)(q->ndim == 4 ? q->shape[1] : 0),
+                        (long long)(q->ndim == 4 ? q->tile[1] : 0));
+    return NNT_OK;
+}
+
+/* What an _ex call's opts ask for: the scale (0: 1 / sqrt(hd)), window, soft-cap, positions,
+ * sinks and their gradient (NULL: none). */
+struct op_opts {
+    double scale;
+    int64_t window;
+    float cap;
+    nnt_tensor *pos, *sinks, *dsinks;
+};
+
+/* The options of an _ex call's opts for q's head dimension (opts NULL: the plain call's scale
+ * as given, nothing else). */
+static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attention_options *opts,
+                        double scale, struct op_opts *out)
+{
+    memset(out, 0, sizeof *out);
+    out->scale = scale;
     if (!opts)
         return NNT_OK;
     NNT_TRY(nnt_check_arg(fn, "q", q, NNT_FP32, 0));
@@ -527,20 +553,53 @@ static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attentio
                                   sizeof(nnt_tensor_attention_options), before_pos,
                                   "initialise it with NNT_TENSOR_ATTENTION_OPTIONS_INIT"));
     memset(&o, 0, sizeof o);
-    memcpy(&o, opts, opts->size);   /* a size without positions: none */
+    memcpy(&o, opts, opts->size);   /* a size without positions or sinks: none */
     if (o.positions)
         NNT_TRY(check_positions(fn, q, o.positions));
-    *positions = o.positions;
+    if (o.sinks)
+        NNT_TRY(check_sinks(fn, "sinks", q, o.sinks));
+    if (o.dsinks && !o.sinks)
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: dsinks without sinks", fn);
+    if (o.dsinks)
+        NNT_TRY(check_sinks(fn, "dsinks", q, o.dsinks));
     if (o.window < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: window %lld is negative (0: none)", fn,
                         (long long)o.window);
     if (!(o.softcap >= 0.0) || !isfinite(o.softcap))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: softcap %g must be finite and >= 0 (0: none)",
                         fn, o.softcap);
-    *scale = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)(hd > 0 ? hd : 1));
-    *window = o.window;
-    *cap = (float)o.softcap;
+    out->scale = o.scale != 0.0 ? o.scale : 1.0 / sqrt((double)(hd > 0 ? hd : 1));
+    out->window = o.window;
+    out->cap = (float)o.softcap;
+    out->pos = o.positions;
+    out->sinks = o.sinks;
+    out->dsinks = o.dsinks;
     return NNT_OK;
+}
+
+/* The sinks on every query tile of o (one hd tile) and lse, after the softmax's own; or with
+ * dsinks, their gradient from o, dout, lse (the forward's) subtracted into dsinks (the tiles
+ * of a head tile in order). */
+static int submit_sinks(nnt_tensor *o, nnt_tensor *lse, nnt_tensor *sinks, nnt_tensor *dout,
+                        nnt_tensor *dsinks)
+{
+    int rc = 0;
+    for (int64_t bi = 0; bi < o->grid[0] && rc == 0; bi++)
+        for (int64_t hi = 0; hi < o->grid[1] && rc == 0; hi++)
+            for (int64_t i = 0; i < o->grid[2] && rc == 0; i++) {
+                struct seq_tile qt = seq_tile(o, bi, hi, i);
+                int64_t nh = sinks_tile_heads(o, hi), nb = qt.nbh / nh, hd = o->shape[3];
+                starpu_data_handle_t ot = o->tiles[qt.index].handle,
+                                     lt = lse->tiles[qt.index].handle,
+                                     st = sinks->tiles[hi].handle;
+                rc = dsinks ? nnt_insert_attn_sink_bwd(o->ctx, nb, nh, qt.rows, hd, ot,
+                                                       dout->tiles[qt.index].handle, lt, st,
+                                                       dsinks->tiles[hi].handle)
+                            : nnt_insert_attn_sink_fwd(o->ctx, nb, nh, qt.rows, hd, ot, lt, st);
+            }
+    if (rc == 0 && dsinks)
+        nnt_tensor_mark_written(dsinks);
+    return rc;
 }
 
 static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor *v,
@@ -549,18 +608,21 @@ static int attention_forward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_t
 {
     static const char *const roles[5] = {"q", "k", "v", "o", "lse"};
     static const int side[5] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE};
-    nnt_tensor *all[5] = {q, k, v, o, lse}, *pos = NULL;
-    int64_t window = 0;
-    float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
+    nnt_tensor *all[5] = {q, k, v, o, lse};
+    struct op_opts oo;
+    int rc = read_options(fn, q, opts, scale, &oo);
     if (rc == 0)
-        rc = check_args(fn, 5, all, roles, side, 3, 3, scale);
+        rc = check_args(fn, 5, all, roles, side, 3, 3, oo.scale);
+    if (rc == 0 && oo.sinks)
+        rc = nnt_tensor_check_readable(oo.sinks, fn);
     if (rc)
         return rc;
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_forward(w, lse, (float)scale, window, cap, pos);
+        rc = submit_forward(w, lse, (float)oo.scale, oo.window, oo.cap, oo.pos);
+    if (rc == 0 && oo.sinks)
+        rc = submit_sinks(w[3], lse, oo.sinks, NULL, NULL);
     if (rc == 0)
         nnt_tensor_mark_written(lse);
     rc = nnt_whole_last_finish(w[3], o, rc);
@@ -655,25 +717,32 @@ static int attention_backward(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_
     static const char *const roles[9] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
     static const int side[9] = {SIDE_Q, SIDE_KV, SIDE_KV, SIDE_Q, SIDE_LSE,
                                 SIDE_Q, SIDE_Q, SIDE_KV, SIDE_KV};
-    nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv}, *pos = NULL;
-    int64_t window = 0;
-    float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
+    nnt_tensor *all[9] = {q, k, v, o, lse, dout, dq, dk, dv};
+    struct op_opts oo;
+    int rc = read_options(fn, q, opts, scale, &oo);
     if (rc == 0)
-        rc = check_args(fn, 9, all, roles, side, 6, 6, scale);
+        rc = check_args(fn, 9, all, roles, side, 6, 6, oo.scale);
+    if (rc == 0 && oo.dsinks)
+        rc = nnt_tensor_check_readable(oo.dsinks, fn);
     if (rc)
         return rc;
+    float sc = (float)oo.scale;
     nnt_tensor *w[9] = {NULL, NULL, NULL, NULL, lse, NULL, NULL, NULL, NULL}, *d = NULL;
     for (int i = 0; i < 9 && rc == 0; i++)
         if (i != 4)
             rc = i < 6 ? nnt_whole_last_in(all[i], &w[i]) : nnt_whole_last_out(all[i], &w[i]);
-    if (rc == 0 && band_tasks(w[0], w[1], window, pos, 1)) {
-        rc = backward_bands(w, (float)scale, window, cap, pos);
+    /* with sinks, o and lse are the forward's (the sinks in the softmax): the probabilities
+     * exp(s - lse) and d = dout . o are those of the softmax with the sinks, so the blocks
+     * need nothing else; the sinks' own gradient is one more pass */
+    if (rc == 0 && band_tasks(w[0], w[1], oo.window, oo.pos, 1)) {
+        rc = backward_bands(w, sc, oo.window, oo.cap, oo.pos);
     } else if (rc == 0) {
         rc = nnt_temp_create(q->ctx, NNT_FP32, 3, lse->shape, lse->tile, &d);
         if (rc == 0)
-            rc = submit_backward(w, d, (float)scale, window, cap, pos);
+            rc = submit_backward(w, d, sc, oo.window, oo.cap, oo.pos);
     }
+    if (rc == 0 && oo.dsinks)
+        rc = submit_sinks(w[3], lse, oo.sinks, w[5], oo.dsinks);
     nnt_temp_release(d);
     for (int i = 6; i < 9; i++)
         rc = nnt_whole_last_finish(w[i], all[i], rc);
@@ -782,9 +851,10 @@ static int kv_query_tile(nnt_tensor *const *w, nnt_tensor *const *mll, int64_t p
     return rc;
 }
 
-/* w: q, k, v, o with one hd tile; m, l and the (unused) lse are temporaries (B, NH, Tq). */
+/* w: q, k, v, o with one hd tile; m, l and lse are temporaries (B, NH, Tq) (lse read by the
+ * sinks only). */
 static int submit_kv(nnt_tensor *const *w, int64_t past, int64_t k_pos0, float scale,
-                     int64_t window, float cap)
+                     int64_t window, float cap, nnt_tensor *sinks)
 {
     nnt_tensor *q = w[0], *mll[3] = {NULL, NULL, NULL};
     int64_t shape[3] = {q->shape[0], q->shape[1], q->shape[2]};
@@ -796,6 +866,8 @@ static int submit_kv(nnt_tensor *const *w, int64_t past, int64_t k_pos0, float s
         for (int64_t hi = 0; hi < q->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < q->grid[2] && rc == 0; i++)
                 rc = kv_query_tile(w, mll, past, k_pos0, scale, window, cap, bi, hi, i);
+    if (rc == 0 && sinks)   /* (the lse of the rows is mll[2]) */
+        rc = submit_sinks(w[3], mll[2], sinks, NULL, NULL);
     for (int i = 0; i < 3; i++)
         nnt_temp_release(mll[i]);
     return rc;
@@ -805,21 +877,22 @@ static int attention_kv(const char *fn, nnt_tensor *q, nnt_tensor *k, nnt_tensor
                         int64_t past, int64_t k_pos0, const nnt_tensor_attention_options *opts,
                         double scale, nnt_tensor *o)
 {
-    nnt_tensor *all[4] = {q, k, v, o}, *pos = NULL;
-    int64_t window = 0;
-    float cap = 0.0f;
-    int rc = read_options(fn, q, opts, &scale, &window, &cap, &pos);
-    if (rc == 0 && pos)
+    nnt_tensor *all[4] = {q, k, v, o};
+    struct op_opts oo;
+    int rc = read_options(fn, q, opts, scale, &oo);
+    if (rc == 0 && oo.pos)
         rc = nnt_fail(q->ctx, NNT_E_INVAL, "%s: positions (packed examples) are for training "
                       "forwards, not queries after cached keys", fn);
     if (rc == 0)
-        rc = check_kv_args(fn, all, past, k_pos0, scale);
+        rc = check_kv_args(fn, all, past, k_pos0, oo.scale);
+    if (rc == 0 && oo.sinks)
+        rc = nnt_tensor_check_readable(oo.sinks, fn);
     if (rc)
         return rc;
     nnt_tensor *w[4] = {NULL, NULL, NULL, NULL};   /* q, k, v, o with one hd tile */
     if ((rc = nnt_whole_last_in(q, &w[0])) == 0 && (rc = nnt_whole_last_in(k, &w[1])) == 0 &&
         (rc = nnt_whole_last_in(v, &w[2])) == 0 && (rc = nnt_whole_last_out(o, &w[3])) == 0)
-        rc = submit_kv(w, past, k_pos0, (float)scale, window, cap);
+        rc = submit_kv(w, past, k_pos0, (float)oo.scale, oo.window, oo.cap, oo.sinks);
     rc = nnt_whole_last_finish(w[3], o, rc);
     for (int i = 0; i < 3; i++)
         nnt_whole_last_drop(w[i], all[i]);

@@ -156,6 +156,8 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
     else if (c.sliding_window > 0)
         add(t, ", window %lld from layer %lld", (long long)c.sliding_window,
             (long long)c.window_from);
+    if (c.attn_sinks)
+        add(t, ", attention sinks");
     if (c.query_pre_attn_scalar > 0.0)
         add(t, ", query_pre_attn_scalar %g", c.query_pre_attn_scalar);
     if (c.attn_softcap > 0.0 || c.final_softcap > 0.0)
@@ -182,12 +184,16 @@ void nnt_trainer_text_model(const nnt_trainer *tr, nnt_text *t)
         for (int64_t i = 0; i < c.layers; i++)
             sparse += (c.moe_every <= 1 || (i + 1) % c.moe_every == 0) &&
                       !NNT_MODEL_DENSE_LAYER(&c, i);
-        idle = sparse * (c.experts - c.experts_per_token) * 3 * c.channels * I;
+        int64_t expert = 3 * c.channels * I + (c.moe_bias ? 2 * I + c.channels : 0);
+        idle = sparse * (c.experts - c.experts_per_token) * expert;
         add(t, ", %lld of %lld blocks with %lld experts of %lld, top %lld", (long long)sparse,
             (long long)c.layers, (long long)c.experts, (long long)I,
             (long long)c.experts_per_token);
         if (c.shared_expert_hidden > 0)
             add(t, " and a shared expert of %lld", (long long)c.shared_expert_hidden);
+        if (c.swiglu_limit > 0.0)   /* gpt-oss's */
+            add(t, " (clamped SwiGLU, limit %g, alpha %g%s)", c.swiglu_limit,
+                c.swiglu_alpha > 0.0 ? c.swiglu_alpha : 1.702, c.moe_bias ? ", biases" : "");
     }
     add(t, ": %.3fM parameters", (double)tr->params / 1e6);
     if (idle)
