@@ -808,7 +808,8 @@ int nnt_insert_attn_fwd_finalize(nnt_ctx *ctx, int64_t nbh, int64_t tq, int64_t 
                                  starpu_data_handle_t o, starpu_data_handle_t m,
                                  starpu_data_handle_t l, starpu_data_handle_t lse);
 /* attention sinks (gpt-oss) on a query tile of nb x nh slabs: o, lse rescaled in place by the
- * heads' sinks tile; dsinks (RW) -= their gradient (lib/codelets/attention.c) */
+ * heads' sinks tile; their gradient over the tile added to dsinks (RW)
+ * (lib/codelets/attention.c) */
 int nnt_insert_attn_sink_fwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, int64_t hd,
                              starpu_data_handle_t o, starpu_data_handle_t lse,
                              starpu_data_handle_t sinks);

@@ -361,6 +361,39 @@ START_TEST(test_presets)
 }
 END_TEST
 
+/* config.json both ways off the defaults: a model without windows and without rope scaling
+ * (which GptOssConfig would take as its YaRN default without a rope object) reads back as
+ * itself; the gpt-oss fields are refused outside the MoE family */
+START_TEST(test_config_roundtrip)
+{
+    nnt_model_config c = NNT_MODEL_CONFIG_INIT, back = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_hf_config(ctx, path_of("gptoss", NULL), &c));
+    c.sliding_window = 0, c.window_global_every = 0;
+    memset(c.window_full_layers, 0, sizeof c.window_full_layers);
+    nnt_rope_options plain = NNT_ROPE_OPTIONS_INIT;
+    plain.theta = 50000.0;
+    c.rope = plain;
+    c.swiglu_limit = 3.25, c.swiglu_alpha = 1.5;
+    nnt_layer *l = NULL;
+    EXPECT_OK(nnt_model_create(ctx, &c, 1, 8, NULL, &l));
+    test_make_tmpdir("gptoss-cfg");
+    const char *dir = test_tmp_path("plain");
+    EXPECT_OK(nnt_model_save_hf(l, dir));
+    EXPECT_OK(nnt_model_hf_config(ctx, dir, &back));
+    ck_assert_int_eq(back.sliding_window, 0);
+    ck_assert_int_eq(back.rope.scaling, NNT_ROPE_SCALING_NONE);
+    ck_assert(back.rope.theta == 50000.0 && back.swiglu_limit == 3.25 &&
+              back.swiglu_alpha == 1.5 && back.attn_sinks && back.moe_bias);
+    nnt_layer_destroy(l);
+    test_remove_tmpdir();
+    nnt_model_config llama = NNT_MODEL_CONFIG_INIT;
+    EXPECT_OK(nnt_model_preset("llama-tiny", &llama));
+    llama.attn_sinks = 1;
+    EXPECT_FAIL_MSG(nnt_model_create(ctx, &llama, 1, 8, NULL, &l), NNT_E_INVAL,
+                    "are gpt-oss's (the MoE family)");
+}
+END_TEST
+
 static Suite *gptoss_suite(void)
 {
     Suite *s = suite_create("model_gptoss");
@@ -373,6 +406,7 @@ static Suite *gptoss_suite(void)
     tcase_add_test(tc, test_save_roundtrip);
     tcase_add_loop_test(tc, test_mxfp4, 0, 2);
     tcase_add_test(tc, test_presets);
+    tcase_add_test(tc, test_config_roundtrip);
     suite_add_tcase(s, tc);
     return s;
 }

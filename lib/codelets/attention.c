@@ -595,8 +595,8 @@ int nnt_insert_attn_sink_fwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, i
     return nnt_submit(ctx, &sink_fwd_cl, 3, bufs, &args, sizeof args);
 }
 
-/* dsinks (the tile of the query tile's heads) -= the sinks' gradient over the query tile,
- * from the forward's o, lse (with the sinks) and dout. */
+/* The sinks' gradient over the query tile, from the forward's o, lse (with the sinks) and
+ * dout, added to dsinks (the tile of the query tile's heads). */
 int nnt_insert_attn_sink_bwd(nnt_ctx *ctx, int64_t nb, int64_t nh, int64_t tq, int64_t hd,
                              starpu_data_handle_t o, starpu_data_handle_t dout,
                              starpu_data_handle_t lse, starpu_data_handle_t sinks,

@@ -625,7 +625,7 @@ static const nnt_layer_vt attention_vt = {
 static int is_gpt2(const nnt_attention_options *o, int64_t NH)
 {
     return !o->llama_names && (o->kv_heads == 0 || o->kv_heads == NH) && o->qkv_bias &&
-           o->out_bias && !o->rope && !o->qk_norm;
+           o->out_bias && !o->rope && !o->qk_norm && !o->sinks;
 }
 
 /* The parameters, in the order q, k, v weights, their biases, c_proj weight and bias (GPT-2's

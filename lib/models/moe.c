@@ -231,6 +231,26 @@ static int sparse_layers(const nnt_cfg_in *o, nnt_model_config *c)
     return dense_list(o, c);
 }
 
+/* The load-balancing loss's weight: router_aux_loss_coef (0.001) with output_router_logits,
+ * else none. */
+static int aux_coef(const nnt_cfg_in *o, nnt_model_config *c)
+{
+    int on = 0;
+    double coef = 0.0;
+    NNT_TRY(nnt_cfg_bool(o, "output_router_logits", 0, &on));
+    NNT_TRY(nnt_cfg_double(o, "router_aux_loss_coef", 0, 0.001, &coef));
+    c->router_aux_coef = on ? coef : 0.0;
+    return NNT_OK;
+}
+
+/* A key present with the value null (nnt_cfg_has: present and not null). */
+static int is_null(const nnt_cfg_in *o, const char *key)
+{
+    char text[8];
+    nnt_cfg_text(o, key, text, sizeof text);
+    return strcmp(text, "null") == 0;
+}
+
 /* GptOssConfig's keys (transformers 5.24, its defaults gpt-oss-120b's): the sizes, biases
  * (attention_bias: q, k, v and o), windows on the blocks layer_types names (absent: every
  * other block from the first), the experts, swiglu_limit and swiglu_alpha, and the rope
@@ -238,15 +258,14 @@ static int sparse_layers(const nnt_cfg_in *o, nnt_model_config *c)
 static int gpt_oss_read_hf(const nnt_cfg_in *o, nnt_model_config *c)
 {
     static const char *const acts[1] = {"silu"};
-    int act = 0, on = 0;
-    double coef = 0.0;
+    int act = 0;
     NNT_TRY(nnt_cfg_int(o, "vocab_size", 0, 201088, &c->vocab));
     NNT_TRY(nnt_cfg_int(o, "hidden_size", 0, 2880, &c->channels));
     NNT_TRY(nnt_cfg_int(o, "intermediate_size", 0, 2880, &c->hidden));
     NNT_TRY(nnt_cfg_int(o, "num_hidden_layers", 0, 36, &c->layers));
     NNT_TRY(nnt_cfg_int(o, "num_attention_heads", 0, 64, &c->heads));
-    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, c->heads, &c->kv_heads));
-    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, c->heads ? c->channels / c->heads : 0, &c->head_dim));
+    NNT_TRY(nnt_cfg_int(o, "num_key_value_heads", 0, 8, &c->kv_heads));
+    NNT_TRY(nnt_cfg_int(o, "head_dim", 0, 64, &c->head_dim));
     NNT_TRY(nnt_cfg_int(o, "max_position_embeddings", 0, 131072, &c->max_seq));
     NNT_TRY(nnt_cfg_double(o, "rms_norm_eps", 0, 1e-5, &c->norm_eps));
     NNT_TRY(nnt_cfg_bool(o, "tie_word_embeddings", 0, &c->tied));
@@ -257,9 +276,7 @@ static int gpt_oss_read_hf(const nnt_cfg_in *o, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 128, &c->experts));
     NNT_TRY(nnt_cfg_int(o, "num_experts_per_tok", 0, 4, &c->experts_per_token));
     c->expert_hidden = c->hidden, c->norm_topk_prob = 1, c->moe_every = 1;
-    NNT_TRY(nnt_cfg_bool(o, "output_router_logits", 0, &on));
-    NNT_TRY(nnt_cfg_double(o, "router_aux_loss_coef", 0, 0.001, &coef));
-    c->router_aux_coef = on ? coef : 0.0;
+    NNT_TRY(aux_coef(o, c));
     c->attn_sinks = 1, c->moe_bias = 1;
     NNT_TRY(nnt_cfg_double(o, "swiglu_limit", 0, 7.0, &c->swiglu_limit));
     NNT_TRY(nnt_cfg_double(o, "swiglu_alpha", 0, 1.702, &c->swiglu_alpha));
@@ -268,12 +285,14 @@ static int gpt_oss_read_hf(const nnt_cfg_in *o, nnt_model_config *c)
                                 "a positive number");
     if (c->experts < 1 || c->experts_per_token < 1 || c->experts_per_token > c->experts)
         return nnt_cfg_bad_type(o, "num_experts_per_tok", "between 1 and the experts");
-    NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, 128, &c->sliding_window));
+    NNT_TRY(nnt_cfg_int(o, "sliding_window", 0, is_null(o, "sliding_window") ? 0 : 128,
+                        &c->sliding_window));
     c->window_from = 0, c->window_global_every = c->sliding_window ? 2 : 0;
     if (c->sliding_window)
         NNT_TRY(nnt_cfg_layer_types(o, 1, c));
     if (nnt_cfg_has(o, "rope_parameters") || nnt_cfg_has(o, "rope_scaling"))
         return nnt_cfg_rope(o, 150000.0, c->max_seq, &c->rope);
+    /* none, or null: GptOssConfig's default */
     NNT_TRY(nnt_cfg_double(o, "rope_theta", 0, 150000.0, &c->rope.theta));
     c->rope.scaling = NNT_ROPE_SCALING_YARN;
     c->rope.factor = 32.0, c->rope.original_max_position = 4096;
@@ -286,9 +305,9 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     static const char *const acts[1] = {"silu"};
     if (arch == ARCH_GPT_OSS)
         return gpt_oss_read_hf(o, c);
-    int act = 0, on = 0;
+    int act = 0;
     int64_t head_dim = 0;
-    double jitter = 0.0, coef = 0.0;
+    double jitter = 0.0;
     NNT_TRY(nnt_cfg_int(o, "vocab_size", 1, 0, &c->vocab));
     NNT_TRY(nnt_cfg_int(o, "hidden_size", 1, 0, &c->channels));
     NNT_TRY(nnt_cfg_int(o, "intermediate_size", 1, 0, &c->hidden));
@@ -313,9 +332,7 @@ static int moe_read_hf(const nnt_cfg_in *o, int arch, nnt_model_config *c)
     NNT_TRY(nnt_cfg_int(o, "num_experts_per_tok", 0,
                         arch == ARCH_MIXTRAL ? 2 : arch == ARCH_QWEN2_MOE ? 4 : 8,
                         &c->experts_per_token));
-    NNT_TRY(nnt_cfg_bool(o, "output_router_logits", 0, &on));
-    NNT_TRY(nnt_cfg_double(o, "router_aux_loss_coef", 0, 0.001, &coef));
-    c->router_aux_coef = on ? coef : 0.0;
+    NNT_TRY(aux_coef(o, c));
     c->moe_every = 1;
     if (arch == ARCH_MIXTRAL) {
         NNT_TRY(nnt_cfg_int(o, "num_local_experts", 0, 8, &c->experts));
@@ -434,7 +451,10 @@ static void gpt_oss_write_hf(nnt_cfg_out *t, const nnt_model_config *c)
     if (c->sliding_window)
         nnt_cfg_put_layer_types(t, c);
     nnt_cfg_put_double(t, "attention_dropout", 0.0);
-    nnt_cfg_put_rope(t, &c->rope);
+    /* the rope always as an object: GptOssConfig takes none, or a null rope_scaling, as its
+     * default YaRN */
+    nnt_cfg_add(t, ",\n  \"rope_parameters\": ");
+    nnt_cfg_put_rope_object(t, &c->rope);
 }
 
 static void moe_write_hf(nnt_cfg_out *t, int arch, const nnt_model_config *c)

@@ -266,6 +266,12 @@ static int check_model(nnt_ctx *ctx, const char *fn, const nnt_model_config *cfg
     if (cfg->experts && !(f->features & NNT_FAMILY_HAS_MOE))
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s family has no mixture of experts "
                         "(experts %lld)", fn, f->title, (long long)cfg->experts);
+    if ((cfg->attn_sinks || cfg->moe_bias || cfg->swiglu_limit != 0.0 ||
+         cfg->swiglu_alpha != 0.0) && !(f->features & NNT_FAMILY_HAS_MOE))
+        return nnt_fail(ctx, NNT_E_INVAL, "%s: attn_sinks %d, moe_bias %d, swiglu_limit %g and "
+                        "swiglu_alpha %g are gpt-oss's (the MoE family), not the %s family's "
+                        "(0 there)", fn, cfg->attn_sinks, cfg->moe_bias, cfg->swiglu_limit,
+                        cfg->swiglu_alpha, f->title);
     NNT_TRY(check_blocks(ctx, fn, cfg, f));
     return f->check ? f->check(ctx, fn, cfg) : NNT_OK;
 }

@@ -578,8 +578,8 @@ static int read_options(const char *fn, nnt_tensor *q, const nnt_tensor_attentio
 }
 
 /* The sinks on every query tile of o (one hd tile) and lse, after the softmax's own; or with
- * dsinks, their gradient from o, dout, lse (the forward's) subtracted into dsinks (the tiles
- * of a head tile in order). */
+ * dsinks, their gradient from o, dout, lse (the forward's) added to dsinks (the tiles of a
+ * head tile in order). */
 static int submit_sinks(nnt_tensor *o, nnt_tensor *lse, nnt_tensor *sinks, nnt_tensor *dout,
                         nnt_tensor *dsinks)
 {
