@@ -1287,7 +1287,8 @@ typedef struct nnt_model_config {
  * V 256: tests and demos), "smollm2-135m", "tinyllama-1.1b", "llama-3.2-1b",
  * "llama-3.1-8b", "qwen3-0.6b", "smollm3-3b", "gemma3-270m", "gemma3-1b", "gemma2-2b",
  * "moe-tiny", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b", "qwen1.5-moe-a2.7b",
- * "gpt-oss-20b", "gpt-oss-120b", "olmo2-1b", "olmo2-7b", "phi3-mini", "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
+ * "gpt-oss-20b", "gpt-oss-120b", "gpt-oss-tiny", "olmo2-1b", "olmo2-7b", "phi3-mini",
+ * "phi4-mini", "phi-1.5", "phi-2", "stablelm-2-1.6b",
  * "stablelm-3b", "pythia-70m", "pythia-160m", "pythia-410m", "pythia-1b", "pythia-1.4b",
  * "pythia-2.8b", "pythia-6.9b", "pythia-12b", "starcoder2-3b", "starcoder2-7b",
  * "starcoder2-15b", "tiny-starcoder", "santacoder", "starcoder", "falcon-7b",
@@ -1703,10 +1704,15 @@ typedef enum nnt_chat_template {
     NNT_CHAT_PHI3_5 = 11,         /* Phi-3's without empty system messages (Phi-3.5)         */
     NNT_CHAT_QWEN3_2507 = 12,     /* ChatML without a default system message, contents as
                                      they are (Qwen3-*-Instruct-2507)                         */
-    NNT_CHAT_DEEPSEEK_R1 = 13     /* bos, the last system message's content, then <|User|>
+    NNT_CHAT_DEEPSEEK_R1 = 13,    /* bos, the last system message's content, then <|User|>
                                      CONTENT and <|Assistant|>CONTENT<|end of sentence|>
                                      (the bars U+FF5C, the spaces U+2581: DeepSeek-R1-Distill,
                                      Qwen and Llama)                                          */
+    NNT_CHAT_GPT_OSS = 14         /* harmony: a dated system block, a first system or
+                                     developer message as instructions, <|start|>ROLE
+                                     <|message|>CONTENT<|end|>, the assistant's on its final
+                                     channel, the last one's thinking on its analysis channel
+                                     and <|return|> (gpt-oss)                                 */
 } nnt_chat_template;
 
 typedef struct nnt_sft_options {
@@ -1717,8 +1723,9 @@ typedef struct nnt_sft_options {
     nnt_chat_template chat_template;
     /* new in 0.3 (a size without it gets NULL) */
     const char *date;             /* Llama 3.1 and 3.2: the system block's "Today Date" as the
-                                     templates' date_string ("26 Jul 2024"); NULL: their
-                                     default (3.1: 26 Jul 2024; 3.2: today, local time)      */
+                                     templates' date_string ("26 Jul 2024"); gpt-oss: its
+                                     "Current date" ("2025-02-03"); NULL: their default (3.1:
+                                     26 Jul 2024; 3.2 and gpt-oss: today, local time)        */
     int all_tokens;               /* 1: every token counts, conversations rendered as their
                                      published template renders them (TRL with
                                      completion_only_loss=False and without
@@ -1741,8 +1748,8 @@ NNT_API int nnt_sft_template_of(const nnt_sft *s, nnt_chat_template *t);
  * choice), when it is one token; else 0. Padding never counts in the loss. */
 NNT_API int nnt_sft_pad_id(const nnt_sft *s, int32_t *id);
 /* "chatml", "llama3", "qwen2.5", "qwen3", "llama3.1", "llama3.2", "gemma" (or "gemma2"),
- * "gemma3", "phi3", "phi3.5", "qwen3-2507", "deepseek-r1" or "none"; another name is
- * NNT_E_UNSUPPORTED naming it. */
+ * "gemma3", "phi3", "phi3.5", "qwen3-2507", "deepseek-r1", "gpt-oss" or "none"; another name
+ * is NNT_E_UNSUPPORTED naming it. */
 NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out);
 /* One record (a JSON object of len bytes): *ids and *counts (1: counts as a target) get n
  * entries, valid until the next call. A malformed record, a kind it cannot be (keys), an

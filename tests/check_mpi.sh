@@ -15,7 +15,7 @@
 # to disk); --distribute data
 # and its checkpoint resumed by one process; a Llama-family model under both
 # distributions, and with LoRA adapters; packed rows (example starts) with --recompute;
-# mixture-of-experts models (moe-tiny through
+# mixture-of-experts models (moe-tiny and gpt-oss-tiny through
 # nnt-train, Qwen2-MoE through test_mpi moe) under both distributions; SIGTERM to both
 # ranks or to one, SIGUSR1 to one: the ranks stop or save after the same step). A library
 # built without StarPU-MPI must refuse mpi = 1 (NNT_E_UNSUPPORTED); then the rest is
@@ -430,6 +430,17 @@ for dist in sharded data; do
     done
     echo "MoE -np 2 --distribute $dist: moe-tiny and Qwen2-MoE train to one process's bits"
 done
+# gpt-oss (gpt-oss-tiny: attention sinks, whose gradient tasks of a head tile add into one
+# tile, expert biases, the clamped SwiGLU, windows): one process's losses and checkpoint
+run_train t_gone 0 --out "$tmp/t_gone" --model gpt-oss-tiny
+for dist in sharded data; do
+    run_train "t_g$dist" 1 --out "$tmp/t_g$dist" --model gpt-oss-tiny --distribute $dist
+    cmp -s "$tmp/t_gone.txt" "$tmp/t_g$dist.txt" ||
+        fail "nnt-train -np 2 gpt-oss-tiny --distribute $dist: other losses than one process"
+    cmp -s "$tmp/t_gone/checkpoint.safetensors" "$tmp/t_g$dist/checkpoint.safetensors" ||
+        fail "nnt-train -np 2 gpt-oss-tiny --distribute $dist: the checkpoint differs"
+done
+echo "gpt-oss -np 2: gpt-oss-tiny trains to one process's losses and checkpoint under both distributions"
 # bf16 weight copies (made on their weight's ranks; the copy travels, not the weight):
 # one process's losses and checkpoint under both distributions, weights kept or released
 run_train t_bone 0 --out "$tmp/t_bone" --precision bf16

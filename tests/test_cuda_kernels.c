@@ -1144,6 +1144,45 @@ START_TEST(test_rmsnorm_plus_one)
 END_TEST
 
 /* out of place, then in place (y = gate; dgate = gate, dup = up) as the codelets run it */
+/* attention sinks (gpt-oss): the rescaling of o and lse and the sinks' gradient against the
+ * CPU kernels, on tiles of nb x nh slabs; sinks both above and below the rows' lse, and a
+ * row with lse -inf (o 0, lse the sink) */
+START_TEST(test_attn_sinks)
+{
+    static const int64_t shapes[][4] = {{1, 1, 1, 8}, {2, 3, 17, 12}, {3, 4, 64, 64},
+                                        {1, 2, 300, 40}};
+    for (int t = 0; t < (int)(sizeof shapes / sizeof shapes[0]); t++) {
+        int64_t nb = shapes[t][0], nh = shapes[t][1], tq = shapes[t][2], hd = shapes[t][3];
+        int64_t rows = nb * nh * tq, n = rows * hd;
+        rng_seed(1800 + t);
+        float *o = rand_f(n, -1, 1), *dout = rand_f(n, -1, 1), *lse = rand_f(rows, -3, 3),
+              *sinks = rand_f(nh, -2, 4), *ds = xmalloc((size_t)nh * 4);
+        if (rows > 2)
+            lse[1] = -INFINITY;
+        for (int64_t h = 0; h < nh; h++)
+            ds[h] = 0.25f * (float)h;
+        float *d_o = dup_d(o, n), *d_lse = dup_d(lse, rows), *d_s = dup_d(sinks, nh),
+              *d_dout = dup_d(dout, n), *d_ds = dup_d(ds, nh), *got;
+        nnt_cpu_attn_sink_fwd_f32(nb, nh, tq, hd, sinks, o, lse);
+        NNT_OK(nnt_cuda_attn_sink_fwd_f32(nb, nh, tq, hd, d_s, d_o, d_lse, g_stream));
+        got = fetch(d_o, n);
+        check_close("sinks o", got, o, n, 1e-5, 1e-6);
+        free(got);
+        got = fetch(d_lse, rows);
+        check_close("sinks lse", got, lse, rows, 1e-5, 1e-6);
+        free(got);
+        nnt_cpu_attn_sink_bwd_f32(nb, nh, tq, hd, sinks, o, dout, lse, ds);
+        NNT_OK(nnt_cuda_attn_sink_bwd_f32(nb, nh, tq, hd, d_s, d_o, d_dout, d_lse, d_ds,
+                                          g_stream));
+        got = fetch(d_ds, nh);
+        check_close("dsinks", got, ds, nh, 1e-5, 1e-6);
+        free(got);
+        dfree(d_o), dfree(d_lse), dfree(d_s), dfree(d_dout), dfree(d_ds);
+        free(o), free(dout), free(lse), free(sinks), free(ds);
+    }
+}
+END_TEST
+
 START_TEST(test_swiglu)
 {
     static const int64_t ns[] = {1, 3, 17, 61, 130, 4099, (1 << 20) + 3};
@@ -2454,6 +2493,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_rmsnorm_plus_one);
     tcase_add_test(tc, test_norm_split);
     tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_attn_sinks);
     tcase_add_test(tc, test_swiglu_clamp);
     tcase_add_test(tc, test_geglu_softcap);
     tcase_add_test(tc, test_rope);

@@ -280,8 +280,8 @@ START_TEST(test_table)
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "qwen3-0.6b, smollm3-3b, gemma3-270m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL), "gemma2-2b, moe-tiny"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),
-                                 "qwen1.5-moe-a2.7b, gpt-oss-20b, gpt-oss-120b, olmo2-1b, "
-                                 "olmo2-7b, phi3-mini, phi4-mini, "
+                                 "qwen1.5-moe-a2.7b, gpt-oss-20b, gpt-oss-120b, "
+                                 "gpt-oss-tiny, olmo2-1b, olmo2-7b, phi3-mini, phi4-mini, "
                                  "phi-1.5, phi-2, stablelm-2-1.6b, stablelm-3b, "
                                  "pythia-70m, pythia-160m"));
     ck_assert_ptr_nonnull(strstr(nnt_ctx_last_error(NULL),

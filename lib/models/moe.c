@@ -66,14 +66,16 @@ static const struct moe_preset {
 static const char *const PRESET_NAMES[] = {"moe-tiny",    "mixtral-8x7b",
                                            "qwen3-30b-a3b", "olmoe-1b-7b",
                                            "qwen1.5-moe-a2.7b", "gpt-oss-20b",
-                                           "gpt-oss-120b", NULL};
+                                           "gpt-oss-120b", "gpt-oss-tiny", NULL};
 
 /* openai/gpt-oss-20b (24 blocks, 32 experts: 20.9B parameters, 3.6B active) and
- * gpt-oss-120b (36 blocks, 128 experts: 116.8B, 5.1B active): their config.json */
+ * gpt-oss-120b (36 blocks, 128 experts: 116.8B, 5.1B active): their config.json;
+ * gpt-oss-tiny (tests and demos): their layout at V 256 (bytes), L 2, C 64, NH 4, NKV 2,
+ * hd 16, 4 experts of 64 (top 2), windows of 32 */
 static int gpt_oss_preset(const char *name, nnt_model_config *c)
 {
-    int big = strcmp(name, "gpt-oss-120b") == 0;
-    if (!big && strcmp(name, "gpt-oss-20b") != 0)
+    int big = strcmp(name, "gpt-oss-120b") == 0, tiny = strcmp(name, "gpt-oss-tiny") == 0;
+    if (!big && !tiny && strcmp(name, "gpt-oss-20b") != 0)
         return 0;
     nnt_model_config init = NNT_MODEL_CONFIG_INIT;
     *c = init;
@@ -91,6 +93,11 @@ static int gpt_oss_preset(const char *name, nnt_model_config *c)
     c->rope.scaling = NNT_ROPE_SCALING_YARN;
     c->rope.factor = 32.0, c->rope.original_max_position = 4096;
     c->rope.beta_fast = 32.0, c->rope.beta_slow = 1.0, c->rope.truncate = 0;
+    if (tiny) {
+        c->vocab = 256, c->max_seq = 256, c->layers = 2, c->heads = 4, c->kv_heads = 2;
+        c->channels = 64, c->hidden = c->expert_hidden = 64, c->head_dim = 16;
+        c->experts = 4, c->experts_per_token = 2, c->sliding_window = 32;
+    }
     return 1;
 }
 
