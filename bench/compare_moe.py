@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: MIT
 """Training-step comparison of an OLMoE-shaped model: transformers' OlmoeForCausalLM (eager
 attention, eager experts: its loop over the experts that got tokens, fp32, AdamW) against
-nnt-train --load-hf on the directory transformers saved (same shapes and weights).
+nnt-train --load-hf on the directory transformers saved (same shapes and weights). With
+--arch gpt_oss, a GptOssForCausalLM of the same sizes instead (attention sinks, q/k/v/o and
+expert biases, the clamped SwiGLU, windows of 128 on every other layer, YaRN).
 
     /tmp/venv-torch/bin/python bench/compare_moe.py NNT_TRAIN [L C E I K T]
         [--threads 2] [--batch 4] [--vocab 4096] [--rounds 2] [--torch-steps 8]
-        [--nnt-steps 6]
+        [--nnt-steps 6] [--arch olmoe|gpt_oss]
 
 Defaults: L 4, C 512, 32 experts of 256, top 4, B 4, T 128, V 4096, heads of 64 (issue 40's
 benchmark: 8 1024 64 512 8 256). The model is made and saved once; then each round runs
@@ -30,25 +32,40 @@ def load():
     return "%.2f %.2f %.2f" % os.getloadavg()
 
 
+def model_class(a):
+    import transformers
+    return getattr(transformers, "GptOssForCausalLM" if a.arch == "gpt_oss"
+                   else "OlmoeForCausalLM")
+
+
 def make_model(a, hf):
     import torch
-    from transformers import OlmoeConfig, OlmoeForCausalLM
+    from transformers import GptOssConfig, OlmoeConfig
     torch.manual_seed(0)
+    if a.arch == "gpt_oss":
+        cfg = GptOssConfig(vocab_size=a.vocab, hidden_size=a.C, intermediate_size=a.I,
+                           num_hidden_layers=a.L, num_attention_heads=a.C // 64,
+                           num_key_value_heads=max(1, a.C // 512), head_dim=64,
+                           num_local_experts=a.E, num_experts_per_tok=a.K,
+                           max_position_embeddings=max(a.T, 4096), sliding_window=128,
+                           attn_implementation="eager", experts_implementation="eager",
+                           tie_word_embeddings=False)
+        model_class(a)(cfg).save_pretrained(hf)
+        return
     cfg = OlmoeConfig(vocab_size=a.vocab, hidden_size=a.C, intermediate_size=a.I,
                       num_hidden_layers=a.L, num_attention_heads=a.C // 64,
                       num_key_value_heads=a.C // 64, num_experts=a.E,
                       num_experts_per_tok=a.K, max_position_embeddings=a.T,
                       attn_implementation="eager", experts_implementation="eager",
                       tie_word_embeddings=False)
-    OlmoeForCausalLM(cfg).save_pretrained(hf)
+    model_class(a)(cfg).save_pretrained(hf)
 
 
 def torch_worker(a, hf):
     import torch
-    from transformers import OlmoeForCausalLM
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = OlmoeForCausalLM.from_pretrained(hf, attn_implementation="eager",
+    model = model_class(a).from_pretrained(hf, attn_implementation="eager",
                                              experts_implementation="eager",
                                              dtype=torch.float32)
     model.train()
@@ -94,6 +111,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--torch-steps", type=int, default=8)
     p.add_argument("--nnt-steps", type=int, default=6)
+    p.add_argument("--arch", choices=("olmoe", "gpt_oss"), default="olmoe")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     a = p.parse_args()
     a.L, a.C, a.E, a.I, a.K, a.T = a.shape
@@ -108,7 +126,7 @@ def main():
     del env
     me = [sys.executable, os.path.abspath(__file__), a.nnt_train] + [str(x) for x in a.shape] + [
           "--worker", hf, "--threads", str(a.threads), "--batch", str(a.batch), "--vocab",
-          str(a.vocab), "--torch-steps", str(a.torch_steps)]
+          str(a.vocab), "--torch-steps", str(a.torch_steps), "--arch", a.arch]
     nnt = [a.nnt_train, "--load-hf", hf, "--data", data, "--batch", str(a.batch), "--seq",
            str(a.T), "--steps", str(a.nnt_steps), "--cpus", str(a.threads), "--sample", "0",
            "--no-save", "--out", os.path.join(tmp, "out"), "--overwrite", "--lr", "1e-4",

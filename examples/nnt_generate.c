@@ -43,7 +43,7 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = n
 static const char *const chat_templates[] = {"auto", "chatml", "llama3", "qwen2.5", "qwen3",
                                              "llama3.1", "llama3.2", "gemma", "gemma2",
                                              "gemma3", "phi3", "phi3.5", "qwen3-2507",
-                                             "deepseek-r1", NULL};
+                                             "deepseek-r1", "gpt-oss", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -69,7 +69,7 @@ static const cli_option table[] = {
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "with --chat: auto (the tokenizer_config.json's),\nchatml, llama3, qwen2.5, "
                "qwen3, llama3.1,\nllama3.2, gemma, gemma2, gemma3, phi3, phi3.5,\n"
-               "qwen3-2507 or deepseek-r1"),
+               "qwen3-2507, deepseek-r1 or gpt-oss"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "with --chat: the "
             "tokenizer_config.json (default:\nthe --load-hf directory's, or the one beside\n"
             "--tokenizer-json)"),

@@ -58,7 +58,7 @@ static const char *const losses[] = {"answers", "all", NULL};
 static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", "qwen2.5",
                                              "qwen3", "llama3.1", "llama3.2", "gemma",
                                              "gemma2", "gemma3", "phi3", "phi3.5",
-                                             "qwen3-2507", "deepseek-r1", NULL};
+                                             "qwen3-2507", "deepseek-r1", "gpt-oss", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -94,14 +94,15 @@ static const cli_option table[] = {
                "an example longer than T (default refuse)"),
     OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
                "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|"
-               "phi3|phi3.5|\nqwen3-2507|deepseek-r1 for \"messages\" (default\nauto: the "
-               "tokenizer_config.json's, when nnt knows it)"),
+               "phi3|phi3.5|\nqwen3-2507|deepseek-r1|gpt-oss for \"messages\"\n(default "
+               "auto: the tokenizer_config.json's, when\nnnt knows it)"),
     OPT_CHOICE("loss", loss, losses, NULL, 0, "answers|all", "the tokens that count: the "
                "answers (the default:\ncompletions, assistant turns) or all of them, as\n"
                "TRL with completion_only_loss=False and no\nassistant_only_loss (conversations "
                "rendered as\ntheir published template renders them)"),
     OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\" (\"26 Jul "
-            "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2)"),
+            "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2),\n"
+            "gpt-oss's \"Current date\" (\"2025-02-03\"; default\ntoday)"),
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "tokenizer_config.json "
             "(default: the one beside\n--tokenizer-json)"),
 };

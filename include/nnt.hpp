@@ -1431,7 +1431,7 @@ public:
         check(nnt_sft_create(tok.get(), &o, &p));
         reset(p);
     }
-    /* "chatml", "llama3", ..., "deepseek-r1", "none" (nnt_chat_template_from_name) */
+    /* "chatml", "llama3", ..., "deepseek-r1", "gpt-oss", "none" (nnt_chat_template_from_name) */
     static nnt_chat_template template_named(std::string_view name)
     {
         nnt_chat_template t = NNT_CHAT_AUTO;

@@ -8,10 +8,12 @@
  * model.safetensors whose header region is mutated, or prompt/answer data: a record of
  * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl, gemma3_parts_records.jsonl (lists
  * of text parts), r1_records.jsonl (system messages, reasoning), chat_pc.jsonl
- * (conversational prompt/completion) or qwen3_nothink_pc.jsonl (chat_template_kwargs) encoded (nnt_sft_encode_prompt,
+ * (conversational prompt/completion), qwen3_nothink_pc.jsonl (chat_template_kwargs) or
+ * gptoss_records.jsonl (developer messages, thinking) encoded (nnt_sft_encode_prompt,
  * nnt_sft_encode) and laid out in rows of a token file (nnt_token_writer_write_example, read
  * back through nnt_data with its mask), or a tokenizer_config.json (Llama 3's, ChatML's,
- * Gemma 3's, Qwen3's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's) whose chat template is recognised or refused (nnt_sft_create).
+ * Gemma 3's, Qwen3's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's, gpt-oss's) whose chat
+ * template is recognised or refused (nnt_sft_create).
  * Loads may succeed or fail; what it
  * looks for is a crash, a hang or a sanitizer report. Build and run (iterations and seed
  * optional):
@@ -28,7 +30,9 @@
  * 2026-12-01, with Qwen3-Instruct-2507's and DeepSeek-R1-Distill's configurations and R1's
  * records, 40000 iterations (seed 12): no report (1134 / 8866); with conversational
  * prompt/completion records too, 30000 iterations (seed 14): no report (896 / 6604); with
- * records holding chat_template_kwargs too, 30000 iterations (seed 15): no report (843 / 6657). */
+ * records holding chat_template_kwargs too, 30000 iterations (seed 15): no report (843 / 6657).
+ * 2026-12-01, with gpt-oss's configuration and records too, 30000 iterations (seed 16): no
+ * report (792 / 6708). */
 #include <nnt.h>
 
 #include <stdint.h>
@@ -231,7 +235,7 @@ int main(int argc, char **argv)
     nnt_log_set_level(NNT_LOG_ERROR);
     long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
     char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], sft_parts[1024],
-        sft_r1[1024], sft_pc[1024], sft_kw[1024], cfg_copy[1024], rows[1024];
+        sft_r1[1024], sft_pc[1024], sft_kw[1024], sft_oss[1024], cfg_copy[1024], rows[1024];
     snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
     snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
     snprintf(sft_records, sizeof sft_records, "%s/tests/fixtures/sft/records.jsonl", src);
@@ -241,16 +245,18 @@ int main(int argc, char **argv)
     snprintf(sft_r1, sizeof sft_r1, "%s/tests/fixtures/sft/r1_records.jsonl", src);
     snprintf(sft_pc, sizeof sft_pc, "%s/tests/fixtures/sft/chat_pc.jsonl", src);
     snprintf(sft_kw, sizeof sft_kw, "%s/tests/fixtures/sft/qwen3_nothink_pc.jsonl", src);
+    snprintf(sft_oss, sizeof sft_oss, "%s/tests/fixtures/sft/gptoss_records.jsonl", src);
     snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
     snprintf(rows, sizeof rows, "%s/rows.bin", work);
     nnt_tokenizer *stok = NULL;
-    size_t nrecs[6] = {0, 0, 0, 0, 0, 0};
-    unsigned char *recs[6] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
+    size_t nrecs[7] = {0, 0, 0, 0, 0, 0, 0};
+    unsigned char *recs[7] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
                               read_all(sft_parts, &nrecs[2]), read_all(sft_r1, &nrecs[3]),
-                              read_all(sft_pc, &nrecs[4]),      read_all(sft_kw, &nrecs[5])};
-    static const size_t LINES[6] = {6, 5, 2, 1, 5, 7};   /* the records of each set */
-    static const char *const CONFIGS[] = {"llama3", "chatml",     "gemma3",
-                                          "qwen3",  "qwen3_2507", "deepseek_r1"};
+                              read_all(sft_pc, &nrecs[4]),      read_all(sft_kw, &nrecs[5]),
+                              read_all(sft_oss, &nrecs[6])};
+    static const size_t LINES[7] = {6, 5, 2, 1, 5, 7, 5};   /* the records of each set */
+    static const char *const CONFIGS[] = {"llama3",     "chatml",      "gemma3", "qwen3",
+                                          "qwen3_2507", "deepseek_r1", "gpt_oss"};
     if (nnt_tokenizer_hf_load(sft_tok, &stok) != NNT_OK) {
         fprintf(stderr, "fuzz_loaders: %s\n", nnt_ctx_last_error(NULL));
         return 2;
@@ -273,10 +279,10 @@ int main(int argc, char **argv)
             ok = try_model(ctx, model_dir);
         } else {
             char which[1024];
-            snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 6]);
+            snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 7]);
             /* training records, conversations' prompts, Gemma 3's lists of parts, R1's,
-             * conversational prompt/completion, or those with chat_template_kwargs */
-            int set = (int)(next() % 6);
+             * conversational prompt/completion, those with chat_template_kwargs, gpt-oss's */
+            int set = (int)(next() % 7);
             const unsigned char *records = recs[set];
             size_t nrec = nrecs[set];
             unsigned char line[1024];
@@ -311,6 +317,7 @@ int main(int argc, char **argv)
     free(recs[3]);
     free(recs[4]);
     free(recs[5]);
+    free(recs[6]);
     unlink(cfg_copy);
     unlink(rows);
     nnt_ctx_destroy(ctx);

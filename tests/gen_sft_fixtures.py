@@ -42,13 +42,22 @@ records; deepseek_r1 (DeepSeek-R1-Distill's, deepseek_r1_distill.jinja: bos, the
 message's content, <|User|>/<|Assistant|> with fullwidth bars; a bos post-processor, <think>
 added tokens) on the chat records and r1_records.jsonl (two system messages, reasoning in two
 assistant turns: TRL's training template keeps it, the published one drops it from earlier
-turns of a prompt). NAME.prompts: each
+turns of a prompt); gpt_oss (gpt-oss's harmony template, gptoss.jinja: a system block dated
+by strftime_now, here transformers' clock pinned to 2025-02-03 (GPTOSS_DATE), a first system
+or developer message as instructions, <|start|>ROLE<|message|>...<|end|>, the last assistant
+message's thinking on the analysis channel and its answer closed by <|return|>; a tokenizer
+of harmony's special tokens, eos <|return|>, pad <|endoftext|>, no bos added) on the chat
+records, gptoss_records.jsonl (developer or system first, thinking in the last and earlier
+turns, reasoning_content as thinking, an assistant message not last, a conversation ending
+with a user message) and gptoss_kwargs_records.jsonl (chat_template_kwargs reasoning_effort
+and model_identity, a record a dataset: the records of a dataset share their keys).
+NAME.prompts: each
 conversation up to its last user message through apply_chat_template with
 add_generation_prompt=True (the published template; nnt_sft_encode_prompt). NAME.expected as above,
-SFTTrainer with assistant_only_loss: Qwen2.5, Qwen3, Qwen3-Instruct-2507 and DeepSeek-R1
-through TRL's own training templates (qwen2_5_training.jinja, qwen3_training.jinja,
-qwen3_instruct_2507_training.jinja, deepseek_r1_distill_training.jinja, which TRL swaps in by
-identity), Llama 3.1 and
+SFTTrainer with assistant_only_loss: Qwen2.5, Qwen3, Qwen3-Instruct-2507, DeepSeek-R1 and
+gpt-oss through TRL's own training templates (qwen2_5_training.jinja, qwen3_training.jinja,
+qwen3_instruct_2507_training.jinja, deepseek_r1_distill_training.jinja,
+gptoss_training.jinja, which TRL swaps in by identity), Llama 3.1 and
 3.2 through a training variant made here (TRL 1.16 has none for them and refuses
 assistant_only_loss): the original with llama3_training.jinja's markers (the trimmed content
 and <|eot_id|> of an assistant turn), checked to render the original's ids. Qwen3's training
@@ -68,9 +77,11 @@ SET_pc.jsonl: the conversations of SET_records.jsonl split at their last user me
 TRL's conversational prompt/completion ({"prompt": [...], "completion": [...]}; those that end
 with a user message left out); NAME.pc_expected: SFTTrainer's ids and labels for them with its
 defaults (completion_only_loss, the tokenizer's published template); qwen3_nothink_pc.jsonl and
-.pc_expected: Qwen3's with chat_template_kwargs {"enable_thinking": false} in each record.
+.pc_expected: Qwen3's with chat_template_kwargs {"enable_thinking": false} in each record;
+gptoss_kwargs_pc.jsonl: gpt-oss's records with chat_template_kwargs, theirs kept (at the end
+of gpt_oss.pc_expected).
 NAME.all_expected (llama3,
-qwen3, deepseek_r1): with completion_only_loss=False, every token counted (see
+qwen3, deepseek_r1, gpt_oss): with completion_only_loss=False, every token counted (see
 all_fixtures).
 
 model/ (config.json, model.safetensors): LlamaForCausalLM, V = the llama3 tokenizer's
@@ -86,6 +97,7 @@ of the same step after one torch.optim.SGD(lr 0.5) update; mean_of_means (1): th
 micro-batches' own means (the rule that would be wrong), to show it differs.
 """
 import argparse
+import datetime
 import hashlib
 import json
 import os
@@ -96,6 +108,7 @@ from datasets import Dataset
 from safetensors.torch import save_file
 from tokenizers import (AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors,
                         trainers)
+import transformers.utils.chat_template_utils
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from trl import SFTConfig, SFTTrainer
 
@@ -238,7 +251,59 @@ R1_RECORDS = [
                   {"role": "user", "content": "More?"},
                   {"role": "assistant", "content": "a</think>b</think> Four."}]},
 ]
+# gpt-oss's harmony template (gptoss.jinja): a system block (model identity, knowledge cutoff,
+# strftime_now's date, reasoning effort, channels), a first system or developer message as the
+# developer block's instructions (left out when empty), other system and developer messages
+# dropped, the thinking of the last assistant message alone rendered (its analysis channel),
+# earlier turns' final answers closed by <|end|>, the last one by <|return|>; transformers
+# takes reasoning_content as thinking too. Every record of a set gets the union of its keys (None
+# where absent, which apply_chat_template drops).
+GPTOSS_RECORDS = [
+    {"messages": [{"role": "developer", "content": "Be brief."},
+                  {"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple.", "thinking": "A fruit: apple."}]},
+    {"messages": [{"role": "system", "content": "Answer in French."},
+                  {"role": "user", "content": "Say hello."},
+                  {"role": "assistant", "content": "Bonjour !", "thinking": "Hello in French."},
+                  {"role": "user", "content": "Another?"},
+                  {"role": "assistant", "content": " Salut. ", "thinking": "\nAnother one.\n"}]},
+    {"messages": [{"role": "system", "content": ""},
+                  {"role": "user", "content": "Why?"},
+                  {"role": "assistant", "content": "Because.",
+                   "reasoning_content": "Think about it."}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello!", "thinking": "Greet them."},
+                  {"role": "developer", "content": "Be formal now."},
+                  {"role": "user", "content": "Bye"},
+                  {"role": "assistant", "content": "Goodbye."},
+                  {"role": "system", "content": "Be brief."}]},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": " Hello! "},
+                  {"role": "user", "content": "Bye"}]},
+]
+# gpt-oss's chat_template_kwargs, one record a dataset (a set's records share their keys, and
+# a kwarg None where absent would be rendered): the reasoning effort, then a model identity
+GPTOSS_KWARGS_RECORDS = [
+    {"messages": [{"role": "user", "content": "Sum?"},
+                  {"role": "assistant", "content": "Three.", "thinking": "Add them."}],
+     "chat_template_kwargs": {"reasoning_effort": "high"}},
+    {"messages": [{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello!"}],
+     "chat_template_kwargs": {"reasoning_effort": "low", "model_identity": "You are a model."}},
+]
 LLAMA32_DATE = "03 Feb 2025"
+# gpt-oss's "Current date" (strftime_now("%Y-%m-%d"), local time): transformers' clock pinned
+# to this day for every fixture (Llama 3.2's is date_string, given)
+GPTOSS_DATE = datetime.datetime(2025, 2, 3, 12, 0, 0)
+
+
+class FixedClock(datetime.datetime):
+    """datetime with now() GPTOSS_DATE: transformers' strftime_now reads datetime.now()."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return GPTOSS_DATE
 
 
 def trl_template(name):
@@ -274,6 +339,18 @@ PHI3_CONFIG = {"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "bos_
 R1_BOS, R1_EOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"
 R1_SPECIAL = [R1_BOS, R1_EOS, "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"]
 GEMMA_CONFIG = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}
+# gpt-oss's (o200k_harmony): the harmony tokens special, eos <|return|>, pad <|endoftext|>, bos
+# <|startoftext|> (as openai/gpt-oss-20b's tokenizer_config.json names them), no post-processor
+# bos (its template prints none); the system block's text in the corpus, so that it encodes in
+# few tokens of a 400-token vocabulary
+GPTOSS_SPECIAL = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
+                  "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>"]
+GPTOSS_CORPUS = CHAT_CORPUS + [
+    "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n"
+    "Current date: 2025-02-03\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, "
+    "final. Channel must be included for every message. system developer # Instructions "
+    "assistant analysis final user Reasoning: high low",
+] * 40
 NEW_TOKENIZERS = {
     "qwen2_5": dict(special=QWEN_SPECIAL, bos=None, template="qwen2_5", training=None,
                     config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
@@ -309,11 +386,17 @@ NEW_TOKENIZERS = {
                         template="deepseek_r1_distill", training=None,
                         config={"bos_token": R1_BOS, "eos_token": R1_EOS, "pad_token": R1_EOS},
                         records=["chat_records", "r1_records"]),
+    # new in 0.3: gpt-oss's harmony template; TRL swaps in gptoss_training.jinja by identity
+    "gpt_oss": dict(special=GPTOSS_SPECIAL, bos=None, template="gptoss", training=None,
+                    config={"bos_token": "<|startoftext|>", "eos_token": "<|return|>",
+                            "pad_token": "<|endoftext|>"}, corpus=GPTOSS_CORPUS,
+                    records=["chat_records", "gptoss_records", "gptoss_kwargs_records"]),
 }
 RECORD_SETS = {"chat_records": CHAT_RECORDS, "qwen3_records": QWEN3_RECORDS,
                "gemma_records": GEMMA_RECORDS, "gemma3_records": GEMMA3_RECORDS,
                "gemma3_parts_records": GEMMA3_PARTS_RECORDS, "phi3_records": PHI3_RECORDS,
-               "r1_records": R1_RECORDS}
+               "r1_records": R1_RECORDS, "gptoss_records": GPTOSS_RECORDS,
+               "gptoss_kwargs_records": GPTOSS_KWARGS_RECORDS}
 
 TOKENIZERS = {
     "chatml": dict(special=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
@@ -420,7 +503,8 @@ def trl_prepare_chat(tok_dir, records, training_template, model, date=None):
         out = [(list(ex["input_ids"]), list(ex["labels"])) for ex in tr.train_dataset]
     fresh = AutoTokenizer.from_pretrained(tok_dir)
     original = [list(fresh.apply_chat_template(r["messages"], tokenize=True, return_dict=True,
-                                               **kwargs)["input_ids"]) for r in records]
+                                               **kwargs, **r.get("chat_template_kwargs", {}))
+                     ["input_ids"]) for r in records]
     return out, original
 
 
@@ -433,14 +517,14 @@ def new_templates(args):
         spec = dict(spec)
         original_template = trl_template(spec["template"])
         spec["config"] = dict(spec["config"], chat_template=original_template)
-        d = train_tokenizer(name, spec, args.out, CHAT_CORPUS)
+        d = train_tokenizer(name, spec, args.out, spec.get("corpus", CHAT_CORPUS))
         vocab = Tokenizer.from_file(os.path.join(d, "tokenizer.json")).get_vocab_size()
         training = spec["training"](original_template) if spec["training"] else None
         model = tiny_llama(vocab, 1)
         default_sets = ["chat_records"] + (["qwen3_records"] if name == "qwen3" else [])
         sets = [RECORD_SETS[k] for k in spec.get("records", default_sets)]
         prepared = []
-        for recs in sets:
+        for recs in one_dataset_each(sets):
             out, original = trl_prepare_chat(d, recs, training, model, spec.get("date"))
             for k, ((ids, _), orig) in enumerate(zip(out, original)):
                 if ids != orig:
@@ -454,6 +538,17 @@ def new_templates(args):
                 f.write("ids " + " ".join(map(str, ids)) + "\n")
                 f.write("labels " + " ".join(map(str, labels)) + "\n")
         print(name, "vocab", vocab, "lengths", [len(i) for i, _ in prepared])
+
+
+def one_dataset_each(sets):
+    """The record sets as SFTTrainer is given them: a set a dataset, but a record with
+    chat_template_kwargs alone (the records of a dataset share its columns' keys: a kwarg
+    another record lacks would be rendered as None)."""
+    for recs in sets:
+        if any("chat_template_kwargs" in r for r in recs):
+            yield from ([r] for r in recs)
+        else:
+            yield recs
 
 
 def up_to_last_user(msgs):
@@ -470,8 +565,11 @@ def prompt_fixtures(args):
     sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
                 gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"],
                 phi3=["chat_records", "phi3_records"], phi3_5=["chat_records", "phi3_records"],
-                qwen3_2507=["chat_records"], deepseek_r1=["chat_records", "r1_records"])
+                qwen3_2507=["chat_records"], deepseek_r1=["chat_records", "r1_records"],
+                gpt_oss=["chat_records", "gptoss_records"])
     for set_name in RECORD_SETS:
+        if any("chat_template_kwargs" in r for r in RECORD_SETS[set_name]):
+            continue   # (a prompt is its messages alone)
         with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
                   "w") as f:
             for r in RECORD_SETS[set_name]:
@@ -534,11 +632,14 @@ def pc_fixtures(args):
     sets.update(qwen3=["chat_records", "qwen3_records"], gemma=["gemma_records"],
                 gemma3=["gemma_records", "gemma3_records", "gemma3_parts_records"],
                 phi3=["chat_records", "phi3_records"], phi3_5=["chat_records", "phi3_records"],
-                deepseek_r1=["chat_records", "r1_records"])
+                deepseek_r1=["chat_records", "r1_records"],
+                gpt_oss=["chat_records", "gptoss_records", "gptoss_kwargs_records"])
     split = {}
-    for set_name, recs in RECORD_SETS.items():
-        split[set_name] = [{"prompt": p, "completion": c} for p, c in
-                           filter(None, (split_at_last_user(r["messages"]) for r in recs))]
+    for set_name, recs in RECORD_SETS.items():   # (a record's chat_template_kwargs kept)
+        split[set_name] = [dict({"prompt": pc[0], "completion": pc[1]},
+                                **{k: v for k, v in r.items() if k == "chat_template_kwargs"})
+                           for r, pc in ((r, split_at_last_user(r["messages"])) for r in recs)
+                           if pc]
         with open(os.path.join(args.out, set_name.replace("records", "pc") + ".jsonl"),
                   "w") as f:
             for r in split[set_name]:
@@ -551,7 +652,8 @@ def pc_fixtures(args):
         for set_name in set_names:
             rows = [dict(r, chat_template_kwargs=kwargs) for r in split[set_name]] \
                 if kwargs else split[set_name]
-            lines += trl_lines(d, rows, model)
+            for group in one_dataset_each([rows]):
+                lines += trl_lines(d, group, model)
         with open(os.path.join(args.out, f"{name}.pc_expected"), "w") as f:
             f.writelines(lines)
         print(name, "prompt/completion conversations", len(lines) // 2)
@@ -574,9 +676,11 @@ def all_fixtures(args):
     default) and completion_only_loss=False: every token a target, conversations rendered by
     the tokenizer's published template (llama3: records.jsonl, one record of each kind;
     qwen3 and deepseek_r1: their chat and reasoning sets, where the published template
-    renders other ids than TRL's training variant; each set also as prompt/completion)."""
+    renders other ids than TRL's training variant; gpt_oss: its chat and own sets; each set
+    also as prompt/completion)."""
     sets = {"llama3": ["records"], "qwen3": ["chat_records", "qwen3_records", "chat_pc"],
-            "deepseek_r1": ["chat_records", "r1_records", "r1_pc"]}
+            "deepseek_r1": ["chat_records", "r1_records", "r1_pc"],
+            "gpt_oss": ["chat_records", "gptoss_records", "gptoss_pc"]}
     for name, set_names in sets.items():
         d = os.path.join(args.out, name)
         model = tiny_llama_for(d)
@@ -601,6 +705,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    transformers.utils.chat_template_utils.datetime = FixedClock   # gpt-oss's Current date
     with open(os.path.join(args.out, "records.jsonl"), "w") as f:
         for r in RECORDS:
             f.write(json.dumps(r) + "\n")

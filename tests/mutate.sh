@@ -220,7 +220,7 @@ ids_last_place|lib/tensor.c|s@if (v\[i\] > t->ids_max)@if (v[i] >= t->ids_max)@|
 dropout_bwd_unmasked|lib/layers/lora.c|s@NNT_TRY(nnt_tensor_dropout(lo->dxd, mask_seed(l, lo), lo->dropout, lo->dxd));@;@|LoRA dropout: the input gradient not masked
 dropout_keep_scale|cpu/random.c|s@out\[j\] = u < (double)a ? 0.0f : out\[j\] \* b;@out[j] = u < (double)a ? 0.0f : out[j];@|dropout: kept elements not divided by 1 - p
 moe_no_renorm|cpu/moe_route.h|s@w\[j\] = norm ? p\[idx\[j\]\] / s : p\[idx\[j\]\];@w[j] = p[idx[j]];@|MoE routing: the top-k weights not renormalised (norm_topk_prob ignored)
-moe_aux_dropped|lib/models/moe.c|s@c->router_aux_coef = on ? coef : 0.0;@c->router_aux_coef = 0.0;@|MoE config.json: router_aux_loss_coef dropped (no load-balancing loss)
+moe_aux_dropped|lib/models/moe.c|s@    c->router_aux_coef = on ? coef : 0.0;@    c->router_aux_coef = 0.0;@|MoE config.json: router_aux_loss_coef dropped (no load-balancing loss)
 moe_tie_lowest|cpu/moe_route.h|s@moe_nth_element(q, (int)k - 1, (int)E);@moe_insertion_sort(q, 0, (int)E);@|MoE top-k: equal probabilities choose the lowest expert index (not the choice of torch.topk)
 moe_renorm_bwd|cpu/moe_route.h|s@dz\[it\[j\]\] += (float)((dwt\[j\] - dot) / s);@dz[it[j]] += (float)(dwt[j] / s);@|MoE routing backward: the sum term of the renormalisation left out
 moe_aux_grad_r|lib/layers/moe.c|s@grad\[e\] = (float)(s.coef \* (double)s.E \* count\[e\] / (R \* R));@grad[e] = (float)(s.coef * (double)s.E * count[e] / R);@|MoE load-balancing loss gradient divided by R instead of R^2
@@ -300,6 +300,25 @@ sft_2507_newline_counted|lib/data/sft.c|s@s->tmpl == NNT_CHAT_QWEN3_2507 ? s->te
 sft_r1_first_system|lib/data/sft.c|s@        if (strcmp(role->s, "system") == 0)@        if (strcmp(role->s, "system") == 0 \&\& !system)@|DeepSeek-R1: the first system message put after bos, not the last
 sft_r1_prompt_reasoning|lib/data/sft.c|s@const char \*answer = s->published ? after_last@const char *answer = 0 ? after_last@|DeepSeek-R1 prompts: earlier assistant turns with their reasoning (the training form)
 sft_r1_assistant_tag|lib/data/sft.c|s@a->at\[2 \* a->n\] = tag;@a->at[2 * a->n] = tag + strlen(R1_ASSISTANT);@|DeepSeek-R1: the assistant tag not counted with the answer
+sinks_lse_kept|cpu/attention.c|s@            lse\[r\] = Lp;@            lse[r] = L;@|attention sinks: the log-sum-exp left without the sink (the backward probabilities off)
+sinks_grad_sign|cpu/attention.c|s@        dsinks\[h\] -= (float)acc;@        dsinks[h] += (float)acc;@|attention sinks: their gradient with its sign flipped
+sinks_next_head|cpu/attention.c|s@        float sink = sinks\[s % nh\];@        float sink = sinks[(s + 1) % nh];@|attention sinks: each head given the next head sink
+sinks_not_passed|lib/layers/attention.c|s@    o.sinks = a->sinks;@    o.sinks = NULL;@|attention layer: the sinks parameter not given to the op
+clamp_gate_unclamped|cpu/swiglu.c|s@    \*gc = _mm256_min_ps(limit, g);@    *gc = g;@|clamped SwiGLU (AVX2): the gate not clamped to the limit
+clamp_up_no_plus_one|cpu/swiglu.c|s@    \*u1 = _mm256_add_ps(uc, one);@    *u1 = uc;@|clamped SwiGLU (AVX2): up without its + 1
+gptoss_gate_up_swapped|lib/models/moe.c|s@        m->offset = e \* 2 \* I \* (bias ? 1 : C) + p;@        m->offset = e * 2 * I * (bias ? 1 : C) + 1 - p;@|gpt-oss stacked experts: gate_proj read from the up columns and up_proj from the gate ones
+gptoss_alpha_default|lib/models/moe.c|s@"swiglu_alpha", 0, 1.702,@"swiglu_alpha", 0, 1.0,@|gpt-oss config.json: an absent swiglu_alpha read as 1, not 1.702
+mxfp4_nibbles_swapped|lib/io/mxfp4.c|s@o\[2 \* j\] = ldexpf(FP4_VALUES\[in\[j\] \& 15\], e);@o[2 * j] = ldexpf(FP4_VALUES[in[j] >> 4], e);@|MXFP4 decoding: the high nibble taken for the even element
+sft_gptoss_every_turn_closing|lib/data/sft.c|s@    int closing = last \&\& !s->prompt;@    int closing = !s->prompt;@|gpt-oss: every assistant turn rendered as the last (its thinking on the analysis channel, <return> for <end>)
+sft_gptoss_empty_developer|lib/data/sft.c|s@\(skip ..\) content->len == 0)@\1 0)@|gpt-oss: a developer block for a first system message whose content is empty
+sft_gptoss_developer_not_first|lib/data/sft.c|s@(role->s, "developer") == 0;@(role->s, "developer") == 9;@|gpt-oss: a first developer message not taken as the instructions of the developer block
+sft_gptoss_last_alias_wins|lib/data/sft.c|s@        if (!found \&\& v \&\& v->type == JV_STR)@        if (v \&\& v->type == JV_STR)@|gpt-oss: reasoning_content or reasoning taken over a thinking of the message (not as transformers aliases them)
+sft_gptoss_channel_tags_taken|lib/data/sft.c|s@        NNT_TRY(gptoss_no_channel(\*content, i, "content"));@        (void)0;@|gpt-oss: an assistant content holding a channel tag rendered, not refused as the template refuses it
+sft_gptoss_date_string_taken|lib/data/sft.c|s@            if (s->tmpl != NNT_CHAT_GPT_OSS)   /\* (gpt-oss@            if (1)   /* (gpt-oss@|gpt-oss: the date_string of chat_template_kwargs taken for its date (its template reads strftime_now alone)
+sft_gptoss_effort_ignored|lib/data/sft.c|s@    NNT_TRY(s->effort ? put(s, s->effort->s, s->effort->len) : puts0(s, "medium"));@    NNT_TRY(puts0(s, "medium"));@|gpt-oss: the reasoning_effort of chat_template_kwargs ignored
+sft_gptoss_kwargs_kept|lib/data/sft.c|s@        s->effort = s->identity = NULL;@        (void)0;@|gpt-oss: the reasoning_effort and model_identity of a record kept for the records after it
+sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OSS \&\& localtime_r(\&now, \&tm))@    else if (0)@|gpt-oss: by default dated 26 Jul 2024, not today (strftime_now)
+sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

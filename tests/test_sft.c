@@ -15,7 +15,8 @@
  *            cutting and refusing, read back through nnt_data;
  *   errors   broken records, an empty completion, a role the template does not know, a
  *            chat template nnt does not know;
- *   chat     the templates Qwen2.5, Qwen3, Llama 3.1 and 3.2, Gemma (Gemma 2) and Gemma 3
+ *   chat     the templates Qwen2.5, Qwen3, Llama 3.1 and 3.2, Gemma (Gemma 2), Gemma 3,
+ *            Phi-3, Phi-3.5, Qwen3-Instruct-2507, DeepSeek-R1-Distill and gpt-oss
  *            publish (their exact text, from TRL's copies), recognised in
  *            tokenizer_config.json or chat_template.jinja: conversations (no system message,
  *            system first or later, several turns, white space trim removes, Unicode white
@@ -23,6 +24,8 @@
  *            assistant-only labels; Llama 3.2's date today by default; tool calls and unknown
  *            keys refused; Gemma's turn rules; Gemma 3's contents as lists of text parts
  *            (images and other parts refused, and lists for the other templates);
+ *            gpt-oss's dated system block, developer messages, thinking and its aliases,
+ *            reasoning_effort and model_identity, channel tags refused;
  *   prompts  the conversations up to their last user message with the generation prompt
  *            (nnt_sft_encode_prompt) give apply_chat_template's ids, for every template. */
 #include "testutil.h"
@@ -42,6 +45,8 @@
 #define B 2
 #define ACCUM 3
 #define NREC 6
+/* The day the gpt-oss fixtures are dated (transformers' clock pinned to it) */
+#define GPTOSS_DATE "2025-02-03"
 
 /* Measured (AMD EPYC, Zen 3; worst over the tilings): loss rel 2.9e-8, gradients rel 2.1e-6,
  * loss after the update rel 1.6e-7. The wrong averaging (mean of means) is 2.1e-2 away. */
@@ -233,26 +238,29 @@ static int compare_records(nnt_sft *s, const char *name, const char *records, in
  * system message and a conversation that ends with a user message), 8 qwen3_2507 (the chat
  * records: think tags in a content kept as they are, the assistant's "\n" not counted), 9
  * deepseek_r1 (the chat records, then two system messages and reasoning in both assistant
- * turns) */
+ * turns), 10 gpt_oss (dated 2025-02-03 as the fixture: the chat records, then gpt-oss's: a
+ * developer or system message first, thinking in the last and earlier turns, an assistant
+ * message not last, then chat_template_kwargs reasoning_effort and model_identity) */
 START_TEST(test_chat_templates)
 {
     static const char *const NAMES[] = {"qwen2_5", "qwen3",  "llama3_1", "llama3_2",
                                         "gemma",   "gemma3", "phi3",     "phi3_5",
-                                        "qwen3_2507", "deepseek_r1"};
+                                        "qwen3_2507", "deepseek_r1", "gpt_oss"};
     static const char *const BY_NAME[] = {"qwen2.5", "qwen3",  "llama3.1", "llama3.2",
                                           "gemma2",  "gemma3", "phi3",     "phi3.5",
-                                          "qwen3-2507", "deepseek-r1"};
+                                          "qwen3-2507", "deepseek-r1", "gpt-oss"};
     static const nnt_chat_template WANT[] = {NNT_CHAT_QWEN2_5, NNT_CHAT_QWEN3, NNT_CHAT_LLAMA3_1,
                                              NNT_CHAT_LLAMA3_2, NNT_CHAT_GEMMA, NNT_CHAT_GEMMA3,
                                              NNT_CHAT_PHI3, NNT_CHAT_PHI3_5,
-                                             NNT_CHAT_QWEN3_2507, NNT_CHAT_DEEPSEEK_R1};
+                                             NNT_CHAT_QWEN3_2507, NNT_CHAT_DEEPSEEK_R1,
+                                             NNT_CHAT_GPT_OSS};
     const char *name = NAMES[_i];
     char cfg[4300];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
     for (int forced = 0; forced < 2; forced++) {   /* recognised, then chosen by name */
         nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
         so.tokenizer_config = cfg;
-        so.date = _i == 3 ? "03 Feb 2025" : NULL;
+        so.date = _i == 3 ? "03 Feb 2025" : _i == 10 ? GPTOSS_DATE : NULL;
         if (forced)
             EXPECT_OK(nnt_chat_template_from_name(BY_NAME[_i], &so.chat_template));
         nnt_sft *s = NULL;
@@ -260,13 +268,20 @@ START_TEST(test_chat_templates)
         nnt_chat_template t;
         EXPECT_OK(nnt_sft_template_of(s, &t));
         ck_assert_int_eq(t, WANT[_i]);
-        if (_i >= 6) {   /* Phi-3, Phi-3.5, Qwen3-Instruct-2507, DeepSeek-R1 */
+        if (_i >= 6) {   /* Phi-3, Phi-3.5, Qwen3-Instruct-2507, DeepSeek-R1, gpt-oss */
             int n = compare_records(s, name, "chat_records.jsonl", 0, 0);
             ck_assert_int_eq(n, 5);
             if (_i <= 7)
                 ck_assert_int_eq(compare_records(s, name, "phi3_records.jsonl", 0, n), 2);
             if (_i == 9)
                 ck_assert_int_eq(compare_records(s, name, "r1_records.jsonl", 0, n), 1);
+            if (_i == 10) {
+                ck_assert_int_eq(compare_records(s, name, "gptoss_records.jsonl", 0, n), 5);
+                ck_assert_int_eq(compare_records(s, name, "gptoss_kwargs_records.jsonl", 0,
+                                                 n + 5), 2);
+                /* the kwargs held for their records alone: the chat records again */
+                ck_assert_int_eq(compare_records(s, name, "chat_records.jsonl", 0, 0), 5);
+            }
             nnt_sft_destroy(s);
             continue;
         }
@@ -333,11 +348,12 @@ END_TEST
  * STEM_pc.jsonl) */
 static const char *const PROMPT_NAMES[] = {"chatml",   "llama3",   "qwen2_5", "qwen3",
                                            "llama3_1", "llama3_2", "gemma",   "gemma3",
-                                           "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1"};
+                                           "phi3",     "phi3_5",   "qwen3_2507", "deepseek_r1",
+                                           "gpt_oss"};
 static const char *const PROMPT_SETS[][3] = {
     {"chat", NULL}, {"chat", NULL}, {"chat", NULL}, {"chat", "qwen3"}, {"chat", NULL},
     {"chat", NULL}, {"gemma", NULL}, {"gemma", "gemma3", "gemma3_parts"}, {"chat", "phi3"},
-    {"chat", "phi3"}, {"chat", NULL}, {"chat", "r1"}};
+    {"chat", "phi3"}, {"chat", NULL}, {"chat", "r1"}, {"chat", "gptoss"}};
 
 /* The fixture file of record set k of PROMPT_SETS[i] with suffix (NULL: none) */
 static const char *prompt_set(int i, int k, const char *suffix, char *path, size_t cap)
@@ -353,17 +369,18 @@ static const char *prompt_set(int i, int k, const char *suffix, char *path, size
  * (NAME.prompts): _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (earlier assistant turns without
  * their reasoning), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3, 8 phi3, 9 phi3_5, 10 qwen3_2507,
  * 11 deepseek_r1 (an earlier assistant turn without what precedes its last </think>), 12
- * qwen3 with no_thinking (enable_thinking=False: qwen3_nothink.prompts) */
+ * gpt_oss (dated as its fixture; earlier assistant turns closed by <|end|>, without their
+ * thinking), 13 qwen3 with no_thinking (enable_thinking=False: qwen3_nothink.prompts) */
 START_TEST(test_prompts)
 {
-    const int nothink = _i == 12, i = nothink ? 3 : _i;   /* 12: Qwen3's, no_thinking */
+    const int nothink = _i == 13, i = nothink ? 3 : _i;   /* 13: Qwen3's, no_thinking */
     const char *name = PROMPT_NAMES[i], *set_file;
     char set_path[64];
     char cfg[4300], expected[4300], line[8192], want[8192];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = cfg;
-    so.date = i == 5 ? "03 Feb 2025" : NULL;
+    so.date = i == 5 ? "03 Feb 2025" : i == 12 ? GPTOSS_DATE : NULL;
     so.no_thinking = nothink;
     nnt_sft *s = NULL;
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
@@ -389,7 +406,7 @@ START_TEST(test_prompts)
         }
         fclose(f);
     }
-    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 7, 7, 5, 6};   /* the sets' prompts */
+    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 7, 7, 5, 6, 10};   /* sets' prompts */
     ck_assert_int_eq(k, COUNT[i]);
     /* the last conversation's list of messages alone: the same ids */
     const char *list = strchr(line, '['), *end = strrchr(line, ']');
@@ -435,22 +452,27 @@ END_TEST
  * _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (the completion's think block, earlier turns
  * without theirs), 4 llama3_1, 5 llama3_2, 6 gemma, 7 gemma3, 8 phi3, 9 phi3_5 (the closing
  * eos), 10 qwen3_2507, 11 deepseek_r1 (the completion's reasoning dropped, as the published
- * template drops it, and its generation prompt's <think> not in the conversation) */
+ * template drops it, and its generation prompt's <think> not in the conversation), 12
+ * gpt_oss (the completion's thinking and <|return|>; then records with chat_template_kwargs
+ * reasoning_effort and model_identity) */
 START_TEST(test_conversation_pc)
 {
-    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 6, 6, 5, 6};   /* the sets' records */
+    static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 6, 6, 5, 6, 9};   /* the sets' records */
     char cfg[4300], set_path[64];
     const char *set_file;
     nnt_tokenizer *tok = load_tokenizer(PROMPT_NAMES[_i], cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = cfg;
-    so.date = _i == 5 ? "03 Feb 2025" : NULL;
+    so.date = _i == 5 ? "03 Feb 2025" : _i == 12 ? GPTOSS_DATE : NULL;
     nnt_sft *s = NULL;
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
     int n = 0;
     for (int set = 0; (set_file = prompt_set(_i, set, "_pc.jsonl", set_path, 64)); set++)
         n += compare_against(s, PROMPT_NAMES[_i], "pc_expected", set_file, 0, n);
     ck_assert_int_eq(n, COUNT[_i]);
+    if (_i == 12)   /* gpt-oss's with chat_template_kwargs */
+        ck_assert_int_eq(compare_against(s, "gpt_oss", "pc_expected", "gptoss_kwargs_pc.jsonl",
+                                         0, n), 2);
     if (_i == 3)   /* Qwen3's with chat_template_kwargs {"enable_thinking": false} a record */
         ck_assert_int_eq(compare_against(s, "qwen3_nothink", "pc_expected",
                                          "qwen3_nothink_pc.jsonl", 0, 0), 7);
@@ -530,24 +552,178 @@ START_TEST(test_record_kwargs)
 }
 END_TEST
 
+/* The ids and counts of two records with s are the same (both encoded) */
+static void same_encoding(nnt_sft *s, const char *a, const char *b)
+{
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0, m = 0;
+    EXPECT_OK(nnt_sft_encode(s, a, strlen(a), &ids, &counts, &n));
+    int32_t *want = malloc(n * sizeof *want);
+    uint8_t *want_counts = malloc(n);
+    memcpy(want, ids, n * sizeof *want);
+    memcpy(want_counts, counts, n);
+    EXPECT_OK(nnt_sft_encode(s, b, strlen(b), &ids, &counts, &m));
+    ck_assert_msg(m == n && memcmp(ids, want, n * sizeof *want) == 0 &&
+                  memcmp(counts, want_counts, n) == 0, "%s and %s differ", a, b);
+    free(want), free(want_counts);
+}
+
+#define GPTOSS_USER "{\"role\": \"user\", \"content\": \"Hi\"}"
+
+/* gpt-oss beyond its fixtures: a null thinking is none, thinking wins over
+ * reasoning_content, reasoning is its last alias (transformers' aliases), a developer message
+ * first is a system one, date_string of chat_template_kwargs is not its date (its template
+ * reads strftime_now alone), another role's thinking is not rendered; by default today's date
+ * (strftime_now("%Y-%m-%d"), local time); channel tags in an assistant's content or thinking,
+ * a kwarg not a string, builtin_tools, tools and unknown roles refused; the developer role
+ * and thinking are gpt-oss's alone, its kwargs ignored by the other templates. */
+START_TEST(test_gpt_oss)
+{
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer("gpt_oss", cfg, sizeof cfg);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = cfg;
+    so.date = GPTOSS_DATE;
+    nnt_sft *s = NULL;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    static const char *const SAME[][2] = {
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"thinking\": null, \"reasoning\": null}]}",
+         "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"reasoning_content\": \"no\", \"thinking\": \"Greet.\"}]}",
+         "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"thinking\": \"Greet.\"}]}"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"thinking\": null, \"reasoning\": \"Greet.\"}]}",
+         "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"thinking\": \"Greet.\"}]}"},
+        {"{\"messages\": [{\"role\": \"developer\", \"content\": \"Be brief.\"}, " GPTOSS_USER
+         ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}",
+         "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, " GPTOSS_USER
+         ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}"},
+        {"{\"chat_template_kwargs\": {\"date_string\": \"03 Feb 2025\"}, \"messages\": ["
+         GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}",
+         "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\", \"thinking\": \"x\"}, "
+         "{\"role\": \"assistant\", \"content\": \"Yo\"}]}",
+         "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}"},
+    };
+    for (size_t k = 0; k < sizeof SAME / sizeof SAME[0]; k++)
+        same_encoding(s, SAME[k][0], SAME[k][1]);
+    /* an empty answer with thinking is something to learn; channel tags in a user's content
+     * are the user's */
+    const char *ok[] = {
+        "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"\", "
+        "\"thinking\": \"Hm.\"}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"<|channel|>final<|message|>\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Yo\"}]}"};
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0;
+    for (int k = 0; k < 2; k++)
+        EXPECT_OK(nnt_sft_encode(s, ok[k], strlen(ok[k]), &ids, &counts, &n));
+    static const struct {
+        const char *record, *says;
+    } BAD[] = {
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"a"
+         "<|channel|>final<|message|>b\"}]}", "messages[1]'s content holds \"<|channel|>final"
+         "<|message|>\", which the gpt-oss template refuses: give the analysis as \"thinking\""},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"reasoning_content\": \"<|channel|>analysis<|message|>\"}]}",
+         "messages[1]'s thinking holds \"<|channel|>analysis<|message|>\""},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"thinking\": 3}]}", "(, \"thinking\" or \"reasoning_content\" or \"reasoning\": "
+         "string or null)"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"\", "
+         "\"thinking\": \"\"}]}", "messages[1] is an empty assistant message"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
+         "\"name\": \"a\"}]}", "(role, content, thinking, reasoning_content, reasoning)"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"critic\", \"content\": \"Yo\"}]}",
+         "which the gpt-oss template does not know (system, developer, user, assistant)"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"\", "
+         "\"tool_calls\": [{\"type\": \"function\"}]}]}", "has tool_calls: tool calls are not "
+         "implemented"},
+        {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"tool\", \"content\": \"6\"}, "
+         "{\"role\": \"assistant\", \"content\": \"Yo\"}]}", "role \"tool\": tool messages"},
+        {"{\"tools\": [], \"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", "
+         "\"content\": \"Yo\"}]}", "\"tools\": tool definitions"},
+        {"{\"chat_template_kwargs\": {\"builtin_tools\": [\"browser\"]}, \"messages\": ["
+         GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}",
+         "chat_template_kwargs.builtin_tools: tool definitions and calls are not implemented"},
+        {"{\"chat_template_kwargs\": {\"reasoning_effort\": 1}, \"text\": \"a\"}",
+         "chat_template_kwargs.reasoning_effort is not a string"},
+        {"{\"chat_template_kwargs\": {\"model_identity\": null}, \"text\": \"a\"}",
+         "chat_template_kwargs.model_identity is not a string"},
+    };
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++)
+        EXPECT_FAIL_MSG(nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts,
+                                       &n), NNT_E_FORMAT, BAD[k].says);
+    nnt_sft_destroy(s);
+    /* by default today's date, as strftime_now("%Y-%m-%d") */
+    char today[2][32], text[2048];
+    const char *rec = "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", "
+                      "\"content\": \"Yo\"}]}";
+    for (int k = 0; k < 2; k++) {
+        time_t now = time(NULL);
+        strftime(today[k], sizeof today[k], "%Y-%m-%d", localtime(&now));
+    }
+    so.date = NULL;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    EXPECT_OK(nnt_sft_encode(s, rec, strlen(rec), &ids, &counts, &n));
+    size_t len = 0;
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+    ck_assert_uint_lt(len, sizeof text);
+    text[len] = '\0';
+    char want[64];
+    snprintf(want, sizeof want, "\nCurrent date: %s\n\n", today[1]);
+    if (strcmp(today[0], today[1]) == 0) {   /* not across midnight */
+        printf("test_sft gpt-oss: today is \"%s\"\n", today[0]);
+        ck_assert_msg(strstr(text, want) != NULL, "%s is not dated %s", text, today[0]);
+    }
+    nnt_sft_destroy(s);
+    /* developer and thinking are gpt-oss's; its kwargs ignored by another template */
+    so.chat_template = NNT_CHAT_QWEN3_2507;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    const char *dev = "{\"messages\": [{\"role\": \"developer\", \"content\": \"x\"}, "
+                      GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, dev, strlen(dev), &ids, &counts, &n), NNT_E_FORMAT,
+                    "role \"developer\", which the Qwen3-Instruct-2507 template does not know "
+                    "(system, user, assistant)");
+    const char *think = "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", "
+                        "\"content\": \"Yo\", \"thinking\": \"x\"}]}";
+    EXPECT_FAIL_MSG(nnt_sft_encode(s, think, strlen(think), &ids, &counts, &n), NNT_E_FORMAT,
+                    "has the key \"thinking\", which nnt does not render with the "
+                    "Qwen3-Instruct-2507 template");
+    same_encoding(s, "{\"chat_template_kwargs\": {\"reasoning_effort\": \"high\", "
+                     "\"model_identity\": \"M\"}, \"messages\": [" GPTOSS_USER ", {\"role\": "
+                     "\"assistant\", \"content\": \"Yo\"}]}", rec);
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
 /* all_tokens (TRL with completion_only_loss=False, without assistant_only_loss): every token
  * counts and conversations are rendered by the published template (NAME.all_expected):
  * _i 0 llama3 (a record of each kind), 1 qwen3 (think blocks only after the last user
  * message, also as prompt/completion), 2 deepseek_r1 (reasoning split off every assistant
- * turn); then a conversation without an assistant message is taken, and all_tokens 2
- * refused. */
+ * turn), 3 gpt_oss (dated as its fixture; its own records, also as prompt/completion); then a
+ * conversation without an assistant message is taken, and all_tokens 2 refused. */
 START_TEST(test_all_tokens)
 {
-    static const char *const NAMES[] = {"llama3", "qwen3", "deepseek_r1"};
+    static const char *const NAMES[] = {"llama3", "qwen3", "deepseek_r1", "gpt_oss"};
     static const char *const SETS[][3] = {
         {"records.jsonl", NULL, NULL},
         {"chat_records.jsonl", "qwen3_records.jsonl", "chat_pc.jsonl"},
-        {"chat_records.jsonl", "r1_records.jsonl", "r1_pc.jsonl"}};
-    static const int COUNT[] = {6, 12, 7};
+        {"chat_records.jsonl", "r1_records.jsonl", "r1_pc.jsonl"},
+        {"chat_records.jsonl", "gptoss_records.jsonl", "gptoss_pc.jsonl"}};
+    static const int COUNT[] = {6, 12, 7, 14};
     char cfg[4300];
     nnt_tokenizer *tok = load_tokenizer(NAMES[_i], cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = cfg;
+    so.date = _i == 3 ? GPTOSS_DATE : NULL;
     so.all_tokens = 1;
     nnt_sft *s = NULL;
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
@@ -573,7 +749,8 @@ START_TEST(test_all_tokens)
     if (_i != 1)
         EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, _i == 0
                         ? "no_thinking: the Llama 3 template has no switch for thinking"
-                        : "no_thinking: the DeepSeek-R1-Distill template has no switch");
+                        : _i == 2 ? "no_thinking: the DeepSeek-R1-Distill template has no switch"
+                        : "no_thinking: the gpt-oss template has no switch");
     ck_assert_ptr_null(s);
     nnt_tokenizer_destroy(tok);
 }
@@ -1332,14 +1509,15 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_encode, 0, 2);
     tcase_add_test(tc, test_templates_and_errors);
-    tcase_add_loop_test(tc, test_chat_templates, 0, 10);
+    tcase_add_loop_test(tc, test_chat_templates, 0, 11);
     tcase_add_test(tc, test_gemma_turns);
     tcase_add_test(tc, test_gemma3_parts);
-    tcase_add_loop_test(tc, test_prompts, 0, 13);
-    tcase_add_loop_test(tc, test_conversation_pc, 0, 12);
+    tcase_add_loop_test(tc, test_prompts, 0, 14);
+    tcase_add_loop_test(tc, test_conversation_pc, 0, 13);
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
-    tcase_add_loop_test(tc, test_all_tokens, 0, 3);
+    tcase_add_loop_test(tc, test_all_tokens, 0, 4);
     tcase_add_test(tc, test_record_kwargs);
+    tcase_add_test(tc, test_gpt_oss);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);
     tcase_add_loop_test(tc, test_loss, 0, 4);

@@ -14,8 +14,8 @@
  *                                    rendered with a chat template (ChatML, Llama 3, and
  *                                    Qwen2.5's, Qwen3's, Llama 3.1's and 3.2's, Gemma's (also
  *                                    Gemma 2's), Gemma 3's, Phi-3's, Phi-3.5's,
- *                                    Qwen3-Instruct-2507's and DeepSeek-R1-Distill's as
- *                                    published)
+ *                                    Qwen3-Instruct-2507's, DeepSeek-R1-Distill's and
+ *                                    gpt-oss's (harmony) as published)
  *                                    and encoded without added special tokens
  *                                    (apply_chat_template); the tokens that overlap an
  *                                    assistant turn's span count (assistant_only_loss with
@@ -30,10 +30,14 @@
  *                                    after a last assistant message), Qwen3-Instruct-2507
  *                                    CONTENT "<|im_end|>\n" after "<|im_start|>assistant\n",
  *                                    DeepSeek-R1 R1_ASSISTANT CONTENT R1_EOS (its reasoning
- *                                    kept: TRL's deepseek_r1_distill_training.jinja)
+ *                                    kept: TRL's deepseek_r1_distill_training.jinja),
+ *                                    gpt-oss the whole "<|start|>assistant..." of a turn to
+ *                                    its "<|end|>" or "<|return|>" (the last turn's analysis
+ *                                    channel with it: TRL's gptoss_training.jinja)
  * With all_tokens every token counts, conversations rendered as published (TRL with
  * completion_only_loss=False and without assistant_only_loss).
- * A record's "chat_template_kwargs" (enable_thinking, date_string) hold for it alone.
+ * A record's "chat_template_kwargs" (enable_thinking, date_string, reasoning_effort,
+ * model_identity) hold for it alone.
  * ShareGPT's {"conversations": [{"from", "value"}, ...]} is taken as "messages", from and
  * value as role and content in every list (TRL's maybe_convert_to_chatml).
  * eos is appended to text and completions unless they end with it (TRL's add_eos). The JSON
@@ -71,6 +75,9 @@ struct nnt_sft {
                                      a conversational prompt/completion), not as TRL's
                                      training variant (Qwen3's, DeepSeek-R1's)               */
     size_t last_query;            /* Qwen3 published: the index of the last user message     */
+    const jv *effort, *identity;  /* gpt-oss: the record's chat_template_kwargs
+                                     reasoning_effort and model_identity (NULL: the
+                                     template's defaults), strings of the record's tree     */
 };
 
 static const char *template_name(nnt_chat_template t);
@@ -78,7 +85,7 @@ static const char *template_name(nnt_chat_template t);
 /* the templates' names (nnt_chat_template_from_name), for the messages */
 #define TEMPLATE_NAMES \
     "chatml, llama3, qwen2.5, qwen3, llama3.1, llama3.2, gemma, gemma3, phi3, phi3.5, " \
-    "qwen3-2507, deepseek-r1"
+    "qwen3-2507, deepseek-r1, gpt-oss"
 
 /* DeepSeek-R1-Distill's special tokens: fullwidth bars (U+FF5C) around them, U+2581 between
  * the words (split strings: a hex escape would take the letter after it) */
@@ -212,6 +219,7 @@ static const struct {
      NNT_CHAT_QWEN3_2507},
     {"deepseek_r1_distill.jinja (DeepSeek-R1-Distill)", 0x845fdf813c637ee2ULL,
      NNT_CHAT_DEEPSEEK_R1},
+    {"gptoss.jinja (gpt-oss)", 0x5da66262d54a9064ULL, NNT_CHAT_GPT_OSS},
 };
 
 #define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -316,9 +324,9 @@ static int recognise(const char *path, const char *raw, nnt_chat_template *t, ch
         rc = nnt_fail(NULL, NNT_E_UNSUPPORTED, "%s: %s: chat_template \"%s%s\" is not one nnt "
                       "knows%s%s (plain ChatML as SmolLM2 uses it, Llama 3's headers, and "
                       "Qwen2.5's, Qwen3's, Llama 3.1's, 3.2's, Gemma's, Gemma 3's, Phi-3's, "
-                      "Phi-3.5's, Qwen3-Instruct-2507's and DeepSeek-R1-Distill's templates "
-                      "exactly as their models publish them): give the template to render with "
-                      "(nnt-tokenize --chat-template " TEMPLATE_NAMES ")",
+                      "Phi-3.5's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's and gpt-oss's "
+                      "templates exactly as their models publish them): give the template to "
+                      "render with (nnt-tokenize --chat-template " TEMPLATE_NAMES ")",
                       fn, path, head, raw[k] ? "..." : "", extra ? ": it has " : "",
                       extra ? extra : "");
     }
@@ -412,7 +420,8 @@ NNT_API int nnt_chat_template_from_name(const char *name, nnt_chat_template *out
                  {"gemma", NNT_CHAT_GEMMA}, {"gemma2", NNT_CHAT_GEMMA},
                  {"gemma3", NNT_CHAT_GEMMA3}, {"phi3", NNT_CHAT_PHI3},
                  {"phi3.5", NNT_CHAT_PHI3_5}, {"qwen3-2507", NNT_CHAT_QWEN3_2507},
-                 {"deepseek-r1", NNT_CHAT_DEEPSEEK_R1}, {"none", NNT_CHAT_NONE}};
+                 {"deepseek-r1", NNT_CHAT_DEEPSEEK_R1}, {"gpt-oss", NNT_CHAT_GPT_OSS},
+                 {"none", NNT_CHAT_NONE}};
     for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++)
         if (strcmp(name, NAMES[k].name) == 0) {
             *out = NAMES[k].t;
@@ -432,9 +441,9 @@ void nnt_sft_destroy(nnt_sft *s)
     free(s);
 }
 
-/* Llama 3.1+'s date: the option's, else the template's default: 3.1's date_string, 3.2's
- * strftime_now("%d %b %Y") (local time; the month's English abbreviation, as Python's C
- * locale writes it). */
+/* Llama 3.1+'s and gpt-oss's date: the option's, else the template's default: 3.1's
+ * date_string, 3.2's strftime_now("%d %b %Y") (local time; the month's English abbreviation,
+ * as Python's C locale writes it), gpt-oss's strftime_now("%Y-%m-%d"). */
 static void set_date(nnt_sft *s, const char *date)
 {
     static const char *const MONTHS[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
@@ -446,6 +455,9 @@ static void set_date(nnt_sft *s, const char *date)
     else if (s->tmpl == NNT_CHAT_LLAMA3_2 && localtime_r(&now, &tm))
         snprintf(s->date, sizeof s->date, "%02d %s %04d", tm.tm_mday, MONTHS[tm.tm_mon % 12],
                  tm.tm_year + 1900);
+    else if (s->tmpl == NNT_CHAT_GPT_OSS && localtime_r(&now, &tm))
+        snprintf(s->date, sizeof s->date, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday);
     else
         snprintf(s->date, sizeof s->date, "26 Jul 2024");
 }
@@ -462,7 +474,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
     nnt_sft_options o;
     NNT_TRY(nnt_read_options(fn, opts, &defaults, &o, sizeof o, 0,
                              "initialise them with NNT_SFT_OPTIONS_INIT"));
-    if ((unsigned)o.chat_template > NNT_CHAT_DEEPSEEK_R1)
+    if ((unsigned)o.chat_template > NNT_CHAT_GPT_OSS)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.all_tokens != 0 && o.all_tokens != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: all_tokens %d (use 0 or 1)", fn, o.all_tokens);
@@ -665,7 +677,7 @@ static const char *template_name(nnt_chat_template t)
     static const char *const NAMES[] = {"", "", "ChatML", "Llama 3", "Qwen2.5", "Qwen3",
                                         "Llama 3.1", "Llama 3.2", "Gemma", "Gemma 3",
                                         "Phi-3", "Phi-3.5", "Qwen3-Instruct-2507",
-                                        "DeepSeek-R1-Distill"};
+                                        "DeepSeek-R1-Distill", "gpt-oss"};
     return (unsigned)t < sizeof NAMES / sizeof NAMES[0] ? NAMES[t] : "";
 }
 
@@ -697,16 +709,65 @@ static int content_parts(const jv *content, size_t i)
     return NNT_OK;
 }
 
-/* One message checked: its role (system, user or assistant), its content (a string; Gemma 3:
- * or a list of text parts), and for Qwen3 its reasoning_content (NULL when absent); the keys
- * nnt renders, no others. */
+/* gpt-oss's names of a message's reasoning, in the order transformers takes them for the
+ * template's "thinking" (_alias_reasoning_fields: thinking itself, else the first of the
+ * others) */
+static const char *const GPTOSS_THINKING[] = {"thinking", "reasoning_content", "reasoning"};
+
+/* gpt-oss's thinking of message m as transformers hands it to the template: the first of
+ * GPTOSS_THINKING that is not null (apply_chat_template drops null values); NULL if none.
+ * *bad: one of them is neither a string nor null. */
+static const jv *gptoss_thinking(const jv *m, int *bad)
+{
+    const jv *found = NULL;
+    *bad = 0;
+    for (int k = 0; k < 3; k++) {
+        const jv *v = hft_jv_get(m, GPTOSS_THINKING[k]);
+        if (v && v->type != JV_NULL && v->type != JV_STR)
+            *bad = 1;
+        if (!found && v && v->type == JV_STR)
+            found = v;
+    }
+    return found;
+}
+
+/* 1 when text[0, n) holds what */
+static int holds(const char *text, size_t n, const char *what)
+{
+    size_t w = strlen(what);
+    for (size_t k = 0; k + w <= n; k++)
+        if (memcmp(text + k, what, w) == 0)
+            return 1;
+    return 0;
+}
+
+/* gpt-oss's template refuses an assistant's content or thinking that holds a channel tag */
+static int gptoss_no_channel(const jv *v, size_t i, const char *field)
+{
+    static const char *const TAGS[] = {"<|channel|>analysis<|message|>",
+                                       "<|channel|>final<|message|>"};
+    for (int k = 0; v && k < 2; k++)
+        if (holds(v->s, v->len, TAGS[k]))
+            return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu]'s %s holds "
+                            "\"%s\", which the gpt-oss template refuses: give the analysis as "
+                            "\"thinking\" and the final answer as \"content\", without channel "
+                            "tags", i, field, TAGS[k]);
+    return NNT_OK;
+}
+
+/* One message checked: its role (system, user or assistant; gpt-oss: or developer), its
+ * content (a string; Gemma 3: or a list of text parts), and for Qwen3 its reasoning_content,
+ * for gpt-oss its thinking (gptoss_thinking) (NULL when absent); the keys nnt renders, no
+ * others. */
 static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **role,
                          const jv **content, const jv **reasoning)
 {
     static const char fn[] = "nnt_sft_encode";
+    int gptoss = t == NNT_CHAT_GPT_OSS, bad = 0;
     *role = hft_jv_get(m, "role");
     *content = hft_jv_get(m, "content");
-    *reasoning = t == NNT_CHAT_QWEN3 ? hft_jv_get(m, "reasoning_content") : NULL;
+    *reasoning = t == NNT_CHAT_QWEN3 ? hft_jv_get(m, "reasoning_content")
+               : gptoss && m->type == JV_OBJ ? gptoss_thinking(m, &bad) : NULL;
     int parts = *content && (*content)->type == JV_ARR;
     if (parts && t != NNT_CHAT_GEMMA3)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu]'s content is a list of parts, "
@@ -714,40 +775,51 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
                         "takes a string)", fn, i, template_name(t));
     if (m->type != JV_OBJ || !*role || (*role)->type != JV_STR || !*content ||
         ((*content)->type != JV_STR && !parts) ||
-        (*reasoning && (*reasoning)->type != JV_STR))
+        (*reasoning && (*reasoning)->type != JV_STR) || bad)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is not {\"role\": string, "
                         "\"content\": string%s}", fn, i,
                         t == NNT_CHAT_QWEN3 ? " (, \"reasoning_content\": string)"
+                        : gptoss ? " (, \"thinking\" or \"reasoning_content\" or "
+                                   "\"reasoning\": string or null)"
                         : t == NNT_CHAT_GEMMA3 ? " or [text parts]" : "");
     if (parts)
         NNT_TRY(content_parts(*content, i));
     for (size_t k = 0; k < m->n; k++) {
         const char *key = m->keys[k];
         if (!strcmp(key, "role") || !strcmp(key, "content") ||
-            (t == NNT_CHAT_QWEN3 && !strcmp(key, "reasoning_content")))
+            (t == NNT_CHAT_QWEN3 && !strcmp(key, "reasoning_content")) ||
+            (gptoss && (!strcmp(key, GPTOSS_THINKING[0]) || !strcmp(key, GPTOSS_THINKING[1]) ||
+                        !strcmp(key, GPTOSS_THINKING[2]))))
             continue;
         if (!strcmp(key, "tool_calls") || !strcmp(key, "function_call"))
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %s: tool calls are not "
                             "implemented (nnt renders no tools)", fn, i, key);
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has the key \"%s\", which nnt "
                         "does not render with the %s template (role, content%s)", fn, i, key,
-                        template_name(t), t == NNT_CHAT_QWEN3 ? ", reasoning_content" : "");
+                        template_name(t), t == NNT_CHAT_QWEN3 ? ", reasoning_content"
+                        : gptoss ? ", thinking, reasoning_content, reasoning" : "");
     }
     const char *r = (*role)->s;
     if (!strcmp(r, "tool") || !strcmp(r, "ipython") || !strcmp(r, "function"))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\": tool messages "
                         "are not implemented (nnt renders no tools; roles system, user, "
                         "assistant)", fn, i, r);
-    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
+    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
+        !(gptoss && strcmp(r, "developer") == 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\", which the %s "
-                        "template does not know (system, user, assistant%s)", fn, i, r,
-                        template_name(t), strcmp(r, "human") == 0 || strcmp(r, "gpt") == 0
+                        "template does not know (system, %suser, assistant%s)", fn, i, r,
+                        template_name(t), gptoss ? "developer, " : "",
+                        strcmp(r, "human") == 0 || strcmp(r, "gpt") == 0
                         ? "; ShareGPT's human and gpt are not renamed, as TRL does not rename "
                           "them: write user and assistant" : "");
     if (strcmp(r, "assistant") == 0 && !parts && (*content)->len == 0 &&
         !(*reasoning && (*reasoning)->len > 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an empty assistant message: "
                         "nothing to learn", fn, i);
+    if (gptoss && strcmp(r, "assistant") == 0) {
+        NNT_TRY(gptoss_no_channel(*content, i, "content"));
+        NNT_TRY(gptoss_no_channel(*reasoning, i, "thinking"));
+    }
     return NNT_OK;
 }
 
@@ -1050,9 +1122,68 @@ static int render_r1(nnt_sft *s, const jv *role, const jv *content, turns *a)
     return NNT_OK;
 }
 
+#define GPTOSS_IDENTITY "You are ChatGPT, a large language model trained by OpenAI."
+
+/* gpt-oss's start: the system block (the model identity, the knowledge cutoff, the date, the
+ * reasoning effort: a record's chat_template_kwargs model_identity and reasoning_effort, else
+ * the template's defaults; then the channels), then a first system or developer message
+ * (*skip 1) as the developer block's instructions, left out when its content is empty. */
+static int gptoss_start(nnt_sft *s, const jv *msgs, int *skip)
+{
+    NNT_TRY(puts0(s, "<|start|>system<|message|>"));
+    NNT_TRY(s->identity ? put(s, s->identity->s, s->identity->len)
+                        : puts0(s, GPTOSS_IDENTITY));
+    NNT_TRY(puts0(s, "\nKnowledge cutoff: 2024-06\nCurrent date: "));
+    NNT_TRY(puts0(s, s->date));
+    NNT_TRY(puts0(s, "\n\nReasoning: "));
+    NNT_TRY(s->effort ? put(s, s->effort->s, s->effort->len) : puts0(s, "medium"));
+    NNT_TRY(puts0(s, "\n\n# Valid channels: analysis, commentary, final. Channel must be "
+                     "included for every message.<|end|>"));
+    const jv *role = hft_jv_get(&msgs->items[0], "role");
+    const jv *content = hft_jv_get(&msgs->items[0], "content");
+    *skip = strcmp(role->s, "system") == 0 || strcmp(role->s, "developer") == 0;
+    if (!*skip || content->len == 0)
+        return NNT_OK;
+    NNT_TRY(puts0(s, "<|start|>developer<|message|># Instructions\n\n"));
+    NNT_TRY(put(s, content->s, content->len));
+    return puts0(s, "\n\n<|end|>");
+}
+
+/* gpt-oss's message: a user's <|start|>user<|message|>CONTENT<|end|>; an assistant's
+ * <|start|>assistant<|channel|>final<|message|>CONTENT<|end|>, or, the last message of a
+ * conversation without the generation prompt, its THINKING (when it has one) as
+ * <|start|>assistant<|channel|>analysis<|message|>THINKING<|end|> first and <|return|> for
+ * the final answer's <|end|> (earlier turns drop their thinking); all of it counted (TRL's
+ * gptoss_training.jinja); system and developer messages after the first render nothing. */
+static int render_gptoss(nnt_sft *s, int last, const jv *role, const jv *content,
+                         const jv *thinking, turns *a)
+{
+    if (strcmp(role->s, "user") == 0) {
+        NNT_TRY(puts0(s, "<|start|>user<|message|>"));
+        NNT_TRY(put(s, content->s, content->len));
+        return puts0(s, "<|end|>");
+    }
+    if (strcmp(role->s, "assistant") != 0)
+        return NNT_OK;
+    int closing = last && !s->prompt;   /* loop.last and not add_generation_prompt */
+    a->at[2 * a->n] = s->text.n;
+    if (closing && thinking) {
+        NNT_TRY(puts0(s, "<|start|>assistant<|channel|>analysis<|message|>"));
+        NNT_TRY(put(s, thinking->s, thinking->len));
+        NNT_TRY(puts0(s, "<|end|>"));
+    }
+    NNT_TRY(puts0(s, "<|start|>assistant<|channel|>final<|message|>"));
+    NNT_TRY(put(s, content->s, content->len));
+    NNT_TRY(puts0(s, closing ? "<|return|>" : "<|end|>"));
+    a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
 /* The generation prompt the templates add after the messages (add_generation_prompt) */
 static const char *generation_prompt(nnt_chat_template t)
 {
+    if (t == NNT_CHAT_GPT_OSS)
+        return "<|start|>assistant";
     if (t == NNT_CHAT_DEEPSEEK_R1)
         return R1_ASSISTANT "<think>\n";
     if (t == NNT_CHAT_LLAMA3 || is_llama31(t))
@@ -1114,6 +1245,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         NNT_TRY(gemma_start(s, msgs, &skip, &prefix));
     else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
         NNT_TRY(r1_start(s, msgs));
+    else if (s->tmpl == NNT_CHAT_GPT_OSS)
+        NNT_TRY(gptoss_start(s, msgs, &skip));
     for (size_t i = (size_t)skip; i < msgs->n; i++) {
         message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning);
         if (strcmp(role->s, "assistant") == 0)
@@ -1128,6 +1261,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
             NNT_TRY(render_phi3(s, role, content, &a));
         else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
             NNT_TRY(render_r1(s, role, content, &a));
+        else if (s->tmpl == NNT_CHAT_GPT_OSS)
+            NNT_TRY(render_gptoss(s, i + 1 == msgs->n, role, content, reasoning, &a));
         else
             NNT_TRY(render_chatml(s, i, role, content, &a));
     }
@@ -1188,9 +1323,11 @@ static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *comple
 }
 
 /* A record's chat_template_kwargs (TRL passes them to apply_chat_template): those the
- * templates nnt renders read, enable_thinking (Qwen3's; a bool) and date_string (Llama 3.1
- * and 3.2's; a string as the date option), set in s for this record (the other templates
- * ignore them, as theirs do); another key is refused, to catch a misnamed one. */
+ * templates nnt renders read, enable_thinking (Qwen3's; a bool), date_string (Llama 3.1
+ * and 3.2's; a string as the date option), reasoning_effort and model_identity (gpt-oss's;
+ * strings), set in s for this record (the other templates ignore them, as theirs do);
+ * builtin_tools (gpt-oss's tools) refused as tools are, another key refused, to catch a
+ * misnamed one. */
 static int record_kwargs(nnt_sft *s, const jv *kw)
 {
     static const char fn[] = "nnt_sft_encode";
@@ -1208,11 +1345,22 @@ static int record_kwargs(nnt_sft *s, const jv *kw)
                 memchr(v->s, '\n', v->len))
                 return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.date_string is "
                                 "not one line of 1 to 31 bytes (\"26 Jul 2024\")", fn);
-            memcpy(s->date, v->s, v->len + 1);
+            if (s->tmpl != NNT_CHAT_GPT_OSS)   /* (gpt-oss's date is strftime_now's) */
+                memcpy(s->date, v->s, v->len + 1);
+        } else if (strcmp(kw->keys[k], "reasoning_effort") == 0 ||
+                   strcmp(kw->keys[k], "model_identity") == 0) {
+            if (v->type != JV_STR)
+                return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.%s is not a "
+                                "string", fn, kw->keys[k]);
+            *(kw->keys[k][0] == 'r' ? &s->effort : &s->identity) = v;
+        } else if (strcmp(kw->keys[k], "builtin_tools") == 0) {
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.builtin_tools: tool "
+                            "definitions and calls are not implemented (nnt renders no tools)",
+                            fn);
         } else {
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.%s is read by none "
-                            "of the templates nnt renders (enable_thinking, date_string)", fn,
-                            kw->keys[k]);
+                            "of the templates nnt renders (enable_thinking, date_string, "
+                            "reasoning_effort, model_identity)", fn, kw->keys[k]);
         }
     }
     return NNT_OK;
@@ -1348,6 +1496,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
             memset(s->counts, 1, s->n);
         s->no_thinking = no_thinking;
         memcpy(s->date, date, sizeof date);
+        s->effort = s->identity = NULL;   /* (strings of the record's tree, freed below) */
     }
     else if (!messages || (root.type == JV_OBJ && root.n != 1))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
