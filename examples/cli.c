@@ -303,6 +303,12 @@ char *cli_config_beside(const char *tokenizer_json)
     return NULL;
 }
 
+const char *const cli_chat_templates[] = {"auto",     "none",       "chatml",      "llama3",
+                                          "qwen2.5",  "qwen3",      "llama3.1",    "llama3.2",
+                                          "gemma",    "gemma2",     "gemma3",      "phi3",
+                                          "phi3.5",   "qwen3-2507", "deepseek-r1", "gpt-oss",
+                                          NULL};
+
 nnt_chat_template cli_chat_template(const char *name)
 {
     nnt_chat_template t = NNT_CHAT_AUTO;

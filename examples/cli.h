@@ -85,6 +85,13 @@ const char *cli_choice_name(const cli_program *p, const char *option, int value)
 char *cli_config_beside(const char *tokenizer_json);
 /* A --chat-template choice: "auto", or a name of nnt_chat_template_from_name. */
 nnt_chat_template cli_chat_template(const char *name);
+/* The --chat-template choices of prompt/answer data (nnt-tokenize --jsonl, nnt-train's
+ * .jsonl --data): "auto", "none" and the library's names, NULL-terminated; and their help
+ * line's list. */
+extern const char *const cli_chat_templates[];
+#define CLI_CHAT_TEMPLATE_LIST \
+    "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|phi3|" \
+    "phi3.5|\nqwen3-2507|deepseek-r1|gpt-oss"
 /* Print "NAME: " and the message on stderr; returns 2 (the status of bad usage). */
 int cli_error(const char *program, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -44,7 +44,7 @@ typedef struct opts {
     int64_t seq;
     int too_long;                 /* 0 refuse, 1 cut                                        */
     int loss;                     /* -1 unset, 0 answers, 1 all                             */
-    int chat_template;            /* index in chat_templates                                */
+    int chat_template;            /* index in cli_chat_templates                            */
     const char *tokenizer_config;
     const char *chat_date;
 } opts;
@@ -55,10 +55,6 @@ static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const token_bits[] = {"16", "32", NULL};
 static const char *const too_long[] = {"refuse", "cut", NULL};
 static const char *const losses[] = {"answers", "all", NULL};
-static const char *const chat_templates[] = {"auto", "none", "chatml", "llama3", "qwen2.5",
-                                             "qwen3", "llama3.1", "llama3.2", "gemma",
-                                             "gemma2", "gemma3", "phi3", "phi3.5",
-                                             "qwen3-2507", "deepseek-r1", "gpt-oss", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -92,10 +88,9 @@ static const cli_option table[] = {
     OPT_FLAG("pack", pack, 0, "one example a row (--pad, the default), or several\nwhole ones"),
     OPT_CHOICE("too-long", too_long, too_long, "refuse", 0, "refuse|cut",
                "an example longer than T (default refuse)"),
-    OPT_CHOICE("chat-template", chat_template, chat_templates, "auto", 0, "NAME",
-               "auto|none|chatml|llama3|qwen2.5|qwen3|llama3.1|\nllama3.2|gemma|gemma2|gemma3|"
-               "phi3|phi3.5|\nqwen3-2507|deepseek-r1|gpt-oss for \"messages\"\n(default "
-               "auto: the tokenizer_config.json's, when\nnnt knows it)"),
+    OPT_CHOICE("chat-template", chat_template, cli_chat_templates, "auto", 0, "NAME",
+               CLI_CHAT_TEMPLATE_LIST " for \"messages\"\n(default auto: the "
+               "tokenizer_config.json's, when\nnnt knows it)"),
     OPT_CHOICE("loss", loss, losses, NULL, 0, "answers|all", "the tokens that count: the "
                "answers (the default:\ncompletions, assistant turns) or all of them, as\n"
                "TRL with completion_only_loss=False and no\nassistant_only_loss (conversations "
@@ -171,7 +166,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
-                    cli_chat_template(chat_templates[o->chat_template]),
+                    cli_chat_template(cli_chat_templates[o->chat_template]),
                     o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,

@@ -584,9 +584,10 @@ static int make_dirs(const char *dir)
 
 /* --data or --val-data FILE.jsonl (format auto): prompt/answer records (TRL's forms) made
  * into a token file with a loss mask, OUT/FILE.tokens.bin (--val-data's FILE.val-tokens.bin),
- * rows of T, one example a row, those longer than T cut (as nnt-tokenize --jsonl --seq T
- * --too-long cut makes it, through nnt_sft), which the run then reads. One process only
- * (rank 0 would write it while the others read). */
+ * rows of T, one example a row (--pack: several), those longer than T cut (--too-long),
+ * with --chat-template, --loss, --chat-date and --tokenizer-config as nnt-tokenize --jsonl
+ * --seq T takes them (through nnt_sft), which the run then reads. One process only (rank 0
+ * would write it while the others read). */
 static int jsonl_data(trainer *t, const char *option, const char **path, int which)
 {
     train_opts *o = &t->o;
@@ -615,15 +616,16 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     snprintf(out, len, "%s/%.*s.%s", o->out_dir, (int)(strlen(base) - 6), base,
              which ? "val-tokens.bin" : "tokens.bin");
     nnt_tokenizer_vocab_size(tok, &vocab);
-    jsonl_opts jo = {o->loop.seq, 0, 1, NNT_CHAT_AUTO, NULL, json, NULL, "nnt-train", 0};
+    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,
+                     cli_chat_template(cli_chat_templates[o->jsonl_template]),
+                     o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
+                     o->jsonl_loss == 1};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);
     nnt_tokenizer_destroy(tok);
     if (rc) {
-        fprintf(stderr, "nnt-train: %s %s: not made into a token file (nnt-tokenize --jsonl "
-                "makes one with more choices: --chat-template, --pack, --too-long)\n", option,
-                *path);
+        fprintf(stderr, "nnt-train: %s %s: not made into a token file\n", option, *path);
         free(out);
         return 1;
     }

@@ -59,6 +59,13 @@ typedef struct train_opts {
     int64_t sample, top_k;
     const char *prompt;
     double temperature;
+    /* prompt/answer records (--data / --val-data FILE.jsonl; nnt-tokenize --jsonl's) */
+    int jsonl_template;                      /* --chat-template: index in cli_chat_templates */
+    int jsonl_loss;                          /* --loss: -1 unset, 0 answers, 1 all        */
+    int jsonl_pack;                          /* --pack: several whole examples a row      */
+    int jsonl_too_long;                      /* --too-long: 0 cut (default), 1 refuse     */
+    const char *jsonl_chat_date;             /* --chat-date                               */
+    const char *jsonl_tokenizer_config;      /* --tokenizer-config                        */
     /* reporting */
     int quiet, print_loss;
     double peak_gflops;

@@ -28,6 +28,8 @@ static const char *const off_on[] = {"off", "on", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 /* = nnt_distribution */
 static const char *const distributions[] = {"root", "sharded", "data", NULL};
+static const char *const losses[] = {"answers", "all", NULL};
+static const char *const too_long[] = {"cut", "refuse", NULL};
 
 #define BIG CLI_BIG
 #define CLI_OFF(f) offsetof(train_opts, f)
@@ -77,6 +79,19 @@ static const cli_option table[] = {
             "GPT-2 vocab.json and merges.txt for bpe"),
     OPT_STR("tokenizer-json", run.tokenizer_json, NULL, RES | TOK, "F",
             "a Hugging Face tokenizer.json (or its directory) for json"),
+    OPT_GROUP("Prompt/answer records (--data, --val-data FILE.jsonl; man nnt-tokenize):"),
+    OPT_CHOICE("chat-template", jsonl_template, cli_chat_templates, "auto", 0, "NAME",
+               CLI_CHAT_TEMPLATE_LIST " for \"messages\"\n(default auto: the "
+               "tokenizer_config.json's, when\nnnt knows it)"),
+    OPT_CHOICE("loss", jsonl_loss, losses, NULL, 0, "answers|all", "the tokens that count: "
+               "the answers (default) or all"),
+    OPT_FLAG("pack", jsonl_pack, 0, "several whole examples a row (default one a row)"),
+    OPT_CHOICE("too-long", jsonl_too_long, too_long, "cut", 0, "cut|refuse",
+               "an example longer than T (default cut)"),
+    OPT_STR("chat-date", jsonl_chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\", "
+            "gpt-oss's \"Current\ndate\" (default the template's)"),
+    OPT_STR("tokenizer-config", jsonl_tokenizer_config, NULL, 0, "FILE",
+            "tokenizer_config.json (default: the one beside\nthe tokenizer.json)"),
     OPT_GROUP("Validation (the loss on held-out tokens, without training on them):"),
     OPT_STR("val-data", run.val_data, NULL, RES | DATA, "FILE|DIR|PAT",
             "held-out tokens, read like --data"),
@@ -354,6 +369,13 @@ int train_lora_asked(const train_opts *o)
     return o->lora_rank > 0 || o->lora_alpha >= 0 || o->lora_dropout >= 0 || o->lora_targets;
 }
 
+/* path names prompt/answer records (FILE.jsonl) */
+static int jsonl_path(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return n >= 7 && strcmp(path + n - 6, ".jsonl") == 0;
+}
+
 static int check_combinations(const train_opts *o)
 {
     const nnt_run_config *r = &o->run;
@@ -394,6 +416,12 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--save-hf-shard-size needs --save-hf DIR");
     if (r->val_data && r->val_split > 0)
         return train_usage_error("--val-data and --val-split exclude each other");
+    if (!jsonl_path(r->data) && !jsonl_path(r->val_data) &&
+        (o->jsonl_template > 0 || o->jsonl_loss >= 0 || o->jsonl_pack || o->jsonl_too_long > 0 ||
+         o->jsonl_chat_date || o->jsonl_tokenizer_config))
+        return train_usage_error("--chat-template, --loss, --pack, --too-long, --chat-date and "
+                                 "--tokenizer-config are for prompt/answer records (--data "
+                                 "or --val-data FILE.jsonl)");
     if (r->load_peft && train_lora_asked(o))
         return train_usage_error("--load-peft takes the adapters' settings from its "
                                  "adapter_config.json: no --lora-rank, --lora-alpha, "

@@ -1000,7 +1000,8 @@ else
 fi
 
 # ---- (12c) prompt/answer records: --data FILE.jsonl with a --load-hf directory's tokenizer
-# is made into OUT/FILE.tokens.bin, the bytes nnt-tokenize --jsonl --too-long cut writes, and
+# is made into OUT/FILE.tokens.bin, the bytes nnt-tokenize --jsonl --too-long cut writes (and
+# with --pack, --loss, --chat-template those it writes with them), and
 # trains as that file does (the same losses); --val-data's into FILE.val-tokens.bin; a T
 # that leaves no answer is refused; JSON records given as text otherwise are refused by the
 # library (nnt_data_open), and taken with --data-format text ----------------------------------
@@ -1040,6 +1041,24 @@ if ! grep -q "warning: 4 of the 5 examples keep no token that counts in the loss
 else
     echo "ok: answers cut away: the examples counted, a step without targets said once"
 fi
+# the records' options, as nnt-tokenize --jsonl takes them: the bytes it writes with the same
+# ones (packed rows, every token counted, the template named), not the default file's; given
+# without a .jsonl file they are bad usage
+"$top_builddir/nnt-tokenize" --jsonl --seq 128 --too-long cut --pack --loss all \
+    --chat-template chatml --tokenizer-json "$tmp/sftm/tokenizer.json" \
+    --out "$tmp/chat_all.bin" "$tmp/chat.jsonl" 2> "$tmp/jl_all.err" ||
+    { fail "nnt-tokenize --jsonl --pack --loss all"; cat "$tmp/jl_all.err"; }
+run_ok jsonl_options $jl --data "$tmp/chat.jsonl" --pack --loss all --chat-template chatml \
+    --out "$tmp/jl10"
+if ! cmp -s "$tmp/jl10/chat.tokens.bin" "$tmp/chat_all.bin"; then
+    fail "--data .jsonl --pack --loss all --chat-template chatml: not nnt-tokenize's file"
+elif cmp -s "$tmp/jl10/chat.tokens.bin" "$tmp/jl1/chat.tokens.bin"; then
+    fail "--data .jsonl --pack --loss all: the default file (the options not taken)"
+else
+    echo "ok: --data .jsonl --pack --loss all --chat-template: nnt-tokenize's bytes"
+fi
+expect_error jsonl_options_text "are for prompt/answer records" $small --data "$tmp/corpus.txt" \
+    --loss all --out "$tmp/jl11"
 expect_error jsonl_short "no example keeps a token that counts in the loss once cut to 16 tokens" \
     $jl --seq 16 --data "$tmp/chat.jsonl" --out "$tmp/jl4"
 expect_error jsonl_bytes "need the model's Hugging Face tokenizer" $small \

@@ -319,6 +319,8 @@ sft_gptoss_effort_ignored|lib/data/sft.c|s@    NNT_TRY(s->effort ? put(s, s->eff
 sft_gptoss_kwargs_kept|lib/data/sft.c|s@        s->effort = s->identity = NULL;@        (void)0;@|gpt-oss: the reasoning_effort and model_identity of a record kept for the records after it
 sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OSS \&\& localtime_r(\&now, \&tm))@    else if (0)@|gpt-oss: by default dated 26 Jul 2024, not today (strftime_now)
 sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
+train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
+train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1};@                     0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
