@@ -22,12 +22,13 @@
 #define T 16
 #define STEPS 10
 
-/* Measured (AMD EPYC Zen 4, worst over the tilings, relative): logits 1.2e-6, loss 1.0e-7,
- * gradients 7.3e-6, AdamW losses 2.5e-7; the MXFP4 model's logits 1.0e-6. */
-#define LOGITS_TOL 1e-5
-#define LOSS_TOL 1e-6
-#define GRAD_TOL 7e-5
-#define ADAMW_TOL 2.5e-6
+/* Measured (AMD EPYC Zen 4, worst over the tilings, relative): logits 1.5e-6, loss 1.7e-7,
+ * gradients 2.0e-5 (a router's bias), AdamW losses 3.6e-7; the MXFP4 model's logits 1.7e-6,
+ * loss 5.2e-8. */
+#define LOGITS_TOL 1.5e-5
+#define LOSS_TOL 1.5e-6
+#define GRAD_TOL 2e-4
+#define ADAMW_TOL 3.5e-6
 
 static nnt_ctx *ctx;
 static void setup(void) { ctx = test_ctx(); }
@@ -91,6 +92,41 @@ static float *want_grad(nnt_st_reader *r, const char *name, int64_t n)
     return w;
 }
 
+/* The model of directory name (gptoss or gptoss-mxfp4) in tiling ti, run forward on its
+ * reference's tokens and targets (and backward with backward): the relative errors of its
+ * logits and loss against transformers'; the model and the reference file stay open. */
+typedef struct ref_run {
+    nnt_layer *l;
+    nnt_st_reader *r;
+    double loss, el, eloss;
+} ref_run;
+
+static ref_run run_reference(const char *name, int ti, int backward)
+{
+    ref_run run = {NULL, fixture_open_st_path(path_of(name, "reference.safetensors")), 0, 0, 0};
+    int32_t *tok = fixture_read_n(run.r, "tokens", NNT_IO_I32, NULL);
+    int32_t *tgt = fixture_read_n(run.r, "targets", NNT_IO_I32, NULL);
+    float *want_logits = fixture_read_n(run.r, "logits", NNT_IO_F32, NULL);
+    float *want_loss = fixture_read_n(run.r, "loss", NNT_IO_F32, NULL);
+    EXPECT_OK(nnt_model_load_hf(ctx, path_of(name, NULL), B, T, &TILINGS[ti].t, &run.l));
+    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
+    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok), *out = NULL;
+    EXPECT_OK(nnt_layer_clear_grad(run.l));
+    EXPECT_OK(nnt_layer_set_targets(run.l, y));
+    EXPECT_OK(nnt_layer_forward(run.l, x, &out));
+    int64_t n = 0;
+    float *logits = test_to_host(out, &n);
+    EXPECT_OK(nnt_layer_loss(run.l, &run.loss));
+    if (backward)
+        EXPECT_OK(nnt_layer_backward(run.l, NULL, NULL));
+    run.el = test_rel_err(logits, want_logits, n);
+    run.eloss = fabs(run.loss - want_loss[0]) / want_loss[0];
+    free(logits), free(tok), free(tgt), free(want_logits), free(want_loss);
+    nnt_tensor_destroy(x);
+    nnt_tensor_destroy(y);
+    return run;
+}
+
 /* _i: tiling */
 START_TEST(test_reference)
 {
@@ -103,33 +139,16 @@ START_TEST(test_reference)
               cfg.experts_per_token == 2 && cfg.norm_topk_prob && cfg.head_dim == 12 &&
               cfg.sliding_window == 5 && cfg.rope.scaling == NNT_ROPE_SCALING_YARN &&
               !cfg.rope.truncate && cfg.router_aux_coef == 0.0);
-    nnt_st_reader *r = fixture_open_st_path(path_of("gptoss", "reference.safetensors"));
-    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
-    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
-    float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
-    nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_load_hf(ctx, path_of("gptoss", NULL), B, T, &TILINGS[ti].t, &l));
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
-    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
-    double loss = 0.0;
-    EXPECT_OK(nnt_layer_clear_grad(l));
-    EXPECT_OK(nnt_layer_set_targets(l, y));
-    nnt_tensor *out = NULL;
-    EXPECT_OK(nnt_layer_forward(l, x, &out));
-    int64_t n = 0, count = 0;
-    float *logits = test_to_host(out, &n);
-    EXPECT_OK(nnt_layer_loss(l, &loss));
-    EXPECT_OK(nnt_layer_backward(l, NULL, NULL));
-    double el = test_rel_err(logits, want_logits, n);
-    double eloss = fabs(loss - want_loss[0]) / want_loss[0], eg = 0.0;
+    ref_run run = run_reference("gptoss", ti, 1);
+    double eg = 0.0;
     char worst[256] = "";
     int sinks = 0;
-    EXPECT_OK(nnt_layer_num_params(l, &count, NULL));
+    int64_t count = 0;
+    EXPECT_OK(nnt_layer_num_params(run.l, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
-        nnt_param_info p = test_param_at(l, i);
+        nnt_param_info p = test_param_at(run.l, i);
         int64_t ng = 0;
-        float *got = test_to_host(p.grad, &ng), *want = want_grad(r, p.name, ng);
+        float *got = test_to_host(p.grad, &ng), *want = want_grad(run.r, p.name, ng);
         double e = test_rel_err(got, want, ng);
         sinks += strstr(p.name, "self_attn.sinks") != NULL;
         if (e >= eg) {
@@ -140,15 +159,12 @@ START_TEST(test_reference)
     }
     ck_assert_int_eq(sinks, 3);
     printf("test_model_gptoss tiling %d: logits rel %.2e, loss rel %.2e (%.6f), worst gradient "
-           "rel %.2e (%s)\n", ti, el, eloss, loss, eg, worst);
-    EXPECT_TOL(el, LOGITS_TOL, "tiling %d: logits", ti);
-    EXPECT_TOL(eloss, LOSS_TOL, "tiling %d: loss", ti);
+           "rel %.2e (%s)\n", ti, run.el, run.eloss, run.loss, eg, worst);
+    EXPECT_TOL(run.el, LOGITS_TOL, "tiling %d: logits", ti);
+    EXPECT_TOL(run.eloss, LOSS_TOL, "tiling %d: loss", ti);
     EXPECT_TOL(eg, GRAD_TOL, "tiling %d: gradient of %s", ti, worst);
-    free(logits), free(tok), free(tgt), free(want_logits), free(want_loss);
-    nnt_tensor_destroy(x);
-    nnt_tensor_destroy(y);
-    nnt_layer_destroy(l);
-    nnt_st_close(r);
+    nnt_layer_destroy(run.l);
+    nnt_st_close(run.r);
 }
 END_TEST
 
@@ -293,34 +309,13 @@ START_TEST(test_mxfp4)
     EXPECT_OK(nnt_model_hf_config(ctx, path_of("gptoss-mxfp4", NULL), &cfg));
     ck_assert(cfg.swiglu_alpha == 1.702 && cfg.rope.theta == 150000.0 &&
               cfg.rope.scaling == NNT_ROPE_SCALING_YARN && !cfg.rope.truncate);
-    nnt_st_reader *r = fixture_open_st_path(path_of("gptoss-mxfp4", "reference.safetensors"));
-    int32_t *tok = fixture_read_n(r, "tokens", NNT_IO_I32, NULL);
-    int32_t *tgt = fixture_read_n(r, "targets", NNT_IO_I32, NULL);
-    float *want_logits = fixture_read_n(r, "logits", NNT_IO_F32, NULL);
-    float *want_loss = fixture_read_n(r, "loss", NNT_IO_F32, NULL);
-    nnt_layer *l = NULL;
-    EXPECT_OK(nnt_model_load_hf(ctx, path_of("gptoss-mxfp4", NULL), B, T, &TILINGS[ti].t,
-                                &l));
-    nnt_tensor *x = fixture_ids(ctx, B, T, tok, TILINGS[ti].tok);
-    nnt_tensor *y = fixture_ids(ctx, B, T, tgt, TILINGS[ti].tok);
-    double loss = 0.0;
-    EXPECT_OK(nnt_layer_set_targets(l, y));
-    nnt_tensor *out = NULL;
-    EXPECT_OK(nnt_layer_forward(l, x, &out));
-    EXPECT_OK(nnt_layer_loss(l, &loss));
-    int64_t n = 0;
-    float *logits = test_to_host(out, &n);
-    double el = test_rel_err(logits, want_logits, n);
-    double eloss = fabs(loss - want_loss[0]) / want_loss[0];
+    ref_run run = run_reference("gptoss-mxfp4", ti, 0);
     printf("test_model_gptoss mxfp4 tiling %d: logits rel %.2e, loss rel %.2e (%.6f)\n", ti,
-           el, eloss, loss);
-    EXPECT_TOL(el, LOGITS_TOL, "mxfp4 tiling %d: logits", ti);
-    EXPECT_TOL(eloss, LOSS_TOL, "mxfp4 tiling %d: loss", ti);
-    free(logits), free(tok), free(tgt), free(want_logits), free(want_loss);
-    nnt_tensor_destroy(x);
-    nnt_tensor_destroy(y);
-    nnt_layer_destroy(l);
-    nnt_st_close(r);
+           run.el, run.eloss, run.loss);
+    EXPECT_TOL(run.el, LOGITS_TOL, "mxfp4 tiling %d: logits", ti);
+    EXPECT_TOL(run.eloss, LOSS_TOL, "mxfp4 tiling %d: loss", ti);
+    nnt_layer_destroy(run.l);
+    nnt_st_close(run.r);
 }
 END_TEST
 
