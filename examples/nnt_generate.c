@@ -26,6 +26,7 @@ typedef struct opts {
     const char *messages;                   /* --messages FILE: a conversation (--chat) */
     int chat, chat_template;                /* --chat; its template (chat_templates)  */
     int no_think;                           /* --no-think: Qwen3's enable_thinking=False */
+    const char *chat_date;                  /* --chat-date: Llama 3.1+'s, gpt-oss's date */
     char *model_dir, *trained_tokenizer;    /* a checkpoint's Hugging Face directory and
                                                tokenizer.json, as its run recorded them */
     int64_t max_new, top_k, seed, cpus;
@@ -73,6 +74,9 @@ static const cli_option table[] = {
     OPT_STR("tokenizer-config", tokenizer_config, NULL, 0, "FILE", "with --chat: the "
             "tokenizer_config.json (default:\nthe --load-hf directory's, or the one beside\n"
             "--tokenizer-json)"),
+    OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "with --chat: Llama 3.1/3.2's \"Today "
+            "Date\" (\"26 Jul\n2024\"), gpt-oss's \"Current date\" (\"2025-02-03\");\n"
+            "default the template's (today for Llama 3.2 and\ngpt-oss)"),
     OPT_GROUP("Tokenizer (default: the model directory's, or the one the checkpoint was trained "
               "with):"),
     OPT_CHOICE("tokenizer", tokenizer, tokenizers, NULL, 0, "T",
@@ -177,9 +181,10 @@ static int parse_args(int argc, char **argv, opts *o)
         return 2;
     if (o->prompt && !o->prompt_buf)   /* --prompt TEXT (a file's length is counted) */
         o->prompt_len = strlen(o->prompt);
-    if (!o->chat && (o->system || o->chat_template || o->tokenizer_config || o->no_think))
-        return usage("%s", "--system, --chat-template, --no-think and --tokenizer-config go "
-                     "with --chat");
+    if (!o->chat && (o->system || o->chat_template || o->tokenizer_config || o->no_think ||
+                     o->chat_date))
+        return usage("%s", "--system, --chat-template, --no-think, --chat-date and "
+                     "--tokenizer-config go with --chat");
     if (o->chat && o->prompt_ids)
         return usage("%s", "--chat takes the text of --prompt or --prompt-file, not "
                      "--prompt-ids");
@@ -532,6 +537,7 @@ static int chat_tokens(const opts *o, const nnt_tokenizer *tok, int32_t **prompt
     so.tokenizer_config = config;
     so.chat_template = cli_chat_template(chat_templates[o->chat_template]);
     so.no_thinking = o->no_think;
+    so.date = o->chat_date;
     nnt_sft *s = NULL;
     const int32_t *ids = NULL;
     nnt_chat_template used = NNT_CHAT_NONE;

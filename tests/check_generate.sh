@@ -101,6 +101,19 @@ for m in "5 gemma3_prompts.jsonl 2" "7 gemma3_parts_prompts.jsonl 2"; do
     [ "$got" = "$mwant" ] || { fail "messages_list_$1: got '$got', expected '$mwant'"
                                 cat "$tmp/chat.err"; }
 done
+# --chat-date: gpt-oss's template dated as the fixtures were made (2025-02-03; its default is
+# today): a developer message and a user's (gptoss_prompts.jsonl line 1) give the new ids of
+# transformers' apply_chat_template ids (gpt_oss.prompts, after the chat_prompts.jsonl ones)
+mkdir "$tmp/oss"
+cp "$sft/model/config.json" "$sft/model/model.safetensors" "$sft/gpt_oss/tokenizer.json" \
+    "$sft/gpt_oss/tokenizer_config.json" "$tmp/oss/"
+k=$(( $(wc -l < "$sft/chat_prompts.jsonl") + 1 ))
+oids=$(sed -n "${k}p" "$sft/gpt_oss.prompts" | sed 's/^ids //')
+sed -n 1p "$sft/gptoss_prompts.jsonl" > "$tmp/oss_conv.json"
+owant=$("$prog" --load-hf "$tmp/oss" --prompt-ids "$oids" --max-new-tokens 8 --temperature 0 \
+    --print-ids --cpus 2 2> "$tmp/oss.err") || { fail "gpt-oss reference run"; cat "$tmp/oss.err"; }
+expect chat_date "$owant" --load-hf "$tmp/oss" --messages "$tmp/oss_conv.json" \
+    --chat-date 2025-02-03 --max-new-tokens 8 --temperature 0 --print-ids --cpus 2
 # a checkpoint trained from that directory: --chat takes the template beside the tokenizer.json
 # its run recorded, and --eos auto the eos ids of the directory it started from
 "$top_builddir/nnt-train" --load-hf "$tmp/chat" --data "$top_srcdir/README" --steps 1 \
@@ -303,10 +316,12 @@ bad 2 "--top-k: 99999999999999999999 is out of range (0 to 2147483647)" --load-h
 bad 2 "--cpus: -2 is out of range (-1 to 4096)" --load-hf "$gqa" --prompt-ids 1 --cpus -2
 bad 2 "bad id list in --eos at \"-2\"" --load-hf "$gqa" --prompt-ids 1 --eos -2
 bad 1 "eos_ids.0. 999 must be in .0, 61)" --load-hf "$gqa" --prompt-ids 1 --eos 999
-bad 2 "--system, --chat-template, --no-think and --tokenizer-config go with --chat" \
+bad 2 "--system, --chat-template, --no-think, --chat-date and --tokenizer-config go with" \
     --load-hf "$gqa" --prompt x --system y
-bad 2 "--no-think and --tokenizer-config go with --chat" --load-hf "$gqa" --prompt x \
+bad 2 "--chat-date and --tokenizer-config go with --chat" --load-hf "$gqa" --prompt x \
     --no-think
+bad 2 "--chat-date and --tokenizer-config go with --chat" --load-hf "$gqa" --prompt x \
+    --chat-date 2025-02-03
 bad 1 "no_thinking: the Gemma 3 template has no switch for thinking" --load-hf "$tmp/chat" \
     --prompt x --chat --no-think
 bad 2 "--chat takes the text of --prompt" --load-hf "$gqa" --prompt-ids 1 --chat

@@ -321,6 +321,7 @@ sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OS
 sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
 train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
 train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1};@                     0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
+generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
