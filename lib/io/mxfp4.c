@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* MXFP4 (OCP microscaling FP4): blocks of 32 e2m1 values sharing one power-of-two scale, the
  * form of gpt-oss's original expert weights. Decoding is exact in fp32: every value is a
- * code of {0, .5, 1, 1.5, 2, 3, 4, 6} times 2^(scale - 127), scale a byte. */
+ * code of {0, .5, 1, 1.5, 2, 3, 4, 6} times 2^(scale - 127), scale a byte, as transformers
+ * decodes it (ldexp), which the OCP specification's NaN scale 0xFF makes an infinity or 0
+ * here too; values below fp32's normal range are subnormal, as there. */
 #include "io.h"
 
 #include <math.h>
