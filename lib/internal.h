@@ -174,8 +174,10 @@ struct nnt_ctx {
     int64_t tensors_created;      /* tensors created so far: the cyclic owners' offset    */
     int64_t next_tag;             /* StarPU-MPI tag of the next registered handle         */
     int64_t owned_bytes;          /* bytes of live tiles this rank owns (guarded by lock) */
-    int64_t min_rank_ram;         /* main memory of the smallest rank, bytes (the same on
-                                     every rank: decisions that must agree use it)        */
+    int64_t min_rank_ram;         /* main memory of the smallest rank, bytes: its mem_cpu
+                                     budget, else its node's RAM divided by the ranks on
+                                     the node (the same on every rank: decisions that must
+                                     agree use it)                                        */
     int64_t stays_bytes;          /* bytes of the tiles of tensors that stay on their owners
                                      (nnt_tensor.stays; guarded by lock)                  */
     int64_t largest_stays;        /* the largest such tensor so far, bytes (a host read

@@ -487,6 +487,15 @@ for run in "sharded 0 on rank 0" "data 0 on rank 0" "sharded 15 spread over the 
         fail "$what: another sample than one process's"
     fi
 done
+# the smallest rank's memory without --mem-cpu is its share of its node's RAM: the 2 ranks
+# on this node (NNT_HOST_RAM_MIB 1000) have 500 MiB each
+NNT_HOST_RAM_MIB=1000 NNT_LOG_LEVEL=info $TIMEOUT $MPIRUN -x NNT_HOST_RAM_MIB -x NNT_LOG_LEVEL \
+    "$train_prog" $gen --out "$tmp/g_half" > "$tmp/g_half.txt" 2> "$tmp/g_half.err" ||
+    { fail "nnt-train --sample -np 2, NNT_HOST_RAM_MIB 1000: exit status $?"
+      tail -n 5 "$tmp/g_half.err"; }
+grep -q "generation under MPI: on rank 0 .*, 500 MiB on the smallest rank)" "$tmp/g_half.err" &&
+    echo "nnt-train --sample -np 2: the smallest rank has its half of the node's 1000 MiB" ||
+    fail "nnt-train --sample -np 2, 2 ranks on a 1000 MiB node: not 500 MiB on the smallest rank ($(grep 'generation under' "$tmp/g_half.err" | head -n 1))"
 
 # signals, as Slurm sends them (to every task) or as a user may (to one rank): the ranks
 # agree at a step boundary. SIGTERM to both ranks (together, or to rank 1 once rank 0 saves:

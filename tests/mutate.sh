@@ -322,6 +322,7 @@ sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@   
 train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
 train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1};@                     0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
 generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
+min_rank_ram_whole_node|lib/mpi/mpi.c|s@    if (!(o->mem_cpu_mib > 0) \&\& \*node_ranks > 1)@    if (0)@|MPI: the smallest rank memory counted as its whole node, not its share of it
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -128,6 +128,10 @@ int nnt_mpi_agree(const nnt_ctx_options *o, int local_rc, int *rank, int *nranks
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, nranks);
     *node_ranks = ranks_on_node();
+    /* a rank's memory: its budget when given, else its share of its node's, which the
+     * ranks on the node divide (the smallest rank's is then the least of those) */
+    if (!(o->mem_cpu_mib > 0) && *node_ranks > 1)
+        *ram_mib /= *node_ranks;
     /* max of (hash, -hash, failed, -RAM): equal hashes iff max(hash) == -max(-hash) */
     uint64_t h = options_hash(o) >> 2;   /* fits a signed 64-bit value and its negation */
     long long mine[4] = {(long long)h, -(long long)h, local_rc != 0, -(long long)*ram_mib};
