@@ -323,6 +323,7 @@ train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq
 train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1};@                     0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
 generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
 min_rank_ram_whole_node|lib/mpi/mpi.c|s@    if (!(o->mem_cpu_mib > 0) \&\& \*node_ranks > 1)@    if (0)@|MPI: the smallest rank memory counted as its whole node, not its share of it
+sft_qwen3_thinking_first|lib/data/sft.c|s@                 : qwen3 ? reasoning_of(m, QWEN3_REASONING, \&bad) : NULL;@                 : qwen3 ? reasoning_of(m, GPTOSS_THINKING, \&bad) : NULL;@|Qwen3: a thinking taken over the reasoning_content of the message (not the order transformers aliases them in)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }

@@ -971,7 +971,10 @@ START_TEST(test_chat_refusals)
          "\"assistant\", \"content\": \"\"}]}", "empty assistant message"},
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
          "\"assistant\", \"content\": \"y\", \"reasoning_content\": 3}]}",
-         "\"reasoning_content\": string"},
+         "\"reasoning_content\" or \"thinking\" or \"reasoning\": string or null"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\", \"thinking\": [1]}]}",
+         "\"reasoning_content\" or \"thinking\" or \"reasoning\": string or null"},
     };
     for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
         int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
@@ -979,6 +982,35 @@ START_TEST(test_chat_refusals)
         ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL,
                       "%s: message '%s' does not say '%s'", BAD[k].record,
                       nnt_ctx_last_error(NULL), BAD[k].says);
+    }
+    /* transformers hands Qwen3's template its reasoning_content from the first of
+     * reasoning_content, thinking, reasoning that is not null (_alias_reasoning_fields):
+     * each name renders as reasoning_content does, reasoning_content wins over thinking, a
+     * null one is skipped; and the reasoning shows (not the record without it) */
+    static const char *const ALIASES[] = {
+        "\"reasoning_content\": \"z z\"", "\"thinking\": \"z z\"", "\"reasoning\": \"z z\"",
+        "\"reasoning_content\": \"z z\", \"thinking\": \"w\"",
+        "\"reasoning_content\": null, \"reasoning\": \"z z\"", NULL};
+    int32_t first[256];
+    uint8_t first_counts[256];
+    size_t nfirst = 0;
+    for (int k = 0; k < 6; k++) {
+        char rec[256];
+        snprintf(rec, sizeof rec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, "
+                 "{\"role\": \"assistant\", \"content\": \"y\"%s%s}]}", ALIASES[k] ? ", " : "",
+                 ALIASES[k] ? ALIASES[k] : "");
+        EXPECT_OK(nnt_sft_encode(s, rec, strlen(rec), &ids, &counts, &n));
+        ck_assert(n <= 256);
+        if (k == 0) {
+            memcpy(first, ids, n * sizeof *ids), memcpy(first_counts, counts, n);
+            nfirst = n;
+            continue;
+        }
+        int same = n == nfirst && memcmp(ids, first, n * sizeof *ids) == 0 &&
+                   memcmp(counts, first_counts, n) == 0;
+        ck_assert_msg(ALIASES[k] ? same : !same, "Qwen3 reasoning as %s: %s the ids of "
+                      "reasoning_content", ALIASES[k] ? ALIASES[k] : "none",
+                      same ? "the same as" : "not");
     }
     nnt_sft_destroy(s);
     /* reasoning_content is Qwen3's alone */

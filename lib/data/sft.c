@@ -709,20 +709,22 @@ static int content_parts(const jv *content, size_t i)
     return NNT_OK;
 }
 
-/* gpt-oss's names of a message's reasoning, in the order transformers takes them for the
- * template's "thinking" (_alias_reasoning_fields: thinking itself, else the first of the
- * others) */
+/* The names of a message's reasoning, in the order transformers takes them for what a
+ * template reads (_alias_reasoning_fields): gpt-oss's "thinking" (thinking itself, else the
+ * first of the others), and Qwen3's "reasoning_content" (the first of reasoning_content,
+ * thinking, reasoning) */
 static const char *const GPTOSS_THINKING[] = {"thinking", "reasoning_content", "reasoning"};
+static const char *const QWEN3_REASONING[] = {"reasoning_content", "thinking", "reasoning"};
 
-/* gpt-oss's thinking of message m as transformers hands it to the template: the first of
- * GPTOSS_THINKING that is not null (apply_chat_template drops null values); NULL if none.
- * *bad: one of them is neither a string nor null. */
-static const jv *gptoss_thinking(const jv *m, int *bad)
+/* The reasoning of message m as transformers hands it to the template: the first of names
+ * (GPTOSS_THINKING, QWEN3_REASONING) that is not null (apply_chat_template drops null
+ * values); NULL if none. *bad: one of them is neither a string nor null. */
+static const jv *reasoning_of(const jv *m, const char *const *names, int *bad)
 {
     const jv *found = NULL;
     *bad = 0;
     for (int k = 0; k < 3; k++) {
-        const jv *v = hft_jv_get(m, GPTOSS_THINKING[k]);
+        const jv *v = hft_jv_get(m, names[k]);
         if (v && v->type != JV_NULL && v->type != JV_STR)
             *bad = 1;
         if (!found && v && v->type == JV_STR)
@@ -757,17 +759,18 @@ static int gptoss_no_channel(const jv *v, size_t i, const char *field)
 
 /* One message checked: its role (system, user or assistant; gpt-oss: or developer), its
  * content (a string; Gemma 3: or a list of text parts), and for Qwen3 its reasoning_content,
- * for gpt-oss its thinking (gptoss_thinking) (NULL when absent); the keys nnt renders, no
- * others. */
+ * for gpt-oss its thinking (reasoning_of: either from any of the three names transformers
+ * aliases) (NULL when absent); the keys nnt renders, no others. */
 static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **role,
                          const jv **content, const jv **reasoning)
 {
     static const char fn[] = "nnt_sft_encode";
-    int gptoss = t == NNT_CHAT_GPT_OSS, bad = 0;
+    int gptoss = t == NNT_CHAT_GPT_OSS, qwen3 = t == NNT_CHAT_QWEN3, bad = 0;
     *role = hft_jv_get(m, "role");
     *content = hft_jv_get(m, "content");
-    *reasoning = t == NNT_CHAT_QWEN3 ? hft_jv_get(m, "reasoning_content")
-               : gptoss && m->type == JV_OBJ ? gptoss_thinking(m, &bad) : NULL;
+    *reasoning = m->type != JV_OBJ ? NULL
+                 : gptoss ? reasoning_of(m, GPTOSS_THINKING, &bad)
+                 : qwen3 ? reasoning_of(m, QWEN3_REASONING, &bad) : NULL;
     int parts = *content && (*content)->type == JV_ARR;
     if (parts && t != NNT_CHAT_GEMMA3)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu]'s content is a list of parts, "
@@ -778,26 +781,28 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
         (*reasoning && (*reasoning)->type != JV_STR) || bad)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is not {\"role\": string, "
                         "\"content\": string%s}", fn, i,
-                        t == NNT_CHAT_QWEN3 ? " (, \"reasoning_content\": string)"
-                        : gptoss ? " (, \"thinking\" or \"reasoning_content\" or "
-                                   "\"reasoning\": string or null)"
+                        gptoss ? " (, \"thinking\" or \"reasoning_content\" or \"reasoning\": "
+                                 "string or null)"
+                        : qwen3 ? " (, \"reasoning_content\" or \"thinking\" or \"reasoning\": "
+                                  "string or null)"
                         : t == NNT_CHAT_GEMMA3 ? " or [text parts]" : "");
     if (parts)
         NNT_TRY(content_parts(*content, i));
     for (size_t k = 0; k < m->n; k++) {
         const char *key = m->keys[k];
         if (!strcmp(key, "role") || !strcmp(key, "content") ||
-            (t == NNT_CHAT_QWEN3 && !strcmp(key, "reasoning_content")) ||
-            (gptoss && (!strcmp(key, GPTOSS_THINKING[0]) || !strcmp(key, GPTOSS_THINKING[1]) ||
-                        !strcmp(key, GPTOSS_THINKING[2]))))
+            ((gptoss || qwen3) &&
+             (!strcmp(key, GPTOSS_THINKING[0]) || !strcmp(key, GPTOSS_THINKING[1]) ||
+              !strcmp(key, GPTOSS_THINKING[2]))))
             continue;
         if (!strcmp(key, "tool_calls") || !strcmp(key, "function_call"))
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %s: tool calls are not "
                             "implemented (nnt renders no tools)", fn, i, key);
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has the key \"%s\", which nnt "
                         "does not render with the %s template (role, content%s)", fn, i, key,
-                        template_name(t), t == NNT_CHAT_QWEN3 ? ", reasoning_content"
-                        : gptoss ? ", thinking, reasoning_content, reasoning" : "");
+                        template_name(t),
+                        gptoss ? ", thinking, reasoning_content, reasoning"
+                        : qwen3 ? ", reasoning_content, thinking, reasoning" : "");
     }
     const char *r = (*role)->s;
     if (!strcmp(r, "tool") || !strcmp(r, "ipython") || !strcmp(r, "function"))
