@@ -258,14 +258,8 @@ typedef struct nnt_glu_act {
 /* gpt-oss's values (transformers' GptOssConfig: swiglu_alpha, swiglu_limit) */
 #define NNT_SWIGLU_CLAMP_ALPHA 1.702
 #define NNT_SWIGLU_CLAMP_LIMIT 7.0
-/* The clamped SwiGLU on tiled tensors (alpha, limit > 0 and finite, else NNT_E_INVAL);
- * aliasing as nnt_tensor_swiglu's. */
-int nnt_tensor_swiglu_clamp(nnt_tensor *gate, nnt_tensor *up, double alpha, double limit,
-                            nnt_tensor *y);
-int nnt_tensor_swiglu_clamp_backward(nnt_tensor *gate, nnt_tensor *up, double alpha,
-                                     double limit, nnt_tensor *dy, nnt_tensor *dgate,
-                                     nnt_tensor *dup);
-/* The operation of act (any kind) and its gradient (the MLP layers'). */
+/* The operation of act (any kind; the clamped SwiGLU's alpha, limit > 0 and finite, else
+ * NNT_E_INVAL) and its gradient (the MLP layers'); aliasing as nnt_tensor_swiglu's. */
 int nnt_tensor_glu(const nnt_glu_act *act, nnt_tensor *gate, nnt_tensor *up, nnt_tensor *y);
 int nnt_tensor_glu_backward(const nnt_glu_act *act, nnt_tensor *gate, nnt_tensor *up,
                             nnt_tensor *dy, nnt_tensor *dgate, nnt_tensor *dup);

@@ -87,29 +87,6 @@ int nnt_tensor_geglu_backward(nnt_tensor *gate, nnt_tensor *up, nnt_tensor *dy,
     return glu_backward("nnt_tensor_geglu_backward", &gelu_act, gate, up, dy, dgate, dup);
 }
 
-/* alpha and limit as floats; a double that is not a positive finite float fails the
- * check (a positive double below FLT_MIN's half rounds to 0, one past FLT_MAX to inf). */
-static nnt_glu_act clamp_act(double alpha, double limit)
-{
-    nnt_glu_act a = {NNT_GLU_SILU_CLAMP, (float)alpha, (float)limit};
-    return a;
-}
-
-int nnt_tensor_swiglu_clamp(nnt_tensor *gate, nnt_tensor *up, double alpha, double limit,
-                            nnt_tensor *y)
-{
-    nnt_glu_act a = clamp_act(alpha, limit);
-    return glu_forward("nnt_tensor_swiglu_clamp", &a, gate, up, y);
-}
-
-int nnt_tensor_swiglu_clamp_backward(nnt_tensor *gate, nnt_tensor *up, double alpha,
-                                     double limit, nnt_tensor *dy, nnt_tensor *dgate,
-                                     nnt_tensor *dup)
-{
-    nnt_glu_act a = clamp_act(alpha, limit);
-    return glu_backward("nnt_tensor_swiglu_clamp_backward", &a, gate, up, dy, dgate, dup);
-}
-
 /* Errors name the operation of act's kind (an unknown kind: nnt_tensor_glu). */
 static const char *glu_name(const nnt_glu_act *act, int backward)
 {
