@@ -46,9 +46,13 @@ static nnt_param_info param_of(nnt_layer *model, int64_t i)
     return p;
 }
 
-static int64_t param_index(nnt_layer *model, int64_t count, const char *name)
+/* The index of the parameter called name, looked for from hint on (then from 0: a stack's
+ * members are near one another among the parameters), or -1. */
+static int64_t param_index(nnt_layer *model, int64_t count, const char *name, int64_t hint)
 {
-    for (int64_t i = 0; i < count; i++) {
+    hint = hint < 0 || hint >= count ? 0 : hint;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = (hint + k) % count;
         nnt_param_info p = param_of(model, i);
         if (p.name && strcmp(p.name, name) == 0)
             return i;
@@ -167,7 +171,7 @@ static int spec_tensor(const hf_pass *ps, const nnt_hf_spec *h, int64_t l, hf_te
     hf_name(t, ps->f, hf_block, h->hf);
     for (t->np = 0; t->np < 3 && h->parts[t->np]; t->np++) {
         snprintf(pname, sizeof pname, "%s%s", block, h->parts[t->np]);
-        int64_t i = param_index(ps->model, ps->count, pname);
+        int64_t i = param_index(ps->model, ps->count, pname, 0);
         if (i < 0)
             return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: the %s model has no parameter %s",
                             ps->fn, ps->f->title, pname);
@@ -265,7 +269,7 @@ static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
             snprintf(prefix, sizeof prefix, "%.*s", (int)n, p.name);
             for (t->np = 0; t->np < 3 && fu->parts[t->np]; t->np++) {
                 snprintf(pname, sizeof pname, "%s%s", prefix, fu->parts[t->np]);
-                int64_t at = param_index(ps->model, ps->count, pname);
+                int64_t at = param_index(ps->model, ps->count, pname, 0);
                 if (at < 0)
                     return nnt_fail(ps->model->ctx, NNT_E_INVAL, "%s: the %s model has no "
                                     "parameter %s", ps->fn, ps->f->title, pname);
@@ -283,20 +287,6 @@ static int fused_tensor(const hf_pass *ps, int64_t i, hf_tensor *t)
     return 0;
 }
 
-/* The index of the parameter called name, looked for from hint on (then from 0): a stack's
- * members are near one another among the parameters. */
-static int64_t param_near(nnt_layer *model, int64_t count, const char *name, int64_t hint)
-{
-    hint = hint < 0 || hint >= count ? 0 : hint;
-    for (int64_t k = 0; k < count; k++) {
-        int64_t i = (hint + k) % count;
-        nnt_param_info p = param_of(model, i);
-        if (p.name && strcmp(p.name, name) == 0)
-            return i;
-    }
-    return -1;
-}
-
 /* Member j of t's stack resolved into m, checked against the stack. */
 static int stack_member(const hf_pass *ps, hf_tensor *t, int64_t j, int64_t *hint,
                         hf_member_at *m)
@@ -306,7 +296,7 @@ static int stack_member(const hf_pass *ps, hf_tensor *t, int64_t j, int64_t *hin
     memset(&hm, 0, sizeof hm);
     ps->f->hf_member(&ps->cfg, &t->stack, j, &hm);
     hm.name[sizeof hm.name - 1] = '\0';
-    int64_t i = param_near(ps->model, ps->count, hm.name, *hint);
+    int64_t i = param_index(ps->model, ps->count, hm.name, *hint);
     if (i < 0)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: the %s model has no parameter %s (member %lld "
                         "of %s)", ps->fn, ps->f->title, hm.name, (long long)j, t->name);
@@ -480,16 +470,8 @@ int nnt_model_file_names(nnt_layer *model, int64_t n, char **names)
     return hf_each(model, "nnt_layer_freeze", name_parts, names);
 }
 
-/* (rows, cols) row-major -> (cols, rows). */
-static void transpose(const float *src, float *dst, int64_t rows, int64_t cols)
-{
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            dst[c * rows + r] = src[r * cols + c];
-}
-
 /* dst[r ds0 + c ds1] = src[r ss0 + c ss1] for r < rows, c < cols, in tiles of 64 x 64 (one
- * side or the other is strided: a stack's members, MXFP4's transposed slices). */
+ * side or the other is strided: transposes, a stack's members). */
 static void strided_copy(float *dst, int64_t ds0, int64_t ds1, const float *src, int64_t ss0,
                          int64_t ss1, int64_t rows, int64_t cols)
 {
@@ -502,6 +484,12 @@ static void strided_copy(float *dst, int64_t ds0, int64_t ds1, const float *src,
                 for (int64_t c = c0; c < c1; c++)
                     dst[r * ds0 + c * ds1] = src[r * ss0 + c * ss1];
         }
+}
+
+/* (rows, cols) row-major -> (cols, rows). */
+static void transpose(const float *src, float *dst, int64_t rows, int64_t cols)
+{
+    strided_copy(dst, 1, rows, src, cols, 1, rows, cols);
 }
 
 /* ---- saving ----------------------------------------------------------------------------- */
@@ -918,7 +906,7 @@ static int fill_stack(const hf_pass *ps, hf_reading *g, hf_tensor *t)
                                  (uint64_t)(n / 32), raw + n / 2, err, sizeof err);
             if (rc == 0) {
                 nnt_mxfp4_decode(raw, raw + n / 2, rows, cols, dec);   /* (rows, cols) */
-                strided_copy(buf, 1, rows, dec, cols, 1, rows, cols);  /* (cols, rows) */
+                transpose(dec, buf, rows, cols);   /* (cols, rows) */
             }
         }
         if (rc) {
