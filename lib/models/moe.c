@@ -533,31 +533,40 @@ static void moe_hf_rename(const nnt_model_config *c, const char *name, char *out
  * ".mlp." first). Those are the other places of an expert's weights (and of Mixtral's
  * router) when a file does not have the per-expert name. */
 
+/* name = "<block>.mlp.experts.<e>.<gate|up|down>_proj.<weight|bias>": the length of
+ * "<block>", e, proj (0 gate, 1 up, 2 down) and bias; 0 if not. */
+static int expert_param(const char *name, size_t *head, long *e, int *proj, int *bias)
+{
+    static const char *const PROJ[3] = {"gate_proj.", "up_proj.", "down_proj."};
+    const char *m = strstr(name, ".mlp.experts.");
+    if (!m)
+        return 0;
+    *head = (size_t)(m - name);
+    char *end = NULL;
+    *e = strtol(m + 13, &end, 10);
+    if (end == m + 13 || *end != '.' || *e < 0)
+        return 0;
+    for (*proj = 0; *proj < 3; (*proj)++) {
+        size_t n = strlen(PROJ[*proj]);
+        if (strncmp(end + 1, PROJ[*proj], n) != 0)
+            continue;
+        *bias = strcmp(end + 1 + n, "bias") == 0;
+        return *bias || strcmp(end + 1 + n, "weight") == 0;
+    }
+    return 0;
+}
+
 /* name = "<block>.mlp.experts.<e>.<proj>.weight" or "<block>.mlp.gate.weight": the length
  * of "<block>", e (-1 for the router) and proj (0 gate, 1 up, 2 down); 0 if neither. */
 static int expert_of(const char *name, size_t *head, long *e, int *proj)
 {
-    static const char *const PROJ[3] = {"gate_proj.weight", "up_proj.weight",
-                                        "down_proj.weight"};
     const char *m = strstr(name, ".mlp.");
-    if (!m)
-        return 0;
-    *head = (size_t)(m - name);
-    const char *rest = m + 5;
-    if (strcmp(rest, "gate.weight") == 0) {
-        *e = -1, *proj = 0;
+    int bias = 0;
+    if (m && strcmp(m + 5, "gate.weight") == 0) {
+        *head = (size_t)(m - name), *e = -1, *proj = 0;
         return 1;
     }
-    if (strncmp(rest, "experts.", 8) != 0)
-        return 0;
-    char *end = NULL;
-    *e = strtol(rest + 8, &end, 10);
-    if (end == rest + 8 || *end != '.' || *e < 0)
-        return 0;
-    for (*proj = 0; *proj < 3; (*proj)++)
-        if (strcmp(end + 1, PROJ[*proj]) == 0)
-            return 1;
-    return 0;
+    return expert_param(name, head, e, proj, &bias) && !bias;
 }
 
 static int moe_hf_alt(const nnt_model_config *c, const char *name, int i, nnt_hf_alt *alt)
@@ -595,29 +604,6 @@ static int moe_hf_alt(const nnt_model_config *c, const char *name, int i, nnt_hf
 }
 
 /* ---- parameter names: gpt-oss's stacked experts ----------------------------------------- */
-
-/* name = "<block>.mlp.experts.<e>.<gate|up|down>_proj.<weight|bias>": the length of
- * "<block>", e, proj (0 gate, 1 up, 2 down) and bias; 0 if not. */
-static int expert_param(const char *name, size_t *head, long *e, int *proj, int *bias)
-{
-    static const char *const PROJ[3] = {"gate_proj.", "up_proj.", "down_proj."};
-    const char *m = strstr(name, ".mlp.experts.");
-    if (!m)
-        return 0;
-    *head = (size_t)(m - name);
-    char *end = NULL;
-    *e = strtol(m + 13, &end, 10);
-    if (end == m + 13 || *end != '.' || *e < 0)
-        return 0;
-    for (*proj = 0; *proj < 3; (*proj)++) {
-        size_t n = strlen(PROJ[*proj]);
-        if (strncmp(end + 1, PROJ[*proj], n) != 0)
-            continue;
-        *bias = strcmp(end + 1 + n, "bias") == 0;
-        return *bias || strcmp(end + 1 + n, "weight") == 0;
-    }
-    return 0;
-}
 
 /* The stacks of gpt-oss's blocks: gate_up_proj (E, C, 2 I), gate_up_proj_bias (E, 2 I),
  * down_proj (E, I, C), down_proj_bias (E, C); expert 0's gate_proj (down_proj) its first

@@ -96,6 +96,7 @@ static int check_args(const char *fn, int n, nnt_tensor *const *all, const char 
  * count nbh, rows, first sequence position. */
 struct seq_tile {
     int64_t index, nbh, rows, pos0;
+    int64_t nh;   /* heads (of its nbh = batch rows x heads slabs) */
 };
 
 static struct seq_tile seq_tile(const nnt_tensor *t, int64_t bi, int64_t hi, int64_t ti)
@@ -105,16 +106,10 @@ static struct seq_tile seq_tile(const nnt_tensor *t, int64_t bi, int64_t hi, int
     s.index = (bi * t->grid[1] + hi) * t->grid[2] + ti;
     nnt_tensor_tile_shape_at(t, s.index, shape);
     s.nbh = shape[0] * shape[1];
+    s.nh = shape[1];
     s.rows = shape[2];
     s.pos0 = ti * t->tile[2];
     return s;
-}
-
-/* The heads of head tile hi of a (B, NH, T, hd) tensor (the last tile may be short). */
-static int64_t sinks_tile_heads(const nnt_tensor *t, int64_t hi)
-{
-    int64_t h = t->shape[1] - hi * t->tile[1];
-    return h < t->tile[1] ? h : t->tile[1];
 }
 
 /* ---- head ranges -------------------------------------------------------------------------- */
@@ -588,7 +583,7 @@ static int submit_sinks(nnt_tensor *o, nnt_tensor *lse, nnt_tensor *sinks, nnt_t
         for (int64_t hi = 0; hi < o->grid[1] && rc == 0; hi++)
             for (int64_t i = 0; i < o->grid[2] && rc == 0; i++) {
                 struct seq_tile qt = seq_tile(o, bi, hi, i);
-                int64_t nh = sinks_tile_heads(o, hi), nb = qt.nbh / nh, hd = o->shape[3];
+                int64_t nh = qt.nh, nb = qt.nbh / nh, hd = o->shape[3];
                 starpu_data_handle_t ot = o->tiles[qt.index].handle,
                                      lt = lse->tiles[qt.index].handle,
                                      st = sinks->tiles[hi].handle;
