@@ -292,6 +292,113 @@ GPTOSS_KWARGS_RECORDS = [
                   {"role": "assistant", "content": "Hello!"}],
      "chat_template_kwargs": {"reasoning_effort": "low", "model_identity": "You are a model."}},
 ]
+# Tool use (new in 0.4): a record's "tools" (JSON schemas, or a string of their JSON, which TRL
+# json.loads), assistant messages with "tool_calls" and "tool" messages; rendered by the
+# templates that have tools (Qwen2.5's, Qwen3's, Qwen3-Instruct-2507's: Hermes' <tools> system
+# block, <tool_call> and <tool_response>; Llama 3.1's and 3.2's: the tools as tojson(indent=4)
+# in the first user message, a call as {"name": ..., "parameters": ...}, a tool's content as
+# tojson under an ipython header). Given to SFTTrainer with datasets' Json feature for the
+# message lists and the tools, so that each record keeps its own keys (Arrow's structs would
+# give every tool call the union of the calls' argument names, None where absent).
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city, e.g. S\u00e3o Paulo"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+        "required": ["city"]}}}
+ADD = {"type": "function", "function": {
+    "name": "add", "description": "Add two numbers.",
+    "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                     "b": {"type": "number"}},
+                   "required": ["a", "b"]}}}
+
+
+def call(name, arguments, wrapped=True):
+    return {"type": "function", "function": {"name": name, "arguments": arguments}} \
+        if wrapped else {"name": name, "arguments": arguments}
+
+
+# for every template with tools: one call a turn, the function wrapper, arguments as objects
+TOOL_RECORDS = [
+    {"messages": [{"role": "user", "content": "Weather in S\u00e3o Paulo?"},
+                  {"role": "assistant", "tool_calls": [call("get_weather", {
+                      "city": "S\u00e3o Paulo", "unit": "celsius", "days": 2})]},
+                  {"role": "tool", "name": "get_weather", "content": "22 C, \"sunny\""},
+                  {"role": "assistant", "content": "It is 22 C and sunny."}],
+     "tools": [WEATHER]},
+    {"messages": [{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": " Add 2.5 and 1e-05. "},
+                  {"role": "assistant", "tool_calls": [call("add", {"a": 2.5, "b": 1e-05})]},
+                  {"role": "tool", "content": "2.50001"},
+                  {"role": "assistant", "content": "2.50001"},
+                  {"role": "user", "content": "Thanks"},
+                  {"role": "assistant", "content": "You are welcome."}],
+     "tools": json.dumps([ADD, WEATHER])},
+    {"messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello! Ask me anything."}],
+     "tools": [ADD]},
+]
+# Qwen's templates alone (Llama's take one call a turn): two calls in a turn and their two
+# responses, content beside the calls, arguments as a string (Qwen3 prints it, Qwen2.5
+# quotes it), a call without the function wrapper, a tool response in the middle of a prompt,
+# reasoning before a call (Qwen3), an empty list of tools (no tools block)
+QWEN_TOOL_RECORDS = [
+    {"messages": [{"role": "user", "content": "Add 1 and 2, and the weather in Paris."},
+                  {"role": "assistant", "content": "Let me check.",
+                   "tool_calls": [call("add", {"a": 1, "b": 2}),
+                                  call("get_weather", '{"city": "Paris"}')]},
+                  {"role": "tool", "content": "3"},
+                  {"role": "tool", "content": "18 C\nrain"},
+                  {"role": "assistant", "content": "3, and 18 C with rain in Paris."}],
+     "tools": [ADD, WEATHER]},
+    {"messages": [{"role": "system", "content": "You add numbers."},
+                  {"role": "user", "content": "1 + 1?"},
+                  {"role": "assistant", "content": "",
+                   "tool_calls": [call("add", {"a": 1, "b": 1}, wrapped=False)]},
+                  {"role": "tool", "content": "2"},
+                  {"role": "assistant", "content": "2."}],
+     "tools": [ADD]},
+    {"messages": [{"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple."}],
+     "tools": []},
+]
+# Qwen3's alone: reasoning before a call, think tags in a content beside calls
+QWEN3_TOOL_RECORDS = [
+    {"messages": [{"role": "user", "content": "2 + 2?"},
+                  {"role": "assistant", "content": "", "reasoning_content": "Use the tool.",
+                   "tool_calls": [call("add", {"a": 2, "b": 2})]},
+                  {"role": "tool", "content": "4"},
+                  {"role": "assistant", "content": "<think>\nIt said 4.\n</think>\n\nFour."}],
+     "tools": [ADD]},
+    {"messages": [{"role": "user", "content": "3 + 3?"},
+                  {"role": "assistant", "content": "<think>Add.</think>\n\nCalling.",
+                   "tool_calls": [call("add", {"a": 3, "b": 3})]}],
+     "tools": [ADD]},
+]
+# Llama 3.1's and 3.2's alone: a tool's content as an object (tojson), the tools in the system
+# block (chat_template_kwargs tools_in_user_message false), ipython as the tool's role
+LLAMA_TOOL_RECORDS = [
+    {"messages": [{"role": "user", "content": "Add 2 and 3."},
+                  {"role": "assistant", "tool_calls": [call("add", {"a": 2, "b": 3})]},
+                  {"role": "ipython", "content": {"result": 5, "note": "exact"}},
+                  {"role": "assistant", "content": "5."}],
+     "tools": [ADD]},
+    {"messages": [{"role": "system", "content": "Use tools."},
+                  {"role": "user", "content": "Weather in Oslo?"},
+                  {"role": "assistant", "tool_calls": [call("get_weather", {"city": "Oslo"})]},
+                  {"role": "tool", "content": "-3 C"},
+                  {"role": "assistant", "content": "It is -3 C."}],
+     "tools": [WEATHER, ADD], "chat_template_kwargs": {"tools_in_user_message": False}},
+]
+TOOL_SETS = {"qwen2_5": ["tool_records", "qwen_tool_records"],
+             "qwen3": ["tool_records", "qwen_tool_records", "qwen3_tool_records"],
+             "qwen3_2507": ["tool_records", "qwen_tool_records"],
+             "llama3_1": ["tool_records", "llama_tool_records"],
+             "llama3_2": ["tool_records", "llama_tool_records"]}
+TOOL_RECORD_SETS = {"tool_records": TOOL_RECORDS, "qwen_tool_records": QWEN_TOOL_RECORDS,
+                    "qwen3_tool_records": QWEN3_TOOL_RECORDS,
+                    "llama_tool_records": LLAMA_TOOL_RECORDS}
 LLAMA32_DATE = "03 Feb 2025"
 # gpt-oss's "Current date" (strftime_now("%Y-%m-%d"), local time): transformers' clock pinned
 # to this day for every fixture (Llama 3.2's is date_string, given)
@@ -671,6 +778,196 @@ def pc_fixtures(args):
     print("qwen3 prompt/completion with enable_thinking=False", len(lines) // 2)
 
 
+def json_dataset(records):
+    """records as a Dataset whose every column is datasets' Json feature: each record keeps
+    its own keys and values (as json.loads gives them), as a JSON Lines file read line by line
+    does, not Arrow's union of the records' structs."""
+    from datasets import Features, Json
+    keys = []
+    for r in records:
+        keys += [k for k in r if k not in keys]
+    return Dataset.from_list(records, features=Features({k: Json() for k in keys}))
+
+
+def llama31_tool_training(original):
+    """llama31_training's variant with the tool-call turn marked too: the call's JSON and
+    <|eot_id|> after the assistant header (the builtin_tools branch, which nnt refuses,
+    left out)."""
+    marked = llama31_training(original)
+    start = marked.index("{%- elif 'tool_calls' in message %}")
+    end = marked.index('{%- elif message.role == "tool" or message.role == "ipython" %}')
+    branch = """{%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+        {%- generation %}
+        {{- '{"name": "' + tool_call.name + '", ' }}
+        {{- '"parameters": ' }}
+        {{- tool_call.arguments | tojson }}
+        {{- "}" }}
+        {{- "<|eot_id|>" }}
+        {%- endgeneration %}
+    """
+    return marked[:start] + branch + marked[end:]
+
+
+def last_turn(msgs):
+    """The index of the last user or tool message: what a prompt ends with."""
+    return max(i for i, m in enumerate(msgs) if m["role"] in ("user", "tool", "ipython"))
+
+
+def tool_fixtures(args):
+    """Tool use. SET.jsonl for TOOL_RECORD_SETS; SET_prompts.jsonl: each conversation up to
+    its last user or tool message with its tools (records with chat_template_kwargs left out);
+    SET_pc.jsonl: split there as prompt/completion. For each template of TOOL_SETS:
+    NAME.tool_expected (SFTTrainer with assistant_only_loss, the training template as in
+    NAME.expected; for Llama 3.1 and 3.2 llama31_tool_training), NAME.tool_prompts
+    (apply_chat_template(..., tools=..., add_generation_prompt=True)), NAME.tool_pc_expected
+    (SFTTrainer's defaults)."""
+    for set_name, recs in TOOL_RECORD_SETS.items():
+        with open(os.path.join(args.out, set_name + ".jsonl"), "w") as f:
+            for r in recs:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        with open(os.path.join(args.out, set_name.replace("records", "prompts") + ".jsonl"),
+                  "w") as f:
+            for r in recs:
+                if "chat_template_kwargs" not in r:
+                    f.write(json.dumps(dict(r, messages=r["messages"][:last_turn(r["messages"]) + 1]),
+                                       ensure_ascii=False) + "\n")
+        with open(os.path.join(args.out, set_name.replace("records", "pc") + ".jsonl"),
+                  "w") as f:
+            for r in recs:
+                k = last_turn(r["messages"]) + 1
+                if k < len(r["messages"]):
+                    pc = {key: v for key, v in r.items() if key != "messages"}
+                    f.write(json.dumps(dict(pc, prompt=r["messages"][:k],
+                                            completion=r["messages"][k:]),
+                                       ensure_ascii=False) + "\n")
+    for name, set_names in TOOL_SETS.items():
+        d = os.path.join(args.out, name)
+        tok = AutoTokenizer.from_pretrained(d)
+        model = tiny_llama_for(d)
+        date = LLAMA32_DATE if name == "llama3_2" else None
+        training = llama31_tool_training(tok.chat_template) if name.startswith("llama") else None
+        expected, prompts, pc = [], [], []
+        for set_name in set_names:
+            recs = [dict(r, chat_template_kwargs=dict(r.get("chat_template_kwargs", {}),
+                                                      date_string=date)) if date else r
+                    for r in TOOL_RECORD_SETS[set_name]]
+            for group in one_dataset_each([recs]):
+                expected += tool_trl_lines(d, group, model, training, assistant_only_loss=True)
+            for r in TOOL_RECORD_SETS[set_name]:   # (as SET_prompts.jsonl holds them)
+                if "chat_template_kwargs" in r:
+                    continue
+                tools = r.get("tools")
+                tools = json.loads(tools) if isinstance(tools, str) else tools
+                kw = {"date_string": date} if date else {}
+                ids = tok.apply_chat_template(r["messages"][:last_turn(r["messages"]) + 1],
+                                              tools=tools, tokenize=True, return_dict=True,
+                                              add_generation_prompt=True, **kw)["input_ids"]
+                prompts.append("ids " + " ".join(map(str, ids)) + "\n")
+            split = []
+            for r in recs:
+                k = last_turn(r["messages"]) + 1
+                if k < len(r["messages"]):
+                    split.append(dict({key: v for key, v in r.items() if key != "messages"},
+                                      prompt=r["messages"][:k], completion=r["messages"][k:]))
+            for group in one_dataset_each([split]):
+                pc += tool_trl_lines(d, group, model, None)
+        for suffix, lines in (("tool_expected", expected), ("tool_prompts", prompts),
+                              ("tool_pc_expected", pc)):
+            with open(os.path.join(args.out, f"{name}.{suffix}"), "w") as f:
+                f.writelines(lines)
+        print(name, "tools:", len(expected) // 2, "records,", len(prompts), "prompts,",
+              len(pc) // 2, "prompt/completion")
+
+
+def tool_trl_lines(tok_dir, records, model, training_template, **options):
+    """trl_lines over json_dataset(records), with training_template as chat_template_path
+    (None: TRL's own choice); checks that the training template renders the original's ids."""
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = None
+        if training_template:
+            path = os.path.join(tmp, "training.jinja")
+            with open(path, "w") as f:
+                f.write(training_template)
+        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
+                        use_cpu=True, chat_template_path=path, **options)
+        tr = SFTTrainer(model=model, args=cfg, train_dataset=json_dataset(records),
+                        processing_class=AutoTokenizer.from_pretrained(tok_dir))
+        fresh = AutoTokenizer.from_pretrained(tok_dir)
+        for r, ex in zip(records, tr.train_dataset):
+            if "messages" in r:
+                tools = r.get("tools")
+                tools = json.loads(tools) if isinstance(tools, str) else tools
+                orig = fresh.apply_chat_template(r["messages"], tools=tools, tokenize=True,
+                                                 return_dict=True,
+                                                 **r.get("chat_template_kwargs", {}))["input_ids"]
+                if list(orig) != list(ex["input_ids"]):
+                    assert os.path.basename(tok_dir) == "qwen3", "the training template differs"
+                    print(os.path.basename(tok_dir), "tools: a record renders other ids than "
+                          "the original template (a think block)")
+            lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
+            lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+    return lines
+
+
+def tojson_fixture(args):
+    """tojson.txt: pairs of lines, a JSON text (numbers written in many ways, strings with
+    every kind of escape, nested and empty containers, a key given twice) and the JSON array
+    of what the chat templates' tojson writes for it: json.dumps(json.loads(text),
+    ensure_ascii=False) and the same with indent=4."""
+    import random
+    import struct
+    texts = ["0", "-0", "7", "-7", "12345678901234567890123", "1.0", "1.50", "-0.0", "0.0",
+             "1E5", "1e-5", "1e+5", "0.0001", "0.00001", "0.000123", "1e15", "1e16",
+             "123456789012345678.0", "9999999999999999.0", "1e400", "-1e400", "1e-400",
+             "5e-324", "2.2250738585072014e-308", "1.7976931348623157e308", "0.1", "0.3",
+             "100", "2.5e-3", "123456789.123456789", "3.14159265358979323846264338327950288",
+             "true", "false", "null", '""',
+             r'"q\"b\\s\/\n\t\r\b\f\u0001\u001f\u007f\u00e9\u20ac\ud83d\ude00 end"',
+             '"S\u00e3o Paulo \u2028"', "[]", "{}", "[1, [2, []], {}]", " { \"k\" : [ 1 , 2 ] } ",
+             '{"b": 1, "a": {"c": [true, null]}, "b": 2}', '{"x": {}, "y": [], "z": [{}]}',
+             '{"type": "function", "function": {"name": "f", "parameters": {"type": "object", '
+             '"properties": {"a": {"type": "number", "default": 1.5e-7}}}}}']
+    rng = random.Random(5)
+    for _ in range(200):   # doubles from their bits, written three ways
+        x = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        if x != x or x in (float("inf"), float("-inf")):
+            continue
+        texts += [repr(x), "%.17g" % x if "e" in "%.17g" % x or "." in "%.17g" % x
+                  else "%.17g.0" % x, "%.20e" % x]
+    for _ in range(100):   # powers of two (the shortest digits' uneven neighbourhoods)
+        k = rng.randint(-1074, 1023)
+        texts.append("%.17e" % (2.0 ** k))
+    for _ in range(100):   # decimals of 1 to 20 digits, exponents -30 to 30
+        digits = str(rng.randint(1, 10 ** rng.randint(1, 20)))
+        texts.append(f"{digits[:1]}.{digits[1:] or '0'}e{rng.randint(-30, 30)}")
+    with open(os.path.join(args.out, "tojson.txt"), "w") as f:
+        for t in texts:
+            v = json.loads(t)
+            f.write(t + "\n")
+            f.write(json.dumps([json.dumps(v, ensure_ascii=False),
+                                json.dumps(v, ensure_ascii=False, indent=4)]) + "\n")
+    print("tojson", len(texts), "values")
+
+
+def write_sums(args):
+    sums = []
+    for root, _, names in sorted(os.walk(args.out)):
+        for f in sorted(names):
+            rel = os.path.relpath(os.path.join(root, f), args.out)
+            if rel == "SHA256SUMS":
+                continue
+            with open(os.path.join(root, f), "rb") as fh:
+                sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {rel}\n")
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
+        fh.writelines(sums)
+
+
 def all_fixtures(args):
     """NAME.all_expected: SFTTrainer's ids and labels with assistant_only_loss=False (its
     default) and completion_only_loss=False: every token a target, conversations rendered by
@@ -701,11 +998,19 @@ def all_fixtures(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "sft"))
+    ap.add_argument("--tools-only", action="store_true",
+                    help="the tool-use fixtures and tojson.txt alone, with the tokenizers "
+                         "already in --out")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     transformers.utils.chat_template_utils.datetime = FixedClock   # gpt-oss's Current date
+    if args.tools_only:
+        tool_fixtures(args)
+        tojson_fixture(args)
+        write_sums(args)
+        return
     with open(os.path.join(args.out, "records.jsonl"), "w") as f:
         for r in RECORDS:
             f.write(json.dumps(r) + "\n")
@@ -727,6 +1032,8 @@ def main():
     prompt_fixtures(args)
     pc_fixtures(args)
     all_fixtures(args)
+    tool_fixtures(args)
+    tojson_fixture(args)
     # the loss with gradient accumulation, on the llama3 examples
     tok = AutoTokenizer.from_pretrained(os.path.join(args.out, "llama3"))
     vocab = Tokenizer.from_file(os.path.join(args.out, "llama3", "tokenizer.json")).get_vocab_size()
@@ -770,16 +1077,7 @@ def main():
     save_file(ref, os.path.join(args.out, "step.safetensors"))
     print(f"N {N}, per micro-batch {[(labels[k*B:(k+1)*B, 1:] != -100).sum().item() for k in range(ACCUM)]}, "
           f"loss1 {losses[0]:.6f}, mean of means {sum(means) / len(means):.6f}, loss2 {losses[1]:.6f}")
-    sums = []
-    for root, _, names in sorted(os.walk(args.out)):
-        for f in sorted(names):
-            rel = os.path.relpath(os.path.join(root, f), args.out)
-            if rel == "SHA256SUMS":
-                continue
-            with open(os.path.join(root, f), "rb") as fh:
-                sums.append(f"{hashlib.sha256(fh.read()).hexdigest()}  {rel}\n")
-    with open(os.path.join(args.out, "SHA256SUMS"), "w") as fh:
-        fh.writelines(sums)
+    write_sums(args)
     print(json.dumps({"torch": torch.__version__,
                       "transformers": __import__("transformers").__version__,
                       "trl": __import__("trl").__version__,

@@ -31,6 +31,7 @@
 #include "testutil.h"
 #include "fixture_st.h"
 #include "train/train.h"
+#include "data/hftok_impl.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -183,7 +184,9 @@ static void write_config(const char *path, const char *json)
 static int compare_against(nnt_sft *s, const char *name, const char *suffix,
                            const char *records, int first, int at)
 {
-    char line[8192], expected[4300];
+    static char line[16384], want[16384];   /* (the tool records' lines are long) */
+    static long want_ids[2048], labels[2048];
+    char expected[4300];
     snprintf(expected, sizeof expected, "%s.%s", fixture(name), suffix);
     int r = 0;
     for (;; r++) {
@@ -199,12 +202,10 @@ static int compare_against(nnt_sft *s, const char *name, const char *suffix,
         const uint8_t *counts;
         size_t got = 0;
         EXPECT_OK(nnt_sft_encode(s, line, strlen(line), &ids, &counts, &got));
-        char want[8192];
-        long want_ids[256], labels[256];
         read_line(expected, 2 * (at + r), want, sizeof want);
-        int n = parse_ints(want, want_ids, 256);
+        int n = parse_ints(want, want_ids, 2048);
         read_line(expected, 2 * (at + r) + 1, want, sizeof want);
-        ck_assert_int_eq(parse_ints(want, labels, 256), n);
+        ck_assert_int_eq(parse_ints(want, labels, 2048), n);
         ck_assert_msg((int)got == n, "%s %s record %d: %zu ids, TRL %d", name, records,
                       first + r + 1, got, n);
         int targets = 0;
@@ -426,11 +427,11 @@ START_TEST(test_prompts)
     const char *ends = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
                        "{\"role\": \"assistant\", \"content\": \"Hello!\"}]}";
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, ends, strlen(ends), &ids, &n), NNT_E_FORMAT,
-                    "a prompt's last message is a user's (this one is a \"assistant\" message)");
+                    "this one is a \"assistant\" message): the model answers it");
     const char *text = "{\"text\": \"Hi\"}", *other = "{\"messages\": [], \"x\": 1}";
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, text, strlen(text), &ids, &n), NNT_E_FORMAT,
-                    "a prompt is a record {\"messages\": [...]} (or \"conversations\"; no "
-                    "other key), or the list of messages alone");
+                    "a prompt is a record {\"messages\": [...]} (or \"conversations\"; and "
+                    "\"tools\"; no other key), or the list of messages alone");
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, other, strlen(other), &ids, &n), NNT_E_FORMAT,
                     "a prompt is a record {\"messages\": [...]}");
     EXPECT_FAIL_MSG(nnt_sft_encode_prompt(s, "[]", 2, &ids, &n), NNT_E_FORMAT,
@@ -491,6 +492,246 @@ START_TEST(test_conversation_pc)
                     "an empty completion: nothing to learn");
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* Tool use against TRL and transformers (tests/fixtures/sft: NAME.tool_expected,
+ * .tool_prompts, .tool_pc_expected): _i 0 qwen2_5, 1 qwen3, 2 qwen3_2507 (tool_records:
+ * a call and its response, a system message with the tools given as a string of JSON, tools
+ * without calls; qwen_tool_records: two calls in a turn and two responses, content beside
+ * calls, arguments as a string, a call without its function wrapper, an empty list of
+ * tools; qwen3: qwen3_tool_records, reasoning before calls), 3 llama3_1, 4 llama3_2 (dated
+ * as the fixture; tool_records, then llama_tool_records: an ipython response of an object,
+ * the tools in the system block by chat_template_kwargs tools_in_user_message false):
+ * records with assistant-only counts, prompts up to the last user or tool message with the
+ * generation prompt, and conversational prompt/completion. */
+START_TEST(test_tools)
+{
+    static const char *const NAMES[] = {"qwen2_5", "qwen3", "qwen3_2507", "llama3_1",
+                                        "llama3_2"};
+    static const char *const SETS[][3] = {{"tool", "qwen_tool", NULL},
+                                          {"tool", "qwen_tool", "qwen3_tool"},
+                                          {"tool", "qwen_tool", NULL},
+                                          {"tool", "llama_tool", NULL},
+                                          {"tool", "llama_tool", NULL}};
+    static const int RECORDS[] = {6, 8, 6, 5, 5}, PROMPTS[] = {6, 8, 6, 4, 4},
+                     PCS[] = {6, 8, 6, 5, 5};
+    static char line[16384], want[16384];
+    static long want_ids[2048];
+    const char *name = NAMES[_i];
+    char cfg[4300], file[64], expected[4300];
+    nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
+    nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+    so.tokenizer_config = cfg;
+    so.date = _i == 4 ? "03 Feb 2025" : NULL;
+    nnt_sft *s = NULL;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    int nrec = 0, npc = 0, nprompt = 0;
+    snprintf(expected, sizeof expected, "%s.tool_prompts", fixture(name));
+    for (int k = 0; k < 3 && SETS[_i][k]; k++) {
+        snprintf(file, sizeof file, "%s_records.jsonl", SETS[_i][k]);
+        nrec += compare_against(s, name, "tool_expected", file, 0, nrec);
+        snprintf(file, sizeof file, "%s_pc.jsonl", SETS[_i][k]);
+        npc += compare_against(s, name, "tool_pc_expected", file, 0, npc);
+        snprintf(file, sizeof file, "%s_prompts.jsonl", SETS[_i][k]);
+        FILE *f = fopen(fixture(file), "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            const int32_t *ids;
+            size_t n = 0;
+            EXPECT_OK(nnt_sft_encode_prompt(s, line, strlen(line), &ids, &n));
+            read_line(expected, nprompt, want, sizeof want);
+            int nw = parse_ints(want, want_ids, 2048);
+            ck_assert_msg((int)n == nw, "%s tool prompt %d: %zu ids, transformers %d", name,
+                          nprompt + 1, n, nw);
+            for (int j = 0; j < nw; j++)
+                ck_assert_msg(ids[j] == want_ids[j], "%s tool prompt %d: id %d is %d, "
+                              "transformers %ld", name, nprompt + 1, j, ids[j], want_ids[j]);
+            nprompt++;
+        }
+        fclose(f);
+    }
+    ck_assert_int_eq(nrec, RECORDS[_i]);
+    ck_assert_int_eq(npc, PCS[_i]);
+    ck_assert_int_eq(nprompt, PROMPTS[_i]);
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* What the tools' records must be: the refusals, each naming what is wrong */
+START_TEST(test_tool_refusals)
+{
+    static const struct {
+        const char *tokenizer, *record, *says;
+    } BAD[] = {
+        {"gemma", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": [{\"type\": \"function\"}]}",
+         "\"tools\": the Gemma template renders no tools (nnt renders them with the Qwen2.5"},
+        {"gemma", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\", \"tool_calls\": [{\"function\": {\"name\": \"f\", "
+         "\"arguments\": {}}}]}]}", "has tool_calls, which the Gemma template does not render"},
+        {"phi3", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"tool\", \"content\": \"y\"}, {\"role\": \"assistant\", \"content\": \"z\"}]}",
+         "has role \"tool\": the Phi-3 template renders no tool messages"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": {\"type\": \"function\"}}",
+         "\"tools\" is not a list of the functions' JSON schemas"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": \"[{\\\"a\\\": 1\"}",
+         "\"tools\" (a string of JSON)"},
+        {"qwen2_5", "{\"text\": \"x\", \"tools\": [{\"a\": 1}]}",
+         "\"tools\" in a record of text"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]}",
+         "messages[1].tool_calls[0] has no \"arguments\""},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": {\"name\": \"f\"}}]}",
+         "messages[1].tool_calls is not a list"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": []}]}", "messages[1] is not {\"role\": string"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": "
+         "[{\"name\": \"f\", \"arguments\": {}}]}, {\"role\": \"assistant\", \"content\": "
+         "\"y\"}]}", "messages[0] has tool_calls: tool calls are an assistant's"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\", \"function_call\": {\"name\": \"f\"}}]}",
+         "has function_call: OpenAI's older form"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"tool\", \"content\": {\"a\": 1}}, {\"role\": \"assistant\", \"content\": \"y\"}]}",
+         "messages[1] is not {\"role\": string, \"content\": string}"},
+        {"qwen2_5", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"ipython\", \"content\": \"1\"}, {\"role\": \"assistant\", \"content\": \"y\"}]}",
+         "role \"ipython\", which the Qwen2.5 template does not know (system, user, assistant, "
+         "tool)"},
+        {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {}}}, "
+         "{\"function\": {\"name\": \"g\", \"arguments\": {}}}]}]}",
+         "messages[1] has 2 tool calls: the Llama 3.1 template takes one a message"},
+        {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}]}",
+         "messages[1].tool_calls[0] is not {\"type\": \"function\", \"function\": {\"name\": "
+         "string, \"arguments\": ...}}"},
+        {"llama3_1", "{\"messages\": [{\"role\": \"system\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": [{\"a\": 1}]}",
+         "the Llama 3.1 template puts the tools in the first user message, which is "
+         "messages[1]: it is not a user's"},
+        {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"chat_template_kwargs\": "
+         "{\"tools_in_user_message\": 1}}", "tools_in_user_message is not true or false"},
+        {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"chat_template_kwargs\": "
+         "{\"builtin_tools\": [\"brave_search\"]}}", "built-in tools"},
+        {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"tool\", \"content\": \"1\", \"id\": \"c1\"}, {\"role\": \"assistant\", \"content\": "
+         "\"y\"}]}", "messages[1] has the key \"id\""},
+    };
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+        char cfg[4300];
+        nnt_tokenizer *tok = load_tokenizer(BAD[k].tokenizer, cfg, sizeof cfg);
+        nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+        const int32_t *ids;
+        const uint8_t *counts;
+        size_t n = 0;
+        int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
+        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[k].record, rc);
+        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL,
+                      "%s: message '%s' does not say '%s'", BAD[k].record,
+                      nnt_ctx_last_error(NULL), BAD[k].says);
+        nnt_sft_destroy(s);
+        nnt_tokenizer_destroy(tok);
+    }
+    /* transformers drops a message's null values: tool_calls null is no call, content null
+     * beside calls no content; a tool's name and tool_call_id are not printed; and the
+     * prompt may end with a tool's response */
+    char cfg[4300];
+    nnt_tokenizer *tok = load_tokenizer("qwen2_5", cfg, sizeof cfg);
+    nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
+    const char *with_nulls = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", "
+                             "\"tool_calls\": null}, {\"role\": \"assistant\", \"content\": "
+                             "null, \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}, "
+                             "{\"role\": \"tool\", \"content\": \"1\", \"name\": \"f\", "
+                             "\"tool_call_id\": \"c1\"}, {\"role\": \"assistant\", "
+                             "\"content\": \"y\"}], \"tools\": null}";
+    const char *plain = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+                        "\"assistant\", \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}"
+                        ", {\"role\": \"tool\", \"content\": \"1\"}, {\"role\": \"assistant\", "
+                        "\"content\": \"y\"}]}";
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0, n2 = 0, len = 0;
+    int32_t first[512];
+    EXPECT_OK(nnt_sft_encode(s, with_nulls, strlen(with_nulls), &ids, &counts, &n));
+    ck_assert_uint_le(n, 512);
+    memcpy(first, ids, n * sizeof *ids);
+    EXPECT_OK(nnt_sft_encode(s, plain, strlen(plain), &ids, &counts, &n2));
+    ck_assert_uint_eq(n, n2);
+    ck_assert_int_eq(memcmp(first, ids, n * sizeof *ids), 0);
+    char text[2048];
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+    text[len < sizeof text ? len : sizeof text - 1] = '\0';
+    ck_assert_str_eq(text, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are "
+                           "a helpful assistant.<|im_end|>\n<|im_start|>user\nx<|im_end|>\n"
+                           "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", "
+                           "\"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+                           "<tool_response>\n1\n</tool_response><|im_end|>\n"
+                           "<|im_start|>assistant\ny<|im_end|>\n");
+    const char *after_tool = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, "
+                             "{\"role\": \"assistant\", \"tool_calls\": [{\"name\": \"f\", "
+                             "\"arguments\": {}}]}, {\"role\": \"tool\", \"content\": \"1\"}], "
+                             "\"tools\": [{\"name\": \"f\"}]}";
+    EXPECT_OK(nnt_sft_encode_prompt(s, after_tool, strlen(after_tool), &ids, &n));
+    EXPECT_OK(nnt_tokenizer_decode(tok, ids, n, text, sizeof text, &len));
+    text[len < sizeof text ? len : sizeof text - 1] = '\0';
+    ck_assert_ptr_nonnull(strstr(text, "<tools>\n{\"name\": \"f\"}\n</tools>"));
+    ck_assert_ptr_nonnull(strstr(text, "</tool_response><|im_end|>\n<|im_start|>assistant\n"));
+    nnt_sft_destroy(s);
+    nnt_tokenizer_destroy(tok);
+}
+END_TEST
+
+/* hft_jv_tojson against Python's json.dumps(json.loads(text), ensure_ascii=False) and with
+ * indent=4 (tests/fixtures/sft/tojson.txt): numbers written in many ways (integers of any
+ * length, "-0", exponents, what overflows and underflows, the shortest digits of random
+ * doubles and of powers of two), every escape, nested and empty containers, a repeated key */
+START_TEST(test_tojson)
+{
+    static char text[8192], pair[16384];
+    int values = 0;
+    for (;; values++) {
+        FILE *f = fopen(fixture("tojson.txt"), "r");
+        ck_assert_ptr_nonnull(f);
+        int have = 0;
+        for (int k = 0; k <= 2 * values + 1 && fgets(k % 2 ? pair : text, k % 2 ? sizeof pair
+                                                                             : sizeof text, f);
+             k++)
+            have = k == 2 * values + 1;
+        fclose(f);
+        if (!have)
+            break;
+        text[strcspn(text, "\n")] = '\0';
+        pair[strcspn(pair, "\n")] = '\0';
+        char err[256];
+        nnt_json j;
+        jv v, want;
+        nnt_json_init(&j, text, strlen(text), 0, "value", err, sizeof err);
+        ck_assert_msg(hft_jv_parse(&j, &v, 0, "") == 0, "%s: %s", text, err);
+        nnt_json_init(&j, pair, strlen(pair), 0, "pair", err, sizeof err);
+        ck_assert_msg(hft_jv_parse(&j, &want, 0, "") == 0, "%s", err);
+        ck_assert_int_eq(want.type, JV_ARR);
+        for (int indent = 0; indent < 2; indent++) {
+            sbuf b = {NULL, 0, 0};
+            ck_assert_int_eq(hft_jv_tojson(&b, &v, indent ? 4 : -1), 0);
+            const jv *w = &want.items[indent];
+            ck_assert_msg(b.n == w->len && memcmp(b.p, w->s, b.n) == 0, "%s (indent %d): "
+                          "nnt '%.*s', Python '%s'", text, indent ? 4 : -1, (int)b.n,
+                          b.p ? b.p : "", w->s);
+            free(b.p);
+        }
+        hft_jv_free(&v);
+        hft_jv_free(&want);
+    }
+    ck_assert_int_gt(values, 800);
 }
 END_TEST
 
@@ -643,15 +884,18 @@ START_TEST(test_gpt_oss)
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"critic\", \"content\": \"Yo\"}]}",
          "which the gpt-oss template does not know (system, developer, user, assistant)"},
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"\", "
-         "\"tool_calls\": [{\"type\": \"function\"}]}]}", "has tool_calls: tool calls are not "
-         "implemented"},
+         "\"tool_calls\": [{\"type\": \"function\"}]}]}", "has tool_calls, which the gpt-oss "
+         "template does not render"},
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"tool\", \"content\": \"6\"}, "
-         "{\"role\": \"assistant\", \"content\": \"Yo\"}]}", "role \"tool\": tool messages"},
-        {"{\"tools\": [], \"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", "
-         "\"content\": \"Yo\"}]}", "\"tools\": tool definitions"},
+         "{\"role\": \"assistant\", \"content\": \"Yo\"}]}",
+         "role \"tool\": the gpt-oss template renders no tool messages"},
+        {"{\"tools\": [{\"type\": \"function\"}], \"messages\": [" GPTOSS_USER ", "
+         "{\"role\": \"assistant\", \"content\": \"Yo\"}]}",
+         "\"tools\": the gpt-oss template renders no tools"},
         {"{\"chat_template_kwargs\": {\"builtin_tools\": [\"browser\"]}, \"messages\": ["
          GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}",
-         "chat_template_kwargs.builtin_tools: tool definitions and calls are not implemented"},
+         "chat_template_kwargs.builtin_tools: built-in tools (Llama 3.1's, gpt-oss's) are not "
+         "implemented"},
         {"{\"chat_template_kwargs\": {\"reasoning_effort\": 1}, \"text\": \"a\"}",
          "chat_template_kwargs.reasoning_effort is not a string"},
         {"{\"chat_template_kwargs\": {\"model_identity\": null}, \"text\": \"a\"}",
@@ -690,7 +934,7 @@ START_TEST(test_gpt_oss)
                       GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}";
     EXPECT_FAIL_MSG(nnt_sft_encode(s, dev, strlen(dev), &ids, &counts, &n), NNT_E_FORMAT,
                     "role \"developer\", which the Qwen3-Instruct-2507 template does not know "
-                    "(system, user, assistant)");
+                    "(system, user, assistant, tool)");
     const char *think = "{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", "
                         "\"content\": \"Yo\", \"thinking\": \"x\"}]}";
     EXPECT_FAIL_MSG(nnt_sft_encode(s, think, strlen(think), &ids, &counts, &n), NNT_E_FORMAT,
@@ -899,7 +1143,7 @@ static char *fixture_template(const char *name)
 }
 
 /* chat_template.jinja over tokenizer_config.json's; Qwen2.5 with another default system
- * message; a changed template refused; tools, tool messages, unknown keys refused */
+ * message; a changed template refused; broken tool calls, unknown roles and keys refused */
 START_TEST(test_chat_refusals)
 {
     char cfg[4300], sub[200];
@@ -958,12 +1202,13 @@ START_TEST(test_chat_refusals)
     } BAD[] = {
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
          "\"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": \"function\"}]}]}",
-         "has tool_calls: tool calls are not implemented"},
-        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"tool\", "
+         "messages[1].tool_calls[0] has no string \"name\""},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"function\", "
          "\"content\": \"6\"}, {\"role\": \"assistant\", \"content\": \"y\"}]}",
-         "role \"tool\": tool messages are not implemented"},
+         "role \"function\", which the Qwen3 template does not know (system, user, assistant, "
+         "tool)"},
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
-         "\"assistant\", \"content\": \"y\"}], \"tools\": []}", "\"tools\": tool definitions"},
+         "\"assistant\", \"content\": \"y\"}], \"tools\": [1]}", "tools[0] is not a JSON object"},
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": \"a\"}, "
          "{\"role\": \"assistant\", \"content\": \"y\"}]}",
          "messages[0] has the key \"name\", which nnt does not render with the Qwen3 template"},
@@ -1549,6 +1794,9 @@ int main(void)
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
     tcase_add_loop_test(tc, test_all_tokens, 0, 4);
     tcase_add_test(tc, test_record_kwargs);
+    tcase_add_loop_test(tc, test_tools, 0, 5);
+    tcase_add_test(tc, test_tool_refusals);
+    tcase_add_test(tc, test_tojson);
     tcase_add_test(tc, test_gpt_oss);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_token_file);

@@ -144,6 +144,10 @@ int hft_sb_put(sbuf *b, const void *s, size_t n); /* -1: out of memory          
 void hft_jv_free(jv *v);
 int hft_jv_parse(nnt_json *j, jv *v, int depth, const char *ctx);
 const jv *hft_jv_get(const jv *o, const char *key);
+/* v appended to b as the chat templates' tojson (Python's json.dumps, ensure_ascii=False)
+ * writes json.loads' value of it: indent < 0 one line, else that many spaces a level
+ * (tojson(indent=4)); 0 or NNT_E_NOMEM (lib/data/tojson.c) */
+int hft_jv_tojson(sbuf *b, const jv *v, int indent);
 /* Loading: messages naming the key (path), returning the status. */
 int hft_unsupported(loader *l, const char *key, const char *value, const char *supported);
 int hft_bad(loader *l, const char *key, const char *what);

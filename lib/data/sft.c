@@ -78,6 +78,12 @@ struct nnt_sft {
     const jv *effort, *identity;  /* gpt-oss: the record's chat_template_kwargs
                                      reasoning_effort and model_identity (NULL: the
                                      template's defaults), strings of the record's tree     */
+    const jv *tools;              /* the record's "tools" (an array; NULL: none), of the
+                                     record's tree or of tools_tree                         */
+    jv tools_tree;                /* "tools" given as a string: its JSON read               */
+    int tools_in_system;          /* Llama 3.1+: the tools in the system block
+                                     (tools_in_user_message false), not the first user's   */
+    int system_done;              /* the system block is out (no default system message)   */
 };
 
 static const char *template_name(nnt_chat_template t);
@@ -438,6 +444,7 @@ void nnt_sft_destroy(nnt_sft *s)
     free(s->system), free(s->eos), free(s->bos), free(s->pad);
     free(s->ids), free(s->counts), free(s->a), free(s->b);
     free(s->text.p);
+    hft_jv_free(&s->tools_tree);
     free(s);
 }
 
@@ -757,71 +764,177 @@ static int gptoss_no_channel(const jv *v, size_t i, const char *field)
     return NNT_OK;
 }
 
-/* One message checked: its role (system, user or assistant; gpt-oss: or developer), its
- * content (a string; Gemma 3: or a list of text parts), and for Qwen3 its reasoning_content,
- * for gpt-oss its thinking (reasoning_of: either from any of the three names transformers
- * aliases) (NULL when absent); the keys nnt renders, no others. */
+/* The templates that render tools: Qwen2.5's, Qwen3's, Qwen3-Instruct-2507's (Hermes'
+ * <tools>, <tool_call>, <tool_response>) and Llama 3.1's and 3.2's (JSON calls, ipython) */
+static int has_tools(nnt_chat_template t)
+{
+    return t == NNT_CHAT_QWEN2_5 || t == NNT_CHAT_QWEN3 || t == NNT_CHAT_QWEN3_2507 ||
+           is_llama31(t);
+}
+
+#define TOOL_TEMPLATES "Qwen2.5, Qwen3, Qwen3-Instruct-2507, Llama 3.1 and Llama 3.2"
+
+/* m's value of key, NULL when absent or null (apply_chat_template drops a message's null
+ * values before the template sees them) */
+static const jv *field(const jv *m, const char *key)
+{
+    const jv *v = hft_jv_get(m, key);
+    return v && v->type != JV_NULL ? v : NULL;
+}
+
+static char nothing[1];
+static const jv EMPTY = {JV_STR, 0, nothing, 0, 0, NULL, NULL};   /* content "" */
+
+/* A tool call's function (its "function" object when it has one, else the call itself, as
+ * Qwen's templates take either; Llama's want the "function" object): its name and
+ * arguments (any JSON value; a string Qwen3 prints as it is, the others quote). */
+static int call_parts(const jv *call, size_t i, size_t k, nnt_chat_template t,
+                      const jv **name, const jv **arguments)
+{
+    static const char fn[] = "nnt_sft_encode";
+    const jv *f = call->type == JV_OBJ ? hft_jv_get(call, "function") : NULL;
+    if (call->type != JV_OBJ || (f && f->type != JV_OBJ) || (!f && is_llama31(t)))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls[%zu] is not {\"type\": "
+                        "\"function\", \"function\": {\"name\": string, \"arguments\": ...}}%s",
+                        fn, i, k, is_llama31(t) ? "" : " (or {\"name\", \"arguments\"})");
+    if (!f)
+        f = call;
+    *name = hft_jv_get(f, "name");
+    *arguments = hft_jv_get(f, "arguments");
+    if (!*name || (*name)->type != JV_STR || !*arguments)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls[%zu] has %s", fn, i, k,
+                        !*name || (*name)->type != JV_STR ? "no string \"name\""
+                                                          : "no \"arguments\"");
+    return NNT_OK;
+}
+
+/* An assistant's tool calls checked: a list of calls (call_parts), one exactly for Llama's
+ * templates ("This model only supports single tool-calls at once!") */
+static int check_calls(const jv *calls, size_t i, nnt_chat_template t)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (!has_tools(t))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has tool_calls, which the %s "
+                        "template does not render (nnt renders tools with the " TOOL_TEMPLATES
+                        " templates)", fn, i, template_name(t));
+    if (calls->type != JV_ARR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls is not a list", fn, i);
+    if (is_llama31(t) && calls->n != 1)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %zu tool calls: the %s "
+                        "template takes one a message (\"This model only supports single "
+                        "tool-calls at once!\")", fn, i, calls->n, template_name(t));
+    const jv *name, *arguments;
+    for (size_t k = 0; k < calls->n; k++)
+        NNT_TRY(call_parts(&calls->items[k], i, k, t, &name, &arguments));
+    return NNT_OK;
+}
+
+/* 1 for a tool's response: role "tool" (Llama's also "ipython") */
+static int is_tool_role(const char *r, nnt_chat_template t)
+{
+    return strcmp(r, "tool") == 0 || (is_llama31(t) && strcmp(r, "ipython") == 0);
+}
+
+/* The keys a message may have beyond role and content: the reasoning (gpt-oss, Qwen3), an
+ * assistant's tool_calls, a tool response's name and tool_call_id (no template prints
+ * them) */
+static int known_key(const char *key, const char *role, nnt_chat_template t)
+{
+    int reasoning = t == NNT_CHAT_GPT_OSS || t == NNT_CHAT_QWEN3;
+    if (!strcmp(key, "role") || !strcmp(key, "content"))
+        return 1;
+    if (reasoning && (!strcmp(key, GPTOSS_THINKING[0]) || !strcmp(key, GPTOSS_THINKING[1]) ||
+                      !strcmp(key, GPTOSS_THINKING[2])))
+        return 1;
+    if (!strcmp(key, "tool_calls"))
+        return strcmp(role, "assistant") == 0;
+    return has_tools(t) && is_tool_role(role, t) &&
+           (!strcmp(key, "name") || !strcmp(key, "tool_call_id"));
+}
+
+/* One message checked: its role (system, user or assistant; gpt-oss: or developer; the
+ * templates with tools: or tool, Llama's also ipython), its content (a string; Gemma 3: or
+ * a list of text parts; absent for an assistant's tool calls; a tool's for Llama: or an
+ * object or a list, which it prints as JSON), and for Qwen3 its reasoning_content, for
+ * gpt-oss its thinking (reasoning_of: either from any of the three names transformers
+ * aliases) (NULL when absent), an assistant's tool_calls (NULL when absent); the keys nnt
+ * renders, no others (null values are absent, as apply_chat_template drops them). */
 static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **role,
-                         const jv **content, const jv **reasoning)
+                         const jv **content, const jv **reasoning, const jv **calls)
 {
     static const char fn[] = "nnt_sft_encode";
     int gptoss = t == NNT_CHAT_GPT_OSS, qwen3 = t == NNT_CHAT_QWEN3, bad = 0;
-    *role = hft_jv_get(m, "role");
-    *content = hft_jv_get(m, "content");
+    *role = field(m, "role");
+    *content = field(m, "content");
+    *calls = field(m, "tool_calls");
     *reasoning = m->type != JV_OBJ ? NULL
                  : gptoss ? reasoning_of(m, GPTOSS_THINKING, &bad)
                  : qwen3 ? reasoning_of(m, QWEN3_REASONING, &bad) : NULL;
     int parts = *content && (*content)->type == JV_ARR;
-    if (parts && t != NNT_CHAT_GEMMA3)
+    const char *r = *role && (*role)->type == JV_STR ? (*role)->s : "";
+    int tool = has_tools(t) && is_tool_role(r, t), assistant = strcmp(r, "assistant") == 0;
+    int json_content = tool && is_llama31(t) && *content &&
+                       ((*content)->type == JV_OBJ || (*content)->type == JV_ARR);
+    if (parts && t != NNT_CHAT_GEMMA3 && !json_content)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu]'s content is a list of parts, "
                         "which nnt renders with the Gemma 3 template only (the %s template "
                         "takes a string)", fn, i, template_name(t));
+    if (*calls && m->type == JV_OBJ)   /* (before the content, which calls may stand for) */
+        NNT_TRY(check_calls(*calls, i, t));
+    if (!*content && assistant && *calls && (*calls)->n > 0)
+        *content = &EMPTY;   /* (calls without content) */
     if (m->type != JV_OBJ || !*role || (*role)->type != JV_STR || !*content ||
-        ((*content)->type != JV_STR && !parts) ||
+        ((*content)->type != JV_STR && !parts && !json_content) ||
         (*reasoning && (*reasoning)->type != JV_STR) || bad)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is not {\"role\": string, "
-                        "\"content\": string%s}", fn, i,
+                        "\"content\": string%s}%s", fn, i,
                         gptoss ? " (, \"thinking\" or \"reasoning_content\" or \"reasoning\": "
                                  "string or null)"
                         : qwen3 ? " (, \"reasoning_content\" or \"thinking\" or \"reasoning\": "
                                   "string or null)"
-                        : t == NNT_CHAT_GEMMA3 ? " or [text parts]" : "");
-    if (parts)
+                        : t == NNT_CHAT_GEMMA3 ? " or [text parts]" : "",
+                        has_tools(t) ? " (an assistant's content may be left out beside "
+                                       "tool_calls)" : "");
+    if (parts && !json_content)
         NNT_TRY(content_parts(*content, i));
     for (size_t k = 0; k < m->n; k++) {
         const char *key = m->keys[k];
-        if (!strcmp(key, "role") || !strcmp(key, "content") ||
-            ((gptoss || qwen3) &&
-             (!strcmp(key, GPTOSS_THINKING[0]) || !strcmp(key, GPTOSS_THINKING[1]) ||
-              !strcmp(key, GPTOSS_THINKING[2]))))
+        if (m->items[k].type == JV_NULL || known_key(key, r, t))
             continue;
         if (!strcmp(key, "tool_calls") || !strcmp(key, "function_call"))
-            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %s: tool calls are not "
-                            "implemented (nnt renders no tools)", fn, i, key);
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %s: %s", fn, i, key,
+                            !strcmp(key, "function_call")
+                            ? "OpenAI's older form: give tool_calls [{\"type\": \"function\", "
+                              "\"function\": {\"name\", \"arguments\"}}]"
+                            : "tool calls are an assistant's");
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has the key \"%s\", which nnt "
-                        "does not render with the %s template (role, content%s)", fn, i, key,
+                        "does not render with the %s template (role, content%s%s)", fn, i, key,
                         template_name(t),
                         gptoss ? ", thinking, reasoning_content, reasoning"
-                        : qwen3 ? ", reasoning_content, thinking, reasoning" : "");
+                        : qwen3 ? ", reasoning_content, thinking, reasoning" : "",
+                        has_tools(t) ? ", an assistant's tool_calls, a tool's name and "
+                                       "tool_call_id" : "");
     }
-    const char *r = (*role)->s;
-    if (!strcmp(r, "tool") || !strcmp(r, "ipython") || !strcmp(r, "function"))
-        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\": tool messages "
-                        "are not implemented (nnt renders no tools; roles system, user, "
-                        "assistant)", fn, i, r);
-    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
+    if (!has_tools(t) && (!strcmp(r, "tool") || !strcmp(r, "ipython") ||
+                          !strcmp(r, "function")))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\": the %s template "
+                        "renders no tool messages (nnt renders tools with the " TOOL_TEMPLATES
+                        " templates)", fn, i, r, template_name(t));
+    if (strcmp(r, "system") && strcmp(r, "user") && !assistant && !tool &&
         !(gptoss && strcmp(r, "developer") == 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has role \"%s\", which the %s "
-                        "template does not know (system, %suser, assistant%s)", fn, i, r,
+                        "template does not know (system, %suser, assistant%s)%s", fn, i, r,
                         template_name(t), gptoss ? "developer, " : "",
+                        is_llama31(t) ? ", tool, ipython" : has_tools(t) ? ", tool" : "",
                         strcmp(r, "human") == 0 || strcmp(r, "gpt") == 0
                         ? "; ShareGPT's human and gpt are not renamed, as TRL does not rename "
                           "them: write user and assistant" : "");
-    if (strcmp(r, "assistant") == 0 && !parts && (*content)->len == 0 &&
+    int called = *calls && (*calls)->n > 0;
+    if (assistant && !parts && (*content)->len == 0 && !called &&
         !(*reasoning && (*reasoning)->len > 0))
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] is an empty assistant message: "
                         "nothing to learn", fn, i);
-    if (gptoss && strcmp(r, "assistant") == 0) {
+    if (gptoss && assistant) {
         NNT_TRY(gptoss_no_channel(*content, i, "content"));
         NNT_TRY(gptoss_no_channel(*reasoning, i, "thinking"));
     }
@@ -855,14 +968,48 @@ static const char *bos_of(const nnt_sft *s)
          : s->tmpl == NNT_CHAT_DEEPSEEK_R1 ? R1_BOS : "<|begin_of_text|>";
 }
 
+/* v as the templates' tojson writes it (indent < 0: on one line) */
+static int put_json(nnt_sft *s, const jv *v, int indent)
+{
+    return hft_jv_tojson(&s->text, v, indent) ? nnt_fail(NULL, NNT_E_NOMEM, "nnt_sft_encode: "
+                                                         "out of host memory") : NNT_OK;
+}
+
+/* An assistant's tool calls as Qwen's templates write them after its content: each
+ * "<tool_call>\n{\"name\": \"NAME\", \"arguments\": ARGUMENTS}\n</tool_call>", after a
+ * newline (Qwen2.5: every one; Qwen3 and 3-Instruct-2507: all but a first one after no
+ * content); the arguments as tojson writes them (Qwen3 and 3-Instruct-2507: a string as it
+ * is). */
+static int put_qwen_calls(nnt_sft *s, const jv *calls, size_t i, int content)
+{
+    int qwen25 = s->tmpl == NNT_CHAT_QWEN2_5;
+    for (size_t k = 0; calls && k < calls->n; k++) {
+        const jv *name, *arguments;
+        call_parts(&calls->items[k], i, k, s->tmpl, &name, &arguments);
+        if (qwen25 || content || k > 0)
+            NNT_TRY(puts0(s, "\n"));
+        NNT_TRY(puts0(s, "<tool_call>\n{\"name\": \""));
+        NNT_TRY(put(s, name->s, name->len));
+        NNT_TRY(puts0(s, "\", \"arguments\": "));
+        if (arguments->type == JV_STR && !qwen25)
+            NNT_TRY(put(s, arguments->s, arguments->len));
+        else
+            NNT_TRY(put_json(s, arguments, -1));
+        NNT_TRY(puts0(s, "}\n</tool_call>"));
+    }
+    return NNT_OK;
+}
+
 /* ChatML (and Qwen2.5, with its default system message; Qwen3-Instruct-2507):
  * <|im_start|>ROLE\nCONTENT<|im_end|>\n; an assistant's "\n" CONTENT "<|im_end|>\n" counts
- * (TRL's qwen2_5_training.jinja), Qwen3-Instruct-2507's without the "\n" (its
- * qwen3_instruct_2507_training.jinja). */
-static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
+ * (TRL's qwen2_5_training.jinja), Qwen3-Instruct-2507's without the "\n"
+ * (its qwen3_instruct_2507_training.jinja); tool calls after the content (put_qwen_calls;
+ * Qwen2.5's "\n" CONTENT only when there is content). */
+static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content,
+                         const jv *calls, turns *a)
 {
-    int assistant = strcmp(role->s, "assistant") == 0;
-    if (i == 0 && s->system && strcmp(role->s, "system")) {
+    int assistant = strcmp(role->s, "assistant") == 0, called = calls && calls->n > 0;
+    if (i == 0 && s->system && !s->system_done && strcmp(role->s, "system")) {
         NNT_TRY(puts0(s, "<|im_start|>system\n"));
         NNT_TRY(puts0(s, s->system));
         NNT_TRY(puts0(s, "<|im_end|>\n"));
@@ -870,14 +1017,60 @@ static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content
     NNT_TRY(puts0(s, "<|im_start|>"));
     NNT_TRY(put(s, role->s, role->len));
     size_t newline = s->text.n;
-    NNT_TRY(puts0(s, "\n"));
+    if (!(called && s->tmpl == NNT_CHAT_QWEN2_5 && content->len == 0))
+        NNT_TRY(puts0(s, "\n"));
     if (assistant)
         a->at[2 * a->n] = s->tmpl == NNT_CHAT_QWEN3_2507 ? s->text.n : newline;
     NNT_TRY(put(s, content->s, content->len));
+    NNT_TRY(put_qwen_calls(s, called ? calls : NULL, i, content->len > 0));
     NNT_TRY(puts0(s, "<|im_end|>\n"));
     if (assistant)
         a->at[2 * a->n++ + 1] = s->text.n;
     return NNT_OK;
+}
+
+/* Qwen's system block with tools (a non-empty list): <|im_start|>system\n, the first system
+ * message's content (Qwen2.5: else its default one) and "\n\n", then the tools, each as
+ * tojson writes it on a line of its own in <tools></tools>, and how to call them; *skip 1
+ * when the first message was the system one. */
+static int qwen_tools_start(nnt_sft *s, const jv *msgs, int *skip)
+{
+    const jv *role = field(&msgs->items[0], "role");
+    const jv *content = field(&msgs->items[0], "content");
+    *skip = strcmp(role->s, "system") == 0;
+    NNT_TRY(puts0(s, "<|im_start|>system\n"));
+    if (*skip)
+        NNT_TRY(put(s, content->s, content->len));
+    else if (s->tmpl == NNT_CHAT_QWEN2_5)
+        NNT_TRY(puts0(s, s->system));
+    if (*skip || s->tmpl == NNT_CHAT_QWEN2_5)
+        NNT_TRY(puts0(s, "\n\n"));
+    NNT_TRY(puts0(s, "# Tools\n\nYou may call one or more functions to assist with the user "
+                     "query.\n\nYou are provided with function signatures within <tools>"
+                     "</tools> XML tags:\n<tools>"));
+    for (size_t k = 0; k < s->tools->n; k++) {
+        NNT_TRY(puts0(s, "\n"));
+        NNT_TRY(put_json(s, &s->tools->items[k], -1));
+    }
+    s->system_done = 1;
+    return puts0(s, "\n</tools>\n\nFor each function call, return a json object with function "
+                    "name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+                    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+                    "</tool_call><|im_end|>\n");
+}
+
+/* A tool's response in Qwen's templates: "\n<tool_response>\nCONTENT\n</tool_response>" in
+ * a user turn that a run of tool messages shares (opened by the first, closed by the last) */
+static int render_qwen_tool(nnt_sft *s, const jv *msgs, size_t i, const jv *content)
+{
+    const jv *prev = i > 0 ? field(&msgs->items[i - 1], "role") : NULL;
+    const jv *next = i + 1 < msgs->n ? field(&msgs->items[i + 1], "role") : NULL;
+    if (!prev || strcmp(prev->s, "tool") != 0)
+        NNT_TRY(puts0(s, "<|im_start|>user"));
+    NNT_TRY(puts0(s, "\n<tool_response>\n"));
+    NNT_TRY(put(s, content->s, content->len));
+    NNT_TRY(puts0(s, "\n</tool_response>"));
+    return !next || strcmp(next->s, "tool") != 0 ? puts0(s, "<|im_end|>\n") : NNT_OK;
 }
 
 /* The text of content (a string, or part k of a list of text parts) */
@@ -917,33 +1110,111 @@ static int put_trimmed(nnt_sft *s, size_t i, int assistant, const jv *content, c
     return NNT_OK;
 }
 
-/* Llama 3's header and trimmed content; an assistant's content and <|eot_id|> count. */
-static int render_llama3(nnt_sft *s, size_t i, const jv *role, const jv *content, turns *a)
+/* Llama 3.1's and 3.2's tool call after the assistant header, counted with its
+ * <|eot_id|> (as nnt's training variant of their templates marks it): {"name": "NAME",
+ * "parameters": ARGUMENTS} with the arguments as tojson writes them (its content is not
+ * rendered: the templates drop it) */
+static int render_llama_call(nnt_sft *s, size_t i, const jv *calls, turns *a)
 {
+    const jv *name, *arguments;
+    call_parts(&calls->items[0], i, 0, s->tmpl, &name, &arguments);
+    NNT_TRY(puts0(s, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+    a->at[2 * a->n] = s->text.n;
+    NNT_TRY(puts0(s, "{\"name\": \""));
+    NNT_TRY(put(s, name->s, name->len));
+    NNT_TRY(puts0(s, "\", \"parameters\": "));
+    NNT_TRY(put_json(s, arguments, -1));
+    NNT_TRY(puts0(s, "}<|eot_id|>"));
+    a->at[2 * a->n++ + 1] = s->text.n;
+    return NNT_OK;
+}
+
+/* Llama 3's header and trimmed content; an assistant's content and <|eot_id|> count. Llama
+ * 3.1's and 3.2's tool calls (render_llama_call), and a tool's (or ipython's) response
+ * under the ipython header, its content as tojson writes it (a string quoted: the templates
+ * take a string for an iterable). */
+static int render_llama3(nnt_sft *s, size_t i, const jv *role, const jv *content,
+                         const jv *calls, turns *a)
+{
+    if (calls)
+        return render_llama_call(s, i, calls, a);
+    if (is_llama31(s->tmpl) && is_tool_role(role->s, s->tmpl)) {
+        NNT_TRY(puts0(s, "<|start_header_id|>ipython<|end_header_id|>\n\n"));
+        NNT_TRY(put_json(s, content, -1));
+        return puts0(s, "<|eot_id|>");
+    }
     NNT_TRY(puts0(s, "<|start_header_id|>"));
     NNT_TRY(put(s, role->s, role->len));
     NNT_TRY(puts0(s, "<|end_header_id|>\n\n"));
     return put_trimmed(s, i, strcmp(role->s, "assistant") == 0, content, "<|eot_id|>", a);
 }
 
-/* Llama 3.1 and 3.2 without tools: bos, the system block (its knowledge and today's dates,
- * then the first message's trimmed content when it is a system one), then the other messages
- * as Llama 3's. Returns in *skip whether messages[0] went into the system block. */
+/* [*c, *e): the trimmed content of msgs' message i */
+static void trimmed_content(const jv *msgs, size_t i, const char **c, const char **e)
+{
+    const jv *content = field(&msgs->items[i], "content");
+    *c = content->s, *e = content->s + content->len;
+    trim(c, e);
+}
+
+/* Llama 3.1's and 3.2's tools: how to call them, then each as tojson(indent=4) writes it
+ * and a blank line; intro the first sentence (the system block's or the user turn's) */
+static int put_llama_tools(nnt_sft *s, const char *intro)
+{
+    NNT_TRY(puts0(s, intro));
+    NNT_TRY(puts0(s, "Respond in the format {\"name\": function name, \"parameters\": "
+                     "dictionary of argument name and its value}.Do not use variables.\n\n"));
+    for (size_t k = 0; k < s->tools->n; k++) {
+        NNT_TRY(put_json(s, &s->tools->items[k], 4));
+        NNT_TRY(puts0(s, "\n\n"));
+    }
+    return NNT_OK;
+}
+
+/* Llama 3.1 and 3.2: bos, the system block ("Environment: ipython" with tools, the knowledge
+ * and today's dates, the tools when tools_in_user_message is false, then the first message's
+ * trimmed content when it is a system one); with tools and tools_in_user_message (their
+ * default), the tools in a user turn before the first message after it, which must be a
+ * user's; then the other messages as Llama 3's. Returns in *skip the messages that went
+ * into these blocks. */
 static int render_llama31_system(nnt_sft *s, const jv *msgs, int *skip)
 {
-    const jv *first = &msgs->items[0], *role = hft_jv_get(first, "role");
-    *skip = role && role->type == JV_STR && strcmp(role->s, "system") == 0;
+    static const char fn[] = "nnt_sft_encode";
+    const jv *role = field(&msgs->items[0], "role");
+    const char *c, *e;
+    *skip = strcmp(role->s, "system") == 0;
     NNT_TRY(puts0(s, bos_of(s)));
-    NNT_TRY(puts0(s, "<|start_header_id|>system<|end_header_id|>\n\n"
-                     "Cutting Knowledge Date: December 2023\nToday Date: "));
+    NNT_TRY(puts0(s, "<|start_header_id|>system<|end_header_id|>\n\n"));
+    if (s->tools)
+        NNT_TRY(puts0(s, "Environment: ipython\n"));
+    NNT_TRY(puts0(s, "Cutting Knowledge Date: December 2023\nToday Date: "));
     NNT_TRY(puts0(s, s->date));
     NNT_TRY(puts0(s, "\n\n"));
+    if (s->tools && s->tools_in_system)
+        NNT_TRY(put_llama_tools(s, "You have access to the following functions. To call a "
+                                   "function, please respond with JSON for a function call."));
     if (*skip) {
-        const jv *content = hft_jv_get(first, "content");
-        const char *c = content->s, *e = content->s + content->len;
-        trim(&c, &e);
+        trimmed_content(msgs, 0, &c, &e);
         NNT_TRY(put(s, c, (size_t)(e - c)));
     }
+    NNT_TRY(puts0(s, "<|eot_id|>"));
+    if (!s->tools || s->tools_in_system)
+        return NNT_OK;
+    size_t first = (size_t)*skip;
+    role = first < msgs->n ? field(&msgs->items[first], "role") : NULL;
+    if (!role || strcmp(role->s, "user") != 0)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: the %s template puts the tools in the first "
+                        "user message, which is messages[%zu]: %s (or give "
+                        "chat_template_kwargs {\"tools_in_user_message\": false})", fn,
+                        template_name(s->tmpl), first,
+                        role ? "it is not a user's" : "there is none");
+    NNT_TRY(puts0(s, "<|start_header_id|>user<|end_header_id|>\n\n"));
+    NNT_TRY(put_llama_tools(s, "Given the following functions, please respond with a JSON for a "
+                               "function call with its proper arguments that best answers the "
+                               "given prompt.\n\n"));
+    trimmed_content(msgs, first, &c, &e);
+    NNT_TRY(put(s, c, (size_t)(e - c)));
+    *skip = (int)first + 1;
     return puts0(s, "<|eot_id|>");
 }
 
@@ -1044,13 +1315,13 @@ static const char *after_last(const char *text, size_t n, const char *what, size
  * assistant\n" then, counted, "<think>\n" REASONING "\n</think>\n\n" ANSWER "<|im_end|>\n";
  * REASONING is reasoning_content, else what content holds between its last <think> before
  * its first </think> and that </think> (newlines stripped), ANSWER what follows its last
- * </think> (leading newlines stripped). Users, and system messages after the first, are
- * ChatML. */
+ * </think> (leading newlines stripped), then the tool calls (put_qwen_calls). Users, and
+ * system messages after the first, are ChatML. */
 static int render_qwen3(nnt_sft *s, size_t i, int last, const jv *role, const jv *content,
-                        const jv *reasoning, turns *a)
+                        const jv *reasoning, const jv *calls, turns *a)
 {
     if (strcmp(role->s, "assistant") != 0)   /* Qwen3 has no default system message */
-        return render_chatml(s, i, role, content, a);
+        return render_chatml(s, i, role, content, NULL, a);
     const char *answer = content->s, *think = "", *close;
     size_t alen = content->len, tlen = 0;
     if (reasoning) {
@@ -1072,10 +1343,12 @@ static int render_qwen3(nnt_sft *s, size_t i, int last, const jv *role, const jv
     while (tlen > 0 && think[tlen - 1] == '\n')
         tlen--;
     NNT_TRY(puts0(s, "<|im_start|>assistant\n"));
+    while (answer != content->s && alen > 0 && *answer == '\n')   /* (split: lstrip('\n')) */
+        answer++, alen--;
+    size_t said = alen;   /* the template's content, which decides the first call's newline */
     if (!block) {   /* the published template's answer alone */
-        while (answer != content->s && alen > 0 && *answer == '\n')
-            answer++, alen--;
         NNT_TRY(put(s, answer, alen));
+        NNT_TRY(put_qwen_calls(s, calls, i, said > 0));
         return puts0(s, "<|im_end|>\n");
     }
     while (alen > 0 && *answer == '\n')   /* content.lstrip('\n') */
@@ -1085,6 +1358,7 @@ static int render_qwen3(nnt_sft *s, size_t i, int last, const jv *role, const jv
     NNT_TRY(put(s, think, tlen));
     NNT_TRY(puts0(s, "\n</think>\n\n"));
     NNT_TRY(put(s, answer, alen));
+    NNT_TRY(put_qwen_calls(s, calls, i, said > 0));
     NNT_TRY(puts0(s, "<|im_end|>\n"));
     a->at[2 * a->n++ + 1] = s->text.n;
     return NNT_OK;
@@ -1207,7 +1481,7 @@ static size_t last_query(const jv *msgs)
     for (size_t i = msgs->n; i-- > 0;) {
         const jv *role = hft_jv_get(&msgs->items[i], "role");
         const jv *c = hft_jv_get(&msgs->items[i], "content");
-        if (strcmp(role->s, "user") != 0 || c->type != JV_STR)
+        if (strcmp(role->s, "user") != 0 || !c || c->type != JV_STR)
             continue;
         int tool = c->len >= sizeof open - 1 + sizeof close - 1 &&
                    memcmp(c->s, open, sizeof open - 1) == 0 &&
@@ -1232,17 +1506,22 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"messages\" is not a non-empty array", fn);
     turns a;
     a.n = 0;
-    const jv *role, *content, *reasoning;
+    const jv *role, *content, *reasoning, *calls;
     for (size_t i = 0; i < msgs->n; i++)   /* every message checked before any is rendered */
-        NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning));
-    if (s->prompt && strcmp(role->s, "user") != 0)
-        return nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt's last message is a user's (this one "
-                        "is a \"%s\" message): the model answers it", fn, role->s);
+        NNT_TRY(message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning,
+                              &calls));
+    if (s->prompt && strcmp(role->s, "user") != 0 && !is_tool_role(role->s, s->tmpl))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt's last message is a user's%s (this "
+                        "one is a \"%s\" message): the model answers it", fn,
+                        has_tools(s->tmpl) ? " or a tool's" : "", role->s);
     int skip = 0;
     const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
+    s->system_done = 0;
     if (s->tmpl == NNT_CHAT_QWEN3)   /* (its renderer alone reads it) */
         s->last_query = last_query(msgs);
-    if (is_llama31(s->tmpl))
+    if (s->tools && s->tools->n > 0 && has_tools(s->tmpl) && !is_llama31(s->tmpl))
+        NNT_TRY(qwen_tools_start(s, msgs, &skip));
+    else if (is_llama31(s->tmpl))
         NNT_TRY(render_llama31_system(s, msgs, &skip));
     else if (s->tmpl == NNT_CHAT_LLAMA3)
         NNT_TRY(puts0(s, bos_of(s)));
@@ -1253,15 +1532,17 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
     else if (s->tmpl == NNT_CHAT_GPT_OSS)
         NNT_TRY(gptoss_start(s, msgs, &skip));
     for (size_t i = (size_t)skip; i < msgs->n; i++) {
-        message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning);
+        message_parts(&msgs->items[i], i, s->tmpl, &role, &content, &reasoning, &calls);
         if (strcmp(role->s, "assistant") == 0)
             NNT_TRY(turn_begin(&a));
         if (is_gemma(s->tmpl))
             NNT_TRY(render_gemma(s, i, i - (size_t)skip, role, content, prefix, &a));
         else if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
-            NNT_TRY(render_llama3(s, i, role, content, &a));
+            NNT_TRY(render_llama3(s, i, role, content, calls, &a));
+        else if (is_tool_role(role->s, s->tmpl))   /* (Qwen's) */
+            NNT_TRY(render_qwen_tool(s, msgs, i, content));
         else if (s->tmpl == NNT_CHAT_QWEN3)
-            NNT_TRY(render_qwen3(s, i, i + 1 == msgs->n, role, content, reasoning, &a));
+            NNT_TRY(render_qwen3(s, i, i + 1 == msgs->n, role, content, reasoning, calls, &a));
         else if (is_phi3(s->tmpl))
             NNT_TRY(render_phi3(s, role, content, &a));
         else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
@@ -1269,7 +1550,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         else if (s->tmpl == NNT_CHAT_GPT_OSS)
             NNT_TRY(render_gptoss(s, i + 1 == msgs->n, role, content, reasoning, &a));
         else
-            NNT_TRY(render_chatml(s, i, role, content, &a));
+            NNT_TRY(render_chatml(s, i, role, content, calls, &a));
     }
     if (is_phi3(s->tmpl) && !s->prompt)
         NNT_TRY(phi3_end(s, role, &a));
@@ -1330,7 +1611,8 @@ static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *comple
 /* A record's chat_template_kwargs (TRL passes them to apply_chat_template): those the
  * templates nnt renders read, enable_thinking (Qwen3's; a bool), date_string (Llama 3.1
  * and 3.2's; a string as the date option), reasoning_effort and model_identity (gpt-oss's;
- * strings), set in s for this record (the other templates ignore them, as theirs do);
+ * strings), tools_in_user_message (Llama 3.1 and 3.2's; a bool), set in s for this record
+ * (the other templates ignore them, as theirs do);
  * builtin_tools (gpt-oss's tools) refused as tools are, another key refused, to catch a
  * misnamed one. */
 static int record_kwargs(nnt_sft *s, const jv *kw)
@@ -1358,16 +1640,58 @@ static int record_kwargs(nnt_sft *s, const jv *kw)
                 return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.%s is not a "
                                 "string", fn, kw->keys[k]);
             *(kw->keys[k][0] == 'r' ? &s->effort : &s->identity) = v;
+        } else if (strcmp(kw->keys[k], "tools_in_user_message") == 0) {
+            if (v->type != JV_BOOL)
+                return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs."
+                                "tools_in_user_message is not true or false", fn);
+            s->tools_in_system = !v->b;
         } else if (strcmp(kw->keys[k], "builtin_tools") == 0) {
-            return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.builtin_tools: tool "
-                            "definitions and calls are not implemented (nnt renders no tools)",
-                            fn);
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.builtin_tools: "
+                            "built-in tools (Llama 3.1's, gpt-oss's) are not implemented: give "
+                            "them as \"tools\"", fn);
         } else {
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.%s is read by none "
                             "of the templates nnt renders (enable_thinking, date_string, "
-                            "reasoning_effort, model_identity)", fn, kw->keys[k]);
+                            "reasoning_effort, model_identity, tools_in_user_message)", fn,
+                            kw->keys[k]);
         }
     }
+    return NNT_OK;
+}
+
+/* A record's "tools" (TRL passes them to apply_chat_template): a list of JSON objects (the
+ * functions' schemas), or a string of that list's JSON (TRL json.loads it); null: none. A
+ * template without tools refuses a non-empty list. s->tools set for this record. */
+static int record_tools(nnt_sft *s, const jv *tools)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (tools->type == JV_NULL)
+        return NNT_OK;
+    if (tools->type == JV_STR) {
+        char err[NNT_IO_ERRLEN];
+        nnt_json j;
+        nnt_json_init(&j, tools->s, tools->len, 0, "\"tools\" (a string of JSON)", err,
+                      sizeof err);
+        int rc = hft_jv_parse(&j, &s->tools_tree, 0, "in the record's tools");
+        if (rc == 0)
+            rc = nnt_json_end(&j);
+        if (rc)
+            return nnt_fail(NULL, rc, "%s: %s", fn, err);
+        tools = &s->tools_tree;
+    }
+    if (tools->type != JV_ARR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\" is not a list of the functions' JSON "
+                        "schemas (or a string of it)", fn);
+    for (size_t k = 0; k < tools->n; k++)
+        if (tools->items[k].type != JV_OBJ)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: tools[%zu] is not a JSON object (a "
+                            "function's schema, {\"type\": \"function\", \"function\": "
+                            "{...}})", fn, k);
+    if (tools->n > 0 && !has_tools(s->tmpl))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\": the %s template renders no tools "
+                        "(nnt renders them with the " TOOL_TEMPLATES " templates)", fn,
+                        s->tmpl == NNT_CHAT_NONE ? "(no)" : template_name(s->tmpl));
+    s->tools = tools;
     return NNT_OK;
 }
 
@@ -1388,20 +1712,23 @@ static int encode_value(nnt_sft *s, const jv *root)
                         "\"completion\", \"messages\" or \"conversations\" (this one has %s)",
                         fn, kinds ? "several" : "none");
     for (size_t i = 0; i < root->n; i++)
-        if (strcmp(root->keys[i], "tools") == 0)
-            return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\": tool definitions and calls are "
-                            "not implemented (nnt renders no tools)", fn);
-    for (size_t i = 0; i < root->n; i++)
         if (strcmp(root->keys[i], "text") && strcmp(root->keys[i], "prompt") &&
             strcmp(root->keys[i], "completion") && strcmp(root->keys[i], "messages") &&
             strcmp(root->keys[i], "conversations") &&
-            strcmp(root->keys[i], "chat_template_kwargs"))
+            strcmp(root->keys[i], "chat_template_kwargs") && strcmp(root->keys[i], "tools"))
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: unknown key \"%s\" (text, prompt, "
-                            "completion, messages, conversations, chat_template_kwargs)", fn,
-                            root->keys[i]);
-    const jv *kwargs = hft_jv_get(root, "chat_template_kwargs");
+                            "completion, messages, conversations, chat_template_kwargs, tools)",
+                            fn, root->keys[i]);
+    const jv *kwargs = hft_jv_get(root, "chat_template_kwargs"), *tools = hft_jv_get(root, "tools");
     if (kwargs)
         NNT_TRY(record_kwargs(s, kwargs));
+    if (tools)
+        NNT_TRY(record_tools(s, tools));
+    if (s->tools && s->tools->n > 0 && !messages && !conversations &&
+        !(prompt && prompt->type == JV_ARR))
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: \"tools\" in a record of text: the tools go "
+                        "with conversations (\"messages\", or prompt and completion as lists "
+                        "of messages)", fn);
     if (messages || conversations)
         return encode_messages(s, messages ? messages : conversations);
     if (text) {
@@ -1492,6 +1819,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
     const jv *messages = root.type == JV_ARR ? &root : hft_jv_get(&root, "messages");
     if (!messages && root.type == JV_OBJ)
         messages = hft_jv_get(&root, "conversations");
+    const jv *tools = root.type == JV_OBJ ? hft_jv_get(&root, "tools") : NULL;
     if (!prompt) {   /* a record's chat_template_kwargs hold for it alone */
         int no_thinking = s->no_thinking;
         char date[sizeof s->date];
@@ -1503,13 +1831,17 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         memcpy(s->date, date, sizeof date);
         s->effort = s->identity = NULL;   /* (strings of the record's tree, freed below) */
     }
-    else if (!messages || (root.type == JV_OBJ && root.n != 1))
+    else if (!messages || (root.type == JV_OBJ && root.n != 1 + (tools != NULL)))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
-                      "\"conversations\"; no other key), or the list of messages alone", fn);
-    else
+                      "\"conversations\"; and \"tools\"; no other key), or the list of "
+                      "messages alone", fn);
+    else if (!tools || (rc = record_tools(s, tools)) == 0)
         rc = encode_messages(s, messages);
     s->prompt = 0;
     s->published = 0;
+    s->tools = NULL;   /* (of the record's tree, freed here) */
+    s->tools_in_system = 0;
+    hft_jv_free(&s->tools_tree);
     hft_jv_free(&root);
     return rc;
 }
