@@ -114,6 +114,18 @@ owant=$("$prog" --load-hf "$tmp/oss" --prompt-ids "$oids" --max-new-tokens 8 --t
     --print-ids --cpus 2 2> "$tmp/oss.err") || { fail "gpt-oss reference run"; cat "$tmp/oss.err"; }
 expect chat_date "$owant" --load-hf "$tmp/oss" --messages "$tmp/oss_conv.json" \
     --chat-date 2025-02-03 --max-new-tokens 8 --temperature 0 --print-ids --cpus 2
+# --messages with tools: Qwen2.5's template renders the record's "tools" and its tool call and
+# response (tool_prompts.jsonl line 1) as transformers' apply_chat_template(..., tools=...)
+# does (qwen2_5.tool_prompts line 1)
+mkdir "$tmp/qtool"
+cp "$sft/model/config.json" "$sft/model/model.safetensors" "$sft/qwen2_5/tokenizer.json" \
+    "$sft/qwen2_5/tokenizer_config.json" "$tmp/qtool/"
+tids=$(sed -n 1p "$sft/qwen2_5.tool_prompts" | sed 's/^ids //')
+sed -n 1p "$sft/tool_prompts.jsonl" > "$tmp/tool_conv.json"
+twant=$("$prog" --load-hf "$tmp/qtool" --prompt-ids "$tids" --max-new-tokens 4 --temperature 0 \
+    --print-ids --cpus 2 2> "$tmp/qtool.err") || { fail "tools reference run"; cat "$tmp/qtool.err"; }
+expect messages_tools "$twant" --load-hf "$tmp/qtool" --messages "$tmp/tool_conv.json" \
+    --max-new-tokens 4 --temperature 0 --print-ids --cpus 2
 # a checkpoint trained from that directory: --chat takes the template beside the tokenizer.json
 # its run recorded, and --eos auto the eos ids of the directory it started from
 "$top_builddir/nnt-train" --load-hf "$tmp/chat" --data "$top_srcdir/README" --steps 1 \

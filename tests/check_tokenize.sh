@@ -279,6 +279,15 @@ run_ok jsonl-all --jsonl --seq 128 --loss all --tokenizer-json "$sft/qwen3/token
     --out "$tmp/all.bin" "$sft/chat_records.jsonl" "$sft/qwen3_records.jsonl" \
     "$sft/chat_pc.jsonl"
 same_rows jsonl-all "$tmp/all.bin" 128 12 "$sft/qwen3.all_expected"
+# tool use: Qwen2.5's template (its tools block, calls, responses) and Llama 3.1's (the tools in
+# the first user message or, by a record's chat_template_kwargs, the system block; a call as
+# JSON; an ipython response), each row TRL's ids and labels
+run_ok jsonl-tools-qwen --jsonl --seq 1056 --tokenizer-json "$sft/qwen2_5/tokenizer.json" \
+    --out "$tmp/qt.bin" "$sft/tool_records.jsonl" "$sft/qwen_tool_records.jsonl"
+same_rows jsonl-tools-qwen "$tmp/qt.bin" 1056 6 "$sft/qwen2_5.tool_expected"
+run_ok jsonl-tools-llama --jsonl --seq 1536 --tokenizer-json "$sft/llama3_1/tokenizer.json" \
+    --out "$tmp/lt.bin" "$sft/tool_records.jsonl" "$sft/llama_tool_records.jsonl"
+same_rows jsonl-tools-llama "$tmp/lt.bin" 1536 5 "$sft/llama3_1.tool_expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \
@@ -288,7 +297,7 @@ expect_status jsonl-empty 1 "empty.jsonl:1: .*empty completion" --jsonl --seq 64
     --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" "$tmp/empty.jsonl"
 printf '{"messages": [{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]}\n' \
     > "$tmp/role.jsonl"
-expect_status jsonl-role 1 "role.jsonl:1: .*role \"tool\": tool messages are not implemented" \
+expect_status jsonl-role 1 "role.jsonl:1: .*role \"tool\": the Llama 3 template renders no tool" \
     --jsonl --seq 64 --tokenizer-json "$sft/llama3/tokenizer.json" --out "$tmp/x.bin" \
     "$tmp/role.jsonl"
 expect_status jsonl-long 1 "records.jsonl:5: .*does not fit in a row of 64" --jsonl --seq 64 \
