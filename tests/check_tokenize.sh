@@ -287,7 +287,7 @@ run_ok jsonl-tools-qwen --jsonl --seq 1056 --tokenizer-json "$sft/qwen2_5/tokeni
 same_rows jsonl-tools-qwen "$tmp/qt.bin" 1056 6 "$sft/qwen2_5.tool_expected"
 run_ok jsonl-tools-llama --jsonl --seq 1536 --tokenizer-json "$sft/llama3_1/tokenizer.json" \
     --out "$tmp/lt.bin" "$sft/tool_records.jsonl" "$sft/llama_tool_records.jsonl"
-same_rows jsonl-tools-llama "$tmp/lt.bin" 1536 5 "$sft/llama3_1.tool_expected"
+same_rows jsonl-tools-llama "$tmp/lt.bin" 1536 6 "$sft/llama3_1.tool_expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \

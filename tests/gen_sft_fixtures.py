@@ -377,7 +377,8 @@ QWEN3_TOOL_RECORDS = [
      "tools": [ADD]},
 ]
 # Llama 3.1's and 3.2's alone: a tool's content as an object (tojson), the tools in the system
-# block (chat_template_kwargs tools_in_user_message false), ipython as the tool's role
+# block (chat_template_kwargs tools_in_user_message false), ipython as the tool's role, an
+# empty list of tools (rendered: "Environment: ipython" and the tools' user turn, no tools)
 LLAMA_TOOL_RECORDS = [
     {"messages": [{"role": "user", "content": "Add 2 and 3."},
                   {"role": "assistant", "tool_calls": [call("add", {"a": 2, "b": 3})]},
@@ -390,6 +391,9 @@ LLAMA_TOOL_RECORDS = [
                   {"role": "tool", "content": "-3 C"},
                   {"role": "assistant", "content": "It is -3 C."}],
      "tools": [WEATHER, ADD], "chat_template_kwargs": {"tools_in_user_message": False}},
+    {"messages": [{"role": "user", "content": "Name a fruit."},
+                  {"role": "assistant", "content": "An apple."}],
+     "tools": []},
 ]
 TOOL_SETS = {"qwen2_5": ["tool_records", "qwen_tool_records"],
              "qwen3": ["tool_records", "qwen_tool_records", "qwen3_tool_records"],

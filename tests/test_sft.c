@@ -502,7 +502,8 @@ END_TEST
  * calls, arguments as a string, a call without its function wrapper, an empty list of
  * tools; qwen3: qwen3_tool_records, reasoning before calls), 3 llama3_1, 4 llama3_2 (dated
  * as the fixture; tool_records, then llama_tool_records: an ipython response of an object,
- * the tools in the system block by chat_template_kwargs tools_in_user_message false):
+ * the tools in the system block by chat_template_kwargs tools_in_user_message false, an
+ * empty list of tools):
  * records with assistant-only counts, prompts up to the last user or tool message with the
  * generation prompt, and conversational prompt/completion. */
 START_TEST(test_tools)
@@ -514,8 +515,8 @@ START_TEST(test_tools)
                                           {"tool", "qwen_tool", NULL},
                                           {"tool", "llama_tool", NULL},
                                           {"tool", "llama_tool", NULL}};
-    static const int RECORDS[] = {6, 8, 6, 5, 5}, PROMPTS[] = {6, 8, 6, 4, 4},
-                     PCS[] = {6, 8, 6, 5, 5};
+    static const int RECORDS[] = {6, 8, 6, 6, 6}, PROMPTS[] = {6, 8, 6, 5, 5},
+                     PCS[] = {6, 8, 6, 6, 6};
     static char line[16384], want[16384];
     static long want_ids[2048];
     const char *name = NAMES[_i];
