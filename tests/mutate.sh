@@ -200,7 +200,7 @@ narrow_keep_ignored|lib/layers/layer.c|s@p->keep_fp32 = mode == NNT_FREEZE_KEEP_
 sft_trim_ascii|lib/data/sft.c|s@return white ? len : 0;@return 0;@|chat templates: trim strips ASCII white space only (not U+00A0, U+3000 as Python strip does)
 sft_qwen3_think_kept|lib/data/sft.c|s@answer = after_last(content->s, content->len, "</think>", \&alen);@answer = content->s, alen = content->len;@|Qwen3: the reasoning in content kept in the answer after the think block
 sft_llama31_date|lib/data/sft.c|s@Cutting Knowledge Date: December 2023@Cutting Knowledge Date: December 2024@|Llama 3.1: the knowledge date of the system block wrong
-sft_llama31_system_kept|lib/data/sft.c|s@\*skip = role \&\& role->type@*skip = 0 \&\& role->type@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
+sft_llama31_system_kept|lib/data/sft.c|/^static int render_llama31_system/,/^}/s@    \*skip = strcmp(role->s, "system") == 0;@    *skip = 0;@|Llama 3.1: a first system message rendered as a turn, not in the dated system block
 sft_gemma3_system_lost|lib/data/sft.c|s@if (prefix \&\& turn == 0) {@if (prefix \&\& turn == 1) {@|Gemma 3: the content of a first system message not put before the first user message
 sft_gemma3_system_parts|lib/data/sft.c|s@if ((\*prefix)->n != 1)@if ((*prefix)->n < 1)@|Gemma 3: a system message of several parts accepted (the template renders its first alone)
 sft_gemma3_parts_first_only|lib/data/sft.c|s@    size_t nparts = content->type == JV_STR ? 1 : content->n, start = s->text.n;@    size_t nparts = 1, start = s->text.n;@|Gemma 3: only the first text part of a content list rendered
@@ -324,6 +324,20 @@ train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_lo
 generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
 min_rank_ram_whole_node|lib/mpi/mpi.c|s@    if (!(o->mem_cpu_mib > 0) \&\& \*node_ranks > 1)@    if (0)@|MPI: the smallest rank memory counted as its whole node, not its share of it
 sft_qwen3_thinking_first|lib/data/sft.c|s@                 : qwen3 ? reasoning_of(m, QWEN3_REASONING, \&bad) : NULL;@                 : qwen3 ? reasoning_of(m, GPTOSS_THINKING, \&bad) : NULL;@|Qwen3: a thinking taken over the reasoning_content of the message (not the order transformers aliases them in)
+tools_null_kept|lib/data/sft.c|s@return v \&\& v->type != JV_NULL ? v : NULL;@return v;@|tools: a null value of a message (tool_calls null) taken as given, not dropped as apply_chat_template drops it
+tools_qwen25_call_newline|lib/data/sft.c|s@if (qwen25 @if (0 \&\& qwen25 @|tools, Qwen2.5: no newline before a first tool call after no content
+tools_qwen3_call_newline|lib/data/sft.c|s@\(if (qwen25 ..\) content@\1 (0 \&\& content)@|tools, Qwen3: no newline between the content and the first tool call
+tools_qwen3_string_quoted|lib/data/sft.c|s@if (arguments->type == JV_STR \&\& !qwen25)@if (arguments->type == JV_STR \&\& 0)@|tools, Qwen3: arguments given as a string quoted as JSON, not printed as they are
+tools_qwen_turn_not_shared|lib/data/sft.c|s@if (!prev .. strcmp(prev->s, "tool") != 0)@if (1)@|tools, Qwen: each tool response opens a user turn of its own (consecutive ones share one)
+tools_qwen_system_twice|lib/data/sft.c|s@    s->system_done = 1;@    s->system_done = 0;@|tools, Qwen2.5: the default system message again after the tools block
+tools_llama_header|lib/data/sft.c|s@>ipython<@>tool<@|tools, Llama 3.1: a tool response under a tool header, not ipython
+tools_llama_empty_list|lib/data/sft.c|s@^    if (s->tools)$@    if (s->tools \&\& s->tools->n > 0)@|tools, Llama 3.1: an empty list of tools renders nothing (the templates render their boilerplate)
+tools_llama_kwarg_inverted|lib/data/sft.c|s@s->tools_in_system = !v->b;@s->tools_in_system = v->b;@|tools, Llama 3.1: tools_in_user_message read the wrong way round
+tojson_indent_separator|lib/data/tojson.c|s@indent < 0 ? ", " : ","@", "@|tojson: the lines of indent=4 end with a comma and a space
+tojson_exponent_from_17|lib/data/tojson.c|s@exp10 >= 16)@exp10 >= 17)@|tojson: 1e16 written as 10000000000000000.0, not 1e+16 as Python
+tojson_no_neighbours|lib/data/tojson.c|s@if (strtod(up, NULL) == x .. strtod(down, NULL) == x) {@if (0) {@|tojson: a power of two given 17 digits where Python finds 16 next to the nearest
+tojson_first_value|lib/data/tojson.c|s@            last = e;@            (void)e;@|tojson: a repeated key keeps its first value (Python keeps the last)
+tojson_hex_upper|lib/data/tojson.c|s@\\\\u%04x@\\\\u%04X@|tojson: control characters escaped with upper-case hex digits
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
