@@ -10,10 +10,13 @@
  * tests/fixtures/sft/records.jsonl, chat_prompts.jsonl, gemma3_parts_records.jsonl (lists
  * of text parts), r1_records.jsonl (system messages, reasoning), chat_pc.jsonl
  * (conversational prompt/completion), qwen3_nothink_pc.jsonl (chat_template_kwargs) or
- * gptoss_records.jsonl (developer messages, thinking) encoded (nnt_sft_encode_prompt,
+ * gptoss_records.jsonl (developer messages, thinking) or tool_records.jsonl,
+ * qwen_tool_records.jsonl, llama_tool_records.jsonl (tools, calls, responses) encoded
+ * (nnt_sft_encode_prompt,
  * nnt_sft_encode) and laid out in rows of a token file (nnt_token_writer_write_example, read
  * back through nnt_data with its mask), or a tokenizer_config.json (Llama 3's, ChatML's,
- * Gemma 3's, Qwen3's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's, gpt-oss's) whose chat
+ * Gemma 3's, Qwen3's, Qwen3-Instruct-2507's, DeepSeek-R1-Distill's, gpt-oss's, Qwen2.5's,
+ * Llama 3.1's) whose chat
  * template is recognised or refused (nnt_sft_create).
  * Loads may succeed or fail; what it
  * looks for is a crash, a hang or a sanitizer report. Build and run (iterations and seed
@@ -239,7 +242,8 @@ int main(int argc, char **argv)
     nnt_log_set_level(NNT_LOG_ERROR);
     long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
     char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], sft_parts[1024],
-        sft_r1[1024], sft_pc[1024], sft_kw[1024], sft_oss[1024], cfg_copy[1024], rows[1024];
+        sft_r1[1024], sft_pc[1024], sft_kw[1024], sft_oss[1024], sft_tools[3][1024],
+        cfg_copy[1024], rows[1024];
     snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
     snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
     snprintf(sft_records, sizeof sft_records, "%s/tests/fixtures/sft/records.jsonl", src);
@@ -250,17 +254,27 @@ int main(int argc, char **argv)
     snprintf(sft_pc, sizeof sft_pc, "%s/tests/fixtures/sft/chat_pc.jsonl", src);
     snprintf(sft_kw, sizeof sft_kw, "%s/tests/fixtures/sft/qwen3_nothink_pc.jsonl", src);
     snprintf(sft_oss, sizeof sft_oss, "%s/tests/fixtures/sft/gptoss_records.jsonl", src);
+    static const char *const TOOL_SETS[3] = {"tool_records", "qwen_tool_records",
+                                             "llama_tool_records"};
+    for (int k = 0; k < 3; k++)
+        snprintf(sft_tools[k], sizeof sft_tools[k], "%s/tests/fixtures/sft/%s.jsonl", src,
+                 TOOL_SETS[k]);
     snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
     snprintf(rows, sizeof rows, "%s/rows.bin", work);
     nnt_tokenizer *stok = NULL;
-    size_t nrecs[7] = {0, 0, 0, 0, 0, 0, 0};
-    unsigned char *recs[7] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
-                              read_all(sft_parts, &nrecs[2]), read_all(sft_r1, &nrecs[3]),
-                              read_all(sft_pc, &nrecs[4]),      read_all(sft_kw, &nrecs[5]),
-                              read_all(sft_oss, &nrecs[6])};
-    static const size_t LINES[7] = {6, 5, 2, 1, 5, 7, 5};   /* the records of each set */
-    static const char *const CONFIGS[] = {"llama3",     "chatml",      "gemma3", "qwen3",
-                                          "qwen3_2507", "deepseek_r1", "gpt_oss"};
+    size_t nrecs[10] = {0};
+    unsigned char *recs[10] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
+                               read_all(sft_parts, &nrecs[2]), read_all(sft_r1, &nrecs[3]),
+                               read_all(sft_pc, &nrecs[4]),      read_all(sft_kw, &nrecs[5]),
+                               read_all(sft_oss, &nrecs[6]),
+                               read_all(sft_tools[0], &nrecs[7]),
+                               read_all(sft_tools[1], &nrecs[8]),
+                               read_all(sft_tools[2], &nrecs[9])};
+    /* the records of each set */
+    static const size_t LINES[10] = {6, 5, 2, 1, 5, 7, 5, 3, 3, 3};
+    static const char *const CONFIGS[] = {"llama3",     "chatml",      "gemma3",  "qwen3",
+                                          "qwen3_2507", "deepseek_r1", "gpt_oss", "qwen2_5",
+                                          "llama3_1"};
     if (nnt_tokenizer_hf_load(sft_tok, &stok) != NNT_OK) {
         fprintf(stderr, "fuzz_loaders: %s\n", nnt_ctx_last_error(NULL));
         return 2;
@@ -284,13 +298,14 @@ int main(int argc, char **argv)
             ok = try_model(ctx, model_dir);
         } else {
             char which[1024];
-            snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 7]);
+            snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 9]);
             /* training records, conversations' prompts, Gemma 3's lists of parts, R1's,
-             * conversational prompt/completion, those with chat_template_kwargs, gpt-oss's */
-            int set = (int)(next() % 7);
+             * conversational prompt/completion, those with chat_template_kwargs, gpt-oss's,
+             * tool use (Qwen's and Llama's) */
+            int set = (int)(next() % 10);
             const unsigned char *records = recs[set];
             size_t nrec = nrecs[set];
-            unsigned char line[1024];
+            unsigned char line[2048];
             size_t start = 0, len = 0, k = (size_t)(next() % LINES[set]);
             for (size_t i = 0, l = 0; i < nrec; i++)   /* line k of the records */
                 if (records[i] == '\n') {
@@ -316,13 +331,8 @@ int main(int argc, char **argv)
            "tokenizer_config.json %ld / %ld\n", iters, loaded[0], refused[0], loaded[1],
            refused[1], loaded[2], refused[2], loaded[3], refused[3]);
     nnt_tokenizer_destroy(stok);
-    free(recs[0]);
-    free(recs[1]);
-    free(recs[2]);
-    free(recs[3]);
-    free(recs[4]);
-    free(recs[5]);
-    free(recs[6]);
+    for (int k = 0; k < 10; k++)
+        free(recs[k]);
     unlink(cfg_copy);
     unlink(rows);
     nnt_ctx_destroy(ctx);

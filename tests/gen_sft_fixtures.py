@@ -395,14 +395,70 @@ LLAMA_TOOL_RECORDS = [
                   {"role": "assistant", "content": "An apple."}],
      "tools": []},
 ]
+# gpt-oss's alone (harmony: the tools as a TypeScript namespace in the developer message, a
+# call on the commentary channel to=functions.NAME, a response from functions.NAME): a schema
+# with every kind of parameter its template writes (descriptions, enums, defaults, arrays of
+# each kind, nested objects, nullable, no type), a tool without parameters, a call's
+# content_type; thinking before a call (dropped when a final answer follows), content as the
+# call's analysis, a response as JSON (an object), a conversation ending with a response
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the notes.",
+    "parameters": {"type": "object", "properties": {
+        "query": {"type": "string", "description": "What to look for"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "limit": {"type": "integer", "default": 10},
+        "order": {"type": "string", "enum": ["asc", "desc"], "default": "asc"},
+        "exact": {"type": "boolean", "default": False},
+        "scores": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+        "where": {"type": "object", "properties": {"lang": {"type": "string"},
+                                                  "year": {"type": "integer"}},
+                  "required": ["lang"]},
+        "pages": {"type": "array", "items": {"type": "object", "properties": {
+            "from": {"type": "integer"}, "to": {"type": "integer"}}}},
+        "note": {"type": "string", "nullable": True},
+        "ids": {"type": "array", "items": {"type": "integer"}, "nullable": True},
+        "extra": {"description": "Anything else"},
+        "mode": {"type": ["string", "number"]},
+        "flags": {"type": "array"}},
+        "required": ["query"]}}}
+NOW = {"type": "function", "function": {"name": "now", "description": "The time now."}}
+EMPTY_PARAMS = {"type": "function", "function": {
+    "name": "ping", "description": "Ping.", "parameters": {"type": "object", "properties": {}}}}
+GPTOSS_TOOL_RECORDS = [
+    {"messages": [{"role": "developer", "content": "Be brief."},
+                  {"role": "user", "content": "Find notes on rivers."},
+                  {"role": "assistant", "thinking": "Search for rivers.",
+                   "tool_calls": [call("search", {"query": "rivers", "limit": 3})]},
+                  {"role": "tool", "content": "[\"Rivers run to the sea.\"]"},
+                  {"role": "assistant", "content": "Rivers run to the sea.",
+                   "thinking": "One note."}],
+     "tools": [SEARCH, NOW, EMPTY_PARAMS]},
+    {"messages": [{"role": "user", "content": "What time is it?"},
+                  {"role": "assistant", "content": "Ask the clock.",
+                   "tool_calls": [{"type": "function", "function": {
+                       "name": "now", "arguments": {}, "content_type": "json"}}]},
+                  {"role": "tool", "content": {"time": "12:00"}}],
+     "tools": [NOW]},
+    {"messages": [{"role": "system", "content": "Use tools."},
+                  {"role": "user", "content": "Add 2 and 3, then ping."},
+                  {"role": "assistant", "tool_calls": [call("add", {"a": 2, "b": 3})]},
+                  {"role": "tool", "content": "5"},
+                  {"role": "assistant", "thinking": "Now ping.",
+                   "tool_calls": [call("ping", "{}")]},
+                  {"role": "tool", "content": "pong"},
+                  {"role": "assistant", "content": "5, and pong."}],
+     "tools": [ADD, EMPTY_PARAMS]},
+]
 TOOL_SETS = {"qwen2_5": ["tool_records", "qwen_tool_records"],
              "qwen3": ["tool_records", "qwen_tool_records", "qwen3_tool_records"],
              "qwen3_2507": ["tool_records", "qwen_tool_records"],
              "llama3_1": ["tool_records", "llama_tool_records"],
-             "llama3_2": ["tool_records", "llama_tool_records"]}
+             "llama3_2": ["tool_records", "llama_tool_records"],
+             "gpt_oss": ["tool_records", "gptoss_tool_records"]}
 TOOL_RECORD_SETS = {"tool_records": TOOL_RECORDS, "qwen_tool_records": QWEN_TOOL_RECORDS,
                     "qwen3_tool_records": QWEN3_TOOL_RECORDS,
-                    "llama_tool_records": LLAMA_TOOL_RECORDS}
+                    "llama_tool_records": LLAMA_TOOL_RECORDS,
+                    "gptoss_tool_records": GPTOSS_TOOL_RECORDS}
 LLAMA32_DATE = "03 Feb 2025"
 # gpt-oss's "Current date" (strftime_now("%Y-%m-%d"), local time): transformers' clock pinned
 # to this day for every fixture (Llama 3.2's is date_string, given)

@@ -503,20 +503,24 @@ END_TEST
  * tools; qwen3: qwen3_tool_records, reasoning before calls), 3 llama3_1, 4 llama3_2 (dated
  * as the fixture; tool_records, then llama_tool_records: an ipython response of an object,
  * the tools in the system block by chat_template_kwargs tools_in_user_message false, an
- * empty list of tools):
+ * empty list of tools), 5 gpt_oss (dated as the fixture; tool_records, then
+ * gptoss_tool_records: a schema with every kind of parameter its TypeScript namespace
+ * writes, thinking before a call dropped when an answer follows, content as a call's
+ * analysis, a response of an object, a conversation ending with a response):
  * records with assistant-only counts, prompts up to the last user or tool message with the
  * generation prompt, and conversational prompt/completion. */
 START_TEST(test_tools)
 {
     static const char *const NAMES[] = {"qwen2_5", "qwen3", "qwen3_2507", "llama3_1",
-                                        "llama3_2"};
+                                        "llama3_2", "gpt_oss"};
     static const char *const SETS[][3] = {{"tool", "qwen_tool", NULL},
                                           {"tool", "qwen_tool", "qwen3_tool"},
                                           {"tool", "qwen_tool", NULL},
                                           {"tool", "llama_tool", NULL},
-                                          {"tool", "llama_tool", NULL}};
-    static const int RECORDS[] = {6, 8, 6, 6, 6}, PROMPTS[] = {6, 8, 6, 5, 5},
-                     PCS[] = {6, 8, 6, 6, 6};
+                                          {"tool", "llama_tool", NULL},
+                                          {"tool", "gptoss_tool", NULL}};
+    static const int RECORDS[] = {6, 8, 6, 6, 6, 6}, PROMPTS[] = {6, 8, 6, 5, 5, 6},
+                     PCS[] = {6, 8, 6, 6, 6, 5};
     static char line[16384], want[16384];
     static long want_ids[2048];
     const char *name = NAMES[_i];
@@ -524,7 +528,7 @@ START_TEST(test_tools)
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
     nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
     so.tokenizer_config = cfg;
-    so.date = _i == 4 ? "03 Feb 2025" : NULL;
+    so.date = _i == 4 ? "03 Feb 2025" : _i == 5 ? GPTOSS_DATE : NULL;
     nnt_sft *s = NULL;
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
     int nrec = 0, npc = 0, nprompt = 0;
@@ -881,18 +885,20 @@ START_TEST(test_gpt_oss)
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"\", "
          "\"thinking\": \"\"}]}", "messages[1] is an empty assistant message"},
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\", "
-         "\"name\": \"a\"}]}", "(role, content, thinking, reasoning_content, reasoning)"},
+         "\"name\": \"a\"}]}", "(role, content, thinking, reasoning_content, reasoning, an assistant's "
+         "tool_calls"},
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"critic\", \"content\": \"Yo\"}]}",
-         "which the gpt-oss template does not know (system, developer, user, assistant)"},
+         "which the gpt-oss template does not know (system, developer, user, assistant, tool)"},
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"\", "
-         "\"tool_calls\": [{\"type\": \"function\"}]}]}", "has tool_calls, which the gpt-oss "
-         "template does not render"},
+         "\"tool_calls\": [{\"type\": \"function\"}]}]}",
+         "messages[1].tool_calls[0] has no string \"name\""},
         {"{\"messages\": [" GPTOSS_USER ", {\"role\": \"tool\", \"content\": \"6\"}, "
          "{\"role\": \"assistant\", \"content\": \"Yo\"}]}",
-         "role \"tool\": the gpt-oss template renders no tool messages"},
+         "messages[1] is a tool's response without an assistant's tool call before it"},
         {"{\"tools\": [{\"type\": \"function\"}], \"messages\": [" GPTOSS_USER ", "
          "{\"role\": \"assistant\", \"content\": \"Yo\"}]}",
-         "\"tools\": the gpt-oss template renders no tools"},
+         "tools[0] is not {\"type\": \"function\", \"function\": {\"name\": string, "
+         "\"description\": string, ...}}"},
         {"{\"chat_template_kwargs\": {\"builtin_tools\": [\"browser\"]}, \"messages\": ["
          GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}",
          "chat_template_kwargs.builtin_tools: built-in tools (Llama 3.1's, gpt-oss's) are not "
@@ -1795,7 +1801,7 @@ int main(void)
     tcase_add_loop_test(tc, test_sharegpt, 0, 3);
     tcase_add_loop_test(tc, test_all_tokens, 0, 4);
     tcase_add_test(tc, test_record_kwargs);
-    tcase_add_loop_test(tc, test_tools, 0, 5);
+    tcase_add_loop_test(tc, test_tools, 0, 6);
     tcase_add_test(tc, test_tool_refusals);
     tcase_add_test(tc, test_tojson);
     tcase_add_test(tc, test_gpt_oss);

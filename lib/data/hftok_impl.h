@@ -148,6 +148,14 @@ const jv *hft_jv_get(const jv *o, const char *key);
  * writes json.loads' value of it: indent < 0 one line, else that many spaces a level
  * (tojson(indent=4)); 0 or NNT_E_NOMEM (lib/data/tojson.c) */
 int hft_jv_tojson(sbuf *b, const jv *v, int indent);
+/* An object's keys as a Python dict holds them: key k is repeated when given before k too
+ * (skip it), and its value is the last one given (lib/data/tojson.c) */
+int hft_jv_repeated(const jv *o, size_t k);
+const jv *hft_jv_last_value(const jv *o, size_t k);
+/* gpt-oss's tools (a list of function schemas) appended to b as its template writes them in
+ * the developer message: "## functions" and a TypeScript namespace; 0, or an error (set)
+ * naming what its template cannot write (lib/data/harmony.c) */
+int hft_harmony_tools(sbuf *b, const jv *tools);
 /* Loading: messages naming the key (path), returning the status. */
 int hft_unsupported(loader *l, const char *key, const char *value, const char *supported);
 int hft_bad(loader *l, const char *key, const char *what);

@@ -89,6 +89,8 @@ struct nnt_sft {
     int tools_in_system;          /* Llama 3.1+: the tools in the system block
                                      (tools_in_user_message false), not the first user's   */
     int system_done;              /* the system block is out (no default system message)   */
+    const jv *call;               /* gpt-oss: the name of the last tool call (since the last
+                                     answer), which a tool's response comes from           */
 };
 
 static const char *template_name(nnt_chat_template t);
@@ -770,14 +772,15 @@ static int gptoss_no_channel(const jv *v, size_t i, const char *field)
 }
 
 /* The templates that render tools: Qwen2.5's, Qwen3's, Qwen3-Instruct-2507's (Hermes'
- * <tools>, <tool_call>, <tool_response>) and Llama 3.1's and 3.2's (JSON calls, ipython) */
+ * <tools>, <tool_call>, <tool_response>), Llama 3.1's and 3.2's (JSON calls, ipython) and
+ * gpt-oss's (harmony: a TypeScript namespace, calls on the commentary channel) */
 static int has_tools(nnt_chat_template t)
 {
     return t == NNT_CHAT_QWEN2_5 || t == NNT_CHAT_QWEN3 || t == NNT_CHAT_QWEN3_2507 ||
-           is_llama31(t);
+           is_llama31(t) || t == NNT_CHAT_GPT_OSS;
 }
 
-#define TOOL_TEMPLATES "Qwen2.5, Qwen3, Qwen3-Instruct-2507, Llama 3.1 and Llama 3.2"
+#define TOOL_TEMPLATES "Qwen2.5, Qwen3, Qwen3-Instruct-2507, Llama 3.1, Llama 3.2 and gpt-oss"
 
 /* m's value of key, NULL when absent or null (apply_chat_template drops a message's null
  * values before the template sees them) */
@@ -791,8 +794,9 @@ static char nothing[1];
 static const jv EMPTY = {JV_STR, 0, nothing, 0, 0, NULL, NULL};   /* content "" */
 
 /* A tool call's function (its "function" object when it has one, else the call itself, as
- * Qwen's templates take either; Llama's want the "function" object): its name and
- * arguments (any JSON value; a string Qwen3 prints as it is, the others quote). */
+ * Qwen's and gpt-oss's templates take either; Llama's want the "function" object): its name
+ * and arguments (any JSON value; a string Qwen3 prints as it is, the others quote); gpt-oss's
+ * content_type, when given, a string. */
 static int call_parts(const jv *call, size_t i, size_t k, nnt_chat_template t,
                       const jv **name, const jv **arguments)
 {
@@ -810,11 +814,16 @@ static int call_parts(const jv *call, size_t i, size_t k, nnt_chat_template t,
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls[%zu] has %s", fn, i, k,
                         !*name || (*name)->type != JV_STR ? "no string \"name\""
                                                           : "no \"arguments\"");
+    const jv *type = hft_jv_get(f, "content_type");
+    if (t == NNT_CHAT_GPT_OSS && type && type->type != JV_STR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls[%zu].content_type is "
+                        "not a string", fn, i, k);
     return NNT_OK;
 }
 
 /* An assistant's tool calls checked: a list of calls (call_parts), one exactly for Llama's
- * templates ("This model only supports single tool-calls at once!") */
+ * templates ("This model only supports single tool-calls at once!") and gpt-oss's (it
+ * renders the first alone: nnt refuses to drop the others) */
 static int check_calls(const jv *calls, size_t i, nnt_chat_template t)
 {
     static const char fn[] = "nnt_sft_encode";
@@ -824,10 +833,11 @@ static int check_calls(const jv *calls, size_t i, nnt_chat_template t)
                         " templates)", fn, i, template_name(t));
     if (calls->type != JV_ARR)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls is not a list", fn, i);
-    if (is_llama31(t) && calls->n != 1)
+    if ((is_llama31(t) || t == NNT_CHAT_GPT_OSS) && calls->n != 1)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has %zu tool calls: the %s "
-                        "template takes one a message (\"This model only supports single "
-                        "tool-calls at once!\")", fn, i, calls->n, template_name(t));
+                        "template takes one a message (%s)", fn, i, calls->n, template_name(t),
+                        is_llama31(t) ? "\"This model only supports single tool-calls at "
+                                        "once!\"" : "it renders the first alone");
     const jv *name, *arguments;
     for (size_t k = 0; k < calls->n; k++)
         NNT_TRY(call_parts(&calls->items[k], i, k, t, &name, &arguments));
@@ -878,7 +888,7 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
     int parts = *content && (*content)->type == JV_ARR;
     const char *r = *role && (*role)->type == JV_STR ? (*role)->s : "";
     int tool = has_tools(t) && is_tool_role(r, t), assistant = strcmp(r, "assistant") == 0;
-    int json_content = tool && is_llama31(t) && *content &&
+    int json_content = tool && (is_llama31(t) || gptoss) && *content &&
                        ((*content)->type == JV_OBJ || (*content)->type == JV_ARR);
     if (parts && t != NNT_CHAT_GEMMA3 && !json_content)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu]'s content is a list of parts, "
@@ -942,6 +952,10 @@ static int message_parts(const jv *m, size_t i, nnt_chat_template t, const jv **
     if (gptoss && assistant) {
         NNT_TRY(gptoss_no_channel(*content, i, "content"));
         NNT_TRY(gptoss_no_channel(*reasoning, i, "thinking"));
+        if (called && (*content)->len > 0 && *reasoning && (*reasoning)->len > 0)
+            return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu] has tool calls with both "
+                            "content and thinking, which the gpt-oss template refuses (\"Put "
+                            "the analysis message in one or the other, but not both.\")", fn, i);
     }
     return NNT_OK;
 }
@@ -1410,10 +1424,12 @@ static int render_r1(nnt_sft *s, const jv *role, const jv *content, turns *a)
 
 /* gpt-oss's start: the system block (the model identity, the knowledge cutoff, the date, the
  * reasoning effort: a record's chat_template_kwargs model_identity and reasoning_effort, else
- * the template's defaults; then the channels), then a first system or developer message
- * (*skip 1) as the developer block's instructions, left out when its content is empty. */
+ * the template's defaults; then the channels, and with tools where their calls go), then
+ * the developer block: a first system or developer message's content (*skip 1) as its
+ * instructions, and the tools (hft_harmony_tools), left out when it has neither. */
 static int gptoss_start(nnt_sft *s, const jv *msgs, int *skip)
 {
+    int tools = s->tools && s->tools->n > 0;
     NNT_TRY(puts0(s, "<|start|>system<|message|>"));
     NNT_TRY(s->identity ? put(s, s->identity->s, s->identity->len)
                         : puts0(s, GPTOSS_IDENTITY));
@@ -1422,15 +1438,86 @@ static int gptoss_start(nnt_sft *s, const jv *msgs, int *skip)
     NNT_TRY(puts0(s, "\n\nReasoning: "));
     NNT_TRY(s->effort ? put(s, s->effort->s, s->effort->len) : puts0(s, "medium"));
     NNT_TRY(puts0(s, "\n\n# Valid channels: analysis, commentary, final. Channel must be "
-                     "included for every message.<|end|>"));
-    const jv *role = hft_jv_get(&msgs->items[0], "role");
-    const jv *content = hft_jv_get(&msgs->items[0], "content");
+                     "included for every message."));
+    if (tools)
+        NNT_TRY(puts0(s, "\nCalls to these tools must go to the commentary channel: "
+                         "'functions'."));
+    NNT_TRY(puts0(s, "<|end|>"));
+    const jv *role = field(&msgs->items[0], "role");
+    const jv *content = field(&msgs->items[0], "content");
     *skip = strcmp(role->s, "system") == 0 || strcmp(role->s, "developer") == 0;
-    if (!*skip || content->len == 0)
+    int instructions = *skip && content->len > 0;
+    if (!instructions && !tools)
         return NNT_OK;
-    NNT_TRY(puts0(s, "<|start|>developer<|message|># Instructions\n\n"));
-    NNT_TRY(put(s, content->s, content->len));
-    return puts0(s, "\n\n<|end|>");
+    NNT_TRY(puts0(s, "<|start|>developer<|message|>"));
+    if (instructions) {
+        NNT_TRY(puts0(s, "# Instructions\n\n"));
+        NNT_TRY(put(s, content->s, content->len));
+        NNT_TRY(puts0(s, "\n\n"));
+    }
+    if (tools) {
+        NNT_TRY(puts0(s, "# Tools\n\n"));
+        NNT_TRY(hft_harmony_tools(&s->text, s->tools));
+    }
+    return puts0(s, "<|end|>");
+}
+
+/* 1 when an assistant message without tool calls follows messages[i] (gpt-oss then drops
+ * the analysis of the call at i) */
+static int final_after(const jv *msgs, size_t i)
+{
+    for (size_t k = i + 1; k < msgs->n; k++) {
+        const jv *role = field(&msgs->items[k], "role");
+        if (strcmp(role->s, "assistant") == 0 && !field(&msgs->items[k], "tool_calls"))
+            return 1;
+    }
+    return 0;
+}
+
+/* gpt-oss's tool call (one a message), all of it counted: its content or thinking, unless a
+ * final answer follows, as <|start|>assistant<|channel|>analysis<|message|>...<|end|>; then
+ * <|start|>assistant to=functions.NAME<|channel|>commentary TYPE<|message|>ARGUMENTS<|call|>
+ * (TYPE the call's content_type, else json; the arguments as JSON). The name is kept for the
+ * tool responses that follow (s->call). */
+static int render_gptoss_call(nnt_sft *s, const jv *msgs, size_t i, const jv *content,
+                              const jv *thinking, const jv *calls, turns *a)
+{
+    const jv *name, *arguments, *f = hft_jv_get(&calls->items[0], "function");
+    call_parts(&calls->items[0], i, 0, s->tmpl, &name, &arguments);
+    const jv *type = hft_jv_get(f && f->type == JV_OBJ ? f : &calls->items[0], "content_type");
+    const jv *analysis = content->len > 0 ? content
+                         : thinking && thinking->len > 0 ? thinking : NULL;
+    a->at[2 * a->n] = s->text.n;
+    if (analysis && !final_after(msgs, i)) {
+        NNT_TRY(puts0(s, "<|start|>assistant<|channel|>analysis<|message|>"));
+        NNT_TRY(put(s, analysis->s, analysis->len));
+        NNT_TRY(puts0(s, "<|end|>"));
+    }
+    NNT_TRY(puts0(s, "<|start|>assistant to=functions."));
+    NNT_TRY(put(s, name->s, name->len));
+    NNT_TRY(puts0(s, "<|channel|>commentary "));
+    NNT_TRY(type ? put(s, type->s, type->len) : puts0(s, "json"));
+    NNT_TRY(puts0(s, "<|message|>"));
+    NNT_TRY(put_json(s, arguments, -1));
+    NNT_TRY(puts0(s, "<|call|>"));
+    a->at[2 * a->n++ + 1] = s->text.n;
+    s->call = name;
+    return NNT_OK;
+}
+
+/* gpt-oss's tool response: <|start|>functions.NAME to=assistant<|channel|>commentary
+ * <|message|>CONTENT<|end|>, NAME the last call's, the content as JSON (a string quoted) */
+static int render_gptoss_tool(nnt_sft *s, size_t i, const jv *content)
+{
+    if (!s->call)
+        return nnt_fail(NULL, NNT_E_FORMAT, "nnt_sft_encode: messages[%zu] is a tool's response "
+                        "without an assistant's tool call before it (since the last answer), "
+                        "which the gpt-oss template refuses", i);
+    NNT_TRY(puts0(s, "<|start|>functions."));
+    NNT_TRY(put(s, s->call->s, s->call->len));
+    NNT_TRY(puts0(s, " to=assistant<|channel|>commentary<|message|>"));
+    NNT_TRY(put_json(s, content, -1));
+    return puts0(s, "<|end|>");
 }
 
 /* gpt-oss's message: a user's <|start|>user<|message|>CONTENT<|end|>; an assistant's
@@ -1439,9 +1526,14 @@ static int gptoss_start(nnt_sft *s, const jv *msgs, int *skip)
  * <|start|>assistant<|channel|>analysis<|message|>THINKING<|end|> first and <|return|> for
  * the final answer's <|end|> (earlier turns drop their thinking); all of it counted (TRL's
  * gptoss_training.jinja); system and developer messages after the first render nothing. */
-static int render_gptoss(nnt_sft *s, int last, const jv *role, const jv *content,
-                         const jv *thinking, turns *a)
+static int render_gptoss(nnt_sft *s, const jv *msgs, size_t i, const jv *role,
+                         const jv *content, const jv *thinking, const jv *calls, turns *a)
 {
+    int last = i + 1 == msgs->n;
+    if (calls)
+        return render_gptoss_call(s, msgs, i, content, thinking, calls, a);
+    if (is_tool_role(role->s, s->tmpl))
+        return render_gptoss_tool(s, i, content);
     if (strcmp(role->s, "user") == 0) {
         NNT_TRY(puts0(s, "<|start|>user<|message|>"));
         NNT_TRY(put(s, content->s, content->len));
@@ -1460,6 +1552,7 @@ static int render_gptoss(nnt_sft *s, int last, const jv *role, const jv *content
     NNT_TRY(put(s, content->s, content->len));
     NNT_TRY(puts0(s, closing ? "<|return|>" : "<|end|>"));
     a->at[2 * a->n++ + 1] = s->text.n;
+    s->call = NULL;   /* (a tool's response needs a call after the answer) */
     return NNT_OK;
 }
 
@@ -1522,9 +1615,11 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
     int skip = 0;
     const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
     s->system_done = 0;
+    s->call = NULL;
     if (s->tmpl == NNT_CHAT_QWEN3)   /* (its renderer alone reads it) */
         s->last_query = last_query(msgs);
-    if (s->tools && s->tools->n > 0 && has_tools(s->tmpl) && !is_llama31(s->tmpl))
+    if (s->tools && s->tools->n > 0 && has_tools(s->tmpl) && !is_llama31(s->tmpl) &&
+        s->tmpl != NNT_CHAT_GPT_OSS)   /* (Qwen's) */
         NNT_TRY(qwen_tools_start(s, msgs, &skip));
     else if (is_llama31(s->tmpl))
         NNT_TRY(render_llama31_system(s, msgs, &skip));
@@ -1544,7 +1639,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
             NNT_TRY(render_gemma(s, i, i - (size_t)skip, role, content, prefix, &a));
         else if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
             NNT_TRY(render_llama3(s, i, role, content, calls, &a));
-        else if (is_tool_role(role->s, s->tmpl))   /* (Qwen's) */
+        else if (is_tool_role(role->s, s->tmpl) && s->tmpl != NNT_CHAT_GPT_OSS)   /* (Qwen's) */
             NNT_TRY(render_qwen_tool(s, msgs, i, content));
         else if (s->tmpl == NNT_CHAT_QWEN3)
             NNT_TRY(render_qwen3(s, i, i + 1 == msgs->n, role, content, reasoning, calls, &a));
@@ -1553,7 +1648,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
             NNT_TRY(render_r1(s, role, content, &a));
         else if (s->tmpl == NNT_CHAT_GPT_OSS)
-            NNT_TRY(render_gptoss(s, i + 1 == msgs->n, role, content, reasoning, &a));
+            NNT_TRY(render_gptoss(s, msgs, i, role, content, reasoning, calls, &a));
         else
             NNT_TRY(render_chatml(s, i, role, content, calls, &a));
     }

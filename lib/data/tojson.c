@@ -175,7 +175,7 @@ static int newline(sbuf *b, int indent, int level)
 }
 
 /* 1 when o's key k is given again before it (a later one stands for it) */
-static int repeated(const jv *o, size_t k)
+int hft_jv_repeated(const jv *o, size_t k)
 {
     for (size_t e = 0; e < k; e++)
         if (strcmp(o->keys[e], o->keys[k]) == 0)
@@ -184,7 +184,7 @@ static int repeated(const jv *o, size_t k)
 }
 
 /* The last value of o's key k */
-static const jv *last_value(const jv *o, size_t k)
+const jv *hft_jv_last_value(const jv *o, size_t k)
 {
     size_t last = k;
     for (size_t e = k + 1; e < o->n; e++)
@@ -200,7 +200,7 @@ static int dump_container(sbuf *b, const jv *v, int indent, int level)
     int obj = v->type == JV_OBJ, first = 1;
     NNT_TRY(puts0(b, obj ? "{" : "["));
     for (size_t k = 0; k < v->n; k++) {
-        if (obj && repeated(v, k))
+        if (obj && hft_jv_repeated(v, k))
             continue;
         if (!first)
             NNT_TRY(puts0(b, indent < 0 ? ", " : ","));
@@ -211,7 +211,7 @@ static int dump_container(sbuf *b, const jv *v, int indent, int level)
             NNT_TRY(put_string(b, v->keys[k], strlen(v->keys[k])));
             NNT_TRY(puts0(b, ": "));
         }
-        NNT_TRY(dump(b, obj ? last_value(v, k) : &v->items[k], indent, level + 1));
+        NNT_TRY(dump(b, obj ? hft_jv_last_value(v, k) : &v->items[k], indent, level + 1));
     }
     if (indent >= 0 && !first)
         NNT_TRY(newline(b, indent, level));
