@@ -279,7 +279,7 @@ run_ok jsonl-all --jsonl --seq 128 --loss all --tokenizer-json "$sft/qwen3/token
     --out "$tmp/all.bin" "$sft/chat_records.jsonl" "$sft/qwen3_records.jsonl" \
     "$sft/chat_pc.jsonl"
 same_rows jsonl-all "$tmp/all.bin" 128 12 "$sft/qwen3.all_expected"
-# tool use: Qwen2.5's template (its tools block, calls, responses) and Llama 3.1's (the tools in
+# tool use: Qwen2.5's template (its tools block, calls, responses), Llama 3.1's (the tools in
 # the first user message or, by a record's chat_template_kwargs, the system block; a call as
 # JSON; an ipython response), each row TRL's ids and labels
 run_ok jsonl-tools-qwen --jsonl --seq 1056 --tokenizer-json "$sft/qwen2_5/tokenizer.json" \
@@ -288,6 +288,12 @@ same_rows jsonl-tools-qwen "$tmp/qt.bin" 1056 6 "$sft/qwen2_5.tool_expected"
 run_ok jsonl-tools-llama --jsonl --seq 1536 --tokenizer-json "$sft/llama3_1/tokenizer.json" \
     --out "$tmp/lt.bin" "$sft/tool_records.jsonl" "$sft/llama_tool_records.jsonl"
 same_rows jsonl-tools-llama "$tmp/lt.bin" 1536 6 "$sft/llama3_1.tool_expected"
+# gpt-oss's (harmony: the tools as a TypeScript namespace, calls on the commentary channel),
+# dated as the fixtures
+run_ok jsonl-tools-gptoss --jsonl --seq 1024 --chat-date 2025-02-03 --tokenizer-json \
+    "$sft/gpt_oss/tokenizer.json" --out "$tmp/ot.bin" "$sft/tool_records.jsonl" \
+    "$sft/gptoss_tool_records.jsonl"
+same_rows jsonl-tools-gptoss "$tmp/ot.bin" 1024 6 "$sft/gpt_oss.tool_expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \

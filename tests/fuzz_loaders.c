@@ -11,7 +11,8 @@
  * of text parts), r1_records.jsonl (system messages, reasoning), chat_pc.jsonl
  * (conversational prompt/completion), qwen3_nothink_pc.jsonl (chat_template_kwargs) or
  * gptoss_records.jsonl (developer messages, thinking) or tool_records.jsonl,
- * qwen_tool_records.jsonl, llama_tool_records.jsonl (tools, calls, responses) encoded
+ * qwen_tool_records.jsonl, llama_tool_records.jsonl, gptoss_tool_records.jsonl (tools,
+ * calls, responses; gpt-oss's TypeScript namespace) encoded
  * (nnt_sft_encode_prompt,
  * nnt_sft_encode) and laid out in rows of a token file (nnt_token_writer_write_example, read
  * back through nnt_data with its mask), or a tokenizer_config.json (Llama 3's, ChatML's,
@@ -242,7 +243,7 @@ int main(int argc, char **argv)
     nnt_log_set_level(NNT_LOG_ERROR);
     long loaded[4] = {0, 0, 0, 0}, refused[4] = {0, 0, 0, 0};
     char sft_tok[1024], sft_cfg[1024], sft_records[1024], sft_prompts[1024], sft_parts[1024],
-        sft_r1[1024], sft_pc[1024], sft_kw[1024], sft_oss[1024], sft_tools[3][1024],
+        sft_r1[1024], sft_pc[1024], sft_kw[1024], sft_oss[1024], sft_tools[4][1024],
         cfg_copy[1024], rows[1024];
     snprintf(sft_tok, sizeof sft_tok, "%s/tests/fixtures/sft/llama3/tokenizer.json", src);
     snprintf(sft_cfg, sizeof sft_cfg, "%s/tests/fixtures/sft/%%s/tokenizer_config.json", src);
@@ -254,24 +255,25 @@ int main(int argc, char **argv)
     snprintf(sft_pc, sizeof sft_pc, "%s/tests/fixtures/sft/chat_pc.jsonl", src);
     snprintf(sft_kw, sizeof sft_kw, "%s/tests/fixtures/sft/qwen3_nothink_pc.jsonl", src);
     snprintf(sft_oss, sizeof sft_oss, "%s/tests/fixtures/sft/gptoss_records.jsonl", src);
-    static const char *const TOOL_SETS[3] = {"tool_records", "qwen_tool_records",
-                                             "llama_tool_records"};
-    for (int k = 0; k < 3; k++)
+    static const char *const TOOL_SETS[4] = {"tool_records", "qwen_tool_records",
+                                             "llama_tool_records", "gptoss_tool_records"};
+    for (int k = 0; k < 4; k++)
         snprintf(sft_tools[k], sizeof sft_tools[k], "%s/tests/fixtures/sft/%s.jsonl", src,
                  TOOL_SETS[k]);
     snprintf(cfg_copy, sizeof cfg_copy, "%s/tokenizer_config.json", work);
     snprintf(rows, sizeof rows, "%s/rows.bin", work);
     nnt_tokenizer *stok = NULL;
-    size_t nrecs[10] = {0};
-    unsigned char *recs[10] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
+    size_t nrecs[11] = {0};
+    unsigned char *recs[11] = {read_all(sft_records, &nrecs[0]), read_all(sft_prompts, &nrecs[1]),
                                read_all(sft_parts, &nrecs[2]), read_all(sft_r1, &nrecs[3]),
                                read_all(sft_pc, &nrecs[4]),      read_all(sft_kw, &nrecs[5]),
                                read_all(sft_oss, &nrecs[6]),
                                read_all(sft_tools[0], &nrecs[7]),
                                read_all(sft_tools[1], &nrecs[8]),
-                               read_all(sft_tools[2], &nrecs[9])};
+                               read_all(sft_tools[2], &nrecs[9]),
+                               read_all(sft_tools[3], &nrecs[10])};
     /* the records of each set */
-    static const size_t LINES[10] = {6, 5, 2, 1, 5, 7, 5, 3, 3, 3};
+    static const size_t LINES[11] = {6, 5, 2, 1, 5, 7, 5, 3, 3, 3, 3};
     static const char *const CONFIGS[] = {"llama3",     "chatml",      "gemma3",  "qwen3",
                                           "qwen3_2507", "deepseek_r1", "gpt_oss", "qwen2_5",
                                           "llama3_1"};
@@ -301,8 +303,8 @@ int main(int argc, char **argv)
             snprintf(which, sizeof which, sft_cfg, CONFIGS[next() % 9]);
             /* training records, conversations' prompts, Gemma 3's lists of parts, R1's,
              * conversational prompt/completion, those with chat_template_kwargs, gpt-oss's,
-             * tool use (Qwen's and Llama's) */
-            int set = (int)(next() % 10);
+             * tool use (Qwen's, Llama's, gpt-oss's) */
+            int set = (int)(next() % 11);
             const unsigned char *records = recs[set];
             size_t nrec = nrecs[set];
             unsigned char line[2048];
@@ -331,7 +333,7 @@ int main(int argc, char **argv)
            "tokenizer_config.json %ld / %ld\n", iters, loaded[0], refused[0], loaded[1],
            refused[1], loaded[2], refused[2], loaded[3], refused[3]);
     nnt_tokenizer_destroy(stok);
-    for (int k = 0; k < 10; k++)
+    for (int k = 0; k < 11; k++)
         free(recs[k]);
     unlink(cfg_copy);
     unlink(rows);

@@ -630,6 +630,36 @@ START_TEST(test_tool_refusals)
         {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
          "\"tool\", \"content\": \"1\", \"id\": \"c1\"}, {\"role\": \"assistant\", \"content\": "
          "\"y\"}]}", "messages[1] has the key \"id\""},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", "
+         "\"arguments\": {}}]}]}", "messages[1] has 2 tool calls: the gpt-oss template takes one a "
+         "message (it renders the first alone)"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"a\", \"thinking\": \"b\", \"tool_calls\": [{\"name\": \"f\", "
+         "\"arguments\": {}}]}]}", "messages[1] has tool calls with both content and thinking"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}, \"content_type\": "
+         "1}]}]}", "messages[1].tool_calls[0].content_type is not a string"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}, {\"role\": "
+         "\"tool\", \"content\": \"1\"}, {\"role\": \"assistant\", \"content\": \"y\"}, "
+         "{\"role\": \"tool\", \"content\": \"2\"}, {\"role\": \"assistant\", \"content\": \"z\"}]}",
+         "messages[4] is a tool's response without an assistant's tool call before it (since "
+         "the last answer)"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+         "{\"name\": \"f\"}}]}", "tools[0] is not {\"type\": \"function\", \"function\": {\"name\": "
+         "string, \"description\": string, ...}}"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+         "{\"name\": \"f\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", "
+         "\"properties\": {\"v\": {\"oneOf\": [{\"type\": \"string\"}]}}}}}]}",
+         "a parameter's schema has oneOf, which nnt does not write"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+         "{\"name\": \"f\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", "
+         "\"properties\": {\"v\": {\"type\": \"string\", \"enum\": [\"a\"], \"default\": 1}}}}}]}",
+         "f's parameter v: the default of an enum is not a string"},
     };
     for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
         char cfg[4300];

@@ -39,9 +39,10 @@
  * A record's "chat_template_kwargs" (enable_thinking, date_string, reasoning_effort,
  * model_identity, tools_in_user_message) hold for it alone.
  * Tools (a record's "tools", assistants' "tool_calls", "tool" messages) as Qwen2.5's,
- * Qwen3's, Qwen3-Instruct-2507's (Hermes' <tools>, <tool_call>, <tool_response>) and Llama
- * 3.1's and 3.2's templates (JSON calls, tools in the first user message, ipython
- * responses) render them, their JSON as the templates' tojson (lib/data/tojson.c); a call
+ * Qwen3's, Qwen3-Instruct-2507's (Hermes' <tools>, <tool_call>, <tool_response>), Llama
+ * 3.1's and 3.2's (JSON calls, tools in the first user message, ipython responses) and
+ * gpt-oss's templates (a TypeScript namespace, lib/data/harmony.c; calls on the commentary
+ * channel) render them, their JSON as the templates' tojson (lib/data/tojson.c); a call
  * counts with its assistant turn, a response does not.
  * ShareGPT's {"conversations": [{"from", "value"}, ...]} is taken as "messages", from and
  * value as role and content in every list (TRL's maybe_convert_to_chatml).
