@@ -365,6 +365,36 @@ static const char *prompt_set(int i, int k, const char *suffix, char *path, size
     return path;
 }
 
+/* Each prompt record of set_file (nnt_sft_encode_prompt) against the lines of expected from
+ * `at` on (apply_chat_template's ids); the number compared, the last record into last (cap
+ * bytes) when not NULL. */
+static int compare_prompts(nnt_sft *s, const char *name, const char *expected,
+                           const char *set_file, int at, char *last, size_t cap)
+{
+    static char line[16384], want[16384];
+    static long want_ids[2048];
+    FILE *f = fopen(fixture(set_file), "r");
+    ck_assert_ptr_nonnull(f);
+    int k = 0;
+    for (; fgets(line, sizeof line, f); k++) {
+        line[strcspn(line, "\n")] = '\0';
+        const int32_t *ids;
+        size_t n = 0;
+        EXPECT_OK(nnt_sft_encode_prompt(s, line, strlen(line), &ids, &n));
+        read_line(expected, at + k, want, sizeof want);
+        int nw = parse_ints(want, want_ids, 2048);
+        ck_assert_msg((int)n == nw, "%s %s prompt %d: %zu ids, transformers %d", name, set_file,
+                      k + 1, n, nw);
+        for (int j = 0; j < nw; j++)
+            ck_assert_msg(ids[j] == want_ids[j], "%s %s prompt %d: id %d is %d, transformers "
+                          "%ld", name, set_file, k + 1, j, ids[j], want_ids[j]);
+        if (last)
+            snprintf(last, cap, "%s", line);
+    }
+    fclose(f);
+    return k;
+}
+
 /* Prompts for generation (nnt_sft_encode_prompt): each conversation of the fixture's sets up
  * to its last user message gives apply_chat_template's ids with add_generation_prompt=True
  * (NAME.prompts): _i 0 chatml, 1 llama3, 2 qwen2_5, 3 qwen3 (earlier assistant turns without
@@ -387,26 +417,8 @@ START_TEST(test_prompts)
     EXPECT_OK(nnt_sft_create(tok, &so, &s));
     snprintf(expected, sizeof expected, "%s.prompts", fixture(nothink ? "qwen3_nothink" : name));
     int k = 0;
-    for (int set = 0; (set_file = prompt_set(i, set, "_prompts.jsonl", set_path, 64)); set++) {
-        FILE *f = fopen(fixture(set_file), "r");
-        ck_assert_ptr_nonnull(f);
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\n")] = '\0';
-            const int32_t *ids;
-            size_t n = 0;
-            EXPECT_OK(nnt_sft_encode_prompt(s, line, strlen(line), &ids, &n));
-            long want_ids[256];
-            read_line(expected, k, want, sizeof want);
-            int nw = parse_ints(want, want_ids, 256);
-            ck_assert_msg((int)n == nw, "%s prompt %d: %zu ids, transformers %d", name, k + 1, n,
-                          nw);
-            for (int j = 0; j < nw; j++)
-                ck_assert_msg(ids[j] == want_ids[j], "%s prompt %d: id %d is %d, transformers "
-                              "%ld", name, k + 1, j, ids[j], want_ids[j]);
-            k++;
-        }
-        fclose(f);
-    }
+    for (int set = 0; (set_file = prompt_set(i, set, "_prompts.jsonl", set_path, 64)); set++)
+        k += compare_prompts(s, name, expected, set_file, k, line, sizeof line);
     static const int COUNT[] = {5, 5, 5, 7, 5, 5, 3, 7, 7, 7, 5, 6, 10};   /* sets' prompts */
     ck_assert_int_eq(k, COUNT[i]);
     /* the last conversation's list of messages alone: the same ids */
@@ -521,8 +533,6 @@ START_TEST(test_tools)
                                           {"tool", "gptoss_tool", NULL}};
     static const int RECORDS[] = {6, 8, 6, 6, 6, 6}, PROMPTS[] = {6, 8, 6, 5, 5, 6},
                      PCS[] = {6, 8, 6, 6, 6, 5};
-    static char line[16384], want[16384];
-    static long want_ids[2048];
     const char *name = NAMES[_i];
     char cfg[4300], file[64], expected[4300];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
@@ -539,23 +549,7 @@ START_TEST(test_tools)
         snprintf(file, sizeof file, "%s_pc.jsonl", SETS[_i][k]);
         npc += compare_against(s, name, "tool_pc_expected", file, 0, npc);
         snprintf(file, sizeof file, "%s_prompts.jsonl", SETS[_i][k]);
-        FILE *f = fopen(fixture(file), "r");
-        ck_assert_ptr_nonnull(f);
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\n")] = '\0';
-            const int32_t *ids;
-            size_t n = 0;
-            EXPECT_OK(nnt_sft_encode_prompt(s, line, strlen(line), &ids, &n));
-            read_line(expected, nprompt, want, sizeof want);
-            int nw = parse_ints(want, want_ids, 2048);
-            ck_assert_msg((int)n == nw, "%s tool prompt %d: %zu ids, transformers %d", name,
-                          nprompt + 1, n, nw);
-            for (int j = 0; j < nw; j++)
-                ck_assert_msg(ids[j] == want_ids[j], "%s tool prompt %d: id %d is %d, "
-                              "transformers %ld", name, nprompt + 1, j, ids[j], want_ids[j]);
-            nprompt++;
-        }
-        fclose(f);
+        nprompt += compare_prompts(s, name, expected, file, nprompt, NULL, 0);
     }
     ck_assert_int_eq(nrec, RECORDS[_i]);
     ck_assert_int_eq(npc, PCS[_i]);
