@@ -310,7 +310,7 @@ gptoss_gate_up_swapped|lib/models/moe.c|s@        m->offset = e \* 2 \* I \* (bi
 gptoss_alpha_default|lib/models/moe.c|s@"swiglu_alpha", 0, 1.702,@"swiglu_alpha", 0, 1.0,@|gpt-oss config.json: an absent swiglu_alpha read as 1, not 1.702
 mxfp4_nibbles_swapped|lib/io/mxfp4.c|s@o\[2 \* j\] = ldexpf(FP4_VALUES\[in\[j\] \& 15\], e);@o[2 * j] = ldexpf(FP4_VALUES[in[j] >> 4], e);@|MXFP4 decoding: the high nibble taken for the even element
 sft_gptoss_every_turn_closing|lib/data/sft.c|s@    int closing = last \&\& !s->prompt;@    int closing = !s->prompt;@|gpt-oss: every assistant turn rendered as the last (its thinking on the analysis channel, <return> for <end>)
-sft_gptoss_empty_developer|lib/data/sft.c|s@\(skip ..\) content->len == 0)@\1 0)@|gpt-oss: a developer block for a first system message whose content is empty
+sft_gptoss_empty_developer|lib/data/sft.c|s@int instructions = \*skip \&\& content->len > 0;@int instructions = *skip;@|gpt-oss: a developer block for a first system message whose content is empty
 sft_gptoss_developer_not_first|lib/data/sft.c|s@(role->s, "developer") == 0;@(role->s, "developer") == 9;@|gpt-oss: a first developer message not taken as the instructions of the developer block
 sft_gptoss_last_alias_wins|lib/data/sft.c|s@        if (!found \&\& v \&\& v->type == JV_STR)@        if (v \&\& v->type == JV_STR)@|gpt-oss: reasoning_content or reasoning taken over a thinking of the message (not as transformers aliases them)
 sft_gptoss_channel_tags_taken|lib/data/sft.c|s@        NNT_TRY(gptoss_no_channel(\*content, i, "content"));@        (void)0;@|gpt-oss: an assistant content holding a channel tag rendered, not refused as the template refuses it
@@ -338,6 +338,13 @@ tojson_exponent_from_17|lib/data/tojson.c|s@exp10 >= 16)@exp10 >= 17)@|tojson: 1
 tojson_no_neighbours|lib/data/tojson.c|s@if (strtod(up, NULL) == x .. strtod(down, NULL) == x) {@if (0) {@|tojson: a power of two given 17 digits where Python finds 16 next to the nearest
 tojson_first_value|lib/data/tojson.c|s@            last = e;@            (void)e;@|tojson: a repeated key keeps its first value (Python keeps the last)
 tojson_hex_upper|lib/data/tojson.c|s@\\\\u%04x@\\\\u%04X@|tojson: control characters escaped with upper-case hex digits
+harmony_object_spaces|lib/data/harmony.c|s@NNT_TRY(puts0(b, ": \\n                "));@NNT_TRY(puts0(b, ": "));@|gpt-oss tools: an object property type right after its name (the template leaves a newline and 16 spaces)
+harmony_any_threshold|lib/data/harmony.c|s@characters(\&inner) > 50@characters(\&inner) > 99@|gpt-oss tools: an array of a long element type written out, not any[]
+harmony_array_not_nullable|lib/data/harmony.c|/^static int ts_array/,/^}/s@    return truthy(get(spec, "nullable")) ? @    return 0 \&\& truthy(get(spec, "nullable")) ? @|gpt-oss tools: a nullable array without its null
+harmony_required_ignored|lib/data/harmony.c|s@    if (!listed(required, name))@    if (1)@|gpt-oss tools: every parameter optional (the required list ignored)
+harmony_enum_default_json|lib/data/harmony.c|s@        NNT_TRY(put(b, dflt->s, dflt->len));@        NNT_TRY(hft_jv_tojson(b, dflt, -1));@|gpt-oss tools: the default of an enum quoted as JSON (the template writes it as it is)
+harmony_analysis_kept|lib/data/sft.c|s@if (analysis \&\& !final_after(msgs, i)) {@if (analysis) {@|gpt-oss tools: the analysis of a call kept when a final answer follows (the template drops it)
+harmony_call_kept|lib/data/sft.c|s@    s->call = NULL;   /\*@    (void)0;   /*@|gpt-oss tools: a tool response after an answer takes the call before it (the template refuses it)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
