@@ -51,7 +51,8 @@ import torch
 import torch.nn.functional as F
 from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file, save_file
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, GptOssConfig, GptOssForCausalLM,
+                          LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM)
 
 B, T, STEPS, V = 2, 16, 10, 64
 LR, WD = 1e-2, 0.05
@@ -64,10 +65,54 @@ CASES = {
                                                 "down_proj"])),
     "gpt2_attn": ("gpt2", dict(target_modules=["c_attn"])),
     "gpt2_all": ("gpt2", dict(target_modules="all-linear")),
+    # new in 0.4: the experts of transformers 5's MoE models, 3-D parameters that PEFT adapts
+    # through target_parameters (one adapter per expert, stacked: lora_A (E r, in), lora_B
+    # (out, r E)); gate_up_proj "experts.base_layer." when down_proj is adapted too
+    "gptoss_experts": ("gptoss", dict(target_modules=["q_proj", "o_proj"],
+                                      target_parameters=["mlp.experts.gate_up_proj",
+                                                         "mlp.experts.down_proj"])),
+    "mixtral_all": ("mixtral", dict(target_modules="all-linear")),
+    "mixtral_down": ("mixtral", dict(target_modules=["gate"],
+                                     target_parameters=["1.mlp.experts.down_proj"])),
 }
 
 
+def build_moe(base):
+    """A tiny GptOssForCausalLM (sinks, biases, clamped SwiGLU, experts (E, C, 2I) with gate
+    and up columns interleaved) or MixtralForCausalLM (experts (E, 2I, C), gate rows then
+    up rows), E 4, top 2, eager experts, no aux loss in the loss."""
+    torch.manual_seed(13 if base == "gptoss" else 14)
+    common = dict(vocab_size=V, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                  num_experts_per_tok=2, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                  max_position_embeddings=64, output_router_logits=False,
+                  attn_implementation="eager", experts_implementation="eager",
+                  bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    if base == "gptoss":
+        cfg = GptOssConfig(**common, head_dim=8,
+                           layer_types=["sliding_attention", "full_attention"],
+                           sliding_window=64, swiglu_limit=1.5, attention_bias=True,
+                           rope_parameters=dict(rope_type="default", rope_theta=10000.0))
+        model = GptOssForCausalLM(cfg).float()
+    else:
+        cfg = MixtralConfig(**common, rope_theta=10000.0)
+        model = MixtralForCausalLM(cfg).float()
+    g = torch.Generator().manual_seed(22)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith("router.weight") or name.endswith("sinks"):
+                p.copy_(torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+    model.eval()
+    return model
+
+
 def build(base):
+    if base in ("gptoss", "mixtral"):
+        return build_moe(base)
     torch.manual_seed(11 if base == "llama" else 12)
     if base == "llama":
         cfg = LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=48,
@@ -186,7 +231,8 @@ def verify(out, case, adir):
 
 
 def AutoModelForBase(out, base):
-    cls = LlamaForCausalLM if base == "llama" else GPT2LMHeadModel
+    cls = {"llama": LlamaForCausalLM, "gpt2": GPT2LMHeadModel, "gptoss": GptOssForCausalLM,
+           "mixtral": MixtralForCausalLM}[base]
     return cls.from_pretrained(os.path.join(out, base), attn_implementation="eager").float()
 
 
@@ -201,7 +247,7 @@ def main():
     if args.verify:
         return verify(args.out, *args.verify)
     os.makedirs(args.out, exist_ok=True)
-    for base in ("llama", "gpt2"):
+    for base in ("llama", "gpt2", "gptoss", "mixtral"):
         build(base).save_pretrained(os.path.join(args.out, base))
     for i, (name, (base, extra)) in enumerate(CASES.items()):
         lora_case(args.out, name, base, extra, 100 + i)

@@ -40,8 +40,12 @@
 static const struct {
     const char *name, *base;
 } CASES[] = {{"llama_qv", "llama"}, {"llama_all", "llama"}, {"llama_mlp", "llama"},
-             {"gpt2_attn", "gpt2"}, {"gpt2_all", "gpt2"}};
-#define NCASES 5
+             {"gpt2_attn", "gpt2"}, {"gpt2_all", "gpt2"},
+             /* MoE experts as PEFT's target_parameters: gpt-oss's stacks (gate and up
+              * interleaved) with q_proj and o_proj; Mixtral's router weight and one block's
+              * down_proj stack */
+             {"gptoss_experts", "gptoss"}, {"mixtral_down", "mixtral"}};
+#define NCASES 7
 
 /* whole; odd tiles that divide nothing (channels 5 of 32, hidden 7, vocab 9, heads 3 of 4,
  * head_dim 2 of 8); rows in tiles of (1, 3) with recompute */
@@ -226,7 +230,8 @@ START_TEST(test_config)
         ck_assert_msg(nnt_cfg_has(want, key) || strcmp(key, "base_model_name_or_path") == 0 ||
                           nnt_cfg_is_empty(want, key),
                       "%s: nnt writes %s, PEFT does not", name, key);
-        if (strcmp(key, "target_modules") == 0 || strcmp(key, "peft_version") == 0)
+        if (strcmp(key, "target_modules") == 0 || strcmp(key, "peft_version") == 0 ||
+            strcmp(key, "target_parameters") == 0)
             continue;
         char a[256], b[256];
         nnt_cfg_text(got, key, a, sizeof a);
@@ -246,6 +251,26 @@ START_TEST(test_config)
         ck_assert_int_eq(strlen(gt), strlen(wt));
         for (char *s = strtok(gt, ","); s; s = strtok(NULL, ","))
             ck_assert_msg(strstr(wt, s), "%s: target %s not among PEFT's %s", name, s, wt);
+    }
+    free(gt), free(wt);
+    /* target parameters: nnt names each stack and router weight whole, each ends with one of
+     * PEFT's names */
+    EXPECT_OK(nnt_cfg_string_list(got, "target_parameters", &gt));
+    EXPECT_OK(nnt_cfg_string_list(want, "target_parameters", &wt));
+    ck_assert_int_eq(gt != NULL && *gt, wt != NULL && *wt);
+    for (char *s = gt ? strtok(gt, ",") : NULL; s; s = strtok(NULL, ",")) {
+        int found = 0;
+        char *copy = strdup(wt);
+        for (char *w = strtok(copy, "|"); w && !found; w = NULL) {
+            for (char *p = w; *p && !found;) {
+                char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p), k = strlen(s);
+                found = k >= n && strncmp(s + k - n, p, n) == 0 && (k == n || s[k - n - 1] == '.');
+                p = comma ? comma + 1 : p + n;
+            }
+        }
+        free(copy);
+        ck_assert_msg(found, "%s: target parameter %s not among PEFT's %s", name, s, wt);
     }
     free(gt), free(wt);
     nnt_cfg_close(got);

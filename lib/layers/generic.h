@@ -64,6 +64,9 @@ int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_opt
 /* The load-balancing loss times its coefficient over the MoE layers of root's tree, from
  * their last forwards (0 without MoE layers or coefficient). */
 int gl_moe_aux_loss(const nnt_layer *root, double *value);
+/* E when l is a MoE layer (children: 0 the router, 1 .. E the experts, SwiGLU MLPs whose
+ * LoRA modules are gate_up_proj (fused) and their down_proj), else 0. */
+int64_t gl_moe_experts(const nnt_layer *l);
 /* A block (opts NULL: GPT-2's), not initialised. */
 int gl_block_new(nnt_ctx *ctx, int64_t channels, int64_t heads, int64_t hidden,
                  const nnt_block_options *opts, const nnt_tiling *tiling, const char *fn,

@@ -366,6 +366,7 @@ static int moe_children(nnt_layer *l, const nnt_tiling *t, const char *fn)
     mo.bias = m->bias;
     mo.swiglu_alpha = m->alpha;
     mo.swiglu_limit = m->limit;
+    mo.fused_gate_up = 1;   /* LoRA: gate_up_proj, as PEFT adapts the experts' stacked tensor */
     for (int64_t e = 0; e < m->E; e++) {
         char name[32];
         snprintf(name, sizeof name, "experts.%lld", (long long)e);
@@ -389,6 +390,11 @@ static int moe_children(nnt_layer *l, const nnt_tiling *t, const char *fn)
     if ((rc = nnt_layer_add_child(l, "shared_expert_gate", child)))
         nnt_layer_destroy(child);
     return rc;
+}
+
+int64_t gl_moe_experts(const nnt_layer *l)
+{
+    return l && l->vt == &moe_vt ? ((const moe *)l->impl)->E : 0;
 }
 
 int gl_moe_new(nnt_ctx *ctx, int64_t channels, int64_t hidden, const nnt_mlp_options *o,

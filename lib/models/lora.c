@@ -37,6 +37,14 @@ typedef struct lora_module {
     const char *name;
     char path[MODULE_MAX], hf[MODULE_MAX];
     int top;                  /* a child of the model itself (lm_head) */
+    nnt_layer *moe;           /* an expert's module: its MoE layer (NULL: none)             */
+    int64_t expert;           /* its expert (-1: not an expert's)                          */
+    int router;               /* a MoE layer's router                                       */
+    int interleaved;          /* an expert's: the stack's gate and up rows alternate
+                                 (gpt-oss), not gate's then up's (transformers 5's)          */
+    char param[MODULE_MAX];   /* PEFT's target parameter: an expert's module its stacked
+                                 tensor's HF name ("model.layers.0.mlp.experts.gate_up_proj"),
+                                 a router its weight's; else ""                              */
 } lora_module;
 
 typedef int (*module_fn)(const lora_module *m, void *arg);
@@ -57,25 +65,66 @@ static void module_hf_name(const module_naming *mn, lora_module *m)
     snprintf(m->hf, sizeof m->hf, "%s%s", mn->f->hf_prefix ? mn->f->hf_prefix : "", renamed);
 }
 
+/* Where a module lies under a MoE layer (each_module_in): its MoE layer and expert, or the
+ * router. */
+typedef struct moe_place {
+    nnt_layer *moe;
+    int64_t expert;
+    int router;
+} moe_place;
+
+/* An expert's module m (path "<block>.mlp.experts.<e>.gate_up_proj" or "...down_proj"): the
+ * HF name of the stacked tensor its adapter is part of, and whether that stack interleaves
+ * gate and up (the family stacks expert 0's gate_proj in a file tensor of its own: gpt-oss). */
+static void expert_param_name(const module_naming *mn, lora_module *m)
+{
+    const char *x = strstr(m->path, ".experts."), *after = x ? x + 9 : NULL;
+    while (after && *after >= '0' && *after <= '9')
+        after++;
+    if (!x || !after || *after != '.') {
+        m->param[0] = '\0';
+        return;
+    }
+    snprintf(m->param, sizeof m->param, "%s%.*s.experts.%s",
+             mn->f->hf_prefix ? mn->f->hf_prefix : "", (int)(x - m->path), m->path, after + 1);
+    char gate[MODULE_MAX + 32];
+    nnt_hf_stack stack;
+    snprintf(gate, sizeof gate, "%.*s.experts.0.gate_proj.weight", (int)(x - m->path), m->path);
+    m->interleaved = mn->f->hf_stack && mn->f->hf_stack(mn->cfg, gate, &stack) == 1;
+}
+
 static int each_module_in(nnt_layer *l, const char *prefix, const module_naming *mn, int depth,
-                          module_fn f, void *arg)
+                          moe_place place, module_fn f, void *arg)
 {
     const char *const *mods = gl_lora_modules(l);
     for (int i = 0; mods && mods[i]; i++) {
-        lora_module m = {l, mods[i], "", "", depth == 1};
+        lora_module m = {l, mods[i], "", "", depth == 1, place.moe, place.expert, place.router,
+                         0, ""};
         size_t n = strlen(prefix);
         if (mods[i][0])
             snprintf(m.path, sizeof m.path, "%s%s", prefix, mods[i]);
         else   /* the layer itself: its path without the trailing dot */
             snprintf(m.path, sizeof m.path, "%.*s", (int)(n ? n - 1 : 0), prefix);
         module_hf_name(mn, &m);
+        if (m.expert >= 0)
+            expert_param_name(mn, &m);
+        else if (m.router) {   /* by transformers 5's name (Mixtral's too: "mlp.gate") */
+            snprintf(m.hf, sizeof m.hf, "%s%s", mn->f->hf_prefix ? mn->f->hf_prefix : "",
+                     m.path);
+            snprintf(m.param, sizeof m.param, "%s.weight", m.hf);
+        }
         NNT_TRY(f(&m, arg));
     }
+    int64_t E = gl_moe_experts(l);
     for (int c = 0; c < l->nchildren; c++) {
         char sub[MODULE_MAX];
         const char *name = l->child_names[c];
         snprintf(sub, sizeof sub, "%s%s%s", prefix, name, name[0] ? "." : "");
-        NNT_TRY(each_module_in(l->children[c], sub, mn, depth + 1, f, arg));
+        moe_place below = place;
+        if (E > 0)   /* the router, the experts, the shared expert's layers */
+            below = (moe_place){c >= 1 && c <= E ? l : NULL, c >= 1 && c <= E ? c - 1 : -1,
+                                c == 0};
+        NNT_TRY(each_module_in(l->children[c], sub, mn, depth + 1, below, f, arg));
     }
     return NNT_OK;
 }
@@ -97,14 +146,17 @@ static int each_module(nnt_layer *model, const nnt_family *f, module_fn fn, void
     nnt_model_config cfg;
     NNT_TRY(nnt_model_config_get(model, "nnt_model_lora", &cfg));
     module_naming mn = {f, &cfg};
-    return each_module_in(tree, "", &mn, 0, fn, arg);
+    return each_module_in(tree, "", &mn, 0, (moe_place){NULL, -1, 0}, fn, arg);
 }
 
 /* ---- targets ------------------------------------------------------------------------------ */
 
 /* A comma-separated list of module names (PEFT's target_modules as a list): a module is a
  * target when its Hugging Face name is one of them or ends with "." and one; "all-linear":
- * every module but the model's own lm_head (PEFT's shorthand). */
+ * every module but the model's own lm_head (PEFT's shorthand). The experts of a MoE layer are
+ * targets through the names of their stacked tensors (PEFT's target_parameters), those ending
+ * with "experts.gate_up_proj" or "experts.down_proj" (all the experts of a block together);
+ * a router also through its weight's name ("mlp.gate.weight"). */
 typedef struct targets {
     char *list;               /* the names, NUL-separated                                  */
     int n, all_linear;
@@ -150,17 +202,28 @@ static int ends_with_name(const char *path, const char *name)
                   : n > k && path[n - k - 1] == '.' && strcmp(path + n - k, name) == 0;
 }
 
+/* 1 when name names experts' stacked tensors: "...experts.gate_up_proj", "...experts.down_proj" */
+static int expert_target(const char *name)
+{
+    return ends_with_name(name, "experts.gate_up_proj") ||
+           ends_with_name(name, "experts.down_proj");
+}
+
 /* Whether m is a target (its name counted). */
 static int targets_match(targets *t, const lora_module *m)
 {
     if (t->all_linear)
         return !(m->top && strcmp(m->path, "lm_head") == 0);
     int hit = 0;
-    for (int i = 0; i < t->n; i++)
-        if (ends_with_name(m->hf, t->names[i])) {
+    for (int i = 0; i < t->n; i++) {
+        int yes = m->expert >= 0 ? expert_target(t->names[i]) &&
+                                       ends_with_name(m->param, t->names[i])
+                                 : ends_with_name(m->hf, t->names[i]) ||
+                                       (m->router && ends_with_name(m->param, t->names[i]));
+        if (yes && m->expert <= 0)   /* (a stack's name counts once a block) */
             t->hits[i]++;
-            hit = 1;
-        }
+        hit |= yes;
+    }
     return hit;
 }
 
@@ -181,12 +244,19 @@ static int add_one(const lora_module *m, void *arg)
     add_pass *a = arg;
     const char *last = strrchr(m->hf, '.');   /* the family's name of the module */
     last = last ? last + 1 : m->hf;
+    char named[MODULE_MAX + 16];   /* the experts' by their stacks' names */
+    if (m->expert >= 0)
+        snprintf(named, sizeof named, "experts.%s", last), last = named;
     if (!strstr(a->seen, last) && strlen(a->seen) + strlen(last) + 3 < sizeof a->seen)
         snprintf(a->seen + strlen(a->seen), sizeof a->seen - strlen(a->seen), "%s%s",
                  a->seen[0] ? ", " : "", last);
     if (!targets_match(a->t, m))
         return NNT_OK;
     a->matched++;
+    if (m->expert >= 0 && a->dropout > 0)
+        return nnt_fail(m->layer->ctx, NNT_E_INVAL, "nnt_model_lora_add: lora_dropout %g on "
+                        "the experts' %s: PEFT adapts the experts' stacked tensors without "
+                        "dropout (its target_parameters refuse it)", a->dropout, m->param);
     if (!a->attach)
         return NNT_OK;
     NNT_TRY(gl_lora_attach(m->layer, m->name, a->rank, a->scale));
@@ -371,6 +441,10 @@ typedef struct peft_tensor {
     int64_t groups;           /* > 0: in the file the parts' rows go key/value head by key/value
                                  head (GPT-NeoX's query_key_value, GPT-BigCode's c_attn:
                                  nnt_rows_by_group)                                         */
+    nnt_layer *moe;           /* an experts' stack (stack_io; part[] unused): its MoE layer */
+    int stack;                /* 1 gate_up_proj, 2 down_proj                                */
+    int is_b;                 /* its lora_B (else lora_A)                                   */
+    int interleaved;          /* gate_up's rows: gate's and up's alternate                  */
 } peft_tensor;
 
 typedef int (*peft_fn)(const peft_tensor *t, void *arg);
@@ -386,18 +460,53 @@ static int64_t numel_of(const nnt_tensor *t)
     return nnt_box_numel(t->ndim, t->shape);
 }
 
+/* Expert e's adapter of a MoE layer's stack (1 gate_up_proj, 2 down_proj), or NULL */
+static gl_lora *expert_lora(nnt_layer *moe, int stack, int64_t e)
+{
+    nnt_layer *x = moe->children[1 + e];   /* a SwiGLU MLP: gate_proj, up_proj, down_proj */
+    return stack == 1 ? gl_lora_of(x, "gate_up_proj") : gl_lora_of(x->children[2], "");
+}
+
+/* The PEFT tensors of the experts' stack whose expert 0's module is m: PEFT's adapter of a
+ * 3-D parameter, E adapters of rank r in two tensors, "<block>.mlp.experts.lora_A.weight"
+ * (E r, in), expert e's A rows e r .. e r + r - 1, and ".lora_B.weight" (out, r E), expert
+ * e's B column j its column j E + e (PEFT's ParamWrapper); gate_up_proj's under
+ * "experts.base_layer." when down_proj has adapters too (PEFT nests its wrappers so). */
+static int peft_of_stack(const lora_module *m, peft_pass *p)
+{
+    int gate_up = strcmp(m->name, "gate_up_proj") == 0;
+    gl_lora *lo = gl_lora_of(m->layer, m->name);
+    int64_t E = gl_moe_experts(m->moe), r = lo->a->shape[0], out = 0;
+    for (int i = 0; i < lo->nparts; i++)
+        out += numel_of(lo->b[i]) / r;
+    int nested = gate_up && expert_lora(m->moe, 2, 0) != NULL;
+    size_t stem = strlen(m->param) - strlen(gate_up ? ".gate_up_proj" : ".down_proj");
+    peft_tensor a = {"", r * E, numel_of(lo->a) / r, {NULL}, 0, {0}, 0, m->moe,
+                     gate_up ? 1 : 2, 0, m->interleaved};
+    peft_tensor b = a;
+    snprintf(a.name, sizeof a.name, PEFT_PREFIX "%.*s%s.lora_A.weight", (int)stem, m->param,
+             nested ? ".base_layer" : "");
+    snprintf(b.name, sizeof b.name, PEFT_PREFIX "%.*s%s.lora_B.weight", (int)stem, m->param,
+             nested ? ".base_layer" : "");
+    b.rows = out, b.cols = r * E, b.is_b = 1;
+    NNT_TRY(p->fn(&a, p->arg));
+    return p->fn(&b, p->arg);
+}
+
 /* The PEFT tensors of module m's adapter (none without one). */
 static int peft_of_module(const lora_module *m, void *arg)
 {
     peft_pass *p = arg;
     gl_lora *lo = gl_lora_of(m->layer, m->name);
-    if (!lo)
+    if (!lo || m->expert > 0)   /* (the experts of a block: one stack, with expert 0) */
         return NNT_OK;
+    if (m->expert == 0)
+        return peft_of_stack(m, p);
     peft_tensor a = {"", lo->a->shape[0], numel_of(lo->a) / lo->a->shape[0], {lo->a}, 1,
-                     {numel_of(lo->a)}, 0};
+                     {numel_of(lo->a)}, 0, NULL, 0, 0, 0};
     snprintf(a.name, sizeof a.name, PEFT_PREFIX "%s.lora_A.weight", m->hf);
     NNT_TRY(p->fn(&a, p->arg));
-    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, {0}, 0};
+    peft_tensor b = {"", 0, lo->a->shape[0], {NULL}, lo->nparts, {0}, 0, NULL, 0, 0, 0};
     if (p->f->layout.fused_lora == 2 && lo->nparts == 3)   /* q (NH, hd, r), k, v (NKV, hd, r) */
         b.groups = lo->b[1]->shape[0];
     snprintf(b.name, sizeof b.name, PEFT_PREFIX "%s.lora_B.weight", m->hf);
@@ -413,6 +522,50 @@ static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *ar
 {
     peft_pass p = {fn, arg, f};
     return each_module(model, f, peft_of_module, &p);
+}
+
+/* Between an experts' stack of the file (buf, t->rows x t->cols floats) and the experts'
+ * adapters: A's rows expert after expert; B's column j E + e expert e's column j, its rows
+ * the parts' (gate_up_proj: gate's then up's, or alternating when interleaved). */
+static int stack_io(const peft_tensor *t, float *buf, int load)
+{
+    int64_t E = gl_moe_experts(t->moe), r = t->is_b ? t->cols / E : t->rows / E;
+    int64_t n = t->is_b ? t->rows * r : r * t->cols;   /* one expert's elements */
+    float *one = malloc((size_t)n * sizeof *one + 1);
+    if (!one)
+        return nnt_fail(t->moe->ctx, NNT_E_NOMEM, "nnt_model_save_peft: out of memory");
+    int rc = NNT_OK;
+    for (int64_t e = 0; rc == 0 && e < E; e++) {
+        gl_lora *lo = expert_lora(t->moe, t->stack, e);
+        if (!t->is_b) {   /* A_e (r, in): rows e r .. */
+            rc = load ? nnt_tensor_copy_from_host(lo->a, buf + e * n, (size_t)n * sizeof *buf)
+                      : nnt_tensor_copy_to_host(lo->a, buf + e * n, (size_t)n * sizeof *buf);
+            continue;
+        }
+        int64_t half = lo->nparts == 2 ? numel_of(lo->b[0]) / r : t->rows;   /* gate's rows */
+        if (!load)
+            for (int i = 0, at = 0; rc == 0 && i < lo->nparts; at += (int)numel_of(lo->b[i]), i++)
+                rc = nnt_tensor_copy_to_host(lo->b[i], one + at,
+                                             (size_t)numel_of(lo->b[i]) * sizeof *one);
+        for (int64_t o = 0; rc == 0 && o < t->rows; o++) {
+            /* file row o: part p's row q, in one (the parts one after the other) */
+            int64_t p = lo->nparts == 1 ? 0 : t->interleaved ? o % 2 : o / half;
+            int64_t q = lo->nparts == 1 ? o : t->interleaved ? o / 2 : o % half;
+            float *mine = one + (p * half + q) * r, *file = buf + o * t->cols + e;
+            for (int64_t j = 0; j < r; j++) {
+                if (load)
+                    mine[j] = file[j * E];
+                else
+                    file[j * E] = mine[j];
+            }
+        }
+        if (load)
+            for (int i = 0, at = 0; rc == 0 && i < lo->nparts; at += (int)numel_of(lo->b[i]), i++)
+                rc = nnt_tensor_copy_from_host(lo->b[i], one + at,
+                                               (size_t)numel_of(lo->b[i]) * sizeof *one);
+    }
+    free(one);
+    return rc;
 }
 
 /* ---- saving ------------------------------------------------------------------------------ */
@@ -441,7 +594,9 @@ static int declare_peft(const peft_tensor *t, void *arg)
 static int write_peft(const peft_tensor *t, void *arg)
 {
     peft_save *s = arg;
-    int64_t at = 0;
+    int64_t at = t->moe ? t->rows * t->cols : 0;
+    if (t->moe)
+        NNT_TRY(stack_io(t, s->buf, 0));
     for (int i = 0; i < t->nparts; at += t->part_n[i], i++)
         NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at,
                                         (size_t)t->part_n[i] * sizeof(float)));
@@ -491,9 +646,42 @@ static void put_json_string(nnt_cfg_out *t, const char *s)
     nnt_cfg_add(t, "\"");
 }
 
-/* adapter_config.json as PEFT 0.21 writes it for a LoRA of these settings. */
+/* The targets of a model whose experts or routers have adapters, as PEFT names them:
+ * target_modules the last names of the other modules with adapters (each once), and
+ * target_parameters the stacks' and routers' weights, by their whole names. */
+typedef struct explicit_targets {
+    nnt_cfg_out modules, params;
+    int nmodules, nparams;
+    char seen[4096];   /* ",name," of the modules written */
+} explicit_targets;
+
+static int explicit_one(const lora_module *m, void *arg)
+{
+    explicit_targets *x = arg;
+    if (!gl_lora_of(m->layer, m->name) || m->expert > 0)
+        return NNT_OK;
+    if (m->expert == 0 || m->router) {
+        nnt_cfg_add(&x->params, "%s", x->nparams++ ? ", " : "");
+        put_json_string(&x->params, m->param);
+        return NNT_OK;
+    }
+    const char *last = strrchr(m->hf, '.');
+    last = last ? last + 1 : m->hf;
+    char key[MODULE_MAX + 2];
+    snprintf(key, sizeof key, ",%s,", last);
+    if (strstr(x->seen, key))
+        return NNT_OK;
+    if (strlen(x->seen) + strlen(key) < sizeof x->seen)
+        strcat(x->seen, key);
+    nnt_cfg_add(&x->modules, "%s", x->nmodules++ ? ", " : "");
+    put_json_string(&x->modules, last);
+    return NNT_OK;
+}
+
+/* adapter_config.json as PEFT 0.21 writes it for a LoRA of these settings; x: the explicit
+ * targets of a model with experts' or routers' adapters (NULL: the settings' targets). */
 static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, int conv1d,
-                       char **out)
+                       const explicit_targets *x, char **out)
 {
     nnt_cfg_out t = {NULL, 0, 0, 0};
     nnt_cfg_add(&t, "{\n  \"alpha_pattern\": {},\n  \"auto_mapping\": null,\n"
@@ -511,7 +699,11 @@ static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, i
                 "  \"r\": %lld,\n  \"rank_pattern\": {},\n  \"revision\": null,\n"
                 "  \"target_modules\": ", num, strpbrk(num, ".en") ? "" : ".0",
                 (long long)st->rank);
-    if (strcmp(st->targets, "all-linear") == 0) {
+    if (x) {
+        nnt_cfg_add(&t, "[%s],\n  \"target_parameters\": [%s]",
+                    x->modules.buf ? x->modules.buf : "", x->params.buf ? x->params.buf : "");
+        t.oom |= x->modules.oom || x->params.oom;
+    } else if (strcmp(st->targets, "all-linear") == 0) {
         nnt_cfg_add(&t, "\"all-linear\"");
     } else {
         nnt_cfg_add(&t, "[");
@@ -573,8 +765,16 @@ NNT_API int nnt_model_save_peft(nnt_layer *model, const char *dir)
     NNT_TRY(save_weights(model, fn, f, path));
     char *text = NULL;
     NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_CONFIG, path));
+    explicit_targets x;
+    memset(&x, 0, sizeof x);
+    int rc0 = each_module(model, f, explicit_one, &x);
     /* GPT-2's modules are Conv1D: PEFT records fan_in_fan_out for them */
-    NNT_TRY(config_text(model->ctx, fn, st, f->hf_specs != NULL, &text));
+    if (rc0 == 0)
+        rc0 = config_text(model->ctx, fn, st, f->hf_specs != NULL, x.nparams ? &x : NULL,
+                          &text);
+    free(x.modules.buf);
+    free(x.params.buf);
+    NNT_TRY(rc0);
     nnt_io_out *o = NULL;
     int rc = nnt_io_out_begin(path, &o, err, sizeof err);
     if (rc == 0)
@@ -596,12 +796,12 @@ static const char *const KNOWN_KEYS[] = {
     "r", "lora_alpha", "lora_dropout", "use_rslora", "target_modules", "peft_type", "bias",
     "task_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
     "fan_in_fan_out", "init_lora_weights", "peft_version", "megatron_core",
-    "qalora_group_size", NULL};
+    "qalora_group_size", "target_parameters", NULL};
 
 /* An option nnt does not implement, refused when set (not null, false, [] or {}). */
 static const char *const UNSUPPORTED_KEYS[] = {
     "use_dora", "modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform",
-    "layers_pattern", "lora_bias", "exclude_modules", "target_parameters", "use_qalora",
+    "layers_pattern", "lora_bias", "exclude_modules", "use_qalora",
     "trainable_token_indices", "layer_replication", "alora_invocation_tokens", NULL};
 
 static int in_list(const char *const *list, const char *key)
@@ -618,6 +818,48 @@ static int at_default(const nnt_cfg_in *o, const char *key)
     char text[16];
     nnt_cfg_text(o, key, text, sizeof text);
     return nnt_cfg_is_empty(o, key) || strcmp(text, "false") == 0 || strcmp(text, "\"\"") == 0;
+}
+
+/* target_parameters (PEFT's adapters of parameters) added to the targets *raw (malloc'd,
+ * comma-separated; NULL: none yet): the experts' stacks "...experts.gate_up_proj",
+ * "...experts.down_proj" ("experts." put before a bare "gate_up_proj" or "down_proj"), and a
+ * router's weight "mlp.gate.weight", by its module's name ("mlp.gate"). Another parameter is
+ * refused. */
+static int read_target_parameters(nnt_ctx *ctx, const char *fn, const nnt_cfg_in *c, char **raw)
+{
+    char *list = NULL;
+    NNT_TRY(nnt_cfg_string_list(c, "target_parameters", &list));
+    nnt_cfg_out t = {NULL, 0, 0, 0};
+    nnt_cfg_add(&t, "%s", *raw ? *raw : "");
+    int rc = NNT_OK;
+    for (char *p = list; rc == 0 && p && *p;) {
+        char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char name[MODULE_MAX];
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        size_t len = strlen(name);
+        int weight = len > 7 && strcmp(name + len - 7, ".weight") == 0;
+        if (weight)
+            name[len - 7] = '\0';
+        int bare = strcmp(name, "gate_up_proj") == 0 || strcmp(name, "down_proj") == 0;
+        if (!weight && !bare && !expert_target(name))
+            rc = nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: target_parameters \"%s\": nnt adapts the "
+                          "experts' stacked tensors (\"mlp.experts.gate_up_proj\", "
+                          "\"mlp.experts.down_proj\") and modules' weights (\"mlp.gate.weight\")",
+                          fn, name);
+        nnt_cfg_add(&t, "%s%s%s", t.len ? "," : "", bare ? "experts." : "", name);
+        p = comma ? comma + 1 : p + n;
+    }
+    free(list);
+    if (rc == 0 && t.oom)
+        rc = nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    if (rc) {
+        free(t.buf);
+        return rc;
+    }
+    free(*raw);
+    *raw = t.buf;
+    return NNT_OK;
 }
 
 /* The settings of adapter_config.json into *o (targets into *targets, malloc'd). */
@@ -656,15 +898,21 @@ static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_
         rc = nnt_cfg_bool(c, "use_rslora", 0, &o->rslora);
     if (rc == 0)
         rc = nnt_cfg_string_list(c, "target_modules", &raw);
-    if (rc == 0 && !raw)
-        rc = nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no target_modules", fn, path);
     if (rc == 0) {
         char text[8];
         nnt_cfg_text(c, "target_modules", text, sizeof text);
         if (text[0] == '"' && strcmp(raw, "all-linear") != 0)
             rc = nnt_cfg_unsupported(c, "target_modules", raw, "a regular expression; a list "
                                      "of module names or all-linear");
+        if (rc == 0 && text[0] == '"' && !nnt_cfg_is_empty(c, "target_parameters"))
+            rc = nnt_cfg_unsupported(c, "target_parameters", "(a list)", "all-linear with "
+                                     "target_parameters; give target_modules as a list");
     }
+    if (rc == 0)
+        rc = read_target_parameters(ctx, fn, c, &raw);
+    if (rc == 0 && (!raw || !*raw))
+        rc = nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no target_modules (or target_parameters)", fn,
+                      path);
     o->rank = rank;
     nnt_cfg_close(c);
     if (rc) {
@@ -714,6 +962,8 @@ static int load_one(const peft_tensor *t, void *arg)
         rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
     if (rc == 0 && t->groups)   /* the file's key/value heads one after the other -> nnt's parts */
         nnt_rows_by_group(tmp, buf, t->nparts, t->part_n, t->groups, 1);
+    if (rc == 0 && t->moe)
+        rc = stack_io(t, buf, 1);
     for (int i = 0; rc == 0 && i < t->nparts; at += t->part_n[i], i++)
         rc = nnt_tensor_copy_from_host(t->part[i], buf + at, (size_t)t->part_n[i] * sizeof *buf);
     free(buf);
