@@ -44,8 +44,12 @@ static const struct {
              /* MoE experts as PEFT's target_parameters: gpt-oss's stacks (gate and up
               * interleaved) with q_proj and o_proj; Mixtral's router weight and one block's
               * down_proj stack */
-             {"gptoss_experts", "gptoss"}, {"mixtral_down", "mixtral"}};
-#define NCASES 7
+             {"gptoss_experts", "gptoss"}, {"mixtral_down", "mixtral"},
+             /* PEFT's all-linear on transformers 5's Mixtral: the router's weight and the
+              * experts' stacks, gate_up_proj of rank 2 r and alpha 2 alpha (its rank_pattern
+              * and alpha_pattern) */
+             {"mixtral_all", "mixtral"}};
+#define NCASES 8
 
 /* whole; odd tiles that divide nothing (channels 5 of 32, hidden 7, vocab 9, heads 3 of 4,
  * head_dim 2 of 8); rows in tiles of (1, 3) with recompute */

@@ -229,11 +229,33 @@ static int targets_match(targets *t, const lora_module *m)
 
 /* ---- adding -------------------------------------------------------------------------------- */
 
+/* PEFT's rank_pattern and alpha_pattern: a module's rank or alpha by the last names of its
+ * name (a module's, an expert stack's or a router weight's), as PEFT's "(.*\.)?(KEY)$"
+ * matches them; keys "NAME" and ".*\.NAME" (\. for a dot), no other regular expression. */
+typedef struct lora_patterns {
+    int n;
+    char name[16][MODULE_MAX];
+    double value[16];
+    int rank[16];             /* a rank (else an alpha) */
+} lora_patterns;
+
+/* The value of the first pattern of kind rank (1) or alpha (0) m's names end with, or dflt */
+static double pattern_of(const lora_patterns *p, const lora_module *m, int rank, double dflt)
+{
+    for (int i = 0; p && i < p->n; i++)
+        if (p->rank[i] == rank && (ends_with_name(m->hf, p->name[i]) ||
+                                   (m->param[0] && ends_with_name(m->param, p->name[i]))))
+            return p->value[i];
+    return dflt;
+}
+
 typedef struct add_pass {
     targets *t;
     int attach;               /* 0: count the matches; 1: attach */
     int64_t rank;
-    double scale, dropout;
+    double alpha, dropout;
+    int rslora;
+    const lora_patterns *pat; /* PEFT's rank_pattern and alpha_pattern (NULL: none) */
     uint64_t seed;
     int64_t matched;
     char seen[1024];          /* module names of the model, for messages */
@@ -259,7 +281,10 @@ static int add_one(const lora_module *m, void *arg)
                         "dropout (its target_parameters refuse it)", a->dropout, m->param);
     if (!a->attach)
         return NNT_OK;
-    NNT_TRY(gl_lora_attach(m->layer, m->name, a->rank, a->scale));
+    double r = pattern_of(a->pat, m, 1, (double)a->rank), alpha = pattern_of(a->pat, m, 0,
+                                                                               a->alpha);
+    NNT_TRY(gl_lora_attach(m->layer, m->name, (int64_t)r,
+                           a->rslora ? alpha / sqrt(r) : alpha / r));
     gl_lora *lo = gl_lora_of(m->layer, m->name);
     uint64_t h = 0xcbf29ce484222325ull;   /* each module its own masks: FNV-1a of its name */
     for (const unsigned char *c = (const unsigned char *)m->path; *c; c++)
@@ -310,7 +335,7 @@ static int freeze_base(nnt_layer *tree, int mode)
 /* Adapters on the targets of o (checked) in model, with A initialised from o->seed and B zero;
  * targets that match no module refused before anything changes. */
 static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
-                    const char *targets_text)
+                    const char *targets_text, const lora_patterns *pat)
 {
     nnt_layer *tree = NULL;
     const nnt_family *f = NULL;
@@ -322,9 +347,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     cancel_backward(model);
     targets t;
     NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
-    add_pass a = {&t, 0, o->rank,
-                  o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,
-                  o->dropout, o->seed, 0, ""};
+    add_pass a = {&t, 0, o->rank, o->alpha, o->dropout, o->rslora != 0, pat, o->seed, 0, ""};
     int rc = each_module(model, f, add_one, &a);
     for (int i = 0; rc == 0 && i < t.n; i++)
         if (t.hits[i] == 0)
@@ -354,6 +377,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
         st->rslora = o->rslora != 0;
         st->dropout = o->dropout;
         snprintf(st->targets, sizeof st->targets, "%s", targets_text);
+        st->rank_pattern[0] = st->alpha_pattern[0] = '\0';
     }
     return rc;
 }
@@ -370,7 +394,7 @@ NNT_API int nnt_model_lora_add(nnt_layer *model, const nnt_lora_options *opts)
     const char *targets = o.targets          ? o.targets
                           : f->lora_targets ? f->lora_targets
                                             : "all-linear";
-    return lora_add(model, fn, &o, targets);
+    return lora_add(model, fn, &o, targets, NULL);
 }
 
 /* ---- merging --------------------------------------------------------------------------------- */
@@ -684,21 +708,22 @@ static int config_text(nnt_ctx *ctx, const char *fn, const nnt_model_lora *st, i
                        const explicit_targets *x, char **out)
 {
     nnt_cfg_out t = {NULL, 0, 0, 0};
-    nnt_cfg_add(&t, "{\n  \"alpha_pattern\": {},\n  \"auto_mapping\": null,\n"
+    nnt_cfg_add(&t, "{\n  \"alpha_pattern\": %s,\n  \"auto_mapping\": null,\n"
                 "  \"base_model_name_or_path\": null,\n  \"bias\": \"none\",\n"
                 "  \"exclude_modules\": null,\n  \"fan_in_fan_out\": %s,\n"
                 "  \"inference_mode\": true,\n  \"init_lora_weights\": true,\n"
                 "  \"layers_pattern\": null,\n  \"layers_to_transform\": null,\n"
-                "  \"lora_alpha\": ", conv1d ? "true" : "false");
+                "  \"lora_alpha\": ", st->alpha_pattern[0] ? st->alpha_pattern : "{}",
+                conv1d ? "true" : "false");
     char num[64];
     snprintf(num, sizeof num, "%.17g", st->alpha);
     nnt_cfg_add(&t, "%s%s,\n  \"lora_bias\": false,\n  \"lora_dropout\": ", num,
                 strpbrk(num, ".en") ? "" : ".0");
     snprintf(num, sizeof num, "%.17g", st->dropout);
     nnt_cfg_add(&t, "%s%s,\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n"
-                "  \"r\": %lld,\n  \"rank_pattern\": {},\n  \"revision\": null,\n"
+                "  \"r\": %lld,\n  \"rank_pattern\": %s,\n  \"revision\": null,\n"
                 "  \"target_modules\": ", num, strpbrk(num, ".en") ? "" : ".0",
-                (long long)st->rank);
+                (long long)st->rank, st->rank_pattern[0] ? st->rank_pattern : "{}");
     if (x) {
         nnt_cfg_add(&t, "[%s],\n  \"target_parameters\": [%s]",
                     x->modules.buf ? x->modules.buf : "", x->params.buf ? x->params.buf : "");
@@ -796,11 +821,11 @@ static const char *const KNOWN_KEYS[] = {
     "r", "lora_alpha", "lora_dropout", "use_rslora", "target_modules", "peft_type", "bias",
     "task_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
     "fan_in_fan_out", "init_lora_weights", "peft_version", "megatron_core",
-    "qalora_group_size", "target_parameters", NULL};
+    "qalora_group_size", "target_parameters", "rank_pattern", "alpha_pattern", NULL};
 
 /* An option nnt does not implement, refused when set (not null, false, [] or {}). */
 static const char *const UNSUPPORTED_KEYS[] = {
-    "use_dora", "modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform",
+    "use_dora", "modules_to_save", "layers_to_transform",
     "layers_pattern", "lora_bias", "exclude_modules", "use_qalora",
     "trainable_token_indices", "layer_replication", "alora_invocation_tokens", NULL};
 
@@ -862,9 +887,72 @@ static int read_target_parameters(nnt_ctx *ctx, const char *fn, const nnt_cfg_in
     return NNT_OK;
 }
 
-/* The settings of adapter_config.json into *o (targets into *targets, malloc'd). */
+/* PEFT's rank_pattern (rank 1) or alpha_pattern (0) of c into pat, its JSON text into text
+ * ("" when empty): an object of keys "NAME" or ".*\\.NAME" and numbers (ranks whole). */
+static int read_patterns(nnt_ctx *ctx, const char *fn, const nnt_cfg_in *c, const char *key,
+                         int rank, lora_patterns *pat, char *text, size_t size)
+{
+    text[0] = '\0';
+    if (nnt_cfg_is_empty(c, key))
+        return NNT_OK;
+    nnt_cfg_text(c, key, text, size);
+    size_t len = strlen(text);
+    if (len + 1 >= size)
+        return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s is longer than %zu bytes", fn, key,
+                        size - 1);
+    char err[NNT_IO_ERRLEN];
+    nnt_json j;
+    nnt_json_init(&j, text, len, 0, key, err, sizeof err);
+    int rc = nnt_json_expect(&j, '{', "");
+    for (int first = 1; rc == 0 && nnt_json_peek(&j) != '}'; first = 0) {
+        char *name = NULL;
+        if (!first)
+            rc = nnt_json_expect(&j, ',', "");
+        if (rc == 0)
+            rc = nnt_json_string(&j, &name, NULL, MODULE_MAX - 1, 0, "");
+        if (rc == 0)
+            rc = nnt_json_expect(&j, ':', "");
+        size_t at = j.pos;
+        if (rc == 0 && (nnt_json_peek(&j) == '"' || (rc = nnt_json_skip(&j, 1, "")) != 0 ||
+                        pat->n == 16))
+            rc = rc ? rc : nnt_json_fail(&j, "a number of at most 16 patterns expected");
+        if (rc == 0) {   /* ".*\.NAME" or NAME: its last names */
+            const char *s = strncmp(name, ".*\\.", 4) == 0 ? name + 4 : name;
+            char *o = pat->name[pat->n];
+            for (; *s && rc == 0; s++) {
+                if (s[0] == '\\' && s[1] == '.')
+                    *o++ = '.', s++;
+                else if (strchr("*+?[](){}|^$\\", *s))
+                    rc = nnt_cfg_unsupported(c, key, name, "a regular expression; keys NAME "
+                                             "or .*\\.NAME");
+                else
+                    *o++ = *s;
+            }
+            *o = '\0';
+            char num[64];
+            snprintf(num, sizeof num, "%.*s", (int)(j.pos - at), text + at);
+            pat->value[pat->n] = strtod(num, NULL);
+            pat->rank[pat->n] = rank;
+            if (rc == 0 && (!(pat->value[pat->n] > 0) ||
+                            (rank && (pat->value[pat->n] != (double)(int64_t)pat->value[pat->n] ||
+                                      pat->value[pat->n] > 65536))))
+                rc = nnt_cfg_unsupported(c, key, num, rank ? "a rank of 1 to 65536"
+                                                           : "an alpha > 0");
+            pat->n++;
+        }
+        free(name);
+    }
+    if (rc == 0)
+        rc = nnt_json_expect(&j, '}', "");
+    if (rc && rc != NNT_E_UNSUPPORTED && rc != NNT_E_NOMEM)
+        rc = nnt_fail(ctx, rc, "%s: %s", fn, err);
+    return rc;
+}
+
+/* The settings of adapter_config.json into *o (targets into *targets, malloc'd), its
+ * rank_pattern and alpha_pattern into pat and text. */
 static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_options *o,
-                       char **targets)
+                       char **targets, lora_patterns *pat, char text[2][1024])
 {
     nnt_cfg_in *c = NULL;
     NNT_TRY(nnt_cfg_open(ctx, fn, path, &c));
@@ -910,6 +998,10 @@ static int read_config(nnt_ctx *ctx, const char *fn, const char *path, nnt_lora_
     }
     if (rc == 0)
         rc = read_target_parameters(ctx, fn, c, &raw);
+    if (rc == 0)
+        rc = read_patterns(ctx, fn, c, "rank_pattern", 1, pat, text[0], 1024);
+    if (rc == 0)
+        rc = read_patterns(ctx, fn, c, "alpha_pattern", 0, pat, text[1], 1024);
     if (rc == 0 && (!raw || !*raw))
         rc = nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no target_modules (or target_parameters)", fn,
                       path);
@@ -997,8 +1089,10 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_CONFIG, path));
     NNT_TRY(nnt_model_path_join(model->ctx, fn, dir, PEFT_WEIGHTS, wpath));
     nnt_lora_options o = NNT_LORA_OPTIONS_INIT;
-    char *targets = NULL;
-    NNT_TRY(read_config(model->ctx, fn, path, &o, &targets));
+    char *targets = NULL, pat_text[2][1024];
+    lora_patterns pat;
+    memset(&pat, 0, sizeof pat);
+    NNT_TRY(read_config(model->ctx, fn, path, &o, &targets, &pat, pat_text));
     o.freeze_base = 0;   /* after the file was read */
     peft_load g = {model->ctx, fn, wpath, NULL, 0, 0, NULL, ""};
     int rc = nnt_st_open(wpath, &g.r, g.err, sizeof g.err);
@@ -1009,7 +1103,12 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
         rc = nnt_fail(model->ctx, NNT_E_FORMAT, "%s: %s: r %lld, lora_alpha %g or lora_dropout "
                       "%g out of range", fn, path, (long long)o.rank, o.alpha, o.dropout);
     if (rc == 0)
-        rc = lora_add(model, fn, &o, targets);
+        rc = lora_add(model, fn, &o, targets, &pat);
+    if (rc == 0) {   /* written back by nnt_model_save_peft */
+        nnt_model_lora *st = nnt_model_lora_of(tree);
+        snprintf(st->rank_pattern, sizeof st->rank_pattern, "%s", pat_text[0]);
+        snprintf(st->alpha_pattern, sizeof st->alpha_pattern, "%s", pat_text[1]);
+    }
     free(targets);
     if (rc) {
         nnt_st_close(g.r);

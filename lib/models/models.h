@@ -193,7 +193,9 @@ typedef struct nnt_model_lora {
     int64_t rank;
     double alpha, dropout;
     int rslora;
-    char targets[1024];       /* target_modules, comma-separated, or "all-linear"         */
+    char targets[8192];       /* target_modules, comma-separated, or "all-linear"         */
+    char rank_pattern[1024];  /* PEFT's rank_pattern and alpha_pattern as read (JSON     */
+    char alpha_pattern[1024]; /* objects; "" : none)                                     */
 } nnt_model_lora;
 /* Those of a tree of nnt_model_build_tree (NULL for another layer). */
 nnt_model_lora *nnt_model_lora_of(nnt_layer *tree);
