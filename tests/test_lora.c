@@ -1320,6 +1320,45 @@ START_TEST(test_refusals)
     ck_assert_str_eq(lo.targets, "q_proj,v_proj");
     EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_STATE, "adapters already");
     nnt_layer_destroy(l);
+    /* MoE experts: target parameters other than the experts' stacks and weights, all-linear
+     * beside them, regular expressions in rank_pattern, dropout on the experts */
+    EXPECT_OK(nnt_model_load_hf(ctx, fx("mixtral", NULL, NULL), B, T, NULL, &l));
+    src = fx("mixtral_down", "trained", "adapter_model.safetensors");
+    static const struct {
+        const char *config, *msg;
+        int rc;
+    } MOE_BAD[] = {
+        {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [], \"target_parameters\": "
+         "[\"1.mlp.experts.down_proj\", \"gate.bias\"]}", "target_parameters \"gate.bias\"",
+         NNT_E_UNSUPPORTED},
+        {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": \"all-linear\", "
+         "\"target_parameters\": [\"1.mlp.experts.down_proj\"]}", "all-linear with "
+         "target_parameters", NNT_E_UNSUPPORTED},
+        {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [], \"target_parameters\": "
+         "[\"1.mlp.experts.down_proj\", \"gate.weight\"], \"rank_pattern\": "
+         "{\"layers\\\\.[0-9]+\\\\.mlp\": 2}}", "a regular expression", NNT_E_UNSUPPORTED},
+        {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [], \"target_parameters\": "
+         "[\"1.mlp.experts.down_proj\", \"gate.weight\"], \"rank_pattern\": "
+         "{\"gate\": 2.5}}", "a rank of 1 to 65536", NNT_E_UNSUPPORTED},
+        {"{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [], \"target_parameters\": "
+         "[\"mlp.experts.down_proj\", \"gate.weight\"]}",
+         "has no tensor base_model.model.model.layers.0.mlp.experts.lora_A.weight", NNT_E_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof MOE_BAD / sizeof MOE_BAD[0]; i++) {
+        write_adapter(test_tmp_path("bad"), MOE_BAD[i].config, src);
+        EXPECT_FAIL_MSG(nnt_model_load_peft(l, test_tmp_path("bad")), MOE_BAD[i].rc,
+                        MOE_BAD[i].msg);
+    }
+    lo = (nnt_lora_options)NNT_LORA_OPTIONS_INIT;
+    lo.targets = "q_proj,mlp.experts.gate_up_proj";
+    lo.dropout = 0.1;
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, "lora_dropout 0.1 on the experts' "
+                    "model.layers.0.mlp.experts.gate_up_proj");
+    lo.dropout = 0.0;
+    lo.targets = "experts.w1";
+    EXPECT_FAIL_MSG(nnt_model_lora_add(l, &lo), NNT_E_INVAL, "experts.gate_up_proj, "
+                    "experts.down_proj");   /* the modules named: the stacks */
+    nnt_layer_destroy(l);
     test_remove_tmpdir();
 }
 END_TEST

@@ -267,8 +267,10 @@ static int add_one(const lora_module *m, void *arg)
     const char *last = strrchr(m->hf, '.');   /* the family's name of the module */
     last = last ? last + 1 : m->hf;
     char named[MODULE_MAX + 16];   /* the experts' by their stacks' names */
-    if (m->expert >= 0)
-        snprintf(named, sizeof named, "experts.%s", last), last = named;
+    if (m->expert >= 0) {   /* (not the family's per-expert names: Mixtral's w2) */
+        const char *stack = strrchr(m->param, '.');
+        snprintf(named, sizeof named, "experts.%s", stack ? stack + 1 : m->param), last = named;
+    }
     if (!strstr(a->seen, last) && strlen(a->seen) + strlen(last) + 3 < sizeof a->seen)
         snprintf(a->seen + strlen(a->seen), sizeof a->seen - strlen(a->seen), "%s%s",
                  a->seen[0] ? ", " : "", last);
