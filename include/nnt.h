@@ -1462,7 +1462,10 @@ typedef struct nnt_lora_options {
                                      (nnt_tensor_dropout), the same in a recompute; off in
                                      the trainer's validation and in generation              */
     const char *targets;          /* comma-separated module names, or "all-linear" (every
-                                     linear map but lm_head); NULL: PEFT's default of the
+                                     linear map but lm_head); MoE experts by their stacked
+                                     tensors' names, "mlp.experts.gate_up_proj" and
+                                     "mlp.experts.down_proj" (PEFT's target_parameters);
+                                     NULL: PEFT's default of the
                                      family (q_proj,v_proj; GPT-2: c_attn; Phi-3: qkv_proj;
                                      Phi: q_proj,v_proj,fc1,fc2). Read by
                                      nnt_model_lora_add; nnt_model_lora_get gives the
