@@ -483,6 +483,28 @@ else
     fail "lora: held-out losses base '$v0', base + adapter '$v1', merged '$v2':"
     tail -n 3 "$tmp/lora8.err" "$tmp/lora_v1.err"
 fi
+# LoRA on MoE experts (PEFT's target_parameters): gpt-oss-tiny's q_proj and its experts'
+# stacks; the directory holds the stacked tensors (gate_up_proj nested under base_layer) and
+# explicit targets, and the base with --load-peft gives the merged model's held-out loss
+run_ok moe_base --model gpt-oss-tiny $lora --steps 0 --save-hf "$tmp/moe/base" --out "$tmp/moe/b"
+run_ok moe_lora --load-hf "$tmp/moe/base" $lora --steps 3 --lr 1e-2 --lora-rank 2 \
+    --lora-targets q_proj,mlp.experts.gate_up_proj,mlp.experts.down_proj \
+    --save-peft "$tmp/moe/adapter" --merge --save-hf "$tmp/moe/merged" --out "$tmp/moe/run"
+run_ok moe_v1 --load-hf "$tmp/moe/base" --load-peft "$tmp/moe/adapter" $lora --steps 0 \
+    --out "$tmp/moe/v1" --print-loss
+run_ok moe_v2 --load-hf "$tmp/moe/merged" $lora --steps 0 --out "$tmp/moe/v2" --print-loss
+m1=$(awk '/^val/ { print $4 }' "$tmp/moe_v1.out")
+m2=$(awk '/^val/ { print $4 }' "$tmp/moe_v2.out")
+if [ -n "$m1" ] && awk -v a="$m1" -v b="$m2" 'BEGIN { d = a - b; exit !(d < 1e-5 && d > -1e-5) }' &&
+   head -c 4096 "$tmp/moe/adapter/adapter_model.safetensors" |
+       grep -q 'model.layers.0.mlp.experts.base_layer.lora_A.weight' &&
+   grep -q '"target_parameters": \["model.layers.0.mlp.experts.gate_up_proj"' \
+       "$tmp/moe/adapter/adapter_config.json"; then
+    echo "ok: lora on gpt-oss's experts: held-out loss $m1 with the adapter, $m2 merged"
+else
+    fail "lora on gpt-oss's experts: held-out losses '$m1' (adapter), '$m2' (merged):"
+    head -c 600 "$tmp/moe/adapter/adapter_config.json"; tail -n 3 "$tmp/moe_lora.err"
+fi
 gen="$top_builddir/nnt-generate --tokenizer bytes --prompt-ids 76,105,110 --temperature 0
     --max-new-tokens 12 --cpus 1 --print-ids"
 if $gen --load-hf "$tmp/l1/hf" --adapter "$tmp/lo/adapter" > "$tmp/gen_a.out" 2>&1 &&
