@@ -188,7 +188,7 @@ live_ema_weight|lib/train/trainer.c|s@0.9 \* tr->loss_ema + 0.1 \* r.loss@0.8 * 
 text_width_edge|lib/train/text.c|s@t->n + (size_t)k >= (size_t)t->width@t->n + (size_t)k > (size_t)t->width@|nnt_trainer_text: the last field of a line may reach the last column of the terminal
 resume_base_source|lib/train/run.c|s@"frozen", 0) > 0)@"frozen", 0) < 0)@|nnt_trainer_open resuming a fine-tuning run without a model: the source of the base not taken from the checkpoint
 open_error_status|examples/nnt_train.c|s@(!strncmp(m, "resume:", 7) \&\& rc != NNT_E_IO) ? 2 : 1;@0 ? 2 : 1;@|nnt-train: a checkpoint of another model (resume) exits 1, not 2 (bad usage)
-lora_rslora_scale|lib/models/lora.c|s@o->rslora ? o->alpha / sqrt((double)o->rank) : o->alpha / (double)o->rank,@o->rslora ? o->alpha / (double)o->rank : o->alpha / (double)o->rank,@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
+lora_rslora_scale|lib/models/lora.c|s@a->rslora ? alpha / sqrt(r) : alpha / r@a->rslora ? alpha / r : alpha / r@|LoRA: the rsLoRA scale alpha / r instead of alpha / sqrt(r)
 lora_cattn_part|lib/layers/attention.c|s@\*part = one ? i : 0;@*part = 0;@|LoRA on the c_attn of GPT-2 (qkv_proj of Phi-3): q, k and v all take the q third of B
 lora_dx_overwrite|lib/layers/lora.c|s@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 1.0, dx, 1, 0);@return nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, 1.0, lo->du, lo->a, 0.0, dx, 1, 0);@|LoRA backward: the input gradient of the adapter replaces the base one instead of adding to it
 lora_merge_unscaled|lib/layers/lora.c|s@lo->scale, lo->b\[i\], lo->a, 1.0, w, 1, 0));@1.0, lo->b[i], lo->a, 1.0, w, 1, 0));@|LoRA merge: W += B A without the scale
@@ -345,6 +345,9 @@ harmony_required_ignored|lib/data/harmony.c|s@    if (!listed(required, name))@ 
 harmony_enum_default_json|lib/data/harmony.c|s@        NNT_TRY(put(b, dflt->s, dflt->len));@        NNT_TRY(hft_jv_tojson(b, dflt, -1));@|gpt-oss tools: the default of an enum quoted as JSON (the template writes it as it is)
 harmony_analysis_kept|lib/data/sft.c|s@if (analysis \&\& !final_after(msgs, i)) {@if (analysis) {@|gpt-oss tools: the analysis of a call kept when a final answer follows (the template drops it)
 harmony_call_kept|lib/data/sft.c|s@    s->call = NULL;   /\*@    (void)0;   /*@|gpt-oss tools: a tool response after an answer takes the call before it (the template refuses it)
+lora_stack_interleave|lib/models/lora.c|s@int64_t p = lo->nparts == 1 ? 0 : t->interleaved ? o % 2 : o / half;@int64_t p = lo->nparts == 1 ? 0 : !t->interleaved ? o % 2 : o / half;@|LoRA on experts: gate_up_proj rows read as interleaved for transformers 5 and as gate then up for gpt-oss
+lora_stack_not_nested|lib/models/lora.c|s@int nested = gate_up \&\& expert_lora(m->moe, 2, 0) != NULL;@int nested = 0;@|LoRA on experts: gate_up_proj not under base_layer when down_proj is adapted too (PEFT nests it)
+lora_rank_pattern_ignored|lib/models/lora.c|s@            return p->value\[i\];@            return dflt;@|LoRA: rank_pattern and alpha_pattern ignored (PEFT all-linear gate_up_proj of rank 2r)
 '
 
 list() { printf '%s\n' "$MUTATIONS" | grep -v '^$'; }
