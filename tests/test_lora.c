@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Frozen parameters and LoRA adapters against PyTorch and PEFT (tests/fixtures/lora_tiny,
  * tests/gen_lora_fixtures.py): a tiny Llama and a tiny GPT-2 with adapters (r 4, alpha 8,
- * several target sets, rsLoRA in one) that PEFT initialised and saved, loaded with
+ * several target sets, rsLoRA in one), and a tiny gpt-oss and Mixtral with adapters of
+ * their experts' stacked tensors (PEFT's target_parameters; PEFT's own all-linear on Mixtral,
+ * with its rank_pattern), that PEFT initialised and saved, loaded with
  * nnt_model_load_peft and trained 10 AdamW steps (losses and final adapters against PEFT's,
  * the base bit-unchanged, for several tilings, recompute and bf16); PEFT's trained adapters
  * give PEFT's logits; nnt's saved adapters have PEFT's names, shapes and configuration keys;

@@ -27,7 +27,11 @@
  *            gpt-oss's dated system block, developer messages, thinking and its aliases,
  *            reasoning_effort and model_identity, channel tags refused;
  *   prompts  the conversations up to their last user message with the generation prompt
- *            (nnt_sft_encode_prompt) give apply_chat_template's ids, for every template. */
+ *            (nnt_sft_encode_prompt) give apply_chat_template's ids, for every template;
+ *   tools    records with tools, tool calls and tool responses (Qwen2.5, Qwen3,
+ *            Qwen3-Instruct-2507, Llama 3.1 and 3.2, gpt-oss) give SFTTrainer's ids and
+ *            labels, their prompts and prompt/completion forms too; the refusals; tojson
+ *            against Python's json.dumps. */
 #include "testutil.h"
 #include "fixture_st.h"
 #include "train/train.h"
