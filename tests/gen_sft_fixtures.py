@@ -448,6 +448,13 @@ GPTOSS_TOOL_RECORDS = [
                   {"role": "tool", "content": "pong"},
                   {"role": "assistant", "content": "5, and pong."}],
      "tools": [ADD, EMPTY_PARAMS]},
+    # its built-in tools (chat_template_kwargs builtin_tools): described in the system block
+    {"messages": [{"role": "user", "content": "Look it up."},
+                  {"role": "assistant", "content": "Done."}],
+     "tools": [NOW], "chat_template_kwargs": {"builtin_tools": ["browser", "python"]}},
+    {"messages": [{"role": "user", "content": "Compute it."},
+                  {"role": "assistant", "content": "42."}],
+     "chat_template_kwargs": {"builtin_tools": ["python"]}},
 ]
 TOOL_SETS = {"qwen2_5": ["tool_records", "qwen_tool_records"],
              "qwen3": ["tool_records", "qwen_tool_records", "qwen3_tool_records"],

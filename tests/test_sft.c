@@ -522,7 +522,8 @@ END_TEST
  * empty list of tools), 5 gpt_oss (dated as the fixture; tool_records, then
  * gptoss_tool_records: a schema with every kind of parameter its TypeScript namespace
  * writes, thinking before a call dropped when an answer follows, content as a call's
- * analysis, a response of an object, a conversation ending with a response):
+ * analysis, a response of an object, a conversation ending with a response, its built-in
+ * tools by chat_template_kwargs builtin_tools):
  * records with assistant-only counts, prompts up to the last user or tool message with the
  * generation prompt, and conversational prompt/completion. */
 START_TEST(test_tools)
@@ -535,8 +536,8 @@ START_TEST(test_tools)
                                           {"tool", "llama_tool", NULL},
                                           {"tool", "llama_tool", NULL},
                                           {"tool", "gptoss_tool", NULL}};
-    static const int RECORDS[] = {6, 8, 6, 6, 6, 6}, PROMPTS[] = {6, 8, 6, 5, 5, 6},
-                     PCS[] = {6, 8, 6, 6, 6, 5};
+    static const int RECORDS[] = {6, 8, 6, 6, 6, 8}, PROMPTS[] = {6, 8, 6, 5, 5, 6},
+                     PCS[] = {6, 8, 6, 6, 6, 7};
     const char *name = NAMES[_i];
     char cfg[4300], file[64], expected[4300];
     nnt_tokenizer *tok = load_tokenizer(name, cfg, sizeof cfg);
@@ -624,7 +625,10 @@ START_TEST(test_tool_refusals)
          "{\"tools_in_user_message\": 1}}", "tools_in_user_message is not true or false"},
         {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
          "\"assistant\", \"content\": \"y\"}], \"chat_template_kwargs\": "
-         "{\"builtin_tools\": [\"brave_search\"]}}", "built-in tools"},
+         "{\"builtin_tools\": [\"brave_search\"]}}", "Llama 3.1's built-in tools"},
+        {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+         "\"assistant\", \"content\": \"y\"}], \"chat_template_kwargs\": "
+         "{\"builtin_tools\": \"python\"}}", "builtin_tools is not a list"},
         {"llama3_1", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
          "\"tool\", \"content\": \"1\", \"id\": \"c1\"}, {\"role\": \"assistant\", \"content\": "
          "\"y\"}]}", "messages[1] has the key \"id\""},
@@ -633,8 +637,9 @@ START_TEST(test_tool_refusals)
          "\"arguments\": {}}]}]}", "messages[1] has 2 tool calls: the gpt-oss template takes one a "
          "message (it renders the first alone)"},
         {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
-         "\"assistant\", \"content\": \"a\", \"thinking\": \"b\", \"tool_calls\": [{\"name\": \"f\", "
-         "\"arguments\": {}}]}]}", "messages[1] has tool calls with both content and thinking"},
+         "\"assistant\", \"content\": \"a\", \"thinking\": \"b\", \"tool_calls\": "
+         "[{\"name\": \"f\", \"arguments\": {}}]}]}",
+         "messages[1] has tool calls with both content and thinking"},
         {"gpt_oss", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
          "\"assistant\", \"tool_calls\": [{\"name\": \"f\", \"arguments\": {}, \"content_type\": "
          "1}]}]}", "messages[1].tool_calls[0].content_type is not a string"},
@@ -850,8 +855,9 @@ static void same_encoding(nnt_sft *s, const char *a, const char *b)
  * first is a system one, date_string of chat_template_kwargs is not its date (its template
  * reads strftime_now alone), another role's thinking is not rendered; by default today's date
  * (strftime_now("%Y-%m-%d"), local time); channel tags in an assistant's content or thinking,
- * a kwarg not a string, builtin_tools, tools and unknown roles refused; the developer role
- * and thinking are gpt-oss's alone, its kwargs ignored by the other templates. */
+ * a kwarg not a string, builtin_tools not a list, broken tools and unknown roles refused;
+ * the developer role and thinking are gpt-oss's alone, its kwargs ignored by the other
+ * templates. */
 START_TEST(test_gpt_oss)
 {
     char cfg[4300];
@@ -927,10 +933,9 @@ START_TEST(test_gpt_oss)
          "{\"role\": \"assistant\", \"content\": \"Yo\"}]}",
          "tools[0] is not {\"type\": \"function\", \"function\": {\"name\": string, "
          "\"description\": string, ...}}"},
-        {"{\"chat_template_kwargs\": {\"builtin_tools\": [\"browser\"]}, \"messages\": ["
+        {"{\"chat_template_kwargs\": {\"builtin_tools\": {\"browser\": 1}}, \"messages\": ["
          GPTOSS_USER ", {\"role\": \"assistant\", \"content\": \"Yo\"}]}",
-         "chat_template_kwargs.builtin_tools: built-in tools (Llama 3.1's, gpt-oss's) are not "
-         "implemented"},
+         "chat_template_kwargs.builtin_tools is not a list"},
         {"{\"chat_template_kwargs\": {\"reasoning_effort\": 1}, \"text\": \"a\"}",
          "chat_template_kwargs.reasoning_effort is not a string"},
         {"{\"chat_template_kwargs\": {\"model_identity\": null}, \"text\": \"a\"}",

@@ -156,9 +156,8 @@ static int ts_type(sbuf *b, const jv *spec, int depth)
     const jv *type = get(spec, "type");
     if (is(type, "array"))
         return ts_array(b, spec, depth);
-    if (type && type->type == JV_ARR && type->n > 0)
-        return type->n > 1 ? join(b, type, " | ", "a parameter's type") : join(b, type, "",
-                                                                                "a parameter's type");
+    if (type && type->type == JV_ARR && type->n > 0)   /* its first alone, or all joined */
+        return join(b, type, " | ", "a parameter's type");
     if (truthy(get(spec, "oneOf")))
         return nnt_fail(NULL, NNT_E_FORMAT, FN ": tools: a parameter's schema has oneOf, which "
                         "nnt does not write as the gpt-oss template does (give its type)");
@@ -240,6 +239,78 @@ static int function(sbuf *b, const jv *tool, size_t k)
             NNT_TRY(parameter(b, name->s, props->keys[p], hft_jv_last_value(props, p),
                               get(params, "required")));
     return puts0(b, "}) => any;\n\n");
+}
+
+/* gpt-oss's built-in tools as its template describes them (render_builtin_tools) */
+static const char BROWSER[] =
+    "## browser\n"
+    "\n"
+    "// Tool for browsing.\n"
+    "// The `cursor` appears in brackets before each browsing display: `[{cursor}]`.\n"
+    "// Cite information from the tool using the following format:\n"
+    "// `\xe3\x80\x90" "{cursor}\xe2\x80\xa0" "L{line_start}(-L{line_end})?\xe3\x80\x91"
+    "`, for example: `\xe3\x80\x90" "6\xe2\x80\xa0" "L9-L11\xe3\x80\x91" "` or "
+    "`\xe3\x80\x90" "8\xe2\x80\xa0" "L3\xe3\x80\x91" "`.\n"
+    "// Do not quote more than 10 words directly from the tool output.\n"
+    "// sources=web (default: web)\n"
+    "namespace browser {\n"
+    "\n"
+    "// Searches for information related to `query` and displays `topn` results.\n"
+    "type search = (_: {\n"
+    "query: string,\n"
+    "topn?: number, // default: 10\n"
+    "source?: string,\n"
+    "}) => any;\n"
+    "\n"
+    "// Opens the link `id` from the page indicated by `cursor` starting at line number "
+    "`loc`, showing `num_lines` lines.\n"
+    "// Valid link ids are displayed with the formatting: `\xe3\x80\x90" "{id}\xe2\x80\xa0"
+    ".*\xe3\x80\x91" "`.\n"
+    "// If `cursor` is not provided, the most recent page is implied.\n"
+    "// If `id` is a string, it is treated as a fully qualified URL associated with `source`.\n"
+    "// If `loc` is not provided, the viewport will be positioned at the beginning of the "
+    "document or centered on the most relevant passage, if available.\n"
+    "// Use this function without `id` to scroll to a new location of an opened page.\n"
+    "type open = (_: {\n"
+    "id?: number | string, // default: -1\n"
+    "cursor?: number, // default: -1\n"
+    "loc?: number, // default: -1\n"
+    "num_lines?: number, // default: -1\n"
+    "view_source?: boolean, // default: false\n"
+    "source?: string,\n"
+    "}) => any;\n"
+    "\n"
+    "// Finds exact matches of `pattern` in the current page, or the page given by `cursor`.\n"
+    "type find = (_: {\n"
+    "pattern: string,\n"
+    "cursor?: number, // default: -1\n"
+    "}) => any;\n"
+    "\n"
+    "} // namespace browser\n"
+    "\n";
+
+static const char PYTHON[] =
+    "## python\n"
+    "\n"
+    "Use this tool to execute Python code in your chain of thought. The code will not be "
+    "shown to the user. This tool should be used for internal reasoning, but not for code "
+    "that is intended to be visible to the user (e.g. when creating plots, tables, or "
+    "files).\n"
+    "\n"
+    "When you send a message containing Python code to python, it will be executed in a "
+    "stateful Jupyter notebook environment. python will respond with the output of the "
+    "execution or time out after 120.0 seconds. The drive at '/mnt/data' can be used to "
+    "save and persist user files. Internet access for this session is UNKNOWN. Depends on "
+    "the cluster.\n"
+    "\n";
+
+
+int hft_harmony_builtin(sbuf *b, int browser, int python)
+{
+    NNT_TRY(puts0(b, "# Tools\n\n"));
+    if (browser)
+        NNT_TRY(puts0(b, BROWSER));
+    return python ? puts0(b, PYTHON) : NNT_OK;
 }
 
 int hft_harmony_tools(sbuf *b, const jv *tools)

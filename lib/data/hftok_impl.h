@@ -156,6 +156,9 @@ const jv *hft_jv_last_value(const jv *o, size_t k);
  * the developer message: "## functions" and a TypeScript namespace; 0, or an error (set)
  * naming what its template cannot write (lib/data/harmony.c) */
 int hft_harmony_tools(sbuf *b, const jv *tools);
+/* gpt-oss's system block's "# Tools" of its built-in tools (chat_template_kwargs
+ * builtin_tools): the browser's namespace and the python tool's description, those given */
+int hft_harmony_builtin(sbuf *b, int browser, int python);
 /* Loading: messages naming the key (path), returning the status. */
 int hft_unsupported(loader *l, const char *key, const char *value, const char *supported);
 int hft_bad(loader *l, const char *key, const char *what);

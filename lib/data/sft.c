@@ -92,6 +92,8 @@ struct nnt_sft {
     int system_done;              /* the system block is out (no default system message)   */
     const jv *call;               /* gpt-oss: the name of the last tool call (since the last
                                      answer), which a tool's response comes from           */
+    int builtin;                  /* gpt-oss: the record's builtin_tools, a non-empty list: 1
+                                     + 2 (browser) + 4 (python); 0: none                    */
 };
 
 static const char *template_name(nnt_chat_template t);
@@ -1438,7 +1440,10 @@ static int gptoss_start(nnt_sft *s, const jv *msgs, int *skip)
     NNT_TRY(puts0(s, s->date));
     NNT_TRY(puts0(s, "\n\nReasoning: "));
     NNT_TRY(s->effort ? put(s, s->effort->s, s->effort->len) : puts0(s, "medium"));
-    NNT_TRY(puts0(s, "\n\n# Valid channels: analysis, commentary, final. Channel must be "
+    NNT_TRY(puts0(s, "\n\n"));
+    if (s->builtin && hft_harmony_builtin(&s->text, s->builtin & 2, s->builtin & 4))
+        return nnt_fail(NULL, NNT_E_NOMEM, "nnt_sft_encode: out of host memory");
+    NNT_TRY(puts0(s, "# Valid channels: analysis, commentary, final. Channel must be "
                      "included for every message."));
     if (tools)
         NNT_TRY(puts0(s, "\nCalls to these tools must go to the commentary channel: "
@@ -1709,12 +1714,36 @@ static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *comple
     return rc;
 }
 
+/* chat_template_kwargs.builtin_tools: gpt-oss's "browser" and "python" (a list; another
+ * name the template ignores, as it does), described in its system block; Llama 3.1's refused
+ * (its calls of them are not implemented); the other templates ignore it. */
+static int record_builtin(nnt_sft *s, const jv *v)
+{
+    static const char fn[] = "nnt_sft_encode";
+    if (v->type != JV_ARR && v->type != JV_NULL)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.builtin_tools is not a "
+                        "list", fn);
+    if (s->tmpl == NNT_CHAT_LLAMA3_1 && v->type == JV_ARR)
+        return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.builtin_tools: Llama "
+                        "3.1's built-in tools (brave_search, wolfram_alpha, code_interpreter) "
+                        "are not implemented: give them as \"tools\"", fn);
+    s->builtin = v->type == JV_ARR && v->n > 0;
+    for (size_t k = 0; s->builtin && k < v->n; k++) {
+        const jv *t = &v->items[k];
+        if (t->type == JV_STR && strcmp(t->s, "browser") == 0)
+            s->builtin |= 2;
+        else if (t->type == JV_STR && strcmp(t->s, "python") == 0)
+            s->builtin |= 4;
+    }
+    return NNT_OK;
+}
+
 /* A record's chat_template_kwargs (TRL passes them to apply_chat_template): those the
  * templates nnt renders read, enable_thinking (Qwen3's; a bool), date_string (Llama 3.1
  * and 3.2's; a string as the date option), reasoning_effort and model_identity (gpt-oss's;
  * strings), tools_in_user_message (Llama 3.1 and 3.2's; a bool), set in s for this record
  * (the other templates ignore them, as theirs do);
- * builtin_tools (gpt-oss's tools) refused as tools are, another key refused, to catch a
+ * builtin_tools (record_builtin), another key refused, to catch a
  * misnamed one. */
 static int record_kwargs(nnt_sft *s, const jv *kw)
 {
@@ -1747,9 +1776,7 @@ static int record_kwargs(nnt_sft *s, const jv *kw)
                                 "tools_in_user_message is not true or false", fn);
             s->tools_in_system = !v->b;
         } else if (strcmp(kw->keys[k], "builtin_tools") == 0) {
-            return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.builtin_tools: "
-                            "built-in tools (Llama 3.1's, gpt-oss's) are not implemented: give "
-                            "them as \"tools\"", fn);
+            NNT_TRY(record_builtin(s, v));
         } else {
             return nnt_fail(NULL, NNT_E_FORMAT, "%s: chat_template_kwargs.%s is read by none "
                             "of the templates nnt renders (enable_thinking, date_string, "
@@ -1931,6 +1958,7 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
         s->no_thinking = no_thinking;
         memcpy(s->date, date, sizeof date);
         s->effort = s->identity = NULL;   /* (strings of the record's tree, freed below) */
+        s->builtin = 0;
     }
     else if (!messages || (root.type == JV_OBJ && root.n != 1 + (tools != NULL)))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
