@@ -135,6 +135,18 @@ static nnt_sft *open_sft(const nnt_tokenizer *tok, const char *cfg, nnt_chat_tem
     return s;
 }
 
+/* record refused by nnt_sft_encode (NNT_E_FORMAT), its message holding says */
+static void expect_refused(nnt_sft *s, const char *record, const char *says)
+{
+    const int32_t *ids;
+    const uint8_t *counts;
+    size_t n = 0;
+    int rc = nnt_sft_encode(s, record, strlen(record), &ids, &counts, &n);
+    ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", record, rc);
+    ck_assert_msg(strstr(nnt_ctx_last_error(NULL), says) != NULL, "%s: message '%s' does not "
+                  "say '%s'", record, nnt_ctx_last_error(NULL), says);
+}
+
 /* _i: 0 chatml, 1 llama3 */
 START_TEST(test_encode)
 {
@@ -668,14 +680,7 @@ START_TEST(test_tool_refusals)
         char cfg[4300];
         nnt_tokenizer *tok = load_tokenizer(BAD[k].tokenizer, cfg, sizeof cfg);
         nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
-        const int32_t *ids;
-        const uint8_t *counts;
-        size_t n = 0;
-        int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
-        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[k].record, rc);
-        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL,
-                      "%s: message '%s' does not say '%s'", BAD[k].record,
-                      nnt_ctx_last_error(NULL), BAD[k].says);
+        expect_refused(s, BAD[k].record, BAD[k].says);
         nnt_sft_destroy(s);
         nnt_tokenizer_destroy(tok);
     }
@@ -1262,11 +1267,7 @@ START_TEST(test_chat_refusals)
          "\"reasoning_content\" or \"thinking\" or \"reasoning\": string or null"},
     };
     for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
-        int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
-        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[k].record, rc);
-        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL,
-                      "%s: message '%s' does not say '%s'", BAD[k].record,
-                      nnt_ctx_last_error(NULL), BAD[k].says);
+        expect_refused(s, BAD[k].record, BAD[k].says);
     }
     /* transformers hands Qwen3's template its reasoning_content from the first of
      * reasoning_content, thinking, reasoning that is not null (_alias_reasoning_fields):
@@ -1502,11 +1503,7 @@ START_TEST(test_templates_and_errors)
         {"{\"text\": 5}", "\"text\" is not a string"},
     };
     for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
-        int rc = nnt_sft_encode(s, BAD[k].record, strlen(BAD[k].record), &ids, &counts, &n);
-        ck_assert_msg(rc == NNT_E_FORMAT, "%s: rc %d", BAD[k].record, rc);
-        ck_assert_msg(strstr(nnt_ctx_last_error(NULL), BAD[k].says) != NULL,
-                      "%s: message '%s' does not say '%s'", BAD[k].record,
-                      nnt_ctx_last_error(NULL), BAD[k].says);
+        expect_refused(s, BAD[k].record, BAD[k].says);
     }
     nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
