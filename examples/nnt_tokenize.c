@@ -54,7 +54,7 @@ enum { BITS_16, BITS_32 };
 static const char *const tokenizers[] = {"bytes", "bpe", "json", NULL};
 static const char *const token_bits[] = {"16", "32", NULL};
 static const char *const too_long[] = {"refuse", "cut", NULL};
-static const char *const losses[] = {"answers", "all", NULL};
+static const char *const losses[] = {"answers", "all", "assistant", NULL};
 
 #define CLI_OFF(f) offsetof(opts, f)
 static const cli_option table[] = {
@@ -91,10 +91,12 @@ static const cli_option table[] = {
     OPT_CHOICE("chat-template", chat_template, cli_chat_templates, "auto", 0, "NAME",
                CLI_CHAT_TEMPLATE_LIST " for \"messages\"\n(default auto: the "
                "tokenizer_config.json's, when\nnnt knows it)"),
-    OPT_CHOICE("loss", loss, losses, NULL, 0, "answers|all", "the tokens that count: the "
-               "answers (the default:\ncompletions, assistant turns) or all of them, as\n"
-               "TRL with completion_only_loss=False and no\nassistant_only_loss (conversations "
-               "rendered as\ntheir published template renders them)"),
+    OPT_CHOICE("loss", loss, losses, NULL, 0, "answers|all|assistant", "the tokens that count: "
+               "the answers (the\ndefault: completions, assistant turns), all of\nthem, as "
+               "TRL with completion_only_loss=False and\nno assistant_only_loss (conversations "
+               "rendered\nas their published template renders them), or\nthe assistant turns "
+               "alone, a conversational\ncompletion's tool responses not (TRL's\n"
+               "assistant_only_loss)"),
     OPT_STR("chat-date", chat_date, NULL, 0, "DATE", "Llama 3.1/3.2's \"Today Date\" (\"26 Jul "
             "2024\"; default\nthe template's: 26 Jul 2024 for 3.1, today for 3.2),\n"
             "gpt-oss's \"Current date\" (\"2025-02-03\"; default\ntoday)"),
@@ -167,7 +169,8 @@ static int run_jsonl(const opts *o, const nnt_tokenizer *tok, int64_t vocab)
 {
     jsonl_opts j = {o->seq, o->pack, o->too_long == 1,
                     cli_chat_template(cli_chat_templates[o->chat_template]),
-                    o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1};
+                    o->tokenizer_config, o->json, o->chat_date, NULL, o->loss == 1,
+                    o->loss == 2};
     jsonl_stats st;
     int rc = tokenize_jsonl(tok, &j, o->inputs, o->ninputs, o->out,
                             o->bits < 0 ? 0 : o->bits == BITS_32 ? 32 : 16, vocab, &st);

@@ -619,7 +619,7 @@ static int jsonl_data(trainer *t, const char *option, const char **path, int whi
     jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,
                      cli_chat_template(cli_chat_templates[o->jsonl_template]),
                      o->jsonl_tokenizer_config, json, o->jsonl_chat_date, "nnt-train",
-                     o->jsonl_loss == 1};
+                     o->jsonl_loss == 1, o->jsonl_loss == 2};
     jsonl_stats st;
     char *inputs[1] = {(char *)*path};
     rc = make_dirs(o->out_dir) ? 1 : tokenize_jsonl(tok, &jo, inputs, 1, out, 0, vocab, &st);

@@ -87,6 +87,7 @@ int tokenize_jsonl(const nnt_tokenizer *tok, const jsonl_opts *o, char **inputs,
     so.chat_template = o->chat_template;
     so.date = o->chat_date;
     so.all_tokens = o->all_tokens;
+    so.assistant_only = o->assistant_only;
     nnt_sft *s = NULL;
     int rc = nnt_sft_create(tok, &so, &s);
     free(found);

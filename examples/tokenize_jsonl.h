@@ -15,6 +15,7 @@ typedef struct jsonl_opts {
     const char *chat_date;            /* Llama 3.1+'s "Today Date"; NULL: the template's */
     const char *program;              /* its messages' prefix; NULL: "nnt-tokenize"      */
     int all_tokens;                   /* 1: every token counts (nnt_sft_options)          */
+    int assistant_only;               /* 1: a completion's assistant turns alone count   */
 } jsonl_opts;
 
 typedef struct jsonl_stats {

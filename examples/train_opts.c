@@ -28,7 +28,7 @@ static const char *const off_on[] = {"off", "on", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = nnt_precision */
 /* = nnt_distribution */
 static const char *const distributions[] = {"root", "sharded", "data", NULL};
-static const char *const losses[] = {"answers", "all", NULL};
+static const char *const losses[] = {"answers", "all", "assistant", NULL};
 static const char *const too_long[] = {"cut", "refuse", NULL};
 
 #define BIG CLI_BIG
@@ -83,8 +83,9 @@ static const cli_option table[] = {
     OPT_CHOICE("chat-template", jsonl_template, cli_chat_templates, "auto", 0, "NAME",
                CLI_CHAT_TEMPLATE_LIST " for \"messages\"\n(default auto: the "
                "tokenizer_config.json's, when\nnnt knows it)"),
-    OPT_CHOICE("loss", jsonl_loss, losses, NULL, 0, "answers|all", "the tokens that count: "
-               "the answers (default) or all"),
+    OPT_CHOICE("loss", jsonl_loss, losses, NULL, 0, "answers|all|assistant", "the tokens "
+               "that count: the answers (default), all, or\nthe assistant turns alone (a "
+               "completion's tool\nresponses not)"),
     OPT_FLAG("pack", jsonl_pack, 0, "several whole examples a row (default one a row)"),
     OPT_CHOICE("too-long", jsonl_too_long, too_long, "cut", 0, "cut|refuse",
                "an example longer than T (default cut)"),

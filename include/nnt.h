@@ -1736,9 +1736,16 @@ typedef struct nnt_sft_options {
     int no_thinking;              /* 1: Qwen3's prompts end with an empty think block, as its
                                      template's enable_thinking=False renders them (other
                                      templates refuse it); 0: the model thinks first        */
+    /* new in 0.4 (a size without it gets 0) */
+    int assistant_only;           /* 1: a conversational prompt/completion counts the
+                                     assistant turns of its completion only (not its tool
+                                     responses), rendered as the training template renders
+                                     them (TRL's assistant_only_loss); 0: the whole
+                                     completion, as published (TRL's default). Not with
+                                     all_tokens                                             */
 } nnt_sft_options;
 
-#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL, 0, 0 }
+#define NNT_SFT_OPTIONS_INIT { sizeof(nnt_sft_options), NULL, NNT_CHAT_AUTO, NULL, 0, 0, 0 }
 
 /* tok must outlive the encoder. A chat template nnt does not recognise is NNT_E_UNSUPPORTED
  * naming it; the file unreadable NNT_E_IO, malformed NNT_E_FORMAT. */

@@ -290,10 +290,16 @@ run_ok jsonl-tools-llama --jsonl --seq 1536 --tokenizer-json "$sft/llama3_1/toke
 same_rows jsonl-tools-llama "$tmp/lt.bin" 1536 6 "$sft/llama3_1.tool_expected"
 # gpt-oss's (harmony: the tools as a TypeScript namespace, calls on the commentary channel),
 # dated as the fixtures
-run_ok jsonl-tools-gptoss --jsonl --seq 1024 --chat-date 2025-02-03 --tokenizer-json \
+run_ok jsonl-tools-gptoss --jsonl --seq 2048 --chat-date 2025-02-03 --tokenizer-json \
     "$sft/gpt_oss/tokenizer.json" --out "$tmp/ot.bin" "$sft/tool_records.jsonl" \
     "$sft/gptoss_tool_records.jsonl"
-same_rows jsonl-tools-gptoss "$tmp/ot.bin" 1024 6 "$sft/gpt_oss.tool_expected"
+same_rows jsonl-tools-gptoss "$tmp/ot.bin" 2048 8 "$sft/gpt_oss.tool_expected"
+# --loss assistant (TRL's assistant_only_loss): prompt/completion records whose completions
+# hold calls, tool responses and answers; the responses do not count
+run_ok jsonl-tools-assistant --jsonl --seq 1056 --loss assistant --tokenizer-json \
+    "$sft/qwen2_5/tokenizer.json" --out "$tmp/qa.bin" "$sft/tool_pcu.jsonl" \
+    "$sft/qwen_tool_pcu.jsonl"
+same_rows jsonl-tools-assistant "$tmp/qa.bin" 1056 6 "$sft/qwen2_5.tool_pc_assistant_expected"
 # refusals, naming the line
 printf '{"text": "fine"}\n\n{"prompt": "Q", "completion": "A"\n' > "$tmp/broken.jsonl"
 expect_status jsonl-broken 1 "broken.jsonl:3: nnt_sft_encode: the record" --jsonl --seq 64 \

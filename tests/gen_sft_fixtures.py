@@ -885,6 +885,18 @@ def last_turn(msgs):
     return max(i for i, m in enumerate(msgs) if m["role"] in ("user", "tool", "ipython"))
 
 
+def user_split(recs):
+    """The records as prompt/completion split at their last user message (the completion:
+    the calls, the responses and the answers after it)."""
+    out = []
+    for r in recs:
+        pc = split_at_last_user(r["messages"])
+        if pc:
+            out.append(dict({k: v for k, v in r.items() if k != "messages"},
+                            prompt=pc[0], completion=pc[1]))
+    return out
+
+
 def tool_fixtures(args):
     """Tool use. SET.jsonl for TOOL_RECORD_SETS; SET_prompts.jsonl: each conversation up to
     its last user or tool message with its tools (records with chat_template_kwargs left out);
@@ -892,7 +904,9 @@ def tool_fixtures(args):
     NAME.tool_expected (SFTTrainer with assistant_only_loss, the training template as in
     NAME.expected; for Llama 3.1 and 3.2 llama31_tool_training), NAME.tool_prompts
     (apply_chat_template(..., tools=..., add_generation_prompt=True)), NAME.tool_pc_expected
-    (SFTTrainer's defaults)."""
+    (SFTTrainer's defaults); SET_pcu.jsonl: split at the last user message instead,
+    NAME.tool_pc_assistant_expected: those with assistant_only_loss (the training template;
+    of the completion its assistant turns count, its tool responses not)."""
     for set_name, recs in TOOL_RECORD_SETS.items():
         with open(os.path.join(args.out, set_name + ".jsonl"), "w") as f:
             for r in recs:
@@ -903,6 +917,10 @@ def tool_fixtures(args):
                 if "chat_template_kwargs" not in r:
                     f.write(json.dumps(dict(r, messages=r["messages"][:last_turn(r["messages"]) + 1]),
                                        ensure_ascii=False) + "\n")
+        with open(os.path.join(args.out, set_name.replace("records", "pcu") + ".jsonl"),
+                  "w") as f:
+            for r in user_split(recs):
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
         with open(os.path.join(args.out, set_name.replace("records", "pc") + ".jsonl"),
                   "w") as f:
             for r in recs:
@@ -918,7 +936,7 @@ def tool_fixtures(args):
         model = tiny_llama_for(d)
         date = LLAMA32_DATE if name == "llama3_2" else None
         training = llama31_tool_training(tok.chat_template) if name.startswith("llama") else None
-        expected, prompts, pc = [], [], []
+        expected, prompts, pc, pc_assistant = [], [], [], []
         for set_name in set_names:
             recs = [dict(r, chat_template_kwargs=dict(r.get("chat_template_kwargs", {}),
                                                       date_string=date)) if date else r
@@ -943,8 +961,13 @@ def tool_fixtures(args):
                                       prompt=r["messages"][:k], completion=r["messages"][k:]))
             for group in one_dataset_each([split]):
                 pc += tool_trl_lines(d, group, model, None)
+            # split at the last user message: completions of calls, responses and answers
+            for group in one_dataset_each([user_split(recs)]):
+                pc_assistant += tool_trl_lines(d, group, model, training,
+                                               assistant_only_loss=True)
         for suffix, lines in (("tool_expected", expected), ("tool_prompts", prompts),
-                              ("tool_pc_expected", pc)):
+                              ("tool_pc_expected", pc),
+                              ("tool_pc_assistant_expected", pc_assistant)):
             with open(os.path.join(args.out, f"{name}.{suffix}"), "w") as f:
                 f.writelines(lines)
         print(name, "tools:", len(expected) // 2, "records,", len(prompts), "prompts,",

@@ -320,7 +320,7 @@ sft_gptoss_kwargs_kept|lib/data/sft.c|s@        s->effort = s->identity = NULL;@
 sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OSS \&\& localtime_r(\&now, \&tm))@    else if (0)@|gpt-oss: by default dated 26 Jul 2024, not today (strftime_now)
 sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
 train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
-train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1};@                     0};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
+train_jsonl_loss_ignored|examples/nnt_train.c|s@                     o->jsonl_loss == 1, o->jsonl_loss == 2};@                     0, o->jsonl_loss == 2};@|nnt-train: --loss all of .jsonl data ignored (the answers only)
 generate_chat_date_ignored|examples/nnt_generate.c|s@    so.date = o->chat_date;@    so.date = NULL;@|nnt-generate: --chat-date not passed on (the template dated today)
 min_rank_ram_whole_node|lib/mpi/mpi.c|s@    if (!(o->mem_cpu_mib > 0) \&\& \*node_ranks > 1)@    if (0)@|MPI: the smallest rank memory counted as its whole node, not its share of it
 sft_qwen3_thinking_first|lib/data/sft.c|s@                 : qwen3 ? reasoning_of(m, QWEN3_REASONING, \&bad) : NULL;@                 : qwen3 ? reasoning_of(m, GPTOSS_THINKING, \&bad) : NULL;@|Qwen3: a thinking taken over the reasoning_content of the message (not the order transformers aliases them in)
@@ -333,6 +333,7 @@ tools_qwen_system_twice|lib/data/sft.c|s@    s->system_done = 1;@    s->system_d
 tools_llama_header|lib/data/sft.c|s@>ipython<@>tool<@|tools, Llama 3.1: a tool response under a tool header, not ipython
 tools_llama_empty_list|lib/data/sft.c|s@^    if (s->tools)$@    if (s->tools \&\& s->tools->n > 0)@|tools, Llama 3.1: an empty list of tools renders nothing (the templates render their boilerplate)
 tools_llama_kwarg_inverted|lib/data/sft.c|s@s->tools_in_system = !v->b;@s->tools_in_system = v->b;@|tools, Llama 3.1: tools_in_user_message read the wrong way round
+sft_assistant_only_ignored|lib/data/sft.c|s@    s->assistant_only = o.assistant_only;@    s->assistant_only = 0;@|prompt/completion: assistant_only ignored (the completion tool responses counted, the published template)
 tojson_indent_separator|lib/data/tojson.c|s@indent < 0 ? ", " : ","@", "@|tojson: the lines of indent=4 end with a comma and a space
 tojson_exponent_from_17|lib/data/tojson.c|s@exp10 >= 16)@exp10 >= 17)@|tojson: 1e16 written as 10000000000000000.0, not 1e+16 as Python
 tojson_no_neighbours|lib/data/tojson.c|s@if (strtod(up, NULL) == x .. strtod(down, NULL) == x) {@if (0) {@|tojson: a power of two given 17 digits where Python finds 16 next to the nearest

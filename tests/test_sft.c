@@ -572,6 +572,18 @@ START_TEST(test_tools)
     ck_assert_int_eq(npc, PCS[_i]);
     ck_assert_int_eq(nprompt, PROMPTS[_i]);
     nnt_sft_destroy(s);
+    /* assistant_only (TRL's assistant_only_loss): the records split at their last user
+     * message, whose completions hold calls, tool responses and answers: the training
+     * template's rendering, the completion's assistant turns alone counted */
+    so.assistant_only = 1;
+    EXPECT_OK(nnt_sft_create(tok, &so, &s));
+    int nau = 0;
+    for (int k = 0; k < 3 && SETS[_i][k]; k++) {
+        snprintf(file, sizeof file, "%s_pcu.jsonl", SETS[_i][k]);
+        nau += compare_against(s, name, "tool_pc_assistant_expected", file, 0, nau);
+    }
+    ck_assert_int_eq(nau, RECORDS[_i]);
+    nnt_sft_destroy(s);
     nnt_tokenizer_destroy(tok);
 }
 END_TEST
@@ -682,6 +694,19 @@ START_TEST(test_tool_refusals)
         nnt_sft *s = open_sft(tok, cfg, NNT_CHAT_AUTO);
         expect_refused(s, BAD[k].record, BAD[k].says);
         nnt_sft_destroy(s);
+        nnt_tokenizer_destroy(tok);
+    }
+    /* assistant_only is 0 or 1, and not with all_tokens */
+    {
+        char cfg[4300];
+        nnt_tokenizer *tok = load_tokenizer("qwen2_5", cfg, sizeof cfg);
+        nnt_sft_options so = NNT_SFT_OPTIONS_INIT;
+        nnt_sft *s = NULL;
+        so.tokenizer_config = cfg;
+        so.assistant_only = 1, so.all_tokens = 1;
+        EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "not with all_tokens");
+        so.assistant_only = 2, so.all_tokens = 0;
+        EXPECT_FAIL_MSG(nnt_sft_create(tok, &so, &s), NNT_E_INVAL, "assistant_only 2");
         nnt_tokenizer_destroy(tok);
     }
     /* transformers drops a message's null values: tool_calls null is no call, content null

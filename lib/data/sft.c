@@ -75,6 +75,7 @@ struct nnt_sft {
     size_t acap, bcap;
     sbuf text;                    /* the rendered text                                       */
     int all_tokens;               /* every token counts (nnt_sft_options.all_tokens)         */
+    int assistant_only;           /* prompt/completion: its assistant turns alone count     */
     int no_thinking;              /* Qwen3 prompts: enable_thinking=False                    */
     int prompt;                   /* rendering a prompt for generation (nnt_sft_encode_prompt) */
     int published;                /* rendering as the published template does (a prompt, and
@@ -495,6 +496,9 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
         return nnt_fail(NULL, NNT_E_INVAL, "%s: chat_template %d", fn, (int)o.chat_template);
     if (o.all_tokens != 0 && o.all_tokens != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: all_tokens %d (use 0 or 1)", fn, o.all_tokens);
+    if ((o.assistant_only != 0 && o.assistant_only != 1) || (o.assistant_only && o.all_tokens))
+        return nnt_fail(NULL, NNT_E_INVAL, "%s: assistant_only %d (use 0 or 1; not with "
+                        "all_tokens)", fn, o.assistant_only);
     if (o.no_thinking != 0 && o.no_thinking != 1)
         return nnt_fail(NULL, NNT_E_INVAL, "%s: no_thinking %d (use 0 or 1)", fn,
                         o.no_thinking);
@@ -506,6 +510,7 @@ NNT_API int nnt_sft_create(const nnt_tokenizer *tok, const nnt_sft_options *opts
         return nnt_fail(NULL, NNT_E_NOMEM, "%s: out of host memory", fn);
     s->tok = tok;
     s->all_tokens = o.all_tokens;
+    s->assistant_only = o.assistant_only;
     s->no_thinking = o.no_thinking;
     s->tmpl = o.chat_template == NNT_CHAT_AUTO ? NNT_CHAT_NONE : o.chat_template;
     int rc = o.tokenizer_config
@@ -1680,14 +1685,16 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
  * prompt/completion by default (completion_only_loss, the tokenizer's own template): the
  * prompt rendered with the generation prompt (as nnt_sft_encode_prompt), then the prompt and
  * the completion as one conversation without it; the tokens from where the two first differ
- * count. Both rendered as the published template renders them. */
+ * count. Both rendered as the published template renders them; with assistant_only (TRL's
+ * assistant_only_loss) both as the training template renders them, and of the completion
+ * the assistant turns' tokens alone count. */
 static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *completion)
 {
     static const char fn[] = "nnt_sft_encode";
     if (prompt->n == 0 || completion->n == 0)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: %s: nothing to learn", fn, prompt->n == 0
                         ? "an empty list of prompt messages" : "an empty completion");
-    s->prompt = 1, s->published = 1;
+    s->prompt = 1, s->published = !s->assistant_only;
     int rc = encode_messages(s, prompt);
     s->prompt = 0;
     size_t np = s->n;
@@ -1706,7 +1713,10 @@ static int encode_conversation_pc(nnt_sft *s, const jv *prompt, const jv *comple
     }
     if (rc == 0) {   /* the completion: from where the prompt's ids and these differ */
         size_t same = common_prefix(ids, np, s->ids, s->n);
-        memset(s->counts + same, 1, s->n - same);
+        if (s->assistant_only)   /* (its assistant turns counted by encode_messages) */
+            memset(s->counts, 0, same);
+        else
+            memset(s->counts + same, 1, s->n - same);
     }
     s->published = 0;
     free(all.items);
