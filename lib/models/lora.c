@@ -42,9 +42,10 @@ typedef struct lora_module {
     int router;               /* a MoE layer's router                                       */
     int interleaved;          /* an expert's: the stack's gate and up rows alternate
                                  (gpt-oss), not gate's then up's (transformers 5's)          */
-    char param[MODULE_MAX];   /* PEFT's target parameter: an expert's module its stacked
-                                 tensor's HF name ("model.layers.0.mlp.experts.gate_up_proj"),
-                                 a router its weight's; else ""                              */
+    char param[MODULE_MAX + 16];   /* PEFT's target parameter: an expert's module its
+                                      stacked tensor's HF name
+                                      ("model.layers.0.mlp.experts.gate_up_proj"), a router
+                                      its weight's; else ""                                 */
 } lora_module;
 
 typedef int (*module_fn)(const lora_module *m, void *arg);
@@ -266,7 +267,7 @@ static int add_one(const lora_module *m, void *arg)
     add_pass *a = arg;
     const char *last = strrchr(m->hf, '.');   /* the family's name of the module */
     last = last ? last + 1 : m->hf;
-    char named[MODULE_MAX + 16];   /* the experts' by their stacks' names */
+    char named[MODULE_MAX + 32];   /* the experts' by their stacks' names */
     if (m->expert >= 0) {   /* (not the family's per-expert names: Mixtral's w2) */
         const char *stack = strrchr(m->param, '.');
         snprintf(named, sizeof named, "experts.%s", stack ? stack + 1 : m->param), last = named;
