@@ -316,7 +316,7 @@ sft_gptoss_last_alias_wins|lib/data/sft.c|s@        if (!found \&\& v \&\& v->ty
 sft_gptoss_channel_tags_taken|lib/data/sft.c|s@        NNT_TRY(gptoss_no_channel(\*content, i, "content"));@        (void)0;@|gpt-oss: an assistant content holding a channel tag rendered, not refused as the template refuses it
 sft_gptoss_date_string_taken|lib/data/sft.c|s@            if (s->tmpl != NNT_CHAT_GPT_OSS)   /\* (gpt-oss@            if (1)   /* (gpt-oss@|gpt-oss: the date_string of chat_template_kwargs taken for its date (its template reads strftime_now alone)
 sft_gptoss_effort_ignored|lib/data/sft.c|s@    NNT_TRY(s->effort ? put(s, s->effort->s, s->effort->len) : puts0(s, "medium"));@    NNT_TRY(puts0(s, "medium"));@|gpt-oss: the reasoning_effort of chat_template_kwargs ignored
-sft_gptoss_kwargs_kept|lib/data/sft.c|s@        s->effort = s->identity = NULL;@        (void)0;@|gpt-oss: the reasoning_effort and model_identity of a record kept for the records after it
+sft_gptoss_kwargs_kept|lib/data/sft.c|s@    s->effort = s->identity = s->tools = NULL;@    s->tools = NULL;@|gpt-oss: the reasoning_effort and model_identity of a record kept for the records after it
 sft_gptoss_default_date|lib/data/sft.c|s@    else if (s->tmpl == NNT_CHAT_GPT_OSS \&\& localtime_r(\&now, \&tm))@    else if (0)@|gpt-oss: by default dated 26 Jul 2024, not today (strftime_now)
 sft_gptoss_generation_prompt|lib/data/sft.c|s@    if (t == NNT_CHAT_GPT_OSS)@    if (0)@|gpt-oss prompts: the generation prompt of ChatML, not <start>assistant
 train_jsonl_pack_ignored|examples/nnt_train.c|s@    jsonl_opts jo = {o->loop.seq, o->jsonl_pack, o->jsonl_too_long == 0,@    jsonl_opts jo = {o->loop.seq, 0, o->jsonl_too_long == 0,@|nnt-train: --pack of .jsonl data ignored (one example a row)
@@ -327,9 +327,9 @@ sft_qwen3_thinking_first|lib/data/sft.c|s@                 : qwen3 ? reasoning_o
 tools_null_kept|lib/data/sft.c|s@return v \&\& v->type != JV_NULL ? v : NULL;@return v;@|tools: a null value of a message (tool_calls null) taken as given, not dropped as apply_chat_template drops it
 tools_qwen25_call_newline|lib/data/sft.c|s@if (qwen25 @if (0 \&\& qwen25 @|tools, Qwen2.5: no newline before a first tool call after no content
 tools_qwen3_call_newline|lib/data/sft.c|s@\(if (qwen25 ..\) content@\1 (0 \&\& content)@|tools, Qwen3: no newline between the content and the first tool call
-tools_qwen3_string_quoted|lib/data/sft.c|s@if (arguments->type == JV_STR \&\& !qwen25)@if (arguments->type == JV_STR \&\& 0)@|tools, Qwen3: arguments given as a string quoted as JSON, not printed as they are
+tools_qwen3_string_quoted|lib/data/sft.c|s@if (c.arguments->type == JV_STR \&\& !qwen25)@if (c.arguments->type == JV_STR \&\& 0)@|tools, Qwen3: arguments given as a string quoted as JSON, not printed as they are
 tools_qwen_turn_not_shared|lib/data/sft.c|s@if (!prev .. strcmp(prev->s, "tool") != 0)@if (1)@|tools, Qwen: each tool response opens a user turn of its own (consecutive ones share one)
-tools_qwen_system_twice|lib/data/sft.c|s@    s->system_done = 1;@    s->system_done = 0;@|tools, Qwen2.5: the default system message again after the tools block
+tools_qwen_default_system_lost|lib/data/sft.c|/^static int chatml_start/,/^}/s@    else if (s->tmpl == NNT_CHAT_QWEN2_5)@    else if (0)@|tools, Qwen2.5: its tools block without the default system message
 tools_llama_header|lib/data/sft.c|s@>ipython<@>tool<@|tools, Llama 3.1: a tool response under a tool header, not ipython
 tools_llama_empty_list|lib/data/sft.c|s@^    if (s->tools)$@    if (s->tools \&\& s->tools->n > 0)@|tools, Llama 3.1: an empty list of tools renders nothing (the templates render their boilerplate)
 tools_llama_kwarg_inverted|lib/data/sft.c|s@s->tools_in_system = !v->b;@s->tools_in_system = v->b;@|tools, Llama 3.1: tools_in_user_message read the wrong way round

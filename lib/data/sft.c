@@ -90,7 +90,6 @@ struct nnt_sft {
     jv tools_tree;                /* "tools" given as a string: its JSON read               */
     int tools_in_system;          /* Llama 3.1+: the tools in the system block
                                      (tools_in_user_message false), not the first user's   */
-    int system_done;              /* the system block is out (no default system message)   */
     const jv *call;               /* gpt-oss: the name of the last tool call (since the last
                                      answer), which a tool's response comes from           */
     int builtin;                  /* gpt-oss: the record's builtin_tools, a non-empty list: 1
@@ -801,12 +800,16 @@ static const jv *field(const jv *m, const char *key)
 static char nothing[1];
 static const jv EMPTY = {JV_STR, 0, nothing, 0, 0, NULL, NULL};   /* content "" */
 
-/* A tool call's function (its "function" object when it has one, else the call itself, as
- * Qwen's and gpt-oss's templates take either; Llama's want the "function" object): its name
- * and arguments (any JSON value; a string Qwen3 prints as it is, the others quote); gpt-oss's
- * content_type, when given, a string. */
-static int call_parts(const jv *call, size_t i, size_t k, nnt_chat_template t,
-                      const jv **name, const jv **arguments)
+/* What the templates read of a tool call: its function's name, arguments (any JSON value; a
+ * string Qwen3 prints as it is, the others quote) and gpt-oss's content_type (NULL: none) */
+typedef struct tool_call {
+    const jv *name, *arguments, *content_type;
+} tool_call;
+
+/* Tool call k of messages[i]: its function is its "function" object when it has one, else
+ * the call itself (Qwen's and gpt-oss's templates take either; Llama's want the "function"
+ * object); checked, into *c. */
+static int call_parts(const jv *call, size_t i, size_t k, nnt_chat_template t, tool_call *c)
 {
     static const char fn[] = "nnt_sft_encode";
     const jv *f = call->type == JV_OBJ ? hft_jv_get(call, "function") : NULL;
@@ -816,14 +819,14 @@ static int call_parts(const jv *call, size_t i, size_t k, nnt_chat_template t,
                         fn, i, k, is_llama31(t) ? "" : " (or {\"name\", \"arguments\"})");
     if (!f)
         f = call;
-    *name = hft_jv_get(f, "name");
-    *arguments = hft_jv_get(f, "arguments");
-    if (!*name || (*name)->type != JV_STR || !*arguments)
+    c->name = hft_jv_get(f, "name");
+    c->arguments = hft_jv_get(f, "arguments");
+    c->content_type = hft_jv_get(f, "content_type");
+    if (!c->name || c->name->type != JV_STR || !c->arguments)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls[%zu] has %s", fn, i, k,
-                        !*name || (*name)->type != JV_STR ? "no string \"name\""
-                                                          : "no \"arguments\"");
-    const jv *type = hft_jv_get(f, "content_type");
-    if (t == NNT_CHAT_GPT_OSS && type && type->type != JV_STR)
+                        !c->name || c->name->type != JV_STR ? "no string \"name\""
+                                                            : "no \"arguments\"");
+    if (t == NNT_CHAT_GPT_OSS && c->content_type && c->content_type->type != JV_STR)
         return nnt_fail(NULL, NNT_E_FORMAT, "%s: messages[%zu].tool_calls[%zu].content_type is "
                         "not a string", fn, i, k);
     return NNT_OK;
@@ -846,9 +849,9 @@ static int check_calls(const jv *calls, size_t i, nnt_chat_template t)
                         "template takes one a message (%s)", fn, i, calls->n, template_name(t),
                         is_llama31(t) ? "\"This model only supports single tool-calls at "
                                         "once!\"" : "it renders the first alone");
-    const jv *name, *arguments;
+    tool_call c;
     for (size_t k = 0; k < calls->n; k++)
-        NNT_TRY(call_parts(&calls->items[k], i, k, t, &name, &arguments));
+        NNT_TRY(call_parts(&calls->items[k], i, k, t, &c));
     return NNT_OK;
 }
 
@@ -986,6 +989,13 @@ static int is_gemma(nnt_chat_template t)
     return t == NNT_CHAT_GEMMA || t == NNT_CHAT_GEMMA3;
 }
 
+/* The ChatML templates: plain ChatML, and Qwen2.5's, Qwen3's and Qwen3-Instruct-2507's */
+static int is_chatml(nnt_chat_template t)
+{
+    return t == NNT_CHAT_CHATML || t == NNT_CHAT_QWEN2_5 || t == NNT_CHAT_QWEN3 ||
+           t == NNT_CHAT_QWEN3_2507;
+}
+
 /* tokenizer_config.json's bos_token, else the template's */
 static const char *bos_of(const nnt_sft *s)
 {
@@ -1011,36 +1021,35 @@ static int put_qwen_calls(nnt_sft *s, const jv *calls, size_t i, int content)
 {
     int qwen25 = s->tmpl == NNT_CHAT_QWEN2_5;
     for (size_t k = 0; calls && k < calls->n; k++) {
-        const jv *name, *arguments;
-        call_parts(&calls->items[k], i, k, s->tmpl, &name, &arguments);
+        tool_call c;
+        call_parts(&calls->items[k], i, k, s->tmpl, &c);   /* (checked by message_parts) */
         if (qwen25 || content || k > 0)
             NNT_TRY(puts0(s, "\n"));
         NNT_TRY(puts0(s, "<tool_call>\n{\"name\": \""));
-        NNT_TRY(put(s, name->s, name->len));
+        NNT_TRY(put(s, c.name->s, c.name->len));
         NNT_TRY(puts0(s, "\", \"arguments\": "));
-        if (arguments->type == JV_STR && !qwen25)
-            NNT_TRY(put(s, arguments->s, arguments->len));
+        if (c.arguments->type == JV_STR && !qwen25)
+            NNT_TRY(put(s, c.arguments->s, c.arguments->len));
         else
-            NNT_TRY(put_json(s, arguments, -1));
+            NNT_TRY(put_json(s, c.arguments, -1));
         NNT_TRY(puts0(s, "}\n</tool_call>"));
     }
     return NNT_OK;
 }
 
-/* ChatML (and Qwen2.5, with its default system message; Qwen3-Instruct-2507):
+static int render_qwen_tool(nnt_sft *s, const jv *msgs, size_t i, const jv *content);
+
+/* ChatML (and Qwen2.5; Qwen3-Instruct-2507; Qwen3's other messages than an assistant's):
  * <|im_start|>ROLE\nCONTENT<|im_end|>\n; an assistant's "\n" CONTENT "<|im_end|>\n" counts
  * (TRL's qwen2_5_training.jinja), Qwen3-Instruct-2507's without the "\n"
  * (its qwen3_instruct_2507_training.jinja); tool calls after the content (put_qwen_calls;
- * Qwen2.5's "\n" CONTENT only when there is content). */
-static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content,
-                         const jv *calls, turns *a)
+ * Qwen2.5's "\n" CONTENT only when there is content); a tool's response render_qwen_tool's. */
+static int render_chatml(nnt_sft *s, const jv *msgs, size_t i, const jv *role,
+                         const jv *content, const jv *calls, turns *a)
 {
     int assistant = strcmp(role->s, "assistant") == 0, called = calls && calls->n > 0;
-    if (i == 0 && s->system && !s->system_done && strcmp(role->s, "system")) {
-        NNT_TRY(puts0(s, "<|im_start|>system\n"));
-        NNT_TRY(puts0(s, s->system));
-        NNT_TRY(puts0(s, "<|im_end|>\n"));
-    }
+    if (is_tool_role(role->s, s->tmpl))
+        return render_qwen_tool(s, msgs, i, content);
     NNT_TRY(puts0(s, "<|im_start|>"));
     NNT_TRY(put(s, role->s, role->len));
     size_t newline = s->text.n;
@@ -1056,15 +1065,25 @@ static int render_chatml(nnt_sft *s, size_t i, const jv *role, const jv *content
     return NNT_OK;
 }
 
-/* Qwen's system block with tools (a non-empty list): <|im_start|>system\n, the first system
- * message's content (Qwen2.5: else its default one) and "\n\n", then the tools, each as
- * tojson writes it on a line of its own in <tools></tools>, and how to call them; *skip 1
- * when the first message was the system one. */
-static int qwen_tools_start(nnt_sft *s, const jv *msgs, int *skip)
+/* ChatML's start (Qwen's too): without tools, the default system message (SmolLM2's,
+ * Qwen2.5's) when the first message is not a system one; with tools (a non-empty list), Qwen's
+ * system block: <|im_start|>system\n, the first system message's content (Qwen2.5: else its
+ * default one) and "\n\n", then the tools, each as tojson writes it on a line of its own in
+ * <tools></tools>, and how to call them; *skip 1 when the first message went into it. */
+static int chatml_start(nnt_sft *s, const jv *msgs, int *skip)
 {
     const jv *role = field(&msgs->items[0], "role");
     const jv *content = field(&msgs->items[0], "content");
-    *skip = strcmp(role->s, "system") == 0;
+    int system = strcmp(role->s, "system") == 0;
+    *skip = 0;
+    if (!s->tools || s->tools->n == 0) {
+        if (!s->system || system)
+            return NNT_OK;
+        NNT_TRY(puts0(s, "<|im_start|>system\n"));
+        NNT_TRY(puts0(s, s->system));
+        return puts0(s, "<|im_end|>\n");
+    }
+    *skip = system;
     NNT_TRY(puts0(s, "<|im_start|>system\n"));
     if (*skip)
         NNT_TRY(put(s, content->s, content->len));
@@ -1079,7 +1098,6 @@ static int qwen_tools_start(nnt_sft *s, const jv *msgs, int *skip)
         NNT_TRY(puts0(s, "\n"));
         NNT_TRY(put_json(s, &s->tools->items[k], -1));
     }
-    s->system_done = 1;
     return puts0(s, "\n</tools>\n\nFor each function call, return a json object with function "
                     "name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
                     "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
@@ -1143,14 +1161,14 @@ static int put_trimmed(nnt_sft *s, size_t i, int assistant, const jv *content, c
  * rendered: the templates drop it) */
 static int render_llama_call(nnt_sft *s, size_t i, const jv *calls, turns *a)
 {
-    const jv *name, *arguments;
-    call_parts(&calls->items[0], i, 0, s->tmpl, &name, &arguments);
+    tool_call c;
+    call_parts(&calls->items[0], i, 0, s->tmpl, &c);   /* (checked by message_parts) */
     NNT_TRY(puts0(s, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
     a->at[2 * a->n] = s->text.n;
     NNT_TRY(puts0(s, "{\"name\": \""));
-    NNT_TRY(put(s, name->s, name->len));
+    NNT_TRY(put(s, c.name->s, c.name->len));
     NNT_TRY(puts0(s, "\", \"parameters\": "));
-    NNT_TRY(put_json(s, arguments, -1));
+    NNT_TRY(put_json(s, c.arguments, -1));
     NNT_TRY(puts0(s, "}<|eot_id|>"));
     a->at[2 * a->n++ + 1] = s->text.n;
     return NNT_OK;
@@ -1344,11 +1362,12 @@ static const char *after_last(const char *text, size_t n, const char *what, size
  * its first </think> and that </think> (newlines stripped), ANSWER what follows its last
  * </think> (leading newlines stripped), then the tool calls (put_qwen_calls). Users, and
  * system messages after the first, are ChatML. */
-static int render_qwen3(nnt_sft *s, size_t i, int last, const jv *role, const jv *content,
-                        const jv *reasoning, const jv *calls, turns *a)
+static int render_qwen3(nnt_sft *s, const jv *msgs, size_t i, const jv *role,
+                        const jv *content, const jv *reasoning, const jv *calls, turns *a)
 {
+    int last = i + 1 == msgs->n;
     if (strcmp(role->s, "assistant") != 0)   /* Qwen3 has no default system message */
-        return render_chatml(s, i, role, content, NULL, a);
+        return render_chatml(s, msgs, i, role, content, NULL, a);
     const char *answer = content->s, *think = "", *close;
     size_t alen = content->len, tlen = 0;
     if (reasoning) {
@@ -1493,9 +1512,8 @@ static int final_after(const jv *msgs, size_t i)
 static int render_gptoss_call(nnt_sft *s, const jv *msgs, size_t i, const jv *content,
                               const jv *thinking, const jv *calls, turns *a)
 {
-    const jv *name, *arguments, *f = hft_jv_get(&calls->items[0], "function");
-    call_parts(&calls->items[0], i, 0, s->tmpl, &name, &arguments);
-    const jv *type = hft_jv_get(f && f->type == JV_OBJ ? f : &calls->items[0], "content_type");
+    tool_call c;
+    call_parts(&calls->items[0], i, 0, s->tmpl, &c);   /* (checked by message_parts) */
     const jv *analysis = content->len > 0 ? content
                          : thinking && thinking->len > 0 ? thinking : NULL;
     a->at[2 * a->n] = s->text.n;
@@ -1505,14 +1523,15 @@ static int render_gptoss_call(nnt_sft *s, const jv *msgs, size_t i, const jv *co
         NNT_TRY(puts0(s, "<|end|>"));
     }
     NNT_TRY(puts0(s, "<|start|>assistant to=functions."));
-    NNT_TRY(put(s, name->s, name->len));
+    NNT_TRY(put(s, c.name->s, c.name->len));
     NNT_TRY(puts0(s, "<|channel|>commentary "));
-    NNT_TRY(type ? put(s, type->s, type->len) : puts0(s, "json"));
+    NNT_TRY(c.content_type ? put(s, c.content_type->s, c.content_type->len)
+                           : puts0(s, "json"));
     NNT_TRY(puts0(s, "<|message|>"));
-    NNT_TRY(put_json(s, arguments, -1));
+    NNT_TRY(put_json(s, c.arguments, -1));
     NNT_TRY(puts0(s, "<|call|>"));
     a->at[2 * a->n++ + 1] = s->text.n;
-    s->call = name;
+    s->call = c.name;
     return NNT_OK;
 }
 
@@ -1625,13 +1644,11 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
                         has_tools(s->tmpl) ? " or a tool's" : "", role->s);
     int skip = 0;
     const jv *prefix = NULL;   /* Gemma 3: the first system message's content */
-    s->system_done = 0;
     s->call = NULL;
     if (s->tmpl == NNT_CHAT_QWEN3)   /* (its renderer alone reads it) */
         s->last_query = last_query(msgs);
-    if (s->tools && s->tools->n > 0 && has_tools(s->tmpl) && !is_llama31(s->tmpl) &&
-        s->tmpl != NNT_CHAT_GPT_OSS)   /* (Qwen's) */
-        NNT_TRY(qwen_tools_start(s, msgs, &skip));
+    if (is_chatml(s->tmpl))
+        NNT_TRY(chatml_start(s, msgs, &skip));
     else if (is_llama31(s->tmpl))
         NNT_TRY(render_llama31_system(s, msgs, &skip));
     else if (s->tmpl == NNT_CHAT_LLAMA3)
@@ -1650,10 +1667,8 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
             NNT_TRY(render_gemma(s, i, i - (size_t)skip, role, content, prefix, &a));
         else if (s->tmpl == NNT_CHAT_LLAMA3 || is_llama31(s->tmpl))
             NNT_TRY(render_llama3(s, i, role, content, calls, &a));
-        else if (is_tool_role(role->s, s->tmpl) && s->tmpl != NNT_CHAT_GPT_OSS)   /* (Qwen's) */
-            NNT_TRY(render_qwen_tool(s, msgs, i, content));
         else if (s->tmpl == NNT_CHAT_QWEN3)
-            NNT_TRY(render_qwen3(s, i, i + 1 == msgs->n, role, content, reasoning, calls, &a));
+            NNT_TRY(render_qwen3(s, msgs, i, role, content, reasoning, calls, &a));
         else if (is_phi3(s->tmpl))
             NNT_TRY(render_phi3(s, role, content, &a));
         else if (s->tmpl == NNT_CHAT_DEEPSEEK_R1)
@@ -1661,7 +1676,7 @@ static int encode_messages(nnt_sft *s, const jv *msgs)
         else if (s->tmpl == NNT_CHAT_GPT_OSS)
             NNT_TRY(render_gptoss(s, msgs, i, role, content, reasoning, calls, &a));
         else
-            NNT_TRY(render_chatml(s, i, role, content, calls, &a));
+            NNT_TRY(render_chatml(s, msgs, i, role, content, calls, &a));
     }
     if (is_phi3(s->tmpl) && !s->prompt)
         NNT_TRY(phi3_end(s, role, &a));
@@ -1967,8 +1982,6 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
             memset(s->counts, 1, s->n);
         s->no_thinking = no_thinking;
         memcpy(s->date, date, sizeof date);
-        s->effort = s->identity = NULL;   /* (strings of the record's tree, freed below) */
-        s->builtin = 0;
     }
     else if (!messages || (root.type == JV_OBJ && root.n != 1 + (tools != NULL)))
         rc = nnt_fail(NULL, NNT_E_FORMAT, "%s: a prompt is a record {\"messages\": [...]} (or "
@@ -1976,10 +1989,11 @@ static int encode_json(nnt_sft *s, const char *record, size_t len, int prompt)
                       "messages alone", fn);
     else if (!tools || (rc = record_tools(s, tools)) == 0)
         rc = encode_messages(s, messages);
+    /* what held for this record alone: options back, the record's tree's values gone */
     s->prompt = 0;
     s->published = 0;
-    s->tools = NULL;   /* (of the record's tree, freed here) */
-    s->tools_in_system = 0;
+    s->effort = s->identity = s->tools = NULL;
+    s->builtin = s->tools_in_system = 0;
     hft_jv_free(&s->tools_tree);
     hft_jv_free(&root);
     return rc;
