@@ -57,16 +57,25 @@ static int put_string(sbuf *b, const char *s, size_t n)
     return puts0(b, "\"");
 }
 
-/* buf ("d.ddde+XX", %e's form) with its last digit moved by step (+1 or -1), carried */
-static void nudge(char *buf, int step)
+/* The digits (into digits, no point; their number returned) and the exponent of buf,
+ * "d.ddde+XX" (%e's form) */
+static size_t e_digits(const char *buf, char *digits, int *exp10)
 {
-    char *e = strchr(buf, 'e'), digits[24];
-    int exp10 = atoi(e + 1);
+    const char *e = strchr(buf, 'e');
     size_t n = 0;
-    for (char *p = buf; p < e; p++)
+    *exp10 = atoi(e + 1);
+    for (const char *p = buf; p < e; p++)
         if (*p >= '0' && *p <= '9')
             digits[n++] = *p;
-    size_t k = n;
+    return n;
+}
+
+/* buf (%e's form) with its last digit moved by step (+1 or -1), carried */
+static void nudge(char *buf, int step)
+{
+    char digits[24];
+    int exp10;
+    size_t n = e_digits(buf, digits, &exp10), k = n;
     while (k-- > 0) {   /* add step to the last digit, carrying */
         int d = digits[k] - '0' + step;
         digits[k] = (char)('0' + (d + 10) % 10);
@@ -100,17 +109,13 @@ static void shortest_digits(double x, char *digits, int *exp10)
         memcpy(down, buf, sizeof down);
         nudge(up, +1);
         nudge(down, -1);
-        if (strtod(up, NULL) == x || strtod(down, NULL) == x) {
-            memcpy(buf, strtod(up, NULL) == x ? up : down, sizeof buf);
+        int above = strtod(up, NULL) == x;
+        if (above || strtod(down, NULL) == x) {
+            memcpy(buf, above ? up : down, sizeof buf);
             break;
         }
     }
-    char *e = strchr(buf, 'e');
-    *exp10 = atoi(e + 1);
-    size_t n = 0;
-    for (char *p = buf; p < e; p++)
-        if (*p >= '0' && *p <= '9')
-            digits[n++] = *p;
+    size_t n = e_digits(buf, digits, exp10);
     while (n > 1 && digits[n - 1] == '0')
         n--;
     digits[n] = '\0';

@@ -551,6 +551,17 @@ static int each_peft(nnt_layer *model, const nnt_family *f, peft_fn fn, void *ar
     return each_module(model, f, peft_of_module, &p);
 }
 
+/* The tensors part[0..n) one after the other in buf: copied into it (load 0) or from it */
+static int parts_io(nnt_tensor *const *part, int n, float *buf, int load)
+{
+    for (int i = 0; i < n; buf += numel_of(part[i]), i++) {
+        size_t bytes = (size_t)numel_of(part[i]) * sizeof *buf;
+        NNT_TRY(load ? nnt_tensor_copy_from_host(part[i], buf, bytes)
+                     : nnt_tensor_copy_to_host(part[i], buf, bytes));
+    }
+    return NNT_OK;
+}
+
 /* Between an experts' stack of the file (buf, t->rows x t->cols floats) and the experts'
  * adapters: A's rows expert after expert; B's column j E + e expert e's column j, its rows
  * the parts' (gate_up_proj: gate's then up's, or alternating when interleaved). */
@@ -565,15 +576,12 @@ static int stack_io(const peft_tensor *t, float *buf, int load)
     for (int64_t e = 0; rc == 0 && e < E; e++) {
         gl_lora *lo = expert_lora(t->moe, t->stack, e);
         if (!t->is_b) {   /* A_e (r, in): rows e r .. */
-            rc = load ? nnt_tensor_copy_from_host(lo->a, buf + e * n, (size_t)n * sizeof *buf)
-                      : nnt_tensor_copy_to_host(lo->a, buf + e * n, (size_t)n * sizeof *buf);
+            rc = parts_io(&lo->a, 1, buf + e * n, load);
             continue;
         }
         int64_t half = lo->nparts == 2 ? numel_of(lo->b[0]) / r : t->rows;   /* gate's rows */
         if (!load)
-            for (int i = 0, at = 0; rc == 0 && i < lo->nparts; at += (int)numel_of(lo->b[i]), i++)
-                rc = nnt_tensor_copy_to_host(lo->b[i], one + at,
-                                             (size_t)numel_of(lo->b[i]) * sizeof *one);
+            rc = parts_io(lo->b, lo->nparts, one, 0);
         for (int64_t o = 0; rc == 0 && o < t->rows; o++) {
             /* file row o: part p's row q, in one (the parts one after the other) */
             int64_t p = lo->nparts == 1 ? 0 : t->interleaved ? o % 2 : o / half;
@@ -586,10 +594,8 @@ static int stack_io(const peft_tensor *t, float *buf, int load)
                     file[j * E] = mine[j];
             }
         }
-        if (load)
-            for (int i = 0, at = 0; rc == 0 && i < lo->nparts; at += (int)numel_of(lo->b[i]), i++)
-                rc = nnt_tensor_copy_from_host(lo->b[i], one + at,
-                                               (size_t)numel_of(lo->b[i]) * sizeof *one);
+        if (rc == 0 && load)
+            rc = parts_io(lo->b, lo->nparts, one, 1);
     }
     free(one);
     return rc;
@@ -621,16 +627,12 @@ static int declare_peft(const peft_tensor *t, void *arg)
 static int write_peft(const peft_tensor *t, void *arg)
 {
     peft_save *s = arg;
-    int64_t at = t->moe ? t->rows * t->cols : 0;
-    if (t->moe)
-        NNT_TRY(stack_io(t, s->buf, 0));
-    for (int i = 0; i < t->nparts; at += t->part_n[i], i++)
-        NNT_TRY(nnt_tensor_copy_to_host(t->part[i], s->buf + at,
-                                        (size_t)t->part_n[i] * sizeof(float)));
+    int64_t total = t->rows * t->cols;
+    NNT_TRY(t->moe ? stack_io(t, s->buf, 0) : parts_io(t->part, t->nparts, s->buf, 0));
     if (t->groups)   /* nnt's q, k, v -> the file's key/value heads one after the other */
         nnt_rows_by_group(s->buf, s->tmp, t->nparts, t->part_n, t->groups, 0);
     s->io = 1;
-    int rc = nnt_st_writer_write(s->w, t->groups ? s->tmp : s->buf, (size_t)at * sizeof(float),
+    int rc = nnt_st_writer_write(s->w, t->groups ? s->tmp : s->buf, (size_t)total * sizeof(float),
                                  s->err, sizeof s->err);
     s->io = rc != 0;
     return rc;
@@ -1047,7 +1049,7 @@ static int load_one(const peft_tensor *t, void *arg)
                             (long long)t->rows, (long long)t->cols);
         return NNT_OK;
     }
-    int64_t total = t->rows * t->cols, at = 0;
+    int64_t total = t->rows * t->cols;
     float *buf = malloc((size_t)total * sizeof *buf + 1);
     float *tmp = t->groups ? malloc((size_t)total * sizeof *tmp + 1) : NULL;
     int rc = buf && (tmp || !t->groups) ? NNT_OK
@@ -1057,10 +1059,8 @@ static int load_one(const peft_tensor *t, void *arg)
         rc = nnt_fail(g->ctx, rc, "%s: %s", g->fn, g->err);
     if (rc == 0 && t->groups)   /* the file's key/value heads one after the other -> nnt's parts */
         nnt_rows_by_group(tmp, buf, t->nparts, t->part_n, t->groups, 1);
-    if (rc == 0 && t->moe)
-        rc = stack_io(t, buf, 1);
-    for (int i = 0; rc == 0 && i < t->nparts; at += t->part_n[i], i++)
-        rc = nnt_tensor_copy_from_host(t->part[i], buf + at, (size_t)t->part_n[i] * sizeof *buf);
+    if (rc == 0)
+        rc = t->moe ? stack_io(t, buf, 1) : parts_io(t->part, t->nparts, buf, 1);
     free(buf);
     free(tmp);
     return rc;
