@@ -661,20 +661,12 @@ def trl_prepare_chat(tok_dir, records, training_template, model, date=None):
     template (training_template None: TRL picks it by the tokenizer's template), or the one
     given. Also the original template's ids of each record (a fresh tokenizer: SFTTrainer
     replaces the template of the one it is given)."""
-    tok = AutoTokenizer.from_pretrained(tok_dir)
     kwargs = {"date_string": date} if date else {}
     rows = [dict(r, chat_template_kwargs=kwargs) for r in records] if date else records
-    with tempfile.TemporaryDirectory() as tmp:
-        path = None
-        if training_template:
-            path = os.path.join(tmp, "training.jinja")
-            with open(path, "w") as f:
-                f.write(training_template)
-        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
-                        assistant_only_loss=True, use_cpu=True, chat_template_path=path)
-        tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows),
-                        processing_class=tok)
-        out = [(list(ex["input_ids"]), list(ex["labels"])) for ex in tr.train_dataset]
+    examples = []
+    trl_lines(tok_dir, rows, model, training_template, examples=examples,
+              assistant_only_loss=True)
+    out = [(list(ex["input_ids"]), list(ex["labels"])) for ex in examples]
     fresh = AutoTokenizer.from_pretrained(tok_dir)
     original = [list(fresh.apply_chat_template(r["messages"], tokenize=True, return_dict=True,
                                                **kwargs, **r.get("chat_template_kwargs", {}))
@@ -772,16 +764,26 @@ def tiny_llama_for(tok_dir):
     return tiny_llama(vocab, 1)
 
 
-def trl_lines(tok_dir, records, model, **options):
+def trl_lines(tok_dir, records, model, training_template=None, dataset=Dataset.from_list,
+              examples=None, **options):
     """SFTTrainer's input_ids and labels of records ("ids ..." and "labels ..." lines) with
-    its defaults and options (SFTConfig fields)."""
+    its defaults and options (SFTConfig fields); training_template its chat_template_path
+    (None: TRL's own choice), dataset what makes the Dataset of the records, examples (a
+    list) receives the prepared examples."""
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
+        path = None
+        if training_template:
+            path = os.path.join(tmp, "training.jinja")
+            with open(path, "w") as f:
+                f.write(training_template)
         cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
-                        use_cpu=True, **options)
-        tr = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(records),
+                        use_cpu=True, chat_template_path=path, **options)
+        tr = SFTTrainer(model=model, args=cfg, train_dataset=dataset(records),
                         processing_class=AutoTokenizer.from_pretrained(tok_dir))
         for ex in tr.train_dataset:
+            if examples is not None:
+                examples.append(ex)
             lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
             lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
     return lines
@@ -975,33 +977,23 @@ def tool_fixtures(args):
 
 
 def tool_trl_lines(tok_dir, records, model, training_template, **options):
-    """trl_lines over json_dataset(records), with training_template as chat_template_path
-    (None: TRL's own choice); checks that the training template renders the original's ids."""
-    lines = []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = None
-        if training_template:
-            path = os.path.join(tmp, "training.jinja")
-            with open(path, "w") as f:
-                f.write(training_template)
-        cfg = SFTConfig(output_dir=tmp, report_to=[], max_length=None, packing=False,
-                        use_cpu=True, chat_template_path=path, **options)
-        tr = SFTTrainer(model=model, args=cfg, train_dataset=json_dataset(records),
-                        processing_class=AutoTokenizer.from_pretrained(tok_dir))
-        fresh = AutoTokenizer.from_pretrained(tok_dir)
-        for r, ex in zip(records, tr.train_dataset):
-            if "messages" in r:
-                tools = r.get("tools")
-                tools = json.loads(tools) if isinstance(tools, str) else tools
-                orig = fresh.apply_chat_template(r["messages"], tools=tools, tokenize=True,
-                                                 return_dict=True,
-                                                 **r.get("chat_template_kwargs", {}))["input_ids"]
-                if list(orig) != list(ex["input_ids"]):
-                    assert os.path.basename(tok_dir) == "qwen3", "the training template differs"
-                    print(os.path.basename(tok_dir), "tools: a record renders other ids than "
-                          "the original template (a think block)")
-            lines.append("ids " + " ".join(map(str, ex["input_ids"])) + "\n")
-            lines.append("labels " + " ".join(map(str, ex["labels"])) + "\n")
+    """trl_lines over json_dataset(records); checks that the training template renders the
+    original's ids."""
+    examples = []
+    lines = trl_lines(tok_dir, records, model, training_template, json_dataset, examples,
+                      **options)
+    fresh = AutoTokenizer.from_pretrained(tok_dir)
+    for r, ex in zip(records, examples):
+        if "messages" in r:
+            tools = r.get("tools")
+            tools = json.loads(tools) if isinstance(tools, str) else tools
+            orig = fresh.apply_chat_template(r["messages"], tools=tools, tokenize=True,
+                                             return_dict=True,
+                                             **r.get("chat_template_kwargs", {}))["input_ids"]
+            if list(orig) != list(ex["input_ids"]):
+                assert os.path.basename(tok_dir) == "qwen3", "the training template differs"
+                print(os.path.basename(tok_dir), "tools: a record renders other ids than "
+                      "the original template (a think block)")
     return lines
 
 
