@@ -336,7 +336,7 @@ tools_llama_kwarg_inverted|lib/data/sft.c|s@s->tools_in_system = !v->b;@s->tools
 sft_assistant_only_ignored|lib/data/sft.c|s@    s->assistant_only = o.assistant_only;@    s->assistant_only = 0;@|prompt/completion: assistant_only ignored (the completion tool responses counted, the published template)
 tojson_indent_separator|lib/data/tojson.c|s@indent < 0 ? ", " : ","@", "@|tojson: the lines of indent=4 end with a comma and a space
 tojson_exponent_from_17|lib/data/tojson.c|s@exp10 >= 16)@exp10 >= 17)@|tojson: 1e16 written as 10000000000000000.0, not 1e+16 as Python
-tojson_no_neighbours|lib/data/tojson.c|s@if (strtod(up, NULL) == x .. strtod(down, NULL) == x) {@if (0) {@|tojson: a power of two given 17 digits where Python finds 16 next to the nearest
+tojson_no_neighbours|lib/data/tojson.c|s@if (above .. strtod(down, NULL) == x) {@if (0) {@|tojson: a power of two given 17 digits where Python finds 16 next to the nearest
 tojson_first_value|lib/data/tojson.c|s@            last = e;@            (void)e;@|tojson: a repeated key keeps its first value (Python keeps the last)
 tojson_hex_upper|lib/data/tojson.c|s@\\\\u%04x@\\\\u%04X@|tojson: control characters escaped with upper-case hex digits
 harmony_object_spaces|lib/data/harmony.c|s@NNT_TRY(puts0(b, ": \\n                "));@NNT_TRY(puts0(b, ": "));@|gpt-oss tools: an object property type right after its name (the template leaves a newline and 16 spaces)
