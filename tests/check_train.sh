@@ -1079,6 +1079,28 @@ elif cmp -s "$tmp/jl10/chat.tokens.bin" "$tmp/jl1/chat.tokens.bin"; then
 else
     echo "ok: --data .jsonl --pack --loss all --chat-template: nnt-tokenize's bytes"
 fi
+# --loss assistant (TRL's assistant_only_loss) on prompt/completion records whose completions
+# hold tool calls and responses (Qwen2.5's template): nnt-tokenize's bytes, not --loss
+# answers' (the responses counted there)
+mkdir "$tmp/sftq"   # (the fixture's model with a context that holds the records)
+sed 's/"max_position_embeddings": 128/"max_position_embeddings": 2048/' \
+    "$sft/model/config.json" > "$tmp/sftq/config.json"
+cp "$sft/model/model.safetensors" "$sft/qwen2_5/tokenizer.json" \
+    "$sft/qwen2_5/tokenizer_config.json" "$tmp/sftq/"
+cp "$sft/tool_pcu.jsonl" "$tmp/tools.jsonl"
+"$top_builddir/nnt-tokenize" --jsonl --seq 1056 --too-long cut --loss assistant \
+    --tokenizer-json "$tmp/sftq/tokenizer.json" --out "$tmp/tools_asst.bin" "$tmp/tools.jsonl" \
+    2> "$tmp/jl_asst.err" || { fail "nnt-tokenize --jsonl --loss assistant"; cat "$tmp/jl_asst.err"; }
+jq_="--load-hf $tmp/sftq --batch 1 --seq 1056 --steps 1 --sample 0 --no-save --data $tmp/tools.jsonl"
+run_ok jsonl_assistant $jq_ --loss assistant --out "$tmp/jl13"
+run_ok jsonl_answers $jq_ --out "$tmp/jl14"
+if ! cmp -s "$tmp/jl13/tools.tokens.bin" "$tmp/tools_asst.bin"; then
+    fail "--data .jsonl --loss assistant: not nnt-tokenize's file"
+elif cmp -s "$tmp/jl13/tools.tokens.bin" "$tmp/jl14/tools.tokens.bin"; then
+    fail "--data .jsonl --loss assistant: --loss answers' file (the option not taken)"
+else
+    echo "ok: --data .jsonl --loss assistant: nnt-tokenize's bytes, not --loss answers'"
+fi
 expect_error jsonl_options_text "are for prompt/answer records" $small --data "$tmp/corpus.txt" \
     --loss all --out "$tmp/jl11"
 expect_error jsonl_short "no example keeps a token that counts in the loss once cut to 16 tokens" \
