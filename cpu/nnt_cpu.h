@@ -300,6 +300,20 @@ void nnt_cpu_round_f32(int64_t n, int bits, const float *x, float *y);
 void nnt_cpu_f32_to_bf16(int64_t n, const float *x, uint16_t *y);
 
 void nnt_cpu_bf16_to_f32(int64_t n, const uint16_t *x, float *y);
+/* ---- NF4 (4-bit NormalFloat, bitsandbytes' "nf4", blocks of 64) -------------------------- */
+#define NNT_NF4_BLOCK 64
+/* The 16 values of the NF4 table, in [-1, 1], as bitsandbytes stores them (float).        */
+const float *nnt_cpu_nf4_table(void);
+/* n (a multiple of NNT_NF4_BLOCK) values x (floats, or bf16 bit patterns when x_bf16) into
+ * n / 2 bytes of codes (two 4-bit indices a byte, the first in the high half) and
+ * n / NNT_NF4_BLOCK absmax: bitsandbytes' quantize_4bit (CPU) bit for bit: a block's
+ * absmax = max |x|, each x times 1 / max(absmax, 1e-38) clamped to [-1, 1], the index of
+ * the nearest table value (a tie to the lower one).                                        */
+void nnt_cpu_nf4_quantize(int64_t n, const void *x, int x_bf16, uint8_t *codes, float *absmax);
+/* y = table[code] * absmax of its block in float, stored as floats or (y_bf16) rounded to
+ * bf16 as nnt_cpu_f32_to_bf16 rounds: bitsandbytes' dequantize_4bit bit for bit.          */
+void nnt_cpu_nf4_dequantize(int64_t n, const uint8_t *codes, const float *absmax, void *y,
+                            int y_bf16);
 /* How many of x's n floats bf16 cannot hold exactly (low 16 bits not all zero).          */
 int64_t nnt_cpu_bf16_inexact_f32(int64_t n, const float *x);
 /* One bfloat16 bit pattern as a float (exact). */

@@ -303,6 +303,7 @@ static int open_run(trainer *t)
     r->model_source = source;
     r->model_config = o->load_llmc || o->load_hf || t->cfg_resumed ? NULL : &t->cfg;
     r->tiling = &o->tiling, r->lora = train_lora_asked(o) ? &lo : NULL, r->optim = &o->optim;
+    r->freeze_mode = o->quantize ? NNT_FREEZE_NF4 : 0;
     r->data = r->data ? r->data : TRAIN_DEFAULT_DATA;   /* (a directory: read as text) */
     nnt_trainer_options *l = &o->loop;
     l->checkpoint = t->path_ckpt, l->best_checkpoint = o->save_best ? t->path_best : NULL;

@@ -46,6 +46,7 @@ typedef struct train_opts {
     const char *lora_targets;                /* --lora-targets LIST                       */
     const char *save_peft;                   /* --save-peft DIR                           */
     int merge;                               /* --merge: adapters into the weights at the end */
+    int quantize;                            /* --quantize none|nf4 (index)               */
     /* outputs */
     const char *out_dir, *save, *resume, *trace;
     int64_t stop_after;

@@ -29,6 +29,7 @@ static const char *const precisions[] = {"fp32", "tf32", "bf16", NULL};   /* = n
 /* = nnt_distribution */
 static const char *const distributions[] = {"root", "sharded", "data", NULL};
 static const char *const losses[] = {"answers", "all", "assistant", NULL};
+static const char *const quantizes[] = {"none", "nf4", NULL};
 static const char *const too_long[] = {"cut", "refuse", NULL};
 
 #define BIG CLI_BIG
@@ -148,6 +149,8 @@ static const cli_option table[] = {
             "freeze the parameters whose names match the glob "
             "PAT (several\nseparated by commas; * matches dots too): no gradient, no\noptimizer "
             "state, no weight-gradient product"),
+    OPT_CHOICE("quantize", quantize, quantizes, "none", RES, "Q", "none|nf4: keep the frozen "
+               "matrices in NF4, 4.5 bits a\nweight (QLoRA; bitsandbytes' nf4; default none)"),
     OPT_INT("lora-rank", lora_rank, 1, 65536, "-1", RES, "R", "LoRA adapters of rank R on "
             "--lora-targets, the rest frozen\n(default 8 when another --lora option is given)"),
     OPT_REAL("lora-alpha", lora_alpha, 0, 1e6, "-1", RES | CLI_OPEN_MIN, "A",
@@ -427,6 +430,9 @@ static int check_combinations(const train_opts *o)
         return train_usage_error("--load-peft takes the adapters' settings from its "
                                  "adapter_config.json: no --lora-rank, --lora-alpha, "
                                  "--lora-dropout or --lora-targets with it");
+    if (o->quantize && !adapters && !(r->freeze && *r->freeze))
+        return train_usage_error("--quantize nf4 keeps frozen matrices in NF4: give --lora-*, "
+                                 "--load-peft or --freeze");
     if ((o->merge || o->save_peft) && !adapters)
         return train_usage_error("%s LoRA adapters: give --lora-rank, --lora-targets or "
                                  "--load-peft", o->merge ? "--merge merges" : "--save-peft "

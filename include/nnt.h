@@ -210,7 +210,20 @@ typedef enum nnt_dtype {
     NNT_INT32 = 2,   /* int32_t (token ids, targets)                                      */
     NNT_BF16 = 3,    /* bfloat16, stored as uint16_t bit patterns (new in 0.2): storage,
                         copies, fills, nnt_tensor_convert and GEMM operands                */
-    NNT_FP16 = 4     /* reserved: not yet supported (NNT_E_UNSUPPORTED)                   */
+    NNT_FP16 = 4,    /* reserved: not yet supported (NNT_E_UNSUPPORTED)                   */
+    NNT_NF4 = 5      /* 4-bit NormalFloat (QLoRA; bitsandbytes' "nf4", blocks of 64), new
+                        in 0.4: each block of 64 values along the last dimension keeps its
+                        absolute maximum (a float) and each value a 4-bit index into
+                        NF4's 16 values, so the last dimension and its tile must be
+                        multiples of 64. Written by nnt_tensor_convert from NNT_FP32 or
+                        NNT_BF16 (quantized as bitsandbytes' quantize_4bit, bit for bit)
+                        or by nnt_tensor_copy_from_host; read by nnt_tensor_convert
+                        (dequantized: table value times absmax in float) and as B of
+                        nnt_tensor_gemm (a frozen weight, nnt_layer_freeze's
+                        NNT_FREEZE_NF4). Host copies hold bitsandbytes' form of the whole
+                        tensor: numel / 2 bytes of codes (row-major, two a byte, the
+                        first in the high half), then numel / 64 float absmax. Fills,
+                        copies and other operations refuse it.                            */
 } nnt_dtype;
 
 /* A tensor of ndim (1..NNT_MAX_DIMS) dimensions cut into tiles of tile[] elements per
@@ -728,7 +741,13 @@ typedef enum nnt_freeze_mode {
                                    NNT_PRECISION_BF16, else from the first product that
                                    reads it under it; a token table whose values are all
                                    bf16 values too, from the first forward under it */
-    NNT_FREEZE_KEEP_FP32 = 2    /* frozen, its fp32 values kept whatever the precision      */
+    NNT_FREEZE_KEEP_FP32 = 2,   /* frozen, its fp32 values kept whatever the precision      */
+    NNT_FREEZE_NF4 = 3          /* frozen; a matrix only products read is kept in NF4
+                                   (NNT_NF4, 4.5 bits an element: QLoRA's base) whatever the
+                                   precision, from its freezing; other parameters as
+                                   NNT_FREEZE. The matrix's last dimension (its inputs) and
+                                   tile must be multiples of 64, else NNT_E_SHAPE naming it.
+                                   New in 0.4                                               */
 } nnt_freeze_mode;
 /* Freeze (freeze 1) or unfreeze (0) every parameter of the tree whose full name matches the
  * glob pattern (fnmatch(3) without flags: * and ? match dots too; "*" is every parameter,
@@ -1473,7 +1492,9 @@ typedef struct nnt_lora_options {
     uint64_t seed;                /* A's initialisation and the dropout masks                 */
     int freeze_base;              /* 1: every other parameter frozen (nnt_layer_freeze), as
                                      PEFT's get_peft_model; 2: frozen keeping fp32 values
-                                     (NNT_FREEZE_KEEP_FP32); 0: left as they are            */
+                                     (NNT_FREEZE_KEEP_FP32); 3: the matrices kept in NF4
+                                     (NNT_FREEZE_NF4, QLoRA; new in 0.4); 0: left as they
+                                     are                                                     */
 } nnt_lora_options;
 
 #define NNT_LORA_OPTIONS_INIT { sizeof(nnt_lora_options), 8, 8.0, 0, 0.0, NULL, 0, 1 }
@@ -2059,11 +2080,17 @@ typedef struct nnt_run_config {
      * of a source, else by the model's N parameters 3e-3 (N < 10M), 6e-4 (N < 200M) or
      * 3e-4; min_lr < 0: lr / 10 */
     const nnt_optim_options *optim;
+    /* new in 0.4 (a size without it, as 0.3 set, gets its default) */
+    int freeze_mode;              /* how freeze, load_peft and lora freeze (nnt_freeze_mode):
+                                     0 as before (NNT_FREEZE; lora's own freeze_base);
+                                     NNT_FREEZE_NF4 keeps the frozen matrices in NF4
+                                     (QLoRA: a Hugging Face source's read into NF4 directly,
+                                     never whole in fp32), NNT_FREEZE_KEEP_FP32              */
 } nnt_run_config;
 
 #define NNT_RUN_CONFIG_INIT \
     { sizeof(nnt_run_config), NULL, NULL, NULL, 0, NNT_PRECISION_FP32, NNT_TOKENIZER_AUTO, \
-      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL }
+      NULL, NULL, NULL, NULL, NNT_DATA_AUTO, NULL, 0.0, 0, NULL, NULL, NULL, NULL, 0 }
 
 /* A trainer of the run run describes, owning what it builds: the context's precision, the
  * tokenizer, the model (nnt_model_open for batch x seq with the tiling's overrides,

@@ -71,6 +71,8 @@ struct nnt_tensor {
     int written;                  /* every tile has been written once: readable. StarPU
                                      aborts on reading a never-written handle, so every
                                      read checks this first (nnt_tensor_check_readable)   */
+    int dequantized;              /* a product's NNT_NF4 B dequantized for it alone (lib/ops/
+                                     gemm.c): its packs are not kept                      */
     struct nnt_gemm_kept *kept;   /* its tiles kept packed as a product's B, or NULL
                                      (lib/ops/gemm.c; freed by nnt_gemm_kept_free, or by
                                      nnt_gemm_kept_retire: nnt_temp_release, a retype)  */
@@ -471,8 +473,17 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype);
  * may be stored in bf16. */
 int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n);
 int nnt_tensor_from_host_f32(nnt_tensor *t, const float *buf, int64_t n);
-/* Element size of a dtype, 0 for unknown or unsupported. */
+/* Element size of a dtype, 0 for unknown or unsupported (and for NNT_NF4, whose elements
+ * take half a byte plus their block's absmax: nnt_dtype_bytes). */
 size_t nnt_dtype_size(nnt_dtype dtype);
+/* How an NNT_NF4 tensor of this shape and tiling holds whole blocks: a tile's elements are
+ * runs of *run consecutive elements of the tensor (its innermost dims it covers whole, times
+ * its extent along the one it cuts); the index of that dim (0 if none, a single tile), or -1
+ * when a run or a row of that dim is no whole number of blocks. */
+int nnt_nf4_view(int ndim, const int64_t *shape, const int64_t *tile, int64_t *run);
+/* Bytes of numel elements of a dtype: numel / 2 + 4 numel / 64 for NNT_NF4 (numel a
+ * multiple of 64: its codes, then its blocks' absmax). */
+int64_t nnt_dtype_bytes(nnt_dtype dtype, int64_t numel);
 /* Tile at grid multi-index coord; its shape and origin (element offset per dimension). */
 void nnt_tensor_tile_coord(const nnt_tensor *t, int64_t linear, int64_t *coord);
 void nnt_tensor_tile_box(const nnt_tensor *t, const int64_t *coord, int64_t *origin,
@@ -545,11 +556,13 @@ int nnt_insert_fill_random(nnt_tensor *t, starpu_data_handle_t h, const int64_t 
                            const int64_t *tile_shape, uint64_t seed, int dist, float a,
                            float b);
 
-/* lib/codelets/convert.c: src tile float -> dst tile bf16 (to_bf16) or back, same numel */
 /* count (an int32 tile of 1) = how many of float tile src's values bf16 cannot hold (CPU) */
 int nnt_insert_bf16_inexact(nnt_ctx *ctx, starpu_data_handle_t src, starpu_data_handle_t count);
-int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
-                       starpu_data_handle_t dst);
+/* lib/codelets/convert.c: src tile of dtype from into dst tile of dtype to, n elements each:
+ * NNT_FP32 <-> NNT_BF16, or NNT_FP32 / NNT_BF16 <-> NNT_NF4 (quantized or dequantized, on a
+ * CPU worker) */
+int nnt_insert_convert(nnt_ctx *ctx, nnt_dtype from, nnt_dtype to, int64_t n,
+                       starpu_data_handle_t src, starpu_data_handle_t dst);
 
 /* lib/ops/elementwise.c: z = alpha x + beta y, x and y read (both written before), z
  * written; three tensors of equal shapes and tilings. nnt_tensor_sum_into: sum = a + b (three

@@ -17,6 +17,13 @@ size_t nnt_dtype_size(nnt_dtype dtype)
     }
 }
 
+int64_t nnt_dtype_bytes(nnt_dtype dtype, int64_t numel)
+{
+    if (dtype == NNT_NF4)
+        return numel / 2 + numel / NNT_NF4_BLOCK * (int64_t)sizeof(float);
+    return numel * (int64_t)nnt_dtype_size(dtype);
+}
+
 int nnt_tensor_check(const nnt_tensor *t, const char *func)
 {
     if (!t)
@@ -69,6 +76,34 @@ static int set_geometry(const nnt_ctx *ctx, nnt_tensor *t, int ndim, const int64
                         "2^32-1 elements per tile; use smaller tiles", fn, (long long)tile_numel);
     t->ntiles = ntiles;
     return NNT_OK;
+}
+
+int nnt_nf4_view(int ndim, const int64_t *shape, const int64_t *tile, int64_t *run)
+{
+    int j = ndim - 1;
+    int64_t inner = 1;
+    while (j >= 0 && tile[j] >= shape[j])   /* whole dims, innermost first */
+        inner *= shape[j--];
+    if (j < 0) {   /* one tile: one run */
+        *run = inner;
+        return inner % NNT_NF4_BLOCK == 0 ? 0 : -1;
+    }
+    *run = tile[j] * inner;
+    return *run % NNT_NF4_BLOCK == 0 && shape[j] * inner % NNT_NF4_BLOCK == 0 ? j : -1;
+}
+
+/* NNT_NF4 quantizes blocks of NNT_NF4_BLOCK consecutive values (bitsandbytes' blocks of
+ * the flattened tensor): every tile must hold whole blocks (nnt_nf4_view), so that its
+ * blocks are the tensor's whatever the tiling. */
+static int check_nf4_geometry(const nnt_ctx *ctx, const nnt_tensor *t, const char *fn)
+{
+    int64_t run = 0;
+    if (nnt_nf4_view(t->ndim, t->shape, t->tile, &run) >= 0)
+        return NNT_OK;
+    return nnt_fail(ctx, NNT_E_SHAPE, "%s: NNT_NF4 quantizes blocks of %d consecutive values: "
+                    "the runs of consecutive elements a tile holds (%lld here) and the "
+                    "innermost dimensions they cut must hold whole blocks",
+                    fn, NNT_NF4_BLOCK, (long long)run);
 }
 
 void nnt_tensor_tile_coord(const nnt_tensor *t, int64_t linear, int64_t *coord)
@@ -169,13 +204,15 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     if (dtype == NNT_FP16)
         return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: dtype NNT_FP16 is reserved and not "
                         "supported yet", fn);
-    if (nnt_dtype_size(dtype) == 0)
+    if (nnt_dtype_size(dtype) == 0 && dtype != NNT_NF4)
         return nnt_fail(ctx, NNT_E_INVAL, "%s: unknown dtype %d", fn, (int)dtype);
 
     nnt_tensor *t = calloc(1, sizeof *t);
     if (!t)
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of host memory", fn);
     rc = set_geometry(ctx, t, ndim, shape, tile);
+    if (rc == 0 && dtype == NNT_NF4)
+        rc = check_nf4_geometry(ctx, t, fn);
     if (rc) {
         free(t);
         return rc;
@@ -189,7 +226,7 @@ static int create(nnt_ctx *ctx, nnt_dtype dtype, int ndim, const int64_t *shape,
     t->magic = NNT_TENSOR_MAGIC;
     t->ctx = ctx;
     t->dtype = dtype;
-    t->elsize = nnt_dtype_size(dtype);
+    t->elsize = dtype == NNT_NF4 ? 1 : nnt_dtype_size(dtype);
     t->rows = nnt_rows_hint(rows, ndim);
     int spread = ctx->mpi && ctx->distribution != NNT_DIST_ROOT;
     t->stays = (held & 3) == NNT_HELD_STAYS && spread;
@@ -414,13 +451,63 @@ static void host_copy_exchange(nnt_tensor *t, int to_tiles)
         nnt_mpi_share(t->ctx, t->tiles[i].handle, t->tiles[i].owner);
 }
 
+/* One part of a tile copied between the host array and the tile's memory, both seen as nd
+ * dimensions: the tensor's shape hshape, the tile's tshape at origin. Its elements of esz
+ * bytes are div of those along the last dimension, starting host_at bytes into the host
+ * array and tile_at bytes into the tile. Every dtype's elements are one part (div 1); an
+ * NNT_NF4 tensor's codes (two a byte) and its absmax (one a block) are two, each laid out
+ * row-major as the elements are. */
+static void copy_part(int nd, const int64_t *hshape_in, const int64_t *tshape_in,
+                      const int64_t *origin, char *host, char *tile, int to_tiles, int64_t div,
+                      size_t esz, int64_t host_at, int64_t tile_at)
+{
+    int64_t hshape[NNT_MAX_DIMS], tshape[NNT_MAX_DIMS];
+    int64_t host_stride[NNT_MAX_DIMS], tile_stride[NNT_MAX_DIMS];
+    memcpy(hshape, hshape_in, (size_t)nd * sizeof *hshape);
+    memcpy(tshape, tshape_in, (size_t)nd * sizeof *tshape);
+    hshape[nd - 1] /= div;
+    tshape[nd - 1] /= div;
+    nnt_row_major_strides(nd, hshape, host_stride);
+    nnt_row_major_strides(nd, tshape, tile_stride);
+    int64_t offset = 0;
+    for (int d = 0; d < nd; d++)
+        offset += (d == nd - 1 ? origin[d] / div : origin[d]) * host_stride[d];
+    char *h = host + host_at + offset * (int64_t)esz, *p = tile + tile_at;
+    if (to_tiles)
+        nnt_cpu_copy_box(nd, tshape, esz, h, host_stride, p, tile_stride);
+    else
+        nnt_cpu_copy_box(nd, tshape, esz, p, tile_stride, h, host_stride);
+}
+
+/* An NNT_NF4 tile (origin, shape) and its tensor seen with the whole innermost dimensions
+ * its runs cover folded into the one they cut (nnt_nf4_view), so that a run is a row of the
+ * last dimension: the codes and absmax of the tile copied as two parts (copy_part). */
+static void copy_nf4_tile(const nnt_tensor *t, char *host, char *tile, const int64_t *origin,
+                          const int64_t *shape, int to_tiles)
+{
+    int64_t run = 0, hs[NNT_MAX_DIMS], ts[NNT_MAX_DIMS], org[NNT_MAX_DIMS];
+    int j = nnt_nf4_view(t->ndim, t->shape, t->tile, &run);   /* >= 0: checked at creation */
+    const int nd = j + 1;
+    for (int d = 0; d <= j; d++)
+        hs[d] = t->shape[d], ts[d] = shape[d], org[d] = origin[d];
+    for (int d = j + 1; d < t->ndim; d++) {   /* folded into dim j */
+        hs[j] *= t->shape[d];
+        ts[j] *= t->shape[d];
+        org[j] *= t->shape[d];
+    }
+    const int64_t numel = nnt_box_numel(t->ndim, t->shape), n = nnt_box_numel(t->ndim, shape);
+    copy_part(nd, hs, ts, org, host, tile, to_tiles, 2, 1, 0, 0);
+    copy_part(nd, hs, ts, org, host, tile, to_tiles, NNT_NF4_BLOCK, sizeof(float), numel / 2,
+              n / 2);
+}
+
 /* Copy between the host array and every tile; to_tiles picks the direction. Each tile is
- * acquired in RAM (waiting for the tasks that use it), copied, and released. */
+ * acquired in RAM (waiting for the tasks that use it), copied, and released. An NNT_NF4
+ * tensor's host array is bitsandbytes' form of the whole tensor: every code (numel / 2
+ * bytes), then every block's absmax. */
 static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
 {
     int64_t coord[NNT_MAX_DIMS], origin[NNT_MAX_DIMS], shape[NNT_MAX_DIMS];
-    int64_t host_stride[NNT_MAX_DIMS], tile_stride[NNT_MAX_DIMS];
-    nnt_row_major_strides(t->ndim, t->shape, host_stride);
     if (t->ctx->mpi)
         host_copy_exchange(t, to_tiles);
     for (int64_t i = 0; i < t->ntiles; i++) {
@@ -434,16 +521,12 @@ static int host_copy(nnt_tensor *t, char *host, int to_tiles, const char *fn)
             nnt_handle_written(h);
         nnt_tensor_tile_coord(t, i, coord);
         nnt_tensor_tile_box(t, coord, origin, shape);
-        nnt_row_major_strides(t->ndim, shape, tile_stride);
-        int64_t offset = 0;
-        for (int d = 0; d < t->ndim; d++)
-            offset += origin[d] * host_stride[d];
         char *tile_ptr = (char *)STARPU_VECTOR_GET_PTR(starpu_data_get_interface_on_node(h, STARPU_MAIN_RAM));
-        char *host_ptr = host + offset * (int64_t)t->elsize;
-        if (to_tiles)
-            nnt_cpu_copy_box(t->ndim, shape, t->elsize, host_ptr, host_stride, tile_ptr, tile_stride);
+        if (t->dtype == NNT_NF4)
+            copy_nf4_tile(t, host, tile_ptr, origin, shape, to_tiles);
         else
-            nnt_cpu_copy_box(t->ndim, shape, t->elsize, tile_ptr, tile_stride, host_ptr, host_stride);
+            copy_part(t->ndim, t->shape, shape, origin, host, tile_ptr, to_tiles, 1, t->elsize,
+                      0, 0);
         starpu_data_release(h);
     }
     /* a checkpoint's tensors, one at a time on each rank (the RAM budget counts a tensor
@@ -526,6 +609,9 @@ int nnt_tensor_fill(nnt_tensor *t, double value)
     int rc = nnt_tensor_check(t, fn);
     if (rc)
         return rc;
+    if (t->dtype == NNT_NF4)
+        return nnt_fail(t->ctx, NNT_E_UNSUPPORTED, "%s: an NNT_NF4 tensor is written by "
+                        "nnt_tensor_convert (quantized) or nnt_tensor_copy_from_host", fn);
     if (t->dtype == NNT_INT32 && !(value >= INT32_MIN && value <= INT32_MAX &&
                                    value == (double)(int32_t)value))
         return nnt_fail(t->ctx, NNT_E_INVAL, "%s: %g is not an int32 value", fn, value);
@@ -696,13 +782,19 @@ void nnt_tensor_set_kind(nnt_tensor *t, int kind)
     }
 }
 
+/* How a tensor made beside t is held: as t is. */
+static int held_like(const nnt_tensor *t)
+{
+    return t->released ? NNT_HELD_RELEASED : t->stays ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE;
+}
+
 int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
 {
     if (t->dtype == dtype)
         return NNT_OK;
-    int held = t->released ? NNT_HELD_RELEASED : t->stays ? NNT_HELD_STAYS : NNT_HELD_ANYWHERE;
-    nnt_tensor *n = NULL;
-    NNT_TRY(nnt_tensor_create_beside(t->ctx, dtype, t->ndim, t->shape, t->tile, t, held, &n));
+    nnt_tensor *n = NULL;   // t's layout
+    NNT_TRY(nnt_tensor_create_beside(t->ctx, dtype, t->ndim, t->shape, t->tile, t,
+                                     held_like(t), &n));
     int rc = t->written ? nnt_tensor_convert(t, n) : NNT_OK;
     if (rc) {
         nnt_tensor_destroy(n);
@@ -727,8 +819,32 @@ int nnt_tensor_retype(nnt_tensor *t, nnt_dtype dtype)
     return NNT_OK;
 }
 
+/* A float tensor of t's layout beside it (its tiles where t's are) for t's values in float. */
+static int float_beside(nnt_tensor *t, nnt_tensor **f)
+{
+    return nnt_tensor_create_beside(t->ctx, NNT_FP32, t->ndim, t->shape, t->tile, t,
+                                    held_like(t), f);
+}
+
+/* An NNT_NF4 tensor's values through floats: dequantized into a float tensor beside it
+ * (to_host) or quantized from one (from_host). */
+static int nf4_host_f32(nnt_tensor *t, float *buf, int64_t n, int to_host)
+{
+    nnt_tensor *f = NULL;   // t's shape and tiling, floats
+    NNT_TRY(float_beside(t, &f));
+    int rc = to_host ? nnt_tensor_convert(t, f)
+                     : nnt_tensor_copy_from_host(f, buf, (size_t)n * sizeof *buf);
+    if (rc == 0)
+        rc = to_host ? nnt_tensor_copy_to_host(f, buf, (size_t)n * sizeof *buf)
+                     : nnt_tensor_convert(f, t);
+    nnt_temp_release(f);   /* after the tasks that read it */
+    return rc;
+}
+
 int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n)
 {
+    if (t->dtype == NNT_NF4)
+        return nf4_host_f32(t, buf, n, 1);
     if (t->dtype != NNT_BF16)
         return nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof *buf);
     NNT_TRY(nnt_tensor_copy_to_host(t, buf, (size_t)n * sizeof(uint16_t)));
@@ -746,6 +862,8 @@ int nnt_tensor_to_host_f32(nnt_tensor *t, float *buf, int64_t n)
 
 int nnt_tensor_from_host_f32(nnt_tensor *t, const float *buf, int64_t n)
 {
+    if (t->dtype == NNT_NF4)
+        return nf4_host_f32(t, (float *)(uintptr_t)buf, n, 0);
     if (t->dtype != NNT_BF16)
         return nnt_tensor_copy_from_host(t, buf, (size_t)n * sizeof *buf);
     uint16_t *h = malloc((size_t)n * sizeof *h + 1);

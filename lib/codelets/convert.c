@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Codelet: one tile converted between float and bfloat16 (buffer 0 the source tile, read;
- * buffer 1 the destination tile of the other dtype, written; same number of elements). */
+/* Codelets: one tile converted between float and bfloat16 (buffer 0 the source tile, read;
+ * buffer 1 the destination tile of the other dtype, written; same number of elements), and
+ * to or from NF4 (quantized or dequantized: CPU only, see nf4_cl). */
 #include "../internal.h"
 #include "nnt_cpu.h"
 
@@ -52,11 +53,52 @@ static struct starpu_codelet convert_cl = {
     .model = &convert_model,
 };
 
-int nnt_insert_convert(nnt_ctx *ctx, int to_bf16, starpu_data_handle_t src,
-                       starpu_data_handle_t dst)
+/* ---- NF4 ---------------------------------------------------------------------------------- */
+
+/* n elements: buffer 0 read, buffer 1 written; the NF4 one is its codes (n / 2 bytes) then
+ * its blocks' absmax (n / 64 floats), the other floats or bf16. */
+struct nf4_args {
+    int to_nf4;     /* 1: quantize into buffer 1, 0: dequantize buffer 0 */
+    int bf16;       /* the other tile holds bf16 (else floats)           */
+    int64_t n;
+};
+
+static void nf4_cpu(void *buffers[], void *cl_arg)
 {
-    struct convert_args c = {to_bf16};
+    const struct nf4_args *c = cl_arg;
+    void *src = (void *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    void *dst = (void *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    uint8_t *codes = c->to_nf4 ? dst : src;                           // (n / 2)
+    float *absmax = (float *)(void *)(codes + c->n / 2);               // (n / 64)
+    if (c->to_nf4)
+        nnt_cpu_nf4_quantize(c->n, src, c->bf16, codes, absmax);
+    else
+        nnt_cpu_nf4_dequantize(c->n, codes, absmax, dst, c->bf16);
+}
+
+static struct starpu_perfmodel nf4_model = {
+    .type = STARPU_HISTORY_BASED,
+    .symbol = "nnt_nf4",
+};
+
+/* CPU only: a GPU worker's product reads the dequantized tile the CPU made (StarPU moves
+ * it); no CUDA kernel of NF4 exists yet. */
+static struct starpu_codelet nf4_cl = {
+    .name = "nnt_nf4",
+    .cpu_funcs = {nf4_cpu},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &nf4_model,
+};
+
+int nnt_insert_convert(nnt_ctx *ctx, nnt_dtype from, nnt_dtype to, int64_t n,
+                       starpu_data_handle_t src, starpu_data_handle_t dst)
+{
     struct starpu_data_descr bufs[2] = {{src, STARPU_R}, {dst, STARPU_W}};
+    if (from == NNT_NF4 || to == NNT_NF4) {
+        struct nf4_args c = {to == NNT_NF4, (to == NNT_NF4 ? from : to) == NNT_BF16, n};
+        return nnt_submit(ctx, &nf4_cl, 2, bufs, &c, sizeof c);
+    }
+    struct convert_args c = {to == NNT_BF16};
     return nnt_submit(ctx, &convert_cl, 2, bufs, &c, sizeof c);
 }
 

@@ -81,6 +81,8 @@ int nnt_layer_add_param(nnt_layer *l, const char *name, nnt_tensor *value, nnt_t
     p->adapter = 0;
     p->products_only = 0;
     p->keep_fp32 = 0;
+    p->nf4 = 0;
+    p->output_head = 0;
     return NNT_OK;
 }
 
@@ -809,10 +811,27 @@ nnt_layer_param_rec *nnt_layer_own_param(const nnt_layer *l, const nnt_tensor *v
 
 int nnt_layer_param_narrow(nnt_ctx *ctx, nnt_layer_param_rec *p)
 {
-    if (!p->frozen || !p->products_only || p->keep_fp32 || p->value->dtype != NNT_FP32 ||
-        ctx->precision != NNT_PRECISION_BF16)
+    if (!p->frozen || !p->products_only || p->keep_fp32)
+        return NNT_OK;
+    if (p->nf4)
+        return nnt_tensor_retype(p->value, NNT_NF4);
+    if (p->value->dtype != NNT_FP32 || ctx->precision != NNT_PRECISION_BF16)
         return NNT_OK;
     return nnt_tensor_retype(p->value, NNT_BF16);
+}
+
+int nnt_layer_nf4_fits(const nnt_layer *l, const nnt_layer_param_rec *p, const char *name,
+                       const char *fn)
+{
+    const nnt_tensor *v = p->value;
+    int64_t run = 0;
+    if (!p->products_only || p->keep_fp32 || p->output_head || v->dtype == NNT_NF4 ||
+        nnt_nf4_view(v->ndim, v->shape, v->tile, &run) >= 0)
+        return NNT_OK;
+    return nnt_fail(l->ctx, NNT_E_SHAPE, "%s: %s cannot be kept in NF4: its tiles hold runs of "
+                    "%lld consecutive values, not whole blocks of 64 (NF4's); choose a tiling "
+                    "whose tiles of its inputs are multiples of 64, or freeze it with "
+                    "NNT_FREEZE", fn, name, (long long)run);
 }
 
 nnt_tensor *nnt_layer_grad_of(const nnt_layer *l, const nnt_tensor *value)
@@ -859,8 +878,9 @@ void nnt_layer_forget_activation(nnt_layer *l, nnt_tensor **t)
 int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode)
 {
     if (mode != NNT_UNFREEZE) {
-        /* a matrix kept in bf16 already stays so: its fp32 values are gone */
+        /* a matrix kept in bf16 or NF4 already stays so: its fp32 values are gone */
         p->keep_fp32 = mode == NNT_FREEZE_KEEP_FP32;
+        p->nf4 = (mode == NNT_FREEZE_NF4 && !p->output_head) || p->value->dtype == NNT_NF4;
         if (!p->frozen) {
             if (p->owned)
                 nnt_tensor_destroy(p->grad);
@@ -874,9 +894,11 @@ int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode)
     }
     if (!p->frozen)
         return NNT_OK;
-    /* the values a matrix kept in bf16 has, in fp32 again (the optimizer updates fp32) */
+    /* the values a matrix kept in bf16 or NF4 has, in fp32 again (the optimizer updates
+     * fp32) */
     NNT_TRY(nnt_tensor_retype(p->value, NNT_FP32));
     p->keep_fp32 = 0;
+    p->nf4 = 0;
     nnt_tensor *v = p->value, *g = NULL;
     int rc = nnt_tensor_create_beside(root->ctx, NNT_FP32, v->ndim, v->shape, v->tile, v,
                                       root->ctx->distribution != NNT_DIST_DATA
@@ -935,22 +957,31 @@ NNT_API int nnt_layer_freeze(nnt_layer *layer, const char *pattern, int freeze, 
     NNT_TRY(nnt_layer_check(layer, fn));
     if (!pattern)
         return nnt_fail(layer->ctx, NNT_E_INVAL, "%s: pattern is NULL", fn);
-    /* 0 unfreezes; NNT_FREEZE_KEEP_FP32 freezes keeping fp32 values; any other value (1
-     * as 0.3 documented it) is NNT_FREEZE */
-    int mode = freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 ? freeze : NNT_FREEZE;
+    /* 0 unfreezes; NNT_FREEZE_KEEP_FP32 freezes keeping fp32 values, NNT_FREEZE_NF4 keeping
+     * matrices in NF4; any other value (1 as 0.3 documented it) is NNT_FREEZE */
+    int mode = freeze == NNT_UNFREEZE || freeze == NNT_FREEZE_KEEP_FP32 ||
+                       freeze == NNT_FREEZE_NF4
+                   ? freeze
+                   : NNT_FREEZE;
     nnt_layer *tree = records_tree(layer);
     NNT_TRY(ensure_listing(tree, fn));
     char **files = NULL;
     NNT_TRY(file_names_of(layer, tree, fn, &files));
     int64_t n = 0;
     int rc = NNT_OK;
-    for (int64_t i = 0; rc == 0 && i < tree->nlisted; i++) {
-        if (fnmatch(pattern, tree->listed_names[i], 0) != 0 &&
-            !(files && files[i] && fnmatch(pattern, files[i], 0) == 0))
-            continue;
-        rc = nnt_layer_set_frozen(tree, tree->listed[i], mode);
-        n++;
-    }
+    /* NF4: every matrix matched fits its blocks, or nothing changes */
+    for (int pass = mode == NNT_FREEZE_NF4 ? 0 : 1; pass < 2; pass++)
+        for (int64_t i = 0; rc == 0 && i < tree->nlisted; i++) {
+            if (fnmatch(pattern, tree->listed_names[i], 0) != 0 &&
+                !(files && files[i] && fnmatch(pattern, files[i], 0) == 0))
+                continue;
+            if (pass == 0) {
+                rc = nnt_layer_nf4_fits(layer, tree->listed[i], tree->listed_names[i], fn);
+                continue;
+            }
+            rc = nnt_layer_set_frozen(tree, tree->listed[i], mode);
+            n++;
+        }
     if (rc == 0 && layer->vt->reregister)
         rc = layer->vt->reregister(layer);
     if (rc == 0 && n == 0) {
@@ -1039,7 +1070,8 @@ static int init_listed(nnt_layer *layer, const char *fn, uint64_t seed, int base
             return rc;
         /* narrowed: its fp32 tiles go before the next tensor's are written (else the fills
          * of every tensor, ready at once, can run before the conversions) */
-        if (p->value->dtype == NNT_BF16 && (rc = nnt_tensor_wait_written(p->value)))
+        if ((p->value->dtype == NNT_BF16 || p->value->dtype == NNT_NF4) &&
+            (rc = nnt_tensor_wait_written(p->value)))
             return rc;
     }
     /* the fp32 tiles of the frozen matrices narrowed above will not come again: their

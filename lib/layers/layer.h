@@ -54,6 +54,10 @@ typedef struct nnt_layer_param_rec {
                               NNT_PRECISION_BF16 it is kept in bf16 only
                               (nnt_layer_param_narrow)                                     */
     int keep_fp32;         /* frozen with NNT_FREEZE_KEEP_FP32: never narrowed             */
+    int nf4;               /* frozen with NNT_FREEZE_NF4: narrowed to NNT_NF4 (whatever the
+                              precision) where it would be narrowed to bf16              */
+    int output_head;       /* a model's untied lm_head: NNT_FREEZE_NF4 freezes it as
+                              NNT_FREEZE (bitsandbytes' 4-bit models leave it unquantized) */
 } nnt_layer_param_rec;
 
 typedef struct nnt_layer_vt {
@@ -165,8 +169,14 @@ int nnt_layer_set_frozen(nnt_layer *root, nnt_layer_param_rec *p, int mode);
  * NNT_PRECISION_BF16: its fp32 values replaced by their bf16 rounding in place
  * (nnt_tensor_retype), which is what every product reads of it in that precision anyway
  * (gl_weight_operand's copy has the same bits): the fp32 values and the bf16 copy give way to
- * one bf16 tensor. Otherwise nothing. gl_weight_operand calls it before each product. */
+ * one bf16 tensor. Frozen with nf4: quantized to NNT_NF4 in place, whatever the precision.
+ * Otherwise nothing. gl_weight_operand calls it before each product. */
 int nnt_layer_param_narrow(nnt_ctx *ctx, nnt_layer_param_rec *p);
+/* Whether p, to be frozen with NNT_FREEZE_NF4, can be kept in NF4 where it would be (its
+ * last dimension and tile multiples of NF4's blocks); NNT_E_SHAPE naming it (name, for fn)
+ * if not. */
+int nnt_layer_nf4_fits(const nnt_layer *l, const nnt_layer_param_rec *p, const char *name,
+                       const char *fn);
 /* Remove l's own parameter value (its tensors destroyed when owned). */
 void nnt_layer_remove_param(nnt_layer *l, const nnt_tensor *value);
 /* The parameters of l's subtree changed (added, removed, frozen): forget the listings of l

@@ -142,9 +142,11 @@ int gl_weight_operand(nnt_layer *l, nnt_tensor *w, nnt_tensor **copy, nnt_tensor
     NNT_TRY(nnt_ctx_precision(l->ctx, &precision));
     NNT_TRY(nnt_layer_note_weight_read(l, w, copy));
     nnt_layer_param_rec *own = nnt_layer_own_param(l, w);
-    if (own)   /* frozen under bf16 products: kept in bf16 from now on */
+    if (own)   /* frozen under bf16 products: kept in bf16 from now on (or NF4) */
         NNT_TRY(nnt_layer_param_narrow(l->ctx, own));
-    if (precision != NNT_PRECISION_BF16 || w->dtype == NNT_BF16) {   /* read as it is */
+    /* read as it is: a float weight of float products, a bf16 one, an NF4 one (the product
+     * dequantizes it) */
+    if (precision != NNT_PRECISION_BF16 || w->dtype == NNT_BF16 || w->dtype == NNT_NF4) {
         nnt_tensor_destroy(*copy);
         *copy = NULL;
         *operand = w;

@@ -160,7 +160,8 @@ int gl_lora_backward_finish(nnt_layer *l, gl_lora *lo, nnt_tensor *dx)
 int gl_lora_merge(gl_lora *lo, int i, nnt_tensor *w)
 {
     /* W_i (out_i..., in...) += s B_i (out_i..., r) A (r, in...); a W kept in bf16 (a frozen
-     * base under bf16 products): widened, the sum in fp32, rounded once to bf16 again */
+     * base under bf16 products) or NF4: widened, the sum in fp32, rounded once to bf16 again
+     * (or quantized again, as PEFT merges into a 4-bit base) */
     nnt_dtype kept = w->dtype;
     NNT_TRY(nnt_tensor_retype(w, NNT_FP32));
     NNT_TRY(nnt_tensor_gemm(NNT_NOTRANS, NNT_NOTRANS, lo->scale, lo->b[i], lo->a, 1.0, w, 1, 0));

@@ -1302,6 +1302,29 @@ int nnt_cfg_open(nnt_ctx *ctx, const char *fn, const char *path, nnt_cfg_in **ou
     return NNT_OK;
 }
 
+int nnt_cfg_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
+                  size_t len, nnt_cfg_in **out)
+{
+    *out = NULL;
+    nnt_cfg_in *o = calloc(1, sizeof *o);
+    char *file = malloc(strlen(what) + 1), *buf = malloc(len + 1);
+    if (!o || !file || !buf) {
+        free(o), free(file), free(buf);
+        return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", fn);
+    }
+    memcpy(file, what, strlen(what) + 1);
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    o->ctx = ctx, o->fn = fn, o->file = file, o->prefix = "", o->buf = buf;
+    int rc = jobj_parse(o, 0, len, 1);
+    if (rc) {
+        nnt_cfg_close(o);
+        return rc;
+    }
+    *out = o;
+    return NNT_OK;
+}
+
 void nnt_cfg_close(nnt_cfg_in *o)
 {
     if (!o)

@@ -138,6 +138,9 @@ int nnt_cfg_layer_types(const nnt_cfg_in *o, int every_rule, nnt_model_config *c
  * as one comma-separated string (malloc'd; a list of one string "a" and the string "a"
  * both give "a"; NULL when absent or null). */
 int nnt_cfg_open(nnt_ctx *ctx, const char *fn, const char *path, nnt_cfg_in **out);
+/* The same from the len bytes of text (copied), named what in messages. */
+int nnt_cfg_parse(nnt_ctx *ctx, const char *fn, const char *what, const char *text,
+                  size_t len, nnt_cfg_in **out);
 void nnt_cfg_close(nnt_cfg_in *o);
 size_t nnt_cfg_count(const nnt_cfg_in *o);
 const char *nnt_cfg_key_at(const nnt_cfg_in *o, size_t i);

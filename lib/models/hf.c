@@ -17,6 +17,7 @@
 #include "models.h"
 #include "family.h"
 #include "hf_shards.h"
+#include "bnb4.h"
 
 #include "../io/io.h"
 #include "../layers/layer.h"
@@ -868,8 +869,22 @@ static int check_one(const hf_pass *ps, hf_tensor *t, void *arg)
     if (!e)
         return nnt_fail(ctx, NNT_E_FORMAT, "%s: %s: no tensor %s", ps->fn, g->what,
                         nested_name(g->nest, t->name, nested));
-    NNT_TRY(check_dtype(ps, path, e));
-    NNT_TRY(check_shape(ps, path, e, t->nd, t->shape));
+    nnt_bnb4 q;
+    int bnb4 = nnt_bnb4_find(ctx, ps->fn, g->w, e, path, &q);
+    if (bnb4 < 0)
+        return bnb4;
+    if (bnb4) {   /* a bitsandbytes 4-bit weight: its own shape, its blocks whole */
+        nnt_st_entry shaped = *e;
+        shaped.ndim = q.nd;
+        memcpy(shaped.shape, q.shape, sizeof shaped.shape);
+        NNT_TRY(check_shape(ps, path, &shaped, t->nd, t->shape));
+        if (t->offset % NNT_NF4_BLOCK || t->total % NNT_NF4_BLOCK)
+            return nnt_fail(ctx, NNT_E_UNSUPPORTED, "%s: %s: %s is read in parts that cut its "
+                            "4-bit blocks", ps->fn, path, e->name);
+    } else {
+        NNT_TRY(check_dtype(ps, path, e));
+        NNT_TRY(check_shape(ps, path, e, t->nd, t->shape));
+    }
     if (ps->f->hf_strict && remember(g, e->name))
         return nnt_fail(ctx, NNT_E_NOMEM, "%s: out of memory", ps->fn);
     return NNT_OK;
@@ -947,8 +962,17 @@ static int fill_one(const hf_pass *ps, hf_tensor *t, void *arg)
                                                           ps->fn);
     for (int i = 0; i < t->np && rc == 0; i++)   /* a model built unwritten counts them now */
         rc = nnt_tensor_count_first_write(t->p[i].value, ps->fn);
-    if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, (uint64_t)t->offset, (uint64_t)total,
-                                     reorder ? tmp : buf, err, sizeof err)))
+    const char *path = g->what;
+    nnt_hf_weights_find(g->w, e->name, NULL, &path);
+    nnt_bnb4 q;
+    int bnb4 = rc ? 0 : nnt_bnb4_find(ctx, ps->fn, g->w, e, path, &q);
+    if (bnb4 < 0)
+        rc = bnb4;
+    else if (bnb4)   /* dequantized as bitsandbytes does */
+        rc = nnt_bnb4_read(ctx, ps->fn, path, &q, t->offset, total, reorder ? tmp : buf);
+    else if (rc == 0 && (rc = nnt_st_read(r, e, NNT_IO_F32, (uint64_t)t->offset,
+                                          (uint64_t)total, reorder ? tmp : buf, err,
+                                          sizeof err)))
         rc = nnt_fail(ctx, rc, "%s: %s", ps->fn, err);
     if (rc == 0 && t->in)   /* Conv1D (in, out) -> nnt (out, in) */
         transpose(tmp, buf, t->in, total / t->in);
@@ -985,8 +1009,8 @@ static int check_unknown(nnt_layer *model, const char *fn, const hf_reading *g,
     for (size_t i = 0; i < nnt_hf_weights_count(g->w); i++) {
         const char *name = nnt_hf_weights_name(g->w, i), *file = g->what;
         int known = ignorable(g, f, name, cfg->tied);
-        for (size_t k = 0; k < g->n && !known; k++)
-            known = strcmp(g->names[k], name) == 0;
+        for (size_t k = 0; k < g->n && !known; k++)   /* a 4-bit weight's companions too */
+            known = strcmp(g->names[k], name) == 0 || nnt_bnb4_companion(g->names[k], name);
         if (known)
             continue;
         nnt_hf_weights_find(g->w, name, NULL, &file);

@@ -322,17 +322,29 @@ static void cancel_backward(nnt_layer *model)
 }
 
 /* Every parameter but the adapters frozen (PEFT's get_peft_model) in mode (an
- * nnt_freeze_mode); those frozen already left as they are. */
-static int freeze_base(nnt_layer *tree, int mode)
+ * nnt_freeze_mode); those frozen already left as they are. check: only whether each fits
+ * NF4 (NNT_FREEZE_NF4), nothing changed. */
+static int freeze_base(nnt_layer *tree, int mode, int check, const char *fn)
 {
     int64_t count = 0;
     NNT_TRY(nnt_layer_num_params(tree, &count, NULL));
     for (int64_t i = 0; i < count; i++) {
         nnt_layer_param_rec *p = nnt_layer_listed(tree, i);
-        if (!p->adapter && !p->frozen)
+        if (p->adapter || p->frozen)
+            continue;
+        if (!check)
             NNT_TRY(nnt_layer_set_frozen(tree, p, mode));
+        else if (mode == NNT_FREEZE_NF4)
+            NNT_TRY(nnt_layer_nf4_fits(tree, p, tree->listed_names[i], fn));
     }
     return NNT_OK;
+}
+
+/* The nnt_freeze_mode of nnt_lora_options.freeze_base (non-zero). */
+static int freeze_mode(int freeze_base)
+{
+    return freeze_base == NNT_FREEZE_KEEP_FP32 || freeze_base == NNT_FREEZE_NF4 ? freeze_base
+                                                                               : NNT_FREEZE;
 }
 
 /* Adapters on the targets of o (checked) in model, with A initialised from o->seed and B zero;
@@ -348,6 +360,8 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
         return nnt_fail(model->ctx, NNT_E_STATE, "%s: the model has LoRA adapters already "
                         "(merge them first: nnt_model_lora_merge)", fn);
     cancel_backward(model);
+    if (o->freeze_base)   /* the base fits NF4, before anything changes */
+        NNT_TRY(freeze_base(tree, freeze_mode(o->freeze_base), 1, fn));
     targets t;
     NNT_TRY(targets_parse(model->ctx, fn, targets_text, &t));
     add_pass a = {&t, 0, o->rank, o->alpha, o->dropout, o->rslora != 0, pat, o->seed, 0, ""};
@@ -369,8 +383,7 @@ static int lora_add(nnt_layer *model, const char *fn, const nnt_lora_options *o,
     if (rc == 0)
         rc = nnt_layer_init_adapters(tree, o->seed);
     if (rc == 0 && o->freeze_base)
-        rc = freeze_base(tree, o->freeze_base == NNT_FREEZE_KEEP_FP32 ? NNT_FREEZE_KEEP_FP32
-                                                                     : NNT_FREEZE);
+        rc = freeze_base(tree, freeze_mode(o->freeze_base), 0, fn);
     if (rc == 0 && model->vt->reregister)
         rc = model->vt->reregister(model);
     if (rc == 0) {
@@ -1137,7 +1150,7 @@ NNT_API int nnt_model_load_peft(nnt_layer *model, const char *dir)
     }
     nnt_st_close(g.r);
     if (rc == 0) {   /* the base frozen, as PEFT's from_pretrained leaves it */
-        rc = freeze_base(tree, NNT_FREEZE);
+        rc = freeze_base(tree, NNT_FREEZE, 0, fn);
         if (rc == 0 && model->vt->reregister)
             rc = model->vt->reregister(model);
         return rc;

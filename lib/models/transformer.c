@@ -468,6 +468,8 @@ static int add_head(nnt_layer *l, nnt_layer *embedding, const nnt_model_config *
         NNT_TRY(gl_linear_new(l->ctx, c->channels, c->vocab, f->head_bias ? NNT_LINEAR_BIAS : 0,
                               gl_tile(t->channels, c->channels), gl_tile(t->vocab, c->vocab),
                               fn, &head));
+    for (int i = 0; i < head->nparams; i++)   /* an untied head: never in NF4 */
+        head->params[i].output_head = 1;
     NNT_TRY(adopt(l, "lm_head", head));
     if (c->final_softcap > 0.0) {
         nnt_layer *cap = NULL;

@@ -40,14 +40,14 @@ void nnt_tensor_tile_shape_at(const nnt_tensor *t, int64_t i, int64_t *shape)
 
 int64_t nnt_tensor_bytes(const nnt_tensor *t)
 {
-    return nnt_box_numel(t->ndim, t->shape) * (int64_t)t->elsize;
+    return nnt_dtype_bytes(t->dtype, nnt_box_numel(t->ndim, t->shape));
 }
 
 int64_t nnt_tensor_tile_bytes(const nnt_tensor *t, int64_t i)
 {
     int64_t shape[NNT_MAX_DIMS];
     nnt_tensor_tile_shape_at(t, i, shape);
-    return nnt_box_numel(t->ndim, shape) * (int64_t)t->elsize;
+    return nnt_dtype_bytes(t->dtype, nnt_box_numel(t->ndim, shape));
 }
 
 /* "(4, 5, 6) in tiles of (2, 5, 3)" into buf. */
@@ -100,6 +100,8 @@ const char *nnt_dtype_name(nnt_dtype dtype)
         return "NNT_BF16";
     case NNT_FP16:
         return "NNT_FP16";
+    case NNT_NF4:
+        return "NNT_NF4";
     default:
         return "an unknown dtype";
     }

@@ -89,6 +89,9 @@ static int permute_copy(nnt_tensor *src, const int *perm, nnt_tensor *dst, const
         return rc;
     if (src == dst)
         return nnt_fail(src->ctx, NNT_E_INVAL, "%s: source and destination are the same tensor", fn);
+    if (src->dtype == NNT_NF4 || dst->dtype == NNT_NF4)
+        return nnt_fail(src->ctx, NNT_E_UNSUPPORTED, "%s: NNT_NF4 tensors are not copied (a "
+                        "copy would cut their blocks); nnt_tensor_convert dequantizes one", fn);
     NNT_TRY(nnt_tensor_count_first_write(dst, fn));
     if (src->dtype != dst->dtype)
         return nnt_fail(src->ctx, NNT_E_SHAPE, "%s: source and destination dtypes differ", fn);
@@ -151,19 +154,26 @@ int nnt_tensor_convert(nnt_tensor *src, nnt_tensor *dst)
         rc = nnt_check_same_layout(fn, "src", src, "dst", dst);
     if (rc)
         return rc;
-    if (src->dtype == dst->dtype)
+    if (src->dtype == dst->dtype && src->dtype != NNT_NF4)
         return nnt_tensor_copy(src, dst);
-    int to_bf16 = src->dtype == NNT_FP32 && dst->dtype == NNT_BF16;
-    if (!to_bf16 && !(src->dtype == NNT_BF16 && dst->dtype == NNT_FP32))
-        return nnt_fail(src->ctx, NNT_E_SHAPE, "%s: from %s to %s: only NNT_FP32 <-> NNT_BF16 "
-                        "(or equal dtypes)", fn, nnt_dtype_name(src->dtype),
+    int floats = (src->dtype == NNT_FP32 || src->dtype == NNT_BF16) +
+                 (dst->dtype == NNT_FP32 || dst->dtype == NNT_BF16);
+    int nf4 = (src->dtype == NNT_NF4) + (dst->dtype == NNT_NF4);
+    if (!(floats == 2 || (floats == 1 && nf4 == 1)))
+        return nnt_fail(src->ctx, NNT_E_SHAPE, "%s: from %s to %s: only between NNT_FP32 and "
+                        "NNT_BF16, from either to NNT_NF4 (quantized) and back (dequantized), "
+                        "or between equal dtypes but NNT_NF4", fn, nnt_dtype_name(src->dtype),
                         nnt_dtype_name(dst->dtype));
     if (src == dst)
         return nnt_fail(src->ctx, NNT_E_INVAL, "%s: source and destination are the same tensor",
                         fn);
     NNT_TRY(nnt_tensor_count_first_write(dst, fn));
-    for (int64_t i = 0; i < src->ntiles && rc == 0; i++)
-        rc = nnt_insert_convert(src->ctx, to_bf16, src->tiles[i].handle, dst->tiles[i].handle);
+    int64_t shape[NNT_MAX_DIMS];
+    for (int64_t i = 0; i < src->ntiles && rc == 0; i++) {
+        nnt_tensor_tile_shape_at(src, i, shape);
+        rc = nnt_insert_convert(src->ctx, src->dtype, dst->dtype, nnt_box_numel(src->ndim, shape),
+                                src->tiles[i].handle, dst->tiles[i].handle);
+    }
     if (rc == 0)
         nnt_tensor_mark_written(dst);
     return rc;

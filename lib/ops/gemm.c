@@ -86,13 +86,14 @@ static int check_groups(const char *fn, const nnt_tensor *a, const nnt_tensor *b
     return rc;
 }
 
-/* A and B: NNT_FP32 or NNT_BF16 (used as they are, or expanded exactly). */
+/* A and B: NNT_FP32 or NNT_BF16 (used as they are, or expanded exactly); B also NNT_NF4
+ * (dequantized first, gemm_nf4). */
 static int check_operand_dtype(const char *fn, const char *role, const nnt_tensor *t)
 {
-    if (t->dtype == NNT_FP32 || t->dtype == NNT_BF16)
+    if (t->dtype == NNT_FP32 || t->dtype == NNT_BF16 || (t->dtype == NNT_NF4 && *role == 'B'))
         return NNT_OK;
-    return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must be NNT_FP32 or NNT_BF16, not %s", fn,
-                    role, nnt_dtype_name(t->dtype));
+    return nnt_fail(t->ctx, NNT_E_SHAPE, "%s: %s must be NNT_FP32 or NNT_BF16%s, not %s", fn,
+                    role, *role == 'B' ? " (or NNT_NF4)" : "", nnt_dtype_name(t->dtype));
 }
 
 static int check_operands(const char *fn, nnt_trans trans_a, nnt_trans trans_b, nnt_tensor *a,
@@ -991,18 +992,45 @@ static int data_travel(const nnt_tensor *a, const nnt_tensor *b, double beta,
 
 static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
                 nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
+                int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux);
+
+/* The product with an NNT_NF4 B: B dequantized into a temporary of its layout (bf16 for
+ * bf16 products, else floats: what bitsandbytes' compute dtype reads), one task a tile
+ * before the products that read it, then released after them. The products are those of
+ * the temporary (no packs kept: it is made again for each product). */
+static int gemm_nf4(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
+                    nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
+                    int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
+{
+    nnt_dtype dt = c->ctx->precision == NNT_PRECISION_BF16 ? NNT_BF16 : NNT_FP32;
+    nnt_tensor *w = NULL;   // B's shape and tiling, dequantized
+    NNT_TRY(nnt_tensor_create_beside(c->ctx, dt, b->ndim, b->shape, b->tile, b,
+                                     NNT_HELD_ANYWHERE, &w));
+    w->dequantized = 1;
+    int rc = nnt_tensor_convert(b, w);
+    if (rc == 0)
+        rc = gemm(fn, trans_a, trans_b, alpha, a, w, beta, c, ndim_k, ndim_batch, e, bias, aux);
+    nnt_temp_release(w);   /* after the products that read it */
+    return rc;
+}
+
+static int gemm(const char *fn, nnt_trans trans_a, nnt_trans trans_b, double alpha,
+                nnt_tensor *a, nnt_tensor *b, double beta, nnt_tensor *c, int ndim_k,
                 int ndim_batch, nnt_epilogue e, nnt_tensor *bias, nnt_tensor *aux)
 {
     struct gemm_dims d;
     int rc = check_operands(fn, trans_a, trans_b, a, b, beta, c, ndim_k, ndim_batch, &d);
     if (rc == 0)
         rc = check_epilogue(fn, e, bias, aux, a, b, c, &d);
+    if (rc == 0 && b->dtype == NNT_NF4)
+        return gemm_nf4(fn, trans_a, trans_b, alpha, a, b, beta, c, ndim_k, ndim_batch, e,
+                        bias, aux);
     /* a C tile summed in one task is computed where it is owned, its rows brought there
      * (under NNT_DIST_DATA too): one process's task, one process's bits */
     const int ksum = rc == 0 && sums_k(a, c, &d, e);
     const int travel = rc == 0 && !ksum && data_travel(a, b, beta, c, &d, e);
     struct packed_b pb = {NULL, {0, 0, 0, 0}, {0, 0, 0}, 0, 0};
-    const int keep = rc == 0 && keeps_b(a, b, c);
+    const int keep = rc == 0 && keeps_b(a, b, c) && !b->dequantized;
     if (rc == 0 && !ksum && packs_b(c, &d, keep))
         rc = keep ? packed_b_kept(trans_b, a, b, c, &d, &pb)
                   : packed_b_submit(trans_b, a, b, c, &d, &pb);

@@ -58,7 +58,7 @@ int nnt_trainer_base_checksum(nnt_trainer *tr, int kind, uint64_t *sum)
             if ((rc = nnt_layer_param(tr->model, i, &p)) || !p.frozen ||
                 (rc = nnt_tensor_numel(p.value, &n)) || (rc = nnt_tensor_dtype(p.value, &dt)))
                 continue;
-            size_t bytes = (size_t)n * nnt_dtype_size(dt);
+            size_t bytes = (size_t)nnt_dtype_bytes(dt, n);
             if (!pass) {
                 most = (int64_t)bytes > most ? (int64_t)bytes : most;
                 continue;

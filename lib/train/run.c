@@ -153,9 +153,9 @@ static int open_model(run_parts *p)
      * (nnt_model_read_hf; what the directory lacks initialised as nnt_model_create does), so
      * that under bf16 its frozen matrices are never held in fp32 all at once (an 8B preset:
      * 32 GB); else loaded, or (source NULL) created from the seed */
-    int tunes = r->lora || (r->freeze && *r->freeze);
-    int read_late = tunes && r->precision == NNT_PRECISION_BF16 &&
-                    nnt_model_source_is_hf(r->model_source);
+    int tunes = r->lora || (r->freeze && *r->freeze) || (r->load_peft && r->freeze_mode);
+    int narrows = r->precision == NNT_PRECISION_BF16 || r->freeze_mode == NNT_FREEZE_NF4;
+    int read_late = tunes && narrows && nnt_model_source_is_hf(r->model_source);
     int init_late = tunes && nnt_model_source_is_fresh(r->model_source);
     if (read_late || init_late)
         rc = nnt_model_build_uninit(p->ctx, "nnt_model_create", &p->cfg, o->batch, o->seq,
@@ -171,17 +171,30 @@ static int open_model(run_parts *p)
     if (r->lora && r->load_peft)
         return nnt_fail(p->ctx, NNT_E_INVAL, "lora: a PEFT adapter (load_peft) brings its "
                         "own settings: no lora options with it");
+    if (r->freeze_mode < 0 || r->freeze_mode > NNT_FREEZE_NF4)
+        return nnt_fail(p->ctx, NNT_E_INVAL, "freeze_mode: %d is no nnt_freeze_mode (0, "
+                        "NNT_FREEZE, NNT_FREEZE_KEEP_FP32 or NNT_FREEZE_NF4)", r->freeze_mode);
+    int mode = r->freeze_mode ? r->freeze_mode : NNT_FREEZE;
     for (const char *s = r->freeze; s && *s;) {
         size_t len = strcspn(s, ",");
         char pat[512];
         snprintf(pat, sizeof pat, "%.*s", (int)len, s);
-        if ((rc = nnt_layer_freeze(p->model, pat, 1, NULL)))
+        if ((rc = nnt_layer_freeze(p->model, pat, mode, NULL)))
             return field_fail(p, "freeze", rc);
         s += len + (s[len] == ',');
     }
+    /* the adapter's base frozen in the run's mode first (nnt_model_load_peft then leaves it
+     * so) */
+    if (r->load_peft && r->freeze_mode && (rc = nnt_layer_freeze(p->model, "*", mode, NULL)))
+        return field_fail(p, "freeze_mode", rc);
     if (r->load_peft && (rc = nnt_model_load_peft(p->model, r->load_peft)))
         return field_fail(p, "load_peft", rc);
-    if (r->lora && (rc = nnt_model_lora_add(p->model, r->lora)))
+    nnt_lora_options lora = NNT_LORA_OPTIONS_INIT;   /* r->lora's, as large as the caller's */
+    if (r->lora)
+        memcpy(&lora, r->lora, r->lora->size < sizeof lora ? r->lora->size : sizeof lora);
+    if (r->lora && r->freeze_mode && lora.freeze_base)
+        lora.freeze_base = r->freeze_mode;
+    if (r->lora && (rc = nnt_model_lora_add(p->model, &lora)))
         return field_fail(p, "lora", rc);
     if (read_late && (rc = nnt_model_read_hf(p->model, r->model_source)))
         return field_fail(p, "model_source", rc);
@@ -390,6 +403,9 @@ static char *run_members(const run_parts *p)
         add_member(&m, tile_keys[i], NULL, 0, (double)tiles[i]);
     if (r->freeze)
         add_member(&m, "freeze", r->freeze, 0, 0);
+    if (r->freeze_mode == NNT_FREEZE_NF4 || r->freeze_mode == NNT_FREEZE_KEEP_FP32)
+        add_member(&m, "freeze_mode", r->freeze_mode == NNT_FREEZE_NF4 ? "nf4" : "keep_fp32",
+                   0, 0);
     if (r->load_peft)
         add_member(&m, "load_peft", r->load_peft, 1, 0);
     if (r->lora) {

@@ -61,12 +61,14 @@ static void add_tuning(const nnt_trainer *tr, nnt_text *t)
         add(t, "fine-tune: LoRA r %lld, alpha %g%s, dropout %g on %s%s%s\n", (long long)lo.rank,
             lo.alpha, lo.rslora ? " (rsLoRA)" : "", lo.dropout, lo.targets, *peft ? " from " : "",
             peft);
-    char base[4096];
+    char base[4096], mode[32];
     member(tr->o.extra_options, "model_source", base, sizeof base);
+    member(tr->o.extra_options, "freeze_mode", mode, sizeof mode);
     if (tr->frozen)
-        add(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen%s%s)\n",
+        add(t, "trained:   %.3fM of the %.3fM parameters (the rest frozen%s%s%s)\n",
             (double)(tr->params - tr->frozen) / 1e6, (double)tr->params / 1e6,
-            *base ? ": the base " : "", base);
+            *base ? ": the base " : "", base,
+            strcmp(mode, "nf4") == 0 ? ", its matrices in NF4" : "");
 }
 
 static void add_data(const nnt_trainer *tr, nnt_text *t)
